@@ -1,0 +1,18 @@
+"""Operator cost rules, registered by name (see :mod:`.registry`)."""
+
+from . import attention, comm, elementwise, embedding, linear, norms, softmax  # noqa: F401  (register)
+from .attention import attention as attention_rule
+from .attention import causal_pairs
+from .registry import Rule, get_rule, op_cost, register_rule, rule_names
+from .softmax import SOFTMAX_VARIANTS
+
+__all__ = [
+    "Rule",
+    "register_rule",
+    "get_rule",
+    "rule_names",
+    "op_cost",
+    "causal_pairs",
+    "attention_rule",
+    "SOFTMAX_VARIANTS",
+]

@@ -1,0 +1,165 @@
+"""Scaled dot-product attention: naive (materialised) and FlashAttention.
+
+Shapes: ``batch`` sequences, ``heads`` query heads sharing ``kv_heads``
+key/value heads (MHA ``kv_heads = heads``, GQA fewer, MQA one), ``q_len``
+queries attending to ``kv_len`` keys, head dim ``head_dim`` (``v_head_dim``
+for V and O, default the same).
+
+FLOPs per (batch, head) over the scored pairs ``P``::
+
+    S = Q @ K^T     # [q_len, d] x [d, kv_len]  -> 2*d  FLOPs per pair
+    O = P @ V       # [q_len, kv_len] x [kv_len, dv] -> 2*dv FLOPs per pair
+    softmax(S)      # vector_ops + sfu_ops per pair (see softmax rule)
+
+so ``F = 4*N*N_kv*d + 5*N*N_kv`` per head with the defaults (the profiling
+article's ``4N^2 D + 5N^2``). The ``1/sqrt(d)`` scale is folded into Q or the
+exp argument and not counted.
+
+Causal masking, queries being the last ``q_len`` of ``kv_len`` positions,
+scores ``P = q_len*kv_len - q_len*(q_len-1)/2`` pairs (``N(N+1)/2`` for
+self-attention, ``kv_len`` for one decode query). FlashAttention skips the
+masked tiles, so its work follows ``P``; the naive kernel computes the full
+matrix and masks it, so it pays for all ``q_len*kv_len`` pairs.
+
+Bytes:
+
+* ``naive`` materialises S and P: writes S, the (fused) softmax reads S and
+  writes P, the second matmul reads P: ``4*N*N_kv`` score elements, plus
+  Q, K, V read and O written once (K/V once per KV head: grouped query heads
+  share one operand read). Three kernels.
+* ``flash`` with ``q_block=None``: the ideal minimum, Q, K, V read once and O
+  written once; one kernel (Dao et al. 2022, the IO lower bound the article
+  calls ``D_flash,min``).
+* ``flash`` with ``q_block=Br``: K and V are re-read once per query block,
+  ``ceil(q_len/Br)`` times (causal: only the blocks up to the diagonal).
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from ..cost import Cost
+from ..dtypes import DTypeLike, dtype_bytes, roof_of
+from ..errors import RuleArgumentError
+from ..symbols import check_dim
+from .registry import register_rule
+
+__all__ = ["attention", "causal_pairs"]
+
+_VARIANTS = ("naive", "flash")
+
+
+def causal_pairs(q_len: sympy.Expr, kv_len: sympy.Expr) -> sympy.Expr:
+    """Scored (query, key) pairs under a causal mask.
+
+    Queries are the last ``q_len`` of ``kv_len`` positions; query ``i`` (0
+    based) sees ``kv_len - q_len + i + 1`` keys:
+
+    .. math::
+
+        P = \\sum_{i=0}^{N-1} (N_{kv} - N + i + 1) = N N_{kv} - \\frac{N(N-1)}{2}
+
+    >>> from costmodel.symbols import dim
+    >>> n = dim("n")
+    >>> sympy.factor(causal_pairs(n, n))
+    n*(n + 1)/2
+    """
+    return q_len * kv_len - q_len * (q_len - 1) / 2
+
+
+@register_rule("attention")
+def attention(
+    *,
+    heads: object,
+    q_len: object,
+    kv_len: object,
+    head_dim: object,
+    batch: object = 1,
+    kv_heads: object | None = None,
+    v_head_dim: object | None = None,
+    dtype: DTypeLike = "bf16",
+    out_dtype: DTypeLike | None = None,
+    score_dtype: DTypeLike | None = None,
+    variant: str = "flash",
+    causal: bool = False,
+    q_block: object | None = None,
+    softmax_vector_ops: object = 4,
+    softmax_sfu_ops: object = 1,
+    compute_dtype: DTypeLike | None = None,
+    softmax_dtype: DTypeLike = "fp32",
+) -> Cost:
+    """Attention of ``heads`` query heads over ``kv_heads`` KV heads (module doc).
+
+    .. math::
+
+        F_\\text{tensor} = 2\\,B H P\\,(d + d_v),\\quad
+        F_\\text{vector} = 4\\,B H P,\\quad F_\\text{sfu} = B H P
+
+        D_\\text{min} = b\\,B\\,(H N d + H_{kv} N_{kv} (d + d_v)) + o\\,B H N d_v,\\qquad
+        D_\\text{naive} = D_\\text{min} + 4\\,s\\,B H N N_{kv}
+
+    Decode (``q_len = 1``): :math:`I_\\text{tensor} \\to 2 H/(H_{kv} b)` as
+    ``kv_len`` grows, independent of context and batch.
+
+    >>> from costmodel.symbols import dim
+    >>> n, d = dim("n"), dim("d")
+    >>> attention(heads=1, q_len=n, kv_len=n, head_dim=d, variant="naive").flops
+    4*d*n**2 + 5*n**2
+    """
+    if variant not in _VARIANTS:
+        raise RuleArgumentError(f"attention: variant {variant!r} not allowed; allowed: {_VARIANTS}")
+    if q_block is not None and variant != "flash":
+        raise RuleArgumentError("attention: q_block applies to variant='flash' only")
+    nb = check_dim(batch, "batch")
+    h = check_dim(heads, "heads")
+    hkv = check_dim(kv_heads if kv_heads is not None else heads, "kv_heads")
+    if h.is_number and hkv.is_number and (h % hkv != 0):
+        raise RuleArgumentError(
+            f"attention: heads ({h}) must be a multiple of kv_heads ({hkv}) for grouped queries"
+        )
+    n, nkv = check_dim(q_len, "q_len"), check_dim(kv_len, "kv_len")
+    if causal and n.is_number and nkv.is_number and n > nkv:
+        raise RuleArgumentError(
+            f"attention: causal needs q_len <= kv_len (queries are the last positions), "
+            f"got q_len={n}, kv_len={nkv}"
+        )
+    d = check_dim(head_dim, "head_dim")
+    dv = check_dim(v_head_dim if v_head_dim is not None else head_dim, "v_head_dim")
+    b = dtype_bytes(dtype, "dtype")
+    o = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
+    s = dtype_bytes(score_dtype if score_dtype is not None else dtype, "score_dtype")
+    vops = check_dim(softmax_vector_ops, "softmax_vector_ops", allow_zero=True)
+    sops = check_dim(softmax_sfu_ops, "softmax_sfu_ops", allow_zero=True)
+    prec = roof_of(compute_dtype if compute_dtype is not None else dtype)
+    sprec = roof_of(softmax_dtype)
+
+    full = n * nkv
+    pairs = causal_pairs(n, nkv) if (causal and variant == "flash") else full
+    flops = (
+        Cost.compute("tensor", prec, nb * h * pairs * (2 * d + 2 * dv))  # QK^T and PV per pair
+        + Cost.compute("vector", sprec, vops * nb * h * pairs)
+        + Cost.compute("sfu", sprec, sops * nb * h * pairs)
+    )
+    q_bytes = b * nb * h * n * d
+    kv_bytes = b * nb * hkv * nkv * (d + dv)
+    o_bytes = o * nb * h * n * dv
+    if variant == "naive":
+        # S written, softmax reads S and writes P, PV reads P: 2 reads + 2 writes of N*N_kv
+        score = s * nb * h * full
+        return (
+            flops
+            + Cost.traffic(read=q_bytes + kv_bytes + 2 * score, write=o_bytes + 2 * score)
+            + Cost.launches(3)
+        )
+    if q_block is None:
+        kv_total = kv_bytes
+    else:
+        br = check_dim(q_block, "q_block")
+        blocks = sympy.ceiling(n / br)
+        if causal:
+            # block j sees the prefix (kv_len - q_len) plus (j+1)*Br of the new keys
+            rows = blocks * (nkv - n) + br * blocks * (blocks + 1) / 2
+            kv_total = b * nb * hkv * rows * (d + dv)
+        else:
+            kv_total = kv_bytes * blocks
+    return flops + Cost.traffic(read=q_bytes + kv_total, write=o_bytes) + Cost.launches(1)

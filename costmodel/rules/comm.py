@@ -1,0 +1,144 @@
+"""Collective communication over ``p`` devices with an alpha-beta link model.
+
+Each device sends ``bytes`` over a link class (``scale_up``: NVLink, xGMI,
+ICI; ``scale_out``: the network) in ``steps`` latency-bound rounds; the
+roofline charges ``bytes / link_bandwidth + steps * link_latency``
+(Hockney's alpha-beta model). Bytes per device (Thakur, Rabenseifner & Gropp,
+IJHPCA 2005; NCCL's ``busbw`` factors):
+
+==============  =================  ==========  ===========
+collective      bytes per device   ring steps  direct steps
+==============  =================  ==========  ===========
+all_reduce      2 (p-1)/p * n b    2 (p-1)     2 (two-shot)
+all_gather      (p-1)/p * n b      p-1         1
+reduce_scatter  (p-1)/p * n b      p-1         1
+==============  =================  ==========  ===========
+
+``n`` is the full tensor's element count (the all-reduce input, the
+all-gather output, the reduce-scatter input). Reductions add ``(p-1)/p * n``
+vector FLOPs per device. DRAM traffic is the ideal in-place figure: the
+input read once and the output written once.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from ..cost import Cost
+from ..dtypes import DTypeLike, dtype_bytes, roof_of
+from ..errors import RuleArgumentError
+from ..symbols import check_dim
+from .registry import register_rule
+
+__all__ = ["all_reduce", "all_gather", "reduce_scatter"]
+
+_ALGOS = ("ring", "direct")
+
+
+def _common(rule: str, elements: object, p: object, algorithm: str) -> tuple[sympy.Expr, sympy.Expr]:
+    if algorithm not in _ALGOS:
+        raise RuleArgumentError(f"{rule}: algorithm {algorithm!r} not allowed; allowed: {_ALGOS}")
+    return check_dim(elements, "elements"), check_dim(p, "p")
+
+
+@register_rule("all_reduce")
+def all_reduce(
+    *,
+    elements: object,
+    p: object,
+    dtype: DTypeLike = "bf16",
+    algorithm: str = "ring",
+    link: str = "scale_up",
+    compute_dtype: DTypeLike = "fp32",
+) -> Cost:
+    """Sum a tensor of ``n`` elements across ``p`` devices (table in module doc).
+
+    .. math::
+
+        T_\\text{link} = \\frac{2(p-1)}{p}\\frac{n b}{\\beta_\\text{link}}
+                        + 2(p-1)\\,\\alpha \\quad\\text{(ring)}
+
+    ``p = 1`` costs nothing.
+
+    >>> from costmodel.symbols import dim, p
+    >>> n = dim("n")
+    >>> all_reduce(elements=n, p=p).comm_terms["scale_up"]
+    4*n*(p - 1)/p
+    """
+    n, pp = _common("all_reduce", elements, p, algorithm)
+    if pp == 1:
+        return Cost.zero()
+    b = dtype_bytes(dtype, "dtype")
+    steps = 2 * (pp - 1) if algorithm == "ring" else sympy.Integer(2)
+    return (
+        Cost.comm(link, b * n * 2 * (pp - 1) / pp, steps)
+        + Cost.compute("vector", roof_of(compute_dtype), n * (pp - 1) / pp)
+        + Cost.traffic(read=b * n, write=b * n)
+        + Cost.launches(1)
+    )
+
+
+@register_rule("all_gather")
+def all_gather(
+    *,
+    elements: object,
+    p: object,
+    dtype: DTypeLike = "bf16",
+    algorithm: str = "ring",
+    link: str = "scale_up",
+) -> Cost:
+    """Gather ``p`` shards into the full ``n``-element tensor on every device.
+
+    .. math::
+
+        T_\\text{link} = \\frac{p-1}{p}\\frac{n b}{\\beta_\\text{link}} + (p-1)\\,\\alpha
+        \\quad\\text{(ring)}
+
+    >>> from costmodel.symbols import dim
+    >>> all_gather(elements=dim("n"), p=4).comm_step_terms["scale_up"]
+    3
+    """
+    n, pp = _common("all_gather", elements, p, algorithm)
+    if pp == 1:
+        return Cost.zero()
+    b = dtype_bytes(dtype, "dtype")
+    steps = pp - 1 if algorithm == "ring" else sympy.Integer(1)
+    return (
+        Cost.comm(link, b * n * (pp - 1) / pp, steps)
+        + Cost.traffic(read=b * n / pp, write=b * n)
+        + Cost.launches(1)
+    )
+
+
+@register_rule("reduce_scatter")
+def reduce_scatter(
+    *,
+    elements: object,
+    p: object,
+    dtype: DTypeLike = "bf16",
+    algorithm: str = "ring",
+    link: str = "scale_up",
+    compute_dtype: DTypeLike = "fp32",
+) -> Cost:
+    """Sum an ``n``-element tensor across ``p`` devices, each keeping ``n/p``.
+
+    .. math::
+
+        T_\\text{link} = \\frac{p-1}{p}\\frac{n b}{\\beta_\\text{link}} + (p-1)\\,\\alpha
+        \\quad\\text{(ring)}
+
+    >>> from costmodel.symbols import dim
+    >>> reduce_scatter(elements=dim("n"), p=2).comm_terms["scale_up"]
+    n
+    """
+    n, pp = _common("reduce_scatter", elements, p, algorithm)
+    if pp == 1:
+        return Cost.zero()
+    b = dtype_bytes(dtype, "dtype")
+    steps = pp - 1 if algorithm == "ring" else sympy.Integer(1)
+    return (
+        Cost.comm(link, b * n * (pp - 1) / pp, steps)
+        + Cost.compute("vector", roof_of(compute_dtype), n * (pp - 1) / pp)
+        + Cost.traffic(read=b * n, write=b * n / pp)
+        + Cost.launches(1)
+    )
