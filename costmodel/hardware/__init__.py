@@ -1,0 +1,27 @@
+"""Hardware specs and the shipped catalog."""
+
+from .catalog import (
+    catalog,
+    device_names,
+    get_device,
+    hardware_from_dict,
+    load_hardware_file,
+    register_device,
+    shipped_devices,
+)
+from .spec import WILDCARD, Hardware, Link, MemoryLevel, Roof
+
+__all__ = [
+    "Hardware",
+    "Roof",
+    "MemoryLevel",
+    "Link",
+    "WILDCARD",
+    "get_device",
+    "device_names",
+    "register_device",
+    "load_hardware_file",
+    "hardware_from_dict",
+    "catalog",
+    "shipped_devices",
+]

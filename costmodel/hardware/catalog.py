@@ -1,0 +1,268 @@
+"""The hardware catalog: shipped as data (``catalog.toml``), extensible.
+
+Users add devices from a TOML or JSON file with the same layout
+(:func:`load_hardware_file`) or register a :class:`Hardware` built in Python
+(:func:`register_device`). Field values may be numbers or expression strings
+(``"108*16*1410e6"``, or a symbol such as ``"P"``), parsed safely.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import HardwareSpecError, UnknownDeviceError
+from .spec import Hardware, Link, MemoryLevel, Roof
+
+__all__ = [
+    "get_device",
+    "device_names",
+    "register_device",
+    "load_hardware_file",
+    "hardware_from_dict",
+    "catalog",
+    "shipped_devices",
+]
+
+_DEVICES: dict[str, Hardware] = {}
+_ALIASES: dict[str, str] = {}
+_LOADED = False
+
+_ROOF_KEYS = {"unit", "precision", "peak_flops_per_s", "source"}
+_MEM_KEYS = {"name", "bandwidth_bytes_per_s", "capacity_bytes", "source", "per"}
+_LINK_KEYS = {"name", "bandwidth_bytes_per_s", "latency_s", "source"}
+_DEVICE_KEYS = {
+    "description",
+    "vendor",
+    "aliases",
+    "sm_count",
+    "power_w",
+    "power_source",
+    "roofs",
+    "sparse_roofs",
+    "memory",
+    "links",
+    "launch_overhead_s",
+    "overlap",
+    "notes",
+}
+
+
+def _check_keys(entry: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    if not isinstance(entry, Mapping):
+        raise HardwareSpecError(f"{where} must be a table/object, got {type(entry).__name__}")
+    extra = set(entry) - allowed
+    if extra:
+        raise HardwareSpecError(
+            f"{where}: unknown field(s) {', '.join(sorted(extra))}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _value(entry: Mapping[str, Any], key: str, where: str, required: bool = True) -> Any:
+    if key not in entry:
+        if required:
+            raise HardwareSpecError(f"{where}: missing required field {key!r}")
+        return None
+    v = entry[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise HardwareSpecError(
+            f"{where}.{key} must be a number or an expression string, got {type(v).__name__} {v!r}"
+        )
+    return v
+
+
+def _source(text: Any, sources: Mapping[str, str]) -> str:
+    if text is None:
+        return ""
+    text = str(text)
+    return sources.get(text, text)
+
+
+def hardware_from_dict(
+    name: str, entry: Mapping[str, Any], sources: Mapping[str, str] | None = None
+) -> Hardware:
+    """Build a :class:`Hardware` from one device table of a catalog file."""
+    src = dict(sources or {})
+    where = f"device {name!r}"
+    _check_keys(entry, _DEVICE_KEYS, where)
+
+    def roofs(key: str) -> tuple[Roof, ...]:
+        out = []
+        items = entry.get(key, [])
+        if not isinstance(items, list):
+            raise HardwareSpecError(f"{where}.{key} must be a list of tables")
+        for i, r in enumerate(items):
+            w = f"{where}.{key}[{i}]"
+            _check_keys(r, _ROOF_KEYS, w)
+            for k in ("unit", "precision"):
+                if not isinstance(r.get(k), str):
+                    raise HardwareSpecError(f"{w}: field {k!r} must be a string")
+            out.append(
+                Roof(
+                    r["unit"],
+                    r["precision"],
+                    _value(r, "peak_flops_per_s", w),
+                    _source(r.get("source"), src),
+                    dense=(key == "roofs"),
+                )
+            )
+        return tuple(out)
+
+    memory = []
+    for i, m in enumerate(entry.get("memory", [])):
+        w = f"{where}.memory[{i}]"
+        _check_keys(m, _MEM_KEYS, w)
+        if not isinstance(m.get("name"), str):
+            raise HardwareSpecError(f"{w}: field 'name' must be a string")
+        memory.append(
+            MemoryLevel(
+                m["name"],
+                _value(m, "bandwidth_bytes_per_s", w, required=False),
+                _value(m, "capacity_bytes", w, required=False),
+                _source(m.get("source"), src),
+                per=m.get("per", "device"),
+            )
+        )
+    if not memory:
+        raise HardwareSpecError(f"{where}: needs at least one memory level (e.g. 'dram')")
+    links = []
+    for i, lk in enumerate(entry.get("links", [])):
+        w = f"{where}.links[{i}]"
+        _check_keys(lk, _LINK_KEYS, w)
+        if not isinstance(lk.get("name"), str):
+            raise HardwareSpecError(f"{w}: field 'name' must be a string")
+        links.append(
+            Link(
+                lk["name"],
+                _value(lk, "bandwidth_bytes_per_s", w),
+                _value(lk, "latency_s", w, required=False),
+                _source(lk.get("source"), src),
+            )
+        )
+    sm = entry.get("sm_count")
+    if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int)):
+        raise HardwareSpecError(f"{where}.sm_count must be an integer, got {sm!r}")
+    kwargs: dict[str, Any] = {}
+    for key in ("launch_overhead_s", "overlap"):
+        if key in entry:
+            kwargs[key] = _value(entry, key, where)
+    hw = Hardware(
+        name=name,
+        roofs=roofs("roofs"),
+        sparse_roofs=roofs("sparse_roofs"),
+        memory=tuple(memory),
+        links=tuple(links),
+        description=str(entry.get("description", "")),
+        vendor=str(entry.get("vendor", "")),
+        power_w=_value(entry, "power_w", where, required=False),
+        power_source=_source(entry.get("power_source"), src),
+        sm_count=sm,
+        notes=str(entry.get("notes", "")),
+        **kwargs,
+    )
+    if not hw.roofs:
+        raise HardwareSpecError(f"{where}: needs at least one dense roof")
+    return hw
+
+
+def _parse(data: Mapping[str, Any], origin: str) -> list[tuple[Hardware, list[str]]]:
+    if "devices" not in data or not isinstance(data["devices"], Mapping):
+        raise HardwareSpecError(f"{origin}: expected a 'devices' table mapping names to devices")
+    sources = data.get("sources", {})
+    if not isinstance(sources, Mapping):
+        raise HardwareSpecError(f"{origin}: 'sources' must map keys to text")
+    out = []
+    for name, entry in data["devices"].items():
+        hw = hardware_from_dict(name, entry, sources)
+        aliases = entry.get("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+            raise HardwareSpecError(f"device {name!r}.aliases must be a list of strings")
+        out.append((hw, aliases))
+    return out
+
+
+def _shipped() -> list[tuple[Hardware, list[str]]]:
+    text = resources.files(__package__).joinpath("catalog.toml").read_text(encoding="utf-8")
+    return _parse(tomllib.loads(text), "catalog.toml")
+
+
+def shipped_devices() -> dict[str, Hardware]:
+    """The devices of the shipped ``catalog.toml`` only, freshly parsed."""
+    return {hw.name: hw for hw, _ in _shipped()}
+
+
+def _ensure_loaded() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    for hw, aliases in _shipped():
+        register_device(hw, aliases=aliases)
+    _LOADED = True
+
+
+def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: bool = False) -> None:
+    """Add a device (and aliases) to the catalog; duplicates need ``replace``."""
+    if not isinstance(hw, Hardware):
+        raise HardwareSpecError(f"register_device expects a Hardware, got {type(hw).__name__}")
+    key = hw.name.lower()
+    if key in _DEVICES and not replace:
+        raise HardwareSpecError(f"device {hw.name!r} is already in the catalog; pass replace=True")
+    _DEVICES[key] = hw
+    for a in aliases or []:
+        _ALIASES[a.lower()] = key
+
+
+def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardware]:
+    """Read devices from a TOML or JSON file (catalog layout) and register them."""
+    path = Path(path)
+    if not path.is_file():
+        raise HardwareSpecError(f"hardware file {str(path)!r} does not exist")
+    raw = path.read_bytes()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(raw)
+        else:
+            data = tomllib.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise HardwareSpecError(f"hardware file {str(path)!r} is not valid TOML/JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise HardwareSpecError(f"hardware file {str(path)!r}: top level must be a table/object")
+    parsed = _parse(data, str(path))
+    if register:
+        _ensure_loaded()
+        for hw, aliases in parsed:
+            register_device(hw, aliases=aliases, replace=True)
+    return [hw for hw, _ in parsed]
+
+
+def get_device(name: str | Hardware) -> Hardware:
+    """Look a device up by name or alias (case-insensitive)."""
+    if isinstance(name, Hardware):
+        return name
+    _ensure_loaded()
+    if not isinstance(name, str):
+        raise UnknownDeviceError(f"device must be a name, got {type(name).__name__}")
+    key = name.lower()
+    key = _ALIASES.get(key, key)
+    try:
+        return _DEVICES[key]
+    except KeyError:
+        raise UnknownDeviceError(
+            f"unknown device {name!r}; known devices: {', '.join(device_names())}"
+        ) from None
+
+
+def device_names() -> tuple[str, ...]:
+    """Catalog device names in catalog order."""
+    _ensure_loaded()
+    return tuple(_DEVICES)
+
+
+def catalog() -> dict[str, Hardware]:
+    """A copy of the whole catalog (name -> Hardware)."""
+    _ensure_loaded()
+    return dict(_DEVICES)

@@ -1,0 +1,367 @@
+"""Hardware specs with several roofs.
+
+A :class:`Hardware` is data: dense peak FLOP/s per (unit, precision), a
+bandwidth and capacity per memory level, links (bandwidth per direction and
+latency), power, and two execution parameters that are explicit rather than
+buried in code:
+
+* ``launch_overhead_s`` (default ``0``): fixed time added per kernel launch.
+  The default gives the pure roofline; set it from a measurement (a few
+  microseconds on current GPUs without CUDA graphs) to model small kernels.
+* ``overlap`` (default ``1``): how far compute, memory and link time overlap.
+  ``1`` is the roofline lower bound ``max(terms)``, ``0`` the no-overlap
+  upper bound ``sum(terms)``; in between ``T = overlap*max + (1-overlap)*sum``.
+
+Values are sympy expressions: numbers for a real device or symbols (``P``,
+``beta``) to keep derivations abstract. Units are in the field names and
+SI inside: FLOP/s, bytes/s (decimal, 1 GB/s = 1e9), bytes, seconds, watts.
+Sparse ("with sparsity") peaks are kept apart in ``sparse_roofs`` and never
+used as dense.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from ..cost import UNITS, as_float
+from ..errors import HardwareSpecError, MissingRoofError
+from ..expr import to_expr
+
+__all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD"]
+
+#: Precision key of a roof that serves every precision (symbolic specs).
+WILDCARD = "*"
+
+
+def _positive(value: object, field_name: str, *, allow_zero: bool = False) -> sympy.Expr:
+    try:
+        expr = to_expr(value, field=field_name)
+    except Exception as exc:  # ExpressionSyntaxError or type errors: say which field
+        raise HardwareSpecError(f"{field_name}: {exc}") from None
+    if expr.is_number:
+        if expr.is_real is not True or expr.is_negative or (expr == 0 and not allow_zero):
+            what = "non-negative" if allow_zero else "positive"
+            raise HardwareSpecError(f"{field_name} must be a {what} number, got {expr}")
+    return expr
+
+
+@dataclass(frozen=True, slots=True)
+class Roof:
+    """Peak FLOP/s of one unit at one precision."""
+
+    unit: str
+    precision: str
+    peak_flops_per_s: sympy.Expr
+    source: str = ""
+    dense: bool = True
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise HardwareSpecError(f"roof unit {self.unit!r} not allowed; allowed: {UNITS}")
+        object.__setattr__(
+            self,
+            "peak_flops_per_s",
+            _positive(self.peak_flops_per_s, f"roof {self.unit}/{self.precision} peak_flops_per_s"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLevel:
+    """A memory level: bandwidth (bytes/s) and capacity (bytes), either optional.
+
+    ``per`` says what the capacity counts: the whole ``device`` or one ``sm``
+    (shared memory per streaming multiprocessor / compute unit).
+    """
+
+    name: str
+    bandwidth_bytes_per_s: sympy.Expr | None = None
+    capacity_bytes: sympy.Expr | None = None
+    source: str = ""
+    per: str = "device"
+
+    def __post_init__(self) -> None:
+        if self.per not in ("device", "sm"):
+            raise HardwareSpecError(f"memory {self.name}: per must be 'device' or 'sm', got {self.per!r}")
+        if self.bandwidth_bytes_per_s is not None:
+            object.__setattr__(
+                self,
+                "bandwidth_bytes_per_s",
+                _positive(self.bandwidth_bytes_per_s, f"memory {self.name} bandwidth_bytes_per_s"),
+            )
+        if self.capacity_bytes is not None:
+            object.__setattr__(
+                self, "capacity_bytes", _positive(self.capacity_bytes, f"memory {self.name} capacity_bytes")
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A device's link class: bandwidth per direction (bytes/s) and latency (s)."""
+
+    name: str
+    bandwidth_bytes_per_s: sympy.Expr
+    latency_s: sympy.Expr | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "bandwidth_bytes_per_s",
+            _positive(self.bandwidth_bytes_per_s, f"link {self.name} bandwidth_bytes_per_s"),
+        )
+        if self.latency_s is not None:
+            object.__setattr__(
+                self, "latency_s", _positive(self.latency_s, f"link {self.name} latency_s", allow_zero=True)
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """A device with several roofs (see module doc)."""
+
+    name: str
+    roofs: tuple[Roof, ...]
+    memory: tuple[MemoryLevel, ...]
+    links: tuple[Link, ...] = ()
+    description: str = ""
+    vendor: str = ""
+    sparse_roofs: tuple[Roof, ...] = ()
+    power_w: sympy.Expr | None = None
+    power_source: str = ""
+    sm_count: int | None = None
+    launch_overhead_s: sympy.Expr | int = 0
+    overlap: sympy.Expr | int = 1
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise HardwareSpecError("hardware name must be a non-empty string")
+        seen: set[tuple[str, str]] = set()
+        for r in self.roofs:
+            if not r.dense:
+                raise HardwareSpecError(
+                    f"{self.name}: roof {r.unit}/{r.precision} is marked sparse; sparse peaks go in "
+                    "sparse_roofs and are never used as dense"
+                )
+            if (r.unit, r.precision) in seen:
+                raise HardwareSpecError(f"{self.name}: duplicate roof {r.unit}/{r.precision}")
+            seen.add((r.unit, r.precision))
+        names = [m.name for m in self.memory]
+        if len(set(names)) != len(names):
+            raise HardwareSpecError(f"{self.name}: duplicate memory level in {names}")
+        if self.power_w is not None:
+            object.__setattr__(self, "power_w", _positive(self.power_w, f"{self.name} power_w"))
+        object.__setattr__(
+            self,
+            "launch_overhead_s",
+            _positive(self.launch_overhead_s, f"{self.name} launch_overhead_s", allow_zero=True),
+        )
+        ov = _positive(self.overlap, f"{self.name} overlap", allow_zero=True)
+        if ov.is_number and ov > 1:
+            raise HardwareSpecError(f"{self.name} overlap must be in [0, 1], got {ov}")
+        object.__setattr__(self, "overlap", ov)
+        if self.sm_count is not None and (not isinstance(self.sm_count, int) or self.sm_count <= 0):
+            raise HardwareSpecError(f"{self.name} sm_count must be a positive integer, got {self.sm_count!r}")
+
+    # ---------------------------------------------------------------- lookups
+    def peak(self, unit: str, precision: str) -> sympy.Expr | None:
+        """Dense peak FLOP/s of ``unit`` at ``precision``, or ``None``.
+
+        A roof with precision ``"*"`` serves any precision; a cost with
+        precision ``"*"`` (symbolic dtype) takes the unit's only roof.
+        """
+        exact = wildcard = None
+        for r in self.roofs:
+            if r.unit != unit:
+                continue
+            if r.precision == precision:
+                exact = r.peak_flops_per_s
+            elif r.precision == WILDCARD:
+                wildcard = r.peak_flops_per_s
+        if exact is not None:
+            return exact
+        if wildcard is not None:
+            return wildcard
+        if precision == WILDCARD:
+            unit_roofs = [r for r in self.roofs if r.unit == unit]
+            if len(unit_roofs) == 1:
+                return unit_roofs[0].peak_flops_per_s
+        return None
+
+    def require_peak(self, unit: str, precision: str) -> sympy.Expr:
+        """Like :meth:`peak` but raise :class:`MissingRoofError` naming what exists."""
+        value = self.peak(unit, precision)
+        if value is None:
+            have = ", ".join(self.precisions(unit)) or "none"
+            raise MissingRoofError(
+                f"device {self.name!r} has no dense {unit} roof for precision {precision!r}; "
+                f"{unit} precisions available: {have}"
+            )
+        return value
+
+    def precisions(self, unit: str) -> tuple[str, ...]:
+        return tuple(r.precision for r in self.roofs if r.unit == unit)
+
+    def level(self, name: str) -> MemoryLevel:
+        for m in self.memory:
+            if m.name == name:
+                return m
+        have = ", ".join(m.name for m in self.memory)
+        raise MissingRoofError(f"device {self.name!r} has no memory level {name!r}; levels: {have}")
+
+    def bandwidth(self, level: str = "dram") -> sympy.Expr:
+        bw = self.level(level).bandwidth_bytes_per_s
+        if bw is None:
+            raise MissingRoofError(f"device {self.name!r}: memory level {level!r} has no bandwidth")
+        return bw
+
+    def capacity(self, level: str = "dram") -> sympy.Expr:
+        cap = self.level(level).capacity_bytes
+        if cap is None:
+            raise MissingRoofError(f"device {self.name!r}: memory level {level!r} has no capacity")
+        return cap
+
+    def link(self, name: str) -> Link:
+        for lk in self.links:
+            if lk.name == name:
+                return lk
+        have = ", ".join(lk.name for lk in self.links) or "none"
+        raise MissingRoofError(f"device {self.name!r} has no link {name!r}; links: {have}")
+
+    def balance(self, unit: str = "tensor", precision: str = "bf16", level: str = "dram") -> sympy.Expr:
+        """Ridge point ``I* = P / beta`` in FLOP per byte.
+
+        >>> Hardware.symbolic().balance(precision="*")
+        P/beta
+        """
+        return self.require_peak(unit, precision) / self.bandwidth(level)
+
+    # ------------------------------------------------------------- variants
+    def scaled(self, factors: Mapping[str, object]) -> Hardware:
+        """A copy with resources multiplied: keys are units (``tensor``...),
+        ``compute`` (every unit), memory levels (``dram``...), link names, or
+        ``memory`` (every level's bandwidth)."""
+        known = (
+            set(UNITS)
+            | {"compute", "memory"}
+            | {m.name for m in self.memory}
+            | {lk.name for lk in self.links}
+        )
+        for key in factors:
+            if key not in known:
+                raise HardwareSpecError(
+                    f"cannot scale {key!r} on {self.name!r}; scalable: {', '.join(sorted(known))}"
+                )
+        f = {k: to_expr(v, field=f"scale factor {k}") for k, v in factors.items()}
+
+        def unit_factor(unit: str) -> sympy.Expr:
+            return f.get(unit, sympy.Integer(1)) * f.get("compute", sympy.Integer(1))
+
+        roofs = tuple(
+            dataclasses.replace(r, peak_flops_per_s=r.peak_flops_per_s * unit_factor(r.unit))
+            for r in self.roofs
+        )
+        memory = tuple(
+            m
+            if m.bandwidth_bytes_per_s is None
+            else dataclasses.replace(
+                m,
+                bandwidth_bytes_per_s=m.bandwidth_bytes_per_s
+                * f.get(m.name, sympy.Integer(1))
+                * f.get("memory", sympy.Integer(1)),
+            )
+            for m in self.memory
+        )
+        links = tuple(
+            dataclasses.replace(lk, bandwidth_bytes_per_s=lk.bandwidth_bytes_per_s * f.get(lk.name, 1))
+            for lk in self.links
+        )
+        return dataclasses.replace(self, roofs=roofs, memory=memory, links=links)
+
+    def replace(self, **changes: Any) -> Hardware:
+        """A copy with fields replaced (``hw.replace(overlap=0)``)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def symbolic(cls, name: str = "symbolic") -> Hardware:
+        """A device whose roofs are symbols: ``P`` (tensor), ``P_vector``,
+        ``P_sfu`` FLOP/s, ``beta`` bytes/s of DRAM, ``C`` bytes of capacity,
+        ``beta_link``/``alpha_link`` for the ``scale_up`` link."""
+
+        def pos(s: str) -> sympy.Symbol:
+            return sympy.Symbol(s, positive=True)
+
+        return cls(
+            name=name,
+            description="symbolic device",
+            roofs=(
+                Roof("tensor", WILDCARD, pos("P")),
+                Roof("vector", WILDCARD, pos("P_vector")),
+                Roof("sfu", WILDCARD, pos("P_sfu")),
+            ),
+            memory=(MemoryLevel("dram", pos("beta"), pos("C")),),
+            links=(Link("scale_up", pos("beta_link"), pos("alpha_link")),),
+        )
+
+    # ---------------------------------------------------------------- output
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (floats where numeric, strings where symbolic)."""
+
+        def v(e: sympy.Expr | None) -> Any:
+            if e is None:
+                return None
+            return as_float(e) if not sympy.sympify(e).free_symbols else str(e)
+
+        return {
+            "name": self.name,
+            "description": self.description,
+            "vendor": self.vendor,
+            "roofs": [
+                {
+                    "unit": r.unit,
+                    "precision": r.precision,
+                    "peak_flops_per_s": v(r.peak_flops_per_s),
+                    "source": r.source,
+                }
+                for r in self.roofs
+            ],
+            "sparse_roofs": [
+                {
+                    "unit": r.unit,
+                    "precision": r.precision,
+                    "peak_flops_per_s": v(r.peak_flops_per_s),
+                    "source": r.source,
+                }
+                for r in self.sparse_roofs
+            ],
+            "memory": [
+                {
+                    "name": m.name,
+                    "bandwidth_bytes_per_s": v(m.bandwidth_bytes_per_s),
+                    "capacity_bytes": v(m.capacity_bytes),
+                    "per": m.per,
+                    "source": m.source,
+                }
+                for m in self.memory
+            ],
+            "links": [
+                {
+                    "name": lk.name,
+                    "bandwidth_bytes_per_s": v(lk.bandwidth_bytes_per_s),
+                    "latency_s": v(lk.latency_s),
+                    "source": lk.source,
+                }
+                for lk in self.links
+            ],
+            "power_w": v(self.power_w),
+            "power_source": self.power_source,
+            "sm_count": self.sm_count,
+            "launch_overhead_s": v(self.launch_overhead_s),
+            "overlap": v(self.overlap),
+            "notes": self.notes,
+        }

@@ -1,0 +1,195 @@
+"""Catalog devices pinned to their datasheets; spec and file-loading errors."""
+
+import json
+
+import pytest
+import sympy
+
+from costmodel import (
+    Hardware,
+    HardwareSpecError,
+    MemoryLevel,
+    MissingRoofError,
+    Roof,
+    UnknownDeviceError,
+    as_float,
+    get_device,
+    load_hardware_file,
+)
+from costmodel.hardware import shipped_devices
+
+# device -> (dense bf16 FLOP/s, DRAM B/s, capacity B, power W, ridge bf16 FLOP/B by hand)
+PINNED = {
+    "a100-sxm-40gb": (312e12, 1555e9, 40e9, 400, 200.64),  # 312e12 / 1555e9
+    "a100-sxm-80gb": (312e12, 2039e9, 80e9, 400, 153.02),  # 312e12 / 2039e9
+    "h100-sxm": (989.4e12, 3.35e12, 80e9, 700, 295.34),  # 989.4e12 / 3.35e12
+    "h200-sxm": (989.4e12, 4.8e12, 141e9, 700, 206.13),  # 989.4e12 / 4.8e12
+    "b200": (2.25e15, 7.7e12, 180e9, 1000, 292.21),  # 2.25e15 / 7.7e12
+    "b300": (2.5e15, 8e12, 288e9, 1400, 312.50),  # 2.5e15 / 8e12
+    "mi300x": (1307.4e12, 5.3e12, 192e9, 750, 246.68),  # 1307.4e12 / 5.3e12
+    "tpu-v5e": (197e12, 819e9, 16e9, None, 240.54),  # 197e12 / 819e9
+    "tpu-v6e": (918e12, 1638e9, 32e9, None, 560.44),  # 918e12 / 1638e9
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_catalog_numbers(name):
+    bf16, bw, cap, power, ridge = PINNED[name]
+    hw = get_device(name)
+    assert as_float(hw.require_peak("tensor", "bf16")) == bf16
+    assert as_float(hw.bandwidth()) == bw
+    assert as_float(hw.capacity()) == cap
+    assert (as_float(hw.power_w) if hw.power_w is not None else None) == power
+    assert as_float(hw.balance("tensor", "bf16")) == pytest.approx(ridge, abs=0.01)
+
+
+def test_every_number_has_a_source():
+    for hw in shipped_devices().values():
+        for r in hw.roofs + hw.sparse_roofs:
+            assert len(r.source) > 10, (hw.name, r.unit, r.precision)
+        for m in hw.memory:
+            assert len(m.source) > 10, (hw.name, m.name)
+        for lk in hw.links:
+            assert len(lk.source) > 10, (hw.name, lk.name)
+        if hw.power_w is not None:
+            assert len(hw.power_source) > 10, hw.name
+
+
+def test_dense_is_never_the_sparse_figure():
+    # the trap peer tables fall into: H100 bf16 "1979 TFLOPS" is the 2:4 sparse number
+    h100 = get_device("h100")
+    assert as_float(h100.require_peak("tensor", "bf16")) == 989.4e12
+    sparse = {(r.unit, r.precision): r.peak_flops_per_s for r in h100.sparse_roofs}
+    # 1978.9 vs 2 x 989.4: the whitepaper rounds each figure to 0.1 TFLOPS
+    assert as_float(sparse[("tensor", "bf16")] / h100.require_peak("tensor", "bf16")) == pytest.approx(
+        2, rel=1e-3
+    )
+    for hw in shipped_devices().values():
+        for s in hw.sparse_roofs:
+            assert s.peak_flops_per_s > hw.require_peak(s.unit, s.precision)
+    with pytest.raises(HardwareSpecError, match="sparse"):
+        Hardware("x", roofs=(Roof("tensor", "bf16", 1, dense=False),), memory=(MemoryLevel("dram", 1),))
+
+
+def test_sfu_roofs():
+    # A100: 108 SMs x 16 exp/clk x 1.41 GHz = 2.43648e12 /s (CUDA guide throughput table)
+    assert get_device("a100").peak("sfu", "fp32") == 108 * 16 * 1410 * 10**6
+    # H100 3.9e12 (FlashAttention-3 paper), B300 doubles B200's 5e12 to 10.7e12
+    assert as_float(get_device("h100").peak("sfu", "fp32")) == 3.9e12
+    assert as_float(get_device("b300").peak("sfu", "fp32")) == pytest.approx(2.14 * 5e12)
+
+
+def test_aliases_and_unknown_device():
+    assert get_device("A100") is get_device("a100-sxm-40gb")
+    assert get_device("trillium").name == "tpu-v6e"
+    with pytest.raises(UnknownDeviceError, match="known devices: a100-sxm-40gb"):
+        get_device("h900")
+
+
+def test_missing_roof_names_what_exists():
+    with pytest.raises(MissingRoofError, match="precisions available: bf16, int8"):
+        get_device("tpu-v5e").require_peak("tensor", "fp8")
+
+
+def test_user_device_from_toml_and_json(tmp_path):
+    toml = tmp_path / "mine.toml"
+    toml.write_text(
+        """
+[sources]
+probe = "measured on my laptop"
+[devices.laptop]
+description = "numpy fp32"
+roofs = [{ unit = "tensor", precision = "fp32", peak_flops_per_s = 1635.04e9, source = "probe" }]
+memory = [{ name = "dram", bandwidth_bytes_per_s = 71.78e9, capacity_bytes = "16*1024**3", source = "probe" }]
+"""
+    )
+    (hw,) = load_hardware_file(toml)
+    assert hw.roofs[0].source == "measured on my laptop"
+    assert get_device("laptop").capacity() == 16 * 1024**3
+    # the article's probe: I* = 1635.04 / 71.78 = 22.8 FLOP/B
+    assert round(as_float(hw.balance("tensor", "fp32")), 1) == 22.8
+    js = tmp_path / "sym.json"
+    js.write_text(
+        json.dumps(
+            {
+                "devices": {
+                    "abstract": {
+                        "roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": "P"}],
+                        "memory": [{"name": "dram", "bandwidth_bytes_per_s": "beta"}],
+                    }
+                }
+            }
+        )
+    )
+    (sym,) = load_hardware_file(js)
+    assert sym.balance() == sympy.Symbol("P", integer=True, positive=True) / sympy.Symbol(
+        "beta", integer=True, positive=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = [1] }]\n'
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            r"peak_flops_per_s must be a number or an expression string, got list",
+        ),
+        (
+            'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = "fast" }]\n'
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            None,
+        ),
+        (
+            'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = -5 }]\n'
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            "must be a positive number",
+        ),
+        (
+            'roofs = [{ unit = "gpu", precision = "bf16", peak_flops_per_s = 5 }]\n'
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            "roof unit 'gpu' not allowed",
+        ),
+        (
+            'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = "__import__(1)" }]\n'
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            "function calls are not allowed",
+        ),
+        (
+            'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 5, speed = 1 }]\n'
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            "unknown field",
+        ),
+        (
+            'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 5 }]',
+            "at least one memory level",
+        ),
+    ],
+)
+def test_bad_hardware_files(tmp_path, body, message):
+    f = tmp_path / "bad.toml"
+    f.write_text("[devices.bad]\n" + body + "\n")
+    if message is None:  # a bare word is a symbol: allowed, the spec stays symbolic
+        (hw,) = load_hardware_file(f, register=False)
+        assert hw.require_peak("tensor", "bf16").free_symbols
+        return
+    with pytest.raises(HardwareSpecError, match=message):
+        load_hardware_file(f, register=False)
+
+
+def test_not_toml(tmp_path):
+    f = tmp_path / "x.toml"
+    f.write_text("devices = [")
+    with pytest.raises(HardwareSpecError, match="not valid TOML/JSON"):
+        load_hardware_file(f)
+
+
+def test_scaled_and_symbolic():
+    a100 = get_device("a100")
+    faster = a100.scaled({"compute": 2})
+    assert faster.require_peak("tensor", "bf16") == 2 * a100.require_peak("tensor", "bf16")
+    assert faster.bandwidth() == a100.bandwidth()
+    with pytest.raises(HardwareSpecError, match="cannot scale 'hbm'"):
+        a100.scaled({"hbm": 2})
+    sym = Hardware.symbolic()
+    assert str(sym.balance(precision="fp8")) == "P/beta"
