@@ -1,0 +1,272 @@
+"""Closed-form derivations, returned as sympy expressions (and LaTeX).
+
+Every derivation is computed from the cost rules, not typed in: the GEMM
+crossover solves ``I(M) = I*`` on the ``gemm`` rule's own intensity, the
+decode-attention intensity is the limit of the ``attention`` rule as the
+context grows, and so on. Hardware may be numeric or symbolic
+(:meth:`Hardware.symbolic`: ``P``, ``beta``).
+
+>>> import sympy
+>>> from costmodel.symbols import M, N, K
+>>> b = sympy.Symbol("b", positive=True)
+>>> gemm_crossover(N=N, K=K, dtype=b).asymptotic
+P*b/(2*beta)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from .cost import Cost, as_float
+from .dtypes import DTypeLike
+from .errors import CostModelError
+from .hardware.spec import WILDCARD, Hardware
+from .rules import op_cost
+from .symbols import M as M_sym
+from .symbols import check_dim, ctx
+
+__all__ = [
+    "balance_point",
+    "op_intensity",
+    "Crossover",
+    "crossover",
+    "gemm_crossover",
+    "decode_attention_intensity",
+    "tile_intensity",
+    "latex",
+]
+
+
+def latex(expr: sympy.Basic) -> str:
+    """LaTeX of an expression (``sympy.latex``)."""
+    return sympy.latex(expr)
+
+
+def balance_point(
+    hw: Hardware | None = None, unit: str = "tensor", precision: str = "bf16", level: str = "dram"
+) -> sympy.Expr:
+    """Ridge point ``I* = P_{unit,precision} / beta_level`` (FLOP/byte).
+
+    >>> balance_point()
+    P/beta
+    """
+    hw = hw or Hardware.symbolic()
+    return hw.balance(unit, precision if hw.peak(unit, precision) is not None else WILDCARD, level)
+
+
+def op_intensity(cost: Cost, unit: str | None = None, level: str = "dram") -> sympy.Expr:
+    """``F / D`` of a cost, optionally counting one unit's FLOPs only."""
+    return cost.intensity_at(level, unit)
+
+
+def _cost_precision(cost: Cost, unit: str) -> str:
+    precs = {p for (u, p) in cost.flop_terms if u == unit}
+    if len(precs) != 1:
+        raise CostModelError(
+            f"cost has {unit} FLOPs at {sorted(precs) or 'no'} precision(s); pass precision explicitly"
+        )
+    return precs.pop()
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where an op turns compute-bound along one dimension.
+
+    ``exact`` solves ``I(x) = I*`` exactly; ``integer`` is the smallest whole
+    ``x`` with ``I(x) >= I*`` (numeric cases only); ``asymptotic`` solves the
+    limit form with the ``large`` dimensions sent to infinity; ``intensity``
+    and ``balance`` are the two sides of the equation.
+    """
+
+    variable: sympy.Symbol
+    intensity: sympy.Expr
+    balance: sympy.Expr
+    exact: sympy.Expr | None
+    asymptotic: sympy.Expr | None
+    integer: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        def v(e: sympy.Expr | None) -> Any:
+            if e is None:
+                return None
+            e = sympy.sympify(e)
+            return as_float(e) if not e.free_symbols else str(e)
+
+        return {
+            "variable": str(self.variable),
+            "intensity": str(self.intensity),
+            "balance": v(self.balance),
+            "exact": v(self.exact),
+            "asymptotic": v(self.asymptotic),
+            "integer": self.integer,
+            "exact_latex": latex(self.exact) if self.exact is not None else None,
+            "asymptotic_latex": latex(self.asymptotic) if self.asymptotic is not None else None,
+        }
+
+
+def _positive_root(eq: sympy.Expr, x: sympy.Symbol) -> sympy.Expr | None:
+    # solve over a real positive helper so sympy can discard negative branches
+    y = sympy.Symbol(f"{x.name}_real", positive=True)
+    sols = [s for s in sympy.solve(sympy.Eq(eq.subs(x, y), 0), y) if s.is_positive is not False]
+    if not sols:
+        return None
+    sols = [_tidy(sympy.simplify(s)) for s in sols]
+    return sols[0] if len(sols) == 1 else sympy.Min(*sols)
+
+
+def _tidy(expr: sympy.Expr) -> sympy.Expr:
+    """``-a/(-b + c)`` -> ``a/(b - c)``: the same value, written to be read."""
+    num, den = sympy.fraction(expr)
+    if num.could_extract_minus_sign() and den.could_extract_minus_sign():
+        return sympy.expand(-num) / sympy.expand(-den)
+    return expr
+
+
+def crossover(
+    cost: Cost,
+    variable: sympy.Symbol,
+    hw: Hardware | None = None,
+    *,
+    unit: str = "tensor",
+    precision: str | None = None,
+    level: str = "dram",
+    large: Sequence[sympy.Symbol] = (),
+) -> Crossover:
+    """Solve ``I_unit(variable) = P_unit / beta_level`` for ``variable``.
+
+    The intensity counts ``unit``'s FLOPs only, since that roof is the one
+    compared. ``large`` lists dimensions taken to infinity (in order) for the
+    asymptotic form, e.g. ``(N, K)`` for a GEMM with ``M << N, K``.
+    """
+    hw = hw or Hardware.symbolic()
+    prec = precision or _cost_precision(cost, unit)
+    if hw.peak(unit, prec) is None and hw.peak(unit, WILDCARD) is not None:
+        prec = WILDCARD
+    balance = hw.balance(unit, prec, level)
+    inten = sympy.simplify(cost.intensity_at(level, unit))
+    exact = _positive_root(sympy.together(inten - balance).as_numer_denom()[0], variable)
+    asym = None
+    if large:
+        lim = inten
+        for s in large:
+            lim = sympy.limit(lim, s, sympy.oo)
+        asym = _positive_root(sympy.together(lim - balance).as_numer_denom()[0], variable)
+    integer = None
+    if exact is not None and not sympy.sympify(exact).free_symbols:
+        cand = max(1, math.ceil(as_float(exact)))
+        f = sympy.lambdify(variable, inten - balance, "sympy")
+        while cand > 1 and f(cand - 1) >= 0:  # guard against rounding of the float root
+            cand -= 1
+        while f(cand) < 0:
+            cand += 1
+        integer = cand
+    return Crossover(variable, inten, balance, exact, asym, integer)
+
+
+def gemm_crossover(
+    *,
+    N: object,
+    K: object,
+    hw: Hardware | None = None,
+    dtype: DTypeLike = "bf16",
+    w_dtype: DTypeLike | None = None,
+    out_dtype: DTypeLike | None = None,
+    compute_dtype: DTypeLike | None = None,
+) -> Crossover:
+    """The batch/token count ``M*`` at which ``[M,K] x [K,N]`` turns compute-bound.
+
+    Solving ``2MNK / (a MK + w KN + o MN) = I*`` (one dtype ``b``) gives
+
+    .. math::
+
+        M^* = \\frac{I^* b / 2}{1 - \\frac{I^* b}{2}\\left(\\frac1N + \\frac1K\\right)}
+        \\;\\xrightarrow{N,K\\to\\infty}\\; \\frac{I^* b}{2}
+
+    and for weight-only quantised weights (``w`` bytes, e.g. int8 under bf16
+    activations) the asymptote is ``I* w / 2``: half the bf16 value.
+    """
+    cost = op_cost(
+        "gemm",
+        M=M_sym,
+        N=N,
+        K=K,
+        dtype=dtype,
+        w_dtype=w_dtype,
+        out_dtype=out_dtype,
+        compute_dtype=compute_dtype,
+    )
+    large = [s for s in (sympy.sympify(N), sympy.sympify(K)) if isinstance(s, sympy.Symbol)]
+    if not large:
+        n_sym, k_sym = sympy.Symbol("N", positive=True), sympy.Symbol("K", positive=True)
+        sym_cost = op_cost(
+            "gemm",
+            M=M_sym,
+            N=n_sym,
+            K=k_sym,
+            dtype=dtype,
+            w_dtype=w_dtype,
+            out_dtype=out_dtype,
+            compute_dtype=compute_dtype,
+        )
+        base = crossover(cost, M_sym, hw)
+        asym = crossover(sym_cost, M_sym, hw, large=(n_sym, k_sym)).asymptotic
+        return Crossover(base.variable, base.intensity, base.balance, base.exact, asym, base.integer)
+    return crossover(cost, M_sym, hw, large=large)
+
+
+def decode_attention_intensity(
+    heads: object, kv_heads: object, dtype: DTypeLike = "bf16", head_dim: object = 128
+) -> sympy.Expr:
+    """Tensor-unit intensity of one decode step's attention, ``ctx -> oo``.
+
+    One query per head over ``ctx`` cached keys: ``F = 4 H ctx d`` matmul
+    FLOPs against ``2 H_kv ctx d b`` bytes of K and V, so
+
+    .. math::
+
+        I = \\lim_{ctx\\to\\infty} \\frac{F_\\text{tensor}}{D} = \\frac{2 H}{H_{kv}\\, b}
+
+    independent of context, batch and head dim: the GQA reuse factor
+    ``H/H_kv`` is the only lever (seeds/prefill_decode_roofline.py).
+
+    >>> decode_attention_intensity(28, 4)
+    7
+    """
+    c = op_cost(
+        "attention",
+        batch=1,
+        heads=heads,
+        kv_heads=kv_heads,
+        q_len=1,
+        kv_len=ctx,
+        head_dim=head_dim,
+        dtype=dtype,
+    )
+    return sympy.simplify(sympy.limit(c.intensity_at("dram", "tensor"), ctx, sympy.oo))
+
+
+def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") -> sympy.Expr:
+    """Intensity of one output tile of a blocked matmul, per DRAM byte.
+
+    A ``tile_m x tile_n`` tile streams ``tile_m x K`` of A and ``K x tile_n``
+    of W and writes its outputs once; as ``K`` grows the write vanishes:
+
+    .. math::
+
+        I_\\text{tile} = \\lim_{K\\to\\infty}\\frac{2\\,t_m t_n K}{b\\,(t_m K + K t_n + t_m t_n)}
+        = \\frac{2\\,t_m t_n}{b\\,(t_m + t_n)}
+
+    >>> import sympy
+    >>> tm, tn = sympy.symbols("t_m t_n", positive=True, integer=True)
+    >>> tile_intensity(tm, tn)
+    t_m*t_n/(t_m + t_n)
+    """
+    k = sympy.Symbol("K_tile", positive=True, integer=True)
+    tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
+    c = op_cost("gemm", M=tm, N=tn, K=k, dtype=dtype)
+    return sympy.simplify(sympy.limit(c.intensity_at("dram", "tensor"), k, sympy.oo))

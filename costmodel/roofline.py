@@ -1,0 +1,291 @@
+"""Roofline bounds for any :class:`Cost` on any :class:`Hardware`.
+
+For a cost with FLOPs ``F_{u,p}`` on unit ``u`` at precision ``p``, bytes
+``D_l`` at memory level ``l`` and ``C_k`` bytes in ``s_k`` steps on link ``k``:
+
+.. math::
+
+    t_u = \\sum_p \\frac{F_{u,p}}{P_{u,p}},\\qquad
+    t_l = \\frac{D_l}{\\beta_l},\\qquad
+    t_k = \\frac{C_k}{\\beta_k} + s_k\\,\\alpha_k
+
+    T_\\text{lower} = \\max(t_u, t_l, t_k),\\qquad
+    T_\\text{upper} = \\sum t_u + \\sum t_l + \\sum t_k
+
+Precisions on one unit share it, so their times add. The bound kind is the
+argmax term: compute-bound (which unit), memory-bound (which level) or
+communication-bound (which link). The modelled time blends the two bounds by
+the device's ``overlap`` and adds ``kernels * launch_overhead_s``.
+
+Everything stays symbolic until numbers arrive: with a symbolic device the
+bound is a ``Max`` and the kind is a set of regions (relationals), never a
+``bool()`` of a symbolic comparison.
+
+>>> from costmodel.hardware import Hardware
+>>> from costmodel.rules import op_cost
+>>> from costmodel.symbols import M, N, K
+>>> b = bound(op_cost("gemm", M=M, N=N, K=K), Hardware.symbolic())
+>>> b.terms["tensor"], b.terms["dram"]
+(2*K*M*N/P, (2*K*M + 2*K*N + 2*M*N)/beta)
+>>> isinstance(b.lower, sympy.Max)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from .cost import UNITS, Bindings, Cost, as_float, bind
+from .errors import MissingRoofError, SymbolicComparisonError
+from .hardware.spec import Hardware
+
+__all__ = [
+    "Bound",
+    "bound",
+    "headroom",
+    "sensitivities",
+    "achieved",
+    "category_of",
+    "LINK_PREFIX",
+]
+
+LINK_PREFIX = "link:"
+
+
+def category_of(label: str) -> str:
+    """``compute`` for a unit, ``communication`` for a link, else ``memory``."""
+    if label in UNITS:
+        return "compute"
+    if label.startswith(LINK_PREFIX):
+        return "communication"
+    return "memory"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Time terms of a cost on a device, and the bounds built from them."""
+
+    cost: Cost
+    hardware: Hardware
+    terms: dict[str, sympy.Expr]
+    unbounded: tuple[str, ...] = ()
+
+    @property
+    def lower(self) -> sympy.Expr:
+        """``max`` of the terms: the roofline lower bound (perfect overlap)."""
+        if not self.terms:
+            return sympy.Integer(0)
+        return sympy.Max(*self.terms.values())
+
+    @property
+    def upper(self) -> sympy.Expr:
+        """Sum of the terms: no overlap at all."""
+        return sympy.Add(*self.terms.values())
+
+    @property
+    def launch(self) -> sympy.Expr:
+        """``kernels * launch_overhead_s``."""
+        return self.cost.kernels * self.hardware.launch_overhead_s
+
+    @property
+    def time(self) -> sympy.Expr:
+        """``overlap*lower + (1-overlap)*upper + launch`` in seconds."""
+        ov = self.hardware.overlap
+        return ov * self.lower + (1 - ov) * self.upper + self.launch
+
+    def regions(self) -> dict[str, sympy.Basic]:
+        """For each term, the condition under which it is the binding one."""
+        out: dict[str, sympy.Basic] = {}
+        for label, t in self.terms.items():
+            conds = [sympy.Ge(t, other) for lab, other in self.terms.items() if lab != label]
+            out[label] = sympy.And(*conds) if conds else sympy.true
+        return out
+
+    @property
+    def kind(self) -> str:
+        """The binding term's label (``tensor``, ``dram``, ``link:scale_up``...).
+
+        Raises :class:`SymbolicComparisonError` while terms are symbolic; use
+        :meth:`regions` then.
+        """
+        if not self.terms:
+            return "none"
+        values = {}
+        for label, t in self.terms.items():
+            t = sympy.sympify(t)
+            if t.free_symbols:
+                raise SymbolicComparisonError(
+                    "bound kind is undecidable while terms are symbolic "
+                    f"({', '.join(sorted(str(s) for s in t.free_symbols))}); "
+                    "bind them or use Bound.regions()"
+                )
+            values[label] = t
+        return max(values, key=lambda lab: values[lab])
+
+    @property
+    def category(self) -> str:
+        """``compute``, ``memory`` or ``communication``."""
+        return category_of(self.kind)
+
+    def subs(self, bindings: Bindings) -> Bound:
+        table = bind(bindings)
+        return Bound(
+            self.cost.subs(table),
+            self.hardware,
+            {k: sympy.sympify(v).subs(table) for k, v in self.terms.items()},
+            self.unbounded,
+        )
+
+    def seconds(self, what: str = "time") -> float:
+        """A bound as a float: ``what`` is ``time``, ``lower``, ``upper`` or a term."""
+        expr = getattr(self, what) if what in ("time", "lower", "upper", "launch") else self.terms[what]
+        return as_float(expr, what=f"bound {what}")
+
+    def to_dict(self) -> dict[str, Any]:
+        numeric = not any(sympy.sympify(t).free_symbols for t in self.terms.values())
+
+        def v(e: sympy.Expr) -> Any:
+            return as_float(e) if numeric else str(e)
+
+        out: dict[str, Any] = {
+            "device": self.hardware.name,
+            "terms_s": {k: v(t) for k, t in self.terms.items()},
+            "lower_s": v(self.lower),
+            "upper_s": v(self.upper),
+            "time_s": v(self.time),
+            "unbounded": list(self.unbounded),
+        }
+        if numeric:
+            out["kind"] = self.kind
+            out["category"] = self.category
+        else:
+            out["regions"] = {k: str(c) for k, c in self.regions().items()}
+        return out
+
+
+def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
+    """Roofline terms of ``cost`` on ``hw`` (see module doc).
+
+    A unit the device has no roof for at all (e.g. the SFU of a chip whose
+    transcendental rate is unpublished) or a memory level without bandwidth
+    is listed in ``Bound.unbounded`` instead of being silently dropped. A
+    missing precision on a unit that has roofs, or a missing link, raises
+    :class:`MissingRoofError`.
+    """
+    if bindings:
+        cost = cost.subs(bindings)
+    terms: dict[str, sympy.Expr] = {}
+    unbounded: list[str] = []
+    for unit in UNITS:
+        parts = [(p, f) for (u, p), f in cost.flop_terms.items() if u == unit]
+        if not parts:
+            continue
+        if not hw.precisions(unit):
+            if unit == "tensor":
+                raise MissingRoofError(f"device {hw.name!r} has no tensor roof at all")
+            unbounded.append(unit)
+            continue
+        terms[unit] = sympy.Add(*(f / hw.require_peak(unit, p) for p, f in parts))
+    for level in cost.levels:
+        d = cost.bytes_at(level)
+        if d == 0:
+            continue
+        try:
+            bw = hw.bandwidth(level)
+        except MissingRoofError:
+            if level == "dram":
+                raise
+            unbounded.append(level)
+            continue
+        terms[level] = d / bw
+    for link_name, nbytes in cost.comm_terms.items():
+        lk = hw.link(link_name)
+        t = nbytes / lk.bandwidth_bytes_per_s
+        steps = cost.comm_step_terms.get(link_name, 0)
+        if lk.latency_s is None:
+            if steps != 0:
+                unbounded.append(f"{LINK_PREFIX}{link_name} latency")
+        else:
+            t = t + steps * lk.latency_s
+        terms[f"{LINK_PREFIX}{link_name}"] = t
+    return Bound(cost, hw, terms, tuple(unbounded))
+
+
+def headroom(cost: Cost, hw: Hardware, resource: str, factor: object = 2) -> sympy.Expr:
+    """Speedup of the lower bound when one resource is scaled by ``factor``.
+
+    .. math::
+
+        S = \\frac{\\max(F/P,\\ D/\\beta)}{\\max(F/(kP),\\ D/\\beta)}
+
+    for ``resource="compute"`` (1 when memory-bound, up to ``k`` when
+    compute-bound, ``I/I*`` in between for ``k = 2``). ``resource`` is a unit,
+    ``compute``, a memory level, ``memory`` or a link name.
+    """
+    base = bound(cost, hw).lower
+    scaled = bound(cost, hw.scaled({resource: factor})).lower
+    if scaled == 0:
+        return sympy.Integer(1)
+    return base / scaled
+
+
+def sensitivities(cost: Cost, hw: Hardware) -> dict[str, dict[str, sympy.Expr]]:
+    """Derivative of the lower bound with respect to each roof it uses.
+
+    For each term label ``r`` with resource value ``R`` (a peak or a
+    bandwidth), returns ``dT/dR`` (seconds per unit of resource) and the
+    elasticity ``(dT/dR) * R / T`` (``-1`` for the binding resource, ``0`` for
+    the others, ``-1/2`` each at an exact tie). Computed by differentiating
+    the ``Max`` with sympy (Heaviside steps), not by finite differences.
+    """
+    b = bound(cost, hw)
+    scale = {label: sympy.Symbol(f"s_{label.replace(':', '_')}", positive=True) for label in b.terms}
+    # each term scales as 1/s when its resource is multiplied by s
+    t_of_s = sympy.Max(*(t / scale[label] for label, t in b.terms.items())) if b.terms else sympy.Integer(0)
+    at_one = {s: 1 for s in scale.values()}
+    out: dict[str, dict[str, sympy.Expr]] = {}
+    for label, s in scale.items():
+        dt_ds = sympy.diff(t_of_s, s).subs(at_one)
+        resource = _resource_value(hw, label, cost)
+        out[label] = {
+            "dT_dresource": sympy.simplify(dt_ds / resource) if resource is not None else sympy.nan,
+            "elasticity": sympy.simplify(dt_ds / b.lower) if b.lower != 0 else sympy.Integer(0),
+        }
+    return out
+
+
+def _resource_value(hw: Hardware, label: str, cost: Cost) -> sympy.Expr | None:
+    if label in UNITS:
+        precs = {p for (u, p) in cost.flop_terms if u == label}
+        if len(precs) == 1:
+            return hw.require_peak(label, precs.pop())
+        return None  # several precisions share the unit: no single peak
+    if label.startswith(LINK_PREFIX):
+        return hw.link(label[len(LINK_PREFIX) :]).bandwidth_bytes_per_s
+    return hw.bandwidth(label)
+
+
+def achieved(cost: Cost, hw: Hardware, measured_s: float) -> dict[str, Any]:
+    """Compare a measured time with the bound.
+
+    Returns the fraction of the bound achieved (``lower / measured``), the
+    achieved FLOP/s and DRAM bytes/s, and ``flag`` = ``"above_bound"`` when
+    the fraction exceeds 1.1 (timing noise, caches, or a wrong cost model).
+    """
+    if not isinstance(measured_s, (int, float)) or isinstance(measured_s, bool) or measured_s <= 0:
+        raise SymbolicComparisonError(f"measured_s must be a positive number of seconds, got {measured_s!r}")
+    b = bound(cost, hw)
+    lower = as_float(b.lower, what="bound")
+    frac = lower / measured_s
+    return {
+        "bound_s": lower,
+        "measured_s": float(measured_s),
+        "fraction_of_bound": frac,
+        "achieved_flops_per_s": as_float(cost.flops) / measured_s,
+        "achieved_bytes_per_s": as_float(cost.bytes) / measured_s,
+        "kind": b.kind,
+        "flag": "above_bound" if frac > 1.1 else "",
+    }

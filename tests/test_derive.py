@@ -1,0 +1,76 @@
+"""Closed-form derivations."""
+
+import sympy
+
+from costmodel import (
+    Hardware,
+    as_float,
+    balance_point,
+    crossover,
+    decode_attention_intensity,
+    gemm_crossover,
+    get_device,
+    latex,
+    op_cost,
+    tile_intensity,
+)
+from costmodel.symbols import K, N
+
+P, beta, b = sympy.symbols("P beta b", positive=True)
+
+
+def test_balance_point_symbolic_and_numeric():
+    assert balance_point() == P / beta
+    assert as_float(balance_point(get_device("h100"), precision="fp8")) == 1978.9e12 / 3.35e12
+
+
+def test_gemm_crossover_closed_forms():
+    xo = gemm_crossover(N=N, K=K, dtype=b)
+    # solve 2MNK = I* b (MK + KN + MN) for M
+    assert sympy.simplify(xo.exact - (P / beta) * b * N * K / (2 * N * K - (P / beta) * b * (N + K))) == 0
+    assert xo.asymptotic == P * b / (2 * beta)  # M* = balance * b / 2
+    assert "\\frac" in latex(xo.exact)
+
+
+def test_square_gemm_crossover_is_3b_balance_over_2():
+    m = sympy.Symbol("m", integer=True, positive=True)
+    xo = crossover(op_cost("gemm", M=m, N=m, K=m, dtype=b), m)
+    # 2m^3 / (3 b m^2) = I*  ->  m* = 3 b I* / 2
+    assert sympy.simplify(xo.exact - 3 * b * P / (2 * beta)) == 0
+
+
+def test_int8_weights_halve_the_crossover():
+    bf16 = gemm_crossover(N=N, K=K, dtype="bf16").asymptotic
+    w8 = gemm_crossover(N=N, K=K, dtype="bf16", w_dtype="int8").asymptotic
+    assert sympy.simplify(bf16 / w8) == 2
+
+
+def test_decode_attention_closed_form():
+    h, hkv = sympy.symbols("H H_kv", positive=True, integer=True)
+    assert sympy.simplify(decode_attention_intensity(h, hkv, b) - 2 * h / (hkv * b)) == 0
+    # fp8 KV doubles it
+    assert decode_attention_intensity(32, 8, "fp8") == 8
+
+
+def test_tile_intensity():
+    tm, tn = sympy.symbols("t_m t_n", positive=True, integer=True)
+    assert sympy.simplify(tile_intensity(tm, tn, b) - 2 * tm * tn / (b * (tm + tn))) == 0
+    # 128 x 256 bf16 tile: 2*128*256 / (2*384) = 85.33
+    assert tile_intensity(128, 256) == sympy.Rational(256, 3)
+
+
+def test_crossover_never_reached_returns_none():
+    # elementwise intensity is constant: no batch makes it compute-bound
+    n = sympy.Symbol("n", positive=True, integer=True)
+    xo = crossover(
+        op_cost("elementwise", n=n, inputs=2), n, get_device("h100"), unit="vector", precision="fp32"
+    )
+    assert xo.exact is None and xo.integer is None
+
+
+def test_symbolic_device_crossover_matches_numeric_after_substitution():
+    xo_sym = gemm_crossover(N=4096, K=4096, hw=Hardware.symbolic())
+    xo_num = gemm_crossover(N=4096, K=4096, hw=get_device("a100"))
+    a = get_device("a100")
+    val = xo_sym.exact.subs({P: a.require_peak("tensor", "bf16"), beta: a.bandwidth()})
+    assert sympy.simplify(val - xo_num.exact) == 0
