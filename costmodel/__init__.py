@@ -1,0 +1,108 @@
+"""costmodel: a symbolic cost-model engine for ML inference performance.
+
+Operators are symbolic :class:`Cost` s (FLOPs per unit, bytes per memory
+level); hardware specs give several roofs; the roofline and derivation
+modules classify, bound and solve in closed form.
+
+>>> from costmodel import op_cost, get_device, bound
+>>> b = bound(op_cost("gemm", M=512, N=4096, K=4096), get_device("a100"))
+>>> b.kind
+'tensor'
+"""
+
+from .cost import DEFAULT_LEVEL, UNITS, Cost, as_float, bind
+from .derive import (
+    Crossover,
+    balance_point,
+    crossover,
+    decode_attention_intensity,
+    gemm_crossover,
+    latex,
+    op_intensity,
+    tile_intensity,
+)
+from .dtypes import DTYPES, DType, dtype_bytes, get_dtype
+from .errors import (
+    CostModelError,
+    ExpressionSyntaxError,
+    HardwareSpecError,
+    InvalidDimensionError,
+    MissingRoofError,
+    RuleArgumentError,
+    SymbolicComparisonError,
+    UnboundSymbolError,
+    UnknownDeviceError,
+    UnknownDTypeError,
+    UnknownRuleError,
+)
+from .expr import parse_expr
+from .hardware import (
+    Hardware,
+    Link,
+    MemoryLevel,
+    Roof,
+    catalog,
+    device_names,
+    get_device,
+    load_hardware_file,
+    register_device,
+)
+from .roofline import Bound, achieved, bound, headroom, sensitivities
+from .rules import get_rule, op_cost, register_rule, rule_names
+from .symbols import dim
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cost",
+    "UNITS",
+    "DEFAULT_LEVEL",
+    "as_float",
+    "bind",
+    "DType",
+    "DTYPES",
+    "get_dtype",
+    "dtype_bytes",
+    "Tensor",
+    "dim",
+    "parse_expr",
+    "op_cost",
+    "get_rule",
+    "register_rule",
+    "rule_names",
+    "Hardware",
+    "Roof",
+    "MemoryLevel",
+    "Link",
+    "get_device",
+    "device_names",
+    "register_device",
+    "load_hardware_file",
+    "catalog",
+    "Bound",
+    "bound",
+    "headroom",
+    "sensitivities",
+    "achieved",
+    "Crossover",
+    "balance_point",
+    "op_intensity",
+    "crossover",
+    "gemm_crossover",
+    "decode_attention_intensity",
+    "tile_intensity",
+    "latex",
+    "CostModelError",
+    "InvalidDimensionError",
+    "UnknownDTypeError",
+    "UnknownDeviceError",
+    "UnknownRuleError",
+    "RuleArgumentError",
+    "HardwareSpecError",
+    "MissingRoofError",
+    "UnboundSymbolError",
+    "ExpressionSyntaxError",
+    "SymbolicComparisonError",
+    "__version__",
+]

@@ -1,0 +1,3 @@
+"""Dataflow-graph builders and importers (see DESIGN.md)."""
+
+__all__: list[str] = []

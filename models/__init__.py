@@ -1,0 +1,3 @@
+"""Model configurations (see DESIGN.md)."""
+
+__all__: list[str] = []

@@ -1,0 +1,86 @@
+"""The command line is a thin layer: check it prints the library's numbers."""
+
+import json
+
+from costmodel.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_default_report(capsys):
+    code, out, _ = run(capsys)
+    assert code == 0
+    assert "ridge point I* = P_tensor,bf16 / beta_dram = 295.3 FLOP/B" in out
+    assert "attention ideal-min" in out
+
+
+def test_report_json_on_a100(capsys):
+    _code, out, _ = run(capsys, "report", "--device", "a100", "--json")
+    data = json.loads(out)
+    assert round(data["ridge_flop_per_byte"], 1) == 200.6
+    assert data["gemm_crossover_4096"]["integer"] == 223
+    by_op = {r["op"]: r for r in data["ops"]}
+    assert by_op["gemm 512x4096x4096"]["kind"] == "tensor"
+
+
+def test_crossover_json(capsys):
+    _code, out, _ = run(
+        capsys, "derive", "crossover", "--N", "18944", "--K", "3584", "--device", "h100", "--json"
+    )
+    data = json.loads(out)
+    # I* = 989.4e12/3.35e12 = 295.34: M* = I* NK / (NK - I*(N+K)) = 327.4 -> 328
+    assert data["numeric"]["integer"] == 328
+    assert data["symbolic"]["asymptotic"] == "P*b/(2*beta)"
+
+
+def test_op_symbolic_and_numeric(capsys):
+    code, out, _ = run(capsys, "op", "gemm", "M=B*S", "N=4096", "K=4096")
+    assert code == 0 and "33554432*B*S" in out
+    code, out, _ = run(
+        capsys,
+        "op",
+        "attention",
+        "heads=32",
+        "kv_heads=8",
+        "q_len=1",
+        "kv_len=8192",
+        "head_dim=128",
+        "--json",
+    )
+    data = json.loads(out)
+    assert data["bound"]["kind"] == "dram"
+
+
+def test_errors_are_one_line(capsys):
+    code, _, err = run(capsys, "op", "gemm", "M=1", "N=1")
+    assert code == 2 and "missing required parameter(s) K" in err
+    code, _, err = run(capsys, "report", "--device", "h900")
+    assert code == 2 and "unknown device 'h900'" in err
+    code, _, err = run(capsys, "op", "gemm", "M=__import__('os')", "N=1", "K=1")
+    assert code == 2 and "function calls are not allowed" in err
+
+
+def test_hw_list_show_balance_rules(capsys):
+    assert run(capsys, "hw", "list")[1].count("\n") >= 11
+    assert "3.90 TFLOP/s" in run(capsys, "hw", "show", "h100")[1]
+    data = json.loads(run(capsys, "derive", "balance", "a100", "--json")[1])
+    assert {r["precision"] for r in data["rows"]} >= {"bf16", "int8"}
+    assert "gemm" in run(capsys, "rules")[1]
+    assert json.loads(run(capsys, "derive", "decode-attention", "--json")[1])["intensity"] == "7"
+    assert (
+        json.loads(run(capsys, "derive", "tile", "--device", "h100", "--json")[1])["compute_bound"] is False
+    )
+
+
+def test_user_hw_file(capsys, tmp_path):
+    f = tmp_path / "d.toml"
+    f.write_text(
+        '[devices.mybox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e12 }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 1e10 }]\n'
+    )
+    code, out, _ = run(capsys, "--hw-file", str(f), "derive", "crossover", "--device", "mybox", "--json")
+    assert code == 0 and json.loads(out)["numeric"]["balance"] == 100.0
