@@ -169,7 +169,9 @@ class Bound:
 def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
     """Roofline terms of ``cost`` on ``hw`` (see module doc).
 
-    A unit the device has no roof for at all (e.g. the SFU of a chip whose
+    Tensor-unit FLOPs in a precision the matrix engines lack but the vector
+    ALUs have (fp32 matmuls on a GPU without TF32) are charged to the vector
+    roof. A unit the device has no roof for at all (e.g. the SFU of a chip whose
     transcendental rate is unpublished) or a memory level without bandwidth
     is listed in ``Bound.unbounded`` instead of being silently dropped. A
     missing precision on a unit that has roofs, or a missing link, raises
@@ -179,8 +181,15 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
         cost = cost.subs(bindings)
     terms: dict[str, sympy.Expr] = {}
     unbounded: list[str] = []
+    flop_terms = dict(cost.flop_terms)
+    for (u, p), f in cost.flop_terms.items():
+        # a matmul in a precision the matrix engines lack (fp32 without TF32 on a GPU)
+        # runs on the vector ALUs: charge it there rather than fail
+        if u == "tensor" and hw.peak("tensor", p) is None and hw.peak("vector", p) is not None:
+            del flop_terms[(u, p)]
+            flop_terms[("vector", p)] = flop_terms.get(("vector", p), 0) + f
     for unit in UNITS:
-        parts = [(p, f) for (u, p), f in cost.flop_terms.items() if u == unit]
+        parts = [(p, f) for (u, p), f in flop_terms.items() if u == unit]
         if not parts:
             continue
         if not hw.precisions(unit):

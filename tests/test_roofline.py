@@ -129,3 +129,22 @@ def test_bound_never_below_any_term(f, d, v):
     for res in ("compute", "memory"):
         s = as_float(headroom(c, get_device("h100"), res, 2))
         assert 1 - 1e-12 <= s <= 2 + 1e-12
+
+
+def test_fp32_matmul_falls_back_to_the_vector_roof():
+    # H100 has no fp32 tensor roof: fp32 GEMM runs on the 66.9 TFLOP/s FP32 ALUs
+    c = op_cost("gemm", M=4096, N=4096, K=4096, dtype="fp32")
+    b = bound(c, get_device("h100"))
+    assert "tensor" not in b.terms
+    assert b.terms["vector"] == c.flops / get_device("h100").require_peak("vector", "fp32")
+
+
+def test_symbolic_sensitivities_agree_with_numeric():
+    c = op_cost("gemm", M=M, N=N, K=K)
+    sym = sensitivities(c, Hardware.symbolic())
+    P, beta = sympy.symbols("P beta", positive=True)
+    a100 = get_device("a100")
+    vals = {M: 1, N: 4096, K: 4096, P: a100.require_peak("tensor", "bf16"), beta: a100.bandwidth()}
+    num = sensitivities(c.subs({M: 1, N: 4096, K: 4096}), a100)
+    for label in ("tensor", "dram"):
+        assert sympy.simplify(sym[label]["elasticity"].subs(vals) - num[label]["elasticity"]) == 0

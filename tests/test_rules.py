@@ -23,6 +23,9 @@ COVERS = {
     "all_reduce",
     "all_gather",
     "reduce_scatter",
+    "view",
+    "copy",
+    "grouped_gemm",
 }
 
 n, c, d, h = dim("n"), dim("c"), dim("d"), dim("h")
@@ -210,3 +213,37 @@ def test_registry_refuses_duplicates_and_positional_params():
 def test_every_rule_has_a_formula_docstring():
     for name in rule_names():
         assert ".. math::" in get_rule(name).doc or "F =" in get_rule(name).doc, name
+
+
+# ------------------------------------------------------- data movement, MoE
+def test_view_is_free_and_copy_reads_and_writes():
+    assert op_cost("view", elements=n) == Cost.zero()
+    cp = op_cost("copy", elements=n, dtype="bf16", out_dtype="fp8")
+    assert same(cp.bytes, 2 * n + n) and cp.flops == 0 and cp.kernels == 1
+
+
+def test_grouped_gemm_compute_active_weights_touched():
+    T = dim("T")
+    g = op_cost("grouped_gemm", tokens=T, experts=8, top_k=2, N=14336, K=4096)
+    assert same(g.flops, 2 * T * 2 * 14336 * 4096)  # T*k rows through [4096, 14336]
+    # one token touches exactly k = 2 experts: 2 weight matrices read
+    one = op_cost("grouped_gemm", tokens=1, experts=8, top_k=2, N=14336, K=4096)
+    assert one.bytes_read() == 2 * (2 * 4096) + 2 * 2 * 4096 * 14336
+    # many tokens touch all 8: E(1 - (3/4)^T) -> 8
+    big = op_cost("grouped_gemm", tokens=4096, experts=8, top_k=2, N=14336, K=4096)
+    w_read = big.bytes_read() - 2 * 4096 * 2 * 4096
+    assert float(w_read / (2 * 4096 * 14336)) == pytest.approx(8, rel=1e-9)
+    with pytest.raises(RuleArgumentError, match="top_k"):
+        op_cost("grouped_gemm", tokens=1, experts=2, top_k=3, N=1, K=1)
+
+
+def test_attention_kv_dtype_and_shared_latent():
+    C = dim("C")
+    fp8 = op_cost("attention", heads=32, kv_heads=8, q_len=1, kv_len=C, head_dim=128, kv_dtype="fp8")
+    assert same(fp8.bytes_read(), 8 * C * 256 * 1 + 32 * 128 * 2)  # K,V in 1 byte; Q in bf16
+    # absorbed MLA decode: 128 heads over one latent KV head, keys 576 wide, values 512 = a slice
+    mla = op_cost(
+        "attention", heads=128, kv_heads=1, q_len=1, kv_len=C, head_dim=576, v_head_dim=512, kv_shared=True
+    )
+    assert same(mla.bytes_read(), 2 * C * 576 + 2 * 128 * 576)
+    assert same(mla.flops_on("tensor"), 128 * C * 2 * (576 + 512))

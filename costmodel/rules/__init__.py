@@ -1,8 +1,19 @@
 """Operator cost rules, registered by name (see :mod:`.registry`)."""
 
-from . import attention, comm, elementwise, embedding, linear, norms, softmax  # noqa: F401  (register)
+from . import (  # noqa: F401  (importing registers the rules)
+    attention,
+    comm,
+    data_movement,
+    elementwise,
+    embedding,
+    linear,
+    moe,
+    norms,
+    softmax,
+)
 from .attention import attention as attention_rule
 from .attention import causal_pairs
+from .moe import experts_touched
 from .registry import Rule, get_rule, op_cost, register_rule, rule_names
 from .softmax import SOFTMAX_VARIANTS
 
@@ -15,4 +26,5 @@ __all__ = [
     "causal_pairs",
     "attention_rule",
     "SOFTMAX_VARIANTS",
+    "experts_touched",
 ]

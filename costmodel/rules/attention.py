@@ -32,6 +32,11 @@ Bytes:
   calls ``D_flash,min``).
 * ``flash`` with ``q_block=Br``: K and V are re-read once per query block,
   ``ceil(q_len/Br)`` times (causal: only the blocks up to the diagonal).
+
+K and V are charged ``kv_dtype`` bytes (an fp8 or int8 KV cache under bf16
+queries). ``kv_shared=True`` says V is a slice of K, as in DeepSeek's
+absorbed MLA decode where keys are ``[c_kv; k_rope]`` (576 wide) and values
+are ``c_kv`` (512): the cache is read once, ``max(d, dv)`` per token.
 """
 
 from __future__ import annotations
@@ -78,8 +83,10 @@ def attention(
     kv_heads: object | None = None,
     v_head_dim: object | None = None,
     dtype: DTypeLike = "bf16",
+    kv_dtype: DTypeLike | None = None,
     out_dtype: DTypeLike | None = None,
     score_dtype: DTypeLike | None = None,
+    kv_shared: bool = False,
     variant: str = "flash",
     causal: bool = False,
     q_block: object | None = None,
@@ -126,6 +133,7 @@ def attention(
     d = check_dim(head_dim, "head_dim")
     dv = check_dim(v_head_dim if v_head_dim is not None else head_dim, "v_head_dim")
     b = dtype_bytes(dtype, "dtype")
+    kvb = dtype_bytes(kv_dtype if kv_dtype is not None else dtype, "kv_dtype")
     o = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
     s = dtype_bytes(score_dtype if score_dtype is not None else dtype, "score_dtype")
     vops = check_dim(softmax_vector_ops, "softmax_vector_ops", allow_zero=True)
@@ -141,7 +149,9 @@ def attention(
         + Cost.compute("sfu", sprec, sops * nb * h * pairs)
     )
     q_bytes = b * nb * h * n * d
-    kv_bytes = b * nb * hkv * nkv * (d + dv)
+    # K and V per cached token; with kv_shared V is a slice of K (MLA's latent): one read
+    kv_width = sympy.Max(d, dv) if kv_shared else d + dv
+    kv_bytes = kvb * nb * hkv * nkv * kv_width
     o_bytes = o * nb * h * n * dv
     if variant == "naive":
         # S written, softmax reads S and writes P, PV reads P: 2 reads + 2 writes of N*N_kv
@@ -159,7 +169,7 @@ def attention(
         if causal:
             # block j sees the prefix (kv_len - q_len) plus (j+1)*Br of the new keys
             rows = blocks * (nkv - n) + br * blocks * (blocks + 1) / 2
-            kv_total = b * nb * hkv * rows * (d + dv)
+            kv_total = kvb * nb * hkv * rows * kv_width
         else:
             kv_total = kv_bytes * blocks
     return flops + Cost.traffic(read=q_bytes + kv_total, write=o_bytes) + Cost.launches(1)
