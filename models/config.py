@@ -1,0 +1,222 @@
+"""``ModelConfig``: the shape of a decoder-only Transformer.
+
+Fields use Hugging Face names and may be numbers or sympy symbols (or a
+mix), so one config type serves catalog models, user configs and fully
+symbolic derivations. Covered families:
+
+* dense decoders with MHA / GQA / MQA attention, a SwiGLU (gated) or GELU
+  MLP, RMSNorm or LayerNorm, tied or untied embeddings, optional q/k/v bias,
+  optional per-head q/k norms (Qwen3), RoPE;
+* Mixture-of-Experts: routed experts with top-k, shared experts, dense-first
+  layers (``first_k_dense_replace``), a router bias;
+* DeepSeek-style Multi-head Latent Attention (MLA): ``q_lora_rank``,
+  ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
+
+``head_dim`` is a field of its own: it is *not* always ``hidden/heads``
+(Qwen3-32B: 5120/64 = 80 but head_dim 128).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from costmodel.cost import bind
+from costmodel.dtypes import get_dtype
+from costmodel.errors import CostModelError
+from costmodel.symbols import check_dim, dim
+
+__all__ = ["ModelConfig", "ModelConfigError"]
+
+
+class ModelConfigError(CostModelError):
+    """A model configuration has a missing, invalid or inconsistent field."""
+
+
+_MLPS = ("swiglu", "gelu")
+_NORMS = ("rmsnorm", "layernorm")
+_MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+_MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_DIM_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A decoder-only Transformer's shape (see module doc)."""
+
+    name: str
+    hidden_size: Any
+    num_hidden_layers: Any
+    num_attention_heads: Any
+    intermediate_size: Any
+    vocab_size: Any
+    num_key_value_heads: Any = None
+    head_dim: Any = None
+    mlp: str = "swiglu"
+    norm: str = "rmsnorm"
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    rope: bool = True
+    # Mixture-of-Experts
+    num_experts: Any = None
+    num_experts_per_tok: Any = None
+    moe_intermediate_size: Any = None
+    num_shared_experts: Any = 0
+    first_k_dense_replace: int = 0
+    router_bias: bool = False
+    # Multi-head Latent Attention
+    q_lora_rank: Any = None
+    kv_lora_rank: Any = None
+    qk_nope_head_dim: Any = None
+    qk_rope_head_dim: Any = None
+    v_head_dim: Any = None
+    # dtypes: weights, KV cache, activations
+    dtype: str = "bf16"
+    kv_dtype: str | None = None
+    act_dtype: str | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        if not isinstance(self.name, str) or not self.name:
+            raise ModelConfigError("name must be a non-empty string")
+        if self.num_key_value_heads is None:
+            set_("num_key_value_heads", self.num_attention_heads)
+        if self.head_dim is None:
+            h, d = sympy.sympify(self.num_attention_heads), sympy.sympify(self.hidden_size)
+            if h.is_number and d.is_number and d % h != 0:
+                raise ModelConfigError(
+                    f"{self.name}: head_dim is not given and hidden_size ({d}) is not a multiple of "
+                    f"num_attention_heads ({h}); set head_dim"
+                )
+            set_("head_dim", d / h)
+        for f in _DIM_FIELDS:
+            set_(f, self._dim(getattr(self, f), f))
+        h, hkv = self.num_attention_heads, self.num_key_value_heads
+        if h.is_number and hkv.is_number and h % hkv != 0:
+            raise ModelConfigError(
+                f"{self.name}: num_attention_heads ({h}) must be a multiple of num_key_value_heads ({hkv})"
+            )
+        if self.mlp not in _MLPS:
+            raise ModelConfigError(f"{self.name}: mlp {self.mlp!r} not allowed; allowed: {_MLPS}")
+        if self.norm not in _NORMS:
+            raise ModelConfigError(f"{self.name}: norm {self.norm!r} not allowed; allowed: {_NORMS}")
+        for f in ("dtype", "kv_dtype", "act_dtype"):
+            v = getattr(self, f)
+            if v is not None:
+                try:
+                    set_(f, get_dtype(v).name)
+                except CostModelError as exc:
+                    raise ModelConfigError(f"{self.name}.{f}: {exc}") from None
+        moe = [getattr(self, f) is not None for f in _MOE_FIELDS]
+        if any(moe) and not all(moe):
+            missing = [f for f, ok in zip(_MOE_FIELDS, moe, strict=True) if not ok]
+            raise ModelConfigError(f"{self.name}: MoE config is missing {', '.join(missing)}")
+        if all(moe):
+            for f in _MOE_FIELDS:
+                set_(f, self._dim(getattr(self, f), f))
+            e, k = self.num_experts, self.num_experts_per_tok
+            if e.is_number and k.is_number and k > e:
+                raise ModelConfigError(f"{self.name}: num_experts_per_tok ({k}) exceeds num_experts ({e})")
+            set_("num_shared_experts", self._dim(self.num_shared_experts, "num_shared_experts", zero=True))
+        elif self.num_shared_experts not in (0, None) or self.first_k_dense_replace:
+            raise ModelConfigError(f"{self.name}: shared experts / dense-first layers need a MoE config")
+        fk = self.first_k_dense_replace
+        if not isinstance(fk, int) or isinstance(fk, bool) or fk < 0:
+            raise ModelConfigError(f"{self.name}: first_k_dense_replace must be an integer >= 0, got {fk!r}")
+        if self.num_hidden_layers.is_number and fk > self.num_hidden_layers:
+            raise ModelConfigError(
+                f"{self.name}: first_k_dense_replace ({fk}) exceeds num_hidden_layers ({self.num_hidden_layers})"
+            )
+        mla = [getattr(self, f) is not None for f in _MLA_FIELDS]
+        if any(mla) and not all(mla):
+            missing = [f for f, ok in zip(_MLA_FIELDS, mla, strict=True) if not ok]
+            raise ModelConfigError(f"{self.name}: MLA config is missing {', '.join(missing)}")
+        if all(mla):
+            for f in (*_MLA_FIELDS, "q_lora_rank"):
+                if getattr(self, f) is not None:
+                    set_(f, self._dim(getattr(self, f), f))
+
+    def _dim(self, value: Any, field: str, zero: bool = False) -> sympy.Expr:
+        try:
+            return check_dim(value, field, allow_zero=zero)
+        except CostModelError as exc:
+            raise ModelConfigError(f"{self.name}.{exc}") from None
+
+    # --------------------------------------------------------------- queries
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts is not None
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def weight_dtype(self) -> str:
+        return self.dtype
+
+    @property
+    def cache_dtype(self) -> str:
+        return self.kv_dtype or self.dtype
+
+    @property
+    def activation_dtype(self) -> str:
+        return self.act_dtype or self.dtype
+
+    @property
+    def n_dense_layers(self) -> sympy.Expr:
+        """Layers with a dense MLP (all of them unless MoE)."""
+        if not self.is_moe:
+            return self.num_hidden_layers
+        return sympy.Integer(self.first_k_dense_replace)
+
+    @property
+    def n_moe_layers(self) -> sympy.Expr:
+        if not self.is_moe:
+            return sympy.Integer(0)
+        return self.num_hidden_layers - self.first_k_dense_replace
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with fields changed (``cfg.replace(kv_dtype="fp8")``)."""
+        return dataclasses.replace(self, **changes)
+
+    def bindings(self, symbolic: ModelConfig) -> dict[sympy.Symbol, sympy.Expr]:
+        """Map each symbol used by ``symbolic``'s fields to this config's value."""
+        out: dict[sympy.Symbol, sympy.Expr] = {}
+        for f in dataclasses.fields(self):
+            sv, v = getattr(symbolic, f.name), getattr(self, f.name)
+            if isinstance(sv, sympy.Symbol) and v is not None:
+                out[sv] = sympy.sympify(v)
+        return bind(out)
+
+    @classmethod
+    def symbolic(cls, name: str = "symbolic", *, like: ModelConfig | None = None) -> ModelConfig:
+        """A config whose dimensions are the canonical symbols.
+
+        With ``like``, keep its structure (MoE, MLA, MLP kind, tying, bias,
+        dense-first count) and replace every dimension by its symbol.
+        """
+        base = like or cls("x", 1, 1, 1, 1, 1)
+        dims = {f: dim(f) for f in _DIM_FIELDS}
+        if base.is_moe:
+            dims.update({f: dim(f) for f in ("num_experts", "num_experts_per_tok", "moe_intermediate_size")})
+            if base.num_shared_experts != 0:
+                dims["num_shared_experts"] = dim("num_shared_experts")
+        if base.is_mla:
+            dims.update({f: dim(f) for f in _MLA_FIELDS})
+            if base.q_lora_rank is not None:
+                dims["q_lora_rank"] = dim("q_lora_rank")
+        return dataclasses.replace(base, name=name, source="symbolic", **dims)

@@ -1,0 +1,118 @@
+"""Load a Hugging Face ``config.json`` (a local file or a dict) into a ModelConfig.
+
+Supported ``model_type`` values and their field names:
+
+* ``llama``, ``mistral``, ``qwen2``, ``qwen3``: ``hidden_size``,
+  ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``
+  (default: MHA), ``head_dim`` (default ``hidden/heads``),
+  ``intermediate_size``, ``vocab_size``, ``tie_word_embeddings``,
+  ``attention_bias`` (Qwen2 always has q/k/v bias; Qwen3 has q/k norms);
+* ``mixtral``: adds ``num_local_experts`` and ``num_experts_per_tok``, every
+  layer MoE with ``intermediate_size`` experts;
+* ``deepseek_v3`` (and ``deepseek_v2``): ``n_routed_experts``,
+  ``n_shared_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+  ``first_k_dense_replace``, MLA ranks ``q_lora_rank``, ``kv_lora_rank``,
+  ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``; ``noaux_tc``
+  routing adds a per-expert router bias. Multi-token-prediction modules
+  (``num_nextn_predict_layers``) are not part of the served model.
+
+No network access: pass a path or an already-parsed dict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .config import ModelConfig, ModelConfigError
+
+__all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "deepseek_v2", "deepseek_v3")
+
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+
+
+def _get(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any:
+    if key in cfg and cfg[key] is not None:
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelConfigError(f"{name}: config field {key!r} must be an integer, got {value!r}")
+        return value
+    if default is ...:
+        raise ModelConfigError(f"{name}: config.json is missing required field {key!r}")
+    return default
+
+
+def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str = "") -> ModelConfig:
+    """Map a parsed ``config.json`` onto :class:`ModelConfig` (see module doc)."""
+    if not isinstance(cfg, Mapping):
+        raise ModelConfigError(f"{name}: config must be a JSON object")
+    mt = cfg.get("model_type")
+    if mt not in SUPPORTED_MODEL_TYPES:
+        raise ModelConfigError(
+            f"{name}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
+    act = cfg.get("hidden_act", "silu")
+    heads = _get(cfg, "num_attention_heads", name)
+    common: dict[str, Any] = {
+        "name": name,
+        "hidden_size": _get(cfg, "hidden_size", name),
+        "num_hidden_layers": _get(cfg, "num_hidden_layers", name),
+        "num_attention_heads": heads,
+        "num_key_value_heads": _get(cfg, "num_key_value_heads", name, heads),
+        "head_dim": _get(cfg, "head_dim", name, None),
+        "intermediate_size": _get(cfg, "intermediate_size", name),
+        "vocab_size": _get(cfg, "vocab_size", name),
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "mlp": "gelu" if act in _GELU else "swiglu",
+        "dtype": _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16"),
+        "source": source,
+    }
+    if mt == "qwen2":
+        common["qkv_bias"] = True
+    elif mt in ("llama", "mistral", "qwen3", "deepseek_v2", "deepseek_v3"):
+        common["qkv_bias"] = bool(cfg.get("attention_bias", False))
+    if mt == "qwen3":
+        common["qk_norm"] = True
+    if mt == "mixtral":
+        common.update(
+            num_experts=_get(cfg, "num_local_experts", name),
+            num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
+            moe_intermediate_size=common["intermediate_size"],
+        )
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        if cfg.get("moe_layer_freq", 1) != 1:
+            raise ModelConfigError(f"{name}: moe_layer_freq != 1 is not supported")
+        common.update(
+            num_experts=_get(cfg, "n_routed_experts", name),
+            num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
+            moe_intermediate_size=_get(cfg, "moe_intermediate_size", name),
+            num_shared_experts=_get(cfg, "n_shared_experts", name, 0),
+            first_k_dense_replace=_get(cfg, "first_k_dense_replace", name, 0),
+            router_bias=cfg.get("topk_method") == "noaux_tc",
+            q_lora_rank=_get(cfg, "q_lora_rank", name, None),
+            kv_lora_rank=_get(cfg, "kv_lora_rank", name),
+            qk_nope_head_dim=_get(cfg, "qk_nope_head_dim", name),
+            qk_rope_head_dim=_get(cfg, "qk_rope_head_dim", name),
+            v_head_dim=_get(cfg, "v_head_dim", name),
+        )
+        common["head_dim"] = common["qk_nope_head_dim"] + common["qk_rope_head_dim"]
+    return ModelConfig(**common)
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
+    """Read a local ``config.json`` and map it (clear errors for bad files)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise ModelConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelConfigError(f"config file {str(p)!r} is not valid JSON: {exc}") from None
+    return config_from_hf_dict(data, name or p.stem, source=str(p))

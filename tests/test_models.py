@@ -1,0 +1,182 @@
+"""Model configs, the Hugging Face loader, the catalog and parameter counts."""
+
+import json
+
+import pytest
+import sympy
+
+from models import (
+    MODELS,
+    ModelConfig,
+    ModelConfigError,
+    UnknownModelError,
+    config_from_hf_dict,
+    get_model,
+    load_hf_config,
+    param_counts,
+)
+
+# Published totals and the tolerance each needs. Norm weights and biases are
+# counted exactly here, so the gaps are the publishers' rounding:
+#   Llama-3.1-405B: 405.85B counted vs "405B" on the model card (rounded down, 0.21%).
+#   DeepSeek-V3: 671.03B vs 671B; active 37.55B vs "37B": the report rounds, and counts
+#   the embedding/lm_head as activated or not depending on the convention (1.5%).
+PUBLISHED = [
+    ("llama-3.1-8b", "total", 8.03e9, 0.001),
+    ("llama-3.1-70b", "total", 70.6e9, 0.001),
+    ("llama-3.1-405b", "total", 405e9, 0.003),
+    ("qwen2.5-7b", "total", 7.61e9, 0.001),
+    ("qwen2.5-7b", "non_embedding", 6.53e9, 0.001),
+    ("qwen2.5-72b", "total", 72.7e9, 0.001),
+    ("qwen2.5-72b", "non_embedding", 70.0e9, 0.004),
+    ("mixtral-8x7b", "total", 46.7e9, 0.001),
+    ("mixtral-8x7b", "active", 12.9e9, 0.002),
+    ("deepseek-v3", "total", 671e9, 0.001),
+    ("deepseek-v3", "active", 37e9, 0.02),
+    ("llama-2-7b", "total", 6.74e9, 0.001),
+    ("llama-2-13b", "total", 13.0e9, 0.002),
+    ("llama-2-70b", "total", 69.0e9, 0.001),
+    ("mistral-7b", "total", 7.25e9, 0.001),
+]
+
+
+@pytest.mark.parametrize(("model", "which", "published", "rel"), PUBLISHED)
+def test_published_parameter_counts(model, which, published, rel):
+    value = float(getattr(param_counts(get_model(model)), which))
+    assert value == pytest.approx(published, rel=rel)
+
+
+def test_llama_3_1_8b_exact_count_by_hand():
+    # per layer: q,o 4096^2 each; k,v 4096*1024 each; MLP 3*4096*14336; 2 norms of 4096
+    per_layer = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096  # 218,112,000
+    total = 32 * per_layer + 2 * 128256 * 4096 + 4096  # untied embedding and lm_head, final norm
+    assert param_counts(get_model("llama-3.1-8b")).total == total == 8_030_261_248
+
+
+def test_qwen_matches_seed_script_up_to_biases_and_norms():
+    # seed: per_layer = d*d + 2*d*(h_kv*hd) + d*d + 2*d*i + i*d (no biases, no norms)
+    d, i, hkv, hd = 3584, 18944, 4, 128
+    seed_non_emb = 28 * (d * d + 2 * d * (hkv * hd) + d * d + 2 * d * i + i * d)
+    pc = param_counts(get_model("qwen2.5-7b"))
+    biases = 28 * (d + 2 * hkv * hd)
+    norms = 28 * 2 * d + d
+    assert pc.non_embedding == seed_non_emb + biases + norms
+
+
+def test_moe_active_vs_total_and_mla_shapes():
+    ds = get_model("deepseek-v3")
+    assert ds.is_moe and ds.is_mla and ds.n_dense_layers == 3 and ds.n_moe_layers == 58
+    assert ds.head_dim == 192  # qk_nope 128 + qk_rope 64
+    pc = param_counts(ds)
+    # 58 MoE layers leave 256 - 8 routed experts idle per token, 3*7168*2048 each
+    assert pc.total - pc.active == 58 * (256 - 8) * 3 * 7168 * 2048
+
+
+def test_head_dim_comes_from_the_config():
+    # Qwen3-32B-like: hidden 5120 / 64 heads = 80, but head_dim is 128
+    cfg = config_from_hf_dict(
+        {
+            "model_type": "qwen3",
+            "hidden_size": 5120,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_hidden_layers": 64,
+            "intermediate_size": 25600,
+            "vocab_size": 151936,
+        },
+        "qwen3-32b",
+    )
+    assert cfg.head_dim == 128 and cfg.qk_norm
+    assert param_counts(cfg).per_dense_layer == (
+        5120 * 64 * 128 * 2 + 2 * 5120 * 8 * 128 + 2 * 128 + 3 * 5120 * 25600 + 2 * 5120
+    )
+
+
+def test_loader_reads_files_and_names_problems(tmp_path):
+    good = tmp_path / "config.json"
+    good.write_text(
+        json.dumps(
+            {
+                "model_type": "mistral",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_hidden_layers": 2,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+            }
+        )
+    )
+    cfg = load_hf_config(tmp_path)
+    assert cfg.num_key_value_heads == 4 and cfg.head_dim == 16
+    with pytest.raises(ModelConfigError, match="missing required field 'vocab_size'"):
+        config_from_hf_dict(
+            {
+                "model_type": "llama",
+                "hidden_size": 8,
+                "num_attention_heads": 2,
+                "num_hidden_layers": 1,
+                "intermediate_size": 8,
+            }
+        )
+    with pytest.raises(ModelConfigError, match="must be a multiple of num_key_value_heads"):
+        config_from_hf_dict(
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 6,
+                "num_key_value_heads": 4,
+                "num_hidden_layers": 1,
+                "intermediate_size": 8,
+                "vocab_size": 10,
+                "head_dim": 8,
+            }
+        )
+    with pytest.raises(ModelConfigError, match="model_type 'gpt2' is not supported"):
+        config_from_hf_dict({"model_type": "gpt2"})
+    with pytest.raises(ModelConfigError, match="must be an integer"):
+        config_from_hf_dict(
+            {
+                "model_type": "llama",
+                "hidden_size": "4096",
+                "num_attention_heads": 32,
+                "num_hidden_layers": 1,
+                "intermediate_size": 8,
+                "vocab_size": 10,
+            }
+        )
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ModelConfigError, match="not valid JSON"):
+        load_hf_config(bad)
+    with pytest.raises(ModelConfigError, match="does not exist"):
+        load_hf_config(tmp_path / "nope.json")
+
+
+def test_config_validation():
+    with pytest.raises(ModelConfigError, match="not a multiple of num_attention_heads"):
+        ModelConfig("x", 100, 1, 3, 8, 10)
+    with pytest.raises(ModelConfigError, match="MoE config is missing moe_intermediate_size"):
+        ModelConfig("x", 64, 1, 4, 8, 10, num_experts=8, num_experts_per_tok=2)
+    with pytest.raises(ModelConfigError, match="exceeds num_experts"):
+        ModelConfig("x", 64, 1, 4, 8, 10, num_experts=2, num_experts_per_tok=4, moe_intermediate_size=8)
+    with pytest.raises(ModelConfigError, match=r"x\.hidden_size must be a positive integer"):
+        ModelConfig("x", 0, 1, 4, 8, 10)
+    with pytest.raises(ModelConfigError, match="mlp 'relu2' not allowed"):
+        ModelConfig("x", 64, 1, 4, 8, 10, mlp="relu2")
+    with pytest.raises(UnknownModelError, match="catalog models: llama-2-7b"):
+        get_model("gpt-5")
+
+
+def test_symbolic_config_and_bindings():
+    cfg = get_model("mixtral-8x7b")
+    sym = ModelConfig.symbolic(like=cfg)
+    assert isinstance(sym.num_experts, sympy.Symbol)
+    assert param_counts(sym).total.subs(cfg.bindings(sym)) == param_counts(cfg).total
+
+
+def test_every_catalog_model_has_a_source():
+    for name, entry in MODELS.items():
+        assert entry.source, name
+        if entry.published_total is not None:
+            assert entry.published_source, name
