@@ -1,0 +1,300 @@
+"""Dataflow graphs of costed ops: attribute keys, totals, validation, export.
+
+A graph is a ``networkx.DiGraph``. Nodes are ops (``kind="op"``, with the
+rule name, its parameters and a :class:`Cost`) or sources (``weight``,
+``kv_cache``, ``input``) whose cost is their residency. Edges carry the
+logical :class:`Tensor` and the bytes actually moved over them (a gather
+reads ``T`` rows of its table; a MoE layer reads only the experts touched).
+A node's ``repeat`` says how many identical copies it stands for (a layer
+group of ``L`` layers is built once with ``repeat = L``); totals multiply by
+it, and :func:`expand` unrolls the copies on request.
+
+The core engine depends on neither ``graphs/`` nor ``models/``: builders
+there use these keys and functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import sympy
+
+from .cost import Cost, as_float
+from .errors import CostModelError
+from .hardware.spec import Hardware
+from .roofline import bound
+from .rules import get_rule
+from .tensor import Tensor
+
+__all__ = [
+    "OP",
+    "COST",
+    "PARAMS",
+    "KIND",
+    "PHASE",
+    "GROUP",
+    "REPEAT",
+    "INPUTS",
+    "OUTPUTS",
+    "TENSOR",
+    "BYTES",
+    "OP_KIND",
+    "SOURCE_KINDS",
+    "GraphError",
+    "node_total",
+    "graph_total",
+    "edge_bytes_total",
+    "validate_graph",
+    "classify_graph",
+    "graph_to_dict",
+    "write_graphml",
+    "expand",
+    "op_nodes",
+]
+
+# node attributes
+OP = "op"  #: rule name of an op node
+COST = "cost"  #: Cost of one instance
+PARAMS = "params"  #: rule parameters
+KIND = "kind"  #: "op", "weight", "kv_cache" or "input"
+PHASE = "phase"  #: "prefill" or "decode"
+GROUP = "group"  #: layer group name ("embed", "layers", "dense", "moe", "head")
+REPEAT = "repeat"  #: identical copies this node stands for
+INPUTS = "inputs"  #: tuple of Tensors an op consumes
+OUTPUTS = "outputs"  #: tuple of Tensors a node produces
+# edge attributes
+TENSOR = "tensor"  #: the logical tensor on the edge
+BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer
+
+OP_KIND = "op"
+SOURCE_KINDS = ("weight", "kv_cache", "input")
+
+
+class GraphError(CostModelError):
+    """A graph is malformed (cycle, inconsistent edge, unknown rule ...)."""
+
+
+def op_nodes(g: nx.DiGraph) -> list[str]:
+    """Op nodes in topological order."""
+    return [n for n in nx.topological_sort(g) if g.nodes[n].get(KIND) == OP_KIND]
+
+
+def node_total(g: nx.DiGraph, n: str) -> Cost:
+    """A node's cost times its repeat count."""
+    data = g.nodes[n]
+    return data[COST] * data.get(REPEAT, 1)
+
+
+def graph_total(
+    g: nx.DiGraph, *, kinds: Iterable[str] | None = None, where: Callable[[str, dict], bool] | None = None
+) -> Cost:
+    """Sum of ``cost * repeat`` over nodes (optionally filtered).
+
+    ``kinds`` selects node kinds (default: all, so residency of sources is
+    included in ``footprint``); ``where(name, attrs)`` filters further.
+    """
+    wanted = set(kinds) if kinds is not None else None
+    total = Cost.zero()
+    for n, data in g.nodes(data=True):
+        if wanted is not None and data.get(KIND) not in wanted:
+            continue
+        if where is not None and not where(n, data):
+            continue
+        total = total + node_total(g, n)
+    return total
+
+
+def edge_bytes_total(g: nx.DiGraph, *, source_kind: str | None = None) -> sympy.Expr:
+    """Bytes moved over edges (times the consumer's repeat), optionally only
+    edges leaving sources of ``source_kind`` (e.g. ``"weight"``)."""
+    total = sympy.Integer(0)
+    for u, v, data in g.edges(data=True):
+        if source_kind is not None and g.nodes[u].get(KIND) != source_kind:
+            continue
+        total += data.get(BYTES, 0) * g.nodes[v].get(REPEAT, 1)
+    return total
+
+
+def _same(a: sympy.Expr, b: sympy.Expr) -> bool:
+    return a == b or sympy.simplify(a - b) == 0
+
+
+def validate_graph(g: nx.DiGraph) -> None:
+    """Check the graph; raise :class:`GraphError` naming the first problem.
+
+    * acyclic;
+    * every node has a kind; every op node names a registered rule and has a
+      ``Cost``;
+    * every edge carries a tensor produced by its source (same shape and
+      dtype) and consumed by its target, and non-negative bytes.
+    """
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        raise GraphError(f"graph has a cycle: {' -> '.join(str(u) for u, _ in cycle)}")
+    for n, data in g.nodes(data=True):
+        kind = data.get(KIND)
+        if kind not in (OP_KIND, *SOURCE_KINDS):
+            raise GraphError(f"node {n!r}: kind {kind!r} not allowed; allowed: op, {', '.join(SOURCE_KINDS)}")
+        if not isinstance(data.get(COST), Cost):
+            raise GraphError(f"node {n!r} has no Cost")
+        if kind == OP_KIND:
+            get_rule(data.get(OP, ""))  # raises UnknownRuleError naming the known rules
+        if kind in SOURCE_KINDS and g.in_degree(n):
+            raise GraphError(f"source node {n!r} ({kind}) has incoming edges")
+    for u, v, data in g.edges(data=True):
+        t = data.get(TENSOR)
+        if not isinstance(t, Tensor):
+            raise GraphError(f"edge {u!r} -> {v!r} carries no Tensor")
+        if not any(o.name == t.name for o in g.nodes[u].get(OUTPUTS, ())):
+            raise GraphError(f"edge {u!r} -> {v!r}: tensor {t.name!r} is not an output of {u!r}")
+        for side, node in (("output", u), ("input", v)):
+            attr = OUTPUTS if side == "output" else INPUTS
+            declared = [x for x in g.nodes[node].get(attr, ()) if x.name == t.name]
+            if g.nodes[node].get(KIND) == OP_KIND or side == "output":
+                if not declared:
+                    raise GraphError(f"edge {u!r} -> {v!r}: tensor {t.name!r} is not an {side} of {node!r}")
+                d = declared[0]
+                if (
+                    d.dtype != t.dtype
+                    or len(d.shape) != len(t.shape)
+                    or not all(_same(a, b) for a, b in zip(d.shape, t.shape, strict=True))
+                ):
+                    raise GraphError(f"edge {u!r} -> {v!r}: tensor {t} does not match {node!r}'s {side} {d}")
+        b = sympy.sympify(data.get(BYTES, 0))
+        if b.is_number and b.is_negative:
+            raise GraphError(f"edge {u!r} -> {v!r}: negative bytes {b}")
+
+
+def classify_graph(g: nx.DiGraph, hw: Hardware) -> list[dict[str, Any]]:
+    """Per-op roofline rows on ``hw`` (graph must be numeric).
+
+    Each row: node, op, group, repeat, FLOPs and DRAM bytes per instance,
+    intensity, bound kind, time per instance and in total (``x repeat``),
+    and the share of the graph's summed lower bound.
+    """
+    rows = []
+    for n in op_nodes(g):
+        data = g.nodes[n]
+        cost: Cost = data[COST]
+        rep = as_float(sympy.sympify(data.get(REPEAT, 1)), what=f"{n} repeat")
+        b = bound(cost, hw)
+        flops = as_float(cost.flops, what=f"{n} flops")
+        nbytes = as_float(cost.bytes, what=f"{n} bytes")
+        lower = as_float(b.lower, what=f"{n} bound") if b.terms else 0.0
+        rows.append(
+            {
+                "node": n,
+                "op": data[OP],
+                "group": data.get(GROUP, ""),
+                "repeat": rep,
+                "flops": flops,
+                "bytes": nbytes,
+                "intensity": flops / nbytes if nbytes else float("inf"),
+                "kind": b.kind if b.terms else "none",
+                "time_s": lower,
+                "total_time_s": lower * rep,
+                "unbounded": list(b.unbounded),
+            }
+        )
+    total = sum(r["total_time_s"] for r in rows) or 1.0
+    for r in rows:
+        r["share"] = r["total_time_s"] / total
+    return rows
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Cost):
+        return v.to_dict()
+    if isinstance(v, Tensor):
+        return {"name": v.name, "shape": [str(s) for s in v.shape], "dtype": v.dtype.name}
+    if isinstance(v, (tuple, list)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    return str(v)
+
+
+def graph_to_dict(g: nx.DiGraph) -> dict[str, Any]:
+    """Plain data (JSON-ready): nodes with attributes, edges with tensors and bytes."""
+    return {
+        "graph": {k: _plain(v) for k, v in g.graph.items()},
+        "nodes": [{"id": n, **{k: _plain(v) for k, v in d.items()}} for n, d in g.nodes(data=True)],
+        "edges": [
+            {"source": u, "target": v, **{k: _plain(x) for k, x in d.items()}}
+            for u, v, d in g.edges(data=True)
+        ],
+    }
+
+
+def write_graphml(g: nx.DiGraph, path: str | Path) -> None:
+    """Write GraphML with every attribute as a string (costs as their totals)."""
+    h = nx.DiGraph()
+    for n, d in g.nodes(data=True):
+        attrs = {k: str(_plain(v)) for k, v in d.items() if k not in (COST, INPUTS, OUTPUTS)}
+        if isinstance(d.get(COST), Cost):
+            attrs["flops"] = str(d[COST].flops)
+            attrs["dram_bytes"] = str(d[COST].bytes)
+        h.add_node(n, **attrs)
+    for u, v, d in g.edges(data=True):
+        h.add_edge(u, v, tensor=str(d.get(TENSOR)), bytes=str(d.get(BYTES, 0)))
+    nx.write_graphml(h, str(path))
+
+
+def expand(g: nx.DiGraph) -> nx.DiGraph:
+    """Unroll repeated layer groups into one copy per layer.
+
+    Uses ``g.graph["groups"]``: for each group, its ``repeat``, its
+    ``entry`` edges (external producer -> group node, with the tensor) and
+    its ``exit`` node. Copy ``i`` is named ``"{group}.{i}.{node}"`` and
+    feeds copy ``i + 1``. Totals are unchanged (a property tested).
+    """
+    groups: dict[str, dict[str, Any]] = g.graph.get("groups", {})
+    out = nx.DiGraph(**{k: v for k, v in g.graph.items() if k != "groups"})
+    members = {name: [n for n, d in g.nodes(data=True) if d.get(GROUP) == name] for name in groups}
+    renamed: dict[str, str] = {}  # last copy's name of each group node (for edges leaving the group)
+    for n, d in g.nodes(data=True):
+        if d.get(GROUP) not in groups:
+            out.add_node(n, **d)
+            renamed[n] = n
+    for name, info in groups.items():
+        reps = info["repeat"]
+        if not (isinstance(reps, int) or (sympy.sympify(reps).is_Integer)):
+            raise GraphError(f"group {name!r} has a symbolic repeat {reps}; bind it before expanding")
+        reps = int(reps)
+        prev_exit: str | None = None
+        for i in range(reps):
+            local = {
+                n: f"{name}.{i}.{n[len(name) + 1 :] if n.startswith(name + '.') else n}"
+                for n in members[name]
+            }
+            for n in members[name]:
+                out.add_node(local[n], **{**g.nodes[n], REPEAT: 1, "layer": i})
+            for u, v, ed in g.edges(data=True):
+                if u in local and v in local:
+                    out.add_edge(local[u], local[v], **ed)
+            for src, dst, ed in info["entry"]:
+                if prev_exit is None:
+                    out.add_edge(renamed.get(src, src), local[dst], **ed)
+                    continue
+                # layer i reads layer i-1's output instead of the group's input
+                t_exit = out.nodes[prev_exit][OUTPUTS][0]
+                old = ed[TENSOR]
+                out.add_edge(prev_exit, local[dst], **{**ed, TENSOR: t_exit, BYTES: t_exit.bytes})
+                node = out.nodes[local[dst]]
+                node[INPUTS] = tuple(t_exit if x.name == old.name else x for x in node.get(INPUTS, ()))
+            prev_exit = local[info["exit"]]
+            for n in members[name]:
+                renamed[n] = local[n]
+    for u, v, ed in g.edges(data=True):
+        gu, gv = g.nodes[u].get(GROUP), g.nodes[v].get(GROUP)
+        if gu in groups and gv in groups and gu == gv:
+            continue
+        if gv in groups and any(dst == v and src == u for src, dst, _ in groups[gv]["entry"]):
+            continue
+        out.add_edge(renamed[u], renamed[v], **ed)
+    return out

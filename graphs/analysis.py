@@ -1,0 +1,207 @@
+"""Totals and closed forms read off a model graph.
+
+Every quantity here is a sum over the graph's nodes or edges (times their
+``repeat``), never a separate formula: the closed forms *fall out* of the
+graph. :func:`closed_forms` builds the graph of a symbolic copy of a config
+and simplifies; :func:`analyze` does the numeric per-node roofline on a
+device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import sympy
+
+from costmodel.cost import Cost, as_float
+from costmodel.graph import (
+    KIND,
+    OP,
+    OUTPUTS,
+    REPEAT,
+    classify_graph,
+    edge_bytes_total,
+    graph_total,
+)
+from costmodel.hardware import Hardware, get_device
+from costmodel.roofline import bound
+from models.catalog import get_model
+from models.config import ModelConfig
+
+from .transformer import build_model, phase_dims
+
+__all__ = [
+    "weight_params",
+    "weight_bytes_read",
+    "kv_cache_bytes_per_token",
+    "op_total",
+    "attention_flops",
+    "GraphSummary",
+    "summarize",
+    "closed_forms",
+    "analyze",
+]
+
+
+def weight_params(g: nx.DiGraph) -> sympy.Expr:
+    """Parameters held by weight nodes (numel x repeat); a tied table counts once."""
+    total = sympy.Integer(0)
+    for _, d in g.nodes(data=True):
+        if d.get(KIND) == "weight":
+            total += d[OUTPUTS][0].numel * d.get(REPEAT, 1)
+    return sympy.expand(total)
+
+
+def weight_bytes_read(g: nx.DiGraph) -> sympy.Expr:
+    """Bytes read from weight nodes per step: the sum over their out-edges.
+
+    The input-embedding gather reads ``T`` rows; MoE experts read the
+    touched experts; the lm_head its whole matrix.
+    """
+    return sympy.expand(edge_bytes_total(g, source_kind="weight"))
+
+
+def op_total(g: nx.DiGraph) -> Cost:
+    """Sum of op-node costs times repeat."""
+    return graph_total(g, kinds=["op"])
+
+
+def attention_flops(g: nx.DiGraph) -> sympy.Expr:
+    """FLOPs of the attention op nodes (score, softmax and PV work)."""
+    return graph_total(g, kinds=["op"], where=lambda n, d: d.get(OP) == "attention").flops
+
+
+def kv_cache_bytes_per_token(g: nx.DiGraph, tokens: sympy.Expr) -> sympy.Expr:
+    """KV-cache bytes written per token, from the cache-write nodes' residency."""
+    written = graph_total(g, kinds=["op"]).footprint_terms.get("kv_cache", sympy.Integer(0))
+    return sympy.simplify(written / tokens)
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    """Totals of one model graph (symbolic or numeric)."""
+
+    tokens: sympy.Expr
+    flops: sympy.Expr
+    tensor_flops: sympy.Expr
+    attention_flops: sympy.Expr
+    dram_bytes: sympy.Expr
+    weight_bytes_read: sympy.Expr
+    kv_bytes_per_token: sympy.Expr
+    weight_params: sympy.Expr
+    footprint: dict[str, sympy.Expr]
+
+    @property
+    def flops_per_token(self) -> sympy.Expr:
+        return sympy.simplify(self.flops / self.tokens)
+
+    @property
+    def tensor_flops_per_token(self) -> sympy.Expr:
+        return sympy.simplify(self.tensor_flops / self.tokens)
+
+    @property
+    def attention_share(self) -> sympy.Expr:
+        """Attention's share of all FLOPs (a function of ``S`` or ``ctx``)."""
+        return self.attention_flops / self.flops
+
+
+def summarize(g: nx.DiGraph) -> GraphSummary:
+    ops = op_total(g)
+    tokens = _tokens(g)
+    allres = graph_total(g)
+    return GraphSummary(
+        tokens=tokens,
+        flops=sympy.expand(ops.flops),
+        tensor_flops=sympy.expand(ops.flops_on("tensor")),
+        attention_flops=sympy.expand(attention_flops(g)),
+        dram_bytes=sympy.expand(ops.bytes),
+        weight_bytes_read=weight_bytes_read(g),
+        kv_bytes_per_token=kv_cache_bytes_per_token(g, tokens),
+        weight_params=weight_params(g),
+        footprint={k: sympy.expand(v) for k, v in allres.footprint_terms.items()},
+    )
+
+
+def _tokens(g: nx.DiGraph) -> sympy.Expr:
+    ids = [d for n, d in g.nodes(data=True) if n == "embed.input_ids"]
+    if not ids:
+        raise ValueError("graph has no embed.input_ids node: summarize() needs a build_model graph")
+    return ids[0][OUTPUTS][0].shape[0]
+
+
+def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, sympy.Expr]:
+    """Closed forms in the config's own symbols, from a symbolic graph.
+
+    Returns per-token FLOPs (all units and tensor only), DRAM bytes per step,
+    weight bytes read per step, KV bytes per token, attention's FLOP share,
+    and the same after binding the config's numbers (``*_bound``), leaving
+    only ``B``, ``S``/``ctx`` free.
+    """
+    cfg = get_model(config) if isinstance(config, str) else config
+    sym = ModelConfig.symbolic(like=cfg)
+    s = summarize(build_model(sym, phase))
+    forms = {
+        "flops_per_token": s.flops_per_token,
+        "tensor_flops_per_token": s.tensor_flops_per_token,
+        "dram_bytes_per_step": s.dram_bytes,
+        "weight_bytes_read_per_step": s.weight_bytes_read,
+        "kv_bytes_per_token": s.kv_bytes_per_token,
+        "attention_flop_share": s.attention_share,
+    }
+    vals = cfg.bindings(sym)
+    for key in list(forms):
+        forms[f"{key}_bound"] = sympy.simplify(forms[key].subs(vals))
+    return forms
+
+
+def analyze(
+    model: ModelConfig | str,
+    device: Hardware | str,
+    phase: str,
+    *,
+    batch: int = 1,
+    seq: int = 1024,
+    ctx: int = 4096,
+) -> dict[str, Any]:
+    """Numeric per-node roofline of a model step on a device, with totals.
+
+    Returns ``rows`` (per op node, see :func:`classify_graph`), ``totals``
+    (FLOPs, bytes, weight traffic, the step's summed bound, tokens/s) and
+    the symbolic closed forms of the phase.
+    """
+    cfg = get_model(model) if isinstance(model, str) else model
+    hw = get_device(device)
+    dims = phase_dims(phase, batch, seq, ctx)
+    g = build_model(cfg, phase, batch=batch, seq=seq, ctx=ctx)
+    rows = classify_graph(g, hw)
+    s = summarize(g)
+    step_s = sum(r["total_time_s"] for r in rows)
+    whole = bound(op_total(g), hw)
+    totals = {
+        "tokens": as_float(dims.tokens),
+        "flops": as_float(s.flops),
+        "tensor_flops": as_float(s.tensor_flops),
+        "dram_bytes": as_float(s.dram_bytes),
+        "weight_bytes_read": as_float(s.weight_bytes_read),
+        "kv_bytes_per_token": as_float(s.kv_bytes_per_token),
+        "attention_flop_share": as_float(s.attention_share),
+        "sum_of_node_bounds_s": step_s,
+        "whole_step_bound_s": as_float(whole.lower),
+        "whole_step_kind": whole.kind,
+        "tokens_per_s": as_float(dims.tokens) / step_s if step_s else float("inf"),
+    }
+    forms = closed_forms(cfg, phase)
+    return {
+        "model": cfg.name,
+        "device": hw.name,
+        "phase": phase,
+        "batch": batch,
+        "seq": seq if phase == "prefill" else None,
+        "ctx": ctx if phase == "decode" else None,
+        "rows": rows,
+        "totals": totals,
+        "closed_forms": {k: str(v) for k, v in forms.items()},
+        "closed_forms_latex": {k: sympy.latex(v) for k, v in forms.items() if k.endswith("_bound")},
+    }

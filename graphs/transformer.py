@@ -1,0 +1,214 @@
+"""Transformer layer and whole-model dataflow graphs, prefill and decode.
+
+``build_layer(config, phase)`` and ``build_model(config, phase)`` return a
+``networkx.DiGraph`` whose op nodes carry symbolic :class:`Cost` s from the
+rule registry and whose edges carry tensors (symbolic shapes, dtypes) and the
+bytes moved. Phases (DESIGN.md):
+
+* ``prefill``: ``T = B*S`` tokens; causal attention of ``S`` queries over the
+  ``S`` keys of each sequence; K and V written to the cache (``T`` tokens).
+* ``decode``: ``T = B`` tokens, one per sequence, attending over ``ctx``
+  cached keys (``ctx`` counts the new token); the cache write is the new
+  token's slice only.
+
+Weights and KV caches are source nodes (``kind = "weight"`` / ``"kv_cache"``);
+the embedding is a gather (its edge moves ``T`` rows); ``lm_head`` reads its
+whole matrix. A layer group stands for its ``L`` copies through ``repeat``;
+:func:`costmodel.graph.expand` unrolls it.
+
+Per-layer ops (dense, GQA)::
+
+    attn_norm -> q/k/v_proj (+bias) [-> q/k_norm] -> rope_q, rope_k -> k/v_cache_write
+              -> attention -> o_proj -> attn_residual
+    mlp_norm -> gate_proj, up_proj -> act (silu(g)*u) -> down_proj -> mlp_residual
+
+MoE replaces the MLP with router -> softmax -> top-k -> expert gate/up
+(grouped GEMMs over the touched experts) -> act -> down -> weighted combine
+(+ shared experts). MLA replaces attention with the latent path: q (low-rank)
+and kv_a projections, a cache of ``kv_lora_rank + qk_rope_head_dim`` per
+token, decompression by ``kv_b_proj`` in prefill, and weight absorption in
+decode (attention of ``H`` heads over one latent KV head).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+import sympy
+
+from costmodel.errors import CostModelError
+from costmodel.graph import GROUP, REPEAT
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import S as S_sym
+from costmodel.symbols import ctx as ctx_sym
+from costmodel.tensor import Tensor
+from models.config import ModelConfig
+
+from .attention_blocks import AttentionBlocks
+from .builder import GraphBuilder
+from .mlp_blocks import MLPBlocks
+from .phase import PHASES, PhaseDims, phase_dims
+
+__all__ = ["PHASES", "PhaseDims", "phase_dims", "build_layer", "build_model"]
+
+
+class _Layer(AttentionBlocks, MLPBlocks):
+    """One layer group: attention block, then MLP (dense or MoE), with residuals."""
+
+    def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
+        cfg, T = self.cfg, self.dims.tokens
+        d = cfg.hidden_size
+        h = self.norm("attn_norm", x, T, d)
+        a = self.mla(h) if cfg.is_mla else self.gqa(h)
+        h2 = self.add("attn_residual", x, a)
+        m_in = self.norm("mlp_norm", h2, T, d)
+        m = self.moe_mlp(m_in) if self.moe else self.mlp(m_in, cfg.intermediate_size, "mlp")
+        y = self.add("mlp_residual", h2, m)
+        # entry edges: x feeds attn_norm and attn_residual
+        for n in (self.b.name("attn_norm"), self.b.name("attn_residual")):
+            self.entry.append((x[0], n, dict(self.g.edges[x[0], n])))
+        return y
+
+
+def _group_info(layer: _Layer, exit_ref: tuple[str, Tensor], repeat: object) -> dict[str, Any]:
+    return {"repeat": sympy.sympify(repeat), "entry": layer.entry, "exit": exit_ref[0]}
+
+
+def build_layer(
+    config: ModelConfig,
+    phase: str,
+    *,
+    batch: object = B_sym,
+    seq: object = S_sym,
+    ctx: object = ctx_sym,
+    kind: str | None = None,
+    repeat: object = 1,
+) -> nx.DiGraph:
+    """One Transformer layer of ``config`` for ``phase`` (see module doc).
+
+    ``kind`` is ``"dense"`` or ``"moe"`` (default: ``"moe"`` for MoE configs).
+    The layer input is an ``input`` node ``x`` of shape ``[T, d]``.
+    """
+    if kind is None:
+        kind = "moe" if config.is_moe else "dense"
+    if kind not in ("dense", "moe"):
+        raise CostModelError(f"layer kind {kind!r} not allowed; allowed: ('dense', 'moe')")
+    if kind == "moe" and not config.is_moe:
+        raise CostModelError(f"{config.name} has no experts: kind='moe' needs a MoE config")
+    dims = phase_dims(phase, batch, seq, ctx)
+    g = nx.DiGraph(model=config.name, phase=phase)
+    xb = GraphBuilder(g, phase=phase, group="input")
+    x = xb.source(
+        "x",
+        Tensor("input.x", (dims.tokens, config.hidden_size), config.activation_dtype),
+        "input",
+        resident=False,
+    )
+    layer = _Layer(g, config, dims, "layer", repeat, moe=(kind == "moe"))
+    y = layer.build(x)
+    g.graph["groups"] = {"layer": _group_info(layer, y, repeat)}
+    g.graph["exit"] = y[0]
+    return g
+
+
+def build_model(
+    config: ModelConfig,
+    phase: str,
+    *,
+    batch: object = B_sym,
+    seq: object = S_sym,
+    ctx: object = ctx_sym,
+    logits: str = "last",
+) -> nx.DiGraph:
+    """The whole model: embedding gather, layer groups (repeated), final norm, lm_head.
+
+    Layer groups: ``layers`` (repeat ``L``) for dense models; ``dense``
+    (``first_k_dense_replace``) and ``moe`` for MoE models. ``logits="last"``
+    computes the lm_head for the last position of each sequence only (what
+    serving engines do in prefill); ``"all"`` for every token.
+    """
+    if logits not in ("last", "all"):
+        raise CostModelError(f"logits {logits!r} not allowed; allowed: ('last', 'all')")
+    dims = phase_dims(phase, batch, seq, ctx)
+    cfg = config
+    g = nx.DiGraph(model=cfg.name, phase=phase)
+    T, d, V = dims.tokens, cfg.hidden_size, cfg.vocab_size
+    eb = GraphBuilder(g, phase=phase, group="embed")
+    ids = eb.source("input_ids", Tensor("embed.input_ids", (T,), "int32"), "input", resident=False)
+    table = eb.source(
+        "embed_tokens.weight", Tensor("embed.embed_tokens.weight", (V, d), cfg.weight_dtype), "weight"
+    )
+    x = eb.op(
+        "embed_tokens",
+        "embedding",
+        [ids, (*table, T * d * table[1].dtype.bytes)],
+        [Tensor("embed.embed_tokens", (T, d), cfg.activation_dtype)],
+        tokens=T,
+        hidden=d,
+        dtype=cfg.activation_dtype,
+    )[0]
+    groups: dict[str, Any] = {}
+    plan: list[tuple[str, sympy.Expr, bool]] = []
+    if cfg.is_moe:
+        if cfg.n_dense_layers != 0:
+            plan.append(("dense", cfg.n_dense_layers, False))
+        plan.append(("moe", cfg.n_moe_layers, True))
+    else:
+        plan.append(("layers", cfg.num_hidden_layers, False))
+    for name, reps, moe in plan:
+        layer = _Layer(g, cfg, dims, name, reps, moe=moe)
+        x = layer.build(x)
+        groups[name] = _group_info(layer, x, reps)
+    hb = GraphBuilder(g, phase=phase, group="head")
+    rows = T if (logits == "all" or phase == "decode") else dims.batch
+    last = x
+    if rows is not T:
+        # keep the last position of each sequence: a strided view, no bytes
+        last = hb.op(
+            "last_token",
+            "view",
+            [x],
+            [Tensor("head.last_token", (rows, d), cfg.activation_dtype)],
+            elements=rows * d,
+        )[0]
+    fw = hb.source("final_norm.weight", Tensor("head.final_norm.weight", (d,), cfg.weight_dtype), "weight")
+    fin_refs: list[Any] = [last, fw]
+    if cfg.norm == "layernorm":
+        fin_refs.append(
+            hb.source("final_norm.bias", Tensor("head.final_norm.bias", (d,), cfg.weight_dtype), "weight")
+        )
+    ln_bias: dict[str, Any] = {"bias": True} if cfg.norm == "layernorm" else {}
+    fin = hb.op(
+        "final_norm",
+        cfg.norm,
+        fin_refs,
+        [Tensor("head.final_norm", (rows, d), cfg.activation_dtype)],
+        rows=rows,
+        cols=d,
+        dtype=cfg.activation_dtype,
+        weight_dtype=cfg.weight_dtype,
+        **ln_bias,
+    )[0]
+    if cfg.tie_word_embeddings:
+        head_w: tuple[str, Tensor] = table  # the embedding table, read in full by the lm_head
+    else:
+        head_w = hb.source(
+            "lm_head.weight", Tensor("head.lm_head.weight", (d, V), cfg.weight_dtype), "weight"
+        )
+    hb.op(
+        "lm_head",
+        "gemm",
+        [fin, head_w],
+        [Tensor("head.lm_head", (rows, V), cfg.activation_dtype)],
+        M=rows,
+        N=V,
+        K=d,
+        dtype=cfg.activation_dtype,
+        w_dtype=cfg.weight_dtype,
+    )
+    g.graph["groups"] = groups
+    for _n, data in g.nodes(data=True):
+        data.setdefault(GROUP, "")
+        data.setdefault(REPEAT, 1)
+    return g
