@@ -17,6 +17,7 @@ from typing import Any
 import sympy
 
 from . import __version__
+from .cli_model import add_model_parser
 from .cost import as_float
 from .derive import (
     balance_point,
@@ -375,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     hs.add_argument("name")
     add_json(hs)
     hs.set_defaults(func=cmd_hw_show)
+
+    add_model_parser(sub)
 
     ru = sub.add_parser("rules", help="list operator cost rules")
     add_json(ru)

@@ -84,3 +84,52 @@ def test_user_hw_file(capsys, tmp_path):
     )
     code, out, _ = run(capsys, "--hw-file", str(f), "derive", "crossover", "--device", "mybox", "--json")
     assert code == 0 and json.loads(out)["numeric"]["balance"] == 100.0
+
+
+def test_model_commands(capsys):
+    code, out, _ = run(capsys, "model", "list", "--json")
+    rows = {r["model"]: r for r in json.loads(out)}
+    assert rows["qwen2.5-7b"]["non_embedding"] == 6_525_621_760
+    code, out, _ = run(
+        capsys,
+        "model",
+        "analyze",
+        "llama-3.1-8b",
+        "--device",
+        "h100",
+        "--phase",
+        "decode",
+        "--batch",
+        "8",
+        "--ctx",
+        "8192",
+        "--json",
+    )
+    data = json.loads(out)
+    assert data["totals"]["kv_bytes_per_token"] == 131072
+    assert data["closed_forms"]["tensor_flops_per_token_bound"] == "524288*ctx + 15009316864"
+    assert {r["node"] for r in data["rows"]} >= {"layers.attention", "head.lm_head"}
+    code, out, _ = run(capsys, "model", "analyze", "tiny", "--phase", "prefill", "--seq", "64")
+    assert code == 0 and "closed forms" in out and "layers.attention" in out
+    code, out, _ = run(capsys, "model", "forms", "deepseek-v3", "--json")
+    assert json.loads(out)["kv_bytes_per_token_bound"]["expr"] == "70272"
+    code, _, err = run(capsys, "model", "analyze", "gpt-9")
+    assert code == 2 and "unknown model 'gpt-9'" in err
+
+
+def test_model_from_config_file(capsys, tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 256,
+                "num_attention_heads": 4,
+                "num_hidden_layers": 2,
+                "intermediate_size": 512,
+                "vocab_size": 1000,
+            }
+        )
+    )
+    code, out, _ = run(capsys, "model", "analyze", str(f), "--json")
+    assert code == 0 and json.loads(out)["model"] == "config"

@@ -1,0 +1,154 @@
+"""``costmodel model ...``: catalog models, per-node analysis, closed forms.
+
+A thin layer over :mod:`models` and :mod:`graphs` (imported here, never by
+the engine core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from .cost import as_float
+from .report import fmt_si, format_table
+
+__all__ = ["add_model_parser", "resolve_model"]
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def resolve_model(name: str) -> Any:
+    """A catalog name, or a path to a Hugging Face ``config.json`` (or its folder)."""
+    from models import get_model, load_hf_config
+
+    p = Path(name)
+    if name.endswith(".json") or p.is_dir():
+        return load_hf_config(p)
+    return get_model(name)
+
+
+def cmd_model_list(args: argparse.Namespace) -> int:
+    from models import MODELS, get_model, param_counts
+
+    rows = []
+    for name, entry in MODELS.items():
+        pc = param_counts(get_model(name))
+        rows.append(
+            {
+                "model": name,
+                "total": as_float(pc.total),
+                "non_embedding": as_float(pc.non_embedding),
+                "active": as_float(pc.active),
+                "published_total": entry.published_total,
+                "source": entry.source,
+            }
+        )
+    if args.json:
+        print(_dump(rows))
+        return 0
+    for r in rows:
+        r["published"] = fmt_si(float(str(r["published_total"]))) if r["published_total"] else "-"
+    cols = (
+        ("model", "model", "s"),
+        ("total", "params", "si"),
+        ("non_embedding", "non-embedding", "si"),
+        ("active", "active/token", "si"),
+        ("published", "published", "s"),
+        ("source", "config source", "s"),
+    )
+    print(format_table(rows, cols))
+    return 0
+
+
+def cmd_model_analyze(args: argparse.Namespace) -> int:
+    from graphs import analyze
+
+    cfg = resolve_model(args.model)
+    if args.kv_dtype:
+        cfg = cfg.replace(kv_dtype=args.kv_dtype)
+    if args.weight_dtype:
+        cfg = cfg.replace(dtype=args.weight_dtype)
+    result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+    if args.json:
+        print(_dump(result))
+        return 0
+    t = result["totals"]
+    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
+    print(f"{result['model']} {args.phase} on {result['device']}: batch {args.batch}, {where}")
+    rows = (
+        sorted(result["rows"], key=lambda r: -r["total_time_s"])[: args.top] if args.top else result["rows"]
+    )
+    for r in rows:
+        r["share_pct"] = 100 * r["share"]
+        r["t_total"] = r["total_time_s"]
+    cols = (
+        ("node", "node", "s"),
+        ("op", "op", "s"),
+        ("repeat", "x", ".0f"),
+        ("flops", "F", "si"),
+        ("bytes", "D (B)", "si"),
+        ("intensity", "I", ".2f"),
+        ("kind", "bound", "s"),
+        ("t_total", "T x repeat (s)", ".3e"),
+        ("share_pct", "share %", ".1f"),
+    )
+    print(format_table(rows, cols))
+    print(
+        f"\nstep: {fmt_si(t['flops'], 'FLOP')}, {fmt_si(t['dram_bytes'], 'B')} DRAM, "
+        f"weights read {fmt_si(t['weight_bytes_read'], 'B')}, KV {t['kv_bytes_per_token']:.0f} B/token"
+    )
+    print(
+        f"bound (sum over nodes): {t['sum_of_node_bounds_s'] * 1e3:.3f} ms -> "
+        f"{t['tokens_per_s']:.1f} tokens/s; whole step as one roofline: "
+        f"{t['whole_step_bound_s'] * 1e3:.3f} ms ({t['whole_step_kind']})"
+    )
+    print(f"attention share of FLOPs: {100 * t['attention_flop_share']:.1f}%")
+    print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
+    for k, v in result["closed_forms"].items():
+        if k.endswith("_bound"):
+            print(f"  {k[:-6]:28s} = {v}")
+    return 0
+
+
+def cmd_model_forms(args: argparse.Namespace) -> int:
+    from graphs import closed_forms
+
+    forms = closed_forms(resolve_model(args.model), args.phase)
+    if args.json:
+        print(_dump({k: {"expr": str(v), "latex": sympy.latex(v)} for k, v in forms.items()}))
+        return 0
+    for k, v in forms.items():
+        print(f"{k}:\n  {sympy.latex(v) if args.latex else v}")
+    return 0
+
+
+def add_model_parser(sub: Any) -> None:
+    m = sub.add_parser("model", help="catalog models, per-node analysis and closed forms")
+    msub = m.add_subparsers(dest="model_command", required=True)
+    ml = msub.add_parser("list", help="catalog models with parameter counts")
+    ml.add_argument("--json", action="store_true")
+    ml.set_defaults(func=cmd_model_list)
+    ma = msub.add_parser("analyze", help="per-node roofline of one step of a model on a device")
+    ma.add_argument("model", help="catalog name or path to a config.json")
+    ma.add_argument("--device", default="h100-sxm")
+    ma.add_argument("--phase", choices=("prefill", "decode"), default="decode")
+    ma.add_argument("--batch", type=int, default=1)
+    ma.add_argument("--seq", type=int, default=1024, help="prompt length (prefill)")
+    ma.add_argument("--ctx", type=int, default=4096, help="KV length attended (decode)")
+    ma.add_argument("--kv-dtype", default=None)
+    ma.add_argument("--weight-dtype", default=None)
+    ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
+    ma.add_argument("--json", action="store_true")
+    ma.set_defaults(func=cmd_model_analyze)
+    mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
+    mf.add_argument("model")
+    mf.add_argument("--phase", choices=("prefill", "decode"), default="decode")
+    mf.add_argument("--latex", action="store_true")
+    mf.add_argument("--json", action="store_true")
+    mf.set_defaults(func=cmd_model_forms)
