@@ -210,3 +210,21 @@ def test_bad_phase_and_dims():
         build_model(cfg, "decode", ctx=0)
     with pytest.raises(Exception, match="batch must be a positive integer"):
         build_model(cfg, "prefill", batch=-1)
+
+
+def test_gelu_layernorm_tied_variant():
+    # GPT-style block: LayerNorm with bias, plain GELU MLP, tied embeddings, MHA
+    cfg = ModelConfig("gptish", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=256, vocab_size=100, mlp="gelu", norm="layernorm",
+                      tie_word_embeddings=True)
+    g = build_model(cfg, "decode", batch=2, ctx=16)
+    validate_graph(g)
+    pc = param_counts(cfg)
+    # attention 4*64^2, MLP 2*64*256, two LayerNorms of 2*64; final LayerNorm 2*64; one shared table
+    assert pc.total == 2 * (4 * 64**2 + 2 * 64 * 256 + 4 * 64) + 2 * 64 + 100 * 64
+    assert weight_params(g) == pc.total
+    assert "layers.mlp.gate_proj" not in g and g.nodes["layers.mlp.act"][COST].flops_on("sfu") == 2 * 256
+    # the tied table feeds both the gather (2 rows) and the lm_head (all of it)
+    table = "embed.embed_tokens.weight"
+    assert g.edges[table, "embed.embed_tokens"][BYTES] == 2 * 64 * 2
+    assert g.edges[table, "head.lm_head"][BYTES] == 100 * 64 * 2
