@@ -17,37 +17,28 @@ __all__ = ["MLPBlocks"]
 class MLPBlocks(LayerBase):
     """Dense and routed-expert MLPs."""
 
+    def activation(self, local: str, ins: list[Any], rows: Any, width: Any) -> tuple[str, Tensor]:
+        """``silu(gate) * up`` (two inputs) or ``gelu(up)`` (one), per ``cfg.mlp``."""
+        vo, so = SWIGLU_OPS if self.cfg.mlp == "swiglu" else GELU_OPS
+        out = Tensor(self.b.name(local), (rows, width), self.act)
+        return self.b.op(
+            local,
+            "elementwise",
+            ins,
+            [out],
+            n=rows * width,
+            inputs=len(ins),
+            vector_ops=vo,
+            sfu_ops=so,
+            dtype=self.act,
+        )[0]
+
     def mlp(self, x: tuple[str, Tensor], width: Any, prefix: str) -> tuple[str, Tensor]:
-        T = self.dims.tokens
+        """Dense MLP: gate and up projections (gated) or up only, activation, down."""
+        ins = [self.linear(f"{prefix}.up_proj", x, width)]
         if self.cfg.mlp == "swiglu":
-            gate = self.linear(f"{prefix}.gate_proj", x, width)
-            up = self.linear(f"{prefix}.up_proj", x, width)
-            vo, so = SWIGLU_OPS
-            a = self.b.op(
-                f"{prefix}.act",
-                "elementwise",
-                [gate, up],
-                [Tensor(self.b.name(f"{prefix}.act"), (T, width), self.act)],
-                n=T * width,
-                inputs=2,
-                vector_ops=vo,
-                sfu_ops=so,
-                dtype=self.act,
-            )[0]
-        else:
-            up = self.linear(f"{prefix}.up_proj", x, width)
-            vo, so = GELU_OPS
-            a = self.b.op(
-                f"{prefix}.act",
-                "elementwise",
-                [up],
-                [Tensor(self.b.name(f"{prefix}.act"), (T, width), self.act)],
-                n=T * width,
-                inputs=1,
-                vector_ops=vo,
-                sfu_ops=so,
-                dtype=self.act,
-            )[0]
+            ins.insert(0, self.linear(f"{prefix}.gate_proj", x, width))
+        a = self.activation(f"{prefix}.act", ins, self.dims.tokens, width)
         return self.linear(f"{prefix}.down_proj", a, self.cfg.hidden_size)
 
     def moe_mlp(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
@@ -96,35 +87,10 @@ class MLPBlocks(LayerBase):
                 w_dtype=self.wd,
             )[0]
 
+        ins = [experts("experts.up_proj", x, Ie, d)]
         if cfg.mlp == "swiglu":
-            g_ = experts("experts.gate_proj", x, Ie, d)
-            u_ = experts("experts.up_proj", x, Ie, d)
-            vo, so = SWIGLU_OPS
-            a = self.b.op(
-                "experts.act",
-                "elementwise",
-                [g_, u_],
-                [Tensor(self.b.name("experts.act"), (rows, Ie), self.act)],
-                n=rows * Ie,
-                inputs=2,
-                vector_ops=vo,
-                sfu_ops=so,
-                dtype=self.act,
-            )[0]
-        else:
-            u_ = experts("experts.up_proj", x, Ie, d)
-            vo, so = GELU_OPS
-            a = self.b.op(
-                "experts.act",
-                "elementwise",
-                [u_],
-                [Tensor(self.b.name("experts.act"), (rows, Ie), self.act)],
-                n=rows * Ie,
-                inputs=1,
-                vector_ops=vo,
-                sfu_ops=so,
-                dtype=self.act,
-            )[0]
+            ins.insert(0, experts("experts.gate_proj", x, Ie, d))
+        a = self.activation("experts.act", ins, rows, Ie)
         down = experts("experts.down_proj", a, d, Ie)
         # weighted sum of the k expert outputs of each token, scaled by the router weights
         comb = self.b.op(

@@ -214,9 +214,17 @@ def test_bad_phase_and_dims():
 
 def test_gelu_layernorm_tied_variant():
     # GPT-style block: LayerNorm with bias, plain GELU MLP, tied embeddings, MHA
-    cfg = ModelConfig("gptish", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=256, vocab_size=100, mlp="gelu", norm="layernorm",
-                      tie_word_embeddings=True)
+    cfg = ModelConfig(
+        "gptish",
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=100,
+        mlp="gelu",
+        norm="layernorm",
+        tie_word_embeddings=True,
+    )
     g = build_model(cfg, "decode", batch=2, ctx=16)
     validate_graph(g)
     pc = param_counts(cfg)

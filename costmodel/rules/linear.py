@@ -14,7 +14,27 @@ from ..dtypes import DTypeLike, dtype_bytes, roof_of
 from ..symbols import check_dim
 from .registry import register_rule
 
-__all__ = ["gemm", "batched_gemm", "per_sample_matmul"]
+__all__ = ["gemm", "batched_gemm", "per_sample_matmul", "operand_bytes"]
+
+
+def operand_bytes(
+    dtype: DTypeLike,
+    w_dtype: DTypeLike | None,
+    out_dtype: DTypeLike | None,
+    compute_dtype: DTypeLike | None,
+) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr, str]:
+    """Bytes per element of A, W and C, and the roof precision of a matmul.
+
+    W and C default to the activation dtype; the compute precision to the
+    activation dtype too (weight-only quantised weights are dequantised on
+    chip).
+    """
+    return (
+        dtype_bytes(dtype, "dtype"),
+        dtype_bytes(w_dtype if w_dtype is not None else dtype, "w_dtype"),
+        dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype"),
+        roof_of(compute_dtype if compute_dtype is not None else dtype),
+    )
 
 
 @register_rule("gemm")
@@ -61,10 +81,7 @@ def gemm(
     2*K*M + K*N + 2*M*N
     """
     m, n, k = check_dim(M, "M"), check_dim(N, "N"), check_dim(K, "K")
-    a_b = dtype_bytes(dtype, "dtype")
-    w_b = dtype_bytes(w_dtype if w_dtype is not None else dtype, "w_dtype")
-    o_b = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
-    prec = roof_of(compute_dtype if compute_dtype is not None else dtype)
+    a_b, w_b, o_b, prec = operand_bytes(dtype, w_dtype, out_dtype, compute_dtype)
     a_reads = sympy.Integer(1)
     w_reads = sympy.Integer(1)
     if tile_n is not None:
@@ -111,10 +128,7 @@ def batched_gemm(
     """
     nb = check_dim(batch, "batch")
     m, n, k = check_dim(M, "M"), check_dim(N, "N"), check_dim(K, "K")
-    a_b = dtype_bytes(dtype, "dtype")
-    w_b = dtype_bytes(w_dtype if w_dtype is not None else dtype, "w_dtype")
-    o_b = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
-    prec = roof_of(compute_dtype if compute_dtype is not None else dtype)
+    a_b, w_b, o_b, prec = operand_bytes(dtype, w_dtype, out_dtype, compute_dtype)
     w_copies = 1 if shared_rhs else nb
     return (
         Cost.compute("tensor", prec, 2 * nb * m * n * k)  # batch x (one MAC per (m, n, k))

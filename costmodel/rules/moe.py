@@ -9,9 +9,10 @@ from __future__ import annotations
 import sympy
 
 from ..cost import Cost
-from ..dtypes import DTypeLike, dtype_bytes, roof_of
+from ..dtypes import DTypeLike
 from ..errors import RuleArgumentError
 from ..symbols import check_dim
+from .linear import operand_bytes
 from .registry import register_rule
 
 __all__ = ["grouped_gemm", "experts_touched"]
@@ -71,10 +72,7 @@ def grouped_gemm(
     if e.is_number and k.is_number and k > e:
         raise RuleArgumentError(f"grouped_gemm: top_k ({k}) cannot exceed experts ({e})")
     n, kk = check_dim(N, "N"), check_dim(K, "K")
-    a = dtype_bytes(dtype, "dtype")
-    w = dtype_bytes(w_dtype if w_dtype is not None else dtype, "w_dtype")
-    o = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
-    prec = roof_of(compute_dtype if compute_dtype is not None else dtype)
+    a, w, o, prec = operand_bytes(dtype, w_dtype, out_dtype, compute_dtype)
     touched = experts_touched(t, e, k)
     return (
         Cost.compute("tensor", prec, 2 * t * k * n * kk)  # one MAC per (row, n, k) for T*k rows
