@@ -19,6 +19,7 @@ from .derive import (
     gemm_crossover,
     latex,
     op_intensity,
+    split_matmul_network,
     tile_intensity,
 )
 from .dtypes import DTYPES, DType, dtype_bytes, get_dtype
@@ -36,6 +37,7 @@ from .errors import (
     UnknownRuleError,
 )
 from .expr import parse_expr
+from .frontier import compile_expr, pareto_mask
 from .hardware import (
     Hardware,
     Link,
@@ -47,6 +49,7 @@ from .hardware import (
     load_hardware_file,
     register_device,
 )
+from .ledger import MemoryLedger, Overhead, max_batch, max_context
 from .roofline import Bound, achieved, bound, headroom, sensitivities
 from .rules import get_rule, op_cost, register_rule, rule_names
 from .symbols import dim
@@ -92,6 +95,13 @@ __all__ = [
     "gemm_crossover",
     "decode_attention_intensity",
     "tile_intensity",
+    "split_matmul_network",
+    "MemoryLedger",
+    "Overhead",
+    "max_batch",
+    "max_context",
+    "compile_expr",
+    "pareto_mask",
     "latex",
     "CostModelError",
     "InvalidDimensionError",

@@ -18,6 +18,7 @@ import sympy
 
 from . import __version__
 from .cli_model import add_model_parser
+from .cli_serve import add_serve_parsers
 from .cost import as_float
 from .derive import (
     balance_point,
@@ -378,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     hs.set_defaults(func=cmd_hw_show)
 
     add_model_parser(sub)
+    add_serve_parsers(sub)
 
     ru = sub.add_parser("rules", help="list operator cost rules")
     add_json(ru)

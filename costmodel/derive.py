@@ -39,6 +39,7 @@ __all__ = [
     "decode_attention_intensity",
     "tile_intensity",
     "latex",
+    "split_matmul_network",
 ]
 
 
@@ -270,3 +271,53 @@ def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") ->
     tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
     c = op_cost("gemm", M=tm, N=tn, K=k, dtype=dtype)
     return sympy.simplify(sympy.limit(c.intensity_at("dram", "tensor"), k, sympy.oo))
+
+
+def split_matmul_network(
+    *,
+    K: object = None,
+    p: object = None,
+    dtype: DTypeLike = "bf16",
+    hw: Hardware | None = None,
+    link: str = "scale_up",
+    precision: str | None = None,
+) -> dict[str, sympy.Expr]:
+    """Network roofline of a row-parallel matmul split over ``p`` devices.
+
+    Each device multiplies ``[M, K/p] x [K/p, N]`` and the partial sums are
+    all-reduced (ring): ``F = 2MNK/p`` per device against
+    ``2 (p-1)/p * M N b`` bytes on the link, so the *network intensity* and
+    the contraction length that keeps the link busy no longer than the math:
+
+    .. math::
+
+        I_\\text{net} = \\frac{K}{(p-1)\\,b}, \\qquad
+        I^*_\\text{net} = \\frac{P}{\\beta_\\text{link}}, \\qquad
+        K^* = (p-1)\\,b\\,\\frac{P}{\\beta_\\text{link}}
+
+    Both come from the ``gemm`` and ``all_reduce`` rules. Latency (the
+    ``2(p-1)`` ring steps) is left out of the ridge; the bound includes it.
+
+    >>> split_matmul_network()["network_intensity"]
+    K/(2*(p - 1))
+    """
+    m, n = sympy.symbols("M N", positive=True, integer=True)
+    k = sympy.Symbol("K", positive=True, integer=True) if K is None else sympy.sympify(K)
+    pp = sympy.Symbol("p", positive=True, integer=True) if p is None else sympy.sympify(p)
+    hw = hw or Hardware.symbolic()
+    mm = op_cost("gemm", M=m, N=n, K=k / pp, dtype=dtype)  # this device's slice of the contraction
+    ar = op_cost("all_reduce", elements=m * n, p=pp, dtype=dtype, link=link)
+    if not ar.comm_terms:
+        raise CostModelError("p = 1: nothing is communicated")
+    intensity = sympy.simplify(mm.flops_on("tensor") / ar.comm_terms[link])
+    prec = precision or _cost_precision(mm, "tensor")
+    if hw.peak("tensor", prec) is None and hw.peak("tensor", WILDCARD) is not None:
+        prec = WILDCARD
+    ridge = hw.require_peak("tensor", prec) / hw.link(link).bandwidth_bytes_per_s
+    kk = sympy.Symbol("K_", positive=True)
+    k_star = sympy.solve(sympy.Eq(intensity.subs(k, kk) if k.free_symbols else intensity, ridge), kk)
+    return {
+        "network_intensity": intensity,
+        "network_ridge": ridge,
+        "K_star": k_star[0] if k_star else None,
+    }

@@ -12,6 +12,9 @@ from .analysis import (
     weight_params,
 )
 from .builder import GraphBuilder
+from .capacity import CapacityReport, capacity, model_ledger, peak_activation_bytes, what_if
+from .serving import PhaseReport, decode_limits, decode_report, near_far_memory, prefill_report, step_time
+from .sweep import SweepResult, compile_decode, sweep
 from .transformer import PHASES, PhaseDims, build_layer, build_model, phase_dims
 
 __all__ = [
@@ -30,4 +33,18 @@ __all__ = [
     "kv_cache_bytes_per_token",
     "attention_flops",
     "op_total",
+    "CapacityReport",
+    "capacity",
+    "model_ledger",
+    "peak_activation_bytes",
+    "what_if",
+    "PhaseReport",
+    "prefill_report",
+    "decode_report",
+    "decode_limits",
+    "near_far_memory",
+    "step_time",
+    "SweepResult",
+    "sweep",
+    "compile_decode",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
@@ -14,7 +16,8 @@ class AttentionBlocks(LayerBase):
 
     def gqa(self, h: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, dims = self.cfg, self.dims
-        T, H, Hkv, hd = dims.tokens, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        T, hd = dims.tokens, cfg.head_dim
+        H, Hkv = self.split(cfg.num_attention_heads, "num_attention_heads"), self.kv_heads_local()
         q = self.linear("q_proj", h, H * hd, bias=cfg.qkv_bias)
         k = self.linear("k_proj", h, Hkv * hd, bias=cfg.qkv_bias)
         v = self.linear("v_proj", h, Hkv * hd, bias=cfg.qkv_bias)
@@ -55,20 +58,28 @@ class AttentionBlocks(LayerBase):
             causal=True,
             dtype=self.act,
         )
-        if dims.phase == "prefill":
+        if dims.phase == "prefill" and dims.prefix == 0:
             # K and V are read as just computed (activation dtype); the writes run alongside
             o = self.b.op("attention", "attention", [q, k, v], [out], kv_dtype=self.act, **common)[0]
+        elif dims.phase == "prefill":
+            # a chunk after `prefix` cached tokens: attention reads the cache, the new tokens included
+            kc = self.cache("k_cache", Hkv * hd, dims.prefix)
+            vc = self.cache("v_cache", Hkv * hd, dims.prefix)
+            o = self.b.op("attention", "attention", [q, kc, vc, kw, vw], [out], kv_dtype=self.kvd, **common)[
+                0
+            ]
         else:
-            kc, vc = self.cache("k_cache", Hkv * hd), self.cache("v_cache", Hkv * hd)
+            kc = self.cache("k_cache", Hkv * hd, dims.kv_len)
+            vc = self.cache("v_cache", Hkv * hd, dims.kv_len)
             # the writes only order the step (the new token is part of ctx): no extra bytes on those edges
             o = self.b.op(
                 "attention", "attention", [q, kc, vc, (*kw, 0), (*vw, 0)], [out], kv_dtype=self.kvd, **common
             )[0]
-        return self.linear("o_proj", o, cfg.hidden_size)
+        return self.linear("o_proj", o, cfg.hidden_size, reduce=True)
 
     def mla(self, h: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, dims = self.cfg, self.dims
-        T, H = dims.tokens, cfg.num_attention_heads
+        T, H = dims.tokens, self.split(cfg.num_attention_heads, "num_attention_heads")
         nope, rope_d, vd, r_kv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
         if cfg.q_lora_rank is not None:
             qa = self.linear("q_a_proj", h, cfg.q_lora_rank)
@@ -114,12 +125,17 @@ class AttentionBlocks(LayerBase):
         kvb_w = self.weight("kv_b_proj.weight", (r_kv, H * (nope + vd)))
         wd_bytes = kvb_w[1].dtype.bytes
         if dims.phase == "prefill":
+            # decompress the latent of every key position: the new tokens and any cached prefix
+            rows = dims.batch * dims.kv_len
+            ins: list[Any] = [lat, kvb_w]
+            if dims.prefix != 0:
+                ins.append(self.cache("latent_cache", r_kv + rope_d, dims.prefix))
             kv = self.b.op(
                 "kv_b_proj",
                 "gemm",
-                [lat, kvb_w],
-                [Tensor(self.b.name("kv_b_proj"), (T, H * (nope + vd)), self.act)],
-                M=T,
+                ins,
+                [Tensor(self.b.name("kv_b_proj"), (rows, H * (nope + vd)), self.act)],
+                M=rows,
                 N=H * (nope + vd),
                 K=r_kv,
                 dtype=self.act,
@@ -155,7 +171,7 @@ class AttentionBlocks(LayerBase):
                 dtype=self.act,
                 w_dtype=self.wd,
             )[0]
-            cache = self.cache("latent_cache", r_kv + rope_d)
+            cache = self.cache("latent_cache", r_kv + rope_d, dims.kv_len)
             out = Tensor(self.b.name("attention"), (T, H * r_kv), self.act)
             o = self.b.op(
                 "attention",
@@ -187,4 +203,4 @@ class AttentionBlocks(LayerBase):
                 dtype=self.act,
                 w_dtype=self.wd,
             )[0]
-        return self.linear("o_proj", o, cfg.hidden_size)
+        return self.linear("o_proj", o, cfg.hidden_size, reduce=True)

@@ -8,6 +8,7 @@ import networkx as nx
 import sympy
 
 from costmodel.cost import Cost
+from costmodel.errors import CostModelError
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 
@@ -33,16 +34,51 @@ class LayerBase:
         self.act = cfg.activation_dtype
         self.wd = cfg.weight_dtype
         self.kvd = cfg.cache_dtype
+        self.mmd = cfg.matmul_dtype or cfg.activation_dtype
+        self.tp = dims.tp
         self.entry: list[tuple[str, str, dict[str, Any]]] = []
+
+    def split(self, n: Any, what: str) -> sympy.Expr:
+        """``n / tp``, refusing a split that does not divide."""
+        n, p = sympy.sympify(n), self.tp
+        if n.is_number and p.is_number and n % p != 0:
+            raise CostModelError(
+                f"{self.cfg.name}: {what} ({n}) is not divisible by the tensor-parallel degree {p}"
+            )
+        return n / p
+
+    def kv_heads_local(self) -> sympy.Expr:
+        """KV heads per device: ``H_kv/p``, or one replicated head when ``p > H_kv``."""
+        hkv, p = self.cfg.num_key_value_heads, self.tp
+        if hkv.is_number and p.is_number and p >= hkv:
+            if p % hkv != 0:
+                raise CostModelError(
+                    f"{self.cfg.name}: tp {p} must be a multiple of num_key_value_heads {hkv}"
+                )
+            return sympy.Integer(1)
+        return self.split(hkv, "num_key_value_heads")
 
     # -- helpers ---------------------------------------------------------
     def weight(self, local: str, shape: tuple[Any, ...]) -> tuple[str, Tensor]:
         return self.b.source(local, Tensor(self.b.name(local), shape, self.wd), "weight")
 
     def linear(
-        self, local: str, x: tuple[str, Tensor], n_out: Any, *, bias: bool = False, rows: Any = None
+        self,
+        local: str,
+        x: tuple[str, Tensor],
+        n_out: Any,
+        *,
+        bias: bool = False,
+        rows: Any = None,
+        reduce: bool = False,
     ) -> tuple[str, Tensor]:
-        """``y[T, n_out] = x[T, k] @ W[k, n_out]`` (+ bias)."""
+        """``y[T, n_out] = x[T, k] @ W[k, n_out]`` (+ bias) on this device's shard.
+
+        Matmuls run at ``cfg.matmul_dtype`` when set (W8A8, NVFP4 W4A4: the
+        activation operand is quantised in its producer's epilogue), else at the
+        activation dtype. ``reduce=True`` marks a row-parallel matmul: under
+        tensor parallelism its partial sums are all-reduced over the devices.
+        """
         T = self.dims.tokens if rows is None else rows
         k = x[1].shape[-1]
         w = self.weight(f"{local}.weight", (k, n_out))
@@ -50,9 +86,28 @@ class LayerBase:
         if bias:
             refs.append(self.weight(f"{local}.bias", (n_out,)))
         out = Tensor(self.b.name(local), (T, n_out), self.act)
-        return self.b.op(
-            local, "gemm", refs, [out], M=T, N=n_out, K=k, dtype=self.act, w_dtype=self.wd, bias=bias
+        y = self.b.op(
+            local,
+            "gemm",
+            refs,
+            [out],
+            M=T,
+            N=n_out,
+            K=k,
+            dtype=self.mmd,
+            w_dtype=self.wd,
+            out_dtype=self.act,
+            bias=bias,
         )[0]
+        return self.all_reduce(f"{local}.all_reduce", y) if reduce else y
+
+    def all_reduce(self, local: str, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
+        """Sum partial results over the ``tp`` devices (nothing when ``tp = 1``)."""
+        if self.tp == 1:
+            return x
+        out = Tensor(self.b.name(local), x[1].shape, self.act)
+        n = sympy.Mul(*x[1].shape)
+        return self.b.op(local, "all_reduce", [x], [out], elements=n, p=self.tp, dtype=self.act)[0]
 
     def norm(self, local: str, x: tuple[str, Tensor], rows: Any, cols: Any) -> tuple[str, Tensor]:
         cfg = self.cfg
@@ -81,10 +136,9 @@ class LayerBase:
         self.g.nodes[n[0]]["cost"] = self.g.nodes[n[0]]["cost"] + _resident_kv(out.bytes)
         return n
 
-    def cache(self, local: str, width: Any) -> tuple[str, Tensor, Any]:
-        """Decode: the cached K (or V, or latent) for ``ctx`` tokens of each sequence."""
-        dims = self.dims
-        t = Tensor(self.b.name(local), (dims.batch, dims.kv_len, width), self.kvd)
+    def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]:
+        """The cached K (or V, or latent) of ``tokens`` positions per sequence."""
+        t = Tensor(self.b.name(local), (self.dims.batch, tokens, width), self.kvd)
         n, t = self.b.source(local, t, "kv_cache")
         return n, t, t.bytes
 

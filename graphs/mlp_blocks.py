@@ -33,17 +33,23 @@ class MLPBlocks(LayerBase):
             dtype=self.act,
         )[0]
 
-    def mlp(self, x: tuple[str, Tensor], width: Any, prefix: str) -> tuple[str, Tensor]:
-        """Dense MLP: gate and up projections (gated) or up only, activation, down."""
+    def mlp(self, x: tuple[str, Tensor], width: Any, prefix: str, reduce: bool = True) -> tuple[str, Tensor]:
+        """Dense MLP: gate and up projections (gated) or up only, activation, down.
+
+        Column-parallel gate/up (``width / tp`` per device), row-parallel down
+        followed by an all-reduce under tensor parallelism (``reduce``).
+        """
+        width = self.split(width, f"{prefix} width")
         ins = [self.linear(f"{prefix}.up_proj", x, width)]
         if self.cfg.mlp == "swiglu":
             ins.insert(0, self.linear(f"{prefix}.gate_proj", x, width))
         a = self.activation(f"{prefix}.act", ins, self.dims.tokens, width)
-        return self.linear(f"{prefix}.down_proj", a, self.cfg.hidden_size)
+        return self.linear(f"{prefix}.down_proj", a, self.cfg.hidden_size, reduce=reduce)
 
     def moe_mlp(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, T = self.cfg, self.dims.tokens
-        d, E, k, Ie = cfg.hidden_size, cfg.num_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size
+        d, E, k = cfg.hidden_size, cfg.num_experts, cfg.num_experts_per_tok
+        Ie = self.split(cfg.moe_intermediate_size, "moe_intermediate_size")  # each expert split over tp
         logits = self.linear("router", x, E, bias=False)
         probs = self.b.op(
             "router_softmax",
@@ -83,8 +89,9 @@ class MLPBlocks(LayerBase):
                 top_k=k,
                 N=n_out,
                 K=k_in,
-                dtype=self.act,
+                dtype=self.mmd,
                 w_dtype=self.wd,
+                out_dtype=self.act,
             )[0]
 
         ins = [experts("experts.up_proj", x, Ie, d)]
@@ -103,6 +110,7 @@ class MLPBlocks(LayerBase):
             dtype=self.act,
         )[0]
         if cfg.num_shared_experts != 0:
-            sh = self.mlp(x, cfg.num_shared_experts * Ie, "shared")
-            return self.add("shared_add", comb, sh)
-        return comb
+            sh = self.mlp(x, cfg.num_shared_experts * cfg.moe_intermediate_size, "shared", reduce=False)
+            comb = self.add("shared_add", comb, sh)
+        # routed and shared partial sums are reduced over the tp devices once
+        return self.all_reduce("experts.all_reduce", comb)

@@ -1,4 +1,4 @@
-"""Phases and their token counts (DESIGN.md, graph semantics)."""
+"""Phases, their token counts and the tensor-parallel split (DESIGN.md, graph semantics)."""
 
 from __future__ import annotations
 
@@ -19,22 +19,43 @@ PHASES = ("prefill", "decode")
 
 @dataclass(frozen=True)
 class PhaseDims:
-    """Token counts of a phase: ``tokens`` per step, ``q_len``/``kv_len`` per sequence."""
+    """Token counts of a step.
+
+    ``tokens`` processed this step; per sequence ``q_len`` queries attend to
+    ``kv_len`` keys, of which ``prefix`` were cached before the step; ``tp``
+    devices share every layer (tensor parallelism).
+    """
 
     phase: str
     batch: sympy.Expr
     tokens: sympy.Expr
     q_len: sympy.Expr
     kv_len: sympy.Expr
+    prefix: sympy.Expr
+    tp: sympy.Expr
 
 
-def phase_dims(phase: str, batch: object = B_sym, seq: object = S_sym, ctx: object = ctx_sym) -> PhaseDims:
-    """``prefill``: ``T = B*S``, ``q_len = kv_len = S``; ``decode``: ``T = B``, ``q_len = 1``, ``kv_len = ctx``."""
+def phase_dims(
+    phase: str,
+    batch: object = B_sym,
+    seq: object = S_sym,
+    ctx: object = ctx_sym,
+    *,
+    prefix: object = 0,
+    tp: object = 1,
+) -> PhaseDims:
+    """``prefill``: ``T = B*S`` new tokens after ``prefix`` cached ones (a chunk of a
+    longer prompt when ``prefix > 0``), ``kv_len = prefix + S``; ``decode``:
+    ``T = B``, one query over ``kv_len = ctx`` keys (the new token included)."""
     if phase not in PHASES:
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {PHASES}")
     b = check_dim(batch, "batch")
+    p = check_dim(tp, "tp")
     if phase == "prefill":
         s = check_dim(seq, "seq")
-        return PhaseDims(phase, b, b * s, s, s)
+        pre = check_dim(prefix, "prefix", allow_zero=True)
+        return PhaseDims(phase, b, b * s, s, pre + s, pre, p)
+    if prefix != 0:
+        raise CostModelError("prefix applies to prefill (chunked prefill); decode attends over ctx")
     c = check_dim(ctx, "ctx")
-    return PhaseDims(phase, b, b, sympy.Integer(1), c)
+    return PhaseDims(phase, b, b, sympy.Integer(1), c, c - 1, p)

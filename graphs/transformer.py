@@ -84,11 +84,14 @@ def build_layer(
     ctx: object = ctx_sym,
     kind: str | None = None,
     repeat: object = 1,
+    prefix: object = 0,
+    tp: object = 1,
 ) -> nx.DiGraph:
     """One Transformer layer of ``config`` for ``phase`` (see module doc).
 
     ``kind`` is ``"dense"`` or ``"moe"`` (default: ``"moe"`` for MoE configs).
-    The layer input is an ``input`` node ``x`` of shape ``[T, d]``.
+    The layer input is an ``input`` node ``x`` of shape ``[T, d]``. ``prefix``
+    and ``tp`` as in :func:`build_model`.
     """
     if kind is None:
         kind = "moe" if config.is_moe else "dense"
@@ -96,7 +99,7 @@ def build_layer(
         raise CostModelError(f"layer kind {kind!r} not allowed; allowed: ('dense', 'moe')")
     if kind == "moe" and not config.is_moe:
         raise CostModelError(f"{config.name} has no experts: kind='moe' needs a MoE config")
-    dims = phase_dims(phase, batch, seq, ctx)
+    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)
     g = nx.DiGraph(model=config.name, phase=phase)
     xb = GraphBuilder(g, phase=phase, group="input")
     x = xb.source(
@@ -120,6 +123,8 @@ def build_model(
     seq: object = S_sym,
     ctx: object = ctx_sym,
     logits: str = "last",
+    prefix: object = 0,
+    tp: object = 1,
 ) -> nx.DiGraph:
     """The whole model: embedding gather, layer groups (repeated), final norm, lm_head.
 
@@ -127,27 +132,48 @@ def build_model(
     (``first_k_dense_replace``) and ``moe`` for MoE models. ``logits="last"``
     computes the lm_head for the last position of each sequence only (what
     serving engines do in prefill); ``"all"`` for every token.
+
+    ``prefix`` (prefill only) builds one chunk of a chunked prefill: ``S`` new
+    tokens after ``prefix`` cached ones. ``tp`` is the tensor-parallel degree
+    (Megatron-LM style, Shoeybi et al. 2019): the graph is one device's share,
+    attention heads and MLP columns split ``tp`` ways, KV heads replicated
+    when ``tp > H_kv``, an all-reduce after each row-parallel matmul (two per
+    layer), a vocab-parallel embedding (all-reduce) and lm_head (all-gather).
     """
     if logits not in ("last", "all"):
         raise CostModelError(f"logits {logits!r} not allowed; allowed: ('last', 'all')")
-    dims = phase_dims(phase, batch, seq, ctx)
+    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)
+    p = dims.tp
+    if p.is_number and config.vocab_size.is_number and config.vocab_size % p != 0:
+        raise CostModelError(f"{config.name}: vocab_size ({config.vocab_size}) is not divisible by tp ({p})")
     cfg = config
     g = nx.DiGraph(model=cfg.name, phase=phase)
     T, d, V = dims.tokens, cfg.hidden_size, cfg.vocab_size
     eb = GraphBuilder(g, phase=phase, group="embed")
     ids = eb.source("input_ids", Tensor("embed.input_ids", (T,), "int32"), "input", resident=False)
     table = eb.source(
-        "embed_tokens.weight", Tensor("embed.embed_tokens.weight", (V, d), cfg.weight_dtype), "weight"
+        "embed_tokens.weight", Tensor("embed.embed_tokens.weight", (V / p, d), cfg.weight_dtype), "weight"
     )
+    # each device gathers the rows that fall in its vocabulary shard: T/p on average
     x = eb.op(
         "embed_tokens",
         "embedding",
-        [ids, (*table, T * d * table[1].dtype.bytes)],
+        [ids, (*table, T * d * table[1].dtype.bytes / p)],
         [Tensor("embed.embed_tokens", (T, d), cfg.activation_dtype)],
         tokens=T,
         hidden=d,
         dtype=cfg.activation_dtype,
     )[0]
+    if p != 1:
+        x = eb.op(
+            "embed_all_reduce",
+            "all_reduce",
+            [x],
+            [Tensor("embed.embed_all_reduce", (T, d), cfg.activation_dtype)],
+            elements=T * d,
+            p=p,
+            dtype=cfg.activation_dtype,
+        )[0]
     groups: dict[str, Any] = {}
     plan: list[tuple[str, sympy.Expr, bool]] = []
     if cfg.is_moe:
@@ -194,19 +220,29 @@ def build_model(
         head_w: tuple[str, Tensor] = table  # the embedding table, read in full by the lm_head
     else:
         head_w = hb.source(
-            "lm_head.weight", Tensor("head.lm_head.weight", (d, V), cfg.weight_dtype), "weight"
+            "lm_head.weight", Tensor("head.lm_head.weight", (d, V / p), cfg.weight_dtype), "weight"
         )
-    hb.op(
+    logit = hb.op(
         "lm_head",
         "gemm",
         [fin, head_w],
-        [Tensor("head.lm_head", (rows, V), cfg.activation_dtype)],
+        [Tensor("head.lm_head", (rows, V / p), cfg.activation_dtype)],
         M=rows,
-        N=V,
+        N=V / p,
         K=d,
         dtype=cfg.activation_dtype,
         w_dtype=cfg.weight_dtype,
-    )
+    )[0]
+    if p != 1:
+        hb.op(
+            "logits_all_gather",
+            "all_gather",
+            [logit],
+            [Tensor("head.logits_all_gather", (rows, V), cfg.activation_dtype)],
+            elements=rows * V,
+            p=p,
+            dtype=cfg.activation_dtype,
+        )
     g.graph["groups"] = groups
     for _n, data in g.nodes(data=True):
         data.setdefault(GROUP, "")

@@ -82,10 +82,12 @@ class ModelConfig:
     qk_nope_head_dim: Any = None
     qk_rope_head_dim: Any = None
     v_head_dim: Any = None
-    # dtypes: weights, KV cache, activations
+    # dtypes: weights, KV cache, activations between ops, and the matmul operands/roof
+    # (None: the activation dtype; "fp8" for W8A8, "nvfp4" for W4A4 on Blackwell)
     dtype: str = "bf16"
     kv_dtype: str | None = None
     act_dtype: str | None = None
+    matmul_dtype: str | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -113,7 +115,7 @@ class ModelConfig:
             raise ModelConfigError(f"{self.name}: mlp {self.mlp!r} not allowed; allowed: {_MLPS}")
         if self.norm not in _NORMS:
             raise ModelConfigError(f"{self.name}: norm {self.norm!r} not allowed; allowed: {_NORMS}")
-        for f in ("dtype", "kv_dtype", "act_dtype"):
+        for f in ("dtype", "kv_dtype", "act_dtype", "matmul_dtype"):
             v = getattr(self, f)
             if v is not None:
                 try:
@@ -169,12 +171,18 @@ class ModelConfig:
         return self.dtype
 
     @property
-    def cache_dtype(self) -> str:
-        return self.kv_dtype or self.dtype
+    def activation_dtype(self) -> str:
+        """Storage dtype of activations between ops: ``act_dtype``, else the weight
+        dtype when it is a float format, else bf16 (quantised weights do not make
+        quantised activations; set ``matmul_dtype`` for W8A8 or W4A4)."""
+        if self.act_dtype:
+            return self.act_dtype
+        return self.dtype if self.dtype in ("fp32", "bf16", "fp16") else "bf16"
 
     @property
-    def activation_dtype(self) -> str:
-        return self.act_dtype or self.dtype
+    def cache_dtype(self) -> str:
+        """KV-cache dtype: ``kv_dtype``, else the activation dtype."""
+        return self.kv_dtype or self.activation_dtype
 
     @property
     def n_dense_layers(self) -> sympy.Expr:

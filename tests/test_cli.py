@@ -133,3 +133,58 @@ def test_model_from_config_file(capsys, tmp_path):
     )
     code, out, _ = run(capsys, "model", "analyze", str(f), "--json")
     assert code == 0 and json.loads(out)["model"] == "config"
+
+
+def test_ledger_raw_reproduces_the_article(capsys):
+    code, out, _ = run(
+        capsys,
+        "ledger",
+        "--weights-bytes",
+        "14e9",
+        "--kv-bytes-per-token",
+        "2*32*4096*2",
+        "--act-bytes-per-token",
+        "128*1024",
+        "--overhead",
+        "0.3",
+        "--capacity-bytes",
+        "78*1024**3",
+        "--ctx",
+        "4096",
+        "--phase",
+        "prefill",
+        "--batches",
+        "16,24",
+    )
+    assert code == 0
+    assert "68.95" in out and "94.95" in out and "OOM" in out
+
+
+def test_ledger_model_and_errors(capsys):
+    code, out, _ = run(
+        capsys, "ledger", "llama-3.1-8b", "--device", "h100", "--batch", "16", "--ctx", "8192", "--json"
+    )
+    assert json.loads(out)["max_batch"]["value"] == 59
+    code, out, _ = run(capsys, "ledger", "llama-3.1-405b", "--device", "h100")
+    assert code == 1 and "does NOT fit" in out and "GiB over the device" in out
+    for args, msg in (
+        (("--ctx", "0"), "ctx must be a positive integer"),
+        (("--batch", "-3"), "batch must be a positive integer"),
+        (("--overhead", "1"), r"overhead fraction must be in [0, 1), got 1"),
+    ):
+        code, _, err = run(capsys, "ledger", "tiny", *args)
+        assert code == 2 and msg in err
+
+
+def test_prefill_decode_sweep_commands(capsys, tmp_path):
+    code, out, _ = run(capsys, "prefill", "llama-3.1-8b", "--seq", "8192", "--chunk", "2048", "--json")
+    assert json.loads(out)["extra"]["chunks"] == 4
+    code, out, _ = run(capsys, "decode", "qwen2.5-7b", "--batch", "1", "--ctx", "1024")
+    assert code == 0 and "input-embedding table" in out and "TPOT bound" in out
+    code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--tp", "8", "--json")
+    assert json.loads(out)["terms_s"]["link:scale_up"] > 0
+    f = tmp_path / "s.csv"
+    code, out, err = run(capsys, "sweep", "tiny", "--batches", "1:64:2", "--ctxs", "128,256", "--csv", str(f))
+    assert code == 0 and "Pareto frontier" in out and "sweep [" in err and f.exists()
+    code, out, _ = run(capsys, "sweep", "tiny", "--batches", "1,2", "--ctxs", "64", "--json", "--quiet")
+    assert len(json.loads(out)["points"]) == 2

@@ -1,0 +1,336 @@
+"""``costmodel ledger | prefill | decode | sweep``: serving questions from the shell.
+
+Thin layers over :mod:`costmodel.ledger` and :mod:`graphs` (capacity,
+serving, sweep), imported lazily so the core stays independent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .cli_model import resolve_model
+from .errors import CostModelError
+from .expr import parse_expr
+from .ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
+from .report import format_table
+
+__all__ = ["add_serve_parsers"]
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def _ints(text: str, field: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if ":" in part:  # start:stop:factor geometric range, e.g. 1:512:2
+            a, b, f = (int(x) for x in part.split(":"))
+            if f < 2 or a < 1:
+                raise CostModelError(f"{field}: range {part!r} needs start >= 1 and factor >= 2")
+            v = a
+            while v <= b:
+                out.append(v)
+                v *= f
+        else:
+            try:
+                out.append(int(part))
+            except ValueError:
+                raise CostModelError(f"{field}: {part!r} is not an integer") from None
+    if not out or min(out) < 1:
+        raise CostModelError(f"{field} must list positive integers, got {text!r}")
+    return out
+
+
+def _overhead(args: argparse.Namespace) -> Overhead:
+    return Overhead(args.overhead_policy, parse_expr(args.overhead, field="overhead"))
+
+
+def _config(args: argparse.Namespace) -> Any:
+    cfg = resolve_model(args.model)
+    changes = {
+        k: v
+        for k, v in (
+            ("dtype", args.weight_dtype),
+            ("kv_dtype", args.kv_dtype),
+            ("matmul_dtype", getattr(args, "matmul_dtype", None)),
+        )
+        if v
+    }
+    return cfg.replace(**changes) if changes else cfg
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    if args.model is None:
+        return _ledger_raw(args)
+    from graphs import capacity
+
+    cfg = _config(args)
+    rep = capacity(
+        cfg,
+        args.device,
+        batch=args.batch,
+        ctx=args.ctx,
+        phase=args.phase,
+        seq=args.seq,
+        tp=args.tp,
+        overhead=_overhead(args),
+        activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
+    )
+    if args.json:
+        print(_dump(rep.to_dict()))
+        return 0
+    print(f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}, {args.phase}")
+    _print_terms(rep.terms, rep.capacity_bytes)
+    _print_fits(rep.max_batch, "batch", f"ctx {args.ctx}")
+    _print_fits(rep.max_context, "context", f"batch {args.batch}")
+    return 0 if rep.max_batch.value > 0 else 1
+
+
+def _print_terms(terms: dict[str, float], cap: float) -> None:
+    for k in ("weights", "kv_cache", "activations", "overhead", "total"):
+        print(f"  {k:12s} {terms[k] / GIB:10.2f} GiB")
+    verdict = (
+        "fits" if terms["total"] <= cap else f"does NOT fit (short by {(terms['total'] - cap) / GIB:.2f} GiB)"
+    )
+    print(f"  capacity     {cap / GIB:10.2f} GiB -> {verdict}")
+
+
+def _print_fits(fit: Any, what: str, at: str) -> None:
+    if fit.value == 0:
+        print(
+            f"  max {what} at {at}: nothing fits; even at 1 the ledger is "
+            f"{fit.shortfall_bytes / GIB:.2f} GiB over the device ({fit.overflowing_term} is what does not fit)"
+        )
+    else:
+        print(f"  max {what} at {at}: {fit.value} (next step overflows on {fit.overflowing_term})")
+
+
+def _ledger_raw(args: argparse.Namespace) -> int:
+    if args.weights_bytes is None or args.kv_bytes_per_token is None or args.capacity_bytes is None:
+        raise CostModelError(
+            "without a model, give --weights-bytes, --kv-bytes-per-token and --capacity-bytes"
+        )
+    led = MemoryLedger(
+        parse_expr(args.weights_bytes),
+        parse_expr(args.kv_bytes_per_token),
+        parse_expr(args.act_bytes_per_token or "0"),
+        _overhead(args),
+    )
+    cap = parse_expr(args.capacity_bytes, field="capacity_bytes")
+    seq = args.seq if args.seq is not None else args.ctx
+    active = seq if args.phase == "prefill" else 1
+    rows = []
+    for b in _ints(args.batches or str(args.batch), "batches"):
+        t = {
+            k: float(v)
+            for k, v in led.terms(batch=b, cached_tokens=args.ctx, active_tokens=active * b, capacity=cap)
+            .as_dict()
+            .items()
+        }
+        rows.append(
+            {"batch": b, **{k: v / GIB for k, v in t.items()}, "fits": "yes" if t["total"] <= cap else "OOM"}
+        )
+    fit_b = max_batch(led, cap, ctx=args.ctx, active_per_sequence=active)
+    fit_c = max_context(led, cap, batch=args.batch, active_per_sequence=active)
+    if args.json:
+        print(_dump({"rows": rows, "max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}))
+        return 0
+    cols = (
+        ("batch", "batch", "s"),
+        ("weights", "weights GiB", ".2f"),
+        ("kv_cache", "KV GiB", ".2f"),
+        ("activations", "act GiB", ".2f"),
+        ("overhead", "overhead GiB", ".2f"),
+        ("total", "total GiB", ".2f"),
+        ("fits", "fits", "s"),
+    )
+    print(format_table(rows, cols))
+    _print_fits(fit_b, "batch", f"ctx {args.ctx}")
+    return 0
+
+
+def cmd_prefill(args: argparse.Namespace) -> int:
+    from graphs import prefill_report
+
+    rep = prefill_report(
+        _config(args), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp
+    )
+    if args.json:
+        print(_dump(rep.to_dict()))
+        return 0
+    print(
+        f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
+        + (f", chunks of {args.chunk}" if args.chunk else "")
+    )
+    print(
+        f"  TTFT lower bound (sum of kernel bounds): {rep.step_s * 1e3:.3f} ms"
+        f"  [whole prompt as one roofline: {rep.optimistic_step_s * 1e3:.3f} ms]"
+    )
+    for k, v in rep.terms_s.items():
+        print(f"    {k:16s} {v * 1e3:10.3f} ms")
+    print(f"  attention share of FLOPs: {100 * rep.attention_flop_share:.1f}%")
+    print(
+        f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
+        + (f", {rep.energy_per_token_j * 1e3:.3f} mJ/token (TDP x time)" if rep.energy_per_token_j else "")
+    )
+    return 0
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    from graphs import decode_limits, decode_report, near_far_memory
+
+    cfg = _config(args)
+    rep = decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp)
+    lim = decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp)
+    nf = near_far_memory(cfg, args.device)
+    if args.json:
+        print(_dump({**rep.to_dict(), "limits": lim, "near_far_memory": nf}))
+        return 0
+    x = rep.extra
+    print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
+    print(
+        f"  weight read {rep.weight_read_s * 1e3:.3f} ms | KV read {rep.kv_read_s * 1e3:.3f} ms | "
+        f"compute {max((v for k, v in rep.terms_s.items() if k in ('tensor', 'vector', 'sfu')), default=0) * 1e3:.3f} ms"
+    )
+    print(
+        f"  TPOT bound {rep.step_s * 1e3:.3f} ms -> {x['tokens_per_s_per_user']:.1f} tokens/s per user, "
+        f"{x['tokens_per_s_per_device']:.1f} tokens/s per device"
+    )
+    print(f"  {x['weight_traffic_note']}")
+    if rep.energy_per_token_j is not None:
+        print(
+            f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
+            f"{x['device_hours_per_million_tokens']:.3f} device-hours per million tokens"
+        )
+    if lim.get("knee_batch"):
+        print(
+            f"  compute-bound beyond batch {lim['knee_batch']:.0f} at this ctx; throughput ceiling "
+            f"{lim['throughput_ceiling_tokens_per_s']:,.0f} tokens/s"
+        )
+    else:
+        print(
+            f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
+            f"{lim['throughput_ceiling_tokens_per_s']:,.0f} tokens/s (90% at batch "
+            f"{lim['batch_for_90pct_of_ceiling']:.0f})"
+        )
+    if lim["ctx_ceiling"] is not None:
+        print(
+            f"  beyond ctx {lim['ctx_ceiling']:,.0f} no batch reaches compute-bound (KV reads outgrow compute)"
+        )
+    print(
+        f"  memory: {nf['full_memory_reads_per_s']:.1f} full-memory reads/s; {nf['devices_to_hold_weights']} "
+        f"device(s) hold the weights; per-token bound {nf['per_token_bound_s'] * 1e3:.3f} ms"
+    )
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from graphs import sweep
+
+    def progress(done: int, total: int) -> None:
+        if args.quiet:
+            return
+        width = 30
+        filled = int(width * done / total)
+        sys.stderr.write(f"\r  sweep [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} points")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    res = sweep(
+        _config(args),
+        devices=args.device.split(","),
+        batches=_ints(args.batches, "batches"),
+        ctxs=_ints(args.ctxs, "ctxs"),
+        weight_dtypes=[d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None],
+        kv_dtypes=[d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None],
+        tp=args.tp,
+        progress=progress,
+    )
+    if args.csv:
+        res.to_csv(args.csv)
+    if args.json:
+        print(_dump(res.to_dict()))
+        return 0
+    front = res.frontier()
+    print(
+        f"{res.model}: {len(res):,} points, {sum(r['fits'] for r in res.rows()):,} fit in memory; "
+        f"Pareto frontier ({len(front)} points), fastest user first:"
+    )
+    cols = (
+        ("device", "device", "s"),
+        ("weight_dtype", "weights", "s"),
+        ("kv_dtype", "KV", "s"),
+        ("batch", "batch", "s"),
+        ("ctx", "ctx", "s"),
+        ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+        ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+        ("energy_per_token_j", "J/token", ".4f"),
+    )
+    print(format_table(front[: args.top] if args.top else front, cols))
+    if args.csv:
+        print(f"all points written to {args.csv}")
+    return 0
+
+
+def add_serve_parsers(sub: Any) -> None:
+    def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:
+        if model_required:
+            sp.add_argument("model", help="catalog name or path to a config.json")
+        sp.add_argument("--device", default="h100-sxm")
+        sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+        sp.add_argument("--weight-dtype", default=None)
+        sp.add_argument("--kv-dtype", default=None)
+        sp.add_argument("--matmul-dtype", default=None, help="matmul operand/roof dtype (fp8: W8A8)")
+        sp.add_argument("--json", action="store_true")
+
+    lg = sub.add_parser("ledger", help="memory ledger: weights + KV + activations + overhead")
+    lg.add_argument(
+        "model", nargs="?", default=None, help="catalog model or config.json; omit to give raw terms"
+    )
+    common(lg, model_required=False)
+    lg.add_argument("--batch", type=int, default=1)
+    lg.add_argument("--batches", default=None, help="raw mode: list, e.g. 1,8,16,24,32")
+    lg.add_argument("--ctx", type=int, default=4096)
+    lg.add_argument("--seq", type=int, default=None, help="prefill prompt length (default ctx)")
+    lg.add_argument("--phase", choices=("prefill", "decode"), default="decode")
+    lg.add_argument(
+        "--overhead-policy",
+        default="fraction_of_sum",
+        choices=("fraction_of_sum", "fraction_of_total", "fraction_of_free"),
+    )
+    lg.add_argument("--overhead", default="0", help="fraction for the policy (e.g. 0.3, or 0.9 utilisation)")
+    lg.add_argument("--act-bytes-per-token", default=None)
+    lg.add_argument("--weights-bytes", default=None)
+    lg.add_argument("--kv-bytes-per-token", default=None)
+    lg.add_argument("--capacity-bytes", default=None, help="raw mode, e.g. 78*1024**3")
+    lg.set_defaults(func=cmd_ledger)
+
+    pf = sub.add_parser("prefill", help="TTFT bound, per-unit times, attention share, chunked prefill")
+    common(pf)
+    pf.add_argument("--batch", type=int, default=1)
+    pf.add_argument("--seq", type=int, default=4096)
+    pf.add_argument("--chunk", type=int, default=None)
+    pf.set_defaults(func=cmd_prefill)
+
+    dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
+    common(dc)
+    dc.add_argument("--batch", type=int, default=1)
+    dc.add_argument("--ctx", type=int, default=4096)
+    dc.set_defaults(func=cmd_decode)
+
+    sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
+    common(sw)
+    sw.add_argument("--batches", default="1:1024:2", help="list or start:stop:factor")
+    sw.add_argument("--ctxs", default="1024,4096,16384,65536")
+    sw.add_argument("--weight-dtypes", default=None, help="comma list, e.g. bf16,int4")
+    sw.add_argument("--kv-dtypes", default=None, help="comma list, e.g. bf16,fp8")
+    sw.add_argument("--csv", default=None, help="write every point to this CSV file")
+    sw.add_argument("--top", type=int, default=0)
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(func=cmd_sweep)

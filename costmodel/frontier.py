@@ -1,0 +1,83 @@
+"""Vectorised evaluation of symbolic totals and Pareto frontiers.
+
+Sweeps compile a sympy expression once with ``lambdify`` to numpy and
+evaluate it on a whole grid (no per-point substitution), then keep the
+non-dominated points.
+
+>>> import numpy as np, sympy
+>>> x, y = sympy.symbols("x y", positive=True)
+>>> f = compile_expr(sympy.Max(x, 2 * y), (x, y))
+>>> f(np.array([1.0, 3.0]), np.array([1.0, 1.0])).tolist()
+[2.0, 3.0]
+>>> pareto_mask(np.array([[1, 5], [2, 4], [1, 3], [3, 1]]), maximize=(True, True)).tolist()
+[True, True, False, True]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import sympy
+
+from .errors import CostModelError
+
+__all__ = ["compile_expr", "pareto_mask"]
+
+
+def compile_expr(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Callable[..., np.ndarray]:
+    """``lambdify`` ``expr`` over ``symbols`` to a numpy function.
+
+    Every free symbol must be among ``symbols``; results broadcast to the
+    inputs' shape (a constant expression gives a filled array).
+    """
+    expr = sympy.sympify(expr)
+    extra = expr.free_symbols - set(symbols)
+    if extra:
+        names = ", ".join(sorted(str(s) for s in extra))
+        raise CostModelError(f"expression depends on {names}, not among the sweep variables; bind them first")
+    fn = sympy.lambdify(tuple(symbols), expr, modules="numpy")
+
+    def call(*args: np.ndarray) -> np.ndarray:
+        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in args))
+        out = np.asarray(fn(*arrays), dtype=float)
+        return np.broadcast_to(out, arrays[0].shape).copy() if arrays else out
+
+    return call
+
+
+def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
+    """Boolean mask of the non-dominated rows of ``points`` (n x k).
+
+    A point is dominated when another is at least as good in every
+    objective and strictly better in one. ``maximize[j]`` says the sense of
+    objective ``j``. O(n log n) for two objectives, O(n * front) otherwise.
+    """
+    pts = np.asarray(points, dtype=float)
+    if pts.ndim != 2 or pts.shape[1] != len(maximize):
+        raise CostModelError(f"points must be n x {len(maximize)}, got shape {pts.shape}")
+    signs = np.array([1.0 if m else -1.0 for m in maximize])
+    p = pts * signs  # now maximise everything
+    n = len(p)
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    if p.shape[1] == 2:
+        order = np.lexsort((-p[:, 1], -p[:, 0]))  # by first desc, then second desc
+        best = -np.inf
+        for i in order:
+            if p[i, 1] > best:
+                mask[i] = True
+                best = p[i, 1]
+        # equal points: keep duplicates of a kept point
+        kept = {tuple(row) for row in p[mask]}
+        mask |= np.array([tuple(row) in kept for row in p])
+        return mask
+    order = np.argsort(-p.sum(axis=1))
+    front: list[int] = []
+    for i in order:
+        dominated = any(np.all(p[j] >= p[i]) and np.any(p[j] > p[i]) for j in front)
+        if not dominated:
+            front.append(i)
+    mask[front] = True
+    return mask

@@ -1,0 +1,229 @@
+"""The capacity ledger: weights + KV cache + live activations + overhead.
+
+.. math::
+
+    M = W + \\underbrace{B\\,C\\,k}_{\\text{KV cache}} + \\underbrace{A\\,a}_{\\text{activations}}
+        + \\text{overhead}
+
+with ``W`` the weight bytes (every parameter, embedding included), ``k`` KV
+bytes per cached token (``2 L H_kv d_head b_kv`` for GQA), ``B`` sequences
+each holding ``C`` cached tokens, ``A`` active tokens (prefill: ``B*S`` or a
+chunk; decode: ``B``) and ``a`` live activation bytes per active token.
+
+Serving engines account for overhead differently; each is a named policy:
+
+``fraction_of_sum``
+    overhead = ``rho * (W + KV + act)`` (the profiling article's ledger).
+``fraction_of_total``
+    only ``utilization * capacity`` may be used (vLLM's
+    ``gpu_memory_utilization``); the rest is reserved.
+``fraction_of_free``
+    the KV cache may take ``fraction`` of what is left after weights and
+    activations (TensorRT-LLM's ``kv_cache_free_gpu_memory_fraction``).
+
+Everything is symbolic first; :func:`max_batch` and :func:`max_context`
+solve the ledger against a capacity.
+
+>>> from costmodel.symbols import B
+>>> led = MemoryLedger(weights_bytes=14 * 10**9, kv_bytes_per_token=524288, activation_bytes_per_token=131072)
+>>> led.total(batch=B, cached_tokens=4096, active_tokens=4096 * B)
+2684354560*B + 14000000000
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from .cost import as_float
+from .errors import CostModelError, InvalidDimensionError
+from .expr import to_expr
+from .symbols import check_dim
+
+__all__ = ["MemoryLedger", "Overhead", "LedgerTerms", "max_batch", "max_context", "LedgerFit", "GIB"]
+
+GIB = 1024**3
+
+_POLICIES = ("fraction_of_sum", "fraction_of_total", "fraction_of_free")
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """How the ledger reserves memory beyond the three terms (module doc)."""
+
+    policy: str = "fraction_of_sum"
+    fraction: Any = 0
+
+    def __post_init__(self) -> None:
+        if self.policy not in _POLICIES:
+            raise CostModelError(f"overhead policy {self.policy!r} not allowed; allowed: {_POLICIES}")
+        f = to_expr(self.fraction, field="overhead fraction")
+        if f.is_number:
+            if self.policy == "fraction_of_sum" and not (0 <= f < 1):
+                raise InvalidDimensionError(f"overhead fraction must be in [0, 1), got {f}")
+            if self.policy != "fraction_of_sum" and not (0 < f <= 1):
+                raise InvalidDimensionError(f"{self.policy} fraction must be in (0, 1], got {f}")
+        object.__setattr__(self, "fraction", f)
+
+
+@dataclass(frozen=True)
+class LedgerTerms:
+    """The four terms (bytes) and the capacity they are checked against."""
+
+    weights: sympy.Expr
+    kv_cache: sympy.Expr
+    activations: sympy.Expr
+    overhead: sympy.Expr
+
+    @property
+    def total(self) -> sympy.Expr:
+        return self.weights + self.kv_cache + self.activations + self.overhead
+
+    def as_dict(self) -> dict[str, sympy.Expr]:
+        return {
+            "weights": self.weights,
+            "kv_cache": self.kv_cache,
+            "activations": self.activations,
+            "overhead": self.overhead,
+            "total": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryLedger:
+    """Per-device memory needs of a model being served (module doc)."""
+
+    weights_bytes: Any
+    kv_bytes_per_token: Any
+    activation_bytes_per_token: Any = 0
+    overhead: Overhead = Overhead()
+
+    def __post_init__(self) -> None:
+        for f in ("weights_bytes", "kv_bytes_per_token", "activation_bytes_per_token"):
+            v = to_expr(getattr(self, f), field=f)
+            if v.is_number and v.is_negative:
+                raise InvalidDimensionError(f"{f} must be >= 0, got {v}")
+            object.__setattr__(self, f, v)
+
+    def terms(
+        self, *, batch: Any, cached_tokens: Any, active_tokens: Any, capacity: Any = None
+    ) -> LedgerTerms:
+        """The four terms for ``batch`` sequences of ``cached_tokens`` each.
+
+        ``capacity`` (bytes) is needed by the ``fraction_of_total`` policy,
+        whose overhead is the reserved ``(1 - utilization) * capacity``.
+        """
+        b = check_dim(batch, "batch")
+        c = check_dim(cached_tokens, "ctx", allow_zero=True)
+        a = check_dim(active_tokens, "active_tokens", allow_zero=True)
+        w = self.weights_bytes
+        kv = b * c * self.kv_bytes_per_token
+        act = a * self.activation_bytes_per_token
+        pol, f = self.overhead.policy, self.overhead.fraction
+        if pol == "fraction_of_sum":
+            over = f * (w + kv + act)
+        elif pol == "fraction_of_total":
+            if capacity is None:
+                raise CostModelError("the fraction_of_total policy needs the device capacity")
+            over = (1 - f) * to_expr(capacity, field="capacity")
+        else:
+            # the KV pool is fraction f of the free memory: the other (1 - f) of the free part is
+            # reserved. Expressed as overhead so totals compare with the capacity directly.
+            if capacity is None:
+                raise CostModelError("the fraction_of_free policy needs the device capacity")
+            free = to_expr(capacity, field="capacity") - w - act
+            over = (1 - f) * free
+        return LedgerTerms(w, kv, act, over)
+
+    def total(
+        self, *, batch: Any, cached_tokens: Any, active_tokens: Any, capacity: Any = None
+    ) -> sympy.Expr:
+        return sympy.expand(
+            self.terms(
+                batch=batch, cached_tokens=cached_tokens, active_tokens=active_tokens, capacity=capacity
+            ).total
+        )
+
+
+@dataclass(frozen=True)
+class LedgerFit:
+    """Result of a capacity solve."""
+
+    value: int  #: the largest batch (or context) that fits; 0 if none
+    capacity_bytes: float
+    at_value: dict[str, float]  #: the terms at ``value`` (or at 1 when nothing fits)
+    at_next: dict[str, float]  #: the terms one step beyond
+    overflowing_term: str  #: the term that grows past the capacity first
+    shortfall_bytes: float  #: how much is missing at the smallest setting (when nothing fits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _numeric_terms(t: LedgerTerms) -> dict[str, float]:
+    return {k: as_float(v, what=f"ledger {k}") for k, v in t.as_dict().items()}
+
+
+def _solve(ledger: MemoryLedger, capacity: Any, make: Any, upper: int) -> LedgerFit:
+    cap = as_float(to_expr(capacity, field="capacity"), what="capacity")
+    if cap <= 0:
+        raise InvalidDimensionError(f"capacity must be positive, got {cap}")
+
+    def total(x: int) -> float:
+        return as_float(make(x).total, what="ledger total")
+
+    first = _numeric_terms(make(1))
+    if first["total"] > cap:
+        # nothing fits: blame the weights if they alone exceed the capacity, else the largest other term
+        others = {k: first[k] for k in ("kv_cache", "activations", "overhead")}
+        culprit = "weights" if first["weights"] >= cap else max(others, key=lambda k: others[k])
+        return LedgerFit(0, cap, first, _numeric_terms(make(2)), culprit, first["total"] - cap)
+    # exponential then binary search: totals grow monotonically with batch and context
+    hi = 1
+    while hi < upper and total(min(2 * hi, upper)) <= cap:
+        hi = min(2 * hi, upper)
+    if hi >= upper:
+        t = _numeric_terms(make(upper))
+        return LedgerFit(upper, cap, t, t, "none (search limit reached)", 0.0)
+    lo, hi = hi, min(2 * hi, upper)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if total(mid) <= cap else (lo, mid)
+    at, nxt = _numeric_terms(make(lo)), _numeric_terms(make(hi))
+    grow = {k: nxt[k] - at[k] for k in ("kv_cache", "activations", "overhead")}
+    return LedgerFit(lo, cap, at, nxt, max(grow, key=lambda k: grow[k]), 0.0)
+
+
+def max_batch(
+    ledger: MemoryLedger, capacity: Any, *, ctx: Any, active_per_sequence: Any = 1, upper: int = 1 << 20
+) -> LedgerFit:
+    """Largest batch whose ledger fits ``capacity`` with ``ctx`` cached tokens each.
+
+    ``active_per_sequence`` is 1 for decode and the prompt (or chunk) length
+    for prefill. When even batch 1 does not fit, ``value`` is 0 and
+    ``shortfall_bytes`` says by how much.
+    """
+    c = check_dim(ctx, "ctx")
+    a = check_dim(active_per_sequence, "active_per_sequence")
+    return _solve(
+        ledger,
+        capacity,
+        lambda b: ledger.terms(batch=b, cached_tokens=c, active_tokens=a * b, capacity=capacity),
+        upper,
+    )
+
+
+def max_context(
+    ledger: MemoryLedger, capacity: Any, *, batch: Any, active_per_sequence: Any = 1, upper: int = 1 << 26
+) -> LedgerFit:
+    """Longest context per sequence that fits ``capacity`` at ``batch``."""
+    b = check_dim(batch, "batch")
+    a = check_dim(active_per_sequence, "active_per_sequence")
+    return _solve(
+        ledger,
+        capacity,
+        lambda c: ledger.terms(batch=b, cached_tokens=c, active_tokens=a * b, capacity=capacity),
+        upper,
+    )

@@ -1,0 +1,180 @@
+"""Capacity of a model on a device: the memory ledger filled from the graph.
+
+Weights and KV bytes per token come from the model graph (weight-node
+residency, cache-write residency per token), live activations from a
+liveness pass over the graph's ops, so a config change (KV dtype, weight
+dtype, tensor parallelism) flows through without a separate formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import sympy
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.graph import KIND, OUTPUTS, graph_total
+from costmodel.hardware import Hardware, get_device
+from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_context
+from models.catalog import get_model
+from models.config import ModelConfig
+
+from .analysis import kv_cache_bytes_per_token
+from .transformer import build_model
+
+__all__ = ["peak_activation_bytes", "model_ledger", "CapacityReport", "capacity", "what_if"]
+
+
+def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
+    """Peak bytes of live activations while the graph's ops run in topological order.
+
+    A tensor becomes live when its producer runs and dies after its last
+    consumer ran; weights and caches are not activations. Layers run one
+    after another, so one copy of a repeated group is enough. The graph must
+    be numeric (sizes are compared).
+    """
+    consumers: dict[str, int] = {}
+    for u, _v in g.edges():
+        if g.nodes[u].get(KIND) == "op":
+            consumers[u] = consumers.get(u, 0) + 1
+    live: dict[str, float] = {}
+    remaining = dict(consumers)
+    peak = 0.0
+    for n in nx.topological_sort(g):
+        data = g.nodes[n]
+        if data.get(KIND) != "op":
+            continue
+        out = sum(as_float(t.bytes, what=f"{n} output") for t in data.get(OUTPUTS, ()))
+        peak = max(peak, sum(live.values()) + out)
+        if remaining.get(n, 0):
+            live[n] = out
+        for u in g.predecessors(n):
+            if u in remaining:
+                remaining[u] -= 1
+                if remaining[u] == 0:
+                    live.pop(u, None)
+    return sympy.nsimplify(peak)
+
+
+def model_ledger(
+    config: ModelConfig | str,
+    *,
+    phase: str = "decode",
+    seq: int = 1024,
+    tp: int = 1,
+    activation_bytes_per_token: Any = None,
+    overhead: Overhead | None = None,
+) -> MemoryLedger:
+    """A :class:`MemoryLedger` for one device of ``config`` served with ``tp`` devices.
+
+    Activation bytes per token default to the graph's liveness peak divided
+    by the tokens of one step (one sequence of ``seq`` tokens in prefill, one
+    token in decode).
+    """
+    cfg = get_model(config) if isinstance(config, str) else config
+    g = build_model(cfg, phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
+    weights = graph_total(g, kinds=["weight"]).footprint_terms.get("weights", sympy.Integer(0))
+    tokens = seq if phase == "prefill" else 1
+    kv = kv_cache_bytes_per_token(g, sympy.Integer(tokens))
+    act = activation_bytes_per_token
+    if act is None:
+        act = peak_activation_bytes(g) / tokens
+    return MemoryLedger(weights, kv, act, overhead or Overhead())
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """Ledger terms at a batch and context, and the limits on one device."""
+
+    model: str
+    device: str
+    capacity_bytes: float
+    terms: dict[str, float]
+    fits: bool
+    max_batch: LedgerFit
+    max_context: LedgerFit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "device": self.device,
+            "capacity_bytes": self.capacity_bytes,
+            "terms": self.terms,
+            "fits": self.fits,
+            "max_batch": self.max_batch.to_dict(),
+            "max_context": self.max_context.to_dict(),
+        }
+
+
+def capacity(
+    config: ModelConfig | str,
+    device: Hardware | str,
+    *,
+    batch: int,
+    ctx: int,
+    phase: str = "decode",
+    seq: int | None = None,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    activation_bytes_per_token: Any = None,
+) -> CapacityReport:
+    """Does ``batch`` x ``ctx`` fit, and how far can batch or context go?
+
+    Decode keeps ``batch`` active tokens; prefill ``batch * seq`` (unchunked,
+    ``seq`` defaulting to ``ctx``).
+    """
+    cfg = get_model(config) if isinstance(config, str) else config
+    hw = get_device(device)
+    if phase not in ("prefill", "decode"):
+        raise CostModelError(f"phase {phase!r} not allowed; allowed: ('prefill', 'decode')")
+    s = seq if seq is not None else ctx
+    active = s if phase == "prefill" else 1
+    led = model_ledger(
+        cfg,
+        phase=phase,
+        seq=s if phase == "prefill" else 1,
+        tp=tp,
+        overhead=overhead,
+        activation_bytes_per_token=activation_bytes_per_token,
+    )
+    cap = hw.capacity()
+    t = led.terms(batch=batch, cached_tokens=ctx, active_tokens=active * batch, capacity=cap)
+    terms = {k: as_float(v) for k, v in t.as_dict().items()}
+    return CapacityReport(
+        cfg.name,
+        hw.name,
+        as_float(cap),
+        terms,
+        terms["total"] <= as_float(cap),
+        max_batch(led, cap, ctx=ctx, active_per_sequence=active),
+        max_context(led, cap, batch=batch, active_per_sequence=active),
+    )
+
+
+def what_if(
+    config: ModelConfig | str,
+    device: Hardware | str,
+    *,
+    ctx: int,
+    changes: dict[str, dict[str, Any]],
+    overhead: Overhead | None = None,
+    tp: int = 1,
+) -> dict[str, int]:
+    """Max decode batch at ``ctx`` under named one-assumption changes.
+
+    ``changes`` maps a label to config fields to replace (``{"fp8 KV":
+    {"kv_dtype": "fp8"}}``) or to ``{"overhead": Overhead(...)}``; the
+    result includes ``"baseline"``.
+    """
+    cfg = get_model(config) if isinstance(config, str) else config
+    hw = get_device(device)
+    out = {}
+    for label, change in {"baseline": {}, **changes}.items():
+        fields = dict(change)
+        ov = fields.pop("overhead", overhead)
+        led = model_ledger(cfg.replace(**fields), tp=tp, overhead=ov)
+        out[label] = max_batch(led, hw.capacity(), ctx=ctx).value
+    return out

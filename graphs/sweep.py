@@ -1,0 +1,168 @@
+"""Batch x context (x devices x dtypes) sweeps of decode, compiled once.
+
+For each (device, weight dtype, KV dtype) the decode graph is built with
+symbolic ``B`` and ``ctx``; its step time (sum over nodes of each node's
+roofline ``Max``) and its memory ledger are compiled with ``lambdify`` and
+evaluated on the whole grid in numpy: no per-point substitution. Each point
+gets time per output token, tokens/s per user and per device, energy per
+token, and whether it fits in memory; the Pareto frontier of per-user speed
+against per-device throughput is marked among the points that fit.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.frontier import compile_expr, pareto_mask
+from costmodel.hardware import get_device
+from costmodel.ledger import Overhead
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import ctx as ctx_sym
+from models.catalog import get_model
+from models.config import ModelConfig
+
+from .capacity import model_ledger
+from .serving import step_time
+from .transformer import build_model
+
+__all__ = ["SweepResult", "sweep", "compile_decode"]
+
+COLUMNS = (
+    "device",
+    "weight_dtype",
+    "kv_dtype",
+    "batch",
+    "ctx",
+    "tpot_s",
+    "tokens_per_s_per_user",
+    "tokens_per_s_per_device",
+    "energy_per_token_j",
+    "memory_bytes",
+    "fits",
+    "pareto",
+)
+
+
+@dataclass
+class SweepResult:
+    """Sweep points as columns (numpy arrays) plus their labels."""
+
+    model: str
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.columns.get("batch", ()))
+
+    def rows(self) -> list[dict[str, Any]]:
+        keys = list(self.columns)
+        return [{k: _py(self.columns[k][i]) for k in keys} for i in range(len(self))]
+
+    def frontier(self) -> list[dict[str, Any]]:
+        """Pareto-optimal points (per-user speed vs per-device throughput), fastest user first."""
+        rows = [r for r in self.rows() if r["pareto"]]
+        return sorted(rows, key=lambda r: -r["tokens_per_s_per_user"])
+
+    def to_csv(self, path: str | Path) -> None:
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(self.columns))
+            w.writeheader()
+            w.writerows(self.rows())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "points": self.rows(), "frontier": self.frontier()}
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def compile_decode(
+    cfg: ModelConfig, device: str, tp: int = 1, overhead: Overhead | None = None
+) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
+    """Numpy functions ``tpot(B, ctx)`` and ``memory(B, ctx)`` for one configuration."""
+    hw = get_device(device)
+    g = build_model(cfg, "decode", batch=B_sym, ctx=ctx_sym, tp=tp)
+    tpot = compile_expr(step_time(g, hw), (B_sym, ctx_sym))
+    led = model_ledger(cfg, tp=tp, overhead=overhead)
+    mem = compile_expr(
+        led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity()),
+        (B_sym, ctx_sym),
+    )
+    return tpot, mem
+
+
+def sweep(
+    config: ModelConfig | str,
+    *,
+    devices: Sequence[str],
+    batches: Sequence[int],
+    ctxs: Sequence[int],
+    weight_dtypes: Sequence[str | None] = (None,),
+    kv_dtypes: Sequence[str | None] = (None,),
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    chunk: int = 65536,
+) -> SweepResult:
+    """Evaluate decode over every combination (module doc); ``progress(done, total)``
+    is called as chunks of points complete."""
+    cfg = get_model(config) if isinstance(config, str) else config
+    bs = np.asarray(list(batches), dtype=float)
+    cs = np.asarray(list(ctxs), dtype=float)
+    if bs.size == 0 or cs.size == 0:
+        raise CostModelError("sweep needs at least one batch and one ctx")
+    if (bs < 1).any() or (bs != np.floor(bs)).any():
+        raise CostModelError(f"batches must be positive integers, got {sorted(set(bs.tolist()))[:5]}")
+    if (cs < 1).any() or (cs != np.floor(cs)).any():
+        raise CostModelError(f"ctx values must be positive integers, got {sorted(set(cs.tolist()))[:5]}")
+    bg, cg = (a.ravel() for a in np.meshgrid(bs, cs, indexing="ij"))
+    combos = list(itertools.product(devices, weight_dtypes, kv_dtypes))
+    total = len(combos) * bg.size
+    done = 0
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
+    for dev, wd, kvd in combos:
+        hw = get_device(dev)
+        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+        c = cfg.replace(**changes)
+        tpot_f, mem_f = compile_decode(c, dev, tp, overhead)
+        tpot = np.empty_like(bg)
+        mem = np.empty_like(bg)
+        for lo in range(0, bg.size, chunk):
+            sl = slice(lo, lo + chunk)
+            tpot[sl] = tpot_f(bg[sl], cg[sl])
+            mem[sl] = mem_f(bg[sl], cg[sl])
+            done += tpot[sl].size
+            if progress:
+                progress(done, total)
+        power = as_float(hw.power_w) if hw.power_w is not None else np.nan
+        n = bg.size
+        cols["device"].append(np.full(n, hw.name, dtype=object))
+        cols["weight_dtype"].append(np.full(n, c.weight_dtype, dtype=object))
+        cols["kv_dtype"].append(np.full(n, c.cache_dtype, dtype=object))
+        cols["batch"].append(bg.astype(int))
+        cols["ctx"].append(cg.astype(int))
+        cols["tpot_s"].append(tpot)
+        cols["tokens_per_s_per_user"].append(1 / tpot)
+        cols["tokens_per_s_per_device"].append(bg / tpot / tp)
+        cols["energy_per_token_j"].append(power * tpot / bg)
+        cols["memory_bytes"].append(mem)
+        cols["fits"].append(mem <= as_float(hw.capacity()))
+        cols["pareto"].append(np.zeros(n, dtype=bool))
+    out = {k: np.concatenate(v) for k, v in cols.items()}
+    fits = out["fits"]
+    if fits.any():
+        pts = np.column_stack([out["tokens_per_s_per_user"][fits], out["tokens_per_s_per_device"][fits]])
+        idx = np.flatnonzero(fits)[pareto_mask(pts, (True, True))]
+        out["pareto"][idx] = True
+    return SweepResult(cfg.name, out)
