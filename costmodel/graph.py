@@ -129,7 +129,9 @@ def validate_graph(g: nx.DiGraph) -> None:
     * every node has a kind; every op node names a registered rule and has a
       ``Cost``;
     * every edge carries a tensor produced by its source (same shape and
-      dtype) and consumed by its target, and non-negative bytes.
+      dtype) and consumed by its target, and non-negative bytes;
+    * an op's in-edge bytes never exceed its cost's reads (numeric graphs):
+      the edges say where the bytes come from, the cost how many there are.
     """
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
@@ -166,6 +168,17 @@ def validate_graph(g: nx.DiGraph) -> None:
         b = sympy.sympify(data.get(BYTES, 0))
         if b.is_number and b.is_negative:
             raise GraphError(f"edge {u!r} -> {v!r}: negative bytes {b}")
+    # every byte an op reads through an edge is part of its rule's reads (checked when numeric)
+    for n, data in g.nodes(data=True):
+        if data.get(KIND) != OP_KIND:
+            continue
+        in_edges = sympy.Add(*(sympy.sympify(g.edges[u, n].get(BYTES, 0)) for u in g.predecessors(n)))
+        excess = sympy.sympify(in_edges - data[COST].bytes_read())
+        if excess.is_number and excess > 0:
+            raise GraphError(
+                f"node {n!r}: its in-edges carry {in_edges} bytes but its cost reads only "
+                f"{data[COST].bytes_read()}; edge bytes must be what the op reads"
+            )
 
 
 def classify_graph(g: nx.DiGraph, hw: Hardware) -> list[dict[str, Any]]:

@@ -45,8 +45,8 @@ class AttentionBlocks(LayerBase):
                 head_dim=hd,
                 dtype=self.act,
             )[0]
-        kw = self.cache_write("k_cache_write", k, Hkv * hd)
-        vw = self.cache_write("v_cache_write", v, Hkv * hd)
+        kw = self.cache_write("k_cache_write", [k], Hkv * hd)
+        vw = self.cache_write("v_cache_write", [v], Hkv * hd)
         out = Tensor(self.b.name("attention"), (T, H * hd), self.act)
         common = dict(
             batch=dims.batch,
@@ -78,9 +78,16 @@ class AttentionBlocks(LayerBase):
         return self.linear("o_proj", o, cfg.hidden_size, reduce=True)
 
     def mla(self, h: tuple[str, Tensor]) -> tuple[str, Tensor]:
+        """DeepSeek MLA: low-rank q, a latent KV cache, decompression or absorption.
+
+        Every edge carries the slice its consumer reads: the rope ops read the
+        ``qk_rope_head_dim`` part of q and of ``kv_a``; the latent norm reads the
+        ``kv_lora_rank`` part; in decode the absorbed query reads ``q_nope``.
+        """
         cfg, dims = self.cfg, self.dims
         T, H = dims.tokens, self.split(cfg.num_attention_heads, "num_attention_heads")
         nope, rope_d, vd, r_kv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
+        b = Tensor("b", (1,), self.act).dtype.bytes
         if cfg.q_lora_rank is not None:
             qa = self.linear("q_a_proj", h, cfg.q_lora_rank)
             qa = self.norm("q_a_norm", qa, T, cfg.q_lora_rank)
@@ -88,48 +95,48 @@ class AttentionBlocks(LayerBase):
         else:
             q = self.linear("q_proj", h, H * (nope + rope_d))
         kva = self.linear("kv_a_proj", h, r_kv + rope_d)
-        # normalise the latent part (a view of kv_a); the rope key is the rest
         lat = self.b.op(
             "kv_a_norm",
             "rmsnorm",
-            [kva, self.weight("kv_a_norm.weight", (r_kv,))],
-            [Tensor(self.b.name("kv_a_norm"), (T, r_kv + rope_d), self.act)],
+            [(*kva, T * r_kv * b), self.weight("kv_a_norm.weight", (r_kv,))],
+            [Tensor(self.b.name("kv_a_norm"), (T, r_kv), self.act)],
             rows=T,
             cols=r_kv,
             dtype=self.act,
             weight_dtype=self.wd,
         )[0]
-        q = self.b.op(
+        q_pe = self.b.op(
             "rope_q",
             "rope",
-            [q],
-            [Tensor(self.b.name("rope_q"), q[1].shape, self.act)],
+            [(*q, T * H * rope_d * b)],
+            [Tensor(self.b.name("rope_q"), (T, H * rope_d), self.act)],
             tokens=T,
             heads=H,
-            head_dim=nope + rope_d,
-            rotary_dim=rope_d,
+            head_dim=rope_d,
             dtype=self.act,
         )[0]
-        lat = self.b.op(
+        k_pe = self.b.op(
             "rope_k",
             "rope",
-            [lat],
-            [Tensor(self.b.name("rope_k"), lat[1].shape, self.act)],
+            [(*kva, T * rope_d * b)],
+            [Tensor(self.b.name("rope_k"), (T, rope_d), self.act)],
             tokens=T,
             heads=1,
             head_dim=rope_d,
             dtype=self.act,
         )[0]
         # the cache holds the latent and the rope key: r_kv + rope_d per token, not full K and V
-        lw = self.cache_write("latent_cache_write", lat, r_kv + rope_d)
+        lw = self.cache_write("latent_cache_write", [lat, k_pe], r_kv + rope_d)
         kvb_w = self.weight("kv_b_proj.weight", (r_kv, H * (nope + vd)))
         wd_bytes = kvb_w[1].dtype.bytes
+        q_nope = (*q, T * H * nope * b)
         if dims.phase == "prefill":
             # decompress the latent of every key position: the new tokens and any cached prefix
             rows = dims.batch * dims.kv_len
             ins: list[Any] = [lat, kvb_w]
             if dims.prefix != 0:
-                ins.append(self.cache("latent_cache", r_kv + rope_d, dims.prefix))
+                prefix = self.cache("latent_cache", r_kv + rope_d, dims.prefix)
+                ins.append((*prefix[:2], dims.batch * dims.prefix * r_kv * prefix[1].dtype.bytes))
             kv = self.b.op(
                 "kv_b_proj",
                 "gemm",
@@ -142,10 +149,11 @@ class AttentionBlocks(LayerBase):
                 w_dtype=self.wd,
             )[0]
             out = Tensor(self.b.name("attention"), (T, H * vd), self.act)
+            # keys are [k_nope; k_pe] with k_pe broadcast over heads (materialised, as kernels do)
             o = self.b.op(
                 "attention",
                 "attention",
-                [q, kv],
+                [q_nope, q_pe, kv, k_pe, (*lw, 0)],
                 [out],
                 batch=dims.batch,
                 heads=H,
@@ -162,7 +170,7 @@ class AttentionBlocks(LayerBase):
             qn = self.b.op(
                 "q_absorb",
                 "batched_gemm",
-                [q, (*kvb_w, H * nope * r_kv * wd_bytes)],
+                [q_nope, (*kvb_w, H * nope * r_kv * wd_bytes)],
                 [Tensor(self.b.name("q_absorb"), (T, H * r_kv), self.act)],
                 batch=H,
                 M=T,
@@ -176,7 +184,7 @@ class AttentionBlocks(LayerBase):
             o = self.b.op(
                 "attention",
                 "attention",
-                [qn, cache, (*lw, 0)],
+                [qn, q_pe, cache, (*lw, 0)],
                 [out],
                 batch=dims.batch,
                 heads=H,

@@ -85,6 +85,8 @@ class LayerBase:
         refs: list[Any] = [x, w]
         if bias:
             refs.append(self.weight(f"{local}.bias", (n_out,)))
+        # the activation operand is read at the matmul dtype (quantised in its producer)
+        refs[0] = (*x, T * k * Tensor("a", (1,), self.mmd).dtype.bytes)
         out = Tensor(self.b.name(local), (T, n_out), self.act)
         y = self.b.op(
             local,
@@ -128,10 +130,11 @@ class LayerBase:
         return self.b.op(local, "elementwise", [a, c], [out], n=n, inputs=2, dtype=self.act)[0]
 
     # -- blocks ----------------------------------------------------------
-    def cache_write(self, local: str, src: tuple[str, Tensor], width: Any) -> tuple[str, Tensor]:
+    def cache_write(self, local: str, srcs: list[tuple[str, Tensor]], width: Any) -> tuple[str, Tensor]:
+        """Copy the new tokens' K (or V, or latent + rope key) into the cache, cast to its dtype."""
         T = self.dims.tokens
         out = Tensor(self.b.name(local), (T, width), self.kvd)
-        n = self.b.op(local, "copy", [src], [out], elements=T * width, dtype=self.act, out_dtype=self.kvd)[0]
+        n = self.b.op(local, "copy", srcs, [out], elements=T * width, dtype=self.act, out_dtype=self.kvd)[0]
         # the write fills the cache: its residency is the new tokens' K (or V)
         self.g.nodes[n[0]]["cost"] = self.g.nodes[n[0]]["cost"] + _resident_kv(out.bytes)
         return n

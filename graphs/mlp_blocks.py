@@ -6,6 +6,7 @@ from typing import Any
 
 import sympy
 
+from costmodel.cost import Cost
 from costmodel.rules import experts_touched
 from costmodel.tensor import Tensor
 
@@ -68,12 +69,16 @@ class MLPBlocks(LayerBase):
             "reduction",
             sel_in,
             [Tensor(self.b.name("router_topk"), (T, k), self.act)],
+            # the per-expert score bias (DeepSeek's noaux_tc routing) is read beside the scores
+            extra=Cost.traffic(read=E * Tensor("w", (1,), self.wd).dtype.bytes) if cfg.router_bias else None,
             rows=T,
             cols=E,
             dtype=self.act,
         )[0]
         touched = experts_touched(T, E, k)
         wb = sympy.sympify(Tensor("w", (1,), self.wd).dtype.bytes)
+        mmb = sympy.sympify(Tensor("a", (1,), self.mmd).dtype.bytes)
+        ab = sympy.sympify(Tensor("a", (1,), self.act).dtype.bytes)
         rows = T * k
 
         def experts(local: str, inp: tuple[str, Tensor], n_out: Any, k_in: Any) -> tuple[str, Tensor]:
@@ -82,7 +87,8 @@ class MLPBlocks(LayerBase):
             return self.b.op(
                 local,
                 "grouped_gemm",
-                [inp, (*w, touched * k_in * n_out * wb)],
+                # each token's row is read once per expert it was routed to, at the matmul dtype
+                [(*inp, rows * k_in * mmb), (*w, touched * k_in * n_out * wb)],
                 [out],
                 tokens=T,
                 experts=E,
@@ -105,6 +111,7 @@ class MLPBlocks(LayerBase):
             "reduction",
             [down, sel],
             [Tensor(self.b.name("experts.combine"), (T, d), self.act)],
+            extra=Cost.traffic(read=T * k * ab),  # the k routing weights of each token
             rows=T * d,
             cols=k,
             dtype=self.act,

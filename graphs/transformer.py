@@ -194,7 +194,7 @@ def build_model(
         last = hb.op(
             "last_token",
             "view",
-            [x],
+            [(*x, 0)],  # a view reads nothing; final_norm reads the rows it keeps
             [Tensor("head.last_token", (rows, d), cfg.activation_dtype)],
             elements=rows * d,
         )[0]

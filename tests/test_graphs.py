@@ -236,3 +236,20 @@ def test_gelu_layernorm_tied_variant():
     table = "embed.embed_tokens.weight"
     assert g.edges[table, "embed.embed_tokens"][BYTES] == 2 * 64 * 2
     assert g.edges[table, "head.lm_head"][BYTES] == 100 * 64 * 2
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_variant_validates_edges_against_costs(name):
+    # in-edge bytes never exceed a node's reads: W8A8 operands, fp8 caches, chunks and tp included
+    cfg = get_model(name)
+    for c in (cfg, cfg.replace(matmul_dtype="fp8", kv_dtype="fp8")):
+        validate_graph(build_model(c, "decode", batch=2, ctx=16))
+        validate_graph(build_model(c, "prefill", batch=2, seq=8, prefix=8))
+        validate_graph(build_model(c, "decode", batch=2, ctx=16, tp=2))
+
+
+def test_validation_rejects_edges_that_read_more_than_the_op():
+    g = build_model(get_model("tiny"), "decode", batch=1, ctx=8)
+    g.edges["layers.attn_norm", "layers.q_proj"][BYTES] *= 10
+    with pytest.raises(GraphError, match="edge bytes must be what the op reads"):
+        validate_graph(g)
