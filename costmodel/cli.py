@@ -17,6 +17,7 @@ from typing import Any
 import sympy
 
 from . import __version__
+from .cli_fusion import add_fusion_parser
 from .cli_model import add_model_parser
 from .cli_serve import add_serve_parsers
 from .cost import as_float
@@ -380,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_model_parser(sub)
     add_serve_parsers(sub)
+    add_fusion_parser(sub)
 
     ru = sub.add_parser("rules", help="list operator cost rules")
     add_json(ru)

@@ -188,3 +188,16 @@ def test_prefill_decode_sweep_commands(capsys, tmp_path):
     assert code == 0 and "Pareto frontier" in out and "sweep [" in err and f.exists()
     code, out, _ = run(capsys, "sweep", "tiny", "--batches", "1,2", "--ctxs", "64", "--json", "--quiet")
     assert len(json.loads(out)["points"]) == 2
+
+
+def test_fusion_commands(capsys):
+    code, out, _ = run(capsys, "fusion", "audit", "llama-3.1-8b", "--phase", "prefill", "--seq", "1024")
+    assert code == 0 and "kernel boundaries" in out and "suggested fusions" in out and "-> plan" in out
+    code, out, _ = run(capsys, "fusion", "audit", "qwen2.5-7b", "--phase", "decode", "--json")
+    data = json.loads(out)
+    assert data["totals"]["plan"]["dram_bytes"] < data["totals"]["unfused"]["dram_bytes"]
+    assert data["boundaries"] and data["suggestions"]
+    code, out, _ = run(capsys, "fusion", "tiling", "--device", "h100", "--json")
+    assert json.loads(out)["gemm"]["tile"] == 176
+    code, _, err = run(capsys, "fusion", "tiling", "--device", "b200")
+    assert code == 2 and "no smem capacity" in err

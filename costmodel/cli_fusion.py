@@ -1,0 +1,148 @@
+"""``costmodel fusion audit | tiling``: kernel boundaries, suggested fusions, tiled IO."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .cli_model import resolve_model
+from .cost import as_float
+from .fusion import unfused_plan
+from .fusion_audit import audit, suggest_fusions
+from .hardware import get_device
+from .report import fmt_si, format_table
+from .tiling import flash_attention_io, largest_gemm_tile
+
+__all__ = ["add_fusion_parser"]
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from graphs import build_layer, build_model
+
+    cfg = resolve_model(args.model)
+    hw = get_device(args.device)
+    build = build_model if args.whole_model else build_layer
+    g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+    sugg, plan = suggest_fusions(g, hw)
+    if args.plan == "unfused":
+        plan = unfused_plan(g)
+    rep = audit(g, hw, plan)
+    if args.json:
+        print(_dump({**rep.to_dict(), "suggestions": [s.to_dict() for s in sugg]}))
+        return 0
+    scope = "model" if args.whole_model else "layer"
+    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
+    print(f"fusion audit: {cfg.name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
+    print("\nkernel boundaries (one write + one read per consuming kernel), most expensive first:")
+    rows = [
+        {**b, "consumers": ", ".join(c.split(".")[-1] for c in b["consumers"]), "pct": 100 * b["share"]}
+        for b in rep.boundaries[: args.top]
+    ]
+    print(
+        format_table(
+            rows,
+            (
+                ("producer", "producer", "s"),
+                ("consumers", "read by", "s"),
+                ("bytes", "bytes", "si"),
+                ("time_s", "time (s)", ".3e"),
+                ("pct", "% of layer", ".1f"),
+            ),
+        )
+    )
+    print("\nsuggested fusions:")
+    srows = [
+        {
+            "pattern": s.pattern,
+            "members": " + ".join(m.split(".")[-1] for m in s.group.members),
+            "saved": s.bytes_saved,
+            "t": s.time_saved_s,
+            "after": s.kind_after,
+        }
+        for s in sugg
+    ]
+    print(
+        format_table(
+            srows,
+            (
+                ("members", "group", "s"),
+                ("pattern", "pattern", "s"),
+                ("saved", "bytes saved", "si"),
+                ("t", "time saved (s)", ".3e"),
+                ("after", "bound after", "s"),
+            ),
+        )
+        if srows
+        else "  none"
+    )
+    t = rep.totals
+    print(
+        f"\n{scope} bound: unfused {t['unfused']['sum_of_kernel_bounds_s'] * 1e6:.2f} us "
+        f"({fmt_si(t['unfused']['dram_bytes'], 'B')}, {t['unfused']['kernels']:.0f} kernels)"
+        + (
+            f" -> plan {t['plan']['sum_of_kernel_bounds_s'] * 1e6:.2f} us ({fmt_si(t['plan']['dram_bytes'], 'B')}, "
+            f"{t['plan']['kernels']:.0f} kernels)"
+            if "plan" in t
+            else ""
+        )
+        + f"; ideal {t['ideal']['lower_s'] * 1e6:.2f} us ({fmt_si(t['ideal']['dram_bytes'], 'B')})"
+    )
+    for issue in rep.issues:
+        print(f"  ! {issue}")
+    return 0
+
+
+def cmd_tiling(args: argparse.Namespace) -> int:
+    hw = get_device(args.device)
+    smem = next((m for m in hw.memory if m.name == "smem"), None)
+    cap = args.sram_bytes or (as_float(smem.capacity_bytes) if smem and smem.capacity_bytes else None)
+    if cap is None:
+        from .errors import CostModelError
+
+        raise CostModelError(f"device {hw.name!r} has no smem capacity; pass --sram-bytes")
+    gt = largest_gemm_tile(cap, hw)
+    fa = flash_attention_io(N=args.N, d=args.d, sram_bytes=cap)
+    if args.json:
+        print(_dump({"sram_bytes": cap, "gemm": gt, "flash_attention": fa}))
+        return 0
+    print(f"{hw.name}: {cap / 1024:.0f} KiB on chip per SM")
+    print(
+        f"  largest square GEMM tile: {gt['tile']}x{gt['tile']} ({gt['bytes'] / 1024:.0f} KiB), intensity "
+        f"{gt['intensity']:.1f} vs ridge {gt['ridge']:.1f} -> "
+        f"{'compute' if gt['compute_bound'] else 'memory'}-bound from DRAM without L2 reuse"
+    )
+    print(
+        f"  FlashAttention N={args.N}, d={args.d}: blocks {fa['block_q']}x{fa['block_kv']}, "
+        f"{fa['query_blocks']} K/V passes, {fmt_si(fa['tiled_bytes'], 'B')} "
+        f"(ideal {fmt_si(fa['ideal_bytes'], 'B')}, naive {fmt_si(fa['naive_bytes'], 'B')})"
+    )
+    return 0
+
+
+def add_fusion_parser(sub: Any) -> None:
+    f = sub.add_parser("fusion", help="fusion audit and tiled IO models")
+    fsub = f.add_subparsers(dest="fusion_command", required=True)
+    a = fsub.add_parser("audit", help="boundaries, suggested fusions, bound before/after")
+    a.add_argument("model")
+    a.add_argument("--device", default="h100-sxm")
+    a.add_argument("--phase", choices=("prefill", "decode"), default="decode")
+    a.add_argument("--batch", type=int, default=1)
+    a.add_argument("--seq", type=int, default=2048)
+    a.add_argument("--ctx", type=int, default=4096)
+    a.add_argument("--plan", choices=("suggested", "unfused"), default="suggested")
+    a.add_argument("--whole-model", action="store_true", help="audit the whole model, not one layer")
+    a.add_argument("--top", type=int, default=10)
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=cmd_audit)
+    t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
+    t.add_argument("--device", default="h100-sxm")
+    t.add_argument("--sram-bytes", type=float, default=None)
+    t.add_argument("--N", type=int, default=4096)
+    t.add_argument("--d", type=int, default=128)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_tiling)

@@ -1,0 +1,253 @@
+"""Fusion plans: groups of ops run as one kernel, their validity and their cost.
+
+A plan partitions a graph's op nodes into groups (a node may sit in several
+groups only when it is declared recomputed). A valid group is *convex*: no
+path leaves it and comes back. A fused group
+
+* does the FLOPs of its members (a recomputed producer counts in every group
+  that recomputes it);
+* reads each external input once (the largest read any member makes of that
+  producer), plus the members' side reads (tables, indices);
+* writes a member's output only if something outside the group consumes it,
+  it is a graph output, or it is persistent state (a KV-cache write); a
+  multi-output group writes each output that leaves; internal edges are free;
+* launches one kernel (``Hardware.launch_overhead_s`` each).
+
+A single-op group costs exactly its node's cost, so the unfused plan is the
+baseline. The *ideal* reads every source (weights, inputs, caches) once and
+writes every final output once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+
+from .cost import Cost
+from .errors import CostModelError
+from .graph import BYTES, COST, KIND, OP_KIND, OUTPUTS, REPEAT, SOURCE_KINDS, TENSOR, op_nodes
+
+__all__ = [
+    "Group",
+    "FusionPlan",
+    "PlanIssue",
+    "FusionError",
+    "unfused_plan",
+    "plan_from_groups",
+    "check_plan",
+    "group_cost",
+    "plan_cost",
+    "ideal_cost",
+    "group_footprint",
+]
+
+
+class FusionError(CostModelError):
+    """A fusion plan is invalid (see :func:`check_plan` for the issues)."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Ops fused into one kernel, the on-chip level its intermediates claim,
+    and the tile of each intermediate held there (rows x cols; ``None`` keeps
+    the full extent)."""
+
+    name: str
+    members: tuple[str, ...]
+    level: str = "smem"
+    tile_rows: int | None = 128
+    tile_cols: int | None = 128
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    groups: tuple[Group, ...]
+    recompute: frozenset[str] = field(default_factory=frozenset)
+
+    def groups_of(self, node: str) -> list[Group]:
+        return [gr for gr in self.groups if node in gr.members]
+
+
+@dataclass(frozen=True)
+class PlanIssue:
+    """One problem of a plan: which group, what, and the offending path if any."""
+
+    group: str
+    problem: str
+    path: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        tail = f" (path: {' -> '.join(self.path)})" if self.path else ""
+        return f"group {self.group!r}: {self.problem}{tail}"
+
+
+def unfused_plan(g: nx.DiGraph) -> FusionPlan:
+    """One kernel per op: the baseline."""
+    return FusionPlan(tuple(Group(n, (n,)) for n in op_nodes(g)))
+
+
+def plan_from_groups(g: nx.DiGraph, groups: list[Group], recompute: set[str] | None = None) -> FusionPlan:
+    """``groups`` plus a singleton group for every op node they leave out."""
+    covered = {m for gr in groups for m in gr.members}
+    rest = [Group(n, (n,)) for n in op_nodes(g) if n not in covered]
+    return FusionPlan(tuple(groups) + tuple(rest), frozenset(recompute or ()))
+
+
+def check_plan(g: nx.DiGraph, plan: FusionPlan) -> list[PlanIssue]:
+    """Every problem of ``plan`` on ``g`` (empty when valid).
+
+    Checks membership (op nodes only), coverage (every op once, or several
+    times when declared recomputed), convexity (with the offending path),
+    and that a group does not mix layer groups of different repeat counts.
+    """
+    issues: list[PlanIssue] = []
+    seen: dict[str, int] = {}
+    for gr in plan.groups:
+        if not gr.members:
+            issues.append(PlanIssue(gr.name, "is empty"))
+        for m in gr.members:
+            if m not in g:
+                issues.append(PlanIssue(gr.name, f"member {m!r} is not in the graph"))
+            elif g.nodes[m].get(KIND) != OP_KIND:
+                issues.append(PlanIssue(gr.name, f"member {m!r} is a {g.nodes[m].get(KIND)} node, not an op"))
+            seen[m] = seen.get(m, 0) + 1
+    for n in op_nodes(g):
+        if n not in seen:
+            issues.append(PlanIssue("-", f"op {n!r} is in no group"))
+        elif seen[n] > 1 and n not in plan.recompute:
+            issues.append(PlanIssue("-", f"op {n!r} is in {seen[n]} groups but not declared recomputed"))
+    for gr in plan.groups:
+        members = [m for m in gr.members if m in g]
+        reps = {sympy.sympify(g.nodes[m].get(REPEAT, 1)) for m in members}
+        if len(reps) > 1:
+            issues.append(PlanIssue(gr.name, f"mixes nodes repeated {sorted(map(str, reps))} times"))
+        path = _escape_path(g, set(members))
+        if path:
+            issues.append(PlanIssue(gr.name, "is not convex: a path leaves the group and re-enters", path))
+    return issues
+
+
+def _escape_path(g: nx.DiGraph, members: set[str]) -> tuple[str, ...]:
+    for u in members:
+        for v in g.successors(u):
+            if v in members:
+                continue
+            back = nx.descendants(g, v) & members
+            if back:
+                w = min(back)
+                return (u, *nx.shortest_path(g, v, w))
+    return ()
+
+
+def _in_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
+    return sympy.Add(*(sympy.sympify(g.edges[u, n].get(BYTES, 0)) for u in g.predecessors(n)))
+
+
+def _out_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
+    return sympy.Add(*(t.bytes for t in g.nodes[n].get(OUTPUTS, ())))
+
+
+def _persistent(g: nx.DiGraph, n: str) -> bool:
+    return "kv_cache" in g.nodes[n][COST].footprint_terms
+
+
+def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
+    """Cost of one kernel running ``group`` (module doc)."""
+    members = list(group.members)
+    if len(members) == 1:
+        return g.nodes[members[0]][COST]
+    mset = set(members)
+    flops = Cost(
+        flop_terms={
+            key: sympy.Add(*(g.nodes[m][COST].flop_terms.get(key, 0) for m in members))
+            for key in {k for m in members for k in g.nodes[m][COST].flop_terms}
+        }
+    )
+    ext: dict[str, sympy.Expr] = {}
+    side = sympy.Integer(0)
+    for m in members:
+        for u in g.predecessors(m):
+            if u in mset:
+                continue
+            b = sympy.sympify(g.edges[u, m].get(BYTES, 0))
+            ext[u] = b if u not in ext else sympy.Max(ext[u], b)
+        side += sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m))
+    writes = sympy.Integer(0)
+    for m in members:
+        outside = [v for v in g.successors(m) if v not in mset]
+        # a consumer elsewhere that recomputes m itself does not need m's output from DRAM
+        needs = [v for v in outside if not any(m in gr.members for gr in plan.groups_of(v))]
+        first_writer = next((gr for gr in plan.groups if m in gr.members), group) is group
+        if (needs or not list(g.successors(m)) or _persistent(g, m)) and first_writer:
+            writes += sympy.Min(g.nodes[m][COST].bytes_written(), _out_bytes(g, m))
+    others = Cost.zero()
+    for m in members:
+        c = g.nodes[m][COST]
+        others += Cost(
+            footprint_terms=c.footprint_terms, comm_terms=c.comm_terms, comm_step_terms=c.comm_step_terms
+        )
+    return (
+        flops + Cost.traffic(read=sympy.Add(*ext.values()) + side, write=writes) + Cost.launches(1) + others
+    )
+
+
+def plan_cost(g: nx.DiGraph, plan: FusionPlan, *, check: bool = True) -> Cost:
+    """Sum of group costs times their repeat counts; invalid plans raise."""
+    if check:
+        issues = check_plan(g, plan)
+        if issues:
+            raise FusionError("invalid fusion plan: " + "; ".join(str(i) for i in issues))
+    total = Cost.zero()
+    for gr in plan.groups:
+        total += group_cost(g, plan, gr) * g.nodes[gr.members[0]].get(REPEAT, 1)
+    return total
+
+
+def ideal_cost(g: nx.DiGraph) -> Cost:
+    """Every source read once, every final output written once, all FLOPs, one kernel per layer copy.
+
+    Source reads use the largest read any consumer makes (a gather's rows,
+    the touched experts), times the consumers' repeat.
+    """
+    flops = Cost.zero()
+    for n in op_nodes(g):
+        c = g.nodes[n][COST]
+        flops += Cost(
+            flop_terms=c.flop_terms, comm_terms=c.comm_terms, comm_step_terms=c.comm_step_terms
+        ) * g.nodes[n].get(REPEAT, 1)
+    reads = sympy.Integer(0)
+    for s, d in g.nodes(data=True):
+        if d.get(KIND) not in SOURCE_KINDS:
+            continue
+        per = [
+            sympy.sympify(g.edges[s, v].get(BYTES, 0)) * g.nodes[v].get(REPEAT, 1) for v in g.successors(s)
+        ]
+        if per:
+            reads += sympy.Max(*per) if len(per) > 1 else per[0]
+    writes = sympy.Integer(0)
+    for n in op_nodes(g):
+        if not list(g.successors(n)) or _persistent(g, n):
+            writes += g.nodes[n][COST].bytes_written() * g.nodes[n].get(REPEAT, 1)
+    return flops + Cost.traffic(read=reads, write=writes) + Cost.launches(1)
+
+
+def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
+    """On-chip bytes of the group's live intermediates: one tile of each internal edge tensor.
+
+    A tile keeps ``tile_rows`` of the first dimension and ``tile_cols`` of the
+    last (``None``: the full extent).
+    """
+    mset = set(group.members)
+    seen: dict[str, sympy.Expr] = {}
+    for u, v, d in g.edges(data=True):
+        if u in mset and v in mset:
+            t = d[TENSOR]
+            shape = list(t.shape)
+            if group.tile_rows is not None:
+                shape[0] = sympy.Min(shape[0], group.tile_rows)
+            if group.tile_cols is not None and len(shape) > 1:
+                shape[-1] = sympy.Min(shape[-1], group.tile_cols)
+            seen[t.name] = sympy.Mul(*shape) * t.dtype.bytes
+    return sympy.Add(*seen.values())

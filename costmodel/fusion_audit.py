@@ -1,0 +1,302 @@
+"""Fusion audit: what each kernel boundary costs, what fusing saves, what fits on chip.
+
+:func:`audit` prices a plan against the unfused baseline and the ideal on a
+device: per group (FLOPs, DRAM bytes, intensity, bound kind, time before and
+after), per boundary (the bytes a tensor costs by crossing kernels: one write
+and one read per consuming kernel, ranked by their share of the time), and
+the on-chip footprint of every fused group against the level it claims.
+:func:`suggest_fusions` proposes groups from common patterns and says for
+each what it saves and whether it stays memory-bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import sympy
+
+from .cost import Cost, as_float
+from .fusion import (
+    FusionPlan,
+    Group,
+    PlanIssue,
+    _out_bytes,
+    check_plan,
+    group_cost,
+    group_footprint,
+    ideal_cost,
+    plan_cost,
+    plan_from_groups,
+    unfused_plan,
+)
+from .graph import BYTES, COST, OP, PARAMS, REPEAT, op_nodes
+from .hardware.spec import Hardware
+from .roofline import bound
+
+__all__ = ["AuditReport", "audit", "Suggestion", "suggest_fusions", "boundaries"]
+
+
+def _time(c: Cost, hw: Hardware) -> float:
+    b = bound(c, hw)
+    return as_float(b.time) if b.terms else as_float(b.launch)
+
+
+def _rep(g: nx.DiGraph, n: str) -> float:
+    return as_float(sympy.sympify(g.nodes[n].get(REPEAT, 1)))
+
+
+def boundaries(g: nx.DiGraph, plan: FusionPlan, hw: Hardware) -> list[dict[str, Any]]:
+    """Tensors crossing kernel boundaries under ``plan``, most expensive first.
+
+    Each: producer, bytes (one write plus one read per consuming group),
+    the time those bytes take at DRAM bandwidth (times the repeat count).
+    """
+    bw = as_float(hw.bandwidth())
+    home = {m: gr.name for gr in plan.groups for m in gr.members}
+    out = []
+    for u in op_nodes(g):
+        readers: dict[str, float] = {}
+        for v in g.successors(u):
+            if v in home and home[v] != home.get(u):
+                b = as_float(sympy.sympify(g.edges[u, v].get(BYTES, 0)))
+                readers[home[v]] = max(readers.get(home[v], 0.0), b)
+        if not readers:
+            continue
+        write = as_float(sympy.Min(g.nodes[u][COST].bytes_written(), _out_bytes(g, u)))
+        nbytes = (write + sum(readers.values())) * _rep(g, u)
+        out.append({"producer": u, "consumers": sorted(readers), "bytes": nbytes, "time_s": nbytes / bw})
+    return sorted(out, key=lambda r: -r["time_s"])
+
+
+@dataclass
+class AuditReport:
+    """Result of :func:`audit` (plain data in ``to_dict``)."""
+
+    device: str
+    issues: list[PlanIssue]
+    groups: list[dict[str, Any]]
+    boundaries: list[dict[str, Any]]
+    totals: dict[str, dict[str, float]]
+    footprints: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "issues": [str(i) for i in self.issues],
+            "groups": self.groups,
+            "boundaries": self.boundaries,
+            "totals": self.totals,
+            "footprints": self.footprints,
+        }
+
+
+def _summary(c: Cost, hw: Hardware) -> dict[str, float]:
+    b = bound(c, hw)
+    return {
+        "flops": as_float(c.flops),
+        "dram_bytes": as_float(c.bytes),
+        "kernels": as_float(c.kernels),
+        "time_s": as_float(b.time),
+        "lower_s": as_float(b.lower),
+    }
+
+
+def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditReport:
+    """Price ``plan`` (default: the suggested plan) against unfused and ideal."""
+    plan = plan or suggest_fusions(g, hw)[1]
+    issues = check_plan(g, plan)
+    base = unfused_plan(g)
+    layer_time = sum(_time(g.nodes[n][COST], hw) * _rep(g, n) for n in op_nodes(g))
+    groups = []
+    foot = []
+    if not issues:
+        for gr in plan.groups:
+            rep = _rep(g, gr.members[0])
+            after = group_cost(g, plan, gr)
+            before_t = sum(_time(g.nodes[m][COST], hw) for m in gr.members)
+            before_b = sum(as_float(g.nodes[m][COST].bytes) for m in gr.members)
+            b = bound(after, hw)
+            groups.append(
+                {
+                    "group": gr.name,
+                    "members": list(gr.members),
+                    "repeat": rep,
+                    "flops": as_float(after.flops),
+                    "bytes_before": before_b,
+                    "bytes_after": as_float(after.bytes),
+                    "intensity": as_float(after.flops) / as_float(after.bytes)
+                    if as_float(after.bytes)
+                    else None,
+                    "kind": b.kind if b.terms else "none",
+                    "time_before_s": before_t * rep,
+                    "time_after_s": _time(after, hw) * rep,
+                }
+            )
+            if len(gr.members) > 1:
+                fp = as_float(group_footprint(g, gr))
+                cap = None
+                lvl = next((m for m in hw.memory if m.name == gr.level), None)
+                if lvl is not None and lvl.capacity_bytes is not None:
+                    cap = as_float(lvl.capacity_bytes)
+                foot.append(
+                    {
+                        "group": gr.name,
+                        "level": gr.level,
+                        "footprint_bytes": fp,
+                        "capacity_bytes": cap,
+                        "fits": None if cap is None else fp <= cap,
+                    }
+                )
+                if cap is not None and fp > cap:
+                    issues.append(
+                        PlanIssue(
+                            gr.name,
+                            f"intermediates need {fp:.0f} B of {gr.level} but the device "
+                            f"has {cap:.0f} B: use smaller tiles or count the re-reads",
+                        )
+                    )
+                elif cap is None:
+                    issues.append(
+                        PlanIssue(
+                            gr.name,
+                            f"device {hw.name!r} gives no {gr.level} capacity: on-chip fit not checked",
+                        )
+                    )
+    bds = boundaries(g, plan, hw) if not check_plan(g, plan) else []
+    for r in bds:
+        r["share"] = r["time_s"] / layer_time if layer_time else 0.0
+    totals = {"unfused": _summary(plan_cost(g, base), hw), "ideal": _summary(ideal_cost(g), hw)}
+    totals["unfused"]["sum_of_kernel_bounds_s"] = layer_time
+    if not check_plan(g, plan):
+        pc = plan_cost(g, plan)
+        totals["plan"] = _summary(pc, hw)
+        totals["plan"]["sum_of_kernel_bounds_s"] = float(sum(float(r["time_after_s"]) for r in groups))
+    return AuditReport(hw.name, issues, groups, bds, totals, foot)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A proposed fused group and what it buys on a device."""
+
+    group: Group
+    pattern: str
+    bytes_saved: float
+    time_saved_s: float
+    kind_after: str
+    still_memory_bound: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "members": list(self.group.members),
+            "pattern": self.pattern,
+            "bytes_saved": self.bytes_saved,
+            "time_saved_s": self.time_saved_s,
+            "kind_after": self.kind_after,
+            "still_memory_bound": self.still_memory_bound,
+        }
+
+
+_ELEMENTWISE = {"elementwise", "rope"}
+_NORMS = {"rmsnorm", "layernorm"}
+
+
+#: on-chip tile of each pattern's intermediates: (rows, cols); None keeps the full extent
+_TILES = {
+    "attention": (128, 128),  # S/P tiles of a FlashAttention block
+    "gated": (128, 128),  # output tiles of the two matmuls
+    "matmul": (128, 128),  # the matmul's output tile through its epilogue
+    "residual": (1, None),  # one whole row per block: the norm reduces over it
+    "elementwise": (1024, None),
+}
+
+
+def _candidates(g: nx.DiGraph) -> list[tuple[str, list[str]]]:
+    ops = set(op_nodes(g))
+    rule = {n: g.nodes[n][OP] for n in ops}
+    found: list[tuple[str, list[str]]] = []
+    # the softmax chain into attention: S = QK^T -> softmax -> PV
+    for n in ops:
+        if rule[n] == "softmax":
+            pre = [u for u in g.predecessors(n) if rule.get(u) == "batched_gemm"]
+            post = [v for v in g.successors(n) if rule.get(v) == "batched_gemm"]
+            if len(pre) == 1 and len(post) == 1 and list(g.successors(pre[0])) == [n]:
+                found.append(("attention: fuse the softmax chain (FlashAttention)", [pre[0], n, post[0]]))
+    # gated MLP: gate and up matmuls read the same input, their product is the activation
+    for n in ops:
+        if rule[n] == "elementwise" and g.nodes[n][PARAMS].get("inputs") == 2:
+            pre = [u for u in g.predecessors(n) if rule.get(u) in ("gemm", "grouped_gemm")]
+            if len(pre) == 2:
+                src = [set(g.predecessors(u)) - {s for s in g.predecessors(u) if s not in ops} for u in pre]
+                if src[0] and src[0] == src[1] and all(list(g.successors(u)) == [n] for u in pre):
+                    found.append(("gated MLP: gate*up into one kernel (x read once)", [*sorted(pre), n]))
+    # elementwise epilogues: a matmul whose only consumer is elementwise
+    for n in ops:
+        if rule[n] in ("gemm", "grouped_gemm", "batched_gemm"):
+            succ = list(g.successors(n))
+            if len(succ) == 1 and rule.get(succ[0]) in _ELEMENTWISE:
+                found.append(("matmul epilogue: elementwise fused into the producer", [n, succ[0]]))
+    # residual add + the norm that reads it (fused add-norm)
+    for n in ops:
+        if rule[n] in _NORMS:
+            pre = [
+                u
+                for u in g.predecessors(n)
+                if rule.get(u) == "elementwise" and g.nodes[u][PARAMS].get("inputs") == 2
+            ]
+            if len(pre) == 1:
+                found.append(("residual add + norm in one pass", [pre[0], n]))
+    # chains of elementwise ops
+    for n in ops:
+        if rule[n] in _ELEMENTWISE:
+            succ = list(g.successors(n))
+            if len(succ) == 1 and rule.get(succ[0]) in _ELEMENTWISE:
+                found.append(("elementwise chain in one pass", [n, succ[0]]))
+    return found
+
+
+def suggest_fusions(g: nx.DiGraph, hw: Hardware) -> tuple[list[Suggestion], FusionPlan]:
+    """Greedy, non-overlapping fusions from common patterns, best first.
+
+    Patterns: the softmax chain into attention, a gated MLP's gate*up,
+    elementwise epilogues into their producer matmul, a residual add with the
+    norm that reads it, and elementwise chains. Each candidate is kept only if
+    convex and it saves bytes; each node joins one group at most.
+    """
+    taken: set[str] = set()
+    groups: list[Group] = []
+    out: list[Suggestion] = []
+    for pattern, members in _candidates(g):
+        if taken & set(members):
+            continue
+        rows, cols = _TILES[pattern.split()[0].rstrip(":")]
+        gr = Group(
+            "+".join(m.split(".")[-1] for m in members), tuple(members), tile_rows=rows, tile_cols=cols
+        )
+        trial = plan_from_groups(g, [*groups, gr])
+        if check_plan(g, trial):
+            continue
+        after = group_cost(g, trial, gr)
+        before_b = sum(as_float(g.nodes[m][COST].bytes) for m in members)
+        saved = before_b - as_float(after.bytes)
+        if saved <= 0:
+            continue
+        rep = _rep(g, members[0])
+        before_t = sum(_time(g.nodes[m][COST], hw) for m in members)
+        b = bound(after, hw)
+        kind = b.kind if b.terms else "none"
+        out.append(
+            Suggestion(
+                gr,
+                pattern,
+                saved * rep,
+                (before_t - _time(after, hw)) * rep,
+                kind,
+                kind not in ("tensor", "vector", "sfu"),
+            )
+        )
+        groups.append(gr)
+        taken |= set(members)
+    out.sort(key=lambda s: -s.time_saved_s)
+    return out, plan_from_groups(g, groups)
