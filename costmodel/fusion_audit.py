@@ -109,8 +109,8 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
     issues = check_plan(g, plan)
     base = unfused_plan(g)
     layer_time = sum(_time(g.nodes[n][COST], hw) * _rep(g, n) for n in op_nodes(g))
-    groups = []
-    foot = []
+    groups: list[dict[str, Any]] = []
+    foot: list[dict[str, Any]] = []
     if not issues:
         for gr in plan.groups:
             rep = _rep(g, gr.members[0])
@@ -172,7 +172,7 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
     if not check_plan(g, plan):
         pc = plan_cost(g, plan)
         totals["plan"] = _summary(pc, hw)
-        totals["plan"]["sum_of_kernel_bounds_s"] = float(sum(float(r["time_after_s"]) for r in groups))
+        totals["plan"]["sum_of_kernel_bounds_s"] = sum(r["time_after_s"] for r in groups)
     return AuditReport(hw.name, issues, groups, bds, totals, foot)
 
 
