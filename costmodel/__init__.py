@@ -50,6 +50,7 @@ from .hardware import (
     register_device,
 )
 from .ledger import MemoryLedger, Overhead, max_batch, max_context
+from .passes import Pass, Pipeline
 from .roofline import Bound, achieved, bound, headroom, sensitivities
 from .rules import get_rule, op_cost, register_rule, rule_names
 from .symbols import dim
@@ -101,6 +102,8 @@ __all__ = [
     "max_batch",
     "max_context",
     "compile_expr",
+    "Pass",
+    "Pipeline",
     "pareto_mask",
     "latex",
     "CostModelError",

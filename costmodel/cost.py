@@ -305,6 +305,27 @@ class Cost:
             "kernels": v(self.kernels),
         }
 
+    # immutable: copies are the object itself; pickling rebuilds from plain dicts
+    def __copy__(self) -> Cost:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Cost:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            Cost,
+            (
+                dict(self.flop_terms),
+                dict(self.read_terms),
+                dict(self.write_terms),
+                dict(self.footprint_terms),
+                dict(self.comm_terms),
+                dict(self.comm_step_terms),
+                self.kernels,
+            ),
+        )
+
     def __hash__(self) -> int:
         return hash(
             (

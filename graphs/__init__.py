@@ -13,8 +13,10 @@ from .analysis import (
 )
 from .builder import GraphBuilder
 from .capacity import CapacityReport, capacity, model_ledger, peak_activation_bytes, what_if
+from .onnx_import import from_onnx
 from .serving import PhaseReport, decode_limits, decode_report, near_far_memory, prefill_report, step_time
 from .sweep import SweepResult, compile_decode, sweep
+from .torch_import import from_exported_program, from_graph_module
 from .transformer import PHASES, PhaseDims, build_layer, build_model, phase_dims
 
 __all__ = [
@@ -47,4 +49,7 @@ __all__ = [
     "SweepResult",
     "sweep",
     "compile_decode",
+    "from_exported_program",
+    "from_graph_module",
+    "from_onnx",
 ]

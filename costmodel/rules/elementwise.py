@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..cost import Cost
 from ..dtypes import DTypeLike, dtype_bytes, roof_of
 from ..errors import RuleArgumentError
+from ..expr import to_expr
 from ..symbols import check_dim
 from .registry import register_rule
 
@@ -29,6 +30,7 @@ def elementwise(
     sfu_ops: object = 0,
     passes: object = 1,
     compute_dtype: DTypeLike = "fp32",
+    read_bytes: object | None = None,
 ) -> Cost:
     """``y = f(x_1, ..., x_r)`` over ``n`` elements, repeated ``passes`` times.
 
@@ -41,6 +43,9 @@ def elementwise(
     Each pass is its own kernel that reads its ``r`` inputs and writes one
     output (an unfused chain of ``passes`` ops). ``I = ops/((r+1)b)`` does not
     depend on ``n``: a bigger tensor never crosses the ridge.
+
+    ``read_bytes`` replaces ``r b n`` per pass when inputs differ in size or
+    dtype (broadcasting a bias, a mask of booleans): the bytes one pass reads.
 
     Source: profiling article section 3.3 (``F = n``, ``D = 3bn`` for a binary
     add) and its ``roofline_model.elementwise(n, n_pass, n_read)``.
@@ -59,10 +64,16 @@ def elementwise(
     b = dtype_bytes(dtype, "dtype")
     o = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
     prec = roof_of(compute_dtype)
+    if read_bytes is None:
+        reads = inputs * b * count
+    else:
+        reads = to_expr(read_bytes, field="read_bytes")
+        if reads.is_number and reads.is_negative:
+            raise RuleArgumentError(f"elementwise: read_bytes must be >= 0, got {reads}")
     return (
         Cost.compute("vector", prec, vops * count * rep)
         + Cost.compute("sfu", prec, sops * count * rep)
-        + Cost.traffic(read=inputs * b * count * rep, write=o * count * rep)
+        + Cost.traffic(read=reads * rep, write=o * count * rep)
         + Cost.launches(rep)
     )
 
