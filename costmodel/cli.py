@@ -18,6 +18,7 @@ import sympy
 
 from . import __version__
 from .cli_fusion import add_fusion_parser
+from .cli_hetero import add_hetero_parsers, add_hw_compare_parsers
 from .cli_model import add_model_parser
 from .cli_serve import add_serve_parsers
 from .cost import as_float
@@ -378,10 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
     hs.add_argument("name")
     add_json(hs)
     hs.set_defaults(func=cmd_hw_show)
+    add_hw_compare_parsers(hsub)
 
     add_model_parser(sub)
     add_serve_parsers(sub)
     add_fusion_parser(sub)
+    add_hetero_parsers(sub)
 
     ru = sub.add_parser("rules", help="list operator cost rules")
     add_json(ru)

@@ -201,3 +201,43 @@ def test_fusion_commands(capsys):
     assert json.loads(out)["gemm"]["tile"] == 176
     code, _, err = run(capsys, "fusion", "tiling", "--device", "b200")
     assert code == 2 and "no smem capacity" in err
+
+
+def test_hetero_commands(capsys):
+    code, out, _ = run(capsys, "hw", "compare", "h100", "b200", "--json")
+    assert len(json.loads(out)) == 2
+    code, out, _ = run(capsys, "hw", "claim", "--old", "h100:fp8:8", "--new", "b300:fp4:72", "--json")
+    assert json.loads(out)["system_size_factor"] == 9
+    code, out, _ = run(
+        capsys,
+        "serve",
+        "disagg",
+        "llama-2-7b",
+        "--prefill-device",
+        "b200",
+        "--decode-device",
+        "h100",
+        "--link-bandwidth",
+        "12.5e9",
+        "--rate",
+        "2",
+        "--prompt",
+        "2048",
+        "--json",
+    )
+    data = json.loads(out)
+    assert data["kv_transfer_dominates_from_prompt"] > 0 and "colocated" in data
+    code, out, _ = run(
+        capsys, "serve", "specdec", "llama-3.1-70b", "llama-3.1-8b", "--device", "b200", "--json"
+    )
+    assert json.loads(out)["best_k"] >= 1
+    code, out, _ = run(capsys, "serve", "split", "llama-3.1-8b", "--json")
+    assert json.loads(out)["transfers"] == 64
+    code, out, _ = run(capsys, "serve", "sram", "llama-3.1-70b")
+    assert "614 devices" in out
+    code, out, _ = run(
+        capsys, "serve", "plans", "llama-3.1-70b", "--batches", "16", "--plans", "8x1x1x1,4x2x1x2"
+    )
+    assert code == 0 and "frontier" in out
+    code, _, err = run(capsys, "hw", "claim", "--old", "h100", "--new", "b300:fp4")
+    assert code == 2 and "DEVICE:PRECISION" in err

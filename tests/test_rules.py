@@ -26,6 +26,7 @@ COVERS = {
     "view",
     "copy",
     "grouped_gemm",
+    "all_to_all",
 }
 
 n, c, d, h = dim("n"), dim("c"), dim("d"), dim("h")
@@ -247,3 +248,12 @@ def test_attention_kv_dtype_and_shared_latent():
     )
     assert same(mla.bytes_read(), 2 * C * 576 + 2 * 128 * 576)
     assert same(mla.flops_on("tensor"), 128 * C * 2 * (576 + 512))
+
+
+def test_all_to_all():
+    # expert-parallel dispatch over 8 devices: 7/8 of each device's n elements leave it
+    a = op_cost("all_to_all", elements=n, p=8)
+    assert same(a.comm_terms["scale_up"], 2 * n * sympy.Rational(7, 8))
+    assert a.comm_step_terms["scale_up"] == 1
+    assert op_cost("all_to_all", elements=n, p=8, algorithm="ring").comm_step_terms["scale_up"] == 7
+    assert op_cost("all_to_all", elements=n, p=1) == Cost.zero()

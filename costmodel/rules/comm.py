@@ -30,7 +30,7 @@ from ..errors import RuleArgumentError
 from ..symbols import check_dim
 from .registry import register_rule
 
-__all__ = ["all_reduce", "all_gather", "reduce_scatter"]
+__all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 
 _ALGOS = ("ring", "direct")
 
@@ -140,5 +140,41 @@ def reduce_scatter(
         Cost.comm(link, b * n * (pp - 1) / pp, steps)
         + Cost.compute("vector", roof_of(compute_dtype), n * (pp - 1) / pp)
         + Cost.traffic(read=b * n, write=b * n / pp)
+        + Cost.launches(1)
+    )
+
+
+@register_rule("all_to_all")
+def all_to_all(
+    *,
+    elements: object,
+    p: object,
+    dtype: DTypeLike = "bf16",
+    algorithm: str = "direct",
+    link: str = "scale_up",
+) -> Cost:
+    """Every device sends a distinct ``n/p`` slice of its ``n`` elements to each other device.
+
+    .. math::
+
+        T_\\text{link} = \\frac{p-1}{p}\\frac{n b}{\\beta_\\text{link}} + s\\,\\alpha,\\qquad
+        s = 1 \\;(\\text{direct}),\\; p-1 \\;(\\text{ring/pairwise})
+
+    Expert parallelism dispatches each token's hidden state to the devices
+    holding its experts and combines the results the same way: two
+    all-to-alls per MoE layer.
+
+    >>> from costmodel.symbols import dim
+    >>> all_to_all(elements=dim("n"), p=4).comm_terms["scale_up"]
+    3*n/2
+    """
+    n, pp = _common("all_to_all", elements, p, algorithm)
+    if pp == 1:
+        return Cost.zero()
+    b = dtype_bytes(dtype, "dtype")
+    steps = sympy.Integer(1) if algorithm == "direct" else pp - 1
+    return (
+        Cost.comm(link, b * n * (pp - 1) / pp, steps)
+        + Cost.traffic(read=b * n, write=b * n)
         + Cost.launches(1)
     )

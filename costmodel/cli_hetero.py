@@ -1,0 +1,273 @@
+"""``costmodel hw compare|claim`` and ``costmodel serve disagg|specdec|split|sram|plans``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .cli_model import resolve_model
+from .compare import compare_devices, decompose_claim
+from .errors import CostModelError
+from .report import format_table
+
+__all__ = ["add_hetero_parsers", "add_hw_compare_parsers"]
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> int:
+    print(_dump(data) if args.json else text)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    rows = compare_devices(args.devices, args.precision)
+    cols = (
+        ("device", "device", "s"),
+        ("peak_flops_per_s", f"{args.precision} dense", "s"),
+        ("ridge_flop_per_byte", "ridge", "s"),
+        ("bandwidth_bytes_per_s", "B/s", "s"),
+        ("capacity_bytes", "bytes", "s"),
+        ("full_memory_reads_per_s", "reads/s", "s"),
+        ("power_w", "W", "s"),
+    )
+    fmt = [
+        {k: (f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else v)) for k, v in r.items()}
+        for r in rows
+    ]
+    return _emit(args, rows, format_table(fmt, cols))
+
+
+def _dev_spec(text: str) -> tuple[str, str, int]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise CostModelError(f"{text!r}: expected DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
+    return parts[0], parts[1], int(parts[2]) if len(parts) == 3 else 1
+
+
+def cmd_claim(args: argparse.Namespace) -> int:
+    od, op, oc = _dev_spec(args.old)
+    nd, np_, nc = _dev_spec(args.new)
+    r = decompose_claim(od, op, nd, np_, old_count=oc, new_count=nc)
+    text = (
+        f"{r['new']} vs {r['old']}: {r['claimed_speedup']:.2f}x peak = format {r['format_factor']:.2f}x "
+        f"x architecture {r['architecture_factor']:.2f}x x system size {r['system_size_factor']:.2f}x; "
+        f"like for like per chip: {r['like_for_like_per_chip']:.2f}x"
+    )
+    return _emit(args, r, text)
+
+
+def cmd_disagg(args: argparse.Namespace) -> int:
+    from graphs.disagg import disaggregated, kv_transfer_crossover
+
+    cfg = resolve_model(args.model)
+    r = disaggregated(
+        cfg,
+        args.prefill_device,
+        args.decode_device,
+        prompt=args.prompt,
+        output=args.output,
+        decode_batch=args.decode_batch,
+        link_bandwidth=args.link_bandwidth,
+        link_latency=args.link_latency,
+        rate=args.rate,
+        overlap=args.overlap,
+    )
+    r["kv_transfer_dominates_from_prompt"] = kv_transfer_crossover(
+        cfg,
+        args.prefill_device,
+        args.decode_device,
+        link_bandwidth=args.link_bandwidth,
+        link_latency=args.link_latency,
+        decode_batch=args.decode_batch,
+        overlap=args.overlap,
+    )
+    lines = [
+        f"{r['model']}: prefill on {r['prefill_device']}, decode on {r['decode_device']} "
+        f"(prompt {r['prompt']}, output {r['output']}, decode batch {r['decode_batch']})",
+        f"  TTFT {r['ttft_s'] * 1e3:.2f} ms = prefill {r['prefill_s'] * 1e3:.2f} + KV transfer "
+        f"{r['kv_transfer_s'] * 1e3:.2f} ({100 * r['kv_share_of_ttft']:.1f}%) + first decode "
+        f"{r['first_decode_s'] * 1e3:.2f} ({r['overlap']})",
+        f"  TPOT {r['tpot_s'] * 1e3:.2f} ms; decode fits: {r['decode_fits']} (max batch {r['decode_max_batch']})",
+        f"  the KV transfer is the largest TTFT term from prompt length "
+        f"{r['kv_transfer_dominates_from_prompt']} on",
+    ]
+    if "rate" in r:
+        c = r["colocated"]
+        lines.append(
+            f"  at {r['rate']} req/s: {r['prefill_devices']} prefill + {r['decode_devices']} decode devices, "
+            f"{r['energy_per_token_j']:.3f} J/token, {r['device_hours_per_million_tokens']:.3f} "
+            "device-h per M tokens"
+        )
+        lines.append(
+            f"  colocated on {c['devices']} {r['decode_device']}: TPOT {c['tpot_s'] * 1e3:.2f} ms "
+            f"(prefill takes {100 * c['prefill_share']:.0f}% of each device), TTFT {c['ttft_s'] * 1e3:.2f} ms"
+        )
+    return _emit(args, r, "\n".join(lines))
+
+
+def cmd_specdec(args: argparse.Namespace) -> int:
+    from graphs.specdec import speculative_decoding
+
+    r = speculative_decoding(
+        resolve_model(args.target),
+        resolve_model(args.draft),
+        args.device,
+        args.draft_device,
+        alpha=args.alpha,
+        batch=args.batch,
+        ctx=args.ctx,
+        k_max=args.k_max,
+    )
+    text = format_table(
+        r["rows"],
+        (
+            ("k", "k", "s"),
+            ("expected_tokens", "E[tokens]", ".2f"),
+            ("step_s", "step (s)", ".3e"),
+            ("speedup", "speed-up", ".2f"),
+        ),
+    )
+    text += f"\nbest k = {r['best_k']} -> {r['best_speedup']:.2f}x; S = {r['closed_form']}"
+    return _emit(args, r, text)
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    from graphs.split import attention_ffn_split
+
+    r = attention_ffn_split(
+        resolve_model(args.model),
+        args.attention_device,
+        args.ffn_device,
+        batch=args.batch,
+        ctx=args.ctx,
+        link_bandwidth=args.link_bandwidth,
+        hop_latency=args.hop_latency,
+    )
+    text = (
+        f"{r['model']}: attention on {r['attention_device']} {r['attention_s'] * 1e3:.3f} ms, FFN on "
+        f"{r['ffn_device']} {r['ffn_s'] * 1e3:.3f} ms, {r['transfers']} transfers {r['transfers_s'] * 1e3:.3f} ms "
+        f"-> step {r['step_s'] * 1e3:.3f} ms; FFN weights need {r['ffn_devices_to_hold_weights']} device(s)"
+    )
+    return _emit(args, r, text)
+
+
+def cmd_sram(args: argparse.Namespace) -> int:
+    from graphs.split import sram_residency
+
+    r = sram_residency(resolve_model(args.model), args.device, hop_latency=args.hop_latency)
+    text = (
+        f"{r['model']} on {r['device']}: {r['devices']} devices hold {r['weights_bytes'] / 1e9:.1f} GB; a token "
+        f"crosses {r['hops_per_step']} hops: >= {r['hop_latency_floor_s'] * 1e6:.1f} us per step "
+        f"(one hop per layer: {r['layer_hops_floor_s'] * 1e6:.1f} us); weight-read bound "
+        f"{r['weight_read_bound_s'] * 1e6:.2f} us"
+    )
+    return _emit(args, r, text)
+
+
+def cmd_plans(args: argparse.Namespace) -> int:
+    from graphs.parallel import plan_frontier
+
+    plans: list[tuple[int, int, int, int]] = []
+    for p in args.plans.split(","):
+        parts = [int(x) for x in p.split("x")]
+        if len(parts) != 4:
+            raise CostModelError(f"plan {p!r}: expected TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
+        plans.append((parts[0], parts[1], parts[2], parts[3]))
+    rows = plan_frontier(
+        resolve_model(args.model),
+        args.device.split(","),
+        batches=[int(b) for b in args.batches.split(",")],
+        ctx=args.ctx,
+        plans=plans,
+    )
+    ok = [r for r in rows if "error" not in r]
+    for r in ok:
+        r["front"] = "*" if r.get("pareto") else ""
+    text = format_table(
+        ok,
+        (
+            ("device", "device", "s"),
+            ("plan", "plan", "s"),
+            ("batch", "batch", "s"),
+            ("devices", "devices", "s"),
+            ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+            ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+            ("energy_per_token_j", "J/token", ".3f"),
+            ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
+            ("front", "frontier", "s"),
+        ),
+    )
+    for r in rows:
+        if "error" in r:
+            text += f"\n  skipped {r['device']} {r['plan']} batch {r['batch']}: {r['error']}"
+    return _emit(args, rows, text)
+
+
+def add_hw_compare_parsers(hsub: Any) -> None:
+    c = hsub.add_parser("compare", help="devices side by side at one precision (dense roofs)")
+    c.add_argument("devices", nargs="+")
+    c.add_argument("--precision", default="bf16")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_compare)
+    cl = hsub.add_parser("claim", help="decompose a speed-up claim: format x architecture x system size")
+    cl.add_argument("--old", required=True, help="DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
+    cl.add_argument("--new", required=True, help="DEVICE:PRECISION[:COUNT], e.g. b300:fp4:72")
+    cl.add_argument("--json", action="store_true")
+    cl.set_defaults(func=cmd_claim)
+
+
+def add_hetero_parsers(sub: Any) -> None:
+    s = sub.add_parser("serve", help="disaggregated, speculative, split and parallel serving plans")
+    ssub = s.add_subparsers(dest="serve_command", required=True)
+    d = ssub.add_parser("disagg", help="prefill on one device, decode on another, KV over a link")
+    d.add_argument("model")
+    d.add_argument("--prefill-device", default="b200")
+    d.add_argument("--decode-device", default="h200")
+    d.add_argument("--prompt", type=int, default=8192)
+    d.add_argument("--output", type=int, default=512)
+    d.add_argument("--decode-batch", type=int, default=32)
+    d.add_argument("--link-bandwidth", type=float, default=50e9, help="bytes/s (default: 400 Gb/s network)")
+    d.add_argument("--link-latency", type=float, default=5e-6, help="seconds per message")
+    d.add_argument("--rate", type=float, default=None, help="requests per second, for pool sizing")
+    d.add_argument("--overlap", choices=("after", "layerwise"), default="after")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_disagg)
+    sp = ssub.add_parser("specdec", help="speculative decoding speed-up and best k")
+    sp.add_argument("target")
+    sp.add_argument("draft")
+    sp.add_argument("--device", default="h100-sxm")
+    sp.add_argument("--draft-device", default=None)
+    sp.add_argument("--alpha", type=float, default=0.8)
+    sp.add_argument("--batch", type=int, default=1)
+    sp.add_argument("--ctx", type=int, default=4096)
+    sp.add_argument("--k-max", type=int, default=12)
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_specdec)
+    sl = ssub.add_parser("split", help="attention on one device type, FFN on another")
+    sl.add_argument("model")
+    sl.add_argument("--attention-device", default="h200")
+    sl.add_argument("--ffn-device", default="b200")
+    sl.add_argument("--batch", type=int, default=32)
+    sl.add_argument("--ctx", type=int, default=8192)
+    sl.add_argument("--link-bandwidth", type=float, default=450e9)
+    sl.add_argument("--hop-latency", type=float, default=2e-6)
+    sl.add_argument("--json", action="store_true")
+    sl.set_defaults(func=cmd_split)
+    sr = ssub.add_parser("sram", help="a model held in on-chip SRAM devices: count and hop-latency floor")
+    sr.add_argument("model")
+    sr.add_argument("--device", default="groq-lpu")
+    sr.add_argument("--hop-latency", type=float, default=1e-6)
+    sr.add_argument("--json", action="store_true")
+    sr.set_defaults(func=cmd_sram)
+    pl = ssub.add_parser("plans", help="tp x pp x ep x micro-batch plans and their frontier")
+    pl.add_argument("model")
+    pl.add_argument("--device", default="h100-sxm", help="comma list")
+    pl.add_argument("--batches", default="16,64")
+    pl.add_argument("--ctx", type=int, default=4096)
+    pl.add_argument("--plans", default="8x1x1x1,4x2x1x1,4x2x1x4,2x4x1x8")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=cmd_plans)
