@@ -19,6 +19,7 @@ import sympy
 from . import __version__
 from .cli_fusion import add_fusion_parser
 from .cli_hetero import add_hetero_parsers, add_hw_compare_parsers
+from .cli_measure import add_measure_parsers
 from .cli_model import add_model_parser
 from .cli_serve import add_serve_parsers
 from .cost import as_float
@@ -385,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parsers(sub)
     add_fusion_parser(sub)
     add_hetero_parsers(sub)
+    add_measure_parsers(sub)
 
     ru = sub.add_parser("rules", help="list operator cost rules")
     add_json(ru)

@@ -241,3 +241,20 @@ def test_hetero_commands(capsys):
     assert code == 0 and "frontier" in out
     code, _, err = run(capsys, "hw", "claim", "--old", "h100", "--new", "b300:fp4")
     assert code == 2 and "DEVICE:PRECISION" in err
+
+
+def test_probe_and_plot_commands(capsys, tmp_path):
+    out_file = tmp_path / "p.json"
+    code, out, err = run(
+        capsys, "probe", "--small", "--no-torch", "--repeats", "3", "--out", str(out_file), "--json"
+    )
+    data = json.loads(out)
+    assert code == 0 and out_file.exists() and data["calibration"]["residuals"]
+    assert ".. bandwidth" in err  # progress is shown
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    png = tmp_path / "h.png"
+    code, out, _ = run(capsys, "plot", "headroom", "--out", str(png))
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,99 @@
+"""Calibration: interpretable efficiencies fitted from microbenchmarks.
+
+Two terms, each with a meaning a performance engineer can check:
+
+* ``memory_efficiency``: the achieved fraction of the probed bandwidth by
+  memory-bound kernels (geometric mean of ``bound / measured``);
+* GEMM efficiency as a function of intensity,
+  ``e(I) = e_max * I / (I + I_half)``: small, low-intensity GEMMs reach less of
+  the peak than large ones. ``e_max`` and ``I_half`` are fitted by least
+  squares on ``log(achieved fraction)``.
+
+Every op's residual after calibration (``calibrated prediction / measured - 1``)
+is reported; the calibrated spec scales the DRAM roof by
+``memory_efficiency`` and the matmul roofs by ``e_max``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from .errors import CostModelError
+from .hardware import Hardware
+
+__all__ = ["Calibration", "calibrate"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    memory_efficiency: float
+    gemm_e_max: float
+    gemm_i_half: float
+    residuals: list[dict[str, Any]]
+
+    def gemm_efficiency(self, intensity: float) -> float:
+        return self.gemm_e_max * intensity / (intensity + self.gemm_i_half)
+
+    def apply(self, hw: Hardware) -> Hardware:
+        """A copy of ``hw`` with the DRAM roof and the tensor roofs scaled by the fitted efficiencies."""
+        roofs = tuple(
+            dataclasses.replace(
+                r,
+                peak_flops_per_s=r.peak_flops_per_s * self.gemm_e_max,
+                source=r.source + f"; calibrated x{self.gemm_e_max:.3f}",
+            )
+            if r.unit == "tensor"
+            else r
+            for r in hw.roofs
+        )
+        memory = tuple(
+            dataclasses.replace(
+                m,
+                bandwidth_bytes_per_s=m.bandwidth_bytes_per_s * self.memory_efficiency,
+                source=m.source + f"; calibrated x{self.memory_efficiency:.3f}",
+            )
+            if m.name == "dram" and m.bandwidth_bytes_per_s is not None
+            else m
+            for m in hw.memory
+        )
+        return hw.replace(name=hw.name + "-calibrated", roofs=roofs, memory=memory)
+
+
+def calibrate(rows: list[dict[str, Any]]) -> Calibration:
+    """Fit the two terms on microbenchmark rows (:func:`costmodel.microbench.run_benchmarks`)."""
+    mem = [r for r in rows if r["kind"] == "dram"]
+    gemm = [r for r in rows if r["family"] == "gemm" and r["kind"] != "dram"]
+    if not mem or not gemm:
+        raise CostModelError("calibration needs at least one memory-bound row and one compute-bound GEMM row")
+    eta = math.exp(float(np.mean([math.log(r["achieved_fraction"]) for r in mem])))
+    inten = np.array([r["intensity"] for r in gemm])
+    frac = np.array([r["achieved_fraction"] for r in gemm])
+    best = (float("inf"), 1.0, 0.0)
+    for i_half in np.concatenate(([0.0], np.logspace(-1, 4, 400))):
+        shape = inten / (inten + i_half)
+        log_e = float(np.mean(np.log(frac) - np.log(shape)))
+        err = float(np.sum((np.log(frac) - log_e - np.log(shape)) ** 2))
+        if err < best[0]:
+            best = (err, math.exp(log_e), float(i_half))
+    _, e_max, i_half = best
+    cal = Calibration(eta, e_max, i_half, [])
+    for r in rows:
+        if r["kind"] == "dram":
+            pred = r["predicted_s"] / eta
+        elif r["family"] == "gemm":
+            pred = r["predicted_s"] / cal.gemm_efficiency(r["intensity"])
+        else:  # attention and others: the slower of the two calibrated terms
+            pred = r["predicted_s"] / min(eta, e_max)
+        cal.residuals.append(
+            {
+                "name": r["name"],
+                "calibrated_s": pred,
+                "measured_s": r["measured_s"],
+                "residual": pred / r["measured_s"] - 1,
+            }
+        )
+    return cal

@@ -1,0 +1,176 @@
+"""``costmodel probe`` and ``costmodel plot``: measure this machine, draw what matters."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .report import format_table
+
+__all__ = ["add_measure_parsers"]
+
+
+def _progress(quiet: bool) -> Any:
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate
+    from .microbench import run_benchmarks
+    from .probe import probe
+
+    say = _progress(args.quiet)
+    res = probe(small=args.small, repeats=args.repeats, use_torch=not args.no_torch, progress=say)
+    res.write(args.out, name=args.name)
+    hw = res.hardware(args.name)
+    rows = run_benchmarks(hw, small=args.small, repeats=args.repeats, progress=say)
+    cal = calibrate(rows)
+    if args.calibrated_out:
+        spec = res.spec_dict(args.name)
+        dev = spec["devices"][args.name]
+        for r in dev["roofs"]:
+            if r["unit"] == "tensor":
+                r["peak_flops_per_s"] *= cal.gemm_e_max
+        dev["memory"][0]["bandwidth_bytes_per_s"] *= cal.memory_efficiency
+        with open(args.calibrated_out, "w") as f:
+            json.dump(spec, f, indent=2)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "spec_file": args.out,
+                    "environment": res.env,
+                    "measurements": [m.__dict__ for m in res.measurements],
+                    "microbenchmarks": rows,
+                    "calibration": {
+                        "memory_efficiency": cal.memory_efficiency,
+                        "gemm_e_max": cal.gemm_e_max,
+                        "gemm_i_half": cal.gemm_i_half,
+                        "residuals": cal.residuals,
+                    },
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return 0
+    print(f"probe of {res.env.get('cpu')} written to {args.out} (use --hw-file {args.out})")
+    mrows = [
+        {
+            "name": m.name,
+            "ms": m.best_s * 1e3,
+            "spread": 100 * m.spread,
+            "gbs": m.bandwidth / 1e9 if (m.bytes and not m.flops) or m.name.startswith("bw") else 0.0,
+            "gfs": m.flops_per_s / 1e9,
+        }
+        for m in res.measurements
+    ]
+    print(
+        format_table(
+            mrows,
+            (
+                ("name", "measurement", "s"),
+                ("ms", "best ms", ".3f"),
+                ("spread", "spread %", ".1f"),
+                ("gbs", "GB/s", ".1f"),
+                ("gfs", "GFLOP/s", ".1f"),
+            ),
+        )
+    )
+    print("\nmicrobenchmarks against their bound on the probed spec:")
+    for r in rows:
+        r["pct"] = 100 * r["achieved_fraction"]
+        r["flag"] = ",".join(r["flags"])
+    print(
+        format_table(
+            rows,
+            (
+                ("name", "op", "s"),
+                ("intensity", "I", ".2f"),
+                ("kind", "bound", "s"),
+                ("predicted_s", "bound s", ".3e"),
+                ("measured_s", "measured s", ".3e"),
+                ("pct", "achieved %", ".0f"),
+                ("flag", "flags", "s"),
+            ),
+        )
+    )
+    print(
+        f"\ncalibration: memory efficiency {cal.memory_efficiency:.2f}, GEMM e(I) = {cal.gemm_e_max:.2f} "
+        f"I/(I + {cal.gemm_i_half:.1f})"
+    )
+    for r in cal.residuals:
+        print(f"  {r['name']:34s} residual {100 * r['residual']:+.0f}%")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from . import plots
+    from .hardware import get_device
+
+    if args.kind == "headroom":
+        plots.headroom_plot(args.out)
+    elif args.kind in ("roofline", "ledger", "frontier"):
+        from graphs import build_model, capacity, sweep
+        from models import get_model
+
+        cfg = get_model(args.model)
+        hw = get_device(args.device)
+        if args.kind == "roofline":
+            from .graph import classify_graph
+
+            rows = classify_graph(
+                build_model(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx), hw
+            )
+            plots.roofline_plot(rows, hw, args.out, precision=args.precision)
+        elif args.kind == "ledger":
+            terms = {b: capacity(cfg, hw, batch=b, ctx=args.ctx).terms for b in (1, 2, 4, 8, 16, 32, 64, 128)}
+            plots.ledger_plot(terms, float(hw.capacity()), args.out)
+        else:
+            res = sweep(
+                cfg,
+                devices=[hw.name],
+                batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+                ctxs=[1024, 4096, 16384],
+            )
+            plots.frontier_plot(res.rows(), args.out)
+    else:  # batch sweep measured on this machine
+        from .microbench import batch_sweep
+        from .probe import probe
+
+        hw = probe(small=True, use_torch=False).hardware()
+        plots.batch_sweep_plot(batch_sweep(hw, d=2048), args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def add_measure_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "probe", help="measure this machine: bandwidth, matmul peaks, microbenchmarks, calibration"
+    )
+    p.add_argument("--small", action="store_true", help="small sizes: seconds instead of a minute")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--out", default="probe.json", help="hardware spec file to write")
+    p.add_argument("--calibrated-out", default=None, help="also write a calibrated spec here")
+    p.add_argument("--name", default="probe")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_probe)
+    pl = sub.add_parser("plot", help="roofline, ledger, frontier, headroom or batch-sweep plots (PNG/SVG)")
+    pl.add_argument("kind", choices=("roofline", "ledger", "frontier", "headroom", "batch-sweep"))
+    pl.add_argument("--model", default="llama-3.1-8b")
+    pl.add_argument("--device", default="h100-sxm")
+    pl.add_argument("--phase", choices=("prefill", "decode"), default="decode")
+    pl.add_argument("--batch", type=int, default=8)
+    pl.add_argument("--seq", type=int, default=2048)
+    pl.add_argument("--ctx", type=int, default=4096)
+    pl.add_argument("--precision", default="bf16")
+    pl.add_argument("--out", default="plot.png")
+    pl.set_defaults(func=cmd_plot)

@@ -1,0 +1,167 @@
+"""Plots (optional extra ``plot``: matplotlib), saved as PNG or SVG, headless.
+
+* :func:`roofline_plot`: each node's intensity and achieved (modelled, and
+  measured where known) FLOP/s under the device's roofs, with the ridge line;
+* :func:`ledger_plot`: the memory ledger's stacked terms against batch, with
+  the capacity line;
+* :func:`batch_sweep_plot`: latency and throughput of a batch sweep;
+* :func:`frontier_plot`: per-user speed vs per-device throughput, the Pareto
+  frontier highlighted;
+* :func:`headroom_plot`: speed-up of 2x compute and of 2x bandwidth against
+  ``I / I*`` (1 on the wrong side of the ridge, 2 far on the right side).
+
+Each returns the ``Figure`` (for tests) after saving it to ``path``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cost import as_float
+from .errors import CostModelError
+from .hardware import Hardware, get_device
+
+__all__ = ["roofline_plot", "ledger_plot", "batch_sweep_plot", "frontier_plot", "headroom_plot"]
+
+
+def _plt() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise CostModelError("plots need the optional extra: pip install matplotlib") from exc
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> Any:
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=110)
+    return fig
+
+
+def roofline_plot(
+    rows: list[dict[str, Any]],
+    hw: Hardware | str,
+    path: str | Path,
+    *,
+    precision: str = "bf16",
+    title: str = "",
+) -> Any:
+    """Roofline of classified nodes (``classify_graph`` or microbenchmark rows)."""
+    plt = _plt()
+    dev = get_device(hw)
+    peak = as_float(dev.require_peak("tensor", precision))
+    bw = as_float(dev.bandwidth())
+    ridge = peak / bw
+    pts = [r for r in rows if r.get("intensity") and r.get("flops")]
+    if not pts:
+        raise CostModelError("nothing to plot: no row has FLOPs and an intensity")
+    xs = np.array([r["intensity"] for r in pts])
+    x = np.logspace(np.log10(min(xs.min(), ridge) / 4), np.log10(max(xs.max(), ridge) * 4), 200)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.loglog(x, np.minimum(peak, bw * x), "k-", lw=1.5, label=f"roof: {precision} peak / DRAM")
+    ax.axvline(ridge, color="gray", ls="--", lw=1, label=f"ridge I* = {ridge:.0f} FLOP/B")
+    model = [r["flops"] / (r.get("time_s") or r.get("predicted_s")) for r in pts]
+    ax.scatter(xs, model, marker="o", label="modelled (bound)")
+    meas = [(r["intensity"], r["flops"] / r["measured_s"]) for r in pts if r.get("measured_s")]
+    if meas:
+        ax.scatter(*zip(*meas, strict=True), marker="x", color="red", label="measured")
+    for r, y in zip(pts, model, strict=True):
+        ax.annotate(str(r.get("node", r.get("name", "")))[-18:], (r["intensity"], y), fontsize=6, alpha=0.7)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(title or f"roofline on {dev.name}")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def ledger_plot(terms_by_batch: dict[int, dict[str, float]], capacity_bytes: float, path: str | Path) -> Any:
+    """Stacked ledger terms (GiB) per batch with the capacity line."""
+    plt = _plt()
+    batches = sorted(terms_by_batch)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bottom = np.zeros(len(batches))
+    for key in ("weights", "kv_cache", "activations", "overhead"):
+        vals = np.array([terms_by_batch[b][key] for b in batches]) / 2**30
+        ax.bar([str(b) for b in batches], vals, bottom=bottom, label=key)
+        bottom += vals
+    ax.axhline(capacity_bytes / 2**30, color="k", ls="--", label="capacity")
+    ax.set_xlabel("batch")
+    ax.set_ylabel("memory (GiB)")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def batch_sweep_plot(rows: list[dict[str, Any]], path: str | Path) -> Any:
+    """Measured latency and throughput against batch (the article's figure 3)."""
+    plt = _plt()
+    b = np.array([r["shape"]["B"] for r in rows])
+    lat = np.array([r["measured_s"] for r in rows]) * 1e3
+    pred = np.array([r["predicted_s"] for r in rows]) * 1e3
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 4))
+    a1.loglog(b, lat, "o-", label="measured")
+    a1.loglog(b, pred, "k--", label="bound")
+    a1.set_xlabel("batch")
+    a1.set_ylabel("latency (ms)")
+    a1.legend(fontsize=7)
+    a2.loglog(b, b / lat * 1e3, "o-")
+    a2.set_xlabel("batch")
+    a2.set_ylabel("throughput (rows/s)")
+    return _save(fig, path)
+
+
+def frontier_plot(points: list[dict[str, Any]], path: str | Path) -> Any:
+    """Per-user tokens/s vs per-device tokens/s; Pareto points highlighted."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fit = [p for p in points if p.get("fits", True)]
+    ax.scatter(
+        [p["tokens_per_s_per_device"] for p in fit],
+        [p["tokens_per_s_per_user"] for p in fit],
+        s=10,
+        alpha=0.4,
+        label="configurations",
+    )
+    front = sorted((p for p in fit if p.get("pareto")), key=lambda p: p["tokens_per_s_per_device"])
+    ax.plot(
+        [p["tokens_per_s_per_device"] for p in front],
+        [p["tokens_per_s_per_user"] for p in front],
+        "r.-",
+        label="Pareto frontier",
+    )
+    ax.set_xscale("log")
+    ax.set_xlabel("tokens/s per device")
+    ax.set_ylabel("tokens/s per user")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def headroom_plot(path: str | Path) -> Any:
+    """Speed-up of doubling compute or bandwidth against I/I*, computed by :func:`headroom`."""
+    import sympy
+
+    from .cost import Cost
+    from .frontier import compile_expr
+    from .hardware.spec import Hardware, MemoryLevel, Roof
+    from .roofline import headroom
+
+    plt = _plt()
+    x = sympy.Symbol("x", positive=True)  # I / I* on a device with P = beta = 1
+    unit = Hardware("unit", roofs=(Roof("tensor", "bf16", 1),), memory=(MemoryLevel("dram", 1),))
+    cost = Cost.compute("tensor", "bf16", x) + Cost.traffic(read=1)
+    r = np.logspace(-2, 2, 400)
+    s_compute = compile_expr(headroom(cost, unit, "compute"), (x,))(r)
+    s_bw = compile_expr(headroom(cost, unit, "memory"), (x,))(r)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.semilogx(r, s_compute, label="2x compute")
+    ax.semilogx(r, s_bw, label="2x bandwidth")
+    ax.axvline(1, color="gray", ls="--", lw=1)
+    ax.set_xlabel("I / I*")
+    ax.set_ylabel("speed-up")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -1,0 +1,133 @@
+"""Probe, microbenchmarks, calibration, profiles and plots on this machine."""
+
+import json
+import time
+
+import pytest
+
+from costmodel import get_device, load_hardware_file
+from costmodel.calibrate import calibrate
+from costmodel.graph import classify_graph
+from costmodel.microbench import flag_batch_anomalies, run_benchmarks
+from costmodel.probe import probe
+from graphs import build_model
+from models import get_model
+
+
+@pytest.fixture(scope="module")
+def probed():
+    t0 = time.perf_counter()
+    res = probe(small=True, repeats=5, use_torch=False)
+    return res, time.perf_counter() - t0
+
+
+def test_probe_is_quick_and_writes_a_valid_spec(probed, tmp_path):
+    res, seconds = probed
+    assert seconds < 60
+    path = tmp_path / "probe.json"
+    res.write(path, name="probe-test")
+    (hw,) = load_hardware_file(path)
+    assert (
+        hw.name == "probe-test"
+        and float(hw.bandwidth()) > 1e9
+        and float(hw.require_peak("tensor", "fp32")) > 1e9
+    )
+    notes = json.loads(hw.notes)
+    assert notes["environment"]["numpy"] and {m["name"] for m in notes["measurements"]} >= {
+        "bw:copy",
+        "bw:add",
+        "bw:gemv",
+    }
+    assert get_device("probe-test") is hw
+
+
+def test_add_and_large_gemm_meet_their_bounds(probed):
+    # Tolerance [0.7, 1.3] (the issue's): the add uses the probe's own access pattern, the GEMM the
+    # probe's own kernel, so both land near 1.0 (observed 0.97-1.11 here); a shared 2-core machine
+    # adds noise, so the best of three runs is taken.
+    res, _ = probed
+    hw = res.hardware("probe")
+    fractions: dict[str, list[float]] = {}
+    for _ in range(3):
+        for r in run_benchmarks(hw, small=True, repeats=5):
+            fractions.setdefault(r["name"], []).append(r["achieved_fraction"])
+        ok = all(any(0.7 <= f <= 1.3 for f in fractions[k]) for k in ("add (1 pass)", "gemm 1024x1024x1024"))
+        if ok:
+            break
+    assert any(0.7 <= f <= 1.3 for f in fractions["add (1 pass)"]), fractions["add (1 pass)"]
+    assert any(0.7 <= f <= 1.3 for f in fractions["gemm 1024x1024x1024"]), fractions["gemm 1024x1024x1024"]
+
+
+def test_calibration_terms_and_residuals(probed):
+    res, _ = probed
+    hw = res.hardware("probe")
+    rows = run_benchmarks(hw, small=True, repeats=3)
+    cal = calibrate(rows)
+    assert 0.2 < cal.memory_efficiency < 2 and 0.2 < cal.gemm_e_max < 2
+    assert len(cal.residuals) == len(rows)
+    scaled = cal.apply(hw)
+    assert float(scaled.bandwidth()) == pytest.approx(float(hw.bandwidth()) * cal.memory_efficiency)
+
+
+def test_batch_anomaly_flags():
+    rows = [{"measured_s": t} for t in (1.0, 8.0, 4.0, 4.1)]  # the article's B=2 spike
+    flagged = flag_batch_anomalies(rows)
+    assert "slower_than_smaller_batch" in flagged[1]["flags"] and not flagged[0].get("flags")
+
+
+def test_profile_trace_attaches_to_nodes(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from costmodel.profile import attach_profile, load_trace_events
+    from graphs.torch_import import from_exported_program
+
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256))
+    x = torch.randn(64, 256)
+    ep = torch.export.export(m, (x,))
+    g = from_exported_program(ep)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        m(x)
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    rep = attach_profile(g, load_trace_events(trace), "h100", precision="bf16")
+    assert rep["matched"] >= 2
+    assert rep["model_flops"] == 2 * 64 * 256 * 512 * 2  # two linears
+    assert rep["mfu"] is not None and 0 < rep["mfu"] < 1
+    assert any("measured_s" in d for _, d in g.nodes(data=True))
+
+
+def _png_ok(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_plots_headless(tmp_path, probed):
+    pytest.importorskip("matplotlib", reason="plot extra not installed")
+    from costmodel import plots
+    from graphs import capacity, sweep
+
+    hw = get_device("h100")
+    rows = classify_graph(build_model(get_model("llama-3.1-8b"), "decode", batch=8, ctx=4096), hw)
+    fig = plots.roofline_plot(rows, hw, tmp_path / "r.png")
+    ax = fig.axes[0]
+    assert ax.get_xlabel().startswith("arithmetic intensity") and ax.get_ylabel() == "FLOP/s"
+    plotted = sum(len(c.get_offsets()) for c in ax.collections)
+    assert plotted == len([r for r in rows if r["intensity"] and r["flops"]])  # a point per node
+    _png_ok(tmp_path / "r.png")
+    terms = {b: capacity("llama-3.1-8b", hw, batch=b, ctx=4096).terms for b in (1, 8, 32)}
+    fig = plots.ledger_plot(terms, float(hw.capacity()), tmp_path / "l.png")
+    assert fig.axes[0].get_ylabel() == "memory (GiB)"
+    _png_ok(tmp_path / "l.png")
+    res = sweep("llama-3.1-8b", devices=["h100"], batches=[1, 8, 64], ctxs=[1024, 4096])
+    fig = plots.frontier_plot(res.rows(), tmp_path / "f.svg")
+    assert fig.axes[0].get_xlabel() == "tokens/s per device"
+    assert (tmp_path / "f.svg").read_text().lstrip().startswith("<?xml")
+    fig = plots.headroom_plot(tmp_path / "h.png")
+    lines = fig.axes[0].lines
+    assert max(lines[0].get_ydata()) == pytest.approx(2) and min(lines[0].get_ydata()) == pytest.approx(1)
+    _png_ok(tmp_path / "h.png")
+    from costmodel.microbench import batch_sweep
+
+    b = batch_sweep(probed[0].hardware("probe"), d=512, batches=(1, 4, 16), repeats=3)
+    fig = plots.batch_sweep_plot(b, tmp_path / "b.png")
+    assert fig.axes[0].get_ylabel() == "latency (ms)"
+    _png_ok(tmp_path / "b.png")
