@@ -27,6 +27,7 @@ from costmodel.graph import (
 )
 from costmodel.hardware import Hardware, get_device
 from costmodel.roofline import bound
+from costmodel.symbols import B as B_sym
 from models.catalog import get_model
 from models.config import ModelConfig
 
@@ -42,6 +43,7 @@ __all__ = [
     "summarize",
     "closed_forms",
     "analyze",
+    "decode_energy_vs_batch",
 ]
 
 
@@ -204,4 +206,31 @@ def analyze(
         "totals": totals,
         "closed_forms": {k: str(v) for k, v in forms.items()},
         "closed_forms_latex": {k: sympy.latex(v) for k, v in forms.items() if k.endswith("_bound")},
+    }
+
+
+def decode_energy_vs_batch(
+    config: ModelConfig | str, *, ctx: int = 1024, table: Any = None
+) -> dict[str, Any]:
+    """Decode energy per step in the batch ``B``: weight reads vs arithmetic, and where they cross.
+
+    Both come from the decode graph with symbolic ``B`` and the energy table
+    (default Horowitz 45 nm): the weight-read energy is the DRAM energy of the
+    bytes leaving weight nodes (flat in ``B``), the arithmetic energy grows
+    with ``B``; the crossover batch solves arithmetic = weight reads.
+    """
+    from costmodel.energy import HOROWITZ_45NM, graph_energy
+
+    cfg = get_model(config) if isinstance(config, str) else config
+    g = build_model(cfg, "decode", ctx=ctx)
+    e = graph_energy(g, table or HOROWITZ_45NM)
+    arith, weights = sympy.expand(e["arithmetic"]), sympy.expand(e["weight_reads"])
+    x = sympy.Symbol("x", positive=True)
+    sol = sympy.solve(sympy.Eq(arith.subs(B_sym, x), weights.subs(B_sym, x)), x)
+    return {
+        "arithmetic_j": arith,
+        "weight_reads_j": weights,
+        "total_j": sympy.expand(e["total"]),
+        "crossover_batch": float(sol[0]) if sol else None,
+        "ratio_at_batch_1": float((weights / arith).subs(B_sym, 1)),
     }
