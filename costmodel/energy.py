@@ -143,7 +143,7 @@ def energy_ridge(
 
 
 def reuse_factor(
-    fraction: Any = sympy.Rational(1, 2),
+    fraction: Any = "1/2",
     precision: str = "bf16",
     level: str = "dram",
     table: EnergyTable = HOROWITZ_45NM,
