@@ -238,33 +238,44 @@ def cmd_tile(args: argparse.Namespace) -> int:
 
 
 def cmd_hw_list(args: argparse.Namespace) -> int:
+    def num(e: Any) -> float | None:
+        return as_float(e) if e is not None and not sympy.sympify(e).free_symbols else None
+
     rows = []
     for name in device_names():
         hw = get_device(name)
+        dram = next((m for m in hw.memory if m.name == "dram"), None)
         rows.append(
             {
                 "device": name,
                 "description": hw.description,
-                "bf16": as_float(hw.peak("tensor", "bf16") or 0),
-                "dram_bw": as_float(hw.bandwidth()),
-                "capacity": as_float(hw.capacity()),
-                "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+                "bf16": num(hw.peak("tensor", "bf16")),
+                "dram_bw": num(dram.bandwidth_bytes_per_s) if dram else None,
+                "capacity": num(dram.capacity_bytes) if dram else None,
+                "power_w": num(hw.power_w),
             }
         )
     if args.json:
         print(_dump(rows))
         return 0
-    for r in rows:
-        r["power"] = f"{r['power_w']:.0f} W" if r["power_w"] else "n/a"
+    shown = []
+    for r in rows:  # devices without a number (a probe has no capacity) print "-"
+        shown.append(
+            {
+                k: ("-" if v is None else (fmt_si(float(v)) if k in ("bf16", "dram_bw", "capacity") else v))
+                for k, v in r.items()
+            }
+        )
+        shown[-1]["power"] = f"{r['power_w']:.0f} W" if r["power_w"] else "n/a"
     cols = (
         ("device", "device", "s"),
-        ("bf16", "bf16 dense (FLOP/s)", "si"),
-        ("dram_bw", "DRAM (B/s)", "si"),
-        ("capacity", "capacity (B)", "si"),
+        ("bf16", "bf16 dense (FLOP/s)", "s"),
+        ("dram_bw", "DRAM (B/s)", "s"),
+        ("capacity", "capacity (B)", "s"),
         ("power", "power", "s"),
         ("description", "description", "s"),
     )
-    print(format_table(rows, cols))
+    print(format_table(shown, cols))
     return 0
 
 
