@@ -39,7 +39,7 @@ from costmodel.rules import op_cost
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .torch_import import ELEMENTWISE_OPS
+from .torch_import import ELEMENTWISE_OPS, elementwise_params
 
 __all__ = ["from_onnx"]
 
@@ -439,19 +439,7 @@ def _add(
 
 
 def _ew(put: Any, ins: list[tuple[str, Tensor]], out: Tensor, ops: tuple[int, int]) -> None:
-    put(
-        "elementwise",
-        {
-            "n": out.numel,
-            "inputs": len(ins),
-            "vector_ops": ops[0],
-            "sfu_ops": ops[1],
-            "dtype": ins[0][1].dtype.name if ins else out.dtype.name,
-            "out_dtype": out.dtype.name,
-            "read_bytes": sympy.Add(*(t.bytes for _, t in ins)),
-        },
-        ins,
-    )
+    put("elementwise", elementwise_params(ins, out, ops), ins)
 
 
 def _pow_exponent(node: Any, consts: Mapping[str, float]) -> float | None:

@@ -43,6 +43,7 @@ from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
 __all__ = [
+    "elementwise_params",
     "from_exported_program",
     "from_graph_module",
     "ELEMENTWISE_OPS",
@@ -446,7 +447,6 @@ def _call(imp: _Importer, n: Any, torch: Any, gm: Any = None) -> None:
         ins = extra + ins if name == "embedding" else ins + extra
     out = outs_t[0]
     n_out = _numel(out)
-    in_bytes = sympy.Add(*(t.bytes for _, t in ins))
 
     def view() -> None:
         imp.add_op(n, "view", {"elements": n_out}, outs_t, ins, {i: 0 for i in range(len(ins))})
@@ -511,9 +511,9 @@ def _call(imp: _Importer, n: Any, torch: Any, gm: Any = None) -> None:
         exp = n.args[1] if len(n.args) > 1 else None
         pow_ops: dict[float, tuple[int, int]] = {2.0: (1, 0), 0.5: (0, 1), -1.0: (1, 0), 1.0: (0, 0)}
         ops = pow_ops.get(float(exp), (0, 2)) if isinstance(exp, (int, float)) else (0, 2)
-        _elementwise(imp, n, ins, outs_t, ops, in_bytes)
+        _elementwise(imp, n, ins, outs_t, ops)
     elif name in ELEMENTWISE_OPS:
-        _elementwise(imp, n, ins, outs_t, ELEMENTWISE_OPS[name], in_bytes)
+        _elementwise(imp, n, ins, outs_t, ELEMENTWISE_OPS[name])
     elif name in _FACTORIES:
         imp.add_op(
             n,
@@ -571,30 +571,28 @@ def _call(imp: _Importer, n: Any, torch: Any, gm: Any = None) -> None:
         imp.add_op(n, "view", {"elements": n_out}, outs_t, ins, {i: 0 for i in range(len(ins))}, unknown=True)
 
 
+def elementwise_params(ins: list[tuple[str, Tensor]], out: Tensor, ops: tuple[int, int]) -> dict[str, Any]:
+    """``elementwise`` rule parameters for an op reading ``ins`` and writing ``out`` (broadcasting included:
+    each input is read at its own size and dtype)."""
+    return {
+        "n": out.numel,
+        "inputs": len(ins),
+        "vector_ops": ops[0],
+        "sfu_ops": ops[1],
+        "dtype": ins[0][1].dtype.name if ins else out.dtype.name,
+        "out_dtype": out.dtype.name,
+        "read_bytes": sympy.Add(*(t.bytes for _, t in ins)),
+    }
+
+
 def _elementwise(
     imp: _Importer,
     n: Any,
     ins: list[tuple[str, Tensor]],
     outs: list[Tensor],
     ops: tuple[int, int],
-    in_bytes: sympy.Expr,
 ) -> None:
-    out = outs[0]
-    imp.add_op(
-        n,
-        "elementwise",
-        {
-            "n": out.numel,
-            "inputs": len(ins),
-            "vector_ops": ops[0],
-            "sfu_ops": ops[1],
-            "dtype": ins[0][1].dtype.name if ins else out.dtype.name,
-            "out_dtype": out.dtype.name,
-            "read_bytes": in_bytes,
-        },
-        outs,
-        ins,
-    )
+    imp.add_op(n, "elementwise", elementwise_params(ins, outs[0], ops), outs, ins)
 
 
 def _matmul(imp: _Importer, n: Any, name: str, ins: list[tuple[str, Tensor]], outs: list[Tensor]) -> None:
