@@ -258,3 +258,15 @@ def test_probe_and_plot_commands(capsys, tmp_path):
     png = tmp_path / "h.png"
     code, out, _ = run(capsys, "plot", "headroom", "--out", str(png))
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_commands(capsys, tmp_path):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    for kind, extra in (("roofline", ["--model", "tiny", "--device", "h100", "--precision", "bf16"]),
+                        ("ledger", ["--model", "tiny"]), ("frontier", ["--model", "tiny"])):
+        out = tmp_path / f"{kind}.svg"
+        code, _, _ = run(capsys, "plot", kind, *extra, "--out", str(out))
+        assert code == 0 and out.read_text().lstrip().startswith("<?xml")
