@@ -265,8 +265,11 @@ def test_plot_commands(capsys, tmp_path):
         import matplotlib  # noqa: F401
     except ImportError:
         return
-    for kind, extra in (("roofline", ["--model", "tiny", "--device", "h100", "--precision", "bf16"]),
-                        ("ledger", ["--model", "tiny"]), ("frontier", ["--model", "tiny"])):
+    for kind, extra in (
+        ("roofline", ["--model", "tiny", "--device", "h100", "--precision", "bf16"]),
+        ("ledger", ["--model", "tiny"]),
+        ("frontier", ["--model", "tiny"]),
+    ):
         out = tmp_path / f"{kind}.svg"
         code, _, _ = run(capsys, "plot", kind, *extra, "--out", str(out))
         assert code == 0 and out.read_text().lstrip().startswith("<?xml")
