@@ -39,7 +39,7 @@ from costmodel.rules import op_cost
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .torch_import import ELEMENTWISE_OPS, elementwise_params
+from .aten_ops import ELEMENTWISE_OPS, elementwise_params
 
 __all__ = ["from_onnx"]
 
