@@ -302,8 +302,8 @@ def split_matmul_network(
     K/(2*(p - 1))
     """
     m, n = sympy.symbols("M N", positive=True, integer=True)
-    k = sympy.Symbol("K", positive=True, integer=True) if K is None else sympy.sympify(K)
-    pp = sympy.Symbol("p", positive=True, integer=True) if p is None else sympy.sympify(p)
+    k = sympy.Symbol("K", positive=True, integer=True) if K is None else check_dim(K, "K")
+    pp = sympy.Symbol("p", positive=True, integer=True) if p is None else check_dim(p, "p")
     hw = hw or Hardware.symbolic()
     mm = op_cost("gemm", M=m, N=n, K=k / pp, dtype=dtype)  # this device's slice of the contraction
     ar = op_cost("all_reduce", elements=m * n, p=pp, dtype=dtype, link=link)

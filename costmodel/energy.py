@@ -31,7 +31,7 @@ import sympy
 
 from .cost import Cost
 from .errors import CostModelError
-from .expr import parse_expr
+from .expr import to_expr
 from .graph import COST, REPEAT, op_nodes
 
 __all__ = ["EnergyTable", "HOROWITZ_45NM", "energy", "graph_energy", "energy_ridge", "reuse_factor"]
@@ -75,8 +75,8 @@ class EnergyTable:
             self.pj_per_flop,
             self.pj_per_byte,
             self.sfu_ops_factor,
-            self.scale * sympy.sympify(scale),
-            self.dram_scale * sympy.sympify(dram_scale),
+            self.scale * to_expr(scale, field="scale"),
+            self.dram_scale * to_expr(dram_scale, field="dram_scale"),
             self.source + f" (scaled x{scale}, DRAM x{dram_scale})",
             self.aliases,
         )
@@ -162,7 +162,7 @@ def reuse_factor(
     >>> reuse_factor(sympy.Rational(9, 10))
     1950
     """
-    f = parse_expr(fraction, field="fraction") if isinstance(fraction, str) else sympy.sympify(fraction)
+    f = to_expr(fraction, field="fraction")
     if not (f.is_number and 0 < f < 1):
         raise CostModelError(f"fraction must be in (0, 1), got {f}")
     return f / (1 - f) * energy_ridge(precision, level, table)

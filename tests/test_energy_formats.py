@@ -78,3 +78,21 @@ def test_format_moves_the_ridge_and_the_critical_batch():
     bf = gemm_crossover(N=14336, K=4096, hw=b200).integer
     fp4 = gemm_crossover(N=14336, K=4096, hw=b200, dtype="nvfp4").integer
     assert fp4 > bf  # 4x the roof but only 3.56x fewer bytes (NVFP4 is 4.5 bits)
+
+
+def test_public_entry_points_parse_strings_safely():
+    """User values given to ``scaled``, ``split_matmul_network`` and
+    ``experts_touched`` are validated, never handed to ``sympify``: safe
+    arithmetic strings work, code is refused with the field's name."""
+    from costmodel.derive import split_matmul_network
+    from costmodel.rules.moe import experts_touched
+
+    assert HOROWITZ_45NM.scaled("1/2").scale == sympy.Rational(1, 2) * HOROWITZ_45NM.scale
+    with pytest.raises(CostModelError, match="scale"):
+        HOROWITZ_45NM.scaled("__import__('os')")
+    with pytest.raises(CostModelError, match="K"):
+        split_matmul_network(K="__import__('os').getcwd()")
+    # uniform routing, T=1 token: exactly top_k experts are touched
+    assert experts_touched(1, 8, 2) == 2
+    with pytest.raises(CostModelError, match="tokens"):
+        experts_touched("__import__('os')", 8, 2)

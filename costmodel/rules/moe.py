@@ -35,7 +35,7 @@ def experts_touched(tokens: sympy.Expr, experts: sympy.Expr, top_k: sympy.Expr) 
     >>> experts_touched(1, 8, 2)
     2
     """
-    t, e, k = (sympy.sympify(x) for x in (tokens, experts, top_k))
+    t, e, k = (check_dim(x, name) for x, name in ((tokens, "tokens"), (experts, "experts"), (top_k, "top_k")))
     return e * (1 - (1 - k / e) ** t)
 
 
