@@ -28,6 +28,7 @@ from costmodel.graph import COST, OP
 from costmodel.hardware import Hardware, get_device
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
+from costmodel.symbols import check_dim
 from models.catalog import get_model
 from models.config import ModelConfig
 
@@ -43,7 +44,7 @@ def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
     >>> bubble_fraction(4, 12)
     1/5
     """
-    p, m = sympy.sympify(stages), sympy.sympify(microbatches)
+    p, m = check_dim(stages, "stages"), check_dim(microbatches, "microbatches")
     return (p - 1) / (m + p - 1)
 
 

@@ -23,7 +23,9 @@ import sympy
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
+from costmodel.expr import to_expr
 from costmodel.hardware import Hardware, get_device
+from costmodel.symbols import check_dim
 from models.catalog import get_model
 from models.config import ModelConfig
 
@@ -42,7 +44,9 @@ def expected_tokens(alpha: Any = alpha_s, k: Any = k_s) -> sympy.Expr:
     >>> expected_tokens(sympy.Rational(1, 2), 3)
     15/8
     """
-    a, kk = sympy.sympify(alpha), sympy.sympify(k)
+    a, kk = to_expr(alpha, field="alpha"), check_dim(k, "k")
+    if a.is_number and not (0 <= a <= 1):
+        raise CostModelError(f"alpha (acceptance rate) must be in [0, 1], got {a}")
     if a == 1:
         return kk + 1
     return (1 - a ** (kk + 1)) / (1 - a)

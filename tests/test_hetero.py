@@ -7,6 +7,7 @@ import sympy
 
 from costmodel import as_float, get_device
 from costmodel.compare import compare_devices, decompose_claim
+from costmodel.errors import CostModelError
 from graphs import build_model, step_time
 from graphs.disagg import disaggregated, kv_transfer_crossover
 from graphs.parallel import bubble_fraction, parallel_plan, plan_frontier
@@ -171,3 +172,14 @@ def test_plan_frontier_marks_non_dominated():
             for o in ok
         )
     assert all("energy_per_token_j" in r and "device_hours_per_million_tokens" in r for r in ok)
+
+
+def test_closed_forms_reject_bad_values_by_name():
+    """User values are validated, never handed to ``sympify``."""
+    assert bubble_fraction(4, 12) == sympy.Rational(3, 15)  # (p-1)/(m+p-1), hand
+    with pytest.raises(CostModelError, match="microbatches"):
+        bubble_fraction(4, "__import__('os')")
+    with pytest.raises(CostModelError, match="alpha"):
+        expected_tokens("__import__('os')", 3)
+    with pytest.raises(CostModelError, match=r"alpha .* \[0, 1\]"):
+        expected_tokens(sympy.Rational(3, 2), 3)
