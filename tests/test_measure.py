@@ -43,19 +43,22 @@ def test_probe_is_quick_and_writes_a_valid_spec(probed, tmp_path):
 
 def test_add_and_large_gemm_meet_their_bounds(probed):
     # Tolerance [0.7, 1.3] (the issue's): the add uses the probe's own access pattern, the GEMM the
-    # probe's own kernel, so both land near 1.0 (observed 0.97-1.11 here); a shared 2-core machine
-    # adds noise, so the best of three runs is taken.
+    # probe's own kernel, so both land near 1.0 (observed 0.97-1.11 here). A shared 2-core machine
+    # adds noise in both directions (a busy moment during the probe makes the roof too low and the
+    # fraction > 1), so each of up to three attempts re-probes and re-runs, and any attempt counts.
     res, _ = probed
-    hw = res.hardware("probe")
-    fractions: dict[str, list[float]] = {}
-    for _ in range(3):
-        for r in run_benchmarks(hw, small=True, repeats=5):
-            fractions.setdefault(r["name"], []).append(r["achieved_fraction"])
-        ok = all(any(0.7 <= f <= 1.3 for f in fractions[k]) for k in ("add (1 pass)", "gemm 1024x1024x1024"))
-        if ok:
+    keys = ("add (1 pass)", "gemm 1024x1024x1024")
+    fractions: dict[str, list[float]] = {k: [] for k in keys}
+    for attempt in range(3):
+        if attempt:
+            res = probe(small=True, repeats=5, use_torch=False)
+        rows = {r["name"]: r for r in run_benchmarks(res.hardware("probe"), small=True, repeats=5)}
+        for k in keys:
+            fractions[k].append(rows[k]["achieved_fraction"])
+        if all(any(0.7 <= f <= 1.3 for f in fractions[k]) for k in keys):
             break
-    assert any(0.7 <= f <= 1.3 for f in fractions["add (1 pass)"]), fractions["add (1 pass)"]
-    assert any(0.7 <= f <= 1.3 for f in fractions["gemm 1024x1024x1024"]), fractions["gemm 1024x1024x1024"]
+    for k in keys:
+        assert any(0.7 <= f <= 1.3 for f in fractions[k]), (k, fractions[k])
 
 
 def test_calibration_terms_and_residuals(probed):
