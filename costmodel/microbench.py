@@ -169,7 +169,7 @@ def run_benchmarks(
     for bench in benchmarks(small):
         if progress:
             progress(f"microbenchmark: {bench.name}")
-        t, _ = time_best(bench.fn, repeats)
+        t, _ = time_best(bench.fn, repeats, min_time_s=0.1)  # as the probe does: see time_best
         rows.append(_row(bench.name, bench.family, bench.cost, hw, t, bench.shape))
     return rows
 
