@@ -7,7 +7,11 @@ Two terms, each with a meaning a performance engineer can check:
 * GEMM efficiency as a function of intensity,
   ``e(I) = e_max * I / (I + I_half)``: small, low-intensity GEMMs reach less of
   the peak than large ones. ``e_max`` and ``I_half`` are fitted by least
-  squares on ``log(achieved fraction)``.
+  squares on ``log(achieved fraction)``, with ``I_half`` held within the measured
+  intensities (``0 <= I_half <= max I``): beyond that the curve is a straight line
+  through the data and ``e_max`` is a plateau no benchmark reached (two noisy points
+  would otherwise fit ``e_max`` of 40). With this bound the largest GEMM measured is
+  at least half-way to ``e_max``. With a single GEMM intensity, ``I_half = 0``.
 
 Every op's residual after calibration (``calibrated prediction / measured - 1``)
 is reported; the calibrated spec scales the DRAM roof by
@@ -73,7 +77,10 @@ def calibrate(rows: list[dict[str, Any]]) -> Calibration:
     inten = np.array([r["intensity"] for r in gemm])
     frac = np.array([r["achieved_fraction"] for r in gemm])
     best = (float("inf"), 1.0, 0.0)
-    for i_half in np.concatenate(([0.0], np.logspace(-1, 4, 400))):
+    grid = [0.0]
+    if len(set(inten.tolist())) > 1:  # two parameters need two distinct intensities
+        grid += np.minimum(np.logspace(-1, math.log10(float(inten.max())), 400), inten.max()).tolist()
+    for i_half in grid:
         shape = inten / (inten + i_half)
         log_e = float(np.mean(np.log(frac) - np.log(shape)))
         err = float(np.sum((np.log(frac) - log_e - np.log(shape)) ** 2))

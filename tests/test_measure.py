@@ -135,3 +135,49 @@ def test_plots_headless(tmp_path, probed):
     fig = plots.batch_sweep_plot(b, tmp_path / "b.png")
     assert fig.axes[0].get_ylabel() == "latency (ms)"
     _png_ok(tmp_path / "b.png")
+
+
+def _rows(points, mem_fraction=0.8):
+    rows = [
+        {
+            "name": "add",
+            "family": "memory",
+            "kind": "dram",
+            "intensity": 1 / 12,
+            "achieved_fraction": mem_fraction,
+            "predicted_s": 1.0,
+            "measured_s": 1 / mem_fraction,
+        }
+    ]
+    for i, f in points:
+        rows.append(
+            {
+                "name": f"gemm I={i}",
+                "family": "gemm",
+                "kind": "tensor",
+                "intensity": i,
+                "achieved_fraction": f,
+                "predicted_s": 1.0,
+                "measured_s": 1 / f,
+            }
+        )
+    return rows
+
+
+def test_calibration_recovers_a_known_curve():
+    # synthetic rows on e(I) = 0.8 I / (I + 50): the fit gives the curve back (grid step ~1.3%)
+    pts = [(i, 0.8 * i / (i + 50)) for i in (10, 30, 100, 300, 1000)]
+    cal = calibrate(_rows(pts))
+    assert cal.memory_efficiency == pytest.approx(0.8)
+    assert cal.gemm_e_max == pytest.approx(0.8, rel=0.02) and cal.gemm_i_half == pytest.approx(50, rel=0.03)
+    assert all(abs(r["residual"]) < 0.01 for r in cal.residuals)
+
+
+def test_calibration_keeps_the_plateau_within_the_data():
+    # two points on a straight line (fraction proportional to I): unbounded, the fit would push
+    # I_half to infinity and e_max far above anything measured; held to I_half <= max I it stays
+    # within 2x the best fraction seen. One GEMM intensity fits e_max alone (I_half = 0).
+    cal = calibrate(_rows([(100, 0.3), (400, 1.2)]))
+    assert cal.gemm_i_half <= 400 and cal.gemm_e_max <= 2 * 1.2 + 1e-9
+    one = calibrate(_rows([(256, 0.9), (256, 0.9)]))
+    assert one.gemm_i_half == 0 and one.gemm_e_max == pytest.approx(0.9)
