@@ -21,17 +21,19 @@ import numpy as np
 import sympy
 
 from .errors import CostModelError
+from .expr import to_expr
 
 __all__ = ["compile_expr", "pareto_mask"]
 
 
-def compile_expr(expr: sympy.Expr, symbols: Sequence[sympy.Symbol]) -> Callable[..., np.ndarray]:
+def compile_expr(expr: sympy.Expr | str, symbols: Sequence[sympy.Symbol]) -> Callable[..., np.ndarray]:
     """``lambdify`` ``expr`` over ``symbols`` to a numpy function.
 
     Every free symbol must be among ``symbols``; results broadcast to the
-    inputs' shape (a constant expression gives a filled array).
+    inputs' shape (a constant expression gives a filled array). A string goes
+    through the safe expression parser (:func:`costmodel.expr.to_expr`), never ``sympify``.
     """
-    expr = sympy.sympify(expr)
+    expr = to_expr(expr, field="expr")
     extra = expr.free_symbols - set(symbols)
     if extra:
         names = ", ".join(sorted(str(s) for s in extra))

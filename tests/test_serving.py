@@ -221,3 +221,15 @@ def test_sweep_rejects_bad_grids():
         sweep("tiny", devices=["h100"], batches=[0, 1], ctxs=[1])
     with pytest.raises(Exception, match="ctx values must be positive integers"):
         sweep("tiny", devices=["h100"], batches=[1], ctxs=[np.float64(1.5)])
+
+
+def test_compile_expr_parses_strings_safely_and_names_stray_symbols():
+    from costmodel import CostModelError, ExpressionSyntaxError
+    from costmodel.frontier import compile_expr
+
+    f = compile_expr("2*B*ctx + 1", [B, ctx])  # by hand: 2*4*10 + 1 = 81
+    assert np.allclose(f(np.array([4]), np.array([10])), [81])
+    with pytest.raises(ExpressionSyntaxError):
+        compile_expr("__import__('os').getcwd()", [B])
+    with pytest.raises(CostModelError, match="not among the sweep variables"):
+        compile_expr("B*d_model", [B])
