@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
-import sympy
 
 from costmodel.cost import Cost
+from costmodel.expr import to_expr
 from costmodel.graph import (
     BYTES,
     COST,
@@ -40,7 +40,7 @@ class GraphBuilder:
         self.g = g
         self.phase = phase
         self.group = group
-        self.repeat = sympy.sympify(repeat)
+        self.repeat = to_expr(repeat, field="repeat")
 
     def name(self, local: str) -> str:
         return f"{self.group}.{local}"
@@ -100,5 +100,7 @@ class GraphBuilder:
             nbytes = ref[2] if len(ref) > 2 else t.bytes
             if self.g.has_edge(src, n):
                 raise GraphError(f"two tensors from {src!r} into {n!r}: split the producer")
-            self.g.add_edge(src, n, **{TENSOR: t, BYTES: sympy.sympify(nbytes)})
+            self.g.add_edge(
+                src, n, **{TENSOR: t, BYTES: to_expr(nbytes, field=f"bytes of the edge {src!r} -> {n!r}")}
+            )
         return [(n, t) for t in outs]

@@ -233,3 +233,15 @@ def test_compile_expr_parses_strings_safely_and_names_stray_symbols():
         compile_expr("__import__('os').getcwd()", [B])
     with pytest.raises(CostModelError, match="not among the sweep variables"):
         compile_expr("B*d_model", [B])
+
+
+def test_graph_builder_parses_repeat_safely():
+    from costmodel import ExpressionSyntaxError
+    from costmodel.symbols import dim
+    from graphs import GraphBuilder
+
+    # the alias n_layers resolves to the canonical dimension num_hidden_layers
+    g = GraphBuilder(nx.DiGraph(), phase="decode", group="L", repeat="n_layers - 1")
+    assert g.repeat == dim("num_hidden_layers") - 1
+    with pytest.raises(ExpressionSyntaxError, match="repeat"):
+        GraphBuilder(nx.DiGraph(), phase="decode", group="L", repeat="__import__('os')")
