@@ -15,7 +15,7 @@ from torch.export import Dim
 
 from costmodel.passes import Pipeline, annotate_hardware, bind_dims, classify, report, suggest_fusion
 from costmodel.report import format_table
-from graphs.torch_import import from_exported_program
+from graphs.importers.torch_export import from_exported_program
 
 
 class Block(torch.nn.Module):

@@ -5,16 +5,16 @@
 
 The article measured an Apple laptop (71.8 GB/s, 1635 GFLOP/s fp32); the numbers
 here are this machine's. The kernels and their pass counts are the article's;
-their bounds come from the rule registry (costmodel.microbench).
+their bounds come from the rule registry (costmodel.measure.microbench).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from costmodel.calibrate import calibrate
-from costmodel.microbench import run_benchmarks
-from costmodel.probe import probe
+from costmodel.measure.calibrate import calibrate
+from costmodel.measure.microbench import run_benchmarks
+from costmodel.measure.probe import probe
 
 
 def main(argv: list[str] | None = None) -> None:

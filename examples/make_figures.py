@@ -14,9 +14,9 @@ from pathlib import Path
 
 from costmodel import MemoryLedger, Overhead, get_device
 from costmodel.ledger import GIB
-from costmodel.microbench import batch_sweep
+from costmodel.measure.microbench import batch_sweep
+from costmodel.measure.probe import probe
 from costmodel.plots import batch_sweep_plot, headroom_plot, ledger_plot, roofline_plot
-from costmodel.probe import probe
 from costmodel.report import roofline_rows, standard_ops
 
 

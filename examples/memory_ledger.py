@@ -16,8 +16,8 @@ import argparse
 
 from costmodel import MemoryLedger, Overhead, max_batch
 from costmodel.ledger import GIB
-from costmodel.microbench import batch_sweep
-from costmodel.probe import probe
+from costmodel.measure.microbench import batch_sweep
+from costmodel.measure.probe import probe
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         ("H100 SXM (fp8)", h100, "fp8"),
     ]
     if not args.no_probe:
-        from costmodel.probe import probe
+        from costmodel.measure.probe import probe
 
         machines.append(
             ("this machine (probed, fp32)", probe(small=True, use_torch=False).hardware(), "fp32")

@@ -23,7 +23,7 @@ from costmodel.fusion_audit import audit, suggest_fusions
 from costmodel.graph import COST, op_nodes
 from costmodel.tiling import flash_attention_io, gemm_tile_bytes, largest_gemm_tile
 from graphs import GraphBuilder, build_layer
-from graphs.decomposed import attention_chain, elementwise_chain
+from graphs.blocks.decomposed import attention_chain, elementwise_chain
 from models import get_model
 
 A100 = get_device("a100")

@@ -21,7 +21,7 @@ from costmodel.graph import COST, OP, graph_total, validate_graph  # noqa: E402
 from costmodel.passes import Pipeline, annotate_hardware, bind_dims, classify, report, suggest_fusion  # noqa: E402
 from costmodel.symbols import B, S  # noqa: E402
 from graphs import build_model  # noqa: E402
-from graphs.torch_import import from_exported_program, from_graph_module  # noqa: E402
+from graphs.importers.torch_export import from_exported_program, from_graph_module  # noqa: E402
 from models import get_model  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -146,7 +146,7 @@ def test_unknown_ops_are_reported_not_dropped():
 def test_torch_pass_manager_and_our_pipeline(exported):
     from torch.fx.passes.infra.pass_manager import PassManager
 
-    from graphs.torch_import import CostAnnotationPass
+    from graphs.importers.torch_export import CostAnnotationPass
 
     gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()))
     p = CostAnnotationPass(example_inputs=[torch.randn(2, 16)])
@@ -175,7 +175,7 @@ def test_torch_pass_manager_and_our_pipeline(exported):
 def test_onnx_gives_the_same_matmul_totals(exported):
     pytest.importorskip("onnx", reason="onnx extra not installed")
     pytest.importorskip("onnxscript", reason="onnxscript (onnx extra) not installed")
-    from graphs.onnx_import import from_onnx
+    from graphs.importers.onnx import from_onnx
 
     proto = torch.onnx.export(exported, dynamo=True, verbose=False).model_proto
     dims = [d.dim_param for d in proto.graph.input[0].type.tensor_type.shape.dim]

@@ -6,10 +6,10 @@ import time
 import pytest
 
 from costmodel import get_device, load_hardware_file
-from costmodel.calibrate import calibrate
 from costmodel.graph import classify_graph
-from costmodel.microbench import flag_batch_anomalies, run_benchmarks
-from costmodel.probe import probe
+from costmodel.measure.calibrate import calibrate
+from costmodel.measure.microbench import flag_batch_anomalies, run_benchmarks
+from costmodel.measure.probe import probe
 from graphs import build_model
 from models import get_model
 
@@ -81,8 +81,8 @@ def test_batch_anomaly_flags():
 
 def test_profile_trace_attaches_to_nodes(tmp_path):
     torch = pytest.importorskip("torch", reason="torch extra not installed")
-    from costmodel.profile import attach_profile, load_trace_events
-    from graphs.torch_import import from_exported_program
+    from costmodel.measure.profile import attach_profile, load_trace_events
+    from graphs.importers.torch_export import from_exported_program
 
     m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256))
     x = torch.randn(64, 256)
@@ -129,7 +129,7 @@ def test_plots_headless(tmp_path, probed):
     lines = fig.axes[0].lines
     assert max(lines[0].get_ydata()) == pytest.approx(2) and min(lines[0].get_ydata()) == pytest.approx(1)
     _png_ok(tmp_path / "h.png")
-    from costmodel.microbench import batch_sweep
+    from costmodel.measure.microbench import batch_sweep
 
     b = batch_sweep(probed[0].hardware("probe"), d=512, batches=(1, 4, 16), repeats=3)
     fig = plots.batch_sweep_plot(b, tmp_path / "b.png")

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from .cli_model import resolve_model
-from .cost import as_float
-from .fusion import unfused_plan
-from .fusion_audit import audit, suggest_fusions
-from .hardware import get_device
-from .report import fmt_si, format_table
-from .tiling import flash_attention_io, largest_gemm_tile
+from ..cost import as_float
+from ..fusion import unfused_plan
+from ..fusion_audit import audit, suggest_fusions
+from ..hardware import get_device
+from ..report import fmt_si, format_table
+from ..tiling import flash_attention_io, largest_gemm_tile
+from .common import dump
+from .model import resolve_model
 
 __all__ = ["add_fusion_parser"]
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -33,7 +29,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         plan = unfused_plan(g)
     rep = audit(g, hw, plan)
     if args.json:
-        print(_dump({**rep.to_dict(), "suggestions": [s.to_dict() for s in sugg]}))
+        print(dump({**rep.to_dict(), "suggestions": [s.to_dict() for s in sugg]}))
         return 0
     scope = "model" if args.whole_model else "layer"
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
@@ -102,13 +98,13 @@ def cmd_tiling(args: argparse.Namespace) -> int:
     smem = next((m for m in hw.memory if m.name == "smem"), None)
     cap = args.sram_bytes or (as_float(smem.capacity_bytes) if smem and smem.capacity_bytes else None)
     if cap is None:
-        from .errors import CostModelError
+        from ..errors import CostModelError
 
         raise CostModelError(f"device {hw.name!r} has no smem capacity; pass --sram-bytes")
     gt = largest_gemm_tile(cap, hw)
     fa = flash_attention_io(N=args.N, d=args.d, sram_bytes=cap)
     if args.json:
-        print(_dump({"sram_bytes": cap, "gemm": gt, "flash_attention": fa}))
+        print(dump({"sram_bytes": cap, "gemm": gt, "flash_attention": fa}))
         return 0
     print(f"{hw.name}: {cap / 1024:.0f} KiB on chip per SM")
     print(

@@ -45,9 +45,9 @@ from costmodel.symbols import ctx as ctx_sym
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 
-from .attention_blocks import AttentionBlocks
+from .attention import AttentionBlocks
 from .builder import GraphBuilder
-from .mlp_blocks import MLPBlocks
+from .mlp import MLPBlocks
 from .phase import PHASES, PhaseDims, phase_dims
 
 __all__ = ["PHASES", "PhaseDims", "phase_dims", "build_layer", "build_model"]

@@ -7,21 +7,17 @@ serving, sweep), imported lazily so the core stays independent.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from .cli_model import resolve_model
-from .errors import CostModelError
-from .expr import parse_expr
-from .ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
-from .report import format_table
+from ..errors import CostModelError
+from ..expr import parse_expr
+from ..ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
+from ..report import format_table
+from .common import dump
+from .model import resolve_model
 
-__all__ = ["add_serve_parsers"]
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str)
+__all__ = ["add_phase_parsers"]
 
 
 def _ints(text: str, field: str) -> list[int]:
@@ -82,7 +78,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
     )
     if args.json:
-        print(_dump(rep.to_dict()))
+        print(dump(rep.to_dict()))
         return 0
     print(f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}, {args.phase}")
     _print_terms(rep.terms, rep.capacity_bytes)
@@ -138,7 +134,7 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     fit_b = max_batch(led, cap, ctx=args.ctx, active_per_sequence=active)
     fit_c = max_context(led, cap, batch=args.batch, active_per_sequence=active)
     if args.json:
-        print(_dump({"rows": rows, "max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}))
+        print(dump({"rows": rows, "max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}))
         return 0
     cols = (
         ("batch", "batch", "s"),
@@ -161,7 +157,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         _config(args), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp
     )
     if args.json:
-        print(_dump(rep.to_dict()))
+        print(dump(rep.to_dict()))
         return 0
     print(
         f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
@@ -189,7 +185,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     lim = decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp)
     nf = near_far_memory(cfg, args.device)
     if args.json:
-        print(_dump({**rep.to_dict(), "limits": lim, "near_far_memory": nf}))
+        print(dump({**rep.to_dict(), "limits": lim, "near_far_memory": nf}))
         return 0
     x = rep.extra
     print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
@@ -255,7 +251,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv:
         res.to_csv(args.csv)
     if args.json:
-        print(_dump(res.to_dict()))
+        print(dump(res.to_dict()))
         return 0
     front = res.frontier()
     print(
@@ -278,7 +274,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_serve_parsers(sub: Any) -> None:
+def add_phase_parsers(sub: Any) -> None:
     def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:
         if model_required:
             sp.add_argument("model", help="catalog name or path to a config.json")

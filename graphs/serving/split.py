@@ -30,7 +30,7 @@ from models.catalog import get_model
 from models.config import ModelConfig
 from models.params import param_counts
 
-from .transformer import build_model
+from ..blocks.transformer import build_model
 
 __all__ = ["attention_ffn_split", "sram_residency", "FFN_PREFIXES"]
 

@@ -29,8 +29,8 @@ from costmodel.symbols import check_dim
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .serving import step_time
-from .transformer import build_model
+from ..blocks.transformer import build_model
+from .phases import step_time
 
 __all__ = ["expected_tokens", "speedup_closed_form", "speculative_decoding"]
 

@@ -1,4 +1,4 @@
-"""ATen ops mapped onto the cost-rule registry (used by :mod:`graphs.torch_import`).
+"""ATen ops mapped onto the cost-rule registry (used by :mod:`graphs.importers.torch_export`).
 
 Each FX node becomes one rule call with parameters read off its FakeTensor
 shapes: matmuls (``linear``, ``mm``, ``addmm``, ``bmm``, ``matmul``), SDPA
@@ -241,7 +241,7 @@ def _module_params(imp: Any, gm: Any, n: Any, mod: Any) -> list[tuple[str, Tenso
 
 
 def call_node(imp: Any, n: Any, torch: Any, gm: Any = None) -> None:
-    """Cost one FX node through ``imp`` (a :class:`graphs.torch_import` importer)."""
+    """Cost one FX node through ``imp`` (a :class:`graphs.importers.torch_export` importer)."""
     val = n.meta.get("val")
     extra: list[tuple[str, Tensor]] = []
     if n.op == "call_module":

@@ -9,7 +9,7 @@ onto the same rule registry as the torch importer:
   operand is 2-D) or ``batched_gemm``; ``Attention`` (opset 23) ->
   ``attention``;
 * arithmetic, comparisons, activations -> ``elementwise`` with the same
-  per-op vector/SFU counts as :data:`graphs.torch_import.ELEMENTWISE_OPS`;
+  per-op vector/SFU counts as :data:`graphs.importers.torch_export.ELEMENTWISE_OPS`;
 * ``Softmax`` -> ``softmax``; ``Reduce*`` -> ``reduction``;
   ``LayerNormalization`` / ``RMSNormalization`` -> the norms;
 * ``Gather`` on an initializer -> ``embedding`` (rows read), ``GatherND`` ->
@@ -39,7 +39,7 @@ from costmodel.rules import op_cost
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .aten_ops import ELEMENTWISE_OPS, elementwise_params
+from .aten import ELEMENTWISE_OPS, elementwise_params
 
 __all__ = ["from_onnx"]
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CostModelError
-from .hardware import Hardware
+from ..errors import CostModelError
+from ..hardware import Hardware
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -68,7 +68,7 @@ class Calibration:
 
 
 def calibrate(rows: list[dict[str, Any]]) -> Calibration:
-    """Fit the two terms on microbenchmark rows (:func:`costmodel.microbench.run_benchmarks`)."""
+    """Fit the two terms on microbenchmark rows (:func:`costmodel.measure.microbench.run_benchmarks`)."""
     mem = [r for r in rows if r["kind"] == "dram"]
     gemm = [r for r in rows if r["family"] == "gemm" and r["kind"] != "dram"]
     if not mem or not gemm:

@@ -42,7 +42,7 @@ from costmodel.rules import op_cost
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .aten_ops import ELEMENTWISE_OPS, TORCH_DTYPES, call_node, elementwise_params
+from .aten import ELEMENTWISE_OPS, TORCH_DTYPES, call_node, elementwise_params
 
 __all__ = [
     "elementwise_params",

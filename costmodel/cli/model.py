@@ -7,20 +7,16 @@ the engine core).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 import sympy
 
-from .cost import as_float
-from .report import fmt_si, format_table
+from ..cost import as_float
+from ..report import fmt_si, format_table
+from .common import dump
 
 __all__ = ["add_model_parser", "resolve_model"]
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str)
 
 
 def resolve_model(name: str) -> Any:
@@ -50,7 +46,7 @@ def cmd_model_list(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        print(_dump(rows))
+        print(dump(rows))
         return 0
     for r in rows:
         r["published"] = fmt_si(float(str(r["published_total"]))) if r["published_total"] else "-"
@@ -76,7 +72,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         cfg = cfg.replace(dtype=args.weight_dtype)
     result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
     if args.json:
-        print(_dump(result))
+        print(dump(result))
         return 0
     t = result["totals"]
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
@@ -121,7 +117,7 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
     forms = closed_forms(resolve_model(args.model), args.phase)
     if args.json:
-        print(_dump({k: {"expr": str(v), "latex": sympy.latex(v)} for k, v in forms.items()}))
+        print(dump({k: {"expr": str(v), "latex": sympy.latex(v)} for k, v in forms.items()}))
         return 0
     for k, v in forms.items():
         print(f"{k}:\n  {sympy.latex(v) if args.latex else v}")

@@ -22,8 +22,8 @@ from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_c
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .analysis import kv_cache_bytes_per_token
-from .transformer import build_model
+from ..blocks.transformer import build_model
+from .totals import kv_cache_bytes_per_token
 
 __all__ = ["peak_activation_bytes", "model_ledger", "CapacityReport", "capacity", "what_if"]
 

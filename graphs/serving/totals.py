@@ -31,7 +31,7 @@ from costmodel.symbols import B as B_sym
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .transformer import build_model, phase_dims
+from ..blocks.transformer import build_model, phase_dims
 
 __all__ = [
     "weight_params",

@@ -29,10 +29,10 @@ from costmodel.hardware import Hardware, get_device
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .analysis import kv_cache_bytes_per_token
+from ..blocks.transformer import build_model
 from .capacity import capacity
-from .serving import step_time
-from .transformer import build_model
+from .phases import step_time
+from .totals import kv_cache_bytes_per_token
 
 __all__ = ["disaggregated", "kv_transfer_crossover"]
 

@@ -3,65 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from .cli_model import resolve_model
-from .compare import compare_devices, decompose_claim
-from .errors import CostModelError
-from .report import format_table
+from ..errors import CostModelError
+from ..report import format_table
+from .common import emit
+from .model import resolve_model
 
-__all__ = ["add_hetero_parsers", "add_hw_compare_parsers"]
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str)
-
-
-def _emit(args: argparse.Namespace, data: Any, text: str) -> int:
-    print(_dump(data) if args.json else text)
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    rows = compare_devices(args.devices, args.precision)
-    cols = (
-        ("device", "device", "s"),
-        ("peak_flops_per_s", f"{args.precision} dense", "s"),
-        ("ridge_flop_per_byte", "ridge", "s"),
-        ("bandwidth_bytes_per_s", "B/s", "s"),
-        ("capacity_bytes", "bytes", "s"),
-        ("full_memory_reads_per_s", "reads/s", "s"),
-        ("power_w", "W", "s"),
-    )
-    fmt = [
-        {k: (f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else v)) for k, v in r.items()}
-        for r in rows
-    ]
-    return _emit(args, rows, format_table(fmt, cols))
-
-
-def _dev_spec(text: str) -> tuple[str, str, int]:
-    parts = text.split(":")
-    if len(parts) not in (2, 3):
-        raise CostModelError(f"{text!r}: expected DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
-    return parts[0], parts[1], int(parts[2]) if len(parts) == 3 else 1
-
-
-def cmd_claim(args: argparse.Namespace) -> int:
-    od, op, oc = _dev_spec(args.old)
-    nd, np_, nc = _dev_spec(args.new)
-    r = decompose_claim(od, op, nd, np_, old_count=oc, new_count=nc)
-    text = (
-        f"{r['new']} vs {r['old']}: {r['claimed_speedup']:.2f}x peak = format {r['format_factor']:.2f}x "
-        f"x architecture {r['architecture_factor']:.2f}x x system size {r['system_size_factor']:.2f}x; "
-        f"like for like per chip: {r['like_for_like_per_chip']:.2f}x"
-    )
-    return _emit(args, r, text)
+__all__ = ["add_serve_parser"]
 
 
 def cmd_disagg(args: argparse.Namespace) -> int:
-    from graphs.disagg import disaggregated, kv_transfer_crossover
+    from graphs.serving.disagg import disaggregated, kv_transfer_crossover
 
     cfg = resolve_model(args.model)
     r = disaggregated(
@@ -106,11 +59,11 @@ def cmd_disagg(args: argparse.Namespace) -> int:
             f"  colocated on {c['devices']} {r['decode_device']}: TPOT {c['tpot_s'] * 1e3:.2f} ms "
             f"(prefill takes {100 * c['prefill_share']:.0f}% of each device), TTFT {c['ttft_s'] * 1e3:.2f} ms"
         )
-    return _emit(args, r, "\n".join(lines))
+    return emit(args, r, "\n".join(lines))
 
 
 def cmd_specdec(args: argparse.Namespace) -> int:
-    from graphs.specdec import speculative_decoding
+    from graphs.serving.specdec import speculative_decoding
 
     r = speculative_decoding(
         resolve_model(args.target),
@@ -132,11 +85,11 @@ def cmd_specdec(args: argparse.Namespace) -> int:
         ),
     )
     text += f"\nbest k = {r['best_k']} -> {r['best_speedup']:.2f}x; S = {r['closed_form']}"
-    return _emit(args, r, text)
+    return emit(args, r, text)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
-    from graphs.split import attention_ffn_split
+    from graphs.serving.split import attention_ffn_split
 
     r = attention_ffn_split(
         resolve_model(args.model),
@@ -152,11 +105,11 @@ def cmd_split(args: argparse.Namespace) -> int:
         f"{r['ffn_device']} {r['ffn_s'] * 1e3:.3f} ms, {r['transfers']} transfers {r['transfers_s'] * 1e3:.3f} ms "
         f"-> step {r['step_s'] * 1e3:.3f} ms; FFN weights need {r['ffn_devices_to_hold_weights']} device(s)"
     )
-    return _emit(args, r, text)
+    return emit(args, r, text)
 
 
 def cmd_sram(args: argparse.Namespace) -> int:
-    from graphs.split import sram_residency
+    from graphs.serving.split import sram_residency
 
     r = sram_residency(resolve_model(args.model), args.device, hop_latency=args.hop_latency)
     text = (
@@ -165,11 +118,11 @@ def cmd_sram(args: argparse.Namespace) -> int:
         f"(one hop per layer: {r['layer_hops_floor_s'] * 1e6:.1f} us); weight-read bound "
         f"{r['weight_read_bound_s'] * 1e6:.2f} us"
     )
-    return _emit(args, r, text)
+    return emit(args, r, text)
 
 
 def cmd_plans(args: argparse.Namespace) -> int:
-    from graphs.parallel import plan_frontier
+    from graphs.serving.parallel import plan_frontier
 
     plans: list[tuple[int, int, int, int]] = []
     for p in args.plans.split(","):
@@ -204,23 +157,10 @@ def cmd_plans(args: argparse.Namespace) -> int:
     for r in rows:
         if "error" in r:
             text += f"\n  skipped {r['device']} {r['plan']} batch {r['batch']}: {r['error']}"
-    return _emit(args, rows, text)
+    return emit(args, rows, text)
 
 
-def add_hw_compare_parsers(hsub: Any) -> None:
-    c = hsub.add_parser("compare", help="devices side by side at one precision (dense roofs)")
-    c.add_argument("devices", nargs="+")
-    c.add_argument("--precision", default="bf16")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_compare)
-    cl = hsub.add_parser("claim", help="decompose a speed-up claim: format x architecture x system size")
-    cl.add_argument("--old", required=True, help="DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
-    cl.add_argument("--new", required=True, help="DEVICE:PRECISION[:COUNT], e.g. b300:fp4:72")
-    cl.add_argument("--json", action="store_true")
-    cl.set_defaults(func=cmd_claim)
-
-
-def add_hetero_parsers(sub: Any) -> None:
+def add_serve_parser(sub: Any) -> None:
     s = sub.add_parser("serve", help="disaggregated, speculative, split and parallel serving plans")
     ssub = s.add_subparsers(dest="serve_command", required=True)
     d = ssub.add_parser("disagg", help="prefill on one device, decode on another, KV over a link")

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from .cost import Cost, as_float
-from .hardware import Hardware
+from ..cost import Cost, as_float
+from ..hardware import Hardware
+from ..roofline import bound
+from ..rules import op_cost
 from .probe import time_best
-from .roofline import bound
-from .rules import op_cost
 
 __all__ = ["Bench", "benchmarks", "run_benchmarks", "batch_sweep", "flag_batch_anomalies"]
 

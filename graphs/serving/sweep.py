@@ -30,9 +30,9 @@ from costmodel.symbols import ctx as ctx_sym
 from models.catalog import get_model
 from models.config import ModelConfig
 
+from ..blocks.transformer import build_model
 from .capacity import model_ledger
-from .serving import step_time
-from .transformer import build_model
+from .phases import step_time
 
 __all__ = ["SweepResult", "sweep", "compile_decode"]
 

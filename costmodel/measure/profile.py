@@ -27,10 +27,10 @@ from typing import Any
 
 import networkx as nx
 
-from .cost import as_float
-from .errors import CostModelError
-from .graph import COST, op_nodes
-from .hardware import Hardware, get_device
+from ..cost import as_float
+from ..errors import CostModelError
+from ..graph import COST, op_nodes
+from ..hardware import Hardware, get_device
 
 __all__ = ["load_trace_events", "attach_profile"]
 

@@ -36,8 +36,8 @@ from models.catalog import get_model
 from models.config import ModelConfig
 from models.params import param_counts
 
-from .analysis import attention_flops, op_total, weight_bytes_read
-from .transformer import build_model
+from ..blocks.transformer import build_model
+from .totals import attention_flops, op_total, weight_bytes_read
 
 __all__ = [
     "step_time",

@@ -32,10 +32,10 @@ from costmodel.symbols import check_dim
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .serving import step_time
-from .transformer import build_model
+from ..blocks.transformer import build_model
+from .phases import step_time
 
-__all__ = ["bubble_fraction", "parallel_plan"]
+__all__ = ["bubble_fraction", "parallel_plan", "plan_frontier"]
 
 
 def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:

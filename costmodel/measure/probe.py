@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .hardware import Hardware, hardware_from_dict
+from ..hardware import Hardware, hardware_from_dict
 
 __all__ = ["Measurement", "ProbeResult", "time_best", "probe", "environment"]
 

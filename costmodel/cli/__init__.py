@@ -1,0 +1,12 @@
+"""The command line: one module per command group, each a thin layer over library calls.
+
+``costmodel`` (no arguments) runs ``report``, the default analysis. Groups:
+``op``/``rules`` (:mod:`.op`), ``derive`` (:mod:`.derive`), ``hw`` (:mod:`.hw`),
+``model`` (:mod:`.model`), ``ledger``/``prefill``/``decode``/``sweep``
+(:mod:`.phases`), ``serve`` (:mod:`.serve`), ``fusion`` (:mod:`.fusion`),
+``probe`` (:mod:`.measure`), ``plot`` (:mod:`.plot`).
+"""
+
+from .main import build_parser, main
+
+__all__ = ["main", "build_parser"]

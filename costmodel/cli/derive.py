@@ -1,0 +1,165 @@
+"""`costmodel derive`: closed forms (crossover, balance, decode attention, tile intensity)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import sympy
+
+from ..cost import as_float
+from ..derive import (
+    balance_point,
+    decode_attention_intensity,
+    gemm_crossover,
+    latex,
+    tile_intensity,
+)
+from ..expr import parse_expr
+from ..hardware import device_names, get_device
+from ..report import format_table
+from .common import add_json, dump
+
+__all__ = ["add_derive_parser"]
+
+
+def cmd_crossover(args: argparse.Namespace) -> int:
+    hw = get_device(args.device)
+    n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
+    xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
+    sym = gemm_crossover(
+        N=sympy.Symbol("N", positive=True),
+        K=sympy.Symbol("K", positive=True),
+        dtype=sympy.Symbol("b", positive=True),
+    )
+    if args.json:
+        print(
+            dump(
+                {
+                    "device": hw.name,
+                    "N": str(n),
+                    "K": str(k),
+                    "dtype": args.dtype,
+                    "w_dtype": args.w_dtype,
+                    "numeric": xo.to_dict(),
+                    "symbolic": sym.to_dict(),
+                }
+            )
+        )
+        return 0
+    print(
+        f"GEMM [M,{k}] x [{k},{n}] on {hw.name}, activations {args.dtype}"
+        + (f", weights {args.w_dtype}" if args.w_dtype else "")
+    )
+    print(f"  intensity I(M) = {xo.intensity}")
+    print(f"  ridge I*       = {as_float(xo.balance):.2f} FLOP/B")
+    if xo.exact is not None:
+        print(f"  exact M*       = {as_float(xo.exact):.2f}  (smallest compute-bound M = {xo.integer})")
+    else:
+        print("  never compute-bound: the intensity ceiling is below the ridge point")
+    if xo.asymptotic is not None:
+        print(f"  M << N,K       : M* = {as_float(xo.asymptotic):.2f}")
+    print(f"  closed form    : M* = {sym.exact}")
+    print(f"                   -> {sym.asymptotic} (N, K -> oo)")
+    print(f"  LaTeX          : {latex(sym.exact)}")
+    return 0
+
+
+def cmd_balance(args: argparse.Namespace) -> int:
+    names = args.devices or list(device_names())
+    rows = []
+    for name in names:
+        hw = get_device(name)
+        for prec in hw.precisions("tensor"):
+            rows.append(
+                {
+                    "device": hw.name,
+                    "precision": prec,
+                    "peak_flops_per_s": as_float(hw.require_peak("tensor", prec)),
+                    "bandwidth_bytes_per_s": as_float(hw.bandwidth()),
+                    "ridge": as_float(balance_point(hw, "tensor", prec)),
+                }
+            )
+    if args.json:
+        print(dump({"symbolic": str(balance_point()), "rows": rows}))
+        return 0
+    print(f"ridge point I* = {balance_point()}  (tensor roof over DRAM bandwidth)")
+    cols = (
+        ("device", "device", "s"),
+        ("precision", "precision", "s"),
+        ("peak_flops_per_s", "P (FLOP/s)", "si"),
+        ("bandwidth_bytes_per_s", "beta (B/s)", "si"),
+        ("ridge", "I* (FLOP/B)", ".1f"),
+    )
+    print(format_table(rows, cols))
+    return 0
+
+
+def cmd_decode_attention(args: argparse.Namespace) -> int:
+    i = decode_attention_intensity(
+        parse_expr(args.heads, field="heads"), parse_expr(args.kv_heads, field="kv_heads"), args.dtype
+    )
+    h, hkv, b = sympy.symbols("H H_kv b", positive=True)
+    closed = decode_attention_intensity(h, hkv, b)
+    if args.json:
+        print(dump({"intensity": str(i), "closed_form": str(closed), "latex": latex(closed)}))
+        return 0
+    print(f"decode attention intensity (ctx -> oo) = {closed} = {i} FLOP/B")
+    return 0
+
+
+def cmd_tile(args: argparse.Namespace) -> int:
+    tm, tn = parse_expr(args.tile_m, field="tile_m"), parse_expr(args.tile_n, field="tile_n")
+    i = tile_intensity(tm, tn, args.dtype)
+    sym = tile_intensity(
+        sympy.Symbol("t_m", positive=True, integer=True),
+        sympy.Symbol("t_n", positive=True, integer=True),
+        sympy.Symbol("b", positive=True),
+    )
+    out: dict[str, Any] = {"tile_intensity": str(i), "closed_form": str(sym)}
+    if args.device:
+        hw = get_device(args.device)
+        out["ridge"] = as_float(hw.balance("tensor", args.dtype))
+        out["compute_bound"] = bool(as_float(i) >= out["ridge"])
+    if args.json:
+        print(dump(out))
+        return 0
+    print(
+        f"blocked-matmul tile intensity = {sym} = {i} FLOP/B"
+        + (
+            f"; ridge {out['ridge']:.1f} -> {'compute' if out['compute_bound'] else 'memory'}-bound"
+            if args.device
+            else ""
+        )
+    )
+    return 0
+
+
+def add_derive_parser(sub: Any) -> None:
+    d = sub.add_parser("derive", help="closed-form derivations")
+    dsub = d.add_subparsers(dest="derivation", required=True)
+    c = dsub.add_parser("crossover", help="GEMM crossover M* for [M,K] x [K,N]")
+    c.add_argument("--N", default="4096")
+    c.add_argument("--K", default="4096")
+    c.add_argument("--dtype", default="bf16")
+    c.add_argument("--w-dtype", default=None, help="weight dtype (weight-only quantisation)")
+    c.add_argument("--device", default="h100-sxm")
+    add_json(c)
+    c.set_defaults(func=cmd_crossover)
+    bal = dsub.add_parser("balance", help="ridge points of catalog devices")
+    bal.add_argument("devices", nargs="*")
+    add_json(bal)
+    bal.set_defaults(func=cmd_balance)
+    da = dsub.add_parser("decode-attention", help="decode attention intensity 2H/(H_kv b)")
+    da.add_argument("--heads", default="28")
+    da.add_argument("--kv-heads", default="4")
+    da.add_argument("--dtype", default="bf16")
+    add_json(da)
+    da.set_defaults(func=cmd_decode_attention)
+    t = dsub.add_parser("tile", help="blocked-matmul tile intensity")
+    t.add_argument("--tile-m", default="128")
+    t.add_argument("--tile-n", default="128")
+    t.add_argument("--dtype", default="bf16")
+    t.add_argument("--device", default=None)
+    add_json(t)
+    t.set_defaults(func=cmd_tile)

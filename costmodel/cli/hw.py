@@ -1,0 +1,145 @@
+"""`costmodel hw`: the hardware catalog, devices side by side, vendor claims decomposed."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import sympy
+
+from ..compare import compare_devices, decompose_claim
+from ..cost import as_float
+from ..errors import CostModelError
+from ..hardware import device_names, get_device
+from ..report import fmt_si, format_table
+from .common import add_json, dump, emit
+
+__all__ = ["add_hw_parser"]
+
+
+def cmd_hw_list(args: argparse.Namespace) -> int:
+    def num(e: Any) -> float | None:
+        return as_float(e) if e is not None and not sympy.sympify(e).free_symbols else None
+
+    rows = []
+    for name in device_names():
+        hw = get_device(name)
+        dram = next((m for m in hw.memory if m.name == "dram"), None)
+        rows.append(
+            {
+                "device": name,
+                "description": hw.description,
+                "bf16": num(hw.peak("tensor", "bf16")),
+                "dram_bw": num(dram.bandwidth_bytes_per_s) if dram else None,
+                "capacity": num(dram.capacity_bytes) if dram else None,
+                "power_w": num(hw.power_w),
+            }
+        )
+    if args.json:
+        print(dump(rows))
+        return 0
+    shown = []
+    for r in rows:  # devices without a number (a probe has no capacity) print "-"
+        shown.append(
+            {
+                k: ("-" if v is None else (fmt_si(float(v)) if k in ("bf16", "dram_bw", "capacity") else v))
+                for k, v in r.items()
+            }
+        )
+        shown[-1]["power"] = f"{r['power_w']:.0f} W" if r["power_w"] else "n/a"
+    cols = (
+        ("device", "device", "s"),
+        ("bf16", "bf16 dense (FLOP/s)", "s"),
+        ("dram_bw", "DRAM (B/s)", "s"),
+        ("capacity", "capacity (B)", "s"),
+        ("power", "power", "s"),
+        ("description", "description", "s"),
+    )
+    print(format_table(shown, cols))
+    return 0
+
+
+def cmd_hw_show(args: argparse.Namespace) -> int:
+    hw = get_device(args.name)
+    d = hw.to_dict()
+    if args.json:
+        print(dump(d))
+        return 0
+    print(f"{hw.name}: {hw.description}")
+    for r in d["roofs"]:
+        print(
+            f"  {r['unit']:6s} {r['precision']:6s} {fmt_si(r['peak_flops_per_s'], 'FLOP/s'):>16s}  [{r['source']}]"
+        )
+    for m in d["memory"]:
+        bw = fmt_si(m["bandwidth_bytes_per_s"], "B/s") if m["bandwidth_bytes_per_s"] else "-"
+        cap = fmt_si(m["capacity_bytes"], "B") if m["capacity_bytes"] else "-"
+        print(f"  {m['name']:6s} bw {bw:>12s}  capacity {cap:>10s} per {m['per']}  [{m['source']}]")
+    for lk in d["links"]:
+        print(
+            f"  link {lk['name']}: {fmt_si(lk['bandwidth_bytes_per_s'], 'B/s')} per direction, "
+            f"latency {lk['latency_s']} s  [{lk['source']}]"
+        )
+    if d["power_w"]:
+        print(f"  power {d['power_w']:.0f} W  [{d['power_source']}]")
+    if hw.notes:
+        print(f"  note: {hw.notes}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    rows = compare_devices(args.devices, args.precision)
+    cols = (
+        ("device", "device", "s"),
+        ("peak_flops_per_s", f"{args.precision} dense", "s"),
+        ("ridge_flop_per_byte", "ridge", "s"),
+        ("bandwidth_bytes_per_s", "B/s", "s"),
+        ("capacity_bytes", "bytes", "s"),
+        ("full_memory_reads_per_s", "reads/s", "s"),
+        ("power_w", "W", "s"),
+    )
+    fmt = [
+        {k: (f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else v)) for k, v in r.items()}
+        for r in rows
+    ]
+    return emit(args, rows, format_table(fmt, cols))
+
+
+def _dev_spec(text: str) -> tuple[str, str, int]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise CostModelError(f"{text!r}: expected DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
+    return parts[0], parts[1], int(parts[2]) if len(parts) == 3 else 1
+
+
+def cmd_claim(args: argparse.Namespace) -> int:
+    od, op, oc = _dev_spec(args.old)
+    nd, np_, nc = _dev_spec(args.new)
+    r = decompose_claim(od, op, nd, np_, old_count=oc, new_count=nc)
+    text = (
+        f"{r['new']} vs {r['old']}: {r['claimed_speedup']:.2f}x peak = format {r['format_factor']:.2f}x "
+        f"x architecture {r['architecture_factor']:.2f}x x system size {r['system_size_factor']:.2f}x; "
+        f"like for like per chip: {r['like_for_like_per_chip']:.2f}x"
+    )
+    return emit(args, r, text)
+
+
+def add_hw_parser(sub: Any) -> None:
+    hw = sub.add_parser("hw", help="hardware catalog")
+    hsub = hw.add_subparsers(dest="hw_command", required=True)
+    hl = hsub.add_parser("list", help="list catalog devices")
+    add_json(hl)
+    hl.set_defaults(func=cmd_hw_list)
+    hs = hsub.add_parser("show", help="show one device with sources")
+    hs.add_argument("name")
+    add_json(hs)
+    hs.set_defaults(func=cmd_hw_show)
+    c = hsub.add_parser("compare", help="devices side by side at one precision (dense roofs)")
+    c.add_argument("devices", nargs="+")
+    c.add_argument("--precision", default="bf16")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_compare)
+    cl = hsub.add_parser("claim", help="decompose a speed-up claim: format x architecture x system size")
+    cl.add_argument("--old", required=True, help="DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
+    cl.add_argument("--new", required=True, help="DEVICE:PRECISION[:COUNT], e.g. b300:fp4:72")
+    cl.add_argument("--json", action="store_true")
+    cl.set_defaults(func=cmd_claim)

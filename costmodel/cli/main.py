@@ -1,0 +1,114 @@
+"""Command line: a thin layer over the library.
+
+``costmodel`` with no arguments runs the default analysis (``report``): the
+profiling article's operator ledger on a catalog device, with headroom, and
+the GEMM crossover derivation. Subcommands print derivations, single-op
+rooflines and the hardware catalog; ``--json`` gives machine-readable output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import sympy
+
+from .. import __version__
+from ..cost import as_float
+from ..derive import (
+    gemm_crossover,
+)
+from ..errors import CostModelError
+from ..hardware import get_device, load_hardware_file
+from ..report import format_table, roofline_rows, standard_ops
+from .common import add_json, dump
+from .derive import add_derive_parser
+from .fusion import add_fusion_parser
+from .hw import add_hw_parser
+from .measure import add_measure_parsers
+from .model import add_model_parser
+from .op import add_op_parsers
+from .phases import add_phase_parsers
+from .plot import add_plot_parser
+from .serve import add_serve_parser
+
+__all__ = ["main", "build_parser"]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    hw = get_device(args.device)
+    rows = roofline_rows(standard_ops(args.dtype), hw, ridge_precision=args.dtype)
+    xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=args.dtype)
+    sym = gemm_crossover(N=sympy.Symbol("N", positive=True), K=sympy.Symbol("K", positive=True))
+    ridge = as_float(hw.balance("tensor", args.dtype))
+    if args.json:
+        print(
+            dump(
+                {
+                    "device": hw.name,
+                    "ridge_flop_per_byte": ridge,
+                    "ops": rows,
+                    "gemm_crossover_4096": xo.to_dict(),
+                    "gemm_crossover_symbolic": sym.to_dict(),
+                }
+            )
+        )
+        return 0
+    print(f"Roofline of the standard operator ledger on {hw.name} ({hw.description})")
+    print(f"ridge point I* = P_tensor,{args.dtype} / beta_dram = {ridge:.1f} FLOP/B\n")
+    print(format_table(rows))
+    print("\nGEMM [M,4096] x [4096,4096]: smallest M that is compute-bound")
+    print(f"  exact root M* = {as_float(xo.exact):.1f}  -> M = {xo.integer}")
+    print(f"  asymptote (M << N,K): M* = I* b / 2 = {as_float(xo.asymptotic):.1f}")
+    print(f"  closed form: M* = {sym.exact}   ->  {sym.asymptotic} as N, K -> oo")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"costmodel {__version__}")
+    p.add_argument(
+        "--hw-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load extra devices from a TOML/JSON file (catalog layout); repeatable",
+    )
+    sub = p.add_subparsers(dest="command")
+
+    r = sub.add_parser("report", help="default analysis: operator ledger roofline + GEMM crossover")
+    r.add_argument("--device", default="h100-sxm")
+    r.add_argument("--dtype", default="bf16")
+    add_json(r)
+    r.set_defaults(func=cmd_report)
+    add_op_parsers(sub)
+    add_derive_parser(sub)
+    add_hw_parser(sub)
+    add_model_parser(sub)
+    add_phase_parsers(sub)
+    add_fusion_parser(sub)
+    add_serve_parser(sub)
+    add_measure_parsers(sub)
+    add_plot_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        for path in args.hw_file:
+            load_hardware_file(path)
+        if args.command is None:
+            args = parser.parse_args([*(f"--hw-file={p}" for p in args.hw_file), "report"])
+        return int(args.func(args))
+    except CostModelError as exc:
+        print(f"costmodel: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
