@@ -25,6 +25,22 @@ import sympy
 from .cost import Cost, as_float
 from .errors import CostModelError
 from .hardware.spec import Hardware
+from .keys import (  # the attribute keys live in costmodel.keys; re-exported here
+    BYTES,
+    COST,
+    GROUP,
+    INPUTS,
+    KIND,
+    LAYER,
+    OP,
+    OUTPUTS,
+    PARAMS,
+    PHASE,
+    REPEAT,
+    TENSOR,
+    UNKNOWN,
+    NodeKind,
+)
 from .roofline import bound
 from .rules import get_rule
 from .tensor import Tensor
@@ -41,6 +57,9 @@ __all__ = [
     "OUTPUTS",
     "TENSOR",
     "BYTES",
+    "LAYER",
+    "UNKNOWN",
+    "NodeKind",
     "OP_KIND",
     "SOURCE_KINDS",
     "GraphError",
@@ -55,22 +74,8 @@ __all__ = [
     "op_nodes",
 ]
 
-# node attributes
-OP = "op"  #: rule name of an op node
-COST = "cost"  #: Cost of one instance
-PARAMS = "params"  #: rule parameters
-KIND = "kind"  #: "op", "weight", "kv_cache" or "input"
-PHASE = "phase"  #: "prefill" or "decode"
-GROUP = "group"  #: layer group name ("embed", "layers", "dense", "moe", "head")
-REPEAT = "repeat"  #: identical copies this node stands for
-INPUTS = "inputs"  #: tuple of Tensors an op consumes
-OUTPUTS = "outputs"  #: tuple of Tensors a node produces
-# edge attributes
-TENSOR = "tensor"  #: the logical tensor on the edge
-BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer
-
-OP_KIND = "op"
-SOURCE_KINDS = ("weight", "kv_cache", "input")
+OP_KIND = NodeKind.OP
+SOURCE_KINDS = (NodeKind.WEIGHT, NodeKind.KV_CACHE, NodeKind.INPUT)
 
 
 class GraphError(CostModelError):

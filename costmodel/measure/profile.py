@@ -3,7 +3,7 @@
 Reads a Chrome trace written by ``torch.profiler.profile(...).export_chrome_trace``
 (events with ``name`` such as ``aten::mm`` and ``dur`` in microseconds). The
 k-th event of an ATen op is matched to the k-th graph node carrying that op
-(``node["aten"]``, set by the torch importer) in topological order; matched
+(``node[FRONTEND_OP]``, set by the torch importer) in topological order; matched
 nodes get ``measured_s``. The report gives each matched node's achieved
 FLOP/s and bytes/s, and the model FLOPs utilisation
 
@@ -31,6 +31,7 @@ from ..cost import as_float
 from ..errors import CostModelError
 from ..graph import COST, op_nodes
 from ..hardware import Hardware, get_device
+from ..keys import FRONTEND_OP
 
 __all__ = ["load_trace_events", "attach_profile"]
 
@@ -67,7 +68,7 @@ def attach_profile(
     spans = []
     for n in op_nodes(g):
         d = g.nodes[n]
-        aten = d.get("aten")
+        aten = d.get(FRONTEND_OP)
         if not aten:
             continue
         name = _aten_name(str(aten))

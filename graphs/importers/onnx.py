@@ -3,13 +3,14 @@
 Shapes come from ONNX shape inference; symbolic dimensions (``dim_param``)
 become positive-integer symbols, renamed through ``dims`` (``{"s72": "B"}``).
 Initializers are ``weight`` sources, graph inputs ``input`` sources. Ops map
-onto the same rule registry as the torch importer:
+onto the rule registry through the op table shared with the torch importer
+(:mod:`graphs.importers.table`):
 
 * ``MatMul`` / ``Gemm`` -> ``gemm`` (batch folded into M when the right
   operand is 2-D) or ``batched_gemm``; ``Attention`` (opset 23) ->
   ``attention``;
 * arithmetic, comparisons, activations -> ``elementwise`` with the same
-  per-op vector/SFU counts as :data:`graphs.importers.torch_export.ELEMENTWISE_OPS`;
+  per-op vector/SFU counts as the ATen names (:data:`graphs.importers.ops.ELEMENTWISE_OPS`);
 * ``Softmax`` -> ``softmax``; ``Reduce*`` -> ``reduction``;
   ``LayerNormalization`` / ``RMSNormalization`` -> the norms;
 * ``Gather`` on an initializer -> ``embedding`` (rows read), ``GatherND`` ->
@@ -34,12 +35,11 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import parse_expr
-from costmodel.graph import BYTES, COST, INPUTS, KIND, OP, OUTPUTS, PARAMS, REPEAT, TENSOR
-from costmodel.rules import op_cost
+from costmodel.keys import COST, FRONTEND_OP, G_UNKNOWN_OPS, KIND, OUTPUTS, REPEAT, NodeKind
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .aten import ELEMENTWISE_OPS, elementwise_params
+from .table import OpView, lookup, unknown_node, write_node
 
 __all__ = ["from_onnx"]
 
@@ -56,55 +56,6 @@ _ONNX_DTYPES = {
     17: "fp8_e4m3",
     19: "fp8_e5m2",
 }
-_ELEMENTWISE = {
-    "Add": "add",
-    "Sub": "sub",
-    "Mul": "mul",
-    "Div": "div",
-    "Neg": "neg",
-    "Relu": "relu",
-    "Abs": "abs",
-    "Max": "maximum",
-    "Min": "minimum",
-    "Where": "where",
-    "Equal": "eq",
-    "Less": "lt",
-    "LessOrEqual": "le",
-    "Greater": "gt",
-    "GreaterOrEqual": "ge",
-    "And": "logical_and",
-    "Or": "logical_or",
-    "Not": "logical_not",
-    "Reciprocal": "reciprocal",
-    "Sqrt": "sqrt",
-    "Exp": "exp",
-    "Log": "log",
-    "Sin": "sin",
-    "Cos": "cos",
-    "Tanh": "tanh",
-    "Erf": "erf",
-    "Sigmoid": "sigmoid",
-    "IsNaN": "isnan",
-    "CumSum": "cumsum",
-    "Clip": "clamp",
-    "Gelu": "gelu",
-    "Mod": "remainder",
-    "BitwiseAnd": "bitwise_and",
-}
-_VIEWS = {
-    "Reshape",
-    "Transpose",
-    "Unsqueeze",
-    "Squeeze",
-    "Slice",
-    "Expand",
-    "Identity",
-    "Flatten",
-    "Split",
-    "Dropout",
-}
-_SHAPE_OPS = {"Shape", "Range", "ConstantOfShape", "Constant", "Size"}
-_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"}
 
 
 def _onnx() -> Any:
@@ -175,14 +126,15 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         t = Tensor(init.name, tuple(sympy.Integer(max(d, 1)) for d in init.dims) or (sympy.Integer(1),), dt)
         shapes[init.name] = t
         g.add_node(
-            init.name, **{KIND: "weight", COST: Cost.resident(weights=t.bytes), OUTPUTS: (t,), REPEAT: 1}
+            init.name,
+            **{KIND: NodeKind.WEIGHT, COST: Cost.resident(weights=t.bytes), OUTPUTS: (t,), REPEAT: 1},
         )
         producer[init.name] = init.name
     for inp in model.graph.input:
         if inp.name in inits or inp.name not in shapes:
             continue
         t = shapes[inp.name]
-        g.add_node(inp.name, **{KIND: "input", COST: Cost.zero(), OUTPUTS: (t,), REPEAT: 1})
+        g.add_node(inp.name, **{KIND: NodeKind.INPUT, COST: Cost.zero(), OUTPUTS: (t,), REPEAT: 1})
         producer[inp.name] = inp.name
 
     for i, node in enumerate(model.graph.node):
@@ -192,7 +144,13 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
             if ct is not None:
                 shapes[node.output[0]] = ct
                 g.add_node(
-                    name, **{KIND: "weight", COST: Cost.resident(weights=ct.bytes), OUTPUTS: (ct,), REPEAT: 1}
+                    name,
+                    **{
+                        KIND: NodeKind.WEIGHT,
+                        COST: Cost.resident(weights=ct.bytes),
+                        OUTPUTS: (ct,),
+                        REPEAT: 1,
+                    },
                 )
                 producer[node.output[0]] = name
             continue
@@ -219,7 +177,7 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         if missing and node.op_type in ("MatMul", "Gemm", "Attention"):
             raise CostModelError(f"ONNX node {name!r} ({node.op_type}): no shape for input(s) {missing}")
         _add(g, name, node, ins, outs, inits, unknown, strict, consts)
-    g.graph["unknown_ops"] = dict(unknown)
+    g.graph[G_UNKNOWN_OPS] = dict(unknown)
     return g
 
 
@@ -266,13 +224,6 @@ def _safe(name: str) -> str:
     return out if out and out[0].isalpha() else f"d_{out}"
 
 
-def _attr(node: Any, key: str, default: Any) -> Any:
-    for a in node.attribute:
-        if a.name == key:
-            return a.i if a.type == 2 else (a.f if a.type == 1 else default)
-    return default
-
-
 def _add(
     g: nx.DiGraph,
     name: str,
@@ -284,167 +235,30 @@ def _add(
     strict: bool,
     consts: Mapping[str, float],
 ) -> None:
-    op = node.op_type
-    out = outs[0]
-    n_out = out.numel
-    edges: dict[int, Any] = {}
+    """Cost one ONNX node through the shared op table and write it."""
 
-    def put(
-        rule: str, params: dict[str, Any], refs: list[tuple[str, Tensor]], mark_unknown: bool = False
-    ) -> None:
-        cost = op_cost(rule, **params)
-        g.add_node(
-            name,
-            **{
-                KIND: "op",
-                OP: rule,
-                PARAMS: params,
-                COST: cost,
-                INPUTS: tuple(t for _, t in refs),
-                OUTPUTS: tuple(outs),
-                REPEAT: 1,
-                "onnx": op,
-                "unknown": mark_unknown,
-            },
-        )
-        for j, (src, t) in enumerate(refs):
-            b = sympy.sympify(edges.get(j, t.bytes))
-            if g.has_edge(src, name):
-                g.edges[src, name][BYTES] += b
-            else:
-                g.add_edge(src, name, **{TENSOR: t, BYTES: b})
+    def scalars(index: int | None, key: str | None) -> Any:
+        if key is not None:
+            for a in node.attribute:
+                if a.name == key:
+                    return a.i if a.type == 2 else (a.f if a.type == 1 else None)
+        if index is not None and index < len(node.input):
+            return consts.get(node.input[index])
+        return None
 
-    if op in ("MatMul", "Gemm"):
-        a, b = ins[0][1], ins[1][1]
-        trans_b = op == "Gemm" and _attr(node, "transB", 0) == 1
-        k = a.shape[-1]
-        nn = b.shape[-2] if trans_b else b.shape[-1]
-        bias = op == "Gemm" and len(ins) > 2
-        if len(b.shape) <= 2:
-            put(
-                "gemm",
-                {
-                    "M": a.numel / k,
-                    "N": nn,
-                    "K": k,
-                    "dtype": a.dtype.name,
-                    "w_dtype": b.dtype.name,
-                    "out_dtype": out.dtype.name,
-                    "bias": bias,
-                },
-                ins,
-            )
-        else:
-            m = a.shape[-2]
-            put(
-                "batched_gemm",
-                {
-                    "batch": sympy.simplify(n_out / (m * nn)),
-                    "M": m,
-                    "N": nn,
-                    "K": k,
-                    "dtype": a.dtype.name,
-                    "w_dtype": b.dtype.name,
-                    "out_dtype": out.dtype.name,
-                },
-                ins,
-            )
-    elif op == "Attention":
-        q, k, v = ins[0][1], ins[1][1], ins[2][1]
-        put(
-            "attention",
-            {
-                "batch": q.shape[0],
-                "heads": q.shape[-3],
-                "kv_heads": k.shape[-3],
-                "q_len": q.shape[-2],
-                "kv_len": k.shape[-2],
-                "head_dim": q.shape[-1],
-                "v_head_dim": v.shape[-1],
-                "dtype": q.dtype.name,
-                "causal": bool(_attr(node, "is_causal", 0)),
-            },
-            ins[:3],
-        )
-    elif op == "Softmax":
-        x = ins[0][1]
-        put("softmax", {"rows": x.numel / x.shape[-1], "cols": x.shape[-1], "dtype": x.dtype.name}, ins[:1])
-    elif op in _REDUCE:
-        x = ins[0][1]
-        put(
-            "reduction",
-            {
-                "rows": n_out,
-                "cols": sympy.simplify(x.numel / n_out),
-                "dtype": x.dtype.name,
-                "out_dtype": out.dtype.name,
-            },
-            ins[:1],
-        )
-    elif op in ("LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization"):
-        x = ins[0][1]
-        rule = "layernorm" if op == "LayerNormalization" else "rmsnorm"
-        params: dict[str, Any] = {"rows": x.numel / x.shape[-1], "cols": x.shape[-1], "dtype": x.dtype.name}
-        if rule == "layernorm":
-            params["bias"] = len(ins) > 2
-        put(rule, params, ins)
-    elif op == "Pow":
-        exponent = _pow_exponent(node, consts)
-        pow_ops: dict[float, tuple[int, int]] = {2.0: (1, 0), 0.5: (0, 1), -1.0: (1, 0)}
-        ops = pow_ops.get(exponent, (0, 2)) if exponent is not None else (0, 2)
-        _ew(put, ins, out, ops)
-    elif op in _ELEMENTWISE:
-        _ew(put, ins, out, ELEMENTWISE_OPS[_ELEMENTWISE[op]])
-    elif op == "Gather" and ins and ins[0][0] in inits:
-        w = ins[0][1]
-        idx = ins[1][1] if len(ins) > 1 else out
-        hidden = sympy.simplify(n_out / idx.numel)
-        edges[0] = idx.numel * hidden * w.dtype.bytes
-        put(
-            "embedding",
-            {"tokens": idx.numel, "hidden": hidden, "dtype": w.dtype.name, "index_dtype": idx.dtype.name},
-            ins[:2],
-        )
-    elif op in ("Gather", "GatherND", "GatherElements"):
-        # a gather reads the elements it returns and its indices, then writes them
-        idx_bytes = sympy.Add(*(t.bytes for _, t in ins[1:]))
-        edges[0] = n_out * ins[0][1].dtype.bytes if ins else 0
-        put(
-            "elementwise",
-            {
-                "n": n_out,
-                "inputs": len(ins),
-                "vector_ops": 0,
-                "dtype": out.dtype.name,
-                "read_bytes": n_out * out.dtype.bytes + idx_bytes,
-            },
-            ins,
-        )
-    elif op == "Cast" and ins and ins[0][1].dtype != out.dtype:
-        put("copy", {"elements": n_out, "dtype": ins[0][1].dtype.name, "out_dtype": out.dtype.name}, ins[:1])
-    elif op == "Concat":
-        put("copy", {"elements": n_out, "dtype": out.dtype.name}, ins)
-    elif op in _VIEWS or op == "Cast":
-        edges.update({j: 0 for j in range(len(ins))})
-        put("view", {"elements": n_out}, ins)
-    elif op in _SHAPE_OPS:
-        edges.update({j: 0 for j in range(len(ins))})
-        put("elementwise", {"n": n_out, "inputs": 0, "vector_ops": 0, "dtype": out.dtype.name}, ins)
-    else:
+    v = OpView(
+        ins=ins,
+        outs=outs,
+        scalars=scalars,
+        weights=frozenset(i for i, (src, _) in enumerate(ins) if src in inits),
+    )
+    mapper = lookup("onnx", node.op_type)
+    if mapper is None:
         if strict:
-            raise CostModelError(f"no cost mapping for ONNX op {op} (node {name!r})")
-        unknown[op] += 1
-        edges.update({j: 0 for j in range(len(ins))})
-        put("view", {"elements": n_out}, ins, mark_unknown=True)
-
-
-def _ew(put: Any, ins: list[tuple[str, Tensor]], out: Tensor, ops: tuple[int, int]) -> None:
-    put("elementwise", elementwise_params(ins, out, ops), ins)
-
-
-def _pow_exponent(node: Any, consts: Mapping[str, float]) -> float | None:
-    """The exponent of a ``Pow`` when it is a known scalar constant, else ``None`` (exp/log)."""
-    return consts.get(node.input[1]) if len(node.input) > 1 else None
+            raise CostModelError(f"no cost mapping for ONNX op {node.op_type} (node {name!r})")
+        unknown[node.op_type] += 1
+        mapper = unknown_node
+    write_node(g, name, mapper(v), outs, **{FRONTEND_OP: node.op_type})
 
 
 def _scalar_constants(model: Any) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Import ``torch.export`` programs and ``torch.fx`` graphs into cost graphs.
 
-Every ATen op maps onto the cost-rule registry (:data:`ATEN_RULES` and the
-elementwise table); shapes come from the FakeTensor metadata, so an export
+Every ATen op maps onto the cost-rule registry through the op table shared
+with the ONNX importer (:mod:`graphs.importers.table`); shapes come from the FakeTensor metadata, so an export
 with dynamic dimensions yields costs in sympy symbols. Torch's own symbols
 (``s0``, ``s72`` ...) are renamed to ours through ``dims``, e.g.
 ``dims={"input_ids": ("B", "S")}``.
@@ -37,12 +37,13 @@ import sympy
 
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
-from costmodel.graph import BYTES, COST, INPUTS, KIND, OP, OUTPUTS, PARAMS, REPEAT, TENSOR
-from costmodel.rules import op_cost
+from costmodel.keys import COST, FRONTEND_OP, G_SYMBOLS, G_UNKNOWN_OPS, KIND, OUTPUTS, REPEAT, NodeKind
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .aten import ELEMENTWISE_OPS, TORCH_DTYPES, call_node, elementwise_params
+from .aten import TORCH_DTYPES, call_node
+from .ops import ELEMENTWISE_OPS, elementwise_params
+from .table import Mapped, write_node
 
 __all__ = [
     "elementwise_params",
@@ -72,12 +73,13 @@ class _Importer:
         self.g = nx.DiGraph()
         self.out: dict[str, list[Tensor | None]] = {}
         self.unknown: Counter[str] = Counter()
+        self.weights: set[str] = set()  #: source nodes that hold weights
 
     # ------------------------------------------------------------- metadata
     def expr(self, x: Any) -> sympy.Expr:
         torch = _torch()
         if isinstance(x, torch.SymInt):
-            e = sympy.sympify(x.node.expr)
+            e = x.node.expr  # torch's symbolic sizes are sympy expressions already
             return e.xreplace(self.rename) if self.rename else e
         return sympy.Integer(int(x))
 
@@ -98,7 +100,7 @@ class _Importer:
             return
         for size, label in zip(val.shape, self.dims[name], strict=False):
             if label is not None and isinstance(size, torch.SymInt):
-                e = sympy.sympify(size.node.expr)
+                e = size.node.expr
                 if isinstance(e, sympy.Symbol):
                     self.rename[e] = dim(label)
 
@@ -110,7 +112,9 @@ class _Importer:
             return
         cat = {"weight": "weights", "input": "activations"}[kind]
         cost = Cost.resident(**{cat: t.bytes}) if kind == "weight" else Cost.zero()
-        self.g.add_node(name, **{KIND: kind, COST: cost, OUTPUTS: (t,), REPEAT: 1})
+        if kind == NodeKind.WEIGHT:
+            self.weights.add(name)
+        self.g.add_node(name, **{KIND: NodeKind(kind), COST: cost, OUTPUTS: (t,), REPEAT: 1})
 
     def refs(self, args: Any) -> list[tuple[str, Tensor]]:
         fx = _torch().fx
@@ -138,45 +142,10 @@ class _Importer:
         walk(args)
         return found
 
-    def add_op(
-        self,
-        node: Any,
-        rule: str,
-        params: dict[str, Any],
-        outs: list[Tensor],
-        ins: list[tuple[str, Tensor]],
-        edge_bytes: dict[int, Any] | None = None,
-        unknown: bool = False,
-    ) -> None:
-        cost = op_cost(rule, **params)
-        name = node.name
-        self.g.add_node(
-            name,
-            **{
-                KIND: "op",
-                OP: rule,
-                PARAMS: params,
-                COST: cost,
-                INPUTS: tuple(t for _, t in ins),
-                OUTPUTS: tuple(outs),
-                REPEAT: 1,
-                "aten": str(node.target),
-                "unknown": unknown,
-            },
+    def add_op(self, node: Any, mapped: Mapped, outs: list[Tensor]) -> None:
+        node.meta["costmodel"] = write_node(
+            self.g, node.name, mapped, outs, **{FRONTEND_OP: str(node.target)}
         )
-        for i, (src, t) in enumerate(ins):
-            b = (edge_bytes or {}).get(i, t.bytes)
-            if self.g.has_edge(src, name):  # two tensors of one producer: one edge, bytes added
-                self.g.edges[src, name][BYTES] += sympy.sympify(b)
-            else:
-                self.g.add_edge(src, name, **{TENSOR: t, BYTES: sympy.sympify(b)})
-        node.meta["costmodel"] = {
-            "rule": rule,
-            "params": params,
-            "cost": cost,
-            "flops": cost.flops,
-            "bytes": cost.bytes,
-        }
 
 
 def _import(
@@ -196,8 +165,8 @@ def _import(
         elif n.op in ("call_function", "call_method", "call_module"):
             call_node(imp, n, torch, gm)
     g = imp.g
-    g.graph["unknown_ops"] = dict(imp.unknown)
-    g.graph["symbols"] = {str(k): str(v) for k, v in imp.rename.items()}
+    g.graph[G_UNKNOWN_OPS] = dict(imp.unknown)
+    g.graph[G_SYMBOLS] = {str(k): str(v) for k, v in imp.rename.items()}
     return g
 
 

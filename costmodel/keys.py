@@ -1,0 +1,115 @@
+"""Typed names: execution units, memory levels, phases, node kinds, links, and every
+graph/node/edge attribute key.
+
+The enums are ``StrEnum`` s, so a member *is* its string (``Unit.TENSOR ==
+"tensor"``): JSON, TOML files and user flags keep working, while code names
+the member and a typo fails at import time instead of silently missing a key.
+
+>>> Unit.TENSOR == "tensor", Phase("decode") is Phase.DECODE
+(True, True)
+>>> sorted(str(k) for k in NodeKind.sources())
+['input', 'kv_cache', 'weight']
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "Unit",
+    "Level",
+    "Phase",
+    "NodeKind",
+    "LinkName",
+    # node attributes
+    "OP",
+    "COST",
+    "PARAMS",
+    "KIND",
+    "PHASE",
+    "GROUP",
+    "LAYER",
+    "REPEAT",
+    "INPUTS",
+    "OUTPUTS",
+    "UNKNOWN",
+    "ROLE",
+    "FRONTEND_OP",
+    # edge attributes
+    "TENSOR",
+    "BYTES",
+    # graph attributes
+    "G_PHASE",
+    "G_GROUPS",
+    "G_TOKENS",
+    "G_UNKNOWN_OPS",
+    "G_SYMBOLS",
+]
+
+
+class Unit(StrEnum):
+    """Execution units: matrix engines, ordinary ALUs, transcendental units."""
+
+    TENSOR = "tensor"
+    VECTOR = "vector"
+    SFU = "sfu"
+
+
+class Level(StrEnum):
+    """Memory levels a cost can charge bytes to (off-chip first)."""
+
+    DRAM = "dram"
+    L2 = "l2"
+    SMEM = "smem"
+
+
+class Phase(StrEnum):
+    """Inference phases: prefill (``T = B*S`` tokens) and decode (``T = B`` over ``ctx``)."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class NodeKind(StrEnum):
+    """What a graph node is: an op, or a source whose cost is its residency."""
+
+    OP = "op"
+    WEIGHT = "weight"
+    KV_CACHE = "kv_cache"
+    INPUT = "input"
+
+    @classmethod
+    def sources(cls) -> frozenset[NodeKind]:
+        return frozenset({cls.WEIGHT, cls.KV_CACHE, cls.INPUT})
+
+
+class LinkName(StrEnum):
+    """Interconnect links: within a scale-up domain (NVLink) and across it (network)."""
+
+    SCALE_UP = "scale_up"
+    SCALE_OUT = "scale_out"
+
+
+# node attributes
+OP = "op"  #: rule name of an op node
+COST = "cost"  #: Cost of one instance
+PARAMS = "params"  #: rule parameters
+KIND = "kind"  #: a NodeKind
+PHASE = "phase"  #: a Phase
+GROUP = "group"  #: layer group name ("embed", "layers", "dense", "moe", "head")
+LAYER = "layer"  #: layer group a builder node belongs to (same values as GROUP)
+REPEAT = "repeat"  #: identical copies this node stands for
+INPUTS = "inputs"  #: tuple of Tensors an op consumes
+OUTPUTS = "outputs"  #: tuple of Tensors a node produces
+UNKNOWN = "unknown"  #: True on an imported op the importer table has no mapper for
+ROLE = "role"  #: what a builder node is for, e.g. "tokens" on the token-id input
+FRONTEND_OP = "frontend_op"  #: the importer's own op name (``aten.mm.default``, ``MatMul``)
+# edge attributes
+TENSOR = "tensor"  #: the logical tensor on the edge
+BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer
+# graph attributes
+G_PHASE = "phase"  #: the graph's Phase
+G_GROUPS = "groups"  #: layer groups of a model graph: name -> entry, exit, repeat
+G_TOKENS = "tokens"  #: tokens the step processes (prefill B*S, decode B)
+G_UNKNOWN_OPS = "unknown_ops"  #: importer ops with no mapper: name -> count
+G_SYMBOLS = "symbols"  #: importer renames of frontend symbols to ours

@@ -1,0 +1,341 @@
+"""The op mappers: each compiler op, under its ATen and ONNX names, onto a cost rule.
+
+One function per op family, registered once for every frontend (see
+:mod:`graphs.importers.table`). Conventions (the same for every frontend):
+
+* matmuls (``mm``/``matmul``/``bmm``/``linear``/``addmm``, ONNX
+  ``MatMul``/``Gemm``) -> ``gemm`` with the batch folded into ``M`` when the
+  right operand is 2-D, else ``batched_gemm``; each operand at its own dtype;
+* SDPA and ONNX ``Attention`` -> ``attention``; ``is_causal`` counts the
+  causal pairs, an explicit mask counts the full score matrix (the kernel
+  computes it) unless the importer is told masks are causal; the mask's edge
+  moves nothing (a fused kernel applies it);
+* elementwise arithmetic and activations -> ``elementwise`` with the vector
+  and SFU op counts of :data:`ELEMENTWISE_OPS`, each input read at its own
+  (broadcast) size and dtype;
+* softmax, norms, reductions -> their rules; an ``embedding`` (or ONNX
+  ``Gather`` of a weight) reads the rows it returns; other gathers read the
+  elements they return and their indices;
+* views, contiguous reshapes and same-dtype casts are free; copies, casts to
+  another dtype and non-contiguous reshapes are ``copy``; in-place updates
+  charge the updated values only; factories and shape arithmetic only write.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import sympy
+
+from costmodel.tensor import Tensor
+
+from .table import Mapped, OpView, register_import
+
+__all__ = ["ELEMENTWISE_OPS", "POW_OPS", "elementwise_params"]
+
+#: elementwise ops: ATen name -> ((vector ops, SFU ops) per output element, ONNX name or None).
+#: Transcendentals are one SFU op; composites count their steps.
+_ELEMENTWISE: dict[str, tuple[tuple[int, int], str | None]] = {
+    "add": ((1, 0), "Add"),
+    "sub": ((1, 0), "Sub"),
+    "mul": ((1, 0), "Mul"),
+    "div": ((1, 0), "Div"),
+    "neg": ((1, 0), "Neg"),
+    "relu": ((1, 0), "Relu"),
+    "abs": ((1, 0), "Abs"),
+    "maximum": ((1, 0), "Max"),
+    "minimum": ((1, 0), "Min"),
+    "where": ((1, 0), "Where"),
+    "clamp": ((1, 0), "Clip"),
+    "eq": ((1, 0), "Equal"),
+    "ne": ((1, 0), None),
+    "le": ((1, 0), "LessOrEqual"),
+    "lt": ((1, 0), "Less"),
+    "ge": ((1, 0), "GreaterOrEqual"),
+    "gt": ((1, 0), "Greater"),
+    "logical_not": ((1, 0), "Not"),
+    "logical_and": ((1, 0), "And"),
+    "logical_or": ((1, 0), "Or"),
+    "bitwise_and": ((1, 0), "BitwiseAnd"),
+    "bitwise_or": ((1, 0), "BitwiseOr"),
+    "bitwise_not": ((1, 0), "BitwiseNot"),
+    "__and__": ((1, 0), None),
+    "__or__": ((1, 0), None),
+    "reciprocal": ((1, 0), "Reciprocal"),
+    "square": ((1, 0), None),
+    "cumsum": ((1, 0), "CumSum"),
+    "masked_fill": ((1, 0), None),
+    "fill": ((1, 0), None),
+    "isnan": ((1, 0), "IsNaN"),
+    "rsub": ((1, 0), None),
+    "floor_divide": ((1, 0), None),
+    "remainder": ((1, 0), "Mod"),
+    "sign": ((1, 0), "Sign"),
+    "clamp_min": ((1, 0), None),
+    "clamp_max": ((1, 0), None),
+    "diff": ((1, 0), None),
+    "exp": ((0, 1), "Exp"),
+    "log": ((0, 1), "Log"),
+    "rsqrt": ((0, 1), None),
+    "sqrt": ((0, 1), "Sqrt"),
+    "sin": ((0, 1), "Sin"),
+    "cos": ((0, 1), "Cos"),
+    "tanh": ((0, 1), "Tanh"),
+    "erf": ((0, 1), "Erf"),
+    "exp2": ((0, 1), None),
+    "log2": ((0, 1), None),
+    "sigmoid": ((3, 1), "Sigmoid"),  # 1 / (1 + exp(-x)): negate, add, reciprocal + exp
+    "silu": ((3, 1), None),  # x / (1 + exp(-x))
+    "gelu": ((7, 1), "Gelu"),  # tanh approximation, as the graph builders count it
+}
+#: (vector ops, SFU ops) per element, by ATen name
+ELEMENTWISE_OPS: dict[str, tuple[int, int]] = {k: ops for k, (ops, _) in _ELEMENTWISE.items()}
+#: ``x ** e`` for the exponents kernels special-case; any other is exp(e*log x): 2 SFU ops
+POW_OPS: dict[float, tuple[int, int]] = {2.0: (1, 0), 0.5: (0, 1), -1.0: (1, 0), 1.0: (0, 0)}
+_POW_GENERAL = (0, 2)
+
+
+def _numel(t: Tensor) -> sympy.Expr:
+    return t.numel
+
+
+def _free(v: OpView) -> dict[int, int]:
+    return {i: 0 for i in range(len(v.ins))}
+
+
+def elementwise_params(ins: list[tuple[str, Tensor]], out: Tensor, ops: tuple[int, int]) -> dict[str, Any]:
+    """``elementwise`` rule parameters for an op reading ``ins`` and writing ``out`` (broadcasting
+    included: each input is read at its own size and dtype)."""
+    return {
+        "n": out.numel,
+        "inputs": len(ins),
+        "vector_ops": ops[0],
+        "sfu_ops": ops[1],
+        "dtype": ins[0][1].dtype.name if ins else out.dtype.name,
+        "out_dtype": out.dtype.name,
+        "read_bytes": sympy.Add(*(t.bytes for _, t in ins)),
+    }
+
+
+def _elementwise(ops: tuple[int, int], v: OpView) -> Mapped:
+    return Mapped("elementwise", elementwise_params(v.ins, v.out, ops), v.ins)
+
+
+for _aten, (_ops, _onnx) in _ELEMENTWISE.items():
+    register_import(aten=_aten, onnx=_onnx or ())(partial(_elementwise, _ops))
+
+
+@register_import(aten="pow", onnx="Pow")
+def pow_(v: OpView) -> Mapped:
+    e = v.scalar(1, "exponent")
+    ops = POW_OPS.get(float(e), _POW_GENERAL) if isinstance(e, (int, float)) else _POW_GENERAL
+    return _elementwise(ops, v)
+
+
+# ------------------------------------------------------------------ matmuls
+def _matmul(v: OpView, refs: list[tuple[str, Tensor]], *, trans_b: bool, bias: bool) -> Mapped:
+    """``[..., M, K] x [K, N]`` (``[N, K]`` when ``trans_b``) -> ``gemm``; a batched right operand
+    -> ``batched_gemm`` over the output's leading dims."""
+    a, b = refs[0][1], refs[1][1]
+    k = a.shape[-1]
+    n = b.shape[-2] if trans_b else b.shape[-1]
+    dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
+    if len(b.shape) <= 2:  # one GEMM with the batch folded into M
+        return Mapped("gemm", {"M": _numel(a) / k, "N": n, "K": k, **dtypes, "bias": bias}, refs)
+    m = a.shape[-2] if len(a.shape) >= 2 else sympy.Integer(1)
+    batch = sympy.simplify(_numel(v.out) / (m * n))
+    return Mapped("batched_gemm", {"batch": batch, "M": m, "N": n, "K": k, **dtypes}, refs)
+
+
+@register_import(aten=("mm", "matmul", "bmm"), onnx="MatMul")
+def matmul(v: OpView) -> Mapped:
+    return _matmul(v, v.ins, trans_b=False, bias=False)
+
+
+@register_import(aten="linear")
+def linear(v: OpView) -> Mapped:  # y = x W^T (+ b), W is [N, K]
+    return _matmul(v, v.ins, trans_b=True, bias=len(v.ins) > 2)
+
+
+@register_import(aten=("addmm", "baddbmm"))
+def addmm(v: OpView) -> Mapped:  # bias + a @ b: the bias comes first in ATen
+    bias, a, b = v.ins[0], v.ins[1], v.ins[2]
+    return _matmul(v, [a, b, bias], trans_b=False, bias=True)
+
+
+@register_import(onnx="Gemm")
+def gemm(v: OpView) -> Mapped:  # alpha * A' @ B' + beta * C
+    return _matmul(v, v.ins, trans_b=v.scalar(None, "transB", 0) == 1, bias=len(v.ins) > 2)
+
+
+# ---------------------------------------------------------------- attention
+@register_import(
+    aten=(
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+    ),
+    onnx="Attention",
+)
+def attention(v: OpView) -> Mapped:
+    q, k, val = v.ins[0][1], v.ins[1][1], v.ins[2][1]
+    has_mask = len(v.ins) > 3
+    causal = bool(v.scalar(5, "is_causal", False)) or (has_mask and v.masked_causal)
+    params = {
+        "batch": sympy.Mul(*q.shape[:-3]) if len(q.shape) > 3 else sympy.Integer(1),
+        "heads": q.shape[-3],
+        "kv_heads": k.shape[-3],
+        "q_len": q.shape[-2],
+        "kv_len": k.shape[-2],
+        "head_dim": q.shape[-1],
+        "v_head_dim": val.shape[-1],
+        "dtype": q.dtype.name,
+        "causal": causal,
+    }
+    return Mapped("attention", params, v.ins, {i: 0 for i in range(3, len(v.ins))})
+
+
+# ------------------------------------------------------- rows: softmax, norms, reductions
+@register_import(aten=("softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"), onnx="Softmax")
+def softmax(v: OpView) -> Mapped:
+    x = v.ins[0][1]
+    cols = x.shape[-1]
+    params = {"rows": _numel(x) / cols, "cols": cols, "dtype": x.dtype.name, "out_dtype": v.out.dtype.name}
+    return Mapped("softmax", params, v.ins[:1])
+
+
+def _norm(rule: str, v: OpView) -> Mapped:
+    x = v.ins[0][1]
+    cols = x.shape[-1]
+    params: dict[str, Any] = {"rows": _numel(x) / cols, "cols": cols, "dtype": x.dtype.name}
+    if rule == "layernorm":
+        params["bias"] = len(v.ins) >= 3
+    return Mapped(rule, params, v.ins)
+
+
+register_import(aten=("native_layer_norm", "layer_norm"), onnx="LayerNormalization")(
+    partial(_norm, "layernorm")
+)
+register_import(
+    aten=("rms_norm", "_fused_rms_norm"), onnx=("RMSNormalization", "SimplifiedLayerNormalization")
+)(partial(_norm, "rmsnorm"))
+
+
+@register_import(
+    aten=(
+        "mean sum amax amin max min any all prod argmax argmin var std logsumexp norm linalg_vector_norm"
+    ).split(),
+    onnx=("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"),
+)
+def reduction(v: OpView) -> Mapped:
+    x, n_out = v.ins[0][1], _numel(v.out)
+    params = {
+        "rows": n_out,
+        "cols": sympy.simplify(_numel(x) / n_out),
+        "dtype": x.dtype.name,
+        "out_dtype": v.out.dtype.name,
+    }
+    return Mapped("reduction", params, v.ins[:1])
+
+
+# ------------------------------------------------------------------ gathers
+@register_import(aten="embedding")
+def embedding(v: OpView) -> Mapped:
+    """Reads the ``tokens`` rows it returns (not the table): ``tokens * hidden * bytes``."""
+    w, idx = v.ins[0][1], v.ins[1][1]
+    tokens, hidden = _numel(idx), w.shape[-1]
+    params = {"tokens": tokens, "hidden": hidden, "dtype": w.dtype.name, "index_dtype": idx.dtype.name}
+    return Mapped("embedding", params, v.ins[:2], {0: tokens * hidden * w.dtype.bytes})
+
+
+@register_import(
+    aten=("index", "gather", "index_select", "take_along_dim"), onnx=("GatherND", "GatherElements")
+)
+def gather(v: OpView) -> Mapped:
+    """Reads the elements it returns and its indices, then writes them."""
+    n_out, out = _numel(v.out), v.out
+    idx_bytes = sympy.Add(*(t.bytes for _, t in v.ins[1:]))
+    params = {
+        "n": n_out,
+        "inputs": len(v.ins),
+        "vector_ops": 0,
+        "dtype": out.dtype.name,
+        "read_bytes": n_out * out.dtype.bytes + idx_bytes,
+    }
+    return Mapped("elementwise", params, v.ins, {0: n_out * out.dtype.bytes})
+
+
+@register_import(onnx="Gather")
+def gather_or_embedding(v: OpView) -> Mapped:  # ONNX has one Gather: a weight table is an embedding
+    return embedding(v) if 0 in v.weights and len(v.ins) > 1 else gather(v)
+
+
+# ------------------------------------------------------- layout, copies, casts, factories
+@register_import(
+    aten=(
+        "view _unsafe_view unsqueeze squeeze permute transpose t expand slice select alias detach "
+        "as_strided unflatten flatten narrow split chunk split_with_sizes unbind dropout "
+        "lift_fresh_copy movedim expand_as view_as unsqueeze_copy _assert_tensor_metadata type_as "
+        "__getitem__ size dim contiguous_view"
+    ).split(),
+    onnx=("Transpose", "Unsqueeze", "Squeeze", "Slice", "Expand", "Identity", "Flatten", "Split", "Dropout"),
+)
+def view(v: OpView) -> Mapped:
+    """Metadata only: no bytes move."""
+    return Mapped("view", {"elements": _numel(v.out)}, v.ins, _free(v))
+
+
+def _copy(v: OpView, elements: sympy.Expr, src_dtype: str) -> Mapped:
+    params = {"elements": elements, "dtype": src_dtype, "out_dtype": v.out.dtype.name}
+    return Mapped("copy", params, v.ins)
+
+
+@register_import(
+    aten=("clone", "cat", "stack", "repeat", "pad", "constant_pad_nd", "flip", "roll", "tril", "triu"),
+    onnx="Concat",
+)
+def copy(v: OpView) -> Mapped:
+    return _copy(v, _numel(v.out), v.ins[0][1].dtype.name if v.ins else v.out.dtype.name)
+
+
+@register_import(aten=("reshape", "contiguous"), onnx="Reshape")
+def reshape(v: OpView) -> Mapped:
+    """A view of a contiguous tensor, a copy of a non-contiguous one."""
+    return view(v) if v.contiguous or not v.ins else copy(v)
+
+
+@register_import(aten=("to", "_to_copy", "type", "to_copy"), onnx="Cast")
+def cast(v: OpView) -> Mapped:
+    """A copy when the dtype changes, else free."""
+    if v.ins and v.ins[0][1].dtype != v.out.dtype:
+        return _copy(v, _numel(v.out), v.ins[0][1].dtype.name)
+    return view(v)
+
+
+@register_import(
+    aten=(
+        "__setitem__ index_put index_put_ copy_ slice_scatter select_scatter index_copy "
+        "index_copy_ scatter scatter_"
+    ).split()
+)
+def inplace_update(v: OpView) -> Mapped:
+    """Charges the updated values (the last tensor argument), not the destination."""
+    values = v.ins[-1][1] if len(v.ins) > 1 else v.out
+    params = {"elements": _numel(values), "dtype": values.dtype.name, "out_dtype": v.out.dtype.name}
+    return Mapped("copy", params, v.ins, {i: 0 for i in range(len(v.ins) - 1)})
+
+
+@register_import(
+    aten=(
+        "arange full ones zeros empty scalar_tensor new_ones new_zeros full_like zeros_like "
+        "ones_like empty_like new_full new_empty rand randn"
+    ).split(),
+    onnx=("Shape", "Range", "ConstantOfShape", "Constant", "Size"),
+)
+def factory(v: OpView) -> Mapped:
+    """Writes its result and reads nothing (shapes are metadata)."""
+    params = {"n": _numel(v.out), "inputs": 0, "vector_ops": 0, "dtype": v.out.dtype.name}
+    return Mapped("elementwise", params, v.ins, _free(v))
