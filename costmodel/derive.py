@@ -6,9 +6,8 @@ decode-attention intensity is the limit of the ``attention`` rule as the
 context grows, and so on. Hardware may be numeric or symbolic
 (:meth:`Hardware.symbolic`: ``P``, ``beta``).
 
->>> import sympy
->>> from costmodel.symbols import M, N, K
->>> b = sympy.Symbol("b", positive=True)
+>>> from costmodel.symbols import M, N, K, quantity
+>>> b = quantity("b")  # bytes per element
 >>> gemm_crossover(N=N, K=K, dtype=b).asymptotic
 P*b/(2*beta)
 """
@@ -28,7 +27,7 @@ from .errors import CostModelError
 from .hardware.spec import WILDCARD, Hardware
 from .rules import op_cost
 from .symbols import M as M_sym
-from .symbols import check_dim, ctx
+from .symbols import check_dim, ctx, dim, quantity
 
 __all__ = [
     "balance_point",
@@ -112,7 +111,7 @@ class Crossover:
 
 def _positive_root(eq: sympy.Expr, x: sympy.Symbol) -> sympy.Expr | None:
     # solve over a real positive helper so sympy can discard negative branches
-    y = sympy.Symbol(f"{x.name}_real", positive=True)
+    y = quantity(f"{x.name}_real")
     sols = [s for s in sympy.solve(sympy.Eq(eq.subs(x, y), 0), y) if s.is_positive is not False]
     if not sols:
         return None
@@ -203,7 +202,7 @@ def gemm_crossover(
     )
     large = [s for s in (sympy.sympify(N), sympy.sympify(K)) if isinstance(s, sympy.Symbol)]
     if not large:
-        n_sym, k_sym = sympy.Symbol("N", positive=True), sympy.Symbol("K", positive=True)
+        n_sym, k_sym = dim("N"), dim("K")
         sym_cost = op_cost(
             "gemm",
             M=M_sym,
@@ -262,12 +261,11 @@ def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") ->
         I_\\text{tile} = \\lim_{K\\to\\infty}\\frac{2\\,t_m t_n K}{b\\,(t_m K + K t_n + t_m t_n)}
         = \\frac{2\\,t_m t_n}{b\\,(t_m + t_n)}
 
-    >>> import sympy
-    >>> tm, tn = sympy.symbols("t_m t_n", positive=True, integer=True)
+    >>> tm, tn = dim("t_m"), dim("t_n")
     >>> tile_intensity(tm, tn)
     t_m*t_n/(t_m + t_n)
     """
-    k = sympy.Symbol("K_tile", positive=True, integer=True)
+    k = dim("K_tile")
     tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
     c = op_cost("gemm", M=tm, N=tn, K=k, dtype=dtype)
     return sympy.simplify(sympy.limit(c.intensity_at("dram", "tensor"), k, sympy.oo))
@@ -301,9 +299,9 @@ def split_matmul_network(
     >>> split_matmul_network()["network_intensity"]
     K/(2*(p - 1))
     """
-    m, n = sympy.symbols("M N", positive=True, integer=True)
-    k = sympy.Symbol("K", positive=True, integer=True) if K is None else check_dim(K, "K")
-    pp = sympy.Symbol("p", positive=True, integer=True) if p is None else check_dim(p, "p")
+    m, n = dim("M"), dim("N")
+    k = dim("K") if K is None else check_dim(K, "K")
+    pp = dim("p") if p is None else check_dim(p, "p")
     hw = hw or Hardware.symbolic()
     mm = op_cost("gemm", M=m, N=n, K=k / pp, dtype=dtype)  # this device's slice of the contraction
     ar = op_cost("all_reduce", elements=m * n, p=pp, dtype=dtype, link=link)
@@ -314,7 +312,7 @@ def split_matmul_network(
     if hw.peak("tensor", prec) is None and hw.peak("tensor", WILDCARD) is not None:
         prec = WILDCARD
     ridge = hw.require_peak("tensor", prec) / hw.link(link).bandwidth_bytes_per_s
-    kk = sympy.Symbol("K_", positive=True)
+    kk = quantity("K_")
     k_star = sympy.solve(sympy.Eq(intensity.subs(k, kk) if k.free_symbols else intensity, ridge), kk)
     return {
         "network_intensity": intensity,

@@ -136,8 +136,8 @@ def get_dtype(name: DType | str) -> DType:
 def dtype_bytes(dtype: DTypeLike, field: str = "dtype") -> sympy.Expr:
     """Bytes per element of a dtype, or the expression itself if symbolic.
 
-    >>> import sympy
-    >>> b = sympy.Symbol("b", positive=True)
+    >>> from costmodel.symbols import quantity
+    >>> b = quantity("b")
     >>> dtype_bytes(b)
     b
     >>> dtype_bytes("int4")

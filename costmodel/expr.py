@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 import sympy
 
 from .errors import ExpressionSyntaxError
-from .symbols import dim
+from .symbols import symbol
 
 __all__ = ["parse_expr", "to_expr"]
 
@@ -76,7 +76,7 @@ def _build(node: ast.AST, text: str, symbols: Mapping[str, sympy.Expr], field: s
     if isinstance(node, ast.Name):
         if node.id in symbols:
             return symbols[node.id]
-        return dim(node.id)
+        return symbol(node.id)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left = _build(node.left, text, symbols, field)
         right = _build(node.right, text, symbols, field)

@@ -5,7 +5,8 @@ evaluate it on a whole grid (no per-point substitution), then keep the
 non-dominated points.
 
 >>> import numpy as np, sympy
->>> x, y = sympy.symbols("x y", positive=True)
+>>> from costmodel.symbols import dim
+>>> x, y = dim("x_1"), dim("y_1")
 >>> f = compile_expr(sympy.Max(x, 2 * y), (x, y))
 >>> f(np.array([1.0, 3.0]), np.array([1.0, 1.0])).tolist()
 [2.0, 3.0]

@@ -143,15 +143,15 @@ def frontier_plot(points: list[dict[str, Any]], path: str | Path) -> Any:
 
 def headroom_plot(path: str | Path) -> Any:
     """Speed-up of doubling compute or bandwidth against I/I*, computed by :func:`headroom`."""
-    import sympy
 
     from .cost import Cost
     from .frontier import compile_expr
     from .hardware.spec import Hardware, MemoryLevel, Roof
     from .roofline import headroom
+    from .symbols import quantity
 
     plt = _plt()
-    x = sympy.Symbol("x", positive=True)  # I / I* on a device with P = beta = 1
+    x = quantity("x")  # I / I* on a device with P = beta = 1
     unit = Hardware("unit", roofs=(Roof("tensor", "bf16", 1),), memory=(MemoryLevel("dram", 1),))
     cost = Cost.compute("tensor", "bf16", x) + Cost.traffic(read=1)
     r = np.logspace(-2, 2, 400)

@@ -41,6 +41,7 @@ import sympy
 from .cost import UNITS, Bindings, Cost, as_float, bind
 from .errors import MissingRoofError, SymbolicComparisonError
 from .hardware.spec import Hardware
+from .symbols import quantity
 
 __all__ = [
     "Bound",
@@ -251,7 +252,7 @@ def sensitivities(cost: Cost, hw: Hardware) -> dict[str, dict[str, sympy.Expr]]:
     the ``Max`` with sympy (Heaviside steps), not by finite differences.
     """
     b = bound(cost, hw)
-    scale = {label: sympy.Symbol(f"s_{label.replace(':', '_')}", positive=True) for label in b.terms}
+    scale = {label: quantity(f"s_{label.replace(':', '_')}") for label in b.terms}
     # each term scales as 1/s when its resource is multiplied by s
     t_of_s = sympy.Max(*(t / scale[label] for label, t in b.terms.items())) if b.terms else sympy.Integer(0)
     at_one = {s: 1 for s in scale.values()}

@@ -1,16 +1,30 @@
-"""Canonical dimension symbols.
+"""The one symbol factory: dimensions, continuous quantities and counts.
 
-One place defines every named dimension. Each is a sympy ``Symbol`` with
-``integer=True, positive=True`` so simplification knows sizes are positive
-whole numbers. Where Hugging Face ``config.json`` has a field for the
-dimension, the symbol carries that field's name (``hidden_size``,
-``num_key_value_heads`` ...), so binding a config is a plain substitution.
+Every sympy symbol of the engine comes from here, so one name is one symbol
+everywhere (sympy treats ``Symbol("P", positive=True)`` and
+``Symbol("P", positive=True, integer=True)`` as different symbols, and
+``P/beta - P/beta`` written with both would not cancel).
+
+* :func:`dim` - sizes: positive integers. Where Hugging Face ``config.json``
+  has a field for the dimension, the symbol carries that field's name
+  (``hidden_size``, ``num_key_value_heads`` ...), so binding a config is a
+  plain substitution.
+* :func:`quantity` - continuous positive quantities: hardware roofs (``P``,
+  ``beta``, ``C`` ...), bytes per element ``b``, rates, times.
+* :func:`count` - whole numbers that may be zero (a cached prefix).
+* :func:`symbol` - the symbol a name in a user expression means: a known
+  quantity or count by its name, anything else a dimension.
+
+A name keeps the kind it was first made with; asking for it as another kind
+raises :class:`~costmodel.errors.InvalidDimensionError`.
 
 >>> from costmodel.symbols import dim, B, hidden_size
 >>> dim("batch") is B
 True
 >>> (2 * hidden_size).is_positive
 True
+>>> symbol("P") is quantity("P"), quantity("P").is_integer
+(True, None)
 """
 
 from __future__ import annotations
@@ -23,6 +37,13 @@ from .errors import InvalidDimensionError
 
 __all__ = [
     "dim",
+    "quantity",
+    "count",
+    "symbol",
+    "QUANTITIES",
+    "COUNTS",
+    "DISPLAY_NAMES",
+    "display",
     "CANONICAL_DIMS",
     "DIM_ALIASES",
     "check_dim",
@@ -64,6 +85,7 @@ CANONICAL_DIMS: dict[str, str] = {
     "M": "GEMM rows",
     "N": "GEMM columns",
     "K": "GEMM reduction length",
+    "gamma": "speculative decoding: tokens drafted per step (Leviathan et al. 2023)",
 }
 
 #: Short names accepted wherever a dimension is named by the user.
@@ -88,7 +110,49 @@ DIM_ALIASES: dict[str, str] = {
     "top_k": "num_experts_per_tok",
 }
 
+#: Continuous positive quantities (real, not integer) and what they mean.
+QUANTITIES: dict[str, str] = {
+    "P": "peak FLOP/s of the tensor roof",
+    "P_vector": "peak FLOP/s of the vector roof",
+    "P_sfu": "peak op/s of the transcendental (SFU) roof",
+    "beta": "DRAM bandwidth, bytes/s",
+    "C": "memory capacity, bytes",
+    "beta_link": "link bandwidth per direction, bytes/s",
+    "alpha_link": "link latency per message, s",
+    "b": "bytes per element",
+    "alpha": "speculative decoding: probability a drafted token is accepted",
+    "T_target": "target model step time, s",
+    "T_draft": "draft model step time, s",
+    "T_verify": "target model verification step time, s",
+    "x": "a positive real unknown (solving, plotting)",
+}
+#: Whole numbers that may be zero.
+COUNTS: dict[str, str] = {
+    "prefix": "tokens already cached before a prefill chunk",
+}
+
+_KINDS: dict[str, str] = {}  # name -> "dimension" | "quantity" | "count"
 _CACHE: dict[str, sympy.Symbol] = {}
+_ASSUMPTIONS: dict[str, dict[str, bool]] = {
+    "dimension": {"integer": True, "positive": True},
+    "quantity": {"positive": True},
+    "count": {"integer": True, "nonnegative": True},
+}
+
+
+def _make(name: str, kind: str) -> sympy.Symbol:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise InvalidDimensionError(
+            f"symbol name {name!r} is not a valid identifier; use letters, digits and _"
+        )
+    sym = _CACHE.get(name)
+    if sym is None:
+        sym = sympy.Symbol(name, **_ASSUMPTIONS[kind])
+        _CACHE[name] = sym
+        _KINDS[name] = kind
+    elif _KINDS[name] != kind:
+        raise InvalidDimensionError(f"symbol {name!r} is a {_KINDS[name]}, it cannot also be a {kind}")
+    return sym
 
 
 def dim(name: str) -> sympy.Symbol:
@@ -101,16 +165,69 @@ def dim(name: str) -> sympy.Symbol:
     >>> dim("d_model")
     hidden_size
     """
+    if isinstance(name, str) and (name in QUANTITIES or name in COUNTS):
+        kind = "quantity" if name in QUANTITIES else "count"
+        raise InvalidDimensionError(f"{name!r} names a {kind}, not a dimension; use symbols.{kind}({name!r})")
     if not isinstance(name, str) or not name.isidentifier():
         raise InvalidDimensionError(
             f"dimension name {name!r} is not a valid identifier; use letters, digits and _"
         )
-    canonical = DIM_ALIASES.get(name, name)
-    sym = _CACHE.get(canonical)
-    if sym is None:
-        sym = sympy.Symbol(canonical, integer=True, positive=True)
-        _CACHE[canonical] = sym
-    return sym
+    return _make(DIM_ALIASES.get(name, name), "dimension")
+
+
+def quantity(name: str) -> sympy.Symbol:
+    """The positive real symbol for a continuous quantity (``P``, ``beta``, ``b`` ...).
+
+    >>> quantity("P") / quantity("beta") - quantity("P") / quantity("beta")
+    0
+    """
+    return _make(name, "quantity")
+
+
+def count(name: str) -> sympy.Symbol:
+    """The non-negative integer symbol for a count that may be zero (``prefix``)."""
+    return _make(name, "count")
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """The symbol a name in an expression means: a quantity or count by its name, else a dimension.
+
+    >>> symbol("beta") is quantity("beta"), symbol("d_model") is dim("hidden_size")
+    (True, True)
+    """
+    if isinstance(name, str) and name in _KINDS:
+        return _CACHE[name]
+    if isinstance(name, str) and name in QUANTITIES:
+        return quantity(name)
+    if isinstance(name, str) and name in COUNTS:
+        return count(name)
+    return dim(name)
+
+
+#: short names for printing closed forms the way papers write them
+DISPLAY_NAMES: dict[str, str] = {
+    "num_attention_heads": "H",
+    "num_key_value_heads": "H_kv",
+    "hidden_size": "d_model",
+    "head_dim": "d_head",
+    "intermediate_size": "d_ff",
+    "num_hidden_layers": "L",
+    "vocab_size": "V",
+    "num_experts": "E",
+    "num_experts_per_tok": "top_k",
+}
+
+
+def display(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with canonical dimension names shortened for printing (``H``, ``H_kv``, ``L`` ...).
+
+    The result is for display only: its symbols are plain names, not the engine's.
+
+    >>> display(2 * dim("H") / (dim("H_kv") * quantity("b")))
+    2*H/(H_kv*b)
+    """
+    sub = {_CACHE[k]: sympy.Symbol(v, positive=True) for k, v in DISPLAY_NAMES.items() if k in _CACHE}
+    return expr.xreplace(sub)
 
 
 B = dim("B")

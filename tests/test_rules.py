@@ -70,7 +70,7 @@ def test_gemm_bias_and_tiles():
 
 
 def test_batched_and_per_sample_matmul():
-    b = dim("b")
+    b = dim("batch")  # "b" is the bytes-per-element quantity
     bg = op_cost("batched_gemm", batch=b, M=M, N=N, K=K)
     assert same(bg.flops, 2 * b * M * N * K)
     assert same(bg.bytes, 2 * b * (M * K + K * N + M * N))
@@ -139,7 +139,7 @@ def test_softmax_naive_vs_fused_ideal_ratio_is_2_5():
 # ----------------------------------------------------------------- attention
 def test_attention_gqa_bytes_and_flops():
     # Llama-3-8B-like decode step: B=4, H=32, H_kv=8, d=128, ctx=C, one query
-    C = dim("C")
+    C = dim("ctx")  # "C" is the capacity quantity
     a = op_cost("attention", batch=4, heads=32, kv_heads=8, q_len=1, kv_len=C, head_dim=128)
     assert same(a.flops_on("tensor"), 4 * 32 * C * 4 * 128)  # 4*H*ctx*d per sequence
     # K and V once per KV head: 2 * B * H_kv * ctx * d * 2 bytes; Q read and O write: B*H*d*2 each
@@ -239,7 +239,7 @@ def test_grouped_gemm_compute_active_weights_touched():
 
 
 def test_attention_kv_dtype_and_shared_latent():
-    C = dim("C")
+    C = dim("ctx")  # "C" is the capacity quantity
     fp8 = op_cost("attention", heads=32, kv_heads=8, q_len=1, kv_len=C, head_dim=128, kv_dtype="fp8")
     assert same(fp8.bytes_read(), 8 * C * 256 * 1 + 32 * 128 * 2)  # K,V in 1 byte; Q in bf16
     # absorbed MLA decode: 128 heads over one latent KV head, keys 576 wide, values 512 = a slice

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import sympy
-
 from ..cost import as_float
 from ..derive import (
     balance_point,
@@ -18,6 +16,7 @@ from ..derive import (
 from ..expr import parse_expr
 from ..hardware import device_names, get_device
 from ..report import format_table
+from ..symbols import dim, display, quantity
 from .common import add_json, dump
 
 __all__ = ["add_derive_parser"]
@@ -28,9 +27,9 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
     xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
     sym = gemm_crossover(
-        N=sympy.Symbol("N", positive=True),
-        K=sympy.Symbol("K", positive=True),
-        dtype=sympy.Symbol("b", positive=True),
+        N=dim("N"),
+        K=dim("K"),
+        dtype=quantity("b"),
     )
     if args.json:
         print(
@@ -99,8 +98,7 @@ def cmd_decode_attention(args: argparse.Namespace) -> int:
     i = decode_attention_intensity(
         parse_expr(args.heads, field="heads"), parse_expr(args.kv_heads, field="kv_heads"), args.dtype
     )
-    h, hkv, b = sympy.symbols("H H_kv b", positive=True)
-    closed = decode_attention_intensity(h, hkv, b)
+    closed = display(decode_attention_intensity(dim("H"), dim("H_kv"), quantity("b")))
     if args.json:
         print(dump({"intensity": str(i), "closed_form": str(closed), "latex": latex(closed)}))
         return 0
@@ -112,9 +110,9 @@ def cmd_tile(args: argparse.Namespace) -> int:
     tm, tn = parse_expr(args.tile_m, field="tile_m"), parse_expr(args.tile_n, field="tile_n")
     i = tile_intensity(tm, tn, args.dtype)
     sym = tile_intensity(
-        sympy.Symbol("t_m", positive=True, integer=True),
-        sympy.Symbol("t_n", positive=True, integer=True),
-        sympy.Symbol("b", positive=True),
+        dim("t_m"),
+        dim("t_n"),
+        quantity("b"),
     )
     out: dict[str, Any] = {"tile_intensity": str(i), "closed_form": str(sym)}
     if args.device:

@@ -12,8 +12,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import sympy
-
 from .. import __version__
 from ..cost import as_float
 from ..derive import (
@@ -22,6 +20,7 @@ from ..derive import (
 from ..errors import CostModelError
 from ..hardware import get_device, load_hardware_file
 from ..report import format_table, roofline_rows, standard_ops
+from ..symbols import dim
 from .common import add_json, dump
 from .derive import add_derive_parser
 from .fusion import add_fusion_parser
@@ -40,7 +39,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     hw = get_device(args.device)
     rows = roofline_rows(standard_ops(args.dtype), hw, ridge_precision=args.dtype)
     xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=args.dtype)
-    sym = gemm_crossover(N=sympy.Symbol("N", positive=True), K=sympy.Symbol("K", positive=True))
+    sym = gemm_crossover(N=dim("N"), K=dim("K"))
     ridge = as_float(hw.balance("tensor", args.dtype))
     if args.json:
         print(

@@ -31,6 +31,7 @@ import sympy
 from ..cost import UNITS, as_float
 from ..errors import HardwareSpecError, MissingRoofError
 from ..expr import to_expr
+from ..symbols import quantity
 
 __all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD"]
 
@@ -294,7 +295,7 @@ class Hardware:
         ``beta_link``/``alpha_link`` for the ``scale_up`` link."""
 
         def pos(s: str) -> sympy.Symbol:
-            return sympy.Symbol(s, positive=True)
+            return quantity(s)
 
         return cls(
             name=name,

@@ -31,6 +31,7 @@ from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
+from costmodel.symbols import count, quantity
 from costmodel.symbols import ctx as ctx_sym
 from models.catalog import get_model
 from models.config import ModelConfig
@@ -150,7 +151,7 @@ def prefill_report(
         return _report(cfg, hw, g, "prefill", batch, batch * seq, tp, {"chunks": 1, "ttft_s": None})
     if chunk <= 0:
         raise CostModelError(f"chunk must be a positive number of tokens, got {chunk}")
-    prefix = sympy.Symbol("prefix", integer=True, nonnegative=True)
+    prefix = count("prefix")
     t_chunk = sympy.lambdify(
         prefix,
         step_time(build_model(cfg, "prefill", batch=batch, seq=chunk, prefix=prefix, tp=tp), hw),
@@ -254,7 +255,7 @@ def decode_limits(
     b_per = sympy.expand((mem - a) / B_sym)
     c_unit = max(comp, key=lambda k: as_float(comp[k].subs({B_sym: 1, ctx_sym: ctx or 4096})))
     c_per = sympy.expand(comp[c_unit] / B_sym)
-    x = sympy.Symbol("x", positive=True)  # ctx as a real number: the ceiling need not be whole
+    x = quantity("x")  # ctx as a real number: the ceiling need not be whole
     ceiling = sympy.solve(sympy.Eq(b_per.subs(ctx_sym, x), c_per.subs(ctx_sym, x)), x)
     ceiling_val = [as_float(v) for v in ceiling]
     out: dict[str, Any] = {

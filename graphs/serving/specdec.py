@@ -25,7 +25,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.hardware import Hardware, get_device
-from costmodel.symbols import check_dim
+from costmodel.symbols import check_dim, dim, quantity
 from models.catalog import get_model
 from models.config import ModelConfig
 
@@ -34,8 +34,8 @@ from .phases import step_time
 
 __all__ = ["expected_tokens", "speedup_closed_form", "speculative_decoding"]
 
-alpha_s, k_s = sympy.symbols("alpha k", positive=True)
-T_target, T_draft, T_verify = sympy.symbols("T_target T_draft T_verify", positive=True)
+alpha_s, k_s = quantity("alpha"), dim("gamma")  # acceptance rate, tokens drafted per step (Leviathan et al.)
+T_target, T_draft, T_verify = quantity("T_target"), quantity("T_draft"), quantity("T_verify")
 
 
 def expected_tokens(alpha: Any = alpha_s, k: Any = k_s) -> sympy.Expr:
@@ -83,7 +83,7 @@ def speculative_decoding(
     dhw = get_device(draft_device) if draft_device is not None else thw
     t_target = as_float(step_time(build_model(tcfg, "decode", batch=batch, ctx=ctx), thw))
     t_draft = as_float(step_time(build_model(dcfg, "decode", batch=batch, ctx=ctx), dhw))
-    seq = sympy.Symbol("verify_tokens", positive=True, integer=True)
+    seq = dim("verify_tokens")
     verify = sympy.lambdify(
         seq,
         step_time(build_model(tcfg, "prefill", batch=batch, seq=seq, prefix=ctx, logits="all"), thw),

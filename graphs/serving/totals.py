@@ -28,6 +28,7 @@ from costmodel.graph import (
 from costmodel.hardware import Hardware, get_device
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
+from costmodel.symbols import quantity
 from models.catalog import get_model
 from models.config import ModelConfig
 
@@ -225,7 +226,7 @@ def decode_energy_vs_batch(
     g = build_model(cfg, "decode", ctx=ctx)
     e = graph_energy(g, table or HOROWITZ_45NM)
     arith, weights = sympy.expand(e["arithmetic"]), sympy.expand(e["weight_reads"])
-    x = sympy.Symbol("x", positive=True)
+    x = quantity("x")
     sol = sympy.solve(sympy.Eq(arith.subs(B_sym, x), weights.subs(B_sym, x)), x)
     return {
         "arithmetic_j": arith,
