@@ -39,6 +39,7 @@ from .errors import (
 from .expr import parse_expr
 from .frontier import compile_expr, pareto_mask
 from .hardware import (
+    Catalog,
     Hardware,
     Link,
     MemoryLevel,
@@ -48,6 +49,7 @@ from .hardware import (
     get_device,
     load_hardware_file,
     register_device,
+    use_catalog,
 )
 from .ledger import MemoryLedger, Overhead, max_batch, max_context
 from .passes import Pass, Pipeline
@@ -84,6 +86,8 @@ __all__ = [
     "register_device",
     "load_hardware_file",
     "catalog",
+    "Catalog",
+    "use_catalog",
     "Bound",
     "bound",
     "headroom",

@@ -13,8 +13,10 @@ from costmodel import (
     Roof,
     UnknownDeviceError,
     as_float,
+    device_names,
     get_device,
     load_hardware_file,
+    register_device,
 )
 from costmodel.hardware import shipped_devices
 
@@ -196,3 +198,16 @@ def test_scaled_and_symbolic():
         a100.scaled({"hbm": 2})
     sym = Hardware.symbolic()
     assert str(sym.balance(precision="fp8")) == "P/beta"
+
+
+def test_catalog_fixture_isolates_registrations(fresh_catalog):
+    """Each test gets a fresh copy of the shipped catalog; use_catalog restores the previous one."""
+    from costmodel.hardware import Catalog, use_catalog
+
+    assert set(fresh_catalog.names()) == set(shipped_devices())
+    inner = Catalog.shipped()
+    with use_catalog(inner):
+        register_device(get_device("h100").replace(name="scratch-device"))
+        assert "scratch-device" in device_names()
+    assert "scratch-device" in inner and "scratch-device" not in fresh_catalog
+    assert "scratch-device" not in device_names()

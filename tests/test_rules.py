@@ -8,27 +8,6 @@ from costmodel.errors import CostModelError, UnknownRuleError
 from costmodel.rules import register_rule
 from costmodel.symbols import K, M, N, dim
 
-COVERS = {
-    "gemm",
-    "batched_gemm",
-    "per_sample_matmul",
-    "elementwise",
-    "reduction",
-    "layernorm",
-    "rmsnorm",
-    "softmax",
-    "attention",
-    "rope",
-    "embedding",
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "view",
-    "copy",
-    "grouped_gemm",
-    "all_to_all",
-}
-
 n, c, d, h = dim("n"), dim("c"), dim("d"), dim("h")
 
 

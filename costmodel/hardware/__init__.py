@@ -1,6 +1,8 @@
 """Hardware specs and the shipped catalog."""
 
 from .catalog import (
+    Catalog,
+    active_catalog,
     catalog,
     device_names,
     get_device,
@@ -8,10 +10,14 @@ from .catalog import (
     load_hardware_file,
     register_device,
     shipped_devices,
+    use_catalog,
 )
 from .spec import WILDCARD, Hardware, Link, MemoryLevel, Roof
 
 __all__ = [
+    "Catalog",
+    "active_catalog",
+    "use_catalog",
     "Hardware",
     "Roof",
     "MemoryLevel",

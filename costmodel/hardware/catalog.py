@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,9 @@ from ..errors import HardwareSpecError, UnknownDeviceError
 from .spec import Hardware, Link, MemoryLevel, Roof
 
 __all__ = [
+    "Catalog",
+    "active_catalog",
+    "use_catalog",
     "get_device",
     "device_names",
     "register_device",
@@ -28,9 +33,6 @@ __all__ = [
     "shipped_devices",
 ]
 
-_DEVICES: dict[str, Hardware] = {}
-_ALIASES: dict[str, str] = {}
-_LOADED = False
 
 _ROOF_KEYS = {"unit", "precision", "peak_flops_per_s", "source"}
 _MEM_KEYS = {"name", "bandwidth_bytes_per_s", "capacity_bytes", "source", "per"}
@@ -185,7 +187,9 @@ def _parse(data: Mapping[str, Any], origin: str) -> list[tuple[Hardware, list[st
     return out
 
 
+@cache
 def _shipped() -> list[tuple[Hardware, list[str]]]:
+    """The shipped devices, parsed once (Hardware specs are immutable)."""
     text = resources.files(__package__).joinpath("catalog.toml").read_text(encoding="utf-8")
     return _parse(tomllib.loads(text), "catalog.toml")
 
@@ -195,25 +199,92 @@ def shipped_devices() -> dict[str, Hardware]:
     return {hw.name: hw for hw, _ in _shipped()}
 
 
-def _ensure_loaded() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    for hw, aliases in _shipped():
-        register_device(hw, aliases=aliases)
-    _LOADED = True
+class Catalog:
+    """A set of devices by name, with aliases (case-insensitive).
+
+    The engine reads one *active* catalog (:func:`active_catalog`), which
+    starts as the shipped ``catalog.toml``. :func:`use_catalog` swaps in
+    another one for a block (tests give each test a fresh copy, so no test
+    sees devices another one registered).
+    """
+
+    def __init__(self, entries: list[tuple[Hardware, list[str]]] | None = None) -> None:
+        self._devices: dict[str, Hardware] = {}
+        self._aliases: dict[str, str] = {}
+        for hw, aliases in entries or []:
+            self.register(hw, aliases=aliases)
+
+    @classmethod
+    def shipped(cls) -> Catalog:
+        """A fresh catalog of the shipped ``catalog.toml`` devices."""
+        return cls(_shipped())
+
+    def register(self, hw: Hardware, *, aliases: list[str] | None = None, replace: bool = False) -> None:
+        """Add a device (and aliases); an existing name needs ``replace=True``."""
+        if not isinstance(hw, Hardware):
+            raise HardwareSpecError(f"register_device expects a Hardware, got {type(hw).__name__}")
+        key = hw.name.lower()
+        if key in self._devices and not replace:
+            raise HardwareSpecError(f"device {hw.name!r} is already in the catalog; pass replace=True")
+        self._devices[key] = hw
+        for a in aliases or []:
+            self._aliases[a.lower()] = key
+
+    def get(self, name: str) -> Hardware:
+        """A device by name or alias, case-insensitive."""
+        if not isinstance(name, str):
+            raise UnknownDeviceError(f"device must be a name, got {type(name).__name__}")
+        key = name.lower()
+        key = self._aliases.get(key, key)
+        try:
+            return self._devices[key]
+        except KeyError:
+            raise UnknownDeviceError(
+                f"unknown device {name!r}; known devices: {', '.join(self.names())}"
+            ) from None
+
+    def names(self) -> tuple[str, ...]:
+        """Device names in registration order."""
+        return tuple(self._devices)
+
+    def copy(self) -> Catalog:
+        new = Catalog()
+        new._devices, new._aliases = dict(self._devices), dict(self._aliases)
+        return new
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._aliases.get(name.lower(), name.lower()) in self._devices
+
+    def __len__(self) -> int:
+        return len(self._devices)
+
+
+_ACTIVE: Catalog | None = None
+
+
+def active_catalog() -> Catalog:
+    """The catalog the engine reads (the shipped devices plus what was registered)."""
+    global _ACTIVE
+    if _ACTIVE is None:
+        _ACTIVE = Catalog.shipped()
+    return _ACTIVE
+
+
+@contextmanager
+def use_catalog(cat: Catalog) -> Iterator[Catalog]:
+    """Make ``cat`` the active catalog inside a ``with`` block, then restore the previous one."""
+    global _ACTIVE
+    previous = _ACTIVE
+    _ACTIVE = cat
+    try:
+        yield cat
+    finally:
+        _ACTIVE = previous
 
 
 def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: bool = False) -> None:
-    """Add a device (and aliases) to the catalog; duplicates need ``replace``."""
-    if not isinstance(hw, Hardware):
-        raise HardwareSpecError(f"register_device expects a Hardware, got {type(hw).__name__}")
-    key = hw.name.lower()
-    if key in _DEVICES and not replace:
-        raise HardwareSpecError(f"device {hw.name!r} is already in the catalog; pass replace=True")
-    _DEVICES[key] = hw
-    for a in aliases or []:
-        _ALIASES[a.lower()] = key
+    """Add a device (and aliases) to the active catalog; duplicates need ``replace``."""
+    active_catalog().register(hw, aliases=aliases, replace=replace)
 
 
 def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardware]:
@@ -233,36 +304,24 @@ def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardw
         raise HardwareSpecError(f"hardware file {str(path)!r}: top level must be a table/object")
     parsed = _parse(data, str(path))
     if register:
-        _ensure_loaded()
         for hw, aliases in parsed:
             register_device(hw, aliases=aliases, replace=True)
     return [hw for hw, _ in parsed]
 
 
 def get_device(name: str | Hardware) -> Hardware:
-    """Look a device up by name or alias (case-insensitive)."""
+    """Look a device up by name or alias (case-insensitive) in the active catalog."""
     if isinstance(name, Hardware):
         return name
-    _ensure_loaded()
-    if not isinstance(name, str):
-        raise UnknownDeviceError(f"device must be a name, got {type(name).__name__}")
-    key = name.lower()
-    key = _ALIASES.get(key, key)
-    try:
-        return _DEVICES[key]
-    except KeyError:
-        raise UnknownDeviceError(
-            f"unknown device {name!r}; known devices: {', '.join(device_names())}"
-        ) from None
+    return active_catalog().get(name)
 
 
 def device_names() -> tuple[str, ...]:
     """Catalog device names in catalog order."""
-    _ensure_loaded()
-    return tuple(_DEVICES)
+    return active_catalog().names()
 
 
 def catalog() -> dict[str, Hardware]:
-    """A copy of the whole catalog (name -> Hardware)."""
-    _ensure_loaded()
-    return dict(_DEVICES)
+    """A copy of the whole active catalog (name -> Hardware)."""
+    cat = active_catalog()
+    return {n: cat.get(n) for n in cat.names()}
