@@ -45,7 +45,7 @@ def main() -> None:
     rep = decode_report(cfg, h100, batch=16, ctx=8192)
     print(
         f"   weight read {rep.weight_read_s * 1e3:.2f} ms, KV read {rep.kv_read_s * 1e3:.2f} ms, "
-        f"TPOT {rep.step_s * 1e3:.2f} ms -> {rep.extra['tokens_per_s_per_device']:.0f} tok/s per device"
+        f"TPOT {rep.step_s * 1e3:.2f} ms -> {rep.tokens_per_s_per_device:.0f} tok/s per device"
     )
     print("\n3. capacity on H100")
     for ctx in (2048, 8192, 32768):
@@ -68,8 +68,8 @@ def main() -> None:
     for dev in ("h100", "h200", "b200", "mi300x", "groq-lpu"):
         nf = near_far_memory(cfg, dev)
         print(
-            f"   {nf['device']:9s} {nf['full_memory_reads_per_s']:10.1f} reads/s; Llama-3.1-8B needs "
-            f"{nf['devices_to_hold_weights']:3d} device(s), per-token bound {nf['per_token_bound_s'] * 1e3:.3f} ms"
+            f"   {nf.device:9s} {nf.full_memory_reads_per_s:10.1f} reads/s; Llama-3.1-8B needs "
+            f"{nf.devices_to_hold_weights:3d} device(s), per-token bound {nf.per_token_bound_s * 1e3:.3f} ms"
         )
     print("\n7. 4-bit formats on heavy-tailed data (Student-t, 3 degrees of freedom, seed 0)")
     x = np.random.default_rng(0).standard_t(3, size=(256, 1024))

@@ -178,7 +178,7 @@ def test_ledger_model_and_errors(capsys):
 
 def test_prefill_decode_sweep_commands(capsys, tmp_path):
     code, out, _ = run(capsys, "prefill", "llama-3.1-8b", "--seq", "8192", "--chunk", "2048", "--json")
-    assert json.loads(out)["extra"]["chunks"] == 4
+    assert json.loads(out)["chunks"] == 4
     code, out, _ = run(capsys, "decode", "qwen2.5-7b", "--batch", "1", "--ctx", "1024")
     assert code == 0 and "input-embedding table" in out and "TPOT bound" in out
     code, out, _ = run(capsys, "decode", "llama-3.1-70b", "--tp", "8", "--json")

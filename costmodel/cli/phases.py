@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import CostModelError
 from ..expr import parse_expr
+from ..keys import Unit
 from ..ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
 from ..report import format_table
 from .common import dump
@@ -185,42 +186,49 @@ def cmd_decode(args: argparse.Namespace) -> int:
     lim = decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp)
     nf = near_far_memory(cfg, args.device)
     if args.json:
-        print(dump({**rep.to_dict(), "limits": lim, "near_far_memory": nf}))
+        print(dump({**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}))
         return 0
-    x = rep.extra
+    compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
+    links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
     print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
     print(
         f"  weight read {rep.weight_read_s * 1e3:.3f} ms | KV read {rep.kv_read_s * 1e3:.3f} ms | "
-        f"compute {max((v for k, v in rep.terms_s.items() if k in ('tensor', 'vector', 'sfu')), default=0) * 1e3:.3f} ms"
+        f"compute {compute * 1e3:.3f} ms" + "".join(f" | {k[5:]} {v * 1e3:.3f} ms" for k, v in links.items())
     )
     print(
-        f"  TPOT bound {rep.step_s * 1e3:.3f} ms -> {x['tokens_per_s_per_user']:.1f} tokens/s per user, "
-        f"{x['tokens_per_s_per_device']:.1f} tokens/s per device"
+        f"  TPOT bound {rep.step_s * 1e3:.3f} ms -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
+        f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"
     )
-    print(f"  {x['weight_traffic_note']}")
-    if rep.energy_per_token_j is not None:
+    print(
+        f"  reading every weight once takes {rep.read_every_weight_once_s * 1e3:.2f} ms; the graph reads "
+        f"{rep.weight_read_s * 1e3:.2f} ms of weights because the input-embedding table "
+        f"({rep.embedding_table_read_s * 1e3:.2f} ms of it) is gathered, not streamed: only the "
+        f"{rep.batch} row(s) in use are read"
+    )
+    if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
         print(
             f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
-            f"{x['device_hours_per_million_tokens']:.3f} device-hours per million tokens"
+            f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
         )
-    if lim.get("knee_batch"):
+    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
+    if lim.knee_batch is not None:
         print(
-            f"  compute-bound beyond batch {lim['knee_batch']:.0f} at this ctx; throughput ceiling "
-            f"{lim['throughput_ceiling_tokens_per_s']:,.0f} tokens/s"
+            f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling "
+            f"{ceiling:,.0f} tokens/s"
         )
     else:
         print(
             f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
-            f"{lim['throughput_ceiling_tokens_per_s']:,.0f} tokens/s (90% at batch "
-            f"{lim['batch_for_90pct_of_ceiling']:.0f})"
+            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
         )
-    if lim["ctx_ceiling"] is not None:
+    if lim.ctx_ceiling is not None:
         print(
-            f"  beyond ctx {lim['ctx_ceiling']:,.0f} no batch reaches compute-bound (KV reads outgrow compute)"
+            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute)"
         )
     print(
-        f"  memory: {nf['full_memory_reads_per_s']:.1f} full-memory reads/s; {nf['devices_to_hold_weights']} "
-        f"device(s) hold the weights; per-token bound {nf['per_token_bound_s'] * 1e3:.3f} ms"
+        f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; {nf.devices_to_hold_weights} "
+        f"device(s) hold the weights unsplit; reading them from that many devices takes "
+        f"{nf.per_token_bound_s * 1e3:.3f} ms per token (tp={rep.tp} here)"
     )
     return 0
 
