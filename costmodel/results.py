@@ -28,7 +28,7 @@ __all__ = ["Result", "plain"]
 
 def plain(value: Any) -> Any:
     """``value`` as plain data: reports as dicts, numeric expressions as floats, symbols as strings."""
-    if isinstance(value, Result):
+    if isinstance(value, Result) or callable(getattr(value, "to_dict", None)):
         return value.to_dict()
     if isinstance(value, enum.Enum):
         return value.value

@@ -51,23 +51,28 @@ def test_speculative_closed_form_reduces_to_expected_tokens():
 @pytest.mark.parametrize("alpha", [0.6, 0.9])
 def test_speculative_best_k_found_by_the_engine(alpha):
     r = speculative_decoding("llama-3.1-70b", "llama-3.1-8b", "b200", alpha=alpha, ctx=2048, k_max=12)
-    speed = {row["k"]: row["speedup"] for row in r["rows"]}
-    best = r["best_k"]
-    assert speed[best] == max(speed.values())
-    # recompute one row by hand from the reported step times
-    row = r["rows"][best - 1]
-    e = (1 - alpha ** (best + 1)) / (1 - alpha)
-    assert row["speedup"] == pytest.approx(
-        e * r["target_step_s"] / (best * r["draft_step_s"] + row["verify_s"])
-    )
-    # verifying k+1 tokens costs about one target step when memory-bound
-    assert row["verify_s"] == pytest.approx(r["target_step_s"], rel=0.2)
+    # an independent hand model: both decode steps are weight + KV reads at B200's 7.7e12 B/s,
+    # and verifying k+1 tokens costs one target step (memory-bound):
+    #   70B: (70,553,706,496 - 128256*8192 embedding) * 2 B + KV 80*8*128*2*2*2048 B
+    #    8B: ( 8,030,261,248 - 128256*4096 embedding) * 2 B + KV 32*8*128*2*2*2048 B
+    t = ((70_553_706_496 - 128256 * 8192) * 2 + 80 * 8 * 128 * 4 * 2048) / 7.7e12  # 18.14 ms
+    td = ((8_030_261_248 - 128256 * 4096) * 2 + 32 * 8 * 128 * 4 * 2048) / 7.7e12  # 1.984 ms
+    assert r.target_step_s == pytest.approx(t, rel=0.01)
+    assert r.draft_step_s == pytest.approx(td, rel=0.02)
+
+    def hand(k):  # E[tokens] * T / (k T_draft + T_verify), Leviathan et al. (2023) eq. 1
+        return (1 - alpha ** (k + 1)) / (1 - alpha) * t / (k * td + t)
+
+    best = max(range(1, 13), key=hand)
+    assert r.best_k == best  # 3 at alpha 0.6, 9 at alpha 0.9
+    assert r.best_speedup == pytest.approx(hand(best), rel=0.01)
+    assert max(r.rows, key=lambda row: row.speedup).k == r.best_k
 
 
 def test_higher_acceptance_picks_longer_drafts():
     lo = speculative_decoding("llama-3.1-70b", "llama-3.1-8b", "b200", alpha=0.6, k_max=12)
     hi = speculative_decoding("llama-3.1-70b", "llama-3.1-8b", "b200", alpha=0.9, k_max=12)
-    assert hi["best_k"] > lo["best_k"] and hi["best_speedup"] > lo["best_speedup"]
+    assert hi.best_k > lo.best_k and hi.best_speedup > lo.best_speedup
 
 
 def test_disaggregated_terms_and_pools():
@@ -83,13 +88,26 @@ def test_disaggregated_terms_and_pools():
         rate=2.0,
     )
     kv_tok = 2 * 32 * 32 * 128 * 2  # MHA: 2 * L * H_kv * d_head * b = 512 KiB
-    assert r["kv_bytes"] == 4096 * kv_tok
-    assert r["kv_transfer_s"] == pytest.approx(4096 * kv_tok / 12.5e9 + 32 * 5e-6)
-    assert r["ttft_s"] == pytest.approx(r["prefill_s"] + r["kv_transfer_s"] + r["first_decode_s"])
-    assert r["prefill_devices"] == math.ceil(2.0 * r["prefill_s"])
-    assert r["decode_devices"] == math.ceil(2.0 * 512 / (16 / r["tpot_s"]))
-    assert r["energy_per_token_j"] == pytest.approx((1000 + 700) / (2.0 * 512))
-    assert r["colocated"]["tpot_s"] > r["tpot_s"]  # prefills stall the colocated decode batch
+    t = r.ttft
+    assert t.kv_bytes == 4096 * kv_tok
+    kv_s = 4096 * kv_tok / 12.5e9 + 32 * 5e-6  # 171.96 ms: bytes over the link + one latency per layer
+    assert t.kv_transfer_s == pytest.approx(kv_s)
+    # by hand, the 4096-token prefill on B200 is compute-bound: matmuls 2 * 6.476e9 * 4096 FLOPs
+    # (32 layers x (4*4096^2 + 3*4096*11008) params) plus causal attention 4*32*128*32 per pair
+    # over 4096*4097/2 pairs, at 2.25e15 FLOP/s = 25.5 ms; the per-kernel sum adds the memory-bound
+    # kernels (norms, softmax, SFU) on top, so it lies within 20 % above that floor
+    pf = (2 * 6.476e9 * 4096 + 4 * 32 * 128 * 32 * 4096 * 4097 / 2) / 2.25e15
+    assert pf <= t.prefill_s <= 1.2 * pf
+    # first decode on H100: weights (6,738,415,616 - 32000*4096 embedding) * 2 B plus the KV of 16
+    # sequences at 4097 tokens, over 3.35e12 B/s = 14.20 ms (activations add < 1 %)
+    dec = ((6_738_415_616 - 32000 * 4096) * 2 + 16 * 4097 * kv_tok) / 3.35e12
+    assert t.first_decode_s == pytest.approx(dec, rel=0.01)
+    assert t.ttft_s == pytest.approx(t.prefill_s + kv_s + dec, rel=0.01)  # "after": no overlap
+    # 2 req/s x 29 ms of prefill keeps one B200 6 % busy; decode: 1024 tokens/s against
+    # 16 / 14.9 ms = 1075 tokens/s per H100: one device each
+    assert (r.prefill_devices, r.decode_devices) == (1, 1)
+    assert r.energy_per_token_j == pytest.approx((1000 + 700) / (2.0 * 512))  # TDPs over tokens/s
+    assert r.colocated is not None and r.colocated.tpot_s > r.tpot_s  # prefills stall colocated decode
     lw = disaggregated(
         "llama-2-7b",
         "b200",
@@ -100,7 +118,7 @@ def test_disaggregated_terms_and_pools():
         link_bandwidth=12.5e9,
         overlap="layerwise",
     )
-    assert lw["ttft_s"] < r["ttft_s"]
+    assert lw.ttft.ttft_s < r.ttft.ttft_s
 
 
 def test_kv_transfer_becomes_the_largest_ttft_term_past_a_computed_prompt():
@@ -112,8 +130,8 @@ def test_kv_transfer_becomes_the_largest_ttft_term_past_a_computed_prompt():
         return disaggregated("llama-2-7b", "b200", "h100", prompt=p, output=16, decode_batch=1, **kw)
 
     at, before = terms(s), terms(s - 1)
-    assert at["kv_transfer_s"] >= max(at["prefill_s"], at["first_decode_s"])
-    assert before["kv_transfer_s"] < max(before["prefill_s"], before["first_decode_s"])
+    assert at.ttft.kv_transfer_s >= max(at.ttft.prefill_s, at.ttft.first_decode_s)
+    assert before.ttft.kv_transfer_s < max(before.ttft.prefill_s, before.ttft.first_decode_s)
     # a fast link never lets the transfer dominate this GQA model within 1M tokens
     assert kv_transfer_crossover("llama-3.1-8b", "b200", "h100", link_bandwidth=900e9) is None
 
@@ -121,33 +139,43 @@ def test_kv_transfer_becomes_the_largest_ttft_term_past_a_computed_prompt():
 def test_attention_ffn_split():
     cfg = get_model("llama-3.1-8b")
     r = attention_ffn_split(cfg, "h200", "b200", batch=8, ctx=4096, link_bandwidth=450e9, hop_latency=2e-6)
-    assert r["transfers"] == 64  # 2 per layer
-    assert r["transfers_s"] == pytest.approx(64 * (8 * 4096 * 2 / 450e9 + 2e-6))
-    assert r["step_s"] == pytest.approx(r["attention_s"] + r["ffn_s"] + r["transfers_s"])
+    assert r.transfers == 64  # 2 per layer
+    xfer = 64 * (8 * 4096 * 2 / 450e9 + 2e-6)  # hidden state of 8 tokens there and back, per layer
+    assert r.transfers_s == pytest.approx(xfer)
     # gate, up, down and the mlp_norm weight of each layer, in bf16
-    assert r["ffn_weight_bytes"] == 32 * (3 * 4096 * 14336 + 4096) * 2
+    ffn_bytes = 32 * (3 * 4096 * 14336 + 4096) * 2
+    assert r.ffn_weight_bytes == ffn_bytes
+    # by hand, both sides are memory-bound: the FFN streams its weights from B200 (7.7e12 B/s);
+    # attention streams q/k/v/o (4096*6144 + 4096*4096 per layer), the lm_head and the KV cache
+    # (8 * 4096 tokens * 131072 B) from H200 (4.8e12 B/s)
+    ffn = ffn_bytes / 7.7e12  # 1.464 ms
+    attn = (32 * (4096 * 6144 + 4096 * 4096) * 2 + 128256 * 4096 * 2 + 8 * 4096 * 131072) / 4.8e12  # 1.673 ms
+    assert r.ffn_s == pytest.approx(ffn, rel=0.01)
+    assert r.attention_s == pytest.approx(attn, rel=0.01)
+    assert r.step_s == pytest.approx(attn + ffn + xfer, rel=0.01)
     whole = as_float(step_time(build_model(cfg, "decode", batch=8, ctx=4096), get_device("h200")))
-    assert r["attention_s"] < whole
+    assert r.attention_s < whole
 
 
 def test_sram_residency_and_hop_floor():
     r = sram_residency("llama-3.1-70b", "groq-lpu", hop_latency=1e-6)
     weights = as_float(param_counts(get_model("llama-3.1-70b")).total) * 2
-    assert r["devices"] == math.ceil(weights / 230e6) == 614
-    assert r["hop_latency_floor_s"] == pytest.approx(613e-6)
-    assert r["layer_hops_floor_s"] == pytest.approx(80e-6)  # 80 layers x 1 us
+    assert r.devices == math.ceil(weights / 230e6) == 614
+    assert r.hop_latency_floor_s == pytest.approx(613e-6)
+    assert r.layer_hops_floor_s == pytest.approx(80e-6)  # 80 layers x 1 us
 
 
 def test_pipeline_bubble_and_expert_parallelism():
     assert bubble_fraction(4, 12) == sympy.Rational(1, 5)  # (p-1)/(m+p-1)
     one = parallel_plan("llama-3.1-70b", "h100", batch=32, ctx=2048, tp=8)
-    assert one["bubble_fraction"] == 0 and one["devices"] == 8
+    assert one.bubble_fraction == 0 and one.devices == 8
     pp = parallel_plan("llama-3.1-70b", "h100", batch=32, ctx=2048, tp=4, pp=2, microbatches=4)
-    assert pp["bubble_fraction"] == pytest.approx(1 / 5)
-    assert pp["stage_hop_s"] > 0
+    assert pp.bubble_fraction == pytest.approx(1 / 5)
+    # one hop carries a micro-batch of 8 tokens x 8192 x 2 B over NVLink (450e9 B/s, 1 us)
+    assert pp.stage_hop_s == pytest.approx(8 * 8192 * 2 / 450e9 + 1e-6, rel=1e-6)
     ep1 = parallel_plan("mixtral-8x7b", "h100", batch=64, ctx=2048)
     ep4 = parallel_plan("mixtral-8x7b", "h100", batch=64, ctx=2048, ep=4)
-    assert ep4["expert_all_to_all_s"] > 0 and ep4["stage_s"] < ep1["stage_s"]
+    assert ep4.expert_all_to_all_s > 0 and ep4.stage_s < ep1.stage_s
     with pytest.raises(Exception, match="needs a MoE model"):
         parallel_plan("llama-3.1-8b", "h100", batch=8, ctx=128, ep=2)
     with pytest.raises(Exception, match="must divide"):
@@ -155,23 +183,23 @@ def test_pipeline_bubble_and_expert_parallelism():
 
 
 def test_plan_frontier_marks_non_dominated():
-    rows = plan_frontier(
+    points = plan_frontier(
         "llama-3.1-70b",
         ["h100", "h200"],
         batches=[8, 64],
         ctx=2048,
         plans=[(8, 1, 1, 1), (4, 2, 1, 1), (4, 2, 1, 4)],
     )
-    ok = [r for r in rows if "error" not in r]
-    front = [r for r in ok if r["pareto"]]
+    ok = [p for p in points if p.report is not None]
+    front = [p.report for p in ok if p.pareto]
     assert front
     for f in front:
         assert not any(
-            o["tokens_per_s_per_user"] > f["tokens_per_s_per_user"]
-            and o["tokens_per_s_per_device"] > f["tokens_per_s_per_device"]
+            o.report.tokens_per_s_per_user > f.tokens_per_s_per_user
+            and o.report.tokens_per_s_per_device > f.tokens_per_s_per_device
             for o in ok
         )
-    assert all("energy_per_token_j" in r and "device_hours_per_million_tokens" in r for r in ok)
+    assert all(p.energy_per_token_j is not None for p in ok)  # both devices publish a TDP
 
 
 def test_closed_forms_reject_bad_values_by_name():

@@ -29,7 +29,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         rate=args.rate,
         overlap=args.overlap,
     )
-    r["kv_transfer_dominates_from_prompt"] = kv_transfer_crossover(
+    crossover = kv_transfer_crossover(
         cfg,
         args.prefill_device,
         args.decode_device,
@@ -38,28 +38,32 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         decode_batch=args.decode_batch,
         overlap=args.overlap,
     )
+    t = r.ttft
     lines = [
-        f"{r['model']}: prefill on {r['prefill_device']}, decode on {r['decode_device']} "
-        f"(prompt {r['prompt']}, output {r['output']}, decode batch {r['decode_batch']})",
-        f"  TTFT {r['ttft_s'] * 1e3:.2f} ms = prefill {r['prefill_s'] * 1e3:.2f} + KV transfer "
-        f"{r['kv_transfer_s'] * 1e3:.2f} ({100 * r['kv_share_of_ttft']:.1f}%) + first decode "
-        f"{r['first_decode_s'] * 1e3:.2f} ({r['overlap']})",
-        f"  TPOT {r['tpot_s'] * 1e3:.2f} ms; decode fits: {r['decode_fits']} (max batch {r['decode_max_batch']})",
-        f"  the KV transfer is the largest TTFT term from prompt length "
-        f"{r['kv_transfer_dominates_from_prompt']} on",
+        f"{r.model}: prefill on {r.prefill_device}, decode on {r.decode_device} "
+        f"(prompt {r.prompt}, output {r.output}, decode batch {r.decode_batch})",
+        f"  TTFT {t.ttft_s * 1e3:.2f} ms = prefill {t.prefill_s * 1e3:.2f} + KV transfer "
+        f"{t.kv_transfer_s * 1e3:.2f} ({100 * t.kv_share_of_ttft:.1f}%) + first decode "
+        f"{t.first_decode_s * 1e3:.2f} (transfer {r.overlap.value})",
+        f"  TPOT {r.tpot_s * 1e3:.2f} ms; decode fits: {r.decode_fits} (max batch {r.decode_max_batch})",
+        (
+            f"  the KV transfer is the largest TTFT term from a prompt of {crossover} tokens on"
+            if crossover is not None
+            else "  the KV transfer is never the largest TTFT term (up to 2^20-token prompts)"
+        ),
     ]
-    if "rate" in r:
-        c = r["colocated"]
+    c = r.colocated
+    if r.rate is not None and c is not None:
         lines.append(
-            f"  at {r['rate']} req/s: {r['prefill_devices']} prefill + {r['decode_devices']} decode devices, "
-            f"{r['energy_per_token_j']:.3f} J/token, {r['device_hours_per_million_tokens']:.3f} "
+            f"  at {r.rate} req/s: {r.prefill_devices} prefill + {r.decode_devices} decode devices, "
+            f"{r.energy_per_token_j:.3f} J/token, {r.device_hours_per_million_tokens:.3f} "
             "device-h per M tokens"
         )
         lines.append(
-            f"  colocated on {c['devices']} {r['decode_device']}: TPOT {c['tpot_s'] * 1e3:.2f} ms "
-            f"(prefill takes {100 * c['prefill_share']:.0f}% of each device), TTFT {c['ttft_s'] * 1e3:.2f} ms"
+            f"  colocated on {c.devices} {r.decode_device}: TPOT {c.tpot_s * 1e3:.2f} ms "
+            f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {c.ttft_s * 1e3:.2f} ms"
         )
-    return emit(args, r, "\n".join(lines))
+    return emit(args, {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover}, "\n".join(lines))
 
 
 def cmd_specdec(args: argparse.Namespace) -> int:
@@ -76,7 +80,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
         k_max=args.k_max,
     )
     text = format_table(
-        r["rows"],
+        [row.to_dict() for row in r.rows],
         (
             ("k", "k", "s"),
             ("expected_tokens", "E[tokens]", ".2f"),
@@ -84,8 +88,8 @@ def cmd_specdec(args: argparse.Namespace) -> int:
             ("speedup", "speed-up", ".2f"),
         ),
     )
-    text += f"\nbest k = {r['best_k']} -> {r['best_speedup']:.2f}x; S = {r['closed_form']}"
-    return emit(args, r, text)
+    text += f"\nbest k = {r.best_k} -> {r.best_speedup:.2f}x; S = {r.closed_form}  (gamma = k)"
+    return emit(args, r.to_dict(), text)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -101,11 +105,11 @@ def cmd_split(args: argparse.Namespace) -> int:
         hop_latency=args.hop_latency,
     )
     text = (
-        f"{r['model']}: attention on {r['attention_device']} {r['attention_s'] * 1e3:.3f} ms, FFN on "
-        f"{r['ffn_device']} {r['ffn_s'] * 1e3:.3f} ms, {r['transfers']} transfers {r['transfers_s'] * 1e3:.3f} ms "
-        f"-> step {r['step_s'] * 1e3:.3f} ms; FFN weights need {r['ffn_devices_to_hold_weights']} device(s)"
+        f"{r.model}: attention on {r.attention_device} {r.attention_s * 1e3:.3f} ms, FFN on "
+        f"{r.ffn_device} {r.ffn_s * 1e3:.3f} ms, {r.transfers} transfers {r.transfers_s * 1e3:.3f} ms "
+        f"-> step {r.step_s * 1e3:.3f} ms; FFN weights need {r.ffn_devices_to_hold_weights} device(s)"
     )
-    return emit(args, r, text)
+    return emit(args, r.to_dict(), text)
 
 
 def cmd_sram(args: argparse.Namespace) -> int:
@@ -113,12 +117,12 @@ def cmd_sram(args: argparse.Namespace) -> int:
 
     r = sram_residency(resolve_model(args.model), args.device, hop_latency=args.hop_latency)
     text = (
-        f"{r['model']} on {r['device']}: {r['devices']} devices hold {r['weights_bytes'] / 1e9:.1f} GB; a token "
-        f"crosses {r['hops_per_step']} hops: >= {r['hop_latency_floor_s'] * 1e6:.1f} us per step "
-        f"(one hop per layer: {r['layer_hops_floor_s'] * 1e6:.1f} us); weight-read bound "
-        f"{r['weight_read_bound_s'] * 1e6:.2f} us"
+        f"{r.model} on {r.device}: {r.devices} devices hold {r.weights_bytes / 1e9:.1f} GB; a token "
+        f"crosses {r.hops_per_step} hops: >= {r.hop_latency_floor_s * 1e6:.1f} us per step "
+        f"(one hop per layer: {r.layer_hops_floor_s * 1e6:.1f} us); weight-read bound "
+        f"{r.weight_read_bound_s * 1e6:.2f} us"
     )
-    return emit(args, r, text)
+    return emit(args, r.to_dict(), text)
 
 
 def cmd_plans(args: argparse.Namespace) -> int:
@@ -126,22 +130,29 @@ def cmd_plans(args: argparse.Namespace) -> int:
 
     plans: list[tuple[int, int, int, int]] = []
     for p in args.plans.split(","):
-        parts = [int(x) for x in p.split("x")]
-        if len(parts) != 4:
-            raise CostModelError(f"plan {p!r}: expected TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
-        plans.append((parts[0], parts[1], parts[2], parts[3]))
-    rows = plan_frontier(
+        parts = p.split("x")
+        if len(parts) != 4 or not all(x.strip().isdigit() for x in parts):
+            raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
+        plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
+    points = plan_frontier(
         resolve_model(args.model),
         args.device.split(","),
         batches=[int(b) for b in args.batches.split(",")],
         ctx=args.ctx,
         plans=plans,
     )
-    ok = [r for r in rows if "error" not in r]
-    for r in ok:
-        r["front"] = "*" if r.get("pareto") else ""
+    rows = [
+        {
+            **pt.report.to_dict(),
+            "energy_per_token_j": pt.energy_per_token_j,
+            "pareto": pt.pareto,
+            "front": "*" if pt.pareto else "",
+        }
+        for pt in points
+        if pt.report is not None
+    ]
     text = format_table(
-        ok,
+        rows,
         (
             ("device", "device", "s"),
             ("plan", "plan", "s"),
@@ -154,10 +165,13 @@ def cmd_plans(args: argparse.Namespace) -> int:
             ("front", "frontier", "s"),
         ),
     )
-    for r in rows:
-        if "error" in r:
-            text += f"\n  skipped {r['device']} {r['plan']} batch {r['batch']}: {r['error']}"
-    return emit(args, rows, text)
+    errors = [pt for pt in points if pt.error is not None]
+    for pt in errors:
+        text += f"\n  skipped {pt.device} {pt.plan} batch {pt.batch}: {pt.error}"
+    data = rows + [
+        {"device": pt.device, "plan": pt.plan, "batch": pt.batch, "error": pt.error} for pt in errors
+    ]
+    return emit(args, data, text)
 
 
 def add_serve_parser(sub: Any) -> None:

@@ -18,12 +18,13 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
+from costmodel.keys import NodeKind, Phase
 from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_context
-from models.catalog import get_model
+from costmodel.results import Result
 from models.config import ModelConfig
 
-from ..blocks.transformer import build_model
 from .totals import kv_cache_bytes_per_token
+from .workload import Workload, as_workload
 
 __all__ = ["peak_activation_bytes", "model_ledger", "CapacityReport", "capacity", "what_if"]
 
@@ -60,7 +61,7 @@ def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
 
 
 def model_ledger(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     *,
     phase: str = "decode",
     seq: int = 1024,
@@ -74,9 +75,9 @@ def model_ledger(
     by the tokens of one step (one sequence of ``seq`` tokens in prefill, one
     token in decode).
     """
-    cfg = get_model(config) if isinstance(config, str) else config
-    g = build_model(cfg, phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
-    weights = graph_total(g, kinds=["weight"]).footprint_terms.get("weights", sympy.Integer(0))
+    w = as_workload(config)
+    g = w.graph(phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
+    weights = graph_total(g, kinds=[NodeKind.WEIGHT]).footprint_terms.get("weights", sympy.Integer(0))
     tokens = seq if phase == "prefill" else 1
     kv = kv_cache_bytes_per_token(g, sympy.Integer(tokens))
     act = activation_bytes_per_token
@@ -86,7 +87,7 @@ def model_ledger(
 
 
 @dataclass(frozen=True)
-class CapacityReport:
+class CapacityReport(Result):
     """Ledger terms at a batch and context, and the limits on one device."""
 
     model: str
@@ -97,20 +98,9 @@ class CapacityReport:
     max_batch: LedgerFit
     max_context: LedgerFit
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "device": self.device,
-            "capacity_bytes": self.capacity_bytes,
-            "terms": self.terms,
-            "fits": self.fits,
-            "max_batch": self.max_batch.to_dict(),
-            "max_context": self.max_context.to_dict(),
-        }
-
 
 def capacity(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     device: Hardware | str,
     *,
     batch: int,
@@ -126,14 +116,14 @@ def capacity(
     Decode keeps ``batch`` active tokens; prefill ``batch * seq`` (unchunked,
     ``seq`` defaulting to ``ctx``).
     """
-    cfg = get_model(config) if isinstance(config, str) else config
+    w = as_workload(config)
     hw = get_device(device)
-    if phase not in ("prefill", "decode"):
-        raise CostModelError(f"phase {phase!r} not allowed; allowed: ('prefill', 'decode')")
+    if phase not in tuple(Phase):
+        raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
     s = seq if seq is not None else ctx
     active = s if phase == "prefill" else 1
     led = model_ledger(
-        cfg,
+        w,
         phase=phase,
         seq=s if phase == "prefill" else 1,
         tp=tp,
@@ -144,7 +134,7 @@ def capacity(
     t = led.terms(batch=batch, cached_tokens=ctx, active_tokens=active * batch, capacity=cap)
     terms = {k: as_float(v) for k, v in t.as_dict().items()}
     return CapacityReport(
-        cfg.name,
+        w.name,
         hw.name,
         as_float(cap),
         terms,
@@ -155,7 +145,7 @@ def capacity(
 
 
 def what_if(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     device: Hardware | str,
     *,
     ctx: int,
@@ -169,7 +159,7 @@ def what_if(
     {"kv_dtype": "fp8"}}``) or to ``{"overhead": Overhead(...)}``; the
     result includes ``"baseline"``.
     """
-    cfg = get_model(config) if isinstance(config, str) else config
+    cfg = as_workload(config).config
     hw = get_device(device)
     out = {}
     for label, change in {"baseline": {}, **changes}.items():

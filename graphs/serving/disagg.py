@@ -20,54 +20,106 @@ to ``TPOT / (1 - rho)`` (time sharing: a long prefill stalls the batch).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from models.catalog import get_model
+from costmodel.keys import Phase
+from costmodel.results import Result
 from models.config import ModelConfig
 
-from ..blocks.transformer import build_model
 from .capacity import capacity
-from .phases import step_time
 from .totals import kv_cache_bytes_per_token
+from .workload import Workload, as_workload
 
-__all__ = ["disaggregated", "kv_transfer_crossover"]
+__all__ = ["disaggregated", "kv_transfer_crossover", "DisaggReport", "TTFTTerms", "Colocated", "Overlap"]
+
+
+class Overlap(StrEnum):
+    """When the KV cache crosses the link: after the whole prefill, or layer by layer during it."""
+
+    AFTER = "after"
+    LAYERWISE = "layerwise"
+
+
+@dataclass(frozen=True)
+class TTFTTerms(Result):
+    """Time to first token on a disaggregated pair, term by term (seconds, bytes)."""
+
+    prefill_s: float
+    kv_transfer_s: float
+    first_decode_s: float
+    ttft_s: float
+    kv_bytes: float
+    kv_share_of_ttft: float
+
+
+@dataclass(frozen=True)
+class Colocated(Result):
+    """The same decode-type devices serving both phases by time sharing, for comparison."""
+
+    devices: int
+    prefill_share: float  #: fraction of device time spent in prefill
+    tpot_s: float  #: decode TPOT stretched by the prefill share (inf when it saturates)
+    ttft_s: float
+    energy_per_token_j: float
+    device_hours_per_million_tokens: float
+
+
+@dataclass(frozen=True)
+class DisaggReport(Result):
+    """Prefill on one device type, decode on another, KV over a link (see module doc)."""
+
+    model: str
+    prefill_device: str
+    decode_device: str
+    decode_fits: bool
+    decode_max_batch: int | None
+    prompt: int
+    output: int
+    decode_batch: int
+    overlap: Overlap
+    ttft: TTFTTerms
+    tpot_s: float  #: decode step at the mean context, prompt + output/2
+    decode_tokens_per_s_per_device: float
+    rate: float | None = None  #: requests per second the pools are sized for
+    prefill_devices: int | None = None
+    decode_devices: int | None = None
+    energy_per_token_j: float | None = None  #: TDP x devices / tokens per second
+    device_hours_per_million_tokens: float | None = None
+    colocated: Colocated | None = None
 
 
 def _ttft_terms(
-    cfg: ModelConfig,
+    w: Workload,
     a: Hardware,
     b: Hardware,
     prompt: int,
     batch: int,
     link_bw: float,
     link_latency: float,
-    overlap: str,
-) -> dict[str, float]:
-    t_pf = as_float(step_time(build_model(cfg, "prefill", batch=1, seq=prompt), a))
-    kv_tok = as_float(kv_cache_bytes_per_token(build_model(cfg, "decode", batch=1, ctx=1), 1))
-    layers = as_float(cfg.num_hidden_layers)
+    overlap: Overlap,
+) -> TTFTTerms:
+    """``TTFT = T_prefill(a) + T_kv + T_decode(b)`` (after), or with the transfer hidden under
+    the prefill but for its last layer (layerwise); ``T_kv = S * kv_bytes_per_token / bw + L * latency``."""
+    t_pf = as_float(w.step_time(a, Phase.PREFILL, batch=1, seq=prompt))
+    kv_tok = as_float(kv_cache_bytes_per_token(w.graph(Phase.DECODE, batch=1, ctx=1), 1))
+    layers = as_float(w.config.num_hidden_layers)
     t_kv = prompt * kv_tok / link_bw + layers * link_latency
-    t_dec = as_float(step_time(build_model(cfg, "decode", batch=batch, ctx=prompt + 1), b))
-    if overlap == "layerwise":
+    t_dec = as_float(w.step_time(b, Phase.DECODE, batch=batch, ctx=prompt + 1))
+    if overlap == Overlap.LAYERWISE:
         ttft = max(t_pf, t_kv) + t_kv / layers + t_dec
     else:
         ttft = t_pf + t_kv + t_dec
-    return {
-        "prefill_s": t_pf,
-        "kv_transfer_s": t_kv,
-        "first_decode_s": t_dec,
-        "ttft_s": ttft,
-        "kv_bytes": prompt * kv_tok,
-        "kv_share_of_ttft": t_kv / ttft,
-    }
+    return TTFTTerms(t_pf, t_kv, t_dec, ttft, prompt * kv_tok, t_kv / ttft)
 
 
 def disaggregated(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     prefill_device: Hardware | str,
     decode_device: Hardware | str,
     *,
@@ -78,68 +130,67 @@ def disaggregated(
     link_latency: float = 0.0,
     rate: float | None = None,
     overlap: str = "after",
-) -> dict[str, Any]:
+) -> DisaggReport:
     """TTFT, TPOT, pools, energy and the colocated comparison (module doc)."""
-    if overlap not in ("after", "layerwise"):
-        raise CostModelError(f"overlap {overlap!r} not allowed; allowed: ('after', 'layerwise')")
+    if overlap not in tuple(Overlap):
+        raise CostModelError(f"overlap {overlap!r} not allowed; allowed: {', '.join(Overlap)}")
     if link_bandwidth <= 0 or link_latency < 0:
         raise CostModelError("link_bandwidth must be > 0 and link_latency >= 0")
     if prompt < 1 or output < 1 or decode_batch < 1:
         raise CostModelError("prompt, output and decode_batch must be positive integers")
-    cfg = get_model(config) if isinstance(config, str) else config
+    w = as_workload(config)
     a, b = get_device(prefill_device), get_device(decode_device)
-    terms = _ttft_terms(cfg, a, b, prompt, decode_batch, link_bandwidth, link_latency, overlap)
-    tpot = as_float(
-        step_time(build_model(cfg, "decode", batch=decode_batch, ctx=prompt + output // 2 + 1), b)
+    terms = _ttft_terms(w, a, b, prompt, decode_batch, link_bandwidth, link_latency, Overlap(overlap))
+    tpot = as_float(w.step_time(b, Phase.DECODE, batch=decode_batch, ctx=prompt + output // 2 + 1))
+    fit = capacity(w, b, batch=decode_batch, ctx=prompt + output)
+    report = DisaggReport(
+        model=w.name,
+        prefill_device=a.name,
+        decode_device=b.name,
+        decode_fits=fit.fits,
+        decode_max_batch=fit.max_batch.value,
+        prompt=prompt,
+        output=output,
+        decode_batch=decode_batch,
+        overlap=Overlap(overlap),
+        ttft=terms,
+        tpot_s=tpot,
+        decode_tokens_per_s_per_device=decode_batch / tpot,
     )
-    fit = capacity(cfg, b, batch=decode_batch, ctx=prompt + output)
-    out: dict[str, Any] = {
-        "model": cfg.name,
-        "prefill_device": a.name,
-        "decode_device": b.name,
-        "decode_fits": fit.fits,
-        "decode_max_batch": fit.max_batch.value,
-        "prompt": prompt,
-        "output": output,
-        "decode_batch": decode_batch,
-        "overlap": overlap,
-        **terms,
-        "tpot_s": tpot,
-        "decode_tokens_per_s_per_device": decode_batch / tpot,
-    }
-    if rate is not None:
-        if rate <= 0:
-            raise CostModelError(f"rate must be positive, got {rate}")
-        n_pf = max(1, math.ceil(rate * terms["prefill_s"]))
-        n_dec = max(1, math.ceil(rate * output / (decode_batch / tpot)))
-        tokens_per_s = rate * output
-        pa = as_float(a.power_w) if a.power_w is not None else float("nan")
-        pb = as_float(b.power_w) if b.power_w is not None else float("nan")
-        # colocated: the same number of decode-type devices serve both phases by time sharing
-        n_col = n_pf + n_dec
-        t_pf_b = as_float(step_time(build_model(cfg, "prefill", batch=1, seq=prompt), b))
-        rho = rate * t_pf_b / n_col
-        col = {
-            "devices": n_col,
-            "prefill_share": rho,
-            "tpot_s": tpot / (1 - rho) if rho < 1 else float("inf"),
-            "ttft_s": t_pf_b + terms["first_decode_s"] + tpot,
-        }
-        out.update(
-            rate=rate,
-            prefill_devices=n_pf,
-            decode_devices=n_dec,
-            energy_per_token_j=(n_pf * pa + n_dec * pb) / tokens_per_s,
-            device_hours_per_million_tokens=(n_pf + n_dec) / tokens_per_s * 1e6 / 3600,
-            colocated=col,
-        )
-        col["energy_per_token_j"] = n_col * pb / tokens_per_s
-        col["device_hours_per_million_tokens"] = n_col / tokens_per_s * 1e6 / 3600
-    return out
+    if rate is None:
+        return report
+    if rate <= 0:
+        raise CostModelError(f"rate must be positive, got {rate}")
+    n_pf = max(1, math.ceil(rate * terms.prefill_s))
+    n_dec = max(1, math.ceil(rate * output / (decode_batch / tpot)))
+    tokens_per_s = rate * output
+    pa = as_float(a.power_w) if a.power_w is not None else float("nan")
+    pb = as_float(b.power_w) if b.power_w is not None else float("nan")
+    # colocated: the same number of decode-type devices serve both phases by time sharing
+    n_col = n_pf + n_dec
+    t_pf_b = as_float(w.step_time(b, Phase.PREFILL, batch=1, seq=prompt))
+    rho = rate * t_pf_b / n_col
+    col = Colocated(
+        devices=n_col,
+        prefill_share=rho,
+        tpot_s=tpot / (1 - rho) if rho < 1 else float("inf"),
+        ttft_s=t_pf_b + terms.first_decode_s + tpot,
+        energy_per_token_j=n_col * pb / tokens_per_s,
+        device_hours_per_million_tokens=n_col / tokens_per_s * 1e6 / 3600,
+    )
+    return dataclasses.replace(
+        report,
+        rate=rate,
+        prefill_devices=n_pf,
+        decode_devices=n_dec,
+        energy_per_token_j=(n_pf * pa + n_dec * pb) / tokens_per_s,
+        device_hours_per_million_tokens=(n_pf + n_dec) / tokens_per_s * 1e6 / 3600,
+        colocated=col,
+    )
 
 
 def kv_transfer_crossover(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     prefill_device: Hardware | str,
     decode_device: Hardware | str,
     *,
@@ -153,12 +204,12 @@ def kv_transfer_crossover(
 
     Doubles the prompt until the transfer dominates, then bisects.
     """
-    cfg = get_model(config) if isinstance(config, str) else config
+    w = as_workload(config)
     a, b = get_device(prefill_device), get_device(decode_device)
 
     def dominates(s: int) -> bool:
-        t = _ttft_terms(cfg, a, b, s, decode_batch, link_bandwidth, link_latency, overlap)
-        return t["kv_transfer_s"] >= max(t["prefill_s"], t["first_decode_s"])
+        t = _ttft_terms(w, a, b, s, decode_batch, link_bandwidth, link_latency, Overlap(overlap))
+        return t.kv_transfer_s >= max(t.prefill_s, t.first_decode_s)
 
     hi = 16
     while hi <= max_prompt and not dominates(hi):

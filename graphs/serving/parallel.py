@@ -18,6 +18,8 @@ and memory bound; every term is reported so a user sees what dominates.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -26,16 +28,17 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.graph import COST, OP
 from costmodel.hardware import Hardware, get_device
+from costmodel.keys import LinkName, Phase
+from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
 from costmodel.symbols import check_dim
-from models.catalog import get_model
 from models.config import ModelConfig
 
-from ..blocks.transformer import build_model
 from .phases import step_time
+from .workload import Workload, as_workload
 
-__all__ = ["bubble_fraction", "parallel_plan", "plan_frontier"]
+__all__ = ["bubble_fraction", "parallel_plan", "plan_frontier", "PlanReport", "PlanPoint"]
 
 
 def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
@@ -48,8 +51,62 @@ def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
     return (p - 1) / (m + p - 1)
 
 
+@dataclass(frozen=True)
+class PlanReport(Result):
+    """One decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc)."""
+
+    model: str
+    device: str
+    devices: int
+    tp: int
+    pp: int
+    ep: int
+    microbatches: int
+    batch: int
+    ctx: int
+    stage_s: float  #: one pipeline stage, one micro-batch
+    stage_hop_s: float  #: activations to the next stage over the link
+    bubble_fraction: float
+    expert_all_to_all_s: float  #: dispatch + combine in every MoE layer
+    step_s: float
+
+    @property
+    def plan(self) -> str:
+        return f"tp{self.tp} pp{self.pp} ep{self.ep} m{self.microbatches}"
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch / self.step_s
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        return 1 / self.step_s
+
+    @property
+    def tokens_per_s_per_device(self) -> float:
+        return self.batch / self.step_s / self.devices
+
+    def energy_per_token_j(self, power_w: float) -> float:
+        """``P x devices x step / batch`` at a power of ``power_w`` per device."""
+        return power_w * self.devices * self.step_s / self.batch
+
+    @property
+    def device_hours_per_million_tokens(self) -> float:
+        return self.devices * self.step_s / self.batch * 1e6 / 3600
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "plan": self.plan,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "tokens_per_s_per_device": self.tokens_per_s_per_device,
+            "device_hours_per_million_tokens": self.device_hours_per_million_tokens,
+        }
+
+
 def parallel_plan(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     device: Hardware | str,
     *,
     batch: int,
@@ -58,10 +115,11 @@ def parallel_plan(
     pp: int = 1,
     ep: int = 1,
     microbatches: int = 1,
-    link: str = "scale_up",
-) -> dict[str, Any]:
+    link: str = LinkName.SCALE_UP,
+) -> PlanReport:
     """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc)."""
-    cfg = get_model(config) if isinstance(config, str) else config
+    w = as_workload(config)
+    cfg = w.config
     hw = get_device(device)
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("microbatches", microbatches), ("batch", batch)):
         if v < 1:
@@ -74,12 +132,14 @@ def parallel_plan(
     if ep > 1 and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism needs a MoE model")
     mb = batch // microbatches
-    g = build_model(cfg, "decode", batch=mb, ctx=ctx, tp=tp)
     if ep > 1:  # each device runs only its 1/ep share of the routed experts (work and weights)
+        g = w.graph(Phase.DECODE, batch=mb, ctx=ctx, tp=tp).copy()  # the shared graph stays as built
         for _, d in g.nodes(data=True):
             if d.get(OP) == "grouped_gemm":
                 d[COST] = d[COST] * sympy.Rational(1, ep)
-    t_model = as_float(step_time(g, hw))  # all layers, one micro-batch, tp-way split (all-reduces included)
+        t_model = as_float(step_time(g, hw))
+    else:  # all layers, one micro-batch, tp-way split (all-reduces included)
+        t_model = as_float(w.step_time(hw, Phase.DECODE, batch=mb, ctx=ctx, tp=tp))
     t_stage = t_model / pp
     act = as_float(op_cost("copy", elements=mb * cfg.hidden_size, dtype=cfg.activation_dtype).bytes) / 2
     lk = hw.link(link)
@@ -95,65 +155,74 @@ def parallel_plan(
         )
         per = as_float(bound(a2a, hw).lower)
         t_ep = 2 * per * as_float(cfg.n_moe_layers) * microbatches  # dispatch + combine, every MoE layer
-    step = t_pipe + t_ep
-    devices = tp * pp * ep
-    power = as_float(hw.power_w) if hw.power_w is not None else float("nan")
-    return {
-        "model": cfg.name,
-        "device": hw.name,
-        "devices": devices,
-        "tp": tp,
-        "pp": pp,
-        "ep": ep,
-        "microbatches": microbatches,
-        "batch": batch,
-        "ctx": ctx,
-        "stage_s": t_stage,
-        "stage_hop_s": t_hop,
-        "bubble_fraction": as_float(bubble_fraction(pp, microbatches)),
-        "expert_all_to_all_s": t_ep,
-        "step_s": step,
-        "tokens_per_s": batch / step,
-        "tokens_per_s_per_device": batch / step / devices,
-        "energy_per_token_j": power * devices * step / batch,
-        "device_hours_per_million_tokens": devices * step / batch * 1e6 / 3600,
-    }
+    return PlanReport(
+        model=cfg.name,
+        device=hw.name,
+        devices=tp * pp * ep,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        microbatches=microbatches,
+        batch=batch,
+        ctx=ctx,
+        stage_s=t_stage,
+        stage_hop_s=t_hop,
+        bubble_fraction=as_float(bubble_fraction(pp, microbatches)),
+        expert_all_to_all_s=t_ep,
+        step_s=t_pipe + t_ep,
+    )
+
+
+@dataclass(frozen=True)
+class PlanPoint(Result):
+    """A plan evaluated on a device at a batch: its report (or why it is invalid), its energy
+    per token where the device's power is known, and whether it is on the Pareto frontier."""
+
+    device: str
+    batch: int
+    plan: str
+    report: PlanReport | None
+    error: str | None = None
+    energy_per_token_j: float | None = None
+    pareto: bool = False
 
 
 def plan_frontier(
-    config: ModelConfig | str,
+    config: ModelConfig | str | Workload,
     devices: list[str],
     *,
     batches: list[int],
     ctx: int,
     plans: list[tuple[int, int, int, int]],
-) -> list[dict[str, Any]]:
+) -> tuple[PlanPoint, ...]:
     """Evaluate ``(tp, pp, ep, microbatches)`` plans x devices x batches; mark the Pareto frontier.
 
-    Objectives: tokens/s per user (``1 / step``), tokens/s per device (maximise
-    both) and energy per token (minimise, where power is known).
+    Objectives: tokens/s per user (``1 / step``) and tokens/s per device, both maximised.
     """
     import numpy as np
 
     from costmodel.frontier import pareto_mask
 
-    rows = []
+    w = as_workload(config)
+    points: list[PlanPoint] = []
     for dev in devices:
+        hw = get_device(dev)
+        power = as_float(hw.power_w) if hw.power_w is not None else None
         for b in batches:
             for tp, pp, ep, m in plans:
+                label = f"tp{tp} pp{pp} ep{ep} m{m}"
                 try:
-                    r = parallel_plan(config, dev, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m)
+                    r = parallel_plan(w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m)
                 except CostModelError as exc:
-                    rows.append(
-                        {"device": dev, "batch": b, "plan": f"tp{tp} pp{pp} ep{ep} m{m}", "error": str(exc)}
-                    )
+                    points.append(PlanPoint(dev, b, label, None, error=str(exc)))
                     continue
-                r["plan"] = f"tp{tp} pp{pp} ep{ep} m{m}"
-                r["tokens_per_s_per_user"] = 1 / r["step_s"]
-                rows.append(r)
-    ok = [r for r in rows if "error" not in r]
+                energy = r.energy_per_token_j(power) if power is not None else None
+                points.append(PlanPoint(dev, b, label, r, energy_per_token_j=energy))
+    ok = [i for i, p in enumerate(points) if p.report is not None]
     if ok:
-        pts = np.array([[r["tokens_per_s_per_user"], r["tokens_per_s_per_device"]] for r in ok])
-        for r, keep in zip(ok, pareto_mask(pts, (True, True)), strict=True):
-            r["pareto"] = bool(keep)
-    return rows
+        pts = np.array(
+            [[points[i].report.tokens_per_s_per_user, points[i].report.tokens_per_s_per_device] for i in ok]  # type: ignore[union-attr]
+        )
+        for i, keep in zip(ok, pareto_mask(pts, (True, True)), strict=True):
+            points[i] = dataclasses.replace(points[i], pareto=bool(keep))
+    return tuple(points)

@@ -17,6 +17,7 @@ sequence over the cached context: a prefill-like chunk graph
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -25,14 +26,21 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.hardware import Hardware, get_device
+from costmodel.keys import Phase
+from costmodel.results import Result
 from costmodel.symbols import check_dim, dim, quantity
-from models.catalog import get_model
 from models.config import ModelConfig
 
-from ..blocks.transformer import build_model
-from .phases import step_time
+from .workload import Workload, as_workload
 
-__all__ = ["expected_tokens", "speedup_closed_form", "speculative_decoding"]
+__all__ = [
+    "expected_tokens",
+    "speedup_closed_form",
+    "speculative_decoding",
+    "SpecDecReport",
+    "SpecDecRow",
+    "K_MAX_LIMIT",
+]
 
 alpha_s, k_s = quantity("alpha"), dim("gamma")  # acceptance rate, tokens drafted per step (Leviathan et al.)
 T_target, T_draft, T_verify = quantity("T_target"), quantity("T_draft"), quantity("T_verify")
@@ -61,9 +69,38 @@ def speedup_closed_form() -> sympy.Expr:
     return expected_tokens() * T_target / (k_s * T_draft + T_verify)
 
 
+#: most drafted tokens per step searched; with acceptance below 1 the speed-up peaks long before
+K_MAX_LIMIT = 256
+
+
+@dataclass(frozen=True)
+class SpecDecRow(Result):
+    """One drafted length ``k``: tokens per verify, time per step, speed-up over plain decode."""
+
+    k: int
+    expected_tokens: float
+    verify_s: float
+    step_s: float
+    speedup: float
+
+
+@dataclass(frozen=True)
+class SpecDecReport(Result):
+    """Speculative decoding for ``k = 1..k_max`` (module doc); ``closed_form`` is
+    :func:`speedup_closed_form` in ``alpha``, ``gamma`` (= k) and the three step times."""
+
+    alpha: float
+    target_step_s: float
+    draft_step_s: float
+    rows: tuple[SpecDecRow, ...]
+    best_k: int
+    best_speedup: float
+    closed_form: sympy.Expr
+
+
 def speculative_decoding(
-    target: ModelConfig | str,
-    draft: ModelConfig | str,
+    target: ModelConfig | str | Workload,
+    draft: ModelConfig | str | Workload,
     target_device: Hardware | str,
     draft_device: Hardware | str | None = None,
     *,
@@ -71,39 +108,26 @@ def speculative_decoding(
     batch: int = 1,
     ctx: int = 4096,
     k_max: int = 16,
-) -> dict[str, Any]:
+) -> SpecDecReport:
     """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc)."""
     if not 0 <= alpha <= 1:
         raise CostModelError(f"alpha must be in [0, 1], got {alpha}")
-    if k_max < 1:
-        raise CostModelError(f"k_max must be >= 1, got {k_max}")
-    tcfg = get_model(target) if isinstance(target, str) else target
-    dcfg = get_model(draft) if isinstance(draft, str) else draft
+    if not 1 <= k_max <= K_MAX_LIMIT:
+        raise CostModelError(f"k_max must be in [1, {K_MAX_LIMIT}], got {k_max}")
+    tw, dw = as_workload(target), as_workload(draft)
     thw = get_device(target_device)
     dhw = get_device(draft_device) if draft_device is not None else thw
-    t_target = as_float(step_time(build_model(tcfg, "decode", batch=batch, ctx=ctx), thw))
-    t_draft = as_float(step_time(build_model(dcfg, "decode", batch=batch, ctx=ctx), dhw))
+    t_target = as_float(tw.step_time(thw, Phase.DECODE, batch=batch, ctx=ctx))
+    t_draft = as_float(dw.step_time(dhw, Phase.DECODE, batch=batch, ctx=ctx))
     seq = dim("verify_tokens")
     verify = sympy.lambdify(
-        seq,
-        step_time(build_model(tcfg, "prefill", batch=batch, seq=seq, prefix=ctx, logits="all"), thw),
-        "math",
+        seq, tw.step_time(thw, Phase.PREFILL, batch=batch, seq=seq, prefix=ctx, logits="all"), "math"
     )
     rows = []
     for k in range(1, k_max + 1):
         e = as_float(expected_tokens(sympy.Rational(str(alpha)), k))
         t_v = float(verify(k + 1))
         step = k * t_draft + t_v
-        rows.append(
-            {"k": k, "expected_tokens": e, "verify_s": t_v, "step_s": step, "speedup": e * t_target / step}
-        )
-    best = max(rows, key=lambda r: r["speedup"])
-    return {
-        "alpha": alpha,
-        "target_step_s": t_target,
-        "draft_step_s": t_draft,
-        "rows": rows,
-        "best_k": best["k"],
-        "best_speedup": best["speedup"],
-        "closed_form": str(speedup_closed_form()),
-    }
+        rows.append(SpecDecRow(k, e, t_v, step, e * t_target / step))
+    best = max(rows, key=lambda r: r.speedup)
+    return SpecDecReport(alpha, t_target, t_draft, tuple(rows), best.k, best.speedup, speedup_closed_form())
