@@ -33,8 +33,18 @@ from .cost import Cost
 from .errors import CostModelError
 from .expr import to_expr
 from .graph import COST, REPEAT, op_nodes
+from .keys import Level, NodeKind
+from .results import Result
 
-__all__ = ["EnergyTable", "HOROWITZ_45NM", "energy", "graph_energy", "energy_ridge", "reuse_factor"]
+__all__ = [
+    "EnergyTable",
+    "HOROWITZ_45NM",
+    "energy",
+    "graph_energy",
+    "GraphEnergy",
+    "energy_ridge",
+    "reuse_factor",
+]
 
 PJ = sympy.Rational(1, 10**12)
 
@@ -112,23 +122,35 @@ def energy(cost: Cost, table: EnergyTable = HOROWITZ_45NM) -> dict[str, sympy.Ex
     return out
 
 
-def graph_energy(g: Any, table: EnergyTable = HOROWITZ_45NM) -> dict[str, Any]:
-    """Energy of a graph's op nodes (``x repeat``), split into arithmetic, DRAM and weight reads.
+@dataclass(frozen=True)
+class GraphEnergy(Result):
+    """Joules of a graph's op nodes (``x repeat``): ``terms`` per unit (``compute:<unit>``) and
+    level (``memory:<level>``); ``weight_reads`` is the DRAM energy of the bytes read from weight
+    nodes (the graph's edge bytes), part of ``memory:dram``."""
 
-    ``weight_reads`` is the DRAM energy of the bytes read from weight nodes
-    (the graph's edge bytes), part of ``memory:dram``.
-    """
+    terms: dict[str, sympy.Expr]
+    arithmetic: sympy.Expr
+    weight_reads: sympy.Expr
+    total: sympy.Expr
+
+
+def graph_energy(g: Any, table: EnergyTable = HOROWITZ_45NM) -> GraphEnergy:
+    """Energy of a graph's op nodes (``x repeat``), split into arithmetic, DRAM and weight reads."""
     from .graph import edge_bytes_total
 
-    total: dict[str, sympy.Expr] = {}
+    terms: dict[str, sympy.Expr] = {}
     for n in op_nodes(g):
         e = energy(g.nodes[n][COST], table)
         rep = g.nodes[n].get(REPEAT, 1)
         for k, v in e.items():
-            total[k] = total.get(k, 0) + v * rep
-    total["weight_reads"] = edge_bytes_total(g, source_kind="weight") * table.byte_j("dram")
-    total["arithmetic"] = sympy.Add(*(v for k, v in total.items() if k.startswith("compute:")))
-    return total
+            if k != "total":
+                terms[k] = terms.get(k, 0) + v * rep
+    return GraphEnergy(
+        terms=terms,
+        arithmetic=sympy.Add(*(v for k, v in terms.items() if k.startswith("compute:"))),
+        weight_reads=edge_bytes_total(g, source_kind=NodeKind.WEIGHT) * table.byte_j(Level.DRAM),
+        total=sympy.Add(*terms.values()),
+    )
 
 
 def energy_ridge(

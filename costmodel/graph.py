@@ -15,7 +15,9 @@ there use these keys and functions.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ import sympy
 
 from .cost import Cost, as_float
 from .errors import CostModelError
+from .expr import to_expr
 from .hardware.spec import Hardware
 from .keys import (  # the attribute keys live in costmodel.keys; re-exported here
     BYTES,
@@ -41,6 +44,7 @@ from .keys import (  # the attribute keys live in costmodel.keys; re-exported he
     UNKNOWN,
     NodeKind,
 )
+from .results import Result
 from .roofline import bound
 from .rules import get_rule
 from .tensor import Tensor
@@ -68,6 +72,7 @@ __all__ = [
     "edge_bytes_total",
     "validate_graph",
     "classify_graph",
+    "NodeRow",
     "graph_to_dict",
     "write_graphml",
     "expand",
@@ -186,44 +191,58 @@ def validate_graph(g: nx.DiGraph) -> None:
             )
 
 
-def classify_graph(g: nx.DiGraph, hw: Hardware) -> list[dict[str, Any]]:
-    """Per-op roofline rows on ``hw`` (graph must be numeric).
+@dataclass(frozen=True)
+class NodeRow(Result):
+    """One op node's roofline on a device: per instance and over its ``repeat`` copies."""
 
-    Each row: node, op, group, repeat, FLOPs and DRAM bytes per instance,
-    intensity, bound kind, time per instance and in total (``x repeat``),
-    and the share of the graph's summed lower bound.
-    """
+    node: str
+    op: str
+    group: str
+    repeat: float
+    flops: float  #: per instance
+    bytes: float  #: DRAM bytes per instance
+    intensity: float  #: FLOP per DRAM byte (inf for a node that moves no bytes)
+    kind: str  #: the binding unit, memory level or link; "none" for a free node
+    time_s: float  #: lower bound per instance
+    total_time_s: float  #: ``time_s x repeat``
+    unbounded: tuple[str, ...]  #: terms the device has no roof for
+    share: float = 0.0  #: fraction of the graph's summed lower bound
+
+
+def classify_graph(g: nx.DiGraph, hw: Hardware) -> list[NodeRow]:
+    """Per-op roofline rows on ``hw`` (graph must be numeric), in topological order, with each
+    node's share of the graph's summed lower bound."""
     rows = []
     for n in op_nodes(g):
         data = g.nodes[n]
         cost: Cost = data[COST]
-        rep = as_float(sympy.sympify(data.get(REPEAT, 1)), what=f"{n} repeat")
+        rep = as_float(to_expr(data.get(REPEAT, 1), field=f"{n} repeat"), what=f"{n} repeat")
         b = bound(cost, hw)
         flops = as_float(cost.flops, what=f"{n} flops")
         nbytes = as_float(cost.bytes, what=f"{n} bytes")
         lower = as_float(b.lower, what=f"{n} bound") if b.terms else 0.0
         rows.append(
-            {
-                "node": n,
-                "op": data[OP],
-                "group": data.get(GROUP, ""),
-                "repeat": rep,
-                "flops": flops,
-                "bytes": nbytes,
-                "intensity": flops / nbytes if nbytes else float("inf"),
-                "kind": b.kind if b.terms else "none",
-                "time_s": lower,
-                "total_time_s": lower * rep,
-                "unbounded": list(b.unbounded),
-            }
+            NodeRow(
+                node=n,
+                op=data[OP],
+                group=data.get(GROUP, ""),
+                repeat=rep,
+                flops=flops,
+                bytes=nbytes,
+                intensity=flops / nbytes if nbytes else float("inf"),
+                kind=b.kind if b.terms else "none",
+                time_s=lower,
+                total_time_s=lower * rep,
+                unbounded=tuple(b.unbounded),
+            )
         )
-    total = sum(r["total_time_s"] for r in rows) or 1.0
-    for r in rows:
-        r["share"] = r["total_time_s"] / total
-    return rows
+    total = sum(r.total_time_s for r in rows) or 1.0
+    return [dataclasses.replace(r, share=r.total_time_s / total) for r in rows]
 
 
 def _plain(v: Any) -> Any:
+    if isinstance(v, Result):
+        return v.to_dict()
     if isinstance(v, Cost):
         return v.to_dict()
     if isinstance(v, Tensor):

@@ -23,6 +23,7 @@ import numpy as np
 from .cost import as_float
 from .errors import CostModelError
 from .hardware import Hardware, get_device
+from .results import plain
 
 __all__ = ["roofline_plot", "ledger_plot", "batch_sweep_plot", "frontier_plot", "headroom_plot"]
 
@@ -58,7 +59,7 @@ def roofline_plot(
     peak = as_float(dev.require_peak("tensor", precision))
     bw = as_float(dev.bandwidth())
     ridge = peak / bw
-    pts = [r for r in rows if r.get("intensity") and r.get("flops")]
+    pts = [r for r in map(plain, rows) if r.get("intensity") and r.get("flops")]
     if not pts:
         raise CostModelError("nothing to plot: no row has FLOPs and an intensity")
     xs = np.array([r["intensity"] for r in pts])

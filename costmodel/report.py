@@ -13,6 +13,7 @@ from typing import Any
 
 from .cost import Cost, as_float
 from .hardware.spec import Hardware
+from .results import plain
 from .roofline import bound, headroom
 from .rules import op_cost
 
@@ -88,7 +89,7 @@ def roofline_rows(
     return rows
 
 
-def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
+def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
     """Render rows as an aligned text table."""
 
     def cell(value: Any, fmt: str) -> str:
@@ -102,7 +103,8 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, st
             return format(float(value), fmt[:-1]) + "x"
         return format(float(value), fmt)
 
-    table = [[h for _, h, _ in columns]] + [[cell(r[k], f) for k, _, f in columns] for r in rows]
+    data = [plain(r) for r in rows]  # reports (dataclasses) or plain dicts
+    table = [[h for _, h, _ in columns]] + [[cell(r[k], f) for k, _, f in columns] for r in data]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
     lines = []
     for j, row in enumerate(table):

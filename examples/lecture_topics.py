@@ -86,8 +86,8 @@ def main() -> None:
     print("\n9. energy (Horowitz 45 nm): Llama-3.1-8B decode, weight reads vs arithmetic")
     e = decode_energy_vs_batch(cfg)
     print(
-        f"   at batch 1 weight reads cost {e['ratio_at_batch_1']:.0f}x the arithmetic; arithmetic catches up "
-        f"at batch {e['crossover_batch']:.0f}"
+        f"   at batch 1 weight reads cost {e.ratio_at_batch_1:.0f}x the arithmetic; arithmetic catches up "
+        f"at batch {e.crossover_batch:.0f}"
     )
     print(
         f"   energy ridge (bf16, DRAM) = {as_float(energy_ridge()):.0f} FLOP/B; for 90% of the energy to be "

@@ -8,6 +8,7 @@ from costmodel import gemm_crossover, get_device, op_cost
 from costmodel.energy import HOROWITZ_45NM, energy, energy_ridge, reuse_factor
 from costmodel.errors import CostModelError
 from costmodel.formats import E2M1_VALUES, compare_formats, quantize, round_e4m3
+from costmodel.symbols import dim
 from graphs import decode_energy_vs_batch
 
 PJ = sympy.Rational(1, 10**12)
@@ -36,12 +37,10 @@ def test_energy_of_a_cost_and_the_ridge():
 
 def test_decode_energy_weight_reads_dominate_at_batch_one():
     e = decode_energy_vs_batch("llama-3.1-8b", ctx=1024)
-    assert e["ratio_at_batch_1"] > 100  # two orders of magnitude
-    b = e["crossover_batch"]
-    x = sympy.Symbol("B", integer=True, positive=True)
-    assert float(e["arithmetic_j"].subs(x, b)) == pytest.approx(
-        float(e["weight_reads_j"].subs(x, b)), rel=1e-6
-    )
+    assert e.ratio_at_batch_1 > 100  # two orders of magnitude
+    b = e.crossover_batch
+    x = dim("B")
+    assert float(e.arithmetic_j.subs(x, b)) == pytest.approx(float(e.weight_reads_j.subs(x, b)), rel=1e-6)
     # about the energy ridge over 1 (2 FLOPs per 2-byte weight): e_D / e_F = 216.7, less the other terms
     assert 150 < b < float(energy_ridge())
 

@@ -193,9 +193,9 @@ def test_validation_catches_problems():
 def test_classify_table_and_exports(tmp_path):
     g = build_model(get_model("qwen2.5-7b"), "decode", batch=1, ctx=4096)
     rows = classify_graph(g, get_device("h100"))
-    assert {r["kind"] for r in rows} <= {"dram", "tensor", "vector", "sfu", "none"}
-    assert sum(r["share"] for r in rows) == pytest.approx(1)
-    assert max(rows, key=lambda r: r["total_time_s"])["node"].startswith("layers.mlp")
+    assert {r.kind for r in rows} <= {"dram", "tensor", "vector", "sfu", "none"}
+    assert sum(r.share for r in rows) == pytest.approx(1)
+    assert max(rows, key=lambda r: r.total_time_s).node.startswith("layers.mlp")
     json.dumps(graph_to_dict(g))
     write_graphml(g, tmp_path / "g.graphml")
     back = nx.read_graphml(tmp_path / "g.graphml")

@@ -115,7 +115,7 @@ def test_plots_headless(tmp_path, probed):
     ax = fig.axes[0]
     assert ax.get_xlabel().startswith("arithmetic intensity") and ax.get_ylabel() == "FLOP/s"
     plotted = sum(len(c.get_offsets()) for c in ax.collections)
-    assert plotted == len([r for r in rows if r["intensity"] and r["flops"]])  # a point per node
+    assert plotted == len([r for r in rows if r.intensity and r.flops])  # a point per node
     _png_ok(tmp_path / "r.png")
     terms = {b: capacity("llama-3.1-8b", hw, batch=b, ctx=4096).terms for b in (1, 8, 32)}
     fig = plots.ledger_plot(terms, float(hw.capacity()), tmp_path / "l.png")

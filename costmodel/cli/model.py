@@ -72,41 +72,37 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         cfg = cfg.replace(dtype=args.weight_dtype)
     result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
     if args.json:
-        print(dump(result))
+        print(dump(result.to_dict()))
         return 0
-    t = result["totals"]
+    t = result.totals
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    print(f"{result['model']} {args.phase} on {result['device']}: batch {args.batch}, {where}")
-    rows = (
-        sorted(result["rows"], key=lambda r: -r["total_time_s"])[: args.top] if args.top else result["rows"]
-    )
-    for r in rows:
-        r["share_pct"] = 100 * r["share"]
-        r["t_total"] = r["total_time_s"]
+    print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}")
+    picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
+    rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
     cols = (
         ("node", "node", "s"),
         ("op", "op", "s"),
         ("repeat", "x", ".0f"),
-        ("flops", "F", "si"),
+        ("flops", "F (FLOP)", "si"),
         ("bytes", "D (B)", "si"),
-        ("intensity", "I", ".2f"),
+        ("intensity", "I (FLOP/B)", ".2f"),
         ("kind", "bound", "s"),
         ("t_total", "T x repeat (s)", ".3e"),
         ("share_pct", "share %", ".1f"),
     )
     print(format_table(rows, cols))
     print(
-        f"\nstep: {fmt_si(t['flops'], 'FLOP')}, {fmt_si(t['dram_bytes'], 'B')} DRAM, "
-        f"weights read {fmt_si(t['weight_bytes_read'], 'B')}, KV {t['kv_bytes_per_token']:.0f} B/token"
+        f"\nstep: {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
+        f"weights read {fmt_si(t.weight_bytes_read, 'B')}, KV {t.kv_bytes_per_token:.0f} B/token"
     )
     print(
-        f"bound (sum over nodes): {t['sum_of_node_bounds_s'] * 1e3:.3f} ms -> "
-        f"{t['tokens_per_s']:.1f} tokens/s; whole step as one roofline: "
-        f"{t['whole_step_bound_s'] * 1e3:.3f} ms ({t['whole_step_kind']})"
+        f"bound (sum over nodes): {t.sum_of_node_bounds_s * 1e3:.3f} ms -> "
+        f"{t.tokens_per_s:.1f} tokens/s; whole step as one roofline: "
+        f"{t.whole_step_bound_s * 1e3:.3f} ms ({t.whole_step_kind})"
     )
-    print(f"attention share of FLOPs: {100 * t['attention_flop_share']:.1f}%")
+    print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
     print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
-    for k, v in result["closed_forms"].items():
+    for k, v in result.closed_forms.items():
         if k.endswith("_bound"):
             print(f"  {k[:-6]:28s} = {v}")
     return 0

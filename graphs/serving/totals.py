@@ -21,11 +21,14 @@ from costmodel.graph import (
     OP,
     OUTPUTS,
     REPEAT,
+    NodeRow,
     classify_graph,
     edge_bytes_total,
     graph_total,
 )
 from costmodel.hardware import Hardware, get_device
+from costmodel.keys import Phase
+from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import quantity
@@ -33,6 +36,7 @@ from models.catalog import get_model
 from models.config import ModelConfig
 
 from ..blocks.transformer import build_model, phase_dims
+from .workload import Workload, as_workload
 
 __all__ = [
     "weight_params",
@@ -45,6 +49,9 @@ __all__ = [
     "closed_forms",
     "analyze",
     "decode_energy_vs_batch",
+    "ModelAnalysis",
+    "StepTotals",
+    "EnergyVsBatch",
 ]
 
 
@@ -159,60 +166,101 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
     return forms
 
 
+@dataclass(frozen=True)
+class StepTotals(Result):
+    """Whole-step totals of a model graph on a device."""
+
+    tokens: float
+    flops: float
+    tensor_flops: float
+    dram_bytes: float
+    weight_bytes_read: float
+    kv_bytes_per_token: float
+    attention_flop_share: float
+    sum_of_node_bounds_s: float  #: sum over kernels of each kernel's roofline
+    whole_step_bound_s: float  #: the whole step as one roofline
+    whole_step_kind: str
+    tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class ModelAnalysis(Result):
+    """Per-node roofline of one step of a model on a device, with totals and closed forms."""
+
+    model: str
+    device: str
+    phase: Phase
+    batch: int
+    seq: int | None
+    ctx: int | None
+    rows: tuple[NodeRow, ...]
+    totals: StepTotals
+    closed_forms: dict[str, sympy.Expr]
+
+    def to_dict(self) -> dict[str, Any]:
+        latex = {k: sympy.latex(v) for k, v in self.closed_forms.items() if k.endswith("_bound")}
+        return {**super().to_dict(), "closed_forms_latex": latex}
+
+
 def analyze(
-    model: ModelConfig | str,
+    model: ModelConfig | str | Workload,
     device: Hardware | str,
     phase: str,
     *,
     batch: int = 1,
     seq: int = 1024,
     ctx: int = 4096,
-) -> dict[str, Any]:
-    """Numeric per-node roofline of a model step on a device, with totals.
-
-    Returns ``rows`` (per op node, see :func:`classify_graph`), ``totals``
-    (FLOPs, bytes, weight traffic, the step's summed bound, tokens/s) and
-    the symbolic closed forms of the phase.
-    """
-    cfg = get_model(model) if isinstance(model, str) else model
+) -> ModelAnalysis:
+    """Numeric per-node roofline of a model step on a device (:func:`classify_graph` rows),
+    whole-step totals and the symbolic closed forms of the phase."""
+    w = as_workload(model)
     hw = get_device(device)
     dims = phase_dims(phase, batch, seq, ctx)
-    g = build_model(cfg, phase, batch=batch, seq=seq, ctx=ctx)
+    g = w.graph(phase, batch=batch, seq=seq, ctx=ctx)
     rows = classify_graph(g, hw)
     s = summarize(g)
-    step_s = sum(r["total_time_s"] for r in rows)
+    step_s = sum(r.total_time_s for r in rows)
     whole = bound(op_total(g), hw)
-    totals = {
-        "tokens": as_float(dims.tokens),
-        "flops": as_float(s.flops),
-        "tensor_flops": as_float(s.tensor_flops),
-        "dram_bytes": as_float(s.dram_bytes),
-        "weight_bytes_read": as_float(s.weight_bytes_read),
-        "kv_bytes_per_token": as_float(s.kv_bytes_per_token),
-        "attention_flop_share": as_float(s.attention_share),
-        "sum_of_node_bounds_s": step_s,
-        "whole_step_bound_s": as_float(whole.lower),
-        "whole_step_kind": whole.kind,
-        "tokens_per_s": as_float(dims.tokens) / step_s if step_s else float("inf"),
-    }
-    forms = closed_forms(cfg, phase)
-    return {
-        "model": cfg.name,
-        "device": hw.name,
-        "phase": phase,
-        "batch": batch,
-        "seq": seq if phase == "prefill" else None,
-        "ctx": ctx if phase == "decode" else None,
-        "rows": rows,
-        "totals": totals,
-        "closed_forms": {k: str(v) for k, v in forms.items()},
-        "closed_forms_latex": {k: sympy.latex(v) for k, v in forms.items() if k.endswith("_bound")},
-    }
+    totals = StepTotals(
+        tokens=as_float(dims.tokens),
+        flops=as_float(s.flops),
+        tensor_flops=as_float(s.tensor_flops),
+        dram_bytes=as_float(s.dram_bytes),
+        weight_bytes_read=as_float(s.weight_bytes_read),
+        kv_bytes_per_token=as_float(s.kv_bytes_per_token),
+        attention_flop_share=as_float(s.attention_share),
+        sum_of_node_bounds_s=step_s,
+        whole_step_bound_s=as_float(whole.lower),
+        whole_step_kind=whole.kind,
+        tokens_per_s=as_float(dims.tokens) / step_s if step_s else float("inf"),
+    )
+    return ModelAnalysis(
+        model=w.name,
+        device=hw.name,
+        phase=Phase(phase),
+        batch=batch,
+        seq=seq if phase == Phase.PREFILL else None,
+        ctx=ctx if phase == Phase.DECODE else None,
+        rows=tuple(rows),
+        totals=totals,
+        closed_forms=closed_forms(w.config, phase),
+    )
+
+
+@dataclass(frozen=True)
+class EnergyVsBatch(Result):
+    """Decode energy per step as functions of the batch ``B`` (joules), and where they cross."""
+
+    arithmetic_j: sympy.Expr
+    weight_reads_j: sympy.Expr
+    total_j: sympy.Expr
+    crossover_batch: float | None  #: arithmetic energy = weight-read energy
+    ratio_at_batch_1: float  #: weight reads over arithmetic at B = 1
 
 
 def decode_energy_vs_batch(
-    config: ModelConfig | str, *, ctx: int = 1024, table: Any = None
-) -> dict[str, Any]:
+    config: ModelConfig | str | Workload, *, ctx: int = 1024, table: Any = None
+) -> EnergyVsBatch:
     """Decode energy per step in the batch ``B``: weight reads vs arithmetic, and where they cross.
 
     Both come from the decode graph with symbolic ``B`` and the energy table
@@ -222,16 +270,15 @@ def decode_energy_vs_batch(
     """
     from costmodel.energy import HOROWITZ_45NM, graph_energy
 
-    cfg = get_model(config) if isinstance(config, str) else config
-    g = build_model(cfg, "decode", ctx=ctx)
+    g = as_workload(config).graph(Phase.DECODE, ctx=ctx)
     e = graph_energy(g, table or HOROWITZ_45NM)
-    arith, weights = sympy.expand(e["arithmetic"]), sympy.expand(e["weight_reads"])
+    arith, weights = sympy.expand(e.arithmetic), sympy.expand(e.weight_reads)
     x = quantity("x")
     sol = sympy.solve(sympy.Eq(arith.subs(B_sym, x), weights.subs(B_sym, x)), x)
-    return {
-        "arithmetic_j": arith,
-        "weight_reads_j": weights,
-        "total_j": sympy.expand(e["total"]),
-        "crossover_batch": float(sol[0]) if sol else None,
-        "ratio_at_batch_1": float((weights / arith).subs(B_sym, 1)),
-    }
+    return EnergyVsBatch(
+        arithmetic_j=arith,
+        weight_reads_j=weights,
+        total_j=sympy.expand(e.total),
+        crossover_batch=float(sol[0]) if sol else None,
+        ratio_at_batch_1=float((weights / arith).subs(B_sym, 1)),
+    )
