@@ -17,42 +17,83 @@ new 4-bit format and the larger system rather than the chip.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .cost import as_float
 from .errors import MissingRoofError
 from .hardware import Hardware, get_device
+from .keys import Unit
+from .results import Result
 
-__all__ = ["compare_devices", "decompose_claim"]
+__all__ = ["compare_devices", "decompose_claim", "DeviceRow", "ClaimDecomposition"]
 
 
-def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class DeviceRow(Result):
+    """One device at one precision (tensor roof); a missing roof is ``None``, never guessed."""
+
+    device: str
+    precision: str
+    peak_flops_per_s: float | None
+    bandwidth_bytes_per_s: float
+    capacity_bytes: float
+    ridge_flop_per_byte: float | None  #: peak / DRAM bandwidth
+    full_memory_reads_per_s: float  #: bandwidth / capacity
+    power_w: float | None
+    flops_per_joule: float | None  #: peak / TDP
+    vector_fp32_flops_per_s: float | None
+    sfu_per_s: float | None
+
+
+def _opt(e: Any) -> float | None:
+    return as_float(e) if e is not None else None
+
+
+def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> list[DeviceRow]:
     """One row per device at ``precision`` (tensor roof); missing roofs are ``None``, not guessed."""
     rows = []
     for d in devices:
         hw = get_device(d)
-        peak = hw.peak("tensor", precision)
+        p = _opt(hw.peak(Unit.TENSOR, precision))
         bw, cap = as_float(hw.bandwidth()), as_float(hw.capacity())
-        p = as_float(peak) if peak is not None else None
-        power = as_float(hw.power_w) if hw.power_w is not None else None
+        power = _opt(hw.power_w)
         rows.append(
-            {
-                "device": hw.name,
-                "precision": precision,
-                "peak_flops_per_s": p,
-                "bandwidth_bytes_per_s": bw,
-                "capacity_bytes": cap,
-                "ridge_flop_per_byte": p / bw if p else None,
-                "full_memory_reads_per_s": bw / cap,
-                "power_w": power,
-                "flops_per_joule": p / power if p and power else None,
-                "vector_fp32_flops_per_s": as_float(hw.peak("vector", "fp32"))
-                if hw.peak("vector", "fp32")
-                else None,
-                "sfu_per_s": as_float(hw.peak("sfu", "fp32")) if hw.peak("sfu", "fp32") else None,
-            }
+            DeviceRow(
+                device=hw.name,
+                precision=precision,
+                peak_flops_per_s=p,
+                bandwidth_bytes_per_s=bw,
+                capacity_bytes=cap,
+                ridge_flop_per_byte=p / bw if p else None,
+                full_memory_reads_per_s=bw / cap,
+                power_w=power,
+                flops_per_joule=p / power if p and power else None,
+                vector_fp32_flops_per_s=_opt(hw.peak(Unit.VECTOR, "fp32")),
+                sfu_per_s=_opt(hw.peak(Unit.SFU, "fp32")),
+            )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class ClaimDecomposition(Result):
+    """A peak speed-up claim as ``format x architecture x system size`` (each a ratio of peaks)."""
+
+    claimed_speedup: float
+    format_factor: float  #: new device, new precision over its own old precision
+    architecture_factor: float  #: same precision, new chip over old chip
+    system_size_factor: float  #: chips in the new system over chips in the old
+    old: str
+    new: str
+
+    @property
+    def like_for_like_per_chip(self) -> float:
+        """The part of the claim a buyer of one chip at one precision sees."""
+        return self.architecture_factor
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "like_for_like_per_chip": self.like_for_like_per_chip}
 
 
 def decompose_claim(
@@ -63,12 +104,12 @@ def decompose_claim(
     *,
     old_count: int = 1,
     new_count: int = 1,
-) -> dict[str, Any]:
+) -> ClaimDecomposition:
     """Split a peak-FLOP/s speed-up claim into format x architecture x system size."""
     o, n = get_device(old), get_device(new)
-    p_old = o.require_peak("tensor", old_precision)
-    p_new = n.require_peak("tensor", new_precision)
-    p_new_same = n.peak("tensor", old_precision)
+    p_old = o.require_peak(Unit.TENSOR, old_precision)
+    p_new = n.require_peak(Unit.TENSOR, new_precision)
+    p_new_same = n.peak(Unit.TENSOR, old_precision)
     if p_new_same is None:
         raise MissingRoofError(
             f"{n.name} has no {old_precision} roof: the format and architecture factors cannot be separated"
@@ -76,12 +117,11 @@ def decompose_claim(
     fmt = as_float(p_new / p_new_same)
     arch = as_float(p_new_same / p_old)
     size = new_count / old_count
-    return {
-        "claimed_speedup": fmt * arch * size,
-        "format_factor": fmt,
-        "architecture_factor": arch,
-        "system_size_factor": size,
-        "like_for_like_per_chip": arch,
-        "old": f"{old_count} x {o.name} @ {old_precision}",
-        "new": f"{new_count} x {n.name} @ {new_precision}",
-    }
+    return ClaimDecomposition(
+        claimed_speedup=fmt * arch * size,
+        format_factor=fmt,
+        architecture_factor=arch,
+        system_size_factor=size,
+        old=f"{old_count} x {o.name} @ {old_precision}",
+        new=f"{new_count} x {n.name} @ {new_precision}",
+    )

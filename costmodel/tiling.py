@@ -19,17 +19,19 @@ naive materialised S/P towards the ideal minimum as SRAM grows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+from dataclasses import dataclass
 
 from .cost import as_float
 from .derive import tile_intensity
 from .dtypes import DTypeLike, dtype_bytes
 from .errors import CostModelError
 from .hardware.spec import Hardware
+from .results import Result
 from .rules import op_cost
 
-__all__ = ["gemm_tile_bytes", "largest_gemm_tile", "flash_attention_io"]
+__all__ = ["gemm_tile_bytes", "largest_gemm_tile", "flash_attention_io", "GemmTile", "FlashAttentionIO"]
 
 
 def gemm_tile_bytes(
@@ -56,34 +58,64 @@ def largest_gemm_tile(
     stages: int = 2,
     multiple: int = 16,
     precision: str = "bf16",
-) -> dict[str, Any]:
+) -> GemmTile:
     """The largest square tile (a multiple of ``multiple``) whose working set fits.
 
     Returns the tile, its bytes, its DRAM intensity and, with ``hw``, the
     ridge point it is compared with (a tile below the ridge keeps even a huge
     GEMM memory-bound on that chip).
     """
-    if capacity_bytes <= 0:
-        raise CostModelError(f"capacity_bytes must be positive, got {capacity_bytes}")
-    t = 0
-    while (
-        gemm_tile_bytes(
-            t + multiple, t + multiple, tile_k=tile_k, dtype=dtype, acc_dtype=acc_dtype, stages=stages
-        )
-        <= capacity_bytes
-    ):
-        t += multiple
-    if t == 0:
+    if not math.isfinite(capacity_bytes) or capacity_bytes <= 0:
+        raise CostModelError(f"capacity_bytes must be a positive finite number, got {capacity_bytes}")
+
+    def fits(tile: int) -> bool:
+        b = gemm_tile_bytes(tile, tile, tile_k=tile_k, dtype=dtype, acc_dtype=acc_dtype, stages=stages)
+        return bool(b <= capacity_bytes)
+
+    # the working set grows with the tile, so the largest fitting multiple is found by doubling
+    # then bisection: O(log) evaluations whatever the capacity
+    if not fits(multiple):
         raise CostModelError(f"no {multiple}x{multiple} tile fits in {capacity_bytes:.0f} bytes")
-    out: dict[str, Any] = {
-        "tile": t,
-        "bytes": gemm_tile_bytes(t, t, tile_k=tile_k, dtype=dtype, acc_dtype=acc_dtype, stages=stages),
-        "intensity": as_float(tile_intensity(t, t, dtype)),
-    }
-    if hw is not None:
-        out["ridge"] = as_float(hw.balance("tensor", precision))
-        out["compute_bound"] = out["intensity"] >= out["ridge"]
-    return out
+    lo, hi = 1, 2  # in units of `multiple`: lo fits, hi is tried next
+    while fits(hi * multiple):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid * multiple) else (lo, mid)
+    t = lo * multiple
+    tile = GemmTile(
+        tile=t,
+        bytes=as_float(gemm_tile_bytes(t, t, tile_k=tile_k, dtype=dtype, acc_dtype=acc_dtype, stages=stages)),
+        intensity=as_float(tile_intensity(t, t, dtype)),
+    )
+    if hw is None:
+        return tile
+    ridge = as_float(hw.balance("tensor", precision))
+    return dataclasses.replace(tile, ridge=ridge, compute_bound=tile.intensity >= ridge)
+
+
+@dataclass(frozen=True)
+class GemmTile(Result):
+    """The largest square GEMM tile that fits, its working set and its DRAM intensity; with a
+    device, the ridge it is compared with (a tile below it keeps even a huge GEMM memory-bound)."""
+
+    tile: int
+    bytes: float
+    intensity: float
+    ridge: float | None = None
+    compute_bound: bool | None = None
+
+
+@dataclass(frozen=True)
+class FlashAttentionIO(Result):
+    """Tiled FlashAttention traffic and the two bounds it lies between (bytes)."""
+
+    block_q: int
+    block_kv: int
+    query_blocks: int
+    tiled_bytes: float
+    ideal_bytes: float  #: Q, K, V read once, O written once
+    naive_bytes: float  #: S and P materialised
 
 
 def flash_attention_io(
@@ -96,7 +128,7 @@ def flash_attention_io(
     kv_len: int | None = None,
     dtype: DTypeLike = "bf16",
     causal: bool = False,
-) -> dict[str, Any]:
+) -> FlashAttentionIO:
     """HBM bytes of tiled FlashAttention with ``sram_bytes`` of on-chip memory.
 
     Returns the block sizes, the tiled traffic, and the two bounds it lies
@@ -116,11 +148,11 @@ def flash_attention_io(
     tiled = op_cost("attention", variant="flash", q_block=br, **common)
     ideal = op_cost("attention", variant="flash", **common)
     naive = op_cost("attention", variant="naive", **common)
-    return {
-        "block_q": br,
-        "block_kv": bc,
-        "query_blocks": math.ceil(N / br),
-        "tiled_bytes": as_float(tiled.bytes),
-        "ideal_bytes": as_float(ideal.bytes),
-        "naive_bytes": as_float(naive.bytes),
-    }
+    return FlashAttentionIO(
+        block_q=br,
+        block_kv=bc,
+        query_blocks=math.ceil(N / br),
+        tiled_bytes=as_float(tiled.bytes),
+        ideal_bytes=as_float(ideal.bytes),
+        naive_bytes=as_float(naive.bytes),
+    )

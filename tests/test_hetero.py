@@ -26,18 +26,18 @@ from models import get_model, param_counts
 
 
 def test_compare_devices_same_precision_dense():
-    rows = {r["device"]: r for r in compare_devices(["h100", "b200", "groq-lpu"], "bf16")}
-    assert rows["h100-sxm"]["ridge_flop_per_byte"] == pytest.approx(989.4e12 / 3.35e12)
-    assert rows["h100-sxm"]["full_memory_reads_per_s"] == pytest.approx(3.35e12 / 80e9)
-    assert rows["groq-lpu"]["peak_flops_per_s"] is None  # no bf16 roof: not guessed
+    rows = {r.device: r for r in compare_devices(["h100", "b200", "groq-lpu"], "bf16")}
+    assert rows["h100-sxm"].ridge_flop_per_byte == pytest.approx(989.4e12 / 3.35e12)
+    assert rows["h100-sxm"].full_memory_reads_per_s == pytest.approx(3.35e12 / 80e9)
+    assert rows["groq-lpu"].peak_flops_per_s is None  # no bf16 roof: not guessed
 
 
 def test_claim_decomposition():
     r = decompose_claim("h100", "fp8", "b300", "fp4", old_count=8, new_count=72)
-    assert r["format_factor"] == pytest.approx(15e15 / 5e15)  # B300 fp4 vs its own fp8
-    assert r["architecture_factor"] == pytest.approx(5e15 / 1978.9e12)  # fp8 vs fp8, per chip
-    assert r["system_size_factor"] == 9
-    assert r["claimed_speedup"] == pytest.approx(15e15 * 72 / (1978.9e12 * 8))
+    assert r.format_factor == pytest.approx(15e15 / 5e15)  # B300 fp4 vs its own fp8
+    assert r.architecture_factor == pytest.approx(5e15 / 1978.9e12)  # fp8 vs fp8, per chip
+    assert r.system_size_factor == 9
+    assert r.claimed_speedup == pytest.approx(15e15 * 72 / (1978.9e12 * 8))
 
 
 def test_speculative_closed_form_reduces_to_expected_tokens():

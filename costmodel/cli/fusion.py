@@ -104,18 +104,18 @@ def cmd_tiling(args: argparse.Namespace) -> int:
     gt = largest_gemm_tile(cap, hw)
     fa = flash_attention_io(N=args.N, d=args.d, sram_bytes=cap)
     if args.json:
-        print(dump({"sram_bytes": cap, "gemm": gt, "flash_attention": fa}))
+        print(dump({"sram_bytes": cap, "gemm": gt.to_dict(), "flash_attention": fa.to_dict()}))
         return 0
     print(f"{hw.name}: {cap / 1024:.0f} KiB on chip per SM")
     print(
-        f"  largest square GEMM tile: {gt['tile']}x{gt['tile']} ({gt['bytes'] / 1024:.0f} KiB), intensity "
-        f"{gt['intensity']:.1f} vs ridge {gt['ridge']:.1f} -> "
-        f"{'compute' if gt['compute_bound'] else 'memory'}-bound from DRAM without L2 reuse"
+        f"  largest square GEMM tile: {gt.tile}x{gt.tile} ({gt.bytes / 1024:.0f} KiB), intensity "
+        f"{gt.intensity:.1f} vs ridge {gt.ridge or 0:.1f} -> "
+        f"{'compute' if gt.compute_bound else 'memory'}-bound from DRAM without L2 reuse"
     )
     print(
-        f"  FlashAttention N={args.N}, d={args.d}: blocks {fa['block_q']}x{fa['block_kv']}, "
-        f"{fa['query_blocks']} K/V passes, {fmt_si(fa['tiled_bytes'], 'B')} "
-        f"(ideal {fmt_si(fa['ideal_bytes'], 'B')}, naive {fmt_si(fa['naive_bytes'], 'B')})"
+        f"  FlashAttention N={args.N}, d={args.d}: blocks {fa.block_q}x{fa.block_kv}, "
+        f"{fa.query_blocks} K/V passes, {fmt_si(fa.tiled_bytes, 'B')} "
+        f"(ideal {fmt_si(fa.ideal_bytes, 'B')}, naive {fmt_si(fa.naive_bytes, 'B')})"
     )
     return 0
 

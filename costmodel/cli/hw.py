@@ -88,27 +88,42 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     rows = compare_devices(args.devices, args.precision)
-    cols = (
-        ("device", "device", "s"),
-        ("peak_flops_per_s", f"{args.precision} dense", "s"),
-        ("ridge_flop_per_byte", "ridge", "s"),
-        ("bandwidth_bytes_per_s", "B/s", "s"),
-        ("capacity_bytes", "bytes", "s"),
-        ("full_memory_reads_per_s", "reads/s", "s"),
-        ("power_w", "W", "s"),
-    )
-    fmt = [
-        {k: (f"{v:.4g}" if isinstance(v, float) else ("-" if v is None else v)) for k, v in r.items()}
+
+    def si(v: float | None, unit: str) -> str:
+        return "-" if v is None else fmt_si(v, unit)
+
+    table = [
+        {
+            "device": r.device,
+            "peak": si(r.peak_flops_per_s, "FLOP/s"),
+            "ridge": "-" if r.ridge_flop_per_byte is None else f"{r.ridge_flop_per_byte:.1f}",
+            "bw": si(r.bandwidth_bytes_per_s, "B/s"),
+            "cap": si(r.capacity_bytes, "B"),
+            "reads": f"{r.full_memory_reads_per_s:.1f}",
+            "power": "-" if r.power_w is None else f"{r.power_w:.0f}",
+        }
         for r in rows
     ]
-    return emit(args, rows, format_table(fmt, cols))
+    cols = (
+        ("device", "device", "s"),
+        ("peak", f"{args.precision} dense peak", "s"),
+        ("ridge", "ridge (FLOP/B)", "s"),
+        ("bw", "DRAM bandwidth", "s"),
+        ("cap", "capacity", "s"),
+        ("reads", "full reads/s", "s"),
+        ("power", "TDP (W)", "s"),
+    )
+    return emit(args, [r.to_dict() for r in rows], format_table(table, cols))
 
 
 def _dev_spec(text: str) -> tuple[str, str, int]:
     parts = text.split(":")
-    if len(parts) not in (2, 3):
+    if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()) or not all(parts[:2]):
         raise CostModelError(f"{text!r}: expected DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
-    return parts[0], parts[1], int(parts[2]) if len(parts) == 3 else 1
+    count = int(parts[2]) if len(parts) == 3 else 1
+    if count < 1:
+        raise CostModelError(f"{text!r}: COUNT must be a positive number of devices, got {count}")
+    return parts[0], parts[1], count
 
 
 def cmd_claim(args: argparse.Namespace) -> int:
@@ -116,11 +131,11 @@ def cmd_claim(args: argparse.Namespace) -> int:
     nd, np_, nc = _dev_spec(args.new)
     r = decompose_claim(od, op, nd, np_, old_count=oc, new_count=nc)
     text = (
-        f"{r['new']} vs {r['old']}: {r['claimed_speedup']:.2f}x peak = format {r['format_factor']:.2f}x "
-        f"x architecture {r['architecture_factor']:.2f}x x system size {r['system_size_factor']:.2f}x; "
-        f"like for like per chip: {r['like_for_like_per_chip']:.2f}x"
+        f"{r.new} vs {r.old}: {r.claimed_speedup:.2f}x peak = format {r.format_factor:.2f}x "
+        f"x architecture {r.architecture_factor:.2f}x x system size {r.system_size_factor:.2f}x; "
+        f"like for like per chip: {r.like_for_like_per_chip:.2f}x"
     )
-    return emit(args, r, text)
+    return emit(args, r.to_dict(), text)
 
 
 def add_hw_parser(sub: Any) -> None:
