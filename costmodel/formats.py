@@ -19,12 +19,13 @@ inputs that quantise to zero.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from .dtypes import get_dtype
 from .errors import CostModelError
+from .results import Result
 
 __all__ = [
     "E2M1_VALUES",
@@ -32,6 +33,7 @@ __all__ = [
     "round_e4m3",
     "quantize",
     "format_error",
+    "FormatError",
     "compare_formats",
     "FORMATS",
 ]
@@ -91,7 +93,18 @@ def quantize(x: np.ndarray, fmt: str) -> np.ndarray:
     return (flat[: flat.size - pad] if pad else flat).reshape(x.shape)
 
 
-def format_error(x: np.ndarray, fmt: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FormatError(Result):
+    """How a 4-bit format represents ``x``: ``||x - q(x)|| / ||x||``, the fraction of non-zeros
+    flushed to zero, and the storage bits per element (block scales included)."""
+
+    format: str
+    relative_error: float
+    zero_fraction: float
+    bits_per_element: float
+
+
+def format_error(x: np.ndarray, fmt: str) -> FormatError:
     """Relative error, zero fraction and bits per element of ``fmt`` on ``x``."""
     x = np.asarray(x, dtype=np.float64)
     q = quantize(x, fmt)
@@ -102,14 +115,14 @@ def format_error(x: np.ndarray, fmt: str) -> dict[str, Any]:
         "nvfp4": float(get_dtype("nvfp4").bits),
     }[fmt]
     norm = float(np.linalg.norm(x))
-    return {
-        "format": fmt,
-        "relative_error": float(np.linalg.norm(x - q)) / norm if norm else 0.0,
-        "zero_fraction": float(np.mean(q[nz] == 0)) if nz.any() else 0.0,
-        "bits_per_element": bits,
-    }
+    return FormatError(
+        format=fmt,
+        relative_error=float(np.linalg.norm(x - q)) / norm if norm else 0.0,
+        zero_fraction=float(np.mean(q[nz] == 0)) if nz.any() else 0.0,
+        bits_per_element=bits,
+    )
 
 
-def compare_formats(x: np.ndarray) -> list[dict[str, Any]]:
+def compare_formats(x: np.ndarray) -> list[FormatError]:
     """:func:`format_error` for every format on the same data."""
     return [format_error(x, f) for f in FORMATS]

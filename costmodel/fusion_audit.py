@@ -11,6 +11,7 @@ each what it saves and whether it stays memory-bound.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ import networkx as nx
 import sympy
 
 from .cost import Cost, as_float
+from .expr import to_expr
 from .fusion import (
     FusionPlan,
     Group,
@@ -33,9 +35,10 @@ from .fusion import (
 )
 from .graph import BYTES, COST, OP, PARAMS, REPEAT, op_nodes
 from .hardware.spec import Hardware
+from .results import Result
 from .roofline import bound
 
-__all__ = ["AuditReport", "audit", "Suggestion", "suggest_fusions", "boundaries"]
+__all__ = ["AuditReport", "audit", "Suggestion", "suggest_fusions", "boundaries", "Boundary"]
 
 
 def _time(c: Cost, hw: Hardware) -> float:
@@ -44,10 +47,22 @@ def _time(c: Cost, hw: Hardware) -> float:
 
 
 def _rep(g: nx.DiGraph, n: str) -> float:
-    return as_float(sympy.sympify(g.nodes[n].get(REPEAT, 1)))
+    return as_float(to_expr(g.nodes[n].get(REPEAT, 1), field=f"{n} repeat"))
 
 
-def boundaries(g: nx.DiGraph, plan: FusionPlan, hw: Hardware) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Boundary(Result):
+    """A tensor crossing kernel boundaries: one write plus one read per consuming group, at DRAM
+    bandwidth, times the producer's repeat count."""
+
+    producer: str
+    consumers: tuple[str, ...]
+    bytes: float
+    time_s: float
+    share: float = 0.0  #: of the unfused layer's summed kernel bounds
+
+
+def boundaries(g: nx.DiGraph, plan: FusionPlan, hw: Hardware) -> list[Boundary]:
     """Tensors crossing kernel boundaries under ``plan``, most expensive first.
 
     Each: producer, bytes (one write plus one read per consuming group),
@@ -60,14 +75,14 @@ def boundaries(g: nx.DiGraph, plan: FusionPlan, hw: Hardware) -> list[dict[str, 
         readers: dict[str, float] = {}
         for v in g.successors(u):
             if v in home and home[v] != home.get(u):
-                b = as_float(sympy.sympify(g.edges[u, v].get(BYTES, 0)))
+                b = as_float(to_expr(g.edges[u, v].get(BYTES, 0), field=f"edge {u}->{v} bytes"))
                 readers[home[v]] = max(readers.get(home[v], 0.0), b)
         if not readers:
             continue
         write = as_float(sympy.Min(g.nodes[u][COST].bytes_written(), _out_bytes(g, u)))
         nbytes = (write + sum(readers.values())) * _rep(g, u)
-        out.append({"producer": u, "consumers": sorted(readers), "bytes": nbytes, "time_s": nbytes / bw})
-    return sorted(out, key=lambda r: -r["time_s"])
+        out.append(Boundary(u, tuple(sorted(readers)), nbytes, nbytes / bw))
+    return sorted(out, key=lambda r: -r.time_s)
 
 
 @dataclass
@@ -77,7 +92,7 @@ class AuditReport:
     device: str
     issues: list[PlanIssue]
     groups: list[dict[str, Any]]
-    boundaries: list[dict[str, Any]]
+    boundaries: list[Boundary]
     totals: dict[str, dict[str, float]]
     footprints: list[dict[str, Any]] = field(default_factory=list)
 
@@ -86,7 +101,7 @@ class AuditReport:
             "device": self.device,
             "issues": [str(i) for i in self.issues],
             "groups": self.groups,
-            "boundaries": self.boundaries,
+            "boundaries": [b.to_dict() for b in self.boundaries],
             "totals": self.totals,
             "footprints": self.footprints,
         }
@@ -164,9 +179,10 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
                             f"device {hw.name!r} gives no {gr.level} capacity: on-chip fit not checked",
                         )
                     )
-    bds = boundaries(g, plan, hw) if not check_plan(g, plan) else []
-    for r in bds:
-        r["share"] = r["time_s"] / layer_time if layer_time else 0.0
+    bds = [
+        dataclasses.replace(r, share=r.time_s / layer_time if layer_time else 0.0)
+        for r in (boundaries(g, plan, hw) if not check_plan(g, plan) else [])
+    ]
     totals = {"unfused": _summary(plan_cost(g, base), hw), "ideal": _summary(ideal_cost(g), hw)}
     totals["unfused"]["sum_of_kernel_bounds_s"] = layer_time
     if not check_plan(g, plan):

@@ -33,6 +33,7 @@ True
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ import sympy
 from .cost import UNITS, Bindings, Cost, as_float, bind
 from .errors import MissingRoofError, SymbolicComparisonError
 from .hardware.spec import Hardware
+from .results import Result
 from .symbols import quantity
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "headroom",
     "sensitivities",
     "achieved",
+    "Achieved",
     "category_of",
     "LINK_PREFIX",
 ]
@@ -278,24 +281,37 @@ def _resource_value(hw: Hardware, label: str, cost: Cost) -> sympy.Expr | None:
     return hw.bandwidth(label)
 
 
-def achieved(cost: Cost, hw: Hardware, measured_s: float) -> dict[str, Any]:
-    """Compare a measured time with the bound.
+@dataclass(frozen=True)
+class Achieved(Result):
+    """A measured time against its bound: ``fraction_of_bound = lower / measured``; ``above_bound``
+    when the fraction exceeds 1.1 (timing noise, caches, or a wrong cost model)."""
 
-    Returns the fraction of the bound achieved (``lower / measured``), the
-    achieved FLOP/s and DRAM bytes/s, and ``flag`` = ``"above_bound"`` when
-    the fraction exceeds 1.1 (timing noise, caches, or a wrong cost model).
-    """
-    if not isinstance(measured_s, (int, float)) or isinstance(measured_s, bool) or measured_s <= 0:
+    bound_s: float
+    measured_s: float
+    fraction_of_bound: float
+    achieved_flops_per_s: float
+    achieved_bytes_per_s: float
+    kind: str
+    above_bound: bool
+
+
+def achieved(cost: Cost, hw: Hardware, measured_s: float) -> Achieved:
+    """Compare a measured time with the bound (see :class:`Achieved`)."""
+    if (
+        not isinstance(measured_s, (int, float))
+        or isinstance(measured_s, bool)
+        or not 0 < measured_s < math.inf
+    ):
         raise SymbolicComparisonError(f"measured_s must be a positive number of seconds, got {measured_s!r}")
     b = bound(cost, hw)
     lower = as_float(b.lower, what="bound")
     frac = lower / measured_s
-    return {
-        "bound_s": lower,
-        "measured_s": float(measured_s),
-        "fraction_of_bound": frac,
-        "achieved_flops_per_s": as_float(cost.flops) / measured_s,
-        "achieved_bytes_per_s": as_float(cost.bytes) / measured_s,
-        "kind": b.kind,
-        "flag": "above_bound" if frac > 1.1 else "",
-    }
+    return Achieved(
+        bound_s=lower,
+        measured_s=float(measured_s),
+        fraction_of_bound=frac,
+        achieved_flops_per_s=as_float(cost.flops) / measured_s,
+        achieved_bytes_per_s=as_float(cost.bytes) / measured_s,
+        kind=b.kind,
+        above_bound=frac > 1.1,
+    )

@@ -75,8 +75,8 @@ def main() -> None:
     x = np.random.default_rng(0).standard_t(3, size=(256, 1024))
     for r in compare_formats(x):
         print(
-            f"   {r['format']:10s} {r['bits_per_element']:.2f} bits: relative error {r['relative_error']:.3f}, "
-            f"zeros {100 * r['zero_fraction']:.1f}%"
+            f"   {r.format:10s} {r.bits_per_element:.2f} bits: relative error {r.relative_error:.3f}, "
+            f"zeros {100 * r.zero_fraction:.1f}%"
         )
     print("\n8. attention per head dim: is the exp (SFU) or the matmul the bound? (prefill, 8192 tokens)")
     for d in (64, 128, 256):

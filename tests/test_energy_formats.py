@@ -47,10 +47,10 @@ def test_decode_energy_weight_reads_dominate_at_batch_one():
 
 def test_formats_on_heavy_tailed_data():
     x = np.random.default_rng(0).standard_t(3, size=(256, 1024))
-    r = {row["format"]: row for row in compare_formats(x)}
+    r = {row.format: row for row in compare_formats(x)}
     for key in ("relative_error", "zero_fraction"):
-        assert r["nvfp4"][key] < r["mxfp4"][key] < r["fp4_tensor"][key]
-    assert r["nvfp4"]["bits_per_element"] == 4.5 and r["mxfp4"]["bits_per_element"] == 4.25
+        assert getattr(r["nvfp4"], key) < getattr(r["mxfp4"], key) < getattr(r["fp4_tensor"], key)
+    assert r["nvfp4"].bits_per_element == 4.5 and r["mxfp4"].bits_per_element == 4.25
 
 
 def test_quantiser_properties():

@@ -126,8 +126,8 @@ def test_llama_layer_audit(phase):
     assert t["ideal"]["dram_bytes"] <= t["plan"]["dram_bytes"] < t["unfused"]["dram_bytes"]
     assert t["plan"]["sum_of_kernel_bounds_s"] <= t["unfused"]["sum_of_kernel_bounds_s"]
     assert t["plan"]["kernels"] < t["unfused"]["kernels"]
-    times = [b["time_s"] for b in rep.boundaries]
-    assert times == sorted(times, reverse=True) and all(0 < b["share"] < 1 for b in rep.boundaries)
+    times = [b.time_s for b in rep.boundaries]
+    assert times == sorted(times, reverse=True) and all(0 < b.share < 1 for b in rep.boundaries)
     assert t["plan"]["flops"] == pytest.approx(t["unfused"]["flops"])
 
 

@@ -110,10 +110,10 @@ def test_achieved_flags_above_bound():
     hw = Hardware("probe", roofs=(Roof("tensor", "fp32", 1635.04e9),), memory=(MemoryLevel("dram", 71.78e9),))
     # article 4.2: predicted 5.35 ms, measured 5.07 ms -> 106%
     r = achieved(c, hw, 5.07e-3)
-    assert round(r["bound_s"] * 1e3, 2) == 5.35
-    assert r["fraction_of_bound"] == pytest.approx(1.055, abs=1e-3)
-    assert r["flag"] == ""
-    assert achieved(c, hw, 4.0e-3)["flag"] == "above_bound"
+    assert round(r.bound_s * 1e3, 2) == 5.35
+    assert r.fraction_of_bound == pytest.approx(1.055, abs=1e-3)
+    assert not r.above_bound
+    assert achieved(c, hw, 4.0e-3).above_bound
 
 
 @settings(max_examples=60, deadline=None)

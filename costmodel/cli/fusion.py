@@ -36,7 +36,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(f"fusion audit: {cfg.name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
     print("\nkernel boundaries (one write + one read per consuming kernel), most expensive first:")
     rows = [
-        {**b, "consumers": ", ".join(c.split(".")[-1] for c in b["consumers"]), "pct": 100 * b["share"]}
+        {**b.to_dict(), "consumers": ", ".join(c.split(".")[-1] for c in b.consumers), "pct": 100 * b.share}
         for b in rep.boundaries[: args.top]
     ]
     print(
