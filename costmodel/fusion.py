@@ -27,6 +27,7 @@ import sympy
 
 from .cost import Cost
 from .errors import CostModelError
+from .expr import to_expr
 from .graph import BYTES, COST, KIND, OP_KIND, OUTPUTS, REPEAT, SOURCE_KINDS, TENSOR, op_nodes
 
 __all__ = [
@@ -120,7 +121,7 @@ def check_plan(g: nx.DiGraph, plan: FusionPlan) -> list[PlanIssue]:
             issues.append(PlanIssue("-", f"op {n!r} is in {seen[n]} groups but not declared recomputed"))
     for gr in plan.groups:
         members = [m for m in gr.members if m in g]
-        reps = {sympy.sympify(g.nodes[m].get(REPEAT, 1)) for m in members}
+        reps = {to_expr(g.nodes[m].get(REPEAT, 1), field=f"{m} repeat") for m in members}
         if len(reps) > 1:
             issues.append(PlanIssue(gr.name, f"mixes nodes repeated {sorted(map(str, reps))} times"))
         path = _escape_path(g, set(members))
@@ -142,7 +143,9 @@ def _escape_path(g: nx.DiGraph, members: set[str]) -> tuple[str, ...]:
 
 
 def _in_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
-    return sympy.Add(*(sympy.sympify(g.edges[u, n].get(BYTES, 0)) for u in g.predecessors(n)))
+    return sympy.Add(
+        *(to_expr(g.edges[u, n].get(BYTES, 0), field=f"edge {u}->{n} bytes") for u in g.predecessors(n))
+    )
 
 
 def _out_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
@@ -171,7 +174,7 @@ def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
         for u in g.predecessors(m):
             if u in mset:
                 continue
-            b = sympy.sympify(g.edges[u, m].get(BYTES, 0))
+            b = to_expr(g.edges[u, m].get(BYTES, 0), field=f"edge {u}->{m} bytes")
             ext[u] = b if u not in ext else sympy.Max(ext[u], b)
         side += sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m))
     writes = sympy.Integer(0)
@@ -222,7 +225,9 @@ def ideal_cost(g: nx.DiGraph) -> Cost:
         if d.get(KIND) not in SOURCE_KINDS:
             continue
         per = [
-            sympy.sympify(g.edges[s, v].get(BYTES, 0)) * g.nodes[v].get(REPEAT, 1) for v in g.successors(s)
+            to_expr(g.edges[s, v].get(BYTES, 0), field=f"edge {s}->{v} bytes")
+            * to_expr(g.nodes[v].get(REPEAT, 1), field=f"{v} repeat")
+            for v in g.successors(s)
         ]
         if per:
             reads += sympy.Max(*per) if len(per) > 1 else per[0]

@@ -175,15 +175,17 @@ def validate_graph(g: nx.DiGraph) -> None:
                     or not all(_same(a, b) for a, b in zip(d.shape, t.shape, strict=True))
                 ):
                     raise GraphError(f"edge {u!r} -> {v!r}: tensor {t} does not match {node!r}'s {side} {d}")
-        b = sympy.sympify(data.get(BYTES, 0))
+        b = to_expr(data.get(BYTES, 0), field=f"edge {u}->{v} bytes")
         if b.is_number and b.is_negative:
             raise GraphError(f"edge {u!r} -> {v!r}: negative bytes {b}")
     # every byte an op reads through an edge is part of its rule's reads (checked when numeric)
     for n, data in g.nodes(data=True):
         if data.get(KIND) != OP_KIND:
             continue
-        in_edges = sympy.Add(*(sympy.sympify(g.edges[u, n].get(BYTES, 0)) for u in g.predecessors(n)))
-        excess = sympy.sympify(in_edges - data[COST].bytes_read())
+        in_edges = sympy.Add(
+            *(to_expr(g.edges[u, n].get(BYTES, 0), field=f"edge {u}->{n} bytes") for u in g.predecessors(n))
+        )
+        excess = in_edges - data[COST].bytes_read()
         if excess.is_number and excess > 0:
             raise GraphError(
                 f"node {n!r}: its in-edges carry {in_edges} bytes but its cost reads only "
@@ -299,8 +301,8 @@ def expand(g: nx.DiGraph) -> nx.DiGraph:
             out.add_node(n, **d)
             renamed[n] = n
     for name, info in groups.items():
-        reps = info["repeat"]
-        if not (isinstance(reps, int) or (sympy.sympify(reps).is_Integer)):
+        reps = to_expr(info[REPEAT], field=f"group {name!r} repeat")
+        if not reps.is_Integer:
             raise GraphError(f"group {name!r} has a symbolic repeat {reps}; bind it before expanding")
         reps = int(reps)
         prev_exit: str | None = None

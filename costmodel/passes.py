@@ -35,7 +35,8 @@ import networkx as nx
 import sympy
 
 from .cost import Bindings, Cost, as_float, bind
-from .graph import BYTES, COST, KIND, OP_KIND, OUTPUTS, TENSOR, classify_graph, graph_total
+from .expr import to_expr
+from .graph import BYTES, COST, INPUTS, KIND, OP_KIND, OUTPUTS, REPEAT, TENSOR, classify_graph, graph_total
 from .hardware import Hardware, get_device
 from .roofline import bound
 from .tensor import Tensor
@@ -94,7 +95,7 @@ def _store(g: nx.DiGraph, name: str, value: Any) -> None:
 
 
 def _subs_tensor(t: Tensor, table: dict[sympy.Symbol, sympy.Expr]) -> Tensor:
-    return Tensor(t.name, tuple(sympy.sympify(s).subs(table) for s in t.shape), t.dtype)
+    return Tensor(t.name, tuple(to_expr(s, field=f"{t.name} shape").subs(table) for s in t.shape), t.dtype)
 
 
 def bind_dims(bindings: Bindings) -> Pass:
@@ -106,16 +107,16 @@ def bind_dims(bindings: Bindings) -> Pass:
         for _, d in h.nodes(data=True):
             if isinstance(d.get(COST), Cost):
                 d[COST] = d[COST].subs(table)
-            for key in ("inputs", OUTPUTS):
+            for key in (INPUTS, OUTPUTS):
                 if key in d:
                     d[key] = tuple(_subs_tensor(t, table) for t in d[key])
-            if "repeat" in d:
-                d["repeat"] = sympy.sympify(d["repeat"]).subs(table)
+            if REPEAT in d:
+                d[REPEAT] = to_expr(d[REPEAT], field="repeat").subs(table)
         for _, _, d in h.edges(data=True):
             if TENSOR in d:
                 d[TENSOR] = _subs_tensor(d[TENSOR], table)
             if BYTES in d:
-                d[BYTES] = sympy.sympify(d[BYTES]).subs(table)
+                d[BYTES] = to_expr(d[BYTES], field="edge bytes").subs(table)
         return h
 
     return Pass("bind_dims", run)
