@@ -31,7 +31,10 @@ from .hardware.spec import Hardware
 from .keys import (  # the attribute keys live in costmodel.keys; re-exported here
     BYTES,
     COST,
+    G_GROUPS,
     GROUP,
+    GROUP_ENTRY,
+    GROUP_EXIT,
     INPUTS,
     KIND,
     LAYER,
@@ -292,8 +295,8 @@ def expand(g: nx.DiGraph) -> nx.DiGraph:
     its ``exit`` node. Copy ``i`` is named ``"{group}.{i}.{node}"`` and
     feeds copy ``i + 1``. Totals are unchanged (a property tested).
     """
-    groups: dict[str, dict[str, Any]] = g.graph.get("groups", {})
-    out = nx.DiGraph(**{k: v for k, v in g.graph.items() if k != "groups"})
+    groups: dict[str, dict[str, Any]] = g.graph.get(G_GROUPS, {})
+    out = nx.DiGraph(**{k: v for k, v in g.graph.items() if k != G_GROUPS})
     members = {name: [n for n, d in g.nodes(data=True) if d.get(GROUP) == name] for name in groups}
     renamed: dict[str, str] = {}  # last copy's name of each group node (for edges leaving the group)
     for n, d in g.nodes(data=True):
@@ -312,11 +315,11 @@ def expand(g: nx.DiGraph) -> nx.DiGraph:
                 for n in members[name]
             }
             for n in members[name]:
-                out.add_node(local[n], **{**g.nodes[n], REPEAT: 1, "layer": i})
+                out.add_node(local[n], **{**g.nodes[n], REPEAT: 1, LAYER: i})
             for u, v, ed in g.edges(data=True):
                 if u in local and v in local:
                     out.add_edge(local[u], local[v], **ed)
-            for src, dst, ed in info["entry"]:
+            for src, dst, ed in info[GROUP_ENTRY]:
                 if prev_exit is None:
                     out.add_edge(renamed.get(src, src), local[dst], **ed)
                     continue
@@ -326,14 +329,14 @@ def expand(g: nx.DiGraph) -> nx.DiGraph:
                 out.add_edge(prev_exit, local[dst], **{**ed, TENSOR: t_exit, BYTES: t_exit.bytes})
                 node = out.nodes[local[dst]]
                 node[INPUTS] = tuple(t_exit if x.name == old.name else x for x in node.get(INPUTS, ()))
-            prev_exit = local[info["exit"]]
+            prev_exit = local[info[GROUP_EXIT]]
             for n in members[name]:
                 renamed[n] = local[n]
     for u, v, ed in g.edges(data=True):
         gu, gv = g.nodes[u].get(GROUP), g.nodes[v].get(GROUP)
         if gu in groups and gv in groups and gu == gv:
             continue
-        if gv in groups and any(dst == v and src == u for src, dst, _ in groups[gv]["entry"]):
+        if gv in groups and any(dst == v and src == u for src, dst, _ in groups[gv][GROUP_ENTRY]):
             continue
         out.add_edge(renamed[u], renamed[v], **ed)
     return out

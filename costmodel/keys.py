@@ -41,6 +41,9 @@ __all__ = [
     # graph attributes
     "G_PHASE",
     "G_GROUPS",
+    "GROUP_ENTRY",
+    "GROUP_EXIT",
+    "G_EXIT",
     "G_TOKENS",
     "G_UNKNOWN_OPS",
     "G_SYMBOLS",
@@ -97,7 +100,7 @@ PARAMS = "params"  #: rule parameters
 KIND = "kind"  #: a NodeKind
 PHASE = "phase"  #: a Phase
 GROUP = "group"  #: layer group name ("embed", "layers", "dense", "moe", "head")
-LAYER = "layer"  #: layer group a builder node belongs to (same values as GROUP)
+LAYER = "layer"  #: index of the layer copy a node belongs to, after expand()
 REPEAT = "repeat"  #: identical copies this node stands for
 INPUTS = "inputs"  #: tuple of Tensors an op consumes
 OUTPUTS = "outputs"  #: tuple of Tensors a node produces
@@ -109,7 +112,10 @@ TENSOR = "tensor"  #: the logical tensor on the edge
 BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer
 # graph attributes
 G_PHASE = "phase"  #: the graph's Phase
-G_GROUPS = "groups"  #: layer groups of a model graph: name -> entry, exit, repeat
+G_GROUPS = "groups"  #: layer groups of a model graph: name -> {GROUP_ENTRY, GROUP_EXIT, REPEAT}
+GROUP_ENTRY = "entry"  #: edges (src, dst, attrs) entering a layer group
+GROUP_EXIT = "exit"  #: the node whose output leaves a layer group
+G_EXIT = "exit"  #: a layer graph's output node
 G_TOKENS = "tokens"  #: tokens the step processes (prefill B*S, decode B)
 G_UNKNOWN_OPS = "unknown_ops"  #: importer ops with no mapper: name -> count
 G_SYMBOLS = "symbols"  #: importer renames of frontend symbols to ours

@@ -9,6 +9,7 @@ import sympy
 
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
+from costmodel.keys import COST
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 
@@ -136,7 +137,7 @@ class LayerBase:
         out = Tensor(self.b.name(local), (T, width), self.kvd)
         n = self.b.op(local, "copy", srcs, [out], elements=T * width, dtype=self.act, out_dtype=self.kvd)[0]
         # the write fills the cache: its residency is the new tokens' K (or V)
-        self.g.nodes[n[0]]["cost"] = self.g.nodes[n[0]]["cost"] + _resident_kv(out.bytes)
+        self.g.nodes[n[0]][COST] = self.g.nodes[n[0]][COST] + _resident_kv(out.bytes)
         return n
 
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]:

@@ -38,7 +38,9 @@ import networkx as nx
 import sympy
 
 from costmodel.errors import CostModelError
+from costmodel.expr import to_expr
 from costmodel.graph import GROUP, REPEAT
+from costmodel.keys import G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -72,7 +74,7 @@ class _Layer(AttentionBlocks, MLPBlocks):
 
 
 def _group_info(layer: _Layer, exit_ref: tuple[str, Tensor], repeat: object) -> dict[str, Any]:
-    return {"repeat": sympy.sympify(repeat), "entry": layer.entry, "exit": exit_ref[0]}
+    return {REPEAT: to_expr(repeat, field="repeat"), GROUP_ENTRY: layer.entry, GROUP_EXIT: exit_ref[0]}
 
 
 def build_layer(
@@ -110,8 +112,8 @@ def build_layer(
     )
     layer = _Layer(g, config, dims, "layer", repeat, moe=(kind == "moe"))
     y = layer.build(x)
-    g.graph["groups"] = {"layer": _group_info(layer, y, repeat)}
-    g.graph["exit"] = y[0]
+    g.graph[G_GROUPS] = {"layer": _group_info(layer, y, repeat)}
+    g.graph[G_EXIT] = y[0]
     return g
 
 
@@ -243,7 +245,8 @@ def build_model(
             p=p,
             dtype=cfg.activation_dtype,
         )
-    g.graph["groups"] = groups
+    g.graph[G_GROUPS] = groups
+    g.graph[G_TOKENS] = T
     for _n, data in g.nodes(data=True):
         data.setdefault(GROUP, "")
         data.setdefault(REPEAT, 1)

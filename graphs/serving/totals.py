@@ -16,6 +16,7 @@ import networkx as nx
 import sympy
 
 from costmodel.cost import Cost, as_float
+from costmodel.errors import CostModelError
 from costmodel.graph import (
     KIND,
     OP,
@@ -27,7 +28,7 @@ from costmodel.graph import (
     graph_total,
 )
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import Phase
+from costmodel.keys import G_TOKENS, NodeKind, Phase
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
@@ -75,17 +76,17 @@ def weight_bytes_read(g: nx.DiGraph) -> sympy.Expr:
 
 def op_total(g: nx.DiGraph) -> Cost:
     """Sum of op-node costs times repeat."""
-    return graph_total(g, kinds=["op"])
+    return graph_total(g, kinds=[NodeKind.OP])
 
 
 def attention_flops(g: nx.DiGraph) -> sympy.Expr:
     """FLOPs of the attention op nodes (score, softmax and PV work)."""
-    return graph_total(g, kinds=["op"], where=lambda n, d: d.get(OP) == "attention").flops
+    return graph_total(g, kinds=[NodeKind.OP], where=lambda n, d: d.get(OP) == "attention").flops
 
 
 def kv_cache_bytes_per_token(g: nx.DiGraph, tokens: sympy.Expr) -> sympy.Expr:
     """KV-cache bytes written per token, from the cache-write nodes' residency."""
-    written = graph_total(g, kinds=["op"]).footprint_terms.get("kv_cache", sympy.Integer(0))
+    written = graph_total(g, kinds=[NodeKind.OP]).footprint_terms.get("kv_cache", sympy.Integer(0))
     return sympy.simplify(written / tokens)
 
 
@@ -135,10 +136,12 @@ def summarize(g: nx.DiGraph) -> GraphSummary:
 
 
 def _tokens(g: nx.DiGraph) -> sympy.Expr:
-    ids = [d for n, d in g.nodes(data=True) if n == "embed.input_ids"]
-    if not ids:
-        raise ValueError("graph has no embed.input_ids node: summarize() needs a build_model graph")
-    return ids[0][OUTPUTS][0].shape[0]
+    """Tokens the step processes, recorded by :func:`build_model` as ``g.graph[G_TOKENS]``."""
+    if G_TOKENS not in g.graph:
+        raise CostModelError(
+            "the graph does not record its token count: summarize() needs a build_model graph"
+        )
+    return g.graph[G_TOKENS]
 
 
 def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, sympy.Expr]:
