@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import sympy
 
@@ -29,15 +29,21 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.symbols import check_dim, dim
 
-__all__ = ["ModelConfig", "ModelConfigError"]
+__all__ = ["ModelConfig", "ModelConfigError", "MLPKind", "NormKind", "Dim"]
 
 
 class ModelConfigError(CostModelError):
     """A model configuration has a missing, invalid or inconsistent field."""
 
 
-_MLPS = ("swiglu", "gelu")
-_NORMS = ("rmsnorm", "layernorm")
+#: the MLP kinds: gated SiLU (``down(silu(gate x) * up x)``) or a plain GELU MLP
+MLPKind = Literal["swiglu", "gelu"]
+#: the norm kinds
+NormKind = Literal["rmsnorm", "layernorm"]
+#: a dimension as given: a positive integer or a sympy expression (stored as a sympy expression)
+Dim = int | sympy.Expr
+_MLPS: tuple[str, ...] = get_args(MLPKind)
+_NORMS: tuple[str, ...] = get_args(NormKind)
 _MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
 _MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 _DIM_FIELDS = (
@@ -56,32 +62,32 @@ class ModelConfig:
     """A decoder-only Transformer's shape (see module doc)."""
 
     name: str
-    hidden_size: Any
-    num_hidden_layers: Any
-    num_attention_heads: Any
-    intermediate_size: Any
-    vocab_size: Any
-    num_key_value_heads: Any = None
-    head_dim: Any = None
-    mlp: str = "swiglu"
-    norm: str = "rmsnorm"
+    hidden_size: Dim
+    num_hidden_layers: Dim
+    num_attention_heads: Dim
+    intermediate_size: Dim
+    vocab_size: Dim
+    num_key_value_heads: Dim | None = None
+    head_dim: Dim | None = None
+    mlp: MLPKind = "swiglu"
+    norm: NormKind = "rmsnorm"
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     qk_norm: bool = False
     rope: bool = True
     # Mixture-of-Experts
-    num_experts: Any = None
-    num_experts_per_tok: Any = None
-    moe_intermediate_size: Any = None
-    num_shared_experts: Any = 0
+    num_experts: Dim | None = None
+    num_experts_per_tok: Dim | None = None
+    moe_intermediate_size: Dim | None = None
+    num_shared_experts: Dim = 0
     first_k_dense_replace: int = 0
     router_bias: bool = False
     # Multi-head Latent Attention
-    q_lora_rank: Any = None
-    kv_lora_rank: Any = None
-    qk_nope_head_dim: Any = None
-    qk_rope_head_dim: Any = None
-    v_head_dim: Any = None
+    q_lora_rank: Dim | None = None
+    kv_lora_rank: Dim | None = None
+    qk_nope_head_dim: Dim | None = None
+    qk_rope_head_dim: Dim | None = None
+    v_head_dim: Dim | None = None
     # dtypes: weights, KV cache, activations between ops, and the matmul operands/roof
     # (None: the activation dtype; "fp8" for W8A8, "nvfp4" for W4A4 on Blackwell)
     dtype: str = "bf16"
@@ -97,7 +103,8 @@ class ModelConfig:
         if self.num_key_value_heads is None:
             set_("num_key_value_heads", self.num_attention_heads)
         if self.head_dim is None:
-            h, d = sympy.sympify(self.num_attention_heads), sympy.sympify(self.hidden_size)
+            h = self._dim(self.num_attention_heads, "num_attention_heads")
+            d = self._dim(self.hidden_size, "hidden_size")
             if h.is_number and d.is_number and d % h != 0:
                 raise ModelConfigError(
                     f"{self.name}: head_dim is not given and hidden_size ({d}) is not a multiple of "
@@ -207,7 +214,7 @@ class ModelConfig:
         for f in dataclasses.fields(self):
             sv, v = getattr(symbolic, f.name), getattr(self, f.name)
             if isinstance(sv, sympy.Symbol) and v is not None:
-                out[sv] = sympy.sympify(v)
+                out[sv] = v  # dimension fields hold sympy expressions after __post_init__
         return bind(out)
 
     @classmethod
