@@ -1,6 +1,7 @@
 """Probe, microbenchmarks, calibration, profiles and plots on this machine."""
 
 import json
+import math
 import time
 
 import pytest
@@ -66,11 +67,24 @@ def test_calibration_terms_and_residuals(probed):
     hw = res.hardware("probe")
     rows = run_benchmarks(hw, small=True, repeats=3)
     cal = calibrate(rows)
-    # positive and finite; the exact values depend on this machine and its load
-    assert 0.05 < cal.memory_efficiency < 20 and 0.05 < cal.gemm_e_max < 20
+    # The memory rows run the probe's own access patterns on the machine the probe measured, so
+    # their efficiency is near 1 (observed 0.72-1.1 on a 2-core machine); the GEMM ceiling is
+    # held within 2x the best observed fraction, which is near 1 for a 1024^3 GEMM. A value
+    # outside these bands means the probe and the benchmarks disagree about this machine.
+    assert 0.5 <= cal.memory_efficiency <= 2.0, cal.memory_efficiency
+    assert 0.25 <= cal.gemm_e_max <= 2.0, cal.gemm_e_max
     assert len(cal.residuals) == len(rows)
+    # the fitted memory efficiency is the geometric mean of bound/measured over the DRAM-bound
+    # rows (a least-squares fit in log space), so the calibrated spec predicts those rows with
+    # log-residuals that average to zero: recomputed here from the raw times
+    mem = [r for r in rows if r["kind"] == "dram"]
+    eta = math.exp(sum(math.log(r["predicted_s"] / r["measured_s"]) for r in mem) / len(mem))
+    assert cal.memory_efficiency == pytest.approx(eta, rel=1e-9)
     scaled = cal.apply(hw)
-    assert float(scaled.bandwidth()) == pytest.approx(float(hw.bandwidth()) * cal.memory_efficiency)
+    for r in mem:  # the calibrated DRAM roof: predicted time scales by 1 / eta
+        assert r["predicted_s"] * float(hw.bandwidth()) / float(scaled.bandwidth()) == pytest.approx(
+            r["predicted_s"] / eta, rel=1e-9
+        )
 
 
 def test_batch_anomaly_flags():
