@@ -47,25 +47,31 @@ from costmodel.symbols import ctx as ctx_sym
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 
-from .attention import AttentionBlocks
 from .builder import GraphBuilder
-from .mlp import MLPBlocks
+from .layer_base import LayerBase
 from .phase import PHASES, PhaseDims, phase_dims
+from .registry import mixer, mlp_block
 
 __all__ = ["PHASES", "PhaseDims", "phase_dims", "build_layer", "build_model"]
 
 
-class _Layer(AttentionBlocks, MLPBlocks):
-    """One layer group: attention block, then MLP (dense or MoE), with residuals."""
+def mixer_kind(cfg: ModelConfig) -> str:
+    """The registered mixer a config's layers use."""
+    return "mla" if cfg.is_mla else "gqa"
+
+
+class _Layer(LayerBase):
+    """One layer group: norm, the mixer, residual, norm, the MLP (dense or MoE), residual.
+    The mixer and the MLP come from the block registry (:mod:`graphs.blocks.registry`)."""
 
     def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, T = self.cfg, self.dims.tokens
         d = cfg.hidden_size
         h = self.norm("attn_norm", x, T, d)
-        a = self.mla(h) if cfg.is_mla else self.gqa(h)
+        a = mixer(mixer_kind(cfg))(self, h)
         h2 = self.add("attn_residual", x, a)
         m_in = self.norm("mlp_norm", h2, T, d)
-        m = self.moe_mlp(m_in) if self.moe else self.mlp(m_in, cfg.intermediate_size, "mlp")
+        m = mlp_block("moe" if self.moe else "dense")(self, m_in)
         y = self.add("mlp_residual", h2, m)
         # entry edges: x feeds attn_norm and attn_residual
         for n in (self.b.name("attn_norm"), self.b.name("attn_residual")):

@@ -1,0 +1,96 @@
+"""The block registry: token mixers (attention and its relatives) and MLPs, by name.
+
+A layer is ``norm -> mixer -> residual -> norm -> MLP -> residual``; the mixer
+and the MLP are looked up here by name, so a new mixer (sliding-window
+attention, a state-space scan ...) is one module with a registered function::
+
+    @register_mixer("gqa")
+    def gqa(layer: LayerBase, h: Ref) -> Ref: ...
+
+A block function receives the :class:`~graphs.blocks.layer_base.LayerBase`
+being built (its config, phase dims, graph builder and helpers) and the
+block's input ``(node, tensor)``, adds its nodes, and returns its output.
+Every module of ``graphs.blocks`` is imported on the first lookup
+(``pkgutil``), so a registered block cannot be forgotten.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from costmodel.errors import CostModelError
+from costmodel.tensor import Tensor
+
+if TYPE_CHECKING:
+    from .layer_base import LayerBase
+
+__all__ = ["Ref", "Block", "register_mixer", "register_mlp", "mixer", "mlp_block", "mixer_names", "mlp_names"]
+
+Ref = tuple[str, Tensor]
+Block = Callable[["LayerBase", Ref], Ref]
+
+_MIXERS: dict[str, Block] = {}
+_MLPS: dict[str, Block] = {}
+_LOADED = False
+
+
+def _register(table: dict[str, Block], what: str, name: str) -> Callable[[Block], Block]:
+    def deco(fn: Block) -> Block:
+        if name in table:
+            raise CostModelError(f"{what} {name!r} is already registered by {table[name].__name__}")
+        table[name] = fn
+        return fn
+
+    return deco
+
+
+def register_mixer(name: str) -> Callable[[Block], Block]:
+    """Register a token mixer (the attention slot of a layer) under ``name``."""
+    return _register(_MIXERS, "mixer", name)
+
+
+def register_mlp(name: str) -> Callable[[Block], Block]:
+    """Register an MLP block (the feed-forward slot of a layer) under ``name``."""
+    return _register(_MLPS, "MLP block", name)
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    from . import __path__ as here
+
+    for mod in pkgutil.iter_modules(here):
+        importlib.import_module(f"{__package__}.{mod.name}")
+    _LOADED = True
+
+
+def _get(table: dict[str, Block], what: str, name: str) -> Block:
+    _load()
+    try:
+        return table[name]
+    except KeyError:
+        raise CostModelError(f"unknown {what} {name!r}; known: {', '.join(sorted(table))}") from None
+
+
+def mixer(name: str) -> Block:
+    """The mixer registered as ``name``."""
+    return _get(_MIXERS, "mixer", name)
+
+
+def mlp_block(name: str) -> Block:
+    """The MLP block registered as ``name``."""
+    return _get(_MLPS, "MLP block", name)
+
+
+def mixer_names() -> tuple[str, ...]:
+    _load()
+    return tuple(sorted(_MIXERS))
+
+
+def mlp_names() -> tuple[str, ...]:
+    _load()
+    return tuple(sorted(_MLPS))
