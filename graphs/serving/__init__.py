@@ -21,8 +21,11 @@ from .totals import (
     weight_bytes_read,
     weight_params,
 )
+from .workload import Workload, as_workload
 
 __all__ = [
+    "Workload",
+    "as_workload",
     "GraphSummary",
     "summarize",
     "closed_forms",

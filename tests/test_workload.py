@@ -1,0 +1,43 @@
+"""Build once, pass the result: an analysis resolves its model once and builds each graph once."""
+
+from collections import Counter
+
+import graphs.serving.workload as workload_mod
+from graphs.serving import Workload, as_workload
+from graphs.serving.disagg import disaggregated
+from graphs.serving.phases import decode_report
+
+
+def _count(monkeypatch):
+    builds, lookups = Counter(), Counter()
+    real_build, real_get = workload_mod.build_model, workload_mod.get_model
+
+    def build(cfg, phase, **dims):
+        builds[(phase, tuple(sorted((k, str(v)) for k, v in dims.items())))] += 1
+        return real_build(cfg, phase, **dims)
+
+    def get(name):
+        lookups[name] += 1
+        return real_get(name)
+
+    monkeypatch.setattr(workload_mod, "build_model", build)
+    monkeypatch.setattr(workload_mod, "get_model", get)
+    return builds, lookups
+
+
+def test_disaggregated_builds_each_graph_once(monkeypatch):
+    builds, lookups = _count(monkeypatch)
+    kw = dict(prompt=2048, output=256, decode_batch=8, link_bandwidth=50e9, rate=1.0)
+    disaggregated("llama-2-7b", "b200", "h100", **kw)
+    assert lookups == {"llama-2-7b": 1}  # was 3
+    assert builds and max(builds.values()) == 1  # the same graph is never built twice (was 5 builds)
+
+
+def test_a_shared_workload_serves_several_analyses(monkeypatch):
+    builds, lookups = _count(monkeypatch)
+    w = as_workload("tiny")
+    first = decode_report(w, "h100", batch=4, ctx=128)
+    again = decode_report(w, "h100", batch=4, ctx=128)
+    assert first == again and sum(builds.values()) == 1 and w.builds == 1
+    assert as_workload(w) is w and isinstance(w, Workload)
+    assert lookups == {"tiny": 1}
