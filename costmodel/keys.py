@@ -35,6 +35,7 @@ __all__ = [
     "UNKNOWN",
     "ROLE",
     "FRONTEND_OP",
+    "MEASURED_S",
     # edge attributes
     "TENSOR",
     "BYTES",
@@ -107,6 +108,7 @@ OUTPUTS = "outputs"  #: tuple of Tensors a node produces
 UNKNOWN = "unknown"  #: True on an imported op the importer table has no mapper for
 ROLE = "role"  #: what a builder node is for, e.g. "tokens" on the token-id input
 FRONTEND_OP = "frontend_op"  #: the importer's own op name (``aten.mm.default``, ``MatMul``)
+MEASURED_S = "measured_s"  #: a profiler's measured time of the node (attach_profile)
 # edge attributes
 TENSOR = "tensor"  #: the logical tensor on the edge
 BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer

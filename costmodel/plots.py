@@ -98,9 +98,10 @@ def ledger_plot(terms_by_batch: dict[int, dict[str, float]], capacity_bytes: flo
     return _save(fig, path)
 
 
-def batch_sweep_plot(rows: list[dict[str, Any]], path: str | Path) -> Any:
+def batch_sweep_plot(rows: list[Any], path: str | Path) -> Any:
     """Measured latency and throughput against batch (the article's figure 3)."""
     plt = _plt()
+    rows = [plain(r) for r in rows]  # BenchRow reports or plain dicts
     b = np.array([r["shape"]["B"] for r in rows])
     lat = np.array([r["measured_s"] for r in rows]) * 1e3
     pred = np.array([r["predicted_s"] for r in rows]) * 1e3

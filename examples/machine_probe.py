@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{'op':<34}{'I':>8}{'bound':>8}{'T bound':>11}{'T meas.':>11}{'achieved':>10}{'GFLOP/s':>10}")
     for r in rows:
         print(
-            f"{r['name']:<34}{r['intensity']:>8.2f}{r['kind']:>8}{r['predicted_s'] * 1e3:>9.2f}ms"
-            f"{r['measured_s'] * 1e3:>9.2f}ms{100 * r['achieved_fraction']:>9.0f}%"
-            f"{r['achieved_flops_per_s'] / 1e9:>10.1f}"
+            f"{r.name:<34}{r.intensity:>8.2f}{r.kind:>8}{r.predicted_s * 1e3:>9.2f}ms"
+            f"{r.measured_s * 1e3:>9.2f}ms{100 * r.achieved_fraction:>9.0f}%"
+            f"{r.achieved_flops_per_s / 1e9:>10.1f}"
         )
     cal = calibrate(rows)
     print(

@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"   {'B':>5} {'I':>8} {'bound':>7} {'latency ms':>11} {'bound ms':>9} {'achieved':>9}  flags")
     for r in rows:
         print(
-            f"   {r['shape']['B']:>5} {r['intensity']:>8.2f} {r['kind']:>7} {r['measured_s'] * 1e3:>11.3f} "
-            f"{r['predicted_s'] * 1e3:>9.3f} {100 * r['achieved_fraction']:>8.0f}%  {','.join(r['flags'])}"
+            f"   {r.shape['B']:>5} {r.intensity:>8.2f} {r.kind:>7} {r.measured_s * 1e3:>11.3f} "
+            f"{r.predicted_s * 1e3:>9.3f} {100 * r.achieved_fraction:>8.0f}%  {','.join(r.flags)}"
         )
 
 

@@ -8,8 +8,9 @@ import pytest
 
 from costmodel import get_device, load_hardware_file
 from costmodel.graph import classify_graph
+from costmodel.keys import MEASURED_S
 from costmodel.measure.calibrate import calibrate
-from costmodel.measure.microbench import flag_batch_anomalies, run_benchmarks
+from costmodel.measure.microbench import BenchRow, flag_batch_anomalies, run_benchmarks
 from costmodel.measure.probe import probe
 from graphs import build_model
 from models import get_model
@@ -53,9 +54,9 @@ def test_add_and_large_gemm_meet_their_bounds(probed):
     for attempt in range(3):
         if attempt:
             res = probe(small=True, repeats=5, use_torch=False)
-        rows = {r["name"]: r for r in run_benchmarks(res.hardware("probe"), small=True, repeats=5)}
+        rows = {r.name: r for r in run_benchmarks(res.hardware("probe"), small=True, repeats=5)}
         for k in keys:
-            fractions[k].append(rows[k]["achieved_fraction"])
+            fractions[k].append(rows[k].achieved_fraction)
         if all(any(0.7 <= f <= 1.3 for f in fractions[k]) for k in keys):
             break
     for k in keys:
@@ -77,20 +78,31 @@ def test_calibration_terms_and_residuals(probed):
     # the fitted memory efficiency is the geometric mean of bound/measured over the DRAM-bound
     # rows (a least-squares fit in log space), so the calibrated spec predicts those rows with
     # log-residuals that average to zero: recomputed here from the raw times
-    mem = [r for r in rows if r["kind"] == "dram"]
-    eta = math.exp(sum(math.log(r["predicted_s"] / r["measured_s"]) for r in mem) / len(mem))
+    mem = [r for r in rows if r.kind == "dram"]
+    eta = math.exp(sum(math.log(r.predicted_s / r.measured_s) for r in mem) / len(mem))
     assert cal.memory_efficiency == pytest.approx(eta, rel=1e-9)
     scaled = cal.apply(hw)
     for r in mem:  # the calibrated DRAM roof: predicted time scales by 1 / eta
-        assert r["predicted_s"] * float(hw.bandwidth()) / float(scaled.bandwidth()) == pytest.approx(
-            r["predicted_s"] / eta, rel=1e-9
+        assert r.predicted_s * float(hw.bandwidth()) / float(scaled.bandwidth()) == pytest.approx(
+            r.predicted_s / eta, rel=1e-9
         )
 
 
 def test_batch_anomaly_flags():
-    rows = [{"measured_s": t} for t in (1.0, 8.0, 4.0, 4.1)]  # the article's B=2 spike
+    common = dict(family="gemm", shape={}, flops=1.0, bytes=1.0, intensity=1.0, kind="dram", predicted_s=1.0)
+    rows = [
+        BenchRow(
+            f"batch {b}",
+            measured_s=t,
+            achieved_fraction=1 / t,
+            achieved_flops_per_s=1 / t,
+            achieved_bytes_per_s=1 / t,
+            **common,
+        )
+        for b, t in zip((1, 2, 4, 8), (1.0, 8.0, 4.0, 4.1), strict=True)
+    ]  # the article's B=2 spike: 8 s at B=2, 4 s at B=4 and 8
     flagged = flag_batch_anomalies(rows)
-    assert "slower_than_smaller_batch" in flagged[1]["flags"] and not flagged[0].get("flags")
+    assert "slower_than_smaller_batch" in flagged[1].flags and not flagged[0].flags
 
 
 def test_profile_trace_attaches_to_nodes(tmp_path):
@@ -107,10 +119,10 @@ def test_profile_trace_attaches_to_nodes(tmp_path):
     trace = tmp_path / "trace.json"
     prof.export_chrome_trace(str(trace))
     rep = attach_profile(g, load_trace_events(trace), "h100", precision="bf16")
-    assert rep["matched"] >= 2
-    assert rep["model_flops"] == 2 * 64 * 256 * 512 * 2  # two linears
-    assert rep["mfu"] is not None and 0 < rep["mfu"] < 1
-    assert any("measured_s" in d for _, d in g.nodes(data=True))
+    assert rep.matched >= 2
+    assert rep.model_flops == 2 * 64 * 256 * 512 * 2  # two linears
+    assert rep.mfu is not None and 0 < rep.mfu < 1
+    assert any(MEASURED_S in d for _, d in g.nodes(data=True))
 
 
 def _png_ok(path):
@@ -151,31 +163,28 @@ def test_plots_headless(tmp_path, probed):
     _png_ok(tmp_path / "b.png")
 
 
+def _row(name, family, kind, intensity, fraction):
+    """A synthetic benchmark row whose bound is 1 s and whose measurement is 1/fraction s."""
+    return BenchRow(
+        name=name,
+        family=family,
+        shape={},
+        flops=intensity,
+        bytes=1.0,
+        intensity=intensity,
+        kind=kind,
+        predicted_s=1.0,
+        measured_s=1 / fraction,
+        achieved_fraction=fraction,
+        achieved_flops_per_s=intensity * fraction,
+        achieved_bytes_per_s=fraction,
+    )
+
+
 def _rows(points, mem_fraction=0.8):
-    rows = [
-        {
-            "name": "add",
-            "family": "memory",
-            "kind": "dram",
-            "intensity": 1 / 12,
-            "achieved_fraction": mem_fraction,
-            "predicted_s": 1.0,
-            "measured_s": 1 / mem_fraction,
-        }
+    return [_row("add", "memory", "dram", 1 / 12, mem_fraction)] + [
+        _row(f"gemm I={i}", "gemm", "tensor", i, f) for i, f in points
     ]
-    for i, f in points:
-        rows.append(
-            {
-                "name": f"gemm I={i}",
-                "family": "gemm",
-                "kind": "tensor",
-                "intensity": i,
-                "achieved_fraction": f,
-                "predicted_s": 1.0,
-                "measured_s": 1 / f,
-            }
-        )
-    return rows
 
 
 def test_calibration_recovers_a_known_curve():
@@ -184,7 +193,7 @@ def test_calibration_recovers_a_known_curve():
     cal = calibrate(_rows(pts))
     assert cal.memory_efficiency == pytest.approx(0.8)
     assert cal.gemm_e_max == pytest.approx(0.8, rel=0.02) and cal.gemm_i_half == pytest.approx(50, rel=0.03)
-    assert all(abs(r["residual"]) < 0.01 for r in cal.residuals)
+    assert all(abs(r.residual) < 0.01 for r in cal.residuals)
 
 
 def test_calibration_keeps_the_plateau_within_the_data():

@@ -47,13 +47,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
                     "spec_file": args.out,
                     "environment": res.env,
                     "measurements": [m.__dict__ for m in res.measurements],
-                    "microbenchmarks": rows,
-                    "calibration": {
-                        "memory_efficiency": cal.memory_efficiency,
-                        "gemm_e_max": cal.gemm_e_max,
-                        "gemm_i_half": cal.gemm_i_half,
-                        "residuals": cal.residuals,
-                    },
+                    "microbenchmarks": [r.to_dict() for r in rows],
+                    "calibration": cal.to_dict(),
                 },
                 indent=2,
                 default=str,
@@ -84,12 +79,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
         )
     )
     print("\nmicrobenchmarks against their bound on the probed spec:")
-    for r in rows:
-        r["pct"] = 100 * r["achieved_fraction"]
-        r["flag"] = ",".join(r["flags"])
+    table = [{**r.to_dict(), "pct": 100 * r.achieved_fraction, "flag": ",".join(r.flags)} for r in rows]
     print(
         format_table(
-            rows,
+            table,
             (
                 ("name", "op", "s"),
                 ("intensity", "I", ".2f"),
@@ -106,7 +99,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         f"I/(I + {cal.gemm_i_half:.1f})"
     )
     for r in cal.residuals:
-        print(f"  {r['name']:34s} residual {100 * r['residual']:+.0f}%")
+        print(f"  {r.name:34s} residual {100 * r.residual:+.0f}%")
     return 0
 
 

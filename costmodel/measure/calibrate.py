@@ -22,22 +22,37 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
 import numpy as np
 
 from ..errors import CostModelError
 from ..hardware import Hardware
+from ..keys import Level
+from ..results import Result
+from .microbench import BenchRow
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "Residual", "calibrate"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Calibration:
+class Residual(Result):
+    """A benchmark's calibrated prediction against its measurement: ``calibrated / measured - 1``."""
+
+    name: str
+    calibrated_s: float
+    measured_s: float
+    residual: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration(Result):
+    """Two interpretable terms: a memory efficiency ``eta`` (achieved / roof bandwidth) and a GEMM
+    efficiency ``e(I) = e_max I / (I + I_half)``; the residual of every benchmark under them."""
+
     memory_efficiency: float
     gemm_e_max: float
     gemm_i_half: float
-    residuals: list[dict[str, Any]]
+    residuals: tuple[Residual, ...] = ()
 
     def gemm_efficiency(self, intensity: float) -> float:
         return self.gemm_e_max * intensity / (intensity + self.gemm_i_half)
@@ -67,15 +82,15 @@ class Calibration:
         return hw.replace(name=hw.name + "-calibrated", roofs=roofs, memory=memory)
 
 
-def calibrate(rows: list[dict[str, Any]]) -> Calibration:
+def calibrate(rows: list[BenchRow]) -> Calibration:
     """Fit the two terms on microbenchmark rows (:func:`costmodel.measure.microbench.run_benchmarks`)."""
-    mem = [r for r in rows if r["kind"] == "dram"]
-    gemm = [r for r in rows if r["family"] == "gemm" and r["kind"] != "dram"]
+    mem = [r for r in rows if r.kind == Level.DRAM]
+    gemm = [r for r in rows if r.family == "gemm" and r.kind != Level.DRAM]
     if not mem or not gemm:
         raise CostModelError("calibration needs at least one memory-bound row and one compute-bound GEMM row")
-    eta = math.exp(float(np.mean([math.log(r["achieved_fraction"]) for r in mem])))
-    inten = np.array([r["intensity"] for r in gemm])
-    frac = np.array([r["achieved_fraction"] for r in gemm])
+    eta = math.exp(float(np.mean([math.log(r.achieved_fraction) for r in mem])))
+    inten = np.array([r.intensity for r in gemm])
+    frac = np.array([r.achieved_fraction for r in gemm])
     best = (float("inf"), 1.0, 0.0)
     grid = [0.0]
     if len(set(inten.tolist())) > 1:  # two parameters need two distinct intensities
@@ -87,20 +102,14 @@ def calibrate(rows: list[dict[str, Any]]) -> Calibration:
         if err < best[0]:
             best = (err, math.exp(log_e), float(i_half))
     _, e_max, i_half = best
-    cal = Calibration(eta, e_max, i_half, [])
+    cal = Calibration(eta, e_max, i_half)
+    residuals = []
     for r in rows:
-        if r["kind"] == "dram":
-            pred = r["predicted_s"] / eta
-        elif r["family"] == "gemm":
-            pred = r["predicted_s"] / cal.gemm_efficiency(r["intensity"])
+        if r.kind == Level.DRAM:
+            pred = r.predicted_s / eta
+        elif r.family == "gemm":
+            pred = r.predicted_s / cal.gemm_efficiency(r.intensity)
         else:  # attention and others: the slower of the two calibrated terms
-            pred = r["predicted_s"] / min(eta, e_max)
-        cal.residuals.append(
-            {
-                "name": r["name"],
-                "calibrated_s": pred,
-                "measured_s": r["measured_s"],
-                "residual": pred / r["measured_s"] - 1,
-            }
-        )
-    return cal
+            pred = r.predicted_s / min(eta, e_max)
+        residuals.append(Residual(r.name, pred, r.measured_s, pred / r.measured_s - 1))
+    return dataclasses.replace(cal, residuals=tuple(residuals))

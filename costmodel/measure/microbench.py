@@ -11,6 +11,7 @@ compared with its bound on a (probed) device: achieved fraction
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -20,11 +21,12 @@ import numpy as np
 
 from ..cost import Cost, as_float
 from ..hardware import Hardware
+from ..results import Result
 from ..roofline import bound
 from ..rules import op_cost
 from .probe import time_best
 
-__all__ = ["Bench", "benchmarks", "run_benchmarks", "batch_sweep", "flag_batch_anomalies"]
+__all__ = ["Bench", "BenchRow", "benchmarks", "run_benchmarks", "batch_sweep", "flag_batch_anomalies"]
 
 
 @dataclass
@@ -137,33 +139,54 @@ def benchmarks(small: bool = False) -> list[Bench]:
     return out
 
 
+@dataclass(frozen=True)
+class BenchRow(Result):
+    """One timed kernel against its rule-derived bound on a spec: ``achieved_fraction =
+    predicted / measured``; flags ``above_bound`` (faster than the bound by over 10 %) and
+    ``slower_than_smaller_batch`` (in a batch sweep, latency fell as the batch grew)."""
+
+    name: str
+    family: str  #: "memory", "gemm" or "attention"
+    shape: dict[str, int]
+    flops: float
+    bytes: float
+    intensity: float
+    kind: str  #: the bound's binding unit or level
+    predicted_s: float
+    measured_s: float
+    achieved_fraction: float
+    achieved_flops_per_s: float
+    achieved_bytes_per_s: float
+    flags: tuple[str, ...] = ()
+
+
 def _row(
     name: str, family: str, cost: Cost, hw: Hardware, measured: float, shape: dict[str, int]
-) -> dict[str, Any]:
+) -> BenchRow:
     b = bound(cost, hw)
     pred = as_float(b.lower)
     flops, nbytes = as_float(cost.flops), as_float(cost.bytes)
     frac = pred / measured
-    return {
-        "name": name,
-        "family": family,
-        "shape": shape,
-        "flops": flops,
-        "bytes": nbytes,
-        "intensity": flops / nbytes,
-        "kind": b.kind,
-        "predicted_s": pred,
-        "measured_s": measured,
-        "achieved_fraction": frac,
-        "achieved_flops_per_s": flops / measured,
-        "achieved_bytes_per_s": nbytes / measured,
-        "flags": ["above_bound"] if frac > 1.1 else [],
-    }
+    return BenchRow(
+        name=name,
+        family=family,
+        shape=shape,
+        flops=flops,
+        bytes=nbytes,
+        intensity=flops / nbytes,
+        kind=b.kind,
+        predicted_s=pred,
+        measured_s=measured,
+        achieved_fraction=frac,
+        achieved_flops_per_s=flops / measured,
+        achieved_bytes_per_s=nbytes / measured,
+        flags=("above_bound",) if frac > 1.1 else (),
+    )
 
 
 def run_benchmarks(
     hw: Hardware, *, small: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None
-) -> list[dict[str, Any]]:
+) -> list[BenchRow]:
     """Time every benchmark and compare it with its bound on ``hw``."""
     rows = []
     for bench in benchmarks(small):
@@ -180,7 +203,7 @@ def batch_sweep(
     d: int = 4096,
     batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
     repeats: int = 10,
-) -> list[dict[str, Any]]:
+) -> list[BenchRow]:
     """A fixed [d, d] fp32 weight times [B, d] activations: the article's batch sweep.
 
     Flags ``slower_than_smaller_batch`` where latency at ``B`` exceeds 1.5x the
@@ -197,10 +220,12 @@ def batch_sweep(
     return flag_batch_anomalies(rows)
 
 
-def flag_batch_anomalies(rows: list[dict[str, Any]], factor: float = 1.5) -> list[dict[str, Any]]:
+def flag_batch_anomalies(rows: list[BenchRow], factor: float = 1.5) -> list[BenchRow]:
     """Flag ``slower_than_smaller_batch`` on rows (ordered by batch) that take more than
     ``factor`` x the time of a larger batch after them: latency fell as batch grew."""
-    for i, r in enumerate(rows):
-        if any(r["measured_s"] > factor * later["measured_s"] for later in rows[i + 1 :]):
-            r.setdefault("flags", []).append("slower_than_smaller_batch")
-    return rows
+    return [
+        dataclasses.replace(r, flags=(*r.flags, "slower_than_smaller_batch"))
+        if any(r.measured_s > factor * later.measured_s for later in rows[i + 1 :])
+        else r
+        for i, r in enumerate(rows)
+    ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,10 @@ from ..cost import as_float
 from ..errors import CostModelError
 from ..graph import COST, op_nodes
 from ..hardware import Hardware, get_device
-from ..keys import FRONTEND_OP
+from ..keys import FRONTEND_OP, MEASURED_S
+from ..results import Result
 
-__all__ = ["load_trace_events", "attach_profile"]
+__all__ = ["load_trace_events", "attach_profile", "ProfileReport", "ProfileRow"]
 
 
 def load_trace_events(path: str | Path) -> list[dict[str, Any]]:
@@ -55,9 +57,33 @@ def _aten_name(node_aten: str) -> str:
     return f"aten::{parts[1]}" if len(parts) >= 2 and parts[0] == "aten" else node_aten
 
 
+@dataclass(frozen=True)
+class ProfileRow(Result):
+    """A graph node matched to a profiler event, with its achieved rates."""
+
+    node: str
+    event: str
+    measured_s: float
+    flops_per_s: float | None
+    bytes_per_s: float | None
+
+
+@dataclass(frozen=True)
+class ProfileReport(Result):
+    """A trace attached to a graph. ``mfu`` = graph matmul FLOPs / (trace span of the matched
+    ops x the dense tensor peak at the precision): model FLOPs utilisation over that span."""
+
+    matched: int
+    unmatched_events: int
+    rows: tuple[ProfileRow, ...]
+    model_flops: float
+    wall_s: float
+    mfu: float | None
+
+
 def attach_profile(
     g: nx.DiGraph, events: list[dict[str, Any]], hw: Hardware | str, precision: str = "fp32"
-) -> dict[str, Any]:
+) -> ProfileReport:
     """Match events to nodes (module doc); annotate ``measured_s`` and return the report."""
     dev = get_device(hw)
     by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -78,31 +104,30 @@ def attach_profile(
         e = by_name[name][k]
         used[name] += 1
         t = e["dur"] * 1e-6
-        d["measured_s"] = t
+        d[MEASURED_S] = t
         spans.append((e["ts"], e["ts"] + e["dur"]))
         c = d[COST]
         if not c.is_numeric:
             continue
         rows.append(
-            {
-                "node": n,
-                "event": name,
-                "measured_s": t,
-                "flops_per_s": as_float(c.flops) / t if t else None,
-                "bytes_per_s": as_float(c.bytes) / t if t else None,
-            }
+            ProfileRow(
+                node=n,
+                event=name,
+                measured_s=t,
+                flops_per_s=as_float(c.flops) / t if t else None,
+                bytes_per_s=as_float(c.bytes) / t if t else None,
+            )
         )
     model_flops = sum(
         as_float(g.nodes[n][COST].flops_on("tensor")) for n in op_nodes(g) if g.nodes[n][COST].is_numeric
     )
     wall = (max(b for _, b in spans) - min(a for a, _ in spans)) * 1e-6 if spans else 0.0
     peak = as_float(dev.require_peak("tensor", precision))
-    return {
-        "matched": len(rows),
-        "unmatched_events": sum(len(v) for v in by_name.values()) - len(rows),
-        "rows": rows,
-        "model_flops": model_flops,
-        "wall_s": wall,
-        "mfu": model_flops / (wall * peak) if wall else None,
-        "mfu_definition": "graph matmul FLOPs / (trace span of matched ops x dense tensor peak at precision)",
-    }
+    return ProfileReport(
+        matched=len(rows),
+        unmatched_events=sum(len(v) for v in by_name.values()) - len(rows),
+        rows=tuple(rows),
+        model_flops=model_flops,
+        wall_s=wall,
+        mfu=model_flops / (wall * peak) if wall else None,
+    )
