@@ -12,7 +12,7 @@ each what it saves and whether it stays memory-bound.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -38,7 +38,17 @@ from .hardware.spec import Hardware
 from .results import Result
 from .roofline import bound
 
-__all__ = ["AuditReport", "audit", "Suggestion", "suggest_fusions", "boundaries", "Boundary"]
+__all__ = [
+    "AuditReport",
+    "GroupRow",
+    "Footprint",
+    "PlanTotals",
+    "audit",
+    "Suggestion",
+    "suggest_fusions",
+    "boundaries",
+    "Boundary",
+]
 
 
 def _time(c: Cost, hw: Hardware) -> float:
@@ -85,37 +95,75 @@ def boundaries(g: nx.DiGraph, plan: FusionPlan, hw: Hardware) -> list[Boundary]:
     return sorted(out, key=lambda r: -r.time_s)
 
 
-@dataclass
-class AuditReport:
-    """Result of :func:`audit` (plain data in ``to_dict``)."""
+@dataclass(frozen=True)
+class GroupRow(Result):
+    """A fused group of the plan: its cost before (members as separate kernels) and after."""
+
+    group: str
+    members: tuple[str, ...]
+    repeat: float
+    flops: float
+    bytes_before: float
+    bytes_after: float
+    intensity: float | None
+    kind: str
+    time_before_s: float
+    time_after_s: float
+
+
+@dataclass(frozen=True)
+class Footprint(Result):
+    """On-chip bytes a fused group's intermediates need at the level it claims (None: unknown)."""
+
+    group: str
+    level: str
+    footprint_bytes: float
+    capacity_bytes: float | None
+    fits: bool | None
+
+
+@dataclass(frozen=True)
+class PlanTotals(Result):
+    """A plan's whole cost: FLOPs, DRAM bytes, kernels, its roofline (time and lower bound) and
+    the sum of its kernels' bounds (None for the ideal, which is not a set of kernels)."""
+
+    flops: float
+    dram_bytes: float
+    kernels: float
+    time_s: float
+    lower_s: float
+    sum_of_kernel_bounds_s: float | None = None
+
+
+@dataclass(frozen=True)
+class AuditReport(Result):
+    """Result of :func:`audit`: the plan's issues, groups, boundaries, totals and footprints."""
 
     device: str
-    issues: list[PlanIssue]
-    groups: list[dict[str, Any]]
-    boundaries: list[Boundary]
-    totals: dict[str, dict[str, float]]
-    footprints: list[dict[str, Any]] = field(default_factory=list)
+    issues: tuple[PlanIssue, ...]
+    groups: tuple[GroupRow, ...]
+    boundaries: tuple[Boundary, ...]
+    unfused: PlanTotals
+    ideal: PlanTotals
+    plan: PlanTotals | None  #: None when the plan is invalid
+    footprints: tuple[Footprint, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "issues": [str(i) for i in self.issues],
-            "groups": self.groups,
-            "boundaries": [b.to_dict() for b in self.boundaries],
-            "totals": self.totals,
-            "footprints": self.footprints,
-        }
+        d = super().to_dict()
+        d["issues"] = [str(i) for i in self.issues]
+        return d
 
 
-def _summary(c: Cost, hw: Hardware) -> dict[str, float]:
+def _summary(c: Cost, hw: Hardware, kernel_bounds_s: float | None = None) -> PlanTotals:
     b = bound(c, hw)
-    return {
-        "flops": as_float(c.flops),
-        "dram_bytes": as_float(c.bytes),
-        "kernels": as_float(c.kernels),
-        "time_s": as_float(b.time),
-        "lower_s": as_float(b.lower),
-    }
+    return PlanTotals(
+        as_float(c.flops),
+        as_float(c.bytes),
+        as_float(c.kernels),
+        as_float(b.time),
+        as_float(b.lower),
+        kernel_bounds_s,
+    )
 
 
 def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditReport:
@@ -124,8 +172,8 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
     issues = check_plan(g, plan)
     base = unfused_plan(g)
     layer_time = sum(_time(g.nodes[n][COST], hw) * _rep(g, n) for n in op_nodes(g))
-    groups: list[dict[str, Any]] = []
-    foot: list[dict[str, Any]] = []
+    groups: list[GroupRow] = []
+    foot: list[Footprint] = []
     if not issues:
         for gr in plan.groups:
             rep = _rep(g, gr.members[0])
@@ -134,20 +182,20 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
             before_b = sum(as_float(g.nodes[m][COST].bytes) for m in gr.members)
             b = bound(after, hw)
             groups.append(
-                {
-                    "group": gr.name,
-                    "members": list(gr.members),
-                    "repeat": rep,
-                    "flops": as_float(after.flops),
-                    "bytes_before": before_b,
-                    "bytes_after": as_float(after.bytes),
-                    "intensity": as_float(after.flops) / as_float(after.bytes)
+                GroupRow(
+                    group=gr.name,
+                    members=tuple(gr.members),
+                    repeat=rep,
+                    flops=as_float(after.flops),
+                    bytes_before=before_b,
+                    bytes_after=as_float(after.bytes),
+                    intensity=as_float(after.flops) / as_float(after.bytes)
                     if as_float(after.bytes)
                     else None,
-                    "kind": b.kind if b.terms else "none",
-                    "time_before_s": before_t * rep,
-                    "time_after_s": _time(after, hw) * rep,
-                }
+                    kind=b.kind if b.terms else "none",
+                    time_before_s=before_t * rep,
+                    time_after_s=_time(after, hw) * rep,
+                )
             )
             if len(gr.members) > 1:
                 fp = as_float(group_footprint(g, gr))
@@ -155,15 +203,7 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
                 lvl = next((m for m in hw.memory if m.name == gr.level), None)
                 if lvl is not None and lvl.capacity_bytes is not None:
                     cap = as_float(lvl.capacity_bytes)
-                foot.append(
-                    {
-                        "group": gr.name,
-                        "level": gr.level,
-                        "footprint_bytes": fp,
-                        "capacity_bytes": cap,
-                        "fits": None if cap is None else fp <= cap,
-                    }
-                )
+                foot.append(Footprint(gr.name, gr.level, fp, cap, None if cap is None else fp <= cap))
                 if cap is not None and fp > cap:
                     issues.append(
                         PlanIssue(
@@ -183,13 +223,17 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
         dataclasses.replace(r, share=r.time_s / layer_time if layer_time else 0.0)
         for r in (boundaries(g, plan, hw) if not check_plan(g, plan) else [])
     ]
-    totals = {"unfused": _summary(plan_cost(g, base), hw), "ideal": _summary(ideal_cost(g), hw)}
-    totals["unfused"]["sum_of_kernel_bounds_s"] = layer_time
-    if not check_plan(g, plan):
-        pc = plan_cost(g, plan)
-        totals["plan"] = _summary(pc, hw)
-        totals["plan"]["sum_of_kernel_bounds_s"] = sum(r["time_after_s"] for r in groups)
-    return AuditReport(hw.name, issues, groups, bds, totals, foot)
+    valid = not check_plan(g, plan)
+    return AuditReport(
+        device=hw.name,
+        issues=tuple(issues),
+        groups=tuple(groups),
+        boundaries=tuple(bds),
+        unfused=_summary(plan_cost(g, base), hw, layer_time),
+        ideal=_summary(ideal_cost(g), hw),
+        plan=_summary(plan_cost(g, plan), hw, sum(r.time_after_s for r in groups)) if valid else None,
+        footprints=tuple(foot),
+    )
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def main() -> None:
     print("\nsuggested fusions:")
     for s in audit["suggestions"]:
         print(f"  {' + '.join(s['members'])}: saves {s['bytes_saved'] / 1e6:.1f} MB ({s['pattern']})")
-    t = audit["audit"]["totals"]
+    t = audit["audit"]
     print(
         f"\nunfused {t['unfused']['sum_of_kernel_bounds_s'] * 1e6:.1f} us -> "
         f"fused {t['plan']['sum_of_kernel_bounds_s'] * 1e6:.1f} us"

@@ -203,7 +203,7 @@ def test_fusion_commands(capsys):
     assert code == 0 and "kernel boundaries" in out and "suggested fusions" in out and "-> plan" in out
     code, out, _ = run(capsys, "fusion", "audit", "qwen2.5-7b", "--phase", "decode", "--json")
     data = json.loads(out)
-    assert data["totals"]["plan"]["dram_bytes"] < data["totals"]["unfused"]["dram_bytes"]
+    assert data["plan"]["dram_bytes"] < data["unfused"]["dram_bytes"]
     assert data["boundaries"] and data["suggestions"]
     code, out, _ = run(capsys, "fusion", "tiling", "--device", "h100", "--json")
     assert json.loads(out)["gemm"]["tile"] == 176

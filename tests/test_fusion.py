@@ -122,13 +122,14 @@ def test_llama_layer_audit(phase):
     assert sugg and all(s.bytes_saved > 0 for s in sugg)
     assert any("gated MLP" in s.pattern for s in sugg)
     rep = audit(g, hw, plan)
-    t = rep.totals
-    assert t["ideal"]["dram_bytes"] <= t["plan"]["dram_bytes"] < t["unfused"]["dram_bytes"]
-    assert t["plan"]["sum_of_kernel_bounds_s"] <= t["unfused"]["sum_of_kernel_bounds_s"]
-    assert t["plan"]["kernels"] < t["unfused"]["kernels"]
+    plan_t, un, ideal = rep.plan, rep.unfused, rep.ideal
+    assert plan_t is not None
+    assert ideal.dram_bytes <= plan_t.dram_bytes < un.dram_bytes
+    assert plan_t.sum_of_kernel_bounds_s <= un.sum_of_kernel_bounds_s
+    assert plan_t.kernels < un.kernels
     times = [b.time_s for b in rep.boundaries]
     assert times == sorted(times, reverse=True) and all(0 < b.share < 1 for b in rep.boundaries)
-    assert t["plan"]["flops"] == pytest.approx(t["unfused"]["flops"])
+    assert plan_t.flops == pytest.approx(un.flops)
 
 
 def test_on_chip_capacity_is_checked():
@@ -140,7 +141,7 @@ def test_on_chip_capacity_is_checked():
     assert any("intermediates need" in str(i) for i in rep.issues)
     tiled = Group("flash", ("attn.qk", "attn.softmax", "attn.pv"), tile_rows=128, tile_cols=128)
     rep = audit(g, hw, plan_from_groups(g, [tiled]))
-    assert not rep.issues and rep.footprints[0]["fits"]
+    assert not rep.issues and rep.footprints[0].fits
 
 
 def test_tiling_models():

@@ -76,17 +76,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if srows
         else "  none"
     )
-    t = rep.totals
+    un, pl, ideal = rep.unfused, rep.plan, rep.ideal
     print(
-        f"\n{scope} bound: unfused {t['unfused']['sum_of_kernel_bounds_s'] * 1e6:.2f} us "
-        f"({fmt_si(t['unfused']['dram_bytes'], 'B')}, {t['unfused']['kernels']:.0f} kernels)"
+        f"\n{scope} bound: unfused {(un.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us "
+        f"({fmt_si(un.dram_bytes, 'B')}, {un.kernels:.0f} kernels)"
         + (
-            f" -> plan {t['plan']['sum_of_kernel_bounds_s'] * 1e6:.2f} us ({fmt_si(t['plan']['dram_bytes'], 'B')}, "
-            f"{t['plan']['kernels']:.0f} kernels)"
-            if "plan" in t
+            f" -> plan {(pl.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us ({fmt_si(pl.dram_bytes, 'B')}, "
+            f"{pl.kernels:.0f} kernels)"
+            if pl is not None
             else ""
         )
-        + f"; ideal {t['ideal']['lower_s'] * 1e6:.2f} us ({fmt_si(t['ideal']['dram_bytes'], 'B')})"
+        + f"; ideal {ideal.lower_s * 1e6:.2f} us ({fmt_si(ideal.dram_bytes, 'B')})"
     )
     for issue in rep.issues:
         print(f"  ! {issue}")
