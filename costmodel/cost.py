@@ -33,13 +33,14 @@ import sympy
 
 from .errors import CostModelError, InvalidDimensionError, UnboundSymbolError
 from .expr import to_expr
+from .keys import Level, Unit
 
 __all__ = ["Cost", "UNITS", "DEFAULT_LEVEL", "Bindings", "bind", "as_float"]
 
-#: Execution units with their own compute roof.
-UNITS: tuple[str, ...] = ("tensor", "vector", "sfu")
+#: Execution units with their own compute roof (the members of :class:`~costmodel.keys.Unit`).
+UNITS: tuple[Unit, ...] = tuple(Unit)
 #: The memory level bytes are charged to unless a rule says otherwise.
-DEFAULT_LEVEL = "dram"
+DEFAULT_LEVEL = Level.DRAM
 
 Bindings = Mapping[sympy.Symbol | str, Any]
 

@@ -25,6 +25,7 @@ from .cost import Cost, as_float
 from .dtypes import DTypeLike
 from .errors import CostModelError
 from .hardware.spec import WILDCARD, Hardware
+from .results import Result
 from .rules import op_cost
 from .symbols import M as M_sym
 from .symbols import check_dim, ctx, dim, quantity
@@ -39,6 +40,7 @@ __all__ = [
     "tile_intensity",
     "latex",
     "split_matmul_network",
+    "NetworkSplit",
 ]
 
 
@@ -271,6 +273,15 @@ def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") ->
     return sympy.simplify(sympy.limit(c.intensity_at("dram", "tensor"), k, sympy.oo))
 
 
+@dataclass(frozen=True)
+class NetworkSplit(Result):
+    """Network roofline of a row-parallel matmul (see :func:`split_matmul_network`)."""
+
+    network_intensity: sympy.Expr  #: tensor FLOPs per byte on the link, ``K / ((p-1) b)``
+    network_ridge: sympy.Expr  #: ``P / beta_link``
+    K_star: sympy.Expr | None  #: contraction length at which the link and the math take equally long
+
+
 def split_matmul_network(
     *,
     K: object = None,
@@ -279,7 +290,7 @@ def split_matmul_network(
     hw: Hardware | None = None,
     link: str = "scale_up",
     precision: str | None = None,
-) -> dict[str, sympy.Expr]:
+) -> NetworkSplit:
     """Network roofline of a row-parallel matmul split over ``p`` devices.
 
     Each device multiplies ``[M, K/p] x [K/p, N]`` and the partial sums are
@@ -296,7 +307,7 @@ def split_matmul_network(
     Both come from the ``gemm`` and ``all_reduce`` rules. Latency (the
     ``2(p-1)`` ring steps) is left out of the ridge; the bound includes it.
 
-    >>> split_matmul_network()["network_intensity"]
+    >>> split_matmul_network().network_intensity
     K/(2*(p - 1))
     """
     m, n = dim("M"), dim("N")
@@ -314,8 +325,4 @@ def split_matmul_network(
     ridge = hw.require_peak("tensor", prec) / hw.link(link).bandwidth_bytes_per_s
     kk = quantity("K_")
     k_star = sympy.solve(sympy.Eq(intensity.subs(k, kk) if k.free_symbols else intensity, ridge), kk)
-    return {
-        "network_intensity": intensity,
-        "network_ridge": ridge,
-        "K_star": k_star[0] if k_star else None,
-    }
+    return NetworkSplit(intensity, ridge, k_star[0] if k_star else None)

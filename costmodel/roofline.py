@@ -119,7 +119,7 @@ class Bound:
             return "none"
         values = {}
         for label, t in self.terms.items():
-            t = sympy.sympify(t)
+            t = sympy.sympify(t)  # terms are numbers or Exprs built by bound(), never text
             if t.free_symbols:
                 raise SymbolicComparisonError(
                     "bound kind is undecidable while terms are symbolic "
@@ -201,7 +201,7 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
                 raise MissingRoofError(f"device {hw.name!r} has no tensor roof at all")
             unbounded.append(unit)
             continue
-        terms[unit] = sympy.Add(*(f / hw.require_peak(unit, p) for p, f in parts))
+        terms[str(unit)] = sympy.Add(*(f / hw.require_peak(unit, p) for p, f in parts))
     for level in cost.levels:
         d = cost.bytes_at(level)
         if d == 0:
@@ -213,7 +213,7 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
                 raise
             unbounded.append(level)
             continue
-        terms[level] = d / bw
+        terms[str(level)] = d / bw
     for link_name, nbytes in cost.comm_terms.items():
         lk = hw.link(link_name)
         t = nbytes / lk.bandwidth_bytes_per_s

@@ -54,8 +54,8 @@ def main() -> None:
     for p in (2, 4, 8):
         d = split_matmul_network(p=p, hw=h100)
         print(
-            f"   p={p}: I_net = {d['network_intensity']}, compute hides the all-reduce when K >= "
-            f"{as_float(d['K_star']):,.0f}"
+            f"   p={p}: I_net = {d.network_intensity}, compute hides the all-reduce when K >= "
+            f"{as_float(d.K_star):,.0f}"
         )
     print("\n5. latency / throughput / energy frontier (Llama-3.1-8B decode, H100 vs B200)")
     res = sweep(cfg, devices=["h100", "b200"], batches=[1, 4, 16, 64, 256], ctxs=[4096])

@@ -9,7 +9,7 @@ import sympy
 
 from costmodel import Hardware, MemoryLevel, Roof, Tensor, as_float, bound, get_device
 from costmodel.derive import split_matmul_network
-from costmodel.symbols import B, ctx
+from costmodel.symbols import B, ctx, dim
 from graphs import (
     GraphBuilder,
     build_model,
@@ -139,12 +139,12 @@ def test_tensor_parallel_two_all_reduces_per_layer():
 
 def test_network_ridge_of_a_split_matmul():
     d = split_matmul_network()
-    K, p = sympy.symbols("K p", positive=True, integer=True)
-    assert sympy.simplify(d["network_intensity"] - K / ((p - 1) * 2)) == 0
+    K, p = dim("K"), dim("p")
+    assert sympy.simplify(d.network_intensity - K / ((p - 1) * 2)) == 0
     h = split_matmul_network(p=8, hw=get_device("h100"))
     # I*_net = 989.4e12 / 450e9 = 2198.7 FLOP per link byte; K* = 7 * 2 * 2198.7 = 30781
-    assert as_float(h["network_ridge"]) == pytest.approx(2198.67, abs=0.01)
-    assert as_float(h["K_star"]) == pytest.approx(30781.3, abs=0.1)
+    assert as_float(h.network_ridge) == pytest.approx(2198.67, abs=0.01)
+    assert as_float(h.K_star) == pytest.approx(30781.3, abs=0.1)
 
 
 def test_near_and_far_memory():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import sympy
 
 from costmodel.errors import CostModelError
+from costmodel.keys import Phase
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import check_dim
@@ -14,7 +15,7 @@ from costmodel.symbols import ctx as ctx_sym
 
 __all__ = ["PHASES", "PhaseDims", "phase_dims"]
 
-PHASES = ("prefill", "decode")
+PHASES: tuple[Phase, ...] = tuple(Phase)
 
 
 @dataclass(frozen=True)
