@@ -18,6 +18,7 @@ costmodel.errors.ExpressionSyntaxError: expression "__import__('os')": function 
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping
 
 import sympy
@@ -63,28 +64,75 @@ def parse_expr(
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExpressionSyntaxError(f"{field} {text!r} is not a valid expression: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExpressionSyntaxError(f"{field} {text!r} is nested too deeply to parse") from None
     return _build(tree.body, text, symbols or {}, field)
 
 
-def _build(node: ast.AST, text: str, symbols: Mapping[str, sympy.Expr], field: str) -> sympy.Expr:
+#: deepest nesting of operators accepted
+_MAX_DEPTH = 40
+#: largest exponent accepted (``x**e`` with ``|e| <= 1024``)
+_MAX_EXPONENT = 1024
+#: numbers beyond this magnitude cannot become floats (double precision tops out at 1.8e308)
+_MAX_BITS = 1000  # 2**1000 = 1.07e301
+
+
+def _check_number(value: sympy.Expr, text: str, field: str) -> sympy.Expr:
+    """Refuse numbers that are not finite reals, or too large to ever become a float."""
+    if not value.is_number:
+        return value
+    if value.is_real is False:
+        raise ExpressionSyntaxError(f'{field} "{text}": not a real number ({value})')
+    if value.is_finite is False or value.has(sympy.nan, sympy.zoo):
+        raise ExpressionSyntaxError(f'{field} "{text}": not a finite number')
+    if isinstance(value, sympy.Rational) and max(abs(value.p).bit_length(), value.q.bit_length()) > _MAX_BITS:
+        raise ExpressionSyntaxError(f'{field} "{text}": a number beyond +-1e300 is out of range')
+    return value
+
+
+def _pow(base: sympy.Expr, exp: sympy.Expr, text: str, field: str) -> sympy.Expr:
+    if exp.is_number:
+        if abs(exp) > _MAX_EXPONENT:
+            raise ExpressionSyntaxError(
+                f'{field} "{text}": exponent {exp} is out of range (|e| <= {_MAX_EXPONENT})'
+            )
+        if base.is_number and base != 0 and isinstance(base, sympy.Rational):
+            # |result| ~ 2**(e * log2|base|): refuse before computing a huge integer
+            bits = max(abs(base.p).bit_length(), base.q.bit_length())
+            if abs(exp) * bits > 2 * _MAX_BITS:
+                raise ExpressionSyntaxError(f'{field} "{text}": {base}**{exp} is out of range (|x| <= 1e300)')
+    return base**exp
+
+
+def _build(
+    node: ast.AST, text: str, symbols: Mapping[str, sympy.Expr], field: str, depth: int = 0
+) -> sympy.Expr:
+    if depth > _MAX_DEPTH:
+        raise ExpressionSyntaxError(f'{field} "{text}": nested more than {_MAX_DEPTH} levels deep')
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise ExpressionSyntaxError(f'{field} "{text}": only numeric literals are allowed')
+        if isinstance(node.value, float) and not math.isfinite(node.value):
+            raise ExpressionSyntaxError(f'{field} "{text}": {node.value} is not a finite number')
         if isinstance(node.value, int):
+            if node.value.bit_length() > _MAX_BITS:
+                raise ExpressionSyntaxError(f'{field} "{text}": a number beyond +-1e300 is out of range')
             return sympy.Integer(node.value)
-        return sympy.Rational(repr(node.value))
+        return _check_number(sympy.Rational(repr(node.value)), text, field)
     if isinstance(node, ast.Name):
         if node.id in symbols:
             return symbols[node.id]
         return symbol(node.id)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left = _build(node.left, text, symbols, field)
-        right = _build(node.right, text, symbols, field)
+        left = _build(node.left, text, symbols, field, depth + 1)
+        right = _build(node.right, text, symbols, field, depth + 1)
         if isinstance(node.op, ast.Div) and right == 0:
             raise ExpressionSyntaxError(f'{field} "{text}": division by zero')
-        return _BINOPS[type(node.op)](left, right)
+        if isinstance(node.op, ast.Pow):
+            return _check_number(_pow(left, right, text, field), text, field)
+        return _check_number(_BINOPS[type(node.op)](left, right), text, field)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        inner = _build(node.operand, text, symbols, field)
+        inner = _build(node.operand, text, symbols, field, depth + 1)
         return -inner if isinstance(node.op, ast.USub) else inner
     if isinstance(node, ast.Call):
         raise ExpressionSyntaxError(f'{field} "{text}": function calls are not allowed; {_GRAMMAR}')

@@ -115,4 +115,10 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelConfigError(f"config file {str(p)!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ModelConfigError(f"config file {str(p)!r} is nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4300)
+        raise ModelConfigError(f"config file {str(p)!r} holds a value out of range: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelConfigError(f"config file {str(p)!r}: top level must be a JSON object")
     return config_from_hf_dict(data, name or p.stem, source=str(p))

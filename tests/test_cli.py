@@ -176,8 +176,8 @@ def test_ledger_model_and_errors(capsys):
     code, out, _ = run(capsys, "ledger", "llama-3.1-405b", "--device", "h100")
     assert code == 1 and "does NOT fit" in out and "GiB over the device" in out
     for args, msg in (
-        (("--ctx", "0"), "ctx must be a positive integer"),
-        (("--batch", "-3"), "batch must be a positive integer"),
+        (("--ctx", "0"), "--ctx must be in [1, 100000000], got 0"),
+        (("--batch", "-3"), "--batch must be in [1, 10000000], got -3"),
         (("--overhead", "1"), r"overhead fraction must be in [0, 1), got 1"),
     ):
         code, _, err = run(capsys, "ledger", "tiny", *args)

@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
+
+from ..results import plain
 
 __all__ = ["dump", "emit", "add_json"]
 
 
+def _strict(obj: Any) -> Any:
+    """``obj`` with reports as plain data and non-finite floats as ``None`` (JSON has no inf/NaN)."""
+    obj = plain(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
+
+
 def dump(obj: Any) -> str:
-    """JSON text of a command's result (non-JSON values as strings)."""
-    return json.dumps(obj, indent=2, default=str)
+    """Strict JSON text of a command's result: infinite or undefined numbers become ``null``,
+    other non-JSON values their string form."""
+    return json.dumps(_strict(obj), indent=2, default=str, allow_nan=False)
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> int:

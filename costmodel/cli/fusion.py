@@ -130,15 +130,25 @@ def add_fusion_parser(sub: Any) -> None:
     a.add_argument("--batch", type=int, default=1)
     a.add_argument("--seq", type=int, default=2048)
     a.add_argument("--ctx", type=int, default=4096)
-    a.add_argument("--plan", choices=("suggested", "unfused"), default="suggested")
+    a.add_argument(
+        "--plan",
+        choices=("suggested", "unfused"),
+        default="suggested",
+        help="the fusion plan to audit: the engine's suggestion or one kernel per op",
+    )
     a.add_argument("--whole-model", action="store_true", help="audit the whole model, not one layer")
     a.add_argument("--top", type=int, default=10)
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_audit)
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
     t.add_argument("--device", default="h100-sxm")
-    t.add_argument("--sram-bytes", type=float, default=None)
-    t.add_argument("--N", type=int, default=4096)
-    t.add_argument("--d", type=int, default=128)
+    t.add_argument(
+        "--sram-bytes",
+        type=float,
+        default=None,
+        help="on-chip memory per SM in bytes (none: the device's smem capacity)",
+    )
+    t.add_argument("--N", type=int, default=4096, help="attention sequence length N (tokens)")
+    t.add_argument("--d", type=int, default=128, help="attention head dimension d (elements)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_tiling)

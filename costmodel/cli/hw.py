@@ -145,7 +145,7 @@ def add_hw_parser(sub: Any) -> None:
     add_json(hl)
     hl.set_defaults(func=cmd_hw_list)
     hs = hsub.add_parser("show", help="show one device with sources")
-    hs.add_argument("name")
+    hs.add_argument("name", help="device name or alias")
     add_json(hs)
     hs.set_defaults(func=cmd_hw_show)
     c = hsub.add_parser("compare", help="devices side by side at one precision (dense roofs)")

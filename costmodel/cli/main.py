@@ -9,6 +9,7 @@ rooflines and the hardware catalog; ``--json`` gives machine-readable output.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -28,6 +29,7 @@ from .hw import add_hw_parser
 from .measure import add_measure_parsers
 from .model import add_model_parser
 from .op import add_op_parsers
+from .options import Parser, finish
 from .phases import add_phase_parsers
 from .plot import add_plot_parser
 from .serve import add_serve_parser
@@ -65,9 +67,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
     p.add_argument(
         "--hw-file",
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="load extra devices from a TOML/JSON file (catalog layout); repeatable",
     )
-    sub = p.add_subparsers(dest="command")
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
 
     r = sub.add_parser("report", help="default analysis: operator ledger roofline + GEMM crossover")
     r.add_argument("--device", default="h100-sxm")
@@ -92,21 +92,38 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub)
     add_measure_parsers(sub)
     add_plot_parser(sub)
-    return p
+    return finish(p)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (see :data:`options.EXIT_CODES`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         for path in args.hw_file:
             load_hardware_file(path)
         if args.command is None:
             args = parser.parse_args([*(f"--hw-file={p}" for p in args.hw_file), "report"])
         return int(args.func(args))
+    except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
+        return exc.code if isinstance(exc.code, int) else 2
     except CostModelError as exc:
         print(f"costmodel: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        try:  # further writes (the interpreter's flush at exit) go nowhere instead of failing
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass
+        return 141
+    except (RecursionError, MemoryError, OverflowError) as exc:
+        print(
+            f"costmodel: error: input too large or too deeply nested ({type(exc).__name__})", file=sys.stderr
+        )
+        return 2
+    except Exception as exc:  # a bug: still one line, and an exit code the tests treat as failure
+        print(f"costmodel: internal error: {type(exc).__name__}: {exc} (please report)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,6 +8,8 @@ import sys
 from typing import Any
 
 from ..report import format_table
+from .common import dump
+from .options import check_output_path
 
 __all__ = ["add_measure_parsers"]
 
@@ -25,6 +27,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from ..measure.microbench import run_benchmarks
     from ..measure.probe import probe
 
+    check_output_path(args.out, "--out")  # before measuring, not after
+    if args.calibrated_out:
+        check_output_path(args.calibrated_out, "--calibrated-out")
     say = _progress(args.quiet)
     res = probe(small=args.small, repeats=args.repeats, use_torch=not args.no_torch, progress=say)
     res.write(args.out, name=args.name)
@@ -42,16 +47,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
             json.dump(spec, f, indent=2)
     if args.json:
         print(
-            json.dumps(
+            dump(
                 {
                     "spec_file": args.out,
                     "environment": res.env,
                     "measurements": [m.__dict__ for m in res.measurements],
-                    "microbenchmarks": [r.to_dict() for r in rows],
-                    "calibration": cal.to_dict(),
-                },
-                indent=2,
-                default=str,
+                    "microbenchmarks": rows,
+                    "calibration": cal,
+                }
             )
         )
         return 0
@@ -108,11 +111,13 @@ def add_measure_parsers(sub: Any) -> None:
         "probe", help="measure this machine: bandwidth, matmul peaks, microbenchmarks, calibration"
     )
     p.add_argument("--small", action="store_true", help="small sizes: seconds instead of a minute")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (the best counts)")
+    p.add_argument(
+        "--no-torch", action="store_true", help="measure numpy kernels only, even when torch is installed"
+    )
     p.add_argument("--out", default="probe.json", help="hardware spec file to write")
     p.add_argument("--calibrated-out", default=None, help="also write a calibrated spec here")
-    p.add_argument("--name", default="probe")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--name", default="probe", help="device name written into the spec file")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_probe)

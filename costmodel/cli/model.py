@@ -141,6 +141,6 @@ def add_model_parser(sub: Any) -> None:
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
     mf.add_argument("model")
     mf.add_argument("--phase", choices=("prefill", "decode"), default="decode")
-    mf.add_argument("--latex", action="store_true")
+    mf.add_argument("--latex", action="store_true", help="print the closed forms as LaTeX")
     mf.add_argument("--json", action="store_true")
     mf.set_defaults(func=cmd_model_forms)

@@ -17,34 +17,17 @@ from ..ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
 from ..report import format_table
 from .common import dump
 from .model import resolve_model
+from .options import check_output_path, int_list, number
 
 __all__ = ["add_phase_parsers"]
 
 
 def _ints(text: str, field: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if ":" in part:  # start:stop:factor geometric range, e.g. 1:512:2
-            a, b, f = (int(x) for x in part.split(":"))
-            if f < 2 or a < 1:
-                raise CostModelError(f"{field}: range {part!r} needs start >= 1 and factor >= 2")
-            v = a
-            while v <= b:
-                out.append(v)
-                v *= f
-        else:
-            try:
-                out.append(int(part))
-            except ValueError:
-                raise CostModelError(f"{field}: {part!r} is not an integer") from None
-    if not out or min(out) < 1:
-        raise CostModelError(f"{field} must list positive integers, got {text!r}")
-    return out
+    return int_list(text, f"--{field}")
 
 
 def _overhead(args: argparse.Namespace) -> Overhead:
-    return Overhead(args.overhead_policy, parse_expr(args.overhead, field="overhead"))
+    return Overhead(args.overhead_policy, number(args.overhead, "--overhead", allow_zero=True))
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -113,12 +96,12 @@ def _ledger_raw(args: argparse.Namespace) -> int:
             "without a model, give --weights-bytes, --kv-bytes-per-token and --capacity-bytes"
         )
     led = MemoryLedger(
-        parse_expr(args.weights_bytes),
-        parse_expr(args.kv_bytes_per_token),
-        parse_expr(args.act_bytes_per_token or "0"),
+        number(args.weights_bytes, "--weights-bytes", allow_zero=True),
+        number(args.kv_bytes_per_token, "--kv-bytes-per-token", allow_zero=True),
+        number(args.act_bytes_per_token or "0", "--act-bytes-per-token", allow_zero=True),
         _overhead(args),
     )
-    cap = parse_expr(args.capacity_bytes, field="capacity_bytes")
+    cap = number(args.capacity_bytes, "--capacity-bytes")
     seq = args.seq if args.seq is not None else args.ctx
     active = seq if args.phase == "prefill" else 1
     rows = []
@@ -236,6 +219,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from graphs import sweep
 
+    if args.csv:
+        check_output_path(args.csv, "--csv")  # before the work, not after it
+
     def progress(done: int, total: int) -> None:
         if args.quiet:
             return
@@ -307,11 +293,20 @@ def add_phase_parsers(sub: Any) -> None:
         "--overhead-policy",
         default="fraction_of_sum",
         choices=("fraction_of_sum", "fraction_of_total", "fraction_of_free"),
+        help="how --overhead applies: a fraction of the other terms' sum, of the total, or of what is free",
     )
     lg.add_argument("--overhead", default="0", help="fraction for the policy (e.g. 0.3, or 0.9 utilisation)")
-    lg.add_argument("--act-bytes-per-token", default=None)
-    lg.add_argument("--weights-bytes", default=None)
-    lg.add_argument("--kv-bytes-per-token", default=None)
+    lg.add_argument(
+        "--act-bytes-per-token",
+        default=None,
+        help="live activation bytes per active token (B; a number or an expression)",
+    )
+    lg.add_argument(
+        "--weights-bytes", default=None, help="weight bytes, without a model (B; a number or an expression)"
+    )
+    lg.add_argument(
+        "--kv-bytes-per-token", default=None, help="KV-cache bytes per cached token, without a model (B)"
+    )
     lg.add_argument("--capacity-bytes", default=None, help="raw mode, e.g. 78*1024**3")
     lg.set_defaults(func=cmd_ledger)
 
@@ -319,7 +314,12 @@ def add_phase_parsers(sub: Any) -> None:
     common(pf)
     pf.add_argument("--batch", type=int, default=1)
     pf.add_argument("--seq", type=int, default=4096)
-    pf.add_argument("--chunk", type=int, default=None)
+    pf.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="chunked prefill: tokens per chunk (none: the whole prompt at once)",
+    )
     pf.set_defaults(func=cmd_prefill)
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
@@ -331,7 +331,9 @@ def add_phase_parsers(sub: Any) -> None:
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
     common(sw)
     sw.add_argument("--batches", default="1:1024:2", help="list or start:stop:factor")
-    sw.add_argument("--ctxs", default="1024,4096,16384,65536")
+    sw.add_argument(
+        "--ctxs", default="1024,4096,16384,65536", help="comma-separated KV lengths to sweep (tokens)"
+    )
     sw.add_argument("--weight-dtypes", default=None, help="comma list, e.g. bf16,int4")
     sw.add_argument("--kv-dtypes", default=None, help="comma list, e.g. bf16,fp8")
     sw.add_argument("--csv", default=None, help="write every point to this CSV file")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .options import check_output_path
+
 __all__ = ["add_plot_parser"]
 
 
@@ -12,6 +14,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from .. import plots
     from ..hardware import get_device
 
+    check_output_path(args.out, "--out")
     if args.kind == "headroom":
         plots.headroom_plot(args.out)
     elif args.kind in ("roofline", "ledger", "frontier"):
@@ -50,7 +53,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def add_plot_parser(sub: Any) -> None:
     pl = sub.add_parser("plot", help="roofline, ledger, frontier, headroom or batch-sweep plots (PNG/SVG)")
-    pl.add_argument("kind", choices=("roofline", "ledger", "frontier", "headroom", "batch-sweep"))
+    pl.add_argument(
+        "kind",
+        choices=("roofline", "ledger", "frontier", "headroom", "batch-sweep"),
+        help="which figure to draw",
+    )
     pl.add_argument("--model", default="llama-3.1-8b")
     pl.add_argument("--device", default="h100-sxm")
     pl.add_argument("--phase", choices=("prefill", "decode"), default="decode")

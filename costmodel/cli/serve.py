@@ -179,49 +179,67 @@ def add_serve_parser(sub: Any) -> None:
     ssub = s.add_subparsers(dest="serve_command", required=True)
     d = ssub.add_parser("disagg", help="prefill on one device, decode on another, KV over a link")
     d.add_argument("model")
-    d.add_argument("--prefill-device", default="b200")
-    d.add_argument("--decode-device", default="h200")
-    d.add_argument("--prompt", type=int, default=8192)
-    d.add_argument("--output", type=int, default=512)
-    d.add_argument("--decode-batch", type=int, default=32)
-    d.add_argument("--link-bandwidth", type=float, default=50e9, help="bytes/s (default: 400 Gb/s network)")
+    d.add_argument("--prefill-device", default="b200", help="device type running prefill")
+    d.add_argument("--decode-device", default="h200", help="device type running decode")
+    d.add_argument("--prompt", type=int, default=8192, help="prompt length (tokens)")
+    d.add_argument("--output", type=int, default=512, help="generated tokens per request")
+    d.add_argument("--decode-batch", type=int, default=32, help="sequences per decode step")
+    d.add_argument(
+        "--link-bandwidth",
+        type=float,
+        default=50e9,
+        help="KV link bandwidth per direction, bytes/s (50e9: a 400 Gb/s network)",
+    )
     d.add_argument("--link-latency", type=float, default=5e-6, help="seconds per message")
     d.add_argument("--rate", type=float, default=None, help="requests per second, for pool sizing")
-    d.add_argument("--overlap", choices=("after", "layerwise"), default="after")
+    d.add_argument(
+        "--overlap",
+        choices=("after", "layerwise"),
+        default="after",
+        help="KV transfer after the whole prefill, or layer by layer during it",
+    )
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_disagg)
     sp = ssub.add_parser("specdec", help="speculative decoding speed-up and best k")
-    sp.add_argument("target")
-    sp.add_argument("draft")
+    sp.add_argument("target", help="target model (catalog name or config.json)")
+    sp.add_argument("draft", help="draft model (catalog name or config.json)")
     sp.add_argument("--device", default="h100-sxm")
-    sp.add_argument("--draft-device", default=None)
-    sp.add_argument("--alpha", type=float, default=0.8)
+    sp.add_argument("--draft-device", default=None, help="device running the draft (none: the --device)")
+    sp.add_argument(
+        "--alpha", type=float, default=0.8, help="probability a drafted token is accepted, in [0, 1]"
+    )
     sp.add_argument("--batch", type=int, default=1)
     sp.add_argument("--ctx", type=int, default=4096)
-    sp.add_argument("--k-max", type=int, default=12)
+    sp.add_argument("--k-max", type=int, default=12, help="largest number of drafted tokens per step to try")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_specdec)
     sl = ssub.add_parser("split", help="attention on one device type, FFN on another")
     sl.add_argument("model")
-    sl.add_argument("--attention-device", default="h200")
-    sl.add_argument("--ffn-device", default="b200")
+    sl.add_argument("--attention-device", default="h200", help="device type running attention")
+    sl.add_argument("--ffn-device", default="b200", help="device type running the FFN")
     sl.add_argument("--batch", type=int, default=32)
     sl.add_argument("--ctx", type=int, default=8192)
-    sl.add_argument("--link-bandwidth", type=float, default=450e9)
-    sl.add_argument("--hop-latency", type=float, default=2e-6)
+    sl.add_argument(
+        "--link-bandwidth", type=float, default=450e9, help="link bandwidth per direction (bytes/s)"
+    )
+    sl.add_argument("--hop-latency", type=float, default=2e-6, help="latency per hop between devices (s)")
     sl.add_argument("--json", action="store_true")
     sl.set_defaults(func=cmd_split)
     sr = ssub.add_parser("sram", help="a model held in on-chip SRAM devices: count and hop-latency floor")
     sr.add_argument("model")
     sr.add_argument("--device", default="groq-lpu")
-    sr.add_argument("--hop-latency", type=float, default=1e-6)
+    sr.add_argument("--hop-latency", type=float, default=1e-6, help="latency per hop between devices (s)")
     sr.add_argument("--json", action="store_true")
     sr.set_defaults(func=cmd_sram)
     pl = ssub.add_parser("plans", help="tp x pp x ep x micro-batch plans and their frontier")
     pl.add_argument("model")
     pl.add_argument("--device", default="h100-sxm", help="comma list")
-    pl.add_argument("--batches", default="16,64")
+    pl.add_argument("--batches", default="16,64", help="comma-separated batch sizes")
     pl.add_argument("--ctx", type=int, default=4096)
-    pl.add_argument("--plans", default="8x1x1x1,4x2x1x1,4x2x1x4,2x4x1x8")
+    pl.add_argument(
+        "--plans",
+        default="8x1x1x1,4x2x1x1,4x2x1x4,2x4x1x8",
+        help="comma-separated TPxPPxEPxMICROBATCHES plans, e.g. 4x2x1x4",
+    )
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=cmd_plans)

@@ -300,6 +300,10 @@ def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardw
             data = tomllib.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise HardwareSpecError(f"hardware file {str(path)!r} is not valid TOML/JSON: {exc}") from None
+    except RecursionError:
+        raise HardwareSpecError(f"hardware file {str(path)!r} is nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise HardwareSpecError(f"hardware file {str(path)!r} holds a value out of range: {exc}") from None
     if not isinstance(data, Mapping):
         raise HardwareSpecError(f"hardware file {str(path)!r}: top level must be a table/object")
     parsed = _parse(data, str(path))

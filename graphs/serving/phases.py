@@ -263,6 +263,18 @@ class DecodeLimits(Result):
     batch_for_90pct_of_ceiling: float | None = None  #: ``9a/b`` when memory-bound at every batch
 
 
+def _root(f: Any, lo: float, hi: float) -> float | None:
+    """The ``x`` in ``[lo, hi]`` where the increasing ``f`` crosses zero (bisection, 200 steps), or None."""
+    if f(lo) >= 0:
+        return lo
+    if f(hi) < 0:
+        return None
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if f(mid) >= 0 else (mid, hi)
+    return hi
+
+
 def decode_limits(
     config: ModelConfig | str | Workload, device: Hardware | str, *, ctx: int | None = None, tp: int = 1
 ) -> DecodeLimits:
@@ -276,6 +288,11 @@ def decode_limits(
     and throughput creeps towards ``1/b`` (90% of it at ``B = 9a/b``). Both
     ``b`` and ``c`` grow linearly with ``ctx``; the context ceiling solves
     ``b(ctx) = c(ctx)``: beyond it, no batch reaches compute-bound.
+
+    A MoE model reads more experts as the batch grows (``E (1 - (1 - k/E)^B)`` per layer,
+    uniform routing), so its memory time is not linear in ``B``: ``b`` is then its slope once
+    every expert is read (``lim T_mem / B``), and the knee and the 90 % batch are solved
+    numerically on the exact ``T_mem(B)``.
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -285,11 +302,14 @@ def decode_limits(
     comp = {k: sympy.expand(v) for k, v in terms.items() if k in tuple(Unit)}
     a = mem.subs(B_sym, 0)
     b_per = sympy.expand((mem - a) / B_sym)
+    linear = B_sym not in b_per.free_symbols
+    if not linear:  # MoE: the slope once every expert is read
+        b_per = sympy.expand(sympy.limit(mem / B_sym, B_sym, sympy.oo))
     c_unit = max(comp, key=lambda k: as_float(comp[k].subs({B_sym: 1, ctx_sym: ctx or 4096})))
     c_per = sympy.expand(comp[c_unit] / B_sym)
     x = quantity("x")  # ctx as a real number: the ceiling need not be whole
     ceiling = sympy.solve(sympy.Eq(b_per.subs(ctx_sym, x), c_per.subs(ctx_sym, x)), x)
-    ceiling_val = [as_float(v) for v in ceiling]
+    ceiling_val = [as_float(v) for v in ceiling if v.is_real and v > 0]
     base = DecodeLimits(
         weights_time_s=as_float(a.subs(ctx_sym, 1)),
         memory_time_per_sequence=b_per,
@@ -300,20 +320,29 @@ def decode_limits(
     if ctx is None:
         return base
     a_n, b_n, c_n = (as_float(e.subs(ctx_sym, ctx)) for e in (a, b_per, c_per))
+    t_mem = sympy.lambdify(B_sym, mem.subs(ctx_sym, ctx), "math")
     if c_n > b_n:
+        if linear:
+            knee = a_n / (c_n - b_n)
+        else:  # smallest batch whose compute time reaches its memory time
+            knee = _root(lambda bb: c_n * bb - t_mem(bb), 1e-9, 1e12)
         return dataclasses.replace(
             base,
             ctx=ctx,
             regime=Regime.COMPUTE_BEYOND_KNEE,
-            knee_batch=a_n / (c_n - b_n),
+            knee_batch=knee,
             throughput_ceiling_tokens_per_s=1 / c_n,
         )
+    if linear:
+        b90 = 9 * a_n / b_n
+    else:  # B / T_mem(B) reaches 90 % of 1 / b
+        b90 = _root(lambda bb: bb / t_mem(bb) - 0.9 / b_n, 1e-9, 1e12)
     return dataclasses.replace(
         base,
         ctx=ctx,
         regime=Regime.MEMORY_AT_EVERY_BATCH,
         throughput_ceiling_tokens_per_s=1 / b_n,
-        batch_for_90pct_of_ceiling=9 * a_n / b_n,
+        batch_for_90pct_of_ceiling=b90,
     )
 
 

@@ -1,0 +1,225 @@
+"""Every command-line option's help (with its unit) and its valid range, in one table.
+
+:func:`finish` walks a built parser: an option without its own help text gets
+the table's, every numeric option gets a validating type (a bad value is a
+one-line error naming the flag, exit code 2, before any work starts), and
+every help line shows its default. ``tests/test_cli_surface.py`` fails when
+an option has no help.
+
+Exit codes: 0 success; 1 "does not fit" (``ledger``); 2 bad input; 141 the
+reader of the output went away (``| head``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import sympy
+
+__all__ = [
+    "HELP",
+    "INT_RANGES",
+    "FLOAT_RANGES",
+    "EXIT_CODES",
+    "Parser",
+    "finish",
+    "number",
+    "int_list",
+    "check_output_path",
+    "all_actions",
+]
+
+EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger), 2 bad input, 141 output pipe closed"
+
+#: help for options many commands share, by destination name
+HELP: dict[str, str] = {
+    "device": "catalog device name or alias (see `costmodel hw list`), or one from --hw-file",
+    "devices": "catalog device names or aliases",
+    "model": "catalog model name (see `costmodel model list`) or a path to a Hugging Face config.json",
+    "batch": "sequences processed together (B)",
+    "ctx": "KV length in tokens: tokens already cached, the new one included",
+    "seq": "prompt length in tokens (S)",
+    "tp": "tensor-parallel degree: devices one layer is split over",
+    "phase": "inference phase: prefill (B*S tokens) or decode (B tokens over ctx)",
+    "dtype": "data type name (bf16, fp16, fp8, int8, int4, nvfp4, mxfp4, fp32 ...)",
+    "weight_dtype": "weight data type, replacing the model's (e.g. fp8, int4, nvfp4)",
+    "kv_dtype": "KV-cache data type, replacing the model's (e.g. fp8)",
+    "precision": "the tensor-roof precision to compare at (bf16, fp8, fp4 ...)",
+    "json": "print machine-readable JSON instead of text",
+    "top": "rows to print, largest first (0: all)",
+    "out": "output file path (its folder must exist)",
+}
+
+#: integer options: (smallest, largest) accepted
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "batch": (1, 10**7),
+    "ctx": (1, 10**8),
+    "seq": (1, 10**8),
+    "tp": (1, 4096),
+    "top": (0, 10**6),
+    "repeats": (1, 1000),
+    "prompt": (1, 10**8),
+    "output": (1, 10**8),
+    "decode_batch": (1, 10**7),
+    "chunk": (1, 10**8),
+    "k_max": (1, 256),
+    "N": (1, 10**7),
+    "d": (1, 65536),
+}
+
+#: float options: (low, high, low inclusive) accepted; every float must be finite
+FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
+    "alpha": (0.0, 1.0, True),
+    "rate": (0.0, 1e9, False),
+    "link_bandwidth": (0.0, 1e16, False),
+    "link_latency": (0.0, 1.0, True),
+    "hop_latency": (0.0, 1.0, True),
+    "sram_bytes": (0.0, 1e12, False),
+}
+
+
+def _flag(action: argparse.Action) -> str:
+    return action.option_strings[-1] if action.option_strings else action.dest
+
+
+def _int_type(flag: str, lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{flag} must be in [{lo}, {hi}], got {value}")
+        return value
+
+    return parse
+
+
+def _float_type(flag: str, lo: float, hi: float, lo_inclusive: bool) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}")
+        if value > hi or value < lo or (value == lo and not lo_inclusive):
+            left = "[" if lo_inclusive else "("
+            raise argparse.ArgumentTypeError(f"{flag} must be in {left}{lo:g}, {hi:g}], got {value:g}")
+        return value
+
+    return parse
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose help shows every default and whose errors are one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _walk(sub)
+    return found
+
+
+def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Fill in shared help, validating numeric types and the exit-code epilog, everywhere."""
+    for p in _walk(parser):
+        p.epilog = EXIT_CODES
+        for action in p._actions:
+            if isinstance(
+                action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+            ):
+                continue
+            if action.help is None and action.dest in HELP:
+                action.help = HELP[action.dest]
+            if action.type is int and action.dest in INT_RANGES:
+                action.type = _int_type(_flag(action), *INT_RANGES[action.dest])
+            elif action.type is float and action.dest in FLOAT_RANGES:
+                action.type = _float_type(_flag(action), *FLOAT_RANGES[action.dest])
+    return parser
+
+
+def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:
+    """``(command path, action)`` for every option of every subcommand (for tests and docs)."""
+    out = []
+    for p in _walk(parser):
+        for action in p._actions:
+            if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                out.append((p.prog, action))
+    return out
+
+
+def number(text: str, flag: str, *, allow_zero: bool = False) -> sympy.Expr:
+    """``text`` parsed safely as a finite positive number (or zero with ``allow_zero``); a symbol,
+    ``nan`` or a complex value is a one-line error naming ``flag``."""
+    from ..errors import CostModelError
+    from ..expr import parse_expr
+
+    value = parse_expr(text, field=flag)
+    if not value.is_number:
+        raise CostModelError(
+            f"{flag} needs a number, got {text!r} (free symbols: {sorted(map(str, value.free_symbols))})"
+        )
+    ok = value.is_nonnegative if allow_zero else value.is_positive
+    if not ok:
+        allowed = "a number >= 0" if allow_zero else "a number > 0"
+        raise CostModelError(f"{flag} must be {allowed}, got {text!r}")
+    return value
+
+
+def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> list[int]:
+    """Comma-separated whole numbers or geometric ranges ``start:stop:factor`` (``1:512:2``)."""
+    from ..errors import CostModelError
+
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        pieces = part.split(":")
+        if len(pieces) not in (1, 3):
+            raise CostModelError(f"{flag}: range {part!r} must be START:STOP:FACTOR, e.g. 1:512:2")
+        try:
+            values = [int(x) for x in pieces]
+        except ValueError:
+            raise CostModelError(f"{flag}: {part!r} is not a whole number or START:STOP:FACTOR") from None
+        if len(values) == 1:
+            out.append(values[0])
+        else:
+            start, stop, factor = values
+            if factor < 2 or start < 1 or stop < start:
+                raise CostModelError(f"{flag}: range {part!r} needs 1 <= START <= STOP and FACTOR >= 2")
+            v = start
+            while v <= min(stop, hi):  # grows by FACTOR >= 2: at most log2(hi) steps
+                out.append(v)
+                v *= factor
+        if len(out) > most:
+            raise CostModelError(f"{flag}: more than {most} values")
+    if not out or min(out) < 1 or max(out) > hi:
+        raise CostModelError(f"{flag} must list whole numbers in [1, {hi}], got {text!r}")
+    return out
+
+
+def check_output_path(path: str | Path, flag: str) -> Path:
+    """``path`` as a Path whose folder exists, checked before any work (else a one-line error)."""
+    from ..errors import CostModelError
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise CostModelError(f"{flag} {str(p)!r}: folder {str(parent)!r} does not exist")
+    if p.is_dir():
+        raise CostModelError(f"{flag} {str(p)!r} is a folder; give a file path")
+    return p

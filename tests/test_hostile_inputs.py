@@ -1,0 +1,114 @@
+"""Every reproducer of a hang, a traceback or silently wrong output: now a one-line error naming
+the flag or field (exit 2), or a correct result, within 2 s of work."""
+
+import json
+import time
+
+import pytest
+
+from costmodel.cli import main
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "zero_bw.toml").write_text(
+        '[devices.zbw]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15 }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 0, capacity_bytes = 80e9 }]\n'
+    )
+    (tmp_path / "inf_cap.toml").write_text(
+        '[devices.infcap]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15 }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12, capacity_bytes = "1e999" }]\n'
+    )
+    (tmp_path / "huge.toml").write_text(
+        '[devices.huge]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = "9**9**9" }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12, capacity_bytes = 80e9 }]\n'
+    )
+    (tmp_path / "deep.json").write_text("[" * 2000 + "]" * 2000)
+    digits = "9" * 5000
+    (tmp_path / "config.json").write_text(
+        '{"model_type": "llama", "hidden_size": ' + digits + ', "num_hidden_layers": 2, '
+        '"num_attention_heads": 4, "intermediate_size": 176, "vocab_size": 256}'
+    )
+    return tmp_path
+
+
+RAW = ["ledger", "--weights-bytes", "14e9", "--kv-bytes-per-token", "1000", "--ctx", "4096"]
+
+# argv -> a fragment the single error line must contain (the flag or field it names)
+REFUSED = [
+    (["op", "gemm", "M=9**9**9", "N=1", "K=1"], "exponent 387420489 is out of range"),
+    (["derive", "crossover", "--N", "10**(10**7)"], 'N "10**(10**7)": exponent'),
+    ([*RAW, "--capacity-bytes", "9**9**9"], "--capacity-bytes"),
+    (["--hw-file", "{d}/huge.toml", "hw", "show", "huge"], "peak_flops_per_s"),
+    (["fusion", "tiling", "--sram-bytes", "1e18"], "--sram-bytes must be in"),
+    (["serve", "specdec", "llama-3.1-8b", "tiny", "--k-max", "2147483648"], "--k-max must be in [1, 256]"),
+    (["op", "gemm", "M=1e999", "N=1", "K=1"], 'M "1e999": inf is not a finite number'),
+    ([*RAW, "--capacity-bytes", "nan"], "--capacity-bytes needs a number"),
+    ([*RAW, "--capacity-bytes", "(-1)**0.5"], "not a real number"),
+    (
+        ["ledger", "--weights-bytes", "B", "--kv-bytes-per-token", "1", "--capacity-bytes", "8e10"],
+        "--weights-bytes",
+    ),
+    (["hw", "claim", "--old", "h100:fp8:0", "--new", "b300:fp4:72"], "COUNT must be a positive"),
+    (["hw", "claim", "--old", "h100:fp8:x", "--new", "b300:fp4:72"], "DEVICE:PRECISION[:COUNT]"),
+    (["hw", "claim", "--old", "h100:fp8:-1", "--new", "b300:fp4:72"], "DEVICE:PRECISION[:COUNT]"),
+    (["fusion", "tiling", "--d", "0"], "--d must be in [1, 65536], got 0"),
+    (["serve", "disagg", "llama-2-7b", "--rate", "inf"], "--rate must be a finite number"),
+    (["serve", "disagg", "llama-2-7b", "--link-latency", "nan", "--json"], "--link-latency must be a finite"),
+    (["serve", "plans", "mixtral-8x7b", "--plans", "axbxcxd"], "--plans: 'axbxcxd'"),
+    (["sweep", "tiny", "--batches", "1:2"], "--batches: range '1:2' must be START:STOP:FACTOR"),
+    (["--hw-file", "{d}/zero_bw.toml", "hw", "show", "zbw"], "bandwidth_bytes_per_s must be a positive"),
+    (["--hw-file", "{d}/inf_cap.toml", "hw", "show", "infcap"], "capacity_bytes"),
+    (["--hw-file", "{d}/deep.json", "hw", "list"], "nested too deeply"),
+    (["model", "analyze", "{d}/config.json"], "out of range"),
+    (["sweep", "tiny", "--csv", "{d}/missing/x.csv"], "--csv"),
+    (["plot", "headroom", "--out", "{d}/missing/x.png"], "--out"),
+    (["probe", "--small", "--out", "{d}/missing/p.json"], "--out"),
+    (["op", "gemm", "M=10**400", "N=1", "K=1", "--json"], "out of range"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), REFUSED, ids=[" ".join(a)[:60] for a, _ in REFUSED])
+def test_refused_with_one_line(capsys, files, argv, fragment):
+    argv = [a.replace("{d}", str(files)) for a in argv]
+    start = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - start
+    out = capsys.readouterr()
+    lines = [ln for ln in out.err.splitlines() if ln.strip() and not ln.startswith("  ..")]
+    assert code == 2, (code, out.err)
+    assert len(lines) == 1 and "Traceback" not in out.err, out.err
+    assert fragment in lines[0], lines[0]
+    assert elapsed < 2.0, f"took {elapsed:.1f} s"
+    assert not (files / "missing").exists()  # nothing written outside the requested path
+
+
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "deepseek-v3"])
+def test_moe_models_decode(capsys, model):
+    code = main(["decode", model, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["limits"]["throughput_ceiling_tokens_per_s"] > 0
+
+
+class _ClosedPipe:
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_is_not_a_traceback(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main(["report", "--json"]) == 141  # like a process killed by SIGPIPE: 128 + 13
+
+
+def test_json_output_is_strict_json(capsys):
+    """Infinite or undefined values become null: every --json output parses with a strict parser."""
+    for argv in (
+        ["fusion", "tiling", "--json"],
+        ["serve", "disagg", "llama-2-7b", "--rate", "1000", "--json"],  # saturated colocated TPOT is inf
+        ["model", "analyze", "tiny", "--json"],
+    ):
+        assert main(argv) == 0
+        json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{argv}: {c} in JSON"))
