@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 
 from .cost import Cost, as_float
-from .dtypes import DTypeLike
+from .dtypes import DTypeLike, get_dtype
 from .errors import CostModelError
 from .hardware.spec import WILDCARD, Hardware
 from .results import Result
@@ -191,7 +191,14 @@ def gemm_crossover(
 
     and for weight-only quantised weights (``w`` bytes, e.g. int8 under bf16
     activations) the asymptote is ``I* w / 2``: half the bf16 value.
+
+    ``out_dtype`` defaults to what GEMM kernels write: the operand dtype for 16- and 32-bit
+    formats, bf16 for 8-bit and narrower ones (FP8, NVFP4 and MXFP4 GEMMs accumulate in fp32 and
+    write bf16: cuBLASLt's and CUTLASS's block-scaled GEMMs emit a 16-bit D). Pass it to model a
+    kernel that writes the narrow format.
     """
+    if out_dtype is None and not isinstance(dtype, sympy.Basic) and get_dtype(dtype).bits < 16:
+        out_dtype = "bf16"
     cost = op_cost(
         "gemm",
         M=M_sym,

@@ -1,5 +1,6 @@
 """Closed-form derivations."""
 
+import pytest
 import sympy
 
 from costmodel import (
@@ -74,3 +75,21 @@ def test_symbolic_device_crossover_matches_numeric_after_substitution():
     a = get_device("a100")
     val = xo_sym.exact.subs({P: a.require_peak("tensor", "bf16"), beta: a.bandwidth()})
     assert sympy.simplify(val - xo_num.exact) == 0
+
+
+def test_narrow_gemms_write_bf16_by_default():
+    """NVFP4/FP8 GEMMs write a 16-bit output: the default follows the kernels, and it moves M*.
+
+    By hand on B200 (fp4 dense 9e15 FLOP/s, 7.7e12 B/s: I* = 1168.83), N = K = 8192, NVFP4
+    operands at 4.5 bits (0.5625 B) and a bf16 output (2 B):
+    2 M 8192 / (0.5625 M + 0.5625 * 8192 + 2 M) = I*  ->  M* = 4608 I* / (16384 - 2.5625 I*) = 402.3
+    """
+    from costmodel import get_device
+
+    b200 = get_device("b200")
+    i_star = 9e15 / 7.7e12
+    m_star = 4608 * i_star / (16384 - 2.5625 * i_star)
+    xo = gemm_crossover(N=8192, K=8192, hw=b200, dtype="nvfp4")
+    assert float(xo.exact) == pytest.approx(m_star, rel=1e-9) and xo.integer == 403
+    narrow = gemm_crossover(N=8192, K=8192, hw=b200, dtype="nvfp4", out_dtype="nvfp4")
+    assert narrow.integer < xo.integer  # a kernel writing NVFP4 moves fewer bytes

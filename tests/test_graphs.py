@@ -253,3 +253,17 @@ def test_validation_rejects_edges_that_read_more_than_the_op():
     g.edges["layers.attn_norm", "layers.q_proj"][BYTES] *= 10
     with pytest.raises(GraphError, match="edge bytes must be what the op reads"):
         validate_graph(g)
+
+
+def test_lm_head_runs_at_the_matmul_dtype():
+    """W8A8: the lm_head's tensor term uses the fp8 roof like every other linear.
+
+    Llama-3.1-70B decode, one token: 2 * 8192 * 128256 FLOPs at B300's dense fp8 5e15 FLOP/s.
+    """
+    cfg = get_model("llama-3.1-70b").replace(dtype="fp8", matmul_dtype="fp8")
+    g = build_model(cfg, "decode", batch=1, ctx=4096)
+    head = g.nodes["head.lm_head"]
+    assert head["params"]["dtype"].startswith("fp8")
+    t = bound(head["cost"], get_device("b300")).terms["tensor"]
+    assert float(t) == pytest.approx(2 * 8192 * 128256 / 5e15, rel=1e-12)
+    validate_graph(g)  # the activation edge carries the fp8 bytes the gemm reads

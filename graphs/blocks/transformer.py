@@ -37,6 +37,7 @@ from typing import Any
 import networkx as nx
 import sympy
 
+from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.graph import GROUP, REPEAT
@@ -230,16 +231,20 @@ def build_model(
         head_w = hb.source(
             "lm_head.weight", Tensor("head.lm_head.weight", (d, V / p), cfg.weight_dtype), "weight"
         )
+    # the lm_head runs at the matmul dtype like every other linear (W8A8 / W4A4: fp8 or nvfp4
+    # activations, quantised in the final norm's epilogue); its output logits stay in act dtype
+    mmd = cfg.matmul_dtype or cfg.activation_dtype
     logit = hb.op(
         "lm_head",
         "gemm",
-        [fin, head_w],
+        [(*fin, rows * d * get_dtype(mmd).bytes), head_w],
         [Tensor("head.lm_head", (rows, V / p), cfg.activation_dtype)],
         M=rows,
         N=V / p,
         K=d,
-        dtype=cfg.activation_dtype,
+        dtype=mmd,
         w_dtype=cfg.weight_dtype,
+        out_dtype=cfg.activation_dtype,
     )[0]
     if p != 1:
         hb.op(
