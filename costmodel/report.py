@@ -17,7 +17,7 @@ from .results import plain
 from .roofline import bound, headroom
 from .rules import op_cost
 
-__all__ = ["roofline_rows", "format_table", "fmt_si", "standard_ops", "COLUMNS"]
+__all__ = ["roofline_rows", "format_table", "fmt_si", "standard_ops", "COLUMNS", "fmt_time"]
 
 #: Default columns of a roofline table: (key, header, format).
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -41,7 +41,8 @@ def fmt_si(x: float, unit: str = "") -> str:
     return f"{x:.2f} {unit}".rstrip()
 
 
-def _fmt_time(t: float) -> str:
+def fmt_time(t: float) -> str:
+    """Seconds with a readable prefix: ``0.0042 -> '4.200 ms'``, ``3e-7 -> '0.30 us'``."""
     if t >= 1:
         return f"{t:.3f} s"
     if t >= 1e-3:
@@ -98,7 +99,7 @@ def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]] = 
         if fmt == "si":
             return fmt_si(float(value))
         if fmt == "time":
-            return _fmt_time(float(value))
+            return fmt_time(float(value))
         if fmt.endswith("x"):
             return format(float(value), fmt[:-1]) + "x"
         return format(float(value), fmt)

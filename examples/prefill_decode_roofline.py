@@ -27,6 +27,7 @@ from costmodel import (
     bound,
     decode_attention_intensity,
     gemm_crossover,
+    get_device,
     op_cost,
 )
 from graphs import decode_report
@@ -50,10 +51,13 @@ def main(argv: list[str] | None = None) -> None:
     balance = as_float(SEED_H100.balance())
     pc = param_counts(cfg)
     d, i = 3584, 18944
+    # (label, N, K) for [M,K] x [K,N]: a projection [in -> out] has K = in, N = out. The seed
+    # lists (I, d) for the down-projection, i.e. N and K the other way round; with one dtype the
+    # bytes a(MK + KN + MN) are symmetric in N and K, so M* is the same either way.
     shapes = [
-        ("MLP down-proj [I -> d]", i, d),
-        ("MLP gate/up [d -> I]", d, i),
-        ("QKV projection [d -> d + 2*Hkv*Hd]", d, d + 2 * 4 * 128),
+        ("MLP down-proj [I -> d]", d, i),
+        ("MLP gate/up [d -> I]", i, d),
+        ("QKV projection [d -> d + 2*Hkv*Hd]", d + 2 * 4 * 128, d),
         ("square GEMM (reference)", 4096, 4096),
     ]
     rep = decode_report(cfg, SEED_H100, batch=1, ctx=1)
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
                     "decode_weight_lower_bound_ms": rep.read_every_weight_once_s * 1e3,
                     "decode_graph_weight_traffic_ms": rep.weight_read_s * 1e3,
                     "gemm_crossover": {
-                        "mlp_down": gemm_crossover(N=i, K=d, hw=SEED_H100).integer,
+                        "mlp_down": gemm_crossover(N=d, K=i, hw=SEED_H100).integer,
                         "square_4096": gemm_crossover(N=4096, K=4096, hw=SEED_H100).integer,
                     },
                 },
@@ -79,14 +83,29 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         return
-    print(f"balance (H100 SXM5 public spec, fp16): {balance:.1f} FLOP/B\n")
-    print(f"non-embedding params: {as_float(pc.non_embedding) / 1e9:.3f} B (card: 6.53 B)")
+    print(f"balance (H100 SXM5 public spec, fp16): {balance:.1f} FLOP/B")
+    cat = get_device("h100")
     print(
-        f"total params:         {as_float(pc.total) / 1e9:.3f} B (card: 7.61 B), "
+        f"  differs from the catalog's H100 ({as_float(cat.balance()):.1f} FLOP/B) because the seed rounds "
+        f"the roofs: {as_float(SEED_H100.require_peak('tensor', 'bf16')) / 1e12:.0f} vs "
+        f"{as_float(cat.require_peak('tensor', 'bf16')) / 1e12:.1f} TFLOP/s dense bf16, "
+        f"{as_float(SEED_H100.bandwidth()) / 1e12:.2f} vs {as_float(cat.bandwidth()) / 1e12:.2f} TB/s\n"
+    )
+    # the seed's shape formula: q, o (d*d each), k, v (d*Hkv*Hd each), gate, up, down; no biases or norms
+    seed_layer = 2 * d * d + 2 * d * (4 * 128) + 3 * d * i
+    seed_non_emb = seed_layer * 28
+    print(f"non-embedding params: {as_float(pc.non_embedding) / 1e9:.4f} B (card: 6.53 B)")
+    print(
+        f"total params:         {as_float(pc.total) / 1e9:.4f} B (card: 7.61 B), "
         f"rel. error {abs(as_float(pc.total) / 7.61e9 - 1):.4%}"
     )
+    print(
+        f"  differs from the seed's {seed_non_emb / 1e9:.4f} B non-embedding by "
+        f"{as_float(pc.non_embedding) - seed_non_emb:,.0f}: the q/k/v biases and the norm weights its "
+        "shape formula leaves out"
+    )
     for name, n, k in shapes:
-        print(f"\n{name} N={n} K={k}")
+        print(f"\n{name}: [M,{k}] x [{k},{n}]")
         print(f"{'M':>6} | {'FLOP':>12} | {'bytes':>14} | {'AI (F/B)':>10} | verdict")
         for m in (1, 8, 64, 512, 2048, 8192, 32768):
             c = op_cost("gemm", M=m, N=n, K=k)

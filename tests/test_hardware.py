@@ -212,3 +212,14 @@ def test_catalog_fixture_isolates_registrations(fresh_catalog):
         assert "scratch-device" in device_names()
     assert "scratch-device" in inner and "scratch-device" not in fresh_catalog
     assert "scratch-device" not in device_names()
+
+
+def test_the_example_device_file_loads():
+    """examples/mybox.toml, the layout the README documents: 400e12 / 2e12 = 200 FLOP/B bf16."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "mybox.toml"
+    (hw,) = load_hardware_file(path)
+    assert float(hw.balance("tensor", "bf16")) == 200.0
+    assert float(hw.capacity()) == 64 * 1024**3
+    assert get_device("box") is hw  # its alias

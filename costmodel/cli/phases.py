@@ -14,7 +14,7 @@ from ..errors import CostModelError
 from ..expr import parse_expr
 from ..keys import Unit
 from ..ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
-from ..report import format_table
+from ..report import fmt_time, format_table
 from .common import dump
 from .model import resolve_model
 from .options import check_output_path, int_list, number
@@ -148,8 +148,8 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         + (f", chunks of {args.chunk}" if args.chunk else "")
     )
     print(
-        f"  TTFT lower bound (sum of kernel bounds): {rep.step_s * 1e3:.3f} ms"
-        f"  [whole prompt as one roofline: {rep.optimistic_step_s * 1e3:.3f} ms]"
+        f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
+        f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
     )
     for k, v in rep.terms_s.items():
         print(f"    {k:16s} {v * 1e3:10.3f} ms")
@@ -175,17 +175,17 @@ def cmd_decode(args: argparse.Namespace) -> int:
     links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
     print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
     print(
-        f"  weight read {rep.weight_read_s * 1e3:.3f} ms | KV read {rep.kv_read_s * 1e3:.3f} ms | "
-        f"compute {compute * 1e3:.3f} ms" + "".join(f" | {k[5:]} {v * 1e3:.3f} ms" for k, v in links.items())
+        f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
+        f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
     )
     print(
-        f"  TPOT bound {rep.step_s * 1e3:.3f} ms -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
+        f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
         f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"
     )
     print(
-        f"  reading every weight once takes {rep.read_every_weight_once_s * 1e3:.2f} ms; the graph reads "
-        f"{rep.weight_read_s * 1e3:.2f} ms of weights because the input-embedding table "
-        f"({rep.embedding_table_read_s * 1e3:.2f} ms of it) is gathered, not streamed: only the "
+        f"  reading every weight once takes {fmt_time(rep.read_every_weight_once_s)}; the graph reads "
+        f"{fmt_time(rep.weight_read_s)} of weights because the input-embedding table "
+        f"({fmt_time(rep.embedding_table_read_s)} of it) is gathered, not streamed: only the "
         f"{rep.batch} row(s) in use are read"
     )
     if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
@@ -209,9 +209,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
             f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute)"
         )
     print(
-        f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; {nf.devices_to_hold_weights} "
-        f"device(s) hold the weights unsplit; reading them from that many devices takes "
-        f"{nf.per_token_bound_s * 1e3:.3f} ms per token (tp={rep.tp} here)"
+        f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
+        f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
+        f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
     )
     return 0
 

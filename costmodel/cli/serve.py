@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import CostModelError
-from ..report import format_table
+from ..report import fmt_time, format_table
 from .common import emit
 from .model import resolve_model
 
@@ -42,10 +42,10 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     lines = [
         f"{r.model}: prefill on {r.prefill_device}, decode on {r.decode_device} "
         f"(prompt {r.prompt}, output {r.output}, decode batch {r.decode_batch})",
-        f"  TTFT {t.ttft_s * 1e3:.2f} ms = prefill {t.prefill_s * 1e3:.2f} + KV transfer "
+        f"  TTFT {fmt_time(t.ttft_s)} = prefill {t.prefill_s * 1e3:.2f} + KV transfer "
         f"{t.kv_transfer_s * 1e3:.2f} ({100 * t.kv_share_of_ttft:.1f}%) + first decode "
         f"{t.first_decode_s * 1e3:.2f} (transfer {r.overlap.value})",
-        f"  TPOT {r.tpot_s * 1e3:.2f} ms; decode fits: {r.decode_fits} (max batch {r.decode_max_batch})",
+        f"  TPOT {fmt_time(r.tpot_s)}; decode fits: {r.decode_fits} (max batch {r.decode_max_batch})",
         (
             f"  the KV transfer is the largest TTFT term from a prompt of {crossover} tokens on"
             if crossover is not None
@@ -60,8 +60,8 @@ def cmd_disagg(args: argparse.Namespace) -> int:
             "device-h per M tokens"
         )
         lines.append(
-            f"  colocated on {c.devices} {r.decode_device}: TPOT {c.tpot_s * 1e3:.2f} ms "
-            f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {c.ttft_s * 1e3:.2f} ms"
+            f"  colocated on {c.devices} {r.decode_device}: TPOT {fmt_time(c.tpot_s)} "
+            f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)}"
         )
     return emit(args, {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover}, "\n".join(lines))
 
@@ -105,9 +105,9 @@ def cmd_split(args: argparse.Namespace) -> int:
         hop_latency=args.hop_latency,
     )
     text = (
-        f"{r.model}: attention on {r.attention_device} {r.attention_s * 1e3:.3f} ms, FFN on "
-        f"{r.ffn_device} {r.ffn_s * 1e3:.3f} ms, {r.transfers} transfers {r.transfers_s * 1e3:.3f} ms "
-        f"-> step {r.step_s * 1e3:.3f} ms; FFN weights need {r.ffn_devices_to_hold_weights} device(s)"
+        f"{r.model}: attention on {r.attention_device} {fmt_time(r.attention_s)}, FFN on "
+        f"{r.ffn_device} {fmt_time(r.ffn_s)}, {r.transfers} transfers {fmt_time(r.transfers_s)} "
+        f"-> step {fmt_time(r.step_s)}; FFN weights need {r.ffn_devices_to_hold_weights} device(s)"
     )
     return emit(args, r.to_dict(), text)
 
