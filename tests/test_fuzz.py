@@ -1,0 +1,287 @@
+"""Fuzzing the surface: random and hostile command lines, hardware files and config.json files.
+
+Every case must end in success or a one-line error within a time limit: never a traceback, never
+an internal error, never a hang, never a payload executed, never a file outside the paths given.
+The budget is small in CI; ``COSTMODEL_FUZZ_EXAMPLES=2000`` runs a large one. Each test prints
+its tally (``pytest -s tests/test_fuzz.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import string
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from costmodel.cli import build_parser, main
+from costmodel.cli.options import all_actions
+from costmodel.errors import CostModelError
+
+BUDGET = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES", "40"))
+LIMIT_S = 20  # one case on a loaded 2-core machine; a hang is far beyond it
+FUZZ = settings(
+    max_examples=BUDGET,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,  # the same cases in every CI run; the large budget explores further
+)
+SLOW = {"probe", "plot"}  # they measure or draw: fuzzed for their refusals only (output paths)
+
+
+class Hang(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: int):
+    def alarm(signum, frame):
+        raise Hang(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _payload(marker: Path) -> str:
+    return f"__import__('pathlib').Path({str(marker)!r}).touch() or 1"
+
+
+def hostile(marker: Path) -> st.SearchStrategy[str]:
+    return st.sampled_from(
+        [
+            "0",
+            "-1",
+            "1e999",
+            "-1e999",
+            "nan",
+            "inf",
+            "9**9**9",
+            "10**(10**7)",
+            "(-1)**0.5",
+            "1/0",
+            "B",
+            "",
+            " ",
+            "1:2",
+            "1:0:2",
+            "axbxcxd",
+            "h100:fp8:0",
+            "9" * 5000,
+            "(" * 300 + "1" + ")" * 300,
+            "-" * 300 + "1",
+            "\x00",
+            "é",
+            _payload(marker),
+            "../../etc/passwd",
+        ]
+    )
+
+
+def plausible() -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.integers(-5, 70000).map(str),
+        st.floats(allow_nan=True, allow_infinity=True, width=32).map(repr),
+        st.sampled_from(["tiny", "llama-3.1-8b", "mixtral-8x7b", "h100", "b200", "groq-lpu", "bf16", "fp8", "nvfp4"]),
+        st.text(string.ascii_letters + string.digits + "*+-/._:,", max_size=12),
+    )
+
+
+def _leaves() -> dict[tuple[str, ...], list]:
+    """Every runnable command path with its options."""
+    parser = build_parser()
+    out: dict[tuple[str, ...], list] = {}
+    for prog, action in all_actions(parser):
+        path = tuple(prog.split()[1:])
+        if path and path[0] not in SLOW:
+            out.setdefault(path, []).append(action)
+    return {p: a for p, a in out.items() if not any(q[: len(p)] == p and q != p for q in out)}
+
+
+LEAVES = _leaves()
+
+
+@st.composite
+def command_lines(draw, marker: Path, workdir: Path):
+    path = draw(st.sampled_from(sorted(LEAVES)))
+    argv = list(path)
+    for action in LEAVES[path]:
+        if action.dest in ("help", "hw_file"):
+            continue
+        if not action.option_strings:  # a positional
+            argv.append(draw(st.one_of(plausible(), hostile(marker))))
+            continue
+        if not draw(st.booleans()):
+            continue
+        flag = action.option_strings[-1]
+        if action.nargs == 0:  # a switch
+            argv.append(flag)
+        elif action.dest in ("csv", "out", "calibrated_out"):
+            argv += [flag, str(workdir / draw(st.sampled_from(["a.csv", "missing/x.png", "b.json"])))]
+        else:
+            argv += [flag, draw(st.one_of(plausible(), hostile(marker)))]
+    return argv
+
+
+TALLY: dict[str, dict[str, int]] = {}
+
+
+def _count(surface: str, outcome: str) -> None:
+    TALLY.setdefault(surface, {}).setdefault(outcome, 0)
+    TALLY[surface][outcome] += 1
+
+
+def test_fuzz_the_command_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "payload-ran"
+
+    @FUZZ
+    @given(argv=command_lines(marker, tmp_path))
+    def case(argv):
+        before = {p for p in tmp_path.rglob("*")}
+        with time_limit(LIMIT_S):
+            code = main(argv)
+        err = capsys.readouterr().err
+        errors = [ln for ln in err.splitlines() if "error" in ln]
+        assert code in (0, 1, 2, 141), (argv, code, err[-500:])
+        assert "Traceback" not in err and "internal error" not in err, (argv, err[-500:])
+        assert code != 2 or len(errors) == 1, (argv, err[-500:])
+        assert not marker.exists(), f"payload executed by {argv}"
+        new = {p for p in tmp_path.rglob("*")} - before
+        allowed = {tmp_path / "a.csv", tmp_path / "b.json"}
+        assert new <= allowed, (argv, new)
+        _count("command line", f"exit {code}")
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY["command line"]))
+
+
+@st.composite
+def hardware_files(draw, marker: Path):
+    value = st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False, min_value=-1e20, max_value=1e20),
+        hostile(marker).map(json.dumps),
+        st.integers(-10, 10**20),
+    )
+    device = {
+        "roofs": draw(
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "unit": st.sampled_from(["tensor", "vector", "sfu", "warp", ""]),
+                        "precision": st.sampled_from(["bf16", "fp8", "fp32", "*", "x"]),
+                        "peak_flops_per_s": value,
+                    }
+                ),
+                max_size=3,
+            )
+        ),
+        "memory": draw(
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "name": st.sampled_from(["dram", "smem", "l2", "hbm"]),
+                        "bandwidth_bytes_per_s": value,
+                        "capacity_bytes": value,
+                    }
+                ),
+                max_size=2,
+            )
+        ),
+    }
+    if draw(st.booleans()):
+        device["power_w"] = draw(value)
+    if draw(st.booleans()):
+        device[draw(st.sampled_from(["bogus", "links", "overlap"]))] = draw(value)
+    return {"devices": {draw(st.sampled_from(["fz", "h100", "x y", ""])): device}}
+
+
+def test_fuzz_hardware_files(tmp_path):
+    from costmodel import bound, load_hardware_file, op_cost
+
+    marker = tmp_path / "payload-ran"
+
+    @FUZZ
+    @given(spec=hardware_files(marker))
+    def case(spec):
+        path = tmp_path / "hw.json"
+        path.write_text(json.dumps(spec))
+        with time_limit(LIMIT_S):
+            try:
+                (hw,) = load_hardware_file(path, register=False)
+                bound(op_cost("gemm", M=64, N=4096, K=4096), hw)
+                _count("hardware files", "loaded")
+            except CostModelError:
+                _count("hardware files", "refused")
+        assert not marker.exists()
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY["hardware files"]))
+
+
+@st.composite
+def hf_configs(draw, marker: Path):
+    value = st.one_of(
+        st.integers(-10, 100000),
+        st.floats(allow_nan=True, allow_infinity=True),
+        hostile(marker),
+        st.none(),
+        st.booleans(),
+        st.lists(st.integers(0, 4), max_size=2),
+    )
+    base = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 176,
+        "vocab_size": 256,
+    }
+    for key in draw(st.lists(st.sampled_from([*base, "head_dim", "num_local_experts", "torch_dtype"]), max_size=3)):
+        base[key] = draw(value)
+    return base
+
+
+def test_fuzz_config_files(tmp_path):
+    from graphs import build_model
+    from models.hf import load_hf_config
+
+    marker = tmp_path / "payload-ran"
+
+    @FUZZ
+    @given(cfg=hf_configs(marker))
+    def case(cfg):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(cfg))
+        with time_limit(LIMIT_S):
+            try:
+                model = load_hf_config(path)
+                build_model(model, "decode", batch=1, ctx=16)
+                _count("config.json files", "loaded")
+            except CostModelError:
+                _count("config.json files", "refused")
+        assert not marker.exists()
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY["config.json files"]))
+
+
+@pytest.mark.parametrize("text", ["1" * 600, "[" * 5000, json.dumps({"a": "9" * 5000})])
+def test_oversized_files_are_refused_in_one_line(tmp_path, text):
+    from costmodel import load_hardware_file
+    from models.hf import load_hf_config
+
+    (tmp_path / "f.json").write_text(text)
+    for load in (load_hardware_file, load_hf_config):
+        with pytest.raises(CostModelError):
+            load(tmp_path / "f.json")
