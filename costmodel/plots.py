@@ -52,8 +52,10 @@ def roofline_plot(
     *,
     precision: str = "bf16",
     title: str = "",
+    label_top: int = 8,
 ) -> Any:
-    """Roofline of classified nodes (``classify_graph`` or microbenchmark rows)."""
+    """Roofline of classified nodes (``classify_graph`` or microbenchmark rows); the
+    ``label_top`` nodes that take the most time are labelled."""
     plt = _plt()
     dev = get_device(hw)
     peak = as_float(dev.require_peak("tensor", precision))
@@ -72,11 +74,31 @@ def roofline_plot(
     meas = [(r["intensity"], r["flops"] / r["measured_s"]) for r in pts if r.get("measured_s")]
     if meas:
         ax.scatter(*zip(*meas, strict=True), marker="x", color="red", label="measured")
-    for r, y in zip(pts, model, strict=True):
-        ax.annotate(str(r.get("node", r.get("name", "")))[-18:], (r["intensity"], y), fontsize=6, alpha=0.7)
+    # label the nodes that take the most time, by their last two name parts ("mlp.down_proj",
+    # not a cut-off string); nodes that share a point share one label, staggered vertically
+    weight = [r.get("total_time_s") or r.get("time_s") or r.get("measured_s") or 0.0 for r in pts]
+    top = sorted(range(len(pts)), key=lambda i: -weight[i])[:label_top]
+    groups: dict[tuple[float, float], list[str]] = {}
+    for i in top:
+        key = (
+            round(float(np.log10(pts[i]["intensity"])), 1),
+            round(float(np.log10(model[i])), 1),
+        )  # ~25 % bins
+        name = str(pts[i].get("node", pts[i].get("name", "")))
+        groups.setdefault(key, []).append(".".join(name.split(".")[-2:]))
+    for j, ((lx, ly), names) in enumerate(sorted(groups.items())):
+        label = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+        ax.annotate(
+            label,
+            (10**lx, 10**ly),
+            xytext=(6, 14 if j % 2 else -16),
+            textcoords="offset points",
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "lw": 0.5, "alpha": 0.5},
+        )
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("FLOP/s")
-    ax.set_title(title or f"roofline on {dev.name}")
+    ax.set_title(title or f"roofline on {dev.name} ({precision})")
     ax.legend(fontsize=7)
     return _save(fig, path)
 

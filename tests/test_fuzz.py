@@ -91,7 +91,9 @@ def plausible() -> st.SearchStrategy[str]:
     return st.one_of(
         st.integers(-5, 70000).map(str),
         st.floats(allow_nan=True, allow_infinity=True, width=32).map(repr),
-        st.sampled_from(["tiny", "llama-3.1-8b", "mixtral-8x7b", "h100", "b200", "groq-lpu", "bf16", "fp8", "nvfp4"]),
+        st.sampled_from(
+            ["tiny", "llama-3.1-8b", "mixtral-8x7b", "h100", "b200", "groq-lpu", "bf16", "fp8", "nvfp4"]
+        ),
         st.text(string.ascii_letters + string.digits + "*+-/._:,", max_size=12),
     )
 
@@ -247,7 +249,9 @@ def hf_configs(draw, marker: Path):
         "intermediate_size": 176,
         "vocab_size": 256,
     }
-    for key in draw(st.lists(st.sampled_from([*base, "head_dim", "num_local_experts", "torch_dtype"]), max_size=3)):
+    for key in draw(
+        st.lists(st.sampled_from([*base, "head_dim", "num_local_experts", "torch_dtype"]), max_size=3)
+    ):
         base[key] = draw(value)
     return base
 

@@ -29,7 +29,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
             rows = classify_graph(
                 build_model(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx), hw
             )
-            plots.roofline_plot(rows, hw, args.out, precision=args.precision)
+            where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
+            title = f"{cfg.name} {args.phase}, batch {args.batch}, {where} on {hw.name} ({args.precision})"
+            plots.roofline_plot(rows, hw, args.out, precision=args.precision, title=title)
         elif args.kind == "ledger":
             terms = {b: capacity(cfg, hw, batch=b, ctx=args.ctx).terms for b in (1, 2, 4, 8, 16, 32, 64, 128)}
             plots.ledger_plot(terms, float(hw.capacity()), args.out)
