@@ -107,12 +107,16 @@ def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
     """Read a local ``config.json`` and map it (clear errors for bad files)."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.is_file():
-        raise ModelConfigError(f"config file {str(p)!r} does not exist")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        if p.is_dir():
+            p = p / "config.json"
+        if not p.is_file():
+            raise ModelConfigError(f"config file {str(p)[:200]!r} does not exist")
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelConfigError(f"config file {str(p)[:200]!r} cannot be read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelConfigError(f"config file {str(p)!r} is not valid JSON: {exc}") from None
     except RecursionError:

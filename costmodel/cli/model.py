@@ -23,8 +23,16 @@ def resolve_model(name: str) -> Any:
     """A catalog name, or a path to a Hugging Face ``config.json`` (or its folder)."""
     from models import get_model, load_hf_config
 
+    from ..errors import CostModelError
+
+    if len(name) > 500:
+        raise CostModelError(f"model {name[:40]!r}...: a name or path longer than 500 characters")
     p = Path(name)
-    if name.endswith(".json") or p.is_dir():
+    try:
+        is_dir = p.is_dir()
+    except OSError:  # not a usable path (e.g. a component longer than the file system allows)
+        is_dir = False
+    if name.endswith(".json") or is_dir:
         return load_hf_config(p)
     return get_model(name)
 

@@ -218,8 +218,11 @@ def check_output_path(path: str | Path, flag: str) -> Path:
 
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise CostModelError(f"{flag} {str(p)!r}: folder {str(parent)!r} does not exist")
-    if p.is_dir():
-        raise CostModelError(f"{flag} {str(p)!r} is a folder; give a file path")
+    try:
+        if not parent.is_dir():
+            raise CostModelError(f"{flag} {str(p)[:200]!r}: folder {str(parent)[:200]!r} does not exist")
+        if p.is_dir():
+            raise CostModelError(f"{flag} {str(p)[:200]!r} is a folder; give a file path")
+    except OSError as exc:
+        raise CostModelError(f"{flag} {str(p)[:200]!r} is not a usable path: {exc.strerror}") from None
     return p

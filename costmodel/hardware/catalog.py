@@ -290,9 +290,12 @@ def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: 
 def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardware]:
     """Read devices from a TOML or JSON file (catalog layout) and register them."""
     path = Path(path)
-    if not path.is_file():
-        raise HardwareSpecError(f"hardware file {str(path)!r} does not exist")
-    raw = path.read_bytes()
+    try:
+        if not path.is_file():
+            raise HardwareSpecError(f"hardware file {str(path)[:200]!r} does not exist")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise HardwareSpecError(f"hardware file {str(path)[:200]!r} cannot be read: {exc.strerror}") from None
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(raw)
