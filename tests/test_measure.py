@@ -2,6 +2,7 @@
 
 import json
 import math
+import statistics
 import time
 
 import pytest
@@ -43,24 +44,24 @@ def test_probe_is_quick_and_writes_a_valid_spec(probed, tmp_path):
     assert get_device("probe-test") is hw
 
 
-def test_add_and_large_gemm_meet_their_bounds(probed):
-    # Tolerance [0.7, 1.3] (the issue's): the add uses the probe's own access pattern, the GEMM the
-    # probe's own kernel, so both land near 1.0 (observed 0.97-1.11 here). A shared 2-core machine
-    # adds noise in both directions (a busy moment during the probe makes the roof too low and the
-    # fraction > 1), so each of up to three attempts re-probes and re-runs, and any attempt counts.
-    res, _ = probed
+def test_add_and_large_gemm_meet_their_bounds():
+    """The add uses the probe's own access pattern and the GEMM the probe's own kernel, so each
+    lands near its bound: the median over five back-to-back rounds (probe, then benchmark, a
+    short pause between rounds) must lie in [0.7, 1.3]. A busy moment on a shared machine
+    disturbs one round (a roof probed too low, or a slow benchmark: single rounds were seen at
+    0.69x-2.47x under load); the median of five needs three disturbed rounds to leave the band.
+    """
     keys = ("add (1 pass)", "gemm 1024x1024x1024")
     fractions: dict[str, list[float]] = {k: [] for k in keys}
-    for attempt in range(3):
+    for attempt in range(5):
         if attempt:
-            res = probe(small=True, repeats=5, use_torch=False)
-        rows = {r.name: r for r in run_benchmarks(res.hardware("probe"), small=True, repeats=5)}
+            time.sleep(0.2 * attempt)  # back off: let a burst of load pass
+        res = probe(small=True, repeats=3, use_torch=False)
+        rows = {r.name: r for r in run_benchmarks(res.hardware("probe"), small=True, repeats=3)}
         for k in keys:
             fractions[k].append(rows[k].achieved_fraction)
-        if all(any(0.7 <= f <= 1.3 for f in fractions[k]) for k in keys):
-            break
     for k in keys:
-        assert any(0.7 <= f <= 1.3 for f in fractions[k]), (k, fractions[k])
+        assert 0.7 <= statistics.median(fractions[k]) <= 1.3, (k, fractions[k])
 
 
 def test_calibration_terms_and_residuals(probed):
