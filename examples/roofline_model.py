@@ -108,6 +108,14 @@ def main(argv: list[str] | None = None) -> None:
         prev = kind
     xo = gemm_crossover(N=4096, K=4096, hw=a100)
     print(f"   exact root M* = {as_float(xo.exact):.1f}")
+    peak, bw = as_float(h100.require_peak("tensor", "bf16")), as_float(h100.bandwidth())
+    print("\ndifferences from the seed, and why:")
+    print(
+        f"   H100 bf16 ridge {peak / bw:.1f} FLOP/B: the catalog's {peak / 1e12:.1f} TFLOP/s (NVIDIA "
+        f"whitepaper) where the seed rounds to 989 ({989e12 / bw:.1f} FLOP/B)"
+    )
+    print("   the softmax counts 5 FLOPs per element (the article's text; its script uses 6), which is")
+    print("   what reproduces the headroom table's I/I* = 0.002; 'this machine' is probed, not a snapshot")
 
 
 if __name__ == "__main__":
