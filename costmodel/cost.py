@@ -78,7 +78,7 @@ def bind(bindings: Bindings | None) -> dict[sympy.Symbol, sympy.Expr]:
 
 def as_float(expr: sympy.Expr, *, what: str = "value") -> float:
     """Convert a numeric expression to float, naming unbound symbols if any."""
-    expr = to_expr(expr, field=what) if isinstance(expr, str) else sympy.sympify(expr)
+    expr = to_expr(expr, field=what)
     if expr.free_symbols:
         names = ", ".join(sorted(str(s) for s in expr.free_symbols))
         raise UnboundSymbolError(f"{what} still depends on unbound symbols: {names}; bind them first")

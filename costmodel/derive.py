@@ -24,6 +24,7 @@ import sympy
 from .cost import Cost, as_float
 from .dtypes import DTypeLike, get_dtype
 from .errors import CostModelError
+from .expr import to_expr
 from .hardware.spec import WILDCARD, Hardware
 from .results import Result
 from .rules import op_cost
@@ -96,7 +97,7 @@ class Crossover:
         def v(e: sympy.Expr | None) -> Any:
             if e is None:
                 return None
-            e = sympy.sympify(e)
+            e = to_expr(e)
             return as_float(e) if not e.free_symbols else str(e)
 
         return {
@@ -159,7 +160,7 @@ def crossover(
             lim = sympy.limit(lim, s, sympy.oo)
         asym = _positive_root(sympy.together(lim - balance).as_numer_denom()[0], variable)
     integer = None
-    if exact is not None and not sympy.sympify(exact).free_symbols:
+    if exact is not None and not to_expr(exact).free_symbols:
         cand = max(1, math.ceil(as_float(exact)))
         f = sympy.lambdify(variable, inten - balance, "sympy")
         while cand > 1 and f(cand - 1) >= 0:  # guard against rounding of the float root
@@ -209,7 +210,7 @@ def gemm_crossover(
         out_dtype=out_dtype,
         compute_dtype=compute_dtype,
     )
-    large = [s for s in (sympy.sympify(N), sympy.sympify(K)) if isinstance(s, sympy.Symbol)]
+    large = [s for s in (check_dim(N, "N"), check_dim(K, "K")) if isinstance(s, sympy.Symbol)]
     if not large:
         n_sym, k_sym = dim("N"), dim("K")
         sym_cost = op_cost(

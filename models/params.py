@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import sympy
 
+from costmodel.expr import to_expr
+
 from .config import ModelConfig
 
 __all__ = ["ParamCounts", "param_counts", "attention_params", "mlp_params", "moe_params"]
@@ -86,7 +88,7 @@ class ParamCounts:
 
     def bytes(self, bits_per_param: object = 16) -> sympy.Expr:
         """Weight bytes at ``bits_per_param`` (use the dtype's bits)."""
-        return self.total * sympy.sympify(bits_per_param) / 8
+        return self.total * to_expr(bits_per_param, field="bits_per_param") / 8
 
 
 def param_counts(cfg: ModelConfig) -> ParamCounts:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import sympy
-
 from ..compare import compare_devices, decompose_claim
 from ..cost import as_float
 from ..errors import CostModelError
+from ..expr import to_expr
 from ..hardware import device_names, get_device
 from ..report import fmt_si, format_table
 from .common import add_json, dump, emit
@@ -19,7 +18,7 @@ __all__ = ["add_hw_parser"]
 
 def cmd_hw_list(args: argparse.Namespace) -> int:
     def num(e: Any) -> float | None:
-        return as_float(e) if e is not None and not sympy.sympify(e).free_symbols else None
+        return as_float(e) if e is not None and not to_expr(e).free_symbols else None
 
     rows = []
     for name in device_names():

@@ -316,7 +316,7 @@ class Hardware:
         def v(e: sympy.Expr | None) -> Any:
             if e is None:
                 return None
-            return as_float(e) if not sympy.sympify(e).free_symbols else str(e)
+            return as_float(e) if not to_expr(e).free_symbols else str(e)
 
         return {
             "name": self.name,

@@ -9,6 +9,7 @@ import sympy
 
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
+from costmodel.expr import to_expr
 from costmodel.keys import COST
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
@@ -41,7 +42,7 @@ class LayerBase:
 
     def split(self, n: Any, what: str) -> sympy.Expr:
         """``n / tp``, refusing a split that does not divide."""
-        n, p = sympy.sympify(n), self.tp
+        n, p = to_expr(n, field=what), self.tp
         if n.is_number and p.is_number and n % p != 0:
             raise CostModelError(
                 f"{self.cfg.name}: {what} ({n}) is not divisible by the tensor-parallel degree {p}"

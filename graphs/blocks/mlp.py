@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
-
 from costmodel.cost import Cost
+from costmodel.dtypes import get_dtype
 from costmodel.rules import experts_touched
 from costmodel.tensor import Tensor
 
@@ -77,9 +76,9 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
         dtype=layer.act,
     )[0]
     touched = experts_touched(T, E, k)
-    wb = sympy.sympify(Tensor("w", (1,), layer.wd).dtype.bytes)
-    mmb = sympy.sympify(Tensor("a", (1,), layer.mmd).dtype.bytes)
-    ab = sympy.sympify(Tensor("a", (1,), layer.act).dtype.bytes)
+    wb = get_dtype(layer.wd).bytes
+    mmb = get_dtype(layer.mmd).bytes
+    ab = get_dtype(layer.act).bytes
     rows = T * k
 
     def experts(local: str, inp: tuple[str, Tensor], n_out: Any, k_in: Any) -> tuple[str, Tensor]:
