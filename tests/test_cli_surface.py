@@ -37,9 +37,9 @@ def test_help_lists_the_exit_codes(capsys):
 
 
 @pytest.mark.parametrize("model", model_names())
-@pytest.mark.parametrize("command", ["prefill", "decode", "ledger"])
+@pytest.mark.parametrize("command", ["prefill", "decode", "ledger", "sweep"])
 def test_every_catalog_model_in_every_phase_command(capsys, model, command):
-    code = main([command, model, "--json"])
+    code = main([command, model, "--json", *(["--quiet"] if command == "sweep" else [])])
     out = capsys.readouterr()
     assert code in (0, 1), out.err  # 1: ledger says it does not fit one device
     json.loads(out.out)
