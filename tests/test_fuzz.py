@@ -207,24 +207,31 @@ def hardware_files(draw, marker: Path):
     return {"devices": {draw(st.sampled_from(["fz", "fz2", "x y", ""])): device}}
 
 
+def _file_case(path: Path, data: dict, use, surface: str, marker: Path) -> None:
+    """Write ``data`` as JSON to ``path`` and ``use`` it: it loads, or a CostModelError refuses it."""
+    path.write_text(json.dumps(data))
+    with time_limit(LIMIT_S):
+        try:
+            use(path)
+            _count(surface, "loaded")
+        except CostModelError:
+            _count(surface, "refused")
+    assert not marker.exists(), f"payload executed from {surface}"
+
+
 def test_fuzz_hardware_files(tmp_path):
     from costmodel import bound, load_hardware_file, op_cost
 
     marker = tmp_path / "payload-ran"
 
+    def use(path):
+        (hw,) = load_hardware_file(path, register=False)
+        bound(op_cost("gemm", M=64, N=4096, K=4096), hw)
+
     @FUZZ
     @given(spec=hardware_files(marker))
     def case(spec):
-        path = tmp_path / "hw.json"
-        path.write_text(json.dumps(spec))
-        with time_limit(LIMIT_S):
-            try:
-                (hw,) = load_hardware_file(path, register=False)
-                bound(op_cost("gemm", M=64, N=4096, K=4096), hw)
-                _count("hardware files", "loaded")
-            except CostModelError:
-                _count("hardware files", "refused")
-        assert not marker.exists()
+        _file_case(tmp_path / "hw.json", spec, use, "hardware files", marker)
 
     case()
     print("\nfuzz tally:", json.dumps(TALLY["hardware files"]))
@@ -262,19 +269,13 @@ def test_fuzz_config_files(tmp_path):
 
     marker = tmp_path / "payload-ran"
 
+    def use(path):
+        build_model(load_hf_config(path), "decode", batch=1, ctx=16)
+
     @FUZZ
     @given(cfg=hf_configs(marker))
     def case(cfg):
-        path = tmp_path / "config.json"
-        path.write_text(json.dumps(cfg))
-        with time_limit(LIMIT_S):
-            try:
-                model = load_hf_config(path)
-                build_model(model, "decode", batch=1, ctx=16)
-                _count("config.json files", "loaded")
-            except CostModelError:
-                _count("config.json files", "refused")
-        assert not marker.exists()
+        _file_case(tmp_path / "config.json", cfg, use, "config.json files", marker)
 
     case()
     print("\nfuzz tally:", json.dumps(TALLY["config.json files"]))
