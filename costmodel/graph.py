@@ -287,6 +287,10 @@ def write_graphml(g: nx.DiGraph, path: str | Path) -> None:
     nx.write_graphml(h, str(path))
 
 
+#: most copies expand() unrolls one layer group into
+MAX_EXPAND = 100_000
+
+
 def expand(g: nx.DiGraph) -> nx.DiGraph:
     """Unroll repeated layer groups into one copy per layer.
 
@@ -307,6 +311,10 @@ def expand(g: nx.DiGraph) -> nx.DiGraph:
         reps = to_expr(info[REPEAT], field=f"group {name!r} repeat")
         if not reps.is_Integer:
             raise GraphError(f"group {name!r} has a symbolic repeat {reps}; bind it before expanding")
+        if not 0 <= reps <= MAX_EXPAND:
+            raise GraphError(
+                f"group {name!r}: expand() unrolls 0 to {MAX_EXPAND} copies, got a repeat of {reps}"
+            )
         reps = int(reps)
         prev_exit: str | None = None
         for i in range(reps):

@@ -116,3 +116,16 @@ def test_json_output_is_strict_json(capsys):
     ):
         assert main(argv) == 0
         json.loads(capsys.readouterr().out, parse_constant=_refuse_constant)
+
+
+def test_loops_a_user_controls_are_bounded(capsys):
+    import networkx as nx
+
+    from costmodel.errors import CostModelError
+    from costmodel.graph import expand
+
+    code = main(["prefill", "tiny", "--seq", "100000000", "--chunk", "1"])
+    assert code == 2 and "at most 1000000" in capsys.readouterr().err
+    g = nx.DiGraph(groups={"layers": {"repeat": 10**9, "entry": [], "exit": "x"}})
+    with pytest.raises(CostModelError, match="unrolls 0 to 100000 copies"):
+        expand(g)

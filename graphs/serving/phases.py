@@ -167,6 +167,10 @@ def _report_fields(
     }
 
 
+#: most chunks a chunked prefill is evaluated over (one compiled call each)
+MAX_CHUNKS = 1_000_000
+
+
 def prefill_report(
     config: ModelConfig | str | Workload,
     device: Hardware | str,
@@ -190,6 +194,10 @@ def prefill_report(
         return PrefillReport(**fields)
     if chunk <= 0:
         raise CostModelError(f"chunk must be a positive number of tokens, got {chunk}")
+    if seq // chunk > MAX_CHUNKS:
+        raise CostModelError(
+            f"{seq} tokens in chunks of {chunk} make {seq // chunk} chunks; at most {MAX_CHUNKS} (use a larger chunk)"
+        )
     prefix = count("prefix")
     t_chunk = sympy.lambdify(
         prefix, w.step_time(hw, Phase.PREFILL, batch=batch, seq=chunk, prefix=prefix, tp=tp), "math"
