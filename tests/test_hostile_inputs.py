@@ -129,3 +129,12 @@ def test_loops_a_user_controls_are_bounded(capsys):
     g = nx.DiGraph(groups={"layers": {"repeat": 10**9, "entry": [], "exit": "x"}})
     with pytest.raises(CostModelError, match="unrolls 0 to 100000 copies"):
         expand(g)
+
+
+def test_a_sweep_too_large_for_memory_is_refused_before_work(capsys):
+    batches = ",".join(str(i) for i in range(1, 10001))
+    ctxs = ",".join(str(i) for i in range(1, 5001))
+    start = time.perf_counter()
+    code = main(["sweep", "tiny", "--batches", batches, "--ctxs", ctxs, "--quiet"])
+    assert code == 2 and "50,000,000 points" in capsys.readouterr().err
+    assert time.perf_counter() - start < 2.0

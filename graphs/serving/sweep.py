@@ -102,6 +102,10 @@ def compile_decode(
     return tpot, mem
 
 
+#: most points one sweep evaluates (about 1 GiB of result columns)
+MAX_POINTS = 10_000_000
+
+
 def sweep(
     config: ModelConfig | str,
     *,
@@ -126,9 +130,14 @@ def sweep(
         raise CostModelError(f"batches must be positive integers, got {sorted(set(bs.tolist()))[:5]}")
     if (cs < 1).any() or (cs != np.floor(cs)).any():
         raise CostModelError(f"ctx values must be positive integers, got {sorted(set(cs.tolist()))[:5]}")
-    bg, cg = (a.ravel() for a in np.meshgrid(bs, cs, indexing="ij"))
     combos = list(itertools.product(devices, weight_dtypes, kv_dtypes))
-    total = len(combos) * bg.size
+    total = len(combos) * bs.size * cs.size
+    if total > MAX_POINTS:
+        raise CostModelError(
+            f"the sweep has {total:,} points ({len(combos)} configurations x {bs.size} batches x {cs.size} "
+            f"contexts); at most {MAX_POINTS:,} fit in memory here"
+        )
+    bg, cg = (a.ravel() for a in np.meshgrid(bs, cs, indexing="ij"))
     done = 0
     cols: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
     for dev, wd, kvd in combos:
