@@ -8,57 +8,81 @@ modules classify, bound and solve in closed form.
 >>> b = bound(op_cost("gemm", M=512, N=4096, K=4096), get_device("a100"))
 >>> b.kind
 'tensor'
+
+Names load on first use (PEP 562), so ``import costmodel`` and the command line's
+``--help`` do not pay for sympy until an engine name is touched.
 """
 
-from .cost import DEFAULT_LEVEL, UNITS, Cost, as_float, bind
-from .derive import (
-    Crossover,
-    balance_point,
-    crossover,
-    decode_attention_intensity,
-    gemm_crossover,
-    latex,
-    op_intensity,
-    split_matmul_network,
-    tile_intensity,
-)
-from .dtypes import DTYPES, DType, dtype_bytes, get_dtype
-from .errors import (
-    CostModelError,
-    ExpressionSyntaxError,
-    HardwareSpecError,
-    InvalidDimensionError,
-    MissingRoofError,
-    RuleArgumentError,
-    SymbolicComparisonError,
-    UnboundSymbolError,
-    UnknownDeviceError,
-    UnknownDTypeError,
-    UnknownRuleError,
-)
-from .expr import parse_expr
-from .frontier import compile_expr, pareto_mask
-from .hardware import (
-    Catalog,
-    Hardware,
-    Link,
-    MemoryLevel,
-    Roof,
-    catalog,
-    device_names,
-    get_device,
-    load_hardware_file,
-    register_device,
-    use_catalog,
-)
-from .ledger import MemoryLedger, Overhead, max_batch, max_context
-from .passes import Pass, Pipeline
-from .roofline import Bound, achieved, bound, headroom, sensitivities
-from .rules import get_rule, op_cost, register_rule, rule_names
-from .symbols import dim
-from .tensor import Tensor
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    "DEFAULT_LEVEL": "cost",
+    "UNITS": "cost",
+    "Cost": "cost",
+    "as_float": "cost",
+    "bind": "cost",
+    "Crossover": "derive",
+    "balance_point": "derive",
+    "crossover": "derive",
+    "decode_attention_intensity": "derive",
+    "gemm_crossover": "derive",
+    "latex": "derive",
+    "op_intensity": "derive",
+    "split_matmul_network": "derive",
+    "tile_intensity": "derive",
+    "DTYPES": "dtypes",
+    "DType": "dtypes",
+    "dtype_bytes": "dtypes",
+    "get_dtype": "dtypes",
+    "CostModelError": "errors",
+    "ExpressionSyntaxError": "errors",
+    "HardwareSpecError": "errors",
+    "InvalidDimensionError": "errors",
+    "MissingRoofError": "errors",
+    "RuleArgumentError": "errors",
+    "SymbolicComparisonError": "errors",
+    "UnboundSymbolError": "errors",
+    "UnknownDeviceError": "errors",
+    "UnknownDTypeError": "errors",
+    "UnknownRuleError": "errors",
+    "parse_expr": "expr",
+    "compile_expr": "frontier",
+    "pareto_mask": "frontier",
+    "Catalog": "hardware",
+    "Hardware": "hardware",
+    "Link": "hardware",
+    "MemoryLevel": "hardware",
+    "Roof": "hardware",
+    "catalog": "hardware",
+    "device_names": "hardware",
+    "get_device": "hardware",
+    "load_hardware_file": "hardware",
+    "register_device": "hardware",
+    "use_catalog": "hardware",
+    "MemoryLedger": "ledger",
+    "Overhead": "ledger",
+    "max_batch": "ledger",
+    "max_context": "ledger",
+    "Pass": "passes",
+    "Pipeline": "passes",
+    "Bound": "roofline",
+    "achieved": "roofline",
+    "bound": "roofline",
+    "headroom": "roofline",
+    "sensitivities": "roofline",
+    "get_rule": "rules",
+    "op_cost": "rules",
+    "register_rule": "rules",
+    "rule_names": "rules",
+    "dim": "symbols",
+    "Tensor": "tensor",
+}
 
 __all__ = [
     "Cost",
@@ -123,3 +147,66 @@ __all__ = [
     "SymbolicComparisonError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'costmodel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # static analysers see the eager imports
+    from .cost import DEFAULT_LEVEL, UNITS, Cost, as_float, bind
+    from .derive import (
+        Crossover,
+        balance_point,
+        crossover,
+        decode_attention_intensity,
+        gemm_crossover,
+        latex,
+        op_intensity,
+        split_matmul_network,
+        tile_intensity,
+    )
+    from .dtypes import DTYPES, DType, dtype_bytes, get_dtype
+    from .errors import (
+        CostModelError,
+        ExpressionSyntaxError,
+        HardwareSpecError,
+        InvalidDimensionError,
+        MissingRoofError,
+        RuleArgumentError,
+        SymbolicComparisonError,
+        UnboundSymbolError,
+        UnknownDeviceError,
+        UnknownDTypeError,
+        UnknownRuleError,
+    )
+    from .expr import parse_expr
+    from .frontier import compile_expr, pareto_mask
+    from .hardware import (
+        Catalog,
+        Hardware,
+        Link,
+        MemoryLevel,
+        Roof,
+        catalog,
+        device_names,
+        get_device,
+        load_hardware_file,
+        register_device,
+        use_catalog,
+    )
+    from .ledger import MemoryLedger, Overhead, max_batch, max_context
+    from .passes import Pass, Pipeline
+    from .roofline import Bound, achieved, bound, headroom, sensitivities
+    from .rules import get_rule, op_cost, register_rule, rule_names
+    from .symbols import dim
+    from .tensor import Tensor

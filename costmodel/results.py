@@ -19,9 +19,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import sys
 from typing import Any
-
-import sympy
 
 __all__ = ["Result", "plain"]
 
@@ -38,7 +37,8 @@ def plain(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value
-    if isinstance(value, sympy.Basic):
+    sympy = sys.modules.get("sympy")  # not imported yet: then no value can be a sympy object
+    if sympy is not None and isinstance(value, sympy.Basic):
         if isinstance(value, sympy.Expr) and not value.free_symbols:
             if value.is_Integer:
                 return int(value)

@@ -43,3 +43,16 @@ def test_every_catalog_model_in_every_phase_command(capsys, model, command):
     out = capsys.readouterr()
     assert code in (0, 1), out.err  # 1: ledger says it does not fit one device
     json.loads(out.out)
+
+
+def test_help_needs_neither_sympy_nor_numpy_nor_networkx():
+    """The parser and --help load no engine: a subprocess shows which heavy modules got imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from costmodel.cli import main; main(['decode', '--help']); "
+        "print([m for m in ('sympy', 'numpy', 'networkx') if m in sys.modules], file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr.strip() == "[]", out.stderr

@@ -5,24 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..cost import as_float
-from ..derive import (
-    balance_point,
-    decode_attention_intensity,
-    gemm_crossover,
-    latex,
-    tile_intensity,
-)
-from ..expr import parse_expr
-from ..hardware import device_names, get_device
-from ..report import format_table
-from ..symbols import dim, display, quantity
 from .common import add_json, dump
 
 __all__ = ["add_derive_parser"]
 
 
 def cmd_crossover(args: argparse.Namespace) -> int:
+    from ..cost import as_float
+    from ..derive import (
+        gemm_crossover,
+        latex,
+    )
+    from ..expr import parse_expr
+    from ..hardware import get_device
+    from ..symbols import dim, quantity
+
     hw = get_device(args.device)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
     xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
@@ -65,6 +62,13 @@ def cmd_crossover(args: argparse.Namespace) -> int:
 
 
 def cmd_balance(args: argparse.Namespace) -> int:
+    from ..cost import as_float
+    from ..derive import (
+        balance_point,
+    )
+    from ..hardware import device_names, get_device
+    from ..report import format_table
+
     names = args.devices or list(device_names())
     rows = []
     for name in names:
@@ -95,6 +99,13 @@ def cmd_balance(args: argparse.Namespace) -> int:
 
 
 def cmd_decode_attention(args: argparse.Namespace) -> int:
+    from ..derive import (
+        decode_attention_intensity,
+        latex,
+    )
+    from ..expr import parse_expr
+    from ..symbols import dim, display, quantity
+
     i = decode_attention_intensity(
         parse_expr(args.heads, field="heads"), parse_expr(args.kv_heads, field="kv_heads"), args.dtype
     )
@@ -107,6 +118,14 @@ def cmd_decode_attention(args: argparse.Namespace) -> int:
 
 
 def cmd_tile(args: argparse.Namespace) -> int:
+    from ..cost import as_float
+    from ..derive import (
+        tile_intensity,
+    )
+    from ..expr import parse_expr
+    from ..hardware import get_device
+    from ..symbols import dim, quantity
+
     tm, tn = parse_expr(args.tile_m, field="tile_m"), parse_expr(args.tile_n, field="tile_n")
     i = tile_intensity(tm, tn, args.dtype)
     sym = tile_intensity(

@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..cost import as_float
-from ..fusion import unfused_plan
-from ..fusion_audit import audit, suggest_fusions
-from ..hardware import get_device
-from ..report import fmt_si, format_table
-from ..tiling import flash_attention_io, largest_gemm_tile
 from .common import dump
-from .model import resolve_model
 
 __all__ = ["add_fusion_parser"]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from graphs import build_layer, build_model
+
+    from ..fusion import unfused_plan
+    from ..fusion_audit import audit, suggest_fusions
+    from ..hardware import get_device
+    from ..report import fmt_si, format_table
+    from .model import resolve_model
 
     cfg = resolve_model(args.model)
     hw = get_device(args.device)
@@ -94,6 +93,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_tiling(args: argparse.Namespace) -> int:
+    from ..cost import as_float
+    from ..hardware import get_device
+    from ..report import fmt_si
+    from ..tiling import flash_attention_io, largest_gemm_tile
+
     hw = get_device(args.device)
     smem = next((m for m in hw.memory if m.name == "smem"), None)
     cap = args.sram_bytes or (as_float(smem.capacity_bytes) if smem and smem.capacity_bytes else None)

@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..compare import compare_devices, decompose_claim
-from ..cost import as_float
-from ..errors import CostModelError
-from ..expr import to_expr
-from ..hardware import device_names, get_device
-from ..report import fmt_si, format_table
 from .common import add_json, dump, emit
 
 __all__ = ["add_hw_parser"]
 
 
 def cmd_hw_list(args: argparse.Namespace) -> int:
+    from ..cost import as_float
+    from ..expr import to_expr
+    from ..hardware import device_names, get_device
+    from ..report import fmt_si, format_table
+
     def num(e: Any) -> float | None:
         return as_float(e) if e is not None and not to_expr(e).free_symbols else None
 
@@ -59,6 +58,9 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
 
 
 def cmd_hw_show(args: argparse.Namespace) -> int:
+    from ..hardware import get_device
+    from ..report import fmt_si
+
     hw = get_device(args.name)
     d = hw.to_dict()
     if args.json:
@@ -86,6 +88,9 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from ..compare import compare_devices
+    from ..report import fmt_si, format_table
+
     rows = compare_devices(args.devices, args.precision)
 
     def si(v: float | None, unit: str) -> str:
@@ -116,6 +121,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _dev_spec(text: str) -> tuple[str, str, int]:
+    from ..errors import CostModelError
+
     parts = text.split(":")
     if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()) or not all(parts[:2]):
         raise CostModelError(f"{text!r}: expected DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
@@ -126,6 +133,8 @@ def _dev_spec(text: str) -> tuple[str, str, int]:
 
 
 def cmd_claim(args: argparse.Namespace) -> int:
+    from ..compare import decompose_claim
+
     od, op, oc = _dev_spec(args.old)
     nd, np_, nc = _dev_spec(args.new)
     r = decompose_claim(od, op, nd, np_, old_count=oc, new_count=nc)

@@ -13,31 +13,21 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
-from ..cost import as_float
-from ..derive import (
-    gemm_crossover,
-)
-from ..errors import CostModelError
-from ..hardware import get_device, load_hardware_file
-from ..report import format_table, roofline_rows, standard_ops
-from ..symbols import dim
 from .common import add_json, dump
-from .derive import add_derive_parser
-from .fusion import add_fusion_parser
-from .hw import add_hw_parser
-from .measure import add_measure_parsers
-from .model import add_model_parser
-from .op import add_op_parsers
 from .options import Parser, finish
-from .phases import add_phase_parsers
-from .plot import add_plot_parser
-from .serve import add_serve_parser
 
 __all__ = ["main", "build_parser"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from ..cost import as_float
+    from ..derive import (
+        gemm_crossover,
+    )
+    from ..hardware import get_device
+    from ..report import format_table, roofline_rows, standard_ops
+    from ..symbols import dim
+
     hw = get_device(args.device)
     rows = roofline_rows(standard_ops(args.dtype), hw, ridge_precision=args.dtype)
     xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=args.dtype)
@@ -67,6 +57,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    from .derive import add_derive_parser
+    from .fusion import add_fusion_parser
+    from .hw import add_hw_parser
+    from .measure import add_measure_parsers
+    from .model import add_model_parser
+    from .op import add_op_parsers
+    from .phases import add_phase_parsers
+    from .plot import add_plot_parser
+    from .serve import add_serve_parser
+
     p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
     p.add_argument(
@@ -97,11 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :data:`options.EXIT_CODES`)."""
+    from ..errors import CostModelError  # light: the engine loads when a command runs
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        for path in args.hw_file:
-            load_hardware_file(path)
+        if args.hw_file:
+            from ..hardware import load_hardware_file
+
+            for path in args.hw_file:
+                load_hardware_file(path)
         if args.command is None:
             args = parser.parse_args([*(f"--hw-file={p}" for p in args.hw_file), "report"])
         return int(args.func(args))

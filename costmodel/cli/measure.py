@@ -7,7 +7,6 @@ import json
 import sys
 from typing import Any
 
-from ..report import format_table
 from .common import dump
 from .options import check_output_path
 
@@ -26,6 +25,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from ..measure.calibrate import calibrate
     from ..measure.microbench import run_benchmarks
     from ..measure.probe import probe
+    from ..report import format_table
 
     check_output_path(args.out, "--out")  # before measuring, not after
     if args.calibrated_out:

@@ -10,10 +10,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import sympy
-
-from ..cost import as_float
-from ..report import fmt_si, format_table
 from .common import dump
 
 __all__ = ["add_model_parser", "resolve_model"]
@@ -39,6 +35,9 @@ def resolve_model(name: str) -> Any:
 
 def cmd_model_list(args: argparse.Namespace) -> int:
     from models import MODELS, get_model, param_counts
+
+    from ..cost import as_float
+    from ..report import fmt_si, format_table
 
     rows = []
     for name, entry in MODELS.items():
@@ -72,6 +71,8 @@ def cmd_model_list(args: argparse.Namespace) -> int:
 
 def cmd_model_analyze(args: argparse.Namespace) -> int:
     from graphs import analyze
+
+    from ..report import fmt_si, format_table
 
     cfg = resolve_model(args.model)
     if args.kv_dtype:
@@ -117,6 +118,8 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_model_forms(args: argparse.Namespace) -> int:
+    import sympy
+
     from graphs import closed_forms
 
     forms = closed_forms(resolve_model(args.model), args.phase)

@@ -5,14 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import sympy
-
-from ..cost import as_float
-from ..errors import RuleArgumentError
-from ..expr import parse_expr
-from ..hardware import get_device
-from ..roofline import bound, sensitivities
-from ..rules import get_rule, op_cost, rule_names
 from .common import add_json, dump
 
 __all__ = ["add_op_parsers"]
@@ -21,6 +13,9 @@ _STRING_PARAMS = {"variant", "algorithm", "link"}
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
+    from ..errors import RuleArgumentError
+    from ..expr import parse_expr
+
     if "=" not in item:
         raise RuleArgumentError(f"op parameter {item!r} must look like key=value")
     key, value = item.split("=", 1)
@@ -33,6 +28,13 @@ def _parse_param(item: str) -> tuple[str, Any]:
 
 
 def cmd_op(args: argparse.Namespace) -> int:
+    import sympy
+
+    from ..cost import as_float
+    from ..hardware import get_device
+    from ..roofline import bound, sensitivities
+    from ..rules import op_cost
+
     params = dict(_parse_param(p) for p in args.params)
     cost = op_cost(args.rule, **params)
     hw = get_device(args.device)
@@ -71,6 +73,8 @@ def cmd_op(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
+    from ..rules import get_rule, rule_names
+
     out = {
         n: {
             "parameters": list(get_rule(n).parameters),

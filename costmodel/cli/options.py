@@ -16,9 +16,10 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import sympy
+if TYPE_CHECKING:
+    import sympy
 
 __all__ = [
     "HELP",

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import CostModelError
-from ..expr import parse_expr
-from ..keys import Unit
-from ..ledger import GIB, MemoryLedger, Overhead, max_batch, max_context
-from ..report import fmt_time, format_table
 from .common import dump
-from .model import resolve_model
 from .options import check_output_path, int_list, number
+
+if TYPE_CHECKING:
+    from ..ledger import Overhead
 
 __all__ = ["add_phase_parsers"]
 
@@ -27,10 +24,14 @@ def _ints(text: str, field: str) -> list[int]:
 
 
 def _overhead(args: argparse.Namespace) -> Overhead:
+    from ..ledger import Overhead
+
     return Overhead(args.overhead_policy, number(args.overhead, "--overhead", allow_zero=True))
 
 
 def _config(args: argparse.Namespace) -> Any:
+    from .model import resolve_model
+
     cfg = resolve_model(args.model)
     changes = {
         k: v
@@ -45,6 +46,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
+    from ..expr import parse_expr
+
     if args.model is None:
         return _ledger_raw(args)
     from graphs import capacity
@@ -72,6 +75,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def _print_terms(terms: dict[str, float], cap: float) -> None:
+    from ..ledger import GIB
+
     for k in ("weights", "kv_cache", "activations", "overhead", "total"):
         print(f"  {k:12s} {terms[k] / GIB:10.2f} GiB")
     verdict = (
@@ -81,6 +86,8 @@ def _print_terms(terms: dict[str, float], cap: float) -> None:
 
 
 def _print_fits(fit: Any, what: str, at: str) -> None:
+    from ..ledger import GIB
+
     if fit.value == 0:
         print(
             f"  max {what} at {at}: nothing fits; even at 1 the ledger is "
@@ -91,6 +98,10 @@ def _print_fits(fit: Any, what: str, at: str) -> None:
 
 
 def _ledger_raw(args: argparse.Namespace) -> int:
+    from ..errors import CostModelError
+    from ..ledger import GIB, MemoryLedger, max_batch, max_context
+    from ..report import format_table
+
     if args.weights_bytes is None or args.kv_bytes_per_token is None or args.capacity_bytes is None:
         raise CostModelError(
             "without a model, give --weights-bytes, --kv-bytes-per-token and --capacity-bytes"
@@ -137,6 +148,8 @@ def _ledger_raw(args: argparse.Namespace) -> int:
 def cmd_prefill(args: argparse.Namespace) -> int:
     from graphs import prefill_report
 
+    from ..report import fmt_time
+
     rep = prefill_report(
         _config(args), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp
     )
@@ -163,6 +176,9 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     from graphs import decode_limits, decode_report, near_far_memory
+
+    from ..keys import Unit
+    from ..report import fmt_time
 
     cfg = _config(args)
     rep = decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp)
@@ -218,6 +234,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from graphs import sweep
+
+    from ..report import format_table
 
     if args.csv:
         check_output_path(args.csv, "--csv")  # before the work, not after it

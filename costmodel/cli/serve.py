@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import CostModelError
-from ..report import fmt_time, format_table
 from .common import emit
-from .model import resolve_model
 
 __all__ = ["add_serve_parser"]
 
 
 def cmd_disagg(args: argparse.Namespace) -> int:
     from graphs.serving.disagg import disaggregated, kv_transfer_crossover
+
+    from ..report import fmt_time
+    from .model import resolve_model
 
     cfg = resolve_model(args.model)
     r = disaggregated(
@@ -69,6 +69,9 @@ def cmd_disagg(args: argparse.Namespace) -> int:
 def cmd_specdec(args: argparse.Namespace) -> int:
     from graphs.serving.specdec import speculative_decoding
 
+    from ..report import format_table
+    from .model import resolve_model
+
     r = speculative_decoding(
         resolve_model(args.target),
         resolve_model(args.draft),
@@ -95,6 +98,9 @@ def cmd_specdec(args: argparse.Namespace) -> int:
 def cmd_split(args: argparse.Namespace) -> int:
     from graphs.serving.split import attention_ffn_split
 
+    from ..report import fmt_time
+    from .model import resolve_model
+
     r = attention_ffn_split(
         resolve_model(args.model),
         args.attention_device,
@@ -115,6 +121,8 @@ def cmd_split(args: argparse.Namespace) -> int:
 def cmd_sram(args: argparse.Namespace) -> int:
     from graphs.serving.split import sram_residency
 
+    from .model import resolve_model
+
     r = sram_residency(resolve_model(args.model), args.device, hop_latency=args.hop_latency)
     text = (
         f"{r.model} on {r.device}: {r.devices} devices hold {r.weights_bytes / 1e9:.1f} GB; a token "
@@ -127,6 +135,10 @@ def cmd_sram(args: argparse.Namespace) -> int:
 
 def cmd_plans(args: argparse.Namespace) -> int:
     from graphs.serving.parallel import plan_frontier
+
+    from ..errors import CostModelError
+    from ..report import format_table
+    from .model import resolve_model
 
     plans: list[tuple[int, int, int, int]] = []
     for p in args.plans.split(","):
