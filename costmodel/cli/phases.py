@@ -267,7 +267,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     front = res.frontier()
     print(
-        f"{res.model}: {len(res):,} points, {sum(r['fits'] for r in res.rows()):,} fit in memory; "
+        f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
         f"Pareto frontier ({len(front)} points), fastest user first:"
     )
     cols = (

@@ -62,20 +62,33 @@ class SweepResult:
     def __len__(self) -> int:
         return len(self.columns.get("batch", ()))
 
-    def rows(self) -> list[dict[str, Any]]:
+    @property
+    def fits(self) -> int:
+        """Points whose memory fits the device (counted in numpy, no rows built)."""
+        return int(np.count_nonzero(self.columns["fits"])) if len(self) else 0
+
+    def rows(self, indices: Any = None) -> list[dict[str, Any]]:
+        """Points as dicts: all of them, or those at ``indices`` (build few: 1e6 dicts cost seconds)."""
         keys = list(self.columns)
-        return [{k: _py(self.columns[k][i]) for k in keys} for i in range(len(self))]
+        picked = range(len(self)) if indices is None else indices
+        return [{k: _py(self.columns[k][i]) for k in keys} for i in picked]
 
     def frontier(self) -> list[dict[str, Any]]:
-        """Pareto-optimal points (per-user speed vs per-device throughput), fastest user first."""
-        rows = [r for r in self.rows() if r["pareto"]]
-        return sorted(rows, key=lambda r: -r["tokens_per_s_per_user"])
+        """Pareto-optimal points (per-user speed vs per-device throughput), fastest user first;
+        rows are built for the frontier points only."""
+        if not len(self):
+            return []
+        idx = np.flatnonzero(self.columns["pareto"])
+        idx = idx[np.argsort(-self.columns["tokens_per_s_per_user"][idx], kind="stable")]
+        return self.rows(idx.tolist())
 
     def to_csv(self, path: str | Path) -> None:
+        """Every point, one CSV row each, written from the columns (no dict per point)."""
+        keys = list(self.columns)
         with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(self.columns))
-            w.writeheader()
-            w.writerows(self.rows())
+            w = csv.writer(f)
+            w.writerow(keys)
+            w.writerows(zip(*(self.columns[k].tolist() for k in keys), strict=True))
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "points": self.rows(), "frontier": self.frontier()}
