@@ -107,3 +107,16 @@ def test_closed_forms_at_random_points_equal_the_numeric_graph(b, c):
     # and the closed form per token (2 N_matmul + 4 L H d ctx) matches the numeric tensor FLOPs
     per_token = FORMS["tensor_flops_per_token_bound"].subs(ctx, c)
     assert float(per_token * b) == pytest.approx(float(numeric.tensor_flops), rel=1e-12)
+
+
+MOE = as_workload("mixtral-8x7b")
+MOE_FORMS = closed_forms(MOE.config, "decode")
+
+
+@QUICK
+@given(b=st.integers(1, 64), c=st.integers(1, 8192))
+def test_moe_closed_forms_equal_the_numeric_graph(b, c):
+    """The tidied forms (expected experts touched, (3/4)**B terms) equal the graph built with numbers."""
+    numeric = summarize(MOE.graph("decode", batch=b, ctx=c))
+    form = MOE_FORMS["dram_bytes_per_step_bound"].subs({B: b, ctx: c})
+    assert float(form) == pytest.approx(float(numeric.dram_bytes), rel=1e-12)
