@@ -56,6 +56,9 @@ def _freeze(terms: Mapping[Any, Any] | None, what: str) -> Mapping[Any, sympy.Ex
     return MappingProxyType(dict(sorted(out.items(), key=lambda kv: str(kv[0]))))
 
 
+_TERM_FIELDS = ("flop_terms", "read_terms", "write_terms", "footprint_terms", "comm_terms", "comm_step_terms")
+
+
 def _merge(a: Mapping[Any, sympy.Expr], b: Mapping[Any, sympy.Expr]) -> dict[Any, sympy.Expr]:
     out = dict(a)
     for key, value in b.items():
@@ -154,17 +157,27 @@ class Cost:
             return self
         if not isinstance(other, Cost):
             return NotImplemented
-        return Cost(
-            flop_terms=_merge(self.flop_terms, other.flop_terms),
-            read_terms=_merge(self.read_terms, other.read_terms),
-            write_terms=_merge(self.write_terms, other.write_terms),
-            footprint_terms=_merge(self.footprint_terms, other.footprint_terms),
-            comm_terms=_merge(self.comm_terms, other.comm_terms),
-            comm_step_terms=_merge(self.comm_step_terms, other.comm_step_terms),
-            kernels=self.kernels + other.kernels,
-        )
+        merged = {f: _merge(getattr(self, f), getattr(other, f)) for f in _TERM_FIELDS}
+        return Cost(**merged, kernels=self.kernels + other.kernels)
 
     __radd__ = __add__
+
+    @classmethod
+    def sum(cls, costs: Iterable[Cost]) -> Cost:
+        """The sum of many costs in one pass: each term's parts are added by one ``sympy.Add``
+        (repeated ``+`` re-canonicalises the running sum at every step: quadratic in the count)."""
+        parts: dict[str, dict[Any, list[sympy.Expr]]] = {f: {} for f in _TERM_FIELDS}
+        kernels: list[sympy.Expr] = []
+        for c in costs:
+            for f in _TERM_FIELDS:
+                acc = parts[f]
+                for key, value in getattr(c, f).items():
+                    acc.setdefault(key, []).append(value)
+            kernels.append(c.kernels)
+        return cls(
+            **{f: {k: sympy.Add(*v) for k, v in parts[f].items()} for f in _TERM_FIELDS},
+            kernels=sympy.Add(*kernels),
+        )
 
     def __mul__(self, factor: object) -> Cost:
         k = to_expr(factor, field="repeat count")
@@ -177,18 +190,8 @@ class Cost:
     def map(self, fn: Any) -> Cost:
         """Apply ``fn`` to every expression (used by subs/simplify/scale)."""
 
-        def m(d: Mapping[Any, sympy.Expr]) -> dict[Any, sympy.Expr]:
-            return {k: fn(v) for k, v in d.items()}
-
-        return Cost(
-            flop_terms=m(self.flop_terms),
-            read_terms=m(self.read_terms),
-            write_terms=m(self.write_terms),
-            footprint_terms=m(self.footprint_terms),
-            comm_terms=m(self.comm_terms),
-            comm_step_terms=m(self.comm_step_terms),
-            kernels=fn(self.kernels),
-        )
+        mapped = {f: {k: fn(v) for k, v in getattr(self, f).items()} for f in _TERM_FIELDS}
+        return Cost(**mapped, kernels=fn(self.kernels))
 
     def subs(self, bindings: Bindings) -> Cost:
         """Substitute symbols (or dimension names) by values or expressions."""
@@ -213,15 +216,8 @@ class Cost:
 
     # ------------------------------------------------------------ queries
     def _all_exprs(self) -> Iterable[sympy.Expr]:
-        for d in (
-            self.flop_terms,
-            self.read_terms,
-            self.write_terms,
-            self.footprint_terms,
-            self.comm_terms,
-            self.comm_step_terms,
-        ):
-            yield from d.values()
+        for f in _TERM_FIELDS:
+            yield from getattr(self, f).values()
         yield self.kernels
 
     @property

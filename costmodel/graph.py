@@ -110,14 +110,11 @@ def graph_total(
     included in ``footprint``); ``where(name, attrs)`` filters further.
     """
     wanted = set(kinds) if kinds is not None else None
-    total = Cost.zero()
-    for n, data in g.nodes(data=True):
-        if wanted is not None and data.get(KIND) not in wanted:
-            continue
-        if where is not None and not where(n, data):
-            continue
-        total = total + node_total(g, n)
-    return total
+    return Cost.sum(
+        node_total(g, n)
+        for n, data in g.nodes(data=True)
+        if (wanted is None or data.get(KIND) in wanted) and (where is None or where(n, data))
+    )
 
 
 def edge_bytes_total(g: nx.DiGraph, *, source_kind: str | None = None) -> sympy.Expr:

@@ -101,3 +101,20 @@ def test_addition_is_termwise_and_scaling_distributes(a, b, r, k):
     assert (x + y).flops == a + b
     assert (x + y).bytes == 2 * r
     assert k * (x + y) == k * x + k * y
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.sampled_from(["bf16", "fp8", "fp32"])),
+        max_size=12,
+    )
+)
+def test_sum_of_many_equals_the_fold_of_addition(parts):
+    costs = [Cost.compute("tensor", p, f) + Cost.traffic(read=r) for f, r, p in parts]
+    folded = Cost.zero()
+    for c in costs:
+        folded = folded + c
+    total = Cost.sum(costs)
+    assert total == folded
+    assert total.flops == sum(f for f, _, _ in parts) and total.bytes == sum(r for _, r, _ in parts)
