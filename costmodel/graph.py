@@ -128,7 +128,9 @@ def edge_bytes_total(g: nx.DiGraph, *, source_kind: str | None = None) -> sympy.
     return total
 
 
-def _same(a: sympy.Expr, b: sympy.Expr) -> bool:
+def _same(a: object, b: object) -> bool:
+    """Two tensor dimensions are equal (a dimension read from a file goes through the safe parser)."""
+    a, b = to_expr(a, field="tensor dimension"), to_expr(b, field="tensor dimension")
     return a == b or sympy.simplify(a - b) == 0
 
 

@@ -111,11 +111,14 @@ def test_json_output_is_strict_json(capsys):
     """Infinite or undefined values become null: every --json output parses with a strict parser."""
     for argv in (
         ["fusion", "tiling", "--json"],
-        ["serve", "disagg", "llama-2-7b", "--rate", "1000", "--json"],  # saturated colocated TPOT is inf
-        ["model", "analyze", "tiny", "--json"],
+        ["serve", "disagg", "llama-2-7b", "--rate", "1000", "--json"],
     ):
         assert main(argv) == 0
         json.loads(capsys.readouterr().out, parse_constant=_refuse_constant)
+    # a prefill's last-token view moves no bytes: its intensity is infinite, and prints as null
+    assert main(["model", "analyze", "tiny", "--phase", "prefill", "--seq", "64", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out, parse_constant=_refuse_constant)["rows"]
+    assert any(r["node"] == "head.last_token" and r["intensity"] is None for r in rows)
 
 
 def test_loops_a_user_controls_are_bounded(capsys):

@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["add_phase_parsers"]
 
 
-def _ints(text: str, field: str) -> list[int]:
-    return int_list(text, f"--{field}")
-
-
 def _overhead(args: argparse.Namespace) -> Overhead:
     from ..ledger import Overhead
 
@@ -116,7 +112,7 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     seq = args.seq if args.seq is not None else args.ctx
     active = seq if args.phase == "prefill" else 1
     rows = []
-    for b in _ints(args.batches or str(args.batch), "batches"):
+    for b in int_list(args.batches or str(args.batch), "--batches"):
         t = {
             k: float(v)
             for k, v in led.terms(batch=b, cached_tokens=args.ctx, active_tokens=active * b, capacity=cap)
@@ -253,8 +249,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     res = sweep(
         _config(args),
         devices=args.device.split(","),
-        batches=_ints(args.batches, "batches"),
-        ctxs=_ints(args.ctxs, "ctxs"),
+        batches=int_list(args.batches, "--batches"),
+        ctxs=int_list(args.ctxs, "--ctxs"),
         weight_dtypes=[d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None],
         kv_dtypes=[d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None],
         tp=args.tp,
