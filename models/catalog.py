@@ -7,6 +7,7 @@ figures it is checked against.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
@@ -129,5 +130,11 @@ def get_model(name: str | ModelConfig) -> ModelConfig:
     key = str(name).lower()
     if key not in MODELS:
         raise UnknownModelError(f"unknown model {name!r}; catalog models: {', '.join(MODELS)}")
+    return _load(key)
+
+
+@functools.lru_cache(maxsize=None)
+def _load(key: str) -> ModelConfig:
+    """A shipped config, read and validated once per process (configs are frozen: sharing is safe)."""
     text = resources.files(__package__).joinpath("configs", f"{key}.json").read_text(encoding="utf-8")
     return config_from_hf_dict(json.loads(text), key, source=MODELS[key].source)

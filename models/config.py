@@ -96,6 +96,14 @@ class ModelConfig:
     matmul_dtype: str | None = None
     source: str = ""
 
+    def __hash__(self) -> int:
+        """Hash of the fields, computed once (configs key the compiled-step cache on every call)."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         if not isinstance(self.name, str) or not self.name:

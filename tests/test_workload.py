@@ -4,6 +4,7 @@ from collections import Counter
 
 import graphs.serving.workload as workload_mod
 from graphs.serving import Workload, as_workload
+from graphs.serving.compiled import clear_compiled_cache
 from graphs.serving.disagg import disaggregated
 from graphs.serving.phases import decode_report
 
@@ -27,6 +28,7 @@ def _count(monkeypatch):
 
 def test_disaggregated_builds_each_graph_once(monkeypatch):
     builds, lookups = _count(monkeypatch)
+    clear_compiled_cache()
     kw = dict(prompt=2048, output=256, decode_batch=8, link_bandwidth=50e9, rate=1.0)
     disaggregated("llama-2-7b", "b200", "h100", **kw)
     assert lookups == {"llama-2-7b": 1}  # was 3
@@ -35,6 +37,7 @@ def test_disaggregated_builds_each_graph_once(monkeypatch):
 
 def test_a_shared_workload_serves_several_analyses(monkeypatch):
     builds, lookups = _count(monkeypatch)
+    clear_compiled_cache()  # compiled steps are cached per process: start from none
     w = as_workload("tiny")
     first = decode_report(w, "h100", batch=4, ctx=128)
     again = decode_report(w, "h100", batch=4, ctx=128)

@@ -138,6 +138,14 @@ class Hardware:
     launch_overhead_s: sympy.Expr | int = 0
     overlap: sympy.Expr | int = 1
     notes: str = ""
+    _hash: int | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        """Hash of the spec, computed once (devices key the compiled-step cache on every call)."""
+        if self._hash is None:
+            fields = (f.name for f in dataclasses.fields(self) if f.compare)
+            object.__setattr__(self, "_hash", hash(tuple(getattr(self, n) for n in fields)))
+        return self._hash  # type: ignore[return-value]
 
     def __post_init__(self) -> None:
         if not self.name:

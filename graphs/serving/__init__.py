@@ -4,8 +4,9 @@ parallel plans."""
 
 from .capacity import CapacityReport, capacity, model_ledger, peak_activation_bytes, what_if
 from .disagg import disaggregated, kv_transfer_crossover
+from .limits import decode_limits
 from .parallel import bubble_fraction, parallel_plan, plan_frontier
-from .phases import PhaseReport, decode_limits, decode_report, near_far_memory, prefill_report, step_time
+from .phases import PhaseReport, decode_report, near_far_memory, prefill_report, step_time
 from .specdec import expected_tokens, speculative_decoding, speedup_closed_form
 from .split import attention_ffn_split, sram_residency
 from .sweep import SweepResult, compile_decode, sweep

@@ -33,6 +33,7 @@ from costmodel.results import Result
 from models.config import ModelConfig
 
 from .capacity import capacity
+from .compiled import compiled_step
 from .totals import kv_cache_bytes_per_token
 from .workload import Workload, as_workload
 
@@ -106,16 +107,25 @@ def _ttft_terms(
 ) -> TTFTTerms:
     """``TTFT = T_prefill(a) + T_kv + T_decode(b)`` (after), or with the transfer hidden under
     the prefill but for its last layer (layerwise); ``T_kv = S * kv_bytes_per_token / bw + L * latency``."""
-    t_pf = as_float(w.step_time(a, Phase.PREFILL, batch=1, seq=prompt))
-    kv_tok = as_float(kv_cache_bytes_per_token(w.graph(Phase.DECODE, batch=1, ctx=1), 1))
+    t_pf = compiled_step(w, a, Phase.PREFILL).step(1, prompt)
+    kv_tok = _kv_bytes_per_token(w, b)
     layers = as_float(w.config.num_hidden_layers)
     t_kv = prompt * kv_tok / link_bw + layers * link_latency
-    t_dec = as_float(w.step_time(b, Phase.DECODE, batch=batch, ctx=prompt + 1))
+    t_dec = compiled_step(w, b, Phase.DECODE).step(batch, prompt + 1)
     if overlap == Overlap.LAYERWISE:
         ttft = max(t_pf, t_kv) + t_kv / layers + t_dec
     else:
         ttft = t_pf + t_kv + t_dec
     return TTFTTerms(t_pf, t_kv, t_dec, ttft, prompt * kv_tok, t_kv / ttft)
+
+
+def _kv_bytes_per_token(w: Workload, hw: Hardware) -> float:
+    """KV-cache bytes one token adds (the decode graph's cache writes), once per compiled step."""
+    c = compiled_step(w, hw, Phase.DECODE)
+    return c.memo(
+        "kv_bytes_per_token",
+        lambda: as_float(kv_cache_bytes_per_token(w.graph(Phase.DECODE, batch=1, ctx=1), 1)),
+    )
 
 
 def disaggregated(
@@ -141,7 +151,7 @@ def disaggregated(
     w = as_workload(config)
     a, b = get_device(prefill_device), get_device(decode_device)
     terms = _ttft_terms(w, a, b, prompt, decode_batch, link_bandwidth, link_latency, Overlap(overlap))
-    tpot = as_float(w.step_time(b, Phase.DECODE, batch=decode_batch, ctx=prompt + output // 2 + 1))
+    tpot = compiled_step(w, b, Phase.DECODE).step(decode_batch, prompt + output // 2 + 1)
     fit = capacity(w, b, batch=decode_batch, ctx=prompt + output)
     report = DisaggReport(
         model=w.name,
@@ -168,7 +178,7 @@ def disaggregated(
     pb = as_float(b.power_w) if b.power_w is not None else float("nan")
     # colocated: the same number of decode-type devices serve both phases by time sharing
     n_col = n_pf + n_dec
-    t_pf_b = as_float(w.step_time(b, Phase.PREFILL, batch=1, seq=prompt))
+    t_pf_b = compiled_step(w, b, Phase.PREFILL).step(1, prompt)
     rho = rate * t_pf_b / n_col
     col = Colocated(
         devices=n_col,

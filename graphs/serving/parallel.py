@@ -26,16 +26,15 @@ import sympy
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
-from costmodel.graph import COST, OP
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import LinkName, Phase
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
-from costmodel.symbols import check_dim
+from costmodel.symbols import check_dim, dim
 from models.config import ModelConfig
 
-from .phases import step_time
+from .compiled import compiled_step
 from .workload import Workload, as_workload
 
 __all__ = ["bubble_fraction", "parallel_plan", "plan_frontier", "PlanReport", "PlanPoint"]
@@ -132,29 +131,16 @@ def parallel_plan(
     if ep > 1 and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism needs a MoE model")
     mb = batch // microbatches
-    if ep > 1:  # each device runs only its 1/ep share of the routed experts (work and weights)
-        g = w.graph(Phase.DECODE, batch=mb, ctx=ctx, tp=tp).copy()  # the shared graph stays as built
-        for _, d in g.nodes(data=True):
-            if d.get(OP) == "grouped_gemm":
-                d[COST] = d[COST] * sympy.Rational(1, ep)
-        t_model = as_float(step_time(g, hw))
-    else:  # all layers, one micro-batch, tp-way split (all-reduces included)
-        t_model = as_float(w.step_time(hw, Phase.DECODE, batch=mb, ctx=ctx, tp=tp))
+    # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
+    # runs only its 1/ep share of the routed experts (work and weights)
+    c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep)
+    t_model = c.step(mb, ctx)
     t_stage = t_model / pp
-    act = as_float(op_cost("copy", elements=mb * cfg.hidden_size, dtype=cfg.activation_dtype).bytes) / 2
-    lk = hw.link(link)
-    lat = as_float(lk.latency_s) if lk.latency_s is not None else 0.0
-    t_hop = act / as_float(lk.bandwidth_bytes_per_s) + lat if pp > 1 else 0.0
+    hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_forms(cfg, hw, link, ep))
+    t_hop = hop(mb) if pp > 1 else 0.0
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
-    t_ep = 0.0
-    if ep > 1:
-        k = int(as_float(cfg.num_experts_per_tok))
-        a2a = op_cost(
-            "all_to_all", elements=mb * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link
-        )
-        per = as_float(bound(a2a, hw).lower)
-        t_ep = 2 * per * as_float(cfg.n_moe_layers) * microbatches  # dispatch + combine, every MoE layer
+    t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
     return PlanReport(
         model=cfg.name,
         device=hw.name,
@@ -171,6 +157,21 @@ def parallel_plan(
         expert_all_to_all_s=t_ep,
         step_s=t_pipe + t_ep,
     )
+
+
+def _comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[Any, Any]:
+    """Compiled in the micro-batch ``b``: the stage hop (activations ``[b, d]`` over the link, plus
+    its latency) and one expert all-to-all (``b k d`` elements over ``ep`` devices), in seconds."""
+    b = dim("microbatch")
+    act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
+    lk = hw.link(link)
+    lat = lk.latency_s if lk.latency_s is not None else 0
+    hop = sympy.lambdify(b, act / lk.bandwidth_bytes_per_s + lat, "math")
+    if ep <= 1:
+        return hop, lambda _b: 0.0
+    k = cfg.num_experts_per_tok
+    a2a = op_cost("all_to_all", elements=b * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link)
+    return hop, sympy.lambdify(b, bound(a2a, hw).lower, "math")
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ All numbers are read off model graphs with the roofline of each node:
   terms)`` (kernels run one after another; each overlaps its own compute and
   memory): :func:`step_time`; the whole step as one roofline (perfect
   overlap across kernels) is reported beside it as the optimistic bound;
-* decode's weight, KV and compute times are shown apart, and the knee batch
-  and the context ceiling are solved from the graph's totals in ``B`` and
-  ``ctx`` (:func:`decode_limits`);
+* decode's weight, KV and compute times are shown apart (the knee batch and the
+  context ceiling are in :mod:`graphs.serving.limits`);
 * energy per token is ``power_w x step time / tokens`` (the device drawing its
   full TDP for the modelled time: a TDP-based estimate, not a measurement);
 * near vs far memory: full-memory reads per second, devices to hold the
@@ -17,30 +16,22 @@ All numbers are read off model graphs with the roofline of each node:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-import networkx as nx
-import sympy
+import numpy as np
 
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
-from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import Level, NodeKind, Phase, Unit
+from costmodel.keys import Phase
 from costmodel.results import Result
-from costmodel.roofline import bound
-from costmodel.symbols import B as B_sym
-from costmodel.symbols import count, quantity
-from costmodel.symbols import ctx as ctx_sym
 from models.config import ModelConfig
 from models.params import param_counts
 
-from .totals import attention_flops, op_total, weight_bytes_read
+from .compiled import CompiledStep, compiled_step, positive_int, step_time
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -48,28 +39,11 @@ __all__ = [
     "PhaseReport",
     "PrefillReport",
     "DecodeReport",
-    "DecodeLimits",
-    "Regime",
     "NearFarMemory",
     "prefill_report",
     "decode_report",
-    "decode_limits",
     "near_far_memory",
 ]
-
-
-def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
-    """``sum over op nodes of repeat x lower bound`` (plus launch overhead), in seconds."""
-    total = sympy.Integer(0)
-    for n in op_nodes(g):
-        b = bound(g.nodes[n][COST], hw)
-        total += g.nodes[n].get(REPEAT, 1) * (b.time if b.terms else b.launch)
-    return total
-
-
-def _unit_times(g: nx.DiGraph, hw: Hardware) -> dict[str, float]:
-    """The whole step's terms (compute per unit, bytes per level, links) in seconds."""
-    return {k: as_float(v) for k, v in bound(op_total(g), hw).terms.items()}
 
 
 @dataclass(frozen=True)
@@ -144,27 +118,30 @@ class DecodeReport(PhaseReport):
 
 
 def _report_fields(
-    w: Workload, hw: Hardware, g: nx.DiGraph, phase: Phase, batch: int, tokens: int, tp: int
+    w: Workload, hw: Hardware, c: CompiledStep, phase: Phase, point: tuple[int, ...], tokens: int, tp: int
 ) -> dict[str, Any]:
-    step = as_float(step_time(g, hw))
-    whole = bound(op_total(g), hw)
-    bw = as_float(hw.bandwidth())
-    flops = as_float(op_total(g).flops)
+    """A report's numbers from the compiled step at ``point`` (no substitution)."""
+    v = c.point(*point)
+    flops, step = v["flops"], v["step_s"]
     return {
         "model": w.name,
         "device": hw.name,
         "phase": phase,
-        "batch": batch,
+        "batch": point[0],
         "tokens": tokens,
         "tp": tp,
         "step_s": step,
-        "optimistic_step_s": as_float(whole.lower),
-        "terms_s": _unit_times(g, hw),
-        "weight_read_s": as_float(weight_bytes_read(g)) / bw,
-        "kv_read_s": as_float(edge_bytes_total(g, source_kind=NodeKind.KV_CACHE)) / bw,
-        "attention_flop_share": as_float(attention_flops(g)) / flops if flops else 0.0,
-        "energy_per_token_j": as_float(hw.power_w) * step / tokens if hw.power_w is not None else None,
+        "optimistic_step_s": v["optimistic_step_s"],
+        "terms_s": v["terms_s"],
+        "weight_read_s": v["weight_read_s"],
+        "kv_read_s": v["kv_read_s"],
+        "attention_flop_share": v["attention_flops"] / flops if flops else 0.0,
+        "energy_per_token_j": _power(hw) * step / tokens if hw.power_w is not None else None,
     }
+
+
+def _power(hw: Hardware) -> float:
+    return as_float(hw.power_w)
 
 
 #: most chunks a chunked prefill is evaluated over (one compiled call each)
@@ -184,12 +161,13 @@ def prefill_report(
 
     With ``chunk``, the prompt runs as ``ceil(seq / chunk)`` steps, each
     attending over the chunks before it (read from the KV cache); the chunk
-    graph is built once with a symbolic prefix and compiled.
+    step is compiled once with a symbolic prefix and evaluated on every chunk at once.
     """
+    batch, seq, tp = positive_int(batch, "batch"), positive_int(seq, "seq"), positive_int(tp, "tp")
     w = as_workload(config)
     hw = get_device(device)
-    g = w.graph(Phase.PREFILL, batch=batch, seq=seq, tp=tp)
-    fields = _report_fields(w, hw, g, Phase.PREFILL, batch, batch * seq, tp)
+    c = compiled_step(w, hw, Phase.PREFILL, tp=tp)
+    fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp)
     if chunk is None or chunk >= seq:
         return PrefillReport(**fields)
     if chunk <= 0:
@@ -198,16 +176,17 @@ def prefill_report(
         raise CostModelError(
             f"{seq} tokens in chunks of {chunk} make {seq // chunk} chunks; at most {MAX_CHUNKS} (use a larger chunk)"
         )
-    prefix = count("prefix")
-    t_chunk = sympy.lambdify(
-        prefix, w.step_time(hw, Phase.PREFILL, batch=batch, seq=chunk, prefix=prefix, tp=tp), "math"
-    )
+    chunk = positive_int(chunk, "chunk")
+    cc = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True)
     n_full, rest = divmod(seq, chunk)
-    total = sum(float(t_chunk(i * chunk)) for i in range(n_full))
+    prefixes = np.arange(n_full, dtype=float) * chunk
+    total = float(
+        np.sum(cc.step_array(np.full_like(prefixes, batch), np.full_like(prefixes, chunk), prefixes))
+    )
     if rest:
-        total += as_float(w.step_time(hw, Phase.PREFILL, batch=batch, seq=rest, prefix=n_full * chunk, tp=tp))
+        total += cc.step(batch, rest, n_full * chunk)
     # the report's graph quantities come from the unchunked prompt; the time from the chunks
-    energy = as_float(hw.power_w) * total / (batch * seq) if hw.power_w is not None else None
+    energy = _power(hw) * total / (batch * seq) if hw.power_w is not None else None
     return PrefillReport(
         **{**fields, "step_s": total, "energy_per_token_j": energy},
         chunks=n_full + (1 if rest else 0),
@@ -226,132 +205,25 @@ def decode_report(
 ) -> DecodeReport:
     """One decode step: TPOT, tokens/s per user and per device, weight vs KV vs compute (see
     :class:`DecodeReport` for the two weight-read bounds)."""
+    batch, ctx, tp = positive_int(batch, "batch"), positive_int(ctx, "ctx"), positive_int(tp, "tp")
     w = as_workload(config)
     hw = get_device(device)
-    g = w.graph(Phase.DECODE, batch=batch, ctx=ctx, tp=tp)
-    fields = _report_fields(w, hw, g, Phase.DECODE, batch, batch, tp)
-    bw = as_float(hw.bandwidth())
-    wbytes = as_float(
-        sum(
-            (n_d[COST].footprint_terms.get("weights", 0) * n_d.get(REPEAT, 1))
-            for _, n_d in g.nodes(data=True)
-            if n_d.get(KIND) == NodeKind.WEIGHT
-        )
-    )
-    emb_s = as_float(param_counts(w.config).embedding * get_dtype(w.config.weight_dtype).bytes) / tp / bw
+    c = compiled_step(w, hw, Phase.DECODE, tp=tp)
+    fields = _report_fields(w, hw, c, Phase.DECODE, (batch, ctx), batch, tp)
+    bw, wbytes, emb_bytes = c.memo("decode_constants", lambda: _decode_constants(w, c, tp))
     step = fields["step_s"]
     return DecodeReport(
         **fields,
         read_every_weight_once_s=wbytes / bw,
-        embedding_table_read_s=emb_s,
+        embedding_table_read_s=emb_bytes / bw,
         device_hours_per_million_tokens=1e6 / (batch / step) * tp / 3600 if hw.power_w is not None else None,
     )
 
 
-class Regime(StrEnum):
-    """Whether growing the batch at this context ever turns a decode step compute-bound."""
-
-    COMPUTE_BEYOND_KNEE = "compute-bound beyond the knee"
-    MEMORY_AT_EVERY_BATCH = "memory-bound at every batch"
-
-
-@dataclass(frozen=True)
-class DecodeLimits(Result):
-    """Where batching stops paying (see :func:`decode_limits`); expressions are in ``B`` and ``ctx``."""
-
-    weights_time_s: float  #: ``a``: the fixed weight traffic per step
-    memory_time_per_sequence: sympy.Expr  #: ``b(ctx)`` in seconds
-    compute_time_per_sequence: sympy.Expr  #: ``c(ctx)`` in seconds, on the binding unit
-    compute_unit: str
-    ctx_ceiling: float | None  #: beyond this context no batch is compute-bound (None: never)
-    ctx: int | None = None
-    regime: Regime | None = None
-    knee_batch: float | None = None  #: ``B* = a / (c - b)`` when compute-bound beyond it
-    throughput_ceiling_tokens_per_s: float | None = None
-    batch_for_90pct_of_ceiling: float | None = None  #: ``9a/b`` when memory-bound at every batch
-
-
-def _root(f: Any, lo: float, hi: float) -> float | None:
-    """The ``x`` in ``[lo, hi]`` where the increasing ``f`` crosses zero (bisection, 200 steps), or None."""
-    if f(lo) >= 0:
-        return lo
-    if f(hi) < 0:
-        return None
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if f(mid) >= 0 else (mid, hi)
-    return hi
-
-
-def decode_limits(
-    config: ModelConfig | str | Workload, device: Hardware | str, *, ctx: int | None = None, tp: int = 1
-) -> DecodeLimits:
-    """Where batching stops paying, solved from the graph's totals.
-
-    The whole decode step is ``T(B) = max(a + b B, c B)``: ``a`` the fixed
-    weight traffic, ``b`` the per-sequence memory time (KV read at ``ctx``,
-    activations), ``c`` the per-sequence compute time on the binding unit.
-    When ``c > b`` the step turns compute-bound at the knee ``B* = a/(c - b)``
-    and throughput saturates at ``1/c``; otherwise no batch is compute-bound
-    and throughput creeps towards ``1/b`` (90% of it at ``B = 9a/b``). Both
-    ``b`` and ``c`` grow linearly with ``ctx``; the context ceiling solves
-    ``b(ctx) = c(ctx)``: beyond it, no batch reaches compute-bound.
-
-    A MoE model reads more experts as the batch grows (``E (1 - (1 - k/E)^B)`` per layer,
-    uniform routing), so its memory time is not linear in ``B``: ``b`` is then its slope once
-    every expert is read (``lim T_mem / B``), and the knee and the 90 % batch are solved
-    numerically on the exact ``T_mem(B)``.
-    """
-    w = as_workload(config)
-    hw = get_device(device)
-    g = w.graph(Phase.DECODE, batch=B_sym, ctx=ctx_sym, tp=tp)
-    terms = bound(op_total(g), hw).terms
-    mem = sympy.expand(sum(v for k, v in terms.items() if k == Level.DRAM))
-    comp = {k: sympy.expand(v) for k, v in terms.items() if k in tuple(Unit)}
-    a = mem.subs(B_sym, 0)
-    b_per = sympy.expand((mem - a) / B_sym)
-    linear = B_sym not in b_per.free_symbols
-    if not linear:  # MoE: the slope once every expert is read
-        b_per = sympy.expand(sympy.limit(mem / B_sym, B_sym, sympy.oo))
-    c_unit = max(comp, key=lambda k: as_float(comp[k].subs({B_sym: 1, ctx_sym: ctx or 4096})))
-    c_per = sympy.expand(comp[c_unit] / B_sym)
-    x = quantity("x")  # ctx as a real number: the ceiling need not be whole
-    ceiling = sympy.solve(sympy.Eq(b_per.subs(ctx_sym, x), c_per.subs(ctx_sym, x)), x)
-    ceiling_val = [as_float(v) for v in ceiling if v.is_real and v > 0]
-    base = DecodeLimits(
-        weights_time_s=as_float(a.subs(ctx_sym, 1)),
-        memory_time_per_sequence=b_per,
-        compute_time_per_sequence=c_per,
-        compute_unit=c_unit,
-        ctx_ceiling=ceiling_val[0] if ceiling_val else None,
-    )
-    if ctx is None:
-        return base
-    a_n, b_n, c_n = (as_float(e.subs(ctx_sym, ctx)) for e in (a, b_per, c_per))
-    t_mem = sympy.lambdify(B_sym, mem.subs(ctx_sym, ctx), "math")
-    if c_n > b_n:
-        if linear:
-            knee = a_n / (c_n - b_n)
-        else:  # smallest batch whose compute time reaches its memory time
-            knee = _root(lambda bb: c_n * bb - t_mem(bb), 1e-9, 1e12)
-        return dataclasses.replace(
-            base,
-            ctx=ctx,
-            regime=Regime.COMPUTE_BEYOND_KNEE,
-            knee_batch=knee,
-            throughput_ceiling_tokens_per_s=1 / c_n,
-        )
-    if linear:
-        b90 = 9 * a_n / b_n
-    else:  # B / T_mem(B) reaches 90 % of 1 / b
-        b90 = _root(lambda bb: bb / t_mem(bb) - 0.9 / b_n, 1e-9, 1e12)
-    return dataclasses.replace(
-        base,
-        ctx=ctx,
-        regime=Regime.MEMORY_AT_EVERY_BATCH,
-        throughput_ceiling_tokens_per_s=1 / b_n,
-        batch_for_90pct_of_ceiling=b90,
-    )
+def _decode_constants(w: Workload, c: CompiledStep, tp: int) -> tuple[float, float, float]:
+    """DRAM bandwidth, resident weight bytes and one device's share of the embedding table."""
+    emb = param_counts(w.config).embedding * get_dtype(w.config.weight_dtype).bytes / tp
+    return as_float(c.hardware.bandwidth()), as_float(c.forms.weights_resident_bytes), as_float(emb)
 
 
 @dataclass(frozen=True)

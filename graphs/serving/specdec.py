@@ -31,6 +31,7 @@ from costmodel.results import Result
 from costmodel.symbols import check_dim, dim, quantity
 from models.config import ModelConfig
 
+from .compiled import compiled_step, positive_int
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -117,12 +118,15 @@ def speculative_decoding(
     tw, dw = as_workload(target), as_workload(draft)
     thw = get_device(target_device)
     dhw = get_device(draft_device) if draft_device is not None else thw
-    t_target = as_float(tw.step_time(thw, Phase.DECODE, batch=batch, ctx=ctx))
-    t_draft = as_float(dw.step_time(dhw, Phase.DECODE, batch=batch, ctx=ctx))
-    seq = dim("verify_tokens")
-    verify = sympy.lambdify(
-        seq, tw.step_time(thw, Phase.PREFILL, batch=batch, seq=seq, prefix=ctx, logits="all"), "math"
-    )
+    batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
+    t_target = compiled_step(tw, thw, Phase.DECODE).step(batch, ctx)
+    t_draft = compiled_step(dw, dhw, Phase.DECODE).step(batch, ctx)
+    # the target verifies k drafted tokens + 1 in one chunk over the ctx cached ones, logits for all
+    verify_step = compiled_step(tw, thw, Phase.PREFILL, chunked=True, logits="all")
+
+    def verify(tokens: int) -> float:
+        return verify_step.step(batch, tokens, ctx)
+
     rows = []
     for k in range(1, k_max + 1):
         e = as_float(expected_tokens(sympy.Rational(str(alpha)), k))

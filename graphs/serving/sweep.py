@@ -1,9 +1,9 @@
 """Batch x context (x devices x dtypes) sweeps of decode, compiled once.
 
-For each (device, weight dtype, KV dtype) the decode graph is built with
-symbolic ``B`` and ``ctx``; its step time (sum over nodes of each node's
-roofline ``Max``) and its memory ledger are compiled with ``lambdify`` and
-evaluated on the whole grid in numpy: no per-point substitution. Each point
+For each (device, weight dtype, KV dtype) the compiled decode step
+(:func:`graphs.serving.compiled.compiled_step`: the graph built once with symbolic ``B``
+and ``ctx``, its per-kernel step time compiled to numpy) and its compiled memory
+ledger are evaluated on the whole grid: no per-point substitution. Each point
 gets time per output token, tokens/s per user and per device, energy per
 token, and whether it fits in memory; the Pareto frontier of per-user speed
 against per-device throughput is marked among the points that fit.
@@ -22,17 +22,13 @@ import numpy as np
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
-from costmodel.frontier import compile_expr, pareto_mask
+from costmodel.frontier import pareto_mask
 from costmodel.hardware import get_device
 from costmodel.ledger import Overhead
-from costmodel.symbols import B as B_sym
-from costmodel.symbols import ctx as ctx_sym
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from ..blocks.transformer import build_model
-from .capacity import model_ledger
-from .phases import step_time
+from .compiled import compiled_step, decode_memory
 
 __all__ = ["SweepResult", "sweep", "compile_decode"]
 
@@ -104,15 +100,8 @@ def compile_decode(
     cfg: ModelConfig, device: str, tp: int = 1, overhead: Overhead | None = None
 ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
     """Numpy functions ``tpot(B, ctx)`` and ``memory(B, ctx)`` for one configuration."""
-    hw = get_device(device)
-    g = build_model(cfg, "decode", batch=B_sym, ctx=ctx_sym, tp=tp)
-    tpot = compile_expr(step_time(g, hw), (B_sym, ctx_sym))
-    led = model_ledger(cfg, tp=tp, overhead=overhead)
-    mem = compile_expr(
-        led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity()),
-        (B_sym, ctx_sym),
-    )
-    return tpot, mem
+    c = compiled_step(cfg, device, "decode", tp=tp)
+    return c.step_array, decode_memory(cfg, device, tp=tp, overhead=overhead)
 
 
 #: most points one sweep evaluates (about 1 GiB of result columns)

@@ -63,7 +63,7 @@ class Workload:
 
     def step_time(self, hw: Hardware, phase: str, **dims: Any) -> sympy.Expr:
         """Sum over kernels of each kernel's roofline for that graph on ``hw`` (cached)."""
-        from .phases import step_time
+        from .compiled import step_time
 
         key = (hw, phase, *sorted(dims.items()))
         t = self._times.get(key)

@@ -1,0 +1,291 @@
+"""Compile once, evaluate in microseconds: a phase's step costs as plain functions of its free dims.
+
+For one ``(model config, phase, device, tp, ep, variant)`` the graph is built once with
+symbolic free dimensions (decode: ``B``, ``ctx``; prefill: ``B``, ``S``, and the cached
+``prefix`` of a chunk), every quantity a report needs is read off it once as a sympy
+expression (:class:`StepForms`), and the expressions are compiled with ``lambdify`` twice:
+to the ``math`` module for scalars (one Python function of floats: a few microseconds per
+point) and to numpy for arrays (tens of nanoseconds per point). Nothing is substituted per
+point. The compiled forms are cached in this process (:func:`compiled_step`), so
+``decode_report``, ``prefill_report``, ``parallel_plan``, ``disaggregated``,
+``speculative_decoding``, ``sweep`` and ``search`` all evaluate the *same* compiled step cost.
+
+The step time is the engine's usual per-kernel sum (:func:`graphs.serving.phases.step_time`)
+
+.. math::
+
+    T(B, \\dots) = \\sum_k r_k \\, \\max_u t_{k,u}(B, \\dots) \\quad [\\mathrm{s}]
+
+with ``r_k`` the repeat of kernel ``k`` and ``t_{k,u}`` its compute, memory and link terms
+(:mod:`costmodel.roofline`). Values equal the symbolic path's to float rounding (a property
+test checks random points).
+
+>>> from costmodel.hardware import get_device
+>>> c = compiled_step("tiny", get_device("h100"), "decode")
+>>> c.dims
+('batch', 'ctx')
+>>> c.step(4, 128) == c.point(4, 128)["step_s"]
+True
+>>> compiled_step("tiny", get_device("h100"), "decode") is c  # cached
+True
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import sympy
+
+from costmodel.errors import CostModelError
+from costmodel.frontier import compile_expr
+from costmodel.graph import COST, KIND, OP, REPEAT, edge_bytes_total, op_nodes
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import NodeKind, Phase
+from costmodel.ledger import Overhead
+from costmodel.roofline import bound
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import S as S_sym
+from costmodel.symbols import check_dim, count
+from costmodel.symbols import ctx as ctx_sym
+from models.config import ModelConfig
+
+from .totals import attention_flops, op_total, weight_bytes_read
+from .workload import Workload, as_workload
+
+__all__ = [
+    "step_time",
+    "StepForms",
+    "CompiledStep",
+    "compiled_step",
+    "clear_compiled_cache",
+    "compiled_cache_info",
+]
+
+#: the cached prefix of a chunked-prefill step (tokens already in the KV cache)
+PREFIX = count("prefix")
+
+#: scalar fields every compiled step evaluates (``terms_s`` comes beside them)
+FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flops", "attention_flops")
+
+
+@dataclass(frozen=True)
+class StepForms:
+    """The symbolic quantities of one step, read off its graph once (seconds, FLOPs, bytes).
+
+    ``step_s`` is the per-kernel sum of rooflines, ``optimistic_step_s`` the whole step as one
+    roofline, ``terms_s`` the whole step's compute (per unit), memory (per level) and link
+    terms, ``weight_read_s`` / ``kv_read_s`` the bytes leaving weight / KV-cache nodes over
+    DRAM bandwidth, ``weights_resident_bytes`` every weight byte held on the device.
+    """
+
+    symbols: tuple[sympy.Symbol, ...]
+    step_s: sympy.Expr
+    optimistic_step_s: sympy.Expr
+    terms_s: dict[str, sympy.Expr]
+    weight_read_s: sympy.Expr
+    kv_read_s: sympy.Expr
+    flops: sympy.Expr
+    attention_flops: sympy.Expr
+    weights_resident_bytes: sympy.Expr = field(default=sympy.Integer(0))
+
+    def exprs(self) -> list[sympy.Expr]:
+        """The compiled outputs in order: :data:`FIELDS`, then one per term."""
+        return [getattr(self, f) for f in FIELDS] + list(self.terms_s.values())
+
+
+def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
+    """``sum over op nodes of repeat x lower bound`` (plus launch overhead), in seconds."""
+    total = sympy.Integer(0)
+    for n in op_nodes(g):
+        b = bound(g.nodes[n][COST], hw)
+        total += g.nodes[n].get(REPEAT, 1) * (b.time if b.terms else b.launch)
+    return total
+
+
+def step_forms(g: nx.DiGraph, hw: Hardware, symbols: Sequence[sympy.Symbol]) -> StepForms:
+    """Read :class:`StepForms` off a graph with symbolic dims (one ``bound`` per node, once)."""
+    bw = hw.bandwidth()
+    ops = op_total(g)
+    whole = bound(ops, hw)
+    resident = sympy.Add(
+        *(
+            d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1)
+            for _, d in g.nodes(data=True)
+            if d.get(KIND) == NodeKind.WEIGHT
+        )
+    )
+    return StepForms(
+        symbols=tuple(symbols),
+        step_s=step_time(g, hw),
+        optimistic_step_s=whole.lower,
+        terms_s=dict(whole.terms),
+        weight_read_s=weight_bytes_read(g) / bw,
+        kv_read_s=edge_bytes_total(g, source_kind=NodeKind.KV_CACHE) / bw,
+        flops=ops.flops,
+        attention_flops=attention_flops(g),
+        weights_resident_bytes=sympy.expand(resident),
+    )
+
+
+def positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
+    """``value`` as a positive int (or 0 when allowed); a clear error naming ``name`` otherwise.
+
+    A plain int passes in nanoseconds; anything else goes through :func:`check_dim`'s checks.
+    """
+    if type(value) is int and (value >= 1 or (allow_zero and value == 0)):
+        return value
+    expr = check_dim(value, name, allow_zero=allow_zero)
+    if not expr.is_number:
+        raise CostModelError(f"{name} must be a number here (this analysis evaluates numbers), got {expr}")
+    return int(expr)
+
+
+class CompiledStep:
+    """One step's :class:`StepForms` compiled to ``math`` (scalars) and numpy (arrays).
+
+    Positional arguments follow :attr:`dims` (decode: ``batch, ctx``; prefill: ``batch, seq``;
+    chunked prefill: ``batch, seq, prefix``). Scalars must already be validated: the compiled
+    functions do no checking (the report functions check their arguments first).
+    """
+
+    def __init__(self, forms: StepForms, dims: tuple[str, ...], hw: Hardware, label: str) -> None:
+        self.forms = forms
+        self.dims = dims
+        self.hardware = hw
+        self.label = label
+        self.term_names = tuple(forms.terms_s)
+        syms = forms.symbols
+        self._names = (*FIELDS, *(f"term:{k}" for k in self.term_names))
+        self._point = sympy.lambdify(syms, forms.exprs(), "math", cse=True)
+        self._step = sympy.lambdify(syms, forms.step_s, "math")
+        self._step_vec: Callable[..., np.ndarray] | None = None  # numpy, compiled on first use
+        self._memo: dict[str, Any] = {}
+
+    def point(self, *values: float) -> dict[str, Any]:
+        """Every field at one point; ``terms_s`` as a dict."""
+        out = self._point(*values)
+        n = len(FIELDS)
+        res: dict[str, Any] = {k: float(v) for k, v in zip(FIELDS, out[:n], strict=True)}
+        res["terms_s"] = {k: float(v) for k, v in zip(self.term_names, out[n:], strict=True)}
+        return res
+
+    def step(self, *values: float) -> float:
+        """The step time (s) at one point: the fastest call."""
+        return float(self._step(*values))
+
+    def step_array(self, *arrays: Any) -> np.ndarray:
+        """The step time (s) over arrays (broadcast), vectorised."""
+        if self._step_vec is None:
+            self._step_vec = compile_expr(self.forms.step_s, self.forms.symbols)
+        return self._step_vec(*arrays)
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        """A derived quantity computed once per compiled step (e.g. decode limits, the ledger)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
+
+    def __repr__(self) -> str:
+        return f"CompiledStep({self.label}, dims={self.dims})"
+
+
+#: most compiled steps kept in this process (least recently used dropped first)
+CACHE_SIZE = 256
+_CACHE: OrderedDict[tuple[Any, ...], CompiledStep] = OrderedDict()
+_STATS = {"hits": 0, "misses": 0}
+
+
+def clear_compiled_cache() -> None:
+    """Forget every compiled step (tests; a catalog edit already changes the key)."""
+    _CACHE.clear()
+    _STATS.update(hits=0, misses=0)
+
+
+def compiled_cache_info() -> dict[str, int]:
+    """Hits, misses and current size of the in-process cache."""
+    return {**_STATS, "size": len(_CACHE)}
+
+
+def _scale_experts(g: nx.DiGraph, ep: int) -> nx.DiGraph:
+    """A copy of ``g`` where each device runs its ``1/ep`` share of the routed experts."""
+    g = g.copy()  # the shared graph stays as built
+    for _, d in g.nodes(data=True):
+        if d.get(OP) == "grouped_gemm":
+            d[COST] = d[COST] * sympy.Rational(1, ep)
+    return g
+
+
+def compiled_step(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    phase: str,
+    *,
+    tp: int = 1,
+    ep: int = 1,
+    chunked: bool = False,
+    logits: str = "last",
+) -> CompiledStep:
+    """The compiled step of ``config`` on ``device`` (cached per argument set; module doc).
+
+    ``chunked`` (prefill) adds the cached ``prefix`` as a third dim; ``ep`` divides the routed
+    experts' work and weights over ``ep`` devices.
+    """
+    w = as_workload(config)
+    hw = get_device(device)
+    ph = Phase(phase) if phase in tuple(Phase) else None
+    if ph is None:
+        raise CostModelError(f"phase must be one of {', '.join(Phase)}, got {phase!r}")
+    if chunked and ph != Phase.PREFILL:
+        raise CostModelError("chunked applies to prefill (a chunk attends over a cached prefix)")
+    key = (w.config, hw, ph, tp, ep, chunked, logits)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _STATS["hits"] += 1
+        _CACHE.move_to_end(key)
+        return hit
+    _STATS["misses"] += 1
+    if ph == Phase.DECODE:
+        syms: tuple[sympy.Symbol, ...] = (B_sym, ctx_sym)
+        dims: tuple[str, ...] = ("batch", "ctx")
+        g = w.graph(ph, batch=B_sym, ctx=ctx_sym, tp=tp, logits=logits)
+    else:
+        syms, dims = (B_sym, S_sym), ("batch", "seq")
+        extra: dict[str, Any] = {}
+        if chunked:
+            syms, dims, extra = (*syms, PREFIX), (*dims, "prefix"), {"prefix": PREFIX}
+        g = w.graph(ph, batch=B_sym, seq=S_sym, tp=tp, logits=logits, **extra)
+    if ep > 1:
+        g = _scale_experts(g, ep)
+    label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
+    c = CompiledStep(step_forms(g, hw, syms), dims, hw, label)
+    _CACHE[key] = c
+    if len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return c
+
+
+def decode_memory(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+) -> Callable[..., np.ndarray]:
+    """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step)."""
+    from .capacity import model_ledger
+
+    w = as_workload(config)
+    hw = get_device(device)
+    c = compiled_step(w, hw, Phase.DECODE, tp=tp)
+
+    def build() -> Callable[..., np.ndarray]:
+        led = model_ledger(w, tp=tp, overhead=overhead)
+        total = led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity())
+        return compile_expr(total, (B_sym, ctx_sym))
+
+    return c.memo(f"memory:{overhead!r}", build)
