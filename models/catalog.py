@@ -133,7 +133,7 @@ def get_model(name: str | ModelConfig) -> ModelConfig:
     return _load(key)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(key: str) -> ModelConfig:
     """A shipped config, read and validated once per process (configs are frozen: sharing is safe)."""
     text = resources.files(__package__).joinpath("configs", f"{key}.json").read_text(encoding="utf-8")
