@@ -40,7 +40,7 @@ import sympy
 from .cost import as_float
 from .errors import CostModelError, InvalidDimensionError
 from .expr import to_expr
-from .symbols import check_dim
+from .symbols import check_dim, dim, quantity
 
 __all__ = ["MemoryLedger", "Overhead", "LedgerTerms", "max_batch", "max_context", "LedgerFit", "GIB"]
 
@@ -137,6 +137,23 @@ class MemoryLedger:
             over = (1 - f) * free
         return LedgerTerms(w, kv, act, over)
 
+    def total_function(self) -> Any:
+        """``total(batch, cached_tokens, active_tokens, capacity)`` in bytes, compiled once per
+        ledger to a plain function of floats (capacity searches probe it dozens of times)."""
+        fn = self.__dict__.get("_total_fn")
+        if fn is None:
+            args = (dim("x_batch"), dim("x_cached"), dim("x_active"), quantity("x_capacity"))
+            expr = self.total(batch=args[0], cached_tokens=args[1], active_tokens=args[2], capacity=args[3])
+            extra = expr.free_symbols - set(args)
+            if extra:
+                names = ", ".join(sorted(str(x) for x in extra))
+                raise CostModelError(
+                    f"the ledger depends on {names}; bind them before solving for a capacity"
+                )
+            fn = sympy.lambdify(args, expr, "math")
+            object.__setattr__(self, "_total_fn", fn)
+        return fn
+
     def total(
         self, *, batch: Any, cached_tokens: Any, active_tokens: Any, capacity: Any = None
     ) -> sympy.Expr:
@@ -166,13 +183,15 @@ def _numeric_terms(t: LedgerTerms) -> dict[str, float]:
     return {k: as_float(v, what=f"ledger {k}") for k, v in t.as_dict().items()}
 
 
-def _solve(ledger: MemoryLedger, capacity: Any, make: Any, upper: int) -> LedgerFit:
+def _solve(ledger: MemoryLedger, capacity: Any, make: Any, fast: Any, upper: int) -> LedgerFit:
+    """Largest x with ``total(x) <= capacity``; ``fast(x)`` is the total as a float (compiled),
+    ``make(x)`` the full terms (built only for the reported points)."""
     cap = as_float(to_expr(capacity, field="capacity"), what="capacity")
     if cap <= 0:
         raise InvalidDimensionError(f"capacity must be positive, got {cap}")
 
-    def total(x: int) -> float:
-        return as_float(make(x).total, what="ledger total")
+    def total(v: int) -> float:
+        return float(fast(v))
 
     first = _numeric_terms(make(1))
     if first["total"] > cap:
@@ -207,10 +226,17 @@ def max_batch(
     """
     c = check_dim(ctx, "ctx")
     a = check_dim(active_per_sequence, "active_per_sequence")
+    f, cap, cn, an = (
+        ledger.total_function(),
+        _number(capacity, "capacity"),
+        _number(c, "ctx"),
+        _number(a, "active"),
+    )
     return _solve(
         ledger,
         capacity,
         lambda b: ledger.terms(batch=b, cached_tokens=c, active_tokens=a * b, capacity=capacity),
+        lambda b: f(b, cn, an * b, cap),
         upper,
     )
 
@@ -221,9 +247,21 @@ def max_context(
     """Longest context per sequence that fits ``capacity`` at ``batch``."""
     b = check_dim(batch, "batch")
     a = check_dim(active_per_sequence, "active_per_sequence")
+    f, cap, bn, an = (
+        ledger.total_function(),
+        _number(capacity, "capacity"),
+        _number(b, "batch"),
+        _number(a, "active"),
+    )
     return _solve(
         ledger,
         capacity,
         lambda c: ledger.terms(batch=b, cached_tokens=c, active_tokens=a * b, capacity=capacity),
+        lambda c: f(bn, c, an * bn, cap),
         upper,
     )
+
+
+def _number(v: Any, what: str) -> float:
+    """``v`` as a float for the compiled search; a clear error when it is still symbolic."""
+    return as_float(to_expr(v, field=what), what=what)

@@ -86,6 +86,29 @@ def model_ledger(
     return MemoryLedger(weights, kv, act, overhead or Overhead())
 
 
+#: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
+_LEDGERS: dict[tuple[Any, ...], MemoryLedger] = {}
+
+
+def _ledger(w: Workload, phase: str, seq: int, tp: int, overhead: Overhead | None, act: Any) -> MemoryLedger:
+    """:func:`model_ledger`, built once per argument set (its liveness pass walks the whole graph)."""
+    key = (
+        w.config,
+        phase,
+        seq,
+        tp,
+        overhead,
+        act if act is None or isinstance(act, int | float) else str(act),
+    )
+    led = _LEDGERS.get(key)
+    if led is None:
+        led = model_ledger(w, phase=phase, seq=seq, tp=tp, overhead=overhead, activation_bytes_per_token=act)
+        if len(_LEDGERS) >= 256:
+            _LEDGERS.clear()
+        _LEDGERS[key] = led
+    return led
+
+
 @dataclass(frozen=True)
 class CapacityReport(Result):
     """Ledger terms at a batch and context, and the limits on one device."""
@@ -122,14 +145,7 @@ def capacity(
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
     s = seq if seq is not None else ctx
     active = s if phase == "prefill" else 1
-    led = model_ledger(
-        w,
-        phase=phase,
-        seq=s if phase == "prefill" else 1,
-        tp=tp,
-        overhead=overhead,
-        activation_bytes_per_token=activation_bytes_per_token,
-    )
+    led = _ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
     cap = hw.capacity()
     t = led.terms(batch=batch, cached_tokens=ctx, active_tokens=active * batch, capacity=cap)
     terms = {k: as_float(v) for k, v in t.as_dict().items()}
