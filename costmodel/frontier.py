@@ -49,12 +49,56 @@ def compile_expr(expr: sympy.Expr | str, symbols: Sequence[sympy.Symbol]) -> Cal
     return call
 
 
+def _pareto_2d(p: np.ndarray) -> np.ndarray:
+    """Non-dominated rows of an n x 2 array (both maximised), vectorised: sort by the first
+    objective (then the second) descending; a row is kept when its second beats every row
+    before it, or when it equals a kept row exactly (an identical point is not dominated)."""
+    n = len(p)
+    if n > 65536:  # drop in O(n) what a point in a higher band of the first objective dominates
+        keep = _prefilter_2d(p)
+        mask = np.zeros(n, dtype=bool)
+        idx = np.flatnonzero(keep)
+        mask[idx] = _pareto_2d(p[idx]) if len(idx) < n else _sort_2d(p)
+        return mask
+    return _sort_2d(p)
+
+
+def _prefilter_2d(p: np.ndarray, bands: int = 1024) -> np.ndarray:
+    """Rows not dominated by any row in a strictly higher band of the first objective.
+
+    Band edges are quantiles of the first objective; a row in a higher band has a strictly
+    larger first objective, so if it also has a second objective at least as large it
+    dominates. Keeps every frontier row; drops most others.
+    """
+    edges = np.unique(np.quantile(p[:, 0], np.linspace(0, 1, bands + 1)[1:-1]))
+    band = np.searchsorted(edges, p[:, 0], side="right")
+    best = np.full(len(edges) + 2, -np.inf)
+    np.maximum.at(best, band, p[:, 1])
+    above = np.maximum.accumulate(best[::-1])[::-1]  # best second objective in bands >= k
+    return p[:, 1] > above[band + 1]
+
+
+def _sort_2d(p: np.ndarray) -> np.ndarray:
+    n = len(p)
+    order = np.lexsort((-p[:, 1], -p[:, 0]))
+    q = p[order]
+    prev_best = np.concatenate(([-np.inf], np.maximum.accumulate(q[:-1, 1])))
+    kept = q[:, 1] > prev_best
+    same = np.zeros(n, dtype=bool)
+    same[1:] = np.all(q[1:] == q[:-1], axis=1)  # duplicates sit next to each other after the sort
+    group = np.cumsum(~same) - 1  # index of each run of identical rows
+    first_kept = kept[np.flatnonzero(~same)]
+    mask = np.empty(n, dtype=bool)
+    mask[order] = first_kept[group]
+    return mask
+
+
 def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
     """Boolean mask of the non-dominated rows of ``points`` (n x k).
 
     A point is dominated when another is at least as good in every
     objective and strictly better in one. ``maximize[j]`` says the sense of
-    objective ``j``. O(n log n) for two objectives, O(n * front) otherwise.
+    objective ``j``. O(n log n) and vectorised for two objectives, O(n * front) otherwise.
     """
     pts = np.asarray(points, dtype=float)
     if pts.ndim != 2 or pts.shape[1] != len(maximize):
@@ -66,16 +110,7 @@ def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
     if n == 0:
         return mask
     if p.shape[1] == 2:
-        order = np.lexsort((-p[:, 1], -p[:, 0]))  # by first desc, then second desc
-        best = -np.inf
-        for i in order:
-            if p[i, 1] > best:
-                mask[i] = True
-                best = p[i, 1]
-        # equal points: keep duplicates of a kept point
-        kept = {tuple(row) for row in p[mask]}
-        mask |= np.array([tuple(row) in kept for row in p])
-        return mask
+        return _pareto_2d(p)
     order = np.argsort(-p.sum(axis=1))
     front: list[int] = []
     for i in order:

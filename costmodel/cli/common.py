@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..results import plain
 
-__all__ = ["dump", "emit", "add_json"]
+__all__ = ["dump", "emit", "add_json", "progress_bar"]
 
 
 def _strict(obj: Any) -> Any:
@@ -39,3 +41,19 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> int:
 def add_json(sp: argparse.ArgumentParser) -> None:
     """Add the ``--json`` flag to a subcommand."""
     sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def progress_bar(label: str, quiet: bool = False, unit: str = "points") -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback drawing a one-line bar on stderr (nothing if quiet)."""
+
+    def progress(done: int, total: int) -> None:
+        if quiet or total <= 0:
+            return
+        width = 30
+        filled = int(width * done / total)
+        sys.stderr.write(f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} {unit}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return progress

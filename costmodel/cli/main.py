@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .op import add_op_parsers
     from .phases import add_phase_parsers
     from .plot import add_plot_parser
+    from .search import add_search_parser
     from .serve import add_serve_parser
 
     p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_phase_parsers(sub)
     add_fusion_parser(sub)
     add_serve_parser(sub)
+    add_search_parser(sub)
     add_measure_parsers(sub)
     add_plot_parser(sub)
     return finish(p)

@@ -68,6 +68,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "decode_batch": (1, 10**7),
     "chunk": (1, 10**8),
     "k_max": (1, 256),
+    "workers": (1, 1024),
     "N": (1, 10**7),
     "d": (1, 65536),
 }
@@ -80,6 +81,8 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "link_latency": (0.0, 1.0, True),
     "hop_latency": (0.0, 1.0, True),
     "sram_bytes": (0.0, 1e12, False),
+    "slo_ttft": (0.0, 1e6, False),
+    "slo_tpot": (0.0, 1e6, False),
 }
 
 
@@ -183,12 +186,16 @@ def number(text: str, flag: str, *, allow_zero: bool = False) -> sympy.Expr:
 
 
 def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> list[int]:
-    """Comma-separated whole numbers or geometric ranges ``start:stop:factor`` (``1:512:2``)."""
+    """Comma-separated whole numbers, geometric ranges ``start:stop:factor`` (``1:512:2``) or
+    linear ranges ``start..stop`` / ``start..stop/step`` (``1..512``, ``1024..131072/1024``)."""
     from ..errors import CostModelError
 
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
+        if ".." in part:
+            out.extend(_linear(part, flag, hi, most - len(out)))
+            continue
         pieces = part.split(":")
         if len(pieces) not in (1, 3):
             raise CostModelError(f"{flag}: range {part!r} must be START:STOP:FACTOR, e.g. 1:512:2")
@@ -211,6 +218,25 @@ def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> li
     if not out or min(out) < 1 or max(out) > hi:
         raise CostModelError(f"{flag} must list whole numbers in [1, {hi}], got {text!r}")
     return out
+
+
+def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
+    """``start..stop[/step]``: every ``step``-th whole number from start to stop."""
+    from ..errors import CostModelError
+
+    span, _, step_text = part.partition("/")
+    lo_text, _, hi_text = span.partition("..")
+    try:
+        start, stop, step = int(lo_text), int(hi_text), int(step_text or 1)
+    except ValueError:
+        raise CostModelError(
+            f"{flag}: {part!r} must be START..STOP or START..STOP/STEP, e.g. 1..512"
+        ) from None
+    if start < 1 or stop < start or stop > hi or step < 1:
+        raise CostModelError(f"{flag}: range {part!r} needs 1 <= START <= STOP <= {hi} and STEP >= 1")
+    if (stop - start) // step + 1 > room:
+        raise CostModelError(f"{flag}: {part!r} makes the list longer than its limit; use a larger STEP")
+    return list(range(start, stop + 1, step))
 
 
 def check_output_path(path: str | Path, flag: str) -> Path:

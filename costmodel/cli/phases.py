@@ -7,10 +7,9 @@ serving, sweep), imported lazily so the core stays independent.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
 
-from .common import dump
+from .common import dump, progress_bar
 from .options import check_output_path, int_list, number
 
 if TYPE_CHECKING:
@@ -236,15 +235,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv:
         check_output_path(args.csv, "--csv")  # before the work, not after it
 
-    def progress(done: int, total: int) -> None:
-        if args.quiet:
-            return
-        width = 30
-        filled = int(width * done / total)
-        sys.stderr.write(f"\r  sweep [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} points")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+    progress = progress_bar("sweep", args.quiet)
 
     res = sweep(
         _config(args),

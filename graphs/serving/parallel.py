@@ -37,7 +37,7 @@ from models.config import ModelConfig
 from .compiled import compiled_step
 from .workload import Workload, as_workload
 
-__all__ = ["bubble_fraction", "parallel_plan", "plan_frontier", "PlanReport", "PlanPoint"]
+__all__ = ["comm_forms", "bubble_fraction", "parallel_plan", "plan_frontier", "PlanReport", "PlanPoint"]
 
 
 def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
@@ -136,7 +136,7 @@ def parallel_plan(
     c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
-    hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_forms(cfg, hw, link, ep))
+    hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_scalar(cfg, hw, link, ep))
     t_hop = hop(mb) if pp > 1 else 0.0
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
@@ -159,19 +159,29 @@ def parallel_plan(
     )
 
 
-def _comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[Any, Any]:
-    """Compiled in the micro-batch ``b``: the stage hop (activations ``[b, d]`` over the link, plus
-    its latency) and one expert all-to-all (``b k d`` elements over ``ep`` devices), in seconds."""
-    b = dim("microbatch")
+#: the micro-batch (sequences per pipeline slot) that the communication forms are written in
+MICROBATCH = dim("microbatch")
+
+
+def comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[sympy.Expr, sympy.Expr]:
+    """In the micro-batch ``b`` (:data:`MICROBATCH`), seconds: the stage hop (activations ``[b, d]``
+    over the link, plus its latency) and one expert all-to-all (``b k d`` elements over ``ep``
+    devices; 0 without expert parallelism)."""
+    b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
     lk = hw.link(link)
     lat = lk.latency_s if lk.latency_s is not None else 0
-    hop = sympy.lambdify(b, act / lk.bandwidth_bytes_per_s + lat, "math")
+    hop = act / lk.bandwidth_bytes_per_s + lat
     if ep <= 1:
-        return hop, lambda _b: 0.0
+        return hop, sympy.Integer(0)
     k = cfg.num_experts_per_tok
     a2a = op_cost("all_to_all", elements=b * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link)
-    return hop, sympy.lambdify(b, bound(a2a, hw).lower, "math")
+    return hop, bound(a2a, hw).lower
+
+
+def _comm_scalar(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[Any, Any]:
+    hop, a2a = comm_forms(cfg, hw, link, ep)
+    return sympy.lambdify(MICROBATCH, hop, "math"), sympy.lambdify(MICROBATCH, a2a, "math")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,134 @@
+"""``costmodel search``: the Pareto frontier of a serving design space (:func:`graphs.serving.search.search`)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from typing import Any
+
+from .common import dump, progress_bar
+from .options import check_output_path, int_list
+
+__all__ = ["add_search_parser", "cmd_search"]
+
+
+def _dtypes(text: str | None) -> list[str | None]:
+    return [d.strip() or None for d in text.split(",")] if text else [None]
+
+
+def _client(args: argparse.Namespace) -> Any:
+    """A Dask client for ``--scheduler dask``: the given address, or a local cluster of processes."""
+    from ..errors import CostModelError
+
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise CostModelError("--scheduler dask needs the dask extra: pip install 'costmodel[dask]'") from None
+    if args.dask_address:
+        return Client(args.dask_address), None
+    cluster = LocalCluster(
+        n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    return Client(cluster), cluster
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from graphs.serving.search import search
+
+    from ..report import format_table
+    from .model import resolve_model
+
+    if args.csv:
+        check_output_path(args.csv, "--csv")
+    kw = dict(
+        devices=[d.strip() for d in args.devices.split(",") if d.strip()],
+        tp=int_list(args.tp, "--tp", hi=4096),
+        pp=int_list(args.pp, "--pp", hi=4096),
+        ep=int_list(args.ep, "--ep", hi=4096),
+        microbatches=int_list(args.microbatches, "--microbatches", hi=4096),
+        batches=int_list(args.batches, "--batches", hi=10**7, most=100_000),
+        ctxs=int_list(args.ctxs, "--ctxs", hi=10**8, most=100_000),
+        weight_dtypes=_dtypes(args.weight_dtypes),
+        kv_dtypes=_dtypes(args.kv_dtypes),
+        prompt=args.prompt,
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        energy=args.energy,
+        progress=progress_bar("search", args.quiet),
+    )
+    cfg = resolve_model(args.model)
+    if args.scheduler == "dask":
+        client, cluster = _client(args)
+        try:
+            res = search(cfg, client=client, **kw)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    else:
+        res = search(cfg, **kw)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            if res.frontier:
+                w = csv.DictWriter(f, fieldnames=list(res.frontier[0]))
+                w.writeheader()
+                w.writerows(res.frontier)
+    if args.json:
+        print(dump(res))
+        return 0
+    print(
+        f"{res.model}: {res.points:,} points; {res.valid:,} valid plans, {res.fits:,} fit in memory, "
+        f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points, "
+        f"{' vs '.join(res.objectives)}), fastest user first:"
+    )
+    cols = (
+        ("plan", "plan", "s"),
+        ("batch", "batch", "s"),
+        ("ctx", "ctx", "s"),
+        ("ttft_s", "TTFT s", ".4g"),
+        ("tpot_s", "TPOT s", ".4g"),
+        ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+        ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+        ("energy_per_token_j", "J/token", ".4g"),
+    )
+    rows = list(res.frontier)
+    if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
+        step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
+        rows = [rows[round(i * step)] for i in range(args.top)] if args.top > 1 else rows[:1]
+    print(format_table(rows, cols))
+    for name, row in res.best.items():
+        print(f"  {name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}, ctx {row['ctx']}")
+    if args.csv:
+        print(f"frontier written to {args.csv}")
+    return 0
+
+
+def add_search_parser(sub: Any) -> None:
+    sp = sub.add_parser(
+        "search",
+        help="design-space search: devices x dtypes x tp/pp/ep x batch x ctx, Pareto frontier under SLOs",
+    )
+    sp.add_argument("model", help="catalog name or path to a config.json")
+    sp.add_argument("--devices", default="h100-sxm", help="comma list of catalog devices")
+    sp.add_argument("--tp", default="1", help="tensor-parallel degrees: list or range (1:8:2)")
+    sp.add_argument("--pp", default="1", help="pipeline stages: list or range")
+    sp.add_argument("--ep", default="1", help="expert-parallel degrees (MoE models): list or range")
+    sp.add_argument("--microbatches", default="1", help="pipeline micro-batches: list or range")
+    sp.add_argument("--batches", default="1:1024:2", help="batch sizes: list, 1:1024:2 or 1..512[/step]")
+    sp.add_argument("--ctxs", default="1024,4096,16384", help="contexts (tokens): list or range")
+    sp.add_argument("--weight-dtypes", default=None, help="comma list, e.g. bf16,fp8")
+    sp.add_argument("--kv-dtypes", default=None, help="comma list, e.g. bf16,fp8")
+    sp.add_argument(
+        "--prompt", type=int, default=None, help="prompt tokens for TTFT (default: each point's ctx)"
+    )
+    sp.add_argument("--slo-ttft", type=float, default=None, help="drop points whose TTFT exceeds this (s)")
+    sp.add_argument("--slo-tpot", type=float, default=None, help="drop points whose TPOT exceeds this (s)")
+    sp.add_argument("--energy", action="store_true", help="energy per token as a third objective")
+    sp.add_argument("--scheduler", choices=("local", "dask"), default="local", help="where blocks run")
+    sp.add_argument("--dask-address", default=None, help="scheduler address (default: a local cluster)")
+    sp.add_argument("--workers", type=int, default=2, help="local Dask cluster: worker processes")
+    sp.add_argument("--csv", default=None, help="write the frontier to this CSV file")
+    sp.add_argument("--top", type=int, default=20, help="frontier rows to print (0: all)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_search)

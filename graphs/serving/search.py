@@ -1,0 +1,396 @@
+"""Design-space search: devices x dtypes x (tp, pp, ep, micro-batches) x batch x context.
+
+Every point is one way to serve a model: a device type, weight and KV dtypes, a parallel plan
+and a batch of sequences decoding at a context. Its numbers come from the compiled steps
+(:mod:`graphs.serving.compiled`), evaluated on whole blocks of the grid at once:
+
+* **TPOT** (s): the plan's decode step, as :func:`graphs.serving.parallel.parallel_plan` computes
+  it: ``(m + pp - 1) (T(b, ctx) / pp + hop(b)) + 2 m L_moe a2a(b)`` with ``b = B / m`` sequences
+  per micro-batch, ``T`` the compiled per-kernel decode step of the tp/ep graph, ``hop`` the
+  stage-to-stage activation transfer and ``a2a`` one expert all-to-all;
+* **TTFT** (s): one prompt of ``prompt`` tokens (default: the point's context) prefilled on the
+  plan with nothing queued: ``T_prefill(1, prompt) + (pp - 1) hop(prompt) + 2 L_moe a2a(prompt)``;
+* **memory per device** (bytes): the decode ledger at ``tp`` (weights, KV cache, activations,
+  overhead) with the routed experts split ``ep`` ways and everything split evenly over the ``pp``
+  stages (the embedding and lm_head sit on the end stages in practice: an approximation);
+* tokens/s per user ``1 / TPOT``, tokens/s per device ``B / TPOT / (tp pp ep)``, and energy per
+  token ``P (tp pp ep) TPOT / B`` (TDP: an estimate at full power).
+
+Points that do not fit in memory, whose micro-batches do not divide the batch, or that miss
+an SLO are dropped; the Pareto frontier of tokens/s per user against tokens/s per device
+(optionally also energy per token, minimised) is kept. The grid is cut into blocks; each block
+reduces to its own frontier, and the frontiers merge (the frontier of a union is the frontier
+of the union of the parts' frontiers). Blocks run in this process or, with a
+``dask.distributed.Client``, on a cluster: each worker compiles a configuration once and keeps
+only its block's frontier, so a grid of 1e9-1e10 points never exists in one memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.frontier import compile_expr, pareto_mask
+from costmodel.graph import COST, KIND, OP, REPEAT
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import LinkName, NodeKind, Phase
+from costmodel.results import Result
+from models.catalog import get_model
+from models.config import ModelConfig
+
+from .compiled import compiled_step, decode_memory
+from .parallel import MICROBATCH, comm_forms
+from .workload import as_workload
+
+__all__ = ["SearchResult", "search", "Plan", "grid_size"]
+
+#: numeric columns of a frontier point, in order
+METRICS = (
+    "tpot_s",
+    "ttft_s",
+    "tokens_per_s_per_user",
+    "tokens_per_s_per_device",
+    "energy_per_token_j",
+    "memory_bytes",
+)
+#: grid coordinates of a point inside one configuration
+COORDS = ("pp", "microbatches", "batch", "ctx")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One compiled configuration: a device, dtypes, tensor and expert parallelism."""
+
+    config: ModelConfig
+    device: Hardware
+    tp: int
+    ep: int
+
+    @property
+    def label(self) -> tuple[str, str, str, int, int]:
+        return (self.device.name, self.config.weight_dtype, self.config.cache_dtype, self.tp, self.ep)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A task: one plan and a slice of its (pp, m, batch, ctx) grid, with the SLOs."""
+
+    plan: Plan
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  #: the four axes
+    start: int
+    stop: int
+    prompt: int | None
+    slo_ttft: float | None
+    slo_tpot: float | None
+    energy: bool
+
+
+@dataclass
+class _Partial:
+    """What a block reduces to: counts and its frontier points (coordinates, metrics, plan index)."""
+
+    points: int = 0
+    valid: int = 0
+    fits: int = 0
+    meets_slo: int = 0
+    coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    metrics: np.ndarray = field(default_factory=lambda: np.zeros((0, len(METRICS))))
+    plan: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+
+
+@dataclass(frozen=True)
+class SearchResult(Result):
+    """The search's counts and its Pareto frontier (fastest user first), with the winners named."""
+
+    model: str
+    points: int  #: grid points evaluated
+    valid: int  #: micro-batches divide the batch
+    fits: int  #: ... and the memory fits the device
+    meets_slo: int  #: ... and TTFT and TPOT meet the SLOs
+    objectives: tuple[str, ...]
+    frontier: tuple[dict[str, Any], ...]
+    best: dict[str, dict[str, Any]]  #: the frontier's winner per objective
+
+
+def grid_size(
+    n_plans: int, pps: Sequence[int], mbs: Sequence[int], batches: Sequence[int], ctxs: Sequence[int]
+) -> int:
+    """Points in the grid: plans x pp x micro-batches x batches x contexts."""
+    return n_plans * len(pps) * len(mbs) * len(batches) * len(ctxs)
+
+
+def _positive_ints(values: Sequence[int], name: str) -> np.ndarray:
+    arr = np.asarray(list(values))
+    if arr.size == 0:
+        raise CostModelError(f"{name}: give at least one value")
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
+        raise CostModelError(f"{name} must be whole numbers, got {list(values)[:5]}")
+    if (arr < 1).any():
+        raise CostModelError(f"{name} must be >= 1, got {sorted(set(arr.tolist()))[:5]}")
+    return np.unique(arr.astype(np.int64))
+
+
+class _Compiled:
+    """The numpy functions one plan needs (built once per process per plan)."""
+
+    def __init__(self, plan: Plan, link: str) -> None:
+        cfg, hw = plan.config, plan.device
+        self.decode = compiled_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep)
+        self.prefill = compiled_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep)
+        self.memory = decode_memory(cfg, hw, tp=plan.tp)
+        hop, a2a = comm_forms(cfg, hw, link, plan.ep)
+        self.hop = compile_expr(hop, (MICROBATCH,))
+        self.a2a = compile_expr(a2a, (MICROBATCH,))
+        self.moe_layers = as_float(cfg.n_moe_layers) if cfg.is_moe else 0.0
+        self.routed_bytes = self.decode.memo("routed_expert_bytes", lambda: _routed_expert_bytes(plan))
+        self.capacity = as_float(hw.capacity())
+        self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
+
+
+_COMPILED: dict[tuple[Plan, str], _Compiled] = {}
+
+
+def _compiled(plan: Plan, link: str = LinkName.SCALE_UP) -> _Compiled:
+    c = _COMPILED.get((plan, link))
+    if c is None:
+        c = _COMPILED[(plan, link)] = _Compiled(plan, link)
+    return c
+
+
+def _routed_expert_bytes(plan: Plan) -> float:
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding grouped GEMMs."""
+    graph = as_workload(plan.config).graph(Phase.DECODE, batch=1, ctx=1, tp=plan.tp)
+    total = 0.0
+    for n, d in graph.nodes(data=True):
+        feeds_experts = any(graph.nodes[s].get(OP) == "grouped_gemm" for s in graph.successors(n))
+        if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
+            total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
+    return total
+
+
+def _evaluate(block: _Block) -> _Partial:
+    """Evaluate one block of one plan's grid and reduce it to its frontier."""
+    plan = block.plan
+    c = _compiled(plan)
+    shape = tuple(len(a) for a in block.grid)
+    idx = np.unravel_index(np.arange(block.start, block.stop), shape)
+    pp, m, b, ctx = (a[i].astype(float) for a, i in zip(block.grid, idx, strict=True))
+    out = _Partial(points=len(b))
+    valid = np.mod(b, m) == 0
+    out.valid = int(valid.sum())
+    mb = b / m
+    t_model = c.decode.step_array(mb, ctx)
+    hop_mb = np.where(pp > 1, c.hop(mb), 0.0)
+    tpot = (m + pp - 1) * (t_model / pp + hop_mb)
+    if plan.ep > 1:
+        tpot = tpot + 2 * c.a2a(mb) * c.moe_layers * m
+    prompt = ctx if block.prompt is None else np.full_like(ctx, block.prompt)
+    ttft = c.prefill.step_array(np.ones_like(prompt), prompt) + (pp - 1) * c.hop(prompt)
+    if plan.ep > 1:
+        ttft = ttft + 2 * c.a2a(prompt) * c.moe_layers
+    mem = (c.memory(b, ctx) - c.routed_bytes * (1 - 1 / plan.ep)) / pp
+    fits = valid & (mem <= c.capacity)
+    out.fits = int(fits.sum())
+    ok = fits.copy()
+    if block.slo_tpot is not None:
+        ok &= tpot <= block.slo_tpot
+    if block.slo_ttft is not None:
+        ok &= ttft <= block.slo_ttft
+    out.meets_slo = int(ok.sum())
+    if not ok.any():
+        return out
+    sel = np.flatnonzero(ok)
+    devices = plan.tp * pp[sel] * plan.ep
+    per_user = 1 / tpot[sel]
+    per_device = b[sel] / tpot[sel] / devices
+    energy = c.power * devices * tpot[sel] / b[sel]
+    metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel]])
+    keep = _front(metrics, block.energy)
+    out.coords = np.column_stack([pp[sel], m[sel], b[sel], ctx[sel]])[keep]
+    out.metrics = metrics[keep]
+    out.plan = np.zeros(len(out.metrics), dtype=int)
+    return out
+
+
+def _front(metrics: np.ndarray, energy: bool, group: np.ndarray | None = None) -> np.ndarray:
+    """Pareto mask: tokens/s per user and per device maximised (and energy per token minimised).
+
+    With energy: on one device, energy per token is ``P / (tokens/s per device)``, so within a
+    ``group`` (one device) the third objective orders points as the second does and a point
+    dominated in 2-D by a point of its own device is dominated in 3-D too. Only each device's
+    2-D front can be on the 3-D front; the three objectives are resolved on their union.
+    """
+    two_d = metrics[:, [2, 3]]
+    if not energy:
+        return pareto_mask(two_d, (True, True))
+    group = np.zeros(len(metrics), dtype=int) if group is None else group
+    cand = np.zeros(len(metrics), dtype=bool)
+    for gid in np.unique(group):
+        idx = np.flatnonzero(group == gid)
+        cand[idx[pareto_mask(two_d[idx], (True, True))]] = True
+    idx = np.flatnonzero(cand)
+    pts = metrics[idx][:, [2, 3, 4]]
+    pts[:, 2] = np.where(np.isfinite(pts[:, 2]), pts[:, 2], np.inf)  # no power figure: worst energy
+    mask = np.zeros(len(metrics), dtype=bool)
+    mask[idx[pareto_mask(pts, (True, True, False))]] = True
+    return mask
+
+
+def _blocks(
+    plans: Sequence[Plan], grid: tuple[np.ndarray, ...], size: int, **kw: Any
+) -> Iterator[tuple[int, _Block]]:
+    n = int(np.prod([len(a) for a in grid]))
+    for i, plan in enumerate(plans):
+        for lo in range(0, n, size):
+            yield i, _Block(plan, grid, lo, min(n, lo + size), **kw)  # type: ignore[arg-type]
+
+
+def _merge(parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None = None) -> _Partial:
+    """Counts summed, frontiers merged (``devices[plan]``: the device group of each plan)."""
+    total = _Partial()
+    for p in parts:
+        total.points += p.points
+        total.valid += p.valid
+        total.fits += p.fits
+        total.meets_slo += p.meets_slo
+    with_pts = [p for p in parts if len(p.metrics)]
+    if not with_pts:
+        return total
+    coords = np.concatenate([p.coords for p in with_pts])
+    metrics = np.concatenate([p.metrics for p in with_pts])
+    plan = np.concatenate([p.plan for p in with_pts])
+    keep = _front(metrics, energy, devices[plan] if devices is not None else None)
+    total.coords, total.metrics, total.plan = coords[keep], metrics[keep], plan[keep]
+    return total
+
+
+#: most grid points one search takes (beyond this, use a Dask cluster: ``client=``)
+MAX_LOCAL_POINTS = 2 * 10**8
+
+
+def search(
+    config: ModelConfig | str,
+    *,
+    devices: Sequence[str | Hardware],
+    batches: Sequence[int],
+    ctxs: Sequence[int],
+    tp: Sequence[int] = (1,),
+    pp: Sequence[int] = (1,),
+    ep: Sequence[int] = (1,),
+    microbatches: Sequence[int] = (1,),
+    weight_dtypes: Sequence[str | None] = (None,),
+    kv_dtypes: Sequence[str | None] = (None,),
+    prompt: int | None = None,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    energy: bool = False,
+    client: Any = None,
+    block: int = 1 << 20,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Evaluate the whole grid and return its Pareto frontier (module doc).
+
+    ``client``: a ``dask.distributed.Client``; blocks then run on its workers and only their
+    frontiers come back. ``progress(done, total)`` is called as blocks complete.
+    """
+    cfg = get_model(config) if isinstance(config, str) else config
+    tps, pps, eps, mbs = (
+        _positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
+    )
+    bs, cs = _positive_ints(batches, "batches"), _positive_ints(ctxs, "ctxs")
+    for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
+        if slo is not None and not (isinstance(slo, int | float) and slo > 0 and math.isfinite(slo)):
+            raise CostModelError(f"{name} must be a positive number of seconds, got {slo!r}")
+    if prompt is not None and (not isinstance(prompt, int) or prompt < 1):
+        raise CostModelError(f"prompt must be a positive whole number of tokens, got {prompt!r}")
+    if block < 1:
+        raise CostModelError(f"block must be >= 1, got {block}")
+    layers = int(as_float(cfg.num_hidden_layers))
+    bad_pp = [p for p in pps.tolist() if layers % p]
+    if bad_pp:
+        raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
+    if (eps > 1).any() and not cfg.is_moe:
+        raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
+    plans = []
+    for dev, wd, kvd, t, e in itertools.product(
+        devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist()
+    ):
+        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+        plans.append(Plan(cfg.replace(**changes), get_device(dev), int(t), int(e)))
+    grid = (pps, mbs, bs, cs)
+    total = grid_size(len(plans), pps, mbs, bs, cs)
+    if client is None and total > MAX_LOCAL_POINTS:
+        raise CostModelError(
+            f"the grid has {total:,} points; at most {MAX_LOCAL_POINTS:,} run in one process (pass a Dask client)"
+        )
+    kw = dict(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy)
+    done = 0
+    parts: list[_Partial] = []
+
+    def collect(i: int, part: _Partial) -> None:
+        nonlocal done
+        part.plan = np.full(len(part.metrics), i, dtype=int)
+        parts.append(part)
+        done += part.points
+        if progress:
+            progress(done, total)
+
+    if client is None:
+        for i, blk in _blocks(plans, grid, block, **kw):
+            collect(i, _evaluate(blk))
+    else:
+        from distributed import as_completed
+
+        futures = {}
+        for i, blk in _blocks(plans, grid, block, **kw):
+            futures[client.submit(_evaluate, blk, pure=False)] = i
+        for fut in as_completed(list(futures)):
+            collect(futures[fut], fut.result())
+            fut.release()
+    names = sorted({p.device.name for p in plans})
+    merged = _merge(parts, energy, np.array([names.index(p.device.name) for p in plans]))
+    return _result(cfg.name, plans, merged, energy)
+
+
+def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool) -> SearchResult:
+    rows = []
+    for coords, metrics, i in zip(p.coords.tolist(), p.metrics.tolist(), p.plan.tolist(), strict=True):
+        plan = plans[i]
+        dev, wd, kvd, tp, ep = plan.label
+        ppv, mv, bv, cv = (int(v) for v in coords)
+        row: dict[str, Any] = {
+            "device": dev,
+            "weight_dtype": wd,
+            "kv_dtype": kvd,
+            "tp": tp,
+            "pp": ppv,
+            "ep": ep,
+            "microbatches": mv,
+            "devices": tp * ppv * ep,
+            "batch": bv,
+            "ctx": cv,
+            "plan": f"{dev} {wd}/{kvd} tp{tp} pp{ppv} ep{ep} m{mv}",
+        }
+        row.update(
+            {k: (float(v) if math.isfinite(v) else None) for k, v in zip(METRICS, metrics, strict=True)}
+        )
+        rows.append(row)
+    rows.sort(key=lambda r: -r["tokens_per_s_per_user"])
+    best: dict[str, dict[str, Any]] = {}
+    if rows:
+        best["fastest_per_user"] = max(rows, key=lambda r: r["tokens_per_s_per_user"])
+        best["highest_throughput_per_device"] = max(rows, key=lambda r: r["tokens_per_s_per_device"])
+        with_energy = [r for r in rows if r["energy_per_token_j"] is not None]
+        if with_energy:
+            best["lowest_energy_per_token"] = min(with_energy, key=lambda r: r["energy_per_token_j"])
+    objectives = ("tokens_per_s_per_user", "tokens_per_s_per_device") + (
+        ("energy_per_token_j",) if energy else ()
+    )
+    return SearchResult(model, p.points, p.valid, p.fits, p.meets_slo, objectives, tuple(rows), best)

@@ -1,0 +1,223 @@
+"""Design-space search: its points equal the one-at-a-time analyses, its frontier equals a brute
+force over the same points, and a Dask cluster finds the same frontier as one process."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.cli import main
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.frontier import pareto_mask
+from costmodel.hardware import get_device
+from graphs import build_model, capacity, parallel_plan, step_time
+from graphs.serving.search import search
+from models import get_model
+
+KW = dict(
+    devices=["h100", "a100"],
+    tp=[1, 2],
+    pp=[1, 2],
+    microbatches=[1, 2],
+    batches=[1, 4, 16, 64, 256],
+    ctxs=[1024, 8192, 65536],
+)
+
+
+def _brute_force(model: str, energy: bool = False, slo_tpot: float | None = None):
+    """Every point one at a time with parallel_plan and capacity, then an O(n^2) frontier."""
+    cfg = get_model(model)
+    pts = []
+    for dev in KW["devices"]:
+        hw = get_device(dev)
+        power = as_float(hw.power_w)
+        for tp in KW["tp"]:
+            for pp in KW["pp"]:
+                for m in KW["microbatches"]:
+                    for b in KW["batches"]:
+                        for ctx in KW["ctxs"]:
+                            if b % m:
+                                continue
+                            if not capacity(cfg, hw, batch=b, ctx=ctx, tp=tp).terms["total"] <= pp * as_float(
+                                hw.capacity()
+                            ):
+                                continue
+                            r = parallel_plan(cfg, hw, batch=b, ctx=ctx, tp=tp, pp=pp, microbatches=m)
+                            if slo_tpot is not None and r.step_s > slo_tpot:
+                                continue
+                            e = power * r.devices * r.step_s / b
+                            pts.append(
+                                (
+                                    dev,
+                                    tp,
+                                    pp,
+                                    m,
+                                    b,
+                                    ctx,
+                                    r.tokens_per_s_per_user,
+                                    r.tokens_per_s_per_device,
+                                    e,
+                                )
+                            )
+    objs = [(p[6], p[7], -p[8]) if energy else (p[6], p[7]) for p in pts]
+    front = {
+        p[:6]
+        for p, o in zip(pts, objs, strict=True)
+        if not any(all(q >= v for q, v in zip(o2, o, strict=True)) and o2 != o for o2 in objs)
+    }
+    return pts, front
+
+
+@pytest.mark.parametrize("energy", [False, True])
+def test_frontier_equals_brute_force(energy):
+    pts, want = _brute_force("llama-3.1-8b", energy=energy, slo_tpot=0.05)
+    res = search("llama-3.1-8b", slo_tpot=0.05, energy=energy, **KW)
+    got = {(r["device"], r["tp"], r["pp"], r["microbatches"], r["batch"], r["ctx"]) for r in res.frontier}
+    assert res.points == 2 * 2 * 2 * 2 * 5 * 3
+    assert res.meets_slo == len(pts)
+    assert got == {(get_device(d).name, *rest) for d, *rest in want}
+
+
+def test_a_point_equals_the_numeric_graph():
+    """TPOT of a tp2 pp1 point from the numeric graph's per-kernel sum (no compiled forms), TTFT
+    from the numeric prefill graph of one prompt."""
+    cfg, hw = get_model("llama-3.1-8b"), get_device("h100")
+    res = search(cfg, devices=["h100"], tp=[2], batches=[8], ctxs=[4096], prompt=2048)
+    (row,) = res.frontier
+    want_tpot = as_float(step_time(build_model(cfg, "decode", batch=8, ctx=4096, tp=2), hw))
+    want_ttft = as_float(step_time(build_model(cfg, "prefill", batch=1, seq=2048, tp=2), hw))
+    assert math.isclose(row["tpot_s"], want_tpot, rel_tol=1e-9)
+    assert math.isclose(row["ttft_s"], want_ttft, rel_tol=1e-9)
+    assert math.isclose(row["tokens_per_s_per_device"], 8 / want_tpot / 2, rel_tol=1e-9)
+    assert row["plan"].startswith("h100-sxm bf16/bf16 tp2 pp1 ep1 m1")
+
+
+def test_expert_parallel_memory_splits_the_experts():
+    """ep=4 on Mixtral: each device holds a quarter of the routed experts, so the memory per device
+    drops by 3/4 of the expert weights (8 experts x 3 matrices of 4096 x 14336 x 32 layers, bf16)."""
+    cfg = get_model("mixtral-8x7b")
+    (ep1,) = search(cfg, devices=["b200"], batches=[1], ctxs=[1024]).frontier
+    (ep4,) = search(cfg, devices=["b200"], ep=[4], batches=[1], ctxs=[1024]).frontier
+    experts = 8 * 3 * 4096 * 14336 * 32 * 2
+    assert math.isclose(ep1["memory_bytes"] - ep4["memory_bytes"], experts * 3 / 4, rel_tol=1e-9)
+    assert ep4["devices"] == 4 and ep4["tpot_s"] != ep1["tpot_s"]
+
+
+def test_slos_and_fit_are_respected():
+    res = search(
+        "llama-3.1-70b",
+        devices=["h100"],
+        tp=[1, 2, 4, 8],
+        batches=[1, 32, 256],
+        ctxs=[4096, 131072],
+        slo_tpot=0.03,
+        slo_ttft=1.0,
+    )
+    assert res.frontier and all(r["tpot_s"] <= 0.03 and r["ttft_s"] <= 1.0 for r in res.frontier)
+    assert all(r["memory_bytes"] <= as_float(get_device("h100").capacity()) for r in res.frontier)
+    assert res.meets_slo <= res.fits <= res.valid <= res.points
+    # 70B in bf16 (141 GB of weights) fits no single 80 GB H100
+    assert all(r["tp"] >= 2 for r in res.frontier)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (dict(tp=[0]), "tp must be >= 1"),
+        (dict(pp=[3]), "must divide the 32 layers"),
+        (dict(ep=[2]), "has no experts"),
+        (dict(slo_tpot=-1.0), "slo_tpot must be a positive"),
+        (dict(batches=[]), "batches: give at least one value"),
+        (dict(prompt=0), "prompt must be a positive"),
+    ],
+)
+def test_bad_search_input(kw, message):
+    args = dict(devices=["h100"], batches=[1], ctxs=[128]) | kw
+    with pytest.raises(CostModelError, match=message):
+        search("llama-3.1-8b", **args)
+
+
+def test_search_command(capsys, tmp_path):
+    f = tmp_path / "front.csv"
+    code = main(
+        [
+            "search",
+            "llama-3.1-8b",
+            "--devices",
+            "h100,b200",
+            "--tp",
+            "1,2",
+            "--batches",
+            "1..64",
+            "--ctxs",
+            "1024..8192/1024",
+            "--slo-tpot",
+            "0.02",
+            "--energy",
+            "--csv",
+            str(f),
+            "--quiet",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "Pareto frontier" in out and "fastest per user" in out and f.exists()
+    assert main(["search", "llama-3.1-8b", "--batches", "1,2", "--ctxs", "128", "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["points"] == 2 and data["frontier"]
+    assert main(["search", "llama-3.1-8b", "--tp", "0", "--quiet"]) == 2
+    assert main(["search", "llama-3.1-8b", "--batches", "5..1", "--quiet"]) == 2
+    assert "START <= STOP" in capsys.readouterr().err
+
+
+def test_dask_cluster_gives_the_local_frontier():
+    distributed = pytest.importorskip("distributed")
+    kw = dict(
+        devices=["h100", "a100"],
+        tp=[1, 2],
+        batches=range(1, 65),
+        ctxs=range(1024, 16385, 1024),
+        slo_tpot=0.05,
+        energy=True,
+        block=4096,
+    )
+    local = search("llama-3.1-8b", **kw)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cl:
+        with distributed.Client(cl) as client:
+            remote = search("llama-3.1-8b", client=client, **kw)
+    assert remote == local and local.frontier
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=30),
+    st.booleans(),
+)
+def test_pareto_mask_equals_brute_force(rows, three):
+    pts = np.array(rows, dtype=float)[:, : 3 if three else 2]
+    sense = (True, False, True)[: pts.shape[1]]
+    got = pareto_mask(pts, sense)
+    q = pts * np.where(np.array(sense), 1.0, -1.0)
+    want = [
+        not any((q[j] >= q[i]).all() and (q[j] > q[i]).any() for j in range(len(q))) for i in range(len(q))
+    ]
+    assert got.tolist() == want
+
+
+def test_large_pareto_prefilter_keeps_the_frontier():
+    rng = np.random.default_rng(0)
+    pts = rng.integers(0, 2000, (200_000, 2)).astype(float)
+    got = pareto_mask(pts, (True, True))
+    order = np.lexsort((-pts[:, 1], -pts[:, 0]))  # brute force by sweep: best second so far
+    best, want = -np.inf, np.zeros(len(pts), dtype=bool)
+    for i in order:
+        if pts[i, 1] > best:
+            want[i], best = True, pts[i, 1]
+    keep = {tuple(r) for r in pts[want]}
+    want |= np.array([tuple(r) in keep for r in pts])
+    assert (got == want).all()
