@@ -140,16 +140,32 @@ def sweep(
             f"contexts); at most {MAX_POINTS:,} fit in memory here"
         )
     bg, cg = (a.ravel() for a in np.meshgrid(bs, cs, indexing="ij"))
+    n = bg.size
+    # every column allocated once at its full size and filled per configuration (no concatenation)
+    out: dict[str, np.ndarray] = {
+        k: np.empty(total, dtype=object) for k in ("device", "weight_dtype", "kv_dtype")
+    }
+    out.update(batch=np.tile(bg.astype(np.int64), len(combos)), ctx=np.tile(cg.astype(np.int64), len(combos)))
+    for k in (
+        "tpot_s",
+        "tokens_per_s_per_user",
+        "tokens_per_s_per_device",
+        "energy_per_token_j",
+        "memory_bytes",
+    ):
+        out[k] = np.empty(total)
+    out["fits"] = np.empty(total, dtype=bool)
+    out["pareto"] = np.zeros(total, dtype=bool)
     done = 0
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
-    for dev, wd, kvd in combos:
+    for i, (dev, wd, kvd) in enumerate(combos):
         hw = get_device(dev)
         changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
         c = cfg.replace(**changes)
         tpot_f, mem_f = compile_decode(c, dev, tp, overhead)
-        tpot = np.empty_like(bg)
-        mem = np.empty_like(bg)
-        for lo in range(0, bg.size, chunk):
+        base = i * n
+        tpot = out["tpot_s"][base : base + n]
+        mem = out["memory_bytes"][base : base + n]
+        for lo in range(0, n, chunk):
             sl = slice(lo, lo + chunk)
             tpot[sl] = tpot_f(bg[sl], cg[sl])
             mem[sl] = mem_f(bg[sl], cg[sl])
@@ -157,20 +173,14 @@ def sweep(
             if progress:
                 progress(done, total)
         power = as_float(hw.power_w) if hw.power_w is not None else np.nan
-        n = bg.size
-        cols["device"].append(np.full(n, hw.name, dtype=object))
-        cols["weight_dtype"].append(np.full(n, c.weight_dtype, dtype=object))
-        cols["kv_dtype"].append(np.full(n, c.cache_dtype, dtype=object))
-        cols["batch"].append(bg.astype(int))
-        cols["ctx"].append(cg.astype(int))
-        cols["tpot_s"].append(tpot)
-        cols["tokens_per_s_per_user"].append(1 / tpot)
-        cols["tokens_per_s_per_device"].append(bg / tpot / tp)
-        cols["energy_per_token_j"].append(power * tpot / bg)
-        cols["memory_bytes"].append(mem)
-        cols["fits"].append(mem <= as_float(hw.capacity()))
-        cols["pareto"].append(np.zeros(n, dtype=bool))
-    out = {k: np.concatenate(v) for k, v in cols.items()}
+        part = slice(base, base + n)
+        out["device"][part] = hw.name
+        out["weight_dtype"][part] = c.weight_dtype
+        out["kv_dtype"][part] = c.cache_dtype
+        np.divide(1.0, tpot, out=out["tokens_per_s_per_user"][part])
+        np.divide(bg / tp, tpot, out=out["tokens_per_s_per_device"][part])
+        np.divide(power * tpot, bg, out=out["energy_per_token_j"][part])
+        np.less_equal(mem, as_float(hw.capacity()), out=out["fits"][part])
     fits = out["fits"]
     if fits.any():
         pts = np.column_stack([out["tokens_per_s_per_user"][fits], out["tokens_per_s_per_device"][fits]])
