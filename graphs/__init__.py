@@ -1,20 +1,41 @@
 """Dataflow graphs: builders (:mod:`graphs.blocks`), importers from compiler IRs
-(:mod:`graphs.importers`) and the serving analyses over them (:mod:`graphs.serving`)."""
+(:mod:`graphs.importers`) and the serving analyses over them (:mod:`graphs.serving`).
 
-from .blocks import PHASES, GraphBuilder, PhaseDims, build_layer, build_model, phase_dims
-from .importers import from_exported_program, from_graph_module, from_onnx
-from .serving import *  # noqa: F403 - re-export the analyses listed in graphs.serving.__all__
+Names load on first use (PEP 562), like :mod:`costmodel`: importing a light module under
+``graphs`` does not build the whole engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .serving import __all__ as _serving_all
 
-__all__ = [
-    "PHASES",
-    "PhaseDims",
-    "phase_dims",
-    "build_layer",
-    "build_model",
-    "GraphBuilder",
-    "from_exported_program",
-    "from_graph_module",
-    "from_onnx",
-    *_serving_all,
-]
+#: public name -> the subpackage that defines it
+_LAZY: dict[str, str] = {
+    "PHASES": "blocks",
+    "PhaseDims": "blocks",
+    "phase_dims": "blocks",
+    "build_layer": "blocks",
+    "build_model": "blocks",
+    "GraphBuilder": "blocks",
+    "from_exported_program": "importers",
+    "from_graph_module": "importers",
+    "from_onnx": "importers",
+    **dict.fromkeys(_serving_all, "serving"),
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,24 +1,43 @@
-"""Model configurations: the ModelConfig type, a Hugging Face loader, a catalog."""
+"""Model configurations: the ModelConfig type, a Hugging Face loader, a catalog.
 
-from .catalog import MODELS, CatalogModel, UnknownModelError, get_model, model_names
-from .config import ModelConfig, ModelConfigError
-from .hf import SUPPORTED_MODEL_TYPES, config_from_hf_dict, load_hf_config
-from .params import ParamCounts, attention_params, mlp_params, moe_params, param_counts
+Names load on first use (PEP 562), so locating a shipped config (``models/configs``) costs
+no sympy import.
+"""
 
-__all__ = [
-    "ModelConfig",
-    "ModelConfigError",
-    "load_hf_config",
-    "config_from_hf_dict",
-    "SUPPORTED_MODEL_TYPES",
-    "MODELS",
-    "CatalogModel",
-    "UnknownModelError",
-    "get_model",
-    "model_names",
-    "ParamCounts",
-    "param_counts",
-    "attention_params",
-    "mlp_params",
-    "moe_params",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    "ModelConfig": "config",
+    "ModelConfigError": "config",
+    "load_hf_config": "hf",
+    "config_from_hf_dict": "hf",
+    "SUPPORTED_MODEL_TYPES": "hf",
+    "MODELS": "catalog",
+    "CatalogModel": "catalog",
+    "UnknownModelError": "catalog",
+    "get_model": "catalog",
+    "model_names": "catalog",
+    "ParamCounts": "params",
+    "param_counts": "params",
+    "attention_params": "params",
+    "mlp_params": "params",
+    "moe_params": "params",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

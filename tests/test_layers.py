@@ -26,3 +26,16 @@ def test_no_module_is_over_400_lines():
         if (n := len(p.read_text().splitlines())) > 400
     }
     assert not long, f"modules over 400 lines (split them by concept): {long}"
+
+
+def test_lazy_names_never_shadow_a_submodule():
+    """A package that loads names on first use (PEP 562) must not export a name that is also one
+    of its submodules: importing the submodule would overwrite the name with the module."""
+    import importlib
+    import pkgutil
+
+    for pkg_name in ("costmodel", "graphs", "graphs.serving", "models"):
+        pkg = importlib.import_module(pkg_name)
+        subs = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
+        clash = subs & set(getattr(pkg, "_LAZY", {}))
+        assert not clash, f"{pkg_name}: lazy names that are also submodules: {clash}"

@@ -33,7 +33,7 @@ def _client(args: argparse.Namespace) -> Any:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from graphs.serving.search import search
+    from graphs.serving.design_search import search
 
     from ..report import format_table
     from .model import resolve_model

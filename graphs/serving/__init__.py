@@ -1,64 +1,70 @@
 """Serving analyses over model graphs: totals and closed forms, phase reports,
-capacity, sweeps, disaggregation, speculative decoding, split placement and
-parallel plans."""
+capacity, sweeps, design-space search, disaggregation, speculative decoding, split
+placement and parallel plans.
 
-from .capacity import CapacityReport, capacity, model_ledger, peak_activation_bytes, what_if
-from .disagg import disaggregated, kv_transfer_crossover
-from .limits import decode_limits
-from .parallel import bubble_fraction, parallel_plan, plan_frontier
-from .phases import PhaseReport, decode_report, near_far_memory, prefill_report, step_time
-from .specdec import expected_tokens, speculative_decoding, speedup_closed_form
-from .split import attention_ffn_split, sram_residency
-from .sweep import SweepResult, compile_decode, sweep
-from .totals import (
-    GraphSummary,
-    analyze,
-    attention_flops,
-    closed_forms,
-    decode_energy_vs_batch,
-    kv_cache_bytes_per_token,
-    op_total,
-    summarize,
-    weight_bytes_read,
-    weight_params,
-)
-from .workload import Workload, as_workload
+Names load on first use (PEP 562): ``import graphs.serving`` is cheap, so the command
+line's fast paths (a cached decode report) never import sympy or networkx.
+"""
 
-__all__ = [
-    "Workload",
-    "as_workload",
-    "GraphSummary",
-    "summarize",
-    "closed_forms",
-    "analyze",
-    "decode_energy_vs_batch",
-    "weight_params",
-    "weight_bytes_read",
-    "kv_cache_bytes_per_token",
-    "attention_flops",
-    "op_total",
-    "CapacityReport",
-    "capacity",
-    "model_ledger",
-    "peak_activation_bytes",
-    "what_if",
-    "PhaseReport",
-    "prefill_report",
-    "decode_report",
-    "decode_limits",
-    "near_far_memory",
-    "step_time",
-    "SweepResult",
-    "sweep",
-    "compile_decode",
-    "disaggregated",
-    "kv_transfer_crossover",
-    "expected_tokens",
-    "speculative_decoding",
-    "speedup_closed_form",
-    "attention_ffn_split",
-    "sram_residency",
-    "bubble_fraction",
-    "parallel_plan",
-    "plan_frontier",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    "Workload": "workload",
+    "as_workload": "workload",
+    "GraphSummary": "totals",
+    "summarize": "totals",
+    "closed_forms": "totals",
+    "analyze": "totals",
+    "decode_energy_vs_batch": "totals",
+    "weight_params": "totals",
+    "weight_bytes_read": "totals",
+    "kv_cache_bytes_per_token": "totals",
+    "attention_flops": "totals",
+    "op_total": "totals",
+    "CapacityReport": "ledger_fit",
+    "capacity": "ledger_fit",
+    "model_ledger": "ledger_fit",
+    "peak_activation_bytes": "ledger_fit",
+    "what_if": "ledger_fit",
+    "PhaseReport": "phases",
+    "prefill_report": "phases",
+    "decode_report": "phases",
+    "decode_limits": "limits",
+    "near_far_memory": "phases",
+    "step_time": "phases",
+    "SweepResult": "sweeps",
+    "sweep": "sweeps",
+    "compile_decode": "sweeps",
+    "disaggregated": "disagg",
+    "kv_transfer_crossover": "disagg",
+    "expected_tokens": "specdec",
+    "speculative_decoding": "specdec",
+    "speedup_closed_form": "specdec",
+    "attention_ffn_split": "split",
+    "sram_residency": "split",
+    "bubble_fraction": "parallel",
+    "parallel_plan": "parallel",
+    "plan_frontier": "parallel",
+    "search": "design_search",
+    "SearchResult": "design_search",
+    "compiled_step": "compiled",
+    "CompiledStep": "compiled",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -277,7 +277,7 @@ def decode_memory(
     overhead: Overhead | None = None,
 ) -> Callable[..., np.ndarray]:
     """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step)."""
-    from .capacity import model_ledger
+    from .ledger_fit import model_ledger
 
     w = as_workload(config)
     hw = get_device(device)

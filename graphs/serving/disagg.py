@@ -32,8 +32,8 @@ from costmodel.keys import Phase
 from costmodel.results import Result
 from models.config import ModelConfig
 
-from .capacity import capacity
 from .compiled import compiled_step
+from .ledger_fit import capacity
 from .totals import kv_cache_bytes_per_token
 from .workload import Workload, as_workload
 
