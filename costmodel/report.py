@@ -13,9 +13,10 @@ from typing import Any
 
 from .cost import Cost, as_float
 from .hardware.spec import Hardware
-from .results import plain
 from .roofline import bound, headroom
 from .rules import op_cost
+from .text import fmt_si, fmt_time
+from .text import format_table as _format_table
 
 __all__ = ["roofline_rows", "format_table", "fmt_si", "standard_ops", "COLUMNS", "fmt_time"]
 
@@ -31,23 +32,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("speedup_2x_compute", "2x compute", ".2fx"),
     ("speedup_2x_bandwidth", "2x bandwidth", ".2fx"),
 )
-
-
-def fmt_si(x: float, unit: str = "") -> str:
-    """``1.5e9 -> '1.50 G'`` with an optional unit."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f} {prefix}{unit}"
-    return f"{x:.2f} {unit}".rstrip()
-
-
-def fmt_time(t: float) -> str:
-    """Seconds with a readable prefix: ``0.0042 -> '4.200 ms'``, ``3e-7 -> '0.30 us'``."""
-    if t >= 1:
-        return f"{t:.3f} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3f} ms"
-    return f"{t * 1e6:.2f} us"
 
 
 def roofline_rows(
@@ -91,29 +75,9 @@ def roofline_rows(
 
 
 def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
-    """Render rows as an aligned text table."""
-
-    def cell(value: Any, fmt: str) -> str:
-        if fmt == "s":
-            return str(value)
-        if fmt == "si":
-            return fmt_si(float(value))
-        if fmt == "time":
-            return fmt_time(float(value))
-        if fmt.endswith("x"):
-            return format(float(value), fmt[:-1]) + "x"
-        return format(float(value), fmt)
-
-    data = [plain(r) for r in rows]  # reports (dataclasses) or plain dicts
-    table = [[h for _, h, _ in columns]] + [[cell(r[k], f) for k, _, f in columns] for r in data]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    lines = []
-    for j, row in enumerate(table):
-        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-        lines.append("  ".join(parts))
-        if j == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    """Render rows as an aligned text table (:func:`costmodel.text.format_table`; roofline columns
+    by default)."""
+    return _format_table(rows, columns)
 
 
 def standard_ops(dtype: str = "bf16") -> list[tuple[str, Cost]]:

@@ -170,15 +170,11 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from graphs import decode_limits, decode_report, near_far_memory
-
     from ..keys import Unit
-    from ..report import fmt_time
+    from ..text import fmt_time
+    from .cached import decode_reports
 
-    cfg = _config(args)
-    rep = decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp)
-    lim = decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp)
-    nf = near_far_memory(cfg, args.device)
+    rep, lim, nf = decode_reports(args, _config)
     if args.json:
         print(dump({**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}))
         return 0

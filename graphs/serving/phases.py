@@ -17,7 +17,6 @@ All numbers are read off model graphs with the roofline of each node:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,11 +26,11 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import Phase
-from costmodel.results import Result
 from models.config import ModelConfig
 from models.params import param_counts
 
 from .compiled import CompiledStep, compiled_step, positive_int, step_time
+from .reports import DecodeReport, NearFarMemory, PhaseReport, PrefillReport, decode_from_fields, phase_fields
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -46,102 +45,21 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class PhaseReport(Result):
-    """Timing, traffic and throughput of one step (see module doc)."""
-
-    model: str
-    device: str
-    phase: Phase
-    batch: int
-    tokens: int
-    tp: int
-    step_s: float  #: sum over kernels of each kernel's roofline
-    optimistic_step_s: float  #: the whole step as one roofline
-    terms_s: dict[str, float]  #: whole-step terms: compute per unit, bytes per level, links
-    weight_read_s: float  #: weight bytes the graph reads, over DRAM bandwidth
-    kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
-    attention_flop_share: float
-    energy_per_token_j: float | None  #: TDP x step time / tokens: an estimate at full power
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / self.step_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "tokens_per_s": self.tokens_per_s}
-
-
-@dataclass(frozen=True)
-class PrefillReport(PhaseReport):
-    """A prefill step; with chunking, ``step_s`` sums the chunks and the rest describes the whole prompt."""
-
-    chunks: int = 1
-    chunk: int | None = None
-    unchunked_step_s: float | None = None  #: the prompt as one step, for comparison
-
-
-@dataclass(frozen=True)
-class DecodeReport(PhaseReport):
-    """A decode step (``step_s`` is the TPOT bound).
-
-    ``read_every_weight_once_s`` is the seed script's bound (all parameters,
-    embedding included, over the bandwidth); the graph's own weight traffic
-    ``weight_read_s`` leaves the input-embedding table out, because the
-    gather reads only ``B`` rows (``embedding_table_read_s`` is what it
-    would cost to stream it).
-    """
-
-    read_every_weight_once_s: float = 0.0
-    embedding_table_read_s: float = 0.0
-    device_hours_per_million_tokens: float | None = None
-
-    @property
-    def tpot_s(self) -> float:
-        return self.step_s
-
-    @property
-    def tokens_per_s_per_user(self) -> float:
-        return 1 / self.step_s
-
-    @property
-    def tokens_per_s_per_device(self) -> float:
-        return self.batch / self.step_s / self.tp
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **super().to_dict(),
-            "tpot_s": self.tpot_s,
-            "tokens_per_s_per_user": self.tokens_per_s_per_user,
-            "tokens_per_s_per_device": self.tokens_per_s_per_device,
-        }
-
-
 def _report_fields(
     w: Workload, hw: Hardware, c: CompiledStep, phase: Phase, point: tuple[int, ...], tokens: int, tp: int
 ) -> dict[str, Any]:
     """A report's numbers from the compiled step at ``point`` (no substitution)."""
-    v = c.point(*point)
-    flops, step = v["flops"], v["step_s"]
-    return {
-        "model": w.name,
-        "device": hw.name,
-        "phase": phase,
-        "batch": point[0],
-        "tokens": tokens,
-        "tp": tp,
-        "step_s": step,
-        "optimistic_step_s": v["optimistic_step_s"],
-        "terms_s": v["terms_s"],
-        "weight_read_s": v["weight_read_s"],
-        "kv_read_s": v["kv_read_s"],
-        "attention_flop_share": v["attention_flops"] / flops if flops else 0.0,
-        "energy_per_token_j": _power(hw) * step / tokens if hw.power_w is not None else None,
-    }
-
-
-def _power(hw: Hardware) -> float:
-    return as_float(hw.power_w)
+    power = as_float(hw.power_w) if hw.power_w is not None else None
+    return phase_fields(
+        c.point(*point),
+        model=w.name,
+        device=hw.name,
+        power_w=power,
+        phase=phase,
+        batch=point[0],
+        tokens=tokens,
+        tp=tp,
+    )
 
 
 #: most chunks a chunked prefill is evaluated over (one compiled call each)
@@ -186,7 +104,7 @@ def prefill_report(
     if rest:
         total += cc.step(batch, rest, n_full * chunk)
     # the report's graph quantities come from the unchunked prompt; the time from the chunks
-    energy = _power(hw) * total / (batch * seq) if hw.power_w is not None else None
+    energy = as_float(hw.power_w) * total / (batch * seq) if hw.power_w is not None else None
     return PrefillReport(
         **{**fields, "step_s": total, "energy_per_token_j": energy},
         chunks=n_full + (1 if rest else 0),
@@ -210,33 +128,20 @@ def decode_report(
     hw = get_device(device)
     c = compiled_step(w, hw, Phase.DECODE, tp=tp)
     fields = _report_fields(w, hw, c, Phase.DECODE, (batch, ctx), batch, tp)
-    bw, wbytes, emb_bytes = c.memo("decode_constants", lambda: _decode_constants(w, c, tp))
-    step = fields["step_s"]
-    return DecodeReport(
-        **fields,
-        read_every_weight_once_s=wbytes / bw,
-        embedding_table_read_s=emb_bytes / bw,
-        device_hours_per_million_tokens=1e6 / (batch / step) * tp / 3600 if hw.power_w is not None else None,
+    bw, wbytes, emb_bytes = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
+    return decode_from_fields(
+        fields,
+        bandwidth=bw,
+        weights_bytes=wbytes,
+        embedding_bytes=emb_bytes,
+        power_known=hw.power_w is not None,
     )
 
 
-def _decode_constants(w: Workload, c: CompiledStep, tp: int) -> tuple[float, float, float]:
+def decode_constants(w: Workload, c: CompiledStep, tp: int) -> tuple[float, float, float]:
     """DRAM bandwidth, resident weight bytes and one device's share of the embedding table."""
     emb = param_counts(w.config).embedding * get_dtype(w.config.weight_dtype).bytes / tp
     return as_float(c.hardware.bandwidth()), as_float(c.forms.weights_resident_bytes), as_float(emb)
-
-
-@dataclass(frozen=True)
-class NearFarMemory(Result):
-    """A step that reads all weights once runs at most ``bandwidth / capacity`` times per second
-    on a full device; splitting the weights over ``n`` devices divides the per-token bound by ``n``."""
-
-    model: str
-    device: str
-    weights_bytes: float
-    full_memory_reads_per_s: float
-    devices_to_hold_weights: int
-    per_token_bound_s: float
 
 
 def near_far_memory(config: ModelConfig | str | Workload, device: Hardware | str) -> NearFarMemory:

@@ -1,0 +1,118 @@
+"""A persistent cache of compiled forms across processes: JSON text, never pickle.
+
+A command that derives closed forms (the decode report's step time, terms and limits in
+``B`` and ``ctx``) can store them here as text and, in a later process, read them back with
+:func:`costmodel.arith.compile_numeric` without importing sympy or building a graph. What
+is stored is data: numbers and arithmetic text that the whitelisting parser checks before
+anything is evaluated; a file that fails the check is ignored (and rebuilt).
+
+Where
+    ``$COSTMODEL_CACHE_DIR``, else ``platformdirs.user_cache_dir("costmodel")`` when
+    platformdirs is installed, else ``$XDG_CACHE_HOME/costmodel`` or ``~/.cache/costmodel``.
+    ``COSTMODEL_NO_CACHE=1`` turns the cache off (nothing read or written).
+Key
+    sha256 over the cache format, the engine version, a fingerprint of the engine's own
+    source files (path, size and modification time of every ``.py``, ``.toml`` and ``.json``
+    under ``costmodel``, ``graphs`` and ``models``) and the caller's parts (the model config's
+    text, the device catalog's text, the device name, the plan, the dtypes). Any edit to the
+    engine, the config or the catalog changes the key, so a stale entry is never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["enabled", "cache_dir", "source_fingerprint", "cache_key", "load", "save", "FORMAT"]
+
+FORMAT = 1  #: bumped when the stored layout changes
+_PACKAGES = ("costmodel", "graphs", "models")
+_fingerprint: str | None = None
+
+
+def enabled() -> bool:
+    """False when ``COSTMODEL_NO_CACHE`` is set to anything but ``""`` or ``0``."""
+    return os.environ.get("COSTMODEL_NO_CACHE", "") in ("", "0")
+
+
+def cache_dir() -> Path:
+    """The directory entries live in (module doc); not created until something is saved."""
+    explicit = os.environ.get("COSTMODEL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "costmodel"
+    return Path(user_cache_dir("costmodel"))
+
+
+def source_fingerprint() -> str:
+    """A hash of (path, size, mtime) of the engine's source and data files (once per process)."""
+    global _fingerprint
+    if _fingerprint is None:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256()
+        for pkg in _PACKAGES:
+            for dirpath, dirnames, filenames in os.walk(root / pkg):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                for name in sorted(filenames):
+                    if name.endswith((".py", ".toml", ".json")):
+                        st = os.stat(os.path.join(dirpath, name))
+                        h.update(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        _fingerprint = h.hexdigest()
+    return _fingerprint
+
+
+def cache_key(kind: str, *parts: str | bytes) -> str:
+    """The entry name for ``kind`` and the caller's ``parts`` (module doc)."""
+    from . import __version__
+
+    h = hashlib.sha256(f"{FORMAT}\0{__version__}\0{source_fingerprint()}\0{kind}".encode())
+    for p in parts:
+        data = p if isinstance(p, bytes) else p.encode()
+        h.update(len(data).to_bytes(8, "little") + data)
+    return f"{kind}-{h.hexdigest()[:40]}"
+
+
+def _path(key: str) -> Path:
+    return cache_dir() / "forms" / f"{key}.json"
+
+
+def load(key: str) -> dict[str, Any] | None:
+    """The stored entry, or None (missing, unreadable, not a JSON object, or cache off)."""
+    if not enabled():
+        return None
+    try:
+        with open(_path(key), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def save(key: str, data: dict[str, Any]) -> bool:
+    """Store ``data`` (JSON-ready) atomically; False when the cache is off or not writable."""
+    if not enabled():
+        return False
+    path = _path(key)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({**data, "format": FORMAT}, f, allow_nan=False)
+        os.replace(tmp, path)
+    except (OSError, ValueError, TypeError):
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return False
+    return True

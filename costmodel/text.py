@@ -1,0 +1,58 @@
+"""Numbers as text: SI prefixes, times, aligned tables. Light (no sympy): the command line's
+fast paths format with it.
+
+>>> fmt_time(0.0042), fmt_si(1.5e9, "B")
+('4.200 ms', '1.50 GB')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .results import plain
+
+__all__ = ["fmt_si", "fmt_time", "format_table"]
+
+
+def fmt_si(x: float, unit: str = "") -> str:
+    """``1.5e9 -> '1.50 G'`` with an optional unit."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {prefix}{unit}"
+    return f"{x:.2f} {unit}".rstrip()
+
+
+def fmt_time(t: float) -> str:
+    """Seconds with a readable prefix: ``0.0042 -> '4.200 ms'``, ``3e-7 -> '0.30 us'``."""
+    if t >= 1:
+        return f"{t:.3f} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.2f} us"
+
+
+def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]]) -> str:
+    """Render rows as an aligned text table."""
+
+    def cell(value: Any, fmt: str) -> str:
+        if fmt == "s":
+            return str(value)
+        if fmt == "si":
+            return fmt_si(float(value))
+        if fmt == "time":
+            return fmt_time(float(value))
+        if fmt.endswith("x"):
+            return format(float(value), fmt[:-1]) + "x"
+        return format(float(value), fmt)
+
+    data = [plain(r) for r in rows]  # reports (dataclasses) or plain dicts
+    table = [[h for _, h, _ in columns]] + [[cell(r[k], f) for k, _, f in columns] for r in data]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    lines = []
+    for j, row in enumerate(table):
+        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        lines.append("  ".join(parts))
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

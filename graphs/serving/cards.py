@@ -1,0 +1,217 @@
+"""Report cards: a decode step's compiled forms as JSON-ready text, and their evaluation.
+
+A card holds what :func:`graphs.serving.phases.decode_report`,
+:func:`graphs.serving.limits.decode_limits` and :func:`graphs.serving.phases.near_far_memory`
+need to answer for *any* batch and context of one (model, device, tp, dtypes): the step's
+fields as arithmetic text in ``B`` and ``ctx`` (the per-kernel sum of rooflines, the whole-step
+terms, weight and KV reads, FLOPs), the memory/compute split behind the knee, and the
+constants. :func:`build_decode_card` derives it from the compiled step (sympy, once);
+:func:`decode_from_card` evaluates it with :func:`costmodel.arith.compile_numeric` and fills
+the same report dataclasses through the same functions (:mod:`graphs.serving.reports`), in a
+process that never imports sympy, numpy or networkx. The command line stores cards in the
+persistent cache (:mod:`costmodel.formcache`), so a repeated ``costmodel decode`` skips the
+engine entirely.
+
+Floats are written with ``repr`` (17 significant digits) and rationals as ``p/q``: evaluating
+the text gives the lambdified values to float rounding (a test checks 1e-12).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from costmodel.arith import ArithError, compile_numeric
+from costmodel.errors import CostModelError
+from costmodel.keys import Phase
+
+from .reports import (
+    DecodeLimits,
+    DecodeReport,
+    LimitNumbers,
+    NearFarMemory,
+    decode_from_fields,
+    limits_at,
+    phase_fields,
+)
+
+__all__ = ["CardError", "build_decode_card", "decode_from_card", "to_text", "CARD_VERSION"]
+
+CARD_VERSION = 1
+_ARGS = ("B", "ctx")
+
+
+class CardError(CostModelError):
+    """A form the card's arithmetic cannot hold, or a card that does not read back."""
+
+
+_FUNCS = {
+    "Max": "Max",
+    "Min": "Min",
+    "ceiling": "ceiling",
+    "floor": "floor",
+    "Abs": "Abs",
+    "exp": "exp",
+    "log": "log",
+}
+
+
+def to_text(expr: Any) -> str:
+    """``expr`` (a sympy expression in ``B`` and ``ctx``) as text :func:`compile_numeric` reads:
+    floats with ``repr``, rationals as ``(p/q)``, every sum, product and power parenthesised."""
+    import sympy
+
+    e = sympy.sympify(expr)  # engine-built expressions and numbers only, never user text
+    try:
+        if e.is_Integer:
+            return repr(float(int(e)))
+        if e.is_Rational:
+            return f"({float(e.p)!r}/{float(e.q)!r})"
+    except OverflowError:
+        raise CardError(f"a card cannot hold the number {str(e)[:40]}") from None
+    if e.is_Float:
+        v = float(e)
+        if not math.isfinite(v):
+            raise CardError(f"a card cannot hold the non-finite number {e}")
+        return repr(v)
+    if e.is_Symbol:
+        if e.name not in _ARGS:
+            raise CardError(f"a card's forms may only depend on {', '.join(_ARGS)}, not {e.name}")
+        return e.name
+    if e.is_Add:
+        return "(" + " + ".join(to_text(a) for a in e.args) + ")"
+    if e.is_Mul:
+        return "(" + "*".join(to_text(a) for a in e.args) + ")"
+    if e.is_Pow:
+        return f"({to_text(e.base)})**({to_text(e.exp)})"
+    name = type(e).__name__
+    if name in _FUNCS:
+        return f"{_FUNCS[name]}(" + ", ".join(to_text(a) for a in e.args) + ")"
+    raise CardError(f"a card cannot hold {name} ({str(e)[:60]})")
+
+
+def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any]:
+    """The decode card of ``config`` on ``device`` at ``tp`` (module doc), JSON-ready.
+
+    Raises :class:`CardError` when a form uses a function the card's arithmetic lacks (the
+    caller then uses the library functions directly).
+    """
+    from costmodel.cost import as_float
+
+    from .compiled import compiled_step
+    from .limits import LimitForms
+    from .phases import decode_constants, near_far_memory
+    from .workload import as_workload
+
+    w = as_workload(config)
+    c = compiled_step(w, device, Phase.DECODE, tp=tp)
+    hw = c.hardware
+    f = c.forms
+    fields = {
+        "step_s": f.step_s,
+        "optimistic_step_s": f.optimistic_step_s,
+        "weight_read_s": f.weight_read_s,
+        "kv_read_s": f.kv_read_s,
+        "flops": f.flops,
+        "attention_flops": f.attention_flops,
+    }
+    lf = c.memo("limit_forms", lambda: LimitForms.of(c))
+    bw, wbytes, emb = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
+    units = {}
+    for u, form in lf.comp.items():
+        c_per, ceiling = c.memo(f"limits:{u}", lambda u=u: lf.ceiling(u))
+        units[u] = {"comp": to_text(form), "per_sequence": str(c_per), "ceiling": ceiling}
+    from costmodel.symbols import B
+
+    nf = near_far_memory(w, hw)
+    return {
+        "kind": "decode",
+        "version": CARD_VERSION,
+        "model": w.name,
+        "device": hw.name,
+        "tp": tp,
+        "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "fields": {k: to_text(v) for k, v in fields.items()},
+        "terms": {k: to_text(v) for k, v in f.terms_s.items()},
+        "bandwidth": bw,
+        "weights_bytes": wbytes,
+        "embedding_bytes": emb,
+        "limits": {
+            "a": to_text(lf.mem.subs(B, 0)),
+            "b": to_text(lf.b_per),
+            "b_per_sequence": str(lf.b_per),
+            "mem": to_text(lf.mem),
+            "linear": lf.linear,
+            "units": units,
+        },
+        "near_far": nf.to_dict(),
+        "check": _check_point(c, lf),
+    }
+
+
+def _check_point(c: Any, lf: Any) -> dict[str, Any]:
+    """Values at one point from the lambdified forms: a card whose text evaluates differently
+    is refused when read (:func:`decode_from_card`)."""
+    v = c.point(7, 1234)
+    return {"B": 7, "ctx": 1234, "step_s": v["step_s"], "mem": float(lf.mem_f(7, 1234))}
+
+
+def _fn(text: Any) -> Any:
+    return compile_numeric(text, _ARGS)
+
+
+def decode_from_card(
+    card: dict[str, Any], *, batch: int, ctx: int
+) -> tuple[DecodeReport, DecodeLimits, NearFarMemory]:
+    """The decode report, limits and near/far memory at ``batch`` and ``ctx`` from a card.
+
+    Raises :class:`CardError` when the card is malformed or does not reproduce its check point.
+    """
+    try:
+        if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
+            raise CardError("not a decode card of this version")
+        fields = {k: _fn(t) for k, t in card["fields"].items()}
+        terms = {str(k): _fn(t) for k, t in card["terms"].items()}
+        lim = card["limits"]
+        mem = _fn(lim["mem"])
+        chk = card["check"]
+        want = (float(chk["step_s"]), float(chk["mem"]))
+        got = (fields["step_s"](chk["B"], chk["ctx"]), mem(chk["B"], chk["ctx"]))
+        if not all(math.isclose(g, x, rel_tol=1e-9) for g, x in zip(got, want, strict=True)):
+            raise CardError("the card's text does not reproduce its check point")
+        values: dict[str, Any] = {k: f(batch, ctx) for k, f in fields.items()}
+        values["terms_s"] = {k: f(batch, ctx) for k, f in terms.items()}
+        power = card["power_w"]
+        rep = decode_from_fields(
+            phase_fields(
+                values,
+                model=str(card["model"]),
+                device=str(card["device"]),
+                power_w=None if power is None else float(power),
+                phase=Phase.DECODE,
+                batch=batch,
+                tokens=batch,
+                tp=int(card["tp"]),
+            ),
+            bandwidth=float(card["bandwidth"]),
+            weights_bytes=float(card["weights_bytes"]),
+            embedding_bytes=float(card["embedding_bytes"]),
+            power_known=power is not None,
+        )
+        a, b = compile_numeric(lim["a"], ("ctx",)), compile_numeric(lim["b"], ("ctx",))
+        units = lim["units"]
+        numbers = LimitNumbers(
+            a=a,
+            b=b,
+            mem=mem,
+            comp={str(u): _fn(d["comp"]) for u, d in units.items()},
+            linear=bool(lim["linear"]),
+            b_form=str(lim["b_per_sequence"]),
+            unit_forms=lambda u: (str(units[u]["per_sequence"]), units[u]["ceiling"]),
+        )
+        nf = NearFarMemory(**card["near_far"])
+        return rep, limits_at(numbers, ctx), nf
+    except CardError:
+        raise
+    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None

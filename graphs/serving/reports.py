@@ -1,0 +1,267 @@
+"""The serving phase reports, and the arithmetic that fills them from numbers.
+
+Light on purpose (no sympy, numpy or networkx at import): the library's compiled path
+(:mod:`graphs.serving.phases`, :mod:`graphs.serving.limits`) and the command line's cached
+path (:mod:`graphs.serving.cards`) fill the same dataclasses with the same functions, from
+values computed by lambdified forms or by forms read back from the persistent cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from costmodel.keys import Phase
+from costmodel.results import Result
+
+if TYPE_CHECKING:
+    import sympy
+
+__all__ = [
+    "PhaseReport",
+    "PrefillReport",
+    "DecodeReport",
+    "NearFarMemory",
+    "Regime",
+    "DecodeLimits",
+    "LimitNumbers",
+    "phase_fields",
+    "decode_from_fields",
+    "limits_at",
+]
+
+
+@dataclass(frozen=True)
+class PhaseReport(Result):
+    """Timing, traffic and throughput of one step (see module doc)."""
+
+    model: str
+    device: str
+    phase: Phase
+    batch: int
+    tokens: int
+    tp: int
+    step_s: float  #: sum over kernels of each kernel's roofline
+    optimistic_step_s: float  #: the whole step as one roofline
+    terms_s: dict[str, float]  #: whole-step terms: compute per unit, bytes per level, links
+    weight_read_s: float  #: weight bytes the graph reads, over DRAM bandwidth
+    kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
+    attention_flop_share: float
+    energy_per_token_j: float | None  #: TDP x step time / tokens: an estimate at full power
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.step_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "tokens_per_s": self.tokens_per_s}
+
+
+@dataclass(frozen=True)
+class PrefillReport(PhaseReport):
+    """A prefill step; with chunking, ``step_s`` sums the chunks and the rest describes the whole prompt."""
+
+    chunks: int = 1
+    chunk: int | None = None
+    unchunked_step_s: float | None = None  #: the prompt as one step, for comparison
+
+
+@dataclass(frozen=True)
+class DecodeReport(PhaseReport):
+    """A decode step (``step_s`` is the TPOT bound).
+
+    ``read_every_weight_once_s`` is the seed script's bound (all parameters,
+    embedding included, over the bandwidth); the graph's own weight traffic
+    ``weight_read_s`` leaves the input-embedding table out, because the
+    gather reads only ``B`` rows (``embedding_table_read_s`` is what it
+    would cost to stream it).
+    """
+
+    read_every_weight_once_s: float = 0.0
+    embedding_table_read_s: float = 0.0
+    device_hours_per_million_tokens: float | None = None
+
+    @property
+    def tpot_s(self) -> float:
+        return self.step_s
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        return 1 / self.step_s
+
+    @property
+    def tokens_per_s_per_device(self) -> float:
+        return self.batch / self.step_s / self.tp
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "tpot_s": self.tpot_s,
+            "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "tokens_per_s_per_device": self.tokens_per_s_per_device,
+        }
+
+
+@dataclass(frozen=True)
+class NearFarMemory(Result):
+    """A step that reads all weights once runs at most ``bandwidth / capacity`` times per second
+    on a full device; splitting the weights over ``n`` devices divides the per-token bound by ``n``."""
+
+    model: str
+    device: str
+    weights_bytes: float
+    full_memory_reads_per_s: float
+    devices_to_hold_weights: int
+    per_token_bound_s: float
+
+
+class Regime(StrEnum):
+    """Whether growing the batch at this context ever turns a decode step compute-bound."""
+
+    COMPUTE_BEYOND_KNEE = "compute-bound beyond the knee"
+    MEMORY_AT_EVERY_BATCH = "memory-bound at every batch"
+
+
+@dataclass(frozen=True)
+class DecodeLimits(Result):
+    """Where batching stops paying (see :func:`decode_limits`); expressions are in ``B`` and ``ctx``."""
+
+    weights_time_s: float  #: ``a``: the fixed weight traffic per step
+    memory_time_per_sequence: sympy.Expr  #: ``b(ctx)`` in seconds
+    compute_time_per_sequence: sympy.Expr  #: ``c(ctx)`` in seconds, on the binding unit
+    compute_unit: str
+    ctx_ceiling: float | None  #: beyond this context no batch is compute-bound (None: never)
+    ctx: int | None = None
+    regime: Regime | None = None
+    knee_batch: float | None = None  #: ``B* = a / (c - b)`` when compute-bound beyond it
+    throughput_ceiling_tokens_per_s: float | None = None
+    batch_for_90pct_of_ceiling: float | None = None  #: ``9a/b`` when memory-bound at every batch
+
+
+def _root(f: Any, lo: float, hi: float) -> float | None:
+    """The ``x`` in ``[lo, hi]`` where the increasing ``f`` crosses zero (bisection, 200 steps), or None."""
+    if f(lo) >= 0:
+        return lo
+    if f(hi) < 0:
+        return None
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if f(mid) >= 0 else (mid, hi)
+    return hi
+
+
+def phase_fields(
+    values: Mapping[str, Any],
+    *,
+    model: str,
+    device: str,
+    power_w: float | None,
+    phase: Phase,
+    batch: int,
+    tokens: int,
+    tp: int,
+) -> dict[str, Any]:
+    """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
+    ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
+    and the TDP energy estimate ``P T / tokens`` (J) are derived here."""
+    flops, step = values["flops"], values["step_s"]
+    return {
+        "model": model,
+        "device": device,
+        "phase": phase,
+        "batch": batch,
+        "tokens": tokens,
+        "tp": tp,
+        "step_s": step,
+        "optimistic_step_s": values["optimistic_step_s"],
+        "terms_s": dict(values["terms_s"]),
+        "weight_read_s": values["weight_read_s"],
+        "kv_read_s": values["kv_read_s"],
+        "attention_flop_share": values["attention_flops"] / flops if flops else 0.0,
+        "energy_per_token_j": power_w * step / tokens if power_w is not None else None,
+    }
+
+
+def decode_from_fields(
+    fields: Mapping[str, Any],
+    *,
+    bandwidth: float,
+    weights_bytes: float,
+    embedding_bytes: float,
+    power_known: bool,
+) -> DecodeReport:
+    """A :class:`DecodeReport` from :func:`phase_fields` and the step's constants: every weight
+    byte and the embedding table's share over the DRAM bandwidth (s), and device-hours per
+    million tokens ``1e6 / (B / T) x tp / 3600``."""
+    step, batch, tp = fields["step_s"], fields["batch"], fields["tp"]
+    return DecodeReport(
+        **fields,
+        read_every_weight_once_s=weights_bytes / bandwidth,
+        embedding_table_read_s=embedding_bytes / bandwidth,
+        device_hours_per_million_tokens=1e6 / (batch / step) * tp / 3600 if power_known else None,
+    )
+
+
+@dataclass(frozen=True)
+class LimitNumbers:
+    """The decode step split as memory ``a(ctx) + b(ctx) B`` (or ``T_mem(B, ctx)`` for MoE) and
+    compute ``c_u(ctx) B`` per unit, as functions of plain numbers (seconds).
+
+    ``unit_forms(u)`` gives ``c_u`` as an expression (or its text) and the context ceiling
+    where ``b = c_u`` (None: never).
+    """
+
+    a: Callable[[float], float]
+    b: Callable[[float], float]
+    mem: Callable[[float, float], float]
+    comp: Mapping[str, Callable[[float, float], float]]
+    linear: bool
+    b_form: sympy.Expr | str
+    unit_forms: Callable[[str], tuple[sympy.Expr | str, float | None]]
+
+
+def limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
+    """Where batching stops paying (:func:`graphs.serving.limits.decode_limits` has the math)."""
+    at = ctx or 4096
+    c_unit = max(n.comp, key=lambda k: n.comp[k](1, at))
+    c_form, ceiling = n.unit_forms(c_unit)
+    base = DecodeLimits(
+        weights_time_s=n.a(1),
+        memory_time_per_sequence=n.b_form,
+        compute_time_per_sequence=c_form,
+        compute_unit=c_unit,
+        ctx_ceiling=ceiling,
+    )
+    if ctx is None:
+        return base
+    a_n, b_n, c_n = n.a(ctx), n.b(ctx), n.comp[c_unit](1, ctx)
+
+    def t_mem(bb: float) -> float:
+        return n.mem(bb, ctx)
+
+    if c_n > b_n:
+        if n.linear:
+            knee = a_n / (c_n - b_n)
+        else:  # smallest batch whose compute time reaches its memory time
+            knee = _root(lambda bb: c_n * bb - t_mem(bb), 1e-9, 1e12)
+        return dataclasses.replace(
+            base,
+            ctx=ctx,
+            regime=Regime.COMPUTE_BEYOND_KNEE,
+            knee_batch=knee,
+            throughput_ceiling_tokens_per_s=1 / c_n,
+        )
+    if n.linear:
+        b90 = 9 * a_n / b_n
+    else:  # B / T_mem(B) reaches 90 % of 1 / b
+        b90 = _root(lambda bb: bb / t_mem(bb) - 0.9 / b_n, 1e-9, 1e12)
+    return dataclasses.replace(
+        base,
+        ctx=ctx,
+        regime=Regime.MEMORY_AT_EVERY_BATCH,
+        throughput_ceiling_tokens_per_s=1 / b_n,
+        batch_for_90pct_of_ceiling=b90,
+    )
