@@ -165,6 +165,7 @@ class CompiledStep:
         self._step = sympy.lambdify(syms, forms.step_s, "math")
         self._step_vec: Callable[..., np.ndarray] | None = None  # numpy, compiled on first use
         self._memo: dict[str, Any] = {}
+        self.graph: nx.DiGraph | None = None
 
     def point(self, *values: float) -> dict[str, Any]:
         """Every field at one point; ``terms_s`` as a dict."""
@@ -263,6 +264,7 @@ def compiled_step(
         g = _scale_experts(g, ep)
     label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
     c = CompiledStep(step_forms(g, hw, syms), dims, hw, label)
+    c.graph = g  # the symbolic graph, for per-node analyses (treat as read-only)
     _CACHE[key] = c
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)

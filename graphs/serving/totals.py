@@ -9,34 +9,31 @@ device.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
 import sympy
 
-from costmodel.cost import Cost, as_float
+from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.graph import (
     KIND,
     OP,
     OUTPUTS,
     REPEAT,
-    NodeRow,
-    classify_graph,
     edge_bytes_total,
     graph_total,
 )
-from costmodel.hardware import Hardware, get_device
 from costmodel.keys import G_TOKENS, NodeKind, Phase
 from costmodel.results import Result
-from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import quantity
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from ..blocks.transformer import build_model, phase_dims
+from ..blocks.transformer import build_model
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -48,10 +45,7 @@ __all__ = [
     "GraphSummary",
     "summarize",
     "closed_forms",
-    "analyze",
     "decode_energy_vs_batch",
-    "ModelAnalysis",
-    "StepTotals",
     "EnergyVsBatch",
 ]
 
@@ -167,6 +161,12 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
     only ``B``, ``S``/``ctx`` free.
     """
     cfg = get_model(config) if isinstance(config, str) else config
+    return dict(_closed_forms(cfg, phase))
+
+
+@functools.lru_cache(maxsize=64)
+def _closed_forms(cfg: ModelConfig, phase: str) -> dict[str, sympy.Expr]:
+    """:func:`closed_forms`, derived once per (config, phase) in a process (the dict is copied out)."""
     sym = ModelConfig.symbolic(like=cfg)
     s = summarize(build_model(sym, phase))
     forms = {
@@ -181,87 +181,6 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
     for key in list(forms):
         forms[f"{key}_bound"] = tidy(forms[key].subs(vals))
     return forms
-
-
-@dataclass(frozen=True)
-class StepTotals(Result):
-    """Whole-step totals of a model graph on a device."""
-
-    tokens: float
-    flops: float
-    tensor_flops: float
-    dram_bytes: float
-    weight_bytes_read: float
-    kv_bytes_per_token: float
-    attention_flop_share: float
-    sum_of_node_bounds_s: float  #: sum over kernels of each kernel's roofline
-    whole_step_bound_s: float  #: the whole step as one roofline
-    whole_step_kind: str
-    tokens_per_s: float
-
-
-@dataclass(frozen=True)
-class ModelAnalysis(Result):
-    """Per-node roofline of one step of a model on a device, with totals and closed forms."""
-
-    model: str
-    device: str
-    phase: Phase
-    batch: int
-    seq: int | None
-    ctx: int | None
-    rows: tuple[NodeRow, ...]
-    totals: StepTotals
-    closed_forms: dict[str, sympy.Expr]
-
-    def to_dict(self) -> dict[str, Any]:
-        latex = {k: sympy.latex(v) for k, v in self.closed_forms.items() if k.endswith("_bound")}
-        return {**super().to_dict(), "closed_forms_latex": latex}
-
-
-def analyze(
-    model: ModelConfig | str | Workload,
-    device: Hardware | str,
-    phase: str,
-    *,
-    batch: int = 1,
-    seq: int = 1024,
-    ctx: int = 4096,
-) -> ModelAnalysis:
-    """Numeric per-node roofline of a model step on a device (:func:`classify_graph` rows),
-    whole-step totals and the symbolic closed forms of the phase."""
-    w = as_workload(model)
-    hw = get_device(device)
-    dims = phase_dims(phase, batch, seq, ctx)
-    g = w.graph(phase, batch=batch, seq=seq, ctx=ctx)
-    rows = classify_graph(g, hw)
-    s = summarize(g)
-    step_s = sum(r.total_time_s for r in rows)
-    whole = bound(op_total(g), hw)
-    totals = StepTotals(
-        tokens=as_float(dims.tokens),
-        flops=as_float(s.flops),
-        tensor_flops=as_float(s.tensor_flops),
-        dram_bytes=as_float(s.dram_bytes),
-        weight_bytes_read=as_float(s.weight_bytes_read),
-        kv_bytes_per_token=as_float(s.kv_bytes_per_token),
-        attention_flop_share=as_float(s.attention_share),
-        sum_of_node_bounds_s=step_s,
-        whole_step_bound_s=as_float(whole.lower),
-        whole_step_kind=whole.kind,
-        tokens_per_s=as_float(dims.tokens) / step_s if step_s else float("inf"),
-    )
-    return ModelAnalysis(
-        model=w.name,
-        device=hw.name,
-        phase=Phase(phase),
-        batch=batch,
-        seq=seq if phase == Phase.PREFILL else None,
-        ctx=ctx if phase == Phase.DECODE else None,
-        rows=tuple(rows),
-        totals=totals,
-        closed_forms=closed_forms(w.config, phase),
-    )
 
 
 @dataclass(frozen=True)
