@@ -178,3 +178,23 @@ def test_to_text_refuses_what_it_cannot_hold():
         to_text(sympy.Piecewise((_B, _B > 3), (_C, True)))
     with pytest.raises(CardError, match="may only depend on"):
         to_text(sympy.Symbol("prefix") + _B)
+
+
+@pytest.mark.parametrize(("model", "tp"), [("llama-3.1-8b", 1), ("mixtral-8x7b", 2)])
+def test_prefill_card_equals_the_library(model, tp):
+    from graphs import prefill_report
+    from graphs.serving.cards import build_prefill_card, prefill_from_card
+
+    card = json.loads(json.dumps(build_prefill_card(model, "h100", tp=tp)))
+    for batch, seq, chunk in ((1, 1, None), (4, 3000, None), (1, 8192, 2048), (2, 5000, 1024)):
+        got = prefill_from_card(card, batch=batch, seq=seq, chunk=chunk)
+        want = prefill_report(model, "h100", batch=batch, seq=seq, chunk=chunk, tp=tp)
+        assert _close(got.to_dict(), want.to_dict())
+
+
+def test_prefill_command_reads_its_card(cache, capsys, monkeypatch):
+    args = ("prefill", "llama-3.1-8b", "--device", "h100", "--seq", "8192", "--chunk", "2048")
+    first = _run(capsys, *args)
+    monkeypatch.setattr(cards, "build_prefill_card", lambda *a, **k: pytest.fail("card not reused"))
+    assert _run(capsys, *args) == first and "TTFT lower bound" in first
+    assert main(["prefill", "tiny", "--seq", "64", "--chunk", "0"]) == 2  # still the user's error

@@ -141,13 +141,10 @@ def _ledger_raw(args: argparse.Namespace) -> int:
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
-    from graphs import prefill_report
+    from ..text import fmt_time
+    from .cached import prefill_report
 
-    from ..report import fmt_time
-
-    rep = prefill_report(
-        _config(args), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp
-    )
+    rep = prefill_report(args, _config)
     if args.json:
         print(dump(rep.to_dict()))
         return 0

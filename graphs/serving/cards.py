@@ -35,7 +35,15 @@ from .reports import (
     phase_fields,
 )
 
-__all__ = ["CardError", "build_decode_card", "decode_from_card", "to_text", "CARD_VERSION"]
+__all__ = [
+    "CardError",
+    "build_decode_card",
+    "decode_from_card",
+    "build_prefill_card",
+    "prefill_from_card",
+    "to_text",
+    "CARD_VERSION",
+]
 
 CARD_VERSION = 1
 _ARGS = ("B", "ctx")
@@ -56,10 +64,13 @@ _FUNCS = {
 }
 
 
-def to_text(expr: Any) -> str:
-    """``expr`` (a sympy expression in ``B`` and ``ctx``) as text :func:`compile_numeric` reads:
+def to_text(expr: Any, args: tuple[str, ...] = _ARGS) -> str:
+    """``expr`` (a sympy expression in ``args``) as text :func:`compile_numeric` reads:
     floats with ``repr``, rationals as ``(p/q)``, every sum, product and power parenthesised."""
     import sympy
+
+    def sub(x: Any) -> str:
+        return to_text(x, args)
 
     e = sympy.sympify(expr)  # engine-built expressions and numbers only, never user text
     try:
@@ -75,18 +86,18 @@ def to_text(expr: Any) -> str:
             raise CardError(f"a card cannot hold the non-finite number {e}")
         return repr(v)
     if e.is_Symbol:
-        if e.name not in _ARGS:
-            raise CardError(f"a card's forms may only depend on {', '.join(_ARGS)}, not {e.name}")
+        if e.name not in args:
+            raise CardError(f"a card's forms may only depend on {', '.join(args)}, not {e.name}")
         return e.name
     if e.is_Add:
-        return "(" + " + ".join(to_text(a) for a in e.args) + ")"
+        return "(" + " + ".join(sub(a) for a in e.args) + ")"
     if e.is_Mul:
-        return "(" + "*".join(to_text(a) for a in e.args) + ")"
+        return "(" + "*".join(sub(a) for a in e.args) + ")"
     if e.is_Pow:
-        return f"({to_text(e.base)})**({to_text(e.exp)})"
+        return f"({sub(e.base)})**({sub(e.exp)})"
     name = type(e).__name__
     if name in _FUNCS:
-        return f"{_FUNCS[name]}(" + ", ".join(to_text(a) for a in e.args) + ")"
+        return f"{_FUNCS[name]}(" + ", ".join(sub(a) for a in e.args) + ")"
     raise CardError(f"a card cannot hold {name} ({str(e)[:60]})")
 
 
@@ -215,3 +226,89 @@ def decode_from_card(
         raise
     except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None
+
+
+_PREFILL = ("B", "S")
+_CHUNK = ("B", "S", "prefix")
+
+
+def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any]:
+    """The prefill card: the step's fields in ``B`` and ``S`` and one chunk's step in ``B``,
+    ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
+    from costmodel.cost import as_float
+
+    from .compiled import compiled_step
+    from .workload import as_workload
+
+    w = as_workload(config)
+    c = compiled_step(w, device, Phase.PREFILL, tp=tp)
+    cc = compiled_step(w, device, Phase.PREFILL, tp=tp, chunked=True)
+    hw, f = c.hardware, c.forms
+    fields = {
+        k: getattr(f, k)
+        for k in ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flops", "attention_flops")
+    }
+    return {
+        "kind": "prefill",
+        "version": CARD_VERSION,
+        "model": w.name,
+        "device": hw.name,
+        "tp": tp,
+        "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
+        "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
+        "chunk_step": to_text(cc.forms.step_s, _CHUNK),
+        "check": {
+            "B": 3,
+            "S": 777,
+            "prefix": 4096,
+            "step_s": c.step(3, 777),
+            "chunk_s": cc.step(3, 777, 4096),
+        },
+    }
+
+
+def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int | None = None) -> Any:
+    """The :class:`~graphs.serving.reports.PrefillReport` at ``batch`` x ``seq`` from a card
+    (chunked when ``chunk`` is given, as :func:`graphs.serving.phases.prefill_report`)."""
+    from .reports import chunk_plan, prefill_from_fields
+
+    try:
+        if card.get("kind") != "prefill" or card.get("version") != CARD_VERSION:
+            raise CardError("not a prefill card of this version")
+        fields = {k: compile_numeric(t, _PREFILL) for k, t in card["fields"].items()}
+        terms = {str(k): compile_numeric(t, _PREFILL) for k, t in card["terms"].items()}
+        step_chunk = compile_numeric(card["chunk_step"], _CHUNK)
+        chk = card["check"]
+        got = (fields["step_s"](chk["B"], chk["S"]), step_chunk(chk["B"], chk["S"], chk["prefix"]))
+        want = (float(chk["step_s"]), float(chk["chunk_s"]))
+        if not all(math.isclose(g, x, rel_tol=1e-9) for g, x in zip(got, want, strict=True)):
+            raise CardError("the card's text does not reproduce its check point")
+        values: dict[str, Any] = {k: fn(batch, seq) for k, fn in fields.items()}
+        values["terms_s"] = {k: fn(batch, seq) for k, fn in terms.items()}
+        power = None if card["power_w"] is None else float(card["power_w"])
+        tp = int(card["tp"])
+        base = phase_fields(
+            values,
+            model=str(card["model"]),
+            device=str(card["device"]),
+            power_w=power,
+            phase=Phase.PREFILL,
+            batch=batch,
+            tokens=batch * seq,
+            tp=tp,
+        )
+    except CardError:
+        raise
+    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable prefill card: {type(exc).__name__}: {exc}") from None
+    plan = chunk_plan(seq, chunk)  # bad chunks are the user's error, not the card's
+    if plan is None:
+        return prefill_from_fields(base)
+    n_full, rest = plan
+    total = sum(step_chunk(batch, chunk, i * chunk) for i in range(n_full))
+    if rest:
+        total += step_chunk(batch, rest, n_full * chunk)
+    return prefill_from_fields(
+        base, chunk=chunk, chunks=n_full + (1 if rest else 0), chunked_s=total, power_w=power
+    )

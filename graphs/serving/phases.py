@@ -23,14 +23,22 @@ import numpy as np
 
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
-from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import Phase
 from models.config import ModelConfig
 from models.params import param_counts
 
 from .compiled import CompiledStep, compiled_step, positive_int, step_time
-from .reports import DecodeReport, NearFarMemory, PhaseReport, PrefillReport, decode_from_fields, phase_fields
+from .reports import (
+    DecodeReport,
+    NearFarMemory,
+    PhaseReport,
+    PrefillReport,
+    chunk_plan,
+    decode_from_fields,
+    phase_fields,
+    prefill_from_fields,
+)
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -62,10 +70,6 @@ def _report_fields(
     )
 
 
-#: most chunks a chunked prefill is evaluated over (one compiled call each)
-MAX_CHUNKS = 1_000_000
-
-
 def prefill_report(
     config: ModelConfig | str | Workload,
     device: Hardware | str,
@@ -86,17 +90,11 @@ def prefill_report(
     hw = get_device(device)
     c = compiled_step(w, hw, Phase.PREFILL, tp=tp)
     fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp)
-    if chunk is None or chunk >= seq:
-        return PrefillReport(**fields)
-    if chunk <= 0:
-        raise CostModelError(f"chunk must be a positive number of tokens, got {chunk}")
-    if seq // chunk > MAX_CHUNKS:
-        raise CostModelError(
-            f"{seq} tokens in chunks of {chunk} make {seq // chunk} chunks; at most {MAX_CHUNKS} (use a larger chunk)"
-        )
-    chunk = positive_int(chunk, "chunk")
+    plan = chunk_plan(seq, chunk)
+    if plan is None:
+        return prefill_from_fields(fields)
+    (n_full, rest), chunk = plan, int(chunk)  # type: ignore[arg-type]
     cc = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True)
-    n_full, rest = divmod(seq, chunk)
     prefixes = np.arange(n_full, dtype=float) * chunk
     total = float(
         np.sum(cc.step_array(np.full_like(prefixes, batch), np.full_like(prefixes, chunk), prefixes))
@@ -104,12 +102,9 @@ def prefill_report(
     if rest:
         total += cc.step(batch, rest, n_full * chunk)
     # the report's graph quantities come from the unchunked prompt; the time from the chunks
-    energy = as_float(hw.power_w) * total / (batch * seq) if hw.power_w is not None else None
-    return PrefillReport(
-        **{**fields, "step_s": total, "energy_per_token_j": energy},
-        chunks=n_full + (1 if rest else 0),
-        chunk=chunk,
-        unchunked_step_s=fields["step_s"],
+    power = as_float(hw.power_w) if hw.power_w is not None else None
+    return prefill_from_fields(
+        fields, chunk=chunk, chunks=n_full + (1 if rest else 0), chunked_s=total, power_w=power
     )
 
 

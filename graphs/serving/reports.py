@@ -31,6 +31,9 @@ __all__ = [
     "phase_fields",
     "decode_from_fields",
     "limits_at",
+    "MAX_CHUNKS",
+    "chunk_plan",
+    "prefill_from_fields",
 ]
 
 
@@ -264,4 +267,46 @@ def limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
         regime=Regime.MEMORY_AT_EVERY_BATCH,
         throughput_ceiling_tokens_per_s=1 / b_n,
         batch_for_90pct_of_ceiling=b90,
+    )
+
+
+#: most chunks a chunked prefill is evaluated over (one compiled call each)
+MAX_CHUNKS = 1_000_000
+
+
+def chunk_plan(seq: int, chunk: int | None) -> tuple[int, int] | None:
+    """``(full chunks, leftover tokens)`` of a ``seq``-token prompt in chunks of ``chunk``, or
+    None when the prompt runs as one step (no chunk, or a chunk at least as long)."""
+    from costmodel.errors import CostModelError
+
+    if chunk is None or (type(chunk) is int and chunk >= seq):
+        return None
+    if type(chunk) is not int or chunk <= 0:
+        raise CostModelError(f"chunk must be a positive number of tokens, got {chunk!r}")
+    if seq // chunk > MAX_CHUNKS:
+        raise CostModelError(
+            f"{seq} tokens in chunks of {chunk} make {seq // chunk} chunks; at most {MAX_CHUNKS} (use a larger chunk)"
+        )
+    return divmod(seq, chunk)
+
+
+def prefill_from_fields(
+    fields: Mapping[str, Any],
+    *,
+    chunk: int | None = None,
+    chunks: int = 1,
+    chunked_s: float | None = None,
+    power_w: float | None = None,
+) -> PrefillReport:
+    """A :class:`PrefillReport`: the prompt as one step, or (``chunked_s``) the sum of its
+    ``chunks`` chunk steps as the time, the rest describing the whole prompt."""
+    if chunked_s is None:
+        return PrefillReport(**fields)
+    tokens = fields["tokens"]
+    energy = power_w * chunked_s / tokens if power_w is not None else None
+    return PrefillReport(
+        **{**fields, "step_s": chunked_s, "energy_per_token_j": energy},
+        chunks=chunks,
+        chunk=chunk,
+        unchunked_step_s=fields["step_s"],
     )
