@@ -100,6 +100,18 @@ class Bound:
         ov = self.hardware.overlap
         return ov * self.lower + (1 - ov) * self.upper + self.launch
 
+    @property
+    def compile_time(self) -> sympy.Expr:
+        """:attr:`time` with its ``max`` left unevaluated: equal in value, but sympy does not try
+        to prove which symbolic terms can never bind (the slow part of building a symbolic
+        graph's step time). For expressions that are compiled to numbers, not read."""
+        terms = list(self.terms.values())
+        if not terms:
+            return self.launch
+        lower = terms[0] if len(terms) == 1 else sympy.Max(*terms, evaluate=False)
+        ov = self.hardware.overlap
+        return ov * lower + (1 - ov) * self.upper + self.launch
+
     def regions(self) -> dict[str, sympy.Basic]:
         """For each term, the condition under which it is the binding one."""
         out: dict[str, sympy.Basic] = {}

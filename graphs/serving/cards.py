@@ -161,10 +161,17 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
 
 
 def _check_point(c: Any, lf: Any) -> dict[str, Any]:
-    """Values at one point from the lambdified forms: a card whose text evaluates differently
-    is refused when read (:func:`decode_from_card`)."""
-    v = c.point(7, 1234)
-    return {"B": 7, "ctx": 1234, "step_s": v["step_s"], "mem": float(lf.mem_f(7, 1234))}
+    """Values at one point, substituted into the sympy forms: a card whose text evaluates
+    differently is refused when read (:func:`decode_from_card`)."""
+    from costmodel.symbols import B, ctx
+
+    at = {B: 7, ctx: 1234}
+    return {
+        "B": 7,
+        "ctx": 1234,
+        "step_s": float(c.forms.step_s.xreplace(at)),
+        "mem": float(lf.mem.xreplace(at)),
+    }
 
 
 def _fn(text: Any) -> Any:
@@ -266,6 +273,16 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
             "chunk_s": cc.step(3, 777, 4096),
         },
     }
+
+
+def _prefill_check(c: Any, cc: Any) -> dict[str, Any]:
+    from costmodel.symbols import B, S
+
+    from .compiled import PREFIX
+
+    step = float(c.forms.step_s.xreplace({B: 3, S: 777}))
+    chunk = float(cc.forms.step_s.xreplace({B: 3, S: 777, PREFIX: 4096}))
+    return {"B": 3, "S": 777, "prefix": 4096, "step_s": step, "chunk_s": chunk}
 
 
 def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int | None = None) -> Any:

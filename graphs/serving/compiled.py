@@ -107,6 +107,20 @@ def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
     return total
 
 
+def compile_step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
+    """:func:`step_time` with each kernel's ``max`` left unevaluated (:attr:`Bound.compile_time`):
+    the same value, several times cheaper to build on a symbolic graph; for compiling."""
+    return sympy.Add(
+        *(g.nodes[n].get(REPEAT, 1) * bound(g.nodes[n][COST], hw).compile_time for n in op_nodes(g))
+    )
+
+
+def _unpruned_max(terms: list[sympy.Expr]) -> sympy.Expr:
+    if not terms:
+        return sympy.Integer(0)
+    return terms[0] if len(terms) == 1 else sympy.Max(*terms, evaluate=False)
+
+
 def step_forms(g: nx.DiGraph, hw: Hardware, symbols: Sequence[sympy.Symbol]) -> StepForms:
     """Read :class:`StepForms` off a graph with symbolic dims (one ``bound`` per node, once)."""
     bw = hw.bandwidth()
@@ -121,8 +135,8 @@ def step_forms(g: nx.DiGraph, hw: Hardware, symbols: Sequence[sympy.Symbol]) -> 
     )
     return StepForms(
         symbols=tuple(symbols),
-        step_s=step_time(g, hw),
-        optimistic_step_s=whole.lower,
+        step_s=compile_step_time(g, hw),
+        optimistic_step_s=_unpruned_max(list(whole.terms.values())),
         terms_s=dict(whole.terms),
         weight_read_s=weight_bytes_read(g) / bw,
         kv_read_s=edge_bytes_total(g, source_kind=NodeKind.KV_CACHE) / bw,
@@ -159,16 +173,17 @@ class CompiledStep:
         self.hardware = hw
         self.label = label
         self.term_names = tuple(forms.terms_s)
-        syms = forms.symbols
         self._names = (*FIELDS, *(f"term:{k}" for k in self.term_names))
-        self._point = sympy.lambdify(syms, forms.exprs(), "math", cse=True)
-        self._step = sympy.lambdify(syms, forms.step_s, "math")
+        self._point: Callable[..., Any] | None = None  # compiled on first use (a card needs none)
+        self._step: Callable[..., Any] | None = None
         self._step_vec: Callable[..., np.ndarray] | None = None  # numpy, compiled on first use
         self._memo: dict[str, Any] = {}
         self.graph: nx.DiGraph | None = None
 
     def point(self, *values: float) -> dict[str, Any]:
         """Every field at one point; ``terms_s`` as a dict."""
+        if self._point is None:
+            self._point = sympy.lambdify(self.forms.symbols, self.forms.exprs(), "math")
         out = self._point(*values)
         n = len(FIELDS)
         res: dict[str, Any] = {k: float(v) for k, v in zip(FIELDS, out[:n], strict=True)}
@@ -177,6 +192,8 @@ class CompiledStep:
 
     def step(self, *values: float) -> float:
         """The step time (s) at one point: the fastest call."""
+        if self._step is None:
+            self._step = sympy.lambdify(self.forms.symbols, self.forms.step_s, "math")
         return float(self._step(*values))
 
     def step_array(self, *arrays: Any) -> np.ndarray:
