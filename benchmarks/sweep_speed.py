@@ -6,9 +6,9 @@ the sum over kernels of each kernel's roofline,
     T(B, ctx) = sum_k repeat_k * max_u(term_{k,u}(B, ctx)),
 
 with each term (tensor, vector, SFU FLOPs over their peaks, DRAM bytes over bandwidth) a
-polynomial in ``B`` and ``ctx`` read off the graph. The compiled version is
-``compile_expr(step_time(graph, hw))``. The hand-written version evaluates the *same* sum with
-plain numpy, kernel by kernel and term by term, from the same coefficients; the two must agree
+polynomial in ``B`` and ``ctx`` read off the graph. The compiled version is the one ``sweep``,
+``search`` and the reports share: ``compiled_step(model, device, "decode").step_array``. The hand-written version evaluates the *same* sum with
+plain numpy, kernel by kernel and term by term, from the same coefficients (:mod:`_hand`); the two must agree
 to 1e-12. The per-point version substitutes into the sympy expression. Prints each time and the
 ratios (target: compiled within 1.5x of the hand-written numpy).
 
@@ -20,13 +20,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import sympy
+from _hand import kernels as hand_kernels
+from _hand import vector
 
-from costmodel import as_float, bound, get_device
-from costmodel.frontier import compile_expr
-from costmodel.graph import COST, REPEAT, op_nodes
+from costmodel import get_device
 from costmodel.symbols import B, ctx
 from graphs import build_model, step_time
+from graphs.serving.compiled import compiled_step
 from models import get_model
 
 N_POINTS = 1_000_000
@@ -37,33 +37,10 @@ def main() -> None:
     cfg, hw = get_model("llama-3.1-8b"), get_device("h100")
     g = build_model(cfg, "decode")
     expr = step_time(g, hw)
-    f = compile_expr(expr, (B, ctx))
+    f = compiled_step(cfg, hw, "decode").step_array
 
-    # the same per-kernel sum, from each kernel's term polynomials: [(repeat, [{(i, j): c}])]
-    kernels = []
-    for n in op_nodes(g):
-        terms = bound(g.nodes[n][COST], hw).terms
-        if not terms:
-            continue
-        polys = [
-            {m: as_float(c) for m, c in sympy.Poly(sympy.expand(t), B, ctx).as_dict().items()}
-            for t in terms.values()
-        ]
-        kernels.append((as_float(g.nodes[n].get(REPEAT, 1)), polys))
-
-    def hand(b: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Kernel by kernel: the largest of its terms, times its repeat, summed (all terms kept:
-        sympy's Max drops the ones that can never bind, which is why the compiled form can be
-        faster; a vectorised coefficient-matrix version measured slower here, 0.57 s)."""
-        mono = {(0, 0): 1.0, (1, 0): b, (0, 1): x, (1, 1): b * x}
-        total = np.zeros_like(b)
-        for rep, polys in kernels:
-            worst = None
-            for poly in polys:
-                v = sum(c * mono[m] for m, c in poly.items())
-                worst = v if worst is None else np.maximum(worst, v)
-            total += rep * worst
-        return total
+    kernels = hand_kernels(g, hw)
+    hand = vector(kernels)
 
     rng = np.random.default_rng(0)
     b = rng.integers(1, 512, N_POINTS).astype(float)
@@ -88,7 +65,7 @@ def main() -> None:
     t_sym = (time.perf_counter() - t0) / N_SYMPY * N_POINTS
     print(f"{N_POINTS:,} points of the per-kernel step T(B, ctx), llama-3.1-8b decode on h100")
     print(f"  ({len(kernels)} kernels, {sum(len(p) for _, p in kernels)} roofline terms)")
-    print(f"  compiled (lambdify)   {t_comp * 1e3:9.1f} ms")
+    print(f"  compiled_step         {t_comp * 1e3:9.1f} ms")
     print(f"  hand-written numpy    {t_hand * 1e3:9.1f} ms")
     print(f"  per-point sympy subs  {t_sym:9.1f} s (extrapolated from {N_SYMPY} points)")
     print(f"  compiled / hand-written = {t_comp / t_hand:.2f}x (target <= 1.5x)")

@@ -68,6 +68,37 @@ def category_of(label: str) -> str:
     return "memory"
 
 
+def _monomials(t: sympy.Expr) -> dict[sympy.Expr, float] | None:
+    """``t`` as {positive monomial: non-negative coefficient}, or None when it is not of that form."""
+    out: dict[sympy.Expr, float] = {}
+    for arg in sympy.Add.make_args(sympy.expand(t)):
+        coeff, mono = arg.as_coeff_Mul()
+        if not coeff.is_number or coeff < 0 or (mono != 1 and mono.is_positive is not True):
+            return None
+        out[mono] = out.get(mono, 0.0) + float(coeff)
+    return out
+
+
+def _undominated(terms: list[sympy.Expr]) -> list[sympy.Expr]:
+    """``terms`` less those another term bounds above everywhere, by a sufficient check: both are
+    sums of positive monomials and the other's coefficient is at least as large on every one."""
+    if len(terms) < 2:
+        return terms
+    polys = [_monomials(t) for t in terms]
+    keep = []
+    for j, pj in enumerate(polys):
+        dominated = pj is not None and any(
+            i != j
+            and pi is not None
+            and all(pi.get(m, 0.0) >= c for m, c in pj.items())
+            and (pi != pj or i < j)  # of two equal terms keep the first
+            for i, pi in enumerate(polys)
+        )
+        if not dominated:
+            keep.append(terms[j])
+    return keep
+
+
 @dataclass(frozen=True)
 class Bound:
     """Time terms of a cost on a device, and the bounds built from them."""
@@ -104,8 +135,10 @@ class Bound:
     def compile_time(self) -> sympy.Expr:
         """:attr:`time` with its ``max`` left unevaluated: equal in value, but sympy does not try
         to prove which symbolic terms can never bind (the slow part of building a symbolic
-        graph's step time). For expressions that are compiled to numbers, not read."""
-        terms = list(self.terms.values())
+        graph's step time); a term another bounds above coefficient by coefficient (all terms
+        sums of positive monomials) is dropped first. For expressions that are compiled to
+        numbers, not read."""
+        terms = _undominated(list(self.terms.values()))
         if not terms:
             return self.launch
         lower = terms[0] if len(terms) == 1 else sympy.Max(*terms, evaluate=False)
