@@ -1,0 +1,87 @@
+"""Throughput of the design-space search and of the command-line sweep.
+
+* ``search``: Llama-3.1-70B over 3 devices x 2 weight dtypes x tp {1,2,4,8} x pp {1,2,4} x
+  micro-batches {1,2,4} x 512 batches x 128 contexts (14.2 million points), TPOT <= 100 ms,
+  energy as a third objective; prints the points per second and the frontier it kept.
+* ``costmodel sweep`` over 1000 batches x 1000 contexts (1e6 points) in a child process, with
+  its wall time and peak resident memory (targets: <= 5 s, <= 500 MiB).
+* With ``--dask``: the same search on a local Dask cluster of 2 worker processes (the
+  ``[dask]`` extra), to show the blocks and frontier merge spread over processes.
+
+    python benchmarks/search_speed.py [--dask]
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+
+from graphs.serving.design_search import search
+
+
+def bar(done: int, total: int) -> None:
+    sys.stderr.write(f"\r  search {done / total:6.1%} of {total:,} points")
+    if done >= total:
+        sys.stderr.write("\n")
+
+
+def main() -> None:
+    kw = dict(
+        devices=["h100", "b200", "a100"],
+        weight_dtypes=["bf16", "fp8"],
+        tp=[1, 2, 4, 8],
+        pp=[1, 2, 4],
+        microbatches=[1, 2, 4],
+        batches=range(1, 513),
+        ctxs=range(1024, 131073, 1024),
+        slo_tpot=0.1,
+        energy=True,
+        progress=bar,
+    )
+    t = time.perf_counter()
+    res = search("llama-3.1-70b", **kw)
+    dt = time.perf_counter() - t
+    print(
+        f"search: {res.points:,} points in {dt:.1f} s = {res.points / dt / 1e6:.2f} M points/s "
+        f"({dt / res.points * 1e9:.0f} ns per point, compiles included); target 1e7 points <= 60 s"
+    )
+    print(f"  {res.fits:,} fit, {res.meets_slo:,} meet the SLO, frontier {len(res.frontier)} points")
+    for name, row in res.best.items():
+        print(f"  {name}: {row['plan']}, batch {row['batch']}, ctx {row['ctx']}")
+    if "--dask" in sys.argv:
+        from distributed import Client, LocalCluster
+
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
+            Client(cl) as c,
+        ):
+            t = time.perf_counter()
+            remote = search("llama-3.1-70b", client=c, **kw)
+            dt2 = time.perf_counter() - t
+        print(f"dask (2 workers): {dt2:.1f} s, {dt / dt2:.2f}x the local run; same frontier: {remote == res}")
+    cmd = [
+        sys.executable,
+        "-m",
+        "costmodel",
+        "sweep",
+        "llama-3.1-8b",
+        "--batches",
+        "1..1000",
+        "--ctxs",
+        "1..1000",
+        "--quiet",
+        "--top",
+        "1",
+    ]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "COSTMODEL_NO_CACHE": "1"})
+    dt = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"costmodel sweep, 1e6 points: {dt:.2f} s wall, {peak:.0f} MiB peak (targets <= 5 s, <= 500 MiB)")
+
+
+if __name__ == "__main__":
+    main()
