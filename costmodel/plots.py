@@ -25,7 +25,16 @@ from .errors import CostModelError
 from .hardware import Hardware, get_device
 from .results import plain
 
-__all__ = ["roofline_plot", "ledger_plot", "batch_sweep_plot", "frontier_plot", "headroom_plot"]
+__all__ = [
+    "roofline_plot",
+    "ledger_plot",
+    "batch_sweep_plot",
+    "frontier_plot",
+    "headroom_plot",
+    "latency_cdf_plot",
+    "serving_timeline_plot",
+    "rate_sweep_plot",
+]
 
 
 def _plt() -> Any:
@@ -188,4 +197,57 @@ def headroom_plot(path: str | Path) -> Any:
     ax.set_xlabel("I / I*")
     ax.set_ylabel("speed-up")
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def latency_cdf_plot(latencies: dict[str, Any], path: str | Path) -> Any:
+    """Empirical CDFs of per-request latencies (seconds), one curve per name (TTFT, TPOT, E2E)."""
+    import numpy as np
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, x in latencies.items():
+        v = np.sort(np.asarray(x, dtype=float)[np.isfinite(np.asarray(x, dtype=float))])
+        if v.size:
+            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (s)")
+    ax.set_ylabel("fraction of requests")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def serving_timeline_plot(timeline: dict[str, Any], path: str | Path) -> Any:
+    """Batch size, running and waiting sequences and KV-block utilisation over time."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    t = timeline["t"]
+    a1.plot(t, timeline["running"], lw=0.8, label="running")
+    a1.plot(t, timeline["waiting"], lw=0.8, label="waiting")
+    a1.plot(t, timeline["batch"], lw=0.6, alpha=0.6, label="batch")
+    a1.set_ylabel("sequences")
+    a1.legend(fontsize=7)
+    a2.plot(t, 100 * timeline["kv_used"], lw=0.8, color="tab:red")
+    a2.set_ylabel("KV blocks used (%)")
+    a2.set_xlabel("time (s)")
+    return _save(fig, path)
+
+
+def rate_sweep_plot(
+    rows: list[dict[str, Any]], path: str | Path, slo_ttft: float | None = None, slo_tpot: float | None = None
+) -> Any:
+    """P99 TTFT and TPOT against the request rate, with the SLOs as dashed lines."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    rates = [r["rate"] for r in rows]
+    a1.plot(rates, [r["ttft_p99"] for r in rows], "o-")
+    a2.plot(rates, [r["tpot_p99"] for r in rows], "o-")
+    for ax, slo, name in ((a1, slo_ttft, "P99 TTFT (s)"), (a2, slo_tpot, "P99 TPOT (s)")):
+        if slo is not None:
+            ax.axhline(slo, ls="--", color="gray")
+        ax.set_xlabel("requests/s")
+        ax.set_ylabel(name)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
     return _save(fig, path)

@@ -61,3 +61,8 @@ def test_lecture_topics(capsys):
     assert "H100 bf16 act, int8 weights  M* =   163" in out
     assert "d_head= 64: h100 tensor, b200 sfu, b300 tensor" in out
     assert "nvfp4      4.50 bits" in out and "weight reads cost 209x" in out
+
+
+def test_serving_simulation(capsys):
+    out = run(capsys, "serving_simulation.py", "--small")
+    assert "max rate with P99 TTFT <= 1.0 s" in out and "disaggregated" in out

@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .plot import add_plot_parser
     from .search import add_search_parser
     from .serve import add_serve_parser
+    from .simulate import add_simulate_parser
 
     p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fusion_parser(sub)
     add_serve_parser(sub)
     add_search_parser(sub)
+    add_simulate_parser(sub)
     add_measure_parsers(sub)
     add_plot_parser(sub)
     return finish(p)

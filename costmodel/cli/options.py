@@ -69,6 +69,13 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "chunk": (1, 10**8),
     "k_max": (1, 256),
     "workers": (1, 1024),
+    "requests": (1, 10**7),
+    "seed": (0, 2**32 - 1),
+    "max_num_batched_tokens": (1, 10**7),
+    "max_num_seqs": (1, 10**6),
+    "block_size": (1, 4096),
+    "num_blocks": (1, 10**9),
+    "replicas": (1, 4096),
     "N": (1, 10**7),
     "d": (1, 65536),
 }
@@ -83,6 +90,9 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "sram_bytes": (0.0, 1e12, False),
     "slo_ttft": (0.0, 1e6, False),
     "slo_tpot": (0.0, 1e6, False),
+    "gpu_memory_utilization": (0.0, 1.0, False),
+    "overhead_s": (0.0, 10.0, True),
+    "percentile": (0.0, 100.0, False),
 }
 
 

@@ -1,6 +1,6 @@
 """Serving analyses over model graphs: totals and closed forms, phase reports,
-capacity, sweeps, design-space search, disaggregation, speculative decoding, split
-placement and parallel plans.
+capacity, sweeps, design-space search, request-level simulation, disaggregation, speculative
+decoding, split placement and parallel plans.
 
 Names load on first use (PEP 562): ``import graphs.serving`` is cheap, so the command
 line's fast paths (a cached decode report) never import sympy or networkx.
@@ -50,6 +50,17 @@ _LAZY: dict[str, str] = {
     "parallel_plan": "parallel",
     "plan_frontier": "parallel",
     "search": "design_search",
+    "simulate": "simulator",
+    "SimResult": "simulator",
+    "Topology": "simulator",
+    "EngineConfig": "engine",
+    "Request": "requests",
+    "synthetic": "requests",
+    "load_trace": "requests",
+    "max_rate": "capacity_search",
+    "MaxRate": "capacity_search",
+    "mixed_step": "mixed",
+    "MixedStep": "mixed",
     "ModelAnalysis": "classify",
     "StepTotals": "classify",
     "node_rows": "classify",

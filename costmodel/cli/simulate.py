@@ -1,0 +1,214 @@
+"""``costmodel simulate``: request-level serving simulation (:mod:`graphs.serving.simulator`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import dump, progress_bar
+from .options import check_output_path
+
+__all__ = ["add_simulate_parser", "cmd_simulate"]
+
+
+def _topology(args: argparse.Namespace) -> Any:
+    from graphs.serving.simulator import Topology
+
+    from ..errors import CostModelError
+
+    if args.disagg:
+        try:
+            p, d = (int(x) for x in args.disagg.split(":"))
+        except ValueError:
+            raise CostModelError(
+                f"--disagg must be PREFILL:DECODE replica counts, e.g. 1:2, got {args.disagg!r}"
+            ) from None
+        if p < 1 or d < 1:
+            raise CostModelError(
+                f"--disagg needs at least one prefill and one decode replica, got {args.disagg!r}"
+            )
+        return Topology(
+            tp=args.tp,
+            prefill_replicas=p,
+            decode_replicas=d,
+            router=args.router,
+            link_bandwidth=args.link_bandwidth,
+            link_latency=args.link_latency,
+        )
+    return Topology(replicas=args.replicas, tp=args.tp, router=args.router)
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from graphs.serving.engine import EngineConfig
+
+    return EngineConfig(
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        block_size=args.block_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        enable_chunked_prefill=not args.no_chunked_prefill,
+        iteration_overhead_s=args.overhead_s,
+        num_blocks=args.num_blocks,
+    )
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from graphs.serving.capacity_search import max_rate
+    from graphs.serving.requests import load_trace, synthetic
+    from graphs.serving.simulator import simulate
+
+    from ..errors import CostModelError
+    from .model import resolve_model
+
+    for flag in ("csv", "plot"):
+        if getattr(args, flag):
+            check_output_path(getattr(args, flag), f"--{flag}")
+    cfg = resolve_model(args.model)
+    topo, eng = _topology(args), _engine(args)
+    common = dict(topology=topo, engine=eng)
+    if args.max_rate:
+        if args.trace:
+            raise CostModelError("--max-rate draws its own requests; it does not take --trace")
+        m = max_rate(
+            cfg,
+            args.device,
+            slo_ttft=args.slo_ttft,
+            slo_tpot=args.slo_tpot,
+            requests=args.requests,
+            prompt=args.prompt,
+            output=args.output,
+            arrival=args.arrival,
+            seed=args.seed,
+            percentile=args.percentile,
+            progress=progress_bar("max-rate", args.quiet, "probes"),
+            **common,
+        )
+        if args.json:
+            print(dump(m))
+            return 0
+        print(
+            f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
+            f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
+        )
+        for rate, ok, t, p in m.probes:
+            print(
+                f"  {rate:10.3f} req/s  P{args.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
+            )
+        if m.rate is None:
+            print("  no probed rate meets the SLOs")
+            return 0
+        print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+        return 0
+    if args.rate is None and not args.trace:
+        raise CostModelError("give --rate (requests/s), --trace FILE or --max-rate")
+    reqs = (
+        load_trace(args.trace)
+        if args.trace
+        else synthetic(
+            args.requests,
+            rate=args.rate,
+            prompt=args.prompt,
+            output=args.output,
+            arrival=args.arrival,
+            seed=args.seed,
+        )
+    )
+    res = simulate(
+        cfg,
+        args.device,
+        reqs,
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        rate=args.rate,
+        progress=progress_bar("simulate", args.quiet, "requests"),
+        **common,
+    )
+    if args.csv:
+        res.requests_csv(args.csv)
+    if args.plot:
+        from ..plots import latency_cdf_plot, serving_timeline_plot
+
+        latency_cdf_plot(
+            {
+                "TTFT": res.per_request["ttft_s"],
+                "TPOT": res.per_request["tpot_s"],
+                "end to end": res.per_request["e2e_s"],
+            },
+            args.plot,
+        )
+        stem = args.plot.rsplit(".", 1)
+        serving_timeline_plot(res.timeline, f"{stem[0]}-timeline.{stem[1] if len(stem) > 1 else 'png'}")
+    if args.json:
+        print(dump(res))
+        return 0
+    print(
+        f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
+        f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
+    )
+    print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
+    for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
+        print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
+    print(
+        f"  throughput {res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s "
+        f"({res.output_tokens_per_s_per_device:,.0f} per device); mean batch {res.mean_batch:.1f}, "
+        f"KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
+    )
+    if res.goodput_requests_per_s is not None:
+        print(
+            f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
+        )
+    if args.csv:
+        print(f"per-request rows written to {args.csv}")
+    return 0
+
+
+def add_simulate_parser(sub: Any) -> None:
+    sp = sub.add_parser(
+        "simulate", help="request-level serving simulation: TTFT/TPOT percentiles under a rate"
+    )
+    sp.add_argument("model", help="catalog name or path to a config.json")
+    sp.add_argument("--device", default="h100-sxm")
+    sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
+    sp.add_argument("--rate", type=float, default=None, help="requests per second")
+    sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
+    sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    sp.add_argument(
+        "--prompt",
+        default="lognormal:1000,1.0",
+        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
+    )
+    sp.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
+    sp.add_argument("--trace", default=None, help="CSV or JSONL: arrival_s, prompt_tokens, output_tokens")
+    sp.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+    sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
+    sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
+    sp.add_argument("--block-size", type=int, default=16, help="KV-cache block (tokens)")
+    sp.add_argument(
+        "--num-blocks", type=int, default=None, help="KV blocks per replica (default: from the ledger)"
+    )
+    sp.add_argument(
+        "--gpu-memory-utilization", type=float, default=0.9, help="fraction of memory the engine may use"
+    )
+    sp.add_argument("--no-chunked-prefill", action="store_true", help="a prompt runs in one iteration")
+    sp.add_argument("--overhead-s", type=float, default=0.0, help="CPU/scheduling time per iteration (s)")
+    sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
+    sp.add_argument(
+        "--router",
+        choices=("round_robin", "least_outstanding"),
+        default="least_outstanding",
+        help="how requests pick a replica: in turn, or the fewest tokens still to process",
+    )
+    sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
+    sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")
+    sp.add_argument(
+        "--link-latency", type=float, default=0.0, help="per-layer transfer latency (s), --disagg"
+    )
+    sp.add_argument("--slo-ttft", type=float, default=None, help="TTFT SLO (s)")
+    sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")
+    sp.add_argument("--max-rate", action="store_true", help="search the highest rate within the SLOs")
+    sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile for --max-rate")
+    sp.add_argument("--csv", default=None, help="write one row per request")
+    sp.add_argument("--plot", default=None, help="latency CDFs (PNG/SVG) and a -timeline figure (plot extra)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_simulate)

@@ -1,0 +1,246 @@
+"""One serving replica's iteration-level scheduler, modelled on vLLM v1 (knobs named as it names them).
+
+Each iteration (``step``) builds one batch under a token budget ``max_num_batched_tokens`` and
+at most ``max_num_seqs`` sequences:
+
+1. running sequences first, in admission order: a decoding sequence takes 1 token, a sequence
+   still prefilling takes ``min(remaining prompt, budget left)`` (chunked prefill); each needs
+   KV-cache blocks of ``block_size`` tokens for what it will have computed. When the free blocks
+   run out, the most recently admitted running sequence is preempted by recompute (its blocks
+   freed, its computed tokens forgotten, back to the front of the waiting queue) until the
+   sequence fits or is itself the one preempted;
+2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
+   blocks for their first chunk (none are admitted in an iteration that preempted).
+
+A sequence emits a token at the end of every iteration after which all its known tokens (prompt
+plus generated) have KV; it finishes with its last output token and frees its blocks. A
+recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
+mixed-batch step cost (:class:`graphs.serving.mixed.MixedStep`: the per-kernel rooflines of that
+exact batch) plus a fixed per-iteration overhead (CPU scheduling, sampling, launch gaps).
+
+The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+
+from .mixed import MixedStep
+from .requests import Request
+
+__all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s)."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    enable_chunked_prefill: bool = True
+    iteration_overhead_s: float = 0.0
+    num_blocks: int | None = None  #: override the ledger's block count
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise CostModelError(f"{name} must be a positive whole number, got {v!r}")
+        if self.max_num_batched_tokens < self.block_size:
+            raise CostModelError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than one KV block "
+                f"({self.block_size} tokens)"
+            )
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise CostModelError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if not (math.isfinite(self.iteration_overhead_s) and self.iteration_overhead_s >= 0):
+            raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
+        if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
+            raise CostModelError(f"num_blocks must be a positive whole number, got {self.num_blocks!r}")
+
+
+def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
+    """KV-cache blocks on one device: ``floor((u C - W - a N) / (block_size k))`` with ``u`` the
+    memory utilisation, ``C`` the capacity, ``W`` the weights, ``a`` live activation bytes per
+    token at the full token budget ``N`` and ``k`` KV bytes per token (vLLM profiles the same
+    way: weights and a peak-activation forward pass first, the rest to KV blocks)."""
+    w = as_float(ledger.weights_bytes)
+    a = as_float(ledger.activation_bytes_per_token)
+    k = as_float(ledger.kv_bytes_per_token)
+    free = cfg.gpu_memory_utilization * capacity_bytes - w - a * cfg.max_num_batched_tokens
+    n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
+    if n < 1:
+        raise CostModelError(
+            f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {capacity_bytes / 1e9:.1f} GB minus "
+            f"weights ({w / 1e9:.1f} GB) and activations ({a * cfg.max_num_batched_tokens / 1e9:.2f} GB) "
+            "leaves nothing (more devices, tp, or a smaller token budget)"
+        )
+    return n
+
+
+@dataclass(eq=False)
+class Sequence:
+    """A request being served: KV tokens computed, tokens generated, blocks held, timestamps."""
+
+    req: Request
+    computed: int = 0
+    generated: int = 0
+    blocks: int = 0
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    preemptions: int = 0
+    replica: int = -1
+    stop_after_prefill: bool = False  #: on a disaggregated prefill instance: hand over after the first token
+
+    @property
+    def known(self) -> int:
+        """Tokens whose KV must exist before the next token is sampled (prompt + generated)."""
+        return self.req.prompt + self.generated
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to process or generate (for least-outstanding routing)."""
+        return self.known - self.computed + self.req.output - self.generated
+
+
+class Replica:
+    """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
+
+    def __init__(self, step: MixedStep, num_blocks: int, cfg: EngineConfig, index: int = 0) -> None:
+        self.step_cost = step
+        self.cfg = cfg
+        self.num_blocks = num_blocks
+        self.free_blocks = num_blocks
+        self.index = index
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.busy_until: float | None = None  #: end of the iteration in flight
+        self.preemptions = 0
+        self.iterations = 0
+        self.samples: list[tuple[float, int, int, int, float]] = []  #: (t, batch, waiting, running, kv used)
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.cfg.block_size)
+
+    def fits_ever(self, seq: Sequence) -> bool:
+        return self._blocks_for(seq.req.prompt + seq.req.output) <= self.num_blocks
+
+    def add(self, seq: Sequence) -> None:
+        seq.replica = self.index
+        self.waiting.append(seq)
+
+    @property
+    def outstanding(self) -> int:
+        return sum(s.remaining for s in self.running) + sum(s.remaining for s in self.waiting)
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    def _preempt(self, victim: Sequence) -> None:
+        self.running.remove(victim)
+        self.free_blocks += victim.blocks
+        victim.blocks = 0
+        victim.computed = 0
+        victim.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(victim)
+
+    def schedule(self) -> list[tuple[Sequence, int]]:
+        """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens
+        batch: list[tuple[Sequence, int]] = []
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            s = self.running[i]
+            n = min(s.known - s.computed, budget)
+            if not cfg.enable_chunked_prefill and n < s.known - s.computed:
+                i += 1
+                continue
+            need = self._blocks_for(s.computed + n) - s.blocks
+            lost = False
+            while need > self.free_blocks:
+                victim = self.running[-1]
+                self._preempt(victim)
+                preempted = True
+                if victim is s:
+                    lost = True
+                    break
+            if lost:
+                break
+            self.free_blocks -= need
+            s.blocks += need
+            batch.append((s, n))
+            budget -= n
+            i += 1
+        while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
+            s = self.waiting[0]
+            want = s.known - s.computed
+            if not cfg.enable_chunked_prefill and want > budget:
+                break
+            n = min(want, budget)
+            need = self._blocks_for(s.computed + n) - s.blocks
+            if need > self.free_blocks:
+                break
+            self.waiting.popleft()
+            self.free_blocks -= need
+            s.blocks += need
+            self.running.append(s)
+            batch.append((s, n))
+            budget -= n
+        return batch
+
+    def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
+        """The mixed-batch step cost of ``batch`` plus the per-iteration overhead (s)."""
+        n_dec, sum_ctx, chunks = 0, 0.0, []
+        for s, n in batch:
+            if n == 1 and s.generated >= 1 and s.computed == s.known - 1:
+                n_dec += 1
+                sum_ctx += s.computed + 1  # the KV length including the token being processed
+            else:
+                chunks.append((float(n), float(s.computed)))
+        return self.step_cost.time_sums(n_dec, sum_ctx, chunks) + self.cfg.iteration_overhead_s
+
+    def finish_iteration(
+        self, batch: list[tuple[Sequence, int]], now: float
+    ) -> tuple[list[Sequence], list[Sequence]]:
+        """Apply ``batch`` at its end time ``now``: tokens emitted, sequences finished (returned
+        with those a disaggregated prefill instance hands over after sampling their first token,
+        as disaggregated engines do: the decode instance continues from there)."""
+        done, handed = [], []
+        for s, n in batch:
+            s.computed += n
+            if s.computed < s.known:
+                continue  # a prefill chunk that has not reached the end of the prompt
+            s.generated += 1
+            if s.first_token_s is None:
+                s.first_token_s = now
+            if s.generated >= s.req.output:
+                s.finish_s = now
+                done.append(s)
+            elif s.stop_after_prefill:
+                handed.append(s)
+        if done or handed:
+            leaving = {id(s) for s in done + handed}
+            self.running = [s for s in self.running if id(s) not in leaving]
+            for s in done + handed:
+                self.free_blocks += s.blocks
+                s.blocks = 0
+        self.iterations += 1
+        return done, handed
+
+    def sample(self, now: float, batch_size: int) -> None:
+        used = 1 - self.free_blocks / self.num_blocks
+        self.samples.append((now, batch_size, len(self.waiting), len(self.running), used))

@@ -1,0 +1,208 @@
+"""The step cost of one serving-engine iteration: a mixed batch of decodes and prefill chunks.
+
+An iteration of a continuous-batching engine (vLLM v1, SGLang, TensorRT-LLM in-flight
+batching) runs one forward pass over ``D`` decoding sequences (one new token each, sequence
+``i`` attending over ``ctx_i`` cached tokens) and ``P`` prefill chunks (chunk ``j``: ``c_j``
+new tokens after ``p_j`` cached ones). Its cost is the engine's usual per-kernel sum of
+rooflines, read off the model graphs, with each kernel seeing the batch it really sees:
+
+.. math::
+
+    T = \\sum_{k \\in \\text{body}} r_k \\max_u t_{ku}(N)
+      + \\sum_{k \\in \\text{head}} r_k \\max_u t_{ku}(R)
+      + \\sum_{k \\in \\text{attn}} r_k \\max_u \\Big( \\sum_{i=1}^{D} t^{dec}_{ku}(1, ctx_i)
+                                               + \\sum_{j=1}^{P} t^{pre}_{ku}(c_j, p_j) \\Big)
+
+with ``N = D + sum c_j`` the tokens every token-wise kernel (projections, MLP or experts,
+norms, activations, cache writes, collectives) processes, ``R = D + P`` the rows the lm_head
+computes (one per sequence), and one attention kernel per layer whose compute and memory terms
+are the sums over its sequences (a varlen FlashAttention launch). Every ``t`` is a compiled
+roofline term of the decode graph (token-wise and head kernels, decode attention) or of the
+chunked-prefill graph (chunk attention): the graphs are built once, symbolically, and only
+their attention nodes depend on a context. Overlap and launch overhead blend as in
+:attr:`costmodel.roofline.Bound.time`.
+
+A batch of ``D`` decodes at one context equals the compiled decode step at ``(D, ctx)``, and a
+lone chunk the compiled chunked-prefill step: tests check both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from costmodel.cost import as_float
+from costmodel.graph import COST, GROUP, OP, REPEAT, op_nodes
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import Phase
+from costmodel.roofline import bound
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import S as S_sym
+from costmodel.symbols import ctx as ctx_sym
+from costmodel.symbols import dim
+from models.config import ModelConfig
+
+from .compiled import PREFIX, compiled_step
+from .workload import Workload, as_workload
+
+__all__ = ["MixedStep", "mixed_step"]
+
+_ATTENTION = "attention"
+_HEAD = "head"
+
+
+@dataclass(frozen=True)
+class _AttentionKernel:
+    """One attention node: its repeat, launch time and overlap, and its terms for decoding
+    sequences and prefill chunks.
+
+    A decoding sequence's terms are affine in its context (FLOPs and KV bytes grow with each
+    cached token), so over ``D`` sequences they sum to ``D a_u + b_u sum(ctx)``: the
+    coefficients are read off once and an iteration needs only ``D`` and ``sum(ctx)``. A
+    chunk's terms (``c`` new tokens after ``p`` cached, causal) are compiled per chunk.
+    """
+
+    repeat: float
+    launch: float
+    overlap: float
+    decode_coeffs: tuple[tuple[float, float], ...]  #: per term: (a_u, b_u)
+    chunk_terms: tuple[Any, ...]  #: per term: (c, p) -> seconds
+
+    def time(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]]) -> float:
+        if not n_dec and not chunks:
+            return 0.0
+        totals = [n_dec * a + b * sum_ctx for a, b in self.decode_coeffs]
+        for c, p in chunks:
+            for u, f in enumerate(self.chunk_terms):
+                totals[u] += f(c, p)
+        ov = self.overlap
+        return self.repeat * (ov * max(totals) + (1 - ov) * sum(totals) + self.launch)
+
+
+def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
+    """``(a, b)`` with ``t = a + b x``; an error when ``t`` is not affine in ``x``."""
+    poly = sympy.Poly(sympy.expand(t), x)
+    if poly.degree() > 1 or poly.free_symbols - {x}:
+        raise ValueError(f"{where}: a decoding sequence's attention term is not affine in its context: {t}")
+    return as_float(poly.coeff_monomial(1)), as_float(poly.coeff_monomial(x))
+
+
+def _node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
+    return d.get(REPEAT, 1) * bound(d[COST], hw).compile_time
+
+
+class MixedStep:
+    """The compiled cost of a mixed iteration for one (model, device, tp) (module doc)."""
+
+    def __init__(self, w: Workload, hw: Hardware, tp: int = 1) -> None:
+        self.hardware = hw
+        self.tp = tp
+        dec = compiled_step(w, hw, Phase.DECODE, tp=tp)
+        chunk = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True)
+        g_dec, g_chunk = dec.graph, chunk.graph
+        assert g_dec is not None and g_chunk is not None
+        body = sympy.Integer(0)
+        head = sympy.Integer(0)
+        self.attention: list[_AttentionKernel] = []
+        attn_chunk = {
+            n: g_chunk.nodes[n] for n in op_nodes(g_chunk) if g_chunk.nodes[n].get(OP) == _ATTENTION
+        }
+        ov = as_float(hw.overlap)
+        c_sym = dim("chunk_tokens")
+        for n in op_nodes(g_dec):
+            d = g_dec.nodes[n]
+            if d.get(OP) == _ATTENTION:
+                if n not in attn_chunk:
+                    raise ValueError(f"attention node {n} has no counterpart in the chunked-prefill graph")
+                b_dec = bound(d[COST], hw)
+                b_pre = bound(attn_chunk[n][COST], hw)
+                if tuple(b_dec.terms) != tuple(b_pre.terms):
+                    raise ValueError(
+                        f"attention node {n}: decode and prefill terms differ ({b_dec.terms} vs {b_pre.terms})"
+                    )
+                self.attention.append(
+                    _AttentionKernel(
+                        repeat=as_float(d.get(REPEAT, 1)),
+                        launch=as_float(b_dec.launch),
+                        overlap=ov,
+                        decode_coeffs=tuple(
+                            _affine(t.subs(B_sym, 1), ctx_sym, n) for t in b_dec.terms.values()
+                        ),
+                        chunk_terms=tuple(
+                            sympy.lambdify((c_sym, PREFIX), t.subs({B_sym: 1, S_sym: c_sym}), "math")
+                            for t in b_pre.terms.values()
+                        ),
+                    )
+                )
+            elif d.get(GROUP) == _HEAD:
+                head += _node_time_expr(d, hw)
+            else:
+                body += _node_time_expr(d, hw)
+        self._body = sympy.lambdify(B_sym, body, "math")
+        self._head = sympy.lambdify(B_sym, head, "math")
+        # the prefill chunk's own token-wise kernels: the same as decode's for most models; MLA
+        # decompresses K/V for prefill tokens but absorbs the projections for decode tokens
+        pre_body = sympy.Add(
+            *(
+                _node_time_expr(g_chunk.nodes[n], hw)
+                for n in op_nodes(g_chunk)
+                if g_chunk.nodes[n].get(OP) != _ATTENTION and g_chunk.nodes[n].get(GROUP) != _HEAD
+            )
+        ).subs(B_sym, 1)
+        self._pre_body = sympy.lambdify((S_sym, PREFIX), pre_body, "math")
+        self.shared_body = PREFIX not in pre_body.free_symbols and all(
+            math.isclose(float(self._body(n)), float(self._pre_body(n, 0)), rel_tol=1e-12)
+            for n in (1, 7, 512, 4099)
+        )
+
+    def time(
+        self,
+        decode_ctx: Sequence[int] | np.ndarray = (),
+        chunks: Sequence[tuple[int, int]] = (),
+    ) -> float:
+        """Seconds for one iteration: decodes at contexts ``decode_ctx`` (KV length including the
+        new token) and prefill chunks ``(new tokens, cached prefix)``."""
+        dec = np.asarray(decode_ctx, dtype=float)
+        return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks])
+
+    def time_sums(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = ()) -> float:
+        """:meth:`time` from the number of decodes and the sum of their contexts (O(chunks)).
+
+        When a model's prefill tokens take other token-wise kernels than its decode tokens (MLA:
+        K/V decompressed for prefill, projections absorbed for decode), the two bodies are
+        summed: a mixed batch then counts the weights both paths share twice (an upper bound on
+        that part; pure-decode and single-chunk iterations stay exact), and each chunk runs its own
+        token-wise kernels (MLA decompresses its cached prefix too).
+        """
+        rows = n_dec + len(chunks)
+        if rows == 0:
+            return 0.0
+        chunk_tokens = sum(c for c, _ in chunks)
+        if self.shared_body:
+            t = float(self._body(n_dec + chunk_tokens))
+        else:
+            t = float(self._body(n_dec)) if n_dec else 0.0
+            t += sum(float(self._pre_body(c, p)) for c, p in chunks)
+        t += float(self._head(rows))
+        for k in self.attention:
+            t += k.time(n_dec, sum_ctx, chunks)
+        return t
+
+
+_CACHE: dict[tuple[Any, ...], MixedStep] = {}
+
+
+def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, tp: int = 1) -> MixedStep:
+    """The :class:`MixedStep` of ``config`` on ``device`` at ``tp`` (built once per process)."""
+    w = as_workload(config)
+    hw = get_device(device)
+    key = (w.config, hw, tp)
+    m = _CACHE.get(key)
+    if m is None:
+        m = _CACHE[key] = MixedStep(w, hw, tp)
+    return m

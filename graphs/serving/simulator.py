@@ -1,0 +1,333 @@
+"""Request-level serving simulation: TTFT, TPOT and end-to-end percentiles under a request rate.
+
+Replicas (:class:`graphs.serving.engine.Replica`) run continuous batching with chunked prefill
+and a paged KV cache; every iteration costs the roofline step of its exact batch
+(:class:`graphs.serving.mixed.MixedStep`, compiled once: no sympy per iteration). Topologies:
+
+* one replica, or ``replicas`` behind a router: ``round_robin`` or ``least_outstanding`` (the
+  fewest prompt + output tokens still to process);
+* disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
+  (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
+  the terms of :mod:`graphs.serving.disagg`) to the least-loaded of ``decode`` replicas.
+
+The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
+iteration-level model has few event kinds and no processes that wait on resources, so a plain
+heap is simpler and faster than a discrete-event library (SimPy's generator processes would add
+a context switch per iteration for nothing it needs).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware, get_device
+from costmodel.results import Result, plain
+from models.config import ModelConfig
+
+from .engine import EngineConfig, Replica, kv_blocks
+from .engine import Sequence as Seq
+from .ledger_fit import _ledger
+from .mixed import mixed_step
+from .requests import Request
+from .workload import Workload, as_workload
+
+__all__ = ["Topology", "SimResult", "simulate", "Summary"]
+
+ROUTERS = ("round_robin", "least_outstanding")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """How many replicas of ``tp`` devices, routed how; or disaggregated prefill/decode pools."""
+
+    replicas: int = 1
+    tp: int = 1
+    router: str = "least_outstanding"
+    prefill_replicas: int = 0  #: > 0: disaggregated, with ``decode_replicas``
+    decode_replicas: int = 0
+    link_bandwidth: float | None = None  #: bytes/s per direction for the KV transfer (disaggregated)
+    link_latency: float = 0.0  #: s per layer's transfer
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise CostModelError(f"router {self.router!r} not allowed; allowed: {', '.join(ROUTERS)}")
+        for name in ("replicas", "tp"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 4096:
+                raise CostModelError(f"{name} must be a whole number in [1, 4096], got {v!r}")
+        if (self.prefill_replicas > 0) != (self.decode_replicas > 0):
+            raise CostModelError(
+                "a disaggregated topology needs both prefill_replicas and decode_replicas > 0"
+            )
+        if self.disaggregated and (self.link_bandwidth is None or not self.link_bandwidth > 0):
+            raise CostModelError("a disaggregated topology needs a positive link_bandwidth (bytes/s)")
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_replicas > 0
+
+    @property
+    def devices(self) -> int:
+        n = self.prefill_replicas + self.decode_replicas if self.disaggregated else self.replicas
+        return n * self.tp
+
+
+@dataclass(frozen=True)
+class Summary(Result):
+    """Mean and percentiles of one latency (s)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> Summary:
+        if x.size == 0:
+            return cls(math.nan, math.nan, math.nan, math.nan)
+        p50, p90, p99 = np.percentile(x, [50, 90, 99])
+        return cls(float(x.mean()), float(p50), float(p90), float(p99))
+
+
+@dataclass(frozen=True)
+class SimResult(Result):
+    """One simulation: per-request latencies, their summaries, throughput, goodput, utilisation."""
+
+    model: str
+    device: str
+    topology: Topology
+    rate: float | None
+    requests: int
+    duration_s: float  #: first arrival to last finish
+    ttft: Summary
+    tpot: Summary
+    e2e: Summary
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_device: float
+    goodput_requests_per_s: float | None  #: requests/s meeting both SLOs
+    slo_attainment: float | None
+    preemptions: int
+    iterations: int
+    mean_batch: float
+    mean_kv_utilisation: float
+    mean_in_system: float  #: requests waiting or running, time-averaged from the replicas' queue records
+    per_request: dict[str, np.ndarray]  #: arrival_s, ttft_s, tpot_s, e2e_s, prompt, output, preemptions
+    timeline: dict[str, np.ndarray]  #: t, batch, waiting, running, kv_used (per iteration, all replicas)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
+        skip = ("per_request", "timeline")
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+
+    def requests_csv(self, path: str) -> None:
+        """One row per request."""
+        keys = list(self.per_request)
+        rows = zip(*(self.per_request[k].tolist() for k in keys), strict=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(",".join(keys) + "\n")
+            for r in rows:
+                f.write(",".join(repr(v) for v in r) + "\n")
+
+
+def simulate(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    requests: Sequence[Request],
+    *,
+    topology: Topology | None = None,
+    engine: EngineConfig | None = None,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    rate: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw."""
+    w = as_workload(config)
+    hw = get_device(device)
+    topo = topology or Topology()
+    cfg = engine or EngineConfig()
+    if not requests:
+        raise CostModelError("no requests to simulate")
+    step = mixed_step(w, hw, tp=topo.tp)
+    led = _ledger(w, "decode", 1, topo.tp, None, None)
+    blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
+
+    def pool(n: int, start: int) -> list[Replica]:
+        return [Replica(step, blocks, cfg, start + i) for i in range(n)]
+
+    if topo.disaggregated:
+        front = pool(topo.prefill_replicas, 0)
+        back = pool(topo.decode_replicas, topo.prefill_replicas)
+        kv_tok = as_float(led.kv_bytes_per_token) * topo.tp  # the whole cache crosses, all tp shards
+        layers = as_float(w.config.num_hidden_layers)
+    else:
+        front = back = pool(topo.replicas, 0)
+    replicas = front if front is back else front + back
+    seqs = [Seq(r) for r in requests]
+    for s in seqs:
+        if not front[0].fits_ever(s):
+            raise CostModelError(
+                f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) needs more KV blocks than a "
+                f"replica has ({blocks} of {cfg.block_size} tokens)"
+            )
+    events: list[tuple[float, int, str, Any]] = []
+    counter = itertools.count()
+    for s in seqs:
+        heapq.heappush(events, (s.req.arrival_s, next(counter), "arrive", s))
+    rr = itertools.cycle(range(len(front)))
+    rr_back = itertools.cycle(range(len(back)))
+    in_flight: dict[int, list[tuple[Seq, int]]] = {}
+    finished = 0
+
+    def route(pool_: list[Replica], cycle: Any) -> Replica:
+        if topo.router == "round_robin":
+            return pool_[next(cycle)]
+        return min(pool_, key=lambda r: (r.outstanding, r.index))
+
+    def kick(rep: Replica, now: float) -> None:
+        if rep.busy_until is not None or rep.idle:
+            return
+        batch = rep.schedule()
+        if not batch:
+            return
+        end = now + rep.iteration_time(batch)
+        rep.busy_until = end
+        in_flight[rep.index] = batch
+        rep.sample(now, len(batch))
+        heapq.heappush(events, (end, next(counter), "iter", rep))
+
+    while events:
+        now, _, kind, obj = heapq.heappop(events)
+        if kind == "arrive":
+            rep = route(front, rr)
+            obj.stop_after_prefill = topo.disaggregated
+            rep.add(obj)
+            kick(rep, now)
+        elif kind == "kv":
+            obj.stop_after_prefill = False
+            rep = route(back, rr_back)
+            obj.computed = obj.req.prompt  # the decode instance holds the transferred prompt KV
+            _admit_transferred(rep, obj)
+            kick(rep, now)
+        else:
+            rep = obj
+            batch = in_flight.pop(rep.index)
+            rep.busy_until = None
+            done, handed = rep.finish_iteration(batch, now)
+            finished += len(done)
+            if progress and done:
+                progress(finished, len(seqs))
+            for s in handed:
+                t_kv = s.req.prompt * kv_tok / topo.link_bandwidth + layers * topo.link_latency  # type: ignore[operator]
+                heapq.heappush(events, (now + t_kv, next(counter), "kv", s))
+            kick(rep, now)
+            if rep.idle:
+                rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
+    return _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot)
+
+
+def _admit_transferred(rep: Replica, s: Seq) -> None:
+    """A sequence arriving with its prompt's KV: it waits for blocks like any other; its
+    ``computed`` counts the transferred tokens, so the decode instance only decodes (a recompute
+    preemption there would re-prefill it locally)."""
+    s.replica = rep.index
+    s.blocks = 0
+    need = -(-s.computed // rep.cfg.block_size)
+    if need <= rep.free_blocks and len(rep.running) < rep.cfg.max_num_seqs:
+        rep.free_blocks -= need
+        s.blocks = need
+        rep.running.append(s)
+    else:  # no room yet: recompute later from scratch (its KV could not be kept)
+        s.computed = 0
+        rep.waiting.append(s)
+
+
+def _summarise(
+    model: str,
+    device: str,
+    topo: Topology,
+    rate: float | None,
+    seqs: list[Seq],
+    replicas: list[Replica],
+    slo_ttft: float | None,
+    slo_tpot: float | None,
+) -> SimResult:
+    missing = [s.req.rid for s in seqs if s.finish_s is None or s.generated != s.req.output]
+    if missing:
+        raise CostModelError(f"internal: {len(missing)} request(s) did not finish (first: {missing[0]})")
+    arrival = np.array([s.req.arrival_s for s in seqs])
+    first = np.array([s.first_token_s for s in seqs], dtype=float)
+    finish = np.array([s.finish_s for s in seqs], dtype=float)
+    out = np.array([s.req.output for s in seqs])
+    ttft = first - arrival
+    e2e = finish - arrival
+    multi = out > 1
+    tpot = np.where(multi, (finish - first) / np.maximum(out - 1, 1), np.nan)
+    span = float(finish.max() - arrival.min()) or math.inf
+    ok = np.ones(len(seqs), dtype=bool)
+    if slo_ttft is not None:
+        ok &= ttft <= slo_ttft
+    if slo_tpot is not None:
+        ok &= ~multi | (tpot <= slo_tpot)
+    has_slo = slo_ttft is not None or slo_tpot is not None
+    samples = [x for r in replicas for x in r.samples]
+    samples.sort()
+    tl = np.array(samples, dtype=float).reshape(-1, 5)
+    its = tl[tl[:, 1] > 0]  # iteration records (the others mark a replica going idle)
+    # Little's L, from the replicas' own queue records (waiting + running at each iteration start,
+    # held until the next record): an independent check of rate x mean latency
+    end = float(finish.max())
+    area = 0.0
+    for r in replicas:
+        rec = np.array(r.samples, dtype=float).reshape(-1, 5)
+        if len(rec):
+            dt = np.diff(rec[:, 0], append=end)
+            area += float(np.sum((rec[:, 2] + rec[:, 3]) * dt))
+    mean_in = area / span if math.isfinite(span) else 0.0
+    return SimResult(
+        model=model,
+        device=device,
+        topology=topo,
+        rate=rate,
+        requests=len(seqs),
+        duration_s=span,
+        ttft=Summary.of(ttft),
+        tpot=Summary.of(tpot[multi]),
+        e2e=Summary.of(e2e),
+        requests_per_s=len(seqs) / span,
+        output_tokens_per_s=float(out.sum()) / span,
+        output_tokens_per_s_per_device=float(out.sum()) / span / topo.devices,
+        goodput_requests_per_s=float(ok.sum()) / span if has_slo else None,
+        slo_attainment=float(ok.mean()) if has_slo else None,
+        preemptions=sum(r.preemptions for r in replicas),
+        iterations=sum(r.iterations for r in replicas),
+        mean_batch=float(its[:, 1].mean()) if len(its) else 0.0,
+        mean_kv_utilisation=float(its[:, 4].mean()) if len(its) else 0.0,
+        mean_in_system=mean_in,
+        per_request={
+            "arrival_s": arrival,
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+            "prompt": np.array([s.req.prompt for s in seqs]),
+            "output": out,
+            "preemptions": np.array([s.preemptions for s in seqs]),
+        },
+        timeline={
+            "t": tl[:, 0],
+            "batch": tl[:, 1],
+            "waiting": tl[:, 2],
+            "running": tl[:, 3],
+            "kv_used": tl[:, 4],
+        },
+    )

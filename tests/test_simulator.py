@@ -1,0 +1,174 @@
+"""The serving simulator against hand derivations and queueing theory.
+
+* A mixed iteration of D decodes at one context is the compiled decode step; one chunk is the
+  compiled chunked-prefill step.
+* At a rate so low that requests never overlap, TTFT is the prefill bound of the prompt and TPOT
+  the mean of the batch-1 decode steps the request runs (contexts P+1 ... P+n-1).
+* Little's law: the replicas' own queue records average to rate x mean latency within 2 %.
+* M/D/1: one sequence at a time, fixed lengths, Poisson arrivals: the mean wait is
+  rho S / (2 (1 - rho)) (Pollaczek-Khinchine with deterministic service S) within 5 %.
+* Scarce KV blocks force preemptions, and every request still finishes exactly once.
+"""
+
+import json
+import math
+
+import pytest
+
+from costmodel.cli import main
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from graphs import decode_report, prefill_report
+from graphs.serving.capacity_search import max_rate
+from graphs.serving.compiled import compiled_step
+from graphs.serving.engine import EngineConfig
+from graphs.serving.mixed import mixed_step
+from graphs.serving.requests import Request, load_trace, synthetic
+from graphs.serving.simulator import Topology, simulate
+
+M = "llama-3.1-8b"
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3"])
+def test_mixed_step_reduces_to_the_compiled_steps(model):
+    hw = get_device("h100")
+    ms = mixed_step(model, hw)
+    dec = compiled_step(model, hw, "decode")
+    chunk = compiled_step(model, hw, "prefill", chunked=True)
+    for d, ctx in ((1, 100), (37, 4096), (256, 32768)):
+        assert math.isclose(ms.time([ctx] * d), dec.step(d, ctx), rel_tol=1e-9)
+    for c, p in ((512, 0), (2048, 4096), (1, 7)):
+        assert math.isclose(ms.time(chunks=[(c, p)]), chunk.step(1, c, p), rel_tol=1e-9)
+    # contexts enter decode attention linearly: a spread of contexts costs what their mean does
+    assert math.isclose(ms.time([1000, 3000]), ms.time([2000, 2000]), rel_tol=1e-12)
+
+
+def test_lone_requests_see_the_bounds():
+    p, n = 1500, 40
+    reqs = [Request(i, 100.0 * i, p, n) for i in range(3)]
+    res = simulate(M, "h100", reqs)
+    ttft = prefill_report(M, "h100", seq=p).step_s
+    tpot = sum(decode_report(M, "h100", batch=1, ctx=p + g).step_s for g in range(1, n)) / (n - 1)
+    assert res.per_request["ttft_s"] == pytest.approx([ttft] * 3, rel=1e-9)
+    assert res.per_request["tpot_s"] == pytest.approx([tpot] * 3, rel=1e-9)
+    assert res.preemptions == 0 and res.requests == 3
+
+
+def test_littles_law():
+    reqs = synthetic(3000, rate=25.0, prompt="lognormal:800,0.8", output="lognormal:200,0.8", seed=3)
+    res = simulate(M, "h100", reqs)
+    rate = res.requests / res.duration_s
+    assert res.mean_in_system == pytest.approx(rate * res.e2e.mean, rel=0.02)
+
+
+def test_md1_queueing_delay():
+    p, n = 256, 4
+    service = prefill_report(M, "h100", seq=p).step_s + sum(
+        decode_report(M, "h100", batch=1, ctx=p + g).step_s for g in range(1, n)
+    )
+    rho = 0.6
+    reqs = synthetic(20000, rate=rho / service, prompt=f"fixed:{p}", output=f"fixed:{n}", seed=11)
+    eng = EngineConfig(max_num_seqs=1, enable_chunked_prefill=False)
+    res = simulate(M, "h100", reqs, engine=eng)
+    wait = res.per_request["ttft_s"] - prefill_report(M, "h100", seq=p).step_s
+    assert wait.mean() == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.05)
+    assert res.mean_batch == pytest.approx(1.0)
+
+
+def test_scarce_blocks_preempt_and_every_request_finishes_once():
+    reqs = synthetic(300, rate=200.0, prompt="uniform:200,600", output="uniform:50,300", seed=5)
+    res = simulate(M, "h100", reqs, engine=EngineConfig(num_blocks=400))
+    assert res.preemptions > 0
+    assert res.requests == 300 and int(res.per_request["preemptions"].sum()) == res.preemptions
+    assert (res.per_request["e2e_s"] >= res.per_request["ttft_s"]).all()
+    assert (res.per_request["output"] == [r.output for r in reqs]).all()
+
+
+def test_disaggregated_lone_request():
+    """First token from the prefill instance; the second after the KV transfer (prompt x KV bytes
+    per token / link + layers x latency) and one decode step at ctx P+1."""
+    p, n, bw, lat = 2000, 3, 25e9, 1e-5
+    topo = Topology(prefill_replicas=1, decode_replicas=2, link_bandwidth=bw, link_latency=lat)
+    res = simulate(M, "h100", [Request(0, 0.0, p, n)], topology=topo)
+    kv = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16
+    t_pf = prefill_report(M, "h100", seq=p).step_s
+    t_kv = p * kv / bw + 32 * lat
+    steps = sum(decode_report(M, "h100", batch=1, ctx=p + g).step_s for g in range(1, n))
+    assert res.per_request["ttft_s"][0] == pytest.approx(t_pf, rel=1e-9)
+    assert res.per_request["e2e_s"][0] == pytest.approx(t_pf + t_kv + steps, rel=1e-9)
+    assert res.topology.devices == 3
+
+
+def test_replicas_share_the_load():
+    reqs = synthetic(400, rate=60.0, prompt="fixed:500", output="fixed:100", seed=2)
+    one = simulate(M, "h100", reqs)
+    two = simulate(M, "h100", reqs, topology=Topology(replicas=2, router="round_robin"))
+    assert two.ttft.p99 < one.ttft.p99 and two.topology.devices == 2
+
+
+def test_max_rate_brackets_the_slo():
+    m = max_rate(M, "h100", slo_ttft=0.5, slo_tpot=0.03, requests=200, rel_tol=0.05)
+    assert m.rate is not None and m.at_rate is not None
+    met = [r for r, ok, *_ in m.probes if ok]
+    missed = [r for r, ok, *_ in m.probes if not ok]
+    assert m.rate == max(met) and min(missed) > m.rate
+    assert min(missed) / m.rate <= 1.05 + 1e-9
+
+
+def test_traces(tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,200,20\n")
+    jl = tmp_path / "t.jsonl"
+    jl.write_text('{"arrival_s": 0, "prompt_tokens": 100, "output_tokens": 10}\n')
+    assert [r.prompt for r in load_trace(csv)] == [100, 200] and load_trace(jl)[0].output == 10
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,100,10\n0.5,200,20\n")
+    with pytest.raises(CostModelError, match=r"row 2: arrival_s 0\.5 is before"):
+        load_trace(bad)
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n0,abc,10\n")
+    with pytest.raises(
+        CostModelError, match="row 1: arrival_s, prompt_tokens and output_tokens must be numbers"
+    ):
+        load_trace(bad)
+    bad.write_text("arrival_s,prompt_tokens\n0,10\n")
+    with pytest.raises(CostModelError, match="missing field 'output_tokens'"):
+        load_trace(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "-1"], "--rate must be in"),
+        (["--rate", "2", "--output", "fixed:0"], "output: fixed length"),
+        (["--rate", "2", "--max-num-batched-tokens", "8"], "smaller than one KV block"),
+        (["--rate", "2", "--prompt", "weibull:3"], "prompt: 'weibull:3' is not"),
+        (["--rate", "2", "--disagg", "1:2"], "positive link_bandwidth"),
+        ([], "give --rate"),
+    ],
+)
+def test_simulate_command_errors(capsys, args, message):
+    assert main(["simulate", "tiny", *args, "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_simulate_command(capsys, tmp_path):
+    f = tmp_path / "req.csv"
+    args = [
+        "simulate",
+        M,
+        "--rate",
+        "10",
+        "--requests",
+        "200",
+        "--slo-ttft",
+        "1",
+        "--slo-tpot",
+        "0.05",
+        "--quiet",
+    ]
+    assert main([*args, "--csv", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "TTFT s" in out and "goodput" in out and len(f.read_text().splitlines()) == 201
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["requests"] == 200 and data["ttft"]["p99"] >= data["ttft"]["p50"]
