@@ -35,14 +35,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
-import numpy as np
 import sympy
 
 from costmodel.errors import CostModelError
-from costmodel.frontier import compile_expr
 from costmodel.graph import COST, KIND, OP, REPEAT, edge_bytes_total, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
@@ -56,6 +54,9 @@ from models.config import ModelConfig
 
 from .totals import attention_flops, op_total, weight_bytes_read
 from .workload import Workload, as_workload
+
+if TYPE_CHECKING:  # numpy loads with the first vectorised call: a cold report does not need it
+    import numpy as np
 
 __all__ = [
     "step_time",
@@ -199,6 +200,8 @@ class CompiledStep:
     def step_array(self, *arrays: Any) -> np.ndarray:
         """The step time (s) over arrays (broadcast), vectorised."""
         if self._step_vec is None:
+            from costmodel.frontier import compile_expr
+
             self._step_vec = compile_expr(self.forms.step_s, self.forms.symbols)
         return self._step_vec(*arrays)
 
@@ -305,6 +308,8 @@ def decode_memory(
     def build() -> Callable[..., np.ndarray]:
         led = model_ledger(w, tp=tp, overhead=overhead)
         total = led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity())
+        from costmodel.frontier import compile_expr
+
         return compile_expr(total, (B_sym, ctx_sym))
 
     return c.memo(f"memory:{overhead!r}", build)

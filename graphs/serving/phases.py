@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
 from costmodel.hardware import Hardware, get_device
@@ -94,6 +92,8 @@ def prefill_report(
     if plan is None:
         return prefill_from_fields(fields)
     (n_full, rest), chunk = plan, int(chunk)  # type: ignore[arg-type]
+    import numpy as np  # only a chunked prefill needs it: a plain report stays light
+
     cc = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True)
     prefixes = np.arange(n_full, dtype=float) * chunk
     total = float(

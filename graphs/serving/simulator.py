@@ -46,7 +46,7 @@ ROUTERS = ("round_robin", "least_outstanding")
 
 
 @dataclass(frozen=True)
-class Topology:
+class Topology(Result):
     """How many replicas of ``tp`` devices, routed how; or disaggregated prefill/decode pools."""
 
     replicas: int = 1
