@@ -104,6 +104,10 @@ class ModelConfig:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Fields for pickling, without the cached hash (string hashes differ between processes)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         if not isinstance(self.name, str) or not self.name:

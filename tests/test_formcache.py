@@ -94,6 +94,11 @@ def test_tampered_card_is_refused_and_rebuilt(cache, capsys, tmp_path):
     assert _run(capsys, *args) == honest
     path.write_text("{not json")
     assert _run(capsys, *args) == honest
+    card = json.loads(path.read_text())
+    card["near_far"]["full_memory_reads_per_s"] = "many"  # a value of the wrong type
+    card["terms"] = {k: "(" + t + ")*1.5" for k, t in card["terms"].items()}  # and terms off
+    path.write_text(json.dumps(card))
+    assert _run(capsys, *args) == honest
 
 
 def test_engine_edit_invalidates(cache, capsys, monkeypatch):

@@ -147,6 +147,14 @@ class Hardware:
             object.__setattr__(self, "_hash", hash(tuple(getattr(self, n) for n in fields)))
         return self._hash  # type: ignore[return-value]
 
+    def __getstate__(self) -> list[Any]:
+        """Fields for pickling, without the cached hash (string hashes differ between processes)."""
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in dataclasses.fields(self)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for f, value in zip(dataclasses.fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
+
     def __post_init__(self) -> None:
         if not self.name:
             raise HardwareSpecError("hardware name must be a non-empty string")

@@ -45,8 +45,10 @@ __all__ = [
     "CARD_VERSION",
 ]
 
-CARD_VERSION = 1
+CARD_VERSION = 2
 _ARGS = ("B", "ctx")
+#: the step fields a card stores (those of :class:`graphs.serving.compiled.StepForms` a report reads)
+_FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flops", "attention_flops")
 
 
 class CardError(CostModelError):
@@ -118,14 +120,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     c = compiled_step(w, device, Phase.DECODE, tp=tp)
     hw = c.hardware
     f = c.forms
-    fields = {
-        "step_s": f.step_s,
-        "optimistic_step_s": f.optimistic_step_s,
-        "weight_read_s": f.weight_read_s,
-        "kv_read_s": f.kv_read_s,
-        "flops": f.flops,
-        "attention_flops": f.attention_flops,
-    }
+    fields = {k: getattr(f, k) for k in _FIELDS}
     lf = c.memo("limit_forms", lambda: LimitForms.of(c))
     bw, wbytes, emb = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
     units = {}
@@ -161,17 +156,55 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
 
 
 def _check_point(c: Any, lf: Any) -> dict[str, Any]:
-    """Values at one point, substituted into the sympy forms: a card whose text evaluates
-    differently is refused when read (:func:`decode_from_card`)."""
+    """Every stored form's value at one point, substituted into the sympy forms: a card whose
+    text evaluates differently anywhere there is refused when read (:func:`decode_from_card`)."""
     from costmodel.symbols import B, ctx
 
     at = {B: 7, ctx: 1234}
+    f = c.forms
+    fields = {k: float(getattr(f, k).xreplace(at)) for k in _FIELDS}
+    terms = {k: float(v.xreplace(at)) for k, v in f.terms_s.items()}
+    comp = {u: float(v.xreplace(at)) for u, v in lf.comp.items()}
     return {
         "B": 7,
         "ctx": 1234,
-        "step_s": float(c.forms.step_s.xreplace(at)),
+        "fields": fields,
+        "terms": terms,
+        "comp": comp,
         "mem": float(lf.mem.xreplace(at)),
+        "a": float(lf.mem.subs(B, 0).xreplace(at)),
+        "b": float(lf.b_per.xreplace(at)),
     }
+
+
+def _verify(
+    card: dict[str, Any],
+    fields: dict[str, Any],
+    terms: dict[str, Any],
+    comp: dict[str, Any],
+    a: Any,
+    b: Any,
+    mem: Any,
+) -> None:
+    chk = card["check"]
+    bb, cc = float(chk["B"]), float(chk["ctx"])
+    pairs = [(fields[k](bb, cc), chk["fields"][k]) for k in fields]
+    pairs += [(terms[k](bb, cc), chk["terms"][k]) for k in terms]
+    pairs += [(comp[u](bb, cc), chk["comp"][u]) for u in comp]
+    pairs += [(mem(bb, cc), chk["mem"]), (a(cc), chk["a"]), (b(cc), chk["b"])]
+    if not all(math.isclose(g, float(x), rel_tol=1e-9, abs_tol=1e-300) for g, x in pairs):
+        raise CardError("the card's text does not reproduce its check point")
+
+
+def _near_far(d: dict[str, Any]) -> NearFarMemory:
+    return NearFarMemory(
+        model=str(d["model"]),
+        device=str(d["device"]),
+        weights_bytes=float(d["weights_bytes"]),
+        full_memory_reads_per_s=float(d["full_memory_reads_per_s"]),
+        devices_to_hold_weights=int(d["devices_to_hold_weights"]),
+        per_token_bound_s=float(d["per_token_bound_s"]),
+    )
 
 
 def _fn(text: Any) -> Any:
@@ -188,15 +221,15 @@ def decode_from_card(
     try:
         if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
             raise CardError("not a decode card of this version")
-        fields = {k: _fn(t) for k, t in card["fields"].items()}
+        fields = {k: _fn(card["fields"][k]) for k in _FIELDS}
         terms = {str(k): _fn(t) for k, t in card["terms"].items()}
         lim = card["limits"]
         mem = _fn(lim["mem"])
-        chk = card["check"]
-        want = (float(chk["step_s"]), float(chk["mem"]))
-        got = (fields["step_s"](chk["B"], chk["ctx"]), mem(chk["B"], chk["ctx"]))
-        if not all(math.isclose(g, x, rel_tol=1e-9) for g, x in zip(got, want, strict=True)):
-            raise CardError("the card's text does not reproduce its check point")
+        units = lim["units"]
+        comp = {str(u): _fn(d["comp"]) for u, d in units.items()}
+        a, b = compile_numeric(lim["a"], ("ctx",)), compile_numeric(lim["b"], ("ctx",))
+        _verify(card, fields, terms, comp, a, b, mem)
+        ceilings = {str(u): None if d["ceiling"] is None else float(d["ceiling"]) for u, d in units.items()}
         values: dict[str, Any] = {k: f(batch, ctx) for k, f in fields.items()}
         values["terms_s"] = {k: f(batch, ctx) for k, f in terms.items()}
         power = card["power_w"]
@@ -216,18 +249,16 @@ def decode_from_card(
             embedding_bytes=float(card["embedding_bytes"]),
             power_known=power is not None,
         )
-        a, b = compile_numeric(lim["a"], ("ctx",)), compile_numeric(lim["b"], ("ctx",))
-        units = lim["units"]
         numbers = LimitNumbers(
             a=a,
             b=b,
             mem=mem,
-            comp={str(u): _fn(d["comp"]) for u, d in units.items()},
+            comp=comp,
             linear=bool(lim["linear"]),
             b_form=str(lim["b_per_sequence"]),
-            unit_forms=lambda u: (str(units[u]["per_sequence"]), units[u]["ceiling"]),
+            unit_forms=lambda u: (str(units[u]["per_sequence"]), ceilings[u]),
         )
-        nf = NearFarMemory(**card["near_far"])
+        nf = _near_far(card["near_far"])
         return rep, limits_at(numbers, ctx), nf
     except CardError:
         raise
@@ -265,24 +296,26 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
-        "check": {
-            "B": 3,
-            "S": 777,
-            "prefix": 4096,
-            "step_s": c.step(3, 777),
-            "chunk_s": cc.step(3, 777, 4096),
-        },
+        "check": _prefill_check(c, cc),
     }
 
 
 def _prefill_check(c: Any, cc: Any) -> dict[str, Any]:
+    """Every stored form's value at one point (substituted into the sympy forms)."""
     from costmodel.symbols import B, S
 
     from .compiled import PREFIX
 
-    step = float(c.forms.step_s.xreplace({B: 3, S: 777}))
-    chunk = float(cc.forms.step_s.xreplace({B: 3, S: 777, PREFIX: 4096}))
-    return {"B": 3, "S": 777, "prefix": 4096, "step_s": step, "chunk_s": chunk}
+    at = {B: 3, S: 777}
+    f = c.forms
+    return {
+        "B": 3,
+        "S": 777,
+        "prefix": 4096,
+        "fields": {k: float(getattr(f, k).xreplace(at)) for k in _FIELDS},
+        "terms": {k: float(v.xreplace(at)) for k, v in f.terms_s.items()},
+        "chunk_s": float(cc.forms.step_s.xreplace({**at, PREFIX: 4096})),
+    }
 
 
 def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int | None = None) -> Any:
@@ -293,13 +326,15 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
     try:
         if card.get("kind") != "prefill" or card.get("version") != CARD_VERSION:
             raise CardError("not a prefill card of this version")
-        fields = {k: compile_numeric(t, _PREFILL) for k, t in card["fields"].items()}
+        fields = {k: compile_numeric(card["fields"][k], _PREFILL) for k in _FIELDS}
         terms = {str(k): compile_numeric(t, _PREFILL) for k, t in card["terms"].items()}
         step_chunk = compile_numeric(card["chunk_step"], _CHUNK)
         chk = card["check"]
-        got = (fields["step_s"](chk["B"], chk["S"]), step_chunk(chk["B"], chk["S"], chk["prefix"]))
-        want = (float(chk["step_s"]), float(chk["chunk_s"]))
-        if not all(math.isclose(g, x, rel_tol=1e-9) for g, x in zip(got, want, strict=True)):
+        bb, ss, pp = float(chk["B"]), float(chk["S"]), float(chk["prefix"])
+        pairs = [(fields[k](bb, ss), chk["fields"][k]) for k in fields]
+        pairs += [(terms[k](bb, ss), chk["terms"][k]) for k in terms]
+        pairs.append((step_chunk(bb, ss, pp), chk["chunk_s"]))
+        if not all(math.isclose(g, float(x), rel_tol=1e-9, abs_tol=1e-300) for g, x in pairs):
             raise CardError("the card's text does not reproduce its check point")
         values: dict[str, Any] = {k: fn(batch, seq) for k, fn in fields.items()}
         values["terms_s"] = {k: fn(batch, seq) for k, fn in terms.items()}
