@@ -14,6 +14,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.cli import main
 from costmodel.errors import CostModelError
@@ -143,6 +145,10 @@ def test_traces(tmp_path):
         (["--rate", "2", "--max-num-batched-tokens", "8"], "smaller than one KV block"),
         (["--rate", "2", "--prompt", "weibull:3"], "prompt: 'weibull:3' is not"),
         (["--rate", "2", "--disagg", "1:2"], "positive link_bandwidth"),
+        (
+            ["--rate", "2", "--no-chunked-prefill", "--max-num-batched-tokens", "64"],
+            "without chunked prefill",
+        ),
         ([], "give --rate"),
     ],
 )
@@ -172,3 +178,27 @@ def test_simulate_command(capsys, tmp_path):
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["requests"] == 200 and data["ttft"]["p99"] >= data["ttft"]["p50"]
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(
+    n=st.integers(1, 60),
+    rate=st.floats(0.5, 500.0),
+    blocks=st.integers(20, 400),
+    budget=st.sampled_from([16, 64, 512]),
+    seqs=st.integers(1, 32),
+    chunked=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_every_request_is_served_exactly_once(n, rate, blocks, budget, seqs, chunked, seed):
+    """Whatever the knobs: each request finishes once with all its tokens, in causal order."""
+    hi = budget // 2 if not chunked else 120
+    reqs = synthetic(n, rate=rate, prompt=f"uniform:1,{max(1, hi - 8)}", output="uniform:1,8", seed=seed)
+    eng = EngineConfig(
+        max_num_batched_tokens=budget, max_num_seqs=seqs, num_blocks=blocks, enable_chunked_prefill=chunked
+    )
+    res = simulate("tiny", "h100", reqs, engine=eng)
+    pr = res.per_request
+    assert res.requests == n and (pr["output"] == [r.output for r in reqs]).all()
+    assert (pr["ttft_s"] > 0).all() and (pr["e2e_s"] >= pr["ttft_s"]).all()
+    assert int(pr["preemptions"].sum()) == res.preemptions

@@ -175,6 +175,12 @@ def simulate(
     replicas = front if front is back else front + back
     seqs = [Seq(r) for r in requests]
     for s in seqs:
+        if not cfg.enable_chunked_prefill and s.req.prompt + s.req.output > cfg.max_num_batched_tokens:
+            raise CostModelError(
+                f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) is longer than "
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}): without chunked prefill a "
+                "(re)computed prompt must fit one iteration (as vLLM requires)"
+            )
         if not front[0].fits_ever(s):
             raise CostModelError(
                 f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) needs more KV blocks than a "
