@@ -137,22 +137,39 @@ class MemoryLedger:
             over = (1 - f) * free
         return LedgerTerms(w, kv, act, over)
 
-    def total_function(self) -> Any:
-        """``total(batch, cached_tokens, active_tokens, capacity)`` in bytes, compiled once per
-        ledger to a plain function of floats (capacity searches probe it dozens of times)."""
-        fn = self.__dict__.get("_total_fn")
+    def terms_function(self) -> Any:
+        """``(weights, kv_cache, activations, overhead)`` in bytes as a plain function of
+        ``(batch, cached_tokens, active_tokens, capacity)``, compiled once per ledger (capacity
+        searches probe it dozens of times)."""
+        fn = self.__dict__.get("_terms_fn")
         if fn is None:
             args = (dim("x_batch"), dim("x_cached"), dim("x_active"), quantity("x_capacity"))
-            expr = self.total(batch=args[0], cached_tokens=args[1], active_tokens=args[2], capacity=args[3])
-            extra = expr.free_symbols - set(args)
+            t = self.terms(batch=args[0], cached_tokens=args[1], active_tokens=args[2], capacity=args[3])
+            exprs = [sympy.expand(e) for e in (t.weights, t.kv_cache, t.activations, t.overhead)]
+            extra = set().union(*(e.free_symbols for e in exprs)) - set(args)
             if extra:
                 names = ", ".join(sorted(str(x) for x in extra))
                 raise CostModelError(
                     f"the ledger depends on {names}; bind them before solving for a capacity"
                 )
-            fn = sympy.lambdify(args, expr, "math")
-            object.__setattr__(self, "_total_fn", fn)
+            fn = sympy.lambdify(args, exprs, "math")
+            object.__setattr__(self, "_terms_fn", fn)
         return fn
+
+    def numeric_terms(
+        self, batch: float, cached_tokens: float, active_tokens: float, capacity: float
+    ) -> dict[str, float]:
+        """The four terms and their total (bytes) at plain numbers, from :meth:`terms_function`."""
+        w, kv, act, over = (
+            float(v) for v in self.terms_function()(batch, cached_tokens, active_tokens, capacity)
+        )
+        return {
+            "weights": w,
+            "kv_cache": kv,
+            "activations": act,
+            "overhead": over,
+            "total": w + kv + act + over,
+        }
 
     def total(
         self, *, batch: Any, cached_tokens: Any, active_tokens: Any, capacity: Any = None
@@ -179,40 +196,35 @@ class LedgerFit:
         return dict(self.__dict__)
 
 
-def _numeric_terms(t: LedgerTerms) -> dict[str, float]:
-    return {k: as_float(v, what=f"ledger {k}") for k, v in t.as_dict().items()}
-
-
-def _solve(ledger: MemoryLedger, capacity: Any, make: Any, fast: Any, upper: int) -> LedgerFit:
-    """Largest x with ``total(x) <= capacity``; ``fast(x)`` is the total as a float (compiled),
-    ``make(x)`` the full terms (built only for the reported points)."""
-    cap = as_float(to_expr(capacity, field="capacity"), what="capacity")
+def _solve(capacity: float, at: Any, upper: int) -> LedgerFit:
+    """Largest x with ``total(x) <= capacity``; ``at(x)`` gives the terms and total (bytes) as floats."""
+    cap = capacity
     if cap <= 0:
         raise InvalidDimensionError(f"capacity must be positive, got {cap}")
 
     def total(v: int) -> float:
-        return float(fast(v))
+        return at(v)["total"]
 
-    first = _numeric_terms(make(1))
+    first = at(1)
     if first["total"] > cap:
         # nothing fits: blame the weights if they alone exceed the capacity, else the largest other term
         others = {k: first[k] for k in ("kv_cache", "activations", "overhead")}
         culprit = "weights" if first["weights"] >= cap else max(others, key=lambda k: others[k])
-        return LedgerFit(0, cap, first, _numeric_terms(make(2)), culprit, first["total"] - cap)
+        return LedgerFit(0, cap, first, at(2), culprit, first["total"] - cap)
     # exponential then binary search: totals grow monotonically with batch and context
     hi = 1
     while hi < upper and total(min(2 * hi, upper)) <= cap:
         hi = min(2 * hi, upper)
     if hi >= upper:
-        t = _numeric_terms(make(upper))
+        t = at(upper)
         return LedgerFit(upper, cap, t, t, "none (search limit reached)", 0.0)
     lo, hi = hi, min(2 * hi, upper)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if total(mid) <= cap else (lo, mid)
-    at, nxt = _numeric_terms(make(lo)), _numeric_terms(make(hi))
-    grow = {k: nxt[k] - at[k] for k in ("kv_cache", "activations", "overhead")}
-    return LedgerFit(lo, cap, at, nxt, max(grow, key=lambda k: grow[k]), 0.0)
+    here, nxt = at(lo), at(hi)
+    grow = {k: nxt[k] - here[k] for k in ("kv_cache", "activations", "overhead")}
+    return LedgerFit(lo, cap, here, nxt, max(grow, key=lambda k: grow[k]), 0.0)
 
 
 def max_batch(
@@ -224,44 +236,29 @@ def max_batch(
     for prefill. When even batch 1 does not fit, ``value`` is 0 and
     ``shortfall_bytes`` says by how much.
     """
-    c = check_dim(ctx, "ctx")
-    a = check_dim(active_per_sequence, "active_per_sequence")
-    f, cap, cn, an = (
-        ledger.total_function(),
-        _number(capacity, "capacity"),
-        _number(c, "ctx"),
-        _number(a, "active"),
-    )
-    return _solve(
-        ledger,
-        capacity,
-        lambda b: ledger.terms(batch=b, cached_tokens=c, active_tokens=a * b, capacity=capacity),
-        lambda b: f(b, cn, an * b, cap),
-        upper,
-    )
+    cn, an = _dim_value(ctx, "ctx"), _dim_value(active_per_sequence, "active_per_sequence")
+    cap = _number(capacity, "capacity")
+    return _solve(cap, lambda b: ledger.numeric_terms(b, cn, an * b, cap), upper)
 
 
 def max_context(
     ledger: MemoryLedger, capacity: Any, *, batch: Any, active_per_sequence: Any = 1, upper: int = 1 << 26
 ) -> LedgerFit:
     """Longest context per sequence that fits ``capacity`` at ``batch``."""
-    b = check_dim(batch, "batch")
-    a = check_dim(active_per_sequence, "active_per_sequence")
-    f, cap, bn, an = (
-        ledger.total_function(),
-        _number(capacity, "capacity"),
-        _number(b, "batch"),
-        _number(a, "active"),
-    )
-    return _solve(
-        ledger,
-        capacity,
-        lambda c: ledger.terms(batch=b, cached_tokens=c, active_tokens=a * b, capacity=capacity),
-        lambda c: f(bn, c, an * bn, cap),
-        upper,
-    )
+    bn, an = _dim_value(batch, "batch"), _dim_value(active_per_sequence, "active_per_sequence")
+    cap = _number(capacity, "capacity")
+    return _solve(cap, lambda c: ledger.numeric_terms(bn, c, an * bn, cap), upper)
 
 
 def _number(v: Any, what: str) -> float:
     """``v`` as a float for the compiled search; a clear error when it is still symbolic."""
+    if type(v) in (int, float):
+        return float(v)
     return as_float(to_expr(v, field=what), what=what)
+
+
+def _dim_value(v: Any, what: str) -> float:
+    """A dimension checked as :func:`check_dim` does (a plain positive int passes at once), as a float."""
+    if type(v) is int and v >= 1:
+        return float(v)
+    return _number(check_dim(v, what), what)

@@ -12,7 +12,6 @@ summed bounds.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,31 +87,35 @@ def node_rows(c: CompiledStep, *point: float) -> tuple[list[NodeRow], dict[str, 
     t = node_table(c)
     out = [float(v) for v in t.fn(*point)]
     totals = dict(zip(TOTALS, out[: len(TOTALS)], strict=True))
-    rows = []
+    parts = []
     i = len(TOTALS)
-    for name, op, group, labels, unb in zip(t.names, t.ops, t.groups, t.labels, t.unbounded, strict=True):
+    for labels in t.labels:
         rep, flops, nbytes = out[i : i + 3]
         terms = out[i + 3 : i + 3 + len(labels)]
         i += 3 + len(labels)
         lower = max(terms) if terms else 0.0
-        kind = labels[terms.index(lower)] if terms else "none"
-        rows.append(
-            NodeRow(
-                node=name,
-                op=op,
-                group=group,
-                repeat=rep,
-                flops=flops,
-                bytes=nbytes,
-                intensity=flops / nbytes if nbytes else float("inf"),
-                kind=kind,
-                time_s=lower,
-                total_time_s=lower * rep,
-                unbounded=unb,
-            )
+        parts.append((rep, flops, nbytes, terms, lower))
+    total = sum(p[0] * p[4] for p in parts) or 1.0
+    rows = [
+        NodeRow(
+            node=name,
+            op=op,
+            group=group,
+            repeat=rep,
+            flops=flops,
+            bytes=nbytes,
+            intensity=flops / nbytes if nbytes else float("inf"),
+            kind=labels[terms.index(lower)] if terms else "none",
+            time_s=lower,
+            total_time_s=lower * rep,
+            unbounded=unb,
+            share=lower * rep / total,
         )
-    total = sum(r.total_time_s for r in rows) or 1.0
-    return [dataclasses.replace(r, share=r.total_time_s / total) for r in rows], totals
+        for name, op, group, labels, unb, (rep, flops, nbytes, terms, lower) in zip(
+            t.names, t.ops, t.groups, t.labels, t.unbounded, parts, strict=True
+        )
+    ]
+    return rows, totals
 
 
 def step_totals(c: CompiledStep, *point: float) -> dict[str, float]:

@@ -23,6 +23,7 @@ from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_c
 from costmodel.results import Result
 from models.config import ModelConfig
 
+from .compiled import positive_int
 from .totals import kv_cache_bytes_per_token
 from .workload import Workload, as_workload
 
@@ -147,8 +148,8 @@ def capacity(
     active = s if phase == "prefill" else 1
     led = _ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
     cap = hw.capacity()
-    t = led.terms(batch=batch, cached_tokens=ctx, active_tokens=active * batch, capacity=cap)
-    terms = {k: as_float(v) for k, v in t.as_dict().items()}
+    batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
+    terms = led.numeric_terms(batch, ctx, active * batch, as_float(cap))
     return CapacityReport(
         w.name,
         hw.name,

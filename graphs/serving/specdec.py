@@ -22,7 +22,6 @@ from typing import Any
 
 import sympy
 
-from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.hardware import Hardware, get_device
@@ -129,7 +128,7 @@ def speculative_decoding(
 
     rows = []
     for k in range(1, k_max + 1):
-        e = as_float(expected_tokens(sympy.Rational(str(alpha)), k))
+        e = k + 1.0 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)  # expected_tokens, in floats
         t_v = float(verify(k + 1))
         step = k * t_draft + t_v
         rows.append(SpecDecRow(k, e, t_v, step, e * t_target / step))
