@@ -32,6 +32,7 @@ solve the ledger against a capacity.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,6 +197,25 @@ class LedgerFit:
         return dict(self.__dict__)
 
 
+def _affine_root(total: Any, cap: float, upper: int) -> int | None:
+    """The largest whole ``x`` in ``[1, upper]`` with ``total(x) <= cap`` when ``total`` is affine in
+    ``x`` (every overhead policy keeps the ledger affine in batch and in context), else None.
+
+    ``x* = floor((cap - T(0)) / (T(1) - T(0)))``, then nudged by whole steps against float rounding
+    so that ``T(x*) <= cap < T(x* + 1)`` holds exactly as evaluated.
+    """
+    t0, t1 = total(0), total(1)
+    slope = t1 - t0
+    if slope <= 0 or not math.isclose(total(1024), t0 + 1024 * slope, rel_tol=1e-12):
+        return None
+    x = max(1, min(upper, math.floor((cap - t0) / slope)))
+    while x > 1 and total(x) > cap:
+        x -= 1
+    while x < upper and total(x + 1) <= cap:
+        x += 1
+    return x
+
+
 def _solve(capacity: float, at: Any, upper: int) -> LedgerFit:
     """Largest x with ``total(x) <= capacity``; ``at(x)`` gives the terms and total (bytes) as floats."""
     cap = capacity
@@ -211,17 +231,22 @@ def _solve(capacity: float, at: Any, upper: int) -> LedgerFit:
         others = {k: first[k] for k in ("kv_cache", "activations", "overhead")}
         culprit = "weights" if first["weights"] >= cap else max(others, key=lambda k: others[k])
         return LedgerFit(0, cap, first, at(2), culprit, first["total"] - cap)
-    # exponential then binary search: totals grow monotonically with batch and context
-    hi = 1
-    while hi < upper and total(min(2 * hi, upper)) <= cap:
-        hi = min(2 * hi, upper)
-    if hi >= upper:
+    lo = _affine_root(total, cap, upper)
+    if lo is None:  # not affine: exponential then binary search (totals grow monotonically)
+        hi = 1
+        while hi < upper and total(min(2 * hi, upper)) <= cap:
+            hi = min(2 * hi, upper)
+        if hi >= upper:
+            lo = upper
+        else:
+            lo, hi = hi, min(2 * hi, upper)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if total(mid) <= cap else (lo, mid)
+    if lo >= upper:
         t = at(upper)
         return LedgerFit(upper, cap, t, t, "none (search limit reached)", 0.0)
-    lo, hi = hi, min(2 * hi, upper)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if total(mid) <= cap else (lo, mid)
+    hi = lo + 1
     here, nxt = at(lo), at(hi)
     grow = {k: nxt[k] - here[k] for k in ("kv_cache", "activations", "overhead")}
     return LedgerFit(lo, cap, here, nxt, max(grow, key=lambda k: grow[k]), 0.0)

@@ -1,6 +1,8 @@
 """The memory ledger: the profiling article's 7B table and the solvers."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel import InvalidDimensionError, MemoryLedger, Overhead, max_batch, max_context
 from costmodel.errors import CostModelError
@@ -102,3 +104,27 @@ def test_bad_inputs():
         max_batch(MemoryLedger(1, 1), 100, ctx=0)
     with pytest.raises(InvalidDimensionError, match="weights_bytes must be >= 0"):
         MemoryLedger(-5, 1)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(
+    w=st.integers(10**8, 10**11),
+    kv=st.integers(1, 10**6),
+    act=st.integers(0, 10**6),
+    policy=st.sampled_from(["fraction_of_sum", "fraction_of_total", "fraction_of_free"]),
+    frac=st.floats(0.0, 0.5),
+    cap=st.integers(10**9, 2 * 10**11),
+    ctx=st.integers(1, 10**6),
+)
+def test_max_batch_is_the_last_that_fits(w, kv, act, policy, frac, cap, ctx):
+    """The closed-form solve (the ledger is affine in the batch) lands exactly on the boundary:
+    the reported batch fits and one more does not, as the terms evaluate."""
+    from costmodel.ledger import MemoryLedger, Overhead, max_batch
+
+    f = frac if policy == "fraction_of_sum" else 1 - frac
+    led = MemoryLedger(w, kv, act, Overhead(policy, f))
+    fit = max_batch(led, cap, ctx=ctx)
+    if fit.value == 0:
+        assert fit.at_value["total"] > cap
+    elif fit.value < 1 << 20:
+        assert fit.at_value["total"] <= cap < fit.at_next["total"]
