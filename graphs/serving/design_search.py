@@ -16,7 +16,9 @@ and a batch of sequences decoding at a context. Its numbers come from the compil
 * tokens/s per user ``1 / TPOT``, tokens/s per device ``B / TPOT / (tp pp ep)``, and energy per
   token ``P (tp pp ep) TPOT / B`` (TDP: an estimate at full power).
 
-Points that do not fit in memory, whose micro-batches do not divide the batch, or that miss
+The context is a workload coordinate, not a knob: the frontier over several contexts favours the
+shortest (its KV reads are cheapest); give the one context (or prompt) of the workload to compare
+plans for it. Points that do not fit in memory, whose micro-batches do not divide the batch, or that miss
 an SLO are dropped; the Pareto frontier of tokens/s per user against tokens/s per device
 (optionally also energy per token, minimised) is kept. The grid is cut into blocks; each block
 reduces to its own frontier, and the frontiers merge (the frontier of a union is the frontier
@@ -60,8 +62,6 @@ METRICS = (
     "energy_per_token_j",
     "memory_bytes",
 )
-#: grid coordinates of a point inside one configuration
-COORDS = ("pp", "microbatches", "batch", "ctx")
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,8 @@ _COMPILED: dict[tuple[Plan, str], _Compiled] = {}
 def _compiled(plan: Plan, link: str = LinkName.SCALE_UP) -> _Compiled:
     c = _COMPILED.get((plan, link))
     if c is None:
+        if len(_COMPILED) >= 512:  # plans of earlier searches: drop them rather than grow without bound
+            _COMPILED.clear()
         c = _COMPILED[(plan, link)] = _Compiled(plan, link)
     return c
 

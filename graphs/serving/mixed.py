@@ -37,6 +37,7 @@ import numpy as np
 import sympy
 
 from costmodel.cost import as_float
+from costmodel.errors import CostModelError
 from costmodel.graph import COST, GROUP, OP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import Phase
@@ -88,7 +89,9 @@ def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
     """``(a, b)`` with ``t = a + b x``; an error when ``t`` is not affine in ``x``."""
     poly = sympy.Poly(sympy.expand(t), x)
     if poly.degree() > 1 or poly.free_symbols - {x}:
-        raise ValueError(f"{where}: a decoding sequence's attention term is not affine in its context: {t}")
+        raise CostModelError(
+            f"{where}: a decoding sequence's attention term is not affine in its context: {t}"
+        )
     return as_float(poly.coeff_monomial(1)), as_float(poly.coeff_monomial(x))
 
 
@@ -118,11 +121,13 @@ class MixedStep:
             d = g_dec.nodes[n]
             if d.get(OP) == _ATTENTION:
                 if n not in attn_chunk:
-                    raise ValueError(f"attention node {n} has no counterpart in the chunked-prefill graph")
+                    raise CostModelError(
+                        f"attention node {n} has no counterpart in the chunked-prefill graph"
+                    )
                 b_dec = bound(d[COST], hw)
                 b_pre = bound(attn_chunk[n][COST], hw)
                 if tuple(b_dec.terms) != tuple(b_pre.terms):
-                    raise ValueError(
+                    raise CostModelError(
                         f"attention node {n}: decode and prefill terms differ ({b_dec.terms} vs {b_pre.terms})"
                     )
                 self.attention.append(
