@@ -202,3 +202,16 @@ def test_every_request_is_served_exactly_once(n, rate, blocks, budget, seqs, chu
     assert res.requests == n and (pr["output"] == [r.output for r in reqs]).all()
     assert (pr["ttft_s"] > 0).all() and (pr["e2e_s"] >= pr["ttft_s"]).all()
     assert int(pr["preemptions"].sum()) == res.preemptions
+
+
+def test_a_cached_prefix_is_not_recomputed():
+    """Two lone requests sharing a 2048-token system prompt: the first prefills all 2048 + 500
+    tokens; the second only its 500 own tokens, attending over the 2048 cached ones."""
+    reqs = [Request(i, 100.0 * i, 2048 + 500, 20, prefix_id=7, prefix=2048) for i in range(2)]
+    res = simulate(M, "h100", reqs, engine=EngineConfig(enable_prefix_caching=True))
+    first = prefill_report(M, "h100", seq=2548).step_s
+    second = compiled_step(M, "h100", "prefill", chunked=True).step(1, 500, 2048)
+    assert res.per_request["ttft_s"] == pytest.approx([first, second], rel=1e-9)
+    assert res.prefix_cache_hits == 1
+    off = simulate(M, "h100", reqs)
+    assert off.per_request["ttft_s"] == pytest.approx([first, first], rel=1e-9)

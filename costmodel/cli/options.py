@@ -76,6 +76,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "block_size": (1, 4096),
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
+    "shared_prefix": (0, 10**7),
     "N": (1, 10**7),
     "d": (1, 65536),
 }

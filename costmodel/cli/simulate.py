@@ -47,6 +47,7 @@ def _engine(args: argparse.Namespace) -> Any:
         block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
         enable_chunked_prefill=not args.no_chunked_prefill,
+        enable_prefix_caching=args.enable_prefix_caching,
         iteration_overhead_s=args.overhead_s,
         num_blocks=args.num_blocks,
     )
@@ -111,6 +112,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             output=args.output,
             arrival=args.arrival,
             seed=args.seed,
+            shared_prefix=args.shared_prefix,
         )
     )
     res = simulate(
@@ -190,6 +192,14 @@ def add_simulate_parser(sub: Any) -> None:
         "--gpu-memory-utilization", type=float, default=0.9, help="fraction of memory the engine may use"
     )
     sp.add_argument("--no-chunked-prefill", action="store_true", help="a prompt runs in one iteration")
+    sp.add_argument(
+        "--enable-prefix-caching",
+        action="store_true",
+        help="keep a shared prompt prefix's KV blocks for reuse",
+    )
+    sp.add_argument(
+        "--shared-prefix", type=int, default=0, help="tokens every drawn prompt starts with (a system prompt)"
+    )
     sp.add_argument("--overhead-s", type=float, default=0.0, help="CPU/scheduling time per iteration (s)")
     sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
     sp.add_argument(

@@ -12,6 +12,13 @@ at most ``max_num_seqs`` sequences:
 2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
    blocks for their first chunk (none are admitted in an iteration that preempted).
 
+With ``enable_prefix_caching`` the full blocks of a request's shared prefix (``prefix_id``,
+``prefix`` tokens: a system prompt, a conversation's history) stay cached after the first
+sequence computes them: a later sequence with the same prefix references them and starts its
+prefill after them (the last prompt token is always computed), and unreferenced cached prefixes
+are evicted, least recently used first, only when blocks run out (vLLM's automatic prefix
+caching, at the granularity of one shared prefix per request).
+
 A sequence emits a token at the end of every iteration after which all its known tokens (prompt
 plus generated) have KV; it finishes with its last output token and frees its blocks. A
 recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
@@ -46,6 +53,7 @@ class EngineConfig:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
 
@@ -101,6 +109,7 @@ class Sequence:
     preemptions: int = 0
     replica: int = -1
     stop_after_prefill: bool = False  #: on a disaggregated prefill instance: hand over after the first token
+    prefix_ref: bool = False  #: holds a reference to its shared prefix's cached blocks
 
     @property
     def known(self) -> int:
@@ -128,6 +137,10 @@ class Replica:
         self.preemptions = 0
         self.iterations = 0
         self.samples: list[tuple[float, int, int, int, float]] = []  #: (t, batch, waiting, running, kv used)
+        #: cached shared prefixes: id -> [blocks, tokens, references, last use]
+        self.prefixes: dict[int, list[int]] = {}
+        self.prefix_hits = 0
+        self._tick = 0
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -147,10 +160,45 @@ class Replica:
     def idle(self) -> bool:
         return not self.running and not self.waiting
 
+    # ---------------------------------------------------------------- blocks and shared prefixes
+    def _owned(self, s: Sequence) -> int:
+        return s.blocks + (self.prefixes[s.req.prefix_id][0] if s.prefix_ref else 0)  # type: ignore[index]
+
+    def _evictable(self) -> int:
+        return sum(e[0] for e in self.prefixes.values() if e[2] == 0)
+
+    def _take(self, need: int) -> None:
+        """Allocate ``need`` blocks, evicting unreferenced cached prefixes (least recently used
+        first) when the free ones do not suffice; the caller checked that eviction suffices."""
+        while need > self.free_blocks:
+            pid = min((k for k, e in self.prefixes.items() if e[2] == 0), key=lambda k: self.prefixes[k][3])
+            self.free_blocks += self.prefixes.pop(pid)[0]
+        self.free_blocks -= need
+
+    def _release(self, s: Sequence) -> None:
+        self.free_blocks += s.blocks
+        s.blocks = 0
+        if s.prefix_ref:
+            e = self.prefixes[s.req.prefix_id]  # type: ignore[index]
+            e[2] -= 1
+            e[3] = self._tick
+            s.prefix_ref = False
+
+    def _register_prefix(self, s: Sequence) -> None:
+        """Once a sequence has computed its shared prefix's full blocks, they become a cached
+        prefix (its blocks move from the sequence to the cache, which it references)."""
+        pid = s.req.prefix_id
+        full = s.req.prefix // self.cfg.block_size
+        if pid is None or s.prefix_ref or pid in self.prefixes or full == 0:
+            return
+        if s.computed >= full * self.cfg.block_size and s.blocks >= full:
+            self.prefixes[pid] = [full, full * self.cfg.block_size, 1, self._tick]
+            s.blocks -= full
+            s.prefix_ref = True
+
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
-        self.free_blocks += victim.blocks
-        victim.blocks = 0
+        self._release(victim)
         victim.computed = 0
         victim.preemptions += 1
         self.preemptions += 1
@@ -159,6 +207,7 @@ class Replica:
     def schedule(self) -> list[tuple[Sequence, int]]:
         """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
         cfg = self.cfg
+        self._tick += 1
         budget = cfg.max_num_batched_tokens
         batch: list[tuple[Sequence, int]] = []
         preempted = False
@@ -169,9 +218,9 @@ class Replica:
             if not cfg.enable_chunked_prefill and n < s.known - s.computed:
                 i += 1
                 continue
-            need = self._blocks_for(s.computed + n) - s.blocks
+            need = self._blocks_for(s.computed + n) - self._owned(s)
             lost = False
-            while need > self.free_blocks:
+            while need > self.free_blocks + self._evictable():
                 victim = self.running[-1]
                 self._preempt(victim)
                 preempted = True
@@ -180,23 +229,34 @@ class Replica:
                     break
             if lost:
                 break
-            self.free_blocks -= need
-            s.blocks += need
+            self._take(max(need, 0))
+            s.blocks += max(need, 0)
             batch.append((s, n))
             budget -= n
             i += 1
         while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
             s = self.waiting[0]
+            cached = None
+            if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
+                cached = self.prefixes[s.req.prefix_id]  # type: ignore[index]
+                cached[2] += 1  # referenced from here on: never evicted to make room for its user
+                s.prefix_ref = True
+                s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed
             want = s.known - s.computed
-            if not cfg.enable_chunked_prefill and want > budget:
-                break
             n = min(want, budget)
-            need = self._blocks_for(s.computed + n) - s.blocks
-            if need > self.free_blocks:
+            need = self._blocks_for(s.computed + n) - self._owned(s)
+            if (
+                not cfg.enable_chunked_prefill and want > budget
+            ) or need > self.free_blocks + self._evictable():
+                if cached is not None:  # undo: it waits as it was
+                    cached[2] -= 1
+                    s.prefix_ref = False
+                    s.computed = 0
                 break
+            self.prefix_hits += cached is not None
             self.waiting.popleft()
-            self.free_blocks -= need
-            s.blocks += need
+            self._take(max(need, 0))
+            s.blocks += max(need, 0)
             self.running.append(s)
             batch.append((s, n))
             budget -= n
@@ -232,12 +292,14 @@ class Replica:
                 done.append(s)
             elif s.stop_after_prefill:
                 handed.append(s)
+        if self.cfg.enable_prefix_caching:
+            for s, _ in batch:
+                self._register_prefix(s)
         if done or handed:
             leaving = {id(s) for s in done + handed}
             self.running = [s for s in self.running if id(s) not in leaving]
             for s in done + handed:
-                self.free_blocks += s.blocks
-                s.blocks = 0
+                self._release(s)
         self.iterations += 1
         return done, handed
 

@@ -8,7 +8,8 @@
   logarithm, as ShareGPT-like length distributions are usually fitted), clipped to
   ``[1, max]``.
 * A trace: CSV with a header ``arrival_s,prompt_tokens,output_tokens`` or JSON lines with those
-  keys, arrivals non-decreasing.
+  keys, arrivals non-decreasing; optional ``prefix_id`` and ``prefix_tokens`` name a prompt prefix
+  that requests share (for prefix caching).
 
 A fixed ``seed`` makes a workload reproducible (numpy's PCG64).
 
@@ -42,6 +43,8 @@ class Request:
     arrival_s: float
     prompt: int
     output: int
+    prefix_id: int | None = None  #: requests with the same id share their first ``prefix`` prompt tokens
+    prefix: int = 0
 
 
 def _numbers(spec: str, field: str, n: int) -> list[float]:
@@ -106,15 +109,25 @@ def synthetic(
     output: str,
     arrival: str = "poisson",
     seed: int = 0,
+    shared_prefix: int = 0,
 ) -> list[Request]:
-    """``n`` requests with the given arrival process and length distributions (module doc)."""
+    """``n`` requests with the given arrival process and length distributions (module doc);
+    with ``shared_prefix``, every prompt starts with the same ``shared_prefix`` tokens (a system
+    prompt) before its drawn length."""
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 10**7:
         raise CostModelError(f"requests must be a whole number in [1, 10000000], got {n!r}")
+    if not isinstance(shared_prefix, int) or not 0 <= shared_prefix <= MAX_TOKENS:
+        raise CostModelError(
+            f"shared_prefix must be a whole number of tokens in [0, {MAX_TOKENS}], got {shared_prefix!r}"
+        )
     rng = np.random.default_rng(seed)
     t = arrival_times(n, rate, arrival, rng)
     p = sample_lengths(prompt, n, rng, "prompt")
     o = sample_lengths(output, n, rng, "output")
-    return [Request(i, float(t[i]), int(p[i]), int(o[i])) for i in range(n)]
+    pid = 0 if shared_prefix else None
+    return [
+        Request(i, float(t[i]), shared_prefix + int(p[i]), int(o[i]), pid, shared_prefix) for i in range(n)
+    ]
 
 
 def _row(i: int, row: dict[str, object], where: str) -> tuple[float, int, int]:

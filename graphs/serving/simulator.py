@@ -117,6 +117,7 @@ class SimResult(Result):
     goodput_requests_per_s: float | None  #: requests/s meeting both SLOs
     slo_attainment: float | None
     preemptions: int
+    prefix_cache_hits: int  #: admissions that started after a cached shared prefix
     iterations: int
     mean_batch: float
     mean_kv_utilisation: float
@@ -271,6 +272,12 @@ def _summarise(
     missing = [s.req.rid for s in seqs if s.finish_s is None or s.generated != s.req.output]
     if missing:
         raise CostModelError(f"internal: {len(missing)} request(s) did not finish (first: {missing[0]})")
+    for r in replicas:  # every block back: free, or held by a cached prefix nobody references
+        cached = sum(e[0] for e in r.prefixes.values())
+        if r.free_blocks + cached != r.num_blocks or any(e[2] for e in r.prefixes.values()):
+            raise CostModelError(
+                f"internal: replica {r.index} ends with {r.num_blocks - r.free_blocks - cached} block(s) leaked"
+            )
     arrival = np.array([s.req.arrival_s for s in seqs])
     first = np.array([s.first_token_s for s in seqs], dtype=float)
     finish = np.array([s.finish_s for s in seqs], dtype=float)
@@ -316,6 +323,7 @@ def _summarise(
         goodput_requests_per_s=float(ok.sum()) / span if has_slo else None,
         slo_attainment=float(ok.mean()) if has_slo else None,
         preemptions=sum(r.preemptions for r in replicas),
+        prefix_cache_hits=sum(r.prefix_hits for r in replicas),
         iterations=sum(r.iterations for r in replicas),
         mean_batch=float(its[:, 1].mean()) if len(its) else 0.0,
         mean_kv_utilisation=float(its[:, 4].mean()) if len(its) else 0.0,
