@@ -53,6 +53,7 @@ from .rules import get_rule
 from .tensor import Tensor
 
 __all__ = [
+    "step_time",
     "OP",
     "COST",
     "PARAMS",
@@ -211,6 +212,19 @@ class NodeRow(Result):
     total_time_s: float  #: ``time_s x repeat``
     unbounded: tuple[str, ...]  #: terms the device has no roof for
     share: float = 0.0  #: fraction of the graph's summed lower bound
+
+
+def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
+    """A step's time: ``sum over op nodes of repeat x Bound.time`` (each kernel's roofline,
+    overlap and launch included; a node with no terms costs its launch), in seconds.
+
+    Kernels run one after another; each overlaps its own compute and memory traffic.
+    """
+    total = sympy.Integer(0)
+    for n in op_nodes(g):
+        b = bound(g.nodes[n][COST], hw)
+        total += g.nodes[n].get(REPEAT, 1) * (b.time if b.terms else b.launch)
+    return total
 
 
 def classify_graph(g: nx.DiGraph, hw: Hardware) -> list[NodeRow]:

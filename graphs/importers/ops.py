@@ -226,7 +226,8 @@ register_import(
 
 @register_import(
     aten=(
-        "mean sum amax amin max min any all prod argmax argmin var std logsumexp norm linalg_vector_norm"
+        "mean sum amax amin max min any all prod argmax argmin var std var_mean std_mean logsumexp norm"
+        " linalg_vector_norm"
     ).split(),
     onnx=("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"),
 )

@@ -41,7 +41,7 @@ import networkx as nx
 import sympy
 
 from costmodel.errors import CostModelError
-from costmodel.graph import COST, KIND, OP, REPEAT, edge_bytes_total, op_nodes
+from costmodel.graph import COST, KIND, OP, REPEAT, edge_bytes_total, op_nodes, step_time
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
 from costmodel.ledger import Overhead
@@ -97,15 +97,6 @@ class StepForms:
     def exprs(self) -> list[sympy.Expr]:
         """The compiled outputs in order: :data:`FIELDS`, then one per term."""
         return [getattr(self, f) for f in FIELDS] + list(self.terms_s.values())
-
-
-def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
-    """``sum over op nodes of repeat x lower bound`` (plus launch overhead), in seconds."""
-    total = sympy.Integer(0)
-    for n in op_nodes(g):
-        b = bound(g.nodes[n][COST], hw)
-        total += g.nodes[n].get(REPEAT, 1) * (b.time if b.terms else b.launch)
-    return total
 
 
 def compile_step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
