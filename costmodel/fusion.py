@@ -208,6 +208,19 @@ def plan_cost(g: nx.DiGraph, plan: FusionPlan, *, check: bool = True) -> Cost:
     return total
 
 
+def _source_read(g: nx.DiGraph, u: str, v: str, depth: int = 0) -> sympy.Expr:
+    """Bytes ``v`` reads from ``u`` (times its repeat); through a view (an op that moves no
+    bytes, e.g. a weight's transpose), what the view's consumers read of it."""
+    b = to_expr(g.edges[u, v].get(BYTES, 0), field=f"edge {u}->{v} bytes")
+    rep = to_expr(g.nodes[v].get(REPEAT, 1), field=f"{v} repeat")
+    cost = g.nodes[v].get(COST)
+    if b == 0 and depth < 16 and cost is not None and cost.bytes == 0 and cost.flops == 0:
+        onward = [_source_read(g, v, w, depth + 1) for w in g.successors(v)]
+        if onward:
+            return sympy.Max(*onward) if len(onward) > 1 else onward[0]
+    return b * rep
+
+
 def ideal_cost(g: nx.DiGraph) -> Cost:
     """Every source read once, every final output written once, all FLOPs, one kernel per layer copy.
 
@@ -224,11 +237,7 @@ def ideal_cost(g: nx.DiGraph) -> Cost:
     for s, d in g.nodes(data=True):
         if d.get(KIND) not in SOURCE_KINDS:
             continue
-        per = [
-            to_expr(g.edges[s, v].get(BYTES, 0), field=f"edge {s}->{v} bytes")
-            * to_expr(g.nodes[v].get(REPEAT, 1), field=f"{v} repeat")
-            for v in g.successors(s)
-        ]
+        per = [_source_read(g, s, v) for v in g.successors(s)]
         if per:
             reads += sympy.Max(*per) if len(per) > 1 else per[0]
     writes = sympy.Integer(0)

@@ -1,0 +1,238 @@
+"""Audit Inductor's real fusion decisions against the engine's fusion plans.
+
+``inductor_audit(model, inputs, device)`` compiles ``model`` with Inductor through
+:func:`graphs.importers.torch_compile.torch_backend` (so the ATen graph Inductor lowers is also
+costed, node for node) and reads Inductor's scheduler after fusion through
+``torch._inductor.config._post_fusion_custom_pass``: each generated kernel, the ATen nodes it
+came from (``origins``), the buffers it reads and writes with Inductor's own byte counts
+(``numbytes_hint``), and the intermediates it keeps on chip (written and consumed inside the
+kernel only). Each kernel is then priced on the device from its ops' FLOPs and its bytes.
+
+The kernels become a :class:`costmodel.fusion.FusionPlan` on the costed graph, so Inductor's plan,
+the engine's suggested plan (:func:`costmodel.fusion_audit.suggest_fusions`) and the ideal (only
+the graph's inputs, weights and outputs cross DRAM) are priced by the same accounting; every
+tensor Inductor writes out between two of its kernels is listed with the DRAM time it costs,
+most first, and whether the engine's plan keeps it on chip.
+
+The post-fusion hook is a private, prototype interface of Inductor: this module is tested with
+torch 2.13 and refuses other versions with a clear message (``check_torch_version``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.fusion import Group, ideal_cost, plan_cost, plan_from_groups
+from costmodel.fusion_audit import boundaries, suggest_fusions
+from costmodel.graph import COST, op_nodes
+from costmodel.hardware import get_device
+from costmodel.results import Result
+
+from .torch_compile import torch_backend
+from .torch_export import _torch
+
+__all__ = [
+    "InductorKernel",
+    "InductorAudit",
+    "Difference",
+    "inductor_audit",
+    "TESTED_TORCH",
+    "check_torch_version",
+]
+
+#: torch releases whose Inductor scheduler this audit reads (major.minor)
+TESTED_TORCH = ("2.13",)
+
+
+def check_torch_version(version: str) -> None:
+    """Refuse a torch whose private scheduler interface this audit was not tested with."""
+    mm = ".".join(version.split("+")[0].split(".")[:2])
+    if mm not in TESTED_TORCH:
+        raise CostModelError(
+            f"the Inductor audit reads a private scheduler hook tested with torch {', '.join(TESTED_TORCH)}; "
+            f"this is torch {version} (pin torch=={TESTED_TORCH[-1]}.*)"
+        )
+
+
+@dataclass(frozen=True)
+class InductorKernel(Result):
+    """One kernel Inductor generated (or an extern call such as a GEMM library kernel)."""
+
+    name: str
+    kind: str  #: "triton/cpp" (generated) or "extern"
+    ops: tuple[str, ...]  #: ATen nodes of the costed graph it covers
+    reads_bytes: float  #: Inductor's count of the bytes it reads from memory
+    writes_bytes: float  #: ... and writes
+    on_chip: tuple[str, ...]  #: buffers written and consumed inside this kernel only
+    flops: float
+    time_s: float  #: max(FLOPs / peak, bytes / bandwidth) on the device
+    bound: str  #: "compute" or "memory"
+
+
+@dataclass(frozen=True)
+class Difference(Result):
+    """A tensor Inductor writes out and reads back between two of its kernels: what it costs in
+    DRAM traffic, and whether the engine's suggested plan keeps it on chip instead."""
+
+    producer: str
+    consumer_kernels: tuple[str, ...]
+    bytes: float
+    time_s: float
+    engine_fuses: bool
+
+
+@dataclass(frozen=True)
+class InductorAudit(Result):
+    """Inductor's kernels, and the same graph under Inductor's, the engine's and the ideal plan."""
+
+    device: str
+    kernels: tuple[InductorKernel, ...]
+    inductor_bytes: float  #: sum of Inductor's own read + write counts
+    inductor_plan_bytes: float  #: Inductor's grouping priced by the engine's accounting
+    engine_plan_bytes: float  #: the engine's suggested plan
+    ideal_bytes: float
+    differences: tuple[Difference, ...]  #: Inductor's kernel boundaries, most DRAM time first
+
+    @property
+    def engine_saves_bytes(self) -> float:
+        return self.inductor_plan_bytes - self.engine_plan_bytes
+
+
+def _is_view(g: Any, n: str) -> bool:
+    c = g.nodes[n][COST]
+    return c.flops == 0 and c.bytes == 0
+
+
+def _engine_fuses(b: Any, ind_plan: Any, eng_home: dict[str, str]) -> bool:
+    """Whether the engine's plan puts the producer and every consumer of an Inductor boundary in
+    one group (its consumers named by Inductor's kernels: map them back to members)."""
+    members = {gr.name: gr.members for gr in ind_plan.groups}
+    consumers = [m for k in b.consumers for m in members.get(k, ())]
+    home = eng_home.get(b.producer)
+    return home is not None and bool(consumers) and any(eng_home.get(c) == home for c in consumers)
+
+
+def _dep_bytes(dep: Any) -> float:
+    try:
+        return float(dep.numbytes_hint())
+    except Exception:  # a dependency whose size Inductor cannot hint (symbolic, unbacked)
+        return 0.0
+
+
+def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h100") -> InductorAudit:
+    """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc)."""
+    torch = _torch()
+    check_torch_version(torch.__version__)
+    import torch._inductor.config as inductor_config
+
+    hw = get_device(device)
+    captured: list[list[Any]] = []
+
+    def post_fusion(nodes: list[Any]) -> list[Any]:
+        captured.append(_describe(nodes))
+        return nodes
+
+    backend = torch_backend(hw, inductor=True)
+    torch._dynamo.reset()
+    with inductor_config.patch(_post_fusion_custom_pass=post_fusion, fx_graph_cache=False), torch.no_grad():
+        torch.compile(model, backend=backend)(*example_inputs)
+    if len(backend.report.graphs) != 1 or len(captured) != 1:
+        raise CostModelError(
+            f"the audit needs one captured graph; Dynamo captured {len(backend.report.graphs)} "
+            "(see costmodel.graph_breaks)"
+        )
+    g = backend.report.graphs[0].graph
+    ops = set(op_nodes(g))
+    bw = as_float(hw.bandwidth())
+    kernels, groups = [], []
+    for k in captured[0]:
+        members = tuple(o for o in k["origins"] if o in ops)
+        flops = sum(as_float(g.nodes[m][COST].flops) for m in members)
+        nbytes = k["reads"] + k["writes"]
+        peak = as_float(hw.peak("tensor", "fp32") or hw.peak("vector", "fp32") or 1)
+        t_c, t_m = flops / peak, nbytes / bw
+        kernels.append(
+            InductorKernel(
+                k["name"],
+                k["kind"],
+                members,
+                k["reads"],
+                k["writes"],
+                tuple(k["on_chip"]),
+                flops,
+                max(t_c, t_m),
+                "compute" if t_c > t_m else "memory",
+            )
+        )
+        if members:
+            groups.append(Group(k["name"], members))
+    taken: set[str] = set()
+    unique = []
+    for gr in groups:  # an ATen node Inductor duplicated into two kernels counts in the first
+        mem = tuple(m for m in gr.members if m not in taken)
+        taken.update(mem)
+        if mem:
+            unique.append(Group(gr.name, mem))
+    ind_plan = plan_from_groups(g, unique)
+    eng_plan = suggest_fusions(g, hw)[1]
+    eng_home = {m: gr.name for gr in eng_plan.groups for m in gr.members}
+    diffs = tuple(
+        Difference(b.producer, b.consumers, b.bytes, b.time_s, _engine_fuses(b, ind_plan, eng_home))
+        for b in boundaries(g, ind_plan, hw)
+        if not _is_view(g, b.producer)  # a view of a weight: the read it feeds, not a kernel boundary
+    )
+    return InductorAudit(
+        device=hw.name,
+        kernels=tuple(kernels),
+        inductor_bytes=sum(k.reads_bytes + k.writes_bytes for k in kernels),
+        inductor_plan_bytes=as_float(plan_cost(g, ind_plan, check=False).bytes),
+        engine_plan_bytes=as_float(plan_cost(g, eng_plan, check=False).bytes),
+        ideal_bytes=as_float(ideal_cost(g).bytes),
+        differences=diffs,
+    )
+
+
+def _describe(nodes: list[Any]) -> list[dict[str, Any]]:
+    """Each post-fusion scheduler node as plain data: its origins, external bytes, on-chip buffers."""
+    from torch._inductor.virtualized import V
+
+    outputs = set(getattr(V.graph, "get_output_names", lambda: [])())
+    readers: dict[str, set[str]] = {}
+    for n in nodes:
+        for d in n.read_writes.reads:
+            readers.setdefault(d.name, set()).add(n.get_name())
+    out = []
+    for n in nodes:
+        name = n.get_name()
+        writes = {d.name: d for d in n.read_writes.writes}
+        on_chip = sorted(
+            b
+            for b in writes
+            if b not in outputs and readers.get(b, set()) <= {name} and len(n.get_nodes()) > 1
+        )
+        reads = sum(_dep_bytes(d) for d in n.read_writes.reads if d.name not in writes)
+        wbytes = sum(_dep_bytes(d) for b, d in writes.items() if b not in on_chip)
+        origins: set[str] = set()
+        extern = type(n).__name__ == "ExternKernelSchedulerNode"
+        for sub in n.get_nodes():
+            node = getattr(sub, "node", None)
+            origin = getattr(node, "origin_node", None)
+            if extern and origin is not None:  # a library call: its own op (its origins list its inputs' too)
+                origins.add(str(origin.name))
+            else:
+                origins.update(str(o.name) for o in getattr(node, "origins", ()) or ())
+        out.append(
+            {
+                "name": name,
+                "kind": "extern" if extern else "generated",
+                "origins": sorted(origins),
+                "reads": reads,
+                "writes": wbytes,
+                "on_chip": on_chip,
+            }
+        )
+    return out

@@ -1,0 +1,58 @@
+"""Inductor's real fusion decisions on a norm -> linear -> GELU + residual block, CPU backend.
+
+Hand derivation (x: 64 x 256 fp32 = 65,536 B; the linear's weight 262,144 B, its bias 1,024 B;
+the norm's weight and bias 2,048 B). Inductor makes three kernels:
+
+* the layer norm (mean, variance, normalise) in one generated kernel, its statistics kept on
+  chip: reads x and the norm's parameters (67,584 B), writes the normalised x (65,536 B);
+* the GEMM as a library call: reads the normalised x, the weight and the bias (328,704 B),
+  writes 65,536 B;
+* GELU and the residual add in one generated kernel: reads the GEMM output and x (131,072 B),
+  writes the result (65,536 B).
+
+Total 723,968 B, which the engine's own accounting of Inductor's grouping must reproduce. The
+ideal moves x, the parameters and the output once: 396,288 B. Inductor leaves two boundaries
+(norm -> GEMM and GEMM -> epilogue), each a 65,536 B write and read back.
+"""
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch extra not installed")
+
+from graphs.importers.inductor_audit import check_torch_version, inductor_audit  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(256)
+        self.lin = torch.nn.Linear(256, 256)
+
+    def forward(self, x):
+        return x + torch.nn.functional.gelu(self.lin(self.norm(x)))
+
+
+def test_inductor_kernels_and_their_bytes():
+    torch.manual_seed(0)
+    a = inductor_audit(Block().eval(), (torch.randn(64, 256),), "h100")
+    kinds = [(k.kind, k.reads_bytes, k.writes_bytes) for k in a.kernels]
+    assert kinds == [("generated", 67584, 65536), ("extern", 328704, 65536), ("generated", 131072, 65536)]
+    norm, gemm, epilogue = a.kernels
+    assert "var_mean" in norm.ops and len(norm.on_chip) >= 1  # the statistics never leave the chip
+    assert gemm.ops == ("addmm",) and gemm.bound == "compute"
+    assert gemm.flops == 2 * 64 * 256 * 256 + 64 * 256  # the products, and the bias added once per output
+    assert {"erf", "add_3"} <= set(epilogue.ops)
+    assert a.inductor_bytes == 723968 == a.inductor_plan_bytes
+    assert a.ideal_bytes == 65536 + 262144 + 1024 + 2048 + 65536
+    assert sorted(d.bytes for d in a.differences) == [131072, 131072]
+    assert all(d.time_s > 0 for d in a.differences)
+
+
+def test_untested_torch_is_refused():
+    check_torch_version("2.13.0+cpu")
+    with pytest.raises(Exception, match=r"tested with torch 2\.13"):
+        check_torch_version("2.4.1")
