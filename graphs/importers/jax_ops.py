@@ -1,0 +1,46 @@
+"""Op-table mappers that only JAX's primitives need (XLA's own ops and conventions).
+
+The elementwise, reduction, view and cast primitives share the ATen mappers in
+:mod:`graphs.importers.ops` (their ``jax=`` names); these are the ones with no ATen twin.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from .ops import _elementwise, _numel
+from .table import Mapped, OpView, register_import
+
+__all__ = ["logistic", "integer_pow", "dot_general"]
+
+
+@register_import(jax="logistic")
+def logistic(v: OpView) -> Mapped:
+    """XLA's ``logistic`` is one op: one transcendental per element (ATen's sigmoid we count as
+    its decomposition, 1 / (1 + exp(-x)))."""
+    return _elementwise((0, 1), v)
+
+
+@register_import(jax="integer_pow")
+def integer_pow(v: OpView) -> Mapped:
+    """``x ** y`` for a whole ``y``: multiplications by repeated squaring, ``floor(log2 |y|) +
+    popcount(|y|) - 1`` per element (what XLA lowers it to), plus a division when ``y < 0``."""
+    y = int(v.scalar(None, "y", 2))
+    n = abs(y)
+    muls = max(n.bit_length() - 1 + bin(n).count("1") - 1, 0) if n else 0
+    return _elementwise((muls + (1 if y < 0 else 0), 0), v)
+
+
+@register_import(jax="dot_general")
+def dot_general(v: OpView) -> Mapped:
+    """``dot_general``: contracting dims give ``K``, batch dims the batch, the rest ``M`` and ``N``."""
+    (lc, _rc), (lb, _rb) = v.scalar(None, "dimension_numbers")
+    a, b = v.ins[0][1], v.ins[1][1]
+    k = sympy.Mul(*(a.shape[i] for i in lc))
+    batch = sympy.Mul(*(a.shape[i] for i in lb))
+    m = sympy.simplify(_numel(a) / (k * batch))
+    n = sympy.simplify(_numel(b) / (k * batch))
+    dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
+    if batch == 1:
+        return Mapped("gemm", {"M": m, "N": n, "K": k, **dtypes, "bias": False}, v.ins)
+    return Mapped("batched_gemm", {"batch": batch, "M": m, "N": n, "K": k, **dtypes}, v.ins)
