@@ -55,3 +55,18 @@ def test_weights_and_unknown_ops():
     assert kinds["arg1"] == NodeKind.WEIGHT and kinds["arg0"] == NodeKind.INPUT
     assert g.graph["unknown_ops"] == {"cumsum": 1}
     assert float(graph_total(g, kinds=[NodeKind.OP]).flops_on("tensor")) == 2 * 4 * 8 * 8
+
+
+def test_symbolic_shapes_become_closed_forms():
+    """jax.export.symbolic_shape dimensions come through as the engine's own B and S."""
+    from jax import export
+
+    from costmodel.symbols import B, S
+
+    b, s = export.symbolic_shape("B, S")
+    x = jax.ShapeDtypeStruct((b, s, 16), jnp.float32)
+    w1, w2 = jax.ShapeDtypeStruct((16, 32), jnp.float32), jax.ShapeDtypeStruct((32, 4), jnp.float32)
+    g = from_jax(lambda x, w1, w2: jnp.tanh(x @ w1) @ w2, x, w1, w2, weights=[1, 2])
+    t = graph_total(g, kinds=[NodeKind.OP])
+    assert t.flops_on("tensor") == (2 * 16 * 32 + 2 * 32 * 4) * B * S
+    assert t.flops_on("sfu") == 32 * B * S
