@@ -1,0 +1,107 @@
+"""Import a big Hugging Face decoder without exporting every layer: export one, repeat it.
+
+``torch.export`` of a whole model spends most of its time in symbolic-shape tracing, once per
+layer: about 50 s for Llama-3.1-8B's 32 layers on the meta device. A decoder's layers are
+identical, so :func:`from_hf_layerwise` exports a copy of the model cut to its first layer
+(``num_hidden_layers = 1``: embedding, one layer, final norm, lm_head), imports it with the same
+op table, and marks the layer's op nodes and weights with ``repeat = L``, the representation the
+graph builders use. Every total (FLOPs per unit, bytes, weight bytes) then equals the full
+export's, at the cost of one layer's trace.
+
+Which path when:
+
+* a model in the catalog or any config the builders support: :func:`graphs.build_model` (no
+  torch at all, milliseconds);
+* your own ``nn.Module``, or to check what the real code does, small enough to export whole:
+  :func:`graphs.importers.from_exported_program`;
+* a large Hugging Face decoder whose layers are all alike: this module;
+* a model with heterogeneous layers (hybrid, alternating attention): the whole export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import networkx as nx
+
+from costmodel.errors import CostModelError
+from costmodel.keys import KIND, REPEAT, NodeKind
+
+from .torch_export import _torch, from_exported_program
+
+__all__ = ["from_hf_layerwise"]
+
+
+def _layer_list(model: Any) -> tuple[Any, str, Any]:
+    """The decoder's layer list, its attribute name and its owner (``model.model.layers`` for the
+    causal-LM classes of transformers)."""
+    for owner in (getattr(model, "model", None), model):
+        if owner is not None and hasattr(owner, "layers"):
+            return owner, "layers", owner.layers
+    raise CostModelError("the model has no .model.layers or .layers list of decoder layers")
+
+
+def _in_first_layer(name: str, meta: Mapping[str, Any]) -> bool:
+    stack = meta.get("nn_module_stack") or {}
+    paths = [str(v[0]) for v in stack.values()] if isinstance(stack, dict) else []
+    return any(p.endswith(("layers.0", "layers[0]")) or ".layers.0." in p or "layers[0]." in p for p in paths)
+
+
+def from_hf_layerwise(
+    model: Any,
+    input_ids: Any,
+    *,
+    dims: Mapping[str, Sequence[str | None]] | None = None,
+    dynamic: bool = True,
+) -> nx.DiGraph:
+    """Cost graph of ``model`` (a transformers causal LM) from an export of its first layer only.
+
+    ``input_ids`` is an example input (any small shape; meta tensors work); with ``dynamic`` its
+    two dimensions are exported as symbols, renamed by ``dims`` (default ``("B", "S")``).
+    """
+    torch = _torch()
+    owner, attr, layers = _layer_list(model)
+    n_layers = len(layers)
+    config = getattr(model, "config", None)
+    old_n = getattr(config, "num_hidden_layers", None)
+    kinds = {type(layer).__name__ for layer in layers}
+    if len(kinds) > 1:
+        raise CostModelError(f"the layers are not alike ({', '.join(sorted(kinds))}): export the whole model")
+    setattr(owner, attr, torch.nn.ModuleList([layers[0]]))
+    try:
+        if old_n is not None:
+            config.num_hidden_layers = 1
+        shapes = None
+        if dynamic:
+            from torch.export import Dim
+
+            shapes = {"input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("seq", min=2, max=1 << 20)}}
+            shapes["use_cache"] = None  # type: ignore[assignment]
+        ep = torch.export.export(
+            model,
+            (),
+            kwargs={"input_ids": input_ids, "use_cache": False},
+            dynamic_shapes=shapes,
+            strict=False,
+        )
+    finally:
+        setattr(owner, attr, layers)
+        if old_n is not None:
+            config.num_hidden_layers = old_n
+    g = from_exported_program(
+        ep, dims=dims if dims is not None else {"input_ids": ("B", "S")} if dynamic else None
+    )
+    fx = {n.name: n.meta for n in ep.graph_module.graph.nodes}
+    marked = 0
+    for name, data in g.nodes(data=True):
+        first = _in_first_layer(name, fx.get(name, {}))
+        if not first and data.get(KIND) == NodeKind.WEIGHT:
+            first = "layers_0_" in name  # a lifted parameter of the first layer
+        if first:
+            data[REPEAT] = n_layers
+            marked += data.get(KIND) == NodeKind.OP
+    if not marked:
+        raise CostModelError("no op of the exported graph belongs to the first layer: cannot repeat it")
+    g.graph["layerwise"] = {"layers": n_layers, "repeated_ops": marked}
+    return g
