@@ -42,6 +42,7 @@ def test_inductor_kernels_and_their_bytes():
     kinds = [(k.kind, k.reads_bytes, k.writes_bytes) for k in a.kernels]
     assert kinds == [("generated", 67584, 65536), ("extern", 328704, 65536), ("generated", 131072, 65536)]
     norm, gemm, epilogue = a.kernels
+    assert a.pre_fusion_nodes == 6 and norm.members == ("op0", "op1", "op2", "op3")  # 4 nodes fused into 1
     assert "var_mean" in norm.ops and len(norm.on_chip) >= 1  # the statistics never leave the chip
     assert gemm.ops == ("addmm",) and gemm.bound == "compute"
     assert gemm.flops == 2 * 64 * 256 * 256 + 64 * 256  # the products, and the bias added once per output

@@ -3,7 +3,8 @@
 ``inductor_audit(model, inputs, device)`` compiles ``model`` with Inductor through
 :func:`graphs.importers.torch_compile.torch_backend` (so the ATen graph Inductor lowers is also
 costed, node for node) and reads Inductor's scheduler after fusion through
-``torch._inductor.config._post_fusion_custom_pass``: each generated kernel, the ATen nodes it
+``torch._inductor.config._pre_fusion_custom_pass`` and ``_post_fusion_custom_pass``: how many
+scheduler nodes there were before fusion, and for each generated kernel the nodes it merged, the ATen nodes it
 came from (``origins``), the buffers it reads and writes with Inductor's own byte counts
 (``numbytes_hint``), and the intermediates it keeps on chip (written and consumed inside the
 kernel only). Each kernel is then priced on the device from its ops' FLOPs and its bytes.
@@ -63,7 +64,8 @@ class InductorKernel(Result):
     """One kernel Inductor generated (or an extern call such as a GEMM library kernel)."""
 
     name: str
-    kind: str  #: "triton/cpp" (generated) or "extern"
+    kind: str  #: "generated" (Triton / C++) or "extern" (a library call)
+    members: tuple[str, ...]  #: Inductor's scheduler nodes before fusion that it merged
     ops: tuple[str, ...]  #: ATen nodes of the costed graph it covers
     reads_bytes: float  #: Inductor's count of the bytes it reads from memory
     writes_bytes: float  #: ... and writes
@@ -90,6 +92,7 @@ class InductorAudit(Result):
     """Inductor's kernels, and the same graph under Inductor's, the engine's and the ideal plan."""
 
     device: str
+    pre_fusion_nodes: int  #: Inductor's scheduler nodes before fusion
     kernels: tuple[InductorKernel, ...]
     inductor_bytes: float  #: sum of Inductor's own read + write counts
     inductor_plan_bytes: float  #: Inductor's grouping priced by the engine's accounting
@@ -131,6 +134,11 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
 
     hw = get_device(device)
     captured: list[list[Any]] = []
+    before: list[int] = []
+
+    def pre_fusion(nodes: list[Any]) -> list[Any]:
+        before.append(len(nodes))
+        return nodes
 
     def post_fusion(nodes: list[Any]) -> list[Any]:
         captured.append(_describe(nodes))
@@ -138,7 +146,12 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
 
     backend = torch_backend(hw, inductor=True)
     torch._dynamo.reset()
-    with inductor_config.patch(_post_fusion_custom_pass=post_fusion, fx_graph_cache=False), torch.no_grad():
+    patch = {
+        "_pre_fusion_custom_pass": pre_fusion,
+        "_post_fusion_custom_pass": post_fusion,
+        "fx_graph_cache": False,
+    }
+    with inductor_config.patch(patch), torch.no_grad():
         torch.compile(model, backend=backend)(*example_inputs)
     if len(backend.report.graphs) != 1 or len(captured) != 1:
         raise CostModelError(
@@ -159,6 +172,7 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
             InductorKernel(
                 k["name"],
                 k["kind"],
+                tuple(k["members"]),
                 members,
                 k["reads"],
                 k["writes"],
@@ -187,6 +201,7 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
     )
     return InductorAudit(
         device=hw.name,
+        pre_fusion_nodes=before[0] if before else len(kernels),
         kernels=tuple(kernels),
         inductor_bytes=sum(k.reads_bytes + k.writes_bytes for k in kernels),
         inductor_plan_bytes=as_float(plan_cost(g, ind_plan, check=False).bytes),
@@ -229,6 +244,7 @@ def _describe(nodes: list[Any]) -> list[dict[str, Any]]:
             {
                 "name": name,
                 "kind": "extern" if extern else "generated",
+                "members": [sub.get_name() for sub in n.get_nodes()],
                 "origins": sorted(origins),
                 "reads": reads,
                 "writes": wbytes,
