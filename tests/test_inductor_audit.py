@@ -57,3 +57,21 @@ def test_untested_torch_is_refused():
     check_torch_version("2.13.0+cpu")
     with pytest.raises(Exception, match=r"tested with torch 2\.13"):
         check_torch_version("2.4.1")
+
+
+def test_dynamic_shapes_give_inductor_sizes_as_closed_forms():
+    """Compiled with a dynamic token count T, each kernel's bytes come as Inductor's own symbolic
+    sizes: the norm reads T x 256 fp32 plus its 2,048 B of parameters; the GEMM the normalised
+    rows plus the weight and bias (263,168 B); the epilogue two T x 256 tensors; each writes one.
+    At T = 64 they are the static audit's numbers."""
+    from costmodel.symbols import dim
+
+    t = dim("T")
+    torch.manual_seed(0)
+    a = inductor_audit(Block().eval(), (torch.randn(64, 256),), "h100", dims=("T", None))
+    assert [(k.reads, k.writes) for k in a.kernels] == [
+        (1024 * t + 2048, 1024 * t),
+        (1024 * t + 263168, 1024 * t),
+        (2048 * t, 1024 * t),
+    ]
+    assert a.inductor_bytes == 723968 == a.inductor_plan_bytes and a.ideal_bytes == 396288

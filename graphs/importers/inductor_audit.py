@@ -25,13 +25,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
+
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.fusion import Group, ideal_cost, plan_cost, plan_from_groups
 from costmodel.fusion_audit import boundaries, suggest_fusions
 from costmodel.graph import COST, op_nodes
 from costmodel.hardware import get_device
+from costmodel.keys import G_SYMBOLS
+from costmodel.passes import bind_dims
 from costmodel.results import Result
+from costmodel.symbols import dim
 
 from .torch_compile import torch_backend
 from .torch_export import _torch
@@ -67,8 +72,10 @@ class InductorKernel(Result):
     kind: str  #: "generated" (Triton / C++) or "extern" (a library call)
     members: tuple[str, ...]  #: Inductor's scheduler nodes before fusion that it merged
     ops: tuple[str, ...]  #: ATen nodes of the costed graph it covers
-    reads_bytes: float  #: Inductor's count of the bytes it reads from memory
+    reads_bytes: float  #: Inductor's count of the bytes it reads from memory (at the example's sizes)
     writes_bytes: float  #: ... and writes
+    reads: sympy.Expr  #: the bytes read as Inductor's symbolic size, in the audit's dims
+    writes: sympy.Expr
     on_chip: tuple[str, ...]  #: buffers written and consumed inside this kernel only
     flops: float
     time_s: float  #: max(FLOPs / peak, bytes / bandwidth) on the device
@@ -110,6 +117,22 @@ def _is_view(g: Any, n: str) -> bool:
     return c.flops == 0 and c.bytes == 0
 
 
+def _dep_expr(dep: Any) -> sympy.Expr:
+    """A dependency's bytes as Inductor's symbolic size: elements x the buffer's dtype size."""
+    from torch._inductor.utils import get_dtype_size
+    from torch._inductor.virtualized import V
+
+    try:
+        return sympy.sympify(dep.get_numel()) * get_dtype_size(V.graph.get_dtype(dep.name))
+    except Exception:  # no layout (a NoneLayout buffer), or a size Inductor cannot express
+        return sympy.Integer(0)
+
+
+def _named(expr: sympy.Expr, rename: dict[str, sympy.Expr]) -> sympy.Expr:
+    """Inductor's size symbols (``s0``, ``s1`` ...) renamed to the audit's dims."""
+    return expr.xreplace({s: rename[str(s)] for s in expr.free_symbols if str(s) in rename})
+
+
 def _engine_fuses(b: Any, ind_plan: Any, eng_home: dict[str, str]) -> bool:
     """Whether the engine's plan puts the producer and every consumer of an Inductor boundary in
     one group (its consumers named by Inductor's kernels: map them back to members)."""
@@ -126,8 +149,19 @@ def _dep_bytes(dep: Any) -> float:
         return 0.0
 
 
-def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h100") -> InductorAudit:
-    """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc)."""
+def inductor_audit(
+    model: Any,
+    example_inputs: Sequence[Any],
+    device: Any = "h100",
+    *,
+    dims: Sequence[str | None] | None = None,
+) -> InductorAudit:
+    """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc).
+
+    With ``dims`` (names for the dimensions of the first input, e.g. ``("B", "S")``) the model
+    is compiled with dynamic shapes: every kernel's bytes come as Inductor's symbolic sizes in
+    those names (``reads``, ``writes``), and the numbers are evaluated at the example's sizes.
+    """
     torch = _torch()
     check_torch_version(torch.__version__)
     import torch._inductor.config as inductor_config
@@ -144,7 +178,15 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
         captured.append(_describe(nodes))
         return nodes
 
-    backend = torch_backend(hw, inductor=True)
+    first = next((x for x in example_inputs if isinstance(x, torch.Tensor)), None)
+    point: dict[Any, int] = {}
+    if dims is not None:
+        if first is None or len(dims) != first.dim():
+            raise CostModelError(
+                "dims names the dimensions of the first tensor input: give one name (or None) per dimension"
+            )
+        point = {dim(n): int(size) for n, size in zip(dims, first.shape, strict=True) if n is not None}
+    backend = torch_backend(hw, inductor=True, dims={"": tuple(dims)} if dims is not None else None)
     torch._dynamo.reset()
     patch = {
         "_pre_fusion_custom_pass": pre_fusion,
@@ -152,19 +194,22 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
         "fx_graph_cache": False,
     }
     with inductor_config.patch(patch), torch.no_grad():
-        torch.compile(model, backend=backend)(*example_inputs)
+        torch.compile(model, backend=backend, dynamic=dims is not None)(*example_inputs)
     if len(backend.report.graphs) != 1 or len(captured) != 1:
         raise CostModelError(
             f"the audit needs one captured graph; Dynamo captured {len(backend.report.graphs)} "
             "(see costmodel.graph_breaks)"
         )
-    g = backend.report.graphs[0].graph
+    symbolic = backend.report.graphs[0].graph
+    rename = {k: dim(v) for k, v in symbolic.graph.get(G_SYMBOLS, {}).items()}
+    g = bind_dims(point)(symbolic) if point else symbolic  # numbers at the example, for the rankings
     ops = set(op_nodes(g))
     bw = as_float(hw.bandwidth())
     kernels, groups = [], []
     for k in captured[0]:
         members = tuple(o for o in k["origins"] if o in ops)
         flops = sum(as_float(g.nodes[m][COST].flops) for m in members)
+        reads, writes = (_named(k[f"{x}_expr"], rename) for x in ("reads", "writes"))
         nbytes = k["reads"] + k["writes"]
         peak = as_float(hw.peak("tensor", "fp32") or hw.peak("vector", "fp32") or 1)
         t_c, t_m = flops / peak, nbytes / bw
@@ -176,6 +221,8 @@ def inductor_audit(model: Any, example_inputs: Sequence[Any], device: Any = "h10
                 members,
                 k["reads"],
                 k["writes"],
+                reads,
+                writes,
                 tuple(k["on_chip"]),
                 flops,
                 max(t_c, t_m),
@@ -231,6 +278,8 @@ def _describe(nodes: list[Any]) -> list[dict[str, Any]]:
         )
         reads = sum(_dep_bytes(d) for d in n.read_writes.reads if d.name not in writes)
         wbytes = sum(_dep_bytes(d) for b, d in writes.items() if b not in on_chip)
+        reads_expr = sympy.Add(*(_dep_expr(d) for d in n.read_writes.reads if d.name not in writes))
+        writes_expr = sympy.Add(*(_dep_expr(d) for b, d in writes.items() if b not in on_chip))
         origins: set[str] = set()
         extern = type(n).__name__ == "ExternKernelSchedulerNode"
         for sub in n.get_nodes():
@@ -248,6 +297,8 @@ def _describe(nodes: list[Any]) -> list[dict[str, Any]]:
                 "origins": sorted(origins),
                 "reads": reads,
                 "writes": wbytes,
+                "reads_expr": reads_expr,
+                "writes_expr": writes_expr,
                 "on_chip": on_chip,
             }
         )

@@ -9,7 +9,7 @@ and the graph module itself is returned to run eagerly (or through Inductor with
 inputs ``..._parameters_...`` / ``..._buffers_...``) become weight sources; the rest inputs.
 Dynamo's size symbols (``s0``, ``s1`` ...) are renamed by ``dims``: ``{"input_ids": ("B",
 "S")}`` names the dimensions of the input whose Dynamo name contains ``input_ids`` (or of the
-only tensor input, when the model takes one positionally).
+only tensor input, when the model takes one positionally; the empty key ``""`` names the first).
 
 The backend's :class:`CompileReport` collects one :class:`CapturedGraph` per compilation, with
 its totals (FLOPs per unit, DRAM bytes), its roofline step on the device when its sizes are
