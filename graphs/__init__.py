@@ -23,6 +23,9 @@ _LAZY: dict[str, str] = {
     "from_exported_program": "importers",
     "from_graph_module": "importers",
     "from_onnx": "importers",
+    "from_jax": "importers",
+    "from_hf_layerwise": "importers",
+    "inductor_audit": "importers",
     **dict.fromkeys(_serving_all, "serving"),
 }
 
