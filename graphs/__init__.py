@@ -7,8 +7,7 @@ Names load on first use (PEP 562), like :mod:`costmodel`: importing a light modu
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from costmodel.lazy import lazy_exports
 
 from .serving import __all__ as _serving_all
 
@@ -32,13 +31,4 @@ _LAZY: dict[str, str] = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

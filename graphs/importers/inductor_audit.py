@@ -27,7 +27,7 @@ from typing import Any
 
 import sympy
 
-from costmodel.cost import as_float
+from costmodel.cost import Cost, as_float
 from costmodel.errors import CostModelError
 from costmodel.fusion import Group, ideal_cost, plan_cost, plan_from_groups
 from costmodel.fusion_audit import boundaries, suggest_fusions
@@ -36,6 +36,7 @@ from costmodel.hardware import get_device
 from costmodel.keys import G_SYMBOLS
 from costmodel.passes import bind_dims
 from costmodel.results import Result
+from costmodel.roofline import bound, category_of
 from costmodel.symbols import dim
 
 from .torch_compile import torch_backend
@@ -78,8 +79,8 @@ class InductorKernel(Result):
     writes: sympy.Expr
     on_chip: tuple[str, ...]  #: buffers written and consumed inside this kernel only
     flops: float
-    time_s: float  #: max(FLOPs / peak, bytes / bandwidth) on the device
-    bound: str  #: "compute" or "memory"
+    time_s: float  #: the roofline lower bound of its ops' FLOPs and Inductor's bytes on the device
+    bound: str  #: "compute", "memory" (or "communication")
 
 
 @dataclass(frozen=True)
@@ -204,15 +205,17 @@ def inductor_audit(
     rename = {k: dim(v) for k, v in symbolic.graph.get(G_SYMBOLS, {}).items()}
     g = bind_dims(point)(symbolic) if point else symbolic  # numbers at the example, for the rankings
     ops = set(op_nodes(g))
-    bw = as_float(hw.bandwidth())
     kernels, groups = [], []
     for k in captured[0]:
         members = tuple(o for o in k["origins"] if o in ops)
-        flops = sum(as_float(g.nodes[m][COST].flops) for m in members)
+        # the kernel's ops' FLOPs (per unit and precision, from the rules) with the bytes Inductor
+        # says it moves, bounded by the device's roofline like any other cost
+        work = sum((Cost(flop_terms=g.nodes[m][COST].flop_terms) for m in members), Cost.zero())
         reads, writes = (_named(k[f"{x}_expr"], rename) for x in ("reads", "writes"))
-        nbytes = k["reads"] + k["writes"]
-        peak = as_float(hw.peak("tensor", "fp32") or hw.peak("vector", "fp32") or 1)
-        t_c, t_m = flops / peak, nbytes / bw
+        priced = bound(work + Cost.traffic(read=k["reads"], write=k["writes"]), hw)
+        flops = as_float(work.flops)
+        t = as_float(priced.lower) if priced.terms else 0.0
+        kind = category_of(priced.kind) if priced.terms else "none"
         kernels.append(
             InductorKernel(
                 k["name"],
@@ -225,8 +228,8 @@ def inductor_audit(
                 writes,
                 tuple(k["on_chip"]),
                 flops,
-                max(t_c, t_m),
-                "compute" if t_c > t_m else "memory",
+                t,
+                kind,
             )
         )
         if members:

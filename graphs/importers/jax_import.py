@@ -33,21 +33,11 @@ from costmodel.graph import graph_total
 from costmodel.keys import FRONTEND_OP, G_UNKNOWN_OPS, KIND, OUTPUTS, REPEAT, NodeKind
 from costmodel.tensor import Tensor
 
+from .aten import TORCH_DTYPES
 from .table import OpView, lookup, unknown_node, write_node
 
 __all__ = ["from_jax", "from_jaxpr", "compare_with_xla", "XLA_CONVENTIONS"]
 
-_DTYPES = {
-    "float32": "fp32",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float64": "fp64",
-    "int32": "int32",
-    "int64": "int64",
-    "int8": "int8",
-    "bool": "bool",
-    "uint8": "uint8",
-}
 _INNER = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 
@@ -68,7 +58,7 @@ def _dim(d: Any) -> sympy.Expr:
 
 
 def _tensor(name: str, aval: Any) -> Tensor:
-    dtype = _DTYPES.get(str(aval.dtype))
+    dtype = TORCH_DTYPES.get(str(aval.dtype))  # numpy's dtype names, which torch and jax share
     if dtype is None:
         raise CostModelError(f"jax dtype {aval.dtype} of {name} has no costmodel dtype")
     return Tensor(name, tuple(_dim(d) for d in aval.shape), dtype)

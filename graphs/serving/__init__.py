@@ -8,8 +8,7 @@ line's fast paths (a cached decode report) never import sympy or networkx.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from costmodel.lazy import lazy_exports
 
 #: public name -> the submodule that defines it
 _LAZY: dict[str, str] = {
@@ -72,13 +71,4 @@ _LAZY: dict[str, str] = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

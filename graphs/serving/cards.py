@@ -26,6 +26,7 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Phase
 
 from .reports import (
+    STEP_FIELDS,
     DecodeLimits,
     DecodeReport,
     LimitNumbers,
@@ -47,8 +48,7 @@ __all__ = [
 
 CARD_VERSION = 2
 _ARGS = ("B", "ctx")
-#: the step fields a card stores (those of :class:`graphs.serving.compiled.StepForms` a report reads)
-_FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flops", "attention_flops")
+_FIELDS = STEP_FIELDS  #: the step fields a card stores
 
 
 class CardError(CostModelError):

@@ -52,6 +52,7 @@ from costmodel.symbols import check_dim, count
 from costmodel.symbols import ctx as ctx_sym
 from models.config import ModelConfig
 
+from .reports import STEP_FIELDS
 from .totals import attention_flops, op_total, weight_bytes_read
 from .workload import Workload, as_workload
 
@@ -71,7 +72,7 @@ __all__ = [
 PREFIX = count("prefix")
 
 #: scalar fields every compiled step evaluates (``terms_s`` comes beside them)
-FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flops", "attention_flops")
+FIELDS = STEP_FIELDS
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,6 @@ class CompiledStep:
         self.hardware = hw
         self.label = label
         self.term_names = tuple(forms.terms_s)
-        self._names = (*FIELDS, *(f"term:{k}" for k in self.term_names))
         self._point: Callable[..., Any] | None = None  # compiled on first use (a card needs none)
         self._step: Callable[..., Any] | None = None
         self._step_vec: Callable[..., np.ndarray] | None = None  # numpy, compiled on first use

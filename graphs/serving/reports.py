@@ -20,7 +20,12 @@ from costmodel.results import Result
 if TYPE_CHECKING:
     import sympy
 
+#: the scalar fields of a step (:class:`graphs.serving.compiled.StepForms`) a report reads; the
+#: compiled step and the cached cards both carry exactly these, beside the whole-step terms
+STEP_FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flops", "attention_flops")
+
 __all__ = [
+    "STEP_FIELDS",
     "PhaseReport",
     "PrefillReport",
     "DecodeReport",
