@@ -21,6 +21,10 @@ self-attention, ``kv_len`` for one decode query). FlashAttention skips the
 masked tiles, so its work follows ``P``; the naive kernel computes the full
 matrix and masks it, so it pays for all ``q_len*kv_len`` pairs.
 
+A sliding window of ``W`` keys (Mistral, Gemma, gpt-oss local layers) caps
+what each query sees at ``W``; see :func:`window_pairs`. Only the last
+``min(kv_len, q_len + W - 1)`` keys are read.
+
 Bytes:
 
 * ``naive`` materialises S and P: writes S, the (fused) softmax reads S and
@@ -49,7 +53,7 @@ from ..errors import RuleArgumentError
 from ..symbols import check_dim
 from .registry import register_rule
 
-__all__ = ["attention", "causal_pairs"]
+__all__ = ["attention", "causal_pairs", "window_pairs"]
 
 _VARIANTS = ("naive", "flash")
 
@@ -70,6 +74,33 @@ def causal_pairs(q_len: sympy.Expr, kv_len: sympy.Expr) -> sympy.Expr:
     n*(n + 1)/2
     """
     return q_len * kv_len - q_len * (q_len - 1) / 2
+
+
+def window_pairs(q_len: sympy.Expr, kv_len: sympy.Expr, window: sympy.Expr) -> sympy.Expr:
+    """Scored pairs under a causal mask and a sliding window of ``W`` keys.
+
+    Query ``i`` sees ``k_i = N_kv - N + i + 1`` keys, capped at ``W``; with
+    ``S(x) = \\sum_{k=1}^{x} \\min(k, W)`` the pairs are ``S(N_kv) - S(N_kv - N)``:
+
+    .. math::
+
+        S(x) = \\frac{m(m+1)}{2} + W \\max(x - W, 0), \\quad m = \\min(x, W)
+
+    (Beltagy et al., Longformer, 2020: ``O(nW)`` windowed attention; the sum
+    is a hand derivation). A window at least ``kv_len`` is plain causal.
+
+    >>> from costmodel.symbols import dim
+    >>> int(window_pairs(8, 8, 3))  # 1 + 2 + 3*6
+    21
+    >>> int(window_pairs(1, 100, 3))  # one decode query sees W keys
+    3
+    """
+
+    def s(x: sympy.Expr) -> sympy.Expr:
+        m = sympy.Min(x, window)
+        return m * (m + 1) / 2 + window * sympy.Max(x - window, 0)
+
+    return s(kv_len) - s(kv_len - q_len)
 
 
 @register_rule("attention")
@@ -94,6 +125,7 @@ def attention(
     softmax_sfu_ops: object = 1,
     compute_dtype: DTypeLike | None = None,
     softmax_dtype: DTypeLike = "fp32",
+    window: object | None = None,
 ) -> Cost:
     """Attention of ``heads`` query heads over ``kv_heads`` KV heads (module doc).
 
@@ -107,6 +139,9 @@ def attention(
 
     Decode (``q_len = 1``): :math:`I_\\text{tensor} \\to 2 H/(H_{kv} b)` as
     ``kv_len`` grows, independent of context and batch.
+
+    ``window=W`` (causal flash only): pairs from :func:`window_pairs`, and K/V
+    are read for the last ``min(N_kv, N + W - 1)`` positions only.
 
     >>> from costmodel.symbols import dim
     >>> n, d = dim("n"), dim("d")
@@ -143,6 +178,13 @@ def attention(
 
     full = n * nkv
     pairs = causal_pairs(n, nkv) if (causal and variant == "flash") else full
+    kv_read = nkv
+    if window is not None:
+        if not (causal and variant == "flash" and q_block is None):
+            raise RuleArgumentError("attention: window applies to causal=True, variant='flash', no q_block")
+        w = check_dim(window, "window")
+        pairs = window_pairs(n, nkv, w)
+        kv_read = sympy.Min(nkv, n + w - 1)
     flops = (
         Cost.compute("tensor", prec, nb * h * pairs * (2 * d + 2 * dv))  # QK^T and PV per pair
         + Cost.compute("vector", sprec, vops * nb * h * pairs)
@@ -151,7 +193,7 @@ def attention(
     q_bytes = b * nb * h * n * d
     # K and V per cached token; with kv_shared V is a slice of K (MLA's latent): one read
     kv_width = sympy.Max(d, dv) if kv_shared else d + dv
-    kv_bytes = kvb * nb * hkv * nkv * kv_width
+    kv_bytes = kvb * nb * hkv * kv_read * kv_width
     o_bytes = o * nb * h * n * dv
     if variant == "naive":
         # S written, softmax reads S and writes P, PV reads P: 2 reads + 2 writes of N*N_kv

@@ -14,6 +14,13 @@ all_gather      (p-1)/p * n b      p-1         1
 reduce_scatter  (p-1)/p * n b      p-1         1
 ==============  =================  ==========  ===========
 
+``all_reduce`` also takes ``algorithm="in_network"``: the switch reduces
+(NVLink SHARP / NVLS, InfiniBand SHARP; Graham et al., "Scalable Hierarchical
+Aggregation Protocol", COMHPC 2016), so each device sends its vector once and
+receives the result once: ``n b`` bytes per direction in one round. No
+all-reduce moves less (each device must receive ``n`` reduced elements), so
+this is also the algorithm-independent lower bound.
+
 ``n`` is the full tensor's element count (the all-reduce input, the
 all-gather output, the reduce-scatter input). Reductions add ``(p-1)/p * n``
 vector FLOPs per device. DRAM traffic is the ideal in-place figure: the
@@ -32,12 +39,13 @@ from .registry import register_rule
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 
-_ALGOS = ("ring", "direct")
+_ALGOS = ("ring", "direct", "in_network")
 
 
 def _common(rule: str, elements: object, p: object, algorithm: str) -> tuple[sympy.Expr, sympy.Expr]:
-    if algorithm not in _ALGOS:
-        raise RuleArgumentError(f"{rule}: algorithm {algorithm!r} not allowed; allowed: {_ALGOS}")
+    allowed = _ALGOS if rule == "all_reduce" else _ALGOS[:2]
+    if algorithm not in allowed:
+        raise RuleArgumentError(f"{rule}: algorithm {algorithm!r} not allowed; allowed: {allowed}")
     return check_dim(elements, "elements"), check_dim(p, "p")
 
 
@@ -69,9 +77,13 @@ def all_reduce(
     if pp == 1:
         return Cost.zero()
     b = dtype_bytes(dtype, "dtype")
-    steps = 2 * (pp - 1) if algorithm == "ring" else sympy.Integer(2)
+    if algorithm == "in_network":
+        sent, steps = b * n, sympy.Integer(1)
+    else:
+        sent = b * n * 2 * (pp - 1) / pp
+        steps = 2 * (pp - 1) if algorithm == "ring" else sympy.Integer(2)
     return (
-        Cost.comm(link, b * n * 2 * (pp - 1) / pp, steps)
+        Cost.comm(link, sent, steps)
         + Cost.compute("vector", roof_of(compute_dtype), n * (pp - 1) / pp)
         + Cost.traffic(read=b * n, write=b * n)
         + Cost.launches(1)

@@ -1,0 +1,295 @@
+"""The measured-kernel corpus: aiconfigurator-core's published GPU latencies.
+
+The ``aiconfigurator-core`` wheel (NVIDIA, Apache-2.0; optional extra
+``[measured]``) ships parquet tables of kernel latencies measured on real GPUs
+under ``aiconfigurator_core/systems/data/<system>/<family>/<framework>/<version>/``.
+They are read where pip installed them (``importlib.resources``), never copied
+into this repository, and every result names the package version it came from.
+
+Which framework version is used: the wheel's own ``query_versions.yaml`` names
+the *current* version per (system, framework); when a family has no table at
+that version, the newest version directory that has one is taken. Latencies
+in the tables are milliseconds; :func:`load` returns seconds.
+
+Families (the ``family`` argument) and the columns :func:`load` returns, besides
+``device`` (our catalog name), ``system`` (the wheel's name), ``framework``,
+``version``, ``kernel_source`` and ``latency_s``:
+
+=====================  =====================================================
+``gemm``               ``m n k dtype`` (``bfloat16``, ``fp8``, ``fp8_block``, ...)
+``context_attention``  ``batch isl heads kv_heads head_dim window attn_dtype kv_dtype``
+``generation_attention`` the same, ``step`` the cached tokens (``kv_len = step + isl``)
+``all_reduce``         ``gpus elements dtype backend`` (framework custom kernels and NCCL)
+=====================  =====================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from importlib import metadata, resources
+from typing import Any
+
+from ..errors import CostModelError
+
+__all__ = [
+    "FAMILIES",
+    "SYSTEMS",
+    "MeasuredDataError",
+    "CorpusInfo",
+    "corpus_info",
+    "load",
+    "systems_with_data",
+]
+
+PACKAGE = "aiconfigurator-core"
+MODULE = "aiconfigurator_core"
+
+#: The wheel's system directory -> our hardware catalog name (same part, same
+#: memory configuration: A100 SXM 80GB at 2.039 TB/s, B200 in HGX at 7.7 TB/s,
+#: GB300's B300 at 8 TB/s).
+SYSTEMS: dict[str, str] = {
+    "a100_sxm": "a100-sxm-80gb",
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200-sxm",
+    "b200_sxm": "b200",
+    "gb300": "b300",
+}
+
+FAMILIES = ("gemm", "context_attention", "generation_attention", "all_reduce")
+
+_TABLES: dict[str, tuple[str, str]] = {
+    "gemm": ("gemm", "gemm_perf.parquet"),
+    "context_attention": ("attention", "context_attention_perf.parquet"),
+    "generation_attention": ("attention", "generation_attention_perf.parquet"),
+    "custom_allreduce": ("comm", "custom_allreduce_perf.parquet"),
+    "nccl": ("comm", "nccl_perf.parquet"),
+}
+
+_ATTN_RENAME = {
+    "batch_size": "batch",
+    "num_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+    "window_size": "window",
+    "kv_cache_dtype": "kv_dtype",
+}
+
+
+class MeasuredDataError(CostModelError):
+    """The measured corpus is missing (extra not installed) or a request names no data."""
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    """Where the corpus lives and which package version it is."""
+
+    package: str
+    version: str
+    root: str
+
+    def cite(self) -> str:
+        return f"{self.package} {self.version} (Apache-2.0), measured kernel tables"
+
+
+@functools.cache
+def corpus_info() -> CorpusInfo:
+    """Locate the installed wheel's data; a clear error when the extra is missing."""
+    try:
+        version = metadata.version(PACKAGE)
+        root = resources.files(MODULE) / "systems"
+    except (metadata.PackageNotFoundError, ModuleNotFoundError) as exc:
+        raise MeasuredDataError(
+            f"the measured corpus needs the {PACKAGE} wheel: pip install 'costmodel[measured]'"
+        ) from exc
+    return CorpusInfo(PACKAGE, version, str(root))
+
+
+def _pandas() -> Any:
+    try:
+        import pandas as pd
+    except ModuleNotFoundError as exc:  # pragma: no cover - the extra brings pandas
+        raise MeasuredDataError(
+            "the measured corpus needs pandas: pip install 'costmodel[measured]'"
+        ) from exc
+    return pd
+
+
+def _version_key(v: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(v))
+    except InvalidVersion:
+        return (0, v)
+
+
+@functools.cache
+def _current_versions() -> dict[tuple[str, str], str]:
+    """(system, framework) -> the wheel's declared *current* version."""
+    import yaml
+
+    path = os.path.join(corpus_info().root, "query_versions.yaml")
+    with open(path) as f:
+        doc = yaml.safe_load(f) or {}
+    out: dict[tuple[str, str], str] = {}
+    defaults = {fw: (slot or {}).get("current") for fw, slot in (doc.get("defaults") or {}).items()}
+    for system in SYSTEMS:
+        over = (doc.get("overrides") or {}).get(system) or {}
+        for fw, cur in defaults.items():
+            v = ((over.get(fw) or {}).get("current")) or cur
+            if v:
+                out[(system, fw)] = str(v)
+    return out
+
+
+def _table_paths(system: str, table: str) -> list[tuple[str, str, str]]:
+    """(framework, version, path) of one table per framework: current, else newest."""
+    sub, fname = _TABLES[table]
+    base = os.path.join(corpus_info().root, "data", system, sub)
+    if not os.path.isdir(base):
+        return []
+    out = []
+    for fw in sorted(os.listdir(base)):
+        fw_dir = os.path.join(base, fw)
+        if not os.path.isdir(fw_dir):
+            continue
+        have = [v for v in os.listdir(fw_dir) if os.path.isfile(os.path.join(fw_dir, v, fname))]
+        if not have:
+            continue
+        cur = _current_versions().get((system, fw))
+        v = cur if cur in have else max(have, key=_version_key)
+        out.append((fw, v, os.path.join(fw_dir, v, fname)))
+    return out
+
+
+def systems_with_data(family: str) -> list[str]:
+    """Catalog names of the devices that have ``family`` tables."""
+    tables = ("custom_allreduce", "nccl") if family == "all_reduce" else (family,)
+    return [dev for sysname, dev in SYSTEMS.items() if any(_table_paths(sysname, t) for t in tables)]
+
+
+def _check(family: str) -> None:
+    if family not in FAMILIES:
+        raise MeasuredDataError(f"family {family!r} not measured; allowed: {', '.join(FAMILIES)}")
+
+
+def _frame(system: str, table: str) -> Any:
+    pd = _pandas()
+    frames = []
+    for fw, version, path in _table_paths(system, table):
+        df = pd.read_parquet(path)
+        df["framework"] = fw
+        df["version"] = version
+        frames.append(df)
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True)
+
+
+@functools.cache
+def _load_one(family: str, system: str) -> Any:
+    pd = _pandas()
+    if family == "gemm":
+        df = _frame(system, "gemm")
+        if df is None:
+            return None
+        df = df.rename(columns={"gemm_dtype": "dtype"})[
+            ["framework", "version", "kernel_source", "m", "n", "k", "dtype", "latency"]
+        ]
+    elif family in ("context_attention", "generation_attention"):
+        df = _frame(system, family)
+        if df is None:
+            return None
+        df = df.rename(columns=_ATTN_RENAME)
+        cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "kv_heads", "head_dim"]
+        df = df[[*cols, "window", "attn_dtype", "kv_dtype", "step", "latency"]]
+    else:
+        parts = []
+        ar = _frame(system, "custom_allreduce")
+        if ar is not None:
+            ar = ar.rename(
+                columns={"allreduce_dtype": "dtype", "num_gpus": "gpus", "message_size": "elements"}
+            )
+            parts.append(
+                ar[
+                    [
+                        "framework",
+                        "version",
+                        "kernel_source",
+                        "backend",
+                        "gpus",
+                        "elements",
+                        "dtype",
+                        "latency",
+                    ]
+                ]
+            )
+        nc = _frame(system, "nccl")
+        if nc is not None:
+            nc = nc[nc["op_name"] == "all_reduce"].rename(
+                columns={"nccl_dtype": "dtype", "num_gpus": "gpus", "message_size": "elements"}
+            )
+            nc["backend"] = "nccl"
+            nc["framework"] = "nccl"
+            parts.append(
+                nc[
+                    [
+                        "framework",
+                        "version",
+                        "kernel_source",
+                        "backend",
+                        "gpus",
+                        "elements",
+                        "dtype",
+                        "latency",
+                    ]
+                ]
+            )
+        if not parts:
+            return None
+        df = pd.concat(parts, ignore_index=True)
+        # the *_eager rows time a kernel launched outside a CUDA graph: launch
+        # overhead, not the collective; kept out as the wheel's own queries do
+        df = df[~df["backend"].astype(str).str.endswith("eager")]
+    df = df.copy()
+    df["latency_s"] = df.pop("latency").astype(float) * 1e-3
+    df = df[df["latency_s"] > 0]
+    df.insert(0, "device", SYSTEMS[system])
+    df.insert(1, "system", system)
+    for c in df.columns:
+        if str(df[c].dtype).startswith("str") or df[c].dtype == object:
+            df[c] = df[c].astype(str)
+    return df.reset_index(drop=True)
+
+
+def load(family: str, devices: list[str] | None = None, frameworks: list[str] | None = None) -> Any:
+    """One family's measurements as a pandas DataFrame (module doc for columns).
+
+    ``devices`` are catalog names (default: every device with data);
+    ``frameworks`` filter by the wheel's framework directory (``trtllm``,
+    ``vllm``, ``sglang``, ``nccl``).
+    """
+    _check(family)
+    pd = _pandas()
+    known = set(SYSTEMS.values())
+    for d in devices or []:
+        if d not in known:
+            raise MeasuredDataError(
+                f"device {d!r} has no measured data; measured: {', '.join(sorted(known))}"
+            )
+    frames = []
+    for system, dev in SYSTEMS.items():
+        if devices and dev not in devices:
+            continue
+        df = _load_one(family, system)
+        if df is not None:
+            frames.append(df)
+    if not frames:
+        raise MeasuredDataError(f"no {family} measurements for devices {devices}")
+    out = pd.concat(frames, ignore_index=True)
+    if frameworks:
+        out = out[out["framework"].isin(frameworks)]
+        if out.empty:
+            raise MeasuredDataError(f"no {family} measurements for frameworks {frameworks}")
+    return out.reset_index(drop=True)

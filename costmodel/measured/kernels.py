@@ -1,0 +1,268 @@
+"""Roofline terms of measured kernels, from the rule registry.
+
+Each family's rows are costed by the same rules the graphs use (``gemm``,
+``attention`` with the causal mask and sliding window, ``all_reduce``), built
+once per dtype group with symbolic shapes, bounded on a device with
+:func:`costmodel.roofline.bound`, and compiled to numpy
+(:func:`costmodel.frontier.compile_expr`): one vectorised call per group.
+
+Dtype names of the corpus map to ours: ``bfloat16`` -> bf16, ``fp8`` and
+``fp8_block`` -> fp8 (e4m3; block scales are 1/128 of the operand and not
+counted, which keeps the bound a lower bound), ``nvfp4`` -> nvfp4 weights and
+activations, ``int8_wo``/``int4_wo`` -> bf16 activations with int8/int4
+weights, ``sq`` (SmoothQuant W8A8) -> int8. GEMM outputs are bf16.
+
+Attention rows: context attention is causal self-attention over ``isl``
+tokens (``window > 0`` caps each query at ``window`` keys); generation
+attention is one query per sequence over ``kv_len = step + isl`` cached
+tokens. Attention computes at the lower of the query and KV precisions: with
+an fp8 KV cache, TensorRT-LLM's and FlashInfer's kernels may quantise Q and
+run the matmuls in fp8, and a lower bound must allow the faster roof. All-reduce rows are bounded with ``algorithm="in_network"``, the least
+traffic any algorithm can move (each GPU sends and receives its vector once).
+
+Besides the bound terms, each row gets the quantities the efficiency model
+needs: the working set (DRAM bytes read + written) and the wave-quantisation
+factor ``Q >= 1`` of its tiles on the device's SMs (:func:`wave_factor`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from ..cost import Cost
+from ..errors import CostModelError
+from ..frontier import compile_expr
+from ..hardware import Hardware
+from ..roofline import bound
+from ..rules import op_cost
+from ..symbols import dim
+
+__all__ = [
+    "GEMM_DTYPES",
+    "ATTN_DTYPES",
+    "TILE",
+    "KernelTerms",
+    "kernel_terms",
+    "wave_factor",
+    "dtype_class",
+]
+
+#: corpus GEMM dtype -> (activation, weight, compute) dtypes of the gemm rule
+GEMM_DTYPES: dict[str, tuple[str, str, str]] = {
+    "bfloat16": ("bf16", "bf16", "bf16"),
+    "fp8": ("fp8", "fp8", "fp8"),
+    "fp8_block": ("fp8", "fp8", "fp8"),
+    "nvfp4": ("nvfp4", "nvfp4", "nvfp4"),
+    "int8_wo": ("bf16", "int8", "bf16"),
+    "int4_wo": ("bf16", "int4", "bf16"),
+    "sq": ("int8", "int8", "int8"),
+}
+
+ATTN_DTYPES: dict[str, str] = {"bfloat16": "bf16", "fp8": "fp8", "float16": "fp16"}
+
+#: Output tile (rows x columns) one SM computes at a time, for wave quantisation:
+#: 128 x 128 is CUTLASS's default threadblock/CTA tile for bf16/fp8 tensor-core
+#: GEMMs on Ampere and Hopper (CUTLASS "Efficient GEMM in CUDA" doc) and
+#: FlashAttention-2/3's query block (Dao 2023, Shah et al. 2024: B_r = 128).
+TILE = 128
+
+#: Tile shapes and split-K factors a tuned GEMM library chooses among (CUTLASS's
+#: Hopper/Ampere tensor-core configurations include 64x128, 128x128 and 128x256
+#: CTA tiles; split-K divides K across CTAs when the output has too few tiles).
+#: The quantisation factor is the best over them: the autotuner's choice.
+GEMM_TILES = ((64, 128), (128, 128), (128, 256))
+SPLIT_K = (1, 2, 4, 8)
+
+
+def dtype_class(family: str, row_dtype: str, kv_dtype: str | None = None) -> str:
+    """The group a row is fitted in: its dtype (GEMM) or ``attn/kv`` dtypes (attention)."""
+    if family == "gemm":
+        return row_dtype
+    if family == "all_reduce":
+        return row_dtype
+    return f"{row_dtype}/{kv_dtype}"
+
+
+def wave_factor(work_tiles: np.ndarray, sms: int) -> np.ndarray:
+    """Wave quantisation: tiles run in waves of ``sms``; the last wave is padded.
+
+    .. math:: Q = \\frac{\\lceil T / S \\rceil\\, S}{T} \\ge 1
+
+    ``T`` tiles on ``S`` SMs (a tile-granular GPU scheduler, as in CUTLASS's
+    and FlashAttention's persistent or one-CTA-per-tile launches).
+
+    >>> float(wave_factor(np.array([133.0]), 132)[0])  # two waves for 133 tiles
+    1.9849624060150375
+    """
+    t = np.maximum(np.asarray(work_tiles, dtype=float), 1.0)
+    return np.ceil(t / sms) * sms / t
+
+
+@dataclass(frozen=True)
+class KernelTerms:
+    """Per-row terms of measured kernels on one device (arrays aligned with the rows).
+
+    ``terms`` are the roofline terms in seconds keyed as in
+    :class:`costmodel.roofline.Bound` (``tensor``, ``vector``, ``sfu``,
+    ``dram``, ``link:scale_up``); ``working_set`` the DRAM bytes read and
+    written; ``quant`` the tile/wave quantisation factor (1 where none applies).
+    """
+
+    terms: dict[str, np.ndarray]
+    working_set: np.ndarray
+    quant: np.ndarray
+    unbounded: tuple[str, ...]
+
+    @property
+    def compute_s(self) -> np.ndarray:
+        """The slowest compute unit's term: ``max(tensor, vector, sfu)``."""
+        parts = [self.terms[k] for k in ("tensor", "vector", "sfu") if k in self.terms]
+        return np.maximum.reduce(parts) if parts else np.zeros_like(self.working_set)
+
+    @property
+    def memory_s(self) -> np.ndarray:
+        """The DRAM term ``bytes / beta_dram``."""
+        return self.terms.get("dram", np.zeros_like(self.working_set))
+
+    @property
+    def link_s(self) -> np.ndarray:
+        """The link term (collectives), zero for on-chip kernels."""
+        return self.terms.get("link:scale_up", np.zeros_like(self.working_set))
+
+
+_M, _N, _K = dim("m"), dim("n"), dim("k")
+_B, _S, _H, _HKV, _D, _W, _KV = (
+    dim("batch"),
+    dim("isl"),
+    dim("heads"),
+    dim("kv_heads"),
+    dim("head_dim"),
+    dim("window"),
+    dim("kv_len"),
+)
+_E, _P = dim("elements"), dim("gpus")
+
+
+@functools.cache
+def _group_cost(family: str, key: tuple[Any, ...]) -> tuple[Cost, tuple[sympy.Symbol, ...]]:
+    if family == "gemm":
+        a, w, c = GEMM_DTYPES[key[0]]
+        cost = op_cost("gemm", M=_M, N=_N, K=_K, dtype=a, w_dtype=w, out_dtype="bf16", compute_dtype=c)
+        return cost, (_M, _N, _K)
+    if family in ("context_attention", "generation_attention"):
+        attn, kv, windowed = key
+        q_len, kv_len = (_S, _S) if family == "context_attention" else (1, _KV)
+        cost = op_cost(
+            "attention",
+            batch=_B,
+            heads=_H,
+            kv_heads=_HKV,
+            q_len=q_len,
+            kv_len=kv_len,
+            head_dim=_D,
+            dtype=ATTN_DTYPES[attn],
+            kv_dtype=ATTN_DTYPES[kv],
+            out_dtype="bf16",
+            compute_dtype="fp8" if "fp8" in (attn, kv) else ATTN_DTYPES[attn],
+            causal=True,
+            window=_W if windowed else None,
+        )
+        return cost, (_B, _S, _H, _HKV, _D, _W, _KV)
+    if family == "all_reduce":
+        cost = op_cost("all_reduce", elements=_E, p=_P, dtype=key[0], algorithm="in_network")
+        return cost, (_E, _P)
+    raise CostModelError(f"no kernel terms for family {family!r}")
+
+
+@functools.cache
+def _compiled(family: str, key: tuple[Any, ...], hw: Hardware) -> tuple[dict[str, Any], Any, tuple[str, ...]]:
+    cost, syms = _group_cost(family, key)
+    b = bound(cost, hw)
+    terms = {label: compile_expr(t, syms) for label, t in b.terms.items()}
+    ws = compile_expr(cost.bytes_at("dram"), syms)
+    return terms, ws, tuple(b.unbounded)
+
+
+_AR_DTYPES = {"bfloat16": "bf16", "half": "fp16", "float16": "fp16", "int8": "int8", "float32": "fp32"}
+
+
+def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
+    """Each row's group key (the dtype combination) and the group index per row."""
+    if family == "gemm":
+        keys = [(d,) for d in df["dtype"].tolist()]
+    elif family == "all_reduce":
+        keys = [(_AR_DTYPES.get(d, d),) for d in df["dtype"].tolist()]
+    else:
+        keys = list(
+            zip(df["attn_dtype"].tolist(), df["kv_dtype"].tolist(), (df["window"] > 0).tolist(), strict=True)
+        )
+    uniq = sorted(set(keys), key=str)
+    index = {k: i for i, k in enumerate(uniq)}
+    return uniq, np.array([index[k] for k in keys], dtype=int)
+
+
+def _args(family: str, df: Any) -> list[np.ndarray]:
+    f = lambda c: df[c].to_numpy(dtype=float)  # noqa: E731
+    if family == "gemm":
+        return [f("m"), f("n"), f("k")]
+    if family == "all_reduce":
+        return [f("elements"), f("gpus")]
+    one = np.ones(len(df))
+    kv_len = f("step") + f("isl") if family == "generation_attention" else one
+    window = np.where(f("window") > 0, f("window"), 1.0)
+    return [f("batch"), f("isl"), f("heads"), f("kv_heads"), f("head_dim"), window, kv_len]
+
+
+def _quant(family: str, df: Any, hw: Hardware) -> np.ndarray:
+    sms = hw.sm_count
+    if not sms or family in ("all_reduce", "generation_attention"):
+        return np.ones(len(df))
+    if family == "gemm":
+        m, n = df["m"].to_numpy(dtype=float), df["n"].to_numpy(dtype=float)
+        k = df["k"].to_numpy(dtype=float)
+        best = np.full(len(df), np.inf)
+        for bm, bn in GEMM_TILES:
+            tm, tn = np.ceil(m / bm), np.ceil(n / bn)
+            pad = tm * tn * bm * bn / (m * n)
+            for split in SPLIT_K:
+                ok = (k / split >= 256) | (split == 1)
+                q = wave_factor(tm * tn * split, sms) * pad
+                best = np.where(ok, np.minimum(best, q), best)
+        return best
+    s = df["isl"].to_numpy(dtype=float)
+    blocks = np.ceil(s / TILE)
+    tiles = df["batch"].to_numpy(dtype=float) * df["heads"].to_numpy(dtype=float) * blocks
+    return wave_factor(tiles, sms) * blocks * TILE / s
+
+
+def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
+    """Roofline terms of every row of ``df`` (a :func:`costmodel.measured.load` frame) on ``hw``."""
+    keys, gi = _groups(family, df)
+    args = _args(family, df)
+    n = len(df)
+    labels: set[str] = set()
+    per_group = []
+    unbounded: set[str] = set()
+    for key in keys:
+        if family == "gemm" and key[0] not in GEMM_DTYPES:
+            raise CostModelError(f"gemm dtype {key[0]!r} not mapped; known: {', '.join(GEMM_DTYPES)}")
+        terms, ws, unb = _compiled(family, key, hw)
+        labels |= set(terms)
+        unbounded |= set(unb)
+        per_group.append((terms, ws))
+    out = {label: np.zeros(n) for label in labels}
+    working = np.zeros(n)
+    for g, (terms, ws) in enumerate(per_group):
+        sel = gi == g
+        if not sel.any():
+            continue
+        sub = [a[sel] for a in args]
+        for label, fn in terms.items():
+            out[label][sel] = fn(*sub)
+        working[sel] = ws(*sub)
+    return KernelTerms(out, working, _quant(family, df, hw), tuple(sorted(unbounded)))
