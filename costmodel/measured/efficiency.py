@@ -4,11 +4,13 @@ For GEMM and attention a kernel takes
 
 .. math::
 
-    t = t_0 + \\left(T_c^{\\,r} + T_m^{\\,r}\\right)^{1/r},\\qquad
+    t = t_0 + t_u \\lceil U/S \\rceil + \\left(T_c^{\\,r} + T_m^{\\,r}\\right)^{1/r},\\qquad
     T_c = \\frac{Q\\,F/P}{e_c},\\qquad
     T_m = \\frac{D/\\beta_\\text{dram}}{e_m\\, g^{[\\text{L2}]}}
 
 * ``t0`` (seconds): fixed latency, launch and pipeline fill/drain;
+* ``t_u`` (seconds): setup of one work unit on an SM, paid once per wave of
+  ``U`` units over ``S`` SMs (:func:`costmodel.measured.kernels.work_waves`);
 * ``e_c``: achieved fraction of the roof's peak on tile-quantised work
   (``Q``, :func:`costmodel.measured.kernels.wave_factor` over the device's SMs
   and the 128 x 128 tile, so a 133-tile GEMM on 132 SMs pays two waves);
@@ -50,6 +52,7 @@ __all__ = ["Features", "Fit", "features", "fit", "predict", "PARAMS"]
 PARAMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
     "roofline": (
         ("t0_s", 5e-6, 1e-7, 1e-3),
+        ("t_unit_s", 1e-7, 1e-10, 1e-4),
         ("e_c", 0.7, 0.02, 1.0),
         ("e_m", 0.7, 0.02, 1.0),
         ("r", 3.0, 1.0, 16.0),
@@ -77,6 +80,7 @@ class Features:
     l2: np.ndarray
     link_s: np.ndarray
     hops: np.ndarray
+    waves: np.ndarray
 
     def take(self, idx: np.ndarray) -> Features:
         return Features(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
@@ -90,21 +94,24 @@ def features(family: str, df: Any, hw: Hardware) -> Features:
     """The model's inputs for every row of ``df`` on ``hw`` (bound terms from the rules)."""
     kt = kernel_terms(family, df, hw)
     hops = df["gpus"].to_numpy(dtype=float) - 1 if family == "all_reduce" else np.zeros(len(df))
-    return Features(kt.compute_s, kt.memory_s, kt.quant, l2_resident(kt.working_set, hw), kt.link_s, hops)
+    waves = kt.waves if kt.waves is not None else np.ones(len(df))
+    return Features(
+        kt.compute_s, kt.memory_s, kt.quant, l2_resident(kt.working_set, hw), kt.link_s, hops, waves
+    )
 
 
 def _model(kind: str, theta: np.ndarray, x: Features) -> np.ndarray:
     if kind == "collective":
         t0, thop, el = theta
         return t0 + thop * x.hops + x.link_s / el
-    t0, ec, em, r, g = theta
+    t0, tu, ec, em, r, g = theta
     tc = x.quant * x.compute_s / ec
     tm = x.memory_s / (em * np.where(x.l2, g, 1.0))
     hi = np.maximum(tc, tm)
     # (tc^r + tm^r)^(1/r) written to stay finite for large r
     lo = np.minimum(tc, tm)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
-    return t0 + hi * (1 + ratio**r) ** (1 / r)
+    return t0 + tu * x.waves + hi * (1 + ratio**r) ** (1 / r)
 
 
 @dataclass(frozen=True)
@@ -150,8 +157,8 @@ def fit(
     lo = np.array([s[2] for s in spec])
     hi = np.array([s[3] for s in spec])
     if kind == "roofline" and not x.l2.any():
-        hi[4] = lo[4] + 1e-9  # no L2-resident rows: g is not identified
-        x0[4] = lo[4]
+        hi[5] = lo[5] + 1e-9  # no L2-resident rows: g is not identified
+        x0[5] = lo[5]
     # log-parametrise the seconds so their scales match the fractions'
     logs = np.array(["_s" in s[0] for s in spec])
 
@@ -191,5 +198,5 @@ def fit(
 def predict(fit_: Fit, x: Features, *, cold_l2: bool = False) -> np.ndarray:
     """Predicted seconds; ``cold_l2=True`` drops the L2-residency speed-up (weights of a model step)."""
     if cold_l2 and fit_.kind == "roofline":
-        x = Features(x.compute_s, x.memory_s, x.quant, np.zeros_like(x.l2), x.link_s, x.hops)
+        x = Features(x.compute_s, x.memory_s, x.quant, np.zeros_like(x.l2), x.link_s, x.hops, x.waves)
     return fit_.predict(x)

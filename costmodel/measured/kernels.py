@@ -110,13 +110,15 @@ class KernelTerms:
     ``terms`` are the roofline terms in seconds keyed as in
     :class:`costmodel.roofline.Bound` (``tensor``, ``vector``, ``sfu``,
     ``dram``, ``link:scale_up``); ``working_set`` the DRAM bytes read and
-    written; ``quant`` the tile/wave quantisation factor (1 where none applies).
+    written; ``quant`` the tile/wave quantisation factor (1 where none applies);
+    ``waves`` how many rounds of work units (:func:`work_waves`) the SMs run.
     """
 
     terms: dict[str, np.ndarray]
     working_set: np.ndarray
     quant: np.ndarray
     unbounded: tuple[str, ...]
+    waves: np.ndarray | None = None
 
     @property
     def compute_s(self) -> np.ndarray:
@@ -240,6 +242,28 @@ def _quant(family: str, df: Any, hw: Hardware) -> np.ndarray:
     return wave_factor(tiles, sms) * blocks * TILE / s
 
 
+def work_waves(family: str, df: Any, hw: Hardware) -> np.ndarray:
+    """Rounds of independent work units over the SMs, ``ceil(U / S)``.
+
+    Units: GEMM output tiles (128 x 128), context attention query blocks
+    (``batch x heads x ceil(isl/128)``), generation attention (sequence, KV head)
+    pairs (one CTA each, as in FlashInfer's and TensorRT-LLM's decode kernels),
+    one for a collective. Each unit pays a setup cost (the efficiency model's
+    ``t_unit``) on its SM.
+    """
+    sms = hw.sm_count or 1
+    f = lambda c: df[c].to_numpy(dtype=float)  # noqa: E731
+    if family == "gemm":
+        u = np.ceil(f("m") / TILE) * np.ceil(f("n") / TILE)
+    elif family == "context_attention":
+        u = f("batch") * f("heads") * np.ceil(f("isl") / TILE)
+    elif family == "generation_attention":
+        u = f("batch") * f("kv_heads")
+    else:
+        u = np.ones(len(df))
+    return np.ceil(u / sms)
+
+
 def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
     """Roofline terms of every row of ``df`` (a :func:`costmodel.measured.load` frame) on ``hw``."""
     keys, gi = _groups(family, df)
@@ -265,4 +289,6 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
         for label, fn in terms.items():
             out[label][sel] = fn(*sub)
         working[sel] = ws(*sub)
-    return KernelTerms(out, working, _quant(family, df, hw), tuple(sorted(unbounded)))
+    return KernelTerms(
+        out, working, _quant(family, df, hw), tuple(sorted(unbounded)), work_waves(family, df, hw)
+    )

@@ -1,0 +1,234 @@
+"""Held-out evaluation of the efficiency model, and the fits users apply.
+
+Rows are the corpus's measurements with, per framework and shape, the fastest
+kernel the framework offers (what its autotuner or dispatcher would run).
+Groups are the family's dtype combination. Three splits, each reported per
+family and device as MAPE, median and P90 absolute percentage error:
+
+* ``shapes``: 20 % of the rows of each (device, framework, group), drawn at
+  random (seeded), held out of a fit on the other 80 %;
+* ``device``: every row of one device predicted by a fit on the *other*
+  devices only (same framework and group): the fitted fractions plus the
+  left-out device's datasheet;
+* ``framework``: one framework's rows on a device predicted from a fit on the
+  device's other frameworks.
+
+Beside the calibrated prediction, the same held-out rows are scored for our
+plain lower bound and for the speed-of-light-with-empirical-factors formula
+whose factors aiconfigurator's system files state (``max(F/P, D/(f beta)) +
+c`` with its ``mem_bw_empirical_scaling_factor`` f and
+``mem_empirical_constant_latency`` c). aiconfigurator's own interpolating
+query reads every installed row, the held-out ones included, so it cannot be
+scored on held-out points and is not.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..hardware import get_device
+from ..results import Result
+from .corpus import FAMILIES, SYSTEMS, corpus_info, load, systems_with_data
+from .efficiency import Features, Fit, features, fit
+
+__all__ = ["SHAPE_KEYS", "HeldOut", "prepared", "evaluate", "fit_groups", "ape_stats"]
+
+SHAPE_KEYS: dict[str, list[str]] = {
+    "gemm": ["m", "n", "k"],
+    "context_attention": ["batch", "isl", "heads", "kv_heads", "head_dim", "window"],
+    "generation_attention": ["batch", "isl", "heads", "kv_heads", "head_dim", "window", "step"],
+    "all_reduce": ["gpus", "elements"],
+}
+
+
+def group_of(family: str, df: Any) -> Any:
+    if family in ("context_attention", "generation_attention"):
+        return df["attn_dtype"].astype(str) + "/" + df["kv_dtype"].astype(str)
+    if family == "all_reduce":
+        return (
+            df["backend"].astype(str).str.replace("_graph", "", regex=False) + "/" + df["dtype"].astype(str)
+        )
+    return df["dtype"].astype(str)
+
+
+@functools.cache
+def prepared(family: str, device: str) -> tuple[Any, Features]:
+    """The device's rows (fastest kernel per framework and shape) and their model features."""
+    df = load(family, devices=[device])
+    df["group"] = group_of(family, df)
+    keys = ["framework", "group", *SHAPE_KEYS[family]]
+    df = df.loc[df.groupby(keys)["latency_s"].idxmin()].reset_index(drop=True)
+    return df, features(family, df, get_device(device))
+
+
+def ape_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
+    """MAPE, median and P90 of ``|pred - meas| / meas`` in percent."""
+    ape = np.abs(pred - meas) / meas * 100
+    return {"mape": float(ape.mean()), "median": float(np.median(ape)), "p90": float(np.quantile(ape, 0.9))}
+
+
+@functools.cache
+def _aic_factors(device: str) -> tuple[float, float]:
+    import yaml
+
+    system = next(s for s, d in SYSTEMS.items() if d == device)
+    with open(os.path.join(corpus_info().root, f"{system}.yaml")) as f:
+        gpu = (yaml.safe_load(f) or {}).get("gpu") or {}
+    return float(gpu.get("mem_bw_empirical_scaling_factor", 1.0)), float(
+        gpu.get("mem_empirical_constant_latency", 0.0)
+    )
+
+
+def _aic_empirical(family: str, device: str, x: Features) -> np.ndarray | None:
+    if family == "all_reduce":
+        return None
+    f, c = _aic_factors(device)
+    return np.maximum(x.compute_s, x.memory_s / f) + c
+
+
+@dataclass(frozen=True)
+class HeldOut(Result):
+    """Held-out errors (percent) of one family on one device under one split."""
+
+    family: str
+    device: str
+    split: str
+    rows: int
+    calibrated: dict[str, float]
+    bound: dict[str, float]
+    aic_empirical: dict[str, float] | None
+    package: str
+
+
+def _fit(family: str, group: str, x: Features, y: np.ndarray, **kw: Any) -> Fit | None:
+    if len(y) < 12:
+        return None
+    return fit(family, group, x, y, **kw)
+
+
+def _collect(
+    family: str, device: str, split: str, preds: list[tuple[np.ndarray, np.ndarray, Features]]
+) -> HeldOut | None:
+    if not preds:
+        return None
+    p = np.concatenate([a for a, _, _ in preds])
+    m = np.concatenate([b for _, b, _ in preds])
+    x = Features.concat([c for _, _, c in preds])
+    bound = np.maximum.reduce([x.compute_s, x.memory_s, x.link_s])
+    emp = _aic_empirical(family, device, x)
+    return HeldOut(
+        family=family,
+        device=device,
+        split=split,
+        rows=len(m),
+        calibrated=ape_stats(p, m),
+        bound=ape_stats(bound, m),
+        aic_empirical=ape_stats(emp, m) if emp is not None else None,
+        package=f"{corpus_info().package} {corpus_info().version}",
+    )
+
+
+def _split_shapes(family: str, device: str, frac: float, seed: int) -> HeldOut | None:
+    df, x = prepared(family, device)
+    rng = np.random.default_rng(seed)
+    test = rng.random(len(df)) < frac
+    y = df["latency_s"].to_numpy()
+    preds = []
+    for _, idx in df.groupby(["framework", "group"]).indices.items():
+        tr, te = idx[~test[idx]], idx[test[idx]]
+        f = _fit(family, "", x.take(tr), y[tr]) if len(te) else None
+        if f is not None:
+            preds.append((f.predict(x.take(te)), y[te], x.take(te)))
+    return _collect(family, device, "shapes", preds)
+
+
+def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | None:
+    df, x = prepared(family, device)
+    y = df["latency_s"].to_numpy()
+    others = [prepared(family, d) for d in devices if d != device]
+    preds = []
+    for (fw, grp), idx in df.groupby(["framework", "group"]).indices.items():
+        parts = [
+            (o[1].take(np.flatnonzero(sel)), o[0]["latency_s"].to_numpy()[sel])
+            for o in others
+            for sel in [((o[0]["framework"] == fw) & (o[0]["group"] == grp)).to_numpy()]
+            if sel.any()
+        ]
+        if not parts:
+            continue
+        f = _fit(family, grp, Features.concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        if f is not None:
+            preds.append((f.predict(x.take(idx)), y[idx], x.take(idx)))
+    return _collect(family, device, "device", preds)
+
+
+def _split_framework(family: str, device: str) -> HeldOut | None:
+    df, x = prepared(family, device)
+    y = df["latency_s"].to_numpy()
+    fws = df["framework"].to_numpy()
+    preds = []
+    for (fw, grp), idx in df.groupby(["framework", "group"]).indices.items():
+        train = np.flatnonzero((fws != fw) & (df["group"].to_numpy() == grp))
+        f = _fit(family, grp, x.take(train), y[train]) if len(train) else None
+        if f is not None:
+            preds.append((f.predict(x.take(idx)), y[idx], x.take(idx)))
+    return _collect(family, device, "framework", preds)
+
+
+def evaluate(
+    families: tuple[str, ...] = FAMILIES,
+    devices: list[str] | None = None,
+    splits: tuple[str, ...] = ("shapes", "device", "framework"),
+    *,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[HeldOut]:
+    """Held-out errors per family, device and split (module doc)."""
+    out = []
+    for fam in families:
+        devs = [d for d in systems_with_data(fam) if devices is None or d in devices]
+        every = systems_with_data(fam)
+        for dev in devs:
+            if progress:
+                progress(f"{fam} on {dev}")
+            for split in splits:
+                if split == "shapes":
+                    r = _split_shapes(fam, dev, test_fraction, seed)
+                elif split == "device":
+                    r = _split_device(fam, dev, every)
+                else:
+                    r = _split_framework(fam, dev)
+                if r is not None:
+                    out.append(r)
+    return out
+
+
+def fit_groups(family: str, devices: list[str], framework: str | None = None) -> dict[str, Fit]:
+    """Fits per dtype group of one family over ``devices`` (one framework, or all)."""
+    fits = {}
+    parts = [prepared(family, d) for d in devices]
+    groups = sorted({g for df, _ in parts for g in df["group"].unique()})
+    for grp in groups:
+        xs, ys, fws = [], [], set()
+        for df, x in parts:
+            sel = (df["group"] == grp).to_numpy().copy()
+            if framework is not None:
+                sel &= (df["framework"] == framework).to_numpy()
+            if sel.any():
+                xs.append(x.take(np.flatnonzero(sel)))
+                ys.append(df["latency_s"].to_numpy()[sel])
+                fws |= set(df["framework"][sel])
+        if xs:
+            f = _fit(
+                family, grp, Features.concat(xs), np.concatenate(ys), devices=devices, frameworks=sorted(fws)
+            )
+            if f is not None:
+                fits[grp] = f
+    return fits
