@@ -58,6 +58,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
+    from .calibrate import add_calibrate_parser
     from .derive import add_derive_parser
     from .fusion import add_fusion_parser
     from .hw import add_hw_parser
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_parser(sub)
     add_simulate_parser(sub)
     add_measure_parsers(sub)
+    add_calibrate_parser(sub)
     add_plot_parser(sub)
     return finish(p)
 

@@ -267,6 +267,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def add_phase_parsers(sub: Any) -> None:
+    from .calibrate import add_predict_option, with_prediction
+
     def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:
         if model_required:
             sp.add_argument("model", help="catalog name or path to a config.json")
@@ -318,13 +320,15 @@ def add_phase_parsers(sub: Any) -> None:
         default=None,
         help="chunked prefill: tokens per chunk (none: the whole prompt at once)",
     )
-    pf.set_defaults(func=cmd_prefill)
+    add_predict_option(pf)
+    pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
     common(dc)
     dc.add_argument("--batch", type=int, default=1)
     dc.add_argument("--ctx", type=int, default=4096)
-    dc.set_defaults(func=cmd_decode)
+    add_predict_option(dc)
+    dc.set_defaults(func=with_prediction(cmd_decode, "decode"))
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
     common(sw)

@@ -1,0 +1,79 @@
+"""How close to real GPUs: bound validity, held-out errors and model-level checks.
+
+Regenerates the README's "How close to real GPUs" section from the measured
+corpus (``pip install -e '.[measured]'``): bound violations per family and
+device, held-out MAPE / median / P90 for the three splits (random 20 % of
+shapes, a device left out, a framework left out) side by side with our plain
+bound and the speed-of-light-with-aiconfigurator's-factors formula, and the
+model-level TPOT/TTFT of Llama-3.1-8B (TP1) and Llama-3.1-70B (TP4) on H100
+and B200 against the composition of the measured kernels for the same shapes.
+Takes about two minutes; progress on stderr.
+
+    python benchmarks/measured_accuracy.py                 # print the Markdown
+    python benchmarks/measured_accuracy.py --write-readme  # replace the README section
+    python benchmarks/measured_accuracy.py --plots out/    # predicted-vs-measured scatter plots
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from costmodel.measured.report import build_report, scatter_plot, to_markdown
+from graphs.serving.predict import predict_step
+
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+CASES = [("llama-3.1-8b", 1), ("llama-3.1-70b", 4)]
+DEVICES = ["h100-sxm", "b200"]
+
+
+def model_level() -> str:
+    lines = [
+        "",
+        "**Model level** (vLLM kernels; decode batch 64 at ctx 4096, prefill one 4096-token prompt; "
+        "measured = the corpus's kernels for the same shapes, interpolated on its grid, plus the same "
+        "bounds for the ops it does not measure):",
+        "",
+        "| model | device | TP | TPOT bound | TPOT predicted | TPOT measured | error | TTFT bound | TTFT predicted | TTFT measured | error |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for model, tp in CASES:
+        for dev in DEVICES:
+            sys.stderr.write(f"  model level: {model} tp{tp} on {dev}\n")
+            d = predict_step(model, dev, "decode", batch=64, ctx=4096, tp=tp, measured=True)
+            p = predict_step(model, dev, "prefill", batch=1, seq=4096, tp=tp, measured=True)
+            lines.append(
+                f"| {model} | {dev} | {tp} | {d.bound_s * 1e3:.2f} ms | {d.predicted_s * 1e3:.2f} ms | "
+                f"{d.measured_s * 1e3:.2f} ms | {100 * d.error:+.1f} % | {p.bound_s * 1e3:.1f} ms | "
+                f"{p.predicted_s * 1e3:.1f} ms | {p.measured_s * 1e3:.1f} ms | {100 * p.error:+.1f} % |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write-readme", action="store_true", help="replace the README section between the markers")
+    ap.add_argument("--plots", default=None, help="directory for predicted-vs-measured scatter plots")
+    args = ap.parse_args()
+    rep = build_report(progress=lambda s: sys.stderr.write(f"  {s}\n"))
+    text = to_markdown(rep) + "\n" + model_level()
+    if args.plots:
+        Path(args.plots).mkdir(parents=True, exist_ok=True)
+        for fam in ("gemm", "context_attention", "generation_attention", "all_reduce"):
+            scatter_plot(fam, "h100-sxm", str(Path(args.plots) / f"{fam}-h100-sxm.png"))
+    if args.write_readme:
+        readme = Path(__file__).resolve().parent.parent / "README.md"
+        body = readme.read_text()
+        new = f"{BEGIN}\n{text}\n{END}"
+        body, n = re.subn(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: new, body, flags=re.S)
+        if n != 1:
+            raise SystemExit("README has no measured section markers")
+        readme.write_text(body)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

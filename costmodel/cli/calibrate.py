@@ -1,0 +1,147 @@
+"""``costmodel calibrate gpu | report`` and ``--predict`` on decode/prefill.
+
+Thin layers over :mod:`costmodel.measured` (the measured corpus, optional
+extra ``[measured]``) and :func:`graphs.serving.predict.predict_step`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .common import dump
+from .options import check_output_path
+
+__all__ = ["add_calibrate_parser", "add_predict_option", "with_prediction"]
+
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
+
+
+def _say(quiet: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        if not quiet:
+            sys.stderr.write(f"  {msg}\n")
+            sys.stderr.flush()
+
+    return say
+
+
+def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
+    from ..hardware import get_device
+    from ..measured.report import calibrated_spec
+
+    check_output_path(args.out, "--out")
+    hw = get_device(args.device)
+    spec = calibrated_spec(hw.name, args.framework, name=args.name)
+    with open(args.out, "w") as f:
+        json.dump(spec, f, indent=2)
+    name = next(iter(spec["devices"]))
+    if args.json:
+        print(dump({"file": args.out, "device": name, "spec": spec}))
+        return 0
+    print(f"calibrated spec of {hw.name} for {args.framework} written to {args.out} as {name!r}")
+    print(f"use it anywhere with: costmodel --hw-file {args.out} decode llama-3.1-8b --device {name}")
+    return 0
+
+
+def cmd_calibrate_report(args: argparse.Namespace) -> int:
+    from ..measured import FAMILIES
+    from ..measured.report import build_report, scatter_plot, to_markdown
+
+    fams = tuple(args.families.split(",")) if args.families else FAMILIES
+    devs = args.devices.split(",") if args.devices else None
+    splits = tuple(args.splits.split(","))
+    rep = build_report(fams, devs, splits, progress=_say(args.quiet))
+    if args.plot_dir:
+        import os
+
+        os.makedirs(args.plot_dir, exist_ok=True)
+        for fam in fams:
+            for v in rep["violations"]:
+                if v.family == fam:
+                    scatter_plot(fam, v.device, os.path.join(args.plot_dir, f"{fam}-{v.device}.png"))
+    if args.json:
+        print(dump(rep))
+        return 0
+    print(to_markdown(rep))
+    return 0
+
+
+def add_calibrate_parser(sub: Any) -> None:
+    p = sub.add_parser("calibrate", help="fit efficiencies on measured GPU kernels ([measured] extra)")
+    cs = p.add_subparsers(dest="calibrate_cmd", required=True, metavar="{gpu,report}")
+    g = cs.add_parser("gpu", help="write a device's calibrated spec as a hardware file (--hw-file)")
+    g.add_argument("--device", default="h100-sxm", help="catalog device with measured data")
+    g.add_argument("--framework", choices=FRAMEWORKS, default="vllm", help="whose kernels to fit")
+    g.add_argument("--out", default="calibrated.json", help="hardware file to write")
+    g.add_argument(
+        "--name", default=None, help="device name in the file (default <device>-<framework>-calibrated)"
+    )
+    g.add_argument("--json", action="store_true", help="machine-readable output")
+    g.set_defaults(func=cmd_calibrate_gpu)
+    r = cs.add_parser("report", help="bound violations and held-out errors per family and device")
+    r.add_argument("--families", default=None, help="comma list (default: every measured family)")
+    r.add_argument("--devices", default=None, help="comma list of catalog devices (default: all measured)")
+    r.add_argument("--splits", default="shapes,device,framework", help="held-out splits to run")
+    r.add_argument("--plot-dir", default=None, help="write predicted-vs-measured scatter plots here")
+    r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    r.add_argument("--json", action="store_true", help="machine-readable output")
+    r.set_defaults(func=cmd_calibrate_report)
+
+
+def add_predict_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--predict",
+        choices=FRAMEWORKS,
+        default=None,
+        help="also print the calibrated prediction for this framework's kernels ([measured] extra)",
+    )
+
+
+def _prediction(args: argparse.Namespace, phase: str) -> Any:
+    from graphs.serving.predict import predict_step
+
+    from .phases import _config
+
+    kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
+    return predict_step(
+        _config(args), args.device, phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+    )
+
+
+def with_prediction(
+    cmd: Callable[[argparse.Namespace], int], phase: str
+) -> Callable[[argparse.Namespace], int]:
+    """Run ``cmd``; with ``--predict`` add the calibrated prediction beside its bound."""
+
+    def run(args: argparse.Namespace) -> int:
+        if not getattr(args, "predict", None):
+            return cmd(args)
+        if phase == "prefill" and getattr(args, "chunk", None):
+            raise SystemExit("costmodel: error: --predict prices whole-prompt prefill; drop --chunk")
+        if args.json:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                rc = cmd(args)
+            doc = json.loads(buf.getvalue())
+            doc["prediction"] = _prediction(args, phase).to_dict()
+            print(dump(doc))
+            return rc
+        rc = cmd(args)
+        p = _prediction(args, phase)
+        what = "TPOT" if phase == "decode" else "TTFT"
+        print(f"\ncalibrated {what} ({p.framework} kernels, {p.calibrated_from}):")
+        print(
+            f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.predicted_s * 1e3:.3f} ms   ({p.predicted_s / p.bound_s:.2f}x the bound)"
+        )
+        for fam, e in p.by_family.items():
+            pred = f"   predicted {e['predicted_s'] * 1e3:9.3f} ms" if "predicted_s" in e else ""
+            print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
+        return rc
+
+    return run

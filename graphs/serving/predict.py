@@ -1,0 +1,300 @@
+"""Calibrated step predictions: the model graph's kernels priced by measured-GPU fits.
+
+Each op node of a compiled step's graph, at a numeric point (batch, context or
+sequence), is priced by the efficiency model fitted on the measured corpus
+(:mod:`costmodel.measured`) for its family (``gemm``, context or generation
+``attention``, ``all_reduce``), with the device's datasheet and its dtype
+group's fit (the device's own rows for the chosen framework when it has them,
+else a fit over every measured device: a prediction from the datasheet
+alone). Other ops (norms, RoPE, activations, embedding, sampling) have no
+measured family here and keep their roofline bound. Weights are not L2
+resident in a model step (every layer reads new ones), so the L2 speed-up of
+the fit is dropped (``cold_l2=True``) unless asked for.
+
+``measured=True`` also composes the corpus's own measurements for the same
+kernels: each GEMM, attention and all-reduce looked up on the measured grid,
+interpolated linearly in log-latency over log-shape between grid points
+(:func:`measured_latency`); the same unmeasured ops' bounds are added, so the
+two totals differ only where the model and the measurements differ.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware, get_device
+from costmodel.results import Result
+from costmodel.roofline import bound
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import S as S_sym
+from costmodel.symbols import ctx as ctx_sym
+
+from .compiled import compiled_step
+
+__all__ = ["Prediction", "predict_step", "calibration", "measured_latency"]
+
+_CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
+
+
+@functools.cache
+def calibration(device: str, framework: str) -> dict[str, dict[str, Any]]:
+    """Fits per family and dtype group for ``device`` and ``framework`` (module doc)."""
+    from costmodel.measured import FAMILIES, systems_with_data
+    from costmodel.measured.heldout import fit_groups
+
+    out = {}
+    for fam in FAMILIES:
+        have = systems_with_data(fam)
+        devs = [device] if device in have else have
+        fw = "nccl" if fam == "all_reduce" and framework not in ("vllm", "sglang", "trtllm") else framework
+        fits = fit_groups(fam, devs, fw)
+        if not fits:
+            fits = fit_groups(fam, devs)
+        out[fam] = fits
+    return out
+
+
+def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
+    if isinstance(v, sympy.Basic):
+        return float(v.subs(point))
+    return v
+
+
+def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The measured family and corpus row of a graph op, or None."""
+    if op == "gemm":
+        a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
+        w = p.get("w_dtype")
+        if a is None or (w is not None and _CORPUS_DTYPE.get(str(w)) != a):
+            return None
+        return "gemm", {"m": p["M"], "n": p["N"], "k": p["K"], "dtype": a}
+    if op == "attention":
+        if p.get("window") is not None or p.get("variant", "flash") != "flash":
+            return None
+        a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
+        kv = _CORPUS_DTYPE.get(str(p.get("kv_dtype") or p.get("dtype", "bf16")))
+        if a is None or kv is None:
+            return None
+        q, kvl = p["q_len"], p["kv_len"]
+        base = {
+            "batch": p.get("batch", 1),
+            "heads": p["heads"],
+            "kv_heads": p.get("kv_heads") or p["heads"],
+            "head_dim": p["head_dim"],
+            "window": 0,
+            "attn_dtype": a,
+            "kv_dtype": kv,
+        }
+        if q == 1:
+            return "generation_attention", {**base, "isl": 1, "step": kvl - 1}
+        if q == kvl:
+            return "context_attention", {**base, "isl": q, "step": 0}
+        return None
+    if op == "all_reduce":
+        return "all_reduce", {
+            "elements": p["elements"],
+            "gpus": p["p"],
+            "dtype": _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")), "bfloat16"),
+        }
+    return None
+
+
+def _frame(family: str, rows: list[dict[str, Any]]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+def measured_latency(family: str, device: str, framework: str, rows: list[dict[str, Any]]) -> np.ndarray:
+    """Measured seconds of ``rows`` from the corpus grid (fastest kernel per shape).
+
+    Exact grid points are read as measured; a GEMM off the grid is interpolated
+    linearly in ``log t`` over ``log m``, then ``log n``, then ``log k`` between the
+    neighbouring measured points (the grid may be incomplete); a GEMM larger
+    than the grid in ``m`` or ``n`` is the sum of its blocks; an attention or
+    all-reduce row must lie on the grid.
+    """
+    from costmodel.measured.heldout import SHAPE_KEYS, prepared
+
+    df, _ = prepared(family, device)
+    df = df[df["framework"] == (framework if family != "all_reduce" else df["framework"])]
+    out = np.empty(len(rows))
+    if family == "gemm":
+        for i, r in enumerate(rows):
+            sub = df[df["group"] == r["dtype"]]
+            table = {
+                (int(m), int(n), int(k)): t
+                for m, n, k, t in zip(sub["m"], sub["n"], sub["k"], sub["latency_s"], strict=True)
+            }
+            mmax = max(key[0] for key in table)
+            nmax = max(key[1] for key in table)
+            total = 0.0
+            # a GEMM wider or taller than the grid is measured as its column/row blocks
+            for mm in _chunks(r["m"], mmax):
+                for nn in _chunks(r["n"], nmax):
+                    total += _nested_interp(table, (mm, nn, r["k"]), family, device, framework)
+            out[i] = total
+        return out
+    keys = SHAPE_KEYS[family]
+    for i, r in enumerate(rows):
+        sel = np.ones(len(df), dtype=bool)
+        for k in keys:
+            sel &= df[k].to_numpy(dtype=float) == float(r[k])
+        if family != "all_reduce":
+            sel &= (df["group"] == f"{r['attn_dtype']}/{r['kv_dtype']}").to_numpy()
+        hit = df["latency_s"].to_numpy()[sel]
+        if not len(hit):
+            raise CostModelError(f"{family} shape {r} is not on the measured grid of {device}/{framework}")
+        out[i] = float(hit.min())
+    return out
+
+
+def _chunks(x: float, top: int) -> list[float]:
+    full, rest = divmod(float(x), top)
+    return [float(top)] * int(full) + ([rest] if rest else [])
+
+
+def _bracket(values: list[int], x: float) -> tuple[int, int]:
+    vs = sorted(set(values))
+    if x < vs[0] or x > vs[-1]:
+        raise CostModelError(f"{x:g} lies outside the measured range {vs[0]}..{vs[-1]}")
+    lo = max(v for v in vs if v <= x)
+    hi = min(v for v in vs if v >= x)
+    return lo, hi
+
+
+def _lerp_log(x: float, lo: int, hi: int, tlo: float, thi: float) -> float:
+    if lo == hi:
+        return tlo
+    w = (np.log(x) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return float(np.exp((1 - w) * np.log(tlo) + w * np.log(thi)))
+
+
+def _nested_interp(table: dict[tuple[int, ...], float], q: tuple[float, ...], *where: str) -> float:
+    """Log-log interpolation axis by axis over a possibly incomplete grid (m, then n, then k)."""
+
+    def rec(prefix: tuple[int, ...], axis: int) -> float:
+        if axis == len(q):
+            return table[prefix]
+        vals = [key[axis] for key in table if key[:axis] == prefix]
+        if not vals:
+            raise CostModelError(f"no measured point under {prefix} on {'/'.join(where)}")
+        lo, hi = _bracket(vals, q[axis])
+        return _lerp_log(q[axis], lo, hi, rec((*prefix, lo), axis + 1), rec((*prefix, hi), axis + 1))
+
+    return rec((), 0)
+
+
+@dataclass(frozen=True)
+class Prediction(Result):
+    """A step's roofline bound beside its calibrated prediction (and measured composition)."""
+
+    model: str
+    device: str
+    phase: str
+    framework: str
+    point: dict[str, int]
+    tp: int
+    bound_s: float
+    predicted_s: float
+    measured_s: float | None
+    by_family: dict[str, dict[str, float]] = field(default_factory=dict)
+    calibrated_from: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """``predicted / measured - 1`` when the measured composition was asked for."""
+        return None if self.measured_s is None else self.predicted_s / self.measured_s - 1
+
+
+def predict_step(
+    config: Any,
+    device: Hardware | str,
+    phase: str,
+    *,
+    batch: int,
+    ctx: int | None = None,
+    seq: int | None = None,
+    tp: int = 1,
+    framework: str = "vllm",
+    measured: bool = False,
+    cold_l2: bool = True,
+) -> Prediction:
+    """Bound, calibrated prediction and (optionally) measured composition of one step."""
+    from costmodel.measured import corpus_info
+    from costmodel.measured.efficiency import features, predict
+    from costmodel.measured.heldout import group_of
+
+    hw = get_device(device)
+    cs = compiled_step(config, hw, phase, tp=tp)
+    if phase == "decode":
+        if ctx is None:
+            raise CostModelError("decode prediction needs ctx")
+        point = {B_sym: batch, ctx_sym: ctx}
+        where = {"batch": batch, "ctx": ctx}
+    else:
+        if seq is None:
+            raise CostModelError("prefill prediction needs seq")
+        point = {B_sym: batch, S_sym: seq}
+        where = {"batch": batch, "seq": seq}
+    fits = calibration(hw.name, framework)
+    by_fam: dict[str, list[tuple[dict[str, Any], float, float]]] = {}
+    other_bound = 0.0
+    total_bound = 0.0
+    for _, d in cs.graph.nodes(data=True):
+        if d.get("kind") != "op":
+            continue
+        rep = float(_num(d.get("repeat", 1), point))
+        b = as_float(bound(d["cost"].subs(point), hw).lower, what="node bound") * rep
+        total_bound += b
+        params = {k: _num(v, point) for k, v in (d.get("params") or {}).items()}
+        hit = _row(str(d.get("op")), params)
+        if hit is None or not fits.get(hit[0]):
+            other_bound += b
+            continue
+        by_fam.setdefault(hit[0], []).append((hit[1], rep, b))
+    predicted = other_bound
+    meas_total = other_bound if measured else None
+    summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
+    for fam, items in by_fam.items():
+        rows = [r for r, _, _ in items]
+        reps = np.array([r for _, r, _ in items])
+        if fam == "all_reduce":
+            rows = [{**r, "backend": framework} for r in rows]
+        df = _frame(fam, rows)
+        groups = df.groupby(group_of(fam, df)).indices
+        x = features(fam, df, hw)
+        pred = np.empty(len(df))
+        for grp, idx in groups.items():
+            f = fits[fam].get(grp) or next(iter(fits[fam].values()))
+            pred[idx] = predict(f, x.take(idx), cold_l2=cold_l2)
+        fam_pred = float(pred @ reps)
+        fam_bound = float(sum(b for _, _, b in items))
+        predicted += fam_pred
+        entry = {"bound_s": fam_bound, "predicted_s": fam_pred}
+        if measured:
+            m = measured_latency(fam, hw.name, framework, rows)
+            entry["measured_s"] = float(m @ reps)
+            meas_total += entry["measured_s"]
+        summary[fam] = entry
+    info = corpus_info()
+    return Prediction(
+        model=cs.label.split(" ")[0],
+        device=hw.name,
+        phase=phase,
+        framework=framework,
+        point=where,
+        tp=tp,
+        bound_s=total_bound,
+        predicted_s=predicted,
+        measured_s=meas_total,
+        by_family=summary,
+        calibrated_from=f"{info.package} {info.version}",
+    )
