@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from costmodel.measured.report import build_report, scatter_plot, to_markdown
+from costmodel.measured.report import build_report, params_markdown, scatter_plot, to_markdown
 from graphs.serving.predict import predict_step
 
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
@@ -54,11 +54,13 @@ def model_level() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write-readme", action="store_true", help="replace the README section between the markers")
+    ap.add_argument(
+        "--write-readme", action="store_true", help="replace the README section between the markers"
+    )
     ap.add_argument("--plots", default=None, help="directory for predicted-vs-measured scatter plots")
     args = ap.parse_args()
     rep = build_report(progress=lambda s: sys.stderr.write(f"  {s}\n"))
-    text = to_markdown(rep) + "\n" + model_level()
+    text = to_markdown(rep) + "\n" + model_level() + "\n\n" + params_markdown("h100-sxm", "vllm")
     if args.plots:
         Path(args.plots).mkdir(parents=True, exist_ok=True)
         for fam in ("gemm", "context_attention", "generation_attention", "all_reduce"):

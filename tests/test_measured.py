@@ -81,7 +81,8 @@ def test_fit_recovers_known_parameters():
     n = 400
     comp = 10 ** rng.uniform(-6, -2, n)
     mem = 10 ** rng.uniform(-6, -2, n)
-    x = Features(comp, mem, np.ones(n), np.zeros(n, bool), np.zeros(n), np.zeros(n), np.ones(n))
+    z = np.zeros(n)
+    x = Features(comp, mem, np.ones(n), np.zeros(n, bool), z, z, np.ones(n), z, z)
     t0, tu, ec, em, r = 4e-6, 1e-7, 0.8, 0.9, 3.0
     hi, lo = np.maximum(comp / ec, mem / em), np.minimum(comp / ec, mem / em)
     t = t0 + tu + hi * (1 + (lo / hi) ** r) ** (1 / r)
@@ -213,3 +214,15 @@ def test_cli_predict_json(corpus):
     ).stdout
     doc = json.loads(out)
     assert doc["prediction"]["predicted_s"] > doc["prediction"]["bound_s"]
+
+
+def test_prediction_nodes_add_up(corpus):
+    from graphs.serving.predict import predict_step
+
+    p = predict_step("llama-3.1-8b", "h100-sxm", "decode", batch=8, ctx=1024)
+    assert sum(n["predicted_s"] for n in p.nodes.values()) == pytest.approx(p.predicted_s)
+    assert sum(n["bound_s"] for n in p.nodes.values()) == pytest.approx(p.bound_s)
+    fams = {n["family"] for n in p.nodes.values()}
+    assert {"gemm", "generation_attention", None} <= fams
+    # a calibrated kernel is slower than its bound (10 % slack for the fit at its edges)
+    assert all(n["predicted_s"] >= 0.9 * n["bound_s"] for n in p.nodes.values())

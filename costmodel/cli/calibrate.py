@@ -50,8 +50,9 @@ def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
+    from ..hardware import get_device
     from ..measured import FAMILIES
-    from ..measured.report import build_report, scatter_plot, to_markdown
+    from ..measured.report import build_report, params_markdown, scatter_plot, to_markdown
 
     fams = tuple(args.families.split(",")) if args.families else FAMILIES
     devs = args.devices.split(",") if args.devices else None
@@ -69,6 +70,10 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
         print(dump(rep))
         return 0
     print(to_markdown(rep))
+    if args.params:
+        dev, fw = args.params.split(":") if ":" in args.params else (args.params, "vllm")
+        print()
+        print(params_markdown(get_device(dev).name, fw, fams))
     return 0
 
 
@@ -89,6 +94,12 @@ def add_calibrate_parser(sub: Any) -> None:
     r.add_argument("--devices", default=None, help="comma list of catalog devices (default: all measured)")
     r.add_argument("--splits", default="shapes,device,framework", help="held-out splits to run")
     r.add_argument("--plot-dir", default=None, help="write predicted-vs-measured scatter plots here")
+    r.add_argument(
+        "--params",
+        default=None,
+        metavar="DEVICE[:FRAMEWORK]",
+        help="also print that device's fitted parameters",
+    )
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     r.set_defaults(func=cmd_calibrate_report)

@@ -80,14 +80,27 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     if args.weight_dtype:
         cfg = cfg.replace(dtype=args.weight_dtype)
     result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+    pred = None
+    if args.predict:
+        from graphs.serving.predict import predict_step
+
+        kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
+        pred = predict_step(cfg, args.device, args.phase, batch=args.batch, framework=args.predict, **kw)
     if args.json:
-        print(dump(result.to_dict()))
+        doc = result.to_dict()
+        if pred is not None:
+            doc["prediction"] = pred.to_dict()
+        print(dump(doc))
         return 0
     t = result.totals
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
     print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}")
     picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
     rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
+    if pred is not None:
+        for row in rows:
+            nd = pred.nodes.get(row["node"])
+            row["t_pred"] = nd["predicted_s"] if nd else float("nan")
     cols = (
         ("node", "node", "s"),
         ("op", "op", "s"),
@@ -99,6 +112,8 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         ("t_total", "T x repeat (s)", ".3e"),
         ("share_pct", "share %", ".1f"),
     )
+    if pred is not None:
+        cols = (*cols, ("t_pred", f"predicted {args.predict} (s)", ".3e"))
     print(format_table(rows, cols))
     print(
         f"\nstep: {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
@@ -110,6 +125,11 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         f"{t.whole_step_bound_s * 1e3:.3f} ms ({t.whole_step_kind})"
     )
     print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
+    if pred is not None:
+        print(
+            f"calibrated prediction ({args.predict} kernels, {pred.calibrated_from}): "
+            f"{pred.predicted_s * 1e3:.3f} ms, {pred.predicted_s / pred.bound_s:.2f}x the bound"
+        )
     print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
     for k, v in result.closed_forms.items():
         if k.endswith("_bound"):
@@ -147,6 +167,12 @@ def add_model_parser(sub: Any) -> None:
     ma.add_argument("--kv-dtype", default=None)
     ma.add_argument("--weight-dtype", default=None)
     ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
+    ma.add_argument(
+        "--predict",
+        choices=("vllm", "sglang", "trtllm"),
+        default=None,
+        help="add each node's calibrated prediction for this framework's kernels ([measured] extra)",
+    )
     ma.add_argument("--json", action="store_true")
     ma.set_defaults(func=cmd_model_analyze)
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")

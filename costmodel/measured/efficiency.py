@@ -4,7 +4,7 @@ For GEMM and attention a kernel takes
 
 .. math::
 
-    t = t_0 + t_u \\lceil U/S \\rceil + \\left(T_c^{\\,r} + T_m^{\\,r}\\right)^{1/r},\\qquad
+    t = t_0 + t_u \\lceil U/S \\rceil + T_p + \\left(T_c^{\\,r} + T_m^{\\,r}\\right)^{1/r},\\qquad
     T_c = \\frac{Q\\,F/P}{e_c},\\qquad
     T_m = \\frac{D/\\beta_\\text{dram}}{e_m\\, g^{[\\text{L2}]}}
 
@@ -13,16 +13,26 @@ For GEMM and attention a kernel takes
   ``U`` units over ``S`` SMs (:func:`costmodel.measured.kernels.work_waves`);
 * ``e_c``: achieved fraction of the roof's peak on tile-quantised work
   (``Q``, :func:`costmodel.measured.kernels.wave_factor` over the device's SMs
-  and the 128 x 128 tile, so a 133-tile GEMM on 132 SMs pays two waves);
+  and the best of the tuned tile shapes and split-K factors, so a 133-tile GEMM
+  on 132 SMs pays two waves unless another tile fits better);
 * ``e_m``: achieved fraction of the DRAM bandwidth;
 * ``r``: how sharply compute and memory overlap (``r -> oo`` is the roofline
   ``max``, ``r = 1`` no overlap at all);
+* ``T_p = D_p/(e_p beta)``, added: a separate pass before the kernel (the
+  activation quantisation of an fp8/NVFP4 linear layer,
+  :func:`costmodel.measured.kernels.prologue_cost`) at its own achieved
+  bandwidth fraction ``e_p``; zero elsewhere;
 * ``g``: the speed-up of a working set that fits the L2 and stays there between
   repetitions (1 for devices without a sourced L2 capacity, and to be set to 1
   when predicting cold weights in a model step).
 
-For all-reduce (Hockney's alpha-beta form):
-``t = t0 + t_hop (p - 1) + T_link / e_l`` with ``T_link`` the in-network bound.
+For all-reduce, Hockney's alpha-beta form for two algorithms, of which the
+library's tuner runs the faster (NCCL and the frameworks' custom kernels use
+a low-latency one-shot or LL protocol for small messages and a bandwidth-optimal
+ring, two-shot or NVLS algorithm for large ones):
+``t = t_hop (p - 1) + min(t0 + T_ring / e_l, t0_big + T_ring / e_big)`` with
+``T_ring = 2(p-1)/p n b / beta_link`` (NCCL's bus-bandwidth convention, so the
+fractions compare across ``p``; an in-switch reduction shows as ``e > 1``).
 
 Every parameter is dimensionless or in seconds, so fractions fitted on some
 devices predict another from its datasheet alone (``P``, ``beta``, SM count).
@@ -35,6 +45,7 @@ bounds); the standard errors come from the Jacobian,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,13 +68,20 @@ PARAMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
         ("e_m", 0.7, 0.02, 1.0),
         ("r", 3.0, 1.0, 16.0),
         ("g_l2", 1.5, 1.0, 20.0),
+        ("e_p", 0.5, 0.02, 1.0),
     ),
     "collective": (
         ("t0_s", 5e-6, 1e-7, 1e-3),
         ("t_hop_s", 1e-6, 1e-9, 1e-4),
-        ("e_l", 0.7, 0.05, 2.0),
+        ("e_l", 0.5, 0.05, 2.0),
+        ("t0_big_s", 3e-5, 1e-7, 1e-2),
+        ("e_big", 0.9, 0.05, 2.0),
     ),
 }
+
+
+#: rows fitted at most (a seeded random subset beyond; see :func:`fit`)
+MAX_ROWS = 20_000
 
 
 def kind_of(family: str) -> str:
@@ -81,6 +99,8 @@ class Features:
     link_s: np.ndarray
     hops: np.ndarray
     waves: np.ndarray
+    prologue_s: np.ndarray
+    ring_s: np.ndarray
 
     def take(self, idx: np.ndarray) -> Features:
         return Features(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
@@ -95,23 +115,33 @@ def features(family: str, df: Any, hw: Hardware) -> Features:
     kt = kernel_terms(family, df, hw)
     hops = df["gpus"].to_numpy(dtype=float) - 1 if family == "all_reduce" else np.zeros(len(df))
     waves = kt.waves if kt.waves is not None else np.ones(len(df))
+    pro = kt.prologue_s if kt.prologue_s is not None else np.zeros(len(df))
+    ring = kt.ring_s if kt.ring_s is not None else np.zeros(len(df))
     return Features(
-        kt.compute_s, kt.memory_s, kt.quant, l2_resident(kt.working_set, hw), kt.link_s, hops, waves
+        kt.compute_s,
+        kt.memory_s,
+        kt.quant,
+        l2_resident(kt.working_set, hw),
+        kt.link_s,
+        hops,
+        waves,
+        pro,
+        ring,
     )
 
 
 def _model(kind: str, theta: np.ndarray, x: Features) -> np.ndarray:
     if kind == "collective":
-        t0, thop, el = theta
-        return t0 + thop * x.hops + x.link_s / el
-    t0, tu, ec, em, r, g = theta
+        t0, thop, el, t0b, eb = theta
+        return thop * x.hops + np.minimum(t0 + x.ring_s / el, t0b + x.ring_s / eb)
+    t0, tu, ec, em, r, g, ep = theta
     tc = x.quant * x.compute_s / ec
     tm = x.memory_s / (em * np.where(x.l2, g, 1.0))
     hi = np.maximum(tc, tm)
     # (tc^r + tm^r)^(1/r) written to stay finite for large r
     lo = np.minimum(tc, tm)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
-    return t0 + tu * x.waves + hi * (1 + ratio**r) ** (1 / r)
+    return t0 + tu * x.waves + x.prologue_s / ep + hi * (1 + ratio**r) ** (1 / r)
 
 
 @dataclass(frozen=True)
@@ -144,13 +174,22 @@ def fit(
     *,
     devices: list[str] | None = None,
     frameworks: list[str] | None = None,
+    max_rows: int = MAX_ROWS,
 ) -> Fit:
-    """Fit the family's model to measured latencies on log scale (module doc)."""
+    """Fit the family's model to measured latencies on log scale (module doc).
+
+    Beyond ``max_rows`` rows a seeded random subset of that size is fitted: a
+    handful of parameters is pinned long before, and the fit stays fast.
+    """
     from scipy.optimize import least_squares
 
     kind = kind_of(family)
     spec = PARAMS[kind]
-    y = np.log(np.asarray(measured_s, dtype=float))
+    measured_s = np.asarray(measured_s, dtype=float)
+    if len(measured_s) > max_rows:
+        keep = np.sort(np.random.default_rng(0).choice(len(measured_s), max_rows, replace=False))
+        x, measured_s = x.take(keep), measured_s[keep]
+    y = np.log(measured_s)
     if len(y) < len(spec) + 1:
         raise CostModelError(f"{family}/{group}: {len(y)} rows cannot fit {len(spec)} parameters")
     x0 = np.array([s[1] for s in spec])
@@ -159,6 +198,8 @@ def fit(
     if kind == "roofline" and not x.l2.any():
         hi[5] = lo[5] + 1e-9  # no L2-resident rows: g is not identified
         x0[5] = lo[5]
+    if kind == "roofline" and not (x.prologue_s > 0).any():
+        lo[6], hi[6], x0[6] = 1.0 - 1e-9, 1.0, 1.0  # no prologue pass: e_p is not identified
     # log-parametrise the seconds so their scales match the fractions'
     logs = np.array(["_s" in s[0] for s in spec])
 
@@ -198,5 +239,5 @@ def fit(
 def predict(fit_: Fit, x: Features, *, cold_l2: bool = False) -> np.ndarray:
     """Predicted seconds; ``cold_l2=True`` drops the L2-residency speed-up (weights of a model step)."""
     if cold_l2 and fit_.kind == "roofline":
-        x = Features(x.compute_s, x.memory_s, x.quant, np.zeros_like(x.l2), x.link_s, x.hops, x.waves)
+        x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
     return fit_.predict(x)

@@ -1,8 +1,10 @@
 """Held-out evaluation of the efficiency model, and the fits users apply.
 
 Rows are the corpus's measurements with, per framework and shape, the fastest
-kernel the framework offers (what its autotuner or dispatcher would run).
-Groups are the family's dtype combination. Three splits, each reported per
+kernel the framework offers (what its autotuner or dispatcher would run); rows
+that imply more DRAM bandwidth than the datasheet peak (see
+:mod:`costmodel.measured.validity`) are left out.
+Groups are the family's dtype combination and kernel (:func:`group_of`). Three splits, each reported per
 family and device as MAPE, median and P90 absolute percentage error:
 
 * ``shapes``: 20 % of the rows of each (device, framework, group), drawn at
@@ -36,8 +38,19 @@ from ..hardware import get_device
 from ..results import Result
 from .corpus import FAMILIES, SYSTEMS, corpus_info, load, systems_with_data
 from .efficiency import Features, Fit, features, fit
+from .validity import OVER_PEAK_BW, TOLERANCE, explain, lower_bounds
 
-__all__ = ["SHAPE_KEYS", "HeldOut", "prepared", "evaluate", "fit_groups", "ape_stats"]
+__all__ = [
+    "SHAPE_KEYS",
+    "HeldOut",
+    "prepared",
+    "evaluate",
+    "fit_groups",
+    "ape_stats",
+    "dtype_group",
+    "group_of",
+    "fastest",
+]
 
 SHAPE_KEYS: dict[str, list[str]] = {
     "gemm": ["m", "n", "k"],
@@ -47,7 +60,8 @@ SHAPE_KEYS: dict[str, list[str]] = {
 }
 
 
-def group_of(family: str, df: Any) -> Any:
+def dtype_group(family: str, df: Any) -> Any:
+    """The dtype combination of each row (``bfloat16``, ``bfloat16/fp8``)."""
     if family in ("context_attention", "generation_attention"):
         return df["attn_dtype"].astype(str) + "/" + df["kv_dtype"].astype(str)
     if family == "all_reduce":
@@ -57,14 +71,41 @@ def group_of(family: str, df: Any) -> Any:
     return df["dtype"].astype(str)
 
 
+def group_of(family: str, df: Any) -> Any:
+    """The fit group: dtype combination and the kernel (``bfloat16@fa3``; all-reduce: ``vllm:bfloat16``).
+
+    A framework ships several kernels per family (FlashAttention-3 and a Triton
+    fallback, CUTLASS and DeepGEMM block-scaled GEMMs); each gets its own
+    fractions, and a prediction takes the fastest kernel the framework has.
+    """
+    base = dtype_group(family, df)
+    if family == "all_reduce":
+        return df["backend"].astype(str).str.replace("_graph", "", regex=False) + ":" + base
+    if "kernel_source" not in df:
+        return base
+    return base + "@" + df["kernel_source"].astype(str)
+
+
 @functools.cache
 def prepared(family: str, device: str) -> tuple[Any, Features]:
     """The device's rows (fastest kernel per framework and shape) and their model features."""
     df = load(family, devices=[device])
+    df["dtype_group"] = dtype_group(family, df)
     df["group"] = group_of(family, df)
-    keys = ["framework", "group", *SHAPE_KEYS[family]]
+    keys = ["framework", "dtype_group", *SHAPE_KEYS[family]]
     df = df.loc[df.groupby(keys)["latency_s"].idxmin()].reset_index(drop=True)
-    return df, features(family, df, get_device(device))
+    hw = get_device(device)
+    # rows that imply more DRAM bandwidth than the datasheet's peak did not move the
+    # shape's bytes (validity.explain): they calibrate nothing and are left out
+    b = lower_bounds(family, df, hw)
+    t = df["latency_s"].to_numpy()
+    bad = t < b.seconds * (1 - TOLERANCE)
+    if bad.any():
+        why = np.array(explain(b, t, hw, bad))
+        drop = np.zeros(len(df), dtype=bool)
+        drop[np.flatnonzero(bad)[why == OVER_PEAK_BW]] = True
+        df = df[~drop].reset_index(drop=True)
+    return df, features(family, df, hw)
 
 
 def ape_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
@@ -148,34 +189,44 @@ def _split_shapes(family: str, device: str, frac: float, seed: int) -> HeldOut |
     return _collect(family, device, "shapes", preds)
 
 
+def _rows_like(
+    others: list[tuple[Any, Features]], fw: str | None, col: str, value: str
+) -> tuple[Features, np.ndarray] | None:
+    parts = []
+    for odf, ox in others:
+        sel = (odf[col] == value).to_numpy().copy()
+        if fw is not None:
+            sel &= (odf["framework"] == fw).to_numpy()
+        if sel.any():
+            parts.append((ox.take(np.flatnonzero(sel)), odf["latency_s"].to_numpy()[sel]))
+    if not parts:
+        return None
+    return Features.concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | None:
+    """Fit on the other devices: the same framework's same kernel, else its same dtype group."""
     df, x = prepared(family, device)
     y = df["latency_s"].to_numpy()
     others = [prepared(family, d) for d in devices if d != device]
     preds = []
-    for (fw, grp), idx in df.groupby(["framework", "group"]).indices.items():
-        parts = [
-            (o[1].take(np.flatnonzero(sel)), o[0]["latency_s"].to_numpy()[sel])
-            for o in others
-            for sel in [((o[0]["framework"] == fw) & (o[0]["group"] == grp)).to_numpy()]
-            if sel.any()
-        ]
-        if not parts:
-            continue
-        f = _fit(family, grp, Features.concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    for (fw, grp, dgrp), idx in df.groupby(["framework", "group", "dtype_group"]).indices.items():
+        train = _rows_like(others, fw, "group", grp) or _rows_like(others, fw, "dtype_group", dgrp)
+        f = _fit(family, grp, *train) if train else None
         if f is not None:
             preds.append((f.predict(x.take(idx)), y[idx], x.take(idx)))
     return _collect(family, device, "device", preds)
 
 
 def _split_framework(family: str, device: str) -> HeldOut | None:
+    """Fit on the device's other frameworks (their kernels of the same dtype group)."""
     df, x = prepared(family, device)
     y = df["latency_s"].to_numpy()
     fws = df["framework"].to_numpy()
     preds = []
-    for (fw, grp), idx in df.groupby(["framework", "group"]).indices.items():
-        train = np.flatnonzero((fws != fw) & (df["group"].to_numpy() == grp))
-        f = _fit(family, grp, x.take(train), y[train]) if len(train) else None
+    for (fw, dgrp), idx in df.groupby(["framework", "dtype_group"]).indices.items():
+        train = np.flatnonzero((fws != fw) & (df["dtype_group"].to_numpy() == dgrp))
+        f = _fit(family, dgrp, x.take(train), y[train]) if len(train) else None
         if f is not None:
             preds.append((f.predict(x.take(idx)), y[idx], x.take(idx)))
     return _collect(family, device, "framework", preds)
@@ -232,3 +283,9 @@ def fit_groups(family: str, devices: list[str], framework: str | None = None) ->
             if f is not None:
                 fits[grp] = f
     return fits
+
+
+def fastest(fits: dict[str, Fit], dtype: str, x: Features) -> np.ndarray:
+    """Predicted seconds of the fastest kernel fitted for ``dtype`` (the dispatcher's choice)."""
+    cands = [f for g, f in fits.items() if g.split("@")[0].split(":")[-1] == dtype] or list(fits.values())
+    return np.minimum.reduce([f.predict(x) for f in cands])

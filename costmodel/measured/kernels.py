@@ -111,7 +111,11 @@ class KernelTerms:
     :class:`costmodel.roofline.Bound` (``tensor``, ``vector``, ``sfu``,
     ``dram``, ``link:scale_up``); ``working_set`` the DRAM bytes read and
     written; ``quant`` the tile/wave quantisation factor (1 where none applies);
-    ``waves`` how many rounds of work units (:func:`work_waves`) the SMs run.
+    ``waves`` how many rounds of work units (:func:`work_waves`) the SMs run;
+    ``prologue_s`` the DRAM time of a separate pass before the kernel (the
+    activation quantisation of a low-precision GEMM, :func:`prologue_cost`);
+    ``ring_s`` an all-reduce's ring traffic ``2(p-1)/p n b`` over the link
+    bandwidth (NCCL's bus-bandwidth convention), the efficiency model's input.
     """
 
     terms: dict[str, np.ndarray]
@@ -119,6 +123,8 @@ class KernelTerms:
     quant: np.ndarray
     unbounded: tuple[str, ...]
     waves: np.ndarray | None = None
+    prologue_s: np.ndarray | None = None
+    ring_s: np.ndarray | None = None
 
     @property
     def compute_s(self) -> np.ndarray:
@@ -179,6 +185,35 @@ def _group_cost(family: str, key: tuple[Any, ...]) -> tuple[Cost, tuple[sympy.Sy
         cost = op_cost("all_reduce", elements=_E, p=_P, dtype=key[0], algorithm="in_network")
         return cost, (_E, _P)
     raise CostModelError(f"no kernel terms for family {family!r}")
+
+
+def prologue_cost(dtype: str) -> Cost | None:
+    """The pass a framework's low-precision linear layer runs before its GEMM, or None.
+
+    fp8 and NVFP4 linear layers (TensorRT-LLM, vLLM, SGLang) quantise the bf16
+    activations on the fly (per-token or per-block scales): one elementwise
+    pass over ``A[m, k]`` reading bf16 and writing the low-precision copy. It is
+    its own kernel, so the efficiency model adds its time; the lower bound
+    leaves it out (a bound of the GEMM alone stays a lower bound).
+    """
+    a = GEMM_DTYPES[dtype][0]
+    if a == "bf16" or a == "int8":
+        return None
+    return op_cost("elementwise", n=_M * _K, dtype="bf16", out_dtype=a)
+
+
+@functools.cache
+def _prologue(dtype: str, hw: Hardware) -> Any:
+    cost = prologue_cost(dtype)
+    if cost is None:
+        return None
+    return compile_expr(cost.bytes_at("dram") / hw.bandwidth("dram"), (_M, _N, _K))
+
+
+@functools.cache
+def _ring(dtype: str, hw: Hardware) -> Any:
+    cost = op_cost("all_reduce", elements=_E, p=_P, dtype=dtype, algorithm="ring")
+    return compile_expr(cost.comm_terms["scale_up"] / hw.link("scale_up").bandwidth_bytes_per_s, (_E, _P))
 
 
 @functools.cache
@@ -281,6 +316,8 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
         per_group.append((terms, ws))
     out = {label: np.zeros(n) for label in labels}
     working = np.zeros(n)
+    prologue = np.zeros(n)
+    ring = np.zeros(n)
     for g, (terms, ws) in enumerate(per_group):
         sel = gi == g
         if not sel.any():
@@ -289,6 +326,17 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
         for label, fn in terms.items():
             out[label][sel] = fn(*sub)
         working[sel] = ws(*sub)
+        pro = _prologue(keys[g][0], hw) if family == "gemm" else None
+        if pro is not None:
+            prologue[sel] = pro(*sub)
+        if family == "all_reduce":
+            ring[sel] = _ring(keys[g][0], hw)(*sub)
     return KernelTerms(
-        out, working, _quant(family, df, hw), tuple(sorted(unbounded)), work_waves(family, df, hw)
+        out,
+        working,
+        _quant(family, df, hw),
+        tuple(sorted(unbounded)),
+        work_waves(family, df, hw),
+        prologue,
+        ring,
     )

@@ -21,7 +21,7 @@ from .corpus import FAMILIES, corpus_info, systems_with_data
 from .heldout import HeldOut, evaluate, fit_groups, prepared
 from .validity import Violations, violations
 
-__all__ = ["build_report", "to_markdown", "calibrated_spec", "scatter_plot"]
+__all__ = ["build_report", "to_markdown", "params_markdown", "calibrated_spec", "scatter_plot"]
 
 _PREC = {"bfloat16": ("bf16", "fp16"), "fp8": ("fp8",), "nvfp4": ("fp4",), "sq": ("int8",)}
 
@@ -85,6 +85,32 @@ def to_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def params_markdown(device: str, framework: str, families: tuple[str, ...] = FAMILIES) -> str:
+    """The fitted parameters (value +- standard error) of one device and framework, per group."""
+    lines = [
+        f"**Fitted parameters** on {device} with {framework}'s kernels (value +- standard error; "
+        "seconds in us):",
+        "",
+        "| family | group (dtype, kernel) | rows | parameters | rms log error |",
+        "|---|---|---:|---|---:|",
+    ]
+    for fam in families:
+        if device not in systems_with_data(fam):
+            continue
+        for grp, ft in sorted(fit_groups(fam, [device], framework).items()):
+            parts = []
+            for k, v in ft.params.items():
+                e = ft.stderr[k]
+                if e == 0:
+                    continue  # pinned: not identified by these rows (no L2-resident row, no prologue)
+                if k.endswith("_s"):
+                    parts.append(f"{k[:-2]} {v * 1e6:.3g} +- {e * 1e6:.2g} us")
+                else:
+                    parts.append(f"{k} {v:.3g} +- {e:.2g}")
+            lines.append(f"| {fam} | {grp} | {ft.rows} | {'; '.join(parts)} | {ft.rms_log:.3f} |")
+    return "\n".join(lines)
+
+
 def calibrated_spec(device: str, framework: str, *, name: str | None = None) -> dict[str, Any]:
     """A catalog-layout hardware file of ``device`` scaled by its fits for ``framework`` (module doc)."""
     hw = get_device(device)
@@ -95,22 +121,28 @@ def calibrated_spec(device: str, framework: str, *, name: str | None = None) -> 
         gemm = fit_groups("gemm", systems_with_data("gemm"), framework)
     info = corpus_info()
     src = f"{info.cite()}: fitted efficiency for {framework}"
-    scaled: dict[str, float] = {}
+    # per dtype, the kernel fitted on the most rows stands for the precision
+    main: dict[str, Any] = {}
     for grp, ft in gemm.items():
-        for prec in _PREC.get(grp, ()):
+        dt = grp.split("@")[0]
+        if dt not in main or ft.rows > main[dt].rows:
+            main[dt] = ft
+    scaled: dict[str, float] = {}
+    for dt, ft in main.items():
+        for prec in _PREC.get(dt, ()):
             scaled[prec] = ft.params["e_c"]
     for r in spec["roofs"]:
         if r["unit"] == "tensor" and r["precision"] in scaled and isinstance(r["peak_flops_per_s"], float):
             r["peak_flops_per_s"] *= scaled[r["precision"]]
             r["source"] = f"{r['source']}; x e_c = {scaled[r['precision']]:.3f} ({src})"
-    bf = gemm.get("bfloat16") or next(iter(gemm.values()))
+    bf = main.get("bfloat16") or next(iter(main.values()))
     for m in spec["memory"]:
         if m["name"] == "dram" and isinstance(m["bandwidth_bytes_per_s"], float):
             m["bandwidth_bytes_per_s"] *= bf.params["e_m"]
             m["source"] = f"{m['source']}; x e_m = {bf.params['e_m']:.3f} ({src})"
     ar = fit_groups("all_reduce", [hw.name], framework) if hw.name in systems_with_data("all_reduce") else {}
     if ar:
-        e_l = float(np.median([f.params["e_l"] for f in ar.values()]))
+        e_l = float(np.median([f.params["e_big"] for f in ar.values()]))
         for lk in spec["links"]:
             if lk["name"] == "scale_up" and isinstance(lk["bandwidth_bytes_per_s"], float):
                 lk["bandwidth_bytes_per_s"] *= e_l

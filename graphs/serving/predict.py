@@ -4,7 +4,7 @@ Each op node of a compiled step's graph, at a numeric point (batch, context or
 sequence), is priced by the efficiency model fitted on the measured corpus
 (:mod:`costmodel.measured`) for its family (``gemm``, context or generation
 ``attention``, ``all_reduce``), with the device's datasheet and its dtype
-group's fit (the device's own rows for the chosen framework when it has them,
+group's fits, the fastest of the framework's kernels (the device's own rows for the chosen framework when it has them,
 else a fit over every measured device: a prediction from the datasheet
 alone). Other ops (norms, RoPE, activations, embedding, sampling) have no
 measured family here and keep their roofline bound. Weights are not L2
@@ -20,6 +20,7 @@ two totals differ only where the model and the measurements differ.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,11 +125,11 @@ def measured_latency(family: str, device: str, framework: str, rows: list[dict[s
     from costmodel.measured.heldout import SHAPE_KEYS, prepared
 
     df, _ = prepared(family, device)
-    df = df[df["framework"] == (framework if family != "all_reduce" else df["framework"])]
+    df = df[df["framework"] == framework]
     out = np.empty(len(rows))
     if family == "gemm":
         for i, r in enumerate(rows):
-            sub = df[df["group"] == r["dtype"]]
+            sub = df[df["dtype_group"] == r["dtype"]]
             table = {
                 (int(m), int(n), int(k)): t
                 for m, n, k, t in zip(sub["m"], sub["n"], sub["k"], sub["latency_s"], strict=True)
@@ -148,7 +149,7 @@ def measured_latency(family: str, device: str, framework: str, rows: list[dict[s
         for k in keys:
             sel &= df[k].to_numpy(dtype=float) == float(r[k])
         if family != "all_reduce":
-            sel &= (df["group"] == f"{r['attn_dtype']}/{r['kv_dtype']}").to_numpy()
+            sel &= (df["dtype_group"] == f"{r['attn_dtype']}/{r['kv_dtype']}").to_numpy()
         hit = df["latency_s"].to_numpy()[sel]
         if not len(hit):
             raise CostModelError(f"{family} shape {r} is not on the measured grid of {device}/{framework}")
@@ -194,7 +195,11 @@ def _nested_interp(table: dict[tuple[int, ...], float], q: tuple[float, ...], *w
 
 @dataclass(frozen=True)
 class Prediction(Result):
-    """A step's roofline bound beside its calibrated prediction (and measured composition)."""
+    """A step's roofline bound beside its calibrated prediction (and measured composition).
+
+    ``nodes`` holds each op node's bound and prediction (seconds, times its
+    repeat count) and its measured family (None: priced by its bound).
+    """
 
     model: str
     device: str
@@ -207,6 +212,7 @@ class Prediction(Result):
     measured_s: float | None
     by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     calibrated_from: str = ""
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def error(self) -> float | None:
@@ -229,8 +235,8 @@ def predict_step(
 ) -> Prediction:
     """Bound, calibrated prediction and (optionally) measured composition of one step."""
     from costmodel.measured import corpus_info
-    from costmodel.measured.efficiency import features, predict
-    from costmodel.measured.heldout import group_of
+    from costmodel.measured.efficiency import features
+    from costmodel.measured.heldout import dtype_group, fastest
 
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
@@ -245,10 +251,11 @@ def predict_step(
         point = {B_sym: batch, S_sym: seq}
         where = {"batch": batch, "seq": seq}
     fits = calibration(hw.name, framework)
-    by_fam: dict[str, list[tuple[dict[str, Any], float, float]]] = {}
+    by_fam: dict[str, list[tuple[dict[str, Any], float, float, str]]] = {}
     other_bound = 0.0
     total_bound = 0.0
-    for _, d in cs.graph.nodes(data=True):
+    nodes: dict[str, dict[str, Any]] = {}
+    for name, d in cs.graph.nodes(data=True):
         if d.get("kind") != "op":
             continue
         rep = float(_num(d.get("repeat", 1), point))
@@ -258,25 +265,29 @@ def predict_step(
         hit = _row(str(d.get("op")), params)
         if hit is None or not fits.get(hit[0]):
             other_bound += b
+            nodes[str(name)] = {"family": None, "bound_s": b, "predicted_s": b}
             continue
-        by_fam.setdefault(hit[0], []).append((hit[1], rep, b))
+        by_fam.setdefault(hit[0], []).append((hit[1], rep, b, str(name)))
     predicted = other_bound
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
     for fam, items in by_fam.items():
-        rows = [r for r, _, _ in items]
-        reps = np.array([r for _, r, _ in items])
+        rows = [it[0] for it in items]
+        reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
         df = _frame(fam, rows)
-        groups = df.groupby(group_of(fam, df)).indices
+        groups = df.groupby(dtype_group(fam, df)).indices
         x = features(fam, df, hw)
+        if cold_l2:
+            x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
         pred = np.empty(len(df))
         for grp, idx in groups.items():
-            f = fits[fam].get(grp) or next(iter(fits[fam].values()))
-            pred[idx] = predict(f, x.take(idx), cold_l2=cold_l2)
+            pred[idx] = fastest(fits[fam], grp, x.take(idx))
         fam_pred = float(pred @ reps)
-        fam_bound = float(sum(b for _, _, b in items))
+        fam_bound = float(sum(it[2] for it in items))
+        for it, pr in zip(items, pred * reps, strict=True):
+            nodes[it[3]] = {"family": fam, "bound_s": it[2], "predicted_s": float(pr)}
         predicted += fam_pred
         entry = {"bound_s": fam_bound, "predicted_s": fam_pred}
         if measured:
@@ -297,4 +308,5 @@ def predict_step(
         measured_s=meas_total,
         by_family=summary,
         calibrated_from=f"{info.package} {info.version}",
+        nodes=nodes,
     )
