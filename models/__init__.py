@@ -25,6 +25,10 @@ _LAZY: dict[str, str] = {
     "attention_params": "params",
     "mlp_params": "params",
     "moe_params": "params",
+    "ContextLimit": "context",
+    "ContextLimitError": "context",
+    "context_limit": "context",
+    "check_context": "context",
 }
 
 __all__ = list(_LAZY)

@@ -114,7 +114,10 @@ MODELS: dict[str, CatalogModel] = {
             published_source="DeepSeek-V3 technical report (arXiv:2412.19437): 671B total, 37B "
             "activated per token (the 14B multi-token-prediction module excluded)",
         ),
-        CatalogModel("tiny", "costmodel test config (2 layers, d=64, GQA 4/2, head_dim 16)"),
+        CatalogModel(
+            "tiny",
+            "costmodel test config (2 layers, d=64, GQA 4/2, head_dim 16; 131,072-token context so every default runs)",
+        ),
     )
 }
 

@@ -95,6 +95,9 @@ class ModelConfig:
     act_dtype: str | None = None
     matmul_dtype: str | None = None
     source: str = ""
+    # the longest sequence the model supports (max_position_embeddings with rope
+    # scaling applied, models.context); None: not stated
+    max_context: int | None = None
 
     def __hash__(self) -> int:
         """Hash of the fields, computed once (configs key the compiled-step cache on every call)."""
@@ -112,6 +115,9 @@ class ModelConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         if not isinstance(self.name, str) or not self.name:
             raise ModelConfigError("name must be a non-empty string")
+        mc = self.max_context
+        if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc <= 0):
+            raise ModelConfigError(f"{self.name}: max_context must be a positive integer, got {mc!r}")
         if self.num_key_value_heads is None:
             set_("num_key_value_heads", self.num_attention_heads)
         if self.head_dim is None:
@@ -169,6 +175,12 @@ class ModelConfig:
             for f in (*_MLA_FIELDS, "q_lora_rank"):
                 if getattr(self, f) is not None:
                     set_(f, self._dim(getattr(self, f), f))
+
+    def check_context(self, tokens: int, field: str = "ctx", *, allow: bool = False) -> None:
+        """Raise when ``tokens`` exceeds :attr:`max_context` (warn instead with ``allow``)."""
+        from .context import check_context
+
+        check_context(self.name, self.max_context, tokens, field, allow=allow)
 
     def _dim(self, value: Any, field: str, zero: bool = False) -> sympy.Expr:
         try:

@@ -16,6 +16,9 @@ Supported ``model_type`` values and their field names:
   routing adds a per-expert router bias. Multi-token-prediction modules
   (``num_nextn_predict_layers``) are not part of the served model.
 
+Every type: ``max_position_embeddings`` and ``rope_scaling`` give the context
+limit (:mod:`models.context`).
+
 No network access: pass a path or an already-parsed dict.
 """
 
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ModelConfig, ModelConfigError
+from .context import context_limit
 
 __all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
 
@@ -72,6 +76,9 @@ def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str
         "dtype": _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16"),
         "source": source,
     }
+    limit = context_limit(cfg)
+    if limit is not None:
+        common["max_context"] = limit.tokens
     if mt == "qwen2":
         common["qkv_bias"] = True
     elif mt in ("llama", "mistral", "qwen3", "deepseek_v2", "deepseek_v3"):

@@ -31,7 +31,11 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=True,  # the same cases in every CI run; the large budget explores further
 )
-SLOW = {"probe", "plot"}  # they measure or draw: fuzzed for their refusals only (output paths)
+SLOW = {
+    "probe",
+    "plot",
+    "calibrate",
+}  # they measure, draw or fit minutes of data: fuzzed for their refusals only
 
 
 class Hang(Exception):

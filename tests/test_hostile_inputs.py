@@ -127,7 +127,7 @@ def test_loops_a_user_controls_are_bounded(capsys):
     from costmodel.errors import CostModelError
     from costmodel.graph import expand
 
-    code = main(["prefill", "tiny", "--seq", "100000000", "--chunk", "1"])
+    code = main(["prefill", "tiny", "--seq", "100000000", "--chunk", "1", "--allow-long-context"])
     assert code == 2 and "at most 1000000" in capsys.readouterr().err
     g = nx.DiGraph(groups={"layers": {"repeat": 10**9, "entry": [], "exit": "x"}})
     with pytest.raises(CostModelError, match="unrolls 0 to 100000 copies"):

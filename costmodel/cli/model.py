@@ -79,6 +79,10 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         cfg = cfg.replace(kv_dtype=args.kv_dtype)
     if args.weight_dtype:
         cfg = cfg.replace(dtype=args.weight_dtype)
+    if args.phase == "decode":
+        cfg.check_context(args.ctx, "--ctx", allow=args.allow_long_context)
+    else:
+        cfg.check_context(args.seq, "--seq", allow=args.allow_long_context)
     result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
     pred = None
     if args.predict:
@@ -167,6 +171,11 @@ def add_model_parser(sub: Any) -> None:
     ma.add_argument("--kv-dtype", default=None)
     ma.add_argument("--weight-dtype", default=None)
     ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
+    ma.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="cost a context beyond the model's limit (max_position_embeddings) with a warning",
+    )
     ma.add_argument(
         "--predict",
         choices=("vllm", "sglang", "trtllm"),

@@ -40,6 +40,48 @@ def _config(args: argparse.Namespace) -> Any:
     return cfg.replace(**changes) if changes else cfg
 
 
+def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
+    """``--ctx``/``--seq`` against the model's context limit, before any work.
+
+    A catalog name or a config.json path is read as JSON (no sympy: the cached fast
+    path stays fast); anything else goes through the resolved config.
+    """
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from models.context import check_context as check
+    from models.context import context_limit
+
+    name = getattr(args, "model", None)
+    if name is None or tokens is None:
+        return
+    allow = getattr(args, "allow_long_context", False)
+    path = Path(name) if name.endswith(".json") else None
+    if path is None:
+        spec = importlib.util.find_spec("models")
+        if spec is not None and spec.origin is not None:
+            path = Path(spec.origin).parent / "configs" / f"{name.lower()}.json"
+    try:
+        data = json.loads(path.read_text()) if path is not None and path.is_file() else None
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        lim = context_limit(data)
+        if lim is not None:
+            check(
+                Path(name).stem if name.endswith(".json") else name,
+                lim.tokens,
+                tokens,
+                field,
+                allow=allow,
+                why=lim.why,
+            )
+        return
+    cfg = _config(args)
+    cfg.check_context(tokens, field, allow=allow)
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
     from ..expr import parse_expr
 
@@ -47,6 +89,11 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         return _ledger_raw(args)
     from graphs import capacity
 
+    overhead = _overhead(args)  # flag errors first, then the model's limit
+    if args.phase == "prefill":
+        check_context(args, args.seq or args.ctx, "--seq")
+    else:
+        check_context(args, args.ctx, "--ctx")
     cfg = _config(args)
     rep = capacity(
         cfg,
@@ -56,7 +103,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         phase=args.phase,
         seq=args.seq,
         tp=args.tp,
-        overhead=_overhead(args),
+        overhead=overhead,
         activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
     )
     if args.json:
@@ -144,6 +191,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     from ..text import fmt_time
     from .cached import prefill_report
 
+    check_context(args, args.seq, "--seq")
     rep = prefill_report(args, _config)
     if args.json:
         print(dump(rep.to_dict()))
@@ -171,6 +219,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from ..text import fmt_time
     from .cached import decode_reports
 
+    check_context(args, args.ctx, "--ctx")
     rep, lim, nf = decode_reports(args, _config)
     if args.json:
         print(dump({**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}))
@@ -278,6 +327,11 @@ def add_phase_parsers(sub: Any) -> None:
         sp.add_argument("--kv-dtype", default=None)
         sp.add_argument("--matmul-dtype", default=None, help="matmul operand/roof dtype (fp8: W8A8)")
         sp.add_argument("--json", action="store_true")
+        sp.add_argument(
+            "--allow-long-context",
+            action="store_true",
+            help="cost a context beyond the model's limit (max_position_embeddings) with a warning",
+        )
 
     lg = sub.add_parser("ledger", help="memory ledger: weights + KV + activations + overhead")
     lg.add_argument(

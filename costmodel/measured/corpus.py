@@ -211,6 +211,11 @@ def _load_one(family: str, system: str) -> Any:
             ar = ar.rename(
                 columns={"allreduce_dtype": "dtype", "num_gpus": "gpus", "message_size": "elements"}
             )
+            # TensorRT-LLM's table has no backend value: its kernel is the framework's own
+            fw = ar["framework"].astype(object)
+            ar["backend"] = (
+                ar["backend"].astype(object).where(ar["backend"].notna(), fw) if "backend" in ar else fw
+            )
             parts.append(
                 ar[
                     [

@@ -64,10 +64,6 @@ def dtype_group(family: str, df: Any) -> Any:
     """The dtype combination of each row (``bfloat16``, ``bfloat16/fp8``)."""
     if family in ("context_attention", "generation_attention"):
         return df["attn_dtype"].astype(str) + "/" + df["kv_dtype"].astype(str)
-    if family == "all_reduce":
-        return (
-            df["backend"].astype(str).str.replace("_graph", "", regex=False) + "/" + df["dtype"].astype(str)
-        )
     return df["dtype"].astype(str)
 
 
@@ -261,11 +257,20 @@ def evaluate(
     return out
 
 
-def fit_groups(family: str, devices: list[str], framework: str | None = None) -> dict[str, Fit]:
-    """Fits per dtype group of one family over ``devices`` (one framework, or all)."""
+def fit_groups(
+    family: str, devices: list[str], framework: str | None = None, dtypes: tuple[str, ...] | None = None
+) -> dict[str, Fit]:
+    """Fits per group of one family over ``devices`` (one framework, or all; some dtypes, or all)."""
     fits = {}
     parts = [prepared(family, d) for d in devices]
-    groups = sorted({g for df, _ in parts for g in df["group"].unique()})
+    groups = sorted(
+        {
+            g
+            for df, _ in parts
+            for g, dg in zip(df["group"], df["dtype_group"], strict=True)
+            if dtypes is None or dg in dtypes
+        }
+    )
     for grp in groups:
         xs, ys, fws = [], [], set()
         for df, x in parts:

@@ -45,21 +45,21 @@ _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "f
 
 
 @functools.cache
-def calibration(device: str, framework: str) -> dict[str, dict[str, Any]]:
-    """Fits per family and dtype group for ``device`` and ``framework`` (module doc)."""
-    from costmodel.measured import FAMILIES, systems_with_data
+def calibration(
+    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Fits of one family's dtype groups for ``device`` and ``framework`` (module doc).
+
+    The device's own rows when it has measurements, else every measured device's
+    (its datasheet and the fitted fractions); the framework's rows, else every
+    framework's.
+    """
+    from costmodel.measured import systems_with_data
     from costmodel.measured.heldout import fit_groups
 
-    out = {}
-    for fam in FAMILIES:
-        have = systems_with_data(fam)
-        devs = [device] if device in have else have
-        fw = "nccl" if fam == "all_reduce" and framework not in ("vllm", "sglang", "trtllm") else framework
-        fits = fit_groups(fam, devs, fw)
-        if not fits:
-            fits = fit_groups(fam, devs)
-        out[fam] = fits
-    return out
+    have = systems_with_data(family)
+    devs = [device] if device in have else have
+    return fit_groups(family, devs, framework, dtypes) or fit_groups(family, devs, None, dtypes)
 
 
 def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
@@ -105,6 +105,12 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
             "dtype": _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")), "bfloat16"),
         }
     return None
+
+
+def _dtype_key(family: str, row: dict[str, Any]) -> str:
+    if family in ("context_attention", "generation_attention"):
+        return f"{row['attn_dtype']}/{row['kv_dtype']}"
+    return str(row["dtype"])
 
 
 def _frame(family: str, rows: list[dict[str, Any]]) -> Any:
@@ -250,7 +256,6 @@ def predict_step(
             raise CostModelError("prefill prediction needs seq")
         point = {B_sym: batch, S_sym: seq}
         where = {"batch": batch, "seq": seq}
-    fits = calibration(hw.name, framework)
     by_fam: dict[str, list[tuple[dict[str, Any], float, float, str]]] = {}
     other_bound = 0.0
     total_bound = 0.0
@@ -263,7 +268,7 @@ def predict_step(
         total_bound += b
         params = {k: _num(v, point) for k, v in (d.get("params") or {}).items()}
         hit = _row(str(d.get("op")), params)
-        if hit is None or not fits.get(hit[0]):
+        if hit is None:
             other_bound += b
             nodes[str(name)] = {"family": None, "bound_s": b, "predicted_s": b}
             continue
@@ -271,8 +276,19 @@ def predict_step(
     predicted = other_bound
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
-    for fam, items in by_fam.items():
+    for fam, items in list(by_fam.items()):
         rows = [it[0] for it in items]
+        dts = tuple(sorted({_dtype_key(fam, r) for r in rows}))
+        fits = {fam: calibration(hw.name, framework, fam, dts)}
+        if not fits[fam]:  # nothing measured for these dtypes: their bounds stand
+            for it in items:
+                other_bound += it[2]
+                predicted += it[2]
+                if measured:
+                    meas_total += it[2]
+                nodes[it[3]] = {"family": None, "bound_s": it[2], "predicted_s": it[2]}
+            summary["unmeasured ops (bound)"]["bound_s"] = other_bound
+            continue
         reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]

@@ -1,0 +1,90 @@
+"""A model's context limit, read from its ``config.json`` (light: json only, no sympy).
+
+``max_position_embeddings`` is the longest sequence the model was trained or
+extended for. Hugging Face configs state RoPE extensions in ``rope_scaling``:
+
+* with ``original_max_position_embeddings`` (Llama-3.1's ``llama3``, DeepSeek's
+  ``yarn``), ``max_position_embeddings`` is already the extended length, and
+  ``factor x original`` is taken when it is larger;
+* without it (Qwen's optional ``yarn`` block, ``linear``, ``dynamic``), the
+  extension multiplies ``max_position_embeddings`` by ``factor`` (the Qwen2.5
+  model cards: 32,768 x 4 = 131,072 tokens with YaRN enabled).
+
+Asking for more tokens than the limit is an error naming the limit; the command
+line's ``--allow-long-context`` (``allow=True``) costs it anyway with a warning,
+since a bound past the trained length says nothing about quality.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.errors import CostModelError
+
+__all__ = ["ContextLimit", "ContextLimitError", "context_limit", "check_context"]
+
+
+class ContextLimitError(CostModelError):
+    """A context or prompt length exceeds the model's limit."""
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    """The longest sequence a model supports and where the number comes from."""
+
+    tokens: int
+    why: str
+
+
+def _positive_int(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+        return None
+    return int(v)
+
+
+def context_limit(cfg: Mapping[str, Any]) -> ContextLimit | None:
+    """The limit a parsed ``config.json`` states (module doc), or None when it states none.
+
+    >>> context_limit({"max_position_embeddings": 4096}).tokens
+    4096
+    >>> context_limit({"max_position_embeddings": 32768,
+    ...                "rope_scaling": {"type": "yarn", "factor": 4.0}}).tokens
+    131072
+    >>> context_limit({"max_position_embeddings": 131072, "rope_scaling":
+    ...     {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}).tokens
+    131072
+    """
+    base = _positive_int(cfg.get("max_position_embeddings"))
+    if base is None:
+        return None
+    rs = cfg.get("rope_scaling")
+    if not isinstance(rs, Mapping):
+        return ContextLimit(base, f"max_position_embeddings {base:,}")
+    factor = rs.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+        return ContextLimit(base, f"max_position_embeddings {base:,}")
+    kind = rs.get("rope_type") or rs.get("type") or "rope"
+    orig = _positive_int(rs.get("original_max_position_embeddings"))
+    if orig is not None:
+        ext = int(orig * factor)
+        if ext > base:
+            return ContextLimit(ext, f"{kind} rope scaling: {orig:,} x {factor:g}")
+        return ContextLimit(base, f"max_position_embeddings {base:,} ({kind} rope scaling)")
+    ext = int(base * factor)
+    return ContextLimit(ext, f"max_position_embeddings {base:,} x {kind} rope scaling {factor:g}")
+
+
+def check_context(
+    name: str, limit: int | None, tokens: int, field: str = "ctx", *, allow: bool = False, why: str = ""
+) -> None:
+    """Raise :class:`ContextLimitError` when ``tokens`` exceeds ``limit`` (warn instead with ``allow``)."""
+    if limit is None or tokens <= limit:
+        return
+    src = f" ({why})" if why else ""
+    msg = f"{name}: {field} {tokens:,} exceeds the model's context limit of {limit:,} tokens{src}"
+    if not allow:
+        raise ContextLimitError(f"{msg}; pass --allow-long-context to cost it anyway")
+    sys.stderr.write(f"warning: {msg}; costed anyway (--allow-long-context)\n")
