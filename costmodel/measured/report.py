@@ -91,7 +91,7 @@ def params_markdown(device: str, framework: str, families: tuple[str, ...] = FAM
         f"**Fitted parameters** on {device} with {framework}'s kernels (value +- standard error; "
         "seconds in us):",
         "",
-        "| family | group (dtype, kernel) | rows | parameters | rms log error |",
+        "| family | group (dtype, kernel) | rows fitted (at most 20,000) | parameters | rms log error |",
         "|---|---|---:|---|---:|",
     ]
     for fam in families:

@@ -3,10 +3,10 @@
 Each op node of a compiled step's graph, at a numeric point (batch, context or
 sequence), is priced by the efficiency model fitted on the measured corpus
 (:mod:`costmodel.measured`) for its family (``gemm``, context or generation
-``attention``, ``all_reduce``), with the device's datasheet and its dtype
-group's fits, the fastest of the framework's kernels (the device's own rows for the chosen framework when it has them,
-else a fit over every measured device: a prediction from the datasheet
-alone). Other ops (norms, RoPE, activations, embedding, sampling) have no
+``attention``, ``all_reduce``): the device's datasheet terms through its dtype
+group's fits, taking the fastest of the framework's kernels. The fits use the
+device's own rows for the chosen framework when it has them, else every
+measured device's (a prediction from the datasheet alone). Other ops (norms, RoPE, activations, embedding, sampling) have no
 measured family here and keep their roofline bound. Weights are not L2
 resident in a model step (every layer reads new ones), so the L2 speed-up of
 the fit is dropped (``cold_l2=True``) unless asked for.
@@ -113,7 +113,7 @@ def _dtype_key(family: str, row: dict[str, Any]) -> str:
     return str(row["dtype"])
 
 
-def _frame(family: str, rows: list[dict[str, Any]]) -> Any:
+def _frame(rows: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(rows)
@@ -292,7 +292,7 @@ def predict_step(
         reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
-        df = _frame(fam, rows)
+        df = _frame(rows)
         groups = df.groupby(dtype_group(fam, df)).indices
         x = features(fam, df, hw)
         if cold_l2:
