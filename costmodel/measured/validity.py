@@ -106,19 +106,27 @@ OVER_PEAK_BW = (
     "implied DRAM bandwidth above the datasheet peak: the run moved fewer bytes than the shape needs"
 )
 NO_L2_SOURCE = (
-    "working set fits a Blackwell-class L2 (B200: 126 MB) but this device's L2 capacity is unsourced"
+    "working set fits the largest sourced L2 in the catalog, but this device's L2 capacity is unsourced"
 )
+
+
+def _largest_sourced_l2() -> float:
+    from ..hardware import catalog
+
+    caps = [c for c in (_l2(hw)[0] for hw in catalog().values()) if c is not None]
+    return max(caps, default=0.0)
 
 
 def explain(bounds: Bounds, measured: np.ndarray, hw: Hardware, bad: np.ndarray) -> list[str]:
     """A reason for each violating row (module doc); ``unexplained`` where none applies."""
     bw = float(hw.bandwidth("dram"))
     cap, _ = _l2(hw)
+    largest = _largest_sourced_l2()
     kt = bounds.terms
     out = []
     for i in np.flatnonzero(bad):
         ws, t = kt.working_set[i], measured[i]
-        if cap is None and ws <= 126 * 2**20:
+        if cap is None and ws <= largest:
             out.append(NO_L2_SOURCE)
         elif not bounds.l2[i] and kt.memory_s[i] >= kt.compute_s[i] and ws / t > bw:
             out.append(OVER_PEAK_BW)
