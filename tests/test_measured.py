@@ -82,7 +82,7 @@ def test_fit_recovers_known_parameters():
     comp = 10 ** rng.uniform(-6, -2, n)
     mem = 10 ** rng.uniform(-6, -2, n)
     z = np.zeros(n)
-    x = Features(comp, mem, np.ones(n), np.zeros(n, bool), z, z, np.ones(n), z, z)
+    x = Features(comp, mem, np.ones(n), np.zeros(n, bool), z, z, np.ones(n), z, z, z)
     t0, tu, ec, em, r = 4e-6, 1e-7, 0.8, 0.9, 3.0
     hi, lo = np.maximum(comp / ec, mem / em), np.minimum(comp / ec, mem / em)
     t = t0 + tu + hi * (1 + (lo / hi) ** r) ** (1 / r)
@@ -226,3 +226,18 @@ def test_prediction_nodes_add_up(corpus):
     assert {"gemm", "generation_attention", None} <= fams
     # a calibrated kernel is slower than its bound (10 % slack for the fit at its edges)
     assert all(n["predicted_s"] >= 0.9 * n["bound_s"] for n in p.nodes.values())
+
+
+def test_moe_bound_by_hand(corpus):
+    """One rank, T=1 token to k=2 of 8 experts (h 4096, I 14336, bf16): the bound reads the two
+    experts' up and down matrices (the non-gated minimum) and moves the token through them."""
+    import pandas as pd
+
+    from costmodel.hardware import get_device
+    from costmodel.measured import lower_bounds
+
+    row = {"tokens": 1, "hidden": 4096, "inter": 14336, "topk": 2, "experts": 8, "tp": 1, "ep": 1}
+    b = lower_bounds("moe", pd.DataFrame([{**row, "dtype": "bfloat16"}]), get_device("h100-sxm"))
+    weights = 2 * (4096 * 14336 + 14336 * 4096) * 2  # two experts, two matrices, 2 bytes
+    acts = 2 * (2 * 4096 + 2 * 14336) * 2  # 2 rows in and out of each matrix, 2 bytes
+    assert b.seconds[0] == pytest.approx((weights + acts) / 3.35e12)

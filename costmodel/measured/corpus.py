@@ -20,6 +20,8 @@ Families (the ``family`` argument) and the columns :func:`load` returns, besides
 ``context_attention``  ``batch isl heads kv_heads head_dim window attn_dtype kv_dtype``
 ``generation_attention`` the same, ``step`` the cached tokens (``kv_len = step + isl``)
 ``all_reduce``         ``gpus elements dtype backend`` (framework custom kernels and NCCL)
+``moe``                ``tokens hidden inter topk experts tp ep dtype``: the fused routed-expert
+                       MLP (gate/up, activation, down) of one rank, *balanced* routing only
 =====================  =====================================================
 """
 
@@ -57,7 +59,7 @@ SYSTEMS: dict[str, str] = {
     "gb300": "b300",
 }
 
-FAMILIES = ("gemm", "context_attention", "generation_attention", "all_reduce")
+FAMILIES = ("gemm", "context_attention", "generation_attention", "all_reduce", "moe")
 
 _TABLES: dict[str, tuple[str, str]] = {
     "gemm": ("gemm", "gemm_perf.parquet"),
@@ -65,6 +67,7 @@ _TABLES: dict[str, tuple[str, str]] = {
     "generation_attention": ("attention", "generation_attention_perf.parquet"),
     "custom_allreduce": ("comm", "custom_allreduce_perf.parquet"),
     "nccl": ("comm", "nccl_perf.parquet"),
+    "moe": ("moe", "moe_perf.parquet"),
 }
 
 _ATTN_RENAME = {
@@ -73,6 +76,19 @@ _ATTN_RENAME = {
     "num_key_value_heads": "kv_heads",
     "window_size": "window",
     "kv_cache_dtype": "kv_dtype",
+}
+
+
+_MOE_RENAME = {
+    "num_tokens": "tokens",
+    "hidden_size": "hidden",
+    "inter_size": "inter",
+    "topk": "topk",
+    "num_experts": "experts",
+    "moe_tp_size": "tp",
+    "moe_ep_size": "ep",
+    "moe_dtype": "dtype",
+    "latency": "latency",
 }
 
 
@@ -204,6 +220,14 @@ def _load_one(family: str, system: str) -> Any:
         df = df.rename(columns=_ATTN_RENAME)
         cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "kv_heads", "head_dim"]
         df = df[[*cols, "window", "attn_dtype", "kv_dtype", "step", "latency"]]
+    elif family == "moe":
+        df = _frame(system, "moe")
+        if df is None:
+            return None
+        # power-law routing loads ranks unevenly in a way the tables do not state; the
+        # balanced rows are the ones whose per-rank work the shape determines
+        df = df[df["distribution"] == "balanced"].rename(columns=_MOE_RENAME)
+        df = df[["framework", "version", "kernel_source", *_MOE_RENAME.values()]]
     else:
         parts = []
         ar = _frame(system, "custom_allreduce")

@@ -90,7 +90,10 @@ def kind_of(family: str) -> str:
 
 @dataclass(frozen=True)
 class Features:
-    """What the model reads per row: compute and memory terms, quantisation, L2 flag."""
+    """What the model reads per row: compute and memory terms, quantisation, L2 flag.
+
+    ``bound_s`` is the row's plain roofline bound (DRAM, no L2 model), for comparison.
+    """
 
     compute_s: np.ndarray
     memory_s: np.ndarray
@@ -101,6 +104,7 @@ class Features:
     waves: np.ndarray
     prologue_s: np.ndarray
     ring_s: np.ndarray
+    bound_s: np.ndarray
 
     def take(self, idx: np.ndarray) -> Features:
         return Features(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
@@ -117,16 +121,10 @@ def features(family: str, df: Any, hw: Hardware) -> Features:
     waves = kt.waves if kt.waves is not None else np.ones(len(df))
     pro = kt.prologue_s if kt.prologue_s is not None else np.zeros(len(df))
     ring = kt.ring_s if kt.ring_s is not None else np.zeros(len(df))
+    mem = kt.model_memory_s if kt.model_memory_s is not None else kt.memory_s
+    bound = np.maximum.reduce([kt.compute_s, kt.memory_s, kt.link_s])
     return Features(
-        kt.compute_s,
-        kt.memory_s,
-        kt.quant,
-        l2_resident(kt.working_set, hw),
-        kt.link_s,
-        hops,
-        waves,
-        pro,
-        ring,
+        kt.compute_s, mem, kt.quant, l2_resident(kt.working_set, hw), kt.link_s, hops, waves, pro, ring, bound
     )
 
 

@@ -57,6 +57,7 @@ SHAPE_KEYS: dict[str, list[str]] = {
     "context_attention": ["batch", "isl", "heads", "kv_heads", "head_dim", "window"],
     "generation_attention": ["batch", "isl", "heads", "kv_heads", "head_dim", "window", "step"],
     "all_reduce": ["gpus", "elements"],
+    "moe": ["tokens", "hidden", "inter", "topk", "experts", "tp", "ep"],
 }
 
 
@@ -157,7 +158,7 @@ def _collect(
     p = np.concatenate([a for a, _, _ in preds])
     m = np.concatenate([b for _, b, _ in preds])
     x = Features.concat([c for _, _, c in preds])
-    bound = np.maximum.reduce([x.compute_s, x.memory_s, x.link_s])
+    bound = x.bound_s
     emp = _aic_empirical(family, device, x)
     return HeldOut(
         family=family,

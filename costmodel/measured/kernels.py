@@ -15,7 +15,14 @@ weights, ``sq`` (SmoothQuant W8A8) -> int8. GEMM outputs are bf16.
 Attention rows: context attention is causal self-attention over ``isl``
 tokens (``window > 0`` caps each query at ``window`` keys); generation
 attention is one query per sequence over ``kv_len = step + isl`` cached
-tokens. Attention computes at the lower of the query and KV precisions: with
+tokens. MoE rows are one rank's routed experts: two ``grouped_gemm`` calls (up
+``[h, I/tp]``: a row does not say whether its experts are gated, and some are
+not, e.g. TensorRT-LLM's "nongated" kernels, so the bound counts the non-gated
+minimum; and down ``[I/tp, h]``) over the
+rank's ``T k / ep`` token-expert rows and ``E / ep`` experts, weights read for
+the fewest experts any routing touches, ``min(E/ep, max(1, k/ep))``: the corpus
+does not state how its "balanced" routing spreads tokens over experts, and
+measured rows read far fewer experts' weights than uniform routing would. Attention computes at the lower of the query and KV precisions: with
 an fp8 KV cache, TensorRT-LLM's and FlashInfer's kernels may quantise Q and
 run the matmuls in fp8, and a lower bound must allow the faster roof. All-reduce rows are bounded with ``algorithm="in_network"``, the least
 traffic any algorithm can move (each GPU sends and receives its vector once).
@@ -64,6 +71,17 @@ GEMM_DTYPES: dict[str, tuple[str, str, str]] = {
 }
 
 ATTN_DTYPES: dict[str, str] = {"bfloat16": "bf16", "fp8": "fp8", "float16": "fp16"}
+
+#: corpus MoE dtype -> (activation, weight, compute) dtypes of the grouped_gemm rule
+MOE_DTYPES: dict[str, tuple[str, str, str]] = {
+    "bfloat16": ("bf16", "bf16", "bf16"),
+    "fp8": ("fp8", "fp8", "fp8"),
+    "fp8_block": ("fp8", "fp8", "fp8"),
+    "int4_wo": ("bf16", "int4", "bf16"),
+    "w4a16_mxfp4": ("bf16", "mxfp4", "bf16"),
+    "nvfp4": ("nvfp4", "nvfp4", "nvfp4"),
+    "w4a8_mxfp4_mxfp8": ("mxfp8", "mxfp4", "mxfp8"),
+}
 
 #: Output tile (rows x columns) one SM computes at a time, for wave quantisation:
 #: 128 x 128 is CUTLASS's default threadblock/CTA tile for bf16/fp8 tensor-core
@@ -115,7 +133,10 @@ class KernelTerms:
     ``prologue_s`` the DRAM time of a separate pass before the kernel (the
     activation quantisation of a low-precision GEMM, :func:`prologue_cost`);
     ``ring_s`` an all-reduce's ring traffic ``2(p-1)/p n b`` over the link
-    bandwidth (NCCL's bus-bandwidth convention), the efficiency model's input.
+    bandwidth (NCCL's bus-bandwidth convention), the efficiency model's input;
+    ``model_memory_s`` the DRAM term the efficiency model reads where it differs
+    from the bound's (MoE: the experts a balanced routing touches,
+    ``min(E/ep, T k/ep)``, where the bound may only assume ``k/ep``).
     """
 
     terms: dict[str, np.ndarray]
@@ -125,6 +146,7 @@ class KernelTerms:
     waves: np.ndarray | None = None
     prologue_s: np.ndarray | None = None
     ring_s: np.ndarray | None = None
+    model_memory_s: np.ndarray | None = None
 
     @property
     def compute_s(self) -> np.ndarray:
@@ -154,6 +176,15 @@ _B, _S, _H, _HKV, _D, _W, _KV = (
     dim("kv_len"),
 )
 _E, _P = dim("elements"), dim("gpus")
+_T, _HID, _INTER, _TOPK, _NE, _TP, _EP = (
+    dim("tokens"),
+    dim("hidden"),
+    dim("inter"),
+    dim("topk"),
+    dim("experts"),
+    dim("tp"),
+    dim("ep"),
+)
 
 
 @functools.cache
@@ -184,6 +215,18 @@ def _group_cost(family: str, key: tuple[Any, ...]) -> tuple[Cost, tuple[sympy.Sy
     if family == "all_reduce":
         cost = op_cost("all_reduce", elements=_E, p=_P, dtype=key[0], algorithm="in_network")
         return cost, (_E, _P)
+    if family == "moe":
+        a, w, c = MOE_DTYPES[key[0]]
+        rows, experts, inter = _T * _TOPK / _EP, _NE / _EP, _INTER / _TP
+        # the fewest experts any routing touches on this rank: a token's k experts are
+        # distinct, spread over ep ranks; the corpus does not say how its "balanced"
+        # routing spreads tokens over experts, so the bound cannot assume more
+        fewest = sympy.Min(experts, sympy.Max(1, _TOPK / _EP))
+        kw = {"dtype": a, "w_dtype": w, "out_dtype": "bf16", "compute_dtype": c, "experts_read": fewest}
+        cost = op_cost(
+            "grouped_gemm", tokens=rows, experts=experts, top_k=1, N=inter, K=_HID, **kw
+        ) + op_cost("grouped_gemm", tokens=rows, experts=experts, top_k=1, N=_HID, K=inter, **kw)
+        return cost, (_T, _HID, _INTER, _TOPK, _NE, _TP, _EP)
     raise CostModelError(f"no kernel terms for family {family!r}")
 
 
@@ -211,6 +254,33 @@ def _prologue(dtype: str, hw: Hardware) -> Any:
 
 
 @functools.cache
+def _moe_memory(dtype: str, hw: Hardware) -> Any:
+    """DRAM seconds of a MoE rank with balanced routing: every token-expert row on its own expert."""
+    a, w, c = MOE_DTYPES[dtype]
+    rows, experts, inter = _T * _TOPK / _EP, _NE / _EP, _INTER / _TP
+    kw = {"dtype": a, "w_dtype": w, "out_dtype": "bf16", "compute_dtype": c}
+    kw["experts_read"] = sympy.Min(experts, sympy.Max(1, rows))
+    cost = op_cost("grouped_gemm", tokens=rows, experts=experts, top_k=1, N=inter, K=_HID, **kw) + op_cost(
+        "grouped_gemm", tokens=rows, experts=experts, top_k=1, N=_HID, K=inter, **kw
+    )
+    return compile_expr(
+        cost.bytes_at("dram") / hw.bandwidth("dram"), (_T, _HID, _INTER, _TOPK, _NE, _TP, _EP)
+    )
+
+
+@functools.cache
+def _moe_prologue(dtype: str, hw: Hardware) -> Any:
+    """The activation quantisation of a low-precision MoE: ``T x h`` bf16 elements to ``a``."""
+    a = MOE_DTYPES[dtype][0]
+    if a == "bf16":
+        return None
+    cost = op_cost("elementwise", n=_T * _HID, dtype="bf16", out_dtype=a)
+    return compile_expr(
+        cost.bytes_at("dram") / hw.bandwidth("dram"), (_T, _HID, _INTER, _TOPK, _NE, _TP, _EP)
+    )
+
+
+@functools.cache
 def _ring(dtype: str, hw: Hardware) -> Any:
     cost = op_cost("all_reduce", elements=_E, p=_P, dtype=dtype, algorithm="ring")
     return compile_expr(cost.comm_terms["scale_up"] / hw.link("scale_up").bandwidth_bytes_per_s, (_E, _P))
@@ -230,7 +300,7 @@ _AR_DTYPES = {"bfloat16": "bf16", "half": "fp16", "float16": "fp16", "int8": "in
 
 def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     """Each row's group key (the dtype combination) and the group index per row."""
-    if family == "gemm":
+    if family in ("gemm", "moe"):
         keys = [(d,) for d in df["dtype"].tolist()]
     elif family == "all_reduce":
         keys = [(_AR_DTYPES.get(d, d),) for d in df["dtype"].tolist()]
@@ -249,6 +319,8 @@ def _args(family: str, df: Any) -> list[np.ndarray]:
         return [f("m"), f("n"), f("k")]
     if family == "all_reduce":
         return [f("elements"), f("gpus")]
+    if family == "moe":
+        return [f(c) for c in ("tokens", "hidden", "inter", "topk", "experts", "tp", "ep")]
     one = np.ones(len(df))
     kv_len = f("step") + f("isl") if family == "generation_attention" else one
     window = np.where(f("window") > 0, f("window"), 1.0)
@@ -257,7 +329,7 @@ def _args(family: str, df: Any) -> list[np.ndarray]:
 
 def _quant(family: str, df: Any, hw: Hardware) -> np.ndarray:
     sms = hw.sm_count
-    if not sms or family in ("all_reduce", "generation_attention"):
+    if not sms or family in ("all_reduce", "generation_attention", "moe"):
         return np.ones(len(df))
     if family == "gemm":
         m, n = df["m"].to_numpy(dtype=float), df["n"].to_numpy(dtype=float)
@@ -294,6 +366,11 @@ def work_waves(family: str, df: Any, hw: Hardware) -> np.ndarray:
         u = f("batch") * f("heads") * np.ceil(f("isl") / TILE)
     elif family == "generation_attention":
         u = f("batch") * f("kv_heads")
+    elif family == "moe":
+        # per touched expert, row tiles of its tokens x column tiles of its gate/up shard
+        rows = np.maximum(f("tokens") * f("topk") / f("ep"), 1.0)
+        touched = np.minimum(f("experts") / f("ep"), rows)
+        u = touched * np.ceil(rows / touched / TILE) * np.ceil(2 * f("inter") / f("tp") / TILE)
     else:
         u = np.ones(len(df))
     return np.ceil(u / sms)
@@ -310,6 +387,8 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
     for key in keys:
         if family == "gemm" and key[0] not in GEMM_DTYPES:
             raise CostModelError(f"gemm dtype {key[0]!r} not mapped; known: {', '.join(GEMM_DTYPES)}")
+        if family == "moe" and key[0] not in MOE_DTYPES:
+            raise CostModelError(f"moe dtype {key[0]!r} not mapped; known: {', '.join(MOE_DTYPES)}")
         terms, ws, unb = _compiled(family, key, hw)
         labels |= set(terms)
         unbounded |= set(unb)
@@ -318,6 +397,7 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
     working = np.zeros(n)
     prologue = np.zeros(n)
     ring = np.zeros(n)
+    model_mem = np.zeros(n) if family == "moe" else None
     for g, (terms, ws) in enumerate(per_group):
         sel = gi == g
         if not sel.any():
@@ -326,11 +406,19 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
         for label, fn in terms.items():
             out[label][sel] = fn(*sub)
         working[sel] = ws(*sub)
-        pro = _prologue(keys[g][0], hw) if family == "gemm" else None
+        pro = (
+            _prologue(keys[g][0], hw)
+            if family == "gemm"
+            else _moe_prologue(keys[g][0], hw)
+            if family == "moe"
+            else None
+        )
         if pro is not None:
             prologue[sel] = pro(*sub)
         if family == "all_reduce":
             ring[sel] = _ring(keys[g][0], hw)(*sub)
+        if model_mem is not None:
+            model_mem[sel] = _moe_memory(keys[g][0], hw)(*sub)
     return KernelTerms(
         out,
         working,
@@ -339,4 +427,5 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
         work_waves(family, df, hw),
         prologue,
         ring,
+        model_mem,
     )

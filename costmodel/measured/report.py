@@ -173,7 +173,7 @@ def scatter_plot(family: str, device: str, path: str) -> str:
             pred[idx] = fits[grp].predict(x.take(idx))
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 5))
-    bound = np.maximum.reduce([x.compute_s, x.memory_s, x.link_s])
+    bound = x.bound_s
     ax.loglog(y, bound, ".", ms=1, alpha=0.3, label="our lower bound")
     ax.loglog(y, pred, ".", ms=1, alpha=0.3, label="calibrated prediction")
     lo, hi = np.nanmin(y), np.nanmax(y)

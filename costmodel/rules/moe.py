@@ -51,6 +51,7 @@ def grouped_gemm(
     w_dtype: DTypeLike | None = None,
     out_dtype: DTypeLike | None = None,
     compute_dtype: DTypeLike | None = None,
+    experts_read: object | None = None,
 ) -> Cost:
     """Routed expert matmuls: ``T*k`` token-expert rows through ``[K, N]`` matrices.
 
@@ -59,7 +60,8 @@ def grouped_gemm(
         F = 2\\,T k\\,NK,\\qquad
         D = a\\,T k K + w\\,E_\\text{touched} K N + o\\,T k N
 
-    with :func:`experts_touched` for the weights actually read. Compute
+    with :func:`experts_touched` for the weights actually read (``experts_read``
+    overrides it, e.g. with the fewest experts any routing can touch). Compute
     follows the *active* parameters, weight traffic the touched experts, and
     memory residency (elsewhere) all ``E`` experts.
 
@@ -73,7 +75,7 @@ def grouped_gemm(
         raise RuleArgumentError(f"grouped_gemm: top_k ({k}) cannot exceed experts ({e})")
     n, kk = check_dim(N, "N"), check_dim(K, "K")
     a, w, o, prec = operand_bytes(dtype, w_dtype, out_dtype, compute_dtype)
-    touched = experts_touched(t, e, k)
+    touched = experts_touched(t, e, k) if experts_read is None else check_dim(experts_read, "experts_read")
     return (
         Cost.compute("tensor", prec, 2 * t * k * n * kk)  # one MAC per (row, n, k) for T*k rows
         + Cost.traffic(read=a * t * k * kk + w * touched * kk * n, write=o * t * k * n)
