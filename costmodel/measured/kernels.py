@@ -48,15 +48,19 @@ from ..hardware import Hardware
 from ..roofline import bound
 from ..rules import op_cost
 from ..symbols import dim
+from .quantisation import GEMM_TILES, SPLIT_K, TILE, quant_factor, wave_factor, work_waves
 
 __all__ = [
     "GEMM_DTYPES",
     "ATTN_DTYPES",
     "TILE",
+    "GEMM_TILES",
+    "SPLIT_K",
     "KernelTerms",
     "kernel_terms",
     "wave_factor",
-    "dtype_class",
+    "work_waves",
+    "quant_factor",
 ]
 
 #: corpus GEMM dtype -> (activation, weight, compute) dtypes of the gemm rule
@@ -82,43 +86,6 @@ MOE_DTYPES: dict[str, tuple[str, str, str]] = {
     "nvfp4": ("nvfp4", "nvfp4", "nvfp4"),
     "w4a8_mxfp4_mxfp8": ("mxfp8", "mxfp4", "mxfp8"),
 }
-
-#: Output tile (rows x columns) one SM computes at a time, for wave quantisation:
-#: 128 x 128 is CUTLASS's default threadblock/CTA tile for bf16/fp8 tensor-core
-#: GEMMs on Ampere and Hopper (CUTLASS "Efficient GEMM in CUDA" doc) and
-#: FlashAttention-2/3's query block (Dao 2023, Shah et al. 2024: B_r = 128).
-TILE = 128
-
-#: Tile shapes and split-K factors a tuned GEMM library chooses among (CUTLASS's
-#: Hopper/Ampere tensor-core configurations include 64x128, 128x128 and 128x256
-#: CTA tiles; split-K divides K across CTAs when the output has too few tiles).
-#: The quantisation factor is the best over them: the autotuner's choice.
-GEMM_TILES = ((64, 128), (128, 128), (128, 256))
-SPLIT_K = (1, 2, 4, 8)
-
-
-def dtype_class(family: str, row_dtype: str, kv_dtype: str | None = None) -> str:
-    """The group a row is fitted in: its dtype (GEMM) or ``attn/kv`` dtypes (attention)."""
-    if family == "gemm":
-        return row_dtype
-    if family == "all_reduce":
-        return row_dtype
-    return f"{row_dtype}/{kv_dtype}"
-
-
-def wave_factor(work_tiles: np.ndarray, sms: int) -> np.ndarray:
-    """Wave quantisation: tiles run in waves of ``sms``; the last wave is padded.
-
-    .. math:: Q = \\frac{\\lceil T / S \\rceil\\, S}{T} \\ge 1
-
-    ``T`` tiles on ``S`` SMs (a tile-granular GPU scheduler, as in CUTLASS's
-    and FlashAttention's persistent or one-CTA-per-tile launches).
-
-    >>> float(wave_factor(np.array([133.0]), 132)[0])  # two waves for 133 tiles
-    1.9849624060150375
-    """
-    t = np.maximum(np.asarray(work_tiles, dtype=float), 1.0)
-    return np.ceil(t / sms) * sms / t
 
 
 @dataclass(frozen=True)
@@ -327,55 +294,6 @@ def _args(family: str, df: Any) -> list[np.ndarray]:
     return [f("batch"), f("isl"), f("heads"), f("kv_heads"), f("head_dim"), window, kv_len]
 
 
-def _quant(family: str, df: Any, hw: Hardware) -> np.ndarray:
-    sms = hw.sm_count
-    if not sms or family in ("all_reduce", "generation_attention", "moe"):
-        return np.ones(len(df))
-    if family == "gemm":
-        m, n = df["m"].to_numpy(dtype=float), df["n"].to_numpy(dtype=float)
-        k = df["k"].to_numpy(dtype=float)
-        best = np.full(len(df), np.inf)
-        for bm, bn in GEMM_TILES:
-            tm, tn = np.ceil(m / bm), np.ceil(n / bn)
-            pad = tm * tn * bm * bn / (m * n)
-            for split in SPLIT_K:
-                ok = (k / split >= 256) | (split == 1)
-                q = wave_factor(tm * tn * split, sms) * pad
-                best = np.where(ok, np.minimum(best, q), best)
-        return best
-    s = df["isl"].to_numpy(dtype=float)
-    blocks = np.ceil(s / TILE)
-    tiles = df["batch"].to_numpy(dtype=float) * df["heads"].to_numpy(dtype=float) * blocks
-    return wave_factor(tiles, sms) * blocks * TILE / s
-
-
-def work_waves(family: str, df: Any, hw: Hardware) -> np.ndarray:
-    """Rounds of independent work units over the SMs, ``ceil(U / S)``.
-
-    Units: GEMM output tiles (128 x 128), context attention query blocks
-    (``batch x heads x ceil(isl/128)``), generation attention (sequence, KV head)
-    pairs (one CTA each, as in FlashInfer's and TensorRT-LLM's decode kernels),
-    one for a collective. Each unit pays a setup cost (the efficiency model's
-    ``t_unit``) on its SM.
-    """
-    sms = hw.sm_count or 1
-    f = lambda c: df[c].to_numpy(dtype=float)  # noqa: E731
-    if family == "gemm":
-        u = np.ceil(f("m") / TILE) * np.ceil(f("n") / TILE)
-    elif family == "context_attention":
-        u = f("batch") * f("heads") * np.ceil(f("isl") / TILE)
-    elif family == "generation_attention":
-        u = f("batch") * f("kv_heads")
-    elif family == "moe":
-        # per touched expert, row tiles of its tokens x column tiles of its gate/up shard
-        rows = np.maximum(f("tokens") * f("topk") / f("ep"), 1.0)
-        touched = np.minimum(f("experts") / f("ep"), rows)
-        u = touched * np.ceil(rows / touched / TILE) * np.ceil(2 * f("inter") / f("tp") / TILE)
-    else:
-        u = np.ones(len(df))
-    return np.ceil(u / sms)
-
-
 def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
     """Roofline terms of every row of ``df`` (a :func:`costmodel.measured.load` frame) on ``hw``."""
     keys, gi = _groups(family, df)
@@ -422,7 +340,7 @@ def kernel_terms(family: str, df: Any, hw: Hardware) -> KernelTerms:
     return KernelTerms(
         out,
         working,
-        _quant(family, df, hw),
+        quant_factor(family, df, hw),
         tuple(sorted(unbounded)),
         work_waves(family, df, hw),
         prologue,
