@@ -241,3 +241,25 @@ def test_moe_bound_by_hand(corpus):
     weights = 2 * (4096 * 14336 + 14336 * 4096) * 2  # two experts, two matrices, 2 bytes
     acts = 2 * (2 * 4096 + 2 * 14336) * 2  # 2 rows in and out of each matrix, 2 bytes
     assert b.seconds[0] == pytest.approx((weights + acts) / 3.35e12)
+
+
+def test_mla_generation_bound_by_hand(corpus):
+    """Absorbed MLA decode, one sequence, 128 heads over 4,096 cached tokens (bf16): the 576-wide
+    latent cache is read once for all heads (values are its first 512), plus Q and O."""
+    import pandas as pd
+
+    from costmodel.hardware import get_device
+    from costmodel.measured import lower_bounds
+
+    row = {
+        "batch": 1,
+        "isl": 1,
+        "heads": 128,
+        "tp": 1,
+        "step": 4095,
+        "attn_dtype": "bfloat16",
+        "kv_dtype": "bfloat16",
+    }
+    b = lower_bounds("generation_mla", pd.DataFrame([row]), get_device("h100-sxm"))
+    bytes_ = 4096 * 576 * 2 + 128 * 576 * 2 + 128 * 512 * 2
+    assert b.seconds[0] == pytest.approx(bytes_ / 3.35e12)

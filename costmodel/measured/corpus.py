@@ -22,6 +22,8 @@ Families (the ``family`` argument) and the columns :func:`load` returns, besides
 ``all_reduce``         ``gpus elements dtype backend`` (framework custom kernels and NCCL)
 ``moe``                ``tokens hidden inter topk experts tp ep dtype``: the fused routed-expert
                        MLP (gate/up, activation, down) of one rank, *balanced* routing only
+``context_mla``        ``batch isl heads tp attn_dtype kv_dtype``: DeepSeek-V3's multi-head latent
+``generation_mla``     attention kernel (``step`` cached tokens in generation)
 =====================  =====================================================
 """
 
@@ -59,7 +61,15 @@ SYSTEMS: dict[str, str] = {
     "gb300": "b300",
 }
 
-FAMILIES = ("gemm", "context_attention", "generation_attention", "all_reduce", "moe")
+FAMILIES = (
+    "gemm",
+    "context_attention",
+    "generation_attention",
+    "all_reduce",
+    "moe",
+    "context_mla",
+    "generation_mla",
+)
 
 _TABLES: dict[str, tuple[str, str]] = {
     "gemm": ("gemm", "gemm_perf.parquet"),
@@ -68,6 +78,8 @@ _TABLES: dict[str, tuple[str, str]] = {
     "custom_allreduce": ("comm", "custom_allreduce_perf.parquet"),
     "nccl": ("comm", "nccl_perf.parquet"),
     "moe": ("moe", "moe_perf.parquet"),
+    "context_mla": ("mla", "context_mla_perf.parquet"),
+    "generation_mla": ("mla", "generation_mla_perf.parquet"),
 }
 
 _ATTN_RENAME = {
@@ -220,6 +232,13 @@ def _load_one(family: str, system: str) -> Any:
         df = df.rename(columns=_ATTN_RENAME)
         cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "kv_heads", "head_dim"]
         df = df[[*cols, "window", "attn_dtype", "kv_dtype", "step", "latency"]]
+    elif family in ("context_mla", "generation_mla"):
+        df = _frame(system, family)
+        if df is None:
+            return None
+        df = df.rename(columns={**_ATTN_RENAME, "mla_dtype": "attn_dtype", "tp_size": "tp"})
+        cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "tp", "step"]
+        df = df[[*cols, "attn_dtype", "kv_dtype", "latency"]]
     elif family == "moe":
         df = _frame(system, "moe")
         if df is None:

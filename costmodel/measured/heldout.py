@@ -58,12 +58,14 @@ SHAPE_KEYS: dict[str, list[str]] = {
     "generation_attention": ["batch", "isl", "heads", "kv_heads", "head_dim", "window", "step"],
     "all_reduce": ["gpus", "elements"],
     "moe": ["tokens", "hidden", "inter", "topk", "experts", "tp", "ep"],
+    "context_mla": ["batch", "isl", "heads", "tp"],
+    "generation_mla": ["batch", "isl", "heads", "tp", "step"],
 }
 
 
 def dtype_group(family: str, df: Any) -> Any:
     """The dtype combination of each row (``bfloat16``, ``bfloat16/fp8``)."""
-    if family in ("context_attention", "generation_attention"):
+    if family in ("context_attention", "generation_attention", "context_mla", "generation_mla"):
         return df["attn_dtype"].astype(str) + "/" + df["kv_dtype"].astype(str)
     return df["dtype"].astype(str)
 

@@ -15,7 +15,13 @@ weights, ``sq`` (SmoothQuant W8A8) -> int8. GEMM outputs are bf16.
 Attention rows: context attention is causal self-attention over ``isl``
 tokens (``window > 0`` caps each query at ``window`` keys); generation
 attention is one query per sequence over ``kv_len = step + isl`` cached
-tokens. MoE rows are one rank's routed experts: two ``grouped_gemm`` calls (up
+tokens. MLA rows are DeepSeek-V3's latent attention (the corpus's only MLA
+shape: 128 nope + 64 rope query/key dims, 128 value dims, a 512 + 64 latent
+cache) with the table's ``num_heads`` on the rank (reading them as the model's
+heads, divided by ``tp_size``, gives bounds 16x looser on the median row and no
+tighter anywhere; as the rank's, no row falls below its bound): context as causal attention over the
+up-projected keys and values (192 and 128 wide), generation as the absorbed form
+over the shared 576-wide latent cache (``kv_shared``, values its first 512). MoE rows are one rank's routed experts: two ``grouped_gemm`` calls (up
 ``[h, I/tp]``: a row does not say whether its experts are gated, and some are
 not, e.g. TensorRT-LLM's "nongated" kernels, so the bound counts the non-gated
 minimum; and down ``[I/tp, h]``) over the
@@ -75,6 +81,10 @@ GEMM_DTYPES: dict[str, tuple[str, str, str]] = {
 }
 
 ATTN_DTYPES: dict[str, str] = {"bfloat16": "bf16", "fp8": "fp8", "float16": "fp16"}
+
+#: DeepSeek-V3's MLA dims (config.json: qk_nope_head_dim 128, qk_rope_head_dim 64,
+#: v_head_dim 128, kv_lora_rank 512), the only MLA shape the corpus measures
+MLA_QK, MLA_V, MLA_LATENT, MLA_ROPE = 128 + 64, 128, 512, 64
 
 #: corpus MoE dtype -> (activation, weight, compute) dtypes of the grouped_gemm rule
 MOE_DTYPES: dict[str, tuple[str, str, str]] = {
@@ -155,7 +165,9 @@ _T, _HID, _INTER, _TOPK, _NE, _TP, _EP = (
 
 
 @functools.cache
-def _group_cost(family: str, key: tuple[Any, ...]) -> tuple[Cost, tuple[sympy.Symbol, ...]]:
+def _group_cost(
+    family: str, key: tuple[Any, ...], fp8_ok: bool = True
+) -> tuple[Cost, tuple[sympy.Symbol, ...]]:
     if family == "gemm":
         a, w, c = GEMM_DTYPES[key[0]]
         cost = op_cost("gemm", M=_M, N=_N, K=_K, dtype=a, w_dtype=w, out_dtype="bf16", compute_dtype=c)
@@ -174,11 +186,39 @@ def _group_cost(family: str, key: tuple[Any, ...]) -> tuple[Cost, tuple[sympy.Sy
             dtype=ATTN_DTYPES[attn],
             kv_dtype=ATTN_DTYPES[kv],
             out_dtype="bf16",
-            compute_dtype="fp8" if "fp8" in (attn, kv) else ATTN_DTYPES[attn],
+            compute_dtype="fp8" if fp8_ok and "fp8" in (attn, kv) else ATTN_DTYPES[attn],
             causal=True,
             window=_W if windowed else None,
         )
         return cost, (_B, _S, _H, _HKV, _D, _W, _KV)
+    if family in ("context_mla", "generation_mla"):
+        attn, kv = key
+        heads = _H  # the table's num_heads are the rank's (tp_size already applied; see module doc)
+        common = {
+            "batch": _B,
+            "heads": heads,
+            "dtype": ATTN_DTYPES[attn],
+            "kv_dtype": ATTN_DTYPES[kv],
+            "out_dtype": "bf16",
+            "compute_dtype": "fp8" if fp8_ok and "fp8" in (attn, kv) else ATTN_DTYPES[attn],
+            "causal": True,
+        }
+        if family == "context_mla":
+            cost = op_cost(
+                "attention", kv_heads=heads, q_len=_S, kv_len=_S, head_dim=MLA_QK, v_head_dim=MLA_V, **common
+            )
+        else:
+            cost = op_cost(
+                "attention",
+                kv_heads=1,
+                q_len=1,
+                kv_len=_KV,
+                head_dim=MLA_LATENT + MLA_ROPE,
+                v_head_dim=MLA_LATENT,
+                kv_shared=True,
+                **common,
+            )
+        return cost, (_B, _S, _H, _TP, _KV)
     if family == "all_reduce":
         cost = op_cost("all_reduce", elements=_E, p=_P, dtype=key[0], algorithm="in_network")
         return cost, (_E, _P)
@@ -255,7 +295,8 @@ def _ring(dtype: str, hw: Hardware) -> Any:
 
 @functools.cache
 def _compiled(family: str, key: tuple[Any, ...], hw: Hardware) -> tuple[dict[str, Any], Any, tuple[str, ...]]:
-    cost, syms = _group_cost(family, key)
+    # a device without fp8 tensor cores (A100) cannot compute an fp8 KV cache in fp8
+    cost, syms = _group_cost(family, key, hw.peak("tensor", "fp8") is not None)
     b = bound(cost, hw)
     terms = {label: compile_expr(t, syms) for label, t in b.terms.items()}
     ws = compile_expr(cost.bytes_at("dram"), syms)
@@ -269,6 +310,8 @@ def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     """Each row's group key (the dtype combination) and the group index per row."""
     if family in ("gemm", "moe"):
         keys = [(d,) for d in df["dtype"].tolist()]
+    elif family in ("context_mla", "generation_mla"):
+        keys = list(zip(df["attn_dtype"].tolist(), df["kv_dtype"].tolist(), strict=True))
     elif family == "all_reduce":
         keys = [(_AR_DTYPES.get(d, d),) for d in df["dtype"].tolist()]
     else:
@@ -288,6 +331,8 @@ def _args(family: str, df: Any) -> list[np.ndarray]:
         return [f("elements"), f("gpus")]
     if family == "moe":
         return [f(c) for c in ("tokens", "hidden", "inter", "topk", "experts", "tp", "ep")]
+    if family in ("context_mla", "generation_mla"):
+        return [f("batch"), f("isl"), f("heads"), f("tp"), f("step") + f("isl")]
     one = np.ones(len(df))
     kv_len = f("step") + f("isl") if family == "generation_attention" else one
     window = np.where(f("window") > 0, f("window"), 1.0)

@@ -50,7 +50,7 @@ def quant_factor(family: str, df: Any, hw: Hardware) -> np.ndarray:
     (:data:`GEMM_TILES`, :data:`SPLIT_K`), query blocks of :data:`TILE` for context
     attention, 1 where no tiling applies."""
     sms = hw.sm_count
-    if not sms or family in ("all_reduce", "generation_attention", "moe"):
+    if not sms or family in ("all_reduce", "generation_attention", "moe", "generation_mla", "context_mla"):
         return np.ones(len(df))
     if family == "gemm":
         m, n = df["m"].to_numpy(dtype=float), df["n"].to_numpy(dtype=float)
@@ -87,6 +87,10 @@ def work_waves(family: str, df: Any, hw: Hardware) -> np.ndarray:
         u = f("batch") * f("heads") * np.ceil(f("isl") / TILE)
     elif family == "generation_attention":
         u = f("batch") * f("kv_heads")
+    elif family == "context_mla":
+        u = f("batch") * f("heads") * np.ceil(f("isl") / TILE)
+    elif family == "generation_mla":
+        u = f("batch") * np.ceil(f("heads") / 64)
     elif family == "moe":
         # per touched expert, row tiles of its tokens x column tiles of its gate/up shard
         rows = np.maximum(f("tokens") * f("topk") / f("ep"), 1.0)
