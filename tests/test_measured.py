@@ -262,4 +262,7 @@ def test_mla_generation_bound_by_hand(corpus):
     }
     b = lower_bounds("generation_mla", pd.DataFrame([row]), get_device("h100-sxm"))
     bytes_ = 4096 * 576 * 2 + 128 * 576 * 2 + 128 * 512 * 2
-    assert b.seconds[0] == pytest.approx(bytes_ / 3.35e12)
+    assert b.terms.memory_s[0] == pytest.approx(bytes_ / 3.35e12)
+    # 5 MB fit the 50 MiB L2 (bandwidth unsourced): the bound is the matmuls, 2 (576 + 512) per pair
+    assert b.l2[0]
+    assert b.seconds[0] == pytest.approx(128 * 4096 * 2 * (576 + 512) / 989.4e12)
