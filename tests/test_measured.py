@@ -266,3 +266,16 @@ def test_mla_generation_bound_by_hand(corpus):
     # 5 MB fit the 50 MiB L2 (bandwidth unsourced): the bound is the matmuls, 2 (576 + 512) per pair
     assert b.l2[0]
     assert b.seconds[0] == pytest.approx(128 * 4096 * 2 * (576 + 512) / 989.4e12)
+
+
+def test_bad_requests_name_what_is_allowed():
+    from costmodel.measured import MeasuredDataError
+    from costmodel.measured.heldout import evaluate
+    from costmodel.measured.report import build_report, params_markdown
+
+    with pytest.raises(MeasuredDataError, match=r"family 'conv2d' not measured; allowed: gemm"):
+        evaluate(("conv2d",))
+    with pytest.raises(MeasuredDataError, match=r"split 'random' not known; allowed: shapes, device, framework"):
+        build_report(("gemm",), splits=("random",))
+    with pytest.raises(MeasuredDataError, match=r"framework 'tgi' not measured; allowed: vllm, sglang, trtllm"):
+        params_markdown("h100-sxm", "tgi")

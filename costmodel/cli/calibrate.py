@@ -14,12 +14,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..measured.corpus import FRAMEWORKS  # stdlib only: --help stays light
 from .common import dump
 from .options import check_output_path
 
 __all__ = ["add_calibrate_parser", "add_predict_option", "with_prediction"]
-
-FRAMEWORKS = ("vllm", "sglang", "trtllm")
 
 
 def _say(quiet: bool) -> Callable[[str], None]:

@@ -156,6 +156,8 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
 
 def add_model_parser(sub: Any) -> None:
+    from ..measured.corpus import FRAMEWORKS
+
     m = sub.add_parser("model", help="catalog models, per-node analysis and closed forms")
     msub = m.add_subparsers(dest="model_command", required=True)
     ml = msub.add_parser("list", help="catalog models with parameter counts")
@@ -178,7 +180,7 @@ def add_model_parser(sub: Any) -> None:
     )
     ma.add_argument(
         "--predict",
-        choices=("vllm", "sglang", "trtllm"),
+        choices=FRAMEWORKS,
         default=None,
         help="add each node's calibrated prediction for this framework's kernels ([measured] extra)",
     )

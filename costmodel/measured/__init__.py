@@ -8,43 +8,47 @@ extra ``[measured]``).
 * :mod:`.efficiency` fits an interpretable per-family efficiency model;
 * :mod:`.heldout` evaluates it on held-out shapes, devices and frameworks;
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
+
+Names load on first use (``costmodel.lazy``): the command line reads
+:data:`FRAMEWORKS` without importing numpy, pandas or sympy.
 """
 
-from .corpus import FAMILIES, SYSTEMS, CorpusInfo, MeasuredDataError, corpus_info, load, systems_with_data
-from .efficiency import Features, Fit, features, fit, predict
-from .heldout import HeldOut, evaluate, fit_groups
-from .kernels import KernelTerms, kernel_terms, wave_factor, work_waves
-from .report import build_report, calibrated_spec, scatter_plot, to_markdown
-from .validity import Bounds, Violations, explain, l2_resident, lower_bounds, violations
+from costmodel.lazy import lazy_exports
 
-__all__ = [
-    "FAMILIES",
-    "SYSTEMS",
-    "CorpusInfo",
-    "MeasuredDataError",
-    "corpus_info",
-    "load",
-    "systems_with_data",
-    "KernelTerms",
-    "kernel_terms",
-    "wave_factor",
-    "work_waves",
-    "Features",
-    "Fit",
-    "features",
-    "fit",
-    "predict",
-    "HeldOut",
-    "evaluate",
-    "fit_groups",
-    "build_report",
-    "calibrated_spec",
-    "scatter_plot",
-    "to_markdown",
-    "explain",
-    "Bounds",
-    "Violations",
-    "l2_resident",
-    "lower_bounds",
-    "violations",
-]
+#: public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    "FAMILIES": "corpus",
+    "SYSTEMS": "corpus",
+    "CorpusInfo": "corpus",
+    "MeasuredDataError": "corpus",
+    "corpus_info": "corpus",
+    "load": "corpus",
+    "systems_with_data": "corpus",
+    "Features": "efficiency",
+    "Fit": "efficiency",
+    "features": "efficiency",
+    "fit": "efficiency",
+    "predict": "efficiency",
+    "HeldOut": "heldout",
+    "evaluate": "heldout",
+    "fit_groups": "heldout",
+    "KernelTerms": "kernels",
+    "kernel_terms": "kernels",
+    "wave_factor": "kernels",
+    "work_waves": "kernels",
+    "build_report": "report",
+    "calibrated_spec": "report",
+    "scatter_plot": "report",
+    "to_markdown": "report",
+    "Bounds": "validity",
+    "Violations": "validity",
+    "explain": "validity",
+    "l2_resident": "validity",
+    "lower_bounds": "validity",
+    "violations": "validity",
+    "FRAMEWORKS": "corpus",
+}
+
+__all__ = list(_LAZY)
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

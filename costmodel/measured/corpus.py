@@ -39,6 +39,7 @@ from ..errors import CostModelError
 
 __all__ = [
     "FAMILIES",
+    "FRAMEWORKS",
     "SYSTEMS",
     "MeasuredDataError",
     "CorpusInfo",
@@ -60,6 +61,9 @@ SYSTEMS: dict[str, str] = {
     "b200_sxm": "b200",
     "gb300": "b300",
 }
+
+#: frameworks whose kernels the corpus measures (NCCL's collectives sit beside them)
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
 
 FAMILIES = (
     "gemm",
@@ -90,6 +94,8 @@ _ATTN_RENAME = {
     "kv_cache_dtype": "kv_dtype",
 }
 
+
+_AR_COLS = ["framework", "version", "kernel_source", "backend", "gpus", "elements", "dtype", "latency"]
 
 _MOE_RENAME = {
     "num_tokens": "tokens",
@@ -259,20 +265,7 @@ def _load_one(family: str, system: str) -> Any:
             ar["backend"] = (
                 ar["backend"].astype(object).where(ar["backend"].notna(), fw) if "backend" in ar else fw
             )
-            parts.append(
-                ar[
-                    [
-                        "framework",
-                        "version",
-                        "kernel_source",
-                        "backend",
-                        "gpus",
-                        "elements",
-                        "dtype",
-                        "latency",
-                    ]
-                ]
-            )
+            parts.append(ar[_AR_COLS])
         nc = _frame(system, "nccl")
         if nc is not None:
             nc = nc[nc["op_name"] == "all_reduce"].rename(
@@ -280,20 +273,7 @@ def _load_one(family: str, system: str) -> Any:
             )
             nc["backend"] = "nccl"
             nc["framework"] = "nccl"
-            parts.append(
-                nc[
-                    [
-                        "framework",
-                        "version",
-                        "kernel_source",
-                        "backend",
-                        "gpus",
-                        "elements",
-                        "dtype",
-                        "latency",
-                    ]
-                ]
-            )
+            parts.append(nc[_AR_COLS])
         if not parts:
             return None
         df = pd.concat(parts, ignore_index=True)

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..hardware import get_device
 from ..results import Result
-from .corpus import FAMILIES, SYSTEMS, corpus_info, load, systems_with_data
+from .corpus import FAMILIES, SYSTEMS, MeasuredDataError, corpus_info, load, systems_with_data
 from .efficiency import Features, Fit, features, fit
 from .validity import OVER_PEAK_BW, TOLERANCE, explain, lower_bounds
 
@@ -231,6 +231,19 @@ def _split_framework(family: str, device: str) -> HeldOut | None:
     return _collect(family, device, "framework", preds)
 
 
+SPLITS = ("shapes", "device", "framework")
+
+
+def check_request(families: tuple[str, ...], splits: tuple[str, ...] = SPLITS) -> None:
+    """A clear error for a family or split that does not exist."""
+    for f in families:
+        if f not in FAMILIES:
+            raise MeasuredDataError(f"family {f!r} not measured; allowed: {', '.join(FAMILIES)}")
+    for sp in splits:
+        if sp not in SPLITS:
+            raise MeasuredDataError(f"split {sp!r} not known; allowed: {', '.join(SPLITS)}")
+
+
 def evaluate(
     families: tuple[str, ...] = FAMILIES,
     devices: list[str] | None = None,
@@ -241,6 +254,7 @@ def evaluate(
     progress: Callable[[str], None] | None = None,
 ) -> list[HeldOut]:
     """Held-out errors per family, device and split (module doc)."""
+    check_request(families, splits)
     out = []
     for fam in families:
         devs = [d for d in systems_with_data(fam) if devices is None or d in devices]

@@ -48,6 +48,7 @@ import numpy as np
 import sympy
 
 from ..cost import Cost
+from ..dtypes import get_dtype
 from ..errors import CostModelError
 from ..frontier import compile_expr
 from ..hardware import Hardware
@@ -58,7 +59,6 @@ from .quantisation import GEMM_TILES, SPLIT_K, TILE, quant_factor, wave_factor, 
 
 __all__ = [
     "GEMM_DTYPES",
-    "ATTN_DTYPES",
     "TILE",
     "GEMM_TILES",
     "SPLIT_K",
@@ -80,7 +80,6 @@ GEMM_DTYPES: dict[str, tuple[str, str, str]] = {
     "sq": ("int8", "int8", "int8"),
 }
 
-ATTN_DTYPES: dict[str, str] = {"bfloat16": "bf16", "fp8": "fp8", "float16": "fp16"}
 
 #: DeepSeek-V3's MLA dims (config.json: qk_nope_head_dim 128, qk_rope_head_dim 64,
 #: v_head_dim 128, kv_lora_rank 512), the only MLA shape the corpus measures
@@ -183,10 +182,10 @@ def _group_cost(
             q_len=q_len,
             kv_len=kv_len,
             head_dim=_D,
-            dtype=ATTN_DTYPES[attn],
-            kv_dtype=ATTN_DTYPES[kv],
+            dtype=get_dtype(attn).name,
+            kv_dtype=get_dtype(kv).name,
             out_dtype="bf16",
-            compute_dtype="fp8" if fp8_ok and "fp8" in (attn, kv) else ATTN_DTYPES[attn],
+            compute_dtype="fp8" if fp8_ok and "fp8" in (attn, kv) else get_dtype(attn).name,
             causal=True,
             window=_W if windowed else None,
         )
@@ -197,10 +196,10 @@ def _group_cost(
         common = {
             "batch": _B,
             "heads": heads,
-            "dtype": ATTN_DTYPES[attn],
-            "kv_dtype": ATTN_DTYPES[kv],
+            "dtype": get_dtype(attn).name,
+            "kv_dtype": get_dtype(kv).name,
             "out_dtype": "bf16",
-            "compute_dtype": "fp8" if fp8_ok and "fp8" in (attn, kv) else ATTN_DTYPES[attn],
+            "compute_dtype": "fp8" if fp8_ok and "fp8" in (attn, kv) else get_dtype(attn).name,
             "causal": True,
         }
         if family == "context_mla":
@@ -303,9 +302,6 @@ def _compiled(family: str, key: tuple[Any, ...], hw: Hardware) -> tuple[dict[str
     return terms, ws, tuple(b.unbounded)
 
 
-_AR_DTYPES = {"bfloat16": "bf16", "half": "fp16", "float16": "fp16", "int8": "int8", "float32": "fp32"}
-
-
 def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     """Each row's group key (the dtype combination) and the group index per row."""
     if family in ("gemm", "moe"):
@@ -313,7 +309,7 @@ def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     elif family in ("context_mla", "generation_mla"):
         keys = list(zip(df["attn_dtype"].tolist(), df["kv_dtype"].tolist(), strict=True))
     elif family == "all_reduce":
-        keys = [(_AR_DTYPES.get(d, d),) for d in df["dtype"].tolist()]
+        keys = [(get_dtype(d).name,) for d in df["dtype"].tolist()]
     else:
         keys = list(
             zip(df["attn_dtype"].tolist(), df["kv_dtype"].tolist(), (df["window"] > 0).tolist(), strict=True)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..hardware import get_device
-from .corpus import FAMILIES, corpus_info, systems_with_data
-from .heldout import HeldOut, evaluate, fit_groups, prepared
+from .corpus import FAMILIES, FRAMEWORKS, MeasuredDataError, corpus_info, systems_with_data
+from .heldout import HeldOut, check_request, evaluate, fit_groups, prepared
 from .validity import Violations, violations
 
 __all__ = ["build_report", "to_markdown", "params_markdown", "calibrated_spec", "scatter_plot"]
@@ -33,6 +33,7 @@ def build_report(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Violations and held-out errors for the families and devices asked for."""
+    check_request(families, splits)
     viol: list[Violations] = []
     for fam in families:
         for dev in systems_with_data(fam):
@@ -87,6 +88,9 @@ def to_markdown(rep: dict[str, Any]) -> str:
 
 def params_markdown(device: str, framework: str, families: tuple[str, ...] = FAMILIES) -> str:
     """The fitted parameters (value +- standard error) of one device and framework, per group."""
+    check_request(families)
+    if framework not in FRAMEWORKS:
+        raise MeasuredDataError(f"framework {framework!r} not measured; allowed: {', '.join(FRAMEWORKS)}")
     lines = [
         f"**Fitted parameters** on {device} with {framework}'s kernels (value +- standard error; "
         "seconds in us):",

@@ -89,7 +89,6 @@ def window_pairs(q_len: sympy.Expr, kv_len: sympy.Expr, window: sympy.Expr) -> s
     (Beltagy et al., Longformer, 2020: ``O(nW)`` windowed attention; the sum
     is a hand derivation). A window at least ``kv_len`` is plain causal.
 
-    >>> from costmodel.symbols import dim
     >>> int(window_pairs(8, 8, 3))  # 1 + 2 + 3*6
     21
     >>> int(window_pairs(1, 100, 3))  # one decode query sees W keys
