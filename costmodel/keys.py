@@ -36,6 +36,7 @@ __all__ = [
     "ROLE",
     "FRONTEND_OP",
     "MEASURED_S",
+    "KV_CAP",
     # edge attributes
     "TENSOR",
     "BYTES",
@@ -46,6 +47,7 @@ __all__ = [
     "GROUP_EXIT",
     "G_EXIT",
     "G_TOKENS",
+    "G_BATCH",
     "G_UNKNOWN_OPS",
     "G_SYMBOLS",
 ]
@@ -109,6 +111,7 @@ UNKNOWN = "unknown"  #: True on an imported op the importer table has no mapper 
 ROLE = "role"  #: what a builder node is for, e.g. "tokens" on the token-id input
 FRONTEND_OP = "frontend_op"  #: the importer's own op name (``aten.mm.default``, ``MatMul``)
 MEASURED_S = "measured_s"  #: a profiler's measured time of the node (attach_profile)
+KV_CAP = "kv_cap"  #: on a cache write: positions per sequence its layer keeps at most (window, chunk)
 # edge attributes
 TENSOR = "tensor"  #: the logical tensor on the edge
 BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer
@@ -119,5 +122,6 @@ GROUP_ENTRY = "entry"  #: edges (src, dst, attrs) entering a layer group
 GROUP_EXIT = "exit"  #: the node whose output leaves a layer group
 G_EXIT = "exit"  #: a layer graph's output node
 G_TOKENS = "tokens"  #: tokens the step processes (prefill B*S, decode B)
+G_BATCH = "batch"  #: sequences the step processes (B)
 G_UNKNOWN_OPS = "unknown_ops"  #: importer ops with no mapper: name -> count
 G_SYMBOLS = "symbols"  #: importer renames of frontend symbols to ours

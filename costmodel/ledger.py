@@ -10,6 +10,17 @@ bytes per cached token (``2 L H_kv d_head b_kv`` for GQA), ``B`` sequences
 each holding ``C`` cached tokens, ``A`` active tokens (prefill: ``B*S`` or a
 chunk; decode: ``B``) and ``a`` live activation bytes per active token.
 
+Layers whose cache stops growing generalise the KV term per sequence to
+
+.. math::
+
+    C\\,k + \\sum_j \\min(C, W_j)\\,k_j + s
+
+with ``k_j`` the bytes per token of the layers keeping at most ``W_j``
+positions (a sliding window, an attention chunk: ``capped_kv``) and ``s`` the
+per-sequence state of recurrent layers (SSM, linear attention:
+``state_bytes_per_sequence``), which does not depend on the context at all.
+
 Serving engines account for overhead differently; each is a named policy:
 
 ``fraction_of_sum``
@@ -100,13 +111,43 @@ class MemoryLedger:
     kv_bytes_per_token: Any
     activation_bytes_per_token: Any = 0
     overhead: Overhead = Overhead()
+    #: (bytes per token, positions kept) of layers whose cache is capped (window, chunk)
+    capped_kv: tuple[tuple[Any, Any], ...] = ()
+    state_bytes_per_sequence: Any = 0
 
     def __post_init__(self) -> None:
-        for f in ("weights_bytes", "kv_bytes_per_token", "activation_bytes_per_token"):
+        for f in (
+            "weights_bytes",
+            "kv_bytes_per_token",
+            "activation_bytes_per_token",
+            "state_bytes_per_sequence",
+        ):
             v = to_expr(getattr(self, f), field=f)
             if v.is_number and v.is_negative:
                 raise InvalidDimensionError(f"{f} must be >= 0, got {v}")
             object.__setattr__(self, f, v)
+        capped = []
+        for i, pair in enumerate(self.capped_kv):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise CostModelError(
+                    f"capped_kv[{i}] must be a (bytes_per_token, positions) pair, got {pair!r}"
+                )
+            k = to_expr(pair[0], field=f"capped_kv[{i}] bytes_per_token")
+            if k.is_number and k.is_negative:
+                raise InvalidDimensionError(f"capped_kv[{i}] bytes_per_token must be >= 0, got {k}")
+            capped.append((k, check_dim(pair[1], f"capped_kv[{i}] positions")))
+        object.__setattr__(self, "capped_kv", tuple(capped))
+
+    def kv_bytes_per_sequence(self, cached_tokens: Any) -> sympy.Expr:
+        """KV cache and recurrent state of one sequence holding ``cached_tokens`` (module doc).
+
+        >>> led = MemoryLedger(0, 100, capped_kv=((10, 128),), state_bytes_per_sequence=7)
+        >>> led.kv_bytes_per_sequence(1000)  # 1000*100 + 128*10 + 7
+        101287
+        """
+        c = check_dim(cached_tokens, "ctx", allow_zero=True)
+        capped = sympy.Add(*(k * sympy.Min(c, w) for k, w in self.capped_kv))
+        return c * self.kv_bytes_per_token + capped + self.state_bytes_per_sequence
 
     def terms(
         self, *, batch: Any, cached_tokens: Any, active_tokens: Any, capacity: Any = None
@@ -120,7 +161,7 @@ class MemoryLedger:
         c = check_dim(cached_tokens, "ctx", allow_zero=True)
         a = check_dim(active_tokens, "active_tokens", allow_zero=True)
         w = self.weights_bytes
-        kv = b * c * self.kv_bytes_per_token
+        kv = b * self.kv_bytes_per_sequence(c)
         act = a * self.activation_bytes_per_token
         pol, f = self.overhead.policy, self.overhead.fraction
         if pol == "fraction_of_sum":
@@ -209,6 +250,8 @@ def _affine_root(total: Any, cap: float, upper: int) -> int | None:
     if slope <= 0 or not math.isclose(total(1024), t0 + 1024 * slope, rel_tol=1e-12):
         return None
     x = max(1, min(upper, math.floor((cap - t0) / slope)))
+    if not math.isclose(total(x), t0 + x * slope, rel_tol=1e-12):
+        return None  # affine on the probes only (a capped cache bends beyond them): search instead
     while x > 1 and total(x) > cap:
         x -= 1
     while x < upper and total(x + 1) <= cap:

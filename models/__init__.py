@@ -22,6 +22,7 @@ _LAZY: dict[str, str] = {
     "model_names": "catalog",
     "ParamCounts": "params",
     "param_counts": "params",
+    "param_bytes": "params",
     "attention_params": "params",
     "mlp_params": "params",
     "moe_params": "params",

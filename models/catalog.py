@@ -34,6 +34,13 @@ class CatalogModel:
     published_non_embedding: float | None = None
     published_active: float | None = None
     published_source: str = ""
+    #: the shipped config file (``configs/<config>.json``); default the entry's name
+    config: str = ""
+    #: keep the multi-token-prediction modules (DeepSeek-V3's MTP)
+    mtp: bool = False
+    #: what the published active count includes: "all" parameters a token uses, "no_embedding"
+    #: (the input table left out, gpt-oss's card) or "non_embedding" (embedding and head left out)
+    active_counts: str = "all"
 
 
 _HF = "https://huggingface.co/{}/blob/main/config.json"
@@ -115,6 +122,106 @@ MODELS: dict[str, CatalogModel] = {
             "activated per token (the 14B multi-token-prediction module excluded)",
         ),
         CatalogModel(
+            "deepseek-v3-mtp",
+            _HF.format("deepseek-ai/DeepSeek-V3"),
+            685e9,
+            published_source="DeepSeek-V3 model card: 685B on Hugging Face, 671B main model and 14B "
+            "multi-token-prediction module",
+            config="deepseek-v3",
+            mtp=True,
+        ),
+        CatalogModel(
+            "gpt-oss-120b",
+            _HF.format("openai/gpt-oss-120b"),
+            116.83e9,
+            None,
+            5.13e9,
+            published_source="gpt-oss-120b & gpt-oss-20b model card (OpenAI, arXiv:2508.10925), table 1: "
+            "116.83B total, 5.13B active (the unembedding counted, the embedding not)",
+            active_counts="no_embedding",
+        ),
+        CatalogModel(
+            "gpt-oss-20b",
+            _HF.format("openai/gpt-oss-20b"),
+            20.91e9,
+            None,
+            3.61e9,
+            published_source="gpt-oss model card (arXiv:2508.10925), table 1: 20.91B total, 3.61B active",
+            active_counts="no_embedding",
+        ),
+        CatalogModel(
+            "qwen3-8b",
+            _HF.format("Qwen/Qwen3-8B"),
+            8.2e9,
+            6.95e9,
+            published_source="Qwen3-8B model card: 8.2B, 6.95B non-embedding",
+        ),
+        CatalogModel(
+            "qwen3-32b",
+            _HF.format("Qwen/Qwen3-32B"),
+            32.8e9,
+            31.2e9,
+            published_source="Qwen3-32B model card: 32.8B, 31.2B non-embedding",
+        ),
+        CatalogModel(
+            "qwen3-30b-a3b",
+            _HF.format("Qwen/Qwen3-30B-A3B"),
+            30.5e9,
+            29.9e9,
+            3.3e9,
+            published_source="Qwen3-30B-A3B model card: 30.5B total, 3.3B activated, 29.9B non-embedding",
+        ),
+        CatalogModel(
+            "qwen3-235b-a22b",
+            _HF.format("Qwen/Qwen3-235B-A22B"),
+            235e9,
+            234e9,
+            22e9,
+            published_source="Qwen3-235B-A22B model card: 235B total, 22B activated, 234B non-embedding",
+        ),
+        CatalogModel(
+            "qwen3-next-80b-a3b",
+            _HF.format("Qwen/Qwen3-Next-80B-A3B-Instruct"),
+            80e9,
+            79e9,
+            3e9,
+            published_source="Qwen3-Next-80B-A3B-Instruct model card: 80B total, 3B activated, 79B "
+            "non-embedding (its active count read as non-embedding: 3.25B counted)",
+            active_counts="non_embedding",
+        ),
+        CatalogModel(
+            "gemma-3-27b",
+            _HF.format("google/gemma-3-27b-it"),
+            None,
+            25.6e9,
+            published_source="Gemma 3 technical report (arXiv:2503.19786), table 1: 27B has 1,416M "
+            "embedding and 25,600M non-embedding parameters (and a 417M vision encoder, not built)",
+        ),
+        CatalogModel(
+            "llama-4-scout",
+            _HF.format("meta-llama/Llama-4-Scout-17B-16E"),
+            109e9,
+            None,
+            17e9,
+            published_source="Llama 4 model card: Scout 17B active, 109B total (the vision encoder included)",
+        ),
+        CatalogModel(
+            "llama-4-maverick",
+            _HF.format("meta-llama/Llama-4-Maverick-17B-128E"),
+            400e9,
+            None,
+            17e9,
+            published_source="Llama 4 model card: Maverick 17B active, 400B total (the vision encoder included)",
+        ),
+        CatalogModel(
+            "mamba2-2.7b",
+            "https://huggingface.co/state-spaces/mamba2-2.7b/blob/main/config.json",
+            2.7e9,
+            published_source="state-spaces/mamba2-2.7b: 2.7B (Dao & Gu 2024, pretrained models). Its mamba_ssm "
+            "config (d_model 2560, n_layer 64, d_state 128, headdim 64, expand 2, ngroups 1, vocab 50277 "
+            "padded to a multiple of 16: 50288) is shipped in the field names of transformers' Mamba2Config",
+        ),
+        CatalogModel(
             "tiny",
             "costmodel test config (2 layers, d=64, GQA 4/2, head_dim 16; 131,072-token context so every default runs)",
         ),
@@ -139,5 +246,7 @@ def get_model(name: str | ModelConfig) -> ModelConfig:
 @functools.cache
 def _load(key: str) -> ModelConfig:
     """A shipped config, read and validated once per process (configs are frozen: sharing is safe)."""
-    text = resources.files(__package__).joinpath("configs", f"{key}.json").read_text(encoding="utf-8")
-    return config_from_hf_dict(json.loads(text), key, source=MODELS[key].source)
+    entry = MODELS[key]
+    path = resources.files(__package__).joinpath("configs", f"{entry.config or key}.json")
+    text = path.read_text(encoding="utf-8")
+    return config_from_hf_dict(json.loads(text), key, source=entry.source, mtp=entry.mtp)

@@ -29,6 +29,8 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.symbols import check_dim, dim
 
+from .layers import SYMBOLIC_FIELDS, LayerSpec, check_layers, layer_groups
+
 __all__ = ["ModelConfig", "ModelConfigError", "MLPKind", "NormKind", "Dim"]
 
 
@@ -36,8 +38,9 @@ class ModelConfigError(CostModelError):
     """A model configuration has a missing, invalid or inconsistent field."""
 
 
-#: the MLP kinds: gated SiLU (``down(silu(gate x) * up x)``) or a plain GELU MLP
-MLPKind = Literal["swiglu", "gelu"]
+#: the MLP kinds: gated SiLU (``down(silu(gate x) * up x)``), gated GELU (GeGLU, Gemma) or a
+#: plain GELU MLP
+MLPKind = Literal["swiglu", "geglu", "gelu"]
 #: the norm kinds
 NormKind = Literal["rmsnorm", "layernorm"]
 #: a dimension as given: a positive integer or a sympy expression (stored as a sympy expression)
@@ -73,6 +76,7 @@ class ModelConfig:
     norm: NormKind = "rmsnorm"
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
+    mlp_bias: bool = False  # biases on the MLP / expert projections (gpt-oss experts)
     qk_norm: bool = False
     rope: bool = True
     # Mixture-of-Experts
@@ -80,6 +84,7 @@ class ModelConfig:
     num_experts_per_tok: Dim | None = None
     moe_intermediate_size: Dim | None = None
     num_shared_experts: Dim = 0
+    moe_capacity_factor: float | None = None  # expert buffers of c*T*k/E rows (Switch); None: dropless
     first_k_dense_replace: int = 0
     router_bias: bool = False
     # Multi-head Latent Attention
@@ -88,12 +93,36 @@ class ModelConfig:
     qk_nope_head_dim: Dim | None = None
     qk_rope_head_dim: Dim | None = None
     v_head_dim: Dim | None = None
+    # the per-layer pattern and the other mixers' shapes (models.layers): layer_types None is
+    # uniform (gqa or mla everywhere); mixer names or LayerSpecs otherwise
+    layer_types: tuple[LayerSpec, ...] | None = None
+    sliding_window: Dim | None = None
+    attention_sinks: int = 0  # learned sink logits per head (gpt-oss: 1)
+    attention_chunk_size: Dim | None = None
+    attn_output_gate: bool = False  # q_proj also yields a sigmoid gate on the output (Qwen3-Next)
+    ssm_state_size: Dim | None = None
+    ssm_num_heads: Dim | None = None
+    ssm_head_dim: Dim | None = None
+    ssm_n_groups: Dim = 1
+    ssm_conv_kernel: Dim = 4
+    ssm_chunk_size: Dim = 256
+    linear_num_key_heads: Dim | None = None
+    linear_num_value_heads: Dim | None = None
+    linear_key_head_dim: Dim | None = None
+    linear_value_head_dim: Dim | None = None
+    linear_conv_kernel: Dim = 4
+    linear_chunk_size: Dim = 64
+    shared_expert_intermediate_size: Dim | None = None  # default num_shared_experts * moe width
+    # multi-token-prediction layers kept with the model (DeepSeek-V3's MTP module)
+    mtp_layers: int = 0
     # dtypes: weights, KV cache, activations between ops, and the matmul operands/roof
     # (None: the activation dtype; "fp8" for W8A8, "nvfp4" for W4A4 on Blackwell)
     dtype: str = "bf16"
     kv_dtype: str | None = None
     act_dtype: str | None = None
     matmul_dtype: str | None = None
+    expert_dtype: str | None = None  # routed experts' weights (gpt-oss: mxfp4); None: dtype
+    state_dtype: str | None = None  # SSM / linear-attention state; None: fp32
     source: str = ""
     # the longest sequence the model supports (max_position_embeddings with rope
     # scaling applied, models.context); None: not stated
@@ -140,7 +169,7 @@ class ModelConfig:
             raise ModelConfigError(f"{self.name}: mlp {self.mlp!r} not allowed; allowed: {_MLPS}")
         if self.norm not in _NORMS:
             raise ModelConfigError(f"{self.name}: norm {self.norm!r} not allowed; allowed: {_NORMS}")
-        for f in ("dtype", "kv_dtype", "act_dtype", "matmul_dtype"):
+        for f in ("dtype", "kv_dtype", "act_dtype", "matmul_dtype", "expert_dtype", "state_dtype"):
             v = getattr(self, f)
             if v is not None:
                 try:
@@ -175,6 +204,12 @@ class ModelConfig:
             for f in (*_MLA_FIELDS, "q_lora_rank"):
                 if getattr(self, f) is not None:
                     set_(f, self._dim(getattr(self, f), f))
+        try:
+            check_layers(self, set_)
+        except ModelConfigError:
+            raise
+        except CostModelError as exc:
+            raise ModelConfigError(str(exc)) from None
 
     def check_context(self, tokens: int, field: str = "ctx", *, allow: bool = False) -> None:
         """Raise when ``tokens`` exceeds :attr:`max_context` (warn instead with ``allow``)."""
@@ -198,6 +233,11 @@ class ModelConfig:
         return self.kv_lora_rank is not None
 
     @property
+    def gated_mlp(self) -> bool:
+        """The MLP has a gate projection beside its up projection (SwiGLU, GeGLU)."""
+        return self.mlp in ("swiglu", "geglu")
+
+    @property
     def weight_dtype(self) -> str:
         return self.dtype
 
@@ -218,15 +258,21 @@ class ModelConfig:
     @property
     def n_dense_layers(self) -> sympy.Expr:
         """Layers with a dense MLP (all of them unless MoE)."""
-        if not self.is_moe:
-            return self.num_hidden_layers
-        return sympy.Integer(self.first_k_dense_replace)
+        return sympy.Add(*(g.count for g in layer_groups(self) if g.spec.mlp == "dense"))
 
     @property
     def n_moe_layers(self) -> sympy.Expr:
-        if not self.is_moe:
-            return sympy.Integer(0)
-        return self.num_hidden_layers - self.first_k_dense_replace
+        return sympy.Add(*(g.count for g in layer_groups(self) if g.spec.mlp == "moe"))
+
+    @property
+    def expert_weight_dtype(self) -> str:
+        """Storage dtype of the routed experts' weights."""
+        return self.expert_dtype or self.dtype
+
+    @property
+    def recurrent_state_dtype(self) -> str:
+        """Dtype of SSM and linear-attention states (fp32 by default, as the reference kernels keep them)."""
+        return self.state_dtype or "fp32"
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with fields changed (``cfg.replace(kv_dtype="fp8")``)."""
@@ -258,4 +304,9 @@ class ModelConfig:
             dims.update({f: dim(f) for f in _MLA_FIELDS})
             if base.q_lora_rank is not None:
                 dims["q_lora_rank"] = dim("q_lora_rank")
+        for f in SYMBOLIC_FIELDS:
+            if getattr(base, f) is not None:
+                dims[f] = dim(f)
+        if base.layer_types is not None:
+            dims["num_hidden_layers"] = len(base.layer_types)
         return dataclasses.replace(base, name=name, source="symbolic", **dims)

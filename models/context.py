@@ -8,7 +8,11 @@ extended for. Hugging Face configs state RoPE extensions in ``rope_scaling``:
   ``factor x original`` is taken when it is larger;
 * without it (Qwen's optional ``yarn`` block, ``linear``, ``dynamic``), the
   extension multiplies ``max_position_embeddings`` by ``factor`` (the Qwen2.5
-  model cards: 32,768 x 4 = 131,072 tokens with YaRN enabled).
+  model cards: 32,768 x 4 = 131,072 tokens with YaRN enabled), except for
+  families whose field is already the extended length (Gemma 3: 131,072 with
+  a linear factor of 8, the card's 128K).
+
+Multimodal configs (Gemma 3, Llama 4) state these fields under ``text_config``.
 
 Asking for more tokens than the limit is an error naming the limit; the command
 line's ``--allow-long-context`` (``allow=True``) costs it anyway with a warning,
@@ -39,6 +43,11 @@ class ContextLimit:
     why: str
 
 
+#: families whose max_position_embeddings already states the rope-extended length (Gemma 3:
+#: 131,072 with linear factor 8 on its global layers; the model card's 128K context)
+_EXTENDED = ("gemma3", "gemma3_text")
+
+
 def _positive_int(v: Any) -> int | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
         return None
@@ -57,9 +66,14 @@ def context_limit(cfg: Mapping[str, Any]) -> ContextLimit | None:
     ...     {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}).tokens
     131072
     """
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping) and "max_position_embeddings" not in cfg:
+        cfg = {**text, "model_type": cfg.get("model_type")}  # multimodal: Gemma 3, Llama 4
     base = _positive_int(cfg.get("max_position_embeddings"))
     if base is None:
         return None
+    if cfg.get("model_type") in _EXTENDED:
+        return ContextLimit(base, f"max_position_embeddings {base:,} (already the extended length)")
     rs = cfg.get("rope_scaling")
     if not isinstance(rs, Mapping):
         return ContextLimit(base, f"max_position_embeddings {base:,}")

@@ -14,7 +14,11 @@ Supported ``model_type`` values and their field names:
   ``first_k_dense_replace``, MLA ranks ``q_lora_rank``, ``kv_lora_rank``,
   ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``; ``noaux_tc``
   routing adds a per-expert router bias. Multi-token-prediction modules
-  (``num_nextn_predict_layers``) are not part of the served model.
+  (``num_nextn_predict_layers``) are kept only with ``mtp=True``.
+
+* the layer-pattern families ``gpt_oss``, ``qwen3_moe``, ``qwen3_next``,
+  ``gemma3`` (and ``gemma3_text``), ``llama4`` (and ``llama4_text``) and
+  ``mamba2``: :mod:`models.hf_families`.
 
 Every type: ``max_position_embeddings`` and ``rope_scaling`` give the context
 limit (:mod:`models.context`).
@@ -31,10 +35,21 @@ from typing import Any
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
+from .hf_families import FAMILIES, unwrap_text_config
+from .layers import LayerSpec
 
 __all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "deepseek_v2", "deepseek_v3")
+SUPPORTED_MODEL_TYPES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "mixtral",
+    "deepseek_v2",
+    "deepseek_v3",
+    *FAMILIES,
+)
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
@@ -51,16 +66,30 @@ def _get(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any
     return default
 
 
-def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str = "") -> ModelConfig:
-    """Map a parsed ``config.json`` onto :class:`ModelConfig` (see module doc)."""
+def config_from_hf_dict(
+    cfg: Mapping[str, Any], name: str = "model", source: str = "", *, mtp: bool = False
+) -> ModelConfig:
+    """Map a parsed ``config.json`` onto :class:`ModelConfig` (see module doc).
+
+    ``mtp``: keep DeepSeek's multi-token-prediction modules (``num_nextn_predict_layers``)
+    with the model, as speculative decoding with them serves it."""
     if not isinstance(cfg, Mapping):
         raise ModelConfigError(f"{name}: config must be a JSON object")
+    cfg = unwrap_text_config(cfg)
     mt = cfg.get("model_type")
     if mt not in SUPPORTED_MODEL_TYPES:
         raise ModelConfigError(
             f"{name}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
-    act = cfg.get("hidden_act", "silu")
+    act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
+    if mt == "mamba2":
+        # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
+        d = _get(cfg, "hidden_size", name)
+        cfg = {
+            "num_attention_heads": _get(cfg, "num_heads", name),
+            "intermediate_size": _get(cfg, "expand", name, 2) * d,
+            **cfg,
+        }
     heads = _get(cfg, "num_attention_heads", name)
     common: dict[str, Any] = {
         "name": name,
@@ -81,9 +110,9 @@ def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str
         common["max_context"] = limit.tokens
     if mt == "qwen2":
         common["qkv_bias"] = True
-    elif mt in ("llama", "mistral", "qwen3", "deepseek_v2", "deepseek_v3"):
+    elif mt != "mamba2":
         common["qkv_bias"] = bool(cfg.get("attention_bias", False))
-    if mt == "qwen3":
+    if mt in ("qwen3", "qwen3_next"):
         common["qk_norm"] = True
     if mt == "mixtral":
         common.update(
@@ -92,8 +121,14 @@ def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str
             moe_intermediate_size=common["intermediate_size"],
         )
     if mt in ("deepseek_v2", "deepseek_v3"):
-        if cfg.get("moe_layer_freq", 1) != 1:
-            raise ModelConfigError(f"{name}: moe_layer_freq != 1 is not supported")
+        freq = _get(cfg, "moe_layer_freq", name, 1)
+        if freq < 1:
+            raise ModelConfigError(f"{name}: moe_layer_freq must be >= 1, got {freq}")
+        if freq != 1:  # transformers' DeepseekV2: MoE where i >= first_k_dense_replace and i % freq == 0
+            fk, n = _get(cfg, "first_k_dense_replace", name, 0), common["num_hidden_layers"]
+            common["layer_types"] = tuple(
+                LayerSpec("mla", "moe" if (i >= fk and i % freq == 0) else "dense") for i in range(n)
+            )
         common.update(
             num_experts=_get(cfg, "n_routed_experts", name),
             num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
@@ -108,6 +143,10 @@ def config_from_hf_dict(cfg: Mapping[str, Any], name: str = "model", source: str
             v_head_dim=_get(cfg, "v_head_dim", name),
         )
         common["head_dim"] = common["qk_nope_head_dim"] + common["qk_rope_head_dim"]
+        if cfg.get("num_nextn_predict_layers") and mtp:
+            common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name)
+    if mt in FAMILIES:
+        FAMILIES[mt](cfg, common, _get, name)
     return ModelConfig(**common)
 
 

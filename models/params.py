@@ -1,22 +1,25 @@
 """Parameter counts derived from a :class:`ModelConfig`, symbolic or numeric.
 
-Per layer (``d`` hidden, ``H``/``H_kv`` heads, ``h`` head_dim, ``I`` MLP width):
+Per layer, summed over the layer groups (:func:`models.layers.layer_groups`):
 
-* attention (MHA/GQA/MQA): ``d*H*h + 2*d*H_kv*h + H*h*d`` (+ ``H*h + 2*H_kv*h``
-  with q/k/v bias, + ``2h`` with per-head q/k norms);
-* attention (MLA): ``d*r_q + r_q + r_q*H*(h_nope + h_rope)`` (or
-  ``d*H*(h_nope + h_rope)`` without a q low-rank), ``d*(r_kv + h_rope) + r_kv``,
-  ``r_kv*H*(h_nope + h_v)``, ``H*h_v*d``;
-* MLP: ``3*d*I`` gated (SwiGLU), ``2*d*I`` plain (GELU, biases not counted);
-* MoE: ``E*3*d*I_e`` routed, ``n_shared*3*d*I_e`` shared, ``E*d`` router
+* the mixer's weights, from its registered formula (:mod:`models.mixers`:
+  attention ``d*H*h + 2*d*H_kv*h + H*h*d`` and its variants, MLA, Mamba-2,
+  gated delta net);
+* MLP: ``3*d*I`` gated (SwiGLU, GeGLU), ``2*d*I`` plain (GELU), plus biases with
+  ``mlp_bias`` (gpt-oss's experts: ``2*I + d`` each);
+* MoE: ``E*3*d*I_e`` routed, ``3*d*I_s`` shared (``I_s`` =
+  ``shared_expert_intermediate_size``, else ``n_shared*I_e``), ``E*d`` router
   (+ ``E`` router bias);
-* norms: ``2d`` (RMSNorm) or ``4d`` (LayerNorm with bias) per layer, ``d`` or
-  ``2d`` final.
+* norms: ``2d`` (RMSNorm) or ``4d`` (LayerNorm with bias) per layer with an
+  MLP, half that without; ``d`` or ``2d`` final.
 
-Embedding ``V*d``; lm_head ``V*d`` unless tied. *Non-embedding* excludes both
-(the convention of the Qwen2.5 card's 6.53B); *active* counts ``k`` of the
-``E`` routed experts per MoE layer (compute per token), while memory holds
-*total*.
+Embedding ``V*d``; lm_head ``V*d`` unless tied. ``mtp_layers`` multi-token
+prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2) each add one MoE
+layer, two norms, the ``2d x d`` projection and a final norm, and, as the
+published checkpoint stores them, their own embedding and head.
+*Non-embedding* excludes embedding and head (the convention of the Qwen2.5
+card's 6.53B); *active* counts ``k`` of the ``E`` routed experts per MoE layer
+(compute per token), while memory holds *total*.
 """
 
 from __future__ import annotations
@@ -25,52 +28,60 @@ from dataclasses import dataclass
 
 import sympy
 
+from costmodel.dtypes import get_dtype
 from costmodel.expr import to_expr
 
 from .config import ModelConfig
+from .layers import LayerSpec, layer_groups, mixer_params
 
-__all__ = ["ParamCounts", "param_counts", "attention_params", "mlp_params", "moe_params"]
+__all__ = [
+    "ParamCounts",
+    "param_counts",
+    "param_bytes",
+    "attention_params",
+    "mlp_params",
+    "moe_params",
+    "layer_params",
+]
 
 
 def attention_params(cfg: ModelConfig) -> sympy.Expr:
-    """Attention weights of one layer (see module doc)."""
-    d, H = cfg.hidden_size, cfg.num_attention_heads
-    if cfg.is_mla:
-        qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
-        if cfg.q_lora_rank is not None:
-            q = d * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * H * qk
-        else:
-            q = d * H * qk
-        kv_a = d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) + cfg.kv_lora_rank
-        kv_b = cfg.kv_lora_rank * H * (cfg.qk_nope_head_dim + cfg.v_head_dim)
-        o = H * cfg.v_head_dim * d
-        return q + kv_a + kv_b + o
-    h, hkv = cfg.head_dim, cfg.num_key_value_heads
-    p = d * H * h + 2 * d * hkv * h + H * h * d
-    if cfg.qkv_bias:
-        p += H * h + 2 * hkv * h
-    if cfg.qk_norm:
-        p += 2 * h
-    return p
+    """Attention weights of one layer of the config's uniform kind (MLA or GQA)."""
+    return mixer_params(cfg, "mla" if cfg.is_mla else "gqa")
 
 
 def mlp_params(cfg: ModelConfig, width: sympy.Expr | None = None) -> sympy.Expr:
-    """Dense MLP weights: ``3*d*I`` gated, ``2*d*I`` plain."""
+    """Dense MLP weights: ``3*d*I`` gated, ``2*d*I`` plain; with ``mlp_bias`` the biases of the
+    up (and gate) projections (``I`` each) and of the down projection (``d``)."""
     i = cfg.intermediate_size if width is None else width
-    return (3 if cfg.mlp == "swiglu" else 2) * cfg.hidden_size * i
+    p = (3 if cfg.gated_mlp else 2) * cfg.hidden_size * i
+    if cfg.mlp_bias:
+        p += (2 if cfg.gated_mlp else 1) * i + cfg.hidden_size
+    return p
 
 
 def moe_params(cfg: ModelConfig, experts: sympy.Expr | None = None) -> sympy.Expr:
     """One MoE layer: ``experts`` routed (default all) + shared + router."""
     e = cfg.num_experts if experts is None else experts
     per_expert = mlp_params(cfg, cfg.moe_intermediate_size)
+    shared_w = cfg.shared_expert_intermediate_size
+    shared = mlp_params(cfg, shared_w) if shared_w is not None else cfg.num_shared_experts * per_expert
     router = cfg.num_experts * cfg.hidden_size + (cfg.num_experts if cfg.router_bias else 0)
-    return e * per_expert + cfg.num_shared_experts * per_expert + router
+    return e * per_expert + shared + router
 
 
-def _norms(cfg: ModelConfig) -> tuple[sympy.Expr, sympy.Expr]:
-    per_norm = cfg.hidden_size * (1 if cfg.norm == "rmsnorm" else 2)
-    return 2 * per_norm, per_norm
+def _norm(cfg: ModelConfig) -> sympy.Expr:
+    return cfg.hidden_size * (1 if cfg.norm == "rmsnorm" else 2)
+
+
+def layer_params(cfg: ModelConfig, spec: LayerSpec, *, active: bool = False) -> sympy.Expr:
+    """Weights of one layer of ``spec`` (``active``: only the routed experts a token uses)."""
+    p = mixer_params(cfg, spec.mixer) + _norm(cfg)
+    if spec.mlp == "dense":
+        p += mlp_params(cfg) + _norm(cfg)
+    elif spec.mlp == "moe":
+        p += moe_params(cfg, cfg.num_experts_per_tok if active else None) + _norm(cfg)
+    return p
 
 
 @dataclass(frozen=True)
@@ -85,34 +96,56 @@ class ParamCounts:
     total: sympy.Expr
     non_embedding: sympy.Expr
     active: sympy.Expr
+    mtp: sympy.Expr = sympy.S.Zero  #: multi-token-prediction modules (in ``total``)
 
     def bytes(self, bits_per_param: object = 16) -> sympy.Expr:
         """Weight bytes at ``bits_per_param`` (use the dtype's bits)."""
         return self.total * to_expr(bits_per_param, field="bits_per_param") / 8
 
 
+def param_bytes(cfg: ModelConfig) -> sympy.Expr:
+    """Bytes of every weight at its storage dtype: the routed experts at ``expert_dtype``
+    (block-scaled formats with their scales: MXFP4 4.25 bits), the rest at ``dtype``.
+
+    gpt-oss-120b: 114.7B expert weights at 4.25 bits and 2.1B others at 16 bits are
+    65.1 GB (60.7 GiB; the published checkpoint is 60.8 GiB).
+    """
+    pc = param_counts(cfg)
+    routed = sympy.Integer(0)
+    if cfg.is_moe:
+        routed = cfg.n_moe_layers * cfg.num_experts * mlp_params(cfg, cfg.moe_intermediate_size)
+    rest = pc.total - routed
+    return sympy.expand(
+        rest * get_dtype(cfg.weight_dtype).bytes + routed * get_dtype(cfg.expert_weight_dtype).bytes
+    )
+
+
 def param_counts(cfg: ModelConfig) -> ParamCounts:
     """Total, non-embedding and active parameter counts of ``cfg``."""
     emb = cfg.vocab_size * cfg.hidden_size
     head = sympy.Integer(0) if cfg.tie_word_embeddings else emb
-    layer_norms, final = _norms(cfg)
-    attn = attention_params(cfg)
-    dense = attn + layer_norms + mlp_params(cfg)
-    if cfg.is_moe:
-        moe = attn + layer_norms + moe_params(cfg)
-        moe_active = attn + layer_norms + moe_params(cfg, cfg.num_experts_per_tok)
-    else:
-        moe = moe_active = sympy.Integer(0)
-    body = cfg.n_dense_layers * dense + cfg.n_moe_layers * moe + final
-    total = emb + head + body
-    active = emb + head + cfg.n_dense_layers * dense + cfg.n_moe_layers * moe_active + final
+    final = _norm(cfg)
+    groups = layer_groups(cfg)
+    body = sympy.Add(*(g.count * layer_params(cfg, g.spec) for g in groups)) + final
+    act_body = sympy.Add(*(g.count * layer_params(cfg, g.spec, active=True) for g in groups)) + final
+    mixer = "mla" if cfg.is_mla else "gqa"
+    dense = layer_params(cfg, LayerSpec(mixer, "dense"))
+    moe = layer_params(cfg, LayerSpec(mixer, "moe")) if cfg.is_moe else sympy.Integer(0)
+    mtp = sympy.Integer(0)
+    if cfg.mtp_layers:
+        d = cfg.hidden_size
+        per = (
+            layer_params(cfg, LayerSpec(mixer, "moe" if cfg.is_moe else "dense")) + 2 * d * d + 3 * _norm(cfg)
+        )
+        mtp = cfg.mtp_layers * (per + emb + head)
     return ParamCounts(
         embedding=emb,
         lm_head=head,
         per_dense_layer=dense,
         per_moe_layer=moe,
         final_norm=final,
-        total=sympy.expand(total),
+        total=sympy.expand(emb + head + body + mtp),
         non_embedding=sympy.expand(body),
-        active=sympy.expand(active),
+        active=sympy.expand(emb + head + act_body),
+        mtp=sympy.expand(mtp),
     )

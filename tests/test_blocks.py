@@ -4,8 +4,9 @@ import pytest
 
 from costmodel.errors import CostModelError
 from graphs.blocks import mixer, mixer_names, mlp_names, register_mixer
-from graphs.blocks.transformer import mixer_kind
 from models import get_model, model_names
+from models.layers import MLP_KINDS, layer_groups
+from models.layers import mixer_names as spec_mixer_names
 
 
 def test_registered_blocks():
@@ -25,10 +26,12 @@ def test_unknown_block_names_list_the_known_ones():
 
 def test_every_registered_block_is_used_by_a_catalog_model():
     """Derived from the registry: a block no catalog model builds has no test through build_model."""
-    cfgs = [get_model(n) for n in model_names()]
-    used_mixers = {mixer_kind(c) for c in cfgs}
-    used_mlps = {"moe" if c.is_moe else "dense" for c in cfgs} | {
-        "dense" for c in cfgs if c.n_dense_layers != 0
-    }
-    assert set(mixer_names()) <= used_mixers
-    assert set(mlp_names()) <= used_mlps
+    specs = {g.spec for n in model_names() for g in layer_groups(get_model(n))}
+    assert set(mixer_names()) <= {s.mixer for s in specs}
+    assert set(mlp_names()) <= {s.mlp for s in specs}
+
+
+def test_layer_specs_and_graph_blocks_name_the_same_mixers():
+    """A mixer a LayerSpec may name has a graph block, and every block a spec name."""
+    assert set(spec_mixer_names()) == set(mixer_names())
+    assert set(MLP_KINDS) == set(mlp_names()) | {"none"}

@@ -275,7 +275,11 @@ def test_bad_requests_name_what_is_allowed():
 
     with pytest.raises(MeasuredDataError, match=r"family 'conv2d' not measured; allowed: gemm"):
         evaluate(("conv2d",))
-    with pytest.raises(MeasuredDataError, match=r"split 'random' not known; allowed: shapes, device, framework"):
+    with pytest.raises(
+        MeasuredDataError, match=r"split 'random' not known; allowed: shapes, device, framework"
+    ):
         build_report(("gemm",), splits=("random",))
-    with pytest.raises(MeasuredDataError, match=r"framework 'tgi' not measured; allowed: vllm, sglang, trtllm"):
+    with pytest.raises(
+        MeasuredDataError, match=r"framework 'tgi' not measured; allowed: vllm, sglang, trtllm"
+    ):
         params_markdown("h100-sxm", "tgi")

@@ -77,6 +77,20 @@ def decode_reports(
     return reports
 
 
+def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
+    """The decode card's cache layout (:func:`graphs.serving.ledger_fit.kv_caps`): from the
+    cached card when there is one, else from the library."""
+    from ..formcache import load
+
+    key = card_key(args, "decode")
+    card = load(key) if key else None
+    if isinstance(card, dict) and isinstance(card.get("kv_caps"), dict):
+        return card["kv_caps"]
+    from graphs.serving.ledger_fit import kv_caps as library_caps
+
+    return library_caps(config(args), tp=args.tp)
+
+
 def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:
     """The prefill report, from the cached card when there is one, else built (and stored)."""
     from graphs.serving.cards import CardError, build_prefill_card, prefill_from_card

@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
+from .ledger_view import print_cache_caps, print_fits, print_kv_split, print_terms
 from .options import check_output_path, int_list, number
 
 if TYPE_CHECKING:
@@ -110,33 +111,13 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print(dump(rep.to_dict()))
         return 0
     print(f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}, {args.phase}")
-    _print_terms(rep.terms, rep.capacity_bytes)
-    _print_fits(rep.max_batch, "batch", f"ctx {args.ctx}")
-    _print_fits(rep.max_context, "context", f"batch {args.batch}")
+    print_terms(rep.terms, rep.capacity_bytes)
+    print_kv_split(rep)
+    print_fits(rep.max_batch, "batch", f"ctx {args.ctx}")
+    print_fits(rep.max_context, "context", f"batch {args.batch}")
+    if rep.model_limit is not None and rep.max_context.value > rep.model_limit:
+        print(f"    (memory allows it; the model itself stops at {rep.model_limit} tokens)")
     return 0 if rep.max_batch.value > 0 else 1
-
-
-def _print_terms(terms: dict[str, float], cap: float) -> None:
-    from ..ledger import GIB
-
-    for k in ("weights", "kv_cache", "activations", "overhead", "total"):
-        print(f"  {k:12s} {terms[k] / GIB:10.2f} GiB")
-    verdict = (
-        "fits" if terms["total"] <= cap else f"does NOT fit (short by {(terms['total'] - cap) / GIB:.2f} GiB)"
-    )
-    print(f"  capacity     {cap / GIB:10.2f} GiB -> {verdict}")
-
-
-def _print_fits(fit: Any, what: str, at: str) -> None:
-    from ..ledger import GIB
-
-    if fit.value == 0:
-        print(
-            f"  max {what} at {at}: nothing fits; even at 1 the ledger is "
-            f"{fit.shortfall_bytes / GIB:.2f} GiB over the device ({fit.overflowing_term} is what does not fit)"
-        )
-    else:
-        print(f"  max {what} at {at}: {fit.value} (next step overflows on {fit.overflowing_term})")
 
 
 def _ledger_raw(args: argparse.Namespace) -> int:
@@ -183,7 +164,7 @@ def _ledger_raw(args: argparse.Namespace) -> int:
         ("fits", "fits", "s"),
     )
     print(format_table(rows, cols))
-    _print_fits(fit_b, "batch", f"ctx {args.ctx}")
+    print_fits(fit_b, "batch", f"ctx {args.ctx}")
     return 0
 
 
@@ -231,6 +212,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
         f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
     )
+    print_cache_caps(args, rep, _config)
     print(
         f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
         f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"

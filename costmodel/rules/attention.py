@@ -53,7 +53,7 @@ from ..errors import RuleArgumentError
 from ..symbols import check_dim
 from .registry import register_rule
 
-__all__ = ["attention", "causal_pairs", "window_pairs"]
+__all__ = ["attention", "causal_pairs", "window_pairs", "chunk_pairs", "chunk_keys"]
 
 _VARIANTS = ("naive", "flash")
 
@@ -95,11 +95,53 @@ def window_pairs(q_len: sympy.Expr, kv_len: sympy.Expr, window: sympy.Expr) -> s
     3
     """
 
+    if q_len == 1:  # one query (decode) sees the last min(N_kv, W) keys: the closed form directly
+        return sympy.Min(kv_len, window)
+
     def s(x: sympy.Expr) -> sympy.Expr:
         m = sympy.Min(x, window)
         return m * (m + 1) / 2 + window * sympy.Max(x - window, 0)
 
     return s(kv_len) - s(kv_len - q_len)
+
+
+def _sink_bytes(sinks: sympy.Expr, heads: sympy.Expr, nbytes: sympy.Expr) -> sympy.Expr:
+    """Bytes of the learned sink logits: ``H s`` values."""
+    return sinks * heads * nbytes
+
+
+def _chunk_sum(x: sympy.Expr, chunk: sympy.Expr) -> sympy.Expr:
+    """``sum_{p=0}^{x-1} ((p mod C) + 1)``: whole chunks give ``C(C+1)/2``, the rest ``r(r+1)/2``."""
+    r = x - chunk * sympy.floor(x / chunk)
+    return sympy.floor(x / chunk) * chunk * (chunk + 1) / 2 + r * (r + 1) / 2
+
+
+def chunk_pairs(q_len: sympy.Expr, kv_len: sympy.Expr, chunk: sympy.Expr) -> sympy.Expr:
+    """Scored pairs of causal attention inside fixed chunks of ``C`` positions.
+
+    Position ``p`` (0 based) sees the ``(p mod C) + 1`` keys of its chunk up to
+    itself (Llama 4's local layers, ``attention_chunk_size``); the queries are
+    positions ``N_kv - N .. N_kv - 1``, so the pairs are ``S(N_kv) - S(N_kv - N)``
+    with ``S(x) = floor(x/C) C(C+1)/2 + r(r+1)/2``, ``r = x mod C`` (a hand
+    derivation: whole chunks and the partial last one).
+
+    >>> int(chunk_pairs(8, 8, 3))  # chunks (0,1,2) (3,4,5) (6,7): 6 + 6 + 3
+    15
+    >>> int(chunk_pairs(1, 10, 4))  # position 9 is the 2nd of its chunk
+    2
+    """
+    return _chunk_sum(kv_len, chunk) - _chunk_sum(kv_len - q_len, chunk)
+
+
+def chunk_keys(q_len: sympy.Expr, kv_len: sympy.Expr, chunk: sympy.Expr) -> sympy.Expr:
+    """Keys read by chunked attention: from the start of the first query's chunk to the end.
+
+    ``N_kv - C floor((N_kv - N)/C)``; one decode query reads ``((N_kv - 1) mod C) + 1``.
+
+    >>> int(chunk_keys(1, 10, 4)), int(chunk_keys(8, 8, 3))
+    (2, 8)
+    """
+    return kv_len - chunk * sympy.floor((kv_len - q_len) / chunk)
 
 
 @register_rule("attention")
@@ -125,6 +167,8 @@ def attention(
     compute_dtype: DTypeLike | None = None,
     softmax_dtype: DTypeLike = "fp32",
     window: object | None = None,
+    chunk: object | None = None,
+    sinks: object = 0,
 ) -> Cost:
     """Attention of ``heads`` query heads over ``kv_heads`` KV heads (module doc).
 
@@ -140,7 +184,12 @@ def attention(
     ``kv_len`` grows, independent of context and batch.
 
     ``window=W`` (causal flash only): pairs from :func:`window_pairs`, and K/V
-    are read for the last ``min(N_kv, N + W - 1)`` positions only.
+    are read for the last ``min(N_kv, N + W - 1)`` positions only. ``chunk=C``
+    (causal flash only): attention inside chunks of ``C`` positions
+    (:func:`chunk_pairs`, :func:`chunk_keys`). ``sinks=s``: ``s`` learned sink
+    logits per head join every query's softmax (gpt-oss; Xiao et al. 2023 keep
+    sink *tokens*, which a window policy retains as ordinary keys): ``s``
+    more exponentials and adds per query row, and the ``H s`` logits read.
 
     >>> from costmodel.symbols import dim
     >>> n, d = dim("n"), dim("d")
@@ -184,12 +233,21 @@ def attention(
         w = check_dim(window, "window")
         pairs = window_pairs(n, nkv, w)
         kv_read = sympy.Min(nkv, n + w - 1)
+    if chunk is not None:
+        if window is not None or not (causal and variant == "flash" and q_block is None):
+            raise RuleArgumentError(
+                "attention: chunk applies to causal=True, variant='flash', no q_block and no window"
+            )
+        c = check_dim(chunk, "chunk")
+        pairs = chunk_pairs(n, nkv, c)
+        kv_read = chunk_keys(n, nkv, c)
+    ns = check_dim(sinks, "sinks", allow_zero=True)
     flops = (
         Cost.compute("tensor", prec, nb * h * pairs * (2 * d + 2 * dv))  # QK^T and PV per pair
-        + Cost.compute("vector", sprec, vops * nb * h * pairs)
-        + Cost.compute("sfu", sprec, sops * nb * h * pairs)
+        + Cost.compute("vector", sprec, vops * nb * h * (pairs + ns * n))
+        + Cost.compute("sfu", sprec, sops * nb * h * (pairs + ns * n))
     )
-    q_bytes = b * nb * h * n * d
+    q_bytes = b * nb * h * n * d + _sink_bytes(ns, h, b)
     # K and V per cached token; with kv_shared V is a slice of K (MLA's latent): one read
     kv_width = sympy.Max(d, dv) if kv_shared else d + dv
     kv_bytes = kvb * nb * hkv * kv_read * kv_width

@@ -11,6 +11,7 @@ import sympy
 from ..cost import Cost
 from ..dtypes import DTypeLike
 from ..errors import RuleArgumentError
+from ..expr import to_expr
 from ..symbols import check_dim
 from .linear import operand_bytes
 from .registry import register_rule
@@ -52,6 +53,7 @@ def grouped_gemm(
     out_dtype: DTypeLike | None = None,
     compute_dtype: DTypeLike | None = None,
     experts_read: object | None = None,
+    capacity_factor: object | None = None,
 ) -> Cost:
     """Routed expert matmuls: ``T*k`` token-expert rows through ``[K, N]`` matrices.
 
@@ -65,6 +67,12 @@ def grouped_gemm(
     follows the *active* parameters, weight traffic the touched experts, and
     memory residency (elsewhere) all ``E`` experts.
 
+    ``capacity_factor=c`` (Switch Transformer, Fedus et al. 2021: expert capacity
+    = tokens per expert x c) gives every expert a buffer of
+    ``C = ceil(c T k / E)`` rows that the kernel computes whole, padding
+    included: ``E C`` rows replace ``T k`` in every term (tokens beyond a full
+    buffer are dropped, which the padded work already covers).
+
     >>> from costmodel.symbols import T
     >>> grouped_gemm(tokens=T, experts=8, top_k=2, N=14336, K=4096).flops
     234881024*T
@@ -76,8 +84,15 @@ def grouped_gemm(
     n, kk = check_dim(N, "N"), check_dim(K, "K")
     a, w, o, prec = operand_bytes(dtype, w_dtype, out_dtype, compute_dtype)
     touched = experts_touched(t, e, k) if experts_read is None else check_dim(experts_read, "experts_read")
+    rows = t * k
+    if capacity_factor is not None:
+        cf = to_expr(capacity_factor, field="capacity_factor")
+        if cf.is_number and not cf > 0:
+            raise RuleArgumentError(f"grouped_gemm: capacity_factor must be > 0, got {cf}")
+        rows = e * sympy.ceiling(cf * t * k / e)
+        touched = e  # every expert's buffer is computed, padded or not
     return (
-        Cost.compute("tensor", prec, 2 * t * k * n * kk)  # one MAC per (row, n, k) for T*k rows
-        + Cost.traffic(read=a * t * k * kk + w * touched * kk * n, write=o * t * k * n)
+        Cost.compute("tensor", prec, 2 * rows * n * kk)  # one MAC per (row, n, k)
+        + Cost.traffic(read=a * rows * kk + w * touched * kk * n, write=o * rows * n)
         + Cost.launches(1)
     )

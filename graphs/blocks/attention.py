@@ -1,24 +1,64 @@
-"""Attention blocks: grouped-query (MHA/GQA/MQA) and multi-head latent (MLA)."""
+"""Attention blocks: grouped-query (MHA/GQA/MQA), its sliding-window and chunked
+variants (with optional learned sinks), and multi-head latent attention (MLA)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import sympy
+
+from costmodel.rules.attention import chunk_keys
 from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
 from .registry import Ref, register_mixer
 
-__all__ = ["gqa", "mla"]
+__all__ = ["gqa", "sliding", "chunked", "mla", "softmax_attention"]
 
 
 @register_mixer("gqa")
 def gqa(layer: LayerBase, h: Ref) -> Ref:
-    """Grouped-query attention (MHA and MQA as cases): q/k/v projections, optional q/k norms and
-    rope, the KV-cache write and read, attention, the output projection."""
+    """Grouped-query attention (MHA and MQA as cases) over the whole context."""
+    return softmax_attention(layer, h)
+
+
+@register_mixer("sliding")
+def sliding(layer: LayerBase, h: Ref) -> Ref:
+    """Attention over the last ``sliding_window`` keys; the cache keeps only those."""
+    return softmax_attention(layer, h, window=layer.cfg.sliding_window)
+
+
+@register_mixer("chunked")
+def chunked(layer: LayerBase, h: Ref) -> Ref:
+    """Attention inside chunks of ``attention_chunk_size`` positions (Llama 4 local layers)."""
+    return softmax_attention(layer, h, chunk=layer.cfg.attention_chunk_size)
+
+
+def _cached(window: Any, chunk: Any, tokens: Any) -> Any:
+    """Cached positions one sequence's queries read among ``tokens`` cached ones (before the step)."""
+    if window is not None:
+        return sympy.Min(tokens, window - 1)
+    if chunk is not None:
+        return tokens - chunk * sympy.floor(tokens / chunk)
+    return tokens
+
+
+def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: Any = None) -> Ref:
+    """q/k/v projections (q also yields an output gate when ``attn_output_gate``), optional q/k
+    norms and rope, the KV-cache write and read, attention (``window`` or ``chunk`` limited,
+    with the config's learned sinks), the output projection.
+
+    A windowed or chunked layer's cache keeps at most ``W`` (or ``C``) positions per
+    sequence (:data:`costmodel.keys.KV_CAP` on its cache writes); a decode step reads
+    ``min(ctx, W)`` of them, or the current chunk's ``((ctx - 1) mod C) + 1``.
+    """
     cfg, dims = layer.cfg, layer.dims
     T, hd = dims.tokens, cfg.head_dim
     H, Hkv = layer.split(cfg.num_attention_heads, "num_attention_heads"), layer.kv_heads_local()
+    cap = window if window is not None else chunk
+    gate = None
+    if cfg.attn_output_gate:
+        gate = layer.linear("q_gate_proj", h, H * hd, bias=cfg.qkv_bias)
     q = layer.linear("q_proj", h, H * hd, bias=cfg.qkv_bias)
     k = layer.linear("k_proj", h, Hkv * hd, bias=cfg.qkv_bias)
     v = layer.linear("v_proj", h, Hkv * hd, bias=cfg.qkv_bias)
@@ -46,8 +86,8 @@ def gqa(layer: LayerBase, h: Ref) -> Ref:
             head_dim=hd,
             dtype=layer.act,
         )[0]
-    kw = layer.cache_write("k_cache_write", [k], Hkv * hd)
-    vw = layer.cache_write("v_cache_write", [v], Hkv * hd)
+    kw = layer.cache_write("k_cache_write", [k], Hkv * hd, cap=cap)
+    vw = layer.cache_write("v_cache_write", [v], Hkv * hd, cap=cap)
     out = Tensor(layer.b.name("attention"), (T, H * hd), layer.act)
     common = dict(
         batch=dims.batch,
@@ -58,21 +98,54 @@ def gqa(layer: LayerBase, h: Ref) -> Ref:
         head_dim=hd,
         causal=True,
         dtype=layer.act,
+        sinks=cfg.attention_sinks,
     )
+    sink_w: list[Any] = []
+    if cfg.attention_sinks:
+        sink_w = [layer.weight("sinks", (H * cfg.attention_sinks,))]
+    if window is not None:
+        common["window"] = window
+    if chunk is not None:
+        common["chunk"] = chunk
     if dims.phase == "prefill" and dims.prefix == 0:
         # K and V are read as just computed (activation dtype); the writes run alongside
-        o = layer.b.op("attention", "attention", [q, k, v], [out], kv_dtype=layer.act, **common)[0]
+        o = layer.b.op("attention", "attention", [q, k, v, *sink_w], [out], kv_dtype=layer.act, **common)[0]
     elif dims.phase == "prefill":
         # a chunk after `prefix` cached tokens: attention reads the cache, the new tokens included
-        kc = layer.cache("k_cache", Hkv * hd, dims.prefix)
-        vc = layer.cache("v_cache", Hkv * hd, dims.prefix)
-        o = layer.b.op("attention", "attention", [q, kc, vc, kw, vw], [out], kv_dtype=layer.kvd, **common)[0]
+        kc = layer.cache("k_cache", Hkv * hd, _cached(window, chunk, dims.prefix))
+        vc = layer.cache("v_cache", Hkv * hd, _cached(window, chunk, dims.prefix))
+        o = layer.b.op(
+            "attention", "attention", [q, kc, vc, kw, vw, *sink_w], [out], kv_dtype=layer.kvd, **common
+        )[0]
     else:
-        kc = layer.cache("k_cache", Hkv * hd, dims.kv_len)
-        vc = layer.cache("v_cache", Hkv * hd, dims.kv_len)
+        read = dims.kv_len
+        if window is not None:
+            read = sympy.Min(dims.kv_len, window)
+        elif chunk is not None:
+            read = chunk_keys(1, dims.kv_len, chunk)
+        kc = layer.cache("k_cache", Hkv * hd, read)
+        vc = layer.cache("v_cache", Hkv * hd, read)
         # the writes only order the step (the new token is part of ctx): no extra bytes on those edges
         o = layer.b.op(
-            "attention", "attention", [q, kc, vc, (*kw, 0), (*vw, 0)], [out], kv_dtype=layer.kvd, **common
+            "attention",
+            "attention",
+            [q, kc, vc, (*kw, 0), (*vw, 0), *sink_w],
+            [out],
+            kv_dtype=layer.kvd,
+            **common,
+        )[0]
+    if gate is not None:
+        # o * sigmoid(gate): sigmoid (exp, add, divide) and the product per element
+        o = layer.b.op(
+            "output_gate",
+            "elementwise",
+            [o, gate],
+            [Tensor(layer.b.name("output_gate"), (T, H * hd), layer.act)],
+            n=T * H * hd,
+            inputs=2,
+            vector_ops=3,
+            sfu_ops=1,
+            dtype=layer.act,
         )[0]
     return layer.linear("o_proj", o, cfg.hidden_size, reduce=True)
 

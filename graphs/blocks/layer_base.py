@@ -10,9 +10,10 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
-from costmodel.keys import COST
+from costmodel.keys import COST, KV_CAP
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
+from models.layers import LayerSpec
 
 from .builder import GraphBuilder
 from .phase import PhaseDims
@@ -29,9 +30,10 @@ class LayerBase:
     """Builds one layer group into ``g`` (helpers shared by the blocks)."""
 
     def __init__(
-        self, g: nx.DiGraph, cfg: ModelConfig, dims: PhaseDims, group: str, repeat: object, moe: bool
+        self, g: nx.DiGraph, cfg: ModelConfig, dims: PhaseDims, group: str, repeat: object, spec: LayerSpec
     ) -> None:
-        self.g, self.cfg, self.dims, self.moe = g, cfg, dims, moe
+        self.g, self.cfg, self.dims, self.spec = g, cfg, dims, spec
+        self.moe = spec.mlp == "moe"
         self.b = GraphBuilder(g, phase=dims.phase, group=group, repeat=repeat)
         self.act = cfg.activation_dtype
         self.wd = cfg.weight_dtype
@@ -61,8 +63,9 @@ class LayerBase:
         return self.split(hkv, "num_key_value_heads")
 
     # -- helpers ---------------------------------------------------------
-    def weight(self, local: str, shape: tuple[Any, ...]) -> tuple[str, Tensor]:
-        return self.b.source(local, Tensor(self.b.name(local), shape, self.wd), "weight")
+    def weight(self, local: str, shape: tuple[Any, ...], *, dtype: str | None = None) -> tuple[str, Tensor]:
+        """A weight source node at the config's weight dtype (or ``dtype``)."""
+        return self.b.source(local, Tensor(self.b.name(local), shape, dtype or self.wd), "weight")
 
     def linear(
         self,
@@ -132,13 +135,20 @@ class LayerBase:
         return self.b.op(local, "elementwise", [a, c], [out], n=n, inputs=2, dtype=self.act)[0]
 
     # -- blocks ----------------------------------------------------------
-    def cache_write(self, local: str, srcs: list[tuple[str, Tensor]], width: Any) -> tuple[str, Tensor]:
-        """Copy the new tokens' K (or V, or latent + rope key) into the cache, cast to its dtype."""
+    def cache_write(
+        self, local: str, srcs: list[tuple[str, Tensor]], width: Any, *, cap: Any = None
+    ) -> tuple[str, Tensor]:
+        """Copy the new tokens' K (or V, or latent + rope key) into the cache, cast to its dtype.
+
+        ``cap``: the layer keeps at most this many positions per sequence (a sliding
+        window or an attention chunk), recorded as :data:`~costmodel.keys.KV_CAP`."""
         T = self.dims.tokens
         out = Tensor(self.b.name(local), (T, width), self.kvd)
         n = self.b.op(local, "copy", srcs, [out], elements=T * width, dtype=self.act, out_dtype=self.kvd)[0]
         # the write fills the cache: its residency is the new tokens' K (or V)
         self.g.nodes[n[0]][COST] = self.g.nodes[n[0]][COST] + _resident_kv(out.bytes)
+        if cap is not None:
+            self.g.nodes[n[0]][KV_CAP] = to_expr(cap, field="cache cap")
         return n
 
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]:

@@ -16,8 +16,10 @@ __all__ = ["activation", "mlp", "dense_mlp", "moe_mlp"]
 
 
 def activation(layer: LayerBase, local: str, ins: list[Any], rows: Any, width: Any) -> tuple[str, Tensor]:
-    """``silu(gate) * up`` (two inputs) or ``gelu(up)`` (one), per ``cfg.mlp``."""
+    """``silu(gate) * up`` (SwiGLU), ``gelu(gate) * up`` (GeGLU) or ``gelu(up)``, per ``cfg.mlp``."""
     vo, so = SWIGLU_OPS if layer.cfg.mlp == "swiglu" else GELU_OPS
+    if layer.cfg.mlp == "geglu":
+        vo += 1  # the product with up
     out = Tensor(layer.b.name(local), (rows, width), layer.act)
     return layer.b.op(
         local,
@@ -39,11 +41,12 @@ def mlp(layer: LayerBase, x: Ref, width: Any, prefix: str, reduce: bool = True) 
     followed by an all-reduce under tensor parallelism (``reduce``).
     """
     width = layer.split(width, f"{prefix} width")
-    ins = [layer.linear(f"{prefix}.up_proj", x, width)]
-    if layer.cfg.mlp == "swiglu":
-        ins.insert(0, layer.linear(f"{prefix}.gate_proj", x, width))
+    bias = layer.cfg.mlp_bias
+    ins = [layer.linear(f"{prefix}.up_proj", x, width, bias=bias)]
+    if layer.cfg.gated_mlp:
+        ins.insert(0, layer.linear(f"{prefix}.gate_proj", x, width, bias=bias))
     a = activation(layer, f"{prefix}.act", ins, layer.dims.tokens, width)
-    return layer.linear(f"{prefix}.down_proj", a, layer.cfg.hidden_size, reduce=reduce)
+    return layer.linear(f"{prefix}.down_proj", a, layer.cfg.hidden_size, reduce=reduce, bias=bias)
 
 
 @register_mlp("moe")
@@ -76,32 +79,42 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
         dtype=layer.act,
     )[0]
     touched = experts_touched(T, E, k)
-    wb = get_dtype(layer.wd).bytes
+    ewd = cfg.expert_weight_dtype  # routed experts may be stored narrower (gpt-oss: mxfp4)
+    wb = get_dtype(ewd).bytes
     mmb = get_dtype(layer.mmd).bytes
     ab = get_dtype(layer.act).bytes
     rows = T * k
 
     def experts(local: str, inp: tuple[str, Tensor], n_out: Any, k_in: Any) -> tuple[str, Tensor]:
-        w = layer.weight(f"{local}.weight", (E, k_in, n_out))
+        w = layer.weight(f"{local}.weight", (E, k_in, n_out), dtype=ewd)
         out = Tensor(layer.b.name(local), (rows, n_out), layer.act)
+        refs: list[Any] = [(*inp, rows * k_in * mmb), (*w, touched * k_in * n_out * wb)]
+        extra = None
+        if cfg.mlp_bias:  # per-expert biases (gpt-oss): read for the touched experts, one add per output
+            bias_w = layer.weight(f"{local}.bias", (E, n_out))
+            bb = bias_w[1].dtype.bytes
+            refs.append((*bias_w, touched * n_out * bb))
+            extra = Cost.traffic(read=touched * n_out * bb) + Cost.compute("vector", "fp32", rows * n_out)
         return layer.b.op(
             local,
             "grouped_gemm",
             # each token's row is read once per expert it was routed to, at the matmul dtype
-            [(*inp, rows * k_in * mmb), (*w, touched * k_in * n_out * wb)],
+            refs,
             [out],
+            extra=extra,
             tokens=T,
             experts=E,
             top_k=k,
             N=n_out,
             K=k_in,
             dtype=layer.mmd,
-            w_dtype=layer.wd,
+            w_dtype=ewd,
             out_dtype=layer.act,
+            capacity_factor=cfg.moe_capacity_factor,
         )[0]
 
     ins = [experts("experts.up_proj", x, Ie, d)]
-    if cfg.mlp == "swiglu":
+    if cfg.gated_mlp:
         ins.insert(0, experts("experts.gate_proj", x, Ie, d))
     a = activation(layer, "experts.act", ins, rows, Ie)
     down = experts("experts.down_proj", a, d, Ie)
@@ -116,8 +129,11 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
         cols=k,
         dtype=layer.act,
     )[0]
-    if cfg.num_shared_experts != 0:
-        sh = mlp(layer, x, cfg.num_shared_experts * cfg.moe_intermediate_size, "shared", reduce=False)
+    shared = cfg.shared_expert_intermediate_size
+    if shared is None and cfg.num_shared_experts != 0:
+        shared = cfg.num_shared_experts * cfg.moe_intermediate_size
+    if shared is not None:
+        sh = mlp(layer, x, shared, "shared", reduce=False)
         comb = layer.add("shared_add", comb, sh)
     # routed and shared partial sums are reduced over the tp devices once
     return layer.all_reduce("experts.all_reduce", comb)

@@ -35,45 +35,43 @@ from __future__ import annotations
 from typing import Any
 
 import networkx as nx
-import sympy
 
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.graph import GROUP, REPEAT
-from costmodel.keys import G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT
+from costmodel.keys import G_BATCH, G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
+from models.layers import MIXER_FIELDS, LayerSpec, layer_groups
 
 from .builder import GraphBuilder
 from .layer_base import LayerBase
+from .mtp import add_mtp
 from .phase import PHASES, PhaseDims, phase_dims
 from .registry import mixer, mlp_block
 
 __all__ = ["PHASES", "PhaseDims", "phase_dims", "build_layer", "build_model"]
 
 
-def mixer_kind(cfg: ModelConfig) -> str:
-    """The registered mixer a config's layers use."""
-    return "mla" if cfg.is_mla else "gqa"
-
-
 class _Layer(LayerBase):
-    """One layer group: norm, the mixer, residual, norm, the MLP (dense or MoE), residual.
-    The mixer and the MLP come from the block registry (:mod:`graphs.blocks.registry`)."""
+    """One layer group: norm, the mixer, residual, then (unless the spec's MLP is
+    ``none``) norm, the MLP, residual. The mixer and the MLP come from the block
+    registry (:mod:`graphs.blocks.registry`) by the names of the layer's spec."""
 
     def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, T = self.cfg, self.dims.tokens
         d = cfg.hidden_size
         h = self.norm("attn_norm", x, T, d)
-        a = mixer(mixer_kind(cfg))(self, h)
-        h2 = self.add("attn_residual", x, a)
-        m_in = self.norm("mlp_norm", h2, T, d)
-        m = mlp_block("moe" if self.moe else "dense")(self, m_in)
-        y = self.add("mlp_residual", h2, m)
+        a = mixer(self.spec.mixer)(self, h)
+        y = self.add("attn_residual", x, a)
+        if self.spec.mlp != "none":
+            m_in = self.norm("mlp_norm", y, T, d)
+            m = mlp_block(self.spec.mlp)(self, m_in)
+            y = self.add("mlp_residual", y, m)
         # entry edges: x feeds attn_norm and attn_residual
         for n in (self.b.name("attn_norm"), self.b.name("attn_residual")):
             self.entry.append((x[0], n, dict(self.g.edges[x[0], n])))
@@ -95,19 +93,28 @@ def build_layer(
     repeat: object = 1,
     prefix: object = 0,
     tp: object = 1,
+    spec: LayerSpec | None = None,
 ) -> nx.DiGraph:
     """One Transformer layer of ``config`` for ``phase`` (see module doc).
 
-    ``kind`` is ``"dense"`` or ``"moe"`` (default: ``"moe"`` for MoE configs).
+    ``spec`` names its mixer and MLP (default: the config's last layer group);
+    ``kind`` (``"dense"`` or ``"moe"``) only swaps the MLP of that default.
     The layer input is an ``input`` node ``x`` of shape ``[T, d]``. ``prefix``
     and ``tp`` as in :func:`build_model`.
     """
-    if kind is None:
-        kind = "moe" if config.is_moe else "dense"
-    if kind not in ("dense", "moe"):
-        raise CostModelError(f"layer kind {kind!r} not allowed; allowed: ('dense', 'moe')")
-    if kind == "moe" and not config.is_moe:
-        raise CostModelError(f"{config.name} has no experts: kind='moe' needs a MoE config")
+    if spec is None:
+        spec = layer_groups(config)[-1].spec
+        if kind is not None:
+            if kind not in ("dense", "moe"):
+                raise CostModelError(f"layer kind {kind!r} not allowed; allowed: ('dense', 'moe')")
+            if kind == "moe" and not config.is_moe:
+                raise CostModelError(f"{config.name} has no experts: kind='moe' needs a MoE config")
+            spec = LayerSpec(spec.mixer, kind)
+    elif spec.mlp == "moe" and not config.is_moe:
+        raise CostModelError(f"{config.name} has no experts: a moe layer needs a MoE config")
+    missing = [f for f in MIXER_FIELDS[spec.mixer] if getattr(config, f) is None]
+    if missing:
+        raise CostModelError(f"{config.name}: a {spec.mixer} layer needs {', '.join(missing)}")
     dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)
     g = nx.DiGraph(model=config.name, phase=phase)
     xb = GraphBuilder(g, phase=phase, group="input")
@@ -117,7 +124,7 @@ def build_layer(
         "input",
         resident=False,
     )
-    layer = _Layer(g, config, dims, "layer", repeat, moe=(kind == "moe"))
+    layer = _Layer(g, config, dims, "layer", repeat, spec)
     y = layer.build(x)
     g.graph[G_GROUPS] = {"layer": _group_info(layer, y, repeat)}
     g.graph[G_EXIT] = y[0]
@@ -184,17 +191,10 @@ def build_model(
             dtype=cfg.activation_dtype,
         )[0]
     groups: dict[str, Any] = {}
-    plan: list[tuple[str, sympy.Expr, bool]] = []
-    if cfg.is_moe:
-        if cfg.n_dense_layers != 0:
-            plan.append(("dense", cfg.n_dense_layers, False))
-        plan.append(("moe", cfg.n_moe_layers, True))
-    else:
-        plan.append(("layers", cfg.num_hidden_layers, False))
-    for name, reps, moe in plan:
-        layer = _Layer(g, cfg, dims, name, reps, moe=moe)
+    for grp in layer_groups(cfg):
+        layer = _Layer(g, cfg, dims, grp.name, grp.count, grp.spec)
         x = layer.build(x)
-        groups[name] = _group_info(layer, x, reps)
+        groups[grp.name] = _group_info(layer, x, grp.count)
     hb = GraphBuilder(g, phase=phase, group="head")
     rows = T if (logits == "all" or phase == "decode") else dims.batch
     last = x
@@ -256,8 +256,11 @@ def build_model(
             p=p,
             dtype=cfg.activation_dtype,
         )
+    if cfg.mtp_layers:
+        groups["mtp"] = add_mtp(g, cfg, dims, x, ids, _Layer)
     g.graph[G_GROUPS] = groups
     g.graph[G_TOKENS] = T
+    g.graph[G_BATCH] = dims.batch
     for _n, data in g.nodes(data=True):
         data.setdefault(GROUP, "")
         data.setdefault(REPEAT, 1)

@@ -112,6 +112,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     from costmodel.cost import as_float
 
     from .compiled import compiled_step
+    from .ledger_fit import kv_caps
     from .limits import LimitForms
     from .phases import decode_constants, near_far_memory
     from .workload import as_workload
@@ -152,6 +153,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         },
         "near_far": nf.to_dict(),
         "check": _check_point(c, lf),
+        "kv_caps": kv_caps(w, tp=tp),
     }
 
 

@@ -1,13 +1,16 @@
 """Capacity of a model on a device: the memory ledger filled from the graph.
 
 Weights and KV bytes per token come from the model graph (weight-node
-residency, cache-write residency per token), live activations from a
+residency, cache-write residency per token, split into growing and capped
+layers, and recurrent state per sequence: :func:`~graphs.serving.totals.cache_terms`),
+live activations from a
 liveness pass over the graph's ops, so a config change (KV dtype, weight
 dtype, tensor parallelism) flows through without a separate formula.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +27,10 @@ from costmodel.results import Result
 from models.config import ModelConfig
 
 from .compiled import positive_int
-from .totals import kv_cache_bytes_per_token
+from .totals import cache_terms
 from .workload import Workload, as_workload
 
-__all__ = ["peak_activation_bytes", "model_ledger", "CapacityReport", "capacity", "what_if"]
+__all__ = ["peak_activation_bytes", "model_ledger", "CapacityReport", "capacity", "what_if", "kv_caps"]
 
 
 def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
@@ -80,11 +83,18 @@ def model_ledger(
     g = w.graph(phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
     weights = graph_total(g, kinds=[NodeKind.WEIGHT]).footprint_terms.get("weights", sympy.Integer(0))
     tokens = seq if phase == "prefill" else 1
-    kv = kv_cache_bytes_per_token(g, sympy.Integer(tokens))
+    cache = cache_terms(g, sympy.Integer(tokens), 1)
     act = activation_bytes_per_token
     if act is None:
         act = peak_activation_bytes(g) / tokens
-    return MemoryLedger(weights, kv, act, overhead or Overhead())
+    return MemoryLedger(
+        weights,
+        cache.per_token,
+        act,
+        overhead or Overhead(),
+        capped_kv=cache.capped,
+        state_bytes_per_sequence=cache.state,
+    )
 
 
 #: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
@@ -110,6 +120,27 @@ def _ledger(w: Workload, phase: str, seq: int, tp: int, overhead: Overhead | Non
     return led
 
 
+def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, Any]:
+    """What one sequence's cache holds per device, as plain numbers: bytes per cached token of the
+    layers keeping every position (``per_token``), ``[bytes per token, positions kept]`` of capped
+    layers (``capped``) and the recurrent ``state`` bytes."""
+    led = _ledger(as_workload(config), "decode", 1, tp, None, None)
+    return {
+        "per_token": as_float(led.kv_bytes_per_token),
+        "capped": [[as_float(k), as_float(w)] for k, w in led.capped_kv],
+        "state": as_float(led.state_bytes_per_sequence),
+    }
+
+
+def cache_read_bytes(caps: dict[str, Any], *, batch: int, ctx: int) -> tuple[float, float]:
+    """Cache bytes a decode step of ``batch`` sequences at ``ctx`` holds, and what they would be
+    if every layer kept all ``ctx`` positions (the state stays the state)."""
+    capped = caps.get("capped", ())
+    held = ctx * caps["per_token"] + sum(k * min(ctx, w) for k, w in capped) + caps["state"]
+    full = ctx * (caps["per_token"] + sum(k for k, _w in capped)) + caps["state"]
+    return batch * held, batch * full
+
+
 @dataclass(frozen=True)
 class CapacityReport(Result):
     """Ledger terms at a batch and context, and the limits on one device."""
@@ -121,6 +152,12 @@ class CapacityReport(Result):
     fits: bool
     max_batch: LedgerFit
     max_context: LedgerFit
+    #: the KV term split: layers keeping every position, capped layers (window, chunk), recurrent state
+    kv_split: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: the positions each capped layer group keeps
+    kv_caps: tuple[float, ...] = ()
+    #: the model's context limit (None: not stated)
+    model_limit: int | None = None
 
 
 def capacity(
@@ -150,6 +187,11 @@ def capacity(
     cap = hw.capacity()
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
     terms = led.numeric_terms(batch, ctx, active * batch, as_float(cap))
+    split = {
+        "full_context": batch * ctx * as_float(led.kv_bytes_per_token),
+        "capped": batch * sum(as_float(k) * min(ctx, as_float(w)) for k, w in led.capped_kv),
+        "state": batch * as_float(led.state_bytes_per_sequence),
+    }
     return CapacityReport(
         w.name,
         hw.name,
@@ -158,6 +200,9 @@ def capacity(
         terms["total"] <= as_float(cap),
         max_batch(led, cap, ctx=ctx, active_per_sequence=active),
         max_context(led, cap, batch=batch, active_per_sequence=active),
+        split,
+        tuple(as_float(w) for _k, w in led.capped_kv),
+        w.config.max_context,
     )
 
 

@@ -7,6 +7,7 @@ context is then a few function calls.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,33 @@ class LimitForms:
         """``c(ctx)`` on ``unit`` and the context where ``b(ctx) = c(ctx)`` (None: never)."""
         c_per = sympy.expand(self.comp[unit] / B_sym)
         x = quantity("x")  # ctx as a real number: the ceiling need not be whole
+        diff = self.b_per.subs(ctx_sym, x) - c_per.subs(ctx_sym, x)
+        if diff.has(sympy.Min, sympy.Max, sympy.floor, sympy.ceiling):
+            # windowed or chunked layers make the terms piecewise: solve numerically
+            return c_per, _first_root(sympy.lambdify(x, diff, "math"))
         roots = sympy.solve(sympy.Eq(self.b_per.subs(ctx_sym, x), c_per.subs(ctx_sym, x)), x)
         vals = [as_float(v) for v in roots if v.is_real and v > 0]
         return c_per, (vals[0] if vals else None)
+
+
+def _first_root(f: Any, lo: float = 1.0, hi: float = 2.0**30) -> float | None:
+    """The smallest ``x`` in ``[lo, hi]`` where ``f`` changes sign (a log grid of 4 points per
+    octave, then bisection); None when it never does. ``f`` is piecewise smooth in ``x``."""
+    xs = [lo * 2 ** (i / 4) for i in range(int(4 * math.log2(hi / lo)) + 1)]
+    prev_x, prev = xs[0], f(xs[0])
+    if prev == 0:
+        return prev_x
+    for xv in xs[1:]:
+        cur = f(xv)
+        if cur == 0 or (cur > 0) != (prev > 0):
+            a, b, fa = prev_x, xv, prev
+            for _ in range(100):
+                m = 0.5 * (a + b)
+                fm = f(m)
+                if (fm > 0) == (fa > 0):
+                    a, fa = m, fm
+                else:
+                    b = m
+            return b
+        prev_x, prev = xv, cur
+    return None

@@ -24,7 +24,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import Phase
 from models.config import ModelConfig
-from models.params import param_counts
+from models.params import param_bytes, param_counts
 
 from .compiled import CompiledStep, compiled_step, positive_int, step_time
 from .reports import (
@@ -143,7 +143,7 @@ def near_far_memory(config: ModelConfig | str | Workload, device: Hardware | str
     """Full-memory reads per second, devices to hold the weights, per-token bound."""
     cfg = as_workload(config).config
     hw = get_device(device)
-    weights = as_float(param_counts(cfg).total * get_dtype(cfg.weight_dtype).bytes)
+    weights = as_float(param_bytes(cfg))
     cap, bw = as_float(hw.capacity()), as_float(hw.bandwidth())
     n = max(1, math.ceil(weights / cap))
     return NearFarMemory(cfg.name, hw.name, weights, bw / cap, n, weights / (n * bw))

@@ -29,7 +29,7 @@ from costmodel.keys import NodeKind, Phase
 from costmodel.results import Result
 from costmodel.roofline import bound
 from models.config import ModelConfig
-from models.params import param_counts
+from models.params import param_bytes
 
 from .workload import Workload, as_workload
 
@@ -136,7 +136,7 @@ def sram_residency(
         raise CostModelError(f"hop_latency must be >= 0, got {hop_latency}")
     cfg = as_workload(config).config
     hw = get_device(device)
-    weights = as_float(param_counts(cfg).total * get_dtype(cfg.weight_dtype).bytes)
+    weights = as_float(param_bytes(cfg))
     n = max(1, math.ceil(weights / as_float(hw.capacity())))
     layers = int(as_float(cfg.num_hidden_layers))
     return SramReport(

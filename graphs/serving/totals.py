@@ -26,9 +26,10 @@ from costmodel.graph import (
     edge_bytes_total,
     graph_total,
 )
-from costmodel.keys import G_TOKENS, NodeKind, Phase
+from costmodel.keys import COST, G_BATCH, G_TOKENS, KV_CAP, NodeKind, Phase
 from costmodel.results import Result
 from costmodel.symbols import B as B_sym
+from costmodel.symbols import ctx as ctx_sym
 from costmodel.symbols import quantity
 from models.catalog import get_model
 from models.config import ModelConfig
@@ -93,9 +94,53 @@ def tidy(expr: sympy.Expr) -> sympy.Expr:
 
 
 def kv_cache_bytes_per_token(g: nx.DiGraph, tokens: sympy.Expr) -> sympy.Expr:
-    """KV-cache bytes written per token, from the cache-write nodes' residency."""
+    """KV-cache bytes written per token, from the cache-write nodes' residency (every layer,
+    capped ones included; :func:`cache_terms` separates them)."""
     written = graph_total(g, kinds=[NodeKind.OP]).footprint_terms.get("kv_cache", sympy.Integer(0))
     return tidy(written / tokens)
+
+
+@dataclass(frozen=True)
+class CacheTerms:
+    """What one sequence keeps between steps: ``C k + sum_j min(C, W_j) k_j + s`` bytes."""
+
+    per_token: sympy.Expr  #: ``k``: bytes per cached token of layers that keep every position
+    capped: tuple[tuple[sympy.Expr, sympy.Expr], ...]  #: ``(k_j, W_j)``: layers keeping ``W_j`` positions
+    state: sympy.Expr  #: ``s``: recurrent state (SSM, linear attention) per sequence
+
+    def bytes_per_sequence(self, ctx: Any) -> sympy.Expr:
+        """Bytes one sequence of ``ctx`` cached tokens holds."""
+        capped = sympy.Add(*(k * sympy.Min(ctx, w) for k, w in self.capped))
+        return tidy(ctx * self.per_token + capped + self.state)
+
+
+def cache_terms(g: nx.DiGraph, tokens: Any, batch: Any) -> CacheTerms:
+    """Split a model graph's cache residency into growing, capped and constant parts.
+
+    Cache writes carry ``kv_cache`` residency for the ``tokens`` written, and
+    :data:`~costmodel.keys.KV_CAP` when their layer keeps at most that many
+    positions; recurrent mixers carry ``state`` residency for ``batch`` sequences.
+    """
+    full = sympy.Integer(0)
+    capped: dict[sympy.Expr, sympy.Expr] = {}
+    state = sympy.Integer(0)
+    for _n, data in g.nodes(data=True):
+        if data.get(KIND) != NodeKind.OP:
+            continue
+        terms, rep = data[COST].footprint_terms, data.get(REPEAT, 1)
+        kv = terms.get("kv_cache")
+        if kv is not None:
+            cap = data.get(KV_CAP)
+            if cap is None:
+                full += kv * rep
+            else:
+                capped[cap] = capped.get(cap, sympy.Integer(0)) + kv * rep
+        state += terms.get("state", 0) * rep
+    return CacheTerms(
+        tidy(full / tokens),
+        tuple((tidy(v / tokens), w) for w, v in capped.items()),
+        tidy(state / batch),
+    )
 
 
 @dataclass(frozen=True)
@@ -168,13 +213,16 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
 def _closed_forms(cfg: ModelConfig, phase: str) -> dict[str, sympy.Expr]:
     """:func:`closed_forms`, derived once per (config, phase) in a process (the dict is copied out)."""
     sym = ModelConfig.symbolic(like=cfg)
-    s = summarize(build_model(sym, phase))
+    g = build_model(sym, phase)
+    s = summarize(g)
     forms = {
         "flops_per_token": s.flops_per_token,
         "tensor_flops_per_token": s.tensor_flops_per_token,
         "dram_bytes_per_step": s.dram_bytes,
         "weight_bytes_read_per_step": s.weight_bytes_read,
         "kv_bytes_per_token": s.kv_bytes_per_token,
+        # what one sequence keeps at ctx: growing layers, capped ones (window, chunk), recurrent state
+        "kv_bytes_per_sequence": cache_terms(g, s.tokens, g.graph[G_BATCH]).bytes_per_sequence(ctx_sym),
         "attention_flop_share": s.attention_share,
     }
     vals = cfg.bindings(sym)

@@ -1,0 +1,99 @@
+"""The gated delta-net mixer (Qwen3-Next's linear-attention layers; ``transformers``'
+``Qwen3NextGatedDeltaNet``)::
+
+    qkvz  = in_proj_qkvz(h)            # [T, 2 H_k d_k + 2 H_v d_v]
+    ba    = in_proj_ba(h)              # [T, 2 H_v]: beta and the decay input
+    qkv   = silu(conv1d(q, k, v))      # depthwise, width K, over 2 H_k d_k + H_v d_v channels
+    o     = gated_delta_rule(q, k, v, alpha, beta)
+    o     = rmsnorm(o) * silu(z)       # the gated norm, per value head
+    out   = out_proj(o)                # [T, d], row parallel
+
+Each sequence keeps a ``d_k x d_v`` state per value head and a conv state of
+``(K - 1)`` inputs: constant in the context (the ``state`` footprint). Heads
+split ``tp`` ways under tensor parallelism.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costmodel.cost import Cost
+from costmodel.dtypes import get_dtype
+from costmodel.tensor import Tensor
+
+from .layer_base import LayerBase
+from .registry import Ref, register_mixer
+from .ssm import recurrent_state
+
+__all__ = ["linear_attention"]
+
+
+@register_mixer("linear_attention")
+def linear_attention(layer: LayerBase, h: Ref) -> Ref:
+    """Gated delta-net linear attention (module doc)."""
+    cfg, dims = layer.cfg, layer.dims
+    T, B = dims.tokens, dims.batch
+    hk = layer.split(cfg.linear_num_key_heads, "linear_num_key_heads")
+    hv = layer.split(cfg.linear_num_value_heads, "linear_num_value_heads")
+    dk, dv, K = cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel
+    ch = 2 * hk * dk + hv * dv
+    ab = get_dtype(layer.act).bytes
+    sdt = cfg.recurrent_state_dtype
+    carried = dims.phase == "decode" or dims.prefix != 0
+    qkvz = layer.linear("in_proj_qkvz", h, ch + hv * dv)
+    ba = layer.linear("in_proj_ba", h, 2 * hv)
+    conv_in: list[Any] = [(*qkvz, T * ch * ab), layer.weight("conv1d.weight", (ch, K))]
+    if carried:
+        conv_in.append(recurrent_state(layer, "conv_state", (K - 1) * ch, layer.act))
+    conv = layer.b.op(
+        "conv1d",
+        "causal_conv1d",
+        conv_in,
+        [Tensor(layer.b.name("conv1d"), (T, ch), layer.act)],
+        extra=Cost.resident(state=B * (K - 1) * ch * ab),
+        tokens=T,
+        channels=ch,
+        width=K,
+        batch=B,
+        dtype=layer.act,
+        weight_dtype=layer.wd,
+        state="read_write" if carried else "write",
+        bias=False,
+    )[0]
+    gate_w = layer.weight("A_log_dt_bias", (2 * hv,))
+    rule_in: list[Any] = [conv, ba, gate_w]
+    if carried:
+        rule_in.append(recurrent_state(layer, "recurrent_state", hv * dk * dv, sdt))
+    o = layer.b.op(
+        "delta_rule",
+        "gated_delta_rule",
+        rule_in,
+        [Tensor(layer.b.name("delta_rule"), (T, hv * dv), layer.act)],
+        # the decay parameters are read beside the gates
+        extra=Cost.resident(state=B * hv * dk * dv * get_dtype(sdt).bytes)
+        + Cost.traffic(read=gate_w[1].bytes),
+        tokens=T,
+        key_heads=hk,
+        value_heads=hv,
+        key_dim=dk,
+        value_dim=dv,
+        batch=B,
+        mode="recurrent" if dims.phase == "decode" else "chunked",
+        chunk=cfg.linear_chunk_size,
+        dtype=layer.act,
+        state_dtype=sdt,
+        read_state=carried,
+    )[0]
+    normed = layer.norm("norm", o, T * hv, dv)
+    gated = layer.b.op(
+        "gate",
+        "elementwise",
+        [normed, (*qkvz, T * hv * dv * ab)],
+        [Tensor(layer.b.name("gate"), (T, hv * dv), layer.act)],
+        n=T * hv * dv,
+        inputs=2,
+        vector_ops=5,  # silu(z) (4) and the product
+        sfu_ops=1,
+        dtype=layer.act,
+    )[0]
+    return layer.linear("out_proj", gated, cfg.hidden_size, reduce=True)

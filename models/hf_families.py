@@ -1,0 +1,188 @@
+"""Hugging Face ``config.json`` fields of the layer-pattern families (used by :mod:`models.hf`).
+
+Each mapper adds to the common fields (``hidden_size``, heads, vocabulary ...)
+what its family states, and the per-layer pattern where the config gives one:
+
+* ``gpt_oss``: every layer MoE (``num_local_experts``, ``num_experts_per_tok``,
+  experts of width ``intermediate_size`` with a router bias), ``layer_types``
+  of ``sliding_attention`` / ``full_attention`` with ``sliding_window``, one
+  learned sink per head, q/k/v biases (``attention_bias``), MXFP4 experts when
+  ``quantization_config.quant_method`` is ``mxfp4`` (the attention, router,
+  embedding and head stay bf16: its ``modules_to_not_convert``);
+* ``qwen3_moe``: ``num_experts``, ``moe_intermediate_size``, MoE every
+  ``decoder_sparse_step``-th layer except ``mlp_only_layers``; q/k norms;
+* ``qwen3_next``: ``layer_types`` of ``linear_attention`` / ``full_attention``
+  (or one full layer every ``full_attention_interval``), gated-delta-net
+  shapes (``linear_*``), gated full attention, MoE with a
+  ``shared_expert_intermediate_size`` shared expert;
+* ``gemma3`` / ``gemma3_text`` (fields under ``text_config`` for the
+  multimodal checkpoint): ``layer_types`` or every ``sliding_window_pattern``-th
+  layer global, the rest ``sliding_window`` local; GeGLU MLP; q/k norms; tied
+  embeddings (its context limit: :mod:`models.context`);
+* ``llama4`` / ``llama4_text``: routed experts of ``intermediate_size`` plus
+  one shared expert of the same width in every ``interleave_moe_layer_step``-th
+  layer, dense layers of ``intermediate_size_mlp``; layers with RoPE use
+  chunked attention over ``attention_chunk_size`` positions, the NoPE layers
+  (``no_rope_layers`` 0, by default every 4th) attend to the whole context.
+  Only the text model is built (the vision encoder is not);
+* ``mamba2``: every layer a Mamba-2 mixer without MLP (``state_size``,
+  ``num_heads``, ``head_dim``, ``n_groups``, ``conv_kernel``, ``chunk_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .config import ModelConfigError
+from .layers import LayerSpec
+
+__all__ = ["FAMILIES", "unwrap_text_config"]
+
+Getter = Callable[..., Any]
+
+
+def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type."""
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4"):
+        out = {k: v for k, v in text.items() if v is not None}
+        out.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", text.get("tie_word_embeddings")))
+        out["model_type"] = cfg["model_type"]
+        return out
+    return cfg
+
+
+def _layer_types(cfg: Mapping[str, Any], name: str, n: int, names: dict[str, str]) -> list[str] | None:
+    lt = cfg.get("layer_types")
+    if lt is None:
+        return None
+    if not isinstance(lt, list) or len(lt) != n:
+        raise ModelConfigError(f"{name}: layer_types must be a list of {n} entries")
+    try:
+        return [names[t] for t in lt]
+    except (KeyError, TypeError):
+        raise ModelConfigError(f"{name}: layer_types entries must be one of {sorted(names)}") from None
+
+
+def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
+    quant = cfg.get("quantization_config") or {}
+    common.update(
+        num_experts=get(cfg, "num_local_experts", name),
+        num_experts_per_tok=get(cfg, "num_experts_per_tok", name, cfg.get("experts_per_token")),
+        moe_intermediate_size=common["intermediate_size"],
+        router_bias=True,
+        mlp_bias=True,  # GptOssExperts: gate_up_proj_bias and down_proj_bias
+        qkv_bias=bool(cfg.get("attention_bias", True)),
+        attention_sinks=1,
+        sliding_window=get(cfg, "sliding_window", name),
+        layer_types=tuple(LayerSpec(m, "moe") for m in (mixers or ["sliding", "gqa"] * (n // 2))),
+    )
+    if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4":
+        common["expert_dtype"] = "mxfp4"
+
+
+def _moe_mask(cfg: Mapping[str, Any], n: int, get: Getter, name: str) -> list[str]:
+    step = get(cfg, "decoder_sparse_step", name, 1)
+    only = set(cfg.get("mlp_only_layers") or ())
+    return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(n)]
+
+
+def _qwen3_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    common.update(
+        qk_norm=True,
+        num_experts=get(cfg, "num_experts", name),
+        num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
+        moe_intermediate_size=get(cfg, "moe_intermediate_size", name),
+    )
+    mlps = _moe_mask(cfg, n, get, name)
+    if set(mlps) != {"moe"}:
+        common["layer_types"] = tuple(LayerSpec("gqa", m) for m in mlps)
+
+
+def _qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    mixers = _layer_types(cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"})
+    if mixers is None:
+        every = get(cfg, "full_attention_interval", name, 4)
+        mixers = ["gqa" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
+    _qwen3_moe(cfg, common, get, name)
+    mlps = _moe_mask(cfg, n, get, name)
+    common.update(
+        attn_output_gate=True,
+        shared_expert_intermediate_size=get(cfg, "shared_expert_intermediate_size", name, None),
+        linear_num_key_heads=get(cfg, "linear_num_key_heads", name),
+        linear_num_value_heads=get(cfg, "linear_num_value_heads", name),
+        linear_key_head_dim=get(cfg, "linear_key_head_dim", name),
+        linear_value_head_dim=get(cfg, "linear_value_head_dim", name),
+        linear_conv_kernel=get(cfg, "linear_conv_kernel_dim", name, 4),
+        layer_types=tuple(LayerSpec(m, f) for m, f in zip(mixers, mlps, strict=True)),
+    )
+
+
+def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
+    if mixers is None:
+        every = get(cfg, "sliding_window_pattern", name, 6)
+        mixers = ["gqa" if (i + 1) % every == 0 else "sliding" for i in range(n)]
+    common.update(
+        mlp="geglu",
+        qk_norm=True,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        sliding_window=get(cfg, "sliding_window", name),
+        layer_types=tuple(mixers),
+    )
+
+
+def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n)]
+    if not isinstance(rope, list) or len(rope) != n:
+        raise ModelConfigError(f"{name}: no_rope_layers must list {n} entries")
+    step = get(cfg, "interleave_moe_layer_step", name, 1)
+    moe_layers = cfg.get("moe_layers") or [i for i in range(n) if (i + 1) % step == 0]
+    expert_w = common["intermediate_size"]
+    common.update(
+        intermediate_size=get(cfg, "intermediate_size_mlp", name, expert_w),
+        num_experts=get(cfg, "num_local_experts", name),
+        num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
+        moe_intermediate_size=expert_w,
+        num_shared_experts=1,
+        attention_chunk_size=get(cfg, "attention_chunk_size", name),
+        layer_types=tuple(
+            LayerSpec("chunked" if rope[i] else "gqa", "moe" if i in set(moe_layers) else "dense")
+            for i in range(n)
+        ),
+    )
+
+
+def _mamba2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    heads = get(cfg, "num_heads", name)
+    common.update(
+        ssm_state_size=get(cfg, "state_size", name),
+        ssm_num_heads=heads,
+        ssm_head_dim=get(cfg, "head_dim", name),
+        ssm_n_groups=get(cfg, "n_groups", name, 1),
+        ssm_conv_kernel=get(cfg, "conv_kernel", name, 4),
+        ssm_chunk_size=get(cfg, "chunk_size", name, 256),
+        layer_types=tuple(LayerSpec("ssm", "none") for _ in range(n)),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+    )
+
+
+#: model_type -> mapper of its family fields
+FAMILIES: dict[str, Callable[[Mapping[str, Any], dict[str, Any], Getter, str], None]] = {
+    "gpt_oss": _gpt_oss,
+    "qwen3_moe": _qwen3_moe,
+    "qwen3_next": _qwen3_next,
+    "gemma3": _gemma3,
+    "gemma3_text": _gemma3,
+    "llama4": _llama4,
+    "llama4_text": _llama4,
+    "mamba2": _mamba2,
+}

@@ -1,0 +1,242 @@
+"""Layer specs: a model is a sequence of ``LayerSpec(mixer, mlp)``.
+
+A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. The
+*mixer* moves information between tokens; the *MLP* works on each token:
+
+=====================  ======================================================
+mixer                  what it is (parameters on :class:`~models.config.ModelConfig`)
+=====================  ======================================================
+``gqa``                full causal attention, MHA/GQA/MQA as cases
+``mla``                DeepSeek's multi-head latent attention (``kv_lora_rank`` ...)
+``sliding``            causal attention over the last ``sliding_window`` keys,
+                       optional learned ``attention_sinks`` (gpt-oss)
+``chunked``            causal attention inside chunks of ``attention_chunk_size``
+                       tokens (Llama 4's local layers)
+``ssm``                Mamba-2 selective state space (``ssm_state_size``,
+                       ``ssm_num_heads``, ``ssm_head_dim``, ``ssm_n_groups``,
+                       ``ssm_conv_kernel``)
+``linear_attention``   gated delta rule recurrence (Qwen3-Next, ``linear_*``)
+=====================  ======================================================
+
+MLPs: ``dense`` (``intermediate_size``, gated or not per ``mlp``), ``moe``
+(routed + shared experts) and ``none`` (Mamba-2 blocks have no MLP).
+
+A config without ``layer_types`` is uniform: ``mla`` or ``gqa`` everywhere,
+dense MLPs in the first ``first_k_dense_replace`` layers and MoE after.
+:func:`layer_groups` collects the layers of each distinct spec into one group
+that stands for all its copies: a layer's cost does not depend on where it
+sits, so Gemma-3's 52 local and 10 global layers are two groups, not 62.
+
+Each mixer's parameter count is registered here with
+:func:`register_mixer_params` (the models package sits below the graphs, so
+the graph block that builds the mixer lives in ``graphs.blocks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sympy
+
+from costmodel.errors import CostModelError
+
+if TYPE_CHECKING:
+    from .config import ModelConfig
+
+__all__ = [
+    "LayerSpec",
+    "LayerGroup",
+    "MIXER_FIELDS",
+    "MLP_KINDS",
+    "layer_groups",
+    "register_mixer_params",
+    "mixer_params",
+    "mixer_names",
+]
+
+#: MLP slots of a layer
+MLP_KINDS = ("dense", "moe", "none")
+
+#: config fields each mixer needs (checked when a layer uses it)
+MIXER_FIELDS: dict[str, tuple[str, ...]] = {
+    "gqa": (),
+    "mla": ("kv_lora_rank",),
+    "sliding": ("sliding_window",),
+    "chunked": ("attention_chunk_size",),
+    "ssm": ("ssm_state_size", "ssm_num_heads", "ssm_head_dim"),
+    "linear_attention": (
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+    ),
+}
+
+_PARAMS: dict[str, Callable[[ModelConfig], sympy.Expr]] = {}
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One layer's token mixer and MLP (module doc lists the names)."""
+
+    mixer: str = "gqa"
+    mlp: str = "dense"
+
+    def __post_init__(self) -> None:
+        if self.mixer not in MIXER_FIELDS:
+            raise CostModelError(f"layer mixer {self.mixer!r} not allowed; allowed: {tuple(MIXER_FIELDS)}")
+        if self.mlp not in MLP_KINDS:
+            raise CostModelError(f"layer mlp {self.mlp!r} not allowed; allowed: {MLP_KINDS}")
+
+    @property
+    def name(self) -> str:
+        """The group name of layers of this spec (``sliding_moe``, ``ssm_none`` ...)."""
+        return f"{self.mixer}_{self.mlp}"
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """The ``count`` layers of one spec, built once and repeated."""
+
+    name: str
+    spec: LayerSpec
+    count: sympy.Expr
+
+
+def layer_groups(cfg: ModelConfig) -> list[LayerGroup]:
+    """The layer groups of ``cfg`` in order of first appearance (module doc).
+
+    Uniform configs keep the historical group names: ``layers`` for a dense
+    model, ``dense`` and ``moe`` for a MoE model.
+
+    >>> from models.config import ModelConfig
+    >>> cfg = ModelConfig("g", 64, 6, 4, 128, 100, sliding_window=16,
+    ...                   layer_types=("sliding",) * 5 + ("gqa",))
+    >>> [(g.name, int(g.count)) for g in layer_groups(cfg)]
+    [('sliding_dense', 5), ('gqa_dense', 1)]
+    """
+    if cfg.layer_types is None:
+        mixer = "mla" if cfg.is_mla else "gqa"
+        if not cfg.is_moe:
+            return [LayerGroup("layers", LayerSpec(mixer, "dense"), cfg.num_hidden_layers)]
+        out = []
+        if cfg.first_k_dense_replace:
+            out.append(
+                LayerGroup("dense", LayerSpec(mixer, "dense"), sympy.Integer(cfg.first_k_dense_replace))
+            )
+        out.append(
+            LayerGroup("moe", LayerSpec(mixer, "moe"), cfg.num_hidden_layers - cfg.first_k_dense_replace)
+        )
+        return out
+    counts: dict[LayerSpec, int] = {}
+    for spec in cfg.layer_types:
+        counts[spec] = counts.get(spec, 0) + 1
+    return [LayerGroup(s.name, s, sympy.Integer(n)) for s, n in counts.items()]
+
+
+def register_mixer_params(name: str) -> Callable[[Callable[[ModelConfig], sympy.Expr]], Any]:
+    """Register the per-layer parameter count of mixer ``name``."""
+
+    def deco(fn: Callable[[ModelConfig], sympy.Expr]) -> Callable[[ModelConfig], sympy.Expr]:
+        if name not in MIXER_FIELDS:
+            raise CostModelError(f"mixer {name!r} has no entry in MIXER_FIELDS")
+        _PARAMS[name] = fn
+        return fn
+
+    return deco
+
+
+def mixer_params(cfg: ModelConfig, mixer: str) -> sympy.Expr:
+    """Weights of one layer's mixer ``mixer`` under ``cfg``."""
+    from . import mixers  # noqa: F401  (registers the formulas)
+
+    return _PARAMS[mixer](cfg)
+
+
+def mixer_names() -> tuple[str, ...]:
+    return tuple(MIXER_FIELDS)
+
+
+def parse_layer_types(value: Any, name: str, mlp: str = "dense") -> tuple[LayerSpec, ...] | None:
+    """``layer_types`` as given to :class:`ModelConfig`: specs, or mixer names (each with MLP ``mlp``)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+        raise CostModelError(
+            f"{name}: layer_types must be a sequence of LayerSpec or mixer names, got {value!r}"
+        )
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, LayerSpec):
+            out.append(v)
+        elif isinstance(v, str):
+            out.append(LayerSpec(v, mlp))
+        else:
+            raise CostModelError(f"{name}: layer_types[{i}] must be a LayerSpec or a mixer name, got {v!r}")
+    if not out:
+        raise CostModelError(f"{name}: layer_types is empty")
+    return tuple(out)
+
+
+#: optional dimension fields of the mixers (None: the mixer is not used)
+SYMBOLIC_FIELDS = (
+    "sliding_window",
+    "attention_chunk_size",
+    "ssm_state_size",
+    "ssm_num_heads",
+    "ssm_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "shared_expert_intermediate_size",
+)
+#: dimension fields with defaults
+_DEFAULTED = ("ssm_n_groups", "ssm_conv_kernel", "ssm_chunk_size", "linear_conv_kernel", "linear_chunk_size")
+
+
+def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
+    """Validate and normalise the layer pattern and mixer fields of ``cfg`` (called by its ``__post_init__``)."""
+    from costmodel.symbols import check_dim
+
+    def as_dim(field: str) -> None:
+        try:
+            set_(field, check_dim(getattr(cfg, field), field))
+        except CostModelError as exc:
+            raise CostModelError(f"{cfg.name}.{exc}") from None
+
+    for f in SYMBOLIC_FIELDS:
+        if getattr(cfg, f) is not None:
+            as_dim(f)
+    for f in _DEFAULTED:
+        as_dim(f)
+    cf = cfg.moe_capacity_factor
+    if cf is not None and (isinstance(cf, bool) or not isinstance(cf, int | float) or not 0 < cf < 1e6):
+        raise CostModelError(f"{cfg.name}: moe_capacity_factor must be a positive number, got {cf!r}")
+    for f in ("attention_sinks", "mtp_layers"):
+        v = getattr(cfg, f)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise CostModelError(f"{cfg.name}: {f} must be an integer >= 0, got {v!r}")
+    specs = parse_layer_types(cfg.layer_types, cfg.name, "moe" if cfg.is_moe else "dense")
+    if specs is None:
+        used = {LayerSpec("mla" if cfg.is_mla else "gqa")}
+    else:
+        fk = cfg.first_k_dense_replace
+        if fk and cfg.is_moe:
+            specs = tuple(LayerSpec(s.mixer, "dense") if i < fk else s for i, s in enumerate(specs))
+        L = cfg.num_hidden_layers
+        if L.is_number and L != len(specs):
+            raise CostModelError(
+                f"{cfg.name}: layer_types has {len(specs)} entries but num_hidden_layers is {L}"
+            )
+        set_("num_hidden_layers", sympy.Integer(len(specs)))
+        set_("layer_types", specs)
+        used = set(specs)
+    for spec in used:
+        missing = [f for f in MIXER_FIELDS[spec.mixer] if getattr(cfg, f) is None]
+        if missing:
+            raise CostModelError(f"{cfg.name}: {spec.mixer} layers need {', '.join(missing)}")
+        if spec.mlp == "moe" and not cfg.is_moe:
+            raise CostModelError(f"{cfg.name}: moe layers need a MoE config (num_experts ...)")

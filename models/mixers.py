@@ -1,0 +1,83 @@
+"""Per-layer parameter counts of each mixer (registered in :mod:`models.layers`).
+
+``d`` hidden, ``H``/``H_kv`` heads, ``h`` head_dim:
+
+* ``gqa``, ``sliding``, ``chunked``: ``d*H*h + 2*d*H_kv*h + H*h*d``; ``+ d*H*h``
+  with an output gate (Qwen3-Next: ``q_proj`` also yields the gate);
+  ``+ H*h + 2*H_kv*h`` with q/k/v bias; ``+ 2h`` with q/k norms; ``+ H *
+  attention_sinks`` learned sink logits (gpt-oss);
+* ``mla``: ``d*r_q + r_q + r_q*H*(h_nope + h_rope)`` (or ``d*H*(h_nope +
+  h_rope)``), ``d*(r_kv + h_rope) + r_kv``, ``r_kv*H*(h_nope + h_v)``, ``H*h_v*d``;
+* ``ssm`` (Mamba-2, Dao & Gu 2024, ``mamba_ssm.modules.mamba2``): ``in_proj``
+  ``d*(2*d_in + 2*G*N + H_s)`` with ``d_in = H_s*P``, a depthwise conv over
+  ``d_in + 2*G*N`` channels of width ``K`` with bias (``(K + 1)`` per channel),
+  ``dt_bias``, ``A_log`` and ``D`` (``3*H_s``), the gated norm ``d_in``,
+  ``out_proj`` ``d_in*d``;
+* ``linear_attention`` (gated delta net, Yang et al. 2024; the Qwen3-Next
+  layout of ``transformers``): ``in_proj_qkvz`` ``d*(2*H_k*d_k + 2*H_v*d_v)``,
+  ``in_proj_ba`` ``d*2*H_v``, a conv over ``2*H_k*d_k + H_v*d_v`` channels of
+  width ``K`` without bias, ``dt_bias`` and ``A_log`` (``2*H_v``), the gated norm
+  ``d_v``, ``out_proj`` ``H_v*d_v*d``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sympy
+
+from .layers import register_mixer_params
+
+if TYPE_CHECKING:
+    from .config import ModelConfig
+
+__all__ = ["attention_params", "mla_params", "ssm_params", "linear_attention_params"]
+
+
+@register_mixer_params("gqa")
+@register_mixer_params("sliding")
+@register_mixer_params("chunked")
+def attention_params(cfg: ModelConfig) -> sympy.Expr:
+    """Softmax attention weights of one layer (module doc)."""
+    d, H, h, hkv = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.num_key_value_heads
+    p = d * H * h * (2 if cfg.attn_output_gate else 1) + 2 * d * hkv * h + H * h * d
+    if cfg.qkv_bias:
+        p += H * h + 2 * hkv * h
+    if cfg.qk_norm:
+        p += 2 * h
+    return p + H * cfg.attention_sinks
+
+
+@register_mixer_params("mla")
+def mla_params(cfg: ModelConfig) -> sympy.Expr:
+    """Multi-head latent attention weights of one layer (module doc)."""
+    d, H = cfg.hidden_size, cfg.num_attention_heads
+    qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+    if cfg.q_lora_rank is not None:
+        q = d * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * H * qk
+    else:
+        q = d * H * qk
+    kv_a = d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) + cfg.kv_lora_rank
+    kv_b = cfg.kv_lora_rank * H * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+    return q + kv_a + kv_b + H * cfg.v_head_dim * d
+
+
+@register_mixer_params("ssm")
+def ssm_params(cfg: ModelConfig) -> sympy.Expr:
+    """Mamba-2 mixer weights of one layer (module doc)."""
+    d, Hs, P = cfg.hidden_size, cfg.ssm_num_heads, cfg.ssm_head_dim
+    G, N, K = cfg.ssm_n_groups, cfg.ssm_state_size, cfg.ssm_conv_kernel
+    d_in = Hs * P
+    conv_ch = d_in + 2 * G * N
+    return d * (2 * d_in + 2 * G * N + Hs) + conv_ch * (K + 1) + 3 * Hs + d_in + d_in * d
+
+
+@register_mixer_params("linear_attention")
+def linear_attention_params(cfg: ModelConfig) -> sympy.Expr:
+    """Gated-delta-net mixer weights of one layer (module doc)."""
+    d = cfg.hidden_size
+    hk, hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+    dk, dv, K = cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel
+    qkvz = d * (2 * hk * dk + 2 * hv * dv)
+    conv = (2 * hk * dk + hv * dv) * K
+    return qkvz + d * 2 * hv + conv + 2 * hv + dv + hv * dv * d

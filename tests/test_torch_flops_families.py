@@ -1,0 +1,153 @@
+"""Independent check of the layer-pattern families against torch's FlopCounterMode.
+
+The transformers class of each new catalog model is built from the shipped
+config.json on the meta device (bf16: the MoE classes call ``grouped_mm``,
+which wants it), cut to its first few layers, and run on ``B x S`` tokens.
+FlopCounterMode counts matmuls (2 per MAC) per module; we compare module by
+module with our graph of the same layers:
+
+* attention modules (``self_attn``): our q/k/v/o projections (and the output
+  gate's half of Qwen3-Next's ``q_proj``) plus attention charged the *full*
+  score matrix, because eager attention multiplies all of it and masks after
+  (windows, chunks and causality do not change its count);
+* dense MLPs, routers and shared experts: equal;
+* routed experts: FlopCounterMode counts **nothing** for ``grouped_mm`` (gpt-oss,
+  Qwen3-MoE, Qwen3-Next), so they are not compared; Llama 4's experts run every
+  token through every expert (``bmm`` over ``E``), which is ``E/k`` times the
+  routed work we charge, and that ratio is checked;
+* Mamba-2 and gated delta-net mixers: the projections are compared; their scans
+  run torch fallbacks that pad the sequence to a chunk and compute a different
+  algorithm, so the scan itself is pinned to hand derivations elsewhere
+  (tests/test_model_families.py).
+"""
+
+import json
+from importlib import resources
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from costmodel import op_cost  # noqa: E402
+from costmodel.graph import COST, OP, PARAMS, REPEAT  # noqa: E402
+from graphs import build_model  # noqa: E402
+from models import get_model  # noqa: E402
+
+#: catalog model -> (config class, model class, layers built)
+CLASSES = {
+    "qwen3-8b": ("Qwen3Config", "Qwen3ForCausalLM", 1),
+    "gemma-3-27b": ("Gemma3TextConfig", "Gemma3ForCausalLM", 6),
+    "gpt-oss-20b": ("GptOssConfig", "GptOssForCausalLM", 2),
+    "qwen3-30b-a3b": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", 1),
+    "qwen3-next-80b-a3b": ("Qwen3NextConfig", "Qwen3NextForCausalLM", 4),
+    "llama-4-scout": ("Llama4TextConfig", "Llama4ForCausalLM", 4),
+    "mamba2-2.7b": ("Mamba2Config", "Mamba2ForCausalLM", 1),
+}
+_ATTN = {"q_proj", "q_gate_proj", "k_proj", "v_proj", "o_proj", "attention"}
+#: HF module path (after the layer index) -> the local names of our nodes it covers
+_MODULES = {
+    "self_attn": _ATTN,
+    "mlp.gate": {"router"},
+    "mlp.router": {"router"},
+    "feed_forward.router": {"router"},
+    "mlp.shared_expert": {"shared.gate_proj", "shared.up_proj", "shared.down_proj"},
+    "feed_forward.shared_expert": {"shared.gate_proj", "shared.up_proj", "shared.down_proj"},
+    "linear_attn.in_proj_qkvz": {"in_proj_qkvz"},
+    "linear_attn.in_proj_ba": {"in_proj_ba"},
+    "linear_attn.out_proj": {"out_proj"},
+    "mixer.in_proj": {"in_proj"},
+    "mixer.out_proj": {"out_proj"},
+}
+_DENSE_MLP = {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}
+
+
+def _hf(name, layers):
+    data = json.loads(resources.files("models").joinpath("configs", f"{name}.json").read_text())
+    data = data.get("text_config", data)
+    data = {k: v for k, v in data.items() if k not in ("architectures", "model_type", "quantization_config")}
+    data["num_hidden_layers"] = layers
+    if "layer_types" in data:
+        data["layer_types"] = data["layer_types"][:layers]
+    cfg_cls, model_cls, _ = CLASSES[name]
+    config = getattr(transformers, cfg_cls)(**data)
+    config._attn_implementation = "eager"  # QK^T and PV as plain bmm
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("meta"):
+            return getattr(transformers, model_cls)(config)
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _hf_counts(model, batch, seq):
+    ids = torch.zeros((batch, seq), dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False, depth=None) as fc, torch.no_grad():
+        model(ids)
+    return {k: sum(v.values()) for k, v in fc.get_flop_counts().items()}
+
+
+def _ours(name, layers, batch, seq):
+    cfg = get_model(name)
+    if cfg.layer_types is not None:
+        cfg = cfg.replace(num_hidden_layers=layers, layer_types=cfg.layer_types[:layers])
+    else:
+        cfg = cfg.replace(num_hidden_layers=layers)
+    g = build_model(cfg, "prefill", batch=batch, seq=seq, logits="all")
+    by_local: dict[str, int] = {}
+    for n, d in g.nodes(data=True):
+        if d.get(OP) is None:
+            continue
+        cost = d[COST]
+        if d[OP] == "attention":  # the full score matrix, as eager attention multiplies it
+            p = {k: v for k, v in d[PARAMS].items() if k not in ("window", "chunk", "sinks")}
+            cost = op_cost("attention", **{**p, "causal": False})
+        local = n.split(".", 1)[1] if "." in n else n
+        by_local[local] = by_local.get(local, 0) + int(cost.flops_on("tensor") * d[REPEAT])
+    return by_local
+
+
+def _sum_hf(counts, prefix, layers, path):
+    return sum(counts.get(f"{prefix}.layers.{i}.{path}", 0) for i in range(layers))
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_modules_match_flopcounter(name):
+    batch, seq = 2, 48
+    layers = CLASSES[name][2]
+    hf = _hf(name, layers)
+    counts = _hf_counts(hf, batch, seq)
+    ours = _ours(name, layers, batch, seq)
+    top = type(hf).__name__
+    prefix = f"{top}.backbone" if name.startswith("mamba") else f"{top}.model"
+    compared = 0
+    for path, locals_ in _MODULES.items():
+        theirs = _sum_hf(counts, prefix, layers, path)
+        if theirs:
+            assert theirs == sum(ours.get(n, 0) for n in locals_), path
+            compared += 1
+    dense = sum(_sum_hf(counts, prefix, layers, p) for p in _DENSE_MLP)
+    if "feed_forward" not in " ".join(counts):
+        assert dense == sum(ours.get(n, 0) for n in _DENSE_MLP)
+    assert counts[f"{top}.lm_head"] == ours["lm_head"]
+    assert compared >= 1
+
+
+def test_routed_experts_are_not_counted_by_grouped_mm():
+    """What FlopCounterMode misses, stated: ``grouped_mm`` experts count zero."""
+    counts = _hf_counts(_hf("qwen3-30b-a3b", 1), 1, 16)
+    layer = counts["Qwen3MoeForCausalLM.model.layers.0"]
+    attn = counts["Qwen3MoeForCausalLM.model.layers.0.self_attn"]
+    router = counts["Qwen3MoeForCausalLM.model.layers.0.mlp.gate"]
+    assert layer == attn + router  # 128 experts x 8 active contributed nothing
+    assert _ours("qwen3-30b-a3b", 1, 1, 16)["experts.up_proj"] == 2 * 16 * 8 * 2048 * 768
+
+
+def test_llama4_experts_run_every_token_through_every_expert():
+    """transformers' Llama 4 multiplies all ``E`` experts densely: ``E/k`` x our routed work."""
+    counts = _hf_counts(_hf("llama-4-scout", 1), 1, 16)
+    ours = _ours("llama-4-scout", 1, 1, 16)
+    routed = sum(ours[f"experts.{p}"] for p in ("gate_proj", "up_proj", "down_proj"))
+    assert counts["Llama4ForCausalLM.model.layers.0.feed_forward.experts"] == routed * 16 // 1
