@@ -34,7 +34,27 @@ PINNED = {
     "tpu-v5e": (197e12, 819e9, 16e9, None, 240.54),  # 197e12 / 819e9
     "tpu-v6e": (918e12, 1638e9, 32e9, None, 560.44),  # 918e12 / 1638e9
     "groq-lpu": (188e12, 80e12, 230e6, None, 2.35),  # fp16 (no bf16 roof): 188e12 / 80e12
+    "h100-pcie": (756.5e12, 2000e9, 80e9, 350, 378.25),  # 1,513 sparse / 2 = 756.5; / 2e12
+    "a100-pcie-80gb": (312e12, 1935e9, 80e9, 300, 161.24),  # 312e12 / 1935e9
+    "h20": (148e12, 4.0e12, 96e9, 400, 37.0),  # 148e12 / 4e12: the lowest ridge of any GPU here
+    "gb200": (2.5e15, 8e12, 13.4e12 / 72, 1200, 312.5),  # NVL72: 13.4 TB over 72 GPUs
+    "l4": (121e12, 300e9, 24e9, 72, 403.33),  # 121e12 / 300e9
+    "rtx-4090": (165.2e12, 1008e9, 24e9, 450, 163.89),  # 165.2e12 / 1008e9 (FP32 accumulate)
+    "rtx-5090": (209.5e12, 1792e9, 32e9, 575, 116.91),  # 838 sparse FP16-acc / 2 / 2 = 209.5
+    "rtx-pro-6000": (500e12, 1792e9, 96e9, 600, 279.02),  # 4,000 FP4 sparse / 2 / 4 = 500
+    "mi325x": (1307.4e12, 6e12, 256e9, 1000, 217.9),  # 1307.4e12 / 6e12
+    "mi355x": (256 * 4096 * 2.4e9, 8e12, 288e9, 1400, 314.57),  # 256 CUs x 4096 x 2.4 GHz / 8e12
+    "tpu-v5p": (459e12, 2765e9, 95 * 2**30, None, 166.0),  # 459e12 / 2765e9; 95 GiB
+    "tpu7x": (2307e12, 7380e9, 192 * 2**30, None, 312.6),  # 2307e12 / 7380e9; 192 GiB
 }
+
+#: the scale-up domains the catalog states: NVL72 racks, NVLink bridges, 8-GPU boards
+DOMAINS = {"gb200": 72, "b300": 72, "h100-pcie": 2, "a100-pcie-80gb": 2, "h20": 8, "mi325x": 8}
+
+
+@pytest.mark.parametrize("name", sorted(DOMAINS))
+def test_scale_up_domains(name):
+    assert get_device(name).link("scale_up").domain == DOMAINS[name]
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))

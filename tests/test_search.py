@@ -221,3 +221,11 @@ def test_large_pareto_prefilter_keeps_the_frontier():
     keep = {tuple(r) for r in pts[want]}
     want |= np.array([tuple(r) in keep for r in pts])
     assert (got == want).all()
+
+
+def test_plans_wider_than_the_scale_up_domain_are_left_out():
+    """An H100 PCIe NVLink bridge joins 2 cards: tp=4 would run over PCIe, which the plan does not model."""
+    res = search("tiny", devices=["h100-pcie"], batches=[2], ctxs=[64], tp=[1, 2, 4])
+    assert res.beyond_domain == ("h100-pcie tp=4 ep=1 (domain 2)",)
+    with pytest.raises(CostModelError, match="scale-up domain"):
+        search("tiny", devices=["h100-pcie"], batches=[2], ctxs=[64], tp=[4])

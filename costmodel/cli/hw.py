@@ -78,7 +78,9 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     for lk in d["links"]:
         print(
             f"  link {lk['name']}: {fmt_si(lk['bandwidth_bytes_per_s'], 'B/s')} per direction, "
-            f"latency {lk['latency_s']} s  [{lk['source']}]"
+            f"latency {lk['latency_s']} s"
+            + (f", {lk['domain']} devices per domain" if lk.get("domain") else "")
+            + f"  [{lk['source']}]"
         )
     if d["power_w"]:
         print(f"  power {d['power_w']:.0f} W  [{d['power_source']}]")

@@ -81,6 +81,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points, "
         f"{' vs '.join(res.objectives)}), fastest user first:"
     )
+    if res.beyond_domain:
+        print(f"  left out, wider than the device's scale-up domain: {', '.join(res.beyond_domain)}")
     cols = (
         ("plan", "plan", "s"),
         ("batch", "batch", "s"),

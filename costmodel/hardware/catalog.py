@@ -36,7 +36,7 @@ __all__ = [
 
 _ROOF_KEYS = {"unit", "precision", "peak_flops_per_s", "source"}
 _MEM_KEYS = {"name", "bandwidth_bytes_per_s", "capacity_bytes", "source", "per"}
-_LINK_KEYS = {"name", "bandwidth_bytes_per_s", "latency_s", "source"}
+_LINK_KEYS = {"name", "bandwidth_bytes_per_s", "latency_s", "source", "domain"}
 _DEVICE_KEYS = {
     "description",
     "vendor",
@@ -143,6 +143,7 @@ def hardware_from_dict(
                 _value(lk, "bandwidth_bytes_per_s", w),
                 _value(lk, "latency_s", w, required=False),
                 _source(lk.get("source"), src),
+                lk.get("domain"),
             )
         )
     sm = entry.get("sm_count")

@@ -108,8 +108,13 @@ class Link:
     bandwidth_bytes_per_s: sympy.Expr
     latency_s: sympy.Expr | None = None
     source: str = ""
+    #: devices one such link domain joins at this bandwidth (an NVL72 rack: 72; None: not stated)
+    domain: int | None = None
 
     def __post_init__(self) -> None:
+        d = self.domain
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 2):
+            raise HardwareSpecError(f"link {self.name} domain must be an integer >= 2, got {d!r}")
         object.__setattr__(
             self,
             "bandwidth_bytes_per_s",
@@ -372,6 +377,7 @@ class Hardware:
                     "bandwidth_bytes_per_s": v(lk.bandwidth_bytes_per_s),
                     "latency_s": v(lk.latency_s),
                     "source": lk.source,
+                    "domain": lk.domain,
                 }
                 for lk in self.links
             ],

@@ -29,7 +29,7 @@ only its block's frontier, so a grid of 1e9-1e10 points never exists in one memo
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +41,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr, pareto_mask
 from costmodel.graph import COST, KIND, OP, REPEAT
-from costmodel.hardware import Hardware, get_device
+from costmodel.hardware import Hardware
 from costmodel.keys import LinkName, NodeKind, Phase
 from costmodel.results import Result
 from models.catalog import get_model
@@ -49,6 +49,7 @@ from models.config import ModelConfig
 
 from .compiled import compiled_step, decode_memory
 from .parallel import MICROBATCH, comm_forms
+from .search_plans import Plan, grid_size, plans_of, positive_ints
 from .workload import as_workload
 
 __all__ = ["SearchResult", "search", "Plan", "grid_size"]
@@ -62,20 +63,6 @@ METRICS = (
     "energy_per_token_j",
     "memory_bytes",
 )
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One compiled configuration: a device, dtypes, tensor and expert parallelism."""
-
-    config: ModelConfig
-    device: Hardware
-    tp: int
-    ep: int
-
-    @property
-    def label(self) -> tuple[str, str, str, int, int]:
-        return (self.device.name, self.config.weight_dtype, self.config.cache_dtype, self.tp, self.ep)
 
 
 @dataclass(frozen=True)
@@ -117,24 +104,8 @@ class SearchResult(Result):
     objectives: tuple[str, ...]
     frontier: tuple[dict[str, Any], ...]
     best: dict[str, dict[str, Any]]  #: the frontier's winner per objective
-
-
-def grid_size(
-    n_plans: int, pps: Sequence[int], mbs: Sequence[int], batches: Sequence[int], ctxs: Sequence[int]
-) -> int:
-    """Points in the grid: plans x pp x micro-batches x batches x contexts."""
-    return n_plans * len(pps) * len(mbs) * len(batches) * len(ctxs)
-
-
-def _positive_ints(values: Sequence[int], name: str) -> np.ndarray:
-    arr = np.asarray(list(values))
-    if arr.size == 0:
-        raise CostModelError(f"{name}: give at least one value")
-    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
-        raise CostModelError(f"{name} must be whole numbers, got {list(values)[:5]}")
-    if (arr < 1).any():
-        raise CostModelError(f"{name} must be >= 1, got {sorted(set(arr.tolist()))[:5]}")
-    return np.unique(arr.astype(np.int64))
+    #: plans left out because tp x ep exceeds the device's scale-up domain (an NVLink bridge of 2 ...)
+    beyond_domain: tuple[str, ...] = ()
 
 
 class _Compiled:
@@ -304,9 +275,9 @@ def search(
     """
     cfg = get_model(config) if isinstance(config, str) else config
     tps, pps, eps, mbs = (
-        _positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
+        positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
     )
-    bs, cs = _positive_ints(batches, "batches"), _positive_ints(ctxs, "ctxs")
+    bs, cs = positive_ints(batches, "batches"), positive_ints(ctxs, "ctxs")
     for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
         if slo is not None and not (isinstance(slo, int | float) and slo > 0 and math.isfinite(slo)):
             raise CostModelError(f"{name} must be a positive number of seconds, got {slo!r}")
@@ -320,12 +291,7 @@ def search(
         raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
     if (eps > 1).any() and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
-    plans = []
-    for dev, wd, kvd, t, e in itertools.product(
-        devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist()
-    ):
-        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        plans.append(Plan(cfg.replace(**changes), get_device(dev), int(t), int(e)))
+    plans, beyond = plans_of(cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist())
     grid = (pps, mbs, bs, cs)
     total = grid_size(len(plans), pps, mbs, bs, cs)
     if client is None and total > MAX_LOCAL_POINTS:
@@ -358,7 +324,9 @@ def search(
             fut.release()
     names = sorted({p.device.name for p in plans})
     merged = _merge(parts, energy, np.array([names.index(p.device.name) for p in plans]))
-    return _result(cfg.name, plans, merged, energy)
+    return dataclasses.replace(
+        _result(cfg.name, plans, merged, energy), beyond_domain=tuple(sorted(set(beyond)))
+    )
 
 
 def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool) -> SearchResult:

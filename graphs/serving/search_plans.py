@@ -1,0 +1,78 @@
+"""The design search's grid: its plans (device, dtypes, tp, ep) and axes, checked.
+
+A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
+bridge, board or NVL72 rack joins) is left out and named: the search's step model prices
+collectives on that link only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware, get_device
+from models.config import ModelConfig
+
+__all__ = ["Plan", "grid_size", "positive_ints", "plans_of"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One compiled configuration: a device, dtypes, tensor and expert parallelism."""
+
+    config: ModelConfig
+    device: Hardware
+    tp: int
+    ep: int
+
+    @property
+    def label(self) -> tuple[str, str, str, int, int]:
+        return (self.device.name, self.config.weight_dtype, self.config.cache_dtype, self.tp, self.ep)
+
+
+def grid_size(
+    n_plans: int, pps: Sequence[int], mbs: Sequence[int], batches: Sequence[int], ctxs: Sequence[int]
+) -> int:
+    """Points in the grid: plans x pp x micro-batches x batches x contexts."""
+    return n_plans * len(pps) * len(mbs) * len(batches) * len(ctxs)
+
+
+def positive_ints(values: Sequence[int], name: str) -> np.ndarray:
+    arr = np.asarray(list(values))
+    if arr.size == 0:
+        raise CostModelError(f"{name}: give at least one value")
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
+        raise CostModelError(f"{name} must be whole numbers, got {list(values)[:5]}")
+    if (arr < 1).any():
+        raise CostModelError(f"{name} must be >= 1, got {sorted(set(arr.tolist()))[:5]}")
+    return np.unique(arr.astype(np.int64))
+
+
+def plans_of(
+    cfg: ModelConfig,
+    devices: Sequence[Any],
+    wds: Sequence[Any],
+    kvds: Sequence[Any],
+    tps: list[int],
+    eps: list[int],
+) -> tuple[list[Plan], list[str]]:
+    """The plans of the grid, leaving out those wider than their device's scale-up domain."""
+    plans, beyond = [], []
+    for dev, wd, kvd, t, e in itertools.product(devices, wds, kvds, tps, eps):
+        hw = get_device(dev)
+        domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
+        if domain is not None and t * e > domain:
+            beyond.append(f"{hw.name} tp={t} ep={e} (domain {domain})")
+            continue
+        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+        plans.append(Plan(cfg.replace(**changes), hw, int(t), int(e)))
+    if not plans:
+        raise CostModelError(
+            "every plan spans more devices than its scale-up domain joins: " + "; ".join(beyond)
+        )
+    return plans, beyond
