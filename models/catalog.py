@@ -222,6 +222,14 @@ MODELS: dict[str, CatalogModel] = {
             "padded to a multiple of 16: 50288) is shipped in the field names of transformers' Mamba2Config",
         ),
         CatalogModel(
+            "nemotron-h-8b",
+            _HF.format("nvidia/Nemotron-H-8B-Base-8K"),
+            8e9,
+            published_source="Nemotron-H-8B-Base-8K model card (8B; 52 layers, 4096 wide, 8K context: "
+            "Megatron-Bridge's Nemotron-H page). Config values are NemotronHConfig's defaults, which its "
+            "docstring states are the NemotronH-v0.1 (8B) model, with the 8K context",
+        ),
+        CatalogModel(
             "tiny",
             "costmodel test config (2 layers, d=64, GQA 4/2, head_dim 16; 131,072-token context so every default runs)",
         ),

@@ -38,9 +38,9 @@ class ModelConfigError(CostModelError):
     """A model configuration has a missing, invalid or inconsistent field."""
 
 
-#: the MLP kinds: gated SiLU (``down(silu(gate x) * up x)``), gated GELU (GeGLU, Gemma) or a
-#: plain GELU MLP
-MLPKind = Literal["swiglu", "geglu", "gelu"]
+#: the MLP kinds: gated SiLU (``down(silu(gate x) * up x)``), gated GELU (GeGLU, Gemma), or a
+#: plain MLP with GELU or squared ReLU (``relu(x)**2``, Nemotron-H)
+MLPKind = Literal["swiglu", "geglu", "gelu", "relu2"]
 #: the norm kinds
 NormKind = Literal["rmsnorm", "layernorm"]
 #: a dimension as given: a positive integer or a sympy expression (stored as a sympy expression)

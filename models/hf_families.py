@@ -26,7 +26,12 @@ what its family states, and the per-layer pattern where the config gives one:
   (``no_rope_layers`` 0, by default every 4th) attend to the whole context.
   Only the text model is built (the vision encoder is not);
 * ``mamba2``: every layer a Mamba-2 mixer without MLP (``state_size``,
-  ``num_heads``, ``head_dim``, ``n_groups``, ``conv_kernel``, ``chunk_size``).
+  ``num_heads``, ``head_dim``, ``n_groups``, ``conv_kernel``, ``chunk_size``);
+* ``nemotron_h``: ``hybrid_override_pattern``, one character per layer: ``M`` a
+  Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE, each a layer of
+  its own; the Mamba fields carry a ``mamba_`` prefix (``mamba_num_heads``,
+  ``mamba_head_dim``, ``mamba_n_groups`` or ``n_groups`` ...); attention heads are
+  ``attention_head_dim`` wide; the MLP is squared ReLU (``mlp_hidden_act: relu2``).
 """
 
 from __future__ import annotations
@@ -175,6 +180,39 @@ def _mamba2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     )
 
 
+#: Nemotron-H's pattern characters -> (mixer, MLP) of the layer
+_NEMOTRON = {"M": ("ssm", "none"), "*": ("gqa", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
+
+
+def _first(cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...], default: Any = ...) -> Any:
+    """The first of ``keys`` the config states (families rename fields between releases)."""
+    for k in keys:
+        if cfg.get(k) is not None:
+            return get(cfg, k, name)
+    return get(cfg, keys[0], name, default)
+
+
+def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = common["num_hidden_layers"]
+    pattern = cfg.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or len(pattern) != n or set(pattern) - set(_NEMOTRON):
+        raise ModelConfigError(
+            f"{name}: hybrid_override_pattern must be {n} characters of {''.join(_NEMOTRON)}, got {pattern!r}"
+        )
+    act = cfg.get("mlp_hidden_act", "relu2")
+    common.update(
+        head_dim=get(cfg, "attention_head_dim", name, common["head_dim"]),
+        mlp="relu2" if act == "relu2" else common["mlp"],
+        ssm_state_size=get(cfg, "ssm_state_size", name),
+        ssm_num_heads=get(cfg, "mamba_num_heads", name),
+        ssm_head_dim=get(cfg, "mamba_head_dim", name),
+        ssm_n_groups=_first(cfg, get, name, ("mamba_n_groups", "n_groups"), 1),
+        ssm_conv_kernel=_first(cfg, get, name, ("mamba_d_conv", "conv_kernel"), 4),
+        ssm_chunk_size=_first(cfg, get, name, ("mamba_chunk_size", "chunk_size"), 256),
+        layer_types=tuple(LayerSpec(*_NEMOTRON[c]) for c in pattern),
+    )
+
+
 #: model_type -> mapper of its family fields
 FAMILIES: dict[str, Callable[[Mapping[str, Any], dict[str, Any], Getter, str], None]] = {
     "gpt_oss": _gpt_oss,
@@ -185,4 +223,5 @@ FAMILIES: dict[str, Callable[[Mapping[str, Any], dict[str, Any], Getter, str], N
     "llama4": _llama4,
     "llama4_text": _llama4,
     "mamba2": _mamba2,
+    "nemotron_h": _nemotron_h,
 }

@@ -16,6 +16,7 @@ mixer                  what it is (parameters on :class:`~models.config.ModelCon
                        ``ssm_num_heads``, ``ssm_head_dim``, ``ssm_n_groups``,
                        ``ssm_conv_kernel``)
 ``linear_attention``   gated delta rule recurrence (Qwen3-Next, ``linear_*``)
+``none``               no mixer: the layer is its MLP alone (Nemotron-H's ``-``)
 =====================  ======================================================
 
 MLPs: ``dense`` (``intermediate_size``, gated or not per ``mlp``), ``moe``
@@ -61,6 +62,7 @@ MLP_KINDS = ("dense", "moe", "none")
 
 #: config fields each mixer needs (checked when a layer uses it)
 MIXER_FIELDS: dict[str, tuple[str, ...]] = {
+    "none": (),  # an MLP-only layer (Nemotron-H's '-' blocks)
     "gqa": (),
     "mla": ("kv_lora_rank",),
     "sliding": ("sliding_window",),
@@ -238,5 +240,7 @@ def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
         missing = [f for f in MIXER_FIELDS[spec.mixer] if getattr(cfg, f) is None]
         if missing:
             raise CostModelError(f"{cfg.name}: {spec.mixer} layers need {', '.join(missing)}")
+        if spec.mixer == "none" and spec.mlp == "none":
+            raise CostModelError(f"{cfg.name}: a layer needs a mixer or an MLP (LayerSpec('none', 'none'))")
         if spec.mlp == "moe" and not cfg.is_moe:
             raise CostModelError(f"{cfg.name}: moe layers need a MoE config (num_experts ...)")

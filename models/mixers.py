@@ -31,7 +31,13 @@ from .layers import register_mixer_params
 if TYPE_CHECKING:
     from .config import ModelConfig
 
-__all__ = ["attention_params", "mla_params", "ssm_params", "linear_attention_params"]
+__all__ = ["attention_params", "mla_params", "ssm_params", "linear_attention_params", "no_mixer_params"]
+
+
+@register_mixer_params("none")
+def no_mixer_params(cfg: ModelConfig) -> sympy.Expr:
+    """An MLP-only layer has no mixer weights."""
+    return sympy.Integer(0)
 
 
 @register_mixer_params("gqa")

@@ -10,8 +10,8 @@ Per layer, summed over the layer groups (:func:`models.layers.layer_groups`):
 * MoE: ``E*3*d*I_e`` routed, ``3*d*I_s`` shared (``I_s`` =
   ``shared_expert_intermediate_size``, else ``n_shared*I_e``), ``E*d`` router
   (+ ``E`` router bias);
-* norms: ``2d`` (RMSNorm) or ``4d`` (LayerNorm with bias) per layer with an
-  MLP, half that without; ``d`` or ``2d`` final.
+* norms: ``d`` (RMSNorm) or ``2d`` (LayerNorm with bias) before the mixer and
+  before the MLP, where the layer has them; ``d`` or ``2d`` final.
 
 Embedding ``V*d``; lm_head ``V*d`` unless tied. ``mtp_layers`` multi-token
 prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2) each add one MoE
@@ -76,7 +76,7 @@ def _norm(cfg: ModelConfig) -> sympy.Expr:
 
 def layer_params(cfg: ModelConfig, spec: LayerSpec, *, active: bool = False) -> sympy.Expr:
     """Weights of one layer of ``spec`` (``active``: only the routed experts a token uses)."""
-    p = mixer_params(cfg, spec.mixer) + _norm(cfg)
+    p = mixer_params(cfg, spec.mixer) + (_norm(cfg) if spec.mixer != "none" else 0)
     if spec.mlp == "dense":
         p += mlp_params(cfg) + _norm(cfg)
     elif spec.mlp == "moe":

@@ -69,6 +69,7 @@ NEW = [
     "llama-4-maverick",
     "deepseek-v3-mtp",
     "mamba2-2.7b",
+    "nemotron-h-8b",
 ]
 
 
@@ -149,6 +150,12 @@ def test_patterns_read_from_the_configs():
         ("gqa_moe", 12),
     }
     assert [(g.name, int(g.count)) for g in layer_groups(get_model("mamba2-2.7b"))] == [("ssm_none", 64)]
+    nem = get_model("nemotron-h-8b")  # M, '-' and '*' layers: 24 Mamba, 24 MLP-only, 4 attention
+    assert [(g.name, int(g.count)) for g in layer_groups(nem)] == [
+        ("ssm_none", 24),
+        ("none_dense", 24),
+        ("gqa_none", 4),
+    ]
     # uniform configs keep their group names
     assert [g.name for g in layer_groups(get_model("deepseek-v3"))] == ["dense", "moe"]
 
@@ -207,6 +214,16 @@ def test_qwen3_next_cache_and_state_by_hand():
     assert t.per_token == 12 * 2048
     assert t.capped == ()
     assert t.state == 36 * (32 * 128 * 128 * 4 + 3 * 8192 * 2)
+
+
+def test_nemotron_h_cache_and_state_by_hand():
+    # the hybrid: 4 attention layers (K and V: 2 x 8 kv heads x 128 x 2 bytes per token) and 24 Mamba-2
+    # layers (128 heads x 64 x 128 fp32 state, conv state 3 x (8192 + 2 x 8 x 128) bf16)
+    t = _cache("nemotron-h-8b")
+    assert t.per_token == 4 * 4096
+    assert t.state == 24 * (128 * 64 * 128 * 4 + 3 * (8192 + 2048) * 2)
+    # a third-party count of the loaded checkpoint's parameters gives 8,100,852,736 exactly
+    assert param_counts(get_model("nemotron-h-8b")).total == 8_100_852_736
 
 
 def test_mamba2_state_by_hand():

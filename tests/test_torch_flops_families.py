@@ -151,3 +151,25 @@ def test_llama4_experts_run_every_token_through_every_expert():
     ours = _ours("llama-4-scout", 1, 1, 16)
     routed = sum(ours[f"experts.{p}"] for p in ("gate_proj", "up_proj", "down_proj"))
     assert counts["Llama4ForCausalLM.model.layers.0.feed_forward.experts"] == routed * 16 // 1
+
+
+def test_nemotron_h_modules_match_flopcounter():
+    """Nemotron-H names every layer's block ``mixer``: Mamba-2 (``in_proj``/``out_proj``), the MLP-only
+    layers (``up_proj``/``down_proj``, squared ReLU) and attention (layer 7 of the first 8)."""
+    CLASSES["nemotron-h-8b"] = ("NemotronHConfig", "NemotronHForCausalLM", 8)
+    try:
+        batch, seq, layers = 2, 48, 8
+        counts = _hf_counts(_hf("nemotron-h-8b", layers), batch, seq)
+        ours = _ours("nemotron-h-8b", layers, batch, seq)
+    finally:
+        del CLASSES["nemotron-h-8b"]
+    p = "NemotronHForCausalLM.model"
+    for hf_name, local in (
+        ("in_proj", "in_proj"),
+        ("out_proj", "out_proj"),
+        ("up_proj", "mlp.up_proj"),
+        ("down_proj", "mlp.down_proj"),
+    ):
+        assert _sum_hf(counts, p, layers, f"mixer.{hf_name}") == ours[local], hf_name
+    assert counts[f"{p}.layers.7.mixer"] == sum(ours.get(n, 0) for n in _ATTN)
+    assert counts["NemotronHForCausalLM.lm_head"] == ours["lm_head"]

@@ -9,7 +9,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.rules import experts_touched
 from costmodel.tensor import Tensor
 
-from .layer_base import GELU_OPS, SWIGLU_OPS, LayerBase
+from .layer_base import GELU_OPS, RELU2_OPS, SWIGLU_OPS, LayerBase
 from .registry import Ref, register_mlp
 
 __all__ = ["activation", "mlp", "dense_mlp", "moe_mlp"]
@@ -17,7 +17,7 @@ __all__ = ["activation", "mlp", "dense_mlp", "moe_mlp"]
 
 def activation(layer: LayerBase, local: str, ins: list[Any], rows: Any, width: Any) -> tuple[str, Tensor]:
     """``silu(gate) * up`` (SwiGLU), ``gelu(gate) * up`` (GeGLU) or ``gelu(up)``, per ``cfg.mlp``."""
-    vo, so = SWIGLU_OPS if layer.cfg.mlp == "swiglu" else GELU_OPS
+    vo, so = {"swiglu": SWIGLU_OPS, "relu2": RELU2_OPS}.get(layer.cfg.mlp, GELU_OPS)
     if layer.cfg.mlp == "geglu":
         vo += 1  # the product with up
     out = Tensor(layer.b.name(local), (rows, width), layer.act)

@@ -65,15 +65,18 @@ class _Layer(LayerBase):
     def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, T = self.cfg, self.dims.tokens
         d = cfg.hidden_size
-        h = self.norm("attn_norm", x, T, d)
-        a = mixer(self.spec.mixer)(self, h)
-        y = self.add("attn_residual", x, a)
+        y = x
+        if self.spec.mixer != "none":
+            h = self.norm("attn_norm", y, T, d)
+            a = mixer(self.spec.mixer)(self, h)
+            y = self.add("attn_residual", y, a)
         if self.spec.mlp != "none":
             m_in = self.norm("mlp_norm", y, T, d)
             m = mlp_block(self.spec.mlp)(self, m_in)
             y = self.add("mlp_residual", y, m)
-        # entry edges: x feeds attn_norm and attn_residual
-        for n in (self.b.name("attn_norm"), self.b.name("attn_residual")):
+        # entry edges: x feeds the first norm and the first residual
+        first = ("attn_norm", "attn_residual") if self.spec.mixer != "none" else ("mlp_norm", "mlp_residual")
+        for n in (self.b.name(first[0]), self.b.name(first[1])):
             self.entry.append((x[0], n, dict(self.g.edges[x[0], n])))
         return y
 
@@ -112,6 +115,8 @@ def build_layer(
             spec = LayerSpec(spec.mixer, kind)
     elif spec.mlp == "moe" and not config.is_moe:
         raise CostModelError(f"{config.name} has no experts: a moe layer needs a MoE config")
+    if spec.mixer == "none" and spec.mlp == "none":
+        raise CostModelError("a layer needs a mixer or an MLP: LayerSpec('none', 'none') builds nothing")
     missing = [f for f in MIXER_FIELDS[spec.mixer] if getattr(config, f) is None]
     if missing:
         raise CostModelError(f"{config.name}: a {spec.mixer} layer needs {', '.join(missing)}")
