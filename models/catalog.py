@@ -230,6 +230,15 @@ MODELS: dict[str, CatalogModel] = {
             "docstring states are the NemotronH-v0.1 (8B) model, with the 8K context",
         ),
         CatalogModel(
+            "jamba-v0.1",
+            _HF.format("ai21labs/Jamba-v0.1"),
+            52e9,
+            None,
+            12e9,
+            published_source="Jamba-v0.1 model card (AI21): 12B active and 52B total parameters; Lieber et al., "
+            "'Jamba' (arXiv:2403.19887): one attention layer in eight, MoE every other layer, 16 experts top-2",
+        ),
+        CatalogModel(
             "tiny",
             "costmodel test config (2 layers, d=64, GQA 4/2, head_dim 16; 131,072-token context so every default runs)",
         ),

@@ -76,6 +76,9 @@ class ModelConfig:
     norm: NormKind = "rmsnorm"
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
+    o_bias: bool = False  # a bias on the attention output projection (gpt-oss)
+    sandwich_norm: bool = False  # norms on the mixer's and the MLP's outputs too (Gemma 2/3)
+    shared_expert_gate: bool = False  # a sigmoid gate (d -> 1) on the shared expert (Qwen2-MoE, Qwen3-Next)
     mlp_bias: bool = False  # biases on the MLP / expert projections (gpt-oss experts)
     qk_norm: bool = False
     rope: bool = True
@@ -103,6 +106,9 @@ class ModelConfig:
     ssm_state_size: Dim | None = None
     ssm_num_heads: Dim | None = None
     ssm_head_dim: Dim | None = None
+    ssm_inner_size: Dim | None = None  # Mamba-1: the expanded channel count D
+    ssm_dt_rank: Dim | None = None  # Mamba-1: the low rank of the step projection
+    ssm_inner_norms: bool = False  # Mamba-1: RMSNorms on delta, B and C (Jamba)
     ssm_n_groups: Dim = 1
     ssm_conv_kernel: Dim = 4
     ssm_chunk_size: Dim = 256

@@ -27,6 +27,11 @@ what its family states, and the per-layer pattern where the config gives one:
   Only the text model is built (the vision encoder is not);
 * ``mamba2``: every layer a Mamba-2 mixer without MLP (``state_size``,
   ``num_heads``, ``head_dim``, ``n_groups``, ``conv_kernel``, ``chunk_size``);
+* ``jamba``: ``layers_block_type`` (or one attention layer every
+  ``attn_layer_period`` at ``attn_layer_offset``), the others Mamba-1 mixers
+  (``mamba_d_state``, ``mamba_expand``, ``mamba_dt_rank``, ``mamba_d_conv``);
+  ``num_experts`` experts every ``expert_layer_period`` at ``expert_layer_offset``
+  (or ``layers_num_experts``), dense MLPs elsewhere;
 * ``nemotron_h``: ``hybrid_override_pattern``, one character per layer: ``M`` a
   Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE, each a layer of
   its own; the Mamba fields carry a ``mamba_`` prefix (``mamba_num_heads``,
@@ -36,6 +41,7 @@ what its family states, and the per-layer pattern where the config gives one:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -81,6 +87,7 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
         router_bias=True,
         mlp_bias=True,  # GptOssExperts: gate_up_proj_bias and down_proj_bias
         qkv_bias=bool(cfg.get("attention_bias", True)),
+        o_bias=bool(cfg.get("attention_bias", True)),
         attention_sinks=1,
         sliding_window=get(cfg, "sliding_window", name),
         layer_types=tuple(LayerSpec(m, "moe") for m in (mixers or ["sliding", "gqa"] * (n // 2))),
@@ -90,7 +97,7 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
 
 
 def _moe_mask(cfg: Mapping[str, Any], n: int, get: Getter, name: str) -> list[str]:
-    step = get(cfg, "decoder_sparse_step", name, 1)
+    step = _period(cfg, get, name, "decoder_sparse_step", 1)
     only = set(cfg.get("mlp_only_layers") or ())
     return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(n)]
 
@@ -112,12 +119,13 @@ def _qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
     n = common["num_hidden_layers"]
     mixers = _layer_types(cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"})
     if mixers is None:
-        every = get(cfg, "full_attention_interval", name, 4)
+        every = _period(cfg, get, name, "full_attention_interval", 4)
         mixers = ["gqa" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
     _qwen3_moe(cfg, common, get, name)
     mlps = _moe_mask(cfg, n, get, name)
     common.update(
         attn_output_gate=True,
+        shared_expert_gate=True,
         shared_expert_intermediate_size=get(cfg, "shared_expert_intermediate_size", name, None),
         linear_num_key_heads=get(cfg, "linear_num_key_heads", name),
         linear_num_value_heads=get(cfg, "linear_num_value_heads", name),
@@ -132,11 +140,12 @@ def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     n = common["num_hidden_layers"]
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
     if mixers is None:
-        every = get(cfg, "sliding_window_pattern", name, 6)
+        every = _period(cfg, get, name, "sliding_window_pattern", 6)
         mixers = ["gqa" if (i + 1) % every == 0 else "sliding" for i in range(n)]
     common.update(
         mlp="geglu",
         qk_norm=True,
+        sandwich_norm=True,  # post_attention_layernorm and post_feedforward_layernorm
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         sliding_window=get(cfg, "sliding_window", name),
         layer_types=tuple(mixers),
@@ -148,7 +157,7 @@ def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n)]
     if not isinstance(rope, list) or len(rope) != n:
         raise ModelConfigError(f"{name}: no_rope_layers must list {n} entries")
-    step = get(cfg, "interleave_moe_layer_step", name, 1)
+    step = _period(cfg, get, name, "interleave_moe_layer_step", 1)
     moe_layers = cfg.get("moe_layers") or [i for i in range(n) if (i + 1) % step == 0]
     expert_w = common["intermediate_size"]
     common.update(
@@ -213,6 +222,60 @@ def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
     )
 
 
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _period(cfg: Mapping[str, Any], get: Getter, name: str, key: str, default: int) -> int:
+    v = get(cfg, key, name, default)
+    if v < 1:
+        raise ModelConfigError(f"{name}: {key} must be >= 1, got {v}")
+    return v
+
+
+def _jamba(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n, d = common["num_hidden_layers"], common["hidden_size"]
+    blocks = cfg.get("layers_block_type")
+    if blocks is None:
+        period, offset = (
+            _period(cfg, get, name, "attn_layer_period", 8),
+            get(cfg, "attn_layer_offset", name, 4),
+        )
+        blocks = ["attention" if i % period == offset else "mamba" for i in range(n)]
+    if not isinstance(blocks, list) or len(blocks) != n or set(blocks) - {"attention", "mamba"}:
+        raise ModelConfigError(f"{name}: layers_block_type must list {n} of 'attention' / 'mamba'")
+    experts = cfg.get("layers_num_experts")
+    if experts is None:
+        period, offset = (
+            _period(cfg, get, name, "expert_layer_period", 2),
+            get(cfg, "expert_layer_offset", name, 1),
+        )
+        e = get(cfg, "num_experts", name, 1)
+        experts = [e if i % period == offset else 1 for i in range(n)]
+    if not isinstance(experts, list) or len(experts) != n or not all(_count(e) for e in experts):
+        raise ModelConfigError(f"{name}: layers_num_experts must list {n} positive integers")
+    rank = cfg.get("mamba_dt_rank", "auto")
+    rank = math.ceil(d / 16) if rank == "auto" else get(cfg, "mamba_dt_rank", name)
+    common.update(
+        ssm_state_size=get(cfg, "mamba_d_state", name, 16),
+        ssm_inner_size=get(cfg, "mamba_expand", name, 2) * d,
+        ssm_dt_rank=rank,
+        ssm_conv_kernel=get(cfg, "mamba_d_conv", name, 4),
+        ssm_inner_norms=True,  # JambaMambaMixer normalises delta, B and C
+    )
+    moe = max(experts) > 1
+    if moe:
+        common.update(
+            num_experts=max(experts),
+            num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
+            moe_intermediate_size=common["intermediate_size"],
+        )
+    common["layer_types"] = tuple(
+        LayerSpec("mamba" if b == "mamba" else "gqa", "moe" if (moe and e > 1) else "dense")
+        for b, e in zip(blocks, experts, strict=True)
+    )
+
+
 #: model_type -> mapper of its family fields
 FAMILIES: dict[str, Callable[[Mapping[str, Any], dict[str, Any], Getter, str], None]] = {
     "gpt_oss": _gpt_oss,
@@ -224,4 +287,5 @@ FAMILIES: dict[str, Callable[[Mapping[str, Any], dict[str, Any], Getter, str], N
     "llama4_text": _llama4,
     "mamba2": _mamba2,
     "nemotron_h": _nemotron_h,
+    "jamba": _jamba,
 }

@@ -15,6 +15,9 @@ mixer                  what it is (parameters on :class:`~models.config.ModelCon
 ``ssm``                Mamba-2 selective state space (``ssm_state_size``,
                        ``ssm_num_heads``, ``ssm_head_dim``, ``ssm_n_groups``,
                        ``ssm_conv_kernel``)
+``mamba``              Mamba-1 selective scan, S6 (``ssm_state_size``,
+                       ``ssm_inner_size``, ``ssm_dt_rank``, ``ssm_conv_kernel``;
+                       Jamba's Mamba layers)
 ``linear_attention``   gated delta rule recurrence (Qwen3-Next, ``linear_*``)
 ``none``               no mixer: the layer is its MLP alone (Nemotron-H's ``-``)
 =====================  ======================================================
@@ -68,6 +71,7 @@ MIXER_FIELDS: dict[str, tuple[str, ...]] = {
     "sliding": ("sliding_window",),
     "chunked": ("attention_chunk_size",),
     "ssm": ("ssm_state_size", "ssm_num_heads", "ssm_head_dim"),
+    "mamba": ("ssm_state_size", "ssm_inner_size", "ssm_dt_rank"),
     "linear_attention": (
         "linear_num_key_heads",
         "linear_num_value_heads",
@@ -189,6 +193,8 @@ SYMBOLIC_FIELDS = (
     "ssm_state_size",
     "ssm_num_heads",
     "ssm_head_dim",
+    "ssm_inner_size",
+    "ssm_dt_rank",
     "linear_num_key_heads",
     "linear_num_value_heads",
     "linear_key_head_dim",

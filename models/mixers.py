@@ -4,8 +4,8 @@
 
 * ``gqa``, ``sliding``, ``chunked``: ``d*H*h + 2*d*H_kv*h + H*h*d``; ``+ d*H*h``
   with an output gate (Qwen3-Next: ``q_proj`` also yields the gate);
-  ``+ H*h + 2*H_kv*h`` with q/k/v bias; ``+ 2h`` with q/k norms; ``+ H *
-  attention_sinks`` learned sink logits (gpt-oss);
+  ``+ H*h + 2*H_kv*h`` with q/k/v bias; ``+ d`` with an output bias; ``+ 2h``
+  with q/k norms; ``+ H * attention_sinks`` learned sink logits (gpt-oss);
 * ``mla``: ``d*r_q + r_q + r_q*H*(h_nope + h_rope)`` (or ``d*H*(h_nope +
   h_rope)``), ``d*(r_kv + h_rope) + r_kv``, ``r_kv*H*(h_nope + h_v)``, ``H*h_v*d``;
 * ``ssm`` (Mamba-2, Dao & Gu 2024, ``mamba_ssm.modules.mamba2``): ``in_proj``
@@ -31,7 +31,14 @@ from .layers import register_mixer_params
 if TYPE_CHECKING:
     from .config import ModelConfig
 
-__all__ = ["attention_params", "mla_params", "ssm_params", "linear_attention_params", "no_mixer_params"]
+__all__ = [
+    "attention_params",
+    "mla_params",
+    "ssm_params",
+    "mamba_params",
+    "linear_attention_params",
+    "no_mixer_params",
+]
 
 
 @register_mixer_params("none")
@@ -51,6 +58,8 @@ def attention_params(cfg: ModelConfig) -> sympy.Expr:
         p += H * h + 2 * hkv * h
     if cfg.qk_norm:
         p += 2 * h
+    if cfg.o_bias:
+        p += d
     return p + H * cfg.attention_sinks
 
 
@@ -76,6 +85,18 @@ def ssm_params(cfg: ModelConfig) -> sympy.Expr:
     d_in = Hs * P
     conv_ch = d_in + 2 * G * N
     return d * (2 * d_in + 2 * G * N + Hs) + conv_ch * (K + 1) + 3 * Hs + d_in + d_in * d
+
+
+@register_mixer_params("mamba")
+def mamba_params(cfg: ModelConfig) -> sympy.Expr:
+    """Mamba-1 mixer weights of one layer: ``in_proj`` ``2dD``, the conv ``D(K + 1)``,
+    ``x_proj`` ``D(R + 2N)``, ``dt_proj`` ``RD + D``, ``A`` ``DN``, ``D`` skip ``D``, ``out_proj``
+    ``Dd`` (Gu & Dao 2023; ``JambaMambaMixer``, whose three inner RMSNorms of ``R``, ``N`` and ``N``
+    add ``R + 2N``)."""
+    d, D, N = cfg.hidden_size, cfg.ssm_inner_size, cfg.ssm_state_size
+    R, K = cfg.ssm_dt_rank, cfg.ssm_conv_kernel
+    norms = R + 2 * N if cfg.ssm_inner_norms else 0
+    return 2 * d * D + D * (K + 1) + D * (R + 2 * N) + R * D + D + D * N + D + D * d + norms
 
 
 @register_mixer_params("linear_attention")

@@ -8,10 +8,11 @@ Per layer, summed over the layer groups (:func:`models.layers.layer_groups`):
 * MLP: ``3*d*I`` gated (SwiGLU, GeGLU), ``2*d*I`` plain (GELU), plus biases with
   ``mlp_bias`` (gpt-oss's experts: ``2*I + d`` each);
 * MoE: ``E*3*d*I_e`` routed, ``3*d*I_s`` shared (``I_s`` =
-  ``shared_expert_intermediate_size``, else ``n_shared*I_e``), ``E*d`` router
-  (+ ``E`` router bias);
+  ``shared_expert_intermediate_size``, else ``n_shared*I_e``; ``+ d`` for its
+  gate), ``E*d`` router (+ ``E`` router bias);
 * norms: ``d`` (RMSNorm) or ``2d`` (LayerNorm with bias) before the mixer and
-  before the MLP, where the layer has them; ``d`` or ``2d`` final.
+  before the MLP, where the layer has them, and after them too with
+  ``sandwich_norm`` (Gemma); ``d`` or ``2d`` final.
 
 Embedding ``V*d``; lm_head ``V*d`` unless tied. ``mtp_layers`` multi-token
 prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2) each add one MoE
@@ -67,6 +68,8 @@ def moe_params(cfg: ModelConfig, experts: sympy.Expr | None = None) -> sympy.Exp
     shared_w = cfg.shared_expert_intermediate_size
     shared = mlp_params(cfg, shared_w) if shared_w is not None else cfg.num_shared_experts * per_expert
     router = cfg.num_experts * cfg.hidden_size + (cfg.num_experts if cfg.router_bias else 0)
+    if cfg.shared_expert_gate:
+        shared += cfg.hidden_size
     return e * per_expert + shared + router
 
 
@@ -76,11 +79,12 @@ def _norm(cfg: ModelConfig) -> sympy.Expr:
 
 def layer_params(cfg: ModelConfig, spec: LayerSpec, *, active: bool = False) -> sympy.Expr:
     """Weights of one layer of ``spec`` (``active``: only the routed experts a token uses)."""
-    p = mixer_params(cfg, spec.mixer) + (_norm(cfg) if spec.mixer != "none" else 0)
+    norms = 2 if cfg.sandwich_norm else 1  # a norm before each sublayer (and after it, sandwiched)
+    p = mixer_params(cfg, spec.mixer) + (norms * _norm(cfg) if spec.mixer != "none" else 0)
     if spec.mlp == "dense":
-        p += mlp_params(cfg) + _norm(cfg)
+        p += mlp_params(cfg) + norms * _norm(cfg)
     elif spec.mlp == "moe":
-        p += moe_params(cfg, cfg.num_experts_per_tok if active else None) + _norm(cfg)
+        p += moe_params(cfg, cfg.num_experts_per_tok if active else None) + norms * _norm(cfg)
     return p
 
 

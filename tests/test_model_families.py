@@ -70,6 +70,7 @@ NEW = [
     "deepseek-v3-mtp",
     "mamba2-2.7b",
     "nemotron-h-8b",
+    "jamba-v0.1",
 ]
 
 
@@ -177,8 +178,14 @@ def test_bad_patterns_are_clear_errors():
         ModelConfig("m", 64, 2, 4, 128, 100, layer_types=("sliding", "gqa"))
     with pytest.raises(ModelConfigError, match="layer_types has 2 entries but num_hidden_layers is 3"):
         ModelConfig("m", 64, 3, 4, 128, 100, sliding_window=8, layer_types=("sliding", "gqa"))
-    with pytest.raises(Exception, match="layer mixer 'mamba' not allowed"):
-        LayerSpec("mamba")
+    with pytest.raises(Exception, match="layer mixer 'rwkv' not allowed"):
+        LayerSpec("rwkv")
+    jamba = json.loads(resources.files("models").joinpath("configs", "jamba-v0.1.json").read_text())
+    with pytest.raises(ModelConfigError, match="attn_layer_period must be >= 1, got 0"):
+        config_from_hf_dict({**jamba, "attn_layer_period": 0}, "j")
+    nem = json.loads(resources.files("models").joinpath("configs", "nemotron-h-8b.json").read_text())
+    with pytest.raises(ModelConfigError, match="hybrid_override_pattern must be 52 characters of"):
+        config_from_hf_dict({**nem, "hybrid_override_pattern": "M?" * 26}, "n")
 
 
 # -------------------------------------------------------------- cache bytes by hand
@@ -224,6 +231,28 @@ def test_nemotron_h_cache_and_state_by_hand():
     assert t.state == 24 * (128 * 64 * 128 * 4 + 3 * (8192 + 2048) * 2)
     # a third-party count of the loaded checkpoint's parameters gives 8,100,852,736 exactly
     assert param_counts(get_model("nemotron-h-8b")).total == 8_100_852_736
+
+
+def test_jamba_cache_and_state_by_hand():
+    # 4 attention layers (K and V: 2 x 8 x 128 x 2 bytes per token); 28 Mamba-1 layers, each an fp32
+    # state of D x N = 8192 x 16 and a bf16 conv state of 3 x 8192 inputs
+    t = _cache("jamba-v0.1")
+    assert t.per_token == 4 * 4096
+    assert t.state == 28 * (8192 * 16 * 4 + 3 * 8192 * 2)
+    assert [(g.name, int(g.count)) for g in layer_groups(get_model("jamba-v0.1"))] == [
+        ("mamba_dense", 12),
+        ("mamba_moe", 16),
+        ("gqa_dense", 4),
+    ]
+
+
+def test_selective_scan_s6_by_hand():
+    # Jamba decode: 8 sequences, 8192 channels, 16 states; per (channel, state) 6 vector ops and an exp
+    c = op_cost("selective_scan_s6", tokens=8, channels=8192, state_size=16, batch=8)
+    assert c.flops_on("vector") == 8 * 8192 * (6 * 16 + 4)
+    assert c.flops_on("sfu") == 8 * 8192 * (16 + 2)
+    state = 8 * 8192 * 16 * 4
+    assert c.bytes == 2 * state + 2 * 8 * (2 * 8192 + 2 * 16) + 2 * 8 * 8192
 
 
 def test_mamba2_state_by_hand():

@@ -162,7 +162,7 @@ def test_config_validation():
         ModelConfig("x", 64, 1, 4, 8, 10, num_experts=2, num_experts_per_tok=4, moe_intermediate_size=8)
     with pytest.raises(ModelConfigError, match=r"x\.hidden_size must be a positive integer"):
         ModelConfig("x", 0, 1, 4, 8, 10)
-    with pytest.raises(ModelConfigError, match="mlp 'relu' not allowed; allowed:.*relu2"):
+    with pytest.raises(ModelConfigError, match=r"mlp 'relu' not allowed; allowed:.*relu2"):
         ModelConfig("x", 64, 1, 4, 8, 10, mlp="relu")
     with pytest.raises(UnknownModelError, match="catalog models: llama-2-7b"):
         get_model("gpt-5")

@@ -147,7 +147,7 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
             sfu_ops=1,
             dtype=layer.act,
         )[0]
-    return layer.linear("o_proj", o, cfg.hidden_size, reduce=True)
+    return layer.linear("o_proj", o, cfg.hidden_size, reduce=True, bias=cfg.o_bias)
 
 
 @register_mixer("mla")

@@ -134,6 +134,18 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
         shared = cfg.num_shared_experts * cfg.moe_intermediate_size
     if shared is not None:
         sh = mlp(layer, x, shared, "shared", reduce=False)
+        if cfg.shared_expert_gate:  # sh * sigmoid(x @ w_g): one logit per token scales the shared expert
+            g = layer.linear("shared_gate", x, 1)
+            sh = layer.b.op(
+                "shared_gate_mul",
+                "elementwise",
+                [sh, g],
+                [Tensor(layer.b.name("shared_gate_mul"), (T, d), layer.act)],
+                n=T * d,
+                inputs=2,
+                vector_ops=1,  # the product; the T sigmoids are negligible beside it
+                dtype=layer.act,
+            )[0]
         comb = layer.add("shared_add", comb, sh)
     # routed and shared partial sums are reduced over the tp devices once
     return layer.all_reduce("experts.all_reduce", comb)

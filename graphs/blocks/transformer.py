@@ -69,10 +69,14 @@ class _Layer(LayerBase):
         if self.spec.mixer != "none":
             h = self.norm("attn_norm", y, T, d)
             a = mixer(self.spec.mixer)(self, h)
+            if cfg.sandwich_norm:
+                a = self.norm("post_attn_norm", a, T, d)
             y = self.add("attn_residual", y, a)
         if self.spec.mlp != "none":
             m_in = self.norm("mlp_norm", y, T, d)
             m = mlp_block(self.spec.mlp)(self, m_in)
+            if cfg.sandwich_norm:
+                m = self.norm("post_mlp_norm", m, T, d)
             y = self.add("mlp_residual", y, m)
         # entry edges: x feeds the first norm and the first residual
         first = ("attn_norm", "attn_residual") if self.spec.mixer != "none" else ("mlp_norm", "mlp_residual")

@@ -1,0 +1,102 @@
+"""The Mamba-1 mixer (Gu & Dao 2023; ``transformers``' ``JambaMambaMixer``)::
+
+    xz    = in_proj(h)                     # [T, 2 D]: x and the gate z
+    x     = silu(conv1d(x))                # depthwise, width K, over the D channels
+    dbc   = x_proj(x)                      # [T, R + 2N]: the step's low rank, B and C
+    (dt, B, C = rmsnorm each, when ssm_inner_norms: Jamba)
+    delta = dt_proj(dt)                    # [T, D] (+ bias); softplus inside the scan
+    y     = selective_scan_s6(x, delta, A, B, C, D)
+    y     = y * silu(z)
+    out   = out_proj(y)                    # [T, d], row parallel
+
+Each sequence keeps a ``D x N`` state and a conv state of ``K - 1`` inputs per
+channel: the ``state`` footprint. Under tensor parallelism the ``D`` channels
+split ``tp`` ways; ``x_proj`` then sums partial products over the devices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costmodel.cost import Cost
+from costmodel.dtypes import get_dtype
+from costmodel.tensor import Tensor
+
+from .layer_base import LayerBase
+from .registry import Ref, register_mixer
+from .ssm import recurrent_state
+
+__all__ = ["mamba"]
+
+
+@register_mixer("mamba")
+def mamba(layer: LayerBase, h: Ref) -> Ref:
+    """Mamba-1's selective state-space mixer (module doc)."""
+    cfg, dims = layer.cfg, layer.dims
+    T, B = dims.tokens, dims.batch
+    D = layer.split(cfg.ssm_inner_size, "ssm_inner_size")
+    N, R, K = cfg.ssm_state_size, cfg.ssm_dt_rank, cfg.ssm_conv_kernel
+    ab = get_dtype(layer.act).bytes
+    sdt = cfg.recurrent_state_dtype
+    carried = dims.phase == "decode" or dims.prefix != 0
+    xz = layer.linear("in_proj", h, 2 * D)
+    conv_in: list[Any] = [(*xz, T * D * ab), layer.weight("conv1d.weight", (D, K + 1))]
+    if carried:
+        conv_in.append(recurrent_state(layer, "conv_state", (K - 1) * D, layer.act))
+    conv = layer.b.op(
+        "conv1d",
+        "causal_conv1d",
+        conv_in,
+        [Tensor(layer.b.name("conv1d"), (T, D), layer.act)],
+        extra=Cost.resident(state=B * (K - 1) * D * ab),
+        tokens=T,
+        channels=D,
+        width=K,
+        batch=B,
+        dtype=layer.act,
+        weight_dtype=layer.wd,
+        state="read_write" if carried else "write",
+    )[0]
+    dbc = layer.linear("x_proj", conv, R + 2 * N, reduce=True)
+    parts = {}
+    for name, width in (("dt", R), ("b", N), ("c", N)):  # slices of x_proj's output: views, no bytes
+        v = layer.b.op(
+            f"{name}_slice",
+            "view",
+            [(*dbc, 0)],
+            [Tensor(layer.b.name(f"{name}_slice"), (T, width), layer.act)],
+            elements=T * width,
+        )[0]
+        parts[name] = layer.norm(f"{name}_norm", v, T, width) if cfg.ssm_inner_norms else v
+    delta = layer.linear("dt_proj", parts["dt"], D, bias=True)
+    scan_w = layer.weight("A_log_D", (D * N + D,))
+    scan_in: list[Any] = [conv, delta, parts["b"], parts["c"], scan_w]
+    if carried:
+        scan_in.append(recurrent_state(layer, "ssm_state", D * N, sdt))
+    y = layer.b.op(
+        "scan",
+        "selective_scan_s6",
+        scan_in,
+        [Tensor(layer.b.name("scan"), (T, D), layer.act)],
+        # A and D are read beside the activations; the state stays resident per sequence
+        extra=Cost.resident(state=B * D * N * get_dtype(sdt).bytes) + Cost.traffic(read=scan_w[1].bytes),
+        tokens=T,
+        channels=D,
+        state_size=N,
+        batch=B,
+        dtype=layer.act,
+        state_dtype=sdt,
+        read_state=carried,
+    )[0]
+    gated = layer.b.op(
+        "gate",
+        "elementwise",
+        [y, (*xz, T * D * ab)],
+        [Tensor(layer.b.name("gate"), (T, D), layer.act)],
+        n=T * D,
+        inputs=2,
+        vector_ops=5,  # silu(z) (4) and the product
+        sfu_ops=1,
+        dtype=layer.act,
+    )[0]
+    return layer.linear("out_proj", gated, cfg.hidden_size, reduce=True)
