@@ -395,3 +395,23 @@ def test_deepseek_moe_layer_frequency():
         "moe",
         "dense",
     ]
+
+
+def test_numeric_ceiling_agrees_with_the_symbolic_solve():
+    """Windowed models make the decode limits piecewise, solved numerically (``_first_root``); on a
+    uniform model both routes apply, and they agree."""
+    import sympy as sp
+
+    from costmodel.symbols import ctx as ctx_sym
+    from costmodel.symbols import quantity
+    from graphs.serving.compiled import compiled_step
+    from graphs.serving.limits import LimitForms, _first_root
+
+    assert _first_root(lambda x: x - 100.0) == pytest.approx(100.0, rel=1e-12)
+    assert _first_root(lambda x: 1.0) is None
+    lf = LimitForms.of(compiled_step("llama-3.1-8b", "h100", "decode"))
+    _c, symbolic = lf.ceiling("tensor")
+    x = quantity("x")
+    assert symbolic is not None
+    numeric = _first_root(sp.lambdify(x, lf.b_per.subs(ctx_sym, x) - _c.subs(ctx_sym, x), "math"))
+    assert numeric == pytest.approx(symbolic, rel=1e-9)
