@@ -82,6 +82,7 @@ class ModelConfig:
     mlp_bias: bool = False  # biases on the MLP / expert projections (gpt-oss experts)
     qk_norm: bool = False
     rope: bool = True
+    nope_full_attention: bool = False  # full-context layers take no rope (Llama 4's NoPE layers)
     # Mixture-of-Experts
     num_experts: Dim | None = None
     num_experts_per_tok: Dim | None = None

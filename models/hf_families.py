@@ -167,6 +167,7 @@ def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
         moe_intermediate_size=expert_w,
         num_shared_experts=1,
         attention_chunk_size=get(cfg, "attention_chunk_size", name),
+        nope_full_attention=True,  # the full-context layers are exactly the NoPE ones
         layer_types=tuple(
             LayerSpec("chunked" if rope[i] else "gqa", "moe" if i in set(moe_layers) else "dense")
             for i in range(n)
@@ -262,6 +263,7 @@ def _jamba(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: st
         ssm_dt_rank=rank,
         ssm_conv_kernel=get(cfg, "mamba_d_conv", name, 4),
         ssm_inner_norms=True,  # JambaMambaMixer normalises delta, B and C
+        rope=False,  # Jamba's attention layers use no positional encoding (Lieber et al. 2024)
     )
     moe = max(experts) > 1
     if moe:

@@ -161,6 +161,13 @@ def test_patterns_read_from_the_configs():
     assert [g.name for g in layer_groups(get_model("deepseek-v3"))] == ["dense", "moe"]
 
 
+def test_llama4_nope_layers_and_jamba_take_no_rope():
+    """Llama 4 applies RoPE on its chunked layers only (the full ones are NoPE); Jamba uses none."""
+    g = build_model(get_model("llama-4-scout"), "decode", batch=1, ctx=64)
+    assert sorted(n for n in g if "rope" in n) == ["chunked_moe.rope_k", "chunked_moe.rope_q"]
+    assert not [n for n in build_model(get_model("jamba-v0.1"), "decode", batch=1, ctx=64) if "rope" in n]
+
+
 def test_build_model_repeats_one_group_per_spec():
     g = build_model(get_model("gemma-3-27b"), "decode", batch=1, ctx=4096)
     assert set(g.graph["groups"]) == {"sliding_dense", "gqa_dense"}

@@ -65,7 +65,7 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
     if cfg.qk_norm:
         q = layer.norm("q_norm", q, T * H, hd)
         k = layer.norm("k_norm", k, T * Hkv, hd)
-    if cfg.rope:
+    if cfg.rope and not (cfg.nope_full_attention and window is None and chunk is None):
         q = layer.b.op(
             "rope_q",
             "rope",
