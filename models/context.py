@@ -49,7 +49,7 @@ _EXTENDED = ("gemma3", "gemma3_text")
 
 
 def _positive_int(v: Any) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1e15:  # NaN fails too
         return None
     return int(v)
 
@@ -78,7 +78,7 @@ def context_limit(cfg: Mapping[str, Any]) -> ContextLimit | None:
     if not isinstance(rs, Mapping):
         return ContextLimit(base, f"max_position_embeddings {base:,}")
     factor = rs.get("factor")
-    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 <= factor < 1e6:
         return ContextLimit(base, f"max_position_embeddings {base:,}")
     kind = rs.get("rope_type") or rs.get("type") or "rope"
     orig = _positive_int(rs.get("original_max_position_embeddings"))

@@ -64,6 +64,20 @@ def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     return cfg
 
 
+#: the most layers a per-layer pattern may list (the deepest catalog model has 126)
+MAX_PATTERN_LAYERS = 4096
+
+
+def pattern_layers(common: dict[str, Any], name: str) -> int:
+    """``num_hidden_layers``, refused above :data:`MAX_PATTERN_LAYERS` before any per-layer list is built."""
+    n = common["num_hidden_layers"]
+    if n < 1 or n > MAX_PATTERN_LAYERS:
+        raise ModelConfigError(
+            f"{name}: num_hidden_layers must be between 1 and {MAX_PATTERN_LAYERS} for a per-layer pattern, got {n}"
+        )
+    return n
+
+
 def _layer_types(cfg: Mapping[str, Any], name: str, n: int, names: dict[str, str]) -> list[str] | None:
     lt = cfg.get("layer_types")
     if lt is None:
@@ -77,7 +91,7 @@ def _layer_types(cfg: Mapping[str, Any], name: str, n: int, names: dict[str, str
 
 
 def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
     quant = cfg.get("quantization_config") or {}
     common.update(
@@ -98,12 +112,15 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
 
 def _moe_mask(cfg: Mapping[str, Any], n: int, get: Getter, name: str) -> list[str]:
     step = _period(cfg, get, name, "decoder_sparse_step", 1)
-    only = set(cfg.get("mlp_only_layers") or ())
+    only = cfg.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise ModelConfigError(f"{name}: mlp_only_layers must be a list of layer indices, got {only!r}")
+    only = set(only)
     return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(n)]
 
 
 def _qwen3_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     common.update(
         qk_norm=True,
         num_experts=get(cfg, "num_experts", name),
@@ -116,7 +133,7 @@ def _qwen3_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name
 
 
 def _qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"})
     if mixers is None:
         every = _period(cfg, get, name, "full_attention_interval", 4)
@@ -137,7 +154,7 @@ def _qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
 
 
 def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
     if mixers is None:
         every = _period(cfg, get, name, "sliding_window_pattern", 6)
@@ -153,12 +170,17 @@ def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
 
 
 def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n)]
     if not isinstance(rope, list) or len(rope) != n:
         raise ModelConfigError(f"{name}: no_rope_layers must list {n} entries")
     step = _period(cfg, get, name, "interleave_moe_layer_step", 1)
     moe_layers = cfg.get("moe_layers") or [i for i in range(n) if (i + 1) % step == 0]
+    if not isinstance(moe_layers, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in moe_layers
+    ):
+        raise ModelConfigError(f"{name}: moe_layers must be a list of layer indices, got {moe_layers!r}")
+    moe_set = set(moe_layers)
     expert_w = common["intermediate_size"]
     common.update(
         intermediate_size=get(cfg, "intermediate_size_mlp", name, expert_w),
@@ -169,14 +191,13 @@ def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
         attention_chunk_size=get(cfg, "attention_chunk_size", name),
         nope_full_attention=True,  # the full-context layers are exactly the NoPE ones
         layer_types=tuple(
-            LayerSpec("chunked" if rope[i] else "gqa", "moe" if i in set(moe_layers) else "dense")
-            for i in range(n)
+            LayerSpec("chunked" if rope[i] else "gqa", "moe" if i in moe_set else "dense") for i in range(n)
         ),
     )
 
 
 def _mamba2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     heads = get(cfg, "num_heads", name)
     common.update(
         ssm_state_size=get(cfg, "state_size", name),
@@ -203,7 +224,7 @@ def _first(cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...]
 
 
 def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = common["num_hidden_layers"]
+    n = pattern_layers(common, name)
     pattern = cfg.get("hybrid_override_pattern")
     if not isinstance(pattern, str) or len(pattern) != n or set(pattern) - set(_NEMOTRON):
         raise ModelConfigError(
@@ -235,7 +256,7 @@ def _period(cfg: Mapping[str, Any], get: Getter, name: str, key: str, default: i
 
 
 def _jamba(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n, d = common["num_hidden_layers"], common["hidden_size"]
+    n, d = pattern_layers(common, name), common["hidden_size"]
     blocks = cfg.get("layers_block_type")
     if blocks is None:
         period, offset = (

@@ -1,0 +1,56 @@
+"""Hostile edits of the shipped configs: every field of every catalog config.json set, one at a
+time, to each of a set of wrong values gives a clear CostModelError or a valid config, never a
+traceback from inside the loader."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from costmodel.errors import CostModelError
+from models import MODELS, config_from_hf_dict
+
+_NAMES = sorted({m.config or n for n, m in MODELS.items()})
+#: wrong types and values a hand-edited or truncated config.json may hold
+HOSTILE = (None, True, 0, -1, 10**13, 1.5, float("nan"), "x", "", [1, 2], ["a"], [], {"a": 1}, {})
+
+
+#: fields the family loaders read when present, added to configs that lack them
+PATTERN_FIELDS = (
+    "layer_types",
+    "mlp_only_layers",
+    "moe_layers",
+    "no_rope_layers",
+    "layers_block_type",
+    "layers_num_experts",
+    "hybrid_override_pattern",
+    "moe_layer_freq",
+    "rope_scaling",
+    "quantization_config",
+    "num_nextn_predict_layers",
+)
+
+
+def _config(name: str) -> dict:
+    return json.loads(resources.files("models").joinpath("configs", f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_every_field_with_every_wrong_value(name):
+    failures = []
+    base = _config(name)
+    nested = isinstance(base.get("text_config"), dict)
+    keys = sorted(set((base["text_config"] if nested else base).keys()) | set(PATTERN_FIELDS))
+    for key in keys:
+        for value in HOSTILE:
+            cfg = _config(name)
+            (cfg["text_config"] if nested else cfg)[key] = value
+            try:
+                config_from_hf_dict(cfg, name)
+            except CostModelError:
+                pass
+            except Exception as exc:
+                failures.append(f"{key}={value!r}: {type(exc).__name__}: {exc}"[:160])
+    assert not failures, "\n".join(failures[:20])
