@@ -71,6 +71,6 @@ def print_cache_caps(args: argparse.Namespace, rep: Any, config: Callable[[argpa
 
 
 def _cache_bytes(caps: dict[str, Any], batch: int, ctx: int) -> tuple[float, float]:
-    from graphs.serving.ledger_fit import cache_read_bytes
+    from graphs.serving.reports import cache_read_bytes  # light: the cached path imports no engine
 
     return cache_read_bytes(caps, batch=batch, ctx=ctx)

@@ -132,15 +132,6 @@ def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, A
     }
 
 
-def cache_read_bytes(caps: dict[str, Any], *, batch: int, ctx: int) -> tuple[float, float]:
-    """Cache bytes a decode step of ``batch`` sequences at ``ctx`` holds, and what they would be
-    if every layer kept all ``ctx`` positions (the state stays the state)."""
-    capped = caps.get("capped", ())
-    held = ctx * caps["per_token"] + sum(k * min(ctx, w) for k, w in capped) + caps["state"]
-    full = ctx * (caps["per_token"] + sum(k for k, _w in capped)) + caps["state"]
-    return batch * held, batch * full
-
-
 @dataclass(frozen=True)
 class CapacityReport(Result):
     """Ledger terms at a batch and context, and the limits on one device."""

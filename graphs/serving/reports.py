@@ -26,6 +26,7 @@ STEP_FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flo
 
 __all__ = [
     "STEP_FIELDS",
+    "cache_read_bytes",
     "PhaseReport",
     "PrefillReport",
     "DecodeReport",
@@ -315,3 +316,12 @@ def prefill_from_fields(
         chunk=chunk,
         unchunked_step_s=fields["step_s"],
     )
+
+
+def cache_read_bytes(caps: dict[str, Any], *, batch: int, ctx: int) -> tuple[float, float]:
+    """Cache bytes a decode step of ``batch`` sequences at ``ctx`` holds, and what they would be
+    if every layer kept all ``ctx`` positions (the state stays the state)."""
+    capped = caps.get("capped", ())
+    held = ctx * caps["per_token"] + sum(k * min(ctx, w) for k, w in capped) + caps["state"]
+    full = ctx * (caps["per_token"] + sum(k for k, _w in capped)) + caps["state"]
+    return batch * held, batch * full
