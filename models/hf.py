@@ -35,8 +35,7 @@ from typing import Any
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
-from .hf_families import FAMILIES, unwrap_text_config
-from .hf_families import pattern_layers as layer_count
+from .hf_families import FAMILIES, pattern_layers, unwrap_text_config
 from .layers import LayerSpec
 
 __all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
@@ -126,7 +125,7 @@ def config_from_hf_dict(
         if freq < 1:
             raise ModelConfigError(f"{name}: moe_layer_freq must be >= 1, got {freq}")
         if freq != 1:  # transformers' DeepseekV2: MoE where i >= first_k_dense_replace and i % freq == 0
-            fk, n = _get(cfg, "first_k_dense_replace", name, 0), layer_count(common, name)
+            fk, n = _get(cfg, "first_k_dense_replace", name, 0), pattern_layers(common, name)
             common["layer_types"] = tuple(
                 LayerSpec("mla", "moe" if (i >= fk and i % freq == 0) else "dense") for i in range(n)
             )

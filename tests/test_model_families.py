@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from costmodel.cli import main
+from costmodel.errors import CostModelError
 from costmodel.rules import op_cost
 from costmodel.rules.attention import chunk_keys, chunk_pairs
 from graphs import build_layer, build_model
@@ -185,7 +186,7 @@ def test_bad_patterns_are_clear_errors():
         ModelConfig("m", 64, 2, 4, 128, 100, layer_types=("sliding", "gqa"))
     with pytest.raises(ModelConfigError, match="layer_types has 2 entries but num_hidden_layers is 3"):
         ModelConfig("m", 64, 3, 4, 128, 100, sliding_window=8, layer_types=("sliding", "gqa"))
-    with pytest.raises(Exception, match="layer mixer 'rwkv' not allowed"):
+    with pytest.raises(CostModelError, match="layer mixer 'rwkv' not allowed"):
         LayerSpec("rwkv")
     jamba = json.loads(resources.files("models").joinpath("configs", "jamba-v0.1.json").read_text())
     with pytest.raises(ModelConfigError, match="attn_layer_period must be >= 1, got 0"):

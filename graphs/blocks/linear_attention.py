@@ -23,7 +23,7 @@ from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
 from .registry import Ref, register_mixer
-from .ssm import recurrent_state
+from .ssm import carries_state, causal_conv, recurrent_state, silu_gate
 
 __all__ = ["linear_attention"]
 
@@ -37,29 +37,11 @@ def linear_attention(layer: LayerBase, h: Ref) -> Ref:
     hv = layer.split(cfg.linear_num_value_heads, "linear_num_value_heads")
     dk, dv, K = cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel
     ch = 2 * hk * dk + hv * dv
-    ab = get_dtype(layer.act).bytes
     sdt = cfg.recurrent_state_dtype
-    carried = dims.phase == "decode" or dims.prefix != 0
+    carried = carries_state(layer)
     qkvz = layer.linear("in_proj_qkvz", h, ch + hv * dv)
     ba = layer.linear("in_proj_ba", h, 2 * hv)
-    conv_in: list[Any] = [(*qkvz, T * ch * ab), layer.weight("conv1d.weight", (ch, K))]
-    if carried:
-        conv_in.append(recurrent_state(layer, "conv_state", (K - 1) * ch, layer.act))
-    conv = layer.b.op(
-        "conv1d",
-        "causal_conv1d",
-        conv_in,
-        [Tensor(layer.b.name("conv1d"), (T, ch), layer.act)],
-        extra=Cost.resident(state=B * (K - 1) * ch * ab),
-        tokens=T,
-        channels=ch,
-        width=K,
-        batch=B,
-        dtype=layer.act,
-        weight_dtype=layer.wd,
-        state="read_write" if carried else "write",
-        bias=False,
-    )[0]
+    conv = causal_conv(layer, qkvz, ch, K, bias=False)
     gate_w = layer.weight("A_log_dt_bias", (2 * hv,))
     rule_in: list[Any] = [conv, ba, gate_w]
     if carried:
@@ -85,15 +67,5 @@ def linear_attention(layer: LayerBase, h: Ref) -> Ref:
         read_state=carried,
     )[0]
     normed = layer.norm("norm", o, T * hv, dv)
-    gated = layer.b.op(
-        "gate",
-        "elementwise",
-        [normed, (*qkvz, T * hv * dv * ab)],
-        [Tensor(layer.b.name("gate"), (T, hv * dv), layer.act)],
-        n=T * hv * dv,
-        inputs=2,
-        vector_ops=5,  # silu(z) (4) and the product
-        sfu_ops=1,
-        dtype=layer.act,
-    )[0]
+    gated = silu_gate(layer, normed, qkvz, hv * dv)
     return layer.linear("out_proj", gated, cfg.hidden_size, reduce=True)

@@ -24,7 +24,7 @@ from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
 from .registry import Ref, register_mixer
-from .ssm import recurrent_state
+from .ssm import carries_state, causal_conv, recurrent_state, silu_gate
 
 __all__ = ["mamba"]
 
@@ -36,27 +36,10 @@ def mamba(layer: LayerBase, h: Ref) -> Ref:
     T, B = dims.tokens, dims.batch
     D = layer.split(cfg.ssm_inner_size, "ssm_inner_size")
     N, R, K = cfg.ssm_state_size, cfg.ssm_dt_rank, cfg.ssm_conv_kernel
-    ab = get_dtype(layer.act).bytes
     sdt = cfg.recurrent_state_dtype
-    carried = dims.phase == "decode" or dims.prefix != 0
+    carried = carries_state(layer)
     xz = layer.linear("in_proj", h, 2 * D)
-    conv_in: list[Any] = [(*xz, T * D * ab), layer.weight("conv1d.weight", (D, K + 1))]
-    if carried:
-        conv_in.append(recurrent_state(layer, "conv_state", (K - 1) * D, layer.act))
-    conv = layer.b.op(
-        "conv1d",
-        "causal_conv1d",
-        conv_in,
-        [Tensor(layer.b.name("conv1d"), (T, D), layer.act)],
-        extra=Cost.resident(state=B * (K - 1) * D * ab),
-        tokens=T,
-        channels=D,
-        width=K,
-        batch=B,
-        dtype=layer.act,
-        weight_dtype=layer.wd,
-        state="read_write" if carried else "write",
-    )[0]
+    conv = causal_conv(layer, xz, D, K)
     dbc = layer.linear("x_proj", conv, R + 2 * N, reduce=True)
     parts = {}
     for name, width in (("dt", R), ("b", N), ("c", N)):  # slices of x_proj's output: views, no bytes
@@ -88,15 +71,5 @@ def mamba(layer: LayerBase, h: Ref) -> Ref:
         state_dtype=sdt,
         read_state=carried,
     )[0]
-    gated = layer.b.op(
-        "gate",
-        "elementwise",
-        [y, (*xz, T * D * ab)],
-        [Tensor(layer.b.name("gate"), (T, D), layer.act)],
-        n=T * D,
-        inputs=2,
-        vector_ops=5,  # silu(z) (4) and the product
-        sfu_ops=1,
-        dtype=layer.act,
-    )[0]
+    gated = silu_gate(layer, y, xz, D)
     return layer.linear("out_proj", gated, cfg.hidden_size, reduce=True)

@@ -24,7 +24,7 @@ from costmodel.tensor import Tensor
 from .layer_base import LayerBase
 from .registry import Ref, register_mixer
 
-__all__ = ["ssm", "recurrent_state"]
+__all__ = ["ssm", "recurrent_state", "causal_conv", "silu_gate"]
 
 
 def recurrent_state(layer: LayerBase, local: str, width: Any, dtype: str) -> Ref:
@@ -33,6 +33,56 @@ def recurrent_state(layer: LayerBase, local: str, width: Any, dtype: str) -> Ref
     t = Tensor(layer.b.name(local), (layer.dims.batch, width), dtype)
     n, t = layer.b.source(local, t, "kv_cache", resident=False)
     return n, t
+
+
+def carries_state(layer: LayerBase) -> bool:
+    """A decode step, or a prefill chunk after a cached prefix, picks up the previous state."""
+    return layer.dims.phase == "decode" or layer.dims.prefix != 0
+
+
+def causal_conv(layer: LayerBase, src: Ref, channels: Any, width: Any, *, bias: bool = True) -> Ref:
+    """The depthwise causal conv (and SiLU) of the recurrent mixers over the first ``channels``
+    columns of ``src``, with its per-sequence conv state of ``width - 1`` inputs."""
+    T, B = layer.dims.tokens, layer.dims.batch
+    ab = get_dtype(layer.act).bytes
+    carried = carries_state(layer)
+    ins: list[Any] = [
+        (*src, T * channels * ab),
+        layer.weight("conv1d.weight", (channels, width + (1 if bias else 0))),
+    ]
+    if carried:
+        ins.append(recurrent_state(layer, "conv_state", (width - 1) * channels, layer.act))
+    return layer.b.op(
+        "conv1d",
+        "causal_conv1d",
+        ins,
+        [Tensor(layer.b.name("conv1d"), (T, channels), layer.act)],
+        extra=Cost.resident(state=B * (width - 1) * channels * ab),
+        tokens=T,
+        channels=channels,
+        width=width,
+        batch=B,
+        dtype=layer.act,
+        weight_dtype=layer.wd,
+        state="read_write" if carried else "write",
+        bias=bias,
+    )[0]
+
+
+def silu_gate(layer: LayerBase, y: Ref, z: Ref, width: Any) -> Ref:
+    """``y * silu(z)`` over ``width`` columns, ``z`` a slice of the input projection."""
+    T = layer.dims.tokens
+    return layer.b.op(
+        "gate",
+        "elementwise",
+        [y, (*z, T * width * get_dtype(layer.act).bytes)],
+        [Tensor(layer.b.name("gate"), (T, width), layer.act)],
+        n=T * width,
+        inputs=2,
+        vector_ops=5,  # silu(z) (4) and the product
+        sfu_ops=1,
+        dtype=layer.act,
+    )[0]
 
 
 @register_mixer("ssm")
@@ -49,25 +99,9 @@ def ssm(layer: LayerBase, h: Ref) -> Ref:
     d_in, ch = Hs * P, Hs * P + 2 * G * N
     ab = get_dtype(layer.act).bytes
     sdt = cfg.recurrent_state_dtype
-    carried = dims.phase == "decode" or dims.prefix != 0
+    carried = carries_state(layer)
     zx = layer.linear("in_proj", h, 2 * d_in + 2 * G * N + Hs)
-    conv_in: list[Any] = [(*zx, T * ch * ab), layer.weight("conv1d.weight", (ch, K + 1))]
-    if carried:
-        conv_in.append(recurrent_state(layer, "conv_state", (K - 1) * ch, layer.act))
-    conv = layer.b.op(
-        "conv1d",
-        "causal_conv1d",
-        conv_in,
-        [Tensor(layer.b.name("conv1d"), (T, ch), layer.act)],
-        extra=Cost.resident(state=B * (K - 1) * ch * ab),
-        tokens=T,
-        channels=ch,
-        width=K,
-        batch=B,
-        dtype=layer.act,
-        weight_dtype=layer.wd,
-        state="read_write" if carried else "write",
-    )[0]
+    conv = causal_conv(layer, zx, ch, K)
     # x, B and C come from the conv, dt from in_proj; A_log, D and dt_bias are H each
     scan_w = layer.weight("A_D_dt_bias", (3 * Hs,))
     scan_in: list[Any] = [conv, (*zx, T * Hs * ab), scan_w]
@@ -91,16 +125,6 @@ def ssm(layer: LayerBase, h: Ref) -> Ref:
         state_dtype=sdt,
         read_state=carried,
     )[0]
-    gated = layer.b.op(
-        "gate",
-        "elementwise",
-        [y, (*zx, T * d_in * ab)],
-        [Tensor(layer.b.name("gate"), (T, d_in), layer.act)],
-        n=T * d_in,
-        inputs=2,
-        vector_ops=5,  # silu(z) (4) and the product
-        sfu_ops=1,
-        dtype=layer.act,
-    )[0]
+    gated = silu_gate(layer, y, zx, d_in)
     normed = layer.norm("norm", gated, T, d_in)
     return layer.linear("out_proj", normed, cfg.hidden_size, reduce=True)

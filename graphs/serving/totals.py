@@ -27,6 +27,7 @@ from costmodel.graph import (
     graph_total,
 )
 from costmodel.keys import COST, G_BATCH, G_TOKENS, KV_CAP, NodeKind, Phase
+from costmodel.ledger import MemoryLedger
 from costmodel.results import Result
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -109,9 +110,10 @@ class CacheTerms:
     state: sympy.Expr  #: ``s``: recurrent state (SSM, linear attention) per sequence
 
     def bytes_per_sequence(self, ctx: Any) -> sympy.Expr:
-        """Bytes one sequence of ``ctx`` cached tokens holds."""
-        capped = sympy.Add(*(k * sympy.Min(ctx, w) for k, w in self.capped))
-        return tidy(ctx * self.per_token + capped + self.state)
+        """Bytes one sequence of ``ctx`` cached tokens holds (the ledger's formula,
+        :meth:`costmodel.ledger.MemoryLedger.kv_bytes_per_sequence`)."""
+        led = MemoryLedger(0, self.per_token, capped_kv=self.capped, state_bytes_per_sequence=self.state)
+        return tidy(led.kv_bytes_per_sequence(ctx))
 
 
 def cache_terms(g: nx.DiGraph, tokens: Any, batch: Any) -> CacheTerms:
