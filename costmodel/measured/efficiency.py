@@ -30,9 +30,19 @@ For all-reduce, Hockney's alpha-beta form for two algorithms, of which the
 library's tuner runs the faster (NCCL and the frameworks' custom kernels use
 a low-latency one-shot or LL protocol for small messages and a bandwidth-optimal
 ring, two-shot or NVLS algorithm for large ones):
-``t = t_hop (p - 1) + min(t0 + T_ring / e_l, t0_big + T_ring / e_big)`` with
-``T_ring = 2(p-1)/p n b / beta_link`` (NCCL's bus-bandwidth convention, so the
-fractions compare across ``p``; an in-switch reduction shows as ``e > 1``).
+
+.. math::
+
+    t = \\min\\Big(t_0 + t_\\text{hop}(p-1) + \\frac{(p-1)\\,n b}{e_l\\,\\beta},\\;
+    t_0^\\text{big} + t_\\text{hop}^\\text{big}(p-1) + \\frac{T_\\text{ring}}{e_\\text{big}}\\Big),
+    \\qquad T_\\text{ring} = \\frac{2(p-1)}{p}\\frac{n b}{\\beta}
+
+The low-latency branch is a one-shot: every GPU reads each of its ``p - 1``
+peers' whole vectors at once (vLLM's and SGLang's custom all-reduce, TensorRT-LLM's
+one-shot kernel), so its bytes grow with ``p - 1`` and its hop latency may be
+near zero (the reads overlap); NCCL's LL ring pays ``t_hop`` per step. The big
+branch is the ring (or two-shot) traffic in NCCL's bus-bandwidth convention, so
+``e_big`` compares across ``p``; an in-switch (NVLS) reduction shows as ``e > 1``.
 
 Every parameter is dimensionless or in seconds, so fractions fitted on some
 devices predict another from its datasheet alone (``P``, ``beta``, SM count).
@@ -75,6 +85,7 @@ PARAMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
         ("t_hop_s", 1e-6, 1e-9, 1e-4),
         ("e_l", 0.5, 0.05, 2.0),
         ("t0_big_s", 3e-5, 1e-7, 1e-2),
+        ("t_hop_big_s", 1e-6, 1e-9, 1e-4),
         ("e_big", 0.9, 0.05, 2.0),
     ),
 }
@@ -130,8 +141,10 @@ def features(family: str, df: Any, hw: Hardware) -> Features:
 
 def _model(kind: str, theta: np.ndarray, x: Features) -> np.ndarray:
     if kind == "collective":
-        t0, thop, el, t0b, eb = theta
-        return thop * x.hops + np.minimum(t0 + x.ring_s / el, t0b + x.ring_s / eb)
+        t0, thop, el, t0b, thopb, eb = theta
+        # one-shot bytes (p-1) n b = T_ring p/2 (module doc)
+        oneshot = x.ring_s * (x.hops + 1) / 2
+        return np.minimum(t0 + thop * x.hops + oneshot / el, t0b + thopb * x.hops + x.ring_s / eb)
     t0, tu, ec, em, r, g, ep = theta
     tc = x.quant * x.compute_s / ec
     tm = x.memory_s / (em * np.where(x.l2, g, 1.0))
