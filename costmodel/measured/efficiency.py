@@ -4,13 +4,18 @@ For GEMM and attention a kernel takes
 
 .. math::
 
-    t = t_0 + t_u \\lceil U/S \\rceil + T_p + \\left(T_c^{\\,r} + T_m^{\\,r}\\right)^{1/r},\\qquad
+    t = t_0 + t_u \\lceil U/S \\rceil + t_q \\lceil U_q/S \\rceil + T_p
+      + \\left(T_c^{\\,r} + T_m^{\\,r}\\right)^{1/r},\\qquad
     T_c = \\frac{Q\\,F/P}{e_c},\\qquad
     T_m = \\frac{D/\\beta_\\text{dram}}{e_m\\, g^{[\\text{L2}]}}
 
 * ``t0`` (seconds): fixed latency, launch and pipeline fill/drain;
 * ``t_u`` (seconds): setup of one work unit on an SM, paid once per wave of
   ``U`` units over ``S`` SMs (:func:`costmodel.measured.kernels.work_waves`);
+* ``t_unit_q`` (seconds): the same for a decode attention kernel that runs one
+  unit per (sequence, query head) instead of per KV head, ``U_q = B H``
+  (:func:`costmodel.measured.quantisation.query_head_waves`); the fit finds
+  which design a kernel is (the other term goes to zero); zero elsewhere;
 * ``e_c``: achieved fraction of the roof's peak on tile-quantised work
   (``Q``, :func:`costmodel.measured.kernels.wave_factor` over the device's SMs
   and the best of the tuned tile shapes and split-K factors, so a 133-tile GEMM
@@ -65,6 +70,7 @@ from ..errors import CostModelError
 from ..hardware import Hardware
 from ..results import Result
 from .kernels import kernel_terms
+from .quantisation import query_head_waves
 from .validity import l2_resident
 
 __all__ = ["Features", "Fit", "features", "fit", "predict", "PARAMS"]
@@ -79,6 +85,7 @@ PARAMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
         ("r", 3.0, 1.0, 16.0),
         ("g_l2", 1.5, 1.0, 20.0),
         ("e_p", 0.5, 0.02, 1.0),
+        ("t_unit_q_s", 1e-7, 1e-10, 1e-4),
     ),
     "collective": (
         ("t0_s", 5e-6, 1e-7, 1e-3),
@@ -116,13 +123,27 @@ class Features:
     prologue_s: np.ndarray
     ring_s: np.ndarray
     bound_s: np.ndarray
+    query_waves: np.ndarray | None = None
+
+    def _q(self) -> np.ndarray:
+        return np.zeros(len(self.compute_s)) if self.query_waves is None else self.query_waves
 
     def take(self, idx: np.ndarray) -> Features:
-        return Features(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+        return Features(
+            *(
+                getattr(self, f)[idx] if f != "query_waves" else self._q()[idx]
+                for f in self.__dataclass_fields__
+            )
+        )
 
     @classmethod
     def concat(cls, parts: list[Features]) -> Features:
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__dataclass_fields__))
+        return cls(
+            *(
+                np.concatenate([getattr(p, f) if f != "query_waves" else p._q() for p in parts])
+                for f in cls.__dataclass_fields__
+            )
+        )
 
 
 def features(family: str, df: Any, hw: Hardware) -> Features:
@@ -135,7 +156,17 @@ def features(family: str, df: Any, hw: Hardware) -> Features:
     mem = kt.model_memory_s if kt.model_memory_s is not None else kt.memory_s
     bound = np.maximum.reduce([kt.compute_s, kt.memory_s, kt.link_s])
     return Features(
-        kt.compute_s, mem, kt.quant, l2_resident(kt.working_set, hw), kt.link_s, hops, waves, pro, ring, bound
+        kt.compute_s,
+        mem,
+        kt.quant,
+        l2_resident(kt.working_set, hw),
+        kt.link_s,
+        hops,
+        waves,
+        pro,
+        ring,
+        bound,
+        query_head_waves(family, df, hw),
     )
 
 
@@ -145,14 +176,14 @@ def _model(kind: str, theta: np.ndarray, x: Features) -> np.ndarray:
         # one-shot bytes (p-1) n b = T_ring p/2 (module doc)
         oneshot = x.ring_s * (x.hops + 1) / 2
         return np.minimum(t0 + thop * x.hops + oneshot / el, t0b + thopb * x.hops + x.ring_s / eb)
-    t0, tu, ec, em, r, g, ep = theta
+    t0, tu, ec, em, r, g, ep, tq = theta
     tc = x.quant * x.compute_s / ec
     tm = x.memory_s / (em * np.where(x.l2, g, 1.0))
     hi = np.maximum(tc, tm)
     # (tc^r + tm^r)^(1/r) written to stay finite for large r
     lo = np.minimum(tc, tm)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
-    return t0 + tu * x.waves + x.prologue_s / ep + hi * (1 + ratio**r) ** (1 / r)
+    return t0 + tu * x.waves + tq * x._q() + x.prologue_s / ep + hi * (1 + ratio**r) ** (1 / r)
 
 
 @dataclass(frozen=True)
@@ -211,6 +242,8 @@ def fit(
         x0[5] = lo[5]
     if kind == "roofline" and not (x.prologue_s > 0).any():
         lo[6], hi[6], x0[6] = 1.0 - 1e-9, 1.0, 1.0  # no prologue pass: e_p is not identified
+    if kind == "roofline" and not x._q().any():
+        hi[7] = x0[7] = lo[7] * (1 + 1e-9)  # no per-query-head units: t_unit_q is not identified
     # log-parametrise the seconds so their scales match the fractions'
     logs = np.array(["_s" in s[0] for s in spec])
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..hardware import Hardware
 
-__all__ = ["TILE", "GEMM_TILES", "SPLIT_K", "wave_factor", "quant_factor", "work_waves"]
+__all__ = ["TILE", "GEMM_TILES", "SPLIT_K", "wave_factor", "quant_factor", "work_waves", "query_head_waves"]
 
 #: Output tile (rows x columns) one SM computes at a time, for wave quantisation:
 #: 128 x 128 is CUTLASS's default threadblock/CTA tile for bf16/fp8 tensor-core
@@ -99,3 +99,21 @@ def work_waves(family: str, df: Any, hw: Hardware) -> np.ndarray:
     else:
         u = np.ones(len(df))
     return np.ceil(u / sms)
+
+
+def query_head_waves(family: str, df: Any, hw: Hardware) -> np.ndarray:
+    """Rounds of (sequence, *query* head) units over the SMs, ``ceil(B H / S)``; zero off decode attention.
+
+    A decode kernel either shares each KV head's loads among its ``H/H_kv``
+    query heads (one CTA per (sequence, KV head): TensorRT-LLM's XQA,
+    FlashInfer, FlashAttention-3's decode, counted by :func:`work_waves`) or
+    runs one CTA per query head (TensorRT-LLM's masked multi-head attention on
+    A100: 256 sequences of Llama-3-405B-like 128 heads over 1 KV head and two
+    cached tokens take 514 us there, 303 waves of 32,768 units on 108 SMs at
+    1.7 us each). The efficiency model gives each design its own setup cost
+    and the fit finds which one a kernel pays.
+    """
+    if family != "generation_attention":
+        return np.zeros(len(df))
+    sms = hw.sm_count or 1
+    return np.ceil(df["batch"].to_numpy(dtype=float) * df["heads"].to_numpy(dtype=float) / sms)
