@@ -53,13 +53,19 @@ MODULE = "aiconfigurator_core"
 
 #: The wheel's system directory -> our hardware catalog name (same part, same
 #: memory configuration: A100 SXM 80GB at 2.039 TB/s, B200 in HGX at 7.7 TB/s,
-#: GB300's B300 at 8 TB/s).
+#: GB300's B300 at 8 TB/s, GB200's B200 at 8 TB/s, L40S at 864 GB/s, RTX PRO
+#: 6000 Blackwell Server at 1.792 TB/s). Left out: ``b300_sxm`` (HGX B300, an
+#: 8-GPU NVLink domain our ``b300``'s NVL72 is not) and ``b60`` (no catalog
+#: entry); the other systems ship no measurements.
 SYSTEMS: dict[str, str] = {
     "a100_sxm": "a100-sxm-80gb",
     "h100_sxm": "h100-sxm",
     "h200_sxm": "h200-sxm",
     "b200_sxm": "b200",
     "gb300": "b300",
+    "gb200": "gb200",
+    "l40s": "l40s",
+    "rtx_pro_6000_server": "rtx-pro-6000",
 }
 
 #: frameworks whose kernels the corpus measures (NCCL's collectives sit beside them)
