@@ -93,6 +93,28 @@ def test_fit_recovers_known_parameters():
     assert all(np.isfinite(v) and v >= 0 for v in f.stderr.values())
 
 
+def test_collective_fit_recovers_one_shot_and_ring():
+    """Synthetic all-reduce latencies from the two-branch model: the fit finds both branches again."""
+    pytest.importorskip("scipy")
+    from costmodel.measured.efficiency import Features, fit
+
+    p = np.repeat([2.0, 4.0, 8.0], 24)
+    n = np.tile(2.0 ** np.arange(8, 32), 3)  # elements, 256 .. 2^31
+    beta = 450e9
+    ring = 2 * (p - 1) / p * n * 2 / beta  # bf16, bus-bandwidth convention
+    z = np.zeros(len(p))
+    x = Features(z, z, np.ones(len(p)), np.zeros(len(p), bool), z, p - 1, np.ones(len(p)), z, ring, z)
+    # one-shot: 3 us, no hop cost, (p-1) n b read at 40 % of the link; ring: 20 us + 2 us/hop at 80 %
+    one = 3e-6 + (p - 1) * n * 2 / (0.4 * beta)
+    big = 20e-6 + 2e-6 * (p - 1) + ring / 0.8
+    f = fit("all_reduce", "synthetic", x, np.minimum(one, big))
+    assert f.params["e_l"] == pytest.approx(0.4, rel=0.02)
+    assert f.params["e_big"] == pytest.approx(0.8, rel=0.02)
+    assert f.params["t0_s"] == pytest.approx(3e-6, rel=0.05)
+    assert f.params["t_hop_big_s"] == pytest.approx(2e-6, rel=0.1)
+    assert f.rms_log < 1e-3
+
+
 # ---- the corpus (needs the [measured] extra) ----
 
 
@@ -135,38 +157,58 @@ def test_gemm_bound_by_hand(corpus):
 
 
 def test_no_unexplained_bound_violations(corpus):
+    from costmodel.measured.validity import NO_L2_SOURCE, OVER_PEAK_BW
+
     rows = [corpus.violations(f, d) for f in corpus.FAMILIES for d in corpus.systems_with_data(f)]
-    assert sum(v.rows for v in rows) > 2_500_000
+    assert {v.device for v in rows} >= {"a100-sxm-80gb", "h100-sxm", "b200", "gb200", "l40s", "rtx-pro-6000"}
+    assert sum(v.rows for v in rows) > 4_000_000
     assert sum(v.unexplained for v in rows) == 0
-    # the L2 model removes every GEMM violation on devices with a sourced L2
+    # the L2 model removes every GEMM violation on the HBM devices with a sourced L2 ...
     for v in rows:
-        if v.family == "gemm" and v.device != "b300":
+        if v.family == "gemm" and v.device not in ("b300", "l40s", "rtx-pro-6000"):
             assert v.below == 0, v
-    # what is left (B300's unsourced L2, runs that imply more than the HBM peak) stays small
-    assert sum(v.below for v in rows) <= 450
+    # ... what is left is the devices without a sourced L2 capacity (B300, L40S) and runs that
+    # imply more than the memory's peak (RTX PRO 6000's GDDR7, A100's old TRT-LLM decode rows)
+    left = {r for v in rows for r in v.reasons}
+    assert left <= {NO_L2_SOURCE, OVER_PEAK_BW}
+    sourced = sum(v.reasons.get(OVER_PEAK_BW, 0) for v in rows)
+    assert sourced <= 5000  # reached 4,680 of 4.1 M rows
     assert sum(v.below_dram_only for v in rows) >= sum(v.below for v in rows)
 
 
 def test_heldout_errors_beat_the_bound(corpus):
     from costmodel.measured.heldout import evaluate
 
-    rows = {
-        (r.family, r.split): r
-        for r in evaluate(("gemm", "context_attention", "all_reduce"), ["h100-sxm"], ("shapes",))
+    fams = ("gemm", "context_attention", "generation_attention", "all_reduce")
+    rows = {(r.family, r.split): r for r in evaluate(fams, ["h100-sxm"], ("shapes",))}
+    # MAPE on 20 % of shapes held out; the issue's targets: GEMM 10, attention 15, all-reduce 15
+    calibrated = {  # the physical model alone; reached 12.8, 15.7, 20.8, 10.4
+        "gemm": 14.0,
+        "context_attention": 17.5,
+        "generation_attention": 23.0,
+        "all_reduce": 12.5,
     }
-    limits = {"gemm": 25.0, "context_attention": 28.0, "all_reduce": 20.0}  # reached: 20.2, 22.1, 14.6
-    for fam, lim in limits.items():
+    corrected = {  # with residuals at the nearest training shapes; reached 6.3, 7.1, 12.2, 10.0
+        "gemm": 8.0,
+        "context_attention": 9.0,
+        "generation_attention": 14.0,
+        "all_reduce": 12.5,
+    }
+    for fam in fams:
         r = rows[(fam, "shapes")]
-        assert r.calibrated["mape"] <= lim, r
-        assert r.calibrated["mape"] < r.bound["mape"]
+        assert r.calibrated["mape"] <= calibrated[fam], r
+        assert r.corrected["mape"] <= corrected[fam], r
+        assert r.corrected["mape"] <= r.calibrated["mape"] < r.bound["mape"]
 
 
 def test_unseen_device_from_its_datasheet(corpus):
     from costmodel.measured.heldout import evaluate
 
     (r,) = evaluate(("gemm",), ["b200"], ("device",))
-    assert r.calibrated["mape"] <= 30.0  # reached 23.0 with no B200 row in the fit
+    assert r.calibrated["mape"] <= 20.0  # reached 17.5 with no B200 row in the fit (target 20)
     assert r.calibrated["mape"] < r.aic_empirical["mape"] < r.bound["mape"]
+    # the other devices' residuals at the same shapes: reached 12.6
+    assert r.corrected["mape"] <= 14.5
 
 
 def test_model_level_prediction_against_measured_kernels(corpus):
@@ -175,8 +217,12 @@ def test_model_level_prediction_against_measured_kernels(corpus):
     d = predict_step("llama-3.1-8b", "h100-sxm", "decode", batch=64, ctx=4096, measured=True)
     p = predict_step("llama-3.1-8b", "h100-sxm", "prefill", batch=1, seq=4096, measured=True)
     assert d.bound_s < d.measured_s and p.bound_s < p.measured_s
-    assert abs(d.error) <= 0.15  # reached +5 %
-    assert abs(p.error) <= 0.10  # reached +1 %
+    assert abs(d.error) <= 0.05  # reached +1.0 % (README table)
+    assert abs(p.error) <= 0.05  # reached +1.1 %
+    # the grey-box reads the corpus rows the measured composition interpolates (no held-out
+    # test: that is the held-out table); it stays as close. Reached -0.5 % and +3.4 %
+    for s in (d, p):
+        assert abs(s.corrected_error) <= 0.05
 
 
 def test_calibrated_spec_is_a_hardware_file(corpus, tmp_path):
@@ -221,6 +267,7 @@ def test_prediction_nodes_add_up(corpus):
 
     p = predict_step("llama-3.1-8b", "h100-sxm", "decode", batch=8, ctx=1024)
     assert sum(n["predicted_s"] for n in p.nodes.values()) == pytest.approx(p.predicted_s)
+    assert sum(n["corrected_s"] for n in p.nodes.values()) == pytest.approx(p.corrected_s)
     assert sum(n["bound_s"] for n in p.nodes.values()) == pytest.approx(p.bound_s)
     fams = {n["family"] for n in p.nodes.values()}
     assert {"gemm", "generation_attention", None} <= fams

@@ -148,9 +148,12 @@ def with_prediction(
         print(f"\ncalibrated {what} ({p.framework} kernels, {p.calibrated_from}):")
         print(
             f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.predicted_s * 1e3:.3f} ms   ({p.predicted_s / p.bound_s:.2f}x the bound)"
+            f"   with shape residuals {p.corrected_s * 1e3:.3f} ms"
         )
         for fam, e in p.by_family.items():
             pred = f"   predicted {e['predicted_s'] * 1e3:9.3f} ms" if "predicted_s" in e else ""
+            if "corrected_s" in e:
+                pred += f"   with shape residuals {e['corrected_s'] * 1e3:9.3f} ms"
             print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
         return rc
 

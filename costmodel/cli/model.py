@@ -105,6 +105,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         for row in rows:
             nd = pred.nodes.get(row["node"])
             row["t_pred"] = nd["predicted_s"] if nd else float("nan")
+            row["t_corr"] = nd["corrected_s"] if nd else float("nan")
     cols = (
         ("node", "node", "s"),
         ("op", "op", "s"),
@@ -117,7 +118,11 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         ("share_pct", "share %", ".1f"),
     )
     if pred is not None:
-        cols = (*cols, ("t_pred", f"predicted {args.predict} (s)", ".3e"))
+        cols = (
+            *cols,
+            ("t_pred", f"predicted {args.predict} (s)", ".3e"),
+            ("t_corr", "+ shape residuals (s)", ".3e"),
+        )
     print(format_table(rows, cols))
     print(
         f"\nstep: {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
@@ -132,7 +137,8 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     if pred is not None:
         print(
             f"calibrated prediction ({args.predict} kernels, {pred.calibrated_from}): "
-            f"{pred.predicted_s * 1e3:.3f} ms, {pred.predicted_s / pred.bound_s:.2f}x the bound"
+            f"{pred.predicted_s * 1e3:.3f} ms, {pred.predicted_s / pred.bound_s:.2f}x the bound; "
+            f"with shape residuals {pred.corrected_s * 1e3:.3f} ms"
         )
     print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
     for k, v in result.closed_forms.items():

@@ -6,7 +6,8 @@ extra ``[measured]``).
 * :mod:`.kernels` costs every row with the rule registry;
 * :mod:`.validity` checks measured >= bound, with an L2-residency model;
 * :mod:`.efficiency` fits an interpretable per-family efficiency model;
-* :mod:`.heldout` evaluates it on held-out shapes, devices and frameworks;
+* :mod:`.residual` corrects it by its residuals at the nearest measured shapes (grey-box);
+* :mod:`.heldout` evaluates both on held-out shapes, devices and frameworks;
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
 Names load on first use (``costmodel.lazy``): the command line reads
@@ -40,6 +41,7 @@ _LAZY: dict[str, str] = {
     "calibrated_spec": "report",
     "scatter_plot": "report",
     "to_markdown": "report",
+    "ShapeResiduals": "residual",
     "Bounds": "validity",
     "Violations": "validity",
     "explain": "validity",

@@ -15,7 +15,11 @@ family and device as MAPE, median and P90 absolute percentage error:
 * ``framework``: one framework's rows on a device predicted from a fit on the
   device's other frameworks.
 
-Beside the calibrated prediction, the same held-out rows are scored for our
+Beside the calibrated prediction, the same held-out rows are scored for the
+grey-box prediction (the calibrated model times its residuals at the nearest
+*training* shapes, :mod:`.residual`: the fit's own training rows for
+``shapes``, the other devices' rows of the same kernel for ``device``, the
+other frameworks' rows for ``framework``), for our
 plain lower bound and for the speed-of-light-with-empirical-factors formula
 whose factors aiconfigurator's system files state (``max(F/P, D/(f beta)) +
 c`` with its ``mem_bw_empirical_scaling_factor`` f and
@@ -38,6 +42,7 @@ from ..hardware import get_device
 from ..results import Result
 from .corpus import FAMILIES, SYSTEMS, MeasuredDataError, corpus_info, load, systems_with_data
 from .efficiency import Features, Fit, features, fit
+from .residual import ShapeResiduals, combined
 from .validity import OVER_PEAK_BW, TOLERANCE, explain, lower_bounds
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "dtype_group",
     "group_of",
     "fastest",
+    "group_residuals",
 ]
 
 SHAPE_KEYS: dict[str, list[str]] = {
@@ -142,6 +148,7 @@ class HeldOut(Result):
     rows: int
     calibrated: dict[str, float]
     bound: dict[str, float]
+    corrected: dict[str, float] | None
     aic_empirical: dict[str, float] | None
     package: str
 
@@ -152,14 +159,30 @@ def _fit(family: str, group: str, x: Features, y: np.ndarray, **kw: Any) -> Fit 
     return fit(family, group, x, y, **kw)
 
 
-def _collect(
-    family: str, device: str, split: str, preds: list[tuple[np.ndarray, np.ndarray, Features]]
-) -> HeldOut | None:
+#: one group's held-out rows: calibrated prediction, measured, features, grey-box prediction
+_Scored = tuple[np.ndarray, np.ndarray, Features, np.ndarray]
+
+
+def _residuals(family: str, df: Any, x: Features, rows: np.ndarray, f: Fit) -> ShapeResiduals:
+    """The fit's residuals on ``rows`` of a prepared frame (:mod:`.residual`)."""
+    return ShapeResiduals.from_rows(df.iloc[rows], SHAPE_KEYS[family], f.predict(x.take(rows)))
+
+
+def _score(
+    family: str, f: Fit, df: Any, x: Features, rows: np.ndarray, sources: list[ShapeResiduals]
+) -> _Scored:
+    xt = x.take(rows)
+    p = f.predict(xt)
+    return p, df["latency_s"].to_numpy()[rows], xt, p * np.exp(combined(sources, df.iloc[rows]))
+
+
+def _collect(family: str, device: str, split: str, preds: list[_Scored]) -> HeldOut | None:
     if not preds:
         return None
-    p = np.concatenate([a for a, _, _ in preds])
-    m = np.concatenate([b for _, b, _ in preds])
-    x = Features.concat([c for _, _, c in preds])
+    p = np.concatenate([a[0] for a in preds])
+    m = np.concatenate([a[1] for a in preds])
+    x = Features.concat([a[2] for a in preds])
+    c = np.concatenate([a[3] for a in preds])
     bound = x.bound_s
     emp = _aic_empirical(family, device, x)
     return HeldOut(
@@ -169,6 +192,7 @@ def _collect(
         rows=len(m),
         calibrated=ape_stats(p, m),
         bound=ape_stats(bound, m),
+        corrected=ape_stats(c, m),
         aic_empirical=ape_stats(emp, m) if emp is not None else None,
         package=f"{corpus_info().package} {corpus_info().version}",
     )
@@ -184,8 +208,15 @@ def _split_shapes(family: str, device: str, frac: float, seed: int) -> HeldOut |
         tr, te = idx[~test[idx]], idx[test[idx]]
         f = _fit(family, "", x.take(tr), y[tr]) if len(te) else None
         if f is not None:
-            preds.append((f.predict(x.take(te)), y[te], x.take(te)))
+            preds.append(_score(family, f, df, x, te, [_residuals(family, df, x, tr, f)]))
     return _collect(family, device, "shapes", preds)
+
+
+def _select(odf: Any, fw: str | None, col: str, value: str) -> np.ndarray:
+    sel = (odf[col] == value).to_numpy().copy()
+    if fw is not None:
+        sel &= (odf["framework"] == fw).to_numpy()
+    return np.flatnonzero(sel)
 
 
 def _rows_like(
@@ -193,41 +224,54 @@ def _rows_like(
 ) -> tuple[Features, np.ndarray] | None:
     parts = []
     for odf, ox in others:
-        sel = (odf[col] == value).to_numpy().copy()
-        if fw is not None:
-            sel &= (odf["framework"] == fw).to_numpy()
-        if sel.any():
-            parts.append((ox.take(np.flatnonzero(sel)), odf["latency_s"].to_numpy()[sel]))
+        sel = _select(odf, fw, col, value)
+        if len(sel):
+            parts.append((ox.take(sel), odf["latency_s"].to_numpy()[sel]))
     if not parts:
         return None
     return Features.concat([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | None:
-    """Fit on the other devices: the same framework's same kernel, else its same dtype group."""
+    """Fit on the other devices: the same framework's same kernel, else its same dtype group.
+
+    The grey-box residuals are each other device's, on the rows the fit used.
+    """
     df, x = prepared(family, device)
-    y = df["latency_s"].to_numpy()
     others = [prepared(family, d) for d in devices if d != device]
     preds = []
     for (fw, grp, dgrp), idx in df.groupby(["framework", "group", "dtype_group"]).indices.items():
-        train = _rows_like(others, fw, "group", grp) or _rows_like(others, fw, "dtype_group", dgrp)
+        col, value = ("group", grp) if _rows_like(others, fw, "group", grp) else ("dtype_group", dgrp)
+        train = _rows_like(others, fw, col, value)
         f = _fit(family, grp, *train) if train else None
         if f is not None:
-            preds.append((f.predict(x.take(idx)), y[idx], x.take(idx)))
+            sources = [
+                _residuals(family, odf, ox, sel, f)
+                for odf, ox in others
+                if len(sel := _select(odf, fw, col, value))
+            ]
+            preds.append(_score(family, f, df, x, idx, sources))
     return _collect(family, device, "device", preds)
 
 
 def _split_framework(family: str, device: str) -> HeldOut | None:
-    """Fit on the device's other frameworks (their kernels of the same dtype group)."""
+    """Fit on the device's other frameworks (their kernels of the same dtype group).
+
+    The grey-box residuals are each other framework's, on the rows the fit used.
+    """
     df, x = prepared(family, device)
     y = df["latency_s"].to_numpy()
     fws = df["framework"].to_numpy()
+    same = df["dtype_group"].to_numpy()
     preds = []
     for (fw, dgrp), idx in df.groupby(["framework", "dtype_group"]).indices.items():
-        train = np.flatnonzero((fws != fw) & (df["dtype_group"].to_numpy() == dgrp))
+        train = np.flatnonzero((fws != fw) & (same == dgrp))
         f = _fit(family, dgrp, x.take(train), y[train]) if len(train) else None
         if f is not None:
-            preds.append((f.predict(x.take(idx)), y[idx], x.take(idx)))
+            sources = [
+                _residuals(family, df, x, train[fws[train] == other], f) for other in sorted(set(fws[train]))
+            ]
+            preds.append(_score(family, f, df, x, idx, sources))
     return _collect(family, device, "framework", preds)
 
 
@@ -307,7 +351,43 @@ def fit_groups(
     return fits
 
 
-def fastest(fits: dict[str, Fit], dtype: str, x: Features) -> np.ndarray:
-    """Predicted seconds of the fastest kernel fitted for ``dtype`` (the dispatcher's choice)."""
-    cands = [f for g, f in fits.items() if g.split("@")[0].split(":")[-1] == dtype] or list(fits.values())
-    return np.minimum.reduce([f.predict(x) for f in cands])
+def fastest(
+    fits: dict[str, Fit],
+    dtype: str,
+    x: Features,
+    residuals: dict[str, list[ShapeResiduals]] | None = None,
+    df: Any = None,
+) -> np.ndarray:
+    """Predicted seconds of the fastest kernel fitted for ``dtype`` (the dispatcher's choice).
+
+    With ``residuals`` (per group, :func:`group_residuals`) and the rows ``df``,
+    each kernel's prediction is first corrected by its residuals at the nearest
+    measured shapes (the grey-box prediction, :mod:`.residual`).
+    """
+    cands = [g for g in fits if g.split("@")[0].split(":")[-1] == dtype] or list(fits)
+    preds = []
+    for g in cands:
+        p = fits[g].predict(x)
+        if residuals is not None:
+            p = p * np.exp(combined(residuals.get(g, []), df))
+        preds.append(p)
+    return np.minimum.reduce(preds)
+
+
+def group_residuals(
+    family: str, fits: dict[str, Fit], devices: list[str], framework: str | None = None
+) -> dict[str, list[ShapeResiduals]]:
+    """Each fitted group's residuals on each device's rows of that group (the framework's, if it has any).
+
+    One source per device (:func:`costmodel.measured.residual.combined` averages them).
+    """
+    out: dict[str, list[ShapeResiduals]] = {}
+    for d in devices:
+        df, x = prepared(family, d)
+        for grp, f in fits.items():
+            sel = _select(df, framework, "group", grp)
+            if not len(sel):
+                sel = _select(df, None, "group", grp)
+            if len(sel):
+                out.setdefault(grp, []).append(_residuals(family, df, x, sel, f))
+    return out

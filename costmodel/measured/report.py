@@ -72,8 +72,8 @@ def to_markdown(rep: dict[str, Any]) -> str:
         "",
     ]
     lines += [
-        "| family | device | split | rows | calibrated | our bound | SOL x aic factors |",
-        "|---|---|---|---:|---|---|---|",
+        "| family | device | split | rows | calibrated | calibrated + shape residuals | our bound | SOL x aic factors |",
+        "|---|---|---|---:|---|---|---|---|",
     ]
 
     def f(d: dict[str, float] | None) -> str:
@@ -81,7 +81,7 @@ def to_markdown(rep: dict[str, Any]) -> str:
 
     for h in rep["heldout"]:
         lines.append(
-            f"| {h.family} | {h.device} | {h.split} | {h.rows} | {f(h.calibrated)} | {f(h.bound)} | {f(h.aic_empirical)} |"
+            f"| {h.family} | {h.device} | {h.split} | {h.rows} | {f(h.calibrated)} | {f(h.corrected)} | {f(h.bound)} | {f(h.aic_empirical)} |"
         )
     return "\n".join(lines)
 

@@ -11,6 +11,14 @@ measured family here and keep their roofline bound. Weights are not L2
 resident in a model step (every layer reads new ones), so the L2 speed-up of
 the fit is dropped (``cold_l2=True``) unless asked for.
 
+Beside it, the grey-box prediction (``corrected_s``): each kernel's prediction
+times the fit's residuals at the nearest measured shapes
+(:mod:`costmodel.measured.residual`), from the device's own rows, else the mean
+over the measured devices'. It follows the kernel libraries' discrete choices
+the physical model cannot express; its held-out accuracy is in the README's
+table. It reads the same corpus rows as the measured composition below (the
+two interpolate them differently), so their agreement is no test of it.
+
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
 interpolated linearly in log-latency over log-shape between grid points
@@ -39,7 +47,7 @@ from costmodel.symbols import ctx as ctx_sym
 
 from .compiled import compiled_step
 
-__all__ = ["Prediction", "predict_step", "calibration", "measured_latency"]
+__all__ = ["Prediction", "predict_step", "calibration", "calibration_residuals", "measured_latency"]
 
 _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
 
@@ -60,6 +68,19 @@ def calibration(
     have = systems_with_data(family)
     devs = [device] if device in have else have
     return fit_groups(family, devs, framework, dtypes) or fit_groups(family, devs, None, dtypes)
+
+
+@functools.cache
+def calibration_residuals(
+    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Per fitted group of :func:`calibration`, its residuals on the rows it was fitted to."""
+    from costmodel.measured import systems_with_data
+    from costmodel.measured.heldout import group_residuals
+
+    have = systems_with_data(family)
+    devs = [device] if device in have else have
+    return group_residuals(family, calibration(device, framework, family, dtypes), devs, framework)
 
 
 def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
@@ -204,7 +225,8 @@ class Prediction(Result):
     """A step's roofline bound beside its calibrated prediction (and measured composition).
 
     ``nodes`` holds each op node's bound and prediction (seconds, times its
-    repeat count) and its measured family (None: priced by its bound).
+    repeat count) and its measured family (None: priced by its bound);
+    ``corrected_s`` is the grey-box total (module doc).
     """
 
     model: str
@@ -216,6 +238,7 @@ class Prediction(Result):
     bound_s: float
     predicted_s: float
     measured_s: float | None
+    corrected_s: float | None = None
     by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     calibrated_from: str = ""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -224,6 +247,13 @@ class Prediction(Result):
     def error(self) -> float | None:
         """``predicted / measured - 1`` when the measured composition was asked for."""
         return None if self.measured_s is None else self.predicted_s / self.measured_s - 1
+
+    @property
+    def corrected_error(self) -> float | None:
+        """``corrected / measured - 1`` (grey-box) when the measured composition was asked for."""
+        if self.measured_s is None or self.corrected_s is None:
+            return None
+        return self.corrected_s / self.measured_s - 1
 
 
 def predict_step(
@@ -270,10 +300,11 @@ def predict_step(
         hit = _row(str(d.get("op")), params)
         if hit is None:
             other_bound += b
-            nodes[str(name)] = {"family": None, "bound_s": b, "predicted_s": b}
+            nodes[str(name)] = {"family": None, "bound_s": b, "predicted_s": b, "corrected_s": b}
             continue
         by_fam.setdefault(hit[0], []).append((hit[1], rep, b, str(name)))
     predicted = other_bound
+    corrected = other_bound
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
     for fam, items in list(by_fam.items()):
@@ -284,9 +315,10 @@ def predict_step(
             for it in items:
                 other_bound += it[2]
                 predicted += it[2]
+                corrected += it[2]
                 if measured:
                     meas_total += it[2]
-                nodes[it[3]] = {"family": None, "bound_s": it[2], "predicted_s": it[2]}
+                nodes[it[3]] = {"family": None, "bound_s": it[2], "predicted_s": it[2], "corrected_s": it[2]}
             summary["unmeasured ops (bound)"]["bound_s"] = other_bound
             continue
         reps = np.array([it[1] for it in items])
@@ -298,14 +330,24 @@ def predict_step(
         if cold_l2:
             x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
         pred = np.empty(len(df))
+        corr = np.empty(len(df))
+        res = calibration_residuals(hw.name, framework, fam, dts)
         for grp, idx in groups.items():
             pred[idx] = fastest(fits[fam], grp, x.take(idx))
+            corr[idx] = fastest(fits[fam], grp, x.take(idx), res, df.iloc[idx])
         fam_pred = float(pred @ reps)
+        fam_corr = float(corr @ reps)
         fam_bound = float(sum(it[2] for it in items))
-        for it, pr in zip(items, pred * reps, strict=True):
-            nodes[it[3]] = {"family": fam, "bound_s": it[2], "predicted_s": float(pr)}
+        for it, pr, cr in zip(items, pred * reps, corr * reps, strict=True):
+            nodes[it[3]] = {
+                "family": fam,
+                "bound_s": it[2],
+                "predicted_s": float(pr),
+                "corrected_s": float(cr),
+            }
         predicted += fam_pred
-        entry = {"bound_s": fam_bound, "predicted_s": fam_pred}
+        corrected += fam_corr
+        entry = {"bound_s": fam_bound, "predicted_s": fam_pred, "corrected_s": fam_corr}
         if measured:
             m = measured_latency(fam, hw.name, framework, rows)
             entry["measured_s"] = float(m @ reps)
@@ -322,6 +364,7 @@ def predict_step(
         bound_s=total_bound,
         predicted_s=predicted,
         measured_s=meas_total,
+        corrected_s=corrected,
         by_family=summary,
         calibrated_from=f"{info.package} {info.version}",
         nodes=nodes,
