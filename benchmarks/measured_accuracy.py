@@ -73,8 +73,8 @@ def model_level() -> str:
         "**Model level** (vLLM kernels; decode batch 64 at ctx 4096, prefill one 4096-token prompt; "
         "measured = the corpus's kernels for the same shapes, interpolated on its grid, plus the same "
         "bounds for the ops it does not measure; the grey-box column, with shape residuals, reads the "
-        "same corpus rows as the measured column, so its agreement here is by construction: its held-out "
-        "accuracy is the table above):",
+        "same corpus rows as the measured column (the two interpolate them differently), so their "
+        "agreement is no held-out test: that is the table above):",
         "",
         "| model | device | TP | TPOT bound | TPOT predicted | TPOT measured | error | with shape residuals | "
         "TTFT bound | TTFT predicted | TTFT measured | error | with shape residuals |",

@@ -120,15 +120,35 @@ def ape_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
 
 
 @functools.cache
-def _aic_factors(device: str) -> tuple[float, float]:
+def _system_gpu(device: str) -> dict[str, Any]:
+    """The ``gpu`` section of the wheel's system file for one of our measured devices."""
     import yaml
 
     system = next(s for s, d in SYSTEMS.items() if d == device)
     with open(os.path.join(corpus_info().root, f"{system}.yaml")) as f:
-        gpu = (yaml.safe_load(f) or {}).get("gpu") or {}
+        return dict((yaml.safe_load(f) or {}).get("gpu") or {})
+
+
+def _aic_factors(device: str) -> tuple[float, float]:
+    gpu = _system_gpu(device)
     return float(gpu.get("mem_bw_empirical_scaling_factor", 1.0)), float(
         gpu.get("mem_empirical_constant_latency", 0.0)
     )
+
+
+def arch_family(device: str) -> int | None:
+    """The device's kernel-binary family: its compute capability (the system file's
+    ``sm_version``), with every 10.x and 12.x in one family (CUDA's family-specific
+    targets, ``sm_100f``/``sm_120f``, run one binary on all of them: B200 and B300 run the
+    same kernels); None when the file does not say.
+
+    Kernel libraries pick tiles and code paths per target, so a kernel's residuals
+    transfer within a family and not across (Ada's and Ampere's are both 8.x).
+    """
+    sm = _system_gpu(device).get("sm_version")
+    if not isinstance(sm, int):
+        return None
+    return sm - sm % 10 if sm >= 100 else sm
 
 
 def _aic_empirical(family: str, device: str, x: Features) -> np.ndarray | None:
@@ -235,10 +255,14 @@ def _rows_like(
 def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | None:
     """Fit on the other devices: the same framework's same kernel, else its same dtype group.
 
-    The grey-box residuals are each other device's, on the rows the fit used.
+    The grey-box residuals are each other device's of the same kernel-binary family
+    (:func:`arch_family`), else every other device's, on the rows the fit used.
     """
     df, x = prepared(family, device)
-    others = [prepared(family, d) for d in devices if d != device]
+    names = [d for d in devices if d != device]
+    others = [prepared(family, d) for d in names]
+    # residuals from the same kernel-binary family when one has the rows, else from every device
+    kin = [o for d, o in zip(names, others, strict=True) if arch_family(d) == arch_family(device)]
     preds = []
     for (fw, grp, dgrp), idx in df.groupby(["framework", "group", "dtype_group"]).indices.items():
         col, value = ("group", grp) if _rows_like(others, fw, "group", grp) else ("dtype_group", dgrp)
@@ -246,6 +270,10 @@ def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | Non
         f = _fit(family, grp, *train) if train else None
         if f is not None:
             sources = [
+                _residuals(family, odf, ox, sel, f)
+                for odf, ox in kin
+                if len(sel := _select(odf, fw, col, value))
+            ] or [
                 _residuals(family, odf, ox, sel, f)
                 for odf, ox in others
                 if len(sel := _select(odf, fw, col, value))
