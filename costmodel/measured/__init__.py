@@ -8,6 +8,7 @@ extra ``[measured]``).
 * :mod:`.efficiency` fits an interpretable per-family efficiency model;
 * :mod:`.residual` corrects it by its residuals at the nearest measured shapes (grey-box);
 * :mod:`.heldout` evaluates both on held-out shapes, devices and frameworks;
+* :mod:`.applied` fits the groups users apply, prices the fastest kernel, with residuals;
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
 Names load on first use (``costmodel.lazy``): the command line reads
@@ -32,7 +33,9 @@ _LAZY: dict[str, str] = {
     "predict": "efficiency",
     "HeldOut": "heldout",
     "evaluate": "heldout",
-    "fit_groups": "heldout",
+    "fit_groups": "applied",
+    "fastest": "applied",
+    "group_residuals": "applied",
     "KernelTerms": "kernels",
     "kernel_terms": "kernels",
     "wave_factor": "kernels",

@@ -1,4 +1,4 @@
-"""Held-out evaluation of the efficiency model, and the fits users apply.
+"""Held-out evaluation of the efficiency model (the fits users apply are in :mod:`.applied`).
 
 Rows are the corpus's measurements with, per framework and shape, the fastest
 kernel the framework offers (what its autotuner or dispatcher would run); rows
@@ -50,12 +50,9 @@ __all__ = [
     "HeldOut",
     "prepared",
     "evaluate",
-    "fit_groups",
     "ape_stats",
     "dtype_group",
     "group_of",
-    "fastest",
-    "group_residuals",
 ]
 
 SHAPE_KEYS: dict[str, list[str]] = {
@@ -343,79 +340,4 @@ def evaluate(
                     r = _split_framework(fam, dev)
                 if r is not None:
                     out.append(r)
-    return out
-
-
-def fit_groups(
-    family: str, devices: list[str], framework: str | None = None, dtypes: tuple[str, ...] | None = None
-) -> dict[str, Fit]:
-    """Fits per group of one family over ``devices`` (one framework, or all; some dtypes, or all)."""
-    fits = {}
-    parts = [prepared(family, d) for d in devices]
-    groups = sorted(
-        {
-            g
-            for df, _ in parts
-            for g, dg in zip(df["group"], df["dtype_group"], strict=True)
-            if dtypes is None or dg in dtypes
-        }
-    )
-    for grp in groups:
-        xs, ys, fws = [], [], set()
-        for df, x in parts:
-            sel = (df["group"] == grp).to_numpy().copy()
-            if framework is not None:
-                sel &= (df["framework"] == framework).to_numpy()
-            if sel.any():
-                xs.append(x.take(np.flatnonzero(sel)))
-                ys.append(df["latency_s"].to_numpy()[sel])
-                fws |= set(df["framework"][sel])
-        if xs:
-            f = _fit(
-                family, grp, Features.concat(xs), np.concatenate(ys), devices=devices, frameworks=sorted(fws)
-            )
-            if f is not None:
-                fits[grp] = f
-    return fits
-
-
-def fastest(
-    fits: dict[str, Fit],
-    dtype: str,
-    x: Features,
-    residuals: dict[str, list[ShapeResiduals]] | None = None,
-    df: Any = None,
-) -> np.ndarray:
-    """Predicted seconds of the fastest kernel fitted for ``dtype`` (the dispatcher's choice).
-
-    With ``residuals`` (per group, :func:`group_residuals`) and the rows ``df``,
-    each kernel's prediction is first corrected by its residuals at the nearest
-    measured shapes (the grey-box prediction, :mod:`.residual`).
-    """
-    cands = [g for g in fits if g.split("@")[0].split(":")[-1] == dtype] or list(fits)
-    preds = []
-    for g in cands:
-        p = fits[g].predict(x)
-        if residuals is not None:
-            p = p * np.exp(combined(residuals.get(g, []), df))
-        preds.append(p)
-    return np.minimum.reduce(preds)
-
-
-def group_residuals(
-    family: str, fits: dict[str, Fit], devices: list[str], framework: str | None = None
-) -> dict[str, list[ShapeResiduals]]:
-    """Each fitted group's residuals on each device's rows of that group (the framework's, if it has any).
-
-    One source per device (:func:`costmodel.measured.residual.combined` averages them).
-    """
-    out: dict[str, list[ShapeResiduals]] = {}
-    for d in devices:
-        df, x = prepared(family, d)
-        for grp, f in fits.items():
-            sel = _select(df, framework, "group", grp)
-            if not len(sel):
-                sel = _select(df, None, "group", grp)
-            if len(sel):
-                out.setdefault(grp, []).append(_residuals(family, df, x, sel, f))
     return out

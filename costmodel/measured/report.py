@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..hardware import get_device
+from .applied import fit_groups
 from .corpus import FAMILIES, FRAMEWORKS, MeasuredDataError, corpus_info, systems_with_data
-from .heldout import HeldOut, check_request, evaluate, fit_groups, prepared
+from .heldout import HeldOut, check_request, evaluate, prepared
 from .validity import Violations, violations
 
 __all__ = ["build_report", "to_markdown", "params_markdown", "calibrated_spec", "scatter_plot"]

@@ -63,7 +63,7 @@ def calibration(
     framework's.
     """
     from costmodel.measured import systems_with_data
-    from costmodel.measured.heldout import fit_groups
+    from costmodel.measured.applied import fit_groups
 
     have = systems_with_data(family)
     devs = [device] if device in have else have
@@ -76,7 +76,7 @@ def calibration_residuals(
 ) -> dict[str, Any]:
     """Per fitted group of :func:`calibration`, its residuals on the rows it was fitted to."""
     from costmodel.measured import systems_with_data
-    from costmodel.measured.heldout import group_residuals
+    from costmodel.measured.applied import group_residuals
 
     have = systems_with_data(family)
     devs = [device] if device in have else have
@@ -271,8 +271,9 @@ def predict_step(
 ) -> Prediction:
     """Bound, calibrated prediction and (optionally) measured composition of one step."""
     from costmodel.measured import corpus_info
+    from costmodel.measured.applied import fastest
     from costmodel.measured.efficiency import features
-    from costmodel.measured.heldout import dtype_group, fastest
+    from costmodel.measured.heldout import dtype_group
 
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
