@@ -74,7 +74,7 @@ def calibration(
 def calibration_residuals(
     device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
 ) -> dict[str, Any]:
-    """Per fitted group of :func:`calibration`, its residuals on the rows it was fitted to."""
+    """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group."""
     from costmodel.measured import systems_with_data
     from costmodel.measured.applied import group_residuals
 
