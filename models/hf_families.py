@@ -110,13 +110,22 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
         common["expert_dtype"] = "mxfp4"
 
 
+def _nth(n: int, every: int) -> list[bool]:
+    """True at every ``every``-th of ``n`` layers, counting from one (the last of each period)."""
+    return [(i + 1) % every == 0 for i in range(n)]
+
+
+def _indices(value: Any, key: str, name: str) -> set[int]:
+    """A config's list of layer indices, checked."""
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise ModelConfigError(f"{name}: {key} must be a list of layer indices, got {value!r}")
+    return set(value)
+
+
 def _moe_mask(cfg: Mapping[str, Any], n: int, get: Getter, name: str) -> list[str]:
-    step = _period(cfg, get, name, "decoder_sparse_step", 1)
-    only = cfg.get("mlp_only_layers") or []
-    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
-        raise ModelConfigError(f"{name}: mlp_only_layers must be a list of layer indices, got {only!r}")
-    only = set(only)
-    return ["moe" if (i not in only and (i + 1) % step == 0) else "dense" for i in range(n)]
+    moe = _nth(n, _period(cfg, get, name, "decoder_sparse_step", 1))
+    only = _indices(cfg.get("mlp_only_layers") or [], "mlp_only_layers", name)
+    return ["moe" if (i not in only and moe[i]) else "dense" for i in range(n)]
 
 
 def _qwen3_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -136,8 +145,8 @@ def _qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
     n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"})
     if mixers is None:
-        every = _period(cfg, get, name, "full_attention_interval", 4)
-        mixers = ["gqa" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
+        full = _nth(n, _period(cfg, get, name, "full_attention_interval", 4))
+        mixers = ["gqa" if f else "linear_attention" for f in full]
     _qwen3_moe(cfg, common, get, name)
     mlps = _moe_mask(cfg, n, get, name)
     common.update(
@@ -157,8 +166,8 @@ def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
     if mixers is None:
-        every = _period(cfg, get, name, "sliding_window_pattern", 6)
-        mixers = ["gqa" if (i + 1) % every == 0 else "sliding" for i in range(n)]
+        full = _nth(n, _period(cfg, get, name, "sliding_window_pattern", 6))
+        mixers = ["gqa" if f else "sliding" for f in full]
     common.update(
         mlp="geglu",
         qk_norm=True,
@@ -171,16 +180,12 @@ def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
 
 def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     n = pattern_layers(common, name)
-    rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n)]
+    rope = cfg.get("no_rope_layers") or [int(not f) for f in _nth(n, 4)]
     if not isinstance(rope, list) or len(rope) != n:
         raise ModelConfigError(f"{name}: no_rope_layers must list {n} entries")
     step = _period(cfg, get, name, "interleave_moe_layer_step", 1)
-    moe_layers = cfg.get("moe_layers") or [i for i in range(n) if (i + 1) % step == 0]
-    if not isinstance(moe_layers, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in moe_layers
-    ):
-        raise ModelConfigError(f"{name}: moe_layers must be a list of layer indices, got {moe_layers!r}")
-    moe_set = set(moe_layers)
+    every = [i for i, f in enumerate(_nth(n, step)) if f]
+    moe_set = _indices(cfg.get("moe_layers") or every, "moe_layers", name)
     expert_w = common["intermediate_size"]
     common.update(
         intermediate_size=get(cfg, "intermediate_size_mlp", name, expert_w),

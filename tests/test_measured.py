@@ -82,7 +82,7 @@ def test_fit_recovers_known_parameters():
     comp = 10 ** rng.uniform(-6, -2, n)
     mem = 10 ** rng.uniform(-6, -2, n)
     z = np.zeros(n)
-    x = Features(comp, mem, np.ones(n), np.zeros(n, bool), z, z, np.ones(n), z, z, z)
+    x = Features(comp, mem, np.ones(n), np.zeros(n, bool), z, z, np.ones(n), z, z, z, z)
     t0, tu, ec, em, r = 4e-6, 1e-7, 0.8, 0.9, 3.0
     hi, lo = np.maximum(comp / ec, mem / em), np.minimum(comp / ec, mem / em)
     t = t0 + tu + hi * (1 + (lo / hi) ** r) ** (1 / r)
@@ -103,7 +103,7 @@ def test_collective_fit_recovers_one_shot_and_ring():
     beta = 450e9
     ring = 2 * (p - 1) / p * n * 2 / beta  # bf16, bus-bandwidth convention
     z = np.zeros(len(p))
-    x = Features(z, z, np.ones(len(p)), np.zeros(len(p), bool), z, p - 1, np.ones(len(p)), z, ring, z)
+    x = Features(z, z, np.ones(len(p)), np.zeros(len(p), bool), z, p - 1, np.ones(len(p)), z, ring, z, z)
     # one-shot: 3 us, no hop cost, (p-1) n b read at 40 % of the link; ring: 20 us + 2 us/hop at 80 %
     one = 3e-6 + (p - 1) * n * 2 / (0.4 * beta)
     big = 20e-6 + 2e-6 * (p - 1) + ring / 0.8
@@ -218,6 +218,8 @@ def test_kernel_binary_families(corpus):
     assert arch_family("h100-sxm") == arch_family("h200-sxm") == 90
     assert arch_family("b200") == arch_family("b300") == arch_family("gb200") == 100
     assert len({arch_family("a100-sxm-80gb"), arch_family("l40s"), arch_family("rtx-pro-6000")}) == 3
+    with pytest.raises(corpus.MeasuredDataError, match="no measurements; measured: a100"):
+        arch_family("mi300x")
 
 
 def test_model_level_prediction_against_measured_kernels(corpus):

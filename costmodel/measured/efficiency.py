@@ -123,27 +123,14 @@ class Features:
     prologue_s: np.ndarray
     ring_s: np.ndarray
     bound_s: np.ndarray
-    query_waves: np.ndarray | None = None
-
-    def _q(self) -> np.ndarray:
-        return np.zeros(len(self.compute_s)) if self.query_waves is None else self.query_waves
+    query_waves: np.ndarray
 
     def take(self, idx: np.ndarray) -> Features:
-        return Features(
-            *(
-                getattr(self, f)[idx] if f != "query_waves" else self._q()[idx]
-                for f in self.__dataclass_fields__
-            )
-        )
+        return Features(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
 
     @classmethod
     def concat(cls, parts: list[Features]) -> Features:
-        return cls(
-            *(
-                np.concatenate([getattr(p, f) if f != "query_waves" else p._q() for p in parts])
-                for f in cls.__dataclass_fields__
-            )
-        )
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__dataclass_fields__))
 
 
 def features(family: str, df: Any, hw: Hardware) -> Features:
@@ -183,7 +170,7 @@ def _model(kind: str, theta: np.ndarray, x: Features) -> np.ndarray:
     # (tc^r + tm^r)^(1/r) written to stay finite for large r
     lo = np.minimum(tc, tm)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
-    return t0 + tu * x.waves + tq * x._q() + x.prologue_s / ep + hi * (1 + ratio**r) ** (1 / r)
+    return t0 + tu * x.waves + tq * x.query_waves + x.prologue_s / ep + hi * (1 + ratio**r) ** (1 / r)
 
 
 @dataclass(frozen=True)
@@ -242,7 +229,7 @@ def fit(
         x0[5] = lo[5]
     if kind == "roofline" and not (x.prologue_s > 0).any():
         lo[6], hi[6], x0[6] = 1.0 - 1e-9, 1.0, 1.0  # no prologue pass: e_p is not identified
-    if kind == "roofline" and not x._q().any():
+    if kind == "roofline" and not x.query_waves.any():
         hi[7] = x0[7] = lo[7] * (1 + 1e-9)  # no per-query-head units: t_unit_q is not identified
     # log-parametrise the seconds so their scales match the fractions'
     logs = np.array(["_s" in s[0] for s in spec])

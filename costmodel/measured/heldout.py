@@ -121,7 +121,11 @@ def _system_gpu(device: str) -> dict[str, Any]:
     """The ``gpu`` section of the wheel's system file for one of our measured devices."""
     import yaml
 
-    system = next(s for s, d in SYSTEMS.items() if d == device)
+    system = next((s for s, d in SYSTEMS.items() if d == device), None)
+    if system is None:
+        raise MeasuredDataError(
+            f"device {device!r} has no measurements; measured: {', '.join(SYSTEMS.values())}"
+        )
     with open(os.path.join(corpus_info().root, f"{system}.yaml")) as f:
         return dict((yaml.safe_load(f) or {}).get("gpu") or {})
 
