@@ -6,9 +6,8 @@ what its family states, and the per-layer pattern where the config gives one:
 * ``gpt_oss``: every layer MoE (``num_local_experts``, ``num_experts_per_tok``,
   experts of width ``intermediate_size`` with a router bias), ``layer_types``
   of ``sliding_attention`` / ``full_attention`` with ``sliding_window``, one
-  learned sink per head, q/k/v biases (``attention_bias``), MXFP4 experts when
-  ``quantization_config.quant_method`` is ``mxfp4`` (the attention, router,
-  embedding and head stay bf16: its ``modules_to_not_convert``);
+  learned sink per head, q/k/v biases (``attention_bias``); its MXFP4 experts
+  (``quantization_config``) are read by :mod:`models.quantization`;
 * ``qwen3_moe``: ``num_experts``, ``moe_intermediate_size``, MoE every
   ``decoder_sparse_step``-th layer except ``mlp_only_layers``; q/k norms;
 * ``qwen3_next``: ``layer_types`` of ``linear_attention`` / ``full_attention``
@@ -54,12 +53,16 @@ Getter = Callable[..., Any]
 
 
 def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type."""
+    """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type,
+    ``torch_dtype`` and ``quantization_config`` (they describe the whole checkpoint)."""
     text = cfg.get("text_config")
     if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4"):
         out = {k: v for k, v in text.items() if v is not None}
         out.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", text.get("tie_word_embeddings")))
         out["model_type"] = cfg["model_type"]
+        for key in ("quantization_config", "torch_dtype", "dtype"):  # stated for the whole checkpoint
+            if key in cfg and key not in out:
+                out[key] = cfg[key]
         return out
     return cfg
 
@@ -93,7 +96,6 @@ def _layer_types(cfg: Mapping[str, Any], name: str, n: int, names: dict[str, str
 def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
-    quant = cfg.get("quantization_config") or {}
     common.update(
         num_experts=get(cfg, "num_local_experts", name),
         num_experts_per_tok=get(cfg, "num_experts_per_tok", name, cfg.get("experts_per_token")),
@@ -106,8 +108,6 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
         sliding_window=get(cfg, "sliding_window", name),
         layer_types=tuple(LayerSpec(m, "moe") for m in (mixers or ["sliding", "gqa"] * (n // 2))),
     )
-    if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4":
-        common["expert_dtype"] = "mxfp4"
 
 
 def _nth(n: int, every: int) -> list[bool]:
