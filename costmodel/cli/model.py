@@ -135,11 +135,14 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     )
     print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
     if pred is not None:
+        from .calibrate import coverage_lines, prediction_label
+
         print(
-            f"calibrated prediction ({args.predict} kernels, {pred.calibrated_from}): "
+            f"prediction ({prediction_label(pred)}; {args.predict} kernels, {pred.calibrated_from}): "
             f"{pred.predicted_s * 1e3:.3f} ms, {pred.predicted_s / pred.bound_s:.2f}x the bound; "
             f"with shape residuals {pred.corrected_s * 1e3:.3f} ms"
         )
+        print("\n".join(coverage_lines(pred)))
     print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
     for k, v in result.closed_forms.items():
         if k.endswith("_bound"):

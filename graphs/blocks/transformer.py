@@ -177,7 +177,9 @@ def build_model(
     eb = GraphBuilder(g, phase=phase, group="embed")
     ids = eb.source("input_ids", Tensor("embed.input_ids", (T,), "int32"), "input", resident=False)
     table = eb.source(
-        "embed_tokens.weight", Tensor("embed.embed_tokens.weight", (V / p, d), cfg.embedding_weight_dtype), "weight"
+        "embed_tokens.weight",
+        Tensor("embed.embed_tokens.weight", (V / p, d), cfg.embedding_weight_dtype),
+        "weight",
     )
     # each device gathers the rows that fall in its vocabulary shard: T/p on average
     x = eb.op(

@@ -19,6 +19,15 @@ the physical model cannot express; its held-out accuracy is in the README's
 table. It reads the same corpus rows as the measured composition below (the
 two interpolate them differently), so their agreement is no test of it.
 
+What a prediction rests on (:class:`Coverage`, on :attr:`Prediction.coverage`):
+each node's time comes from the device's own measured kernels of the chosen
+framework and dtype (``measured``), from a neighbour (``neighbour``: other devices'
+fits with this device's datasheet when it has no measurements, other frameworks'
+kernels, or another dtype's kernels, :data:`SUBSTITUTES`), or from its roofline
+bound alone (``bound``); each neighbour and bound share is kept with its reason.
+A dtype the corpus lacks is never priced by another dtype's kernels silently: only
+the substitutions of :data:`SUBSTITUTES` are made, and each is named.
+
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
 interpolated linearly in log-latency over log-shape between grid points
@@ -31,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import sympy
@@ -47,9 +56,28 @@ from costmodel.symbols import ctx as ctx_sym
 
 from .compiled import compiled_step
 
-__all__ = ["Prediction", "predict_step", "calibration", "calibration_residuals", "measured_latency"]
+__all__ = [
+    "Coverage",
+    "Prediction",
+    "predict_step",
+    "calibration",
+    "calibration_residuals",
+    "measured_latency",
+    "SUBSTITUTES",
+    "WARN_SHARE",
+]
 
 _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
+
+#: a corpus dtype with no measurements -> the measured one whose kernels price it. FP16 by
+#: BF16: the same tensor-core rate on every measured device (dense FP16 = BF16 Tensor Core
+#: FLOP/s in each datasheet: A100 312 T, H100 SXM 989 T, B200 2.25 P), the same 2 bytes per
+#: element, and the same kernel templates instantiated for either type (cuBLAS, CUTLASS,
+#: FlashAttention); the corpus measures BF16 only.
+SUBSTITUTES = {"float16": "bfloat16"}
+
+#: a share of a prediction above this, from neighbours or from the bound, is worth a warning
+WARN_SHARE = 0.10
 
 
 @functools.cache
@@ -120,12 +148,72 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
             return "context_attention", {**base, "isl": q, "step": 0}
         return None
     if op == "all_reduce":
-        return "all_reduce", {
-            "elements": p["elements"],
-            "gpus": p["p"],
-            "dtype": _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")), "bfloat16"),
-        }
+        a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
+        if a is None:
+            return None
+        return "all_reduce", {"elements": p["elements"], "gpus": p["p"], "dtype": a}
     return None
+
+
+def _substitute(key: str) -> str | None:
+    """The measured dtype key that prices ``key`` (:data:`SUBSTITUTES`), or None."""
+    parts = key.split("/")
+    sub = "/".join(SUBSTITUTES.get(x, x) for x in parts)
+    return sub if sub != key else None
+
+
+def _with_key(family: str, row: dict[str, Any], key: str) -> dict[str, Any]:
+    if family in ("context_attention", "generation_attention"):
+        a, kv = key.split("/")
+        return {**row, "attn_dtype": a, "kv_dtype": kv}
+    return {**row, "dtype": key}
+
+
+class _Source(NamedTuple):
+    """The fits pricing one family's rows of one dtype key, and what they rest on (:func:`_source`)."""
+
+    key: str  #: the dtype key priced (a substitute's, :data:`SUBSTITUTES`)
+    fits: dict[str, Any]
+    source: str  #: measured, neighbour or bound
+    basis: str  #: why, for a neighbour or the bound
+    own_device: bool  #: the fits read the device's own rows
+
+
+@functools.cache
+def _source(device: str, framework: str, family: str, key: str) -> _Source:
+    """The fits pricing ``family`` rows of dtype ``key``: ``measured`` (the device's own
+    rows of the framework's kernels of that dtype), ``neighbour`` (the basis says which:
+    other devices, other frameworks, another dtype) or ``bound`` (no fits: why)."""
+    from costmodel.measured import systems_with_data
+
+    have = systems_with_data(family)
+    for k in (key, _substitute(key)):
+        if k is None:
+            continue
+        fits = calibration(device, framework, family, (k,))
+        if not fits:
+            continue
+        basis = []
+        if k != key:
+            basis.append(f"{family} {k} kernels for {key}")
+        if device not in have:
+            basis.append(f"{family}: other devices' fits ({len(have)} measured) on {device}'s datasheet")
+        fws = sorted({fw for f in fits.values() for fw in f.frameworks})
+        if fws != [framework]:
+            basis.append(f"{family}: {'/'.join(fws)} kernels (no {framework} {k} measured)")
+        return _Source(k, fits, "neighbour" if basis else "measured", "; ".join(basis), device in have)
+    return _Source(key, {}, "bound", f"no {family} {key} kernels measured", False)
+
+
+def _coverage(nodes: dict[str, dict[str, Any]], what: str) -> Coverage:
+    parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
+    why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
+    for nd in nodes.values():
+        t = float(nd[what])
+        parts[nd["source"]] += t
+        if nd["source"] in why:
+            why[nd["source"]][nd["basis"]] = why[nd["source"]].get(nd["basis"], 0.0) + t
+    return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
 
 
 def _dtype_key(family: str, row: dict[str, Any]) -> str:
@@ -221,12 +309,44 @@ def _nested_interp(table: dict[tuple[int, ...], float], q: tuple[float, ...], *w
 
 
 @dataclass(frozen=True)
+class Coverage(Result):
+    """Seconds of a predicted time by what they rest on (module doc).
+
+    ``measured_s``: the device's own measured kernels of the framework and dtype;
+    ``neighbour_s``: other devices', frameworks' or dtypes' kernels, per reason in
+    ``neighbours``; ``bound_s``: roofline bounds alone, per reason in ``bounds``.
+    """
+
+    measured_s: float
+    neighbour_s: float
+    bound_s: float
+    neighbours: dict[str, float] = field(default_factory=dict)
+    bounds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return self.measured_s + self.neighbour_s + self.bound_s
+
+    def share(self, part: str) -> float:
+        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
+        return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """The parts (``neighbour``, ``bound``) above :data:`WARN_SHARE` of the total."""
+        return tuple(p for p in ("neighbour", "bound") if self.share(p) > WARN_SHARE)
+
+
+@dataclass(frozen=True)
 class Prediction(Result):
     """A step's roofline bound beside its calibrated prediction (and measured composition).
 
     ``nodes`` holds each op node's bound and prediction (seconds, times its
     repeat count) and its measured family (None: priced by its bound);
-    ``corrected_s`` is the grey-box total (module doc).
+    ``corrected_s`` is the grey-box total (module doc); ``coverage`` and
+    ``corrected_coverage`` split ``predicted_s`` and ``corrected_s`` by what they
+    rest on; ``calibrated`` is whether any kernel was priced from fits on this
+    device's own measurements (never for a device the corpus does not measure).
     """
 
     model: str
@@ -242,6 +362,9 @@ class Prediction(Result):
     by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     calibrated_from: str = ""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    coverage: Coverage | None = None
+    corrected_coverage: Coverage | None = None
+    calibrated: bool = False
 
     @property
     def error(self) -> float | None:
@@ -273,7 +396,6 @@ def predict_step(
     from costmodel.measured import corpus_info
     from costmodel.measured.applied import fastest
     from costmodel.measured.efficiency import features
-    from costmodel.measured.heldout import dtype_group
 
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
@@ -287,7 +409,7 @@ def predict_step(
             raise CostModelError("prefill prediction needs seq")
         point = {B_sym: batch, S_sym: seq}
         where = {"batch": batch, "seq": seq}
-    by_fam: dict[str, list[tuple[dict[str, Any], float, float, str]]] = {}
+    by_key: dict[tuple[str, str], list[tuple[dict[str, Any], float, float, str]]] = {}
     other_bound = 0.0
     total_bound = 0.0
     nodes: dict[str, dict[str, Any]] = {}
@@ -301,41 +423,53 @@ def predict_step(
         hit = _row(str(d.get("op")), params)
         if hit is None:
             other_bound += b
-            nodes[str(name)] = {"family": None, "bound_s": b, "predicted_s": b, "corrected_s": b}
+            nodes[str(name)] = {
+                "family": None,
+                "bound_s": b,
+                "predicted_s": b,
+                "corrected_s": b,
+                "source": "bound",
+                "basis": "ops without measured kernels",
+            }
             continue
-        by_fam.setdefault(hit[0], []).append((hit[1], rep, b, str(name)))
+        by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, str(name)))
     predicted = other_bound
     corrected = other_bound
+    own_device = False
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
-    for fam, items in list(by_fam.items()):
-        rows = [it[0] for it in items]
-        dts = tuple(sorted({_dtype_key(fam, r) for r in rows}))
-        fits = {fam: calibration(hw.name, framework, fam, dts)}
-        if not fits[fam]:  # nothing measured for these dtypes: their bounds stand
+    for (fam, key), items in by_key.items():
+        src = _source(hw.name, framework, fam, key)
+        priced, fits, source, basis = src.key, src.fits, src.source, src.basis
+        own_device |= src.own_device
+        if not fits:  # nothing measured for this dtype: the bounds stand
             for it in items:
                 other_bound += it[2]
                 predicted += it[2]
                 corrected += it[2]
                 if measured:
                     meas_total += it[2]
-                nodes[it[3]] = {"family": None, "bound_s": it[2], "predicted_s": it[2], "corrected_s": it[2]}
+                nodes[it[3]] = {
+                    "family": None,
+                    "bound_s": it[2],
+                    "predicted_s": it[2],
+                    "corrected_s": it[2],
+                    "source": source,
+                    "basis": basis,
+                }
             summary["unmeasured ops (bound)"]["bound_s"] = other_bound
             continue
+        rows = [_with_key(fam, it[0], priced) for it in items]
         reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
         df = _frame(rows)
-        groups = df.groupby(dtype_group(fam, df)).indices
         x = features(fam, df, hw)
         if cold_l2:
             x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
-        pred = np.empty(len(df))
-        corr = np.empty(len(df))
-        res = calibration_residuals(hw.name, framework, fam, dts)
-        for grp, idx in groups.items():
-            pred[idx] = fastest(fits[fam], grp, x.take(idx))
-            corr[idx] = fastest(fits[fam], grp, x.take(idx), res, df.iloc[idx])
+        res = calibration_residuals(hw.name, framework, fam, (priced,))
+        pred = fastest(fits, priced, x)
+        corr = fastest(fits, priced, x, res, df)
         fam_pred = float(pred @ reps)
         fam_corr = float(corr @ reps)
         fam_bound = float(sum(it[2] for it in items))
@@ -345,15 +479,19 @@ def predict_step(
                 "bound_s": it[2],
                 "predicted_s": float(pr),
                 "corrected_s": float(cr),
+                "source": source,
+                "basis": basis,
             }
         predicted += fam_pred
         corrected += fam_corr
-        entry = {"bound_s": fam_bound, "predicted_s": fam_pred, "corrected_s": fam_corr}
+        entry = summary.setdefault(fam, {"bound_s": 0.0, "predicted_s": 0.0, "corrected_s": 0.0})
+        entry["bound_s"] += fam_bound
+        entry["predicted_s"] += fam_pred
+        entry["corrected_s"] += fam_corr
         if measured:
-            m = measured_latency(fam, hw.name, framework, rows)
-            entry["measured_s"] = float(m @ reps)
-            meas_total += entry["measured_s"]
-        summary[fam] = entry
+            m = float(measured_latency(fam, hw.name, framework, rows) @ reps)
+            entry["measured_s"] = entry.get("measured_s", 0.0) + m
+            meas_total += m
     info = corpus_info()
     return Prediction(
         model=cs.label.split(" ")[0],
@@ -369,4 +507,7 @@ def predict_step(
         by_family=summary,
         calibrated_from=f"{info.package} {info.version}",
         nodes=nodes,
+        coverage=_coverage(nodes, "predicted_s"),
+        calibrated=own_device,
+        corrected_coverage=_coverage(nodes, "corrected_s"),
     )
