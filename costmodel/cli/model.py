@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import dump
+from .options import add_dtype_options, apply_dtypes
 
 __all__ = ["add_model_parser", "resolve_model"]
 
@@ -74,11 +75,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
 
     from ..report import fmt_si, format_table
 
-    cfg = resolve_model(args.model)
-    if args.kv_dtype:
-        cfg = cfg.replace(kv_dtype=args.kv_dtype)
-    if args.weight_dtype:
-        cfg = cfg.replace(dtype=args.weight_dtype)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     if args.phase == "decode":
         cfg.check_context(args.ctx, "--ctx", allow=args.allow_long_context)
     else:
@@ -179,8 +176,7 @@ def add_model_parser(sub: Any) -> None:
     ma.add_argument("--batch", type=int, default=1)
     ma.add_argument("--seq", type=int, default=1024, help="prompt length (prefill)")
     ma.add_argument("--ctx", type=int, default=4096, help="KV length attended (decode)")
-    ma.add_argument("--kv-dtype", default=None)
-    ma.add_argument("--weight-dtype", default=None)
+    add_dtype_options(ma)
     ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
     ma.add_argument(
         "--allow-long-context",

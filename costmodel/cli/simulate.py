@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .common import dump, progress_bar
-from .options import check_output_path
+from .options import add_dtype_options, apply_dtypes, check_output_path
 
 __all__ = ["add_simulate_parser", "cmd_simulate"]
 
@@ -64,7 +64,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for flag in ("csv", "plot"):
         if getattr(args, flag):
             check_output_path(getattr(args, flag), f"--{flag}")
-    cfg = resolve_model(args.model)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     topo, eng = _topology(args), _engine(args)
     common = dict(topology=topo, engine=eng)
     if args.max_rate:
@@ -171,6 +171,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("model", help="catalog name or path to a config.json")
     sp.add_argument("--device", default="h100-sxm")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
+    add_dtype_options(sp)
     sp.add_argument("--rate", type=float, default=None, help="requests per second")
     sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
     sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
