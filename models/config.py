@@ -296,7 +296,8 @@ class ModelConfig:
 
     @property
     def lm_head_weight_dtype(self) -> str:
-        """Storage dtype of the lm_head: the embedding table's when tied, else ``lm_head_dtype`` or ``dtype``."""
+        """Storage dtype of the lm_head: the embedding table's when tied, else ``lm_head_dtype``
+        or ``dtype``."""
         if self.tie_word_embeddings:
             return self.embedding_weight_dtype
         return self.lm_head_dtype or self.dtype

@@ -155,6 +155,18 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def _unmeasured(op: str, p: dict[str, Any]) -> str:
+    """Why an op has no measured kernel (the bound prices it)."""
+    if op == "gemm":
+        a = p.get("dtype", "bf16")
+        return f"gemm of {a} x {p.get('w_dtype') or a} weights: not measured"
+    if op == "attention":
+        return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"
+    if op == "all_reduce":
+        return f"all_reduce of {p.get('dtype')}: not measured"
+    return "ops without measured kernels (norms, RoPE, activations, embedding, sampling)"
+
+
 def _substitute(key: str) -> str | None:
     """The measured dtype key that prices ``key`` (:data:`SUBSTITUTES`), or None."""
     parts = key.split("/")
@@ -429,7 +441,7 @@ def predict_step(
                 "predicted_s": b,
                 "corrected_s": b,
                 "source": "bound",
-                "basis": "ops without measured kernels",
+                "basis": _unmeasured(str(d.get("op")), params),
             }
             continue
         by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, str(name)))
