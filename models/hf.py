@@ -40,6 +40,7 @@ from costmodel.dtypes import get_dtype
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
 from .hf_families import FAMILIES, pattern_layers, unwrap_text_config
+from .hf_families import int_field as _get
 from .layers import LayerSpec
 from .quantization import float_dtype, quantized_fields
 
@@ -57,17 +58,6 @@ SUPPORTED_MODEL_TYPES = (
 )
 
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-
-
-def _get(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any:
-    if key in cfg and cfg[key] is not None:
-        value = cfg[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ModelConfigError(f"{name}: config field {key!r} must be an integer, got {value!r}")
-        return value
-    if default is ...:
-        raise ModelConfigError(f"{name}: config.json is missing required field {key!r}")
-    return default
 
 
 def config_from_hf_dict(

@@ -47,9 +47,21 @@ from typing import Any
 from .config import ModelConfigError
 from .layers import LayerSpec
 
-__all__ = ["FAMILIES", "unwrap_text_config"]
+__all__ = ["FAMILIES", "unwrap_text_config", "int_field", "first_field"]
 
 Getter = Callable[..., Any]
+
+
+def int_field(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any:
+    """``cfg[key]`` as an integer (a clear error otherwise), ``default`` when absent or null."""
+    if key in cfg and cfg[key] is not None:
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelConfigError(f"{name}: config field {key!r} must be an integer, got {value!r}")
+        return value
+    if default is ...:
+        raise ModelConfigError(f"{name}: config.json is missing required field {key!r}")
+    return default
 
 
 def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -220,7 +232,9 @@ def _mamba2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
 _NEMOTRON = {"M": ("ssm", "none"), "*": ("gqa", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
 
 
-def _first(cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...], default: Any = ...) -> Any:
+def first_field(
+    cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...], default: Any = ...
+) -> Any:
     """The first of ``keys`` the config states (families rename fields between releases)."""
     for k in keys:
         if cfg.get(k) is not None:
@@ -242,9 +256,9 @@ def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
         ssm_state_size=get(cfg, "ssm_state_size", name),
         ssm_num_heads=get(cfg, "mamba_num_heads", name),
         ssm_head_dim=get(cfg, "mamba_head_dim", name),
-        ssm_n_groups=_first(cfg, get, name, ("mamba_n_groups", "n_groups"), 1),
-        ssm_conv_kernel=_first(cfg, get, name, ("mamba_d_conv", "conv_kernel"), 4),
-        ssm_chunk_size=_first(cfg, get, name, ("mamba_chunk_size", "chunk_size"), 256),
+        ssm_n_groups=first_field(cfg, get, name, ("mamba_n_groups", "n_groups"), 1),
+        ssm_conv_kernel=first_field(cfg, get, name, ("mamba_d_conv", "conv_kernel"), 4),
+        ssm_chunk_size=first_field(cfg, get, name, ("mamba_chunk_size", "chunk_size"), 256),
         layer_types=tuple(LayerSpec(*_NEMOTRON[c]) for c in pattern),
     )
 

@@ -47,6 +47,7 @@ from costmodel.dtypes import get_dtype, group_quantised
 from costmodel.errors import CostModelError
 
 from .config import ModelConfigError
+from .hf_families import first_field, int_field
 
 __all__ = ["float_dtype", "quantized_fields", "QUANT_METHODS", "FLOAT_TORCH_DTYPES"]
 
@@ -96,15 +97,8 @@ def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
 
 
 def _int(q: Mapping[str, Any], keys: tuple[str, ...], name: str, default: Any = ...) -> Any:
-    for k in keys:
-        v = q.get(k)
-        if v is not None:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ModelConfigError(f"{name}: quantization_config.{k} must be an integer, got {v!r}")
-            return v
-    if default is ...:
-        raise ModelConfigError(f"{name}: quantization_config is missing {keys[0]!r}")
-    return default
+    """The first of ``keys`` ``q`` states, an integer (errors name the quantization_config)."""
+    return first_field(q, int_field, f"{name}: quantization_config", keys, default)
 
 
 def _grouped(bits: int, group: int, asym: bool, name: str) -> str:
@@ -165,8 +159,8 @@ def _compressed_tensors(q: Mapping[str, Any], name: str) -> tuple[str, str | Non
         elif kind == "float" and bits == 4 and group == 16:
             wd = "nvfp4"  # E2M1 with one FP8 scale per 16 (NVFP4)
         elif kind == "int":
-            grouped = strategy == "group" and isinstance(group, int)
-            wd = _grouped(bits, group if grouped else -1, not w.get("symmetric", True), name)
+            size = group if strategy == "group" and isinstance(group, int) else -1  # else per channel
+            wd = _grouped(bits, size, not w.get("symmetric", True), name)
         else:
             raise ModelConfigError(
                 f"{name}: compressed-tensors weights of {bits}-bit {kind!r} (group {group}) are not read; "
