@@ -72,7 +72,10 @@ QUANT_METHODS = (
     "bitsandbytes",
 )
 
-_POINTER = "give the weights' dtype with --weight-dtype (e.g. int4_g128, fp8, nvfp4) instead"
+_POINTER = (
+    "remove quantization_config from the file and give the weights' dtype with --weight-dtype "
+    "(e.g. int4_g128, fp8, nvfp4; --matmul-dtype for W8A8)"
+)
 
 #: module-name parts that are not decoder linears: head, embedding, MoE routers (``mlp.gate``)
 _NOT_DECODER = {"lm_head", "gate", "router", "wte", "wpe", "shared_expert_gate"}
@@ -91,7 +94,8 @@ def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
     if text not in FLOAT_TORCH_DTYPES:
         raise ModelConfigError(
             f"{name}: torch_dtype {str(raw)[:60]!r} is not a float format this engine knows; "
-            f"allowed: {', '.join(FLOAT_TORCH_DTYPES)}; {_POINTER}"
+            f"allowed: {', '.join(FLOAT_TORCH_DTYPES)}; write one of them in the file (the "
+            "activations' dtype) and give the weights' with --weight-dtype"
         )
     return FLOAT_TORCH_DTYPES[text]
 
