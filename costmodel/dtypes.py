@@ -29,8 +29,9 @@ in 2..8 and ``G`` the ``group_size``:
   ``qzeros``, but its zero is the constant ``2**(b-1)`` and the serving kernels
   (vLLM's Marlin ``uint4b8``) do not read it, so it is not counted:
   ``int4_g128 = 4 + 16/128 = 4.125`` and ``int4_g128_asym = 4 + 20/128 = 4.15625`` bits.
-* ``group_size = -1`` (one scale per output channel) is the plain ``int<b>``: its
-  ``16/K`` bits are O(1/K) and ignored, as NVFP4's per-tensor scale is.
+* ``group_size = -1`` (one scale per output channel) is the plain ``int4`` or ``int8``:
+  its ``16/K`` bits are O(1/K) and ignored, as NVFP4's per-tensor scale is (other
+  widths per channel have no dtype here).
 
 bitsandbytes 4-bit (QLoRA, Dettmers et al. 2023, section 3): NF4 or FP4 values in
 blocks of 64 with one FP32 absmax each, ``nf4 = 4 + 32/64 = 4.5`` bits; with double
@@ -131,7 +132,7 @@ DTYPES: dict[str, DType] = {
     )
 }
 
-_GROUPED = re.compile(r"int([2-8])(?:_g([1-9][0-9]{0,5}))?(_asym)?")
+_GROUPED = re.compile(r"int([2-8])_g([1-9][0-9]{0,5})(_asym)?")
 
 
 def group_quantised(bits: int, group_size: int, *, asymmetric: bool = False) -> DType:
@@ -146,7 +147,7 @@ def group_quantised(bits: int, group_size: int, *, asymmetric: bool = False) -> 
     """
     if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
         raise UnknownDTypeError(f"quantised weight bits must be a whole number in 2..8, got {bits!r}")
-    if group_size == -1:
+    if group_size == -1:  # per channel: int4 and int8 (other widths need a group size)
         return get_dtype(f"int{bits}")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or not 1 <= group_size <= 10**6:
         raise UnknownDTypeError(f"group_size must be -1 (per channel) or in 1..1000000, got {group_size!r}")
@@ -154,13 +155,11 @@ def group_quantised(bits: int, group_size: int, *, asymmetric: bool = False) -> 
 
 
 def _parse_grouped(key: str) -> DType | None:
-    """``int<b>[_g<G>][_asym]`` built on demand (module doc), or None."""
+    """``int<b>_g<G>[_asym]`` built on demand (module doc), or None."""
     m = _GROUPED.fullmatch(key)
-    if m is None or (m.group(2) is None and m.group(3) is not None):
+    if m is None:
         return None
     b, g = int(m.group(1)), m.group(2)
-    if g is None:
-        return _plain(key, b)
     zero = b if m.group(3) else 0
     # one FP16 scale (and a b-bit zero point when asymmetric) per group of G values
     return DType(key, sympy.Integer(b) + sympy.Rational(16 + zero, int(g)), f"int{b}", b, int(g), 16 + zero)

@@ -35,15 +35,16 @@ def test_group_quantised_bits_by_hand():
     assert get_dtype("int4_g128").bits == sympy.Rational(33, 8)
     # ... and a 4-bit zero point per group: 4 + (16 + 4)/128 = 4.15625
     assert group_quantised(4, 128, asymmetric=True).bits == sympy.Rational(133, 32)
-    # 8-bit, groups of 64: 8 + 16/64 = 8.25; 3-bit per channel: the plain 3
+    # 8-bit, groups of 64: 8 + 16/64 = 8.25; 3-bit, groups of 128: 3 + 16/128; 4-bit per channel: 4
     assert get_dtype("int8_g64").bits == sympy.Rational(33, 4)
-    assert group_quantised(3, -1).bits == 3
+    assert get_dtype("int3_g128").bits == sympy.Rational(25, 8)
+    assert group_quantised(4, -1).bits == 4
     # QLoRA's NF4: FP32 absmax per 64 = 4.5 bits; double-quantised 4 + 8/64 + 32/(64*256) = 4.127
     assert get_dtype("nf4").bits == sympy.Rational(9, 2)
     assert float(get_dtype("nf4_dq").bits) == pytest.approx(4.127, abs=5e-4)
 
 
-@pytest.mark.parametrize("bad", ["int9_g128", "int4_g0", "int4_asym", "int4_g128_zp"])
+@pytest.mark.parametrize("bad", ["int9_g128", "int4_g0", "int4_asym", "int4_g128_zp", "int3"])
 def test_malformed_group_dtypes_are_refused(bad):
     with pytest.raises(CostModelError, match="unknown dtype"):
         get_dtype(bad)
