@@ -11,6 +11,8 @@ from importlib import resources
 
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.cli import main
 from costmodel.dtypes import get_dtype, group_quantised
@@ -282,6 +284,38 @@ def test_coverage_shares_and_warnings_by_hand():
     assert cov.bounds == {"norms": 1.0} and WARN_SHARE == 0.10
     assert cov.flagged == ("neighbour",)
     assert _substitute("float16/float16") == "bfloat16/bfloat16" and _substitute("fp8") is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["measured", "neighbour", "bound"]), st.floats(0, 1e-2), st.sampled_from("xyz")
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_coverage_partitions_the_prediction(parts):
+    """The three parts add up to the nodes' total, the reasons to their part, the shares to one."""
+    from graphs.serving.predict import _coverage
+
+    nodes = {str(i): {"predicted_s": t, "source": src, "basis": why} for i, (src, t, why) in enumerate(parts)}
+    cov = _coverage(nodes, "predicted_s")
+    total = sum(t for _, t, _ in parts)
+    assert cov.total_s == pytest.approx(total, abs=1e-15)
+    assert sum(cov.neighbours.values()) == pytest.approx(cov.neighbour_s, abs=1e-15)
+    assert sum(cov.bounds.values()) == pytest.approx(cov.bound_s, abs=1e-15)
+    if total > 0:
+        assert sum(cov.share(p) for p in ("measured", "neighbour", "bound")) == pytest.approx(1.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(2, 8), st.integers(1, 4096), st.booleans())
+def test_group_bits_never_below_the_element_and_shrink_with_the_group(bits, group, asym):
+    d = group_quantised(bits, group, asymmetric=asym)
+    assert bits < d.bits <= bits + sympy.Rational(16 + bits, group)
+    assert group_quantised(bits, 2 * group, asymmetric=asym).bits < d.bits
 
 
 # ------------------------------------------------------------------ predictions on the measured corpus
