@@ -270,7 +270,7 @@ def test_simulate_with_fp8_weights_and_kv(capsys):
 
 
 def test_coverage_shares_and_warnings_by_hand():
-    from graphs.serving.predict import WARN_SHARE, _coverage, _substitute
+    from graphs.serving.kernel_sources import WARN_SHARE, coverage_of, substitute
 
     nodes = {
         "a": {"predicted_s": 6.0, "source": "measured", "basis": ""},
@@ -278,12 +278,12 @@ def test_coverage_shares_and_warnings_by_hand():
         "c": {"predicted_s": 0.5, "source": "bound", "basis": "norms"},
         "d": {"predicted_s": 0.5, "source": "bound", "basis": "norms"},
     }
-    cov = _coverage(nodes, "predicted_s")
+    cov = coverage_of(nodes, "predicted_s")
     # 6 + 3 + 1 = 10 s: 60 % measured, 30 % neighbour, 10 % bound (not above 10 %: no warning)
     assert (cov.share("measured"), cov.share("neighbour"), cov.share("bound")) == (0.6, 0.3, 0.1)
     assert cov.bounds == {"norms": 1.0} and WARN_SHARE == 0.10
     assert cov.flagged == ("neighbour",)
-    assert _substitute("float16/float16") == "bfloat16/bfloat16" and _substitute("fp8") is None
+    assert substitute("float16/float16") == "bfloat16/bfloat16" and substitute("fp8") is None
 
 
 @settings(max_examples=50, deadline=None)
@@ -298,10 +298,10 @@ def test_coverage_shares_and_warnings_by_hand():
 )
 def test_coverage_partitions_the_prediction(parts):
     """The three parts add up to the nodes' total, the reasons to their part, the shares to one."""
-    from graphs.serving.predict import _coverage
+    from graphs.serving.kernel_sources import coverage_of
 
     nodes = {str(i): {"predicted_s": t, "source": src, "basis": why} for i, (src, t, why) in enumerate(parts)}
-    cov = _coverage(nodes, "predicted_s")
+    cov = coverage_of(nodes, "predicted_s")
     total = sum(t for _, t, _ in parts)
     assert cov.total_s == pytest.approx(total, abs=1e-15)
     assert sum(cov.neighbours.values()) == pytest.approx(cov.neighbour_s, abs=1e-15)

@@ -19,14 +19,10 @@ the physical model cannot express; its held-out accuracy is in the README's
 table. It reads the same corpus rows as the measured composition below (the
 two interpolate them differently), so their agreement is no test of it.
 
-What a prediction rests on (:class:`Coverage`, on :attr:`Prediction.coverage`):
-each node's time comes from the device's own measured kernels of the chosen
-framework and dtype (``measured``), from a neighbour (``neighbour``: other devices'
-fits with this device's datasheet when it has no measurements, other frameworks'
-kernels, or another dtype's kernels, :data:`SUBSTITUTES`), or from its roofline
-bound alone (``bound``); each neighbour and bound share is kept with its reason.
-A dtype the corpus lacks is never priced by another dtype's kernels silently: only
-the substitutions of :data:`SUBSTITUTES` are made, and each is named.
+What a prediction rests on (:attr:`Prediction.coverage`): each node's time comes
+from the device's own measured kernels of the chosen framework and dtype, from a
+neighbour (other devices, frameworks, or a named dtype substitution) or from its
+bound alone (:mod:`graphs.serving.kernel_sources`).
 
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
@@ -38,9 +34,8 @@ two totals differ only where the model and the measurements differ.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import sympy
@@ -55,6 +50,17 @@ from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
 
 from .compiled import compiled_step
+from .kernel_sources import (
+    SUBSTITUTES,
+    WARN_SHARE,
+    Coverage,
+    calibration,
+    calibration_residuals,
+    coverage_of,
+    kernel_source,
+    with_key,
+)
+from .measured_grid import measured_latency
 
 __all__ = [
     "Coverage",
@@ -68,47 +74,6 @@ __all__ = [
 ]
 
 _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
-
-#: a corpus dtype with no measurements -> the measured one whose kernels price it. FP16 by
-#: BF16: the same tensor-core rate on every measured device (dense FP16 = BF16 Tensor Core
-#: FLOP/s in each datasheet: A100 312 T, H100 SXM 989 T, B200 2.25 P), the same 2 bytes per
-#: element, and the same kernel templates instantiated for either type (cuBLAS, CUTLASS,
-#: FlashAttention); the corpus measures BF16 only.
-SUBSTITUTES = {"float16": "bfloat16"}
-
-#: a share of a prediction above this, from neighbours or from the bound, is worth a warning
-WARN_SHARE = 0.10
-
-
-@functools.cache
-def calibration(
-    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
-) -> dict[str, Any]:
-    """Fits of one family's dtype groups for ``device`` and ``framework`` (module doc).
-
-    The device's own rows when it has measurements, else every measured device's
-    (its datasheet and the fitted fractions); the framework's rows, else every
-    framework's.
-    """
-    from costmodel.measured import systems_with_data
-    from costmodel.measured.applied import fit_groups
-
-    have = systems_with_data(family)
-    devs = [device] if device in have else have
-    return fit_groups(family, devs, framework, dtypes) or fit_groups(family, devs, None, dtypes)
-
-
-@functools.cache
-def calibration_residuals(
-    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
-) -> dict[str, Any]:
-    """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group."""
-    from costmodel.measured import systems_with_data
-    from costmodel.measured.applied import group_residuals
-
-    have = systems_with_data(family)
-    devs = [device] if device in have else have
-    return group_residuals(family, calibration(device, framework, family, dtypes), devs, framework)
 
 
 def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
@@ -167,67 +132,6 @@ def _unmeasured(op: str, p: dict[str, Any]) -> str:
     return "ops without measured kernels (norms, RoPE, activations, embedding, sampling)"
 
 
-def _substitute(key: str) -> str | None:
-    """The measured dtype key that prices ``key`` (:data:`SUBSTITUTES`), or None."""
-    parts = key.split("/")
-    sub = "/".join(SUBSTITUTES.get(x, x) for x in parts)
-    return sub if sub != key else None
-
-
-def _with_key(family: str, row: dict[str, Any], key: str) -> dict[str, Any]:
-    if family in ("context_attention", "generation_attention"):
-        a, kv = key.split("/")
-        return {**row, "attn_dtype": a, "kv_dtype": kv}
-    return {**row, "dtype": key}
-
-
-class _Source(NamedTuple):
-    """The fits pricing one family's rows of one dtype key, and what they rest on (:func:`_source`)."""
-
-    key: str  #: the dtype key priced (a substitute's, :data:`SUBSTITUTES`)
-    fits: dict[str, Any]
-    source: str  #: measured, neighbour or bound
-    basis: str  #: why, for a neighbour or the bound
-    own_device: bool  #: the fits read the device's own rows
-
-
-@functools.cache
-def _source(device: str, framework: str, family: str, key: str) -> _Source:
-    """The fits pricing ``family`` rows of dtype ``key``: ``measured`` (the device's own
-    rows of the framework's kernels of that dtype), ``neighbour`` (the basis says which:
-    other devices, other frameworks, another dtype) or ``bound`` (no fits: why)."""
-    from costmodel.measured import systems_with_data
-
-    have = systems_with_data(family)
-    for k in (key, _substitute(key)):
-        if k is None:
-            continue
-        fits = calibration(device, framework, family, (k,))
-        if not fits:
-            continue
-        basis = []
-        if k != key:
-            basis.append(f"{family} {k} kernels for {key}")
-        if device not in have:
-            basis.append(f"{family}: other devices' fits ({len(have)} measured) on {device}'s datasheet")
-        fws = sorted({fw for f in fits.values() for fw in f.frameworks})
-        if fws != [framework]:
-            basis.append(f"{family}: {'/'.join(fws)} kernels (no {framework} {k} measured)")
-        return _Source(k, fits, "neighbour" if basis else "measured", "; ".join(basis), device in have)
-    return _Source(key, {}, "bound", f"no {family} {key} kernels measured", False)
-
-
-def _coverage(nodes: dict[str, dict[str, Any]], what: str) -> Coverage:
-    parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
-    why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
-    for nd in nodes.values():
-        t = float(nd[what])
-        parts[nd["source"]] += t
-        if nd["source"] in why:
-            why[nd["source"]][nd["basis"]] = why[nd["source"]].get(nd["basis"], 0.0) + t
-    return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
-
-
 def _dtype_key(family: str, row: dict[str, Any]) -> str:
     if family in ("context_attention", "generation_attention"):
         return f"{row['attn_dtype']}/{row['kv_dtype']}"
@@ -238,115 +142,6 @@ def _frame(rows: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(rows)
-
-
-def measured_latency(family: str, device: str, framework: str, rows: list[dict[str, Any]]) -> np.ndarray:
-    """Measured seconds of ``rows`` from the corpus grid (fastest kernel per shape).
-
-    Exact grid points are read as measured; a GEMM off the grid is interpolated
-    linearly in ``log t`` over ``log m``, then ``log n``, then ``log k`` between the
-    neighbouring measured points (the grid may be incomplete); a GEMM larger
-    than the grid in ``m`` or ``n`` is the sum of its blocks; an attention or
-    all-reduce row must lie on the grid.
-    """
-    from costmodel.measured.heldout import SHAPE_KEYS, prepared
-
-    df, _ = prepared(family, device)
-    df = df[df["framework"] == framework]
-    out = np.empty(len(rows))
-    if family == "gemm":
-        for i, r in enumerate(rows):
-            sub = df[df["dtype_group"] == r["dtype"]]
-            table = {
-                (int(m), int(n), int(k)): t
-                for m, n, k, t in zip(sub["m"], sub["n"], sub["k"], sub["latency_s"], strict=True)
-            }
-            mmax = max(key[0] for key in table)
-            nmax = max(key[1] for key in table)
-            total = 0.0
-            # a GEMM wider or taller than the grid is measured as its column/row blocks
-            for mm in _chunks(r["m"], mmax):
-                for nn in _chunks(r["n"], nmax):
-                    total += _nested_interp(table, (mm, nn, r["k"]), family, device, framework)
-            out[i] = total
-        return out
-    keys = SHAPE_KEYS[family]
-    for i, r in enumerate(rows):
-        sel = np.ones(len(df), dtype=bool)
-        for k in keys:
-            sel &= df[k].to_numpy(dtype=float) == float(r[k])
-        if family != "all_reduce":
-            sel &= (df["dtype_group"] == f"{r['attn_dtype']}/{r['kv_dtype']}").to_numpy()
-        hit = df["latency_s"].to_numpy()[sel]
-        if not len(hit):
-            raise CostModelError(f"{family} shape {r} is not on the measured grid of {device}/{framework}")
-        out[i] = float(hit.min())
-    return out
-
-
-def _chunks(x: float, top: int) -> list[float]:
-    full, rest = divmod(float(x), top)
-    return [float(top)] * int(full) + ([rest] if rest else [])
-
-
-def _bracket(values: list[int], x: float) -> tuple[int, int]:
-    vs = sorted(set(values))
-    if x < vs[0] or x > vs[-1]:
-        raise CostModelError(f"{x:g} lies outside the measured range {vs[0]}..{vs[-1]}")
-    lo = max(v for v in vs if v <= x)
-    hi = min(v for v in vs if v >= x)
-    return lo, hi
-
-
-def _lerp_log(x: float, lo: int, hi: int, tlo: float, thi: float) -> float:
-    if lo == hi:
-        return tlo
-    w = (np.log(x) - np.log(lo)) / (np.log(hi) - np.log(lo))
-    return float(np.exp((1 - w) * np.log(tlo) + w * np.log(thi)))
-
-
-def _nested_interp(table: dict[tuple[int, ...], float], q: tuple[float, ...], *where: str) -> float:
-    """Log-log interpolation axis by axis over a possibly incomplete grid (m, then n, then k)."""
-
-    def rec(prefix: tuple[int, ...], axis: int) -> float:
-        if axis == len(q):
-            return table[prefix]
-        vals = [key[axis] for key in table if key[:axis] == prefix]
-        if not vals:
-            raise CostModelError(f"no measured point under {prefix} on {'/'.join(where)}")
-        lo, hi = _bracket(vals, q[axis])
-        return _lerp_log(q[axis], lo, hi, rec((*prefix, lo), axis + 1), rec((*prefix, hi), axis + 1))
-
-    return rec((), 0)
-
-
-@dataclass(frozen=True)
-class Coverage(Result):
-    """Seconds of a predicted time by what they rest on (module doc).
-
-    ``measured_s``: the device's own measured kernels of the framework and dtype;
-    ``neighbour_s``: other devices', frameworks' or dtypes' kernels, per reason in
-    ``neighbours``; ``bound_s``: roofline bounds alone, per reason in ``bounds``.
-    """
-
-    measured_s: float
-    neighbour_s: float
-    bound_s: float
-    neighbours: dict[str, float] = field(default_factory=dict)
-    bounds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def total_s(self) -> float:
-        return self.measured_s + self.neighbour_s + self.bound_s
-
-    def share(self, part: str) -> float:
-        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
-        return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0
-
-    @property
-    def flagged(self) -> tuple[str, ...]:
-        """The parts (``neighbour``, ``bound``) above :data:`WARN_SHARE` of the total."""
-        return tuple(p for p in ("neighbour", "bound") if self.share(p) > WARN_SHARE)
 
 
 @dataclass(frozen=True)
@@ -451,7 +246,7 @@ def predict_step(
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
     for (fam, key), items in by_key.items():
-        src = _source(hw.name, framework, fam, key)
+        src = kernel_source(hw.name, framework, fam, key)
         priced, fits, source, basis = src.key, src.fits, src.source, src.basis
         own_device |= src.own_device
         if not fits:  # nothing measured for this dtype: the bounds stand
@@ -471,7 +266,7 @@ def predict_step(
                 }
             summary["unmeasured ops (bound)"]["bound_s"] = other_bound
             continue
-        rows = [_with_key(fam, it[0], priced) for it in items]
+        rows = [with_key(fam, it[0], priced) for it in items]
         reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
@@ -519,7 +314,7 @@ def predict_step(
         by_family=summary,
         calibrated_from=f"{info.package} {info.version}",
         nodes=nodes,
-        coverage=_coverage(nodes, "predicted_s"),
+        coverage=coverage_of(nodes, "predicted_s"),
         calibrated=own_device,
-        corrected_coverage=_coverage(nodes, "corrected_s"),
+        corrected_coverage=coverage_of(nodes, "corrected_s"),
     )
