@@ -123,8 +123,9 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
 def _unmeasured(op: str, p: dict[str, Any]) -> str:
     """Why an op has no measured kernel (the bound prices it)."""
     if op == "gemm":
-        a = p.get("dtype", "bf16")
-        return f"gemm of {a} x {p.get('w_dtype') or a} weights: not measured"
+        a, w = p.get("dtype", "bf16"), p.get("w_dtype") or p.get("dtype", "bf16")
+        hint = f" (W8A8/W4A4 kernels are: --matmul-dtype {w})" if w in ("fp8_e4m3", "nvfp4") else ""
+        return f"gemm of {a} x {w} weights: not measured{hint}"
     if op == "attention":
         return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"
     if op == "all_reduce":
