@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.cli.common import progress_bar
 from costmodel.cli.main import build_parser, main
@@ -66,6 +68,20 @@ def test_absolute_timestamps_are_rebased_exactly(tmp_path, offset):
     assert got.ttft.mean > 0 and got.tpot.mean > 0
     np.testing.assert_array_equal(got.per_request["ttft_s"], want.per_request["ttft_s"])
     np.testing.assert_array_equal(got.per_request["tpot_s"], want.per_request["tpot_s"])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    st.lists(st.floats(0, 1e6).map(lambda x: round(x, 9)), min_size=1, max_size=20).map(sorted),  # to 1 ns
+    st.sampled_from(["0", "1e9", "1733011200.123456789", "1e15", "123456789012345678"]),
+)
+def test_rebasing_a_trace_recovers_its_gaps_exactly(tmp_path_factory, arrivals, offset):
+    """Whatever the offset, the rebased arrivals are the relative times written (decimal
+    arithmetic on the trace's text; no rounding at the offset's magnitude)."""
+    start = arrivals[0]
+    reqs = [Request(i, a - start, 10, 2) for i, a in enumerate(arrivals)]
+    path = _write_trace(tmp_path_factory.mktemp("t") / "t.csv", reqs, offset)
+    assert [r.arrival_s for r in load_trace(path)] == [r.arrival_s for r in reqs]
 
 
 def test_the_simulator_runs_relative_to_the_first_arrival():
@@ -187,6 +203,7 @@ def test_steady_state_throughput_excludes_the_drain_tail():
         finish.max() - a.max()
     )
     offered = (len(a) - 1) / window
+    assert res.offered_requests_per_s == pytest.approx(offered)
     # Little: about rate x mean E2E requests are still in flight at the last arrival
     in_flight = offered * res.e2e.mean
     assert res.steady_requests_per_s == pytest.approx((len(a) - in_flight) / window, rel=0.1)

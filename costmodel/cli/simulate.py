@@ -188,7 +188,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"  steady-state throughput (first to last arrival, {res.steady_window_s:.1f} s) "
             f"{res.steady_requests_per_s:.2f} requests/s, {res.steady_output_tokens_per_s:,.0f} output tokens/s "
-            f"({res.steady_output_tokens_per_s / topo.devices:,.0f} per device)"
+            f"({res.steady_output_tokens_per_s / topo.devices:,.0f} per device), arrivals "
+            f"{res.offered_requests_per_s:.2f} requests/s"
         )
     else:
         print("  steady-state throughput: not defined (every request arrives at once)")

@@ -133,6 +133,7 @@ class SimResult(Result):
     steady_requests_per_s: float | None
     steady_output_tokens_per_s: float | None
     steady_window_s: float  #: last arrival - first arrival
+    offered_requests_per_s: float | None  #: the arrivals' own rate over that window: (n - 1) / window
     drain_s: float  #: last finish - last arrival: the tail after the arrivals stop
     time_origin_s: float  #: the first arrival's time; every time inside is relative to it
     goodput_requests_per_s: float | None  #: requests/s meeting both SLOs
@@ -345,9 +346,11 @@ def _summarise(
     t_first, t_last = float(arrival.min()), float(arrival.max())
     window = t_last - t_first
     steady_req = steady_tok = None
+    em = np.array(emitted, dtype=float).reshape(-1, 2)
+    if int(em[:, 1].sum()) != int(out.sum()):
+        raise CostModelError(f"internal: {int(em[:, 1].sum())} tokens emitted for {int(out.sum())} asked")
     if window > 0:
         steady_req = float(np.count_nonzero(finish <= t_last)) / window
-        em = np.array(emitted, dtype=float).reshape(-1, 2)
         steady_tok = float(em[em[:, 0] <= t_last, 1].sum()) / window
     return SimResult(
         model=model,
@@ -365,6 +368,7 @@ def _summarise(
         steady_requests_per_s=steady_req,
         steady_output_tokens_per_s=steady_tok,
         steady_window_s=window,
+        offered_requests_per_s=(len(seqs) - 1) / window if window > 0 else None,
         drain_s=end - t_last,
         time_origin_s=origin,
         goodput_requests_per_s=float(ok.sum()) / span if has_slo else None,
