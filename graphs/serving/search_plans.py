@@ -37,7 +37,11 @@ class Plan:
 
 
 def grid_size(
-    n_plans: int, pps: Sequence[int], mbs: Sequence[int], batches: Sequence[int], ctxs: Sequence[int]
+    n_plans: int,
+    pps: Sequence[int] | np.ndarray,
+    mbs: Sequence[int] | np.ndarray,
+    batches: Sequence[int] | np.ndarray,
+    ctxs: Sequence[int] | np.ndarray,
 ) -> int:
     """Points in the grid: plans x pp x micro-batches x batches x contexts."""
     return n_plans * len(pps) * len(mbs) * len(batches) * len(ctxs)
