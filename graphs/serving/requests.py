@@ -242,9 +242,9 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[st
         except StopIteration:
             return
         except csv.Error as exc:
-            raise CostModelError(
-                f"{where} row {i + 1}: not a CSV row ({exc}; a field may be at most {csv.field_size_limit():,} characters)"
-            ) from None
+            limit = csv.field_size_limit()
+            why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
+            raise CostModelError(f"{where} row {i + 1}: not a CSV row ({why})") from None
         i += 1
         yield i, row  # type: ignore[misc]
 
