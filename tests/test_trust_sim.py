@@ -98,7 +98,7 @@ def test_the_command_says_it_rebased(capsys, tmp_path):
     path = _write_trace(tmp_path / "abs.csv", reqs, "1e15")
     assert main(["simulate", M, "--trace", str(path), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "arrivals rebased to the first one (t = 1000000000000000 s taken as 0)" in out
+    assert "arrivals rebased to the first one (t = 1000000000000000.0 s taken as 0)" in out
     ttft_mean = float(re.search(r"TTFT s\s+([0-9.]+)", out).group(1))
     assert ttft_mean > 0
 
@@ -124,8 +124,10 @@ def test_max_rate_never_answers_beyond_the_physical_ceiling():
     assert all(ok for _, ok, *_ in m.probes)
 
 
-def test_max_rate_command_says_not_determined(capsys):
+def test_max_rate_command_says_not_determined(capsys, tmp_path):
     argv = ["simulate", M, "--requests", "50", "--prompt", "fixed:500", "--output", "fixed:50"]
+    csv = str(tmp_path / "r.csv")
+    _one_line_error(capsys, [*argv, "--max-rate", "--slo-ttft", "1", "--csv", csv], "--max-rate writes no")
     assert main([*argv, "--max-rate", "--slo-ttft", "1", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "not determined" in out and "raise --requests" in out and "max rate" not in out

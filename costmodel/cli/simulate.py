@@ -63,9 +63,9 @@ def _engine(args: argparse.Namespace) -> Any:
 def _settings(args: argparse.Namespace, trace: Any = None) -> str:
     """The workload actually simulated, defaults included, so that a run can be repeated."""
     if trace is not None:
-        text = f"trace {args.trace}: {len(trace.requests):,} requests"
+        text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests"
         if trace.origin_s:
-            text += f", arrivals rebased to the first one (t = {trace.origin_s:.17g} s taken as 0)"
+            text += f", arrivals rebased to the first one (t = {trace.origin_s!r} s taken as 0)"
         return text + (f", {trace.prefixes} shared prefix(es)" if trace.prefixes else "")
     text = (
         f"workload: --requests {args.requests} --seed {args.seed} --prompt {args.prompt} "
@@ -94,6 +94,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.max_rate:
         if args.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
+        if args.csv or args.plot:
+            raise CostModelError("--max-rate writes no per-request files; drop --csv/--plot (or give --rate)")
         m = max_rate(
             cfg,
             args.device,
