@@ -453,3 +453,50 @@ def test_progress_only_on_a_terminal_and_throttled(monkeypatch, tty):
         assert text == ""
     else:  # one redraw per percent (0 % to 100 %), not one per request
         assert text.count("\r") == 101 and text.endswith("2,000/2,000 requests\n")
+
+
+# ---------------------------------------------------------------- fuzz: hostile traces
+_FIELD = st.one_of(
+    st.sampled_from(
+        ["0", "1", "1e15", "1e400", "-1", "nan", "inf", "", "abc", "2.5", "1e18", "10000001", "true"]
+    ),
+    st.integers(-5, 10**7).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    rows=st.lists(st.lists(_FIELD, min_size=3, max_size=5), max_size=6),
+    header=st.sampled_from(
+        [
+            "arrival_s,prompt_tokens,output_tokens",
+            "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens",
+            "prompt_tokens,arrival_s",
+        ]
+    ),
+    suffix=st.sampled_from([".csv", ".CSV", ".jsonl", ".JSONL", ".Json", ""]),
+    bom=st.booleans(),
+    encoding=st.sampled_from(["utf-8", "latin-1", "utf-16"]),
+)
+def test_hostile_traces_load_or_give_one_line_errors(tmp_path_factory, rows, header, suffix, bom, encoding):
+    """Any trace text loads into valid requests or raises one CostModelError line; nothing else."""
+    names = header.split(",")
+    if suffix.lower() in (".jsonl", ".json"):
+        lines = [
+            "{" + ", ".join(f'"{k}": {v or 0}' for k, v in zip(names, r, strict=False)) + "}" for r in rows
+        ]
+    else:
+        lines = [header, *(",".join(r) for r in rows)]
+    text = ("\ufeff" if bom else "") + "\n".join(lines) + "\n"
+    path = tmp_path_factory.mktemp("fuzz") / f"t{suffix}"
+    path.write_bytes(text.encode(encoding, errors="replace"))
+    try:
+        reqs = load_trace(path)
+    except CostModelError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("trace ")
+        return
+    arr = [r.arrival_s for r in reqs]
+    assert arr[0] == 0 and arr == sorted(arr) and all(math.isfinite(a) for a in arr)
+    assert all(1 <= r.prompt <= 10**7 and 1 <= r.output <= 10**7 and 0 <= r.prefix <= r.prompt for r in reqs)
