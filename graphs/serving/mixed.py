@@ -165,6 +165,24 @@ class MixedStep:
             for n in (1, 7, 512, 4099)
         )
 
+    def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
+        """Tokens per second one replica can never exceed with at most ``budget`` tokens an
+        iteration: every token passes the token-wise kernels, and their time per token
+
+        .. math:: \\frac{T_{body}(N)}{N} = \\sum_k r_k \\frac{\\max_u (a_{ku} + b_{ku} N)}{N}
+
+        (terms affine in ``N`` with ``a >= 0``: weights read once, work per token) only falls
+        as ``N`` grows, so it is smallest at ``N = budget``; attention and the lm_head only add
+        to it, and so does a fixed ``overhead_s`` per iteration. The ceiling is
+        ``budget / (T_body(budget) + overhead_s)`` (tokens/s), with the cheaper of the decode and
+        prefill bodies when they differ (MLA)."""
+        n = float(budget)
+        body = float(self._body(n))
+        if not self.shared_body:
+            body = min(body, float(self._pre_body(n, 0.0)))
+        t = body + overhead_s
+        return n / t if t > 0 else math.inf
+
     def time(
         self,
         decode_ctx: Sequence[int] | np.ndarray = (),
