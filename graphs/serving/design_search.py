@@ -41,9 +41,9 @@ import numpy as np
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr, pareto_mask
-from costmodel.graph import COST, KIND, OP, REPEAT
+from costmodel.graph import COST, KIND, REPEAT
 from costmodel.hardware import Hardware
-from costmodel.keys import LinkName, NodeKind, Phase
+from costmodel.keys import ROLE, LinkName, NodeKind, Phase, Role
 from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
@@ -142,11 +142,11 @@ def _compiled(plan: Plan, link: str = LinkName.SCALE_UP) -> _Compiled:
 
 
 def _routed_expert_bytes(plan: Plan) -> float:
-    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding grouped GEMMs."""
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes."""
     graph = as_workload(plan.config).graph(Phase.DECODE, batch=1, ctx=1, tp=plan.tp)
     total = 0.0
     for n, d in graph.nodes(data=True):
-        feeds_experts = any(graph.nodes[s].get(OP) == "grouped_gemm" for s in graph.successors(n))
+        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
         if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
             total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
     return total
