@@ -1,0 +1,365 @@
+"""The card cache never changes an answer: a card is signed over its whole text, every constant
+it holds is range-checked when read, and a path that is not a small regular file is a miss.
+
+Every test points ``COSTMODEL_CACHE_DIR`` at a temporary folder: nothing here touches the real
+cache. Tampered cards are written back *re-signed* (a valid digest over the edited text) where
+the test is about the range checks, so the checks are exercised on their own, not only the
+digest; unsigned edits test the digest.
+"""
+
+import io
+import json
+import math
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager, redirect_stdout
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import costmodel.formcache as formcache
+from costmodel.arith import ArithError, compile_numeric
+from costmodel.cli import main
+from graphs import decode_limits, decode_report, near_far_memory, prefill_report
+from graphs.serving.cards import CardError, build_decode_card, decode_from_card, prefill_from_card
+
+ARGS = ("decode", "tiny", "--device", "h100", "--batch", "2", "--ctx", "64")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("COSTMODEL_NO_CACHE", raising=False)
+    return tmp_path / "cache" / "forms"
+
+
+@contextmanager
+def no_hang(seconds=5):
+    """Fail (instead of blocking the suite) when the body takes longer than ``seconds``."""
+
+    def alarm(signum, frame):
+        raise AssertionError(f"blocked for more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _run(*args):
+    out = io.StringIO()
+    with redirect_stdout(out), no_hang(60):
+        code = main(list(args))
+    assert code == 0
+    return out.getvalue()
+
+
+def _read(path):
+    header, _, body = path.read_bytes().partition(b"\n")
+    return header, json.loads(body)
+
+
+def _write(path, card, *, key=None, sign=True):
+    """Write ``card`` as the cache does; signed (a digest over the edited text) unless not ``sign``."""
+    body = json.dumps(card).encode()
+    digest = formcache.digest(key or path.stem, body) if sign else "0" * 64
+    path.write_bytes(b"costmodel-cache %d %s\n" % (formcache.FORMAT, digest.encode()) + body)
+
+
+@pytest.fixture
+def honest(cache):
+    """The answer without any cache, and the path of the card a first cached run wrote."""
+    os.environ["COSTMODEL_NO_CACHE"] = "1"
+    try:
+        want = _run(*ARGS)
+    finally:
+        del os.environ["COSTMODEL_NO_CACHE"]
+    assert _run(*ARGS) == want
+    (path,) = cache.glob("decode-*.json")
+    return want, path
+
+
+def _edit(card, dotted, value):
+    *head, last = dotted.split(".")
+    d = card
+    for k in head:
+        d = d[k]
+    d[last] = value(d[last]) if callable(value) else value
+
+
+# each edit, re-signed, would have been served before the range checks (the issue's list first)
+SIGNED_EDITS = {
+    "negative weight read": ("weights_bytes", -5.0e5),
+    "negative energy": ("power_w", -700.0),
+    "context ceiling of -5": ("limits.units.vector.ceiling", -5.0),
+    "zero bandwidth": ("bandwidth", 0.0),
+    "tp zero": ("tp", 0),
+    "tp as text": ("tp", "1"),
+    "tp as bool": ("tp", True),
+    "fractional device count": ("near_far.devices_to_hold_weights", 1.5),
+    "near/far bound off its bandwidth": ("near_far.per_token_bound_s", lambda v: 2 * v),
+    "negative kv bytes": ("kv_caps.per_token", -512.0),
+    "fractional kept positions": ("kv_caps.capped", [[512.0, 127.5]]),
+    "escape codes in a name": ("model", "tiny\x1b[2J"),
+    "embedding larger than the weights": ("embedding_bytes", 1e15),
+    "check point at batch 0": ("check.B", 0),
+    "printed b form off its value": ("limits.b_per_sequence", "2*ctx/6542968750 + 6273/837500000000"),
+    "linear as a string": ("limits.linear", "yes"),
+    "a number as text": ("weights_bytes", "500992.0"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(SIGNED_EDITS))
+def test_signed_card_with_a_bad_constant_is_a_miss(honest, edit):
+    want, path = honest
+    dotted, value = SIGNED_EDITS[edit]
+    _, card = _read(path)
+    _edit(card, dotted, value)
+    with pytest.raises(CardError):
+        decode_from_card(card, batch=2, ctx=64)
+    _write(path, card)
+    assert _run(*ARGS) == want
+    _, rewritten = _read(path)  # recomputed and overwritten
+    decode_from_card(rewritten, batch=2, ctx=64)
+
+
+def test_doubled_step_unsigned_is_a_miss(honest):
+    """Doubling a form *and* its check point is self-consistent: only the digest catches it."""
+    want, path = honest
+    _, card = _read(path)
+    card["fields"]["step_s"] = f"(2.0*{card['fields']['step_s']})"
+    card["check"]["fields"]["step_s"] *= 2
+    decode_from_card(card, batch=2, ctx=64)  # consistent with itself ...
+    _write(path, card, sign=False)
+    assert _run(*ARGS) == want  # ... and refused by the digest over the whole text
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["digest line removed", "one constant edited", "truncated", "empty", "another key's card", "format 1"],
+)
+def test_damaged_card_is_a_miss(honest, damage):
+    want, path = honest
+    raw = path.read_bytes()
+    header, _, body = raw.partition(b"\n")
+    key = path.stem
+    if damage == "digest line removed":
+        path.write_bytes(body)
+    elif damage == "one constant edited":
+        path.write_bytes(raw.replace(b'"power_w": 700.0', b'"power_w": 7000.0'))
+    elif damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "another key's card":  # a valid card, signed for another key
+        _write(path, json.loads(body), key=key.replace("decode-", "decode-0"))
+    else:  # the layout before digests: bare JSON
+        path.write_bytes(body.replace(b'"format": 2', b'"format": 1'))
+    assert raw != path.read_bytes()
+    assert formcache.load(key) is None
+    assert _run(*ARGS) == want
+    assert path.read_bytes().startswith(header[:20]) and formcache.load(key) is not None
+
+
+def _resign(path, text):
+    digest = formcache.digest(path.stem, text).encode()
+    path.write_bytes(b"costmodel-cache %d %s\n" % (formcache.FORMAT, digest) + text)
+
+
+def test_non_finite_numbers_and_repeated_keys_are_refused_even_signed(honest):
+    want, path = honest
+    body = path.read_bytes().split(b"\n", 1)[1]
+    for bad in (b'"power_w": NaN', b'"power_w": Infinity', b'"power_w": 700.0, "power_w": -1.0'):
+        _resign(path, body.replace(b'"power_w": 700.0', bad))
+        assert formcache.load(path.stem) is None
+    _resign(path, body.replace(b'"power_w": 700.0', b'"power_w": 1e999'))  # JSON reads it as inf
+    with pytest.raises(CardError, match="power_w"):
+        decode_from_card(formcache.load(path.stem), batch=2, ctx=64)
+    assert _run(*ARGS) == want
+
+
+@pytest.mark.parametrize(
+    "kind", ["fifo", "symlink to /dev/zero", "symlink to a card", "directory", "oversized"]
+)
+def test_not_a_small_regular_file_is_a_miss(honest, kind, tmp_path, monkeypatch):
+    want, path = honest
+    key = path.stem
+    good = path.read_bytes()
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "symlink to a card":  # even a valid one: links are not followed
+        other = tmp_path / "elsewhere.json"
+        other.write_bytes(good)
+        path.symlink_to(other)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(good)
+        monkeypatch.setattr(formcache, "MAX_BYTES", len(good) - 1)
+    with no_hang(5):
+        assert formcache.load(key) is None
+        assert _run(*ARGS) == want  # recomputed
+    if kind == "directory":
+        assert path.is_dir()  # cannot be replaced: the answer is still right, nothing stored
+    elif kind == "oversized":
+        monkeypatch.setattr(formcache, "MAX_BYTES", len(good))  # one byte more is allowed
+        assert formcache.load(key) is not None
+    else:  # the link or FIFO was replaced by a regular card
+        assert path.is_file() and not path.is_symlink() and formcache.load(key) is not None
+
+
+def test_model_file_that_blocks_is_not_read_for_the_key(cache, tmp_path):
+    """``decode model.json`` hashes the file for its key: a FIFO there must not block."""
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    with no_hang(10):
+        code = main(["decode", str(fifo), "--device", "h100"])
+    assert code == 2
+
+
+def _hammer(key, card, n):
+    for _ in range(n):
+        assert formcache.save(key, card)
+
+
+def test_two_writers_leave_one_whole_card(cache):
+    """Two processes storing the same entry while a reader reads: every read is a miss (not
+    yet there) or the whole card, never half of one."""
+    card = build_decode_card("tiny", "h100")
+    key = formcache.cache_key("race-test", "tiny")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_hammer, args=(key, card, 150)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    seen = 0
+    while any(p.is_alive() for p in procs):
+        got = formcache.load(key)
+        if got is not None:
+            seen += 1
+            assert {k: v for k, v in got.items() if k != "format"} == json.loads(json.dumps(card))
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    assert formcache.load(key) is not None
+    assert not [p for p in cache.iterdir() if p.name.startswith(".tmp-")]  # no temporary left behind
+
+
+def test_two_commands_racing_on_an_empty_cache(cache):
+    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(cache.parent)}
+    cmd = [sys.executable, "-m", "costmodel", *ARGS]
+    want = subprocess.run(
+        cmd, env={**env, "COSTMODEL_NO_CACHE": "1"}, capture_output=True, text=True, check=True
+    )
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == [want.stdout, want.stdout]
+    (path,) = cache.glob("decode-*.json")
+    assert formcache.load(path.stem) is not None
+
+
+def _close(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def stored_cards(tmp_path_factory):
+    """tiny's and a windowed model's cards, stored and loaded back through the cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("COSTMODEL_CACHE_DIR", str(tmp_path_factory.mktemp("cards")))
+    mp.delenv("COSTMODEL_NO_CACHE", raising=False)
+    from graphs.serving.cards import build_prefill_card
+
+    out = {}
+    try:
+        for model in ("tiny", "gpt-oss-20b"):
+            for kind, build in (("decode", build_decode_card), ("prefill", build_prefill_card)):
+                key = formcache.cache_key(kind, model)
+                assert formcache.save(key, build(model, "h100"))
+                out[kind, model] = formcache.load(key)
+    finally:
+        mp.undo()
+    return out
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.sampled_from(["tiny", "gpt-oss-20b"]), st.integers(1, 4096), st.integers(1, 131072))
+def test_cached_decode_equals_the_library(stored_cards, model, batch, ctx):
+    """A cache must never change an answer: the stored card's decode report, limits and
+    near/far memory equal the library's (lambdified, no card) at any batch and context."""
+    rep, lim, nf = decode_from_card(stored_cards["decode", model], batch=batch, ctx=ctx)
+    assert _close(rep.to_dict(), decode_report(model, "h100", batch=batch, ctx=ctx).to_dict())
+    assert _close(lim.to_dict(), decode_limits(model, "h100", ctx=ctx).to_dict())
+    assert _close(nf.to_dict(), near_far_memory(model, "h100").to_dict())
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.sampled_from(["tiny", "gpt-oss-20b"]),
+    st.integers(1, 64),
+    st.integers(1, 32768),
+    st.one_of(st.none(), st.integers(256, 8192)),
+)
+def test_cached_prefill_equals_the_library(stored_cards, model, batch, seq, chunk):
+    got = prefill_from_card(stored_cards["prefill", model], batch=batch, seq=seq, chunk=chunk)
+    want = prefill_report(model, "h100", batch=batch, seq=seq, chunk=chunk)
+    assert _close(got.to_dict(), want.to_dict())
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.integers(1, 4096), st.integers(1, 131072))
+def test_cached_command_prints_the_uncached_answer(cache, batch, ctx):
+    args = ("decode", "tiny", "--device", "h100", "--batch", str(batch), "--ctx", str(ctx))
+    os.environ["COSTMODEL_NO_CACHE"] = "1"
+    try:
+        want = _run(*args)
+    finally:
+        del os.environ["COSTMODEL_NO_CACHE"]
+    _run(*args)  # stores the card (or reads it)
+    assert _run(*args) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("1e999", ()),
+        ("B**0.5", (-4.0,)),
+        ("1/B", (0.0,)),
+        ("10.0**B", (400.0,)),
+        ("log(B)", (0.0,)),
+        ("9" * 400, ()),
+    ],
+)
+def test_arith_serves_only_finite_reals(text, values):
+    """Infinite literals, overflows, complex powers and domain errors are refused, not served."""
+    with pytest.raises(ArithError):
+        compile_numeric(text, ("B",) if values else ())(*values)
