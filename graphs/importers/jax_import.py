@@ -63,7 +63,7 @@ def _is_var(v: Any) -> bool:
 def _literal_int(v: Any) -> int | None:
     """The value of an integer scalar literal, else None."""
     val = getattr(v, "val", None)
-    if isinstance(val, bool) or getattr(val, "shape", ()) != ():
+    if val is None or isinstance(val, bool) or getattr(val, "shape", ()) != ():
         return None
     try:
         i = int(val)  # a Python int or a numpy/jax integer scalar
@@ -175,9 +175,10 @@ class _Importer:
             self.loops.append(("scan", trips))
             self.inline(p["jaxpr"], eqn.invars, eqn.outvars, trips)
             return True
-        trips = _counted_while(eqn)
-        if trips is None:
+        counted = _counted_while(eqn)
+        if counted is None:
             return False
+        trips = counted
         self.loops.append(("while", trips))
         nc = p["cond_nconsts"]
         carry = eqn.invars[nc + p["body_nconsts"] :]
