@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import costmodel.formcache as formcache
 from costmodel.arith import ArithError, compile_numeric
 from costmodel.cli import main
+from costmodel.errors import CostModelError
 from graphs import decode_limits, decode_report, near_far_memory, prefill_report
 from graphs.serving.cards import CardError, build_decode_card, decode_from_card, prefill_from_card
 
@@ -363,3 +364,127 @@ def test_arith_serves_only_finite_reals(text, values):
     """Infinite literals, overflows, complex powers and domain errors are refused, not served."""
     with pytest.raises(ArithError):
         compile_numeric(text, ("B",) if values else ())(*values)
+
+
+# -- the ONNX importer on models that are not what they claim ------------------------------------
+
+
+@pytest.fixture
+def onnx_mk():
+    onnx = pytest.importorskip("onnx", reason="onnx extra not installed")
+    from onnx import TensorProto, helper
+
+    def mk(nodes, inits=(), out_shape=(4, 8), domains=()):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape) if out_shape else None)
+        g = helper.make_graph(nodes, "g", [x], [y], initializer=list(inits))
+        opsets = [helper.make_opsetid("", 17), *(helper.make_opsetid(d, 1) for d in domains)]
+        return helper.make_model(g, opset_imports=opsets)
+
+    return onnx, helper, TensorProto, mk
+
+
+def test_onnx_unknown_ops_are_counted_not_raised(onnx_mk, tmp_path, monkeypatch):
+    from graphs.importers.onnx import from_onnx
+
+    _, helper, _, mk = onnx_mk
+    monkeypatch.chdir(tmp_path)  # onnxruntime's inference used to save a model here when it gave up
+    g = from_onnx(mk([helper.make_node("FooBar", ["x"], ["y"])]))
+    assert g.graph["unknown_ops"] == {"FooBar": 1}
+    chain = mk(
+        [helper.make_node("FooBar", ["x"], ["z"]), helper.make_node("Relu", ["z"], ["y"])], out_shape=None
+    )
+    assert from_onnx(chain).graph["unknown_ops"] == {"FooBar": 1, "Relu (no output shape)": 1}
+    custom = mk([helper.make_node("FooBar", ["x"], ["y"], domain="my.ops")], domains=["my.ops"])
+    assert from_onnx(custom).graph["unknown_ops"] == {"FooBar": 1}
+    assert list(tmp_path.iterdir()) == []  # no sym_shape_infer_temp.onnx
+    with pytest.raises(CostModelError, match="FooBar"):
+        from_onnx(mk([helper.make_node("FooBar", ["x"], ["y"])]), strict=True)
+
+
+@pytest.mark.parametrize(
+    "case", ["cycle", "out of order", "domain not imported", "mis-sized", "raw mis-sized", "negative dim"]
+)
+def test_onnx_malformed_models_raise_one_line_naming_the_node(onnx_mk, case):
+    from graphs.importers.onnx import ONNXModelError, from_onnx
+
+    _, helper, TP, mk = onnx_mk
+    relu, add = (
+        helper.make_node("Relu", ["z"], ["y"], name="r"),
+        helper.make_node("Add", ["x", "w"], ["y"], name="a"),
+    )
+    w = helper.make_tensor("w", TP.FLOAT, [2], [1.0, 2.0])
+    if case == "cycle":
+        m, match = mk([relu, helper.make_node("Relu", ["y"], ["z"], name="s")]), "'r' .*reads 'z'.*cyclic"
+    elif case == "out of order":
+        m, match = mk([relu, helper.make_node("Relu", ["x"], ["z"], name="s")]), "'r' .*topological"
+    elif case == "domain not imported":
+        m, match = mk([helper.make_node("FooBar", ["x"], ["y"], domain="my.ops", name="f")]), "'f' .*my.ops"
+    elif case == "mis-sized":  # dims 4 x 8 = 32 elements, data 2
+        w.dims[:] = [4, 8]
+        m, match = mk([add], [w]), "initializer 'w'.*32 element"
+    elif case == "raw mis-sized":  # one float is 4 bytes of raw data, not 3
+        w = helper.make_tensor("w", TP.FLOAT, [1], [1.0])
+        w.ClearField("float_data")
+        w.raw_data = b"123"
+        m, match = mk([add], [w]), "initializer 'w'.*4 bytes"
+    else:
+        w.dims[:] = [-2]
+        m, match = mk([add], [w]), "initializer 'w'.*negative"
+    with pytest.raises(ONNXModelError, match=match):
+        from_onnx(m)
+
+
+def _matmul_model(onnx_mk, tmp_path, location):
+    """x[4, 8] @ w[8, 16] with w stored outside the model at ``location``: 2*4*16*8 = 1024 FLOPs."""
+    _, helper, TP, mk = onnx_mk
+    w = helper.make_tensor("w", TP.FLOAT, [8, 16], [0.0] * 128)
+    m = mk([helper.make_node("MatMul", ["x", "w"], ["y"])], [w], out_shape=(4, 16))
+    w = m.graph.initializer[0]
+    w.ClearField("float_data")
+    w.data_location = TP.EXTERNAL
+    e = w.external_data.add()
+    e.key, e.value = "location", location
+    path = tmp_path / "model.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("location", ["missing.bin", "../../etc/passwd", "/dev/zero", "fifo.bin"])
+def test_onnx_external_data_is_never_opened(onnx_mk, tmp_path, location):
+    from costmodel.graph import graph_total
+    from graphs.importers.onnx import from_onnx
+
+    if location == "fifo.bin":
+        os.mkfifo(tmp_path / "fifo.bin")  # opening it to read would block
+    path = _matmul_model(onnx_mk, tmp_path, location)
+    with no_hang(30):
+        g = from_onnx(str(path))
+    assert graph_total(g, kinds=["op"]).flops_on("tensor") == 2 * 4 * 16 * 8
+    assert g.nodes["w"]["kind"] == "weight"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to /dev/zero", "directory", "not a model"])
+def test_onnx_model_path_that_is_not_a_model_file(onnx_mk, tmp_path, kind):
+    from graphs.importers.onnx import ONNXModelError, from_onnx
+
+    path = tmp_path / "m.onnx"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"\xff" * 64)
+    with no_hang(10), pytest.raises(ONNXModelError, match=r"m\.onnx"):
+        from_onnx(str(path))
+
+
+def test_onnx_older_than_1_16_is_refused(onnx_mk, monkeypatch):
+    from graphs.importers.onnx import from_onnx
+
+    onnx, helper, _, mk = onnx_mk
+    monkeypatch.setattr(onnx, "__version__", "1.15.0")
+    with pytest.raises(CostModelError, match=r"onnx >= 1\.16.*found onnx 1\.15\.0"):
+        from_onnx(mk([helper.make_node("Relu", ["x"], ["y"])]))
