@@ -403,7 +403,16 @@ def test_onnx_unknown_ops_are_counted_not_raised(onnx_mk, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(
-    "case", ["cycle", "out of order", "domain not imported", "mis-sized", "raw mis-sized", "negative dim"]
+    "case",
+    [
+        "cycle",
+        "out of order",
+        "domain not imported",
+        "mis-sized",
+        "raw mis-sized",
+        "negative dim",
+        "external Constant",
+    ],
 )
 def test_onnx_malformed_models_raise_one_line_naming_the_node(onnx_mk, case):
     from graphs.importers.onnx import ONNXModelError, from_onnx
@@ -428,9 +437,17 @@ def test_onnx_malformed_models_raise_one_line_naming_the_node(onnx_mk, case):
         w.ClearField("float_data")
         w.raw_data = b"123"
         m, match = mk([add], [w]), "initializer 'w'.*4 bytes"
-    else:
+    elif case == "negative dim":
         w.dims[:] = [-2]
         m, match = mk([add], [w]), "initializer 'w'.*negative"
+    else:  # a Constant whose value lives in a file: inference would read it from the working directory
+        const = helper.make_node("Constant", [], ["w"], name="c", value=w)
+        t = const.attribute[0].t
+        t.ClearField("float_data")
+        t.data_location = TP.EXTERNAL
+        e = t.external_data.add()
+        e.key, e.value = "location", "w.bin"
+        m, match = mk([const, add]), "'c' .*outside the model"
     with pytest.raises(ONNXModelError, match=match):
         from_onnx(m)
 

@@ -171,6 +171,11 @@ def _check_graph(model: Any) -> None:
             raise ONNXModelError(
                 f"ONNX node {name!r} ({node.op_type}) is in domain {node.domain!r}, which the model does not import"
             )
+        if any(a.HasField("t") and _external(a.t) for a in node.attribute):
+            raise ONNXModelError(
+                f"ONNX node {name!r} ({node.op_type}) keeps an attribute tensor outside the model; "
+                "only initializers may be external"
+            )
         for x in node.input:
             if x not in known:
                 raise ONNXModelError(
