@@ -10,7 +10,6 @@ digest; unsigned edits test the digest.
 import io
 import json
 import math
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -228,29 +227,29 @@ def test_model_file_that_blocks_is_not_read_for_the_key(cache, tmp_path):
     assert code == 2
 
 
-def _hammer(key, card, n):
-    for _ in range(n):
-        assert formcache.save(key, card)
+_HAMMER = """
+import json, sys
+import costmodel.formcache as fc
+card = json.loads(open(sys.argv[2]).read())
+for _ in range(150):
+    assert fc.save(sys.argv[1], card)
+"""
 
 
-def test_two_writers_leave_one_whole_card(cache):
+def test_two_writers_leave_one_whole_card(cache, tmp_path):
     """Two processes storing the same entry while a reader reads: every read is a miss (not
     yet there) or the whole card, never half of one."""
-    card = build_decode_card("tiny", "h100")
+    card = json.loads(json.dumps(build_decode_card("tiny", "h100")))
     key = formcache.cache_key("race-test", "tiny")
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_hammer, args=(key, card, 150)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    seen = 0
-    while any(p.is_alive() for p in procs):
+    src = tmp_path / "card.json"
+    src.write_text(json.dumps(card))
+    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(cache.parent)}
+    procs = [subprocess.Popen([sys.executable, "-c", _HAMMER, key, str(src)], env=env) for _ in range(2)]
+    while any(p.poll() is None for p in procs):
         got = formcache.load(key)
         if got is not None:
-            seen += 1
-            assert {k: v for k, v in got.items() if k != "format"} == json.loads(json.dumps(card))
-    for p in procs:
-        p.join()
-        assert p.exitcode == 0
+            assert {k: v for k, v in got.items() if k != "format"} == card
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
     assert formcache.load(key) is not None
     assert not [p for p in cache.iterdir() if p.name.startswith(".tmp-")]  # no temporary left behind
 
