@@ -9,7 +9,6 @@ digest; unsigned edits test the digest.
 
 import io
 import json
-import math
 import os
 import signal
 import subprocess
@@ -26,6 +25,8 @@ from costmodel.cli import main
 from costmodel.errors import CostModelError
 from graphs import decode_limits, decode_report, near_far_memory, prefill_report
 from graphs.serving.cards import CardError, build_decode_card, decode_from_card, prefill_from_card
+
+from .test_formcache import _close  # report dicts equal to 1e-12
 
 ARGS = ("decode", "tiny", "--device", "h100", "--batch", "2", "--ctx", "64")
 
@@ -266,14 +267,6 @@ def test_two_commands_racing_on_an_empty_cache(cache):
     assert outs == [want.stdout, want.stdout]
     (path,) = cache.glob("decode-*.json")
     assert formcache.load(path.stem) is not None
-
-
-def _close(a, b):
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-12)
-    return a == b
 
 
 @pytest.fixture(scope="module")
