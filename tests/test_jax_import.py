@@ -141,3 +141,6 @@ def test_scan_over_a_stacked_input_a_closed_over_constant():
     assert t.flops_on("tensor") == 5 * _MATMUL
     assert t.flops_on("sfu") == 5 * 8 * 16  # one tanh per element per trip
     assert t.flops_on("vector") == 5 * 8 * 16 + 5 * 8 * 16  # the add per trip, then the sum over the stack
+    # the constant is held like any weight: 5 * 8 * 16 float32 values = 2560 bytes resident, and the
+    # whole graph (sources included) totals without a missing cost
+    assert graph_total(g).footprint_terms["weights"] == 5 * 8 * 16 * 4

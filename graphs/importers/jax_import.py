@@ -40,6 +40,7 @@ from typing import Any
 import networkx as nx
 import sympy
 
+from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.graph import graph_total
@@ -139,7 +140,9 @@ class _Importer:
 
     def source(self, var: Any, name: str, kind: str) -> None:
         t = _tensor(name, var.aval)
-        self.g.add_node(name, **{KIND: kind, OUTPUTS: (t,), REPEAT: 1})
+        # a source's cost is its residency, as in the other importers: weights are held, inputs not
+        cost = Cost.resident(weights=t.bytes) if kind == NodeKind.WEIGHT else Cost.zero()
+        self.g.add_node(name, **{KIND: kind, COST: cost, OUTPUTS: (t,), REPEAT: 1})
         self.env[var] = (name, t)
 
     def bind(self, outers: Sequence[Any], inners: Sequence[Any]) -> None:
