@@ -132,6 +132,8 @@ def _prediction(args: argparse.Namespace, phase: str) -> Any:
 
 def prediction_label(p: Any) -> str:
     """``calibrated`` only when kernels were priced from the device's own measurements."""
+    if p.calibrated and p.coverage is not None and p.coverage.measured_s == 0:
+        return f"calibrated on {p.device}'s measurements of neighbouring kernels only"
     if p.calibrated:
         return "calibrated"
     return f"predicted, not calibrated: no kernel measured on {p.device} prices it"
