@@ -18,7 +18,13 @@ from ..measured.corpus import FRAMEWORKS  # stdlib only: --help stays light
 from .common import dump
 from .options import check_output_path
 
-__all__ = ["add_calibrate_parser", "add_predict_option", "with_prediction"]
+__all__ = [
+    "add_calibrate_parser",
+    "add_predict_option",
+    "with_prediction",
+    "prediction_label",
+    "coverage_lines",
+]
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -124,6 +130,41 @@ def _prediction(args: argparse.Namespace, phase: str) -> Any:
     )
 
 
+def prediction_label(p: Any) -> str:
+    """``calibrated`` only when kernels were priced from the device's own measurements."""
+    if p.calibrated and p.coverage is not None and p.coverage.measured_s == 0:
+        return f"calibrated on {p.device}'s measurements of neighbouring kernels only"
+    if p.calibrated:
+        return "calibrated"
+    return f"predicted, not calibrated: no kernel measured on {p.device} prices it"
+
+
+def coverage_lines(p: Any) -> list[str]:
+    """What ``p.predicted_s`` rests on, each neighbour and bound reason, and the warnings (item 3)."""
+    from graphs.serving.predict import WARN_SHARE
+
+    cov = p.coverage
+    if cov is None or cov.total_s <= 0:
+        return []
+    pct = lambda t: f"{100 * t / cov.total_s:.1f}%"  # noqa: E731
+    out = [
+        f"  rests on: {pct(cov.measured_s)} measured {p.device} {p.framework} kernels, "
+        f"{pct(cov.neighbour_s)} neighbours, {pct(cov.bound_s)} the bound alone"
+    ]
+    for kind, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
+        for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
+            out.append(f"  note: {pct(t)} from {kind}: {why}")
+    for part in cov.flagged:
+        what = (
+            "neighbours (other devices, frameworks or dtypes)" if part == "neighbour" else "the bound alone"
+        )
+        out.append(
+            f"  warning: {pct(getattr(cov, f'{part}_s'))} of the prediction rests on {what} "
+            f"(more than {100 * WARN_SHARE:.0f}%)"
+        )
+    return out
+
+
 def with_prediction(
     cmd: Callable[[argparse.Namespace], int], phase: str
 ) -> Callable[[argparse.Namespace], int]:
@@ -145,7 +186,7 @@ def with_prediction(
         rc = cmd(args)
         p = _prediction(args, phase)
         what = "TPOT" if phase == "decode" else "TTFT"
-        print(f"\ncalibrated {what} ({p.framework} kernels, {p.calibrated_from}):")
+        print(f"\n{what} ({prediction_label(p)}; {p.framework} kernels, {p.calibrated_from}):")
         print(
             f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.predicted_s * 1e3:.3f} ms   ({p.predicted_s / p.bound_s:.2f}x the bound)"
             f"   with shape residuals {p.corrected_s * 1e3:.3f} ms"
@@ -155,6 +196,7 @@ def with_prediction(
             if "corrected_s" in e:
                 pred += f"   with shape residuals {e['corrected_s'] * 1e3:9.3f} ms"
             print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
+        print("\n".join(coverage_lines(p)))
         return rc
 
     return run

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import dump
+from .options import add_dtype_options, apply_dtypes
 
 __all__ = ["add_model_parser", "resolve_model"]
 
@@ -74,11 +75,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
 
     from ..report import fmt_si, format_table
 
-    cfg = resolve_model(args.model)
-    if args.kv_dtype:
-        cfg = cfg.replace(kv_dtype=args.kv_dtype)
-    if args.weight_dtype:
-        cfg = cfg.replace(dtype=args.weight_dtype)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     if args.phase == "decode":
         cfg.check_context(args.ctx, "--ctx", allow=args.allow_long_context)
     else:
@@ -135,11 +132,14 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     )
     print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
     if pred is not None:
+        from .calibrate import coverage_lines, prediction_label
+
         print(
-            f"calibrated prediction ({args.predict} kernels, {pred.calibrated_from}): "
+            f"prediction ({prediction_label(pred)}; {args.predict} kernels, {pred.calibrated_from}): "
             f"{pred.predicted_s * 1e3:.3f} ms, {pred.predicted_s / pred.bound_s:.2f}x the bound; "
             f"with shape residuals {pred.corrected_s * 1e3:.3f} ms"
         )
+        print("\n".join(coverage_lines(pred)))
     print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
     for k, v in result.closed_forms.items():
         if k.endswith("_bound"):
@@ -176,8 +176,7 @@ def add_model_parser(sub: Any) -> None:
     ma.add_argument("--batch", type=int, default=1)
     ma.add_argument("--seq", type=int, default=1024, help="prompt length (prefill)")
     ma.add_argument("--ctx", type=int, default=4096, help="KV length attended (decode)")
-    ma.add_argument("--kv-dtype", default=None)
-    ma.add_argument("--weight-dtype", default=None)
+    add_dtype_options(ma)
     ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
     ma.add_argument(
         "--allow-long-context",

@@ -32,6 +32,8 @@ __all__ = [
     "int_list",
     "check_output_path",
     "all_actions",
+    "add_dtype_options",
+    "apply_dtypes",
 ]
 
 EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger), 2 bad input, 141 output pipe closed"
@@ -49,6 +51,7 @@ HELP: dict[str, str] = {
     "dtype": "data type name (bf16, fp16, fp8, int8, int4, nvfp4, mxfp4, fp32 ...)",
     "weight_dtype": "weight data type, replacing the model's (e.g. fp8, int4, nvfp4)",
     "kv_dtype": "KV-cache data type, replacing the model's (e.g. fp8)",
+    "matmul_dtype": "matmul operand/roof data type, replacing the model's (fp8: W8A8; nvfp4: W4A4)",
     "precision": "the tensor-roof precision to compare at (bf16, fp8, fp4 ...)",
     "json": "print machine-readable JSON instead of text",
     "top": "rows to print, largest first (0: all)",
@@ -255,3 +258,20 @@ def check_output_path(path: str | Path, flag: str) -> Path:
     from ..outfiles import check_output
 
     return check_output(path, flag)
+
+
+#: the dtype options of every serving command -> the ModelConfig field each replaces
+DTYPE_OPTIONS = {"weight_dtype": "dtype", "kv_dtype": "kv_dtype", "matmul_dtype": "matmul_dtype"}
+
+
+def add_dtype_options(sp: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """``--weight-dtype``, ``--kv-dtype`` and ``--matmul-dtype`` (help from :data:`HELP`), but ``skip``."""
+    for dest in DTYPE_OPTIONS:
+        if dest not in skip:
+            sp.add_argument("--" + dest.replace("_", "-"), default=None)
+
+
+def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
+    """``cfg`` with the dtypes the options of :func:`add_dtype_options` give (a bad name: one-line error)."""
+    changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
+    return cfg.replace(**changes) if changes else cfg

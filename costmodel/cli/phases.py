@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
 from .ledger_view import print_cache_caps, print_fits, print_kv_split, print_terms
-from .options import check_output_path, int_list, number
+from .options import add_dtype_options, apply_dtypes, check_output_path, int_list, number
 
 if TYPE_CHECKING:
     from ..ledger import Overhead
@@ -28,17 +28,7 @@ def _overhead(args: argparse.Namespace) -> Overhead:
 def _config(args: argparse.Namespace) -> Any:
     from .model import resolve_model
 
-    cfg = resolve_model(args.model)
-    changes = {
-        k: v
-        for k, v in (
-            ("dtype", args.weight_dtype),
-            ("kv_dtype", args.kv_dtype),
-            ("matmul_dtype", getattr(args, "matmul_dtype", None)),
-        )
-        if v
-    }
-    return cfg.replace(**changes) if changes else cfg
+    return apply_dtypes(resolve_model(args.model), args)
 
 
 def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
@@ -305,9 +295,7 @@ def add_phase_parsers(sub: Any) -> None:
             sp.add_argument("model", help="catalog name or path to a config.json")
         sp.add_argument("--device", default="h100-sxm")
         sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-        sp.add_argument("--weight-dtype", default=None)
-        sp.add_argument("--kv-dtype", default=None)
-        sp.add_argument("--matmul-dtype", default=None, help="matmul operand/roof dtype (fp8: W8A8)")
+        add_dtype_options(sp)
         sp.add_argument("--json", action="store_true")
         sp.add_argument(
             "--allow-long-context",

@@ -7,7 +7,7 @@ import csv
 from typing import Any
 
 from .common import dump, progress_bar
-from .options import check_output_path, int_list
+from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
 
 #: seconds to reach a ``--dask-address`` scheduler before giving up
 DASK_CONNECT_TIMEOUT_S = 10
@@ -65,7 +65,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         energy=args.energy,
         progress=progress_bar("search", args.quiet),
     )
-    cfg = resolve_model(args.model)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     if args.scheduler == "dask":
         client, cluster = _client(args)
         try:
@@ -142,8 +142,10 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--microbatches", default="1", help="pipeline micro-batches: list or range")
     sp.add_argument("--batches", default="1:1024:2", help="batch sizes: list, 1:1024:2 or 1..512[/step]")
     sp.add_argument("--ctxs", default="1024,4096,16384", help="contexts (tokens): list or range")
-    sp.add_argument("--weight-dtypes", default=None, help="comma list, e.g. bf16,fp8")
-    sp.add_argument("--kv-dtypes", default=None, help="comma list, e.g. bf16,fp8")
+    # the singular flags of every serving command are one-element lists here
+    sp.add_argument("--weight-dtypes", "--weight-dtype", default=None, help="comma list, e.g. bf16,fp8")
+    sp.add_argument("--kv-dtypes", "--kv-dtype", default=None, help="comma list, e.g. bf16,fp8")
+    add_dtype_options(sp, skip=("weight_dtype", "kv_dtype"))
     sp.add_argument(
         "--prompt", type=int, default=None, help="prompt tokens for TTFT (default: each point's ctx)"
     )

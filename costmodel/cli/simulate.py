@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .common import dump, progress_bar
-from .options import check_output_path
+from .options import add_dtype_options, apply_dtypes, check_output_path
 
 #: the timeline figure beside ``--plot``'s latency CDFs
 _TIMELINE = "timeline"
@@ -88,7 +88,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "--plot")
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
-    cfg = resolve_model(args.model)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     topo, eng = _topology(args), _engine(args)
     common = dict(topology=topo, engine=eng)
     if args.max_rate:
@@ -218,6 +218,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("model", help="catalog name or path to a config.json")
     sp.add_argument("--device", default="h100-sxm")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
+    add_dtype_options(sp)
     sp.add_argument("--rate", type=float, default=None, help="requests per second")
     sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
     sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")

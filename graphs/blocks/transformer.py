@@ -177,7 +177,9 @@ def build_model(
     eb = GraphBuilder(g, phase=phase, group="embed")
     ids = eb.source("input_ids", Tensor("embed.input_ids", (T,), "int32"), "input", resident=False)
     table = eb.source(
-        "embed_tokens.weight", Tensor("embed.embed_tokens.weight", (V / p, d), cfg.weight_dtype), "weight"
+        "embed_tokens.weight",
+        Tensor("embed.embed_tokens.weight", (V / p, d), cfg.embedding_weight_dtype),
+        "weight",
     )
     # each device gathers the rows that fall in its vocabulary shard: T/p on average
     x = eb.op(
@@ -242,11 +244,11 @@ def build_model(
         head_w: tuple[str, Tensor] = table  # the embedding table, read in full by the lm_head
     else:
         head_w = hb.source(
-            "lm_head.weight", Tensor("head.lm_head.weight", (d, V / p), cfg.weight_dtype), "weight"
+            "lm_head.weight", Tensor("head.lm_head.weight", (d, V / p), cfg.lm_head_weight_dtype), "weight"
         )
     # the lm_head runs at the matmul dtype like every other linear (W8A8 / W4A4: fp8 or nvfp4
     # activations, quantised in the final norm's epilogue); its output logits stay in act dtype
-    mmd = cfg.matmul_dtype or cfg.activation_dtype
+    mmd = cfg.lm_head_matmul_dtype  # the activation dtype when the checkpoint kept the head unquantised
     logit = hb.op(
         "lm_head",
         "gemm",
@@ -257,7 +259,7 @@ def build_model(
         N=V / p,
         K=d,
         dtype=mmd,
-        w_dtype=cfg.weight_dtype,
+        w_dtype=cfg.lm_head_weight_dtype,
         out_dtype=cfg.activation_dtype,
     )[0]
     if p != 1:

@@ -135,7 +135,7 @@ def decode_report(
 
 def decode_constants(w: Workload, c: CompiledStep, tp: int) -> tuple[float, float, float]:
     """DRAM bandwidth, resident weight bytes and one device's share of the embedding table."""
-    emb = param_counts(w.config).embedding * get_dtype(w.config.weight_dtype).bytes / tp
+    emb = param_counts(w.config).embedding * get_dtype(w.config.embedding_weight_dtype).bytes / tp
     return as_float(c.hardware.bandwidth()), as_float(c.forms.weights_resident_bytes), as_float(emb)
 
 
