@@ -118,7 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args([*(f"--hw-file={p}" for p in args.hw_file), "report"])
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
-        return exc.code if isinstance(exc.code, int) else 2
+        if isinstance(exc.code, int):
+            return exc.code
+        if exc.code is not None:  # ``SystemExit("message")``: the message is the one line
+            print(str(exc.code), file=sys.stderr)
+            return 2
+        return 0
     except CostModelError as exc:
         print(f"costmodel: error: {exc}", file=sys.stderr)
         return 2

@@ -107,9 +107,10 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         overhead=overhead,
         activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
     )
+    code = 0 if rep.fits else 1  # README: exit 1 is "does not fit"
     if args.json:
         print(dump(rep.to_dict()))
-        return 0
+        return code
     print(f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}, {args.phase}")
     print_terms(rep.terms, rep.capacity_bytes)
     print_kv_split(rep)
@@ -117,7 +118,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     print_fits(rep.max_context, "context", f"batch {args.batch}")
     if rep.model_limit is not None and rep.max_context.value > rep.model_limit:
         print(f"    (memory allows it; the model itself stops at {rep.model_limit} tokens)")
-    return 0 if rep.max_batch.value > 0 else 1
+    return code
 
 
 def _ledger_raw(args: argparse.Namespace) -> int:
@@ -151,9 +152,11 @@ def _ledger_raw(args: argparse.Namespace) -> int:
         )
     fit_b = max_batch(led, cap, ctx=args.ctx, active_per_sequence=active)
     fit_c = max_context(led, cap, batch=args.batch, active_per_sequence=active)
+    # README: exit 1 is "does not fit": no batch asked for fits (a table that runs into OOM is fine)
+    code = 0 if any(r["fits"] == "yes" for r in rows) else 1
     if args.json:
         print(dump({"rows": rows, "max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}))
-        return 0
+        return code
     cols = (
         ("batch", "batch", "s"),
         ("weights", "weights GiB", ".2f"),
@@ -165,7 +168,7 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     )
     print(format_table(rows, cols))
     print_fits(fit_b, "batch", f"ctx {args.ctx}")
-    return 0
+    return code
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
