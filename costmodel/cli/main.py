@@ -155,7 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
             args = parser.parse_args(
-                [*(f"--hw-file={p}" for p in args.hw_file), *(["--hw-override"] if args.hw_override else []), "report"]
+                [
+                    *(f"--hw-file={p}" for p in args.hw_file),
+                    *(["--hw-override"] if args.hw_override else []),
+                    "report",
+                ]
             )
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
