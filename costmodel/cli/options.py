@@ -32,9 +32,10 @@ __all__ = [
     "int_list",
     "check_output_path",
     "all_actions",
+    "add_ignore_capacity",
 ]
 
-EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger), 2 bad input, 141 output pipe closed"
+EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger; a point refused for memory), 2 bad input, 141 output pipe closed"
 
 #: help for options many commands share, by destination name
 HELP: dict[str, str] = {
@@ -166,6 +167,17 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
             elif action.type is float and action.dest in FLOAT_RANGES:
                 action.type = _float_type(_flag(action), *FLOAT_RANGES[action.dest])
     return parser
+
+
+def add_ignore_capacity(p: argparse.ArgumentParser) -> None:
+    """``--ignore-capacity``: a point that does not fit the device memory is refused (exit 1)
+    unless this is given; then its numbers are printed after the verdict."""
+    p.add_argument(
+        "--ignore-capacity",
+        action="store_true",
+        help="print latencies even for a point that does not fit the device memory "
+        "(the first line still says it does not fit); without it such a point exits 1",
+    )
 
 
 def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:

@@ -171,14 +171,39 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     return code
 
 
+def refuse_or_warn(args: argparse.Namespace, fit: Any, try_flag: str | None = "--tp") -> int | None:
+    """A point that does not fit: exit 1 with the verdict and no latency (``--json``: the
+    verdict alone), or with ``--ignore-capacity`` the verdict as the first line and None (go on)."""
+    if fit.fits:
+        return None
+    if getattr(args, "ignore_capacity", False):
+        if not getattr(args, "json", False):
+            print(
+                fit.headline(try_flag)
+                + "; --ignore-capacity: the numbers below are for a point that cannot run"
+            )
+        return None
+    if getattr(args, "json", False):
+        print(dump({"capacity": fit.to_dict(), "refused": fit.headline(try_flag)}))
+        return 1
+    print(fit.headline(try_flag))
+    print(fit.detail())
+    print("  no latency for a point that cannot run (--ignore-capacity prints it anyway)")
+    return 1
+
+
 def cmd_prefill(args: argparse.Namespace) -> int:
     from ..text import fmt_time
-    from .cached import prefill_report
+    from .cached import capacity, prefill_report
 
     check_context(args, args.seq, "--seq")
+    fit = capacity(args, _config, "prefill")
+    refused = refuse_or_warn(args, fit)
+    if refused is not None:
+        return refused
     rep = prefill_report(args, _config)
     if args.json:
-        print(dump(rep.to_dict()))
+        print(dump({**rep.to_dict(), "capacity": fit.to_dict()}))
         return 0
     print(
         f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
@@ -201,12 +226,17 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from ..keys import Unit
     from ..text import fmt_time
-    from .cached import decode_reports
+    from .cached import capacity, decode_reports
 
     check_context(args, args.ctx, "--ctx")
-    rep, lim, nf = decode_reports(args, _config)
+    fit = capacity(args, _config, "decode")
+    refused = refuse_or_warn(args, fit)
+    if refused is not None:
+        return refused
+    rep, lim, nf = decode_reports(args, _config, max_batch=fit.max_batch)
     if args.json:
-        print(dump({**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}))
+        doc = {**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}
+        print(dump({**doc, "capacity": fit.to_dict()}))
         return 0
     compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
     links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
@@ -231,27 +261,40 @@ def cmd_decode(args: argparse.Namespace) -> int:
             f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
             f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
         )
-    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
-    if lim.knee_batch is not None:
-        print(
-            f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling "
-            f"{ceiling:,.0f} tokens/s"
-        )
-    else:
-        print(
-            f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
-            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
-        )
-    if lim.ctx_ceiling is not None:
-        print(
-            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute)"
-        )
+    print_knee(args, lim, fit)
     print(
         f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
         f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
         f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
     )
     return 0
+
+
+def print_knee(args: argparse.Namespace, lim: Any, fit: Any) -> None:
+    """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds."""
+    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
+    if lim.knee_batch is not None:
+        line = f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} tokens/s"
+    else:
+        line = (
+            f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
+            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
+        )
+    print(line)
+    if lim.capped_by_memory:
+        reach = lim.throughput_at_max_batch_tokens_per_s
+        print(
+            f"    capped by memory: at most batch {lim.max_batch_fits} fits at ctx {args.ctx}, "
+            + (f"where throughput reaches {reach:,.0f} tokens/s" if reach else "so no batch runs")
+        )
+    if lim.ctx_ceiling is not None:
+        cap = ""
+        if lim.ctx_ceiling > fit.max_context:
+            held = f"at most ctx {fit.max_context:,} fits" if fit.max_context else "no ctx fits"
+            cap = f" (capped by memory: {held} at batch {args.batch})"
+        print(
+            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute){cap}"
+        )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -302,6 +345,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def add_phase_parsers(sub: Any) -> None:
     from .calibrate import add_predict_option, with_prediction
+    from .options import add_ignore_capacity
 
     def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:
         if model_required:
@@ -360,6 +404,7 @@ def add_phase_parsers(sub: Any) -> None:
         help="chunked prefill: tokens per chunk (none: the whole prompt at once)",
     )
     add_predict_option(pf)
+    add_ignore_capacity(pf)
     pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
@@ -367,6 +412,7 @@ def add_phase_parsers(sub: Any) -> None:
     dc.add_argument("--batch", type=int, default=1)
     dc.add_argument("--ctx", type=int, default=4096)
     add_predict_option(dc)
+    add_ignore_capacity(dc)
     dc.set_defaults(func=with_prediction(cmd_decode, "decode"))
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
