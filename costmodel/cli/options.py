@@ -6,7 +6,8 @@ one-line error naming the flag, exit code 2, before any work starts), and
 every help line shows its default. ``tests/test_cli_surface.py`` fails when
 an option has no help.
 
-Exit codes: 0 success; 1 "does not fit" (``ledger``); 2 bad input; 141 the
+Exit codes: 0 success; 1 "does not fit" (``ledger``, and a point a report refuses because
+the device memory cannot hold it); 2 bad input; 141 the
 reader of the output went away (``| head``).
 """
 
@@ -35,7 +36,8 @@ __all__ = [
     "add_ignore_capacity",
 ]
 
-EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger; a point refused for memory), 2 bad input, 141 output pipe closed"
+#: "does not fit": ``ledger``, and a point refused for memory (``--ignore-capacity``)
+EXIT_CODES = "exit codes: 0 ok, 1 does not fit (memory), 2 bad input, 141 output pipe closed"
 
 #: help for options many commands share, by destination name
 HELP: dict[str, str] = {

@@ -193,10 +193,13 @@ def refuse_or_warn(args: argparse.Namespace, fit: Any, try_flag: str | None = "-
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
+    from graphs.serving.reports import chunk_plan  # light
+
     from ..text import fmt_time
     from .cached import capacity, prefill_report
 
     check_context(args, args.seq, "--seq")
+    chunk_plan(args.seq, args.chunk)  # a bad --chunk is the user's error, before the verdict
     fit = capacity(args, _config, "prefill")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
@@ -209,6 +212,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
         + (f", chunks of {args.chunk}" if args.chunk else "")
     )
+    print_notes(rep.notes)
     print(
         f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
         f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
@@ -241,6 +245,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
     links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
     print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
+    print_notes(rep.notes)
     print(
         f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
         f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
@@ -268,6 +273,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
         f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
     )
     return 0
+
+
+def print_notes(notes: Any) -> None:
+    """The device's roof substitutions (an SFU charged to the vector roof, say), one line each."""
+    for note in notes:
+        print(f"  note: {note}")
 
 
 def print_knee(args: argparse.Namespace, lim: Any, fit: Any) -> None:

@@ -142,6 +142,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "roof_notes": list(hw.roof_notes()),
         "fields": {k: to_text(v) for k, v in fields.items()},
         "terms": {k: to_text(v) for k, v in f.terms_s.items()},
         "bandwidth": bw,
@@ -293,6 +294,14 @@ def _near_far(d: dict[str, Any]) -> NearFarMemory:
     )
 
 
+def _notes(card: dict[str, Any]) -> tuple[str, ...]:
+    """The card's roof notes (:meth:`costmodel.hardware.Hardware.roof_notes`), as text."""
+    notes = card["roof_notes"]
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise CardError("the card's roof notes are not a list of text")
+    return tuple(notes)
+
+
 def _fn(text: Any) -> Any:
     return compile_numeric(text, _ARGS)
 
@@ -330,6 +339,7 @@ def decode_from_card(
                 batch=batch,
                 tokens=batch,
                 tp=int(card["tp"]),
+                notes=_notes(card),
             ),
             bandwidth=float(card["bandwidth"]),
             weights_bytes=float(card["weights_bytes"]),
@@ -380,6 +390,7 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "roof_notes": list(hw.roof_notes()),
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
@@ -437,6 +448,7 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
             batch=batch,
             tokens=batch * seq,
             tp=tp,
+            notes=_notes(card),
         )
     except CardError:
         raise

@@ -65,6 +65,7 @@ def _report_fields(
         batch=point[0],
         tokens=tokens,
         tp=tp,
+        notes=hw.roof_notes(),
     )
 
 

@@ -64,6 +64,8 @@ class PhaseReport(Result):
     kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
     attention_flop_share: float
     energy_per_token_j: float | None  #: TDP x step time / tokens: an estimate at full power
+    #: what the device's roofs substituted (:meth:`costmodel.hardware.Hardware.roof_notes`)
+    notes: tuple[str, ...] = ()
 
     @property
     def tokens_per_s(self) -> float:
@@ -188,6 +190,7 @@ def phase_fields(
     batch: int,
     tokens: int,
     tp: int,
+    notes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
     ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
@@ -207,6 +210,7 @@ def phase_fields(
         "kv_read_s": values["kv_read_s"],
         "attention_flop_share": values["attention_flops"] / flops if flops else 0.0,
         "energy_per_token_j": power_w * step / tokens if power_w is not None else None,
+        "notes": tuple(notes),
     }
 
 
@@ -400,12 +404,14 @@ class CapacityCheck(Result):
     def headline(self, try_flag: str | None = "--tp") -> str:
         """The first line a report prints when the point does not fit, e.g. ``does not fit on
         1×h100-sxm: needs ≥ 11 devices (try --tp 16)``; ``try_flag=None`` where the command has
-        no tensor-parallel flag (the hint is then the largest batch that fits)."""
+        no tensor-parallel flag (the hint then names the degree instead of a flag)."""
         need = f": needs ≥ {self.devices_needed} devices" if self.devices_needed else ""
         hints = []
-        if try_flag is not None and self.tp_that_fits is not None:
-            hints.append(f"try {try_flag} {self.tp_that_fits}")
-        elif try_flag is not None and self.devices_needed:
+        if self.tp_that_fits is not None:
+            hints.append(
+                f"try {try_flag} {self.tp_that_fits}" if try_flag else f"fits at tp {self.tp_that_fits}"
+            )
+        elif self.devices_needed:
             hints.append("no tensor-parallel degree tried fits this batch")
         if self.max_batch > 0:
             hints.append(
