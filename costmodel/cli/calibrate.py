@@ -72,12 +72,13 @@ def measured_devices(names: str, field: str = "--devices") -> list[str]:
 
 
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
+    devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
+
     from ..hardware import get_device
     from ..measured import FAMILIES
     from ..measured.report import build_report, params_markdown, scatter_plot, to_markdown
 
     fams = tuple(args.families.split(",")) if args.families else FAMILIES
-    devs = measured_devices(args.devices) if args.devices else None
     splits = tuple(args.splits.split(","))
     rep = build_report(fams, devs, splits, progress=_say(args.quiet))
     if args.plot_dir:
