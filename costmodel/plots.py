@@ -212,7 +212,7 @@ def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str 
 def headroom_plot(
     path: str | Path,
     *,
-    rows: list[dict[str, Any]] | None = None,
+    rows: list[Any] | None = None,
     hw: Hardware | str | None = None,
     precision: str = "bf16",
     title: str = "",

@@ -41,6 +41,7 @@ import sympy
 
 from .cost import UNITS, Bindings, Cost, as_float, bind
 from .errors import MissingRoofError, SymbolicComparisonError
+from .hardware.fallback import fallback_peak, roof_unit
 from .hardware.spec import Hardware
 from .results import Result
 from .symbols import quantity
@@ -221,7 +222,7 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
     Tensor-unit FLOPs in a precision the matrix engines lack but the vector
     ALUs have (fp32 matmuls on a GPU without TF32) are charged to the vector
     roof. SFU FLOPs on a chip whose transcendental rate is unpublished are charged to
-    its vector roof (:meth:`Hardware.roof_unit`; :meth:`Hardware.roof_notes` names the
+    its vector roof (:func:`~costmodel.hardware.fallback.roof_unit`; ``roof_notes`` names the
     substitution for the output). A unit with no roof and no substitute, or a memory level
     without bandwidth, is listed in ``Bound.unbounded`` instead of being silently dropped. A
     missing precision on a unit that has roofs, or a missing link, raises
@@ -242,14 +243,14 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
         parts = [(p, f) for (u, p), f in flop_terms.items() if u == unit]
         if not parts:
             continue
-        if hw.roof_unit(unit) is None:
+        if roof_unit(hw, unit) is None:
             if unit == "tensor":
                 raise MissingRoofError(f"device {hw.name!r} has no tensor roof at all")
             unbounded.append(unit)
             continue
-        # a unit without a roof of its own runs on its substitute (Hardware.roof_unit: the SFU's
+        # a unit without a roof of its own runs on its substitute (roof_unit: the SFU's
         # transcendentals on the vector ALUs); the term keeps the unit's name, the output says so
-        terms[str(unit)] = sympy.Add(*(f / hw.fallback_peak(unit, p) for p, f in parts))
+        terms[str(unit)] = sympy.Add(*(f / fallback_peak(hw, unit, p) for p, f in parts))
     for level in cost.levels:
         d = cost.bytes_at(level)
         if d == 0:

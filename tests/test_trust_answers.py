@@ -71,7 +71,8 @@ def test_the_refusal_holds_on_the_cached_card_path(capsys, monkeypatch, tmp_path
 
 
 def test_card_ledger_agrees_with_the_library():
-    from graphs.serving.cards import build_decode_card, build_prefill_card, capacity_from_card
+    from graphs.serving.cards import build_decode_card, build_prefill_card
+    from graphs.serving.fit_check import capacity_from_card
     from graphs.serving.ledger_fit import capacity_check
 
     card = build_decode_card("qwen2.5-7b", "h100", tp=1)
@@ -301,11 +302,12 @@ def test_sfu_flops_fall_back_to_the_vector_roof_and_say_so(capsys, tmp_path):
 def test_bound_charges_sfu_to_the_vector_roof():
     from costmodel import Cost, bound
     from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes
 
     gb200 = get_device("gb200")  # the catalog publishes no SFU rate for it
     b = bound(Cost.compute("sfu", "fp32", 10**12), gb200)
     assert b.terms["sfu"] == sympy.Integer(10**12) / gb200.require_peak("vector", "fp32") and not b.unbounded
-    assert any("sfu" in n for n in gb200.roof_notes())
+    assert any("sfu" in n for n in roof_notes(gb200))
 
 
 # ------------------------------------------------------------ 7. hardware files

@@ -118,10 +118,11 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
 
 
 def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str) -> Any:
-    """Does this command's point fit (:class:`graphs.serving.reports.CapacityCheck`)? From the
+    """Does this command's point fit (:class:`graphs.serving.fit_check.CapacityCheck`)? From the
     cached card's ledger when there is one, else from the library; a point that does not fit
     is checked again by the library, which also says how many devices it needs."""
-    from graphs.serving.cards import CardError, capacity_from_card
+    from graphs.serving.cards import CardError
+    from graphs.serving.fit_check import capacity_from_card
 
     from ..formcache import load
 

@@ -85,7 +85,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         cfg.check_context(args.seq, "--seq", allow=args.allow_long_context)
     from graphs.serving.ledger_fit import capacity_check
 
-    from .phases import refuse_or_warn
+    from .ledger_view import refuse_or_warn
 
     tokens = args.ctx if args.phase == "decode" else args.seq
     fit = capacity_check(cfg, args.device, phase=args.phase, batch=args.batch, tokens=tokens)
@@ -109,9 +109,10 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
     print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}")
     from ..hardware import get_device
-    from .phases import print_notes
+    from ..hardware.fallback import roof_notes
+    from .ledger_view import print_notes
 
-    print_notes(get_device(args.device).roof_notes())
+    print_notes(roof_notes(get_device(args.device)))
     picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
     rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
     if pred is not None:

@@ -10,7 +10,15 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
-from .ledger_view import print_cache_caps, print_fits, print_kv_split, print_terms
+from .ledger_view import (
+    print_cache_caps,
+    print_fits,
+    print_knee,
+    print_kv_split,
+    print_notes,
+    print_terms,
+    refuse_or_warn,
+)
 from .options import check_output_path, int_list, number
 
 if TYPE_CHECKING:
@@ -171,27 +179,6 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     return code
 
 
-def refuse_or_warn(args: argparse.Namespace, fit: Any, try_flag: str | None = "--tp") -> int | None:
-    """A point that does not fit: exit 1 with the verdict and no latency (``--json``: the
-    verdict alone), or with ``--ignore-capacity`` the verdict as the first line and None (go on)."""
-    if fit.fits:
-        return None
-    if getattr(args, "ignore_capacity", False):
-        if not getattr(args, "json", False):
-            print(
-                fit.headline(try_flag)
-                + "; --ignore-capacity: the numbers below are for a point that cannot run"
-            )
-        return None
-    if getattr(args, "json", False):
-        print(dump({"capacity": fit.to_dict(), "refused": fit.headline(try_flag)}))
-        return 1
-    print(fit.headline(try_flag))
-    print(fit.detail())
-    print("  no latency for a point that cannot run (--ignore-capacity prints it anyway)")
-    return 1
-
-
 def cmd_prefill(args: argparse.Namespace) -> int:
     from graphs.serving.reports import chunk_plan  # light
 
@@ -273,39 +260,6 @@ def cmd_decode(args: argparse.Namespace) -> int:
         f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
     )
     return 0
-
-
-def print_notes(notes: Any) -> None:
-    """The device's roof substitutions (an SFU charged to the vector roof, say), one line each."""
-    for note in notes:
-        print(f"  note: {note}")
-
-
-def print_knee(args: argparse.Namespace, lim: Any, fit: Any) -> None:
-    """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds."""
-    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
-    if lim.knee_batch is not None:
-        line = f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} tokens/s"
-    else:
-        line = (
-            f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
-            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
-        )
-    print(line)
-    if lim.capped_by_memory:
-        reach = lim.throughput_at_max_batch_tokens_per_s
-        print(
-            f"    capped by memory: at most batch {lim.max_batch_fits} fits at ctx {args.ctx}, "
-            + (f"where throughput reaches {reach:,.0f} tokens/s" if reach else "so no batch runs")
-        )
-    if lim.ctx_ceiling is not None:
-        cap = ""
-        if lim.ctx_ceiling > fit.max_context:
-            held = f"at most ctx {fit.max_context:,} fits" if fit.max_context else "no ctx fits"
-            cap = f" (capped by memory: {held} at batch {args.batch})"
-        print(
-            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute){cap}"
-        )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

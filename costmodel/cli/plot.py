@@ -31,8 +31,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         from ..measure.probe import probe
 
         hw = probe(small=True, use_torch=False).hardware()
-        title = f"batch sweep: numpy GEMM [B, 2048] x [2048, 2048] fp32 measured on this machine ({hw.name})"
-        plots.batch_sweep_plot(batch_sweep(hw, d=2048), args.out, title=title)
+        name = f"batch sweep: numpy GEMM [B, 2048] x [2048, 2048] fp32 measured on this machine ({hw.name})"
+        plots.batch_sweep_plot(batch_sweep(hw, d=2048), args.out, title=name)
         print(f"wrote {args.out}")
         return 0
     if args.measure:
@@ -75,13 +75,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
         plots.frontier_plot(res.rows(), args.out, title=title("decode frontier, ctx 1024, 4096, 16384"))
     else:  # the model's decode step against batch, at the batches that fit
         res = sweep(cfg, devices=[hw.name], batches=list(_BATCHES), ctxs=[args.ctx], tp=args.tp)
-        rows = [{"shape": {"B": r["batch"]}, "predicted_s": r["tpot_s"]} for r in res.rows() if r["fits"]]
-        if not rows:
+        points = [{"shape": {"B": r["batch"]}, "predicted_s": r["tpot_s"]} for r in res.rows() if r["fits"]]
+        if not points:
             raise CostModelError(
                 f"{cfg.name} at ctx {args.ctx} does not fit one {hw.name} at tp {args.tp} at any batch"
             )
         what = "decode batch sweep (TPOT bound, batches that fit)"
-        plots.batch_sweep_plot(rows, args.out, title=title(what, ctx=args.ctx))
+        plots.batch_sweep_plot(points, args.out, title=title(what, ctx=args.ctx))
     print(f"wrote {args.out}")
     return 0
 

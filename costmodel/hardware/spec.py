@@ -33,16 +33,10 @@ from ..errors import HardwareSpecError, MissingRoofError
 from ..expr import to_expr
 from ..symbols import quantity
 
-__all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD", "ROOF_FALLBACK"]
+__all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD"]
 
 #: Precision key of a roof that serves every precision (symbolic specs).
 WILDCARD = "*"
-
-#: A unit the device publishes no roof for, and the unit whose roof serves it instead: where
-#: no transcendental (SFU) rate is published, ``exp``/``rsqrt`` are charged to the vector ALUs
-#: at one FLOP per call (an optimistic bound: a software exp takes several vector instructions).
-#: :meth:`Hardware.roof_unit` applies it; :meth:`Hardware.roof_notes` says so in the output.
-ROOF_FALLBACK: dict[str, str] = {"sfu": "vector"}
 
 
 def _positive(value: object, field_name: str, *, allow_zero: bool = False) -> sympy.Expr:
@@ -220,43 +214,6 @@ class Hardware:
             if len(unit_roofs) == 1:
                 return unit_roofs[0].peak_flops_per_s
         return None
-
-    def roof_unit(self, unit: str) -> str | None:
-        """The unit whose roofs bound ``unit``'s FLOPs: ``unit`` itself when the device has a roof
-        for it, else its :data:`ROOF_FALLBACK` when that one has roofs, else None (unbounded)."""
-        if self.precisions(unit):
-            return unit
-        sub = ROOF_FALLBACK.get(unit)
-        return sub if sub is not None and self.precisions(sub) else None
-
-    def fallback_peak(self, unit: str, precision: str) -> sympy.Expr:
-        """Peak FLOP/s serving ``unit`` at ``precision`` through :meth:`roof_unit`: the unit's own
-        roof, or the substitute's at that precision (else its fp32 roof, its only precision kept
-        for transcendentals). :class:`MissingRoofError` when neither exists."""
-        target = self.roof_unit(unit)
-        if target is None:
-            raise MissingRoofError(f"device {self.name!r} has no {unit} roof and no roof to substitute")
-        if target != unit and self.peak(target, precision) is None and self.peak(target, "fp32") is not None:
-            precision = "fp32"
-        return self.require_peak(target, precision)
-
-    def roof_notes(self) -> tuple[str, ...]:
-        """One line per unit whose FLOPs another unit's roof bounds, or none does (for output)."""
-        notes = []
-        for unit in UNITS:
-            target = self.roof_unit(unit)
-            if target == unit:
-                continue
-            if target is not None:
-                notes.append(
-                    f"{self.name} publishes no {unit} roof: its {unit} FLOPs (exp, rsqrt) are charged to "
-                    f"the {target} roof, one FLOP per call"
-                )
-            elif unit != "tensor":
-                notes.append(
-                    f"{self.name} publishes no {unit} roof: its {unit} FLOPs take no time in the bound"
-                )
-        return tuple(notes)
 
     def require_peak(self, unit: str, precision: str) -> sympy.Expr:
         """Like :meth:`peak` but raise :class:`MissingRoofError` naming what exists."""

@@ -26,14 +26,11 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Phase
 
 from .reports import (
-    LEDGER_TERMS,
     STEP_FIELDS,
-    CapacityCheck,
     DecodeLimits,
     DecodeReport,
     LimitNumbers,
     NearFarMemory,
-    check_capacity,
     decode_from_fields,
     limits_at,
     phase_fields,
@@ -45,7 +42,6 @@ __all__ = [
     "decode_from_card",
     "build_prefill_card",
     "prefill_from_card",
-    "capacity_from_card",
     "to_text",
     "CARD_VERSION",
 ]
@@ -114,8 +110,10 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     caller then uses the library functions directly).
     """
     from costmodel.cost import as_float
+    from costmodel.hardware.fallback import roof_notes
 
     from .compiled import compiled_step
+    from .fit_check import ledger_card
     from .ledger_fit import kv_caps
     from .limits import LimitForms
     from .phases import decode_constants, near_far_memory
@@ -142,7 +140,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
-        "roof_notes": list(hw.roof_notes()),
+        "roof_notes": list(roof_notes(hw)),
         "fields": {k: to_text(v) for k, v in fields.items()},
         "terms": {k: to_text(v) for k, v in f.terms_s.items()},
         "bandwidth": bw,
@@ -159,87 +157,8 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "near_far": nf.to_dict(),
         "check": _check_point(c, lf),
         "kv_caps": kv_caps(w, tp=tp),
-        "ledger": _ledger_card(w, hw, Phase.DECODE, tp, {"B": 7, "ctx": 1234}),
+        "ledger": ledger_card(w, hw, Phase.DECODE, tp, {"B": 7, "ctx": 1234}),
     }
-
-
-def _ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> dict[str, Any]:
-    """The capacity ledger's terms (bytes) as text in the card's two arguments (decode: ``B``
-    sequences holding ``ctx`` tokens, ``B`` active; prefill: ``B`` prompts of ``S``, ``B S``
-    active), the capacity, and their values at the card's check point."""
-    import sympy
-
-    from costmodel.cost import as_float
-
-    from .ledger_fit import ledger_terms
-
-    b, t = (sympy.Symbol(n, integer=True, positive=True) for n in at)
-    cap = as_float(hw.capacity())
-    if phase == Phase.PREFILL:
-        led = ledger_terms(w, phase=phase, tp=tp, seq=at["S"])
-        if (
-            led.activation_bytes_per_token
-            != ledger_terms(w, phase=phase, tp=tp, seq=4096).activation_bytes_per_token
-        ):
-            raise CardError("this model's prefill activations per token depend on the prompt length")
-        terms = led.terms(batch=b, cached_tokens=t, active_tokens=b * t, capacity=cap)
-    else:
-        terms = ledger_terms(w, phase=phase, tp=tp).terms(
-            batch=b, cached_tokens=t, active_tokens=b, capacity=cap
-        )
-    args = tuple(at)
-    exprs = {k: getattr(terms, k) for k in LEDGER_TERMS}
-    return {
-        "capacity": cap,
-        "terms": {k: to_text(v, args) for k, v in exprs.items()},
-        "check": {
-            k: float(sympy.sympify(v).subs({b: at[args[0]], t: at[args[1]]})) for k, v in exprs.items()
-        },
-    }
-
-
-def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> CapacityCheck:
-    """Does ``batch`` at ``tokens`` (decode: context; prefill: prompt) fit, from a card's ledger
-    (:func:`graphs.serving.reports.check_capacity`, as the library's
-    :func:`graphs.serving.ledger_fit.capacity_check` solves it, without devices suggested).
-
-    Raises :class:`CardError` when the card has no readable ledger or its text does not
-    reproduce its check point.
-    """
-    try:
-        kind = card.get("kind")
-        args = {"decode": _ARGS, "prefill": _PREFILL}[kind]
-        led = card["ledger"]
-        cap = float(led["capacity"])
-        fns = {k: compile_numeric(led["terms"][k], args) for k in LEDGER_TERMS}
-        pt = (float(card["check"][args[0]]), float(card["check"][args[1]]))
-        got = {k: f(*pt) for k, f in fns.items()}
-        ok = (
-            math.isfinite(cap)
-            and cap > 0
-            and all(
-                math.isfinite(g)
-                and g >= 0
-                and math.isclose(g, float(led["check"][k]), rel_tol=1e-9, abs_tol=1e-300)
-                for k, g in got.items()
-            )
-        )
-        if not ok:
-            raise CardError("the card's ledger does not reproduce its check point")
-        device, tp = str(card["device"]), int(card["tp"])
-    except CardError:
-        raise
-    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-        raise CardError(f"unreadable card ledger: {type(exc).__name__}: {exc}") from None
-    return check_capacity(
-        lambda b, t: {k: f(b, t) for k, f in fns.items()},
-        capacity=cap,
-        device=device,
-        tp=tp,
-        phase=Phase(kind),
-        batch=batch,
-        tokens=tokens,
-    )
 
 
 def _check_point(c: Any, lf: Any) -> dict[str, Any]:
@@ -295,7 +214,7 @@ def _near_far(d: dict[str, Any]) -> NearFarMemory:
 
 
 def _notes(card: dict[str, Any]) -> tuple[str, ...]:
-    """The card's roof notes (:meth:`costmodel.hardware.Hardware.roof_notes`), as text."""
+    """The card's roof notes (:func:`costmodel.hardware.fallback.roof_notes`), as text."""
     notes = card["roof_notes"]
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise CardError("the card's roof notes are not a list of text")
@@ -371,8 +290,10 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
     """The prefill card: the step's fields in ``B`` and ``S`` and one chunk's step in ``B``,
     ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
     from costmodel.cost import as_float
+    from costmodel.hardware.fallback import roof_notes
 
     from .compiled import compiled_step
+    from .fit_check import ledger_card
     from .workload import as_workload
 
     w = as_workload(config)
@@ -390,12 +311,12 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
-        "roof_notes": list(hw.roof_notes()),
+        "roof_notes": list(roof_notes(hw)),
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
         "check": _prefill_check(c, cc),
-        "ledger": _ledger_card(w, hw, Phase.PREFILL, tp, {"B": 3, "S": 777}),
+        "ledger": ledger_card(w, hw, Phase.PREFILL, tp, {"B": 3, "S": 777}),
     }
 
 

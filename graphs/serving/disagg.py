@@ -33,8 +33,8 @@ from costmodel.results import Result
 from models.config import ModelConfig
 
 from .compiled import compiled_step
+from .fit_check import CapacityCheck
 from .ledger_fit import capacity_check
-from .reports import CapacityCheck
 from .totals import kv_cache_bytes_per_token
 from .workload import Workload, as_workload
 

@@ -27,7 +27,7 @@ from costmodel.results import Result
 from models.config import ModelConfig
 
 from .compiled import positive_int
-from .reports import CapacityCheck, check_capacity
+from .fit_check import CapacityCheck, check_capacity
 from .totals import cache_terms
 from .workload import Workload, as_workload
 
@@ -165,7 +165,7 @@ def capacity_check(
     tp: int = 1,
     suggest: bool = True,
 ) -> CapacityCheck:
-    """Does one step's point fit the device (:class:`~graphs.serving.reports.CapacityCheck`)?
+    """Does one step's point fit the device (:class:`~graphs.serving.fit_check.CapacityCheck`)?
 
     ``tokens`` is the decode context (the prefill prompt). When it does not fit (and
     ``suggest``), the check also carries the ledger's lower bound on devices,

@@ -15,7 +15,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from costmodel.keys import Phase
-from costmodel.ledger_solve import solve_capacity
 from costmodel.results import Result
 
 if TYPE_CHECKING:
@@ -28,9 +27,6 @@ STEP_FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flo
 __all__ = [
     "STEP_FIELDS",
     "cache_read_bytes",
-    "CapacityCheck",
-    "check_capacity",
-    "LEDGER_TERMS",
     "PhaseReport",
     "PrefillReport",
     "DecodeReport",
@@ -64,7 +60,7 @@ class PhaseReport(Result):
     kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
     attention_flop_share: float
     energy_per_token_j: float | None  #: TDP x step time / tokens: an estimate at full power
-    #: what the device's roofs substituted (:meth:`costmodel.hardware.Hardware.roof_notes`)
+    #: what the device's roofs substituted (:func:`costmodel.hardware.fallback.roof_notes`)
     notes: tuple[str, ...] = ()
 
     @property
@@ -361,97 +357,3 @@ def cache_read_bytes(caps: dict[str, Any], *, batch: int, ctx: int) -> tuple[flo
     held = ctx * caps["per_token"] + sum(k * min(ctx, w) for k, w in capped) + caps["state"]
     full = ctx * (caps["per_token"] + sum(k for k, _w in capped)) + caps["state"]
     return batch * held, batch * full
-
-
-#: the capacity ledger's terms (bytes), as :meth:`costmodel.ledger.MemoryLedger.numeric_terms` names them
-LEDGER_TERMS = ("weights", "kv_cache", "activations", "overhead")
-
-#: largest batch (and context) a capacity check searches
-_BATCH_UPPER, _CONTEXT_UPPER = 1 << 20, 1 << 26
-
-
-@dataclass(frozen=True)
-class CapacityCheck(Result):
-    """Whether one step's point fits one device's memory: the capacity ledger (weights, KV cache,
-    live activations, overhead per device at ``tp``) against the device capacity (bytes).
-
-    ``tokens`` is the context of a decode step (the prompt of a prefill one); ``max_batch`` and
-    ``max_context`` are the largest batch at ``tokens`` and the longest context at ``batch`` that
-    fit (0: none). When the point does not fit, ``devices_needed`` is the ledger's lower bound
-    ``ceil(total at tp=1 / capacity)`` (at least ``tp + 1``) and ``tp_that_fits`` the smallest
-    tensor-parallel degree the model splits over at which it fits (None: none tried did).
-    """
-
-    device: str
-    tp: int
-    phase: Phase
-    batch: int
-    tokens: int
-    needed_bytes: float
-    capacity_bytes: float
-    max_batch: int
-    max_context: int
-    devices_needed: int | None = None
-    tp_that_fits: int | None = None
-
-    @property
-    def fits(self) -> bool:
-        return self.needed_bytes <= self.capacity_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "fits": self.fits}
-
-    def headline(self, try_flag: str | None = "--tp") -> str:
-        """The first line a report prints when the point does not fit, e.g. ``does not fit on
-        1×h100-sxm: needs ≥ 11 devices (try --tp 16)``; ``try_flag=None`` where the command has
-        no tensor-parallel flag (the hint then names the degree instead of a flag)."""
-        need = f": needs ≥ {self.devices_needed} devices" if self.devices_needed else ""
-        hints = []
-        if self.tp_that_fits is not None:
-            hints.append(
-                f"try {try_flag} {self.tp_that_fits}" if try_flag else f"fits at tp {self.tp_that_fits}"
-            )
-        elif self.devices_needed:
-            hints.append("no tensor-parallel degree tried fits this batch")
-        if self.max_batch > 0:
-            hints.append(
-                f"or at most batch {self.max_batch} on {self.tp}"
-                if hints
-                else f"at most batch {self.max_batch} fits"
-            )
-        hint = f" ({', '.join(hints)})" if hints else ""
-        return f"does not fit on {self.tp}×{self.device}{need}{hint}"
-
-    def detail(self) -> str:
-        """One line of the ledger behind the verdict (GiB, as ``costmodel ledger`` prints)."""
-        gib = 1024**3
-        where = "ctx" if self.phase == Phase.DECODE else "seq"
-        fits = f"at most batch {self.max_batch} fits" if self.max_batch else "not even batch 1 fits"
-        return (
-            f"  batch {self.batch} at {where} {self.tokens} needs {self.needed_bytes / gib:.2f} GiB per device; "
-            f"the device holds {self.capacity_bytes / gib:.2f} GiB; {fits} (costmodel ledger has the terms)"
-        )
-
-
-def check_capacity(
-    terms: Callable[[float, float], Mapping[str, float]],
-    *,
-    capacity: float,
-    device: str,
-    tp: int,
-    phase: Phase,
-    batch: int,
-    tokens: int,
-) -> CapacityCheck:
-    """A :class:`CapacityCheck` from the ledger's terms as a function of (batch, tokens) in
-    bytes (decode: ``tokens`` cached, ``batch`` active; prefill: ``batch * tokens`` active),
-    solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is."""
-
-    def at(b: float, t: float) -> dict[str, float]:
-        v = {k: float(terms(b, t)[k]) for k in LEDGER_TERMS}
-        return {**v, "total": sum(v.values())}
-
-    need = at(batch, tokens)["total"]
-    fit_b = solve_capacity(capacity, lambda b: at(b, tokens), _BATCH_UPPER)
-    fit_c = solve_capacity(capacity, lambda c: at(batch, c), _CONTEXT_UPPER)
-    return CapacityCheck(device, tp, phase, batch, tokens, need, capacity, fit_b.value, fit_c.value)
