@@ -82,7 +82,7 @@ class CapacityCheck(Result):
             hints.append("no tensor-parallel degree tried fits this batch")
         if self.max_batch > 0:
             hints.append(
-                f"or at most batch {self.max_batch} on {self.tp}"
+                f"or at most batch {self.max_batch} at tp {self.tp}"
                 if hints
                 else f"at most batch {self.max_batch} fits"
             )
@@ -115,7 +115,8 @@ def check_capacity(
     solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is."""
 
     def at(b: float, t: float) -> dict[str, float]:
-        v = {k: float(terms(b, t)[k]) for k in LEDGER_TERMS}
+        got = terms(b, t)
+        v = {k: float(got[k]) for k in LEDGER_TERMS}
         return {**v, "total": sum(v.values())}
 
     need = at(batch, tokens)["total"]
