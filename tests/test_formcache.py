@@ -54,7 +54,7 @@ def test_card_reports_equal_the_library(model, tp):
 
 
 def test_second_run_reads_the_card(cache, capsys, monkeypatch):
-    args = ("decode", "mixtral-8x7b", "--device", "h100", "--batch", "16", "--ctx", "8192")
+    args = ("decode", "mixtral-8x7b", "--device", "h200", "--batch", "16", "--ctx", "8192")
     first = _run(capsys, *args)
     assert len(list(cache.glob("decode-*.json"))) == 1
 

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report"]
+__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity"]
 
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
@@ -51,7 +51,7 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
 
 
 def decode_reports(
-    args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]
+    args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], max_batch: int | None = None
 ) -> tuple[Any, Any, Any]:
     """Report, limits and near/far memory: from the cached card when there is one (no sympy,
     no graph), else from a card built now (and stored), else from the library directly."""
@@ -63,19 +63,19 @@ def decode_reports(
     card = load(key) if key else None
     if card is not None:
         try:
-            return decode_from_card(card, batch=args.batch, ctx=args.ctx)
+            return decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch)
         except CardError:
             pass  # stale or tampered: rebuild
     cfg = config(args)
     try:
         card = build_decode_card(cfg, args.device, tp=args.tp)
-        reports = decode_from_card(card, batch=args.batch, ctx=args.ctx)
+        reports = decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch)
     except CardError:  # a form the card cannot hold: the library's compiled path
         from graphs import decode_limits, decode_report, near_far_memory
 
         return (
             decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp),
-            decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp),
+            decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp, max_batch=max_batch),
             near_far_memory(cfg, args.device),
         )
     if key:
@@ -126,3 +126,27 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
     if key:
         save(key, card)
     return rep
+
+
+def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str) -> Any:
+    """Does this command's point fit (:class:`graphs.serving.fit_check.CapacityCheck`)? From the
+    cached card's ledger when there is one, else from the library; a point that does not fit
+    is checked again by the library, which also says how many devices it needs."""
+    from graphs.serving.cards import CardError
+    from graphs.serving.fit_check import capacity_from_card
+
+    from ..formcache import load
+
+    tokens = args.ctx if kind == "decode" else args.seq
+    key = card_key(args, kind)
+    card = load(key) if key else None
+    if isinstance(card, dict):
+        try:
+            chk = capacity_from_card(card, batch=args.batch, tokens=tokens)
+            if chk.fits:
+                return chk
+        except CardError:
+            pass  # no readable ledger: the library's
+    from graphs.serving.ledger_fit import capacity_check
+
+    return capacity_check(config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp)

@@ -24,6 +24,7 @@ __all__ = [
     "with_prediction",
     "prediction_label",
     "coverage_lines",
+    "measured_devices",
 ]
 
 
@@ -54,13 +55,37 @@ def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
     return 0
 
 
+def measured_devices(names: str, field: str = "--devices") -> list[str]:
+    """The catalog names of a comma list of devices (aliases resolve through the catalog:
+    ``h100`` is ``h100-sxm``), each one the measured corpus covers; a one-line error otherwise."""
+    from ..errors import CostModelError
+    from ..hardware import get_device
+    from ..measured.corpus import SYSTEMS  # a table of names: the corpus itself is not read
+
+    measured = sorted(set(SYSTEMS.values()))
+    out: list[str] = []
+    for raw in names.split(","):
+        name = raw.strip()
+        if not name:
+            raise CostModelError(f"{field} {names!r} has an empty device name")
+        canonical = get_device(name).name
+        if canonical not in measured:
+            raise CostModelError(
+                f"{field}: device {name!r} ({canonical}) has no measured data; measured: {', '.join(measured)}"
+            )
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
+    devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
+
     from ..hardware import get_device
     from ..measured import FAMILIES
     from ..measured.report import build_report, params_markdown, scatter_plot, to_markdown
 
     fams = tuple(args.families.split(",")) if args.families else FAMILIES
-    devs = args.devices.split(",") if args.devices else None
     splits = tuple(args.splits.split(","))
     rep = build_report(fams, devs, splits, progress=_say(args.quiet))
     if args.plot_dir:
@@ -174,7 +199,12 @@ def with_prediction(
         if not getattr(args, "predict", None):
             return cmd(args)
         if phase == "prefill" and getattr(args, "chunk", None):
-            raise SystemExit("costmodel: error: --predict prices whole-prompt prefill; drop --chunk")
+            from ..errors import CostModelError
+
+            raise CostModelError(
+                f"--chunk {args.chunk} with --predict: the calibrated prediction prices whole-prompt "
+                "prefill only; drop --chunk (or --predict)"
+            )
         if args.json:
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):

@@ -80,6 +80,15 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         cfg.check_context(args.ctx, "--ctx", allow=args.allow_long_context)
     else:
         cfg.check_context(args.seq, "--seq", allow=args.allow_long_context)
+    from graphs.serving.ledger_fit import capacity_check
+
+    from .ledger_view import refuse_or_warn
+
+    tokens = args.ctx if args.phase == "decode" else args.seq
+    fit = capacity_check(cfg, args.device, phase=args.phase, batch=args.batch, tokens=tokens)
+    refused = refuse_or_warn(args, fit, try_flag=None)  # analyze has no --tp
+    if refused is not None:
+        return refused
     result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
     pred = None
     if args.predict:
@@ -88,7 +97,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
         pred = predict_step(cfg, args.device, args.phase, batch=args.batch, framework=args.predict, **kw)
     if args.json:
-        doc = result.to_dict()
+        doc = {**result.to_dict(), "capacity": fit.to_dict()}
         if pred is not None:
             doc["prediction"] = pred.to_dict()
         print(dump(doc))
@@ -96,6 +105,11 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     t = result.totals
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
     print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}")
+    from ..hardware import get_device
+    from ..hardware.fallback import roof_notes
+    from .ledger_view import print_notes
+
+    print_notes(roof_notes(get_device(args.device)))
     picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
     rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
     if pred is not None:
@@ -163,6 +177,7 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
 def add_model_parser(sub: Any) -> None:
     from ..measured.corpus import FRAMEWORKS
+    from .options import add_ignore_capacity
 
     m = sub.add_parser("model", help="catalog models, per-node analysis and closed forms")
     msub = m.add_subparsers(dest="model_command", required=True)
@@ -190,6 +205,7 @@ def add_model_parser(sub: Any) -> None:
         help="add each node's calibrated prediction for this framework's kernels ([measured] extra)",
     )
     ma.add_argument("--json", action="store_true")
+    add_ignore_capacity(ma)
     ma.set_defaults(func=cmd_model_analyze)
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
     mf.add_argument("model")

@@ -6,7 +6,8 @@ one-line error naming the flag, exit code 2, before any work starts), and
 every help line shows its default. ``tests/test_cli_surface.py`` fails when
 an option has no help.
 
-Exit codes: 0 success; 1 "does not fit" (``ledger``); 2 bad input; 141 the
+Exit codes: 0 success; 1 "does not fit" (``ledger``, and a point a report refuses because
+the device memory cannot hold it); 2 bad input; 141 the
 reader of the output went away (``| head``).
 """
 
@@ -34,9 +35,11 @@ __all__ = [
     "all_actions",
     "add_dtype_options",
     "apply_dtypes",
+    "add_ignore_capacity",
 ]
 
-EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger), 2 bad input, 141 output pipe closed"
+#: "does not fit": ``ledger``, and a point refused for memory (``--ignore-capacity``)
+EXIT_CODES = "exit codes: 0 ok, 1 does not fit (memory), 2 bad input, 141 output pipe closed"
 
 #: help for options many commands share, by destination name
 HELP: dict[str, str] = {
@@ -169,6 +172,17 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
             elif action.type is float and action.dest in FLOAT_RANGES:
                 action.type = _float_type(_flag(action), *FLOAT_RANGES[action.dest])
     return parser
+
+
+def add_ignore_capacity(p: argparse.ArgumentParser) -> None:
+    """``--ignore-capacity``: a point that does not fit the device memory is refused (exit 1)
+    unless this is given; then its numbers are printed after the verdict."""
+    p.add_argument(
+        "--ignore-capacity",
+        action="store_true",
+        help="print latencies even for a point that does not fit the device memory "
+        "(the first line still says it does not fit); without it such a point exits 1",
+    )
 
 
 def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:

@@ -35,6 +35,9 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         rate=args.rate,
         overlap=args.overlap,
     )
+    refused = _refuse(args, {"decode": r.decode_capacity, "prefill": r.prefill_capacity})
+    if refused is not None:
+        return refused
     crossover = kv_transfer_crossover(
         cfg,
         args.prefill_device,
@@ -72,15 +75,50 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     return emit(args, {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover}, "\n".join(lines))
 
 
+def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
+    """Points that do not fit their device's memory: exit 1 naming each (``--json``: the
+    verdicts), or with ``--ignore-capacity`` the verdicts as first lines and None (go on)."""
+    from .common import dump
+
+    bad = {k: c for k, c in checks.items() if c is not None and not c.fits}
+    if not bad:
+        return None
+    heads = [f"{k}: {c.headline(None)}" for k, c in bad.items()]
+    if args.ignore_capacity:
+        if not args.json:
+            for h in heads:
+                print(h + "; --ignore-capacity: the numbers below are for a point that cannot run")
+        return None
+    if args.json:
+        print(dump({"capacity": {k: c.to_dict() for k, c in bad.items()}, "refused": heads}))
+        return 1
+    for h, c in zip(heads, bad.values(), strict=True):
+        print(h)
+        print(c.detail())
+    print("  no latency for a point that cannot run (--ignore-capacity prints it anyway)")
+    return 1
+
+
 def cmd_specdec(args: argparse.Namespace) -> int:
+    from graphs.serving.ledger_fit import capacity_check
     from graphs.serving.specdec import speculative_decoding
 
     from ..report import format_table
     from .model import resolve_model
 
+    target, draft = (apply_dtypes(resolve_model(m), args) for m in (args.target, args.draft))
+    checks = {
+        "target": capacity_check(target, args.device, phase="decode", batch=args.batch, tokens=args.ctx),
+        "draft": capacity_check(
+            draft, args.draft_device or args.device, phase="decode", batch=args.batch, tokens=args.ctx
+        ),
+    }
+    refused = _refuse(args, checks)
+    if refused is not None:
+        return refused
     r = speculative_decoding(
-        apply_dtypes(resolve_model(args.target), args),
-        apply_dtypes(resolve_model(args.draft), args),
+        target,
+        draft,
         args.device,
         args.draft_device,
         alpha=args.alpha,
@@ -195,6 +233,8 @@ def cmd_plans(args: argparse.Namespace) -> int:
 
 
 def add_serve_parser(sub: Any) -> None:
+    from .options import add_ignore_capacity
+
     s = sub.add_parser("serve", help="disaggregated, speculative, split and parallel serving plans")
     ssub = s.add_subparsers(dest="serve_command", required=True)
     d = ssub.add_parser("disagg", help="prefill on one device, decode on another, KV over a link")
@@ -220,6 +260,7 @@ def add_serve_parser(sub: Any) -> None:
         help="KV transfer after the whole prefill, or layer by layer during it",
     )
     d.add_argument("--json", action="store_true")
+    add_ignore_capacity(d)
     d.set_defaults(func=cmd_disagg)
     sp = ssub.add_parser("specdec", help="speculative decoding speed-up and best k")
     sp.add_argument("target", help="target model (catalog name or config.json)")
@@ -234,6 +275,7 @@ def add_serve_parser(sub: Any) -> None:
     sp.add_argument("--ctx", type=int, default=4096)
     sp.add_argument("--k-max", type=int, default=12, help="largest number of drafted tokens per step to try")
     sp.add_argument("--json", action="store_true")
+    add_ignore_capacity(sp)
     sp.set_defaults(func=cmd_specdec)
     sl = ssub.add_parser("split", help="attention on one device type, FFN on another")
     sl.add_argument("model")

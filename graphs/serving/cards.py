@@ -120,8 +120,10 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     caller then uses the library functions directly).
     """
     from costmodel.cost import as_float
+    from costmodel.hardware.fallback import roof_notes
 
     from .compiled import compiled_step
+    from .fit_check import ledger_card
     from .ledger_fit import kv_caps
     from .limits import LimitForms
     from .phases import decode_constants, near_far_memory
@@ -148,6 +150,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "roof_notes": list(roof_notes(hw)),
         "fields": {k: to_text(v) for k, v in fields.items()},
         "terms": {k: to_text(v) for k, v in f.terms_s.items()},
         "bandwidth": bw,
@@ -164,6 +167,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "near_far": nf.to_dict(),
         "check": _check_point(c, lf),
         "kv_caps": kv_caps(w, tp=tp),
+        "ledger": ledger_card(w, hw, Phase.DECODE, tp, {"B": 7, "ctx": 1234}),
     }
 
 
@@ -327,14 +331,23 @@ def _check_limits(lim: DecodeLimits, where: str) -> None:
             _number(v, f"{k} {where}")
 
 
+def _notes(card: dict[str, Any]) -> tuple[str, ...]:
+    """The card's roof notes (:func:`costmodel.hardware.fallback.roof_notes`), as text."""
+    notes = card["roof_notes"]
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise CardError("the card's roof notes are not a list of text")
+    return tuple(notes)
+
+
 def _fn(text: Any) -> Any:
     return compile_numeric(text, _ARGS)
 
 
 def decode_from_card(
-    card: dict[str, Any], *, batch: int, ctx: int
+    card: dict[str, Any], *, batch: int, ctx: int, max_batch: int | None = None
 ) -> tuple[DecodeReport, DecodeLimits, NearFarMemory]:
-    """The decode report, limits and near/far memory at ``batch`` and ``ctx`` from a card.
+    """The decode report, limits and near/far memory at ``batch`` and ``ctx`` from a card
+    (with ``max_batch``, the largest batch that fits, the limits say what batching reaches).
 
     Raises :class:`CardError` when the card is malformed or does not reproduce its check point.
     """
@@ -377,6 +390,7 @@ def decode_from_card(
                 batch=batch,
                 tokens=batch,
                 tp=tp,
+                notes=_notes(card),
             ),
             bandwidth=bandwidth,
             weights_bytes=weights,
@@ -393,7 +407,7 @@ def decode_from_card(
             unit_forms=lambda u: (str(units[u]["per_sequence"]), ceilings[u]),
         )
         nf = _near_far(card["near_far"], bandwidth)
-        limits = limits_at(numbers, ctx)
+        limits = limits_at(numbers, ctx, max_batch)
         _check_limits(limits, where)
         return rep, limits, nf
     except CardError:
@@ -410,8 +424,10 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
     """The prefill card: the step's fields in ``B`` and ``S`` and one chunk's step in ``B``,
     ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
     from costmodel.cost import as_float
+    from costmodel.hardware.fallback import roof_notes
 
     from .compiled import compiled_step
+    from .fit_check import ledger_card
     from .workload import as_workload
 
     w = as_workload(config)
@@ -429,10 +445,12 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "roof_notes": list(roof_notes(hw)),
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
         "check": _prefill_check(c, cc),
+        "ledger": ledger_card(w, hw, Phase.PREFILL, tp, {"B": 3, "S": 777}),
     }
 
 
@@ -486,6 +504,7 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
             batch=batch,
             tokens=batch * seq,
             tp=tp,
+            notes=_notes(card),
         )
     except CardError:
         raise

@@ -22,6 +22,7 @@ from typing import Any
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
 from costmodel.hardware import Hardware, get_device
+from costmodel.hardware.fallback import roof_notes
 from costmodel.keys import Phase
 from models.config import ModelConfig
 from models.params import param_bytes, param_counts
@@ -65,6 +66,7 @@ def _report_fields(
         batch=point[0],
         tokens=tokens,
         tp=tp,
+        notes=roof_notes(hw),
     )
 
 
