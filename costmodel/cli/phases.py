@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
+from .html_option import add_html_option, keep
 from .ledger_view import print_cache_caps, print_fits, print_kv_split, print_terms
 from .options import check_output_path, int_list, number
 
@@ -174,6 +175,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 
     check_context(args, args.seq, "--seq")
     rep = prefill_report(args, _config)
+    keep(args, report=rep)
     if args.json:
         print(dump(rep.to_dict()))
         return 0
@@ -202,6 +204,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
     check_context(args, args.ctx, "--ctx")
     rep, lim, nf = decode_reports(args, _config)
+    keep(args, report=rep, limits=lim)
     if args.json:
         print(dump({**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}))
         return 0
@@ -358,6 +361,7 @@ def add_phase_parsers(sub: Any) -> None:
     )
     add_predict_option(pf)
     pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
+    add_html_option(pf, "prefill")
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
     common(dc)
@@ -365,6 +369,7 @@ def add_phase_parsers(sub: Any) -> None:
     dc.add_argument("--ctx", type=int, default=4096)
     add_predict_option(dc)
     dc.set_defaults(func=with_prediction(cmd_decode, "decode"))
+    add_html_option(dc, "decode")
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
     common(sw)

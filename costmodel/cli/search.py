@@ -7,6 +7,7 @@ import csv
 from typing import Any
 
 from .common import dump, progress_bar
+from .html_option import add_html_option, keep
 from .options import check_output_path, int_list
 
 __all__ = ["add_search_parser", "cmd_search"]
@@ -67,6 +68,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 cluster.close()
     else:
         res = search(cfg, **kw)
+    keep(args, result=res)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             if res.frontier:
@@ -134,3 +136,4 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_search)
+    add_html_option(sp, "search")

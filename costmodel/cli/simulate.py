@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .common import dump, progress_bar
+from .html_option import add_html_option, keep
 from .options import check_output_path
 
 __all__ = ["add_simulate_parser", "cmd_simulate"]
@@ -84,6 +85,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             progress=progress_bar("max-rate", args.quiet, "probes"),
             **common,
         )
+        keep(args, result=m, config=cfg)
         if args.json:
             print(dump(m))
             return 0
@@ -125,6 +127,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress=progress_bar("simulate", args.quiet, "requests"),
         **common,
     )
+    keep(args, result=res, config=cfg)
     if args.csv:
         res.requests_csv(args.csv)
     if args.plot:
@@ -222,3 +225,4 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_simulate)
+    add_html_option(sp, "simulate")

@@ -1,0 +1,380 @@
+"""Self-contained interactive HTML reports (optional extra ``html``: plotly) and report tables.
+
+One page per run: a header that says what was run, headline numbers as text, and sections of
+plotly figures and tables. The page inlines plotly.js once and every figure's data, so it
+opens offline (no network fetch). The figures here are generic over the engine's own rows;
+serving pages are assembled in :mod:`graphs.serving.html_views`.
+
+* :func:`roofline_figure`: every op node as a point at ``(I, F / T)`` (intensity, FLOP/s of
+  its bound), with the device's roofs ``min(P_u, beta * I)`` and the ridge points
+  ``I* = P_u / beta`` against DRAM;
+* :func:`ledger_figure`: memory-ledger terms as stacked bars against the device's capacity;
+* :func:`cdf_figure`: empirical CDFs with labelled SLO lines;
+* :func:`result_table`: any :class:`~costmodel.results.Result` as an HTML table (no plotly:
+  Jupyter's ``_repr_html_`` uses it).
+
+plotly is imported only when a figure is built; without it :func:`require_plotly` raises a
+one-line :class:`~costmodel.errors.CostModelError` naming the extra.
+
+>>> print(result_table({"step_s": 0.0046, "kind": "dram"}))
+<table class="cm-result"><tr><th>step_s</th><td>0.0046</td></tr><tr><th>kind</th><td>dram</td></tr></table>
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import html
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import CostModelError
+from .text import fmt_si, fmt_time
+
+if TYPE_CHECKING:
+    from .graph import NodeRow
+    from .hardware import Hardware
+
+__all__ = [
+    "EXTRA_HINT",
+    "require_plotly",
+    "Section",
+    "result_table",
+    "rows_table",
+    "page_html",
+    "write_html",
+    "roofline_figure",
+    "ledger_figure",
+    "cdf_figure",
+]
+
+#: the one-line hint every "plotly is missing" error carries
+EXTRA_HINT = "HTML reports need the optional extra: pip install 'costmodel[html]' (plotly>=5)"
+
+#: most rows of a tuple of reports a table shows (the rest are counted)
+MAX_TABLE_ROWS = 50
+
+
+def require_plotly() -> Any:
+    """``plotly.graph_objects``, or a one-line :class:`CostModelError` naming the extra."""
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        raise CostModelError(EXTRA_HINT) from None
+    return go
+
+
+# ------------------------------------------------------------------ tables (no plotly)
+def _cell(value: Any) -> str:
+    """One value as escaped HTML: numbers compact, reports and mappings as nested tables."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None or isinstance(value, (str, bool)):
+        return html.escape(str(value))
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if isinstance(value, float):
+        return html.escape(f"{value:.6g}" if math.isfinite(value) else str(value))
+    if isinstance(value, Mapping) or dataclasses.is_dataclass(value):
+        return result_table(value)
+    if isinstance(value, (list, tuple)) and value and all(dataclasses.is_dataclass(v) for v in value):
+        return rows_table([_fields(v) for v in value])
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape) >= 1:  # numpy arrays: their size, not their contents
+        return html.escape(f"array of {shape[0]:,} values")
+    if isinstance(value, (list, tuple)):
+        return html.escape(", ".join(str(v) for v in value))
+    return html.escape(str(value))
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
+    return dict(obj)
+
+
+def result_table(obj: Any) -> str:
+    """A report (dataclass) or mapping as a two-column HTML table; nested reports nest."""
+    cells = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>" for k, v in _fields(obj).items()
+    )
+    return f'<table class="cm-result">{cells}</table>'
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]] | None = None) -> str:
+    """Rows (mappings) as an HTML table with a header; ``columns`` are ``(key, heading)`` pairs
+    (default: the first row's keys). At most :data:`MAX_TABLE_ROWS` rows; the rest are counted."""
+    if not rows:
+        return "<p>(none)</p>"
+    cols = list(columns) if columns is not None else [(k, k) for k in rows[0]]
+    head = "".join(f"<th>{html.escape(h)}</th>" for _k, h in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(r.get(k))}</td>" for k, _h in cols) + "</tr>"
+        for r in rows[:MAX_TABLE_ROWS]
+    )
+    more = (
+        f'<tr><td colspan="{len(cols)}">... {len(rows) - MAX_TABLE_ROWS:,} more rows</td></tr>'
+        if len(rows) > MAX_TABLE_ROWS
+        else ""
+    )
+    return f'<table class="cm-rows"><tr>{head}</tr>{body}{more}</table>'
+
+
+# ------------------------------------------------------------------ the page
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A titled part of a page: plotly figures and HTML fragments (already escaped), in order."""
+
+    title: str
+    parts: tuple[Any, ...]
+    note: str = ""  #: plain text, escaped on output
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1150px;color:#222}
+h1{font-size:1.5em;margin-bottom:.3em} h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;font-size:.85em;margin:.4em 0} th,td{border:1px solid #ddd;padding:2px 6px;
+text-align:left;vertical-align:top} th{background:#f4f4f4} code{font-size:.95em}
+.cm-headline{font-size:1.05em} .cm-headline td{font-weight:600} .cm-note{color:#555;font-size:.85em}
+"""
+
+
+def _part_html(part: Any, index: int) -> str:
+    if isinstance(part, str):
+        return part
+    return part.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id=f"cm-fig-{index}",
+        config={"displaylogo": False, "responsive": True},
+    )
+
+
+def page_html(
+    title: str,
+    header: Mapping[str, Any],
+    headline: Mapping[str, str],
+    sections: Sequence[Section],
+) -> str:
+    """The whole page: ``header`` (what was run), ``headline`` (the run's key numbers, as the
+    command line prints them, each in an element with ``data-key``), then ``sections``. The
+    plotly.js bundle is inlined once in the head: the page makes no network request."""
+    require_plotly()
+    from plotly.offline import get_plotlyjs
+
+    head_rows = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td><code>{html.escape(str(v))}</code></td></tr>"
+        for k, v in header.items()
+    )
+    lines = "".join(
+        f'<tr><th>{html.escape(k)}</th><td data-key="{html.escape(k)}">{html.escape(v)}</td></tr>'
+        for k, v in headline.items()
+    )
+    body, index = [], 0
+    for s in sections:
+        body.append(f"<h2>{html.escape(s.title)}</h2>")
+        for p in s.parts:
+            body.append(_part_html(p, index))
+            index += 0 if isinstance(p, str) else 1
+        if s.note:
+            body.append(f'<p class="cm-note">{html.escape(s.note)}</p>')
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        f'<h1>{html.escape(title)}</h1><table class="cm-run">{head_rows}</table>'
+        f'<table class="cm-headline">{lines}</table>' + "\n".join(body) + "</body></html>\n"
+    )
+
+
+def write_html(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, then
+    ``os.replace``): a reader never sees half a page; on failure the old file stays."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a page is an ordinary file
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+# ------------------------------------------------------------------ figures (plotly)
+def _layout(fig: Any, title: str, x: str, y: str, **kw: Any) -> Any:
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=460, **kw)
+    return fig
+
+
+def roofline_figure(
+    rows: Sequence[NodeRow],
+    hw: Hardware,
+    *,
+    details: Mapping[str, str] | None = None,
+    show_precisions: Sequence[str] = ("bf16", "fp32"),
+    title: str = "",
+) -> Any:
+    """Every op node with FLOPs as a point at intensity ``I = F / D`` (FLOP/B) and attained rate
+    ``F / T`` (FLOP/s of its bound ``T``), under the device's roofs.
+
+    .. math::  \\text{roof}_u(I) = \\min(P_u, \\beta_{\\mathrm{DRAM}} I), \\qquad I^*_u = P_u / \\beta_{\\mathrm{DRAM}}
+
+    Hover: node, op, ``details[node]`` (e.g. its shapes), FLOPs, bytes, intensity, bound kind,
+    time per instance and over its repeats, share of the step. Roofs whose precision is in
+    ``show_precisions`` are drawn (the others one click away in the legend); each drawn roof's
+    ridge point is marked. Nodes without FLOPs (gathers, collectives) have no point on log
+    axes; the figure's caption counts them (the page lists them in the node table).
+    """
+    go = require_plotly()
+    from .cost import as_float
+
+    details = details or {}
+    pts = [r for r in rows if r.flops > 0 and r.bytes > 0 and r.time_s > 0]
+    bw = as_float(hw.bandwidth())
+    fig = go.Figure()
+    by_kind: dict[str, list[NodeRow]] = {}
+    for r in pts:
+        by_kind.setdefault(r.kind, []).append(r)
+    for kind, rs in by_kind.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[r.intensity for r in rs],
+                y=[r.flops / r.time_s for r in rs],
+                mode="markers",
+                name=f"nodes bound by {kind}",
+                marker={"size": [6 + 24 * math.sqrt(r.share) for r in rs], "line": {"width": 0.5}},
+                text=[_node_hover(r, details.get(r.node, "")) for r in rs],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    xs = [r.intensity for r in pts]
+    ridges = [as_float(roof.peak_flops_per_s) / bw for roof in hw.roofs]
+    lo = min([*xs, *ridges, 1.0]) / 4
+    hi = max([*xs, *ridges, 1.0]) * 4
+    grid = [lo * (hi / lo) ** (i / 120) for i in range(121)]
+    for roof in hw.roofs:
+        peak = as_float(roof.peak_flops_per_s)
+        ridge = peak / bw
+        visible = True if roof.precision in show_precisions else "legendonly"
+        label = f"roof {roof.unit} {roof.precision}: {fmt_si(peak, 'FLOP/s')}, ridge {ridge:.0f} FLOP/B"
+        fig.add_trace(
+            go.Scatter(
+                x=grid,
+                y=[min(peak, bw * x) for x in grid],
+                mode="lines",
+                name=label,
+                visible=visible,
+                line={"width": 1.2},
+                hovertemplate=f"{html.escape(label)}<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[ridge],
+                y=[peak],
+                mode="markers",
+                marker={"symbol": "diamond-open", "size": 9, "color": "black"},
+                name=f"ridge {roof.unit} {roof.precision}",
+                visible=visible,
+                showlegend=False,
+                hovertemplate=f"ridge point I* = {ridge:.1f} FLOP/B ({roof.unit} {roof.precision})<extra></extra>",
+            )
+        )
+    skipped = len(rows) - len(pts)
+    sub = f" ({skipped} node(s) without FLOPs not drawn)" if skipped else ""
+    return _layout(
+        fig,
+        (title or f"roofline on {hw.name}") + sub,
+        "arithmetic intensity (FLOP per DRAM byte)",
+        "FLOP/s of the node's bound",
+        xaxis_type="log",
+        yaxis_type="log",
+    )
+
+
+def _node_hover(r: NodeRow, detail: str) -> str:
+    parts = [
+        f"<b>{html.escape(r.node)}</b> ({html.escape(r.op)})",
+        html.escape(detail) if detail else "",
+        f"FLOPs {fmt_si(r.flops, 'FLOP')}, bytes {fmt_si(r.bytes, 'B')}, I = {r.intensity:.3g} FLOP/B",
+        f"bound by {html.escape(r.kind)}: {fmt_time(r.time_s)} x {r.repeat:g} = {fmt_time(r.total_time_s)}",
+        f"share of the step {100 * r.share:.2f}%",
+    ]
+    return "<br>".join(p for p in parts if p)
+
+
+#: the ledger's stacked terms, bottom to top
+LEDGER_TERMS = ("weights", "kv_cache", "activations", "overhead")
+
+
+def ledger_figure(bars: Mapping[str, Mapping[str, float]], capacity_bytes: float, *, title: str = "") -> Any:
+    """Each bar: one ledger (``weights``, ``kv_cache``, ``activations``, ``overhead``, bytes)
+    stacked in GiB (``2**30`` B), against the device capacity drawn as a line."""
+    go = require_plotly()
+    from .ledger import GIB
+
+    names = list(bars)
+    fig = go.Figure()
+    for term in LEDGER_TERMS:
+        vals = [bars[n].get(term, 0.0) / GIB for n in names]
+        fig.add_trace(
+            go.Bar(x=names, y=vals, name=term, hovertemplate=f"{term} %{{y:.2f}} GiB<extra></extra>")
+        )
+    fig.add_hline(
+        y=capacity_bytes / GIB,
+        line_dash="dash",
+        annotation_text=f"device memory {capacity_bytes / GIB:.2f} GiB",
+        annotation_position="top left",
+    )
+    return _layout(fig, title or "capacity ledger", "", "GiB", barmode="stack")
+
+
+def cdf_figure(
+    series: Mapping[str, Sequence[float]],
+    slos: Mapping[str, float | None] | None = None,
+    *,
+    title: str = "",
+    x_title: str = "seconds",
+) -> Any:
+    """Empirical CDFs ``F(x) = #{v <= x} / n`` of each series (finite values only), log x axis,
+    with a labelled vertical line per SLO given (``slos[name]``, same unit)."""
+    go = require_plotly()
+    fig = go.Figure()
+    for name, values in series.items():
+        v = sorted(float(x) for x in values if math.isfinite(float(x)) and float(x) > 0)
+        n = len(v)
+        fig.add_trace(
+            go.Scatter(
+                x=v,
+                y=[(i + 1) / n for i in range(n)],
+                mode="lines",
+                name=f"{name} ({n:,} requests)",
+                hovertemplate=f"{name} %{{x:.4g}} s: %{{y:.1%}} of requests<extra></extra>",
+            )
+        )
+    for name, slo in (slos or {}).items():
+        if slo is not None:  # a trace, not a shape: shapes on log axes take log10 positions
+            label = f"{name} SLO {slo:g} s"
+            fig.add_trace(
+                go.Scatter(
+                    x=[slo, slo],
+                    y=[0, 1.04],
+                    mode="lines+text",
+                    text=["", label],
+                    textposition="top center",
+                    line={"dash": "dot", "color": "gray"},
+                    name=label,
+                    hovertemplate=f"{label}<extra></extra>",
+                )
+            )
+    return _layout(fig, title or "latency CDFs", x_title, "fraction of requests", xaxis_type="log")
