@@ -371,7 +371,7 @@ def cdf_figure(
                     y=[0, 1.04],
                     mode="lines+text",
                     text=["", label],
-                    textposition="top center",
+                    textposition="top left",
                     line={"dash": "dot", "color": "gray"},
                     name=label,
                     hovertemplate=f"{label}<extra></extra>",

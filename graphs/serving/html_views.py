@@ -386,7 +386,7 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
     fig.update_layout(
         title="timeline: batch, queue and KV use per iteration", template="plotly_white", height=560
     )
-    note = f"every {k}th of {len(tl['t']):,} iterations drawn" if k > 1 else f"{len(tl['t']):,} iterations"
+    note = f"one iteration in {k} of {len(tl['t']):,} drawn" if k > 1 else f"{len(tl['t']):,} iterations"
     return [
         Section("latency distributions", (summary, *cdfs)),
         Section("timeline", (fig,), note),
@@ -469,7 +469,7 @@ def simulation_page(
         sections.append(Section("the run", (rows_table([sim.topology.to_dict()]),)))
     device = sim.device if sim is not None else "-"
     tp = sim.topology.tp if sim is not None else None
-    rate = f" at {sim.rate:g} requests/s" if sim is not None and sim.rate else ""
+    rate = f" at {sim.rate:.4g} requests/s" if sim is not None and sim.rate else ""
     title = f"{config.name} serving simulation on {device}{rate}"
     return page_html(title, run_header(command, config, device, tp), headline, sections)
 
@@ -505,13 +505,19 @@ def search_page(result: Any, *, command: str) -> str:
                 hovertemplate="%{text}<extra></extra>",
             )
         )
+    winners: dict[tuple[Any, ...], list[str]] = {}  # one label per point, naming every objective it wins
     for name, p in result.best.items():
+        winners.setdefault((p["plan"], p["batch"], p["ctx"]), []).append(name.replace("_", " "))
+    points = {(p["plan"], p["batch"], p["ctx"]): p for p in result.best.values()}
+    for i, (key, names) in enumerate(winners.items()):
+        p = points[key]
         fig.add_annotation(
             x=math.log10(p["tokens_per_s_per_device"]),
             y=math.log10(p["tokens_per_s_per_user"]),
-            text=f"{name.replace('_', ' ')}: {p['plan']}, batch {p['batch']}",
+            text=f"{' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}",
             showarrow=True,
             arrowhead=2,
+            ay=-30 - 25 * (i % 2),
             font={"size": 10},
         )
     fig.update_layout(
@@ -553,7 +559,7 @@ def fusion_page(
             x=[b.time_s * 1e6 for b in bs],
             y=[f"{b.producer} -> {', '.join(c.split('.')[-1] for c in b.consumers)}" for b in bs],
             orientation="h",
-            text=[f"{fmt_si(b.bytes, 'B')}, {100 * b.share:.1f}%" for b in bs],
+            text=[f"{fmt_si(b.bytes, 'B')}, {100 * b.share:.3g}% of the unfused bound" for b in bs],
             hovertemplate="%{y}<br>%{x:.3f} us of DRAM time, %{text}<extra></extra>",
         )
     )
@@ -573,6 +579,7 @@ def fusion_page(
                 y=[getattr(g, key) * 1e6 for g in groups],
                 name=label,
                 text=[" + ".join(m.split(".")[-1] for m in g.members) for g in groups],
+                textposition="none",
                 hovertemplate=f"%{{x}} {label}: %{{y:.3f}} us<br>%{{text}}<extra></extra>",
             )
         )
