@@ -50,6 +50,8 @@ __all__ = [
     "write_html",
     "roofline_figure",
     "ledger_figure",
+    "hbar_figure",
+    "styled",
     "cdf_figure",
 ]
 
@@ -211,8 +213,11 @@ def write_html(path: str | Path, text: str) -> Path:
 
 
 # ------------------------------------------------------------------ figures (plotly)
-def _layout(fig: Any, title: str, x: str, y: str, **kw: Any) -> Any:
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=460, **kw)
+def styled(fig: Any, title: str, x_title: str, y_title: str, *, height: int = 460, **kw: Any) -> Any:
+    """``fig`` with the pages' one look: title, axis titles, white template, ``height`` px."""
+    fig.update_layout(
+        title=title, xaxis_title=x_title, yaxis_title=y_title, template="plotly_white", height=height, **kw
+    )
     return fig
 
 
@@ -292,7 +297,7 @@ def roofline_figure(
         )
     skipped = len(rows) - len(pts)
     sub = f" ({skipped} node(s) without FLOPs not drawn)" if skipped else ""
-    return _layout(
+    return styled(
         fig,
         (title or f"roofline on {hw.name}") + sub,
         "arithmetic intensity (FLOP per DRAM byte)",
@@ -311,6 +316,38 @@ def _node_hover(r: NodeRow, detail: str) -> str:
         f"share of the step {100 * r.share:.2f}%",
     ]
     return "<br>".join(p for p in parts if p)
+
+
+def hbar_figure(
+    labels: Sequence[str],
+    values: Sequence[float],
+    texts: Sequence[str],
+    *,
+    title: str,
+    x_title: str,
+    hover: str = "%{y}: %{text}",
+    left_margin: int = 260,
+) -> Any:
+    """Horizontal bars, the first label on top; ``texts`` label the bars and fill ``%{text}``."""
+    go = require_plotly()
+    fig = go.Figure(
+        go.Bar(
+            x=list(values)[::-1],
+            y=list(labels)[::-1],
+            orientation="h",
+            text=list(texts)[::-1],
+            textposition="auto",
+            hovertemplate=f"{hover}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title=x_title,
+        template="plotly_white",
+        height=130 + 30 * len(labels),
+        margin={"l": left_margin},
+    )
+    return fig
 
 
 #: the ledger's stacked terms, bottom to top
@@ -336,7 +373,7 @@ def ledger_figure(bars: Mapping[str, Mapping[str, float]], capacity_bytes: float
         annotation_text=f"device memory {capacity_bytes / GIB:.2f} GiB",
         annotation_position="top left",
     )
-    return _layout(fig, title or "capacity ledger", "", "GiB", barmode="stack")
+    return styled(fig, title or "capacity ledger", "", "GiB", barmode="stack")
 
 
 def cdf_figure(
@@ -377,4 +414,4 @@ def cdf_figure(
                     hovertemplate=f"{label}<extra></extra>",
                 )
             )
-    return _layout(fig, title or "latency CDFs", x_title, "fraction of requests", xaxis_type="log")
+    return styled(fig, title or "latency CDFs", x_title, "fraction of requests", xaxis_type="log")

@@ -27,11 +27,13 @@ from costmodel.cost import UNITS
 from costmodel.html import (
     Section,
     cdf_figure,
+    hbar_figure,
     ledger_figure,
     page_html,
     require_plotly,
     roofline_figure,
     rows_table,
+    styled,
 )
 from costmodel.keys import Phase
 from costmodel.roofline import LINK_PREFIX
@@ -130,23 +132,12 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
         bars[f"calibrated prediction ({prediction.framework})"] = prediction.predicted_s
         if prediction.corrected_s is not None:
             bars["prediction with shape residuals"] = prediction.corrected_s
-    names = list(bars)[::-1]
-    fig = go.Figure(
-        go.Bar(
-            x=[bars[n] * 1e3 for n in names],
-            y=names,
-            orientation="h",
-            text=[fmt_time(bars[n]) for n in names],
-            textposition="auto",
-            hovertemplate="%{y}: %{text}<extra></extra>",
-        )
-    )
-    fig.update_layout(
+    fig = hbar_figure(
+        list(bars),
+        [v * 1e3 for v in bars.values()],
+        [fmt_time(v) for v in bars.values()],
         title="step time: what it moves, computes and bounds",
-        xaxis_title="ms",
-        template="plotly_white",
-        height=120 + 34 * len(names),
-        margin={"l": 260},
+        x_title="ms",
     )
     parts: list[Any] = [fig]
     note = (
@@ -169,12 +160,12 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
                     hovertemplate=f"%{{x}} {label} %{{y:.4g}} ms<extra></extra>",
                 )
             )
-        fam_fig.update_layout(
-            title=f"bound vs calibrated prediction per kernel family ({prediction.calibrated_from})",
-            yaxis_title="ms",
+        styled(
+            fam_fig,
+            f"bound vs calibrated prediction per kernel family ({prediction.calibrated_from})",
+            "",
+            "ms",
             barmode="group",
-            template="plotly_white",
-            height=420,
         )
         parts.append(fam_fig)
         uncovered = prediction.by_family.get("unmeasured ops (bound)", {}).get("bound_s", 0.0)
@@ -225,7 +216,12 @@ def phase_page(
 
     hw = get_device(report.device)
     decode = report.phase == Phase.DECODE
-    point = (report.batch, ctx if decode else seq)
+    dim = ctx if decode else seq
+    if dim is None:
+        from costmodel.errors import CostModelError
+
+        raise CostModelError(f"a {report.phase} page needs {'ctx' if decode else 'seq'}, got None")
+    point = (report.batch, dim)
     c = compiled_step(config, hw, report.phase, tp=report.tp)
     rows, _totals = node_rows(c, *point)
     compute = max((v for k, v in report.terms_s.items() if k in UNITS), default=0.0)
@@ -261,18 +257,27 @@ def phase_page(
         )
     sections = [
         _breakdown_section(report, prediction),
-        _roofline_section(rows, hw, node_details(c, point), _roof_precision(_matmul(config))),
-        _ledger_section(
-            config,
-            report.device,
-            batch=report.batch,
-            ctx=ctx or seq or 1,
-            phase=report.phase,
-            seq=seq,
-            tp=report.tp,
-        ),
+        *_step_sections(rows, hw, node_details(c, point), config, report.phase, report.batch, dim, report.tp),
     ]
     return page_html(title, run_header(command, config, report.device, report.tp), headline, sections)
+
+
+def _step_sections(
+    rows: Sequence[Any],
+    hw: Any,
+    details: Mapping[str, str],
+    config: Any,
+    phase: str,
+    batch: int,
+    dim: int,
+    tp: int,
+) -> list[Section]:
+    """The roofline of the step's nodes and the ledger at its point (``dim``: ctx or seq)."""
+    seq = dim if phase == Phase.PREFILL else None
+    return [
+        _roofline_section(rows, hw, details, _roof_precision(_matmul(config))),
+        _ledger_section(config, hw.name, batch=batch, ctx=dim, phase=phase, seq=seq, tp=tp),
+    ]
 
 
 def _matmul(config: Any) -> str:
@@ -294,7 +299,9 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
 
     hw = get_device(analysis.device)
     decode = analysis.phase == Phase.DECODE
-    point = (analysis.batch, analysis.ctx if decode else analysis.seq)
+    dim = analysis.ctx if decode else analysis.seq
+    assert dim is not None, "analyze sets ctx for decode and seq for prefill"
+    point = (analysis.batch, dim)
     details = node_details(compiled_step(config, hw, analysis.phase), point)
     if prediction is not None:
         for n, p in prediction.nodes.items():
@@ -319,16 +326,7 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
         ]
     )
     sections = [
-        _roofline_section(analysis.rows, hw, details, _roof_precision(_matmul(config))),
-        _ledger_section(
-            config,
-            analysis.device,
-            batch=analysis.batch,
-            ctx=analysis.ctx or analysis.seq,
-            phase=analysis.phase,
-            seq=analysis.seq,
-            tp=1,
-        ),
+        *_step_sections(analysis.rows, hw, details, config, analysis.phase, analysis.batch, dim, 1),
         Section("closed forms (B, S, ctx free)", (forms,)),
     ]
     title = f"{analysis.model} {analysis.phase} on {analysis.device}: batch {analysis.batch}, {where}"
@@ -383,9 +381,7 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
     fig.update_yaxes(title_text="sequences", row=1, col=1)
     fig.update_yaxes(title_text="KV blocks used (%)", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
-    fig.update_layout(
-        title="timeline: batch, queue and KV use per iteration", template="plotly_white", height=560
-    )
+    styled(fig, "timeline: batch, queue and KV use per iteration", "", "", height=560)
     note = f"one iteration in {k} of {len(tl['t']):,} drawn" if k > 1 else f"{len(tl['t']):,} iterations"
     return [
         Section("latency distributions", (summary, *cdfs)),
@@ -434,13 +430,12 @@ def simulation_page(
                         name=label,
                     )
                 )
-        fig.update_layout(
-            title="rate sweep: probes of --max-rate (circles meet the SLOs, crosses miss)",
-            xaxis_title="requests/s",
-            yaxis_title="seconds",
+        styled(
+            fig,
+            "rate sweep: probes of --max-rate (circles meet the SLOs, crosses miss)",
+            "requests/s",
+            "seconds",
             yaxis_type="log",
-            template="plotly_white",
-            height=440,
         )
         headline["max rate"] = (
             f"{result.rate:.3f} requests/s = {result.rate_per_device:.3f} requests/s per device"
@@ -520,14 +515,14 @@ def search_page(result: Any, *, command: str) -> str:
             ay=-30 - 25 * (i % 2),
             font={"size": 10},
         )
-    fig.update_layout(
-        title=f"Pareto frontier ({' vs '.join(result.objectives)})",
-        xaxis_title="tokens/s per device",
-        yaxis_title="tokens/s per user",
+    styled(
+        fig,
+        f"Pareto frontier ({' vs '.join(result.objectives)})",
+        "tokens/s per device",
+        "tokens/s per user",
+        height=520,
         xaxis_type="log",
         yaxis_type="log",
-        template="plotly_white",
-        height=520,
     )
     headline = {
         "points": f"{result.points:,}; {result.valid:,} valid, {result.fits:,} fit, {result.meets_slo:,} meet the SLOs",
@@ -553,22 +548,15 @@ def fusion_page(
 ) -> str:
     """A ``fusion audit`` page from an :class:`AuditReport` and its suggestions."""
     go = require_plotly()
-    bs = list(report.boundaries)[:30][::-1]
-    bfig = go.Figure(
-        go.Bar(
-            x=[b.time_s * 1e6 for b in bs],
-            y=[f"{b.producer} -> {', '.join(c.split('.')[-1] for c in b.consumers)}" for b in bs],
-            orientation="h",
-            text=[f"{fmt_si(b.bytes, 'B')}, {100 * b.share:.3g}% of the unfused bound" for b in bs],
-            hovertemplate="%{y}<br>%{x:.3f} us of DRAM time, %{text}<extra></extra>",
-        )
-    )
-    bfig.update_layout(
+    bs = list(report.boundaries)[:30]
+    bfig = hbar_figure(
+        [f"{b.producer} -> {', '.join(c.split('.')[-1] for c in b.consumers)}" for b in bs],
+        [b.time_s * 1e6 for b in bs],
+        [f"{fmt_si(b.bytes, 'B')}, {100 * b.share:.3g}% of the unfused bound" for b in bs],
         title="kernel boundaries ranked by DRAM time (one write + one read per consuming kernel)",
-        xaxis_title="us",
-        template="plotly_white",
-        height=140 + 26 * len(bs),
-        margin={"l": 330},
+        x_title="us",
+        hover="%{y}<br>%{x:.3f} us of DRAM time, %{text}",
+        left_margin=330,
     )
     groups = [g for g in report.groups if len(g.members) > 1] or list(report.groups)
     gfig = go.Figure()
@@ -583,13 +571,7 @@ def fusion_page(
                 hovertemplate=f"%{{x}} {label}: %{{y:.3f}} us<br>%{{text}}<extra></extra>",
             )
         )
-    gfig.update_layout(
-        title="fused groups: bound before and after",
-        yaxis_title="us",
-        barmode="group",
-        template="plotly_white",
-        height=440,
-    )
+    styled(gfig, "fused groups: bound before and after", "", "us", barmode="group")
     srows = [
         {
             "group": " + ".join(m.split(".")[-1] for m in s.group.members),
