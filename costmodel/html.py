@@ -37,6 +37,10 @@ from .errors import CostModelError
 from .text import fmt_si, fmt_time
 
 if TYPE_CHECKING:
+    import networkx as nx
+
+    from .fusion import FusionPlan
+    from .fusion_audit import Boundary
     from .graph import NodeRow
     from .hardware import Hardware
 
@@ -51,6 +55,7 @@ __all__ = [
     "roofline_figure",
     "ledger_figure",
     "hbar_figure",
+    "fusion_graph_figure",
     "styled",
     "cdf_figure",
 ]
@@ -348,6 +353,81 @@ def hbar_figure(
         margin={"l": left_margin},
     )
     return fig
+
+
+def fusion_graph_figure(
+    g: nx.DiGraph, plan: FusionPlan, boundaries: Sequence[Boundary], *, title: str
+) -> Any:
+    """The op graph laid out by topological generation (left to right), each node coloured by
+    its fused group; an edge that crosses groups (a kernel boundary, which touches DRAM) is drawn
+    red, thicker the more DRAM time its producer's boundary costs; edges inside a group grey."""
+    go = require_plotly()
+    import networkx as nx
+
+    from .graph import OP, op_nodes
+
+    sub = g.subgraph(list(op_nodes(g)))
+    pos = {
+        n: (i, -j) for i, gen in enumerate(nx.topological_generations(sub)) for j, n in enumerate(sorted(gen))
+    }
+    home = {m: gr.name for gr in plan.groups for m in gr.members}
+    cost = {b.producer: b for b in boundaries}
+    worst = max((b.time_s for b in boundaries), default=0.0) or 1.0
+    fig = go.Figure()
+    inside_x: list[float | None] = []
+    inside_y: list[float | None] = []
+    for u, v in sub.edges:
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        if home.get(u, u) == home.get(v, v):
+            inside_x += [x0, x1, None]
+            inside_y += [y0, y1, None]
+            continue
+        b = cost.get(u)
+        fig.add_trace(
+            go.Scatter(
+                x=[x0, x1],
+                y=[y0, y1],
+                mode="lines",
+                line={"color": "crimson", "width": 1 + 7 * (b.time_s / worst if b else 0.0)},
+                showlegend=False,
+                hovertemplate=(
+                    f"boundary {html.escape(u)} -> {html.escape(v)}"
+                    + (f": {fmt_si(b.bytes, 'B')}, {fmt_time(b.time_s)} of DRAM time" if b else "")
+                    + "<extra></extra>"
+                ),
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=inside_x, y=inside_y, mode="lines", line={"color": "#aaa", "width": 1}, name="inside a group"
+        )
+    )
+    by_group: dict[str, list[str]] = {}
+    for n in sub.nodes:
+        by_group.setdefault(home.get(n, n), []).append(n)
+    for group, nodes in by_group.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[n][0] for n in nodes],
+                y=[pos[n][1] for n in nodes],
+                mode="markers+text",
+                marker={"size": 14, **({} if len(nodes) > 1 else {"color": "#999"})},
+                text=[n.split(".")[-1] for n in nodes],
+                textposition="top center",
+                textfont={"size": 9},
+                name=group if len(nodes) > 1 else "unfused",
+                legendgroup=group if len(nodes) > 1 else "unfused",
+                showlegend=len(nodes) > 1,
+                customdata=[
+                    f"{html.escape(n)} ({html.escape(str(sub.nodes[n].get(OP)))}), group {html.escape(group)}"
+                    for n in nodes
+                ],
+                hovertemplate="%{customdata}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return styled(fig, title, "", "", height=520)
 
 
 #: the ledger's stacked terms, bottom to top

@@ -202,6 +202,21 @@ def test_decode_page_holds_the_nodes_and_the_ledger(pages):
     assert "batch 120 (overflows on kv_cache)" in page
 
 
+def test_fusion_page_draws_the_graph(pages):
+    page = pages["fusion"][0].read_text()
+    assert "the graph: nodes coloured by fused group" in page
+    assert "gate_proj+up_proj+act" in page  # the suggested gated-MLP group, in the legend
+
+
+def test_json_output_stays_json_with_html(tmp_path):
+    import json
+
+    pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
+    code, out, err = run_cli("decode", MODEL, "--json", "--html", str(tmp_path / "d.html"))
+    assert code == 0 and json.loads(out)["batch"] == 1  # the note goes to stderr
+    assert "interactive report written to" in err
+
+
 def test_simulate_page_labels_the_slos(pages):
     page = pages["simulate"][0].read_text()
     assert "TTFT SLO 0.5 s" in page and "TPOT SLO 0.05 s" in page

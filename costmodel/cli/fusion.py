@@ -28,7 +28,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.plan == "unfused":
         plan = unfused_plan(g)
     rep = audit(g, hw, plan)
-    keep(args, report=rep, suggestions=sugg, config=cfg)
+    keep(args, report=rep, suggestions=sugg, config=cfg, graph=g, plan=plan)
     if args.json:
         print(dump({**rep.to_dict(), "suggestions": [s.to_dict() for s in sugg]}))
         return 0

@@ -95,6 +95,8 @@ def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str
         command=command,
         scope=f"{args.phase} {'model' if args.whole_model else 'layer'}",
         where=f"batch {args.batch}, {where}",
+        graph=kept.get("graph"),
+        plan=kept.get("plan"),
     )
 
 

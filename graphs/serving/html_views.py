@@ -27,6 +27,7 @@ from costmodel.cost import UNITS
 from costmodel.html import (
     Section,
     cdf_figure,
+    fusion_graph_figure,
     hbar_figure,
     ledger_figure,
     page_html,
@@ -110,8 +111,9 @@ def _roofline_section(rows: Sequence[Any], hw: Any, details: Mapping[str, str], 
     return Section(
         "roofline of every node",
         (roofline_figure(rows, hw, details=details, show_precisions=(precision, "fp32")), rows_table(table)),
-        "Point size grows with the node's share of the step; hover a point for its op, shapes, FLOPs, "
-        "bytes, bound and time. Nodes without FLOPs (gathers, collectives) appear in the table only.",
+        f"The {len(rows)} nodes' bounds sum to {fmt_time(sum(r.total_time_s for r in rows))}. Point size "
+        "grows with the node's share of the step; hover a point for its op, shapes, FLOPs, bytes, bound "
+        "and time. Nodes without FLOPs (gathers, collectives) appear in the table only.",
     )
 
 
@@ -544,9 +546,18 @@ def search_page(result: Any, *, command: str) -> str:
 
 
 def fusion_page(
-    report: Any, suggestions: Sequence[Any], config: Any, *, command: str, scope: str, where: str
+    report: Any,
+    suggestions: Sequence[Any],
+    config: Any,
+    *,
+    command: str,
+    scope: str,
+    where: str,
+    graph: Any = None,
+    plan: Any = None,
 ) -> str:
-    """A ``fusion audit`` page from an :class:`AuditReport` and its suggestions."""
+    """A ``fusion audit`` page from an :class:`AuditReport` and its suggestions (with the audited
+    ``graph`` and ``plan``, the graph drawn with its groups and boundaries)."""
     go = require_plotly()
     bs = list(report.boundaries)[:30]
     bfig = hbar_figure(
@@ -591,8 +602,11 @@ def fusion_page(
         headline["plan"] = (
             f"{(pl.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us ({fmt_si(pl.dram_bytes, 'B')}, {pl.kernels:.0f} kernels)"
         )
-    sections = [
-        Section("boundaries", (bfig,)),
+    sections = [Section("boundaries", (bfig,))]
+    if graph is not None and plan is not None:
+        title = "the graph: nodes coloured by fused group, kernel boundaries in red (thicker: more DRAM time)"
+        sections.append(Section("graph", (fusion_graph_figure(graph, plan, report.boundaries, title=title),)))
+    sections += [
         Section("fused groups", (gfig, rows_table([g.to_dict() for g in groups]))),
         Section("suggested fusions", (rows_table(srows),)),
     ]
