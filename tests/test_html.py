@@ -128,7 +128,8 @@ def test_result_table_escapes_any_text(text):
 def test_core_imports_and_fails_in_one_line_without_plotly():
     code = (
         "import sys; sys.modules['plotly'] = None\n"
-        "import costmodel, costmodel.html, costmodel.cli.html_option, graphs.serving.html_views\n"
+        "import costmodel, costmodel.html, costmodel.html_figures, costmodel.cli.html_option\n"
+        "import graphs.serving.html_views, graphs.serving.html_studies\n"
         "from costmodel.errors import CostModelError\n"
         "try:\n    costmodel.html.require_plotly()\nexcept CostModelError as e:\n    print(e)\n"
     )

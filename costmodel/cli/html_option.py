@@ -71,7 +71,7 @@ def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> st
 
 
 def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_views import simulation_page
+    from graphs.serving.html_studies import simulation_page
 
     return simulation_page(
         kept["result"], kept["config"], command=command, slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot
@@ -79,13 +79,13 @@ def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> s
 
 
 def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_views import search_page
+    from graphs.serving.html_studies import search_page
 
     return search_page(kept["result"], command=command)
 
 
 def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_views import fusion_page
+    from graphs.serving.html_studies import fusion_page
 
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
     return fusion_page(

@@ -68,9 +68,9 @@ _LAZY: dict[str, str] = {
     "CompiledStep": "compiled",
     "phase_page": "html_views",
     "analysis_page": "html_views",
-    "simulation_page": "html_views",
-    "search_page": "html_views",
-    "fusion_page": "html_views",
+    "simulation_page": "html_studies",
+    "search_page": "html_studies",
+    "fusion_page": "html_studies",
 }
 
 __all__ = list(_LAZY)
