@@ -21,8 +21,6 @@ import dataclasses
 import enum
 import html
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,19 +177,12 @@ def page_html(
     )
 
 
-def write_html(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, then
-    ``os.replace``): a reader never sees half a page; on failure the old file stays."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a page is an ordinary file
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+def write_html(path: str | Path, text: str, flag: str = "--html") -> Path:
+    """Write ``text`` to ``path`` atomically (:func:`costmodel.outfiles.atomic_write`): a reader
+    never sees half a page; on a failure the old file stays and the error is one line naming
+    ``flag``."""
+    from .outfiles import atomic_write
+
+    with atomic_write(path, flag) as f:
+        f.write(text)
+    return Path(path)

@@ -23,6 +23,7 @@ import numpy as np
 from .cost import as_float
 from .errors import CostModelError
 from .hardware import Hardware, get_device
+from .outfiles import atomic_write
 from .results import plain
 
 __all__ = [
@@ -50,7 +51,9 @@ def _plt() -> Any:
 
 def _save(fig: Any, path: str | Path) -> Any:
     fig.tight_layout()
-    fig.savefig(str(path), dpi=110)
+    fmt = Path(path).suffix[1:].lower() or "png"
+    with atomic_write(path, "plot", binary=True) as f:  # no half-written figure on a full disk
+        fig.savefig(f, dpi=110, format=fmt)
     return fig
 
 

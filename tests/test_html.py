@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from costmodel.cli import main
+from costmodel.errors import CostModelError
 from costmodel.html import result_table
 from costmodel.results import Result
 
@@ -51,13 +52,13 @@ COMMANDS = {
             "0.05",
             "--quiet",
         ],
-        r"max rate (\S+ requests/s)",
-        "max rate",
+        r"physical ceiling (\S+ requests/s)",
+        "physical ceiling",
     ),
     "search": (
         ["search", MODEL, "--batches", "1,8,64", "--ctxs", "1024,4096", "--quiet"],
-        r"fastest per user: (.+)",
-        "fastest per user",
+        r"ctx 1024: fastest per user: (.+)",
+        "ctx 1024: fastest per user",
     ),
     "fusion": (["fusion", "audit", MODEL], r"unfused (\S+ us)", "unfused"),
 }
@@ -167,7 +168,7 @@ def test_write_html_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(CostModelError, match="--html"):
         write_html(p, "new")
     assert p.read_text() == "old"
     assert [f.name for f in tmp_path.iterdir()] == ["page.html"]  # no temporary file left

@@ -84,13 +84,13 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 #: float options: (low, high, low inclusive) accepted; every float must be finite
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "alpha": (0.0, 1.0, True),
-    "rate": (0.0, 1e9, False),
-    "link_bandwidth": (0.0, 1e16, False),
+    "rate": (1e-6, 1e9, True),  # graphs.serving.requests.RATE_RANGE
+    "link_bandwidth": (1e6, 1e15, True),  # 1 MB/s to 1 PB/s (graphs.serving.simulator)
     "link_latency": (0.0, 1.0, True),
     "hop_latency": (0.0, 1.0, True),
     "sram_bytes": (0.0, 1e12, False),
-    "slo_ttft": (0.0, 1e6, False),
-    "slo_tpot": (0.0, 1e6, False),
+    "slo_ttft": (1e-6, 1e6, True),
+    "slo_tpot": (1e-6, 1e6, True),
     "gpu_memory_utilization": (0.0, 1.0, False),
     "overhead_s": (0.0, 10.0, True),
     "percentile": (0.0, 100.0, False),
@@ -251,16 +251,7 @@ def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
 
 
 def check_output_path(path: str | Path, flag: str) -> Path:
-    """``path`` as a Path whose folder exists, checked before any work (else a one-line error)."""
-    from ..errors import CostModelError
+    """``path`` as a Path that can be written, checked before any work (:func:`costmodel.outfiles.check_output`)."""
+    from ..outfiles import check_output
 
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    try:
-        if not parent.is_dir():
-            raise CostModelError(f"{flag} {str(p)[:200]!r}: folder {str(parent)[:200]!r} does not exist")
-        if p.is_dir():
-            raise CostModelError(f"{flag} {str(p)[:200]!r} is a folder; give a file path")
-    except OSError as exc:
-        raise CostModelError(f"{flag} {str(p)[:200]!r} is not a usable path: {exc.strerror}") from None
-    return p
+    return check_output(path, flag)

@@ -275,7 +275,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         progress=progress,
     )
     if args.csv:
-        res.to_csv(args.csv)
+        res.to_csv(args.csv, "--csv")
     if args.json:
         print(dump(res.to_dict()))
         return 0

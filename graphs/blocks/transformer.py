@@ -40,7 +40,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.graph import GROUP, REPEAT
-from costmodel.keys import G_BATCH, G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT
+from costmodel.keys import G_BATCH, G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT, Role
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -183,6 +183,7 @@ def build_model(
     x = eb.op(
         "embed_tokens",
         "embedding",
+        Role.EMBEDDING,
         [ids, (*table, T * d * table[1].dtype.bytes / p)],
         [Tensor("embed.embed_tokens", (T, d), cfg.activation_dtype)],
         tokens=T,
@@ -193,6 +194,7 @@ def build_model(
         x = eb.op(
             "embed_all_reduce",
             "all_reduce",
+            Role.COLLECTIVE,
             [x],
             [Tensor("embed.embed_all_reduce", (T, d), cfg.activation_dtype)],
             elements=T * d,
@@ -212,6 +214,7 @@ def build_model(
         last = hb.op(
             "last_token",
             "view",
+            Role.VIEW,
             [(*x, 0)],  # a view reads nothing; final_norm reads the rows it keeps
             [Tensor("head.last_token", (rows, d), cfg.activation_dtype)],
             elements=rows * d,
@@ -226,6 +229,7 @@ def build_model(
     fin = hb.op(
         "final_norm",
         cfg.norm,
+        Role.NORM,
         fin_refs,
         [Tensor("head.final_norm", (rows, d), cfg.activation_dtype)],
         rows=rows,
@@ -246,6 +250,7 @@ def build_model(
     logit = hb.op(
         "lm_head",
         "gemm",
+        Role.HEAD,
         [(*fin, rows * d * get_dtype(mmd).bytes), head_w],
         [Tensor("head.lm_head", (rows, V / p), cfg.activation_dtype)],
         M=rows,
@@ -259,6 +264,7 @@ def build_model(
         hb.op(
             "logits_all_gather",
             "all_gather",
+            Role.COLLECTIVE,
             [logit],
             [Tensor("head.logits_all_gather", (rows, V), cfg.activation_dtype)],
             elements=rows * V,

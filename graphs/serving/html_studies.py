@@ -133,11 +133,20 @@ def simulation_page(
             "seconds",
             yaxis_type="log",
         )
-        headline["max rate"] = (
-            f"{result.rate:.3f} requests/s = {result.rate_per_device:.3f} requests/s per device"
-            if result.rate is not None
-            else "no probed rate meets the SLOs"
-        )
+        ceiling = getattr(result, "ceiling_rate", None)
+        if result.rate is not None:
+            headline["max rate"] = (
+                f"{result.rate:.3f} requests/s = {result.rate_per_device:.3f} requests/s per device"
+            )
+        elif getattr(result, "saturated", True):
+            headline["max rate"] = "no probed rate meets the SLOs"
+        else:
+            headline["max rate"] = (
+                f"not determined: every probe up to the physical ceiling meets the SLOs; "
+                f"{result.requests:,} requests are too few to load the deployment (raise --requests)"
+            )
+        if ceiling is not None:
+            headline["physical ceiling"] = f"{ceiling:,.3f} requests/s"
         sections.append(Section("rate sweep", (fig,)))
         slo_ttft, slo_tpot = result.slo_ttft, result.slo_tpot
     if sim is not None:
@@ -178,6 +187,15 @@ _POINT_KEYS = (
 )
 
 
+def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
+    """Each context's winners per objective (one frontier per context)."""
+    by_ctx = getattr(result, "best_by_ctx", None)
+    if by_ctx:
+        return dict(by_ctx)
+    ctxs = {p["ctx"] for p in result.best.values()}
+    return {ctxs.pop() if len(ctxs) == 1 else "all": result.best} if result.best else {}
+
+
 def search_page(result: Any, *, command: str) -> str:
     """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named."""
     go = require_plotly()
@@ -196,10 +214,14 @@ def search_page(result: Any, *, command: str) -> str:
                 hovertemplate="%{text}<extra></extra>",
             )
         )
+    by_context = _winners(result)
     winners: dict[tuple[Any, ...], list[str]] = {}  # one label per point, naming every objective it wins
-    for name, p in result.best.items():
-        winners.setdefault((p["plan"], p["batch"], p["ctx"]), []).append(name.replace("_", " "))
-    points = {(p["plan"], p["batch"], p["ctx"]): p for p in result.best.values()}
+    points: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for best in by_context.values():
+        for name, p in best.items():
+            key = (p["plan"], p["batch"], p["ctx"])
+            winners.setdefault(key, []).append(name.replace("_", " "))
+            points[key] = p
     for i, (key, names) in enumerate(winners.items()):
         p = points[key]
         fig.add_annotation(
@@ -224,8 +246,10 @@ def search_page(result: Any, *, command: str) -> str:
         "points": f"{result.points:,}; {result.valid:,} valid, {result.fits:,} fit, {result.meets_slo:,} meet the SLOs",
         "frontier": f"{len(result.frontier)} points",
     }
-    for name, p in result.best.items():
-        headline[name.replace("_", " ")] = f"{p['plan']}, batch {p['batch']}, ctx {p['ctx']}"
+    for ctx, best in by_context.items():  # as the command prints them
+        head = f"ctx {ctx}: " if len(by_context) > 1 else ""
+        for name, p in best.items():
+            headline[f"{head}{name.replace('_', ' ')}"] = f"{p['plan']}, batch {p['batch']}"
     cols = [(k, k) for k in _POINT_KEYS]
     sections = [Section("Pareto frontier", (fig, rows_table(list(result.frontier), cols)))]
     if result.beyond_domain:
