@@ -220,7 +220,12 @@ def test_json_output_stays_json_with_html(tmp_path):
 
 
 def test_simulate_page_labels_the_slos(pages):
-    page = pages["simulate"][0].read_text()
+    path, out = pages["simulate"]
+    page = path.read_text()
+    steady = re.search(
+        r"steady-state throughput \(first to last arrival, \S+ s\) (\S+ requests/s, \S+ output tokens/s)", out
+    )
+    assert steady and f'<td data-key="steady-state throughput">{steady.group(1)} ' in page
     assert "TTFT SLO 0.5 s" in page and "TPOT SLO 0.05 s" in page
     assert "timeline: batch, queue and KV use per iteration" in page
     assert "rate sweep" in pages["max_rate"][0].read_text()

@@ -156,11 +156,19 @@ def simulation_page(
                 "TTFT P99": f"{sim.ttft.p99:.4f} s",
                 "TPOT P99": f"{sim.tpot.p99:.4f} s",
                 "E2E P99": f"{sim.e2e.p99:.4f} s",
-                "throughput": f"{sim.requests_per_s:.2f} requests/s, {sim.output_tokens_per_s:,.0f} output tokens/s",
+                "overall throughput (drain tail included)": (
+                    f"{sim.requests_per_s:.2f} requests/s, {sim.output_tokens_per_s:,.0f} output tokens/s"
+                ),
                 "mean batch": f"{sim.mean_batch:.1f}",
                 "KV blocks used on average": f"{100 * sim.mean_kv_utilisation:.0f}%",
             }
         )
+        steady = getattr(sim, "steady_requests_per_s", None)
+        if steady is not None:  # as the command prints it: first to last arrival
+            headline["steady-state throughput"] = (
+                f"{steady:.2f} requests/s, {sim.steady_output_tokens_per_s:,.0f} output tokens/s "
+                f"(first to last arrival, {sim.steady_window_s:.1f} s)"
+            )
         if sim.goodput_requests_per_s is not None:
             headline["goodput"] = (
                 f"{sim.goodput_requests_per_s:.2f} requests/s ({100 * (sim.slo_attainment or 0):.1f}% meet the SLOs)"
