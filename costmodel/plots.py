@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-def _plt() -> Any:
+def pyplot() -> Any:
     try:
         import matplotlib
 
@@ -98,7 +98,7 @@ def roofline_plot(
 ) -> Any:
     """Roofline of classified nodes (``classify_graph`` or microbenchmark rows); the
     ``label_top`` nodes that take the most time are labelled."""
-    plt = _plt()
+    plt = pyplot()
     dev = get_device(hw)
     peak = as_float(dev.require_peak("tensor", precision))
     bw = as_float(dev.bandwidth())
@@ -149,7 +149,7 @@ def ledger_plot(
     terms_by_batch: dict[int, dict[str, float]], capacity_bytes: float, path: str | Path, *, title: str = ""
 ) -> Any:
     """Stacked ledger terms (GiB) per batch with the capacity line."""
-    plt = _plt()
+    plt = pyplot()
     batches = sorted(terms_by_batch)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     bottom = np.zeros(len(batches))
@@ -167,7 +167,7 @@ def ledger_plot(
 def batch_sweep_plot(rows: list[Any], path: str | Path, *, title: str = "") -> Any:
     """Latency and throughput against batch (the article's figure 3): the bound, and the
     measured latency where rows carry one (``measured_s``)."""
-    plt = _plt()
+    plt = pyplot()
     rows = [plain(r) for r in rows]  # BenchRow reports or plain dicts
     b = np.array([r["shape"]["B"] for r in rows])
     pred = np.array([r["predicted_s"] for r in rows]) * 1e3
@@ -188,7 +188,7 @@ def batch_sweep_plot(rows: list[Any], path: str | Path, *, title: str = "") -> A
 
 def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str = "") -> Any:
     """Per-user tokens/s vs per-device tokens/s; Pareto points highlighted."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     fit = [p for p in points if p.get("fits", True)]
     ax.scatter(
@@ -230,7 +230,7 @@ def headroom_plot(
     from .roofline import headroom
     from .symbols import quantity
 
-    plt = _plt()
+    plt = pyplot()
     x = quantity("x")  # I / I* on a device with P = beta = 1
     unit = Hardware("unit", roofs=(Roof("tensor", "bf16", 1),), memory=(MemoryLevel("dram", 1),))
     cost = Cost.compute("tensor", "bf16", x) + Cost.traffic(read=1)
@@ -260,7 +260,7 @@ def latency_cdf_plot(latencies: dict[str, Any], path: str | Path, *, title: str 
     """Empirical CDFs of per-request latencies (seconds), one curve per name (TTFT, TPOT, E2E)."""
     import numpy as np
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, x in latencies.items():
         v = np.sort(np.asarray(x, dtype=float)[np.isfinite(np.asarray(x, dtype=float))])
@@ -276,7 +276,7 @@ def latency_cdf_plot(latencies: dict[str, Any], path: str | Path, *, title: str 
 
 def serving_timeline_plot(timeline: dict[str, Any], path: str | Path, *, title: str = "") -> Any:
     """Batch size, running and waiting sequences and KV-block utilisation over time."""
-    plt = _plt()
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     t = timeline["t"]
     a1.plot(t, timeline["running"], lw=0.8, label="running")
@@ -299,7 +299,7 @@ def rate_sweep_plot(
     title: str = "",
 ) -> Any:
     """P99 TTFT and TPOT against the request rate, with the SLOs as dashed lines."""
-    plt = _plt()
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
     rates = [r["rate"] for r in rows]
     a1.plot(rates, [r["ttft_p99"] for r in rows], "o-")

@@ -33,19 +33,19 @@ PATTERN_FIELDS = (
 )
 
 
-def _config(name: str) -> dict:
+def resolve_config(name: str) -> dict:
     return json.loads(resources.files("models").joinpath("configs", f"{name}.json").read_text())
 
 
 @pytest.mark.parametrize("name", _NAMES)
 def test_every_field_with_every_wrong_value(name):
     failures = []
-    base = _config(name)
+    base = resolve_config(name)
     nested = isinstance(base.get("text_config"), dict)
     keys = sorted(set((base["text_config"] if nested else base).keys()) | set(PATTERN_FIELDS))
     for key in keys:
         for value in HOSTILE:
-            cfg = _config(name)
+            cfg = resolve_config(name)
             (cfg["text_config"] if nested else cfg)[key] = value
             try:
                 config_from_hf_dict(cfg, name)

@@ -147,11 +147,11 @@ def add_predict_option(sp: argparse.ArgumentParser) -> None:
 def _prediction(args: argparse.Namespace, phase: str) -> Any:
     from graphs.serving.predict import predict_step
 
-    from .phases import _config
+    from .phases import resolve_config
 
     kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
     return predict_step(
-        _config(args), args.device, phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+        resolve_config(args), args.device, phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
     )
 
 

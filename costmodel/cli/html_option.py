@@ -47,9 +47,9 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
     from graphs.serving.html_views import phase_page
 
-    from .phases import _config
+    from .phases import resolve_config
 
-    cfg = _config(args)
+    cfg = resolve_config(args)
     prediction = None
     if getattr(args, "predict", None):  # the same call --predict printed beside the bound
         from graphs.serving.predict import predict_step

@@ -34,7 +34,7 @@ def _overhead(args: argparse.Namespace) -> Overhead:
     return Overhead(args.overhead_policy, number(args.overhead, "--overhead", allow_zero=True))
 
 
-def _config(args: argparse.Namespace) -> Any:
+def resolve_config(args: argparse.Namespace) -> Any:
     from .model import resolve_model
 
     return apply_dtypes(resolve_model(args.model), args)
@@ -78,7 +78,7 @@ def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
                 why=lim.why,
             )
         return
-    cfg = _config(args)
+    cfg = resolve_config(args)
     cfg.check_context(tokens, field, allow=allow)
 
 
@@ -94,7 +94,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         check_context(args, args.seq or args.ctx, "--seq")
     else:
         check_context(args, args.ctx, "--ctx")
-    cfg = _config(args)
+    cfg = resolve_config(args)
     rep = capacity(
         cfg,
         args.device,
@@ -178,11 +178,11 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 
     check_context(args, args.seq, "--seq")
     chunk_plan(args.seq, args.chunk)  # a bad --chunk is the user's error, before the verdict
-    fit = capacity(args, _config, "prefill")
+    fit = capacity(args, resolve_config, "prefill")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
         return refused
-    rep = prefill_report(args, _config)
+    rep = prefill_report(args, resolve_config)
     keep(args, report=rep)
     if args.json:
         print(dump({**rep.to_dict(), "capacity": fit.to_dict()}))
@@ -212,11 +212,11 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from .cached import capacity, decode_reports
 
     check_context(args, args.ctx, "--ctx")
-    fit = capacity(args, _config, "decode")
+    fit = capacity(args, resolve_config, "decode")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
         return refused
-    rep, lim, nf = decode_reports(args, _config, max_batch=fit.max_batch)
+    rep, lim, nf = decode_reports(args, resolve_config, max_batch=fit.max_batch)
     keep(args, report=rep, limits=lim)
     if args.json:
         doc = {**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}
@@ -230,7 +230,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
         f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
     )
-    print_cache_caps(args, rep, _config)
+    print_cache_caps(args, rep, resolve_config)
     print(
         f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
         f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"
@@ -266,7 +266,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     progress = progress_bar("sweep", args.quiet)
 
     res = sweep(
-        _config(args),
+        resolve_config(args),
         devices=args.device.split(","),
         batches=int_list(args.batches, "--batches"),
         ctxs=int_list(args.ctxs, "--ctxs"),

@@ -16,7 +16,7 @@ import numpy as np
 
 from .corpus import MeasuredDataError
 from .efficiency import Features, Fit
-from .heldout import _fit, _residuals, _select, prepared
+from .heldout import fit_family, prepared, select_rows, shape_residuals
 from .residual import ShapeResiduals, combined
 
 __all__ = ["fit_groups", "fastest", "group_residuals"]
@@ -47,7 +47,7 @@ def fit_groups(
                 ys.append(df["latency_s"].to_numpy()[sel])
                 fws |= set(df["framework"][sel])
         if xs:
-            f = _fit(
+            f = fit_family(
                 family, grp, Features.concat(xs), np.concatenate(ys), devices=devices, frameworks=sorted(fws)
             )
             if f is not None:
@@ -91,9 +91,9 @@ def group_residuals(
     for d in devices:
         df, x = prepared(family, d)
         for grp, f in fits.items():
-            sel = _select(df, framework, "group", grp)
+            sel = select_rows(df, framework, "group", grp)
             if not len(sel):
-                sel = _select(df, None, "group", grp)
+                sel = select_rows(df, None, "group", grp)
             if len(sel):
-                out.setdefault(grp, []).append(_residuals(family, df, x, sel, f))
+                out.setdefault(grp, []).append(shape_residuals(family, df, x, sel, f))
     return out

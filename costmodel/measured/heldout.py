@@ -174,7 +174,7 @@ class HeldOut(Result):
     package: str
 
 
-def _fit(family: str, group: str, x: Features, y: np.ndarray, **kw: Any) -> Fit | None:
+def fit_family(family: str, group: str, x: Features, y: np.ndarray, **kw: Any) -> Fit | None:
     if len(y) < 12:
         return None
     return fit(family, group, x, y, **kw)
@@ -184,7 +184,7 @@ def _fit(family: str, group: str, x: Features, y: np.ndarray, **kw: Any) -> Fit 
 _Scored = tuple[np.ndarray, np.ndarray, Features, np.ndarray]
 
 
-def _residuals(family: str, df: Any, x: Features, rows: np.ndarray, f: Fit) -> ShapeResiduals:
+def shape_residuals(family: str, df: Any, x: Features, rows: np.ndarray, f: Fit) -> ShapeResiduals:
     """The fit's residuals on ``rows`` of a prepared frame (:mod:`.residual`)."""
     return ShapeResiduals.from_rows(df.iloc[rows], SHAPE_KEYS[family], f.predict(x.take(rows)))
 
@@ -227,13 +227,13 @@ def _split_shapes(family: str, device: str, frac: float, seed: int) -> HeldOut |
     preds = []
     for _, idx in df.groupby(["framework", "group"]).indices.items():
         tr, te = idx[~test[idx]], idx[test[idx]]
-        f = _fit(family, "", x.take(tr), y[tr]) if len(te) else None
+        f = fit_family(family, "", x.take(tr), y[tr]) if len(te) else None
         if f is not None:
-            preds.append(_score(family, f, df, x, te, [_residuals(family, df, x, tr, f)]))
+            preds.append(_score(family, f, df, x, te, [shape_residuals(family, df, x, tr, f)]))
     return _collect(family, device, "shapes", preds)
 
 
-def _select(odf: Any, fw: str | None, col: str, value: str) -> np.ndarray:
+def select_rows(odf: Any, fw: str | None, col: str, value: str) -> np.ndarray:
     sel = (odf[col] == value).to_numpy().copy()
     if fw is not None:
         sel &= (odf["framework"] == fw).to_numpy()
@@ -245,7 +245,7 @@ def _rows_like(
 ) -> tuple[Features, np.ndarray] | None:
     parts = []
     for odf, ox in others:
-        sel = _select(odf, fw, col, value)
+        sel = select_rows(odf, fw, col, value)
         if len(sel):
             parts.append((ox.take(sel), odf["latency_s"].to_numpy()[sel]))
     if not parts:
@@ -268,16 +268,16 @@ def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | Non
     for (fw, grp, dgrp), idx in df.groupby(["framework", "group", "dtype_group"]).indices.items():
         col, value = ("group", grp) if _rows_like(others, fw, "group", grp) else ("dtype_group", dgrp)
         train = _rows_like(others, fw, col, value)
-        f = _fit(family, grp, *train) if train else None
+        f = fit_family(family, grp, *train) if train else None
         if f is not None:
             sources = [
-                _residuals(family, odf, ox, sel, f)
+                shape_residuals(family, odf, ox, sel, f)
                 for odf, ox in kin
-                if len(sel := _select(odf, fw, col, value))
+                if len(sel := select_rows(odf, fw, col, value))
             ] or [
-                _residuals(family, odf, ox, sel, f)
+                shape_residuals(family, odf, ox, sel, f)
                 for odf, ox in others
-                if len(sel := _select(odf, fw, col, value))
+                if len(sel := select_rows(odf, fw, col, value))
             ]
             preds.append(_score(family, f, df, x, idx, sources))
     return _collect(family, device, "device", preds)
@@ -295,10 +295,11 @@ def _split_framework(family: str, device: str) -> HeldOut | None:
     preds = []
     for (fw, dgrp), idx in df.groupby(["framework", "dtype_group"]).indices.items():
         train = np.flatnonzero((fws != fw) & (same == dgrp))
-        f = _fit(family, dgrp, x.take(train), y[train]) if len(train) else None
+        f = fit_family(family, dgrp, x.take(train), y[train]) if len(train) else None
         if f is not None:
             sources = [
-                _residuals(family, df, x, train[fws[train] == other], f) for other in sorted(set(fws[train]))
+                shape_residuals(family, df, x, train[fws[train] == other], f)
+                for other in sorted(set(fws[train]))
             ]
             preds.append(_score(family, f, df, x, idx, sources))
     return _collect(family, device, "framework", preds)

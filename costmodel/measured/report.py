@@ -167,7 +167,7 @@ def calibrated_spec(device: str, framework: str, *, name: str | None = None) -> 
 
 def scatter_plot(family: str, device: str, path: str) -> str:
     """Predicted vs measured, log-log with ``y = x``, of every row of a family on a device."""
-    from ..plots import _plt
+    from ..plots import pyplot
 
     df, x = prepared(family, device)
     fits = fit_groups(family, [device])
@@ -176,7 +176,7 @@ def scatter_plot(family: str, device: str, path: str) -> str:
     for grp, idx in df.groupby("group").indices.items():
         if grp in fits:
             pred[idx] = fits[grp].predict(x.take(idx))
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
     bound = x.bound_s
     ax.loglog(y, bound, ".", ms=1, alpha=0.3, label="our lower bound")

@@ -40,7 +40,7 @@ from costmodel.roofline import bound, category_of
 from costmodel.symbols import dim
 
 from .torch_compile import torch_backend
-from .torch_export import _torch
+from .torch_export import require_torch
 
 __all__ = [
     "InductorKernel",
@@ -163,7 +163,7 @@ def inductor_audit(
     is compiled with dynamic shapes: every kernel's bytes come as Inductor's symbolic sizes in
     those names (``reads``, ``writes``), and the numbers are evaluated at the example's sizes.
     """
-    torch = _torch()
+    torch = require_torch()
     check_torch_version(torch.__version__)
     import torch._inductor.config as inductor_config
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy
 
-from .ops import _elementwise, _numel
+from .ops import elementwise_mapped, numel
 from .table import Mapped, OpView, register_import
 
 __all__ = ["logistic", "integer_pow", "dot_general"]
@@ -18,7 +18,7 @@ __all__ = ["logistic", "integer_pow", "dot_general"]
 def logistic(v: OpView) -> Mapped:
     """XLA's ``logistic`` is one op: one transcendental per element (ATen's sigmoid we count as
     its decomposition, 1 / (1 + exp(-x)))."""
-    return _elementwise((0, 1), v)
+    return elementwise_mapped((0, 1), v)
 
 
 @register_import(jax="integer_pow")
@@ -28,7 +28,7 @@ def integer_pow(v: OpView) -> Mapped:
     y = int(v.scalar(None, "y", 2))
     n = abs(y)
     muls = max(n.bit_length() - 1 + bin(n).count("1") - 1, 0) if n else 0
-    return _elementwise((muls + (1 if y < 0 else 0), 0), v)
+    return elementwise_mapped((muls + (1 if y < 0 else 0), 0), v)
 
 
 @register_import(jax="dot_general")
@@ -38,8 +38,8 @@ def dot_general(v: OpView) -> Mapped:
     a, b = v.ins[0][1], v.ins[1][1]
     k = sympy.Mul(*(a.shape[i] for i in lc))
     batch = sympy.Mul(*(a.shape[i] for i in lb))
-    m = sympy.simplify(_numel(a) / (k * batch))
-    n = sympy.simplify(_numel(b) / (k * batch))
+    m = sympy.simplify(numel(a) / (k * batch))
+    n = sympy.simplify(numel(b) / (k * batch))
     dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
     if batch == 1:
         return Mapped("gemm", {"M": m, "N": n, "K": k, **dtypes, "bias": False}, v.ins)

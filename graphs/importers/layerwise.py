@@ -28,7 +28,7 @@ import networkx as nx
 from costmodel.errors import CostModelError
 from costmodel.keys import KIND, REPEAT, NodeKind
 
-from .torch_export import _torch, from_exported_program
+from .torch_export import from_exported_program, require_torch
 
 __all__ = ["from_hf_layerwise"]
 
@@ -60,7 +60,7 @@ def from_hf_layerwise(
     ``input_ids`` is an example input (any small shape; meta tensors work); with ``dynamic`` its
     two dimensions are exported as symbols, renamed by ``dims`` (default ``("B", "S")``).
     """
-    torch = _torch()
+    torch = require_torch()
     owner, attr, layers = _layer_list(model)
     n_layers = len(layers)
     config = getattr(model, "config", None)

@@ -96,7 +96,7 @@ POW_OPS: dict[float, tuple[int, int]] = {2.0: (1, 0), 0.5: (0, 1), -1.0: (1, 0),
 _POW_GENERAL = (0, 2)
 
 
-def _numel(t: Tensor) -> sympy.Expr:
+def numel(t: Tensor) -> sympy.Expr:
     return t.numel
 
 
@@ -118,7 +118,7 @@ def elementwise_params(ins: list[tuple[str, Tensor]], out: Tensor, ops: tuple[in
     }
 
 
-def _elementwise(ops: tuple[int, int], v: OpView) -> Mapped:
+def elementwise_mapped(ops: tuple[int, int], v: OpView) -> Mapped:
     return Mapped("elementwise", elementwise_params(v.ins, v.out, ops), v.ins)
 
 
@@ -156,7 +156,7 @@ _JAX_BY_ATEN = {a: j for j, a in _JAX_ELEMENTWISE.items()}
 
 for _aten, (_ops, _onnx) in _ELEMENTWISE.items():
     register_import(aten=_aten, onnx=_onnx or (), jax=_JAX_BY_ATEN.get(_aten, ()))(
-        partial(_elementwise, _ops)
+        partial(elementwise_mapped, _ops)
     )
 
 
@@ -164,7 +164,7 @@ for _aten, (_ops, _onnx) in _ELEMENTWISE.items():
 def pow_(v: OpView) -> Mapped:
     e = v.scalar(1, "exponent")
     ops = POW_OPS.get(float(e), _POW_GENERAL) if isinstance(e, (int, float)) else _POW_GENERAL
-    return _elementwise(ops, v)
+    return elementwise_mapped(ops, v)
 
 
 # ------------------------------------------------------------------ matmuls
@@ -176,9 +176,9 @@ def _matmul(v: OpView, refs: list[tuple[str, Tensor]], *, trans_b: bool, bias: b
     n = b.shape[-2] if trans_b else b.shape[-1]
     dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
     if len(b.shape) <= 2:  # one GEMM with the batch folded into M
-        return Mapped("gemm", {"M": _numel(a) / k, "N": n, "K": k, **dtypes, "bias": bias}, refs)
+        return Mapped("gemm", {"M": numel(a) / k, "N": n, "K": k, **dtypes, "bias": bias}, refs)
     m = a.shape[-2] if len(a.shape) >= 2 else sympy.Integer(1)
-    batch = sympy.simplify(_numel(v.out) / (m * n))
+    batch = sympy.simplify(numel(v.out) / (m * n))
     return Mapped("batched_gemm", {"batch": batch, "M": m, "N": n, "K": k, **dtypes}, refs)
 
 
@@ -237,14 +237,14 @@ def attention(v: OpView) -> Mapped:
 def softmax(v: OpView) -> Mapped:
     x = v.ins[0][1]
     cols = x.shape[-1]
-    params = {"rows": _numel(x) / cols, "cols": cols, "dtype": x.dtype.name, "out_dtype": v.out.dtype.name}
+    params = {"rows": numel(x) / cols, "cols": cols, "dtype": x.dtype.name, "out_dtype": v.out.dtype.name}
     return Mapped("softmax", params, v.ins[:1])
 
 
 def _norm(rule: str, v: OpView) -> Mapped:
     x = v.ins[0][1]
     cols = x.shape[-1]
-    params: dict[str, Any] = {"rows": _numel(x) / cols, "cols": cols, "dtype": x.dtype.name}
+    params: dict[str, Any] = {"rows": numel(x) / cols, "cols": cols, "dtype": x.dtype.name}
     if rule == "layernorm":
         params["bias"] = len(v.ins) >= 3
     return Mapped(rule, params, v.ins)
@@ -267,10 +267,10 @@ register_import(
     jax=("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin"),
 )
 def reduction(v: OpView) -> Mapped:
-    x, n_out = v.ins[0][1], _numel(v.out)
+    x, n_out = v.ins[0][1], numel(v.out)
     params = {
         "rows": n_out,
-        "cols": sympy.simplify(_numel(x) / n_out),
+        "cols": sympy.simplify(numel(x) / n_out),
         "dtype": x.dtype.name,
         "out_dtype": v.out.dtype.name,
     }
@@ -282,7 +282,7 @@ def reduction(v: OpView) -> Mapped:
 def embedding(v: OpView) -> Mapped:
     """Reads the ``tokens`` rows it returns (not the table): ``tokens * hidden * bytes``."""
     w, idx = v.ins[0][1], v.ins[1][1]
-    tokens, hidden = _numel(idx), w.shape[-1]
+    tokens, hidden = numel(idx), w.shape[-1]
     params = {"tokens": tokens, "hidden": hidden, "dtype": w.dtype.name, "index_dtype": idx.dtype.name}
     return Mapped("embedding", params, v.ins[:2], {0: tokens * hidden * w.dtype.bytes})
 
@@ -292,7 +292,7 @@ def embedding(v: OpView) -> Mapped:
 )
 def gather(v: OpView) -> Mapped:
     """Reads the elements it returns and its indices, then writes them."""
-    n_out, out = _numel(v.out), v.out
+    n_out, out = numel(v.out), v.out
     idx_bytes = sympy.Add(*(t.bytes for _, t in v.ins[1:]))
     params = {
         "n": n_out,
@@ -332,7 +332,7 @@ def gather_or_embedding(v: OpView) -> Mapped:  # ONNX has one Gather: a weight t
 )
 def view(v: OpView) -> Mapped:
     """Metadata only: no bytes move."""
-    return Mapped("view", {"elements": _numel(v.out)}, v.ins, _free(v))
+    return Mapped("view", {"elements": numel(v.out)}, v.ins, _free(v))
 
 
 def _copy(v: OpView, elements: sympy.Expr, src_dtype: str) -> Mapped:
@@ -346,7 +346,7 @@ def _copy(v: OpView, elements: sympy.Expr, src_dtype: str) -> Mapped:
     jax=("concatenate", "pad", "rev"),
 )
 def copy(v: OpView) -> Mapped:
-    return _copy(v, _numel(v.out), v.ins[0][1].dtype.name if v.ins else v.out.dtype.name)
+    return _copy(v, numel(v.out), v.ins[0][1].dtype.name if v.ins else v.out.dtype.name)
 
 
 @register_import(aten=("reshape", "contiguous"), onnx="Reshape")
@@ -359,7 +359,7 @@ def reshape(v: OpView) -> Mapped:
 def cast(v: OpView) -> Mapped:
     """A copy when the dtype changes, else free."""
     if v.ins and v.ins[0][1].dtype != v.out.dtype:
-        return _copy(v, _numel(v.out), v.ins[0][1].dtype.name)
+        return _copy(v, numel(v.out), v.ins[0][1].dtype.name)
     return view(v)
 
 
@@ -372,7 +372,7 @@ def cast(v: OpView) -> Mapped:
 def inplace_update(v: OpView) -> Mapped:
     """Charges the updated values (the last tensor argument), not the destination."""
     values = v.ins[-1][1] if len(v.ins) > 1 else v.out
-    params = {"elements": _numel(values), "dtype": values.dtype.name, "out_dtype": v.out.dtype.name}
+    params = {"elements": numel(values), "dtype": values.dtype.name, "out_dtype": v.out.dtype.name}
     return Mapped("copy", params, v.ins, {i: 0 for i in range(len(v.ins) - 1)})
 
 
@@ -385,5 +385,5 @@ def inplace_update(v: OpView) -> Mapped:
 )
 def factory(v: OpView) -> Mapped:
     """Writes its result and reads nothing (shapes are metadata)."""
-    params = {"n": _numel(v.out), "inputs": 0, "vector_ops": 0, "dtype": v.out.dtype.name}
+    params = {"n": numel(v.out), "inputs": 0, "vector_ops": 0, "dtype": v.out.dtype.name}
     return Mapped("elementwise", params, v.ins, _free(v))

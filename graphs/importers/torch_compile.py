@@ -31,7 +31,7 @@ from costmodel.graph import graph_total, step_time
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import G_UNKNOWN_OPS, NodeKind
 
-from .torch_export import _import, _torch
+from .torch_export import import_graph_module, require_torch
 
 __all__ = ["CapturedGraph", "CompileReport", "torch_backend", "graph_breaks"]
 
@@ -90,7 +90,7 @@ def torch_backend(
     masked_sdpa_is_causal: bool = False,
 ) -> Any:
     """A ``torch.compile`` backend (module doc); its report is the returned callable's ``.report``."""
-    torch = _torch()
+    torch = require_torch()
     from torch._dynamo.backends.common import aot_autograd
 
     rep = report or CompileReport(get_device(device))
@@ -120,7 +120,7 @@ def torch_backend(
                             f"dims names {key!r}, but the captured tensor inputs are: {shown}"
                         )
                     fw_dims[ph[hits[0]]] = value
-            g = _import(fw_gm, kinds, fw_dims, masked_sdpa_is_causal, False)
+            g = import_graph_module(fw_gm, kinds, fw_dims, masked_sdpa_is_causal, False)
             rep.graphs.append(
                 CapturedGraph(len(rep.graphs), g, tuple(names), dict(g.graph.get(G_UNKNOWN_OPS, {})))
             )
@@ -148,6 +148,6 @@ def torch_backend(
 
 def graph_breaks(model: Any, *args: Any, **kwargs: Any) -> list[str]:
     """Where and why Dynamo breaks ``model``'s graph for these inputs (``torch._dynamo.explain``)."""
-    torch = _torch()
+    torch = require_torch()
     explanation = torch._dynamo.explain(model)(*args, **kwargs)
     return [f"{getattr(b, 'reason', b)}" for b in explanation.break_reasons]

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-def _torch() -> Any:
+def require_torch() -> Any:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - exercised without the extra
@@ -77,14 +77,14 @@ class _Importer:
 
     # ------------------------------------------------------------- metadata
     def expr(self, x: Any) -> sympy.Expr:
-        torch = _torch()
+        torch = require_torch()
         if isinstance(x, torch.SymInt):
             e = x.node.expr  # torch's symbolic sizes are sympy expressions already
             return e.xreplace(self.rename) if self.rename else e
         return sympy.Integer(int(x))
 
     def tensor(self, name: str, val: Any) -> Tensor | None:
-        torch = _torch()
+        torch = require_torch()
         if not isinstance(val, torch.Tensor):
             return None
         dt = TORCH_DTYPES.get(str(val.dtype).replace("torch.", ""))
@@ -95,7 +95,7 @@ class _Importer:
         return Tensor(name, shape, dt)
 
     def learn_symbols(self, name: str, val: Any) -> None:
-        torch = _torch()
+        torch = require_torch()
         if name not in self.dims or not isinstance(val, torch.Tensor):
             return
         for size, label in zip(val.shape, self.dims[name], strict=False):
@@ -117,7 +117,7 @@ class _Importer:
         self.g.add_node(name, **{KIND: NodeKind(kind), COST: cost, OUTPUTS: (t,), REPEAT: 1})
 
     def refs(self, args: Any) -> list[tuple[str, Tensor]]:
-        fx = _torch().fx
+        fx = require_torch().fx
         found: list[tuple[str, Tensor]] = []
 
         def walk(a: Any) -> None:
@@ -148,10 +148,10 @@ class _Importer:
         )
 
 
-def _import(
+def import_graph_module(
     gm: Any, placeholders: Mapping[str, str], dims: Any, masked_sdpa_is_causal: bool, strict: bool
 ) -> nx.DiGraph:
-    torch = _torch()
+    torch = require_torch()
     imp = _Importer(dims, masked_sdpa_is_causal, strict)
     nodes = list(gm.graph.nodes)
     for n in nodes:
@@ -182,7 +182,7 @@ def from_exported_program(
     Parameters, buffers and constants become ``weight`` sources; user inputs
     ``input`` sources. ``dims`` names the dynamic dimensions of user inputs.
     """
-    torch = _torch()
+    torch = require_torch()
     kinds: dict[str, str] = {}
     for spec in ep.graph_signature.input_specs:
         kind = spec.kind
@@ -195,7 +195,7 @@ def from_exported_program(
             torch.export.graph_signature.InputKind.CONSTANT_TENSOR,
         )
         kinds[arg] = "weight" if is_param else "input"
-    return _import(ep.graph_module, kinds, dims, masked_sdpa_is_causal, strict)
+    return import_graph_module(ep.graph_module, kinds, dims, masked_sdpa_is_causal, strict)
 
 
 def from_graph_module(
@@ -210,7 +210,7 @@ def from_graph_module(
 
     Parameters reached through ``get_attr`` become ``weight`` sources.
     """
-    torch = _torch()
+    torch = require_torch()
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
@@ -220,7 +220,7 @@ def from_graph_module(
         if n.op == "get_attr" and "val" not in n.meta:
             n.meta["val"] = getattr(gm, str(n.target))
     _ = torch
-    return _import(gm, {}, dims, masked_sdpa_is_causal, strict)
+    return import_graph_module(gm, {}, dims, masked_sdpa_is_causal, strict)
 
 
 def _pass_base() -> Any:
@@ -239,7 +239,7 @@ def _pass_base() -> Any:
             if self.example_inputs is not None:
                 self.graph = from_graph_module(graph_module, self.example_inputs, dims=self.dims)
             else:
-                self.graph = _import(graph_module, {}, self.dims, False, False)
+                self.graph = import_graph_module(graph_module, {}, self.dims, False, False)
             return PassResult(graph_module, False)
 
     return CostAnnotationPassImpl

@@ -54,12 +54,12 @@ def node_table(c: CompiledStep) -> NodeTable:
 
 
 def _build(c: CompiledStep) -> NodeTable:
-    from .totals import _tokens, weight_bytes_read
+    from .totals import step_tokens, weight_bytes_read
 
     g, hw = c.graph, c.hardware
     assert g is not None, "compiled steps keep their graph"
     ops = op_total(g)
-    tokens = _tokens(g)
+    tokens = step_tokens(g)
     exprs: list[sympy.Expr] = [
         tokens,
         ops.flops_on("tensor"),

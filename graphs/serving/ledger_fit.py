@@ -112,7 +112,9 @@ def model_ledger(
 _LEDGERS: dict[tuple[Any, ...], MemoryLedger] = {}
 
 
-def _ledger(w: Workload, phase: str, seq: int, tp: int, overhead: Overhead | None, act: Any) -> MemoryLedger:
+def build_ledger(
+    w: Workload, phase: str, seq: int, tp: int, overhead: Overhead | None, act: Any
+) -> MemoryLedger:
     """:func:`model_ledger`, built once per argument set (its liveness pass walks the whole graph)."""
     key = (
         w.config,
@@ -135,7 +137,7 @@ def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, A
     """What one sequence's cache holds per device, as plain numbers: bytes per cached token of the
     layers keeping every position (``per_token``), ``[bytes per token, positions kept]`` of capped
     layers (``capped``) and the recurrent ``state`` bytes."""
-    led = _ledger(as_workload(config), "decode", 1, tp, None, None)
+    led = build_ledger(as_workload(config), "decode", 1, tp, None, None)
     return {
         "per_token": as_float(led.kv_bytes_per_token),
         "capped": [[as_float(k), as_float(w)] for k, w in led.capped_kv],
@@ -148,7 +150,7 @@ def ledger_terms(
 ) -> MemoryLedger:
     """The ledger :func:`capacity` and :func:`capacity_check` solve (default overhead and
     activations; a prefill ledger's activations are those of a ``seq``-token prompt)."""
-    return _ledger(as_workload(config), phase, seq if phase == Phase.PREFILL else 1, tp, None, None)
+    return build_ledger(as_workload(config), phase, seq if phase == Phase.PREFILL else 1, tp, None, None)
 
 
 #: most tensor-parallel degrees :func:`capacity_check` builds a ledger for when suggesting one
@@ -252,7 +254,7 @@ def capacity(
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
     s = seq if seq is not None else ctx
     active = s if phase == "prefill" else 1
-    led = _ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
+    led = build_ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
     cap = hw.capacity()
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
     terms = led.numeric_terms(batch, ctx, active * batch, as_float(cap))

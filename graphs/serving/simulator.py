@@ -37,7 +37,7 @@ from models.config import ModelConfig
 
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
-from .ledger_fit import _ledger
+from .ledger_fit import build_ledger
 from .mixed import mixed_step
 from .requests import Request
 from .workload import Workload, as_workload
@@ -188,7 +188,7 @@ def simulate(
     if not (math.isfinite(t0) and t0 >= 0):
         raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
     step = mixed_step(w, hw, tp=topo.tp)
-    led = _ledger(w, "decode", 1, topo.tp, None, None)
+    led = build_ledger(w, "decode", 1, topo.tp, None, None)
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
 
     def pool(n: int, start: int) -> list[Replica]:

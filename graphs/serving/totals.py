@@ -174,7 +174,7 @@ class GraphSummary:
 
 def summarize(g: nx.DiGraph) -> GraphSummary:
     ops = op_total(g)
-    tokens = _tokens(g)
+    tokens = step_tokens(g)
     allres = graph_total(g)
     return GraphSummary(
         tokens=tokens,
@@ -189,7 +189,7 @@ def summarize(g: nx.DiGraph) -> GraphSummary:
     )
 
 
-def _tokens(g: nx.DiGraph) -> sympy.Expr:
+def step_tokens(g: nx.DiGraph) -> sympy.Expr:
     """Tokens the step processes, recorded by :func:`build_model` as ``g.graph[G_TOKENS]``."""
     if G_TOKENS not in g.graph:
         raise CostModelError(
