@@ -279,6 +279,7 @@ def test_cli_predict_json(corpus):
     assert doc["prediction"]["predicted_s"] > doc["prediction"]["bound_s"]
 
 
+@pytest.mark.slow
 def test_prediction_nodes_add_up(corpus):
     from graphs.serving.predict import predict_step
 
