@@ -7,7 +7,10 @@ whitelist before anything runs: numbers, the named arguments, ``+ - * / **``, un
 and calls of ``Max``, ``Min``, ``Abs``, ``ceiling``, ``floor``, ``sqrt``, ``exp``, ``log``.
 Anything else (attributes, subscripts, other names, keywords, lambdas, strings) is refused
 with :class:`ArithError`, so a tampered cache file cannot run code. Integer literals become
-floats, so no big-integer power can run away; the text is bounded in length and nesting.
+floats, so no big-integer power can run away; the text is bounded in length and nesting. A
+literal that is not finite (``1e999``) is refused, and so is a value that is not a finite real
+number (an overflow, a division by zero, a complex power, a domain error): the function raises
+:class:`ArithError`, never returns ``inf`` or ``nan``.
 
 >>> f = compile_numeric("2*B*ctx + Max(3, B**2/4)", ("B", "ctx"))
 >>> f(4, 10)
@@ -62,7 +65,15 @@ def _check(node: ast.AST, names: frozenset[str], depth: int = 0) -> ast.AST:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int | float):
             raise ArithError(f"cached expression has a constant {node.value!r}; only numbers are allowed")
-        return ast.copy_location(ast.Constant(float(node.value)), node)
+        try:
+            value = float(node.value)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise ArithError(
+                f"cached expression has the constant {str(node.value)[:40]}; only finite numbers"
+            )
+        return ast.copy_location(ast.Constant(value), node)
     if isinstance(node, ast.Name):
         if node.id not in names:
             raise ArithError(f"cached expression uses {node.id!r}; allowed names: {', '.join(sorted(names))}")
@@ -144,6 +155,13 @@ def compile_numeric(text: str, args: Sequence[str]) -> Callable[..., float]:
             raise ArithError(
                 f"cached expression takes {n} argument(s) ({', '.join(args)}), got {len(values)}"
             )
-        return float(body(values))
+        try:
+            out = body(values)
+            value = float(out) if not isinstance(out, complex) else math.nan
+        except (ArithmeticError, ValueError, TypeError) as exc:  # overflow, x/0, sqrt(-1), log(0)
+            raise ArithError(f"cached expression fails at {values}: {type(exc).__name__}") from None
+        if not math.isfinite(value):
+            raise ArithError(f"cached expression is not a finite real number at {values}")
+        return value
 
     return evaluate

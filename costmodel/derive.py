@@ -37,6 +37,7 @@ __all__ = [
     "Crossover",
     "crossover",
     "gemm_crossover",
+    "gemm_crossover_form",
     "decode_attention_intensity",
     "tile_intensity",
     "latex",
@@ -198,8 +199,7 @@ def gemm_crossover(
     write bf16: cuBLASLt's and CUTLASS's block-scaled GEMMs emit a 16-bit D). Pass it to model a
     kernel that writes the narrow format.
     """
-    if out_dtype is None and not isinstance(dtype, sympy.Basic) and get_dtype(dtype).bits < 16:
-        out_dtype = "bf16"
+    out_dtype = _gemm_out_dtype(dtype, out_dtype)
     cost = op_cost(
         "gemm",
         M=M_sym,
@@ -227,6 +227,53 @@ def gemm_crossover(
         asym = crossover(sym_cost, M_sym, hw, large=(n_sym, k_sym)).asymptotic
         return Crossover(base.variable, base.intensity, base.balance, base.exact, asym, base.integer)
     return crossover(cost, M_sym, hw, large=large)
+
+
+def _gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None) -> DTypeLike | None:
+    """What a GEMM writes when ``out_dtype`` is not given (:func:`gemm_crossover`): bf16 for
+    operands narrower than 16 bits, else the operand dtype (None)."""
+    if out_dtype is None and not isinstance(dtype, sympy.Basic) and get_dtype(dtype).bits < 16:
+        return "bf16"
+    return out_dtype
+
+
+def gemm_crossover_form(
+    *,
+    dtype: DTypeLike = "bf16",
+    w_dtype: DTypeLike | None = None,
+    out_dtype: DTypeLike | None = None,
+) -> tuple[Crossover, dict[sympy.Symbol, sympy.Expr]]:
+    """The closed form of :func:`gemm_crossover` for these dtypes, and the bytes per element
+    each of its byte symbols stands for.
+
+    One symbol ``b`` when activations, weights and output share a width, giving
+    ``M* = K N P b / (2 K N beta - K P b - N P b)``; otherwise ``a``, ``w`` and ``o``
+    (activation, weight and output bytes per element, B):
+
+    .. math::
+
+        M^* = \frac{K N P w}{2 K N \beta - K P a - N P o}
+
+    Substituting the returned bytes, the device's ``P`` (tensor roof at the compute
+    precision, FLOP/s) and ``beta`` (DRAM, B/s) and ``N``, ``K`` gives the numeric ``M*``.
+
+    >>> form, at = gemm_crossover_form(w_dtype="int8")
+    >>> form.asymptotic, sorted((str(k), v) for k, v in at.items())
+    (P*w/(2*beta), [('a', 2), ('o', 2), ('w', 1)])
+    """
+    out = _gemm_out_dtype(dtype, out_dtype)
+    widths = {
+        "a": get_dtype(dtype).bytes,
+        "w": get_dtype(w_dtype if w_dtype is not None else dtype).bytes,
+        "o": get_dtype(out if out is not None else dtype).bytes,
+    }
+    if len(set(widths.values())) == 1:
+        b = quantity("b")
+        form = gemm_crossover(N=dim("N"), K=dim("K"), dtype=b)
+        return form, {b: widths["a"]}
+    syms = {k: quantity(k) for k in widths}
+    form = gemm_crossover(N=dim("N"), K=dim("K"), dtype=syms["a"], w_dtype=syms["w"], out_dtype=syms["o"])
+    return form, {syms[k]: v for k, v in widths.items()}
 
 
 def decode_attention_intensity(

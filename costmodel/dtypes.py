@@ -14,6 +14,30 @@ Block-scaled formats (OCP Microscaling spec v1.0; NVIDIA NVFP4):
   ``4 + 8/16 = 4.5`` bits (the per-tensor FP32 scale is O(1) and ignored).
 * MXFP4: 4-bit E2M1 values, one E8M0 scale per 32 values: ``4 + 8/32 = 4.25``.
 
+Group-quantised integer weights (GPTQ, AWQ, compressed-tensors ``pack-quantized``),
+named ``int<b>_g<G>`` (symmetric) and ``int<b>_g<G>_asym`` (with zero points), ``b``
+in 2..8 and ``G`` the ``group_size``:
+
+.. math::
+
+    \\text{bits} = b + (16 + z) / G, \\qquad z = b \\text{ (asymmetric) or } 0
+
+* one FP16 scale per group of ``G`` input channels: the checkpoints' ``scales``
+  tensor of shape ``[K/G, N]`` (AutoGPTQ / GPTQModel, AutoAWQ, compressed-tensors);
+* asymmetric formats add one ``b``-bit zero point per group, packed ``32/b`` to an
+  int32 (``qzeros`` ``[K/G, N*b/32]``); a symmetric GPTQ checkpoint also stores
+  ``qzeros``, but its zero is the constant ``2**(b-1)`` and the serving kernels
+  (vLLM's Marlin ``uint4b8``) do not read it, so it is not counted:
+  ``int4_g128 = 4 + 16/128 = 4.125`` and ``int4_g128_asym = 4 + 20/128 = 4.15625`` bits.
+* ``group_size = -1`` (one scale per output channel) is the plain ``int4`` or ``int8``:
+  its ``16/K`` bits are O(1/K) and ignored, as NVFP4's per-tensor scale is (other
+  widths per channel have no dtype here).
+
+bitsandbytes 4-bit (QLoRA, Dettmers et al. 2023, section 3): NF4 or FP4 values in
+blocks of 64 with one FP32 absmax each, ``nf4 = 4 + 32/64 = 4.5`` bits; with double
+quantisation the absmax are FP8 with one FP32 scale per 256 of them,
+``nf4_dq = 4 + 8/64 + 32/(64*256) = 4.127`` bits (the paper's 0.127 bits per parameter).
+
 Bytes per element are exact rationals (``bytes_per_element(NVFP4) = 9/16``).
 
 >>> get_dtype("bf16").bytes
@@ -24,6 +48,7 @@ Bytes per element are exact rationals (``bytes_per_element(NVFP4) = 9/16``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -31,7 +56,7 @@ import sympy
 
 from .errors import UnknownDTypeError
 
-__all__ = ["DType", "DTYPES", "get_dtype", "dtype_bytes", "roof_of", "DTypeLike"]
+__all__ = ["DType", "DTYPES", "get_dtype", "dtype_bytes", "roof_of", "DTypeLike", "group_quantised"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +119,51 @@ DTYPES: dict[str, DType] = {
         _block("nvfp4", "fp4", 4, 16, 8),
         _block("mxfp4", "fp4", 4, 32, 8),
         _block("mxfp8", "fp8", 8, 32, 8),
+        _block("nf4", "int4", 4, 64, 32),  # bitsandbytes NF4: one FP32 absmax per 64 (module doc)
+        # double-quantised NF4: FP8 absmax per 64, one FP32 scale per 256 absmax (module doc)
+        DType(
+            "nf4_dq",
+            sympy.Integer(4) + sympy.Rational(8, 64) + sympy.Rational(32, 64 * 256),
+            "int4",
+            4,
+            64,
+            8,
+        ),
     )
 }
+
+_GROUPED = re.compile(r"int([2-8])_g([1-9][0-9]{0,5})(_asym)?")
+
+
+def group_quantised(bits: int, group_size: int, *, asymmetric: bool = False) -> DType:
+    """The dtype of ``bits``-bit integer weights with one FP16 scale per ``group_size``
+    values (and a ``bits``-bit zero point when ``asymmetric``): ``bits + (16 + z)/G``
+    (module doc); ``group_size = -1`` is per-channel, the plain ``int<bits>``.
+
+    >>> group_quantised(4, 128).bits
+    33/8
+    >>> group_quantised(4, 128, asymmetric=True).name
+    'int4_g128_asym'
+    """
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
+        raise UnknownDTypeError(f"quantised weight bits must be a whole number in 2..8, got {bits!r}")
+    if group_size == -1:  # per channel: int4 and int8 (other widths need a group size)
+        return get_dtype(f"int{bits}")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or not 1 <= group_size <= 10**6:
+        raise UnknownDTypeError(f"group_size must be -1 (per channel) or in 1..1000000, got {group_size!r}")
+    return get_dtype(f"int{bits}_g{group_size}" + ("_asym" if asymmetric else ""))
+
+
+def _parse_grouped(key: str) -> DType | None:
+    """``int<b>_g<G>[_asym]`` built on demand (module doc), or None."""
+    m = _GROUPED.fullmatch(key)
+    if m is None:
+        return None
+    b, g = int(m.group(1)), m.group(2)
+    zero = b if m.group(3) else 0
+    # one FP16 scale (and a b-bit zero point when asymmetric) per group of G values
+    return DType(key, sympy.Integer(b) + sympy.Rational(16 + zero, int(g)), f"int{b}", b, int(g), 16 + zero)
+
 
 _ALIASES = {
     "float64": "fp64",
@@ -120,17 +188,20 @@ DTypeLike: TypeAlias = DType | str | sympy.Expr
 
 
 def get_dtype(name: DType | str) -> DType:
-    """Look up a dtype by name or alias (``"bfloat16"`` -> ``bf16``)."""
+    """Look up a dtype by name or alias (``"bfloat16"`` -> ``bf16``; ``int4_g128`` built on demand)."""
     if isinstance(name, DType):
         return name
     if not isinstance(name, str):
         raise UnknownDTypeError(f"dtype must be a name such as 'bf16', got {type(name).__name__}")
     key = _ALIASES.get(name.lower(), name.lower())
-    try:
-        return DTYPES[key]
-    except KeyError:
+    found = DTYPES.get(key) or _parse_grouped(key)
+    if found is None:
         allowed = ", ".join(sorted(DTYPES))
-        raise UnknownDTypeError(f"unknown dtype {name!r}; allowed: {allowed}") from None
+        raise UnknownDTypeError(
+            f"unknown dtype {name[:80]!r}; allowed: {allowed}, "
+            "or group-quantised int<b>_g<G>[_asym] (e.g. int4_g128)"
+        )
+    return found
 
 
 def dtype_bytes(dtype: DTypeLike, field: str = "dtype") -> sympy.Expr:

@@ -6,6 +6,18 @@ A command that derives closed forms (the decode report's step time, terms and li
 is stored is data: numbers and arithmetic text that the whitelisting parser checks before
 anything is evaluated; a file that fails the check is ignored (and rebuilt).
 
+Trust
+    An entry is a header line ``costmodel-cache <FORMAT> <digest>`` and the JSON text. The
+    digest is HMAC-SHA256 of that text keyed by the entry's own key, so an edited, truncated
+    or renamed entry (one key's text under another key) is a miss, never an answer. It detects
+    corruption and edits, not an adversary who recomputes it: whoever reads an entry still
+    range-checks every constant (:mod:`graphs.serving.cards`). An entry is opened without
+    following a link and without blocking, must be a regular file of at most
+    :data:`MAX_BYTES`, and is parsed with NaN, infinities and repeated keys refused; anything
+    else (a FIFO, a link to ``/dev/zero``, a directory, an oversized file) is a miss, and the
+    next save replaces it. Saves write a temporary file and ``os.replace`` it, so two processes
+    storing the same entry leave one whole entry and a reader never sees half of one.
+
 Where
     ``$COSTMODEL_CACHE_DIR``, else ``platformdirs.user_cache_dir("costmodel")`` when
     platformdirs is installed, else ``$XDG_CACHE_HOME/costmodel`` or ``~/.cache/costmodel``.
@@ -21,15 +33,30 @@ Key
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["enabled", "cache_dir", "source_fingerprint", "cache_key", "load", "save", "FORMAT"]
+__all__ = [
+    "enabled",
+    "cache_dir",
+    "source_fingerprint",
+    "cache_key",
+    "load",
+    "save",
+    "digest",
+    "read_regular_file",
+    "FORMAT",
+    "MAX_BYTES",
+]
 
-FORMAT = 1  #: bumped when the stored layout changes
+FORMAT = 2  #: bumped when the stored layout changes (2: a digest header line)
+MAX_BYTES = 16 * 2**20  #: the largest entry read back (a decode card is a few KB to a few hundred KB)
+_MAGIC = b"costmodel-cache"
 _PACKAGES = ("costmodel", "graphs", "models")
 _fingerprint: str | None = None
 
@@ -84,31 +111,92 @@ def _path(key: str) -> Path:
     return cache_dir() / "forms" / f"{key}.json"
 
 
-def load(key: str) -> dict[str, Any] | None:
-    """The stored entry, or None (missing, unreadable, not a JSON object, or cache off)."""
-    if not enabled():
+def digest(key: str, body: bytes) -> str:
+    """HMAC-SHA256 of an entry's text ``body``, keyed by its cache ``key`` (hex)."""
+    return hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+
+
+def read_regular_file(
+    path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False
+) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``, else None.
+
+    Opened with ``O_NOFOLLOW`` (a symbolic link at ``path`` is refused, unless
+    ``follow_links``: a file the user named may be a link) and ``O_NONBLOCK`` (a FIFO never
+    blocks the open), checked with ``fstat`` to be a regular file (not a FIFO, a device or a
+    directory, wherever a link pointed), and read to at most ``max_bytes + 1`` bytes (a file
+    that grows while read is refused too). None also when it cannot be opened or read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    flags |= 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):  # missing, a link, no permission, a NUL in the name
         return None
     try:
-        with open(_path(key), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        chunks, n = [], 0
+        while n <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - n)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        return None if n > max_bytes else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key appears twice")
+    return out
+
+
+def load(key: str) -> dict[str, Any] | None:
+    """The stored entry, or None: missing, not a regular file of at most :data:`MAX_BYTES`, a
+    header or digest that does not match this key and text, not a JSON object, or cache off."""
+    if not enabled():
+        return None
+    raw = read_regular_file(_path(key), MAX_BYTES)
+    if raw is None:
+        return None
+    header, sep, body = raw.partition(b"\n")
+    if not sep or not hmac.compare_digest(header, b"%s %d %s" % (_MAGIC, FORMAT, digest(key, body).encode())):
+        return None
+    try:
+        data = json.loads(body, parse_constant=_refuse_constant, object_pairs_hook=_no_repeats)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
 def save(key: str, data: dict[str, Any]) -> bool:
-    """Store ``data`` (JSON-ready) atomically; False when the cache is off or not writable."""
+    """Store ``data`` (JSON-ready) atomically with its digest; False when the cache is off or
+    not writable (the entry is then simply not there, never half there)."""
     if not enabled():
         return False
     path = _path(key)
     tmp = None
     try:
+        body = json.dumps({**data, "format": FORMAT}, allow_nan=False).encode()
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({**data, "format": FORMAT}, f, allow_nan=False)
-        os.replace(tmp, path)
-    except (OSError, ValueError, TypeError):
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"%s %d %s\n" % (_MAGIC, FORMAT, digest(key, body).encode()))
+            f.write(body)
+        os.replace(tmp, path)  # atomic: a reader sees the old entry or the new, never half
+    except (OSError, ValueError, TypeError, RecursionError):
         if tmp is not None:
             try:
                 os.unlink(tmp)

@@ -21,6 +21,7 @@ __all__ = [
     "Phase",
     "NodeKind",
     "LinkName",
+    "Role",
     # node attributes
     "OP",
     "COST",
@@ -96,6 +97,33 @@ class LinkName(StrEnum):
     SCALE_OUT = "scale_out"
 
 
+class Role(StrEnum):
+    """What an op node is for in the model, set by the block that builds it.
+
+    Analyses select nodes by role, never by the op's rule name: a new attention
+    rule built with ``Role.ATTENTION`` is priced, shared out and fused as
+    attention with no edit outside its module (STYLE convention 13).
+    """
+
+    ATTENTION = "attention"  #: scores, softmax and values over the context (any rule, any variant)
+    LINEAR = "linear"  #: a dense projection (q/k/v/o, MLP up/gate/down, latent up-projections)
+    EXPERT = "expert"  #: a routed expert's grouped matmul
+    ROUTER = "router"  #: router logits' normalisation and top-k selection
+    COMBINE = "combine"  #: the weighted sum of a token's expert outputs
+    NORM = "norm"  #: RMSNorm / LayerNorm
+    ACTIVATION = "activation"  #: an MLP activation or an elementwise gate
+    RESIDUAL = "residual"  #: a residual (or branch) add
+    ROPE = "rope"  #: rotary position embedding
+    EMBEDDING = "embedding"  #: the token-embedding gather
+    HEAD = "head"  #: the lm_head (or an MTP head) producing logits
+    CACHE_WRITE = "cache_write"  #: copy of the new tokens' K/V (or latent) into the cache
+    COLLECTIVE = "collective"  #: an all-reduce / all-gather across devices
+    SCAN = "scan"  #: a recurrent state update (selective scan, delta rule)
+    CONV = "conv"  #: a causal depthwise convolution
+    VIEW = "view"  #: a view, slice or concat (data movement only)
+    OTHER = "other"  #: an imported op the importer could not place
+
+
 # node attributes
 OP = "op"  #: rule name of an op node
 COST = "cost"  #: Cost of one instance
@@ -108,7 +136,7 @@ REPEAT = "repeat"  #: identical copies this node stands for
 INPUTS = "inputs"  #: tuple of Tensors an op consumes
 OUTPUTS = "outputs"  #: tuple of Tensors a node produces
 UNKNOWN = "unknown"  #: True on an imported op the importer table has no mapper for
-ROLE = "role"  #: what a builder node is for, e.g. "tokens" on the token-id input
+ROLE = "role"  #: a :class:`Role`: what an op node is for (set by the block that builds it)
 FRONTEND_OP = "frontend_op"  #: the importer's own op name (``aten.mm.default``, ``MatMul``)
 MEASURED_S = "measured_s"  #: a profiler's measured time of the node (attach_profile)
 KV_CAP = "kv_cap"  #: on a cache write: positions per sequence its layer keeps at most (window, chunk)

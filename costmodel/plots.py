@@ -10,7 +10,8 @@
 * :func:`headroom_plot`: speed-up of 2x compute and of 2x bandwidth against
   ``I / I*`` (1 on the wrong side of the ridge, 2 far on the right side).
 
-Each returns the ``Figure`` (for tests) after saving it to ``path``.
+Each returns the ``Figure`` (for tests) after saving it to ``path``; ``title`` (see
+:func:`plot_title`: what, model, device, context, tp) is the figure's title.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ import numpy as np
 from .cost import as_float
 from .errors import CostModelError
 from .hardware import Hardware, get_device
+from .outfiles import atomic_write
 from .results import plain
 
 __all__ = [
+    "plot_title",
     "roofline_plot",
     "ledger_plot",
     "batch_sweep_plot",
@@ -48,9 +51,39 @@ def _plt() -> Any:
     return plt
 
 
-def _save(fig: Any, path: str | Path) -> Any:
+def plot_title(
+    what: str,
+    *,
+    model: str | None = None,
+    device: str | None = None,
+    phase: str | None = None,
+    batch: int | None = None,
+    ctx: int | None = None,
+    seq: int | None = None,
+    tp: int | None = None,
+) -> str:
+    """A figure's title naming what it shows and the point it shows it at, e.g.
+    ``memory ledger: llama-3.1-8b on h100-sxm, ctx 4096, tp 1`` (parts not given are left out).
+
+    >>> plot_title("memory ledger", model="llama-3.1-8b", device="h100-sxm", ctx=4096, tp=1)
+    'memory ledger: llama-3.1-8b on h100-sxm, ctx 4096, tp 1'
+    """
+    who = " ".join(x for x in (model, phase) if x)
+    if device:
+        who = f"{who} on {device}" if who else device
+    at = [f"{k} {v}" for k, v in (("batch", batch), ("seq", seq), ("ctx", ctx), ("tp", tp)) if v is not None]
+    return f"{what}: " + ", ".join(x for x in (who, *at) if x) if (who or at) else what
+
+
+def _save(fig: Any, path: str | Path, title: str = "") -> Any:
+    if title:
+        import textwrap
+
+        fig.suptitle(textwrap.fill(title, 90), fontsize=8)
     fig.tight_layout()
-    fig.savefig(str(path), dpi=110)
+    fmt = Path(path).suffix[1:].lower() or "png"
+    with atomic_write(path, "plot", binary=True) as f:  # no half-written figure on a full disk
+        fig.savefig(f, dpi=110, format=fmt)
     return fig
 
 
@@ -112,7 +145,9 @@ def roofline_plot(
     return _save(fig, path)
 
 
-def ledger_plot(terms_by_batch: dict[int, dict[str, float]], capacity_bytes: float, path: str | Path) -> Any:
+def ledger_plot(
+    terms_by_batch: dict[int, dict[str, float]], capacity_bytes: float, path: str | Path, *, title: str = ""
+) -> Any:
     """Stacked ledger terms (GiB) per batch with the capacity line."""
     plt = _plt()
     batches = sorted(terms_by_batch)
@@ -126,29 +161,32 @@ def ledger_plot(terms_by_batch: dict[int, dict[str, float]], capacity_bytes: flo
     ax.set_xlabel("batch")
     ax.set_ylabel("memory (GiB)")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
-def batch_sweep_plot(rows: list[Any], path: str | Path) -> Any:
-    """Measured latency and throughput against batch (the article's figure 3)."""
+def batch_sweep_plot(rows: list[Any], path: str | Path, *, title: str = "") -> Any:
+    """Latency and throughput against batch (the article's figure 3): the bound, and the
+    measured latency where rows carry one (``measured_s``)."""
     plt = _plt()
     rows = [plain(r) for r in rows]  # BenchRow reports or plain dicts
     b = np.array([r["shape"]["B"] for r in rows])
-    lat = np.array([r["measured_s"] for r in rows]) * 1e3
     pred = np.array([r["predicted_s"] for r in rows]) * 1e3
+    measured = all(r.get("measured_s") is not None for r in rows)
+    lat = np.array([r["measured_s"] for r in rows]) * 1e3 if measured else pred
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 4))
-    a1.loglog(b, lat, "o-", label="measured")
+    if measured:
+        a1.loglog(b, lat, "o-", label="measured")
     a1.loglog(b, pred, "k--", label="bound")
     a1.set_xlabel("batch")
     a1.set_ylabel("latency (ms)")
     a1.legend(fontsize=7)
     a2.loglog(b, b / lat * 1e3, "o-")
     a2.set_xlabel("batch")
-    a2.set_ylabel("throughput (rows/s)")
-    return _save(fig, path)
+    a2.set_ylabel("throughput (rows/s)" if measured else "throughput (tokens/s, bound)")
+    return _save(fig, path, title)
 
 
-def frontier_plot(points: list[dict[str, Any]], path: str | Path) -> Any:
+def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str = "") -> Any:
     """Per-user tokens/s vs per-device tokens/s; Pareto points highlighted."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -171,11 +209,20 @@ def frontier_plot(points: list[dict[str, Any]], path: str | Path) -> Any:
     ax.set_xlabel("tokens/s per device")
     ax.set_ylabel("tokens/s per user")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
-def headroom_plot(path: str | Path) -> Any:
-    """Speed-up of doubling compute or bandwidth against I/I*, computed by :func:`headroom`."""
+def headroom_plot(
+    path: str | Path,
+    *,
+    rows: list[Any] | None = None,
+    hw: Hardware | str | None = None,
+    precision: str = "bf16",
+    title: str = "",
+) -> Any:
+    """Speed-up of doubling compute or bandwidth against I/I*, computed by :func:`headroom`;
+    with ``rows`` (``classify_graph`` rows) on ``hw``, each node is placed at its own
+    ``I / I*`` with ``I* = P_tensor,precision / beta_dram`` of that device."""
 
     from .cost import Cost
     from .frontier import compile_expr
@@ -187,20 +234,29 @@ def headroom_plot(path: str | Path) -> Any:
     x = quantity("x")  # I / I* on a device with P = beta = 1
     unit = Hardware("unit", roofs=(Roof("tensor", "bf16", 1),), memory=(MemoryLevel("dram", 1),))
     cost = Cost.compute("tensor", "bf16", x) + Cost.traffic(read=1)
+    f_compute = compile_expr(headroom(cost, unit, "compute"), (x,))
+    f_bw = compile_expr(headroom(cost, unit, "memory"), (x,))
     r = np.logspace(-2, 2, 400)
-    s_compute = compile_expr(headroom(cost, unit, "compute"), (x,))(r)
-    s_bw = compile_expr(headroom(cost, unit, "memory"), (x,))(r)
+    if rows is not None and hw is not None:
+        dev = get_device(hw)
+        ridge = as_float(dev.require_peak("tensor", precision)) / as_float(dev.bandwidth())
+        pts = np.array([r_["intensity"] for r_ in map(plain, rows) if r_.get("intensity")]) / ridge
+        if pts.size:
+            r = np.logspace(min(-2.0, np.log10(pts.min()) - 0.5), max(2.0, np.log10(pts.max()) + 0.5), 400)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.semilogx(r, s_compute, label="2x compute")
-    ax.semilogx(r, s_bw, label="2x bandwidth")
+    ax.semilogx(r, f_compute(r), label="2x compute")
+    ax.semilogx(r, f_bw(r), label="2x bandwidth")
+    if rows is not None and hw is not None and pts.size:
+        ax.scatter(pts, f_compute(pts), s=12, marker="o", label="nodes: 2x compute")
+        ax.scatter(pts, f_bw(pts), s=12, marker="x", label="nodes: 2x bandwidth")
     ax.axvline(1, color="gray", ls="--", lw=1)
     ax.set_xlabel("I / I*")
     ax.set_ylabel("speed-up")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
-def latency_cdf_plot(latencies: dict[str, Any], path: str | Path) -> Any:
+def latency_cdf_plot(latencies: dict[str, Any], path: str | Path, *, title: str = "") -> Any:
     """Empirical CDFs of per-request latencies (seconds), one curve per name (TTFT, TPOT, E2E)."""
     import numpy as np
 
@@ -215,10 +271,10 @@ def latency_cdf_plot(latencies: dict[str, Any], path: str | Path) -> Any:
     ax.set_ylabel("fraction of requests")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
-def serving_timeline_plot(timeline: dict[str, Any], path: str | Path) -> Any:
+def serving_timeline_plot(timeline: dict[str, Any], path: str | Path, *, title: str = "") -> Any:
     """Batch size, running and waiting sequences and KV-block utilisation over time."""
     plt = _plt()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
@@ -231,11 +287,16 @@ def serving_timeline_plot(timeline: dict[str, Any], path: str | Path) -> Any:
     a2.plot(t, 100 * timeline["kv_used"], lw=0.8, color="tab:red")
     a2.set_ylabel("KV blocks used (%)")
     a2.set_xlabel("time (s)")
-    return _save(fig, path)
+    return _save(fig, path, title)
 
 
 def rate_sweep_plot(
-    rows: list[dict[str, Any]], path: str | Path, slo_ttft: float | None = None, slo_tpot: float | None = None
+    rows: list[dict[str, Any]],
+    path: str | Path,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    *,
+    title: str = "",
 ) -> Any:
     """P99 TTFT and TPOT against the request rate, with the SLOs as dashed lines."""
     plt = _plt()
@@ -250,4 +311,4 @@ def rate_sweep_plot(
         ax.set_ylabel(name)
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, path, title)

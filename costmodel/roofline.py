@@ -41,6 +41,7 @@ import sympy
 
 from .cost import UNITS, Bindings, Cost, as_float, bind
 from .errors import MissingRoofError, SymbolicComparisonError
+from .hardware.fallback import fallback_peak, roof_unit
 from .hardware.spec import Hardware
 from .results import Result
 from .symbols import quantity
@@ -220,9 +221,10 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
 
     Tensor-unit FLOPs in a precision the matrix engines lack but the vector
     ALUs have (fp32 matmuls on a GPU without TF32) are charged to the vector
-    roof. A unit the device has no roof for at all (e.g. the SFU of a chip whose
-    transcendental rate is unpublished) or a memory level without bandwidth
-    is listed in ``Bound.unbounded`` instead of being silently dropped. A
+    roof. SFU FLOPs on a chip whose transcendental rate is unpublished are charged to
+    its vector roof (:func:`~costmodel.hardware.fallback.roof_unit`; ``roof_notes`` names the
+    substitution for the output). A unit with no roof and no substitute, or a memory level
+    without bandwidth, is listed in ``Bound.unbounded`` instead of being silently dropped. A
     missing precision on a unit that has roofs, or a missing link, raises
     :class:`MissingRoofError`.
     """
@@ -241,12 +243,14 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
         parts = [(p, f) for (u, p), f in flop_terms.items() if u == unit]
         if not parts:
             continue
-        if not hw.precisions(unit):
+        if roof_unit(hw, unit) is None:
             if unit == "tensor":
                 raise MissingRoofError(f"device {hw.name!r} has no tensor roof at all")
             unbounded.append(unit)
             continue
-        terms[str(unit)] = sympy.Add(*(f / hw.require_peak(unit, p) for p, f in parts))
+        # a unit without a roof of its own runs on its substitute (roof_unit: the SFU's
+        # transcendentals on the vector ALUs); the term keeps the unit's name, the output says so
+        terms[str(unit)] = sympy.Add(*(f / fallback_peak(hw, unit, p) for p, f in parts))
     for level in cost.levels:
         d = cost.bytes_at(level)
         if d == 0:

@@ -1,6 +1,6 @@
 """Run your own nn.Module through torch.export, the pass pipeline and a report.
 
-    pip install torch==2.13.0            # the torch extra (CPU build)
+    pip install -e '.[torch]'            # the torch extra: torch 2.13, the version the importers accept
     python examples/export_report.py     # prints closed forms and a per-node table
 
 The module below is a small MLP block with a norm; replace it with yours.
@@ -9,9 +9,22 @@ Dynamic batch and sequence dimensions stay symbolic (B, S) until bound.
 
 from __future__ import annotations
 
+import sys
+
 import sympy
-import torch
-from torch.export import Dim
+
+try:
+    import torch
+    from torch.export import Dim
+except ModuleNotFoundError as exc:  # one line, not a traceback: say which extra to install
+    if exc.name is None or exc.name.split(".")[0] != "torch":
+        raise
+    print(
+        "export_report.py: needs torch, which is not installed; install the torch extra: "
+        "pip install -e '.[torch]' (torch 2.13, the version graphs.importers accepts)",
+        file=sys.stderr,
+    )
+    raise SystemExit(2) from None
 
 from costmodel.passes import Pipeline, annotate_hardware, bind_dims, classify, report, suggest_fusion
 from costmodel.report import format_table

@@ -47,9 +47,14 @@ def main() -> None:
         output=OUTPUT,
         seed=7,
     )
+    found = (
+        f"{m.rate:.1f} requests/s per H100"
+        if m.rate is not None
+        else f"not determined (every probe up to the {m.ceiling_rate:.1f} requests/s ceiling meets; too few requests)"
+    )
     print(
         f"max rate with P99 TTFT <= {SLO_TTFT} s and TPOT <= {SLO_TPOT * 1e3:.0f} ms: "
-        f"{m.rate:.1f} requests/s per H100 ({len(m.probes)} simulations)"
+        f"{found} ({len(m.probes)} simulations)"
     )
     rate = 60.0 if not small else 40.0
     reqs = synthetic(n, rate=rate, prompt=PROMPT, output=OUTPUT, seed=8)

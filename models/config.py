@@ -129,6 +129,10 @@ class ModelConfig:
     act_dtype: str | None = None
     matmul_dtype: str | None = None
     expert_dtype: str | None = None  # routed experts' weights (gpt-oss: mxfp4); None: dtype
+    # the input-embedding table and the lm_head: quantised checkpoints (GPTQ, AWQ, compressed-tensors,
+    # bitsandbytes) keep both at the model's float dtype (models.quantization); None: dtype
+    embedding_dtype: str | None = None
+    lm_head_dtype: str | None = None  # None: the embedding's when tied, else dtype
     state_dtype: str | None = None  # SSM / linear-attention state; None: fp32
     source: str = ""
     # the longest sequence the model supports (max_position_embeddings with rope
@@ -176,7 +180,16 @@ class ModelConfig:
             raise ModelConfigError(f"{self.name}: mlp {self.mlp!r} not allowed; allowed: {_MLPS}")
         if self.norm not in _NORMS:
             raise ModelConfigError(f"{self.name}: norm {self.norm!r} not allowed; allowed: {_NORMS}")
-        for f in ("dtype", "kv_dtype", "act_dtype", "matmul_dtype", "expert_dtype", "state_dtype"):
+        for f in (
+            "dtype",
+            "kv_dtype",
+            "act_dtype",
+            "matmul_dtype",
+            "expert_dtype",
+            "state_dtype",
+            "embedding_dtype",
+            "lm_head_dtype",
+        ):
             v = getattr(self, f)
             if v is not None:
                 try:
@@ -275,6 +288,28 @@ class ModelConfig:
     def expert_weight_dtype(self) -> str:
         """Storage dtype of the routed experts' weights."""
         return self.expert_dtype or self.dtype
+
+    @property
+    def embedding_weight_dtype(self) -> str:
+        """Storage dtype of the input-embedding table (``embedding_dtype``, else ``dtype``)."""
+        return self.embedding_dtype or self.dtype
+
+    @property
+    def lm_head_weight_dtype(self) -> str:
+        """Storage dtype of the lm_head: the embedding table's when tied, else ``lm_head_dtype``
+        or ``dtype``."""
+        if self.tie_word_embeddings:
+            return self.embedding_weight_dtype
+        return self.lm_head_dtype or self.dtype
+
+    @property
+    def lm_head_matmul_dtype(self) -> str:
+        """The lm_head's matmul dtype: the other linears' (``matmul_dtype``, else the activation
+        dtype) when its weights are stored like theirs; the activation dtype when the
+        checkpoint kept it unquantised (a W8A8 model with a bf16 lm_head runs it in bf16)."""
+        if self.lm_head_weight_dtype != self.dtype:
+            return self.activation_dtype
+        return self.matmul_dtype or self.activation_dtype
 
     @property
     def recurrent_state_dtype(self) -> str:

@@ -21,7 +21,9 @@ Supported ``model_type`` values and their field names:
   ``mamba2``: :mod:`models.hf_families`.
 
 Every type: ``max_position_embeddings`` and ``rope_scaling`` give the context
-limit (:mod:`models.context`).
+limit (:mod:`models.context`); ``torch_dtype`` the float dtype and
+``quantization_config`` the quantised weights' (GPTQ, AWQ, FP8, compressed-tensors,
+ModelOpt, MXFP4, bitsandbytes: :mod:`models.quantization`), unknown ones refused.
 
 No network access: pass a path or an already-parsed dict.
 """
@@ -33,10 +35,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from costmodel.dtypes import get_dtype
+
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
 from .hf_families import FAMILIES, pattern_layers, unwrap_text_config
+from .hf_families import int_field as _get
 from .layers import LayerSpec
+from .quantization import float_dtype, quantized_fields
 
 __all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
 
@@ -51,19 +57,7 @@ SUPPORTED_MODEL_TYPES = (
     *FAMILIES,
 )
 
-_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-
-
-def _get(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any:
-    if key in cfg and cfg[key] is not None:
-        value = cfg[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ModelConfigError(f"{name}: config field {key!r} must be an integer, got {value!r}")
-        return value
-    if default is ...:
-        raise ModelConfigError(f"{name}: config.json is missing required field {key!r}")
-    return default
 
 
 def config_from_hf_dict(
@@ -102,7 +96,7 @@ def config_from_hf_dict(
         "vocab_size": _get(cfg, "vocab_size", name),
         "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
         "mlp": "gelu" if act in _GELU else "swiglu",
-        "dtype": _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16"),
+        "dtype": float_dtype(cfg, name),
         "source": source,
     }
     limit = context_limit(cfg)
@@ -147,6 +141,11 @@ def config_from_hf_dict(
             common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name)
     if mt in FAMILIES:
         FAMILIES[mt](cfg, common, _get, name)
+    base = common["dtype"]
+    if base not in ("fp32", "bf16", "fp16") and get_dtype(base).bits > 16:
+        common["act_dtype"] = base  # fp64 weights compute in fp64 (fp8 ones in bf16: ModelConfig)
+    moe = common.get("num_experts") is not None
+    common.update(quantized_fields(cfg, name, base, is_moe=moe, tied=common["tie_word_embeddings"]))
     return ModelConfig(**common)
 
 

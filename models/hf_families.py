@@ -6,9 +6,8 @@ what its family states, and the per-layer pattern where the config gives one:
 * ``gpt_oss``: every layer MoE (``num_local_experts``, ``num_experts_per_tok``,
   experts of width ``intermediate_size`` with a router bias), ``layer_types``
   of ``sliding_attention`` / ``full_attention`` with ``sliding_window``, one
-  learned sink per head, q/k/v biases (``attention_bias``), MXFP4 experts when
-  ``quantization_config.quant_method`` is ``mxfp4`` (the attention, router,
-  embedding and head stay bf16: its ``modules_to_not_convert``);
+  learned sink per head, q/k/v biases (``attention_bias``); its MXFP4 experts
+  (``quantization_config``) are read by :mod:`models.quantization`;
 * ``qwen3_moe``: ``num_experts``, ``moe_intermediate_size``, MoE every
   ``decoder_sparse_step``-th layer except ``mlp_only_layers``; q/k norms;
 * ``qwen3_next``: ``layer_types`` of ``linear_attention`` / ``full_attention``
@@ -48,18 +47,34 @@ from typing import Any
 from .config import ModelConfigError
 from .layers import LayerSpec
 
-__all__ = ["FAMILIES", "unwrap_text_config"]
+__all__ = ["FAMILIES", "unwrap_text_config", "int_field", "first_field"]
 
 Getter = Callable[..., Any]
 
 
+def int_field(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any:
+    """``cfg[key]`` as an integer (a clear error otherwise), ``default`` when absent or null."""
+    if key in cfg and cfg[key] is not None:
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelConfigError(f"{name}: config field {key!r} must be an integer, got {value!r}")
+        return value
+    if default is ...:
+        raise ModelConfigError(f"{name}: config.json is missing required field {key!r}")
+    return default
+
+
 def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type."""
+    """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type,
+    ``torch_dtype`` and ``quantization_config`` (they describe the whole checkpoint)."""
     text = cfg.get("text_config")
     if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4"):
         out = {k: v for k, v in text.items() if v is not None}
         out.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", text.get("tie_word_embeddings")))
         out["model_type"] = cfg["model_type"]
+        for key in ("quantization_config", "torch_dtype", "dtype"):  # stated for the whole checkpoint
+            if key in cfg and key not in out:
+                out[key] = cfg[key]
         return out
     return cfg
 
@@ -93,7 +108,6 @@ def _layer_types(cfg: Mapping[str, Any], name: str, n: int, names: dict[str, str
 def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     n = pattern_layers(common, name)
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
-    quant = cfg.get("quantization_config") or {}
     common.update(
         num_experts=get(cfg, "num_local_experts", name),
         num_experts_per_tok=get(cfg, "num_experts_per_tok", name, cfg.get("experts_per_token")),
@@ -106,8 +120,6 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
         sliding_window=get(cfg, "sliding_window", name),
         layer_types=tuple(LayerSpec(m, "moe") for m in (mixers or ["sliding", "gqa"] * (n // 2))),
     )
-    if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4":
-        common["expert_dtype"] = "mxfp4"
 
 
 def _nth(n: int, every: int) -> list[bool]:
@@ -220,7 +232,9 @@ def _mamba2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
 _NEMOTRON = {"M": ("ssm", "none"), "*": ("gqa", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
 
 
-def _first(cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...], default: Any = ...) -> Any:
+def first_field(
+    cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...], default: Any = ...
+) -> Any:
     """The first of ``keys`` the config states (families rename fields between releases)."""
     for k in keys:
         if cfg.get(k) is not None:
@@ -242,9 +256,9 @@ def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
         ssm_state_size=get(cfg, "ssm_state_size", name),
         ssm_num_heads=get(cfg, "mamba_num_heads", name),
         ssm_head_dim=get(cfg, "mamba_head_dim", name),
-        ssm_n_groups=_first(cfg, get, name, ("mamba_n_groups", "n_groups"), 1),
-        ssm_conv_kernel=_first(cfg, get, name, ("mamba_d_conv", "conv_kernel"), 4),
-        ssm_chunk_size=_first(cfg, get, name, ("mamba_chunk_size", "chunk_size"), 256),
+        ssm_n_groups=first_field(cfg, get, name, ("mamba_n_groups", "n_groups"), 1),
+        ssm_conv_kernel=first_field(cfg, get, name, ("mamba_d_conv", "conv_kernel"), 4),
+        ssm_chunk_size=first_field(cfg, get, name, ("mamba_chunk_size", "chunk_size"), 256),
         layer_types=tuple(LayerSpec(*_NEMOTRON[c]) for c in pattern),
     )
 

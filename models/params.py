@@ -109,7 +109,8 @@ class ParamCounts:
 
 def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     """Bytes of every weight at its storage dtype: the routed experts at ``expert_dtype``
-    (block-scaled formats with their scales: MXFP4 4.25 bits), the rest at ``dtype``.
+    (block-scaled formats with their scales: MXFP4 4.25 bits), the embedding table and the
+    lm_head at theirs (quantised checkpoints keep them at the float dtype), the rest at ``dtype``.
 
     gpt-oss-120b: 114.7B expert weights at 4.25 bits and 2.1B others at 16 bits are
     65.1 GB (60.7 GiB; the published checkpoint is 60.8 GiB).
@@ -118,9 +119,12 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     routed = sympy.Integer(0)
     if cfg.is_moe:
         routed = cfg.n_moe_layers * cfg.num_experts * mlp_params(cfg, cfg.moe_intermediate_size)
-    rest = pc.total - routed
+    rest = pc.total - routed - pc.embedding - pc.lm_head  # the embedding and head at their own dtypes
     return sympy.expand(
-        rest * get_dtype(cfg.weight_dtype).bytes + routed * get_dtype(cfg.expert_weight_dtype).bytes
+        rest * get_dtype(cfg.weight_dtype).bytes
+        + routed * get_dtype(cfg.expert_weight_dtype).bytes
+        + pc.embedding * get_dtype(cfg.embedding_weight_dtype).bytes
+        + pc.lm_head * get_dtype(cfg.lm_head_weight_dtype).bytes
     )
 
 

@@ -54,7 +54,7 @@ def test_card_reports_equal_the_library(model, tp):
 
 
 def test_second_run_reads_the_card(cache, capsys, monkeypatch):
-    args = ("decode", "mixtral-8x7b", "--device", "h100", "--batch", "16", "--ctx", "8192")
+    args = ("decode", "mixtral-8x7b", "--device", "h200", "--batch", "16", "--ctx", "8192")
     first = _run(capsys, *args)
     assert len(list(cache.glob("decode-*.json"))) == 1
 
@@ -93,25 +93,37 @@ def test_cached_run_imports_no_engine(cache, args, printed):
     assert printed in out.stdout
 
 
+def _body(path):
+    return json.loads(path.read_bytes().partition(b"\n")[2])
+
+
+def _signed(path, card):
+    """``card`` written as the cache writes it: a digest line over the (edited) text, so what
+    refuses it below are the card's own checks, not the digest (tests/test_trust_cache.py)."""
+    body = json.dumps(card).encode()
+    digest = formcache.digest(path.stem, body).encode()
+    path.write_bytes(b"costmodel-cache %d %s\n" % (formcache.FORMAT, digest) + body)
+
+
 def test_tampered_card_is_refused_and_rebuilt(cache, capsys, tmp_path):
     args = ("decode", "tiny", "--device", "h100", "--batch", "2", "--ctx", "64")
     honest = _run(capsys, *args)
     (path,) = cache.glob("decode-*.json")
     marker = tmp_path / "pwned"
-    card = json.loads(path.read_text())
+    card = _body(path)
     card["fields"]["step_s"] = f"__import__('os').system('touch {marker}')"
-    path.write_text(json.dumps(card))
+    _signed(path, card)
     assert _run(capsys, *args) == honest and not marker.exists()
-    card = json.loads(path.read_text())
+    card = _body(path)
     card["fields"]["step_s"] = "(" + card["fields"]["step_s"] + ")*2"  # parses, but wrong
-    path.write_text(json.dumps(card))
+    _signed(path, card)
     assert _run(capsys, *args) == honest
     path.write_text("{not json")
     assert _run(capsys, *args) == honest
-    card = json.loads(path.read_text())
+    card = _body(path)
     card["near_far"]["full_memory_reads_per_s"] = "many"  # a value of the wrong type
     card["terms"] = {k: "(" + t + ")*1.5" for k, t in card["terms"].items()}  # and terms off
-    path.write_text(json.dumps(card))
+    _signed(path, card)
     assert _run(capsys, *args) == honest
 
 

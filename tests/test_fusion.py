@@ -21,6 +21,7 @@ from costmodel.fusion import (
 )
 from costmodel.fusion_audit import audit, suggest_fusions
 from costmodel.graph import op_nodes
+from costmodel.keys import Role
 from costmodel.tiling import flash_attention_io, gemm_tile_bytes, largest_gemm_tile
 from graphs import GraphBuilder, build_layer
 from graphs.blocks.decomposed import attention_chain, elementwise_chain
@@ -87,9 +88,9 @@ def test_recompute_counts_flops_twice_and_saves_the_write():
     g = nx.DiGraph()
     bld = GraphBuilder(g, phase="none", group="t")
     x = bld.source("x", Tensor("x", (100,), "fp32"), "input", resident=False)
-    a = bld.op("a", "elementwise", [x], [Tensor("t.a", (100,), "fp32")], n=100, dtype="fp32")[0]
-    bld.op("b", "elementwise", [a], [Tensor("t.b", (100,), "fp32")], n=100, dtype="fp32")
-    bld.op("c", "elementwise", [a], [Tensor("t.c", (100,), "fp32")], n=100, dtype="fp32")
+    a = bld.op("a", "elementwise", Role.ACTIVATION, [x], [Tensor("t.a", (100,), "fp32")], n=100, dtype="fp32")[0]
+    bld.op("b", "elementwise", Role.ACTIVATION, [a], [Tensor("t.b", (100,), "fp32")], n=100, dtype="fp32")
+    bld.op("c", "elementwise", Role.ACTIVATION, [a], [Tensor("t.c", (100,), "fp32")], n=100, dtype="fp32")
     plan = FusionPlan((Group("g1", ("t.a", "t.b")), Group("g2", ("t.a", "t.c"))), frozenset({"t.a"}))
     assert not check_plan(g, plan)
     c = plan_cost(g, plan)
@@ -176,6 +177,7 @@ def dags(draw):
             b.op(
                 f"o{i}",
                 "elementwise",
+                Role.ACTIVATION,
                 ins,
                 [Tensor(f"p.o{i}", (64,), "fp32")],
                 n=64,

@@ -352,7 +352,8 @@ def test_gemma_max_batch_at_128k_reflects_the_window():
 
 
 def test_cli_decode_shows_the_window_cap(capsys):
-    assert main(["decode", "gpt-oss-120b", "--device", "h100", "--batch", "64", "--ctx", "32768"]) == 0
+    argv = ["decode", "gpt-oss-120b", "--device", "h100", "--batch", "64", "--ctx", "32768"]
+    assert main([*argv, "--ignore-capacity"]) == 0  # at most batch 12 fits one H100
     out = capsys.readouterr().out
     held = 64 * 36864 * (32768 + 128)  # 18 full layers x ctx + 18 sliding layers x 128
     assert "layers capped at 128 positions" in out and f"cache held {held / 1e9:.2f} GB" in out

@@ -29,7 +29,7 @@ KW = dict(
 
 
 def _brute_force(model: str, energy: bool = False, slo_tpot: float | None = None):
-    """Every point one at a time with parallel_plan and capacity, then an O(n^2) frontier."""
+    """Every point one at a time with parallel_plan and capacity, then an O(n^2) frontier per context."""
     cfg = get_model(model)
     pts = []
     for dev in KW["devices"]:
@@ -64,10 +64,15 @@ def _brute_force(model: str, energy: bool = False, slo_tpot: float | None = None
                                 )
                             )
     objs = [(p[6], p[7], -p[8]) if energy else (p[6], p[7]) for p in pts]
+    # the context is a workload coordinate: a point is dominated only by points at its own context
     front = {
         p[:6]
         for p, o in zip(pts, objs, strict=True)
-        if not any(all(q >= v for q, v in zip(o2, o, strict=True)) and o2 != o for o2 in objs)
+        if not any(
+            all(q >= v for q, v in zip(o2, o, strict=True)) and o2 != o
+            for p2, o2 in zip(pts, objs, strict=True)
+            if p2[5] == p[5]
+        )
     }
     return pts, front
 

@@ -9,6 +9,7 @@ import sympy
 
 from costmodel import Hardware, MemoryLevel, Roof, Tensor, as_float, bound, get_device
 from costmodel.derive import split_matmul_network
+from costmodel.keys import Role
 from costmodel.symbols import B, ctx, dim
 from graphs import (
     GraphBuilder,
@@ -178,9 +179,9 @@ def test_peak_activation_liveness_by_hand():
     g = nx.DiGraph()
     b = GraphBuilder(g, phase="decode", group="t")
     x = b.source("x", Tensor("x", (5,), "int8"), "input")
-    a = b.op("a", "copy", [x], [Tensor("a", (10,), "int8")], elements=10, dtype="int8")[0]
-    c = b.op("c", "copy", [a], [Tensor("c", (20,), "int8")], elements=20, dtype="int8")[0]
-    b.op("d", "elementwise", [a, c], [Tensor("d", (5,), "int8")], n=5, inputs=2, dtype="int8")
+    a = b.op("a", "copy", Role.VIEW, [x], [Tensor("a", (10,), "int8")], elements=10, dtype="int8")[0]
+    c = b.op("c", "copy", Role.VIEW, [a], [Tensor("c", (20,), "int8")], elements=20, dtype="int8")[0]
+    b.op("d", "elementwise", Role.RESIDUAL, [a, c], [Tensor("d", (5,), "int8")], n=5, inputs=2, dtype="int8")
     # a (10) live; c runs: 10 + 20; d runs while a and c are live: 10 + 20 + 5 = 35
     assert peak_activation_bytes(g) == 35
 

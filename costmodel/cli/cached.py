@@ -4,6 +4,8 @@ A repeated ``costmodel decode`` with the same model, device, plan and dtypes rea
 (:mod:`graphs.serving.cards`) back as text and evaluates it without importing sympy, numpy or
 networkx: about 0.1 s end to end instead of about 1 s (``costmodel prefill`` likewise). The first run builds the card from the
 compiled step and stores it; any edit to the engine, the config or the catalog changes the key.
+A card that fails its digest or any of its checks (:mod:`graphs.serving.cards`) is a miss: the
+answer is recomputed and the card overwritten, so a cache can cost time but never an answer.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["card_key", "decode_reports", "prefill_report"]
+__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity"]
 
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
@@ -21,14 +23,18 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
     import importlib.util
     from pathlib import Path
 
-    from ..formcache import cache_key, enabled
+    from ..formcache import MAX_BYTES, cache_key, enabled, read_regular_file
 
     if not enabled() or getattr(args, "hw_file", None):
         return None
     name = args.model
     try:
         if name.endswith(".json"):
-            model_text = Path(name).read_bytes()
+            # never blocks (a FIFO) or reads without end (/dev/zero): the loader then says why
+            text = read_regular_file(name, MAX_BYTES, follow_links=True)
+            if text is None:
+                return None
+            model_text = text
         else:
             spec = importlib.util.find_spec("models")  # locates the package without importing it
             if spec is None or spec.origin is None:
@@ -45,7 +51,7 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
 
 
 def decode_reports(
-    args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]
+    args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], max_batch: int | None = None
 ) -> tuple[Any, Any, Any]:
     """Report, limits and near/far memory: from the cached card when there is one (no sympy,
     no graph), else from a card built now (and stored), else from the library directly."""
@@ -57,19 +63,19 @@ def decode_reports(
     card = load(key) if key else None
     if card is not None:
         try:
-            return decode_from_card(card, batch=args.batch, ctx=args.ctx)
+            return decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch)
         except CardError:
             pass  # stale or tampered: rebuild
     cfg = config(args)
     try:
         card = build_decode_card(cfg, args.device, tp=args.tp)
-        reports = decode_from_card(card, batch=args.batch, ctx=args.ctx)
+        reports = decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch)
     except CardError:  # a form the card cannot hold: the library's compiled path
         from graphs import decode_limits, decode_report, near_far_memory
 
         return (
             decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp),
-            decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp),
+            decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp, max_batch=max_batch),
             near_far_memory(cfg, args.device),
         )
     if key:
@@ -79,13 +85,18 @@ def decode_reports(
 
 def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
     """The decode card's cache layout (:func:`graphs.serving.ledger_fit.kv_caps`): from the
-    cached card when there is one, else from the library."""
+    cached card when there is one and it checks out, else from the library."""
+    from graphs.serving.cards import CardError, card_kv_caps
+
     from ..formcache import load
 
     key = card_key(args, "decode")
     card = load(key) if key else None
-    if isinstance(card, dict) and isinstance(card.get("kv_caps"), dict):
-        return card["kv_caps"]
+    if card is not None:
+        try:
+            return card_kv_caps(card)
+        except CardError:
+            pass  # tampered or malformed: the library's own numbers
     from graphs.serving.ledger_fit import kv_caps as library_caps
 
     return library_caps(config(args), tp=args.tp)
@@ -115,3 +126,27 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
     if key:
         save(key, card)
     return rep
+
+
+def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str) -> Any:
+    """Does this command's point fit (:class:`graphs.serving.fit_check.CapacityCheck`)? From the
+    cached card's ledger when there is one, else from the library; a point that does not fit
+    is checked again by the library, which also says how many devices it needs."""
+    from graphs.serving.cards import CardError
+    from graphs.serving.fit_check import capacity_from_card
+
+    from ..formcache import load
+
+    tokens = args.ctx if kind == "decode" else args.seq
+    key = card_key(args, kind)
+    card = load(key) if key else None
+    if isinstance(card, dict):
+        try:
+            chk = capacity_from_card(card, batch=args.batch, tokens=tokens)
+            if chk.fits:
+                return chk
+        except CardError:
+            pass  # no readable ledger: the library's
+    from graphs.serving.ledger_fit import capacity_check
+
+    return capacity_check(config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp)

@@ -18,7 +18,14 @@ from ..measured.corpus import FRAMEWORKS  # stdlib only: --help stays light
 from .common import dump
 from .options import check_output_path
 
-__all__ = ["add_calibrate_parser", "add_predict_option", "with_prediction"]
+__all__ = [
+    "add_calibrate_parser",
+    "add_predict_option",
+    "with_prediction",
+    "prediction_label",
+    "coverage_lines",
+    "measured_devices",
+]
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -48,13 +55,37 @@ def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
     return 0
 
 
+def measured_devices(names: str, field: str = "--devices") -> list[str]:
+    """The catalog names of a comma list of devices (aliases resolve through the catalog:
+    ``h100`` is ``h100-sxm``), each one the measured corpus covers; a one-line error otherwise."""
+    from ..errors import CostModelError
+    from ..hardware import get_device
+    from ..measured.corpus import SYSTEMS  # a table of names: the corpus itself is not read
+
+    measured = sorted(set(SYSTEMS.values()))
+    out: list[str] = []
+    for raw in names.split(","):
+        name = raw.strip()
+        if not name:
+            raise CostModelError(f"{field} {names!r} has an empty device name")
+        canonical = get_device(name).name
+        if canonical not in measured:
+            raise CostModelError(
+                f"{field}: device {name!r} ({canonical}) has no measured data; measured: {', '.join(measured)}"
+            )
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
+    devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
+
     from ..hardware import get_device
     from ..measured import FAMILIES
     from ..measured.report import build_report, params_markdown, scatter_plot, to_markdown
 
     fams = tuple(args.families.split(",")) if args.families else FAMILIES
-    devs = args.devices.split(",") if args.devices else None
     splits = tuple(args.splits.split(","))
     rep = build_report(fams, devs, splits, progress=_say(args.quiet))
     if args.plot_dir:
@@ -124,6 +155,41 @@ def _prediction(args: argparse.Namespace, phase: str) -> Any:
     )
 
 
+def prediction_label(p: Any) -> str:
+    """``calibrated`` only when kernels were priced from the device's own measurements."""
+    if p.calibrated and p.coverage is not None and p.coverage.measured_s == 0:
+        return f"calibrated on {p.device}'s measurements of neighbouring kernels only"
+    if p.calibrated:
+        return "calibrated"
+    return f"predicted, not calibrated: no kernel measured on {p.device} prices it"
+
+
+def coverage_lines(p: Any) -> list[str]:
+    """What ``p.predicted_s`` rests on, each neighbour and bound reason, and the warnings (item 3)."""
+    from graphs.serving.predict import WARN_SHARE
+
+    cov = p.coverage
+    if cov is None or cov.total_s <= 0:
+        return []
+    pct = lambda t: f"{100 * t / cov.total_s:.1f}%"  # noqa: E731
+    out = [
+        f"  rests on: {pct(cov.measured_s)} measured {p.device} {p.framework} kernels, "
+        f"{pct(cov.neighbour_s)} neighbours, {pct(cov.bound_s)} the bound alone"
+    ]
+    for kind, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
+        for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
+            out.append(f"  note: {pct(t)} from {kind}: {why}")
+    for part in cov.flagged:
+        what = (
+            "neighbours (other devices, frameworks or dtypes)" if part == "neighbour" else "the bound alone"
+        )
+        out.append(
+            f"  warning: {pct(getattr(cov, f'{part}_s'))} of the prediction rests on {what} "
+            f"(more than {100 * WARN_SHARE:.0f}%)"
+        )
+    return out
+
+
 def with_prediction(
     cmd: Callable[[argparse.Namespace], int], phase: str
 ) -> Callable[[argparse.Namespace], int]:
@@ -133,7 +199,12 @@ def with_prediction(
         if not getattr(args, "predict", None):
             return cmd(args)
         if phase == "prefill" and getattr(args, "chunk", None):
-            raise SystemExit("costmodel: error: --predict prices whole-prompt prefill; drop --chunk")
+            from ..errors import CostModelError
+
+            raise CostModelError(
+                f"--chunk {args.chunk} with --predict: the calibrated prediction prices whole-prompt "
+                "prefill only; drop --chunk (or --predict)"
+            )
         if args.json:
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
@@ -145,7 +216,7 @@ def with_prediction(
         rc = cmd(args)
         p = _prediction(args, phase)
         what = "TPOT" if phase == "decode" else "TTFT"
-        print(f"\ncalibrated {what} ({p.framework} kernels, {p.calibrated_from}):")
+        print(f"\n{what} ({prediction_label(p)}; {p.framework} kernels, {p.calibrated_from}):")
         print(
             f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.predicted_s * 1e3:.3f} ms   ({p.predicted_s / p.bound_s:.2f}x the bound)"
             f"   with shape residuals {p.corrected_s * 1e3:.3f} ms"
@@ -155,6 +226,7 @@ def with_prediction(
             if "corrected_s" in e:
                 pred += f"   with shape residuals {e['corrected_s'] * 1e3:9.3f} ms"
             print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
+        print("\n".join(coverage_lines(p)))
         return rc
 
     return run

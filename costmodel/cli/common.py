@@ -44,11 +44,18 @@ def add_json(sp: argparse.ArgumentParser) -> None:
 
 
 def progress_bar(label: str, quiet: bool = False, unit: str = "points") -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` callback drawing a one-line bar on stderr (nothing if quiet)."""
+    """A ``progress(done, total)`` callback drawing a one-line bar on stderr: only when stderr is
+    a terminal (a log file gets no ``\\r`` updates), and at most once per percent of progress."""
+    tty = sys.stderr.isatty() if hasattr(sys.stderr, "isatty") else False
+    last = [-1]
 
     def progress(done: int, total: int) -> None:
-        if quiet or total <= 0:
+        if quiet or not tty or total <= 0:
             return
+        pct = min(100, 100 * done // total)
+        if pct == last[0]:
+            return
+        last[0] = pct
         width = 30
         filled = int(width * done / total)
         sys.stderr.write(f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} {unit}")

@@ -12,22 +12,19 @@ __all__ = ["add_derive_parser"]
 
 def cmd_crossover(args: argparse.Namespace) -> int:
     from ..cost import as_float
-    from ..derive import (
-        gemm_crossover,
-        latex,
-    )
+    from ..derive import gemm_crossover, gemm_crossover_form, latex
     from ..expr import parse_expr
     from ..hardware import get_device
-    from ..symbols import dim, quantity
 
     hw = get_device(args.device)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
     xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
-    sym = gemm_crossover(
-        N=dim("N"),
-        K=dim("K"),
-        dtype=quantity("b"),
-    )
+    # the closed form of these dtypes, and what substituting it takes: its byte symbols, the
+    # device's roofs (P = I* beta is the tensor roof the numeric root used) and N, K
+    sym, widths = gemm_crossover_form(dtype=args.dtype, w_dtype=args.w_dtype)
+    beta = as_float(hw.bandwidth())
+    at = {**{str(s): float(v) for s, v in widths.items()}, "P": as_float(xo.balance) * beta, "beta": beta}
+    at.update({"N": str(n), "K": str(k)})
     if args.json:
         print(
             dump(
@@ -39,6 +36,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
                     "w_dtype": args.w_dtype,
                     "numeric": xo.to_dict(),
                     "symbolic": sym.to_dict(),
+                    "symbolic_at": at,
                 }
             )
         )
@@ -57,8 +55,16 @@ def cmd_crossover(args: argparse.Namespace) -> int:
         print(f"  M << N,K       : M* = {as_float(xo.asymptotic):.2f}")
     print(f"  closed form    : M* = {sym.exact}")
     print(f"                   -> {sym.asymptotic} (N, K -> oo)")
+    print("  evaluated at   : " + ", ".join(f"{name} = {_num(v)}" for name, v in at.items()))
     print(f"  LaTeX          : {latex(sym.exact)}")
     return 0
+
+
+def _num(v: Any) -> str:
+    """A substitution value as printed: whole numbers plain, others to 12 significant digits."""
+    if isinstance(v, str):
+        return v
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e6 else f"{v:.12g}"
 
 
 def cmd_balance(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The capacity ledger printed for ``ledger`` and ``decode``: its terms, the limits it gives,
+"""The capacity ledger printed for ``ledger`` and ``decode``: its terms, the limits it gives
+(and the refusal of a point that does not fit, the knee capped at what fits),
 and what a sequence's cache holds: layers that keep every position, layers capped by a window or a chunk, and the recurrent state of SSM and
 linear-attention layers (:func:`graphs.serving.ledger_fit.kv_caps`)."""
 
@@ -8,7 +9,17 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["print_terms", "print_fits", "print_kv_split", "print_cache_caps"]
+from .common import dump
+
+__all__ = [
+    "print_terms",
+    "print_fits",
+    "print_kv_split",
+    "print_cache_caps",
+    "refuse_or_warn",
+    "print_notes",
+    "print_knee",
+]
 
 
 def print_terms(terms: dict[str, float], cap: float) -> None:
@@ -74,3 +85,57 @@ def _cache_bytes(caps: dict[str, Any], batch: int, ctx: int) -> tuple[float, flo
     from graphs.serving.reports import cache_read_bytes  # light: the cached path imports no engine
 
     return cache_read_bytes(caps, batch=batch, ctx=ctx)
+
+
+def refuse_or_warn(args: argparse.Namespace, fit: Any, try_flag: str | None = "--tp") -> int | None:
+    """A point that does not fit: exit 1 with the verdict and no latency (``--json``: the
+    verdict alone), or with ``--ignore-capacity`` the verdict as the first line and None (go on)."""
+    if fit.fits:
+        return None
+    if getattr(args, "ignore_capacity", False):
+        if not getattr(args, "json", False):
+            print(
+                fit.headline(try_flag)
+                + "; --ignore-capacity: the numbers below are for a point that cannot run"
+            )
+        return None
+    if getattr(args, "json", False):
+        print(dump({"capacity": fit.to_dict(), "refused": fit.headline(try_flag)}))
+        return 1
+    print(fit.headline(try_flag))
+    print(fit.detail())
+    print("  no latency for a point that cannot run (--ignore-capacity prints it anyway)")
+    return 1
+
+
+def print_notes(notes: Any) -> None:
+    """The device's roof substitutions (an SFU charged to the vector roof, say), one line each."""
+    for note in notes:
+        print(f"  note: {note}")
+
+
+def print_knee(args: argparse.Namespace, lim: Any, fit: Any) -> None:
+    """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds."""
+    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
+    if lim.knee_batch is not None:
+        line = f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} tokens/s"
+    else:
+        line = (
+            f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
+            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
+        )
+    print(line)
+    if lim.capped_by_memory:
+        reach = lim.throughput_at_max_batch_tokens_per_s
+        print(
+            f"    capped by memory: at most batch {lim.max_batch_fits} fits at ctx {args.ctx}, "
+            + (f"where throughput reaches {reach:,.0f} tokens/s" if reach else "so no batch runs")
+        )
+    if lim.ctx_ceiling is not None:
+        cap = ""
+        if lim.ctx_ceiling > fit.max_context:
+            held = f"at most ctx {fit.max_context:,} fits" if fit.max_context else "no ctx fits"
+            cap = f" (capped by memory: {held} at batch {args.batch})"
+        print(
+            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute){cap}"
+        )

@@ -78,7 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="load extra devices from a TOML/JSON file (catalog layout); repeatable",
+        help="load extra devices from a TOML/JSON file (catalog layout); repeatable. A device named "
+        "like a catalog device is an error unless --hw-override",
+    )
+    p.add_argument(
+        "--hw-override",
+        action="store_true",
+        help="let --hw-file devices replace catalog devices of the same name (a note names each one)",
     )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
 
@@ -102,23 +108,67 @@ def build_parser() -> argparse.ArgumentParser:
     return finish(p)
 
 
+def _hoist_global_options(argv: Sequence[str]) -> list[str]:
+    """``--hw-file PATH`` and ``--hw-override`` given after the subcommand, moved before it
+    (argparse reads a top-level option only there); nothing after ``--`` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        if a == "--hw-override" or a.startswith("--hw-file="):
+            front.append(a)
+        elif a == "--hw-file" and i + 1 < len(argv):
+            front.extend(argv[i : i + 2])
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
+def _load_hw_files(paths: Sequence[str], override: bool) -> None:
+    """Register each ``--hw-file``'s devices; with ``--hw-override`` one may replace a catalog
+    device, and stderr names every device replaced (without it that is an error)."""
+    from ..hardware import device_names, load_hardware_file
+
+    for path in paths:
+        if override:
+            known = set(n.lower() for n in device_names())
+            for hw in load_hardware_file(path, register=False):
+                if hw.name.lower() in known:
+                    print(f"costmodel: note: {path} replaces catalog device {hw.name!r}", file=sys.stderr)
+        load_hardware_file(path, replace=override)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :data:`options.EXIT_CODES`)."""
     from ..errors import CostModelError  # light: the engine loads when a command runs
 
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_hoist_global_options(sys.argv[1:] if argv is None else list(argv)))
         if args.hw_file:
-            from ..hardware import load_hardware_file
-
-            for path in args.hw_file:
-                load_hardware_file(path)
+            _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
-            args = parser.parse_args([*(f"--hw-file={p}" for p in args.hw_file), "report"])
+            args = parser.parse_args(
+                [
+                    *(f"--hw-file={p}" for p in args.hw_file),
+                    *(["--hw-override"] if args.hw_override else []),
+                    "report",
+                ]
+            )
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
-        return exc.code if isinstance(exc.code, int) else 2
+        if isinstance(exc.code, int):
+            return exc.code
+        if exc.code is not None:  # ``SystemExit("message")``: the message is the one line
+            print(str(exc.code), file=sys.stderr)
+            return 2
+        return 0
     except CostModelError as exc:
         print(f"costmodel: error: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import dump
+from .options import add_dtype_options, apply_dtypes
 
 __all__ = ["add_model_parser", "resolve_model"]
 
@@ -74,15 +75,20 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
 
     from ..report import fmt_si, format_table
 
-    cfg = resolve_model(args.model)
-    if args.kv_dtype:
-        cfg = cfg.replace(kv_dtype=args.kv_dtype)
-    if args.weight_dtype:
-        cfg = cfg.replace(dtype=args.weight_dtype)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     if args.phase == "decode":
         cfg.check_context(args.ctx, "--ctx", allow=args.allow_long_context)
     else:
         cfg.check_context(args.seq, "--seq", allow=args.allow_long_context)
+    from graphs.serving.ledger_fit import capacity_check
+
+    from .ledger_view import refuse_or_warn
+
+    tokens = args.ctx if args.phase == "decode" else args.seq
+    fit = capacity_check(cfg, args.device, phase=args.phase, batch=args.batch, tokens=tokens)
+    refused = refuse_or_warn(args, fit, try_flag=None)  # analyze has no --tp
+    if refused is not None:
+        return refused
     result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
     pred = None
     if args.predict:
@@ -91,7 +97,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
         pred = predict_step(cfg, args.device, args.phase, batch=args.batch, framework=args.predict, **kw)
     if args.json:
-        doc = result.to_dict()
+        doc = {**result.to_dict(), "capacity": fit.to_dict()}
         if pred is not None:
             doc["prediction"] = pred.to_dict()
         print(dump(doc))
@@ -99,6 +105,11 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     t = result.totals
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
     print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}")
+    from ..hardware import get_device
+    from ..hardware.fallback import roof_notes
+    from .ledger_view import print_notes
+
+    print_notes(roof_notes(get_device(args.device)))
     picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
     rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
     if pred is not None:
@@ -135,11 +146,14 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     )
     print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
     if pred is not None:
+        from .calibrate import coverage_lines, prediction_label
+
         print(
-            f"calibrated prediction ({args.predict} kernels, {pred.calibrated_from}): "
+            f"prediction ({prediction_label(pred)}; {args.predict} kernels, {pred.calibrated_from}): "
             f"{pred.predicted_s * 1e3:.3f} ms, {pred.predicted_s / pred.bound_s:.2f}x the bound; "
             f"with shape residuals {pred.corrected_s * 1e3:.3f} ms"
         )
+        print("\n".join(coverage_lines(pred)))
     print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
     for k, v in result.closed_forms.items():
         if k.endswith("_bound"):
@@ -163,6 +177,7 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
 def add_model_parser(sub: Any) -> None:
     from ..measured.corpus import FRAMEWORKS
+    from .options import add_ignore_capacity
 
     m = sub.add_parser("model", help="catalog models, per-node analysis and closed forms")
     msub = m.add_subparsers(dest="model_command", required=True)
@@ -176,8 +191,7 @@ def add_model_parser(sub: Any) -> None:
     ma.add_argument("--batch", type=int, default=1)
     ma.add_argument("--seq", type=int, default=1024, help="prompt length (prefill)")
     ma.add_argument("--ctx", type=int, default=4096, help="KV length attended (decode)")
-    ma.add_argument("--kv-dtype", default=None)
-    ma.add_argument("--weight-dtype", default=None)
+    add_dtype_options(ma)
     ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
     ma.add_argument(
         "--allow-long-context",
@@ -191,6 +205,7 @@ def add_model_parser(sub: Any) -> None:
         help="add each node's calibrated prediction for this framework's kernels ([measured] extra)",
     )
     ma.add_argument("--json", action="store_true")
+    add_ignore_capacity(ma)
     ma.set_defaults(func=cmd_model_analyze)
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
     mf.add_argument("model")

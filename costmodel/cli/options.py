@@ -6,7 +6,8 @@ one-line error naming the flag, exit code 2, before any work starts), and
 every help line shows its default. ``tests/test_cli_surface.py`` fails when
 an option has no help.
 
-Exit codes: 0 success; 1 "does not fit" (``ledger``); 2 bad input; 141 the
+Exit codes: 0 success; 1 "does not fit" (``ledger``, and a point a report refuses because
+the device memory cannot hold it); 2 bad input; 141 the
 reader of the output went away (``| head``).
 """
 
@@ -32,9 +33,13 @@ __all__ = [
     "int_list",
     "check_output_path",
     "all_actions",
+    "add_dtype_options",
+    "apply_dtypes",
+    "add_ignore_capacity",
 ]
 
-EXIT_CODES = "exit codes: 0 ok, 1 does not fit (ledger), 2 bad input, 141 output pipe closed"
+#: "does not fit": ``ledger``, and a point refused for memory (``--ignore-capacity``)
+EXIT_CODES = "exit codes: 0 ok, 1 does not fit (memory), 2 bad input, 141 output pipe closed"
 
 #: help for options many commands share, by destination name
 HELP: dict[str, str] = {
@@ -49,6 +54,7 @@ HELP: dict[str, str] = {
     "dtype": "data type name (bf16, fp16, fp8, int8, int4, nvfp4, mxfp4, fp32 ...)",
     "weight_dtype": "weight data type, replacing the model's (e.g. fp8, int4, nvfp4)",
     "kv_dtype": "KV-cache data type, replacing the model's (e.g. fp8)",
+    "matmul_dtype": "matmul operand/roof data type, replacing the model's (fp8: W8A8; nvfp4: W4A4)",
     "precision": "the tensor-roof precision to compare at (bf16, fp8, fp4 ...)",
     "json": "print machine-readable JSON instead of text",
     "top": "rows to print, largest first (0: all)",
@@ -84,13 +90,13 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 #: float options: (low, high, low inclusive) accepted; every float must be finite
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "alpha": (0.0, 1.0, True),
-    "rate": (0.0, 1e9, False),
-    "link_bandwidth": (0.0, 1e16, False),
+    "rate": (1e-6, 1e9, True),  # graphs.serving.requests.RATE_RANGE
+    "link_bandwidth": (1e6, 1e15, True),  # 1 MB/s to 1 PB/s (graphs.serving.simulator)
     "link_latency": (0.0, 1.0, True),
     "hop_latency": (0.0, 1.0, True),
     "sram_bytes": (0.0, 1e12, False),
-    "slo_ttft": (0.0, 1e6, False),
-    "slo_tpot": (0.0, 1e6, False),
+    "slo_ttft": (1e-6, 1e6, True),
+    "slo_tpot": (1e-6, 1e6, True),
     "gpu_memory_utilization": (0.0, 1.0, False),
     "overhead_s": (0.0, 10.0, True),
     "percentile": (0.0, 100.0, False),
@@ -166,6 +172,17 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
             elif action.type is float and action.dest in FLOAT_RANGES:
                 action.type = _float_type(_flag(action), *FLOAT_RANGES[action.dest])
     return parser
+
+
+def add_ignore_capacity(p: argparse.ArgumentParser) -> None:
+    """``--ignore-capacity``: a point that does not fit the device memory is refused (exit 1)
+    unless this is given; then its numbers are printed after the verdict."""
+    p.add_argument(
+        "--ignore-capacity",
+        action="store_true",
+        help="print latencies even for a point that does not fit the device memory "
+        "(the first line still says it does not fit); without it such a point exits 1",
+    )
 
 
 def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:
@@ -251,16 +268,24 @@ def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
 
 
 def check_output_path(path: str | Path, flag: str) -> Path:
-    """``path`` as a Path whose folder exists, checked before any work (else a one-line error)."""
-    from ..errors import CostModelError
+    """``path`` as a Path that can be written, checked before any work (:func:`costmodel.outfiles.check_output`)."""
+    from ..outfiles import check_output
 
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    try:
-        if not parent.is_dir():
-            raise CostModelError(f"{flag} {str(p)[:200]!r}: folder {str(parent)[:200]!r} does not exist")
-        if p.is_dir():
-            raise CostModelError(f"{flag} {str(p)[:200]!r} is a folder; give a file path")
-    except OSError as exc:
-        raise CostModelError(f"{flag} {str(p)[:200]!r} is not a usable path: {exc.strerror}") from None
-    return p
+    return check_output(path, flag)
+
+
+#: the dtype options of every serving command -> the ModelConfig field each replaces
+DTYPE_OPTIONS = {"weight_dtype": "dtype", "kv_dtype": "kv_dtype", "matmul_dtype": "matmul_dtype"}
+
+
+def add_dtype_options(sp: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """``--weight-dtype``, ``--kv-dtype`` and ``--matmul-dtype`` (help from :data:`HELP`), but ``skip``."""
+    for dest in DTYPE_OPTIONS:
+        if dest not in skip:
+            sp.add_argument("--" + dest.replace("_", "-"), default=None)
+
+
+def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
+    """``cfg`` with the dtypes the options of :func:`add_dtype_options` give (a bad name: one-line error)."""
+    changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
+    return cfg.replace(**changes) if changes else cfg

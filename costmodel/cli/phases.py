@@ -10,8 +10,16 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
-from .ledger_view import print_cache_caps, print_fits, print_kv_split, print_terms
-from .options import check_output_path, int_list, number
+from .ledger_view import (
+    print_cache_caps,
+    print_fits,
+    print_knee,
+    print_kv_split,
+    print_notes,
+    print_terms,
+    refuse_or_warn,
+)
+from .options import add_dtype_options, apply_dtypes, check_output_path, int_list, number
 
 if TYPE_CHECKING:
     from ..ledger import Overhead
@@ -28,17 +36,7 @@ def _overhead(args: argparse.Namespace) -> Overhead:
 def _config(args: argparse.Namespace) -> Any:
     from .model import resolve_model
 
-    cfg = resolve_model(args.model)
-    changes = {
-        k: v
-        for k, v in (
-            ("dtype", args.weight_dtype),
-            ("kv_dtype", args.kv_dtype),
-            ("matmul_dtype", getattr(args, "matmul_dtype", None)),
-        )
-        if v
-    }
-    return cfg.replace(**changes) if changes else cfg
+    return apply_dtypes(resolve_model(args.model), args)
 
 
 def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
@@ -107,9 +105,10 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         overhead=overhead,
         activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
     )
+    code = 0 if rep.fits else 1  # README: exit 1 is "does not fit"
     if args.json:
         print(dump(rep.to_dict()))
-        return 0
+        return code
     print(f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}, {args.phase}")
     print_terms(rep.terms, rep.capacity_bytes)
     print_kv_split(rep)
@@ -117,7 +116,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     print_fits(rep.max_context, "context", f"batch {args.batch}")
     if rep.model_limit is not None and rep.max_context.value > rep.model_limit:
         print(f"    (memory allows it; the model itself stops at {rep.model_limit} tokens)")
-    return 0 if rep.max_batch.value > 0 else 1
+    return code
 
 
 def _ledger_raw(args: argparse.Namespace) -> int:
@@ -151,9 +150,11 @@ def _ledger_raw(args: argparse.Namespace) -> int:
         )
     fit_b = max_batch(led, cap, ctx=args.ctx, active_per_sequence=active)
     fit_c = max_context(led, cap, batch=args.batch, active_per_sequence=active)
+    # README: exit 1 is "does not fit": no batch asked for fits (a table that runs into OOM is fine)
+    code = 0 if any(r["fits"] == "yes" for r in rows) else 1
     if args.json:
         print(dump({"rows": rows, "max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}))
-        return 0
+        return code
     cols = (
         ("batch", "batch", "s"),
         ("weights", "weights GiB", ".2f"),
@@ -165,22 +166,30 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     )
     print(format_table(rows, cols))
     print_fits(fit_b, "batch", f"ctx {args.ctx}")
-    return 0
+    return code
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
+    from graphs.serving.reports import chunk_plan  # light
+
     from ..text import fmt_time
-    from .cached import prefill_report
+    from .cached import capacity, prefill_report
 
     check_context(args, args.seq, "--seq")
+    chunk_plan(args.seq, args.chunk)  # a bad --chunk is the user's error, before the verdict
+    fit = capacity(args, _config, "prefill")
+    refused = refuse_or_warn(args, fit)
+    if refused is not None:
+        return refused
     rep = prefill_report(args, _config)
     if args.json:
-        print(dump(rep.to_dict()))
+        print(dump({**rep.to_dict(), "capacity": fit.to_dict()}))
         return 0
     print(
         f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
         + (f", chunks of {args.chunk}" if args.chunk else "")
     )
+    print_notes(rep.notes)
     print(
         f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
         f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
@@ -198,16 +207,22 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from ..keys import Unit
     from ..text import fmt_time
-    from .cached import decode_reports
+    from .cached import capacity, decode_reports
 
     check_context(args, args.ctx, "--ctx")
-    rep, lim, nf = decode_reports(args, _config)
+    fit = capacity(args, _config, "decode")
+    refused = refuse_or_warn(args, fit)
+    if refused is not None:
+        return refused
+    rep, lim, nf = decode_reports(args, _config, max_batch=fit.max_batch)
     if args.json:
-        print(dump({**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}))
+        doc = {**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}
+        print(dump({**doc, "capacity": fit.to_dict()}))
         return 0
     compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
     links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
     print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
+    print_notes(rep.notes)
     print(
         f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
         f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
@@ -228,21 +243,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
             f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
             f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
         )
-    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
-    if lim.knee_batch is not None:
-        print(
-            f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling "
-            f"{ceiling:,.0f} tokens/s"
-        )
-    else:
-        print(
-            f"  no batch is compute-bound at ctx {args.ctx}: throughput creeps to "
-            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
-        )
-    if lim.ctx_ceiling is not None:
-        print(
-            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute)"
-        )
+    print_knee(args, lim, fit)
     print(
         f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
         f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
@@ -272,7 +273,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         progress=progress,
     )
     if args.csv:
-        res.to_csv(args.csv)
+        res.to_csv(args.csv, "--csv")
     if args.json:
         print(dump(res.to_dict()))
         return 0
@@ -299,15 +300,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def add_phase_parsers(sub: Any) -> None:
     from .calibrate import add_predict_option, with_prediction
+    from .options import add_ignore_capacity
 
     def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:
         if model_required:
             sp.add_argument("model", help="catalog name or path to a config.json")
         sp.add_argument("--device", default="h100-sxm")
         sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-        sp.add_argument("--weight-dtype", default=None)
-        sp.add_argument("--kv-dtype", default=None)
-        sp.add_argument("--matmul-dtype", default=None, help="matmul operand/roof dtype (fp8: W8A8)")
+        add_dtype_options(sp)
         sp.add_argument("--json", action="store_true")
         sp.add_argument(
             "--allow-long-context",
@@ -357,6 +357,7 @@ def add_phase_parsers(sub: Any) -> None:
         help="chunked prefill: tokens per chunk (none: the whole prompt at once)",
     )
     add_predict_option(pf)
+    add_ignore_capacity(pf)
     pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
@@ -364,6 +365,7 @@ def add_phase_parsers(sub: Any) -> None:
     dc.add_argument("--batch", type=int, default=1)
     dc.add_argument("--ctx", type=int, default=4096)
     add_predict_option(dc)
+    add_ignore_capacity(dc)
     dc.set_defaults(func=with_prediction(cmd_decode, "decode"))
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")

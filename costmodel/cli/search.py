@@ -7,7 +7,10 @@ import csv
 from typing import Any
 
 from .common import dump, progress_bar
-from .options import check_output_path, int_list
+from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
+
+#: seconds to reach a ``--dask-address`` scheduler before giving up
+DASK_CONNECT_TIMEOUT_S = 10
 
 __all__ = ["add_search_parser", "cmd_search"]
 
@@ -25,7 +28,13 @@ def _client(args: argparse.Namespace) -> Any:
     except ImportError:
         raise CostModelError("--scheduler dask needs the dask extra: pip install 'costmodel[dask]'") from None
     if args.dask_address:
-        return Client(args.dask_address), None
+        try:
+            return Client(args.dask_address, timeout=DASK_CONNECT_TIMEOUT_S), None
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise CostModelError(
+                f"--dask-address {args.dask_address[:200]!r}: no scheduler reached within "
+                f"{DASK_CONNECT_TIMEOUT_S} s ({type(exc).__name__})"
+            ) from None
     cluster = LocalCluster(
         n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
     )
@@ -56,7 +65,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         energy=args.energy,
         progress=progress_bar("search", args.quiet),
     )
-    cfg = resolve_model(args.model)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     if args.scheduler == "dask":
         client, cluster = _client(args)
         try:
@@ -68,7 +77,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         res = search(cfg, **kw)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
+        from ..outfiles import atomic_write
+
+        with atomic_write(args.csv, "--csv") as f:
             if res.frontier:
                 w = csv.DictWriter(f, fieldnames=list(res.frontier[0]))
                 w.writeheader()
@@ -76,11 +87,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print(dump(res))
         return 0
+    per = f" over {res.contexts} contexts, one frontier each" if res.contexts > 1 else ""
     print(
         f"{res.model}: {res.points:,} points; {res.valid:,} valid plans, {res.fits:,} fit in memory, "
-        f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points, "
-        f"{' vs '.join(res.objectives)}), fastest user first:"
+        f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points{per}, "
+        f"{' vs '.join(res.objectives)}), by context, fastest user first:"
     )
+    if res.duplicates:
+        print(f"  searched once, given twice: {', '.join(res.duplicates)}")
     if res.beyond_domain:
         print(f"  left out, wider than the device's scale-up domain: {', '.join(res.beyond_domain)}")
     cols = (
@@ -97,9 +111,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
         step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
         rows = [rows[round(i * step)] for i in range(args.top)] if args.top > 1 else rows[:1]
+    if len(rows) < len(res.frontier):
+        print(
+            f"  showing {len(rows)} of {len(res.frontier)} frontier points (--top 0 for all, --csv or --json)"
+        )
     print(format_table(rows, cols))
-    for name, row in res.best.items():
-        print(f"  {name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}, ctx {row['ctx']}")
+    winners = list(res.best_by_ctx.items())
+    most = len(winners) if not args.top else 3  # winners of the first contexts; --top 0: all
+    for ctx, best in winners[:most]:
+        head = f"  ctx {ctx}: " if len(winners) > 1 else "  "
+        for name, row in best.items():
+            print(f"{head}{name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}")
+    if len(winners) > most:
+        print(f"  winners shown for {most} of {len(winners)} contexts (--top 0 or --json for all)")
     if args.csv:
         print(f"frontier written to {args.csv}")
     return 0
@@ -118,8 +142,10 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--microbatches", default="1", help="pipeline micro-batches: list or range")
     sp.add_argument("--batches", default="1:1024:2", help="batch sizes: list, 1:1024:2 or 1..512[/step]")
     sp.add_argument("--ctxs", default="1024,4096,16384", help="contexts (tokens): list or range")
-    sp.add_argument("--weight-dtypes", default=None, help="comma list, e.g. bf16,fp8")
-    sp.add_argument("--kv-dtypes", default=None, help="comma list, e.g. bf16,fp8")
+    # the singular flags of every serving command are one-element lists here
+    sp.add_argument("--weight-dtypes", "--weight-dtype", default=None, help="comma list, e.g. bf16,fp8")
+    sp.add_argument("--kv-dtypes", "--kv-dtype", default=None, help="comma list, e.g. bf16,fp8")
+    add_dtype_options(sp, skip=("weight_dtype", "kv_dtype"))
     sp.add_argument(
         "--prompt", type=int, default=None, help="prompt tokens for TTFT (default: each point's ctx)"
     )

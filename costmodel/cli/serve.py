@@ -1,4 +1,9 @@
-"""``costmodel hw compare|claim`` and ``costmodel serve disagg|specdec|split|sram|plans``."""
+"""``costmodel hw compare|claim`` and ``costmodel serve disagg|specdec|split|sram|plans``.
+
+Every ``serve`` command takes ``--weight-dtype/--kv-dtype/--matmul-dtype``
+(:func:`costmodel.cli.options.add_dtype_options`); ``specdec`` applies them to
+the target and the draft alike.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import argparse
 from typing import Any
 
 from .common import emit
+from .options import add_dtype_options, apply_dtypes
 
 __all__ = ["add_serve_parser"]
 
@@ -16,7 +22,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     from ..report import fmt_time
     from .model import resolve_model
 
-    cfg = resolve_model(args.model)
+    cfg = apply_dtypes(resolve_model(args.model), args)
     r = disaggregated(
         cfg,
         args.prefill_device,
@@ -29,6 +35,9 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         rate=args.rate,
         overlap=args.overlap,
     )
+    refused = _refuse(args, {"decode": r.decode_capacity, "prefill": r.prefill_capacity})
+    if refused is not None:
+        return refused
     crossover = kv_transfer_crossover(
         cfg,
         args.prefill_device,
@@ -66,15 +75,50 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     return emit(args, {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover}, "\n".join(lines))
 
 
+def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
+    """Points that do not fit their device's memory: exit 1 naming each (``--json``: the
+    verdicts), or with ``--ignore-capacity`` the verdicts as first lines and None (go on)."""
+    from .common import dump
+
+    bad = {k: c for k, c in checks.items() if c is not None and not c.fits}
+    if not bad:
+        return None
+    heads = [f"{k}: {c.headline(None)}" for k, c in bad.items()]
+    if args.ignore_capacity:
+        if not args.json:
+            for h in heads:
+                print(h + "; --ignore-capacity: the numbers below are for a point that cannot run")
+        return None
+    if args.json:
+        print(dump({"capacity": {k: c.to_dict() for k, c in bad.items()}, "refused": heads}))
+        return 1
+    for h, c in zip(heads, bad.values(), strict=True):
+        print(h)
+        print(c.detail())
+    print("  no latency for a point that cannot run (--ignore-capacity prints it anyway)")
+    return 1
+
+
 def cmd_specdec(args: argparse.Namespace) -> int:
+    from graphs.serving.ledger_fit import capacity_check
     from graphs.serving.specdec import speculative_decoding
 
     from ..report import format_table
     from .model import resolve_model
 
+    target, draft = (apply_dtypes(resolve_model(m), args) for m in (args.target, args.draft))
+    checks = {
+        "target": capacity_check(target, args.device, phase="decode", batch=args.batch, tokens=args.ctx),
+        "draft": capacity_check(
+            draft, args.draft_device or args.device, phase="decode", batch=args.batch, tokens=args.ctx
+        ),
+    }
+    refused = _refuse(args, checks)
+    if refused is not None:
+        return refused
     r = speculative_decoding(
-        resolve_model(args.target),
-        resolve_model(args.draft),
+        target,
+        draft,
         args.device,
         args.draft_device,
         alpha=args.alpha,
@@ -102,7 +146,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from .model import resolve_model
 
     r = attention_ffn_split(
-        resolve_model(args.model),
+        apply_dtypes(resolve_model(args.model), args),
         args.attention_device,
         args.ffn_device,
         batch=args.batch,
@@ -123,7 +167,9 @@ def cmd_sram(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    r = sram_residency(resolve_model(args.model), args.device, hop_latency=args.hop_latency)
+    r = sram_residency(
+        apply_dtypes(resolve_model(args.model), args), args.device, hop_latency=args.hop_latency
+    )
     text = (
         f"{r.model} on {r.device}: {r.devices} devices hold {r.weights_bytes / 1e9:.1f} GB; a token "
         f"crosses {r.hops_per_step} hops: >= {r.hop_latency_floor_s * 1e6:.1f} us per step "
@@ -147,7 +193,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
             raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
         plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
     points = plan_frontier(
-        resolve_model(args.model),
+        apply_dtypes(resolve_model(args.model), args),
         args.device.split(","),
         batches=[int(b) for b in args.batches.split(",")],
         ctx=args.ctx,
@@ -187,10 +233,13 @@ def cmd_plans(args: argparse.Namespace) -> int:
 
 
 def add_serve_parser(sub: Any) -> None:
+    from .options import add_ignore_capacity
+
     s = sub.add_parser("serve", help="disaggregated, speculative, split and parallel serving plans")
     ssub = s.add_subparsers(dest="serve_command", required=True)
     d = ssub.add_parser("disagg", help="prefill on one device, decode on another, KV over a link")
     d.add_argument("model")
+    add_dtype_options(d)
     d.add_argument("--prefill-device", default="b200", help="device type running prefill")
     d.add_argument("--decode-device", default="h200", help="device type running decode")
     d.add_argument("--prompt", type=int, default=8192, help="prompt length (tokens)")
@@ -211,10 +260,12 @@ def add_serve_parser(sub: Any) -> None:
         help="KV transfer after the whole prefill, or layer by layer during it",
     )
     d.add_argument("--json", action="store_true")
+    add_ignore_capacity(d)
     d.set_defaults(func=cmd_disagg)
     sp = ssub.add_parser("specdec", help="speculative decoding speed-up and best k")
     sp.add_argument("target", help="target model (catalog name or config.json)")
     sp.add_argument("draft", help="draft model (catalog name or config.json)")
+    add_dtype_options(sp)
     sp.add_argument("--device", default="h100-sxm")
     sp.add_argument("--draft-device", default=None, help="device running the draft (none: the --device)")
     sp.add_argument(
@@ -224,9 +275,11 @@ def add_serve_parser(sub: Any) -> None:
     sp.add_argument("--ctx", type=int, default=4096)
     sp.add_argument("--k-max", type=int, default=12, help="largest number of drafted tokens per step to try")
     sp.add_argument("--json", action="store_true")
+    add_ignore_capacity(sp)
     sp.set_defaults(func=cmd_specdec)
     sl = ssub.add_parser("split", help="attention on one device type, FFN on another")
     sl.add_argument("model")
+    add_dtype_options(sl)
     sl.add_argument("--attention-device", default="h200", help="device type running attention")
     sl.add_argument("--ffn-device", default="b200", help="device type running the FFN")
     sl.add_argument("--batch", type=int, default=32)
@@ -239,12 +292,14 @@ def add_serve_parser(sub: Any) -> None:
     sl.set_defaults(func=cmd_split)
     sr = ssub.add_parser("sram", help="a model held in on-chip SRAM devices: count and hop-latency floor")
     sr.add_argument("model")
+    add_dtype_options(sr)
     sr.add_argument("--device", default="groq-lpu")
     sr.add_argument("--hop-latency", type=float, default=1e-6, help="latency per hop between devices (s)")
     sr.add_argument("--json", action="store_true")
     sr.set_defaults(func=cmd_sram)
     pl = ssub.add_parser("plans", help="tp x pp x ep x micro-batch plans and their frontier")
     pl.add_argument("model")
+    add_dtype_options(pl)
     pl.add_argument("--device", default="h100-sxm", help="comma list")
     pl.add_argument("--batches", default="16,64", help="comma-separated batch sizes")
     pl.add_argument("--ctx", type=int, default=4096)

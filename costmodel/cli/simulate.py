@@ -6,7 +6,10 @@ import argparse
 from typing import Any
 
 from .common import dump, progress_bar
-from .options import check_output_path
+from .options import add_dtype_options, apply_dtypes, check_output_path
+
+#: the timeline figure beside ``--plot``'s latency CDFs
+_TIMELINE = "timeline"
 
 __all__ = ["add_simulate_parser", "cmd_simulate"]
 
@@ -17,16 +20,20 @@ def _topology(args: argparse.Namespace) -> Any:
     from ..errors import CostModelError
 
     if args.disagg:
+        from graphs.serving.simulator import MAX_REPLICAS
+
         try:
             p, d = (int(x) for x in args.disagg.split(":"))
         except ValueError:
             raise CostModelError(
-                f"--disagg must be PREFILL:DECODE replica counts, e.g. 1:2, got {args.disagg!r}"
+                f"--disagg must be PREFILL:DECODE replica counts, e.g. 1:2, got {args.disagg[:40]!r}"
             ) from None
-        if p < 1 or d < 1:
+        if not (1 <= p <= MAX_REPLICAS and 1 <= d <= MAX_REPLICAS):
             raise CostModelError(
-                f"--disagg needs at least one prefill and one decode replica, got {args.disagg!r}"
+                f"--disagg needs PREFILL and DECODE replica counts in [1, {MAX_REPLICAS}], got {args.disagg[:40]!r}"
             )
+        if args.link_bandwidth is None:
+            raise CostModelError("--disagg needs --link-bandwidth (bytes/s of the KV transfer link)")
         return Topology(
             tp=args.tp,
             prefill_replicas=p,
@@ -53,23 +60,42 @@ def _engine(args: argparse.Namespace) -> Any:
     )
 
 
+def _settings(args: argparse.Namespace, trace: Any = None) -> str:
+    """The workload actually simulated, defaults included, so that a run can be repeated."""
+    if trace is not None:
+        text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests"
+        if trace.origin_s:
+            text += f", arrivals rebased to the first one (t = {trace.origin_s!r} s taken as 0)"
+        return text + (f", {trace.prefixes} shared prefix(es)" if trace.prefixes else "")
+    text = (
+        f"workload: --requests {args.requests} --seed {args.seed} --prompt {args.prompt} "
+        f"--output {args.output} --arrival {args.arrival}"
+    )
+    return text + (f" --shared-prefix {args.shared_prefix}" if args.shared_prefix else "")
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from graphs.serving.capacity_search import max_rate
-    from graphs.serving.requests import load_trace, synthetic
+    from graphs.serving.requests import read_trace, synthetic
     from graphs.serving.simulator import simulate
 
     from ..errors import CostModelError
+    from ..outfiles import sibling
     from .model import resolve_model
 
-    for flag in ("csv", "plot"):
-        if getattr(args, flag):
-            check_output_path(getattr(args, flag), f"--{flag}")
-    cfg = resolve_model(args.model)
+    if args.csv:  # every output path before any work
+        check_output_path(args.csv, "--csv")
+    if args.plot:
+        check_output_path(args.plot, "--plot")
+        check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
+    cfg = apply_dtypes(resolve_model(args.model), args)
     topo, eng = _topology(args), _engine(args)
     common = dict(topology=topo, engine=eng)
     if args.max_rate:
         if args.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
+        if args.csv or args.plot:
+            raise CostModelError("--max-rate writes no per-request files; drop --csv/--plot (or give --rate)")
         m = max_rate(
             cfg,
             args.device,
@@ -91,10 +117,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
             f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
         )
+        print(f"  {_settings(args)}; physical ceiling {m.ceiling_rate:,.3f} requests/s")
         for rate, ok, t, p in m.probes:
             print(
                 f"  {rate:10.3f} req/s  P{args.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
             )
+        if m.rate is None and not m.saturated:
+            print(
+                f"  not determined: every probe up to the physical ceiling ({m.ceiling_rate:,.3f} requests/s, "
+                f"the token-wise kernels back to back at their roofline) meets the SLOs; {args.requests:,} "
+                "requests are too few to load the deployment (raise --requests)"
+            )
+            return 0
         if m.rate is None:
             print("  no probed rate meets the SLOs")
             return 0
@@ -102,9 +136,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return 0
     if args.rate is None and not args.trace:
         raise CostModelError("give --rate (requests/s), --trace FILE or --max-rate")
+    trace = read_trace(args.trace) if args.trace else None
     reqs = (
-        load_trace(args.trace)
-        if args.trace
+        trace.requests
+        if trace
         else synthetic(
             args.requests,
             rate=args.rate,
@@ -126,7 +161,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         **common,
     )
     if args.csv:
-        res.requests_csv(args.csv)
+        res.requests_csv(args.csv, "--csv")
     if args.plot:
         from ..plots import latency_cdf_plot, serving_timeline_plot
 
@@ -138,23 +173,35 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             },
             args.plot,
         )
-        stem = args.plot.rsplit(".", 1)
-        serving_timeline_plot(res.timeline, f"{stem[0]}-timeline.{stem[1] if len(stem) > 1 else 'png'}")
+        serving_timeline_plot(res.timeline, sibling(args.plot, _TIMELINE, default_suffix=".png"))
+    settings = _settings(args, trace)
     if args.json:
-        print(dump(res))
+        print(dump({"settings": settings, **res.to_dict()}))
         return 0
     print(
         f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
         f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
     )
+    print(f"  {settings}")
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
+    if res.steady_requests_per_s is not None and res.steady_output_tokens_per_s is not None:
+        print(
+            f"  steady-state throughput (first to last arrival, {res.steady_window_s:.1f} s) "
+            f"{res.steady_requests_per_s:.2f} requests/s, {res.steady_output_tokens_per_s:,.0f} output tokens/s "
+            f"({res.steady_output_tokens_per_s / topo.devices:,.0f} per device), arrivals "
+            f"{res.offered_requests_per_s:.2f} requests/s"
+        )
+    else:
+        print("  steady-state throughput: not defined (every request arrives at once)")
     print(
-        f"  throughput {res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s "
-        f"({res.output_tokens_per_s_per_device:,.0f} per device); mean batch {res.mean_batch:.1f}, "
-        f"KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
+        f"  overall, the {res.drain_s:.1f} s drain tail after the last arrival included: "
+        f"{res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s; "
+        f"mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
     )
+    if res.prefix_cache_hits or args.enable_prefix_caching:
+        print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
     if res.goodput_requests_per_s is not None:
         print(
             f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
@@ -171,6 +218,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("model", help="catalog name or path to a config.json")
     sp.add_argument("--device", default="h100-sxm")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
+    add_dtype_options(sp)
     sp.add_argument("--rate", type=float, default=None, help="requests per second")
     sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
     sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")

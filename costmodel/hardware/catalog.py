@@ -227,6 +227,8 @@ class Catalog:
         key = hw.name.lower()
         if key in self._devices and not replace:
             raise HardwareSpecError(f"device {hw.name!r} is already in the catalog; pass replace=True")
+        if replace:  # a name that was another device's alias now means this device
+            self._aliases.pop(key, None)
         self._devices[key] = hw
         for a in aliases or []:
             self._aliases[a.lower()] = key
@@ -288,8 +290,36 @@ def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: 
     active_catalog().register(hw, aliases=aliases, replace=replace)
 
 
-def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardware]:
-    """Read devices from a TOML or JSON file (catalog layout) and register them."""
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing a key given twice (TOML refuses it too;
+    ``json`` would keep the last one silently)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise HardwareSpecError(f"key {k[:100]!r} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _check_clashes(parsed: list[tuple[Hardware, list[str]]], origin: str) -> None:
+    """A device (or alias) of a file that would shadow a different catalog device is an error."""
+    cat = active_catalog()
+    for hw, aliases in parsed:
+        for name in (hw.name, *aliases):
+            if name in cat and cat.get(name) != hw:
+                raise HardwareSpecError(
+                    f"hardware file {origin!r}: {'device' if name == hw.name else 'alias'} {name!r} is "
+                    f"already the catalog device {cat.get(name).name!r}; give it another name (or replace "
+                    "the catalog device on purpose: replace=True, or --hw-override on the command line)"
+                )
+
+
+def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool = False) -> list[Hardware]:
+    """Read devices from a TOML or JSON file (catalog layout) and register them.
+
+    A device or alias named like a different catalog device is an error unless ``replace``
+    (then the file's device replaces it); a JSON object with a key given twice is refused.
+    """
     path = Path(path)
     try:
         if not path.is_file():
@@ -299,9 +329,11 @@ def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardw
         raise HardwareSpecError(f"hardware file {str(path)[:200]!r} cannot be read: {exc.strerror}") from None
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(raw)
+            data = json.loads(raw, object_pairs_hook=_unique_keys)
         else:
             data = tomllib.loads(raw.decode("utf-8"))
+    except HardwareSpecError as exc:
+        raise HardwareSpecError(f"hardware file {str(path)!r}: {exc}") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise HardwareSpecError(f"hardware file {str(path)!r} is not valid TOML/JSON: {exc}") from None
     except RecursionError:
@@ -312,6 +344,8 @@ def load_hardware_file(path: str | Path, *, register: bool = True) -> list[Hardw
         raise HardwareSpecError(f"hardware file {str(path)!r}: top level must be a table/object")
     parsed = _parse(data, str(path))
     if register:
+        if not replace:
+            _check_clashes(parsed, str(path))
         for hw, aliases in parsed:
             register_device(hw, aliases=aliases, replace=True)
     return [hw for hw, _ in parsed]

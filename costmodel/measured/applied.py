@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .corpus import MeasuredDataError
 from .efficiency import Features, Fit
 from .heldout import _fit, _residuals, _select, prepared
 from .residual import ShapeResiduals, combined
@@ -67,7 +68,9 @@ def fastest(
     each kernel's prediction is first corrected by its residuals at the nearest
     measured shapes (the grey-box prediction, :mod:`.residual`).
     """
-    cands = [g for g in fits if g.split("@")[0].split(":")[-1] == dtype] or list(fits)
+    cands = [g for g in fits if g.split("@")[0].split(":")[-1] == dtype]
+    if not cands:  # another dtype's kernels would price it silently: the caller substitutes, and says so
+        raise MeasuredDataError(f"no kernel fitted for dtype {dtype!r}; fitted: {', '.join(sorted(fits))}")
     preds = []
     for g in cands:
         p = fits[g].predict(x)

@@ -7,6 +7,7 @@ from typing import Any
 
 import sympy
 
+from costmodel.keys import Role
 from costmodel.rules.attention import chunk_keys
 from costmodel.tensor import Tensor
 
@@ -69,6 +70,7 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
         q = layer.b.op(
             "rope_q",
             "rope",
+            Role.ROPE,
             [q],
             [Tensor(layer.b.name("rope_q"), q[1].shape, layer.act)],
             tokens=T,
@@ -79,6 +81,7 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
         k = layer.b.op(
             "rope_k",
             "rope",
+            Role.ROPE,
             [k],
             [Tensor(layer.b.name("rope_k"), k[1].shape, layer.act)],
             tokens=T,
@@ -109,13 +112,21 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
         common["chunk"] = chunk
     if dims.phase == "prefill" and dims.prefix == 0:
         # K and V are read as just computed (activation dtype); the writes run alongside
-        o = layer.b.op("attention", "attention", [q, k, v, *sink_w], [out], kv_dtype=layer.act, **common)[0]
+        o = layer.b.op(
+            "attention", "attention", Role.ATTENTION, [q, k, v, *sink_w], [out], kv_dtype=layer.act, **common
+        )[0]
     elif dims.phase == "prefill":
         # a chunk after `prefix` cached tokens: attention reads the cache, the new tokens included
         kc = layer.cache("k_cache", Hkv * hd, _cached(window, chunk, dims.prefix))
         vc = layer.cache("v_cache", Hkv * hd, _cached(window, chunk, dims.prefix))
         o = layer.b.op(
-            "attention", "attention", [q, kc, vc, kw, vw, *sink_w], [out], kv_dtype=layer.kvd, **common
+            "attention",
+            "attention",
+            Role.ATTENTION,
+            [q, kc, vc, kw, vw, *sink_w],
+            [out],
+            kv_dtype=layer.kvd,
+            **common,
         )[0]
     else:
         read = dims.kv_len
@@ -129,6 +140,7 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
         o = layer.b.op(
             "attention",
             "attention",
+            Role.ATTENTION,
             [q, kc, vc, (*kw, 0), (*vw, 0), *sink_w],
             [out],
             kv_dtype=layer.kvd,
@@ -139,6 +151,7 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
         o = layer.b.op(
             "output_gate",
             "elementwise",
+            Role.ACTIVATION,
             [o, gate],
             [Tensor(layer.b.name("output_gate"), (T, H * hd), layer.act)],
             n=T * H * hd,
@@ -172,6 +185,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
     lat = layer.b.op(
         "kv_a_norm",
         "rmsnorm",
+        Role.NORM,
         [(*kva, T * r_kv * b), layer.weight("kv_a_norm.weight", (r_kv,))],
         [Tensor(layer.b.name("kv_a_norm"), (T, r_kv), layer.act)],
         rows=T,
@@ -182,6 +196,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
     q_pe = layer.b.op(
         "rope_q",
         "rope",
+        Role.ROPE,
         [(*q, T * H * rope_d * b)],
         [Tensor(layer.b.name("rope_q"), (T, H * rope_d), layer.act)],
         tokens=T,
@@ -192,6 +207,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
     k_pe = layer.b.op(
         "rope_k",
         "rope",
+        Role.ROPE,
         [(*kva, T * rope_d * b)],
         [Tensor(layer.b.name("rope_k"), (T, rope_d), layer.act)],
         tokens=T,
@@ -214,6 +230,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
         kv = layer.b.op(
             "kv_b_proj",
             "gemm",
+            Role.LINEAR,
             ins,
             [Tensor(layer.b.name("kv_b_proj"), (rows, H * (nope + vd)), layer.act)],
             M=rows,
@@ -227,6 +244,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
         o = layer.b.op(
             "attention",
             "attention",
+            Role.ATTENTION,
             [q_nope, q_pe, kv, k_pe, (*lw, 0)],
             [out],
             batch=dims.batch,
@@ -244,6 +262,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
         qn = layer.b.op(
             "q_absorb",
             "batched_gemm",
+            Role.LINEAR,
             [q_nope, (*kvb_w, H * nope * r_kv * wd_bytes)],
             [Tensor(layer.b.name("q_absorb"), (T, H * r_kv), layer.act)],
             batch=H,
@@ -258,6 +277,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
         o = layer.b.op(
             "attention",
             "attention",
+            Role.ATTENTION,
             [qn, q_pe, cache, (*lw, 0)],
             [out],
             batch=dims.batch,
@@ -276,6 +296,7 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
         o = layer.b.op(
             "v_absorb",
             "batched_gemm",
+            Role.LINEAR,
             [o, (*kvb_w, H * r_kv * vd * wd_bytes)],
             [Tensor(layer.b.name("v_absorb"), (T, H * vd), layer.act)],
             batch=H,

@@ -23,6 +23,7 @@ from costmodel.graph import (
     TENSOR,
     GraphError,
 )
+from costmodel.keys import ROLE, Role
 from costmodel.rules import op_cost
 from costmodel.tensor import Tensor
 
@@ -67,6 +68,7 @@ class GraphBuilder:
         self,
         local: str,
         rule: str,
+        role: Role,
         ins: Sequence[Ref],
         outs: Sequence[Tensor],
         /,
@@ -74,7 +76,7 @@ class GraphBuilder:
         extra: Cost | None = None,
         **params: Any,
     ) -> list[tuple[str, Tensor]]:
-        """An op node costed by ``rule(**params)``; edges from each input ref."""
+        """An op node costed by ``rule(**params)``, doing the job ``role`` names; edges from each input ref."""
         n = self.name(local)
         if n in self.g:
             raise GraphError(f"node {n!r} already exists")
@@ -86,6 +88,7 @@ class GraphBuilder:
             **{
                 KIND: "op",
                 OP: rule,
+                ROLE: Role(role),
                 PARAMS: params,
                 COST: cost,
                 INPUTS: tuple(r[1] for r in ins),

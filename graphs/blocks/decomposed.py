@@ -13,6 +13,7 @@ from typing import Any
 
 import networkx as nx
 
+from costmodel.keys import Role
 from costmodel.symbols import check_dim
 from costmodel.tensor import Tensor
 
@@ -28,8 +29,26 @@ def elementwise_chain(n: Any, dtype: str = "fp32") -> nx.DiGraph:
     b = GraphBuilder(g, phase="none", group="chain")
     x = b.source("x", Tensor("x", (n,), dtype), "input", resident=False)
     y = b.source("y", Tensor("y", (n,), dtype), "input", resident=False)
-    s = b.op("add", "elementwise", [x, y], [Tensor("chain.add", (n,), dtype)], n=n, inputs=2, dtype=dtype)[0]
-    b.op("relu", "elementwise", [s], [Tensor("chain.relu", (n,), dtype)], n=n, inputs=1, dtype=dtype)
+    s = b.op(
+        "add",
+        "elementwise",
+        Role.RESIDUAL,
+        [x, y],
+        [Tensor("chain.add", (n,), dtype)],
+        n=n,
+        inputs=2,
+        dtype=dtype,
+    )[0]
+    b.op(
+        "relu",
+        "elementwise",
+        Role.ACTIVATION,
+        [s],
+        [Tensor("chain.relu", (n,), dtype)],
+        n=n,
+        inputs=1,
+        dtype=dtype,
+    )
     return g
 
 
@@ -53,6 +72,7 @@ def attention_chain(N: Any, d: Any, *, heads: Any = 1, batch: Any = 1, dtype: st
     s = b.op(
         "qk",
         "batched_gemm",
+        Role.ATTENTION,
         [q, k],
         [Tensor("attn.qk", (bh * N, N), dtype)],
         batch=bh,
@@ -64,6 +84,7 @@ def attention_chain(N: Any, d: Any, *, heads: Any = 1, batch: Any = 1, dtype: st
     p = b.op(
         "softmax",
         "softmax",
+        Role.ATTENTION,
         [s],
         [Tensor("attn.softmax", (bh * N, N), dtype)],
         rows=bh * N,
@@ -74,6 +95,7 @@ def attention_chain(N: Any, d: Any, *, heads: Any = 1, batch: Any = 1, dtype: st
     b.op(
         "pv",
         "batched_gemm",
+        Role.ATTENTION,
         [p, v],
         [Tensor("attn.pv", (bh * N, d), dtype)],
         batch=bh,

@@ -10,7 +10,7 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
-from costmodel.keys import COST, KV_CAP
+from costmodel.keys import COST, KV_CAP, Role
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 from models.layers import LayerSpec
@@ -78,6 +78,7 @@ class LayerBase:
         bias: bool = False,
         rows: Any = None,
         reduce: bool = False,
+        role: Role = Role.LINEAR,
     ) -> tuple[str, Tensor]:
         """``y[T, n_out] = x[T, k] @ W[k, n_out]`` (+ bias) on this device's shard.
 
@@ -98,6 +99,7 @@ class LayerBase:
         y = self.b.op(
             local,
             "gemm",
+            role,
             refs,
             [out],
             M=T,
@@ -116,7 +118,9 @@ class LayerBase:
             return x
         out = Tensor(self.b.name(local), x[1].shape, self.act)
         n = sympy.Mul(*x[1].shape)
-        return self.b.op(local, "all_reduce", [x], [out], elements=n, p=self.tp, dtype=self.act)[0]
+        return self.b.op(
+            local, "all_reduce", Role.COLLECTIVE, [x], [out], elements=n, p=self.tp, dtype=self.act
+        )[0]
 
     def norm(self, local: str, x: tuple[str, Tensor], rows: Any, cols: Any) -> tuple[str, Tensor]:
         cfg = self.cfg
@@ -128,13 +132,22 @@ class LayerBase:
         rule = cfg.norm
         ln_bias: dict[str, Any] = {"bias": True} if rule == "layernorm" else {}
         return self.b.op(
-            local, rule, refs, [out], rows=rows, cols=cols, dtype=self.act, weight_dtype=self.wd, **ln_bias
+            local,
+            rule,
+            Role.NORM,
+            refs,
+            [out],
+            rows=rows,
+            cols=cols,
+            dtype=self.act,
+            weight_dtype=self.wd,
+            **ln_bias,
         )[0]
 
     def add(self, local: str, a: tuple[str, Tensor], c: tuple[str, Tensor]) -> tuple[str, Tensor]:
         out = Tensor(self.b.name(local), a[1].shape, self.act)
         n = sympy.Mul(*a[1].shape)
-        return self.b.op(local, "elementwise", [a, c], [out], n=n, inputs=2, dtype=self.act)[0]
+        return self.b.op(local, "elementwise", Role.RESIDUAL, [a, c], [out], n=n, inputs=2, dtype=self.act)[0]
 
     # -- blocks ----------------------------------------------------------
     def cache_write(
@@ -146,7 +159,16 @@ class LayerBase:
         window or an attention chunk), recorded as :data:`~costmodel.keys.KV_CAP`."""
         T = self.dims.tokens
         out = Tensor(self.b.name(local), (T, width), self.kvd)
-        n = self.b.op(local, "copy", srcs, [out], elements=T * width, dtype=self.act, out_dtype=self.kvd)[0]
+        n = self.b.op(
+            local,
+            "copy",
+            Role.CACHE_WRITE,
+            srcs,
+            [out],
+            elements=T * width,
+            dtype=self.act,
+            out_dtype=self.kvd,
+        )[0]
         # the write fills the cache: its residency is the new tokens' K (or V)
         self.g.nodes[n[0]][COST] = self.g.nodes[n[0]][COST] + _resident_kv(out.bytes)
         if cap is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
+from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
@@ -49,6 +50,7 @@ def linear_attention(layer: LayerBase, h: Ref) -> Ref:
     o = layer.b.op(
         "delta_rule",
         "gated_delta_rule",
+        Role.SCAN,
         rule_in,
         [Tensor(layer.b.name("delta_rule"), (T, hv * dv), layer.act)],
         # the decay parameters are read beside the gates

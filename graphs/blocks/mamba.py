@@ -20,6 +20,7 @@ from typing import Any
 
 from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
+from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
@@ -46,6 +47,7 @@ def mamba(layer: LayerBase, h: Ref) -> Ref:
         v = layer.b.op(
             f"{name}_slice",
             "view",
+            Role.VIEW,
             [(*dbc, 0)],
             [Tensor(layer.b.name(f"{name}_slice"), (T, width), layer.act)],
             elements=T * width,
@@ -59,6 +61,7 @@ def mamba(layer: LayerBase, h: Ref) -> Ref:
     y = layer.b.op(
         "scan",
         "selective_scan_s6",
+        Role.SCAN,
         scan_in,
         [Tensor(layer.b.name("scan"), (T, D), layer.act)],
         # A and D are read beside the activations; the state stays resident per sequence

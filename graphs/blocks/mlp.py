@@ -6,6 +6,7 @@ from typing import Any
 
 from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
+from costmodel.keys import Role
 from costmodel.rules import experts_touched
 from costmodel.tensor import Tensor
 
@@ -24,6 +25,7 @@ def activation(layer: LayerBase, local: str, ins: list[Any], rows: Any, width: A
     return layer.b.op(
         local,
         "elementwise",
+        Role.ACTIVATION,
         ins,
         [out],
         n=rows * width,
@@ -54,10 +56,11 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
     cfg, T = layer.cfg, layer.dims.tokens
     d, E, k = cfg.hidden_size, cfg.num_experts, cfg.num_experts_per_tok
     Ie = layer.split(cfg.moe_intermediate_size, "moe_intermediate_size")  # each expert split over tp
-    logits = layer.linear("router", x, E, bias=False)
+    logits = layer.linear("router", x, E, bias=False, role=Role.ROUTER)
     probs = layer.b.op(
         "router_softmax",
         "softmax",
+        Role.ROUTER,
         [logits],
         [Tensor(layer.b.name("router_softmax"), (T, E), layer.act)],
         rows=T,
@@ -70,6 +73,7 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
     sel = layer.b.op(
         "router_topk",
         "reduction",
+        Role.ROUTER,
         sel_in,
         [Tensor(layer.b.name("router_topk"), (T, k), layer.act)],
         # the per-expert score bias (DeepSeek's noaux_tc routing) is read beside the scores
@@ -98,6 +102,7 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
         return layer.b.op(
             local,
             "grouped_gemm",
+            Role.EXPERT,
             # each token's row is read once per expert it was routed to, at the matmul dtype
             refs,
             [out],
@@ -122,6 +127,7 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
     comb = layer.b.op(
         "experts.combine",
         "reduction",
+        Role.COMBINE,
         [down, sel],
         [Tensor(layer.b.name("experts.combine"), (T, d), layer.act)],
         extra=Cost.traffic(read=T * k * ab),  # the k routing weights of each token
@@ -139,6 +145,7 @@ def moe_mlp(layer: LayerBase, x: Ref) -> Ref:
             sh = layer.b.op(
                 "shared_gate_mul",
                 "elementwise",
+                Role.ACTIVATION,
                 [sh, g],
                 [Tensor(layer.b.name("shared_gate_mul"), (T, d), layer.act)],
                 n=T * d,

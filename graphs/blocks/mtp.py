@@ -22,7 +22,7 @@ import networkx as nx
 from costmodel.dtypes import get_dtype
 from costmodel.expr import to_expr
 from costmodel.graph import REPEAT
-from costmodel.keys import GROUP_ENTRY, GROUP_EXIT
+from costmodel.keys import GROUP_ENTRY, GROUP_EXIT, Role
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 from models.layers import LayerSpec
@@ -53,6 +53,7 @@ def add_mtp(
     emb = b.op(
         "embed_tokens",
         "embedding",
+        Role.EMBEDDING,
         [ids, (*table, T * d * table[1].dtype.bytes / p)],
         [Tensor(b.name("embed_tokens"), (T, d), act)],
         tokens=T,
@@ -64,6 +65,7 @@ def add_mtp(
     both = b.op(
         "concat",
         "copy",
+        Role.VIEW,
         [e, h],
         [Tensor(b.name("concat"), (T, 2 * d), act)],
         elements=T * 2 * d,
@@ -77,6 +79,7 @@ def add_mtp(
     b.op(
         "head",
         "gemm",
+        Role.HEAD,
         [(*fin, T * d * get_dtype(mmd).bytes), head_w],
         [Tensor(b.name("head"), (T, V / p), act)],
         M=T,

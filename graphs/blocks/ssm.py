@@ -19,6 +19,7 @@ from typing import Any
 
 from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
+from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from .layer_base import LayerBase
@@ -55,6 +56,7 @@ def causal_conv(layer: LayerBase, src: Ref, channels: Any, width: Any, *, bias: 
     return layer.b.op(
         "conv1d",
         "causal_conv1d",
+        Role.CONV,
         ins,
         [Tensor(layer.b.name("conv1d"), (T, channels), layer.act)],
         extra=Cost.resident(state=B * (width - 1) * channels * ab),
@@ -75,6 +77,7 @@ def silu_gate(layer: LayerBase, y: Ref, z: Ref, width: Any) -> Ref:
     return layer.b.op(
         "gate",
         "elementwise",
+        Role.ACTIVATION,
         [y, (*z, T * width * get_dtype(layer.act).bytes)],
         [Tensor(layer.b.name("gate"), (T, width), layer.act)],
         n=T * width,
@@ -110,6 +113,7 @@ def ssm(layer: LayerBase, h: Ref) -> Ref:
     y = layer.b.op(
         "scan",
         "selective_scan",
+        Role.SCAN,
         scan_in,
         [Tensor(layer.b.name("scan"), (T, d_in), layer.act)],
         extra=Cost.resident(state=B * Hs * P * N * get_dtype(sdt).bytes) + Cost.traffic(read=scan_w[1].bytes),

@@ -40,7 +40,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.graph import GROUP, REPEAT
-from costmodel.keys import G_BATCH, G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT
+from costmodel.keys import G_BATCH, G_EXIT, G_GROUPS, G_TOKENS, GROUP_ENTRY, GROUP_EXIT, Role
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -177,12 +177,15 @@ def build_model(
     eb = GraphBuilder(g, phase=phase, group="embed")
     ids = eb.source("input_ids", Tensor("embed.input_ids", (T,), "int32"), "input", resident=False)
     table = eb.source(
-        "embed_tokens.weight", Tensor("embed.embed_tokens.weight", (V / p, d), cfg.weight_dtype), "weight"
+        "embed_tokens.weight",
+        Tensor("embed.embed_tokens.weight", (V / p, d), cfg.embedding_weight_dtype),
+        "weight",
     )
     # each device gathers the rows that fall in its vocabulary shard: T/p on average
     x = eb.op(
         "embed_tokens",
         "embedding",
+        Role.EMBEDDING,
         [ids, (*table, T * d * table[1].dtype.bytes / p)],
         [Tensor("embed.embed_tokens", (T, d), cfg.activation_dtype)],
         tokens=T,
@@ -193,6 +196,7 @@ def build_model(
         x = eb.op(
             "embed_all_reduce",
             "all_reduce",
+            Role.COLLECTIVE,
             [x],
             [Tensor("embed.embed_all_reduce", (T, d), cfg.activation_dtype)],
             elements=T * d,
@@ -212,6 +216,7 @@ def build_model(
         last = hb.op(
             "last_token",
             "view",
+            Role.VIEW,
             [(*x, 0)],  # a view reads nothing; final_norm reads the rows it keeps
             [Tensor("head.last_token", (rows, d), cfg.activation_dtype)],
             elements=rows * d,
@@ -226,6 +231,7 @@ def build_model(
     fin = hb.op(
         "final_norm",
         cfg.norm,
+        Role.NORM,
         fin_refs,
         [Tensor("head.final_norm", (rows, d), cfg.activation_dtype)],
         rows=rows,
@@ -238,27 +244,29 @@ def build_model(
         head_w: tuple[str, Tensor] = table  # the embedding table, read in full by the lm_head
     else:
         head_w = hb.source(
-            "lm_head.weight", Tensor("head.lm_head.weight", (d, V / p), cfg.weight_dtype), "weight"
+            "lm_head.weight", Tensor("head.lm_head.weight", (d, V / p), cfg.lm_head_weight_dtype), "weight"
         )
     # the lm_head runs at the matmul dtype like every other linear (W8A8 / W4A4: fp8 or nvfp4
     # activations, quantised in the final norm's epilogue); its output logits stay in act dtype
-    mmd = cfg.matmul_dtype or cfg.activation_dtype
+    mmd = cfg.lm_head_matmul_dtype  # the activation dtype when the checkpoint kept the head unquantised
     logit = hb.op(
         "lm_head",
         "gemm",
+        Role.HEAD,
         [(*fin, rows * d * get_dtype(mmd).bytes), head_w],
         [Tensor("head.lm_head", (rows, V / p), cfg.activation_dtype)],
         M=rows,
         N=V / p,
         K=d,
         dtype=mmd,
-        w_dtype=cfg.weight_dtype,
+        w_dtype=cfg.lm_head_weight_dtype,
         out_dtype=cfg.activation_dtype,
     )[0]
     if p != 1:
         hb.op(
             "logits_all_gather",
             "all_gather",
+            Role.COLLECTIVE,
             [logit],
             [Tensor("head.logits_all_gather", (rows, V), cfg.activation_dtype)],
             elements=rows * V,

@@ -20,11 +20,25 @@ onto the rule registry through the op table shared with the torch importer
   another type are copies; shape arithmetic (``Shape``, ``Range``,
   ``ConstantOfShape``) only writes its small result.
 
-Unknown ops are counted by name in ``graph.graph["unknown_ops"]``.
+Unknown ops are counted by name in ``graph.graph["unknown_ops"]``, and so is a node whose
+outputs shape inference could not size (``"Op (no output shape)"``): its cost is not counted,
+and the count says so. A model that is not one raises :class:`ONNXModelError` naming the node
+or initializer: a node reading a tensor nothing produced before it (a cycle, or nodes out of
+topological order), a node in a domain the model does not import, an initializer whose data
+does not hold its dims' elements, or a path that is not a regular file of at most
+:data:`MAX_MODEL_BYTES`.
+
+External data: a model loaded from a path is read without its external data (costs need
+shapes, not weights), so no file beside it is opened; a tensor stored outside the model is
+never read (shape inference sees it as a graph input of its shape). Needs ``onnx >= 1.16``,
+whose external-data loader refuses locations outside the model's folder, should a caller
+load one; :func:`from_onnx` checks the version.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -35,13 +49,22 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import parse_expr
+from costmodel.formcache import read_regular_file
 from costmodel.keys import COST, FRONTEND_OP, G_UNKNOWN_OPS, KIND, OUTPUTS, REPEAT, NodeKind
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
 from .table import OpView, lookup, unknown_node, write_node
 
-__all__ = ["from_onnx"]
+__all__ = ["from_onnx", "ONNXModelError", "MIN_ONNX", "MAX_MODEL_BYTES"]
+
+MIN_ONNX = (1, 16)  #: external-data path checks (CVE-2024-27318, CVE-2024-5187) start here
+MAX_MODEL_BYTES = 2**31  #: protobuf's own limit on one message
+
+
+class ONNXModelError(CostModelError):
+    """An ONNX model the importer cannot read as a model (module doc)."""
+
 
 _ONNX_DTYPES = {
     1: "fp32",
@@ -58,30 +81,180 @@ _ONNX_DTYPES = {
 }
 
 
+#: bytes per element in ``raw_data`` and the typed field otherwise holding the data, per dtype code
+_STORAGE = {
+    1: (4, "float_data"),
+    10: (2, "int32_data"),
+    16: (2, "int32_data"),
+    11: (8, "double_data"),
+    7: (8, "int64_data"),
+    6: (4, "int32_data"),
+    3: (1, "int32_data"),
+    2: (1, "int32_data"),
+    9: (1, "int32_data"),
+    17: (1, "int32_data"),
+    19: (1, "int32_data"),
+}
+
+
+def _version(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a version string (``1.16.0rc1`` -> ``(1, 16)``; unreadable -> ``(0, 0)``)."""
+    m = re.match(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 def _onnx() -> Any:
     try:
         import onnx
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise CostModelError("the ONNX importer needs the optional extra: pip install onnx") from exc
+        raise CostModelError("the ONNX importer needs the optional extra: pip install 'onnx>=1.16'") from exc
+    found = getattr(onnx, "__version__", "0")
+    if _version(found) < MIN_ONNX:
+        raise CostModelError(
+            f"the ONNX importer needs onnx >= {'.'.join(map(str, MIN_ONNX))} (its external-data path checks); "
+            f"found onnx {found}: pip install 'onnx>=1.16'"
+        )
     return onnx
+
+
+def _load(onnx: Any, path: str) -> Any:
+    """The model at ``path`` without its external data (module doc)."""
+    data = read_regular_file(path, MAX_MODEL_BYTES, follow_links=True)
+    if data is None:
+        raise ONNXModelError(
+            f"ONNX model {path[:200]!r} is not a readable regular file of at most {MAX_MODEL_BYTES:,} bytes"
+        )
+    try:
+        return onnx.load_model_from_string(data)
+    except Exception as exc:  # protobuf's DecodeError and kin: the file is not a model
+        raise ONNXModelError(f"ONNX model {path[:200]!r} does not parse: {type(exc).__name__}") from None
+
+
+def _external(t: Any) -> bool:
+    return t.data_location == 1  # TensorProto.EXTERNAL
+
+
+def _numel(dims: Any, what: str) -> int:
+    n = 1
+    for d in dims:
+        if d < 0:
+            raise ONNXModelError(f"ONNX {what}: dims {list(dims)} hold a negative size")
+        n *= d
+    return n
+
+
+def _check_data(t: Any, what: str) -> int:
+    """The element count of tensor ``t``'s dims, after checking its data holds that many."""
+    n = _numel(t.dims, what)
+    if _external(t) or t.data_type not in _STORAGE:
+        return n  # not stored here, or a dtype we do not cost
+    size, field = _STORAGE[t.data_type]
+    if t.raw_data and len(t.raw_data) != n * size:
+        raise ONNXModelError(
+            f"ONNX {what}: dims {list(t.dims)} need {n * size} bytes of raw data, it holds {len(t.raw_data)}"
+        )
+    held = len(getattr(t, field))
+    if not t.raw_data and held != n:
+        raise ONNXModelError(f"ONNX {what}: dims {list(t.dims)} need {n} element(s), its data holds {held}")
+    return n
+
+
+def _check_graph(model: Any) -> None:
+    """Nodes in topological order over known tensors, in imported domains; initializers sized."""
+    imported = {o.domain or "ai.onnx" for o in model.opset_import}
+    for init in model.graph.initializer:
+        _check_data(init, f"initializer {init.name!r}")
+    known = {""} | {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    for i, node in enumerate(model.graph.node):
+        name = node.name or f"{node.op_type}_{i}"
+        if (node.domain or "ai.onnx") not in imported:
+            raise ONNXModelError(
+                f"ONNX node {name!r} ({node.op_type}) is in domain {node.domain!r}, which the model does not import"
+            )
+        if any(a.HasField("t") and _external(a.t) for a in node.attribute):
+            raise ONNXModelError(
+                f"ONNX node {name!r} ({node.op_type}) keeps an attribute tensor outside the model; "
+                "only initializers may be external"
+            )
+        for x in node.input:
+            if x not in known:
+                raise ONNXModelError(
+                    f"ONNX node {name!r} ({node.op_type}) reads {x[:100]!r}, which no input, initializer or "
+                    "earlier node produces: the graph is cyclic or not in topological order"
+                )
+        known.update(node.output)
+
+
+def _without_external(onnx: Any, model: Any) -> Any:
+    """``model`` for shape inference: external initializers become graph inputs of their shape,
+    so inference never opens their files (module doc)."""
+    ext = [t for t in model.graph.initializer if _external(t)]
+    if not ext:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    names = {t.name for t in ext}
+    kept = [t for t in copy.graph.initializer if t.name not in names]
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    inputs = {i.name for i in copy.graph.input}
+    for t in ext:
+        if t.name not in inputs:
+            copy.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return copy
+
+
+def _symbolic(model: Any) -> Any:
+    """onnxruntime's symbolic shape inference, what it could infer (None: not installed).
+
+    The steps of ``SymbolicShapeInference.infer_shapes`` without its last one: on an op it cannot
+    infer that saves the model as ``sym_shape_infer_temp.onnx`` (plus external data) in the
+    working directory and raises a bare ``Exception``. Here what it inferred is kept, the rest
+    is left unsized, and nothing is written.
+    """
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
+    except ImportError:
+        return None
+    if (get_opset(model) or 0) < 7:  # its own floor
+        return None
+    sym = SymbolicShapeInference(2**31 - 1, True, False, 0)  # int_max, auto_merge, guess rank, verbose
+    sym._preprocess(model)
+    while sym.run_:
+        sym._infer_impl()
+    sym._update_output_from_vi()
+    return sym.out_mp_
+
+
+def _infer(onnx: Any, model: Any) -> tuple[Any, bool]:
+    """Shapes by onnxruntime's symbolic inference when installed, else (or when it fails) by
+    onnx's own; True when symbolic. Outputs neither can size stay unsized."""
+    try:
+        inferred = _symbolic(model)
+    except Exception:  # a third-party inference's own failure (it raises bare Exceptions)
+        inferred = None
+    if inferred is not None:
+        return inferred, True
+    try:
+        return onnx.shape_inference.infer_shapes(model), False
+    except Exception as exc:  # onnx's InferenceError, and what its C++ checks raise
+        raise ONNXModelError(f"ONNX shape inference fails: {str(exc)[:300]}") from None
 
 
 def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool = False) -> nx.DiGraph:
     """Cost graph of an ONNX ``ModelProto`` (or a path to one); see module doc."""
     onnx = _onnx()
-    if isinstance(model, str):
-        model = onnx.load(model)
+    if isinstance(model, str | os.PathLike):
+        model = _load(onnx, os.fspath(model))
+    _check_graph(model)
+    source = model  # its initializers, as given (external ones stay unread)
     # the exporter's own value_info keeps symbolic sizes (``s70 + 1``) that re-inference can lose:
     # infer only what is missing and keep the originals. onnxruntime's symbolic shape inference
     # (when installed) carries symbols through Reshape and broadcasts; onnx's own leaves gaps.
     original = {vi.name: vi for vi in model.graph.value_info}
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    inferred, symbolic = _infer(onnx, _without_external(onnx, model))
+    if symbolic:
         original = {}
-    except ImportError:
-        inferred = onnx.shape_inference.infer_shapes(model)
     value_info = [original.get(vi.name, vi) for vi in inferred.graph.value_info]
     value_info += [vi for name, vi in original.items() if name not in {v.name for v in value_info}]
     model = inferred
@@ -90,7 +263,7 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     shapes: dict[str, Tensor] = {}
     producer: dict[str, str] = {}
     unknown: Counter[str] = Counter()
-    consts = _scalar_constants(model)
+    consts = _scalar_constants(source)
 
     partial: dict[str, tuple[list[sympy.Expr | None], str]] = {}
 
@@ -118,8 +291,8 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
             partial[vi.name] = found
         else:
             shapes[vi.name] = Tensor(vi.name, tuple(found[0]) or (sympy.Integer(1),), found[1])
-    inits = {i.name for i in model.graph.initializer}
-    for init in model.graph.initializer:
+    inits = {i.name for i in source.graph.initializer}
+    for init in source.graph.initializer:
         dt = _ONNX_DTYPES.get(init.data_type)
         if dt is None:
             continue
@@ -170,7 +343,11 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         outs = [shapes[o] for o in node.output if o in shapes]
         for o in node.output:
             producer[o] = name
-        if not outs:
+        if not outs:  # not costed: counted, never dropped without a word
+            if strict:
+                raise CostModelError(f"ONNX node {name!r} ({node.op_type}): no shape for its output(s)")
+            mapped = lookup("onnx", node.op_type) is not None
+            unknown[f"{node.op_type} (no output shape)" if mapped else node.op_type] += 1
             continue
         ins = [(producer[x], shapes[x]) for x in node.input if x in producer and x in shapes]
         missing = [x for x in node.input if x and x not in shapes]
@@ -262,18 +439,28 @@ def _add(
 
 
 def _scalar_constants(model: Any) -> dict[str, float]:
+    """One-element initializers and ``Constant`` values (exponents, scales), decoded; no other
+    tensor's data is read, and none stored outside the model."""
     from onnx import numpy_helper
+
+    def scalar(t: Any, what: str) -> float | None:
+        if _external(t) or _check_data(t, what) != 1:
+            return None
+        try:
+            return float(numpy_helper.to_array(t).reshape(-1)[0])
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise ONNXModelError(f"ONNX {what} does not decode: {exc}") from None
 
     out: dict[str, float] = {}
     for init in model.graph.initializer:
-        arr = numpy_helper.to_array(init)
-        if arr.size == 1:
-            out[init.name] = float(arr.reshape(-1)[0])
+        v = scalar(init, f"initializer {init.name!r}")
+        if v is not None:
+            out[init.name] = v
     for node in model.graph.node:
         if node.op_type == "Constant":
             for a in node.attribute:
-                if a.name == "value":
-                    arr = numpy_helper.to_array(a.t)
-                    if arr.size == 1:
-                        out[node.output[0]] = float(arr.reshape(-1)[0])
+                if a.name == "value" and node.output:
+                    v = scalar(a.t, f"Constant {node.output[0]!r}")
+                    if v is not None:
+                        out[node.output[0]] = v
     return out

@@ -5,37 +5,55 @@ and that of TPOT at most ``slo_tpot``, over a simulation of ``requests`` request
 are drawn once (same seed) and whose arrival times are scaled to each rate. The rate is bracketed
 by doubling from ``start``, then bisected in log space to ``rel_tol``; each probe is one
 :func:`graphs.serving.simulator.simulate`.
+
+Doubling never goes past a physical ceiling, the rate at which the token-wise kernels alone
+would run back to back at their fastest (:meth:`graphs.serving.mixed.MixedStep.max_tokens_per_s`
+per replica, over the workload's mean tokens per request: prompt plus output minus one, since
+the first output token comes from the prefill). When even the ceiling meets the SLOs, the
+workload was too small to load the deployment (a few requests never queue): the result says so
+(``saturated`` False) and gives no rate, rather than one no device could serve.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
 from costmodel.results import Result
 
-from .requests import synthetic
-from .simulator import SimResult, simulate
+from .engine import EngineConfig
+from .mixed import mixed_step
+from .requests import RATE_RANGE, Request, synthetic
+from .simulator import SimResult, Topology, simulate
+from .workload import as_workload
 
-__all__ = ["MaxRate", "max_rate"]
+__all__ = ["MaxRate", "max_rate", "ceiling_rate"]
 
 
 @dataclass(frozen=True)
 class MaxRate(Result):
     """The highest rate found within the SLOs, the probes that found it, and the result there."""
 
-    rate: float | None  #: requests/s; None when even the lowest probe misses
+    rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
     rate_per_device: float | None
     percentile: float
     slo_ttft: float | None
     slo_tpot: float | None
     probes: tuple[tuple[float, bool, float, float], ...]  #: (rate, meets, TTFT pct, TPOT pct)
     at_rate: SimResult | None
+    ceiling_rate: float  #: requests/s the deployment can never exceed (module doc)
+    saturated: bool  #: some probe missed the SLOs (else the rate is not determined)
+    requests: int  #: requests each probe simulates
+    seed: int
+    prompt: str
+    output: str
+    arrival: str
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -67,6 +85,8 @@ def max_rate(
     if not 0 < percentile <= 100:
         raise CostModelError(f"percentile must be in (0, 100], got {percentile}")
     base = synthetic(requests, rate=1.0, prompt=prompt, output=output, arrival=arrival, seed=seed)
+    ceiling = ceiling_rate(config, device, base, **sim)
+    settings = dict(requests=requests, seed=seed, prompt=prompt, output=output, arrival=arrival)
     probes: list[tuple[float, bool, float, float]] = []
     results: dict[float, SimResult] = {}
 
@@ -82,20 +102,42 @@ def max_rate(
         return ok
 
     lo, hi = None, None
-    rate = start
+    rate = min(start, ceiling)
     while len(probes) < max_probes:  # bracket
         if meets(rate):
-            lo, rate = rate, rate * 2
+            lo = rate
+            if rate >= ceiling:
+                break
+            rate = min(rate * 2, ceiling)
         else:
             hi, rate = rate, rate / 2
         if lo is not None and hi is not None:
             break
-        if rate < 1e-6:
+        if rate < RATE_RANGE[0]:
             break
-    if lo is None:
-        return MaxRate(None, None, percentile, slo_ttft, slo_tpot, tuple(probes), None)
-    while hi is not None and hi / lo > 1 + rel_tol and len(probes) < max_probes:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    if lo is not None and hi is not None:
+        while hi / lo > 1 + rel_tol and len(probes) < max_probes:
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    common = (percentile, slo_ttft, slo_tpot, tuple(probes))
+    if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
+        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)  # type: ignore[arg-type]
     devices = results[lo].topology.devices
-    return MaxRate(lo, lo / devices, percentile, slo_ttft, slo_tpot, tuple(probes), results[lo])
+    return MaxRate(lo, lo / devices, *common, results[lo], ceiling, True, **settings)  # type: ignore[arg-type]
+
+
+def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: Any) -> float:
+    """Requests/s the topology can never exceed on ``requests``' mean lengths (module doc):
+    ``n C / mean(prompt + output - 1)`` for ``n`` replicas of ceiling ``C`` tokens/s, and for a
+    disaggregated topology the smaller of the prefill pool's ``n_p C / mean(prompt)`` and the
+    decode pool's ``n_d C / mean(output - 1)``."""
+    topo = sim.get("topology") or Topology()
+    eng = sim.get("engine") or EngineConfig()
+    c = mixed_step(as_workload(config), get_device(device), tp=topo.tp).max_tokens_per_s(
+        eng.max_num_batched_tokens, eng.iteration_overhead_s
+    )
+    p = float(np.mean([r.prompt for r in requests]))
+    d = float(np.mean([r.output - 1 for r in requests]))
+    if not topo.disaggregated:
+        return topo.replicas * c / (p + d)
+    return min(topo.prefill_replicas * c / p, topo.decode_replicas * c / d if d > 0 else math.inf)

@@ -14,6 +14,15 @@ engine entirely.
 
 Floats are written with ``repr`` (17 significant digits) and rationals as ``p/q``: evaluating
 the text gives the lambdified values to float rounding (a test checks 1e-12).
+
+A card read back is data from a file: the cache's digest (:func:`costmodel.formcache.load`)
+covers its whole text, and this module still trusts nothing it reads. Every form must reproduce
+the card's check point (printed forms included); every constant must be a finite number, none
+negative, counts whole and positive, bandwidth and the reads per second above zero, names short
+printable text; near/far memory must agree with the card's own bandwidth; and every value
+served must be finite and non-negative, with the whole-step bound the largest term and at most
+the per-kernel sum. A card that fails any of these raises :class:`CardError`, which the command
+line answers by recomputing: a card can cost time, never change an answer.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ __all__ = [
     "build_prefill_card",
     "prefill_from_card",
     "to_text",
+    "card_kv_caps",
     "CARD_VERSION",
 ]
 
@@ -110,8 +120,10 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     caller then uses the library functions directly).
     """
     from costmodel.cost import as_float
+    from costmodel.hardware.fallback import roof_notes
 
     from .compiled import compiled_step
+    from .fit_check import ledger_card
     from .ledger_fit import kv_caps
     from .limits import LimitForms
     from .phases import decode_constants, near_far_memory
@@ -138,6 +150,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "roof_notes": list(roof_notes(hw)),
         "fields": {k: to_text(v) for k, v in fields.items()},
         "terms": {k: to_text(v) for k, v in f.terms_s.items()},
         "bandwidth": bw,
@@ -154,6 +167,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "near_far": nf.to_dict(),
         "check": _check_point(c, lf),
         "kv_caps": kv_caps(w, tp=tp),
+        "ledger": ledger_card(w, hw, Phase.DECODE, tp, {"B": 7, "ctx": 1234}),
     }
 
 
@@ -179,6 +193,58 @@ def _check_point(c: Any, lf: Any) -> dict[str, Any]:
     }
 
 
+def _number(x: Any, name: str, *, positive: bool = False, whole: bool = False) -> float:
+    """A constant read from a card: a finite real number, never negative (above zero when
+    ``positive``, an integer value when ``whole``); else :class:`CardError` naming it."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise CardError(f"card field {name} is {type(x).__name__}, not a number")
+    v = float(x)
+    if not math.isfinite(v) or v < 0 or (positive and v == 0) or (whole and not v.is_integer()):
+        kind = ("positive" if positive else "non-negative") + (" whole" if whole else "")
+        raise CardError(f"card field {name} = {x!r} is not a finite {kind} number")
+    return v
+
+
+def _count(x: Any, name: str) -> int:
+    """A count read from a card: a positive ``int`` (not a float, not a bool)."""
+    if type(x) is not int or x < 1:
+        raise CardError(f"card field {name} = {x!r} is not a positive integer")
+    return x
+
+
+def _name(x: Any, name: str) -> str:
+    """A name read from a card (printed as is): printable text of 1 to 200 characters."""
+    if not isinstance(x, str) or not 0 < len(x) <= 200 or not x.isprintable():
+        raise CardError(f"card field {name} is not a printable name of at most 200 characters")
+    return x
+
+
+def _power(card: dict[str, Any]) -> float | None:
+    p = card["power_w"]
+    return None if p is None else _number(p, "power_w", positive=True)
+
+
+def _reproduces(pairs: list[tuple[float, Any]], what: str) -> None:
+    """Each ``(evaluated, stored)`` pair agrees to 1e-9 (a stored value is a checked number)."""
+    for i, (got, stored) in enumerate(pairs):
+        if not math.isclose(got, _number(stored, f"check[{i}]"), rel_tol=1e-9, abs_tol=1e-300):
+            raise CardError(f"the card's {what} do not reproduce its check point")
+
+
+def _check_served(values: dict[str, Any], where: str) -> None:
+    """Values about to be served: finite and non-negative (:func:`compile_numeric` already
+    refuses non-finite ones), the whole-step roofline the largest term, and at most the
+    per-kernel sum (:class:`graphs.serving.compiled.StepForms` builds them so)."""
+    terms = values["terms_s"]
+    for k, v in [*((k, v) for k, v in values.items() if k != "terms_s"), *terms.items()]:
+        _number(v, f"{k} {where}")
+    opt, step = values["optimistic_step_s"], values["step_s"]
+    if not step > 0 or (terms and not math.isclose(opt, max(terms.values()), rel_tol=1e-9, abs_tol=1e-300)):
+        raise CardError(f"the card's step {where} is not its largest term")
+    if opt > step * (1 + 1e-9):
+        raise CardError(f"the card's whole-step bound {where} exceeds its per-kernel sum")
+
+
 def _verify(
     card: dict[str, Any],
     fields: dict[str, Any],
@@ -189,24 +255,88 @@ def _verify(
     mem: Any,
 ) -> None:
     chk = card["check"]
-    bb, cc = float(chk["B"]), float(chk["ctx"])
+    bb, cc = float(_count(chk["B"], "check.B")), float(_count(chk["ctx"], "check.ctx"))
+    lim = card["limits"]
     pairs = [(fields[k](bb, cc), chk["fields"][k]) for k in fields]
     pairs += [(terms[k](bb, cc), chk["terms"][k]) for k in terms]
     pairs += [(comp[u](bb, cc), chk["comp"][u]) for u in comp]
     pairs += [(mem(bb, cc), chk["mem"]), (a(cc), chk["a"]), (b(cc), chk["b"])]
-    if not all(math.isclose(g, float(x), rel_tol=1e-9, abs_tol=1e-300) for g, x in pairs):
-        raise CardError("the card's text does not reproduce its check point")
+    # the printed per-sequence forms are the same functions of ctx as the evaluated ones
+    pairs.append((compile_numeric(lim["b_per_sequence"], ("ctx",))(cc), chk["b"]))
+    for u, d in lim["units"].items():
+        pairs.append((bb * compile_numeric(d["per_sequence"], ("ctx",))(cc), chk["comp"][u]))
+    _reproduces(pairs, "forms")
+    if set(comp) != set(lim["units"]) or set(chk["comp"]) != set(comp):
+        raise CardError("the card's compute units disagree with its check point")
 
 
-def _near_far(d: dict[str, Any]) -> NearFarMemory:
-    return NearFarMemory(
-        model=str(d["model"]),
-        device=str(d["device"]),
-        weights_bytes=float(d["weights_bytes"]),
-        full_memory_reads_per_s=float(d["full_memory_reads_per_s"]),
-        devices_to_hold_weights=int(d["devices_to_hold_weights"]),
-        per_token_bound_s=float(d["per_token_bound_s"]),
+def _near_far(d: dict[str, Any], bandwidth: float) -> NearFarMemory:
+    nf = NearFarMemory(
+        model=_name(d["model"], "near_far.model"),
+        device=_name(d["device"], "near_far.device"),
+        weights_bytes=_number(d["weights_bytes"], "near_far.weights_bytes"),
+        full_memory_reads_per_s=_number(
+            d["full_memory_reads_per_s"], "near_far.full_memory_reads_per_s", positive=True
+        ),
+        devices_to_hold_weights=_count(d["devices_to_hold_weights"], "near_far.devices_to_hold_weights"),
+        per_token_bound_s=_number(d["per_token_bound_s"], "near_far.per_token_bound_s"),
     )
+    # per_token_bound = weights / (devices * bandwidth) (graphs.serving.phases.near_far_memory)
+    want = nf.weights_bytes / (nf.devices_to_hold_weights * bandwidth)
+    if not math.isclose(nf.per_token_bound_s, want, rel_tol=1e-9, abs_tol=1e-300):
+        raise CardError("the card's near/far memory disagrees with its bandwidth")
+    return nf
+
+
+def _kv_caps(d: Any) -> dict[str, Any]:
+    """The stored cache layout (:func:`graphs.serving.ledger_fit.kv_caps`), range-checked."""
+    capped = d["capped"]
+    if not isinstance(capped, list) or not all(isinstance(p, list) and len(p) == 2 for p in capped):
+        raise CardError("card field kv_caps.capped is not a list of [bytes per token, positions] pairs")
+    return {
+        "per_token": _number(d["per_token"], "kv_caps.per_token"),
+        "capped": [
+            [
+                _number(k, "kv_caps.capped bytes"),
+                _number(w, "kv_caps.capped positions", positive=True, whole=True),
+            ]
+            for k, w in capped
+        ],
+        "state": _number(d["state"], "kv_caps.state"),
+    }
+
+
+def card_kv_caps(card: dict[str, Any]) -> dict[str, Any]:
+    """A decode card's cache layout, range-checked; :class:`CardError` when it is not one."""
+    try:
+        if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
+            raise CardError("not a decode card of this version")
+        return _kv_caps(card["kv_caps"])
+    except CardError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None
+
+
+def _check_limits(lim: DecodeLimits, where: str) -> None:
+    for k in (
+        "weights_time_s",
+        "ctx_ceiling",
+        "knee_batch",
+        "throughput_ceiling_tokens_per_s",
+        "batch_for_90pct_of_ceiling",
+    ):
+        v = getattr(lim, k)
+        if v is not None:
+            _number(v, f"{k} {where}")
+
+
+def _notes(card: dict[str, Any]) -> tuple[str, ...]:
+    """The card's roof notes (:func:`costmodel.hardware.fallback.roof_notes`), as text."""
+    notes = card["roof_notes"]
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise CardError("the card's roof notes are not a list of text")
+    return tuple(notes)
 
 
 def _fn(text: Any) -> Any:
@@ -214,15 +344,24 @@ def _fn(text: Any) -> Any:
 
 
 def decode_from_card(
-    card: dict[str, Any], *, batch: int, ctx: int
+    card: dict[str, Any], *, batch: int, ctx: int, max_batch: int | None = None
 ) -> tuple[DecodeReport, DecodeLimits, NearFarMemory]:
-    """The decode report, limits and near/far memory at ``batch`` and ``ctx`` from a card.
+    """The decode report, limits and near/far memory at ``batch`` and ``ctx`` from a card
+    (with ``max_batch``, the largest batch that fits, the limits say what batching reaches).
 
     Raises :class:`CardError` when the card is malformed or does not reproduce its check point.
     """
     try:
         if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
             raise CardError("not a decode card of this version")
+        model, device = _name(card["model"], "model"), _name(card["device"], "device")
+        tp, power = _count(card["tp"], "tp"), _power(card)
+        bandwidth = _number(card["bandwidth"], "bandwidth", positive=True)
+        weights = _number(card["weights_bytes"], "weights_bytes")
+        embedding = _number(card["embedding_bytes"], "embedding_bytes")
+        if embedding > weights:
+            raise CardError("card field embedding_bytes exceeds weights_bytes")
+        _kv_caps(card["kv_caps"])
         fields = {k: _fn(card["fields"][k]) for k in _FIELDS}
         terms = {str(k): _fn(t) for k, t in card["terms"].items()}
         lim = card["limits"]
@@ -230,25 +369,32 @@ def decode_from_card(
         units = lim["units"]
         comp = {str(u): _fn(d["comp"]) for u, d in units.items()}
         a, b = compile_numeric(lim["a"], ("ctx",)), compile_numeric(lim["b"], ("ctx",))
+        if not isinstance(lim["linear"], bool):
+            raise CardError("card field limits.linear is not true or false")
         _verify(card, fields, terms, comp, a, b, mem)
-        ceilings = {str(u): None if d["ceiling"] is None else float(d["ceiling"]) for u, d in units.items()}
+        ceilings = {
+            str(u): None if d["ceiling"] is None else _number(d["ceiling"], f"ceiling of {u}", positive=True)
+            for u, d in units.items()
+        }
+        where = f"at batch {batch}, ctx {ctx}"
         values: dict[str, Any] = {k: f(batch, ctx) for k, f in fields.items()}
         values["terms_s"] = {k: f(batch, ctx) for k, f in terms.items()}
-        power = card["power_w"]
+        _check_served(values, where)
         rep = decode_from_fields(
             phase_fields(
                 values,
-                model=str(card["model"]),
-                device=str(card["device"]),
-                power_w=None if power is None else float(power),
+                model=model,
+                device=device,
+                power_w=power,
                 phase=Phase.DECODE,
                 batch=batch,
                 tokens=batch,
-                tp=int(card["tp"]),
+                tp=tp,
+                notes=_notes(card),
             ),
-            bandwidth=float(card["bandwidth"]),
-            weights_bytes=float(card["weights_bytes"]),
-            embedding_bytes=float(card["embedding_bytes"]),
+            bandwidth=bandwidth,
+            weights_bytes=weights,
+            embedding_bytes=embedding,
             power_known=power is not None,
         )
         numbers = LimitNumbers(
@@ -260,8 +406,10 @@ def decode_from_card(
             b_form=str(lim["b_per_sequence"]),
             unit_forms=lambda u: (str(units[u]["per_sequence"]), ceilings[u]),
         )
-        nf = _near_far(card["near_far"])
-        return rep, limits_at(numbers, ctx), nf
+        nf = _near_far(card["near_far"], bandwidth)
+        limits = limits_at(numbers, ctx, max_batch)
+        _check_limits(limits, where)
+        return rep, limits, nf
     except CardError:
         raise
     except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
@@ -276,8 +424,10 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
     """The prefill card: the step's fields in ``B`` and ``S`` and one chunk's step in ``B``,
     ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
     from costmodel.cost import as_float
+    from costmodel.hardware.fallback import roof_notes
 
     from .compiled import compiled_step
+    from .fit_check import ledger_card
     from .workload import as_workload
 
     w = as_workload(config)
@@ -295,10 +445,12 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
+        "roof_notes": list(roof_notes(hw)),
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
         "check": _prefill_check(c, cc),
+        "ledger": ledger_card(w, hw, Phase.PREFILL, tp, {"B": 3, "S": 777}),
     }
 
 
@@ -332,25 +484,27 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
         terms = {str(k): compile_numeric(t, _PREFILL) for k, t in card["terms"].items()}
         step_chunk = compile_numeric(card["chunk_step"], _CHUNK)
         chk = card["check"]
-        bb, ss, pp = float(chk["B"]), float(chk["S"]), float(chk["prefix"])
+        bb, ss = float(_count(chk["B"], "check.B")), float(_count(chk["S"], "check.S"))
+        pp = float(_count(chk["prefix"], "check.prefix"))
         pairs = [(fields[k](bb, ss), chk["fields"][k]) for k in fields]
         pairs += [(terms[k](bb, ss), chk["terms"][k]) for k in terms]
         pairs.append((step_chunk(bb, ss, pp), chk["chunk_s"]))
-        if not all(math.isclose(g, float(x), rel_tol=1e-9, abs_tol=1e-300) for g, x in pairs):
-            raise CardError("the card's text does not reproduce its check point")
+        _reproduces(pairs, "forms")
+        model, device = _name(card["model"], "model"), _name(card["device"], "device")
+        power, tp = _power(card), _count(card["tp"], "tp")
         values: dict[str, Any] = {k: fn(batch, seq) for k, fn in fields.items()}
         values["terms_s"] = {k: fn(batch, seq) for k, fn in terms.items()}
-        power = None if card["power_w"] is None else float(card["power_w"])
-        tp = int(card["tp"])
+        _check_served(values, f"at batch {batch}, seq {seq}")
         base = phase_fields(
             values,
-            model=str(card["model"]),
-            device=str(card["device"]),
+            model=model,
+            device=device,
             power_w=power,
             phase=Phase.PREFILL,
             batch=batch,
             tokens=batch * seq,
             tp=tp,
+            notes=_notes(card),
         )
     except CardError:
         raise
@@ -360,9 +514,14 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
     if plan is None:
         return prefill_from_fields(base)
     n_full, rest = plan
-    total = sum(step_chunk(batch, chunk, i * chunk) for i in range(n_full))
-    if rest:
-        total += step_chunk(batch, rest, n_full * chunk)
+    assert chunk is not None  # chunk_plan returns a plan only for a chunk
+    try:
+        total: float = sum(step_chunk(batch, chunk, i * chunk) for i in range(n_full))
+        if rest:
+            total += step_chunk(batch, rest, n_full * chunk)
+        _number(total, f"chunked prefill time at batch {batch}, seq {seq}, chunk {chunk}", positive=True)
+    except ArithError as exc:
+        raise CardError(f"unreadable prefill card: {exc}") from None
     return prefill_from_fields(
         base, chunk=chunk, chunks=n_full + (1 if rest else 0), chunked_s=total, power_w=power
     )

@@ -41,9 +41,9 @@ import networkx as nx
 import sympy
 
 from costmodel.errors import CostModelError
-from costmodel.graph import COST, KIND, OP, REPEAT, edge_bytes_total, op_nodes, step_time
+from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes, step_time
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import NodeKind, Phase
+from costmodel.keys import ROLE, NodeKind, Phase, Role
 from costmodel.ledger import Overhead
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
@@ -227,7 +227,7 @@ def _scale_experts(g: nx.DiGraph, ep: int) -> nx.DiGraph:
     """A copy of ``g`` where each device runs its ``1/ep`` share of the routed experts."""
     g = g.copy()  # the shared graph stays as built
     for _, d in g.nodes(data=True):
-        if d.get(OP) == "grouped_gemm":
+        if d.get(ROLE) == Role.EXPERT:
             d[COST] = d[COST] * sympy.Rational(1, ep)
     return g
 

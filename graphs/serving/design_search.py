@@ -16,11 +16,12 @@ and a batch of sequences decoding at a context. Its numbers come from the compil
 * tokens/s per user ``1 / TPOT``, tokens/s per device ``B / TPOT / (tp pp ep)``, and energy per
   token ``P (tp pp ep) TPOT / B`` (TDP: an estimate at full power).
 
-The context is a workload coordinate, not a knob: the frontier over several contexts favours the
-shortest (its KV reads are cheapest); give the one context (or prompt) of the workload to compare
-plans for it. Points that do not fit in memory, whose micro-batches do not divide the batch, or that miss
-an SLO are dropped; the Pareto frontier of tokens/s per user against tokens/s per device
-(optionally also energy per token, minimised) is kept. The grid is cut into blocks; each block
+The context is a workload coordinate, not a knob (one frontier over several contexts would only
+ever pick the shortest, whose KV reads are cheapest): each context gets its own frontier, and the
+result holds them all, ordered by context. Points that do not fit in memory, whose micro-batches
+do not divide the batch, or that miss an SLO are dropped; per context, the Pareto frontier of
+tokens/s per user against tokens/s per device (optionally also energy per token, minimised) is
+kept. A device named twice, or by two aliases (``h100``, ``h100-sxm``), is searched once. The grid is cut into blocks; each block
 reduces to its own frontier, and the frontiers merge (the frontier of a union is the frontier
 of the union of the parts' frontiers). Blocks run in this process or, with a
 ``dask.distributed.Client``, on a cluster: each worker compiles a configuration once and keeps
@@ -40,9 +41,9 @@ import numpy as np
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr, pareto_mask
-from costmodel.graph import COST, KIND, OP, REPEAT
+from costmodel.graph import COST, KIND, REPEAT
 from costmodel.hardware import Hardware
-from costmodel.keys import LinkName, NodeKind, Phase
+from costmodel.keys import ROLE, LinkName, NodeKind, Phase, Role
 from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
@@ -103,9 +104,12 @@ class SearchResult(Result):
     meets_slo: int  #: ... and TTFT and TPOT meet the SLOs
     objectives: tuple[str, ...]
     frontier: tuple[dict[str, Any], ...]
-    best: dict[str, dict[str, Any]]  #: the frontier's winner per objective
+    best: dict[str, dict[str, Any]]  #: the winner per objective, when the grid has one context
     #: plans left out because tp x ep exceeds the device's scale-up domain (an NVLink bridge of 2 ...)
     beyond_domain: tuple[str, ...] = ()
+    best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
+    contexts: int = 0  #: contexts with a frontier
+    duplicates: tuple[str, ...] = ()  #: devices and dtypes given twice (or by an alias), searched once
 
 
 class _Compiled:
@@ -138,11 +142,11 @@ def _compiled(plan: Plan, link: str = LinkName.SCALE_UP) -> _Compiled:
 
 
 def _routed_expert_bytes(plan: Plan) -> float:
-    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding grouped GEMMs."""
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes."""
     graph = as_workload(plan.config).graph(Phase.DECODE, batch=1, ctx=1, tp=plan.tp)
     total = 0.0
     for n, d in graph.nodes(data=True):
-        feeds_experts = any(graph.nodes[s].get(OP) == "grouped_gemm" for s in graph.successors(n))
+        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
         if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
             total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
     return total
@@ -185,21 +189,31 @@ def _evaluate(block: _Block) -> _Partial:
     per_device = b[sel] / tpot[sel] / devices
     energy = c.power * devices * tpot[sel] / b[sel]
     metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel]])
-    keep = _front(metrics, block.energy)
+    keep = _front(metrics, block.energy, ctx=ctx[sel])
     out.coords = np.column_stack([pp[sel], m[sel], b[sel], ctx[sel]])[keep]
     out.metrics = metrics[keep]
     out.plan = np.zeros(len(out.metrics), dtype=int)
     return out
 
 
-def _front(metrics: np.ndarray, energy: bool, group: np.ndarray | None = None) -> np.ndarray:
-    """Pareto mask: tokens/s per user and per device maximised (and energy per token minimised).
+def _front(
+    metrics: np.ndarray, energy: bool, group: np.ndarray | None = None, ctx: np.ndarray | None = None
+) -> np.ndarray:
+    """Pareto mask: tokens/s per user and per device maximised (and energy per token minimised),
+    within each context of ``ctx`` (a workload coordinate: points at different contexts never
+    dominate each other).
 
     With energy: on one device, energy per token is ``P / (tokens/s per device)``, so within a
     ``group`` (one device) the third objective orders points as the second does and a point
     dominated in 2-D by a point of its own device is dominated in 3-D too. Only each device's
     2-D front can be on the 3-D front; the three objectives are resolved on their union.
     """
+    if ctx is not None and len(ctx):
+        mask = np.zeros(len(metrics), dtype=bool)
+        for c in np.unique(ctx):
+            idx = np.flatnonzero(ctx == c)
+            mask[idx] = _front(metrics[idx], energy, None if group is None else group[idx])
+        return mask
     two_d = metrics[:, [2, 3]]
     if not energy:
         return pareto_mask(two_d, (True, True))
@@ -239,7 +253,7 @@ def _merge(parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None =
     coords = np.concatenate([p.coords for p in with_pts])
     metrics = np.concatenate([p.metrics for p in with_pts])
     plan = np.concatenate([p.plan for p in with_pts])
-    keep = _front(metrics, energy, devices[plan] if devices is not None else None)
+    keep = _front(metrics, energy, devices[plan] if devices is not None else None, ctx=coords[:, 3])
     total.coords, total.metrics, total.plan = coords[keep], metrics[keep], plan[keep]
     return total
 
@@ -291,7 +305,7 @@ def search(
         raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
     if (eps > 1).any() and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
-    plans, beyond = plans_of(cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist())
+    plans, beyond, dups = plans_of(cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist())
     grid = (pps, mbs, bs, cs)
     total = grid_size(len(plans), pps, mbs, bs, cs)
     if client is None and total > MAX_LOCAL_POINTS:
@@ -325,7 +339,7 @@ def search(
     names = sorted({p.device.name for p in plans})
     merged = _merge(parts, energy, np.array([names.index(p.device.name) for p in plans]))
     return dataclasses.replace(
-        _result(cfg.name, plans, merged, energy), beyond_domain=tuple(sorted(set(beyond)))
+        _result(cfg.name, plans, merged, energy), beyond_domain=tuple(sorted(set(beyond))), duplicates=dups
     )
 
 
@@ -352,15 +366,35 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool) -> Sea
             {k: (float(v) if math.isfinite(v) else None) for k, v in zip(METRICS, metrics, strict=True)}
         )
         rows.append(row)
-    rows.sort(key=lambda r: -r["tokens_per_s_per_user"])
-    best: dict[str, dict[str, Any]] = {}
-    if rows:
-        best["fastest_per_user"] = max(rows, key=lambda r: r["tokens_per_s_per_user"])
-        best["highest_throughput_per_device"] = max(rows, key=lambda r: r["tokens_per_s_per_device"])
-        with_energy = [r for r in rows if r["energy_per_token_j"] is not None]
-        if with_energy:
-            best["lowest_energy_per_token"] = min(with_energy, key=lambda r: r["energy_per_token_j"])
+    rows.sort(key=lambda r: (r["ctx"], -r["tokens_per_s_per_user"]))
+    by_ctx: dict[int, dict[str, dict[str, Any]]] = {}
+    for c in sorted({r["ctx"] for r in rows}):
+        by_ctx[c] = _winners([r for r in rows if r["ctx"] == c])
     objectives = ("tokens_per_s_per_user", "tokens_per_s_per_device") + (
         ("energy_per_token_j",) if energy else ()
     )
-    return SearchResult(model, p.points, p.valid, p.fits, p.meets_slo, objectives, tuple(rows), best)
+    best = next(iter(by_ctx.values())) if len(by_ctx) == 1 else {}
+    return SearchResult(
+        model,
+        p.points,
+        p.valid,
+        p.fits,
+        p.meets_slo,
+        objectives,
+        tuple(rows),
+        best,
+        best_by_ctx=by_ctx,
+        contexts=len(by_ctx),
+    )
+
+
+def _winners(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The best row of one context's frontier per objective."""
+    best = {
+        "fastest_per_user": max(rows, key=lambda r: r["tokens_per_s_per_user"]),
+        "highest_throughput_per_device": max(rows, key=lambda r: r["tokens_per_s_per_device"]),
+    }
+    with_energy = [r for r in rows if r["energy_per_token_j"] is not None]
+    if with_energy:
+        best["lowest_energy_per_token"] = min(with_energy, key=lambda r: r["energy_per_token_j"])
+    return best

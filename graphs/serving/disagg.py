@@ -33,7 +33,8 @@ from costmodel.results import Result
 from models.config import ModelConfig
 
 from .compiled import compiled_step
-from .ledger_fit import capacity
+from .fit_check import CapacityCheck
+from .ledger_fit import capacity_check
 from .totals import kv_cache_bytes_per_token
 from .workload import Workload, as_workload
 
@@ -93,6 +94,15 @@ class DisaggReport(Result):
     energy_per_token_j: float | None = None  #: TDP x devices / tokens per second
     device_hours_per_million_tokens: float | None = None
     colocated: Colocated | None = None
+    #: the decode pool's point (decode_batch sequences at prompt + output) against its memory
+    decode_capacity: CapacityCheck | None = None
+    #: one prompt's prefill against the prefill device's memory
+    prefill_capacity: CapacityCheck | None = None
+
+    @property
+    def fits(self) -> bool:
+        """Both pools' points fit their devices (the latencies describe a point that can run)."""
+        return all(c is None or c.fits for c in (self.decode_capacity, self.prefill_capacity))
 
 
 def _ttft_terms(
@@ -152,13 +162,14 @@ def disaggregated(
     a, b = get_device(prefill_device), get_device(decode_device)
     terms = _ttft_terms(w, a, b, prompt, decode_batch, link_bandwidth, link_latency, Overlap(overlap))
     tpot = compiled_step(w, b, Phase.DECODE).step(decode_batch, prompt + output // 2 + 1)
-    fit = capacity(w, b, batch=decode_batch, ctx=prompt + output)
+    fit = capacity_check(w, b, phase=Phase.DECODE, batch=decode_batch, tokens=prompt + output)
+    pf_fit = capacity_check(w, a, phase=Phase.PREFILL, batch=1, tokens=prompt)
     report = DisaggReport(
         model=w.name,
         prefill_device=a.name,
         decode_device=b.name,
         decode_fits=fit.fits,
-        decode_max_batch=fit.max_batch.value,
+        decode_max_batch=fit.max_batch,
         prompt=prompt,
         output=output,
         decode_batch=decode_batch,
@@ -166,6 +177,8 @@ def disaggregated(
         ttft=terms,
         tpot_s=tpot,
         decode_tokens_per_s_per_device=decode_batch / tpot,
+        decode_capacity=fit,
+        prefill_capacity=pf_fit,
     )
     if rate is None:
         return report

@@ -140,6 +140,7 @@ class Replica:
         #: cached shared prefixes: id -> [blocks, tokens, references, last use]
         self.prefixes: dict[int, list[int]] = {}
         self.prefix_hits = 0
+        self.emitted = 0  #: output tokens emitted so far
         self._tick = 0
 
     def _blocks_for(self, tokens: int) -> int:
@@ -285,6 +286,7 @@ class Replica:
             if s.computed < s.known:
                 continue  # a prefill chunk that has not reached the end of the prompt
             s.generated += 1
+            self.emitted += 1
             if s.first_token_s is None:
                 s.first_token_s = now
             if s.generated >= s.req.output:

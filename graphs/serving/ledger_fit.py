@@ -27,10 +27,21 @@ from costmodel.results import Result
 from models.config import ModelConfig
 
 from .compiled import positive_int
+from .fit_check import CapacityCheck, check_capacity
 from .totals import cache_terms
 from .workload import Workload, as_workload
 
-__all__ = ["peak_activation_bytes", "model_ledger", "CapacityReport", "capacity", "what_if", "kv_caps"]
+__all__ = [
+    "peak_activation_bytes",
+    "model_ledger",
+    "CapacityReport",
+    "capacity",
+    "what_if",
+    "kv_caps",
+    "ledger_terms",
+    "capacity_check",
+    "MAX_TP_TRIED",
+]
 
 
 def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
@@ -130,6 +141,73 @@ def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, A
         "capped": [[as_float(k), as_float(w)] for k, w in led.capped_kv],
         "state": as_float(led.state_bytes_per_sequence),
     }
+
+
+def ledger_terms(
+    config: ModelConfig | str | Workload, *, phase: str, tp: int = 1, seq: int = 1
+) -> MemoryLedger:
+    """The ledger :func:`capacity` and :func:`capacity_check` solve (default overhead and
+    activations; a prefill ledger's activations are those of a ``seq``-token prompt)."""
+    return _ledger(as_workload(config), phase, seq if phase == Phase.PREFILL else 1, tp, None, None)
+
+
+#: most tensor-parallel degrees :func:`capacity_check` builds a ledger for when suggesting one
+MAX_TP_TRIED = 64
+
+
+def capacity_check(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    phase: str,
+    batch: int,
+    tokens: int,
+    tp: int = 1,
+    suggest: bool = True,
+) -> CapacityCheck:
+    """Does one step's point fit the device (:class:`~graphs.serving.fit_check.CapacityCheck`)?
+
+    ``tokens`` is the decode context (the prefill prompt). When it does not fit (and
+    ``suggest``), the check also carries the ledger's lower bound on devices,
+    ``max(tp + 1, ceil(M_1 / C))`` with ``M_1`` the ledger total at tp=1 and ``C`` the
+    capacity (splitting over ``n`` devices divides at best every term by ``n``), and the
+    smallest tensor-parallel degree from there up that the model splits over and that fits
+    (at most :data:`MAX_TP_TRIED` ledgers are built; None when none of them fits).
+    """
+    import math
+
+    w = as_workload(config)
+    hw = get_device(device)
+    if phase not in tuple(Phase):
+        raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
+    batch, tokens, tp = positive_int(batch, "batch"), positive_int(tokens, "tokens"), positive_int(tp, "tp")
+    led = ledger_terms(w, phase=phase, tp=tp, seq=tokens)
+    cap = as_float(hw.capacity())
+    prefill = phase == Phase.PREFILL
+
+    def terms(b: float, t: float) -> dict[str, float]:
+        return led.numeric_terms(b, t, b * t if prefill else b, cap)
+
+    chk = check_capacity(
+        terms, capacity=cap, device=hw.name, tp=tp, phase=Phase(phase), batch=batch, tokens=tokens
+    )
+    if chk.fits or not suggest:
+        return chk
+    one = chk if tp == 1 else capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, suggest=False)
+    need = max(tp + 1, math.ceil(one.needed_bytes / cap))
+    found, tried = None, 0
+    for n in range(need, 4097):
+        try:
+            at_n = capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, tp=n, suggest=False)
+        except CostModelError:  # the model does not split over n (heads, vocab not divisible)
+            continue
+        if at_n.fits:
+            found = n
+            break
+        tried += 1
+        if tried >= MAX_TP_TRIED:
+            break
+    return dataclasses.replace(chk, devices_needed=need, tp_that_fits=found)
 
 
 @dataclass(frozen=True)

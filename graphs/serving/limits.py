@@ -29,7 +29,12 @@ __all__ = ["Regime", "DecodeLimits", "decode_limits", "LimitForms"]
 
 
 def decode_limits(
-    config: ModelConfig | str | Workload, device: Hardware | str, *, ctx: int | None = None, tp: int = 1
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    ctx: int | None = None,
+    tp: int = 1,
+    max_batch: int | None = None,
 ) -> DecodeLimits:
     """Where batching stops paying, solved from the graph's totals.
 
@@ -46,6 +51,10 @@ def decode_limits(
     uniform routing), so its memory time is not linear in ``B``: ``b`` is then its slope once
     every expert is read (``lim T_mem / B``), and the knee and the 90 % batch are solved
     numerically on the exact ``T_mem(B)``.
+
+    With ``max_batch`` (the largest batch the memory holds at ``ctx``,
+    :func:`graphs.serving.ledger_fit.capacity_check`) the limits also carry the throughput at
+    that batch, ``B_max / T(B_max)``: what batching reaches when the knee lies beyond it.
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -54,7 +63,7 @@ def decode_limits(
         ctx = positive_int(ctx, "ctx")
     c = compiled_step(w, hw, Phase.DECODE, tp=tp)
     lf = c.memo("limit_forms", lambda: LimitForms.of(c))
-    return limits_at(c.memo("limits", lambda: lf.numbers(c)), ctx)
+    return limits_at(c.memo("limits", lambda: lf.numbers(c)), ctx, max_batch)
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,9 @@ import sympy
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
-from costmodel.graph import COST, GROUP, OP, REPEAT, op_nodes
+from costmodel.graph import COST, GROUP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import Phase
+from costmodel.keys import ROLE, Phase, Role
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
@@ -53,7 +53,6 @@ from .workload import Workload, as_workload
 
 __all__ = ["MixedStep", "mixed_step"]
 
-_ATTENTION = "attention"
 _HEAD = "head"
 
 
@@ -113,13 +112,13 @@ class MixedStep:
         head = sympy.Integer(0)
         self.attention: list[_AttentionKernel] = []
         attn_chunk = {
-            n: g_chunk.nodes[n] for n in op_nodes(g_chunk) if g_chunk.nodes[n].get(OP) == _ATTENTION
+            n: g_chunk.nodes[n] for n in op_nodes(g_chunk) if g_chunk.nodes[n].get(ROLE) == Role.ATTENTION
         }
         ov = as_float(hw.overlap)
         c_sym = dim("chunk_tokens")
         for n in op_nodes(g_dec):
             d = g_dec.nodes[n]
-            if d.get(OP) == _ATTENTION:
+            if d.get(ROLE) == Role.ATTENTION:
                 if n not in attn_chunk:
                     raise CostModelError(
                         f"attention node {n} has no counterpart in the chunked-prefill graph"
@@ -156,7 +155,7 @@ class MixedStep:
             *(
                 _node_time_expr(g_chunk.nodes[n], hw)
                 for n in op_nodes(g_chunk)
-                if g_chunk.nodes[n].get(OP) != _ATTENTION and g_chunk.nodes[n].get(GROUP) != _HEAD
+                if g_chunk.nodes[n].get(ROLE) != Role.ATTENTION and g_chunk.nodes[n].get(GROUP) != _HEAD
             )
         ).subs(B_sym, 1)
         self._pre_body = sympy.lambdify((S_sym, PREFIX), pre_body, "math")
@@ -164,6 +163,24 @@ class MixedStep:
             math.isclose(float(self._body(n)), float(self._pre_body(n, 0)), rel_tol=1e-12)
             for n in (1, 7, 512, 4099)
         )
+
+    def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
+        """Tokens per second one replica can never exceed with at most ``budget`` tokens an
+        iteration: every token passes the token-wise kernels, and their time per token
+
+        .. math:: \\frac{T_{body}(N)}{N} = \\sum_k r_k \\frac{\\max_u (a_{ku} + b_{ku} N)}{N}
+
+        (terms affine in ``N`` with ``a >= 0``: weights read once, work per token) only falls
+        as ``N`` grows, so it is smallest at ``N = budget``; attention and the lm_head only add
+        to it, and so does a fixed ``overhead_s`` per iteration. The ceiling is
+        ``budget / (T_body(budget) + overhead_s)`` (tokens/s), with the cheaper of the decode and
+        prefill bodies when they differ (MLA)."""
+        n = float(budget)
+        body = float(self._body(n))
+        if not self.shared_body:
+            body = min(body, float(self._pre_body(n, 0.0)))
+        t = body + overhead_s
+        return n / t if t > 0 else math.inf
 
     def time(
         self,

@@ -22,6 +22,7 @@ from typing import Any
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
 from costmodel.hardware import Hardware, get_device
+from costmodel.hardware.fallback import roof_notes
 from costmodel.keys import Phase
 from models.config import ModelConfig
 from models.params import param_bytes, param_counts
@@ -65,6 +66,7 @@ def _report_fields(
         batch=point[0],
         tokens=tokens,
         tp=tp,
+        notes=roof_notes(hw),
     )
 
 
@@ -135,7 +137,7 @@ def decode_report(
 
 def decode_constants(w: Workload, c: CompiledStep, tp: int) -> tuple[float, float, float]:
     """DRAM bandwidth, resident weight bytes and one device's share of the embedding table."""
-    emb = param_counts(w.config).embedding * get_dtype(w.config.weight_dtype).bytes / tp
+    emb = param_counts(w.config).embedding * get_dtype(w.config.embedding_weight_dtype).bytes / tp
     return as_float(c.hardware.bandwidth()), as_float(c.forms.weights_resident_bytes), as_float(emb)
 
 

@@ -19,6 +19,11 @@ the physical model cannot express; its held-out accuracy is in the README's
 table. It reads the same corpus rows as the measured composition below (the
 two interpolate them differently), so their agreement is no test of it.
 
+What a prediction rests on (:attr:`Prediction.coverage`): each node's time comes
+from the device's own measured kernels of the chosen framework and dtype, from a
+neighbour (other devices, frameworks, or a named dtype substitution) or from its
+bound alone (:mod:`graphs.serving.kernel_sources`).
+
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
 interpolated linearly in log-latency over log-shape between grid points
@@ -29,7 +34,6 @@ two totals differ only where the model and the measurements differ.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,41 +50,30 @@ from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
 
 from .compiled import compiled_step
+from .kernel_sources import (
+    SUBSTITUTES,
+    WARN_SHARE,
+    Coverage,
+    calibration,
+    calibration_residuals,
+    coverage_of,
+    kernel_source,
+    with_key,
+)
+from .measured_grid import measured_latency
 
-__all__ = ["Prediction", "predict_step", "calibration", "calibration_residuals", "measured_latency"]
+__all__ = [
+    "Coverage",
+    "Prediction",
+    "predict_step",
+    "calibration",
+    "calibration_residuals",
+    "measured_latency",
+    "SUBSTITUTES",
+    "WARN_SHARE",
+]
 
 _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
-
-
-@functools.cache
-def calibration(
-    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
-) -> dict[str, Any]:
-    """Fits of one family's dtype groups for ``device`` and ``framework`` (module doc).
-
-    The device's own rows when it has measurements, else every measured device's
-    (its datasheet and the fitted fractions); the framework's rows, else every
-    framework's.
-    """
-    from costmodel.measured import systems_with_data
-    from costmodel.measured.applied import fit_groups
-
-    have = systems_with_data(family)
-    devs = [device] if device in have else have
-    return fit_groups(family, devs, framework, dtypes) or fit_groups(family, devs, None, dtypes)
-
-
-@functools.cache
-def calibration_residuals(
-    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
-) -> dict[str, Any]:
-    """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group."""
-    from costmodel.measured import systems_with_data
-    from costmodel.measured.applied import group_residuals
-
-    have = systems_with_data(family)
-    devs = [device] if device in have else have
-    return group_residuals(family, calibration(device, framework, family, dtypes), devs, framework)
 
 
 def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
@@ -120,12 +113,24 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
             return "context_attention", {**base, "isl": q, "step": 0}
         return None
     if op == "all_reduce":
-        return "all_reduce", {
-            "elements": p["elements"],
-            "gpus": p["p"],
-            "dtype": _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")), "bfloat16"),
-        }
+        a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
+        if a is None:
+            return None
+        return "all_reduce", {"elements": p["elements"], "gpus": p["p"], "dtype": a}
     return None
+
+
+def _unmeasured(op: str, p: dict[str, Any]) -> str:
+    """Why an op has no measured kernel (the bound prices it)."""
+    if op == "gemm":
+        a, w = p.get("dtype", "bf16"), p.get("w_dtype") or p.get("dtype", "bf16")
+        hint = f" (W8A8/W4A4 kernels are: --matmul-dtype {w})" if w in ("fp8_e4m3", "nvfp4") else ""
+        return f"gemm of {a} x {w} weights: not measured{hint}"
+    if op == "attention":
+        return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"
+    if op == "all_reduce":
+        return f"all_reduce of {p.get('dtype')}: not measured"
+    return "ops without measured kernels (norms, RoPE, activations, embedding, sampling)"
 
 
 def _dtype_key(family: str, row: dict[str, Any]) -> str:
@@ -140,93 +145,16 @@ def _frame(rows: list[dict[str, Any]]) -> Any:
     return pd.DataFrame(rows)
 
 
-def measured_latency(family: str, device: str, framework: str, rows: list[dict[str, Any]]) -> np.ndarray:
-    """Measured seconds of ``rows`` from the corpus grid (fastest kernel per shape).
-
-    Exact grid points are read as measured; a GEMM off the grid is interpolated
-    linearly in ``log t`` over ``log m``, then ``log n``, then ``log k`` between the
-    neighbouring measured points (the grid may be incomplete); a GEMM larger
-    than the grid in ``m`` or ``n`` is the sum of its blocks; an attention or
-    all-reduce row must lie on the grid.
-    """
-    from costmodel.measured.heldout import SHAPE_KEYS, prepared
-
-    df, _ = prepared(family, device)
-    df = df[df["framework"] == framework]
-    out = np.empty(len(rows))
-    if family == "gemm":
-        for i, r in enumerate(rows):
-            sub = df[df["dtype_group"] == r["dtype"]]
-            table = {
-                (int(m), int(n), int(k)): t
-                for m, n, k, t in zip(sub["m"], sub["n"], sub["k"], sub["latency_s"], strict=True)
-            }
-            mmax = max(key[0] for key in table)
-            nmax = max(key[1] for key in table)
-            total = 0.0
-            # a GEMM wider or taller than the grid is measured as its column/row blocks
-            for mm in _chunks(r["m"], mmax):
-                for nn in _chunks(r["n"], nmax):
-                    total += _nested_interp(table, (mm, nn, r["k"]), family, device, framework)
-            out[i] = total
-        return out
-    keys = SHAPE_KEYS[family]
-    for i, r in enumerate(rows):
-        sel = np.ones(len(df), dtype=bool)
-        for k in keys:
-            sel &= df[k].to_numpy(dtype=float) == float(r[k])
-        if family != "all_reduce":
-            sel &= (df["dtype_group"] == f"{r['attn_dtype']}/{r['kv_dtype']}").to_numpy()
-        hit = df["latency_s"].to_numpy()[sel]
-        if not len(hit):
-            raise CostModelError(f"{family} shape {r} is not on the measured grid of {device}/{framework}")
-        out[i] = float(hit.min())
-    return out
-
-
-def _chunks(x: float, top: int) -> list[float]:
-    full, rest = divmod(float(x), top)
-    return [float(top)] * int(full) + ([rest] if rest else [])
-
-
-def _bracket(values: list[int], x: float) -> tuple[int, int]:
-    vs = sorted(set(values))
-    if x < vs[0] or x > vs[-1]:
-        raise CostModelError(f"{x:g} lies outside the measured range {vs[0]}..{vs[-1]}")
-    lo = max(v for v in vs if v <= x)
-    hi = min(v for v in vs if v >= x)
-    return lo, hi
-
-
-def _lerp_log(x: float, lo: int, hi: int, tlo: float, thi: float) -> float:
-    if lo == hi:
-        return tlo
-    w = (np.log(x) - np.log(lo)) / (np.log(hi) - np.log(lo))
-    return float(np.exp((1 - w) * np.log(tlo) + w * np.log(thi)))
-
-
-def _nested_interp(table: dict[tuple[int, ...], float], q: tuple[float, ...], *where: str) -> float:
-    """Log-log interpolation axis by axis over a possibly incomplete grid (m, then n, then k)."""
-
-    def rec(prefix: tuple[int, ...], axis: int) -> float:
-        if axis == len(q):
-            return table[prefix]
-        vals = [key[axis] for key in table if key[:axis] == prefix]
-        if not vals:
-            raise CostModelError(f"no measured point under {prefix} on {'/'.join(where)}")
-        lo, hi = _bracket(vals, q[axis])
-        return _lerp_log(q[axis], lo, hi, rec((*prefix, lo), axis + 1), rec((*prefix, hi), axis + 1))
-
-    return rec((), 0)
-
-
 @dataclass(frozen=True)
 class Prediction(Result):
     """A step's roofline bound beside its calibrated prediction (and measured composition).
 
     ``nodes`` holds each op node's bound and prediction (seconds, times its
     repeat count) and its measured family (None: priced by its bound);
-    ``corrected_s`` is the grey-box total (module doc).
+    ``corrected_s`` is the grey-box total (module doc); ``coverage`` and
+    ``corrected_coverage`` split ``predicted_s`` and ``corrected_s`` by what they
+    rest on; ``calibrated`` is whether any kernel was priced from fits on this
+    device's own measurements (never for a device the corpus does not measure).
     """
 
     model: str
@@ -242,6 +170,9 @@ class Prediction(Result):
     by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     calibrated_from: str = ""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    coverage: Coverage | None = None
+    corrected_coverage: Coverage | None = None
+    calibrated: bool = False
 
     @property
     def error(self) -> float | None:
@@ -273,7 +204,6 @@ def predict_step(
     from costmodel.measured import corpus_info
     from costmodel.measured.applied import fastest
     from costmodel.measured.efficiency import features
-    from costmodel.measured.heldout import dtype_group
 
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
@@ -287,7 +217,7 @@ def predict_step(
             raise CostModelError("prefill prediction needs seq")
         point = {B_sym: batch, S_sym: seq}
         where = {"batch": batch, "seq": seq}
-    by_fam: dict[str, list[tuple[dict[str, Any], float, float, str]]] = {}
+    by_key: dict[tuple[str, str], list[tuple[dict[str, Any], float, float, str]]] = {}
     other_bound = 0.0
     total_bound = 0.0
     nodes: dict[str, dict[str, Any]] = {}
@@ -301,41 +231,53 @@ def predict_step(
         hit = _row(str(d.get("op")), params)
         if hit is None:
             other_bound += b
-            nodes[str(name)] = {"family": None, "bound_s": b, "predicted_s": b, "corrected_s": b}
+            nodes[str(name)] = {
+                "family": None,
+                "bound_s": b,
+                "predicted_s": b,
+                "corrected_s": b,
+                "source": "bound",
+                "basis": _unmeasured(str(d.get("op")), params),
+            }
             continue
-        by_fam.setdefault(hit[0], []).append((hit[1], rep, b, str(name)))
+        by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, str(name)))
     predicted = other_bound
     corrected = other_bound
+    own_device = False
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
-    for fam, items in list(by_fam.items()):
-        rows = [it[0] for it in items]
-        dts = tuple(sorted({_dtype_key(fam, r) for r in rows}))
-        fits = {fam: calibration(hw.name, framework, fam, dts)}
-        if not fits[fam]:  # nothing measured for these dtypes: their bounds stand
+    for (fam, key), items in by_key.items():
+        src = kernel_source(hw.name, framework, fam, key)
+        priced, fits, source, basis = src.key, src.fits, src.source, src.basis
+        own_device |= src.own_device
+        if not fits:  # nothing measured for this dtype: the bounds stand
             for it in items:
                 other_bound += it[2]
                 predicted += it[2]
                 corrected += it[2]
                 if measured:
                     meas_total += it[2]
-                nodes[it[3]] = {"family": None, "bound_s": it[2], "predicted_s": it[2], "corrected_s": it[2]}
+                nodes[it[3]] = {
+                    "family": None,
+                    "bound_s": it[2],
+                    "predicted_s": it[2],
+                    "corrected_s": it[2],
+                    "source": source,
+                    "basis": basis,
+                }
             summary["unmeasured ops (bound)"]["bound_s"] = other_bound
             continue
+        rows = [with_key(fam, it[0], priced) for it in items]
         reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
         df = _frame(rows)
-        groups = df.groupby(dtype_group(fam, df)).indices
         x = features(fam, df, hw)
         if cold_l2:
             x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
-        pred = np.empty(len(df))
-        corr = np.empty(len(df))
-        res = calibration_residuals(hw.name, framework, fam, dts)
-        for grp, idx in groups.items():
-            pred[idx] = fastest(fits[fam], grp, x.take(idx))
-            corr[idx] = fastest(fits[fam], grp, x.take(idx), res, df.iloc[idx])
+        res = calibration_residuals(hw.name, framework, fam, (priced,))
+        pred = fastest(fits, priced, x)
+        corr = fastest(fits, priced, x, res, df)
         fam_pred = float(pred @ reps)
         fam_corr = float(corr @ reps)
         fam_bound = float(sum(it[2] for it in items))
@@ -345,15 +287,19 @@ def predict_step(
                 "bound_s": it[2],
                 "predicted_s": float(pr),
                 "corrected_s": float(cr),
+                "source": source,
+                "basis": basis,
             }
         predicted += fam_pred
         corrected += fam_corr
-        entry = {"bound_s": fam_bound, "predicted_s": fam_pred, "corrected_s": fam_corr}
+        entry = summary.setdefault(fam, {"bound_s": 0.0, "predicted_s": 0.0, "corrected_s": 0.0})
+        entry["bound_s"] += fam_bound
+        entry["predicted_s"] += fam_pred
+        entry["corrected_s"] += fam_corr
         if measured:
-            m = measured_latency(fam, hw.name, framework, rows)
-            entry["measured_s"] = float(m @ reps)
-            meas_total += entry["measured_s"]
-        summary[fam] = entry
+            m = float(measured_latency(fam, hw.name, framework, rows) @ reps)
+            entry["measured_s"] = entry.get("measured_s", 0.0) + m
+            meas_total += m
     info = corpus_info()
     return Prediction(
         model=cs.label.split(" ")[0],
@@ -369,4 +315,7 @@ def predict_step(
         by_family=summary,
         calibrated_from=f"{info.package} {info.version}",
         nodes=nodes,
+        coverage=coverage_of(nodes, "predicted_s"),
+        calibrated=own_device,
+        corrected_coverage=coverage_of(nodes, "corrected_s"),
     )

@@ -60,6 +60,8 @@ class PhaseReport(Result):
     kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
     attention_flop_share: float
     energy_per_token_j: float | None  #: TDP x step time / tokens: an estimate at full power
+    #: what the device's roofs substituted (:func:`costmodel.hardware.fallback.roof_notes`)
+    notes: tuple[str, ...] = ()
 
     @property
     def tokens_per_s(self) -> float:
@@ -148,6 +150,18 @@ class DecodeLimits(Result):
     knee_batch: float | None = None  #: ``B* = a / (c - b)`` when compute-bound beyond it
     throughput_ceiling_tokens_per_s: float | None = None
     batch_for_90pct_of_ceiling: float | None = None  #: ``9a/b`` when memory-bound at every batch
+    #: the largest batch the device memory holds at this context (None: not checked)
+    max_batch_fits: int | None = None
+    #: ``B_max / max(T_mem(B_max), c B_max)`` (tokens/s): what the memory lets batching reach
+    throughput_at_max_batch_tokens_per_s: float | None = None
+
+    @property
+    def capped_by_memory(self) -> bool:
+        """True when the knee (or the 90 % batch) lies beyond the largest batch that fits."""
+        if self.max_batch_fits is None:
+            return False
+        beyond = self.knee_batch if self.knee_batch is not None else self.batch_for_90pct_of_ceiling
+        return beyond is not None and beyond > self.max_batch_fits
 
 
 def _root(f: Any, lo: float, hi: float) -> float | None:
@@ -172,6 +186,7 @@ def phase_fields(
     batch: int,
     tokens: int,
     tp: int,
+    notes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
     ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
@@ -191,6 +206,7 @@ def phase_fields(
         "kv_read_s": values["kv_read_s"],
         "attention_flop_share": values["attention_flops"] / flops if flops else 0.0,
         "energy_per_token_j": power_w * step / tokens if power_w is not None else None,
+        "notes": tuple(notes),
     }
 
 
@@ -232,8 +248,24 @@ class LimitNumbers:
     unit_forms: Callable[[str], tuple[sympy.Expr | str, float | None]]
 
 
-def limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
-    """Where batching stops paying (:func:`graphs.serving.limits.decode_limits` has the math)."""
+def limits_at(n: LimitNumbers, ctx: int | None, max_batch: int | None = None) -> DecodeLimits:
+    """Where batching stops paying (:func:`graphs.serving.limits.decode_limits` has the math).
+
+    With ``max_batch`` (the largest batch the memory holds at ``ctx``) the limits also give the
+    throughput at that batch, ``B_max / max(T_mem(B_max), c_u B_max)``, the ceiling batching can
+    actually reach when the knee or the 90 % batch lies beyond it.
+    """
+    lim = _limits_at(n, ctx)
+    if max_batch is None or ctx is None:
+        return lim
+    reach = None
+    if max_batch > 0:
+        step = max(n.mem(max_batch, ctx), *(f(max_batch, ctx) for f in n.comp.values()))
+        reach = max_batch / step
+    return dataclasses.replace(lim, max_batch_fits=max_batch, throughput_at_max_batch_tokens_per_s=reach)
+
+
+def _limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
     at = ctx or 4096
     c_unit = max(n.comp, key=lambda k: n.comp[k](1, at))
     c_form, ceiling = n.unit_forms(c_unit)

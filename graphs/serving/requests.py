@@ -8,8 +8,9 @@
   logarithm, as ShareGPT-like length distributions are usually fitted), clipped to
   ``[1, max]``.
 * A trace: CSV with a header ``arrival_s,prompt_tokens,output_tokens`` or JSON lines with those
-  keys, arrivals non-decreasing; optional ``prefix_id`` and ``prefix_tokens`` name a prompt prefix
-  that requests share (for prefix caching).
+  keys, arrivals non-decreasing (absolute times such as Unix timestamps are rebased to the
+  first arrival, exactly); optional ``prefix_id`` (any text) and ``prefix_tokens`` (its length,
+  at most the prompt's) name a prompt prefix that requests share (for prefix caching).
 
 A fixed ``seed`` makes a workload reproducible (numpy's PCG64).
 
@@ -23,16 +24,31 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from costmodel.errors import CostModelError
 
-__all__ = ["Request", "synthetic", "load_trace", "sample_lengths", "arrival_times", "MAX_TOKENS"]
+__all__ = [
+    "Request",
+    "Trace",
+    "synthetic",
+    "load_trace",
+    "read_trace",
+    "sample_lengths",
+    "arrival_times",
+    "MAX_TOKENS",
+    "RATE_RANGE",
+]
 
 MAX_TOKENS = 10**7  #: longest prompt or output a request may have
+#: request rates accepted (requests/s): one in about 12 days to a billion a second
+RATE_RANGE = (1e-6, 1e9)
 
 
 @dataclass(frozen=True)
@@ -86,8 +102,9 @@ def sample_lengths(
 
 def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -> np.ndarray:
     """``n`` arrival times (s) from 0 at ``rate`` requests/s (``poisson`` or ``gamma:CV``)."""
-    if not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
-        raise CostModelError(f"rate must be a positive number of requests per second, got {rate!r}")
+    lo, hi = RATE_RANGE
+    if not (isinstance(rate, int | float) and not isinstance(rate, bool) and lo <= rate <= hi):
+        raise CostModelError(f"rate must be in [{lo:g}, {hi:g}] requests per second, got {rate!r}")
     if process == "poisson":
         gaps = rng.exponential(1 / rate, n)
     elif process.startswith("gamma"):
@@ -130,59 +147,148 @@ def synthetic(
     ]
 
 
-def _row(i: int, row: dict[str, object], where: str) -> tuple[float, int, int]:
+MAX_TRACE_BYTES = 1 << 30  #: largest trace file read (1 GiB)
+MAX_TRACE_ROWS = 10**7  #: most requests a trace may hold
+MAX_LINE_CHARS = 1 << 20  #: longest line of a trace
+#: digits kept when arrivals are rebased: a time up to 1e18 s to 1e-40 s exactly
+_EXACT_DIGITS = 60
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A trace's requests, arrivals rebased so that the first is at 0 (``origin_s`` its original
+    time: absolute timestamps keep their precision, the differences being taken exactly)."""
+
+    requests: list[Request]
+    origin_s: float  #: the first row's arrival_s, subtracted from every arrival
+    prefixes: int  #: distinct prefix_id values
+
+
+def _int_field(row: dict[str, object], name: str, where: str, lo: int) -> int:
+    v = row[name]
     try:
-        a = float(row["arrival_s"])  # type: ignore[arg-type]
-        p, o = row["prompt_tokens"], row["output_tokens"]
-        p_i, o_i = int(p), int(o)  # type: ignore[call-overload]
-        if float(p) != p_i or float(o) != o_i:  # type: ignore[arg-type]
+        n = int(v)  # type: ignore[call-overload]
+        if isinstance(v, bool) or float(v) != n:  # type: ignore[arg-type]
             raise ValueError
-    except KeyError as exc:
-        raise CostModelError(f"{where} row {i}: missing field {exc.args[0]!r}") from None
-    except (TypeError, ValueError):
-        raise CostModelError(
-            f"{where} row {i}: arrival_s, prompt_tokens and output_tokens must be numbers"
-        ) from None
-    if not math.isfinite(a) or a < 0:
-        raise CostModelError(f"{where} row {i}: arrival_s must be a finite time >= 0, got {a}")
-    for name, v in (("prompt_tokens", p_i), ("output_tokens", o_i)):
-        if not 1 <= v <= MAX_TOKENS:
-            raise CostModelError(f"{where} row {i}: {name} must be in [1, {MAX_TOKENS}], got {v}")
-    return a, p_i, o_i
+    except (TypeError, ValueError, OverflowError):
+        raise CostModelError(f"{where}: {name} must be a whole number, got {str(v)[:40]!r}") from None
+    if not lo <= n <= MAX_TOKENS:
+        raise CostModelError(f"{where}: {name} must be in [{lo}, {MAX_TOKENS}], got {n}")
+    return n
 
 
-def load_trace(path: str | Path) -> list[Request]:
-    """Requests from a CSV or JSON-lines trace (module doc); one-line errors name the row and field."""
-    path = Path(path)
+def _row(row: dict[str, object], where: str) -> tuple[Decimal, int, int, object, int]:
+    """(arrival, prompt, output, prefix id or None, prefix tokens) of one row."""
+    for name in ("arrival_s", "prompt_tokens", "output_tokens"):
+        if row.get(name) is None:
+            raise CostModelError(f"{where}: missing field {name!r}")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CostModelError(f"trace {path}: cannot read it ({type(exc).__name__})") from None
-    rows: list[dict[str, object]] = []
-    if path.suffix in (".jsonl", ".json"):
-        for i, line in enumerate(text.splitlines(), 1):
+        a = Decimal(str(row["arrival_s"]).strip())
+    except InvalidOperation:
+        raise CostModelError(
+            f"{where}: arrival_s must be a number, got {str(row['arrival_s'])[:40]!r}"
+        ) from None
+    if not a.is_finite() or a < 0 or a > Decimal("1e18"):
+        raise CostModelError(f"{where}: arrival_s must be a finite time in [0, 1e18] s, got {a}")
+    p = _int_field(row, "prompt_tokens", where, 1)
+    o = _int_field(row, "output_tokens", where, 1)
+    pid = row.get("prefix_id")
+    has_tokens = row.get("prefix_tokens") not in (None, "")
+    if pid in (None, ""):
+        if has_tokens:
+            raise CostModelError(f"{where}: prefix_tokens needs a prefix_id naming the shared prefix")
+        return a, p, o, None, 0
+    if not has_tokens:
+        raise CostModelError(f"{where}: prefix_id needs prefix_tokens (how many prompt tokens are shared)")
+    k = _int_field(row, "prefix_tokens", where, 0)
+    if k > p:
+        raise CostModelError(f"{where}: prefix_tokens {k} is longer than the prompt ({p} tokens)")
+    return a, p, o, str(pid), k
+
+
+def _lines(f: IO[str], where: str) -> Iterator[str]:
+    """The file's lines, each at most :data:`MAX_LINE_CHARS` and all at most :data:`MAX_TRACE_BYTES`."""
+    total = 0
+    while True:
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        total += len(line)
+        if len(line) > MAX_LINE_CHARS:
+            raise CostModelError(f"{where}: a line is longer than {MAX_LINE_CHARS:,} characters")
+        if total > MAX_TRACE_BYTES:
+            raise CostModelError(f"{where}: larger than {MAX_TRACE_BYTES:,} characters (split it)")
+        yield line
+
+
+def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[str, object]]]:
+    if jsonl:
+        for i, line in enumerate(_lines(f, where), 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_float=Decimal)
             except (ValueError, RecursionError):
-                raise CostModelError(f"trace {path} row {i}: not a JSON object") from None
+                raise CostModelError(f"{where} row {i}: not a JSON object") from None
             if not isinstance(obj, dict):
-                raise CostModelError(f"trace {path} row {i}: not a JSON object")
-            rows.append(obj)
-    else:
-        rows = list(csv.DictReader(text.splitlines()))
+                raise CostModelError(f"{where} row {i}: not a JSON object")
+            yield i, obj
+        return
+    reader = csv.DictReader(_lines(f, where))
+    i = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            limit = csv.field_size_limit()
+            why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
+            raise CostModelError(f"{where} row {i + 1}: not a CSV row ({why})") from None
+        i += 1
+        yield i, row  # type: ignore[misc]
+
+
+def read_trace(path: str | Path) -> Trace:
+    """A CSV or JSON-lines trace (module doc), its arrivals rebased to the first one; the suffix is
+    matched case-insensitively and a UTF-8 byte-order mark is dropped. One-line errors name the
+    row and field; reads are bounded (:data:`MAX_TRACE_BYTES`, :data:`MAX_TRACE_ROWS`)."""
+    path = Path(path)
+    where = f"trace {str(path)[:200]}"
+    jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
+    rows: list[tuple[Decimal, int, int, object, int]] = []
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            for i, row in _records(f, where, jsonl):
+                if len(rows) >= MAX_TRACE_ROWS:
+                    raise CostModelError(f"{where}: more than {MAX_TRACE_ROWS:,} requests")
+                rows.append(_row(row, f"{where} row {i}"))
+                if len(rows) > 1 and rows[-1][0] < rows[-2][0]:
+                    raise CostModelError(
+                        f"{where} row {i}: arrival_s {rows[-1][0]} is before the previous row's "
+                        f"{rows[-2][0]} (sort it)"
+                    )
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CostModelError(f"{where}: cannot read it ({type(exc).__name__})") from None
     if not rows:
-        raise CostModelError(f"trace {path}: no requests")
-    if len(rows) > 10**7:
-        raise CostModelError(f"trace {path}: more than 10,000,000 requests")
-    out, last = [], 0.0
-    for i, row in enumerate(rows, 1):
-        a, p, o = _row(i, row, f"trace {path}")
-        if a < last:
-            raise CostModelError(
-                f"trace {path} row {i}: arrival_s {a} is before the previous row's {last} (sort it)"
+        raise CostModelError(f"{where}: no requests")
+    t0 = rows[0][0]
+    ids: dict[object, int] = {}
+    with localcontext(Context(prec=_EXACT_DIGITS)):  # the difference of the decimal texts, exact
+        out = [
+            Request(
+                i,
+                float(a - t0),  # then rounded once
+                p,
+                o,
+                None if pid is None else ids.setdefault(pid, len(ids)),
+                k,
             )
-        last = a
-        out.append(Request(i - 1, a, p, o))
-    return out
+            for i, (a, p, o, pid, k) in enumerate(rows)
+        ]
+    return Trace(out, float(t0), len(ids))
+
+
+def load_trace(path: str | Path) -> list[Request]:
+    """The requests of :func:`read_trace` (arrivals from the first one at 0)."""
+    return read_trace(path).requests

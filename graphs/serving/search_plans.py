@@ -1,6 +1,7 @@
 """The design search's grid: its plans (device, dtypes, tp, ep) and axes, checked.
 
-A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
+A device or dtype given twice (a device also by an alias: ``h100`` and ``h100-sxm``) makes one
+plan, and the repeats are named. A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
 bridge, board or NVL72 rack joins) is left out and named: the search's step model prices
 collectives on that link only.
 """
@@ -36,7 +37,11 @@ class Plan:
 
 
 def grid_size(
-    n_plans: int, pps: Sequence[int], mbs: Sequence[int], batches: Sequence[int], ctxs: Sequence[int]
+    n_plans: int,
+    pps: Sequence[int] | np.ndarray,
+    mbs: Sequence[int] | np.ndarray,
+    batches: Sequence[int] | np.ndarray,
+    ctxs: Sequence[int] | np.ndarray,
 ) -> int:
     """Points in the grid: plans x pp x micro-batches x batches x contexts."""
     return n_plans * len(pps) * len(mbs) * len(batches) * len(ctxs)
@@ -60,11 +65,21 @@ def plans_of(
     kvds: Sequence[Any],
     tps: list[int],
     eps: list[int],
-) -> tuple[list[Plan], list[str]]:
-    """The plans of the grid, leaving out those wider than their device's scale-up domain."""
-    plans, beyond = [], []
-    for dev, wd, kvd, t, e in itertools.product(devices, wds, kvds, tps, eps):
+) -> tuple[list[Plan], list[str], tuple[str, ...]]:
+    """The plans of the grid, leaving out those wider than their device's scale-up domain, and
+    the repeated devices and dtypes (each searched once)."""
+    hws: dict[str, Hardware] = {}
+    dups: list[str] = []
+    for dev in devices:
         hw = get_device(dev)
+        if hw.name in hws:
+            dups.append(f"{dev} (= {hw.name})" if dev != hw.name else hw.name)
+        hws.setdefault(hw.name, hw)
+    for kind, values in (("weight dtype", wds), ("kv dtype", kvds)):
+        dups += [f"{kind} {v}" for i, v in enumerate(values) if v in list(values)[:i]]
+    plans, beyond = [], []
+    grid = itertools.product(hws.values(), dict.fromkeys(wds), dict.fromkeys(kvds), tps, eps)
+    for hw, wd, kvd, t, e in grid:
         domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
         if domain is not None and t * e > domain:
             beyond.append(f"{hw.name} tp={t} ep={e} (domain {domain})")
@@ -75,4 +90,7 @@ def plans_of(
         raise CostModelError(
             "every plan spans more devices than its scale-up domain joins: " + "; ".join(beyond)
         )
-    return plans, beyond
+    unique = list(dict.fromkeys(plans))  # None and the model's own dtype make the same plan
+    if len(unique) < len(plans):
+        dups.append(f"{len(plans) - len(unique)} plan(s) equal to another (a dtype the model already has)")
+    return unique, beyond, tuple(dups)

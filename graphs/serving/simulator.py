@@ -18,6 +18,7 @@ a context switch per iteration for nothing it needs).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -30,6 +31,7 @@ import numpy as np
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
+from costmodel.outfiles import atomic_write
 from costmodel.results import Result, plain
 from models.config import ModelConfig
 
@@ -43,6 +45,9 @@ from .workload import Workload, as_workload
 __all__ = ["Topology", "SimResult", "simulate", "Summary"]
 
 ROUTERS = ("round_robin", "least_outstanding")
+MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
+#: KV-transfer link bandwidths accepted (bytes/s): 1 MB/s to 1 PB/s
+LINK_BANDWIDTH_RANGE = (1e6, 1e15)
 
 
 @dataclass(frozen=True)
@@ -60,16 +65,25 @@ class Topology(Result):
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
             raise CostModelError(f"router {self.router!r} not allowed; allowed: {', '.join(ROUTERS)}")
-        for name in ("replicas", "tp"):
+        for name, lo in (("replicas", 1), ("tp", 1), ("prefill_replicas", 0), ("decode_replicas", 0)):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 4096:
-                raise CostModelError(f"{name} must be a whole number in [1, 4096], got {v!r}")
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_REPLICAS:
+                raise CostModelError(f"{name} must be a whole number in [{lo}, {MAX_REPLICAS}], got {v!r}")
         if (self.prefill_replicas > 0) != (self.decode_replicas > 0):
             raise CostModelError(
                 "a disaggregated topology needs both prefill_replicas and decode_replicas > 0"
             )
-        if self.disaggregated and (self.link_bandwidth is None or not self.link_bandwidth > 0):
-            raise CostModelError("a disaggregated topology needs a positive link_bandwidth (bytes/s)")
+        if self.disaggregated:
+            bw_lo, bw_hi = LINK_BANDWIDTH_RANGE
+            bw = self.link_bandwidth
+            if not (isinstance(bw, int | float) and bw_lo <= bw <= bw_hi):
+                raise CostModelError(
+                    f"link_bandwidth must be in [{bw_lo:g}, {bw_hi:g}] bytes/s for a disaggregated "
+                    f"topology, got {bw!r}"
+                )
+        lat = self.link_latency
+        if not (isinstance(lat, int | float) and 0 <= lat <= 1):
+            raise CostModelError(f"link_latency must be in [0, 1] s per layer, got {lat!r}")
 
     @property
     def disaggregated(self) -> bool:
@@ -107,13 +121,21 @@ class SimResult(Result):
     topology: Topology
     rate: float | None
     requests: int
-    duration_s: float  #: first arrival to last finish
+    duration_s: float  #: first arrival to last finish (the drain tail included)
     ttft: Summary
     tpot: Summary
     e2e: Summary
-    requests_per_s: float
-    output_tokens_per_s: float
+    requests_per_s: float  #: requests / duration_s: the drain tail after the last arrival included
+    output_tokens_per_s: float  #: likewise
     output_tokens_per_s_per_device: float
+    #: steady state: completions and output tokens between the first and the last arrival, per
+    #: second of that window (None when every request arrives at once)
+    steady_requests_per_s: float | None
+    steady_output_tokens_per_s: float | None
+    steady_window_s: float  #: last arrival - first arrival
+    offered_requests_per_s: float | None  #: the arrivals' own rate over that window: (n - 1) / window
+    drain_s: float  #: last finish - last arrival: the tail after the arrivals stop
+    time_origin_s: float  #: the first arrival's time; every time inside is relative to it
     goodput_requests_per_s: float | None  #: requests/s meeting both SLOs
     slo_attainment: float | None
     preemptions: int
@@ -130,11 +152,11 @@ class SimResult(Result):
         skip = ("per_request", "timeline")
         return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
 
-    def requests_csv(self, path: str) -> None:
-        """One row per request."""
+    def requests_csv(self, path: str, flag: str = "csv") -> None:
+        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically."""
         keys = list(self.per_request)
         rows = zip(*(self.per_request[k].tolist() for k in keys), strict=True)
-        with open(path, "w", encoding="utf-8") as f:
+        with atomic_write(path, flag) as f:
             f.write(",".join(keys) + "\n")
             for r in rows:
                 f.write(",".join(repr(v) for v in r) + "\n")
@@ -159,6 +181,12 @@ def simulate(
     cfg = engine or EngineConfig()
     if not requests:
         raise CostModelError("no requests to simulate")
+    for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
+        if slo is not None and not (isinstance(slo, int | float) and 0 < slo <= 1e6):
+            raise CostModelError(f"{name} must be in (0, 1e6] s, got {slo!r}")
+    t0 = min(r.arrival_s for r in requests)
+    if not (math.isfinite(t0) and t0 >= 0):
+        raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
     step = mixed_step(w, hw, tp=topo.tp)
     led = _ledger(w, "decode", 1, topo.tp, None, None)
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
@@ -174,7 +202,9 @@ def simulate(
     else:
         front = back = pool(topo.replicas, 0)
     replicas = front if front is back else front + back
-    seqs = [Seq(r) for r in requests]
+    # every time relative to the first arrival: absolute timestamps (1e9 s of Unix time, 1e15 ...)
+    # would otherwise leave TTFTs and TPOTs below the floating-point spacing of the clock
+    seqs = [Seq(r if t0 == 0 else dataclasses.replace(r, arrival_s=r.arrival_s - t0)) for r in requests]
     for s in seqs:
         if not cfg.enable_chunked_prefill and s.req.prompt + s.req.output > cfg.max_num_batched_tokens:
             raise CostModelError(
@@ -195,6 +225,7 @@ def simulate(
     rr_back = itertools.cycle(range(len(back)))
     in_flight: dict[int, list[tuple[Seq, int]]] = {}
     finished = 0
+    emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
 
     def route(pool_: list[Replica], cycle: Any) -> Replica:
         if topo.router == "round_robin":
@@ -230,7 +261,9 @@ def simulate(
             rep = obj
             batch = in_flight.pop(rep.index)
             rep.busy_until = None
+            before = rep.emitted
             done, handed = rep.finish_iteration(batch, now)
+            emitted.append((now, rep.emitted - before))
             finished += len(done)
             if progress and done:
                 progress(finished, len(seqs))
@@ -240,7 +273,7 @@ def simulate(
             kick(rep, now)
             if rep.idle:
                 rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
-    return _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot)
+    return _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0)
 
 
 def _admit_transferred(rep: Replica, s: Seq) -> None:
@@ -268,6 +301,8 @@ def _summarise(
     replicas: list[Replica],
     slo_ttft: float | None,
     slo_tpot: float | None,
+    emitted: list[tuple[float, int]],
+    origin: float,
 ) -> SimResult:
     missing = [s.req.rid for s in seqs if s.finish_s is None or s.generated != s.req.output]
     if missing:
@@ -307,6 +342,16 @@ def _summarise(
             dt = np.diff(rec[:, 0], append=end)
             area += float(np.sum((rec[:, 2] + rec[:, 3]) * dt))
     mean_in = area / span if math.isfinite(span) else 0.0
+    # steady state: what completes, and what is emitted, while requests still arrive
+    t_first, t_last = float(arrival.min()), float(arrival.max())
+    window = t_last - t_first
+    steady_req = steady_tok = None
+    em = np.array(emitted, dtype=float).reshape(-1, 2)
+    if int(em[:, 1].sum()) != int(out.sum()):
+        raise CostModelError(f"internal: {int(em[:, 1].sum())} tokens emitted for {int(out.sum())} asked")
+    if window > 0:
+        steady_req = float(np.count_nonzero(finish <= t_last)) / window
+        steady_tok = float(em[em[:, 0] <= t_last, 1].sum()) / window
     return SimResult(
         model=model,
         device=device,
@@ -320,6 +365,12 @@ def _summarise(
         requests_per_s=len(seqs) / span,
         output_tokens_per_s=float(out.sum()) / span,
         output_tokens_per_s_per_device=float(out.sum()) / span / topo.devices,
+        steady_requests_per_s=steady_req,
+        steady_output_tokens_per_s=steady_tok,
+        steady_window_s=window,
+        offered_requests_per_s=(len(seqs) - 1) / window if window > 0 else None,
+        drain_s=end - t_last,
+        time_origin_s=origin,
         goodput_requests_per_s=float(ok.sum()) / span if has_slo else None,
         slo_attainment=float(ok.mean()) if has_slo else None,
         preemptions=sum(r.preemptions for r in replicas),

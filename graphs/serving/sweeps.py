@@ -25,6 +25,7 @@ from costmodel.errors import CostModelError
 from costmodel.frontier import pareto_mask
 from costmodel.hardware import get_device
 from costmodel.ledger import Overhead
+from costmodel.outfiles import atomic_write
 from models.catalog import get_model
 from models.config import ModelConfig
 
@@ -78,10 +79,10 @@ class SweepResult:
         idx = idx[np.argsort(-self.columns["tokens_per_s_per_user"][idx], kind="stable")]
         return self.rows(idx.tolist())
 
-    def to_csv(self, path: str | Path) -> None:
-        """Every point, one CSV row each, written from the columns (no dict per point)."""
+    def to_csv(self, path: str | Path, flag: str = "csv") -> None:
+        """Every point, one CSV row each, written from the columns (no dict per point), atomically."""
         keys = list(self.columns)
-        with open(path, "w", newline="") as f:
+        with atomic_write(path, flag) as f:
             w = csv.writer(f)
             w.writerow(keys)
             w.writerows(zip(*(self.columns[k].tolist() for k in keys), strict=True))

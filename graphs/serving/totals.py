@@ -20,13 +20,12 @@ from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.graph import (
     KIND,
-    OP,
     OUTPUTS,
     REPEAT,
     edge_bytes_total,
     graph_total,
 )
-from costmodel.keys import COST, G_BATCH, G_TOKENS, KV_CAP, NodeKind, Phase
+from costmodel.keys import COST, G_BATCH, G_TOKENS, KV_CAP, ROLE, NodeKind, Phase, Role
 from costmodel.ledger import MemoryLedger
 from costmodel.results import Result
 from costmodel.symbols import B as B_sym
@@ -76,8 +75,8 @@ def op_total(g: nx.DiGraph) -> Cost:
 
 
 def attention_flops(g: nx.DiGraph) -> sympy.Expr:
-    """FLOPs of the attention op nodes (score, softmax and PV work)."""
-    return graph_total(g, kinds=[NodeKind.OP], where=lambda n, d: d.get(OP) == "attention").flops
+    """FLOPs of the nodes whose role is attention (score, softmax and PV work, whatever the rule)."""
+    return graph_total(g, kinds=[NodeKind.OP], where=lambda n, d: d.get(ROLE) == Role.ATTENTION).flops
 
 
 def tidy(expr: sympy.Expr) -> sympy.Expr:

@@ -1,0 +1,205 @@
+"""Does a step's point fit the device memory? The verdict, and the capacity ledger in a card.
+
+:class:`CapacityCheck` is what ``decode``, ``prefill``, ``model analyze`` and ``serve`` print
+first when a point does not fit (and why they refuse to print its latency). It is filled by
+:func:`check_capacity` from the ledger's terms as plain functions of (batch, tokens), solved
+by :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is: the library
+(:func:`graphs.serving.ledger_fit.capacity_check`) passes the ledger's compiled terms, and
+a cached card (:mod:`graphs.serving.cards`) the same terms stored as text
+(:func:`ledger_card`, :func:`capacity_from_card`).
+
+Light on purpose (no sympy, numpy or networkx at import), like :mod:`graphs.serving.reports`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.arith import ArithError, compile_numeric
+from costmodel.keys import Phase
+from costmodel.ledger_solve import solve_capacity
+from costmodel.results import Result
+
+from .cards import CardError, to_text
+
+__all__ = ["LEDGER_TERMS", "CapacityCheck", "check_capacity", "ledger_card", "capacity_from_card"]
+
+_ARGS = {"decode": ("B", "ctx"), "prefill": ("B", "S")}  #: a card's two arguments per kind
+
+
+#: the capacity ledger's terms (bytes), as :meth:`costmodel.ledger.MemoryLedger.numeric_terms` names them
+LEDGER_TERMS = ("weights", "kv_cache", "activations", "overhead")
+
+#: largest batch (and context) a capacity check searches
+_BATCH_UPPER, _CONTEXT_UPPER = 1 << 20, 1 << 26
+
+
+@dataclass(frozen=True)
+class CapacityCheck(Result):
+    """Whether one step's point fits one device's memory: the capacity ledger (weights, KV cache,
+    live activations, overhead per device at ``tp``) against the device capacity (bytes).
+
+    ``tokens`` is the context of a decode step (the prompt of a prefill one); ``max_batch`` and
+    ``max_context`` are the largest batch at ``tokens`` and the longest context at ``batch`` that
+    fit (0: none). When the point does not fit, ``devices_needed`` is the ledger's lower bound
+    ``ceil(total at tp=1 / capacity)`` (at least ``tp + 1``) and ``tp_that_fits`` the smallest
+    tensor-parallel degree the model splits over at which it fits (None: none tried did).
+    """
+
+    device: str
+    tp: int
+    phase: Phase
+    batch: int
+    tokens: int
+    needed_bytes: float
+    capacity_bytes: float
+    max_batch: int
+    max_context: int
+    devices_needed: int | None = None
+    tp_that_fits: int | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.capacity_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "fits": self.fits}
+
+    def headline(self, try_flag: str | None = "--tp") -> str:
+        """The first line a report prints when the point does not fit, e.g. ``does not fit on
+        1×h100-sxm: needs ≥ 11 devices (try --tp 16)``; ``try_flag=None`` where the command has
+        no tensor-parallel flag (the hint then names the degree instead of a flag)."""
+        need = f": needs ≥ {self.devices_needed} devices" if self.devices_needed else ""
+        hints = []
+        if self.tp_that_fits is not None:
+            hints.append(
+                f"try {try_flag} {self.tp_that_fits}" if try_flag else f"fits at tp {self.tp_that_fits}"
+            )
+        elif self.devices_needed:
+            hints.append("no tensor-parallel degree tried fits this batch")
+        if self.max_batch > 0:
+            hints.append(
+                f"or at most batch {self.max_batch} at tp {self.tp}"
+                if hints
+                else f"at most batch {self.max_batch} fits"
+            )
+        hint = f" ({', '.join(hints)})" if hints else ""
+        return f"does not fit on {self.tp}×{self.device}{need}{hint}"
+
+    def detail(self) -> str:
+        """One line of the ledger behind the verdict (GiB, as ``costmodel ledger`` prints)."""
+        gib = 1024**3
+        where = "ctx" if self.phase == Phase.DECODE else "seq"
+        fits = f"at most batch {self.max_batch} fits" if self.max_batch else "not even batch 1 fits"
+        return (
+            f"  batch {self.batch} at {where} {self.tokens} needs {self.needed_bytes / gib:.2f} GiB per device; "
+            f"the device holds {self.capacity_bytes / gib:.2f} GiB; {fits} (costmodel ledger has the terms)"
+        )
+
+
+def check_capacity(
+    terms: Callable[[float, float], Mapping[str, float]],
+    *,
+    capacity: float,
+    device: str,
+    tp: int,
+    phase: Phase,
+    batch: int,
+    tokens: int,
+) -> CapacityCheck:
+    """A :class:`CapacityCheck` from the ledger's terms as a function of (batch, tokens) in
+    bytes (decode: ``tokens`` cached, ``batch`` active; prefill: ``batch * tokens`` active),
+    solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is."""
+
+    def at(b: float, t: float) -> dict[str, float]:
+        got = terms(b, t)
+        v = {k: float(got[k]) for k in LEDGER_TERMS}
+        return {**v, "total": sum(v.values())}
+
+    need = at(batch, tokens)["total"]
+    fit_b = solve_capacity(capacity, lambda b: at(b, tokens), _BATCH_UPPER)
+    fit_c = solve_capacity(capacity, lambda c: at(batch, c), _CONTEXT_UPPER)
+    return CapacityCheck(device, tp, phase, batch, tokens, need, capacity, fit_b.value, fit_c.value)
+
+
+def ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> dict[str, Any]:
+    """The capacity ledger's terms (bytes) as text in the card's two arguments (decode: ``B``
+    sequences holding ``ctx`` tokens, ``B`` active; prefill: ``B`` prompts of ``S``, ``B S``
+    active), the capacity, and their values at the card's check point."""
+    import sympy
+
+    from costmodel.cost import as_float
+    from costmodel.symbols import dim
+
+    from .ledger_fit import ledger_terms
+
+    b, t = (dim(n) for n in at)  # B and ctx (decode) or S (prefill)
+    cap = as_float(hw.capacity())
+    if phase == Phase.PREFILL:
+        led = ledger_terms(w, phase=phase, tp=tp, seq=at["S"])
+        if (
+            led.activation_bytes_per_token
+            != ledger_terms(w, phase=phase, tp=tp, seq=4096).activation_bytes_per_token
+        ):
+            raise CardError("this model's prefill activations per token depend on the prompt length")
+        terms = led.terms(batch=b, cached_tokens=t, active_tokens=b * t, capacity=cap)
+    else:
+        terms = ledger_terms(w, phase=phase, tp=tp).terms(
+            batch=b, cached_tokens=t, active_tokens=b, capacity=cap
+        )
+    args = tuple(at)
+    exprs = {k: getattr(terms, k) for k in LEDGER_TERMS}
+    return {
+        "capacity": cap,
+        "terms": {k: to_text(v, args) for k, v in exprs.items()},
+        "check": {
+            k: float(sympy.sympify(v).subs({b: at[args[0]], t: at[args[1]]})) for k, v in exprs.items()
+        },
+    }
+
+
+def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> CapacityCheck:
+    """Does ``batch`` at ``tokens`` (decode: context; prefill: prompt) fit, from a card's ledger
+    (:func:`graphs.serving.reports.check_capacity`, as the library's
+    :func:`graphs.serving.ledger_fit.capacity_check` solves it, without devices suggested).
+
+    Raises :class:`CardError` when the card has no readable ledger or its text does not
+    reproduce its check point.
+    """
+    try:
+        kind = card.get("kind")
+        args = _ARGS[kind]
+        led = card["ledger"]
+        cap = float(led["capacity"])
+        fns = {k: compile_numeric(led["terms"][k], args) for k in LEDGER_TERMS}
+        pt = (float(card["check"][args[0]]), float(card["check"][args[1]]))
+        got = {k: f(*pt) for k, f in fns.items()}
+        ok = (
+            math.isfinite(cap)
+            and cap > 0
+            and all(
+                math.isfinite(g)
+                and g >= 0
+                and math.isclose(g, float(led["check"][k]), rel_tol=1e-9, abs_tol=1e-300)
+                for k, g in got.items()
+            )
+        )
+        if not ok:
+            raise CardError("the card's ledger does not reproduce its check point")
+        device, tp = str(card["device"]), int(card["tp"])
+    except CardError:
+        raise
+    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable card ledger: {type(exc).__name__}: {exc}") from None
+    return check_capacity(
+        lambda b, t: {k: f(b, t) for k, f in fns.items()},
+        capacity=cap,
+        device=device,
+        tp=tp,
+        phase=Phase(kind),
+        batch=batch,
+        tokens=tokens,
+    )

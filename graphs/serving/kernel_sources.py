@@ -1,0 +1,171 @@
+"""Which measured fits price a kernel of a model step, and what a prediction rests on.
+
+:func:`calibration` fits one family's dtype groups for a device and framework on
+the measured corpus (:mod:`costmodel.measured`): the device's own rows when it has
+measurements, else every measured device's; the framework's rows, else every
+framework's. :func:`kernel_source` picks, per family and dtype key, the fits that
+price it and names what they rest on:
+
+* ``measured``: the device's own rows of the framework's kernels of that dtype;
+* ``neighbour``: other devices' fits on this device's datasheet (it has no
+  measurements), other frameworks' kernels, or another dtype's kernels: only the
+  substitutions of :data:`SUBSTITUTES` (FP16 by BF16), each named, never a silent
+  fallback to whichever dtype was fitted;
+* ``bound``: no fits; the roofline bound prices it.
+
+:class:`Coverage` sums a prediction's seconds by these three, each neighbour and
+bound share with its reason (:func:`coverage_of`); :data:`WARN_SHARE` is the share
+above which the command line warns. :mod:`graphs.serving.predict` composes them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from costmodel.results import Result
+
+__all__ = [
+    "SUBSTITUTES",
+    "WARN_SHARE",
+    "Coverage",
+    "KernelSource",
+    "calibration",
+    "calibration_residuals",
+    "coverage_of",
+    "kernel_source",
+    "substitute",
+    "with_key",
+]
+
+#: a corpus dtype with no measurements -> the measured one whose kernels price it. FP16 by
+#: BF16: the same tensor-core rate on every measured device (dense FP16 = BF16 Tensor Core
+#: FLOP/s in each datasheet: A100 312 T, H100 SXM 989 T, B200 2.25 P), the same 2 bytes per
+#: element, and the same kernel templates instantiated for either type (cuBLAS, CUTLASS,
+#: FlashAttention); the corpus measures BF16 only.
+SUBSTITUTES = {"float16": "bfloat16"}
+
+#: a share of a prediction above this, from neighbours or from the bound, is worth a warning
+WARN_SHARE = 0.10
+
+
+@functools.cache
+def calibration(
+    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Fits of one family's dtype groups for ``device`` and ``framework`` (module doc).
+
+    The device's own rows when it has measurements, else every measured device's
+    (its datasheet and the fitted fractions); the framework's rows, else every
+    framework's.
+    """
+    from costmodel.measured import systems_with_data
+    from costmodel.measured.applied import fit_groups
+
+    have = systems_with_data(family)
+    devs = [device] if device in have else have
+    return fit_groups(family, devs, framework, dtypes) or fit_groups(family, devs, None, dtypes)
+
+
+@functools.cache
+def calibration_residuals(
+    device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group."""
+    from costmodel.measured import systems_with_data
+    from costmodel.measured.applied import group_residuals
+
+    have = systems_with_data(family)
+    devs = [device] if device in have else have
+    return group_residuals(family, calibration(device, framework, family, dtypes), devs, framework)
+
+
+def substitute(key: str) -> str | None:
+    """The measured dtype key that prices ``key`` (:data:`SUBSTITUTES`), or None."""
+    parts = key.split("/")
+    sub = "/".join(SUBSTITUTES.get(x, x) for x in parts)
+    return sub if sub != key else None
+
+
+def with_key(family: str, row: dict[str, Any], key: str) -> dict[str, Any]:
+    if family in ("context_attention", "generation_attention"):
+        a, kv = key.split("/")
+        return {**row, "attn_dtype": a, "kv_dtype": kv}
+    return {**row, "dtype": key}
+
+
+class KernelSource(NamedTuple):
+    """The fits pricing one family's rows of one dtype key, and what they rest on (:func:`kernel_source`)."""
+
+    key: str  #: the dtype key priced (a substitute's, :data:`SUBSTITUTES`)
+    fits: dict[str, Any]
+    source: str  #: measured, neighbour or bound
+    basis: str  #: why, for a neighbour or the bound
+    own_device: bool  #: the fits read the device's own rows
+
+
+@functools.cache
+def kernel_source(device: str, framework: str, family: str, key: str) -> KernelSource:
+    """The fits pricing ``family`` rows of dtype ``key``: ``measured`` (the device's own
+    rows of the framework's kernels of that dtype), ``neighbour`` (the basis says which:
+    other devices, other frameworks, another dtype) or ``bound`` (no fits: why)."""
+    from costmodel.measured import systems_with_data
+
+    have = systems_with_data(family)
+    for k in (key, substitute(key)):
+        if k is None:
+            continue
+        fits = calibration(device, framework, family, (k,))
+        if not fits:
+            continue
+        basis = []
+        if k != key:
+            basis.append(f"{family} {k} kernels for {key}")
+        if device not in have:
+            basis.append(f"{family}: other devices' fits ({len(have)} measured) on {device}'s datasheet")
+        fws = sorted({fw for f in fits.values() for fw in f.frameworks})
+        if fws != [framework]:
+            basis.append(f"{family}: {'/'.join(fws)} kernels (no {framework} {k} measured)")
+        return KernelSource(k, fits, "neighbour" if basis else "measured", "; ".join(basis), device in have)
+    return KernelSource(key, {}, "bound", f"no {family} {key} kernels measured", False)
+
+
+def coverage_of(nodes: dict[str, dict[str, Any]], what: str) -> Coverage:
+    parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
+    why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
+    for nd in nodes.values():
+        t = float(nd[what])
+        parts[nd["source"]] += t
+        if nd["source"] in why:
+            why[nd["source"]][nd["basis"]] = why[nd["source"]].get(nd["basis"], 0.0) + t
+    return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+
+
+@dataclass(frozen=True)
+class Coverage(Result):
+    """Seconds of a predicted time by what they rest on (module doc).
+
+    ``measured_s``: the device's own measured kernels of the framework and dtype;
+    ``neighbour_s``: other devices', frameworks' or dtypes' kernels, per reason in
+    ``neighbours``; ``bound_s``: roofline bounds alone, per reason in ``bounds``.
+    """
+
+    measured_s: float
+    neighbour_s: float
+    bound_s: float
+    neighbours: dict[str, float] = field(default_factory=dict)
+    bounds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return self.measured_s + self.neighbour_s + self.bound_s
+
+    def share(self, part: str) -> float:
+        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
+        return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """The parts (``neighbour``, ``bound``) above :data:`WARN_SHARE` of the total."""
+        return tuple(p for p in ("neighbour", "bound") if self.share(p) > WARN_SHARE)

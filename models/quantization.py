@@ -1,0 +1,271 @@
+"""A Hugging Face ``config.json``'s ``torch_dtype`` and ``quantization_config``, read into dtypes.
+
+:func:`float_dtype` maps ``torch_dtype`` (or ``dtype``, its name since transformers
+4.56) onto a float format: ``float32``, ``float16``, ``bfloat16``, ``float64``,
+``float8_e4m3fn``, ``float8_e5m2``; anything else is refused (never a silent bf16).
+
+:func:`quantized_fields` maps a ``quantization_config`` onto the config's dtype
+fields. The weights it names are the linear layers of the decoder blocks; the
+input embedding (an ``nn.Embedding``, which none of these methods converts) and
+the lm_head stay at the float dtype unless the config says otherwise (GPTQ's
+``lm_head: true``), as do the norms' weight vectors and the activations:
+
+=====================  ==========================================================================
+``gptq``               ``bits``, ``group_size`` (-1: per channel), ``sym``: ``int<b>_g<G>``, plus
+                       a ``b``-bit zero per group when ``sym`` is false (:mod:`costmodel.dtypes`);
+                       ``lm_head: true`` quantises the head too
+``awq``                ``bits``/``w_bit``, ``group_size``/``q_group_size``, ``zero_point``
+                       (default true: asymmetric, ``int4_g128_asym`` = 4.15625 bits)
+``fp8``, ``fbgemm_fp8``  FP8 E4M3 weights, W8A8 (dynamic FP8 activations: the matmul runs on the
+                       FP8 roof); a ``weight_block_size`` [128, 128] adds one FP32 scale per
+                       16384 weights (0.002 bits, ignored)
+``compressed-tensors`` ``config_groups``' ``weights`` (``num_bits``, ``type`` int/float,
+                       ``strategy``, ``group_size``, ``symmetric``) and ``input_activations``
+                       (W8A8 FP8 or INT8, NVFP4 W4A4); ``kv_cache_scheme`` FP8 sets the KV
+                       dtype; ``ignore`` lists the unconverted modules (``lm_head``)
+``modelopt``           ``quant_algo`` ``FP8`` (W8A8) or ``NVFP4`` (W4A4); ``kv_cache_quant_algo``
+``mxfp4``              MXFP4 (4.25 bits); on a MoE model only the routed experts (gpt-oss:
+                       attention, router, embedding and head in ``modules_to_not_convert``)
+``bitsandbytes``       ``load_in_4bit``: NF4/FP4 in blocks of 64 with an FP32 absmax, 4.5 bits,
+                       4.127 with ``bnb_4bit_use_double_quant``; ``load_in_8bit``: LLM.int8()
+                       int8 weights and int8 matmuls (one FP32 scale per row, O(1/K), ignored)
+=====================  ==========================================================================
+
+``modules_to_not_convert`` (and bitsandbytes' ``llm_int8_skip_modules``) may name
+the head, the embedding, MoE routers and vision towers (none of them decoder
+linears); a list that leaves other decoder linears unconverted (partial
+quantisation) cannot be expressed and is refused, as is any other
+``quant_method``: both point to ``--weight-dtype``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from costmodel.dtypes import get_dtype, group_quantised
+from costmodel.errors import CostModelError
+
+from .config import ModelConfigError
+from .hf_families import first_field, int_field
+
+__all__ = ["float_dtype", "quantized_fields", "QUANT_METHODS", "FLOAT_TORCH_DTYPES"]
+
+#: ``torch_dtype`` names of the float formats a checkpoint's unquantised weights take
+FLOAT_TORCH_DTYPES = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float64": "fp64",
+    "float8_e4m3fn": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2",
+}
+
+QUANT_METHODS = (
+    "gptq",
+    "awq",
+    "fp8",
+    "fbgemm_fp8",
+    "compressed-tensors",
+    "modelopt",
+    "mxfp4",
+    "bitsandbytes",
+)
+
+_POINTER = (
+    "remove quantization_config from the file and give the weights' dtype with --weight-dtype "
+    "(e.g. int4_g128, fp8, nvfp4; --matmul-dtype for W8A8)"
+)
+
+#: module-name parts that are not decoder linears: head, embedding, MoE routers (``mlp.gate``)
+_NOT_DECODER = {"lm_head", "gate", "router", "wte", "wpe", "shared_expert_gate"}
+#: ... and what contains these: embeddings, vision towers and their projectors
+_NOT_DECODER_IN = ("embed", "vision", "visual", "projector")
+#: module-name parts of the attention block (kept unconverted in gpt-oss: only its experts are MXFP4)
+_ATTENTION = ("self_attn", "attn", "attention")
+
+
+def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
+    """The unquantised weights' dtype: ``torch_dtype`` (or ``dtype``), bf16 when neither is given."""
+    raw = cfg.get("torch_dtype", cfg.get("dtype"))
+    if raw is None:
+        return "bf16"
+    text = str(raw).removeprefix("torch.")
+    if text not in FLOAT_TORCH_DTYPES:
+        raise ModelConfigError(
+            f"{name}: torch_dtype {str(raw)[:60]!r} is not a float format this engine knows; "
+            f"allowed: {', '.join(FLOAT_TORCH_DTYPES)}; write one of them in the file (the "
+            "activations' dtype) and give the weights' with --weight-dtype"
+        )
+    return FLOAT_TORCH_DTYPES[text]
+
+
+def _int(q: Mapping[str, Any], keys: tuple[str, ...], name: str, default: Any = ...) -> Any:
+    """The first of ``keys`` ``q`` states, an integer (errors name the quantization_config)."""
+    return first_field(q, int_field, f"{name}: quantization_config", keys, default)
+
+
+def _grouped(bits: int, group: int, asym: bool, name: str) -> str:
+    try:
+        return group_quantised(bits, group, asymmetric=asym).name
+    except CostModelError as exc:
+        raise ModelConfigError(f"{name}: quantization_config: {exc}; {_POINTER}") from None
+
+
+def _skipped(q: Mapping[str, Any], keys: tuple[str, ...], name: str) -> list[str]:
+    out: list[str] = []
+    for k in keys:
+        v = q.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(m, str) for m in v):
+            raise ModelConfigError(f"{name}: quantization_config.{k} must be a list of module names")
+        out += v
+    return out
+
+
+def _parts(module: str) -> list[str]:
+    return [p for p in module.replace("re:", "").replace("*", ".").split(".") if p]
+
+
+def _experts_only(skipped: list[str], is_moe: bool, name: str, method: str) -> bool:
+    """Whether the unconverted modules leave only the routed experts quantised (refused if partial)."""
+    attention = False
+    for m in skipped:
+        parts = _parts(m)
+        if any(p in _NOT_DECODER or any(t in p for t in _NOT_DECODER_IN) for p in parts):
+            continue
+        if any(p in _ATTENTION for p in parts) and is_moe:
+            attention = True
+            continue
+        raise ModelConfigError(
+            f"{name}: quantization_config ({method}) leaves module {m[:80]!r} unconverted: partial "
+            f"quantisation of the decoder layers is not modelled; {_POINTER}"
+        )
+    return attention
+
+
+def _compressed_tensors(q: Mapping[str, Any], name: str) -> tuple[str, str | None, str | None]:
+    """(weight dtype, matmul dtype, KV dtype) of a compressed-tensors config (one scheme for all groups)."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise ModelConfigError(f"{name}: compressed-tensors quantization_config needs config_groups")
+    schemes = set()
+    for g in groups.values():
+        w = g.get("weights") if isinstance(g, Mapping) else None
+        a = g.get("input_activations") if isinstance(g, Mapping) else None
+        if not isinstance(w, Mapping):
+            raise ModelConfigError(f"{name}: compressed-tensors config group without 'weights': {g!r:.120}")
+        bits, kind = _int(w, ("num_bits",), name), str(w.get("type", "int"))
+        strategy, group = w.get("strategy", "tensor"), w.get("group_size")
+        if kind == "float" and bits == 8:
+            wd = "fp8_e4m3"
+        elif kind == "float" and bits == 4 and group == 16:
+            wd = "nvfp4"  # E2M1 with one FP8 scale per 16 (NVFP4)
+        elif kind == "int":
+            size = group if strategy == "group" and isinstance(group, int) else -1  # else per channel
+            wd = _grouped(bits, size, not w.get("symmetric", True), name)
+        else:
+            raise ModelConfigError(
+                f"{name}: compressed-tensors weights of {bits}-bit {kind!r} (group {group}) are not read; "
+                f"{_POINTER}"
+            )
+        md = None
+        if isinstance(a, Mapping):
+            ab, ak = _int(a, ("num_bits",), name), str(a.get("type", "int"))
+            md = {("float", 8): "fp8_e4m3", ("int", 8): "int8", ("float", 4): "nvfp4"}.get((ak, ab))
+            if md is None:
+                raise ModelConfigError(
+                    f"{name}: compressed-tensors activations of {ab}-bit {ak!r} are not read; {_POINTER}"
+                )
+        schemes.add((wd, md))
+    if len(schemes) != 1:
+        raise ModelConfigError(
+            f"{name}: compressed-tensors config_groups mix schemes {sorted(map(str, schemes))}: "
+            f"per-layer dtypes are not modelled; {_POINTER}"
+        )
+    kv = q.get("kv_cache_scheme")
+    kvd = None
+    if isinstance(kv, Mapping):
+        if (kv.get("type"), kv.get("num_bits")) != ("float", 8):
+            raise ModelConfigError(
+                f"{name}: compressed-tensors kv_cache_scheme {dict(kv)!r:.120} is not read"
+            )
+        kvd = "fp8_e4m3"
+    wd, md = schemes.pop()
+    return wd, md, kvd
+
+
+def quantized_fields(
+    cfg: Mapping[str, Any], name: str, base: str, *, is_moe: bool, tied: bool
+) -> dict[str, Any]:
+    """ModelConfig dtype fields from ``quantization_config`` (module doc); ``{}`` without one.
+
+    ``base`` is the float dtype (:func:`float_dtype`): the activations', the
+    embedding's and, unless quantised too, the lm_head's.
+    """
+    q = cfg.get("quantization_config")
+    if q is None:
+        return {}
+    if not isinstance(q, Mapping):
+        raise ModelConfigError(f"{name}: quantization_config must be a JSON object")
+    method = q.get("quant_method")
+    kv: str | None = None
+    matmul: str | None = None
+    head_quantised = False
+    skipped = _skipped(q, ("modules_to_not_convert", "llm_int8_skip_modules", "ignore"), name)
+    if method == "gptq":
+        bits = _int(q, ("bits",), name)
+        weight = _grouped(bits, _int(q, ("group_size",), name, 128), not q.get("sym", True), name)
+        head_quantised = bool(q.get("lm_head", False))
+    elif method == "awq":
+        bits = _int(q, ("bits", "w_bit"), name, 4)
+        group = _int(q, ("group_size", "q_group_size"), name, 128)
+        weight = _grouped(bits, group, bool(q.get("zero_point", True)), name)
+    elif method in ("fp8", "fbgemm_fp8"):
+        fmt = str(q.get("fmt", "e4m3"))
+        if fmt not in ("e4m3", "float8_e4m3fn"):
+            raise ModelConfigError(f"{name}: fp8 quantization_config fmt {fmt!r} is not read; {_POINTER}")
+        weight, matmul = "fp8_e4m3", "fp8_e4m3"
+    elif method == "compressed-tensors":
+        weight, matmul, kv = _compressed_tensors(q, name)
+    elif method == "modelopt":
+        algo = str(q.get("quant_algo", "")).upper()
+        if algo not in ("FP8", "NVFP4"):
+            raise ModelConfigError(
+                f"{name}: modelopt quant_algo {algo!r} is not read; allowed FP8, NVFP4; {_POINTER}"
+            )
+        weight = matmul = "fp8_e4m3" if algo == "FP8" else "nvfp4"
+        if str(q.get("kv_cache_quant_algo") or "").upper() == "FP8":
+            kv = "fp8_e4m3"
+    elif method == "mxfp4":
+        weight = "mxfp4"
+    elif method == "bitsandbytes":
+        if q.get("load_in_4bit"):
+            weight = "nf4_dq" if q.get("bnb_4bit_use_double_quant") else "nf4"  # FP4 is blocked the same way
+        elif q.get("load_in_8bit"):
+            weight = matmul = "int8"
+        else:
+            raise ModelConfigError(
+                f"{name}: bitsandbytes quantization_config sets neither load_in_4bit nor load_in_8bit"
+            )
+    else:
+        raise ModelConfigError(
+            f"{name}: quantization_config.quant_method {str(method)[:60]!r} is not read; "
+            f"known: {', '.join(QUANT_METHODS)}; {_POINTER}"
+        )
+    experts_only = _experts_only(skipped, is_moe, name, str(method)) or (method == "mxfp4" and is_moe)
+    head_quantised = head_quantised and not any("lm_head" in m for m in skipped)
+    out: dict[str, Any] = {
+        "act_dtype": base if get_dtype(base).bits >= 16 else "bf16",
+        "embedding_dtype": base,
+    }
+    if experts_only:
+        out.update(dtype=base, expert_dtype=weight)  # the experts' matmuls keep the activation dtype
+    else:
+        out.update(dtype=weight, lm_head_dtype=weight if (head_quantised and not tied) else base)
+        if matmul is not None:
+            out["matmul_dtype"] = matmul
+    if kv is not None:
+        out["kv_dtype"] = kv
+    return out

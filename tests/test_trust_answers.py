@@ -1,0 +1,379 @@
+"""Issue 26, "wrong answers served": each reproducer now gives the correct answer or a one-line
+error naming the field (points that do not fit, exit codes, closed forms, device aliases, plots,
+missing roofs, hardware files, swallowed errors, the torch extra)."""
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import sympy
+
+from costmodel.cli import main
+from costmodel.errors import CostModelError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# ------------------------------------------------------------ 1. points that do not fit
+
+
+def test_decode_that_does_not_fit_is_refused_with_the_devices_it_needs(capsys):
+    # Llama-3.1-405B bf16: 405.85e9 params x 2 B = 811.7 GB of weights, + KV 126 layers x 8 kv heads
+    # x 128 x 2 (K, V) x 2 B = 516,096 B/token x 4096 = 2.1 GB: 813.8 GB / 80 GB = 10.2 -> >= 11
+    # devices; tp must divide 128 heads (and the 128,256-row vocab): 16 is the first degree >= 11
+    code, out, _ = run(capsys, "decode", "llama-3.1-405b", "--device", "h100")
+    lines = out.splitlines()
+    assert code == 1
+    assert lines[0] == "does not fit on 1×h100-sxm: needs ≥ 11 devices (try --tp 16)"
+    assert "TPOT" not in out and "compute-bound" not in out and "--ignore-capacity" in out
+    code, out, _ = run(capsys, "decode", "llama-3.1-405b", "--device", "h100", "--tp", "16")
+    assert code == 0 and out.startswith("llama-3.1-405b decode on h100-sxm") and "TPOT bound" in out
+
+
+def test_ignore_capacity_prints_the_point_after_the_verdict(capsys):
+    code, out, _ = run(capsys, "decode", "llama-3.1-405b", "--device", "h100", "--ignore-capacity")
+    first, *rest = out.splitlines()
+    assert code == 0 and first.startswith("does not fit on 1×h100-sxm: needs ≥ 11 devices")
+    assert any("TPOT bound" in line for line in rest)
+    assert "capped by memory: at most batch 0 fits at ctx 4096, so no batch runs" in out
+
+
+def test_the_refusal_holds_on_the_cached_card_path(capsys, monkeypatch, tmp_path):
+    from graphs.serving import cards
+
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
+    argv = ("decode", "qwen2.5-7b", "--ctx", "1024", "--batch", "1810")
+    assert run(capsys, "decode", "qwen2.5-7b", "--ctx", "1024")[0] == 0  # stores the card
+    assert len(list((tmp_path / "forms").glob("decode-*.json"))) == 1
+
+    def no_build(*a, **k):
+        raise AssertionError("the cached card should have been used")
+
+    monkeypatch.setattr(cards, "build_decode_card", no_build)
+    code, out, _ = run(capsys, *argv)
+    # 7.615e9 x 2 B weights; 28 layers x 4 kv heads x 128 x 2 x 2 B = 57,344 B per token: at ctx
+    # 1024, 1810 sequences hold 106 GB of KV alone, over the 80 GB; `ledger` says 1097 fit
+    assert code == 1 and out.splitlines()[0].startswith("does not fit on 1×h100-sxm: needs ≥ 2 devices")
+    assert "at most batch 1097" in out
+    code, out, _ = run(capsys, *argv, "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["capacity"]["fits"] is False and doc["capacity"]["max_batch"] == 1097
+    assert "tpot_s" not in doc
+
+
+def test_card_ledger_agrees_with_the_library():
+    from graphs.serving.cards import build_decode_card, build_prefill_card
+    from graphs.serving.fit_check import capacity_from_card
+    from graphs.serving.ledger_fit import capacity_check
+
+    card = build_decode_card("qwen2.5-7b", "h100", tp=1)
+    for batch, ctx in ((1, 1024), (1097, 1024), (1098, 1024), (64, 32768)):
+        a = capacity_from_card(card, batch=batch, tokens=ctx)
+        b = capacity_check("qwen2.5-7b", "h100", phase="decode", batch=batch, tokens=ctx, suggest=False)
+        assert (a.fits, a.max_batch, a.max_context) == (b.fits, b.max_batch, b.max_context)
+        assert a.needed_bytes == pytest.approx(b.needed_bytes, rel=1e-12)
+    card = build_prefill_card("llama-3.1-8b", "h100", tp=1)
+    a = capacity_from_card(card, batch=4, tokens=8192)
+    b = capacity_check("llama-3.1-8b", "h100", phase="prefill", batch=4, tokens=8192, suggest=False)
+    assert (a.fits, a.max_batch) == (b.fits, b.max_batch)
+    assert a.needed_bytes == pytest.approx(b.needed_bytes, rel=1e-12)
+
+
+def test_knee_is_capped_at_the_largest_batch_that_fits(capsys):
+    code, out, _ = run(capsys, "decode", "qwen2.5-7b", "--ctx", "1024")
+    assert code == 0 and out.startswith("qwen2.5-7b decode on h100-sxm")  # fits: no verdict line
+    assert "90% at batch 1810" in out and "capped by memory: at most batch 1097 fits at ctx 1024" in out
+    code, out, _ = run(capsys, "decode", "qwen2.5-7b", "--ctx", "1024", "--json")
+    lim = json.loads(out)["limits"]
+    assert lim["max_batch_fits"] == 1097
+    # 1097 sequences reach less than the asymptote 1/b the 90 % batch is quoted against
+    assert 0 < lim["throughput_at_max_batch_tokens_per_s"] < lim["throughput_ceiling_tokens_per_s"]
+
+
+def test_prefill_and_model_analyze_refuse_what_does_not_fit(capsys):
+    # Llama-3.1-70B: 70.55e9 x 2 B = 141 GB of weights > 80 GB: >= 2 devices, and 64 heads split over 2
+    code, out, _ = run(capsys, "prefill", "llama-3.1-70b", "--device", "h100", "--seq", "4096")
+    assert code == 1 and out.splitlines()[0] == "does not fit on 1×h100-sxm: needs ≥ 2 devices (try --tp 2)"
+    assert "TTFT" not in out
+    code, out, _ = run(capsys, "model", "analyze", "deepseek-v3", "--phase", "prefill")
+    assert code == 1 and out.splitlines()[0].startswith("does not fit on 1×h100-sxm: needs ≥ ")
+    assert "bound (sum over nodes)" not in out
+
+
+def test_serve_disagg_refuses_a_decode_pool_that_does_not_fit(capsys):
+    # Llama-2-7B KV: 32 layers x 32 heads x 128 x 2 x 2 B = 524,288 B/token; 32 sequences x
+    # (8192 + 512) tokens = 146 GB of KV alone, over an H200's 141 GB
+    code, out, _ = run(capsys, "serve", "disagg", "llama-2-7b")
+    assert code == 1 and out.splitlines()[0].startswith("decode: does not fit on 1×h200-sxm: needs ≥ 2")
+    assert "TPOT" not in out and "J/token" not in out
+    code, out, _ = run(capsys, "serve", "disagg", "llama-2-7b", "--ignore-capacity")
+    assert code == 0 and out.startswith("decode: does not fit") and "TPOT" in out
+
+
+# ------------------------------------------------------------ 2. ledger exit codes
+
+
+def test_ledger_exit_code_is_one_when_the_point_does_not_fit(capsys):
+    code, out, _ = run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1810")
+    assert code == 1 and "does NOT fit" in out and "max batch at ctx 1024: 1097" in out
+    assert run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1810", "--json")[0] == 1
+    assert run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1097")[0] == 0
+    raw = ("ledger", "--weights-bytes", "14e9", "--kv-bytes-per-token", "524288", "--capacity-bytes", "1e9")
+    assert run(capsys, *raw)[0] == 1  # 14 GB of weights on a 1 GB device: nothing fits
+    roomy = (
+        "ledger",
+        "--weights-bytes",
+        "14e9",
+        "--kv-bytes-per-token",
+        "524288",
+        "--capacity-bytes",
+        "17e9",
+    )
+    # 14e9 + B x 4096 x 524288 = 16.15e9 <= 17e9 at B = 1, 18.29e9 at B = 2: the table runs into OOM
+    assert run(capsys, *roomy, "--batches", "1,2")[0] == 0
+
+
+# ------------------------------------------------------------ 3. the crossover's closed form
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [[], ["--w-dtype", "int8"], ["--dtype", "fp8"], ["--w-dtype", "nvfp4"], ["--N", "18944", "--K", "3584"]],
+)
+def test_printed_closed_form_evaluates_to_the_printed_crossover(capsys, flags):
+    code, out, _ = run(capsys, "derive", "crossover", *flags)
+    import re
+
+    exact = float(re.search(r"exact M\*\s+= ([0-9.]+)", out).group(1))
+    form = re.search(r"closed form\s+: M\* = (.+)", out).group(1)
+    at = dict(p.split(" = ") for p in re.search(r"evaluated at\s+: (.+)", out).group(1).split(", "))
+    syms = {name: sympy.Symbol(name) for name in at}
+    value = sympy.sympify(form, locals=syms).subs({syms[k]: sympy.Float(v) for k, v in at.items()})
+    assert code == 0 and round(float(value), 2) == exact
+
+
+def test_int8_weights_crossover_by_hand(capsys):
+    # M* = K N P w / (2 K N beta - K P a - N P o), N = K = 4096, a = o = 2, w = 1:
+    # = 4096 I* / (8192 - 4 I*) with I* = 989.4e12 / 3.35e12 = 295.34 -> 172.56
+    code, out, _ = run(capsys, "derive", "crossover", "--w-dtype", "int8")
+    ridge = 989.4e12 / 3.35e12
+    assert code == 0 and f"exact M*       = {4096 * ridge / (8192 - 4 * ridge):.2f}" in out
+    assert "closed form    : M* = -K*N*P*w/(-2*K*N*beta + K*P*a + N*P*o)" in out
+
+
+# ------------------------------------------------------------ 4. calibrate report devices
+
+
+def test_calibrate_devices_resolve_aliases_through_the_catalog():
+    from costmodel.cli.calibrate import measured_devices
+
+    assert measured_devices("h100,h100-sxm,B200") == ["h100-sxm", "b200"]
+    with pytest.raises(CostModelError, match="unknown device 'nosuch'"):
+        measured_devices("nosuch")
+    with pytest.raises(CostModelError, match=r"--devices: device 'mi300x' \(mi300x\) has no measured data"):
+        measured_devices("mi300x")
+
+
+def test_calibrate_report_refuses_an_unmeasured_device_before_reading_the_corpus(capsys):
+    code, out, err = run(capsys, "calibrate", "report", "--devices", "mi300x")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "has no measured data" in err
+
+
+# ------------------------------------------------------------ 5. plots
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    pytest.importorskip("matplotlib", reason="plot extra not installed")
+    from costmodel import plots
+
+    saved = []
+    real = plots._save
+
+    def keep(fig, path, title=""):
+        saved.append(fig)
+        return real(fig, path, title)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return saved
+
+
+def _title(fig):
+    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    return " ".join(" ".join([sup, *(ax.get_title() for ax in fig.axes)]).split())  # unwrapped
+
+
+@pytest.mark.parametrize("kind", ["roofline", "ledger", "frontier", "headroom", "batch-sweep"])
+def test_every_plot_honours_model_and_device_and_names_them(capsys, tmp_path, figures, kind):
+    for model, device in (("tiny", "h100"), ("llama-3.1-8b", "a100-sxm-80gb")):
+        out = tmp_path / f"{kind}-{model}.png"
+        assert run(capsys, "plot", kind, "--model", model, "--device", device, "--out", str(out))[0] == 0
+    a, b = figures
+    for fig, model, device in ((a, "tiny", "h100-sxm"), (b, "llama-3.1-8b", "a100-sxm-80gb")):
+        t = _title(fig)
+        assert model in t and device in t and "tp 1" in t and ("ctx 4096" in t or "ctx 1024" in t)
+
+    def data(fig):
+        out = []
+        for ax in fig.axes:
+            out += [tuple(map(tuple, c.get_offsets())) for c in ax.collections]
+            out += [tuple(ln.get_ydata()) for ln in ax.lines]
+            out += [p.get_height() for p in ax.patches]
+        return out
+
+    assert data(a) != data(b)
+
+
+def test_batch_sweep_plots_the_device_not_this_machine(capsys, tmp_path, figures, monkeypatch):
+    import importlib
+
+    probe = importlib.import_module("costmodel.measure.probe")
+
+    def no_probe(*a, **k):
+        raise AssertionError("batch-sweep without --measure must not time this machine")
+
+    monkeypatch.setattr(probe, "probe", no_probe)
+    assert run(capsys, "plot", "batch-sweep", "--out", str(tmp_path / "b.png"))[0] == 0
+    assert "llama-3.1-8b" in _title(figures[0]) and "h100-sxm" in _title(figures[0])
+    code, _, err = run(
+        capsys, "plot", "batch-sweep", "--measure", "--device", "h100", "--out", str(tmp_path / "m.png")
+    )
+    assert code == 2 and "--measure" in err
+
+
+def test_simulation_plots_take_a_title(tmp_path, figures):
+    import numpy as np
+
+    from costmodel import plots
+
+    name = plots.plot_title("serving", model="llama-3.1-8b", device="h100-sxm", ctx=4096, tp=1)
+    assert name == "serving: llama-3.1-8b on h100-sxm, ctx 4096, tp 1"
+    t = np.linspace(0, 1, 5)
+    plots.latency_cdf_plot({"TTFT": [0.1, 0.2]}, tmp_path / "c.png", title=name)
+    plots.serving_timeline_plot(
+        {"t": t, "running": t, "waiting": t, "batch": t, "kv_used": t}, tmp_path / "t.png", title=name
+    )
+    plots.rate_sweep_plot([{"rate": 1, "ttft_p99": 0.1, "tpot_p99": 0.01}], tmp_path / "r.png", title=name)
+    assert all(_title(f).strip() == name for f in figures)
+
+
+# ------------------------------------------------------------ 6. a device without an SFU roof
+
+_BOX = """
+[devices.{name}]
+roofs = [
+  {{ unit = "tensor", precision = "bf16", peak_flops_per_s = 400e12 }},
+  {{ unit = "vector", precision = "fp32", peak_flops_per_s = 50e12 }},{sfu}
+]
+memory = [{{ name = "dram", bandwidth_bytes_per_s = 2e12, capacity_bytes = 64e9 }}]
+"""
+
+
+def test_sfu_flops_fall_back_to_the_vector_roof_and_say_so(capsys, tmp_path):
+    no_sfu = tmp_path / "nosfu.toml"
+    no_sfu.write_text(_BOX.format(name="nosfu", sfu=""))
+    same = tmp_path / "vsfu.toml"  # an SFU roof equal to the vector one: the fallback's answer
+    same.write_text(
+        _BOX.format(name="vsfu", sfu='\n  { unit = "sfu", precision = "fp32", peak_flops_per_s = 50e12 },')
+    )
+    for phase in ("decode", "prefill"):
+        argv = (phase, "llama-3.1-8b", "--json")
+        _, out_a, _ = run(capsys, "--hw-file", str(no_sfu), *argv, "--device", "nosfu")
+        _, out_b, _ = run(capsys, "--hw-file", str(same), *argv, "--device", "vsfu")
+        a, b = json.loads(out_a), json.loads(out_b)
+        assert a["terms_s"]["sfu"] > 0 and a["terms_s"]["sfu"] == pytest.approx(
+            b["terms_s"]["sfu"], rel=1e-12
+        )
+        assert a["step_s"] == pytest.approx(b["step_s"], rel=1e-12)
+        assert any("no sfu roof" in n and "vector roof" in n for n in a["notes"]) and not b["notes"]
+    code, out, _ = run(capsys, "--hw-file", str(no_sfu), "decode", "llama-3.1-8b", "--device", "nosfu")
+    assert code == 0 and out.splitlines()[1].startswith("  note: nosfu publishes no sfu roof")
+
+
+def test_bound_charges_sfu_to_the_vector_roof():
+    from costmodel import Cost, bound
+    from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes
+
+    gb200 = get_device("gb200")  # the catalog publishes no SFU rate for it
+    b = bound(Cost.compute("sfu", "fp32", 10**12), gb200)
+    assert b.terms["sfu"] == sympy.Integer(10**12) / gb200.require_peak("vector", "fp32") and not b.unbounded
+    assert any("sfu" in n for n in roof_notes(gb200))
+
+
+# ------------------------------------------------------------ 7. hardware files
+
+
+def test_hw_file_named_like_a_catalog_device_is_refused(capsys, tmp_path):
+    f = tmp_path / "h100.toml"
+    f.write_text(
+        '[devices.h100-sxm]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15 }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12 }]\n'
+    )
+    code, _, err = run(capsys, "--hw-file", str(f), "hw", "show", "h100")
+    assert code == 2 and err.count("\n") == 1 and "'h100-sxm' is already the catalog device" in err
+    # after the subcommand too, and replacing on purpose says so
+    code, out, err = run(capsys, "hw", "show", "h100", "--hw-file", str(f), "--hw-override")
+    assert code == 0 and "1.00 PFLOP/s" in out and "replaces catalog device 'h100-sxm'" in err
+
+
+def test_duplicate_keys_in_a_json_hardware_file_are_refused(tmp_path):
+    from costmodel.errors import HardwareSpecError
+    from costmodel.hardware import load_hardware_file
+
+    f = tmp_path / "dup.json"
+    f.write_text(
+        '{"devices": {"box": {"roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 1e15}],'
+        ' "memory": [{"name": "dram", "bandwidth_bytes_per_s": 3e12}],'
+        ' "memory": [{"name": "dram", "bandwidth_bytes_per_s": 1e12}]}}}'
+    )
+    with pytest.raises(HardwareSpecError, match="key 'memory' appears twice"):
+        load_hardware_file(f, register=False)
+
+
+# ------------------------------------------------------------ 8. swallowed SystemExit
+
+
+def test_predict_with_chunk_is_a_one_line_error(capsys):
+    code, out, err = run(capsys, "prefill", "llama-3.1-8b", "--chunk", "512", "--predict", "vllm")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--chunk 512 with --predict" in err
+
+
+def test_a_systemexit_message_is_printed(capsys, monkeypatch):
+    import importlib
+
+    def boom(args):
+        raise SystemExit("costmodel: error: the message")
+
+    monkeypatch.setattr(importlib.import_module("costmodel.cli.hw"), "cmd_hw_list", boom)
+    code, _, err = run(capsys, "hw", "list")
+    assert code == 2 and err == "costmodel: error: the message\n"
+
+
+# ------------------------------------------------------------ 9. the torch extra
+
+
+def test_export_report_without_torch_names_the_extra():
+    code = (
+        "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['export_report.py'];"
+        f"runpy.run_path({str(ROOT / 'examples' / 'export_report.py')!r}, run_name='__main__')"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "pip install -e '.[torch]'" in p.stderr
+
+
+def test_torch_extra_installs_the_version_the_audit_accepts():
+    from graphs.importers.inductor_audit import TESTED_TORCH
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (pin,) = [r for r in extras["torch"] if r.startswith("torch")]
+    assert pin == f"torch=={TESTED_TORCH[-1]}.*"

@@ -1,0 +1,502 @@
+"""Issue 26, the simulator, search and output files: every reproducer gives the right answer or a
+one-line error naming the field (small workloads, so that the file stays fast)."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+from decimal import Context, Decimal, localcontext
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.cli.common import progress_bar
+from costmodel.cli.main import build_parser, main
+from costmodel.cli.options import FLOAT_RANGES, INT_RANGES, all_actions
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from costmodel.outfiles import atomic_write, check_output, sibling
+from graphs.serving.capacity_search import max_rate
+from graphs.serving.design_search import search
+from graphs.serving.engine import EngineConfig
+from graphs.serving.requests import Request, arrival_times, load_trace, read_trace, synthetic
+from graphs.serving.simulator import Topology, simulate
+
+M = "llama-3.1-8b"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write_trace(path: Path, reqs: list[Request], offset: str = "0", prefixes: bool = False) -> Path:
+    """``reqs`` as a CSV trace, each arrival written exactly as ``offset + arrival`` in decimal."""
+    head = "arrival_s,prompt_tokens,output_tokens" + (",prefix_id,prefix_tokens" if prefixes else "")
+    lines = [head]
+    for r in reqs:
+        with localcontext(Context(prec=60)):
+            a = Decimal(offset) + Decimal(repr(r.arrival_s))
+        row = f"{a},{r.prompt},{r.output}"
+        if prefixes:
+            row += f",{'' if r.prefix_id is None else f'sys{r.prefix_id}'},{r.prefix if r.prefix_id is not None else ''}"
+        lines.append(row)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _one_line_error(capsys, argv: list[str], *needles: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "internal error" not in err and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+# ---------------------------------------------------------------- 1. absolute timestamps
+@pytest.mark.parametrize("offset", ["1e15", "1733011200123.456"])  # 1e15 s; a Unix time in ms
+def test_absolute_timestamps_are_rebased_exactly(tmp_path, offset):
+    reqs = synthetic(40, rate=8.0, prompt="uniform:100,400", output="uniform:5,30", seed=3)
+    want = simulate(M, "h100", reqs)
+    tr = read_trace(_write_trace(tmp_path / "abs.csv", reqs, offset))
+    assert tr.origin_s == float(Decimal(offset))
+    # the decimal texts minus the first one, exactly: the very arrivals drawn
+    assert [r.arrival_s for r in tr.requests] == [r.arrival_s for r in reqs]
+    got = simulate(M, "h100", tr.requests)
+    assert got.ttft.mean > 0 and got.tpot.mean > 0
+    np.testing.assert_array_equal(got.per_request["ttft_s"], want.per_request["ttft_s"])
+    np.testing.assert_array_equal(got.per_request["tpot_s"], want.per_request["tpot_s"])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    st.lists(st.floats(0, 1e6).map(lambda x: round(x, 9)), min_size=1, max_size=20).map(sorted),  # to 1 ns
+    st.sampled_from(["0", "1e9", "1733011200.123456789", "1e15", "123456789012345678"]),
+)
+def test_rebasing_a_trace_recovers_its_gaps_exactly(tmp_path_factory, arrivals, offset):
+    """Whatever the offset, the rebased arrivals are the relative times written (decimal
+    arithmetic on the trace's text; no rounding at the offset's magnitude)."""
+    start = arrivals[0]
+    reqs = [Request(i, a - start, 10, 2) for i, a in enumerate(arrivals)]
+    path = _write_trace(tmp_path_factory.mktemp("t") / "t.csv", reqs, offset)
+    assert [r.arrival_s for r in load_trace(path)] == [r.arrival_s for r in reqs]
+
+
+def test_the_simulator_runs_relative_to_the_first_arrival():
+    """A lone request at t = 1e15 s sees the same TTFT as at t = 0 (the clock's spacing there is
+    0.125 s, longer than the whole request, so absolute time arithmetic would give 0)."""
+    at0 = simulate(M, "h100", [Request(0, 0.0, 512, 16)])
+    late = simulate(M, "h100", [Request(0, 1e15, 512, 16)])
+    assert math.ulp(1e15) == 0.125 and at0.ttft.mean > 0
+    assert late.ttft == at0.ttft and late.tpot == at0.tpot and late.time_origin_s == 1e15
+
+
+def test_the_command_says_it_rebased(capsys, tmp_path):
+    reqs = synthetic(20, rate=5.0, prompt="fixed:200", output="fixed:10", seed=1)
+    path = _write_trace(tmp_path / "abs.csv", reqs, "1e15")
+    assert main(["simulate", M, "--trace", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "arrivals rebased to the first one (t = 1000000000000000.0 s taken as 0)" in out
+    ttft_mean = float(re.search(r"TTFT s\s+([0-9.]+)", out).group(1))
+    assert ttft_mean > 0
+
+
+# ---------------------------------------------------------------- 2. the max-rate ceiling
+def test_max_rate_never_answers_beyond_the_physical_ceiling():
+    """50 fixed requests never queue: every rate meets a 1 s TTFT. The search stops at the
+    ceiling and says the rate is not determined, instead of doubling to 536,870,912 requests/s.
+
+    Hand bound: every token of a request (500 prompt + 49 decoded) passes Llama-3.1-8B's
+    non-embedding weights, 2 x 6.98e9 FLOP per token (8.03e9 parameters less the two
+    128256 x 4096 embedding tables); at the H100's 989.4 TFLOP/s dense bf16 that is at most
+    989.4e12 / 13.96e9 = 70,900 tokens/s, 129 requests/s: no probe may go above it.
+    """
+    m = max_rate(M, "h100", slo_ttft=1.0, slo_tpot=None, requests=50, prompt="fixed:500", output="fixed:50")
+    n_nonemb = 8.03e9 - 2 * 128256 * 4096
+    peak = 989.4e12
+    hand_ceiling = peak / (2 * n_nonemb) / (500 + 49)
+    assert 120 < hand_ceiling < 135
+    assert m.rate is None and not m.saturated and m.at_rate is None
+    assert max(r for r, *_ in m.probes) == m.ceiling_rate <= hand_ceiling
+    assert m.ceiling_rate > 0.75 * hand_ceiling  # the token-wise kernels are compute-bound here
+    assert all(ok for _, ok, *_ in m.probes)
+
+
+def test_max_rate_command_says_not_determined(capsys, tmp_path):
+    argv = ["simulate", M, "--requests", "50", "--prompt", "fixed:500", "--output", "fixed:50"]
+    csv = str(tmp_path / "r.csv")
+    _one_line_error(capsys, [*argv, "--max-rate", "--slo-ttft", "1", "--csv", csv], "--max-rate writes no")
+    assert main([*argv, "--max-rate", "--slo-ttft", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "not determined" in out and "raise --requests" in out and "max rate" not in out
+    assert "536,870,912" not in out and "--requests 50 --seed 0 --prompt fixed:500" in out
+
+
+# ---------------------------------------------------------------- 3. numeric ranges
+def _numeric_flags(command: str) -> list[tuple[str, str]]:
+    out = []
+    for prog, a in all_actions(build_parser()):
+        name = prog.split(" ", 1)[1] if " " in prog else prog
+        if name.startswith(command) and a.option_strings and (a.dest in INT_RANGES or a.dest in FLOAT_RANGES):
+            if isinstance(a.type, type(lambda: 0)):  # a validating type from options.finish
+                out.append((name, a.option_strings[-1]))
+    return out
+
+
+def test_every_numeric_simulate_and_serve_flag_is_ranged():
+    parser = build_parser()
+    for prog, a in all_actions(parser):
+        name = prog.split(" ", 1)[1] if " " in prog else ""
+        if name.startswith(("simulate", "serve")) and a.option_strings:
+            assert a.type not in (int, float), f"{prog} {a.option_strings[-1]} has no range"
+    assert len(_numeric_flags("simulate")) >= 15 and len(_numeric_flags("serve")) >= 10
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e400", "1e-320"])
+@pytest.mark.parametrize("command", ["simulate", "serve"])
+def test_out_of_range_values_are_one_line_errors(capsys, command, value):
+    """Every numeric flag refuses non-finite, negative and absurd values with its allowed range
+    (``1e-320`` is allowed only where the range starts at 0 inclusive)."""
+    for name, flag in _numeric_flags(command):
+        words = name.split()
+        dest = flag.lstrip("-").replace("-", "_")
+        lo_ok = (INT_RANGES.get(dest, (1,))[0] == 0) if dest in INT_RANGES else FLOAT_RANGES[dest][0] == 0
+        if value == "1e-320" and (lo_ok or dest in INT_RANGES):
+            continue
+        argv = [*words, *(["tiny"] if words[0] == "simulate" else []), f"{flag}={value}"]
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and "\n" not in err and flag in err and "must be" in err, (argv, err)
+
+
+def test_absurd_rates_and_links_are_refused_by_the_library():
+    rng = np.random.default_rng(0)
+    for rate in (1e-320, 1e-300, math.nan, math.inf, 2e9):
+        with pytest.raises(CostModelError, match=r"rate must be in \[1e-06, 1e\+09\]"):
+            arrival_times(3, rate, "poisson", rng)
+    for bw in (1e-300, 0.0, math.nan, 1e20):
+        with pytest.raises(CostModelError, match="link_bandwidth must be in"):
+            Topology(prefill_replicas=1, decode_replicas=2, link_bandwidth=bw)
+
+
+def test_the_rate_and_link_errors_on_the_command_line(capsys):
+    _one_line_error(capsys, ["simulate", "tiny", "--rate", "1e-320"], "--rate must be in [1e-06, 1e+09]")
+    _one_line_error(capsys, ["simulate", "tiny", "--rate", "1e-300"], "--rate")
+    _one_line_error(
+        capsys,
+        ["simulate", "tiny", "--rate", "1", "--disagg", "1:1", "--link-bandwidth", "1e-300"],
+        "--link-bandwidth must be in [1e+06, 1e+15]",
+    )
+
+
+# ---------------------------------------------------------------- 4. steady state vs the drain tail
+def test_steady_state_throughput_excludes_the_drain_tail():
+    """Unsaturated at 20 requests/s: what completes while requests still arrive tracks the
+    offered rate (n - 1 arrivals after the first over the arrival window), while the overall
+    figure, diluted by the drain after the last arrival, falls below it."""
+    reqs = synthetic(300, rate=20.0, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=0)
+    res = simulate(M, "h100", reqs)
+    a = res.per_request["arrival_s"]
+    finish = a + res.per_request["e2e_s"]
+    window = a.max() - a.min()
+    assert res.steady_window_s == pytest.approx(window) and res.drain_s == pytest.approx(
+        finish.max() - a.max()
+    )
+    offered = (len(a) - 1) / window
+    assert res.offered_requests_per_s == pytest.approx(offered)
+    # Little: about rate x mean E2E requests are still in flight at the last arrival
+    in_flight = offered * res.e2e.mean
+    assert res.steady_requests_per_s == pytest.approx((len(a) - in_flight) / window, rel=0.1)
+    assert res.requests_per_s == pytest.approx(len(a) / (window + res.drain_s))
+    assert res.requests_per_s < res.steady_requests_per_s
+    assert res.steady_output_tokens_per_s == pytest.approx(
+        res.steady_requests_per_s * float(np.mean(res.per_request["output"])), rel=0.25
+    )
+
+
+def test_steady_state_is_undefined_when_everything_arrives_at_once():
+    res = simulate(M, "h100", [Request(i, 0.0, 100, 10) for i in range(4)])
+    assert res.steady_requests_per_s is None and res.steady_window_s == 0
+
+
+def test_simulate_echoes_the_settings_it_used(capsys):
+    assert main(["simulate", "tiny", "--rate", "20", "--requests", "50", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "workload: --requests 50 --seed 0 --prompt lognormal:1000,1.0 --output lognormal:250,1.0 --arrival poisson"
+        in out
+    )
+    assert "steady-state throughput (first to last arrival" in out and "drain tail" in out
+
+
+def test_the_readme_max_rate_command_is_the_examples_workload():
+    """The README's ``--max-rate`` line repeats the example's draw (1000 requests, seed 7): the
+    max rate the README prints is the one the command gives."""
+    readme = (ROOT / "README.md").read_text()
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith("costmodel simulate") and "--max-rate" in ln]
+    example = (ROOT / "examples" / "serving_simulation.py").read_text()
+    assert "--seed 7" in line and "seed=7," in example
+    assert "requests=300 if small else 1000" in example and "--requests" not in line  # 1000: the default
+
+
+# ---------------------------------------------------------------- 5. search: contexts and duplicates
+def test_each_context_gets_its_own_frontier():
+    kw = dict(devices=["h100"], tp=[1, 2], batches=[1, 8, 64, 256])
+    both = search(M, ctxs=[1024, 16384], **kw)
+    alone = {c: search(M, ctxs=[c], **kw) for c in (1024, 16384)}
+    assert {r["ctx"] for r in both.frontier} == {1024, 16384} and both.contexts == 2
+    for c, res in alone.items():
+        assert [r for r in both.frontier if r["ctx"] == c] == list(res.frontier)
+        assert both.best_by_ctx[c] == res.best
+    assert both.best == {}
+
+
+def test_devices_named_twice_or_by_alias_are_searched_once():
+    kw = dict(batches=[1, 16, 128], ctxs=[4096])
+    once = search(M, devices=["h100"], **kw)
+    twice = search(M, devices=["h100", "h100", "h100-sxm"], **kw)
+    assert twice.frontier == once.frontier and twice.points == once.points
+    assert twice.duplicates == ("h100 (= h100-sxm)", "h100-sxm") and get_device("h100").name == "h100-sxm"
+
+
+def test_search_says_how_much_of_the_frontier_it_shows(capsys):
+    argv = ["search", M, "--batches", "1:256:2", "--ctxs", "1024..8192/1024", "--quiet"]
+    assert main([*argv, "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    total = int(re.search(r"Pareto frontier \((\d+) points over 8 contexts", out).group(1))
+    assert f"showing 5 of {total} frontier points" in out and total > 5
+
+
+# ---------------------------------------------------------------- 6. output files
+def test_companion_names_come_from_the_file_name_only():
+    assert sibling("/x/d.v2/plot", "timeline", default_suffix=".png") == Path("/x/d.v2/plot-timeline.png")
+    assert sibling("/x/d.v2/sim.SVG", "timeline") == Path("/x/d.v2/sim-timeline.SVG")
+    assert sibling("sim", "timeline") == Path("sim-timeline")
+
+
+def test_output_paths_are_checked_before_any_work(capsys, tmp_path):
+    base = ["simulate", "tiny", "--rate", "5", "--requests", "20", "--quiet"]
+    _one_line_error(capsys, [*base, "--csv", str(tmp_path / "nope" / "r.csv")], "--csv", "does not exist")
+    _one_line_error(capsys, [*base, "--csv", str(tmp_path)], "is a folder")
+    (tmp_path / "f").write_text("x")
+    _one_line_error(capsys, [*base, "--csv", str(tmp_path / "f" / "r.csv")], "is not a folder")
+    d = tmp_path / "d.v2"
+    d.mkdir()
+    (d / "plot-timeline.png").mkdir()  # the timeline's name is taken by a folder: refused up front
+    _one_line_error(capsys, [*base, "--plot", str(d / "plot")], "--plot (its timeline)", "is a folder")
+    assert not (d / "plot").exists()
+
+
+def test_a_full_disk_is_a_one_line_error(capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    base = ["simulate", "tiny", "--rate", "5", "--requests", "20", "--quiet"]
+    _one_line_error(capsys, [*base, "--csv", "/dev/full"], "--csv '/dev/full': cannot write it")
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "r.csv"
+    target.write_text("old\n")
+    with pytest.raises(CostModelError, match=r"--csv .*cannot write it \(No space left on device\)"):
+        with atomic_write(target, "--csv") as f:
+            f.write("half a row,")
+            raise OSError(28, "No space left on device")
+    assert target.read_text() == "old\n" and sorted(os.listdir(tmp_path)) == ["r.csv"]
+    with atomic_write(target, "--csv") as f:
+        f.write("new\n")
+    assert target.read_text() == "new\n" and sorted(os.listdir(tmp_path)) == ["r.csv"]
+    with pytest.raises(CostModelError, match="is a folder"):
+        check_output(tmp_path, "--csv")
+
+
+def test_plot_names_and_csv_files(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="plot extra not installed")
+    d = tmp_path / "d.v2"
+    d.mkdir()
+    stray = tmp_path / "d-timeline.v2"
+    stray.write_text("someone's file")
+    csv = d / "r.csv"
+    argv = ["simulate", "tiny", "--rate", "5", "--requests", "20", "--quiet"]
+    assert main([*argv, "--plot", str(d / "plot"), "--csv", str(csv)]) == 0
+    capsys.readouterr()
+    assert (d / "plot").read_bytes()[:4] == b"\x89PNG" and (d / "plot-timeline.png").read_bytes()[
+        :4
+    ] == b"\x89PNG"
+    assert stray.read_text() == "someone's file"
+    assert csv.read_text().startswith("arrival_s,ttft_s,") and len(csv.read_text().splitlines()) == 21
+    assert sorted(p.name for p in d.iterdir()) == ["plot", "plot-timeline.png", "r.csv"]
+
+
+def test_search_and_sweep_csv_use_the_checked_writer(capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    _one_line_error(
+        capsys, ["search", M, "--batches", "1", "--ctxs", "1024", "--csv", "/dev/full", "--quiet"], "--csv"
+    )
+    _one_line_error(
+        capsys, ["sweep", M, "--batches", "1", "--ctxs", "1024", "--csv", "/dev/full", "--quiet"], "--csv"
+    )
+
+
+# ---------------------------------------------------------------- 7. disaggregated pool sizes
+@pytest.mark.parametrize("spec", ["100000000:1", "1000000000:1", "1:1000000", "4097:1"])
+def test_disaggregated_pools_are_bounded(capsys, spec):
+    argv = ["simulate", "tiny", "--rate", "1", "--disagg", spec, "--link-bandwidth", "1e9", "--quiet"]
+    _one_line_error(capsys, argv, "--disagg", "[1, 4096]")
+    with pytest.raises(CostModelError, match=r"in \[0, 4096\]"):
+        p, d = (int(x) for x in spec.split(":"))
+        Topology(prefill_replicas=p, decode_replicas=d, link_bandwidth=1e9)
+
+
+# ---------------------------------------------------------------- 8. internal errors no more
+def test_an_oversized_csv_field_names_the_row(capsys, tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0,1" + "0" * 140_000 + ",5\n")
+    _one_line_error(
+        capsys, ["simulate", "tiny", "--trace", str(path), "--quiet"], "row 2", "131,072 characters"
+    )
+
+
+def test_an_unreachable_dask_scheduler_is_a_one_line_error(capsys, monkeypatch):
+    pytest.importorskip("distributed", reason="dask extra not installed")
+    import costmodel.cli.search as cli_search
+
+    monkeypatch.setattr(cli_search, "DASK_CONNECT_TIMEOUT_S", 1)  # a closed loopback port fails fast
+    argv = ["search", "tiny", "--scheduler", "dask", "--dask-address", "tcp://127.0.0.1:1"]
+    _one_line_error(
+        capsys, [*argv, "--batches", "1", "--ctxs", "128", "--quiet"], "--dask-address", "within 1 s"
+    )
+
+
+# ---------------------------------------------------------------- 9. suffixes, BOM, bounded reads
+def test_trace_suffix_is_case_insensitive_and_a_bom_is_dropped(tmp_path):
+    up = tmp_path / "t.JSONL"
+    up.write_text(
+        '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n{"arrival_s": 1.5, "prompt_tokens": 20, "output_tokens": 6}\n'
+    )
+    assert [(r.arrival_s, r.prompt, r.output) for r in load_trace(up)] == [(0.0, 10, 5), (1.5, 20, 6)]
+    bom = tmp_path / "bom.csv"
+    bom.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n", encoding="utf-8-sig")
+    assert bom.read_bytes()[:3] == b"\xef\xbb\xbf"
+    assert [(r.prompt, r.output) for r in load_trace(bom)] == [(10, 5)]
+
+
+def test_trace_reads_are_bounded(tmp_path, monkeypatch, capsys):
+    import graphs.serving.requests as rq
+
+    path = _write_trace(tmp_path / "t.csv", [Request(i, float(i), 10, 2) for i in range(6)])
+    monkeypatch.setattr(rq, "MAX_TRACE_ROWS", 5)
+    with pytest.raises(CostModelError, match="more than 5 requests"):
+        load_trace(path)
+    monkeypatch.setattr(rq, "MAX_TRACE_BYTES", 40)
+    with pytest.raises(CostModelError, match="larger than 40 characters"):
+        load_trace(path)
+    if os.path.exists("/dev/zero"):  # endless input without a newline: stops at one line's limit
+        _one_line_error(
+            capsys, ["simulate", "tiny", "--trace", "/dev/zero", "--quiet"], "a line is longer than"
+        )
+
+
+# ---------------------------------------------------------------- 10. prefix columns
+def test_trace_prefix_columns_feed_prefix_caching(tmp_path):
+    """A trace equal to a synthetic workload with a shared system prompt gets the same cache hits
+    and the same latencies."""
+    eng = EngineConfig(enable_prefix_caching=True)
+    reqs = synthetic(
+        120, rate=20.0, prompt="uniform:50,300", output="uniform:5,40", seed=2, shared_prefix=1024
+    )
+    want = simulate(M, "h100", reqs, engine=eng)
+    tr = read_trace(_write_trace(tmp_path / "p.csv", reqs, prefixes=True))
+    assert tr.prefixes == 1 and {(r.prefix_id, r.prefix) for r in tr.requests} == {(0, 1024)}
+    got = simulate(M, "h100", tr.requests, engine=eng)
+    assert want.prefix_cache_hits > 0 and got.prefix_cache_hits == want.prefix_cache_hits
+    np.testing.assert_array_equal(got.per_request["ttft_s"], want.per_request["ttft_s"])
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("0,100,5,a,200", "prefix_tokens 200 is longer than the prompt"),
+        ("0,100,5,a,", "prefix_id needs prefix_tokens"),
+        ("0,100,5,,50", "prefix_tokens needs a prefix_id"),
+        ("0,100,5,a,-1", "prefix_tokens must be in [0,"),
+    ],
+)
+def test_trace_prefix_errors_name_the_field(tmp_path, row, message):
+    path = tmp_path / "p.csv"
+    path.write_text(f"arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n{row}\n")
+    with pytest.raises(CostModelError, match=re.escape(f"row 1: {message}")):
+        load_trace(path)
+
+
+# ---------------------------------------------------------------- 11. progress bars
+class _Err(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_progress_only_on_a_terminal_and_throttled(monkeypatch, tty):
+    err = _Err(tty)
+    monkeypatch.setattr("sys.stderr", err)
+    bar = progress_bar("simulate", unit="requests")
+    for i in range(1, 2001):
+        bar(i, 2000)
+    text = err.getvalue()
+    if not tty:
+        assert text == ""
+    else:  # one redraw per percent (0 % to 100 %), not one per request
+        assert text.count("\r") == 101 and text.endswith("2,000/2,000 requests\n")
+
+
+# ---------------------------------------------------------------- fuzz: hostile traces
+_FIELD = st.one_of(
+    st.sampled_from(
+        ["0", "1", "1e15", "1e400", "-1", "nan", "inf", "", "abc", "2.5", "1e18", "10000001", "true"]
+    ),
+    st.integers(-5, 10**7).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    rows=st.lists(st.lists(_FIELD, min_size=3, max_size=5), max_size=6),
+    header=st.sampled_from(
+        [
+            "arrival_s,prompt_tokens,output_tokens",
+            "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens",
+            "prompt_tokens,arrival_s",
+        ]
+    ),
+    suffix=st.sampled_from([".csv", ".CSV", ".jsonl", ".JSONL", ".Json", ""]),
+    bom=st.booleans(),
+    encoding=st.sampled_from(["utf-8", "latin-1", "utf-16"]),
+)
+def test_hostile_traces_load_or_give_one_line_errors(tmp_path_factory, rows, header, suffix, bom, encoding):
+    """Any trace text loads into valid requests or raises one CostModelError line; nothing else."""
+    names = header.split(",")
+    if suffix.lower() in (".jsonl", ".json"):
+        lines = [
+            "{" + ", ".join(f'"{k}": {v or 0}' for k, v in zip(names, r, strict=False)) + "}" for r in rows
+        ]
+    else:
+        lines = [header, *(",".join(r) for r in rows)]
+    text = ("\ufeff" if bom else "") + "\n".join(lines) + "\n"
+    path = tmp_path_factory.mktemp("fuzz") / f"t{suffix}"
+    path.write_bytes(text.encode(encoding, errors="replace"))
+    try:
+        reqs = load_trace(path)
+    except CostModelError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("trace ")
+        return
+    arr = [r.arrival_s for r in reqs]
+    assert arr[0] == 0 and arr == sorted(arr) and all(math.isfinite(a) for a in arr)
+    assert all(1 <= r.prompt <= 10**7 and 1 <= r.output <= 10**7 and 0 <= r.prefix <= r.prompt for r in reqs)
