@@ -36,10 +36,11 @@ import hashlib
 import hmac
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from .safefile import read_regular_file, unique_keys
 
 __all__ = [
     "enabled",
@@ -49,7 +50,6 @@ __all__ = [
     "load",
     "save",
     "digest",
-    "read_regular_file",
     "FORMAT",
     "MAX_BYTES",
 ]
@@ -116,51 +116,8 @@ def digest(key: str, body: bytes) -> str:
     return hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
 
 
-def read_regular_file(
-    path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False
-) -> bytes | None:
-    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``, else None.
-
-    Opened with ``O_NOFOLLOW`` (a symbolic link at ``path`` is refused, unless
-    ``follow_links``: a file the user named may be a link) and ``O_NONBLOCK`` (a FIFO never
-    blocks the open), checked with ``fstat`` to be a regular file (not a FIFO, a device or a
-    directory, wherever a link pointed), and read to at most ``max_bytes + 1`` bytes (a file
-    that grows while read is refused too). None also when it cannot be opened or read.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-    flags |= 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except (OSError, ValueError):  # missing, a link, no permission, a NUL in the name
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-            return None
-        chunks, n = [], 0
-        while n <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - n)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            n += len(chunk)
-        return None if n > max_bytes else b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
-
-
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError("a key appears twice")
-    return out
 
 
 def load(key: str) -> dict[str, Any] | None:
@@ -175,7 +132,7 @@ def load(key: str) -> dict[str, Any] | None:
     if not sep or not hmac.compare_digest(header, b"%s %d %s" % (_MAGIC, FORMAT, digest(key, body).encode())):
         return None
     try:
-        data = json.loads(body, parse_constant=_refuse_constant, object_pairs_hook=_no_repeats)
+        data = json.loads(body, parse_constant=_refuse_constant, object_pairs_hook=unique_keys(ValueError))
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None

@@ -59,3 +59,10 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def _repr_html_(self) -> str:
+        """The report as an HTML table: Jupyter's rich display (:func:`costmodel.html.result_table`,
+        no plotting library needed)."""
+        from .html import result_table
+
+        return f"<b>{type(self).__name__}</b>" + result_table(self)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from costmodel.dtypes import get_dtype
+from costmodel.safefile import read_user_file, unique_keys
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
@@ -58,6 +59,10 @@ SUPPORTED_MODEL_TYPES = (
 )
 
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+
+
+#: the largest config.json read (bytes): real ones are a few kB, their largest lists ~100 kB
+MAX_CONFIG_BYTES = 16 * 2**20
 
 
 def config_from_hf_dict(
@@ -155,13 +160,13 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
     try:
         if p.is_dir():
             p = p / "config.json"
-        if not p.is_file():
-            raise ModelConfigError(f"config file {str(p)[:200]!r} does not exist")
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ModelConfigError(f"config file {str(p)[:200]!r} cannot be read: {exc.strerror}") from None
+    except (OSError, ValueError) as exc:
+        raise ModelConfigError(f"config file {str(p)[:200]!r} cannot be read: {exc}") from None
+    raw = read_user_file(p, what="config file", max_bytes=MAX_CONFIG_BYTES, error=ModelConfigError)
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(ModelConfigError))
+    except ModelConfigError as exc:
+        raise ModelConfigError(f"config file {str(p)[:200]!r}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelConfigError(f"config file {str(p)!r} is not valid JSON: {exc}") from None
     except RecursionError:

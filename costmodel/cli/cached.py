@@ -23,7 +23,8 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
     import importlib.util
     from pathlib import Path
 
-    from ..formcache import MAX_BYTES, cache_key, enabled, read_regular_file
+    from ..formcache import MAX_BYTES, cache_key, enabled
+    from ..safefile import read_regular_file
 
     if not enabled() or getattr(args, "hw_file", None):
         return None

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .common import dump
+from .html_option import add_html_option, keep
 
 __all__ = ["add_fusion_parser"]
 
@@ -27,6 +28,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.plan == "unfused":
         plan = unfused_plan(g)
     rep = audit(g, hw, plan)
+    keep(args, report=rep, suggestions=sugg, config=cfg, graph=g, plan=plan)
     if args.json:
         print(dump({**rep.to_dict(), "suggestions": [s.to_dict() for s in sugg]}))
         return 0
@@ -144,6 +146,7 @@ def add_fusion_parser(sub: Any) -> None:
     a.add_argument("--top", type=int, default=10)
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_audit)
+    add_html_option(a, "fusion")
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
     t.add_argument("--device", default="h100-sxm")
     t.add_argument(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import dump
+from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes
 
 __all__ = ["add_model_parser", "resolve_model"]
@@ -96,6 +97,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
 
         kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
         pred = predict_step(cfg, args.device, args.phase, batch=args.batch, framework=args.predict, **kw)
+    keep(args, analysis=result, prediction=pred, config=cfg)
     if args.json:
         doc = {**result.to_dict(), "capacity": fit.to_dict()}
         if pred is not None:
@@ -207,6 +209,7 @@ def add_model_parser(sub: Any) -> None:
     ma.add_argument("--json", action="store_true")
     add_ignore_capacity(ma)
     ma.set_defaults(func=cmd_model_analyze)
+    add_html_option(ma, "analyze")
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
     mf.add_argument("model")
     mf.add_argument("--phase", choices=("prefill", "decode"), default="decode")

@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
+from .html_option import add_html_option, keep
 from .ledger_view import (
     print_cache_caps,
     print_fits,
@@ -182,6 +183,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     rep = prefill_report(args, _config)
+    keep(args, report=rep)
     if args.json:
         print(dump({**rep.to_dict(), "capacity": fit.to_dict()}))
         return 0
@@ -215,6 +217,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     rep, lim, nf = decode_reports(args, _config, max_batch=fit.max_batch)
+    keep(args, report=rep, limits=lim)
     if args.json:
         doc = {**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}
         print(dump({**doc, "capacity": fit.to_dict()}))
@@ -359,6 +362,7 @@ def add_phase_parsers(sub: Any) -> None:
     add_predict_option(pf)
     add_ignore_capacity(pf)
     pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
+    add_html_option(pf, "prefill")
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
     common(dc)
@@ -367,6 +371,7 @@ def add_phase_parsers(sub: Any) -> None:
     add_predict_option(dc)
     add_ignore_capacity(dc)
     dc.set_defaults(func=with_prediction(cmd_decode, "decode"))
+    add_html_option(dc, "decode")
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
     common(sw)

@@ -7,6 +7,7 @@ import csv
 from typing import Any
 
 from .common import dump, progress_bar
+from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
 
 #: seconds to reach a ``--dask-address`` scheduler before giving up
@@ -76,6 +77,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 cluster.close()
     else:
         res = search(cfg, **kw)
+    keep(args, result=res)
     if args.csv:
         from ..outfiles import atomic_write
 
@@ -160,3 +162,4 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_search)
+    add_html_option(sp, "search")

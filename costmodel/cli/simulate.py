@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .common import dump, progress_bar
+from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
 
 #: the timeline figure beside ``--plot``'s latency CDFs
@@ -110,6 +111,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             progress=progress_bar("max-rate", args.quiet, "probes"),
             **common,
         )
+        keep(args, result=m, config=cfg)
         if args.json:
             print(dump(m))
             return 0
@@ -160,6 +162,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress=progress_bar("simulate", args.quiet, "requests"),
         **common,
     )
+    keep(args, result=res, config=cfg)
     if args.csv:
         res.requests_csv(args.csv, "--csv")
     if args.plot:
@@ -270,3 +273,4 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_simulate)
+    add_html_option(sp, "simulate")

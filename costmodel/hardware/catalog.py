@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HardwareSpecError, UnknownDeviceError
+from ..safefile import read_user_file, unique_keys
 from .spec import Hardware, Link, MemoryLevel, Roof
 
 __all__ = [
@@ -52,6 +53,10 @@ _DEVICE_KEYS = {
     "overlap",
     "notes",
 }
+
+
+#: the largest hardware file read (bytes): the whole catalog is about 60 kB
+MAX_FILE_BYTES = 4 * 2**20
 
 
 def _check_keys(entry: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -290,17 +295,6 @@ def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: 
     active_catalog().register(hw, aliases=aliases, replace=replace)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict, refusing a key given twice (TOML refuses it too;
-    ``json`` would keep the last one silently)."""
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise HardwareSpecError(f"key {k[:100]!r} appears twice in one object")
-        out[k] = v
-    return out
-
-
 def _check_clashes(parsed: list[tuple[Hardware, list[str]]], origin: str) -> None:
     """A device (or alias) of a file that would shadow a different catalog device is an error."""
     cat = active_catalog()
@@ -321,15 +315,10 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
     (then the file's device replaces it); a JSON object with a key given twice is refused.
     """
     path = Path(path)
-    try:
-        if not path.is_file():
-            raise HardwareSpecError(f"hardware file {str(path)[:200]!r} does not exist")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise HardwareSpecError(f"hardware file {str(path)[:200]!r} cannot be read: {exc.strerror}") from None
+    raw = read_user_file(path, what="hardware file", max_bytes=MAX_FILE_BYTES, error=HardwareSpecError)
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(raw, object_pairs_hook=_unique_keys)
+            data = json.loads(raw, object_pairs_hook=unique_keys(HardwareSpecError))
         else:
             data = tomllib.loads(raw.decode("utf-8"))
     except HardwareSpecError as exc:

@@ -49,8 +49,8 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import parse_expr
-from costmodel.formcache import read_regular_file
 from costmodel.keys import COST, FRONTEND_OP, G_UNKNOWN_OPS, KIND, OUTPUTS, REPEAT, NodeKind
+from costmodel.safefile import read_regular_file
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 

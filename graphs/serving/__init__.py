@@ -66,6 +66,11 @@ _LAZY: dict[str, str] = {
     "SearchResult": "design_search",
     "compiled_step": "compiled",
     "CompiledStep": "compiled",
+    "phase_page": "html_views",
+    "analysis_page": "html_views",
+    "simulation_page": "html_studies",
+    "search_page": "html_studies",
+    "fusion_page": "html_studies",
 }
 
 __all__ = list(_LAZY)

@@ -1,0 +1,146 @@
+"""``--html PATH``: one self-contained interactive page per run (optional extra ``html``).
+
+A command takes the flag with one call, :func:`add_html_option`, after its ``set_defaults``;
+its body hands the reports it computed to the page with one :func:`keep` call. The path (and
+plotly) are checked before any work; the page is drawn from the kept objects after the command
+printed its output (:mod:`graphs.serving.html_views`), so its numbers are the printed ones,
+and written atomically (:func:`costmodel.html.write_html`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .options import check_output_path
+
+__all__ = ["add_html_option", "keep", "command_line"]
+
+#: where :func:`keep` stores a run's objects on the namespace
+_KEPT = "_html_objects"
+
+
+def keep(args: argparse.Namespace, **objects: Any) -> None:
+    """Hand a command's report objects to its ``--html`` page (nothing without ``--html``)."""
+    if getattr(args, "html", None):
+        vars(args).setdefault(_KEPT, {}).update(objects)
+
+
+def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The command as it was run: ``costmodel <command>``, the positionals, and every option
+    whose value differs from its default (so the line reruns the same point)."""
+    words = ["costmodel", *sp.prog.split()[1:]]
+    for a in sp._actions:
+        if a.dest in ("help", "html") or a.dest not in vars(args):
+            continue
+        v = getattr(args, a.dest)
+        if not a.option_strings:
+            words.append(str(v))
+        elif v != a.default:
+            words.extend([a.option_strings[-1]] if a.nargs == 0 else [a.option_strings[-1], str(v)])
+    return shlex.join(words)
+
+
+def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
+    from graphs.serving.html_views import phase_page
+
+    from .phases import _config
+
+    cfg = _config(args)
+    prediction = None
+    if getattr(args, "predict", None):  # the same call --predict printed beside the bound
+        from graphs.serving.predict import predict_step
+
+        kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
+        prediction = predict_step(
+            cfg, args.device, phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+        )
+    dims = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
+    return phase_page(
+        kept["report"], cfg, command=command, limits=kept.get("limits"), prediction=prediction, **dims
+    )
+
+
+def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+    from graphs.serving.html_views import analysis_page
+
+    return analysis_page(kept["analysis"], kept["config"], command=command, prediction=kept.get("prediction"))
+
+
+def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+    from graphs.serving.html_studies import simulation_page
+
+    return simulation_page(
+        kept["result"], kept["config"], command=command, slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot
+    )
+
+
+def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+    from graphs.serving.html_studies import search_page
+
+    return search_page(kept["result"], command=command)
+
+
+def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+    from graphs.serving.html_studies import fusion_page
+
+    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
+    return fusion_page(
+        kept["report"],
+        kept["suggestions"],
+        kept["config"],
+        command=command,
+        scope=f"{args.phase} {'model' if args.whole_model else 'layer'}",
+        where=f"batch {args.batch}, {where}",
+        graph=kept.get("graph"),
+        plan=kept.get("plan"),
+    )
+
+
+_PAGES: dict[str, Callable[[argparse.Namespace, dict[str, Any], str], str]] = {
+    "decode": lambda a, k, c: _phase(a, k, c, "decode"),
+    "prefill": lambda a, k, c: _phase(a, k, c, "prefill"),
+    "analyze": _analyze,
+    "simulate": _simulate,
+    "search": _search,
+    "fusion": _fusion,
+}
+
+
+def add_html_option(sp: argparse.ArgumentParser, kind: str) -> None:
+    """Add ``--html PATH`` to ``sp`` and wrap its command (call after its ``set_defaults``)."""
+    sp.add_argument(
+        "--html",
+        default=None,
+        metavar="PATH",
+        help="also write a self-contained interactive HTML report here (html extra: plotly)",
+    )
+    sp.set_defaults(func=_with_html(sp.get_default("func"), sp, _PAGES[kind]))
+
+
+def _with_html(
+    cmd: Callable[[argparse.Namespace], int],
+    sp: argparse.ArgumentParser,
+    page: Callable[[argparse.Namespace, dict[str, Any], str], str],
+) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        path = getattr(args, "html", None)
+        if not path:
+            return cmd(args)
+        from ..errors import CostModelError
+        from ..html import require_plotly, write_html
+
+        check_output_path(path, "--html")  # before the work, not after it
+        require_plotly()
+        rc = cmd(args)
+        kept = vars(args).get(_KEPT)
+        if kept is None:
+            raise CostModelError(f"--html {path!r}: this run produced no report to draw")
+        write_html(path, page(args, kept, command_line(sp, args)))
+        sys.stderr.write(f"interactive report written to {path}\n")
+        return rc
+
+    return run

@@ -1,0 +1,319 @@
+"""Figures of the HTML reports (optional extra ``html``: plotly), generic over the engine's rows.
+
+* :func:`roofline_figure`: every op node as a point at ``(I, F / T)`` (intensity, FLOP/s of
+  its bound), with the device's roofs ``min(P_u, beta * I)`` and the ridge points
+  ``I* = P_u / beta`` against DRAM;
+* :func:`ledger_figure`: memory-ledger terms as stacked bars against the device's capacity;
+* :func:`cdf_figure`: empirical CDFs with labelled SLO lines;
+* :func:`hbar_figure`: ranked horizontal bars; :func:`fusion_graph_figure`: an op graph with
+  its fused groups and kernel boundaries; :func:`styled`: the pages' one look.
+
+Each builds a ``plotly.graph_objects.Figure`` (it displays itself in a notebook); plotly is
+imported only here, on the first figure (:func:`costmodel.html.require_plotly`).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .html import require_plotly
+from .text import fmt_si, fmt_time
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from .fusion import FusionPlan
+    from .fusion_audit import Boundary
+    from .graph import NodeRow
+    from .hardware import Hardware
+
+__all__ = [
+    "styled",
+    "roofline_figure",
+    "ledger_figure",
+    "hbar_figure",
+    "fusion_graph_figure",
+    "cdf_figure",
+]
+
+
+def styled(fig: Any, title: str, x_title: str, y_title: str, *, height: int = 460, **kw: Any) -> Any:
+    """``fig`` with the pages' one look: title, axis titles, white template, ``height`` px."""
+    fig.update_layout(
+        title=title, xaxis_title=x_title, yaxis_title=y_title, template="plotly_white", height=height, **kw
+    )
+    return fig
+
+
+def roofline_figure(
+    rows: Sequence[NodeRow],
+    hw: Hardware,
+    *,
+    details: Mapping[str, str] | None = None,
+    show_precisions: Sequence[str] = ("bf16", "fp32"),
+    title: str = "",
+) -> Any:
+    """Every op node with FLOPs as a point at intensity ``I = F / D`` (FLOP/B) and attained rate
+    ``F / T`` (FLOP/s of its bound ``T``), under the device's roofs.
+
+    .. math::  \\text{roof}_u(I) = \\min(P_u, \\beta_{\\mathrm{DRAM}} I), \\qquad I^*_u = P_u / \\beta_{\\mathrm{DRAM}}
+
+    Hover: node, op, ``details[node]`` (e.g. its shapes), FLOPs, bytes, intensity, bound kind,
+    time per instance and over its repeats, share of the step. Roofs whose precision is in
+    ``show_precisions`` are drawn (the others one click away in the legend); each drawn roof's
+    ridge point is marked. Nodes without FLOPs (gathers, collectives) have no point on log
+    axes; the figure's caption counts them (the page lists them in the node table).
+    """
+    go = require_plotly()
+    from .cost import as_float
+
+    details = details or {}
+    pts = [r for r in rows if r.flops > 0 and r.bytes > 0 and r.time_s > 0]
+    bw = as_float(hw.bandwidth())
+    fig = go.Figure()
+    by_kind: dict[str, list[NodeRow]] = {}
+    for r in pts:
+        by_kind.setdefault(r.kind, []).append(r)
+    for kind, rs in by_kind.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[r.intensity for r in rs],
+                y=[r.flops / r.time_s for r in rs],
+                mode="markers",
+                name=f"nodes bound by {kind}",
+                marker={"size": [6 + 24 * math.sqrt(r.share) for r in rs], "line": {"width": 0.5}},
+                text=[_node_hover(r, details.get(r.node, "")) for r in rs],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    xs = [r.intensity for r in pts]
+    ridges = [as_float(roof.peak_flops_per_s) / bw for roof in hw.roofs]
+    lo = min([*xs, *ridges, 1.0]) / 4
+    hi = max([*xs, *ridges, 1.0]) * 4
+    grid = [lo * (hi / lo) ** (i / 120) for i in range(121)]
+    for roof in hw.roofs:
+        peak = as_float(roof.peak_flops_per_s)
+        ridge = peak / bw
+        visible = True if roof.precision in show_precisions else "legendonly"
+        label = f"roof {roof.unit} {roof.precision}: {fmt_si(peak, 'FLOP/s')}, ridge {ridge:.0f} FLOP/B"
+        fig.add_trace(
+            go.Scatter(
+                x=grid,
+                y=[min(peak, bw * x) for x in grid],
+                mode="lines",
+                name=label,
+                visible=visible,
+                line={"width": 1.2},
+                hovertemplate=f"{html.escape(label)}<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[ridge],
+                y=[peak],
+                mode="markers",
+                marker={"symbol": "diamond-open", "size": 9, "color": "black"},
+                name=f"ridge {roof.unit} {roof.precision}",
+                visible=visible,
+                showlegend=False,
+                hovertemplate=f"ridge point I* = {ridge:.1f} FLOP/B ({roof.unit} {roof.precision})<extra></extra>",
+            )
+        )
+    skipped = len(rows) - len(pts)
+    sub = f" ({skipped} node(s) without FLOPs not drawn)" if skipped else ""
+    return styled(
+        fig,
+        (title or f"roofline on {hw.name}") + sub,
+        "arithmetic intensity (FLOP per DRAM byte)",
+        "FLOP/s of the node's bound",
+        xaxis_type="log",
+        yaxis_type="log",
+    )
+
+
+def _node_hover(r: NodeRow, detail: str) -> str:
+    parts = [
+        f"<b>{html.escape(r.node)}</b> ({html.escape(r.op)})",
+        html.escape(detail) if detail else "",
+        f"FLOPs {fmt_si(r.flops, 'FLOP')}, bytes {fmt_si(r.bytes, 'B')}, I = {r.intensity:.3g} FLOP/B",
+        f"bound by {html.escape(r.kind)}: {fmt_time(r.time_s)} x {r.repeat:g} = {fmt_time(r.total_time_s)}",
+        f"share of the step {100 * r.share:.2f}%",
+    ]
+    return "<br>".join(p for p in parts if p)
+
+
+def hbar_figure(
+    labels: Sequence[str],
+    values: Sequence[float],
+    texts: Sequence[str],
+    *,
+    title: str,
+    x_title: str,
+    hover: str = "%{y}: %{text}",
+    left_margin: int = 260,
+) -> Any:
+    """Horizontal bars, the first label on top; ``texts`` label the bars and fill ``%{text}``."""
+    go = require_plotly()
+    fig = go.Figure(
+        go.Bar(
+            x=list(values)[::-1],
+            y=list(labels)[::-1],
+            orientation="h",
+            text=list(texts)[::-1],
+            textposition="auto",
+            hovertemplate=f"{hover}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title=x_title,
+        template="plotly_white",
+        height=130 + 30 * len(labels),
+        margin={"l": left_margin},
+    )
+    return fig
+
+
+def fusion_graph_figure(
+    g: nx.DiGraph, plan: FusionPlan, boundaries: Sequence[Boundary], *, title: str
+) -> Any:
+    """The op graph laid out by topological generation (left to right), each node coloured by
+    its fused group; an edge that crosses groups (a kernel boundary, which touches DRAM) is drawn
+    red, thicker the more DRAM time its producer's boundary costs; edges inside a group grey."""
+    go = require_plotly()
+    import networkx as nx
+
+    from .graph import OP, op_nodes
+
+    sub = g.subgraph(list(op_nodes(g)))
+    pos = {
+        n: (i, -j) for i, gen in enumerate(nx.topological_generations(sub)) for j, n in enumerate(sorted(gen))
+    }
+    home = {m: gr.name for gr in plan.groups for m in gr.members}
+    cost = {b.producer: b for b in boundaries}
+    worst = max((b.time_s for b in boundaries), default=0.0) or 1.0
+    fig = go.Figure()
+    inside_x: list[float | None] = []
+    inside_y: list[float | None] = []
+    for u, v in sub.edges:
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        if home.get(u, u) == home.get(v, v):
+            inside_x += [x0, x1, None]
+            inside_y += [y0, y1, None]
+            continue
+        b = cost.get(u)
+        fig.add_trace(
+            go.Scatter(
+                x=[x0, x1],
+                y=[y0, y1],
+                mode="lines",
+                line={"color": "crimson", "width": 1 + 7 * (b.time_s / worst if b else 0.0)},
+                showlegend=False,
+                hovertemplate=(
+                    f"boundary {html.escape(u)} -> {html.escape(v)}"
+                    + (f": {fmt_si(b.bytes, 'B')}, {fmt_time(b.time_s)} of DRAM time" if b else "")
+                    + "<extra></extra>"
+                ),
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=inside_x, y=inside_y, mode="lines", line={"color": "#aaa", "width": 1}, name="inside a group"
+        )
+    )
+    by_group: dict[str, list[str]] = {}
+    for n in sub.nodes:
+        by_group.setdefault(home.get(n, n), []).append(n)
+    for group, nodes in by_group.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[n][0] for n in nodes],
+                y=[pos[n][1] for n in nodes],
+                mode="markers+text",
+                marker={"size": 14, **({} if len(nodes) > 1 else {"color": "#999"})},
+                text=[n.split(".")[-1] for n in nodes],
+                textposition="top center",
+                textfont={"size": 9},
+                name=group if len(nodes) > 1 else "unfused",
+                legendgroup=group if len(nodes) > 1 else "unfused",
+                showlegend=len(nodes) > 1,
+                customdata=[
+                    f"{html.escape(n)} ({html.escape(str(sub.nodes[n].get(OP)))}), group {html.escape(group)}"
+                    for n in nodes
+                ],
+                hovertemplate="%{customdata}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return styled(fig, title, "", "", height=520)
+
+
+#: the ledger's stacked terms, bottom to top
+LEDGER_TERMS = ("weights", "kv_cache", "activations", "overhead")
+
+
+def ledger_figure(bars: Mapping[str, Mapping[str, float]], capacity_bytes: float, *, title: str = "") -> Any:
+    """Each bar: one ledger (``weights``, ``kv_cache``, ``activations``, ``overhead``, bytes)
+    stacked in GiB (``2**30`` B), against the device capacity drawn as a line."""
+    go = require_plotly()
+    from .ledger import GIB
+
+    names = list(bars)
+    fig = go.Figure()
+    for term in LEDGER_TERMS:
+        vals = [bars[n].get(term, 0.0) / GIB for n in names]
+        fig.add_trace(
+            go.Bar(x=names, y=vals, name=term, hovertemplate=f"{term} %{{y:.2f}} GiB<extra></extra>")
+        )
+    fig.add_hline(
+        y=capacity_bytes / GIB,
+        line_dash="dash",
+        annotation_text=f"device memory {capacity_bytes / GIB:.2f} GiB",
+        annotation_position="top left",
+    )
+    return styled(fig, title or "capacity ledger", "", "GiB", barmode="stack")
+
+
+def cdf_figure(
+    series: Mapping[str, Sequence[float]],
+    slos: Mapping[str, float | None] | None = None,
+    *,
+    title: str = "",
+    x_title: str = "seconds",
+) -> Any:
+    """Empirical CDFs ``F(x) = #{v <= x} / n`` of each series (finite values only), log x axis,
+    with a labelled vertical line per SLO given (``slos[name]``, same unit)."""
+    go = require_plotly()
+    fig = go.Figure()
+    for name, values in series.items():
+        v = sorted(float(x) for x in values if math.isfinite(float(x)) and float(x) > 0)
+        n = len(v)
+        fig.add_trace(
+            go.Scatter(
+                x=v,
+                y=[(i + 1) / n for i in range(n)],
+                mode="lines",
+                name=f"{name} ({n:,} requests)",
+                hovertemplate=f"{name} %{{x:.4g}} s: %{{y:.1%}} of requests<extra></extra>",
+            )
+        )
+    for name, slo in (slos or {}).items():
+        if slo is not None:  # a trace, not a shape: shapes on log axes take log10 positions
+            label = f"{name} SLO {slo:g} s"
+            fig.add_trace(
+                go.Scatter(
+                    x=[slo, slo],
+                    y=[0, 1.04],
+                    mode="lines+text",
+                    text=["", label],
+                    textposition="top left",
+                    line={"dash": "dot", "color": "gray"},
+                    name=label,
+                    hovertemplate=f"{label}<extra></extra>",
+                )
+            )
+    return styled(fig, title or "latency CDFs", x_title, "fraction of requests", xaxis_type="log")

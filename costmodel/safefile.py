@@ -1,0 +1,101 @@
+"""Reading the files a user names, safely: regular files only, bounded reads, JSON objects
+whose keys are unique.
+
+A path may name a FIFO (an open would block), a link to ``/dev/zero`` (a read would never
+end) or a file far larger than any configuration: :func:`read_regular_file` opens without
+blocking, checks with ``fstat`` that what it opened is a regular file and reads at most a
+stated number of bytes. ``json`` keeps the last of two equal keys silently, where TOML refuses
+them: :func:`unique_keys` makes a ``json.loads`` hook that refuses them too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from typing import Any
+
+from .errors import CostModelError
+
+__all__ = ["read_regular_file", "read_user_file", "unique_keys"]
+
+
+def read_regular_file(
+    path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False
+) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``, else None.
+
+    Opened with ``O_NOFOLLOW`` (a symbolic link at ``path`` is refused, unless
+    ``follow_links``: a file the user named may be a link) and ``O_NONBLOCK`` (a FIFO never
+    blocks the open), checked with ``fstat`` to be a regular file (not a FIFO, a device or a
+    directory, wherever a link pointed), and read to at most ``max_bytes + 1`` bytes (a file
+    that grows while read is refused too). None also when it cannot be opened or read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    flags |= 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):  # missing, a link, no permission, a NUL in the name
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        chunks, n = [], 0
+        while n <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - n)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        return None if n > max_bytes else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_user_file(
+    path: str | os.PathLike[str], *, what: str, max_bytes: int, error: type[Exception] = CostModelError
+) -> bytes:
+    """The bytes of the file a user named (links followed), or ``error`` saying why not: it does
+    not exist, is not a regular file (a directory, FIFO or device), is larger than ``max_bytes``,
+    or cannot be read."""
+    name = str(path)[:200]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{what} {name!r} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{what} {name!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{what} {name!r} is not a regular file (a directory, FIFO or device)")
+    if st.st_size > max_bytes:
+        raise error(f"{what} {name!r} is larger than {max_bytes} bytes")
+    data = read_regular_file(path, max_bytes, follow_links=True)
+    if data is None:
+        raise error(f"{what} {name!r} cannot be read (changed while read, or larger than {max_bytes} bytes)")
+    return data
+
+
+def unique_keys(error: type[Exception] = CostModelError) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json.loads(..., object_pairs_hook=...)`` hook that raises ``error`` naming a key given
+    twice in one object.
+
+    >>> import json
+    >>> json.loads('{"a": 1, "a": 2}', object_pairs_hook=unique_keys())
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.CostModelError: key 'a' appears twice in one object
+    """
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise error(f"key {k[:100]!r} appears twice in one object")
+            out[k] = v
+        return out
+
+    return hook
