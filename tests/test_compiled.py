@@ -78,6 +78,7 @@ def test_decode_compiled_equals_symbolic(model, device, batch, ctx, tp):
     assert _close(float(c.step_array([batch], [ctx])[0]), c.step(batch, ctx))
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, derandomize=True)
 @given(
     model=st.sampled_from(MODELS),
@@ -137,6 +138,7 @@ def test_bad_points_are_named(field, value, message):
         decode_report("tiny", "h100", **kw)
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True)
 @given(
     model=st.sampled_from(MODELS),

@@ -50,6 +50,7 @@ def test_machine_probe(capsys):
     assert "GFLOP/s" in out and "layernorm multi-pass" in out and "calibrated" in out
 
 
+@pytest.mark.slow
 def test_make_figures(capsys, tmp_path):
     pytest.importorskip("matplotlib", reason="plot extra not installed")
     run(capsys, "make_figures.py", "--out", str(tmp_path), "--small")
@@ -63,6 +64,7 @@ def test_lecture_topics(capsys):
     assert "nvfp4      4.50 bits" in out and "weight reads cost 209x" in out
 
 
+@pytest.mark.slow
 def test_serving_simulation(capsys):
     out = run(capsys, "serving_simulation.py", "--small")
     assert "max rate with P99 TTFT <= 1.0 s" in out and "disaggregated" in out

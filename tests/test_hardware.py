@@ -1,6 +1,8 @@
 """Catalog devices pinned to their datasheets; spec and file-loading errors."""
 
 import json
+import re
+import tomllib
 
 import pytest
 import sympy
@@ -69,16 +71,38 @@ def test_catalog_numbers(name):
     assert as_float(hw.balance("tensor", prec)) == pytest.approx(ridge, abs=0.01)
 
 
+# a citation key of the catalog's [sources] table: kebab-case, e.g. "h100-datasheet", "nvlink-latency"
+_SOURCE_KEY = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w-])")
+
+
 def test_every_number_has_a_source():
+    """Every source resolves: it is a [sources] entry, or literal text whose citation keys are all
+    defined (a misspelled key would otherwise be printed as if it were the citation), or literal
+    text naming a document; and every [sources] entry is cited by some device."""
+    from importlib import resources
+
+    catalog = tomllib.loads(resources.files("costmodel.hardware").joinpath("catalog.toml").read_text())
+    keys, texts = catalog["sources"], set(catalog["sources"].values())
+    cited: set[str] = set()
     for hw in shipped_devices().values():
-        for r in hw.roofs + hw.sparse_roofs:
-            assert len(r.source) > 10, (hw.name, r.unit, r.precision)
-        for m in hw.memory:
-            assert len(m.source) > 10, (hw.name, m.name)
-        for lk in hw.links:
-            assert len(lk.source) > 10, (hw.name, lk.name)
-        if hw.power_w is not None:
-            assert len(hw.power_source) > 10, hw.name
+        sources = [(f"roof {r.unit}/{r.precision}", r.source) for r in hw.roofs + hw.sparse_roofs]
+        sources += [(f"memory {m.name}", m.source) for m in hw.memory]
+        sources += [(f"link {lk.name}", lk.source) for lk in hw.links]
+        sources += [("power_w", hw.power_source)] if hw.power_w is not None else []
+        for what, src in sources:
+            assert src, f"{hw.name} {what}: no source"
+            if src in texts:  # the loader resolved a key to its entry
+                cited |= {k for k, v in keys.items() if v == src}
+                continue
+            refs = set(_SOURCE_KEY.findall(src))
+            assert refs <= set(keys), (
+                f"{hw.name} {what}: undefined source keys {sorted(refs - set(keys))} in {src!r}"
+            )
+            # literal text citing no key names its document: a publisher or title and what it states
+            assert refs or ("," in src or "(" in src), f"{hw.name} {what}: {src!r} names no document"
+            cited |= refs
+        cited |= set(_SOURCE_KEY.findall(hw.notes or "")) & set(keys)
+    assert set(keys) <= cited, f"[sources] entries no device cites: {sorted(set(keys) - cited)}"
 
 
 def test_dense_is_never_the_sparse_figure():

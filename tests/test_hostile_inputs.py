@@ -1,12 +1,14 @@
 """Every reproducer of a hang, a traceback or silently wrong output: now a one-line error naming
-the flag or field (exit 2), or a correct result, within 2 s of work."""
+the flag or field (exit 2), or a correct result, with no hang and no work done first."""
 
+import importlib
 import json
-import time
 
 import pytest
 
 from costmodel.cli import main
+
+from .test_fuzz import LIMIT_S, time_limit
 
 
 @pytest.fixture
@@ -69,17 +71,20 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("argv", "fragment"), REFUSED, ids=[" ".join(a)[:60] for a, _ in REFUSED])
-def test_refused_with_one_line(capsys, files, argv, fragment):
+def test_refused_with_one_line(capsys, monkeypatch, files, argv, fragment):
+    def no_probe(**kwargs):
+        raise AssertionError("the machine was probed before the refusal")
+
+    # `probe --out` checks its path first (the package's `probe` attribute is the function)
+    monkeypatch.setattr(importlib.import_module("costmodel.measure.probe"), "probe", no_probe)
     argv = [a.replace("{d}", str(files)) for a in argv]
-    start = time.perf_counter()
-    code = main(argv)
-    elapsed = time.perf_counter() - start
+    with time_limit(LIMIT_S):  # a hang guard, not a speed claim: the old hangs never returned
+        code = main(argv)
     out = capsys.readouterr()
     lines = [ln for ln in out.err.splitlines() if ln.strip() and not ln.startswith("  ..")]
     assert code == 2, (code, out.err)
     assert len(lines) == 1 and "Traceback" not in out.err, out.err
     assert fragment in lines[0], lines[0]
-    assert elapsed < 2.0, f"took {elapsed:.1f} s"
     assert not (files / "missing").exists()  # nothing written outside the requested path
 
 
@@ -134,10 +139,12 @@ def test_loops_a_user_controls_are_bounded(capsys):
         expand(g)
 
 
-def test_a_sweep_too_large_for_memory_is_refused_before_work(capsys):
+def test_a_sweep_too_large_for_memory_is_refused_before_work(capsys, monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the sweep compiled a configuration before refusing the grid")
+
+    monkeypatch.setattr("graphs.serving.sweeps.compile_decode", no_work)
     batches = ",".join(str(i) for i in range(1, 10001))
     ctxs = ",".join(str(i) for i in range(1, 5001))
-    start = time.perf_counter()
     code = main(["sweep", "tiny", "--batches", batches, "--ctxs", ctxs, "--quiet"])
     assert code == 2 and "50,000,000 points" in capsys.readouterr().err
-    assert time.perf_counter() - start < 2.0

@@ -60,6 +60,7 @@ PER_TOKEN = 2 * L * (64 * 64 * 2 + 2 * 64 * 32 + 3 * 64 * 176) + 2 * 64 * 256  #
 MASKED_HALF = 4 * L * B * H * HD * S * (S - 1) / 2  # QK^T and PV over the masked upper triangle
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decompose", [False, True])
 def test_export_symbolic_total_equals_our_graph(exported, decompose):
     ep = exported.run_decompositions() if decompose else exported
@@ -172,6 +173,7 @@ def test_torch_pass_manager_and_our_pipeline(exported):
     assert get_device("h100").name in {r.get("device") for _, r in out.nodes(data="roofline") if r}
 
 
+@pytest.mark.slow
 def test_onnx_gives_the_same_matmul_totals(exported):
     pytest.importorskip("onnx", reason="onnx extra not installed")
     pytest.importorskip("onnxscript", reason="onnxscript (onnx extra) not installed")

@@ -36,6 +36,7 @@ class Block(torch.nn.Module):
         return x + torch.nn.functional.gelu(self.lin(self.norm(x)))
 
 
+@pytest.mark.slow
 def test_inductor_kernels_and_their_bytes():
     torch.manual_seed(0)
     a = inductor_audit(Block().eval(), (torch.randn(64, 256),), "h100")

@@ -28,6 +28,7 @@ def tiny_hf():
     return transformers.LlamaForCausalLM(config).eval()
 
 
+@pytest.mark.slow
 def test_one_layer_repeated_equals_the_whole_export(tiny_hf):
     ids = torch.zeros((2, 8), dtype=torch.long)
     shapes = {"input_ids": {0: Dim("batch", min=1, max=64), 1: Dim("seq", min=2, max=256)}, "use_cache": None}

@@ -156,6 +156,7 @@ def test_gemm_bound_by_hand(corpus):
     assert b.seconds[1] == pytest.approx(2 * 16 * 4096 * 4096 / 989.4e12)
 
 
+@pytest.mark.slow
 def test_no_unexplained_bound_violations(corpus):
     from costmodel.measured.validity import NO_L2_SOURCE, OVER_PEAK_BW
 
@@ -176,6 +177,7 @@ def test_no_unexplained_bound_violations(corpus):
     assert sum(v.below_dram_only for v in rows) >= sum(v.below for v in rows)
 
 
+@pytest.mark.slow
 def test_heldout_errors_beat_the_bound(corpus):
     from costmodel.measured.heldout import evaluate
 
@@ -201,6 +203,7 @@ def test_heldout_errors_beat_the_bound(corpus):
         assert r.corrected["mape"] <= r.calibrated["mape"] < r.bound["mape"]
 
 
+@pytest.mark.slow
 def test_unseen_device_from_its_datasheet(corpus):
     from costmodel.measured.heldout import evaluate
 
@@ -222,6 +225,7 @@ def test_kernel_binary_families(corpus):
         arch_family("mi300x")
 
 
+@pytest.mark.slow
 def test_model_level_prediction_against_measured_kernels(corpus):
     from graphs.serving.predict import predict_step
 
@@ -236,6 +240,7 @@ def test_model_level_prediction_against_measured_kernels(corpus):
         assert abs(s.corrected_error) <= 0.05
 
 
+@pytest.mark.slow
 def test_calibrated_spec_is_a_hardware_file(corpus, tmp_path):
     from costmodel.hardware import get_device, load_hardware_file
 
@@ -251,6 +256,7 @@ def test_calibrated_spec_is_a_hardware_file(corpus, tmp_path):
     assert "aiconfigurator-core" in hw.notes
 
 
+@pytest.mark.slow
 def test_cli_predict_json(corpus):
     out = subprocess.run(
         [
@@ -273,6 +279,7 @@ def test_cli_predict_json(corpus):
     assert doc["prediction"]["predicted_s"] > doc["prediction"]["bound_s"]
 
 
+@pytest.mark.slow
 def test_prediction_nodes_add_up(corpus):
     from graphs.serving.predict import predict_step
 

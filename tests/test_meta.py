@@ -32,11 +32,40 @@ def test_every_catalog_device_is_pinned():
     assert not missing, f"catalog devices without pinned numbers in tests/test_hardware.py: {sorted(missing)}"
 
 
+_PROBE = """
+import json, sys
+import costmodel.rules as rules
+from costmodel.rules import get_rule, rule_names
+print(json.dumps({
+    "imported": sorted(m for m in sys.modules if m.startswith("costmodel.rules.")),
+    "registered": {n: get_rule(n).fn.__module__ for n in rule_names()},
+}))
+"""
+
+
 def test_rule_modules_are_discovered():
-    """Every module in costmodel/rules is imported by the package (pkgutil): none can be forgotten."""
+    """Every module in costmodel/rules is imported by the package (pkgutil), so none can be forgotten:
+    in a fresh interpreter (this process has imported them all by now), ``import costmodel.rules``
+    alone registers every ``@register_rule("name")`` written in the package's files, each from the
+    module that defines it."""
+    import json
+    import subprocess
     import sys
 
     import costmodel.rules as rules
 
-    names = {p.stem for p in Path(rules.__file__).parent.glob("*.py") if p.stem != "__init__"}
-    assert all(f"costmodel.rules.{n}" in sys.modules for n in names)
+    written = {
+        f"costmodel.rules.{p.stem}": set(re.findall(r'^@register_rule\("([^"]+)"\)', p.read_text(), re.M))
+        for p in Path(rules.__file__).parent.glob("*.py")
+    }
+    written = {m: names for m, names in written.items() if names}
+    assert len(written) >= 10, sorted(written)  # attention, comm, linear, moe, norms, softmax, ssm, ...
+    root = Path(rules.__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, cwd=root, timeout=120
+    )
+    fresh = json.loads(out.stdout)
+    assert set(written) <= set(fresh["imported"]), sorted(set(written) - set(fresh["imported"]))
+    found = {m: {n for n, mod in fresh["registered"].items() if mod == m} for m in written}
+    assert found == written
+    assert set(fresh["registered"].values()) == set(written)  # no rule registered from elsewhere

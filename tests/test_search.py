@@ -178,6 +178,7 @@ def test_search_command(capsys, tmp_path):
     assert "START <= STOP" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_dask_cluster_gives_the_local_frontier():
     distributed = pytest.importorskip("distributed")
     kw = dict(

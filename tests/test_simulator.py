@@ -56,6 +56,7 @@ def test_lone_requests_see_the_bounds():
     assert res.preemptions == 0 and res.requests == 3
 
 
+@pytest.mark.slow
 def test_littles_law():
     reqs = synthetic(3000, rate=25.0, prompt="lognormal:800,0.8", output="lognormal:200,0.8", seed=3)
     res = simulate(M, "h100", reqs)
@@ -63,6 +64,7 @@ def test_littles_law():
     assert res.mean_in_system == pytest.approx(rate * res.e2e.mean, rel=0.02)
 
 
+@pytest.mark.slow
 def test_md1_queueing_delay():
     p, n = 256, 4
     service = prefill_report(M, "h100", seq=p).step_s + sum(
@@ -108,6 +110,7 @@ def test_replicas_share_the_load():
     assert two.ttft.p99 < one.ttft.p99 and two.topology.devices == 2
 
 
+@pytest.mark.slow
 def test_max_rate_brackets_the_slo():
     m = max_rate(M, "h100", slo_ttft=0.5, slo_tpot=0.03, requests=200, rel_tol=0.05)
     assert m.rate is not None and m.at_rate is not None

@@ -40,6 +40,7 @@ def _flop_counter(model, ids):
     return fc.get_total_flops()
 
 
+@pytest.mark.slow
 def test_compiled_llama_runs_and_counts_like_flop_counter(tiny_llama):
     torch._dynamo.reset()
     ids = torch.randint(0, tiny_llama.config.vocab_size, (2, 16))
@@ -54,6 +55,7 @@ def test_compiled_llama_runs_and_counts_like_flop_counter(tiny_llama):
     assert rep.step_time() > 0
 
 
+@pytest.mark.slow
 def test_dynamic_shapes_give_closed_forms(tiny_llama):
     """With dynamic=True the captured sizes are symbols; named B and S they give the FLOP count
     as a closed form that matches FlopCounterMode at other batch and sequence sizes."""

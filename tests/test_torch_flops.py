@@ -14,8 +14,8 @@ from importlib import resources
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch", reason="torch extra not installed")
+transformers = pytest.importorskip("transformers", reason="transformers (torch extra) not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from costmodel import op_cost  # noqa: E402

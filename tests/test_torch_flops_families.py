@@ -26,8 +26,8 @@ from importlib import resources
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch", reason="torch extra not installed")
+transformers = pytest.importorskip("transformers", reason="transformers (torch extra) not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from costmodel import op_cost  # noqa: E402
@@ -153,6 +153,7 @@ def test_llama4_experts_run_every_token_through_every_expert():
     assert counts["Llama4ForCausalLM.model.layers.0.feed_forward.experts"] == routed * 16 // 1
 
 
+@pytest.mark.slow
 def test_nemotron_h_modules_match_flopcounter():
     """Nemotron-H names every layer's block ``mixer``: Mamba-2 (``in_proj``/``out_proj``), the MLP-only
     layers (``up_proj``/``down_proj``, squared ReLU) and attention (layer 7 of the first 8)."""
