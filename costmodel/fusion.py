@@ -42,6 +42,7 @@ __all__ = [
     "plan_cost",
     "ideal_cost",
     "group_footprint",
+    "is_free",
 ]
 
 
@@ -152,6 +153,38 @@ def _out_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
     return sympy.Add(*(t.bytes for t in g.nodes[n].get(OUTPUTS, ())))
 
 
+def is_free(g: nx.DiGraph, n: str) -> bool:
+    """A metadata-only op (a view, a transpose, a reshape): no FLOPs, no bytes, no kernel."""
+    c = g.nodes[n].get(COST)
+    return g.nodes[n].get(KIND) == OP_KIND and c is not None and c.flops == 0 and c.bytes == 0
+
+
+def _read_through(g: nx.DiGraph, u: str, m: str, mset: set[str], depth: int = 0) -> sympy.Expr:
+    """Bytes a group holding ``m`` reads from outside producer ``u`` over edge ``u -> m``; when
+    ``m`` is a view in the group (it reads nothing itself), what the group's members read of it."""
+    b = to_expr(g.edges[u, m].get(BYTES, 0), field=f"edge {u}->{m} bytes")
+    if b == 0 and depth < 16 and is_free(g, m):
+        onward = [_read_through(g, m, w, mset, depth + 1) for w in g.successors(m) if w in mset]
+        if onward:
+            return sympy.Max(*onward) if len(onward) > 1 else onward[0]
+    return b
+
+
+def _consumers_outside(g: nx.DiGraph, m: str, mset: set[str], depth: int = 0) -> tuple[list[str], bool]:
+    """Consumers of ``m``'s output outside the group, looking through the group's views (a view
+    inside the group whose consumer is outside still needs ``m`` in DRAM), and whether the value
+    is a graph output (``m``, or a view of it in the group, has no consumer)."""
+    outside, sink = [], not list(g.successors(m))
+    for v in g.successors(m):
+        if v not in mset:
+            outside.append(v)
+        elif depth < 16 and is_free(g, v):
+            more, end = _consumers_outside(g, v, mset, depth + 1)
+            outside += more
+            sink = sink or end
+    return outside, sink
+
+
 def _persistent(g: nx.DiGraph, n: str) -> bool:
     return "kv_cache" in g.nodes[n][COST].footprint_terms
 
@@ -174,16 +207,16 @@ def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
         for u in g.predecessors(m):
             if u in mset:
                 continue
-            b = to_expr(g.edges[u, m].get(BYTES, 0), field=f"edge {u}->{m} bytes")
+            b = _read_through(g, u, m, mset)
             ext[u] = b if u not in ext else sympy.Max(ext[u], b)
         side += sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m))
     writes = sympy.Integer(0)
     for m in members:
-        outside = [v for v in g.successors(m) if v not in mset]
+        outside, sink = _consumers_outside(g, m, mset)
         # a consumer elsewhere that recomputes m itself does not need m's output from DRAM
         needs = [v for v in outside if not any(m in gr.members for gr in plan.groups_of(v))]
         first_writer = next((gr for gr in plan.groups if m in gr.members), group) is group
-        if (needs or not list(g.successors(m)) or _persistent(g, m)) and first_writer:
+        if (needs or sink or _persistent(g, m)) and first_writer:
             writes += sympy.Min(g.nodes[m][COST].bytes_written(), _out_bytes(g, m))
     others = Cost.zero()
     for m in members:
