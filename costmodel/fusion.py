@@ -21,6 +21,7 @@ writes every final output once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import sympy
@@ -70,6 +71,22 @@ class FusionPlan:
 
     def groups_of(self, node: str) -> list[Group]:
         return [gr for gr in self.groups if node in gr.members]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as plain data a user or a compiler can apply: ``Group(**d)`` rebuilds each."""
+        return {
+            "groups": [
+                {
+                    "name": gr.name,
+                    "members": list(gr.members),
+                    "level": gr.level,
+                    "tile_rows": gr.tile_rows,
+                    "tile_cols": gr.tile_cols,
+                }
+                for gr in self.groups
+            ],
+            "recompute": sorted(self.recompute),
+        }
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ __all__ = [
     "claim_level",
     "anchor_bytes",
     "group_footprint_bytes",
+    "anchors_working_set",
 ]
 
 #: op rule -> op class (a rule not listed is ``opaque``: it never shares a kernel)
@@ -96,7 +97,7 @@ OP_CLASSES: Mapping[str, str] = MappingProxyType(
 OP_CLASS_NAMES = frozenset({*OP_CLASSES.values(), "opaque"})
 TEMPLATES = frozenset({"flash_attention", "dual_gemm"})
 _LEVELS = ("smem", "l2")
-WEIGHT = NodeKind.WEIGHT
+_WEIGHT = NodeKind.WEIGHT
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ def _template(g: nx.DiGraph, members: set[str], anchors: list[str], leg: Legalit
             return "flash_attention"
     if "dual_gemm" in leg.templates and not nx.has_path(g, a, b):
         shared = {
-            s for s in set(g.predecessors(a)) & set(g.predecessors(b)) if g.nodes[s].get(KIND) != WEIGHT
+            s for s in set(g.predecessors(a)) & set(g.predecessors(b)) if g.nodes[s].get(KIND) != _WEIGHT
         }
         meet = nx.descendants(g, a) & nx.descendants(g, b) & members
         if shared and meet:
@@ -321,8 +322,18 @@ def anchor_bytes(g: nx.DiGraph, n: str, leg: Legality) -> float:
     return float(gemm_tile_bytes(leg.anchor_tile, leg.anchor_tile, dtype=dtype))
 
 
+def anchors_working_set(g: nx.DiGraph, members: tuple[str, ...] | list[str], leg: Legality) -> float:
+    """Bytes of the group's GEMM working sets: one per anchor, one in all for the FlashAttention
+    template (its two GEMMs run one after the other on the same Q, K/V and S/P tiles)."""
+    anchors = [m for m in members if leg.class_of(g, m) == "gemm"]
+    sets = [anchor_bytes(g, m, leg) for m in anchors]
+    if len(anchors) == 2 and _template(g, set(members), anchors, leg) == "flash_attention":
+        return max(sets)
+    return sum(sets)
+
+
 def group_footprint_bytes(g: nx.DiGraph, members: tuple[str, ...] | list[str], leg: Legality) -> float:
-    """Tiles of the group's internal tensors plus each anchor's GEMM working set (bytes)."""
+    """Tiles of the group's internal tensors plus its GEMM working sets (bytes)."""
     rows, cols = group_tile(g, members, leg)
     inter = as_float(group_footprint(g, Group("f", tuple(members), tile_rows=rows, tile_cols=cols)))
-    return inter + sum(anchor_bytes(g, m, leg) for m in members if leg.class_of(g, m) == "gemm")
+    return inter + anchors_working_set(g, members, leg)

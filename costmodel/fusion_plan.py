@@ -49,12 +49,14 @@ FLOPs counted in every copy (:class:`costmodel.fusion.FusionPlan`'s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -65,6 +67,7 @@ from .fusion import FusionPlan, Group, check_plan, group_cost, group_footprint, 
 from .fusion_legality import (
     Legality,
     anchor_bytes,
+    anchors_working_set,
     claim_level,
     get_legality,
     group_tile,
@@ -147,11 +150,12 @@ def _units(g: nx.DiGraph, ops: list[str], keep: Sequence[Sequence[str]] = ()) ->
         return n
 
     opset = set(ops)
+    rep = {n: str(g.nodes[n].get(REPEAT, 1)) for n in ops}
     for n in ops:
         if not is_free(g, n):
             continue
-        preds = [u for u in g.predecessors(n) if u in opset]
-        succs = [v for v in g.successors(n) if v in opset]
+        preds = [u for u in g.predecessors(n) if u in opset and rep[u] == rep[n]]
+        succs = [v for v in g.successors(n) if v in opset and rep[v] == rep[n]]
         if preds:
             parent[find(n)] = find(preds[0])
         elif len(succs) == 1:
@@ -257,26 +261,41 @@ class _Space:
             i += 1
         return not (d & a & ~mask)
 
-    def footprint(self, members: tuple[str, ...]) -> float:
-        """Same as :func:`costmodel.fusion_legality.group_footprint_bytes`, from per-edge tiles."""
-        rows, cols = group_tile(self.g, members, self.leg)
+    def _tiles(self, members: tuple[str, ...], tiles: list[tuple[int, int | None]]) -> float:
+        """One tile of each internal tensor (the least over ``tiles``), from per-edge
+        :func:`costmodel.fusion.group_footprint` of the pair."""
         mset = set(members)
         seen: dict[str, float] = {}
         for u in members:
             for v in self.g.successors(u):
                 if v in mset:
-                    key = (u, v, rows, cols)
-                    if key not in self._edge_tile:
-                        t = self.g.edges[u, v][TENSOR].name
-                        fp = as_float(
-                            group_footprint(self.g, Group("e", (u, v), tile_rows=rows, tile_cols=cols))
-                        )
-                        self._edge_tile[key] = (t, fp)
-                    t, fp = self._edge_tile[key]
-                    seen[t] = fp
-        return sum(seen.values()) + sum(
-            anchor_bytes(self.g, m, self.leg) for m in members if m in self.anchor_ops
-        )
+                    fps = []
+                    for rows, cols in tiles:
+                        key = (u, v, rows, cols)
+                        if key not in self._edge_tile:
+                            t = self.g.edges[u, v][TENSOR].name
+                            fp = as_float(
+                                group_footprint(self.g, Group("e", (u, v), tile_rows=rows, tile_cols=cols))
+                            )
+                            self._edge_tile[key] = (t, fp)
+                        t, fp = self._edge_tile[key]
+                        fps.append(fp)
+                    seen[t] = min(fps)
+        return sum(seen.values())
+
+    def footprint(self, members: tuple[str, ...]) -> float:
+        """Same as :func:`costmodel.fusion_legality.group_footprint_bytes`, from per-edge tiles."""
+        tiles = self._tiles(members, [group_tile(self.g, members, self.leg)])
+        return tiles + anchors_working_set(self.g, members, self.leg)
+
+    def footprint_floor(self, members: tuple[str, ...]) -> float:
+        """A footprint no superset of ``members`` goes below (the least tile each tensor can get, one
+        GEMM working set while a FlashAttention chain may still complete): what pruning may use."""
+        t = self.leg.anchor_tile
+        anchors = [anchor_bytes(self.g, m, self.leg) for m in members if m in self.anchor_ops]
+        flash = "flash_attention" in self.leg.templates and len(anchors) <= 2
+        ws = (max(anchors) if flash else sum(anchors)) if anchors else 0.0
+        return self._tiles(members, [(1, None), (t, t)]) + ws
 
     def price(self, members: tuple[str, ...]) -> tuple[float, float, float]:
         """(objective weight, DRAM bytes, roofline time) of one kernel running ``members``."""
@@ -368,7 +387,7 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
 def _capacity_ok(sp: _Space, mask: int) -> bool:
     """Capacity is monotone (a superset holds more tiles): prune a group that fits no level."""
     members = sp.members(mask)
-    claim = claim_level(sp.g, members, sp.hw, sp.leg, sp.footprint(members))
+    claim = claim_level(sp.g, members, sp.hw, sp.leg, sp.footprint_floor(members))
     return not claim.checked or claim.level is not None
 
 
@@ -522,25 +541,32 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-def _recompute(g: nx.DiGraph, hw: Hardware, plan: FusionPlan, leg: Legality, weight) -> FusionPlan:  # type: ignore[no-untyped-def]
-    """Duplicate single-op elementwise groups into every consuming kernel when that pays."""
-    for gr in list(plan.groups):
-        if len(gr.members) != 1 or leg.class_of(g, gr.members[0]) != "elementwise":
+def _recompute(g: nx.DiGraph, hw: Hardware, plan: FusionPlan, leg: Legality, weight: Any) -> FusionPlan:
+    """Duplicate an elementwise producer into every other kernel that reads it, when that pays.
+
+    Its own kernel keeps it (or is dropped when it held only that op and nothing else needs it);
+    :func:`costmodel.fusion.group_cost` then writes it for no recomputing consumer and counts its
+    FLOPs in every copy."""
+    for p in [m for gr in plan.groups for m in gr.members if leg.class_of(g, m) == "elementwise"]:
+        if p in plan.recompute:
             continue
-        p = gr.members[0]
-        homes = {h.name for v in g.successors(p) for h in plan.groups_of(v)}
-        if len(homes) < 2:
+        home = plan.groups_of(p)[0]
+        readers = {h.name for v in g.successors(p) for h in plan.groups_of(v) if h.name != home.name}
+        if not readers:
             continue
-        new = tuple(
-            Group(h.name, (*h.members, p), h.level, h.tile_rows, h.tile_cols) if h.name in homes else h
-            for h in plan.groups
-            if h is not gr
+        alone = home.members == (p,) and all(
+            any(h.name in readers for h in plan.groups_of(v)) for v in g.successors(p)
         )
-        trial = FusionPlan(new, plan.recompute | {p})
+        new = tuple(
+            dataclasses.replace(h, members=(*h.members, p)) if h.name in readers else h
+            for h in plan.groups
+            if not (alone and h is home)
+        )
+        trial = FusionPlan(new, plan.recompute | ({p} if not alone or len(readers) > 1 else set()))
         if check_plan(g, trial) or any(
             group_violation(g, h.members, leg) or claim_level(g, h.members, hw, leg).level is None
             for h in new
-            if h.name in homes
+            if h.name in readers
         ):
             continue
         if weight(trial) < weight(plan):
