@@ -26,7 +26,7 @@ from typing import Any
 import networkx as nx
 import sympy
 
-from .cost import Cost
+from .cost import Cost, as_float
 from .errors import CostModelError
 from .expr import to_expr
 from .graph import BYTES, COST, KIND, OP_KIND, OUTPUTS, REPEAT, SOURCE_KINDS, TENSOR, op_nodes
@@ -40,6 +40,7 @@ __all__ = [
     "plan_from_groups",
     "check_plan",
     "group_cost",
+    "group_traffic",
     "plan_cost",
     "ideal_cost",
     "group_footprint",
@@ -206,44 +207,70 @@ def _persistent(g: nx.DiGraph, n: str) -> bool:
     return "kv_cache" in g.nodes[n][COST].footprint_terms
 
 
-def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
-    """Cost of one kernel running ``group`` (module doc)."""
+def group_traffic(
+    g: nx.DiGraph, plan: FusionPlan, group: Group, memo: dict[Any, float] | None = None
+) -> tuple[Any, Any]:
+    """DRAM bytes (read, written) of one kernel running ``group`` (module doc).
+
+    With ``memo`` (a dict the caller keeps for one numeric graph) every node's and edge's bytes
+    are read once as floats and the sums and maxima are Python's: the same accounting, fast
+    enough for a planner pricing many candidate groups."""
     members = list(group.members)
-    if len(members) == 1:
-        return g.nodes[members[0]][COST]
     mset = set(members)
-    flops = Cost(
-        flop_terms={
-            key: sympy.Add(*(g.nodes[m][COST].flop_terms.get(key, 0) for m in members))
-            for key in {k for m in members for k in g.nodes[m][COST].flop_terms}
-        }
-    )
-    ext: dict[str, sympy.Expr] = {}
-    side = sympy.Integer(0)
+    if memo is None:
+        val, mx = (lambda key, f: f()), sympy.Max
+    else:
+
+        def val(key: Any, f: Any) -> float:
+            if key not in memo:
+                memo[key] = as_float(f())
+            return memo[key]
+
+        mx = max
+    ext: dict[str, Any] = {}
+    side: Any = 0
     for m in members:
         for u in g.predecessors(m):
             if u in mset:
                 continue
-            b = _read_through(g, u, m, mset)
-            ext[u] = b if u not in ext else sympy.Max(ext[u], b)
-        side += sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m))
-    writes = sympy.Integer(0)
+            direct = val(
+                ("e", u, m), lambda u=u, m=m: to_expr(g.edges[u, m].get(BYTES, 0), field="edge bytes")
+            )
+            b = direct if direct != 0 or not is_free(g, m) else _read_through(g, u, m, mset)
+            b = as_float(b) if memo is not None else b
+            ext[u] = b if u not in ext else mx(ext[u], b)
+        side += val(("s", m), lambda m=m: sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m)))
+    writes: Any = 0
     for m in members:
         outside, sink = _consumers_outside(g, m, mset)
         # a consumer elsewhere that recomputes m itself does not need m's output from DRAM
         needs = [v for v in outside if not any(m in gr.members for gr in plan.groups_of(v))]
         first_writer = next((gr for gr in plan.groups if m in gr.members), group) is group
         if (needs or sink or _persistent(g, m)) and first_writer:
-            writes += sympy.Min(g.nodes[m][COST].bytes_written(), _out_bytes(g, m))
+            writes += val(("w", m), lambda m=m: sympy.Min(g.nodes[m][COST].bytes_written(), _out_bytes(g, m)))
+    reads = sum(ext.values(), side) if memo is not None else sympy.Add(*ext.values()) + side
+    return reads, writes
+
+
+def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
+    """Cost of one kernel running ``group`` (module doc)."""
+    members = list(group.members)
+    if len(members) == 1:
+        return g.nodes[members[0]][COST]
+    flops = Cost(
+        flop_terms={
+            key: sympy.Add(*(g.nodes[m][COST].flop_terms.get(key, 0) for m in members))
+            for key in {k for m in members for k in g.nodes[m][COST].flop_terms}
+        }
+    )
+    reads, writes = group_traffic(g, plan, group)
     others = Cost.zero()
     for m in members:
         c = g.nodes[m][COST]
         others += Cost(
             footprint_terms=c.footprint_terms, comm_terms=c.comm_terms, comm_step_terms=c.comm_step_terms
         )
-    return (
-        flops + Cost.traffic(read=sympy.Add(*ext.values()) + side, write=writes) + Cost.launches(1) + others
-    )
+    return flops + Cost.traffic(read=reads, write=writes) + Cost.launches(1) + others
 
 
 def plan_cost(g: nx.DiGraph, plan: FusionPlan, *, check: bool = True) -> Cost:

@@ -65,6 +65,8 @@ __all__ = [
     "anchor_bytes",
     "group_footprint_bytes",
     "anchors_working_set",
+    "template_possible",
+    "level_capacity",
 ]
 
 #: op rule -> op class (a rule not listed is ``opaque``: it never shares a kernel)
@@ -202,6 +204,18 @@ def get_legality(backend: str | Legality = "default", **overrides: object) -> Le
     return table.replace(**overrides) if overrides else table
 
 
+def template_possible(g: nx.DiGraph, a: str, b: str, leg: Legality) -> bool:
+    """Whether GEMMs ``a`` and ``b`` can share a kernel under some template of ``leg`` once the
+    right ops join them: two batched GEMMs on one path (FlashAttention), or two GEMMs reading one
+    activation with no path between them (dual GEMM)."""
+    linked = nx.has_path(g, a, b) or nx.has_path(g, b, a)
+    flash = linked and all(g.nodes[x].get(OP) == "batched_gemm" for x in (a, b))
+    shared = {s for s in set(g.predecessors(a)) & set(g.predecessors(b)) if g.nodes[s].get(KIND) != _WEIGHT}
+    return ("flash_attention" in leg.templates and flash) or (
+        "dual_gemm" in leg.templates and not linked and bool(shared)
+    )
+
+
 def _template(g: nx.DiGraph, members: set[str], anchors: list[str], leg: Legality) -> str | None:
     """The two-anchor template ``anchors`` form inside ``members``, if any."""
     a, b = anchors
@@ -284,7 +298,8 @@ class Claim(Result):
     checked: bool  #: False when the device gives no capacity for any level
 
 
-def _capacity(hw: Hardware, level: str) -> float | None:
+def level_capacity(hw: Hardware, level: str) -> float | None:
+    """Bytes one SM's tile may claim at ``level``: SMEM per SM, or L2 / SM count (None: unknown)."""
     lvl = next((m for m in hw.memory if m.name == level), None)
     if lvl is None or lvl.capacity_bytes is None:
         return None
@@ -306,7 +321,7 @@ def claim_level(
     ``footprint`` (bytes) skips recomputing it when the caller already has it."""
     if footprint is None:
         footprint = group_footprint_bytes(g, members, leg)
-    caps = [(lvl, _capacity(hw, lvl)) for lvl in leg.levels]
+    caps = [(lvl, level_capacity(hw, lvl)) for lvl in leg.levels]
     known = [(lvl, c) for lvl, c in caps if c is not None]
     if not known:
         return Claim(None, footprint, None, False)

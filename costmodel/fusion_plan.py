@@ -59,11 +59,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+import sympy
 
 from .cost import Cost, as_float
 from .errors import CostModelError
 from .expr import to_expr
-from .fusion import FusionPlan, Group, check_plan, group_cost, group_footprint, is_free, plan_cost
+from .fusion import (
+    FusionPlan,
+    Group,
+    check_plan,
+    group_cost,
+    group_footprint,
+    group_traffic,
+    is_free,
+    plan_cost,
+)
 from .fusion_legality import (
     Legality,
     anchor_bytes,
@@ -72,11 +82,13 @@ from .fusion_legality import (
     get_legality,
     group_tile,
     group_violation,
+    level_capacity,
+    template_possible,
 )
 from .graph import COST, REPEAT, TENSOR, op_nodes
 from .hardware import Hardware, get_device
 from .results import Result
-from .roofline import bound
+from .roofline import Bound, bound
 
 __all__ = [
     "PlannedGroup",
@@ -204,18 +216,8 @@ class _Space:
         for i in topo:
             for j in self.pred[i]:
                 self.anc[i] |= (1 << j) | self.anc[j]
-        # neighbours: an edge either way, or an input read by both
+        # neighbours: an edge either way (a compiler's horizontal groups come in as extra groups)
         self.nbr: list[set[int]] = [self.succ[i] | self.pred[i] for i in range(n)]
-        readers: dict[str, set[int]] = {}
-        for i, u in enumerate(self.units):
-            for m in u:
-                for p in g.predecessors(m):
-                    if p not in self.of or self.of[p] != i:
-                        readers.setdefault(p, set()).add(i)
-        for rs in readers.values():
-            if len(rs) > 1:
-                for i in rs:
-                    self.nbr[i] |= rs - {i}
         self.cls = [{leg.class_of(g, m) for m in u} - {"free"} for u in self.units]
         self.anchors = [sum(leg.class_of(g, m) == "gemm" for m in u) for u in self.units]
         self.alone = [bool(c - leg.fusible) for c in self.cls]
@@ -225,6 +227,11 @@ class _Space:
         ]
         self.bw = as_float(hw.bandwidth())
         self._cache: dict[int, tuple[float, float, float, Group] | None] = {}
+        self._memo: dict[object, float] = {}
+        self._terms: dict[str, dict[str, float]] = {}
+        self._anchor_bytes = {m: anchor_bytes(g, m, leg) for m in self.anchor_ops}
+        caps = [c for c in (level_capacity(hw, lvl) for lvl in leg.levels) if c is not None]
+        self.max_capacity = max(caps) if caps else None
         # one tile of each tensor an edge carries, per tile shape (group_footprint of the pair)
         self._edge_tile: dict[tuple[str, str, int, int | None], tuple[str, float]] = {}
 
@@ -239,7 +246,7 @@ class _Space:
         return tuple(out)
 
     def connected(self, mask: int) -> bool:
-        """Whether the units of ``mask`` are connected through edges or shared inputs."""
+        """Whether the units of ``mask`` are connected through edges."""
         bits = _bits(mask)
         seen, todo = {bits[0]}, [bits[0]]
         while todo:
@@ -292,22 +299,47 @@ class _Space:
         """A footprint no superset of ``members`` goes below (the least tile each tensor can get, one
         GEMM working set while a FlashAttention chain may still complete): what pruning may use."""
         t = self.leg.anchor_tile
-        anchors = [anchor_bytes(self.g, m, self.leg) for m in members if m in self.anchor_ops]
+        anchors = [self._anchor_bytes[m] for m in members if m in self.anchor_ops]
         flash = "flash_attention" in self.leg.templates and len(anchors) <= 2
         ws = (max(anchors) if flash else sum(anchors)) if anchors else 0.0
         return self._tiles(members, [(1, None), (t, t)]) + ws
 
     def price(self, members: tuple[str, ...]) -> tuple[float, float, float]:
-        """(objective weight, DRAM bytes, roofline time) of one kernel running ``members``."""
-        gr = Group("c", members)
-        c = group_cost(self.g, FusionPlan((gr,)), gr)
+        """(objective weight, DRAM bytes, roofline time) of one kernel running ``members``: its
+        traffic from :func:`costmodel.fusion.group_traffic`, its compute terms the sum of its
+        members' (:func:`costmodel.roofline.bound` terms are linear in the FLOPs), bounded by
+        :class:`costmodel.roofline.Bound` with one launch."""
         rep = self.rep[self.of[members[0]]]
-        t = kernel_time(c, self.hw) * rep
-        d = as_float(c.bytes) * rep
+        if len(members) == 1:
+            c = self.g.nodes[members[0]][COST]
+            t, d = kernel_time(c, self.hw), as_float(c.bytes)
+        else:
+            gr = Group("c", members)
+            r, w = group_traffic(self.g, FusionPlan((gr,)), gr, self._memo)
+            d = r + w
+            terms: dict[str, float] = {}
+            for m in members:
+                for k, v in self._compute_terms(m).items():
+                    terms[k] = terms.get(k, 0.0) + v
+            if d:
+                terms["dram"] = terms.get("dram", 0.0) + d / self.bw
+            b = Bound(Cost.launches(1), self.hw, {k: sympy.Float(v) for k, v in terms.items()})
+            t = as_float(b.time) if terms else as_float(b.launch)
+        t, d = t * rep, d * rep
         w = t + _TIE * d / self.bw if self.objective == "time" else d / self.bw + _TIE * t
         return w, d, t
 
-    def candidate(self, mask: int) -> tuple[float, float, float, Group] | None:
+    def _compute_terms(self, m: str) -> dict[str, float]:
+        if m not in self._terms:
+            c = self.g.nodes[m][COST]
+            b = bound(
+                Cost(flop_terms=c.flop_terms, comm_terms=c.comm_terms, comm_step_terms=c.comm_step_terms),
+                self.hw,
+            )
+            self._terms[m] = {k: as_float(v) for k, v in b.terms.items()}
+        return self._terms[m]
+
+    def candidate(self, mask: int, grown: bool = False) -> tuple[float, float, float, Group] | None:
         """The priced group of units ``mask``, or None when illegal, non-convex or too big."""
         if mask in self._cache:
             return self._cache[mask]
@@ -317,8 +349,8 @@ class _Space:
         reps = {self.rep[i] for i in _bits(mask)}
         if single or (
             len(reps) == 1
-            and self.connected(mask)
             and self.convex(mask)
+            and (grown or self.connected(mask))
             and group_violation(self.g, members, self.leg) is None
         ):
             claim = (
@@ -336,8 +368,13 @@ class _Space:
 
     def monotone_ok(self, mask: int, anchors: int, members_n: int, max_units: int) -> bool:
         """Rules no superset can repair: too many anchors, an op that runs alone, too many units."""
-        limit = max(self.leg.max_anchors, 2 if self.leg.templates else 0)
-        return anchors <= limit and members_n <= max_units
+        if members_n > max_units or anchors > max(self.leg.max_anchors, 2 if self.leg.templates else 0):
+            return False
+        if anchors <= self.leg.max_anchors:
+            return True
+        # two anchors: only a template can hold them, and whether one can depends on them alone
+        a, b = (m for i in _bits(mask) for m in self.units[i] if m in self.anchor_ops)
+        return template_possible(self.g, a, b, self.leg)
 
 
 def _name(members: Sequence[str]) -> str:
@@ -357,7 +394,7 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
         if len(found) >= max_candidates:
             complete = False
             return
-        if sp.candidate(sub) is not None:
+        if sp.candidate(sub, grown=True) is not None:
             found.append(sub)
         ext = set(ext)
         while ext:
@@ -371,7 +408,7 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
                 x for x in sp.nbr[w] if x > start and x not in nb and not (sub >> x) & 1 and not sp.alone[x]
             }
             sub2 = sub | 1 << w
-            if not _capacity_ok(sp, sub2):
+            if a2 and not _capacity_ok(sp, sub2):  # without a GEMM, tiles are single rows
                 continue
             grow(sub2, ext | new, start, nb | new | {w}, a2, size + 1)
 
@@ -386,9 +423,7 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
 
 def _capacity_ok(sp: _Space, mask: int) -> bool:
     """Capacity is monotone (a superset holds more tiles): prune a group that fits no level."""
-    members = sp.members(mask)
-    claim = claim_level(sp.g, members, sp.hw, sp.leg, sp.footprint_floor(members))
-    return not claim.checked or claim.level is not None
+    return sp.max_capacity is None or sp.footprint_floor(sp.members(mask)) <= sp.max_capacity
 
 
 def _solve(sp: _Space, masks: list[int], time_limit_s: float) -> tuple[list[int], float | None, bool, str]:
