@@ -402,6 +402,9 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
             if sp.alone[w] or sp.rep[w] != sp.rep[start]:
                 continue
             a2 = anchors + sp.anchors[w]
+            if size + 1 > max_units:
+                complete = False  # a larger group may exist: optimality is over groups of max_units
+                continue
             if not sp.monotone_ok(sub | 1 << w, a2, size + 1, max_units):
                 continue
             new = {
@@ -426,7 +429,12 @@ def _capacity_ok(sp: _Space, mask: int) -> bool:
     return sp.max_capacity is None or sp.footprint_floor(sp.members(mask)) <= sp.max_capacity
 
 
-def _solve(sp: _Space, masks: list[int], time_limit_s: float) -> tuple[list[int], float | None, bool, str]:
+def _solve(
+    sp: _Space,
+    masks: list[int],
+    time_limit_s: float,
+    start: list[int] = (),  # type: ignore[assignment]
+) -> tuple[list[int], float | None, bool, str]:
     """Set partitioning over ``masks`` with HiGHS; cycles among chosen groups are cut and re-solved."""
     import highspy
     import numpy as np
@@ -464,11 +472,20 @@ def _solve(sp: _Space, masks: list[int], time_limit_s: float) -> tuple[list[int]
         np.array(idx, dtype=np.int32),
         np.ones(len(idx)),
     )
+    if start:  # the heuristic plan as the incumbent: a time limit then still returns a plan and its gap
+        init = highspy.HighsSolution()
+        init.col_value = [1.0 if c in set(start) else 0.0 for c in masks]
+        h.setSolution(init)
     while True:
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
         sol = h.getSolution().col_value
         chosen = [masks[k] for k in range(m) if sol[k] > 0.5]
+        covered = 0
+        for c in chosen:
+            covered |= c
+        if covered != (1 << n) - 1:  # no feasible point found (the time limit): the caller falls back
+            return [], None, False, status
         cycle = _quotient_cycle(sp, chosen)
         if not cycle:
             info = h.getInfo()
@@ -679,13 +696,21 @@ def plan_fusions(
     solver = None
     if exact:
         masks, complete = _enumerate(sp, max_units, max_candidates)
-        masks = list(dict.fromkeys([*masks, *extras]))
+        start = _better_with(sp, _greedy_merge(sp, _dp(sp, max_units)), extras)
+        masks = list(dict.fromkeys([*masks, *extras, *start]))
         ncand = len(masks)
-        chosen, gap, solved, status = _solve(sp, masks, time_limit_s)
+        chosen, gap, solved, status = _solve(sp, masks, time_limit_s, start)
         solver = "highs"
+        if not chosen:
+            notes.append(f"HiGHS found no plan ({status}): heuristic plan instead")
+            chosen = _better_with(sp, _greedy_merge(sp, _dp(sp, max_units)), extras)
+            exact = False
         optimal = solved and complete and (gap or 0.0) <= 1e-9
         if not complete:
-            notes.append(f"enumeration stopped at {max_candidates} candidates: optimal over those only")
+            notes.append(
+                f"enumeration truncated (groups of at most {max_units} units, {max_candidates} candidates): "
+                "optimal over those only"
+            )
         if not solved:
             notes.append(f"HiGHS stopped: {status}")
     else:

@@ -178,12 +178,15 @@ def inductor_audit(
     device: Any = "h100",
     *,
     dims: Sequence[str | None] | None = None,
+    max_units: int = 12,
 ) -> InductorAudit:
     """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc).
 
     With ``dims`` (names for the dimensions of the first input, e.g. ``("B", "S")``) the model
     is compiled with dynamic shapes: every kernel's bytes come as Inductor's symbolic sizes in
     those names (``reads``, ``writes``), and the numbers are evaluated at the example's sizes.
+    ``max_units`` bounds the planner's groups (ATen graphs have many small ops; the planner says
+    when a larger group might exist).
     """
     torch = _torch()
     check_torch_version(torch.__version__)
@@ -269,8 +272,12 @@ def inductor_audit(
     # the planner: under Inductor's own rules (its kernels offered too, so never worse than them),
     # and under the default rules; both minimise traffic (ties broken by time), as the audit compares it
     offered = [gr.members for gr in unique]
-    same = plan_fusions(g, hw, backend="inductor", objective="bytes", extra_groups=offered)
-    best = plan_fusions(g, hw, backend="default", objective="bytes", extra_groups=offered)
+    same = plan_fusions(
+        g, hw, backend="inductor", objective="bytes", extra_groups=offered, max_units=max_units
+    )
+    best = plan_fusions(
+        g, hw, backend="default", objective="bytes", extra_groups=offered, max_units=max_units
+    )
     best_home = {m: gr.name for gr in best.plan.groups for m in gr.members}
     kept = [b for b in boundaries(g, ind_plan, hw) if not _is_view(g, b.producer)]
     diffs = tuple(
