@@ -240,3 +240,31 @@ def test_exact_is_never_worse_than_the_heuristic_nor_the_unfused_plan(g):
     w = lambda r: r.time_s + 1e-3 * r.bytes / float(H100.bandwidth())  # noqa: E731
     assert w(ex) <= w(he) * (1 + 1e-6)
     assert ex.bytes <= float(plan_cost(g, unfused_plan(g)).bytes)
+
+
+def test_fusion_plan_command(capsys):
+    import json
+
+    from costmodel.cli import main
+
+    code = main(["fusion", "plan", "llama-3.1-8b", "--phase", "prefill", "--seq", "4096", "--device", "h100"])
+    out = capsys.readouterr().out
+    assert code == 0 and "fused kernels, most time saved first" in out and "planner" in out and "ideal" in out
+    assert main(["fusion", "plan", "tiny", "--json", "--method", "heuristic"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["method"] == "heuristic" and data["plan"]["groups"]
+    assert main(["fusion", "plan", "tiny", "--backend", "tvm"]) == 2
+    assert "backend must be one of" in capsys.readouterr().err
+
+
+def test_plan_fusion_pass_in_a_pipeline():
+    from costmodel.passes import Pipeline, plan_fusion, report, suggest_fusion
+
+    g = build_layer(get_model("tiny"), "decode", batch=1, ctx=8)
+    out = Pipeline([suggest_fusion("h100"), plan_fusion("h100", method="heuristic"), report()])(g)
+    reps = out.graph["reports"]
+    assert list(reps) == ["suggest_fusion", "plan_fusion", "report"]
+    planned = reps["plan_fusion"]
+    assert planned["audit"]["plan"]["dram_bytes"] <= reps["suggest_fusion"]["audit"]["plan"]["dram_bytes"] * (
+        1 + 1e-9
+    )
