@@ -459,7 +459,8 @@ def _solve(
                 cover[i].append(k)
             c >>= 1
             i += 1
-    starts, idx = [], []
+    starts: list[int] = []
+    idx: list[int] = []
     for rows in cover:
         starts.append(len(idx))
         idx.extend(rows)
@@ -749,6 +750,16 @@ def plan_fusions(
     )
 
 
+def _weight(sp: _Space, masks: list[int]) -> float:
+    """The objective of a plan given as unit masks (every mask a priced candidate)."""
+    total = 0.0
+    for c in masks:
+        cand = sp.candidate(c)
+        assert cand is not None  # masks come from candidates or the offered groups
+        total += cand[0]
+    return total
+
+
 def _better_with(sp: _Space, chosen: list[int], extras: list[int]) -> list[int]:
     """Swap in an extra group (with singletons for what it displaces) where that lowers the objective."""
     for e in extras:
@@ -760,7 +771,7 @@ def _better_with(sp: _Space, chosen: list[int], extras: list[int]) -> list[int]:
         trial = [*rest, e, *(1 << i for i in _bits(leftover))]
         if _quotient_cycle(sp, trial):
             continue
-        if sum(sp.candidate(c)[0] for c in trial) < sum(sp.candidate(c)[0] for c in chosen):  # type: ignore[index]
+        if _weight(sp, trial) < _weight(sp, chosen):
             chosen = trial
     return chosen
 
