@@ -476,8 +476,11 @@ def _solve(
     if start:  # the heuristic plan as the incumbent: a time limit then still returns a plan and its gap
         init = highspy.HighsSolution()
         init.col_value = [1.0 if c in set(start) else 0.0 for c in masks]
+        init.value_valid = True
         h.setSolution(init)
     while True:
+        # HiGHS's clock runs across re-solves: give each solve after a cycle cut its own limit
+        h.setOptionValue("time_limit", float(h.getRunTime()) + float(time_limit_s))
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
         sol = h.getSolution().col_value
