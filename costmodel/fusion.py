@@ -13,6 +13,10 @@ path leaves it and comes back. A fused group
   multi-output group writes each output that leaves; internal edges are free;
 * launches one kernel (``Hardware.launch_overhead_s`` each).
 
+Views (metadata-only ops: no FLOPs, no bytes) are looked through: a view in a
+group whose consumer is outside still makes its producer write, and a group
+holding a view of an outside tensor reads what its members read of the view.
+
 A single-op group costs exactly its node's cost, so the unfused plan is the
 baseline. The *ideal* reads every source (weights, inputs, caches) once and
 writes every final output once.
