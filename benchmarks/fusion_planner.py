@@ -122,28 +122,35 @@ def gpt2_block():
 
 
 def mixtral_moe():
-    """A Mixtral sparse-MoE block (4 experts, top-2) in its dense-batched form (every expert over
-    every token, weighted by the router: one graph, no data-dependent loop)."""
+    """A Mixtral-style sparse-MoE block (4 SwiGLU experts, top-2 softmax router renormalised, as
+    ``MixtralSparseMoeBlock``), written in torch because this transformers build ships no Mixtral;
+    dense-batched: every expert over every token, weighted by the router (one graph, no
+    data-dependent loop)."""
     import torch
-    import transformers
-    from transformers.models.mixtral import modeling_mixtral as m
 
-    cfg = transformers.MixtralConfig(
-        hidden_size=64, intermediate_size=128, num_local_experts=4, num_experts_per_tok=2
-    )
-    cfg._experts_implementation = "batched_mm"
+    d, f, n_exp, k = 64, 128, 4, 2
 
     class Moe(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.moe = m.MixtralSparseMoeBlock(cfg)
+            self.gate = torch.nn.Linear(d, n_exp, bias=False)
+            self.w1 = torch.nn.Parameter(torch.randn(n_exp, d, f) / d**0.5)
+            self.w3 = torch.nn.Parameter(torch.randn(n_exp, d, f) / d**0.5)
+            self.w2 = torch.nn.Parameter(torch.randn(n_exp, f, d) / f**0.5)
 
         def forward(self, x):
-            out = self.moe(x)
-            return out[0] if isinstance(out, tuple) else out
+            t = x.reshape(-1, d)
+            probs = torch.softmax(self.gate(t), dim=-1)
+            top, idx = torch.topk(probs, k, dim=-1)
+            top = top / top.sum(dim=-1, keepdim=True)
+            weights = torch.zeros_like(probs).scatter(1, idx, top)  # [T, E], zero off the top-k
+            xe = t.unsqueeze(0).expand(n_exp, -1, -1)  # [E, T, d]
+            h = torch.nn.functional.silu(torch.bmm(xe, self.w1)) * torch.bmm(xe, self.w3)
+            y = torch.bmm(h, self.w2)  # [E, T, d]
+            return (y * weights.t().unsqueeze(-1)).sum(0).reshape(x.shape)
 
     torch.manual_seed(0)
-    return Moe().eval(), (torch.randn(1, 64, 64),), ("B", "S", None)
+    return Moe().eval(), (torch.randn(1, 64, d),), ("B", "S", None)
 
 
 MODELS = {
