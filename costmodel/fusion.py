@@ -13,6 +13,10 @@ path leaves it and comes back. A fused group
   multi-output group writes each output that leaves; internal edges are free;
 * launches one kernel (``Hardware.launch_overhead_s`` each).
 
+Views (metadata-only ops: no FLOPs, no bytes) are looked through: a view in a
+group whose consumer is outside still makes its producer write, and a group
+holding a view of an outside tensor reads what its members read of the view.
+
 A single-op group costs exactly its node's cost, so the unfused plan is the
 baseline. The *ideal* reads every source (weights, inputs, caches) once and
 writes every final output once.
@@ -21,11 +25,12 @@ writes every final output once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import sympy
 
-from .cost import Cost
+from .cost import Cost, as_float
 from .errors import CostModelError
 from .expr import to_expr
 from .graph import BYTES, COST, KIND, OP_KIND, OUTPUTS, REPEAT, SOURCE_KINDS, TENSOR, op_nodes
@@ -39,9 +44,12 @@ __all__ = [
     "plan_from_groups",
     "check_plan",
     "group_cost",
+    "group_traffic",
     "plan_cost",
     "ideal_cost",
     "group_footprint",
+    "is_free",
+    "out_bytes",
 ]
 
 
@@ -69,6 +77,22 @@ class FusionPlan:
 
     def groups_of(self, node: str) -> list[Group]:
         return [gr for gr in self.groups if node in gr.members]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as plain data a user or a compiler can apply: ``Group(**d)`` rebuilds each."""
+        return {
+            "groups": [
+                {
+                    "name": gr.name,
+                    "members": list(gr.members),
+                    "level": gr.level,
+                    "tile_rows": gr.tile_rows,
+                    "tile_cols": gr.tile_cols,
+                }
+                for gr in self.groups
+            ],
+            "recompute": sorted(self.recompute),
+        }
 
 
 @dataclass(frozen=True)
@@ -148,12 +172,90 @@ def _in_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
     )
 
 
-def _out_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
+def out_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
+    """Bytes of every tensor node ``n`` produces (what writing its outputs out costs)."""
     return sympy.Add(*(t.bytes for t in g.nodes[n].get(OUTPUTS, ())))
+
+
+def is_free(g: nx.DiGraph, n: str) -> bool:
+    """A metadata-only op (a view, a transpose, a reshape): no FLOPs, no bytes, no kernel."""
+    c = g.nodes[n].get(COST)
+    return g.nodes[n].get(KIND) == OP_KIND and c is not None and c.flops == 0 and c.bytes == 0
+
+
+def _read_through(g: nx.DiGraph, u: str, m: str, mset: set[str], depth: int = 0) -> sympy.Expr:
+    """Bytes a group holding ``m`` reads from outside producer ``u`` over edge ``u -> m``; when
+    ``m`` is a view in the group (it reads nothing itself), what the group's members read of it."""
+    b = to_expr(g.edges[u, m].get(BYTES, 0), field=f"edge {u}->{m} bytes")
+    if b == 0 and depth < 16 and is_free(g, m):
+        onward = [_read_through(g, m, w, mset, depth + 1) for w in g.successors(m) if w in mset]
+        if onward:
+            return sympy.Max(*onward) if len(onward) > 1 else onward[0]
+    return b
+
+
+def _consumers_outside(g: nx.DiGraph, m: str, mset: set[str], depth: int = 0) -> tuple[list[str], bool]:
+    """Consumers of ``m``'s output outside the group, looking through the group's views (a view
+    inside the group whose consumer is outside still needs ``m`` in DRAM), and whether the value
+    is a graph output (``m``, or a view of it in the group, has no consumer)."""
+    outside, sink = [], not list(g.successors(m))
+    for v in g.successors(m):
+        if v not in mset:
+            outside.append(v)
+        elif depth < 16 and is_free(g, v):
+            more, end = _consumers_outside(g, v, mset, depth + 1)
+            outside += more
+            sink = sink or end
+    return outside, sink
 
 
 def _persistent(g: nx.DiGraph, n: str) -> bool:
     return "kv_cache" in g.nodes[n][COST].footprint_terms
+
+
+def group_traffic(
+    g: nx.DiGraph, plan: FusionPlan, group: Group, memo: dict[Any, float] | None = None
+) -> tuple[Any, Any]:
+    """DRAM bytes (read, written) of one kernel running ``group`` (module doc).
+
+    With ``memo`` (a dict the caller keeps for one numeric graph) every node's and edge's bytes
+    are read once as floats and the sums and maxima are Python's: the same accounting, fast
+    enough for a planner pricing many candidate groups."""
+    members = list(group.members)
+    mset = set(members)
+    if memo is None:
+        val, mx = (lambda key, f: f()), sympy.Max
+    else:
+
+        def val(key: Any, f: Any) -> float:
+            if key not in memo:
+                memo[key] = as_float(f())
+            return memo[key]
+
+        mx = max
+    ext: dict[str, Any] = {}
+    side: Any = 0
+    for m in members:
+        for u in g.predecessors(m):
+            if u in mset:
+                continue
+            direct = val(
+                ("e", u, m), lambda u=u, m=m: to_expr(g.edges[u, m].get(BYTES, 0), field="edge bytes")
+            )
+            b = direct if direct != 0 or not is_free(g, m) else _read_through(g, u, m, mset)
+            b = as_float(b) if memo is not None else b
+            ext[u] = b if u not in ext else mx(ext[u], b)
+        side += val(("s", m), lambda m=m: sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m)))
+    writes: Any = 0
+    for m in members:
+        outside, sink = _consumers_outside(g, m, mset)
+        # a consumer elsewhere that recomputes m itself does not need m's output from DRAM
+        needs = [v for v in outside if not any(m in gr.members for gr in plan.groups_of(v))]
+        first_writer = next((gr for gr in plan.groups if m in gr.members), group) is group
+        if (needs or sink or _persistent(g, m)) and first_writer:
+            writes += val(("w", m), lambda m=m: sympy.Min(g.nodes[m][COST].bytes_written(), out_bytes(g, m)))
+    reads = sum(ext.values(), side) if memo is not None else sympy.Add(*ext.values()) + side
+    return reads, writes
 
 
 def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
@@ -161,39 +263,20 @@ def group_cost(g: nx.DiGraph, plan: FusionPlan, group: Group) -> Cost:
     members = list(group.members)
     if len(members) == 1:
         return g.nodes[members[0]][COST]
-    mset = set(members)
     flops = Cost(
         flop_terms={
             key: sympy.Add(*(g.nodes[m][COST].flop_terms.get(key, 0) for m in members))
             for key in {k for m in members for k in g.nodes[m][COST].flop_terms}
         }
     )
-    ext: dict[str, sympy.Expr] = {}
-    side = sympy.Integer(0)
-    for m in members:
-        for u in g.predecessors(m):
-            if u in mset:
-                continue
-            b = to_expr(g.edges[u, m].get(BYTES, 0), field=f"edge {u}->{m} bytes")
-            ext[u] = b if u not in ext else sympy.Max(ext[u], b)
-        side += sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m))
-    writes = sympy.Integer(0)
-    for m in members:
-        outside = [v for v in g.successors(m) if v not in mset]
-        # a consumer elsewhere that recomputes m itself does not need m's output from DRAM
-        needs = [v for v in outside if not any(m in gr.members for gr in plan.groups_of(v))]
-        first_writer = next((gr for gr in plan.groups if m in gr.members), group) is group
-        if (needs or not list(g.successors(m)) or _persistent(g, m)) and first_writer:
-            writes += sympy.Min(g.nodes[m][COST].bytes_written(), _out_bytes(g, m))
+    reads, writes = group_traffic(g, plan, group)
     others = Cost.zero()
     for m in members:
         c = g.nodes[m][COST]
         others += Cost(
             footprint_terms=c.footprint_terms, comm_terms=c.comm_terms, comm_step_terms=c.comm_step_terms
         )
-    return (
-        flops + Cost.traffic(read=sympy.Add(*ext.values()) + side, write=writes) + Cost.launches(1) + others
-    )
+    return flops + Cost.traffic(read=reads, write=writes) + Cost.launches(1) + others
 
 
 def plan_cost(g: nx.DiGraph, plan: FusionPlan, *, check: bool = True) -> Cost:

@@ -24,11 +24,11 @@ from .fusion import (
     FusionPlan,
     Group,
     PlanIssue,
-    _out_bytes,
     check_plan,
     group_cost,
     group_footprint,
     ideal_cost,
+    out_bytes,
     plan_cost,
     plan_from_groups,
     unfused_plan,
@@ -89,7 +89,7 @@ def boundaries(g: nx.DiGraph, plan: FusionPlan, hw: Hardware) -> list[Boundary]:
                 readers[home[v]] = max(readers.get(home[v], 0.0), b)
         if not readers:
             continue
-        write = as_float(sympy.Min(g.nodes[u][COST].bytes_written(), _out_bytes(g, u)))
+        write = as_float(sympy.Min(g.nodes[u][COST].bytes_written(), out_bytes(g, u)))
         nbytes = (write + sum(readers.values())) * _rep(g, u)
         out.append(Boundary(u, tuple(sorted(readers)), nbytes, nbytes / bw))
     return sorted(out, key=lambda r: -r.time_s)

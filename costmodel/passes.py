@@ -16,6 +16,10 @@ Built-ins:
     the per-node roofline table (:func:`costmodel.graph.classify_graph`);
 ``suggest_fusion(hw)``
     fusion suggestions and the audit of the suggested plan;
+``plan_fusion(hw)``
+    the fusion planner's plan (:func:`costmodel.fusion_plan.plan_fusions`), handed back as
+    groups, priced against the unfused plan and the ideal; a pipeline runs
+    ``suggest_fusion`` -> ``plan_fusion`` -> ``report``;
 ``report()``
     totals: FLOPs by unit, DRAM bytes, footprint, node count.
 
@@ -48,6 +52,7 @@ __all__ = [
     "annotate_hardware",
     "classify",
     "suggest_fusion",
+    "plan_fusion",
     "report",
     "ROOFLINE",
 ]
@@ -178,6 +183,23 @@ def suggest_fusion(hw: Hardware | str) -> Pass:
         return g
 
     return Pass("suggest_fusion", run, inplace=True)
+
+
+def plan_fusion(
+    hw: Hardware | str, *, backend: str = "default", objective: str = "time", method: str = "auto"
+) -> Pass:
+    """Store the planner's plan and its audit against unfused and ideal (in place; numeric graphs)."""
+    dev = get_device(hw)
+
+    def run(g: nx.DiGraph) -> nx.DiGraph:
+        from .fusion_audit import audit
+        from .fusion_plan import plan_fusions
+
+        res = plan_fusions(g, dev, backend=backend, objective=objective, method=method)
+        _store(g, "plan_fusion", {"plan": res.to_dict(), "audit": audit(g, dev, res.plan).to_dict()})
+        return g
+
+    return Pass("plan_fusion", run, inplace=True)
 
 
 def report() -> Pass:

@@ -1,4 +1,5 @@
-"""``costmodel fusion audit | tiling``: kernel boundaries, suggested fusions, tiled IO."""
+"""``costmodel fusion audit | plan | tiling``: kernel boundaries, suggested fusions, the planner's
+plan, tiled IO."""
 
 from __future__ import annotations
 
@@ -94,6 +95,80 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from graphs import build_layer, build_model
+
+    from ..fusion import ideal_cost, unfused_plan
+    from ..fusion_audit import audit, suggest_fusions
+    from ..fusion_plan import plan_fusions
+    from ..hardware import get_device
+    from ..report import fmt_si, format_table
+    from .model import resolve_model
+
+    cfg = resolve_model(args.model)
+    hw = get_device(args.device)
+    build = build_model if args.whole_model else build_layer
+    g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+    res = plan_fusions(g, hw, backend=args.backend, objective=args.objective, method=args.method)
+    if args.json:
+        print(dump(res.to_dict()))
+        return 0
+    sugg = audit(g, hw, suggest_fusions(g, hw)[1]).plan
+    un = audit(g, hw, unfused_plan(g)).unfused
+    ideal = ideal_cost(g)
+    scope = "model" if args.whole_model else "layer"
+    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
+    print(f"fusion plan: {cfg.name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
+    cert = (
+        f"exact ({'certified optimal' if res.optimal else 'not certified'}, gap "
+        f"{res.gap if res.gap is not None else 'unknown'}, {res.candidates} candidate groups, {res.solve_s:.2f} s)"
+        if res.method == "exact"
+        else f"heuristic (DP over a topological order + greedy merges, {res.solve_s:.2f} s)"
+    )
+    print(f"backend {res.backend!r}, objective {res.objective}: {cert}")
+    rows = [
+        {
+            "members": " + ".join(m.split(".")[-1] for m in gr.members),
+            "level": gr.level or "-",
+            "bytes": gr.bytes,
+            "t": gr.time_s,
+            "saved": gr.bytes_saved,
+            "tsaved": gr.time_saved_s,
+        }
+        for gr in sorted(res.groups, key=lambda r: -r.time_saved_s)
+        if len(gr.members) > 1
+    ]
+    print("\nfused kernels, most time saved first:")
+    print(
+        format_table(
+            rows,
+            (
+                ("members", "kernel", "s"),
+                ("level", "tiles in", "s"),
+                ("bytes", "bytes", "si"),
+                ("t", "time (s)", ".3e"),
+                ("saved", "bytes saved", "si"),
+                ("tsaved", "time saved (s)", ".3e"),
+            ),
+        )
+        if rows
+        else "  none"
+    )
+    print(
+        f"\n{scope}: unfused {fmt_si(un.dram_bytes, 'B')}, {(un.sum_of_kernel_bounds_s or 0) * 1e6:.2f} us; "
+        + (
+            f"suggested {fmt_si(sugg.dram_bytes, 'B')}, {(sugg.sum_of_kernel_bounds_s or 0) * 1e6:.2f} us; "
+            if sugg is not None
+            else ""
+        )
+        + f"planner {fmt_si(res.bytes, 'B')}, {res.time_s * 1e6:.2f} us, {res.kernels:.0f} kernels; "
+        f"ideal {fmt_si(float(ideal.bytes), 'B')}"
+    )
+    for note in res.notes:
+        print(f"  note: {note}")
+    return 0
+
+
 def cmd_tiling(args: argparse.Namespace) -> int:
     from ..cost import as_float
     from ..hardware import get_device
@@ -127,7 +202,7 @@ def cmd_tiling(args: argparse.Namespace) -> int:
 
 
 def add_fusion_parser(sub: Any) -> None:
-    f = sub.add_parser("fusion", help="fusion audit and tiled IO models")
+    f = sub.add_parser("fusion", help="fusion audit, the fusion planner and tiled IO models")
     fsub = f.add_subparsers(dest="fusion_command", required=True)
     a = fsub.add_parser("audit", help="boundaries, suggested fusions, bound before/after")
     a.add_argument("model")
@@ -147,6 +222,28 @@ def add_fusion_parser(sub: Any) -> None:
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_audit)
     add_html_option(a, "fusion")
+    p = fsub.add_parser(
+        "plan", help="the planner's fusion plan: kernels, bytes, time, what each fusion saves"
+    )
+    p.add_argument("model", help="catalog name or path to a config.json")
+    p.add_argument("--device", default="h100-sxm", help="catalog device name or alias")
+    p.add_argument("--phase", choices=("prefill", "decode"), default="decode", help="the step to plan")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--backend", default="default", help="legality table: default, inductor, cublaslt")
+    p.add_argument(
+        "--objective", choices=("time", "bytes"), default="time", help="minimise roofline time or DRAM bytes"
+    )
+    p.add_argument(
+        "--method",
+        choices=("auto", "exact", "heuristic"),
+        default="auto",
+        help="exact (HiGHS, the fusion extra), heuristic, or exact when the extra is installed",
+    )
+    p.add_argument("--whole-model", action="store_true", help="plan the whole model, not one layer")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
     t.add_argument("--device", default="h100-sxm")
     t.add_argument(

@@ -29,9 +29,11 @@ import sympy
 
 from costmodel.cost import Cost, as_float
 from costmodel.errors import CostModelError
-from costmodel.fusion import Group, ideal_cost, plan_cost, plan_from_groups
+from costmodel.fusion import Group, group_cost, ideal_cost, plan_cost, plan_from_groups
 from costmodel.fusion_audit import boundaries, suggest_fusions
-from costmodel.graph import COST, op_nodes
+from costmodel.fusion_legality import claim_level, get_legality, group_violation
+from costmodel.fusion_plan import PlanResult, kernel_time, plan_fusions
+from costmodel.graph import COST, OUTPUTS, op_nodes
 from costmodel.hardware import get_device
 from costmodel.keys import G_SYMBOLS
 from costmodel.passes import bind_dims
@@ -46,6 +48,7 @@ __all__ = [
     "InductorKernel",
     "InductorAudit",
     "Difference",
+    "Removed",
     "inductor_audit",
     "TESTED_TORCH",
     "check_torch_version",
@@ -93,6 +96,20 @@ class Difference(Result):
     bytes: float
     time_s: float
     engine_fuses: bool
+    planner_fuses: bool = False  #: the planner (default rules) keeps it on chip
+
+
+@dataclass(frozen=True)
+class Removed(Result):
+    """A boundary Inductor keeps and the planner removes: the tensor, what it costs, the planner's
+    kernel that holds it on chip, and the rule or capacity limit Inductor would have to change."""
+
+    producer: str
+    tensor: str
+    bytes: float
+    time_s: float
+    planner_group: str
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,11 @@ class InductorAudit(Result):
     engine_plan_bytes: float  #: the engine's suggested plan
     ideal_bytes: float
     differences: tuple[Difference, ...]  #: Inductor's kernel boundaries, most DRAM time first
+    inductor_plan_time_s: float = 0.0  #: Inductor's grouping: sum of its kernels' roofline bounds
+    ideal_time_s: float = 0.0
+    planner_same_rules: PlanResult | None = None  #: the planner under Inductor's own rules
+    planner: PlanResult | None = None  #: the planner under the default rules
+    removed: tuple[Removed, ...] = ()  #: boundaries Inductor keeps and ``planner`` removes
 
     @property
     def engine_saves_bytes(self) -> float:
@@ -156,12 +178,15 @@ def inductor_audit(
     device: Any = "h100",
     *,
     dims: Sequence[str | None] | None = None,
+    max_units: int = 12,
 ) -> InductorAudit:
     """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc).
 
     With ``dims`` (names for the dimensions of the first input, e.g. ``("B", "S")``) the model
     is compiled with dynamic shapes: every kernel's bytes come as Inductor's symbolic sizes in
     those names (``reads``, ``writes``), and the numbers are evaluated at the example's sizes.
+    ``max_units`` bounds the planner's groups (ATen graphs have many small ops; the planner says
+    when a larger group might exist).
     """
     torch = require_torch()
     check_torch_version(torch.__version__)
@@ -244,11 +269,30 @@ def inductor_audit(
     ind_plan = plan_from_groups(g, unique)
     eng_plan = suggest_fusions(g, hw)[1]
     eng_home = {m: gr.name for gr in eng_plan.groups for m in gr.members}
-    diffs = tuple(
-        Difference(b.producer, b.consumers, b.bytes, b.time_s, _engine_fuses(b, ind_plan, eng_home))
-        for b in boundaries(g, ind_plan, hw)
-        if not _is_view(g, b.producer)  # a view of a weight: the read it feeds, not a kernel boundary
+    # the planner: under Inductor's own rules (its kernels offered too, so never worse than them),
+    # and under the default rules; both minimise traffic (ties broken by time), as the audit compares it
+    offered = [gr.members for gr in unique]
+    same = plan_fusions(
+        g, hw, backend="inductor", objective="bytes", extra_groups=offered, max_units=max_units
     )
+    best = plan_fusions(
+        g, hw, backend="default", objective="bytes", extra_groups=offered, max_units=max_units
+    )
+    best_home = {m: gr.name for gr in best.plan.groups for m in gr.members}
+    kept = [b for b in boundaries(g, ind_plan, hw) if not _is_view(g, b.producer)]
+    diffs = tuple(
+        Difference(
+            b.producer,
+            b.consumers,
+            b.bytes,
+            b.time_s,
+            _engine_fuses(b, ind_plan, eng_home),
+            _engine_fuses(b, ind_plan, best_home),
+        )
+        for b in kept  # a view of a weight: the read it feeds, not a kernel boundary
+    )
+    removed = tuple(_removed(g, hw, b, best) for b, d in zip(kept, diffs, strict=True) if d.planner_fuses)
+
     return InductorAudit(
         device=hw.name,
         pre_fusion_nodes=before[0] if before else len(kernels),
@@ -258,7 +302,29 @@ def inductor_audit(
         engine_plan_bytes=as_float(plan_cost(g, eng_plan, check=False).bytes),
         ideal_bytes=as_float(ideal_cost(g).bytes),
         differences=diffs,
+        inductor_plan_time_s=sum(kernel_time(group_cost(g, ind_plan, gr), hw) for gr in ind_plan.groups),
+        ideal_time_s=as_float(bound(ideal_cost(g), hw).lower),
+        planner_same_rules=same,
+        planner=best,
+        removed=removed,
     )
+
+
+def _removed(g: Any, hw: Any, b: Any, best: PlanResult) -> Removed:
+    """What Inductor would have to change to keep boundary ``b`` on chip as the planner does: the
+    first Inductor rule the planner's kernel breaks, else the capacity it needs, else nothing."""
+    home = next(gr for gr in best.plan.groups if b.producer in gr.members)
+    ind = get_legality("inductor")
+    rule = group_violation(g, home.members, ind)
+    if rule is None:
+        claim = claim_level(g, home.members, hw, ind)
+        rule = (
+            f"capacity: {claim.footprint_bytes:.0f} B of tiles > {claim.capacity_bytes:.0f} B"
+            if claim.checked and claim.level is None
+            else "none: legal under Inductor's rules, its scheduler did not take it"
+        )
+    out = g.nodes[b.producer].get(OUTPUTS, ())
+    return Removed(b.producer, out[0].name if out else b.producer, b.bytes, b.time_s, home.name, rule)
 
 
 def _describe(nodes: list[Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,831 @@
+"""Fusion planner: the legal partition of a graph into kernels with the least roofline time.
+
+A plan is a partition of the op nodes into groups, each priced by
+:func:`costmodel.fusion.group_cost` and bounded on the device
+(:func:`costmodel.roofline.bound`: ``max`` of compute and DRAM time, plus one
+launch). The planner minimises the sum of kernel bounds
+
+.. math::
+
+    \\min_{\\mathcal P} \\sum_{G \\in \\mathcal P} T(G) + \\epsilon\\,\\frac{D(G)}{\\beta}
+    \\quad\\text{(objective ``time``; ``bytes`` swaps the two)}
+
+subject to: every group convex and the kernels' quotient graph acyclic (a
+schedule exists), legal under a backend's rule table
+(:mod:`costmodel.fusion_legality`) and fitting the on-chip level it claims.
+``epsilon = 1e-3`` breaks ties by traffic (a compute-bound kernel's epilogue
+fusion saves bytes, not time).
+
+Planning atoms are *units*: an op with the views of its output (a view of a
+weight joins its only consumer); views are free, so this loses nothing.
+
+**Exact** (needs the ``fusion`` extra, HiGHS through ``highspy``): every legal
+convex connected group of units is enumerated (connected through edges or a
+shared input, pruned by the monotone rules: anchors, fusible classes, capacity);
+a set-partitioning ILP picks the groups
+
+.. math::
+
+    \\min \\sum_c w_c x_c \\quad\\text{s.t.}\\quad \\sum_{c \\ni u} x_c = 1\\ \\forall u,
+    \\qquad x_c \\in \\{0, 1\\}
+
+and a cycle among the chosen groups' quotient is cut (``sum x_c <= k - 1``
+over its ``k`` groups) and the ILP re-solved until none is left. HiGHS
+reports the gap it proves; the plan is certified optimal when the gap is 0
+and the enumeration was complete (else the result says it was truncated).
+
+**Heuristic** (always available): dynamic programming over a topological
+order of the units, whose contiguous segments are always convex with an
+acyclic quotient (optimal over all segmentations of that order, ``O(n L)``
+group evaluations for segments of at most ``L`` units), then greedy merges of
+adjacent groups while a legal, convex, fitting merge lowers the objective.
+
+Recomputation (``recompute=True``): a single-op elementwise group read by
+several kernels is duplicated into each when that lowers the objective, its
+FLOPs counted in every copy (:class:`costmodel.fusion.FusionPlan`'s
+``recompute``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import sympy
+
+from .cost import Cost, as_float
+from .errors import CostModelError
+from .expr import to_expr
+from .fusion import (
+    FusionPlan,
+    Group,
+    check_plan,
+    group_cost,
+    group_footprint,
+    group_traffic,
+    is_free,
+    plan_cost,
+)
+from .fusion_legality import (
+    Legality,
+    anchor_bytes,
+    anchors_working_set,
+    claim_level,
+    get_legality,
+    group_tile,
+    group_violation,
+    level_capacity,
+    template_possible,
+)
+from .graph import COST, REPEAT, TENSOR, op_nodes
+from .hardware import Hardware, get_device
+from .results import Result
+from .roofline import Bound, bound
+
+__all__ = [
+    "PlannedGroup",
+    "PlanResult",
+    "plan_fusions",
+    "solver_available",
+    "OBJECTIVES",
+    "METHODS",
+    "kernel_time",
+]
+
+OBJECTIVES = ("time", "bytes")
+METHODS = ("auto", "exact", "heuristic")
+_TIE = 1e-3
+
+
+def solver_available() -> bool:
+    """Whether the exact solver (HiGHS via ``highspy``, the ``fusion`` extra) is installed."""
+    return importlib.util.find_spec("highspy") is not None
+
+
+@dataclass(frozen=True)
+class PlannedGroup(Result):
+    """A kernel of the plan: members, the level its tiles claim, its cost and what fusing saves."""
+
+    name: str
+    members: tuple[str, ...]
+    level: str | None
+    footprint_bytes: float
+    capacity_bytes: float | None
+    bytes: float
+    time_s: float  #: its roofline bound (compute or DRAM, plus one launch) times its repeat
+    bytes_saved: float  #: against its members run as separate kernels, times the repeat
+    time_saved_s: float
+
+
+@dataclass(frozen=True)
+class PlanResult(Result):
+    """The planner's plan and how far it is proven from the optimum."""
+
+    device: str
+    backend: str
+    objective: str
+    method: str  #: "exact" or "heuristic"
+    solver: str | None
+    optimal: bool  #: certified by the solver over a complete enumeration
+    gap: float | None  #: relative gap the solver proves (None: heuristic without a bound)
+    candidates: int
+    complete: bool  #: the enumeration of legal groups was not truncated
+    flops: float
+    bytes: float
+    time_s: float  #: sum of the kernels' roofline bounds
+    kernels: float
+    groups: tuple[PlannedGroup, ...]
+    plan: FusionPlan
+    solve_s: float
+    notes: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------ units and their graph
+def _units(g: nx.DiGraph, ops: list[str], keep: Sequence[Sequence[str]] = ()) -> list[tuple[str, ...]]:
+    """Each op with the views of its output; a view of sources only joins its single consumer.
+
+    A unit that a group of ``keep`` would split is split back into single ops."""
+    parent = {n: n for n in ops}
+
+    def find(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    opset = set(ops)
+    rep = {n: str(g.nodes[n].get(REPEAT, 1)) for n in ops}
+    for n in ops:
+        if not is_free(g, n):
+            continue
+        preds = [u for u in g.predecessors(n) if u in opset and rep[u] == rep[n]]
+        succs = [v for v in g.successors(n) if v in opset and rep[v] == rep[n]]
+        if preds:
+            parent[find(n)] = find(preds[0])
+        elif len(succs) == 1:
+            parent[find(n)] = find(succs[0])
+    order = {n: i for i, n in enumerate(ops)}
+    groups: dict[str, list[str]] = {}
+    for n in ops:
+        groups.setdefault(find(n), []).append(n)
+    for k in keep:
+        ks = set(k)
+        for root, mem in list(groups.items()):
+            if len(mem) > 1 and 0 < len(ks & set(mem)) < len(mem):
+                del groups[root]
+                groups.update({m: [m] for m in mem})
+    return sorted(
+        (tuple(sorted(m, key=order.__getitem__)) for m in groups.values()), key=lambda u: order[u[0]]
+    )
+
+
+class _Space:
+    """Units, their DAG as bitmasks, and numeric costs of candidate groups on one device."""
+
+    def __init__(
+        self, g: nx.DiGraph, hw: Hardware, leg: Legality, objective: str, keep: Sequence[Sequence[str]] = ()
+    ) -> None:
+        self.g, self.hw, self.leg, self.objective = g, hw, leg, objective
+        self.ops = op_nodes(g)
+        self.units = _units(g, self.ops, keep)
+        self.of = {m: i for i, u in enumerate(self.units) for m in u}
+        n = len(self.units)
+        self.succ: list[set[int]] = [set() for _ in range(n)]
+        for u, v in g.edges():
+            if u in self.of and v in self.of and self.of[u] != self.of[v]:
+                self.succ[self.of[u]].add(self.of[v])
+        self.pred: list[set[int]] = [set() for _ in range(n)]
+        for i, ss in enumerate(self.succ):
+            for j in ss:
+                self.pred[j].add(i)
+        topo = list(nx.topological_sort(nx.DiGraph([(i, j) for i in range(n) for j in self.succ[i]])))
+        topo += [i for i in range(n) if i not in set(topo)]
+        self.desc = [0] * n
+        self.anc = [0] * n
+        for i in reversed(topo):
+            for j in self.succ[i]:
+                self.desc[i] |= (1 << j) | self.desc[j]
+        for i in topo:
+            for j in self.pred[i]:
+                self.anc[i] |= (1 << j) | self.anc[j]
+        # neighbours: an edge either way (a compiler's horizontal groups come in as extra groups)
+        self.nbr: list[set[int]] = [self.succ[i] | self.pred[i] for i in range(n)]
+        self.cls = [{leg.class_of(g, m) for m in u} - {"free"} for u in self.units]
+        self.anchors = [sum(leg.class_of(g, m) == "gemm" for m in u) for u in self.units]
+        self.alone = [bool(c - leg.fusible) for c in self.cls]
+        self.anchor_ops = {m for u in self.units for m in u if leg.class_of(g, m) == "gemm"}
+        self.rep = [
+            as_float(to_expr(g.nodes[u[0]].get(REPEAT, 1), field=f"{u[0]} repeat")) for u in self.units
+        ]
+        self.bw = as_float(hw.bandwidth())
+        self._cache: dict[int, tuple[float, float, float, Group] | None] = {}
+        self._memo: dict[object, float] = {}
+        self._terms: dict[str, dict[str, float]] = {}
+        self._anchor_bytes = {m: anchor_bytes(g, m, leg) for m in self.anchor_ops}
+        caps = [c for c in (level_capacity(hw, lvl) for lvl in leg.levels) if c is not None]
+        self.max_capacity = max(caps) if caps else None
+        # one tile of each tensor an edge carries, per tile shape (group_footprint of the pair)
+        self._edge_tile: dict[tuple[str, str, int, int | None], tuple[str, float]] = {}
+
+    def members(self, mask: int) -> tuple[str, ...]:
+        out: list[str] = []
+        i = 0
+        while mask:
+            if mask & 1:
+                out.extend(self.units[i])
+            mask >>= 1
+            i += 1
+        return tuple(out)
+
+    def connected(self, mask: int) -> bool:
+        """Whether the units of ``mask`` are connected through edges."""
+        bits = _bits(mask)
+        seen, todo = {bits[0]}, [bits[0]]
+        while todo:
+            i = todo.pop()
+            for j in self.nbr[i]:
+                if (mask >> j) & 1 and j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return len(seen) == len(bits)
+
+    def convex(self, mask: int) -> bool:
+        d = a = 0
+        m, i = mask, 0
+        while m:
+            if m & 1:
+                d |= self.desc[i]
+                a |= self.anc[i]
+            m >>= 1
+            i += 1
+        return not (d & a & ~mask)
+
+    def _tiles(self, members: tuple[str, ...], tiles: list[tuple[int, int | None]]) -> float:
+        """One tile of each internal tensor (the least over ``tiles``), from per-edge
+        :func:`costmodel.fusion.group_footprint` of the pair."""
+        mset = set(members)
+        seen: dict[str, float] = {}
+        for u in members:
+            for v in self.g.successors(u):
+                if v in mset:
+                    fps = []
+                    for rows, cols in tiles:
+                        key = (u, v, rows, cols)
+                        if key not in self._edge_tile:
+                            t = self.g.edges[u, v][TENSOR].name
+                            fp = as_float(
+                                group_footprint(self.g, Group("e", (u, v), tile_rows=rows, tile_cols=cols))
+                            )
+                            self._edge_tile[key] = (t, fp)
+                        t, fp = self._edge_tile[key]
+                        fps.append(fp)
+                    seen[t] = min(fps)
+        return sum(seen.values())
+
+    def footprint(self, members: tuple[str, ...]) -> float:
+        """Same as :func:`costmodel.fusion_legality.group_footprint_bytes`, from per-edge tiles."""
+        tiles = self._tiles(members, [group_tile(self.g, members, self.leg)])
+        return tiles + anchors_working_set(self.g, members, self.leg)
+
+    def footprint_floor(self, members: tuple[str, ...]) -> float:
+        """A footprint no superset of ``members`` goes below (the least tile each tensor can get, one
+        GEMM working set while a FlashAttention chain may still complete): what pruning may use."""
+        t = self.leg.anchor_tile
+        anchors = [self._anchor_bytes[m] for m in members if m in self.anchor_ops]
+        flash = "flash_attention" in self.leg.templates and len(anchors) <= 2
+        ws = (max(anchors) if flash else sum(anchors)) if anchors else 0.0
+        return self._tiles(members, [(1, None), (t, t)]) + ws
+
+    def price(self, members: tuple[str, ...]) -> tuple[float, float, float]:
+        """(objective weight, DRAM bytes, roofline time) of one kernel running ``members``: its
+        traffic from :func:`costmodel.fusion.group_traffic`, its compute terms the sum of its
+        members' (:func:`costmodel.roofline.bound` terms are linear in the FLOPs), bounded by
+        :class:`costmodel.roofline.Bound` with one launch."""
+        rep = self.rep[self.of[members[0]]]
+        if len(members) == 1:
+            c = self.g.nodes[members[0]][COST]
+            t, d = kernel_time(c, self.hw), as_float(c.bytes)
+        else:
+            gr = Group("c", members)
+            r, w = group_traffic(self.g, FusionPlan((gr,)), gr, self._memo)
+            d = r + w
+            terms: dict[str, float] = {}
+            for m in members:
+                for k, v in self._compute_terms(m).items():
+                    terms[k] = terms.get(k, 0.0) + v
+            if d:
+                terms["dram"] = terms.get("dram", 0.0) + d / self.bw
+            b = Bound(Cost.launches(1), self.hw, {k: sympy.Float(v) for k, v in terms.items()})
+            t = as_float(b.time) if terms else as_float(b.launch)
+        t, d = t * rep, d * rep
+        w = t + _TIE * d / self.bw if self.objective == "time" else d / self.bw + _TIE * t
+        return w, d, t
+
+    def _compute_terms(self, m: str) -> dict[str, float]:
+        if m not in self._terms:
+            c = self.g.nodes[m][COST]
+            b = bound(
+                Cost(flop_terms=c.flop_terms, comm_terms=c.comm_terms, comm_step_terms=c.comm_step_terms),
+                self.hw,
+            )
+            self._terms[m] = {k: as_float(v) for k, v in b.terms.items()}
+        return self._terms[m]
+
+    def candidate(self, mask: int, grown: bool = False) -> tuple[float, float, float, Group] | None:
+        """The priced group of units ``mask``, or None when illegal, non-convex or too big."""
+        if mask in self._cache:
+            return self._cache[mask]
+        out = None
+        members = self.members(mask)
+        single = mask & (mask - 1) == 0
+        reps = {self.rep[i] for i in _bits(mask)}
+        if single or (
+            len(reps) == 1
+            and self.convex(mask)
+            and (grown or self.connected(mask))
+            and group_violation(self.g, members, self.leg) is None
+        ):
+            claim = (
+                None
+                if single or all(self.leg.class_of(self.g, m) == "free" for m in members[1:])
+                else claim_level(self.g, members, self.hw, self.leg, self.footprint(members))
+            )
+            if claim is None or not claim.checked or claim.level is not None:
+                rows, cols = group_tile(self.g, members, self.leg)
+                level = "smem" if claim is None or claim.level is None else claim.level
+                w, d, t = self.price(members)
+                out = (w, d, t, Group(_name(members), members, level=level, tile_rows=rows, tile_cols=cols))
+        self._cache[mask] = out
+        return out
+
+    def monotone_ok(self, mask: int, anchors: int, members_n: int, max_units: int) -> bool:
+        """Rules no superset can repair: too many anchors, an op that runs alone, too many units."""
+        if members_n > max_units or anchors > max(self.leg.max_anchors, 2 if self.leg.templates else 0):
+            return False
+        if anchors <= self.leg.max_anchors:
+            return True
+        # two anchors: only a template can hold them, and whether one can depends on them alone
+        a, b = (m for i in _bits(mask) for m in self.units[i] if m in self.anchor_ops)
+        return template_possible(self.g, a, b, self.leg)
+
+
+def _name(members: Sequence[str]) -> str:
+    real = [m.split(".")[-1] for m in members]
+    return "+".join(real) if len(real) <= 4 else f"{real[0]}+...+{real[-1]} ({len(real)} ops)"
+
+
+# ------------------------------------------------------------------ enumeration (exact)
+def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[int], bool]:
+    """Every connected legal convex group of units (ESU, Wernicke 2006), pruned by monotone rules."""
+    n = len(sp.units)
+    found: list[int] = []
+    complete = True
+
+    def grow(sub: int, ext: set[int], start: int, nb: set[int], anchors: int, size: int) -> None:
+        nonlocal complete
+        if len(found) >= max_candidates:
+            complete = False
+            return
+        if sp.candidate(sub, grown=True) is not None:
+            found.append(sub)
+        ext = set(ext)
+        while ext:
+            w = ext.pop()
+            if sp.alone[w] or sp.rep[w] != sp.rep[start]:
+                continue
+            a2 = anchors + sp.anchors[w]
+            if size + 1 > max_units:
+                complete = False  # a larger group may exist: optimality is over groups of max_units
+                continue
+            if not sp.monotone_ok(sub | 1 << w, a2, size + 1, max_units):
+                continue
+            new = {
+                x for x in sp.nbr[w] if x > start and x not in nb and not (sub >> x) & 1 and not sp.alone[x]
+            }
+            sub2 = sub | 1 << w
+            if a2 and not _capacity_ok(sp, sub2):  # without a GEMM, tiles are single rows
+                continue
+            grow(sub2, ext | new, start, nb | new | {w}, a2, size + 1)
+
+    for s in range(n):
+        if sp.alone[s]:
+            found.append(1 << s)
+            continue
+        nb = {x for x in sp.nbr[s] if x > s and not sp.alone[x]}
+        grow(1 << s, nb, s, nb | {s}, sp.anchors[s], 1)
+    return found, complete
+
+
+def _capacity_ok(sp: _Space, mask: int) -> bool:
+    """Capacity is monotone (a superset holds more tiles): prune a group that fits no level."""
+    return sp.max_capacity is None or sp.footprint_floor(sp.members(mask)) <= sp.max_capacity
+
+
+def _solve(
+    sp: _Space,
+    masks: list[int],
+    time_limit_s: float,
+    start: list[int] = (),  # type: ignore[assignment]
+) -> tuple[list[int], float | None, bool, str]:
+    """Set partitioning over ``masks`` with HiGHS; cycles among chosen groups are cut and re-solved."""
+    import highspy
+    import numpy as np
+
+    n, m = len(sp.units), len(masks)
+    weights = np.array([sp.candidate(c)[0] for c in masks])  # type: ignore[index]
+    # seconds are below HiGHS's absolute tolerances (1e-7 .. 1e-9): scale so the whole plan is ~1e6
+    weights = weights * (1e6 / max(float(weights.max()) * n, 1e-300))
+    with _quiet_stdout():  # HiGHS prints its banner from C on construction, before any option
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.addVars(m, np.zeros(m), np.ones(m))
+    h.changeColsIntegrality(m, np.arange(m, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * m))
+    h.changeColsCost(m, np.arange(m, dtype=np.int32), weights)
+    cover: list[list[int]] = [[] for _ in range(n)]
+    for k, c in enumerate(masks):
+        i = 0
+        while c:
+            if c & 1:
+                cover[i].append(k)
+            c >>= 1
+            i += 1
+    starts: list[int] = []
+    idx: list[int] = []
+    for rows in cover:
+        starts.append(len(idx))
+        idx.extend(rows)
+    h.addRows(
+        n,
+        np.ones(n),
+        np.ones(n),
+        len(idx),
+        np.array(starts, dtype=np.int32),
+        np.array(idx, dtype=np.int32),
+        np.ones(len(idx)),
+    )
+    if start:  # the heuristic plan as the incumbent: a time limit then still returns a plan and its gap
+        init = highspy.HighsSolution()
+        init.col_value = [1.0 if c in set(start) else 0.0 for c in masks]
+        init.value_valid = True
+        h.setSolution(init)
+    while True:
+        # HiGHS's clock runs across re-solves: give each solve after a cycle cut its own limit
+        h.setOptionValue("time_limit", float(h.getRunTime()) + float(time_limit_s))
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus())
+        sol = h.getSolution().col_value
+        chosen = [masks[k] for k in range(m) if sol[k] > 0.5]
+        covered = 0
+        for c in chosen:
+            covered |= c
+        if covered != (1 << n) - 1:  # no feasible point found (the time limit): the caller falls back
+            return [], None, False, status
+        cycle = _quotient_cycle(sp, chosen)
+        if not cycle:
+            info = h.getInfo()
+            gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else None
+            return chosen, gap, status == "Optimal", status
+        ks = [masks.index(c) for c in cycle]
+        h.addRow(-np.inf, len(ks) - 1, len(ks), np.array(ks, dtype=np.int32), np.ones(len(ks)))
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _quotient_cycle(sp: _Space, chosen: list[int]) -> list[int]:
+    """Groups on a cycle of the kernels' dependency graph (empty when it is acyclic)."""
+    home = {}
+    for c in chosen:
+        i, x = 0, c
+        while x:
+            if x & 1:
+                home[i] = c
+            x >>= 1
+            i += 1
+    q = nx.DiGraph()
+    q.add_nodes_from(chosen)
+    for i, ss in enumerate(sp.succ):
+        for j in ss:
+            if home[i] != home[j]:
+                q.add_edge(home[i], home[j])
+    try:
+        return [u for u, _ in nx.find_cycle(q)]
+    except nx.NetworkXNoCycle:
+        return []
+
+
+# ------------------------------------------------------------------ heuristic
+def _dp(sp: _Space, max_units: int) -> list[int]:
+    """Best segmentation of a topological order of the units (segments are convex, module doc)."""
+    q = nx.DiGraph()
+    q.add_nodes_from(range(len(sp.units)))
+    q.add_edges_from((i, j) for i in range(len(sp.units)) for j in sp.succ[i])
+    order = list(nx.lexicographical_topological_sort(q))
+    n = len(order)
+    best = [0.0] + [float("inf")] * n
+    cut = [0] * (n + 1)
+    for i in range(1, n + 1):
+        mask = 0
+        for j in range(i - 1, max(-1, i - 1 - max_units), -1):
+            mask |= 1 << order[j]
+            if sp.alone[order[j]] and j != i - 1:
+                break
+            c = sp.candidate(mask)
+            if c is not None and best[j] + c[0] < best[i]:
+                best[i], cut[i] = best[j] + c[0], j
+    out, i = [], n
+    while i > 0:
+        j = cut[i]
+        mask = 0
+        for k in range(j, i):
+            mask |= 1 << order[k]
+        out.append(mask)
+        i = j
+    return out[::-1]
+
+
+def _greedy_merge(sp: _Space, groups: list[int]) -> list[int]:
+    """Merge neighbouring groups while a legal, convex, fitting merge lowers the objective."""
+    groups = list(groups)
+    while True:
+        best, pair = 0.0, None
+        for a in range(len(groups)):
+            for b in range(a + 1, len(groups)):
+                ga, gb = groups[a], groups[b]
+                if not any((gb >> j) & 1 for i in _bits(ga) for j in sp.nbr[i]):
+                    continue
+                c = sp.candidate(ga | gb)
+                if c is None:
+                    continue
+                gain = sp.candidate(ga)[0] + sp.candidate(gb)[0] - c[0]  # type: ignore[index]
+                if gain > best * (1 + 1e-12) and gain > 0:
+                    best, pair = gain, (a, b)
+        if pair is None:
+            return groups
+        a, b = pair
+        groups[a] |= groups[b]
+        del groups[b]
+
+
+def _bits(mask: int) -> list[int]:
+    out, i = [], 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return out
+
+
+def _recompute(g: nx.DiGraph, hw: Hardware, plan: FusionPlan, leg: Legality, weight: Any) -> FusionPlan:
+    """Duplicate an elementwise producer into every other kernel that reads it, when that pays.
+
+    Its own kernel keeps it (or is dropped when it held only that op and nothing else needs it);
+    :func:`costmodel.fusion.group_cost` then writes it for no recomputing consumer and counts its
+    FLOPs in every copy."""
+    for p in [m for gr in plan.groups for m in gr.members if leg.class_of(g, m) == "elementwise"]:
+        if p in plan.recompute:
+            continue
+        home = plan.groups_of(p)[0]
+        readers = {h.name for v in g.successors(p) for h in plan.groups_of(v) if h.name != home.name}
+        if not readers:
+            continue
+        alone = home.members == (p,) and all(
+            any(h.name in readers for h in plan.groups_of(v)) for v in g.successors(p)
+        )
+        new = tuple(
+            dataclasses.replace(h, members=(*h.members, p)) if h.name in readers else h
+            for h in plan.groups
+            if not (alone and h is home)
+        )
+        trial = FusionPlan(new, plan.recompute | ({p} if not alone or len(readers) > 1 else set()))
+        if check_plan(g, trial) or any(
+            group_violation(g, h.members, leg) or claim_level(g, h.members, hw, leg).level is None
+            for h in new
+            if h.name in readers
+        ):
+            continue
+        if weight(trial) < weight(plan):
+            plan = trial
+    return plan
+
+
+# ------------------------------------------------------------------ entry point
+def plan_fusions(
+    g: nx.DiGraph,
+    hw: Hardware | str = "h100",
+    *,
+    backend: str | Legality = "default",
+    objective: str = "time",
+    method: str = "auto",
+    extra_groups: Iterable[Sequence[str]] = (),
+    recompute: bool = False,
+    max_units: int = 32,
+    max_candidates: int = 200_000,
+    exact_limit: int = 400,
+    time_limit_s: float = 10.0,
+) -> PlanResult:
+    """The fusion plan of ``g`` with the least objective on ``hw`` under ``backend``'s rules (module doc).
+
+    ``method``: ``exact`` (needs the ``fusion`` extra), ``heuristic``, or ``auto`` (exact when
+    the solver is installed and the graph has at most ``exact_limit`` units). ``extra_groups``
+    (e.g. a compiler's kernels) are offered as candidates even where the table would refuse
+    them: the plan is then never worse than theirs. The graph must be numeric (bind dims first).
+    """
+    dev = get_device(hw)
+    leg = get_legality(backend)
+    if objective not in OBJECTIVES:
+        raise CostModelError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if method not in METHODS:
+        raise CostModelError(f"method must be one of {METHODS}, got {method!r}")
+    for n in op_nodes(g):
+        c = g.nodes[n][COST]
+        if not c.is_numeric:
+            raise CostModelError(
+                f"plan_fusions needs a numeric graph: node {n!r} has symbols "
+                f"{sorted(map(str, (c.flops + c.bytes).free_symbols))}; bind them first (passes.bind_dims)"
+            )
+    t0 = time.perf_counter()
+    extra_groups = [tuple(e) for e in extra_groups]
+    sp = _Space(g, dev, leg, objective, extra_groups)
+    notes: list[str] = []
+    have = solver_available()
+    if method == "exact" and not have:
+        raise CostModelError(
+            "method 'exact' needs the fusion extra (pip install 'costmodel[fusion]': highspy)"
+        )
+    exact = method == "exact" or (method == "auto" and have and len(sp.units) <= exact_limit)
+    if method == "auto" and not have:
+        notes.append(
+            "exact solver not installed (the fusion extra, highspy): heuristic plan, no optimality gap"
+        )
+    elif method == "auto" and not exact:
+        notes.append(f"{len(sp.units)} units > exact_limit {exact_limit}: heuristic plan")
+    extras: list[int] = []
+    for eg in extra_groups:
+        mask = 0
+        for m in eg:
+            if m in sp.of:
+                mask |= 1 << sp.of[m]
+        if mask and sp.convex(mask):
+            extras.append(mask)
+            members = sp.members(mask)
+            if mask not in sp._cache or sp._cache[mask] is None:
+                w, d, t = sp.price(members)
+                sp._cache[mask] = (w, d, t, Group(_name(members), members))
+    gap: float | None = None
+    optimal = False
+    complete = True
+    ncand = 0
+    solver = None
+    if exact:
+        masks, complete = _enumerate(sp, max_units, max_candidates)
+        start = _better_with(sp, _greedy_merge(sp, _dp(sp, max_units)), extras)
+        masks = list(dict.fromkeys([*masks, *extras, *start]))
+        ncand = len(masks)
+        chosen, gap, solved, status = _solve(sp, masks, time_limit_s, start)
+        solver = "highs"
+        if not chosen:
+            notes.append(f"HiGHS found no plan ({status}): heuristic plan instead")
+            chosen = _better_with(sp, _greedy_merge(sp, _dp(sp, max_units)), extras)
+            exact = False
+        optimal = solved and complete and (gap or 0.0) <= 1e-9
+        if not complete:
+            notes.append(
+                f"enumeration truncated (groups of at most {max_units} units, {max_candidates} candidates): "
+                "optimal over those only"
+            )
+        if not solved:
+            notes.append(f"HiGHS stopped: {status}")
+    else:
+        chosen = _greedy_merge(sp, _dp(sp, max_units))
+        if extras:
+            chosen = _better_with(sp, chosen, extras)
+        ncand = len(sp._cache)
+    groups = [sp.candidate(c)[3] for c in chosen]  # type: ignore[index]
+    plan = FusionPlan(tuple(groups))
+
+    def weight(p: FusionPlan) -> float:
+        c = plan_cost(g, p)
+        b = bound(c, dev)
+        t, d = as_float(b.time), as_float(c.bytes)
+        return t + _TIE * d / sp.bw if objective == "time" else d / sp.bw + _TIE * t
+
+    if recompute:
+        plan = _recompute(g, dev, plan, leg, weight)
+    issues = check_plan(g, plan)
+    if issues:  # the construction guarantees a valid plan: a failure here is a bug, said loudly
+        raise CostModelError("planner produced an invalid plan: " + "; ".join(map(str, issues)))
+    return _result(
+        g,
+        dev,
+        leg,
+        objective,
+        plan,
+        "exact" if exact else "heuristic",
+        solver,
+        optimal,
+        gap,
+        ncand,
+        complete,
+        time.perf_counter() - t0,
+        notes,
+    )
+
+
+def _weight(sp: _Space, masks: list[int]) -> float:
+    """The objective of a plan given as unit masks (every mask a priced candidate)."""
+    total = 0.0
+    for c in masks:
+        cand = sp.candidate(c)
+        assert cand is not None  # masks come from candidates or the offered groups
+        total += cand[0]
+    return total
+
+
+def _better_with(sp: _Space, chosen: list[int], extras: list[int]) -> list[int]:
+    """Swap in an extra group (with singletons for what it displaces) where that lowers the objective."""
+    for e in extras:
+        touched = [c for c in chosen if c & e]
+        rest = [c for c in chosen if not c & e]
+        leftover = 0
+        for c in touched:
+            leftover |= c & ~e
+        trial = [*rest, e, *(1 << i for i in _bits(leftover))]
+        if _quotient_cycle(sp, trial):
+            continue
+        if _weight(sp, trial) < _weight(sp, chosen):
+            chosen = trial
+    return chosen
+
+
+def _result(g, hw, leg, objective, plan, method, solver, optimal, gap, ncand, complete, solve_s, notes):  # type: ignore[no-untyped-def]
+    total = plan_cost(g, plan)
+    rows = []
+    kernel_t = 0.0
+    for gr in plan.groups:
+        rep = as_float(to_expr(g.nodes[gr.members[0]].get(REPEAT, 1), field="repeat"))
+        c = group_cost(g, plan, gr)
+        t = kernel_time(c, hw) * rep
+        kernel_t += t
+        before_b = sum(as_float(g.nodes[m][COST].bytes) for m in gr.members) * rep
+        before_t = sum(kernel_time(g.nodes[m][COST], hw) for m in gr.members) * rep
+        claim = claim_level(g, gr.members, hw, leg) if len(gr.members) > 1 else None
+        rows.append(
+            PlannedGroup(
+                gr.name,
+                gr.members,
+                claim.level if claim else None,
+                claim.footprint_bytes if claim else 0.0,
+                claim.capacity_bytes if claim else None,
+                as_float(c.bytes) * rep,
+                t,
+                before_b - as_float(c.bytes) * rep,
+                before_t - t,
+            )
+        )
+    return PlanResult(
+        device=hw.name,
+        backend=leg.name,
+        objective=objective,
+        method=method,
+        solver=solver,
+        optimal=optimal,
+        gap=gap,
+        candidates=ncand,
+        complete=complete,
+        flops=as_float(total.flops),
+        bytes=as_float(total.bytes),
+        time_s=kernel_t,
+        kernels=as_float(total.kernels),
+        groups=tuple(rows),
+        plan=plan,
+        solve_s=solve_s,
+        notes=tuple(notes),
+    )
+
+
+def kernel_time(c: Cost, hw: Hardware) -> float:
+    """A kernel's roofline bound with its launch (a view's is zero)."""
+    b = bound(c, hw)
+    return as_float(b.time) if b.terms else as_float(b.launch)
