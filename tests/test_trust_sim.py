@@ -500,3 +500,19 @@ def test_hostile_traces_load_or_give_one_line_errors(tmp_path_factory, rows, hea
     arr = [r.arrival_s for r in reqs]
     assert arr[0] == 0 and arr == sorted(arr) and all(math.isfinite(a) for a in arr)
     assert all(1 <= r.prompt <= 10**7 and 1 <= r.output <= 10**7 and 0 <= r.prefix <= r.prompt for r in reqs)
+
+
+def test_simulate_names_a_roof_substitution_and_titles_its_figures(tmp_path, monkeypatch, capsys):
+    """gb200 publishes no SFU rate: simulate says its exp/rsqrt FLOPs are priced on the vector roof
+    (as decode and prefill do), and both figures are titled with the model, device and tp."""
+    import costmodel.plots as plots
+    from costmodel.cli import main
+
+    titles = []
+    monkeypatch.setattr(plots, "latency_cdf_plot", lambda lat, path, *, title="": titles.append(title))
+    monkeypatch.setattr(plots, "serving_timeline_plot", lambda tl, path, *, title="": titles.append(title))
+    argv = ["simulate", "tiny", "--device", "gb200", "--rate", "5", "--requests", "20", "--quiet"]
+    assert main([*argv, "--plot", str(tmp_path / "s.png")]) == 0
+    out = capsys.readouterr().out
+    assert "note: gb200 publishes no sfu roof" in out
+    assert len(titles) == 2 and all("tiny on gb200" in t and "tp 1" in t for t in titles), titles

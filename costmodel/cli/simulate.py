@@ -166,8 +166,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.csv:
         res.requests_csv(args.csv, "--csv")
     if args.plot:
-        from ..plots import latency_cdf_plot, serving_timeline_plot
+        from ..plots import latency_cdf_plot, plot_title, serving_timeline_plot
 
+        point = {"model": res.model, "device": res.device, "tp": args.tp}
         latency_cdf_plot(
             {
                 "TTFT": res.per_request["ttft_s"],
@@ -175,8 +176,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 "end to end": res.per_request["e2e_s"],
             },
             args.plot,
+            title=plot_title(f"latency CDFs at {args.rate or 'the trace'} requests/s", **point),
         )
-        serving_timeline_plot(res.timeline, sibling(args.plot, _TIMELINE, default_suffix=".png"))
+        serving_timeline_plot(
+            res.timeline,
+            sibling(args.plot, _TIMELINE, default_suffix=".png"),
+            title=plot_title("batch, queue and KV use over time", **point),
+        )
     settings = _settings(args, trace)
     if args.json:
         print(dump({"settings": settings, **res.to_dict()}))
@@ -186,6 +192,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
     )
     print(f"  {settings}")
+    from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes
+
+    for note in roof_notes(get_device(res.device)):  # a unit priced on another unit's roof, said
+        print(f"  note: {note}")
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
