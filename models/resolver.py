@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,18 +78,33 @@ _files: OrderedDict[_FileKey, bytes] = OrderedDict()
 _configs: OrderedDict[tuple[Any, ...], ModelConfig] = OrderedDict()
 
 
+_lock = threading.Lock()  # the caches are shared by threads (a search's, a simulation's)
+
+
+def _recall(cache: OrderedDict[Any, Any], key: Any) -> Any:
+    """The cached value of ``key`` (now the newest), or None."""
+    with _lock:
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
+
+
 def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> Any:
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > MAX_CACHED:
-        cache.popitem(last=False)
+    """Keep ``value`` under ``key``, dropping the oldest entries past :data:`MAX_CACHED`."""
+    with _lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > MAX_CACHED:
+            cache.popitem(last=False)
     return value
 
 
 def clear_cache() -> None:
     """Forget every file read and config built (tests; a long-lived process that wants to)."""
-    _files.clear()
-    _configs.clear()
+    with _lock:
+        _files.clear()
+        _configs.clear()
 
 
 def _config_error() -> type[CostModelError]:
@@ -108,9 +124,8 @@ def _read(path: Path) -> tuple[_FileKey, bytes]:
         why = getattr(exc, "strerror", None) or exc
         raise _config_error()(f"config file {name!r} cannot be read: {why}") from None
     key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-    raw = _files.get(key)
+    raw = _recall(_files, key)
     if raw is not None:
-        _files.move_to_end(key)
         return key, raw
     try:
         raw = read_user_file(path, what="config file", max_bytes=MAX_CONFIG_BYTES)
@@ -213,13 +228,11 @@ def load_config_file(path: str | os.PathLike[str], name: str | None = None) -> M
 def _build(path: Path, name: str, source: str, mtp: bool) -> ModelConfig:
     key, raw = _read(path)
     memo = (key, name, source, mtp)
-    cfg = _configs.get(memo)
+    cfg = _recall(_configs, memo)
     if cfg is None:
         from .hf import config_from_hf_dict
 
         cfg = _remember(_configs, memo, config_from_hf_dict(_parse(raw, path), name, source=source, mtp=mtp))
-    else:
-        _configs.move_to_end(memo)
     return cfg
 
 
