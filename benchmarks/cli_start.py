@@ -1,13 +1,19 @@
-"""Whole-process wall time of the command line, paired with python itself and with llm-analysis.
+"""Whole-process wall time of the command line, paired with python itself and with llm-analysis
+doing the same work.
 
 Every command runs ROUNDS times, interleaved (one of each per round) so machine noise hits all
 alike; the median is printed with ratios. The analysis is Llama-2-7B on an A100-40GB, batch 8,
-context / prompt 2048:
+context / prompt 2048. Each costmodel row is compared with a peer row doing the same work:
 
-* ``costmodel decode`` with the persistent cache off: graph, compiled forms, card, report;
-* the same with the card cached (a later run of the same question; any batch or context);
-* ``costmodel prefill`` + ``costmodel decode`` cached: the prefill+decode analysis that one
-  ``llm-analysis infer`` run (``-n 1``: one generated token) also computes.
+* decode alone: ``costmodel decode`` with nothing cached (graph, compiled forms, card, report)
+  against one llm-analysis process that builds its analysis (model, GPU and dtype configs) and
+  computes one decode step only: ``LLMAnalysis.get_latency_fwd(batch, 1)`` plus its KV-cache
+  read, what ``infer`` adds per generated token (this file run with ``--llm-analysis-decode``:
+  llm-analysis has no decode-only command);
+* prefill + decode: ``costmodel prefill`` + ``costmodel decode`` (two processes, nothing
+  cached, then with the cards cached: a later run of the same question) against one
+  ``llm-analysis infer -n 1`` (prefill and one generated token, one process);
+* start-up alone: ``costmodel --help`` and ``costmodel decode --help`` against ``python -c pass``.
 
     python benchmarks/cli_start.py [ROUNDS]
 """
@@ -26,6 +32,29 @@ from _peers import HOW, llm_analysis_python
 CM = [sys.executable, "-m", "costmodel"]
 DECODE = [*CM, "decode", "llama-2-7b", "--device", "a100", "--batch", "8", "--ctx", "2048"]
 PREFILL = [*CM, "prefill", "llama-2-7b", "--device", "a100", "--batch", "8", "--seq", "2048"]
+#: the same point in llm-analysis's names
+PEER_MODEL, PEER_GPU, BATCH, TOKENS = "NousResearch_Llama-2-7b-hf", "a100-sxm-40gb", 8, 2048
+
+
+def llm_analysis_decode() -> None:
+    """One decode step in llm-analysis, as its ``infer`` computes it per generated token
+    (``analysis.py``: ``get_latency_fwd(batch, 1, is_inference=True)`` + ``kv_cache_latency``,
+    the KV cache loaded and stored at HBM bandwidth), without its prefill."""
+    from llm_analysis.analysis import LLMAnalysis, ParallelismConfig
+    from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
+
+    la = LLMAnalysis(
+        get_model_config_by_name(PEER_MODEL),
+        get_gpu_config_by_name(PEER_GPU),
+        get_dtype_config_by_name("w16a16e16"),
+        ParallelismConfig(),
+    )
+    step, _ = la.get_latency_fwd(BATCH, 1, is_inference=True)
+    kv_bytes = (
+        la.get_memory_kv_cache_per_layer(BATCH, TOKENS, kv_cache_dtype_bytes=2) * la.model_config.num_layers
+    )
+    step += 2 * kv_bytes / (la.get_gpu_hbm_bandwidth() * 10**9)
+    print(f"decode step {step * 1e3:.3f} ms")
 
 
 def wall(cmds: list[list[str]], env: dict[str, str]) -> float:
@@ -45,55 +74,58 @@ def main() -> None:
         "python -c pass": ([[sys.executable, "-c", "pass"]], env),
         "costmodel --help": ([[*CM, "--help"]], env),
         "costmodel decode --help": ([[*CM, "decode", "--help"]], env),
-        "costmodel decode (no cache)": ([DECODE], off),
+        "costmodel decode (nothing cached)": ([DECODE], off),
         "costmodel decode (cached card)": ([DECODE], env),
+        "costmodel prefill + decode (nothing cached)": ([PREFILL, DECODE], off),
         "costmodel prefill + decode (cached)": ([PREFILL, DECODE], env),
     }
     peer = llm_analysis_python()
     if peer:
-        la = [
-            peer,
-            "-m",
-            "llm_analysis.analysis",
-            "infer",
-            "-m",
-            "NousResearch_Llama-2-7b-hf",
-            "-g",
-            "a100-sxm-40gb",
-            "-b",
-            "8",
-            "--seq_len",
-            "2048",
-            "-n",
-            "1",
-            "--log_level",
-            "ERROR",
+        infer = [
+            *(peer, "-m", "llm_analysis.analysis", "infer", "-m", PEER_MODEL, "-g", PEER_GPU),
+            *("-b", str(BATCH), "--seq_len", str(TOKENS), "-n", "1", "--log_level", "ERROR"),
         ]
-        cases["llm-analysis infer (prefill + decode)"] = ([la], env)
+        cases["llm-analysis decode step"] = ([[peer, __file__, "--llm-analysis-decode"]], env)
+        cases["llm-analysis infer (prefill + decode)"] = ([infer], env)
     times: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(rounds):
         for k, (cmds, e) in cases.items():
             times[k].append(wall(cmds, e))
-        print(f"\r  round {r + 1}/{rounds}", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+        if sys.stderr.isatty():
+            print(f"\r  round {r + 1}/{rounds}", end="", file=sys.stderr, flush=True)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
     base = med["python -c pass"]
     print(f"whole-process wall time, median of {rounds} interleaved rounds (s)")
     for k, v in med.items():
-        print(f"  {k:40s} {v:7.3f}   {v / base:5.1f}x python -c pass")
-    print(
-        f"  decode: no cache / cached card = {med['costmodel decode (no cache)'] / med['costmodel decode (cached card)']:.1f}x"
-    )
-    if peer:
-        ours = med["costmodel prefill + decode (cached)"]
-        theirs = med["llm-analysis infer (prefill + decode)"]
-        print(f"  llm-analysis / costmodel (prefill + decode, cached) = {theirs / ours:.2f}x")
-        print(
-            f"  llm-analysis / costmodel decode (no cache)          = {theirs / med['costmodel decode (no cache)']:.2f}x"
-        )
-    else:
+        print(f"  {k:45s} {v:7.3f}   {v / base:5.1f}x python -c pass")
+    cold, warm = med["costmodel decode (nothing cached)"], med["costmodel decode (cached card)"]
+    print(f"  decode: nothing cached / cached card = {cold / warm:.1f}x")
+    if not peer:
         print(f"  llm-analysis not found: {HOW}")
+        return
+    print("same work side by side (llm-analysis time / costmodel time; > 1: costmodel faster)")
+    pairs = (
+        ("decode, nothing cached", "llm-analysis decode step", "costmodel decode (nothing cached)"),
+        ("decode, cached card", "llm-analysis decode step", "costmodel decode (cached card)"),
+        (
+            "prefill + decode, nothing cached",
+            "llm-analysis infer (prefill + decode)",
+            "costmodel prefill + decode (nothing cached)",
+        ),
+        (
+            "prefill + decode, cached",
+            "llm-analysis infer (prefill + decode)",
+            "costmodel prefill + decode (cached)",
+        ),
+    )
+    for label, theirs, ours in pairs:
+        print(f"  {label:35s} {med[theirs]:7.3f} / {med[ours]:7.3f} = {med[theirs] / med[ours]:5.2f}x")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--llm-analysis-decode"]:
+        llm_analysis_decode()
+    else:
+        main()

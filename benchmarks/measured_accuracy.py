@@ -1,6 +1,7 @@
 """How close to real GPUs: bound validity, held-out errors and model-level checks.
 
-Regenerates the README's "How close to real GPUs" section from the measured
+Regenerates the tables of ``docs/accuracy.md`` (the README's "How close to real GPUs"
+section links them) from the measured
 corpus (``pip install -e '.[measured]'``): bound violations per family and
 device, held-out MAPE / median / P90 for the three splits (random 20 % of
 shapes, a device left out, a framework left out) side by side with our plain
@@ -12,7 +13,7 @@ and B200 against the composition of the measured kernels for the same shapes.
 Takes about 15 minutes on 2 cores; progress on stderr.
 
     python benchmarks/measured_accuracy.py                 # print the Markdown
-    python benchmarks/measured_accuracy.py --write-readme  # replace the README section
+    python benchmarks/measured_accuracy.py --write         # replace the section in docs/accuracy.md
     python benchmarks/measured_accuracy.py --plots out/    # predicted-vs-measured scatter plots
 """
 
@@ -99,7 +100,11 @@ def model_level() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--write-readme", action="store_true", help="replace the README section between the markers"
+        "--write",
+        "--write-readme",
+        dest="write",
+        action="store_true",
+        help="replace the generated section of docs/accuracy.md (between the markers)",
     )
     ap.add_argument("--plots", default=None, help="directory for predicted-vs-measured scatter plots")
     args = ap.parse_args()
@@ -117,14 +122,14 @@ def main() -> int:
         Path(args.plots).mkdir(parents=True, exist_ok=True)
         for fam in ("gemm", "context_attention", "generation_attention", "all_reduce"):
             scatter_plot(fam, "h100-sxm", str(Path(args.plots) / f"{fam}-h100-sxm.png"))
-    if args.write_readme:
-        readme = Path(__file__).resolve().parent.parent / "README.md"
-        body = readme.read_text()
+    if args.write:
+        page = Path(__file__).resolve().parent.parent / "docs" / "accuracy.md"
+        body = page.read_text()
         new = f"{BEGIN}\n{text}\n{END}"
         body, n = re.subn(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: new, body, flags=re.S)
         if n != 1:
-            raise SystemExit("README has no measured section markers")
-        readme.write_text(body)
+            raise SystemExit(f"{page} has no measured section markers")
+        page.write_text(body)
     print(text)
     return 0
 

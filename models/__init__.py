@@ -1,4 +1,5 @@
-"""Model configurations: the ModelConfig type, a Hugging Face loader, a catalog.
+"""Model configurations: the ModelConfig type, a Hugging Face loader, a catalog, and one
+resolver (:func:`resolve_model`) from what a user names to a ModelConfig.
 
 Names load on first use (PEP 562), so locating a shipped config (``models/configs``) costs
 no sympy import.
@@ -19,6 +20,8 @@ _LAZY: dict[str, str] = {
     "CatalogModel": "catalog",
     "UnknownModelError": "catalog",
     "get_model": "catalog",
+    "resolve_model": "resolver",
+    "HubIdError": "resolver",
     "model_names": "catalog",
     "ParamCounts": "params",
     "param_counts": "params",

@@ -1,27 +1,23 @@
 """Catalog of real models: their ``config.json`` shipped as data, with sources.
 
 Each entry is the Hugging Face configuration of the model (the fields that
-shape it), loaded through :func:`load_hf_config`, and the published parameter
-figures it is checked against.
+shape it), loaded through :func:`models.resolver.resolve_model`, and the published
+parameter figures it is checked against. Light: the table imports no sympy.
 """
 
 from __future__ import annotations
 
-import functools
-import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
+from typing import TYPE_CHECKING, Any
 
-from costmodel.errors import CostModelError
+from .resolver import UnknownModelError, resolve_model
 
-from .config import ModelConfig
-from .hf import config_from_hf_dict
+if TYPE_CHECKING:
+    from .config import ModelConfig
 
 __all__ = ["CatalogModel", "MODELS", "get_model", "model_names", "UnknownModelError"]
-
-
-class UnknownModelError(CostModelError):
-    """A model name is not in the catalog."""
 
 
 @dataclass(frozen=True)
@@ -250,20 +246,8 @@ def model_names() -> tuple[str, ...]:
     return tuple(MODELS)
 
 
-def get_model(name: str | ModelConfig) -> ModelConfig:
-    """The catalog model ``name`` as a ModelConfig (case-insensitive)."""
-    if isinstance(name, ModelConfig):
-        return name
-    key = str(name).lower()
-    if key not in MODELS:
-        raise UnknownModelError(f"unknown model {name!r}; catalog models: {', '.join(MODELS)}")
-    return _load(key)
-
-
-@functools.cache
-def _load(key: str) -> ModelConfig:
-    """A shipped config, read and validated once per process (configs are frozen: sharing is safe)."""
-    entry = MODELS[key]
-    path = resources.files(__package__).joinpath("configs", f"{entry.config or key}.json")
-    text = path.read_text(encoding="utf-8")
-    return config_from_hf_dict(json.loads(text), key, source=entry.source, mtp=entry.mtp)
+def get_model(name: str | os.PathLike[str] | Mapping[str, Any] | ModelConfig) -> ModelConfig:
+    """The model ``name`` as a ModelConfig: a catalog name (case-insensitive), a config.json
+    path or folder, a parsed config.json or a ModelConfig (:func:`models.resolver.resolve_model`,
+    which the command line uses too)."""
+    return resolve_model(name)

@@ -30,13 +30,11 @@ No network access: pass a path or an already-parsed dict.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from costmodel.dtypes import get_dtype
-from costmodel.safefile import read_user_file, unique_keys
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
@@ -59,10 +57,6 @@ SUPPORTED_MODEL_TYPES = (
 )
 
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-
-
-#: the largest config.json read (bytes): real ones are a few kB, their largest lists ~100 kB
-MAX_CONFIG_BYTES = 16 * 2**20
 
 
 def config_from_hf_dict(
@@ -155,24 +149,8 @@ def config_from_hf_dict(
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
-    """Read a local ``config.json`` and map it (clear errors for bad files)."""
-    p = Path(path)
-    try:
-        if p.is_dir():
-            p = p / "config.json"
-    except (OSError, ValueError) as exc:
-        raise ModelConfigError(f"config file {str(p)[:200]!r} cannot be read: {exc}") from None
-    raw = read_user_file(p, what="config file", max_bytes=MAX_CONFIG_BYTES, error=ModelConfigError)
-    try:
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(ModelConfigError))
-    except ModelConfigError as exc:
-        raise ModelConfigError(f"config file {str(p)[:200]!r}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelConfigError(f"config file {str(p)!r} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ModelConfigError(f"config file {str(p)!r} is nested too deeply to read") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4300)
-        raise ModelConfigError(f"config file {str(p)!r} holds a value out of range: {exc}") from None
-    if not isinstance(data, dict):
-        raise ModelConfigError(f"config file {str(p)!r}: top level must be a JSON object")
-    return config_from_hf_dict(data, name or p.stem, source=str(p))
+    """Read a local ``config.json`` (or the folder holding one) and map it (clear errors for
+    bad files); read and built once per file version (:mod:`models.resolver`)."""
+    from .resolver import load_config_file
+
+    return load_config_file(path, name)

@@ -5,6 +5,10 @@
 ``model`` (:mod:`.model`), ``ledger``/``prefill``/``decode``/``sweep``
 (:mod:`.phases`), ``serve`` (:mod:`.serve`), ``fusion`` (:mod:`.fusion`),
 ``probe`` (:mod:`.measure`), ``plot`` (:mod:`.plot`).
+
+A command's module is imported only when it runs or its ``--help`` is asked
+(:data:`.main.COMMANDS`); ``build_parser()`` with no argument builds every command's options
+(tests, the fuzz suite, docs).
 """
 
 from .main import build_parser, main

@@ -19,36 +19,25 @@ __all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity"
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
     """The persistent-cache key of this command's card, or None when it cannot be cached (a
-    ``--hw-file`` changes the catalog; a model folder or an unreadable path goes the long way)."""
-    import importlib.util
+    ``--hw-file`` changes the catalog; a name or path that does not resolve goes the long way,
+    where the loader says why). The config's bytes come from :mod:`models.resolver`, which
+    reads the file once for the whole command."""
     from pathlib import Path
 
-    from ..formcache import MAX_BYTES, cache_key, enabled
-    from ..safefile import read_regular_file
+    from models.resolver import config_identity
+
+    from ..errors import CostModelError
+    from ..formcache import cache_key, enabled
 
     if not enabled() or getattr(args, "hw_file", None):
         return None
-    name = args.model
     try:
-        if name.endswith(".json"):
-            # never blocks (a FIFO) or reads without end (/dev/zero): the loader then says why
-            text = read_regular_file(name, MAX_BYTES, follow_links=True)
-            if text is None:
-                return None
-            model_text = text
-        else:
-            spec = importlib.util.find_spec("models")  # locates the package without importing it
-            if spec is None or spec.origin is None:
-                return None
-            path = Path(spec.origin).parent / "configs" / f"{name.lower()}.json"
-            if not path.is_file():
-                return None
-            model_text = path.read_bytes()
+        name, model_text = config_identity(args.model)
         catalog = (Path(__file__).resolve().parents[1] / "hardware" / "catalog.toml").read_bytes()
-    except (OSError, ValueError):
+    except (CostModelError, OSError, ValueError):
         return None
     plan = [str(getattr(args, k, None)) for k in ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype")]
-    return cache_key(kind, model_text, catalog, *plan)
+    return cache_key(kind, model_text, catalog, name, *plan)
 
 
 def decode_reports(

@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from .common import add_json, dump
 from .options import Parser, finish
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "COMMANDS", "GLOBAL_FLAGS"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -27,6 +26,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..hardware import get_device
     from ..report import format_table, roofline_rows, standard_ops
     from ..symbols import dim
+    from .common import dump
 
     hw = get_device(args.device)
     rows = roofline_rows(standard_ops(args.dtype), hw, ridge_precision=args.dtype)
@@ -56,20 +56,74 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: each module of :mod:`costmodel.cli` that builds commands -> its parser function and the
+#: commands it adds, with the one-line help ``costmodel --help`` lists (it must equal the
+#: module's own: ``tests/test_cli_lazy.py``). ``report`` is built here.
+_MODULES: dict[str, tuple[str, dict[str, str]]] = {
+    "main": ("", {"report": "default analysis: operator ledger roofline + GEMM crossover"}),
+    "op": (
+        "add_op_parsers",
+        {
+            "op": "roofline of one op: costmodel op gemm M=1 N=4096 K=4096",
+            "rules": "list operator cost rules",
+        },
+    ),
+    "derive": ("add_derive_parser", {"derive": "closed-form derivations"}),
+    "hw": ("add_hw_parser", {"hw": "hardware catalog"}),
+    "model": ("add_model_parser", {"model": "catalog models, per-node analysis and closed forms"}),
+    "phases": (
+        "add_phase_parsers",
+        {
+            "ledger": "memory ledger: weights + KV + activations + overhead",
+            "prefill": "TTFT bound, per-unit times, attention share, chunked prefill",
+            "decode": "TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy",
+            "sweep": "batch x ctx (x devices x dtypes) decode sweep and Pareto frontier",
+        },
+    ),
+    "fusion": ("add_fusion_parser", {"fusion": "fusion audit and tiled IO models"}),
+    "serve": ("add_serve_parser", {"serve": "disaggregated, speculative, split and parallel serving plans"}),
+    "search": (
+        "add_search_parser",
+        {
+            "search": "design-space search: devices x dtypes x tp/pp/ep x batch x ctx, Pareto frontier under SLOs"
+        },
+    ),
+    "simulate": (
+        "add_simulate_parser",
+        {"simulate": "request-level serving simulation: TTFT/TPOT percentiles under a rate"},
+    ),
+    "measure": (
+        "add_measure_parsers",
+        {"probe": "measure this machine: bandwidth, matmul peaks, microbenchmarks, calibration"},
+    ),
+    "calibrate": (
+        "add_calibrate_parser",
+        {"calibrate": "fit efficiencies on measured GPU kernels ([measured] extra)"},
+    ),
+    "plot": (
+        "add_plot_parser",
+        {"plot": "roofline, ledger, frontier, headroom or batch-sweep plots (PNG/SVG)"},
+    ),
+}
+
+#: every subcommand, in ``--help`` order -> (its module, the module's parser function, its help).
+#: A module is imported only when one of its commands runs or its ``--help`` is asked.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    name: (module, adder, text) for module, (adder, helps) in _MODULES.items() for name, text in helps.items()
+}
+
+#: options every command accepts before or after the subcommand's name
+GLOBAL_FLAGS = ("--hw-file", "--hw-override", "--json")
+
+
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command-line parser. ``load=None``: complete, every command's options built (tests,
+    the fuzz suite, docs). Otherwise only the modules of the commands named in ``load`` are
+    imported and built; every other command is listed by its name and help alone (what
+    ``costmodel --help`` needs), so the CLI starts without importing what it does not run."""
+    import importlib
+
     from .. import __version__
-    from .calibrate import add_calibrate_parser
-    from .derive import add_derive_parser
-    from .fusion import add_fusion_parser
-    from .hw import add_hw_parser
-    from .measure import add_measure_parsers
-    from .model import add_model_parser
-    from .op import add_op_parsers
-    from .phases import add_phase_parsers
-    from .plot import add_plot_parser
-    from .search import add_search_parser
-    from .serve import add_serve_parser
-    from .simulate import add_simulate_parser
 
     p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
@@ -78,34 +132,62 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="load extra devices from a TOML/JSON file (catalog layout); repeatable. A device named "
-        "like a catalog device is an error unless --hw-override",
+        help="load extra devices from a TOML/JSON file (catalog layout); repeatable, before or after the "
+        "command. A device named like a catalog device is an error unless --hw-override",
     )
     p.add_argument(
         "--hw-override",
         action="store_true",
         help="let --hw-file devices replace catalog devices of the same name (a note names each one)",
     )
+    p.add_argument(
+        "--json", action="store_true", help="machine-readable output (the command's --json, given before it)"
+    )
     sub = p.add_subparsers(dest="command", parser_class=Parser)
+    wanted = set(COMMANDS) if load is None else {c for c in load if c in COMMANDS}
+    built: set[str] = set()
+    for name, (module, adder, help_text) in COMMANDS.items():
+        if module in built:
+            continue
+        if name == "report" and name in wanted:
+            from .common import add_json
 
-    r = sub.add_parser("report", help="default analysis: operator ledger roofline + GEMM crossover")
-    r.add_argument("--device", default="h100-sxm")
-    r.add_argument("--dtype", default="bf16")
-    add_json(r)
-    r.set_defaults(func=cmd_report)
-    add_op_parsers(sub)
-    add_derive_parser(sub)
-    add_hw_parser(sub)
-    add_model_parser(sub)
-    add_phase_parsers(sub)
-    add_fusion_parser(sub)
-    add_serve_parser(sub)
-    add_search_parser(sub)
-    add_simulate_parser(sub)
-    add_measure_parsers(sub)
-    add_calibrate_parser(sub)
-    add_plot_parser(sub)
+            r = sub.add_parser("report", help=help_text)
+            r.add_argument("--device", default="h100-sxm")
+            r.add_argument("--dtype", default="bf16")
+            add_json(r)
+            r.set_defaults(func=cmd_report)
+        elif name != "report" and any(COMMANDS[c][0] == module for c in wanted):
+            getattr(importlib.import_module(f"{__package__}.{module}"), adder)(sub)
+            built.add(module)
+        else:  # listed, not built: main() builds it when it is the command
+            stub = sub.add_parser(name, help=help_text, add_help=False)
+            stub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            stub.set_defaults(unbuilt=name)
     return finish(p)
+
+
+def _command(argv: Sequence[str]) -> int | None:
+    """Where the subcommand's name is in ``argv`` (global options already moved before it), or None."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return i
+        i += 2 if a == "--hw-file" else 1  # the one global option that takes a value
+    return None
+
+
+def _json_after_command(argv: list[str]) -> list[str]:
+    """``--json`` given before the subcommand, moved after it (the subcommand owns the option)."""
+    at = _command(argv)
+    if at is None or "--json" not in argv[:at]:
+        return argv
+    rest = [a for a in argv[:at] if a != "--json"] + argv[at:]
+    end = rest.index("--") if "--" in rest else len(rest)
+    return [*rest[:end], "--json", *rest[end:]]
 
 
 def _hoist_global_options(argv: Sequence[str]) -> list[str]:
@@ -148,17 +230,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :data:`options.EXIT_CODES`)."""
     from ..errors import CostModelError  # light: the engine loads when a command runs
 
-    parser = build_parser()
     try:
-        args = parser.parse_args(_hoist_global_options(sys.argv[1:] if argv is None else list(argv)))
+        argv = _json_after_command(_hoist_global_options(sys.argv[1:] if argv is None else list(argv)))
+        at = _command(argv)
+        parser = build_parser(() if at is None else (argv[at],))
+        args = parser.parse_args(argv)
+        if getattr(args, "unbuilt", None):  # the command was not where _command looked: build it
+            parser = build_parser((args.unbuilt,))
+            args = parser.parse_args(argv)
         if args.hw_file:
             _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
+            parser = build_parser(("report",))
             args = parser.parse_args(
                 [
                     *(f"--hw-file={p}" for p in args.hw_file),
                     *(["--hw-override"] if args.hw_override else []),
                     "report",
+                    *(["--json"] if args.json else []),
                 ]
             )
         return int(args.func(args))

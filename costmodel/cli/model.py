@@ -7,7 +7,6 @@ the engine core).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from .common import dump
@@ -18,21 +17,11 @@ __all__ = ["add_model_parser", "resolve_model"]
 
 
 def resolve_model(name: str) -> Any:
-    """A catalog name, or a path to a Hugging Face ``config.json`` (or its folder)."""
-    from models import get_model, load_hf_config
+    """A catalog name, or a path to a Hugging Face ``config.json`` (or its folder): the one
+    resolver the library uses too (:func:`models.resolver.resolve_model`)."""
+    from models.resolver import resolve_model as resolve
 
-    from ..errors import CostModelError
-
-    if len(name) > 500:
-        raise CostModelError(f"model {name[:40]!r}...: a name or path longer than 500 characters")
-    p = Path(name)
-    try:
-        is_dir = p.is_dir()
-    except OSError:  # not a usable path (e.g. a component longer than the file system allows)
-        is_dir = False
-    if name.endswith(".json") or is_dir:
-        return load_hf_config(p)
-    return get_model(name)
+    return resolve(name)
 
 
 def cmd_model_list(args: argparse.Namespace) -> int:

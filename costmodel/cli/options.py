@@ -36,6 +36,7 @@ __all__ = [
     "add_dtype_options",
     "apply_dtypes",
     "add_ignore_capacity",
+    "SPELLINGS",
 ]
 
 #: "does not fit": ``ledger``, and a point refused for memory (``--ignore-capacity``)
@@ -103,6 +104,23 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
+#: one spelling per concept: another spelling -> the one documented. Wherever a command has either,
+#: it accepts both; help shows the documented one (``sweep --device a,b``, ``search --device a,b``)
+SPELLINGS: dict[str, str] = {"--devices": "--device"}
+
+
+def _one_spelling(p: argparse.ArgumentParser) -> None:
+    """Give ``p`` the spellings of :data:`SPELLINGS` that it lacks, each on the action it has."""
+    known = p._option_string_actions
+    for other, shown in SPELLINGS.items():
+        action = known.get(shown) or known.get(other)
+        if action is None or (shown in known and other in known and known[shown] is not known[other]):
+            continue
+        action.option_strings = [shown if o == other else o for o in action.option_strings]
+        known.setdefault(shown, action)
+        known.setdefault(other, action)
+
+
 def _flag(action: argparse.Action) -> str:
     return action.option_strings[-1] if action.option_strings else action.dest
 
@@ -160,6 +178,7 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Fill in shared help, validating numeric types and the exit-code epilog, everywhere."""
     for p in _walk(parser):
         p.epilog = EXIT_CODES
+        _one_spelling(p)
         for action in p._actions:
             if isinstance(
                 action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)

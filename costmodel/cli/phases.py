@@ -43,30 +43,27 @@ def resolve_config(args: argparse.Namespace) -> Any:
 def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
     """``--ctx``/``--seq`` against the model's context limit, before any work.
 
-    A catalog name or a config.json path is read as JSON (no sympy: the cached fast
-    path stays fast); anything else goes through the resolved config.
+    A catalog name or a config.json path is read as JSON (no sympy: the cached fast path
+    stays fast; :func:`models.resolver.config_data` reads the file once for the whole
+    command); a name that does not resolve goes through :func:`resolve_config`, which says why.
     """
-    import importlib.util
-    import json
     from pathlib import Path
 
     from models.context import check_context as check
     from models.context import context_limit
+    from models.resolver import config_data
+
+    from ..errors import CostModelError
 
     name = getattr(args, "model", None)
     if name is None or tokens is None:
         return
     allow = getattr(args, "allow_long_context", False)
-    path = Path(name) if name.endswith(".json") else None
-    if path is None:
-        spec = importlib.util.find_spec("models")
-        if spec is not None and spec.origin is not None:
-            path = Path(spec.origin).parent / "configs" / f"{name.lower()}.json"
     try:
-        data = json.loads(path.read_text()) if path is not None and path.is_file() else None
-    except (OSError, ValueError):
+        data = config_data(name)
+    except CostModelError:
         data = None
-    if isinstance(data, dict):
+    if data is not None:
         lim = context_limit(data)
         if lim is not None:
             check(

@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from importlib import metadata, resources
 from typing import Any
 
 from ..errors import CostModelError
@@ -135,6 +134,8 @@ class CorpusInfo:
 @functools.cache
 def corpus_info() -> CorpusInfo:
     """Locate the installed wheel's data; a clear error when the extra is missing."""
+    from importlib import metadata, resources  # here: importlib.metadata costs every command's start
+
     try:
         version = metadata.version(PACKAGE)
         root = resources.files(MODULE) / "systems"

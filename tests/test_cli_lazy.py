@@ -1,0 +1,97 @@
+"""A CLI that starts without importing what it does not run (issue 27 item 6): commands load on
+demand, global options go before or after the command, one spelling per concept."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel.cli import build_parser, main
+from costmodel.cli.main import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _choices(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:  # type: ignore[type-arg]
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_the_table_lists_every_command_with_the_modules_own_help() -> None:
+    sub = _choices(build_parser())
+    assert list(sub.choices) == list(COMMANDS)
+    assert {c.dest: c.help for c in sub._choices_actions} == {k: v[2] for k, v in COMMANDS.items()}
+    assert not any(p.get_default("unbuilt") for p in sub.choices.values())  # complete: all built
+
+
+def _modules_after(args: list[str]) -> set[str]:
+    code = (
+        f"import sys; from costmodel.cli import main; rc = main({args!r}); "
+        "print(sorted(m for m in sys.modules if m.startswith('costmodel.cli.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
+
+
+def test_help_lists_every_command_and_imports_none() -> None:
+    loaded = _modules_after(["--help"])
+    command_modules = {f"costmodel.cli.{m}" for m, _, _ in COMMANDS.values()} - {"costmodel.cli.main"}
+    assert not loaded & command_modules, loaded & command_modules
+    loaded = _modules_after(["decode", "--help"])  # its own module (and what that one imports)
+    assert "costmodel.cli.phases" in loaded
+    assert not loaded & {
+        f"costmodel.cli.{m}" for m in ("serve", "simulate", "search", "plot", "fusion", "hw")
+    }
+
+
+def test_help_text_names_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name, (_, _, help_text) in COMMANDS.items():
+        assert name in out and help_text.split()[0] in out
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def test_json_before_or_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    after = _run(["decode", "tiny", "--json"], capsys)
+    before = _run(["--json", "decode", "tiny"], capsys)
+    assert after == before and after[0] == 0
+    assert json.loads(before[1])["model"] == "tiny"
+    assert _run(["--json"], capsys)[1] == _run(["report", "--json"], capsys)[1]
+    code, _, err = _run(["--json", "rules", "--bogus"], capsys)
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_hw_file_before_or_after_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "d.toml"
+    spec.write_text(
+        '[devices.mybox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e12 }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 1e10 }]\n'
+    )
+    base = ["derive", "crossover", "--device", "mybox", "--json"]
+    runs = [
+        _run(["--hw-file", str(spec), *base], capsys),
+        _run([*base, "--hw-file", str(spec)], capsys),
+        _run([*base, f"--hw-file={spec}"], capsys),
+        _run(["--json", "--hw-file", str(spec), *base[:-1]], capsys),
+    ]
+    assert all(r == runs[0] for r in runs) and runs[0][0] == 0
+    assert json.loads(runs[0][1])["numeric"]["balance"] == 100.0  # 1e12 FLOP/s / 1e10 B/s
+
+
+@pytest.mark.parametrize(
+    "command", [["sweep", "tiny", "--batches", "1", "--ctxs", "1024"], ["search", "tiny"]]
+)
+def test_device_and_devices_are_one_option(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    one = _run([*command, "--device", "h100-sxm,a100", "--json"], capsys)
+    other = _run([*command, "--devices", "h100-sxm,a100", "--json"], capsys)
+    assert one == other and one[0] == 0, one[2]
