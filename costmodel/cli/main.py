@@ -80,7 +80,7 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
             "sweep": "batch x ctx (x devices x dtypes) decode sweep and Pareto frontier",
         },
     ),
-    "fusion": ("add_fusion_parser", {"fusion": "fusion audit and tiled IO models"}),
+    "fusion": ("add_fusion_parser", {"fusion": "fusion audit, the fusion planner and tiled IO models"}),
     "serve": ("add_serve_parser", {"serve": "disaggregated, speculative, split and parallel serving plans"}),
     "search": (
         "add_search_parser",
