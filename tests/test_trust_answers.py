@@ -377,3 +377,19 @@ def test_torch_extra_installs_the_version_the_audit_accepts():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     (pin,) = [r for r in extras["torch"] if r.startswith("torch")]
     assert pin == f"torch=={TESTED_TORCH[-1]}.*"
+
+
+def test_serve_plans_refuse_plans_the_memory_cannot_hold():
+    """Llama-3.1-405B in bf16 holds 2 x 405.9e9 = 811.7 GB of weights alone: one H100 (80 GB) or
+    eight (101.5 GB each) cannot hold them, so neither plan is priced; two pipeline stages hold
+    half the layers each: their bytes per device are half of one stage's."""
+    from graphs.serving.parallel import plan_frontier, plan_memory_bytes
+    from models import get_model, param_counts
+
+    cfg = get_model("llama-3.1-405b")
+    points = plan_frontier(cfg, ["h100"], batches=[16], ctx=4096, plans=[(1, 1, 1, 1), (8, 1, 1, 1)])
+    assert all(p.report is None and "does not fit" in (p.error or "") for p in points)
+    one = plan_memory_bytes(cfg, "h100", batch=16, ctx=4096, tp=8, pp=1, ep=1)
+    two = plan_memory_bytes(cfg, "h100", batch=16, ctx=4096, tp=8, pp=2, ep=1)
+    assert two == pytest.approx(one / 2)
+    assert one >= 2 * float(param_counts(cfg).total) / 8  # at least its share of the weights

@@ -41,17 +41,15 @@ import numpy as np
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr, pareto_mask
-from costmodel.graph import COST, KIND, REPEAT
 from costmodel.hardware import Hardware
-from costmodel.keys import ROLE, LinkName, NodeKind, Phase, Role
+from costmodel.keys import LinkName, Phase
 from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
 
 from .compiled import compiled_step, decode_memory
-from .parallel import MICROBATCH, comm_forms
+from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
 from .search_plans import Plan, grid_size, plans_of, positive_ints
-from .workload import as_workload
 
 __all__ = ["SearchResult", "search", "Plan", "grid_size"]
 
@@ -124,7 +122,9 @@ class _Compiled:
         self.hop = compile_expr(hop, (MICROBATCH,))
         self.a2a = compile_expr(a2a, (MICROBATCH,))
         self.moe_layers = as_float(cfg.n_moe_layers) if cfg.is_moe else 0.0
-        self.routed_bytes = self.decode.memo("routed_expert_bytes", lambda: _routed_expert_bytes(plan))
+        self.routed_bytes = self.decode.memo(
+            "routed_expert_bytes", lambda: routed_expert_bytes(plan.config, plan.tp)
+        )
         self.capacity = as_float(hw.capacity())
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 
@@ -139,17 +139,6 @@ def _compiled(plan: Plan, link: str = LinkName.SCALE_UP) -> _Compiled:
             _COMPILED.clear()
         c = _COMPILED[(plan, link)] = _Compiled(plan, link)
     return c
-
-
-def _routed_expert_bytes(plan: Plan) -> float:
-    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes."""
-    graph = as_workload(plan.config).graph(Phase.DECODE, batch=1, ctx=1, tp=plan.tp)
-    total = 0.0
-    for n, d in graph.nodes(data=True):
-        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
-        if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
-            total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
-    return total
 
 
 def _evaluate(block: _Block) -> _Partial:

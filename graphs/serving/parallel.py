@@ -27,17 +27,26 @@ import sympy
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import LinkName, Phase
+from costmodel.keys import COST, KIND, REPEAT, ROLE, LinkName, NodeKind, Phase, Role
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
 from costmodel.symbols import check_dim, dim
 from models.config import ModelConfig
 
-from .compiled import compiled_step
+from .compiled import compiled_step, decode_memory
 from .workload import Workload, as_workload
 
-__all__ = ["comm_forms", "bubble_fraction", "parallel_plan", "plan_frontier", "PlanReport", "PlanPoint"]
+__all__ = [
+    "comm_forms",
+    "bubble_fraction",
+    "parallel_plan",
+    "plan_frontier",
+    "plan_memory_bytes",
+    "routed_expert_bytes",
+    "PlanReport",
+    "PlanPoint",
+]
 
 
 def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
@@ -198,6 +207,42 @@ class PlanPoint(Result):
     pareto: bool = False
 
 
+def routed_expert_bytes(config: ModelConfig | str | Workload, tp: int) -> float:
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes."""
+    graph = as_workload(config).graph(Phase.DECODE, batch=1, ctx=1, tp=tp)
+    total = 0.0
+    for n, d in graph.nodes(data=True):
+        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
+        if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
+            total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
+    return total
+
+
+def plan_memory_bytes(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    batch: int,
+    ctx: int,
+    tp: int,
+    pp: int,
+    ep: int,
+) -> float:
+    """Bytes one device holds under a ``(tp, pp, ep)`` plan at ``batch`` sequences of ``ctx`` tokens.
+
+    .. math:: M = \\frac{L_{tp}(B, ctx) - E_{tp} (1 - 1/ep)}{pp}
+
+    with :math:`L_{tp}` the decode capacity ledger of one tp-rank (weights, KV cache, activations,
+    overhead: :func:`graphs.serving.compiled.decode_memory`) and :math:`E_{tp}` its routed-expert
+    weights, which expert parallelism spreads ``ep`` ways; pipeline stages hold ``1/pp`` of the
+    layers. The design search prunes by the same accounting.
+    """
+    w = as_workload(config)
+    routed = routed_expert_bytes(w, tp) if ep > 1 else 0.0
+    mem = float(decode_memory(w, device, tp=tp)(batch, ctx))
+    return (mem - routed * (1 - 1 / ep)) / pp
+
+
 def plan_frontier(
     config: ModelConfig | str | Workload,
     devices: list[str],
@@ -223,6 +268,13 @@ def plan_frontier(
             for tp, pp, ep, m in plans:
                 label = f"tp{tp} pp{pp} ep{ep} m{m}"
                 try:
+                    held = plan_memory_bytes(w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep)
+                    if held > as_float(hw.capacity()):
+                        gib = 2**30
+                        raise CostModelError(
+                            f"does not fit: {held / gib:.2f} GiB per device, the device holds "
+                            f"{as_float(hw.capacity()) / gib:.2f} GiB"
+                        )
                     r = parallel_plan(w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m)
                 except CostModelError as exc:
                     points.append(PlanPoint(dev, b, label, None, error=str(exc)))
