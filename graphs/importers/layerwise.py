@@ -70,7 +70,7 @@ def from_hf_layerwise(
         raise CostModelError(f"the layers are not alike ({', '.join(sorted(kinds))}): export the whole model")
     setattr(owner, attr, torch.nn.ModuleList([layers[0]]))
     try:
-        if old_n is not None:
+        if config is not None and old_n is not None:
             config.num_hidden_layers = 1
         shapes = None
         if dynamic:
@@ -87,7 +87,7 @@ def from_hf_layerwise(
         )
     finally:
         setattr(owner, attr, layers)
-        if old_n is not None:
+        if config is not None and old_n is not None:
             config.num_hidden_layers = old_n
     g = from_exported_program(
         ep, dims=dims if dims is not None else {"input_ids": ("B", "S")} if dynamic else None
