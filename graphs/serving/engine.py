@@ -239,7 +239,7 @@ class Replica:
             s = self.waiting[0]
             cached = None
             if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
-                cached = self.prefixes[s.req.prefix_id]  # type: ignore[index]
+                cached = self.prefixes[s.req.prefix_id]
                 cached[2] += 1  # referenced from here on: never evicted to make room for its user
                 s.prefix_ref = True
                 s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed

@@ -246,7 +246,7 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[st
             why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
             raise CostModelError(f"{where} row {i + 1}: not a CSV row ({why})") from None
         i += 1
-        yield i, row  # type: ignore[misc]
+        yield i, row
 
 
 def read_trace(path: str | Path) -> Trace:
