@@ -72,12 +72,12 @@ def from_hf_layerwise(
     try:
         if config is not None and old_n is not None:
             config.num_hidden_layers = 1
-        shapes = None
+        shapes: dict[str, Any] | None = None  # torch.export's dynamic_shapes, by input name
         if dynamic:
             from torch.export import Dim
 
             shapes = {"input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("seq", min=2, max=1 << 20)}}
-            shapes["use_cache"] = None  # type: ignore[assignment]
+            shapes["use_cache"] = None
         ep = torch.export.export(
             model,
             (),

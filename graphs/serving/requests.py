@@ -167,8 +167,10 @@ class Trace:
 def _int_field(row: dict[str, object], name: str, where: str, lo: int) -> int:
     v = row[name]
     try:
-        n = int(v)  # type: ignore[call-overload]
-        if isinstance(v, bool) or float(v) != n:  # type: ignore[arg-type]
+        if not isinstance(v, str | int | float | Decimal):  # a JSON list, object or null
+            raise TypeError
+        n = int(v)
+        if isinstance(v, bool) or float(v) != n:
             raise ValueError
     except (TypeError, ValueError, OverflowError):
         raise CostModelError(f"{where}: {name} must be a whole number, got {str(v)[:40]!r}") from None
