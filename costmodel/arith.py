@@ -55,13 +55,10 @@ _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 _UNARY = (ast.USub, ast.UAdd)
 
 
-def _check(node: ast.AST, names: frozenset[str], depth: int = 0) -> ast.AST:
+def _check(node: ast.expr, names: frozenset[str], depth: int = 0) -> ast.expr:
     """Validate ``node`` (recursively) and return it with integer literals made floats."""
     if depth > MAX_DEPTH:
         raise ArithError(f"cached expression nests deeper than {MAX_DEPTH} levels")
-    if isinstance(node, ast.Expression):
-        node.body = _check(node.body, names, depth + 1)  # type: ignore[assignment]
-        return node
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int | float):
             raise ArithError(f"cached expression has a constant {node.value!r}; only numbers are allowed")
@@ -79,11 +76,11 @@ def _check(node: ast.AST, names: frozenset[str], depth: int = 0) -> ast.AST:
             raise ArithError(f"cached expression uses {node.id!r}; allowed names: {', '.join(sorted(names))}")
         return node
     if isinstance(node, ast.BinOp) and isinstance(node.op, _BINOPS):
-        node.left = _check(node.left, names, depth + 1)  # type: ignore[assignment]
-        node.right = _check(node.right, names, depth + 1)  # type: ignore[assignment]
+        node.left = _check(node.left, names, depth + 1)
+        node.right = _check(node.right, names, depth + 1)
         return node
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, _UNARY):
-        node.operand = _check(node.operand, names, depth + 1)  # type: ignore[assignment]
+        node.operand = _check(node.operand, names, depth + 1)
         return node
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
@@ -95,15 +92,16 @@ def _check(node: ast.AST, names: frozenset[str], depth: int = 0) -> ast.AST:
             )
         if node.keywords or not node.args or any(isinstance(a, ast.Starred) for a in node.args):
             raise ArithError(f"cached expression calls {fn} with keywords, no or starred arguments")
-        node.args = [_check(a, names, depth + 1) for a in node.args]  # type: ignore[misc]
+        node.args = [_check(a, names, depth + 1) for a in node.args]
         return node
     raise ArithError(f"cached expression contains {type(node).__name__}, which is not arithmetic")
 
 
-def _closure(node: ast.AST, index: dict[str, int]) -> Callable[[Sequence[float]], float]:
+def _closure(node: ast.expr, index: dict[str, int]) -> Callable[[Sequence[float]], float]:
     """A validated node as a closure over the argument vector (no ``eval``, no ``exec``)."""
     if isinstance(node, ast.Constant):
-        value = float(node.value)
+        value = node.value
+        assert isinstance(value, float)  # _check made every constant a finite float
         return lambda v: value
     if isinstance(node, ast.Name):
         i = index[node.id]
@@ -146,8 +144,9 @@ def compile_numeric(text: str, args: Sequence[str]) -> Callable[..., float]:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ArithError(f"cached expression does not parse: {type(exc).__name__}") from None
-    tree = _check(tree, frozenset(args) | frozenset(FUNCTIONS))
-    body = _closure(tree.body, {a: i for i, a in enumerate(args)})  # type: ignore[attr-defined]
+    # depth 1: the Expression wrapper counts as the first level
+    expr = _check(tree.body, frozenset(args) | frozenset(FUNCTIONS), depth=1)
+    body = _closure(expr, {a: i for i, a in enumerate(args)})
     n = len(args)
 
     def evaluate(*values: float) -> float:

@@ -131,8 +131,8 @@ def edge_bytes_total(g: nx.DiGraph, *, source_kind: str | None = None) -> sympy.
 
 def _same(a: object, b: object) -> bool:
     """Two tensor dimensions are equal (a dimension read from a file goes through the safe parser)."""
-    a, b = to_expr(a, field="tensor dimension"), to_expr(b, field="tensor dimension")
-    return a == b or sympy.simplify(a - b) == 0
+    x, y = to_expr(a, field="tensor dimension"), to_expr(b, field="tensor dimension")
+    return x == y or sympy.simplify(x - y) == 0
 
 
 def validate_graph(g: nx.DiGraph) -> None:

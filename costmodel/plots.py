@@ -16,6 +16,7 @@ Each returns the ``Figure`` (for tests) after saving it to ``path``; ``title`` (
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from .cost import as_float
 from .errors import CostModelError
 from .hardware import Hardware, get_device
 from .outfiles import atomic_write
-from .results import plain
+from .results import Result, plain
 
 __all__ = [
     "plot_title",
@@ -88,7 +89,7 @@ def _save(fig: Any, path: str | Path, title: str = "") -> Any:
 
 
 def roofline_plot(
-    rows: list[dict[str, Any]],
+    rows: Sequence[Result | Mapping[str, Any]],
     hw: Hardware | str,
     path: str | Path,
     *,

@@ -20,7 +20,7 @@ import dataclasses
 import enum
 import math
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["Result", "plain"]
 
@@ -57,8 +57,11 @@ def plain(value: Any) -> Any:
 class Result:
     """Mixin for frozen report dataclasses: :meth:`to_dict` exports every field as plain data."""
 
+    # set by @dataclass on every subclass (declared, not assigned: the mixin itself is no dataclass)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def _repr_html_(self) -> str:
         """The report as an HTML table: Jupyter's rich display (:func:`costmodel.html.result_table`,

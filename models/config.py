@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 import sympy
 
@@ -43,8 +43,10 @@ class ModelConfigError(CostModelError):
 MLPKind = Literal["swiglu", "geglu", "gelu", "relu2"]
 #: the norm kinds
 NormKind = Literal["rmsnorm", "layernorm"]
-#: a dimension as given: a positive integer or a sympy expression (stored as a sympy expression)
-Dim = int | sympy.Expr
+#: a dimension: given as a positive integer or a sympy expression, stored as a sympy expression
+#: (``__post_init__`` converts). The alias names the stored type; sympy ships no type stubs, so mypy
+#: reads ``sympy.Expr`` as ``Any`` and an int given to the constructor type-checks too.
+Dim: TypeAlias = sympy.Expr
 _MLPS: tuple[str, ...] = get_args(MLPKind)
 _NORMS: tuple[str, ...] = get_args(NormKind)
 _MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
@@ -169,9 +171,10 @@ class ModelConfig:
                     f"num_attention_heads ({h}); set head_dim"
                 )
             set_("head_dim", d / h)
-        for f in _DIM_FIELDS:
-            set_(f, self._dim(getattr(self, f), f))
-        h, hkv = self.num_attention_heads, self.num_key_value_heads
+        dims = {f: self._dim(getattr(self, f), f) for f in _DIM_FIELDS}
+        for f, v in dims.items():
+            set_(f, v)
+        h, hkv = dims["num_attention_heads"], dims["num_key_value_heads"]
         if h.is_number and hkv.is_number and h % hkv != 0:
             raise ModelConfigError(
                 f"{self.name}: num_attention_heads ({h}) must be a multiple of num_key_value_heads ({hkv})"
@@ -201,9 +204,10 @@ class ModelConfig:
             missing = [f for f, ok in zip(_MOE_FIELDS, moe, strict=True) if not ok]
             raise ModelConfigError(f"{self.name}: MoE config is missing {', '.join(missing)}")
         if all(moe):
-            for f in _MOE_FIELDS:
-                set_(f, self._dim(getattr(self, f), f))
-            e, k = self.num_experts, self.num_experts_per_tok
+            moe_dims = {f: self._dim(getattr(self, f), f) for f in _MOE_FIELDS}
+            for f, v in moe_dims.items():
+                set_(f, v)
+            e, k = moe_dims["num_experts"], moe_dims["num_experts_per_tok"]
             if e.is_number and k.is_number and k > e:
                 raise ModelConfigError(f"{self.name}: num_experts_per_tok ({k}) exceeds num_experts ({e})")
             set_("num_shared_experts", self._dim(self.num_shared_experts, "num_shared_experts", zero=True))

@@ -53,6 +53,7 @@ def no_mixer_params(cfg: ModelConfig) -> sympy.Expr:
 def attention_params(cfg: ModelConfig) -> sympy.Expr:
     """Softmax attention weights of one layer (module doc)."""
     d, H, h, hkv = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.num_key_value_heads
+    assert h is not None and hkv is not None  # ModelConfig.__post_init__ fills both in
     p = d * H * h * (2 if cfg.attn_output_gate else 1) + 2 * d * hkv * h + H * h * d
     if cfg.qkv_bias:
         p += H * h + 2 * hkv * h
@@ -67,14 +68,17 @@ def attention_params(cfg: ModelConfig) -> sympy.Expr:
 def mla_params(cfg: ModelConfig) -> sympy.Expr:
     """Multi-head latent attention weights of one layer (module doc)."""
     d, H = cfg.hidden_size, cfg.num_attention_heads
-    qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+    nope, rope_d, vd, r_kv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
+    # an mla layer has all four (ModelConfig checks the MLA fields all-or-none, check_layers kv_lora_rank)
+    assert nope is not None and rope_d is not None and vd is not None and r_kv is not None
+    qk = nope + rope_d
     if cfg.q_lora_rank is not None:
         q = d * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * H * qk
     else:
         q = d * H * qk
-    kv_a = d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) + cfg.kv_lora_rank
-    kv_b = cfg.kv_lora_rank * H * (cfg.qk_nope_head_dim + cfg.v_head_dim)
-    return q + kv_a + kv_b + H * cfg.v_head_dim * d
+    kv_a = d * (r_kv + rope_d) + r_kv
+    kv_b = r_kv * H * (nope + vd)
+    return q + kv_a + kv_b + H * vd * d
 
 
 @register_mixer_params("ssm")
@@ -82,6 +86,7 @@ def ssm_params(cfg: ModelConfig) -> sympy.Expr:
     """Mamba-2 mixer weights of one layer (module doc)."""
     d, Hs, P = cfg.hidden_size, cfg.ssm_num_heads, cfg.ssm_head_dim
     G, N, K = cfg.ssm_n_groups, cfg.ssm_state_size, cfg.ssm_conv_kernel
+    assert Hs is not None and P is not None and N is not None  # check_layers requires them of ssm layers
     d_in = Hs * P
     conv_ch = d_in + 2 * G * N
     return d * (2 * d_in + 2 * G * N + Hs) + conv_ch * (K + 1) + 3 * Hs + d_in + d_in * d
@@ -95,6 +100,7 @@ def mamba_params(cfg: ModelConfig) -> sympy.Expr:
     add ``R + 2N``)."""
     d, D, N = cfg.hidden_size, cfg.ssm_inner_size, cfg.ssm_state_size
     R, K = cfg.ssm_dt_rank, cfg.ssm_conv_kernel
+    assert D is not None and N is not None and R is not None  # check_layers requires them of mamba layers
     norms = R + 2 * N if cfg.ssm_inner_norms else 0
     return 2 * d * D + D * (K + 1) + D * (R + 2 * N) + R * D + D + D * N + D + D * d + norms
 
@@ -105,6 +111,8 @@ def linear_attention_params(cfg: ModelConfig) -> sympy.Expr:
     d = cfg.hidden_size
     hk, hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
     dk, dv, K = cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel
+    # check_layers requires all four of linear_attention layers
+    assert hk is not None and hv is not None and dk is not None and dv is not None
     qkvz = d * (2 * hk * dk + 2 * hv * dv)
     conv = (2 * hk * dk + hv * dv) * K
     return qkvz + d * 2 * hv + conv + 2 * hv + dv + hv * dv * d

@@ -23,7 +23,8 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     # device's roofs (P = I* beta is the tensor roof the numeric root used) and N, K
     sym, widths = gemm_crossover_form(dtype=args.dtype, w_dtype=args.w_dtype)
     beta = as_float(hw.bandwidth())
-    at = {**{str(s): float(v) for s, v in widths.items()}, "P": as_float(xo.balance) * beta, "beta": beta}
+    # the roofs and byte widths are numbers; N and K stay as given (symbols print as text)
+    at: dict[str, float | str] = {**{str(s): float(v) for s, v in widths.items()}, "P": as_float(xo.balance) * beta, "beta": beta}
     at.update({"N": str(n), "K": str(k)})
     if args.json:
         print(
@@ -60,7 +61,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     return 0
 
 
-def _num(v: Any) -> str:
+def _num(v: float | str) -> str:
     """A substitution value as printed: whole numbers plain, others to 12 significant digits."""
     if isinstance(v, str):
         return v

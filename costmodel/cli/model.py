@@ -108,7 +108,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
             nd = pred.nodes.get(row["node"])
             row["t_pred"] = nd["predicted_s"] if nd else float("nan")
             row["t_corr"] = nd["corrected_s"] if nd else float("nan")
-    cols = (
+    cols: tuple[tuple[str, str, str], ...] = (  # (row key, header, format)
         ("node", "node", "s"),
         ("op", "op", "s"),
         ("repeat", "x", ".0f"),

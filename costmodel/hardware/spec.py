@@ -147,10 +147,12 @@ class Hardware:
 
     def __hash__(self) -> int:
         """Hash of the spec, computed once (devices key the compiled-step cache on every call)."""
-        if self._hash is None:
+        h = self._hash
+        if h is None:
             fields = (f.name for f in dataclasses.fields(self) if f.compare)
-            object.__setattr__(self, "_hash", hash(tuple(getattr(self, n) for n in fields)))
-        return self._hash  # type: ignore[return-value]
+            h = hash(tuple(getattr(self, n) for n in fields))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __getstate__(self) -> list[Any]:
         """Fields for pickling, without the cached hash (string hashes differ between processes)."""

@@ -304,6 +304,7 @@ def _compiled(family: str, key: tuple[Any, ...], hw: Hardware) -> tuple[dict[str
 
 def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     """Each row's group key (the dtype combination) and the group index per row."""
+    keys: list[tuple[Any, ...]]  # one dtype, two (attention, KV) or those and the window flag
     if family in ("gemm", "moe"):
         keys = [(d,) for d in df["dtype"].tolist()]
     elif family in ("context_mla", "generation_mla"):

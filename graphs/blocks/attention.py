@@ -174,6 +174,8 @@ def mla(layer: LayerBase, h: Ref) -> Ref:
     cfg, dims = layer.cfg, layer.dims
     T, H = dims.tokens, layer.split(cfg.num_attention_heads, "num_attention_heads")
     nope, rope_d, vd, r_kv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
+    # an mla layer has all four (ModelConfig checks the MLA fields all-or-none, check_layers kv_lora_rank)
+    assert nope is not None and rope_d is not None and vd is not None and r_kv is not None
     b = Tensor("b", (1,), layer.act).dtype.bytes
     if cfg.q_lora_rank is not None:
         qa = layer.linear("q_a_proj", h, cfg.q_lora_rank)

@@ -56,6 +56,7 @@ class LayerBase:
     def kv_heads_local(self) -> sympy.Expr:
         """KV heads per device: ``H_kv/p``, or one replicated head when ``p > H_kv``."""
         hkv, p = self.cfg.num_key_value_heads, self.tp
+        assert hkv is not None  # ModelConfig.__post_init__ fills it in
         if hkv.is_number and p.is_number and p >= hkv:
             if p % hkv != 0:
                 raise CostModelError(
@@ -63,6 +64,11 @@ class LayerBase:
                 )
             return sympy.Integer(1)
         return self.split(hkv, "num_key_value_heads")
+
+    def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
+        """Add the layer fed by edge ``x``; returns its output edge (the subclass in
+        :mod:`graphs.blocks.transformer` defines it)."""
+        raise NotImplementedError
 
     # -- helpers ---------------------------------------------------------
     def weight(self, local: str, shape: tuple[Any, ...], *, dtype: str | None = None) -> tuple[str, Tensor]:

@@ -37,6 +37,7 @@ def mamba(layer: LayerBase, h: Ref) -> Ref:
     T, B = dims.tokens, dims.batch
     D = layer.split(cfg.ssm_inner_size, "ssm_inner_size")
     N, R, K = cfg.ssm_state_size, cfg.ssm_dt_rank, cfg.ssm_conv_kernel
+    assert N is not None and R is not None  # check_layers requires them of mamba layers
     sdt = cfg.recurrent_state_dtype
     carried = carries_state(layer)
     xz = layer.linear("in_proj", h, 2 * D)

@@ -40,7 +40,7 @@ def add_mtp(
     dims: PhaseDims,
     hidden: tuple[str, Tensor],
     ids: tuple[str, Tensor],
-    layer_cls: Any,
+    layer_cls: type[LayerBase],
 ) -> dict[str, Any]:
     """Add the MTP modules (one group repeated ``mtp_layers`` times) fed by the main model's last
     hidden state and the token ids; returns the group's info (repeat, entry edges, exit)."""

@@ -33,8 +33,9 @@ compare, and the tests pin the scaled counts to hand counts instead.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -54,6 +55,11 @@ __all__ = ["from_jax", "from_jaxpr", "compare_with_xla", "XLA_CONVENTIONS", "G_L
 
 _INNER = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 G_LOOPS = "loops"  #: graph attribute: ``[(primitive, trip count), ...]`` of the loops scaled
+
+
+def _param(params: Mapping[str, Any], index: int | None, name: str | None) -> Any:
+    """An equation's scalar by parameter name (a jaxpr has no positional scalars)."""
+    return params.get(name) if name else None
 
 
 def _is_var(v: Any) -> bool:
@@ -201,8 +207,7 @@ class _Importer:
             name = f"{eqn.primitive.name}_{self.count}"
             ins = [self.env[v] for v in eqn.invars if _is_var(v) and v in self.env]
             outs = [_tensor(f"{name}.{i}", v.aval) for i, v in enumerate(eqn.outvars)]
-            params = eqn.params
-            view = OpView(ins=ins, outs=outs, scalars=lambda i, n, p=params: p.get(n) if n else None)
+            view = OpView(ins=ins, outs=outs, scalars=functools.partial(_param, eqn.params))
             mapper = lookup("jax", eqn.primitive.name)
             if mapper is None:
                 self.unknown[eqn.primitive.name] += 1

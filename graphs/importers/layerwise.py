@@ -70,14 +70,14 @@ def from_hf_layerwise(
         raise CostModelError(f"the layers are not alike ({', '.join(sorted(kinds))}): export the whole model")
     setattr(owner, attr, torch.nn.ModuleList([layers[0]]))
     try:
-        if old_n is not None:
+        if config is not None and old_n is not None:
             config.num_hidden_layers = 1
-        shapes = None
+        shapes: dict[str, Any] | None = None  # torch.export's dynamic_shapes, by input name
         if dynamic:
             from torch.export import Dim
 
             shapes = {"input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("seq", min=2, max=1 << 20)}}
-            shapes["use_cache"] = None  # type: ignore[assignment]
+            shapes["use_cache"] = None
         ep = torch.export.export(
             model,
             (),
@@ -87,7 +87,7 @@ def from_hf_layerwise(
         )
     finally:
         setattr(owner, attr, layers)
-        if old_n is not None:
+        if config is not None and old_n is not None:
             config.num_hidden_layers = old_n
     g = from_exported_program(
         ep, dims=dims if dims is not None else {"input_ids": ("B", "S")} if dynamic else None

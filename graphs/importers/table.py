@@ -104,8 +104,9 @@ def register_import(
     """Register a mapper under each frontend's op names; a name registered twice raises."""
 
     def deco(fn: Mapper) -> Mapper:
-        for frontend, names in (("aten", aten), ("onnx", onnx), ("jax", jax)):
-            table = _TABLE[frontend]  # type: ignore[index]
+        given: tuple[tuple[Frontend, str | Iterable[str]], ...] = (("aten", aten), ("onnx", onnx), ("jax", jax))
+        for frontend, names in given:
+            table = _TABLE[frontend]
             for name in _names(names):
                 if name in table:
                     raise CostModelError(

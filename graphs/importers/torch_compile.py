@@ -141,7 +141,7 @@ def torch_backend(
 
         return aot_autograd(fw_compiler=forward)(gm, example_inputs)
 
-    backend.report = rep  # type: ignore[attr-defined]
+    backend.report = rep  # type: ignore[attr-defined]  # the backend is a function carrying its report
     _ = torch
     return backend
 

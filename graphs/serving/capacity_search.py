@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -56,6 +56,16 @@ class MaxRate(Result):
     arrival: str
 
 
+class _Workload(TypedDict):
+    """The synthetic workload every probe simulates (MaxRate's last fields)."""
+
+    requests: int
+    seed: int
+    prompt: str
+    output: str
+    arrival: str
+
+
 def _pct(x: np.ndarray, q: float) -> float:
     x = x[np.isfinite(x)]
     return float(np.percentile(x, q)) if x.size else 0.0
@@ -86,7 +96,7 @@ def max_rate(
         raise CostModelError(f"percentile must be in (0, 100], got {percentile}")
     base = synthetic(requests, rate=1.0, prompt=prompt, output=output, arrival=arrival, seed=seed)
     ceiling = ceiling_rate(config, device, base, **sim)
-    settings = dict(requests=requests, seed=seed, prompt=prompt, output=output, arrival=arrival)
+    settings = _Workload(requests=requests, seed=seed, prompt=prompt, output=output, arrival=arrival)
     probes: list[tuple[float, bool, float, float]] = []
     results: dict[float, SimResult] = {}
 
@@ -121,9 +131,9 @@ def max_rate(
             lo, hi = (mid, hi) if meets(mid) else (lo, mid)
     common = (percentile, slo_ttft, slo_tpot, tuple(probes))
     if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
-        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)  # type: ignore[arg-type]
+        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)
     devices = results[lo].topology.devices
-    return MaxRate(lo, lo / devices, *common, results[lo], ceiling, True, **settings)  # type: ignore[arg-type]
+    return MaxRate(lo, lo / devices, *common, results[lo], ceiling, True, **settings)
 
 
 def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: Any) -> float:

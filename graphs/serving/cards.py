@@ -27,6 +27,7 @@ line answers by recomputing: a card can cost time, never change an answer.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -138,7 +139,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     bw, wbytes, emb = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
     units = {}
     for u, form in lf.comp.items():
-        c_per, ceiling = c.memo(f"limits:{u}", lambda u=u: lf.ceiling(u))
+        c_per, ceiling = c.memo(f"limits:{u}", functools.partial(lf.ceiling, u))
         units[u] = {"comp": to_text(form), "per_sequence": str(c_per), "ceiling": ceiling}
     from costmodel.symbols import B
 

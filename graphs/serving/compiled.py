@@ -160,7 +160,9 @@ class CompiledStep:
     functions do no checking (the report functions check their arguments first).
     """
 
-    def __init__(self, forms: StepForms, dims: tuple[str, ...], hw: Hardware, label: str) -> None:
+    def __init__(
+        self, forms: StepForms, dims: tuple[str, ...], hw: Hardware, label: str, graph: nx.DiGraph
+    ) -> None:
         self.forms = forms
         self.dims = dims
         self.hardware = hw
@@ -170,7 +172,7 @@ class CompiledStep:
         self._step: Callable[..., Any] | None = None
         self._step_vec: Callable[..., np.ndarray] | None = None  # numpy, compiled on first use
         self._memo: dict[str, Any] = {}
-        self.graph: nx.DiGraph | None = None
+        self.graph = graph  # the symbolic graph, for per-node analyses (treat as read-only)
 
     def point(self, *values: float) -> dict[str, Any]:
         """Every field at one point; ``terms_s`` as a dict."""
@@ -274,8 +276,7 @@ def compiled_step(
     if ep > 1:
         g = _scale_experts(g, ep)
     label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
-    c = CompiledStep(step_forms(g, hw, syms), dims, hw, label)
-    c.graph = g  # the symbolic graph, for per-node analyses (treat as read-only)
+    c = CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
     _CACHE[key] = c
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)

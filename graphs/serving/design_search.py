@@ -34,7 +34,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -72,6 +72,15 @@ class _Block:
     grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  #: the four axes
     start: int
     stop: int
+    prompt: int | None
+    slo_ttft: float | None
+    slo_tpot: float | None
+    energy: bool
+
+
+class _Settings(TypedDict):
+    """What every block of one search shares (_Block's last fields)."""
+
     prompt: int | None
     slo_ttft: float | None
     slo_tpot: float | None
@@ -220,12 +229,15 @@ def _front(
 
 
 def _blocks(
-    plans: Sequence[Plan], grid: tuple[np.ndarray, ...], size: int, **kw: Any
+    plans: Sequence[Plan],
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    size: int,
+    **kw: Unpack[_Settings],
 ) -> Iterator[tuple[int, _Block]]:
     n = int(np.prod([len(a) for a in grid]))
     for i, plan in enumerate(plans):
         for lo in range(0, n, size):
-            yield i, _Block(plan, grid, lo, min(n, lo + size), **kw)  # type: ignore[arg-type]
+            yield i, _Block(plan, grid, lo, min(n, lo + size), **kw)
 
 
 def _merge(parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None = None) -> _Partial:
@@ -301,7 +313,7 @@ def search(
         raise CostModelError(
             f"the grid has {total:,} points; at most {MAX_LOCAL_POINTS:,} run in one process (pass a Dask client)"
         )
-    kw = dict(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy)
+    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy)
     done = 0
     parts: list[_Partial] = []
 

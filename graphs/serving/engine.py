@@ -163,7 +163,13 @@ class Replica:
 
     # ---------------------------------------------------------------- blocks and shared prefixes
     def _owned(self, s: Sequence) -> int:
-        return s.blocks + (self.prefixes[s.req.prefix_id][0] if s.prefix_ref else 0)  # type: ignore[index]
+        return s.blocks + (self._prefix_entry(s)[0] if s.prefix_ref else 0)
+
+    def _prefix_entry(self, s: Sequence) -> list[int]:
+        """The shared-prefix entry a sequence references (only one with a prefix_id takes a reference)."""
+        pid = s.req.prefix_id
+        assert pid is not None
+        return self.prefixes[pid]
 
     def _evictable(self) -> int:
         return sum(e[0] for e in self.prefixes.values() if e[2] == 0)
@@ -180,7 +186,7 @@ class Replica:
         self.free_blocks += s.blocks
         s.blocks = 0
         if s.prefix_ref:
-            e = self.prefixes[s.req.prefix_id]  # type: ignore[index]
+            e = self._prefix_entry(s)
             e[2] -= 1
             e[3] = self._tick
             s.prefix_ref = False
@@ -239,7 +245,7 @@ class Replica:
             s = self.waiting[0]
             cached = None
             if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
-                cached = self.prefixes[s.req.prefix_id]  # type: ignore[index]
+                cached = self.prefixes[s.req.prefix_id]
                 cached[2] += 1  # referenced from here on: never evicted to make room for its user
                 s.prefix_ref = True
                 s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed

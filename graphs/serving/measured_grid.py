@@ -35,7 +35,7 @@ def measured_latency(family: str, device: str, framework: str, rows: list[dict[s
     if family == "gemm":
         for i, r in enumerate(rows):
             sub = df[df["dtype_group"] == r["dtype"]]
-            table = {
+            table: dict[tuple[int, ...], float] = {  # (m, n, k) -> seconds
                 (int(m), int(n), int(k)): t
                 for m, n, k, t in zip(sub["m"], sub["n"], sub["k"], sub["latency_s"], strict=True)
             }

@@ -281,11 +281,9 @@ def plan_frontier(
                     continue
                 energy = r.energy_per_token_j(power) if power is not None else None
                 points.append(PlanPoint(dev, b, label, r, energy_per_token_j=energy))
-    ok = [i for i, p in enumerate(points) if p.report is not None]
+    ok = [(i, p.report) for i, p in enumerate(points) if p.report is not None]
     if ok:
-        pts = np.array(
-            [[points[i].report.tokens_per_s_per_user, points[i].report.tokens_per_s_per_device] for i in ok]  # type: ignore[union-attr]
-        )
-        for i, keep in zip(ok, pareto_mask(pts, (True, True)), strict=True):
+        pts = np.array([[r.tokens_per_s_per_user, r.tokens_per_s_per_device] for _, r in ok])
+        for (i, _), keep in zip(ok, pareto_mask(pts, (True, True)), strict=True):
             points[i] = dataclasses.replace(points[i], pareto=bool(keep))
     return tuple(points)

@@ -91,9 +91,9 @@ def prefill_report(
     c = compiled_step(w, hw, Phase.PREFILL, tp=tp)
     fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp)
     plan = chunk_plan(seq, chunk)
-    if plan is None:
+    if plan is None or chunk is None:  # chunk_plan gives a plan only for a chunk
         return prefill_from_fields(fields)
-    (n_full, rest), chunk = plan, int(chunk)  # type: ignore[arg-type]
+    (n_full, rest), chunk = plan, int(chunk)
     import numpy as np  # only a chunked prefill needs it: a plain report stays light
 
     cc = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True)

@@ -166,7 +166,7 @@ class Prediction(Result):
     bound_s: float
     predicted_s: float
     measured_s: float | None
-    corrected_s: float | None = None
+    corrected_s: float  # predict_step always composes it
     by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     calibrated_from: str = ""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -182,7 +182,7 @@ class Prediction(Result):
     @property
     def corrected_error(self) -> float | None:
         """``corrected / measured - 1`` (grey-box) when the measured composition was asked for."""
-        if self.measured_s is None or self.corrected_s is None:
+        if self.measured_s is None:
             return None
         return self.corrected_s / self.measured_s - 1
 
@@ -255,7 +255,7 @@ def predict_step(
                 other_bound += it[2]
                 predicted += it[2]
                 corrected += it[2]
-                if measured:
+                if meas_total is not None:  # measured
                     meas_total += it[2]
                 nodes[it[3]] = {
                     "family": None,
@@ -296,7 +296,7 @@ def predict_step(
         entry["bound_s"] += fam_bound
         entry["predicted_s"] += fam_pred
         entry["corrected_s"] += fam_corr
-        if measured:
+        if meas_total is not None:  # measured
             m = float(measured_latency(fam, hw.name, framework, rows) @ reps)
             entry["measured_s"] = entry.get("measured_s", 0.0) + m
             meas_total += m

@@ -164,7 +164,7 @@ class DecodeLimits(Result):
         return beyond is not None and beyond > self.max_batch_fits
 
 
-def _root(f: Any, lo: float, hi: float) -> float | None:
+def _root(f: Callable[[float], float], lo: float, hi: float) -> float | None:
     """The ``x`` in ``[lo, hi]`` where the increasing ``f`` crosses zero (bisection, 200 steps), or None."""
     if f(lo) >= 0:
         return lo
@@ -283,6 +283,8 @@ def _limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
     def t_mem(bb: float) -> float:
         return n.mem(bb, ctx)
 
+    knee: float | None  # None: the root search found no crossing below 1e12
+    b90: float | None
     if c_n > b_n:
         if n.linear:
             knee = a_n / (c_n - b_n)

@@ -167,8 +167,10 @@ class Trace:
 def _int_field(row: dict[str, object], name: str, where: str, lo: int) -> int:
     v = row[name]
     try:
-        n = int(v)  # type: ignore[call-overload]
-        if isinstance(v, bool) or float(v) != n:  # type: ignore[arg-type]
+        if not isinstance(v, str | int | float | Decimal):  # a JSON list, object or null
+            raise TypeError
+        n = int(v)
+        if isinstance(v, bool) or float(v) != n:
             raise ValueError
     except (TypeError, ValueError, OverflowError):
         raise CostModelError(f"{where}: {name} must be a whole number, got {str(v)[:40]!r}") from None
@@ -246,7 +248,7 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[st
             why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
             raise CostModelError(f"{where} row {i + 1}: not a CSV row ({why})") from None
         i += 1
-        yield i, row  # type: ignore[misc]
+        yield i, row
 
 
 def read_trace(path: str | Path) -> Trace:

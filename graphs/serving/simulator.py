@@ -199,6 +199,8 @@ def simulate(
         back = pool(topo.decode_replicas, topo.prefill_replicas)
         kv_tok = as_float(led.kv_bytes_per_token) * topo.tp  # the whole cache crosses, all tp shards
         layers = as_float(w.config.num_hidden_layers)
+        link_bw = topo.link_bandwidth
+        assert link_bw is not None  # Topology requires it of a disaggregated topology
     else:
         front = back = pool(topo.replicas, 0)
     replicas = front if front is back else front + back
@@ -268,7 +270,7 @@ def simulate(
             if progress and done:
                 progress(finished, len(seqs))
             for s in handed:
-                t_kv = s.req.prompt * kv_tok / topo.link_bandwidth + layers * topo.link_latency  # type: ignore[operator]
+                t_kv = s.req.prompt * kv_tok / link_bw + layers * topo.link_latency
                 heapq.heappush(events, (now + t_kv, next(counter), "kv", s))
             kick(rep, now)
             if rep.idle:
