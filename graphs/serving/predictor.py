@@ -14,13 +14,15 @@ attention, all-reduce: selected by their node role and corpus family, never by o
 strings) is priced by the predictor once over a geometric grid of what varies in a serving
 iteration, and the iteration loop only interpolates:
 
-* token-wise kernels (body) at ``N`` tokens, the head at ``R`` rows: grid
-  ``x_j = round(2^{j/4})``, ``1 <= x <= 2^17``;
+* token-wise kernels (body) at ``N`` tokens, the head at ``R`` rows: every whole count up
+  to 8192 (their times are staircases in ``N``: :func:`token_grid`), then
+  ``round(2^{j/8})`` up to ``2^17``;
 * decode attention at ``(D, mean ctx)`` over the ``D`` decoding sequences (one varlen launch,
-  as the bound prices it): grid ``round(2^{j/2})`` in both, ``D <= 2^11``, ``2 <= ctx <= 2^18``;
+  as the bound prices it): ``D`` whole up to 256 then ``round(2^{j/2})`` up to ``2^12``, the
+  context ``round(2^{j/2})`` for ``2 <= ctx <= 2^18``;
 * a prefill chunk's attention at ``c`` new tokens with no cached prefix (the corpus measures
-  context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``; a chunk
-  after a cached prefix keeps its bound (and is counted as bound).
+  context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``, on the
+  token grid; a chunk after a cached prefix keeps its bound (and is counted as bound).
 
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
@@ -128,10 +130,17 @@ class Predictor:
         return f"predicted from {self.framework} kernels{extra}"
 
 
-def token_grid(hi: int = 2**17, per_octave: int = 4) -> np.ndarray:
-    """``unique(round(2^{j/per_octave}))`` for ``1 <= x <= hi``: whole token counts, geometric."""
+def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.ndarray:
+    """Every whole count ``1 .. dense``, then ``round(2^{j/per_octave})`` up to ``hi``.
+
+    Dense first because the kernels' times are staircases in their token count (a GEMM's
+    wave quantisation: the measured fits jump by ~10 % at each multiple of its 64-row tile),
+    which no geometric grid follows; an iteration's token count is a whole number, so below
+    ``dense`` (the default token budget) the table holds the prediction exactly. Beyond it the
+    steps are under 1 % of the time and the geometric grid interpolates them."""
     j = np.arange(0, int(math.log2(hi) * per_octave) + 1)
-    return np.unique(np.round(2.0 ** (j / per_octave)))
+    geo = np.round(2.0 ** (j / per_octave))
+    return np.unique(np.concatenate([np.arange(1, dense + 1, dtype=float), geo[geo > dense]]))
 
 
 def _lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
@@ -297,8 +306,8 @@ class PredictedStep:
         a_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) == Role.ATTENTION]
         if len(a_names) != len(self.bound.attention):
             raise CostModelError("internal: attention nodes differ from the mixed step's")
-        dg = token_grid(2**11, 2)
-        cg = token_grid(2**18, 2)
+        dg = token_grid(256, 2**12, 2)
+        cg = token_grid(1, 2**18, 2)
         cg = cg[cg >= 2]
         self.decode_grid = (dg, cg)
         self._ldg, self._lcg = np.log(dg).tolist(), np.log(cg).tolist()
