@@ -291,9 +291,9 @@ class PredictedStep:
             logs.append(np.log(t.values))
             kid.append(ids(t.source, t.basis))
         self.kernel_names = [t.name for t in tables if t.values is not None]
-        self._is_head = np.array(heads, dtype=bool)
-        self._logt = np.array(logs).reshape(len(logs), len(grid))
-        self._kid = np.array(kid, dtype=np.int64)
+        # per kernel (head?, id, log-seconds on the grid) as plain lists: a few kernels per
+        # iteration are cheaper in floats than in numpy calls
+        self._rows = [(h, i, row.tolist()) for h, i, row in zip(heads, kid, logs, strict=True)]
         rows_sym = sympy.Symbol("rows", positive=True)
         self._roof = sympy.lambdify(
             (B_sym, rows_sym),
@@ -337,13 +337,13 @@ class PredictedStep:
     # ------------------------------------------------------------------ the iteration loop
     def reset(self) -> None:
         """Start counting seconds by what they rest on afresh (one simulation)."""
-        self._acc = np.zeros(len(self._ids.pairs))
+        self._acc = [0.0] * len(self._ids.pairs)
 
     def coverage(self) -> Coverage:
         """The seconds priced since :meth:`reset`, by what they rest on."""
         parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
         why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
-        for (src, basis), t in zip(self._ids.pairs, self._acc.tolist(), strict=True):
+        for (src, basis), t in zip(self._ids.pairs, self._acc, strict=True):
             parts[src] += t
             if src in why and t > 0:
                 why[src][basis] = why[src].get(basis, 0.0) + t
@@ -357,13 +357,17 @@ class PredictedStep:
     def tokens_table(self, n: float, rows: float) -> np.ndarray:
         """Each tabulated token-wise kernel's interpolated prediction (s, before the clamp) at
         ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order."""
-        i, w = _lerp_at(self._lgrid, math.log(n))
-        lt = self._logt[:, i] * (1 - w) + self._logt[:, i + 1] * w
-        if self._is_head.any():
-            j, v = _lerp_at(self._lgrid, math.log(rows))
-            lh = self._logt[:, j] * (1 - v) + self._logt[:, j + 1] * v
-            lt = np.where(self._is_head, lh, lt)
-        return np.exp(lt)
+        return np.array(self._token_preds(n, rows))
+
+    def _token_preds(self, n: float, rows: float) -> list[float]:
+        lg = self._lgrid
+        i, w = _lerp_at(lg, math.log(n))
+        j, v = (i, w) if rows == n else _lerp_at(lg, math.log(rows))
+        out = []
+        for head, _, lt in self._rows:
+            a, b = (j, v) if head else (i, w)
+            out.append(math.exp(lt[a] + (lt[a + 1] - lt[a]) * b))
+        return out
 
     def decode_attention(self, k: int, n_dec: int, mean_ctx: float) -> float | None:
         """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context."""
@@ -403,11 +407,17 @@ class PredictedStep:
             return 0.0
         n = n_dec + sum(c for c, _ in chunks)
         acc = self._acc
-        roof = np.array(self._roof(n, rows))
-        pred = self.tokens_table(n, rows)
-        t = np.maximum(pred, roof)
-        acc += np.bincount(np.where(pred < roof, self.clamped_id, self._kid), weights=t, minlength=acc.size)
-        total = float(t.sum())
+        clamped = self.clamped_id
+        total = 0.0
+        for (_, kid, _), p, r in zip(
+            self._rows, self._token_preds(n, rows), self._roof(n, rows), strict=True
+        ):
+            if p < r:
+                acc[clamped] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
         for i, f, head in self._lumps:
             x = float(f(rows if head else n))
             acc[i] += x
@@ -420,14 +430,14 @@ class PredictedStep:
                 continue
             parts: list[tuple[int, float]] = []
             if n_dec:
-                p = self.decode_attention(k, n_dec, sum_ctx / n_dec)
-                parts.append((did, p) if p is not None else (did, kern.time(n_dec, sum_ctx, ())))
+                pd = self.decode_attention(k, n_dec, sum_ctx / n_dec)
+                parts.append((did, pd if pd is not None else kern.time(n_dec, sum_ctx, ())))
             for c, pre in chunks:
-                p = self.chunk_attention(k, c) if pre == 0 else None
-                if p is None:
+                pc = self.chunk_attention(k, c) if pre == 0 else None
+                if pc is None:
                     parts.append((pid if pre == 0 else self._prefix_id, kern.time(0, 0.0, ((c, pre),))))
                 else:
-                    parts.append((pid, p))
+                    parts.append((pid, pc))
             s = sum(x for _, x in parts)
             if s < roof_k:
                 acc[self.clamped_id] += roof_k
