@@ -86,8 +86,11 @@ class _AttentionKernel:
 
 def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
     """``(a, b)`` with ``t = a + b x``; an error when ``t`` is not affine in ``x``."""
-    poly = sympy.Poly(sympy.expand(t), x)
-    if poly.degree() > 1 or poly.free_symbols - {x}:
+    try:
+        poly = sympy.Poly(sympy.expand(t), x)
+    except sympy.PolynomialError:  # e.g. a sliding window's Min(window, ctx)
+        poly = None
+    if poly is None or poly.degree() > 1 or poly.free_symbols - {x}:
         raise CostModelError(
             f"{where}: a decoding sequence's attention term is not affine in its context: {t}"
         )
