@@ -135,12 +135,12 @@ def add_calibrate_parser(sub: Any) -> None:
     r.set_defaults(func=cmd_calibrate_report)
 
 
-def add_predict_option(sp: argparse.ArgumentParser) -> None:
+def add_predict_option(sp: argparse.ArgumentParser, help: str | None = None) -> None:
     sp.add_argument(
         "--predict",
         choices=FRAMEWORKS,
         default=None,
-        help="also print the calibrated prediction for this framework's kernels ([measured] extra)",
+        help=help or "also print the calibrated prediction for this framework's kernels ([measured] extra)",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .calibrate import add_predict_option
 from .common import dump, progress_bar
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
@@ -75,8 +76,32 @@ def _settings(args: argparse.Namespace, trace: Any = None) -> str:
     return text + (f" --shared-prefix {args.shared_prefix}" if args.shared_prefix else "")
 
 
+def _predicted_lines(args: argparse.Namespace, res: Any) -> list[str]:
+    """What priced the iterations: ``--predict``'s kernels, what their seconds rest on (the
+    coverage line decode prints) and the share clamped to the bound."""
+    from types import SimpleNamespace
+
+    from graphs.serving.predict import calibration_source
+
+    from .calibrate import coverage_lines
+
+    cov = res.coverage
+    out = [
+        f"  predicted, not bound: every iteration's kernels priced from {args.predict} kernels "
+        f"({calibration_source()}), each at least its roofline bound"
+    ]
+    out += coverage_lines(SimpleNamespace(coverage=cov, device=res.device, framework=args.predict))
+    if cov.total_s > 0:
+        out.append(
+            f"  clamped: {100 * res.clamped_s / cov.total_s:.1f}% of the iteration time is kernels whose "
+            "prediction fell below their bound (the bound priced them)"
+        )
+    return out
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from graphs.serving.capacity_search import max_rate
+    from graphs.serving.predictor import Predictor
     from graphs.serving.requests import read_trace, synthetic
     from graphs.serving.simulator import simulate
 
@@ -92,6 +117,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     cfg = apply_dtypes(resolve_model(args.model), args)
     topo, eng = _topology(args), _engine(args)
     common = dict(topology=topo, engine=eng)
+    if args.max_rate and args.predict:
+        raise CostModelError(
+            "--max-rate with --predict: the rate search runs on the bound only so far; drop one of them"
+        )
     if args.max_rate:
         if args.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
@@ -160,6 +189,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         slo_tpot=args.slo_tpot,
         rate=args.rate,
         progress=progress_bar("simulate", args.quiet, "requests"),
+        predictor=Predictor.of(args.predict),
         **common,
     )
     keep(args, result=res, config=cfg)
@@ -197,6 +227,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     for note in roof_notes(get_device(res.device)):  # a unit priced on another unit's roof, said
         print(f"  note: {note}")
+    if res.coverage is not None:
+        print("\n".join(_predicted_lines(args, res)))
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
@@ -233,6 +265,11 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--device", default="h100-sxm")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
     add_dtype_options(sp)
+    add_predict_option(
+        sp,
+        help="price every iteration's kernels from this framework's measured kernels instead of the "
+        "roofline bound ([measured] extra)",
+    )
     sp.add_argument("--rate", type=float, default=None, help="requests per second")
     sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
     sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")

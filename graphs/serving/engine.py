@@ -23,7 +23,8 @@ A sequence emits a token at the end of every iteration after which all its known
 plus generated) have KV; it finishes with its last output token and frees its blocks. A
 recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
 mixed-batch step cost (:class:`graphs.serving.mixed.MixedStep`: the per-kernel rooflines of that
-exact batch) plus a fixed per-iteration overhead (CPU scheduling, sampling, launch gaps).
+exact batch; or :class:`graphs.serving.predictor.PredictedStep`: its kernels priced by a
+predictor, never below those rooflines) plus a fixed per-iteration overhead (CPU scheduling, sampling, launch gaps).
 
 The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`).
 """
@@ -33,12 +34,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
 from .mixed import MixedStep
+
+if TYPE_CHECKING:
+    from .predictor import PredictedStep
 from .requests import Request
 
 __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
@@ -125,7 +129,7 @@ class Sequence:
 class Replica:
     """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
 
-    def __init__(self, step: MixedStep, num_blocks: int, cfg: EngineConfig, index: int = 0) -> None:
+    def __init__(self, step: MixedStep | PredictedStep, num_blocks: int, cfg: EngineConfig, index: int = 0) -> None:
         self.step_cost = step
         self.cfg = cfg
         self.num_blocks = num_blocks

@@ -51,9 +51,9 @@ from models.config import ModelConfig
 from .compiled import PREFIX, compiled_step
 from .workload import Workload, as_workload
 
-__all__ = ["MixedStep", "mixed_step"]
+__all__ = ["HEAD_GROUP", "MixedStep", "mixed_step", "node_time_expr"]
 
-_HEAD = "head"
+HEAD_GROUP = "head"
 
 
 @dataclass(frozen=True)
@@ -86,15 +86,20 @@ class _AttentionKernel:
 
 def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
     """``(a, b)`` with ``t = a + b x``; an error when ``t`` is not affine in ``x``."""
-    poly = sympy.Poly(sympy.expand(t), x)
-    if poly.degree() > 1 or poly.free_symbols - {x}:
+    try:
+        poly = sympy.Poly(sympy.expand(t), x)
+    except sympy.PolynomialError:  # e.g. a sliding window's Min(window, ctx)
+        poly = None
+    if poly is None or poly.degree() > 1 or poly.free_symbols - {x}:
         raise CostModelError(
             f"{where}: a decoding sequence's attention term is not affine in its context: {t}"
         )
     return as_float(poly.coeff_monomial(1)), as_float(poly.coeff_monomial(x))
 
 
-def _node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
+def node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
+    """A node's compiled roofline time ``r max_u t_u + launch`` (s; :attr:`Bound.compile_time`)
+    times its repeat ``r``, as a sympy expression of the graph's free dims."""
     return d.get(REPEAT, 1) * bound(d[COST], hw).compile_time
 
 
@@ -143,19 +148,19 @@ class MixedStep:
                         ),
                     )
                 )
-            elif d.get(GROUP) == _HEAD:
-                head += _node_time_expr(d, hw)
+            elif d.get(GROUP) == HEAD_GROUP:
+                head += node_time_expr(d, hw)
             else:
-                body += _node_time_expr(d, hw)
+                body += node_time_expr(d, hw)
         self._body = sympy.lambdify(B_sym, body, "math")
         self._head = sympy.lambdify(B_sym, head, "math")
         # the prefill chunk's own token-wise kernels: the same as decode's for most models; MLA
         # decompresses K/V for prefill tokens but absorbs the projections for decode tokens
         pre_body = sympy.Add(
             *(
-                _node_time_expr(g_chunk.nodes[n], hw)
+                node_time_expr(g_chunk.nodes[n], hw)
                 for n in op_nodes(g_chunk)
-                if g_chunk.nodes[n].get(ROLE) != Role.ATTENTION and g_chunk.nodes[n].get(GROUP) != _HEAD
+                if g_chunk.nodes[n].get(ROLE) != Role.ATTENTION and g_chunk.nodes[n].get(GROUP) != HEAD_GROUP
             )
         ).subs(B_sym, 1)
         self._pre_body = sympy.lambdify((S_sym, PREFIX), pre_body, "math")

@@ -65,7 +65,12 @@ from .measured_grid import measured_latency
 __all__ = [
     "Coverage",
     "Prediction",
+    "calibration_source",
+    "dtype_key",
+    "kernel_row",
     "predict_step",
+    "price_rows",
+    "unmeasured_basis",
     "calibration",
     "calibration_residuals",
     "measured_latency",
@@ -187,6 +192,57 @@ class Prediction(Result):
         return self.corrected_s / self.measured_s - 1
 
 
+def calibration_source() -> str:
+    """The measured corpus the predictions are fitted on: ``package version``."""
+    from costmodel.measured import corpus_info
+
+    info = corpus_info()
+    return f"{info.package} {info.version}"
+
+
+def kernel_row(op: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The measured family and corpus row of a graph op at numeric ``params``, or None (the
+    bound prices it); its dtype key is :func:`dtype_key`."""
+    return _row(op, params)
+
+
+def dtype_key(family: str, row: dict[str, Any]) -> str:
+    """The dtype key (``bfloat16``, ``fp8/fp8`` for attention) of a :func:`kernel_row` row."""
+    return _dtype_key(family, row)
+
+
+def unmeasured_basis(op: str, params: dict[str, Any]) -> str:
+    """Why an op has no measured kernel: the bound-share reason :func:`predict_step` names."""
+    return _unmeasured(op, params)
+
+
+def price_rows(
+    hw: Hardware,
+    framework: str,
+    family: str,
+    src: Any,
+    rows: list[dict[str, Any]],
+    *,
+    cold_l2: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Calibrated and grey-box seconds (one kernel each, no repeat) of ``rows`` of one family
+    and dtype key, priced by the fits of ``src`` (:func:`kernel_source`, which has fits): the
+    fastest of the framework's fitted kernels (:func:`costmodel.measured.applied.fastest`) on
+    the rows' features, without the L2 speed-up when ``cold_l2`` (module doc)."""
+    from costmodel.measured.applied import fastest
+    from costmodel.measured.efficiency import features
+
+    rows = [with_key(family, r, src.key) for r in rows]
+    if family == "all_reduce":
+        rows = [{**r, "backend": framework} for r in rows]
+    df = _frame(rows)
+    x = features(family, df, hw)
+    if cold_l2:
+        x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
+    res = calibration_residuals(hw.name, framework, family, (src.key,))
+    return fastest(src.fits, src.key, x), fastest(src.fits, src.key, x, res, df)
+
+
 def predict_step(
     config: Any,
     device: Hardware | str,
@@ -201,10 +257,6 @@ def predict_step(
     cold_l2: bool = True,
 ) -> Prediction:
     """Bound, calibrated prediction and (optionally) measured composition of one step."""
-    from costmodel.measured import corpus_info
-    from costmodel.measured.applied import fastest
-    from costmodel.measured.efficiency import features
-
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
     if phase == "decode":
@@ -268,16 +320,10 @@ def predict_step(
             summary["unmeasured ops (bound)"]["bound_s"] = other_bound
             continue
         rows = [with_key(fam, it[0], priced) for it in items]
-        reps = np.array([it[1] for it in items])
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
-        df = _frame(rows)
-        x = features(fam, df, hw)
-        if cold_l2:
-            x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
-        res = calibration_residuals(hw.name, framework, fam, (priced,))
-        pred = fastest(fits, priced, x)
-        corr = fastest(fits, priced, x, res, df)
+        reps = np.array([it[1] for it in items])
+        pred, corr = price_rows(hw, framework, fam, src, [it[0] for it in items], cold_l2=cold_l2)
         fam_pred = float(pred @ reps)
         fam_corr = float(corr @ reps)
         fam_bound = float(sum(it[2] for it in items))
@@ -300,7 +346,6 @@ def predict_step(
             m = float(measured_latency(fam, hw.name, framework, rows) @ reps)
             entry["measured_s"] = entry.get("measured_s", 0.0) + m
             meas_total += m
-    info = corpus_info()
     return Prediction(
         model=cs.label.split(" ")[0],
         device=hw.name,
@@ -313,7 +358,7 @@ def predict_step(
         measured_s=meas_total,
         corrected_s=corrected,
         by_family=summary,
-        calibrated_from=f"{info.package} {info.version}",
+        calibrated_from=calibration_source(),
         nodes=nodes,
         coverage=coverage_of(nodes, "predicted_s"),
         calibrated=own_device,

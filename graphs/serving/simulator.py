@@ -37,8 +37,9 @@ from models.config import ModelConfig
 
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
+from .kernel_sources import Coverage
 from .ledger_fit import build_ledger
-from .mixed import mixed_step
+from .predictor import Predictor, predicted_mixed_step
 from .requests import Request
 from .workload import Workload, as_workload
 
@@ -146,6 +147,10 @@ class SimResult(Result):
     mean_in_system: float  #: requests waiting or running, time-averaged from the replicas' queue records
     per_request: dict[str, np.ndarray]  #: arrival_s, ttft_s, tpot_s, e2e_s, prompt, output, preemptions
     timeline: dict[str, np.ndarray]  #: t, batch, waiting, running, kv_used (per iteration, all replicas)
+    predictor: str = "roofline bound"  #: what priced the iterations (:class:`Predictor` label)
+    #: a predicted run's iteration seconds by what they rest on (None for the bound)
+    coverage: Coverage | None = None
+    clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -173,8 +178,12 @@ def simulate(
     slo_tpot: float | None = None,
     rate: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    predictor: Predictor | None = None,
 ) -> SimResult:
-    """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw."""
+    """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
+
+    ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
+    the roofline bound)."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -187,7 +196,11 @@ def simulate(
     t0 = min(r.arrival_s for r in requests)
     if not (math.isfinite(t0) and t0 >= 0):
         raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
-    step = mixed_step(w, hw, tp=topo.tp)
+    pred = predictor or Predictor()
+    step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
+    metered = not pred.is_bound
+    if metered:
+        step.reset()  # type: ignore[union-attr]
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
 
@@ -275,7 +288,15 @@ def simulate(
             kick(rep, now)
             if rep.idle:
                 rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
-    return _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0)
+    res = _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0)
+    if not metered:
+        return res
+    return dataclasses.replace(
+        res,
+        predictor=pred.label,
+        coverage=step.coverage(),  # type: ignore[union-attr]
+        clamped_s=step.clamped_s,  # type: ignore[union-attr]
+    )
 
 
 def _admit_transferred(rep: Replica, s: Seq) -> None:

@@ -1,0 +1,474 @@
+"""One predictor for every analysis: the roofline bound, or a framework's calibrated kernels.
+
+A :class:`Predictor` names how a kernel's time is priced:
+
+* ``bound``: its roofline (:mod:`costmodel.roofline`): today's numbers, unchanged;
+* ``calibrated``: the efficiency fits of the framework's measured kernels
+  (:func:`graphs.serving.predict.predict_step`'s ``predicted_s``);
+* ``grey-box``: those fits times their shape residuals (``corrected_s``).
+
+An analysis takes one as an argument; ``predicted_mixed_step`` gives the simulator's
+mixed-batch iteration priced by it. That step is COMPILED ONCE per (model, device, tp,
+predictor): every kernel of the decode graph whose op the corpus measures (GEMMs,
+attention, all-reduce: selected by their node role and corpus family, never by op name
+strings) is priced by the predictor once over a geometric grid of what varies in a serving
+iteration, and the iteration loop only interpolates:
+
+* token-wise kernels (body) at ``N`` tokens, the head at ``R`` rows: every whole count up
+  to 8192 (their times are staircases in ``N``: :func:`token_grid`), then
+  ``round(2^{j/8})`` up to ``2^17``;
+* decode attention at ``(D, mean ctx)`` over the ``D`` decoding sequences (one varlen launch,
+  as the bound prices it): ``D`` whole up to 256 then ``round(2^{j/2})`` up to ``2^12``, the
+  context ``round(2^{j/2})`` for ``2 <= ctx <= 2^18``;
+* a prefill chunk's attention at ``c`` new tokens with no cached prefix (the corpus measures
+  context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``, on the
+  token grid; a chunk after a cached prefix keeps its bound (and is counted as bound).
+
+Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
+attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
+grid's ends. Each kernel's time is then clamped from below by its own roofline term of the
+same batch (:class:`graphs.serving.mixed.MixedStep`), so a predicted iteration is never
+faster than its bound:
+
+.. math:: t_k = \\max\\big(\\hat t_k(x),\\; t^{roof}_k(x)\\big)
+
+and the seconds where the clamp acted are counted apart (:attr:`Coverage.bounds`, reason
+:data:`CLAMPED`). Kernels the corpus does not measure keep their bound. Every iteration adds
+its kernels' seconds to the share they rest on (measured, neighbour, bound:
+:mod:`graphs.serving.kernel_sources`), read back with :meth:`PredictedStep.coverage`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from costmodel.errors import CostModelError
+from costmodel.graph import GROUP, REPEAT, op_nodes
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import ROLE, Phase, Role
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import S as S_sym
+from costmodel.symbols import ctx as ctx_sym
+from models.config import ModelConfig
+
+from .compiled import compiled_step
+from .kernel_sources import Coverage, kernel_source
+from .mixed import HEAD_GROUP, MixedStep, mixed_step, node_time_expr
+from .workload import Workload, as_workload
+
+__all__ = [
+    "CLAMPED",
+    "KINDS",
+    "PredictedStep",
+    "Predictor",
+    "predicted_mixed_step",
+    "token_grid",
+]
+
+KINDS = ("bound", "calibrated", "grey-box")
+#: the bound-share reason of kernel seconds where a prediction fell below the roofline
+CLAMPED = "predictions below the kernel's roofline bound, clamped to it"
+_CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
+
+
+def _frameworks() -> tuple[str, ...]:
+    from costmodel.measured.corpus import FRAMEWORKS
+
+    return tuple(FRAMEWORKS)
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """How kernel times are priced (module doc): ``kind`` in :data:`KINDS`, with the
+    ``framework`` whose measured kernels price them (none for the bound)."""
+
+    kind: str = "bound"
+    framework: str | None = None
+    cold_l2: bool = True  #: drop the fits' L2 speed-up (weights are not L2 resident in a step)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise CostModelError(f"predictor kind {self.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+        if self.kind == "bound":
+            if self.framework is not None:
+                raise CostModelError(f"the bound predictor takes no framework, got {self.framework!r}")
+            return
+        fws = _frameworks()
+        if self.framework not in fws:
+            raise CostModelError(
+                f"predictor framework {self.framework!r} not allowed; allowed: {', '.join(fws)}"
+            )
+
+    @classmethod
+    def of(cls, framework: str | None, *, grey_box: bool = False) -> Predictor:
+        """``--predict FRAMEWORK``: the framework's calibrated kernels; None: the bound."""
+        if framework is None:
+            return cls()
+        return cls("grey-box" if grey_box else "calibrated", framework)
+
+    @property
+    def is_bound(self) -> bool:
+        return self.kind == "bound"
+
+    @property
+    def field(self) -> str:
+        """The :func:`predict_step` node field this predictor's times are."""
+        return "corrected_s" if self.kind == "grey-box" else "predicted_s"
+
+    @property
+    def label(self) -> str:
+        if self.is_bound:
+            return "roofline bound"
+        extra = " with shape residuals" if self.kind == "grey-box" else ""
+        return f"predicted from {self.framework} kernels{extra}"
+
+
+def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.ndarray:
+    """Every whole count ``1 .. dense``, then ``round(2^{j/per_octave})`` up to ``hi``.
+
+    Dense first because the kernels' times are staircases in their token count (a GEMM's
+    wave quantisation: the measured fits jump by ~10 % at each multiple of its 64-row tile),
+    which no geometric grid follows; an iteration's token count is a whole number, so below
+    ``dense`` (the default token budget) the table holds the prediction exactly. Beyond it the
+    steps are under 1 % of the time and the geometric grid interpolates them."""
+    j = np.arange(0, int(math.log2(hi) * per_octave) + 1)
+    geo = np.round(2.0 ** (j / per_octave))
+    return np.unique(np.concatenate([np.arange(1, dense + 1, dtype=float), geo[geo > dense]]))
+
+
+def _lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
+    """Segment ``i`` and weight ``w`` of ``lx`` on the sorted log grid (``w`` outside [0, 1]
+    beyond the ends: linear extrapolation of the end segments)."""
+    i = min(max(bisect.bisect_right(grid, lx) - 1, 0), len(grid) - 2)
+    return i, (lx - grid[i]) / (grid[i + 1] - grid[i])
+
+
+class _NodeForms:
+    """A graph node's parameters, repeat and op as functions of the graph's free symbols."""
+
+    def __init__(self, d: dict[str, Any], syms: tuple[sympy.Symbol, ...]) -> None:
+        self.op = str(d.get("op"))
+        self.fixed: dict[str, Any] = {}
+        self.forms: dict[str, Callable[..., float]] = {}
+        for k, v in (d.get("params") or {}).items():
+            if isinstance(v, sympy.Basic):
+                if v.free_symbols:
+                    self.forms[k] = sympy.lambdify(syms, v, "math")
+                else:
+                    self.fixed[k] = float(v)
+            else:
+                self.fixed[k] = v
+        rep = d.get(REPEAT, 1)
+        self.repeat = sympy.lambdify(syms, rep, "math") if isinstance(rep, sympy.Basic) else (lambda *_: rep)
+
+    def params(self, point: Sequence[float]) -> dict[str, Any]:
+        return {**self.fixed, **{k: float(f(*point)) for k, f in self.forms.items()}}
+
+
+@dataclass
+class _Table:
+    """One kernel's predicted seconds (repeat included) on a grid, and what they rest on."""
+
+    name: str
+    source: str  #: measured, neighbour or bound (no table then)
+    basis: str
+    values: np.ndarray | None  #: seconds at the grid points (None: the bound prices it)
+
+
+def _tabulate(
+    hw: Hardware,
+    pred: Predictor,
+    g: Any,
+    syms: tuple[sympy.Symbol, ...],
+    names: list[str],
+    points: np.ndarray,
+) -> list[_Table]:
+    """Each node of ``names`` priced by ``pred`` at every row of ``points`` (values of ``syms``),
+    the corpus pricing of :func:`graphs.serving.predict.predict_step` batched per family and dtype."""
+    from .predict import dtype_key, kernel_row, price_rows, unmeasured_basis
+
+    assert pred.framework is not None
+    out: list[_Table] = []
+    groups: dict[tuple[str, str], list[tuple[int, int, dict[str, Any], float]]] = {}
+    for ni, n in enumerate(names):
+        nf = _NodeForms(g.nodes[n], syms)
+        out.append(_Table(n, "bound", "", None))
+        hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
+        for pi, pt in enumerate(points):
+            p = nf.params(pt)
+            hit = kernel_row(nf.op, p)
+            if hit is None:  # unmeasured at some point: the bound prices the kernel everywhere
+                out[ni].basis = unmeasured_basis(nf.op, p)
+                hits = []
+                break
+            hits.append((hit, pi, float(nf.repeat(*pt))))
+        for (fam, row), pi, rep in hits:
+            groups.setdefault((fam, dtype_key(fam, row)), []).append((ni, pi, row, rep))
+    for (fam, key), items in groups.items():
+        src = kernel_source(hw.name, pred.framework, fam, key)
+        if not src.fits:
+            for ni, *_ in items:
+                out[ni].source, out[ni].basis = "bound", src.basis
+            continue
+        p_cal, p_corr = price_rows(
+            hw, pred.framework, fam, src, [it[2] for it in items], cold_l2=pred.cold_l2
+        )
+        sec = p_corr if pred.kind == "grey-box" else p_cal
+        for (ni, pi, _, rep), s in zip(items, sec, strict=True):
+            t = out[ni]
+            if t.values is None:
+                t.values = np.full(len(points), np.nan)
+                t.source, t.basis = src.source, src.basis
+            t.values[pi] = float(s) * rep
+    for t in out:
+        if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
+            raise CostModelError(f"{t.name}: the {pred.label} is not a positive number on its grid")
+    return out
+
+
+class _Ids:
+    """Ids of (source, basis) pairs the iteration loop adds seconds to."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+
+    def __call__(self, source: str, basis: str) -> int:
+        key = (source, basis if source != "measured" else "")
+        if key not in self.pairs:
+            self.pairs.append(key)
+        return self.pairs.index(key)
+
+
+class PredictedStep:
+    """A mixed iteration (:class:`MixedStep`) with its measured kernels priced by a predictor
+    through tables compiled once (module doc); the same interface as :class:`MixedStep`."""
+
+    def __init__(self, w: Workload, hw: Hardware, tp: int, predictor: Predictor) -> None:
+        if predictor.is_bound:
+            raise CostModelError("the bound predictor is the MixedStep itself (predicted_mixed_step)")
+        self.predictor = predictor
+        self.hardware = hw
+        self.tp = tp
+        self.bound = mixed_step(w, hw, tp=tp)
+        if not self.bound.shared_body:
+            raise CostModelError(
+                f"{w.name}: its prefill tokens run other token-wise kernels than its decode tokens (MLA); "
+                "a predicted simulation of such a model is not built yet: run it without --predict"
+            )
+        g_dec = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
+        g_pre = compiled_step(w, hw, Phase.PREFILL, tp=tp).graph
+        assert g_dec is not None and g_pre is not None
+        ids = self._ids = _Ids()
+        self.clamped_id = ids("bound", CLAMPED)
+        # ---- token-wise kernels (body at N tokens) and the head (R rows): one grid
+        grid = token_grid()
+        self.token_grid = grid
+        self._lgrid = np.log(grid).tolist()
+        tok_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) != Role.ATTENTION]
+        pts = np.stack([grid, np.full_like(grid, 1.0)], axis=1)  # (B, ctx): ctx enters no token-wise kernel
+        tables = _tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), tok_names, pts)
+        lumps: dict[int, sympy.Expr] = {}
+        lumps_head: dict[int, sympy.Expr] = {}
+        exprs, heads, logs, kid = [], [], [], []
+        for t in tables:
+            d = g_dec.nodes[t.name]
+            e = node_time_expr(d, hw)
+            is_head = d.get(GROUP) == HEAD_GROUP
+            if t.values is None:
+                bucket = lumps_head if is_head else lumps
+                i = ids("bound", t.basis)
+                bucket[i] = bucket.get(i, sympy.Integer(0)) + e
+                continue
+            exprs.append(e)
+            heads.append(is_head)
+            logs.append(np.log(t.values))
+            kid.append(ids(t.source, t.basis))
+        self.kernel_names = [t.name for t in tables if t.values is not None]
+        # per kernel (head?, id, log-seconds on the grid) as plain lists: a few kernels per
+        # iteration are cheaper in floats than in numpy calls
+        self._rows = [(h, i, row.tolist()) for h, i, row in zip(heads, kid, logs, strict=True)]
+        rows_sym = sympy.Symbol("rows", positive=True)
+        self._roof = sympy.lambdify(
+            (B_sym, rows_sym),
+            [e.subs(B_sym, rows_sym) if h else e for e, h in zip(exprs, heads, strict=True)],
+            "math",
+        )
+        self._lumps = [(i, sympy.lambdify(B_sym, e, "math"), False) for i, e in lumps.items()]
+        self._lumps += [(i, sympy.lambdify(B_sym, e, "math"), True) for i, e in lumps_head.items()]
+        # ---- attention: decode at (D, mean ctx), prefill chunks at c (no prefix)
+        a_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) == Role.ATTENTION]
+        if len(a_names) != len(self.bound.attention):
+            raise CostModelError("internal: attention nodes differ from the mixed step's")
+        dg = token_grid(256, 2**12, 2)
+        cg = token_grid(1, 2**18, 2)
+        cg = cg[cg >= 2]
+        self.decode_grid = (dg, cg)
+        self._ldg, self._lcg = np.log(dg).tolist(), np.log(cg).tolist()
+        mesh = np.stack(np.meshgrid(dg, cg, indexing="ij"), axis=-1).reshape(-1, 2)
+        dec_tabs = _tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), a_names, mesh)
+        pre_names = [n for n in op_nodes(g_pre) if g_pre.nodes[n].get(ROLE) == Role.ATTENTION]
+        if sorted(pre_names) != sorted(a_names):
+            raise CostModelError("internal: the prefill graph's attention nodes differ from decode's")
+        pre_pts = np.stack([np.ones_like(grid), grid], axis=1)  # (B, S) = (1, c)
+        pre_tabs = {t.name: t for t in _tabulate(hw, predictor, g_pre, (B_sym, S_sym), a_names, pre_pts)}
+        self._attn: list[tuple[Any, np.ndarray | None, int, np.ndarray | None, int]] = []
+        for k, t in zip(self.bound.attention, dec_tabs, strict=True):
+            pt = pre_tabs[t.name]
+            self._attn.append(
+                (
+                    k,
+                    None if t.values is None else np.log(t.values).reshape(len(dg), len(cg)),
+                    ids(t.source, t.basis),
+                    None if pt.values is None else np.log(pt.values),
+                    ids(pt.source, pt.basis),
+                )
+            )
+        self.attention_names = a_names
+        self._prefix_id = ids("bound", _CHUNK_PREFIX)
+        self.reset()
+
+    # ------------------------------------------------------------------ the iteration loop
+    def reset(self) -> None:
+        """Start counting seconds by what they rest on afresh (one simulation)."""
+        self._acc = [0.0] * len(self._ids.pairs)
+
+    def coverage(self) -> Coverage:
+        """The seconds priced since :meth:`reset`, by what they rest on."""
+        parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
+        why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
+        for (src, basis), t in zip(self._ids.pairs, self._acc, strict=True):
+            parts[src] += t
+            if src in why and t > 0:
+                why[src][basis] = why[src].get(basis, 0.0) + t
+        return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+
+    @property
+    def clamped_s(self) -> float:
+        """Seconds since :meth:`reset` where a prediction fell below its bound (clamped)."""
+        return float(self._acc[self.clamped_id])
+
+    def tokens_table(self, n: float, rows: float) -> np.ndarray:
+        """Each tabulated token-wise kernel's interpolated prediction (s, before the clamp) at
+        ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order."""
+        return np.array(self._token_preds(n, rows))
+
+    def _token_preds(self, n: float, rows: float) -> list[float]:
+        lg = self._lgrid
+        i, w = _lerp_at(lg, math.log(n))
+        j, v = (i, w) if rows == n else _lerp_at(lg, math.log(rows))
+        out = []
+        for head, _, lt in self._rows:
+            a, b = (j, v) if head else (i, w)
+            out.append(math.exp(lt[a] + (lt[a + 1] - lt[a]) * b))
+        return out
+
+    def decode_attention(self, k: int, n_dec: int, mean_ctx: float) -> float | None:
+        """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context."""
+        tab = self._attn[k][1]
+        if tab is None:
+            return None
+        i, w = _lerp_at(self._ldg, math.log(n_dec))
+        j, v = _lerp_at(self._lcg, math.log(mean_ctx))
+        lo = tab[i, j] * (1 - v) + tab[i, j + 1] * v
+        hi = tab[i + 1, j] * (1 - v) + tab[i + 1, j + 1] * v
+        return math.exp(lo * (1 - w) + hi * w)
+
+    def chunk_attention(self, k: int, c: float) -> float | None:
+        """Attention node ``k``'s interpolated prediction (s) for a chunk of ``c`` tokens, no prefix."""
+        tab = self._attn[k][3]
+        if tab is None:
+            return None
+        i, w = _lerp_at(self._lgrid, math.log(c))
+        return math.exp(tab[i] * (1 - w) + tab[i + 1] * w)
+
+    def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
+        """The bound's ceiling (:meth:`MixedStep.max_tokens_per_s`): a predicted iteration is
+        never faster than its bound, so the ceiling holds for it too."""
+        return self.bound.max_tokens_per_s(budget, overhead_s)
+
+    def time(
+        self, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()
+    ) -> float:
+        """Seconds for one iteration (:meth:`MixedStep.time`), predicted."""
+        dec = np.asarray(decode_ctx, dtype=float)
+        return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks])
+
+    def time_sums(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = ()) -> float:
+        """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``."""
+        rows = n_dec + len(chunks)
+        if rows == 0:
+            return 0.0
+        n = n_dec + sum(c for c, _ in chunks)
+        acc = self._acc
+        clamped = self.clamped_id
+        total = 0.0
+        for (_, kid, _), p, r in zip(
+            self._rows, self._token_preds(n, rows), self._roof(n, rows), strict=True
+        ):
+            if p < r:
+                acc[clamped] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i, f, head in self._lumps:
+            x = float(f(rows if head else n))
+            acc[i] += x
+            total += x
+        for k, (kern, dtab, did, ptab, pid) in enumerate(self._attn):
+            roof_k = kern.time(n_dec, sum_ctx, chunks)
+            if dtab is None and ptab is None:
+                acc[did] += roof_k
+                total += roof_k
+                continue
+            parts: list[tuple[int, float]] = []
+            if n_dec:
+                pd = self.decode_attention(k, n_dec, sum_ctx / n_dec)
+                parts.append((did, pd if pd is not None else kern.time(n_dec, sum_ctx, ())))
+            for c, pre in chunks:
+                pc = self.chunk_attention(k, c) if pre == 0 else None
+                if pc is None:
+                    parts.append((pid if pre == 0 else self._prefix_id, kern.time(0, 0.0, ((c, pre),))))
+                else:
+                    parts.append((pid, pc))
+            s = sum(x for _, x in parts)
+            if s < roof_k:
+                acc[self.clamped_id] += roof_k
+                total += roof_k
+            else:
+                for i, x in parts:
+                    acc[i] += x
+                total += s
+        return total
+
+
+_CACHE: dict[tuple[Any, ...], PredictedStep] = {}
+
+
+def predicted_mixed_step(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    tp: int = 1,
+    predictor: Predictor | None = None,
+) -> MixedStep | PredictedStep:
+    """The mixed iteration priced by ``predictor``: the bound's :class:`MixedStep` itself for
+    the bound (the identity on its numbers), else a :class:`PredictedStep` built once per
+    (model, device, tp, predictor) in this process."""
+    w = as_workload(config)
+    hw = get_device(device)
+    pred = predictor or Predictor()
+    if pred.is_bound:
+        return mixed_step(w, hw, tp=tp)
+    key = (w.config, hw, tp, pred)
+    s = _CACHE.get(key)
+    if s is None:
+        s = _CACHE[key] = PredictedStep(w, hw, tp, pred)
+    return s
