@@ -129,7 +129,9 @@ class Sequence:
 class Replica:
     """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
 
-    def __init__(self, step: MixedStep | PredictedStep, num_blocks: int, cfg: EngineConfig, index: int = 0) -> None:
+    def __init__(
+        self, step: MixedStep | PredictedStep, num_blocks: int, cfg: EngineConfig, index: int = 0
+    ) -> None:
         self.step_cost = step
         self.cfg = cfg
         self.num_blocks = num_blocks
@@ -276,13 +278,16 @@ class Replica:
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` plus the per-iteration overhead (s)."""
         n_dec, sum_ctx, chunks = 0, 0.0, []
+        ctxs: list[float] | None = [] if self.step_cost.windowed else None
         for s, n in batch:
             if n == 1 and s.generated >= 1 and s.computed == s.known - 1:
                 n_dec += 1
                 sum_ctx += s.computed + 1  # the KV length including the token being processed
+                if ctxs is not None:  # a sliding window reads min(W, ctx) of each
+                    ctxs.append(s.computed + 1)
             else:
                 chunks.append((float(n), float(s.computed)))
-        return self.step_cost.time_sums(n_dec, sum_ctx, chunks) + self.cfg.iteration_overhead_s
+        return self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.cfg.iteration_overhead_s
 
     def finish_iteration(
         self, batch: list[tuple[Sequence, int]], now: float

@@ -72,16 +72,50 @@ class _AttentionKernel:
     overlap: float
     decode_coeffs: tuple[tuple[float, float], ...]  #: per term: (a_u, b_u)
     chunk_terms: tuple[Any, ...]  #: per term: (c, p) -> seconds
+    cap: float | None = None  #: a sliding window W: the terms are affine in min(W, ctx) instead
 
-    def time(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]]) -> float:
+    def time(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]],
+        ctxs: Sequence[float] | None = None,
+    ) -> float:
+        """Seconds of this kernel; a windowed one needs the decodes' contexts ``ctxs`` (its
+        terms sum ``min(W, ctx)`` over them, not ``ctx``)."""
         if not n_dec and not chunks:
             return 0.0
+        if self.cap is not None and n_dec:
+            if ctxs is None:
+                raise CostModelError("a sliding-window attention kernel needs each decode's context")
+            w = self.cap
+            sum_ctx = sum(min(w, c) for c in ctxs)
         totals = [n_dec * a + b * sum_ctx for a, b in self.decode_coeffs]
         for c, p in chunks:
             for u, f in enumerate(self.chunk_terms):
                 totals[u] += f(c, p)
         ov = self.overlap
         return self.repeat * (ov * max(totals) + (1 - ov) * sum(totals) + self.launch)
+
+
+def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> float | None:
+    """The window ``W`` of a decode attention kernel whose terms read ``Min(W, x)`` cached keys
+    (a sliding-window layer), or None when they read all ``x``; one kernel has one window."""
+    caps = {
+        m
+        for t in terms
+        for m in t.atoms(sympy.Min)
+        if x in m.free_symbols and len(m.args) == 2 and any(a.is_number for a in m.args)
+    }
+    if not caps:
+        return None
+    if len(caps) > 1:
+        raise CostModelError(f"{where}: attention terms read several windows {sorted(map(str, caps))}")
+    (m,) = caps
+    (w,) = (a for a in m.args if a.is_number)
+    if set(m.args) != {w, x}:
+        raise CostModelError(f"{where}: attention terms read {m}, not min(window, context)")
+    return as_float(w)
 
 
 def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
@@ -134,14 +168,18 @@ class MixedStep:
                     raise CostModelError(
                         f"attention node {n}: decode and prefill terms differ ({b_dec.terms} vs {b_pre.terms})"
                     )
+                dec_terms = [t.subs(B_sym, 1) for t in b_dec.terms.values()]
+                cap = window_cap(dec_terms, ctx_sym, n)
+                if cap is not None:  # affine in y = min(W, ctx): read off with y in ctx's place
+                    dec_terms = [t.subs(sympy.Min(cap, ctx_sym), ctx_sym) for t in dec_terms]
+                    dec_terms = [t.subs(sympy.Min(int(cap), ctx_sym), ctx_sym) for t in dec_terms]
                 self.attention.append(
                     _AttentionKernel(
                         repeat=as_float(d.get(REPEAT, 1)),
                         launch=as_float(b_dec.launch),
                         overlap=ov,
-                        decode_coeffs=tuple(
-                            _affine(t.subs(B_sym, 1), ctx_sym, n) for t in b_dec.terms.values()
-                        ),
+                        cap=cap,
+                        decode_coeffs=tuple(_affine(t, ctx_sym, n) for t in dec_terms),
                         chunk_terms=tuple(
                             sympy.lambdify((c_sym, PREFIX), t.subs({B_sym: 1, S_sym: c_sym}), "math")
                             for t in b_pre.terms.values()
@@ -195,10 +233,25 @@ class MixedStep:
         """Seconds for one iteration: decodes at contexts ``decode_ctx`` (KV length including the
         new token) and prefill chunks ``(new tokens, cached prefix)``."""
         dec = np.asarray(decode_ctx, dtype=float)
-        return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks])
+        ctxs = dec.tolist() if self.windowed else None
+        return self.time_sums(
+            int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs
+        )
 
-    def time_sums(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = ()) -> float:
-        """:meth:`time` from the number of decodes and the sum of their contexts (O(chunks)).
+    @property
+    def windowed(self) -> bool:
+        """Whether a sliding-window kernel needs each decode's context (not only their sum)."""
+        return any(k.cap is not None for k in self.attention)
+
+    def time_sums(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]] = (),
+        ctxs: Sequence[float] | None = None,
+    ) -> float:
+        """:meth:`time` from the number of decodes and the sum of their contexts (O(chunks));
+        a model with sliding-window layers (:attr:`windowed`) also needs the contexts ``ctxs``.
 
         When a model's prefill tokens take other token-wise kernels than its decode tokens (MLA:
         K/V decompressed for prefill, projections absorbed for decode), the two bodies are
@@ -217,7 +270,7 @@ class MixedStep:
             t += sum(float(self._pre_body(c, p)) for c, p in chunks)
         t += float(self._head(rows))
         for k in self.attention:
-            t += k.time(n_dec, sum_ctx, chunks)
+            t += k.time(n_dec, sum_ctx, chunks, ctxs)
         return t
 
 

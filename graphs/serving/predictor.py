@@ -257,6 +257,7 @@ class PredictedStep:
         self.hardware = hw
         self.tp = tp
         self.bound = mixed_step(w, hw, tp=tp)
+        self.windowed = self.bound.windowed  #: a sliding-window kernel needs each decode's context
         if not self.bound.shared_body:
             raise CostModelError(
                 f"{w.name}: its prefill tokens run other token-wise kernels than its decode tokens (MLA); "
@@ -398,9 +399,18 @@ class PredictedStep:
     ) -> float:
         """Seconds for one iteration (:meth:`MixedStep.time`), predicted."""
         dec = np.asarray(decode_ctx, dtype=float)
-        return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks])
+        ctxs = dec.tolist() if self.windowed else None
+        return self.time_sums(
+            int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs
+        )
 
-    def time_sums(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = ()) -> float:
+    def time_sums(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]] = (),
+        ctxs: Sequence[float] | None = None,
+    ) -> float:
         """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``."""
         rows = n_dec + len(chunks)
         if rows == 0:
@@ -423,7 +433,7 @@ class PredictedStep:
             acc[i] += x
             total += x
         for k, (kern, dtab, did, ptab, pid) in enumerate(self._attn):
-            roof_k = kern.time(n_dec, sum_ctx, chunks)
+            roof_k = kern.time(n_dec, sum_ctx, chunks, ctxs)
             if dtab is None and ptab is None:
                 acc[did] += roof_k
                 total += roof_k
@@ -431,7 +441,7 @@ class PredictedStep:
             parts: list[tuple[int, float]] = []
             if n_dec:
                 pd = self.decode_attention(k, n_dec, sum_ctx / n_dec)
-                parts.append((did, pd if pd is not None else kern.time(n_dec, sum_ctx, ())))
+                parts.append((did, pd if pd is not None else kern.time(n_dec, sum_ctx, (), ctxs)))
             for c, pre in chunks:
                 pc = self.chunk_attention(k, c) if pre == 0 else None
                 if pc is None:
