@@ -59,7 +59,7 @@ def test_missing_extra_is_one_clear_error(monkeypatch):
         raise metadata.PackageNotFoundError(name)
 
     corpus.corpus_info.cache_clear()
-    monkeypatch.setattr(corpus.metadata, "version", missing)
+    monkeypatch.setattr(metadata, "version", missing)  # corpus imports it where it is needed
     with pytest.raises(corpus.MeasuredDataError, match=r"costmodel\[measured\]"):
         corpus.corpus_info()
     corpus.corpus_info.cache_clear()

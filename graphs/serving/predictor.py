@@ -56,6 +56,7 @@ from costmodel.keys import ROLE, Phase, Role
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
+from costmodel.symbols import dim
 from models.config import ModelConfig
 
 from .compiled import compiled_step
@@ -295,7 +296,7 @@ class PredictedStep:
         # per kernel (head?, id, log-seconds on the grid) as plain lists: a few kernels per
         # iteration are cheaper in floats than in numpy calls
         self._rows = [(h, i, row.tolist()) for h, i, row in zip(heads, kid, logs, strict=True)]
-        rows_sym = sympy.Symbol("rows", positive=True)
+        rows_sym = dim("rows")
         self._roof = sympy.lambdify(
             (B_sym, rows_sym),
             [e.subs(B_sym, rows_sym) if h else e for e, h in zip(exprs, heads, strict=True)],
