@@ -153,11 +153,13 @@ def test_printed_closed_form_evaluates_to_the_printed_crossover(capsys, flags):
     code, out, _ = run(capsys, "derive", "crossover", *flags)
     import re
 
+    from costmodel.expr import parse_expr
+
     exact = float(re.search(r"exact M\*\s+= ([0-9.]+)", out).group(1))
     form = re.search(r"closed form\s+: M\* = (.+)", out).group(1)
     at = dict(p.split(" = ") for p in re.search(r"evaluated at\s+: (.+)", out).group(1).split(", "))
-    syms = {name: sympy.Symbol(name) for name in at}
-    value = sympy.sympify(form, locals=syms).subs({syms[k]: sympy.Float(v) for k, v in at.items()})
+    # the printed form read back through the engine's safe parser, its names bound to the printed values
+    value = parse_expr(form, {k: sympy.Float(v) for k, v in at.items()}, field="closed form")
     assert code == 0 and round(float(value), 2) == exact
 
 
