@@ -62,7 +62,8 @@ class _AttentionKernel:
     sequences and prefill chunks.
 
     A decoding sequence's terms are affine in its context (FLOPs and KV bytes grow with each
-    cached token), so over ``D`` sequences they sum to ``D a_u + b_u sum(ctx)``: the
+    cached token), so over ``D`` sequences they sum to ``c_u + D a_u + b_u sum(ctx)`` (``c_u``
+    read once per kernel, as learned sinks are; ``min(W, ctx)`` in place of ``ctx`` for a window): the
     coefficients are read off once and an iteration needs only ``D`` and ``sum(ctx)``. A
     chunk's terms (``c`` new tokens after ``p`` cached, causal) are compiled per chunk.
     """
@@ -72,6 +73,8 @@ class _AttentionKernel:
     overlap: float
     decode_coeffs: tuple[tuple[float, float], ...]  #: per term: (a_u, b_u)
     chunk_terms: tuple[Any, ...]  #: per term: (c, p) -> seconds
+    #: per term: what the kernel reads once whatever its batch (gpt-oss's learned sinks)
+    decode_const: tuple[float, ...] = ()
     cap: float | None = None  #: a sliding window W: the terms are affine in min(W, ctx) instead
 
     def time(
@@ -91,6 +94,8 @@ class _AttentionKernel:
             w = self.cap
             sum_ctx = sum(min(w, c) for c in ctxs)
         totals = [n_dec * a + b * sum_ctx for a, b in self.decode_coeffs]
+        if n_dec and self.decode_const:
+            totals = [t + c for t, c in zip(totals, self.decode_const, strict=True)]
         for c, p in chunks:
             for u, f in enumerate(self.chunk_terms):
                 totals[u] += f(c, p)
@@ -116,6 +121,13 @@ def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> floa
     if set(m.args) != {w, x}:
         raise CostModelError(f"{where}: attention terms read {m}, not min(window, context)")
     return as_float(w)
+
+
+def _const(c: sympy.Expr, where: str) -> float:
+    """A kernel's batch-independent part of one term (seconds); an error when it is not a number."""
+    if c.free_symbols:
+        raise CostModelError(f"{where}: the attention term's batch-independent part is not a number: {c}")
+    return as_float(c)
 
 
 def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
@@ -168,7 +180,9 @@ class MixedStep:
                     raise CostModelError(
                         f"attention node {n}: decode and prefill terms differ ({b_dec.terms} vs {b_pre.terms})"
                     )
-                dec_terms = [t.subs(B_sym, 1) for t in b_dec.terms.values()]
+                # a term is c + B (a + b ctx): c read once per kernel (sinks), the rest per sequence
+                const = [t.subs(B_sym, 0) for t in b_dec.terms.values()]
+                dec_terms = [t.subs(B_sym, 1) - c for t, c in zip(b_dec.terms.values(), const, strict=True)]
                 cap = window_cap(dec_terms, ctx_sym, n)
                 if cap is not None:  # affine in y = min(W, ctx): read off with y in ctx's place
                     dec_terms = [t.subs(sympy.Min(cap, ctx_sym), ctx_sym) for t in dec_terms]
@@ -180,6 +194,7 @@ class MixedStep:
                         overlap=ov,
                         cap=cap,
                         decode_coeffs=tuple(_affine(t, ctx_sym, n) for t in dec_terms),
+                        decode_const=tuple(_const(c, n) for c in const),
                         chunk_terms=tuple(
                             sympy.lambdify((c_sym, PREFIX), t.subs({B_sym: 1, S_sym: c_sym}), "math")
                             for t in b_pre.terms.values()
