@@ -12,6 +12,15 @@ at most ``max_num_seqs`` sequences:
 2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
    blocks for their first chunk (none are admitted in an iteration that preempted).
 
+That is vLLM's ``recompute`` policy. Under TensorRT-LLM's ``guaranteed_no_evict``
+(:data:`graphs.serving.overheads.POLICIES`) a waiting sequence is admitted only when the blocks
+of its prompt plus its whole output can be reserved at once; a running sequence then never
+needs a block it does not hold, so nothing is ever preempted.
+
+The waiting queue's outstanding tokens are kept as a running sum (every waiting sequence has
+``prompt + output`` tokens still to process: it has computed nothing), so neither an iteration
+nor a routing decision costs time that grows with the queue.
+
 With ``enable_prefix_caching`` the full blocks of a request's shared prefix (``prefix_id``,
 ``prefix`` tokens: a system prompt, a conversation's history) stay cached after the first
 sequence computes them: a later sequence with the same prefix references them and starts its
@@ -24,7 +33,9 @@ plus generated) have KV; it finishes with its last output token and frees its bl
 recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
 mixed-batch step cost (:class:`graphs.serving.mixed.MixedStep`: the per-kernel rooflines of that
 exact batch; or :class:`graphs.serving.predictor.PredictedStep`: its kernels priced by a
-predictor, never below those rooflines) plus a fixed per-iteration overhead (CPU scheduling, sampling, launch gaps).
+predictor, never below those rooflines) times the overheads' ``kernel_scale``, plus a fixed
+per-iteration overhead and the CPU terms of :class:`graphs.serving.overheads.EngineOverheads`
+(a decode-only batch priced at its CUDA-graph capture size).
 
 The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`).
 """
@@ -40,6 +51,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
 from .mixed import MixedStep
+from .overheads import POLICIES, EngineOverheads
 
 if TYPE_CHECKING:
     from .predictor import PredictedStep
@@ -50,7 +62,10 @@ __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s)."""
+    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s).
+
+    ``scheduler_policy`` (:data:`graphs.serving.overheads.POLICIES`): None takes the engine
+    overheads' policy, and ``recompute`` when they name none."""
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
@@ -60,6 +75,7 @@ class EngineConfig:
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
+    scheduler_policy: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -79,6 +95,10 @@ class EngineConfig:
             raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
             raise CostModelError(f"num_blocks must be a positive whole number, got {self.num_blocks!r}")
+        if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
+            raise CostModelError(
+                f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
+            )
 
 
 def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
@@ -130,10 +150,20 @@ class Replica:
     """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
 
     def __init__(
-        self, step: MixedStep | PredictedStep, num_blocks: int, cfg: EngineConfig, index: int = 0
+        self,
+        step: MixedStep | PredictedStep,
+        num_blocks: int,
+        cfg: EngineConfig,
+        index: int = 0,
+        overheads: EngineOverheads | None = None,
     ) -> None:
         self.step_cost = step
         self.cfg = cfg
+        self.overheads = overheads or EngineOverheads()
+        #: the policy in force: the engine config's, else the overheads', else vLLM's
+        self.policy = cfg.scheduler_policy or self.overheads.policy or "recompute"
+        self.no_evict = self.policy == "guaranteed_no_evict"
+        self._waiting_tokens = 0  #: sum of prompt + output over the waiting queue
         self.num_blocks = num_blocks
         self.free_blocks = num_blocks
         self.index = index
@@ -158,10 +188,18 @@ class Replica:
     def add(self, seq: Sequence) -> None:
         seq.replica = self.index
         self.waiting.append(seq)
+        self._waiting_tokens += seq.req.prompt + seq.req.output
+
+    def admission_blocks(self, seq: Sequence, tokens: int) -> int:
+        """Blocks ``seq`` must hold to be admitted with KV for ``tokens`` tokens: those tokens'
+        under ``recompute``, its prompt plus whole output's under ``guaranteed_no_evict``."""
+        return self._blocks_for(seq.req.prompt + seq.req.output if self.no_evict else tokens)
 
     @property
     def outstanding(self) -> int:
-        return sum(s.remaining for s in self.running) + sum(s.remaining for s in self.waiting)
+        """Tokens still to process or generate: the running ones' plus the waiting queue's
+        running sum (module doc: O(running), not O(queue))."""
+        return sum(s.remaining for s in self.running) + self._waiting_tokens
 
     @property
     def idle(self) -> bool:
@@ -216,6 +254,7 @@ class Replica:
         victim.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(victim)
+        self._waiting_tokens += victim.req.prompt + victim.req.output
 
     def schedule(self) -> list[tuple[Sequence, int]]:
         """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
@@ -257,7 +296,7 @@ class Replica:
                 s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed
             want = s.known - s.computed
             n = min(want, budget)
-            need = self._blocks_for(s.computed + n) - self._owned(s)
+            need = self.admission_blocks(s, s.computed + n) - self._owned(s)
             if (
                 not cfg.enable_chunked_prefill and want > budget
             ) or need > self.free_blocks + self._evictable():
@@ -268,6 +307,7 @@ class Replica:
                 break
             self.prefix_hits += cached is not None
             self.waiting.popleft()
+            self._waiting_tokens -= s.req.prompt + s.req.output
             self._take(max(need, 0))
             s.blocks += max(need, 0)
             self.running.append(s)
@@ -276,7 +316,10 @@ class Replica:
         return batch
 
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
-        """The mixed-batch step cost of ``batch`` plus the per-iteration overhead (s)."""
+        """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
+        overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
+        (:class:`graphs.serving.overheads.EngineOverheads`)."""
+        ov = self.overheads
         n_dec, sum_ctx, chunks = 0, 0.0, []
         ctxs: list[float] | None = [] if self.step_cost.windowed else None
         for s, n in batch:
@@ -287,7 +330,12 @@ class Replica:
                     ctxs.append(s.computed + 1)
             else:
                 chunks.append((float(n), float(s.computed)))
-        return self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.cfg.iteration_overhead_s
+        rows = n_dec if chunks else ov.padded(n_dec)  # padding slots read no KV: sum_ctx stays
+        t = self.step_cost.time_sums(rows, sum_ctx, chunks, ctxs)
+        if ov.is_zero:
+            return t + self.cfg.iteration_overhead_s
+        tokens = n_dec + int(sum(c[0] for c in chunks))
+        return t * ov.kernel_scale + self.cfg.iteration_overhead_s + ov.cpu_s(len(batch), tokens)
 
     def finish_iteration(
         self, batch: list[tuple[Sequence, int]], now: float

@@ -39,6 +39,7 @@ from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kernel_sources import Coverage
 from .ledger_fit import build_ledger
+from .overheads import EngineOverheads
 from .predictor import Predictor, predicted_mixed_step
 from .requests import Request
 from .workload import Workload, as_workload
@@ -151,6 +152,8 @@ class SimResult(Result):
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    #: the engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none)
+    overheads: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -179,11 +182,14 @@ def simulate(
     rate: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     predictor: Predictor | None = None,
+    overheads: EngineOverheads | None = None,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
     ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
-    the roofline bound)."""
+    the roofline bound). ``overheads`` adds the engine around them
+    (:mod:`graphs.serving.overheads`): None takes the predictor framework's defaults when
+    predicting and none for the bound, whose results stay exactly as they were."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -197,6 +203,17 @@ def simulate(
     if not (math.isfinite(t0) and t0 >= 0):
         raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
     pred = predictor or Predictor()
+    if overheads is None:
+        overheads = (
+            EngineOverheads()
+            if pred.framework is None
+            else EngineOverheads.for_framework(
+                pred.framework,
+                max_num_seqs=cfg.max_num_seqs,
+                max_num_batched_tokens=cfg.max_num_batched_tokens,
+            )
+        )
+    ov = overheads
     step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     metered = not pred.is_bound
     if metered:
@@ -205,7 +222,7 @@ def simulate(
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
 
     def pool(n: int, start: int) -> list[Replica]:
-        return [Replica(step, blocks, cfg, start + i) for i in range(n)]
+        return [Replica(step, blocks, cfg, start + i, ov) for i in range(n)]
 
     if topo.disaggregated:
         front = pool(topo.prefill_replicas, 0)
@@ -234,8 +251,8 @@ def simulate(
             )
     events: list[tuple[float, int, str, Any]] = []
     counter = itertools.count()
-    for s in seqs:
-        heapq.heappush(events, (s.req.arrival_s, next(counter), "arrive", s))
+    for s in seqs:  # the request path (API server, tokenisation) before the engine's queue
+        heapq.heappush(events, (s.req.arrival_s + ov.request_s, next(counter), "arrive", s))
     rr = itertools.cycle(range(len(front)))
     rr_back = itertools.cycle(range(len(back)))
     in_flight: dict[int, list[tuple[Seq, int]]] = {}
@@ -288,7 +305,15 @@ def simulate(
             kick(rep, now)
             if rep.idle:
                 rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
+    if ov.output_token_s:  # detokenised and streamed one token after another (overheads doc)
+        for s in seqs:
+            assert s.first_token_s is not None and s.finish_s is not None
+            s.first_token_s += ov.output_token_s
+            s.finish_s += ov.output_token_s * s.req.output
     res = _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0)
+    policy = replicas[0].policy
+    if not ov.is_zero or policy != "recompute":
+        res = dataclasses.replace(res, overheads=f"{ov.summary()} (in force: {policy})")
     if not metered:
         return res
     return dataclasses.replace(
@@ -305,14 +330,14 @@ def _admit_transferred(rep: Replica, s: Seq) -> None:
     preemption there would re-prefill it locally)."""
     s.replica = rep.index
     s.blocks = 0
-    need = -(-s.computed // rep.cfg.block_size)
+    need = rep.admission_blocks(s, s.computed)
     if need <= rep.free_blocks and len(rep.running) < rep.cfg.max_num_seqs:
         rep.free_blocks -= need
         s.blocks = need
         rep.running.append(s)
     else:  # no room yet: recompute later from scratch (its KV could not be kept)
         s.computed = 0
-        rep.waiting.append(s)
+        rep.add(s)
 
 
 def _summarise(
