@@ -264,25 +264,28 @@ class Replica:
         batch: list[tuple[Sequence, int]] = []
         preempted = False
         i = 0
-        while i < len(self.running) and budget > 0:
-            s = self.running[i]
-            n = min(s.known - s.computed, budget)
-            if not cfg.enable_chunked_prefill and n < s.known - s.computed:
+        bs, chunked, running = cfg.block_size, cfg.enable_chunked_prefill, self.running
+        while i < len(running) and budget > 0:  # the hot loop: one pass per running sequence
+            s = running[i]
+            want = s.req.prompt + s.generated - s.computed  # s.known - s.computed
+            n = want if want < budget else budget
+            if not chunked and n < want:
                 i += 1
                 continue
-            need = self._blocks_for(s.computed + n) - self._owned(s)
-            lost = False
-            while need > self.free_blocks + self._evictable():
-                victim = self.running[-1]
-                self._preempt(victim)
-                preempted = True
-                if victim is s:
-                    lost = True
+            need = -(-(s.computed + n) // bs) - self._owned(s)
+            if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
+                lost = False
+                while need > self.free_blocks and need > self.free_blocks + self._evictable():
+                    victim = running[-1]
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is s:
+                        lost = True
+                        break
+                if lost:
                     break
-            if lost:
-                break
-            self._take(max(need, 0))
-            s.blocks += max(need, 0)
+                self._take(need)
+                s.blocks += need
             batch.append((s, n))
             budget -= n
             i += 1

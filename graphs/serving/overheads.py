@@ -67,6 +67,7 @@ __all__ = [
     "DEFAULTS",
     "EngineOverheads",
     "FRAMEWORK_POLICY",
+    "KERNEL_SCALE_RANGE",
     "POLICIES",
     "TERMS",
     "vllm_capture_sizes",
@@ -84,7 +85,7 @@ _TERM_MAX = {
     "request_s": 60.0,
     "output_token_s": 1.0,
 }
-KERNEL_SCALE_RANGE = (0.05, 20.0)
+KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
 
 
 def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
@@ -211,7 +212,7 @@ class EngineOverheads:
         i = bisect.bisect_left(s, n)
         return s[i] if i < len(s) else n
 
-    def with_terms(self, **terms: float) -> EngineOverheads:
+    def with_terms(self, **terms: Any) -> EngineOverheads:
         """A copy with some terms replaced (a fit's values)."""
         return replace(self, **terms)
 
