@@ -21,14 +21,9 @@ from graphs.serving.serving_fit import read_fit
 from graphs.serving.simulator import simulate
 
 M = "llama-3.1-8b"
-PLANTED = EngineOverheads(
-    kernel_scale=1.25,
-    iteration_s=5e-4,
-    per_seq_s=4e-6,
-    per_token_s=3e-8,
-    request_s=8e-3,
-    output_token_s=5e-5,
-)
+#: the default fitted terms (serving_fit.DEFAULT_TERMS) planted; the two collinear ones stay at
+#: the bound's base value, zero, as the fit keeps them
+PLANTED = EngineOverheads(kernel_scale=1.25, iteration_s=5e-4, request_s=8e-3)
 RATES = (3.0, 10.0, 20.0)
 N = 150
 
@@ -65,7 +60,6 @@ def _vllm_result(rate, seed, rng):
     }
 
 
-@pytest.mark.slow
 def test_calibrate_serving_recovers_planted_terms(tmp_path, capsys):
     rng = np.random.default_rng(42)
     files = []
@@ -80,7 +74,7 @@ def test_calibrate_serving_recovers_planted_terms(tmp_path, capsys):
     )
     text = capsys.readouterr().out
     fit = read_fit(str(out))
-    for t in ("kernel_scale", "iteration_s", "per_seq_s", "per_token_s", "request_s", "output_token_s"):
+    for t in ("kernel_scale", "iteration_s", "request_s"):
         got, want, se = getattr(fit.overheads, t), getattr(PLANTED, t), fit.stderr[t]
         assert se is not None, t
         assert abs(got - want) <= 3 * se + 1e-12, (t, got, want, se)

@@ -144,14 +144,14 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     from graphs.serving.bench_results import read_results
     from graphs.serving.engine import EngineConfig
     from graphs.serving.overheads import TERMS, EngineOverheads
-    from graphs.serving.serving_fit import fit_serving, simulate_with, write_fit
+    from graphs.serving.serving_fit import DEFAULT_TERMS, fit_serving, simulate_with, write_fit
 
     from ..errors import CostModelError
     from ..hardware import get_device
     from .phases import resolve_config
 
     check_output_path(args.out, "-o")
-    terms = tuple(t.strip() for t in args.terms.split(",")) if args.terms else TERMS
+    terms = tuple(t.strip() for t in args.terms.split(",")) if args.terms else DEFAULT_TERMS
     bad = [t for t in terms if t not in TERMS]
     if bad:
         raise CostModelError(f"--terms: {bad[0][:40]!r} is not a term; terms: {', '.join(TERMS)}")
@@ -298,7 +298,13 @@ def add_calibrate_parser(sub: Any) -> None:
         help="rates (req/s, comma list) not fitted but predicted and compared, or 'none' "
         "(default: every second run by rate when there are three or more)",
     )
-    sv.add_argument("--terms", default=None, help="comma list of the terms to fit (default: all six)")
+    sv.add_argument(
+        "--terms",
+        default=None,
+        help="comma list of the terms to fit, of kernel_scale, iteration_s, per_seq_s, per_token_s, "
+        "request_s, output_token_s (default: kernel_scale,iteration_s,per_seq_s,request_s; the others "
+        "keep the --predict framework's defaults, zero for the bound)",
+    )
     sv.add_argument("--seed", type=int, default=0, help="seed of the arrivals redrawn for a vllm result")
     sv.add_argument(
         "--max-num-batched-tokens", type=int, default=8192, help="the engine's token budget per iteration"

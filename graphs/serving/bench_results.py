@@ -140,6 +140,8 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
             f"{source}: a vllm bench serve result needs the per-request keys (run it with --save-detailed); "
             f"missing {missing[0]!r}"
         )
+    if not isinstance(doc["input_lens"], list):
+        raise CostModelError(f"{source}: input_lens must be a list of token counts")
     n = len(doc["input_lens"])
     for k in ("output_lens", "ttfts", "itls"):
         if not isinstance(doc[k], list) or len(doc[k]) != n:
@@ -156,8 +158,13 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     errors = doc.get("errors") or [""] * n
     starts = doc.get("start_times")
     drawn = starts is None
-    arrivals = vllm_arrivals(n, rate, burst, seed) if drawn else starts
-    if len(arrivals) != n or len(errors) != n:
+    arrivals: Any = vllm_arrivals(n, rate, burst, seed) if starts is None else starts
+    if (
+        not isinstance(errors, list)
+        or not isinstance(arrivals, list | np.ndarray)
+        or len(arrivals) != n
+        or len(errors) != n
+    ):
         raise CostModelError(f"{source}: start_times and errors must be lists as long as input_lens ({n})")
     rows = []
     for i in range(n):
@@ -206,8 +213,15 @@ def _guidellm(doc: dict[str, Any], source: str) -> list[BenchRun]:
         args = b.get("args")
         strategy = args.get("strategy") if isinstance(args, dict) else None
         rate = strategy.get("rate") if isinstance(strategy, dict) else None
-        ok = isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0
-        runs.append(_with_rate(_run(f"{source}#{j}", None, rows, False), float(rate) if ok else None))
+        given = (
+            float(rate)
+            if isinstance(rate, int | float)
+            and not isinstance(rate, bool)
+            and math.isfinite(rate)
+            and rate > 0
+            else None
+        )
+        runs.append(_with_rate(_run(f"{source}#{j}", None, rows, False), given))
     return runs
 
 

@@ -3,16 +3,23 @@
 Each measured run (:mod:`graphs.serving.bench_results`) is replayed through the simulator with
 its own requests (arrivals, prompt and output lengths). The terms
 ``theta = (kernel_scale, iteration_s, per_seq_s, per_token_s, request_s, output_token_s)``
-minimise the relative residuals of every request's TTFT and TPOT (weighted least squares:
-a TTFT of 50 ms and a TPOT of 10 ms count alike)
+minimise the relative residuals of group means: per run, the mean TTFT of each of
+:data:`BINS` groups of requests by prompt length (which separates the per-token terms from the
+request path) and the mean TPOT of each of :data:`BINS` groups by output length (weighted least
+squares: a TTFT of 50 ms and a TPOT of 10 ms count alike)
 
 .. math::
 
-    \\min_\\theta \\sum_i \\Big(\\frac{\\hat y_i(\\theta) - y_i}{y_i}\\Big)^2
+    \\min_\\theta \\sum_g \\Big(\\frac{\\hat y_g(\\theta) - y_g}{y_g}\\Big)^2
 
-by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation per
-term and run), the step ``numpy.linalg.lstsq(J, -r)``, the terms kept in their valid ranges
-(non-negative times). Near the optimum the residuals are affine in the terms (each adds to the
+Means, not single requests: a request's TTFT depends on where its arrival falls within the
+iteration in flight (up to a whole step), and any change of the terms reshuffles those phases,
+so a single request's residual jumps where a group's mean moves smoothly.
+
+by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
+per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)``, the terms
+kept in their valid ranges (non-negative times); the best iterate is kept (the objective is
+rough at the scale of one iteration's phase, so no line search follows it). Near the optimum the residuals are affine in the terms (each adds to the
 latencies linearly, through the queue), so it converges in a few steps. Standard errors are the
 usual ``sqrt(diag((J^T J)^{-1}) s^2)`` with ``s^2 = RSS / (m - p)``; a term the data do not
 constrain (a singular direction) is reported as not determined instead of a number.
@@ -45,6 +52,7 @@ from .predictor import Predictor
 __all__ = [
     "FIT_FORMAT",
     "FIT_VERSION",
+    "DEFAULT_TERMS",
     "RunError",
     "ServingFit",
     "fit_serving",
@@ -55,15 +63,21 @@ __all__ = [
 
 FIT_FORMAT = "costmodel-serving-fit"
 FIT_VERSION = 1
-#: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale)
+#: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
+#: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
 _STEP = {
-    "kernel_scale": 1e-2,
-    "iteration_s": 1e-4,
-    "per_seq_s": 1e-6,
-    "per_token_s": 1e-8,
-    "request_s": 1e-3,
-    "output_token_s": 1e-5,
+    "kernel_scale": 5e-2,
+    "iteration_s": 5e-4,
+    "per_seq_s": 5e-6,
+    "per_token_s": 5e-8,
+    "request_s": 2e-3,
+    "output_token_s": 1e-4,
 }
+#: fitted unless ``terms`` says otherwise: the per-token CPU term is collinear with the
+#: kernels' prefill time (both grow with the prompt), and the per-output-token term with the
+#: per-iteration one (both add to every token): those keep their base values unless asked for
+DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
+BINS = 8  #: groups per run of the TTFT (by prompt length) and TPOT (by output length) means
 _LO = {t: (KERNEL_SCALE_RANGE[0] if t == "kernel_scale" else 0.0) for t in TERMS}
 
 
@@ -121,14 +135,34 @@ def _simulate(run: BenchRun, theta: dict[str, float], base: EngineOverheads, sim
     return sim(run.requests, base.with_terms(**theta))
 
 
+def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
+    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key``."""
+    idx = np.flatnonzero(ok)
+    idx = idx[np.argsort(key[idx], kind="stable")]
+    return [b for b in np.array_split(idx, min(k, len(idx))) if len(b)]
+
+
+def _groups(run: BenchRun) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """TTFT groups by prompt length, TPOT groups by output length (module doc)."""
+    k = max(1, min(BINS, len(run.prompt) // 10))
+    return (
+        _bins(run.prompt, np.ones(len(run.prompt), dtype=bool), k),
+        _bins(run.output, np.isfinite(run.tpot_s), k),
+    )
+
+
+def _stats(run: BenchRun, ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray:
+    """Mean TTFT per prompt-length group and mean TPOT per output-length group."""
+    gt, gp = _groups(run)
+    return np.array([ttft[g].mean() for g in gt] + [tpot[g].mean() for g in gp])
+
+
 def _observed(run: BenchRun) -> np.ndarray:
-    tp = run.tpot_s
-    return np.concatenate([run.ttft_s, tp[np.isfinite(tp)]])
+    return _stats(run, run.ttft_s, run.tpot_s)
 
 
 def _predicted(run: BenchRun, res: Any) -> np.ndarray:
-    tp = res.per_request["tpot_s"]
-    return np.concatenate([res.per_request["ttft_s"], tp[np.isfinite(run.tpot_s)]])
+    return _stats(run, res.per_request["ttft_s"], res.per_request["tpot_s"])
 
 
 def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
@@ -153,8 +187,8 @@ def fit_serving(
     *,
     base: EngineOverheads,
     held_out: Sequence[int] = (),
-    terms: Sequence[str] = TERMS,
-    iterations: int = 4,
+    terms: Sequence[str] = DEFAULT_TERMS,
+    iterations: int = 8,
     model: str = "",
     device: str = "",
     tp: int = 1,
@@ -184,26 +218,32 @@ def fit_serving(
         pred = [_predicted(r, _simulate(r, th, base, simulate_run)) for r in fitted]
         return (np.concatenate(pred) - y) / y
 
-    r = residuals(theta)
-    J = np.zeros((len(y), len(terms)))
+    h = np.array([_STEP[t] for t in terms])
+    lo = np.array([_LO[t] for t in terms])
+    x = np.array([theta[t] for t in terms])
+
+    def at(v: np.ndarray) -> dict[str, float]:
+        return {t: float(c) for t, c in zip(terms, v, strict=True)}
+
+    J = np.zeros((len(y), len(terms)))  # in units of each term's step: columns of like size
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     for it in range(iterations):
-        for k, t in enumerate(terms):
-            h = _STEP[t]
-            J[:, k] = (residuals({**theta, t: theta[t] + h}) - r) / h
-        delta = np.linalg.lstsq(J, -r, rcond=None)[0]
-        new = {t: max(_LO[t], theta[t] + float(d)) for t, d in zip(terms, delta, strict=True)}
-        r_new = residuals(new)
-        step = 1.0
-        while float(r_new @ r_new) > float(r @ r) and step > 1 / 16:  # damped when it overshoots
-            step /= 2
-            new = {t: max(_LO[t], theta[t] + step * float(d)) for t, d in zip(terms, delta, strict=True)}
-            r_new = residuals(new)
-        improved = float(r @ r) - float(r_new @ r_new)
-        if float(r_new @ r_new) <= float(r @ r):
-            theta, r = new, r_new
-        say(f"fit step {it + 1}: rms relative residual {math.sqrt(float(r @ r) / len(r)):.4g}")
-        if improved <= 1e-12 * max(float(r @ r), 1e-30):
+        r = residuals(at(x))
+        for k in range(len(terms)):
+            J[:, k] = residuals(at(x + h * (np.arange(len(terms)) == k))) - r
+        cost = float(r @ r)
+        say(f"fit step {it + 1}: rms relative residual {math.sqrt(cost / len(r)):.4g}")
+        if best is None or cost < best[0]:
+            best = (cost, x.copy(), r.copy(), J.copy())
+        u = np.linalg.lstsq(J, -r, rcond=None)[0]  # Gauss-Newton, in step units
+        x_new = np.maximum(lo, x + h * u)  # the terms' valid ranges
+        if np.max(np.abs(x_new - x) / h) < 0.05:  # moves less than a twentieth of a step: done
             break
+        x = x_new
+    assert best is not None
+    _, x, r, J = best
+    theta = at(x)
+    J = J / h  # back to the terms' own units for the covariance
     m, p = len(y), len(terms)
     s2 = float(r @ r) / max(m - p, 1)
     jtj = J.T @ J
