@@ -160,12 +160,8 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     cfg = resolve_config(args)
     dev = get_device(args.device).name
     eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
-    base = (
-        EngineOverheads.for_framework(
-            args.predict, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
-        )
-        if args.predict
-        else EngineOverheads()
+    base = EngineOverheads.default(
+        args.predict, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
     )
     fit = fit_serving(
         runs,
@@ -203,7 +199,18 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         v, se = getattr(fit.overheads, t), fit.stderr[t]
         err = "not determined by these runs" if se is None else f"+- {se * k:.3g}{unit}"
         print(f"  {t:15s} {v * k:12.5g}{unit:3s}  {err}")
-    print(f"  rms relative residual (per request TTFT and TPOT): {fit.rms_residual:.3g}")
+    kept = [t for t in TERMS if t not in terms]
+    if kept:
+        held_at = ", ".join(
+            f"{t} {getattr(fit.overheads, t) * units.get(t, (1e3, ' ms'))[0]:.4g}{units.get(t, (1e3, ' ms'))[1]}"
+            for t in kept
+        )
+        print(
+            f"  not fitted (kept at {'the ' + args.predict + ' defaults' if args.predict else 'zero, the bound'}'s values): {held_at}"
+        )
+    print(
+        f"  rms relative residual of the group means (TTFT by prompt length, TPOT by output length): {fit.rms_residual:.3g}"
+    )
     for r in fit.runs:
         what = "fitted  " if r.fitted else "held out"
         rate = "all at once" if r.rate is None else f"{r.rate:8.4g} req/s"
@@ -239,7 +246,7 @@ def load_predict_file(args: argparse.Namespace) -> Any:
 
 def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
     """What ``--predict-file`` set, and a note when it was fitted elsewhere."""
-    line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}; {fit.overheads.summary()}"
+    line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}"
     if (fit.model, fit.device) != (model, device):
         line += f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to {model} on {device}"
     return line
@@ -450,7 +457,11 @@ def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: f
     d = _fit_step(args, phase, fit, kernels_s)
     what = "TPOT" if phase == "decode" else "TTFT"
     print(f"\n{what} with the engine overheads of --predict-file {args.predict_file[:200]}:")
-    print(predict_file_line(args.predict_file, fit, fit.model, fit.device))
+    from ..hardware import get_device
+    from .phases import resolve_config
+
+    print(predict_file_line(args.predict_file, fit, resolve_config(args).name, get_device(args.device).name))
+    print(f"  {fit.overheads.summary()}")
     extra = (
         f" + {fit.overheads.output_token_s * 1e3:.4g} ms per output token as the client sees it"
         if phase == "decode"

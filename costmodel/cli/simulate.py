@@ -235,7 +235,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  note: {note}")
     if fit is not None:
         print(predict_file_line(args.predict_file, fit, res.model, res.device))
-    elif res.overheads is not None:
+    if res.overheads is not None:
         print(f"  {res.overheads}")
     if res.coverage is not None:
         print("\n".join(_predicted_lines(args, res)))

@@ -191,6 +191,18 @@ class EngineOverheads:
             basis=f"{name} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)",
         )
 
+    @classmethod
+    def default(
+        cls, framework: str | None, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192
+    ) -> EngineOverheads:
+        """What a run takes without explicit overheads: the framework's (:meth:`for_framework`)
+        when its kernels price the steps, none for the bound (``framework`` None)."""
+        if framework is None:
+            return cls()
+        return cls.for_framework(
+            framework, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+        )
+
     @property
     def is_zero(self) -> bool:
         """No term at all: the simulator runs exactly as without overheads."""

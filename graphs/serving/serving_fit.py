@@ -253,7 +253,8 @@ def fit_serving(
     for k, t in enumerate(terms):
         det = math.isfinite(cond) and cond < 1e14 and jtj[k, k] > 0
         stderr[t] = float(math.sqrt(max(cov[k, k], 0.0))) if det else None
-    fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s)")
+    names = ", ".join(sorted({r.source for r in fitted}))
+    fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
     errs = []
     for i, run in enumerate(runs):
         res = _simulate(run, theta, base, simulate_run)

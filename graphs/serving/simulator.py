@@ -203,17 +203,11 @@ def simulate(
     if not (math.isfinite(t0) and t0 >= 0):
         raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
     pred = predictor or Predictor()
-    if overheads is None:
-        overheads = (
-            EngineOverheads()
-            if pred.framework is None
-            else EngineOverheads.for_framework(
-                pred.framework,
-                max_num_seqs=cfg.max_num_seqs,
-                max_num_batched_tokens=cfg.max_num_batched_tokens,
-            )
-        )
     ov = overheads
+    if ov is None:
+        ov = EngineOverheads.default(
+            pred.framework, max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
+        )
     step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     metered = not pred.is_bound
     if metered:
