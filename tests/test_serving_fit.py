@@ -179,3 +179,19 @@ def test_readers(tmp_path):
     bad.write_text('{"format": "costmodel-serving-fit", "format": "x"}')
     with pytest.raises(CostModelError, match="appears twice"):
         read_fit(str(bad))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--holdout", "99"], "--holdout: no run at 99 req/s"),
+        (["--terms", "kernel_scale,bogus"], "--terms: 'bogus' is not a term"),
+        (["--holdout", "0.5"], "every run is held out"),
+    ],
+)
+def test_calibrate_serving_errors(tmp_path, capsys, extra, message):
+    c = tmp_path / "runs.csv"
+    c.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n0,10,3,0.1,0.3\n2,20,2,0.2,0.25\n")
+    args = ["calibrate", "serving", str(c), "--model", M, "--device", "h100", "-o", str(tmp_path / "f.json")]
+    assert main([*args, *extra]) == 2
+    assert message in capsys.readouterr().err
