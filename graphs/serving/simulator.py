@@ -23,6 +23,10 @@ How requests are sent, as benchmark clients send them:
   request waits for a free client after its scheduled time (``vllm bench serve --request-rate R
   --max-concurrency N``'s semaphore, vllm PR 9390; AIPerf's "request rate with max concurrency").
 
+A conversation's cached history lives on the replica that served its previous turn; the routers
+know no session affinity, so with several replicas a later turn hits the cache only when it is
+routed back there (a disaggregated pool keeps it on the decode side, a miss for the prefill side).
+
 What is measured, as those tools measure it (NIM's benchmarking metrics,
 https://docs.nvidia.com/nim/benchmarking/llm/metrics): TTFT is the first streamed token's time
 (the end of the iteration that samples it) minus the request's send time, queueing included;
