@@ -174,7 +174,7 @@ def test_new_architectures_are_refused_with_the_missing_part(model_type, part):
 def test_minimax_lightning_layers_and_phi_qk_layernorm_are_refused():
     base = {"model_type": "minimax_m2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
     base |= {"intermediate_size": 32, "vocab_size": 10, "num_local_experts": 4, "num_experts_per_tok": 2}
-    with pytest.raises(ModelConfigError, match="attn_type_list .* lightning"):
+    with pytest.raises(ModelConfigError, match=r"attn_type_list .* lightning"):
         config_from_hf_dict({**base, "attn_type_list": [0, 1]}, "m")
     with pytest.raises(ModelConfigError, match="qk_layernorm"):
         config_from_hf_dict({**CONFIGS["phi"][1], "qk_layernorm": True}, "p")
