@@ -606,10 +606,20 @@ FAMILIES.update(
     }
 )
 
+def _qwen3_5_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """Qwen3.5-MoE states no ``intermediate_size``: every layer is MoE, so the (unused) dense width is
+    taken as the experts'."""
+    if "intermediate_size" in cfg or cfg.get("num_experts") is None:
+        return cfg
+    return {**cfg, "intermediate_size": int_field(cfg, "moe_intermediate_size", name)}
+
+
 #: model_type -> its field names as the common ones, applied before the common fields are read
 FIELD_ALIASES: dict[str, Callable[[Mapping[str, Any], str], Mapping[str, Any]]] = {
     "falcon": _falcon_fields,
     "exaone": _exaone_fields,
+    "qwen3_5_moe": _qwen3_5_fields,
+    "qwen3_5_moe_text": _qwen3_5_fields,
 }
 
 #: model_types whose architecture the layer specs do not express: what is missing, and how to describe it
