@@ -82,7 +82,7 @@ def config_from_hf_dict(
         raise ModelConfigError(f"{name}: config must be a JSON object")
     cfg = unwrap_text_config(cfg)
     mt = cfg.get("model_type")
-    if mt in NEW_ARCHITECTURES:
+    if isinstance(mt, str) and mt in NEW_ARCHITECTURES:
         raise ModelConfigError(
             f"{name}: model_type {mt!r} is not supported: {NEW_ARCHITECTURES[mt]}; a ModelConfig with "
             "layer_types of LayerSpec(mixer, mlp) describes any mix of the existing mixers"
