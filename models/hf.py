@@ -47,7 +47,14 @@ from costmodel.dtypes import get_dtype
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
-from .hf_families import FAMILIES, FIELD_ALIASES, NEW_ARCHITECTURES, pattern_layers, unwrap_text_config
+from .hf_families import (
+    FAMILIES,
+    FIELD_ALIASES,
+    NEW_ARCHITECTURES,
+    moe_fields,
+    pattern_layers,
+    unwrap_text_config,
+)
 from .hf_families import int_field as _get
 from .layers import LayerSpec
 from .quantization import float_dtype, quantized_fields
@@ -141,13 +148,8 @@ def config_from_hf_dict(
             common["layer_types"] = tuple(
                 LayerSpec("mla", "moe" if (i >= fk and i % freq == 0) else "dense") for i in range(n)
             )
+        moe_fields(cfg, common, _get, name, router_bias=cfg.get("topk_method") == "noaux_tc")
         common.update(
-            num_experts=_get(cfg, "n_routed_experts", name),
-            num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
-            moe_intermediate_size=_get(cfg, "moe_intermediate_size", name),
-            num_shared_experts=_get(cfg, "n_shared_experts", name, 0),
-            first_k_dense_replace=_get(cfg, "first_k_dense_replace", name, 0),
-            router_bias=cfg.get("topk_method") == "noaux_tc",
             q_lora_rank=_get(cfg, "q_lora_rank", name, None),
             kv_lora_rank=_get(cfg, "kv_lora_rank", name),
             qk_nope_head_dim=_get(cfg, "qk_nope_head_dim", name),

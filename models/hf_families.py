@@ -47,7 +47,15 @@ from typing import Any
 from .config import ModelConfigError
 from .layers import LayerSpec
 
-__all__ = ["FAMILIES", "FIELD_ALIASES", "NEW_ARCHITECTURES", "unwrap_text_config", "int_field", "first_field"]
+__all__ = [
+    "FAMILIES",
+    "FIELD_ALIASES",
+    "NEW_ARCHITECTURES",
+    "moe_fields",
+    "unwrap_text_config",
+    "int_field",
+    "first_field",
+]
 
 Getter = Callable[..., Any]
 
@@ -336,6 +344,11 @@ def _sliding_everywhere(cfg: Mapping[str, Any], common: dict[str, Any], get: Get
         common.update(sliding_window=w, layer_types=tuple(LayerSpec("sliding", "dense") for _ in range(n)))
 
 
+def _gpt2_style(common: dict[str, Any], bias: bool) -> None:
+    """LayerNorms with bias, a plain GELU MLP and ``bias`` on every linear (Phi-2, Falcon, StarCoder2)."""
+    common.update(norm="layernorm", mlp="gelu", qkv_bias=bias, o_bias=bias, mlp_bias=bias)
+
+
 def _phi3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     """Phi-3 / Phi-4 (``model_type: phi3``): Llama with fused ``qkv_proj`` and ``gate_up_proj`` (the same
     weights), no biases, and a ``sliding_window`` on every layer where it is shorter than the context."""
@@ -352,15 +365,8 @@ def _phi(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str)
             f"{name}: qk_layernorm (per-head LayerNorms with bias on q and k) has no layer spec; "
             "set qk_layernorm false or describe the model as a ModelConfig with qk_norm"
         )
-    common.update(
-        norm="layernorm",
-        mlp="gelu",
-        parallel_block=True,
-        qkv_bias=True,
-        o_bias=True,
-        mlp_bias=True,
-        lm_head_bias=True,
-    )
+    _gpt2_style(common, True)
+    common.update(parallel_block=True, lm_head_bias=True)
 
 
 def _falcon_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -390,14 +396,9 @@ def _falcon(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     (``ln_attn``, ``ln_mlp``) in parallel, built as a sequential layer (the same weights, FLOPs and
     bytes: the MLP reads ``x`` rather than ``x + attn``). ALiBi (``alibi``) replaces rope: its per-score
     bias add is not charged."""
-    bias = bool(cfg.get("bias", False))
     two_norms = bool(cfg.get("new_decoder_architecture")) and cfg.get("num_ln_in_parallel_attn") != 1
+    _gpt2_style(common, bool(cfg.get("bias", False)))
     common.update(
-        norm="layernorm",
-        mlp="gelu",
-        qkv_bias=bias,
-        o_bias=bias,
-        mlp_bias=bias,
         parallel_block=bool(cfg.get("parallel_attn", True)) and not two_norms,
         rope=not cfg.get("alibi", False),
     )
@@ -472,15 +473,8 @@ def _glm4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str
 def _starcoder2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     """StarCoder2: LayerNorm with bias, ``use_bias`` on every linear, a plain GELU MLP (``c_fc``,
     ``c_proj``), a ``sliding_window`` on every layer, tied embeddings (``Starcoder2Config``)."""
-    bias = bool(cfg.get("use_bias", True))
-    common.update(
-        norm="layernorm",
-        mlp="gelu",
-        qkv_bias=bias,
-        o_bias=bias,
-        mlp_bias=bias,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-    )
+    _gpt2_style(common, bool(cfg.get("use_bias", True)))
+    common["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
     _sliding_everywhere(cfg, common, get, name)
 
 
@@ -506,16 +500,19 @@ def _exaone(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     common["o_bias"] = common["qkv_bias"]
 
 
-def _moe_fields(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+def moe_fields(
+    cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str, *, router_bias: bool = True
+) -> None:
     """DeepSeek-style MoE fields (``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
-    ``first_k_dense_replace``) with the noaux_tc router's per-expert correction bias."""
+    ``first_k_dense_replace``), with the noaux_tc router's per-expert correction bias (``router_bias``:
+    ``e_score_correction_bias``, stored in the checkpoint, a buffer in transformers)."""
     common.update(
         num_experts=get(cfg, "n_routed_experts", name),
         num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
         moe_intermediate_size=get(cfg, "moe_intermediate_size", name),
         num_shared_experts=get(cfg, "n_shared_experts", name, 0),
         first_k_dense_replace=get(cfg, "first_k_dense_replace", name, 0),
-        router_bias=True,  # e_score_correction_bias, stored in the checkpoint (a buffer in transformers)
+        router_bias=router_bias,
     )
 
 
@@ -524,7 +521,7 @@ def _glm4_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name:
     (``use_qk_norm``), dense MLPs in the first ``first_k_dense_replace`` layers, then routed experts
     plus ``n_shared_experts`` shared ones under a sigmoid router with a correction bias; its
     ``num_nextn_predict_layers`` MTP layer is kept only with ``mtp=True`` (as DeepSeek-V3's)."""
-    _moe_fields(cfg, common, get, name)
+    moe_fields(cfg, common, get, name)
     common["qk_norm"] = bool(cfg.get("use_qk_norm", False))
 
 
@@ -605,6 +602,7 @@ FAMILIES.update(
         "qwen3_5_moe_text": _qwen3_5,
     }
 )
+
 
 def _qwen3_5_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """Qwen3.5-MoE states no ``intermediate_size``: every layer is MoE, so the (unused) dense width is
