@@ -2,7 +2,24 @@
 shape the model, as on its Hugging Face page; ``_HF`` gives each page), used by
 tests/test_hf_new_families.py."""
 
+import pytest
+
 _HF = "https://huggingface.co/{}/blob/main/config.json"
+
+
+def stored_weights_on_meta(config_class: str, model_class: str, fields: dict) -> int:
+    """Every weight the ``transformers`` class built from ``fields`` on the meta device stores: its
+    parameters and the router correction biases (``e_score_correction_bias``), which checkpoints store
+    and ``transformers`` keeps as buffers (skipped without the torch extra)."""
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    transformers = pytest.importorskip("transformers", reason="transformers (torch extra) not installed")
+    skip = ("architectures", "model_type", "quantization_config")
+    config = getattr(transformers, config_class)(**{k: v for k, v in fields.items() if k not in skip})
+    with torch.device("meta"):
+        model = getattr(transformers, model_class)(config)
+    bias = sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
+    return sum(p.numel() for p in model.parameters()) + bias
+
 
 #: model_type -> (Hugging Face repo, config.json fields)
 CONFIGS: dict[str, tuple[str, dict]] = {

@@ -18,6 +18,7 @@ from graphs import build_model
 from graphs.serving.totals import cache_terms
 from models import MODELS, get_model, param_counts
 
+from .hf_family_configs import stored_weights_on_meta
 from .test_model_families import _tolerance
 
 NAMES = ["kimi-k2", "glm-4.5", "glm-4.5-air", "minimax-m2", "qwen3.5-397b-a17b"]
@@ -54,17 +55,8 @@ def _data(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_parameter_count_equals_transformers_on_meta(name):
-    torch = pytest.importorskip("torch", reason="torch extra not installed")
-    transformers = pytest.importorskip("transformers", reason="transformers (torch extra) not installed")
     data = _data(name)
-    data = data.get("text_config", data)
-    data = {k: v for k, v in data.items() if k not in ("architectures", "model_type", "quantization_config")}
-    cfg_cls, model_cls = CLASSES[name]
-    config = getattr(transformers, cfg_cls)(**data)
-    with torch.device("meta"):
-        model = getattr(transformers, model_cls)(config)
-    stored = sum(p.numel() for p in model.parameters())
-    stored += sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
+    stored = stored_weights_on_meta(*CLASSES[name], data.get("text_config", data))
     assert stored == param_counts(get_model(name)).total
 
 
