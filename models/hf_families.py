@@ -35,7 +35,20 @@ what its family states, and the per-layer pattern where the config gives one:
   Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE, each a layer of
   its own; the Mamba fields carry a ``mamba_`` prefix (``mamba_num_heads``,
   ``mamba_head_dim``, ``mamba_n_groups`` or ``n_groups`` ...); attention heads are
-  ``attention_head_dim`` wide; the MLP is squared ReLU (``mlp_hidden_act: relu2``).
+  ``attention_head_dim`` wide; the MLP is squared ReLU (``mlp_hidden_act: relu2``);
+* the Llama-like and newer decoders, each mapper's docstring stating what it sets and what the graph
+  builds differently from the checkpoint: ``phi3``, ``phi``, ``falcon`` (field names through
+  :data:`FIELD_ALIASES`), ``gemma2``, ``olmo2``, ``granite``, ``cohere``, ``glm``, ``glm4``,
+  ``starcoder2``, ``internlm2``, ``exaone``, ``glm4_moe``, ``minimax_m2``, ``qwen3_5`` and
+  ``qwen3_5_moe``. What they approximate, all a few element-wise FLOPs or none: Gemma 2's logit
+  soft-capping and Granite's and Cohere's scalar multipliers are not charged, Cohere's bias-free
+  LayerNorm is counted as an RMSNorm (the same weights), OLMo 2's post-norms sit in the pre-norm
+  places and Falcon-40B's two parallel norms are built as a sequential layer (the same weights, FLOPs
+  and bytes), rope is charged over the whole head where only a fraction rotates, ALiBi's bias add is
+  not charged.
+
+:data:`NEW_ARCHITECTURES` lists the ``model_type`` values whose architecture needs a part the layer
+specs lack, with what is missing and how to describe it.
 """
 
 from __future__ import annotations
