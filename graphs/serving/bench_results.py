@@ -12,7 +12,10 @@ Three formats:
   send times: the arrivals are redrawn as the benchmark draws them (gaps gamma-distributed with
   shape ``burstiness`` and mean ``1 / request_rate``, the first at 0; ``"inf"``: all at 0),
   from a stated seed, in the order of the lists (the benchmark's dispatch order). A newer
-  file's ``start_times`` (s), when present, are used instead.
+  file's ``start_times`` (s), when present, are used instead. A ``max_concurrency`` below the
+  request count makes it a closed loop: a request is sent at its drawn time or when one of
+  that many clients is free, whichever is later (the benchmark's semaphore; the simulator's
+  ``concurrency``).
 * GuideLLM's report (``guidellm benchmark --output-path report.json``;
   ``GenerativeBenchmarksReport`` in https://github.com/vllm-project/guidellm,
   ``src/guidellm/benchmark/benchmark.py``): ``benchmarks[]``, each with
@@ -26,6 +29,7 @@ Three formats:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -61,6 +65,7 @@ class BenchRun:
     ttft_s: np.ndarray
     e2e_s: np.ndarray
     drawn: bool = False  #: the arrivals were redrawn (a vllm file holds none)
+    concurrency: int | None = None  #: closed-loop clients (vllm's --max-concurrency), None: open loop
 
     @property
     def requests(self) -> list[Request]:
@@ -150,10 +155,9 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     rate = None if rr in ("inf", None) or rr == math.inf else _num(rr, f"{source}: request_rate", 1e-6, 1e9)
     burst = _num(doc.get("burstiness", 1.0), f"{source}: burstiness", 1e-4, 1e4)
     mc = doc.get("max_concurrency")
-    if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < n):
+    if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= 10**7):
         raise CostModelError(
-            f"{source}: max_concurrency {str(mc)[:20]} caps requests in flight (a closed loop); only open-loop "
-            "runs (max_concurrency null or >= the requests) are simulated here"
+            f"{source}: max_concurrency must be null or a whole number in [1, 1e7], got {str(mc)[:20]!r}"
         )
     errors = doc.get("errors") or [""] * n
     starts = doc.get("start_times")
@@ -181,7 +185,10 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
             _tokens(doc["output_lens"][i], f"{source}: output_lens[{i}]"),
         )
         rows.append((arr, p, o, ttft, ttft + gaps))
-    return _run(source, rate, rows, drawn)
+    run = _run(source, rate, rows, drawn)
+    if mc is None or mc >= len(run.prompt):
+        return run
+    return dataclasses.replace(run, concurrency=mc)
 
 
 def _guidellm(doc: dict[str, Any], source: str) -> list[BenchRun]:

@@ -132,7 +132,7 @@ def _finite(v: Any) -> Any:
 
 
 def _simulate(run: BenchRun, theta: dict[str, float], base: EngineOverheads, sim: Callable[..., Any]) -> Any:
-    return sim(run.requests, base.with_terms(**theta))
+    return sim(run.requests, base.with_terms(**theta), run.concurrency)
 
 
 def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
@@ -183,7 +183,7 @@ def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
 
 def fit_serving(
     runs: Sequence[BenchRun],
-    simulate_run: Callable[[list[Any], EngineOverheads], Any],
+    simulate_run: Callable[[list[Any], EngineOverheads, int | None], Any],
     *,
     base: EngineOverheads,
     held_out: Sequence[int] = (),
@@ -197,7 +197,8 @@ def fit_serving(
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
-    ``simulate_run(requests, overheads)`` simulates one run's requests and returns its
+    ``simulate_run(requests, overheads, concurrency)`` simulates one run's requests (a closed
+    loop of ``concurrency`` clients unless None) and returns its
     :class:`graphs.serving.simulator.SimResult` (the caller fixes model, device, engine and
     predictor)."""
     unknown = [t for t in terms if t not in TERMS]
@@ -279,15 +280,24 @@ def simulate_with(
     tp: int = 1,
     predict: str | None = None,
     engine: EngineConfig | None = None,
-) -> Callable[[list[Any], EngineOverheads], Any]:
+) -> Callable[[list[Any], EngineOverheads, int | None], Any]:
     """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor."""
     from .simulator import Topology, simulate
 
     pred = Predictor.of(predict)
     topo = Topology(tp=tp)
 
-    def run(requests: list[Any], ov: EngineOverheads) -> Any:
-        return simulate(config, device, requests, topology=topo, engine=engine, predictor=pred, overheads=ov)
+    def run(requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
+        return simulate(
+            config,
+            device,
+            requests,
+            topology=topo,
+            engine=engine,
+            predictor=pred,
+            overheads=ov,
+            concurrency=concurrency,
+        )
 
     return run
 
