@@ -8,8 +8,13 @@ scheduler keeps the queue's outstanding tokens as a running sum and stops at the
 request it cannot admit), so the overloaded run's cost per running sequence stays that of the
 10,000-request run.
 
-    python benchmarks/simulate_speed.py            # both runs
-    python benchmarks/simulate_speed.py --quick    # the 10,000-request run only
+    python benchmarks/simulate_speed.py            # both runs and the queue check
+    python benchmarks/simulate_speed.py --quick    # the 10,000-request run and the queue check
+    python benchmarks/simulate_speed.py --queue    # the queue check alone (seconds)
+
+The queue check times one replica's iteration (schedule, price, finish) with 256 sequences
+decoding and 100 or 100,000 requests waiting that cannot be admitted (no free sequence slot):
+the two must cost the same.
 """
 
 from __future__ import annotations
@@ -32,8 +37,39 @@ def run(n: int, rate: float) -> tuple[float, Any]:
     return time.perf_counter() - t, res
 
 
+def queue_check(ms: Any) -> None:
+    from graphs.serving.engine import EngineConfig, Replica, Sequence
+    from graphs.serving.requests import Request
+
+    out = []
+    for waiting in (100, 100_000):
+        rep = Replica(ms, 10**6, EngineConfig(max_num_seqs=256))
+        for i in range(256):  # decoding: a token generated, KV of all but it
+            s = Sequence(Request(i, 0.0, 1000, 10**6), computed=1000, generated=1)
+            rep.running.append(s)
+            s.blocks = -(-1001 // rep.cfg.block_size)
+        for i in range(waiting):
+            rep.add(Sequence(Request(256 + i, 0.0, 1000, 250)))
+        k, now = 2000, 0.0
+        t = time.perf_counter()
+        for _ in range(k):
+            batch = rep.schedule()
+            now += rep.iteration_time(batch)
+            rep.finish_iteration(batch, now)
+            _ = rep.outstanding  # what the least-outstanding router asks at every arrival
+        out.append((waiting, (time.perf_counter() - t) / k * 1e6))
+    (w0, t0), (w1, t1) = out
+    print(
+        f"  one iteration with 256 running: {t0:.0f} us with {w0:,} waiting, {t1:.0f} us with {w1:,} "
+        f"waiting ({t1 / t0:.2f}x)"
+    )
+
+
 def main() -> None:
     ms = mixed_step(M, HW)  # compiled once, outside the timing
+    if "--queue" in sys.argv:
+        queue_check(ms)
+        return
     k = 20_000
     t = time.perf_counter()
     for i in range(k):
@@ -54,6 +90,7 @@ def main() -> None:
             f"{dt / res.iterations * 1e6:8.1f} {per_seq:15.2f} {float(np.mean(tl['waiting'][its])):13,.0f}"
         )
     print(f"  the compiled step cost alone: ~{step * 1e6:.1f} us per iteration")
+    queue_check(ms)
 
 
 if __name__ == "__main__":
