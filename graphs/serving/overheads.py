@@ -38,9 +38,12 @@ Sources of the defaults (:meth:`EngineOverheads.for_framework`; the bound uses n
   ``M = min(2 max_num_seqs, 512)`` (``vllm/config/compilation.py``, ``cudagraph_capture_sizes``
   and ``max_cudagraph_capture_size``; ``cudagraph_mode`` ``FULL_AND_PIECEWISE`` captures full
   graphs for uniform decode batches: https://docs.vllm.ai/en/latest/design/cuda_graphs.html).
-* TensorRT-LLM: ``cuda_graph_config.enable_padding`` is off by default (an uncaptured size runs
-  without a graph, unpadded), and ``GUARANTEED_NO_EVICT`` is the default capacity policy
-  (https://nvidia.github.io/TensorRT-LLM/llm-api/reference.html, ``CudaGraphConfig``).
+* TensorRT-LLM: ``DecodeCudaGraphConfig.enable_padding`` is False by default ("if true, batches
+  are rounded up to the nearest cuda_graph_batch_size":
+  https://nvidia.github.io/TensorRT-LLM/llm-api/reference/DecodeCudaGraphConfig.html), so no
+  padding; ``GUARANTEED_NO_EVICT`` is its default capacity policy (above).
+* SGLang pads decode batches to its own ``cuda_graph_bs`` list, which differs by version and
+  GPU memory: vLLM's list stands in for it (ASSUMED).
 * CPU time: vLLM v0.6.0's profile of Llama-3-8B on one H100 put 33 % of the time in the HTTP
   API server and 29 % in scheduling and input preparation, on a GPU step of ~5 ms
   (https://blog.vllm.ai/2024/09/05/perf-update.html); V1 moved the API server, detokenisation
