@@ -12,6 +12,8 @@ output token ``d`` and kernel scale ``s``:
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
 from graphs.serving.engine import EngineConfig, Replica, Sequence
@@ -152,3 +154,36 @@ def test_framework_defaults_and_errors():
         EngineOverheads.for_framework("tgi")
     with pytest.raises(CostModelError, match="scheduler_policy"):
         EngineConfig(scheduler_policy="fifo")
+
+
+def test_defaults_by_predictor():
+    # the bound takes none; a framework's kernels take its defaults, sized to the engine's limits
+    assert EngineOverheads.default(None).is_zero
+    assert EngineOverheads.default("vllm", max_num_seqs=8) == EngineOverheads.for_framework(
+        "vllm", max_num_seqs=8
+    )
+    assert EngineOverheads.default("vllm", max_num_seqs=8).cudagraph_sizes == (1, 2, 4, 8, 16)  # M = 2 x 8
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    a=st.floats(0, 2e-3),
+    b=st.floats(0, 1e-4),
+    c=st.floats(0, 1e-6),
+    r=st.floats(0, 0.05),
+    d=st.floats(0, 1e-3),
+    s=st.floats(1.0, 3.0),
+    prompt=st.integers(1, 3000),
+    output=st.integers(1, 30),
+)
+def test_overheads_never_make_a_lone_request_faster(a, b, c, r, d, s, prompt, output):
+    """Every term adds time (kernel_scale >= 1): a lone request's TTFT and E2E never drop."""
+    reqs = [Request(0, 0.0, prompt, output)]
+    base = simulate(M, "h100", reqs)
+    ov = EngineOverheads(
+        iteration_s=a, per_seq_s=b, per_token_s=c, request_s=r, output_token_s=d, kernel_scale=s
+    )
+    got = simulate(M, "h100", reqs, overheads=ov)
+    assert got.ttft.mean >= base.ttft.mean * (1 - 1e-12)
+    assert got.e2e.mean >= base.e2e.mean * (1 - 1e-12)
+    assert got.iterations == base.iterations
