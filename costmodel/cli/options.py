@@ -87,6 +87,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "prompt_pool": (1, 10**7),
     "turns": (1, 10**4),  # graphs.serving.requests.MAX_TURNS
     "concurrency": (1, 10**7),  # graphs.serving.simulator.MAX_CONCURRENCY
+    "spec_k": (1, 256),  # graphs.serving.specdec.K_MAX_LIMIT
     "N": (1, 10**7),
     "d": (1, 65536),
 }

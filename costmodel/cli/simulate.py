@@ -62,6 +62,29 @@ def _engine(args: argparse.Namespace) -> Any:
     )
 
 
+def _spec(args: argparse.Namespace) -> Any:
+    """``--spec-*`` as a :class:`SpecConfig` (None without ``--spec-draft``)."""
+    from graphs.serving.specdec_sim import SpecConfig
+
+    from ..errors import CostModelError
+
+    if args.spec_draft is None:
+        if args.spec_accept is not None or args.spec_expected:
+            raise CostModelError("--spec-accept/--spec-expected need --spec-draft (what drafts the tokens)")
+        return None
+    if args.spec_accept is None:
+        raise CostModelError(
+            f"--spec-draft {args.spec_draft[:60]} needs --spec-accept (the rate its drafted tokens are accepted at)"
+        )
+    if args.max_rate:
+        raise CostModelError(
+            "--max-rate searches plain decoding only so far; drop --spec-draft (or give --rate)"
+        )
+    return SpecConfig.parse(
+        args.spec_draft, args.spec_k, args.spec_accept, expected=args.spec_expected, seed=args.seed
+    )
+
+
 def _check_workload(args: argparse.Namespace) -> None:
     """Refuse workload flags that do not go together, in one line naming them."""
     from ..errors import CostModelError
@@ -177,7 +200,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model), args)
-    topo, eng = _topology(args), _engine(args)
+    topo, eng, spec = _topology(args), _engine(args), _spec(args)
     common = dict(topology=topo, engine=eng)
     if args.max_rate and args.predict:
         raise CostModelError(
@@ -254,6 +277,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress=progress_bar("simulate", args.quiet, "requests"),
         predictor=Predictor.of(args.predict),
         concurrency=args.concurrency,
+        spec=spec,
         **common,
     )
     keep(args, result=res, config=cfg)
@@ -324,6 +348,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     if res.prefix_cache_hits or args.enable_prefix_caching:
         print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
+    if res.spec is not None:
+        st = res.spec
+        print(
+            f"  speculative decoding ({st.draft} drafts k = {st.k}): {st.tokens_per_verification:.2f} tokens per "
+            f"verification, {100 * st.acceptance:.1f}% of {st.drafted:,} drafted tokens accepted, the draft "
+            f"{100 * st.draft_share:.1f}% of the forward time"
+        )
     if res.goodput_requests_per_s is not None:
         print(
             f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
@@ -423,6 +454,24 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")
     sp.add_argument(
         "--link-latency", type=float, default=0.0, help="per-layer transfer latency (s), --disagg"
+    )
+    sp.add_argument(
+        "--spec-draft",
+        default=None,
+        help="speculative decoding: a catalog draft model sharing the vocabulary (e.g. llama-3.2-1b), "
+        "mtp (the model's own MTP module, e.g. deepseek-v3-mtp) or ngram (prompt lookup on the CPU: free)",
+    )
+    sp.add_argument("--spec-k", type=int, default=3, help="tokens drafted per step (with --spec-draft)")
+    sp.add_argument(
+        "--spec-accept",
+        default=None,
+        help="acceptance of the drafted tokens: one rate A in [0, 1] for every position, or k rates "
+        "a1,..,ak (each given the earlier ones accepted)",
+    )
+    sp.add_argument(
+        "--spec-expected",
+        action="store_true",
+        help="advance every sequence by the expected accepted tokens instead of seeded draws (--seed)",
     )
     sp.add_argument("--slo-ttft", type=float, default=None, help="TTFT SLO (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")

@@ -43,6 +43,8 @@ _LAZY: dict[str, str] = {
     "expected_tokens": "specdec",
     "speculative_decoding": "specdec",
     "speedup_closed_form": "specdec",
+    "SpecConfig": "specdec_sim",
+    "SpecStats": "specdec_sim",
     "attention_ffn_split": "split",
     "sram_residency": "split",
     "bubble_fraction": "parallel",

@@ -45,6 +45,7 @@ from .mixed import MixedStep
 
 if TYPE_CHECKING:
     from .predictor import PredictedStep
+    from .specdec_sim import Speculator
 from .requests import Request
 
 __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
@@ -132,9 +133,15 @@ class Replica:
     """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
 
     def __init__(
-        self, step: MixedStep | PredictedStep, num_blocks: int, cfg: EngineConfig, index: int = 0
+        self,
+        step: MixedStep | PredictedStep,
+        num_blocks: int,
+        cfg: EngineConfig,
+        index: int = 0,
+        spec: Speculator | None = None,
     ) -> None:
         self.step_cost = step
+        self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.specdec_sim)
         self.cfg = cfg
         self.num_blocks = num_blocks
         self.free_blocks = num_blocks
@@ -238,6 +245,13 @@ class Replica:
         self.preemptions += 1
         self.waiting.appendleft(victim)
 
+    def _drafts(self, s: Sequence) -> int:
+        """Tokens drafted for a decoding sequence when speculating: ``min(k, r - 1)`` with ``r``
+        tokens still to produce (its lookahead slots are allocated with it, as vLLM does)."""
+        if self.spec is None or s.generated < 1 or s.computed != s.known - 1:
+            return 0
+        return min(self.spec.k, s.req.output - s.generated - 1)
+
     def schedule(self) -> list[tuple[Sequence, int]]:
         """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
         cfg = self.cfg
@@ -248,7 +262,7 @@ class Replica:
         i = 0
         while i < len(self.running) and budget > 0:
             s = self.running[i]
-            n = min(s.known - s.computed, budget)
+            n = min(s.known - s.computed + self._drafts(s), budget)
             if not cfg.enable_chunked_prefill and n < s.known - s.computed:
                 i += 1
                 continue
@@ -299,15 +313,23 @@ class Replica:
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` plus the per-iteration overhead (s)."""
         n_dec, sum_ctx, chunks = 0, 0.0, []
+        verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         ctxs: list[float] | None = [] if self.step_cost.windowed else None
         for s, n in batch:
-            if n == 1 and s.generated >= 1 and s.computed == s.known - 1:
+            if n > 1 and s.generated >= 1 and s.computed == s.known - 1:
+                verifies.append((float(n), float(s.computed)))
+            elif n == 1 and s.generated >= 1 and s.computed == s.known - 1:
                 n_dec += 1
                 sum_ctx += s.computed + 1  # the KV length including the token being processed
                 if ctxs is not None:  # a sliding window reads min(W, ctx) of each
                     ctxs.append(s.computed + 1)
             else:
                 chunks.append((float(n), float(s.computed)))
+        if self.spec is not None:
+            return (
+                self.spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
+                + self.cfg.iteration_overhead_s
+            )
         return self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.cfg.iteration_overhead_s
 
     def finish_iteration(
@@ -318,11 +340,15 @@ class Replica:
         as disaggregated engines do: the decode instance continues from there)."""
         done, handed = [], []
         for s, n in batch:
+            extra = 0  # drafted tokens the target accepted (speculative decoding)
+            if self.spec is not None and n > 1 and s.generated >= 1 and s.computed == s.known - 1:
+                extra = self.spec.accept(s, n - 1)
+                n = 1 + extra  # the KV kept: the verified token and the accepted drafts
             s.computed += n
-            if s.computed < s.known:
+            if s.computed < s.known + extra:
                 continue  # a prefill chunk that has not reached the end of the prompt
-            s.generated += 1
-            self.emitted += 1
+            s.generated += 1 + extra
+            self.emitted += 1 + extra
             if s.first_token_s is None:
                 s.first_token_s = now
             if s.generated >= s.req.output:

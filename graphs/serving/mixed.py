@@ -264,9 +264,12 @@ class MixedStep:
         sum_ctx: float,
         chunks: Sequence[tuple[float, float]] = (),
         ctxs: Sequence[float] | None = None,
+        logit_rows: int = 0,
     ) -> float:
         """:meth:`time` from the number of decodes and the sum of their contexts (O(chunks));
         a model with sliding-window layers (:attr:`windowed`) also needs the contexts ``ctxs``.
+        ``logit_rows``: lm_head rows beyond one per sequence (speculative verification scores
+        all ``k + 1`` positions of its chunk: ``k`` more rows each, :mod:`graphs.serving.specdec_sim`).
 
         When a model's prefill tokens take other token-wise kernels than its decode tokens (MLA:
         K/V decompressed for prefill, projections absorbed for decode), the two bodies are
@@ -283,7 +286,7 @@ class MixedStep:
         else:
             t = float(self._body(n_dec)) if n_dec else 0.0
             t += sum(float(self._pre_body(c, p)) for c, p in chunks)
-        t += float(self._head(rows))
+        t += float(self._head(rows + logit_rows))
         for k in self.attention:
             t += k.time(n_dec, sum_ctx, chunks, ctxs)
         return t

@@ -69,6 +69,7 @@ from .kernel_sources import Coverage
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
 from .requests import THINK_RANGE, Request
+from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 
 __all__ = ["Topology", "SimResult", "simulate", "Summary"]
@@ -182,6 +183,7 @@ class SimResult(Result):
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
     concurrency: int | None = None  #: closed-loop clients (None: open loop)
+    spec: SpecStats | None = None  #: speculative decoding's counters (None: plain decoding)
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -211,12 +213,14 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     predictor: Predictor | None = None,
     concurrency: int | None = None,
+    spec: SpecConfig | None = None,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
     ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
     the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
-    doc); a conversation's turns (``Request.session``) are sent one after another's answer."""
+    doc); a conversation's turns (``Request.session``) are sent one after another's answer;
+    ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`, on the bound only)."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -248,10 +252,18 @@ def simulate(
     if metered:
         step.reset()  # type: ignore[union-attr]
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
+    specs: list[Speculator] = []
+    if spec is not None:
+        if metered:
+            raise CostModelError(
+                "speculative decoding is priced on the roofline bound only so far; drop the predictor"
+            )
+        specs.append(Speculator(spec, w, hw, topo.tp))
+        step, led = specs[0].target_step, specs[0].ledger
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
 
     def pool(n: int, start: int) -> list[Replica]:
-        return [Replica(step, blocks, cfg, start + i) for i in range(n)]
+        return [Replica(step, blocks, cfg, start + i, specs[0] if specs else None) for i in range(n)]
 
     if topo.disaggregated:
         front = pool(topo.prefill_replicas, 0)
@@ -351,6 +363,8 @@ def simulate(
     res = _summarise(
         w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0, concurrency
     )
+    if specs:
+        res = dataclasses.replace(res, spec=specs[0].stats())
     if not metered:
         return res
     return dataclasses.replace(
