@@ -23,7 +23,7 @@ from graphs.serving.mixed import mixed_step
 from graphs.serving.requests import Request, synthetic
 from graphs.serving.simulator import simulate
 from graphs.serving.specdec import expected_tokens
-from graphs.serving.specdec_sim import SpecConfig, Speculator
+from graphs.serving.specdec_sim import SpecConfig, Speculator, speedup_by_batch
 from graphs.serving.workload import as_workload
 
 T, D, HW = "llama-3.1-8b", "llama-3.2-1b", "h100"
@@ -190,3 +190,12 @@ def test_cli_prints_the_speculation_line(capsys):
 def test_mtp_needs_the_module():
     with pytest.raises(CostModelError, match="mtp_layers = 0"):
         Speculator(SpecConfig.parse("mtp", 1, "0.8"), as_workload(T), get_device(HW))
+
+
+def test_speedup_by_batch_falls_with_the_batch():
+    """A free draft accepted always (k = 1): at batch 1 the 2-token verify costs about one
+    weight-bound decode, so the speed-up is near E = 2; by batch 256 the token-wise kernels of
+    Llama-3.1-8B on an H100 are compute-bound for 512 tokens, and it falls well below that."""
+    rows = speedup_by_batch(T, HW, SpecConfig.parse("ngram", 1, "1"), [1, 256], output=64, waves=1)
+    assert 1.8 < rows[0].speedup < 2.0 and rows[0].tokens_per_verification == 2.0
+    assert rows[1].speedup < 0.8 * rows[0].speedup
