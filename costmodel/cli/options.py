@@ -106,6 +106,7 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "overhead_s": (0.0, 10.0, True),
     "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),
+    "prefix_eps": (0.0, 1e3, True),  # graphs.serving.routing.EPS_RANGE
 }
 
 

@@ -43,8 +43,9 @@ def _topology(args: argparse.Namespace) -> Any:
             router=args.router,
             link_bandwidth=args.link_bandwidth,
             link_latency=args.link_latency,
+            prefix_eps=args.prefix_eps,
         )
-    return Topology(replicas=args.replicas, tp=args.tp, router=args.router)
+    return Topology(replicas=args.replicas, tp=args.tp, router=args.router, prefix_eps=args.prefix_eps)
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -348,6 +349,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     if res.prefix_cache_hits or args.enable_prefix_caching:
         print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
+    if res.prefix_routed is not None:
+        print(
+            f"  prefix router: {res.prefix_routed[0]:,} request(s) sent where their prefix or conversation is, "
+            f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {args.prefix_eps:g})"
+        )
     if res.spec is not None:
         st = res.spec
         print(
@@ -446,9 +452,17 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
     sp.add_argument(
         "--router",
-        choices=("round_robin", "least_outstanding"),
+        choices=("round_robin", "least_outstanding", "prefix"),
         default="least_outstanding",
-        help="how requests pick a replica: in turn, or the fewest tokens still to process",
+        help="how requests pick a replica: in turn, the fewest tokens still to process, or prefix: "
+        "where the request's prefix (or conversation) is cached, within --prefix-eps",
+    )
+    sp.add_argument(
+        "--prefix-eps",
+        type=float,
+        default=0.5,
+        help="--router prefix load bound: a replica holding more than (1 + eps) x the mean outstanding "
+        "tokens is passed over for the least-outstanding one (dimensionless)",
     )
     sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")

@@ -45,6 +45,8 @@ _LAZY: dict[str, str] = {
     "speedup_closed_form": "specdec",
     "SpecConfig": "specdec_sim",
     "SpecStats": "specdec_sim",
+    "speedup_by_batch": "specdec_sim",
+    "PrefixRouter": "routing",
     "attention_ffn_split": "split",
     "sram_residency": "split",
     "bubble_fraction": "parallel",

@@ -4,8 +4,9 @@ Replicas (:class:`graphs.serving.engine.Replica`) run continuous batching with c
 and a paged KV cache; every iteration costs the roofline step of its exact batch
 (:class:`graphs.serving.mixed.MixedStep`, compiled once: no sympy per iteration). Topologies:
 
-* one replica, or ``replicas`` behind a router: ``round_robin`` or ``least_outstanding`` (the
-  fewest prompt + output tokens still to process);
+* one replica, or ``replicas`` behind a router: ``round_robin``, ``least_outstanding`` (the
+  fewest prompt + output tokens still to process) or ``prefix`` (where the request's prefix or
+  conversation is cached, within a load bound: :mod:`graphs.serving.routing`);
 * disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
   (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
   the terms of :mod:`graphs.serving.disagg`) to the least-loaded of ``decode`` replicas.
@@ -23,9 +24,10 @@ How requests are sent, as benchmark clients send them:
   request waits for a free client after its scheduled time (``vllm bench serve --request-rate R
   --max-concurrency N``'s semaphore, vllm PR 9390; AIPerf's "request rate with max concurrency").
 
-A conversation's cached history lives on the replica that served its previous turn; the routers
-know no session affinity, so with several replicas a later turn hits the cache only when it is
-routed back there (a disaggregated pool keeps it on the decode side, a miss for the prefill side).
+A conversation's cached history lives on the replica that served its previous turn; only the
+``prefix`` router keeps a conversation there (session affinity), so with the others a later turn
+hits the cache only when it is routed back there (a disaggregated pool keeps it on the decode
+side, a miss for the prefill side).
 
 What is measured, as those tools measure it (NIM's benchmarking metrics,
 https://docs.nvidia.com/nim/benchmarking/llm/metrics): TTFT is the first streamed token's time
@@ -69,12 +71,13 @@ from .kernel_sources import Coverage
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
 from .requests import THINK_RANGE, Request
+from .routing import PrefixRouter, least_outstanding
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 
 __all__ = ["Topology", "SimResult", "simulate", "Summary"]
 
-ROUTERS = ("round_robin", "least_outstanding")
+ROUTERS = ("round_robin", "least_outstanding", "prefix")
 MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
 #: KV-transfer link bandwidths accepted (bytes/s): 1 MB/s to 1 PB/s
 LINK_BANDWIDTH_RANGE = (1e6, 1e15)
@@ -92,6 +95,7 @@ class Topology(Result):
     decode_replicas: int = 0
     link_bandwidth: float | None = None  #: bytes/s per direction for the KV transfer (disaggregated)
     link_latency: float = 0.0  #: s per layer's transfer
+    prefix_eps: float = 0.5  #: router prefix: load bound, (1 + eps) x the mean outstanding tokens
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -112,6 +116,7 @@ class Topology(Result):
                     f"link_bandwidth must be in [{bw_lo:g}, {bw_hi:g}] bytes/s for a disaggregated "
                     f"topology, got {bw!r}"
                 )
+        PrefixRouter(self.prefix_eps)  # validates eps
         lat = self.link_latency
         if not (isinstance(lat, int | float) and 0 <= lat <= 1):
             raise CostModelError(f"link_latency must be in [0, 1] s per layer, got {lat!r}")
@@ -184,6 +189,8 @@ class SimResult(Result):
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
     concurrency: int | None = None  #: closed-loop clients (None: open loop)
     spec: SpecStats | None = None  #: speculative decoding's counters (None: plain decoding)
+    #: router prefix: (requests sent where their prefix or conversation is, those the load bound sent elsewhere)
+    prefix_routed: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -302,14 +309,17 @@ def simulate(
         release(queued.popleft(), 0.0)
     rr = itertools.cycle(range(len(front)))
     rr_back = itertools.cycle(range(len(back)))
+    by_prefix = {id(front): PrefixRouter(topo.prefix_eps), id(back): PrefixRouter(topo.prefix_eps)}
     in_flight: dict[int, list[tuple[Seq, int]]] = {}
     finished = 0
     emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
 
-    def route(pool_: list[Replica], cycle: Any) -> Replica:
+    def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
         if topo.router == "round_robin":
             return pool_[next(cycle)]
-        return min(pool_, key=lambda r: (r.outstanding, r.index))
+        if topo.router == "prefix":
+            return by_prefix[id(pool_)].pick(pool_, s)
+        return least_outstanding(pool_)
 
     def kick(rep: Replica, now: float) -> None:
         if rep.busy_until is not None or rep.idle:
@@ -328,13 +338,13 @@ def simulate(
         if kind == "arrive":
             if obj.req.arrival_s != now:  # sent later than its arrival_s: that is its send time
                 obj.req = dataclasses.replace(obj.req, arrival_s=now)
-            rep = route(front, rr)
+            rep = route(front, rr, obj)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
             kick(rep, now)
         elif kind == "kv":
             obj.stop_after_prefill = False
-            rep = route(back, rr_back)
+            rep = route(back, rr_back, obj)
             obj.computed = obj.req.prompt  # the decode instance holds the transferred prompt KV
             _admit_transferred(rep, obj)
             kick(rep, now)
@@ -365,6 +375,11 @@ def simulate(
     )
     if specs:
         res = dataclasses.replace(res, spec=specs[0].stats())
+    if topo.router == "prefix":
+        routers = {id(r): r for r in by_prefix.values()}.values()  # one when not disaggregated
+        res = dataclasses.replace(
+            res, prefix_routed=(sum(r.affine for r in routers), sum(r.bounded for r in routers))
+        )
     if not metered:
         return res
     return dataclasses.replace(
