@@ -12,11 +12,12 @@
    tree at routing time, so that a burst of one prefix is not spread before the first computes);
 4. otherwise the least-outstanding replica (the fewest prompt + output tokens still to process).
 
-Load bound (bounded-load consistent hashing's rule, Mirrokni, Thorup and Zadimoghaddam 2018: no
-server above (1 + eps) x the average load): when the chosen replica's outstanding tokens exceed ``(1 + eps)`` times the pool's
-mean, the request goes to the least-outstanding replica instead (a cache hit is not worth a queue;
-Ray Serve's ``PrefixCacheAffinityRouter`` and vLLM production-stack's load-aware routing make the
-same trade, https://docs.ray.io/en/latest/serve/llm/prefix-aware-request-router.html). Requests
+Load bound (the rule of bounded-load consistent hashing, Mirrokni, Thorup and Zadimoghaddam
+2018: no server above ``(1 + eps)`` x the average load): when the chosen replica's outstanding
+tokens exceed ``(1 + eps)`` times the pool's mean, the request goes to the least-outstanding
+replica instead (a cache hit is not worth a queue; Ray Serve's ``PrefixCacheAffinityRouter`` and
+vLLM production-stack's load-aware routing make the same trade,
+https://docs.ray.io/en/latest/serve/llm/prefix-aware-request-router.html). Requests
 without a prefix or session are routed least-outstanding.
 """
 
