@@ -86,6 +86,33 @@ def _spec(args: argparse.Namespace) -> Any:
     )
 
 
+def _tiers(args: argparse.Namespace) -> Any:
+    """``--host-kv-bytes`` and the rest as a :class:`KVTierConfig` (None without a host tier)."""
+    from graphs.serving.kv_tiers import KVTierConfig
+
+    from ..errors import CostModelError
+
+    if not args.host_kv_bytes:
+        given = [
+            f
+            for f, v in (
+                ("--host-link-bandwidth", args.host_link_bandwidth),
+                ("--ssd-kv-bytes", args.ssd_kv_bytes),
+                ("--ssd-bandwidth", args.ssd_bandwidth),
+            )
+            if v
+        ]
+        if given:
+            verb = "needs" if len(given) == 1 else "need"
+            raise CostModelError(f"{'/'.join(given)} {verb} a host-memory tier: give --host-kv-bytes")
+        return None
+    if not args.enable_prefix_caching:
+        raise CostModelError("--host-kv-bytes keeps evicted prefixes: give --enable-prefix-caching")
+    if args.ssd_kv_bytes and args.ssd_bandwidth is None:
+        raise CostModelError("--ssd-kv-bytes needs --ssd-bandwidth (bytes/s of the drive)")
+    return KVTierConfig(args.host_kv_bytes, args.host_link_bandwidth, args.ssd_kv_bytes, args.ssd_bandwidth)
+
+
 def _check_workload(args: argparse.Namespace) -> None:
     """Refuse workload flags that do not go together, in one line naming them."""
     from ..errors import CostModelError
@@ -201,7 +228,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model), args)
-    topo, eng, spec = _topology(args), _engine(args), _spec(args)
+    topo, eng, spec, tiers = _topology(args), _engine(args), _spec(args), _tiers(args)
     common = dict(topology=topo, engine=eng)
     if args.max_rate and args.predict:
         raise CostModelError(
@@ -279,6 +306,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         predictor=Predictor.of(args.predict),
         concurrency=args.concurrency,
         spec=spec,
+        kv_tiers=tiers,
         **common,
     )
     keep(args, result=res, config=cfg)
@@ -349,6 +377,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     if res.prefix_cache_hits or args.enable_prefix_caching:
         print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
+    if res.kv_tiers is not None:
+        kt = res.kv_tiers
+        gpu = res.prefix_cache_hits - kt.host_hits - kt.ssd_hits
+        print(
+            f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,}, SSD {kt.ssd_hits:,}; loads "
+            f"{kt.load_s * 1e3:,.1f} ms in all over the {kt.host_bandwidth / 1e9:g} GB/s host link, "
+            f"{kt.exposed_s * 1e3:,.1f} ms of it not hidden by compute (added to TTFTs)"
+        )
     if res.prefix_routed is not None:
         print(
             f"  prefix router: {res.prefix_routed[0]:,} request(s) sent where their prefix or conversation is, "
@@ -486,6 +522,28 @@ def add_simulate_parser(sub: Any) -> None:
         "--spec-expected",
         action="store_true",
         help="advance every sequence by the expected accepted tokens instead of seeded draws (--seed)",
+    )
+    sp.add_argument(
+        "--host-kv-bytes",
+        type=float,
+        default=0.0,
+        help="host memory for evicted prefix KV per replica (bytes; 0: none; with --enable-prefix-caching)",
+    )
+    sp.add_argument(
+        "--host-link-bandwidth",
+        type=float,
+        default=None,
+        help="device-host link per direction per device (bytes/s; default the catalog's host link: PCIe "
+        "Gen5 64e9 on H100/H200, NVLink-C2C 450e9 on GB200)",
+    )
+    sp.add_argument(
+        "--ssd-kv-bytes",
+        type=float,
+        default=0.0,
+        help="local SSD below host memory per replica (bytes; 0: none)",
+    )
+    sp.add_argument(
+        "--ssd-bandwidth", type=float, default=None, help="SSD read bandwidth per device (bytes/s)"
     )
     sp.add_argument("--slo-ttft", type=float, default=None, help="TTFT SLO (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")

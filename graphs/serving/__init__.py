@@ -47,6 +47,8 @@ _LAZY: dict[str, str] = {
     "SpecStats": "specdec_sim",
     "speedup_by_batch": "specdec_sim",
     "PrefixRouter": "routing",
+    "KVTierConfig": "kv_tiers",
+    "TierStats": "kv_tiers",
     "attention_ffn_split": "split",
     "sram_residency": "split",
     "bubble_fraction": "parallel",

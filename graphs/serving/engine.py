@@ -44,6 +44,7 @@ from costmodel.errors import CostModelError
 from .mixed import MixedStep
 
 if TYPE_CHECKING:
+    from .kv_tiers import KVTiers
     from .predictor import PredictedStep
     from .specdec_sim import Speculator
 from .requests import Request
@@ -139,9 +140,11 @@ class Replica:
         cfg: EngineConfig,
         index: int = 0,
         spec: Speculator | None = None,
+        tiers: KVTiers | None = None,
     ) -> None:
         self.step_cost = step
         self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.specdec_sim)
+        self.tiers = tiers  #: host memory / SSD below the GPU's prefix cache (graphs.serving.kv_tiers)
         self.cfg = cfg
         self.num_blocks = num_blocks
         self.free_blocks = num_blocks
@@ -195,7 +198,10 @@ class Replica:
         first) when the free ones do not suffice; the caller checked that eviction suffices."""
         while need > self.free_blocks:
             pid = min((k for k, e in self.prefixes.items() if e[2] == 0), key=lambda k: self.prefixes[k][3])
-            self.free_blocks += self.prefixes.pop(pid)[0]
+            blocks = self.prefixes.pop(pid)[0]
+            self.free_blocks += blocks
+            if self.tiers is not None:  # moved down a tier, not dropped
+                self.tiers.demote(pid, blocks)
         self.free_blocks -= need
 
     def _release(self, s: Sequence) -> None:
@@ -236,6 +242,17 @@ class Replica:
         e[0] += own
         e[1] = e[0] * self.cfg.block_size
         s.blocks -= own
+
+    def _promote(self, pid: int) -> None:
+        """A prefix held only in a lower tier is loaded back into GPU blocks, when they can be
+        found (its transfer time is charged to this iteration: :mod:`graphs.serving.kv_tiers`)."""
+        assert self.tiers is not None
+        found = self.tiers.find(pid)
+        if found is None or found[1] > self.free_blocks + self._evictable():
+            return
+        self._take(found[1])
+        n = self.tiers.load(pid)
+        self.prefixes[pid] = [n, n * self.cfg.block_size, 0, self._tick]
 
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
@@ -285,6 +302,10 @@ class Replica:
         while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
             s = self.waiting[0]
             cached = None
+            pid = s.req.prefix_id
+            if self.tiers is not None and cfg.enable_prefix_caching and s.computed == 0 and pid is not None:
+                if pid not in self.prefixes:
+                    self._promote(pid)
             if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
                 cached = self.prefixes[s.req.prefix_id]
                 cached[2] += 1  # referenced from here on: never evicted to make room for its user
@@ -326,11 +347,12 @@ class Replica:
             else:
                 chunks.append((float(n), float(s.computed)))
         if self.spec is not None:
-            return (
-                self.spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
-                + self.cfg.iteration_overhead_s
-            )
-        return self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.cfg.iteration_overhead_s
+            t = self.spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
+        else:
+            t = self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs)
+        if self.tiers is not None:  # prefix loads from a lower tier, overlapped with the compute
+            t += self.tiers.exposed(t)
+        return t + self.cfg.iteration_overhead_s
 
     def finish_iteration(
         self, batch: list[tuple[Sequence, int]], now: float

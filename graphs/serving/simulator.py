@@ -68,6 +68,7 @@ from models.config import ModelConfig
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kernel_sources import Coverage
+from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
 from .requests import THINK_RANGE, Request
@@ -191,6 +192,7 @@ class SimResult(Result):
     spec: SpecStats | None = None  #: speculative decoding's counters (None: plain decoding)
     #: router prefix: (requests sent where their prefix or conversation is, those the load bound sent elsewhere)
     prefix_routed: tuple[int, int] | None = None
+    kv_tiers: TierStats | None = None  #: prefix hits from host memory / SSD and their load time
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -221,13 +223,15 @@ def simulate(
     predictor: Predictor | None = None,
     concurrency: int | None = None,
     spec: SpecConfig | None = None,
+    kv_tiers: KVTierConfig | None = None,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
     ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
     the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
     doc); a conversation's turns (``Request.session``) are sent one after another's answer;
-    ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`, on the bound only)."""
+    ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`, on the bound only);
+    ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`)."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -268,9 +272,29 @@ def simulate(
         specs.append(Speculator(spec, w, hw, topo.tp))
         step, led = specs[0].target_step, specs[0].ledger
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
+    tiered = kv_tiers is not None and kv_tiers.enabled
+    host_bw = 0.0
+    if tiered:
+        assert kv_tiers is not None
+        if not cfg.enable_prefix_caching:
+            raise CostModelError("KV-cache tiers hold evicted prefixes: they need enable_prefix_caching")
+        if kv_tiers.host_bandwidth is not None:
+            host_bw = kv_tiers.host_bandwidth
+        elif any(lk.name == "host" for lk in hw.links):
+            host_bw = as_float(hw.link("host").bandwidth_bytes_per_s)
+        else:
+            raise CostModelError(
+                f"device {hw.name} has no sourced host link in the catalog; give the host link bandwidth (bytes/s, --host-link-bandwidth)"
+            )
 
     def pool(n: int, start: int) -> list[Replica]:
-        return [Replica(step, blocks, cfg, start + i, specs[0] if specs else None) for i in range(n)]
+        def tiers() -> KVTiers | None:
+            if not tiered:
+                return None
+            assert kv_tiers is not None
+            return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
+
+        return [Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers()) for i in range(n)]
 
     if topo.disaggregated:
         front = pool(topo.prefill_replicas, 0)
@@ -375,6 +399,10 @@ def simulate(
     )
     if specs:
         res = dataclasses.replace(res, spec=specs[0].stats())
+    if tiered:
+        res = dataclasses.replace(
+            res, kv_tiers=tier_stats([r.tiers for r in replicas if r.tiers is not None])
+        )
     if topo.router == "prefix":
         routers = {id(r): r for r in by_prefix.values()}.values()  # one when not disaggregated
         res = dataclasses.replace(
