@@ -199,3 +199,23 @@ def test_speedup_by_batch_falls_with_the_batch():
     rows = speedup_by_batch(T, HW, SpecConfig.parse("ngram", 1, "1"), [1, 256], output=64, waves=1)
     assert 1.8 < rows[0].speedup < 2.0 and rows[0].tokens_per_verification == 2.0
     assert rows[1].speedup < 0.8 * rows[0].speedup
+
+
+def test_mtp_drafts_with_the_module_and_mla_verifies_on_the_decode_path():
+    """DeepSeek-V3 with its MTP module: the target is the model without it, and a verify of
+    p + 1 = 3 positions after c = 1000 cached runs as 3 decodes at 1001..1003 (MLA's absorbed
+    decode path, not a chunk that decompresses its 1,000-token prefix); each of the 2 drafted
+    tokens is one MTP forward: the step with the module minus the one without, at 1001 and 1002."""
+    import dataclasses
+
+    from models import get_model
+
+    hw = get_device("h200")
+    full = get_model("deepseek-v3-mtp")
+    base = dataclasses.replace(full, mtp_layers=0)
+    sp = Speculator(SpecConfig.parse("mtp", 2, "0.8"), as_workload(full), hw, tp=8)
+    ms_full, ms_base = mixed_step(full, hw, tp=8), mixed_step(base, hw, tp=8)
+    t = sp.iteration_time(0, 0.0, [], None, [(3.0, 1000.0)])
+    draft = sum(ms_full.time([c]) - ms_base.time([c]) for c in (1001, 1002))
+    assert t == pytest.approx(ms_base.time([1001, 1002, 1003]) + draft, rel=1e-9)
+    assert sp.draft_s == pytest.approx(draft, rel=1e-9) and 0 < draft < 0.2 * t

@@ -32,7 +32,8 @@ speculating sequences at contexts ``c_i + 1 + j`` and the iteration's prefill ch
     T = T_{target}(D, \\{(p_i + 1, c_i)\\}, P) + F(n, \\textstyle\\sum (c_i + 1), P)
         + \\sum_{j=1}^{k-1} F(n_j, \\textstyle\\sum (c_i + 1 + j), \\varnothing)
 
-(``n_j`` the sequences drafting more than ``j`` tokens): one forward of the proposer per drafted
+(``n_j`` the sequences drafting more than ``j`` tokens; for MLA models the verify runs on the
+decode path, :meth:`Speculator.iteration_time`): one forward of the proposer per drafted
 token (a separate draft model's decode; DeepSeek-V3's MTP module reused for every position, as
 vLLM reuses it beyond ``num_nextn_predict_layers``), the first also prefilling the prompts'
 chunks so that the proposer holds their KV. ``mtp``'s ``F`` is the MTP nodes' time: the mixed
@@ -234,10 +235,26 @@ class Speculator:
         ctxs: list[float] | None,
         verifies: list[tuple[float, float]],
     ) -> float:
-        """Target forward (verifications as chunks with all their logits) plus the proposer's."""
-        target = self.target_step.time_sums(
-            n_dec, sum_ctx, chunks + verifies, ctxs, logit_rows=int(sum(n - 1 for n, _ in verifies))
-        )
+        """Target forward (verifications as chunks with all their logits) plus the proposer's.
+
+        A model whose prefill chunks take other token-wise kernels than its decodes (MLA, which
+        decompresses a chunk's cached prefix) verifies on the decode path instead, as its decode
+        kernels take the ``p + 1`` queries (FlashMLA): ``p + 1`` decodes at contexts
+        ``c + 1 .. c + p + 1``, each with its own lm_head row (the cache is then counted as read
+        ``p + 1`` times: an upper bound on that part)."""
+        step = self.target_step
+        if not step.shared_body:
+            for n, c in verifies:
+                more = [c + 1 + j for j in range(int(n))]
+                n_dec += len(more)
+                sum_ctx += float(sum(more))
+                if ctxs is not None:
+                    ctxs.extend(more)
+            target = step.time_sums(n_dec, sum_ctx, chunks, ctxs)
+        else:
+            target = step.time_sums(
+                n_dec, sum_ctx, chunks + verifies, ctxs, logit_rows=int(sum(n - 1 for n, _ in verifies))
+            )
         draft = self.draft_time(verifies, chunks)
         self.draft_s += draft
         self.iteration_s += target + draft
