@@ -101,3 +101,19 @@ def test_cli_refuses_bad_tier_flags_in_one_line(args, needle, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("device", "per_direction"),
+    [
+        ("h100-sxm", 64e9),  # H100 datasheet: PCIe Gen5 128 GB/s both directions together
+        ("h200-sxm", 64e9),  # H200 datasheet: the same PCIe Gen5 x16
+        ("gb200", 450e9),  # NVLink-C2C 900 GB/s bidirectional
+    ],
+)
+def test_catalog_host_links(device, per_direction):
+    from costmodel.cost import as_float
+    from costmodel.hardware import get_device
+
+    lk = get_device(device).link("host")
+    assert as_float(lk.bandwidth_bytes_per_s) == per_direction and lk.source

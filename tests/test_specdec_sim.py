@@ -11,6 +11,8 @@ simulator's own mixed step.
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.cli import main
 from costmodel.errors import CostModelError
@@ -219,3 +221,23 @@ def test_mtp_drafts_with_the_module_and_mla_verifies_on_the_decode_path():
     draft = sum(ms_full.time([c]) - ms_base.time([c]) for c in (1001, 1002))
     assert t == pytest.approx(ms_base.time([1001, 1002, 1003]) + draft, rel=1e-9)
     assert sp.draft_s == pytest.approx(draft, rel=1e-9) and 0 < draft < 0.2 * t
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    k=st.integers(1, 6),
+    rates=st.lists(st.floats(0, 1), min_size=6, max_size=6),
+    seed=st.integers(0, 2**16),
+    expected=st.booleans(),
+)
+def test_every_request_gets_exactly_its_tokens(k, rates, seed, expected):
+    """Invariants whatever the profile: every request finishes with exactly its output tokens
+    (the simulator checks the emitted count), never more than k + 1 per verification, never more
+    accepted than drafted."""
+    reqs = synthetic(20, rate=200.0, prompt="uniform:10,300", output="uniform:1,60", seed=seed % 97)
+    sp = SpecConfig("ngram", k, tuple(rates[:k]), expected, seed)
+    res = simulate("tiny", HW, reqs, spec=sp)
+    st_ = res.spec
+    assert res.requests == 20 and st_.accepted <= st_.drafted
+    if st_.verifications:
+        assert 1.0 <= st_.tokens_per_verification <= k + 1
