@@ -106,7 +106,7 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "overhead_s": (0.0, 10.0, True),
     "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),
-    "prefix_eps": (0.0, 1e3, True),  # graphs.serving.routing.EPS_RANGE
+    "prefix_eps": (0.0, 1e3, True),  # graphs.serving.replica_routing.EPS_RANGE
     "host_kv_bytes": (0.0, 1e15, True),  # graphs.serving.kv_tiers.BYTES_RANGE
     "ssd_kv_bytes": (0.0, 1e15, True),
     "host_link_bandwidth": (1e6, 1e13, True),  # graphs.serving.kv_tiers.BANDWIDTH_RANGE

@@ -46,7 +46,7 @@ _LAZY: dict[str, str] = {
     "SpecConfig": "specdec_sim",
     "SpecStats": "specdec_sim",
     "speedup_by_batch": "specdec_sim",
-    "PrefixRouter": "routing",
+    "PrefixRouter": "replica_routing",
     "KVTierConfig": "kv_tiers",
     "TierStats": "kv_tiers",
     "attention_ffn_split": "split",

@@ -6,7 +6,7 @@ and a paged KV cache; every iteration costs the roofline step of its exact batch
 
 * one replica, or ``replicas`` behind a router: ``round_robin``, ``least_outstanding`` (the
   fewest prompt + output tokens still to process) or ``prefix`` (where the request's prefix or
-  conversation is cached, within a load bound: :mod:`graphs.serving.routing`);
+  conversation is cached, within a load bound: :mod:`graphs.serving.replica_routing`);
 * disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
   (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
   the terms of :mod:`graphs.serving.disagg`) to the least-loaded of ``decode`` replicas.
@@ -72,7 +72,7 @@ from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
 from .requests import THINK_RANGE, Request
-from .routing import PrefixRouter, least_outstanding
+from .replica_routing import PrefixRouter, least_outstanding
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 

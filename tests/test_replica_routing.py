@@ -1,4 +1,4 @@
-"""Prefix-aware routing (graphs.serving.routing) on hand-countable cases."""
+"""Prefix-aware routing (graphs.serving.replica_routing) on hand-countable cases."""
 
 import pytest
 
