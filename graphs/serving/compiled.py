@@ -32,7 +32,6 @@ True
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes, step
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import ROLE, NodeKind, Phase, Role
 from costmodel.ledger import Overhead
+from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
@@ -210,19 +210,17 @@ class CompiledStep:
 
 #: most compiled steps kept in this process (least recently used dropped first)
 CACHE_SIZE = 256
-_CACHE: OrderedDict[tuple[Any, ...], CompiledStep] = OrderedDict()
-_STATS = {"hits": 0, "misses": 0}
+_CACHE: BoundedCache[CompiledStep] = BoundedCache("compiled_step", CACHE_SIZE)
 
 
 def clear_compiled_cache() -> None:
     """Forget every compiled step (tests; a catalog edit already changes the key)."""
     _CACHE.clear()
-    _STATS.update(hits=0, misses=0)
 
 
 def compiled_cache_info() -> dict[str, int]:
     """Hits, misses and current size of the in-process cache."""
-    return {**_STATS, "size": len(_CACHE)}
+    return _CACHE.info()
 
 
 def _scale_experts(g: nx.DiGraph, ep: int) -> nx.DiGraph:
@@ -257,12 +255,12 @@ def compiled_step(
     if chunked and ph != Phase.PREFILL:
         raise CostModelError("chunked applies to prefill (a chunk attends over a cached prefix)")
     key = (w.config, hw, ph, tp, ep, chunked, logits)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        _STATS["hits"] += 1
-        _CACHE.move_to_end(key)
-        return hit
-    _STATS["misses"] += 1
+    return _CACHE.get_or_build(key, lambda: _compile(w, hw, ph, tp, ep, chunked, logits))
+
+
+def _compile(
+    w: Workload, hw: Hardware, ph: Phase, tp: int, ep: int, chunked: bool, logits: str
+) -> CompiledStep:
     if ph == Phase.DECODE:
         syms: tuple[sympy.Symbol, ...] = (B_sym, ctx_sym)
         dims: tuple[str, ...] = ("batch", "ctx")
@@ -276,11 +274,7 @@ def compiled_step(
     if ep > 1:
         g = _scale_experts(g, ep)
     label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
-    c = CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
-    _CACHE[key] = c
-    if len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return c
+    return CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
 
 
 def decode_memory(

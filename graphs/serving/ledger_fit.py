@@ -23,6 +23,7 @@ from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
 from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_context
+from costmodel.memo import BoundedCache
 from costmodel.results import Result
 from models.config import ModelConfig
 
@@ -109,7 +110,7 @@ def model_ledger(
 
 
 #: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
-_LEDGERS: dict[tuple[Any, ...], MemoryLedger] = {}
+_LEDGERS: BoundedCache[MemoryLedger] = BoundedCache("ledger", 256)
 
 
 def build_ledger(
@@ -124,13 +125,12 @@ def build_ledger(
         overhead,
         act if act is None or isinstance(act, int | float) else str(act),
     )
-    led = _LEDGERS.get(key)
-    if led is None:
-        led = model_ledger(w, phase=phase, seq=seq, tp=tp, overhead=overhead, activation_bytes_per_token=act)
-        if len(_LEDGERS) >= 256:
-            _LEDGERS.clear()
-        _LEDGERS[key] = led
-    return led
+    return _LEDGERS.get_or_build(
+        key,
+        lambda: model_ledger(
+            w, phase=phase, seq=seq, tp=tp, overhead=overhead, activation_bytes_per_token=act
+        ),
+    )
 
 
 def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, Any]:
