@@ -25,9 +25,9 @@ def test_a_bad_bound_is_refused():
 
 
 def test_the_engine_caches_are_bounded():
-    import graphs.serving.compiled  # noqa: F401  (registers its cache)
-    import graphs.serving.ledger_fit  # noqa: F401
-    import graphs.serving.mixed  # noqa: F401
+    import graphs.serving.compiled
+    import graphs.serving.ledger_fit
+    import graphs.serving.mixed
     import graphs.serving.totals  # noqa: F401
 
     caches = all_caches()

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity"]
+__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity", "analysis"]
 
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
@@ -118,18 +118,22 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
     return rep
 
 
-def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str) -> Any:
+def capacity(
+    args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str, card: Any = None
+) -> Any:
     """Does this command's point fit (:class:`graphs.serving.fit_check.CapacityCheck`)? From the
     cached card's ledger when there is one, else from the library; a point that does not fit
-    is checked again by the library, which also says how many devices it needs."""
+    is checked again by the library, which also says how many devices it needs. ``card``: a
+    card already read (``model analyze``'s analysis card holds the ledger too)."""
     from graphs.serving.cards import CardError
     from graphs.serving.fit_check import capacity_from_card
 
     from ..formcache import load
 
     tokens = args.ctx if kind == "decode" else args.seq
-    key = card_key(args, kind)
-    card = load(key) if key else None
+    if card is None:
+        key = card_key(args, kind)
+        card = load(key) if key else None
     if isinstance(card, dict):
         try:
             chk = capacity_from_card(card, batch=args.batch, tokens=tokens)
@@ -140,3 +144,36 @@ def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], An
     from graphs.serving.ledger_fit import capacity_check
 
     return capacity_check(config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp)
+
+
+def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:
+    """``model analyze``'s :class:`~graphs.serving.analysis.ModelAnalysis`: from the cached
+    analysis card when there is one, else from a card built now (and stored), else from the
+    library directly; the roof notes of the device; and the card (None without one)."""
+    from graphs.serving.cards import CardError, analysis_from_card, build_analysis_card, card_notes
+
+    from ..formcache import load, save
+
+    key = card_key(args, f"analysis-{args.phase}")
+    card = load(key) if key else None
+    point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
+    if card is not None:
+        try:
+            return analysis_from_card(card, **point), card_notes(card), card
+        except CardError:
+            pass  # stale or tampered: rebuild
+    cfg = config(args)
+    try:
+        card = build_analysis_card(cfg, args.device, args.phase, tp=args.tp)
+        result = analysis_from_card(card, **point), card_notes(card), card
+    except CardError:  # a form the card cannot hold: the library's compiled path
+        from graphs import analyze
+
+        from ..hardware import get_device
+        from ..hardware.fallback import roof_notes
+
+        rep = analyze(cfg, args.device, args.phase, tp=args.tp, **point)
+        return rep, roof_notes(get_device(args.device)), None
+    if key:
+        save(key, card)
+    return result

@@ -170,7 +170,7 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
     reproduce its check point.
     """
     try:
-        kind = card["kind"]
+        kind = card["phase"] if card["kind"] == "analysis" else card["kind"]
         args = _ARGS[kind]
         led = card["ledger"]
         cap = float(led["capacity"])
