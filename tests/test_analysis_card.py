@@ -66,3 +66,25 @@ def test_the_cli_serves_analyze_from_the_card_without_sympy(tmp_path):
     again = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert again.stdout == first + "NO-SYMPY\n"  # the same answer, and sympy never imported
     assert "tp=2" in first.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "batch", "ctx", "tp"),
+    [
+        ("llama-3.1-8b", 64, 8000, 1),  # does not fit: the verdict and both limits
+        ("gpt-oss-20b", 30, 20000, 1),  # windowed layers: the capped KV split
+        ("mamba2-2.7b", 9, 4096, 1),  # recurrent state
+        ("llama-3.1-70b", 40, 4096, 4),
+    ],
+)
+def test_the_decode_ledger_from_a_card_equals_the_library(model, batch, ctx, tp):
+    from graphs import capacity
+    from graphs.serving.cards import build_decode_card
+    from graphs.serving.fit_check import capacity_report_from_card
+    from models import get_model
+
+    card = json.loads(json.dumps(build_decode_card(model, "h100", tp=tp)))
+    limit = get_model(model).max_context
+    got = capacity_report_from_card(card, batch=batch, ctx=ctx, model_limit=limit).to_dict()
+    want = capacity(model, "h100", batch=batch, ctx=ctx, tp=tp).to_dict()
+    assert _close(got, want)

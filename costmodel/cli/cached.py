@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity", "analysis"]
+__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity", "analysis", "ledger_report", "default_overhead"]
 
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
@@ -177,3 +177,47 @@ def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], An
     if key:
         save(key, card)
     return result
+
+
+def default_overhead(args: argparse.Namespace) -> bool:
+    """``--overhead-policy``/``--overhead`` as their defaults (no overhead): the ledger a card holds."""
+    return bool(args.overhead_policy == "fraction_of_sum" and str(args.overhead).strip() in ("0", "0.0"))
+
+
+def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any | None:
+    """``costmodel ledger``'s decode report from the decode card (cached, or built now and
+    stored, as ``decode`` does), or None where a card cannot answer it: a prefill ledger, a
+    non-default overhead or activation assumption (the card holds the default ledger), or a
+    card that does not read back. The caller then asks the library."""
+    from graphs.serving.cards import CardError, build_decode_card
+    from graphs.serving.fit_check import capacity_report_from_card
+    from models.context import context_limit
+    from models.resolver import config_data
+
+    from ..errors import CostModelError
+    from ..formcache import load, save
+
+    if args.phase != "decode" or not default_overhead(args) or args.act_bytes_per_token is not None:
+        return None
+    if not (type(args.batch) is int and args.batch >= 1 and type(args.ctx) is int and args.ctx >= 1):
+        return None  # the library says what is wrong with them
+    try:
+        lim = context_limit(config_data(args.model))
+    except (CostModelError, OSError, ValueError):
+        return None
+    limit = lim.tokens if lim is not None else None
+    key = card_key(args, "decode")
+    card = load(key) if key else None
+    if card is not None:
+        try:
+            return capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit)
+        except CardError:
+            pass  # stale or tampered: rebuild
+    try:
+        card = build_decode_card(config(args), args.device, tp=args.tp)
+        rep = capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit)
+    except CardError:
+        return None
+    if key:
+        save(key, card)
+    return rep

@@ -11,7 +11,6 @@ dtype, tensor parallelism) flows through without a separate formula.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -22,13 +21,12 @@ from costmodel.errors import CostModelError
 from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
-from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_context
+from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
 from costmodel.memo import BoundedCache
-from costmodel.results import Result
 from models.config import ModelConfig
 
 from .compiled import positive_int
-from .fit_check import CapacityCheck, check_capacity
+from .fit_check import CapacityCheck, CapacityReport, check_capacity
 from .totals import cache_terms
 from .workload import Workload, as_workload
 
@@ -210,25 +208,6 @@ def capacity_check(
         if tried >= MAX_TP_TRIED:
             break
     return dataclasses.replace(chk, devices_needed=need, tp_that_fits=found)
-
-
-@dataclass(frozen=True)
-class CapacityReport(Result):
-    """Ledger terms at a batch and context, and the limits on one device."""
-
-    model: str
-    device: str
-    capacity_bytes: float
-    terms: dict[str, float]
-    fits: bool
-    max_batch: LedgerFit
-    max_context: LedgerFit
-    #: the KV term split: layers keeping every position, capped layers (window, chunk), recurrent state
-    kv_split: dict[str, float] = dataclasses.field(default_factory=dict)
-    #: the positions each capped layer group keeps
-    kv_caps: tuple[float, ...] = ()
-    #: the model's context limit (None: not stated)
-    model_limit: int | None = None
 
 
 def capacity(
