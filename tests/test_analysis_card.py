@@ -88,3 +88,28 @@ def test_the_decode_ledger_from_a_card_equals_the_library(model, batch, ctx, tp)
     got = capacity_report_from_card(card, batch=batch, ctx=ctx, model_limit=limit).to_dict()
     want = capacity(model, "h100", batch=batch, ctx=ctx, tp=tp).to_dict()
     assert _close(got, want)
+
+
+def test_a_sweep_from_cards_equals_the_library_sweep():
+    import numpy as np
+
+    from graphs import sweep
+    from graphs.serving.cards import build_decode_card, decode_forms_from_card
+    from graphs.serving.sweeps import sweep_forms
+    from models import get_model
+
+    grid = {"batches": [1, 7, 64, 900], "ctxs": [128, 5000, 100000]}
+    want = sweep("gpt-oss-20b", devices=["h100", "b200"], kv_dtypes=[None, "fp8"], tp=2, **grid)
+    cfg = get_model("gpt-oss-20b")
+    forms = [
+        decode_forms_from_card(json.loads(json.dumps(build_decode_card(cfg.replace(**kv), dev, tp=2))))
+        for dev in ("h100", "b200")
+        for kv in ({}, {"kv_dtype": "fp8"})
+    ]
+    got = sweep_forms(forms[0].model, forms, tp=2, **grid)
+    assert got.model == want.model and len(got) == len(want) == 48
+    for k, col in want.columns.items():
+        if col.dtype == object or col.dtype == bool:
+            assert (got.columns[k] == col).all(), k
+        else:
+            np.testing.assert_allclose(got.columns[k], col, rtol=1e-12, err_msg=k)

@@ -14,7 +14,17 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity", "analysis", "ledger_report", "default_overhead"]
+__all__ = [
+    "card_key",
+    "decode_reports",
+    "kv_caps",
+    "prefill_report",
+    "capacity",
+    "analysis",
+    "ledger_report",
+    "default_overhead",
+    "sweep_forms",
+]
 
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
@@ -221,3 +231,46 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
     if key:
         save(key, card)
     return rep
+
+
+def sweep_forms(
+    args: argparse.Namespace,
+    config: Callable[[argparse.Namespace], Any],
+    combos: list[tuple[str, str | None, str | None]],
+) -> list[Any]:
+    """Each (device, weight dtype, KV dtype) configuration's decode forms for ``sweep``: from
+    its cached decode card when there is one (no sympy), else compiled now (the card stored).
+    The configuration is the library's (:func:`graphs.serving.sweeps.sweep`: the model with the
+    sweep's dtypes replaced); its card key names the sweep dtypes, so it never answers for a
+    ``decode`` of another configuration."""
+    from graphs.serving.cards import CardError, build_decode_card, decode_forms_from_card
+
+    from ..formcache import load, save
+
+    out = []
+    cfg = None
+    for dev, wd, kvd in combos:
+        one = argparse.Namespace(**{**vars(args), "device": dev})
+        key = card_key(one, f"decode-sweep:{wd}:{kvd}")
+        card = load(key) if key else None
+        if card is not None:
+            try:
+                out.append(decode_forms_from_card(card))
+                continue
+            except CardError:
+                pass  # stale or tampered: rebuild
+        if cfg is None:
+            cfg = config(args)
+        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+        c = cfg.replace(**changes)
+        try:
+            card = build_decode_card(c, dev, tp=args.tp)
+            out.append(decode_forms_from_card(card))
+        except CardError:  # a form the card cannot hold: the library's compiled forms
+            from graphs.serving.sweeps import decode_forms
+
+            out.append(decode_forms(c, dev, args.tp))
+            continue
+        if key:
+            save(key, card)
+    return out

@@ -260,24 +260,28 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from graphs import sweep
+    import itertools
 
-    from ..report import format_table
+    from graphs.serving.sweeps import check_grid, sweep_forms
+
+    from ..text import format_table
+    from .cached import sweep_forms as cached_forms
 
     if args.csv:
         check_output_path(args.csv, "--csv")  # before the work, not after it
-
-    progress = progress_bar("sweep", args.quiet)
-
-    res = sweep(
-        resolve_config(args),
-        devices=args.device.split(","),
-        batches=int_list(args.batches, "--batches"),
-        ctxs=int_list(args.ctxs, "--ctxs"),
-        weight_dtypes=[d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None],
-        kv_dtypes=[d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None],
+    weights = [d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None]
+    kvs = [d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None]
+    combos = list(itertools.product(args.device.split(","), weights, kvs))
+    batches, ctxs = int_list(args.batches, "--batches"), int_list(args.ctxs, "--ctxs")
+    check_grid(len(combos), batches, ctxs)  # a grid too large is refused before any work
+    forms = cached_forms(args, resolve_config, combos)
+    res = sweep_forms(
+        forms[0].model,
+        forms,
+        batches=batches,
+        ctxs=ctxs,
         tp=args.tp,
-        progress=progress,
+        progress=progress_bar("sweep", args.quiet),
     )
     if args.csv:
         res.to_csv(args.csv, "--csv")

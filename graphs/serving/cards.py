@@ -58,9 +58,10 @@ __all__ = [
     "build_analysis_card",
     "analysis_from_card",
     "card_notes",
+    "decode_forms_from_card",
 ]
 
-CARD_VERSION = 2
+CARD_VERSION = 3
 _ARGS = ("B", "ctx")
 _FIELDS = STEP_FIELDS  #: the step fields a card stores
 
@@ -151,6 +152,8 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "kind": "decode",
         "version": CARD_VERSION,
         "model": w.name,
+        "weight_dtype": w.config.weight_dtype,
+        "kv_dtype": w.config.cache_dtype,
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
@@ -679,3 +682,43 @@ def card_notes(card: dict[str, Any]) -> tuple[str, ...]:
         return _notes(card)
     except (KeyError, TypeError) as exc:
         raise CardError(f"unreadable card notes: {type(exc).__name__}") from None
+
+
+def decode_forms_from_card(card: dict[str, Any]) -> Any:
+    """A sweep's :class:`~graphs.serving.sweeps.DecodeForms` from a decode card: the step time
+    and the ledger's total bytes as numpy functions of ``B`` and ``ctx``
+    (:func:`costmodel.arith.compile_array`), after the card's forms reproduce its check point."""
+    from costmodel.arith import compile_array
+
+    from .fit_check import LEDGER_TERMS, capacity_from_card
+    from .sweeps import DecodeForms
+
+    try:
+        if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
+            raise CardError("not a decode card of this version")
+        step_text = card["fields"]["step_s"]
+        chk = card["check"]
+        bb, cc = float(_count(chk["B"], "check.B")), float(_count(chk["ctx"], "check.ctx"))
+        _reproduces([(_fn(step_text)(bb, cc), chk["fields"]["step_s"])], "step")
+        capacity_from_card(card, batch=1, tokens=1)  # the ledger reads back and reproduces its point
+        led = card["ledger"]
+        terms = [compile_array(led["terms"][k], _ARGS) for k in LEDGER_TERMS]
+        step = compile_array(step_text, _ARGS)
+
+        def memory(b: Any, c: Any) -> Any:
+            return sum(t(b, c) for t in terms)
+
+        return DecodeForms(
+            model=_name(card["model"], "model"),
+            device=_name(card["device"], "device"),
+            weight_dtype=_name(card["weight_dtype"], "weight_dtype"),
+            kv_dtype=_name(card["kv_dtype"], "kv_dtype"),
+            power_w=_power(card),
+            capacity_bytes=_number(led["capacity"], "ledger.capacity", positive=True),
+            tpot=step,
+            memory=memory,
+        )
+    except CardError:
+        raise
+    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None
