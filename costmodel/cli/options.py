@@ -84,6 +84,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
     "shared_prefix": (0, 10**7),
+    "max_simulations": (1, 10_000),
     "N": (1, 10**7),
     "d": (1, 65536),
 }
@@ -101,6 +102,8 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "gpu_memory_utilization": (0.0, 1.0, False),
     "overhead_s": (0.0, 10.0, True),
     "percentile": (0.0, 100.0, False),
+    "price_per_hour": (0.01, 1e4, True),  # USD per device-hour (graphs.serving.cost.PRICE_RANGE)
+    "electricity_per_kwh": (0.0, 10.0, True),  # USD per kWh (graphs.serving.cost.ELECTRICITY_RANGE)
 }
 
 

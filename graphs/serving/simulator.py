@@ -151,6 +151,10 @@ class SimResult(Result):
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    #: device-seconds iterating (replica busy time x tp), and the part attributed to prefill
+    #: chunks (:mod:`graphs.serving.cost`: a mixed iteration's decodes are charged what they take alone)
+    busy_device_s: float = 0.0
+    prefill_device_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -411,6 +415,8 @@ def _summarise(
             "output": out,
             "preemptions": np.array([s.preemptions for s in seqs]),
         },
+        busy_device_s=sum(r.busy_s for r in replicas) * topo.tp,
+        prefill_device_s=sum(r.prefill_s for r in replicas) * topo.tp,
         timeline={
             "t": tl[:, 0],
             "batch": tl[:, 1],
