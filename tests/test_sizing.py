@@ -246,3 +246,59 @@ def test_size_bad_price_is_one_line(capsys):
 def test_no_nan_in_cost():
     c = sim_cost(simulate("tiny", "h100", [Request(0, 0.0, 10, 2)]), device_rates("h100"))
     assert all(math.isfinite(v) for v in (c.usd_per_m_input, c.usd_per_m_output, c.usd_per_m_tokens))
+
+
+# --------------------------------------------------------------------------- every serving report
+def test_search_minimises_cost():
+    from graphs.serving.design_search import search
+
+    kw = dict(devices=["h100", "h200"], batches=[8, 64], ctxs=[4096], tp=[1, 2])
+    res = search("llama-3.1-8b", cost=True, **kw)
+    assert "usd_per_m_output" in res.objectives
+    for r in res.frontier:  # price / (tokens/s per device x 3600 s/h), per million
+        usd = {"h100-sxm": 4.916, "h200-sxm": 5.408}[r["device"]]
+        assert r["usd_per_m_output"] == pytest.approx(usd / (r["tokens_per_s_per_device"] * 3600) * 1e6)
+    best = res.best["lowest_cost_per_m_output"]
+    assert best["usd_per_m_output"] == min(r["usd_per_m_output"] for r in res.frontier)
+    # an H200 at a cent an hour is the cheapest point whatever its throughput
+    cheap = search("llama-3.1-8b", cost=True, prices={"h200-sxm": 0.01}, **kw)
+    assert cheap.best["lowest_cost_per_m_output"]["device"] == "h200-sxm"
+    plain = search("llama-3.1-8b", **kw)  # without --cost the objectives and winners are as before
+    assert "usd_per_m_output" not in plain.objectives and "lowest_cost_per_m_output" not in plain.best
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "llama-3.1-8b", "--rate", "4", "--requests", "30", "--quiet"],
+        ["serve", "disagg", "llama-3.1-8b", "--prefill-device", "h100", "--decode-device", "h200"],
+        [
+            "search",
+            "llama-3.1-8b",
+            "--devices",
+            "h100",
+            "--batches",
+            "8",
+            "--ctxs",
+            "1024",
+            "--cost",
+            "--quiet",
+        ],
+        ["serve", "plans", "llama-3.1-8b", "--plans", "1x1x1x1"],
+    ],
+)
+def test_every_serving_report_prints_cost(args, capsys):
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "/M" in out
+
+
+def test_reports_say_when_there_is_no_price(capsys):
+    assert (
+        main(["simulate", "llama-3.1-8b", "--device", "mi300x", "--rate", "4", "--requests", "20", "--quiet"])
+        == 0
+    )
+    assert "no price: pass --price-per-hour" in capsys.readouterr().out
+    args = ["simulate", "llama-3.1-8b", "--device", "mi300x", "--rate", "4", "--requests", "20", "--quiet"]
+    assert main([*args, "--price-per-hour", "2.5"]) == 0
+    assert "$2.50/h for 1 device(s)" in capsys.readouterr().out

@@ -36,6 +36,8 @@ __all__ = [
     "add_dtype_options",
     "apply_dtypes",
     "add_ignore_capacity",
+    "add_workload_options",
+    "workload_of",
     "SPELLINGS",
 ]
 
@@ -102,7 +104,6 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "gpu_memory_utilization": (0.0, 1.0, False),
     "overhead_s": (0.0, 10.0, True),
     "percentile": (0.0, 100.0, False),
-    "price_per_hour": (0.01, 1e4, True),  # USD per device-hour (graphs.serving.cost.PRICE_RANGE)
     "electricity_per_kwh": (0.0, 10.0, True),  # USD per kWh (graphs.serving.cost.ELECTRICITY_RANGE)
 }
 
@@ -205,6 +206,25 @@ def add_ignore_capacity(p: argparse.ArgumentParser) -> None:
         help="print latencies even for a point that does not fit the device memory "
         "(the first line still says it does not fit); without it such a point exits 1",
     )
+
+
+def add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests_help: str) -> None:
+    """The drawn workload of ``simulate`` and ``size``: ``--requests``, ``--arrival``, ``--prompt``,
+    ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
+    p.add_argument("--requests", type=int, default=requests, help=requests_help)
+    p.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    p.add_argument(
+        "--prompt",
+        default="lognormal:1000,1.0",
+        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
+    )
+    p.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+
+
+def workload_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments :func:`add_workload_options`' flags give a library call."""
+    return {k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")}
 
 
 def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:

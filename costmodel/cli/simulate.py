@@ -7,8 +7,9 @@ from typing import Any
 
 from .calibrate import add_predict_option
 from .common import dump, progress_bar
+from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
-from .options import add_dtype_options, apply_dtypes, check_output_path
+from .options import add_dtype_options, add_workload_options, apply_dtypes, check_output_path
 
 #: the timeline figure beside ``--plot``'s latency CDFs
 _TIMELINE = "timeline"
@@ -214,8 +215,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             title=plot_title("batch, queue and KV use over time", **point),
         )
     settings = _settings(args, trace)
+    from graphs.serving.cost import sim_cost
+
+    from .cost_option import cost_text, rates_of
+
+    cost = sim_cost(res, rates_of(args, [args.device])[args.device])
     if args.json:
-        print(dump({"settings": settings, **res.to_dict()}))
+        print(dump({"settings": settings, **res.to_dict(), "cost": cost}))
         return 0
     print(
         f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
@@ -252,6 +258,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
         )
+    print(f"  {cost_text(cost)}")
     if args.csv:
         print(f"per-request rows written to {args.csv}")
     return 0
@@ -271,16 +278,8 @@ def add_simulate_parser(sub: Any) -> None:
         "roofline bound ([measured] extra)",
     )
     sp.add_argument("--rate", type=float, default=None, help="requests per second")
-    sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
-    sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
-    sp.add_argument(
-        "--prompt",
-        default="lognormal:1000,1.0",
-        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
-    )
-    sp.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
+    add_workload_options(sp, requests=1000, requests_help="requests to simulate")
     sp.add_argument("--trace", default=None, help="CSV or JSONL: arrival_s, prompt_tokens, output_tokens")
-    sp.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
     sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
     sp.add_argument("--block-size", type=int, default=16, help="KV-cache block (tokens)")
@@ -315,6 +314,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--slo-ttft", type=float, default=None, help="TTFT SLO (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")
     sp.add_argument("--max-rate", action="store_true", help="search the highest rate within the SLOs")
+    add_cost_options(sp)
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile for --max-rate")
     sp.add_argument("--csv", default=None, help="write one row per request")
     sp.add_argument("--plot", default=None, help="latency CDFs (PNG/SVG) and a -timeline figure (plot extra)")

@@ -7,7 +7,8 @@ import argparse
 from typing import Any
 
 from .common import dump, progress_bar
-from .options import add_dtype_options, apply_dtypes, int_list
+from .cost_option import add_cost_options
+from .options import add_dtype_options, add_workload_options, apply_dtypes, int_list, workload_of
 
 __all__ = ["add_size_parser", "cmd_size"]
 
@@ -49,11 +50,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         disaggregated=not args.no_disagg,
         prices=parse_prices(args.price_per_hour, devices),
         electricity_per_kwh=args.electricity_per_kwh,
-        requests=args.requests,
-        prompt=args.prompt,
-        output=args.output,
-        arrival=args.arrival,
-        seed=args.seed,
+        **workload_of(args),
         percentile=args.percentile,
         engine=EngineConfig(
             max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs
@@ -106,33 +103,14 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument("--tp", default="1,2,4,8", help="tensor-parallel degrees to try: list or range (1:8:2)")
     sp.add_argument("--objective", choices=("cost", "gpus"), default="cost", help="minimise USD/h or devices")
     sp.add_argument("--no-disagg", action="store_true", help="aggregated replicas only (no P:D splits)")
-    sp.add_argument(
-        "--price-per-hour",
-        default=None,
-        help="USD per device-hour replacing the catalog's price: one number, or DEVICE=USD,... "
-        "(default: the catalog's sourced price; a device without one needs this)",
-    )
-    sp.add_argument(
-        "--electricity-per-kwh",
-        type=float,
-        default=0.0,
-        help="USD per kWh for TDP x utilisation (cloud rates include power)",
-    )
+    add_cost_options(sp)
     sp.add_argument(
         "--link-bandwidth",
         type=float,
         default=50e9,
         help="KV transfer between P and D pools (bytes/s per direction)",
     )
-    sp.add_argument("--requests", type=int, default=500, help="requests each candidate simulates")
-    sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
-    sp.add_argument(
-        "--prompt",
-        default="lognormal:1000,1.0",
-        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
-    )
-    sp.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
-    sp.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+    add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
     sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")

@@ -241,37 +241,45 @@ def decode_cost(
     prompt: float | None = None,
     ttft_s: float | None = None,
     output: float | None = None,
+    prefill_rates: Rates | None = None,
+    prefill_devices: int | None = None,
 ) -> TokenCost | None:
     r"""An analytic point's cost, flat out (``u = 1``): ``batch`` sequences each emitting one token
-    per ``tpot_s`` on ``devices`` devices and, given ``prompt`` and ``ttft_s``, each prompt
-    prefilled alone in ``ttft_s`` on the same devices. With ``c`` USD per device-hour:
+    per ``tpot_s`` on ``devices`` devices priced by ``rates`` and, given ``prompt`` and ``ttft_s``,
+    each prompt prefilled alone in ``ttft_s`` on ``prefill_devices`` devices priced by
+    ``prefill_rates`` (default: the decode devices; another device kind when disaggregated).
+    With ``c`` USD per device-hour:
 
     .. math::
 
         \$/\text{output token} = \frac{N c\, TPOT}{3600 B}, \qquad
-        \$/\text{input token} = \frac{N c\, TTFT}{3600 S}
+        \$/\text{input token} = \frac{N_p c_p\, TTFT}{3600 S}
 
     (the module's phase split); blended over a request of ``prompt`` + ``output`` tokens when
     ``output`` is given too."""
     hourly = rates.usd_per_hour(1.0)
-    if hourly is None:
+    p_rates = prefill_rates or rates
+    p_hourly = p_rates.usd_per_hour(1.0)
+    if hourly is None or p_hourly is None:
         return None
-    per_s = devices * hourly / 3600  # USD per second of the device group
-    usd_out = per_s * tpot_s / batch
-    usd_in = per_s * ttft_s / prompt if prompt and ttft_s is not None else None
+    n_p = prefill_devices or devices
+    usd_out = devices * hourly / 3600 * tpot_s / batch
+    usd_in = n_p * p_hourly / 3600 * ttft_s / prompt if prompt and ttft_s is not None else None
     f_in, blended = 0.0, usd_out
     if usd_in is not None and prompt:
         n_out = output if output else 1.0
         spent_in, spent_out = usd_in * prompt, usd_out * n_out
         f_in = spent_in / (spent_in + spent_out)
         blended = (spent_in + spent_out) / (prompt + n_out)
+    split = prefill_rates is not None and prefill_rates.device != rates.device
     return TokenCost(
-        devices=devices,
-        usd_per_hour=devices * hourly,
+        devices=devices + (n_p if split else 0),
+        usd_per_hour=devices * hourly + (n_p * p_hourly if split else 0.0),
         utilisation=1.0,
         input_share=f_in,
         usd_per_m_input=usd_in * 1e6 if usd_in is not None else None,
         usd_per_m_output=usd_out * 1e6,
         usd_per_m_tokens=blended * 1e6,
-        price_source=rates.price_source,
+        price_source=rates.price_source
+        + (f"; prefill: {p_rates.price_source}" if split and p_rates.price_source != rates.price_source else ""),
     )
