@@ -87,6 +87,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "replicas": (1, 4096),
     "shared_prefix": (0, 10**7),
     "max_simulations": (1, 10_000),
+    "replicate_hot": (0, 4096),
     "N": (1, 10**7),
     "d": (1, 65536),
 }

@@ -13,6 +13,7 @@ from typing import Any
 from .common import emit
 from .cost_option import add_cost_options
 from .options import add_dtype_options, apply_dtypes
+from .routing_option import add_routing_options, routing_of
 
 __all__ = ["add_serve_parser"]
 
@@ -211,13 +212,15 @@ def cmd_plans(args: argparse.Namespace) -> int:
         if len(parts) != 4 or not all(x.strip().isdigit() for x in parts):
             raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
         plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
-    points = plan_frontier(
-        apply_dtypes(resolve_model(args.model), args),
-        args.device.split(","),
-        batches=[int(b) for b in args.batches.split(",")],
-        ctx=args.ctx,
-        plans=plans,
-    )
+    routing = routing_of(args)
+    grid: dict[str, Any] = dict(batches=[int(b) for b in args.batches.split(",")], ctx=args.ctx, plans=plans)
+    cfg = apply_dtypes(resolve_model(args.model), args)
+    points = plan_frontier(cfg, args.device.split(","), routing=routing, **grid)
+    balanced: dict[tuple[str, str, int], float] = {}
+    if routing.kind != "uniform" or not routing.is_default:  # the same plans, uniform: what skew costs
+        for pt in plan_frontier(cfg, args.device.split(","), **grid):
+            if pt.report is not None:
+                balanced[(pt.device, pt.plan, pt.batch)] = pt.report.step_s
     from graphs.serving.cost import decode_cost
 
     from .cost_option import rates_of
@@ -233,6 +236,11 @@ def cmd_plans(args: argparse.Namespace) -> int:
         {
             **pt.report.to_dict(),
             "usd_per_m_output": usd_out(pt.report),
+            **(
+                {"x_balanced": pt.report.step_s / balanced[(pt.device, pt.plan, pt.batch)]}
+                if balanced
+                else {}
+            ),
             "energy_per_token_j": pt.energy_per_token_j,
             "pareto": pt.pareto,
             "front": "*" if pt.pareto else "",
@@ -252,9 +260,16 @@ def cmd_plans(args: argparse.Namespace) -> int:
             ("energy_per_token_j", "J/token", ".3f"),
             ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
             ("usd_per_m_output", "$/M out", ".4g"),
+            *((("x_balanced", "x balanced", ".3f"),) if balanced else ()),
             ("front", "frontier", "s"),
         ),
     )
+    if balanced:
+        text += (
+            f"\n  routing {routing.label}: step of the busiest EP rank; 'x balanced' is the step over the same "
+            "plan with uniform routing"
+            + ("; replicas' extra weights are not in the memory check" if routing.replicate else "")
+        )
     from graphs.serving.cost import NO_PRICE
 
     for dev in sorted({r.device for r in rates.values() if r.price_usd_per_hour is None}):
@@ -347,4 +362,5 @@ def add_serve_parser(sub: Any) -> None:
     )
     pl.add_argument("--json", action="store_true")
     add_cost_options(pl)
+    add_routing_options(pl)
     pl.set_defaults(func=cmd_plans)
