@@ -94,7 +94,9 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "size": (
         "add_size_parser",
-        {"size": "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"},
+        {
+            "size": "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
+        },
     ),
     "measure": (
         "add_measure_parsers",

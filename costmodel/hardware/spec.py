@@ -186,7 +186,9 @@ class Hardware:
             object.__setattr__(self, "power_w", _positive(self.power_w, f"{self.name} power_w"))
         if self.price_usd_per_hour is not None:
             object.__setattr__(
-                self, "price_usd_per_hour", _positive(self.price_usd_per_hour, f"{self.name} price_usd_per_hour")
+                self,
+                "price_usd_per_hour",
+                _positive(self.price_usd_per_hour, f"{self.name} price_usd_per_hour"),
             )
         object.__setattr__(
             self,

@@ -281,5 +281,9 @@ def decode_cost(
         usd_per_m_output=usd_out * 1e6,
         usd_per_m_tokens=blended * 1e6,
         price_source=rates.price_source
-        + (f"; prefill: {p_rates.price_source}" if split and p_rates.price_source != rates.price_source else ""),
+        + (
+            f"; prefill: {p_rates.price_source}"
+            if split and p_rates.price_source != rates.price_source
+            else ""
+        ),
     )

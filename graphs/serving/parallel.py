@@ -157,7 +157,12 @@ def parallel_plan(
     t_pipe = slots * (t_stage + t_hop)
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
     if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
-        t_ep *= rank_load(routing, int(cfg.num_experts), int(cfg.num_experts_per_tok), ep).row_share * ep
+        t_ep *= (
+            rank_load(
+                routing, int(as_float(cfg.num_experts)), int(as_float(cfg.num_experts_per_tok)), ep
+            ).row_share
+            * ep
+        )
     return PlanReport(
         model=cfg.name,
         device=hw.name,
