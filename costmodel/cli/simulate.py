@@ -165,6 +165,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print("  no probed rate meets the SLOs")
             return 0
         print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+        if m.at_rate is not None:
+            from graphs.serving.cost import sim_cost
+
+            from .cost_option import cost_text, rates_of
+
+            print(
+                f"  at that rate, {cost_text(sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]))}"
+            )
         return 0
     if args.rate is None and not args.trace:
         raise CostModelError("give --rate (requests/s), --trace FILE or --max-rate")
