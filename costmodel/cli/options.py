@@ -36,8 +36,6 @@ __all__ = [
     "add_dtype_options",
     "apply_dtypes",
     "add_ignore_capacity",
-    "add_workload_options",
-    "workload_of",
     "SPELLINGS",
 ]
 
@@ -211,25 +209,6 @@ def add_ignore_capacity(p: argparse.ArgumentParser) -> None:
         help="print latencies even for a point that does not fit the device memory "
         "(the first line still says it does not fit); without it such a point exits 1",
     )
-
-
-def add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests_help: str) -> None:
-    """The drawn workload of ``simulate`` and ``size``: ``--requests``, ``--arrival``, ``--prompt``,
-    ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
-    p.add_argument("--requests", type=int, default=requests, help=requests_help)
-    p.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
-    p.add_argument(
-        "--prompt",
-        default="lognormal:1000,1.0",
-        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
-    )
-    p.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
-
-
-def workload_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments :func:`add_workload_options`' flags give a library call."""
-    return {k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")}
 
 
 def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:

@@ -8,11 +8,30 @@ from typing import Any
 
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
-from .options import add_dtype_options, add_workload_options, apply_dtypes, int_list, workload_of
+from .options import add_dtype_options, apply_dtypes, int_list
 
 __all__ = ["add_size_parser", "cmd_size"]
 
 HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
+
+
+def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests_help: str) -> None:
+    """The drawn workload every candidate simulates (as ``simulate`` draws it): ``--requests``, ``--arrival``, ``--prompt``,
+    ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
+    p.add_argument("--requests", type=int, default=requests, help=requests_help)
+    p.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    p.add_argument(
+        "--prompt",
+        default="lognormal:1000,1.0",
+        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
+    )
+    p.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+
+
+def _workload_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments :func:`_add_workload_options`' flags give a library call."""
+    return {k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")}
 
 
 def _row(d: Any, args: argparse.Namespace) -> str:
@@ -50,7 +69,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         disaggregated=not args.no_disagg,
         prices=parse_prices(args.price_per_hour, devices),
         electricity_per_kwh=args.electricity_per_kwh,
-        **workload_of(args),
+        **_workload_of(args),
         percentile=args.percentile,
         engine=EngineConfig(
             max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs
@@ -110,7 +129,7 @@ def add_size_parser(sub: Any) -> None:
         default=50e9,
         help="KV transfer between P and D pools (bytes/s per direction)",
     )
-    add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
+    _add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
     sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
