@@ -23,6 +23,8 @@ expert's weights when touched, with probability 1 - (1 - pi_1)^T.
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
 from costmodel.graph import COST, REPEAT
@@ -179,3 +181,25 @@ def test_histogram_routing_matches_its_counts():
     pi = inclusion(parse_routing("hist:4,2,1,1,0,0,0,0"), 8, 2)
     assert pi.tolist() == [1.0, 0.5, 0.25, 0.25, 0, 0, 0, 0]
     assert math.isclose(rank_load(parse_routing("hist:4,2,1,1,0,0,0,0"), 8, 2, 4).row_share, 1.5 / 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    s=st.floats(0, 10),
+    e_log=st.integers(1, 6),
+    k=st.integers(1, 8),
+    ep_log=st.integers(0, 6),
+    placement=st.sampled_from(["contiguous", "balanced"]),
+)
+def test_routing_invariants(s, e_log, k, ep_log, placement):
+    """Every token fills k slots and no expert more than all tokens; the busiest rank carries at
+    least the balanced share 1/ep and at most everything; LPT never loads it more than contiguous."""
+    experts = 2**e_log
+    ep = 2 ** min(ep_log, e_log)
+    k = min(k, experts)
+    pi = inclusion(Routing("zipf", s), experts, k)
+    assert pi.sum() == pytest.approx(k) and pi.max() <= 1 + 1e-12 and pi.min() >= 0
+    load = rank_load(Routing("zipf", s, placement=placement), experts, k, ep)
+    assert 1 / ep - 1e-9 <= load.row_share <= 1 + 1e-9
+    if placement == "balanced":
+        assert load.row_share <= rank_load(Routing("zipf", s), experts, k, ep).row_share + 1e-9

@@ -12,6 +12,8 @@ import functools
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.cli import main
 from costmodel.errors import CostModelError
@@ -302,3 +304,29 @@ def test_reports_say_when_there_is_no_price(capsys):
     args = ["simulate", "llama-3.1-8b", "--device", "mi300x", "--rate", "4", "--requests", "20", "--quiet"]
     assert main([*args, "--price-per-hour", "2.5"]) == 0
     assert "$2.50/h for 1 device(s)" in capsys.readouterr().out
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    share=st.floats(0, 1),
+    util=st.floats(0, 1),
+    n_in=st.floats(1, 1e9),
+    n_out=st.floats(1, 1e9),
+    seconds=st.floats(1e-3, 1e6),
+)
+def test_input_and_output_dollars_add_up(share, util, n_in, n_out, seconds):
+    """Input plus output dollars are the deployment's cost over the run, and so is the blend."""
+    rates = device_rates("h100", electricity_per_kwh=0.2)
+    c = token_cost(
+        rates,
+        devices=3,
+        seconds=seconds,
+        input_tokens=n_in,
+        output_tokens=n_out,
+        input_share=share,
+        utilisation=util,
+    )
+    total = 3 * (4.916 + 700 * util / 1000 * 0.2) * seconds / 3600
+    spent = (c.usd_per_m_input * n_in + c.usd_per_m_output * n_out) / 1e6
+    assert spent == pytest.approx(total, rel=1e-9)
+    assert c.usd_per_m_tokens * (n_in + n_out) / 1e6 == pytest.approx(total, rel=1e-9)
