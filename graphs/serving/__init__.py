@@ -71,6 +71,13 @@ _LAZY: dict[str, str] = {
     "simulation_page": "html_studies",
     "search_page": "html_studies",
     "fusion_page": "html_studies",
+    "TokenCost": "cost",
+    "device_rates": "cost",
+    "sim_cost": "cost",
+    "decode_cost": "cost",
+    "size_deployment": "sizing",
+    "SizingResult": "sizing",
+    "Deployment": "sizing",
 }
 
 __all__ = list(_LAZY)

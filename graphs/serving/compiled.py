@@ -53,6 +53,7 @@ from costmodel.symbols import ctx as ctx_sym
 from models.config import ModelConfig
 
 from .reports import STEP_FIELDS
+from .routing import Routing, skew_experts
 from .totals import attention_flops, op_total, weight_bytes_read
 from .workload import Workload, as_workload
 
@@ -241,11 +242,13 @@ def compiled_step(
     ep: int = 1,
     chunked: bool = False,
     logits: str = "last",
+    routing: Routing | None = None,
 ) -> CompiledStep:
     """The compiled step of ``config`` on ``device`` (cached per argument set; module doc).
 
     ``chunked`` (prefill) adds the cached ``prefix`` as a third dim; ``ep`` divides the routed
-    experts' work and weights over ``ep`` devices.
+    experts' work and weights over ``ep`` devices; ``routing`` (skewed, or a placement with
+    replicas: :mod:`graphs.serving.routing`) makes them the busiest EP rank's instead.
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -254,12 +257,21 @@ def compiled_step(
         raise CostModelError(f"phase must be one of {', '.join(Phase)}, got {phase!r}")
     if chunked and ph != Phase.PREFILL:
         raise CostModelError("chunked applies to prefill (a chunk attends over a cached prefix)")
-    key = (w.config, hw, ph, tp, ep, chunked, logits)
-    return _CACHE.get_or_build(key, lambda: _compile(w, hw, ph, tp, ep, chunked, logits))
+    if routing is not None and routing.is_default:
+        routing = None  # uniform and contiguous: the default 1/ep scaling, the same cache entry
+    key = (w.config, hw, ph, tp, ep, chunked, logits) + ((routing,) if routing is not None else ())
+    return _CACHE.get_or_build(key, lambda: _compile(w, hw, ph, tp, ep, chunked, logits, routing))
 
 
 def _compile(
-    w: Workload, hw: Hardware, ph: Phase, tp: int, ep: int, chunked: bool, logits: str
+    w: Workload,
+    hw: Hardware,
+    ph: Phase,
+    tp: int,
+    ep: int,
+    chunked: bool,
+    logits: str,
+    routing: Routing | None,
 ) -> CompiledStep:
     if ph == Phase.DECODE:
         syms: tuple[sympy.Symbol, ...] = (B_sym, ctx_sym)
@@ -271,9 +283,12 @@ def _compile(
         if chunked:
             syms, dims, extra = (*syms, PREFIX), (*dims, "prefix"), {"prefix": PREFIX}
         g = w.graph(ph, batch=B_sym, seq=S_sym, tp=tp, logits=logits, **extra)
-    if ep > 1:
+    if routing is not None:
+        g = skew_experts(g, ep, routing)
+    elif ep > 1:
         g = _scale_experts(g, ep)
     label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
+    label += f" routing {routing.label}" if routing is not None else ""
     return CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
 
 

@@ -150,6 +150,10 @@ class Replica:
         self.prefix_hits = 0
         self.emitted = 0  #: output tokens emitted so far
         self._tick = 0
+        #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.cost`)
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -308,7 +312,17 @@ class Replica:
                     ctxs.append(s.computed + 1)
             else:
                 chunks.append((float(n), float(s.computed)))
-        return self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.cfg.iteration_overhead_s
+        o = self.cfg.iteration_overhead_s
+        t = self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
+        self.busy_s += t
+        if chunks and not n_dec:
+            self.prefill_s += t
+        elif chunks:  # the decodes are charged what they would take alone, the prefill chunks the rest
+            ph = self._phase_step
+            alone = ph.time_sums(n_dec, sum_ctx, (), ctxs) + o
+            whole = t if ph is self.step_cost else ph.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / whole)
+        return t
 
     def finish_iteration(
         self, batch: list[tuple[Sequence, int]], now: float

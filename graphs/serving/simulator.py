@@ -181,6 +181,10 @@ class SimResult(Result):
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    #: device-seconds iterating (replica busy time x tp), and the part attributed to prefill
+    #: chunks (:mod:`graphs.serving.cost`: a mixed iteration's decodes are charged what they take alone)
+    busy_device_s: float = 0.0
+    prefill_device_s: float = 0.0
     concurrency: int | None = None  #: closed-loop clients (None: open loop)
 
     def to_dict(self) -> dict[str, Any]:
@@ -497,6 +501,8 @@ def _summarise(
             "session": np.array([-1 if s.req.session is None else s.req.session for s in seqs]),
             "turn": np.array([s.req.turn for s in seqs]),
         },
+        busy_device_s=sum(r.busy_s for r in replicas) * topo.tp,
+        prefill_device_s=sum(r.prefill_s for r in replicas) * topo.tp,
         timeline={
             "t": tl[:, 0],
             "batch": tl[:, 1],
