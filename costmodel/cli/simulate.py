@@ -7,6 +7,7 @@ from typing import Any
 
 from .calibrate import add_predict_option
 from .common import dump, progress_bar
+from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
 
@@ -277,6 +278,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print("  no probed rate meets the SLOs")
             return 0
         print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+        if m.at_rate is not None:
+            from graphs.serving.cost import sim_cost
+
+            from .cost_option import cost_text, rates_of
+
+            print(
+                f"  at that rate, {cost_text(sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]))}"
+            )
         return 0
     trace = read_trace(args.trace) if args.trace else None
     reqs = (
@@ -331,8 +340,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             title=plot_title("batch, queue and KV use over time", **point),
         )
     settings = _settings(args, trace)
+    from graphs.serving.cost import sim_cost
+
+    from .cost_option import cost_text, rates_of
+
+    cost = sim_cost(res, rates_of(args, [args.device])[args.device])
     if args.json:
-        print(dump({"settings": settings, **res.to_dict()}))
+        print(dump({"settings": settings, **res.to_dict(), "cost": cost}))
         return 0
     print(
         f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
@@ -401,6 +415,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
         )
+    print(f"  {cost_text(cost)}")
     if args.csv:
         print(f"per-request rows written to {args.csv}")
     return 0
@@ -548,6 +563,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--slo-ttft", type=float, default=None, help="TTFT SLO (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")
     sp.add_argument("--max-rate", action="store_true", help="search the highest rate within the SLOs")
+    add_cost_options(sp)
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile for --max-rate")
     sp.add_argument("--csv", default=None, help="write one row per request")
     sp.add_argument("--plot", default=None, help="latency CDFs (PNG/SVG) and a -timeline figure (plot extra)")

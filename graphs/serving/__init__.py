@@ -66,8 +66,8 @@ _LAZY: dict[str, str] = {
     "MaxRate": "capacity_search",
     "mixed_step": "mixed",
     "MixedStep": "mixed",
-    "ModelAnalysis": "classify",
-    "StepTotals": "classify",
+    "ModelAnalysis": "analysis",
+    "StepTotals": "analysis",
     "node_rows": "classify",
     "SearchResult": "design_search",
     "compiled_step": "compiled",
@@ -77,6 +77,13 @@ _LAZY: dict[str, str] = {
     "simulation_page": "html_studies",
     "search_page": "html_studies",
     "fusion_page": "html_studies",
+    "TokenCost": "cost",
+    "device_rates": "cost",
+    "sim_cost": "cost",
+    "decode_cost": "cost",
+    "size_deployment": "sizing",
+    "SizingResult": "sizing",
+    "Deployment": "sizing",
 }
 
 __all__ = list(_LAZY)

@@ -160,6 +160,10 @@ class Replica:
         self.prefix_hits = 0
         self.emitted = 0  #: output tokens emitted so far
         self._tick = 0
+        #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.cost`)
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -346,13 +350,27 @@ class Replica:
                     ctxs.append(s.computed + 1)
             else:
                 chunks.append((float(n), float(s.computed)))
-        if self.spec is not None:
-            t = self.spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
+        o = self.cfg.iteration_overhead_s
+        spec = self.spec
+        if spec is not None:
+            t = spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
         else:
             t = self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs)
         if self.tiers is not None:  # prefix loads from a lower tier, overlapped with the compute
             t += self.tiers.exposed(t)
-        return t + self.cfg.iteration_overhead_s
+        t += o
+        self.busy_s += t
+        if chunks and not n_dec and not verifies:
+            self.prefill_s += t
+        elif chunks and spec is not None:  # the decodes and verifies alone, the chunks the rest
+            alone = spec.iteration_time(n_dec, sum_ctx, [], ctxs, verifies, record=False) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / t)
+        elif chunks:  # the decodes are charged what they would take alone, the prefill chunks the rest
+            ph = self._phase_step
+            alone = ph.time_sums(n_dec, sum_ctx, (), ctxs) + o
+            whole = t if ph is self.step_cost else ph.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / whole)
+        return t
 
     def finish_iteration(
         self, batch: list[tuple[Sequence, int]], now: float

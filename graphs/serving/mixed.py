@@ -41,6 +41,7 @@ from costmodel.errors import CostModelError
 from costmodel.graph import COST, GROUP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import ROLE, Phase, Role
+from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
@@ -292,15 +293,11 @@ class MixedStep:
         return t
 
 
-_CACHE: dict[tuple[Any, ...], MixedStep] = {}
+_CACHE: BoundedCache[MixedStep] = BoundedCache("mixed_step", 64)
 
 
 def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, tp: int = 1) -> MixedStep:
     """The :class:`MixedStep` of ``config`` on ``device`` at ``tp`` (built once per process)."""
     w = as_workload(config)
     hw = get_device(device)
-    key = (w.config, hw, tp)
-    m = _CACHE.get(key)
-    if m is None:
-        m = _CACHE[key] = MixedStep(w, hw, tp)
-    return m
+    return _CACHE.get_or_build((w.config, hw, tp), lambda: MixedStep(w, hw, tp))

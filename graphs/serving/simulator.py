@@ -71,8 +71,8 @@ from .kernel_sources import Coverage
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
-from .requests import THINK_RANGE, Request
 from .replica_routing import PrefixRouter, least_outstanding
+from .requests import THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 
@@ -188,6 +188,10 @@ class SimResult(Result):
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    #: device-seconds iterating (replica busy time x tp), and the part attributed to prefill
+    #: chunks (:mod:`graphs.serving.cost`: a mixed iteration's decodes are charged what they take alone)
+    busy_device_s: float = 0.0
+    prefill_device_s: float = 0.0
     concurrency: int | None = None  #: closed-loop clients (None: open loop)
     spec: SpecStats | None = None  #: speculative decoding's counters (None: plain decoding)
     #: router prefix: (requests sent where their prefix or conversation is, those the load bound sent elsewhere)
@@ -554,6 +558,8 @@ def _summarise(
             "session": np.array([-1 if s.req.session is None else s.req.session for s in seqs]),
             "turn": np.array([s.req.turn for s in seqs]),
         },
+        busy_device_s=sum(r.busy_s for r in replicas) * topo.tp,
+        prefill_device_s=sum(r.prefill_s for r in replicas) * topo.tp,
         timeline={
             "t": tl[:, 0],
             "batch": tl[:, 1],

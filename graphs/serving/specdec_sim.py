@@ -234,8 +234,11 @@ class Speculator:
         chunks: list[tuple[float, float]],
         ctxs: list[float] | None,
         verifies: list[tuple[float, float]],
+        *,
+        record: bool = True,
     ) -> float:
-        """Target forward (verifications as chunks with all their logits) plus the proposer's.
+        """Target forward (verifications as chunks with all their logits) plus the proposer's
+        (``record``: counted in the run's draft and iteration seconds).
 
         A model whose prefill chunks take other token-wise kernels than its decodes (MLA, which
         decompresses a chunk's cached prefix) verifies on the decode path instead, as its decode
@@ -244,6 +247,7 @@ class Speculator:
         ``p + 1`` times: an upper bound on that part)."""
         step = self.target_step
         if not step.shared_body:
+            ctxs = None if ctxs is None else list(ctxs)  # the caller's list stays as it was
             for n, c in verifies:
                 more = [c + 1 + j for j in range(int(n))]
                 n_dec += len(more)
@@ -256,8 +260,9 @@ class Speculator:
                 n_dec, sum_ctx, chunks + verifies, ctxs, logit_rows=int(sum(n - 1 for n, _ in verifies))
             )
         draft = self.draft_time(verifies, chunks)
-        self.draft_s += draft
-        self.iteration_s += target + draft
+        if record:
+            self.draft_s += draft
+            self.iteration_s += target + draft
         return target + draft
 
     def accept(self, seq: Any, drafted: int) -> int:
