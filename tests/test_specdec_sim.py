@@ -241,3 +241,31 @@ def test_every_request_gets_exactly_its_tokens(k, rates, seed, expected):
     assert res.requests == 20 and st_.accepted <= st_.drafted
     if st_.verifications:
         assert 1.0 <= st_.tokens_per_verification <= k + 1
+
+
+def test_search_prices_speculation_with_the_simulators_step():
+    """search(spec=...) prices each point as the simulator's speculating iteration does: b
+    sequences verifying k + 1 = 5 positions after ctx - 1 = 2047 cached, plus the draft's 4
+    decodes, over E = (1 - 0.7^5) / 0.3 = 2.7731 tokens; the draft's prefill adds to TTFT."""
+    from graphs.serving.design_search import search
+
+    sp = SpecConfig.parse(D, 4, "0.7")
+    assert sp.expected_tokens() == pytest.approx((1 - 0.7**5) / 0.3)
+    res = search(T, devices=[HW], batches=[1, 64], ctxs=[2048], spec=sp)
+    plain = search(T, devices=[HW], batches=[1, 64], ctxs=[2048])
+    sim = Speculator(sp, as_workload(T), get_device(HW))
+    for row, base in zip(res.frontier, plain.frontier, strict=True):
+        b = row["batch"]
+        step = sim.iteration_time(0, 0.0, [], None, [(5.0, 2047.0)] * b, record=False)
+        assert row["tpot_s"] == pytest.approx(step / sp.expected_tokens(), rel=1e-9)
+        assert row["ttft_s"] == pytest.approx(
+            base["ttft_s"] + prefill_report(D, HW, seq=2048).step_s, rel=1e-9
+        )
+        assert row["memory_bytes"] > base["memory_bytes"]  # the draft's weights and KV
+
+
+def test_search_refuses_speculation_on_pipelines():
+    from graphs.serving.design_search import search
+
+    with pytest.raises(CostModelError, match="tensor-parallel plans only"):
+        search(T, devices=[HW], batches=[1], ctxs=[1024], pp=[1, 2], spec=SpecConfig.parse("ngram", 2, "0.5"))

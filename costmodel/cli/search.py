@@ -10,6 +10,7 @@ from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
+from .spec_options import add_spec_options, spec_of
 
 #: seconds to reach a ``--dask-address`` scheduler before giving up
 DASK_CONNECT_TIMEOUT_S = 10
@@ -76,6 +77,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         prices=_prices(args),
         electricity_per_kwh=args.electricity_per_kwh,
         progress=progress_bar("search", args.quiet),
+        spec=spec_of(args),
     )
     cfg = apply_dtypes(resolve_model(args.model), args)
     if args.scheduler == "dask":
@@ -106,6 +108,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points{per}, "
         f"{' vs '.join(res.objectives)}), by context, fastest user first:"
     )
+    if kw["spec"] is not None:
+        s = kw["spec"]
+        print(
+            f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
+            "verification; TPOT is the verify and draft steps over them"
+        )
     if res.duplicates:
         print(f"  searched once, given twice: {', '.join(res.duplicates)}")
     if res.beyond_domain:
@@ -169,6 +177,7 @@ def add_search_parser(sub: Any) -> None:
         "--cost", action="store_true", help="USD per million output tokens as an objective (minimised)"
     )
     add_cost_options(sp)
+    add_spec_options(sp, draws=False)
     sp.add_argument("--scheduler", choices=("local", "dask"), default="local", help="where blocks run")
     sp.add_argument("--dask-address", default=None, help="scheduler address (default: a local cluster)")
     sp.add_argument("--workers", type=int, default=2, help="local Dask cluster: worker processes")

@@ -10,6 +10,7 @@ from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
+from .spec_options import add_spec_options, spec_of
 
 #: the timeline figure beside ``--plot``'s latency CDFs
 _TIMELINE = "timeline"
@@ -66,25 +67,14 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def _spec(args: argparse.Namespace) -> Any:
     """``--spec-*`` as a :class:`SpecConfig` (None without ``--spec-draft``)."""
-    from graphs.serving.specdec_sim import SpecConfig
-
     from ..errors import CostModelError
 
-    if args.spec_draft is None:
-        if args.spec_accept is not None or args.spec_expected:
-            raise CostModelError("--spec-accept/--spec-expected need --spec-draft (what drafts the tokens)")
-        return None
-    if args.spec_accept is None:
-        raise CostModelError(
-            f"--spec-draft {args.spec_draft[:60]} needs --spec-accept (the rate its drafted tokens are accepted at)"
-        )
-    if args.max_rate:
+    spec = spec_of(args)
+    if spec is not None and args.max_rate:
         raise CostModelError(
             "--max-rate searches plain decoding only so far; drop --spec-draft (or give --rate)"
         )
-    return SpecConfig.parse(
-        args.spec_draft, args.spec_k, args.spec_accept, expected=args.spec_expected, seed=args.seed
-    )
+    return spec
 
 
 def _tiers(args: argparse.Namespace) -> Any:
@@ -520,24 +510,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument(
         "--link-latency", type=float, default=0.0, help="per-layer transfer latency (s), --disagg"
     )
-    sp.add_argument(
-        "--spec-draft",
-        default=None,
-        help="speculative decoding: a catalog draft model sharing the vocabulary (e.g. llama-3.2-1b), "
-        "mtp (the model's own MTP module, e.g. deepseek-v3-mtp) or ngram (prompt lookup on the CPU: free)",
-    )
-    sp.add_argument("--spec-k", type=int, default=3, help="tokens drafted per step (with --spec-draft)")
-    sp.add_argument(
-        "--spec-accept",
-        default=None,
-        help="acceptance of the drafted tokens: one rate A in [0, 1] for every position, or k rates "
-        "a1,..,ak (each given the earlier ones accepted)",
-    )
-    sp.add_argument(
-        "--spec-expected",
-        action="store_true",
-        help="advance every sequence by the expected accepted tokens instead of seeded draws (--seed)",
-    )
+    add_spec_options(sp)
     sp.add_argument(
         "--host-kv-bytes",
         type=float,

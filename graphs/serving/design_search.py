@@ -51,6 +51,7 @@ from .compiled import compiled_step, decode_memory
 from .cost import device_rates
 from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
 from .search_plans import Plan, grid_size, plans_of, positive_ints
+from .specdec_sim import spec_forms
 
 __all__ = ["SearchResult", "search", "Plan", "grid_size"]
 
@@ -80,6 +81,7 @@ class _Block:
     energy: bool
     cost: bool = False  #: USD per million output tokens as an objective (minimised)
     usd_per_hour: float = math.nan  #: the plan's device, all in (nan: no price)
+    spec: Any = None  #: speculative decoding (graphs.serving.specdec_sim.SpecConfig), tp plans only
 
 
 class _Settings(TypedDict):
@@ -90,6 +92,7 @@ class _Settings(TypedDict):
     slo_tpot: float | None
     energy: bool
     cost: bool
+    spec: Any
 
 
 @dataclass
@@ -167,15 +170,22 @@ def _evaluate(block: _Block) -> _Partial:
     out.valid = int(valid.sum())
     mb = b / m
     t_model = c.decode.step_array(mb, ctx)
+    sf = spec_forms(plan.config, plan.device, plan.tp, block.spec) if block.spec is not None else None
+    if sf is not None:  # per output token: the verify and the draft's steps over E tokens
+        t_model = sf.tpot(mb, ctx)
     hop_mb = np.where(pp > 1, c.hop(mb), 0.0)
     tpot = (m + pp - 1) * (t_model / pp + hop_mb)
     if plan.ep > 1:
         tpot = tpot + 2 * c.a2a(mb) * c.moe_layers * m
     prompt = ctx if block.prompt is None else np.full_like(ctx, block.prompt)
     ttft = c.prefill.step_array(np.ones_like(prompt), prompt) + (pp - 1) * c.hop(prompt)
+    if sf is not None:
+        ttft = ttft + sf.ttft_extra(prompt)
     if plan.ep > 1:
         ttft = ttft + 2 * c.a2a(prompt) * c.moe_layers
     mem = (c.memory(b, ctx) - c.routed_bytes * (1 - 1 / plan.ep)) / pp
+    if sf is not None:
+        mem = mem + sf.memory(b, ctx)
     fits = valid & (mem <= c.capacity)
     out.fits = int(fits.sum())
     ok = fits.copy()
@@ -304,6 +314,7 @@ def search(
     client: Any = None,
     block: int = 1 << 20,
     progress: Callable[[int, int], None] | None = None,
+    spec: Any = None,
 ) -> SearchResult:
     """Evaluate the whole grid and return its Pareto frontier (module doc).
 
@@ -311,7 +322,10 @@ def search(
     frontiers come back. ``progress(done, total)`` is called as blocks complete. ``cost``: USD
     per million output tokens as an objective, minimised, at ``prices`` (USD per device-hour by
     catalog name, else the catalog's) plus TDP at ``electricity_per_kwh``; a device without a
-    price is never on the cost front unless it wins on the other objectives.
+    price is never on the cost front unless it wins on the other objectives. ``spec``: every
+    point decodes speculatively (a :class:`graphs.serving.specdec_sim.SpecConfig`; its TPOT
+    the verify and draft steps over the expected tokens, :class:`~graphs.serving.specdec_sim.SpecForms`),
+    for plans of tensor parallelism only.
     """
     cfg = get_model(config) if isinstance(config, str) else config
     tps, pps, eps, mbs = (
@@ -338,7 +352,11 @@ def search(
         raise CostModelError(
             f"the grid has {total:,} points; at most {MAX_LOCAL_POINTS:,} run in one process (pass a Dask client)"
         )
-    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, cost=cost)
+    if spec is not None and ((pps > 1).any() or (mbs > 1).any() or (eps > 1).any()):
+        raise CostModelError(
+            "speculative decoding in search prices tensor-parallel plans only: pp, microbatches and ep must be 1"
+        )
+    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, cost=cost, spec=spec)
     rates = {
         p.device.name: device_rates(p.device, (prices or {}).get(p.device.name), electricity_per_kwh)
         for p in plans

@@ -68,7 +68,16 @@ from .mixed import MixedStep, mixed_step
 from .specdec import K_MAX_LIMIT
 from .workload import Workload, as_workload
 
-__all__ = ["SpecConfig", "SpecStats", "Speculator", "PROPOSERS", "BatchRow", "speedup_by_batch"]
+__all__ = [
+    "SpecConfig",
+    "SpecStats",
+    "Speculator",
+    "PROPOSERS",
+    "BatchRow",
+    "speedup_by_batch",
+    "SpecForms",
+    "spec_forms",
+]
 
 #: proposers that are not a catalog model: the model's own MTP module, and prompt lookup (free)
 PROPOSERS = ("mtp", "ngram")
@@ -357,3 +366,91 @@ def speedup_by_batch(
             )
         )
     return tuple(rows)
+
+
+class SpecForms:
+    """Speculation's per-point forms for the design search, vectorised over (batch, ctx)
+    arrays: the same verify and draft steps :class:`Speculator` prices each iteration with, for
+    ``b`` sequences all drafting ``k`` at KV length ``ctx`` (the cached ``ctx - 1`` plus the
+    token being verified):
+
+    .. math::
+
+        TPOT = \\frac{T_{verify}(b, k + 1, ctx - 1) + \\sum_{j=0}^{k-1} F(b, ctx + j)}{E}
+
+    with ``E = 1 + sum_j prod_{i<=j} a_i`` (:meth:`SpecConfig.expected_tokens`), ``T_verify``
+    the chunked-prefill step with all logits (MLA: ``b (k + 1)`` decodes at the mean context
+    ``ctx + k/2``, exact as decode attention is affine in ctx) and ``F`` the proposer's decode
+    step; TTFT adds the proposer's prefill of the prompt, memory the draft's weights and KV."""
+
+    def __init__(self, config: Any, hw: Hardware, tp: int, spec: SpecConfig) -> None:
+        from .compiled import compiled_step, decode_memory
+
+        self.spec = spec
+        self.e = spec.expected_tokens()
+        cfg = as_workload(config).config
+        target = dataclasses.replace(cfg, mtp_layers=0) if spec.draft == "mtp" else cfg
+        if spec.draft == "mtp" and not cfg.mtp_layers:
+            raise CostModelError(
+                f"spec draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0)"
+            )
+        self.mla = not mixed_step(target, hw, tp=tp).shared_body
+        if self.mla:
+            self.verify = compiled_step(target, hw, "decode", tp=tp)
+        else:
+            self.verify = compiled_step(target, hw, "prefill", tp=tp, chunked=True, logits="all")
+        self.draft = self.minus = self.draft_prefill = self.draft_memory = None
+        if spec.draft == "mtp":
+            self.draft = compiled_step(cfg, hw, "decode", tp=tp)
+            self.minus = compiled_step(target, hw, "decode", tp=tp)
+        elif spec.draft != "ngram":
+            dw = as_workload(spec.draft)
+            if dw.config.vocab_size != cfg.vocab_size:
+                raise CostModelError(
+                    f"spec draft {spec.draft[:60]}: its vocabulary ({dw.config.vocab_size}) is not the target's "
+                    f"({cfg.vocab_size})"
+                )
+            self.draft = compiled_step(dw, hw, "decode", tp=tp)
+            self.draft_prefill = compiled_step(dw, hw, "prefill", tp=tp)
+            self.draft_memory = decode_memory(dw, hw, tp=tp)
+
+    def tpot(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """Seconds per output token of each point (class doc)."""
+        k = self.spec.k
+        if self.mla:
+            t = self.verify.step_array(b * (k + 1), ctx + k / 2)
+        else:
+            t = self.verify.step_array(b, np.full_like(ctx, k + 1.0), ctx - 1)
+        if self.draft is not None:
+            for j in range(k):
+                t = t + self.draft.step_array(b, ctx + j)
+                if self.minus is not None:
+                    t = t - self.minus.step_array(b, ctx + j)
+        return t / self.e
+
+    def ttft_extra(self, prompt: np.ndarray) -> np.ndarray:
+        """The proposer's prefill of the prompt (s; zero for ngram and MTP, whose module the
+        model's own prefill step already runs)."""
+        if self.draft_prefill is None:
+            return np.zeros_like(prompt)
+        return self.draft_prefill.step_array(np.ones_like(prompt), prompt)
+
+    def memory(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """The draft model's bytes per device (weights and its KV), zero without one."""
+        if self.draft_memory is None:
+            return np.zeros_like(b)
+        return self.draft_memory(b, ctx)
+
+
+_FORMS: dict[tuple[Any, ...], SpecForms] = {}
+
+
+def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig) -> SpecForms:
+    """:class:`SpecForms`, built once per (config, device, tp, spec) in this process."""
+    key = (config, hw, tp, spec)
+    f = _FORMS.get(key)
+    if f is None:
+        if len(_FORMS) >= 256:
+            _FORMS.clear()
+        f = _FORMS[key] = SpecForms(config, hw, tp, spec)
+    return f
