@@ -42,7 +42,8 @@ rooflines, so the difference is exactly those kernels). ``ngram`` drafts on the 
 A draft model's weights and KV (``kv_d`` bytes per token) share the device: the KV blocks are
 ``floor((u C - W - W_d - a N) / (b (kv + kv_d)))`` (:func:`graphs.serving.engine.kv_blocks`).
 
-Not modelled: the proposer's first forward runs one token, not the ``a + 1`` just accepted
+A draft model runs on the target's ``tp`` devices (vLLM's default for the draft's tensor
+parallelism). Not modelled: the proposer's first forward runs one token, not the ``a + 1`` just accepted
 (EAGLE and draft models re-read those; a few tokens more of a small model), tree drafts, and the
 target's rejection-sampling kernel.
 """
