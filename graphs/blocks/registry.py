@@ -1,11 +1,10 @@
-"""The block registry: token mixers (attention and its relatives) and MLPs, by name.
+"""The MLP block registry, by name (the token mixers are plug-in classes: :mod:`models.mixers`).
 
-A layer is ``norm -> mixer -> residual -> norm -> MLP -> residual``; the mixer
-and the MLP are looked up here by name, so a new mixer (sliding-window
-attention, a state-space scan ...) is one module with a registered function::
+A layer is ``norm -> mixer -> residual -> norm -> MLP -> residual``; the MLP is
+looked up here by name, so a new MLP kind is one module with a registered function::
 
-    @register_mixer("gqa")
-    def gqa(layer: LayerBase, h: Ref) -> Ref: ...
+    @register_mlp("dense")
+    def dense(layer: LayerBase, h: Ref) -> Ref: ...
 
 A block function receives the :class:`~graphs.blocks.layer_base.LayerBase`
 being built (its config, phase dims, graph builder and helpers) and the
@@ -27,12 +26,11 @@ from costmodel.tensor import Tensor
 if TYPE_CHECKING:
     from .layer_base import LayerBase
 
-__all__ = ["Ref", "Block", "register_mixer", "register_mlp", "mixer", "mlp_block", "mixer_names", "mlp_names"]
+__all__ = ["Ref", "Block", "register_mlp", "mlp_block", "mlp_names"]
 
 Ref = tuple[str, Tensor]
 Block = Callable[["LayerBase", Ref], Ref]
 
-_MIXERS: dict[str, Block] = {}
 _MLPS: dict[str, Block] = {}
 _LOADED = False
 
@@ -45,11 +43,6 @@ def _register(table: dict[str, Block], what: str, name: str) -> Callable[[Block]
         return fn
 
     return deco
-
-
-def register_mixer(name: str) -> Callable[[Block], Block]:
-    """Register a token mixer (the attention slot of a layer) under ``name``."""
-    return _register(_MIXERS, "mixer", name)
 
 
 def register_mlp(name: str) -> Callable[[Block], Block]:
@@ -76,19 +69,9 @@ def _get(table: dict[str, Block], what: str, name: str) -> Block:
         raise CostModelError(f"unknown {what} {name!r}; known: {', '.join(sorted(table))}") from None
 
 
-def mixer(name: str) -> Block:
-    """The mixer registered as ``name``."""
-    return _get(_MIXERS, "mixer", name)
-
-
 def mlp_block(name: str) -> Block:
     """The MLP block registered as ``name``."""
     return _get(_MLPS, "MLP block", name)
-
-
-def mixer_names() -> tuple[str, ...]:
-    _load()
-    return tuple(sorted(_MIXERS))
 
 
 def mlp_names() -> tuple[str, ...]:

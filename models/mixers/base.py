@@ -1,0 +1,222 @@
+"""The mixer plug-in contract: a token mixer is one class in one module of :mod:`models.mixers`.
+
+A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. A mixer class holds
+everything the engine needs to know about its kind of layer, and nothing else names it:
+
+* ``name`` (the :class:`~models.layers.LayerSpec` mixer name) and ``needs``, the
+  :class:`~models.config.ModelConfig` fields a layer of it cannot do without;
+* ``hf_families``: the Hugging Face ``model_type`` values it brings, each a reader that adds
+  its fields to the common ones (:mod:`models.hf`);
+* :meth:`Mixer.params`, its per-layer parameter formula;
+* :meth:`Mixer.build`, its graph block: it adds op nodes through the layer it is handed (a
+  :class:`LayerContext`, which :class:`graphs.blocks.layer_base.LayerBase` satisfies), each
+  with the :class:`~costmodel.keys.Role` analyses select it by.
+
+``@register_mixer`` on the class registers it, refusing a second class of the same name;
+every module of the package is imported on the first lookup (``pkgutil``), so a plug-in
+cannot be forgotten. The block builder lives here, below ``graphs`` in the layer contracts,
+because it reaches the graph only through :class:`LayerContext`: the graphs package calls
+``get_mixer(spec.mixer).build(layer, h)`` and never learns a mixer's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from costmodel.cost import Cost
+from costmodel.errors import CostModelError
+from costmodel.keys import Role
+from costmodel.tensor import Tensor
+
+if TYPE_CHECKING:
+    import sympy
+
+    from ..config import ModelConfig
+
+__all__ = [
+    "Ref",
+    "EdgeRef",
+    "HFReader",
+    "PhaseLike",
+    "BuilderLike",
+    "LayerContext",
+    "Mixer",
+    "register_mixer",
+    "get_mixer",
+    "mixer_names",
+    "hf_families",
+]
+
+#: a block's input or output: (node, tensor)
+Ref = tuple[str, Tensor]
+#: an op input: (node, tensor), or (node, tensor, bytes the op reads of it)
+EdgeRef = tuple[str, Tensor] | tuple[str, Tensor, Any]
+#: ``reader(hf_config, common_fields, int_getter, model_name)``: adds a family's fields to ``common``
+HFReader = Callable[[Mapping[str, Any], dict[str, Any], Callable[..., Any], str], None]
+
+
+class PhaseLike(Protocol):
+    """The phase dimensions a block sees (:class:`graphs.blocks.phase.PhaseDims`)."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def batch(self) -> Any: ...
+    @property
+    def tokens(self) -> Any: ...
+    @property
+    def q_len(self) -> Any: ...
+    @property
+    def kv_len(self) -> Any: ...
+    @property
+    def prefix(self) -> Any: ...
+    @property
+    def tp(self) -> Any: ...
+
+
+class BuilderLike(Protocol):
+    """The graph builder a block adds nodes with (:class:`graphs.blocks.builder.GraphBuilder`)."""
+
+    def name(self, local: str) -> str: ...
+
+    def source(
+        self, local: str, tensor: Tensor, kind: str, *, resident: bool = True
+    ) -> tuple[str, Tensor]: ...
+
+    def op(
+        self,
+        local: str,
+        rule: str,
+        role: Role,
+        ins: Sequence[EdgeRef],
+        outs: Sequence[Tensor],
+        /,
+        *,
+        extra: Cost | None = None,
+        **params: Any,
+    ) -> list[tuple[str, Tensor]]: ...
+
+
+class LayerContext(Protocol):
+    """What a mixer's block may use of the layer being built (``LayerBase`` provides it):
+    the config, the phase dimensions, the builder, the layer's dtypes and the shared helpers."""
+
+    @property
+    def cfg(self) -> ModelConfig: ...
+    @property
+    def dims(self) -> PhaseLike: ...
+    @property
+    def b(self) -> BuilderLike: ...
+    @property
+    def act(self) -> str: ...
+    @property
+    def wd(self) -> str: ...
+    @property
+    def kvd(self) -> str: ...
+    @property
+    def tp(self) -> Any: ...
+
+    def split(self, n: Any, what: str) -> Any: ...
+    def kv_heads_local(self) -> Any: ...
+    def weight(
+        self, local: str, shape: tuple[Any, ...], *, dtype: str | None = None
+    ) -> tuple[str, Tensor]: ...
+
+    def linear(
+        self,
+        local: str,
+        x: tuple[str, Tensor],
+        n_out: Any,
+        *,
+        bias: bool = False,
+        rows: Any = None,
+        reduce: bool = False,
+        role: Role = Role.LINEAR,
+    ) -> tuple[str, Tensor]: ...
+
+    def norm(self, local: str, x: tuple[str, Tensor], rows: Any, cols: Any) -> tuple[str, Tensor]: ...
+    def add(self, local: str, a: tuple[str, Tensor], c: tuple[str, Tensor]) -> tuple[str, Tensor]: ...
+
+    def cache_write(
+        self, local: str, srcs: list[tuple[str, Tensor]], width: Any, *, cap: Any = None
+    ) -> tuple[str, Tensor]: ...
+
+    def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]: ...
+
+
+class Mixer(ABC):
+    """A token mixer plug-in (module doc). Subclasses set ``name`` and implement both methods."""
+
+    #: the LayerSpec mixer name
+    name: ClassVar[str]
+    #: ModelConfig fields a layer of this mixer needs (None refused when a layer uses it)
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: Hugging Face model_type -> reader of that family's fields
+    hf_families: ClassVar[Mapping[str, HFReader]] = {}
+
+    @abstractmethod
+    def params(self, cfg: ModelConfig) -> sympy.Expr:
+        """Weights of one layer's mixer (a count of values, symbolic or numeric)."""
+
+    @abstractmethod
+    def build(self, layer: LayerContext, h: Ref) -> Ref:
+        """Add the mixer's nodes to ``layer``'s graph, fed by ``h`` (the normed ``[T, d]``
+        input); return the output ``[T, d]`` edge (before the residual add)."""
+
+
+M = TypeVar("M", bound=type[Mixer])
+_MIXERS: dict[str, Mixer] = {}
+_LOADED = False
+
+
+def register_mixer(cls: M) -> M:
+    """Class decorator: register mixer ``cls`` under ``cls.name`` (a second one is refused)."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise CostModelError(f"mixer class {cls.__name__} must set a non-empty string `name`")
+    if name in _MIXERS:
+        raise CostModelError(f"mixer {name!r} is already registered by {type(_MIXERS[name]).__name__}")
+    _MIXERS[name] = cls()
+    return cls
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from . import __path__ as here
+
+    for mod in pkgutil.iter_modules(here):
+        importlib.import_module(f"{__package__}.{mod.name}")
+
+
+def get_mixer(name: str) -> Mixer:
+    """The mixer registered as ``name`` (a clear error naming the known ones otherwise)."""
+    _load()
+    try:
+        return _MIXERS[name]
+    except KeyError:
+        raise CostModelError(f"layer mixer {name!r} not allowed; allowed: {mixer_names()}") from None
+
+
+def mixer_names() -> tuple[str, ...]:
+    """Every registered mixer name, in registration order."""
+    _load()
+    return tuple(_MIXERS)
+
+
+def hf_families() -> dict[str, HFReader]:
+    """The Hugging Face ``model_type`` readers the registered mixers bring (a clash refused)."""
+    _load()
+    out: dict[str, HFReader] = {}
+    for m in _MIXERS.values():
+        for mt, reader in m.hf_families.items():
+            if mt in out:
+                raise CostModelError(f"model_type {mt!r} is claimed by two mixers (one is {m.name!r})")
+            out[mt] = reader
+    return out
