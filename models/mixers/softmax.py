@@ -26,12 +26,23 @@ from costmodel.keys import Role
 from costmodel.rules.attention import chunk_keys
 from costmodel.tensor import Tensor
 
-from .base import LayerContext, Mixer, Ref, register_mixer
+from .base import EdgeRef, LayerContext, Mixer, Ref, register_mixer
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
 
-__all__ = ["SoftmaxAttention", "GQA", "Sliding", "Chunked", "softmax_attention", "attention_params"]
+__all__ = [
+    "SoftmaxAttention",
+    "GQA",
+    "Sliding",
+    "Chunked",
+    "softmax_attention",
+    "attention_params",
+    "project_qkv",
+    "write_kv",
+    "kv_operands",
+    "attention_shape",
+]
 
 
 def attention_params(cfg: ModelConfig) -> sympy.Expr:
@@ -99,19 +110,12 @@ def _cached(window: Any, chunk: Any, tokens: Any) -> Any:
     return tokens
 
 
-def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk: Any = None) -> Ref:
-    """q/k/v projections (q also yields an output gate when ``attn_output_gate``), optional q/k
-    norms and rope, the KV-cache write and read, attention (``window`` or ``chunk`` limited,
-    with the config's learned sinks), the output projection.
-
-    A windowed or chunked layer's cache keeps at most ``W`` (or ``C``) positions per
-    sequence (:data:`costmodel.keys.KV_CAP` on its cache writes); a decode step reads
-    ``min(ctx, W)`` of them, or the current chunk's ``((ctx - 1) mod C) + 1``.
-    """
-    cfg, dims = layer.cfg, layer.dims
-    T, hd = dims.tokens, cfg.head_dim
+def project_qkv(layer: LayerContext, h: Ref, *, rope: bool = True) -> tuple[Ref | None, Ref, Ref, Ref]:
+    """The output gate (when ``attn_output_gate``; else None), q, k and v projections (with the
+    config's q/k/v bias), the optional per-head q/k norms, and rope on q and k (``rope`` and
+    the config's ``rope``): ``(gate, q, k, v)``, q ``[T, H h]``, k and v ``[T, H_kv h]`` per device."""
+    cfg, T, hd = layer.cfg, layer.dims.tokens, layer.cfg.head_dim
     H, Hkv = layer.split(cfg.num_attention_heads, "num_attention_heads"), layer.kv_heads_local()
-    cap = window if window is not None else chunk
     gate = None
     if cfg.attn_output_gate:
         gate = layer.linear("q_gate_proj", h, H * hd, bias=cfg.qkv_bias)
@@ -124,7 +128,7 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
     elif cfg.qk_norm:
         q = layer.norm("q_norm", q, T * H, hd)
         k = layer.norm("k_norm", k, T * Hkv, hd)
-    if cfg.rope and not (cfg.nope_full_attention and window is None and chunk is None):
+    if rope and cfg.rope:
         q = layer.b.op(
             "rope_q",
             "rope",
@@ -147,20 +151,75 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
             head_dim=hd,
             dtype=layer.act,
         )[0]
-    kw = layer.cache_write("k_cache_write", [k], Hkv * hd, cap=cap)
-    vw = layer.cache_write("v_cache_write", [v], Hkv * hd, cap=cap)
-    out = Tensor(layer.b.name("attention"), (T, H * hd), layer.act)
-    common = dict(
+    return gate, q, k, v
+
+
+def write_kv(layer: LayerContext, k: Ref, v: Ref, *, cap: Any = None) -> tuple[Ref, Ref]:
+    """Copy the new tokens' K and V into the cache (``cap``: the positions it keeps per sequence)."""
+    width = layer.kv_heads_local() * layer.cfg.head_dim
+    return (
+        layer.cache_write("k_cache_write", [k], width, cap=cap),
+        layer.cache_write("v_cache_write", [v], width, cap=cap),
+    )
+
+
+def kv_operands(
+    layer: LayerContext, k: Ref, v: Ref, kw: Ref, vw: Ref, *, window: Any = None, chunk: Any = None
+) -> tuple[list[EdgeRef], str]:
+    """The K and V an attention op of this phase reads, and their dtype.
+
+    Prefill from the start reads K and V as just computed (activation dtype; the writes run
+    alongside); a chunk after ``prefix`` cached tokens reads the cache and the new tokens'
+    writes; a decode step reads ``ctx`` cached positions (``min(ctx, W)`` windowed, the current
+    chunk's ``((ctx - 1) mod C) + 1`` chunked) and the writes only order the step (no bytes)."""
+    dims, width = layer.dims, layer.kv_heads_local() * layer.cfg.head_dim
+    if dims.phase == "prefill" and dims.prefix == 0:
+        return [k, v], layer.act
+    if dims.phase == "prefill":
+        kc = layer.cache("k_cache", width, _cached(window, chunk, dims.prefix))
+        vc = layer.cache("v_cache", width, _cached(window, chunk, dims.prefix))
+        return [kc, vc, kw, vw], layer.kvd
+    read = dims.kv_len
+    if window is not None:
+        read = sympy.Min(dims.kv_len, window)
+    elif chunk is not None:
+        read = chunk_keys(1, dims.kv_len, chunk)
+    kc = layer.cache("k_cache", width, read)
+    vc = layer.cache("v_cache", width, read)
+    return [kc, vc, (*kw, 0), (*vw, 0)], layer.kvd
+
+
+def attention_shape(layer: LayerContext) -> dict[str, Any]:
+    """The ``attention`` rule's shape arguments for this layer and phase (causal, per device)."""
+    cfg, dims = layer.cfg, layer.dims
+    return dict(
         batch=dims.batch,
-        heads=H,
-        kv_heads=Hkv,
+        heads=layer.split(cfg.num_attention_heads, "num_attention_heads"),
+        kv_heads=layer.kv_heads_local(),
         q_len=dims.q_len,
         kv_len=dims.kv_len,
-        head_dim=hd,
+        head_dim=cfg.head_dim,
         causal=True,
         dtype=layer.act,
-        sinks=cfg.attention_sinks,
     )
+
+
+def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk: Any = None) -> Ref:
+    """q/k/v projections (q also yields an output gate when ``attn_output_gate``), optional q/k
+    norms and rope, the KV-cache write and read, attention (``window`` or ``chunk`` limited,
+    with the config's learned sinks), the output projection.
+
+    A windowed or chunked layer's cache keeps at most ``W`` (or ``C``) positions per
+    sequence (:data:`costmodel.keys.KV_CAP` on its cache writes); a decode step reads
+    ``min(ctx, W)`` of them, or the current chunk's ``((ctx - 1) mod C) + 1``.
+    """
+    cfg, T, hd = layer.cfg, layer.dims.tokens, layer.cfg.head_dim
+    H = layer.split(cfg.num_attention_heads, "num_attention_heads")
+    rope = not (cfg.nope_full_attention and window is None and chunk is None)
+    gate, q, k, v = project_qkv(layer, h, rope=rope)
+    kw, vw = write_kv(layer, k, v, cap=window if window is not None else chunk)
+    out = Tensor(layer.b.name("attention"), (T, H * hd), layer.act)
+    common = {**attention_shape(layer), "sinks": cfg.attention_sinks}
     sink_w: list[Any] = []
     if cfg.attention_sinks:
         sink_w = [layer.weight("sinks", (H * cfg.attention_sinks,))]
@@ -168,42 +227,10 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
         common["window"] = window
     if chunk is not None:
         common["chunk"] = chunk
-    if dims.phase == "prefill" and dims.prefix == 0:
-        # K and V are read as just computed (activation dtype); the writes run alongside
-        o = layer.b.op(
-            "attention", "attention", Role.ATTENTION, [q, k, v, *sink_w], [out], kv_dtype=layer.act, **common
-        )[0]
-    elif dims.phase == "prefill":
-        # a chunk after `prefix` cached tokens: attention reads the cache, the new tokens included
-        kc = layer.cache("k_cache", Hkv * hd, _cached(window, chunk, dims.prefix))
-        vc = layer.cache("v_cache", Hkv * hd, _cached(window, chunk, dims.prefix))
-        o = layer.b.op(
-            "attention",
-            "attention",
-            Role.ATTENTION,
-            [q, kc, vc, kw, vw, *sink_w],
-            [out],
-            kv_dtype=layer.kvd,
-            **common,
-        )[0]
-    else:
-        read = dims.kv_len
-        if window is not None:
-            read = sympy.Min(dims.kv_len, window)
-        elif chunk is not None:
-            read = chunk_keys(1, dims.kv_len, chunk)
-        kc = layer.cache("k_cache", Hkv * hd, read)
-        vc = layer.cache("v_cache", Hkv * hd, read)
-        # the writes only order the step (the new token is part of ctx): no extra bytes on those edges
-        o = layer.b.op(
-            "attention",
-            "attention",
-            Role.ATTENTION,
-            [q, kc, vc, (*kw, 0), (*vw, 0), *sink_w],
-            [out],
-            kv_dtype=layer.kvd,
-            **common,
-        )[0]
+    kv, kv_dtype = kv_operands(layer, k, v, kw, vw, window=window, chunk=chunk)
+    o = layer.b.op(
+        "attention", "attention", Role.ATTENTION, [q, *kv, *sink_w], [out], kv_dtype=kv_dtype, **common
+    )[0]
     if gate is not None:
         # o * sigmoid(gate): sigmoid (exp, add, divide) and the product per element
         o = layer.b.op(
