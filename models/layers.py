@@ -196,6 +196,7 @@ def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
         missing = [f for f in get_mixer(spec.mixer).needs if getattr(cfg, f) is None]
         if missing:
             raise CostModelError(f"{cfg.name}: {spec.mixer} layers need {', '.join(missing)}")
+        get_mixer(spec.mixer).check(cfg)
         if spec.mixer == "none" and spec.mlp == "none":
             raise CostModelError(f"{cfg.name}: a layer needs a mixer or an MLP (LayerSpec('none', 'none'))")
         if spec.mlp == "moe" and not cfg.is_moe:

@@ -4,7 +4,8 @@ A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. A mixer c
 everything the engine needs to know about its kind of layer, and nothing else names it:
 
 * ``name`` (the :class:`~models.layers.LayerSpec` mixer name) and ``needs``, the
-  :class:`~models.config.ModelConfig` fields a layer of it cannot do without;
+  :class:`~models.config.ModelConfig` fields a layer of it cannot do without, and
+  :meth:`Mixer.check` for any other condition it puts on a config;
 * ``hf_families``: the Hugging Face ``model_type`` values it brings, each a reader that adds
   its fields to the common ones (:mod:`models.hf`);
 * :meth:`Mixer.params`, its per-layer parameter formula;
@@ -157,6 +158,11 @@ class Mixer(ABC):
     needs: ClassVar[tuple[str, ...]] = ()
     #: Hugging Face model_type -> reader of that family's fields
     hf_families: ClassVar[Mapping[str, HFReader]] = {}
+
+    def check(self, cfg: ModelConfig) -> None:
+        """Refuse (a :class:`~costmodel.errors.CostModelError` naming the field, the value and
+        what is allowed) a config a layer of this mixer cannot run; called for every mixer a
+        config uses, after its ``needs`` are checked. The default accepts every config."""
 
     @abstractmethod
     def params(self, cfg: ModelConfig) -> sympy.Expr:
