@@ -163,6 +163,7 @@ class Mixer(ABC):
         """Refuse (a :class:`~costmodel.errors.CostModelError` naming the field, the value and
         what is allowed) a config a layer of this mixer cannot run; called for every mixer a
         config uses, after its ``needs`` are checked. The default accepts every config."""
+        return None
 
     @abstractmethod
     def params(self, cfg: ModelConfig) -> sympy.Expr:
