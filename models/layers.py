@@ -8,8 +8,8 @@ The mixers are plug-ins, one module each in :mod:`models.mixers` (``gqa``, ``mla
 :class:`~models.mixers.Mixer` class states the config fields a layer of it needs, its
 parameter formula and its graph block, and :class:`LayerSpec` accepts any registered name.
 
-MLPs: ``dense`` (``intermediate_size``, gated or not per ``mlp``), ``moe``
-(routed + shared experts) and ``none`` (Mamba-2 blocks have no MLP).
+MLPs are plug-ins too (:class:`~models.mixers.MLP`): ``dense`` (``intermediate_size``, gated
+or not per ``mlp``), ``moe`` (routed + shared experts) and ``none`` (Mamba-2 blocks have no MLP).
 
 A config without ``layer_types`` is uniform: ``mla`` or ``gqa`` everywhere,
 dense MLPs in the first ``first_k_dense_replace`` layers and MoE after.
@@ -28,7 +28,7 @@ import sympy
 
 from costmodel.errors import CostModelError
 
-from .mixers import get_mixer
+from .mixers import LayerPlugin, get_mixer, get_mlp
 from .mixers import mixer_names as registered_mixers
 
 if TYPE_CHECKING:
@@ -37,14 +37,10 @@ if TYPE_CHECKING:
 __all__ = [
     "LayerSpec",
     "LayerGroup",
-    "MLP_KINDS",
     "layer_groups",
     "mixer_params",
     "mixer_names",
 ]
-
-#: MLP slots of a layer
-MLP_KINDS = ("dense", "moe", "none")
 
 
 @dataclass(frozen=True)
@@ -56,8 +52,7 @@ class LayerSpec:
 
     def __post_init__(self) -> None:
         get_mixer(self.mixer)  # a clear error naming the registered mixers
-        if self.mlp not in MLP_KINDS:
-            raise CostModelError(f"layer mlp {self.mlp!r} not allowed; allowed: {MLP_KINDS}")
+        get_mlp(self.mlp)
 
     @property
     def name(self) -> str:
@@ -193,11 +188,12 @@ def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
         set_("layer_types", specs)
         used = set(specs)
     for spec in used:
-        missing = [f for f in get_mixer(spec.mixer).needs if getattr(cfg, f) is None]
-        if missing:
-            raise CostModelError(f"{cfg.name}: {spec.mixer} layers need {', '.join(missing)}")
-        get_mixer(spec.mixer).check(cfg)
+        plugins: tuple[LayerPlugin, ...] = (get_mixer(spec.mixer), get_mlp(spec.mlp))
+        for plugin in plugins:
+            missing = [f for f in plugin.needs if getattr(cfg, f) is None]
+            if missing:
+                raise CostModelError(f"{cfg.name}: {plugin.name} layers need {', '.join(missing)}")
         if spec.mixer == "none" and spec.mlp == "none":
             raise CostModelError(f"{cfg.name}: a layer needs a mixer or an MLP (LayerSpec('none', 'none'))")
-        if spec.mlp == "moe" and not cfg.is_moe:
-            raise CostModelError(f"{cfg.name}: moe layers need a MoE config (num_experts ...)")
+        for plugin in plugins:
+            plugin.check(cfg)

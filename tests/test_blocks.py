@@ -5,10 +5,9 @@ from pathlib import Path
 import pytest
 
 from costmodel.errors import CostModelError
-from graphs.blocks import mlp_names
 from models import get_model, model_names
-from models.layers import MLP_KINDS, LayerSpec, layer_groups
-from models.mixers import Mixer, get_mixer, mixer_names, register_mixer
+from models.layers import LayerSpec, layer_groups
+from models.mixers import Mixer, get_mixer, get_mlp, mixer_names, mlp_names, register_mixer
 
 TESTS = Path(__file__).resolve().parent
 
@@ -24,7 +23,7 @@ def test_registered_blocks():
         "linear_attention",
         "none",
     }
-    assert set(mlp_names()) >= {"dense", "moe"}
+    assert set(mlp_names()) >= {"dense", "moe", "none"}
 
 
 def test_a_mixer_name_cannot_be_registered_twice():
@@ -74,5 +73,8 @@ def test_every_registered_block_is_built_by_a_test():
     assert set(mlp_names()) <= {s.mlp for s in specs}
 
 
-def test_layer_specs_and_graph_blocks_name_the_same_mlps():
-    assert set(MLP_KINDS) == set(mlp_names()) | {"none"}
+def test_unknown_mlp_kinds_list_the_known_ones():
+    with pytest.raises(CostModelError, match=r"layer mlp 'kan' not allowed; allowed: .*'dense'"):
+        get_mlp("kan")
+    with pytest.raises(CostModelError, match=r"layer mlp 'kan' not allowed"):
+        LayerSpec("gqa", "kan")

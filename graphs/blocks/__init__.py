@@ -8,7 +8,6 @@ symbolic costs from the rule registry.
 from .builder import GraphBuilder
 from .decomposed import attention_chain, elementwise_chain
 from .phase import PHASES, PhaseDims, phase_dims
-from .registry import mlp_block, mlp_names, register_mlp
 from .transformer import build_layer, build_model
 
 __all__ = [
@@ -20,7 +19,4 @@ __all__ = [
     "GraphBuilder",
     "attention_chain",
     "elementwise_chain",
-    "register_mlp",
-    "mlp_block",
-    "mlp_names",
 ]

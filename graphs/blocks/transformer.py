@@ -47,21 +47,20 @@ from costmodel.symbols import ctx as ctx_sym
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 from models.layers import LayerSpec, layer_groups
-from models.mixers import get_mixer
+from models.mixers import get_mixer, get_mlp
 
 from .builder import GraphBuilder
 from .layer_base import LayerBase
 from .mtp import add_mtp
 from .phase import PHASES, PhaseDims, phase_dims
-from .registry import mlp_block
 
 __all__ = ["PHASES", "PhaseDims", "phase_dims", "build_layer", "build_model"]
 
 
 class _Layer(LayerBase):
     """One layer group: norm, the mixer, residual, then (unless the spec's MLP is
-    ``none``) norm, the MLP, residual. The mixer is the plug-in its spec names
-    (:mod:`models.mixers`), the MLP comes from the block registry (:mod:`graphs.blocks.registry`)."""
+    ``none``) norm, the MLP, residual. The mixer and the MLP are the plug-ins its spec
+    names (:mod:`models.mixers`)."""
 
     def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, T = self.cfg, self.dims.tokens
@@ -78,7 +77,7 @@ class _Layer(LayerBase):
                 m_in = h  # a parallel block: the MLP reads the mixer's norm of the layer input
             else:
                 m_in = self.norm("mlp_norm", y, T, d)
-            m = mlp_block(self.spec.mlp)(self, m_in)
+            m = get_mlp(self.spec.mlp).build(self, m_in)
             if cfg.sandwich_norm:
                 m = self.norm("post_mlp_norm", m, T, d)
             y = self.add("mlp_residual", y, m)

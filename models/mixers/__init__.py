@@ -1,4 +1,4 @@
-"""Token mixers as plug-ins: one module per mixer kind, each a registered :class:`Mixer` class
+"""Token mixers and MLP kinds as plug-ins: one module per kind, each a registered :class:`Mixer` class
 holding its required config fields, Hugging Face families, parameter formula and graph block
 (:mod:`models.mixers.base` states the contract).
 
@@ -15,26 +15,38 @@ mixer (module)         what it is
 ``none`` (none)        no mixer: the layer is its MLP alone
 =====================  ======================================================
 
+MLP kinds (:class:`MLP`): ``dense`` (mlp_dense), ``moe`` (mlp_moe), ``none`` (mlp_none).
+
 A new mixer is a new module here with a ``@register_mixer`` class (and, when it needs an op
 no rule costs yet, a rule module in :mod:`costmodel.rules`); nothing else learns its name.
 """
 
 from .base import (
+    MLP,
     BuilderLike,
     EdgeRef,
     HFReader,
     LayerContext,
+    LayerPlugin,
     Mixer,
     PhaseLike,
     Ref,
     get_mixer,
+    get_mlp,
     hf_families,
     mixer_names,
+    mlp_names,
     register_mixer,
+    register_mlp,
 )
 
 __all__ = [
+    "LayerPlugin",
     "Mixer",
+    "MLP",
+    "register_mlp",
+    "get_mlp",
+    "mlp_names",
     "LayerContext",
     "BuilderLike",
     "PhaseLike",

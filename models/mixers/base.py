@@ -1,4 +1,5 @@
-"""The mixer plug-in contract: a token mixer is one class in one module of :mod:`models.mixers`.
+"""The layer plug-in contract: a token mixer (and an MLP kind) is one class in one module of
+:mod:`models.mixers`.
 
 A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. A mixer class holds
 everything the engine needs to know about its kind of layer, and nothing else names it:
@@ -13,6 +14,9 @@ everything the engine needs to know about its kind of layer, and nothing else na
   :class:`LayerContext`, which :class:`graphs.blocks.layer_base.LayerBase` satisfies), each
   with the :class:`~costmodel.keys.Role` analyses select it by.
 
+An MLP kind (:class:`MLP`: ``dense``, ``moe``, ``none``) is the same with ``params(cfg,
+active=...)`` and ``build(layer, x)`` for the feed-forward slot, registered with ``@register_mlp``.
+
 ``@register_mixer`` on the class registers it, refusing a second class of the same name;
 every module of the package is imported on the first lookup (``pkgutil``), so a plug-in
 cannot be forgotten. The block builder lives here, below ``graphs`` in the layer contracts,
@@ -26,7 +30,7 @@ import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
@@ -45,10 +49,15 @@ __all__ = [
     "PhaseLike",
     "BuilderLike",
     "LayerContext",
+    "LayerPlugin",
     "Mixer",
+    "MLP",
     "register_mixer",
+    "register_mlp",
     "get_mixer",
+    "get_mlp",
     "mixer_names",
+    "mlp_names",
     "hf_families",
 ]
 
@@ -119,6 +128,8 @@ class LayerContext(Protocol):
     @property
     def kvd(self) -> str: ...
     @property
+    def mmd(self) -> str: ...
+    @property
     def tp(self) -> Any: ...
 
     def split(self, n: Any, what: str) -> Any: ...
@@ -139,6 +150,7 @@ class LayerContext(Protocol):
         role: Role = Role.LINEAR,
     ) -> tuple[str, Tensor]: ...
 
+    def all_reduce(self, local: str, x: tuple[str, Tensor]) -> tuple[str, Tensor]: ...
     def norm(self, local: str, x: tuple[str, Tensor], rows: Any, cols: Any) -> tuple[str, Tensor]: ...
     def add(self, local: str, a: tuple[str, Tensor], c: tuple[str, Tensor]) -> tuple[str, Tensor]: ...
 
@@ -149,21 +161,26 @@ class LayerContext(Protocol):
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]: ...
 
 
-class Mixer(ABC):
-    """A token mixer plug-in (module doc). Subclasses set ``name`` and implement both methods."""
+class LayerPlugin(ABC):
+    """What a mixer and an MLP kind share: a name, the config fields they need, the Hugging Face
+    families they bring, and a check of the config (module doc)."""
 
-    #: the LayerSpec mixer name
+    #: the LayerSpec name (``LayerSpec.mixer`` or ``LayerSpec.mlp``)
     name: ClassVar[str]
-    #: ModelConfig fields a layer of this mixer needs (None refused when a layer uses it)
+    #: ModelConfig fields a layer of this kind needs (None refused when a layer uses it)
     needs: ClassVar[tuple[str, ...]] = ()
     #: Hugging Face model_type -> reader of that family's fields
     hf_families: ClassVar[Mapping[str, HFReader]] = {}
 
     def check(self, cfg: ModelConfig) -> None:
         """Refuse (a :class:`~costmodel.errors.CostModelError` naming the field, the value and
-        what is allowed) a config a layer of this mixer cannot run; called for every mixer a
-        config uses, after its ``needs`` are checked. The default accepts every config."""
+        what is allowed) a config a layer of this kind cannot run; called for every mixer and
+        MLP kind a config uses, after its ``needs`` are checked. The default accepts every config."""
         return None
+
+
+class Mixer(LayerPlugin):
+    """A token mixer plug-in (module doc). Subclasses set ``name`` and implement both methods."""
 
     @abstractmethod
     def params(self, cfg: ModelConfig) -> sympy.Expr:
@@ -175,20 +192,20 @@ class Mixer(ABC):
         input); return the output ``[T, d]`` edge (before the residual add)."""
 
 
-M = TypeVar("M", bound=type[Mixer])
-_MIXERS: dict[str, Mixer] = {}
+class MLP(LayerPlugin):
+    """An MLP kind plug-in (the feed-forward slot of a layer: ``dense``, ``moe``, ``none``)."""
+
+    @abstractmethod
+    def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
+        """Weights of one layer's MLP; ``active``: only those one token uses (``k`` routed experts)."""
+
+    @abstractmethod
+    def build(self, layer: LayerContext, x: Ref) -> Ref:
+        """Add the MLP's nodes fed by ``x`` (the normed ``[T, d]`` input); return its ``[T, d]`` output."""
+
+
+P = TypeVar("P", bound=LayerPlugin)
 _LOADED = False
-
-
-def register_mixer(cls: M) -> M:
-    """Class decorator: register mixer ``cls`` under ``cls.name`` (a second one is refused)."""
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise CostModelError(f"mixer class {cls.__name__} must set a non-empty string `name`")
-    if name in _MIXERS:
-        raise CostModelError(f"mixer {name!r} is already registered by {type(_MIXERS[name]).__name__}")
-    _MIXERS[name] = cls()
-    return cls
 
 
 def _load() -> None:
@@ -202,28 +219,82 @@ def _load() -> None:
         importlib.import_module(f"{__package__}.{mod.name}")
 
 
+class _Registry(Generic[P]):
+    """Plug-in instances by name; ``what`` names the slot in errors (``mixer``, ``mlp``)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.table: dict[str, P] = {}
+
+    def register(self, cls: type[P]) -> None:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise CostModelError(f"{self.what} class {cls.__name__} must set a non-empty string `name`")
+        if name in self.table:
+            raise CostModelError(
+                f"{self.what} {name!r} is already registered by {type(self.table[name]).__name__}"
+            )
+        self.table[name] = cls()
+
+    def get(self, name: str) -> P:
+        _load()
+        try:
+            return self.table[name]
+        except KeyError:
+            raise CostModelError(
+                f"layer {self.what} {name!r} not allowed; allowed: {tuple(self.table)}"
+            ) from None
+
+    def names(self) -> tuple[str, ...]:
+        _load()
+        return tuple(self.table)
+
+
+_MIXERS: _Registry[Mixer] = _Registry("mixer")
+_MLPS: _Registry[MLP] = _Registry("mlp")
+M = TypeVar("M", bound=type[Mixer])
+F = TypeVar("F", bound=type[MLP])
+
+
+def register_mixer(cls: M) -> M:
+    """Class decorator: register mixer ``cls`` under ``cls.name`` (a second one is refused)."""
+    _MIXERS.register(cls)
+    return cls
+
+
+def register_mlp(cls: F) -> F:
+    """Class decorator: register MLP kind ``cls`` under ``cls.name`` (a second one is refused)."""
+    _MLPS.register(cls)
+    return cls
+
+
 def get_mixer(name: str) -> Mixer:
     """The mixer registered as ``name`` (a clear error naming the known ones otherwise)."""
-    _load()
-    try:
-        return _MIXERS[name]
-    except KeyError:
-        raise CostModelError(f"layer mixer {name!r} not allowed; allowed: {mixer_names()}") from None
+    return _MIXERS.get(name)
+
+
+def get_mlp(name: str) -> MLP:
+    """The MLP kind registered as ``name`` (a clear error naming the known ones otherwise)."""
+    return _MLPS.get(name)
 
 
 def mixer_names() -> tuple[str, ...]:
     """Every registered mixer name, in registration order."""
-    _load()
-    return tuple(_MIXERS)
+    return _MIXERS.names()
+
+
+def mlp_names() -> tuple[str, ...]:
+    """Every registered MLP kind, in registration order."""
+    return _MLPS.names()
 
 
 def hf_families() -> dict[str, HFReader]:
-    """The Hugging Face ``model_type`` readers the registered mixers bring (a clash refused)."""
+    """The Hugging Face ``model_type`` readers the registered plug-ins bring (a clash refused)."""
     _load()
     out: dict[str, HFReader] = {}
-    for m in _MIXERS.values():
+    for m in (*_MIXERS.table.values(), *_MLPS.table.values()):
         for mt, reader in m.hf_families.items():
             if mt in out:
-                raise CostModelError(f"model_type {mt!r} is claimed by two mixers (one is {m.name!r})")
+                raise CostModelError(f"model_type {mt!r} is claimed by two plug-ins (one is {m.name!r})")
             out[mt] = reader
     return out
