@@ -51,6 +51,7 @@ __all__ = [
     "ideal_cost",
     "group_footprint",
     "is_free",
+    "source_view",
     "free_ops_memo",
     "out_bytes",
     "is_persistent",
@@ -364,8 +365,20 @@ def ideal_cost(g: nx.DiGraph) -> Cost:
     return flops + Cost.traffic(read=reads, write=writes) + Cost.launches(1)
 
 
+def source_view(g: nx.DiGraph, n: str, depth: int = 0) -> bool:
+    """Whether ``n`` is a view of sources only (a transposed weight): what it yields is read from
+    DRAM by its consumer, never an intermediate the kernel holds."""
+    if not is_free(g, n) or depth > 16:
+        return False
+    preds = list(g.predecessors(n))
+    return bool(preds) and all(
+        g.nodes[p].get(KIND) in SOURCE_KINDS or source_view(g, p, depth + 1) for p in preds
+    )
+
+
 def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
-    """On-chip bytes of the group's live intermediates: one tile of each internal edge tensor.
+    """On-chip bytes of the group's live intermediates: one tile of each internal edge tensor
+    (a view of a weight is no intermediate: its consumer streams it, e.g. a GEMM's working set).
 
     A tile keeps ``tile_rows`` of the first dimension and ``tile_cols`` of the
     last (``None``: the full extent).
@@ -373,7 +386,7 @@ def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
     mset = set(group.members)
     seen: dict[str, sympy.Expr] = {}
     for u, v, d in g.edges(data=True):
-        if u in mset and v in mset:
+        if u in mset and v in mset and not source_view(g, u):
             t = d[TENSOR]
             shape = list(t.shape)
             if group.tile_rows is not None:

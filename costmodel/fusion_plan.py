@@ -80,6 +80,7 @@ from .fusion import (
 )
 from .fusion_legality import (
     Legality,
+    activation_inputs,
     anchor_bytes,
     anchors_working_set,
     claim_level,
@@ -87,6 +88,7 @@ from .fusion_legality import (
     group_tile,
     group_violation,
     level_capacity,
+    siblings,
     template_possible,
 )
 from .graph import BYTES, COST, REPEAT, TENSOR, op_nodes
@@ -260,6 +262,17 @@ class _Space:
                 self.anc[i] |= (1 << j) | self.anc[j]
         # neighbours: an edge either way (a compiler's horizontal groups come in as offered groups)
         self.nbr: list[set[int]] = [self.succ[i] | self.pred[i] for i in range(n)]
+        if "gemm" in leg.horizontal:  # sibling GEMMs reading one activation: horizontal groups
+            readers: dict[str, set[int]] = {}
+            for i, u in enumerate(self.units):
+                if any(leg.class_of(g, m) == "gemm" for m in u):
+                    for m in u:
+                        for s in activation_inputs(g, m):
+                            if self.of.get(s) != i:
+                                readers.setdefault(s, set()).add(i)
+            for sib in readers.values():
+                for i in sib:
+                    self.nbr[i] |= sib - {i}
         self.cls = [{leg.class_of(g, m) for m in u} - {"free"} for u in self.units]
         self.anchors = [sum(leg.class_of(g, m) == "gemm" for m in u) for u in self.units]
         self.alone = [bool(c - leg.fusible) for c in self.cls]
@@ -350,8 +363,8 @@ class _Space:
         GEMM working set while a FlashAttention chain may still complete): what pruning may use."""
         t = self.leg.anchor_tile
         anchors = [self._anchor_bytes[m] for m in members if m in self.anchor_ops]
-        flash = "flash_attention" in self.leg.templates and len(anchors) <= 2
-        ws = (max(anchors) if flash else sum(anchors)) if anchors else 0.0
+        one = ("flash_attention" in self.leg.templates and len(anchors) <= 2) or "gemm" in self.leg.horizontal
+        ws = (max(anchors) if one else sum(anchors)) if anchors else 0.0
         return self._tiles(members, [(1, None), (t, t)]) + ws
 
     def price(self, members: tuple[str, ...]) -> tuple[float, float, float]:
@@ -419,13 +432,18 @@ class _Space:
 
     def monotone_ok(self, mask: int, anchors: int, members_n: int, max_units: int) -> bool:
         """Rules no superset can repair: too many anchors, an op that runs alone, too many units."""
-        if members_n > max_units or anchors > max(self.leg.max_anchors, 2 if self.leg.templates else 0):
+        if members_n > max_units:
             return False
         if anchors <= self.leg.max_anchors:
             return True
-        # two anchors: only a template can hold them, and whether one can depends on them alone
-        a, b = (m for i in _bits(mask) for m in self.units[i] if m in self.anchor_ops)
-        return template_possible(self.g, a, b, self.leg)
+        # more anchors: only siblings run as one GEMM or a template can hold them, and whether
+        # they can depends on them alone
+        ids = [m for i in _bits(mask) for m in self.units[i] if m in self.anchor_ops]
+        if "gemm" in self.leg.horizontal and siblings(self.g, ids):
+            return True
+        if len(ids) != 2 or not self.leg.templates:
+            return False
+        return template_possible(self.g, ids[0], ids[1], self.leg)
 
 
 def _name(members: Sequence[str]) -> str:
