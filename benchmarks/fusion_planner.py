@@ -195,17 +195,42 @@ def _audit_rows(name: str, recompile: bool = False):
     return a, time.perf_counter() - t0
 
 
-def _three_way(name: str, a) -> None:
+def _horizontal(name: str, a):
+    """The planner under the default rules with horizontal GEMMs on (q/k/v as one GEMM)."""
+    from costmodel.fusion_legality import get_legality
+    from costmodel.fusion_plan import plan_fusions
+    from costmodel.passes import bind_dims
+
+    cap = capture(name)
+    g = bind_dims(cap.point)(cap.graph) if cap.point else cap.graph
+    offered = [gr.members for gr in a.planner.plan.groups]  # never above the vertical plan
+    wide = get_legality("default", horizontal={"gemm"})
+    return plan_fusions(g, "h100", backend=wide, objective="bytes", extra_groups=offered, max_units=32)
+
+
+def _three_way(name: str, a, wide=None) -> list[tuple[str, float, float, str]]:
     from costmodel.report import fmt_si
 
     same, best = a.planner_same_rules, a.planner
     rows = [
-        ("inductor", a.inductor_plan_bytes, a.inductor_plan_time_s, ""),
+        (
+            "inductor",
+            a.inductor_plan_bytes,
+            a.inductor_plan_time_s,
+            f"Inductor's own count {fmt_si(a.inductor_bytes, 'B')}",
+        ),
         ("planner, inductor rules", same.bytes, same.time_s, _cert(same)),
         ("planner, default rules", best.bytes, best.time_s, _cert(best)),
-        ("ideal", a.ideal_bytes, a.ideal_time_s, "roofline lower bound"),
     ]
+    if wide is not None:
+        rows.append(("  + horizontal GEMMs", wide.bytes, wide.time_s, _cert(wide)))
+    rows.append(("ideal", a.ideal_bytes, a.ideal_time_s, "roofline lower bound"))
     print(f"\n## {name}: {len(a.kernels)} Inductor kernels from {a.pre_fusion_nodes} scheduler nodes")
+    print(a.shapes)
+    if a.evaluated_at:
+        print(
+            f"  Inductor's grouping: {a.inductor_bytes_expr} B; planner (default rules): {a.planner_bytes_expr} B"
+        )
     print(f"{'plan':26s} {'DRAM bytes':>12s} {'time (us)':>10s}  note")
     for label, b, t, note in rows:
         print(f"{label:26s} {fmt_si(b, 'B'):>12s} {t * 1e6:10.3f}  {note}")
@@ -214,6 +239,8 @@ def _three_way(name: str, a) -> None:
         for r in a.removed:
             print(f"  {r.tensor:20s} {fmt_si(r.bytes, 'B'):>10s} {r.time_s * 1e9:8.2f} ns  {r.rule}")
     assert same.bytes <= a.inductor_plan_bytes * (1 + 1e-9), "planner moves more than Inductor"
+    assert best.bytes <= same.bytes * (1 + 1e-9), "default rules move more than Inductor's rules"
+    return rows
 
 
 def _cert(r) -> str:
@@ -253,11 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated from {', '.join(MODELS)}")
     ap.add_argument("--no-scaling", action="store_true", help="skip the Llama-3.1-8B planner numbers")
+    ap.add_argument("--recompile", action="store_true", help="compile again instead of reading the cache")
+    ap.add_argument("--horizontal", action="store_true", help="also plan with horizontal GEMMs on")
     args = ap.parse_args(argv)
+    table = []
     for name in args.models.split(","):
-        a, secs = _audit_rows(name)
-        _three_way(name, a)
-        print(f"(compile + audit {secs:.1f} s)")
+        a, secs = _audit_rows(name, args.recompile)
+        wide = _horizontal(name, a) if args.horizontal else None
+        table.append((name, a, _three_way(name, a, wide)))
+        print(f"(audit {secs:.1f} s; the compile is cached in {CACHE.relative_to(CACHE.parent.parent)})")
+    print("\n| block | " + " | ".join(r[0].strip() for r in table[0][2]) + " |")
+    print("|---|" + "---:|" * len(table[0][2]))
+    for name, _, rows in table:
+        cells = " | ".join(f"{b / 1e3:.1f} KB, {t * 1e6:.3f} us" for _, b, t, _ in rows)
+        print(f"| {name} | {cells} |")
     if not args.no_scaling:
         planner_scaling()
     return 0

@@ -21,6 +21,7 @@ torch 2.13 and refuses other versions with a clear message (``check_torch_versio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,6 +133,24 @@ class InductorAudit(Result):
     planner_same_rules: PlanResult | None = None  #: the planner under Inductor's own rules
     planner: PlanResult | None = None  #: the planner under the default rules
     removed: tuple[Removed, ...] = ()  #: boundaries Inductor keeps and ``planner`` removes
+    #: the dims compiled dynamic and their sizes at the example: every number above is evaluated
+    #: there (the planner chooses its plan at those sizes); empty: a static compile
+    evaluated_at: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: DRAM bytes of Inductor's grouping and of the planner's plan (default rules) as closed forms in
+    #: those dims: the same groups priced on the symbolic graph (the plan is chosen at the example)
+    inductor_bytes_expr: sympy.Expr = sympy.S.Zero
+    planner_bytes_expr: sympy.Expr = sympy.S.Zero
+
+    @property
+    def shapes(self) -> str:
+        """Which the numbers are: symbolic closed forms, or a static compile's."""
+        if not self.evaluated_at:
+            return "static shapes: every number is the example's"
+        at = ", ".join(f"{k} = {v}" for k, v in self.evaluated_at.items())
+        return (
+            f"dynamic {', '.join(self.evaluated_at)}: kernels' bytes and both plans' bytes are closed "
+            f"forms in them; plans chosen and numbers evaluated at {at}"
+        )
 
     @property
     def engine_saves_bytes(self) -> float:
@@ -369,8 +388,15 @@ def audit_capture(cap: InductorCapture, device: Any = "h100", *, max_units: int 
     same = plan_fusions(
         g, hw, backend="inductor", objective="bytes", extra_groups=offered, max_units=max_units
     )
+    # the same-rules plan is offered too: the default table allows every group it holds, so the
+    # default-rules plan never moves more, even where a solve stops before its certificate
     best = plan_fusions(
-        g, hw, backend="default", objective="bytes", extra_groups=offered, max_units=max_units
+        g,
+        hw,
+        backend="default",
+        objective="bytes",
+        extra_groups=[*offered, *(gr.members for gr in same.plan.groups)],
+        max_units=max_units,
     )
     best_home = {m: gr.name for gr in best.plan.groups for m in gr.members}
     kept = [b for b in boundaries(g, ind_plan, hw) if not _is_view(g, b.producer)]
@@ -401,6 +427,9 @@ def audit_capture(cap: InductorCapture, device: Any = "h100", *, max_units: int 
         planner_same_rules=same,
         planner=best,
         removed=removed,
+        evaluated_at={str(k): v for k, v in point.items()},
+        inductor_bytes_expr=plan_cost(symbolic, ind_plan, check=False).bytes if point else sympy.Integer(0),
+        planner_bytes_expr=plan_cost(symbolic, best.plan, check=False).bytes if point else sympy.Integer(0),
     )
 
 
