@@ -31,6 +31,11 @@ __all__ = ["MODELS", "capture", "main"]
 def _llama_config(**kw):
     import transformers
 
+    return _tiny(transformers.LlamaConfig, **kw)
+
+
+def _tiny(config_class, **kw):
+    """A tiny config of ``config_class`` (hidden 64, 4 heads of 16, 2 KV heads, one layer)."""
     base = dict(
         hidden_size=64,
         intermediate_size=128,
@@ -40,7 +45,7 @@ def _llama_config(**kw):
         vocab_size=128,
         max_position_embeddings=256,
     )
-    return transformers.LlamaConfig(**{**base, **kw})
+    return config_class(**{**base, **kw})
 
 
 def llama_layer(phase: str, attn: str = "sdpa"):
@@ -138,16 +143,7 @@ def mixtral_moe():
     import transformers
     from transformers.models.mixtral import modeling_mixtral as m
 
-    cfg = transformers.MixtralConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=1,
-        vocab_size=128,
-    )
+    cfg = _tiny(transformers.MixtralConfig, num_local_experts=4, num_experts_per_tok=2)
     cfg._experts_implementation = "batched_mm"
     torch.manual_seed(0)
     block = m.MixtralSparseMoeBlock(cfg).eval()
@@ -156,7 +152,25 @@ def mixtral_moe():
     return block, (torch.randn(1, 64, 64),), (None, "S", None)
 
 
+def norm_linear_gelu():
+    """x + GELU(Linear(LayerNorm(x))) on 64 x 256 fp32 (tests/test_inductor_audit.py's block)."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(256)
+            self.lin = torch.nn.Linear(256, 256)
+
+        def forward(self, x):
+            return x + torch.nn.functional.gelu(self.lin(self.norm(x)))
+
+    torch.manual_seed(0)
+    return Block().eval(), (torch.randn(64, 256),), None
+
+
 MODELS = {
+    "norm-linear-gelu": norm_linear_gelu,
     "llama-prefill": lambda: llama_layer("prefill"),
     "llama-decode": lambda: llama_layer("decode"),
     "gpt2": gpt2_block,
@@ -231,9 +245,9 @@ def _three_way(name: str, a, wide=None) -> list[tuple[str, float, float, str]]:
         print(
             f"  Inductor's grouping: {a.inductor_bytes_expr} B; planner (default rules): {a.planner_bytes_expr} B"
         )
-    print(f"{'plan':26s} {'DRAM bytes':>12s} {'time (us)':>10s}  note")
+    print(f"{'plan':28s} {'DRAM bytes':>12s} {'time (us)':>10s}  note")
     for label, b, t, note in rows:
-        print(f"{label:26s} {fmt_si(b, 'B'):>12s} {t * 1e6:10.3f}  {note}")
+        print(f"{label:28s} {fmt_si(b, 'B'):>12s} {t * 1e6:10.3f}  {note}")
     if a.removed:
         print("boundaries Inductor keeps that the planner removes:")
         for r in a.removed:
@@ -292,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| block | " + " | ".join(r[0].strip() for r in table[0][2]) + " |")
     print("|---|" + "---:|" * len(table[0][2]))
     for name, _, rows in table:
-        cells = " | ".join(f"{b / 1e3:.1f} KB, {t * 1e6:.3f} us" for _, b, t, _ in rows)
+        cells = " | ".join(
+            f"{b / 1e3:.1f} KB" + ("" if t != t else f", {t * 1e6:.3f} us") for _, b, t, _ in rows
+        )
         print(f"| {name} | {cells} |")
     if not args.no_scaling:
         planner_scaling()

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("torch", reason="torch extra not installed")
 pytest.importorskip("transformers", reason="transformers not installed")
 
-from costmodel.fusion_plan import solver_available  # noqa: E402
+from costmodel.fusion_plan import solver_available
 
 warnings.filterwarnings("ignore")
 
@@ -65,7 +65,10 @@ def test_planner_never_moves_more_than_inductor_and_is_certified(name):
     assert all(r.rule for r in a.removed)
     # dynamic shapes: the closed forms of both plans' bytes, at the example, are the numbers
     assert set(a.evaluated_at) == DYNAMIC[name]
-    at = {s: a.evaluated_at[str(s)] for s in a.planner_bytes_expr.free_symbols | a.inductor_bytes_expr.free_symbols}
+    at = {
+        s: a.evaluated_at[str(s)]
+        for s in a.planner_bytes_expr.free_symbols | a.inductor_bytes_expr.free_symbols
+    }
     assert float(a.inductor_bytes_expr.subs(at)) == a.inductor_plan_bytes
     assert float(a.planner_bytes_expr.subs(at)) == best.bytes
     assert "plans chosen and numbers evaluated at" in a.shapes
