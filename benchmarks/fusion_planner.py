@@ -227,6 +227,7 @@ def _three_way(name: str, a, wide=None) -> list[tuple[str, float, float, str]]:
 
     same, best = a.planner_same_rules, a.planner
     rows = [
+        ("engine's pattern suggestion", a.engine_plan_bytes, float("nan"), "suggest_fusions"),
         (
             "inductor",
             a.inductor_plan_bytes,
@@ -247,7 +248,8 @@ def _three_way(name: str, a, wide=None) -> list[tuple[str, float, float, str]]:
         )
     print(f"{'plan':28s} {'DRAM bytes':>12s} {'time (us)':>10s}  note")
     for label, b, t, note in rows:
-        print(f"{label:28s} {fmt_si(b, 'B'):>12s} {t * 1e6:10.3f}  {note}")
+        us = "" if t != t else f"{t * 1e6:.3f}"  # the suggestion is priced in bytes only
+        print(f"{label:28s} {fmt_si(b, 'B'):>12s} {us:>10s}  {note}")
     if a.removed:
         print("boundaries Inductor keeps that the planner removes:")
         for r in a.removed:
