@@ -20,9 +20,14 @@ Planning atoms are *units*: an op with the views of its output (a view of a
 weight joins its only consumer); views are free, so this loses nothing.
 
 **Exact** (needs the ``fusion`` extra, HiGHS through ``highspy``): every legal
-convex connected group of units is enumerated (connected through edges or a
-shared input, pruned by the monotone rules: anchors, fusible classes, capacity);
-a set-partitioning ILP picks the groups
+convex connected group of units is enumerated (connected through edges, or
+through a shared activation between sibling GEMMs where the table allows
+horizontal groups), grown one neighbour at a time and closed under convexity
+(:func:`_enumerate`: only convex groups are ever visited), pruned by the
+monotone rules (anchors, fusible classes, capacity). Under the ``bytes``
+objective, chain links that some bytes-optimal plan keeps together are merged
+first (:func:`_premerge`, an exchange argument), which shrinks the units of an
+ATen graph by up to a third; a set-partitioning ILP picks the groups
 
 .. math::
 

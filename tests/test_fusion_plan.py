@@ -366,3 +366,25 @@ def test_a_split_tensor_read_in_parts_counts_every_part():
     gr = Group("all", ("s.split", "s.e0", "s.e1", "s.e2"))
     c = group_cost(g, plan_from_groups(g, [gr]), gr)
     assert c.bytes_read() == 3 * 16_384  # the three parts, 64 x 64 x 4 B each
+
+
+def test_a_weight_view_inside_the_gemm_kernel_adds_no_tile():
+    """The capacity inconsistency behind the audit's old attention row: a view of a weight (a
+    transpose) inside a GEMM's kernel added a tile of the weight on top of the GEMM working set,
+    so whether a group fit depended on where a zero-cost view sat. Hand derivation as in
+    test_capacity_forbids_the_whole_graph_group: {gemm, gelu} holds one 128 x 128 bf16 tile of the
+    GEMM output (32,768 B) plus the working set (131,072 B), with or without the transpose."""
+    g = nx.DiGraph()
+    b = GraphBuilder(g, phase="none", group="v")
+    x = b.source("x", Tensor("x", (128, 4096), "bf16"), "input", resident=False)
+    w = b.source("w", Tensor("w", (4096, 4096), "bf16"), "weight")
+    wt = b.op("wt", "view", Role.VIEW, [w], [Tensor("v.wt", (4096, 4096), "bf16")], elements=4096 * 4096)[0]
+    y = b.op(
+        "gemm", "gemm", Role.LINEAR, [x, wt], [Tensor("v.y", (128, 4096), "bf16")], M=128, N=4096, K=4096
+    )[0]
+    b.op("gelu", "elementwise", Role.ACTIVATION, [y], [Tensor("v.g", (128, 4096), "bf16")], n=128 * 4096)
+    leg = get_legality()
+    with_view = claim_level(g, ("v.wt", "v.gemm", "v.gelu"), H100, leg)
+    without = claim_level(g, ("v.gemm", "v.gelu"), H100, leg)
+    assert with_view.footprint_bytes == without.footprint_bytes == 32_768 + 131_072
+    assert with_view.level == "smem"
