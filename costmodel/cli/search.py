@@ -7,8 +7,10 @@ import csv
 from typing import Any
 
 from .common import dump, progress_bar
+from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
+from .spec_options import add_spec_options, spec_of
 
 #: seconds to reach a ``--dask-address`` scheduler before giving up
 DASK_CONNECT_TIMEOUT_S = 10
@@ -42,6 +44,13 @@ def _client(args: argparse.Namespace) -> Any:
     return Client(cluster), cluster
 
 
+def _prices(args: argparse.Namespace) -> dict[str, float]:
+    """``--price-per-hour`` by catalog device name (:func:`graphs.serving.cost.parse_prices`)."""
+    from graphs.serving.cost import parse_prices
+
+    return parse_prices(args.price_per_hour, [d.strip() for d in args.devices.split(",") if d.strip()])
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from graphs.serving.design_search import search
 
@@ -64,7 +73,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
         energy=args.energy,
+        cost=args.cost,
+        prices=_prices(args),
+        electricity_per_kwh=args.electricity_per_kwh,
         progress=progress_bar("search", args.quiet),
+        spec=spec_of(args),
     )
     cfg = apply_dtypes(resolve_model(args.model), args)
     if args.scheduler == "dask":
@@ -95,6 +108,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points{per}, "
         f"{' vs '.join(res.objectives)}), by context, fastest user first:"
     )
+    if kw["spec"] is not None:
+        s = kw["spec"]
+        print(
+            f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
+            "verification; TPOT is the verify and draft steps over them"
+        )
     if res.duplicates:
         print(f"  searched once, given twice: {', '.join(res.duplicates)}")
     if res.beyond_domain:
@@ -108,7 +127,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         ("tokens_per_s_per_user", "tok/s/user", ".1f"),
         ("tokens_per_s_per_device", "tok/s/device", ".1f"),
         ("energy_per_token_j", "J/token", ".4g"),
-    )
+    ) + ((("usd_per_m_output", "$/M out", ".4g"),) if args.cost else ())
     rows = list(res.frontier)
     if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
         step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
@@ -154,6 +173,11 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--slo-ttft", type=float, default=None, help="drop points whose TTFT exceeds this (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="drop points whose TPOT exceeds this (s)")
     sp.add_argument("--energy", action="store_true", help="energy per token as a third objective")
+    sp.add_argument(
+        "--cost", action="store_true", help="USD per million output tokens as an objective (minimised)"
+    )
+    add_cost_options(sp)
+    add_spec_options(sp, draws=False)
     sp.add_argument("--scheduler", choices=("local", "dask"), default="local", help="where blocks run")
     sp.add_argument("--dask-address", default=None, help="scheduler address (default: a local cluster)")
     sp.add_argument("--workers", type=int, default=2, help="local Dask cluster: worker processes")
