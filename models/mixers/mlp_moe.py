@@ -18,7 +18,6 @@ from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
-from costmodel.rules import experts_touched
 from costmodel.tensor import Tensor
 
 from .base import MLP, ConfigSpec, Dim, LayerContext, Ref, register_mlp
@@ -139,6 +138,8 @@ class MoEMLP(MLP):
             cols=E,
             dtype=layer.act,
         )[0]
+        from costmodel.rules import experts_touched  # the rules load with the graph, not the config
+
         touched = experts_touched(T, E, k)
         ewd = cfg.expert_weight_dtype  # routed experts may be stored narrower (gpt-oss: mxfp4)
         wb = get_dtype(ewd).bytes

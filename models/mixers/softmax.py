@@ -25,7 +25,6 @@ import sympy
 
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
-from costmodel.rules.attention import chunk_keys
 from costmodel.tensor import Tensor
 
 from .base import ConfigSpec, Dim, EdgeRef, LayerContext, Mixer, Ref, int_at_least_zero, register_mixer
@@ -219,6 +218,8 @@ def kv_operands(
     if window is not None:
         read = sympy.Min(dims.kv_len, window)
     elif chunk is not None:
+        from costmodel.rules.attention import chunk_keys  # the rules load with the graph, not the config
+
         read = chunk_keys(1, dims.kv_len, chunk)
     kc = layer.cache("k_cache", width, read)
     vc = layer.cache("v_cache", width, read)
