@@ -106,6 +106,10 @@ class ModelConfig:
     qk_nope_head_dim: Dim | None = None
     qk_rope_head_dim: Dim | None = None
     v_head_dim: Dim | None = None
+    # DeepSeek Sparse Attention's lightning indexer (the dsa mixer, models.mixers.dsa)
+    index_n_heads: Dim | None = None
+    index_head_dim: Dim | None = None
+    index_topk: Dim | None = None
     # the per-layer pattern and the other mixers' shapes (models.layers): layer_types None is
     # uniform (gqa or mla everywhere); mixer names or LayerSpecs otherwise
     layer_types: tuple[LayerSpec, ...] | None = None

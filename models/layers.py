@@ -145,6 +145,9 @@ SYMBOLIC_FIELDS = (
     "linear_key_head_dim",
     "linear_value_head_dim",
     "shared_expert_intermediate_size",
+    "index_n_heads",
+    "index_head_dim",
+    "index_topk",
 )
 #: dimension fields with defaults
 _DEFAULTED = ("ssm_n_groups", "ssm_conv_kernel", "ssm_chunk_size", "linear_conv_kernel", "linear_chunk_size")
