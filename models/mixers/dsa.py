@@ -175,9 +175,10 @@ class _SparseLayer:
         return out
 
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]:
+        n, t, nbytes = self.inner.cache(local, width, tokens)  # the cache holds every position
         if self.inner.dims.phase == "decode":  # the sparse kernel gathers the selected latents only
-            tokens = sympy.Min(tokens, self.inner.cfg.index_topk)
-        return self.inner.cache(local, width, tokens)
+            nbytes = nbytes / tokens * sympy.Min(tokens, self.inner.cfg.index_topk)
+        return n, t, nbytes
 
     def indexer(self) -> Ref:
         """The lightning indexer and the top-k (module doc): returns the ``[T, k]`` int32 indices."""
