@@ -13,11 +13,11 @@ import pytest
 
 from costmodel import op_cost
 from costmodel.cli import main
+from costmodel.hardware import get_device
 from costmodel.keys import BYTES, KIND, REPEAT, ROLE, Role
 from graphs.blocks import build_model
 from graphs.serving.compiled import compiled_step
 from graphs.serving.mixed import mixed_step
-from costmodel.hardware import get_device
 from models import get_model, param_counts
 from models.hf import config_from_hf_dict
 
