@@ -75,11 +75,14 @@ def read_deepseek_v32(
         index_head_dim=get(cfg, "index_head_dim", name, 128),
         index_topk=get(cfg, "index_topk", name, 2048),
     )
+    from ..hf_families import pattern_layers  # the bound on a per-layer list (hf_families imports the mixers)
+
+    n = pattern_layers(common, name)
     given = common.get("layer_types")
     if given is not None:  # moe_layer_freq != 1: keep each layer's MLP, swap the mixer
         common["layer_types"] = tuple(LayerSpec("dsa", s.mlp) for s in given)
     else:
-        common["layer_types"] = ("dsa",) * get(cfg, "num_hidden_layers", name)
+        common["layer_types"] = ("dsa",) * n
 
 
 def indexer_params(cfg: ModelConfig) -> sympy.Expr:
@@ -222,19 +225,22 @@ class _SparseLayer:
             "index_k_cache_write",
             "copy",
             Role.CACHE_WRITE,
-            [k_norm, k_pe],
+            [(*k_norm, T * (d_i - rope_d) * b), k_pe],  # the unrotated part and the rotated one
             [key_w],
             extra=Cost.traffic(write=INDEX_SCALE_BYTES * T) + Cost.resident(kv_cache=key_w.bytes),
             elements=T * d_i,
             dtype=layer.act,
             out_dtype=INDEX_KEY_DTYPE,
         )[0]
+        # the logits kernel reads the keys as cached (FP8 and scale), the new tokens' from the write
         keys: list[EdgeRef]
         if dims.phase == "prefill" and dims.prefix == 0:
-            keys = [k_norm, k_pe]
+            keys = [kw]
+        elif dims.phase == "prefill":
+            kc = Tensor(layer.b.name("index_k_cache"), (B, dims.prefix, width), INDEX_KEY_DTYPE)
+            keys = [layer.b.source("index_k_cache", kc, "kv_cache"), kw]
         else:
-            cached = dims.prefix if dims.phase == "prefill" else dims.kv_len
-            kc = Tensor(layer.b.name("index_k_cache"), (B, cached, width), INDEX_KEY_DTYPE)
+            kc = Tensor(layer.b.name("index_k_cache"), (B, dims.kv_len, width), INDEX_KEY_DTYPE)
             keys = [layer.b.source("index_k_cache", kc, "kv_cache"), (*kw, 0)]
         logits = layer.b.op(
             "index_logits",
