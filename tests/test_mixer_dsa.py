@@ -133,16 +133,23 @@ def test_prefill_attention_scores_min_t_k_pairs():
     assert idx == 4_210_688 * sum(reps)
 
 
-def test_mixed_step_reduces_to_the_compiled_steps():
+@pytest.mark.parametrize(
+    ("decodes", "chunk"),
+    [([30], None), ([2000] * 5, None), ([], (128, 0)), ([], (512, 1024))],
+    ids=["1@30", "5@2000", "chunk128", "chunk512+1024"],
+)
+def test_mixed_step_reduces_to_the_compiled_steps(decodes, chunk):
     """The sparse attention is a windowed kernel (affine in min(k, ctx)), the indexer and top-k
-    attention-role kernels affine in ctx: D decodes at one context are the compiled decode step."""
+    attention-role kernels affine in ctx: D decodes at one context are the compiled decode step
+    (ctx 30 < k = 64 and ctx 2000 > k on either side of the window), a lone chunk the chunked one."""
     cfg, hw = config_from_hf_dict(TOY, "toy"), get_device("h100")
-    ms, dec = mixed_step(cfg, hw), compiled_step(cfg, hw, "decode")
-    chunk = compiled_step(cfg, hw, "prefill", chunked=True)
-    for d, ctx in ((1, 30), (5, 2000)):
-        assert math.isclose(ms.time([ctx] * d), dec.step(d, ctx), rel_tol=1e-9)
-    for c, p in ((128, 0), (512, 1024)):
-        assert math.isclose(ms.time(chunks=[(c, p)]), chunk.step(1, c, p), rel_tol=1e-9)
+    if chunk is None:
+        got = mixed_step(cfg, hw).time(decodes)
+        want = compiled_step(cfg, hw, "decode").step(len(decodes), decodes[0])
+    else:
+        got = mixed_step(cfg, hw).time(chunks=[chunk])
+        want = compiled_step(cfg, hw, "prefill", chunked=True).step(1, *chunk)
+    assert math.isclose(got, want, rel_tol=1e-9)
 
 
 @pytest.fixture
@@ -152,15 +159,25 @@ def config_json(tmp_path):
     return str(p)
 
 
-def test_command_line_decode_prefill_simulate(config_json, capsys):
-    assert main(["decode", config_json, "--batch", "8", "--ctx", "2048", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["step_s"] > 0
-    assert main(["prefill", config_json, "--seq", "1024"]) == 0
-    share = [ln for ln in capsys.readouterr().out.splitlines() if "attention share of FLOPs" in ln]
-    assert share and float(share[0].split(":")[1].strip().rstrip("%")) > 0
-    args = ["--requests", "20", "--rate", "5", "--prompt", "fixed:512", "--output", "fixed:32", "--quiet"]
-    assert main(["simulate", config_json, *args]) == 0
-    assert "20 requests" in capsys.readouterr().out
+_SIM = ["--requests", "20", "--rate", "5", "--prompt", "fixed:512", "--output", "fixed:32", "--quiet"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expect"),
+    [
+        (["decode", "--batch", "8", "--ctx", "2048"], "TPOT bound"),
+        (["prefill", "--seq", "1024"], "attention share of FLOPs"),
+        (["simulate", *_SIM], "20 requests"),
+    ],
+    ids=["decode", "prefill", "simulate"],
+)
+def test_command_line(config_json, capsys, argv, expect):
+    assert main([argv[0], config_json, *argv[1:]]) == 0
+    out = capsys.readouterr().out
+    assert expect in out
+    if argv[0] == "prefill":  # the indexer and the sparse attention are found by role
+        share = next(ln for ln in out.splitlines() if expect in ln)
+        assert float(share.split(":")[1].strip().rstrip("%")) > 0
 
 
 @pytest.mark.slow

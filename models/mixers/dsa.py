@@ -38,7 +38,7 @@ A chunk after ``p`` cached tokens charges the attention's K/V read as the window
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import sympy
@@ -50,7 +50,7 @@ from costmodel.rules.attention import causal_pairs
 from costmodel.tensor import Tensor
 
 from ..layers import LayerSpec
-from .base import EdgeRef, HFReader, LayerContext, Ref, register_mixer
+from .base import EdgeRef, HFReader, LayerContext, Mixer, Ref, register_mixer
 from .mla import MLA
 
 if TYPE_CHECKING:
@@ -94,12 +94,22 @@ def indexer_params(cfg: ModelConfig) -> sympy.Expr:
     return r_q * n_i * d_i + cfg.hidden_size * d_i + 2 * d_i + cfg.hidden_size * n_i
 
 
+#: MLA's formula and block, which a DSA layer runs with the indexer added (module doc)
+_MLA = MLA()
+
+
 @register_mixer
-class DSA(MLA):
+class DSA(Mixer):
     """MLA whose attention reads only the ``index_topk`` keys a lightning indexer picks."""
 
     name = "dsa"
-    needs = ("kv_lora_rank", "q_lora_rank", "index_n_heads", "index_head_dim", "index_topk")
+    needs: ClassVar[tuple[str, ...]] = (
+        "kv_lora_rank",
+        "q_lora_rank",
+        "index_n_heads",
+        "index_head_dim",
+        "index_topk",
+    )
     hf_families: ClassVar[Mapping[str, HFReader]] = {"deepseek_v32": read_deepseek_v32}
 
     def check(self, cfg: ModelConfig) -> None:
@@ -114,12 +124,12 @@ class DSA(MLA):
 
     def params(self, cfg: ModelConfig) -> sympy.Expr:
         """MLA's weights plus the lightning indexer's (:func:`indexer_params`)."""
-        return super().params(cfg) + indexer_params(cfg)
+        return _MLA.params(cfg) + indexer_params(cfg)
 
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """MLA's block (:meth:`MLA.build`) seen through :class:`_SparseLayer`, which adds the
         indexer and the top-k before the attention node and limits it to ``index_topk`` keys."""
-        return super().build(cast(LayerContext, _SparseLayer(layer, h)), h)
+        return _MLA.build(cast(LayerContext, _SparseLayer(layer, h)), h)
 
 
 class _SparseBuilder:
@@ -136,18 +146,9 @@ class _SparseBuilder:
     def source(self, local: str, tensor: Tensor, kind: str, *, resident: bool = True) -> tuple[str, Tensor]:
         return self._b.source(local, tensor, kind, resident=resident)
 
-    def op(
-        self,
-        local: str,
-        rule: str,
-        role: Role,
-        ins: Sequence[EdgeRef],
-        outs: Sequence[Tensor],
-        /,
-        *,
-        extra: Cost | None = None,
-        **params: Any,
-    ) -> list[tuple[str, Tensor]]:
+    def op(self, *args: Any, extra: Cost | None = None, **params: Any) -> list[tuple[str, Tensor]]:
+        """:meth:`BuilderLike.op` (``local, rule, role, ins, outs``), the indexer first for attention."""
+        local, rule, role, ins, outs = args
         if role == Role.ATTENTION:
             idx = self._sparse.indexer()
             ins = [*ins, idx]
@@ -187,6 +188,7 @@ class _SparseLayer:
         """The lightning indexer and the top-k (module doc): returns the ``[T, k]`` int32 indices."""
         layer, cfg, dims = self.inner, self.inner.cfg, self.inner.dims
         n_i, d_i, k, rope_d = cfg.index_n_heads, cfg.index_head_dim, cfg.index_topk, cfg.qk_rope_head_dim
+        assert n_i is not None and d_i is not None and k is not None and rope_d is not None  # DSA.needs
         assert self._q_resid is not None, "dsa: q_a_norm was not built before the attention op"
         T, B, b = dims.tokens, dims.batch, Tensor("b", (1,), layer.act).dtype.bytes
         q = layer.linear("index_wq_b", self._q_resid, n_i * d_i)  # replicated: the full H_I heads
