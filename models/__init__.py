@@ -15,6 +15,7 @@ _LAZY: dict[str, str] = {
     "ModelConfigError": "config",
     "AttentionSpec": "config",
     "MLASpec": "config",
+    "DSASpec": "config",
     "MoESpec": "config",
     "SSMSpec": "config",
     "LinearAttentionSpec": "config",

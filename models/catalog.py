@@ -134,6 +134,16 @@ MODELS: dict[str, CatalogModel] = {
             mtp=True,
         ),
         CatalogModel(
+            "deepseek-v3.2",
+            _HF.format("deepseek-ai/DeepSeek-V3.2"),
+            671.88e9,
+            published_source="DeepSeek-V3.2 model card and DeepSeek-V3.2-Exp report (DeepSeek Sparse Attention "
+            "on the DeepSeek-V3.1-Terminus backbone): 685B on Hugging Face with the 14B multi-token-prediction "
+            "module, i.e. DeepSeek-V3's 671B main model plus the lightning indexer (61 x 13,959,424 = 0.85B; "
+            "transformers' DeepseekV32ForCausalLM on the meta device: 671,877,944,064); the cards state no "
+            "activated count of their own. FP8 block-scaled weights as published",
+        ),
+        CatalogModel(
             "gpt-oss-120b",
             _HF.format("openai/gpt-oss-120b"),
             116.83e9,

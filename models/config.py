@@ -28,6 +28,7 @@ attribute              spec (module)               fields
 ``attention``          AttentionSpec (softmax)     biases, q/k norms, rope, sinks, output gate,
                                                    ``sliding_window``, ``attention_chunk_size``
 ``mla`` or None        MLASpec (mla)               latent ranks and head dims
+``dsa`` or None        DSASpec (dsa)               the sparse-attention indexer's heads, top-k
 ``moe`` or None        MoESpec (mlp_moe)           experts, top-k, widths, shared experts,
                                                    dense-first layers, router bias, capacity
 ``ssm`` or None        SSMSpec (recurrent)         Mamba-1 and Mamba-2 state-space fields
@@ -64,6 +65,7 @@ from costmodel.symbols import check_dim, dim
 
 from .layers import LayerSpec, check_layers, layer_groups
 from .mixers.base import ConfigSpec, Dim
+from .mixers.dsa import DSASpec
 from .mixers.linear_attention import LinearAttentionSpec
 from .mixers.mla import MLASpec
 from .mixers.mlp_moe import MoESpec
@@ -80,6 +82,7 @@ __all__ = [
     "FLAT_FIELDS",
     "AttentionSpec",
     "MLASpec",
+    "DSASpec",
     "MoESpec",
     "SSMSpec",
     "LinearAttentionSpec",
@@ -113,7 +116,7 @@ _S = TypeVar("_S", bound=ConfigSpec)
 PLAIN_ATTENTION = AttentionSpec()
 #: the nested plug-in specs: ModelConfig attribute -> spec class (``attention`` is always set)
 SPECS: dict[str, type[ConfigSpec]] = {
-    s.slot: s for s in (AttentionSpec, MLASpec, MoESpec, SSMSpec, LinearAttentionSpec)
+    s.slot: s for s in (AttentionSpec, MLASpec, DSASpec, MoESpec, SSMSpec, LinearAttentionSpec)
 }
 #: a flat keyword (``num_experts``) -> the slot of the spec that holds it (``moe``)
 FLAT_FIELDS: dict[str, str] = {f.name: slot for slot, spec in SPECS.items() for f in dataclasses.fields(spec)}
@@ -146,6 +149,7 @@ class ModelConfig:
     # the plug-ins' typed specs (module doc); None: no layer of that kind
     attention: AttentionSpec = PLAIN_ATTENTION
     mla: MLASpec | None = None
+    dsa: DSASpec | None = None
     moe: MoESpec | None = None
     ssm: SSMSpec | None = None
     linear_attention: LinearAttentionSpec | None = None

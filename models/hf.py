@@ -25,7 +25,7 @@ Supported ``model_type`` values and their field names:
   and ``qwen3_5_moe`` (and their ``_text`` configs): :mod:`models.hf_families`.
 
 A ``model_type`` whose architecture needs a part the layer specs lack
-(``deepseek_v32``'s sparse attention, MiniMax-01's lightning attention ...) is
+(MiniMax-01's lightning attention, Kimi Delta Attention ...) is
 refused with what is missing and how to describe it
 (:data:`models.hf_families.NEW_ARCHITECTURES`). The families a mixer plug-in brings
 (``Mixer.hf_families``, :mod:`models.mixers`) are read by that plug-in.
@@ -74,8 +74,9 @@ SUPPORTED_MODEL_TYPES = (
     "kimi_k2",
     *FAMILIES,
 )
-#: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config)
-_DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+#: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config;
+#: DeepSeek-V3.2's adds the sparse-attention indexer, which its mixer plug-in reads: models.mixers.dsa)
+_DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 

@@ -635,10 +635,6 @@ FIELD_ALIASES: dict[str, Callable[[Mapping[str, Any], str], Mapping[str, Any]]] 
 
 #: model_types whose architecture the layer specs do not express: what is missing, and how to describe it
 NEW_ARCHITECTURES: dict[str, str] = {
-    "deepseek_v32": "mixer: DeepSeek Sparse Attention (a lightning indexer of index_n_heads x "
-    "index_head_dim scores every cached token, then MLA attends only the index_topk best) is not a layer "
-    "spec yet; a mixer plugin with the indexer's weights and its O(ctx) scoring plus O(index_topk) "
-    "attention per token describes it (loading the config as deepseek_v3 costs dense MLA instead)",
     "minimax": "mixer: MiniMax-01 / M1 lightning attention (linear attention with a per-head decay, "
     "attn_type_list 0) is not a layer spec yet; a mixer plugin with its d_head x d_head state per head "
     "describes it",

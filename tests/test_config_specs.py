@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from models import (
     AttentionSpec,
+    DSASpec,
     LinearAttentionSpec,
     MLASpec,
     ModelConfig,
@@ -26,12 +27,13 @@ def _moe(**kw):
 
 
 def test_model_config_nests_the_specs():
-    # 27 shared fields + 5 nested specs (main had 66 flat fields before the nesting)
+    # 27 shared fields + 6 nested specs (main had 66 flat fields before the nesting, 69 with DSA's)
     names = [f.name for f in dataclasses.fields(ModelConfig)]
-    assert len(names) == 32
+    assert len(names) == 33
     assert SPECS == {
         "attention": AttentionSpec,
         "mla": MLASpec,
+        "dsa": DSASpec,
         "moe": MoESpec,
         "ssm": SSMSpec,
         "linear_attention": LinearAttentionSpec,
@@ -76,9 +78,9 @@ def test_bad_specs_are_refused_with_the_field():
         _moe(num_experts=4, num_experts_per_tok=2)
     with pytest.raises(ModelConfigError, match="need a MoE config"):
         _moe(first_k_dense_replace=1)
-    with pytest.raises(ModelConfigError, match="m.sliding_window"):
+    with pytest.raises(ModelConfigError, match=r"m\.sliding_window"):
         _moe(sliding_window=-1)
-    with pytest.raises(ModelConfigError, match="m.moe must be a MoESpec or None"):
+    with pytest.raises(ModelConfigError, match=r"m\.moe must be a MoESpec or None"):
         _moe(moe=MLASpec(kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8))
     with pytest.raises(TypeError, match="num_expert"):
         _moe(num_expert=4)

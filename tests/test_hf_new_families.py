@@ -152,7 +152,6 @@ def test_decode_and_prefill_run(tmp_path, capsys, key):
 @pytest.mark.parametrize(
     ("model_type", "part"),
     [
-        ("deepseek_v32", "DeepSeek Sparse Attention"),
         ("minimax", "lightning attention"),
         ("kimi_linear", "Kimi Delta Attention"),
         ("falcon_h1", "in parallel"),
