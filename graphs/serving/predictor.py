@@ -41,7 +41,9 @@ its kernels' seconds to the share they rest on (measured, neighbour, bound:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +68,7 @@ from .workload import Workload, as_workload
 
 __all__ = [
     "CLAMPED",
+    "INTERVAL",
     "KINDS",
     "PredictedStep",
     "Predictor",
@@ -74,6 +77,8 @@ __all__ = [
 ]
 
 KINDS = ("bound", "calibrated", "grey-box")
+#: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
+INTERVAL = (0.1, 0.9)
 #: the bound-share reason of kernel seconds where a prediction fell below the roofline
 CLAMPED = "predictions below the kernel's roofline bound, clamped to it"
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
@@ -88,18 +93,37 @@ def _frameworks() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Predictor:
     """How kernel times are priced (module doc): ``kind`` in :data:`KINDS`, with the
-    ``framework`` whose measured kernels price them (none for the bound)."""
+    ``framework`` whose measured kernels price them (none for the bound).
+
+    ``quantile`` (in (0, 1), None: the fits' own point prediction) prices every measured
+    kernel at that quantile of its held-out error instead:
+
+    .. math:: \\hat t_q = \\hat t \\, \\exp\\big(Q_q(\\log(t_{meas} / \\hat t))\\big)
+
+    with ``Q_q`` over the held-out rows of the fits pricing it
+    (:func:`graphs.serving.kernel_sources.heldout_log_errors`: 20 % of each kernel group's
+    corpus rows held out of a fit on the rest). Every kernel of a step takes the same quantile
+    at once: the errors of one device's kernels are largely shared (a library version, a clock,
+    the fitted fractions), so the ends of :data:`INTERVAL` bracket a whole step, TTFT, TPOT or
+    throughput the way they bracket one kernel (comonotone errors; independent ones would give
+    a narrower interval). Each end is still clamped to the bound."""
 
     kind: str = "bound"
     framework: str | None = None
     cold_l2: bool = True  #: drop the fits' L2 speed-up (weights are not L2 resident in a step)
+    quantile: float | None = None  #: the held-out error quantile priced (None: the point prediction)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise CostModelError(f"predictor kind {self.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+        q = self.quantile
+        if q is not None and not (isinstance(q, int | float) and 0 < q < 1):
+            raise CostModelError(f"predictor quantile must be in (0, 1) or None, got {q!r}")
         if self.kind == "bound":
             if self.framework is not None:
                 raise CostModelError(f"the bound predictor takes no framework, got {self.framework!r}")
+            if q is not None:
+                raise CostModelError("the bound predictor has no error quantile (it is a lower bound)")
             return
         fws = _frameworks()
         if self.framework not in fws:
@@ -108,11 +132,26 @@ class Predictor:
             )
 
     @classmethod
-    def of(cls, framework: str | None, *, grey_box: bool = False) -> Predictor:
+    def of(cls, framework: str | None, *, grey_box: bool = False, quantile: float | None = None) -> Predictor:
         """``--predict FRAMEWORK``: the framework's calibrated kernels; None: the bound."""
         if framework is None:
             return cls()
-        return cls("grey-box" if grey_box else "calibrated", framework)
+        return cls("grey-box" if grey_box else "calibrated", framework, quantile=quantile)
+
+    def at(self, quantile: float | None) -> Predictor:
+        """This predictor at another held-out error quantile (None: the point prediction)."""
+        return dataclasses.replace(self, quantile=quantile)
+
+    @property
+    def point(self) -> Predictor:
+        """This predictor's point prediction (no quantile)."""
+        return self.at(None)
+
+    def interval(self) -> tuple[Predictor, Predictor]:
+        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice)."""
+        if self.is_bound:
+            return self, self
+        return self.at(INTERVAL[0]), self.at(INTERVAL[1])
 
     @property
     def is_bound(self) -> bool:
@@ -128,7 +167,19 @@ class Predictor:
         if self.is_bound:
             return "roofline bound"
         extra = " with shape residuals" if self.kind == "grey-box" else ""
-        return f"predicted from {self.framework} kernels{extra}"
+        at = "" if self.quantile is None else f", at the P{100 * self.quantile:g} of their held-out errors"
+        return f"predicted from {self.framework} kernels{extra}{at}"
+
+    def log_factor(self, device: str, family: str, key: str) -> float:
+        """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
+        its held-out error quantile (class doc), 0 for the point prediction."""
+        if self.quantile is None or self.framework is None:
+            return 0.0
+        from .kernel_sources import heldout_log_quantile
+
+        return heldout_log_quantile(
+            device, self.framework, family, key, float(self.quantile), self.kind == "grey-box"
+        )
 
 
 def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.ndarray:
@@ -152,25 +203,36 @@ def _lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
 
 
 class _NodeForms:
-    """A graph node's parameters, repeat and op as functions of the graph's free symbols."""
+    """A graph node's parameters, repeat and op as numpy functions of the graph's free symbols."""
 
     def __init__(self, d: dict[str, Any], syms: tuple[sympy.Symbol, ...]) -> None:
         self.op = str(d.get("op"))
         self.fixed: dict[str, Any] = {}
-        self.forms: dict[str, Callable[..., float]] = {}
+        self.forms: dict[str, Callable[..., Any]] = {}
         for k, v in (d.get("params") or {}).items():
             if isinstance(v, sympy.Basic):
                 if v.free_symbols:
-                    self.forms[k] = sympy.lambdify(syms, v, "math")
+                    self.forms[k] = sympy.lambdify(syms, v, "numpy")
                 else:
                     self.fixed[k] = float(v)
             else:
                 self.fixed[k] = v
         rep = d.get(REPEAT, 1)
-        self.repeat = sympy.lambdify(syms, rep, "math") if isinstance(rep, sympy.Basic) else (lambda *_: rep)
+        self.repeat = sympy.lambdify(syms, rep, "numpy") if isinstance(rep, sympy.Basic) else (lambda *_: rep)
 
-    def params(self, point: Sequence[float]) -> dict[str, Any]:
-        return {**self.fixed, **{k: float(f(*point)) for k, f in self.forms.items()}}
+    def params(self, points: np.ndarray) -> list[dict[str, Any]]:
+        """The parameters at each row of ``points`` (values of the symbols, in order)."""
+        cols = [points[:, i] for i in range(points.shape[1])]
+        n = len(points)
+        vals = {
+            k: np.broadcast_to(np.asarray(f(*cols), dtype=float), (n,)).tolist()
+            for k, f in self.forms.items()
+        }
+        return [{**self.fixed, **{k: v[i] for k, v in vals.items()}} for i in range(n)]
+
+    def repeats(self, points: np.ndarray) -> np.ndarray:
+        cols = [points[:, i] for i in range(points.shape[1])]
+        return np.broadcast_to(np.asarray(self.repeat(*cols), dtype=float), (len(points),))
 
 
 @dataclass
@@ -181,6 +243,13 @@ class _Table:
     source: str  #: measured, neighbour or bound (no table then)
     basis: str
     values: np.ndarray | None  #: seconds at the grid points (None: the bound prices it)
+    family: str = ""  #: the measured family and dtype key pricing it (for the quantile factor)
+    key: str = ""
+
+
+#: tabulations of the point predictions, shared by every quantile of one predictor
+_TABLES: OrderedDict[tuple[Any, ...], list[_Table]] = OrderedDict()
+_TABLES_SIZE = 256
 
 
 def _tabulate(
@@ -192,7 +261,35 @@ def _tabulate(
     points: np.ndarray,
 ) -> list[_Table]:
     """Each node of ``names`` priced by ``pred`` at every row of ``points`` (values of ``syms``),
-    the corpus pricing of :func:`graphs.serving.predict.predict_step` batched per family and dtype."""
+    the corpus pricing of :func:`graphs.serving.predict.predict_step` batched per family and
+    dtype; a quantile predictor's tables are its point tables times each kernel's factor
+    (:meth:`Predictor.log_factor`)."""
+    key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
+    base = _TABLES.get(key)
+    if base is None:
+        base = _TABLES[key] = _tabulate_point(hw, pred.point, g, syms, names, points)
+        if len(_TABLES) > _TABLES_SIZE:
+            _TABLES.popitem(last=False)
+    else:
+        _TABLES.move_to_end(key)
+    if pred.quantile is None:
+        return base
+    return [
+        t
+        if t.values is None
+        else dataclasses.replace(t, values=t.values * math.exp(pred.log_factor(hw.name, t.family, t.key)))
+        for t in base
+    ]
+
+
+def _tabulate_point(
+    hw: Hardware,
+    pred: Predictor,
+    g: Any,
+    syms: tuple[sympy.Symbol, ...],
+    names: list[str],
+    points: np.ndarray,
+) -> list[_Table]:
     from .predict import dtype_key, kernel_row, price_rows, unmeasured_basis
 
     assert pred.framework is not None
@@ -202,16 +299,18 @@ def _tabulate(
         nf = _NodeForms(g.nodes[n], syms)
         out.append(_Table(n, "bound", "", None))
         hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
-        for pi, pt in enumerate(points):
-            p = nf.params(pt)
+        reps = nf.repeats(points)
+        for pi, p in enumerate(nf.params(points)):
             hit = kernel_row(nf.op, p)
             if hit is None:  # unmeasured at some point: the bound prices the kernel everywhere
                 out[ni].basis = unmeasured_basis(nf.op, p)
                 hits = []
                 break
-            hits.append((hit, pi, float(nf.repeat(*pt))))
-        for (fam, row), pi, rep in hits:
-            groups.setdefault((fam, dtype_key(fam, row)), []).append((ni, pi, row, rep))
+            hits.append((hit, pi, float(reps[pi])))
+        if hits:
+            dk = dtype_key(*hits[0][0])
+            for (fam, row), pi, rep in hits:
+                groups.setdefault((fam, dk), []).append((ni, pi, row, rep))
     for (fam, key), items in groups.items():
         src = kernel_source(hw.name, pred.framework, fam, key)
         if not src.fits:
@@ -226,7 +325,7 @@ def _tabulate(
             t = out[ni]
             if t.values is None:
                 t.values = np.full(len(points), np.nan)
-                t.source, t.basis = src.source, src.basis
+                t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
             t.values[pi] = float(s) * rep
     for t in out:
         if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
