@@ -79,24 +79,11 @@ def _settings(args: argparse.Namespace, trace: Any = None) -> str:
 def _predicted_lines(args: argparse.Namespace, res: Any) -> list[str]:
     """What priced the iterations: ``--predict``'s kernels, what their seconds rest on (the
     coverage line decode prints) and the share clamped to the bound."""
-    from types import SimpleNamespace
+    from .predicted import predicted_lines
 
-    from graphs.serving.predict import calibration_source
-
-    from .calibrate import coverage_lines
-
-    cov = res.coverage
-    out = [
-        f"  predicted, not bound: every iteration's kernels priced from {args.predict} kernels "
-        f"({calibration_source()}), each at least its roofline bound"
-    ]
-    out += coverage_lines(SimpleNamespace(coverage=cov, device=res.device, framework=args.predict))
-    if cov.total_s > 0:
-        out.append(
-            f"  clamped: {100 * res.clamped_s / cov.total_s:.1f}% of the iteration time is kernels whose "
-            "prediction fell below their bound (the bound priced them)"
-        )
-    return out
+    return predicted_lines(
+        args.predict, res.device, res.coverage, what="every iteration's kernels", clamped_s=res.clamped_s
+    )
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

@@ -222,6 +222,20 @@ class Coverage(Result):
     def total_s(self) -> float:
         return self.measured_s + self.neighbour_s + self.bound_s
 
+    def __add__(self, other: Coverage) -> Coverage:
+        """Two predictions' seconds together (each reason's seconds summed)."""
+
+        def merged(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+            return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {**a, **b}}
+
+        return Coverage(
+            self.measured_s + other.measured_s,
+            self.neighbour_s + other.neighbour_s,
+            self.bound_s + other.bound_s,
+            merged(self.neighbours, other.neighbours),
+            merged(self.bounds, other.bounds),
+        )
+
     def share(self, part: str) -> float:
         """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
         return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0

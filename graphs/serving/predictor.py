@@ -67,6 +67,7 @@ from .mixed import HEAD_GROUP, MixedStep, mixed_step, node_time_expr
 from .workload import Workload, as_workload
 
 __all__ = [
+    "BOUND",
     "CLAMPED",
     "INTERVAL",
     "KINDS",
@@ -180,6 +181,10 @@ class Predictor:
         return heldout_log_quantile(
             device, self.framework, family, key, float(self.quantile), self.kind == "grey-box"
         )
+
+
+#: the roofline bound predictor (what every analysis prices with unless told otherwise)
+BOUND = Predictor()
 
 
 def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.ndarray:
