@@ -254,6 +254,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from graphs import sweep
+    from graphs.serving.predictor import Predictor
 
     from ..report import format_table
 
@@ -271,6 +272,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         kv_dtypes=[d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None],
         tp=args.tp,
         progress=progress,
+        predictor=Predictor.of(args.predict),
     )
     if args.csv:
         res.to_csv(args.csv, "--csv")
@@ -282,6 +284,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
         f"Pareto frontier ({len(front)} points), fastest user first:"
     )
+    if res.coverage is not None:
+        from .predicted import predicted_lines
+
+        print(
+            "\n".join(predicted_lines(args.predict, args.device, res.coverage, what="every step's kernels"))
+        )
+        print("  (coverage of the frontier's steps)")
     cols = (
         ("device", "device", "s"),
         ("weight_dtype", "weights", "s"),
@@ -381,4 +390,7 @@ def add_phase_parsers(sub: Any) -> None:
     sw.add_argument("--csv", default=None, help="write every point to this CSV file")
     sw.add_argument("--top", type=int, default=0)
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_predict_option(
+        sw, help="price every step's kernels from this framework's measured kernels ([measured] extra)"
+    )
     sw.set_defaults(func=cmd_sweep)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["interval_text", "predicted_lines"]
+__all__ = ["interval_text", "predicted_lines", "step_interval"]
 
 
 def predicted_lines(
@@ -46,3 +46,18 @@ def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:
     """``[lo, hi]`` of a P10-P90 prediction interval (the ends ordered)."""
     a, b = sorted((lo, hi))
     return f"[{a:{fmt}}, {b:{fmt}}]"
+
+
+def step_interval(
+    config: Any, device: str, phase: str, framework: str, *, tp: int, point: tuple[int, int]
+) -> tuple[float, float]:
+    """One step's time (s) at the optimistic and pessimistic ends of its prediction interval
+    (:meth:`graphs.serving.predictor.Predictor.interval`, each kernel clamped to its bound), at
+    ``point`` = (batch, ctx) for decode, (batch, seq) for prefill."""
+    from graphs.serving.predictor import Predictor
+    from graphs.serving.priced import priced_step
+
+    lo, hi = Predictor.of(framework).interval()
+    return tuple(  # type: ignore[return-value]
+        priced_step(config, device, phase, tp=tp, predictor=p).step(*point) for p in (lo, hi)
+    )

@@ -34,7 +34,9 @@ from costmodel.rules import op_cost
 from costmodel.symbols import check_dim, dim
 from models.config import ModelConfig
 
-from .compiled import compiled_step, decode_memory
+from .compiled import decode_memory
+from .predictor import Predictor
+from .priced import priced_step
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -124,8 +126,11 @@ def parallel_plan(
     ep: int = 1,
     microbatches: int = 1,
     link: str = LinkName.SCALE_UP,
+    predictor: Predictor | None = None,
 ) -> PlanReport:
-    """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc)."""
+    """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``predictor``
+    prices the step's kernels (:func:`graphs.serving.priced.priced_step`; default the bound)."""
+
     w = as_workload(config)
     cfg = w.config
     hw = get_device(device)
@@ -142,7 +147,7 @@ def parallel_plan(
     mb = batch // microbatches
     # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
     # runs only its 1/ep share of the routed experts (work and weights)
-    c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep)
+    c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, predictor=predictor)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
     hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_scalar(cfg, hw, link, ep))
@@ -250,6 +255,7 @@ def plan_frontier(
     batches: list[int],
     ctx: int,
     plans: list[tuple[int, int, int, int]],
+    predictor: Predictor | None = None,
 ) -> tuple[PlanPoint, ...]:
     """Evaluate ``(tp, pp, ep, microbatches)`` plans x devices x batches; mark the Pareto frontier.
 
@@ -275,7 +281,9 @@ def plan_frontier(
                             f"does not fit: {held / gib:.2f} GiB per device, the device holds "
                             f"{as_float(hw.capacity()) / gib:.2f} GiB"
                         )
-                    r = parallel_plan(w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m)
+                    r = parallel_plan(
+                        w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m, predictor=predictor
+                    )
                 except CostModelError as exc:
                     points.append(PlanPoint(dev, b, label, None, error=str(exc)))
                     continue

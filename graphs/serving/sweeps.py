@@ -29,7 +29,10 @@ from costmodel.outfiles import atomic_write
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .compiled import compiled_step, decode_memory
+from .compiled import decode_memory
+from .kernel_sources import Coverage
+from .predictor import Predictor
+from .priced import priced_step
 
 __all__ = ["SweepResult", "sweep", "compile_decode"]
 
@@ -55,6 +58,9 @@ class SweepResult:
 
     model: str
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
+    #: a predicted sweep's frontier steps (summed) by what they rest on (None: the bound)
+    coverage: Coverage | None = None
 
     def __len__(self) -> int:
         return len(self.columns.get("batch", ()))
@@ -98,10 +104,15 @@ def _py(v: Any) -> Any:
 
 
 def compile_decode(
-    cfg: ModelConfig, device: str, tp: int = 1, overhead: Overhead | None = None
+    cfg: ModelConfig,
+    device: str,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    predictor: Predictor | None = None,
 ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
-    """Numpy functions ``tpot(B, ctx)`` and ``memory(B, ctx)`` for one configuration."""
-    c = compiled_step(cfg, device, "decode", tp=tp)
+    """Numpy functions ``tpot(B, ctx)`` (priced by ``predictor``, default the bound:
+    :func:`graphs.serving.priced.priced_step`) and ``memory(B, ctx)`` for one configuration."""
+    c = priced_step(cfg, device, "decode", tp=tp, predictor=predictor)
     return c.step_array, decode_memory(cfg, device, tp=tp, overhead=overhead)
 
 
@@ -121,9 +132,14 @@ def sweep(
     overhead: Overhead | None = None,
     progress: Callable[[int, int], None] | None = None,
     chunk: int = 65536,
+    predictor: Predictor | None = None,
 ) -> SweepResult:
     """Evaluate decode over every combination (module doc); ``progress(done, total)``
-    is called as chunks of points complete."""
+    is called as chunks of points complete; ``predictor`` prices the steps (default the bound;
+    a predicted sweep prices each configuration in one call, so its kernels are tabulated once)."""
+    pred = predictor or Predictor()
+    if not pred.is_bound:
+        chunk = max(chunk, 10**9)
     cfg = get_model(config) if isinstance(config, str) else config
     bs = np.asarray(list(batches), dtype=float)
     cs = np.asarray(list(ctxs), dtype=float)
@@ -162,7 +178,7 @@ def sweep(
         hw = get_device(dev)
         changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
         c = cfg.replace(**changes)
-        tpot_f, mem_f = compile_decode(c, dev, tp, overhead)
+        tpot_f, mem_f = compile_decode(c, dev, tp, overhead, pred)
         base = i * n
         tpot = out["tpot_s"][base : base + n]
         mem = out["memory_bytes"][base : base + n]
@@ -187,4 +203,15 @@ def sweep(
         pts = np.column_stack([out["tokens_per_s_per_user"][fits], out["tokens_per_s_per_device"][fits]])
         idx = np.flatnonzero(fits)[pareto_mask(pts, (True, True))]
         out["pareto"][idx] = True
-    return SweepResult(cfg.name, out)
+    if pred.is_bound:
+        return SweepResult(cfg.name, out)
+    cov: Coverage | None = None
+    front = np.flatnonzero(out["pareto"])
+    for i, (dev, wd, kvd) in enumerate(combos):  # the frontier's steps, by what they rest on
+        sel = front[(front >= i * n) & (front < (i + 1) * n)]
+        if len(sel):
+            changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+            step = priced_step(cfg.replace(**changes), dev, "decode", tp=tp, predictor=pred)
+            part = step.coverage_array(out["batch"][sel], out["ctx"][sel])  # type: ignore[union-attr]
+            cov = part if cov is None else cov + part
+    return SweepResult(cfg.name, out, pred.label, cov)
