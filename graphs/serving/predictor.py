@@ -211,7 +211,7 @@ class _NodeForms:
     """A graph node's parameters, repeat and op as numpy functions of the graph's free symbols."""
 
     def __init__(self, d: dict[str, Any], syms: tuple[sympy.Symbol, ...]) -> None:
-        self.op = str(d.get("op"))
+        self.node = d
         self.fixed: dict[str, Any] = {}
         self.forms: dict[str, Callable[..., Any]] = {}
         for k, v in (d.get("params") or {}).items():
@@ -306,9 +306,9 @@ def _tabulate_point(
         hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
         reps = nf.repeats(points)
         for pi, p in enumerate(nf.params(points)):
-            hit = kernel_row(nf.op, p)
+            hit = kernel_row(nf.node, p)
             if hit is None:  # unmeasured at some point: the bound prices the kernel everywhere
-                out[ni].basis = unmeasured_basis(nf.op, p)
+                out[ni].basis = unmeasured_basis(nf.node, p)
                 hits = []
                 break
             hits.append((hit, pi, float(reps[pi])))
