@@ -5,10 +5,15 @@
   energy as a third objective; prints the points per second and the frontier it kept.
 * ``costmodel sweep`` over 1000 batches x 1000 contexts (1e6 points) in a child process, with
   its wall time and peak resident memory (targets: <= 5 s, <= 500 MiB).
+* The same search predicted from vLLM's measured kernels (``--predict vllm``: every step priced
+  per kernel through :mod:`graphs.serving.priced`), side by side with the bound search: once
+  cold (the corpus loaded and fitted in this process: what a first run pays once) and once warm
+  (fits cached, every plan's kernels tabulated and the grid priced afresh: what each further
+  search pays); target 1e7 points <= 60 s. ``--no-predict`` skips it.
 * With ``--dask``: the same search on a local Dask cluster of 2 worker processes (the
   ``[dask]`` extra), to show the blocks and frontier merge spread over processes.
 
-    python benchmarks/search_speed.py [--dask]
+    python benchmarks/search_speed.py [--dask] [--no-predict]
 """
 
 from __future__ import annotations
@@ -26,6 +31,33 @@ def bar(done: int, total: int) -> None:
     sys.stderr.write(f"\r  search {done / total:6.1%} of {total:,} points")
     if done >= total:
         sys.stderr.write("\n")
+
+
+def predicted(kw: dict, bound_s: float, bound_res: object) -> None:
+    """The predicted search beside the bound one (module doc)."""
+    from graphs.serving import design_search, predictor, priced
+    from graphs.serving.predictor import Predictor
+
+    pred = Predictor.of("vllm")
+    for label in ("cold (corpus fits included)", "warm (fits cached, kernels tabulated afresh)"):
+        design_search._COMPILED.clear()
+        priced._CACHE.clear()
+        predictor._TABLES.clear()
+        t = time.perf_counter()
+        res = search("llama-3.1-70b", predictor=pred, **kw)
+        d = time.perf_counter() - t
+        print(
+            f"predicted search, {label}: {res.points:,} points in {d:.1f} s = {d / bound_s:.1f}x the bound "
+            f"search ({res.points / d / 1e6:.2f} M points/s); target 1e7 points <= 60 s"
+        )
+    assert res.coverage is not None
+    cov = res.coverage
+    print(
+        f"  frontier {len(res.frontier)} points; its decode steps rest on {100 * cov.share('measured'):.1f}% "
+        f"measured, {100 * cov.share('neighbour'):.1f}% neighbour, {100 * cov.share('bound'):.1f}% bound"
+    )
+    for name, row in res.best.items():
+        print(f"  {name}: {row['plan']}, batch {row['batch']}, ctx {row['ctx']}")
 
 
 def main() -> None:
@@ -51,6 +83,8 @@ def main() -> None:
     print(f"  {res.fits:,} fit, {res.meets_slo:,} meet the SLO, frontier {len(res.frontier)} points")
     for name, row in res.best.items():
         print(f"  {name}: {row['plan']}, batch {row['batch']}, ctx {row['ctx']}")
+    if "--no-predict" not in sys.argv:
+        predicted(kw, dt, res)
     if "--dask" in sys.argv:
         from distributed import Client, LocalCluster
 

@@ -127,22 +127,14 @@ class PricedStep:
         self._names = {nd.name: n for nd, n in zip(self._nodes, op_nodes(g), strict=True)}
 
     # --------------------------------------------------------------- one node's prediction
-    def _price(self, nd: _Node, pts: np.ndarray) -> tuple[np.ndarray | None, str, str]:
-        """Node ``nd`` priced at the rows of ``pts`` (values of every dim): seconds, source, basis."""
-        assert self.compiled.graph is not None
-        (t,) = _tabulate(
-            self.hardware, self.predictor, self.compiled.graph, self.syms, [self._names[nd.name]], pts
-        )
-        return t.values, t.source, t.basis
-
-    def _predict(self, nd: _Node, arrays: list[np.ndarray]) -> tuple[np.ndarray | None, str, str]:
-        """Node ``nd``'s prediction at the (broadcast, flat) ``arrays`` (module doc)."""
-        n = arrays[0].size
+    def _plan(self, nd: _Node, arrays: list[np.ndarray]) -> tuple[Any, np.ndarray | None, Any]:
+        """Where node ``nd`` is priced for the (flat) ``arrays`` (module doc): a key shared by
+        every node priced on the same points, those points (None: not tabulated), and how to map
+        the priced values back onto the arrays."""
         base = np.array([float(a.flat[0]) if a.size else 1.0 for a in arrays])
-        vary = [i for i in nd.deps if _varies(arrays[i])]
+        vary = tuple(i for i in nd.deps if _varies(arrays[i]))
         if not vary:
-            vals, src, basis = self._price(nd, base[None, :])
-            return (None if vals is None else np.full(n, vals[0])), src, basis
+            return ("const",), base[None, :], ("const",)
         if len(vary) == 1:
             (i,) = vary
             u, inv = np.unique(arrays[i], return_inverse=True)
@@ -150,12 +142,10 @@ class PricedStep:
                 grid = mesh_axis(float(u[0]), float(u[-1]), 8, 8192)
                 pts = np.tile(base, (len(grid), 1))
                 pts[:, i] = grid
-                vals, src, basis = self._price(nd, pts)
-                return (None if vals is None else _interp1(grid, vals, arrays[i])), src, basis
+                return (i, "grid"), pts, ("interp1", grid, i)
             pts = np.tile(base, (len(u), 1))
             pts[:, i] = u
-            vals, src, basis = self._price(nd, pts)
-            return (None if vals is None else vals[inv]), src, basis
+            return (i, "exact"), pts, ("exact", inv)
         if len(vary) == 2:
             i, j = vary
             ax = mesh_axis(float(arrays[i].min()), float(arrays[i].max()))
@@ -163,18 +153,44 @@ class PricedStep:
             pts = np.tile(base, (len(ax) * len(ay), 1))
             mx, my = np.meshgrid(ax, ay, indexing="ij")
             pts[:, i], pts[:, j] = mx.ravel(), my.ravel()
-            vals, src, basis = self._price(nd, pts)
-            if vals is None:
-                return None, src, basis
-            return _interp2(ax, ay, vals.reshape(len(ax), len(ay)), arrays[i], arrays[j]), src, basis
-        return None, "bound", _MANY_DIMS
+            return (i, j), pts, ("interp2", ax, ay, i, j)
+        return None, None, None
+
+    @staticmethod
+    def _back(how: Any, vals: np.ndarray, arrays: list[np.ndarray]) -> np.ndarray:
+        n = arrays[0].size
+        if how[0] == "const":
+            return np.full(n, vals[0])
+        if how[0] == "exact":
+            return vals[how[1]]
+        if how[0] == "interp1":
+            return _interp1(how[1], vals, arrays[how[2]])
+        _, ax, ay, i, j = how
+        return _interp2(ax, ay, vals.reshape(len(ax), len(ay)), arrays[i], arrays[j])
+
+    def _predictions(self, arrays: list[np.ndarray]) -> list[tuple[np.ndarray | None, str, str]]:
+        """Every node's prediction at the (flat) ``arrays``: the nodes priced on the same points
+        in one corpus call (one per measured family and dtype)."""
+        assert self.compiled.graph is not None
+        out: list[tuple[np.ndarray | None, str, str]] = [(None, "bound", _MANY_DIMS)] * len(self._nodes)
+        groups: dict[Any, tuple[np.ndarray, list[tuple[int, Any]]]] = {}
+        for k, nd in enumerate(self._nodes):
+            key, pts, how = self._plan(nd, arrays)
+            if pts is not None:
+                groups.setdefault(key, (pts, []))[1].append((k, how))
+        for pts, members in groups.values():
+            names = [self._names[self._nodes[k].name] for k, _ in members]
+            tabs = _tabulate(self.hardware, self.predictor, self.compiled.graph, self.syms, names, pts)
+            for (k, how), t in zip(members, tabs, strict=True):
+                vals = None if t.values is None else self._back(how, t.values, arrays)
+                out[k] = (vals, t.source, t.basis)
+        return out
 
     def _parts(self, flat: list[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray | None, str, str]]:
         """Per node over the flat arrays: its priced seconds, the mask where the clamp acted
         (None: nowhere), and what the unclamped seconds rest on."""
-        for nd in self._nodes:
+        for nd, (pred, src, basis) in zip(self._nodes, self._predictions(flat), strict=True):
             roof = nd.roof(*flat)
-            pred, src, basis = self._predict(nd, flat)
             if pred is None:
                 yield roof, None, "bound", basis
                 continue
