@@ -41,13 +41,13 @@ def _factor(name: str) -> float:
     return FACTORS[zlib.crc32(name.encode()) % len(FACTORS)]
 
 
-def _fake_tabulate(hw, pred, g, syms, names, points):
+def _fake_tabulate(hw, pred, forms, points):
     """Every node whose rule and role the corpus measures (kernel_row) at FACTORS x its roofline."""
     from graphs.serving.mixed import node_time_expr
 
     out = []
-    for n in names:
-        d = g.nodes[n]
+    for n, nf in forms:
+        d, syms = nf.node, nf.syms
         sub = {s: int(points[0, i]) for i, s in enumerate(syms)}
         p0 = {k: (float(v.subs(sub)) if isinstance(v, sympy.Basic) else v) for k, v in d["params"].items()}
         row = kernel_row(d, p0)

@@ -51,7 +51,7 @@ from .compiled import decode_memory
 from .kernel_sources import Coverage
 from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
 from .predictor import BOUND, Predictor
-from .priced import priced_step
+from .priced import PricedStep, priced_step
 from .search_plans import Plan, grid_size, plans_of, positive_ints
 
 __all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size"]
@@ -132,9 +132,8 @@ class _Compiled:
 
     def __init__(self, plan: Plan, link: str, predictor: Predictor = BOUND) -> None:
         cfg, hw = plan.config, plan.device
-        pr = dict(tp=plan.tp, ep=plan.ep, predictor=predictor)
-        self.decode = priced_step(cfg, hw, Phase.DECODE, **pr)
-        self.prefill = priced_step(cfg, hw, Phase.PREFILL, **pr)
+        self.decode = priced_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep, predictor=predictor)
+        self.prefill = priced_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep, predictor=predictor)
         self.memory = decode_memory(cfg, hw, tp=plan.tp)
         hop, a2a = comm_forms(cfg, hw, link, plan.ep)
         self.hop = compile_expr(hop, (MICROBATCH,))
@@ -378,6 +377,7 @@ def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor) -> Coverage |
     for i in np.unique(p.plan).tolist():
         sel = p.plan == i
         step = _compiled(plans[i], predictor=pred).decode
+        assert isinstance(step, PricedStep)
         cov = step.coverage_array(p.coords[sel, 2] / p.coords[sel, 1], p.coords[sel, 3])
         total = cov if total is None else total + cov
     return total

@@ -212,6 +212,7 @@ class _NodeForms:
 
     def __init__(self, d: dict[str, Any], syms: tuple[sympy.Symbol, ...]) -> None:
         self.node = d
+        self.syms = syms
         self.fixed: dict[str, Any] = {}
         self.forms: dict[str, Callable[..., Any]] = {}
         for k, v in (d.get("params") or {}).items():
@@ -272,7 +273,8 @@ def _tabulate(
     key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
     base = _TABLES.get(key)
     if base is None:
-        base = _TABLES[key] = _tabulate_point(hw, pred.point, g, syms, names, points)
+        forms = [(n, _NodeForms(g.nodes[n], syms)) for n in names]
+        base = _TABLES[key] = _tabulate_point(hw, pred.point, forms, points)
         if len(_TABLES) > _TABLES_SIZE:
             _TABLES.popitem(last=False)
     else:
@@ -288,20 +290,15 @@ def _tabulate(
 
 
 def _tabulate_point(
-    hw: Hardware,
-    pred: Predictor,
-    g: Any,
-    syms: tuple[sympy.Symbol, ...],
-    names: list[str],
-    points: np.ndarray,
+    hw: Hardware, pred: Predictor, forms: list[tuple[str, _NodeForms]], points: np.ndarray
 ) -> list[_Table]:
+    """:func:`_tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
     from .predict import dtype_key, kernel_row, price_rows, unmeasured_basis
 
     assert pred.framework is not None
     out: list[_Table] = []
     groups: dict[tuple[str, str], list[tuple[int, int, dict[str, Any], float]]] = {}
-    for ni, n in enumerate(names):
-        nf = _NodeForms(g.nodes[n], syms)
+    for ni, (n, nf) in enumerate(forms):
         out.append(_Table(n, "bound", "", None))
         hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
         reps = nf.repeats(points)

@@ -29,6 +29,7 @@ line does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,7 +56,7 @@ _EXACT_MAX = 16384
 def mesh_axis(lo: float, hi: float, per_octave: int = 4, dense: int = 16) -> np.ndarray:
     """Whole numbers ``lo .. hi`` (inclusive ends): every one up to ``dense``, then
     ``round(2^{j/per_octave})``."""
-    g = token_grid(dense, max(2.0, hi) * 2 ** (1 / per_octave), per_octave)
+    g = token_grid(dense, math.ceil(max(2.0, hi) * 2 ** (1 / per_octave)), per_octave)
     g = g[(g > lo) & (g < hi)]
     return np.unique(np.concatenate([[float(lo), float(hi)], g]))
 

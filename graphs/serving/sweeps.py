@@ -32,7 +32,7 @@ from models.config import ModelConfig
 from .compiled import decode_memory
 from .kernel_sources import Coverage
 from .predictor import Predictor
-from .priced import priced_step
+from .priced import PricedStep, priced_step
 
 __all__ = ["SweepResult", "sweep", "compile_decode"]
 
@@ -212,6 +212,7 @@ def sweep(
         if len(sel):
             changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
             step = priced_step(cfg.replace(**changes), dev, "decode", tp=tp, predictor=pred)
-            part = step.coverage_array(out["batch"][sel], out["ctx"][sel])  # type: ignore[union-attr]
-            cov = part if cov is None else cov + part
+            assert isinstance(step, PricedStep)
+            piece = step.coverage_array(out["batch"][sel], out["ctx"][sel])
+            cov = piece if cov is None else cov + piece
     return SweepResult(cfg.name, out, pred.label, cov)
