@@ -357,3 +357,35 @@ def test_heldout_quantiles_bracket_the_median():
     assert len(e) > 100 and np.all(np.diff(e) >= 0)
     lo, hi = (heldout_log_quantile("h100-sxm", "vllm", "gemm", "bfloat16", q) for q in INTERVAL)
     assert lo < float(np.median(e)) < hi
+
+
+# ------------------------------------------------------------------ MLA (deepseek-v3) predicted
+
+
+@pytest.mark.parametrize(
+    "it",
+    [
+        (8, 8 * 3000.0, []),  # decodes only
+        (0, 0.0, [(512.0, 0.0)]),  # one chunk, no prefix
+        (5, 5 * 700.0, [(256.0, 0.0), (64.0, 1024.0)]),  # mixed, one chunk after a cached prefix
+    ],
+)
+def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monkeypatch, it):
+    """deepseek-v3's prefill tokens run their own token-wise kernels (K/V decompressed): with
+    every measured kernel predicted at exactly its roofline, the predicted iteration is the
+    bound's (MixedStep's own sum of the decode body and each chunk's body), and at FACTORS it is
+    never below it."""
+    from graphs.serving.mixed import mixed_step
+    from graphs.serving.predictor import predicted_mixed_step
+
+    bound_t = mixed_step("deepseek-v3", "h100").time_sums(*it)
+    monkeypatch.setattr(__import__(__name__, fromlist=["FACTORS"]), "FACTORS", (1.0,))
+    s = predicted_mixed_step("deepseek-v3", "h100", predictor=PRED)
+    assert not s.shared_body
+    assert s.time_sums(*it) == pytest.approx(bound_t, rel=1e-9)
+    cov = s.coverage()
+    assert cov.measured_s > 0  # its GEMMs are priced from the (synthetic) corpus
+    if it[0]:  # decode attention over the shared latent cache is bound, and says so
+        assert any("MLA" in why for why in cov.bounds)
+    if any(p for _, p in it[2]):  # a chunk after a cached prefix: its own kernels bound, said
+        assert any("MLA chunk" in why for why in cov.bounds)

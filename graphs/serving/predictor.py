@@ -83,6 +83,7 @@ INTERVAL = (0.1, 0.9)
 #: the bound-share reason of kernel seconds where a prediction fell below the roofline
 CLAMPED = "predictions below the kernel's roofline bound, clamped to it"
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
+_CHUNK_BODY_PREFIX = "MLA chunk token-wise kernels after a cached prefix (it is decompressed too): bound"
 
 
 def _frameworks() -> tuple[str, ...]:
@@ -360,11 +361,7 @@ class PredictedStep:
         self.tp = tp
         self.bound = mixed_step(w, hw, tp=tp)
         self.windowed = self.bound.windowed  #: a sliding-window kernel needs each decode's context
-        if not self.bound.shared_body:
-            raise CostModelError(
-                f"{w.name}: its prefill tokens run other token-wise kernels than its decode tokens (MLA); "
-                "a predicted simulation of such a model is not built yet: run it without --predict"
-            )
+        self.shared_body = self.bound.shared_body  #: False: MLA (prefill tokens run their own kernels)
         g_dec = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
         g_pre = compiled_step(w, hw, Phase.PREFILL, tp=tp).graph
         assert g_dec is not None and g_pre is not None
@@ -435,7 +432,59 @@ class PredictedStep:
             )
         self.attention_names = a_names
         self._prefix_id = ids("bound", _CHUNK_PREFIX)
+        self._pre_body: list[tuple[int, list[float]]] = []
+        if not self.shared_body:
+            self._chunk_body_tables(g_pre, grid, pre_pts)
         self.reset()
+
+    def _chunk_body_tables(self, g_pre: Any, grid: np.ndarray, pre_pts: np.ndarray) -> None:
+        """A model whose prefill tokens run other token-wise kernels than its decode tokens
+        (MLA: K/V decompressed for prefill, the projections absorbed for decode): the prefill
+        graph's token-wise kernels of one chunk of ``c`` tokens with no cached prefix, on the
+        token grid (``(B, S) = (1, c)``); after a cached prefix the chunk's body keeps its bound
+        (:data:`_CHUNK_BODY_PREFIX`)."""
+        hw, ids = self.hardware, self._ids
+        names = [
+            n
+            for n in op_nodes(g_pre)
+            if g_pre.nodes[n].get(ROLE) != Role.ATTENTION and g_pre.nodes[n].get(GROUP) != HEAD_GROUP
+        ]
+        lump: dict[int, sympy.Expr] = {}
+        exprs = []
+        for t in _tabulate(hw, self.predictor, g_pre, (B_sym, S_sym), names, pre_pts):
+            e = node_time_expr(g_pre.nodes[t.name], hw).subs(B_sym, 1)
+            if t.values is None:
+                i = ids("bound", t.basis)
+                lump[i] = lump.get(i, sympy.Integer(0)) + e
+                continue
+            exprs.append(e)
+            self._pre_body.append((ids(t.source, t.basis), np.log(t.values).tolist()))
+        self._pre_roof = sympy.lambdify(S_sym, exprs, "math")
+        self._pre_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump.items()]
+        self._pre_prefix_id = ids("bound", _CHUNK_BODY_PREFIX)
+
+    def _chunk_body(self, c: float, pre: float) -> float:
+        """Seconds of one chunk's own token-wise kernels (MLA, :meth:`_chunk_body_tables`)."""
+        acc = self._acc
+        if pre:
+            x = float(self.bound._pre_body(c, pre))
+            acc[self._pre_prefix_id] += x
+            return x
+        i, w = _lerp_at(self._lgrid, math.log(c))
+        total = 0.0
+        for (kid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
+            p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
+            if p < r:
+                acc[self.clamped_id] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i_, f in self._pre_lumps:
+            x = float(f(c))
+            acc[i_] += x
+            total += x
+        return total
 
     # ------------------------------------------------------------------ the iteration loop
     def reset(self) -> None:
@@ -517,13 +566,17 @@ class PredictedStep:
         rows = n_dec + len(chunks)
         if rows == 0:
             return 0.0
-        n = n_dec + sum(c for c, _ in chunks)
+        # the token-wise body: every token's (one path), or the decodes' (MLA: each chunk its own)
+        n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
+        m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
         acc = self._acc
         clamped = self.clamped_id
         total = 0.0
-        for (_, kid, _), p, r in zip(
-            self._rows, self._token_preds(n, rows), self._roof(n, rows), strict=True
+        for (head, kid, _), p, r in zip(
+            self._rows, self._token_preds(m, rows), self._roof(m, rows), strict=True
         ):
+            if not (head or n):
+                continue
             if p < r:
                 acc[clamped] += r
                 total += r
@@ -531,9 +584,14 @@ class PredictedStep:
                 acc[kid] += p
                 total += p
         for i, f, head in self._lumps:
+            if not (head or n):
+                continue
             x = float(f(rows if head else n))
             acc[i] += x
             total += x
+        if not self.shared_body:
+            for c, pre in chunks:
+                total += self._chunk_body(c, pre)
         for k, (kern, dtab, did, ptab, pid) in enumerate(self._attn):
             roof_k = kern.time(n_dec, sum_ctx, chunks, ctxs)
             if dtab is None and ptab is None:
