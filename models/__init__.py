@@ -16,6 +16,7 @@ _LAZY: dict[str, str] = {
     "load_hf_config": "hf",
     "config_from_hf_dict": "hf",
     "SUPPORTED_MODEL_TYPES": "hf",
+    "NEW_ARCHITECTURES": "hf_families",
     "MODELS": "catalog",
     "CatalogModel": "catalog",
     "UnknownModelError": "catalog",

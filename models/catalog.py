@@ -235,6 +235,60 @@ MODELS: dict[str, CatalogModel] = {
             "'Jamba' (arXiv:2403.19887): one attention layer in eight, MoE every other layer, 16 experts top-2",
         ),
         CatalogModel(
+            "kimi-k2",
+            _HF.format("moonshotai/Kimi-K2-Instruct-0905"),
+            1e12,
+            None,
+            32e9,
+            published_source="Kimi K2 model card (moonshotai/Kimi-K2-Instruct-0905), model summary: 1T total, "
+            "32B activated; 61 layers (1 dense), 384 experts, 8 selected, 1 shared, MLA, 64 heads, 160K "
+            "vocabulary. Its remote-code config is DeepSeek-V3's (model_type kimi_k2); FP8 block-scaled "
+            "weights as published",
+        ),
+        CatalogModel(
+            "glm-4.5",
+            _HF.format("zai-org/GLM-4.5"),
+            355e9,
+            None,
+            32e9,
+            published_source="GLM-4.5 model card and report (arXiv:2508.06471), table 1: 355B total, 32B "
+            "activated (read as non-embedding: 32.08B counted; with the embedding and head, 33.63B); the one "
+            "MTP layer is not built (mtp=False, as transformers' Glm4MoeForCausalLM)",
+            active_counts="non_embedding",
+        ),
+        CatalogModel(
+            "glm-4.5-air",
+            _HF.format("zai-org/GLM-4.5-Air"),
+            106e9,
+            None,
+            12e9,
+            published_source="GLM-4.5 model card (zai-org/GLM-4.5-Air): 106B total, 12B activated (read as "
+            "non-embedding: 12.18B counted)",
+            active_counts="non_embedding",
+        ),
+        CatalogModel(
+            "minimax-m2",
+            _HF.format("MiniMaxAI/MiniMax-M2"),
+            230e9,
+            None,
+            10e9,
+            published_source="MiniMax-M2 model card (transformers docs, model_doc/minimax_m2): 230B total, 10B "
+            "active (read as non-embedding: 9.80B counted). Full GQA attention in all 62 layers (attn_type_list "
+            "all 1), FP8 block-scaled weights as published; its 3 MTP modules are not built",
+            active_counts="non_embedding",
+        ),
+        CatalogModel(
+            "qwen3.5-397b-a17b",
+            _HF.format("Qwen/Qwen3.5-397B-A17B"),
+            397e9,
+            None,
+            17e9,
+            published_source="Qwen3.5-397B-A17B model card: 397B total, 17B activated (the text model: 60 "
+            "layers, 45 gated-delta-net and 15 gated-attention, 512 experts top-10 plus a shared one; its "
+            "vision encoder is not built). The gated delta net is the linear_attention mixer (fp32 state of "
+            "d_k x d_v per value head)",
+        ),
+        CatalogModel(
             "tiny",
             "costmodel test config (2 layers, d=64, GQA 4/2, head_dim 16; 131,072-token context so every default runs)",
         ),

@@ -79,6 +79,13 @@ class ModelConfig:
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False  # a bias on the attention output projection (gpt-oss)
+    # attention and MLP read one shared norm of the layer input and add to the residual together
+    # (GPT-J's parallel block: Phi-1/2, Falcon-7B, Cohere); a layer then has one norm, not two
+    parallel_block: bool = False
+    # the q/k norms span all heads, H*h and H_kv*h weights (OLMo 2, Cohere, MiniMax-M2), not one
+    # head_dim-wide norm shared by every head (Qwen3, Gemma 3)
+    qk_norm_all_heads: bool = False
+    lm_head_bias: bool = False  # a bias on the lm_head (Phi-1/2)
     sandwich_norm: bool = False  # norms on the mixer's and the MLP's outputs too (Gemma 2/3)
     shared_expert_gate: bool = False  # a sigmoid gate (d -> 1) on the shared expert (Qwen2-MoE, Qwen3-Next)
     mlp_bias: bool = False  # biases on the MLP / expert projections (gpt-oss experts)
@@ -179,6 +186,8 @@ class ModelConfig:
             raise ModelConfigError(
                 f"{self.name}: num_attention_heads ({h}) must be a multiple of num_key_value_heads ({hkv})"
             )
+        if self.qk_norm_all_heads and not self.qk_norm:
+            raise ModelConfigError(f"{self.name}: qk_norm_all_heads needs qk_norm=True")
         if self.mlp not in _MLPS:
             raise ModelConfigError(f"{self.name}: mlp {self.mlp!r} not allowed; allowed: {_MLPS}")
         if self.norm not in _NORMS:

@@ -16,9 +16,18 @@ Supported ``model_type`` values and their field names:
   routing adds a per-expert router bias. Multi-token-prediction modules
   (``num_nextn_predict_layers``) are kept only with ``mtp=True``.
 
+* ``kimi_k2``: Kimi K2's remote-code config, DeepSeek-V3's fields and layout;
 * the layer-pattern families ``gpt_oss``, ``qwen3_moe``, ``qwen3_next``,
-  ``gemma3`` (and ``gemma3_text``), ``llama4`` (and ``llama4_text``) and
-  ``mamba2``: :mod:`models.hf_families`.
+  ``gemma3`` (and ``gemma3_text``), ``llama4`` (and ``llama4_text``), ``mamba2``,
+  ``nemotron_h``, ``jamba``, and the Llama-like and newer decoders ``phi3``, ``phi``,
+  ``falcon``, ``gemma2``, ``olmo2``, ``granite``, ``cohere``, ``glm``, ``glm4``,
+  ``starcoder2``, ``internlm2``, ``exaone``, ``glm4_moe``, ``minimax_m2``, ``qwen3_5``
+  and ``qwen3_5_moe`` (and their ``_text`` configs): :mod:`models.hf_families`.
+
+A ``model_type`` whose architecture needs a part the layer specs lack
+(``deepseek_v32``'s sparse attention, MiniMax-01's lightning attention ...) is
+refused with what is missing and how to describe it
+(:data:`models.hf_families.NEW_ARCHITECTURES`).
 
 Every type: ``max_position_embeddings`` and ``rope_scaling`` give the context
 limit (:mod:`models.context`); ``torch_dtype`` the float dtype and
@@ -38,7 +47,14 @@ from costmodel.dtypes import get_dtype
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
-from .hf_families import FAMILIES, pattern_layers, unwrap_text_config
+from .hf_families import (
+    FAMILIES,
+    FIELD_ALIASES,
+    NEW_ARCHITECTURES,
+    moe_fields,
+    pattern_layers,
+    unwrap_text_config,
+)
 from .hf_families import int_field as _get
 from .layers import LayerSpec
 from .quantization import float_dtype, quantized_fields
@@ -53,8 +69,11 @@ SUPPORTED_MODEL_TYPES = (
     "mixtral",
     "deepseek_v2",
     "deepseek_v3",
+    "kimi_k2",
     *FAMILIES,
 )
+#: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config)
+_DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 
@@ -70,10 +89,17 @@ def config_from_hf_dict(
         raise ModelConfigError(f"{name}: config must be a JSON object")
     cfg = unwrap_text_config(cfg)
     mt = cfg.get("model_type")
+    if isinstance(mt, str) and mt in NEW_ARCHITECTURES:
+        raise ModelConfigError(
+            f"{name}: model_type {mt!r} is not supported: {NEW_ARCHITECTURES[mt]}; a ModelConfig with "
+            "layer_types of LayerSpec(mixer, mlp) describes any mix of the existing mixers"
+        )
     if mt not in SUPPORTED_MODEL_TYPES:
         raise ModelConfigError(
             f"{name}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
+    if mt in FIELD_ALIASES:
+        cfg = FIELD_ALIASES[mt](cfg, name)
     act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
     if mt == "mamba2":
         # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
@@ -113,7 +139,7 @@ def config_from_hf_dict(
             num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
             moe_intermediate_size=common["intermediate_size"],
         )
-    if mt in ("deepseek_v2", "deepseek_v3"):
+    if mt in _DEEPSEEK:
         freq = _get(cfg, "moe_layer_freq", name, 1)
         if freq < 1:
             raise ModelConfigError(f"{name}: moe_layer_freq must be >= 1, got {freq}")
@@ -122,13 +148,8 @@ def config_from_hf_dict(
             common["layer_types"] = tuple(
                 LayerSpec("mla", "moe" if (i >= fk and i % freq == 0) else "dense") for i in range(n)
             )
+        moe_fields(cfg, common, _get, name, router_bias=cfg.get("topk_method") == "noaux_tc")
         common.update(
-            num_experts=_get(cfg, "n_routed_experts", name),
-            num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
-            moe_intermediate_size=_get(cfg, "moe_intermediate_size", name),
-            num_shared_experts=_get(cfg, "n_shared_experts", name, 0),
-            first_k_dense_replace=_get(cfg, "first_k_dense_replace", name, 0),
-            router_bias=cfg.get("topk_method") == "noaux_tc",
             q_lora_rank=_get(cfg, "q_lora_rank", name, None),
             kv_lora_rank=_get(cfg, "kv_lora_rank", name),
             qk_nope_head_dim=_get(cfg, "qk_nope_head_dim", name),
@@ -136,10 +157,10 @@ def config_from_hf_dict(
             v_head_dim=_get(cfg, "v_head_dim", name),
         )
         common["head_dim"] = common["qk_nope_head_dim"] + common["qk_rope_head_dim"]
-        if cfg.get("num_nextn_predict_layers") and mtp:
-            common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name)
     if mt in FAMILIES:
         FAMILIES[mt](cfg, common, _get, name)
+    if mt in (*_DEEPSEEK, "glm4_moe") and cfg.get("num_nextn_predict_layers") and mtp:
+        common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name)
     base = common["dtype"]
     if base not in ("fp32", "bf16", "fp16") and get_dtype(base).bits > 16:
         common["act_dtype"] = base  # fp64 weights compute in fp64 (fp8 ones in bf16: ModelConfig)

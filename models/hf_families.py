@@ -35,7 +35,20 @@ what its family states, and the per-layer pattern where the config gives one:
   Mamba-2 mixer, ``*`` attention, ``-`` a dense MLP, ``E`` a MoE, each a layer of
   its own; the Mamba fields carry a ``mamba_`` prefix (``mamba_num_heads``,
   ``mamba_head_dim``, ``mamba_n_groups`` or ``n_groups`` ...); attention heads are
-  ``attention_head_dim`` wide; the MLP is squared ReLU (``mlp_hidden_act: relu2``).
+  ``attention_head_dim`` wide; the MLP is squared ReLU (``mlp_hidden_act: relu2``);
+* the Llama-like and newer decoders, each mapper's docstring stating what it sets and what the graph
+  builds differently from the checkpoint: ``phi3``, ``phi``, ``falcon`` (field names through
+  :data:`FIELD_ALIASES`), ``gemma2``, ``olmo2``, ``granite``, ``cohere``, ``glm``, ``glm4``,
+  ``starcoder2``, ``internlm2``, ``exaone``, ``glm4_moe``, ``minimax_m2``, ``qwen3_5`` and
+  ``qwen3_5_moe``. What they approximate, all a few element-wise FLOPs or none: Gemma 2's logit
+  soft-capping and Granite's and Cohere's scalar multipliers are not charged, Cohere's bias-free
+  LayerNorm is counted as an RMSNorm (the same weights), OLMo 2's post-norms sit in the pre-norm
+  places and Falcon-40B's two parallel norms are built as a sequential layer (the same weights, FLOPs
+  and bytes), rope is charged over the whole head where only a fraction rotates, ALiBi's bias add is
+  not charged.
+
+:data:`NEW_ARCHITECTURES` lists the ``model_type`` values whose architecture needs a part the layer
+specs lack, with what is missing and how to describe it.
 """
 
 from __future__ import annotations
@@ -47,7 +60,15 @@ from typing import Any
 from .config import ModelConfigError
 from .layers import LayerSpec
 
-__all__ = ["FAMILIES", "unwrap_text_config", "int_field", "first_field"]
+__all__ = [
+    "FAMILIES",
+    "FIELD_ALIASES",
+    "NEW_ARCHITECTURES",
+    "moe_fields",
+    "unwrap_text_config",
+    "int_field",
+    "first_field",
+]
 
 Getter = Callable[..., Any]
 
@@ -68,7 +89,7 @@ def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type,
     ``torch_dtype`` and ``quantization_config`` (they describe the whole checkpoint)."""
     text = cfg.get("text_config")
-    if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4"):
+    if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4", "qwen3_5", "qwen3_5_moe"):
         out = {k: v for k, v in text.items() if v is not None}
         out.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", text.get("tie_word_embeddings")))
         out["model_type"] = cfg["model_type"]
@@ -175,19 +196,7 @@ def _qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
 
 
 def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = pattern_layers(common, name)
-    mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
-    if mixers is None:
-        full = _nth(n, _period(cfg, get, name, "sliding_window_pattern", 6))
-        mixers = ["gqa" if f else "sliding" for f in full]
-    common.update(
-        mlp="geglu",
-        qk_norm=True,
-        sandwich_norm=True,  # post_attention_layernorm and post_feedforward_layernorm
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        sliding_window=get(cfg, "sliding_window", name),
-        layer_types=tuple(mixers),
-    )
+    _gemma_like(cfg, common, get, name, period=6, qk_norm=True)
 
 
 def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -330,4 +339,313 @@ FAMILIES: dict[str, Callable[[Mapping[str, Any], dict[str, Any], Getter, str], N
     "mamba2": _mamba2,
     "nemotron_h": _nemotron_h,
     "jamba": _jamba,
+}
+
+
+# ------------------------------------------------------------------ Llama-like decoders and the rest
+# Families below differ from Llama in norms, biases, heads or field names; each mapper states what it
+# sets, and what the graph builds differently from the checkpoint (always the same weights and FLOPs).
+
+
+def _sliding_everywhere(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Every layer attends a ``sliding_window`` (Phi-3-mini-4k's 2047, StarCoder2's 4096), when the config
+    states one shorter than the context; otherwise full attention."""
+    w = get(cfg, "sliding_window", name, None)
+    limit = common.get("max_context")
+    if w is not None and (limit is None or w < limit):
+        n = pattern_layers(common, name)
+        common.update(sliding_window=w, layer_types=tuple(LayerSpec("sliding", "dense") for _ in range(n)))
+
+
+def _gpt2_style(common: dict[str, Any], bias: bool) -> None:
+    """LayerNorms with bias, a plain GELU MLP and ``bias`` on every linear (Phi-2, Falcon, StarCoder2)."""
+    common.update(norm="layernorm", mlp="gelu", qkv_bias=bias, o_bias=bias, mlp_bias=bias)
+
+
+def _phi3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Phi-3 / Phi-4 (``model_type: phi3``): Llama with fused ``qkv_proj`` and ``gate_up_proj`` (the same
+    weights), no biases, and a ``sliding_window`` on every layer where it is shorter than the context."""
+    common["qkv_bias"] = False
+    _sliding_everywhere(cfg, common, get, name)
+
+
+def _phi(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Phi-1 / 1.5 / 2: a parallel block (one LayerNorm with bias feeds attention and the MLP), q/k/v and
+    ``dense`` biases, a plain GELU MLP (``fc1``/``fc2``) with biases, a biased lm_head. Rope covers
+    ``partial_rotary_factor`` of each head (charged over the whole head: a few vector FLOPs)."""
+    if cfg.get("qk_layernorm"):
+        raise ModelConfigError(
+            f"{name}: qk_layernorm (per-head LayerNorms with bias on q and k) has no layer spec; "
+            "set qk_layernorm false or describe the model as a ModelConfig with qk_norm"
+        )
+    _gpt2_style(common, True)
+    common.update(parallel_block=True, lm_head_bias=True)
+
+
+def _falcon_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """Falcon's field names as the common ones: ``ffn_hidden_size`` (default ``4d``), the KV heads
+    (``num_kv_heads`` with ``new_decoder_architecture``, else one with ``multi_query``), ``activation``;
+    tied embeddings by default (``FalconConfig``)."""
+    d = int_field(cfg, "hidden_size", name)
+    heads = first_field(cfg, int_field, name, ("num_attention_heads", "n_head"))
+    if cfg.get("new_decoder_architecture"):
+        kv = first_field(cfg, int_field, name, ("num_kv_heads", "n_head_kv"), heads)
+    else:
+        kv = 1 if cfg.get("multi_query", True) else heads
+    return {
+        "tie_word_embeddings": True,
+        **cfg,
+        "num_hidden_layers": first_field(cfg, int_field, name, ("num_hidden_layers", "n_layer")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "intermediate_size": int_field(cfg, "ffn_hidden_size", name, 4 * d),
+        "hidden_act": cfg.get("activation", "gelu"),
+    }
+
+
+def _falcon(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Falcon: LayerNorm with bias, a plain GELU MLP, ``bias`` on every linear. Falcon-7B's parallel
+    block has one ``input_layernorm``; ``new_decoder_architecture`` (40B, 180B) has two norms
+    (``ln_attn``, ``ln_mlp``) in parallel, built as a sequential layer (the same weights, FLOPs and
+    bytes: the MLP reads ``x`` rather than ``x + attn``). ALiBi (``alibi``) replaces rope: its per-score
+    bias add is not charged."""
+    two_norms = bool(cfg.get("new_decoder_architecture")) and cfg.get("num_ln_in_parallel_attn") != 1
+    _gpt2_style(common, bool(cfg.get("bias", False)))
+    common.update(
+        parallel_block=bool(cfg.get("parallel_attn", True)) and not two_norms,
+        rope=not cfg.get("alibi", False),
+    )
+
+
+def _gemma_like(
+    cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str, *, period: int, qk_norm: bool
+) -> None:
+    n = pattern_layers(common, name)
+    mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
+    if mixers is None:
+        full = _nth(n, _period(cfg, get, name, "sliding_window_pattern", period))
+        mixers = ["gqa" if f else "sliding" for f in full]
+    common.update(
+        mlp="geglu",
+        qk_norm=qk_norm,
+        sandwich_norm=True,  # post_attention_layernorm and post_feedforward_layernorm
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        sliding_window=get(cfg, "sliding_window", name),
+        layer_types=tuple(mixers),
+    )
+
+
+def _gemma2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Gemma 2: local (``sliding_window``) and global layers alternating, local first; four norms a
+    layer; GeGLU; tied embeddings; no q/k norms. Its logit soft-capping (``cap * tanh(s / cap)`` on
+    every attention score, ``attn_logit_softcapping``, and on the logits, ``final_logit_softcapping``)
+    is not charged: three element-wise ops per score, in registers inside a fused attention kernel,
+    and ``3V`` per logit row against the lm_head's ``2dV``."""
+    _gemma_like(cfg, common, get, name, period=2, qk_norm=False)
+
+
+def _olmo2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """OLMo 2: norms after the attention and the MLP instead of before (``post_attention_layernorm``,
+    ``post_feedforward_layernorm``: two a layer, built in the pre-norm places, the same cost) and
+    q/k RMSNorms over all heads (``H*h`` and ``H_kv*h`` weights)."""
+    common.update(qk_norm=True, qk_norm_all_heads=True)
+
+
+def _granite(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Granite 3: Llama with scalar multipliers (``embedding_multiplier``, ``residual_multiplier``,
+    ``attention_multiplier``, ``logits_scaling``: one multiply per element, not charged) and biases on
+    all four attention projections with ``attention_bias`` and on the MLP with ``mlp_bias``."""
+    common.update(o_bias=common["qkv_bias"], mlp_bias=bool(cfg.get("mlp_bias", False)))
+
+
+def _cohere(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Command R / R+: a parallel block under one LayerNorm *without* bias (counted as an RMSNorm: the
+    same ``d`` weights; the mean subtraction's ``d`` FLOPs per token are not charged), optional
+    per-head-weighted q/k norms (``use_qk_norm``: ``H*h`` and ``H_kv*h`` weights), tied embeddings;
+    ``logit_scale`` is one multiply per logit (not charged)."""
+    qk = bool(cfg.get("use_qk_norm", False))
+    common.update(
+        parallel_block=True,
+        qk_norm=qk,
+        qk_norm_all_heads=qk,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+    )
+
+
+def _glm(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """GLM-4 (``glm``, the ``-hf`` checkpoints): Llama with fused ``gate_up_proj`` (the same weights) and
+    q/k/v bias (``attention_bias``, read with the common fields); rope on half of each head."""
+
+
+def _glm4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """GLM-4-0414 (``glm4``): GLM with norms after the attention and the MLP as well
+    (``post_self_attn_layernorm``, ``post_mlp_layernorm``)."""
+    common["sandwich_norm"] = True
+
+
+def _starcoder2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """StarCoder2: LayerNorm with bias, ``use_bias`` on every linear, a plain GELU MLP (``c_fc``,
+    ``c_proj``), a ``sliding_window`` on every layer, tied embeddings (``Starcoder2Config``)."""
+    _gpt2_style(common, bool(cfg.get("use_bias", True)))
+    common["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
+    _sliding_everywhere(cfg, common, get, name)
+
+
+def _internlm2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """InternLM2 / 2.5 (remote code): Llama with a fused ``wqkv`` (the same weights) and ``bias`` on
+    ``wqkv`` and ``wo``."""
+    bias = bool(cfg.get("bias", False))
+    common.update(qkv_bias=bias, o_bias=bias)
+
+
+def _exaone_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """EXAONE 3 / 3.5 name the layer count ``num_layers`` and the activation ``activation_function``
+    (``ExaoneConfig.attribute_map``)."""
+    out = dict(cfg)
+    if "num_hidden_layers" not in out and "num_layers" in out:
+        out["num_hidden_layers"] = out["num_layers"]
+    out.setdefault("hidden_act", out.get("activation_function", "silu"))
+    return out
+
+
+def _exaone(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """EXAONE 3 / 3.5: Llama (``ln_1``/``ln_2`` RMSNorms, ``c_fc_0``/``c_fc_1``/``c_proj`` SwiGLU)."""
+    common["o_bias"] = common["qkv_bias"]
+
+
+def moe_fields(
+    cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str, *, router_bias: bool = True
+) -> None:
+    """DeepSeek-style MoE fields (``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
+    ``first_k_dense_replace``), with the noaux_tc router's per-expert correction bias (``router_bias``:
+    ``e_score_correction_bias``, stored in the checkpoint, a buffer in transformers)."""
+    common.update(
+        num_experts=get(cfg, "n_routed_experts", name),
+        num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
+        moe_intermediate_size=get(cfg, "moe_intermediate_size", name),
+        num_shared_experts=get(cfg, "n_shared_experts", name, 0),
+        first_k_dense_replace=get(cfg, "first_k_dense_replace", name, 0),
+        router_bias=router_bias,
+    )
+
+
+def _glm4_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """GLM-4.5 / 4.6 (``glm4_moe``): GQA with q/k/v bias (``attention_bias``) and per-head q/k norms
+    (``use_qk_norm``), dense MLPs in the first ``first_k_dense_replace`` layers, then routed experts
+    plus ``n_shared_experts`` shared ones under a sigmoid router with a correction bias; its
+    ``num_nextn_predict_layers`` MTP layer is kept only with ``mtp=True`` (as DeepSeek-V3's)."""
+    moe_fields(cfg, common, get, name)
+    common["qk_norm"] = bool(cfg.get("use_qk_norm", False))
+
+
+def _minimax_m2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """MiniMax-M2: full GQA attention in every layer (``attn_type_list`` all 1; a 0, MiniMax-01's
+    lightning linear attention, is refused) with q/k RMSNorms over all heads (``qk_norm_type:
+    per_layer``), every layer MoE: ``num_local_experts`` experts of width ``intermediate_size``, no
+    shared expert, a sigmoid router with a correction bias (``use_routing_bias``). Its MTP modules
+    (``num_mtp_modules``) are not built, as ``transformers`` builds none."""
+    n = pattern_layers(common, name)
+    kinds = cfg.get("attn_type_list")
+    if kinds is not None and (not isinstance(kinds, list) or set(kinds) - {1} or len(kinds) != n):
+        raise ModelConfigError(
+            f"{name}: attn_type_list must list {n} ones (full attention); a 0 is MiniMax's lightning "
+            "attention, a linear-attention mixer the layer specs do not have yet (a mixer plugin with its "
+            "state size and per-token cost would describe it)"
+        )
+    if get(cfg, "shared_intermediate_size", name, 0):
+        raise ModelConfigError(f"{name}: shared_intermediate_size > 0 (a shared expert) is not mapped")
+    qk = bool(cfg.get("use_qk_norm", True))
+    kind = cfg.get("qk_norm_type", "per_layer")
+    if qk and kind not in ("per_layer", "per_head"):
+        raise ModelConfigError(f"{name}: qk_norm_type {kind!r} not allowed; allowed: per_layer, per_head")
+    common.update(
+        num_experts=get(cfg, "num_local_experts", name),
+        num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
+        moe_intermediate_size=common["intermediate_size"],
+        router_bias=bool(cfg.get("use_routing_bias", True)),
+        qk_norm=qk,
+        qk_norm_all_heads=qk and kind == "per_layer",
+    )
+
+
+def _qwen3_5(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    """Qwen3.5 (``qwen3_5_moe``, and ``qwen3_5`` dense; the text model of the multimodal checkpoint):
+    Qwen3-Next's layers (gated delta net in three of four, gated attention in the fourth), its
+    ``in_proj_qkv``/``in_proj_z``/``in_proj_b``/``in_proj_a`` split of the same weights as
+    ``in_proj_qkvz``/``in_proj_ba``; MoE with a gated shared expert, or dense MLPs in the dense models."""
+    if cfg.get("num_experts") is not None:
+        _qwen3_next(cfg, common, get, name)
+        return
+    n = pattern_layers(common, name)
+    mixers = _layer_types(cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"})
+    if mixers is None:
+        full = _nth(n, _period(cfg, get, name, "full_attention_interval", 4))
+        mixers = ["gqa" if f else "linear_attention" for f in full]
+    common.update(
+        qk_norm=True,
+        attn_output_gate=True,
+        linear_num_key_heads=get(cfg, "linear_num_key_heads", name),
+        linear_num_value_heads=get(cfg, "linear_num_value_heads", name),
+        linear_key_head_dim=get(cfg, "linear_key_head_dim", name),
+        linear_value_head_dim=get(cfg, "linear_value_head_dim", name),
+        linear_conv_kernel=get(cfg, "linear_conv_kernel_dim", name, 4),
+        layer_types=tuple(LayerSpec(m, "dense") for m in mixers),
+    )
+
+
+FAMILIES.update(
+    {
+        "phi3": _phi3,
+        "phi": _phi,
+        "falcon": _falcon,
+        "gemma2": _gemma2,
+        "olmo2": _olmo2,
+        "granite": _granite,
+        "cohere": _cohere,
+        "glm": _glm,
+        "glm4": _glm4,
+        "starcoder2": _starcoder2,
+        "internlm2": _internlm2,
+        "exaone": _exaone,
+        "glm4_moe": _glm4_moe,
+        "minimax_m2": _minimax_m2,
+        "qwen3_5": _qwen3_5,
+        "qwen3_5_text": _qwen3_5,
+        "qwen3_5_moe": _qwen3_5,
+        "qwen3_5_moe_text": _qwen3_5,
+    }
+)
+
+
+def _qwen3_5_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """Qwen3.5-MoE states no ``intermediate_size``: every layer is MoE, so the (unused) dense width is
+    taken as the experts'."""
+    if "intermediate_size" in cfg or cfg.get("num_experts") is None:
+        return cfg
+    return {**cfg, "intermediate_size": int_field(cfg, "moe_intermediate_size", name)}
+
+
+#: model_type -> its field names as the common ones, applied before the common fields are read
+FIELD_ALIASES: dict[str, Callable[[Mapping[str, Any], str], Mapping[str, Any]]] = {
+    "falcon": _falcon_fields,
+    "exaone": _exaone_fields,
+    "qwen3_5_moe": _qwen3_5_fields,
+    "qwen3_5_moe_text": _qwen3_5_fields,
+}
+
+#: model_types whose architecture the layer specs do not express: what is missing, and how to describe it
+NEW_ARCHITECTURES: dict[str, str] = {
+    "deepseek_v32": "mixer: DeepSeek Sparse Attention (a lightning indexer of index_n_heads x "
+    "index_head_dim scores every cached token, then MLA attends only the index_topk best) is not a layer "
+    "spec yet; a mixer plugin with the indexer's weights and its O(ctx) scoring plus O(index_topk) "
+    "attention per token describes it (loading the config as deepseek_v3 costs dense MLA instead)",
+    "minimax": "mixer: MiniMax-01 / M1 lightning attention (linear attention with a per-head decay, "
+    "attn_type_list 0) is not a layer spec yet; a mixer plugin with its d_head x d_head state per head "
+    "describes it",
+    "kimi_linear": "mixer: Kimi Delta Attention (a gated delta rule with channel-wise decay) interleaved "
+    "with MLA is not a layer spec yet; the linear_attention mixer with its head shapes is the nearest",
+    "falcon_h1": "mixer: Falcon-H1 runs attention and a Mamba-2 mixer in parallel inside one layer; "
+    "layer specs hold one mixer per layer (a parallel-mixer layer spec would describe it)",
+    "phi3small": "mixer: Phi-3-small's block-sparse attention (local blocks plus vertical strides) is not "
+    "a layer spec; a mixer plugin with its attended-block count per query describes it",
 }

@@ -5,7 +5,8 @@
 * ``gqa``, ``sliding``, ``chunked``: ``d*H*h + 2*d*H_kv*h + H*h*d``; ``+ d*H*h``
   with an output gate (Qwen3-Next: ``q_proj`` also yields the gate);
   ``+ H*h + 2*H_kv*h`` with q/k/v bias; ``+ d`` with an output bias; ``+ 2h``
-  with q/k norms; ``+ H * attention_sinks`` learned sink logits (gpt-oss);
+  with q/k norms (``+ (H + H_kv)*h`` when they span all heads, ``qk_norm_all_heads``);
+  ``+ H * attention_sinks`` learned sink logits (gpt-oss);
 * ``mla``: ``d*r_q + r_q + r_q*H*(h_nope + h_rope)`` (or ``d*H*(h_nope +
   h_rope)``), ``d*(r_kv + h_rope) + r_kv``, ``r_kv*H*(h_nope + h_v)``, ``H*h_v*d``;
 * ``ssm`` (Mamba-2, Dao & Gu 2024, ``mamba_ssm.modules.mamba2``): ``in_proj``
@@ -58,7 +59,7 @@ def attention_params(cfg: ModelConfig) -> sympy.Expr:
     if cfg.qkv_bias:
         p += H * h + 2 * hkv * h
     if cfg.qk_norm:
-        p += 2 * h
+        p += (H + hkv) * h if cfg.qk_norm_all_heads else 2 * h
     if cfg.o_bias:
         p += d
     return p + H * cfg.attention_sinks

@@ -12,9 +12,10 @@ Per layer, summed over the layer groups (:func:`models.layers.layer_groups`):
   gate), ``E*d`` router (+ ``E`` router bias);
 * norms: ``d`` (RMSNorm) or ``2d`` (LayerNorm with bias) before the mixer and
   before the MLP, where the layer has them, and after them too with
-  ``sandwich_norm`` (Gemma); ``d`` or ``2d`` final.
+  ``sandwich_norm`` (Gemma); one norm for both with ``parallel_block`` (Phi-2,
+  Falcon-7B); ``d`` or ``2d`` final.
 
-Embedding ``V*d``; lm_head ``V*d`` unless tied. ``mtp_layers`` multi-token
+Embedding ``V*d``; lm_head ``V*d`` unless tied (``+ V`` with ``lm_head_bias``). ``mtp_layers`` multi-token
 prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2) each add one MoE
 layer, two norms, the ``2d x d`` projection and a final norm, and, as the
 published checkpoint stores them, their own embedding and head.
@@ -81,10 +82,12 @@ def layer_params(cfg: ModelConfig, spec: LayerSpec, *, active: bool = False) -> 
     """Weights of one layer of ``spec`` (``active``: only the routed experts a token uses)."""
     norms = 2 if cfg.sandwich_norm else 1  # a norm before each sublayer (and after it, sandwiched)
     p = mixer_params(cfg, spec.mixer) + (norms * _norm(cfg) if spec.mixer != "none" else 0)
+    # a parallel block's MLP reads the mixer's norm (one norm per layer)
+    mlp_norms = 0 if (cfg.parallel_block and spec.mixer != "none") else norms * _norm(cfg)
     if spec.mlp == "dense":
-        p += mlp_params(cfg) + norms * _norm(cfg)
+        p += mlp_params(cfg) + mlp_norms
     elif spec.mlp == "moe":
-        p += moe_params(cfg, cfg.num_experts_per_tok if active else None) + norms * _norm(cfg)
+        p += moe_params(cfg, cfg.num_experts_per_tok if active else None) + mlp_norms
     return p
 
 
@@ -132,6 +135,8 @@ def param_counts(cfg: ModelConfig) -> ParamCounts:
     """Total, non-embedding and active parameter counts of ``cfg``."""
     emb = cfg.vocab_size * cfg.hidden_size
     head = sympy.Integer(0) if cfg.tie_word_embeddings else emb
+    if cfg.lm_head_bias:
+        head += cfg.vocab_size
     final = _norm(cfg)
     groups = layer_groups(cfg)
     body = sympy.Add(*(g.count * layer_params(cfg, g.spec) for g in groups)) + final

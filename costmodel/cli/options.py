@@ -84,6 +84,9 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
     "shared_prefix": (0, 10**7),
+    "prompt_pool": (1, 10**7),
+    "turns": (1, 10**4),  # graphs.serving.requests.MAX_TURNS
+    "concurrency": (1, 10**7),  # graphs.serving.simulator.MAX_CONCURRENCY
     "N": (1, 10**7),
     "d": (1, 65536),
 }
@@ -100,6 +103,7 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "slo_tpot": (1e-6, 1e6, True),
     "gpu_memory_utilization": (0.0, 1.0, False),
     "overhead_s": (0.0, 10.0, True),
+    "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),
 }
 

@@ -62,18 +62,79 @@ def _engine(args: argparse.Namespace) -> Any:
     )
 
 
+def _check_workload(args: argparse.Namespace) -> None:
+    """Refuse workload flags that do not go together, in one line naming them."""
+    from ..errors import CostModelError
+
+    drawn = [
+        flag
+        for flag, on in (
+            ("--turns", args.turns > 1),
+            ("--prompt-pool", args.prompt_pool is not None),
+            ("--shared-prefix", args.shared_prefix > 0),
+        )
+        if on
+    ]
+    if args.max_rate:
+        closed = [
+            f for f, on in (("--concurrency", args.concurrency), ("--think-time", args.think_time)) if on
+        ]
+        if closed or drawn:
+            raise CostModelError(
+                f"--max-rate searches an open-loop rate of single requests; drop {'/'.join(closed + drawn)}"
+            )
+        return
+    if args.trace and (drawn or args.rate is not None):
+        given = drawn + (["--rate"] if args.rate is not None else [])
+        raise CostModelError(f"--trace fixes every request's prompt and arrival; drop {'/'.join(given)}")
+    if len(drawn) > 1:
+        raise CostModelError(
+            f"{' and '.join(drawn)} do not combine: the engine caches one prefix per request "
+            "(a system prompt, a pool's whole prompt or a conversation's history)"
+        )
+    if args.rate is None and not args.trace and args.concurrency is None:
+        raise CostModelError(
+            "give --rate (requests/s), --concurrency N (clients), --trace FILE or --max-rate"
+        )
+    if args.arrival != "poisson" and args.rate is None:
+        raise CostModelError(f"--arrival {args.arrival[:40]} shapes the gaps of --rate; give --rate")
+    if args.think_time and args.turns == 1 and args.concurrency is None:
+        raise CostModelError(
+            "--think-time is a client's pause between an answer and its next request: give --turns or --concurrency"
+        )
+
+
 def _settings(args: argparse.Namespace, trace: Any = None) -> str:
     """The workload actually simulated, defaults included, so that a run can be repeated."""
+    clients = f", --concurrency {args.concurrency} clients" if args.concurrency else ""
     if trace is not None:
-        text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests"
+        text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests{clients}"
         if trace.origin_s:
             text += f", arrivals rebased to the first one (t = {trace.origin_s!r} s taken as 0)"
         return text + (f", {trace.prefixes} shared prefix(es)" if trace.prefixes else "")
-    text = (
-        f"workload: --requests {args.requests} --seed {args.seed} --prompt {args.prompt} "
-        f"--output {args.output} --arrival {args.arrival}"
+    n = f"--requests {args.requests}"
+    if args.turns > 1:
+        n += f" conversations x --turns {args.turns} = {args.requests * args.turns:,} requests"
+    text = f"workload: {n} --seed {args.seed} --prompt {args.prompt} --output {args.output}"
+    text += f" --arrival {args.arrival}" if args.rate is not None else " (all sent at once, no --rate)"
+    for flag, value in (
+        ("--shared-prefix", args.shared_prefix),
+        ("--prompt-pool", args.prompt_pool),
+        ("--think-time", args.think_time),
+    ):
+        text += f" {flag} {value}" if value else ""
+    return text + clients
+
+
+def _load(args: argparse.Namespace) -> str:
+    """The offered load in words, for titles."""
+    rate = (
+        f"at {args.rate:g} requests/s"
+        if args.rate is not None
+        else ("" if args.concurrency else "of the trace")
     )
-    return text + (f" --shared-prefix {args.shared_prefix}" if args.shared_prefix else "")
+    clients = f"{args.concurrency} clients" if args.concurrency else ""
+    return " with ".join(x for x in (rate, clients) if x)
 
 
 def _predicted_lines(args: argparse.Namespace, res: Any) -> list[str]:
@@ -114,6 +175,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "--plot")
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
+    _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model), args)
     topo, eng = _topology(args), _engine(args)
     common = dict(topology=topo, engine=eng)
@@ -166,8 +228,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             return 0
         print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
         return 0
-    if args.rate is None and not args.trace:
-        raise CostModelError("give --rate (requests/s), --trace FILE or --max-rate")
     trace = read_trace(args.trace) if args.trace else None
     reqs = (
         trace.requests
@@ -180,9 +240,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             arrival=args.arrival,
             seed=args.seed,
             shared_prefix=args.shared_prefix,
+            prompt_pool=args.prompt_pool or 0,
+            turns=args.turns,
+            think_s=args.think_time,
         )
     )
-    run = dict(slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot, rate=args.rate, **common)
+    run = dict(
+        slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot, rate=args.rate, concurrency=args.concurrency, **common
+    )
     run["progress"] = progress_bar("simulate", args.quiet, "requests")
     interval = None
     if args.interval:
@@ -208,7 +273,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 "end to end": res.per_request["e2e_s"],
             },
             args.plot,
-            title=plot_title(f"latency CDFs at {args.rate or 'the trace'} requests/s", **point),
+            title=plot_title(f"latency CDFs {_load(args)}", **point),
         )
         serving_timeline_plot(
             res.timeline,
@@ -239,7 +304,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
     if interval is not None:
         print("\n".join(_interval_lines(interval)))
-    if res.steady_requests_per_s is not None and res.steady_output_tokens_per_s is not None:
+    if res.concurrency is not None:
+        print(
+            f"  closed loop, {res.concurrency} client(s): {res.requests_per_s:.2f} requests/s, "
+            f"{res.output_tokens_per_s:,.0f} output tokens/s ({res.output_tokens_per_s_per_device:,.0f} per device), "
+            f"completed over the {res.duration_s:.1f} s from the first send to the last answer (as vllm bench "
+            "serve and AIPerf count it)"
+        )
+        print("  no drain tail apart from it: a closed loop sends a request only when a client is free")
+        print(
+            f"  mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
+        )
+    elif res.steady_requests_per_s is not None and res.steady_output_tokens_per_s is not None:
         print(
             f"  steady-state throughput (first to last arrival, {res.steady_window_s:.1f} s) "
             f"{res.steady_requests_per_s:.2f} requests/s, {res.steady_output_tokens_per_s:,.0f} output tokens/s "
@@ -248,11 +324,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     else:
         print("  steady-state throughput: not defined (every request arrives at once)")
-    print(
-        f"  overall, the {res.drain_s:.1f} s drain tail after the last arrival included: "
-        f"{res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s; "
-        f"mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
-    )
+    if res.concurrency is None:
+        print(
+            f"  overall, the {res.drain_s:.1f} s drain tail after the last arrival included: "
+            f"{res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s; "
+            f"mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
+        )
     if res.prefix_cache_hits or args.enable_prefix_caching:
         print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
     if res.goodput_requests_per_s is not None:
@@ -283,9 +360,45 @@ def add_simulate_parser(sub: Any) -> None:
         help="with --predict: also run the optimistic and pessimistic ends (P10, P90 of the kernels' "
         "held-out errors) and print each metric's interval",
     )
-    sp.add_argument("--rate", type=float, default=None, help="requests per second")
-    sp.add_argument("--requests", type=int, default=1000, help="requests to simulate")
-    sp.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    sp.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="requests per second (with --turns: conversations started per second)",
+    )
+    sp.add_argument(
+        "--requests", type=int, default=1000, help="requests to simulate (with --turns: conversations)"
+    )
+    sp.add_argument(
+        "--arrival",
+        default="poisson",
+        help="gaps of --rate: poisson, constant (exactly 1/rate apart) or gamma:CV",
+    )
+    sp.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="closed loop: N clients, each sending its next request when its answer has arrived "
+        "(with --rate: a request waits for a free client, as vllm bench serve --max-concurrency)",
+    )
+    sp.add_argument(
+        "--prompt-pool",
+        type=int,
+        default=None,
+        help="N distinct prompts drawn once; each request repeats one (whole-prompt prefix-cache hits)",
+    )
+    sp.add_argument(
+        "--turns",
+        type=int,
+        default=1,
+        help="turns per conversation: each prompt is the history (cached) plus a new --prompt message",
+    )
+    sp.add_argument(
+        "--think-time",
+        type=float,
+        default=0.0,
+        help="seconds a client waits after an answer before its next turn or request (--turns, --concurrency)",
+    )
     sp.add_argument(
         "--prompt",
         default="lognormal:1000,1.0",

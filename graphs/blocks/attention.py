@@ -63,7 +63,10 @@ def softmax_attention(layer: LayerBase, h: Ref, *, window: Any = None, chunk: An
     q = layer.linear("q_proj", h, H * hd, bias=cfg.qkv_bias)
     k = layer.linear("k_proj", h, Hkv * hd, bias=cfg.qkv_bias)
     v = layer.linear("v_proj", h, Hkv * hd, bias=cfg.qkv_bias)
-    if cfg.qk_norm:
+    if cfg.qk_norm and cfg.qk_norm_all_heads:  # one norm over all heads (OLMo 2, MiniMax-M2)
+        q = layer.norm("q_norm", q, T, H * hd)
+        k = layer.norm("k_norm", k, T, Hkv * hd)
+    elif cfg.qk_norm:
         q = layer.norm("q_norm", q, T * H, hd)
         k = layer.norm("k_norm", k, T * Hkv, hd)
     if cfg.rope and not (cfg.nope_full_attention and window is None and chunk is None):

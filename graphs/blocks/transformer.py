@@ -73,7 +73,10 @@ class _Layer(LayerBase):
                 a = self.norm("post_attn_norm", a, T, d)
             y = self.add("attn_residual", y, a)
         if self.spec.mlp != "none":
-            m_in = self.norm("mlp_norm", y, T, d)
+            if cfg.parallel_block and self.spec.mixer != "none":
+                m_in = h  # a parallel block: the MLP reads the mixer's norm of the layer input
+            else:
+                m_in = self.norm("mlp_norm", y, T, d)
             m = mlp_block(self.spec.mlp)(self, m_in)
             if cfg.sandwich_norm:
                 m = self.norm("post_mlp_norm", m, T, d)
@@ -249,11 +252,16 @@ def build_model(
     # the lm_head runs at the matmul dtype like every other linear (W8A8 / W4A4: fp8 or nvfp4
     # activations, quantised in the final norm's epilogue); its output logits stay in act dtype
     mmd = cfg.lm_head_matmul_dtype  # the activation dtype when the checkpoint kept the head unquantised
+    head_refs: list[Any] = [(*fin, rows * d * get_dtype(mmd).bytes), head_w]
+    if cfg.lm_head_bias:
+        head_refs.append(
+            hb.source("lm_head.bias", Tensor("head.lm_head.bias", (V / p,), cfg.weight_dtype), "weight")
+        )
     logit = hb.op(
         "lm_head",
         "gemm",
         Role.HEAD,
-        [(*fin, rows * d * get_dtype(mmd).bytes), head_w],
+        head_refs,
         [Tensor("head.lm_head", (rows, V / p), cfg.activation_dtype)],
         M=rows,
         N=V / p,
@@ -261,6 +269,7 @@ def build_model(
         dtype=mmd,
         w_dtype=cfg.lm_head_weight_dtype,
         out_dtype=cfg.activation_dtype,
+        bias=cfg.lm_head_bias,
     )[0]
     if p != 1:
         hb.op(

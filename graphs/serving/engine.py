@@ -17,7 +17,9 @@ With ``enable_prefix_caching`` the full blocks of a request's shared prefix (``p
 sequence computes them: a later sequence with the same prefix references them and starts its
 prefill after them (the last prompt token is always computed), and unreferenced cached prefixes
 are evicted, least recently used first, only when blocks run out (vLLM's automatic prefix
-caching, at the granularity of one shared prefix per request).
+caching, at the granularity of one shared prefix per request). A finished request marked
+``retain`` (a conversation's turn) leaves the full blocks of its prompt and answer cached as its
+prefix's entry, for the next turn.
 
 A sequence emits a token at the end of every iteration after which all its known tokens (prompt
 plus generated) have KV; it finishes with its last output token and frees its blocks. A
@@ -178,6 +180,7 @@ class Replica:
         return self.prefixes[pid]
 
     def _evictable(self) -> int:
+        """Blocks of unreferenced cached prefixes (a scan: asked only when the free blocks fall short)."""
         return sum(e[0] for e in self.prefixes.values() if e[2] == 0)
 
     def _take(self, need: int) -> None:
@@ -209,6 +212,24 @@ class Replica:
             s.blocks -= full
             s.prefix_ref = True
 
+    def _retain(self, s: Sequence) -> None:
+        """A finished turn whose conversation goes on (``req.retain``): the full blocks of all it
+        computed (prompt and answer) become its prefix's cached entry, for the next turn to start
+        after (vLLM keeps a finished request's full blocks cached the same way); an entry another
+        running sequence references is left as it is."""
+        pid = s.req.prefix_id
+        e = self.prefixes.get(pid) if pid is not None else None
+        if pid is None or (e is not None and not (s.prefix_ref and e[2] == 1)):
+            return
+        own = s.computed // self.cfg.block_size - (e[0] if e else 0)  # its full blocks past the entry
+        if own <= 0:
+            return
+        if e is None:
+            e = self.prefixes[pid] = [0, 0, 0, self._tick]
+        e[0] += own
+        e[1] = e[0] * self.cfg.block_size
+        s.blocks -= own
+
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
         self._release(victim)
@@ -233,7 +254,7 @@ class Replica:
                 continue
             need = self._blocks_for(s.computed + n) - self._owned(s)
             lost = False
-            while need > self.free_blocks + self._evictable():
+            while need > self.free_blocks and need > self.free_blocks + self._evictable():
                 victim = self.running[-1]
                 self._preempt(victim)
                 preempted = True
@@ -258,9 +279,9 @@ class Replica:
             want = s.known - s.computed
             n = min(want, budget)
             need = self._blocks_for(s.computed + n) - self._owned(s)
-            if (
-                not cfg.enable_chunked_prefill and want > budget
-            ) or need > self.free_blocks + self._evictable():
+            if (not cfg.enable_chunked_prefill and want > budget) or (
+                need > self.free_blocks and need > self.free_blocks + self._evictable()
+            ):
                 if cached is not None:  # undo: it waits as it was
                     cached[2] -= 1
                     s.prefix_ref = False
@@ -316,6 +337,8 @@ class Replica:
             leaving = {id(s) for s in done + handed}
             self.running = [s for s in self.running if id(s) not in leaving]
             for s in done + handed:
+                if s.req.retain and s.finish_s is not None and self.cfg.enable_prefix_caching:
+                    self._retain(s)
                 self._release(s)
         self.iterations += 1
         return done, handed

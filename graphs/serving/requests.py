@@ -1,8 +1,11 @@
-"""Request workloads for the serving simulator: arrivals, prompt and output lengths, traces.
+"""Request workloads for the serving simulator: arrivals, prompt and output lengths, prompt
+pools, conversations, traces.
 
-* Arrivals: ``poisson`` (exponential gaps at ``rate`` requests/s) or ``gamma:CV`` (gamma gaps
-  with mean ``1/rate`` and coefficient of variation ``CV``: bursty above 1, regular below), or
-  the arrival times of a trace.
+* Arrivals: ``poisson`` (exponential gaps at ``rate`` requests/s), ``constant`` (exactly
+  ``1/rate`` apart: request ``i`` at ``i / rate``, AIPerf's ``--arrival-pattern constant``) or
+  ``gamma:CV`` (gamma gaps with mean ``1/rate`` and coefficient of variation ``CV``: bursty above
+  1, regular below), or the arrival times of a trace; ``rate=None`` sends every request at
+  ``t = 0`` (``vllm bench serve --request-rate inf``, what a closed loop of clients starts from).
 * Lengths (tokens): ``fixed:N``, ``uniform:LO,HI`` (integers, both ends included) or
   ``lognormal:MEAN,SIGMA`` (``MEAN`` the mean length, ``SIGMA`` the standard deviation of its
   logarithm, as ShareGPT-like length distributions are usually fitted), clipped to
@@ -10,7 +13,20 @@
 * A trace: CSV with a header ``arrival_s,prompt_tokens,output_tokens`` or JSON lines with those
   keys, arrivals non-decreasing (absolute times such as Unix timestamps are rebased to the
   first arrival, exactly); optional ``prefix_id`` (any text) and ``prefix_tokens`` (its length,
-  at most the prompt's) name a prompt prefix that requests share (for prefix caching).
+  at most the prompt's) name a prompt prefix that requests share (for prefix caching); one
+  prefix_id has one prefix_tokens on every row.
+* A prompt pool (``prompt_pool=N``): ``N`` distinct prompts drawn once, each request one of
+  them chosen uniformly, the whole prompt its prefix (``prefix_id`` the pool index): with prefix
+  caching every repeat after the first occurrence starts after the cached full blocks, as a
+  benchmark that cycles through a finite dataset sees.
+* Conversations (``turns=T``): ``n`` sessions of ``T`` turns. Turn ``k`` sends the
+  conversation so far plus a new user message of ``m_k`` tokens:
+  ``prompt_k = sum_{j<k} (m_j + o_j) + m_k`` with ``o_j`` the answers' lengths, its prefix the
+  history ``sum_{j<k} (m_j + o_j)`` (``prefix_id`` the session); every turn but the last keeps its
+  KV cached when it finishes (``retain``), for the next turn to start after. A later turn is
+  sent ``think_s`` seconds after the previous answer's last token, so its arrival is decided by
+  the simulation (:func:`graphs.serving.simulator.simulate` releases it), ``arrival_s`` being
+  only the session's start. AIPerf's multi-turn conversations send the same way.
 
 A fixed ``seed`` makes a workload reproducible (numpy's PCG64).
 
@@ -35,6 +51,7 @@ import numpy as np
 from costmodel.errors import CostModelError
 
 __all__ = [
+    "ARRIVALS",
     "Request",
     "Trace",
     "synthetic",
@@ -44,23 +61,35 @@ __all__ = [
     "arrival_times",
     "MAX_TOKENS",
     "RATE_RANGE",
+    "MAX_TURNS",
+    "THINK_RANGE",
 ]
 
 MAX_TOKENS = 10**7  #: longest prompt or output a request may have
 #: request rates accepted (requests/s): one in about 12 days to a billion a second
 RATE_RANGE = (1e-6, 1e9)
+MAX_TURNS = 10_000  #: most turns one conversation may have
+#: think times accepted (s): none to about 12 days
+THINK_RANGE = (0.0, 1e6)
+#: arrival processes of :func:`arrival_times` (``gamma`` takes ``:CV``)
+ARRIVALS = ("poisson", "constant", "gamma:CV")
 
 
 @dataclass(frozen=True)
 class Request:
-    """One request: when it arrives (s), its prompt and output lengths (tokens)."""
+    """One request: when it arrives (s), its prompt and output lengths (tokens); for a
+    conversation's turn, its session and the client's think time before sending it."""
 
     rid: int
-    arrival_s: float
+    arrival_s: float  #: when it is sent; a later turn or a client's next request: not before this
     prompt: int
     output: int
     prefix_id: int | None = None  #: requests with the same id share their first ``prefix`` prompt tokens
     prefix: int = 0
+    session: int | None = None  #: the conversation it is a turn of (turns are sent in order)
+    turn: int = 0  #: its place in the conversation, from 0
+    think_s: float = 0.0  #: the client's pause between its previous answer and sending this (s)
+    retain: bool = False  #: with prefix caching, its prompt and answer stay cached when it finishes
 
 
 def _numbers(spec: str, field: str, n: int) -> list[float]:
@@ -101,10 +130,13 @@ def sample_lengths(
 
 
 def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -> np.ndarray:
-    """``n`` arrival times (s) from 0 at ``rate`` requests/s (``poisson`` or ``gamma:CV``)."""
+    """``n`` arrival times (s) from 0 at ``rate`` requests/s (``poisson``, ``constant``: exactly
+    ``i / rate``, or ``gamma:CV``)."""
     lo, hi = RATE_RANGE
     if not (isinstance(rate, int | float) and not isinstance(rate, bool) and lo <= rate <= hi):
         raise CostModelError(f"rate must be in [{lo:g}, {hi:g}] requests per second, got {rate!r}")
+    if process == "constant":
+        return np.arange(n) / rate  # each i / rate rounded once, no running sum
     if process == "poisson":
         gaps = rng.exponential(1 / rate, n)
     elif process.startswith("gamma"):
@@ -114,37 +146,118 @@ def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -
         shape = 1 / cv**2
         gaps = rng.gamma(shape, 1 / (rate * shape), n)
     else:
-        raise CostModelError(f"arrival: {process!r} is not poisson or gamma:CV")
+        raise CostModelError(f"arrival: {process!r} is not {', '.join(ARRIVALS)}")
     return np.cumsum(gaps) - gaps[0]  # the first request arrives at t = 0
+
+
+def _whole(v: object, name: str, lo: int, hi: int, what: str = "") -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise CostModelError(f"{name} must be a whole number{what} in [{lo}, {hi}], got {v!r}")
+    return v
 
 
 def synthetic(
     n: int,
     *,
-    rate: float,
+    rate: float | None,
     prompt: str,
     output: str,
     arrival: str = "poisson",
     seed: int = 0,
     shared_prefix: int = 0,
+    prompt_pool: int = 0,
+    turns: int = 1,
+    think_s: float = 0.0,
 ) -> list[Request]:
     """``n`` requests with the given arrival process and length distributions (module doc);
-    with ``shared_prefix``, every prompt starts with the same ``shared_prefix`` tokens (a system
-    prompt) before its drawn length."""
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 10**7:
-        raise CostModelError(f"requests must be a whole number in [1, 10000000], got {n!r}")
-    if not isinstance(shared_prefix, int) or not 0 <= shared_prefix <= MAX_TOKENS:
+    ``rate=None`` sends them all at ``t = 0``.
+
+    * ``shared_prefix``: every prompt starts with the same ``shared_prefix`` tokens (a system
+      prompt) before its drawn length;
+    * ``prompt_pool``: the prompts are ``prompt_pool`` distinct ones drawn once, each request
+      one of them (uniformly), the whole prompt its cacheable prefix;
+    * ``turns``: ``n`` conversations of ``turns`` turns (``n x turns`` requests, module doc),
+      ``--prompt`` drawing each new user message and ``--output`` each answer; ``rate`` is the
+      sessions' start rate and ``think_s`` the pause before each later turn;
+    * ``think_s`` is also each request's pause after its client's previous answer when a closed
+      loop of clients sends them (``simulate(..., concurrency=N)``).
+
+    The engine caches one prefix per request, so ``shared_prefix`` combines with neither a pool
+    nor conversations."""
+    _whole(n, "requests", 1, 10**7)
+    _whole(shared_prefix, "shared_prefix", 0, MAX_TOKENS, " of tokens")
+    _whole(prompt_pool, "prompt_pool", 0, 10**7, " of prompts")
+    _whole(turns, "turns", 1, MAX_TURNS)
+    if n * turns > 10**7:
+        raise CostModelError(f"{n} conversations x {turns} turns is more than 10000000 requests")
+    lo, hi = THINK_RANGE
+    if not (isinstance(think_s, int | float) and not isinstance(think_s, bool) and lo <= think_s <= hi):
+        raise CostModelError(f"think_s must be in [{lo:g}, {hi:g}] s, got {think_s!r}")
+    if shared_prefix and (prompt_pool or turns > 1):
         raise CostModelError(
-            f"shared_prefix must be a whole number of tokens in [0, {MAX_TOKENS}], got {shared_prefix!r}"
+            "shared_prefix combines with neither prompt_pool nor turns: the engine caches one prefix per "
+            "request (a pool's whole prompt, a conversation's history)"
+        )
+    if prompt_pool and turns > 1:
+        raise CostModelError(
+            "prompt_pool and turns > 1 do not combine: a conversation draws its own messages"
         )
     rng = np.random.default_rng(seed)
-    t = arrival_times(n, rate, arrival, rng)
+    t = np.zeros(n) if rate is None else arrival_times(n, rate, arrival, rng)
+    if turns > 1:
+        return _conversations(t, rng, prompt, output, turns, float(think_s))
+    think = float(think_s)
+    if prompt_pool:
+        pool = sample_lengths(prompt, prompt_pool, rng, "prompt")
+        pick = rng.integers(0, prompt_pool, n)
+        o = sample_lengths(output, n, rng, "output")
+        return [
+            Request(i, float(t[i]), int(pool[k]), int(o[i]), int(k), int(pool[k]), think_s=think)
+            for i, k in enumerate(pick)
+        ]
     p = sample_lengths(prompt, n, rng, "prompt")
     o = sample_lengths(output, n, rng, "output")
     pid = 0 if shared_prefix else None
     return [
-        Request(i, float(t[i]), shared_prefix + int(p[i]), int(o[i]), pid, shared_prefix) for i in range(n)
+        Request(i, float(t[i]), shared_prefix + int(p[i]), int(o[i]), pid, shared_prefix, think_s=think)
+        for i in range(n)
     ]
+
+
+def _conversations(
+    starts: np.ndarray, rng: np.random.Generator, message: str, answer: str, turns: int, think_s: float
+) -> list[Request]:
+    """Each session's turns (module doc): turn ``k``'s prompt is the history
+    ``sum_{j<k} (m_j + o_j)`` plus its message ``m_k``; the history is its prefix."""
+    n = len(starts)
+    m = sample_lengths(message, n * turns, rng, "prompt").reshape(n, turns)
+    o = sample_lengths(answer, n * turns, rng, "output").reshape(n, turns)
+    out = []
+    for c in range(n):
+        history = 0
+        for k in range(turns):
+            p = history + int(m[c, k])
+            if p > MAX_TOKENS:
+                raise CostModelError(
+                    f"conversation {c} turn {k}: a prompt of {p:,} tokens is longer than {MAX_TOKENS:,} "
+                    "(fewer turns or shorter messages)"
+                )
+            out.append(
+                Request(
+                    c * turns + k,
+                    float(starts[c]),
+                    p,
+                    int(o[c, k]),
+                    prefix_id=c,
+                    prefix=history,
+                    session=c,
+                    turn=k,
+                    think_s=think_s,
+                    retain=k < turns - 1,
+                )
+            )
+            history = p + int(o[c, k])
+    return out
 
 
 MAX_TRACE_BYTES = 1 << 30  #: largest trace file read (1 GiB)
@@ -259,12 +372,19 @@ def read_trace(path: str | Path) -> Trace:
     where = f"trace {str(path)[:200]}"
     jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
     rows: list[tuple[Decimal, int, int, object, int]] = []
+    lengths: dict[object, tuple[int, int]] = {}  # prefix_id -> (its prefix_tokens, first row)
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             for i, row in _records(f, where, jsonl):
                 if len(rows) >= MAX_TRACE_ROWS:
                     raise CostModelError(f"{where}: more than {MAX_TRACE_ROWS:,} requests")
                 rows.append(_row(row, f"{where} row {i}"))
+                pid, k = rows[-1][3:]
+                if pid is not None and lengths.setdefault(pid, (k, i))[0] != k:
+                    raise CostModelError(
+                        f"{where} row {i}: prefix_id {str(pid)[:40]!r} has prefix_tokens {k}, but row "
+                        f"{lengths[pid][1]} gave it {lengths[pid][0]} (one prefix_id names one shared prefix)"
+                    )
                 if len(rows) > 1 and rows[-1][0] < rows[-2][0]:
                     raise CostModelError(
                         f"{where} row {i}: arrival_s {rows[-1][0]} is before the previous row's "

@@ -10,6 +10,33 @@ and a paged KV cache; every iteration costs the roofline step of its exact batch
   (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
   the terms of :mod:`graphs.serving.disagg`) to the least-loaded of ``decode`` replicas.
 
+How requests are sent, as benchmark clients send them:
+
+* open loop: each request at its ``arrival_s`` (a rate's arrivals, a trace's timestamps);
+* a conversation's later turn (:mod:`graphs.serving.requests`, ``session``): ``think_s`` after
+  the previous turn's last token, so its send time comes out of the simulation;
+* closed loop, ``concurrency=N``: ``N`` clients, each sending its next request (or its next
+  conversation, turn after turn) when its previous answer has arrived plus that request's
+  ``think_s``, in request order and never before the request's ``arrival_s``. Without a rate
+  every ``arrival_s`` is 0 and the clients send back to back (GenAI-Perf/AIPerf ``--concurrency``,
+  https://docs.nvidia.com/aiperf/benchmark-modes/load-generator-options-reference); with a rate a
+  request waits for a free client after its scheduled time (``vllm bench serve --request-rate R
+  --max-concurrency N``'s semaphore, vllm PR 9390; AIPerf's "request rate with max concurrency").
+
+A conversation's cached history lives on the replica that served its previous turn; the routers
+know no session affinity, so with several replicas a later turn hits the cache only when it is
+routed back there (a disaggregated pool keeps it on the decode side, a miss for the prefill side).
+
+What is measured, as those tools measure it (NIM's benchmarking metrics,
+https://docs.nvidia.com/nim/benchmarking/llm/metrics): TTFT is the first streamed token's time
+(the end of the iteration that samples it) minus the request's send time, queueing included;
+E2E is send to last token; TPOT ``(E2E - TTFT) / (output - 1)``. Throughput is completed
+requests (and output tokens) over the duration, first send to last answer. For an open loop the
+window between the first and the last arrival is also reported apart (steady state) from the
+drain tail after the last arrival; a closed loop has no such split (no backlog outlives the
+arrivals: each request is sent only when a client is free), so its throughput is the whole
+run's, as ``vllm bench serve`` and AIPerf report it.
+
 The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
 iteration-level model has few event kinds and no processes that wait on resources, so a plain
 heap is simpler and faster than a discrete-event library (SimPy's generator processes would add
@@ -18,6 +45,7 @@ a context switch per iteration for nothing it needs).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import heapq
 import itertools
@@ -40,7 +68,7 @@ from .engine import Sequence as Seq
 from .kernel_sources import Coverage
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
-from .requests import Request
+from .requests import THINK_RANGE, Request
 from .workload import Workload, as_workload
 
 __all__ = ["Topology", "SimResult", "simulate", "Summary"]
@@ -49,6 +77,7 @@ ROUTERS = ("round_robin", "least_outstanding")
 MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
 #: KV-transfer link bandwidths accepted (bytes/s): 1 MB/s to 1 PB/s
 LINK_BANDWIDTH_RANGE = (1e6, 1e15)
+MAX_CONCURRENCY = 10**7  #: most closed-loop clients
 
 
 @dataclass(frozen=True)
@@ -122,7 +151,7 @@ class SimResult(Result):
     topology: Topology
     rate: float | None
     requests: int
-    duration_s: float  #: first arrival to last finish (the drain tail included)
+    duration_s: float  #: first send to last finish (the drain tail included)
     ttft: Summary
     tpot: Summary
     e2e: Summary
@@ -130,12 +159,12 @@ class SimResult(Result):
     output_tokens_per_s: float  #: likewise
     output_tokens_per_s_per_device: float
     #: steady state: completions and output tokens between the first and the last arrival, per
-    #: second of that window (None when every request arrives at once)
+    #: second of that window (None when every request arrives at once, and for a closed loop)
     steady_requests_per_s: float | None
     steady_output_tokens_per_s: float | None
     steady_window_s: float  #: last arrival - first arrival
     offered_requests_per_s: float | None  #: the arrivals' own rate over that window: (n - 1) / window
-    drain_s: float  #: last finish - last arrival: the tail after the arrivals stop
+    drain_s: float  #: last finish - last send: the tail after the arrivals stop (closed loop: the last E2E)
     time_origin_s: float  #: the first arrival's time; every time inside is relative to it
     goodput_requests_per_s: float | None  #: requests/s meeting both SLOs
     slo_attainment: float | None
@@ -145,12 +174,14 @@ class SimResult(Result):
     mean_batch: float
     mean_kv_utilisation: float
     mean_in_system: float  #: requests waiting or running, time-averaged from the replicas' queue records
-    per_request: dict[str, np.ndarray]  #: arrival_s, ttft_s, tpot_s, e2e_s, prompt, output, preemptions
+    #: arrival_s (the send time), ttft_s, tpot_s, e2e_s, prompt, output, preemptions, session, turn
+    per_request: dict[str, np.ndarray]
     timeline: dict[str, np.ndarray]  #: t, batch, waiting, running, kv_used (per iteration, all replicas)
     predictor: str = "roofline bound"  #: what priced the iterations (:class:`Predictor` label)
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    concurrency: int | None = None  #: closed-loop clients (None: open loop)
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -179,11 +210,13 @@ def simulate(
     rate: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     predictor: Predictor | None = None,
+    concurrency: int | None = None,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
     ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
-    the roofline bound)."""
+    the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
+    doc); a conversation's turns (``Request.session``) are sent one after another's answer."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -196,6 +229,19 @@ def simulate(
     t0 = min(r.arrival_s for r in requests)
     if not (math.isfinite(t0) and t0 >= 0):
         raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
+    if concurrency is not None and (
+        not isinstance(concurrency, int)
+        or isinstance(concurrency, bool)
+        or not 1 <= concurrency <= MAX_CONCURRENCY
+    ):
+        raise CostModelError(
+            f"concurrency must be a whole number of clients in [1, {MAX_CONCURRENCY}], got {concurrency!r}"
+        )
+    lo, hi = THINK_RANGE
+    think = np.array([r.think_s for r in requests], dtype=float)
+    if not ((think >= lo) & (think <= hi)).all():  # NaN fails both
+        bad = next(r for r in requests if not lo <= r.think_s <= hi)
+        raise CostModelError(f"request {bad.rid}: think_s must be in [{lo:g}, {hi:g}] s, got {bad.think_s!r}")
     pred = predictor or Predictor()
     step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     metered = not pred.is_bound
@@ -234,8 +280,14 @@ def simulate(
             )
     events: list[tuple[float, int, str, Any]] = []
     counter = itertools.count()
-    for s in seqs:
-        heapq.heappush(events, (s.req.arrival_s, next(counter), "arrive", s))
+    heads, follow = _chains(seqs)
+    queued = collections.deque(heads)  # chains no client has taken yet (closed loop)
+
+    def release(s: Seq, not_before: float) -> None:
+        heapq.heappush(events, (max(s.req.arrival_s, not_before), next(counter), "arrive", s))
+
+    for _ in range(len(heads) if concurrency is None else min(concurrency, len(heads))):
+        release(queued.popleft(), 0.0)
     rr = itertools.cycle(range(len(front)))
     rr_back = itertools.cycle(range(len(back)))
     in_flight: dict[int, list[tuple[Seq, int]]] = {}
@@ -262,6 +314,8 @@ def simulate(
     while events:
         now, _, kind, obj = heapq.heappop(events)
         if kind == "arrive":
+            if obj.req.arrival_s != now:  # sent later than its arrival_s: that is its send time
+                obj.req = dataclasses.replace(obj.req, arrival_s=now)
             rep = route(front, rr)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
@@ -282,13 +336,21 @@ def simulate(
             finished += len(done)
             if progress and done:
                 progress(finished, len(seqs))
+            for s in done:  # the client has its answer: the conversation's next turn, or its next one
+                nxt = follow.get(id(s))
+                if nxt is None and queued:
+                    nxt = queued.popleft()
+                if nxt is not None:
+                    release(nxt, now + nxt.req.think_s)
             for s in handed:
                 t_kv = s.req.prompt * kv_tok / link_bw + layers * topo.link_latency
                 heapq.heappush(events, (now + t_kv, next(counter), "kv", s))
             kick(rep, now)
             if rep.idle:
                 rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
-    res = _summarise(w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0)
+    res = _summarise(
+        w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0, concurrency
+    )
     if not metered:
         return res
     return dataclasses.replace(
@@ -297,6 +359,27 @@ def simulate(
         coverage=step.coverage(),  # type: ignore[union-attr]
         clamped_s=step.clamped_s,  # type: ignore[union-attr]
     )
+
+
+def _chains(seqs: list[Seq]) -> tuple[list[Seq], dict[int, Seq]]:
+    """What clients send: the first request of every conversation (a request without a session
+    is one of its own) in send order (``arrival_s``, then request order), and each turn's next
+    turn (keyed by ``id``) in ``turn`` order."""
+    by_session: dict[int, list[Seq]] = {}
+    heads: list[Seq] = []
+    for s in seqs:
+        if s.req.session is None:
+            heads.append(s)
+        else:
+            by_session.setdefault(s.req.session, []).append(s)
+    follow: dict[int, Seq] = {}
+    for turns in by_session.values():
+        turns.sort(key=lambda s: s.req.turn)
+        heads.append(turns[0])
+        follow.update((id(a), b) for a, b in itertools.pairwise(turns))
+    order = {id(s): i for i, s in enumerate(seqs)}
+    heads.sort(key=lambda s: (s.req.arrival_s, order[id(s)]))
+    return heads, follow
 
 
 def _admit_transferred(rep: Replica, s: Seq) -> None:
@@ -326,6 +409,7 @@ def _summarise(
     slo_tpot: float | None,
     emitted: list[tuple[float, int]],
     origin: float,
+    concurrency: int | None,
 ) -> SimResult:
     missing = [s.req.rid for s in seqs if s.finish_s is None or s.generated != s.req.output]
     if missing:
@@ -372,7 +456,7 @@ def _summarise(
     em = np.array(emitted, dtype=float).reshape(-1, 2)
     if int(em[:, 1].sum()) != int(out.sum()):
         raise CostModelError(f"internal: {int(em[:, 1].sum())} tokens emitted for {int(out.sum())} asked")
-    if window > 0:
+    if window > 0 and concurrency is None:
         steady_req = float(np.count_nonzero(finish <= t_last)) / window
         steady_tok = float(em[em[:, 0] <= t_last, 1].sum()) / window
     return SimResult(
@@ -391,7 +475,7 @@ def _summarise(
         steady_requests_per_s=steady_req,
         steady_output_tokens_per_s=steady_tok,
         steady_window_s=window,
-        offered_requests_per_s=(len(seqs) - 1) / window if window > 0 else None,
+        offered_requests_per_s=(len(seqs) - 1) / window if window > 0 and concurrency is None else None,
         drain_s=end - t_last,
         time_origin_s=origin,
         goodput_requests_per_s=float(ok.sum()) / span if has_slo else None,
@@ -410,6 +494,8 @@ def _summarise(
             "prompt": np.array([s.req.prompt for s in seqs]),
             "output": out,
             "preemptions": np.array([s.preemptions for s in seqs]),
+            "session": np.array([-1 if s.req.session is None else s.req.session for s in seqs]),
+            "turn": np.array([s.req.turn for s in seqs]),
         },
         timeline={
             "t": tl[:, 0],
@@ -418,4 +504,5 @@ def _summarise(
             "running": tl[:, 3],
             "kv_used": tl[:, 4],
         },
+        concurrency=concurrency,
     )
