@@ -211,7 +211,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
         print(f"  {_settings(args)}; physical ceiling {m.ceiling_rate:,.3f} requests/s")
         if m.at_rate is not None and m.at_rate.coverage is not None:
-            print("\n".join(_predicted_lines(args, m.at_rate)) + " (at the max rate)")
+            print("\n".join(_predicted_lines(args, m.at_rate)))
+            print("  (coverage of the simulation at the max rate)")
         for rate, ok, t, p in m.probes:
             print(
                 f"  {rate:10.3f} req/s  P{args.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
