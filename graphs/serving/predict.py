@@ -252,11 +252,13 @@ def price_rows(
     rows: list[dict[str, Any]],
     *,
     cold_l2: bool = True,
+    grey_box: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Calibrated and grey-box seconds (one kernel each, no repeat) of ``rows`` of one family
     and dtype key, priced by the fits of ``src`` (:func:`kernel_source`, which has fits): the
     fastest of the framework's fitted kernels (:func:`costmodel.measured.applied.fastest`) on
-    the rows' features, without the L2 speed-up when ``cold_l2`` (module doc)."""
+    the rows' features, without the L2 speed-up when ``cold_l2`` (module doc). Without
+    ``grey_box`` the residual correction is skipped and the calibrated seconds come twice."""
     from costmodel.measured.applied import fastest
     from costmodel.measured.efficiency import features
 
@@ -267,8 +269,11 @@ def price_rows(
     x = features(family, df, hw)
     if cold_l2:
         x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
+    cal = fastest(src.fits, src.key, x)
+    if not grey_box:
+        return cal, cal
     res = calibration_residuals(hw.name, framework, family, (src.key,))
-    return fastest(src.fits, src.key, x), fastest(src.fits, src.key, x, res, df)
+    return cal, fastest(src.fits, src.key, x, res, df)
 
 
 def predict_step(

@@ -321,7 +321,13 @@ def _tabulate_point(
                 out[ni].source, out[ni].basis = "bound", src.basis
             continue
         p_cal, p_corr = price_rows(
-            hw, pred.framework, fam, src, [it[2] for it in items], cold_l2=pred.cold_l2
+            hw,
+            pred.framework,
+            fam,
+            src,
+            [it[2] for it in items],
+            cold_l2=pred.cold_l2,
+            grey_box=pred.kind == "grey-box",
         )
         sec = p_corr if pred.kind == "grey-box" else p_cal
         for (ni, pi, _, rep), s in zip(items, sec, strict=True):
