@@ -304,6 +304,12 @@ def test_search_rank_by_pessimistic_prices_the_p90_end(fake_corpus):
     pt = search("llama-3.1-8b", predictor=PRED, **kw)
     pe = search("llama-3.1-8b", predictor=PRED, rank_by="pessimistic", **kw)
     assert "P90" in pe.predictor and pt.coverage is not None
+    import json
+
+    from costmodel.cli.common import dump
+
+    doc = json.loads(dump(pe))  # what search --json prints: the coverage included
+    assert doc["coverage"]["measured_s"] == pytest.approx(pe.coverage.measured_s)
     by = {(r["plan"], r["batch"]): r["tpot_s"] for r in pt.frontier}
     for r in pe.frontier:
         if (r["plan"], r["batch"]) in by:
