@@ -33,7 +33,7 @@ def bar(done: int, total: int) -> None:
         sys.stderr.write("\n")
 
 
-def predicted(kw: dict, bound_s: float, bound_res: object) -> None:
+def predicted(kw: dict, bound_s: float) -> None:
     """The predicted search beside the bound one (module doc)."""
     from graphs.serving import design_search, predictor, priced
     from graphs.serving.predictor import Predictor
@@ -116,7 +116,7 @@ def main() -> None:
     # last: a child's peak RSS counts the parent's pages at fork, and the predicted searches'
     # tables would make the sweep's peak the parent's
     if "--no-predict" not in sys.argv:
-        predicted(kw, search_s, res)
+        predicted(kw, search_s)
 
 
 if __name__ == "__main__":
