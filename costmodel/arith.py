@@ -26,10 +26,11 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .errors import CostModelError
 
-__all__ = ["ArithError", "compile_numeric", "FUNCTIONS"]
+__all__ = ["ArithError", "compile_numeric", "compile_array", "FUNCTIONS"]
 
 
 class ArithError(CostModelError):
@@ -97,8 +98,11 @@ def _check(node: ast.expr, names: frozenset[str], depth: int = 0) -> ast.expr:
     raise ArithError(f"cached expression contains {type(node).__name__}, which is not arithmetic")
 
 
-def _closure(node: ast.expr, index: dict[str, int]) -> Callable[[Sequence[float]], float]:
-    """A validated node as a closure over the argument vector (no ``eval``, no ``exec``)."""
+def _closure(
+    node: ast.expr, index: dict[str, int], fns: dict[str, Callable[..., Any]] = FUNCTIONS
+) -> Callable[[Sequence[Any]], Any]:
+    """A validated node as a closure over the argument vector (no ``eval``, no ``exec``), the
+    named functions taken from ``fns`` (plain floats by default; elementwise for arrays)."""
     if isinstance(node, ast.Constant):
         value = node.value
         assert isinstance(value, float)  # _check made every constant a finite float
@@ -107,10 +111,10 @@ def _closure(node: ast.expr, index: dict[str, int]) -> Callable[[Sequence[float]
         i = index[node.id]
         return lambda v: v[i]
     if isinstance(node, ast.UnaryOp):
-        inner = _closure(node.operand, index)
+        inner = _closure(node.operand, index, fns)
         return (lambda v: -inner(v)) if isinstance(node.op, ast.USub) else inner
     if isinstance(node, ast.BinOp):
-        left, right = _closure(node.left, index), _closure(node.right, index)
+        left, right = _closure(node.left, index, fns), _closure(node.right, index, fns)
         op = node.op
         if isinstance(op, ast.Add):
             return lambda v: left(v) + right(v)
@@ -122,8 +126,8 @@ def _closure(node: ast.expr, index: dict[str, int]) -> Callable[[Sequence[float]
             return lambda v: left(v) / right(v)
         return lambda v: left(v) ** right(v)
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # _check allowed nothing else
-    fn = FUNCTIONS[node.func.id]
-    parts = [_closure(a, index) for a in node.args]
+    fn = fns[node.func.id]
+    parts = [_closure(a, index, fns) for a in node.args]
     return lambda v: fn(*(p(v) for p in parts))
 
 
@@ -162,5 +166,55 @@ def compile_numeric(text: str, args: Sequence[str]) -> Callable[..., float]:
         if not math.isfinite(value):
             raise ArithError(f"cached expression is not a finite real number at {values}")
         return value
+
+    return evaluate
+
+
+def _array_functions() -> dict[str, Callable[..., Any]]:
+    """:data:`FUNCTIONS` over numpy arrays (elementwise, broadcasting), by the same names."""
+    import functools
+
+    import numpy as np
+
+    return {
+        "Max": lambda *a: functools.reduce(np.maximum, a),
+        "Min": lambda *a: functools.reduce(np.minimum, a),
+        "Abs": np.abs,
+        "ceiling": np.ceil,
+        "floor": np.floor,
+        "sqrt": np.sqrt,
+        "exp": np.exp,
+        "log": np.log,
+    }
+
+
+def compile_array(text: str, args: Sequence[str]) -> Callable[..., object]:
+    """``text`` as :func:`compile_numeric` reads it, evaluated elementwise over numpy arrays
+    (broadcast): the same whitelist, and every value must be a finite real number, else
+    :class:`ArithError`.
+
+    >>> import numpy as np
+    >>> compile_array("2*B*ctx + Max(3, B**2/4)", ("B", "ctx"))(np.array([4.0, 1.0]), np.array([10.0, 10.0]))
+    array([84., 23.])
+    """
+    import numpy as np
+
+    compile_numeric(text, args)  # the same checks (length, names, depth) first
+    tree = ast.parse(text, mode="eval")
+    expr = _check(tree.body, frozenset(args) | frozenset(FUNCTIONS), depth=1)
+    body = _closure(expr, {a: i for i, a in enumerate(args)}, _array_functions())
+    n = len(args)
+
+    def evaluate(*values: object) -> object:
+        if len(values) != n:
+            raise ArithError(
+                f"cached expression takes {n} argument(s) ({', '.join(args)}), got {len(values)}"
+            )
+        arrays = [np.asarray(v, dtype=float) for v in values]
+        with np.errstate(all="ignore"):
+            out = np.broadcast_to(np.asarray(body(arrays), dtype=float), np.broadcast(*arrays).shape)
+        if not np.isfinite(out).all():
+            raise ArithError("cached expression is not a finite real number everywhere on the grid")
+        return out
 
     return evaluate

@@ -17,12 +17,14 @@ non-dominated points.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy
 
 from .errors import CostModelError
-from .expr import to_expr
+
+if TYPE_CHECKING:  # sympy is imported where a form is compiled: the Pareto filter stays light
+    import sympy
 
 __all__ = ["compile_expr", "pareto_mask"]
 
@@ -34,6 +36,10 @@ def compile_expr(expr: sympy.Expr | str, symbols: Sequence[sympy.Symbol]) -> Cal
     inputs' shape (a constant expression gives a filled array). A string goes
     through the safe expression parser (:func:`costmodel.expr.to_expr`), never ``sympify``.
     """
+    import sympy
+
+    from .expr import to_expr
+
     expr = to_expr(expr, field="expr")
     extra = expr.free_symbols - set(symbols)
     if extra:

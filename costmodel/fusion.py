@@ -24,6 +24,8 @@ writes every final output once.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +51,10 @@ __all__ = [
     "ideal_cost",
     "group_footprint",
     "is_free",
+    "source_view",
+    "free_ops_memo",
     "out_bytes",
+    "is_persistent",
 ]
 
 
@@ -179,8 +184,31 @@ def out_bytes(g: nx.DiGraph, n: str) -> sympy.Expr:
 
 def is_free(g: nx.DiGraph, n: str) -> bool:
     """A metadata-only op (a view, a transpose, a reshape): no FLOPs, no bytes, no kernel."""
+    memo = _FREE_MEMO.get(id(g))
+    if memo is not None and n in memo:
+        return memo[n]
     c = g.nodes[n].get(COST)
-    return g.nodes[n].get(KIND) == OP_KIND and c is not None and c.flops == 0 and c.bytes == 0
+    free = g.nodes[n].get(KIND) == OP_KIND and c is not None and c.flops == 0 and c.bytes == 0
+    if memo is not None:
+        memo[n] = free
+    return free
+
+
+_FREE_MEMO: dict[int, dict[str, bool]] = {}
+
+
+@contextlib.contextmanager
+def free_ops_memo(g: nx.DiGraph) -> Iterator[None]:
+    """Within the block, :func:`is_free` answers for ``g`` from a memo (for a planner that asks
+    about the same nodes many times; the graph must not change inside the block)."""
+    mine = id(g) not in _FREE_MEMO
+    if mine:
+        _FREE_MEMO[id(g)] = {}
+    try:
+        yield
+    finally:
+        if mine:
+            del _FREE_MEMO[id(g)]
 
 
 def _read_through(g: nx.DiGraph, u: str, m: str, mset: set[str], depth: int = 0) -> sympy.Expr:
@@ -188,9 +216,14 @@ def _read_through(g: nx.DiGraph, u: str, m: str, mset: set[str], depth: int = 0)
     ``m`` is a view in the group (it reads nothing itself), what the group's members read of it."""
     b = to_expr(g.edges[u, m].get(BYTES, 0), field=f"edge {u}->{m} bytes")
     if b == 0 and depth < 16 and is_free(g, m):
-        onward = [_read_through(g, m, w, mset, depth + 1) for w in g.successors(m) if w in mset]
-        if onward:
-            return sympy.Max(*onward) if len(onward) > 1 else onward[0]
+        # per tensor the view yields, the most any member reads of it; distinct tensors (the parts
+        # of a split) add up
+        per: dict[str, list[sympy.Expr]] = {}
+        for w in g.successors(m):
+            if w in mset:
+                per.setdefault(g.edges[m, w][TENSOR].name, []).append(_read_through(g, m, w, mset, depth + 1))
+        if per:
+            return sympy.Add(*(sympy.Max(*v) if len(v) > 1 else v[0] for v in per.values()))
     return b
 
 
@@ -209,7 +242,8 @@ def _consumers_outside(g: nx.DiGraph, m: str, mset: set[str], depth: int = 0) ->
     return outside, sink
 
 
-def _persistent(g: nx.DiGraph, n: str) -> bool:
+def is_persistent(g: nx.DiGraph, n: str) -> bool:
+    """Whether ``n`` writes into persistent state (the KV cache): that write always reaches DRAM."""
     return "kv_cache" in g.nodes[n][COST].footprint_terms
 
 
@@ -233,7 +267,7 @@ def group_traffic(
             return memo[key]
 
         mx = max
-    ext: dict[str, Any] = {}
+    ext: dict[tuple[str, str], Any] = {}
     side: Any = 0
     for m in members:
         for u in g.predecessors(m):
@@ -244,7 +278,8 @@ def group_traffic(
             )
             b = direct if direct != 0 or not is_free(g, m) else _read_through(g, u, m, mset)
             b = as_float(b) if memo is not None else b
-            ext[u] = b if u not in ext else mx(ext[u], b)
+            key = (u, g.edges[u, m][TENSOR].name)  # each tensor once; a producer's distinct outputs add up
+            ext[key] = b if key not in ext else mx(ext[key], b)
         side += val(("s", m), lambda m=m: sympy.Max(0, g.nodes[m][COST].bytes_read() - _in_bytes(g, m)))
     writes: Any = 0
     for m in members:
@@ -252,7 +287,7 @@ def group_traffic(
         # a consumer elsewhere that recomputes m itself does not need m's output from DRAM
         needs = [v for v in outside if not any(m in gr.members for gr in plan.groups_of(v))]
         first_writer = next((gr for gr in plan.groups if m in gr.members), group) is group
-        if (needs or sink or _persistent(g, m)) and first_writer:
+        if (needs or sink or is_persistent(g, m)) and first_writer:
             writes += val(("w", m), lambda m=m: sympy.Min(g.nodes[m][COST].bytes_written(), out_bytes(g, m)))
     reads = sum(ext.values(), side) if memo is not None else sympy.Add(*ext.values()) + side
     return reads, writes
@@ -325,13 +360,25 @@ def ideal_cost(g: nx.DiGraph) -> Cost:
             reads += sympy.Max(*per) if len(per) > 1 else per[0]
     writes = sympy.Integer(0)
     for n in op_nodes(g):
-        if not list(g.successors(n)) or _persistent(g, n):
+        if not list(g.successors(n)) or is_persistent(g, n):
             writes += g.nodes[n][COST].bytes_written() * g.nodes[n].get(REPEAT, 1)
     return flops + Cost.traffic(read=reads, write=writes) + Cost.launches(1)
 
 
+def source_view(g: nx.DiGraph, n: str, depth: int = 0) -> bool:
+    """Whether ``n`` is a view of sources only (a transposed weight): what it yields is read from
+    DRAM by its consumer, never an intermediate the kernel holds."""
+    if not is_free(g, n) or depth > 16:
+        return False
+    preds = list(g.predecessors(n))
+    return bool(preds) and all(
+        g.nodes[p].get(KIND) in SOURCE_KINDS or source_view(g, p, depth + 1) for p in preds
+    )
+
+
 def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
-    """On-chip bytes of the group's live intermediates: one tile of each internal edge tensor.
+    """On-chip bytes of the group's live intermediates: one tile of each internal edge tensor
+    (a view of a weight is no intermediate: its consumer streams it, e.g. a GEMM's working set).
 
     A tile keeps ``tile_rows`` of the first dimension and ``tile_cols`` of the
     last (``None``: the full extent).
@@ -339,7 +386,7 @@ def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
     mset = set(group.members)
     seen: dict[str, sympy.Expr] = {}
     for u, v, d in g.edges(data=True):
-        if u in mset and v in mset:
+        if u in mset and v in mset and not source_view(g, u):
             t = d[TENSOR]
             shape = list(t.shape)
             if group.tile_rows is not None:

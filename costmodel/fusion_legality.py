@@ -14,6 +14,14 @@ Every op rule belongs to one *op class* (:data:`OP_CLASSES`); a backend's
   ``dual_gemm`` (two GEMMs reading one input, outputs meeting in an
   elementwise op: a gated MLP's gate and up).
 
+* ``horizontal``: classes whose *siblings* may share a kernel: ops with no path
+  between them that read one common input that is not a weight (a
+  transformer's q/k/v projections of one normalised activation). Sibling GEMMs
+  run as one GEMM over their concatenated weights: they count as one anchor,
+  hold one working set, and the kernel reads the shared input once. Off in
+  the shipped tables (``get_legality("default", horizontal={"gemm"})`` turns it
+  on): sibling groups multiply the exact solver's candidates.
+
 Elementwise ops, reductions with their broadcast consumers and gathers mix
 freely without an anchor. A table is overridable per backend
 (``LEGALITY["inductor"].replace(max_anchors=1)``).
@@ -65,6 +73,9 @@ __all__ = [
     "anchor_bytes",
     "group_footprint_bytes",
     "anchors_working_set",
+    "siblings",
+    "activation_inputs",
+    "effective_anchors",
     "template_possible",
     "level_capacity",
 ]
@@ -113,12 +124,13 @@ class Legality:
     epilogue: frozenset[str] = frozenset()
     templates: frozenset[str] = frozenset()
     row_reductions: frozenset[str] = frozenset({"reduction", "norm"})
+    horizontal: frozenset[str] = frozenset()
     levels: tuple[str, ...] = _LEVELS
     anchor_tile: int = 128
     classes: Mapping[str, str] = field(default_factory=lambda: OP_CLASSES)
 
     def __post_init__(self) -> None:
-        for fname in ("fusible", "prologue", "epilogue", "row_reductions"):
+        for fname in ("fusible", "prologue", "epilogue", "row_reductions", "horizontal"):
             bad = set(getattr(self, fname)) - OP_CLASS_NAMES
             if bad:
                 raise FusionError(
@@ -150,7 +162,9 @@ class Legality:
         if bad:
             raise FusionError(f"legality has no field(s) {sorted(bad)}; fields: {sorted(fields)}")
         conv = {
-            k: frozenset(v) if k in ("fusible", "prologue", "epilogue", "templates", "row_reductions") else v  # type: ignore[call-overload]
+            k: frozenset(v)  # type: ignore[call-overload]
+            if k in ("fusible", "prologue", "epilogue", "templates", "row_reductions", "horizontal")
+            else v
             for k, v in changes.items()
         }
         return dataclasses.replace(self, **conv)  # type: ignore[arg-type]
@@ -177,8 +191,9 @@ LEGALITY: Mapping[str, Legality] = MappingProxyType(
             epilogue=frozenset({"elementwise", "reduction", "norm", "free"}),
             templates=TEMPLATES,
         ),
-        # Inductor's default scheduler: pointwise ops, reductions and gathers fuse (vertically and
-        # horizontally); matmuls and SDPA are extern library calls taking no prologue or epilogue
+        # Inductor's default scheduler: pointwise ops, reductions and gathers fuse (vertically, and
+        # horizontally: its own horizontal kernels reach the planner as offered groups); matmuls and
+        # SDPA are extern library calls taking no prologue or epilogue
         "inductor": Legality("inductor", fusible=_POINTWISE, max_anchors=0),
         # a GEMM library with epilogue fusion only (cuBLASLt: bias, activation, elementwise)
         "cublaslt": Legality(
@@ -214,6 +229,40 @@ def template_possible(g: nx.DiGraph, a: str, b: str, leg: Legality) -> bool:
     return ("flash_attention" in leg.templates and flash) or (
         "dual_gemm" in leg.templates and not linked and bool(shared)
     )
+
+
+def activation_inputs(g: nx.DiGraph, n: str) -> list[str]:
+    """What ``n`` reads that is not a weight, each seen through views (a reshape of the same
+    activation is the same input)."""
+    out = []
+    for s in g.predecessors(n):
+        for _ in range(16):
+            preds = list(g.predecessors(s))
+            if not (is_free(g, s) and len(preds) == 1):
+                break
+            s = preds[0]
+        if g.nodes[s].get(KIND) != _WEIGHT:
+            out.append(s)
+    return out
+
+
+def siblings(g: nx.DiGraph, anchors: list[str] | tuple[str, ...]) -> bool:
+    """Whether ops ``anchors`` (two or more) read one common input that is not a weight and no
+    path joins any two of them: one GEMM over their concatenated weights can run them all."""
+    if len(anchors) < 2:
+        return False
+    shared = set.intersection(*(set(activation_inputs(g, a)) for a in anchors))
+    if not shared:
+        return False
+    return not any(nx.has_path(g, a, b) for a in anchors for b in anchors if a != b)
+
+
+def effective_anchors(g: nx.DiGraph, anchors: list[str], leg: Legality) -> int:
+    """GEMM-class ops of a kernel as anchors: sibling GEMMs under a table with horizontal GEMMs
+    count as one (they run as one GEMM over concatenated weights)."""
+    if "gemm" in leg.horizontal and siblings(g, anchors):
+        return 1
+    return len(anchors)
 
 
 def _template(g: nx.DiGraph, members: set[str], anchors: list[str], leg: Legality) -> str | None:
@@ -252,7 +301,7 @@ def group_violation(g: nx.DiGraph, members: tuple[str, ...] | list[str], leg: Le
         if c not in leg.fusible:
             return f"fusible: class {c!r} ({m}) never shares a kernel under {leg.name!r}"
     anchors = [m for m in real if leg.class_of(g, m) == "gemm"]
-    if len(anchors) > leg.max_anchors:
+    if effective_anchors(g, anchors, leg) > leg.max_anchors:
         tmpl = _template(g, mset, anchors, leg) if len(anchors) == 2 else None
         if tmpl is None:
             return f"max_anchors: {len(anchors)} GEMM-class ops in one kernel, {leg.name!r} allows {leg.max_anchors}"
@@ -339,10 +388,13 @@ def anchor_bytes(g: nx.DiGraph, n: str, leg: Legality) -> float:
 
 def anchors_working_set(g: nx.DiGraph, members: tuple[str, ...] | list[str], leg: Legality) -> float:
     """Bytes of the group's GEMM working sets: one per anchor, one in all for the FlashAttention
-    template (its two GEMMs run one after the other on the same Q, K/V and S/P tiles)."""
+    template (its two GEMMs run one after the other on the same Q, K/V and S/P tiles) and for
+    sibling GEMMs run as one (the largest)."""
     anchors = [m for m in members if leg.class_of(g, m) == "gemm"]
     sets = [anchor_bytes(g, m, leg) for m in anchors]
     if len(anchors) == 2 and _template(g, set(members), anchors, leg) == "flash_attention":
+        return max(sets)
+    if len(anchors) > 1 and effective_anchors(g, anchors, leg) == 1:  # one concatenated GEMM
         return max(sets)
     return sum(sets)
 

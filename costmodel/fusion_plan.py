@@ -20,9 +20,14 @@ Planning atoms are *units*: an op with the views of its output (a view of a
 weight joins its only consumer); views are free, so this loses nothing.
 
 **Exact** (needs the ``fusion`` extra, HiGHS through ``highspy``): every legal
-convex connected group of units is enumerated (connected through edges or a
-shared input, pruned by the monotone rules: anchors, fusible classes, capacity);
-a set-partitioning ILP picks the groups
+convex connected group of units is enumerated (connected through edges, or
+through a shared activation between sibling GEMMs where the table allows
+horizontal groups), grown one neighbour at a time and closed under convexity
+(:func:`_enumerate`: only convex groups are ever visited), pruned by the
+monotone rules (anchors, fusible classes, capacity). Under the ``bytes``
+objective, chain links that some bytes-optimal plan keeps together are merged
+first (:func:`_premerge`, an exchange argument), which shrinks the units of an
+ATen graph by up to a third; a set-partitioning ILP picks the groups
 
 .. math::
 
@@ -50,13 +55,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 import networkx as nx
 import sympy
@@ -68,14 +74,18 @@ from .fusion import (
     FusionPlan,
     Group,
     check_plan,
+    free_ops_memo,
     group_cost,
     group_footprint,
     group_traffic,
     is_free,
+    is_persistent,
+    out_bytes,
     plan_cost,
 )
 from .fusion_legality import (
     Legality,
+    activation_inputs,
     anchor_bytes,
     anchors_working_set,
     claim_level,
@@ -83,12 +93,13 @@ from .fusion_legality import (
     group_tile,
     group_violation,
     level_capacity,
+    siblings,
     template_possible,
 )
-from .graph import COST, REPEAT, TENSOR, op_nodes
+from .graph import BYTES, COST, REPEAT, TENSOR, op_nodes
 from .hardware import Hardware, get_device
 from .results import Result
-from .roofline import Bound, bound
+from .roofline import bound
 
 __all__ = [
     "PlannedGroup",
@@ -98,6 +109,7 @@ __all__ = [
     "OBJECTIVES",
     "METHODS",
     "kernel_time",
+    "unit_groups",
 ]
 
 OBJECTIVES = ("time", "bytes")
@@ -146,13 +158,12 @@ class PlanResult(Result):
     plan: FusionPlan
     solve_s: float
     notes: tuple[str, ...] = ()
+    premerged: int = 0  #: chain links merged before the exact solve (:func:`_premerge`)
 
 
 # ------------------------------------------------------------------ units and their graph
-def _units(g: nx.DiGraph, ops: list[str], keep: Sequence[Sequence[str]] = ()) -> list[tuple[str, ...]]:
-    """Each op with the views of its output; a view of sources only joins its single consumer.
-
-    A unit that a group of ``keep`` would split is split back into single ops."""
+def _units(g: nx.DiGraph, ops: list[str]) -> list[tuple[str, ...]]:
+    """Each op with the views of its output; a view of sources only joins its single consumer."""
     parent = {n: n for n in ops}
 
     def find(n: str) -> str:
@@ -176,28 +187,66 @@ def _units(g: nx.DiGraph, ops: list[str], keep: Sequence[Sequence[str]] = ()) ->
     groups: dict[str, list[str]] = {}
     for n in ops:
         groups.setdefault(find(n), []).append(n)
-    for k in keep:
-        ks = set(k)
-        for root, mem in list(groups.items()):
-            if len(mem) > 1 and 0 < len(ks & set(mem)) < len(mem):
-                del groups[root]
-                groups.update({m: [m] for m in mem})
     return sorted(
         (tuple(sorted(m, key=order.__getitem__)) for m in groups.values()), key=lambda u: order[u[0]]
     )
+
+
+def _owned(g: nx.DiGraph, units: Sequence[tuple[str, ...]], owner: dict[str, int], n: int) -> list[list[int]]:
+    """For each of ``n`` offered groups the units it takes: those whose op it holds (a unit of
+    views only stays out: it costs nothing where it runs, and a compiler's kernel that lists a
+    view its other readers also need could otherwise stop being convex)."""
+    out: list[list[int]] = [[] for _ in range(n)]
+    for i, u in enumerate(units):
+        k = owner.get(_primary(g, u))
+        if k is not None and not all(is_free(g, m) for m in u):
+            out[k].append(i)
+    return out
+
+
+def unit_groups(g: nx.DiGraph, groups: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """A compiler's kernels as groups of whole planning units: each takes its ops with the views of
+    their outputs (views cost nothing, so this moves no bytes but a view's; the result is what the
+    planner is offered and can always match), aligned with ``groups`` (empty: views only)."""
+    units = _units(g, op_nodes(g))
+    owner = {m: k for k, grp in enumerate(groups) for m in grp}
+    return [tuple(m for i in ids for m in units[i]) for ids in _owned(g, units, owner, len(groups))]
+
+
+def _primary(g: nx.DiGraph, unit: Sequence[str]) -> str:
+    """The member that places a unit: its op (a unit holds one op and views)."""
+    return next((m for m in unit if not is_free(g, m)), unit[0])
 
 
 class _Space:
     """Units, their DAG as bitmasks, and numeric costs of candidate groups on one device."""
 
     def __init__(
-        self, g: nx.DiGraph, hw: Hardware, leg: Legality, objective: str, keep: Sequence[Sequence[str]] = ()
+        self,
+        g: nx.DiGraph,
+        hw: Hardware,
+        leg: Legality,
+        objective: str,
+        offered: Sequence[Sequence[str]] = (),
+        premerge: bool = False,
     ) -> None:
         self.g, self.hw, self.leg, self.objective = g, hw, leg, objective
         self.ops = op_nodes(g)
-        self.units = _units(g, self.ops, keep)
+        self.units = _units(g, self.ops)
+        self.bw = as_float(hw.bandwidth())
+        caps = [c for c in (level_capacity(hw, lvl) for lvl in leg.levels) if c is not None]
+        self.max_capacity = max(caps) if caps else None
+        # an offered group (a compiler's kernel) takes whole units: those whose op it holds
+        owner = {m: k for k, grp in enumerate(offered) for m in grp}
+        self.premerged = 0
+        if premerge:
+            self.units, self.premerged = _premerge(self, [owner.get(_primary(g, u)) for u in self.units])
+        self._build()
+        self.offered = [sum(1 << i for i in ids) for ids in _owned(g, self.units, owner, len(offered)) if ids]
+
+    def _build(self) -> None:
+        g, leg, n = self.g, self.leg, len(self.units)
         self.of = {m: i for i, u in enumerate(self.units) for m in u}
-        n = len(self.units)
         self.succ: list[set[int]] = [set() for _ in range(n)]
         for u, v in g.edges():
             if u in self.of and v in self.of and self.of[u] != self.of[v]:
@@ -216,8 +265,19 @@ class _Space:
         for i in topo:
             for j in self.pred[i]:
                 self.anc[i] |= (1 << j) | self.anc[j]
-        # neighbours: an edge either way (a compiler's horizontal groups come in as extra groups)
+        # neighbours: an edge either way (a compiler's horizontal groups come in as offered groups)
         self.nbr: list[set[int]] = [self.succ[i] | self.pred[i] for i in range(n)]
+        if "gemm" in leg.horizontal:  # sibling GEMMs reading one activation: horizontal groups
+            readers: dict[str, set[int]] = {}
+            for i, u in enumerate(self.units):
+                if any(leg.class_of(g, m) == "gemm" for m in u):
+                    for m in u:
+                        for s in activation_inputs(g, m):
+                            if self.of.get(s) != i:
+                                readers.setdefault(s, set()).add(i)
+            for sib in readers.values():
+                for i in sib:
+                    self.nbr[i] |= sib - {i}
         self.cls = [{leg.class_of(g, m) for m in u} - {"free"} for u in self.units]
         self.anchors = [sum(leg.class_of(g, m) == "gemm" for m in u) for u in self.units]
         self.alone = [bool(c - leg.fusible) for c in self.cls]
@@ -225,13 +285,12 @@ class _Space:
         self.rep = [
             as_float(to_expr(g.nodes[u[0]].get(REPEAT, 1), field=f"{u[0]} repeat")) for u in self.units
         ]
-        self.bw = as_float(hw.bandwidth())
         self._cache: dict[int, tuple[float, float, float, Group] | None] = {}
         self._memo: dict[object, float] = {}
         self._terms: dict[str, dict[str, float]] = {}
         self._anchor_bytes = {m: anchor_bytes(g, m, leg) for m in self.anchor_ops}
-        caps = [c for c in (level_capacity(hw, lvl) for lvl in leg.levels) if c is not None]
-        self.max_capacity = max(caps) if caps else None
+        self.overlap = as_float(self.hw.overlap)
+        self.launch_s = as_float(self.hw.launch_overhead_s)
         # one tile of each tensor an edge carries, per tile shape (group_footprint of the pair)
         self._edge_tile: dict[tuple[str, str, int, int | None], tuple[str, float]] = {}
 
@@ -268,6 +327,15 @@ class _Space:
             i += 1
         return not (d & a & ~mask)
 
+    def closure(self, mask: int) -> int:
+        """``mask`` with every unit on a path between two of its units (one step suffices: a unit
+        between a member and a unit between two members is itself between two members)."""
+        d = a = 0
+        for i in _bits(mask):
+            d |= self.desc[i]
+            a |= self.anc[i]
+        return mask | (d & a)
+
     def _tiles(self, members: tuple[str, ...], tiles: list[tuple[int, int | None]]) -> float:
         """One tile of each internal tensor (the least over ``tiles``), from per-edge
         :func:`costmodel.fusion.group_footprint` of the pair."""
@@ -300,8 +368,8 @@ class _Space:
         GEMM working set while a FlashAttention chain may still complete): what pruning may use."""
         t = self.leg.anchor_tile
         anchors = [self._anchor_bytes[m] for m in members if m in self.anchor_ops]
-        flash = "flash_attention" in self.leg.templates and len(anchors) <= 2
-        ws = (max(anchors) if flash else sum(anchors)) if anchors else 0.0
+        one = ("flash_attention" in self.leg.templates and len(anchors) <= 2) or "gemm" in self.leg.horizontal
+        ws = (max(anchors) if one else sum(anchors)) if anchors else 0.0
         return self._tiles(members, [(1, None), (t, t)]) + ws
 
     def price(self, members: tuple[str, ...]) -> tuple[float, float, float]:
@@ -323,8 +391,9 @@ class _Space:
                     terms[k] = terms.get(k, 0.0) + v
             if d:
                 terms["dram"] = terms.get("dram", 0.0) + d / self.bw
-            b = Bound(Cost.launches(1), self.hw, {k: sympy.Float(v) for k, v in terms.items()})
-            t = as_float(b.time) if terms else as_float(b.launch)
+            # Bound.time with one launch, in floats: overlap * max + (1 - overlap) * sum + launch
+            vals = list(terms.values())
+            t = self.launch_s + (self.overlap * max(vals) + (1 - self.overlap) * sum(vals) if vals else 0.0)
         t, d = t * rep, d * rep
         w = t + _TIE * d / self.bw if self.objective == "time" else d / self.bw + _TIE * t
         return w, d, t
@@ -368,13 +437,18 @@ class _Space:
 
     def monotone_ok(self, mask: int, anchors: int, members_n: int, max_units: int) -> bool:
         """Rules no superset can repair: too many anchors, an op that runs alone, too many units."""
-        if members_n > max_units or anchors > max(self.leg.max_anchors, 2 if self.leg.templates else 0):
+        if members_n > max_units:
             return False
         if anchors <= self.leg.max_anchors:
             return True
-        # two anchors: only a template can hold them, and whether one can depends on them alone
-        a, b = (m for i in _bits(mask) for m in self.units[i] if m in self.anchor_ops)
-        return template_possible(self.g, a, b, self.leg)
+        # more anchors: only siblings run as one GEMM or a template can hold them, and whether
+        # they can depends on them alone
+        ids = [m for i in _bits(mask) for m in self.units[i] if m in self.anchor_ops]
+        if "gemm" in self.leg.horizontal and siblings(self.g, ids):
+            return True
+        if len(ids) != 2 or not self.leg.templates:
+            return False
+        return template_possible(self.g, ids[0], ids[1], self.leg)
 
 
 def _name(members: Sequence[str]) -> str:
@@ -382,45 +456,142 @@ def _name(members: Sequence[str]) -> str:
     return "+".join(real) if len(real) <= 4 else f"{real[0]}+...+{real[-1]} ({len(real)} ops)"
 
 
+# ------------------------------------------------------------------ pre-merging (exact, bytes)
+def _premerge(sp: _Space, owners: list[int | None]) -> tuple[list[tuple[str, ...]], int]:
+    """Units merged along chain links some bytes-optimal plan keeps together (an exchange argument).
+
+    A unit ``U`` joins its consumer unit ``V`` when every plan that separates them can move ``U``
+    into ``V``'s kernel without moving more DRAM bytes, i.e. when
+
+    * ``V`` is ``U``'s only consumer unit (``U`` holds no graph output and nothing persistent),
+      and ``U`` has at most one producer unit: ``U`` is a leaf of its kernel, whose rest stays
+      connected and convex, and ``V``'s kernel with ``U`` stays convex with an acyclic quotient
+      (a path from it back into ``U`` would already leave and re-enter ``V``'s kernel);
+    * ``U`` holds no GEMM and every class in it may share a kernel; ``V`` may share one;
+    * ``V``'s kernel is always anchorless where the table has anchors: no GEMM among ``V``, its
+      descendants and its ancestors (or its ancestors run only through ``U``): so ``U`` never
+      becomes a loose member next to a GEMM, and tiles stay single rows, whose sum over all the
+      graph's tensors must fit the largest level (then capacity never binds);
+    * the move saves at least what it may add:
+
+      .. math::
+
+          R_U + \\sum_{P \\to U} W_P \\le W_U + R_{U \\to V}
+
+      (``R_U``: ``U``'s external reads, now done by ``V``'s kernel; ``W_P``: a producer's write
+      its kernel may now need; ``W_U``: ``U``'s writes, all read by ``V``; ``R_{U -> V}``:
+      ``V``'s reads of them);
+    * no offered group (a compiler's kernel) holds one of the two without the other.
+
+    Only the bytes objective: the exchange can move FLOPs into a kernel whose time then grows.
+    Returns the merged units and how many links were merged."""
+    g, leg = sp.g, sp.leg
+    anchored = leg.max_anchors > 0 or bool(leg.templates)
+    ops = [m for u in sp.units for m in u]
+    rows = as_float(group_footprint(g, Group("all", tuple(ops), tile_rows=1, tile_cols=None)))
+    if sp.max_capacity is not None and rows > sp.max_capacity:
+        return sp.units, 0
+    order = {m: i for i, m in enumerate(op_nodes(g))}
+    memo: dict[object, float] = {}
+    merged = 0
+    while True:
+        sp._build()
+        hit = None
+        for i, u in enumerate(sp.units):
+            if len(sp.succ[i]) != 1 or len(sp.pred[i]) > 1 or sp.anchors[i] or sp.alone[i]:
+                continue
+            (j,) = sp.succ[i]
+            if sp.alone[j] or sp.rep[i] != sp.rep[j] or owners[i] != owners[j]:
+                continue
+            if any(not list(g.successors(m)) or is_persistent(g, m) for m in u):
+                continue
+            if anchored:
+                near = sp.desc[j] | (1 << j) | (0 if sp.pred[j] == {i} else sp.anc[j])
+                if any(sp.anchors[k] for k in _bits(near)):
+                    continue
+            gu = Group("u", u)
+            reads, writes = group_traffic(g, FusionPlan((gu,)), gu, memo)
+            added = reads + sum(
+                as_float(sympy.Min(g.nodes[p][COST].bytes_written(), out_bytes(g, p)))
+                for p in (_primary(g, sp.units[k]) for k in sp.pred[i])
+            )
+            to_v = sum(
+                max(
+                    as_float(to_expr(g.edges[m, v].get(BYTES, 0), field=f"edge {m}->{v} bytes"))
+                    for v in g.successors(m)
+                    if sp.of.get(v) == j
+                )
+                for m in u
+                if any(sp.of.get(v) == j for v in g.successors(m))
+            )
+            if added <= writes + to_v:
+                hit = (i, j)
+                break
+        if hit is None:
+            return sp.units, merged
+        i, j = hit
+        unit = tuple(sorted((*sp.units[i], *sp.units[j]), key=order.__getitem__))
+        pairs = [
+            (unit if k == j else x, o)
+            for k, (x, o) in enumerate(zip(sp.units, owners, strict=True))
+            if k != i
+        ]
+        pairs.sort(key=lambda p: order[p[0][0]])
+        sp.units, owners = [p[0] for p in pairs], [p[1] for p in pairs]
+        merged += 1
+
+
 # ------------------------------------------------------------------ enumeration (exact)
 def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[int], bool]:
-    """Every connected legal convex group of units (ESU, Wernicke 2006), pruned by monotone rules."""
+    """Every connected legal convex group of units, grown by convex closure.
+
+    From each unit, a group grows by one neighbouring unit and takes its convex closure (the
+    units on paths between members: descendants of a member that are ancestors of one); every
+    convex connected group is reached this way (add its units in an order that keeps each prefix
+    connected: each closure stays inside it), and only convex groups are visited. A closure that
+    breaks a rule no superset repairs (an op that runs alone, mixed repeat counts, too many
+    anchors, a footprint above every level, more than ``max_units`` units) is not grown."""
     n = len(sp.units)
     found: list[int] = []
     complete = True
-
-    def grow(sub: int, ext: set[int], start: int, nb: set[int], anchors: int, size: int) -> None:
-        nonlocal complete
-        if len(found) >= max_candidates:
-            complete = False
-            return
-        if sp.candidate(sub, grown=True) is not None:
-            found.append(sub)
-        ext = set(ext)
-        while ext:
-            w = ext.pop()
-            if sp.alone[w] or sp.rep[w] != sp.rep[start]:
-                continue
-            a2 = anchors + sp.anchors[w]
-            if size + 1 > max_units:
-                complete = False  # a larger group may exist: optimality is over groups of max_units
-                continue
-            if not sp.monotone_ok(sub | 1 << w, a2, size + 1, max_units):
-                continue
-            new = {
-                x for x in sp.nbr[w] if x > start and x not in nb and not (sub >> x) & 1 and not sp.alone[x]
-            }
-            sub2 = sub | 1 << w
-            if a2 and not _capacity_ok(sp, sub2):  # without a GEMM, tiles are single rows
-                continue
-            grow(sub2, ext | new, start, nb | new | {w}, a2, size + 1)
-
+    frontier: list[int] = []
     for s in range(n):
         if sp.alone[s]:
             found.append(1 << s)
-            continue
-        nb = {x for x in sp.nbr[s] if x > s and not sp.alone[x]}
-        grow(1 << s, nb, s, nb | {s}, sp.anchors[s], 1)
+        else:
+            frontier.append(1 << s)
+    seen = set(frontier)
+    alone = sum(1 << i for i in range(n) if sp.alone[i])
+    while frontier:
+        grown: list[int] = []
+        for sub in frontier:
+            if sp.candidate(sub, grown=True) is not None:
+                found.append(sub)
+                if len(found) >= max_candidates:
+                    return found, False
+            rep = sp.rep[_bits(sub)[0]]
+            near = 0
+            for i in _bits(sub):
+                for j in sp.nbr[i]:
+                    near |= 1 << j
+            for w in _bits(near & ~sub & ~alone):
+                t = sp.closure(sub | 1 << w)
+                if t in seen:
+                    continue
+                seen.add(t)
+                ids = _bits(t)
+                if t & alone or any(sp.rep[i] != rep for i in ids):
+                    continue
+                if len(ids) > max_units:
+                    complete = False  # a larger group may exist: optimality is over groups of max_units
+                    continue
+                a = sum(sp.anchors[i] for i in ids)
+                if not sp.monotone_ok(t, a, len(ids), max_units):
+                    continue
+                if a and not _capacity_ok(sp, t):  # without a GEMM, tiles are single rows
+                    continue
+                grown.append(t)
+        frontier = grown
     return found, complete
 
 
@@ -631,6 +802,23 @@ def _recompute(g: nx.DiGraph, hw: Hardware, plan: FusionPlan, leg: Legality, wei
 
 
 # ------------------------------------------------------------------ entry point
+_P = ParamSpec("_P")
+
+
+def _views_memoised(
+    f: Callable[Concatenate[nx.DiGraph, _P], PlanResult],
+) -> Callable[Concatenate[nx.DiGraph, _P], PlanResult]:
+    """``f`` with :func:`costmodel.fusion.is_free` memoised for its graph while it runs."""
+
+    @functools.wraps(f)
+    def run(g: nx.DiGraph, *args: _P.args, **kwargs: _P.kwargs) -> PlanResult:
+        with free_ops_memo(g):
+            return f(g, *args, **kwargs)
+
+    return run
+
+
+@_views_memoised
 def plan_fusions(
     g: nx.DiGraph,
     hw: Hardware | str = "h100",
@@ -642,6 +830,7 @@ def plan_fusions(
     recompute: bool = False,
     max_units: int = 32,
     max_candidates: int = 200_000,
+    premerge: bool | None = None,
     exact_limit: int = 400,
     time_limit_s: float = 10.0,
 ) -> PlanResult:
@@ -650,7 +839,10 @@ def plan_fusions(
     ``method``: ``exact`` (needs the ``fusion`` extra), ``heuristic``, or ``auto`` (exact when
     the solver is installed and the graph has at most ``exact_limit`` units). ``extra_groups``
     (e.g. a compiler's kernels) are offered as candidates even where the table would refuse
-    them: the plan is then never worse than theirs. The graph must be numeric (bind dims first).
+    them (each takes whole units: the ops it holds with their views): the plan is then never
+    worse than theirs. ``premerge`` (default: with the ``bytes`` objective, without
+    recomputation) merges chain links first (:func:`_premerge`). The graph must be numeric (bind
+    dims first).
     """
     dev = get_device(hw)
     leg = get_legality(backend)
@@ -667,7 +859,9 @@ def plan_fusions(
             )
     t0 = time.perf_counter()
     extra_groups = [tuple(e) for e in extra_groups]
-    sp = _Space(g, dev, leg, objective, extra_groups)
+    if premerge is None:
+        premerge = objective == "bytes" and not recompute
+    sp = _Space(g, dev, leg, objective, extra_groups, premerge=premerge)
     notes: list[str] = []
     have = solver_available()
     if method == "exact" and not have:
@@ -682,17 +876,18 @@ def plan_fusions(
     elif method == "auto" and not exact:
         notes.append(f"{len(sp.units)} units > exact_limit {exact_limit}: heuristic plan")
     extras: list[int] = []
-    for eg in extra_groups:
-        mask = 0
-        for m in eg:
-            if m in sp.of:
-                mask |= 1 << sp.of[m]
-        if mask and sp.convex(mask):
+    for mask in sp.offered:
+        if sp.convex(mask):
             extras.append(mask)
             members = sp.members(mask)
             if mask not in sp._cache or sp._cache[mask] is None:
                 w, d, t = sp.price(members)
                 sp._cache[mask] = (w, d, t, Group(_name(members), members))
+    if sp.premerged:
+        notes.append(
+            f"{sp.premerged} chain links pre-merged (some bytes-optimal plan keeps each together): "
+            "optimal in DRAM bytes, the time tie-break over plans that keep them"
+        )
     gap: float | None = None
     optimal = False
     complete = True
@@ -736,7 +931,7 @@ def plan_fusions(
     issues = check_plan(g, plan)
     if issues:  # the construction guarantees a valid plan: a failure here is a bug, said loudly
         raise CostModelError("planner produced an invalid plan: " + "; ".join(map(str, issues)))
-    return _result(
+    res = _result(
         g,
         dev,
         leg,
@@ -751,6 +946,7 @@ def plan_fusions(
         time.perf_counter() - t0,
         notes,
     )
+    return dataclasses.replace(res, premerged=sp.premerged)
 
 
 def _weight(sp: _Space, masks: list[int]) -> float:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from .keys import (  # the attribute keys live in costmodel.keys; re-exported he
     UNKNOWN,
     NodeKind,
 )
+from .node_row import NodeRow
 from .results import Result
 from .roofline import bound
 from .rules import get_rule
@@ -194,24 +194,6 @@ def validate_graph(g: nx.DiGraph) -> None:
                 f"node {n!r}: its in-edges carry {in_edges} bytes but its cost reads only "
                 f"{data[COST].bytes_read()}; edge bytes must be what the op reads"
             )
-
-
-@dataclass(frozen=True)
-class NodeRow(Result):
-    """One op node's roofline on a device: per instance and over its ``repeat`` copies."""
-
-    node: str
-    op: str
-    group: str
-    repeat: float
-    flops: float  #: per instance
-    bytes: float  #: DRAM bytes per instance
-    intensity: float  #: FLOP per DRAM byte (inf for a node that moves no bytes)
-    kind: str  #: the binding unit, memory level or link; "none" for a free node
-    time_s: float  #: lower bound per instance
-    total_time_s: float  #: ``time_s x repeat``
-    unbounded: tuple[str, ...]  #: terms the device has no roof for
-    share: float = 0.0  #: fraction of the graph's summed lower bound
 
 
 def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:

@@ -260,7 +260,7 @@ def ledger_figure(bars: Mapping[str, Mapping[str, float]], capacity_bytes: float
     """Each bar: one ledger (``weights``, ``kv_cache``, ``activations``, ``overhead``, bytes)
     stacked in GiB (``2**30`` B), against the device capacity drawn as a line."""
     go = require_plotly()
-    from .ledger import GIB
+    from .ledger_solve import GIB
 
     names = list(bars)
     fig = go.Figure()

@@ -51,12 +51,11 @@ import sympy
 from .cost import as_float
 from .errors import CostModelError, InvalidDimensionError
 from .expr import to_expr
-from .ledger_solve import LedgerFit, solve_capacity
+from .ledger_solve import GIB, LedgerFit, solve_capacity
 from .symbols import check_dim, dim, quantity
 
 __all__ = ["MemoryLedger", "Overhead", "LedgerTerms", "max_batch", "max_context", "LedgerFit", "GIB"]
 
-GIB = 1024**3
 
 _POLICIES = ("fraction_of_sum", "fraction_of_total", "fraction_of_free")
 

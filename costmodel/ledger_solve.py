@@ -14,7 +14,10 @@ from typing import Any
 
 from .errors import InvalidDimensionError
 
-__all__ = ["LedgerFit", "affine_root", "solve_capacity"]
+__all__ = ["GIB", "LedgerFit", "affine_root", "solve_capacity"]
+
+#: bytes in a GiB (the unit the ledger prints)
+GIB = 1024**3
 
 
 @dataclass(frozen=True)

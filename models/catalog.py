@@ -75,6 +75,13 @@ MODELS: dict[str, CatalogModel] = {
             published_source="Llama 3.1 model card (70.6B)",
         ),
         CatalogModel(
+            "llama-3.2-1b",
+            _HF.format("meta-llama/Llama-3.2-1B"),
+            1.23e9,
+            published_source="Llama 3.2 model card: 1B (1.23B), tied embeddings; a draft for Llama 3.1 "
+            "(the same 128,256-token vocabulary)",
+        ),
+        CatalogModel(
             "llama-3.1-405b",
             _HF.format("meta-llama/Llama-3.1-405B"),
             405e9,

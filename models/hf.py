@@ -27,7 +27,8 @@ Supported ``model_type`` values and their field names:
 A ``model_type`` whose architecture needs a part the layer specs lack
 (``deepseek_v32``'s sparse attention, MiniMax-01's lightning attention ...) is
 refused with what is missing and how to describe it
-(:data:`models.hf_families.NEW_ARCHITECTURES`).
+(:data:`models.hf_families.NEW_ARCHITECTURES`). The families a mixer plug-in brings
+(``Mixer.hf_families``, :mod:`models.mixers`) are read by that plug-in.
 
 Every type: ``max_position_embeddings`` and ``rope_scaling`` give the context
 limit (:mod:`models.context`); ``torch_dtype`` the float dtype and
@@ -57,6 +58,7 @@ from .hf_families import (
 )
 from .hf_families import int_field as _get
 from .layers import LayerSpec
+from .mixers import hf_families
 from .quantization import float_dtype, quantized_fields
 
 __all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
@@ -94,9 +96,11 @@ def config_from_hf_dict(
             f"{name}: model_type {mt!r} is not supported: {NEW_ARCHITECTURES[mt]}; a ModelConfig with "
             "layer_types of LayerSpec(mixer, mlp) describes any mix of the existing mixers"
         )
-    if mt not in SUPPORTED_MODEL_TYPES:
+    plugins = hf_families()  # the model types mixer plug-ins bring (models.mixers)
+    if not isinstance(mt, str) or (mt not in SUPPORTED_MODEL_TYPES and mt not in plugins):
         raise ModelConfigError(
-            f"{name}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            f"{name}: model_type {mt!r} is not supported; "
+            f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
         )
     if mt in FIELD_ALIASES:
         cfg = FIELD_ALIASES[mt](cfg, name)
@@ -159,6 +163,8 @@ def config_from_hf_dict(
         common["head_dim"] = common["qk_nope_head_dim"] + common["qk_rope_head_dim"]
     if mt in FAMILIES:
         FAMILIES[mt](cfg, common, _get, name)
+    elif mt in plugins:
+        plugins[mt](cfg, common, _get, name)
     if mt in (*_DEEPSEEK, "glm4_moe") and cfg.get("num_nextn_predict_layers") and mtp:
         common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name)
     base = common["dtype"]

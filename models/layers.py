@@ -1,39 +1,21 @@
 """Layer specs: a model is a sequence of ``LayerSpec(mixer, mlp)``.
 
 A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. The
-*mixer* moves information between tokens; the *MLP* works on each token:
+*mixer* moves information between tokens; the *MLP* works on each token.
 
-=====================  ======================================================
-mixer                  what it is (parameters on :class:`~models.config.ModelConfig`)
-=====================  ======================================================
-``gqa``                full causal attention, MHA/GQA/MQA as cases
-``mla``                DeepSeek's multi-head latent attention (``kv_lora_rank`` ...)
-``sliding``            causal attention over the last ``sliding_window`` keys,
-                       optional learned ``attention_sinks`` (gpt-oss)
-``chunked``            causal attention inside chunks of ``attention_chunk_size``
-                       tokens (Llama 4's local layers)
-``ssm``                Mamba-2 selective state space (``ssm_state_size``,
-                       ``ssm_num_heads``, ``ssm_head_dim``, ``ssm_n_groups``,
-                       ``ssm_conv_kernel``)
-``mamba``              Mamba-1 selective scan, S6 (``ssm_state_size``,
-                       ``ssm_inner_size``, ``ssm_dt_rank``, ``ssm_conv_kernel``;
-                       Jamba's Mamba layers)
-``linear_attention``   gated delta rule recurrence (Qwen3-Next, ``linear_*``)
-``none``               no mixer: the layer is its MLP alone (Nemotron-H's ``-``)
-=====================  ======================================================
+The mixers are plug-ins, one module each in :mod:`models.mixers` (``gqa``, ``mla``,
+``sliding``, ``chunked``, ``ssm``, ``mamba``, ``linear_attention``, ``none`` ...): a
+:class:`~models.mixers.Mixer` class states the config fields a layer of it needs, its
+parameter formula and its graph block, and :class:`LayerSpec` accepts any registered name.
 
-MLPs: ``dense`` (``intermediate_size``, gated or not per ``mlp``), ``moe``
-(routed + shared experts) and ``none`` (Mamba-2 blocks have no MLP).
+MLPs are plug-ins too (:class:`~models.mixers.MLP`): ``dense`` (``intermediate_size``, gated
+or not per ``mlp``), ``moe`` (routed + shared experts) and ``none`` (Mamba-2 blocks have no MLP).
 
 A config without ``layer_types`` is uniform: ``mla`` or ``gqa`` everywhere,
 dense MLPs in the first ``first_k_dense_replace`` layers and MoE after.
 :func:`layer_groups` collects the layers of each distinct spec into one group
 that stands for all its copies: a layer's cost does not depend on where it
 sits, so Gemma-3's 52 local and 10 global layers are two groups, not 62.
-
-Each mixer's parameter count is registered here with
-:func:`register_mixer_params` (the models package sits below the graphs, so
-the graph block that builds the mixer lives in ``graphs.blocks``).
 """
 
 from __future__ import annotations
@@ -46,41 +28,19 @@ import sympy
 
 from costmodel.errors import CostModelError
 
+from .mixers import LayerPlugin, get_mixer, get_mlp
+from .mixers import mixer_names as registered_mixers
+
 if TYPE_CHECKING:
     from .config import ModelConfig
 
 __all__ = [
     "LayerSpec",
     "LayerGroup",
-    "MIXER_FIELDS",
-    "MLP_KINDS",
     "layer_groups",
-    "register_mixer_params",
     "mixer_params",
     "mixer_names",
 ]
-
-#: MLP slots of a layer
-MLP_KINDS = ("dense", "moe", "none")
-
-#: config fields each mixer needs (checked when a layer uses it)
-MIXER_FIELDS: dict[str, tuple[str, ...]] = {
-    "none": (),  # an MLP-only layer (Nemotron-H's '-' blocks)
-    "gqa": (),
-    "mla": ("kv_lora_rank",),
-    "sliding": ("sliding_window",),
-    "chunked": ("attention_chunk_size",),
-    "ssm": ("ssm_state_size", "ssm_num_heads", "ssm_head_dim"),
-    "mamba": ("ssm_state_size", "ssm_inner_size", "ssm_dt_rank"),
-    "linear_attention": (
-        "linear_num_key_heads",
-        "linear_num_value_heads",
-        "linear_key_head_dim",
-        "linear_value_head_dim",
-    ),
-}
-
-_PARAMS: dict[str, Callable[[ModelConfig], sympy.Expr]] = {}
 
 
 @dataclass(frozen=True)
@@ -91,10 +51,8 @@ class LayerSpec:
     mlp: str = "dense"
 
     def __post_init__(self) -> None:
-        if self.mixer not in MIXER_FIELDS:
-            raise CostModelError(f"layer mixer {self.mixer!r} not allowed; allowed: {tuple(MIXER_FIELDS)}")
-        if self.mlp not in MLP_KINDS:
-            raise CostModelError(f"layer mlp {self.mlp!r} not allowed; allowed: {MLP_KINDS}")
+        get_mixer(self.mixer)  # a clear error naming the registered mixers
+        get_mlp(self.mlp)
 
     @property
     def name(self) -> str:
@@ -142,27 +100,14 @@ def layer_groups(cfg: ModelConfig) -> list[LayerGroup]:
     return [LayerGroup(s.name, s, sympy.Integer(n)) for s, n in counts.items()]
 
 
-def register_mixer_params(name: str) -> Callable[[Callable[[ModelConfig], sympy.Expr]], Any]:
-    """Register the per-layer parameter count of mixer ``name``."""
-
-    def deco(fn: Callable[[ModelConfig], sympy.Expr]) -> Callable[[ModelConfig], sympy.Expr]:
-        if name not in MIXER_FIELDS:
-            raise CostModelError(f"mixer {name!r} has no entry in MIXER_FIELDS")
-        _PARAMS[name] = fn
-        return fn
-
-    return deco
-
-
 def mixer_params(cfg: ModelConfig, mixer: str) -> sympy.Expr:
-    """Weights of one layer's mixer ``mixer`` under ``cfg``."""
-    from . import mixers  # noqa: F401  (registers the formulas)
-
-    return _PARAMS[mixer](cfg)
+    """Weights of one layer's mixer ``mixer`` under ``cfg`` (the plug-in's formula)."""
+    return get_mixer(mixer).params(cfg)
 
 
 def mixer_names() -> tuple[str, ...]:
-    return tuple(MIXER_FIELDS)
+    """The registered mixer names (:mod:`models.mixers`)."""
+    return registered_mixers()
 
 
 def parse_layer_types(value: Any, name: str, mlp: str = "dense") -> tuple[LayerSpec, ...] | None:
@@ -243,10 +188,12 @@ def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
         set_("layer_types", specs)
         used = set(specs)
     for spec in used:
-        missing = [f for f in MIXER_FIELDS[spec.mixer] if getattr(cfg, f) is None]
-        if missing:
-            raise CostModelError(f"{cfg.name}: {spec.mixer} layers need {', '.join(missing)}")
+        plugins: tuple[LayerPlugin, ...] = (get_mixer(spec.mixer), get_mlp(spec.mlp))
+        for plugin in plugins:
+            missing = [f for f in plugin.needs if getattr(cfg, f) is None]
+            if missing:
+                raise CostModelError(f"{cfg.name}: {plugin.name} layers need {', '.join(missing)}")
         if spec.mixer == "none" and spec.mlp == "none":
             raise CostModelError(f"{cfg.name}: a layer needs a mixer or an MLP (LayerSpec('none', 'none'))")
-        if spec.mlp == "moe" and not cfg.is_moe:
-            raise CostModelError(f"{cfg.name}: moe layers need a MoE config (num_experts ...)")
+        for plugin in plugins:
+            plugin.check(cfg)

@@ -35,6 +35,9 @@ from costmodel.expr import to_expr
 
 from .config import ModelConfig
 from .layers import LayerSpec, layer_groups, mixer_params
+from .mixers import get_mlp
+from .mixers.mlp_dense import mlp_params
+from .mixers.mlp_moe import moe_params
 
 __all__ = [
     "ParamCounts",
@@ -52,28 +55,6 @@ def attention_params(cfg: ModelConfig) -> sympy.Expr:
     return mixer_params(cfg, "mla" if cfg.is_mla else "gqa")
 
 
-def mlp_params(cfg: ModelConfig, width: sympy.Expr | None = None) -> sympy.Expr:
-    """Dense MLP weights: ``3*d*I`` gated, ``2*d*I`` plain; with ``mlp_bias`` the biases of the
-    up (and gate) projections (``I`` each) and of the down projection (``d``)."""
-    i = cfg.intermediate_size if width is None else width
-    p = (3 if cfg.gated_mlp else 2) * cfg.hidden_size * i
-    if cfg.mlp_bias:
-        p += (2 if cfg.gated_mlp else 1) * i + cfg.hidden_size
-    return p
-
-
-def moe_params(cfg: ModelConfig, experts: sympy.Expr | None = None) -> sympy.Expr:
-    """One MoE layer: ``experts`` routed (default all) + shared + router."""
-    e = cfg.num_experts if experts is None else experts
-    per_expert = mlp_params(cfg, cfg.moe_intermediate_size)
-    shared_w = cfg.shared_expert_intermediate_size
-    shared = mlp_params(cfg, shared_w) if shared_w is not None else cfg.num_shared_experts * per_expert
-    router = cfg.num_experts * cfg.hidden_size + (cfg.num_experts if cfg.router_bias else 0)
-    if cfg.shared_expert_gate:
-        shared += cfg.hidden_size
-    return e * per_expert + shared + router
-
-
 def _norm(cfg: ModelConfig) -> sympy.Expr:
     return cfg.hidden_size * (1 if cfg.norm == "rmsnorm" else 2)
 
@@ -84,10 +65,8 @@ def layer_params(cfg: ModelConfig, spec: LayerSpec, *, active: bool = False) -> 
     p = mixer_params(cfg, spec.mixer) + (norms * _norm(cfg) if spec.mixer != "none" else 0)
     # a parallel block's MLP reads the mixer's norm (one norm per layer)
     mlp_norms = 0 if (cfg.parallel_block and spec.mixer != "none") else norms * _norm(cfg)
-    if spec.mlp == "dense":
-        p += mlp_params(cfg) + mlp_norms
-    elif spec.mlp == "moe":
-        p += moe_params(cfg, cfg.num_experts_per_tok if active else None) + mlp_norms
+    if spec.mlp != "none":
+        p += get_mlp(spec.mlp).params(cfg, active=active) + mlp_norms
     return p
 
 

@@ -184,8 +184,11 @@ def test_recomputation_duplicates_a_cheap_producer_into_both_gemms():
     for name in ("b", "c"):
         w = bl.source(f"w{name}", Tensor(f"w{name}", (256, 256), "bf16"), "weight")
         bl.op(name, "gemm", Role.LINEAR, [a, w], [Tensor(f"r.{name}", (64, 256), "bf16")], M=64, N=256, K=256)
-    plain = plan_fusions(g, H100, objective="bytes", method="heuristic")
-    again = plan_fusions(g, H100, objective="bytes", method="heuristic", recompute=True)
+    # without horizontal GEMMs (with them b and c run as one GEMM over concatenated weights, a
+    # fused into its prologue: nothing left to recompute)
+    vertical = get_legality("default", horizontal=())
+    plain = plan_fusions(g, H100, backend=vertical, objective="bytes", method="heuristic")
+    again = plan_fusions(g, H100, backend=vertical, objective="bytes", method="heuristic", recompute=True)
     assert plain.bytes - again.bytes == 32_768
     assert again.plan.recompute == frozenset({"r.a"})
     assert again.flops - plain.flops == 64 * 256
@@ -223,7 +226,9 @@ def test_llama_layer_exact_is_certified_and_the_heuristic_is_close(phase):
 
 
 @st.composite
-def dags(draw):
+def dags(draw, gemms=True):
+    """Random DAGs of 64 x 64 bf16 ops over one input: elementwise (one or two inputs) and, with
+    ``gemms``, GEMMs against their own weights."""
     n = draw(st.integers(3, 9))
     g = nx.DiGraph()
     b = GraphBuilder(g, phase="none", group="p")
@@ -232,7 +237,7 @@ def dags(draw):
         k = draw(st.integers(1, min(2, len(refs))))
         picks = draw(st.lists(st.sampled_from(range(len(refs))), min_size=k, max_size=k, unique=True))
         ins = [refs[j] for j in picks]
-        if draw(st.booleans()) and len(ins) == 1:
+        if gemms and draw(st.booleans()) and len(ins) == 1:
             w = b.source(f"w{i}", Tensor(f"w{i}", (64, 64), "bf16"), "weight")
             out = b.op(
                 f"o{i}",
@@ -298,3 +303,88 @@ def test_plan_fusion_pass_in_a_pipeline():
     assert planned["audit"]["plan"]["dram_bytes"] <= reps["suggest_fusion"]["audit"]["plan"]["dram_bytes"] * (
         1 + 1e-9
     )
+
+
+def _qkv():
+    """x[64, 256] bf16 read by three GEMMs (q, k, v: W[256, 256] each), their outputs the graph's."""
+    g = nx.DiGraph()
+    b = GraphBuilder(g, phase="none", group="h")
+    x = b.source("x", Tensor("x", (64, 256), "bf16"), "input", resident=False)
+    for name in ("q", "k", "v"):
+        w = b.source(f"w{name}", Tensor(f"w{name}", (256, 256), "bf16"), "weight")
+        b.op(name, "gemm", Role.LINEAR, [x, w], [Tensor(f"h.{name}", (64, 256), "bf16")], M=64, N=256, K=256)
+    return g
+
+
+@pytest.mark.parametrize("method", ["heuristic", pytest.param("exact", marks=exact_only)])
+def test_horizontal_gemms_read_their_shared_input_once(method):
+    """Hand derivation: x is 64 x 256 x 2 = 32,768 B, each weight 131,072 B, each output 32,768 B.
+    Three kernels: 3 x (32,768 + 131,072 + 32,768) = 589,824 B. With horizontal GEMMs the three
+    siblings run as one GEMM over concatenated weights: x read once, 589,824 - 2 x 32,768 =
+    524,288 B; one 128 x 128 working set (131,072 B) fits SMEM."""
+    g = _qkv()
+    plain = plan_fusions(g, H100, objective="bytes", method=method)
+    assert plain.bytes == 3 * (32_768 + 131_072 + 32_768) and len(plain.plan.groups) == 3
+    wide = get_legality("default", horizontal={"gemm"})
+    r = plan_fusions(g, H100, backend=wide, objective="bytes", method=method)
+    assert [gr.members for gr in r.plan.groups] == [("h.q", "h.k", "h.v")]
+    assert r.bytes == 589_824 - 2 * 32_768 == 524_288
+    assert r.groups[0].footprint_bytes == 131_072 and r.groups[0].level == "smem"
+
+
+@exact_only
+@settings(max_examples=30, deadline=None)
+@given(g=dags(gemms=False), backend=st.sampled_from(["inductor", "default"]))
+def test_premerging_keeps_the_bytes_optimum(g, backend):
+    """The exchange argument of the pre-merge: the certified DRAM-bytes optimum with chain links
+    merged first equals the one without (a second, independent solve over every group)."""
+    merged = plan_fusions(g, H100, backend=backend, objective="bytes", method="exact", premerge=True)
+    full = plan_fusions(g, H100, backend=backend, objective="bytes", method="exact", premerge=False)
+    assert merged.optimal and full.optimal and full.premerged == 0
+    assert merged.bytes == full.bytes
+
+
+def test_a_split_tensor_read_in_parts_counts_every_part():
+    """y[64, 192] fp32 split into three [64, 64] parts (views), each read by its own op, all in one
+    group with the split: the group reads 3 x 16,384 = 49,152 B of y (it counted 16,384, the
+    largest part, when reads were one per producer)."""
+    from costmodel.fusion import group_cost
+
+    g = nx.DiGraph()
+    b = GraphBuilder(g, phase="none", group="s")
+    y = b.source("y", Tensor("y", (64, 192), "fp32"), "input", resident=False)
+    parts = b.op(
+        "split",
+        "view",
+        Role.VIEW,
+        [y],
+        [Tensor(f"s.part{i}", (64, 64), "fp32") for i in range(3)],
+        elements=64 * 192,
+    )
+    for i, p in enumerate(parts):
+        b.op(f"e{i}", "elementwise", Role.ACTIVATION, [p], [Tensor(f"s.e{i}", (64, 64), "fp32")], n=64 * 64)
+    gr = Group("all", ("s.split", "s.e0", "s.e1", "s.e2"))
+    c = group_cost(g, plan_from_groups(g, [gr]), gr)
+    assert c.bytes_read() == 3 * 16_384  # the three parts, 64 x 64 x 4 B each
+
+
+def test_a_weight_view_inside_the_gemm_kernel_adds_no_tile():
+    """The capacity inconsistency behind the audit's old attention row: a view of a weight (a
+    transpose) inside a GEMM's kernel added a tile of the weight on top of the GEMM working set,
+    so whether a group fit depended on where a zero-cost view sat. Hand derivation as in
+    test_capacity_forbids_the_whole_graph_group: {gemm, gelu} holds one 128 x 128 bf16 tile of the
+    GEMM output (32,768 B) plus the working set (131,072 B), with or without the transpose."""
+    g = nx.DiGraph()
+    b = GraphBuilder(g, phase="none", group="v")
+    x = b.source("x", Tensor("x", (128, 4096), "bf16"), "input", resident=False)
+    w = b.source("w", Tensor("w", (4096, 4096), "bf16"), "weight")
+    wt = b.op("wt", "view", Role.VIEW, [w], [Tensor("v.wt", (4096, 4096), "bf16")], elements=4096 * 4096)[0]
+    y = b.op(
+        "gemm", "gemm", Role.LINEAR, [x, wt], [Tensor("v.y", (128, 4096), "bf16")], M=128, N=4096, K=4096
+    )[0]
+    b.op("gelu", "elementwise", Role.ACTIVATION, [y], [Tensor("v.g", (128, 4096), "bf16")], n=128 * 4096)
+    leg = get_legality()
+    with_view = claim_level(g, ("v.wt", "v.gemm", "v.gelu"), H100, leg)
+    without = claim_level(g, ("v.gemm", "v.gelu"), H100, leg)
+    assert with_view.footprint_bytes == without.footprint_bytes == 32_768 + 131_072
+    assert with_view.level == "smem"

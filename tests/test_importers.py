@@ -211,3 +211,21 @@ def test_example_script_runs(capsys):
     )
     out = capsys.readouterr().out
     assert "closed forms" in out and "16777216*B*S" in out and "suggested fusions" in out
+
+
+def test_imported_nodes_carry_roles(exported):
+    """The importers' mappers set each node's role (costmodel.keys.Role), so analyses select
+    imported nodes by role as they select built ones: the tiny Llama's 2 x 7 projections plus
+    its lm_head are linear (the lm_head is a plain matmul to the importer), SDPA is attention,
+    the token gather is an embedding; its RMSNorms arrive decomposed (pow, mean, rsqrt, mul)."""
+    from collections import Counter
+
+    from costmodel.keys import ROLE, Role
+
+    g = from_exported_program(exported, dims={"input_ids": ("B", "S")})
+    ops = [d for _, d in g.nodes(data=True) if d.get(OP) is not None]
+    assert all(isinstance(d.get(ROLE), Role) for d in ops)
+    roles = Counter(d[ROLE] for d in ops)
+    assert roles[Role.LINEAR] == 2 * 7 + 1
+    assert roles[Role.ATTENTION] == 2
+    assert roles[Role.EMBEDDING] == 1

@@ -11,10 +11,24 @@ answer is recomputed and the card overwritten, so a cache can cost time but neve
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["card_key", "decode_reports", "kv_caps", "prefill_report", "capacity"]
+T = TypeVar("T")
+
+__all__ = [
+    "served",
+    "card_key",
+    "decode_reports",
+    "kv_caps",
+    "prefill_report",
+    "capacity",
+    "analysis",
+    "ledger_report",
+    "default_overhead",
+    "sweep_forms",
+]
 
 
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
@@ -40,37 +54,61 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
     return cache_key(kind, model_text, catalog, name, *plan)
 
 
+def served(
+    key: str | None,
+    read: Callable[[dict[str, Any]], T],
+    build: Callable[[], dict[str, Any]],
+    library: Callable[[], T],
+) -> T:
+    """The one evaluation path of the cached commands: ``read`` the card stored under ``key``
+    (the compiled step's forms as text, evaluated without sympy); on a miss, or a card that
+    fails its digest or any check (:class:`~graphs.serving.cards.CardError`), ``build`` the
+    card from the compiled forms now, ``read`` it and store it; when the forms cannot be held
+    as a card, ask the ``library`` (the same compiled forms, evaluated in process)."""
+    from graphs.serving.cards import CardError
+
+    from ..formcache import load, save
+
+    card = load(key) if key else None
+    if card is not None:
+        try:
+            return read(card)
+        except CardError:
+            pass  # stale or tampered: rebuild
+    try:
+        card = build()
+        out = read(card)
+    except CardError:
+        return library()
+    if key:
+        save(key, card)
+    return out
+
+
 def decode_reports(
     args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], max_batch: int | None = None
 ) -> tuple[Any, Any, Any]:
     """Report, limits and near/far memory: from the cached card when there is one (no sympy,
     no graph), else from a card built now (and stored), else from the library directly."""
-    from graphs.serving.cards import CardError, build_decode_card, decode_from_card
+    from graphs.serving.cards import build_decode_card, decode_from_card
 
-    from ..formcache import load, save
+    cfg = functools.cache(lambda: config(args))
 
-    key = card_key(args, "decode")
-    card = load(key) if key else None
-    if card is not None:
-        try:
-            return decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch)
-        except CardError:
-            pass  # stale or tampered: rebuild
-    cfg = config(args)
-    try:
-        card = build_decode_card(cfg, args.device, tp=args.tp)
-        reports = decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch)
-    except CardError:  # a form the card cannot hold: the library's compiled path
+    def library() -> tuple[Any, Any, Any]:
         from graphs import decode_limits, decode_report, near_far_memory
 
         return (
-            decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp),
-            decode_limits(cfg, args.device, ctx=args.ctx, tp=args.tp, max_batch=max_batch),
-            near_far_memory(cfg, args.device),
+            decode_report(cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp),
+            decode_limits(cfg(), args.device, ctx=args.ctx, tp=args.tp, max_batch=max_batch),
+            near_far_memory(cfg(), args.device),
         )
-    if key:
-        save(key, card)
-    return reports
+
+    return served(
+        card_key(args, "decode"),
+        lambda card: decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch),
+        lambda: build_decode_card(cfg(), args.device, tp=args.tp),
+        library,
+    )
 
 
 def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
@@ -94,42 +132,41 @@ def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any
 
 def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:
     """The prefill report, from the cached card when there is one, else built (and stored)."""
-    from graphs.serving.cards import CardError, build_prefill_card, prefill_from_card
+    from graphs.serving.cards import build_prefill_card, prefill_from_card
 
-    from ..formcache import load, save
+    cfg = functools.cache(lambda: config(args))
 
-    key = card_key(args, "prefill")
-    card = load(key) if key else None
-    if card is not None:
-        try:
-            return prefill_from_card(card, batch=args.batch, seq=args.seq, chunk=args.chunk)
-        except CardError:
-            pass  # stale or tampered: rebuild
-    cfg = config(args)
-    try:
-        card = build_prefill_card(cfg, args.device, tp=args.tp)
-        rep = prefill_from_card(card, batch=args.batch, seq=args.seq, chunk=args.chunk)
-    except CardError:
+    def library() -> Any:
         from graphs import prefill_report as library_prefill
 
-        return library_prefill(cfg, args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp)
-    if key:
-        save(key, card)
-    return rep
+        return library_prefill(
+            cfg(), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp
+        )
+
+    return served(
+        card_key(args, "prefill"),
+        lambda card: prefill_from_card(card, batch=args.batch, seq=args.seq, chunk=args.chunk),
+        lambda: build_prefill_card(cfg(), args.device, tp=args.tp),
+        library,
+    )
 
 
-def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str) -> Any:
+def capacity(
+    args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str, card: Any = None
+) -> Any:
     """Does this command's point fit (:class:`graphs.serving.fit_check.CapacityCheck`)? From the
     cached card's ledger when there is one, else from the library; a point that does not fit
-    is checked again by the library, which also says how many devices it needs."""
+    is checked again by the library, which also says how many devices it needs. ``card``: a
+    card already read (``model analyze``'s analysis card holds the ledger too)."""
     from graphs.serving.cards import CardError
     from graphs.serving.fit_check import capacity_from_card
 
     from ..formcache import load
 
     tokens = args.ctx if kind == "decode" else args.seq
-    key = card_key(args, kind)
-    card = load(key) if key else None
+    if card is None:
+        key = card_key(args, kind)
+        card = load(key) if key else None
     if isinstance(card, dict):
         try:
             chk = capacity_from_card(card, batch=args.batch, tokens=tokens)
@@ -140,3 +177,102 @@ def capacity(args: argparse.Namespace, config: Callable[[argparse.Namespace], An
     from graphs.serving.ledger_fit import capacity_check
 
     return capacity_check(config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp)
+
+
+def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:
+    """``model analyze``'s :class:`~graphs.serving.analysis.ModelAnalysis`: from the cached
+    analysis card when there is one, else from a card built now (and stored), else from the
+    library directly; the roof notes of the device; and the card (None without one)."""
+    from graphs.serving.cards import analysis_from_card, build_analysis_card, card_notes
+
+    cfg = functools.cache(lambda: config(args))
+    point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
+
+    def library() -> Any:
+        from graphs import analyze
+
+        from ..hardware import get_device
+        from ..hardware.fallback import roof_notes
+
+        return (
+            analyze(cfg(), args.device, args.phase, tp=args.tp, **point),
+            roof_notes(get_device(args.device)),
+            None,
+        )
+
+    return served(
+        card_key(args, f"analysis-{args.phase}"),
+        lambda card: (analysis_from_card(card, **point), card_notes(card), card),
+        lambda: build_analysis_card(cfg(), args.device, args.phase, tp=args.tp),
+        library,
+    )
+
+
+def default_overhead(args: argparse.Namespace) -> bool:
+    """``--overhead-policy``/``--overhead`` as their defaults (no overhead): the ledger a card holds."""
+    return bool(args.overhead_policy == "fraction_of_sum" and str(args.overhead).strip() in ("0", "0.0"))
+
+
+def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any | None:
+    """``costmodel ledger``'s decode report from the decode card (cached, or built now and
+    stored, as ``decode`` does), or None where a card cannot answer it: a prefill ledger, a
+    non-default overhead or activation assumption (the card holds the default ledger), or a
+    card that does not read back. The caller then asks the library."""
+    from graphs.serving.cards import build_decode_card
+    from graphs.serving.fit_check import capacity_report_from_card
+    from models.context import context_limit
+    from models.resolver import config_data
+
+    from ..errors import CostModelError
+
+    if args.phase != "decode" or not default_overhead(args) or args.act_bytes_per_token is not None:
+        return None
+    if not (type(args.batch) is int and args.batch >= 1 and type(args.ctx) is int and args.ctx >= 1):
+        return None  # the library says what is wrong with them
+    try:
+        lim = context_limit(config_data(args.model))
+    except (CostModelError, OSError, ValueError):
+        return None
+    limit = lim.tokens if lim is not None else None
+    return served(
+        card_key(args, "decode"),
+        lambda card: capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit),
+        lambda: build_decode_card(config(args), args.device, tp=args.tp),
+        lambda: None,
+    )
+
+
+def sweep_forms(
+    args: argparse.Namespace,
+    config: Callable[[argparse.Namespace], Any],
+    combos: list[tuple[str, str | None, str | None]],
+) -> list[Any]:
+    """Each (device, weight dtype, KV dtype) configuration's decode forms for ``sweep``: from
+    its cached decode card when there is one (no sympy), else compiled now (the card stored).
+    The configuration is the library's (:func:`graphs.serving.sweeps.sweep`: the model with the
+    sweep's dtypes replaced); its card key names the sweep dtypes, so it never answers for a
+    ``decode`` of another configuration."""
+    base = functools.cache(lambda: config(args))
+    return [_sweep_one(args, base, dev, wd, kvd) for dev, wd, kvd in combos]
+
+
+def _sweep_one(
+    args: argparse.Namespace, base: Callable[[], Any], dev: str, wd: str | None, kvd: str | None
+) -> Any:
+    from graphs.serving.cards import build_decode_card, decode_forms_from_card
+
+    changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+    cfg = functools.cache(lambda: base().replace(**changes))
+
+    def library() -> Any:
+        from graphs.serving.sweeps import decode_forms
+
+        return decode_forms(cfg(), dev, args.tp)
+
+    one = argparse.Namespace(**{**vars(args), "device": dev})
+    return served(
+        card_key(one, f"decode-sweep:{wd}:{kvd}"),
+        decode_forms_from_card,
+        lambda: build_decode_card(cfg(), dev, tp=args.tp),
+        library,
+    )

@@ -24,7 +24,11 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     sym, widths = gemm_crossover_form(dtype=args.dtype, w_dtype=args.w_dtype)
     beta = as_float(hw.bandwidth())
     # the roofs and byte widths are numbers; N and K stay as given (symbols print as text)
-    at: dict[str, float | str] = {**{str(s): float(v) for s, v in widths.items()}, "P": as_float(xo.balance) * beta, "beta": beta}
+    at: dict[str, float | str] = {
+        **{str(s): float(v) for s, v in widths.items()},
+        "P": as_float(xo.balance) * beta,
+        "beta": beta,
+    }
     at.update({"N": str(n), "K": str(k)})
     if args.json:
         print(

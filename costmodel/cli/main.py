@@ -92,6 +92,12 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
         "add_simulate_parser",
         {"simulate": "request-level serving simulation: TTFT/TPOT percentiles under a rate"},
     ),
+    "size": (
+        "add_size_parser",
+        {
+            "size": "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
+        },
+    ),
     "measure": (
         "add_measure_parsers",
         {"probe": "measure this machine: bandwidth, matmul peaks, microbenchmarks, calibration"},

@@ -60,32 +60,44 @@ def cmd_model_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace) -> Any:
+    return apply_dtypes(resolve_model(args.model), args)
+
+
 def cmd_model_analyze(args: argparse.Namespace) -> int:
-    from graphs import analyze
-
-    from ..report import fmt_si, format_table
-
-    cfg = apply_dtypes(resolve_model(args.model), args)
-    if args.phase == "decode":
-        cfg.check_context(args.ctx, "--ctx", allow=args.allow_long_context)
-    else:
-        cfg.check_context(args.seq, "--seq", allow=args.allow_long_context)
-    from graphs.serving.ledger_fit import capacity_check
-
+    from ..text import fmt_si, format_table
+    from .cached import analysis, capacity
     from .ledger_view import refuse_or_warn
+    from .phases import check_context
 
-    tokens = args.ctx if args.phase == "decode" else args.seq
-    fit = capacity_check(cfg, args.device, phase=args.phase, batch=args.batch, tokens=tokens)
-    refused = refuse_or_warn(args, fit, try_flag=None)  # analyze has no --tp
+    if args.phase == "decode":
+        check_context(args, args.ctx, "--ctx")
+    else:
+        check_context(args, args.seq, "--seq")
+    pred = cfg = card = None
+    if args.predict or args.html:  # the page and the prediction need the config: the library's path
+        from graphs import analyze
+
+        from ..hardware import get_device
+        from ..hardware.fallback import roof_notes
+
+        cfg = _config(args)
+        point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
+        result = analyze(cfg, args.device, args.phase, tp=args.tp, **point)
+        notes = roof_notes(get_device(args.device))
+    else:  # the persistent cache's analysis card (no sympy when it is there)
+        result, notes, card = analysis(args, _config)
+    fit = capacity(args, _config, args.phase, card)
+    refused = refuse_or_warn(args, fit)
     if refused is not None:
         return refused
-    result = analyze(cfg, args.device, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
-    pred = None
     if args.predict:
         from graphs.serving.predict import predict_step
 
         kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
-        pred = predict_step(cfg, args.device, args.phase, batch=args.batch, framework=args.predict, **kw)
+        pred = predict_step(
+            cfg, args.device, args.phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+        )
     keep(args, analysis=result, prediction=pred, config=cfg)
     if args.json:
         doc = {**result.to_dict(), "capacity": fit.to_dict()}
@@ -95,12 +107,10 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         return 0
     t = result.totals
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}")
-    from ..hardware import get_device
-    from ..hardware.fallback import roof_notes
+    print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}, tp={args.tp}")
     from .ledger_view import print_notes
 
-    print_notes(roof_notes(get_device(args.device)))
+    print_notes(notes)
     picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
     rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
     if pred is not None:
@@ -178,6 +188,9 @@ def add_model_parser(sub: Any) -> None:
     ma = msub.add_parser("analyze", help="per-node roofline of one step of a model on a device")
     ma.add_argument("model", help="catalog name or path to a config.json")
     ma.add_argument("--device", default="h100-sxm")
+    ma.add_argument(
+        "--tp", type=int, default=1, help="tensor-parallel degree (rows are one device's share; default 1)"
+    )
     ma.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     ma.add_argument("--batch", type=int, default=1)
     ma.add_argument("--seq", type=int, default=1024, help="prompt length (prefill)")

@@ -84,9 +84,12 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
     "shared_prefix": (0, 10**7),
+    "max_simulations": (1, 10_000),
+    "replicate_hot": (0, 4096),
     "prompt_pool": (1, 10**7),
     "turns": (1, 10**4),  # graphs.serving.requests.MAX_TURNS
     "concurrency": (1, 10**7),  # graphs.serving.simulator.MAX_CONCURRENCY
+    "spec_k": (1, 256),  # graphs.serving.specdec.K_MAX_LIMIT
     "N": (1, 10**7),
     "d": (1, 65536),
 }
@@ -105,6 +108,12 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "overhead_s": (0.0, 10.0, True),
     "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),
+    "prefix_eps": (0.0, 1e3, True),  # graphs.serving.replica_routing.EPS_RANGE
+    "host_kv_bytes": (0.0, 1e15, True),  # graphs.serving.kv_tiers.BYTES_RANGE
+    "ssd_kv_bytes": (0.0, 1e15, True),
+    "host_link_bandwidth": (1e6, 1e13, True),  # graphs.serving.kv_tiers.BANDWIDTH_RANGE
+    "ssd_bandwidth": (1e6, 1e13, True),
+    "electricity_per_kwh": (0.0, 10.0, True),  # USD per kWh (graphs.serving.cost.ELECTRICITY_RANGE)
 }
 
 

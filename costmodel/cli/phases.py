@@ -80,29 +80,17 @@ def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    from ..expr import parse_expr
-
     if args.model is None:
         return _ledger_raw(args)
-    from graphs import capacity
+    from .cached import default_overhead, ledger_report
 
-    overhead = _overhead(args)  # flag errors first, then the model's limit
+    if not default_overhead(args):
+        _overhead(args)  # flag errors first, then the model's limit
     if args.phase == "prefill":
         check_context(args, args.seq or args.ctx, "--seq")
     else:
         check_context(args, args.ctx, "--ctx")
-    cfg = resolve_config(args)
-    rep = capacity(
-        cfg,
-        args.device,
-        batch=args.batch,
-        ctx=args.ctx,
-        phase=args.phase,
-        seq=args.seq,
-        tp=args.tp,
-        overhead=overhead,
-        activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
-    )
+    rep = ledger_report(args, resolve_config) or _library_ledger(args)
     code = 0 if rep.fits else 1  # README: exit 1 is "does not fit"
     if args.json:
         print(dump(rep.to_dict()))
@@ -115,6 +103,25 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     if rep.model_limit is not None and rep.max_context.value > rep.model_limit:
         print(f"    (memory allows it; the model itself stops at {rep.model_limit} tokens)")
     return code
+
+
+def _library_ledger(args: argparse.Namespace) -> Any:
+    """The ledger report from the library (any phase, overhead and activation assumption)."""
+    from graphs import capacity
+
+    from ..expr import parse_expr
+
+    return capacity(
+        resolve_config(args),
+        args.device,
+        batch=args.batch,
+        ctx=args.ctx,
+        phase=args.phase,
+        seq=args.seq,
+        tp=args.tp,
+        overhead=_overhead(args),
+        activation_bytes_per_token=parse_expr(args.act_bytes_per_token) if args.act_bytes_per_token else None,
+    )
 
 
 def _ledger_raw(args: argparse.Namespace) -> int:
@@ -253,27 +260,45 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from graphs import sweep
-    from graphs.serving.predictor import Predictor
+    import itertools
 
-    from ..report import format_table
+    from graphs.serving.sweeps import check_grid, sweep_forms
+
+    from ..text import format_table
+    from .cached import sweep_forms as cached_forms
 
     if args.csv:
         check_output_path(args.csv, "--csv")  # before the work, not after it
+    weights = [d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None]
+    kvs = [d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None]
+    combos = list(itertools.product(args.device.split(","), weights, kvs))
+    batches, ctxs = int_list(args.batches, "--batches"), int_list(args.ctxs, "--ctxs")
+    check_grid(len(combos), batches, ctxs)  # a grid too large is refused before any work
+    if args.predict:  # priced per kernel: not the cached bound forms
+        from graphs import sweep
+        from graphs.serving.predictor import Predictor
 
-    progress = progress_bar("sweep", args.quiet)
-
-    res = sweep(
-        resolve_config(args),
-        devices=args.device.split(","),
-        batches=int_list(args.batches, "--batches"),
-        ctxs=int_list(args.ctxs, "--ctxs"),
-        weight_dtypes=[d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None],
-        kv_dtypes=[d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None],
-        tp=args.tp,
-        progress=progress,
-        predictor=Predictor.of(args.predict),
-    )
+        res = sweep(
+            resolve_config(args),
+            devices=args.device.split(","),
+            batches=batches,
+            ctxs=ctxs,
+            weight_dtypes=weights,
+            kv_dtypes=kvs,
+            tp=args.tp,
+            progress=progress_bar("sweep", args.quiet),
+            predictor=Predictor.of(args.predict),
+        )
+    else:
+        forms = cached_forms(args, resolve_config, combos)
+        res = sweep_forms(
+            forms[0].model,
+            forms,
+            batches=batches,
+            ctxs=ctxs,
+            tp=args.tp,
+            progress=progress_bar("sweep", args.quiet),
+        )
     if args.csv:
         res.to_csv(args.csv, "--csv")
     if args.json:

@@ -8,8 +8,10 @@ from typing import Any
 
 from .calibrate import add_predict_option
 from .common import dump, progress_bar
+from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
+from .spec_options import add_spec_options, spec_of
 
 #: seconds to reach a ``--dask-address`` scheduler before giving up
 DASK_CONNECT_TIMEOUT_S = 10
@@ -43,6 +45,13 @@ def _client(args: argparse.Namespace) -> Any:
     return Client(cluster), cluster
 
 
+def _prices(args: argparse.Namespace) -> dict[str, float]:
+    """``--price-per-hour`` by catalog device name (:func:`graphs.serving.cost.parse_prices`)."""
+    from graphs.serving.cost import parse_prices
+
+    return parse_prices(args.price_per_hour, [d.strip() for d in args.devices.split(",") if d.strip()])
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from graphs.serving.design_search import search
 
@@ -73,7 +82,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
         energy=args.energy,
+        cost=args.cost,
+        prices=_prices(args),
+        electricity_per_kwh=args.electricity_per_kwh,
         progress=progress_bar("search", args.quiet),
+        spec=spec_of(args),
     )
     cfg = apply_dtypes(resolve_model(args.model), args)
     if args.scheduler == "dask":
@@ -114,6 +127,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
         print("\n".join(predicted_lines(args.predict, ",".join(kw["devices"]), res.coverage, what=what)))
         print("  (coverage of the frontier's decode steps)")
+    if kw["spec"] is not None:
+        s = kw["spec"]
+        print(
+            f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
+            "verification; TPOT is the verify and draft steps over them"
+        )
     if res.duplicates:
         print(f"  searched once, given twice: {', '.join(res.duplicates)}")
     if res.beyond_domain:
@@ -127,7 +146,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         ("tokens_per_s_per_user", "tok/s/user", ".1f"),
         ("tokens_per_s_per_device", "tok/s/device", ".1f"),
         ("energy_per_token_j", "J/token", ".4g"),
-    )
+    ) + ((("usd_per_m_output", "$/M out", ".4g"),) if args.cost else ())
     rows = list(res.frontier)
     if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
         step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
@@ -183,6 +202,11 @@ def add_search_parser(sub: Any) -> None:
         help="with --predict: evaluate and rank every point at its prediction, or at the pessimistic "
         "(P90) end of its prediction interval",
     )
+    sp.add_argument(
+        "--cost", action="store_true", help="USD per million output tokens as an objective (minimised)"
+    )
+    add_cost_options(sp)
+    add_spec_options(sp, draws=False)
     sp.add_argument("--scheduler", choices=("local", "dask"), default="local", help="where blocks run")
     sp.add_argument("--dask-address", default=None, help="scheduler address (default: a local cluster)")
     sp.add_argument("--workers", type=int, default=2, help="local Dask cluster: worker processes")

@@ -12,7 +12,9 @@ from typing import Any
 
 from .calibrate import add_predict_option
 from .common import emit
+from .cost_option import add_cost_options
 from .options import add_dtype_options, apply_dtypes
+from .routing_option import add_routing_options, routing_of
 
 __all__ = ["add_serve_parser"]
 
@@ -77,8 +79,26 @@ def cmd_disagg(args: argparse.Namespace) -> int:
             f"  colocated on {c.devices} {r.decode_device}: TPOT {fmt_time(c.tpot_s)} "
             f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)}"
         )
+    from graphs.serving.cost import decode_cost
+
+    from .cost_option import cost_text, rates_of
+
+    rates = rates_of(args, [args.prefill_device, args.decode_device])
+    cost = decode_cost(
+        rates[args.decode_device],
+        devices=1,
+        batch=r.decode_batch,
+        tpot_s=r.tpot_s,
+        prompt=r.prompt,
+        ttft_s=t.prefill_s,
+        output=r.output,
+        prefill_rates=rates[args.prefill_device],
+        prefill_devices=1,
+    )
+    lines.append(f"  {cost_text(cost)} (each device flat out)")
     lines += _predicted(args, cfg, args.decode_device, r.decode_batch, r.prompt + r.output // 2 + 1)
-    return emit(args, {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover}, "\n".join(lines))
+    data = {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover, "cost": cost}
+    return emit(args, data, "\n".join(lines))
 
 
 def _predictor(args: argparse.Namespace) -> Any:
@@ -222,17 +242,35 @@ def cmd_plans(args: argparse.Namespace) -> int:
         if len(parts) != 4 or not all(x.strip().isdigit() for x in parts):
             raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
         plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
-    points = plan_frontier(
-        apply_dtypes(resolve_model(args.model), args),
-        args.device.split(","),
-        batches=[int(b) for b in args.batches.split(",")],
-        ctx=args.ctx,
-        plans=plans,
-        predictor=_predictor(args),
-    )
+    routing = routing_of(args)
+    grid: dict[str, Any] = dict(batches=[int(b) for b in args.batches.split(",")], ctx=args.ctx, plans=plans)
+    cfg = apply_dtypes(resolve_model(args.model), args)
+    points = plan_frontier(cfg, args.device.split(","), routing=routing, predictor=_predictor(args), **grid)
+    balanced: dict[tuple[str, str, int], float] = {}
+    if routing.kind != "uniform" or not routing.is_default:  # the same plans, uniform: what skew costs
+        for pt in plan_frontier(cfg, args.device.split(","), predictor=_predictor(args), **grid):
+            if pt.report is not None:
+                balanced[(pt.device, pt.plan, pt.batch)] = pt.report.step_s
+    from graphs.serving.cost import decode_cost
+
+    from .cost_option import rates_of
+
+    rates = rates_of(args, sorted({pt.device for pt in points}))
+
+    def usd_out(rep: Any) -> float:
+        """USD per million output tokens (nan without a price: JSON null, and a note below)."""
+        c = decode_cost(rates[rep.device], devices=rep.devices, batch=rep.batch, tpot_s=rep.step_s)
+        return c.usd_per_m_output if c is not None and c.usd_per_m_output is not None else float("nan")
+
     rows = [
         {
             **pt.report.to_dict(),
+            "usd_per_m_output": usd_out(pt.report),
+            **(
+                {"x_balanced": pt.report.step_s / balanced[(pt.device, pt.plan, pt.batch)]}
+                if balanced
+                else {}
+            ),
             "energy_per_token_j": pt.energy_per_token_j,
             "pareto": pt.pareto,
             "front": "*" if pt.pareto else "",
@@ -251,9 +289,21 @@ def cmd_plans(args: argparse.Namespace) -> int:
             ("tokens_per_s_per_device", "tok/s/device", ".1f"),
             ("energy_per_token_j", "J/token", ".3f"),
             ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
+            ("usd_per_m_output", "$/M out", ".4g"),
+            *((("x_balanced", "x balanced", ".3f"),) if balanced else ()),
             ("front", "frontier", "s"),
         ),
     )
+    if balanced:
+        text += (
+            f"\n  routing {routing.label}: step of the busiest EP rank; 'x balanced' is the step over the same "
+            "plan with uniform routing"
+            + ("; replicas' extra weights are not in the memory check" if routing.replicate else "")
+        )
+    from graphs.serving.cost import NO_PRICE
+
+    for dev in sorted({r.device for r in rates.values() if r.price_usd_per_hour is None}):
+        text += f"\n  $/M out for {dev}: {NO_PRICE}"
     errors = [pt for pt in points if pt.error is not None]
     for pt in errors:
         text += f"\n  skipped {pt.device} {pt.plan} batch {pt.batch}: {pt.error}"
@@ -299,6 +349,7 @@ def add_serve_parser(sub: Any) -> None:
     add_predict_option(d, help=_PREDICT_HELP)
     d.add_argument("--json", action="store_true")
     add_ignore_capacity(d)
+    add_cost_options(d)
     d.set_defaults(func=cmd_disagg)
     sp = ssub.add_parser("specdec", help="speculative decoding speed-up and best k")
     sp.add_argument("target", help="target model (catalog name or config.json)")
@@ -349,4 +400,6 @@ def add_serve_parser(sub: Any) -> None:
     )
     add_predict_option(pl, help=_PREDICT_HELP)
     pl.add_argument("--json", action="store_true")
+    add_cost_options(pl)
+    add_routing_options(pl)
     pl.set_defaults(func=cmd_plans)

@@ -7,8 +7,10 @@ from typing import Any
 
 from .calibrate import add_predict_option
 from .common import dump, progress_bar
+from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
+from .spec_options import add_spec_options, spec_of
 
 #: the timeline figure beside ``--plot``'s latency CDFs
 _TIMELINE = "timeline"
@@ -43,8 +45,9 @@ def _topology(args: argparse.Namespace) -> Any:
             router=args.router,
             link_bandwidth=args.link_bandwidth,
             link_latency=args.link_latency,
+            prefix_eps=args.prefix_eps,
         )
-    return Topology(replicas=args.replicas, tp=args.tp, router=args.router)
+    return Topology(replicas=args.replicas, tp=args.tp, router=args.router, prefix_eps=args.prefix_eps)
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -60,6 +63,45 @@ def _engine(args: argparse.Namespace) -> Any:
         iteration_overhead_s=args.overhead_s,
         num_blocks=args.num_blocks,
     )
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    """``--spec-*`` as a :class:`SpecConfig` (None without ``--spec-draft``)."""
+    from ..errors import CostModelError
+
+    spec = spec_of(args)
+    if spec is not None and args.max_rate:
+        raise CostModelError(
+            "--max-rate searches plain decoding only so far; drop --spec-draft (or give --rate)"
+        )
+    return spec
+
+
+def _tiers(args: argparse.Namespace) -> Any:
+    """``--host-kv-bytes`` and the rest as a :class:`KVTierConfig` (None without a host tier)."""
+    from graphs.serving.kv_tiers import KVTierConfig
+
+    from ..errors import CostModelError
+
+    if not args.host_kv_bytes:
+        given = [
+            f
+            for f, v in (
+                ("--host-link-bandwidth", args.host_link_bandwidth),
+                ("--ssd-kv-bytes", args.ssd_kv_bytes),
+                ("--ssd-bandwidth", args.ssd_bandwidth),
+            )
+            if v
+        ]
+        if given:
+            verb = "needs" if len(given) == 1 else "need"
+            raise CostModelError(f"{'/'.join(given)} {verb} a host-memory tier: give --host-kv-bytes")
+        return None
+    if not args.enable_prefix_caching:
+        raise CostModelError("--host-kv-bytes keeps evicted prefixes: give --enable-prefix-caching")
+    if args.ssd_kv_bytes and args.ssd_bandwidth is None:
+        raise CostModelError("--ssd-kv-bytes needs --ssd-bandwidth (bytes/s of the drive)")
+    return KVTierConfig(args.host_kv_bytes, args.host_link_bandwidth, args.ssd_kv_bytes, args.ssd_bandwidth)
 
 
 def _check_workload(args: argparse.Namespace) -> None:
@@ -177,7 +219,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model), args)
-    topo, eng = _topology(args), _engine(args)
+    topo, eng, spec, tiers = _topology(args), _engine(args), _spec(args), _tiers(args)
     common = dict(topology=topo, engine=eng)
     if args.max_rate and args.interval:
         raise CostModelError("--max-rate with --interval: give --rate for an interval run")
@@ -228,6 +270,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print("  no probed rate meets the SLOs")
             return 0
         print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+        if m.at_rate is not None:
+            from graphs.serving.cost import sim_cost
+
+            from .cost_option import cost_text, rates_of
+
+            print(
+                f"  at that rate, {cost_text(sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]))}"
+            )
         return 0
     trace = read_trace(args.trace) if args.trace else None
     reqs = (
@@ -247,7 +297,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     )
     run = dict(
-        slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot, rate=args.rate, concurrency=args.concurrency, **common
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        rate=args.rate,
+        concurrency=args.concurrency,
+        spec=spec,
+        kv_tiers=tiers,
+        **common,
     )
     run["progress"] = progress_bar("simulate", args.quiet, "requests")
     interval = None
@@ -282,8 +338,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             title=plot_title("batch, queue and KV use over time", **point),
         )
     settings = _settings(args, trace)
+    from graphs.serving.cost import sim_cost
+
+    from .cost_option import cost_text, rates_of
+
+    cost = sim_cost(res, rates_of(args, [args.device])[args.device])
     if args.json:
-        doc = {"settings": settings, **res.to_dict()}
+        doc = {"settings": settings, **res.to_dict(), "cost": cost}
         if interval is not None:
             doc["interval"] = interval.to_dict()["interval"]
         print(dump(doc))
@@ -333,10 +394,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     if res.prefix_cache_hits or args.enable_prefix_caching:
         print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
+    if res.kv_tiers is not None:
+        kt = res.kv_tiers
+        gpu = res.prefix_cache_hits - kt.host_hits - kt.ssd_hits
+        print(
+            f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,}, SSD {kt.ssd_hits:,}; loads "
+            f"{kt.load_s * 1e3:,.1f} ms in all over the {kt.host_bandwidth / 1e9:g} GB/s host link, "
+            f"{kt.exposed_s * 1e3:,.1f} ms of it not hidden by compute (added to TTFTs)"
+        )
+    if res.prefix_routed is not None:
+        print(
+            f"  prefix router: {res.prefix_routed[0]:,} request(s) sent where their prefix or conversation is, "
+            f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {args.prefix_eps:g})"
+        )
+    if res.spec is not None:
+        st = res.spec
+        print(
+            f"  speculative decoding ({st.draft} drafts k = {st.k}): {st.tokens_per_verification:.2f} tokens per "
+            f"verification, {100 * st.acceptance:.1f}% of {st.drafted:,} drafted tokens accepted, the draft "
+            f"{100 * st.draft_share:.1f}% of the forward time"
+        )
     if res.goodput_requests_per_s is not None:
         print(
             f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
         )
+    print(f"  {cost_text(cost)}")
     if args.csv:
         print(f"per-request rows written to {args.csv}")
     return 0
@@ -430,18 +512,50 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
     sp.add_argument(
         "--router",
-        choices=("round_robin", "least_outstanding"),
+        choices=("round_robin", "least_outstanding", "prefix"),
         default="least_outstanding",
-        help="how requests pick a replica: in turn, or the fewest tokens still to process",
+        help="how requests pick a replica: in turn, the fewest tokens still to process, or prefix: "
+        "where the request's prefix (or conversation) is cached, within --prefix-eps",
+    )
+    sp.add_argument(
+        "--prefix-eps",
+        type=float,
+        default=0.5,
+        help="--router prefix load bound: a replica holding more than (1 + eps) x the mean outstanding "
+        "tokens is passed over for the least-outstanding one (dimensionless)",
     )
     sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")
     sp.add_argument(
         "--link-latency", type=float, default=0.0, help="per-layer transfer latency (s), --disagg"
     )
+    add_spec_options(sp)
+    sp.add_argument(
+        "--host-kv-bytes",
+        type=float,
+        default=0.0,
+        help="host memory for evicted prefix KV per replica (bytes; 0: none; with --enable-prefix-caching)",
+    )
+    sp.add_argument(
+        "--host-link-bandwidth",
+        type=float,
+        default=None,
+        help="device-host link per direction per device (bytes/s; default the catalog's host link: PCIe "
+        "Gen5 64e9 on H100/H200, NVLink-C2C 450e9 on GB200)",
+    )
+    sp.add_argument(
+        "--ssd-kv-bytes",
+        type=float,
+        default=0.0,
+        help="local SSD below host memory per replica (bytes; 0: none)",
+    )
+    sp.add_argument(
+        "--ssd-bandwidth", type=float, default=None, help="SSD read bandwidth per device (bytes/s)"
+    )
     sp.add_argument("--slo-ttft", type=float, default=None, help="TTFT SLO (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")
     sp.add_argument("--max-rate", action="store_true", help="search the highest rate within the SLOs")
+    add_cost_options(sp)
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile for --max-rate")
     sp.add_argument("--csv", default=None, help="write one row per request")
     sp.add_argument("--plot", default=None, help="latency CDFs (PNG/SVG) and a -timeline figure (plot extra)")

@@ -139,6 +139,10 @@ class Hardware:
     sparse_roofs: tuple[Roof, ...] = ()
     power_w: sympy.Expr | None = None
     power_source: str = ""
+    #: an hourly price per device (USD per device-hour: a cloud on-demand rate or a list price),
+    #: None when no sourced price is known
+    price_usd_per_hour: sympy.Expr | None = None
+    price_source: str = ""
     sm_count: int | None = None
     launch_overhead_s: sympy.Expr | int = 0
     overlap: sympy.Expr | int = 1
@@ -180,6 +184,12 @@ class Hardware:
             raise HardwareSpecError(f"{self.name}: duplicate memory level in {names}")
         if self.power_w is not None:
             object.__setattr__(self, "power_w", _positive(self.power_w, f"{self.name} power_w"))
+        if self.price_usd_per_hour is not None:
+            object.__setattr__(
+                self,
+                "price_usd_per_hour",
+                _positive(self.price_usd_per_hour, f"{self.name} price_usd_per_hour"),
+            )
         object.__setattr__(
             self,
             "launch_overhead_s",
@@ -385,6 +395,8 @@ class Hardware:
             ],
             "power_w": v(self.power_w),
             "power_source": self.power_source,
+            "price_usd_per_hour": v(self.price_usd_per_hour),
+            "price_source": self.price_source,
             "sm_count": self.sm_count,
             "launch_overhead_s": v(self.launch_overhead_s),
             "overlap": v(self.overlap),

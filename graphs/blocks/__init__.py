@@ -8,7 +8,6 @@ symbolic costs from the rule registry.
 from .builder import GraphBuilder
 from .decomposed import attention_chain, elementwise_chain
 from .phase import PHASES, PhaseDims, phase_dims
-from .registry import mixer, mixer_names, mlp_block, mlp_names, register_mixer, register_mlp
 from .transformer import build_layer, build_model
 
 __all__ = [
@@ -20,10 +19,4 @@ __all__ = [
     "GraphBuilder",
     "attention_chain",
     "elementwise_chain",
-    "register_mixer",
-    "register_mlp",
-    "mixer",
-    "mlp_block",
-    "mixer_names",
-    "mlp_names",
 ]

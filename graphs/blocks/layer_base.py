@@ -18,14 +18,7 @@ from models.layers import LayerSpec
 from .builder import GraphBuilder
 from .phase import PhaseDims
 
-__all__ = ["LayerBase", "SWIGLU_OPS", "GELU_OPS", "RELU2_OPS"]
-
-#: per-element work of the gated activation silu(g)*u: negate, +1, divide, x u (vector) + exp (SFU)
-SWIGLU_OPS = (4, 1)
-#: tanh-approximate GELU: x^3, scale, add, scale, +1, x0.5, x x (vector) + tanh (SFU)
-GELU_OPS = (7, 1)
-#: squared ReLU relu(x)**2: a max and a product (vector), no transcendental
-RELU2_OPS = (2, 0)
+__all__ = ["LayerBase"]
 
 
 class LayerBase:
@@ -35,7 +28,6 @@ class LayerBase:
         self, g: nx.DiGraph, cfg: ModelConfig, dims: PhaseDims, group: str, repeat: object, spec: LayerSpec
     ) -> None:
         self.g, self.cfg, self.dims, self.spec = g, cfg, dims, spec
-        self.moe = spec.mlp == "moe"
         self.b = GraphBuilder(g, phase=dims.phase, group=group, repeat=repeat)
         self.act = cfg.activation_dtype
         self.wd = cfg.weight_dtype

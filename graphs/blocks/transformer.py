@@ -46,21 +46,21 @@ from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
-from models.layers import MIXER_FIELDS, LayerSpec, layer_groups
+from models.layers import LayerSpec, layer_groups
+from models.mixers import get_mixer, get_mlp
 
 from .builder import GraphBuilder
 from .layer_base import LayerBase
 from .mtp import add_mtp
 from .phase import PHASES, PhaseDims, phase_dims
-from .registry import mixer, mlp_block
 
 __all__ = ["PHASES", "PhaseDims", "phase_dims", "build_layer", "build_model"]
 
 
 class _Layer(LayerBase):
     """One layer group: norm, the mixer, residual, then (unless the spec's MLP is
-    ``none``) norm, the MLP, residual. The mixer and the MLP come from the block
-    registry (:mod:`graphs.blocks.registry`) by the names of the layer's spec."""
+    ``none``) norm, the MLP, residual. The mixer and the MLP are the plug-ins its spec
+    names (:mod:`models.mixers`)."""
 
     def build(self, x: tuple[str, Tensor]) -> tuple[str, Tensor]:
         cfg, T = self.cfg, self.dims.tokens
@@ -68,7 +68,7 @@ class _Layer(LayerBase):
         y = x
         if self.spec.mixer != "none":
             h = self.norm("attn_norm", y, T, d)
-            a = mixer(self.spec.mixer)(self, h)
+            a = get_mixer(self.spec.mixer).build(self, h)
             if cfg.sandwich_norm:
                 a = self.norm("post_attn_norm", a, T, d)
             y = self.add("attn_residual", y, a)
@@ -77,7 +77,7 @@ class _Layer(LayerBase):
                 m_in = h  # a parallel block: the MLP reads the mixer's norm of the layer input
             else:
                 m_in = self.norm("mlp_norm", y, T, d)
-            m = mlp_block(self.spec.mlp)(self, m_in)
+            m = get_mlp(self.spec.mlp).build(self, m_in)
             if cfg.sandwich_norm:
                 m = self.norm("post_mlp_norm", m, T, d)
             y = self.add("mlp_residual", y, m)
@@ -124,7 +124,7 @@ def build_layer(
         raise CostModelError(f"{config.name} has no experts: a moe layer needs a MoE config")
     if spec.mixer == "none" and spec.mlp == "none":
         raise CostModelError("a layer needs a mixer or an MLP: LayerSpec('none', 'none') builds nothing")
-    missing = [f for f in MIXER_FIELDS[spec.mixer] if getattr(config, f) is None]
+    missing = [f for f in get_mixer(spec.mixer).needs if getattr(config, f) is None]
     if missing:
         raise CostModelError(f"{config.name}: a {spec.mixer} layer needs {', '.join(missing)}")
     dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)

@@ -21,7 +21,8 @@ torch 2.13 and refuses other versions with a clear message (``check_torch_versio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ from costmodel.errors import CostModelError
 from costmodel.fusion import Group, group_cost, ideal_cost, plan_cost, plan_from_groups
 from costmodel.fusion_audit import boundaries, suggest_fusions
 from costmodel.fusion_legality import claim_level, get_legality, group_violation
-from costmodel.fusion_plan import PlanResult, kernel_time, plan_fusions
+from costmodel.fusion_plan import PlanResult, kernel_time, plan_fusions, unit_groups
 from costmodel.graph import COST, OUTPUTS, op_nodes
 from costmodel.hardware import get_device
 from costmodel.keys import G_SYMBOLS
@@ -50,6 +51,9 @@ __all__ = [
     "Difference",
     "Removed",
     "inductor_audit",
+    "inductor_capture",
+    "audit_capture",
+    "InductorCapture",
     "TESTED_TORCH",
     "check_torch_version",
 ]
@@ -129,6 +133,24 @@ class InductorAudit(Result):
     planner_same_rules: PlanResult | None = None  #: the planner under Inductor's own rules
     planner: PlanResult | None = None  #: the planner under the default rules
     removed: tuple[Removed, ...] = ()  #: boundaries Inductor keeps and ``planner`` removes
+    #: the dims compiled dynamic and their sizes at the example: every number above is evaluated
+    #: there (the planner chooses its plan at those sizes); empty: a static compile
+    evaluated_at: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: DRAM bytes of Inductor's grouping and of the planner's plan (default rules) as closed forms in
+    #: those dims: the same groups priced on the symbolic graph (the plan is chosen at the example)
+    inductor_bytes_expr: sympy.Expr = sympy.S.Zero
+    planner_bytes_expr: sympy.Expr = sympy.S.Zero
+
+    @property
+    def shapes(self) -> str:
+        """Which the numbers are: symbolic closed forms, or a static compile's."""
+        if not self.evaluated_at:
+            return "static shapes: every number is the example's"
+        at = ", ".join(f"{k} = {v}" for k, v in self.evaluated_at.items())
+        return (
+            f"dynamic {', '.join(self.evaluated_at)}: kernels' bytes and both plans' bytes are closed "
+            f"forms in them; plans chosen and numbers evaluated at {at}"
+        )
 
     @property
     def engine_saves_bytes(self) -> float:
@@ -172,22 +194,77 @@ def _dep_bytes(dep: Any) -> float:
         return 0.0
 
 
-def inductor_audit(
+@dataclass(frozen=True)
+class InductorCapture:
+    """What one Inductor compile yields (plain data, picklable: compile once, audit many times):
+    the costed ATen graph (symbolic in the audit's dims), the example's sizes for those dims,
+    Inductor's scheduler node count before fusion and its kernels after (:func:`_describe`)."""
+
+    graph: Any  #: the cost graph of the ATen graph Inductor lowered, symbolic in ``point``'s dims
+    point: dict[Any, int]  #: the audit's dims at the example inputs' sizes
+    rename: dict[str, Any]  #: Inductor's size symbols -> the audit's dims
+    pre_fusion_nodes: int
+    kernels: tuple[dict[str, Any], ...]
+    torch_version: str
+
+
+def _named_dims(
+    model: Any, example_inputs: Sequence[Any], dims: Any, torch: Any
+) -> tuple[dict[str, tuple[str | None, ...]], dict[Any, int], list[tuple[Any, int]]]:
+    """``dims`` as torch_backend's mapping, the example's sizes of the named dims, and the
+    (tensor, axis) pairs to mark dynamic. ``dims``: names for the first tensor input's dimensions,
+    or a mapping from ``forward``'s parameter names to such names (a decode step's new tokens and
+    its cache)."""
+    import inspect
+
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if not isinstance(dims, Mapping):
+        if not tensors:
+            raise CostModelError("dims names the dimensions of the first tensor input, but there is none")
+        bound_in = {"": tensors[0]}
+        dims = {"": tuple(dims)}
+    else:
+        try:
+            bound_in = dict(inspect.signature(model.forward).bind(*example_inputs).arguments)
+        except TypeError as e:
+            raise CostModelError(f"dims: cannot bind the example inputs to the model's forward ({e})") from e
+    point: dict[Any, int] = {}
+    marks: list[tuple[Any, int]] = []
+    for key, names in dims.items():
+        x = bound_in.get(key)
+        if not isinstance(x, torch.Tensor):
+            raise CostModelError(
+                f"dims names input {key!r}; tensor inputs of forward: {sorted(k for k, v in bound_in.items() if isinstance(v, torch.Tensor))}"
+            )
+        if len(names) != x.dim():
+            raise CostModelError(
+                f"dims[{key!r}] has {len(names)} names for a {x.dim()}-d input: give one name (or None) per dimension"
+            )
+        for axis, (n, size) in enumerate(zip(names, x.shape, strict=True)):
+            if n is None:
+                continue
+            if dim(n) in point and point[dim(n)] != int(size):
+                raise CostModelError(
+                    f"dims: {n!r} is {point[dim(n)]} in one input and {int(size)} in {key!r}"
+                )
+            point[dim(n)] = int(size)
+            marks.append((x, axis))
+    return {k: tuple(v) for k, v in dims.items()}, point, marks
+
+
+def inductor_capture(
     model: Any,
     example_inputs: Sequence[Any],
     device: Any = "h100",
     *,
-    dims: Sequence[str | None] | None = None,
-    max_units: int = 12,
-) -> InductorAudit:
-    """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc).
+    dims: Sequence[str | None] | Mapping[str, Sequence[str | None]] | None = None,
+) -> InductorCapture:
+    """Compile ``model`` with Inductor on ``example_inputs`` and read its kernels (module doc).
 
-    With ``dims`` (names for the dimensions of the first input, e.g. ``("B", "S")``) the model
-    is compiled with dynamic shapes: every kernel's bytes come as Inductor's symbolic sizes in
-    those names (``reads``, ``writes``), and the numbers are evaluated at the example's sizes.
-    ``max_units`` bounds the planner's groups (ATen graphs have many small ops; the planner says
-    when a larger group might exist).
-    """
+    With ``dims`` (names for the dimensions of the first tensor input, e.g. ``("B", "S", None)``,
+    or a mapping from ``forward``'s parameter names to such names) exactly the named dimensions
+    are compiled dynamic (``torch._dynamo.mark_dynamic``; every other size stays a number), so
+    each kernel's bytes come as Inductor's symbolic sizes in those names."""
     torch = require_torch()
     check_torch_version(torch.__version__)
     import torch._inductor.config as inductor_config
@@ -204,23 +281,25 @@ def inductor_audit(
         captured.append(_describe(nodes))
         return nodes
 
-    first = next((x for x in example_inputs if isinstance(x, torch.Tensor)), None)
-    point: dict[Any, int] = {}
-    if dims is not None:
-        if first is None or len(dims) != first.dim():
-            raise CostModelError(
-                "dims names the dimensions of the first tensor input: give one name (or None) per dimension"
-            )
-        point = {dim(n): int(size) for n, size in zip(dims, first.shape, strict=True) if n is not None}
-    backend = torch_backend(hw, inductor=True, dims={"": tuple(dims)} if dims is not None else None)
+    backend_dims, point, marks = (
+        (None, {}, []) if dims is None else _named_dims(model, example_inputs, dims, torch)
+    )
+    backend = torch_backend(hw, inductor=True, dims=backend_dims)
     torch._dynamo.reset()
+    for x, axis in marks:
+        torch._dynamo.mark_dynamic(x, axis)
     patch = {
         "_pre_fusion_custom_pass": pre_fusion,
         "_post_fusion_custom_pass": post_fusion,
         "fx_graph_cache": False,
     }
-    with inductor_config.patch(patch), torch.no_grad():
-        torch.compile(model, backend=backend, dynamic=dims is not None)(*example_inputs)
+    try:
+        with inductor_config.patch(patch), torch.no_grad():
+            torch.compile(model, backend=backend, dynamic=None if marks else False)(*example_inputs)
+    finally:  # the marks live on the caller's tensors: take them off again
+        for x, _ in marks:
+            if hasattr(x, "_dynamo_dynamic_indices"):
+                del x._dynamo_dynamic_indices
     if len(backend.report.graphs) != 1 or len(captured) != 1:
         raise CostModelError(
             f"the audit needs one captured graph; Dynamo captured {len(backend.report.graphs)} "
@@ -228,10 +307,40 @@ def inductor_audit(
         )
     symbolic = backend.report.graphs[0].graph
     rename = {k: dim(v) for k, v in symbolic.graph.get(G_SYMBOLS, {}).items()}
+    return InductorCapture(
+        symbolic,
+        point,
+        rename,
+        before[0] if before else len(captured[0]),
+        tuple(captured[0]),
+        torch.__version__,
+    )
+
+
+def inductor_audit(
+    model: Any,
+    example_inputs: Sequence[Any],
+    device: Any = "h100",
+    *,
+    dims: Sequence[str | None] | Mapping[str, Sequence[str | None]] | None = None,
+    max_units: int = 32,
+) -> InductorAudit:
+    """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc):
+    :func:`inductor_capture` then :func:`audit_capture`."""
+    cap = inductor_capture(model, example_inputs, device, dims=dims)
+    return audit_capture(cap, device, max_units=max_units)
+
+
+def audit_capture(cap: InductorCapture, device: Any = "h100", *, max_units: int = 32) -> InductorAudit:
+    """The three-way audit of a capture (module doc). The numbers are evaluated at the example's
+    sizes (``cap.point``); each kernel's ``reads`` / ``writes`` keep Inductor's symbolic sizes.
+    ``max_units`` bounds the planner's groups (the planner says when a larger group might exist)."""
+    hw = get_device(device)
+    symbolic, point, rename = cap.graph, cap.point, cap.rename
     g = bind_dims(point)(symbolic) if point else symbolic  # numbers at the example, for the rankings
     ops = set(op_nodes(g))
     kernels, groups = [], []
-    for k in captured[0]:
+    for k in cap.kernels:
         members = tuple(o for o in k["origins"] if o in ops)
         # the kernel's ops' FLOPs (per unit and precision, from the rules) with the bytes Inductor
         # says it moves, bounded by the device's roofline like any other cost
@@ -266,6 +375,10 @@ def inductor_audit(
         taken.update(mem)
         if mem:
             unique.append(Group(gr.name, mem))
+    # Inductor's kernels as whole planning units (each with the views of its ops' outputs): a
+    # valid, convex plan priced as the planner prices its own (a kernel listing a view that
+    # another kernel also reads would otherwise make it non-convex)
+    unique = _whole_units(g, unique)
     ind_plan = plan_from_groups(g, unique)
     eng_plan = suggest_fusions(g, hw)[1]
     eng_home = {m: gr.name for gr in eng_plan.groups for m in gr.members}
@@ -275,8 +388,15 @@ def inductor_audit(
     same = plan_fusions(
         g, hw, backend="inductor", objective="bytes", extra_groups=offered, max_units=max_units
     )
+    # the same-rules plan is offered too: the default table allows every group it holds, so the
+    # default-rules plan never moves more, even where a solve stops before its certificate
     best = plan_fusions(
-        g, hw, backend="default", objective="bytes", extra_groups=offered, max_units=max_units
+        g,
+        hw,
+        backend="default",
+        objective="bytes",
+        extra_groups=[*offered, *(gr.members for gr in same.plan.groups)],
+        max_units=max_units,
     )
     best_home = {m: gr.name for gr in best.plan.groups for m in gr.members}
     kept = [b for b in boundaries(g, ind_plan, hw) if not _is_view(g, b.producer)]
@@ -295,7 +415,7 @@ def inductor_audit(
 
     return InductorAudit(
         device=hw.name,
-        pre_fusion_nodes=before[0] if before else len(kernels),
+        pre_fusion_nodes=cap.pre_fusion_nodes,
         kernels=tuple(kernels),
         inductor_bytes=sum(k.reads_bytes + k.writes_bytes for k in kernels),
         inductor_plan_bytes=as_float(plan_cost(g, ind_plan, check=False).bytes),
@@ -307,7 +427,23 @@ def inductor_audit(
         planner_same_rules=same,
         planner=best,
         removed=removed,
+        evaluated_at={str(k): v for k, v in point.items()},
+        inductor_bytes_expr=plan_cost(symbolic, ind_plan, check=False).bytes if point else sympy.Integer(0),
+        planner_bytes_expr=plan_cost(symbolic, best.plan, check=False).bytes if point else sympy.Integer(0),
     )
+
+
+def _whole_units(g: Any, groups: list[Group]) -> list[Group]:
+    """Each group's members as whole planning units (:func:`costmodel.fusion_plan.unit_groups`);
+    a group of views only keeps those no op's unit holds."""
+    units = unit_groups(g, [gr.members for gr in groups])
+    placed = {m for u in units for m in u}
+    out = []
+    for gr, mem in zip(groups, units, strict=True):
+        mem = mem or tuple(m for m in gr.members if m not in placed)
+        if mem:
+            out.append(Group(gr.name, mem))
+    return out
 
 
 def _removed(g: Any, hw: Any, b: Any, best: PlanResult) -> Removed:

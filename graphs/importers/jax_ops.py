@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sympy
 
+from costmodel.keys import Role
+
 from .ops import elementwise_mapped, numel
 from .table import Mapped, OpView, register_import
 
@@ -42,5 +44,5 @@ def dot_general(v: OpView) -> Mapped:
     n = sympy.simplify(numel(b) / (k * batch))
     dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
     if batch == 1:
-        return Mapped("gemm", {"M": m, "N": n, "K": k, **dtypes, "bias": False}, v.ins)
+        return Mapped("gemm", {"M": m, "N": n, "K": k, **dtypes, "bias": False}, v.ins, role=Role.LINEAR)
     return Mapped("batched_gemm", {"batch": batch, "M": m, "N": n, "K": k, **dtypes}, v.ins)

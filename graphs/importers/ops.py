@@ -28,6 +28,7 @@ from typing import Any
 
 import sympy
 
+from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from .table import Mapped, OpView, register_import
@@ -119,7 +120,7 @@ def elementwise_params(ins: list[tuple[str, Tensor]], out: Tensor, ops: tuple[in
 
 
 def elementwise_mapped(ops: tuple[int, int], v: OpView) -> Mapped:
-    return Mapped("elementwise", elementwise_params(v.ins, v.out, ops), v.ins)
+    return Mapped("elementwise", elementwise_params(v.ins, v.out, ops), v.ins, role=Role.ACTIVATION)
 
 
 #: jaxpr primitive -> the ATen name whose per-element counts it shares (XLA counts one flop per
@@ -176,7 +177,9 @@ def _matmul(v: OpView, refs: list[tuple[str, Tensor]], *, trans_b: bool, bias: b
     n = b.shape[-2] if trans_b else b.shape[-1]
     dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
     if len(b.shape) <= 2:  # one GEMM with the batch folded into M
-        return Mapped("gemm", {"M": numel(a) / k, "N": n, "K": k, **dtypes, "bias": bias}, refs)
+        return Mapped(
+            "gemm", {"M": numel(a) / k, "N": n, "K": k, **dtypes, "bias": bias}, refs, role=Role.LINEAR
+        )
     m = a.shape[-2] if len(a.shape) >= 2 else sympy.Integer(1)
     batch = sympy.simplify(numel(v.out) / (m * n))
     return Mapped("batched_gemm", {"batch": batch, "M": m, "N": n, "K": k, **dtypes}, refs)
@@ -229,7 +232,7 @@ def attention(v: OpView) -> Mapped:
         "dtype": q.dtype.name,
         "causal": causal,
     }
-    return Mapped("attention", params, v.ins, {i: 0 for i in range(3, len(v.ins))})
+    return Mapped("attention", params, v.ins, {i: 0 for i in range(3, len(v.ins))}, role=Role.ATTENTION)
 
 
 # ------------------------------------------------------- rows: softmax, norms, reductions
@@ -247,7 +250,7 @@ def _norm(rule: str, v: OpView) -> Mapped:
     params: dict[str, Any] = {"rows": numel(x) / cols, "cols": cols, "dtype": x.dtype.name}
     if rule == "layernorm":
         params["bias"] = len(v.ins) >= 3
-    return Mapped(rule, params, v.ins)
+    return Mapped(rule, params, v.ins, role=Role.NORM)
 
 
 register_import(aten=("native_layer_norm", "layer_norm"), onnx="LayerNormalization")(
@@ -284,7 +287,7 @@ def embedding(v: OpView) -> Mapped:
     w, idx = v.ins[0][1], v.ins[1][1]
     tokens, hidden = numel(idx), w.shape[-1]
     params = {"tokens": tokens, "hidden": hidden, "dtype": w.dtype.name, "index_dtype": idx.dtype.name}
-    return Mapped("embedding", params, v.ins[:2], {0: tokens * hidden * w.dtype.bytes})
+    return Mapped("embedding", params, v.ins[:2], {0: tokens * hidden * w.dtype.bytes}, role=Role.EMBEDDING)
 
 
 @register_import(
@@ -332,12 +335,12 @@ def gather_or_embedding(v: OpView) -> Mapped:  # ONNX has one Gather: a weight t
 )
 def view(v: OpView) -> Mapped:
     """Metadata only: no bytes move."""
-    return Mapped("view", {"elements": numel(v.out)}, v.ins, _free(v))
+    return Mapped("view", {"elements": numel(v.out)}, v.ins, _free(v), role=Role.VIEW)
 
 
 def _copy(v: OpView, elements: sympy.Expr, src_dtype: str) -> Mapped:
     params = {"elements": elements, "dtype": src_dtype, "out_dtype": v.out.dtype.name}
-    return Mapped("copy", params, v.ins)
+    return Mapped("copy", params, v.ins, role=Role.VIEW)
 
 
 @register_import(
@@ -373,7 +376,7 @@ def inplace_update(v: OpView) -> Mapped:
     """Charges the updated values (the last tensor argument), not the destination."""
     values = v.ins[-1][1] if len(v.ins) > 1 else v.out
     params = {"elements": numel(values), "dtype": values.dtype.name, "out_dtype": v.out.dtype.name}
-    return Mapped("copy", params, v.ins, {i: 0 for i in range(len(v.ins) - 1)})
+    return Mapped("copy", params, v.ins, {i: 0 for i in range(len(v.ins) - 1)}, role=Role.VIEW)
 
 
 @register_import(

@@ -26,7 +26,21 @@ import networkx as nx
 import sympy
 
 from costmodel.errors import CostModelError
-from costmodel.keys import BYTES, COST, INPUTS, KIND, OP, OUTPUTS, PARAMS, REPEAT, TENSOR, UNKNOWN, NodeKind
+from costmodel.keys import (
+    BYTES,
+    COST,
+    INPUTS,
+    KIND,
+    OP,
+    OUTPUTS,
+    PARAMS,
+    REPEAT,
+    ROLE,
+    TENSOR,
+    UNKNOWN,
+    NodeKind,
+    Role,
+)
 from costmodel.rules import op_cost
 from costmodel.tensor import Tensor
 
@@ -87,6 +101,9 @@ class Mapped:
     refs: list[Ref]
     edge_bytes: Mapping[int, Any] = field(default_factory=dict)
     unknown: bool = False
+    #: what the node is for (:class:`costmodel.keys.Role`), set by the mapper that knows the op;
+    #: a foreign op whose purpose the mapper cannot tell (a batched matmul, a softmax) is OTHER
+    role: Role = Role.OTHER
 
 
 Mapper = Callable[[OpView], Mapped]
@@ -104,7 +121,11 @@ def register_import(
     """Register a mapper under each frontend's op names; a name registered twice raises."""
 
     def deco(fn: Mapper) -> Mapper:
-        given: tuple[tuple[Frontend, str | Iterable[str]], ...] = (("aten", aten), ("onnx", onnx), ("jax", jax))
+        given: tuple[tuple[Frontend, str | Iterable[str]], ...] = (
+            ("aten", aten),
+            ("onnx", onnx),
+            ("jax", jax),
+        )
         for frontend, names in given:
             table = _TABLE[frontend]
             for name in _names(names):
@@ -157,6 +178,7 @@ def write_node(g: nx.DiGraph, name: str, m: Mapped, outs: list[Tensor], **attrs:
             OUTPUTS: tuple(outs),
             REPEAT: 1,
             UNKNOWN: m.unknown,
+            ROLE: m.role,
             **attrs,
         },
     )

@@ -55,9 +55,13 @@ __all__ = [
     "to_text",
     "card_kv_caps",
     "CARD_VERSION",
+    "build_analysis_card",
+    "analysis_from_card",
+    "card_notes",
+    "decode_forms_from_card",
 ]
 
-CARD_VERSION = 2
+CARD_VERSION = 3
 _ARGS = ("B", "ctx")
 _FIELDS = STEP_FIELDS  #: the step fields a card stores
 
@@ -148,6 +152,8 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "kind": "decode",
         "version": CARD_VERSION,
         "model": w.name,
+        "weight_dtype": w.config.weight_dtype,
+        "kv_dtype": w.config.cache_dtype,
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
@@ -526,3 +532,193 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
     return prefill_from_fields(
         base, chunk=chunk, chunks=n_full + (1 if rest else 0), chunked_s=total, power_w=power
     )
+
+
+def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) -> dict[str, Any]:
+    """The analysis card of ``model analyze``: the compiled node table
+    (:func:`graphs.serving.classify.node_table`) and the step fields it needs as text in ``B``
+    and ``ctx`` (decode) or ``S`` (prefill), the closed forms as printed, JSON-ready."""
+    from costmodel.hardware.fallback import roof_notes
+    from costmodel.symbols import dim
+
+    from .classify import closed_forms_latex, node_table
+    from .compiled import compiled_step
+    from .totals import closed_forms
+    from .workload import as_workload
+
+    w = as_workload(config)
+    ph = Phase(phase)
+    args = _ARGS if ph == Phase.DECODE else _PREFILL
+    c = compiled_step(w, device, ph, tp=tp)
+    t = node_table(c)
+    f = c.forms
+    step = {k: getattr(f, k) for k in _ANALYSIS_STEP}
+    point = {"B": 7, "ctx": 1234} if ph == Phase.DECODE else {"B": 3, "S": 777}  # the ledger's too
+    at = {dim(k): v for k, v in point.items()}
+    forms = closed_forms(w.config, ph)
+    st = t.statics
+    try:  # the capacity check's ledger (absent when the card cannot hold it: the library checks)
+        from .fit_check import ledger_card
+
+        ledger = {"ledger": ledger_card(w, c.hardware, ph, tp, point)}
+    except CardError:
+        ledger = {}
+    return {
+        **ledger,
+        "kind": "analysis",
+        "version": CARD_VERSION,
+        "phase": str(ph),
+        "model": w.name,
+        "device": c.hardware.name,
+        "tp": tp,
+        "roof_notes": list(roof_notes(c.hardware)),
+        "nodes": {
+            "names": list(st.names),
+            "ops": list(st.ops),
+            "groups": list(st.groups),
+            "labels": [list(x) for x in st.labels],
+            "unbounded": [list(x) for x in st.unbounded],
+        },
+        "values": [to_text(e, args) for e in t.exprs],
+        "step": {k: to_text(v, args) for k, v in step.items()},
+        "terms": {k: to_text(v, args) for k, v in f.terms_s.items()},
+        "closed_forms": {k: str(v) for k, v in forms.items()},
+        "closed_forms_latex": closed_forms_latex(forms),
+        "check": {
+            **point,
+            "at": list(point.values()),
+            "values": [float(_value(e, at)) for e in t.exprs],
+            "step": {k: float(_value(v, at)) for k, v in step.items()},
+            "terms": {k: float(_value(v, at)) for k, v in f.terms_s.items()},
+        },
+    }
+
+
+#: the step fields an analysis card keeps beside its node table
+_ANALYSIS_STEP = ("flops", "attention_flops", "optimistic_step_s")
+
+
+def _value(e: Any, at: dict[Any, int]) -> float:
+    """An engine-built expression's value at a point (sympy substitution, the card's check)."""
+    import sympy
+
+    return float(sympy.sympify(e).xreplace(at))
+
+
+def _printed(x: Any, name: str) -> str:
+    """A closed form's printed text read from a card: printable, at most 20,000 characters."""
+    if not isinstance(x, str) or len(x) > 20_000 or not x.isprintable():
+        raise CardError(f"card closed form {name[:40]} is not printable text of at most 20,000 characters")
+    return x
+
+
+def _texts(x: Any, name: str) -> list[str]:
+    if not isinstance(x, list) or not all(isinstance(v, str) and len(v) <= 200 for v in x):
+        raise CardError(f"card field {name} is not a list of short text")
+    return x
+
+
+def analysis_from_card(card: dict[str, Any], *, batch: int, seq: int, ctx: int) -> Any:
+    """The :class:`~graphs.serving.analysis.ModelAnalysis` at ``batch`` and ``seq`` (prefill)
+    or ``ctx`` (decode) from an analysis card: the same rows and totals
+    :func:`graphs.serving.classify.analyze` gives (:func:`~graphs.serving.analysis.analysis_from_values`
+    fills both), to float rounding."""
+    from .analysis import NodeStatics, analysis_from_values
+
+    try:
+        if card.get("kind") != "analysis" or card.get("version") != CARD_VERSION:
+            raise CardError("not an analysis card of this version")
+        ph = Phase(card["phase"])
+        args = _ARGS if ph == Phase.DECODE else _PREFILL
+        nd = card["nodes"]
+        labels = [tuple(_texts(x, "nodes.labels")) for x in nd["labels"]]
+        statics = NodeStatics(
+            tuple(_texts(nd["names"], "nodes.names")),
+            tuple(_texts(nd["ops"], "nodes.ops")),
+            tuple(_texts(nd["groups"], "nodes.groups")),
+            tuple(labels),
+            tuple(tuple(_texts(x, "nodes.unbounded")) for x in nd["unbounded"]),
+        )
+        n = len(statics.names)
+        if not (len(statics.ops) == len(statics.groups) == len(labels) == len(statics.unbounded) == n):
+            raise CardError("the card's node lists disagree in length")
+        values = [compile_numeric(v, args) for v in card["values"]]
+        step = {k: compile_numeric(card["step"][k], args) for k in _ANALYSIS_STEP}
+        terms = {str(k): compile_numeric(v, args) for k, v in card["terms"].items()}
+        chk = card["check"]
+        p0 = tuple(float(_count(v, "check.at")) for v in chk["at"])
+        pairs = [(fn(*p0), s) for fn, s in zip(values, chk["values"], strict=True)]
+        pairs += [(step[k](*p0), chk["step"][k]) for k in step]
+        pairs += [(terms[k](*p0), chk["terms"][k]) for k in terms]
+        _reproduces(pairs, "node table")
+        forms = {_name(k, "closed form"): _printed(v, k) for k, v in card["closed_forms"].items()}
+        latex = {_name(k, "closed form"): _printed(v, k) for k, v in card["closed_forms_latex"].items()}
+        pt = (float(batch), float(seq if ph == Phase.PREFILL else ctx))
+        out = [_number(fn(*pt), f"node table value {i}") for i, fn in enumerate(values)]
+        at = {k: _number(fn(*pt), k) for k, fn in step.items()}
+        return analysis_from_values(
+            statics,
+            out,
+            {**at, "terms_s": {k: _number(fn(*pt), k) for k, fn in terms.items()}},
+            model=_name(card["model"], "model"),
+            device=_name(card["device"], "device"),
+            phase=ph,
+            batch=batch,
+            seq=seq,
+            ctx=ctx,
+            tp=_count(card["tp"], "tp"),
+            closed_forms=forms,
+            closed_forms_latex=latex,
+        )
+    except CardError:
+        raise
+    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable analysis card: {type(exc).__name__}: {exc}") from None
+
+
+def card_notes(card: dict[str, Any]) -> tuple[str, ...]:
+    """A card's roof notes (:func:`costmodel.hardware.fallback.roof_notes`), as text."""
+    try:
+        return _notes(card)
+    except (KeyError, TypeError) as exc:
+        raise CardError(f"unreadable card notes: {type(exc).__name__}") from None
+
+
+def decode_forms_from_card(card: dict[str, Any]) -> Any:
+    """A sweep's :class:`~graphs.serving.sweeps.DecodeForms` from a decode card: the step time
+    and the ledger's total bytes as numpy functions of ``B`` and ``ctx``
+    (:func:`costmodel.arith.compile_array`), after the card's forms reproduce its check point."""
+    from costmodel.arith import compile_array
+
+    from .fit_check import LEDGER_TERMS, capacity_from_card
+    from .sweeps import DecodeForms
+
+    try:
+        if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
+            raise CardError("not a decode card of this version")
+        step_text = card["fields"]["step_s"]
+        chk = card["check"]
+        bb, cc = float(_count(chk["B"], "check.B")), float(_count(chk["ctx"], "check.ctx"))
+        _reproduces([(_fn(step_text)(bb, cc), chk["fields"]["step_s"])], "step")
+        capacity_from_card(card, batch=1, tokens=1)  # the ledger reads back and reproduces its point
+        led = card["ledger"]
+        terms = [compile_array(led["terms"][k], _ARGS) for k in LEDGER_TERMS]
+        step = compile_array(step_text, _ARGS)
+
+        def memory(b: Any, c: Any) -> Any:
+            return sum(t(b, c) for t in terms)
+
+        return DecodeForms(
+            model=_name(card["model"], "model"),
+            device=_name(card["device"], "device"),
+            weight_dtype=_name(card["weight_dtype"], "weight_dtype"),
+            kv_dtype=_name(card["kv_dtype"], "kv_dtype"),
+            power_w=_power(card),
+            capacity_bytes=_number(led["capacity"], "ledger.capacity", positive=True),
+            tpot=step,
+            memory=memory,
+        )
+    except CardError:
+        raise
+    except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None

@@ -18,33 +18,29 @@ from typing import Any
 import sympy
 
 from costmodel.errors import CostModelError
-from costmodel.graph import COST, GROUP, OP, REPEAT, NodeRow, op_nodes
+from costmodel.graph import COST, GROUP, OP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import Phase
-from costmodel.results import Result
+from costmodel.node_row import NodeRow
 from costmodel.roofline import bound
 from models.config import ModelConfig
 
+from .analysis import ModelAnalysis, NodeStatics, StepTotals, analysis_from_values, rows_from_values
 from .compiled import CompiledStep, compiled_step, positive_int
 from .totals import closed_forms, kv_cache_bytes_per_token, op_total
 from .workload import Workload, as_workload
 
 __all__ = ["NodeTable", "node_table", "node_rows", "step_totals", "analyze", "ModelAnalysis", "StepTotals"]
 
-#: whole-step quantities compiled beside the nodes (analyze's StepTotals)
-TOTALS = ("tokens", "tensor_flops", "dram_bytes", "weight_bytes_read", "kv_bytes_per_token")
-
 
 @dataclass(frozen=True)
 class NodeTable:
-    """Static facts of the op nodes and one compiled function of the step's dims returning, in
-    order: the totals (:data:`TOTALS`), then per node its repeat, FLOPs, bytes and terms."""
+    """Static facts of the op nodes (:class:`~graphs.serving.analysis.NodeStatics`), the node
+    table's expressions in the step's dims (:data:`~graphs.serving.analysis.TOTALS`, then per
+    node its repeat, FLOPs, bytes and terms) and one compiled function of them."""
 
-    names: tuple[str, ...]
-    ops: tuple[str, ...]
-    groups: tuple[str, ...]
-    labels: tuple[tuple[str, ...], ...]  #: each node's term labels
-    unbounded: tuple[tuple[str, ...], ...]
+    statics: NodeStatics
+    exprs: tuple[sympy.Expr, ...]
     fn: Any
 
 
@@ -79,84 +75,24 @@ def _build(c: CompiledStep) -> NodeTable:
         unbounded.append(tuple(b.unbounded))
         exprs.extend([sympy.sympify(d.get(REPEAT, 1)), cost.flops, cost.bytes, *b.terms.values()])
     fn = sympy.lambdify(c.forms.symbols, exprs, "math", cse=True)
-    return NodeTable(tuple(names), tuple(kinds), tuple(groups), tuple(labels), tuple(unbounded), fn)
+    statics = NodeStatics(tuple(names), tuple(kinds), tuple(groups), tuple(labels), tuple(unbounded))
+    return NodeTable(statics, tuple(exprs), fn)
 
 
 def node_rows(c: CompiledStep, *point: float) -> tuple[list[NodeRow], dict[str, float]]:
     """Every op node's :class:`NodeRow` at ``point`` (topological order) and the totals."""
     t = node_table(c)
-    out = [float(v) for v in t.fn(*point)]
-    totals = dict(zip(TOTALS, out[: len(TOTALS)], strict=True))
-    parts = []
-    i = len(TOTALS)
-    for labels in t.labels:
-        rep, flops, nbytes = out[i : i + 3]
-        terms = out[i + 3 : i + 3 + len(labels)]
-        i += 3 + len(labels)
-        lower = max(terms) if terms else 0.0
-        parts.append((rep, flops, nbytes, terms, lower))
-    total = sum(p[0] * p[4] for p in parts) or 1.0
-    rows = [
-        NodeRow(
-            node=name,
-            op=op,
-            group=group,
-            repeat=rep,
-            flops=flops,
-            bytes=nbytes,
-            intensity=flops / nbytes if nbytes else float("inf"),
-            kind=labels[terms.index(lower)] if terms else "none",
-            time_s=lower,
-            total_time_s=lower * rep,
-            unbounded=unb,
-            share=lower * rep / total,
-        )
-        for name, op, group, labels, unb, (rep, flops, nbytes, terms, lower) in zip(
-            t.names, t.ops, t.groups, t.labels, t.unbounded, parts, strict=True
-        )
-    ]
-    return rows, totals
+    return rows_from_values(t.statics, t.fn(*point))
 
 
 def step_totals(c: CompiledStep, *point: float) -> dict[str, float]:
-    """The whole-step totals at ``point`` (see :data:`TOTALS`)."""
+    """The whole-step totals at ``point`` (see :data:`~graphs.serving.analysis.TOTALS`)."""
     return node_rows(c, *point)[1]
 
 
-@dataclass(frozen=True)
-class StepTotals(Result):
-    """Whole-step totals of a model graph on a device."""
-
-    tokens: float
-    flops: float
-    tensor_flops: float
-    dram_bytes: float
-    weight_bytes_read: float
-    kv_bytes_per_token: float
-    attention_flop_share: float
-    sum_of_node_bounds_s: float  #: sum over kernels of each kernel's roofline
-    whole_step_bound_s: float  #: the whole step as one roofline
-    whole_step_kind: str
-    tokens_per_s: float
-
-
-@dataclass(frozen=True)
-class ModelAnalysis(Result):
-    """Per-node roofline of one step of a model on a device, with totals and closed forms."""
-
-    model: str
-    device: str
-    phase: Phase
-    batch: int
-    seq: int | None
-    ctx: int | None
-    rows: tuple[NodeRow, ...]
-    totals: StepTotals
-    closed_forms: dict[str, sympy.Expr]
-
-    def to_dict(self) -> dict[str, Any]:
-        latex = {k: sympy.latex(v) for k, v in self.closed_forms.items() if k.endswith("_bound")}
-        return {**super().to_dict(), "closed_forms_latex": latex}
+def closed_forms_latex(forms: dict[str, sympy.Expr]) -> dict[str, str]:
+    """The LaTeX of the ``*_bound`` closed forms (what ``--json`` and the HTML page show)."""
+    return {k: sympy.latex(v) for k, v in forms.items() if k.endswith("_bound")}
 
 
 def analyze(
@@ -167,42 +103,32 @@ def analyze(
     batch: int = 1,
     seq: int = 1024,
     ctx: int = 4096,
+    tp: int = 1,
 ) -> ModelAnalysis:
     """Numeric per-node roofline of a model step on a device (:func:`node_rows`: the same rows
     :func:`~costmodel.graph.classify_graph` gives, from forms compiled once), whole-step totals
-    and the symbolic closed forms of the phase (derived once per config and phase)."""
+    and the symbolic closed forms of the phase (derived once per config and phase); ``tp``
+    splits every layer over that many devices (the rows are one device's share)."""
     w = as_workload(model)
     hw = get_device(device)
     if phase not in tuple(Phase):
         raise CostModelError(f"phase must be one of {', '.join(Phase)}, got {phase!r}")
-    batch = positive_int(batch, "batch")
+    batch, tp = positive_int(batch, "batch"), positive_int(tp, "tp")
     point = (batch, positive_int(seq, "seq")) if phase == Phase.PREFILL else (batch, positive_int(ctx, "ctx"))
-    c = compiled_step(w, hw, phase)
-    rows, t = node_rows(c, *point)
-    v = c.point(*point)
-    step_s = sum(r.total_time_s for r in rows)
-    terms = v["terms_s"]
-    totals = StepTotals(
-        tokens=t["tokens"],
-        flops=v["flops"],
-        tensor_flops=t["tensor_flops"],
-        dram_bytes=t["dram_bytes"],
-        weight_bytes_read=t["weight_bytes_read"],
-        kv_bytes_per_token=t["kv_bytes_per_token"],
-        attention_flop_share=v["attention_flops"] / v["flops"] if v["flops"] else 0.0,
-        sum_of_node_bounds_s=step_s,
-        whole_step_bound_s=v["optimistic_step_s"],
-        whole_step_kind=max(terms, key=lambda k: terms[k]) if terms else "none",
-        tokens_per_s=t["tokens"] / step_s if step_s else float("inf"),
-    )
-    return ModelAnalysis(
+    c = compiled_step(w, hw, phase, tp=tp)
+    t = node_table(c)
+    forms = closed_forms(w.config, phase)
+    return analysis_from_values(
+        t.statics,
+        t.fn(*point),
+        c.point(*point),
         model=w.name,
         device=hw.name,
         phase=Phase(phase),
         batch=batch,
-        seq=seq if phase == Phase.PREFILL else None,
-        ctx=ctx if phase == Phase.DECODE else None,
-        rows=tuple(rows),
-        totals=totals,
-        closed_forms=closed_forms(w.config, phase),
+        seq=seq,
+        ctx=ctx,
+        tp=tp,
+        closed_forms=forms,
+        closed_forms_latex=closed_forms_latex(forms),
     )

@@ -32,7 +32,6 @@ True
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes, step
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import ROLE, NodeKind, Phase, Role
 from costmodel.ledger import Overhead
+from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
@@ -53,6 +53,7 @@ from costmodel.symbols import ctx as ctx_sym
 from models.config import ModelConfig
 
 from .reports import STEP_FIELDS
+from .routing import Routing, skew_experts
 from .totals import attention_flops, op_total, weight_bytes_read
 from .workload import Workload, as_workload
 
@@ -210,19 +211,17 @@ class CompiledStep:
 
 #: most compiled steps kept in this process (least recently used dropped first)
 CACHE_SIZE = 256
-_CACHE: OrderedDict[tuple[Any, ...], CompiledStep] = OrderedDict()
-_STATS = {"hits": 0, "misses": 0}
+_CACHE: BoundedCache[CompiledStep] = BoundedCache("compiled_step", CACHE_SIZE)
 
 
 def clear_compiled_cache() -> None:
     """Forget every compiled step (tests; a catalog edit already changes the key)."""
     _CACHE.clear()
-    _STATS.update(hits=0, misses=0)
 
 
 def compiled_cache_info() -> dict[str, int]:
     """Hits, misses and current size of the in-process cache."""
-    return {**_STATS, "size": len(_CACHE)}
+    return _CACHE.info()
 
 
 def _scale_experts(g: nx.DiGraph, ep: int) -> nx.DiGraph:
@@ -243,11 +242,13 @@ def compiled_step(
     ep: int = 1,
     chunked: bool = False,
     logits: str = "last",
+    routing: Routing | None = None,
 ) -> CompiledStep:
     """The compiled step of ``config`` on ``device`` (cached per argument set; module doc).
 
     ``chunked`` (prefill) adds the cached ``prefix`` as a third dim; ``ep`` divides the routed
-    experts' work and weights over ``ep`` devices.
+    experts' work and weights over ``ep`` devices; ``routing`` (skewed, or a placement with
+    replicas: :mod:`graphs.serving.routing`) makes them the busiest EP rank's instead.
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -256,13 +257,22 @@ def compiled_step(
         raise CostModelError(f"phase must be one of {', '.join(Phase)}, got {phase!r}")
     if chunked and ph != Phase.PREFILL:
         raise CostModelError("chunked applies to prefill (a chunk attends over a cached prefix)")
-    key = (w.config, hw, ph, tp, ep, chunked, logits)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        _STATS["hits"] += 1
-        _CACHE.move_to_end(key)
-        return hit
-    _STATS["misses"] += 1
+    if routing is not None and routing.is_default:
+        routing = None  # uniform and contiguous: the default 1/ep scaling, the same cache entry
+    key = (w.config, hw, ph, tp, ep, chunked, logits) + ((routing,) if routing is not None else ())
+    return _CACHE.get_or_build(key, lambda: _compile(w, hw, ph, tp, ep, chunked, logits, routing))
+
+
+def _compile(
+    w: Workload,
+    hw: Hardware,
+    ph: Phase,
+    tp: int,
+    ep: int,
+    chunked: bool,
+    logits: str,
+    routing: Routing | None,
+) -> CompiledStep:
     if ph == Phase.DECODE:
         syms: tuple[sympy.Symbol, ...] = (B_sym, ctx_sym)
         dims: tuple[str, ...] = ("batch", "ctx")
@@ -273,14 +283,13 @@ def compiled_step(
         if chunked:
             syms, dims, extra = (*syms, PREFIX), (*dims, "prefix"), {"prefix": PREFIX}
         g = w.graph(ph, batch=B_sym, seq=S_sym, tp=tp, logits=logits, **extra)
-    if ep > 1:
+    if routing is not None:
+        g = skew_experts(g, ep, routing)
+    elif ep > 1:
         g = _scale_experts(g, ep)
     label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
-    c = CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
-    _CACHE[key] = c
-    if len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return c
+    label += f" routing {routing.label}" if routing is not None else ""
+    return CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
 
 
 def decode_memory(

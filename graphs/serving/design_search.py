@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
 
@@ -48,11 +48,13 @@ from models.catalog import get_model
 from models.config import ModelConfig
 
 from .compiled import decode_memory
+from .cost import device_rates
 from .kernel_sources import Coverage
 from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
 from .predictor import BOUND, Predictor
 from .priced import PricedStep, priced_step
 from .search_plans import Plan, grid_size, plans_of, positive_ints
+from .specdec_sim import spec_forms
 
 __all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size"]
 
@@ -64,6 +66,7 @@ METRICS = (
     "tokens_per_s_per_device",
     "energy_per_token_j",
     "memory_bytes",
+    "usd_per_m_output",  #: devices x USD per device-hour x TPOT / B (graphs.serving.cost), per 1e6
 )
 
 
@@ -79,6 +82,9 @@ class _Block:
     slo_ttft: float | None
     slo_tpot: float | None
     energy: bool
+    cost: bool = False  #: USD per million output tokens as an objective (minimised)
+    usd_per_hour: float = math.nan  #: the plan's device, all in (nan: no price)
+    spec: Any = None  #: speculative decoding (graphs.serving.specdec_sim.SpecConfig), tp plans only
     predictor: Predictor = BOUND
 
 
@@ -89,6 +95,8 @@ class _Settings(TypedDict):
     slo_ttft: float | None
     slo_tpot: float | None
     energy: bool
+    cost: bool
+    spec: Any
     predictor: Predictor
 
 
@@ -170,15 +178,22 @@ def _evaluate(block: _Block) -> _Partial:
     out.valid = int(valid.sum())
     mb = b / m
     t_model = c.decode.step_array(mb, ctx)
+    sf = spec_forms(plan.config, plan.device, plan.tp, block.spec) if block.spec is not None else None
+    if sf is not None:  # per output token: the verify and the draft's steps over E tokens
+        t_model = sf.tpot(mb, ctx)
     hop_mb = np.where(pp > 1, c.hop(mb), 0.0)
     tpot = (m + pp - 1) * (t_model / pp + hop_mb)
     if plan.ep > 1:
         tpot = tpot + 2 * c.a2a(mb) * c.moe_layers * m
     prompt = ctx if block.prompt is None else np.full_like(ctx, block.prompt)
     ttft = c.prefill.step_array(np.ones_like(prompt), prompt) + (pp - 1) * c.hop(prompt)
+    if sf is not None:
+        ttft = ttft + sf.ttft_extra(prompt)
     if plan.ep > 1:
         ttft = ttft + 2 * c.a2a(prompt) * c.moe_layers
     mem = (c.memory(b, ctx) - c.routed_bytes * (1 - 1 / plan.ep)) / pp
+    if sf is not None:
+        mem = mem + sf.memory(b, ctx)
     fits = valid & (mem <= c.capacity)
     out.fits = int(fits.sum())
     ok = fits.copy()
@@ -194,8 +209,9 @@ def _evaluate(block: _Block) -> _Partial:
     per_user = 1 / tpot[sel]
     per_device = b[sel] / tpot[sel] / devices
     energy = c.power * devices * tpot[sel] / b[sel]
-    metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel]])
-    keep = _front(metrics, block.energy, ctx=ctx[sel])
+    usd = block.usd_per_hour * devices * tpot[sel] / b[sel] / 3600 * 1e6
+    metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel], usd])
+    keep = _front(metrics, block.energy, ctx=ctx[sel], cost=block.cost)
     out.coords = np.column_stack([pp[sel], m[sel], b[sel], ctx[sel]])[keep]
     out.metrics = metrics[keep]
     out.plan = np.zeros(len(out.metrics), dtype=int)
@@ -203,7 +219,11 @@ def _evaluate(block: _Block) -> _Partial:
 
 
 def _front(
-    metrics: np.ndarray, energy: bool, group: np.ndarray | None = None, ctx: np.ndarray | None = None
+    metrics: np.ndarray,
+    energy: bool,
+    group: np.ndarray | None = None,
+    ctx: np.ndarray | None = None,
+    cost: bool = False,
 ) -> np.ndarray:
     """Pareto mask: tokens/s per user and per device maximised (and energy per token minimised),
     within each context of ``ctx`` (a workload coordinate: points at different contexts never
@@ -212,16 +232,19 @@ def _front(
     With energy: on one device, energy per token is ``P / (tokens/s per device)``, so within a
     ``group`` (one device) the third objective orders points as the second does and a point
     dominated in 2-D by a point of its own device is dominated in 3-D too. Only each device's
-    2-D front can be on the 3-D front; the three objectives are resolved on their union.
+    2-D front can be on the 3-D front; the three objectives are resolved on their union. Cost
+    (USD per million output tokens, ``c / (tokens/s per device)`` on one device of price ``c``)
+    has the same form and joins (or replaces) energy the same way.
     """
     if ctx is not None and len(ctx):
         mask = np.zeros(len(metrics), dtype=bool)
         for c in np.unique(ctx):
             idx = np.flatnonzero(ctx == c)
-            mask[idx] = _front(metrics[idx], energy, None if group is None else group[idx])
+            mask[idx] = _front(metrics[idx], energy, None if group is None else group[idx], cost=cost)
         return mask
     two_d = metrics[:, [2, 3]]
-    if not energy:
+    extra = [4] * energy + [6] * cost
+    if not extra:
         return pareto_mask(two_d, (True, True))
     group = np.zeros(len(metrics), dtype=int) if group is None else group
     cand = np.zeros(len(metrics), dtype=bool)
@@ -229,10 +252,10 @@ def _front(
         idx = np.flatnonzero(group == gid)
         cand[idx[pareto_mask(two_d[idx], (True, True))]] = True
     idx = np.flatnonzero(cand)
-    pts = metrics[idx][:, [2, 3, 4]]
-    pts[:, 2] = np.where(np.isfinite(pts[:, 2]), pts[:, 2], np.inf)  # no power figure: worst energy
+    pts = metrics[idx][:, [2, 3, *extra]]
+    pts[:, 2:] = np.where(np.isfinite(pts[:, 2:]), pts[:, 2:], np.inf)  # no power or price: the worst
     mask = np.zeros(len(metrics), dtype=bool)
-    mask[idx[pareto_mask(pts, (True, True, False))]] = True
+    mask[idx[pareto_mask(pts, (True, True) + (False,) * len(extra))]] = True
     return mask
 
 
@@ -240,15 +263,19 @@ def _blocks(
     plans: Sequence[Plan],
     grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     size: int,
+    hourly: Sequence[float] = (),
     **kw: Unpack[_Settings],
 ) -> Iterator[tuple[int, _Block]]:
     n = int(np.prod([len(a) for a in grid]))
     for i, plan in enumerate(plans):
+        usd = hourly[i] if hourly else math.nan
         for lo in range(0, n, size):
-            yield i, _Block(plan, grid, lo, min(n, lo + size), **kw)
+            yield i, _Block(plan, grid, lo, min(n, lo + size), **kw, usd_per_hour=usd)
 
 
-def _merge(parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None = None) -> _Partial:
+def _merge(
+    parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None = None, cost: bool = False
+) -> _Partial:
     """Counts summed, frontiers merged (``devices[plan]``: the device group of each plan)."""
     total = _Partial()
     for p in parts:
@@ -262,7 +289,9 @@ def _merge(parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None =
     coords = np.concatenate([p.coords for p in with_pts])
     metrics = np.concatenate([p.metrics for p in with_pts])
     plan = np.concatenate([p.plan for p in with_pts])
-    keep = _front(metrics, energy, devices[plan] if devices is not None else None, ctx=coords[:, 3])
+    keep = _front(
+        metrics, energy, devices[plan] if devices is not None else None, ctx=coords[:, 3], cost=cost
+    )
     total.coords, total.metrics, total.plan = coords[keep], metrics[keep], plan[keep]
     return total
 
@@ -290,19 +319,30 @@ def search(
     slo_ttft: float | None = None,
     slo_tpot: float | None = None,
     energy: bool = False,
+    cost: bool = False,
+    prices: Mapping[str, float] | None = None,
+    electricity_per_kwh: float = 0.0,
     client: Any = None,
     block: int = 1 << 20,
     progress: Callable[[int, int], None] | None = None,
+    spec: Any = None,
     predictor: Predictor | None = None,
     rank_by: str = "point",
 ) -> SearchResult:
     """Evaluate the whole grid and return its Pareto frontier (module doc).
 
     ``client``: a ``dask.distributed.Client``; blocks then run on its workers and only their
-    frontiers come back. ``progress(done, total)`` is called as blocks complete. ``predictor``
-    prices every step (:mod:`graphs.serving.priced`; default the bound); ``rank_by`` in
-    :data:`RANK_BY`: ``pessimistic`` evaluates, filters and ranks every point at the pessimistic
-    end of its prediction interval (:meth:`Predictor.interval`), ``point`` at the prediction.
+    frontiers come back. ``progress(done, total)`` is called as blocks complete. ``cost``: USD
+    per million output tokens as an objective, minimised, at ``prices`` (USD per device-hour by
+    catalog name, else the catalog's) plus TDP at ``electricity_per_kwh``; a device without a
+    price is never on the cost front unless it wins on the other objectives. ``spec``: every
+    point decodes speculatively (a :class:`graphs.serving.specdec_sim.SpecConfig`; its TPOT
+    the verify and draft steps over the expected tokens, :class:`~graphs.serving.specdec_sim.SpecForms`),
+    for plans of tensor parallelism only.
+    ``predictor`` prices every step (:mod:`graphs.serving.priced`; default the bound); ``rank_by``
+    in :data:`RANK_BY`: ``pessimistic`` evaluates, filters and ranks every point at the
+    pessimistic end of its prediction interval (:meth:`Predictor.interval`), ``point`` at the
+    prediction.
     """
     pred = predictor or Predictor()
     if rank_by not in RANK_BY:
@@ -311,6 +351,10 @@ def search(
         if pred.is_bound:
             raise CostModelError("rank_by pessimistic needs a predictor (the bound has no interval)")
         pred = pred.interval()[1]
+    if spec is not None and not pred.is_bound:
+        raise CostModelError(
+            "speculative decoding in search is priced on the bound only so far: drop the predictor or spec"
+        )
     cfg = get_model(config) if isinstance(config, str) else config
     tps, pps, eps, mbs = (
         positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
@@ -336,7 +380,16 @@ def search(
         raise CostModelError(
             f"the grid has {total:,} points; at most {MAX_LOCAL_POINTS:,} run in one process (pass a Dask client)"
         )
-    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, predictor=pred)
+    if spec is not None and ((pps > 1).any() or (mbs > 1).any() or (eps > 1).any()):
+        raise CostModelError(
+            "speculative decoding in search prices tensor-parallel plans only: pp, microbatches and ep must be 1"
+        )
+    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, cost=cost, spec=spec, predictor=pred)
+    rates = {
+        p.device.name: device_rates(p.device, (prices or {}).get(p.device.name), electricity_per_kwh)
+        for p in plans
+    }
+    hourly = [rates[p.device.name].usd_per_hour(1.0) or math.nan for p in plans]
     done = 0
     parts: list[_Partial] = []
 
@@ -349,21 +402,21 @@ def search(
             progress(done, total)
 
     if client is None:
-        for i, blk in _blocks(plans, grid, block, **kw):
+        for i, blk in _blocks(plans, grid, block, hourly, **kw):
             collect(i, _evaluate(blk))
     else:
         from distributed import as_completed
 
         futures = {}
-        for i, blk in _blocks(plans, grid, block, **kw):
+        for i, blk in _blocks(plans, grid, block, hourly, **kw):
             futures[client.submit(_evaluate, blk, pure=False)] = i
         for fut in as_completed(list(futures)):
             collect(futures[fut], fut.result())
             fut.release()
     names = sorted({p.device.name for p in plans})
-    merged = _merge(parts, energy, np.array([names.index(p.device.name) for p in plans]))
+    merged = _merge(parts, energy, np.array([names.index(p.device.name) for p in plans]), cost=cost)
     return dataclasses.replace(
-        _result(cfg.name, plans, merged, energy),
+        _result(cfg.name, plans, merged, energy, cost),
         beyond_domain=tuple(sorted(set(beyond))),
         duplicates=dups,
         predictor=pred.label,
@@ -383,7 +436,7 @@ def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor) -> Coverage |
     return total
 
 
-def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool) -> SearchResult:
+def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: bool = False) -> SearchResult:
     rows = []
     for coords, metrics, i in zip(p.coords.tolist(), p.metrics.tolist(), p.plan.tolist(), strict=True):
         plan = plans[i]
@@ -409,9 +462,11 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool) -> Sea
     rows.sort(key=lambda r: (r["ctx"], -r["tokens_per_s_per_user"]))
     by_ctx: dict[int, dict[str, dict[str, Any]]] = {}
     for c in sorted({r["ctx"] for r in rows}):
-        by_ctx[c] = _winners([r for r in rows if r["ctx"] == c])
-    objectives = ("tokens_per_s_per_user", "tokens_per_s_per_device") + (
-        ("energy_per_token_j",) if energy else ()
+        by_ctx[c] = _winners([r for r in rows if r["ctx"] == c], cost)
+    objectives = (
+        ("tokens_per_s_per_user", "tokens_per_s_per_device")
+        + (("energy_per_token_j",) if energy else ())
+        + (("usd_per_m_output",) if cost else ())
     )
     best = next(iter(by_ctx.values())) if len(by_ctx) == 1 else {}
     return SearchResult(
@@ -428,7 +483,7 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool) -> Sea
     )
 
 
-def _winners(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _winners(rows: list[dict[str, Any]], cost: bool = False) -> dict[str, dict[str, Any]]:
     """The best row of one context's frontier per objective."""
     best = {
         "fastest_per_user": max(rows, key=lambda r: r["tokens_per_s_per_user"]),
@@ -437,4 +492,7 @@ def _winners(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     with_energy = [r for r in rows if r["energy_per_token_j"] is not None]
     if with_energy:
         best["lowest_energy_per_token"] = min(with_energy, key=lambda r: r["energy_per_token_j"])
+    with_price = [r for r in rows if r["usd_per_m_output"] is not None]
+    if cost and with_price:
+        best["lowest_cost_per_m_output"] = min(with_price, key=lambda r: r["usd_per_m_output"])
     return best

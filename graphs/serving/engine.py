@@ -44,7 +44,9 @@ from costmodel.errors import CostModelError
 from .mixed import MixedStep
 
 if TYPE_CHECKING:
+    from .kv_tiers import KVTiers
     from .predictor import PredictedStep
+    from .specdec_sim import Speculator
 from .requests import Request
 
 __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
@@ -132,9 +134,17 @@ class Replica:
     """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
 
     def __init__(
-        self, step: MixedStep | PredictedStep, num_blocks: int, cfg: EngineConfig, index: int = 0
+        self,
+        step: MixedStep | PredictedStep,
+        num_blocks: int,
+        cfg: EngineConfig,
+        index: int = 0,
+        spec: Speculator | None = None,
+        tiers: KVTiers | None = None,
     ) -> None:
         self.step_cost = step
+        self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.specdec_sim)
+        self.tiers = tiers  #: host memory / SSD below the GPU's prefix cache (graphs.serving.kv_tiers)
         self.cfg = cfg
         self.num_blocks = num_blocks
         self.free_blocks = num_blocks
@@ -150,6 +160,10 @@ class Replica:
         self.prefix_hits = 0
         self.emitted = 0  #: output tokens emitted so far
         self._tick = 0
+        #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.cost`)
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -188,7 +202,10 @@ class Replica:
         first) when the free ones do not suffice; the caller checked that eviction suffices."""
         while need > self.free_blocks:
             pid = min((k for k, e in self.prefixes.items() if e[2] == 0), key=lambda k: self.prefixes[k][3])
-            self.free_blocks += self.prefixes.pop(pid)[0]
+            blocks = self.prefixes.pop(pid)[0]
+            self.free_blocks += blocks
+            if self.tiers is not None:  # moved down a tier, not dropped
+                self.tiers.demote(pid, blocks)
         self.free_blocks -= need
 
     def _release(self, s: Sequence) -> None:
@@ -230,6 +247,17 @@ class Replica:
         e[1] = e[0] * self.cfg.block_size
         s.blocks -= own
 
+    def _promote(self, pid: int) -> None:
+        """A prefix held only in a lower tier is loaded back into GPU blocks, when they can be
+        found (its transfer time is charged to this iteration: :mod:`graphs.serving.kv_tiers`)."""
+        assert self.tiers is not None
+        found = self.tiers.find(pid)
+        if found is None or found[1] > self.free_blocks + self._evictable():
+            return
+        self._take(found[1])
+        n = self.tiers.load(pid)
+        self.prefixes[pid] = [n, n * self.cfg.block_size, 0, self._tick]
+
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
         self._release(victim)
@@ -237,6 +265,13 @@ class Replica:
         victim.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(victim)
+
+    def _drafts(self, s: Sequence) -> int:
+        """Tokens drafted for a decoding sequence when speculating: ``min(k, r - 1)`` with ``r``
+        tokens still to produce (its lookahead slots are allocated with it, as vLLM does)."""
+        if self.spec is None or s.generated < 1 or s.computed != s.known - 1:
+            return 0
+        return min(self.spec.k, s.req.output - s.generated - 1)
 
     def schedule(self) -> list[tuple[Sequence, int]]:
         """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
@@ -248,7 +283,7 @@ class Replica:
         i = 0
         while i < len(self.running) and budget > 0:
             s = self.running[i]
-            n = min(s.known - s.computed, budget)
+            n = min(s.known - s.computed + self._drafts(s), budget)
             if not cfg.enable_chunked_prefill and n < s.known - s.computed:
                 i += 1
                 continue
@@ -271,6 +306,10 @@ class Replica:
         while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
             s = self.waiting[0]
             cached = None
+            pid = s.req.prefix_id
+            if self.tiers is not None and cfg.enable_prefix_caching and s.computed == 0 and pid is not None:
+                if pid not in self.prefixes:
+                    self._promote(pid)
             if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
                 cached = self.prefixes[s.req.prefix_id]
                 cached[2] += 1  # referenced from here on: never evicted to make room for its user
@@ -299,16 +338,39 @@ class Replica:
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` plus the per-iteration overhead (s)."""
         n_dec, sum_ctx, chunks = 0, 0.0, []
+        verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         ctxs: list[float] | None = [] if self.step_cost.windowed else None
         for s, n in batch:
-            if n == 1 and s.generated >= 1 and s.computed == s.known - 1:
+            if n > 1 and s.generated >= 1 and s.computed == s.known - 1:
+                verifies.append((float(n), float(s.computed)))
+            elif n == 1 and s.generated >= 1 and s.computed == s.known - 1:
                 n_dec += 1
                 sum_ctx += s.computed + 1  # the KV length including the token being processed
                 if ctxs is not None:  # a sliding window reads min(W, ctx) of each
                     ctxs.append(s.computed + 1)
             else:
                 chunks.append((float(n), float(s.computed)))
-        return self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.cfg.iteration_overhead_s
+        o = self.cfg.iteration_overhead_s
+        spec = self.spec
+        if spec is not None:
+            t = spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
+        else:
+            t = self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs)
+        if self.tiers is not None:  # prefix loads from a lower tier, overlapped with the compute
+            t += self.tiers.exposed(t)
+        t += o
+        self.busy_s += t
+        if chunks and not n_dec and not verifies:
+            self.prefill_s += t
+        elif chunks and spec is not None:  # the decodes and verifies alone, the chunks the rest
+            alone = spec.iteration_time(n_dec, sum_ctx, [], ctxs, verifies, record=False) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / t)
+        elif chunks:  # the decodes are charged what they would take alone, the prefill chunks the rest
+            ph = self._phase_step
+            alone = ph.time_sums(n_dec, sum_ctx, (), ctxs) + o
+            whole = t if ph is self.step_cost else ph.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / whole)
+        return t
 
     def finish_iteration(
         self, batch: list[tuple[Sequence, int]], now: float
@@ -318,11 +380,15 @@ class Replica:
         as disaggregated engines do: the decode instance continues from there)."""
         done, handed = [], []
         for s, n in batch:
+            extra = 0  # drafted tokens the target accepted (speculative decoding)
+            if self.spec is not None and n > 1 and s.generated >= 1 and s.computed == s.known - 1:
+                extra = self.spec.accept(s, n - 1)
+                n = 1 + extra  # the KV kept: the verified token and the accepted drafts
             s.computed += n
-            if s.computed < s.known:
+            if s.computed < s.known + extra:
                 continue  # a prefill chunk that has not reached the end of the prompt
-            s.generated += 1
-            self.emitted += 1
+            s.generated += 1 + extra
+            self.emitted += 1 + extra
             if s.first_token_s is None:
                 s.first_token_s = now
             if s.generated >= s.req.output:

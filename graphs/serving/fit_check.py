@@ -13,6 +13,7 @@ Light on purpose (no sympy, numpy or networkx at import), like :mod:`graphs.serv
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,12 +21,20 @@ from typing import Any
 
 from costmodel.arith import ArithError, compile_numeric
 from costmodel.keys import Phase
-from costmodel.ledger_solve import solve_capacity
+from costmodel.ledger_solve import LedgerFit, solve_capacity
 from costmodel.results import Result
 
 from .cards import CardError, to_text
 
-__all__ = ["LEDGER_TERMS", "CapacityCheck", "check_capacity", "ledger_card", "capacity_from_card"]
+__all__ = [
+    "LEDGER_TERMS",
+    "CapacityCheck",
+    "CapacityReport",
+    "check_capacity",
+    "ledger_card",
+    "capacity_from_card",
+    "capacity_report_from_card",
+]
 
 _ARGS = {"decode": ("B", "ctx"), "prefill": ("B", "S")}  #: a card's two arguments per kind
 
@@ -170,7 +179,7 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
     reproduce its check point.
     """
     try:
-        kind = card["kind"]
+        kind = card["phase"] if card["kind"] == "analysis" else card["kind"]
         args = _ARGS[kind]
         led = card["ledger"]
         cap = float(led["capacity"])
@@ -202,4 +211,72 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
         phase=Phase(kind),
         batch=batch,
         tokens=tokens,
+    )
+
+
+@dataclass(frozen=True)
+class CapacityReport(Result):
+    """Ledger terms at a batch and context, and the limits on one device."""
+
+    model: str
+    device: str
+    capacity_bytes: float
+    terms: dict[str, float]
+    fits: bool
+    max_batch: LedgerFit
+    max_context: LedgerFit
+    #: the KV term split: layers keeping every position, capped layers (window, chunk), recurrent state
+    kv_split: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: the positions each capped layer group keeps
+    kv_caps: tuple[float, ...] = ()
+    #: the model's context limit (None: not stated)
+    model_limit: int | None = None
+
+
+def capacity_report_from_card(
+    card: dict[str, Any], *, batch: int, ctx: int, model_limit: int | None
+) -> CapacityReport:
+    """``costmodel ledger``'s decode :class:`CapacityReport` from a decode card: the ledger's
+    terms at ``batch`` sequences of ``ctx`` cached tokens, the KV split from the card's cache
+    layout, and the largest batch at ``ctx`` and longest context at ``batch`` solved with
+    :func:`costmodel.ledger_solve.solve_capacity` (as :func:`costmodel.ledger.max_batch` and
+    ``max_context`` solve the symbolic ledger, with the same search bounds).
+
+    Raises :class:`CardError` when the card is not a decode card whose ledger reads back.
+    """
+    from .cards import card_kv_caps
+
+    if card.get("kind") != "decode":
+        raise CardError("only a decode card's ledger serves the decode ledger")
+    chk = capacity_from_card(card, batch=batch, tokens=ctx)  # the ledger reads back (CardError if not)
+    caps = card_kv_caps(card)
+    try:
+        led = card["ledger"]
+        cap = float(led["capacity"])
+        fns = {k: compile_numeric(led["terms"][k], _ARGS["decode"]) for k in LEDGER_TERMS}
+        model = str(card["model"])
+    except (ArithError, KeyError, TypeError, ValueError) as exc:
+        raise CardError(f"unreadable card ledger: {type(exc).__name__}: {exc}") from None
+
+    def at(b: float, c: float) -> dict[str, float]:
+        v = {k: float(f(b, c)) for k, f in fns.items()}
+        return {**v, "total": sum(v.values())}
+
+    terms = at(batch, ctx)
+    split = {
+        "full_context": batch * ctx * caps["per_token"],
+        "capped": batch * sum(k * min(ctx, w) for k, w in caps["capped"]),
+        "state": batch * caps["state"],
+    }
+    return CapacityReport(
+        model,
+        chk.device,
+        cap,
+        terms,
+        terms["total"] <= cap,
+        solve_capacity(cap, lambda b: at(b, ctx), _BATCH_UPPER),
+        solve_capacity(cap, lambda c: at(batch, c), _CONTEXT_UPPER),
+        split,
+        tuple(float(w) for _k, w in caps["capped"]),
+        model_limit,
     )

@@ -11,7 +11,6 @@ dtype, tensor parallelism) flows through without a separate formula.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -22,12 +21,12 @@ from costmodel.errors import CostModelError
 from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
-from costmodel.ledger import LedgerFit, MemoryLedger, Overhead, max_batch, max_context
-from costmodel.results import Result
+from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
+from costmodel.memo import BoundedCache
 from models.config import ModelConfig
 
 from .compiled import positive_int
-from .fit_check import CapacityCheck, check_capacity
+from .fit_check import CapacityCheck, CapacityReport, check_capacity
 from .totals import cache_terms
 from .workload import Workload, as_workload
 
@@ -109,7 +108,7 @@ def model_ledger(
 
 
 #: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
-_LEDGERS: dict[tuple[Any, ...], MemoryLedger] = {}
+_LEDGERS: BoundedCache[MemoryLedger] = BoundedCache("ledger", 256)
 
 
 def build_ledger(
@@ -124,13 +123,12 @@ def build_ledger(
         overhead,
         act if act is None or isinstance(act, int | float) else str(act),
     )
-    led = _LEDGERS.get(key)
-    if led is None:
-        led = model_ledger(w, phase=phase, seq=seq, tp=tp, overhead=overhead, activation_bytes_per_token=act)
-        if len(_LEDGERS) >= 256:
-            _LEDGERS.clear()
-        _LEDGERS[key] = led
-    return led
+    return _LEDGERS.get_or_build(
+        key,
+        lambda: model_ledger(
+            w, phase=phase, seq=seq, tp=tp, overhead=overhead, activation_bytes_per_token=act
+        ),
+    )
 
 
 def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, Any]:
@@ -210,25 +208,6 @@ def capacity_check(
         if tried >= MAX_TP_TRIED:
             break
     return dataclasses.replace(chk, devices_needed=need, tp_that_fits=found)
-
-
-@dataclass(frozen=True)
-class CapacityReport(Result):
-    """Ledger terms at a batch and context, and the limits on one device."""
-
-    model: str
-    device: str
-    capacity_bytes: float
-    terms: dict[str, float]
-    fits: bool
-    max_batch: LedgerFit
-    max_context: LedgerFit
-    #: the KV term split: layers keeping every position, capped layers (window, chunk), recurrent state
-    kv_split: dict[str, float] = dataclasses.field(default_factory=dict)
-    #: the positions each capped layer group keeps
-    kv_caps: tuple[float, ...] = ()
-    #: the model's context limit (None: not stated)
-    model_limit: int | None = None
 
 
 def capacity(

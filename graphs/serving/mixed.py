@@ -41,6 +41,7 @@ from costmodel.errors import CostModelError
 from costmodel.graph import COST, GROUP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import ROLE, Phase, Role
+from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
@@ -264,9 +265,12 @@ class MixedStep:
         sum_ctx: float,
         chunks: Sequence[tuple[float, float]] = (),
         ctxs: Sequence[float] | None = None,
+        logit_rows: int = 0,
     ) -> float:
         """:meth:`time` from the number of decodes and the sum of their contexts (O(chunks));
         a model with sliding-window layers (:attr:`windowed`) also needs the contexts ``ctxs``.
+        ``logit_rows``: lm_head rows beyond one per sequence (speculative verification scores
+        all ``k + 1`` positions of its chunk: ``k`` more rows each, :mod:`graphs.serving.specdec_sim`).
 
         When a model's prefill tokens take other token-wise kernels than its decode tokens (MLA:
         K/V decompressed for prefill, projections absorbed for decode), the two bodies are
@@ -283,21 +287,17 @@ class MixedStep:
         else:
             t = float(self._body(n_dec)) if n_dec else 0.0
             t += sum(float(self._pre_body(c, p)) for c, p in chunks)
-        t += float(self._head(rows))
+        t += float(self._head(rows + logit_rows))
         for k in self.attention:
             t += k.time(n_dec, sum_ctx, chunks, ctxs)
         return t
 
 
-_CACHE: dict[tuple[Any, ...], MixedStep] = {}
+_CACHE: BoundedCache[MixedStep] = BoundedCache("mixed_step", 64)
 
 
 def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, tp: int = 1) -> MixedStep:
     """The :class:`MixedStep` of ``config`` on ``device`` at ``tp`` (built once per process)."""
     w = as_workload(config)
     hw = get_device(device)
-    key = (w.config, hw, tp)
-    m = _CACHE.get(key)
-    if m is None:
-        m = _CACHE[key] = MixedStep(w, hw, tp)
-    return m
+    return _CACHE.get_or_build((w.config, hw, tp), lambda: MixedStep(w, hw, tp))

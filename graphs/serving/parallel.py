@@ -37,6 +37,7 @@ from models.config import ModelConfig
 from .compiled import decode_memory
 from .predictor import Predictor
 from .priced import priced_step
+from .routing import Routing, rank_load
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -126,11 +127,13 @@ def parallel_plan(
     ep: int = 1,
     microbatches: int = 1,
     link: str = LinkName.SCALE_UP,
+    routing: Routing | None = None,
     predictor: Predictor | None = None,
 ) -> PlanReport:
-    """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``predictor``
-    prices the step's kernels (:func:`graphs.serving.priced.priced_step`; default the bound)."""
-
+    """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``routing``
+    (:mod:`graphs.serving.routing`): the busiest EP rank sets the experts' step and receives
+    ``L_R ep`` times the balanced all-to-all volume; ``predictor`` prices the step's kernels
+    (:func:`graphs.serving.priced.priced_step`; default the bound)."""
     w = as_workload(config)
     cfg = w.config
     hw = get_device(device)
@@ -144,10 +147,12 @@ def parallel_plan(
         raise CostModelError(f"microbatches ({microbatches}) must divide the batch ({batch})")
     if ep > 1 and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism needs a MoE model")
+    if routing is not None and not routing.is_default and not cfg.is_moe:
+        raise CostModelError(f"{cfg.name} has no experts: a routing distribution needs a MoE model")
     mb = batch // microbatches
     # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
     # runs only its 1/ep share of the routed experts (work and weights)
-    c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, predictor=predictor)
+    c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing, predictor=predictor)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
     hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_scalar(cfg, hw, link, ep))
@@ -155,6 +160,13 @@ def parallel_plan(
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
+    if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
+        t_ep *= (
+            rank_load(
+                routing, int(as_float(cfg.num_experts)), int(as_float(cfg.num_experts_per_tok)), ep
+            ).row_share
+            * ep
+        )
     return PlanReport(
         model=cfg.name,
         device=hw.name,
@@ -255,6 +267,7 @@ def plan_frontier(
     batches: list[int],
     ctx: int,
     plans: list[tuple[int, int, int, int]],
+    routing: Routing | None = None,
     predictor: Predictor | None = None,
 ) -> tuple[PlanPoint, ...]:
     """Evaluate ``(tp, pp, ep, microbatches)`` plans x devices x batches; mark the Pareto frontier.
@@ -282,7 +295,16 @@ def plan_frontier(
                             f"{as_float(hw.capacity()) / gib:.2f} GiB"
                         )
                     r = parallel_plan(
-                        w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m, predictor=predictor
+                        w,
+                        hw,
+                        batch=b,
+                        ctx=ctx,
+                        tp=tp,
+                        pp=pp,
+                        ep=ep,
+                        microbatches=m,
+                        routing=routing,
+                        predictor=predictor,
                     )
                 except CostModelError as exc:
                     points.append(PlanPoint(dev, b, label, None, error=str(exc)))

@@ -4,8 +4,9 @@ Replicas (:class:`graphs.serving.engine.Replica`) run continuous batching with c
 and a paged KV cache; every iteration costs the roofline step of its exact batch
 (:class:`graphs.serving.mixed.MixedStep`, compiled once: no sympy per iteration). Topologies:
 
-* one replica, or ``replicas`` behind a router: ``round_robin`` or ``least_outstanding`` (the
-  fewest prompt + output tokens still to process);
+* one replica, or ``replicas`` behind a router: ``round_robin``, ``least_outstanding`` (the
+  fewest prompt + output tokens still to process) or ``prefix`` (where the request's prefix or
+  conversation is cached, within a load bound: :mod:`graphs.serving.replica_routing`);
 * disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
   (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
   the terms of :mod:`graphs.serving.disagg`) to the least-loaded of ``decode`` replicas.
@@ -23,9 +24,10 @@ How requests are sent, as benchmark clients send them:
   request waits for a free client after its scheduled time (``vllm bench serve --request-rate R
   --max-concurrency N``'s semaphore, vllm PR 9390; AIPerf's "request rate with max concurrency").
 
-A conversation's cached history lives on the replica that served its previous turn; the routers
-know no session affinity, so with several replicas a later turn hits the cache only when it is
-routed back there (a disaggregated pool keeps it on the decode side, a miss for the prefill side).
+A conversation's cached history lives on the replica that served its previous turn; only the
+``prefix`` router keeps a conversation there (session affinity), so with the others a later turn
+hits the cache only when it is routed back there (a disaggregated pool keeps it on the decode
+side, a miss for the prefill side).
 
 What is measured, as those tools measure it (NIM's benchmarking metrics,
 https://docs.nvidia.com/nim/benchmarking/llm/metrics): TTFT is the first streamed token's time
@@ -66,14 +68,17 @@ from models.config import ModelConfig
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kernel_sources import Coverage
+from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .ledger_fit import build_ledger
 from .predictor import Predictor, predicted_mixed_step
+from .replica_routing import PrefixRouter, least_outstanding
 from .requests import THINK_RANGE, Request
+from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 
 __all__ = ["Topology", "SimResult", "simulate", "Summary"]
 
-ROUTERS = ("round_robin", "least_outstanding")
+ROUTERS = ("round_robin", "least_outstanding", "prefix")
 MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
 #: KV-transfer link bandwidths accepted (bytes/s): 1 MB/s to 1 PB/s
 LINK_BANDWIDTH_RANGE = (1e6, 1e15)
@@ -91,6 +96,7 @@ class Topology(Result):
     decode_replicas: int = 0
     link_bandwidth: float | None = None  #: bytes/s per direction for the KV transfer (disaggregated)
     link_latency: float = 0.0  #: s per layer's transfer
+    prefix_eps: float = 0.5  #: router prefix: load bound, (1 + eps) x the mean outstanding tokens
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -111,6 +117,7 @@ class Topology(Result):
                     f"link_bandwidth must be in [{bw_lo:g}, {bw_hi:g}] bytes/s for a disaggregated "
                     f"topology, got {bw!r}"
                 )
+        PrefixRouter(self.prefix_eps)  # validates eps
         lat = self.link_latency
         if not (isinstance(lat, int | float) and 0 <= lat <= 1):
             raise CostModelError(f"link_latency must be in [0, 1] s per layer, got {lat!r}")
@@ -181,7 +188,15 @@ class SimResult(Result):
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    #: device-seconds iterating (replica busy time x tp), and the part attributed to prefill
+    #: chunks (:mod:`graphs.serving.cost`: a mixed iteration's decodes are charged what they take alone)
+    busy_device_s: float = 0.0
+    prefill_device_s: float = 0.0
     concurrency: int | None = None  #: closed-loop clients (None: open loop)
+    spec: SpecStats | None = None  #: speculative decoding's counters (None: plain decoding)
+    #: router prefix: (requests sent where their prefix or conversation is, those the load bound sent elsewhere)
+    prefix_routed: tuple[int, int] | None = None
+    kv_tiers: TierStats | None = None  #: prefix hits from host memory / SSD and their load time
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -211,12 +226,16 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     predictor: Predictor | None = None,
     concurrency: int | None = None,
+    spec: SpecConfig | None = None,
+    kv_tiers: KVTierConfig | None = None,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
     ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
     the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
-    doc); a conversation's turns (``Request.session``) are sent one after another's answer."""
+    doc); a conversation's turns (``Request.session``) are sent one after another's answer;
+    ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`, on the bound only);
+    ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`)."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -248,10 +267,38 @@ def simulate(
     if metered:
         step.reset()  # type: ignore[union-attr]
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
+    specs: list[Speculator] = []
+    if spec is not None:
+        if metered:
+            raise CostModelError(
+                "speculative decoding is priced on the roofline bound only so far; drop the predictor"
+            )
+        specs.append(Speculator(spec, w, hw, topo.tp))
+        step, led = specs[0].target_step, specs[0].ledger
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
+    tiered = kv_tiers is not None and kv_tiers.enabled
+    host_bw = 0.0
+    if tiered:
+        assert kv_tiers is not None
+        if not cfg.enable_prefix_caching:
+            raise CostModelError("KV-cache tiers hold evicted prefixes: they need enable_prefix_caching")
+        if kv_tiers.host_bandwidth is not None:
+            host_bw = kv_tiers.host_bandwidth
+        elif any(lk.name == "host" for lk in hw.links):
+            host_bw = as_float(hw.link("host").bandwidth_bytes_per_s)
+        else:
+            raise CostModelError(
+                f"device {hw.name} has no sourced host link in the catalog; give the host link bandwidth (bytes/s, --host-link-bandwidth)"
+            )
 
     def pool(n: int, start: int) -> list[Replica]:
-        return [Replica(step, blocks, cfg, start + i) for i in range(n)]
+        def tiers() -> KVTiers | None:
+            if not tiered:
+                return None
+            assert kv_tiers is not None
+            return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
+
+        return [Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers()) for i in range(n)]
 
     if topo.disaggregated:
         front = pool(topo.prefill_replicas, 0)
@@ -290,14 +337,17 @@ def simulate(
         release(queued.popleft(), 0.0)
     rr = itertools.cycle(range(len(front)))
     rr_back = itertools.cycle(range(len(back)))
+    by_prefix = {id(front): PrefixRouter(topo.prefix_eps), id(back): PrefixRouter(topo.prefix_eps)}
     in_flight: dict[int, list[tuple[Seq, int]]] = {}
     finished = 0
     emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
 
-    def route(pool_: list[Replica], cycle: Any) -> Replica:
+    def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
         if topo.router == "round_robin":
             return pool_[next(cycle)]
-        return min(pool_, key=lambda r: (r.outstanding, r.index))
+        if topo.router == "prefix":
+            return by_prefix[id(pool_)].pick(pool_, s)
+        return least_outstanding(pool_)
 
     def kick(rep: Replica, now: float) -> None:
         if rep.busy_until is not None or rep.idle:
@@ -316,13 +366,13 @@ def simulate(
         if kind == "arrive":
             if obj.req.arrival_s != now:  # sent later than its arrival_s: that is its send time
                 obj.req = dataclasses.replace(obj.req, arrival_s=now)
-            rep = route(front, rr)
+            rep = route(front, rr, obj)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
             kick(rep, now)
         elif kind == "kv":
             obj.stop_after_prefill = False
-            rep = route(back, rr_back)
+            rep = route(back, rr_back, obj)
             obj.computed = obj.req.prompt  # the decode instance holds the transferred prompt KV
             _admit_transferred(rep, obj)
             kick(rep, now)
@@ -351,6 +401,17 @@ def simulate(
     res = _summarise(
         w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0, concurrency
     )
+    if specs:
+        res = dataclasses.replace(res, spec=specs[0].stats())
+    if tiered:
+        res = dataclasses.replace(
+            res, kv_tiers=tier_stats([r.tiers for r in replicas if r.tiers is not None])
+        )
+    if topo.router == "prefix":
+        routers = {id(r): r for r in by_prefix.values()}.values()  # one when not disaggregated
+        res = dataclasses.replace(
+            res, prefix_routed=(sum(r.affine for r in routers), sum(r.bounded for r in routers))
+        )
     if not metered:
         return res
     return dataclasses.replace(
@@ -497,6 +558,8 @@ def _summarise(
             "session": np.array([-1 if s.req.session is None else s.req.session for s in seqs]),
             "turn": np.array([s.req.turn for s in seqs]),
         },
+        busy_device_s=sum(r.busy_s for r in replicas) * topo.tp,
+        prefill_device_s=sum(r.prefill_s for r in replicas) * topo.tp,
         timeline={
             "t": tl[:, 0],
             "batch": tl[:, 1],

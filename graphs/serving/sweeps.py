@@ -3,7 +3,10 @@
 For each (device, weight dtype, KV dtype) the compiled decode step
 (:func:`graphs.serving.compiled.compiled_step`: the graph built once with symbolic ``B``
 and ``ctx``, its per-kernel step time compiled to numpy) and its compiled memory
-ledger are evaluated on the whole grid: no per-point substitution. Each point
+ledger (:class:`DecodeForms`) are evaluated on the whole grid: no per-point substitution.
+The command line's cached path gives :func:`sweep_forms` the same forms read back from the
+persistent cache (:func:`graphs.serving.cards.decode_forms_from_card`); this module imports
+neither sympy nor the engine unless :func:`sweep` compiles them. Each point
 gets time per output token, tokens/s per user and per device, energy per
 token, and whether it fits in memory; the Pareto frontier of per-user speed
 against per-device throughput is marked among the points that fit.
@@ -16,25 +19,30 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import pareto_mask
-from costmodel.hardware import get_device
-from costmodel.ledger import Overhead
 from costmodel.outfiles import atomic_write
-from models.catalog import get_model
-from models.config import ModelConfig
 
-from .compiled import decode_memory
-from .kernel_sources import Coverage
-from .predictor import Predictor
-from .priced import PricedStep, priced_step
+if TYPE_CHECKING:
+    from costmodel.ledger import Overhead
+    from models.config import ModelConfig
 
-__all__ = ["SweepResult", "sweep", "compile_decode"]
+    from .kernel_sources import Coverage
+    from .predictor import Predictor
+
+__all__ = [
+    "SweepResult",
+    "DecodeForms",
+    "sweep",
+    "sweep_forms",
+    "decode_forms",
+    "compile_decode",
+    "check_grid",
+]
 
 COLUMNS = (
     "device",
@@ -103,6 +111,22 @@ def _py(v: Any) -> Any:
     return v
 
 
+@dataclass(frozen=True)
+class DecodeForms:
+    """One configuration's decode step over arrays: ``tpot(B, ctx)`` (s, the per-kernel sum of
+    rooflines) and ``memory(B, ctx)`` (the decode ledger's total bytes per device), with the
+    names and device numbers a sweep point carries."""
+
+    model: str
+    device: str
+    weight_dtype: str
+    kv_dtype: str
+    power_w: float | None
+    capacity_bytes: float
+    tpot: Callable[..., Any]
+    memory: Callable[..., Any]
+
+
 def compile_decode(
     cfg: ModelConfig,
     device: str,
@@ -112,12 +136,56 @@ def compile_decode(
 ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
     """Numpy functions ``tpot(B, ctx)`` (priced by ``predictor``, default the bound:
     :func:`graphs.serving.priced.priced_step`) and ``memory(B, ctx)`` for one configuration."""
+    from .compiled import decode_memory
+    from .priced import priced_step
+
     c = priced_step(cfg, device, "decode", tp=tp, predictor=predictor)
     return c.step_array, decode_memory(cfg, device, tp=tp, overhead=overhead)
 
 
+def decode_forms(
+    cfg: ModelConfig,
+    device: str,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    predictor: Predictor | None = None,
+) -> DecodeForms:
+    """The compiled :class:`DecodeForms` of one configuration (its ``tpot`` priced by ``predictor``)."""
+    from costmodel.cost import as_float
+    from costmodel.hardware import get_device
+
+    hw = get_device(device)
+    tpot, mem = compile_decode(cfg, device, tp, overhead, predictor)
+    power = as_float(hw.power_w) if hw.power_w is not None else None
+    return DecodeForms(
+        cfg.name, hw.name, cfg.weight_dtype, cfg.cache_dtype, power, as_float(hw.capacity()), tpot, mem
+    )
+
+
 #: most points one sweep evaluates (about 1 GiB of result columns)
 MAX_POINTS = 10_000_000
+
+
+def check_grid(
+    configurations: int, batches: Sequence[int], ctxs: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The batch and context axes as float arrays, refused (before any work) when empty, not
+    positive integers, or more than :data:`MAX_POINTS` points over ``configurations``."""
+    bs = np.asarray(list(batches), dtype=float)
+    cs = np.asarray(list(ctxs), dtype=float)
+    if bs.size == 0 or cs.size == 0:
+        raise CostModelError("sweep needs at least one batch and one ctx")
+    if (bs < 1).any() or (bs != np.floor(bs)).any():
+        raise CostModelError(f"batches must be positive integers, got {sorted(set(bs.tolist()))[:5]}")
+    if (cs < 1).any() or (cs != np.floor(cs)).any():
+        raise CostModelError(f"ctx values must be positive integers, got {sorted(set(cs.tolist()))[:5]}")
+    total = configurations * bs.size * cs.size
+    if total > MAX_POINTS:
+        raise CostModelError(
+            f"the sweep has {total:,} points ({configurations} configurations x {bs.size} batches x {cs.size} "
+            f"contexts); at most {MAX_POINTS:,} fit in memory here"
+        )
+    return bs, cs
 
 
 def sweep(
@@ -136,33 +204,62 @@ def sweep(
 ) -> SweepResult:
     """Evaluate decode over every combination (module doc); ``progress(done, total)``
     is called as chunks of points complete; ``predictor`` prices the steps (default the bound;
-    a predicted sweep prices each configuration in one call, so its kernels are tabulated once)."""
-    pred = predictor or Predictor()
+    a predicted sweep prices each configuration in one call, so its kernels are tabulated once,
+    and reports the coverage of its frontier's steps)."""
+    from models.catalog import get_model
+
+    from .predictor import BOUND
+    from .priced import PricedStep
+
+    pred = predictor or BOUND
     if not pred.is_bound:
         chunk = max(chunk, 10**9)
+
     cfg = get_model(config) if isinstance(config, str) else config
-    bs = np.asarray(list(batches), dtype=float)
-    cs = np.asarray(list(ctxs), dtype=float)
-    if bs.size == 0 or cs.size == 0:
-        raise CostModelError("sweep needs at least one batch and one ctx")
-    if (bs < 1).any() or (bs != np.floor(bs)).any():
-        raise CostModelError(f"batches must be positive integers, got {sorted(set(bs.tolist()))[:5]}")
-    if (cs < 1).any() or (cs != np.floor(cs)).any():
-        raise CostModelError(f"ctx values must be positive integers, got {sorted(set(cs.tolist()))[:5]}")
     combos = list(itertools.product(devices, weight_dtypes, kv_dtypes))
-    total = len(combos) * bs.size * cs.size
-    if total > MAX_POINTS:
-        raise CostModelError(
-            f"the sweep has {total:,} points ({len(combos)} configurations x {bs.size} batches x {cs.size} "
-            f"contexts); at most {MAX_POINTS:,} fit in memory here"
-        )
+    check_grid(len(combos), batches, ctxs)
+    forms = []
+    for dev, wd, kvd in combos:
+        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
+        forms.append(decode_forms(cfg.replace(**changes), dev, tp, overhead, pred))
+    res = sweep_forms(cfg.name, forms, batches=batches, ctxs=ctxs, tp=tp, progress=progress, chunk=chunk)
+    if pred.is_bound:
+        return res
+    cov: Coverage | None = None
+    n = len(res) // len(forms)
+    front = np.flatnonzero(res.columns["pareto"])
+    for i, f in enumerate(forms):  # the frontier's steps, by what they rest on
+        sel = front[(front >= i * n) & (front < (i + 1) * n)]
+        step = getattr(f.tpot, "__self__", None)
+        if len(sel) and isinstance(step, PricedStep):
+            piece = step.coverage_array(res.columns["batch"][sel], res.columns["ctx"][sel])
+            cov = piece if cov is None else cov + piece
+    return SweepResult(res.model, res.columns, pred.label, cov)
+
+
+def sweep_forms(
+    model: str,
+    forms: Sequence[DecodeForms],
+    *,
+    batches: Sequence[int],
+    ctxs: Sequence[int],
+    tp: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    chunk: int = 65536,
+) -> SweepResult:
+    """Evaluate each configuration's :class:`DecodeForms` on the batch x context grid: time
+    per output token ``T``, ``1/T`` tokens/s per user, ``B/(tp T)`` per device, ``P T / B``
+    joules per token at the device's power ``P`` (NaN without one), memory against capacity,
+    and the Pareto frontier among the points that fit."""
+    bs, cs = check_grid(len(forms), batches, ctxs)
+    total = len(forms) * bs.size * cs.size
     bg, cg = (a.ravel() for a in np.meshgrid(bs, cs, indexing="ij"))
     n = bg.size
     # every column allocated once at its full size and filled per configuration (no concatenation)
     out: dict[str, np.ndarray] = {
         k: np.empty(total, dtype=object) for k in ("device", "weight_dtype", "kv_dtype")
     }
-    out.update(batch=np.tile(bg.astype(np.int64), len(combos)), ctx=np.tile(cg.astype(np.int64), len(combos)))
+    out.update(batch=np.tile(bg.astype(np.int64), len(forms)), ctx=np.tile(cg.astype(np.int64), len(forms)))
     for k in (
         "tpot_s",
         "tokens_per_s_per_user",
@@ -174,45 +271,29 @@ def sweep(
     out["fits"] = np.empty(total, dtype=bool)
     out["pareto"] = np.zeros(total, dtype=bool)
     done = 0
-    for i, (dev, wd, kvd) in enumerate(combos):
-        hw = get_device(dev)
-        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        c = cfg.replace(**changes)
-        tpot_f, mem_f = compile_decode(c, dev, tp, overhead, pred)
+    for i, f in enumerate(forms):
         base = i * n
         tpot = out["tpot_s"][base : base + n]
         mem = out["memory_bytes"][base : base + n]
         for lo in range(0, n, chunk):
             sl = slice(lo, lo + chunk)
-            tpot[sl] = tpot_f(bg[sl], cg[sl])
-            mem[sl] = mem_f(bg[sl], cg[sl])
+            tpot[sl] = f.tpot(bg[sl], cg[sl])
+            mem[sl] = f.memory(bg[sl], cg[sl])
             done += tpot[sl].size
             if progress:
                 progress(done, total)
-        power = as_float(hw.power_w) if hw.power_w is not None else np.nan
+        power = f.power_w if f.power_w is not None else np.nan
         part = slice(base, base + n)
-        out["device"][part] = hw.name
-        out["weight_dtype"][part] = c.weight_dtype
-        out["kv_dtype"][part] = c.cache_dtype
+        out["device"][part] = f.device
+        out["weight_dtype"][part] = f.weight_dtype
+        out["kv_dtype"][part] = f.kv_dtype
         np.divide(1.0, tpot, out=out["tokens_per_s_per_user"][part])
         np.divide(bg / tp, tpot, out=out["tokens_per_s_per_device"][part])
         np.divide(power * tpot, bg, out=out["energy_per_token_j"][part])
-        np.less_equal(mem, as_float(hw.capacity()), out=out["fits"][part])
+        np.less_equal(mem, f.capacity_bytes, out=out["fits"][part])
     fits = out["fits"]
     if fits.any():
         pts = np.column_stack([out["tokens_per_s_per_user"][fits], out["tokens_per_s_per_device"][fits]])
         idx = np.flatnonzero(fits)[pareto_mask(pts, (True, True))]
         out["pareto"][idx] = True
-    if pred.is_bound:
-        return SweepResult(cfg.name, out)
-    cov: Coverage | None = None
-    front = np.flatnonzero(out["pareto"])
-    for i, (dev, wd, kvd) in enumerate(combos):  # the frontier's steps, by what they rest on
-        sel = front[(front >= i * n) & (front < (i + 1) * n)]
-        if len(sel):
-            changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-            step = priced_step(cfg.replace(**changes), dev, "decode", tp=tp, predictor=pred)
-            assert isinstance(step, PricedStep)
-            piece = step.coverage_array(out["batch"][sel], out["ctx"][sel])
-            cov = piece if cov is None else cov + piece
-    return SweepResult(cfg.name, out, pred.label, cov)
+    return SweepResult(model, out)

@@ -9,7 +9,6 @@ device.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from costmodel.graph import (
 )
 from costmodel.keys import COST, G_BATCH, G_TOKENS, KV_CAP, ROLE, NodeKind, Phase, Role
 from costmodel.ledger import MemoryLedger
+from costmodel.memo import BoundedCache
 from costmodel.results import Result
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -207,12 +207,15 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
     only ``B``, ``S``/``ctx`` free.
     """
     cfg = get_model(config) if isinstance(config, str) else config
-    return dict(_closed_forms(cfg, phase))
+    return dict(_FORMS.get_or_build((cfg, phase), lambda: _closed_forms(cfg, phase)))
 
 
-@functools.lru_cache(maxsize=64)
+#: closed forms derived so far in this process, per (config, phase)
+_FORMS: BoundedCache[dict[str, sympy.Expr]] = BoundedCache("closed_forms", 64)
+
+
 def _closed_forms(cfg: ModelConfig, phase: str) -> dict[str, sympy.Expr]:
-    """:func:`closed_forms`, derived once per (config, phase) in a process (the dict is copied out)."""
+    """:func:`closed_forms`, derived (once per (config, phase) in a process: the dict is copied out)."""
     sym = ModelConfig.symbolic(like=cfg)
     g = build_model(sym, phase)
     s = summarize(g)

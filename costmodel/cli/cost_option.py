@@ -1,0 +1,45 @@
+"""``--price-per-hour`` and ``--electricity-per-kwh`` for every serving report
+(:mod:`graphs.serving.cost`): the same two flags and the same cost line everywhere."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["add_cost_options", "rates_of", "cost_text"]
+
+PRICE_HELP = (
+    "USD per device-hour replacing the catalog's sourced price: one number for every device, or "
+    "DEVICE=USD,... (default: the catalog's price; a device without one prints no cost)"
+)
+ELECTRICITY_HELP = "USD per kWh, for TDP x utilisation of every device (cloud rates include power)"
+
+
+def add_cost_options(sp: argparse.ArgumentParser) -> None:
+    """Add ``--price-per-hour`` and ``--electricity-per-kwh`` (range checked by ``FLOAT_RANGES``)."""
+    sp.add_argument("--price-per-hour", default=None, help=PRICE_HELP)
+    sp.add_argument("--electricity-per-kwh", type=float, default=0.0, help=ELECTRICITY_HELP)
+
+
+def rates_of(args: argparse.Namespace, devices: Sequence[str]) -> dict[str, Any]:
+    """Device name, as given and as the catalog names it -> :class:`graphs.serving.cost.Rates`
+    under the flags."""
+    from graphs.serving.cost import device_rates, parse_prices
+
+    from ..hardware import get_device
+
+    prices = parse_prices(getattr(args, "price_per_hour", None), devices)
+    e = getattr(args, "electricity_per_kwh", 0.0)
+    out = {}
+    for d in devices:
+        name = get_device(d).name
+        out[d] = out[name] = device_rates(d, prices.get(name), e)
+    return out
+
+
+def cost_text(cost: Any) -> str:
+    """The report's cost line, or :data:`graphs.serving.cost.NO_PRICE`."""
+    from graphs.serving.cost import NO_PRICE
+
+    return cost.line() if cost is not None else f"cost: {NO_PRICE}"

@@ -1,0 +1,140 @@
+"""``costmodel size``: the cheapest (or fewest-device) deployment within P99 SLOs
+(:func:`graphs.serving.sizing.size_deployment`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import dump, progress_bar
+from .cost_option import add_cost_options
+from .options import add_dtype_options, apply_dtypes, int_list
+
+__all__ = ["add_size_parser", "cmd_size"]
+
+HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
+
+
+def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests_help: str) -> None:
+    """The drawn workload every candidate simulates (as ``simulate`` draws it): ``--requests``, ``--arrival``, ``--prompt``,
+    ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
+    p.add_argument("--requests", type=int, default=requests, help=requests_help)
+    p.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    p.add_argument(
+        "--prompt",
+        default="lognormal:1000,1.0",
+        help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
+    )
+    p.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+
+
+def _workload_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments :func:`_add_workload_options`' flags give a library call."""
+    return {k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")}
+
+
+def _row(d: Any, args: argparse.Namespace) -> str:
+    from graphs.serving.cost import NO_PRICE
+
+    cost = (
+        f"${d.cost.usd_per_m_tokens:.4g}/Mtok (in ${d.cost.usd_per_m_input or 0:.4g}, out "
+        f"${d.cost.usd_per_m_output or 0:.4g}), ${d.cost.usd_per_hour:,.2f}/h"
+        if d.cost is not None
+        else NO_PRICE
+    )
+    return (
+        f"{d.label}: P99 TTFT {d.ttft_p99:.3f} s ({100 * d.ttft_p99 / args.slo_ttft:.0f}% of SLO), "
+        f"P99 TPOT {d.tpot_p99 * 1e3:.1f} ms ({100 * d.tpot_p99 / args.slo_tpot:.0f}% of SLO); {cost}"
+    )
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    from graphs.serving.cost import parse_prices
+    from graphs.serving.engine import EngineConfig
+    from graphs.serving.sizing import size_deployment
+
+    from .model import resolve_model
+
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    cfg = apply_dtypes(resolve_model(args.model), args)
+    res = size_deployment(
+        cfg,
+        rate=args.rate,
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        devices=devices,
+        tps=int_list(args.tp, "--tp", hi=4096, most=64),
+        objective=args.objective,
+        disaggregated=not args.no_disagg,
+        prices=parse_prices(args.price_per_hour, devices),
+        electricity_per_kwh=args.electricity_per_kwh,
+        **_workload_of(args),
+        percentile=args.percentile,
+        engine=EngineConfig(
+            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs
+        ),
+        link_bandwidth=args.link_bandwidth,
+        max_simulations=args.max_simulations,
+        progress=progress_bar("size", args.quiet, "simulations"),
+    )
+    if args.json:
+        print(dump(res))
+        return 0
+    goal = "cheapest" if args.objective == "cost" else "fewest devices"
+    print(
+        f"{res.model} at {res.rate:g} requests/s, P{res.percentile:g} TTFT <= {res.slo_ttft:g} s and "
+        f"TPOT <= {res.slo_tpot:g} s: {goal}, {res.simulated} candidate(s) simulated"
+    )
+    print(f"  workload: {res.workload}")
+    for why in res.pruned:
+        print(f"  pruned by the bounds: {why}")
+    if res.winner is None:
+        print(
+            "  no simulated deployment meets the SLOs"
+            + ("" if res.exhausted else " (raise --max-simulations)")
+        )
+        return 0
+    w = res.winner
+    print(f"  winner: {_row(w, args)}")
+    if w.cost is not None:
+        print(f"    {w.cost.line()}")
+        print(f"    price: {w.cost.price_source}")
+    if not res.exhausted:
+        print(
+            f"  note: stopped after --max-simulations {args.max_simulations}: the best confirmed so far, "
+            "not proven the best"
+        )
+    for d in res.runners_up:
+        print(f"  runner-up: {_row(d, args)}")
+    return 0
+
+
+def add_size_parser(sub: Any) -> None:
+    sp = sub.add_parser("size", help=HELP)
+    sp.add_argument("model", help="catalog name or path to a config.json")
+    sp.add_argument("--rate", type=float, required=True, help="offered load (requests/s)")
+    sp.add_argument("--slo-ttft", type=float, required=True, help="P99 TTFT SLO (s)")
+    sp.add_argument("--slo-tpot", type=float, required=True, help="P99 TPOT SLO (s)")
+    sp.add_argument(
+        "--devices", default="h100,h200,b200", help="comma list of catalog devices to choose from"
+    )
+    sp.add_argument("--tp", default="1,2,4,8", help="tensor-parallel degrees to try: list or range (1:8:2)")
+    sp.add_argument("--objective", choices=("cost", "gpus"), default="cost", help="minimise USD/h or devices")
+    sp.add_argument("--no-disagg", action="store_true", help="aggregated replicas only (no P:D splits)")
+    add_cost_options(sp)
+    sp.add_argument(
+        "--link-bandwidth",
+        type=float,
+        default=50e9,
+        help="KV transfer between P and D pools (bytes/s per direction)",
+    )
+    _add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
+    sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
+    sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
+    sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
+    sp.add_argument("--max-simulations", type=int, default=60, help="most candidates simulated")
+    add_dtype_options(sp)
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_size)

@@ -1,0 +1,356 @@
+"""Sizing: the cheapest (or fewest-device) deployment that serves a load within P99 SLOs.
+
+A candidate is a device kind, a tensor-parallel degree ``tp`` and either ``n`` aggregated
+replicas or a disaggregated ``p:d`` split of prefill and decode replicas (each of ``tp``
+devices). The search runs in two stages:
+
+1. **Analytic bounds prune.** Per (device, tp), from the compiled mixed step
+   (:class:`graphs.serving.mixed.MixedStep`) and the decode ledger:
+
+   * memory: the weights and activations must leave KV blocks for the longest request
+     (:func:`graphs.serving.engine.kv_blocks`), else the pair is out;
+   * latency floors: a P99 TPOT is at least one decode step at batch 1 and the shortest
+     context; a P99 TTFT at least the prefill alone of the workload's 99th-percentile prompt
+     (1% of the requests have a prompt at least that long, each prefilled in at least that
+     time). A floor above its SLO rules the pair out, whatever the replica count;
+   * capacity: ``n`` replicas serve at most ``n C / mean(prompt + output - 1)`` requests/s and a
+     ``p:d`` split at most ``min(p C / mean(prompt), d C / mean(output - 1))``
+     (:func:`graphs.serving.capacity_search.ceiling_rate`, ``C`` the token-wise ceiling), so
+     ``n >= ceil(R / per-replica ceiling)`` and likewise ``p``, ``d``.
+
+2. **Simulation confirms.** Candidates are simulated (:func:`graphs.serving.simulator.simulate`,
+   the same requests for every one) in the order of their objective's lower bound (devices x
+   price per hour, or devices); a candidate meets when its P99 TTFT and TPOT are within the SLOs.
+   A missing aggregated candidate is followed by one more replica; a missing split by one more
+   prefill replica when TTFT missed and one more decode replica when TPOT missed. The search
+   stops when the next lower bound is no better than the best confirmed deployment (branch and
+   bound: what is left cannot win) or after ``max_simulations``; past that point it only confirms
+   runners-up, until it has ``runners_up`` of them and one for every device kind.
+
+The objective ``cost`` is the deployment's USD per hour at its simulated utilisation
+(:mod:`graphs.serving.cost`), which at a fixed load orders candidates as USD per million tokens
+does; ``gpus`` is the device count (ties broken by cost). Runners-up are the best confirmed
+deployment of each other (device, tp, aggregated/disaggregated) family.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from costmodel.results import Result
+
+from .capacity_search import ceiling_rate
+from .cost import NO_PRICE, Rates, TokenCost, device_rates, sim_cost
+from .engine import EngineConfig, kv_blocks
+from .ledger_fit import build_ledger
+from .mixed import mixed_step
+from .requests import Request, synthetic
+from .simulator import SimResult, Topology, simulate
+from .workload import as_workload
+
+__all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
+
+OBJECTIVES = ("cost", "gpus")
+#: KV-transfer bandwidth between disaggregated pools (bytes/s): one 400 Gb/s NIC per GPU
+#: (ConnectX-7 NDR, as on Azure ND H100 v5: eight 400G InfiniBand HCAs for eight GPUs)
+DEFAULT_LINK_BANDWIDTH = 50e9
+
+
+@dataclass(frozen=True)
+class Deployment(Result):
+    """One simulated candidate: its shape, P99 latencies against the SLOs, and its cost."""
+
+    device: str
+    tp: int
+    replicas: int  #: aggregated replicas (0 when disaggregated)
+    prefill_replicas: int
+    decode_replicas: int
+    devices: int
+    ttft_p99: float
+    tpot_p99: float
+    meets: bool
+    cost: TokenCost | None  #: None: the device has no price
+    sim: SimResult | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        shape = (
+            f"{self.prefill_replicas}P:{self.decode_replicas}D disaggregated"
+            if self.prefill_replicas
+            else f"{self.replicas} replica(s)"
+        )
+        return f"{self.device} tp{self.tp} x {shape} = {self.devices} device(s)"
+
+    def to_dict(self) -> dict[str, Any]:
+        from costmodel.results import plain
+
+        d = {k: plain(getattr(self, k)) for k in self.__dataclass_fields__ if k != "sim"}
+        d["label"] = self.label
+        return d
+
+
+@dataclass(frozen=True)
+class SizingResult(Result):
+    """The winner, the runners-up (best of each other family), what was pruned and simulated."""
+
+    model: str
+    rate: float
+    slo_ttft: float
+    slo_tpot: float
+    percentile: float
+    objective: str
+    winner: Deployment | None
+    runners_up: tuple[Deployment, ...]
+    simulated: int  #: candidates confirmed (or refuted) by simulation
+    pruned: tuple[str, ...]  #: (device, tp) pairs the analytic bounds ruled out, with why
+    exhausted: bool  #: True: the bound proved nothing left could win; False: max_simulations ran out
+    requests: int
+    workload: str
+    candidates: tuple[Deployment, ...] = ()  #: every simulated candidate, in simulation order
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else 0.0
+
+
+def _prefill_alone(step: Any, prompt: int, budget: int) -> float:
+    """Seconds to prefill ``prompt`` tokens alone in chunks of at most ``budget`` tokens."""
+    t, done = 0.0, 0
+    while done < prompt:
+        c = min(budget, prompt - done)
+        t += step.time_sums(0, 0.0, [(float(c), float(done))])
+        done += c
+    return t
+
+
+@dataclass(frozen=True)
+class _Family:
+    device: str
+    tp: int
+    disagg: bool
+    rates: Rates
+
+
+def _floors(
+    w: Any, hw: Any, tp: int, reqs: Sequence[Request], eng: EngineConfig, q: float
+) -> tuple[float, float, str | None]:
+    """(TTFT floor, TPOT floor, why the pair cannot serve) for (device, tp) (module doc)."""
+    led = build_ledger(w, "decode", 1, tp, None, None)
+    try:
+        blocks = eng.num_blocks or kv_blocks(led, as_float(hw.capacity()), eng)
+    except CostModelError as e:
+        return math.inf, math.inf, f"does not fit: {e}"
+    longest = max(r.prompt + r.output for r in reqs)
+    if blocks * eng.block_size < longest:
+        return (
+            math.inf,
+            math.inf,
+            (
+                f"does not fit: {blocks * eng.block_size:,} KV tokens per replica < the longest request ({longest:,})"
+            ),
+        )
+    step = mixed_step(w, hw, tp=tp)
+    o = eng.iteration_overhead_s
+    tpot = step.time_sums(1, float(min(r.prompt for r in reqs) + 1)) + o
+    p_q = int(np.percentile([r.prompt for r in reqs], q, method="inverted_cdf"))
+    ttft = _prefill_alone(step, p_q, eng.max_num_batched_tokens) + o
+    return ttft, tpot, None
+
+
+def size_deployment(
+    config: Any,
+    *,
+    rate: float,
+    slo_ttft: float,
+    slo_tpot: float,
+    devices: Sequence[str],
+    tps: Sequence[int] = (1, 2, 4, 8),
+    objective: str = "cost",
+    disaggregated: bool = True,
+    prices: dict[str, float] | None = None,
+    electricity_per_kwh: float = 0.0,
+    requests: int = 500,
+    prompt: str = "lognormal:1000,1.0",
+    output: str = "lognormal:250,1.0",
+    arrival: str = "poisson",
+    seed: int = 0,
+    percentile: float = 99.0,
+    engine: EngineConfig | None = None,
+    link_bandwidth: float = DEFAULT_LINK_BANDWIDTH,
+    max_simulations: int = 60,
+    runners_up: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> SizingResult:
+    """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
+
+    ``prices``: USD per device-hour by catalog device name, replacing the catalog's."""
+    if objective not in OBJECTIVES:
+        raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
+    for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
+        if not (isinstance(v, int | float) and 0 < v <= 1e6):
+            raise CostModelError(f"{name} must be in (0, 1e6] s, got {v!r}")
+    if not 0 < percentile <= 100:
+        raise CostModelError(f"percentile must be in (0, 100], got {percentile}")
+    if not devices:
+        raise CostModelError("give at least one device")
+    if max_simulations < 1:
+        raise CostModelError(f"max_simulations must be >= 1, got {max_simulations}")
+    w = as_workload(config)
+    eng = engine or EngineConfig()
+    reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
+    prices = prices or {}
+    pruned: list[str] = []
+    heap: list[tuple[float, float, int, _Family, int, int]] = []
+    tie = 0
+    fams: list[_Family] = []
+    hws = {get_device(d).name: get_device(d) for d in devices}
+    for name, hw in hws.items():
+        rates = device_rates(hw, prices.get(name), electricity_per_kwh)
+        if objective == "cost" and rates.price_usd_per_hour is None:
+            raise CostModelError(f"{name}: {NO_PRICE} (or --objective gpus)")
+        domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
+        for tp in sorted(set(tps)):
+            if domain is not None and tp > domain:
+                pruned.append(f"{name} tp{tp}: wider than its scale-up domain ({domain})")
+                continue
+            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, eng, percentile)
+            if why is None and tpot_lo > slo_tpot:
+                why = f"TPOT floor {tpot_lo:.4g} s (one decode at batch 1) > SLO {slo_tpot:g} s"
+            if why is None and ttft_lo > slo_ttft:
+                why = f"TTFT floor {ttft_lo:.4g} s (the P{percentile:g} prompt alone) > SLO {slo_ttft:g} s"
+            if why is not None:
+                pruned.append(f"{name} tp{tp}: {why}")
+                continue
+            per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=eng)
+            n0 = max(1, math.ceil(rate / per_replica))
+            fam = _Family(name, tp, False, rates)
+            fams.append(fam)
+            heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
+            tie += 1
+            if disaggregated:
+                mean_p = float(np.mean([r.prompt for r in reqs]))
+                mean_d = float(np.mean([r.output - 1 for r in reqs]))
+                c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
+                p0 = max(1, math.ceil(rate * mean_p / c))
+                d0 = max(1, math.ceil(rate * mean_d / c)) if mean_d > 0 else 1
+                dfam = _Family(name, tp, True, rates)
+                fams.append(dfam)
+                heapq.heappush(heap, (*_bound(dfam, (p0 + d0) * tp, objective), tie, dfam, p0, d0))
+                tie += 1
+    done: list[Deployment] = []
+    best: dict[_Family, Deployment] = {}
+    seen: set[tuple[_Family, int, int]] = set()
+    winner: Deployment | None = None
+    proven = False  # the bound showed that nothing left can beat the winner
+    while heap:
+        lb, lb2, _, fam, a, b = heapq.heappop(heap)
+        if fam in best or (fam, a, b) in seen:
+            continue  # a family's first confirmed size is its cheapest
+        if winner is not None and (lb, lb2) >= _key(winner, objective):
+            proven = True  # from here on only runners-up are confirmed: enough, and each device's best
+            covered = {d.device for d in best.values()}
+            if len(best) > runners_up and fam.device in covered:
+                if covered >= {f.device for f in fams}:
+                    break
+                continue
+        if len(done) >= max_simulations:
+            break
+        seen.add((fam, a, b))
+        dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, eng, link_bandwidth)
+        done.append(dep)
+        if progress:
+            progress(len(done), max_simulations)
+        if dep.meets:
+            best[fam] = dep
+            if winner is None or _key(dep, objective) < _key(winner, objective):
+                winner = dep
+            continue
+        nxt = [(a + 1, 0)] if not fam.disagg else []
+        if fam.disagg:
+            if dep.ttft_p99 > slo_ttft:
+                nxt.append((a + 1, b))
+            if dep.tpot_p99 > slo_tpot:
+                nxt.append((a, b + 1))
+        for na, nb in nxt:
+            n = (na + nb) * fam.tp if fam.disagg else na * fam.tp
+            heapq.heappush(heap, (*_bound(fam, n, objective), tie, fam, na, nb))
+            tie += 1
+    others = sorted((d for d in best.values() if d is not winner), key=lambda d: _key(d, objective))
+    shown = others[:runners_up]
+    for d in others[runners_up:]:  # and the best of every device kind not shown yet
+        if d.device not in {x.device for x in shown} and (winner is None or d.device != winner.device):
+            shown.append(d)
+    return SizingResult(
+        model=w.name,
+        rate=rate,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        percentile=percentile,
+        objective=objective,
+        winner=winner,
+        runners_up=tuple(shown),
+        simulated=len(done),
+        pruned=tuple(pruned),
+        exhausted=proven or not heap,
+        requests=requests,
+        workload=f"--requests {requests} --seed {seed} --prompt {prompt} --output {output} --arrival {arrival}",
+        candidates=tuple(done),
+    )
+
+
+def _bound(fam: _Family, devices: int, objective: str) -> tuple[float, float]:
+    """The objective's lower bound for ``devices`` devices of ``fam`` (power only adds to price)."""
+    price = fam.rates.price_usd_per_hour
+    usd = devices * price if price is not None else math.inf
+    return (usd, float(devices)) if objective == "cost" else (float(devices), usd)
+
+
+def _key(d: Deployment, objective: str) -> tuple[float, float]:
+    usd = d.cost.usd_per_hour if d.cost is not None else math.inf
+    return (usd, float(d.devices)) if objective == "cost" else (float(d.devices), usd)
+
+
+def _run(
+    w: Any,
+    fam: _Family,
+    a: int,
+    b: int,
+    reqs: Sequence[Request],
+    rate: float,
+    slo_ttft: float,
+    slo_tpot: float,
+    q: float,
+    eng: EngineConfig,
+    link_bandwidth: float,
+) -> Deployment:
+    if fam.disagg:
+        topo = Topology(tp=fam.tp, prefill_replicas=a, decode_replicas=b, link_bandwidth=link_bandwidth)
+    else:
+        topo = Topology(replicas=a, tp=fam.tp)
+    res = simulate(
+        w, fam.device, reqs, topology=topo, engine=eng, slo_ttft=slo_ttft, slo_tpot=slo_tpot, rate=rate
+    )
+    t, p = _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q)
+    return Deployment(
+        device=fam.device,
+        tp=fam.tp,
+        replicas=0 if fam.disagg else a,
+        prefill_replicas=a if fam.disagg else 0,
+        decode_replicas=b if fam.disagg else 0,
+        devices=topo.devices,
+        ttft_p99=t,
+        tpot_p99=p,
+        meets=t <= slo_ttft and p <= slo_tpot,
+        cost=sim_cost(res, fam.rates),
+        sim=res,
+    )

@@ -1,0 +1,457 @@
+"""Speculative decoding inside the serving simulator: draft ``k`` tokens, verify ``k + 1``.
+
+Each iteration of a speculating replica (vLLM's ``speculative_config``: a draft model, the
+model's own MTP module, or an n-gram / prompt-lookup proposer) does, for every decoding
+sequence that still has ``r >= 2`` tokens to produce:
+
+1. the proposer drafts ``p = min(k, r - 1)`` tokens (none past the request's last);
+2. the target verifies ``p + 1`` positions (the last sampled token and the ``p`` drafted) in the
+   same forward as the other sequences' work: a chunk of ``p + 1`` new tokens after the
+   sequence's ``c`` cached ones (causal attention over ``c + p + 1`` keys, the cache read once),
+   with lm_head rows for all ``p + 1`` (:meth:`MixedStep.time_sums` ``chunks`` and ``logit_rows``);
+3. ``a`` of the drafted tokens are accepted, position by position, and the sequence emits
+   ``a + 1`` tokens (the accepted ones and the target's own next one); its KV grows by ``a + 1``
+   (the rejected positions' slots are overwritten next time, as vLLM's lookahead slots are).
+
+Acceptance. Position ``j`` is accepted, given that ``1 .. j-1`` were, with probability ``a_j``
+(a rate ``alpha`` is ``a_j = alpha`` for all ``j``), so
+
+.. math::
+
+    E[a + 1] = 1 + \\sum_{j=1}^{p} \\prod_{i \\le j} a_i
+             \\;=\\; \\frac{1 - \\alpha^{p+1}}{1 - \\alpha} \\text{ for i.i.d. } \\alpha
+
+(Leviathan et al. 2023, :func:`graphs.serving.specdec.expected_tokens`). Draws are seeded; in
+expected-value mode every sequence accrues ``E[a]`` per verification and emits the whole part.
+
+Cost per iteration (s), ``F`` the proposer's own mixed step (:class:`MixedStep`) over the ``n``
+speculating sequences at contexts ``c_i + 1 + j`` and the iteration's prefill chunks ``P``:
+
+.. math::
+
+    T = T_{target}(D, \\{(p_i + 1, c_i)\\}, P) + F(n, \\textstyle\\sum (c_i + 1), P)
+        + \\sum_{j=1}^{k-1} F(n_j, \\textstyle\\sum (c_i + 1 + j), \\varnothing)
+
+(``n_j`` the sequences drafting more than ``j`` tokens; for MLA models the verify runs on the
+decode path, :meth:`Speculator.iteration_time`): one forward of the proposer per drafted
+token (a separate draft model's decode; DeepSeek-V3's MTP module reused for every position, as
+vLLM reuses it beyond ``num_nextn_predict_layers``), the first also prefilling the prompts'
+chunks so that the proposer holds their KV. ``mtp``'s ``F`` is the MTP nodes' time: the mixed
+step of the model with its MTP module minus the one without (the step is a sum of per-kernel
+rooflines, so the difference is exactly those kernels). ``ngram`` drafts on the CPU: ``F = 0``.
+A draft model's weights and KV (``kv_d`` bytes per token) share the device: the KV blocks are
+``floor((u C - W - W_d - a N) / (b (kv + kv_d)))`` (:func:`graphs.serving.engine.kv_blocks`).
+
+A draft model runs on the target's ``tp`` devices (vLLM's default for the draft's tensor
+parallelism). Not modelled: the proposer's first forward runs one token, not the ``a + 1`` just accepted
+(EAGLE and draft models re-read those; a few tokens more of a small model), tree drafts, and the
+target's rejection-sampling kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware
+from costmodel.results import Result
+
+from .ledger_fit import build_ledger
+from .mixed import MixedStep, mixed_step
+from .specdec import K_MAX_LIMIT
+from .workload import Workload, as_workload
+
+__all__ = [
+    "SpecConfig",
+    "SpecStats",
+    "Speculator",
+    "PROPOSERS",
+    "BatchRow",
+    "speedup_by_batch",
+    "SpecForms",
+    "spec_forms",
+]
+
+#: proposers that are not a catalog model: the model's own MTP module, and prompt lookup (free)
+PROPOSERS = ("mtp", "ngram")
+
+
+@dataclass(frozen=True)
+class SpecConfig(Result):
+    """What drafts (a catalog model name or config path, ``mtp`` or ``ngram``), how many tokens
+    ``k`` per step, and the conditional acceptance ``accept[j]`` of position ``j + 1``."""
+
+    draft: str
+    k: int
+    accept: tuple[float, ...]
+    expected: bool = False  #: expected-value mode instead of seeded draws
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or not 1 <= self.k <= K_MAX_LIMIT:
+            raise CostModelError(
+                f"k (--spec-k) must be a whole number of drafted tokens in [1, {K_MAX_LIMIT}], got {self.k!r}"
+            )
+        if len(self.accept) != self.k:
+            raise CostModelError(
+                f"acceptance (--spec-accept) has {len(self.accept)} per-position rate(s) for k = {self.k} drafted tokens; "
+                "give one rate or k of them"
+            )
+        for a in self.accept:
+            if not (isinstance(a, int | float) and 0 <= a <= 1):
+                raise CostModelError(f"acceptance rates (--spec-accept) must be in [0, 1], got {a!r}")
+
+    @classmethod
+    def parse(cls, draft: str, k: int, accept: str, *, expected: bool = False, seed: int = 0) -> SpecConfig:
+        """From the CLI's text: ``accept`` is one rate ``A`` (every position) or ``a1,a2,..,ak``."""
+        try:
+            rates = tuple(float(x) for x in accept.split(","))
+        except ValueError:
+            raise CostModelError(
+                f"--spec-accept must be a rate in [0, 1] or k comma-separated rates, got {accept[:60]!r}"
+            ) from None
+        if len(rates) == 1:
+            rates = rates * k
+        if any(not math.isfinite(r) for r in rates):
+            raise CostModelError(f"--spec-accept rates must be finite numbers in [0, 1], got {accept[:60]!r}")
+        return cls(draft, k, rates, expected, seed)
+
+    def expected_tokens(self, p: int | None = None) -> float:
+        """``E[a + 1] = 1 + sum_j prod_{i<=j} a_i`` over the first ``p`` (default ``k``) positions."""
+        p = self.k if p is None else p
+        return 1.0 + float(np.cumprod(self.accept[:p]).sum()) if p else 1.0
+
+
+@dataclass(frozen=True)
+class SpecStats(Result):
+    """What speculation did over a run: verifications, drafted and accepted tokens, seconds."""
+
+    draft: str
+    k: int
+    verifications: int  #: sequence-iterations that verified drafted tokens
+    drafted: int
+    accepted: int
+    draft_s: float  #: proposer seconds, summed over the replicas' iterations
+    iteration_s: float  #: all iteration seconds of the speculating replicas
+
+    @property
+    def tokens_per_verification(self) -> float:
+        """Tokens emitted per verifying sequence and iteration: ``(accepted + verifications) / verifications``."""
+        return (self.accepted + self.verifications) / self.verifications if self.verifications else math.nan
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else math.nan
+
+    @property
+    def draft_share(self) -> float:
+        return self.draft_s / self.iteration_s if self.iteration_s else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d.update(
+            tokens_per_verification=self.tokens_per_verification,
+            acceptance=self.acceptance,
+            draft_share=self.draft_share,
+        )
+        return d
+
+
+class Speculator:
+    """The proposer's cost, the acceptance draws and the counters of one simulation (module doc).
+
+    ``target_step`` prices the target's forwards (for ``mtp``: the model without its MTP
+    module), ``ledger`` sizes the KV blocks (weights and KV of target and draft together)."""
+
+    def __init__(self, spec: SpecConfig, w: Workload, hw: Hardware, tp: int = 1) -> None:
+        self.spec = spec
+        self.k = spec.k
+        self._rng = np.random.default_rng(spec.seed)
+        self._credit: dict[int, float] = {}
+        self.verifications = self.drafted = self.accepted = 0
+        self.draft_s = self.iteration_s = 0.0
+        cfg = w.config
+        led = build_ledger(w, "decode", 1, tp, None, None)
+        self._draft: MixedStep | None = None
+        self._minus: MixedStep | None = None  #: mtp: the step without the module, subtracted
+        if spec.draft == "mtp":
+            if not cfg.mtp_layers:
+                raise CostModelError(
+                    f"--spec-draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0); "
+                    "the catalog's deepseek-v3-mtp keeps DeepSeek-V3's"
+                )
+            base = as_workload(dataclasses.replace(cfg, mtp_layers=0))
+            self.target_step = mixed_step(base, hw, tp=tp)
+            self._draft = mixed_step(w, hw, tp=tp)
+            self._minus = self.target_step
+            self.ledger: Any = led  # the MTP module's weights and KV are in the model's own ledger
+            return
+        self.target_step = mixed_step(w, hw, tp=tp)
+        self.ledger = led
+        if spec.draft == "ngram":
+            return
+        dw = as_workload(spec.draft)
+        if dw.config.vocab_size != cfg.vocab_size:
+            raise CostModelError(
+                f"--spec-draft {spec.draft[:60]}: its vocabulary ({dw.config.vocab_size}) is not the target's "
+                f"({cfg.vocab_size}); a draft must share the target's tokenizer"
+            )
+        self._draft = mixed_step(dw, hw, tp=tp)
+        dled = build_ledger(dw, "decode", 1, tp, None, None)
+        self.ledger = SimpleNamespace(
+            weights_bytes=as_float(led.weights_bytes) + as_float(dled.weights_bytes),
+            # the two forwards run one after the other: the larger live set
+            activation_bytes_per_token=max(
+                as_float(led.activation_bytes_per_token), as_float(dled.activation_bytes_per_token)
+            ),
+            kv_bytes_per_token=as_float(led.kv_bytes_per_token) + as_float(dled.kv_bytes_per_token),
+        )
+
+    def _forward(self, n: int, sum_ctx: float, chunks: Sequence[tuple[float, float]], ctxs: Any) -> float:
+        if self._draft is None or (n == 0 and not chunks):
+            return 0.0
+        t = self._draft.time_sums(n, sum_ctx, chunks, ctxs)
+        if self._minus is not None:
+            t -= self._minus.time_sums(n, sum_ctx, chunks, ctxs)
+        return t
+
+    def draft_time(
+        self, verifies: Sequence[tuple[float, float]], chunks: Sequence[tuple[float, float]]
+    ) -> float:
+        """The proposer's seconds for one iteration (module doc): ``verifies`` are ``(p + 1, c)``
+        per speculating sequence, ``chunks`` the iteration's prefill chunks."""
+        t = 0.0
+        windowed = self._draft is not None and self._draft.windowed
+        for j in range(self.k):
+            ctx = [c + 1 + j for n, c in verifies if n - 1 > j]
+            if j and not ctx:
+                break
+            t += self._forward(len(ctx), float(sum(ctx)), chunks if j == 0 else (), ctx if windowed else None)
+        return t
+
+    def iteration_time(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: list[tuple[float, float]],
+        ctxs: list[float] | None,
+        verifies: list[tuple[float, float]],
+        *,
+        record: bool = True,
+    ) -> float:
+        """Target forward (verifications as chunks with all their logits) plus the proposer's
+        (``record``: counted in the run's draft and iteration seconds).
+
+        A model whose prefill chunks take other token-wise kernels than its decodes (MLA, which
+        decompresses a chunk's cached prefix) verifies on the decode path instead, as its decode
+        kernels take the ``p + 1`` queries (FlashMLA): ``p + 1`` decodes at contexts
+        ``c + 1 .. c + p + 1``, each with its own lm_head row (the cache is then counted as read
+        ``p + 1`` times: an upper bound on that part)."""
+        step = self.target_step
+        if not step.shared_body:
+            ctxs = None if ctxs is None else list(ctxs)  # the caller's list stays as it was
+            for n, c in verifies:
+                more = [c + 1 + j for j in range(int(n))]
+                n_dec += len(more)
+                sum_ctx += float(sum(more))
+                if ctxs is not None:
+                    ctxs.extend(more)
+            target = step.time_sums(n_dec, sum_ctx, chunks, ctxs)
+        else:
+            target = step.time_sums(
+                n_dec, sum_ctx, chunks + verifies, ctxs, logit_rows=int(sum(n - 1 for n, _ in verifies))
+            )
+        draft = self.draft_time(verifies, chunks)
+        if record:
+            self.draft_s += draft
+            self.iteration_s += target + draft
+        return target + draft
+
+    def accept(self, seq: Any, drafted: int) -> int:
+        """How many of ``drafted`` tokens the target accepts (seeded draws, or expected value)."""
+        rates = self.spec.accept
+        if self.spec.expected:
+            c = self._credit.get(id(seq), 0.0) + self.spec.expected_tokens(drafted) - 1.0
+            a = min(drafted, math.floor(c + 1e-9))
+            self._credit[id(seq)] = c - a
+        else:
+            a = 0
+            while a < drafted and self._rng.random() < rates[a]:
+                a += 1
+        self.verifications += 1
+        self.drafted += drafted
+        self.accepted += a
+        return a
+
+    def stats(self) -> SpecStats:
+        return SpecStats(
+            self.spec.draft,
+            self.k,
+            self.verifications,
+            self.drafted,
+            self.accepted,
+            self.draft_s,
+            self.iteration_s,
+        )
+
+
+@dataclass(frozen=True)
+class BatchRow(Result):
+    """One batch: plain and speculative TPOT (s) and output tokens/s, and speculation's counters."""
+
+    batch: int
+    plain_tpot_s: float
+    spec_tpot_s: float
+    plain_tokens_per_s: float
+    spec_tokens_per_s: float
+    speedup: float  #: plain_tpot_s / spec_tpot_s: > 1 while speculation pays
+    tokens_per_verification: float
+    draft_share: float
+
+
+def speedup_by_batch(
+    target: Any,
+    device: Any,
+    spec: SpecConfig,
+    batches: Sequence[int],
+    *,
+    tp: int = 1,
+    prompt: int = 1024,
+    output: int = 256,
+    waves: int = 3,
+) -> tuple[BatchRow, ...]:
+    """Speculation's speed-up at each batch ``B``: a closed loop of ``B`` clients sending
+    ``waves x B`` requests of ``prompt`` and ``output`` tokens back to back, served with and
+    without ``spec``; the speed-up is the ratio of mean TPOTs (each client's decode speed;
+    prefill iterations of other requests included, as a loaded server runs them).
+
+    Where it stops paying, per token at large ``B`` (module doc): the token-wise kernels turn
+    compute-bound, ``C`` per token, while attention reads each sequence's cache once, ``A`` per
+    sequence; plain decoding costs ``C + A`` per token and speculation ``((k + 1) C + A) / E``,
+    so it pays at large batch only while ``A / C > (k + 1 - E) / (E - 1)``: short contexts and
+    low acceptance lose first."""
+    from .engine import EngineConfig
+    from .requests import Request
+    from .simulator import Topology, simulate
+
+    topo = Topology(tp=tp)
+    rows = []
+    for b in batches:
+        reqs = [Request(i, 0.0, prompt, output) for i in range(waves * b)]
+        kw: dict[str, Any] = {
+            "topology": topo,
+            "concurrency": b,
+            "engine": EngineConfig(max_num_seqs=max(b, 1)),
+        }
+        plain = simulate(target, device, reqs, **kw)
+        sp = simulate(target, device, reqs, spec=spec, **kw)
+        assert sp.spec is not None
+        rows.append(
+            BatchRow(
+                b,
+                plain.tpot.mean,
+                sp.tpot.mean,
+                plain.output_tokens_per_s,
+                sp.output_tokens_per_s,
+                plain.tpot.mean / sp.tpot.mean,
+                sp.spec.tokens_per_verification,
+                sp.spec.draft_share,
+            )
+        )
+    return tuple(rows)
+
+
+class SpecForms:
+    """Speculation's per-point forms for the design search, vectorised over (batch, ctx)
+    arrays: the same verify and draft steps :class:`Speculator` prices each iteration with, for
+    ``b`` sequences all drafting ``k`` at KV length ``ctx`` (the cached ``ctx - 1`` plus the
+    token being verified):
+
+    .. math::
+
+        TPOT = \\frac{T_{verify}(b, k + 1, ctx - 1) + \\sum_{j=0}^{k-1} F(b, ctx + j)}{E}
+
+    with ``E = 1 + sum_j prod_{i<=j} a_i`` (:meth:`SpecConfig.expected_tokens`), ``T_verify``
+    the chunked-prefill step with all logits (MLA: ``b (k + 1)`` decodes at the mean context
+    ``ctx + k/2``, exact as decode attention is affine in ctx) and ``F`` the proposer's decode
+    step; TTFT adds the proposer's prefill of the prompt, memory the draft's weights and KV."""
+
+    def __init__(self, config: Any, hw: Hardware, tp: int, spec: SpecConfig) -> None:
+        from .compiled import compiled_step, decode_memory
+
+        self.spec = spec
+        self.e = spec.expected_tokens()
+        cfg = as_workload(config).config
+        target = dataclasses.replace(cfg, mtp_layers=0) if spec.draft == "mtp" else cfg
+        if spec.draft == "mtp" and not cfg.mtp_layers:
+            raise CostModelError(
+                f"spec draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0)"
+            )
+        self.mla = not mixed_step(target, hw, tp=tp).shared_body
+        if self.mla:
+            self.verify = compiled_step(target, hw, "decode", tp=tp)
+        else:
+            self.verify = compiled_step(target, hw, "prefill", tp=tp, chunked=True, logits="all")
+        self.draft = self.minus = self.draft_prefill = self.draft_memory = None
+        if spec.draft == "mtp":
+            self.draft = compiled_step(cfg, hw, "decode", tp=tp)
+            self.minus = compiled_step(target, hw, "decode", tp=tp)
+        elif spec.draft != "ngram":
+            dw = as_workload(spec.draft)
+            if dw.config.vocab_size != cfg.vocab_size:
+                raise CostModelError(
+                    f"spec draft {spec.draft[:60]}: its vocabulary ({dw.config.vocab_size}) is not the target's "
+                    f"({cfg.vocab_size})"
+                )
+            self.draft = compiled_step(dw, hw, "decode", tp=tp)
+            self.draft_prefill = compiled_step(dw, hw, "prefill", tp=tp)
+            self.draft_memory = decode_memory(dw, hw, tp=tp)
+
+    def tpot(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """Seconds per output token of each point (class doc)."""
+        k = self.spec.k
+        if self.mla:
+            t = self.verify.step_array(b * (k + 1), ctx + k / 2)
+        else:
+            t = self.verify.step_array(b, np.full_like(ctx, k + 1.0), ctx - 1)
+        if self.draft is not None:
+            for j in range(k):
+                t = t + self.draft.step_array(b, ctx + j)
+                if self.minus is not None:
+                    t = t - self.minus.step_array(b, ctx + j)
+        return t / self.e
+
+    def ttft_extra(self, prompt: np.ndarray) -> np.ndarray:
+        """The proposer's prefill of the prompt (s; zero for ngram and MTP, whose module the
+        model's own prefill step already runs)."""
+        if self.draft_prefill is None:
+            return np.zeros_like(prompt)
+        return self.draft_prefill.step_array(np.ones_like(prompt), prompt)
+
+    def memory(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """The draft model's bytes per device (weights and its KV), zero without one."""
+        if self.draft_memory is None:
+            return np.zeros_like(b)
+        return self.draft_memory(b, ctx)
+
+
+_FORMS: dict[tuple[Any, ...], SpecForms] = {}
+
+
+def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig) -> SpecForms:
+    """:class:`SpecForms`, built once per (config, device, tp, spec) in this process."""
+    key = (config, hw, tp, spec)
+    f = _FORMS.get(key)
+    if f is None:
+        if len(_FORMS) >= 256:
+            _FORMS.clear()
+        f = _FORMS[key] = SpecForms(config, hw, tp, spec)
+    return f

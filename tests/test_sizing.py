@@ -1,0 +1,332 @@
+"""Cost per token and sizing (graphs.serving.cost, graphs.serving.sizing, costmodel size).
+
+* Prices: the catalog's hourly rates are the figures of their cited pages.
+* Cost arithmetic against hand derivations: N devices x (price + TDP u e / 1000) per hour, split
+  by phase time between input and output tokens.
+* Phase attribution in the simulator: a request alone runs one prefill iteration (all input) and
+  batch-1 decodes (all output).
+* Sizing: the winner equals brute force (every candidate of a small grid simulated).
+"""
+
+import functools
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.cli import main
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from graphs.serving.cost import NO_PRICE, decode_cost, device_rates, parse_prices, sim_cost, token_cost
+from graphs.serving.mixed import mixed_step
+from graphs.serving.requests import Request, synthetic
+from graphs.serving.simulator import Topology, simulate
+from graphs.serving.sizing import Deployment, _key, _pct, size_deployment
+
+
+@pytest.mark.parametrize(
+    "device, usd",
+    [
+        ("h100", 4.916),  # AWS EC2 Capacity Blocks, p5.48xlarge: $39.33 per instance-hour / 8 GPUs
+        ("h200", 5.408),  # p5e.48xlarge: $43.26 / 8
+        ("a100", 1.844),  # p4d.24xlarge: $14.75 / 8
+        ("b200", 6.03),  # Spheron on-demand B200 SXM, 2026-03-17
+    ],
+)
+def test_catalog_prices_are_their_sources(device, usd):
+    hw = get_device(device)
+    assert float(hw.price_usd_per_hour) == usd
+    assert f"{usd:g}" in hw.price_source.replace("$", "")
+
+
+def test_a_device_without_a_price_has_none():
+    rates = device_rates("mi300x")
+    assert rates.price_usd_per_hour is None
+    assert token_cost(rates, devices=1, seconds=1, input_tokens=1, output_tokens=1, input_share=0.5) is None
+    assert NO_PRICE == "no price: pass --price-per-hour"
+    assert device_rates("mi300x", price_per_hour=3.0).price_usd_per_hour == 3.0
+
+
+def test_token_cost_by_hand():
+    # 4 devices at $2/h plus 700 W x 0.5 busy at $0.10/kWh = 2 + 0.035 = $2.035 per device-hour;
+    # 1800 s: 4 x 2.035 x 0.5 h = $4.07; a quarter to 1e6 input tokens, the rest to 2e5 output
+    rates = device_rates("h100", price_per_hour=2.0, electricity_per_kwh=0.10)
+    c = token_cost(
+        rates, devices=4, seconds=1800, input_tokens=1e6, output_tokens=2e5, input_share=0.25, utilisation=0.5
+    )
+    assert c.usd_per_hour == pytest.approx(4 * 2.035)
+    assert c.usd_per_m_input == pytest.approx(4.07 * 0.25 / 1e6 * 1e6)  # $1.0175 per M
+    assert c.usd_per_m_output == pytest.approx(4.07 * 0.75 / 2e5 * 1e6)  # $15.2625 per M
+    assert c.usd_per_m_tokens == pytest.approx(4.07 / 1.2e6 * 1e6)
+
+
+def test_decode_cost_by_hand():
+    # 8 devices at $3/h = $24/h = $1/150 per s; batch 64 at TPOT 20 ms: 3200 tokens/s, so
+    # $1/150 / 3200 per token = $13.89 per M; a 2000-token prompt in 0.4 s: $1/150 x 0.4 / 2000
+    rates = device_rates("h100", price_per_hour=3.0)
+    c = decode_cost(rates, devices=8, batch=64, tpot_s=0.02, prompt=2000, ttft_s=0.4, output=500)
+    assert c.usd_per_m_output == pytest.approx(1e6 / 150 / 3200)
+    assert c.usd_per_m_input == pytest.approx(1e6 / 150 * 0.4 / 2000)
+    spent_in, spent_out = 0.4 / 150, 500 / 150 / 3200  # one request's dollars in each phase
+    assert c.usd_per_m_tokens == pytest.approx((spent_in + spent_out) / 2500 * 1e6)
+
+
+def test_electricity_without_a_tdp_is_an_error():
+    rates = device_rates("tpu-v5e", price_per_hour=1.0, electricity_per_kwh=0.1)
+    with pytest.raises(CostModelError, match="no power figure"):
+        token_cost(rates, devices=1, seconds=1, input_tokens=1, output_tokens=1, input_share=0)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("abc", "USD per device-hour"),
+        ("0", "must be in"),
+        ("h100=nan", "must be in"),
+        ("a100=2", "not among"),
+    ],
+)
+def test_bad_prices_are_one_line_errors(text, match):
+    with pytest.raises(CostModelError, match=match):
+        parse_prices(text, ["h100", "b200"])
+
+
+def test_prices_by_device():
+    assert parse_prices("h100=4,b200=6.5", ["h100", "b200"]) == {"h100-sxm": 4.0, "b200": 6.5}
+    assert parse_prices("3", ["h100", "b200"]) == {"h100-sxm": 3.0, "b200": 3.0}
+
+
+def test_a_request_alone_splits_into_its_prefill_and_its_decodes():
+    """One request, prompt 1000 and 11 output tokens, alone: one prefill iteration (the whole
+    prompt fits the 8192-token budget: all input) and 10 batch-1 decodes (all output)."""
+    m = "llama-3.1-8b"
+    res = simulate(m, "h100", [Request(0, 0.0, 1000, 11)])
+    step = mixed_step(m, "h100")
+    prefill = step.time(chunks=[(1000, 0)])
+    decodes = sum(step.time([1000 + i]) for i in range(1, 11))  # KV length incl. the new token
+    assert res.prefill_device_s == pytest.approx(prefill, rel=1e-12)
+    assert res.busy_device_s == pytest.approx(prefill + decodes, rel=1e-12)
+    c = sim_cost(res, device_rates("h100"))
+    # priced over the whole run (one request: no rate); the input share is prefill / busy
+    total = 4.916 * res.duration_s / 3600
+    assert c.input_share == pytest.approx(prefill / (prefill + decodes))
+    assert c.usd_per_m_input == pytest.approx(total * c.input_share / 1000 * 1e6)
+    assert c.usd_per_m_output == pytest.approx(total * (1 - c.input_share) / 11 * 1e6)
+
+
+def test_disaggregated_pools_split_by_pool():
+    """Disaggregated, each prefill replica only prefills (and samples the first token) and
+    each decode replica only decodes: the prefill device-seconds are the prefill pool's."""
+    reqs = synthetic(40, rate=5, prompt="fixed:800", output="fixed:20", seed=1)
+    topo = Topology(prefill_replicas=1, decode_replicas=1, link_bandwidth=50e9)
+    res = simulate("llama-3.1-8b", "h100", reqs, topology=topo)
+    step = mixed_step("llama-3.1-8b", "h100")
+    # each prompt is one 800-token chunk (prefill iterations may batch several prompts, whose
+    # body then shares one weight read: at most 40 single-prompt prefills)
+    assert res.prefill_device_s <= 40 * step.time(chunks=[(800, 0)]) * (1 + 1e-12)
+    assert 0 < res.prefill_device_s < res.busy_device_s
+
+
+# --------------------------------------------------------------------------- sizing
+GRID = dict(
+    rate=12.0,
+    slo_ttft=0.4,
+    slo_tpot=0.03,
+    devices=["a100", "h100"],
+    tps=(1, 2),
+    requests=120,
+    prompt="lognormal:800,0.6",
+    output="lognormal:120,0.6",
+    seed=3,
+)
+
+
+@functools.cache
+def _every_candidate(model):
+    """Simulate every candidate of the grid: aggregated 1..4 replicas, P:D splits 1..3 each."""
+    from graphs.serving.engine import EngineConfig
+    from graphs.serving.sizing import _Family, _run
+
+    reqs = synthetic(
+        GRID["requests"], rate=GRID["rate"], prompt=GRID["prompt"], output=GRID["output"], seed=GRID["seed"]
+    )
+    found: list[Deployment] = []
+    for dev in GRID["devices"]:
+        rates = device_rates(dev)
+        for tp in GRID["tps"]:
+            shapes = [(False, n, 0) for n in range(1, 5)] + [
+                (True, p, d) for p in range(1, 4) for d in range(1, 4)
+            ]
+            for disagg, a, b in shapes:
+                fam = _Family(get_device(dev).name, tp, disagg, rates)
+                try:
+                    dep = _run(
+                        model,
+                        fam,
+                        a,
+                        b,
+                        reqs,
+                        GRID["rate"],
+                        GRID["slo_ttft"],
+                        GRID["slo_tpot"],
+                        99.0,
+                        EngineConfig(),
+                        50e9,
+                    )
+                except CostModelError:  # does not fit this device at this tp
+                    continue
+                found.append(dep)
+    return tuple(found)
+
+
+def _brute_force(model, objective):
+    return min((d for d in _every_candidate(model) if d.meets), key=lambda d: _key(d, objective))
+
+
+@pytest.mark.parametrize("objective", ["cost", "gpus"])
+def test_sizing_winner_is_the_brute_force_winner(objective):
+    model = "llama-3.1-8b"
+    res = size_deployment(model, objective=objective, **GRID)
+    brute = _brute_force(model, objective)
+    assert res.exhausted  # the bound proved it, within the simulation budget
+    assert res.winner is not None and res.winner.meets
+    assert _key(res.winner, objective) == pytest.approx(_key(brute, objective))
+    assert res.simulated < 2 * 2 * 13  # the bounds spared simulations: brute force runs 52
+    # margins: the winner's own simulated P99s, within the SLOs
+    sim = res.winner.sim
+    assert res.winner.ttft_p99 == _pct(sim.per_request["ttft_s"], 99) <= GRID["slo_ttft"]
+    assert res.winner.tpot_p99 == _pct(sim.per_request["tpot_s"], 99) <= GRID["slo_tpot"]
+
+
+def test_sizing_prunes_what_cannot_serve():
+    # a 1 ms TPOT is below one batch-1 decode step of an 8B model on any of these devices
+    res = size_deployment("llama-3.1-8b", **{**GRID, "slo_tpot": 1e-3})
+    assert res.winner is None and res.simulated == 0
+    assert all("TPOT floor" in p for p in res.pruned)
+
+
+def test_sizing_needs_a_price_for_the_cost_objective():
+    with pytest.raises(CostModelError, match="no price: pass --price-per-hour"):
+        size_deployment("llama-3.1-8b", **{**GRID, "devices": ["mi300x"]})
+    res = size_deployment("llama-3.1-8b", **{**GRID, "devices": ["mi300x"], "objective": "gpus", "tps": (1,)})
+    assert res.winner is not None and res.winner.cost is None
+
+
+def test_size_cli(capsys):
+    args = ["size", "llama-3.1-8b", "--rate", "12", "--slo-ttft", "0.4", "--slo-tpot", "0.03"]
+    args += ["--devices", "a100,h100", "--tp", "1,2", "--requests", "120", "--quiet"]
+    args += ["--prompt", "lognormal:800,0.6", "--output", "lognormal:120,0.6", "--seed", "3"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "winner:" in out and "/Mtok" in out and "runner-up:" in out and "% of SLO" in out
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--electricity-per-kwh", "-1"),
+        ("--objective", "speed"),
+        ("--max-simulations", "0"),
+        ("--rate", "abc"),
+    ],
+)
+def test_size_bad_flags_are_one_line_errors(flag, value, capsys):
+    args = ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "1", flag, value]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and flag in err
+
+
+def test_size_bad_price_is_one_line(capsys):
+    args = ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "1", "--price-per-hour", "x"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--price-per-hour" in err
+
+
+def test_no_nan_in_cost():
+    c = sim_cost(simulate("tiny", "h100", [Request(0, 0.0, 10, 2)]), device_rates("h100"))
+    assert all(math.isfinite(v) for v in (c.usd_per_m_input, c.usd_per_m_output, c.usd_per_m_tokens))
+
+
+# --------------------------------------------------------------------------- every serving report
+def test_search_minimises_cost():
+    from graphs.serving.design_search import search
+
+    kw = dict(devices=["h100", "h200"], batches=[8, 64], ctxs=[4096], tp=[1, 2])
+    res = search("llama-3.1-8b", cost=True, **kw)
+    assert "usd_per_m_output" in res.objectives
+    for r in res.frontier:  # price / (tokens/s per device x 3600 s/h), per million
+        usd = {"h100-sxm": 4.916, "h200-sxm": 5.408}[r["device"]]
+        assert r["usd_per_m_output"] == pytest.approx(usd / (r["tokens_per_s_per_device"] * 3600) * 1e6)
+    best = res.best["lowest_cost_per_m_output"]
+    assert best["usd_per_m_output"] == min(r["usd_per_m_output"] for r in res.frontier)
+    # an H200 at a cent an hour is the cheapest point whatever its throughput
+    cheap = search("llama-3.1-8b", cost=True, prices={"h200-sxm": 0.01}, **kw)
+    assert cheap.best["lowest_cost_per_m_output"]["device"] == "h200-sxm"
+    plain = search("llama-3.1-8b", **kw)  # without --cost the objectives and winners are as before
+    assert "usd_per_m_output" not in plain.objectives and "lowest_cost_per_m_output" not in plain.best
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "llama-3.1-8b", "--rate", "4", "--requests", "30", "--quiet"],
+        ["serve", "disagg", "llama-3.1-8b", "--prefill-device", "h100", "--decode-device", "h200"],
+        [
+            "search",
+            "llama-3.1-8b",
+            "--devices",
+            "h100",
+            "--batches",
+            "8",
+            "--ctxs",
+            "1024",
+            "--cost",
+            "--quiet",
+        ],
+        ["serve", "plans", "llama-3.1-8b", "--plans", "1x1x1x1"],
+    ],
+)
+def test_every_serving_report_prints_cost(args, capsys):
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "/M" in out
+
+
+def test_reports_say_when_there_is_no_price(capsys):
+    assert (
+        main(["simulate", "llama-3.1-8b", "--device", "mi300x", "--rate", "4", "--requests", "20", "--quiet"])
+        == 0
+    )
+    assert "no price: pass --price-per-hour" in capsys.readouterr().out
+    args = ["simulate", "llama-3.1-8b", "--device", "mi300x", "--rate", "4", "--requests", "20", "--quiet"]
+    assert main([*args, "--price-per-hour", "2.5"]) == 0
+    assert "$2.50/h for 1 device(s)" in capsys.readouterr().out
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    share=st.floats(0, 1),
+    util=st.floats(0, 1),
+    n_in=st.floats(1, 1e9),
+    n_out=st.floats(1, 1e9),
+    seconds=st.floats(1e-3, 1e6),
+)
+def test_input_and_output_dollars_add_up(share, util, n_in, n_out, seconds):
+    """Input plus output dollars are the deployment's cost over the run, and so is the blend."""
+    rates = device_rates("h100", electricity_per_kwh=0.2)
+    c = token_cost(
+        rates,
+        devices=3,
+        seconds=seconds,
+        input_tokens=n_in,
+        output_tokens=n_out,
+        input_share=share,
+        utilisation=util,
+    )
+    total = 3 * (4.916 + 700 * util / 1000 * 0.2) * seconds / 3600
+    spent = (c.usd_per_m_input * n_in + c.usd_per_m_output * n_out) / 1e6
+    assert spent == pytest.approx(total, rel=1e-9)
+    assert c.usd_per_m_tokens * (n_in + n_out) / 1e6 == pytest.approx(total, rel=1e-9)
