@@ -1,38 +1,96 @@
 """How fast the serving simulator runs: 10,000 requests of Llama-3.1-8B on an H100 near
 saturation (33 requests/s; ShareGPT-like lognormal lengths), against the issue's target of
-<= 10 s on the 2-core CI machine. Prints the wall time, the iterations simulated and the cost per
-iteration, split into the compiled mixed-batch step cost (one call per iteration) and the rest
-(scheduling, bookkeeping).
+<= 10 s on the 2-core CI machine; and 100,000 requests far past saturation (330 requests/s,
+ten times the rate: the waiting queue grows to tens of thousands), against <= 30 s. Prints the
+wall times side by side, the iterations simulated, the cost per iteration and per running
+sequence, and the mean waiting queue: an iteration's cost must not grow with the queue (the
+scheduler keeps the queue's outstanding tokens as a running sum and stops at the first
+request it cannot admit), so the overloaded run's cost per running sequence stays that of the
+10,000-request run.
 
-    python benchmarks/simulate_speed.py
+    python benchmarks/simulate_speed.py            # both runs and the queue check
+    python benchmarks/simulate_speed.py --quick    # the 10,000-request run and the queue check
+    python benchmarks/simulate_speed.py --queue    # the queue check alone (seconds)
+
+The queue check times one replica's iteration (schedule, price, finish) with 256 sequences
+decoding and 100 or 100,000 requests waiting that cannot be admitted (no free sequence slot):
+the two must cost the same.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import Any
+
+import numpy as np
 
 from graphs.serving import mixed_step, simulate, synthetic
 
+M, HW = "llama-3.1-8b", "h100"
+
+
+def run(n: int, rate: float) -> tuple[float, Any]:
+    reqs = synthetic(n, rate=rate, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=1)
+    t = time.perf_counter()
+    res = simulate(M, HW, reqs, rate=rate)
+    return time.perf_counter() - t, res
+
+
+def queue_check(ms: Any) -> None:
+    from graphs.serving.engine import EngineConfig, Replica, Sequence
+    from graphs.serving.requests import Request
+
+    out = []
+    for waiting in (100, 100_000):
+        rep = Replica(ms, 10**6, EngineConfig(max_num_seqs=256))
+        for i in range(256):  # decoding: a token generated, KV of all but it
+            s = Sequence(Request(i, 0.0, 1000, 10**6), computed=1000, generated=1)
+            rep.running.append(s)
+            s.blocks = -(-1001 // rep.cfg.block_size)
+        for i in range(waiting):
+            rep.add(Sequence(Request(256 + i, 0.0, 1000, 250)))
+        k, now = 2000, 0.0
+        t = time.perf_counter()
+        for _ in range(k):
+            batch = rep.schedule()
+            now += rep.iteration_time(batch)
+            rep.finish_iteration(batch, now)
+            _ = rep.outstanding  # what the least-outstanding router asks at every arrival
+        out.append((waiting, (time.perf_counter() - t) / k * 1e6))
+    (w0, t0), (w1, t1) = out
+    print(
+        f"  one iteration with 256 running: {t0:.0f} us with {w0:,} waiting, {t1:.0f} us with {w1:,} "
+        f"waiting ({t1 / t0:.2f}x)"
+    )
+
 
 def main() -> None:
-    reqs = synthetic(10_000, rate=33.0, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=1)
-    ms = mixed_step("llama-3.1-8b", "h100")  # compiled once, outside the timing
+    ms = mixed_step(M, HW)  # compiled once, outside the timing
+    if "--queue" in sys.argv:
+        queue_check(ms)
+        return
+    k = 20_000
     t = time.perf_counter()
-    res = simulate("llama-3.1-8b", "h100", reqs, rate=33.0)
-    dt = time.perf_counter() - t
-    n = 20_000
-    t = time.perf_counter()
-    for i in range(n):
+    for i in range(k):
         ms.time_sums(48, 48 * 1200.0, [(float(512 + i % 7), 1000.0)])
-    step = (time.perf_counter() - t) / n
-    print(f"10,000 requests, {res.iterations:,} iterations, {sum(res.per_request['output']):,} output tokens")
+    step = (time.perf_counter() - t) / k
+    cases = [(10_000, 33.0, 10.0)] + ([] if "--quick" in sys.argv else [(100_000, 330.0, 30.0)])
     print(
-        f"  wall {dt:.2f} s (target <= 10 s); {dt / res.iterations * 1e6:.1f} us per iteration, of which the "
-        f"compiled step cost ~{step * 1e6:.1f} us"
+        f"{'requests':>9s} {'rate':>6s} {'wall s':>8s} {'target':>7s} {'iterations':>11s} {'us/iter':>8s} "
+        f"{'us/running seq':>15s} {'mean waiting':>13s}"
     )
-    print(
-        f"  P99 TTFT {res.ttft.p99:.3f} s, P99 TPOT {res.tpot.p99 * 1e3:.1f} ms, mean batch {res.mean_batch:.1f}"
-    )
+    for n, rate, target in cases:
+        dt, res = run(n, rate)
+        tl = res.timeline
+        its = tl["batch"] > 0
+        per_seq = dt / float(tl["running"][its].sum()) * 1e6
+        print(
+            f"{n:9,d} {rate:6.0f} {dt:8.2f} {target:7.0f} {res.iterations:11,d} "
+            f"{dt / res.iterations * 1e6:8.1f} {per_seq:15.2f} {float(np.mean(tl['waiting'][its])):13,.0f}"
+        )
+    print(f"  the compiled step cost alone: ~{step * 1e6:.1f} us per iteration")
+    queue_check(ms)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from .fusion import (
     plan_from_groups,
     unfused_plan,
 )
-from .graph import BYTES, COST, OP, PARAMS, REPEAT, op_nodes
+from .graph import BYTES, COST, PARAMS, REPEAT, op_nodes
 from .hardware.spec import Hardware
 from .results import Result
 from .roofline import bound
@@ -258,10 +258,6 @@ class Suggestion:
         }
 
 
-_ELEMENTWISE = {"elementwise", "rope"}
-_NORMS = {"rmsnorm", "layernorm"}
-
-
 #: on-chip tile of each pattern's intermediates: (rows, cols); None keeps the full extent
 _TILES = {
     "attention": (128, 128),  # S/P tiles of a FlashAttention block
@@ -273,45 +269,51 @@ _TILES = {
 
 
 def _candidates(g: nx.DiGraph) -> list[tuple[str, list[str]]]:
+    """The patterns' candidate groups, told apart by op class (the legality table's data,
+    :data:`costmodel.fusion_legality.OP_CLASSES`) and graph structure, never by rule name."""
+    from .fusion_legality import activation_gemm, get_legality
+
+    leg = get_legality("default")
     ops = set(op_nodes(g))
-    rule = {n: g.nodes[n][OP] for n in ops}
+    cls = {n: leg.class_of(g, n) for n in ops}
+
+    def two_input_pointwise(n: str) -> bool:
+        return cls.get(n) == "elementwise" and g.nodes[n][PARAMS].get("inputs") == 2
+
     found: list[tuple[str, list[str]]] = []
-    # the softmax chain into attention: S = QK^T -> softmax -> PV
+    # the softmax chain into attention: S = QK^T -> softmax (a row reduction) -> PV, both
+    # matmuls products of two activations
     for n in ops:
-        if rule[n] == "softmax":
-            pre = [u for u in g.predecessors(n) if rule.get(u) == "batched_gemm"]
-            post = [v for v in g.successors(n) if rule.get(v) == "batched_gemm"]
+        if cls[n] == "reduction":
+            pre = [u for u in g.predecessors(n) if u in ops and activation_gemm(g, u, leg)]
+            post = [v for v in g.successors(n) if v in ops and activation_gemm(g, v, leg)]
             if len(pre) == 1 and len(post) == 1 and list(g.successors(pre[0])) == [n]:
                 found.append(("attention: fuse the softmax chain (FlashAttention)", [pre[0], n, post[0]]))
     # gated MLP: gate and up matmuls read the same input, their product is the activation
     for n in ops:
-        if rule[n] == "elementwise" and g.nodes[n][PARAMS].get("inputs") == 2:
-            pre = [u for u in g.predecessors(n) if rule.get(u) in ("gemm", "grouped_gemm")]
+        if two_input_pointwise(n):
+            pre = [u for u in g.predecessors(n) if cls.get(u) == "gemm" and not activation_gemm(g, u, leg)]
             if len(pre) == 2:
                 src = [set(g.predecessors(u)) - {s for s in g.predecessors(u) if s not in ops} for u in pre]
                 if src[0] and src[0] == src[1] and all(list(g.successors(u)) == [n] for u in pre):
                     found.append(("gated MLP: gate*up into one kernel (x read once)", [*sorted(pre), n]))
     # elementwise epilogues: a matmul whose only consumer is elementwise
     for n in ops:
-        if rule[n] in ("gemm", "grouped_gemm", "batched_gemm"):
+        if cls[n] == "gemm":
             succ = list(g.successors(n))
-            if len(succ) == 1 and rule.get(succ[0]) in _ELEMENTWISE:
+            if len(succ) == 1 and cls.get(succ[0]) == "elementwise":
                 found.append(("matmul epilogue: elementwise fused into the producer", [n, succ[0]]))
     # residual add + the norm that reads it (fused add-norm)
     for n in ops:
-        if rule[n] in _NORMS:
-            pre = [
-                u
-                for u in g.predecessors(n)
-                if rule.get(u) == "elementwise" and g.nodes[u][PARAMS].get("inputs") == 2
-            ]
+        if cls[n] == "norm":
+            pre = [u for u in g.predecessors(n) if two_input_pointwise(u)]
             if len(pre) == 1:
                 found.append(("residual add + norm in one pass", [pre[0], n]))
     # chains of elementwise ops
     for n in ops:
-        if rule[n] in _ELEMENTWISE:
+        if cls[n] == "elementwise":
             succ = list(g.successors(n))
-            if len(succ) == 1 and rule.get(succ[0]) in _ELEMENTWISE:
+            if len(succ) == 1 and cls.get(succ[0]) == "elementwise":
                 found.append(("elementwise chain in one pass", [n, succ[0]]))
     return found
 

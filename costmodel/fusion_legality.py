@@ -61,6 +61,7 @@ from .tiling import gemm_tile_bytes
 
 __all__ = [
     "OP_CLASSES",
+    "activation_gemm",
     "OP_CLASS_NAMES",
     "TEMPLATES",
     "Legality",
@@ -219,12 +220,21 @@ def get_legality(backend: str | Legality = "default", **overrides: object) -> Le
     return table.replace(**overrides) if overrides else table
 
 
+def activation_gemm(g: nx.DiGraph, n: str, leg: Legality) -> bool:
+    """Whether ``n`` is a GEMM-class op that reads no weight (through views): a product of two
+    activations, as FlashAttention's ``Q K^T`` and ``P V`` are, told from the graph's structure
+    rather than from the op's rule name."""
+    if leg.class_of(g, n) != "gemm":
+        return False
+    return len(activation_inputs(g, n)) == len(list(g.predecessors(n))) >= 2
+
+
 def template_possible(g: nx.DiGraph, a: str, b: str, leg: Legality) -> bool:
     """Whether GEMMs ``a`` and ``b`` can share a kernel under some template of ``leg`` once the
     right ops join them: two batched GEMMs on one path (FlashAttention), or two GEMMs reading one
     activation with no path between them (dual GEMM)."""
     linked = nx.has_path(g, a, b) or nx.has_path(g, b, a)
-    flash = linked and all(g.nodes[x].get(OP) == "batched_gemm" for x in (a, b))
+    flash = linked and all(activation_gemm(g, x, leg) for x in (a, b))
     shared = {s for s in set(g.predecessors(a)) & set(g.predecessors(b)) if g.nodes[s].get(KIND) != _WEIGHT}
     return ("flash_attention" in leg.templates and flash) or (
         "dual_gemm" in leg.templates and not linked and bool(shared)
@@ -274,7 +284,7 @@ def _template(g: nx.DiGraph, members: set[str], anchors: list[str], leg: Legalit
         sub = g.subgraph(members)
         between = nx.descendants(sub, a) & nx.ancestors(sub, b)
         if any(leg.class_of(g, n) == "reduction" for n in between) and all(
-            g.nodes[x].get(OP) == "batched_gemm" for x in anchors
+            activation_gemm(g, x, leg) for x in anchors
         ):
             return "flash_attention"
     if "dual_gemm" in leg.templates and not nx.has_path(g, a, b):

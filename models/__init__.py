@@ -13,6 +13,11 @@ from costmodel.lazy import lazy_exports
 _LAZY: dict[str, str] = {
     "ModelConfig": "config",
     "ModelConfigError": "config",
+    "AttentionSpec": "config",
+    "MLASpec": "config",
+    "MoESpec": "config",
+    "SSMSpec": "config",
+    "LinearAttentionSpec": "config",
     "load_hf_config": "hf",
     "config_from_hf_dict": "hf",
     "SUPPORTED_MODEL_TYPES": "hf",

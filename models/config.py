@@ -1,4 +1,5 @@
-"""``ModelConfig``: the shape of a decoder-only Transformer.
+"""``ModelConfig``: the shape of a decoder-only Transformer, as shared fields plus the layer
+plug-ins' typed specs nested in it.
 
 Fields use Hugging Face names and may be numbers or sympy symbols (or a
 mix), so one config type serves catalog models, user configs and fully
@@ -10,7 +11,39 @@ symbolic derivations. Covered families:
 * Mixture-of-Experts: routed experts with top-k, shared experts, dense-first
   layers (``first_k_dense_replace``), a router bias;
 * DeepSeek-style Multi-head Latent Attention (MLA): ``q_lora_rank``,
-  ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
+  ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``;
+* the other mixers of :mod:`models.mixers` (sliding, chunked, Mamba-1/2, the gated delta net ...).
+
+Structure. ModelConfig's own fields are what every layer kind shares: the widths and counts
+(``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``,
+``head_dim``, ``intermediate_size``, ``vocab_size``), the norm and MLP activation, embedding
+tying and head bias, the layer pattern (``layer_types``), MTP layers, the dtypes, the source and
+the context limit. What one plug-in alone reads lives in its spec (a frozen
+:class:`~models.mixers.ConfigSpec` defined in the plug-in's module), one attribute each
+(:data:`SPECS`):
+
+=====================  ==========================  =============================================
+attribute              spec (module)               fields
+=====================  ==========================  =============================================
+``attention``          AttentionSpec (softmax)     biases, q/k norms, rope, sinks, output gate,
+                                                   ``sliding_window``, ``attention_chunk_size``
+``mla`` or None        MLASpec (mla)               latent ranks and head dims
+``moe`` or None        MoESpec (mlp_moe)           experts, top-k, widths, shared experts,
+                                                   dense-first layers, router bias, capacity
+``ssm`` or None        SSMSpec (recurrent)         Mamba-1 and Mamba-2 state-space fields
+``linear_attention``   LinearAttentionSpec         gated delta net heads, dims, conv, chunk
+or None                (linear_attention)
+=====================  ==========================  =============================================
+
+Spec fields keep their flat (Hugging Face) names, so a dimension symbol still names the field
+it binds to (``dim("num_experts")`` binds ``cfg.moe.num_experts``). For the transition the
+constructor and :meth:`ModelConfig.replace` still take every spec field flat
+(``ModelConfig(..., num_experts=8, ...)``, ``cfg.replace(sliding_window=512)``) and build or
+update the spec, so the Hugging Face readers, the catalog and tests keep their keyword dicts;
+readers use the nested specs (``cfg.moe.num_experts``, ``cfg.need(MoESpec)`` where the layer
+cannot run without one). No flat read attribute is kept: the readers were few (the plug-ins
+themselves, ``models.params``, ``graphs.serving.parallel``) and all moved.
+``mlp_bias`` and ``mlp`` stay shared because the dense MLP and the experts both read them.
 
 ``head_dim`` is a field of its own: it is *not* always ``hidden/heads``
 (Qwen3-32B: 5120/64 = 80 but head_dim 128).
@@ -20,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import sympy
 
@@ -29,9 +62,28 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.symbols import check_dim, dim
 
-from .layers import SYMBOLIC_FIELDS, LayerSpec, check_layers, layer_groups
+from .layers import LayerSpec, check_layers, layer_groups
+from .mixers.base import ConfigSpec, Dim
+from .mixers.linear_attention import LinearAttentionSpec
+from .mixers.mla import MLASpec
+from .mixers.mlp_moe import MoESpec
+from .mixers.recurrent import SSMSpec
+from .mixers.softmax import AttentionSpec
 
-__all__ = ["ModelConfig", "ModelConfigError", "MLPKind", "NormKind", "Dim"]
+__all__ = [
+    "ModelConfig",
+    "ModelConfigError",
+    "MLPKind",
+    "NormKind",
+    "Dim",
+    "SPECS",
+    "FLAT_FIELDS",
+    "AttentionSpec",
+    "MLASpec",
+    "MoESpec",
+    "SSMSpec",
+    "LinearAttentionSpec",
+]
 
 
 class ModelConfigError(CostModelError):
@@ -43,14 +95,8 @@ class ModelConfigError(CostModelError):
 MLPKind = Literal["swiglu", "geglu", "gelu", "relu2"]
 #: the norm kinds
 NormKind = Literal["rmsnorm", "layernorm"]
-#: a dimension: given as a positive integer or a sympy expression, stored as a sympy expression
-#: (``__post_init__`` converts). The alias names the stored type; sympy ships no type stubs, so mypy
-#: reads ``sympy.Expr`` as ``Any`` and an int given to the constructor type-checks too.
-Dim: TypeAlias = sympy.Expr
 _MLPS: tuple[str, ...] = get_args(MLPKind)
 _NORMS: tuple[str, ...] = get_args(NormKind)
-_MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
-_MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 _DIM_FIELDS = (
     "hidden_size",
     "num_hidden_layers",
@@ -62,9 +108,20 @@ _DIM_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+_S = TypeVar("_S", bound=ConfigSpec)
+#: the attention options of a plain Llama layer (no biases, norms, sinks or limits; rope on)
+PLAIN_ATTENTION = AttentionSpec()
+#: the nested plug-in specs: ModelConfig attribute -> spec class (``attention`` is always set)
+SPECS: dict[str, type[ConfigSpec]] = {
+    s.slot: s for s in (AttentionSpec, MLASpec, MoESpec, SSMSpec, LinearAttentionSpec)
+}
+#: a flat keyword (``num_experts``) -> the slot of the spec that holds it (``moe``)
+FLAT_FIELDS: dict[str, str] = {f.name: slot for slot, spec in SPECS.items() for f in dataclasses.fields(spec)}
+
+
+@dataclass(frozen=True, init=False)
 class ModelConfig:
-    """A decoder-only Transformer's shape (see module doc)."""
+    """A decoder-only Transformer's shape (see module doc): shared fields and nested plug-in specs."""
 
     name: str
     hidden_size: Dim
@@ -74,61 +131,24 @@ class ModelConfig:
     vocab_size: Dim
     num_key_value_heads: Dim | None = None
     head_dim: Dim | None = None
-    mlp: MLPKind = "swiglu"
+    mlp: MLPKind = "swiglu"  # the activation of the dense MLP and of the experts
     norm: NormKind = "rmsnorm"
     tie_word_embeddings: bool = False
-    qkv_bias: bool = False
-    o_bias: bool = False  # a bias on the attention output projection (gpt-oss)
     # attention and MLP read one shared norm of the layer input and add to the residual together
     # (GPT-J's parallel block: Phi-1/2, Falcon-7B, Cohere); a layer then has one norm, not two
     parallel_block: bool = False
-    # the q/k norms span all heads, H*h and H_kv*h weights (OLMo 2, Cohere, MiniMax-M2), not one
-    # head_dim-wide norm shared by every head (Qwen3, Gemma 3)
-    qk_norm_all_heads: bool = False
     lm_head_bias: bool = False  # a bias on the lm_head (Phi-1/2)
     sandwich_norm: bool = False  # norms on the mixer's and the MLP's outputs too (Gemma 2/3)
-    shared_expert_gate: bool = False  # a sigmoid gate (d -> 1) on the shared expert (Qwen2-MoE, Qwen3-Next)
     mlp_bias: bool = False  # biases on the MLP / expert projections (gpt-oss experts)
-    qk_norm: bool = False
-    rope: bool = True
-    nope_full_attention: bool = False  # full-context layers take no rope (Llama 4's NoPE layers)
-    # Mixture-of-Experts
-    num_experts: Dim | None = None
-    num_experts_per_tok: Dim | None = None
-    moe_intermediate_size: Dim | None = None
-    num_shared_experts: Dim = 0
-    moe_capacity_factor: float | None = None  # expert buffers of c*T*k/E rows (Switch); None: dropless
-    first_k_dense_replace: int = 0
-    router_bias: bool = False
-    # Multi-head Latent Attention
-    q_lora_rank: Dim | None = None
-    kv_lora_rank: Dim | None = None
-    qk_nope_head_dim: Dim | None = None
-    qk_rope_head_dim: Dim | None = None
-    v_head_dim: Dim | None = None
-    # the per-layer pattern and the other mixers' shapes (models.layers): layer_types None is
-    # uniform (gqa or mla everywhere); mixer names or LayerSpecs otherwise
+    # the per-layer pattern (models.layers): None is uniform (gqa or mla everywhere); mixer
+    # names or LayerSpecs otherwise
     layer_types: tuple[LayerSpec, ...] | None = None
-    sliding_window: Dim | None = None
-    attention_sinks: int = 0  # learned sink logits per head (gpt-oss: 1)
-    attention_chunk_size: Dim | None = None
-    attn_output_gate: bool = False  # q_proj also yields a sigmoid gate on the output (Qwen3-Next)
-    ssm_state_size: Dim | None = None
-    ssm_num_heads: Dim | None = None
-    ssm_head_dim: Dim | None = None
-    ssm_inner_size: Dim | None = None  # Mamba-1: the expanded channel count D
-    ssm_dt_rank: Dim | None = None  # Mamba-1: the low rank of the step projection
-    ssm_inner_norms: bool = False  # Mamba-1: RMSNorms on delta, B and C (Jamba)
-    ssm_n_groups: Dim = 1
-    ssm_conv_kernel: Dim = 4
-    ssm_chunk_size: Dim = 256
-    linear_num_key_heads: Dim | None = None
-    linear_num_value_heads: Dim | None = None
-    linear_key_head_dim: Dim | None = None
-    linear_value_head_dim: Dim | None = None
-    linear_conv_kernel: Dim = 4
-    linear_chunk_size: Dim = 64
-    shared_expert_intermediate_size: Dim | None = None  # default num_shared_experts * moe width
+    # the plug-ins' typed specs (module doc); None: no layer of that kind
+    attention: AttentionSpec = PLAIN_ATTENTION
+    mla: MLASpec | None = None
+    moe: MoESpec | None = None
+    ssm: SSMSpec | None = None
+    linear_attention: LinearAttentionSpec | None = None
     # multi-token-prediction layers kept with the model (DeepSeek-V3's MTP module)
     mtp_layers: int = 0
     # dtypes: weights, KV cache, activations between ops, and the matmul operands/roof
@@ -147,6 +167,49 @@ class ModelConfig:
     # the longest sequence the model supports (max_position_embeddings with rope
     # scaling applied, models.context); None: not stated
     max_context: int | None = None
+
+    def __init__(
+        self,
+        name: str,
+        hidden_size: Any,
+        num_hidden_layers: Any,
+        num_attention_heads: Any,
+        intermediate_size: Any,
+        vocab_size: Any,
+        **fields: Any,
+    ) -> None:
+        """Shared fields and nested specs by keyword; a spec's fields may also be given flat
+        (``num_experts=8`` builds or updates ``moe``), as Hugging Face readers and callers do.
+
+        A spec is built from flat keywords only when one of them differs from its default, so a
+        dense model given ``num_shared_experts=0`` has no MoE spec.
+        """
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        given = dict(
+            name=name,
+            hidden_size=hidden_size,
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads,
+            intermediate_size=intermediate_size,
+            vocab_size=vocab_size,
+        )
+        flat: dict[str, dict[str, Any]] = {}
+        for k, v in fields.items():
+            if k in _OWN:
+                given[k] = v
+            elif k in FLAT_FIELDS:
+                flat.setdefault(FLAT_FIELDS[k], {})[k] = v
+            else:
+                raise TypeError(f"ModelConfig got an unexpected keyword argument {k!r}")
+        for f in dataclasses.fields(self):
+            set_(f.name, given.get(f.name, f.default))
+        for slot, sub in flat.items():
+            spec = getattr(self, slot)
+            if spec is not None:
+                set_(slot, dataclasses.replace(spec, **sub))
+            elif any(v != _SPEC_DEFAULTS[slot][k] for k, v in sub.items()):
+                set_(slot, SPECS[slot](**sub))
+        self.__post_init__()
 
     def __hash__(self) -> int:
         """Hash of the fields, computed once (configs key the compiled-step cache on every call)."""
@@ -186,8 +249,6 @@ class ModelConfig:
             raise ModelConfigError(
                 f"{self.name}: num_attention_heads ({h}) must be a multiple of num_key_value_heads ({hkv})"
             )
-        if self.qk_norm_all_heads and not self.qk_norm:
-            raise ModelConfigError(f"{self.name}: qk_norm_all_heads needs qk_norm=True")
         if self.mlp not in _MLPS:
             raise ModelConfigError(f"{self.name}: mlp {self.mlp!r} not allowed; allowed: {_MLPS}")
         if self.norm not in _NORMS:
@@ -208,35 +269,23 @@ class ModelConfig:
                     set_(f, get_dtype(v).name)
                 except CostModelError as exc:
                     raise ModelConfigError(f"{self.name}.{f}: {exc}") from None
-        moe = [getattr(self, f) is not None for f in _MOE_FIELDS]
-        if any(moe) and not all(moe):
-            missing = [f for f, ok in zip(_MOE_FIELDS, moe, strict=True) if not ok]
-            raise ModelConfigError(f"{self.name}: MoE config is missing {', '.join(missing)}")
-        if all(moe):
-            moe_dims = {f: self._dim(getattr(self, f), f) for f in _MOE_FIELDS}
-            for f, v in moe_dims.items():
-                set_(f, v)
-            e, k = moe_dims["num_experts"], moe_dims["num_experts_per_tok"]
-            if e.is_number and k.is_number and k > e:
-                raise ModelConfigError(f"{self.name}: num_experts_per_tok ({k}) exceeds num_experts ({e})")
-            set_("num_shared_experts", self._dim(self.num_shared_experts, "num_shared_experts", zero=True))
-        elif self.num_shared_experts not in (0, None) or self.first_k_dense_replace:
-            raise ModelConfigError(f"{self.name}: shared experts / dense-first layers need a MoE config")
-        fk = self.first_k_dense_replace
-        if not isinstance(fk, int) or isinstance(fk, bool) or fk < 0:
-            raise ModelConfigError(f"{self.name}: first_k_dense_replace must be an integer >= 0, got {fk!r}")
+        for slot in SPECS:
+            spec = getattr(self, slot)
+            if spec is None:
+                continue
+            if not isinstance(spec, SPECS[slot]):
+                raise ModelConfigError(
+                    f"{self.name}.{slot} must be a {SPECS[slot].__name__} or None, got {spec!r}"
+                )
+            try:
+                set_(slot, spec.normalised(self.name))
+            except CostModelError as exc:
+                raise ModelConfigError(str(exc)) from None
+        fk = self.moe.first_k_dense_replace if self.moe is not None else 0
         if self.num_hidden_layers.is_number and fk > self.num_hidden_layers:
             raise ModelConfigError(
                 f"{self.name}: first_k_dense_replace ({fk}) exceeds num_hidden_layers ({self.num_hidden_layers})"
             )
-        mla = [getattr(self, f) is not None for f in _MLA_FIELDS]
-        if any(mla) and not all(mla):
-            missing = [f for f, ok in zip(_MLA_FIELDS, mla, strict=True) if not ok]
-            raise ModelConfigError(f"{self.name}: MLA config is missing {', '.join(missing)}")
-        if all(mla):
-            for f in (*_MLA_FIELDS, "q_lora_rank"):
-                if getattr(self, f) is not None:
-                    set_(f, self._dim(getattr(self, f), f))
         try:
             check_layers(self, set_)
         except ModelConfigError:
@@ -257,13 +306,21 @@ class ModelConfig:
             raise ModelConfigError(f"{self.name}.{exc}") from None
 
     # --------------------------------------------------------------- queries
+    def need(self, kind: type[_S]) -> _S:
+        """The nested spec of type ``kind`` (``cfg.need(MoESpec)``), for a layer that cannot run
+        without it (a clear error when the config has none)."""
+        spec = getattr(self, kind.slot)
+        if not isinstance(spec, kind):
+            raise ModelConfigError(f"{self.name}: {kind.label} layers need {kind.slot} (a {kind.__name__})")
+        return spec
+
     @property
     def is_moe(self) -> bool:
-        return self.num_experts is not None
+        return self.moe is not None
 
     @property
     def is_mla(self) -> bool:
-        return self.kv_lora_rank is not None
+        return self.mla is not None
 
     @property
     def gated_mlp(self) -> bool:
@@ -330,14 +387,27 @@ class ModelConfig:
         return self.state_dtype or "fp32"
 
     def replace(self, **changes: Any) -> ModelConfig:
-        """A copy with fields changed (``cfg.replace(kv_dtype="fp8")``)."""
+        """A copy with fields changed (``cfg.replace(kv_dtype="fp8")``); a nested spec's fields
+        may be given flat (``cfg.replace(sliding_window=512)`` updates ``attention``)."""
         return dataclasses.replace(self, **changes)
 
-    def bindings(self, symbolic: ModelConfig) -> dict[sympy.Symbol, sympy.Expr]:
-        """Map each symbol used by ``symbolic``'s fields to this config's value."""
-        out: dict[sympy.Symbol, sympy.Expr] = {}
+    def leaves(self) -> list[tuple[str, Any]]:
+        """``(field, value)`` of every shared field and every field of the nested specs (flat names)."""
+        out: list[tuple[str, Any]] = []
         for f in dataclasses.fields(self):
-            sv, v = getattr(symbolic, f.name), getattr(self, f.name)
+            v = getattr(self, f.name)
+            if isinstance(v, ConfigSpec):
+                out.extend((g.name, getattr(v, g.name)) for g in dataclasses.fields(v))
+            elif f.name not in SPECS:
+                out.append((f.name, v))
+        return out
+
+    def bindings(self, symbolic: ModelConfig) -> dict[sympy.Symbol, sympy.Expr]:
+        """Map each symbol used by ``symbolic``'s fields (nested specs included) to this config's value."""
+        out: dict[sympy.Symbol, sympy.Expr] = {}
+        mine = dict(self.leaves())
+        for f, sv in symbolic.leaves():
+            v = mine.get(f)
             if isinstance(sv, sympy.Symbol) and v is not None:
                 out[sv] = v  # dimension fields hold sympy expressions after __post_init__
         return bind(out)
@@ -351,17 +421,20 @@ class ModelConfig:
         """
         base = like or cls("x", 1, 1, 1, 1, 1)
         dims = {f: dim(f) for f in _DIM_FIELDS}
-        if base.is_moe:
-            dims.update({f: dim(f) for f in ("num_experts", "num_experts_per_tok", "moe_intermediate_size")})
-            if base.num_shared_experts != 0:
-                dims["num_shared_experts"] = dim("num_shared_experts")
-        if base.is_mla:
-            dims.update({f: dim(f) for f in _MLA_FIELDS})
-            if base.q_lora_rank is not None:
-                dims["q_lora_rank"] = dim("q_lora_rank")
-        for f in SYMBOLIC_FIELDS:
-            if getattr(base, f) is not None:
-                dims[f] = dim(f)
+        for slot in SPECS:
+            spec = getattr(base, slot)
+            for f in spec.symbolic_dims if spec is not None else ():
+                v = getattr(spec, f)
+                if v is not None and v != 0:
+                    dims[f] = dim(f)
         if base.layer_types is not None:
             dims["num_hidden_layers"] = len(base.layer_types)
         return dataclasses.replace(base, name=name, source="symbolic", **dims)
+
+
+#: ModelConfig's own fields (shared and nested-spec slots), the keywords its constructor takes besides flat ones
+_OWN = frozenset(f.name for f in dataclasses.fields(ModelConfig))
+#: each spec's field defaults, to tell a flat keyword that sets something from one that restates a default
+_SPEC_DEFAULTS: dict[str, dict[str, Any]] = {
+    slot: {f.name: f.default for f in dataclasses.fields(spec)} for slot, spec in SPECS.items()
+}

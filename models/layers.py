@@ -30,6 +30,7 @@ from costmodel.errors import CostModelError
 
 from .mixers import LayerPlugin, get_mixer, get_mlp
 from .mixers import mixer_names as registered_mixers
+from .mixers.base import int_at_least_zero
 
 if TYPE_CHECKING:
     from .config import ModelConfig
@@ -83,16 +84,13 @@ def layer_groups(cfg: ModelConfig) -> list[LayerGroup]:
     """
     if cfg.layer_types is None:
         mixer = "mla" if cfg.is_mla else "gqa"
-        if not cfg.is_moe:
+        if cfg.moe is None:
             return [LayerGroup("layers", LayerSpec(mixer, "dense"), cfg.num_hidden_layers)]
         out = []
-        if cfg.first_k_dense_replace:
-            out.append(
-                LayerGroup("dense", LayerSpec(mixer, "dense"), sympy.Integer(cfg.first_k_dense_replace))
-            )
-        out.append(
-            LayerGroup("moe", LayerSpec(mixer, "moe"), cfg.num_hidden_layers - cfg.first_k_dense_replace)
-        )
+        fk = cfg.moe.first_k_dense_replace
+        if fk:
+            out.append(LayerGroup("dense", LayerSpec(mixer, "dense"), sympy.Integer(fk)))
+        out.append(LayerGroup("moe", LayerSpec(mixer, "moe"), cfg.num_hidden_layers - fk))
         return out
     counts: dict[LayerSpec, int] = {}
     for spec in cfg.layer_types:
@@ -131,53 +129,16 @@ def parse_layer_types(value: Any, name: str, mlp: str = "dense") -> tuple[LayerS
     return tuple(out)
 
 
-#: optional dimension fields of the mixers (None: the mixer is not used)
-SYMBOLIC_FIELDS = (
-    "sliding_window",
-    "attention_chunk_size",
-    "ssm_state_size",
-    "ssm_num_heads",
-    "ssm_head_dim",
-    "ssm_inner_size",
-    "ssm_dt_rank",
-    "linear_num_key_heads",
-    "linear_num_value_heads",
-    "linear_key_head_dim",
-    "linear_value_head_dim",
-    "shared_expert_intermediate_size",
-)
-#: dimension fields with defaults
-_DEFAULTED = ("ssm_n_groups", "ssm_conv_kernel", "ssm_chunk_size", "linear_conv_kernel", "linear_chunk_size")
-
-
 def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
-    """Validate and normalise the layer pattern and mixer fields of ``cfg`` (called by its ``__post_init__``)."""
-    from costmodel.symbols import check_dim
-
-    def as_dim(field: str) -> None:
-        try:
-            set_(field, check_dim(getattr(cfg, field), field))
-        except CostModelError as exc:
-            raise CostModelError(f"{cfg.name}.{exc}") from None
-
-    for f in SYMBOLIC_FIELDS:
-        if getattr(cfg, f) is not None:
-            as_dim(f)
-    for f in _DEFAULTED:
-        as_dim(f)
-    cf = cfg.moe_capacity_factor
-    if cf is not None and (isinstance(cf, bool) or not isinstance(cf, int | float) or not 0 < cf < 1e6):
-        raise CostModelError(f"{cfg.name}: moe_capacity_factor must be a positive number, got {cf!r}")
-    for f in ("attention_sinks", "mtp_layers"):
-        v = getattr(cfg, f)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise CostModelError(f"{cfg.name}: {f} must be an integer >= 0, got {v!r}")
+    """Validate and normalise the layer pattern of ``cfg`` and check each layer kind's needs
+    (called by its ``__post_init__``, after the nested specs are normalised)."""
+    int_at_least_zero(cfg.name, "mtp_layers", cfg.mtp_layers)
     specs = parse_layer_types(cfg.layer_types, cfg.name, "moe" if cfg.is_moe else "dense")
     if specs is None:
         used = {LayerSpec("mla" if cfg.is_mla else "gqa")}
     else:
-        fk = cfg.first_k_dense_replace
-        if fk and cfg.is_moe:
+        fk = cfg.moe.first_k_dense_replace if cfg.moe is not None else 0
+        if fk:
             specs = tuple(LayerSpec(s.mixer, "dense") if i < fk else s for i, s in enumerate(specs))
         L = cfg.num_hidden_layers
         if L.is_number and L != len(specs):
@@ -190,7 +151,7 @@ def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
     for spec in used:
         plugins: tuple[LayerPlugin, ...] = (get_mixer(spec.mixer), get_mlp(spec.mlp))
         for plugin in plugins:
-            missing = [f for f in plugin.needs if getattr(cfg, f) is None]
+            missing = plugin.missing(cfg)
             if missing:
                 raise CostModelError(f"{cfg.name}: {plugin.name} layers need {', '.join(missing)}")
         if spec.mixer == "none" and spec.mlp == "none":

@@ -99,8 +99,8 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     """
     pc = param_counts(cfg)
     routed = sympy.Integer(0)
-    if cfg.is_moe:
-        routed = cfg.n_moe_layers * cfg.num_experts * mlp_params(cfg, cfg.moe_intermediate_size)
+    if cfg.moe is not None:
+        routed = cfg.n_moe_layers * cfg.moe.num_experts * mlp_params(cfg, cfg.moe.moe_intermediate_size)
     rest = pc.total - routed - pc.embedding - pc.lm_head  # the embedding and head at their own dtypes
     return sympy.expand(
         rest * get_dtype(cfg.weight_dtype).bytes

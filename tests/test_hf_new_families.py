@@ -88,14 +88,14 @@ def test_graph_weights_equal_parameter_formulas(key):
 
 def test_layer_patterns_and_shapes():
     phi3 = _cfg("phi3")  # sliding_window 2047 < the 4096-token context: every layer windowed
-    assert {s.mixer for s in phi3.layer_types} == {"sliding"} and phi3.sliding_window == 2047
+    assert {s.mixer for s in phi3.layer_types} == {"sliding"} and phi3.attention.sliding_window == 2047
     long = config_from_hf_dict(
         {**CONFIGS["phi3"][1], "sliding_window": 262144, "max_position_embeddings": 131072}
     )
     assert long.layer_types is None  # a window longer than the context is full attention
     g2 = _cfg("gemma2")  # local first, then global, alternating (Gemma2Config.layer_types)
     assert [s.mixer for s in g2.layer_types[:4]] == ["sliding", "gqa", "sliding", "gqa"]
-    assert g2.mlp == "geglu" and g2.sandwich_norm and g2.tie_word_embeddings and not g2.qk_norm
+    assert g2.mlp == "geglu" and g2.sandwich_norm and g2.tie_word_embeddings and not g2.attention.qk_norm
     f7 = _cfg("falcon")  # multi-query, one shared LayerNorm
     assert (f7.num_key_value_heads, f7.parallel_block, f7.intermediate_size) == (1, True, 4 * 4544)
     f40 = _cfg("falcon-40b")  # new_decoder_architecture: 8 KV groups, ln_attn + ln_mlp
@@ -105,11 +105,11 @@ def test_layer_patterns_and_shapes():
         sc.norm == "layernorm"
         and sc.mlp == "gelu"
         and sc.mlp_bias
-        and sc.o_bias
-        and sc.sliding_window == 4096
+        and sc.attention.o_bias
+        and sc.attention.sliding_window == 4096
     )
-    assert _cfg("cohere-plus").qk_norm_all_heads and not _cfg("cohere").qk_norm
-    assert _cfg("phi").lm_head_bias and _cfg("olmo2").qk_norm_all_heads
+    assert _cfg("cohere-plus").attention.qk_norm_all_heads and not _cfg("cohere").attention.qk_norm
+    assert _cfg("phi").lm_head_bias and _cfg("olmo2").attention.qk_norm_all_heads
 
 
 def test_falcon_7b_kv_cache_is_multi_query():

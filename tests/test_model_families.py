@@ -137,7 +137,7 @@ def test_patterns_read_from_the_configs():
     assert [(g.spec.mixer, int(g.count)) for g in groups] == [("sliding", 52), ("gqa", 10)]
     oss = get_model("gpt-oss-120b")
     assert [(g.name, int(g.count)) for g in layer_groups(oss)] == [("sliding_moe", 18), ("gqa_moe", 18)]
-    assert oss.attention_sinks == 1
+    assert oss.attention.attention_sinks == 1
     scout, mav = get_model("llama-4-scout"), get_model("llama-4-maverick")
     assert {(g.name, int(g.count)) for g in layer_groups(scout)} == {("chunked_moe", 36), ("gqa_moe", 12)}
     # MoE on odd layers, NoPE (full attention) on every 4th: the full layers are all MoE

@@ -9,6 +9,7 @@ from models import (
     MODELS,
     ModelConfig,
     ModelConfigError,
+    MoESpec,
     UnknownModelError,
     config_from_hf_dict,
     get_model,
@@ -95,7 +96,7 @@ def test_head_dim_comes_from_the_config():
         },
         "qwen3-32b",
     )
-    assert cfg.head_dim == 128 and cfg.qk_norm
+    assert cfg.head_dim == 128 and cfg.attention.qk_norm
     assert param_counts(cfg).per_dense_layer == (
         5120 * 64 * 128 * 2 + 2 * 5120 * 8 * 128 + 2 * 128 + 3 * 5120 * 25600 + 2 * 5120
     )
@@ -179,7 +180,7 @@ def test_config_validation():
 def test_symbolic_config_and_bindings():
     cfg = get_model("mixtral-8x7b")
     sym = ModelConfig.symbolic(like=cfg)
-    assert isinstance(sym.num_experts, sympy.Symbol)
+    assert isinstance(sym.need(MoESpec).num_experts, sympy.Symbol)
     assert param_counts(sym).total.subs(cfg.bindings(sym)) == param_counts(cfg).total
 
 

@@ -164,7 +164,11 @@ def test_single_request_is_prefill_plus_decode_steps_by_hand(step):
     context grid's 512 and 724, so the attention node is interpolated: the total agrees to 1e-3
     (attention is ~1 % of a batch-1 decode step at this context)."""
     P, n_out = 512, 5
-    res = simulate(MODEL, DEVICE, [Request(0, 0.0, P, n_out)], predictor=Predictor.of("vllm"))
+    from graphs.serving.overheads import EngineOverheads
+
+    # the kernels alone: no engine overheads (a predicted run otherwise takes vLLM's defaults)
+    one = [Request(0, 0.0, P, n_out)]
+    res = simulate(MODEL, DEVICE, one, predictor=Predictor.of("vllm"), overheads=EngineOverheads())
     ttft = _clamped_total(_exact("prefill", batch=1, seq=P))
     e2e = ttft + sum(_clamped_total(_exact("decode", batch=1, ctx=P + i)) for i in range(1, n_out))
     assert res.ttft.mean == pytest.approx(ttft, rel=1e-9)

@@ -1,7 +1,9 @@
-"""``costmodel calibrate gpu | report`` and ``--predict`` on decode/prefill.
+"""``costmodel calibrate gpu | report | serving`` and ``--predict``/``--predict-file`` on
+decode/prefill (and simulate).
 
 Thin layers over :mod:`costmodel.measured` (the measured corpus, optional
-extra ``[measured]``) and :func:`graphs.serving.predict.predict_step`.
+extra ``[measured]``), :func:`graphs.serving.predict.predict_step` and
+:func:`graphs.serving.serving_fit.fit_serving`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +28,8 @@ __all__ = [
     "prediction_label",
     "coverage_lines",
     "measured_devices",
+    "load_predict_file",
+    "predict_file_line",
 ]
 
 
@@ -107,9 +112,149 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _holdout(text: str | None, runs: list[Any]) -> list[int]:
+    """Indices of the runs held out: ``none``; a comma list of rates (req/s, matched to 0.1 %);
+    default: every second run by rate (the second, fourth ...) when there are three or more."""
+    from ..errors import CostModelError
+
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].rate is None, runs[i].rate or 0.0))
+    if text is None:
+        return order[1::2] if len(runs) >= 3 else []
+    if text.strip().lower() == "none":
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            rate = float(part)
+        except ValueError:
+            raise CostModelError(
+                f"--holdout must be 'none' or a comma list of rates (req/s), got {part[:40]!r}"
+            ) from None
+        hit = [
+            i for i in order if runs[i].rate is not None and math.isclose(runs[i].rate, rate, rel_tol=1e-3)
+        ]
+        if not hit:
+            have = ", ".join(f"{r.rate:.4g}" for r in runs if r.rate is not None) or "none"
+            raise CostModelError(f"--holdout: no run at {rate:g} req/s; the runs' rates: {have}")
+        out += hit
+    return sorted(set(out))
+
+
+def cmd_calibrate_serving(args: argparse.Namespace) -> int:
+    from graphs.serving.bench_results import read_results
+    from graphs.serving.engine import EngineConfig
+    from graphs.serving.overheads import TERMS, EngineOverheads
+    from graphs.serving.serving_fit import DEFAULT_TERMS, fit_serving, simulate_with, write_fit
+
+    from ..errors import CostModelError
+    from ..hardware import get_device
+    from .phases import resolve_config
+
+    check_output_path(args.out, "-o")
+    terms = tuple(t.strip() for t in args.terms.split(",")) if args.terms else DEFAULT_TERMS
+    bad = [t for t in terms if t not in TERMS]
+    if bad:
+        raise CostModelError(f"--terms: {bad[0][:40]!r} is not a term; terms: {', '.join(TERMS)}")
+    runs = [run for path in args.results for run in read_results(path, seed=args.seed)]
+    held = _holdout(args.holdout, runs)
+    cfg = resolve_config(args)
+    dev = get_device(args.device).name
+    eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
+    base = EngineOverheads.default(
+        args.predict, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+    )
+    fit = fit_serving(
+        runs,
+        simulate_with(cfg, dev, tp=args.tp, predict=args.predict, engine=eng),
+        base=base,
+        held_out=held,
+        terms=terms,
+        model=cfg.name,
+        device=dev,
+        tp=args.tp,
+        predict=args.predict,
+        progress=_say(args.quiet),
+    )
+    write_fit(fit, args.out)
+    if args.json:
+        print(dump({"file": args.out, **fit.to_dict()}))
+        return 0
+    drawn = sum(r.drawn for r in runs)
+    print(
+        f"serving fit of {fit.model} on {fit.device} (tp {fit.tp}), kernels priced by "
+        f"{args.predict or 'the roofline bound'}: {len(runs) - len(held)} run(s) fitted, {len(held)} held out"
+    )
+    if drawn:
+        print(
+            f"  note: {drawn} run(s) hold no send times (vllm bench serve): arrivals redrawn at their rate, --seed {args.seed}"
+        )
+    units = {
+        "kernel_scale": (1.0, ""),
+        "per_seq_s": (1e6, " us"),
+        "per_token_s": (1e9, " ns"),
+        "output_token_s": (1e6, " us"),
+    }
+    for t in terms:
+        k, unit = units.get(t, (1e3, " ms"))
+        v, se = getattr(fit.overheads, t), fit.stderr[t]
+        err = "not determined by these runs" if se is None else f"+- {se * k:.3g}{unit}"
+        print(f"  {t:15s} {v * k:12.5g}{unit:3s}  {err}")
+    kept = [t for t in TERMS if t not in terms]
+    if kept:
+        held_at = ", ".join(
+            f"{t} {getattr(fit.overheads, t) * units.get(t, (1e3, ' ms'))[0]:.4g}{units.get(t, (1e3, ' ms'))[1]}"
+            for t in kept
+        )
+        print(
+            f"  not fitted (kept at {'the ' + args.predict + ' defaults' if args.predict else 'zero, the bound'}'s values): {held_at}"
+        )
+    print(
+        f"  rms relative residual of the group means (TTFT by prompt length, TPOT by output length): {fit.rms_residual:.3g}"
+    )
+    for r in fit.runs:
+        what = "fitted  " if r.fitted else "held out"
+        rate = "all at once" if r.rate is None else f"{r.rate:8.4g} req/s"
+        print(
+            f"  {what} {rate:>14s}  mean TTFT {100 * r.ttft_err:+6.1f}%  TPOT {100 * r.tpot_err:+6.1f}%  "
+            f"E2E {100 * r.e2e_err:+6.1f}%  ({r.source})"
+        )
+    if not held:
+        print("  no run held out (give three or more runs, or --holdout RATES): the error above is in-sample")
+    print(f"fit written to {args.out}; use it with --predict-file {args.out} on simulate, decode or prefill")
+    return 0
+
+
+def load_predict_file(args: argparse.Namespace) -> Any:
+    """``--predict-file``'s fit (None without it); its predictor framework becomes ``--predict``
+    (the two must agree when both are given)."""
+    path = getattr(args, "predict_file", None)
+    if not path:
+        return None
+    from graphs.serving.serving_fit import read_fit
+
+    from ..errors import CostModelError
+
+    fit = read_fit(path)
+    if args.predict and args.predict != fit.predict:
+        raise CostModelError(
+            f"--predict {args.predict} but --predict-file {path[:200]!r} was fitted with "
+            f"{fit.predict or 'the bound'}; drop --predict (the file sets it)"
+        )
+    args.predict = fit.predict
+    return fit
+
+
+def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
+    """What ``--predict-file`` set, and a note when it was fitted elsewhere."""
+    line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}"
+    if (fit.model, fit.device) != (model, device):
+        line += f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to {model} on {device}"
+    return line
+
+
 def add_calibrate_parser(sub: Any) -> None:
     p = sub.add_parser("calibrate", help="fit efficiencies on measured GPU kernels ([measured] extra)")
-    cs = p.add_subparsers(dest="calibrate_cmd", required=True, metavar="{gpu,report}")
+    cs = p.add_subparsers(dest="calibrate_cmd", required=True, metavar="{gpu,report,serving}")
     g = cs.add_parser("gpu", help="write a device's calibrated spec as a hardware file (--hw-file)")
     g.add_argument("--device", default="h100-sxm", help="catalog device with measured data")
     g.add_argument("--framework", choices=FRAMEWORKS, default="vllm", help="whose kernels to fit")
@@ -133,15 +278,67 @@ def add_calibrate_parser(sub: Any) -> None:
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     r.set_defaults(func=cmd_calibrate_report)
+    sv = cs.add_parser(
+        "serving",
+        help="fit the engine overheads and a kernel scale to your own serving benchmark results",
+    )
+    sv.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULT",
+        help="vllm bench serve JSON (--save-detailed), GuideLLM report JSON, or a CSV of "
+        "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s",
+    )
+    sv.add_argument("--model", required=True)
+    sv.add_argument("--device", required=True)
+    sv.add_argument("--tp", type=int, default=1)
+    add_predict_option(
+        sv,
+        help="price the kernels with this framework's measured kernels while fitting "
+        "(default: the roofline bound; [measured] extra)",
+        with_file=False,
+    )
+    sv.add_argument("-o", "--out", required=True, help="fit file to write (JSON)")
+    sv.add_argument(
+        "--holdout",
+        default=None,
+        help="rates (req/s, comma list) not fitted but predicted and compared, or 'none' "
+        "(default: every second run by rate when there are three or more)",
+    )
+    sv.add_argument(
+        "--terms",
+        default=None,
+        help="comma list of the terms to fit, of kernel_scale, iteration_s, per_seq_s, per_token_s, "
+        "request_s, output_token_s (default: kernel_scale,iteration_s,per_seq_s,request_s; the others "
+        "keep the --predict framework's defaults, zero for the bound)",
+    )
+    sv.add_argument("--seed", type=int, default=0, help="seed of the arrivals redrawn for a vllm result")
+    sv.add_argument(
+        "--max-num-batched-tokens", type=int, default=8192, help="the engine's token budget per iteration"
+    )
+    sv.add_argument("--max-num-seqs", type=int, default=256, help="the engine's sequences per iteration")
+    sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sv.add_argument("--json", action="store_true", help="machine-readable output")
+    sv.set_defaults(func=cmd_calibrate_serving)
 
 
-def add_predict_option(sp: argparse.ArgumentParser, help: str | None = None) -> None:
+def add_predict_option(
+    sp: argparse.ArgumentParser, help: str | None = None, *, with_file: bool = True
+) -> None:
     sp.add_argument(
         "--predict",
         choices=FRAMEWORKS,
         default=None,
         help=help or "also print the calibrated prediction for this framework's kernels ([measured] extra)",
     )
+    if with_file:
+        sp.add_argument(
+            "--predict-file",
+            default=None,
+            metavar="FIT",
+            help="a `costmodel calibrate serving` fit file: its predictor framework and engine overheads "
+            "(kernel scale, CPU per iteration, request path) price the steps",
+        )
 
 
 def _prediction(args: argparse.Namespace, phase: str) -> Any:
@@ -206,6 +403,9 @@ def with_prediction(
     """Run ``cmd``; with ``--predict`` add the calibrated prediction beside its bound."""
 
     def run(args: argparse.Namespace) -> int:
+        fit = load_predict_file(args)
+        if fit is not None and not args.predict:
+            return _with_fit(cmd, args, phase, fit)
         if not getattr(args, "predict", None):
             return cmd(args)
         if phase == "prefill" and getattr(args, "chunk", None):
@@ -220,8 +420,11 @@ def with_prediction(
             with contextlib.redirect_stdout(buf):
                 rc = cmd(args)
             doc = json.loads(buf.getvalue())
-            doc["prediction"] = _prediction(args, phase).to_dict()
+            pj = _prediction(args, phase)
+            doc["prediction"] = pj.to_dict()
             doc["prediction"]["interval_s"] = list(_interval(args, phase))
+            if fit is not None:
+                doc["engine_overheads"] = _fit_step(args, phase, fit, pj.predicted_s)
             print(dump(doc))
             return rc
         rc = cmd(args)
@@ -242,6 +445,71 @@ def with_prediction(
                 pred += f"   with shape residuals {e['corrected_s'] * 1e3:9.3f} ms"
             print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
         print("\n".join(coverage_lines(p)))
+        if fit is not None:
+            _print_fit_step(args, phase, fit, p.predicted_s)
         return rc
 
     return run
+
+
+def _fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: float) -> dict[str, Any]:
+    """One step with a fit's engine overheads: ``kernel_scale x kernels + a + b B + c T``."""
+    ov = fit.overheads
+    tokens = args.batch if phase == "decode" else args.batch * args.seq
+    cpu = ov.cpu_s(args.batch, tokens)
+    return {
+        "file": args.predict_file,
+        "kernels_s": kernels_s,
+        "kernel_scale": ov.kernel_scale,
+        "cpu_s": cpu,
+        "step_s": ov.kernel_scale * kernels_s + cpu,
+        "request_s": ov.request_s,
+        "output_token_s": ov.output_token_s,
+    }
+
+
+def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: float) -> None:
+    d = _fit_step(args, phase, fit, kernels_s)
+    what = "TPOT" if phase == "decode" else "TTFT"
+    print(f"\n{what} with the engine overheads of --predict-file {args.predict_file[:200]}:")
+    from ..hardware import get_device
+    from .phases import resolve_config
+
+    print(predict_file_line(args.predict_file, fit, resolve_config(args).name, get_device(args.device).name))
+    print(f"  {fit.overheads.summary()}")
+    extra = (
+        f" + {fit.overheads.output_token_s * 1e3:.4g} ms per output token as the client sees it"
+        if phase == "decode"
+        else f" + {(fit.overheads.request_s + fit.overheads.output_token_s) * 1e3:.4g} ms request path"
+    )
+    print(
+        f"  {d['kernel_scale']:.4g} x {kernels_s * 1e3:.3f} ms kernels + {d['cpu_s'] * 1e3:.4g} ms CPU = "
+        f"{d['step_s'] * 1e3:.3f} ms per step{extra}"
+    )
+
+
+def _with_fit(
+    cmd: Callable[[argparse.Namespace], int], args: argparse.Namespace, phase: str, fit: Any
+) -> int:
+    """``--predict-file`` of a fit made on the bound: the bound step with its engine overheads."""
+    from graphs.serving.phases import decode_report, prefill_report
+
+    from .phases import resolve_config
+
+    cfg = resolve_config(args)
+    if phase == "decode":
+        bound = decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp).step_s
+    else:
+        bound = prefill_report(cfg, args.device, batch=args.batch, seq=args.seq, tp=args.tp).step_s
+    bound = float(bound)
+    if args.json:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = cmd(args)
+        doc = json.loads(buf.getvalue())
+        doc["engine_overheads"] = _fit_step(args, phase, fit, bound)
+        print(dump(doc))
+        return rc
+    rc = cmd(args)
+    _print_fit_step(args, phase, fit, bound)
+    return rc

@@ -62,6 +62,7 @@ def _engine(args: argparse.Namespace) -> Any:
         enable_prefix_caching=args.enable_prefix_caching,
         iteration_overhead_s=args.overhead_s,
         num_blocks=args.num_blocks,
+        scheduler_policy=args.scheduler_policy,
     )
 
 
@@ -210,8 +211,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     from ..errors import CostModelError
     from ..outfiles import sibling
+    from .calibrate import load_predict_file, predict_file_line
     from .model import resolve_model
 
+    fit = load_predict_file(args)  # sets args.predict from the file
     if args.csv:  # every output path before any work
         check_output_path(args.csv, "--csv")
     if args.plot:
@@ -223,6 +226,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     common = dict(topology=topo, engine=eng)
     if args.max_rate and args.interval:
         raise CostModelError("--max-rate with --interval: give --rate for an interval run")
+    if args.max_rate and fit is not None:
+        raise CostModelError("--max-rate with --predict-file: the rate search runs on the bound only so far")
     if args.max_rate:
         if args.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
@@ -303,6 +308,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         spec=spec,
         kv_tiers=tiers,
+        overheads=fit.overheads if fit is not None else None,
         **common,
     )
     run["progress"] = progress_bar("simulate", args.quiet, "requests")
@@ -359,6 +365,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     for note in roof_notes(get_device(res.device)):  # a unit priced on another unit's roof, said
         print(f"  note: {note}")
+    if fit is not None:
+        print(predict_file_line(args.predict_file, fit, res.model, res.device))
+    if res.overheads is not None:
+        print(f"  {res.overheads}")
     if res.coverage is not None:
         print("\n".join(_predicted_lines(args, res)))
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
@@ -509,6 +519,13 @@ def add_simulate_parser(sub: Any) -> None:
         "--shared-prefix", type=int, default=0, help="tokens every drawn prompt starts with (a system prompt)"
     )
     sp.add_argument("--overhead-s", type=float, default=0.0, help="CPU/scheduling time per iteration (s)")
+    sp.add_argument(
+        "--scheduler-policy",
+        choices=("recompute", "guaranteed_no_evict"),
+        default=None,
+        help="vLLM's recompute preemption, or TensorRT-LLM's admission that reserves prompt + output "
+        "(default: the --predict framework's; recompute for the bound)",
+    )
     sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
     sp.add_argument(
         "--router",

@@ -124,7 +124,7 @@ def build_layer(
         raise CostModelError(f"{config.name} has no experts: a moe layer needs a MoE config")
     if spec.mixer == "none" and spec.mlp == "none":
         raise CostModelError("a layer needs a mixer or an MLP: LayerSpec('none', 'none') builds nothing")
-    missing = [f for f in get_mixer(spec.mixer).needs if getattr(config, f) is None]
+    missing = get_mixer(spec.mixer).missing(config)
     if missing:
         raise CostModelError(f"{config.name}: a {spec.mixer} layer needs {', '.join(missing)}")
     dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)

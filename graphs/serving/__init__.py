@@ -65,6 +65,8 @@ _LAZY: dict[str, str] = {
     "SimResult": "simulator",
     "Topology": "simulator",
     "EngineConfig": "engine",
+    "EngineOverheads": "overheads",
+    "vllm_capture_sizes": "overheads",
     "Request": "requests",
     "synthetic": "requests",
     "load_trace": "requests",

@@ -12,6 +12,15 @@ at most ``max_num_seqs`` sequences:
 2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
    blocks for their first chunk (none are admitted in an iteration that preempted).
 
+That is vLLM's ``recompute`` policy. Under TensorRT-LLM's ``guaranteed_no_evict``
+(:data:`graphs.serving.overheads.POLICIES`) a waiting sequence is admitted only when the blocks
+of its prompt plus its whole output can be reserved at once; a running sequence then never
+needs a block it does not hold, so nothing is ever preempted.
+
+The waiting queue's outstanding tokens are kept as a running sum (every waiting sequence has
+``prompt + output`` tokens still to process: it has computed nothing), so neither an iteration
+nor a routing decision costs time that grows with the queue.
+
 With ``enable_prefix_caching`` the full blocks of a request's shared prefix (``prefix_id``,
 ``prefix`` tokens: a system prompt, a conversation's history) stay cached after the first
 sequence computes them: a later sequence with the same prefix references them and starts its
@@ -26,7 +35,9 @@ plus generated) have KV; it finishes with its last output token and frees its bl
 recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
 mixed-batch step cost (:class:`graphs.serving.mixed.MixedStep`: the per-kernel rooflines of that
 exact batch; or :class:`graphs.serving.predictor.PredictedStep`: its kernels priced by a
-predictor, never below those rooflines) plus a fixed per-iteration overhead (CPU scheduling, sampling, launch gaps).
+predictor, never below those rooflines) times the overheads' ``kernel_scale``, plus a fixed
+per-iteration overhead and the CPU terms of :class:`graphs.serving.overheads.EngineOverheads`
+(a decode-only batch priced at its CUDA-graph capture size).
 
 The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`).
 """
@@ -42,6 +53,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
 from .mixed import MixedStep
+from .overheads import POLICIES, EngineOverheads
 
 if TYPE_CHECKING:
     from .kv_tiers import KVTiers
@@ -54,7 +66,10 @@ __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s)."""
+    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s).
+
+    ``scheduler_policy`` (:data:`graphs.serving.overheads.POLICIES`): None takes the engine
+    overheads' policy, and ``recompute`` when they name none."""
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
@@ -64,6 +79,7 @@ class EngineConfig:
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
+    scheduler_policy: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -83,6 +99,10 @@ class EngineConfig:
             raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
             raise CostModelError(f"num_blocks must be a positive whole number, got {self.num_blocks!r}")
+        if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
+            raise CostModelError(
+                f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
+            )
 
 
 def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
@@ -141,11 +161,17 @@ class Replica:
         index: int = 0,
         spec: Speculator | None = None,
         tiers: KVTiers | None = None,
+        overheads: EngineOverheads | None = None,
     ) -> None:
         self.step_cost = step
         self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.specdec_sim)
         self.tiers = tiers  #: host memory / SSD below the GPU's prefix cache (graphs.serving.kv_tiers)
         self.cfg = cfg
+        self.overheads = overheads or EngineOverheads()
+        #: the policy in force: the engine config's, else the overheads', else vLLM's
+        self.policy = cfg.scheduler_policy or self.overheads.policy or "recompute"
+        self.no_evict = self.policy == "guaranteed_no_evict"
+        self._waiting_tokens = 0  #: sum of prompt + output over the waiting queue
         self.num_blocks = num_blocks
         self.free_blocks = num_blocks
         self.index = index
@@ -174,10 +200,18 @@ class Replica:
     def add(self, seq: Sequence) -> None:
         seq.replica = self.index
         self.waiting.append(seq)
+        self._waiting_tokens += seq.req.prompt + seq.req.output
+
+    def admission_blocks(self, seq: Sequence, tokens: int) -> int:
+        """Blocks ``seq`` must hold to be admitted with KV for ``tokens`` tokens: those tokens'
+        under ``recompute``, its prompt plus whole output's under ``guaranteed_no_evict``."""
+        return self._blocks_for(seq.req.prompt + seq.req.output if self.no_evict else tokens)
 
     @property
     def outstanding(self) -> int:
-        return sum(s.remaining for s in self.running) + sum(s.remaining for s in self.waiting)
+        """Tokens still to process or generate: the running ones' plus the waiting queue's
+        running sum (module doc: O(running), not O(queue))."""
+        return sum(s.remaining for s in self.running) + self._waiting_tokens
 
     @property
     def idle(self) -> bool:
@@ -265,6 +299,7 @@ class Replica:
         victim.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(victim)
+        self._waiting_tokens += victim.req.prompt + victim.req.output
 
     def _drafts(self, s: Sequence) -> int:
         """Tokens drafted for a decoding sequence when speculating: ``min(k, r - 1)`` with ``r``
@@ -281,25 +316,30 @@ class Replica:
         batch: list[tuple[Sequence, int]] = []
         preempted = False
         i = 0
-        while i < len(self.running) and budget > 0:
-            s = self.running[i]
-            n = min(s.known - s.computed + self._drafts(s), budget)
-            if not cfg.enable_chunked_prefill and n < s.known - s.computed:
+        bs, chunked, running, spec = cfg.block_size, cfg.enable_chunked_prefill, self.running, self.spec
+        while i < len(running) and budget > 0:  # the hot loop: one pass per running sequence
+            s = running[i]
+            want = s.req.prompt + s.generated - s.computed  # s.known - s.computed
+            n = want + self._drafts(s) if spec is not None else want
+            if n > budget:
+                n = budget
+            if not chunked and n < want:
                 i += 1
                 continue
-            need = self._blocks_for(s.computed + n) - self._owned(s)
-            lost = False
-            while need > self.free_blocks and need > self.free_blocks + self._evictable():
-                victim = self.running[-1]
-                self._preempt(victim)
-                preempted = True
-                if victim is s:
-                    lost = True
+            need = -(-(s.computed + n) // bs) - self._owned(s)
+            if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
+                lost = False
+                while need > self.free_blocks and need > self.free_blocks + self._evictable():
+                    victim = running[-1]
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is s:
+                        lost = True
+                        break
+                if lost:
                     break
-            if lost:
-                break
-            self._take(max(need, 0))
-            s.blocks += max(need, 0)
+                self._take(need)
+                s.blocks += need
             batch.append((s, n))
             budget -= n
             i += 1
@@ -317,7 +357,7 @@ class Replica:
                 s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed
             want = s.known - s.computed
             n = min(want, budget)
-            need = self._blocks_for(s.computed + n) - self._owned(s)
+            need = self.admission_blocks(s, s.computed + n) - self._owned(s)
             if (not cfg.enable_chunked_prefill and want > budget) or (
                 need > self.free_blocks and need > self.free_blocks + self._evictable()
             ):
@@ -328,6 +368,7 @@ class Replica:
                 break
             self.prefix_hits += cached is not None
             self.waiting.popleft()
+            self._waiting_tokens -= s.req.prompt + s.req.output
             self._take(max(need, 0))
             s.blocks += max(need, 0)
             self.running.append(s)
@@ -336,7 +377,10 @@ class Replica:
         return batch
 
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
-        """The mixed-batch step cost of ``batch`` plus the per-iteration overhead (s)."""
+        """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
+        overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
+        (:class:`graphs.serving.overheads.EngineOverheads`)."""
+        ov = self.overheads
         n_dec, sum_ctx, chunks = 0, 0.0, []
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         ctxs: list[float] | None = [] if self.step_cost.windowed else None
@@ -351,11 +395,18 @@ class Replica:
             else:
                 chunks.append((float(n), float(s.computed)))
         o = self.cfg.iteration_overhead_s
+        scale = ov.kernel_scale
+        if not ov.is_zero:  # the CPU terms of this batch (overheads doc)
+            tokens = n_dec + sum(c for c, _ in chunks) + sum(v for v, _ in verifies)
+            o += ov.cpu_s(len(batch), int(tokens))
+        rows = n_dec if chunks or verifies else ov.padded(n_dec)  # padding slots read no KV
         spec = self.spec
         if spec is not None:
-            t = spec.iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies)
+            t = spec.iteration_time(rows, sum_ctx, chunks, ctxs, verifies)
         else:
-            t = self.step_cost.time_sums(n_dec, sum_ctx, chunks, ctxs)
+            t = self.step_cost.time_sums(rows, sum_ctx, chunks, ctxs)
+        if scale != 1:
+            t *= scale
         if self.tiers is not None:  # prefix loads from a lower tier, overlapped with the compute
             t += self.tiers.exposed(t)
         t += o
@@ -363,12 +414,12 @@ class Replica:
         if chunks and not n_dec and not verifies:
             self.prefill_s += t
         elif chunks and spec is not None:  # the decodes and verifies alone, the chunks the rest
-            alone = spec.iteration_time(n_dec, sum_ctx, [], ctxs, verifies, record=False) + o
+            alone = scale * spec.iteration_time(n_dec, sum_ctx, [], ctxs, verifies, record=False) + o
             self.prefill_s += t * max(0.0, 1.0 - alone / t)
         elif chunks:  # the decodes are charged what they would take alone, the prefill chunks the rest
             ph = self._phase_step
-            alone = ph.time_sums(n_dec, sum_ctx, (), ctxs) + o
-            whole = t if ph is self.step_cost else ph.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
+            alone = scale * ph.time_sums(n_dec, sum_ctx, (), ctxs) + o
+            whole = t if ph is self.step_cost else scale * ph.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
             self.prefill_s += t * max(0.0, 1.0 - alone / whole)
         return t
 

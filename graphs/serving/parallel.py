@@ -32,7 +32,7 @@ from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
 from costmodel.symbols import check_dim, dim
-from models.config import ModelConfig
+from models.config import ModelConfig, MoESpec
 
 from .compiled import decode_memory
 from .predictor import Predictor
@@ -161,9 +161,10 @@ def parallel_plan(
     t_pipe = slots * (t_stage + t_hop)
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
     if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
+        moe = cfg.need(MoESpec)
         t_ep *= (
             rank_load(
-                routing, int(as_float(cfg.num_experts)), int(as_float(cfg.num_experts_per_tok)), ep
+                routing, int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), ep
             ).row_share
             * ep
         )
@@ -200,7 +201,7 @@ def comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[symp
     hop = act / lk.bandwidth_bytes_per_s + lat
     if ep <= 1:
         return hop, sympy.Integer(0)
-    k = cfg.num_experts_per_tok
+    k = cfg.need(MoESpec).num_experts_per_tok
     a2a = op_cost("all_to_all", elements=b * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link)
     return hop, bound(a2a, hw).lower
 

@@ -70,6 +70,7 @@ from .engine import Sequence as Seq
 from .kernel_sources import Coverage
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .ledger_fit import build_ledger
+from .overheads import EngineOverheads
 from .predictor import Predictor, predicted_mixed_step
 from .replica_routing import PrefixRouter, least_outstanding
 from .requests import THINK_RANGE, Request
@@ -197,6 +198,8 @@ class SimResult(Result):
     #: router prefix: (requests sent where their prefix or conversation is, those the load bound sent elsewhere)
     prefix_routed: tuple[int, int] | None = None
     kv_tiers: TierStats | None = None  #: prefix hits from host memory / SSD and their load time
+    #: the engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none)
+    overheads: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
@@ -228,6 +231,7 @@ def simulate(
     concurrency: int | None = None,
     spec: SpecConfig | None = None,
     kv_tiers: KVTierConfig | None = None,
+    overheads: EngineOverheads | None = None,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
@@ -235,7 +239,10 @@ def simulate(
     the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
     doc); a conversation's turns (``Request.session``) are sent one after another's answer;
     ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`, on the bound only);
-    ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`)."""
+    ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`).
+    ``overheads`` adds the engine around the kernels (:mod:`graphs.serving.overheads`): None
+    takes the predictor framework's defaults when predicting and none for the bound, whose
+    results stay exactly as they were."""
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
@@ -262,6 +269,11 @@ def simulate(
         bad = next(r for r in requests if not lo <= r.think_s <= hi)
         raise CostModelError(f"request {bad.rid}: think_s must be in [{lo:g}, {hi:g}] s, got {bad.think_s!r}")
     pred = predictor or Predictor()
+    ov = overheads
+    if ov is None:
+        ov = EngineOverheads.default(
+            pred.framework, max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
+        )
     step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     metered = not pred.is_bound
     if metered:
@@ -298,7 +310,9 @@ def simulate(
             assert kv_tiers is not None
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
-        return [Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers()) for i in range(n)]
+        return [
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov) for i in range(n)
+        ]
 
     if topo.disaggregated:
         front = pool(topo.prefill_replicas, 0)
@@ -331,7 +345,11 @@ def simulate(
     queued = collections.deque(heads)  # chains no client has taken yet (closed loop)
 
     def release(s: Seq, not_before: float) -> None:
-        heapq.heappush(events, (max(s.req.arrival_s, not_before), next(counter), "arrive", s))
+        sent = max(s.req.arrival_s, not_before)
+        if sent != s.req.arrival_s:  # sent later than its arrival_s: that is its send time
+            s.req = dataclasses.replace(s.req, arrival_s=sent)
+        # the request path (API server, tokenisation) before the engine's queue
+        heapq.heappush(events, (sent + ov.request_s, next(counter), "arrive", s))
 
     for _ in range(len(heads) if concurrency is None else min(concurrency, len(heads))):
         release(queued.popleft(), 0.0)
@@ -364,8 +382,6 @@ def simulate(
     while events:
         now, _, kind, obj = heapq.heappop(events)
         if kind == "arrive":
-            if obj.req.arrival_s != now:  # sent later than its arrival_s: that is its send time
-                obj.req = dataclasses.replace(obj.req, arrival_s=now)
             rep = route(front, rr, obj)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
@@ -390,14 +406,19 @@ def simulate(
                 nxt = follow.get(id(s))
                 if nxt is None and queued:
                     nxt = queued.popleft()
-                if nxt is not None:
-                    release(nxt, now + nxt.req.think_s)
+                if nxt is not None:  # the answer reaches the client after its streaming
+                    release(nxt, now + ov.output_token_s * s.req.output + nxt.req.think_s)
             for s in handed:
                 t_kv = s.req.prompt * kv_tok / link_bw + layers * topo.link_latency
                 heapq.heappush(events, (now + t_kv, next(counter), "kv", s))
             kick(rep, now)
             if rep.idle:
                 rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
+    if ov.output_token_s:  # detokenised and streamed one token after another (overheads doc)
+        for s in seqs:
+            assert s.first_token_s is not None and s.finish_s is not None
+            s.first_token_s += ov.output_token_s
+            s.finish_s += ov.output_token_s * s.req.output
     res = _summarise(
         w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0, concurrency
     )
@@ -412,6 +433,9 @@ def simulate(
         res = dataclasses.replace(
             res, prefix_routed=(sum(r.affine for r in routers), sum(r.bounded for r in routers))
         )
+    policy = replicas[0].policy
+    if not ov.is_zero or policy != "recompute":
+        res = dataclasses.replace(res, overheads=f"{ov.summary()} (in force: {policy})")
     if not metered:
         return res
     return dataclasses.replace(
@@ -449,14 +473,14 @@ def _admit_transferred(rep: Replica, s: Seq) -> None:
     preemption there would re-prefill it locally)."""
     s.replica = rep.index
     s.blocks = 0
-    need = -(-s.computed // rep.cfg.block_size)
+    need = rep.admission_blocks(s, s.computed)
     if need <= rep.free_blocks and len(rep.running) < rep.cfg.max_num_seqs:
         rep.free_blocks -= need
         s.blocks = need
         rep.running.append(s)
     else:  # no room yet: recompute later from scratch (its KV could not be kept)
         s.computed = 0
-        rep.waiting.append(s)
+        rep.add(s)
 
 
 def _summarise(

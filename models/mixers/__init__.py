@@ -17,6 +17,10 @@ mixer (module)         what it is
 
 MLP kinds (:class:`MLP`): ``dense`` (mlp_dense), ``moe`` (mlp_moe), ``none`` (mlp_none).
 
+A plug-in's own config fields are a frozen :class:`ConfigSpec` dataclass in its module, nested
+in :class:`~models.config.ModelConfig` (``cfg.attention``, ``cfg.mla``, ``cfg.moe``, ``cfg.ssm``,
+``cfg.linear_attention``; the class names its ``spec_slot`` and the spec fields it ``needs``).
+
 A new mixer is a new module here with a ``@register_mixer`` class (and, when it needs an op
 no rule costs yet, a rule module in :mod:`costmodel.rules`); nothing else learns its name.
 """
@@ -24,6 +28,8 @@ no rule costs yet, a rule module in :mod:`costmodel.rules`); nothing else learns
 from .base import (
     MLP,
     BuilderLike,
+    ConfigSpec,
+    Dim,
     EdgeRef,
     HFReader,
     LayerContext,
@@ -41,6 +47,8 @@ from .base import (
 )
 
 __all__ = [
+    "ConfigSpec",
+    "Dim",
     "LayerPlugin",
     "Mixer",
     "MLP",

@@ -4,9 +4,10 @@
 A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. A mixer class holds
 everything the engine needs to know about its kind of layer, and nothing else names it:
 
-* ``name`` (the :class:`~models.layers.LayerSpec` mixer name) and ``needs``, the
-  :class:`~models.config.ModelConfig` fields a layer of it cannot do without, and
-  :meth:`Mixer.check` for any other condition it puts on a config;
+* ``name`` (the :class:`~models.layers.LayerSpec` mixer name); its typed config, a frozen
+  :class:`ConfigSpec` dataclass nested in :class:`~models.config.ModelConfig` under
+  ``spec_slot`` (``cfg.mla``, ``cfg.moe`` ...), and ``needs``, the fields of that spec a layer
+  of it cannot do without; :meth:`Mixer.check` for any other condition it puts on a config;
 * ``hf_families``: the Hugging Face ``model_type`` values it brings, each a reader that adds
   its fields to the common ones (:mod:`models.hf`);
 * :meth:`Mixer.params`, its per-layer parameter formula;
@@ -26,11 +27,13 @@ because it reaches the graph only through :class:`LayerContext`: the graphs pack
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
@@ -43,6 +46,9 @@ if TYPE_CHECKING:
     from ..config import ModelConfig
 
 __all__ = [
+    "Dim",
+    "ConfigSpec",
+    "int_at_least_zero",
     "Ref",
     "EdgeRef",
     "HFReader",
@@ -61,6 +67,11 @@ __all__ = [
     "hf_families",
 ]
 
+#: a dimension: given as a positive integer or a sympy expression, stored as a sympy expression
+#: (``ConfigSpec.normalised`` and ``ModelConfig.__post_init__`` convert). The alias names the stored
+#: type; sympy ships no type stubs, so mypy reads ``sympy.Expr`` as ``Any`` and an int (or a None
+#: default, for a field a spec checks itself) type-checks too.
+Dim: TypeAlias = "sympy.Expr"
 #: a block's input or output: (node, tensor)
 Ref = tuple[str, Tensor]
 #: an op input: (node, tensor), or (node, tensor, bytes the op reads of it)
@@ -161,16 +172,79 @@ class LayerContext(Protocol):
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigSpec:
+    """A plug-in's typed config: a frozen dataclass of its fields, nested in
+    :class:`~models.config.ModelConfig` under :attr:`slot` (``cfg.moe``, ``cfg.mla`` ...).
+
+    Field names are the Hugging Face / flat ``ModelConfig`` keyword names (``num_experts``,
+    ``kv_lora_rank``), so a dimension symbol's name still matches the field it binds to.
+    :meth:`normalised` checks a spec and turns its dimensions into sympy expressions; a
+    subclass adds its own conditions in :meth:`check`.
+    """
+
+    #: the ModelConfig attribute that holds this spec
+    slot: ClassVar[str]
+    #: what the spec is, for errors (``MoE config is missing ...``)
+    label: ClassVar[str]
+    #: fields that are dimensions (positive integers or sympy expressions; None: not set)
+    dims: ClassVar[tuple[str, ...]] = ()
+    #: dimensions that may be 0
+    zero_dims: ClassVar[tuple[str, ...]] = ()
+    #: fields the spec cannot do without (declared with a None default, refused when None)
+    required: ClassVar[tuple[str, ...]] = ()
+    #: dimensions :meth:`ModelConfig.symbolic` replaces by their symbol when set (not None, not 0)
+    symbolic_dims: ClassVar[tuple[str, ...]] = ()
+
+    def normalised(self, model: str) -> Self:
+        """This spec checked (errors name ``model`` and the field) with its dimensions as sympy
+        expressions."""
+        from costmodel.symbols import check_dim
+
+        missing = [f for f in self.required if getattr(self, f) is None]
+        if missing:
+            raise CostModelError(f"{model}: {self.label} config is missing {', '.join(missing)}")
+        changes: dict[str, Any] = {}
+        for f in self.dims:
+            v = getattr(self, f)
+            if v is not None:
+                try:
+                    changes[f] = check_dim(v, f, allow_zero=f in self.zero_dims)
+                except CostModelError as exc:
+                    raise CostModelError(f"{model}.{exc}") from None
+        out = dataclasses.replace(self, **changes)
+        out.check(model)
+        return out
+
+    def check(self, model: str) -> None:
+        """Refuse a spec whose fields contradict each other (a CostModelError naming ``model``,
+        the field, the value and what is allowed); called by :meth:`normalised`."""
+        return None
+
+
+def int_at_least_zero(model: str, field: str, value: Any) -> None:
+    """Refuse ``value`` unless it is an ``int`` >= 0 (``bool`` refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CostModelError(f"{model}: {field} must be an integer >= 0, got {value!r}")
+
+
 class LayerPlugin(ABC):
     """What a mixer and an MLP kind share: a name, the config fields they need, the Hugging Face
     families they bring, and a check of the config (module doc)."""
 
     #: the LayerSpec name (``LayerSpec.mixer`` or ``LayerSpec.mlp``)
     name: ClassVar[str]
-    #: ModelConfig fields a layer of this kind needs (None refused when a layer uses it)
+    #: the ModelConfig attribute holding this kind's :class:`ConfigSpec` (None: it has none)
+    spec_slot: ClassVar[str | None] = None
+    #: fields of that spec a layer of this kind needs (refused when the spec or the field is None)
     needs: ClassVar[tuple[str, ...]] = ()
     #: Hugging Face model_type -> reader of that family's fields
     hf_families: ClassVar[Mapping[str, HFReader]] = {}
+
+    def missing(self, cfg: ModelConfig) -> list[str]:
+        """The :attr:`needs` fields ``cfg`` lacks (its :attr:`spec_slot` spec unset, or the field None)."""
+        own = getattr(cfg, self.spec_slot) if self.spec_slot else None
+        return [f for f in self.needs if own is None or getattr(own, f) is None]
 
     def check(self, cfg: ModelConfig) -> None:
         """Refuse (a :class:`~costmodel.errors.CostModelError` naming the field, the value and

@@ -82,9 +82,9 @@ class DiffAttention(Mixer):
                 f"num_key_value_heads must be even, got {hkv}"
             )
         for field in ("attention_sinks", "attn_output_gate"):
-            if getattr(cfg, field):
+            if getattr(cfg.attention, field):
                 raise CostModelError(
-                    f"{cfg.name}: diff_attention layers take no {field} (got {getattr(cfg, field)!r}); "
+                    f"{cfg.name}: diff_attention layers take no {field} (got {getattr(cfg.attention, field)!r}); "
                     "allowed: 0 / False"
                 )
 
@@ -141,4 +141,4 @@ class DiffAttention(Mixer):
             cols=2 * hd,
             dtype=layer.act,
         )[0]
-        return layer.linear("o_proj", normed, cfg.hidden_size, reduce=True, bias=cfg.o_bias)
+        return layer.linear("o_proj", normed, cfg.hidden_size, reduce=True, bias=cfg.attention.o_bias)

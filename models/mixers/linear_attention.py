@@ -19,7 +19,8 @@ over ``2 H_k d_k + H_v d_v`` channels of width ``K`` without bias, ``dt_bias`` a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sympy
 
@@ -28,13 +29,43 @@ from costmodel.dtypes import get_dtype
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import LayerContext, Mixer, Ref, register_mixer
+from .base import ConfigSpec, Dim, LayerContext, Mixer, Ref, register_mixer
 from .recurrent import carries_state, causal_conv, recurrent_state, silu_gate
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
 
-__all__ = ["LinearAttention"]
+__all__ = ["LinearAttentionSpec", "LinearAttention"]
+
+
+@dataclass(frozen=True, slots=True)
+class LinearAttentionSpec(ConfigSpec):
+    """The gated delta net's fields (``cfg.linear_attention``): key/value heads and head dims,
+    the causal conv kernel and the chunk of the chunked (prefill) form."""
+
+    slot: ClassVar[str] = "linear_attention"
+    label: ClassVar[str] = "linear attention"
+    dims: ClassVar[tuple[str, ...]] = (
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+        "linear_conv_kernel",
+        "linear_chunk_size",
+    )
+    symbolic_dims: ClassVar[tuple[str, ...]] = (
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+    )
+
+    linear_num_key_heads: Dim = None
+    linear_num_value_heads: Dim = None
+    linear_key_head_dim: Dim = None
+    linear_value_head_dim: Dim = None
+    linear_conv_kernel: Dim = 4
+    linear_chunk_size: Dim = 64
 
 
 @register_mixer
@@ -42,6 +73,7 @@ class LinearAttention(Mixer):
     """Gated delta-net linear attention (module doc)."""
 
     name = "linear_attention"
+    spec_slot = "linear_attention"
     needs = (
         "linear_num_key_heads",
         "linear_num_value_heads",
@@ -51,9 +83,10 @@ class LinearAttention(Mixer):
 
     def params(self, cfg: ModelConfig) -> sympy.Expr:
         """Gated-delta-net mixer weights of one layer (module doc)."""
+        s = cfg.need(LinearAttentionSpec)
         d = cfg.hidden_size
-        hk, hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
-        dk, dv, K = cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel
+        hk, hv = s.linear_num_key_heads, s.linear_num_value_heads
+        dk, dv, K = s.linear_key_head_dim, s.linear_value_head_dim, s.linear_conv_kernel
         # check_layers requires all four of linear_attention layers
         assert hk is not None and hv is not None and dk is not None and dv is not None
         qkvz = d * (2 * hk * dk + 2 * hv * dv)
@@ -63,10 +96,11 @@ class LinearAttention(Mixer):
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """Gated delta-net linear attention (module doc)."""
         cfg, dims = layer.cfg, layer.dims
+        s = cfg.need(LinearAttentionSpec)
         T, B = dims.tokens, dims.batch
-        hk = layer.split(cfg.linear_num_key_heads, "linear_num_key_heads")
-        hv = layer.split(cfg.linear_num_value_heads, "linear_num_value_heads")
-        dk, dv, K = cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel
+        hk = layer.split(s.linear_num_key_heads, "linear_num_key_heads")
+        hv = layer.split(s.linear_num_value_heads, "linear_num_value_heads")
+        dk, dv, K = s.linear_key_head_dim, s.linear_value_head_dim, s.linear_conv_kernel
         ch = 2 * hk * dk + hv * dv
         sdt = cfg.recurrent_state_dtype
         carried = carries_state(layer)
@@ -93,7 +127,7 @@ class LinearAttention(Mixer):
             value_dim=dv,
             batch=B,
             mode="recurrent" if dims.phase == "decode" else "chunked",
-            chunk=cfg.linear_chunk_size,
+            chunk=s.linear_chunk_size,
             dtype=layer.act,
             state_dtype=sdt,
             read_state=carried,

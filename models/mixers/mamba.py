@@ -26,7 +26,7 @@ from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from .base import LayerContext, Mixer, Ref, register_mixer
-from .recurrent import carries_state, causal_conv, recurrent_state, silu_gate
+from .recurrent import SSMSpec, carries_state, causal_conv, recurrent_state, silu_gate
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
@@ -39,6 +39,7 @@ class Mamba(Mixer):
     """Mamba-1's selective state-space mixer (module doc)."""
 
     name = "mamba"
+    spec_slot = "ssm"
     needs = ("ssm_state_size", "ssm_inner_size", "ssm_dt_rank")
 
     def params(self, cfg: ModelConfig) -> sympy.Expr:
@@ -46,18 +47,20 @@ class Mamba(Mixer):
         ``x_proj`` ``D(R + 2N)``, ``dt_proj`` ``RD + D``, ``A`` ``DN``, ``D`` skip ``D``, ``out_proj``
         ``Dd`` (Gu & Dao 2023; ``JambaMambaMixer``, whose three inner RMSNorms of ``R``, ``N`` and ``N``
         add ``R + 2N``)."""
-        d, D, N = cfg.hidden_size, cfg.ssm_inner_size, cfg.ssm_state_size
-        R, K = cfg.ssm_dt_rank, cfg.ssm_conv_kernel
+        s = cfg.need(SSMSpec)
+        d, D, N = cfg.hidden_size, s.ssm_inner_size, s.ssm_state_size
+        R, K = s.ssm_dt_rank, s.ssm_conv_kernel
         assert D is not None and N is not None and R is not None  # check_layers requires them of mamba layers
-        norms = R + 2 * N if cfg.ssm_inner_norms else 0
+        norms = R + 2 * N if s.ssm_inner_norms else 0
         return 2 * d * D + D * (K + 1) + D * (R + 2 * N) + R * D + D + D * N + D + D * d + norms
 
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """Mamba-1's selective state-space mixer (module doc)."""
         cfg, dims = layer.cfg, layer.dims
+        s = cfg.need(SSMSpec)
         T, B = dims.tokens, dims.batch
-        D = layer.split(cfg.ssm_inner_size, "ssm_inner_size")
-        N, R, K = cfg.ssm_state_size, cfg.ssm_dt_rank, cfg.ssm_conv_kernel
+        D = layer.split(s.ssm_inner_size, "ssm_inner_size")
+        N, R, K = s.ssm_state_size, s.ssm_dt_rank, s.ssm_conv_kernel
         assert N is not None and R is not None  # check_layers requires them of mamba layers
         sdt = cfg.recurrent_state_dtype
         carried = carries_state(layer)
@@ -74,7 +77,7 @@ class Mamba(Mixer):
                 [Tensor(layer.b.name(f"{name}_slice"), (T, width), layer.act)],
                 elements=T * width,
             )[0]
-            parts[name] = layer.norm(f"{name}_norm", v, T, width) if cfg.ssm_inner_norms else v
+            parts[name] = layer.norm(f"{name}_norm", v, T, width) if s.ssm_inner_norms else v
         delta = layer.linear("dt_proj", parts["dt"], D, bias=True)
         scan_w = layer.weight("A_log_D", (D * N + D,))
         scan_in: list[Any] = [conv, delta, parts["b"], parts["c"], scan_w]

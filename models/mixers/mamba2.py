@@ -29,7 +29,7 @@ from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from .base import LayerContext, Mixer, Ref, register_mixer
-from .recurrent import carries_state, causal_conv, recurrent_state, silu_gate
+from .recurrent import SSMSpec, carries_state, causal_conv, recurrent_state, silu_gate
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
@@ -42,12 +42,14 @@ class SSM(Mixer):
     """Mamba-2's selective state-space mixer (module doc)."""
 
     name = "ssm"
+    spec_slot = "ssm"
     needs = ("ssm_state_size", "ssm_num_heads", "ssm_head_dim")
 
     def params(self, cfg: ModelConfig) -> sympy.Expr:
         """Mamba-2 mixer weights of one layer (module doc)."""
-        d, Hs, P = cfg.hidden_size, cfg.ssm_num_heads, cfg.ssm_head_dim
-        G, N, K = cfg.ssm_n_groups, cfg.ssm_state_size, cfg.ssm_conv_kernel
+        s = cfg.need(SSMSpec)
+        d, Hs, P = cfg.hidden_size, s.ssm_num_heads, s.ssm_head_dim
+        G, N, K = s.ssm_n_groups, s.ssm_state_size, s.ssm_conv_kernel
         assert Hs is not None and P is not None and N is not None  # check_layers requires them of ssm layers
         d_in = Hs * P
         conv_ch = d_in + 2 * G * N
@@ -56,13 +58,14 @@ class SSM(Mixer):
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """Mamba-2's selective state-space mixer (module doc)."""
         cfg, dims = layer.cfg, layer.dims
+        s = cfg.need(SSMSpec)
         T, B = dims.tokens, dims.batch
-        Hs = layer.split(cfg.ssm_num_heads, "ssm_num_heads")
-        G = cfg.ssm_n_groups
+        Hs = layer.split(s.ssm_num_heads, "ssm_num_heads")
+        G = s.ssm_n_groups
         p = layer.tp
         if not (G.is_number and p.is_number and G % p != 0):
             G = layer.split(G, "ssm_n_groups")
-        P, N, K = cfg.ssm_head_dim, cfg.ssm_state_size, cfg.ssm_conv_kernel
+        P, N, K = s.ssm_head_dim, s.ssm_state_size, s.ssm_conv_kernel
         d_in, ch = Hs * P, Hs * P + 2 * G * N
         ab = get_dtype(layer.act).bytes
         sdt = cfg.recurrent_state_dtype
@@ -89,7 +92,7 @@ class SSM(Mixer):
             groups=G,
             batch=B,
             mode="recurrent" if dims.phase == "decode" else "chunked",
-            chunk=cfg.ssm_chunk_size,
+            chunk=s.ssm_chunk_size,
             dtype=layer.act,
             state_dtype=sdt,
             read_state=carried,

@@ -14,19 +14,50 @@ transformers' ``DeepseekV3Attention``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sympy
 
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import LayerContext, Mixer, Ref, register_mixer
+from .base import ConfigSpec, Dim, LayerContext, Mixer, Ref, register_mixer
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
 
-__all__ = ["MLA"]
+__all__ = ["MLASpec", "MLA"]
+
+
+@dataclass(frozen=True, slots=True)
+class MLASpec(ConfigSpec):
+    """The latent-attention ranks and head dims (``cfg.mla``): all four of ``kv_lora_rank``,
+    ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim`` or none; ``q_lora_rank`` None
+    projects q at full rank (DeepSeek-V2-Lite)."""
+
+    slot: ClassVar[str] = "mla"
+    label: ClassVar[str] = "MLA"
+    dims: ClassVar[tuple[str, ...]] = (
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+        "q_lora_rank",
+    )
+    required: ClassVar[tuple[str, ...]] = (
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+    )
+    symbolic_dims: ClassVar[tuple[str, ...]] = dims
+
+    kv_lora_rank: Dim = None
+    qk_nope_head_dim: Dim = None
+    qk_rope_head_dim: Dim = None
+    v_head_dim: Dim = None
+    q_lora_rank: Dim = None
 
 
 @register_mixer
@@ -34,17 +65,17 @@ class MLA(Mixer):
     """Multi-head latent attention: low-rank q, a latent KV cache, decompression or absorption."""
 
     name = "mla"
+    spec_slot = "mla"
     needs = ("kv_lora_rank",)
 
     def params(self, cfg: ModelConfig) -> sympy.Expr:
         """Multi-head latent attention weights of one layer (module doc)."""
         d, H = cfg.hidden_size, cfg.num_attention_heads
-        nope, rope_d, vd, r_kv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
-        # an mla layer has all four (ModelConfig checks the MLA fields all-or-none, check_layers kv_lora_rank)
-        assert nope is not None and rope_d is not None and vd is not None and r_kv is not None
+        m = cfg.need(MLASpec)  # its four required fields checked by MLASpec.normalised
+        nope, rope_d, vd, r_kv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
         qk = nope + rope_d
-        if cfg.q_lora_rank is not None:
-            q = d * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * H * qk
+        if m.q_lora_rank is not None:
+            q = d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * H * qk
         else:
             q = d * H * qk
         kv_a = d * (r_kv + rope_d) + r_kv
@@ -60,13 +91,12 @@ class MLA(Mixer):
         """
         cfg, dims = layer.cfg, layer.dims
         T, H = dims.tokens, layer.split(cfg.num_attention_heads, "num_attention_heads")
-        nope, rope_d, vd, r_kv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
-        # an mla layer has all four (ModelConfig checks the MLA fields all-or-none, check_layers kv_lora_rank)
-        assert nope is not None and rope_d is not None and vd is not None and r_kv is not None
+        m = cfg.need(MLASpec)  # its four required fields checked by MLASpec.normalised
+        nope, rope_d, vd, r_kv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
         b = Tensor("b", (1,), layer.act).dtype.bytes
-        if cfg.q_lora_rank is not None:
-            qa = layer.linear("q_a_proj", h, cfg.q_lora_rank)
-            qa = layer.norm("q_a_norm", qa, T, cfg.q_lora_rank)
+        if m.q_lora_rank is not None:
+            qa = layer.linear("q_a_proj", h, m.q_lora_rank)
+            qa = layer.norm("q_a_norm", qa, T, m.q_lora_rank)
             q = layer.linear("q_b_proj", qa, H * (nope + rope_d))
         else:
             q = layer.linear("q_proj", h, H * (nope + rope_d))

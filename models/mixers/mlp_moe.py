@@ -9,7 +9,8 @@ Weights: ``E`` routed experts of ``mlp_params(moe_intermediate_size)``, the shar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import sympy
 
@@ -17,26 +18,76 @@ from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
-from costmodel.rules import experts_touched
 from costmodel.tensor import Tensor
 
-from .base import MLP, LayerContext, Ref, register_mlp
+from .base import MLP, ConfigSpec, Dim, LayerContext, Ref, register_mlp
 from .mlp_dense import activation, mlp, mlp_params
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
 
-__all__ = ["MoEMLP", "moe_params"]
+__all__ = ["MoESpec", "MoEMLP", "moe_params"]
+
+
+@dataclass(frozen=True, slots=True)
+class MoESpec(ConfigSpec):
+    """The Mixture-of-Experts fields (``cfg.moe``): ``E`` routed experts of width
+    ``moe_intermediate_size``, ``k`` per token, shared experts (``num_shared_experts`` of the
+    expert width, or one of ``shared_expert_intermediate_size``, optionally gated), dense MLPs in
+    the first ``first_k_dense_replace`` layers, a per-expert router bias, expert buffers of
+    ``c*T*k/E`` rows (``moe_capacity_factor``, Switch; None: dropless)."""
+
+    slot: ClassVar[str] = "moe"
+    label: ClassVar[str] = "MoE"
+    dims: ClassVar[tuple[str, ...]] = (
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "num_shared_experts",
+        "shared_expert_intermediate_size",
+    )
+    zero_dims: ClassVar[tuple[str, ...]] = ("num_shared_experts",)
+    required: ClassVar[tuple[str, ...]] = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+    symbolic_dims: ClassVar[tuple[str, ...]] = dims
+
+    num_experts: Dim = None
+    num_experts_per_tok: Dim = None
+    moe_intermediate_size: Dim = None
+    num_shared_experts: Dim = 0
+    shared_expert_intermediate_size: Dim = None  # default num_shared_experts * moe width
+    shared_expert_gate: bool = False  # a sigmoid gate (d -> 1) on the shared expert (Qwen2-MoE, Qwen3-Next)
+    moe_capacity_factor: float | None = None
+    first_k_dense_replace: int = 0
+    router_bias: bool = False
+
+    def normalised(self, model: str) -> MoESpec:
+        """As :meth:`ConfigSpec.normalised`; MoE-only fields without any expert count are refused
+        as such."""
+        if all(getattr(self, f) is None for f in self.required):
+            raise CostModelError(f"{model}: shared experts / dense-first layers need a MoE config")
+        return ConfigSpec.normalised(self, model)
+
+    def check(self, model: str) -> None:
+        e, k = self.num_experts, self.num_experts_per_tok
+        if e.is_number and k.is_number and k > e:
+            raise CostModelError(f"{model}: num_experts_per_tok ({k}) exceeds num_experts ({e})")
+        fk = self.first_k_dense_replace
+        if not isinstance(fk, int) or isinstance(fk, bool) or fk < 0:
+            raise CostModelError(f"{model}: first_k_dense_replace must be an integer >= 0, got {fk!r}")
+        cf = self.moe_capacity_factor
+        if cf is not None and (isinstance(cf, bool) or not isinstance(cf, int | float) or not 0 < cf < 1e6):
+            raise CostModelError(f"{model}: moe_capacity_factor must be a positive number, got {cf!r}")
 
 
 def moe_params(cfg: ModelConfig, experts: sympy.Expr | None = None) -> sympy.Expr:
     """One MoE layer: ``experts`` routed (default all) + shared + router."""
-    e = cfg.num_experts if experts is None else experts
-    per_expert = mlp_params(cfg, cfg.moe_intermediate_size)
-    shared_w = cfg.shared_expert_intermediate_size
-    shared = mlp_params(cfg, shared_w) if shared_w is not None else cfg.num_shared_experts * per_expert
-    router = cfg.num_experts * cfg.hidden_size + (cfg.num_experts if cfg.router_bias else 0)
-    if cfg.shared_expert_gate:
+    m = cfg.need(MoESpec)
+    e = m.num_experts if experts is None else experts
+    per_expert = mlp_params(cfg, m.moe_intermediate_size)
+    shared_w = m.shared_expert_intermediate_size
+    shared = mlp_params(cfg, shared_w) if shared_w is not None else m.num_shared_experts * per_expert
+    router = m.num_experts * cfg.hidden_size + (m.num_experts if m.router_bias else 0)
+    if m.shared_expert_gate:
         shared += cfg.hidden_size
     return e * per_expert + shared + router
 
@@ -46,19 +97,21 @@ class MoEMLP(MLP):
     """Routed (and shared) experts (module doc)."""
 
     name = "moe"
+    spec_slot = "moe"
 
     def check(self, cfg: ModelConfig) -> None:
         if not cfg.is_moe:
             raise CostModelError(f"{cfg.name}: moe layers need a MoE config (num_experts ...)")
 
     def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
-        return moe_params(cfg, cfg.num_experts_per_tok if active else None)
+        return moe_params(cfg, cfg.need(MoESpec).num_experts_per_tok if active else None)
 
     def build(self, layer: LayerContext, x: Ref) -> Ref:
         """Router, routed experts, combine, shared experts, one all-reduce (module doc)."""
         cfg, T = layer.cfg, layer.dims.tokens
-        d, E, k = cfg.hidden_size, cfg.num_experts, cfg.num_experts_per_tok
-        Ie = layer.split(cfg.moe_intermediate_size, "moe_intermediate_size")  # each expert split over tp
+        m = cfg.need(MoESpec)
+        d, E, k = cfg.hidden_size, m.num_experts, m.num_experts_per_tok
+        Ie = layer.split(m.moe_intermediate_size, "moe_intermediate_size")  # each expert split over tp
         logits = layer.linear("router", x, E, bias=False, role=Role.ROUTER)
         probs = layer.b.op(
             "router_softmax",
@@ -71,7 +124,7 @@ class MoEMLP(MLP):
             dtype=layer.act,
         )[0]
         sel_in: list[Any] = [probs]
-        if cfg.router_bias:
+        if m.router_bias:
             sel_in.append(layer.weight("router.score_bias", (E,)))
         sel = layer.b.op(
             "router_topk",
@@ -80,11 +133,13 @@ class MoEMLP(MLP):
             sel_in,
             [Tensor(layer.b.name("router_topk"), (T, k), layer.act)],
             # the per-expert score bias (DeepSeek's noaux_tc routing) is read beside the scores
-            extra=Cost.traffic(read=E * Tensor("w", (1,), layer.wd).dtype.bytes) if cfg.router_bias else None,
+            extra=Cost.traffic(read=E * Tensor("w", (1,), layer.wd).dtype.bytes) if m.router_bias else None,
             rows=T,
             cols=E,
             dtype=layer.act,
         )[0]
+        from costmodel.rules import experts_touched  # the rules load with the graph, not the config
+
         touched = experts_touched(T, E, k)
         ewd = cfg.expert_weight_dtype  # routed experts may be stored narrower (gpt-oss: mxfp4)
         wb = get_dtype(ewd).bytes
@@ -118,7 +173,7 @@ class MoEMLP(MLP):
                 dtype=layer.mmd,
                 w_dtype=ewd,
                 out_dtype=layer.act,
-                capacity_factor=cfg.moe_capacity_factor,
+                capacity_factor=m.moe_capacity_factor,
             )[0]
 
         ins = [experts("experts.up_proj", x, Ie, d)]
@@ -138,12 +193,12 @@ class MoEMLP(MLP):
             cols=k,
             dtype=layer.act,
         )[0]
-        shared = cfg.shared_expert_intermediate_size
-        if shared is None and cfg.num_shared_experts != 0:
-            shared = cfg.num_shared_experts * cfg.moe_intermediate_size
+        shared = m.shared_expert_intermediate_size
+        if shared is None and m.num_shared_experts != 0:
+            shared = m.num_shared_experts * m.moe_intermediate_size
         if shared is not None:
             sh = mlp(layer, x, shared, "shared", reduce=False)
-            if cfg.shared_expert_gate:  # sh * sigmoid(x @ w_g): one logit per token scales the shared expert
+            if m.shared_expert_gate:  # sh * sigmoid(x @ w_g): one logit per token scales the shared expert
                 g = layer.linear("shared_gate", x, 1)
                 sh = layer.b.op(
                     "shared_gate_mul",

@@ -7,16 +7,54 @@ left: a cache-like source node whose residency the op that writes it records.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import LayerContext, Ref
+from .base import ConfigSpec, Dim, LayerContext, Ref
 
-__all__ = ["recurrent_state", "carries_state", "causal_conv", "silu_gate"]
+__all__ = ["SSMSpec", "recurrent_state", "carries_state", "causal_conv", "silu_gate"]
+
+
+@dataclass(frozen=True, slots=True)
+class SSMSpec(ConfigSpec):
+    """The selective state-space fields (``cfg.ssm``) of the ``ssm`` (Mamba-2: heads, head
+    dim, groups, chunk) and ``mamba`` (Mamba-1: inner width, step rank, inner norms) layers;
+    each mixer ``needs`` its own (its module doc gives the formulas)."""
+
+    slot: ClassVar[str] = "ssm"
+    label: ClassVar[str] = "SSM"
+    dims: ClassVar[tuple[str, ...]] = (
+        "ssm_state_size",
+        "ssm_num_heads",
+        "ssm_head_dim",
+        "ssm_inner_size",
+        "ssm_dt_rank",
+        "ssm_n_groups",
+        "ssm_conv_kernel",
+        "ssm_chunk_size",
+    )
+    symbolic_dims: ClassVar[tuple[str, ...]] = (
+        "ssm_state_size",
+        "ssm_num_heads",
+        "ssm_head_dim",
+        "ssm_inner_size",
+        "ssm_dt_rank",
+    )
+
+    ssm_state_size: Dim = None
+    ssm_num_heads: Dim = None  # Mamba-2
+    ssm_head_dim: Dim = None  # Mamba-2
+    ssm_inner_size: Dim = None  # Mamba-1: the expanded channel count D
+    ssm_dt_rank: Dim = None  # Mamba-1: the low rank of the step projection
+    ssm_inner_norms: bool = False  # Mamba-1: RMSNorms on delta, B and C (Jamba)
+    ssm_n_groups: Dim = 1
+    ssm_conv_kernel: Dim = 4
+    ssm_chunk_size: Dim = 256
 
 
 def recurrent_state(layer: LayerContext, local: str, width: Any, dtype: str) -> Ref:

@@ -18,20 +18,22 @@ second half of ``q_proj``; transformers' ``LlamaAttention``, ``Qwen3NextAttentio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sympy
 
+from costmodel.errors import CostModelError
 from costmodel.keys import Role
-from costmodel.rules.attention import chunk_keys
 from costmodel.tensor import Tensor
 
-from .base import EdgeRef, LayerContext, Mixer, Ref, register_mixer
+from .base import ConfigSpec, Dim, EdgeRef, LayerContext, Mixer, Ref, int_at_least_zero, register_mixer
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
 
 __all__ = [
+    "AttentionSpec",
     "SoftmaxAttention",
     "GQA",
     "Sliding",
@@ -45,26 +47,58 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class AttentionSpec(ConfigSpec):
+    """The softmax-attention options (``cfg.attention``; every config has one, the defaults a
+    plain Llama layer): biases, q/k norms, rope, sinks, the output gate, and the key limits of
+    the ``sliding`` and ``chunked`` layers."""
+
+    slot: ClassVar[str] = "attention"
+    label: ClassVar[str] = "attention"
+    dims: ClassVar[tuple[str, ...]] = ("sliding_window", "attention_chunk_size")
+    symbolic_dims: ClassVar[tuple[str, ...]] = ("sliding_window", "attention_chunk_size")
+
+    qkv_bias: bool = False
+    o_bias: bool = False  # a bias on the attention output projection (gpt-oss)
+    qk_norm: bool = False
+    # the q/k norms span all heads, H*h and H_kv*h weights (OLMo 2, Cohere, MiniMax-M2), not one
+    # head_dim-wide norm shared by every head (Qwen3, Gemma 3)
+    qk_norm_all_heads: bool = False
+    rope: bool = True
+    nope_full_attention: bool = False  # full-context layers take no rope (Llama 4's NoPE layers)
+    attention_sinks: int = 0  # learned sink logits per head (gpt-oss: 1)
+    attn_output_gate: bool = False  # q_proj also yields a sigmoid gate on the output (Qwen3-Next)
+    sliding_window: Dim = None  # the ``sliding`` layers' window W (None: no sliding layers)
+    attention_chunk_size: Dim = None  # the ``chunked`` layers' chunk C (None: no chunked layers)
+
+    def check(self, model: str) -> None:
+        if self.qk_norm_all_heads and not self.qk_norm:
+            raise CostModelError(f"{model}: qk_norm_all_heads needs qk_norm=True")
+        int_at_least_zero(model, "attention_sinks", self.attention_sinks)
+
+
 def attention_params(cfg: ModelConfig) -> sympy.Expr:
     """Softmax attention weights of one layer (module doc)."""
     d, H, h, hkv = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.num_key_value_heads
     assert h is not None and hkv is not None  # ModelConfig.__post_init__ fills both in
-    p = d * H * h * (2 if cfg.attn_output_gate else 1) + 2 * d * hkv * h + H * h * d
-    if cfg.qkv_bias:
+    a = cfg.attention
+    p = d * H * h * (2 if a.attn_output_gate else 1) + 2 * d * hkv * h + H * h * d
+    if a.qkv_bias:
         p += H * h + 2 * hkv * h
-    if cfg.qk_norm:
-        p += (H + hkv) * h if cfg.qk_norm_all_heads else 2 * h
-    if cfg.o_bias:
+    if a.qk_norm:
+        p += (H + hkv) * h if a.qk_norm_all_heads else 2 * h
+    if a.o_bias:
         p += d
-    return p + H * cfg.attention_sinks
+    return p + H * a.attention_sinks
 
 
 class SoftmaxAttention(Mixer):
     """The softmax-attention family: one weight formula, one block; a subclass names the
     config field (if any) that limits the keys a query sees."""
 
-    #: ``(keyword of softmax_attention, ModelConfig field)``, or None for the whole context
+    #: ``(keyword of softmax_attention, AttentionSpec field)``, or None for the whole context
     limit: ClassVar[tuple[str, str] | None] = None
+    spec_slot: ClassVar[str | None] = "attention"
 
     def params(self, cfg: ModelConfig) -> sympy.Expr:
         return attention_params(cfg)
@@ -73,7 +107,7 @@ class SoftmaxAttention(Mixer):
         if self.limit is None:
             return softmax_attention(layer, h)
         kw, field = self.limit
-        return softmax_attention(layer, h, **{kw: getattr(layer.cfg, field)})
+        return softmax_attention(layer, h, **{kw: getattr(layer.cfg.attention, field)})
 
 
 @register_mixer
@@ -115,20 +149,21 @@ def project_qkv(layer: LayerContext, h: Ref, *, rope: bool = True) -> tuple[Ref 
     config's q/k/v bias), the optional per-head q/k norms, and rope on q and k (``rope`` and
     the config's ``rope``): ``(gate, q, k, v)``, q ``[T, H h]``, k and v ``[T, H_kv h]`` per device."""
     cfg, T, hd = layer.cfg, layer.dims.tokens, layer.cfg.head_dim
+    a = cfg.attention
     H, Hkv = layer.split(cfg.num_attention_heads, "num_attention_heads"), layer.kv_heads_local()
     gate = None
-    if cfg.attn_output_gate:
-        gate = layer.linear("q_gate_proj", h, H * hd, bias=cfg.qkv_bias)
-    q = layer.linear("q_proj", h, H * hd, bias=cfg.qkv_bias)
-    k = layer.linear("k_proj", h, Hkv * hd, bias=cfg.qkv_bias)
-    v = layer.linear("v_proj", h, Hkv * hd, bias=cfg.qkv_bias)
-    if cfg.qk_norm and cfg.qk_norm_all_heads:  # one norm over all heads (OLMo 2, MiniMax-M2)
+    if a.attn_output_gate:
+        gate = layer.linear("q_gate_proj", h, H * hd, bias=a.qkv_bias)
+    q = layer.linear("q_proj", h, H * hd, bias=a.qkv_bias)
+    k = layer.linear("k_proj", h, Hkv * hd, bias=a.qkv_bias)
+    v = layer.linear("v_proj", h, Hkv * hd, bias=a.qkv_bias)
+    if a.qk_norm and a.qk_norm_all_heads:  # one norm over all heads (OLMo 2, MiniMax-M2)
         q = layer.norm("q_norm", q, T, H * hd)
         k = layer.norm("k_norm", k, T, Hkv * hd)
-    elif cfg.qk_norm:
+    elif a.qk_norm:
         q = layer.norm("q_norm", q, T * H, hd)
         k = layer.norm("k_norm", k, T * Hkv, hd)
-    if rope and cfg.rope:
+    if rope and a.rope:
         q = layer.b.op(
             "rope_q",
             "rope",
@@ -183,6 +218,8 @@ def kv_operands(
     if window is not None:
         read = sympy.Min(dims.kv_len, window)
     elif chunk is not None:
+        from costmodel.rules.attention import chunk_keys  # the rules load with the graph, not the config
+
         read = chunk_keys(1, dims.kv_len, chunk)
     kc = layer.cache("k_cache", width, read)
     vc = layer.cache("v_cache", width, read)
@@ -215,14 +252,14 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
     """
     cfg, T, hd = layer.cfg, layer.dims.tokens, layer.cfg.head_dim
     H = layer.split(cfg.num_attention_heads, "num_attention_heads")
-    rope = not (cfg.nope_full_attention and window is None and chunk is None)
+    rope = not (cfg.attention.nope_full_attention and window is None and chunk is None)
     gate, q, k, v = project_qkv(layer, h, rope=rope)
     kw, vw = write_kv(layer, k, v, cap=window if window is not None else chunk)
     out = Tensor(layer.b.name("attention"), (T, H * hd), layer.act)
-    common = {**attention_shape(layer), "sinks": cfg.attention_sinks}
+    common = {**attention_shape(layer), "sinks": cfg.attention.attention_sinks}
     sink_w: list[Any] = []
-    if cfg.attention_sinks:
-        sink_w = [layer.weight("sinks", (H * cfg.attention_sinks,))]
+    if cfg.attention.attention_sinks:
+        sink_w = [layer.weight("sinks", (H * cfg.attention.attention_sinks,))]
     if window is not None:
         common["window"] = window
     if chunk is not None:
@@ -245,4 +282,4 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
             sfu_ops=1,
             dtype=layer.act,
         )[0]
-    return layer.linear("o_proj", o, cfg.hidden_size, reduce=True, bias=cfg.o_bias)
+    return layer.linear("o_proj", o, cfg.hidden_size, reduce=True, bias=cfg.attention.o_bias)

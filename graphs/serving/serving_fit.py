@@ -1,0 +1,373 @@
+"""Fit the engine overheads (:mod:`graphs.serving.overheads`) to a user's own serving benchmark.
+
+Each measured run (:mod:`graphs.serving.bench_results`) is replayed through the simulator with
+its own requests (arrivals, prompt and output lengths). The terms
+``theta = (kernel_scale, iteration_s, per_seq_s, per_token_s, request_s, output_token_s)``
+minimise the relative residuals of group means: per run, the mean TTFT of each of
+:data:`BINS` groups of requests by prompt length (which separates the per-token terms from the
+request path) and the mean TPOT of each of :data:`BINS` groups by output length (weighted least
+squares: a TTFT of 50 ms and a TPOT of 10 ms count alike)
+
+.. math::
+
+    \\min_\\theta \\sum_g \\Big(\\frac{\\hat y_g(\\theta) - y_g}{y_g}\\Big)^2
+
+Means, not single requests: a request's TTFT depends on where its arrival falls within the
+iteration in flight (up to a whole step), and any change of the terms reshuffles those phases,
+so a single request's residual jumps where a group's mean moves smoothly.
+
+by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
+per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)``, the terms
+kept in their valid ranges (non-negative times); the best iterate is kept (the objective is
+rough at the scale of one iteration's phase, so no line search follows it). Near the optimum the residuals are affine in the terms (each adds to the
+latencies linearly, through the queue), so it converges in a few steps. Standard errors are the
+usual ``sqrt(diag((J^T J)^{-1}) s^2)`` with ``s^2 = RSS / (m - p)``; a term the data do not
+constrain (a singular direction) is reported as not determined instead of a number.
+
+Runs at the rates not fitted are held out: their mean TTFT, TPOT and E2E are predicted with the
+fitted terms and compared with what was measured. The fit is written as a versioned JSON file
+(:func:`write_fit`) that ``--predict-file`` reads back (:func:`read_fit`: a regular file of
+bounded size, unique keys, every key checked).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from costmodel.errors import CostModelError
+from costmodel.outfiles import atomic_write
+from costmodel.safefile import read_user_file, unique_keys
+
+from .bench_results import BenchRun
+from .engine import EngineConfig
+from .overheads import KERNEL_SCALE_RANGE, TERMS, EngineOverheads
+from .predictor import Predictor
+
+__all__ = [
+    "FIT_FORMAT",
+    "FIT_VERSION",
+    "DEFAULT_TERMS",
+    "RunError",
+    "ServingFit",
+    "fit_serving",
+    "read_fit",
+    "simulate_with",
+    "write_fit",
+]
+
+FIT_FORMAT = "costmodel-serving-fit"
+FIT_VERSION = 1
+#: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
+#: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
+_STEP = {
+    "kernel_scale": 5e-2,
+    "iteration_s": 5e-4,
+    "per_seq_s": 5e-6,
+    "per_token_s": 5e-8,
+    "request_s": 2e-3,
+    "output_token_s": 1e-4,
+}
+#: fitted unless ``terms`` says otherwise: the per-token CPU term is collinear with the
+#: kernels' prefill time (both grow with the prompt), and the per-output-token term with the
+#: per-iteration one (both add to every token): those keep their base values unless asked for
+DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
+BINS = 8  #: groups per run of the TTFT (by prompt length) and TPOT (by output length) means
+_LO = {t: (KERNEL_SCALE_RANGE[0] if t == "kernel_scale" else 0.0) for t in TERMS}
+
+
+@dataclass(frozen=True)
+class RunError:
+    """One run's predicted against measured mean latencies (relative errors: predicted/measured - 1)."""
+
+    source: str
+    rate: float | None
+    fitted: bool
+    ttft_err: float
+    tpot_err: float
+    e2e_err: float
+
+
+@dataclass(frozen=True)
+class ServingFit:
+    """The fitted overheads, their standard errors (None: not determined), and every run's errors."""
+
+    model: str
+    device: str
+    tp: int
+    predict: str | None  #: the predictor framework the fit priced kernels with (None: the bound)
+    overheads: EngineOverheads
+    stderr: dict[str, float | None]
+    runs: list[RunError] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    rms_residual: float = 0.0  #: of the relative per-request residuals at the optimum
+
+    @property
+    def held_out(self) -> list[RunError]:
+        return [r for r in self.runs if not r.fitted]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FIT_FORMAT,
+            "version": FIT_VERSION,
+            "model": self.model,
+            "device": self.device,
+            "tp": self.tp,
+            "predict": self.predict,
+            "overheads": self.overheads.to_dict(),
+            "stderr": self.stderr,
+            "runs": [{k: _finite(v) for k, v in asdict(r).items()} for r in self.runs],
+            "sources": self.sources,
+            "rms_residual": self.rms_residual,
+        }
+
+
+def _finite(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _simulate(run: BenchRun, theta: dict[str, float], base: EngineOverheads, sim: Callable[..., Any]) -> Any:
+    return sim(run.requests, base.with_terms(**theta), run.concurrency)
+
+
+def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
+    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key``."""
+    idx = np.flatnonzero(ok)
+    idx = idx[np.argsort(key[idx], kind="stable")]
+    return [b for b in np.array_split(idx, min(k, len(idx))) if len(b)]
+
+
+def _groups(run: BenchRun) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """TTFT groups by prompt length, TPOT groups by output length (module doc)."""
+    k = max(1, min(BINS, len(run.prompt) // 10))
+    return (
+        _bins(run.prompt, np.ones(len(run.prompt), dtype=bool), k),
+        _bins(run.output, np.isfinite(run.tpot_s), k),
+    )
+
+
+def _stats(run: BenchRun, ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray:
+    """Mean TTFT per prompt-length group and mean TPOT per output-length group."""
+    gt, gp = _groups(run)
+    return np.array([ttft[g].mean() for g in gt] + [tpot[g].mean() for g in gp])
+
+
+def _observed(run: BenchRun) -> np.ndarray:
+    return _stats(run, run.ttft_s, run.tpot_s)
+
+
+def _predicted(run: BenchRun, res: Any) -> np.ndarray:
+    return _stats(run, res.per_request["ttft_s"], res.per_request["tpot_s"])
+
+
+def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
+    def rel(p: np.ndarray, m: np.ndarray) -> float:
+        ok = np.isfinite(m) & np.isfinite(p)
+        return float(np.mean(p[ok]) / np.mean(m[ok]) - 1) if ok.any() else math.nan
+
+    pr = res.per_request
+    return RunError(
+        run.source,
+        run.rate,
+        fitted,
+        rel(pr["ttft_s"], run.ttft_s),
+        rel(pr["tpot_s"], run.tpot_s),
+        rel(pr["e2e_s"], run.e2e_s),
+    )
+
+
+def fit_serving(
+    runs: Sequence[BenchRun],
+    simulate_run: Callable[[list[Any], EngineOverheads, int | None], Any],
+    *,
+    base: EngineOverheads,
+    held_out: Sequence[int] = (),
+    terms: Sequence[str] = DEFAULT_TERMS,
+    iterations: int = 8,
+    model: str = "",
+    device: str = "",
+    tp: int = 1,
+    predict: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ServingFit:
+    """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
+
+    ``simulate_run(requests, overheads, concurrency)`` simulates one run's requests (a closed
+    loop of ``concurrency`` clients unless None) and returns its
+    :class:`graphs.serving.simulator.SimResult` (the caller fixes model, device, engine and
+    predictor)."""
+    unknown = [t for t in terms if t not in TERMS]
+    if unknown or not terms:
+        raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
+    fit_idx = [i for i in range(len(runs)) if i not in set(held_out)]
+    if not fit_idx:
+        raise CostModelError("every run is held out: nothing left to fit")
+    theta = {t: float(getattr(base, t)) for t in terms}
+    say = progress or (lambda _msg: None)
+    fitted = [runs[i] for i in fit_idx]
+    obs = [_observed(r) for r in fitted]
+    y = np.concatenate(obs)
+    if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise CostModelError("measured TTFTs and TPOTs must be finite and > 0 to fit relative residuals")
+
+    def residuals(th: dict[str, float]) -> np.ndarray:
+        pred = [_predicted(r, _simulate(r, th, base, simulate_run)) for r in fitted]
+        return (np.concatenate(pred) - y) / y
+
+    h = np.array([_STEP[t] for t in terms])
+    lo = np.array([_LO[t] for t in terms])
+    x = np.array([theta[t] for t in terms])
+
+    def at(v: np.ndarray) -> dict[str, float]:
+        return {t: float(c) for t, c in zip(terms, v, strict=True)}
+
+    J = np.zeros((len(y), len(terms)))  # in units of each term's step: columns of like size
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+    for it in range(iterations):
+        r = residuals(at(x))
+        for k in range(len(terms)):
+            J[:, k] = residuals(at(x + h * (np.arange(len(terms)) == k))) - r
+        cost = float(r @ r)
+        say(f"fit step {it + 1}: rms relative residual {math.sqrt(cost / len(r)):.4g}")
+        if best is None or cost < best[0]:
+            best = (cost, x.copy(), r.copy(), J.copy())
+        u = np.linalg.lstsq(J, -r, rcond=None)[0]  # Gauss-Newton, in step units
+        x_new = np.maximum(lo, x + h * u)  # the terms' valid ranges
+        if np.max(np.abs(x_new - x) / h) < 0.05:  # moves less than a twentieth of a step: done
+            break
+        x = x_new
+    assert best is not None
+    _, x, r, J = best
+    theta = at(x)
+    J = J / h  # back to the terms' own units for the covariance
+    m, p = len(y), len(terms)
+    s2 = float(r @ r) / max(m - p, 1)
+    jtj = J.T @ J
+    stderr: dict[str, float | None] = {}
+    cond = np.linalg.cond(jtj) if p else 0.0
+    cov = np.linalg.pinv(jtj) * s2
+    for k, t in enumerate(terms):
+        det = math.isfinite(cond) and cond < 1e14 and jtj[k, k] > 0
+        stderr[t] = float(math.sqrt(max(cov[k, k], 0.0))) if det else None
+    names = ", ".join(sorted({r.source for r in fitted}))
+    fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
+    errs = []
+    for i, run in enumerate(runs):
+        res = _simulate(run, theta, base, simulate_run)
+        errs.append(_errors(run, res, i in fit_idx))
+    return ServingFit(
+        model=model,
+        device=device,
+        tp=tp,
+        predict=predict,
+        overheads=fitted_ov,
+        stderr=stderr,
+        runs=errs,
+        sources=sorted({r.source for r in runs}),
+        rms_residual=math.sqrt(float(r @ r) / len(r)),
+    )
+
+
+def simulate_with(
+    config: Any,
+    device: str,
+    *,
+    tp: int = 1,
+    predict: str | None = None,
+    engine: EngineConfig | None = None,
+) -> Callable[[list[Any], EngineOverheads, int | None], Any]:
+    """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor."""
+    from .simulator import Topology, simulate
+
+    pred = Predictor.of(predict)
+    topo = Topology(tp=tp)
+
+    def run(requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
+        return simulate(
+            config,
+            device,
+            requests,
+            topology=topo,
+            engine=engine,
+            predictor=pred,
+            overheads=ov,
+            concurrency=concurrency,
+        )
+
+    return run
+
+
+def write_fit(fit: ServingFit, path: str, flag: str = "-o") -> None:
+    """The fit as versioned JSON, written atomically."""
+    with atomic_write(path, flag) as f:
+        json.dump(fit.to_dict(), f, indent=2, allow_nan=False, default=_no_nan)
+        f.write("\n")
+
+
+def _no_nan(x: Any) -> Any:
+    raise TypeError(f"not JSON: {type(x).__name__}")
+
+
+_KEYS = {
+    "format",
+    "version",
+    "model",
+    "device",
+    "tp",
+    "predict",
+    "overheads",
+    "stderr",
+    "runs",
+    "sources",
+    "rms_residual",
+}
+MAX_FIT_BYTES = 4 * 2**20
+
+
+def read_fit(path: str) -> ServingFit:
+    """A fit file of :func:`write_fit` back; anything else is a one-line error naming the key."""
+    where = f"fit file {str(path)[:200]!r}"
+    data = read_user_file(path, what="fit file", max_bytes=MAX_FIT_BYTES)
+    try:
+        doc = json.loads(data, object_pairs_hook=unique_keys())
+    except (ValueError, RecursionError) as exc:
+        raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
+        raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
+    if doc.get("version") != FIT_VERSION:
+        raise CostModelError(
+            f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads {FIT_VERSION})"
+        )
+    extra, missing = sorted(set(doc) - _KEYS), sorted(_KEYS - set(doc))
+    if extra or missing:
+        raise CostModelError(
+            f"{where}: {'unknown' if extra else 'missing'} key {(extra or missing)[0][:60]!r}"
+        )
+    for k in ("model", "device"):
+        if not isinstance(doc[k], str):
+            raise CostModelError(f"{where}: {k} must be a string")
+    if isinstance(doc["tp"], bool) or not isinstance(doc["tp"], int) or not 1 <= doc["tp"] <= 4096:
+        raise CostModelError(f"{where}: tp must be a whole number in [1, 4096]")
+    if doc["predict"] is not None:
+        Predictor.of(doc["predict"])  # a framework the corpus knows, else its one-line error
+    ov = EngineOverheads.from_dict(doc["overheads"], f"{where}: overheads")
+    se = doc["stderr"]
+    if not isinstance(se, dict) or any(
+        k not in TERMS or not (v is None or (isinstance(v, int | float) and math.isfinite(v)))
+        for k, v in se.items()
+    ):
+        raise CostModelError(f"{where}: stderr must map terms of {', '.join(TERMS)} to numbers or null")
+    return ServingFit(
+        model=doc["model"][:200],
+        device=doc["device"][:200],
+        tp=doc["tp"],
+        predict=doc["predict"],
+        overheads=ov,
+        stderr={k: (None if v is None else float(v)) for k, v in se.items()},
+        sources=[str(s)[:200] for s in doc["sources"]] if isinstance(doc["sources"], list) else [],
+    )
