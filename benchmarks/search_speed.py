@@ -5,10 +5,15 @@
   energy as a third objective; prints the points per second and the frontier it kept.
 * ``costmodel sweep`` over 1000 batches x 1000 contexts (1e6 points) in a child process, with
   its wall time and peak resident memory (targets: <= 5 s, <= 500 MiB).
+* The same search predicted from vLLM's measured kernels (``--predict vllm``: every step priced
+  per kernel through :mod:`graphs.serving.priced`), side by side with the bound search: once
+  cold (the corpus loaded and fitted in this process: what a first run pays once) and once warm
+  (fits cached, every plan's kernels tabulated and the grid priced afresh: what each further
+  search pays); target 1e7 points <= 60 s. ``--no-predict`` skips it.
 * With ``--dask``: the same search on a local Dask cluster of 2 worker processes (the
   ``[dask]`` extra), to show the blocks and frontier merge spread over processes.
 
-    python benchmarks/search_speed.py [--dask]
+    python benchmarks/search_speed.py [--dask] [--no-predict]
 """
 
 from __future__ import annotations
@@ -28,6 +33,33 @@ def bar(done: int, total: int) -> None:
         sys.stderr.write("\n")
 
 
+def predicted(kw: dict, bound_s: float) -> None:
+    """The predicted search beside the bound one (module doc)."""
+    from graphs.serving import design_search, predictor, priced
+    from graphs.serving.predictor import Predictor
+
+    pred = Predictor.of("vllm")
+    for label in ("cold (corpus fits included)", "warm (fits cached, kernels tabulated afresh)"):
+        design_search._COMPILED.clear()
+        priced._CACHE.clear()
+        predictor._TABLES.clear()
+        t = time.perf_counter()
+        res = search("llama-3.1-70b", predictor=pred, **kw)
+        d = time.perf_counter() - t
+        print(
+            f"predicted search, {label}: {res.points:,} points in {d:.1f} s = {d / bound_s:.1f}x the bound "
+            f"search ({res.points / d / 1e6:.2f} M points/s); target 1e7 points <= 60 s"
+        )
+    assert res.coverage is not None
+    cov = res.coverage
+    print(
+        f"  frontier {len(res.frontier)} points; its decode steps rest on {100 * cov.share('measured'):.1f}% "
+        f"measured, {100 * cov.share('neighbour'):.1f}% neighbour, {100 * cov.share('bound'):.1f}% bound"
+    )
+    for name, row in res.best.items():
+        print(f"  {name}: {row['plan']}, batch {row['batch']}, ctx {row['ctx']}")
+
+
 def main() -> None:
     kw = dict(
         devices=["h100", "b200", "a100"],
@@ -43,7 +75,7 @@ def main() -> None:
     )
     t = time.perf_counter()
     res = search("llama-3.1-70b", **kw)
-    dt = time.perf_counter() - t
+    dt = search_s = time.perf_counter() - t
     print(
         f"search: {res.points:,} points in {dt:.1f} s = {res.points / dt / 1e6:.2f} M points/s "
         f"({dt / res.points * 1e9:.0f} ns per point, compiles included); target 1e7 points <= 60 s"
@@ -81,6 +113,10 @@ def main() -> None:
     dt = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"costmodel sweep, 1e6 points: {dt:.2f} s wall, {peak:.0f} MiB peak (targets <= 5 s, <= 500 MiB)")
+    # last: a child's peak RSS counts the parent's pages at fork, and the predicted searches'
+    # tables would make the sweep's peak the parent's
+    if "--no-predict" not in sys.argv:
+        predicted(kw, search_s)
 
 
 if __name__ == "__main__":

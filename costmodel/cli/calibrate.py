@@ -352,6 +352,16 @@ def _prediction(args: argparse.Namespace, phase: str) -> Any:
     )
 
 
+def _interval(args: argparse.Namespace, phase: str) -> tuple[float, float]:
+    from .phases import resolve_config
+    from .predicted import step_interval
+
+    x = args.ctx if phase == "decode" else args.seq
+    return step_interval(
+        resolve_config(args), args.device, phase, args.predict, tp=args.tp, point=(args.batch, x)
+    )
+
+
 def prediction_label(p: Any) -> str:
     """``calibrated`` only when kernels were priced from the device's own measurements."""
     if p.calibrated and p.coverage is not None and p.coverage.measured_s == 0:
@@ -412,6 +422,7 @@ def with_prediction(
             doc = json.loads(buf.getvalue())
             pj = _prediction(args, phase)
             doc["prediction"] = pj.to_dict()
+            doc["prediction"]["interval_s"] = list(_interval(args, phase))
             if fit is not None:
                 doc["engine_overheads"] = _fit_step(args, phase, fit, pj.predicted_s)
             print(dump(doc))
@@ -423,6 +434,10 @@ def with_prediction(
         print(
             f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.predicted_s * 1e3:.3f} ms   ({p.predicted_s / p.bound_s:.2f}x the bound)"
             f"   with shape residuals {p.corrected_s * 1e3:.3f} ms"
+        )
+        lo, hi = _interval(args, phase)
+        print(
+            f"  P10-P90 interval [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ms (every kernel at that quantile of its held-out error)"
         )
         for fam, e in p.by_family.items():
             pred = f"   predicted {e['predicted_s'] * 1e3:9.3f} ms" if "predicted_s" in e else ""

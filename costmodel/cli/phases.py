@@ -274,15 +274,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     combos = list(itertools.product(args.device.split(","), weights, kvs))
     batches, ctxs = int_list(args.batches, "--batches"), int_list(args.ctxs, "--ctxs")
     check_grid(len(combos), batches, ctxs)  # a grid too large is refused before any work
-    forms = cached_forms(args, resolve_config, combos)
-    res = sweep_forms(
-        forms[0].model,
-        forms,
-        batches=batches,
-        ctxs=ctxs,
-        tp=args.tp,
-        progress=progress_bar("sweep", args.quiet),
-    )
+    if args.predict:  # priced per kernel: not the cached bound forms
+        from graphs import sweep
+        from graphs.serving.predictor import Predictor
+
+        res = sweep(
+            resolve_config(args),
+            devices=args.device.split(","),
+            batches=batches,
+            ctxs=ctxs,
+            weight_dtypes=weights,
+            kv_dtypes=kvs,
+            tp=args.tp,
+            progress=progress_bar("sweep", args.quiet),
+            predictor=Predictor.of(args.predict),
+        )
+    else:
+        forms = cached_forms(args, resolve_config, combos)
+        res = sweep_forms(
+            forms[0].model,
+            forms,
+            batches=batches,
+            ctxs=ctxs,
+            tp=args.tp,
+            progress=progress_bar("sweep", args.quiet),
+        )
     if args.csv:
         res.to_csv(args.csv, "--csv")
     if args.json:
@@ -293,6 +309,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
         f"Pareto frontier ({len(front)} points), fastest user first:"
     )
+    if res.coverage is not None:
+        from .predicted import predicted_lines
+
+        print(
+            "\n".join(predicted_lines(args.predict, args.device, res.coverage, what="every step's kernels"))
+        )
+        print("  (coverage of the frontier's steps)")
     cols = (
         ("device", "device", "s"),
         ("weight_dtype", "weights", "s"),
@@ -392,4 +415,7 @@ def add_phase_parsers(sub: Any) -> None:
     sw.add_argument("--csv", default=None, help="write every point to this CSV file")
     sw.add_argument("--top", type=int, default=0)
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_predict_option(
+        sw, help="price every step's kernels from this framework's measured kernels ([measured] extra)"
+    )
     sw.set_defaults(func=cmd_sweep)

@@ -6,6 +6,7 @@ import argparse
 import csv
 from typing import Any
 
+from .calibrate import add_predict_option
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
@@ -59,7 +60,15 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     if args.csv:
         check_output_path(args.csv, "--csv")
+    from graphs.serving.predictor import Predictor
+
+    from ..errors import CostModelError
+
+    if args.rank_by == "pessimistic" and not args.predict:
+        raise CostModelError("--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)")
     kw = dict(
+        predictor=Predictor.of(args.predict),
+        rank_by=args.rank_by,
         devices=[d.strip() for d in args.devices.split(",") if d.strip()],
         tp=int_list(args.tp, "--tp", hi=4096),
         pp=int_list(args.pp, "--pp", hi=4096),
@@ -108,6 +117,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points{per}, "
         f"{' vs '.join(res.objectives)}), by context, fastest user first:"
     )
+    if res.coverage is not None:
+        from .predicted import predicted_lines
+
+        what = "every step's kernels" + (
+            ", each at the pessimistic end (P90) of its held-out error"
+            if args.rank_by == "pessimistic"
+            else ""
+        )
+        print("\n".join(predicted_lines(args.predict, ",".join(kw["devices"]), res.coverage, what=what)))
+        print("  (coverage of the frontier's decode steps)")
     if kw["spec"] is not None:
         s = kw["spec"]
         print(
@@ -173,6 +192,16 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--slo-ttft", type=float, default=None, help="drop points whose TTFT exceeds this (s)")
     sp.add_argument("--slo-tpot", type=float, default=None, help="drop points whose TPOT exceeds this (s)")
     sp.add_argument("--energy", action="store_true", help="energy per token as a third objective")
+    add_predict_option(
+        sp, help="price every step's kernels from this framework's measured kernels ([measured] extra)"
+    )
+    sp.add_argument(
+        "--rank-by",
+        choices=("point", "pessimistic"),
+        default="point",
+        help="with --predict: evaluate and rank every point at its prediction, or at the pessimistic "
+        "(P90) end of its prediction interval",
+    )
     sp.add_argument(
         "--cost", action="store_true", help="USD per million output tokens as an objective (minimised)"
     )

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .calibrate import add_predict_option
 from .common import emit
 from .cost_option import add_cost_options
 from .options import add_dtype_options, apply_dtypes
 from .routing_option import add_routing_options, routing_of
 
 __all__ = ["add_serve_parser"]
+
+_PREDICT_HELP = "price every step's kernels from this framework's measured kernels ([measured] extra)"
 
 
 def cmd_disagg(args: argparse.Namespace) -> int:
@@ -36,6 +39,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         link_latency=args.link_latency,
         rate=args.rate,
         overlap=args.overlap,
+        predictor=_predictor(args),
     )
     refused = _refuse(args, {"decode": r.decode_capacity, "prefill": r.prefill_capacity})
     if refused is not None:
@@ -48,6 +52,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         link_latency=args.link_latency,
         decode_batch=args.decode_batch,
         overlap=args.overlap,
+        predictor=_predictor(args),
     )
     t = r.ttft
     lines = [
@@ -91,8 +96,31 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         prefill_devices=1,
     )
     lines.append(f"  {cost_text(cost)} (each device flat out)")
+    lines += _predicted(args, cfg, args.decode_device, r.decode_batch, r.prompt + r.output // 2 + 1)
     data = {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover, "cost": cost}
     return emit(args, data, "\n".join(lines))
+
+
+def _predictor(args: argparse.Namespace) -> Any:
+    from graphs.serving.predictor import Predictor
+
+    return Predictor.of(getattr(args, "predict", None))
+
+
+def _predicted(args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx: int) -> list[str]:
+    """With ``--predict``: what priced the steps, and what the decode step at ``(batch, ctx)``
+    rests on (the coverage line simulate prints)."""
+    if not getattr(args, "predict", None):
+        return []
+    from graphs.serving.priced import priced_step
+
+    from .predicted import predicted_lines
+
+    step = priced_step(cfg, device, "decode", predictor=_predictor(args))
+    cov = step.coverage_array(batch, ctx)  # type: ignore[union-attr]
+    return predicted_lines(
+        args.predict, device, cov, what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})"
+    )
 
 
 def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
@@ -145,6 +173,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
         batch=args.batch,
         ctx=args.ctx,
         k_max=args.k_max,
+        predictor=_predictor(args),
     )
     text = format_table(
         [row.to_dict() for row in r.rows],
@@ -156,6 +185,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
         ),
     )
     text += f"\nbest k = {r.best_k} -> {r.best_speedup:.2f}x; S = {r.closed_form}  (gamma = k)"
+    text += "".join("\n" + x for x in _predicted(args, target, args.device, args.batch, args.ctx))
     return emit(args, r.to_dict(), text)
 
 
@@ -215,10 +245,10 @@ def cmd_plans(args: argparse.Namespace) -> int:
     routing = routing_of(args)
     grid: dict[str, Any] = dict(batches=[int(b) for b in args.batches.split(",")], ctx=args.ctx, plans=plans)
     cfg = apply_dtypes(resolve_model(args.model), args)
-    points = plan_frontier(cfg, args.device.split(","), routing=routing, **grid)
+    points = plan_frontier(cfg, args.device.split(","), routing=routing, predictor=_predictor(args), **grid)
     balanced: dict[tuple[str, str, int], float] = {}
     if routing.kind != "uniform" or not routing.is_default:  # the same plans, uniform: what skew costs
-        for pt in plan_frontier(cfg, args.device.split(","), **grid):
+        for pt in plan_frontier(cfg, args.device.split(","), predictor=_predictor(args), **grid):
             if pt.report is not None:
                 balanced[(pt.device, pt.plan, pt.batch)] = pt.report.step_s
     from graphs.serving.cost import decode_cost
@@ -277,6 +307,12 @@ def cmd_plans(args: argparse.Namespace) -> int:
     errors = [pt for pt in points if pt.error is not None]
     for pt in errors:
         text += f"\n  skipped {pt.device} {pt.plan} batch {pt.batch}: {pt.error}"
+    if args.predict:
+        from .predicted import predicted_lines
+
+        text += "\n" + "\n".join(
+            predicted_lines(args.predict, args.device, None, what="every plan's decode kernels")
+        )
     data = rows + [
         {"device": pt.device, "plan": pt.plan, "batch": pt.batch, "error": pt.error} for pt in errors
     ]
@@ -310,6 +346,7 @@ def add_serve_parser(sub: Any) -> None:
         default="after",
         help="KV transfer after the whole prefill, or layer by layer during it",
     )
+    add_predict_option(d, help=_PREDICT_HELP)
     d.add_argument("--json", action="store_true")
     add_ignore_capacity(d)
     add_cost_options(d)
@@ -326,6 +363,7 @@ def add_serve_parser(sub: Any) -> None:
     sp.add_argument("--batch", type=int, default=1)
     sp.add_argument("--ctx", type=int, default=4096)
     sp.add_argument("--k-max", type=int, default=12, help="largest number of drafted tokens per step to try")
+    add_predict_option(sp, help=_PREDICT_HELP)
     sp.add_argument("--json", action="store_true")
     add_ignore_capacity(sp)
     sp.set_defaults(func=cmd_specdec)
@@ -360,6 +398,7 @@ def add_serve_parser(sub: Any) -> None:
         default="8x1x1x1,4x2x1x1,4x2x1x4,2x4x1x8",
         help="comma-separated TPxPPxEPxMICROBATCHES plans, e.g. 4x2x1x4",
     )
+    add_predict_option(pl, help=_PREDICT_HELP)
     pl.add_argument("--json", action="store_true")
     add_cost_options(pl)
     add_routing_options(pl)

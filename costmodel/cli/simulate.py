@@ -183,23 +183,23 @@ def _load(args: argparse.Namespace) -> str:
 def _predicted_lines(args: argparse.Namespace, res: Any) -> list[str]:
     """What priced the iterations: ``--predict``'s kernels, what their seconds rest on (the
     coverage line decode prints) and the share clamped to the bound."""
-    from types import SimpleNamespace
+    from .predicted import predicted_lines
 
-    from graphs.serving.predict import calibration_source
+    return predicted_lines(
+        args.predict, res.device, res.coverage, what="every iteration's kernels", clamped_s=res.clamped_s
+    )
 
-    from .calibrate import coverage_lines
 
-    cov = res.coverage
-    out = [
-        f"  predicted, not bound: every iteration's kernels priced from {args.predict} kernels "
-        f"({calibration_source()}), each at least its roofline bound"
-    ]
-    out += coverage_lines(SimpleNamespace(coverage=cov, device=res.device, framework=args.predict))
-    if cov.total_s > 0:
-        out.append(
-            f"  clamped: {100 * res.clamped_s / cov.total_s:.1f}% of the iteration time is kernels whose "
-            "prediction fell below their bound (the bound priced them)"
-        )
+def _interval_lines(iv: Any) -> list[str]:
+    """Each metric's P10-P90 interval beside its point value (``--interval``)."""
+    from .predicted import interval_text
+
+    lo, hi = (round(100 * q) for q in iv.quantiles)
+    out = [f"  P{lo}-P{hi} prediction interval (every kernel at that quantile of its held-out error):"]
+    for label, (a, b) in iv.ranges.items():
+        v = iv.value(label)
+        fmt = ".4f" if label.endswith(" s") else ",.1f"
+        out.append(f"    {label:16s} {v:{fmt}}  {interval_text(a, b, fmt)}")
     return out
 
 
@@ -224,12 +224,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     cfg = apply_dtypes(resolve_model(args.model), args)
     topo, eng, spec, tiers = _topology(args), _engine(args), _spec(args), _tiers(args)
     common = dict(topology=topo, engine=eng)
+    if args.max_rate and args.interval:
+        raise CostModelError("--max-rate with --interval: give --rate for an interval run")
     if args.max_rate and fit is not None:
         raise CostModelError("--max-rate with --predict-file: the rate search runs on the bound only so far")
-    if args.max_rate and args.predict:
-        raise CostModelError(
-            "--max-rate with --predict: the rate search runs on the bound only so far; drop one of them"
-        )
     if args.max_rate:
         if args.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
@@ -247,6 +245,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             percentile=args.percentile,
             progress=progress_bar("max-rate", args.quiet, "probes"),
+            predictor=Predictor.of(args.predict),
             **common,
         )
         keep(args, result=m, config=cfg)
@@ -258,6 +257,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
         )
         print(f"  {_settings(args)}; physical ceiling {m.ceiling_rate:,.3f} requests/s")
+        if m.at_rate is not None and m.at_rate.coverage is not None:
+            print("\n".join(_predicted_lines(args, m.at_rate)))
+            print("  (coverage of the simulation at the max rate)")
         for rate, ok, t, p in m.probes:
             print(
                 f"  {rate:10.3f} req/s  P{args.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
@@ -299,21 +301,27 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             think_s=args.think_time,
         )
     )
-    res = simulate(
-        cfg,
-        args.device,
-        reqs,
+    run = dict(
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
         rate=args.rate,
-        progress=progress_bar("simulate", args.quiet, "requests"),
-        predictor=Predictor.of(args.predict),
         concurrency=args.concurrency,
         spec=spec,
         kv_tiers=tiers,
         overheads=fit.overheads if fit is not None else None,
         **common,
     )
+    run["progress"] = progress_bar("simulate", args.quiet, "requests")
+    interval = None
+    if args.interval:
+        from graphs.serving.intervals import simulate_interval
+
+        if not args.predict:
+            raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
+        interval = simulate_interval(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
+        res = interval.point
+    else:
+        res = simulate(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
     keep(args, result=res, config=cfg)
     if args.csv:
         res.requests_csv(args.csv, "--csv")
@@ -342,7 +350,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     cost = sim_cost(res, rates_of(args, [args.device])[args.device])
     if args.json:
-        print(dump({"settings": settings, **res.to_dict(), "cost": cost}))
+        doc = {"settings": settings, **res.to_dict(), "cost": cost}
+        if interval is not None:
+            doc["interval"] = interval.to_dict()["interval"]
+        print(dump(doc))
         return 0
     print(
         f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
@@ -363,6 +374,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
+    if interval is not None:
+        print("\n".join(_interval_lines(interval)))
     if res.concurrency is not None:
         print(
             f"  closed loop, {res.concurrency} client(s): {res.requests_per_s:.2f} requests/s, "
@@ -433,6 +446,12 @@ def add_simulate_parser(sub: Any) -> None:
         sp,
         help="price every iteration's kernels from this framework's measured kernels instead of the "
         "roofline bound ([measured] extra)",
+    )
+    sp.add_argument(
+        "--interval",
+        action="store_true",
+        help="with --predict: also run the optimistic and pessimistic ends (P10, P90 of the kernels' "
+        "held-out errors) and print each metric's interval",
     )
     sp.add_argument(
         "--rate",

@@ -47,13 +47,16 @@ from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .compiled import compiled_step, decode_memory
+from .compiled import decode_memory
 from .cost import device_rates
+from .kernel_sources import Coverage
 from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
+from .predictor import BOUND, Predictor
+from .priced import PricedStep, priced_step
 from .search_plans import Plan, grid_size, plans_of, positive_ints
 from .specdec_sim import spec_forms
 
-__all__ = ["SearchResult", "search", "Plan", "grid_size"]
+__all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size"]
 
 #: numeric columns of a frontier point, in order
 METRICS = (
@@ -82,6 +85,7 @@ class _Block:
     cost: bool = False  #: USD per million output tokens as an objective (minimised)
     usd_per_hour: float = math.nan  #: the plan's device, all in (nan: no price)
     spec: Any = None  #: speculative decoding (graphs.serving.specdec_sim.SpecConfig), tp plans only
+    predictor: Predictor = BOUND
 
 
 class _Settings(TypedDict):
@@ -93,6 +97,7 @@ class _Settings(TypedDict):
     energy: bool
     cost: bool
     spec: Any
+    predictor: Predictor
 
 
 @dataclass
@@ -125,15 +130,18 @@ class SearchResult(Result):
     best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
     contexts: int = 0  #: contexts with a frontier
     duplicates: tuple[str, ...] = ()  #: devices and dtypes given twice (or by an alias), searched once
+    predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
+    #: a predicted search's frontier decode steps (summed) by what they rest on (None: the bound)
+    coverage: Coverage | None = None
 
 
 class _Compiled:
     """The numpy functions one plan needs (built once per process per plan)."""
 
-    def __init__(self, plan: Plan, link: str) -> None:
+    def __init__(self, plan: Plan, link: str, predictor: Predictor = BOUND) -> None:
         cfg, hw = plan.config, plan.device
-        self.decode = compiled_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep)
-        self.prefill = compiled_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep)
+        self.decode = priced_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep, predictor=predictor)
+        self.prefill = priced_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep, predictor=predictor)
         self.memory = decode_memory(cfg, hw, tp=plan.tp)
         hop, a2a = comm_forms(cfg, hw, link, plan.ep)
         self.hop = compile_expr(hop, (MICROBATCH,))
@@ -146,22 +154,22 @@ class _Compiled:
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 
 
-_COMPILED: dict[tuple[Plan, str], _Compiled] = {}
+_COMPILED: dict[tuple[Plan, str, Predictor], _Compiled] = {}
 
 
-def _compiled(plan: Plan, link: str = LinkName.SCALE_UP) -> _Compiled:
-    c = _COMPILED.get((plan, link))
+def _compiled(plan: Plan, link: str = LinkName.SCALE_UP, predictor: Predictor = BOUND) -> _Compiled:
+    c = _COMPILED.get((plan, link, predictor))
     if c is None:
         if len(_COMPILED) >= 512:  # plans of earlier searches: drop them rather than grow without bound
             _COMPILED.clear()
-        c = _COMPILED[(plan, link)] = _Compiled(plan, link)
+        c = _COMPILED[(plan, link, predictor)] = _Compiled(plan, link, predictor)
     return c
 
 
 def _evaluate(block: _Block) -> _Partial:
     """Evaluate one block of one plan's grid and reduce it to its frontier."""
     plan = block.plan
-    c = _compiled(plan)
+    c = _compiled(plan, predictor=block.predictor)
     shape = tuple(len(a) for a in block.grid)
     idx = np.unravel_index(np.arange(block.start, block.stop), shape)
     pp, m, b, ctx = (a[i].astype(float) for a, i in zip(block.grid, idx, strict=True))
@@ -288,6 +296,9 @@ def _merge(
     return total
 
 
+#: what a predicted search ranks by: the prediction, or the pessimistic end of its interval
+RANK_BY = ("point", "pessimistic")
+
 #: most grid points one search takes (beyond this, use a Dask cluster: ``client=``)
 MAX_LOCAL_POINTS = 2 * 10**8
 
@@ -315,6 +326,8 @@ def search(
     block: int = 1 << 20,
     progress: Callable[[int, int], None] | None = None,
     spec: Any = None,
+    predictor: Predictor | None = None,
+    rank_by: str = "point",
 ) -> SearchResult:
     """Evaluate the whole grid and return its Pareto frontier (module doc).
 
@@ -326,7 +339,22 @@ def search(
     point decodes speculatively (a :class:`graphs.serving.specdec_sim.SpecConfig`; its TPOT
     the verify and draft steps over the expected tokens, :class:`~graphs.serving.specdec_sim.SpecForms`),
     for plans of tensor parallelism only.
+    ``predictor`` prices every step (:mod:`graphs.serving.priced`; default the bound); ``rank_by``
+    in :data:`RANK_BY`: ``pessimistic`` evaluates, filters and ranks every point at the
+    pessimistic end of its prediction interval (:meth:`Predictor.interval`), ``point`` at the
+    prediction.
     """
+    pred = predictor or Predictor()
+    if rank_by not in RANK_BY:
+        raise CostModelError(f"rank_by {rank_by!r} not allowed; allowed: {', '.join(RANK_BY)}")
+    if rank_by == "pessimistic":
+        if pred.is_bound:
+            raise CostModelError("rank_by pessimistic needs a predictor (the bound has no interval)")
+        pred = pred.interval()[1]
+    if spec is not None and not pred.is_bound:
+        raise CostModelError(
+            "speculative decoding in search is priced on the bound only so far: drop the predictor or spec"
+        )
     cfg = get_model(config) if isinstance(config, str) else config
     tps, pps, eps, mbs = (
         positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
@@ -356,7 +384,7 @@ def search(
         raise CostModelError(
             "speculative decoding in search prices tensor-parallel plans only: pp, microbatches and ep must be 1"
         )
-    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, cost=cost, spec=spec)
+    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, cost=cost, spec=spec, predictor=pred)
     rates = {
         p.device.name: device_rates(p.device, (prices or {}).get(p.device.name), electricity_per_kwh)
         for p in plans
@@ -391,7 +419,21 @@ def search(
         _result(cfg.name, plans, merged, energy, cost),
         beyond_domain=tuple(sorted(set(beyond))),
         duplicates=dups,
+        predictor=pred.label,
+        coverage=None if pred.is_bound else _coverage(plans, merged, pred),
     )
+
+
+def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor) -> Coverage | None:
+    """The frontier points' decode steps (per micro-batch), summed, by what they rest on."""
+    total: Coverage | None = None
+    for i in np.unique(p.plan).tolist():
+        sel = p.plan == i
+        step = _compiled(plans[i], predictor=pred).decode
+        assert isinstance(step, PricedStep)
+        cov = step.coverage_array(p.coords[sel, 2] / p.coords[sel, 1], p.coords[sel, 3])
+        total = cov if total is None else total + cov
+    return total
 
 
 def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: bool = False) -> SearchResult:

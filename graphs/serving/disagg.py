@@ -35,6 +35,8 @@ from models.config import ModelConfig
 from .compiled import compiled_step
 from .fit_check import CapacityCheck
 from .ledger_fit import capacity_check
+from .predictor import Predictor
+from .priced import priced_step
 from .totals import kv_cache_bytes_per_token
 from .workload import Workload, as_workload
 
@@ -114,14 +116,15 @@ def _ttft_terms(
     link_bw: float,
     link_latency: float,
     overlap: Overlap,
+    predictor: Predictor | None = None,
 ) -> TTFTTerms:
     """``TTFT = T_prefill(a) + T_kv + T_decode(b)`` (after), or with the transfer hidden under
     the prefill but for its last layer (layerwise); ``T_kv = S * kv_bytes_per_token / bw + L * latency``."""
-    t_pf = compiled_step(w, a, Phase.PREFILL).step(1, prompt)
+    t_pf = priced_step(w, a, Phase.PREFILL, predictor=predictor).step(1, prompt)
     kv_tok = _kv_bytes_per_token(w, b)
     layers = as_float(w.config.num_hidden_layers)
     t_kv = prompt * kv_tok / link_bw + layers * link_latency
-    t_dec = compiled_step(w, b, Phase.DECODE).step(batch, prompt + 1)
+    t_dec = priced_step(w, b, Phase.DECODE, predictor=predictor).step(batch, prompt + 1)
     if overlap == Overlap.LAYERWISE:
         ttft = max(t_pf, t_kv) + t_kv / layers + t_dec
     else:
@@ -150,8 +153,10 @@ def disaggregated(
     link_latency: float = 0.0,
     rate: float | None = None,
     overlap: str = "after",
+    predictor: Predictor | None = None,
 ) -> DisaggReport:
-    """TTFT, TPOT, pools, energy and the colocated comparison (module doc)."""
+    """TTFT, TPOT, pools, energy and the colocated comparison (module doc); ``predictor``
+    prices every step (:func:`graphs.serving.priced.priced_step`; default the bound)."""
     if overlap not in tuple(Overlap):
         raise CostModelError(f"overlap {overlap!r} not allowed; allowed: {', '.join(Overlap)}")
     if link_bandwidth <= 0 or link_latency < 0:
@@ -160,8 +165,10 @@ def disaggregated(
         raise CostModelError("prompt, output and decode_batch must be positive integers")
     w = as_workload(config)
     a, b = get_device(prefill_device), get_device(decode_device)
-    terms = _ttft_terms(w, a, b, prompt, decode_batch, link_bandwidth, link_latency, Overlap(overlap))
-    tpot = compiled_step(w, b, Phase.DECODE).step(decode_batch, prompt + output // 2 + 1)
+    terms = _ttft_terms(
+        w, a, b, prompt, decode_batch, link_bandwidth, link_latency, Overlap(overlap), predictor
+    )
+    tpot = priced_step(w, b, Phase.DECODE, predictor=predictor).step(decode_batch, prompt + output // 2 + 1)
     fit = capacity_check(w, b, phase=Phase.DECODE, batch=decode_batch, tokens=prompt + output)
     pf_fit = capacity_check(w, a, phase=Phase.PREFILL, batch=1, tokens=prompt)
     report = DisaggReport(
@@ -191,7 +198,7 @@ def disaggregated(
     pb = as_float(b.power_w) if b.power_w is not None else float("nan")
     # colocated: the same number of decode-type devices serve both phases by time sharing
     n_col = n_pf + n_dec
-    t_pf_b = compiled_step(w, b, Phase.PREFILL).step(1, prompt)
+    t_pf_b = priced_step(w, b, Phase.PREFILL, predictor=predictor).step(1, prompt)
     rho = rate * t_pf_b / n_col
     col = Colocated(
         devices=n_col,
@@ -222,6 +229,7 @@ def kv_transfer_crossover(
     decode_batch: int = 1,
     overlap: str = "after",
     max_prompt: int = 1 << 20,
+    predictor: Predictor | None = None,
 ) -> int | None:
     """Smallest prompt length at which the KV transfer is the largest TTFT term (``None`` if never).
 
@@ -231,7 +239,7 @@ def kv_transfer_crossover(
     a, b = get_device(prefill_device), get_device(decode_device)
 
     def dominates(s: int) -> bool:
-        t = _ttft_terms(w, a, b, s, decode_batch, link_bandwidth, link_latency, Overlap(overlap))
+        t = _ttft_terms(w, a, b, s, decode_batch, link_bandwidth, link_latency, Overlap(overlap), predictor)
         return t.kv_transfer_s >= max(t.prefill_s, t.first_decode_s)
 
     hi = 16

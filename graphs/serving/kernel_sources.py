@@ -34,6 +34,8 @@ __all__ = [
     "calibration",
     "calibration_residuals",
     "coverage_of",
+    "heldout_log_errors",
+    "heldout_log_quantile",
     "kernel_source",
     "substitute",
     "with_key",
@@ -79,6 +81,65 @@ def calibration_residuals(
     have = systems_with_data(family)
     devs = [device] if device in have else have
     return group_residuals(family, calibration(device, framework, family, dtypes), devs, framework)
+
+
+#: the held-out share of each (framework, kernel group)'s rows, and its seed (the ``shapes``
+#: split of :mod:`costmodel.measured.heldout`, as ``benchmarks/measured_accuracy.py`` scores it)
+HELDOUT_FRACTION, HELDOUT_SEED = 0.2, 0
+
+
+@functools.cache
+def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_box: bool = False) -> Any:
+    """Held-out log errors ``log(measured / predicted)`` of the kernels pricing ``family`` rows
+    of dtype ``key`` (the fits :func:`kernel_source` picks), as a sorted array.
+
+    The rows are those the fits read (:func:`calibration`'s devices, the framework's rows when
+    it has any): per (framework, kernel group), :data:`HELDOUT_FRACTION` of them drawn at random
+    (seed :data:`HELDOUT_SEED`) are held out of a fit on the rest, exactly the ``shapes`` split of
+    :mod:`costmodel.measured.heldout`; ``grey_box`` scores the fit times its residuals at the
+    nearest training shapes (:mod:`costmodel.measured.residual`). Empty when nothing is fitted.
+    """
+    import numpy as np
+
+    from costmodel.measured import systems_with_data
+    from costmodel.measured.heldout import fit_family, prepared, shape_residuals
+    from costmodel.measured.residual import combined
+
+    src = kernel_source(device, framework, family, key)
+    if not src.fits:
+        return np.zeros(0)
+    have = systems_with_data(family)
+    out = []
+    for dev in [device] if device in have else have:
+        df, x = prepared(family, dev)
+        sel = (df["dtype_group"] == src.key).to_numpy().copy()
+        if (sel & (df["framework"] == framework).to_numpy()).any():
+            sel = sel & (df["framework"] == framework).to_numpy()
+        test = np.random.default_rng(HELDOUT_SEED).random(len(df)) < HELDOUT_FRACTION
+        y = df["latency_s"].to_numpy()
+        for idx in df[sel].groupby(["framework", "group"]).indices.values():
+            idx = np.flatnonzero(sel)[idx]
+            tr, te = idx[~test[idx]], idx[test[idx]]
+            f = fit_family(family, "", x.take(tr), y[tr]) if len(te) else None
+            if f is None:
+                continue
+            p = f.predict(x.take(te))
+            if grey_box:
+                p = p * np.exp(combined([shape_residuals(family, df, x, tr, f)], df.iloc[te]))
+            out.append(np.log(y[te] / p))
+    return np.sort(np.concatenate(out)) if out else np.zeros(0)
+
+
+def heldout_log_quantile(
+    device: str, framework: str, family: str, key: str, q: float, grey_box: bool = False
+) -> float:
+    """The ``q`` quantile of :func:`heldout_log_errors` (linear between order statistics), so
+    that ``t * exp(quantile)`` is a kernel's time at that quantile of its held-out error; 0
+    (the point prediction) when no row was held out."""
+    import numpy as np
+
+    e = heldout_log_errors(device, framework, family, key, grey_box)
+    return float(np.quantile(e, q)) if len(e) else 0.0
 
 
 def substitute(key: str) -> str | None:
@@ -160,6 +221,20 @@ class Coverage(Result):
     @property
     def total_s(self) -> float:
         return self.measured_s + self.neighbour_s + self.bound_s
+
+    def __add__(self, other: Coverage) -> Coverage:
+        """Two predictions' seconds together (each reason's seconds summed)."""
+
+        def merged(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+            return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {**a, **b}}
+
+        return Coverage(
+            self.measured_s + other.measured_s,
+            self.neighbour_s + other.neighbour_s,
+            self.bound_s + other.bound_s,
+            merged(self.neighbours, other.neighbours),
+            merged(self.bounds, other.bounds),
+        )
 
     def share(self, part: str) -> float:
         """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""

@@ -34,7 +34,9 @@ from costmodel.rules import op_cost
 from costmodel.symbols import check_dim, dim
 from models.config import ModelConfig, MoESpec
 
-from .compiled import compiled_step, decode_memory
+from .compiled import decode_memory
+from .predictor import Predictor
+from .priced import priced_step
 from .routing import Routing, rank_load
 from .workload import Workload, as_workload
 
@@ -126,10 +128,12 @@ def parallel_plan(
     microbatches: int = 1,
     link: str = LinkName.SCALE_UP,
     routing: Routing | None = None,
+    predictor: Predictor | None = None,
 ) -> PlanReport:
     """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``routing``
     (:mod:`graphs.serving.routing`): the busiest EP rank sets the experts' step and receives
-    ``L_R ep`` times the balanced all-to-all volume."""
+    ``L_R ep`` times the balanced all-to-all volume; ``predictor`` prices the step's kernels
+    (:func:`graphs.serving.priced.priced_step`; default the bound)."""
     w = as_workload(config)
     cfg = w.config
     hw = get_device(device)
@@ -148,7 +152,7 @@ def parallel_plan(
     mb = batch // microbatches
     # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
     # runs only its 1/ep share of the routed experts (work and weights)
-    c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing)
+    c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing, predictor=predictor)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
     hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_scalar(cfg, hw, link, ep))
@@ -265,6 +269,7 @@ def plan_frontier(
     ctx: int,
     plans: list[tuple[int, int, int, int]],
     routing: Routing | None = None,
+    predictor: Predictor | None = None,
 ) -> tuple[PlanPoint, ...]:
     """Evaluate ``(tp, pp, ep, microbatches)`` plans x devices x batches; mark the Pareto frontier.
 
@@ -291,7 +296,16 @@ def plan_frontier(
                             f"{as_float(hw.capacity()) / gib:.2f} GiB"
                         )
                     r = parallel_plan(
-                        w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep, microbatches=m, routing=routing
+                        w,
+                        hw,
+                        batch=b,
+                        ctx=ctx,
+                        tp=tp,
+                        pp=pp,
+                        ep=ep,
+                        microbatches=m,
+                        routing=routing,
+                        predictor=predictor,
                     )
                 except CostModelError as exc:
                     points.append(PlanPoint(dev, b, label, None, error=str(exc)))

@@ -43,6 +43,7 @@ import sympy
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
+from costmodel.keys import OP, ROLE, Role
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
@@ -87,16 +88,40 @@ def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
     return v
 
 
-def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The measured family and corpus row of a graph op, or None."""
-    if op == "gemm":
+def _measured_rules() -> dict[Any, tuple[str, frozenset[Role]]]:
+    """The cost rules whose kernels the corpus measures, each with its family's name and the
+    node roles it is measured in: the rule functions themselves (from their modules), so a node
+    is matched by its role and by the rule that built its cost, never by an op-name string."""
+    from costmodel.rules.attention import attention
+    from costmodel.rules.comm import all_reduce
+    from costmodel.rules.linear import gemm
+
+    return {
+        gemm: ("gemm", frozenset({Role.LINEAR, Role.HEAD, Role.ROUTER})),
+        attention: ("attention", frozenset({Role.ATTENTION})),
+        all_reduce: ("all_reduce", frozenset({Role.COLLECTIVE})),
+    }
+
+
+def _family(d: dict[str, Any]) -> str | None:
+    """The measured family of a node (its rule and role, :func:`_measured_rules`), or None."""
+    from costmodel.rules.registry import get_rule
+
+    hit = _measured_rules().get(get_rule(str(d.get(OP))).fn)
+    return hit[0] if hit is not None and d.get(ROLE) in hit[1] else None
+
+
+def _row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The measured family and corpus row of a graph node at numeric params ``p``, or None."""
+    fam = _family(d)
+    if fam == "gemm":
         a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
         w = p.get("w_dtype")
         if a is None or (w is not None and _CORPUS_DTYPE.get(str(w)) != a):
             return None
         return "gemm", {"m": p["M"], "n": p["N"], "k": p["K"], "dtype": a}
-    if op == "attention":
-        if p.get("window") is not None or p.get("variant", "flash") != "flash":
+    if fam == "attention":
+        if p.get("window") is not None or p.get("variant", "flash") != "flash" or p.get("kv_shared"):
             return None
         a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
         kv = _CORPUS_DTYPE.get(str(p.get("kv_dtype") or p.get("dtype", "bf16")))
@@ -117,7 +142,7 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         if q == kvl:
             return "context_attention", {**base, "isl": q, "step": 0}
         return None
-    if op == "all_reduce":
+    if fam == "all_reduce":
         a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
         if a is None:
             return None
@@ -125,15 +150,18 @@ def _row(op: str, p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def _unmeasured(op: str, p: dict[str, Any]) -> str:
-    """Why an op has no measured kernel (the bound prices it)."""
-    if op == "gemm":
+def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
+    """Why a node has no measured kernel (the bound prices it)."""
+    fam = _family(d)
+    if fam == "gemm":
         a, w = p.get("dtype", "bf16"), p.get("w_dtype") or p.get("dtype", "bf16")
         hint = f" (W8A8/W4A4 kernels are: --matmul-dtype {w})" if w in ("fp8_e4m3", "nvfp4") else ""
         return f"gemm of {a} x {w} weights: not measured{hint}"
-    if op == "attention":
+    if fam == "attention":
+        if p.get("kv_shared"):
+            return "attention over a shared latent cache (MLA): not measured as flash attention"
         return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"
-    if op == "all_reduce":
+    if fam == "all_reduce":
         return f"all_reduce of {p.get('dtype')}: not measured"
     return "ops without measured kernels (norms, RoPE, activations, embedding, sampling)"
 
@@ -200,10 +228,10 @@ def calibration_source() -> str:
     return f"{info.package} {info.version}"
 
 
-def kernel_row(op: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The measured family and corpus row of a graph op at numeric ``params``, or None (the
-    bound prices it); its dtype key is :func:`dtype_key`."""
-    return _row(op, params)
+def kernel_row(node: dict[str, Any], params: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The measured family and corpus row of a graph node (its attributes: rule and role) at
+    numeric ``params``, or None (the bound prices it); its dtype key is :func:`dtype_key`."""
+    return _row(node, params)
 
 
 def dtype_key(family: str, row: dict[str, Any]) -> str:
@@ -211,9 +239,9 @@ def dtype_key(family: str, row: dict[str, Any]) -> str:
     return _dtype_key(family, row)
 
 
-def unmeasured_basis(op: str, params: dict[str, Any]) -> str:
-    """Why an op has no measured kernel: the bound-share reason :func:`predict_step` names."""
-    return _unmeasured(op, params)
+def unmeasured_basis(node: dict[str, Any], params: dict[str, Any]) -> str:
+    """Why a node has no measured kernel: the bound-share reason :func:`predict_step` names."""
+    return _unmeasured(node, params)
 
 
 def price_rows(
@@ -224,11 +252,13 @@ def price_rows(
     rows: list[dict[str, Any]],
     *,
     cold_l2: bool = True,
+    grey_box: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Calibrated and grey-box seconds (one kernel each, no repeat) of ``rows`` of one family
     and dtype key, priced by the fits of ``src`` (:func:`kernel_source`, which has fits): the
     fastest of the framework's fitted kernels (:func:`costmodel.measured.applied.fastest`) on
-    the rows' features, without the L2 speed-up when ``cold_l2`` (module doc)."""
+    the rows' features, without the L2 speed-up when ``cold_l2`` (module doc). Without
+    ``grey_box`` the residual correction is skipped and the calibrated seconds come twice."""
     from costmodel.measured.applied import fastest
     from costmodel.measured.efficiency import features
 
@@ -239,8 +269,11 @@ def price_rows(
     x = features(family, df, hw)
     if cold_l2:
         x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
+    cal = fastest(src.fits, src.key, x)
+    if not grey_box:
+        return cal, cal
     res = calibration_residuals(hw.name, framework, family, (src.key,))
-    return fastest(src.fits, src.key, x), fastest(src.fits, src.key, x, res, df)
+    return cal, fastest(src.fits, src.key, x, res, df)
 
 
 def predict_step(
@@ -280,7 +313,7 @@ def predict_step(
         b = as_float(bound(d["cost"].subs(point), hw).lower, what="node bound") * rep
         total_bound += b
         params = {k: _num(v, point) for k, v in (d.get("params") or {}).items()}
-        hit = _row(str(d.get("op")), params)
+        hit = _row(d, params)
         if hit is None:
             other_bound += b
             nodes[str(name)] = {
@@ -289,7 +322,7 @@ def predict_step(
                 "predicted_s": b,
                 "corrected_s": b,
                 "source": "bound",
-                "basis": _unmeasured(str(d.get("op")), params),
+                "basis": _unmeasured(d, params),
             }
             continue
         by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, str(name)))

@@ -41,7 +41,9 @@ its kernels' seconds to the share they rest on (measured, neighbour, bound:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +67,9 @@ from .mixed import HEAD_GROUP, MixedStep, mixed_step, node_time_expr
 from .workload import Workload, as_workload
 
 __all__ = [
+    "BOUND",
     "CLAMPED",
+    "INTERVAL",
     "KINDS",
     "PredictedStep",
     "Predictor",
@@ -74,9 +78,12 @@ __all__ = [
 ]
 
 KINDS = ("bound", "calibrated", "grey-box")
+#: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
+INTERVAL = (0.1, 0.9)
 #: the bound-share reason of kernel seconds where a prediction fell below the roofline
 CLAMPED = "predictions below the kernel's roofline bound, clamped to it"
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
+_CHUNK_BODY_PREFIX = "MLA chunk token-wise kernels after a cached prefix (it is decompressed too): bound"
 
 
 def _frameworks() -> tuple[str, ...]:
@@ -88,18 +95,37 @@ def _frameworks() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Predictor:
     """How kernel times are priced (module doc): ``kind`` in :data:`KINDS`, with the
-    ``framework`` whose measured kernels price them (none for the bound)."""
+    ``framework`` whose measured kernels price them (none for the bound).
+
+    ``quantile`` (in (0, 1), None: the fits' own point prediction) prices every measured
+    kernel at that quantile of its held-out error instead:
+
+    .. math:: \\hat t_q = \\hat t \\, \\exp\\big(Q_q(\\log(t_{meas} / \\hat t))\\big)
+
+    with ``Q_q`` over the held-out rows of the fits pricing it
+    (:func:`graphs.serving.kernel_sources.heldout_log_errors`: 20 % of each kernel group's
+    corpus rows held out of a fit on the rest). Every kernel of a step takes the same quantile
+    at once: the errors of one device's kernels are largely shared (a library version, a clock,
+    the fitted fractions), so the ends of :data:`INTERVAL` bracket a whole step, TTFT, TPOT or
+    throughput the way they bracket one kernel (comonotone errors; independent ones would give
+    a narrower interval). Each end is still clamped to the bound."""
 
     kind: str = "bound"
     framework: str | None = None
     cold_l2: bool = True  #: drop the fits' L2 speed-up (weights are not L2 resident in a step)
+    quantile: float | None = None  #: the held-out error quantile priced (None: the point prediction)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise CostModelError(f"predictor kind {self.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+        q = self.quantile
+        if q is not None and not (isinstance(q, int | float) and 0 < q < 1):
+            raise CostModelError(f"predictor quantile must be in (0, 1) or None, got {q!r}")
         if self.kind == "bound":
             if self.framework is not None:
                 raise CostModelError(f"the bound predictor takes no framework, got {self.framework!r}")
+            if q is not None:
+                raise CostModelError("the bound predictor has no error quantile (it is a lower bound)")
             return
         fws = _frameworks()
         if self.framework not in fws:
@@ -108,11 +134,26 @@ class Predictor:
             )
 
     @classmethod
-    def of(cls, framework: str | None, *, grey_box: bool = False) -> Predictor:
+    def of(cls, framework: str | None, *, grey_box: bool = False, quantile: float | None = None) -> Predictor:
         """``--predict FRAMEWORK``: the framework's calibrated kernels; None: the bound."""
         if framework is None:
             return cls()
-        return cls("grey-box" if grey_box else "calibrated", framework)
+        return cls("grey-box" if grey_box else "calibrated", framework, quantile=quantile)
+
+    def at(self, quantile: float | None) -> Predictor:
+        """This predictor at another held-out error quantile (None: the point prediction)."""
+        return dataclasses.replace(self, quantile=quantile)
+
+    @property
+    def point(self) -> Predictor:
+        """This predictor's point prediction (no quantile)."""
+        return self.at(None)
+
+    def interval(self) -> tuple[Predictor, Predictor]:
+        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice)."""
+        if self.is_bound:
+            return self, self
+        return self.at(INTERVAL[0]), self.at(INTERVAL[1])
 
     @property
     def is_bound(self) -> bool:
@@ -128,7 +169,23 @@ class Predictor:
         if self.is_bound:
             return "roofline bound"
         extra = " with shape residuals" if self.kind == "grey-box" else ""
-        return f"predicted from {self.framework} kernels{extra}"
+        at = "" if self.quantile is None else f", at the P{100 * self.quantile:g} of their held-out errors"
+        return f"predicted from {self.framework} kernels{extra}{at}"
+
+    def log_factor(self, device: str, family: str, key: str) -> float:
+        """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
+        its held-out error quantile (class doc), 0 for the point prediction."""
+        if self.quantile is None or self.framework is None:
+            return 0.0
+        from .kernel_sources import heldout_log_quantile
+
+        return heldout_log_quantile(
+            device, self.framework, family, key, float(self.quantile), self.kind == "grey-box"
+        )
+
+
+#: the roofline bound predictor (what every analysis prices with unless told otherwise)
+BOUND = Predictor()
 
 
 def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.ndarray:
@@ -152,25 +209,37 @@ def _lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
 
 
 class _NodeForms:
-    """A graph node's parameters, repeat and op as functions of the graph's free symbols."""
+    """A graph node's parameters, repeat and op as numpy functions of the graph's free symbols."""
 
     def __init__(self, d: dict[str, Any], syms: tuple[sympy.Symbol, ...]) -> None:
-        self.op = str(d.get("op"))
+        self.node = d
+        self.syms = syms
         self.fixed: dict[str, Any] = {}
-        self.forms: dict[str, Callable[..., float]] = {}
+        self.forms: dict[str, Callable[..., Any]] = {}
         for k, v in (d.get("params") or {}).items():
             if isinstance(v, sympy.Basic):
                 if v.free_symbols:
-                    self.forms[k] = sympy.lambdify(syms, v, "math")
+                    self.forms[k] = sympy.lambdify(syms, v, "numpy")
                 else:
                     self.fixed[k] = float(v)
             else:
                 self.fixed[k] = v
         rep = d.get(REPEAT, 1)
-        self.repeat = sympy.lambdify(syms, rep, "math") if isinstance(rep, sympy.Basic) else (lambda *_: rep)
+        self.repeat = sympy.lambdify(syms, rep, "numpy") if isinstance(rep, sympy.Basic) else (lambda *_: rep)
 
-    def params(self, point: Sequence[float]) -> dict[str, Any]:
-        return {**self.fixed, **{k: float(f(*point)) for k, f in self.forms.items()}}
+    def params(self, points: np.ndarray) -> list[dict[str, Any]]:
+        """The parameters at each row of ``points`` (values of the symbols, in order)."""
+        cols = [points[:, i] for i in range(points.shape[1])]
+        n = len(points)
+        vals = {
+            k: np.broadcast_to(np.asarray(f(*cols), dtype=float), (n,)).tolist()
+            for k, f in self.forms.items()
+        }
+        return [{**self.fixed, **{k: v[i] for k, v in vals.items()}} for i in range(n)]
+
+    def repeats(self, points: np.ndarray) -> np.ndarray:
+        cols = [points[:, i] for i in range(points.shape[1])]
+        return np.broadcast_to(np.asarray(self.repeat(*cols), dtype=float), (len(points),))
 
 
 @dataclass
@@ -181,6 +250,13 @@ class _Table:
     source: str  #: measured, neighbour or bound (no table then)
     basis: str
     values: np.ndarray | None  #: seconds at the grid points (None: the bound prices it)
+    family: str = ""  #: the measured family and dtype key pricing it (for the quantile factor)
+    key: str = ""
+
+
+#: tabulations of the point predictions, shared by every quantile of one predictor
+_TABLES: OrderedDict[tuple[Any, ...], list[_Table]] = OrderedDict()
+_TABLES_SIZE = 256
 
 
 def _tabulate(
@@ -192,26 +268,52 @@ def _tabulate(
     points: np.ndarray,
 ) -> list[_Table]:
     """Each node of ``names`` priced by ``pred`` at every row of ``points`` (values of ``syms``),
-    the corpus pricing of :func:`graphs.serving.predict.predict_step` batched per family and dtype."""
+    the corpus pricing of :func:`graphs.serving.predict.predict_step` batched per family and
+    dtype; a quantile predictor's tables are its point tables times each kernel's factor
+    (:meth:`Predictor.log_factor`)."""
+    key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
+    base = _TABLES.get(key)
+    if base is None:
+        forms = [(n, _NodeForms(g.nodes[n], syms)) for n in names]
+        base = _TABLES[key] = _tabulate_point(hw, pred.point, forms, points)
+        if len(_TABLES) > _TABLES_SIZE:
+            _TABLES.popitem(last=False)
+    else:
+        _TABLES.move_to_end(key)
+    if pred.quantile is None:
+        return base
+    return [
+        t
+        if t.values is None
+        else dataclasses.replace(t, values=t.values * math.exp(pred.log_factor(hw.name, t.family, t.key)))
+        for t in base
+    ]
+
+
+def _tabulate_point(
+    hw: Hardware, pred: Predictor, forms: list[tuple[str, _NodeForms]], points: np.ndarray
+) -> list[_Table]:
+    """:func:`_tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
     from .predict import dtype_key, kernel_row, price_rows, unmeasured_basis
 
     assert pred.framework is not None
     out: list[_Table] = []
     groups: dict[tuple[str, str], list[tuple[int, int, dict[str, Any], float]]] = {}
-    for ni, n in enumerate(names):
-        nf = _NodeForms(g.nodes[n], syms)
+    for ni, (n, nf) in enumerate(forms):
         out.append(_Table(n, "bound", "", None))
         hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
-        for pi, pt in enumerate(points):
-            p = nf.params(pt)
-            hit = kernel_row(nf.op, p)
+        reps = nf.repeats(points)
+        for pi, p in enumerate(nf.params(points)):
+            hit = kernel_row(nf.node, p)
             if hit is None:  # unmeasured at some point: the bound prices the kernel everywhere
-                out[ni].basis = unmeasured_basis(nf.op, p)
+                out[ni].basis = unmeasured_basis(nf.node, p)
                 hits = []
                 break
-            hits.append((hit, pi, float(nf.repeat(*pt))))
-        for (fam, row), pi, rep in hits:
-            groups.setdefault((fam, dtype_key(fam, row)), []).append((ni, pi, row, rep))
+            hits.append((hit, pi, float(reps[pi])))
+        if hits:
+            dk = dtype_key(*hits[0][0])
+            for (fam, row), pi, rep in hits:
+                groups.setdefault((fam, dk), []).append((ni, pi, row, rep))
     for (fam, key), items in groups.items():
         src = kernel_source(hw.name, pred.framework, fam, key)
         if not src.fits:
@@ -219,14 +321,20 @@ def _tabulate(
                 out[ni].source, out[ni].basis = "bound", src.basis
             continue
         p_cal, p_corr = price_rows(
-            hw, pred.framework, fam, src, [it[2] for it in items], cold_l2=pred.cold_l2
+            hw,
+            pred.framework,
+            fam,
+            src,
+            [it[2] for it in items],
+            cold_l2=pred.cold_l2,
+            grey_box=pred.kind == "grey-box",
         )
         sec = p_corr if pred.kind == "grey-box" else p_cal
         for (ni, pi, _, rep), s in zip(items, sec, strict=True):
             t = out[ni]
             if t.values is None:
                 t.values = np.full(len(points), np.nan)
-                t.source, t.basis = src.source, src.basis
+                t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
             t.values[pi] = float(s) * rep
     for t in out:
         if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
@@ -259,11 +367,7 @@ class PredictedStep:
         self.tp = tp
         self.bound = mixed_step(w, hw, tp=tp)
         self.windowed = self.bound.windowed  #: a sliding-window kernel needs each decode's context
-        if not self.bound.shared_body:
-            raise CostModelError(
-                f"{w.name}: its prefill tokens run other token-wise kernels than its decode tokens (MLA); "
-                "a predicted simulation of such a model is not built yet: run it without --predict"
-            )
+        self.shared_body = self.bound.shared_body  #: False: MLA (prefill tokens run their own kernels)
         g_dec = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
         g_pre = compiled_step(w, hw, Phase.PREFILL, tp=tp).graph
         assert g_dec is not None and g_pre is not None
@@ -334,7 +438,59 @@ class PredictedStep:
             )
         self.attention_names = a_names
         self._prefix_id = ids("bound", _CHUNK_PREFIX)
+        self._pre_body: list[tuple[int, list[float]]] = []
+        if not self.shared_body:
+            self._chunk_body_tables(g_pre, grid, pre_pts)
         self.reset()
+
+    def _chunk_body_tables(self, g_pre: Any, grid: np.ndarray, pre_pts: np.ndarray) -> None:
+        """A model whose prefill tokens run other token-wise kernels than its decode tokens
+        (MLA: K/V decompressed for prefill, the projections absorbed for decode): the prefill
+        graph's token-wise kernels of one chunk of ``c`` tokens with no cached prefix, on the
+        token grid (``(B, S) = (1, c)``); after a cached prefix the chunk's body keeps its bound
+        (:data:`_CHUNK_BODY_PREFIX`)."""
+        hw, ids = self.hardware, self._ids
+        names = [
+            n
+            for n in op_nodes(g_pre)
+            if g_pre.nodes[n].get(ROLE) != Role.ATTENTION and g_pre.nodes[n].get(GROUP) != HEAD_GROUP
+        ]
+        lump: dict[int, sympy.Expr] = {}
+        exprs = []
+        for t in _tabulate(hw, self.predictor, g_pre, (B_sym, S_sym), names, pre_pts):
+            e = node_time_expr(g_pre.nodes[t.name], hw).subs(B_sym, 1)
+            if t.values is None:
+                i = ids("bound", t.basis)
+                lump[i] = lump.get(i, sympy.Integer(0)) + e
+                continue
+            exprs.append(e)
+            self._pre_body.append((ids(t.source, t.basis), np.log(t.values).tolist()))
+        self._pre_roof = sympy.lambdify(S_sym, exprs, "math")
+        self._pre_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump.items()]
+        self._pre_prefix_id = ids("bound", _CHUNK_BODY_PREFIX)
+
+    def _chunk_body(self, c: float, pre: float) -> float:
+        """Seconds of one chunk's own token-wise kernels (MLA, :meth:`_chunk_body_tables`)."""
+        acc = self._acc
+        if pre:
+            x = float(self.bound._pre_body(c, pre))
+            acc[self._pre_prefix_id] += x
+            return x
+        i, w = _lerp_at(self._lgrid, math.log(c))
+        total = 0.0
+        for (kid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
+            p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
+            if p < r:
+                acc[self.clamped_id] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i_, f in self._pre_lumps:
+            x = float(f(c))
+            acc[i_] += x
+            total += x
+        return total
 
     # ------------------------------------------------------------------ the iteration loop
     def reset(self) -> None:
@@ -416,13 +572,17 @@ class PredictedStep:
         rows = n_dec + len(chunks)
         if rows == 0:
             return 0.0
-        n = n_dec + sum(c for c, _ in chunks)
+        # the token-wise body: every token's (one path), or the decodes' (MLA: each chunk its own)
+        n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
+        m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
         acc = self._acc
         clamped = self.clamped_id
         total = 0.0
-        for (_, kid, _), p, r in zip(
-            self._rows, self._token_preds(n, rows), self._roof(n, rows), strict=True
+        for (head, kid, _), p, r in zip(
+            self._rows, self._token_preds(m, rows), self._roof(m, rows), strict=True
         ):
+            if not (head or n):
+                continue
             if p < r:
                 acc[clamped] += r
                 total += r
@@ -430,9 +590,14 @@ class PredictedStep:
                 acc[kid] += p
                 total += p
         for i, f, head in self._lumps:
+            if not (head or n):
+                continue
             x = float(f(rows if head else n))
             acc[i] += x
             total += x
+        if not self.shared_body:
+            for c, pre in chunks:
+                total += self._chunk_body(c, pre)
         for k, (kern, dtab, did, ptab, pid) in enumerate(self._attn):
             roof_k = kern.time(n_dec, sum_ctx, chunks, ctxs)
             if dtab is None and ptab is None:

@@ -30,7 +30,9 @@ from costmodel.results import Result
 from costmodel.symbols import check_dim, dim, quantity
 from models.config import ModelConfig
 
-from .compiled import compiled_step, positive_int
+from .compiled import positive_int
+from .predictor import Predictor
+from .priced import priced_step
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -108,8 +110,10 @@ def speculative_decoding(
     batch: int = 1,
     ctx: int = 4096,
     k_max: int = 16,
+    predictor: Predictor | None = None,
 ) -> SpecDecReport:
-    """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc)."""
+    """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc); ``predictor`` prices the
+    target's, the draft's and the verify steps (:func:`graphs.serving.priced.priced_step`)."""
     if not 0 <= alpha <= 1:
         raise CostModelError(f"alpha must be in [0, 1], got {alpha}")
     if not 1 <= k_max <= K_MAX_LIMIT:
@@ -118,10 +122,10 @@ def speculative_decoding(
     thw = get_device(target_device)
     dhw = get_device(draft_device) if draft_device is not None else thw
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
-    t_target = compiled_step(tw, thw, Phase.DECODE).step(batch, ctx)
-    t_draft = compiled_step(dw, dhw, Phase.DECODE).step(batch, ctx)
+    t_target = priced_step(tw, thw, Phase.DECODE, predictor=predictor).step(batch, ctx)
+    t_draft = priced_step(dw, dhw, Phase.DECODE, predictor=predictor).step(batch, ctx)
     # the target verifies k drafted tokens + 1 in one chunk over the ctx cached ones, logits for all
-    verify_step = compiled_step(tw, thw, Phase.PREFILL, chunked=True, logits="all")
+    verify_step = priced_step(tw, thw, Phase.PREFILL, chunked=True, logits="all", predictor=predictor)
 
     def verify(tokens: int) -> float:
         return verify_step.step(batch, tokens, ctx)

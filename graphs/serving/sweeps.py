@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from costmodel.ledger import Overhead
     from models.config import ModelConfig
 
+    from .kernel_sources import Coverage
+    from .predictor import Predictor
+
 __all__ = [
     "SweepResult",
     "DecodeForms",
@@ -63,6 +66,9 @@ class SweepResult:
 
     model: str
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
+    #: a predicted sweep's frontier steps (summed) by what they rest on (None: the bound)
+    coverage: Coverage | None = None
 
     def __len__(self) -> int:
         return len(self.columns.get("batch", ()))
@@ -122,22 +128,34 @@ class DecodeForms:
 
 
 def compile_decode(
-    cfg: ModelConfig, device: str, tp: int = 1, overhead: Overhead | None = None
+    cfg: ModelConfig,
+    device: str,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    predictor: Predictor | None = None,
 ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
-    """Numpy functions ``tpot(B, ctx)`` and ``memory(B, ctx)`` for one configuration."""
-    from .compiled import compiled_step, decode_memory
+    """Numpy functions ``tpot(B, ctx)`` (priced by ``predictor``, default the bound:
+    :func:`graphs.serving.priced.priced_step`) and ``memory(B, ctx)`` for one configuration."""
+    from .compiled import decode_memory
+    from .priced import priced_step
 
-    c = compiled_step(cfg, device, "decode", tp=tp)
+    c = priced_step(cfg, device, "decode", tp=tp, predictor=predictor)
     return c.step_array, decode_memory(cfg, device, tp=tp, overhead=overhead)
 
 
-def decode_forms(cfg: ModelConfig, device: str, tp: int = 1, overhead: Overhead | None = None) -> DecodeForms:
-    """The compiled :class:`DecodeForms` of one configuration."""
+def decode_forms(
+    cfg: ModelConfig,
+    device: str,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    predictor: Predictor | None = None,
+) -> DecodeForms:
+    """The compiled :class:`DecodeForms` of one configuration (its ``tpot`` priced by ``predictor``)."""
     from costmodel.cost import as_float
     from costmodel.hardware import get_device
 
     hw = get_device(device)
-    tpot, mem = compile_decode(cfg, device, tp, overhead)
+    tpot, mem = compile_decode(cfg, device, tp, overhead, predictor)
     power = as_float(hw.power_w) if hw.power_w is not None else None
     return DecodeForms(
         cfg.name, hw.name, cfg.weight_dtype, cfg.cache_dtype, power, as_float(hw.capacity()), tpot, mem
@@ -182,10 +200,20 @@ def sweep(
     overhead: Overhead | None = None,
     progress: Callable[[int, int], None] | None = None,
     chunk: int = 65536,
+    predictor: Predictor | None = None,
 ) -> SweepResult:
     """Evaluate decode over every combination (module doc); ``progress(done, total)``
-    is called as chunks of points complete."""
+    is called as chunks of points complete; ``predictor`` prices the steps (default the bound;
+    a predicted sweep prices each configuration in one call, so its kernels are tabulated once,
+    and reports the coverage of its frontier's steps)."""
     from models.catalog import get_model
+
+    from .predictor import BOUND
+    from .priced import PricedStep
+
+    pred = predictor or BOUND
+    if not pred.is_bound:
+        chunk = max(chunk, 10**9)
 
     cfg = get_model(config) if isinstance(config, str) else config
     combos = list(itertools.product(devices, weight_dtypes, kv_dtypes))
@@ -193,8 +221,20 @@ def sweep(
     forms = []
     for dev, wd, kvd in combos:
         changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        forms.append(decode_forms(cfg.replace(**changes), dev, tp, overhead))
-    return sweep_forms(cfg.name, forms, batches=batches, ctxs=ctxs, tp=tp, progress=progress, chunk=chunk)
+        forms.append(decode_forms(cfg.replace(**changes), dev, tp, overhead, pred))
+    res = sweep_forms(cfg.name, forms, batches=batches, ctxs=ctxs, tp=tp, progress=progress, chunk=chunk)
+    if pred.is_bound:
+        return res
+    cov: Coverage | None = None
+    n = len(res) // len(forms)
+    front = np.flatnonzero(res.columns["pareto"])
+    for i, f in enumerate(forms):  # the frontier's steps, by what they rest on
+        sel = front[(front >= i * n) & (front < (i + 1) * n)]
+        step = getattr(f.tpot, "__self__", None)
+        if len(sel) and isinstance(step, PricedStep):
+            piece = step.coverage_array(res.columns["batch"][sel], res.columns["ctx"][sel])
+            cov = piece if cov is None else cov + piece
+    return SweepResult(res.model, res.columns, pred.label, cov)
 
 
 def sweep_forms(

@@ -1,0 +1,397 @@
+"""Predictions through every analysis (graphs.serving.priced, intervals, the search, sweep, plans).
+
+Most tests here run everywhere: the corpus pricing (``_tabulate_point``) and the held-out error
+quantiles are replaced by synthetic ones (each measured kernel at a fixed multiple of its own
+roofline, some below it), so what is tested is the composition: the clamp, the sums, the
+interpolation, the quantile factors and the analyses' plumbing. The independent reference is
+:func:`costmodel.roofline.bound` of each node's cost at the point (the way
+:func:`graphs.serving.predict.predict_step` prices a node's bound), never the compiled forms
+under test. The corpus-backed checks are marked slow.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.errors import CostModelError
+from costmodel.graph import op_nodes
+from costmodel.keys import Role
+from costmodel.roofline import bound
+from graphs.serving import predictor as predictor_mod
+from graphs.serving.compiled import compiled_step
+from graphs.serving.predict import kernel_row, unmeasured_basis
+from graphs.serving.predictor import INTERVAL, Predictor, _Table
+from graphs.serving.priced import PricedStep, mesh_axis, priced_step
+
+#: the synthetic prediction of a measured kernel: this multiple of its own roofline time, by node
+#: name (0.5: below the roofline, so the clamp must act; the rest above it)
+FACTORS = (0.5, 1.3, 2.0, 1.1)
+#: the synthetic held-out log-error quantiles: P10 -> x0.8, P90 -> x1.25, other q -> x1
+Q_FACTOR = {0.1: 0.8, 0.9: 1.25}
+
+
+def _factor(name: str) -> float:
+    return FACTORS[zlib.crc32(name.encode()) % len(FACTORS)]
+
+
+def _fake_tabulate(hw, pred, forms, points):
+    """Every node whose rule and role the corpus measures (kernel_row) at FACTORS x its roofline."""
+    from graphs.serving.mixed import node_time_expr
+
+    out = []
+    for n, nf in forms:
+        d, syms = nf.node, nf.syms
+        sub = {s: int(points[0, i]) for i, s in enumerate(syms)}
+        p0 = {k: (float(v.subs(sub)) if isinstance(v, sympy.Basic) else v) for k, v in d["params"].items()}
+        row = kernel_row(d, p0)
+        if row is None:
+            out.append(_Table(n, "bound", unmeasured_basis(d, p0), None))
+            continue
+        f = sympy.lambdify(syms, node_time_expr(d, hw), "numpy")
+        roof = np.broadcast_to(np.asarray(f(*points.T), dtype=float), (len(points),))
+        out.append(_Table(n, "measured", "", roof * _factor(n), row[0], "bfloat16"))
+    return out
+
+
+def _fake(mp: pytest.MonkeyPatch) -> None:
+    """The corpus pricing and its held-out quantiles, synthetic (module doc), with every cache
+    of priced tables and steps private to the test."""
+    from graphs.serving import design_search, priced
+
+    mp.setattr(predictor_mod, "_tabulate_point", _fake_tabulate)
+    mp.setattr(predictor_mod, "_TABLES", type(predictor_mod._TABLES)())
+    mp.setattr(
+        Predictor,
+        "log_factor",
+        lambda self, device, family, key: 0.0 if self.quantile is None else math.log(Q_FACTOR[self.quantile]),
+    )
+    mp.setattr(priced, "_CACHE", {})
+    mp.setattr(design_search, "_COMPILED", {})
+    mp.setattr(predictor_mod, "_CACHE", {})
+
+
+@pytest.fixture
+def fake_corpus(monkeypatch):
+    _fake(monkeypatch)
+
+
+PRED = Predictor("calibrated", "vllm")
+
+
+def _reference(model, device, phase, point, tp=1, q=None):
+    """Sum over the graph's op nodes of max(factor x bound, bound), each node's bound from
+    costmodel.roofline.bound of its cost at the point (times its repeat)."""
+    cs = compiled_step(model, device, phase, tp=tp)
+    g = cs.graph
+    sub = {s: int(v) for s, v in zip(cs.forms.symbols, point, strict=True)}
+    total = 0.0
+    for n in op_nodes(g):
+        d = g.nodes[n]
+        rep = float(sympy.sympify(d.get("repeat", 1)).subs(sub))
+        b = float(bound(d["cost"].subs(sub), cs.hardware).lower) * rep
+        p = {k: (float(v.subs(sub)) if isinstance(v, sympy.Basic) else v) for k, v in d["params"].items()}
+        f = _factor(str(n)) * (Q_FACTOR[q] if q else 1.0) if kernel_row(d, p) is not None else 1.0
+        total += max(f * b, b)
+    return total
+
+
+# ------------------------------------------------------------------ the predictor's knobs
+
+
+@pytest.mark.parametrize(
+    ("kw", "word"),
+    [
+        ({"kind": "calibrated", "framework": "vllm", "quantile": 1.0}, "quantile"),
+        ({"kind": "calibrated", "framework": "vllm", "quantile": 0}, "quantile"),
+        ({"kind": "calibrated", "framework": "vllm", "quantile": "p90"}, "quantile"),
+        ({"kind": "bound", "quantile": 0.9}, "quantile"),
+    ],
+)
+def test_quantile_refused_outside_the_open_unit_interval(kw, word):
+    with pytest.raises(CostModelError, match=word):
+        Predictor(**kw)
+
+
+def test_interval_ends_and_labels():
+    lo, hi = PRED.interval()
+    assert (lo.quantile, hi.quantile) == INTERVAL == (0.1, 0.9)
+    assert lo.point == PRED and hi.at(None) == PRED
+    assert "P90 of their held-out errors" in hi.label
+    assert Predictor().interval() == (Predictor(), Predictor())
+
+
+def test_mesh_axis_spans_its_ends():
+    a = mesh_axis(3, 1000)
+    assert a[0] == 3 and a[-1] == 1000 and np.all(np.diff(a) > 0)
+    assert set(range(4, 17)) <= set(a.tolist())  # every whole number up to 16
+
+
+# ------------------------------------------------------------------ node roles, not op names
+
+
+def test_measured_kernels_are_selected_by_role_and_rule():
+    g = compiled_step("llama-3.1-8b", "h100", "decode", tp=2).graph
+    at = {"B": 4, "ctx": 100}
+    fams = {}
+    for n in op_nodes(g):
+        d = g.nodes[n]
+        sub = {
+            s: at[str(s)]
+            for s in set().union(
+                *(v.free_symbols for v in d["params"].values() if isinstance(v, sympy.Basic))
+            )
+        }
+        p = {k: (float(v.subs(sub)) if isinstance(v, sympy.Basic) else v) for k, v in d["params"].items()}
+        r = kernel_row(d, p)
+        fams[str(d["role"])] = fams.get(str(d["role"]), set()) | {None if r is None else r[0]}
+    assert fams[Role.LINEAR] == {"gemm"} and fams[Role.HEAD] == {"gemm"}
+    assert fams[Role.ATTENTION] == {"generation_attention"}
+    # the all-reduce is measured, the logits' all-gather (also a collective) is not
+    assert fams[Role.COLLECTIVE] == {"all_reduce", None}
+    assert fams[Role.NORM] == {None}
+
+
+def test_a_gemm_in_another_role_is_not_a_measured_kernel():
+    d = {"op": "gemm", "role": Role.NORM}
+    p = {"M": 4.0, "N": 8.0, "K": 8.0, "dtype": "bf16"}
+    assert kernel_row(d, p) is None
+    assert kernel_row({**d, "role": Role.LINEAR}, p) == (
+        "gemm",
+        {"m": 4.0, "n": 8.0, "k": 8.0, "dtype": "bfloat16"},
+    )
+
+
+def test_mla_attention_is_bound_with_its_reason():
+    g = compiled_step("deepseek-v3", "h100", "decode").graph
+    (n,) = [n for n in op_nodes(g) if g.nodes[n]["role"] == Role.ATTENTION][:1]
+    d = g.nodes[n]
+    p = {
+        k: (float(v.subs({s: 8 for s in v.free_symbols})) if isinstance(v, sympy.Basic) else v)
+        for k, v in d["params"].items()
+    }
+    assert kernel_row(d, p) is None
+    assert "MLA" in unmeasured_basis(d, p)
+
+
+# ------------------------------------------------------------------ the priced step
+
+
+@pytest.mark.parametrize(
+    ("phase", "point"),
+    [("decode", (1, 128)), ("decode", (37, 5000)), ("prefill", (1, 300)), ("prefill", (2, 64))],
+)
+def test_priced_step_is_the_clamped_sum_of_its_nodes(fake_corpus, phase, point):
+    ps = priced_step("llama-3.1-8b", "h100", phase, predictor=PRED)
+    assert isinstance(ps, PricedStep)
+    ref = _reference("llama-3.1-8b", "h100", phase, point)
+    assert ps.step(*point) == pytest.approx(ref, rel=1e-9)
+
+
+def test_priced_step_interpolates_two_varying_dims_within_a_percent(fake_corpus):
+    """Decode attention over (batch, ctx) varies in both: priced on a mesh, log-bilinear between."""
+    ps = priced_step("llama-3.1-8b", "h100", "decode", predictor=PRED)
+    b = np.array([1, 3, 50, 200, 333])
+    c = np.array([100, 777, 4096, 20000, 90000])
+    got = ps.step_array(b, c)
+    for i in range(len(b)):
+        assert got[i] == pytest.approx(_reference("llama-3.1-8b", "h100", "decode", (b[i], c[i])), rel=0.01)
+
+
+def test_quantile_ends_scale_the_measured_kernels(fake_corpus):
+    lo, hi = PRED.interval()
+    pt = (16, 2048)
+    vals = [priced_step("llama-3.1-8b", "h100", "decode", predictor=p).step(*pt) for p in (lo, PRED, hi)]
+    assert vals[0] <= vals[1] <= vals[2]
+    assert vals[2] == pytest.approx(_reference("llama-3.1-8b", "h100", "decode", pt, q=0.9), rel=1e-9)
+    assert vals[0] == pytest.approx(_reference("llama-3.1-8b", "h100", "decode", pt, q=0.1), rel=1e-9)
+
+
+def test_coverage_splits_the_priced_seconds(fake_corpus):
+    ps = priced_step("llama-3.1-8b", "h100", "decode", predictor=PRED)
+    b, c = np.array([1, 8, 64]), np.array([512, 4096, 4096])
+    cov = ps.coverage_array(b, c)
+    assert cov.total_s == pytest.approx(float(ps.step_array(b, c).sum()), rel=1e-12)
+    assert cov.measured_s > 0 and cov.bound_s > 0
+    assert predictor_mod.CLAMPED in cov.bounds  # the 0.5x kernels were clamped to their bound
+
+
+# ------------------------------------------------------------------ bound <= predicted, everywhere
+
+_MODELS = st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "mistral-7b"])
+_DEVICES = st.sampled_from(["h100", "a100", "b200", "h200"])
+
+
+@settings(max_examples=12)
+@given(
+    model=_MODELS,
+    device=_DEVICES,
+    batch=st.integers(1, 512),
+    ctx=st.integers(1, 32768),
+    tp=st.sampled_from([1, 2]),
+    q=st.sampled_from([None, 0.1, 0.9]),
+)
+def test_bound_is_never_slower_than_a_prediction(model, device, batch, ctx, tp, q):
+    """Step, TTFT, TPOT and throughput: the bound's are never worse than a prediction's, at any
+    quantile (the optimistic end included: each kernel is clamped to its roofline)."""
+    mp = pytest.MonkeyPatch()
+    try:
+        _fake(mp)
+        pred = PRED.at(q)
+        for phase, pt in (("decode", (batch, ctx)), ("prefill", (1, ctx))):
+            b = compiled_step(model, device, phase, tp=tp).step(*pt)
+            p = priced_step(model, device, phase, tp=tp, predictor=pred).step(*pt)
+            assert p >= b * (1 - 1e-12)
+        from graphs.serving.design_search import search
+
+        kw = dict(devices=[device], batches=[batch, max(1, batch // 2)], ctxs=[ctx], tp=[tp])
+        rb = search(model, **kw)
+        rp = search(model, predictor=pred, **kw)
+        fb = {(r["plan"], r["batch"]): r for r in rb.frontier}
+        for r in rp.frontier:  # every predicted frontier point against the bound at the same point
+            o = fb.get((r["plan"], r["batch"]))
+            if o is not None:
+                assert r["tpot_s"] >= o["tpot_s"] * (1 - 1e-12) and r["ttft_s"] >= o["ttft_s"] * (1 - 1e-12)
+                assert r["tokens_per_s_per_device"] <= o["tokens_per_s_per_device"] * (1 + 1e-12)
+        from graphs.serving.sweeps import sweep
+
+        sk = dict(devices=[device], batches=[batch, max(1, batch // 2)], ctxs=[ctx, max(1, ctx // 3)], tp=tp)
+        sb, sp = sweep(model, **sk), sweep(model, predictor=pred, **sk)  # every point, not only frontiers
+        assert np.all(sp.columns["tpot_s"] >= sb.columns["tpot_s"] * (1 - 1e-12))
+        assert np.all(
+            sp.columns["tokens_per_s_per_device"] <= sb.columns["tokens_per_s_per_device"] * (1 + 1e-12)
+        )
+        # the simulator's mixed iteration: decodes at ctx and one prefill chunk
+        from graphs.serving.mixed import mixed_step
+        from graphs.serving.predictor import predicted_mixed_step
+
+        it = (batch, float(batch * ctx), [(float(min(ctx, 2048)), 0.0)])
+        t_b = mixed_step(model, device, tp=tp).time_sums(*it)
+        t_p = predicted_mixed_step(model, device, tp=tp, predictor=pred).time_sums(*it)
+        assert t_p >= t_b * (1 - 1e-12)
+    finally:
+        mp.undo()
+
+
+def test_sweep_and_disagg_predicted_never_faster(fake_corpus):
+    from graphs.serving.disagg import disaggregated
+    from graphs.serving.specdec import speculative_decoding
+    from graphs.serving.sweeps import sweep
+
+    kw = dict(devices=["h100"], batches=[1, 7, 64], ctxs=[100, 4096])
+    b, p = sweep("llama-3.1-8b", **kw), sweep("llama-3.1-8b", predictor=PRED, **kw)
+    assert np.all(p.columns["tpot_s"] >= b.columns["tpot_s"] * (1 - 1e-12))
+    assert p.coverage is not None and b.coverage is None
+    dk = dict(prompt=2048, output=128, decode_batch=8, link_bandwidth=50e9)
+    db = disaggregated("llama-3.1-8b", "h100", "h100", **dk)
+    dp = disaggregated("llama-3.1-8b", "h100", "h100", predictor=PRED, **dk)
+    assert dp.ttft.ttft_s >= db.ttft.ttft_s and dp.tpot_s >= db.tpot_s
+    sb = speculative_decoding("llama-3.1-8b", "tiny", "h100", alpha=0.7, k_max=4)
+    sp = speculative_decoding("llama-3.1-8b", "tiny", "h100", alpha=0.7, k_max=4, predictor=PRED)
+    assert all(a.step_s >= c.step_s for a, c in zip(sp.rows, sb.rows, strict=True))
+
+
+def test_search_rank_by_pessimistic_prices_the_p90_end(fake_corpus):
+    from graphs.serving.design_search import search
+
+    kw = dict(devices=["h100"], batches=[4, 32], ctxs=[2048])
+    pt = search("llama-3.1-8b", predictor=PRED, **kw)
+    pe = search("llama-3.1-8b", predictor=PRED, rank_by="pessimistic", **kw)
+    assert "P90" in pe.predictor and pt.coverage is not None
+    import json
+
+    from costmodel.cli.common import dump
+
+    doc = json.loads(dump(pe))  # what search --json prints: the coverage included
+    assert doc["coverage"]["measured_s"] == pytest.approx(pe.coverage.measured_s)
+    by = {(r["plan"], r["batch"]): r["tpot_s"] for r in pt.frontier}
+    for r in pe.frontier:
+        if (r["plan"], r["batch"]) in by:
+            assert r["tpot_s"] >= by[(r["plan"], r["batch"])]
+    with pytest.raises(CostModelError, match="rank_by"):
+        search("llama-3.1-8b", rank_by="best", **kw)
+    with pytest.raises(CostModelError, match="predictor"):
+        search("llama-3.1-8b", rank_by="pessimistic", **kw)
+
+
+def test_simulated_interval_brackets_the_point(fake_corpus):
+    from graphs.serving.intervals import simulate_interval
+    from graphs.serving.requests import synthetic
+
+    reqs = synthetic(60, rate=5.0, prompt="fixed:300", output="fixed:40", seed=1)
+    iv = simulate_interval("llama-3.1-8b", "h100", reqs, predictor=PRED)
+    for label, (lo, hi) in iv.ranges.items():
+        v = iv.value(label)
+        assert lo <= v * (1 + 1e-9) and v <= hi * (1 + 1e-9), label
+    assert iv.high.tpot.mean > iv.low.tpot.mean  # x1.25 against x0.8 on every measured kernel
+    with pytest.raises(CostModelError, match="predictor"):
+        simulate_interval("llama-3.1-8b", "h100", reqs, predictor=Predictor())
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize(
+    ("argv", "word"),
+    [
+        (["search", "tiny", "--rank-by", "pessimistic"], "--predict"),
+        (["simulate", "tiny", "--rate", "1", "--interval"], "--predict"),
+    ],
+)
+def test_interval_flags_need_a_predictor(capsys, argv, word):
+    from costmodel.cli.main import main
+
+    assert main(argv) == 2
+    assert word in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the corpus itself (slow)
+
+
+@pytest.mark.slow
+def test_heldout_quantiles_bracket_the_median():
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from graphs.serving.kernel_sources import heldout_log_errors, heldout_log_quantile
+
+    e = heldout_log_errors("h100-sxm", "vllm", "gemm", "bfloat16")
+    assert len(e) > 100 and np.all(np.diff(e) >= 0)
+    lo, hi = (heldout_log_quantile("h100-sxm", "vllm", "gemm", "bfloat16", q) for q in INTERVAL)
+    assert lo < float(np.median(e)) < hi
+
+
+# ------------------------------------------------------------------ MLA (deepseek-v3) predicted
+
+
+@pytest.mark.parametrize(
+    "it",
+    [
+        (8, 8 * 3000.0, []),  # decodes only
+        (0, 0.0, [(512.0, 0.0)]),  # one chunk, no prefix
+        (5, 5 * 700.0, [(256.0, 0.0), (64.0, 1024.0)]),  # mixed, one chunk after a cached prefix
+    ],
+)
+def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monkeypatch, it):
+    """deepseek-v3's prefill tokens run their own token-wise kernels (K/V decompressed): with
+    every measured kernel predicted at exactly its roofline, the predicted iteration is the
+    bound's (MixedStep's own sum of the decode body and each chunk's body), and at FACTORS it is
+    never below it."""
+    from graphs.serving.mixed import mixed_step
+    from graphs.serving.predictor import predicted_mixed_step
+
+    bound_t = mixed_step("deepseek-v3", "h100").time_sums(*it)
+    monkeypatch.setattr(__import__(__name__, fromlist=["FACTORS"]), "FACTORS", (1.0,))
+    s = predicted_mixed_step("deepseek-v3", "h100", predictor=PRED)
+    assert not s.shared_body
+    assert s.time_sums(*it) == pytest.approx(bound_t, rel=1e-9)
+    cov = s.coverage()
+    assert cov.measured_s > 0  # its GEMMs are priced from the (synthetic) corpus
+    if it[0]:  # decode attention over the shared latent cache is bound, and says so
+        assert any("MLA" in why for why in cov.bounds)
+    if any(p for _, p in it[2]):  # a chunk after a cached prefix: its own kernels bound, said
+        assert any("MLA chunk" in why for why in cov.bounds)
