@@ -25,11 +25,8 @@ def test_a_bad_bound_is_refused():
 
 
 def test_the_engine_caches_are_bounded():
-    import graphs.serving.compiled
-    import graphs.serving.ledger_fit
-    import graphs.serving.mixed
-    import graphs.serving.totals  # noqa: F401
 
     caches = all_caches()
-    for name in ("compiled_step", "mixed_step", "ledger", "closed_forms"):
+
+    for name in ("compiled_step", "mixed_step", "ledger", "closed_forms", "predicted_step", "priced_step"):
         assert 1 <= caches[name]["maxsize"] <= 1024, name

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from costmodel.errors import CostModelError
 from costmodel.graph import op_nodes
 from costmodel.keys import Role
+from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
 from graphs.serving import predictor as predictor_mod
 from graphs.serving.compiled import compiled_step
@@ -66,15 +67,15 @@ def _fake(mp: pytest.MonkeyPatch) -> None:
     from graphs.serving import design_search, priced
 
     mp.setattr(predictor_mod, "_tabulate_point", _fake_tabulate)
-    mp.setattr(predictor_mod, "_TABLES", type(predictor_mod._TABLES)())
+    mp.setattr(predictor_mod, "_TABLES", BoundedCache("test_predictor_tables"))
     mp.setattr(
         Predictor,
         "log_factor",
         lambda self, device, family, key: 0.0 if self.quantile is None else math.log(Q_FACTOR[self.quantile]),
     )
-    mp.setattr(priced, "_CACHE", {})
-    mp.setattr(design_search, "_COMPILED", {})
-    mp.setattr(predictor_mod, "_CACHE", {})
+    mp.setattr(priced, "_CACHE", BoundedCache("test_priced_step"))
+    mp.setattr(design_search, "_COMPILED", BoundedCache("test_search_plan"))
+    mp.setattr(predictor_mod, "_CACHE", BoundedCache("test_predicted_step"))
 
 
 @pytest.fixture

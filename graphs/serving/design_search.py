@@ -43,6 +43,7 @@ from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr, pareto_mask
 from costmodel.hardware import Hardware
 from costmodel.keys import LinkName, Phase
+from costmodel.memo import BoundedCache
 from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
@@ -154,16 +155,11 @@ class _Compiled:
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 
 
-_COMPILED: dict[tuple[Plan, str, Predictor], _Compiled] = {}
+_COMPILED: BoundedCache[_Compiled] = BoundedCache("search_plan", 512)
 
 
 def _compiled(plan: Plan, link: str = LinkName.SCALE_UP, predictor: Predictor = BOUND) -> _Compiled:
-    c = _COMPILED.get((plan, link, predictor))
-    if c is None:
-        if len(_COMPILED) >= 512:  # plans of earlier searches: drop them rather than grow without bound
-            _COMPILED.clear()
-        c = _COMPILED[(plan, link, predictor)] = _Compiled(plan, link, predictor)
-    return c
+    return _COMPILED.get_or_build((plan, link, predictor), lambda: _Compiled(plan, link, predictor))
 
 
 def _evaluate(block: _Block) -> _Partial:
@@ -384,7 +380,15 @@ def search(
         raise CostModelError(
             "speculative decoding in search prices tensor-parallel plans only: pp, microbatches and ep must be 1"
         )
-    kw = _Settings(prompt=prompt, slo_ttft=slo_ttft, slo_tpot=slo_tpot, energy=energy, cost=cost, spec=spec, predictor=pred)
+    kw = _Settings(
+        prompt=prompt,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        energy=energy,
+        cost=cost,
+        spec=spec,
+        predictor=pred,
+    )
     rates = {
         p.device.name: device_rates(p.device, (prices or {}).get(p.device.name), electricity_per_kwh)
         for p in plans

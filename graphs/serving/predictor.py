@@ -43,7 +43,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +54,7 @@ from costmodel.errors import CostModelError
 from costmodel.graph import GROUP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import ROLE, Phase, Role
+from costmodel.memo import BoundedCache
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -255,8 +255,7 @@ class _Table:
 
 
 #: tabulations of the point predictions, shared by every quantile of one predictor
-_TABLES: OrderedDict[tuple[Any, ...], list[_Table]] = OrderedDict()
-_TABLES_SIZE = 256
+_TABLES: BoundedCache[list[_Table]] = BoundedCache("predictor_tables", 256)
 
 
 def _tabulate(
@@ -272,14 +271,10 @@ def _tabulate(
     dtype; a quantile predictor's tables are its point tables times each kernel's factor
     (:meth:`Predictor.log_factor`)."""
     key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
-    base = _TABLES.get(key)
-    if base is None:
-        forms = [(n, _NodeForms(g.nodes[n], syms)) for n in names]
-        base = _TABLES[key] = _tabulate_point(hw, pred.point, forms, points)
-        if len(_TABLES) > _TABLES_SIZE:
-            _TABLES.popitem(last=False)
-    else:
-        _TABLES.move_to_end(key)
+    base = _TABLES.get_or_build(
+        key,
+        lambda: _tabulate_point(hw, pred.point, [(n, _NodeForms(g.nodes[n], syms)) for n in names], points),
+    )
     if pred.quantile is None:
         return base
     return [
@@ -625,7 +620,7 @@ class PredictedStep:
         return total
 
 
-_CACHE: dict[tuple[Any, ...], PredictedStep] = {}
+_CACHE: BoundedCache[PredictedStep] = BoundedCache("predicted_step", 64)
 
 
 def predicted_mixed_step(
@@ -643,8 +638,4 @@ def predicted_mixed_step(
     pred = predictor or Predictor()
     if pred.is_bound:
         return mixed_step(w, hw, tp=tp)
-    key = (w.config, hw, tp, pred)
-    s = _CACHE.get(key)
-    if s is None:
-        s = _CACHE[key] = PredictedStep(w, hw, tp, pred)
-    return s
+    return _CACHE.get_or_build((w.config, hw, tp, pred), lambda: PredictedStep(w, hw, tp, pred))

@@ -39,6 +39,7 @@ import sympy
 from costmodel.frontier import compile_expr
 from costmodel.graph import REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
+from costmodel.memo import BoundedCache
 
 from .compiled import CompiledStep, compiled_step
 from .kernel_sources import Coverage
@@ -241,7 +242,7 @@ def _varies(a: np.ndarray) -> bool:
     return bool(a.size) and bool(np.any(a != a.flat[0]))
 
 
-_CACHE: dict[tuple[Any, ...], PricedStep] = {}
+_CACHE: BoundedCache[PricedStep] = BoundedCache("priced_step", 256)
 
 
 def priced_step(
@@ -259,10 +260,5 @@ def priced_step(
     pred = predictor or Predictor()
     if pred.is_bound:
         return cs
-    key = (id(cs), pred)
-    p = _CACHE.get(key)
-    if p is None or p.compiled is not cs:
-        if len(_CACHE) >= 256:
-            _CACHE.clear()
-        p = _CACHE[key] = PricedStep(cs, pred)
-    return p
+    # keyed by the compiled step itself (steps hash by identity): an entry never outlives its step
+    return _CACHE.get_or_build((cs, pred), lambda: PricedStep(cs, pred))
