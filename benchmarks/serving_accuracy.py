@@ -91,7 +91,7 @@ MODES = ("bound", "predicted", "simulated")
 #: metric group -> the issue's target for the median |error| (%)
 TARGETS = {"throughput": 10.0, "TPOT": 10.0, "TTFT": 20.0}
 ROW_LIMIT = 25.0  #: % beyond which a row needs a stated physical reason
-WAVES, QUICK_WAVES = 4, 2  #: full batches an offline run simulates (then extrapolates)
+WAVES, QUICK_WAVES = 3, 2  #: full batches an offline run simulates (then extrapolates)
 QUICK_MAX_REQUESTS = 100  #: --quick: at most this many requests of a rate-driven run
 ROUNDS = 4  #: a closed loop of N clients sends ROUNDS x N requests
 
@@ -265,7 +265,7 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
         n = ROUNDS * conc
         if not _closed_loop():
-            notes.append("closed loop replayed from a burst capped at N running (module doc of _replay)")
+            notes.append("closed loop replayed from a burst capped at N running (see the method above)")
         notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
         return RowWorkload(
@@ -467,7 +467,7 @@ def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
     if unit == "s":
-        return f"{v * 1e3:.4g} ms"
+        return f"{v:.3g} s" if v >= 1 else f"{v * 1e3:.3g} ms"
     return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
