@@ -81,7 +81,7 @@ def test_trt_replay_admits_without_eviction(rows: dict[str, dict[str, str]]) -> 
     assert w.engine.num_blocks is not None
     assert w.engine.max_num_seqs * per_request <= w.engine.num_blocks
     assert (w.engine.max_num_seqs + 1) * per_request > w.engine.num_blocks  # and uses the pool
-    assert w.config.dtype.name == "fp8" and w.config.kv_dtype.name == "fp8"
+    assert (w.config.dtype, w.config.kv_dtype, w.config.matmul_dtype) == ("fp8_e4m3",) * 3
     assert sa._simulate(w, "bound").res.preemptions == 0
 
 
