@@ -92,7 +92,7 @@ MODES = ("bound", "predicted", "simulated")
 #: metric group -> the issue's target for the median |error| (%)
 TARGETS = {"throughput": 10.0, "TPOT": 10.0, "TTFT": 20.0}
 ROW_LIMIT = 25.0  #: % beyond which a row needs a stated physical reason
-WAVES, QUICK_WAVES = 3, 2  #: full batches an offline run simulates (then extrapolates)
+WAVES, QUICK_WAVES = 5, 2  #: full batches an offline run simulates (then extrapolates)
 QUICK_MAX_REQUESTS = 100  #: --quick: at most this many requests of a rate-driven run
 ROUNDS = 4  #: a closed loop of N clients sends ROUNDS x N requests
 
@@ -314,7 +314,7 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             notes.append("num_requests not published for 1000/1000; 3000 assumed (as 1024/1024)")
         full = eng.max_num_seqs * topo.replicas
         waves = QUICK_WAVES if quick else WAVES
-        # the published count's last, partial batch kept: N = n + a whole number of batches
+        # the published count's last, partial batch kept (its drain), N - n whole batches added
         n = n_pub if n_pub <= waves * full else (waves - 1) * full + n_pub - full * ((n_pub - 1) // full)
         if n < n_pub:
             notes.append(f"{n} of {n_pub} requests simulated, makespan extrapolated")
@@ -375,16 +375,17 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
     return _Run(res, first - send, pr["tpot_s"], done - send, finish)
 
 
-def _period(finish: np.ndarray, full: int) -> float:
-    """Seconds per ``full`` completions in steady state: from the last completion of the first
-    batch to the last of the last whole batch before the final one (whole batches, so that waves
-    of fixed-length requests that start and finish together are counted over whole periods);
-    with fewer than three batches, the first batch's own time."""
-    lo = full - 1
-    k = (len(finish) - 1 - lo) // full - 1
-    if k < 1:
-        return float(finish[min(lo, len(finish) - 1)])
-    return float(finish[lo + k * full] - finish[lo]) / k
+def _steady_rate(finish: np.ndarray, full: int) -> float:
+    """Completions per second while the system is full, over whole batches of ``full``
+    completions (fixed-length requests that start together finish in waves): from the
+    ``full``-th completion (the first batch, admitted together, is done) over as many whole
+    batches as end before the ``full``-th from last (after it the last request has been
+    admitted and the batch drains). Without one such batch (``--quick``), the whole run's mean."""
+    a = full - 1
+    k = (len(finish) - 1 - full - a) // full
+    if k < 1 or finish[a + k * full] <= finish[a]:
+        return len(finish) / float(finish[-1])
+    return k * full / float(finish[a + k * full] - finish[a])
 
 
 @cache
@@ -433,13 +434,12 @@ def run_row(row: dict[str, str], mode: str, *, quick: bool = False) -> float:
         return _stat(run.e2e, metric)
     if w.load == "offline":  # output tokens over the published count's makespan
         full = w.engine.max_num_seqs * w.topology.replicas  # requests of one full batch
-        extra = (w.published_requests - len(w.requests)) // full  # whole batches not simulated
-        span = run.finish[-1] + extra * _period(run.finish, full)
+        span = run.finish[-1] + (w.published_requests - len(w.requests)) / _steady_rate(run.finish, full)
         tokens, reqs = w.published_requests * osl, w.published_requests / span
         tok_s = tokens / span
     elif w.load == "concurrency":  # steady state: the closed loop's count is not published
         assert w.concurrency is not None
-        reqs = w.concurrency / _period(run.finish, w.concurrency)
+        reqs = _steady_rate(run.finish, w.concurrency)
         tok_s = reqs * osl
     else:
         tok_s, reqs = out / res.duration_s, res.requests_per_s
