@@ -498,8 +498,27 @@ def evaluate(
                     f"[{i + 1}/{len(rows)}] {row['id']} {mode}: {v:.6g} (measured {row['value']}, "
                     f"{100 * error(v, float(row['value'])):+.1f} %) {time.perf_counter() - t:.1f} s"
                 )
-        lines.append(_Line(row, vals, w.notes))
+        lines.append(_Line(row, vals, w.notes + _coverage(w, modes)))
     return lines
+
+
+def _coverage(w: RowWorkload, modes: tuple[str, ...]) -> tuple[str, ...]:
+    """What the predicted run's kernel seconds rest on (measured / neighbour / bound shares),
+    with the largest neighbour and bound reasons."""
+    if "predicted" not in modes:
+        return ()
+    cov = _simulate(w, "predicted").res.coverage
+    if cov is None or cov.total_s <= 0:
+        return ()
+    text = (
+        f"predicted rests on {100 * cov.share('measured'):.0f} % measured, "
+        f"{100 * cov.share('neighbour'):.0f} % neighbour, {100 * cov.share('bound'):.0f} % bound"
+    )
+    for label, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
+        if parts and getattr(cov, f"{label}_s") / cov.total_s > 0.05:
+            top = max(parts, key=parts.__getitem__)
+            text += f" ({label} mostly: {top})"
+    return (text,)
 
 
 def _fmt(v: float | None, unit: str) -> str:
