@@ -359,7 +359,9 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
     running batch is capped at ``N``: request ``k >= N`` can be admitted only after ``k - N + 1``
     completions, exactly when its client would send it. So the burst's first-token and finish
     times are the closed loop's, and its send time is the ``(k - N)``-th completion (0 for the
-    first ``N``); what differs is only the client-side request path, which neither models."""
+    first ``N``); what differs is only the client-side request path, which neither models.
+    Latencies of a closed loop are read over its middle rounds: the first round starts as one
+    burst of N prompts (a warm-up, which AIPerf runs apart) and the last one drains."""
     pr = res.per_request
     arrival = pr["arrival_s"]
     first = arrival + pr["ttft_s"]
@@ -372,7 +374,13 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
         send = np.zeros_like(arrival)
         n = w.concurrency
         send[order[n:]] = finish[: len(order) - n]
-    return _Run(res, first - send, pr["tpot_s"], done - send, finish)
+    keep = np.ones(len(arrival), dtype=bool)
+    if w.load == "concurrency":  # AIPerf warms up first; the last round drains: the middle rounds
+        assert w.concurrency is not None
+        idx = np.argsort(arrival, kind="stable")
+        keep[:] = False
+        keep[idx[w.concurrency : len(idx) - w.concurrency]] = True
+    return _Run(res, (first - send)[keep], pr["tpot_s"][keep], (done - send)[keep], finish)
 
 
 def _steady_rate(finish: np.ndarray, full: int) -> float:

@@ -91,7 +91,7 @@ def test_closed_loop_sends_after_a_completion(rows: dict[str, dict[str, str]]) -
     row = rows["nim-llama33-70b-h100x2-fp8-5000-500-c1-ttft"]
     w = sa.row_workload(row, quick=True)
     run = sa._simulate(w, "bound")
-    assert len(run.ttft) == 4
+    assert len(run.ttft) == 2  # the middle rounds of 4
     assert max(run.ttft) == pytest.approx(min(run.ttft), rel=1e-6)
 
 
