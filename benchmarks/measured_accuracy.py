@@ -97,6 +97,17 @@ def model_level() -> str:
     return "\n".join(lines)
 
 
+def replace_section(page: Path, begin: str, end: str, text: str) -> None:
+    """Replace what lies between the ``begin`` and ``end`` marker comments of ``page`` by ``text``
+    (a generated section: the rest of the page is typed and kept)."""
+    body = page.read_text()
+    new = f"{begin}\n{text}\n{end}"
+    body, n = re.subn(re.escape(begin) + ".*?" + re.escape(end), lambda _: new, body, flags=re.S)
+    if n != 1:
+        raise SystemExit(f"{page} has no {begin} ... {end} section markers")
+    page.write_text(body)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -123,13 +134,7 @@ def main() -> int:
         for fam in ("gemm", "context_attention", "generation_attention", "all_reduce"):
             scatter_plot(fam, "h100-sxm", str(Path(args.plots) / f"{fam}-h100-sxm.png"))
     if args.write:
-        page = Path(__file__).resolve().parent.parent / "docs" / "accuracy.md"
-        body = page.read_text()
-        new = f"{BEGIN}\n{text}\n{END}"
-        body, n = re.subn(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: new, body, flags=re.S)
-        if n != 1:
-            raise SystemExit(f"{page} has no measured section markers")
-        page.write_text(body)
+        replace_section(Path(__file__).resolve().parent.parent / "docs" / "accuracy.md", BEGIN, END, text)
     print(text)
     return 0
 

@@ -1,0 +1,102 @@
+"""Smoke test of ``benchmarks/serving_accuracy.py``: a few published rows replayed quickly.
+
+The measured values are pinned to their published sources (not to this engine's output):
+
+* TensorRT-LLM perf overview, v1.0 edition, table "Llama 3.1 8B", column "H100 TP1 (FP8)",
+  row 5000/500: 3,459 output tokens/s
+  (https://github.com/NVIDIA/TensorRT-LLM/blob/00f37686aa854010d68bcbd0f4ab000221541ca6/docs/source/performance/perf-overview.md);
+* NVIDIA NIM benchmarking guide 1.0.0, Llama-3.3-70b-instruct 1.8.0, 2 x H100 80G, fp8 TP2,
+  5000/500, concurrency 1: ITL 18.58 ms (https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md);
+* vLLM CI build 9513 (H200), latency_llama8B_tp1: mean latency 834.059 ms
+  (https://buildkite.com/vllm/performance-benchmark/builds/9513).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import serving_accuracy as sa
+
+from costmodel.errors import CostModelError
+
+#: id -> (published value, unit, source URL), read in the sources above
+PINNED = {
+    "trt10-llama-3.1-8b-h100-sxm-tp1-fp8-5000-500": (
+        3459.0,
+        "tok/s",
+        "https://github.com/NVIDIA/TensorRT-LLM/blob/00f37686aa854010d68bcbd0f4ab000221541ca6/docs/source/performance/perf-overview.md",
+    ),
+    "nim-llama33-70b-h100x2-fp8-5000-500-c1-itl": (
+        0.01858,  # 18.58 ms / 1000
+        "s",
+        "https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md",
+    ),
+    "vllmci9513-latency-llama-3.1-8b-tp1": (
+        0.834059,  # 834.059 ms / 1000
+        "s",
+        "https://buildkite.com/vllm/performance-benchmark/builds/9513",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict[str, str]]:
+    return {r["id"]: r for r in sa.load_rows(subset=None)}
+
+
+@pytest.mark.parametrize("rid", sorted(PINNED))
+def test_row_pinned_to_its_source(rows: dict[str, dict[str, str]], rid: str) -> None:
+    value, unit, url = PINNED[rid]
+    row = rows[rid]
+    assert float(row["value"]) == pytest.approx(value, rel=1e-9)
+    assert row["unit"] == unit
+    assert row["source_url"] == url
+    assert row["subset"] == "core"
+
+
+@pytest.mark.parametrize("rid", sorted(PINNED))
+def test_bound_replay_is_never_slower_than_the_real_engine(rows: dict[str, dict[str, str]], rid: str) -> None:
+    """A roofline replay of the published configuration: a throughput at least, a latency at
+    most the measured one (a real engine adds kernel inefficiency and overheads to the bound)."""
+    row = rows[rid]
+    bound = sa.run_row(row, "bound", quick=True)
+    assert math.isfinite(bound) and bound > 0
+    if sa.metric_group(row["metric"]) == "throughput":
+        assert bound >= float(row["value"])
+    else:
+        assert bound <= float(row["value"])
+
+
+def test_trt_replay_admits_without_eviction(rows: dict[str, dict[str, str]]) -> None:
+    """GUARANTEED_NO_EVICT: the running cap times one request's whole KV (prompt + output, in
+    32-token blocks) fits the pool, so the replay never preempts."""
+    row = rows["trt10-llama-3.1-8b-h100-sxm-tp1-fp8-5000-500"]
+    w = sa.row_workload(row, quick=True)
+    per_request = -(-(5000 + 500) // 32)  # 172 blocks
+    assert w.engine.num_blocks is not None
+    assert w.engine.max_num_seqs * per_request <= w.engine.num_blocks
+    assert (w.engine.max_num_seqs + 1) * per_request > w.engine.num_blocks  # and uses the pool
+    assert (w.config.dtype, w.config.kv_dtype, w.config.matmul_dtype) == ("fp8_e4m3",) * 3
+    assert sa._simulate(w, "bound").res.preemptions == 0
+
+
+def test_closed_loop_sends_after_a_completion(rows: dict[str, dict[str, str]]) -> None:
+    """At concurrency 1 each request is sent when the previous one finishes: its TTFT is its own
+    prefill, not the queue behind the others (4 requests, all alike)."""
+    row = rows["nim-llama33-70b-h100x2-fp8-5000-500-c1-ttft"]
+    w = sa.row_workload(row, quick=True)
+    run = sa._simulate(w, "bound")
+    assert len(run.ttft) == 2  # the middle rounds of 4
+    assert max(run.ttft) == pytest.approx(min(run.ttft), rel=1e-6)
+
+
+def test_unpublished_row_is_refused_with_its_reason(rows: dict[str, dict[str, str]]) -> None:
+    row = rows["mlperf41-llama2-70b-h200x8-offline-tok"]
+    assert sa.excluded(row) is not None
+    with pytest.raises(CostModelError, match="length distribution"):
+        sa.row_workload(row)
