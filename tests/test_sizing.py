@@ -330,3 +330,13 @@ def test_input_and_output_dollars_add_up(share, util, n_in, n_out, seconds):
     spent = (c.usd_per_m_input * n_in + c.usd_per_m_output * n_out) / 1e6
     assert spent == pytest.approx(total, rel=1e-9)
     assert c.usd_per_m_tokens * (n_in + n_out) / 1e6 == pytest.approx(total, rel=1e-9)
+
+
+def test_sizing_prunes_a_rate_no_pool_can_hold():
+    # 1e7 requests/s of ~1,000-token requests (GRID) is ~1e10 tokens/s: no H100 replica serves more
+    # than ~1e5 tokens/s of an 8B model, so each pool needs > 4096 replicas (the simulator's
+    # largest pool). Before, the search pushed those pools and Topology refused them mid-search
+    # ("replicas must be a whole number in [1, 4096], got ...": no word of the rate or a prune)
+    res = size_deployment("llama-3.1-8b", **{**GRID, "rate": 1e7, "devices": ["h100"], "tps": (1,)})
+    assert res.winner is None and res.simulated == 0
+    assert len(res.pruned) == 2 and all("more than a pool holds (4096)" in p for p in res.pruned)

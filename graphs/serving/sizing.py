@@ -54,7 +54,7 @@ from .engine import EngineConfig, kv_blocks
 from .ledger_fit import build_ledger
 from .mixed import mixed_step
 from .requests import Request, synthetic
-from .simulator import SimResult, Topology, simulate
+from .simulator import MAX_REPLICAS, SimResult, Topology, simulate
 from .workload import as_workload
 
 __all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
@@ -233,16 +233,27 @@ def size_deployment(
                 continue
             per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=eng)
             n0 = max(1, math.ceil(rate / per_replica))
-            fam = _Family(name, tp, False, rates)
-            fams.append(fam)
-            heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
-            tie += 1
+            if n0 > MAX_REPLICAS:
+                pruned.append(
+                    f"{name} tp{tp}: {rate:g} requests/s needs at least {n0:,} replicas "
+                    f"(capacity bound), more than a pool holds ({MAX_REPLICAS})"
+                )
+            else:
+                fam = _Family(name, tp, False, rates)
+                fams.append(fam)
+                heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
+                tie += 1
             if disaggregated:
                 mean_p = float(np.mean([r.prompt for r in reqs]))
                 mean_d = float(np.mean([r.output - 1 for r in reqs]))
                 c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
                 p0 = max(1, math.ceil(rate * mean_p / c))
                 d0 = max(1, math.ceil(rate * mean_d / c)) if mean_d > 0 else 1
+                if max(p0, d0) > MAX_REPLICAS:
+                    pruned.append(
+                        f"{name} tp{tp} disaggregated: needs {p0:,}P:{d0:,}D, more than a pool holds ({MAX_REPLICAS})"
+                    )
+                    continue
                 dfam = _Family(name, tp, True, rates)
                 fams.append(dfam)
                 heapq.heappush(heap, (*_bound(dfam, (p0 + d0) * tp, objective), tie, dfam, p0, d0))
@@ -282,6 +293,8 @@ def size_deployment(
             if dep.tpot_p99 > slo_tpot:
                 nxt.append((a, b + 1))
         for na, nb in nxt:
+            if max(na, nb) > MAX_REPLICAS:
+                continue  # a pool holds at most MAX_REPLICAS replicas: this family ends here
             n = (na + nb) * fam.tp if fam.disagg else na * fam.tp
             heapq.heappush(heap, (*_bound(fam, n, objective), tie, fam, na, nb))
             tie += 1
