@@ -19,7 +19,11 @@ def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests
     """The drawn workload every candidate simulates (as ``simulate`` draws it): ``--requests``, ``--arrival``, ``--prompt``,
     ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
     p.add_argument("--requests", type=int, default=requests, help=requests_help)
-    p.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    p.add_argument(
+        "--arrival",
+        default="poisson",
+        help="gaps between requests: poisson, constant (exactly 1/rate apart) or gamma:CV",
+    )
     p.add_argument(
         "--prompt",
         default="lognormal:1000,1.0",
