@@ -340,3 +340,20 @@ def test_sizing_prunes_a_rate_no_pool_can_hold():
     res = size_deployment("llama-3.1-8b", **{**GRID, "rate": 1e7, "devices": ["h100"], "tps": (1,)})
     assert res.winner is None and res.simulated == 0
     assert len(res.pruned) == 2 and all("more than a pool holds (4096)" in p for p in res.pruned)
+
+
+def test_a_run_that_does_not_keep_up_pays_for_its_device_time():
+    # one closed-loop client serves its requests one after another whatever --rate says; priced
+    # over n / R = 20 / 1000 s, its tokens cost ~100x less than the device-time they took.
+    # The floor: a run pays at least its busy device-seconds, here the whole closed loop
+    # (one device always iterating), so with and without the rate the cost is the same
+    reqs = synthetic(20, rate=1000.0, prompt="fixed:200", output="fixed:50", seed=0)
+    rates = device_rates("h100", 2.0)
+    fast = simulate("llama-3.1-8b", "h100", reqs, concurrency=1, rate=1000.0)
+    loop = simulate("llama-3.1-8b", "h100", reqs, concurrency=1)
+    assert fast.busy_device_s == pytest.approx(loop.busy_device_s, rel=1e-12)
+    a, b = sim_cost(fast, rates), sim_cost(loop, rates)
+    assert a.usd_per_m_tokens == pytest.approx(b.usd_per_m_tokens, rel=1e-9)
+    # $2/h x busy seconds / 3600 over 20 x 250 tokens, per million: never below the device-time
+    floor = 2.0 * fast.busy_device_s / 3600 / (20 * 250) * 1e6
+    assert a.usd_per_m_tokens >= floor * (1 - 1e-12)
