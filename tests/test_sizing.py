@@ -357,3 +357,13 @@ def test_a_run_that_does_not_keep_up_pays_for_its_device_time():
     # $2/h x busy seconds / 3600 over 20 x 250 tokens, per million: never below the device-time
     floor = 2.0 * fast.busy_device_s / 3600 / (20 * 250) * 1e6
     assert a.usd_per_m_tokens >= floor * (1 - 1e-12)
+
+
+def test_sizing_refuses_requests_beyond_the_context_limit():
+    # Llama-3.1-8B's limit is 131,072 tokens (max_position_embeddings, llama3 rope 8,192 x 16);
+    # a 200,000-token prompt was simulated on every candidate (TTFTs of a minute) without a word
+    from models.context import ContextLimitError
+
+    kw = {**GRID, "prompt": "fixed:200000", "output": "fixed:10", "requests": 3}
+    with pytest.raises(ContextLimitError, match=r"200,010 exceeds the model's context limit of 131,072"):
+        size_deployment("llama-3.1-8b", **kw)

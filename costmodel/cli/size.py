@@ -81,6 +81,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         link_bandwidth=args.link_bandwidth,
         max_simulations=args.max_simulations,
         progress=progress_bar("size", args.quiet, "simulations"),
+        allow_long_context=args.allow_long_context,
     )
     if args.json:
         print(dump(res))
@@ -138,6 +139,11 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
     sp.add_argument("--max-simulations", type=int, default=60, help="most candidates simulated")
+    sp.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="simulate requests beyond the model's context limit (max_position_embeddings) with a warning",
+    )
     add_dtype_options(sp)
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")

@@ -190,10 +190,13 @@ def size_deployment(
     max_simulations: int = 60,
     runners_up: int = 4,
     progress: Callable[[int, int], None] | None = None,
+    allow_long_context: bool = False,
 ) -> SizingResult:
     """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
 
-    ``prices``: USD per device-hour by catalog device name, replacing the catalog's."""
+    ``prices``: USD per device-hour by catalog device name, replacing the catalog's. A drawn
+    request longer than the model's context limit is an error (a warning with
+    ``allow_long_context``), as for ``decode --ctx``."""
     if objective not in OBJECTIVES:
         raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
     for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -208,6 +211,11 @@ def size_deployment(
     w = as_workload(config)
     eng = engine or EngineConfig()
     reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
+    w.config.check_context(
+        max(r.prompt + r.output for r in reqs),
+        "the longest drawn request (prompt + output)",
+        allow=allow_long_context,
+    )
     prices = prices or {}
     pruned: list[str] = []
     heap: list[tuple[float, float, int, _Family, int, int]] = []
