@@ -367,3 +367,17 @@ def test_sizing_refuses_requests_beyond_the_context_limit():
     kw = {**GRID, "prompt": "fixed:200000", "output": "fixed:10", "requests": 3}
     with pytest.raises(ContextLimitError, match=r"200,010 exceeds the model's context limit of 131,072"):
         size_deployment("llama-3.1-8b", **kw)
+
+
+def test_the_ttft_floor_never_prunes_a_deployment_that_meets():
+    # 30 requests: the interpolated P99 lies between the 29th and 30th smallest TTFTs
+    # (0.99 x 29 = 28.71), so only the 29th prompt's prefill bounds it. The floor took the
+    # longest prompt (13,906 tokens, 0.27 s alone) while the simulated P99 is 0.21 s: with a
+    # 0.25 s SLO the one-H100 deployment that meets it was pruned and nothing was found
+    kw = dict(rate=1.0, slo_ttft=0.25, slo_tpot=0.05, devices=["h100"], tps=(1,), disaggregated=False)
+    res = size_deployment(
+        "llama-3.1-8b", **kw, requests=30, prompt="lognormal:2000,1.5", output="fixed:20", seed=1
+    )
+    assert not res.pruned
+    assert res.winner is not None and res.winner.devices == 1
+    assert res.winner.ttft_p99 <= 0.25

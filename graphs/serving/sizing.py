@@ -10,8 +10,9 @@ devices). The search runs in two stages:
    * memory: the weights and activations must leave KV blocks for the longest request
      (:func:`graphs.serving.engine.kv_blocks`), else the pair is out;
    * latency floors: a P99 TPOT is at least one decode step at batch 1 and the shortest
-     context; a P99 TTFT at least the prefill alone of the workload's 99th-percentile prompt
-     (1% of the requests have a prompt at least that long, each prefilled in at least that
+     context; a P99 TTFT at least the prefill alone of the prompt at order statistic
+     ``floor(0.99 (n - 1))`` (the lower of the two the interpolated P99 lies between: the
+     requests from there up have a prompt at least that long, each prefilled in at least that
      time). A floor above its SLO rules the pair out, whatever the replica count;
    * capacity: ``n`` replicas serve at most ``n C / mean(prompt + output - 1)`` requests/s and a
      ``p:d`` split at most ``min(p C / mean(prompt), d C / mean(output - 1))``
@@ -162,7 +163,11 @@ def _floors(
     step = mixed_step(w, hw, tp=tp)
     o = eng.iteration_overhead_s
     tpot = step.time_sums(1, float(min(r.prompt for r in reqs) + 1)) + o
-    p_q = int(np.percentile([r.prompt for r in reqs], q, method="inverted_cdf"))
+    # the order statistic at floor(q/100 (n - 1)): the lower of the two the P99 interpolates
+    # between, so at least n - that index requests have a prompt this long and the interpolated
+    # TTFT percentile is at least its prefill (inverted_cdf took the upper one: with n < 100,
+    # the longest prompt alone, a "floor" above simulated P99s that met the SLO)
+    p_q = int(np.percentile([r.prompt for r in reqs], q, method="lower"))
     ttft = _prefill_alone(step, p_q, eng.max_num_batched_tokens) + o
     return ttft, tpot, None
 
