@@ -381,3 +381,11 @@ def test_the_ttft_floor_never_prunes_a_deployment_that_meets():
     assert not res.pruned
     assert res.winner is not None and res.winner.devices == 1
     assert res.winner.ttft_p99 <= 0.25
+
+
+def test_size_refuses_a_link_bandwidth_it_would_ignore(capsys):
+    # --no-disagg simulates no P:D transfer: a given --link-bandwidth was silently unused
+    args = ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "1", "--no-disagg"]
+    assert main([*args, "--link-bandwidth", "1e9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--link-bandwidth" in err and "--no-disagg" in err

@@ -53,6 +53,19 @@ def _row(d: Any, args: argparse.Namespace) -> str:
     )
 
 
+def _link_bandwidth(args: argparse.Namespace) -> float:
+    """``--link-bandwidth``, refused with ``--no-disagg`` (no P:D transfer to price: it was ignored)."""
+    from graphs.serving.sizing import DEFAULT_LINK_BANDWIDTH
+
+    from ..errors import CostModelError
+
+    if args.link_bandwidth is None:
+        return DEFAULT_LINK_BANDWIDTH
+    if args.no_disagg:
+        raise CostModelError("--link-bandwidth prices the P:D KV transfer: drop it or --no-disagg")
+    return float(args.link_bandwidth)
+
+
 def cmd_size(args: argparse.Namespace) -> int:
     from graphs.serving.cost import parse_prices
     from graphs.serving.engine import EngineConfig
@@ -78,7 +91,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         engine=EngineConfig(
             max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs
         ),
-        link_bandwidth=args.link_bandwidth,
+        link_bandwidth=_link_bandwidth(args),
         max_simulations=args.max_simulations,
         progress=progress_bar("size", args.quiet, "simulations"),
         allow_long_context=args.allow_long_context,
@@ -131,8 +144,9 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument(
         "--link-bandwidth",
         type=float,
-        default=50e9,
-        help="KV transfer between P and D pools (bytes/s per direction)",
+        default=None,
+        help="KV transfer between P and D pools (bytes/s per direction; 50e9 when not given: one "
+        "400 Gb/s NIC per GPU)",
     )
     _add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
