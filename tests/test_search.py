@@ -244,3 +244,12 @@ def test_search_table_prints_devices_without_a_tdp_or_price(capsys):
     assert main([*argv, "--cost", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "no TDP" in out and "no price" in out and "tpu-v6e: no price: pass --price-per-hour" in out
+
+
+@pytest.mark.parametrize("flag, value", [("--price-per-hour", "2"), ("--electricity-per-kwh", "0.1")])
+def test_search_refuses_prices_without_the_cost_objective(flag, value, capsys):
+    # without --cost no column or objective uses a price: the flags were silently unused
+    argv = ["search", "llama-3.1-8b", "--devices", "h100", "--batches", "1", "--ctxs", "1024", "--quiet"]
+    assert main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "add --cost" in err

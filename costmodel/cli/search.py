@@ -48,6 +48,12 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
     """``--price-per-hour`` by catalog device name (:func:`graphs.serving.cost.parse_prices`)."""
     from graphs.serving.cost import parse_prices
 
+    from ..errors import CostModelError
+
+    if not args.cost and (args.price_per_hour is not None or args.electricity_per_kwh):
+        raise CostModelError(
+            "--price-per-hour/--electricity-per-kwh price the --cost objective: add --cost (else they are unused)"
+        )
     return parse_prices(args.price_per_hour, [d.strip() for d in args.devices.split(",") if d.strip()])
 
 
