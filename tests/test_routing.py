@@ -203,3 +203,14 @@ def test_routing_invariants(s, e_log, k, ep_log, placement):
     assert 1 / ep - 1e-9 <= load.row_share <= 1 + 1e-9
     if placement == "balanced":
         assert load.row_share <= rank_load(Routing("zipf", s), experts, k, ep).row_share + 1e-9
+
+
+def test_serve_plans_on_a_device_without_power_or_price(capsys):
+    # TPU v6e has no TDP and no price in the catalog: energy and cost are unknown, printed as nan
+    # with a note each (before: float(None) in the table, an internal error, exit 3)
+    from costmodel.cli import main
+
+    argv = ["serve", "plans", "llama-3.1-8b", "--device", "tpu-v6e", "--plans", "1x1x1x1", "--batches", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "J/token for tpu-v6e: no power figure" in out and "$/M out for tpu-v6e: no price" in out

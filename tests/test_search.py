@@ -235,3 +235,21 @@ def test_plans_wider_than_the_scale_up_domain_are_left_out():
     assert res.beyond_domain == ("h100-pcie tp=4 ep=1 (domain 2)",)
     with pytest.raises(CostModelError, match="scale-up domain"):
         search("tiny", devices=["h100-pcie"], batches=[2], ctxs=[64], tp=[4])
+
+
+def test_search_table_prints_devices_without_a_tdp_or_price(capsys):
+    # TPU v6e has neither a TDP nor a price in the catalog: its energy and cost are None in the
+    # rows; the table printed them with float(None) (an internal error, exit 3) before
+    argv = ["search", "llama-3.1-8b", "--devices", "tpu-v6e", "--batches", "1", "--ctxs", "1024"]
+    assert main([*argv, "--cost", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "no TDP" in out and "no price" in out and "tpu-v6e: no price: pass --price-per-hour" in out
+
+
+@pytest.mark.parametrize("flag, value", [("--price-per-hour", "2"), ("--electricity-per-kwh", "0.1")])
+def test_search_refuses_prices_without_the_cost_objective(flag, value, capsys):
+    # without --cost no column or objective uses a price: the flags were silently unused
+    argv = ["search", "llama-3.1-8b", "--devices", "h100", "--batches", "1", "--ctxs", "1024", "--quiet"]
+    assert main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "add --cost" in err

@@ -330,3 +330,62 @@ def test_input_and_output_dollars_add_up(share, util, n_in, n_out, seconds):
     spent = (c.usd_per_m_input * n_in + c.usd_per_m_output * n_out) / 1e6
     assert spent == pytest.approx(total, rel=1e-9)
     assert c.usd_per_m_tokens * (n_in + n_out) / 1e6 == pytest.approx(total, rel=1e-9)
+
+
+def test_sizing_prunes_a_rate_no_pool_can_hold():
+    # 1e7 requests/s of ~1,000-token requests (GRID) is ~1e10 tokens/s: no H100 replica serves more
+    # than ~1e5 tokens/s of an 8B model, so each pool needs > 4096 replicas (the simulator's
+    # largest pool). Before, the search pushed those pools and Topology refused them mid-search
+    # ("replicas must be a whole number in [1, 4096], got ...": no word of the rate or a prune)
+    res = size_deployment("llama-3.1-8b", **{**GRID, "rate": 1e7, "devices": ["h100"], "tps": (1,)})
+    assert res.winner is None and res.simulated == 0
+    assert len(res.pruned) == 2 and all("more than a pool holds (4096)" in p for p in res.pruned)
+
+
+def test_a_run_that_does_not_keep_up_pays_for_its_device_time():
+    # one closed-loop client serves its requests one after another whatever --rate says; priced
+    # over n / R = 20 / 1000 s, its tokens cost ~100x less than the device-time they took.
+    # The floor: a run pays at least its busy device-seconds, here the whole closed loop
+    # (one device always iterating), so with and without the rate the cost is the same
+    reqs = synthetic(20, rate=1000.0, prompt="fixed:200", output="fixed:50", seed=0)
+    rates = device_rates("h100", 2.0)
+    fast = simulate("llama-3.1-8b", "h100", reqs, concurrency=1, rate=1000.0)
+    loop = simulate("llama-3.1-8b", "h100", reqs, concurrency=1)
+    assert fast.busy_device_s == pytest.approx(loop.busy_device_s, rel=1e-12)
+    a, b = sim_cost(fast, rates), sim_cost(loop, rates)
+    assert a.usd_per_m_tokens == pytest.approx(b.usd_per_m_tokens, rel=1e-9)
+    # $2/h x busy seconds / 3600 over 20 x 250 tokens, per million: never below the device-time
+    floor = 2.0 * fast.busy_device_s / 3600 / (20 * 250) * 1e6
+    assert a.usd_per_m_tokens >= floor * (1 - 1e-12)
+
+
+def test_sizing_refuses_requests_beyond_the_context_limit():
+    # Llama-3.1-8B's limit is 131,072 tokens (max_position_embeddings, llama3 rope 8,192 x 16);
+    # a 200,000-token prompt was simulated on every candidate (TTFTs of a minute) without a word
+    from models.context import ContextLimitError
+
+    kw = {**GRID, "prompt": "fixed:200000", "output": "fixed:10", "requests": 3}
+    with pytest.raises(ContextLimitError, match=r"200,010 exceeds the model's context limit of 131,072"):
+        size_deployment("llama-3.1-8b", **kw)
+
+
+def test_the_ttft_floor_never_prunes_a_deployment_that_meets():
+    # 30 requests: the interpolated P99 lies between the 29th and 30th smallest TTFTs
+    # (0.99 x 29 = 28.71), so only the 29th prompt's prefill bounds it. The floor took the
+    # longest prompt (13,906 tokens, 0.27 s alone) while the simulated P99 is 0.21 s: with a
+    # 0.25 s SLO the one-H100 deployment that meets it was pruned and nothing was found
+    kw = dict(rate=1.0, slo_ttft=0.25, slo_tpot=0.05, devices=["h100"], tps=(1,), disaggregated=False)
+    res = size_deployment(
+        "llama-3.1-8b", **kw, requests=30, prompt="lognormal:2000,1.5", output="fixed:20", seed=1
+    )
+    assert not res.pruned
+    assert res.winner is not None and res.winner.devices == 1
+    assert res.winner.ttft_p99 <= 0.25
+
+
+def test_size_refuses_a_link_bandwidth_it_would_ignore(capsys):
+    # --no-disagg simulates no P:D transfer: a given --link-bandwidth was silently unused
+    args = ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "1", "--no-disagg"]
+    assert main([*args, "--link-bandwidth", "1e9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--link-bandwidth" in err and "--no-disagg" in err

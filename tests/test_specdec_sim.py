@@ -142,6 +142,7 @@ def test_a_draft_model_shares_the_device_memory():
     [
         (["--spec-draft", "llama-3.2-1b"], "needs --spec-accept"),
         (["--spec-accept", "0.5"], "need --spec-draft"),
+        (["--spec-k", "5"], "need --spec-draft"),  # was silently ignored: a plain run
         (["--spec-draft", "ngram", "--spec-accept", "1.5"], "must be in [0, 1]"),
         (["--spec-draft", "ngram", "--spec-accept", "0.9,x"], "--spec-accept must be"),
         (["--spec-draft", "ngram", "--spec-k", "2", "--spec-accept", "0.9,0.8,0.7"], "3 per-position"),

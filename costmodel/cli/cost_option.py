@@ -11,7 +11,7 @@ __all__ = ["add_cost_options", "rates_of", "cost_text"]
 
 PRICE_HELP = (
     "USD per device-hour replacing the catalog's sourced price: one number for every device, or "
-    "DEVICE=USD,... (default: the catalog's price; a device without one prints no cost)"
+    "DEVICE=USD,...; not given: the catalog's sourced price, and a device without one prints no cost"
 )
 ELECTRICITY_HELP = "USD per kWh, for TDP x utilisation of every device (cloud rates include power)"
 

@@ -49,6 +49,12 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
     """``--price-per-hour`` by catalog device name (:func:`graphs.serving.cost.parse_prices`)."""
     from graphs.serving.cost import parse_prices
 
+    from ..errors import CostModelError
+
+    if not args.cost and (args.price_per_hour is not None or args.electricity_per_kwh):
+        raise CostModelError(
+            "--price-per-hour/--electricity-per-kwh price the --cost objective: add --cost (else they are unused)"
+        )
     return parse_prices(args.price_per_hour, [d.strip() for d in args.devices.split(",") if d.strip()])
 
 
@@ -155,7 +161,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(
             f"  showing {len(rows)} of {len(res.frontier)} frontier points (--top 0 for all, --csv or --json)"
         )
-    print(format_table(rows, cols))
+    print(format_table(*_shown(rows, cols)))
+    unpriced = sorted({r["device"] for r in res.frontier if args.cost and r["usd_per_m_output"] is None})
+    if unpriced:
+        print(
+            f"  {', '.join(unpriced)}: no price: pass --price-per-hour (the cost objective ranks them last)"
+        )
     winners = list(res.best_by_ctx.items())
     most = len(winners) if not args.top else 3  # winners of the first contexts; --top 0: all
     for ctx, best in winners[:most]:
@@ -167,6 +178,28 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.csv:
         print(f"frontier written to {args.csv}")
     return 0
+
+
+#: what a table cell says for a metric the device has no figure for (None in the rows)
+_MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
+
+
+def _shown(
+    rows: list[Any], cols: tuple[tuple[str, str, str], ...]
+) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
+    """The rows and columns with the optional metrics formatted here: a device without a TDP
+    (energy) or a price (cost) has None there, which the table prints as :data:`_MISSING` says."""
+    fmts = {k: f for k, _, f in cols if k in _MISSING}
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k, f in fmts.items():
+            d[k] = _MISSING[k] if d[k] is None else format(float(d[k]), f)
+        out.append(d)
+    for i, (k, h, _) in enumerate(cols):
+        if k in _MISSING:
+            cols = (*cols[:i], (k, h, "s"), *cols[i + 1 :])
+    return out, cols
 
 
 def add_search_parser(sub: Any) -> None:

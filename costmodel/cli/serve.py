@@ -8,6 +8,7 @@ the target and the draft alike.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from .calibrate import add_predict_option
@@ -271,7 +272,8 @@ def cmd_plans(args: argparse.Namespace) -> int:
                 if balanced
                 else {}
             ),
-            "energy_per_token_j": pt.energy_per_token_j,
+            # nan without a TDP (JSON null, and a note below), as the cost without a price
+            "energy_per_token_j": float("nan") if pt.energy_per_token_j is None else pt.energy_per_token_j,
             "pareto": pt.pareto,
             "front": "*" if pt.pareto else "",
         }
@@ -304,6 +306,8 @@ def cmd_plans(args: argparse.Namespace) -> int:
 
     for dev in sorted({r.device for r in rates.values() if r.price_usd_per_hour is None}):
         text += f"\n  $/M out for {dev}: {NO_PRICE}"
+    for dev in sorted({r["device"] for r in rows if math.isnan(r["energy_per_token_j"])}):
+        text += f"\n  J/token for {dev}: no power figure (TDP) in the catalog"
     errors = [pt for pt in points if pt.error is not None]
     for pt in errors:
         text += f"\n  skipped {pt.device} {pt.plan} batch {pt.batch}: {pt.error}"

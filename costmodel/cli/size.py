@@ -19,7 +19,11 @@ def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests
     """The drawn workload every candidate simulates (as ``simulate`` draws it): ``--requests``, ``--arrival``, ``--prompt``,
     ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
     p.add_argument("--requests", type=int, default=requests, help=requests_help)
-    p.add_argument("--arrival", default="poisson", help="poisson or gamma:CV")
+    p.add_argument(
+        "--arrival",
+        default="poisson",
+        help="gaps between requests: poisson, constant (exactly 1/rate apart) or gamma:CV",
+    )
     p.add_argument(
         "--prompt",
         default="lognormal:1000,1.0",
@@ -49,6 +53,19 @@ def _row(d: Any, args: argparse.Namespace) -> str:
     )
 
 
+def _link_bandwidth(args: argparse.Namespace) -> float:
+    """``--link-bandwidth``, refused with ``--no-disagg`` (no P:D transfer to price: it was ignored)."""
+    from graphs.serving.sizing import DEFAULT_LINK_BANDWIDTH
+
+    from ..errors import CostModelError
+
+    if args.link_bandwidth is None:
+        return DEFAULT_LINK_BANDWIDTH
+    if args.no_disagg:
+        raise CostModelError("--link-bandwidth prices the P:D KV transfer: drop it or --no-disagg")
+    return float(args.link_bandwidth)
+
+
 def cmd_size(args: argparse.Namespace) -> int:
     from graphs.serving.cost import parse_prices
     from graphs.serving.engine import EngineConfig
@@ -74,9 +91,10 @@ def cmd_size(args: argparse.Namespace) -> int:
         engine=EngineConfig(
             max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs
         ),
-        link_bandwidth=args.link_bandwidth,
+        link_bandwidth=_link_bandwidth(args),
         max_simulations=args.max_simulations,
         progress=progress_bar("size", args.quiet, "simulations"),
+        allow_long_context=args.allow_long_context,
     )
     if args.json:
         print(dump(res))
@@ -126,14 +144,20 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument(
         "--link-bandwidth",
         type=float,
-        default=50e9,
-        help="KV transfer between P and D pools (bytes/s per direction)",
+        default=None,
+        help="KV transfer between P and D pools (bytes/s per direction; 50e9 when not given: one "
+        "400 Gb/s NIC per GPU)",
     )
     _add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
     sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
     sp.add_argument("--max-simulations", type=int, default=60, help="most candidates simulated")
+    sp.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="simulate requests beyond the model's context limit (max_position_embeddings) with a warning",
+    )
     add_dtype_options(sp)
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")

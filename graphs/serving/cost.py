@@ -213,12 +213,16 @@ def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
     devices over the ``n / R`` seconds in which ``n`` requests arrive, it serves their tokens. So
     the run is priced over ``n / R`` (``R`` the rate asked, else the arrivals' own rate; the whole
     duration when every request arrives at once), not over the drain tail a finite simulation
-    ends with (its length is the longest request's decode, not the load). Utilisation is the busy
-    device-seconds over devices x duration; the input share the replicas' prefill
-    device-seconds over their busy ones (module doc)."""
+    ends with (its length is the longest request's decode, not the load). A deployment that does
+    not keep up iterates longer than ``n / R``; its devices are paid for at least while they
+    iterate, so the run is priced over ``max(n / R, busy device-seconds / devices)`` (without that
+    floor an overloaded run, or a closed loop of few clients given a high ``--rate``, priced its
+    tokens below what the device-time they took costs). Utilisation is the busy device-seconds
+    over devices x duration; the input share the replicas' prefill device-seconds over their
+    busy ones (module doc)."""
     devices = res.topology.devices
     rate = res.rate or res.offered_requests_per_s
-    seconds = res.requests / rate if rate else res.duration_s
+    seconds = max(res.requests / rate, res.busy_device_s / devices) if rate else res.duration_s
     util = min(res.busy_device_s / (devices * res.duration_s), 1.0) if res.duration_s > 0 else 1.0
     share = res.prefill_device_s / res.busy_device_s if res.busy_device_s > 0 else 0.0
     return token_cost(

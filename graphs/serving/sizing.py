@@ -10,8 +10,9 @@ devices). The search runs in two stages:
    * memory: the weights and activations must leave KV blocks for the longest request
      (:func:`graphs.serving.engine.kv_blocks`), else the pair is out;
    * latency floors: a P99 TPOT is at least one decode step at batch 1 and the shortest
-     context; a P99 TTFT at least the prefill alone of the workload's 99th-percentile prompt
-     (1% of the requests have a prompt at least that long, each prefilled in at least that
+     context; a P99 TTFT at least the prefill alone of the prompt at order statistic
+     ``floor(0.99 (n - 1))`` (the lower of the two the interpolated P99 lies between: the
+     requests from there up have a prompt at least that long, each prefilled in at least that
      time). A floor above its SLO rules the pair out, whatever the replica count;
    * capacity: ``n`` replicas serve at most ``n C / mean(prompt + output - 1)`` requests/s and a
      ``p:d`` split at most ``min(p C / mean(prompt), d C / mean(output - 1))``
@@ -54,7 +55,7 @@ from .engine import EngineConfig, kv_blocks
 from .ledger_fit import build_ledger
 from .mixed import mixed_step
 from .requests import Request, synthetic
-from .simulator import SimResult, Topology, simulate
+from .simulator import MAX_REPLICAS, SimResult, Topology, simulate
 from .workload import as_workload
 
 __all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
@@ -162,7 +163,11 @@ def _floors(
     step = mixed_step(w, hw, tp=tp)
     o = eng.iteration_overhead_s
     tpot = step.time_sums(1, float(min(r.prompt for r in reqs) + 1)) + o
-    p_q = int(np.percentile([r.prompt for r in reqs], q, method="inverted_cdf"))
+    # the order statistic at floor(q/100 (n - 1)): the lower of the two the P99 interpolates
+    # between, so at least n - that index requests have a prompt this long and the interpolated
+    # TTFT percentile is at least its prefill (inverted_cdf took the upper one: with n < 100,
+    # the longest prompt alone, a "floor" above simulated P99s that met the SLO)
+    p_q = int(np.percentile([r.prompt for r in reqs], q, method="lower"))
     ttft = _prefill_alone(step, p_q, eng.max_num_batched_tokens) + o
     return ttft, tpot, None
 
@@ -190,10 +195,13 @@ def size_deployment(
     max_simulations: int = 60,
     runners_up: int = 4,
     progress: Callable[[int, int], None] | None = None,
+    allow_long_context: bool = False,
 ) -> SizingResult:
     """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
 
-    ``prices``: USD per device-hour by catalog device name, replacing the catalog's."""
+    ``prices``: USD per device-hour by catalog device name, replacing the catalog's. A drawn
+    request longer than the model's context limit is an error (a warning with
+    ``allow_long_context``), as for ``decode --ctx``."""
     if objective not in OBJECTIVES:
         raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
     for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -208,6 +216,11 @@ def size_deployment(
     w = as_workload(config)
     eng = engine or EngineConfig()
     reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
+    w.config.check_context(
+        max(r.prompt + r.output for r in reqs),
+        "the longest drawn request (prompt + output)",
+        allow=allow_long_context,
+    )
     prices = prices or {}
     pruned: list[str] = []
     heap: list[tuple[float, float, int, _Family, int, int]] = []
@@ -233,16 +246,27 @@ def size_deployment(
                 continue
             per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=eng)
             n0 = max(1, math.ceil(rate / per_replica))
-            fam = _Family(name, tp, False, rates)
-            fams.append(fam)
-            heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
-            tie += 1
+            if n0 > MAX_REPLICAS:
+                pruned.append(
+                    f"{name} tp{tp}: {rate:g} requests/s needs at least {n0:,} replicas "
+                    f"(capacity bound), more than a pool holds ({MAX_REPLICAS})"
+                )
+            else:
+                fam = _Family(name, tp, False, rates)
+                fams.append(fam)
+                heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
+                tie += 1
             if disaggregated:
                 mean_p = float(np.mean([r.prompt for r in reqs]))
                 mean_d = float(np.mean([r.output - 1 for r in reqs]))
                 c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
                 p0 = max(1, math.ceil(rate * mean_p / c))
                 d0 = max(1, math.ceil(rate * mean_d / c)) if mean_d > 0 else 1
+                if max(p0, d0) > MAX_REPLICAS:
+                    pruned.append(
+                        f"{name} tp{tp} disaggregated: needs {p0:,}P:{d0:,}D, more than a pool holds ({MAX_REPLICAS})"
+                    )
+                    continue
                 dfam = _Family(name, tp, True, rates)
                 fams.append(dfam)
                 heapq.heappush(heap, (*_bound(dfam, (p0 + d0) * tp, objective), tie, dfam, p0, d0))
@@ -282,6 +306,8 @@ def size_deployment(
             if dep.tpot_p99 > slo_tpot:
                 nxt.append((a, b + 1))
         for na, nb in nxt:
+            if max(na, nb) > MAX_REPLICAS:
+                continue  # a pool holds at most MAX_REPLICAS replicas: this family ends here
             n = (na + nb) * fam.tp if fam.disagg else na * fam.tp
             heapq.heappush(heap, (*_bound(fam, n, objective), tie, fam, na, nb))
             tie += 1
