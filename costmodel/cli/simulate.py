@@ -45,9 +45,9 @@ def _topology(args: argparse.Namespace) -> Any:
             router=args.router,
             link_bandwidth=args.link_bandwidth,
             link_latency=args.link_latency,
-            prefix_eps=args.prefix_eps,
+            prefix_eps=_prefix_eps(args),
         )
-    return Topology(replicas=args.replicas, tp=args.tp, router=args.router, prefix_eps=args.prefix_eps)
+    return Topology(replicas=args.replicas, tp=args.tp, router=args.router, prefix_eps=_prefix_eps(args))
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -105,9 +105,31 @@ def _tiers(args: argparse.Namespace) -> Any:
     return KVTierConfig(args.host_kv_bytes, args.host_link_bandwidth, args.ssd_kv_bytes, args.ssd_bandwidth)
 
 
+def _prefix_eps(args: argparse.Namespace) -> float:
+    """``--prefix-eps``, or the router's default load bound (0.5) when not given."""
+    return 0.5 if args.prefix_eps is None else float(args.prefix_eps)
+
+
+#: the drawn workload's flags and their defaults: a trace fixes what they would draw
+_DRAWN_DEFAULTS = {"requests": 1000, "prompt": "lognormal:1000,1.0", "output": "lognormal:250,1.0", "seed": 0}
+
+
 def _check_workload(args: argparse.Namespace) -> None:
     """Refuse workload flags that do not go together, in one line naming them."""
     from ..errors import CostModelError
+
+    if args.prefix_eps is not None and args.router != "prefix":
+        raise CostModelError(f"--prefix-eps bounds --router prefix; the router here is {args.router}")
+    if args.router == "prefix" and not args.enable_prefix_caching:
+        raise CostModelError(
+            "--router prefix sends a request where its prefix is cached: give --enable-prefix-caching"
+        )
+    if args.trace:
+        unused = [f"--{k}" for k, v in _DRAWN_DEFAULTS.items() if getattr(args, k) != v]
+        if unused:
+            raise CostModelError(
+                f"--trace fixes every request's prompt, output and arrival; drop {'/'.join(unused)}"
+            )
 
     drawn = [
         flag
@@ -301,6 +323,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             think_s=args.think_time,
         )
     )
+    from .phases import check_context
+
+    longest = max(r.prompt + r.output for r in reqs)  # the most a sequence holds: its prompt and answer
+    check_context(args, longest, "--prompt + --output" if trace is None else "the trace's prompt + output")
     run = dict(
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
@@ -415,7 +441,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if res.prefix_routed is not None:
         print(
             f"  prefix router: {res.prefix_routed[0]:,} request(s) sent where their prefix or conversation is, "
-            f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {args.prefix_eps:g})"
+            f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {_prefix_eps(args):g})"
         )
     if res.spec is not None:
         st = res.spec
@@ -500,6 +526,11 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
     sp.add_argument("--trace", default=None, help="CSV or JSONL: arrival_s, prompt_tokens, output_tokens")
     sp.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+    sp.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="simulate requests whose prompt + output exceed the model's context limit, with a warning",
+    )
     sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
     sp.add_argument("--block-size", type=int, default=16, help="KV-cache block (tokens)")
@@ -537,9 +568,9 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument(
         "--prefix-eps",
         type=float,
-        default=0.5,
+        default=None,
         help="--router prefix load bound: a replica holding more than (1 + eps) x the mean outstanding "
-        "tokens is passed over for the least-outstanding one (dimensionless)",
+        "tokens is passed over for the least-outstanding one (dimensionless; default 0.5)",
     )
     sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")

@@ -74,6 +74,7 @@ __all__ = [
     "PredictedStep",
     "Predictor",
     "predicted_mixed_step",
+    "tabulate",
     "token_grid",
 ]
 
@@ -258,7 +259,7 @@ class _Table:
 _TABLES: BoundedCache[list[_Table]] = BoundedCache("predictor_tables", 256)
 
 
-def _tabulate(
+def tabulate(
     hw: Hardware,
     pred: Predictor,
     g: Any,
@@ -288,7 +289,7 @@ def _tabulate(
 def _tabulate_point(
     hw: Hardware, pred: Predictor, forms: list[tuple[str, _NodeForms]], points: np.ndarray
 ) -> list[_Table]:
-    """:func:`_tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
+    """:func:`tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
     from .predict import dtype_key, kernel_row, price_rows, unmeasured_basis
 
     assert pred.framework is not None
@@ -374,7 +375,7 @@ class PredictedStep:
         self._lgrid = np.log(grid).tolist()
         tok_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) != Role.ATTENTION]
         pts = np.stack([grid, np.full_like(grid, 1.0)], axis=1)  # (B, ctx): ctx enters no token-wise kernel
-        tables = _tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), tok_names, pts)
+        tables = tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), tok_names, pts)
         lumps: dict[int, sympy.Expr] = {}
         lumps_head: dict[int, sympy.Expr] = {}
         exprs, heads, logs, kid = [], [], [], []
@@ -413,12 +414,12 @@ class PredictedStep:
         self.decode_grid = (dg, cg)
         self._ldg, self._lcg = np.log(dg).tolist(), np.log(cg).tolist()
         mesh = np.stack(np.meshgrid(dg, cg, indexing="ij"), axis=-1).reshape(-1, 2)
-        dec_tabs = _tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), a_names, mesh)
+        dec_tabs = tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), a_names, mesh)
         pre_names = [n for n in op_nodes(g_pre) if g_pre.nodes[n].get(ROLE) == Role.ATTENTION]
         if sorted(pre_names) != sorted(a_names):
             raise CostModelError("internal: the prefill graph's attention nodes differ from decode's")
         pre_pts = np.stack([np.ones_like(grid), grid], axis=1)  # (B, S) = (1, c)
-        pre_tabs = {t.name: t for t in _tabulate(hw, predictor, g_pre, (B_sym, S_sym), a_names, pre_pts)}
+        pre_tabs = {t.name: t for t in tabulate(hw, predictor, g_pre, (B_sym, S_sym), a_names, pre_pts)}
         self._attn: list[tuple[Any, np.ndarray | None, int, np.ndarray | None, int]] = []
         for k, t in zip(self.bound.attention, dec_tabs, strict=True):
             pt = pre_tabs[t.name]
@@ -452,7 +453,7 @@ class PredictedStep:
         ]
         lump: dict[int, sympy.Expr] = {}
         exprs = []
-        for t in _tabulate(hw, self.predictor, g_pre, (B_sym, S_sym), names, pre_pts):
+        for t in tabulate(hw, self.predictor, g_pre, (B_sym, S_sym), names, pre_pts):
             e = node_time_expr(g_pre.nodes[t.name], hw).subs(B_sym, 1)
             if t.values is None:
                 i = ids("bound", t.basis)

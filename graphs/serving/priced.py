@@ -10,7 +10,7 @@ step time is the sum over the graph's op nodes of
 with ``t^roof_k`` the node's compiled roofline term (the bound's step is exactly
 ``sum_k t^roof_k``, :func:`graphs.serving.compiled.compile_step_time`), so a priced step is
 never faster than its bound, and ``hat t_k`` the predictor's price of the node's measured
-kernel (:func:`graphs.serving.predictor._tabulate`, the corpus pricing of
+kernel (:func:`graphs.serving.predictor.tabulate`, the corpus pricing of
 :func:`graphs.serving.predict.predict_step`). A node the corpus does not measure keeps its
 bound. Per call, a node's prediction depends on the dims its parameters read that vary in the
 call (the others are fixed at their one value):
@@ -44,7 +44,7 @@ from costmodel.memo import BoundedCache
 from .compiled import CompiledStep, compiled_step
 from .kernel_sources import Coverage
 from .mixed import node_time_expr
-from .predictor import CLAMPED, Predictor, _tabulate, token_grid
+from .predictor import CLAMPED, Predictor, tabulate, token_grid
 
 __all__ = ["PricedStep", "priced_step", "mesh_axis"]
 
@@ -182,7 +182,7 @@ class PricedStep:
                 groups.setdefault(key, (pts, []))[1].append((k, how))
         for pts, members in groups.values():
             names = [self._names[self._nodes[k].name] for k, _ in members]
-            tabs = _tabulate(self.hardware, self.predictor, self.compiled.graph, self.syms, names, pts)
+            tabs = tabulate(self.hardware, self.predictor, self.compiled.graph, self.syms, names, pts)
             for (k, how), t in zip(members, tabs, strict=True):
                 vals = None if t.values is None else self._back(how, t.values, arrays)
                 out[k] = (vals, t.source, t.basis)
