@@ -110,7 +110,7 @@ def _prefix_eps(args: argparse.Namespace) -> float:
     return 0.5 if args.prefix_eps is None else float(args.prefix_eps)
 
 
-#: the drawn workload's flags and their defaults: a trace fixes what they would draw
+#: the drawn workload's flags and their defaults (the parser's, from here): a trace fixes what they draw
 _DRAWN_DEFAULTS = {"requests": 1000, "prompt": "lognormal:1000,1.0", "output": "lognormal:250,1.0", "seed": 0}
 
 
@@ -486,7 +486,10 @@ def add_simulate_parser(sub: Any) -> None:
         help="requests per second (with --turns: conversations started per second)",
     )
     sp.add_argument(
-        "--requests", type=int, default=1000, help="requests to simulate (with --turns: conversations)"
+        "--requests",
+        type=int,
+        default=_DRAWN_DEFAULTS["requests"],
+        help="requests to simulate (with --turns: conversations)",
     )
     sp.add_argument(
         "--arrival",
@@ -520,12 +523,19 @@ def add_simulate_parser(sub: Any) -> None:
     )
     sp.add_argument(
         "--prompt",
-        default="lognormal:1000,1.0",
+        default=_DRAWN_DEFAULTS["prompt"],
         help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
     )
-    sp.add_argument("--output", default="lognormal:250,1.0", help="output tokens, same forms as --prompt")
+    sp.add_argument(
+        "--output", default=_DRAWN_DEFAULTS["output"], help="output tokens, same forms as --prompt"
+    )
     sp.add_argument("--trace", default=None, help="CSV or JSONL: arrival_s, prompt_tokens, output_tokens")
-    sp.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
+    sp.add_argument(
+        "--seed",
+        type=int,
+        default=_DRAWN_DEFAULTS["seed"],
+        help="random seed of the drawn arrivals and lengths",
+    )
     sp.add_argument(
         "--allow-long-context",
         action="store_true",
