@@ -25,7 +25,25 @@ __all__ = ["fit_groups", "fastest", "group_residuals"]
 def fit_groups(
     family: str, devices: list[str], framework: str | None = None, dtypes: tuple[str, ...] | None = None
 ) -> dict[str, Fit]:
-    """Fits per group of one family over ``devices`` (one framework, or all; some dtypes, or all)."""
+    """Fits per group of one family over ``devices`` (one framework, or all; some dtypes, or all).
+
+    Kept across processes (:mod:`.stored`): a later process with the same corpus and engine
+    reads the fits back instead of fitting again.
+    """
+    from .stored import decode_fits, encode_fits, stored
+
+    return stored(
+        "groups",
+        [family, list(devices), framework, None if dtypes is None else list(dtypes)],
+        lambda: _fit_groups(family, devices, framework, dtypes),
+        encode_fits,
+        decode_fits,
+    )
+
+
+def _fit_groups(
+    family: str, devices: list[str], framework: str | None, dtypes: tuple[str, ...] | None
+) -> dict[str, Fit]:
     fits = {}
     parts = [prepared(family, d) for d in devices]
     groups = sorted(

@@ -74,13 +74,23 @@ def calibration(
 def calibration_residuals(
     device: str, framework: str, family: str, dtypes: tuple[str, ...] | None = None
 ) -> dict[str, Any]:
-    """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group."""
+    """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group.
+
+    Kept across processes (:mod:`costmodel.measured.stored`), as :func:`calibration`'s fits are.
+    """
     from costmodel.measured import systems_with_data
     from costmodel.measured.applied import group_residuals
+    from costmodel.measured.stored import decode_residuals, encode_residuals, stored
 
     have = systems_with_data(family)
     devs = [device] if device in have else have
-    return group_residuals(family, calibration(device, framework, family, dtypes), devs, framework)
+    return stored(
+        "residuals",
+        [device, framework, family, None if dtypes is None else list(dtypes)],
+        lambda: group_residuals(family, calibration(device, framework, family, dtypes), devs, framework),
+        encode_residuals,
+        decode_residuals,
+    )
 
 
 #: the held-out share of each (framework, kernel group)'s rows, and its seed (the ``shapes``
@@ -98,7 +108,20 @@ def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_
     (seed :data:`HELDOUT_SEED`) are held out of a fit on the rest, exactly the ``shapes`` split of
     :mod:`costmodel.measured.heldout`; ``grey_box`` scores the fit times its residuals at the
     nearest training shapes (:mod:`costmodel.measured.residual`). Empty when nothing is fitted.
+    Kept across processes (:mod:`costmodel.measured.stored`), as :func:`calibration`'s fits are.
     """
+    from costmodel.measured.stored import decode_array, encode_array, stored
+
+    return stored(
+        "heldout",
+        [device, framework, family, key, grey_box],
+        lambda: _heldout_log_errors(device, framework, family, key, grey_box),
+        encode_array,
+        decode_array,
+    )
+
+
+def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey_box: bool) -> Any:
     import numpy as np
 
     from costmodel.measured import systems_with_data

@@ -1,0 +1,216 @@
+"""Fitted kernel models kept across processes: the persistent cache of :mod:`costmodel.formcache`.
+
+Fitting the measured corpus is what a cold ``--predict`` command spends its time on: per
+family, device, framework and dtype group a bounded least-squares fit
+(:func:`costmodel.measured.efficiency.fit`, about 2.6 s each on a busy two-core machine), the
+held-out refits behind the prediction intervals, and the corpus tables read and costed
+(:func:`costmodel.measured.heldout.prepared`). :func:`stored` keeps each such result as an entry
+of the form cache (same directory, same digest-checked text, same switch), so a later process
+reads numbers back instead of fitting again.
+
+What is stored is plain data, never pickle: a :class:`~costmodel.measured.efficiency.Fit` as its
+parameter and standard-error floats (:func:`encode_fits`), shape residuals and sorted error
+arrays as lists of floats. JSON writes a float as the shortest text that reads back to the same
+double (``repr``), so a loaded fit predicts bit for bit what the fresh one does.
+
+Key
+    :func:`costmodel.formcache.cache_key` over ``kind`` (what is stored), the corpus wheel's
+    package, version and location (:func:`costmodel.measured.corpus.corpus_info`) and the
+    caller's parts (family, devices, framework, dtypes). That key already carries the engine's
+    version and the fingerprint of its source files (every ``.py``, ``.toml`` and ``.json`` under
+    ``costmodel``, ``graphs`` and ``models``: the fitting code, the cost rules and the hardware
+    catalog the features come from), so another corpus or an edited engine is a miss, never a
+    stale fit.
+Misses
+    A missing, corrupted, tampered or mismatched entry (digest, :data:`costmodel.formcache.MAX_BYTES`,
+    JSON, or the shape checks of the decoders here) is refitted and overwritten, silently: a
+    cache can cost time, never an answer.
+Off
+    ``COSTMODEL_NO_CACHE=1`` (every persistent cache) or ``COSTMODEL_NO_FIT_CACHE=1`` (this one
+    alone): nothing read or written, every fit computed in the process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .efficiency import PARAMS, Fit
+from .residual import ShapeResiduals
+
+__all__ = [
+    "enabled",
+    "fit_key",
+    "stored",
+    "encode_fits",
+    "decode_fits",
+    "encode_residuals",
+    "decode_residuals",
+    "encode_array",
+    "decode_array",
+    "BadEntry",
+]
+
+T = TypeVar("T")
+
+
+class BadEntry(ValueError):
+    """A stored entry whose content does not have the shape its decoder expects (a miss)."""
+
+
+def enabled() -> bool:
+    """The form cache is on and ``COSTMODEL_NO_FIT_CACHE`` is unset, ``""`` or ``0``."""
+    from ..formcache import enabled as forms_enabled
+
+    return forms_enabled() and os.environ.get("COSTMODEL_NO_FIT_CACHE", "") in ("", "0")
+
+
+def fit_key(kind: str, parts: Sequence[Any]) -> str:
+    """The entry name of ``kind`` for the caller's ``parts`` (JSON-ready: names, lists of names,
+    None) and the installed corpus (module doc)."""
+    from ..formcache import cache_key
+    from .corpus import corpus_info
+
+    info = corpus_info()
+    return cache_key(f"fit-{kind}", info.package, info.version, info.root, json.dumps(list(parts)))
+
+
+def stored(
+    kind: str,
+    parts: Sequence[Any],
+    compute: Callable[[], T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T],
+) -> T:
+    """``compute()``'s value, read back from the entry of ``kind`` and ``parts`` when a valid one
+    exists, else computed and stored (module doc)."""
+    from ..formcache import load, save
+
+    if not enabled():
+        return compute()
+    key = fit_key(kind, parts)
+    entry = load(key)
+    if entry is not None and entry.get("kind") == kind:
+        try:
+            return decode(entry.get("value"))
+        except BadEntry:
+            pass  # a mismatched entry: refit and overwrite
+    value = compute()
+    save(key, {"kind": kind, "value": encode(value)})
+    return value
+
+
+def _finite(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise BadEntry(f"{what}: {v!r} is no finite number")
+    return float(v)
+
+
+def _strings(v: Any, what: str) -> list[str]:
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise BadEntry(f"{what}: not a list of strings")
+    return list(v)
+
+
+def encode_fits(fits: dict[str, Fit]) -> dict[str, Any]:
+    """Each group's fit as plain numbers and names (a non-finite standard error as None)."""
+    return {
+        grp: {
+            "family": f.family,
+            "group": f.group,
+            "kind": f.kind,
+            "params": f.params,
+            "stderr": {n: (v if math.isfinite(v) else None) for n, v in f.stderr.items()},
+            "rows": f.rows,
+            "rms_log": f.rms_log,
+            "devices": f.devices,
+            "frameworks": f.frameworks,
+        }
+        for grp, f in fits.items()
+    }
+
+
+def decode_fits(value: Any) -> dict[str, Fit]:
+    """The fits of :func:`encode_fits`; :class:`BadEntry` unless every field has its type and
+    every parameter of the fit's kind (:data:`~costmodel.measured.efficiency.PARAMS`) is there."""
+    if not isinstance(value, dict):
+        raise BadEntry("fits: not an object")
+    out = {}
+    for grp, d in value.items():
+        if not isinstance(d, dict) or d.get("kind") not in PARAMS or d.get("group") != grp:
+            raise BadEntry(f"fit {grp!r}: no kind or group")
+        names = [n for n, *_ in PARAMS[d["kind"]]]
+        params, stderr = d.get("params"), d.get("stderr")
+        if not isinstance(params, dict) or sorted(params) != sorted(names):
+            raise BadEntry(f"fit {grp!r}: parameters")
+        if not isinstance(stderr, dict) or sorted(stderr) != sorted(names):
+            raise BadEntry(f"fit {grp!r}: standard errors")
+        rows = d.get("rows")
+        if not isinstance(d.get("family"), str) or isinstance(rows, bool) or not isinstance(rows, int):
+            raise BadEntry(f"fit {grp!r}: family or rows")
+        out[grp] = Fit(
+            family=d["family"],
+            group=grp,
+            kind=d["kind"],
+            params={n: _finite(params[n], n) for n in names},
+            stderr={n: math.nan if stderr[n] is None else _finite(stderr[n], n) for n in names},
+            rows=rows,
+            rms_log=_finite(d.get("rms_log"), "rms_log"),
+            devices=_strings(d.get("devices"), "devices"),
+            frameworks=_strings(d.get("frameworks"), "frameworks"),
+        )
+    return out
+
+
+def encode_array(a: np.ndarray) -> list[Any]:
+    """A float array as nested lists (JSON's floats read back exactly)."""
+    return np.asarray(a, dtype=float).tolist()
+
+
+def decode_array(value: Any, ndim: int = 1) -> np.ndarray:
+    """The float array of :func:`encode_array`, of ``ndim`` dimensions, every entry finite."""
+    try:
+        a = np.array(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise BadEntry(f"array: {exc}") from None
+    if (a.ndim != ndim and a.size) or not np.isfinite(a).all():
+        raise BadEntry("array: wrong shape or non-finite entries")
+    return a
+
+
+def encode_residuals(res: dict[str, list[ShapeResiduals]]) -> dict[str, Any]:
+    """Per group, each source's shape keys, points and residuals as plain lists."""
+    return {
+        grp: [
+            {"keys": list(s.keys), "points": encode_array(s.points), "residuals": encode_array(s.residuals)}
+            for s in srcs
+        ]
+        for grp, srcs in res.items()
+    }
+
+
+def decode_residuals(value: Any) -> dict[str, list[ShapeResiduals]]:
+    """The residuals of :func:`encode_residuals` (one point of ``len(keys)`` per residual)."""
+    if not isinstance(value, dict):
+        raise BadEntry("residuals: not an object")
+    out: dict[str, list[ShapeResiduals]] = {}
+    for grp, srcs in value.items():
+        if not isinstance(srcs, list):
+            raise BadEntry(f"residuals {grp!r}: not a list")
+        out[grp] = []
+        for s in srcs:
+            if not isinstance(s, dict):
+                raise BadEntry(f"residuals {grp!r}: not an object")
+            keys = _strings(s.get("keys"), "keys")
+            r = decode_array(s.get("residuals"))
+            p = decode_array(s.get("points"), 2)
+            if p.size != len(r) * len(keys):
+                raise BadEntry(f"residuals {grp!r}: {p.size} coordinates for {len(r)} points of {len(keys)}")
+            p = p.reshape(len(r), len(keys))
+            out[grp].append(ShapeResiduals(tuple(keys), p, r))
+    return out
