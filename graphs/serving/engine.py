@@ -326,7 +326,7 @@ class Replica:
             if not chunked and n < want:
                 i += 1
                 continue
-            need = -(-(s.computed + n) // bs) - self._owned(s)
+            need = -(-(s.computed + n) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
             if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
                 lost = False
                 while need > self.free_blocks and need > self.free_blocks + self._evictable():
@@ -384,16 +384,19 @@ class Replica:
         n_dec, sum_ctx, chunks = 0, 0.0, []
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         ctxs: list[float] | None = [] if self.step_cost.windowed else None
-        for s, n in batch:
-            if n > 1 and s.generated >= 1 and s.computed == s.known - 1:
-                verifies.append((float(n), float(s.computed)))
-            elif n == 1 and s.generated >= 1 and s.computed == s.known - 1:
+        for s, n in batch:  # the hot loop: one pass per sequence in the batch
+            c, g = s.computed, s.generated
+            # decoding: a token generated and the KV of all known tokens but the last computed
+            dec = g >= 1 and c == s.req.prompt + g - 1
+            if n == 1 and dec:
                 n_dec += 1
-                sum_ctx += s.computed + 1  # the KV length including the token being processed
+                sum_ctx += c + 1  # the KV length including the token being processed
                 if ctxs is not None:  # a sliding window reads min(W, ctx) of each
-                    ctxs.append(s.computed + 1)
+                    ctxs.append(c + 1)
+            elif n > 1 and dec:
+                verifies.append((float(n), float(c)))
             else:
-                chunks.append((float(n), float(s.computed)))
+                chunks.append((float(n), float(c)))
         o = self.cfg.iteration_overhead_s
         scale = ov.kernel_scale
         if not ov.is_zero:  # the CPU terms of this batch (overheads doc)
@@ -430,23 +433,27 @@ class Replica:
         with those a disaggregated prefill instance hands over after sampling their first token,
         as disaggregated engines do: the decode instance continues from there)."""
         done, handed = [], []
-        for s, n in batch:
+        spec, emitted = self.spec, 0
+        for s, n in batch:  # the hot loop: one pass per sequence in the batch
             extra = 0  # drafted tokens the target accepted (speculative decoding)
-            if self.spec is not None and n > 1 and s.generated >= 1 and s.computed == s.known - 1:
-                extra = self.spec.accept(s, n - 1)
+            if spec is not None and n > 1 and s.generated >= 1 and s.computed == s.known - 1:
+                extra = spec.accept(s, n - 1)
                 n = 1 + extra  # the KV kept: the verified token and the accepted drafts
+            r, g = s.req, s.generated
             s.computed += n
-            if s.computed < s.known + extra:
+            if s.computed < r.prompt + g + extra:  # s.known + extra
                 continue  # a prefill chunk that has not reached the end of the prompt
-            s.generated += 1 + extra
-            self.emitted += 1 + extra
+            g += 1 + extra
+            s.generated = g
+            emitted += 1 + extra
             if s.first_token_s is None:
                 s.first_token_s = now
-            if s.generated >= s.req.output:
+            if g >= r.output:
                 s.finish_s = now
                 done.append(s)
             elif s.stop_after_prefill:
                 handed.append(s)
+        self.emitted += emitted
         if self.cfg.enable_prefix_caching:
             for s, _ in batch:
                 self._register_prefix(s)

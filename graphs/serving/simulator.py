@@ -361,6 +361,8 @@ def simulate(
     emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
 
     def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
+        if len(pool_) == 1 and topo.router != "prefix":  # no choice: no O(running) outstanding sum per arrival
+            return pool_[0]
         if topo.router == "round_robin":
             return pool_[next(cycle)]
         if topo.router == "prefix":
