@@ -361,7 +361,8 @@ def simulate(
     emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
 
     def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
-        if len(pool_) == 1 and topo.router != "prefix":  # no choice: no O(running) outstanding sum per arrival
+        # one replica: no choice to make, and no O(running) sum of outstanding tokens per arrival
+        if len(pool_) == 1 and topo.router != "prefix":
             return pool_[0]
         if topo.router == "round_robin":
             return pool_[next(cycle)]
