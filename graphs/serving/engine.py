@@ -319,14 +319,15 @@ class Replica:
         bs, chunked, running, spec = cfg.block_size, cfg.enable_chunked_prefill, self.running, self.spec
         while i < len(running) and budget > 0:  # the hot loop: one pass per running sequence
             s = running[i]
-            want = s.req.prompt + s.generated - s.computed  # s.known - s.computed
+            c = s.computed
+            want = s.req.prompt + s.generated - c  # s.known - s.computed
             n = want + self._drafts(s) if spec is not None else want
             if n > budget:
                 n = budget
             if not chunked and n < want:
                 i += 1
                 continue
-            need = -(-(s.computed + n) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
+            need = -(-(c + n) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
             if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
                 lost = False
                 while need > self.free_blocks and need > self.free_blocks + self._evictable():
@@ -458,8 +459,12 @@ class Replica:
             for s, _ in batch:
                 self._register_prefix(s)
         if done or handed:
-            leaving = {id(s) for s in done + handed}
-            self.running = [s for s in self.running if id(s) not in leaving]
+            if len(done) + len(handed) <= 8:  # the usual few: list.remove's C scan, order kept
+                for s in done + handed:
+                    self.running.remove(s)
+            else:
+                leaving = {id(s) for s in done + handed}
+                self.running = [s for s in self.running if id(s) not in leaving]
             for s in done + handed:
                 if s.req.retain and s.finish_s is not None and self.cfg.enable_prefix_caching:
                     self._retain(s)
