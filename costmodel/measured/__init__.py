@@ -9,6 +9,7 @@ extra ``[measured]``).
 * :mod:`.residual` corrects it by its residuals at the nearest measured shapes (grey-box);
 * :mod:`.heldout` evaluates both on held-out shapes, devices and frameworks;
 * :mod:`.applied` fits the groups users apply, prices the fastest kernel, with residuals;
+* :mod:`.stored` keeps those fits across processes (the persistent cache of :mod:`costmodel.formcache`);
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
 Names load on first use (``costmodel.lazy``): the command line reads
