@@ -82,7 +82,9 @@ def fastest(
             p = p * np.exp(combined(residuals.get(g, []), df))
         if VARIANT_SEP in g:
             if df is None or family is None:
-                raise MeasuredDataError(f"kernel group {g!r} is one variant: pricing it needs the rows and family")
+                raise MeasuredDataError(
+                    f"kernel group {g!r} is one variant: pricing it needs the rows and family"
+                )
             source, variant = g.split("@", 1)[1].split(VARIANT_SEP, 1)
             runs = kernel_variant(family, df.assign(kernel_source=source)) == variant
             p = np.where(runs, p, np.inf)
