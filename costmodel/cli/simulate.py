@@ -434,7 +434,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         kt = res.kv_tiers
         gpu = res.prefix_cache_hits - kt.host_hits - kt.ssd_hits
         print(
-            f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,}, SSD {kt.ssd_hits:,}; loads "
+            f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,} loaded + {kt.host_recomputed:,} recomputed "
+            f"instead, SSD {kt.ssd_hits:,} loaded + {kt.ssd_recomputed:,} recomputed instead (recomputing was "
+            f"faster than the transfer); loads "
             f"{kt.load_s * 1e3:,.1f} ms in all over the {kt.host_bandwidth / 1e9:g} GB/s host link, "
             f"{kt.exposed_s * 1e3:,.1f} ms of it not hidden by compute (added to TTFTs)"
         )
