@@ -388,8 +388,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"  {settings}")
     from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
+    from graphs.blocks.mtp import mtp_notes
 
-    for note in roof_notes(get_device(res.device)):  # a unit priced on another unit's roof, said
+    plain_mtp = mtp_notes(cfg) if spec is None or spec.draft != "mtp" else ()  # MTP left out, said
+    for note in roof_notes(get_device(res.device)) + plain_mtp:  # a unit priced on another unit's roof
         print(f"  note: {note}")
     if fit is not None:
         print(predict_file_line(args.predict_file, fit, res.model, res.device))

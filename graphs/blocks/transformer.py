@@ -282,7 +282,7 @@ def build_model(
             p=p,
             dtype=cfg.activation_dtype,
         )
-    if cfg.mtp_layers:
+    if cfg.mtp_layers and cfg.mtp_active:  # only speculative decoding loads and runs them (ModelConfig)
         groups["mtp"] = add_mtp(g, cfg, dims, x, ids, _Layer)
     g.graph[G_GROUPS] = groups
     g.graph[G_TOKENS] = T
