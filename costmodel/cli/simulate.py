@@ -391,7 +391,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from graphs.blocks.mtp import mtp_notes
 
     plain_mtp = mtp_notes(cfg) if spec is None or spec.draft != "mtp" else ()  # MTP left out, said
-    for note in roof_notes(get_device(res.device)) + plain_mtp:  # a unit priced on another unit's roof
+    hw = get_device(res.device)  # a unit priced on another unit's roof; a tp group across domains
+    for note in roof_notes(hw) + plain_mtp + hw.group_notes(topo.tp):
         print(f"  note: {note}")
     if fit is not None:
         print(predict_file_line(args.predict_file, fit, res.model, res.device))

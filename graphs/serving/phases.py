@@ -67,7 +67,7 @@ def _report_fields(
         batch=point[0],
         tokens=tokens,
         tp=tp,
-        notes=roof_notes(hw) + mtp_notes(w.config),
+        notes=roof_notes(hw) + mtp_notes(w.config) + hw.group_notes(tp),
     )
 
 
