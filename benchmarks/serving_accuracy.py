@@ -338,13 +338,25 @@ def _closed_loop() -> bool:
     return "concurrency" in inspect.signature(simulate).parameters
 
 
-def _overheads() -> dict[str, Any]:
-    """``overheads=`` for the ``simulated`` mode when :func:`simulate` models them, else nothing."""
+def _overheads(w: RowWorkload | None = None, mode: str = "simulated") -> dict[str, Any]:
+    """``overheads=`` for a mode when :func:`simulate` models them, else nothing: none at all
+    for ``predicted`` (kernels only: ``simulate`` would otherwise add the framework's defaults),
+    the framework's defaults (:meth:`EngineOverheads.for_framework`, with this engine's batch
+    limits for its CUDA-graph sizes) for ``simulated``; the bound takes none by itself."""
     if "overheads" not in inspect.signature(simulate).parameters:
         return {}
     from graphs.serving import overheads  # type: ignore[attr-defined]
 
-    return {"overheads": overheads.EngineOverheads()}
+    if mode == "predicted":
+        return {"overheads": overheads.EngineOverheads()}
+    if w is None:  # asked whether the simulated mode has overheads at all
+        return {"overheads": None}
+    eng = w.engine
+    return {
+        "overheads": overheads.EngineOverheads.for_framework(
+            w.framework, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+        )
+    }
 
 
 @dataclass(frozen=True)
@@ -406,8 +418,8 @@ def _steady_rate(finish: np.ndarray, full: int) -> float:
 def _simulate(w: RowWorkload, mode: str) -> _Run:
     pred = Predictor() if mode == "bound" else Predictor.of(w.framework)
     kw: dict[str, Any] = {}
-    if mode == "simulated":
-        kw.update(_overheads())
+    if mode != "bound":
+        kw.update(_overheads(w, mode))
     if w.load == "concurrency" and _closed_loop():
         kw["concurrency"] = w.concurrency
     res = simulate(
@@ -626,7 +638,9 @@ def markdown(lines: list[_Line], seconds: float) -> str:
     n_ex = sum(1 for ln in lines if ln.excluded and not ln.excluded.startswith("not run"))
     n_skip = sum(1 for ln in lines if ln.excluded and ln.excluded.startswith("not run"))
     sim_note = (
-        "`simulated` adds the engine overheads (`overheads=`)."
+        "`predicted` is the kernels alone (`overheads=EngineOverheads()`); `simulated` adds the framework's "
+        "default engine overheads (`EngineOverheads.for_framework`: CPU time per iteration, request path, "
+        "streaming, CUDA-graph padding, scheduler policy; the CPU constants are assumed, not fitted)."
         if _overheads()
         else "`simulated` = `predicted` for now: `simulate` has no engine-overhead model (`overheads=`) yet."
     )

@@ -155,6 +155,11 @@ class ModelConfig:
     linear_attention: LinearAttentionSpec | None = None
     # multi-token-prediction layers kept with the model (DeepSeek-V3's MTP module)
     mtp_layers: int = 0
+    # the MTP modules are loaded and run: speculative decoding that drafts with them sets it; a
+    # plain run neither loads nor runs them (vLLM's DeepseekV2ForCausalLM.load_weights skips the
+    # "spec decode layers", loaded only by its DeepSeekMTP draft model; SGLang's likewise), so it
+    # builds and weighs the model without them while the parameter count keeps the checkpoint's
+    mtp_active: bool = False
     # dtypes: weights, KV cache, activations between ops, and the matmul operands/roof
     # (None: the activation dtype; "fp8" for W8A8, "nvfp4" for W4A4 on Blackwell)
     dtype: str = "bf16"

@@ -133,6 +133,8 @@ def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
     """Validate and normalise the layer pattern of ``cfg`` and check each layer kind's needs
     (called by its ``__post_init__``, after the nested specs are normalised)."""
     int_at_least_zero(cfg.name, "mtp_layers", cfg.mtp_layers)
+    if not isinstance(cfg.mtp_active, bool):
+        raise CostModelError(f"{cfg.name}: mtp_active must be True or False, got {cfg.mtp_active!r}")
     specs = parse_layer_types(cfg.layer_types, cfg.name, "moe" if cfg.is_moe else "dense")
     if specs is None:
         used = {LayerSpec("mla" if cfg.is_mla else "gqa")}

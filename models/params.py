@@ -95,13 +95,16 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     lm_head at theirs (quantised checkpoints keep them at the float dtype), the rest at ``dtype``.
 
     gpt-oss-120b: 114.7B expert weights at 4.25 bits and 2.1B others at 16 bits are
-    65.1 GB (60.7 GiB; the published checkpoint is 60.8 GiB).
+    65.1 GB (60.7 GiB; the published checkpoint is 60.8 GiB). Multi-token-prediction modules
+    count only when loaded (``cfg.mtp_active``: speculative decoding drafting with them).
     """
     pc = param_counts(cfg)
     routed = sympy.Integer(0)
     if cfg.moe is not None:
         routed = cfg.n_moe_layers * cfg.moe.num_experts * mlp_params(cfg, cfg.moe.moe_intermediate_size)
     rest = pc.total - routed - pc.embedding - pc.lm_head  # the embedding and head at their own dtypes
+    if not cfg.mtp_active:  # MTP modules a plain run does not load (ModelConfig.mtp_active)
+        rest -= pc.mtp
     return sympy.expand(
         rest * get_dtype(cfg.weight_dtype).bytes
         + routed * get_dtype(cfg.expert_weight_dtype).bytes

@@ -1,5 +1,6 @@
 """Transformer dataflow graphs: structure, totals, closed forms, pitfalls."""
 
+import dataclasses
 import json
 
 import networkx as nx
@@ -54,10 +55,15 @@ def test_layer_matmul_flops_by_hand(name):
 
 
 def test_graph_weights_equal_parameter_formulas_for_every_model():
-    # two independent counts: weight nodes of the graph vs models.params formulas
+    # two independent counts: weight nodes of the graph vs models.params formulas; MTP modules
+    # (deepseek-v3-mtp) are in the graph only when loaded (mtp_active), as the count's mtp term
     for name in MODELS:
         cfg = get_model(name)
-        assert weight_params(build_model(cfg, "decode")) == param_counts(cfg).total, name
+        pc = param_counts(cfg)
+        assert weight_params(build_model(cfg, "decode")) == pc.total - pc.mtp, name
+        if cfg.mtp_layers:
+            loaded = dataclasses.replace(cfg, mtp_active=True)
+            assert weight_params(build_model(loaded, "decode")) == pc.total, name
 
 
 @pytest.mark.parametrize("name", list(MODELS))

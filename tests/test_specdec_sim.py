@@ -205,7 +205,8 @@ def test_speedup_by_batch_falls_with_the_batch():
 
 
 def test_mtp_drafts_with_the_module_and_mla_verifies_on_the_decode_path():
-    """DeepSeek-V3 with its MTP module: the target is the model without it, and a verify of
+    """DeepSeek-V3 with its MTP module: the target is the model without it (as a plain run
+    builds deepseek-v3-mtp: the module is loaded and run only when speculating), and a verify of
     p + 1 = 3 positions after c = 1000 cached runs as 3 decodes at 1001..1003 (MLA's absorbed
     decode path, not a chunk that decompresses its 1,000-token prefix); each of the 2 drafted
     tokens is one MTP forward: the step with the module minus the one without, at 1001 and 1002."""
@@ -214,9 +215,10 @@ def test_mtp_drafts_with_the_module_and_mla_verifies_on_the_decode_path():
     from models import get_model
 
     hw = get_device("h200")
-    full = get_model("deepseek-v3-mtp")
-    base = dataclasses.replace(full, mtp_layers=0)
-    sp = Speculator(SpecConfig.parse("mtp", 2, "0.8"), as_workload(full), hw, tp=8)
+    plain = get_model("deepseek-v3-mtp")
+    full = dataclasses.replace(plain, mtp_active=True)
+    base = dataclasses.replace(plain, mtp_layers=0)
+    sp = Speculator(SpecConfig.parse("mtp", 2, "0.8"), as_workload(plain), hw, tp=8)
     ms_full, ms_base = mixed_step(full, hw, tp=8), mixed_step(base, hw, tp=8)
     t = sp.iteration_time(0, 0.0, [], None, [(3.0, 1000.0)])
     draft = sum(ms_full.time([c]) - ms_base.time([c]) for c in (1001, 1002))

@@ -53,7 +53,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if args.kind in ("roofline", "headroom"):
         from ..graph import classify_graph
 
-        g = build_model(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx, tp=args.tp)
+        link = hw.group_link(args.tp)  # a tp group wider than the scale-up domain crosses the network
+        g = build_model(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx, tp=args.tp, link=link)
         rows = classify_graph(g, hw)
         where = {"phase": args.phase, "batch": args.batch, "seq": seq, "ctx": ctx}
         if args.kind == "roofline":

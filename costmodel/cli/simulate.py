@@ -388,8 +388,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"  {settings}")
     from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
+    from graphs.blocks.mtp import mtp_notes
 
-    for note in roof_notes(get_device(res.device)):  # a unit priced on another unit's roof, said
+    plain_mtp = mtp_notes(cfg) if spec is None or spec.draft != "mtp" else ()  # MTP left out, said
+    hw = get_device(res.device)  # a unit priced on another unit's roof; a tp group across domains
+    for note in roof_notes(hw) + plain_mtp + hw.group_notes(topo.tp):
         print(f"  note: {note}")
     if fit is not None:
         print(predict_file_line(args.predict_file, fit, res.model, res.device))
@@ -434,7 +437,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         kt = res.kv_tiers
         gpu = res.prefix_cache_hits - kt.host_hits - kt.ssd_hits
         print(
-            f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,}, SSD {kt.ssd_hits:,}; loads "
+            f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,} loaded + {kt.host_recomputed:,} recomputed "
+            f"instead, SSD {kt.ssd_hits:,} loaded + {kt.ssd_recomputed:,} recomputed instead (recomputing was "
+            f"faster than the transfer); loads "
             f"{kt.load_s * 1e3:,.1f} ms in all over the {kt.host_bandwidth / 1e9:g} GB/s host link, "
             f"{kt.exposed_s * 1e3:,.1f} ms of it not hidden by compute (added to TTFTs)"
         )

@@ -267,6 +267,53 @@ class Hardware:
         have = ", ".join(lk.name for lk in self.links) or "none"
         raise MissingRoofError(f"device {self.name!r} has no link {name!r}; links: {have}")
 
+    def _domain(self) -> int | None:
+        """Devices the ``scale_up`` link joins (None: no such link, or its domain not stated)."""
+        return next((lk.domain for lk in self.links if lk.name == "scale_up"), None)
+
+    def group_link(self, devices: object) -> str:
+        """The link a collective over ``devices`` of these devices is priced on: ``scale_up``
+        within the scale-up domain (or when no domain is stated, or ``devices`` is symbolic);
+        past it ``scale_out``, the network between domains. A group of ``p > D`` devices on
+        ``D``-device domains is priced as one flat ring over all ``p`` at the network's
+        bandwidth and latency: a ring's time is set by its slowest hop, and NCCL's rings that
+        leave a node cross the network (one NIC per GPU on DGX/HGX boards), so
+
+        .. math:: T_{all\\_reduce} = \\frac{2(p-1)}{p}\\frac{n b}{\\beta_{out}} + 2(p-1)\\,\\alpha_{out}
+
+        (a hierarchical all-reduce, reduce-scatter in the domain then across, would move less
+        over the network: this is the upper, flat-ring figure). A device without a scale-out
+        link raises :class:`HardwareSpecError` naming the domain.
+
+        >>> from costmodel.hardware import get_device
+        >>> get_device("h100").group_link(8), get_device("h100").group_link(16)
+        ('scale_up', 'scale_out')
+        """
+        d = self._domain()
+        n = to_expr(devices, field="devices")
+        if d is None or not n.is_number or n <= d:
+            return "scale_up"
+        if any(lk.name == "scale_out" for lk in self.links):
+            return "scale_out"
+        raise HardwareSpecError(
+            f"{self.name}: a group of {n} devices spans more than one scale-up domain ({d} devices) and "
+            f"the catalog has no scale_out link to price it over; use at most {d} devices per group "
+            "(--tp), or give a scale_out link (--hw-file)"
+        )
+
+    def group_notes(self, devices: object) -> tuple[str, ...]:
+        """One line when a group of ``devices`` spans scale-up domains (:meth:`group_link`)."""
+        if self.group_link(devices) != "scale_out":
+            return ()
+        d, n = self._domain(), int(to_expr(devices, field="devices"))
+        assert d is not None
+        out = self.link("scale_out")
+        return (
+            f"a group of {n} {self.name} devices spans {-(-n // d)} scale-up domains of {d}: its "
+            f"collectives are priced on the scale_out link ({as_float(out.bandwidth_bytes_per_s) / 1e9:g} GB/s "
+            "per direction), not the scale-up link",
+        )
+
     def balance(self, unit: str = "tensor", precision: str = "bf16", level: str = "dram") -> sympy.Expr:
         """Ridge point ``I* = P / beta`` in FLOP per byte.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .corpus import MeasuredDataError
 from .efficiency import Features, Fit
-from .heldout import fit_family, prepared, select_rows, shape_residuals
+from .heldout import VARIANT_SEP, fit_family, kernel_variant, prepared, select_rows, shape_residuals
 from .residual import ShapeResiduals, combined
 
 __all__ = ["fit_groups", "fastest", "group_residuals"]
@@ -79,12 +79,16 @@ def fastest(
     x: Features,
     residuals: dict[str, list[ShapeResiduals]] | None = None,
     df: Any = None,
+    *,
+    family: str | None = None,
 ) -> np.ndarray:
     """Predicted seconds of the fastest kernel fitted for ``dtype`` (the dispatcher's choice).
 
     With ``residuals`` (per group, :func:`group_residuals`) and the rows ``df``,
     each kernel's prediction is first corrected by its residuals at the nearest
-    measured shapes (the grey-box prediction, :mod:`.residual`).
+    measured shapes (the grey-box prediction, :mod:`.residual`). A group that is one
+    variant of a kernel (:func:`.heldout.kernel_variant`) prices only the rows of ``df``
+    (of ``family``) that its dispatcher sends to that variant.
     """
     cands = [g for g in fits if g.split("@")[0].split(":")[-1] == dtype]
     if not cands:  # another dtype's kernels would price it silently: the caller substitutes, and says so
@@ -94,8 +98,19 @@ def fastest(
         p = fits[g].predict(x)
         if residuals is not None:
             p = p * np.exp(combined(residuals.get(g, []), df))
+        if VARIANT_SEP in g:
+            if df is None or family is None:
+                raise MeasuredDataError(
+                    f"kernel group {g!r} is one variant: pricing it needs the rows and family"
+                )
+            source, variant = g.split("@", 1)[1].split(VARIANT_SEP, 1)
+            runs = kernel_variant(family, df.assign(kernel_source=source)) == variant
+            p = np.where(runs, p, np.inf)
         preds.append(p)
-    return np.minimum.reduce(preds)
+    best = np.minimum.reduce(preds)
+    if not np.isfinite(best).all():
+        raise MeasuredDataError(f"no fitted {dtype!r} kernel variant runs some of these {family} rows")
+    return best
 
 
 def group_residuals(

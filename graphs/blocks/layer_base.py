@@ -117,7 +117,15 @@ class LayerBase:
         out = Tensor(self.b.name(local), x[1].shape, self.act)
         n = sympy.Mul(*x[1].shape)
         return self.b.op(
-            local, "all_reduce", Role.COLLECTIVE, [x], [out], elements=n, p=self.tp, dtype=self.act
+            local,
+            "all_reduce",
+            Role.COLLECTIVE,
+            [x],
+            [out],
+            elements=n,
+            p=self.tp,
+            dtype=self.act,
+            link=self.dims.link,
         )[0]
 
     def norm(self, local: str, x: tuple[str, Tensor], rows: Any, cols: Any) -> tuple[str, Tensor]:

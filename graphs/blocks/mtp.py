@@ -31,7 +31,19 @@ from .builder import GraphBuilder
 from .layer_base import LayerBase
 from .phase import PhaseDims
 
-__all__ = ["add_mtp"]
+__all__ = ["add_mtp", "mtp_notes"]
+
+
+def mtp_notes(cfg: ModelConfig) -> tuple[str, ...]:
+    """What a run says about ``cfg``'s MTP modules when it leaves them out: a checkpoint with
+    them (``mtp_layers``) that is not speculating with them (``mtp_active`` False) neither loads
+    nor runs them, as vLLM and SGLang do (:class:`~models.config.ModelConfig`)."""
+    if not cfg.mtp_layers or cfg.mtp_active:
+        return ()
+    return (
+        f"{cfg.name}'s {cfg.mtp_layers} multi-token-prediction module(s) are neither loaded nor run "
+        "without speculative decoding (as vLLM and SGLang); --spec-draft mtp drafts with them",
+    )
 
 
 def add_mtp(

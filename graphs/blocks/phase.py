@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import sympy
 
 from costmodel.errors import CostModelError
-from costmodel.keys import Phase
+from costmodel.keys import LinkName, Phase
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import check_dim
@@ -24,7 +24,9 @@ class PhaseDims:
 
     ``tokens`` processed this step; per sequence ``q_len`` queries attend to
     ``kv_len`` keys, of which ``prefix`` were cached before the step; ``tp``
-    devices share every layer (tensor parallelism).
+    devices share every layer (tensor parallelism), whose collectives cross ``link``
+    (``scale_up`` within a scale-up domain, ``scale_out`` for a group wider than it:
+    :meth:`costmodel.hardware.Hardware.group_link`).
     """
 
     phase: str
@@ -34,6 +36,7 @@ class PhaseDims:
     kv_len: sympy.Expr
     prefix: sympy.Expr
     tp: sympy.Expr
+    link: str = "scale_up"
 
 
 def phase_dims(
@@ -44,6 +47,7 @@ def phase_dims(
     *,
     prefix: object = 0,
     tp: object = 1,
+    link: str = "scale_up",
 ) -> PhaseDims:
     """``prefill``: ``T = B*S`` new tokens after ``prefix`` cached ones (a chunk of a
     longer prompt when ``prefix > 0``), ``kv_len = prefix + S``; ``decode``:
@@ -52,11 +56,13 @@ def phase_dims(
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {PHASES}")
     b = check_dim(batch, "batch")
     p = check_dim(tp, "tp")
+    if link not in tuple(LinkName):
+        raise CostModelError(f"link {link!r} not allowed; allowed: {tuple(str(k) for k in LinkName)}")
     if phase == "prefill":
         s = check_dim(seq, "seq")
         pre = check_dim(prefix, "prefix", allow_zero=True)
-        return PhaseDims(phase, b, b * s, s, pre + s, pre, p)
+        return PhaseDims(phase, b, b * s, s, pre + s, pre, p, link)
     if prefix != 0:
         raise CostModelError("prefix applies to prefill (chunked prefill); decode attends over ctx")
     c = check_dim(ctx, "ctx")
-    return PhaseDims(phase, b, b, sympy.Integer(1), c, c - 1, p)
+    return PhaseDims(phase, b, b, sympy.Integer(1), c, c - 1, p, link)

@@ -104,13 +104,14 @@ def build_layer(
     prefix: object = 0,
     tp: object = 1,
     spec: LayerSpec | None = None,
+    link: str = "scale_up",
 ) -> nx.DiGraph:
     """One Transformer layer of ``config`` for ``phase`` (see module doc).
 
     ``spec`` names its mixer and MLP (default: the config's last layer group);
     ``kind`` (``"dense"`` or ``"moe"``) only swaps the MLP of that default.
-    The layer input is an ``input`` node ``x`` of shape ``[T, d]``. ``prefix``
-    and ``tp`` as in :func:`build_model`.
+    The layer input is an ``input`` node ``x`` of shape ``[T, d]``. ``prefix``,
+    ``tp`` and ``link`` as in :func:`build_model`.
     """
     if spec is None:
         spec = layer_groups(config)[-1].spec
@@ -127,7 +128,7 @@ def build_layer(
     missing = get_mixer(spec.mixer).missing(config)
     if missing:
         raise CostModelError(f"{config.name}: a {spec.mixer} layer needs {', '.join(missing)}")
-    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)
+    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link)
     g = nx.DiGraph(model=config.name, phase=phase)
     xb = GraphBuilder(g, phase=phase, group="input")
     x = xb.source(
@@ -153,6 +154,7 @@ def build_model(
     logits: str = "last",
     prefix: object = 0,
     tp: object = 1,
+    link: str = "scale_up",
 ) -> nx.DiGraph:
     """The whole model: embedding gather, layer groups (repeated), final norm, lm_head.
 
@@ -166,11 +168,13 @@ def build_model(
     (Megatron-LM style, Shoeybi et al. 2019): the graph is one device's share,
     attention heads and MLP columns split ``tp`` ways, KV heads replicated
     when ``tp > H_kv``, an all-reduce after each row-parallel matmul (two per
-    layer), a vocab-parallel embedding (all-reduce) and lm_head (all-gather).
+    layer), a vocab-parallel embedding (all-reduce) and lm_head (all-gather). ``link`` is the
+    link those collectives cross: ``scale_up``, or ``scale_out`` for a ``tp`` group wider than
+    the device's scale-up domain (:meth:`costmodel.hardware.Hardware.group_link` chooses).
     """
     if logits not in ("last", "all"):
         raise CostModelError(f"logits {logits!r} not allowed; allowed: ('last', 'all')")
-    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp)
+    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link)
     p = dims.tp
     if p.is_number and config.vocab_size.is_number and config.vocab_size % p != 0:
         raise CostModelError(f"{config.name}: vocab_size ({config.vocab_size}) is not divisible by tp ({p})")
@@ -205,6 +209,7 @@ def build_model(
             elements=T * d,
             p=p,
             dtype=cfg.activation_dtype,
+            link=dims.link,
         )[0]
     groups: dict[str, Any] = {}
     for grp in layer_groups(cfg):
@@ -281,8 +286,9 @@ def build_model(
             elements=rows * V,
             p=p,
             dtype=cfg.activation_dtype,
+            link=dims.link,
         )
-    if cfg.mtp_layers:
+    if cfg.mtp_layers and cfg.mtp_active:  # only speculative decoding loads and runs them (ModelConfig)
         groups["mtp"] = add_mtp(g, cfg, dims, x, ids, _Layer)
     g.graph[G_GROUPS] = groups
     g.graph[G_TOKENS] = T

@@ -126,6 +126,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     """
     from costmodel.cost import as_float
     from costmodel.hardware.fallback import roof_notes
+    from graphs.blocks.mtp import mtp_notes
 
     from .compiled import compiled_step
     from .fit_check import ledger_card
@@ -157,7 +158,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
-        "roof_notes": list(roof_notes(hw)),
+        "roof_notes": [*roof_notes(hw), *mtp_notes(w.config), *hw.group_notes(tp)],
         "fields": {k: to_text(v) for k, v in fields.items()},
         "terms": {k: to_text(v) for k, v in f.terms_s.items()},
         "bandwidth": bw,
@@ -432,6 +433,7 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
     ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
     from costmodel.cost import as_float
     from costmodel.hardware.fallback import roof_notes
+    from graphs.blocks.mtp import mtp_notes
 
     from .compiled import compiled_step
     from .fit_check import ledger_card
@@ -452,7 +454,7 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
-        "roof_notes": list(roof_notes(hw)),
+        "roof_notes": [*roof_notes(hw), *mtp_notes(w.config), *hw.group_notes(tp)],
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
@@ -540,6 +542,7 @@ def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) ->
     and ``ctx`` (decode) or ``S`` (prefill), the closed forms as printed, JSON-ready."""
     from costmodel.hardware.fallback import roof_notes
     from costmodel.symbols import dim
+    from graphs.blocks.mtp import mtp_notes
 
     from .classify import closed_forms_latex, node_table
     from .compiled import compiled_step
@@ -571,7 +574,7 @@ def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) ->
         "model": w.name,
         "device": c.hardware.name,
         "tp": tp,
-        "roof_notes": list(roof_notes(c.hardware)),
+        "roof_notes": [*roof_notes(c.hardware), *mtp_notes(w.config), *c.hardware.group_notes(tp)],
         "nodes": {
             "names": list(st.names),
             "ops": list(st.ops),

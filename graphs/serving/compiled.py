@@ -273,15 +273,17 @@ def _compile(
     logits: str,
     routing: Routing | None,
 ) -> CompiledStep:
+    link = hw.group_link(tp)  # a tp group wider than the scale-up domain crosses the network
+    span: dict[str, Any] = {"link": link} if link != "scale_up" else {}
     if ph == Phase.DECODE:
         syms: tuple[sympy.Symbol, ...] = (B_sym, ctx_sym)
         dims: tuple[str, ...] = ("batch", "ctx")
-        g = w.graph(ph, batch=B_sym, ctx=ctx_sym, tp=tp, logits=logits)
+        g = w.graph(ph, batch=B_sym, ctx=ctx_sym, tp=tp, logits=logits, **span)
     else:
         syms, dims = (B_sym, S_sym), ("batch", "seq")
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(span)
         if chunked:
-            syms, dims, extra = (*syms, PREFIX), (*dims, "prefix"), {"prefix": PREFIX}
+            syms, dims, extra = (*syms, PREFIX), (*dims, "prefix"), {**span, "prefix": PREFIX}
         g = w.graph(ph, batch=B_sym, seq=S_sym, tp=tp, logits=logits, **extra)
     if routing is not None:
         g = skew_experts(g, ep, routing)

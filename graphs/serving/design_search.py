@@ -144,7 +144,7 @@ class _Compiled:
         self.decode = priced_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep, predictor=predictor)
         self.prefill = priced_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep, predictor=predictor)
         self.memory = decode_memory(cfg, hw, tp=plan.tp)
-        hop, a2a = comm_forms(cfg, hw, link, plan.ep)
+        hop, a2a = comm_forms(cfg, hw, link, plan.ep, plan.tp * plan.ep)  # ranks across tp x ep devices
         self.hop = compile_expr(hop, (MICROBATCH,))
         self.a2a = compile_expr(a2a, (MICROBATCH,))
         self.moe_layers = as_float(cfg.n_moe_layers) if cfg.is_moe else 0.0

@@ -281,16 +281,24 @@ class Replica:
         e[1] = e[0] * self.cfg.block_size
         s.blocks -= own
 
-    def _promote(self, pid: int) -> None:
+    def _promote(self, pid: int) -> bool:
         """A prefix held only in a lower tier is loaded back into GPU blocks, when they can be
-        found (its transfer time is charged to this iteration: :mod:`graphs.serving.kv_tiers`)."""
+        found and the load pays (its transfer time is charged to this iteration:
+        :mod:`graphs.serving.kv_tiers`). True: recomputing its tokens is faster than the load
+        (``t_load > kernel_scale x T_chunk``, the roofline step's price of one chunk of them),
+        so it is left below and the request prefills them (the caller counts it when admitted)."""
         assert self.tiers is not None
         found = self.tiers.find(pid)
         if found is None or found[1] > self.free_blocks + self._evictable():
-            return
+            return False
+        tokens = float(found[1] * self.cfg.block_size)
+        redo = self._phase_step.time_sums(0, 0.0, ((tokens, 0.0),), [] if self._phase_step.windowed else None)
+        if self.tiers.transfer_s(pid) > self.overheads.kernel_scale * redo:
+            return True
         self._take(found[1])
         n = self.tiers.load(pid)
         self.prefixes[pid] = [n, n * self.cfg.block_size, 0, self._tick]
+        return False
 
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
@@ -348,9 +356,10 @@ class Replica:
             s = self.waiting[0]
             cached = None
             pid = s.req.prefix_id
+            redo = False  #: a lower tier's hit recomputed instead of loaded
             if self.tiers is not None and cfg.enable_prefix_caching and s.computed == 0 and pid is not None:
                 if pid not in self.prefixes:
-                    self._promote(pid)
+                    redo = self._promote(pid)
             if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
                 cached = self.prefixes[s.req.prefix_id]
                 cached[2] += 1  # referenced from here on: never evicted to make room for its user
@@ -368,6 +377,9 @@ class Replica:
                     s.computed = 0
                 break
             self.prefix_hits += cached is not None
+            if redo:
+                assert self.tiers is not None and pid is not None
+                self.tiers.recompute(pid)
             self.waiting.popleft()
             self._waiting_tokens -= s.req.prompt + s.req.output
             self._take(max(need, 0))

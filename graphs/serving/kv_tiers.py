@@ -24,7 +24,20 @@ so the iteration lasts
 
 .. math:: T = T_{compute} + \\max(0, \\textstyle\\sum t_{load} - T_{compute})
 
-(the first layer's load, ``t_load / L``, is not hidden in a real pipeline: neglected). Moving
+(the first layer's load, ``t_load / L``, is not hidden in a real pipeline: neglected).
+
+A load is started only when it pays: a slow SSD, a short prefix or a fast GPU make
+recomputing the prefix the cheaper choice, and engines then recompute (SGLang's HiRadixCache
+refuses to load back a host hit shorter than its ``load_back_threshold``, 10 tokens, and
+prefills it instead: sgl-project/sglang ``python/sglang/srt/mem_cache/hiradix_cache.py``).
+The simulator makes the choice by time, per hit: it loads a hit of ``n`` blocks iff
+
+.. math:: t_{load} \\le T_{chunk}(n \\, b \\; \\text{tokens}, \\text{0 cached})
+
+with ``T_chunk`` the step's price of one prefill chunk of those tokens alone (the roofline
+bound times ``kernel_scale``; under the predictor its bound, so the choice leaves the
+predictor's coverage untouched); otherwise the request is a miss that recomputes them, counted
+as "recomputed instead" for the tier (its copy there is refreshed, as a use). Moving
 blocks down (device to host) runs asynchronously on its own stream and direction, off the
 critical path. Capacities and bandwidths are per replica / per device as the flags say.
 """
@@ -81,10 +94,13 @@ class KVTierConfig(Result):
 
 @dataclass(frozen=True)
 class TierStats(Result):
-    """Prefix hits by where the prefix was, and the load seconds (all, and those not hidden)."""
+    """Prefix hits by where the prefix was (loaded, or recomputed instead because the load would
+    take longer: module doc), and the load seconds (all, and those not hidden)."""
 
-    host_hits: int
-    ssd_hits: int
+    host_hits: int  #: hits loaded from host memory
+    ssd_hits: int  #: hits loaded from SSD
+    host_recomputed: int  #: host-memory hits recomputed instead (the load would take longer)
+    ssd_recomputed: int  #: SSD hits recomputed instead
     host_bandwidth: float
     load_s: float  #: summed transfer time of every load
     exposed_s: float  #: what the loads added to iterations (not hidden by compute): on TTFT
@@ -98,6 +114,7 @@ class _Tier:
         self.entries: OrderedDict[int, int] = OrderedDict()  #: prefix id -> blocks, least recent first
         self.used = 0
         self.hits = 0
+        self.recomputed = 0
 
     def put(self, pid: int, blocks: int) -> list[tuple[int, int]]:
         """Insert (or refresh) ``pid``; returns what it evicts, least recent first."""
@@ -151,6 +168,23 @@ class KVTiers:
                 return i, tier.entries[pid]
         return None
 
+    def transfer_s(self, pid: int) -> float:
+        """Seconds loading ``pid`` from the highest tier holding it would take:
+        ``n x block_bytes / beta`` (module doc)."""
+        found = self.find(pid)
+        assert found is not None
+        i, n = found
+        return n * self.block_bytes / self.tiers[i].bandwidth
+
+    def recompute(self, pid: int) -> None:
+        """``pid``'s hit is recomputed instead of loaded (module doc): counted for its tier and
+        its copy refreshed there (a use)."""
+        found = self.find(pid)
+        assert found is not None
+        tier = self.tiers[found[0]]
+        tier.entries.move_to_end(pid)
+        tier.recomputed += 1
+
     def load(self, pid: int) -> int:
         """Start loading ``pid`` back to GPU blocks for this iteration: its transfer time is
         added to :attr:`pending_s`; returns its blocks (the caller has them free)."""
@@ -159,8 +193,8 @@ class KVTiers:
         i, n = found
         tier = self.tiers[i]
         tier.entries.move_to_end(pid)
+        t = self.transfer_s(pid)
         tier.hits += 1
-        t = n * self.block_bytes / tier.bandwidth
         self.pending_s += t
         self.load_s += t
         return n
@@ -176,9 +210,12 @@ class KVTiers:
 def tier_stats(tiers: list[KVTiers]) -> TierStats:
     """The replicas' tiers summed."""
     hits = [sum(t.tiers[i].hits for t in tiers if len(t.tiers) > i) for i in range(2)]
+    redo = [sum(t.tiers[i].recomputed for t in tiers if len(t.tiers) > i) for i in range(2)]
     return TierStats(
         host_hits=hits[0],
         ssd_hits=hits[1],
+        host_recomputed=redo[0],
+        ssd_recomputed=redo[1],
         host_bandwidth=tiers[0].tiers[0].bandwidth,
         load_s=sum(t.load_s for t in tiers),
         exposed_s=sum(t.exposed_s for t in tiers),

@@ -155,7 +155,7 @@ def parallel_plan(
     c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing, predictor=predictor)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
-    hop, a2a = c.memo(f"plan_comm:{link}", lambda: _comm_scalar(cfg, hw, link, ep))
+    hop, a2a = c.memo(f"plan_comm:{link}:{tp}", lambda: _comm_scalar(cfg, hw, link, ep, tp * ep))
     t_hop = hop(mb) if pp > 1 else 0.0
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
@@ -190,10 +190,14 @@ def parallel_plan(
 MICROBATCH = dim("microbatch")
 
 
-def comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[sympy.Expr, sympy.Expr]:
+def comm_forms(
+    cfg: ModelConfig, hw: Hardware, link: str, ep: int, span: int | None = None
+) -> tuple[sympy.Expr, sympy.Expr]:
     """In the micro-batch ``b`` (:data:`MICROBATCH`), seconds: the stage hop (activations ``[b, d]``
     over the link, plus its latency) and one expert all-to-all (``b k d`` elements over ``ep``
-    devices; 0 without expert parallelism)."""
+    devices; 0 without expert parallelism). The all-to-all's ranks span ``span`` devices (default
+    ``ep``; ``tp x ep`` when each expert shard is tp-wide): on the scale-up link within the
+    domain, on the scale-out link past it (:meth:`costmodel.hardware.Hardware.group_link`)."""
     b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
     lk = hw.link(link)
@@ -202,12 +206,14 @@ def comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[symp
     if ep <= 1:
         return hop, sympy.Integer(0)
     k = cfg.need(MoESpec).num_experts_per_tok
+    if link == LinkName.SCALE_UP:
+        link = hw.group_link(span or ep)
     a2a = op_cost("all_to_all", elements=b * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link)
     return hop, bound(a2a, hw).lower
 
 
-def _comm_scalar(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[Any, Any]:
-    hop, a2a = comm_forms(cfg, hw, link, ep)
+def _comm_scalar(cfg: ModelConfig, hw: Hardware, link: str, ep: int, span: int) -> tuple[Any, Any]:
+    hop, a2a = comm_forms(cfg, hw, link, ep, span)
     return sympy.lambdify(MICROBATCH, hop, "math"), sympy.lambdify(MICROBATCH, a2a, "math")
 
 

@@ -24,6 +24,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.hardware import Hardware, get_device
 from costmodel.hardware.fallback import roof_notes
 from costmodel.keys import Phase
+from graphs.blocks.mtp import mtp_notes
 from models.config import ModelConfig
 from models.params import param_bytes, param_counts
 
@@ -66,7 +67,7 @@ def _report_fields(
         batch=point[0],
         tokens=tokens,
         tp=tp,
-        notes=roof_notes(hw),
+        notes=roof_notes(hw) + mtp_notes(w.config) + hw.group_notes(tp),
     )
 
 

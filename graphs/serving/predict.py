@@ -269,11 +269,11 @@ def price_rows(
     x = features(family, df, hw)
     if cold_l2:
         x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
-    cal = fastest(src.fits, src.key, x)
+    cal = fastest(src.fits, src.key, x, df=df, family=family)
     if not grey_box:
         return cal, cal
     res = calibration_residuals(hw.name, framework, family, (src.key,))
-    return cal, fastest(src.fits, src.key, x, res, df)
+    return cal, fastest(src.fits, src.key, x, res, df, family=family)
 
 
 def predict_step(

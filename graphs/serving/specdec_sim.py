@@ -169,7 +169,7 @@ class Speculator:
     """The proposer's cost, the acceptance draws and the counters of one simulation (module doc).
 
     ``target_step`` prices the target's forwards (for ``mtp``: the model without its MTP
-    module), ``ledger`` sizes the KV blocks (weights and KV of target and draft together)."""
+    module, as a plain run builds it), ``ledger`` sizes the KV blocks (weights and KV of target and draft together)."""
 
     def __init__(self, spec: SpecConfig, w: Workload, hw: Hardware, tp: int = 1) -> None:
         self.spec = spec
@@ -188,11 +188,13 @@ class Speculator:
                     f"--spec-draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0); "
                     "the catalog's deepseek-v3-mtp keeps DeepSeek-V3's"
                 )
-            base = as_workload(dataclasses.replace(cfg, mtp_layers=0))
-            self.target_step = mixed_step(base, hw, tp=tp)
-            self._draft = mixed_step(w, hw, tp=tp)
+            # the target is the model as a plain run builds it (no MTP: ModelConfig.mtp_active);
+            # the module's forward is the step with it loaded and run minus that
+            full = as_workload(dataclasses.replace(cfg, mtp_active=True))
+            self.target_step = mixed_step(dataclasses.replace(cfg, mtp_active=False), hw, tp=tp)
+            self._draft = mixed_step(full, hw, tp=tp)
             self._minus = self.target_step
-            self.ledger: Any = led  # the MTP module's weights and KV are in the model's own ledger
+            self.ledger: Any = build_ledger(full, "decode", 1, tp, None, None)  # its weights and KV too
             return
         self.target_step = mixed_step(w, hw, tp=tp)
         self.ledger = led
@@ -390,7 +392,7 @@ class SpecForms:
         self.spec = spec
         self.e = spec.expected_tokens()
         cfg = as_workload(config).config
-        target = dataclasses.replace(cfg, mtp_layers=0) if spec.draft == "mtp" else cfg
+        target = dataclasses.replace(cfg, mtp_active=False)  # a plain run's model (no MTP)
         if spec.draft == "mtp" and not cfg.mtp_layers:
             raise CostModelError(
                 f"spec draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0)"
@@ -400,10 +402,15 @@ class SpecForms:
             self.verify = compiled_step(target, hw, "decode", tp=tp)
         else:
             self.verify = compiled_step(target, hw, "prefill", tp=tp, chunked=True, logits="all")
-        self.draft = self.minus = self.draft_prefill = self.draft_memory = None
-        if spec.draft == "mtp":
-            self.draft = compiled_step(cfg, hw, "decode", tp=tp)
+        self.draft = self.minus = self.draft_prefill = self.prefill_minus = self.draft_memory = None
+        if spec.draft == "mtp":  # the module's cost: the model with it loaded and run minus without
+            full = dataclasses.replace(cfg, mtp_active=True)
+            self.draft = compiled_step(full, hw, "decode", tp=tp)
             self.minus = compiled_step(target, hw, "decode", tp=tp)
+            self.draft_prefill = compiled_step(full, hw, "prefill", tp=tp)
+            self.prefill_minus = compiled_step(target, hw, "prefill", tp=tp)
+            with_mtp, without = decode_memory(full, hw, tp=tp), decode_memory(target, hw, tp=tp)
+            self.draft_memory = lambda b, ctx: with_mtp(b, ctx) - without(b, ctx)  # its weights and KV
         elif spec.draft != "ngram":
             dw = as_workload(spec.draft)
             if dw.config.vocab_size != cfg.vocab_size:
@@ -430,11 +437,14 @@ class SpecForms:
         return t / self.e
 
     def ttft_extra(self, prompt: np.ndarray) -> np.ndarray:
-        """The proposer's prefill of the prompt (s; zero for ngram and MTP, whose module the
-        model's own prefill step already runs)."""
+        """The proposer's prefill of the prompt (s; zero for ngram; for MTP the module's share of
+        the prefill, which a plain run's step does not include)."""
         if self.draft_prefill is None:
             return np.zeros_like(prompt)
-        return self.draft_prefill.step_array(np.ones_like(prompt), prompt)
+        t = self.draft_prefill.step_array(np.ones_like(prompt), prompt)
+        if self.prefill_minus is not None:
+            t = t - self.prefill_minus.step_array(np.ones_like(prompt), prompt)
+        return t
 
     def memory(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
         """The draft model's bytes per device (weights and its KV), zero without one."""

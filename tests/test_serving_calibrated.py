@@ -1,0 +1,58 @@
+"""``benchmarks/serving_calibrated.py``: a published load point becomes a measured run that
+carries exactly the published means (what the serving fit reads), with the accuracy table's
+own replayed requests.
+
+Pinned to the source: TensorRT-LLM docs, perf overview v0.14.0, "Online Serving Measurements",
+Llama-3.1-8B on one H100, input 467 / output 256, QPS 4: 500 requests, mean TTFT 24 ms, mean
+ITL 9 ms (https://github.com/arthurrasmusson/TensorRT-LLM/blob/e00d4e6564921307dd264b61fe1d46f116095e0e/docs/source/performance/perf-overview.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import serving_accuracy as sa
+import serving_calibrated as sc
+
+from costmodel.errors import CostModelError
+from graphs.serving.serving_fit import BINS
+
+PREFIX = "trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256"
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict[str, str]]:
+    return {r["id"]: r for r in sa.load_rows(subset=None)}
+
+
+def test_a_load_point_carries_the_published_means(rows: dict[str, dict[str, str]]) -> None:
+    run, w = sc.bench_run(rows, PREFIX, "4")
+    assert len(run.prompt) == 500 and run.rate == 4.0  # the published count and rate
+    assert set(run.prompt.tolist()) == {467} and set(run.output.tolist()) == {256}
+    assert run.ttft_s.mean() == pytest.approx(0.024)  # 24 ms
+    assert np.nanmean(run.tpot_s) == pytest.approx(0.009)  # 9 ms: TPOT = (E2E - TTFT) / (256 - 1)
+    # the same requests the accuracy table replays for that row (Poisson, seed 0)
+    replay = sa.row_workload(rows[f"{PREFIX}-qps4-ttft"])
+    assert run.arrival_s.tolist() == [r.arrival_s for r in replay.requests]
+    assert w.framework == "trtllm" and w.topology.tp == 1
+
+
+def test_fixed_lengths_make_every_group_mean_the_published_one(rows: dict[str, dict[str, str]]) -> None:
+    # the fit reads BINS group means per run; with fixed lengths each equals the published mean
+    from graphs.serving.serving_fit import _observed  # noqa: PLC2701 - the fit's own reading
+
+    run, _ = sc.bench_run(rows, PREFIX, "16")
+    obs = _observed(run)
+    assert len(obs) == 2 * BINS
+    ttft, itl = float(rows[f"{PREFIX}-qps16-ttft"]["value"]), float(rows[f"{PREFIX}-qps16-itl"]["value"])
+    assert obs[:BINS] == pytest.approx([ttft] * BINS) and obs[BINS:] == pytest.approx([itl] * BINS)
+
+
+def test_a_missing_load_point_is_named(rows: dict[str, dict[str, str]]) -> None:
+    with pytest.raises(CostModelError, match="no row 'trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps3-ttft'"):
+        sc.bench_run(rows, PREFIX, "3")
