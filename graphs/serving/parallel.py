@@ -37,7 +37,7 @@ from models.config import ModelConfig, MoESpec
 from .compiled import decode_memory
 from .predictor import Predictor
 from .priced import priced_step
-from .routing import Routing, rank_load
+from .routing import Routing, busiest_rank
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -132,7 +132,8 @@ def parallel_plan(
 ) -> PlanReport:
     """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``routing``
     (:mod:`graphs.serving.routing`): the busiest EP rank sets the experts' step and receives
-    ``L_R ep`` times the balanced all-to-all volume; ``predictor`` prices the step's kernels
+    ``E max_r X_r / (T k / ep)`` times the mean all-to-all volume (uniform routing too: its
+    busiest rank in a step of ``T`` tokens, :func:`~graphs.serving.routing.busiest_rank`); ``predictor`` prices the step's kernels
     (:func:`graphs.serving.priced.priced_step`; default the bound)."""
     w = as_workload(config)
     cfg = w.config
@@ -151,7 +152,7 @@ def parallel_plan(
         raise CostModelError(f"{cfg.name} has no experts: a routing distribution needs a MoE model")
     mb = batch // microbatches
     # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
-    # runs only its 1/ep share of the routed experts (work and weights)
+    # runs the busiest EP rank's share of the routed experts (work and weights)
     c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing, predictor=predictor)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
@@ -160,14 +161,10 @@ def parallel_plan(
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
-    if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
+    if ep > 1:  # the busiest rank's volume: E max rows (graphs.serving.routing.busiest_rank) over the mean
         moe = cfg.need(MoESpec)
-        t_ep *= (
-            rank_load(
-                routing, int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), ep
-            ).row_share
-            * ep
-        )
+        e, k = int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok))
+        t_ep *= float(busiest_rank(routing or Routing(), e, k, ep, mb).rows) / (mb * k / ep)
     return PlanReport(
         model=cfg.name,
         device=hw.name,
