@@ -98,15 +98,8 @@ def decode_reports(
     if routed(args):  # not the step a card holds: the library's, knee and ctx ceiling not solved
         from graphs import decode_report, near_far_memory
 
-        rep = decode_report(
-            cfg(),
-            args.device,
-            batch=args.batch,
-            ctx=args.ctx,
-            tp=args.tp,
-            ep=args.ep,
-            routing=routing_of(args),
-        )
+        plan = {"ep": args.ep, "routing": routing_of(args)}
+        rep = decode_report(cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp, **plan)
         return rep, None, near_far_memory(cfg(), args.device)
 
     def library() -> tuple[Any, Any, Any]:
