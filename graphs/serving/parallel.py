@@ -161,10 +161,11 @@ def parallel_plan(
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
-    if ep > 1:  # the busiest rank's volume: E max rows (graphs.serving.routing.busiest_rank) over the mean
+    if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
         moe = cfg.need(MoESpec)
         e, k = int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok))
-        t_ep *= float(busiest_rank(routing or Routing(), e, k, ep, mb).rows) / (mb * k / ep)
+        skew, uniform = (float(busiest_rank(r, e, k, ep, mb).rows) for r in (routing, Routing()))
+        t_ep *= skew / uniform
     return PlanReport(
         model=cfg.name,
         device=hw.name,
@@ -190,7 +191,9 @@ MICROBATCH = dim("microbatch")
 def comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[sympy.Expr, sympy.Expr]:
     """In the micro-batch ``b`` (:data:`MICROBATCH`), seconds: the stage hop (activations ``[b, d]``
     over the link, plus its latency) and one expert all-to-all (``b k d`` elements over ``ep``
-    devices; 0 without expert parallelism)."""
+    devices in the mean, ``ep d E max_r X_r`` for the busiest rank under uniform routing, which
+    the step waits for: :func:`~graphs.serving.routing.busiest_rank`; 0 without expert
+    parallelism)."""
     b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
     lk = hw.link(link)
@@ -198,8 +201,13 @@ def comm_forms(cfg: ModelConfig, hw: Hardware, link: str, ep: int) -> tuple[symp
     hop = act / lk.bandwidth_bytes_per_s + lat
     if ep <= 1:
         return hop, sympy.Integer(0)
-    k = cfg.need(MoESpec).num_experts_per_tok
-    a2a = op_cost("all_to_all", elements=b * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link)
+    moe = cfg.need(MoESpec)
+    rows = busiest_rank(
+        Routing(), int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), ep, b
+    )
+    a2a = op_cost(
+        "all_to_all", elements=rows.rows * ep * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link
+    )
     return hop, bound(a2a, hw).lower
 
 
