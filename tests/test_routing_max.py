@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
 from graphs.serving.routing import Routing, busiest_rank, inclusion, normal_max, placement, rank_load
@@ -120,3 +122,25 @@ def test_batch_one_ep_is_not_optimistic():
     expert (some rank holds each of the token's two experts)."""
     m = busiest_rank(Routing(), 8, 2, 8, 1)
     assert float(m.rows) == 1.0 and float(m.touched) == 1.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    s=st.floats(0, 4),
+    e_log=st.integers(1, 6),
+    k=st.integers(1, 8),
+    ep_log=st.integers(1, 4),
+    tokens=st.integers(1, 512),
+    placement_=st.sampled_from(["contiguous", "balanced"]),
+)
+def test_busiest_rank_invariants(s, e_log, k, ep_log, tokens, placement_):
+    """The busiest rank carries at least the mean load of the busiest-on-average rank and at
+    most min(k, n) rows of every token; it reads at least one expert and at most all it holds."""
+    experts = 2**e_log
+    ep, k = 2 ** min(ep_log, e_log), min(k, experts)
+    r = Routing("zipf", s, placement=placement_)
+    m = busiest_rank(r, experts, k, ep, tokens)
+    share = rank_load(r, experts, k, ep).row_share
+    n = experts // ep
+    assert tokens * k * share * (1 - 1e-9) <= float(m.rows) <= tokens * min(k, n) * (1 + 1e-9)
+    assert 1 <= float(m.touched) <= n + 1e-9
