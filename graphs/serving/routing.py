@@ -80,7 +80,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -283,42 +285,78 @@ class RankMax(Result):
     touched: sympy.Expr  #: distinct expert copies it reads (balanced mean: E/ep (1 - (1 - k/E)^T))
 
 
+#: token counts on which a candidate term of the maximum is compared with the others (every
+#: batch to 64, then powers of two to 2^24): a term below another at all of them is dropped
+_GRID = np.concatenate([np.arange(1.0, 65.0), 2.0 ** np.arange(7, 25)])
+
+
 def busiest_rank(routing: Routing, experts: int, top_k: int, ep: int, tokens: object) -> RankMax:
     """``E max_r X_r`` and ``E max_r U_r`` over ``tokens`` tokens (module doc: normal
-    approximation of the busiest of ``ep`` ranks, grouped by load)."""
+    approximation of the busiest of ``ep`` ranks, grouped by load). Of the ``ep`` group terms
+    only those that are the largest somewhere on :data:`_GRID` are kept, so the expression
+    stays small for the compiled step."""
     t = sympy.sympify(tokens)
     ranks = placement(routing, experts, top_k, ep)
     order = sorted(range(ep), key=lambda r: -sum(p for _, p in ranks[r]))
-    spread = sympy.Rational(ep, ep - 1) if ep > 1 else sympy.Integer(0)
-    built: dict[tuple[float, ...], tuple[sympy.Expr, ...]] = {}
-    keys: list[tuple[float, ...]] = []
-    for r in order:
-        ps = tuple(sorted(float(p) for _, p in ranks[r]))
-        keys.append(ps)
-        if ps not in built:  # identical ranks share their expressions
-            fpc = sympy.Rational(experts - len(ps), experts - 1) if experts > 1 else sympy.Integer(0)
-            pf = [sympy.Float(p, 17) for p in ps]
-            q = [1 - (1 - p) ** t for p in pf]
-            built[ps] = (
-                t * sympy.Add(*pf),  # E X_r
-                t * sympy.Add(*(p * (1 - p) for p in pf)) * fpc * spread,  # s_r^2 of X_r
-                sympy.Add(*q),  # E U_r
-                sympy.Add(*(x * (1 - x) for x in q)) * fpc * spread,  # s_r^2 of U_r
-            )
+    spread = ep / (ep - 1) if ep > 1 else 0.0
+    keys = [tuple(sorted(float(p) for _, p in ranks[r])) for r in order]
 
-    def grouped(mean: int, var: int) -> sympy.Expr:
-        terms, acc = [], sympy.Integer(0)
+    def stats(ps: tuple[float, ...], x: Any, power: Callable[[float], Any], part: int) -> tuple[Any, Any]:
+        """At ``x`` tokens (numbers on the grid, or expressions: ``power(p) = (1 - p)^x``), part 0:
+        E X_r and s_r^2 of X_r; part 1: E U_r = n - sum (1-p)^x and s_r^2 of U_r from
+        sum q (1 - q) = sum (1-p)^x - (1-p)^{2x} (sums of powers: short when expanded)."""
+        fpc = (experts - len(ps)) / (experts - 1) if experts > 1 else 0.0
+        if part == 0:
+            return x * sum(ps), x * sum(p * (1 - p) for p in ps) * fpc * spread
+        once = sum(power(p) for p in ps)
+        return len(ps) - once, (once - sum(power(p) ** 2 for p in ps)) * fpc * spread
+
+    on_grid = {(ps, i): stats(ps, _GRID, lambda p: (1 - p) ** _GRID, i) for ps in set(keys) for i in (0, 1)}
+    exact: dict[tuple[tuple[float, ...], int], tuple[Any, Any]] = {}
+
+    def symbolic(ps: tuple[float, ...], part: int) -> tuple[Any, Any]:
+        if (ps, part) not in exact:  # identical ranks share their expressions
+            floats = tuple(sympy.Float(p, 17) for p in ps)
+            exact[ps, part] = stats(floats, t, lambda p: (1 - p) ** t, part)
+        return exact[ps, part]
+
+    def grouped(part: int, floor: int, cap: Any) -> sympy.Expr:
+        """max over groups j of mu_(j) + e_j s (module doc), only the terms that are the largest
+        somewhere on the grid written out (rows: the group's mean spread; touched experts: the
+        j-th rank's own, a short form)."""
+        groups, acc = [], np.zeros_like(_GRID)
         for j, key in enumerate(keys, 1):
-            acc += built[key][var]
+            mean, var = on_grid[key, part]
+            acc = acc + var
             if j < ep and keys[j] == key:
                 continue  # the next rank is the same: the larger group's term is the larger
-            e = sympy.Float(normal_max(j), 17) if j > 1 else 0
-            terms.append(built[key][mean] + e * sympy.sqrt(acc / j))
-        return sympy.Max(*terms)
+            s2 = acc / j if part == 0 else var
+            groups.append((j, key, mean + normal_max(j) * np.sqrt(np.maximum(s2, 0))))
+        if t.is_number:  # every group at t itself (the grid need not hold it)
+            x = float(t)
+            num = {k: stats(k, x, lambda p: (1 - p) ** x, part) for k in set(keys)}
+            vals = []
+            for j, key, _ in groups:
+                s2 = sum(num[k][1] for k in keys[:j]) / j if part == 0 else num[key][1]
+                vals.append(num[key][0] + normal_max(j) * math.sqrt(max(s2, 0)))
+            return sympy.Float(min(cap(x) if callable(cap) else cap, max(floor, *vals)), 17)
+        best = np.max([v for *_, v in groups], axis=0)
+        terms = []
+        for j, key, v in groups:
+            if not np.any(v >= best):
+                continue  # never the largest on the grid
+            mean, var = symbolic(key, part)
+            s2 = sympy.Add(*(symbolic(k, part)[1] for k in keys[:j])) / j if part == 0 else var
+            e = sympy.Float(normal_max(j), 17)
+            terms.append(mean + (e * sympy.Pow(s2, sympy.Rational(1, 2), evaluate=False) if j > 1 else 0))
+        top = terms[0] if len(terms) == 1 else sympy.Max(*terms, evaluate=False)
+        return sympy.Min(
+            cap(t) if callable(cap) else cap, sympy.Max(floor, top, evaluate=False), evaluate=False
+        )
 
     n_max = max(len(rk) for rk in ranks)
-    rows = sympy.Min(t * min(top_k, n_max), sympy.Max(1, grouped(0, 1)))
-    touched = sympy.Min(n_max, sympy.Max(1, grouped(2, 3)))
+    rows = grouped(0, 1, lambda x: x * min(top_k, n_max))
+    touched = grouped(1, 1, n_max)
     return RankMax(rows, touched)
 
 
