@@ -63,7 +63,10 @@ LPT, replicas) are grouped: sorted by mean rows, the ``j`` busiest are at least 
 
 (``j = 1`` is the busiest mean, the skew term; ``j = ep`` the balanced fluctuation; at least
 one row when ``T >= 1``, at most ``min(k, n)`` of every token's); ``U`` likewise, capped at the
-``n_max`` copies a rank holds, in the same rank order. Units: rows and experts per step per
+``n_max`` copies a rank holds, in the same rank order, each group term with the ``j``-th
+rank's own spread (a short form: the group mean would sum every rank's powers). Only the group
+terms that are the largest somewhere on a grid of token counts (1..64, then powers of two to
+``2^24``) are written out. Units: rows and experts per step per
 MoE layer. Limits: ``T -> inf`` gives ``E max X / (T k) -> max_r L_r`` (the mean model
 above) and ``U -> n``; ``T = 1, k = 2, E = 8, ep = 2``: exact enumeration gives
 ``E max = 10/7 = 1.429``, the formula ``1 + sqrt(6/7)/sqrt(pi) = 1.522`` (+6.5 %). Against
