@@ -15,6 +15,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .routing_option import routed, routing_of
+
 T = TypeVar("T")
 
 __all__ = [
@@ -93,6 +95,12 @@ def decode_reports(
     from graphs.serving.cards import build_decode_card, decode_from_card
 
     cfg = functools.cache(lambda: config(args))
+    if routed(args):  # not the step a card holds: the library's, knee and ctx ceiling not solved
+        from graphs import decode_report, near_far_memory
+
+        plan = {"ep": args.ep, "routing": routing_of(args)}
+        rep = decode_report(cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp, **plan)
+        return rep, None, near_far_memory(cfg(), args.device)
 
     def library() -> tuple[Any, Any, Any]:
         from graphs import decode_limits, decode_report, near_far_memory
@@ -139,10 +147,13 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
     def library() -> Any:
         from graphs import prefill_report as library_prefill
 
+        plan = {"ep": args.ep, "routing": routing_of(args)} if routed(args) else {}
         return library_prefill(
-            cfg(), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp
+            cfg(), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp, **plan
         )
 
+    if routed(args):  # not the step a card holds
+        return library()
     return served(
         card_key(args, "prefill"),
         lambda card: prefill_from_card(card, batch=args.batch, seq=args.seq, chunk=args.chunk),

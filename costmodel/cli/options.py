@@ -68,6 +68,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "ctx": (1, 10**8),
     "seq": (1, 10**8),
     "tp": (1, 4096),
+    "ep": (1, 4096),
     "top": (0, 10**6),
     "repeats": (1, 1000),
     "prompt": (1, 10**8),

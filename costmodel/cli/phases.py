@@ -174,6 +174,28 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     return code
 
 
+def _expert_plan(args: argparse.Namespace) -> dict[str, Any]:
+    """``ep`` and the routing of a routed step, for its JSON (nothing for the default step)."""
+    from .routing_option import routed, routing_of
+
+    return {"ep": args.ep, "routing": routing_of(args).label} if routed(args) else {}
+
+
+def print_expert_plan(args: argparse.Namespace, extra: str = "", refused: bool = False) -> None:
+    """What a routed step holds and what it leaves out (nothing for the default step); after a
+    refusal, only what the memory check leaves out."""
+    plan = _expert_plan(args)
+    if plan and refused:
+        print(f"  (--ep {plan['ep']}: the memory check counts every expert on each device; {extra})")
+    elif plan:
+        print(
+            f"  ep {plan['ep']}, routing {plan['routing']}: the routed experts are the busiest EP rank's "
+            "(expected maximum over ranks of rows and touched experts); the all-to-all between ranks is "
+            "not in this step (serve plans adds it); the memory check counts every expert on each device"
+            + (f"; {extra}" if extra else "")
+        )
+
+
 def cmd_prefill(args: argparse.Namespace) -> int:
     from graphs.serving.reports import chunk_plan  # light
 
@@ -185,17 +207,19 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     fit = capacity(args, resolve_config, "prefill")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
+        print_expert_plan(args, "--ignore-capacity costs the step anyway", refused=True)
         return refused
     rep = prefill_report(args, resolve_config)
     keep(args, report=rep)
     if args.json:
-        print(dump({**rep.to_dict(), "capacity": fit.to_dict()}))
+        print(dump({**rep.to_dict(), "capacity": fit.to_dict(), **_expert_plan(args)}))
         return 0
     print(
         f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
         + (f", chunks of {args.chunk}" if args.chunk else "")
     )
     print_notes(rep.notes)
+    print_expert_plan(args)
     print(
         f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
         f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
@@ -219,17 +243,22 @@ def cmd_decode(args: argparse.Namespace) -> int:
     fit = capacity(args, resolve_config, "decode")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
+        print_expert_plan(args, "--ignore-capacity costs the step anyway", refused=True)
         return refused
     rep, lim, nf = decode_reports(args, resolve_config, max_batch=fit.max_batch)
-    keep(args, report=rep, limits=lim)
+    keep(args, report=rep, **({"limits": lim} if lim is not None else {}))
     if args.json:
-        doc = {**rep.to_dict(), "limits": lim.to_dict(), "near_far_memory": nf.to_dict()}
+        limits = lim.to_dict() if lim is not None else None
+        doc = {**rep.to_dict(), "limits": limits, "near_far_memory": nf.to_dict(), **_expert_plan(args)}
         print(dump({**doc, "capacity": fit.to_dict()}))
         return 0
     compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
     links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
     print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
     print_notes(rep.notes)
+    print_expert_plan(
+        args, "knee batch and ctx ceiling not solved for this plan; per-device rates count the tp group only"
+    )
     print(
         f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
         f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
@@ -250,7 +279,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
             f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
             f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
         )
-    print_knee(args, lim, fit)
+    if lim is not None:
+        print_knee(args, lim, fit)
     print(
         f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
         f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
@@ -335,6 +365,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def add_phase_parsers(sub: Any) -> None:
     from .calibrate import add_predict_option, with_prediction
     from .options import add_ignore_capacity
+    from .routing_option import add_expert_options
 
     def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:
         if model_required:
@@ -390,6 +421,7 @@ def add_phase_parsers(sub: Any) -> None:
         default=None,
         help="chunked prefill: tokens per chunk (none: the whole prompt at once)",
     )
+    add_expert_options(pf)
     add_predict_option(pf)
     add_ignore_capacity(pf)
     pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
@@ -399,6 +431,7 @@ def add_phase_parsers(sub: Any) -> None:
     common(dc)
     dc.add_argument("--batch", type=int, default=1)
     dc.add_argument("--ctx", type=int, default=4096)
+    add_expert_options(dc)
     add_predict_option(dc)
     add_ignore_capacity(dc)
     dc.set_defaults(func=with_prediction(cmd_decode, "decode"))

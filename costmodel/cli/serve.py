@@ -299,7 +299,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
     if balanced:
         text += (
             f"\n  routing {routing.label}: step of the busiest EP rank; 'x balanced' is the step over the same "
-            "plan with uniform routing"
+            "plan with uniform routing (its busiest rank too: above the mean at a finite batch)"
             + ("; replicas' extra weights are not in the memory check" if routing.replicate else "")
         )
     from graphs.serving.cost import NO_PRICE

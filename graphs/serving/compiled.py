@@ -42,7 +42,7 @@ import sympy
 from costmodel.errors import CostModelError
 from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes, step_time
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import ROLE, NodeKind, Phase, Role
+from costmodel.keys import NodeKind, Phase
 from costmodel.ledger import Overhead
 from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
@@ -225,12 +225,10 @@ def compiled_cache_info() -> dict[str, int]:
 
 
 def _scale_experts(g: nx.DiGraph, ep: int) -> nx.DiGraph:
-    """A copy of ``g`` where each device runs its ``1/ep`` share of the routed experts."""
-    g = g.copy()  # the shared graph stays as built
-    for _, d in g.nodes(data=True):
-        if d.get(ROLE) == Role.EXPERT:
-            d[COST] = d[COST] * sympy.Rational(1, ep)
-    return g
+    """A copy of ``g`` where each device runs the busiest EP rank's share of the routed experts
+    under uniform routing: ``E max`` over ranks of rows and touched experts, not the ``1/ep``
+    mean (:func:`graphs.serving.routing.busiest_rank`; the mean as ``T -> inf``)."""
+    return skew_experts(g, ep, Routing())
 
 
 def compiled_step(

@@ -37,7 +37,7 @@ from models.config import ModelConfig, MoESpec
 from .compiled import decode_memory
 from .predictor import Predictor
 from .priced import priced_step
-from .routing import Routing, rank_load
+from .routing import Routing, busiest_rank
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -132,7 +132,8 @@ def parallel_plan(
 ) -> PlanReport:
     """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``routing``
     (:mod:`graphs.serving.routing`): the busiest EP rank sets the experts' step and receives
-    ``L_R ep`` times the balanced all-to-all volume; ``predictor`` prices the step's kernels
+    ``E max_r X_r / (T k / ep)`` times the mean all-to-all volume (uniform routing too: its
+    busiest rank in a step of ``T`` tokens, :func:`~graphs.serving.routing.busiest_rank`); ``predictor`` prices the step's kernels
     (:func:`graphs.serving.priced.priced_step`; default the bound)."""
     w = as_workload(config)
     cfg = w.config
@@ -151,7 +152,7 @@ def parallel_plan(
         raise CostModelError(f"{cfg.name} has no experts: a routing distribution needs a MoE model")
     mb = batch // microbatches
     # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
-    # runs only its 1/ep share of the routed experts (work and weights)
+    # runs the busiest EP rank's share of the routed experts (work and weights)
     c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing, predictor=predictor)
     t_model = c.step(mb, ctx)
     t_stage = t_model / pp
@@ -162,12 +163,9 @@ def parallel_plan(
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
     if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
         moe = cfg.need(MoESpec)
-        t_ep *= (
-            rank_load(
-                routing, int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), ep
-            ).row_share
-            * ep
-        )
+        e, k = int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok))
+        skew, uniform = (float(busiest_rank(r, e, k, ep, mb).rows) for r in (routing, Routing()))
+        t_ep *= skew / uniform
     return PlanReport(
         model=cfg.name,
         device=hw.name,
@@ -195,9 +193,11 @@ def comm_forms(
 ) -> tuple[sympy.Expr, sympy.Expr]:
     """In the micro-batch ``b`` (:data:`MICROBATCH`), seconds: the stage hop (activations ``[b, d]``
     over the link, plus its latency) and one expert all-to-all (``b k d`` elements over ``ep``
-    devices; 0 without expert parallelism). The all-to-all's ranks span ``span`` devices (default
-    ``ep``; ``tp x ep`` when each expert shard is tp-wide): on the scale-up link within the
-    domain, on the scale-out link past it (:meth:`costmodel.hardware.Hardware.group_link`)."""
+    devices in the mean, ``ep d E max_r X_r`` for the busiest rank under uniform routing, which
+    the step waits for: :func:`~graphs.serving.routing.busiest_rank`; 0 without expert
+    parallelism). The all-to-all's ranks span ``span`` devices (default ``ep``; ``tp x ep`` when
+    each expert shard is tp-wide): on the scale-up link within the domain, on the scale-out link
+    past it (:meth:`costmodel.hardware.Hardware.group_link`)."""
     b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
     lk = hw.link(link)
@@ -205,10 +205,15 @@ def comm_forms(
     hop = act / lk.bandwidth_bytes_per_s + lat
     if ep <= 1:
         return hop, sympy.Integer(0)
-    k = cfg.need(MoESpec).num_experts_per_tok
+    moe = cfg.need(MoESpec)
     if link == LinkName.SCALE_UP:
         link = hw.group_link(span or ep)
-    a2a = op_cost("all_to_all", elements=b * k * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link)
+    rows = busiest_rank(
+        Routing(), int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), ep, b
+    )
+    a2a = op_cost(
+        "all_to_all", elements=rows.rows * ep * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link
+    )
     return hop, bound(a2a, hw).lower
 
 

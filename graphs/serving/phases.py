@@ -21,6 +21,7 @@ from typing import Any
 
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
+from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.hardware.fallback import roof_notes
 from costmodel.keys import Phase
@@ -39,6 +40,7 @@ from .reports import (
     phase_fields,
     prefill_from_fields,
 )
+from .routing import Routing
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -71,6 +73,15 @@ def _report_fields(
     )
 
 
+def _experts_plan(w: Workload, ep: int, routing: Routing | None) -> int:
+    """``ep`` checked: a whole number >= 1, and above one (or a skewed routing) only on a MoE model."""
+    ep = positive_int(ep, "ep")
+    if not w.config.is_moe and (ep > 1 or (routing is not None and not routing.is_default)):
+        what = "expert parallelism" if ep > 1 else "a routing distribution"
+        raise CostModelError(f"{w.config.name} has no experts: {what} needs a MoE model")
+    return ep
+
+
 def prefill_report(
     config: ModelConfig | str | Workload,
     device: Hardware | str,
@@ -79,17 +90,22 @@ def prefill_report(
     seq: int,
     chunk: int | None = None,
     tp: int = 1,
+    ep: int = 1,
+    routing: Routing | None = None,
 ) -> PrefillReport:
     """TTFT lower bound of ``batch`` prompts of ``seq`` tokens.
 
     With ``chunk``, the prompt runs as ``ceil(seq / chunk)`` steps, each
     attending over the chunks before it (read from the KV cache); the chunk
     step is compiled once with a symbolic prefix and evaluated on every chunk at once.
+    ``ep`` and ``routing``: the routed experts are the busiest EP rank's
+    (:mod:`graphs.serving.routing`; the all-to-all between ranks is not in the step).
     """
     batch, seq, tp = positive_int(batch, "batch"), positive_int(seq, "seq"), positive_int(tp, "tp")
     w = as_workload(config)
     hw = get_device(device)
-    c = compiled_step(w, hw, Phase.PREFILL, tp=tp)
+    ep = _experts_plan(w, ep, routing)
+    c = compiled_step(w, hw, Phase.PREFILL, tp=tp, ep=ep, routing=routing)
     fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp)
     plan = chunk_plan(seq, chunk)
     if plan is None or chunk is None:  # chunk_plan gives a plan only for a chunk
@@ -97,7 +113,7 @@ def prefill_report(
     (n_full, rest), chunk = plan, int(chunk)
     import numpy as np  # only a chunked prefill needs it: a plain report stays light
 
-    cc = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True)
+    cc = compiled_step(w, hw, Phase.PREFILL, tp=tp, chunked=True, ep=ep, routing=routing)
     prefixes = np.arange(n_full, dtype=float) * chunk
     total = float(
         np.sum(cc.step_array(np.full_like(prefixes, batch), np.full_like(prefixes, chunk), prefixes))
@@ -118,13 +134,18 @@ def decode_report(
     batch: int = 1,
     ctx: int,
     tp: int = 1,
+    ep: int = 1,
+    routing: Routing | None = None,
 ) -> DecodeReport:
     """One decode step: TPOT, tokens/s per user and per device, weight vs KV vs compute (see
-    :class:`DecodeReport` for the two weight-read bounds)."""
+    :class:`DecodeReport` for the two weight-read bounds). ``ep`` and ``routing``: the routed
+    experts are the busiest EP rank's (:mod:`graphs.serving.routing`; the all-to-all between
+    ranks is not in the step: :func:`graphs.serving.parallel.parallel_plan` adds it)."""
     batch, ctx, tp = positive_int(batch, "batch"), positive_int(ctx, "ctx"), positive_int(tp, "tp")
     w = as_workload(config)
     hw = get_device(device)
-    c = compiled_step(w, hw, Phase.DECODE, tp=tp)
+    ep = _experts_plan(w, ep, routing)
+    c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing)
     fields = _report_fields(w, hw, c, Phase.DECODE, (batch, ctx), batch, tp)
     bw, wbytes, emb_bytes = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
     return decode_from_fields(

@@ -1,0 +1,75 @@
+"""``decode`` and ``prefill`` with ``--ep`` and ``--routing``: the busiest EP rank's step, never a
+cached card of the default step (graphs.serving.routing; costmodel.cli.cached)."""
+
+import json
+
+import pytest
+
+from costmodel.cli import main
+from graphs import decode_report, prefill_report
+from graphs.serving.routing import parse_routing
+
+M = "mixtral-8x7b"
+DECODE = ["decode", M, "--device", "h100", "--batch", "1", "--ctx", "4096", "--ignore-capacity", "--json"]
+PREFILL = ["prefill", M, "--device", "h100", "--batch", "1", "--seq", "2048", "--ignore-capacity", "--json"]
+
+
+def _step(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_decode_routing_is_the_library_step_and_skew_is_slower(capsys):
+    """Batch 1 on 2 EP ranks of 4 experts: the busiest rank reads 1 + e_2 sqrt(6/7) = 1.522
+    experts' weights per layer under uniform routing (test_routing_max); Zipf 1 puts experts
+    1-4 (inclusion 0.736 + 0.368 + 0.245 + 0.184 = 1.532 of the 2 slots) on rank 0: more."""
+    default = _step(capsys, DECODE)  # the default step (a card, when the cache is on)
+    uniform = _step(capsys, [*DECODE, "--ep", "2"])
+    skew = _step(capsys, [*DECODE, "--ep", "2", "--routing", "zipf:1"])
+    again = _step(capsys, DECODE)  # the card of the default step still answers the default
+    assert again["step_s"] == default["step_s"]
+    assert skew["routing"] == "zipf:1" and skew["ep"] == 2 and "routing" not in default
+    assert uniform["step_s"] < skew["step_s"]
+    for doc, text in ((uniform, "uniform"), (skew, "zipf:1")):
+        lib = decode_report(M, "h100", batch=1, ctx=4096, ep=2, routing=parse_routing(text))
+        assert doc["step_s"] == pytest.approx(lib.step_s, rel=1e-12)
+    assert uniform["limits"] is None  # not solved for a routed step (the text says so)
+
+
+def test_routing_without_ep_changes_the_experts_read(capsys):
+    # one device, Zipf 2: expert 1 takes every token, so fewer distinct experts are read at batch
+    # 8 than under uniform routing (8 (1 - (3/4)^8) = 7.20 experts per layer): a faster step
+    batch8 = [x if i != DECODE.index("--batch") + 1 else "8" for i, x in enumerate(DECODE)]
+    uniform = _step(capsys, batch8)
+    skew = _step(capsys, [*batch8, "--routing", "zipf:2"])
+    assert skew["step_s"] < uniform["step_s"]
+    lib = decode_report(M, "h100", batch=8, ctx=4096, routing=parse_routing("zipf:2"))
+    assert skew["step_s"] == pytest.approx(lib.step_s, rel=1e-12)
+
+
+def test_prefill_routing_is_the_library_step(capsys):
+    # 2048 prompt tokens: the busiest rank's rows are the mean to within 1/sqrt(T); Zipf 2 puts
+    # inclusion 1 + 0.474 + 0.211 + 0.118 = 1.80 of 2 slots on rank 0 (uniform: 1), so slower
+    uniform = _step(capsys, [*PREFILL, "--ep", "2"])
+    skew = _step(capsys, [*PREFILL, "--ep", "2", "--routing", "zipf:2"])
+    assert uniform["step_s"] < skew["step_s"]
+    lib = prefill_report(M, "h100", batch=1, seq=2048, ep=2, routing=parse_routing("zipf:2"))
+    assert skew["step_s"] == pytest.approx(lib.step_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        ([*DECODE, "--routing", "zipf:x"], "--routing must be"),
+        ([*DECODE, "--ep", "0"], "--ep must be in"),
+        ([*DECODE, "--ep", "3"], "must divide the 8 experts"),
+        ([*PREFILL, "--routing", "zipf:11"], "exponent must be in"),
+        ([*PREFILL, "--replicate-hot", "2"], "replicate (2) needs ep >= 2"),
+        (["decode", "llama-3.1-8b", "--ep", "2"], "has no experts"),
+        (["prefill", "llama-3.1-8b", "--routing", "zipf:1"], "has no experts"),
+    ],
+)
+def test_bad_plans_are_one_line_errors(capsys, argv, match):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err
