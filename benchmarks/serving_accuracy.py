@@ -124,13 +124,14 @@ UNPUBLISHED = {
 }
 
 _REQUEST_PATH = (
-    "the request path (HTTP/gRPC server, tokenisation, first-token streaming) is part of the measured TTFT "
-    "and not modelled (issue 25 item 4, helper 'overheads')"
+    "the request path (HTTP/gRPC server, tokenisation, first-token streaming) is part of the measured TTFT; "
+    "the replay adds only an assumed default for it (`overheads.DEFAULTS`, no published source), and fitted "
+    "to other load points of a published table it comes out larger (the calibrated section below)"
 )
 _CPU_STEP = (
     "at a small batch a step is a few ms of kernels, and the engine's per-iteration CPU work "
-    "(scheduling, sampling, launch gaps, detokenisation) is a large share of it; not modelled yet "
-    "(issue 25 item 4)"
+    "(scheduling, sampling, launch gaps, detokenisation) is a large share of it; the replay adds only "
+    "assumed defaults for it (`overheads.DEFAULTS`, no published source)"
 )
 #: physical reasons a row can lie beyond ROW_LIMIT, by id prefix (the first match; shown only
 #: on rows that do). Each follows from the configuration, not from the error it explains.
