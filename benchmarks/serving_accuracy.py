@@ -339,19 +339,22 @@ def _closed_loop() -> bool:
     return "concurrency" in inspect.signature(simulate).parameters
 
 
-def _overheads(w: RowWorkload | None = None, mode: str = "simulated") -> dict[str, Any]:
+def _models_overheads() -> bool:
+    """Whether :func:`simulate` models the engine overheads (``overheads=``)."""
+    return "overheads" in inspect.signature(simulate).parameters
+
+
+def _overheads(w: RowWorkload, mode: str) -> dict[str, Any]:
     """``overheads=`` for a mode when :func:`simulate` models them, else nothing: none at all
     for ``predicted`` (kernels only: ``simulate`` would otherwise add the framework's defaults),
     the framework's defaults (:meth:`EngineOverheads.for_framework`, with this engine's batch
     limits for its CUDA-graph sizes) for ``simulated``; the bound takes none by itself."""
-    if "overheads" not in inspect.signature(simulate).parameters:
+    if not _models_overheads():
         return {}
     from graphs.serving import overheads  # type: ignore[attr-defined]
 
     if mode == "predicted":
         return {"overheads": overheads.EngineOverheads()}
-    if w is None:  # asked whether the simulated mode has overheads at all
-        return {"overheads": None}
     eng = w.engine
     return {
         "overheads": overheads.EngineOverheads.for_framework(
@@ -438,7 +441,7 @@ def _simulate(w: RowWorkload, mode: str) -> _Run:
 
 def _shared_run(w: RowWorkload, mode: str) -> _Run:
     """``simulated`` without an overhead model is the ``predicted`` run itself (not run twice)."""
-    if mode == "simulated" and not _overheads():
+    if mode == "simulated" and not _models_overheads():
         mode = "predicted"
     return _simulate(w, mode)
 
@@ -642,7 +645,7 @@ def markdown(lines: list[_Line], seconds: float) -> str:
         "`predicted` is the kernels alone (`overheads=EngineOverheads()`); `simulated` adds the framework's "
         "default engine overheads (`EngineOverheads.for_framework`: CPU time per iteration, request path, "
         "streaming, CUDA-graph padding, scheduler policy; the CPU constants are assumed, not fitted)."
-        if _overheads()
+        if _models_overheads()
         else "`simulated` = `predicted` for now: `simulate` has no engine-overhead model (`overheads=`) yet."
     )
     loop_note = (

@@ -298,7 +298,7 @@ def busiest_rank(routing: Routing, experts: int, top_k: int, ep: int, tokens: ob
     approximation of the busiest of ``ep`` ranks, grouped by load). Of the ``ep`` group terms
     only those that are the largest somewhere on :data:`_GRID` are kept, so the expression
     stays small for the compiled step."""
-    t = sympy.sympify(tokens)
+    t = sympy.sympify(tokens, strict=True)  # numbers and expressions only, never text
     ranks = placement(routing, experts, top_k, ep)
     order = sorted(range(ep), key=lambda r: -sum(p for _, p in ranks[r]))
     spread = ep / (ep - 1) if ep > 1 else 0.0
@@ -385,7 +385,7 @@ def skew_experts(g: nx.DiGraph, ep: int, routing: Routing) -> nx.DiGraph:
             raise CostModelError(
                 f"{n}: skewed routing with expert capacity buffers (moe_capacity_factor) is not modelled"
             )
-        e, k, t = (sympy.sympify(params[x]) for x in ("experts", "top_k", "tokens"))
+        e, k, t = (sympy.sympify(params[x], strict=True) for x in ("experts", "top_k", "tokens"))
         key = (int(e), int(k), t)
         if key not in maxima:
             maxima[key] = busiest_rank(routing, int(e), int(k), ep, t)
