@@ -49,7 +49,14 @@ from costmodel.errors import CostModelError
 from .config import ModelConfigError
 from .hf_families import first_field, int_field
 
-__all__ = ["float_dtype", "quantized_fields", "QUANT_METHODS", "FLOAT_TORCH_DTYPES"]
+__all__ = [
+    "float_dtype",
+    "quantized_fields",
+    "native_matmul",
+    "NATIVE_MATMUL_FORMATS",
+    "QUANT_METHODS",
+    "FLOAT_TORCH_DTYPES",
+]
 
 #: ``torch_dtype`` names of the float formats a checkpoint's unquantised weights take
 FLOAT_TORCH_DTYPES = {
@@ -269,3 +276,47 @@ def quantized_fields(
     if kv is not None:
         out["kv_dtype"] = kv
     return out
+
+
+#: weight formats whose checkpoints the serving engines run with activations in the same format
+#: when the device has tensor cores for it (W8A8 FP8, W4A4 NVFP4; module doc of
+#: :func:`native_matmul`)
+NATIVE_MATMUL_FORMATS = ("fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
+
+
+def native_matmul(cfg: Any, devices: list[Any]) -> tuple[Any, str | None]:
+    """``cfg`` with its linears' matmuls in their weights' format where the serving engines
+    run them so, and the note that says it (None: ``cfg`` unchanged, nothing to say).
+
+    A config whose weights are FP8 (E4M3/E5M2, MXFP8) or NVFP4 and that names no
+    ``matmul_dtype`` is priced W8A8 / W4A4 on devices whose tensor cores have that format's
+    roof: "Ada Lovelace, Hopper, and Blackwell GPUs are supported for W8A8. Turing/Ampere
+    GPUs are supported for W8A16 (weight-only FP8) utilizing Marlin kernels"
+    (https://docs.vllm.ai/en/v0.32.0/features/quantization/llm_compressor/fp8/; TensorRT-LLM
+    and SGLang run FP8 checkpoints the same way). On a device without the roof the weights
+    stay weight-only (W8A16 / W4A16), also said. ``devices``: the :class:`Hardware` the
+    command prices on; when some have the roof and some do not, the choice differs per
+    device and is refused (give ``--matmul-dtype``)."""
+    if cfg.matmul_dtype is not None or not devices:
+        return cfg, None
+    w = get_dtype(cfg.dtype)
+    if w.name not in NATIVE_MATMUL_FORMATS:
+        return cfg, None
+    has = [hw.peak("tensor", w.roof) is not None for hw in devices]
+    names = ", ".join(hw.name for hw in devices)
+    if all(has):
+        a = "W8A8" if w.roof == "fp8" else "W4A4"
+        return cfg.replace(matmul_dtype=w.name), (
+            f"matmuls in {w.name} ({a}), as serving engines run {w.name} weights on {names} "
+            f"(tensor cores with a {w.roof} roof); --matmul-dtype bf16 prices them weight-only"
+        )
+    if not any(has):
+        return cfg, (
+            f"{w.name} weights are weight-only on {names} (no {w.roof} tensor roof): "
+            f"the matmuls run in {cfg.activation_dtype}"
+        )
+    mixed = ", ".join(f"{hw.name} {'has' if h else 'lacks'} it" for hw, h in zip(devices, has, strict=True))
+    raise CostModelError(
+        f"{w.name} weights run W8A8/W4A4 only where the tensor cores have a {w.roof} roof ({mixed}): "
+        "give --matmul-dtype (the weights' dtype, or bf16 for weight-only) to compare these devices"
+    )

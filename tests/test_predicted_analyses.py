@@ -396,3 +396,18 @@ def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monke
         assert any("MLA" in why for why in cov.bounds)
     if any(p for _, p in it[2]):  # a chunk after a cached prefix: its own kernels bound, said
         assert any("MLA chunk" in why for why in cov.bounds)
+
+
+def test_simulate_prints_the_interval_unless_told_not_to(fake_corpus, capsys):
+    """Every predicted simulation carries its P10-P90 interval (issue 25, item 7); --no-interval
+    skips the two extra runs."""
+    from costmodel.cli.main import main
+
+    argv = ["simulate", "llama-3.1-8b", "--rate", "5", "--requests", "40", "--predict", "vllm"]
+    argv += ["--prompt", "fixed:300", "--output", "fixed:40"]
+    assert main(argv) == 0
+    assert "P10-P90 prediction interval" in capsys.readouterr().out
+    assert main([*argv, "--no-interval"]) == 0
+    assert "prediction interval" not in capsys.readouterr().out
+    assert main(argv[:4]) == 0  # the bound: no interval, and none asked for
+    assert "prediction interval" not in capsys.readouterr().out

@@ -271,9 +271,17 @@ def _sweep_one(
     args: argparse.Namespace, base: Callable[[], Any], dev: str, wd: str | None, kvd: str | None
 ) -> Any:
     from graphs.serving.cards import build_decode_card, decode_forms_from_card
+    from models.quantization import native_matmul
+
+    from ..hardware import get_device
+    from .options import note_once
 
     changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-    cfg = functools.cache(lambda: base().replace(**changes))
+    # as the library sweeps it: fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
+    plain = base().replace(**changes)
+    native, note = native_matmul(plain, [get_device(dev)]) if wd is not None else (plain, None)
+    note_once(args, note)
+    cfg = functools.cache(lambda: native)
 
     def library() -> Any:
         from graphs.serving.sweeps import decode_forms

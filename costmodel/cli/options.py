@@ -321,4 +321,36 @@ def add_dtype_options(sp: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()
 def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     """``cfg`` with the dtypes the options of :func:`add_dtype_options` give (a bad name: one-line error)."""
     changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
-    return cfg.replace(**changes) if changes else cfg
+    if not changes:
+        return cfg
+    cfg = cfg.replace(**changes)
+    if "dtype" in changes and "matmul_dtype" not in changes:
+        cfg = _native_matmul(cfg, args)
+    return cfg
+
+
+def _native_matmul(cfg: Any, args: argparse.Namespace) -> Any:
+    """``--weight-dtype`` fp8/nvfp4 without ``--matmul-dtype``: W8A8/W4A4 where the command's
+    devices have the roof (:func:`models.quantization.native_matmul`), said on stderr."""
+
+    from models.quantization import native_matmul
+
+    from ..hardware import get_device
+
+    names = getattr(args, "device", None) or getattr(args, "devices", None)
+    if not isinstance(names, str):
+        return cfg
+    devices = [get_device(n.strip()) for n in names.split(",") if n.strip()]
+    cfg, note = native_matmul(cfg, devices)
+    note_once(args, note)
+    return cfg
+
+
+def note_once(args: argparse.Namespace, note: str | None) -> None:
+    """Print ``note`` on stderr as ``costmodel: note: ...``, once per command run."""
+    import sys
+
+    said = args.__dict__.setdefault("_notes_said", set())
+    if note and note not in said:
+        print(f"costmodel: note: {note}", file=sys.stderr)
+        said.add(note)

@@ -339,6 +339,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
         f"Pareto frontier ({len(front)} points), fastest user first:"
     )
+    for note in res.notes:
+        print(f"  note: {note}")
     if res.coverage is not None:
         from .predicted import predicted_lines
 

@@ -139,6 +139,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
             "verification; TPOT is the verify and draft steps over them"
         )
+    for note in res.dtype_notes:
+        print(f"  note: {note}")
     if res.duplicates:
         print(f"  searched once, given twice: {', '.join(res.duplicates)}")
     if res.beyond_domain:

@@ -248,6 +248,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     common = dict(topology=topo, engine=eng)
     if args.max_rate and args.interval:
         raise CostModelError("--max-rate with --interval: give --rate for an interval run")
+    if args.interval and not args.predict:
+        raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
+    if args.interval is None:  # every predicted number carries its interval unless told not to
+        args.interval = bool(args.predict) and not args.max_rate
     if args.max_rate and fit is not None:
         raise CostModelError("--max-rate with --predict-file: the rate search runs on the bound only so far")
     if args.max_rate:
@@ -342,8 +346,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.interval:
         from graphs.serving.intervals import simulate_interval
 
-        if not args.predict:
-            raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
         interval = simulate_interval(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
         res = interval.point
     else:
@@ -480,9 +482,10 @@ def add_simulate_parser(sub: Any) -> None:
     )
     sp.add_argument(
         "--interval",
-        action="store_true",
-        help="with --predict: also run the optimistic and pessimistic ends (P10, P90 of the kernels' "
-        "held-out errors) and print each metric's interval",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run the optimistic and pessimistic ends (P10, P90 of the kernels' held-out errors) "
+        "and print each metric's interval (default: on with --predict, but for --max-rate)",
     )
     sp.add_argument(
         "--rate",

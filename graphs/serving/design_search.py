@@ -131,6 +131,7 @@ class SearchResult(Result):
     best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
     contexts: int = 0  #: contexts with a frontier
     duplicates: tuple[str, ...] = ()  #: devices and dtypes given twice (or by an alias), searched once
+    dtype_notes: tuple[str, ...] = ()  #: the matmul dtype each weight dtype runs with, per device
     predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
     #: a predicted search's frontier decode steps (summed) by what they rest on (None: the bound)
     coverage: Coverage | None = None
@@ -369,7 +370,9 @@ def search(
         raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
     if (eps > 1).any() and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
-    plans, beyond, dups = plans_of(cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist())
+    plans, beyond, dups, dtype_notes = plans_of(
+        cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist()
+    )
     grid = (pps, mbs, bs, cs)
     total = grid_size(len(plans), pps, mbs, bs, cs)
     if client is None and total > MAX_LOCAL_POINTS:
@@ -423,6 +426,7 @@ def search(
         _result(cfg.name, plans, merged, energy, cost),
         beyond_domain=tuple(sorted(set(beyond))),
         duplicates=dups,
+        dtype_notes=dtype_notes,
         predictor=pred.label,
         coverage=None if pred.is_bound else _coverage(plans, merged, pred),
     )

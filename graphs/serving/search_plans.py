@@ -18,6 +18,7 @@ import numpy as np
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from models.config import ModelConfig
+from models.quantization import native_matmul
 
 __all__ = ["Plan", "grid_size", "positive_ints", "plans_of"]
 
@@ -65,9 +66,10 @@ def plans_of(
     kvds: Sequence[Any],
     tps: list[int],
     eps: list[int],
-) -> tuple[list[Plan], list[str], tuple[str, ...]]:
-    """The plans of the grid, leaving out those wider than their device's scale-up domain, and
-    the repeated devices and dtypes (each searched once)."""
+) -> tuple[list[Plan], list[str], tuple[str, ...], tuple[str, ...]]:
+    """The plans of the grid, leaving out those wider than their device's scale-up domain, the
+    repeated devices and dtypes (each searched once), and the notes on the matmul dtype a weight
+    dtype implies on each device (:func:`models.quantization.native_matmul`)."""
     hws: dict[str, Hardware] = {}
     dups: list[str] = []
     for dev in devices:
@@ -78,6 +80,7 @@ def plans_of(
     for kind, values in (("weight dtype", wds), ("kv dtype", kvds)):
         dups += [f"{kind} {v}" for i, v in enumerate(values) if v in list(values)[:i]]
     plans, beyond = [], []
+    notes: dict[str, None] = {}
     grid = itertools.product(hws.values(), dict.fromkeys(wds), dict.fromkeys(kvds), tps, eps)
     for hw, wd, kvd, t, e in grid:
         domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
@@ -85,7 +88,12 @@ def plans_of(
             beyond.append(f"{hw.name} tp={t} ep={e} (domain {domain})")
             continue
         changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        plans.append(Plan(cfg.replace(**changes), hw, int(t), int(e)))
+        c = cfg.replace(**changes)
+        if wd is not None:  # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
+            c, note = native_matmul(c, [hw])
+            if note:
+                notes.setdefault(note)
+        plans.append(Plan(c, hw, int(t), int(e)))
     if not plans:
         raise CostModelError(
             "every plan spans more devices than its scale-up domain joins: " + "; ".join(beyond)
@@ -93,4 +101,4 @@ def plans_of(
     unique = list(dict.fromkeys(plans))  # None and the model's own dtype make the same plan
     if len(unique) < len(plans):
         dups.append(f"{len(plans) - len(unique)} plan(s) equal to another (a dtype the model already has)")
-    return unique, beyond, tuple(dups)
+    return unique, beyond, tuple(dups), tuple(notes)

@@ -15,6 +15,7 @@ against per-device throughput is marked among the points that fit.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ class SweepResult:
     predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
     #: a predicted sweep's frontier steps (summed) by what they rest on (None: the bound)
     coverage: Coverage | None = None
+    #: the matmul dtype each swept weight dtype runs with, per device (:func:`models.quantization.native_matmul`)
+    notes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.columns.get("batch", ()))
@@ -206,7 +209,9 @@ def sweep(
     is called as chunks of points complete; ``predictor`` prices the steps (default the bound;
     a predicted sweep prices each configuration in one call, so its kernels are tabulated once,
     and reports the coverage of its frontier's steps)."""
+    from costmodel.hardware import get_device
     from models.catalog import get_model
+    from models.quantization import native_matmul
 
     from .predictor import BOUND
     from .priced import PricedStep
@@ -219,10 +224,17 @@ def sweep(
     combos = list(itertools.product(devices, weight_dtypes, kv_dtypes))
     check_grid(len(combos), batches, ctxs)
     forms = []
+    notes: dict[str, None] = {}
     for dev, wd, kvd in combos:
         changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        forms.append(decode_forms(cfg.replace(**changes), dev, tp, overhead, pred))
+        c = cfg.replace(**changes)
+        if wd is not None:  # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
+            c, note = native_matmul(c, [get_device(dev)])
+            if note:
+                notes.setdefault(note)
+        forms.append(decode_forms(c, dev, tp, overhead, pred))
     res = sweep_forms(cfg.name, forms, batches=batches, ctxs=ctxs, tp=tp, progress=progress, chunk=chunk)
+    res = dataclasses.replace(res, notes=tuple(notes))
     if pred.is_bound:
         return res
     cov: Coverage | None = None
@@ -234,7 +246,7 @@ def sweep(
         if len(sel) and isinstance(step, PricedStep):
             piece = step.coverage_array(res.columns["batch"][sel], res.columns["ctx"][sel])
             cov = piece if cov is None else cov + piece
-    return SweepResult(res.model, res.columns, pred.label, cov)
+    return SweepResult(res.model, res.columns, pred.label, cov, res.notes)
 
 
 def sweep_forms(
