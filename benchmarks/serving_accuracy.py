@@ -425,7 +425,20 @@ def _simulate(w: RowWorkload, mode: str) -> _Run:
     if mode != "bound":
         kw.update(_overheads(w, mode))
     if w.load == "concurrency" and _closed_loop():
-        kw["concurrency"] = w.concurrency
+        from graphs.serving.simulator import simulate_steady_loop
+
+        assert w.concurrency is not None
+        res = simulate_steady_loop(  # the loop's steady state: first sends spread over a cycle
+            w.config,
+            w.device,
+            list(w.requests),
+            concurrency=w.concurrency,
+            topology=w.topology,
+            engine=w.engine,
+            predictor=pred,
+            **kw,
+        )
+        return _replay(w, res)
     res = simulate(
         w.config,
         w.device,
@@ -649,7 +662,10 @@ def markdown(lines: list[_Line], seconds: float) -> str:
         else "`simulated` = `predicted` for now: `simulate` has no engine-overhead model (`overheads=`) yet."
     )
     loop_note = (
-        "Closed loops (NIM) run with `simulate(..., concurrency=N)`."
+        "Closed loops (NIM) run in their steady state, `simulate_steady_loop(..., concurrency=N)`: the "
+        "clients' first sends spread uniformly over one cycle (measured by a first run that starts them "
+        "together), where a real loop's jitter spreads them; started together, identical requests stay in step "
+        "in a deterministic replay and their prompts queue behind each other."
         if _closed_loop()
         else "Closed loops (NIM) are replayed from a burst capped at N running sequences (exact under FIFO "
         "admission; `simulate` has no `concurrency=` yet), flagged per row."

@@ -285,3 +285,63 @@ def test_simulate_refuses_a_bad_concurrency():
     for bad in (0, True, 2.5):
         with pytest.raises(CostModelError, match="concurrency must be a whole number of clients"):
             simulate("tiny", "h100", reqs, concurrency=bad)
+
+
+def test_staggered_closed_loop_sends_at_seeded_uniform_times_and_runs_apart():
+    """``stagger_s``: the clients' first sends are ``sorted(default_rng(seed).uniform(0, T, N))``;
+    spread over 1000 s, two 8-token answers never overlap, so each request sees exactly what it
+    would see alone (the one-client loop of the same request)."""
+    from graphs.serving.simulator import closed_loop_cycle, simulate_steady_loop
+
+    reqs = synthetic(2, rate=None, prompt="fixed:256", output="fixed:8")
+    alone = simulate(M, "h100", reqs[:1], concurrency=1)
+    res = simulate(M, "h100", reqs, concurrency=2, stagger_s=1000.0, stagger_seed=3)
+    sends = np.sort(np.random.default_rng(3).uniform(0.0, 1000.0, 2))
+    assert np.allclose(np.sort(res.per_request["arrival_s"]), sends)
+    for key in ("ttft_s", "e2e_s"):
+        assert np.allclose(res.per_request[key], alone.per_request[key][0])
+    together = simulate(M, "h100", reqs, concurrency=2)
+    assert np.allclose(
+        simulate(M, "h100", reqs, concurrency=2, stagger_s=0.0).per_request["e2e_s"],
+        together.per_request["e2e_s"],
+    )
+    # the steady loop: one run started together measures the cycle (median send-to-last-token)
+    steady = simulate_steady_loop(M, "h100", reqs, concurrency=2)
+    again = simulate(
+        M, "h100", reqs, concurrency=2, stagger_s=float(np.median(together.per_request["e2e_s"]))
+    )
+    assert closed_loop_cycle(together) == float(np.median(together.per_request["e2e_s"]))
+    assert np.array_equal(steady.per_request["arrival_s"], again.per_request["arrival_s"])
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"stagger_s": 5.0}, "concurrency"),
+        ({"stagger_s": -1.0, "concurrency": 2}, "stagger_s"),
+        ({"stagger_s": float("nan"), "concurrency": 2}, "stagger_s"),
+    ],
+)
+def test_stagger_refusals(kw, field):
+    reqs = synthetic(2, rate=None, prompt="fixed:64", output="fixed:2")
+    with pytest.raises(CostModelError, match=field):
+        simulate(M, "h100", reqs, **kw)
+
+
+@pytest.mark.parametrize(
+    ("extra", "word"),
+    [
+        (["--rate", "2", "--stagger", "5"], "--concurrency"),
+        (["--concurrency", "2", "--stagger", "x"], "cycle"),
+        (["--concurrency", "2", "--stagger", "-3"], "--stagger"),
+    ],
+)
+def test_stagger_flag_refusals(capsys, extra, word):
+    assert main(["simulate", "tiny", *extra]) == 2
+    assert word in capsys.readouterr().err
+
+
+def test_stagger_cycle_says_the_cycle(capsys):
+    argv = ["simulate", "tiny", "--concurrency", "4", "--requests", "12", "--prompt", "fixed:64"]
+    assert main([*argv, "--output", "fixed:4", "--stagger", "cycle"]) == 0
+    assert "first sends drawn uniformly over" in capsys.readouterr().out

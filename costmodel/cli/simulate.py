@@ -163,6 +163,18 @@ def _check_workload(args: argparse.Namespace) -> None:
         )
     if args.arrival != "poisson" and args.rate is None:
         raise CostModelError(f"--arrival {args.arrival[:40]} shapes the gaps of --rate; give --rate")
+    if args.stagger is not None:
+        if args.concurrency is None:
+            raise CostModelError("--stagger spreads a closed loop's first sends: give --concurrency N")
+        if args.stagger != "cycle":
+            try:
+                v = float(args.stagger)
+            except ValueError:
+                v = float("nan")
+            if not 0 <= v <= 1e6:  # NaN fails too
+                raise CostModelError(
+                    f"--stagger must be seconds in [0, 1e6] or 'cycle', got {args.stagger[:40]!r}"
+                )
     if args.think_time and args.turns == 1 and args.concurrency is None:
         raise CostModelError(
             "--think-time is a client's pause between an answer and its next request: give --turns or --concurrency"
@@ -172,6 +184,8 @@ def _check_workload(args: argparse.Namespace) -> None:
 def _settings(args: argparse.Namespace, trace: Any = None) -> str:
     """The workload actually simulated, defaults included, so that a run can be repeated."""
     clients = f", --concurrency {args.concurrency} clients" if args.concurrency else ""
+    if args.stagger is not None:
+        clients += f" --stagger {args.stagger}"
     if trace is not None:
         text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests{clients}"
         if trace.origin_s:
@@ -341,6 +355,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         overheads=fit.overheads if fit is not None else None,
         **common,
     )
+    if args.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
+        from graphs.serving.simulator import closed_loop_cycle
+
+        burst = simulate(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
+        run["stagger_s"] = closed_loop_cycle(burst, args.think_time or 0.0)
+    elif args.stagger is not None:
+        run["stagger_s"] = float(args.stagger)
+    if "stagger_s" in run:
+        run["stagger_seed"] = args.seed
     run["progress"] = progress_bar("simulate", args.quiet, "requests")
     interval = None
     if args.interval:
@@ -388,6 +411,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
     )
     print(f"  {settings}")
+    if "stagger_s" in run:
+        print(
+            f"  closed loop: the clients' first sends drawn uniformly over {run['stagger_s']:.3f} s (--seed {args.seed})"
+        )
     from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
     from graphs.blocks.mtp import mtp_notes
@@ -510,6 +537,13 @@ def add_simulate_parser(sub: Any) -> None:
         default=None,
         help="closed loop: N clients, each sending its next request when its answer has arrived "
         "(with --rate: a request waits for a free client, as vllm bench serve --max-concurrency)",
+    )
+    sp.add_argument(
+        "--stagger",
+        default=None,
+        help="with --concurrency: spread the clients' first sends uniformly over S seconds (seeded by "
+        "--seed), or 'cycle': over one request's cycle, measured by a first run that starts them "
+        "together (the loop's steady state; started together, identical requests stay in step)",
     )
     sp.add_argument(
         "--prompt-pool",

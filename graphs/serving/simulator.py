@@ -23,6 +23,13 @@ How requests are sent, as benchmark clients send them:
   https://docs.nvidia.com/aiperf/benchmark-modes/load-generator-options-reference); with a rate a
   request waits for a free client after its scheduled time (``vllm bench serve --request-rate R
   --max-concurrency N``'s semaphore, vllm PR 9390; AIPerf's "request rate with max concurrency").
+  ``stagger_s=T`` sends the clients' first requests at independent uniform times in ``[0, T)``
+  (seeded, so a run repeats) instead of all at once: the steady state of a real closed loop.
+  Identical requests sent together stay in step in a deterministic replay (each client sees the
+  same iterations, so their phases keep their spacing: prompts of one round queue behind each
+  other for as many rounds as the run has), while a real loop's jitter (iteration times, network,
+  streaming) drifts the clients' phases apart until they are spread over a cycle; with ``T`` one
+  request's send-to-last-token time the replay starts there (:func:`closed_loop_cycle`).
 
 A conversation's cached history lives on the replica that served its previous turn; only the
 ``prefix`` router keeps a conversation there (session affinity), so with the others a later turn
@@ -77,7 +84,7 @@ from .requests import THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 
-__all__ = ["Topology", "SimResult", "simulate", "Summary"]
+__all__ = ["Topology", "SimResult", "simulate", "simulate_steady_loop", "closed_loop_cycle", "Summary"]
 
 ROUTERS = ("round_robin", "least_outstanding", "prefix")
 MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
@@ -216,6 +223,30 @@ class SimResult(Result):
                 f.write(",".join(repr(v) for v in r) + "\n")
 
 
+def closed_loop_cycle(res: SimResult, think_s: float = 0.0) -> float:
+    """One client's cycle in a closed loop (s): the median, over its requests, of send to last
+    token, plus ``think_s`` before the next send. With every request alike, the clients of a
+    steady loop each take this long per request, so their phases spread over it."""
+    if res.concurrency is None:
+        raise CostModelError("closed_loop_cycle reads a closed loop's result (simulate with concurrency=N)")
+    return float(np.median(res.per_request["e2e_s"])) + think_s
+
+
+def simulate_steady_loop(
+    config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
+) -> SimResult:
+    """A closed loop of ``concurrency`` clients in its steady state (:func:`simulate`'s module
+    doc, ``stagger_s``): run once with every client starting together to measure its cycle
+    (:func:`closed_loop_cycle`), then again with the first sends spread uniformly over it."""
+    if "stagger_s" in kw:
+        raise CostModelError(
+            "simulate_steady_loop chooses stagger_s itself (one cycle); give simulate(stagger_s=...)"
+        )
+    burst = simulate(config, device, requests, concurrency=concurrency, **{**kw, "progress": None})
+    cycle = closed_loop_cycle(burst, float(np.median([r.think_s for r in requests])))
+    return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
+
+
 def simulate(
     config: ModelConfig | str | Workload,
     device: Hardware | str,
@@ -232,6 +263,8 @@ def simulate(
     spec: SpecConfig | None = None,
     kv_tiers: KVTierConfig | None = None,
     overheads: EngineOverheads | None = None,
+    stagger_s: float | None = None,
+    stagger_seed: int = 0,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
@@ -240,6 +273,8 @@ def simulate(
     doc); a conversation's turns (``Request.session``) are sent one after another's answer;
     ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`, on the bound only);
     ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`).
+    ``stagger_s`` spreads a closed loop's first sends over ``[0, stagger_s)`` (module doc), drawn
+    with ``stagger_seed``.
     ``overheads`` adds the engine around the kernels (:mod:`graphs.serving.overheads`): None
     takes the predictor framework's defaults when predicting and none for the bound, whose
     results stay exactly as they were."""
@@ -263,6 +298,11 @@ def simulate(
         raise CostModelError(
             f"concurrency must be a whole number of clients in [1, {MAX_CONCURRENCY}], got {concurrency!r}"
         )
+    if stagger_s is not None:
+        if concurrency is None:
+            raise CostModelError("stagger_s spreads a closed loop's first sends: it needs concurrency")
+        if isinstance(stagger_s, bool) or not (isinstance(stagger_s, int | float) and 0 <= stagger_s <= 1e6):
+            raise CostModelError(f"stagger_s must be in [0, 1e6] s, got {stagger_s!r}")
     lo, hi = THINK_RANGE
     think = np.array([r.think_s for r in requests], dtype=float)
     if not ((think >= lo) & (think <= hi)).all():  # NaN fails both
@@ -351,8 +391,12 @@ def simulate(
         # the request path (API server, tokenisation) before the engine's queue
         heapq.heappush(events, (sent + ov.request_s, next(counter), "arrive", s))
 
-    for _ in range(len(heads) if concurrency is None else min(concurrency, len(heads))):
-        release(queued.popleft(), 0.0)
+    first = len(heads) if concurrency is None else min(concurrency, len(heads))
+    starts = np.zeros(first)
+    if stagger_s:  # each client's first send, uniform over [0, stagger_s) (module doc)
+        starts = np.sort(np.random.default_rng(stagger_seed).uniform(0.0, stagger_s, first))
+    for t_first in starts.tolist():
+        release(queued.popleft(), t_first)
     rr = itertools.cycle(range(len(front)))
     rr_back = itertools.cycle(range(len(back)))
     by_prefix = {id(front): PrefixRouter(topo.prefix_eps), id(back): PrefixRouter(topo.prefix_eps)}
