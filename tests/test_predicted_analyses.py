@@ -411,3 +411,32 @@ def test_simulate_prints_the_interval_unless_told_not_to(fake_corpus, capsys):
     assert "prediction interval" not in capsys.readouterr().out
     assert main(argv[:4]) == 0  # the bound: no interval, and none asked for
     assert "prediction interval" not in capsys.readouterr().out
+
+
+def test_speculative_simulation_is_priced_by_the_predictor(fake_corpus):
+    """Target and draft forwards both run on predicted steps (issue 25, item 1): each kernel at
+    ``max(factor x bound, bound)``, so the run is never faster than the bound's, and what it rests
+    on counts exactly the forward seconds the run recorded (target plus draft), once."""
+    from graphs.serving.overheads import EngineOverheads
+    from graphs.serving.requests import synthetic
+    from graphs.serving.simulator import simulate
+    from graphs.serving.specdec_sim import SpecConfig
+
+    reqs = synthetic(30, rate=4.0, prompt="fixed:300", output="fixed:30", seed=2)
+    spec = SpecConfig(draft="llama-3.2-1b", k=3, accept=(0.7, 0.6, 0.5), expected=True)
+    kw = dict(spec=spec, overheads=EngineOverheads())
+    pred = simulate("llama-3.1-8b", "h100", reqs, predictor=PRED, **kw)
+    bound = simulate("llama-3.1-8b", "h100", reqs, **kw)
+    assert pred.tpot.mean >= bound.tpot.mean and pred.ttft.mean >= bound.ttft.mean
+    cov = pred.coverage
+    total = cov.measured_s + cov.neighbour_s + cov.bound_s
+    assert math.isclose(total, pred.spec.iteration_s, rel_tol=1e-9)
+    assert pred.spec.draft_s > 0
+    with pytest.raises(CostModelError, match="mtp"):
+        simulate(
+            "deepseek-v3-mtp",
+            "h100",
+            reqs[:2],
+            predictor=PRED,
+            spec=SpecConfig(draft="mtp", k=1, accept=(0.8,)),
+        )

@@ -563,11 +563,13 @@ class PredictedStep:
         sum_ctx: float,
         chunks: Sequence[tuple[float, float]] = (),
         ctxs: Sequence[float] | None = None,
+        logit_rows: int = 0,
     ) -> float:
-        """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``."""
-        rows = n_dec + len(chunks)
-        if rows == 0:
+        """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``
+        (``logit_rows``: lm_head rows beyond one per sequence, as there)."""
+        if n_dec + len(chunks) == 0:
             return 0.0
+        rows = n_dec + len(chunks) + logit_rows  # the head's rows
         # the token-wise body: every token's (one path), or the decodes' (MLA: each chunk its own)
         n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
         m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run

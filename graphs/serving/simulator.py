@@ -320,13 +320,10 @@ def simulate(
         step.reset()  # type: ignore[union-attr]
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
     specs: list[Speculator] = []
-    if spec is not None:
-        if metered:
-            raise CostModelError(
-                "speculative decoding is priced on the roofline bound only so far; drop the predictor"
-            )
-        specs.append(Speculator(spec, w, hw, topo.tp))
+    if spec is not None:  # the target's and the proposer's steps, each priced by the predictor
+        specs.append(Speculator(spec, w, hw, topo.tp, predictor=pred))
         step, led = specs[0].target_step, specs[0].ledger
+        specs[0].reset()
     blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
@@ -488,8 +485,8 @@ def simulate(
     return dataclasses.replace(
         res,
         predictor=pred.label,
-        coverage=step.coverage(),  # type: ignore[union-attr]
-        clamped_s=step.clamped_s,  # type: ignore[union-attr]
+        coverage=specs[0].coverage() if specs else step.coverage(),  # type: ignore[union-attr]
+        clamped_s=specs[0].clamped_s if specs else step.clamped_s,  # type: ignore[union-attr]
     )
 
 

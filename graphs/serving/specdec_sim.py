@@ -171,8 +171,22 @@ class Speculator:
     ``target_step`` prices the target's forwards (for ``mtp``: the model without its MTP
     module, as a plain run builds it), ``ledger`` sizes the KV blocks (weights and KV of target and draft together)."""
 
-    def __init__(self, spec: SpecConfig, w: Workload, hw: Hardware, tp: int = 1) -> None:
+    def __init__(
+        self, spec: SpecConfig, w: Workload, hw: Hardware, tp: int = 1, predictor: Any = None
+    ) -> None:
+        from .predictor import BOUND, predicted_mixed_step
+
+        pred = predictor or BOUND
+
+        def step_of(x: Any) -> Any:  # the bound's mixed step, or the predictor's (each kernel priced)
+            return (
+                mixed_step(x, hw, tp=tp)
+                if pred.is_bound
+                else predicted_mixed_step(x, hw, tp=tp, predictor=pred)
+            )
+
         self.spec = spec
+        self.predictor = pred
         self.k = spec.k
         self._rng = np.random.default_rng(spec.seed)
         self._credit: dict[int, float] = {}
@@ -188,6 +202,12 @@ class Speculator:
                     f"--spec-draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0); "
                     "the catalog's deepseek-v3-mtp keeps DeepSeek-V3's"
                 )
+            if not pred.is_bound:
+                raise CostModelError(
+                    "--spec-draft mtp with a predictor: the MTP module's forward (the step with it minus the "
+                    "step without it) is priced on the roofline bound only so far; drop the predictor or draft "
+                    "with a model"
+                )
             # the target is the model as a plain run builds it (no MTP: ModelConfig.mtp_active);
             # the module's forward is the step with it loaded and run minus that
             full = as_workload(dataclasses.replace(cfg, mtp_active=True))
@@ -196,7 +216,7 @@ class Speculator:
             self._minus = self.target_step
             self.ledger: Any = build_ledger(full, "decode", 1, tp, None, None)  # its weights and KV too
             return
-        self.target_step = mixed_step(w, hw, tp=tp)
+        self.target_step = step_of(w)
         self.ledger = led
         if spec.draft == "ngram":
             return
@@ -206,7 +226,7 @@ class Speculator:
                 f"--spec-draft {spec.draft[:60]}: its vocabulary ({dw.config.vocab_size}) is not the target's "
                 f"({cfg.vocab_size}); a draft must share the target's tokenizer"
             )
-        self._draft = mixed_step(dw, hw, tp=tp)
+        self._draft = step_of(dw)
         dled = build_ledger(dw, "decode", 1, tp, None, None)
         self.ledger = SimpleNamespace(
             weights_bytes=as_float(led.weights_bytes) + as_float(dled.weights_bytes),
@@ -216,6 +236,29 @@ class Speculator:
             ),
             kv_bytes_per_token=as_float(led.kv_bytes_per_token) + as_float(dled.kv_bytes_per_token),
         )
+
+    def _steps(self) -> list[Any]:
+        """The predicted steps this run prices (each once: a draft that is the target is one step)."""
+        steps = [self.target_step]
+        if self._draft is not None and self._draft is not self.target_step:
+            steps.append(self._draft)
+        return steps
+
+    def reset(self) -> None:
+        """Clear the predicted steps' seconds (a predictor's run; the bound has none)."""
+        if not self.predictor.is_bound:
+            for st in self._steps():
+                st.reset()
+
+    def coverage(self) -> Any:
+        """What the target's and the proposer's predicted seconds rest on, together."""
+        parts = [st.coverage() for st in self._steps()]
+        return sum(parts[1:], parts[0])
+
+    @property
+    def clamped_s(self) -> float:
+        """Seconds of target and proposer where a prediction fell below its bound."""
+        return float(sum(st.clamped_s for st in self._steps()))
 
     def _forward(self, n: int, sum_ctx: float, chunks: Sequence[tuple[float, float]], ctxs: Any) -> float:
         if self._draft is None or (n == 0 and not chunks):
@@ -256,7 +299,27 @@ class Speculator:
         decompresses a chunk's cached prefix) verifies on the decode path instead, as its decode
         kernels take the ``p + 1`` queries (FlashMLA): ``p + 1`` decodes at contexts
         ``c + 1 .. c + p + 1``, each with its own lm_head row (the cache is then counted as read
-        ``p + 1`` times: an upper bound on that part)."""
+        ``p + 1`` times: an upper bound on that part). Not ``record``: a predicted step's
+        seconds are not counted in what the run rests on either (the call only splits a time)."""
+        if not record and not self.predictor.is_bound:
+            saved = [list(st._acc) for st in self._steps()]
+            try:
+                return self._iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies, record=False)
+            finally:
+                for st, acc in zip(self._steps(), saved, strict=True):
+                    st._acc[:] = acc
+        return self._iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies, record=record)
+
+    def _iteration_time(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: list[tuple[float, float]],
+        ctxs: list[float] | None,
+        verifies: list[tuple[float, float]],
+        *,
+        record: bool,
+    ) -> float:
         step = self.target_step
         if not step.shared_body:
             ctxs = None if ctxs is None else list(ctxs)  # the caller's list stays as it was
