@@ -372,10 +372,11 @@ def prediction_label(p: Any) -> str:
 
 
 def coverage_lines(p: Any) -> list[str]:
-    """What ``p.predicted_s`` rests on, each neighbour and bound reason, and the warnings (item 3)."""
+    """What the printed prediction (``p.corrected_s``, the grey-box total) rests on, each
+    neighbour and bound reason, and the warnings (item 3)."""
     from graphs.serving.predict import WARN_SHARE
 
-    cov = p.coverage
+    cov = getattr(p, "corrected_coverage", None) or p.coverage
     if cov is None or cov.total_s <= 0:
         return []
     pct = lambda t: f"{100 * t / cov.total_s:.1f}%"  # noqa: E731
@@ -424,7 +425,7 @@ def with_prediction(
             doc["prediction"] = pj.to_dict()
             doc["prediction"]["interval_s"] = list(_interval(args, phase))
             if fit is not None:
-                doc["engine_overheads"] = _fit_step(args, phase, fit, pj.predicted_s)
+                doc["engine_overheads"] = _fit_step(args, phase, fit, pj.corrected_s)
             print(dump(doc))
             return rc
         rc = cmd(args)
@@ -432,21 +433,21 @@ def with_prediction(
         what = "TPOT" if phase == "decode" else "TTFT"
         print(f"\n{what} ({prediction_label(p)}; {p.framework} kernels, {p.calibrated_from}):")
         print(
-            f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.predicted_s * 1e3:.3f} ms   ({p.predicted_s / p.bound_s:.2f}x the bound)"
-            f"   with shape residuals {p.corrected_s * 1e3:.3f} ms"
+            f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.corrected_s * 1e3:.3f} ms   ({p.corrected_s / p.bound_s:.2f}x the bound)"
+            f"   the fits alone {p.predicted_s * 1e3:.3f} ms"
         )
         lo, hi = _interval(args, phase)
         print(
             f"  P10-P90 interval [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ms (every kernel at that quantile of its held-out error)"
         )
         for fam, e in p.by_family.items():
-            pred = f"   predicted {e['predicted_s'] * 1e3:9.3f} ms" if "predicted_s" in e else ""
-            if "corrected_s" in e:
-                pred += f"   with shape residuals {e['corrected_s'] * 1e3:9.3f} ms"
+            pred = f"   predicted {e['corrected_s'] * 1e3:9.3f} ms" if "corrected_s" in e else ""
+            if "predicted_s" in e:
+                pred += f"   the fits alone {e['predicted_s'] * 1e3:9.3f} ms"
             print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
         print("\n".join(coverage_lines(p)))
         if fit is not None:
-            _print_fit_step(args, phase, fit, p.predicted_s)
+            _print_fit_step(args, phase, fit, p.corrected_s)
         return rc
 
     return run

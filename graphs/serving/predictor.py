@@ -135,8 +135,11 @@ class Predictor:
             )
 
     @classmethod
-    def of(cls, framework: str | None, *, grey_box: bool = False, quantile: float | None = None) -> Predictor:
-        """``--predict FRAMEWORK``: the framework's calibrated kernels; None: the bound."""
+    def of(cls, framework: str | None, *, grey_box: bool = True, quantile: float | None = None) -> Predictor:
+        """``--predict FRAMEWORK``: the framework's kernels, their efficiency fits times the shape
+        residuals (grey-box: held-out MAPE on random 20 % of shapes 6.3 % against the fits' 12.8 %
+        for H100 GEMMs, 9.1 against 15.9 % for its decode attention, ``docs/accuracy.md``);
+        ``grey_box=False``: the fits alone; None: the bound."""
         if framework is None:
             return cls()
         return cls("grey-box" if grey_box else "calibrated", framework, quantile=quantile)

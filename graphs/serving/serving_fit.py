@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 FIT_FORMAT = "costmodel-serving-fit"
-FIT_VERSION = 1
+FIT_VERSION = 2  # 2: kernels priced grey-box (Predictor.of's default), whose kernel_scale a 1 file does not fit
 #: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
 #: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
 _STEP = {
