@@ -195,3 +195,31 @@ def test_calibrate_serving_errors(tmp_path, capsys, extra, message):
     args = ["calibrate", "serving", str(c), "--model", M, "--device", "h100", "-o", str(tmp_path / "f.json")]
     assert main([*args, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_max_rate_runs_every_probe_with_the_fitted_engine(tmp_path, capsys):
+    """``simulate --max-rate --predict-file F``: each probe takes the file's overheads. A slower
+    engine (every iteration 5 ms more, kernels x1.5) can only lower the highest rate that meets
+    the SLOs, never raise it."""
+    from graphs.serving.overheads import EngineOverheads
+    from graphs.serving.serving_fit import ServingFit, write_fit
+
+    out = tmp_path / "fit.json"
+    slow = EngineOverheads(iteration_s=5e-3, kernel_scale=1.5, basis="planted")
+    write_fit(
+        ServingFit(M, "h100-sxm", 1, None, slow, dict.fromkeys(("kernel_scale", "iteration_s"))),
+        str(out),
+    )
+    argv = ["simulate", M, "--device", "h100", "--max-rate", "--slo-ttft", "0.5", "--slo-tpot", "0.02"]
+    argv += ["--requests", "300", "--quiet"]
+    assert main(argv) == 0
+    plain = capsys.readouterr().out
+    assert main([*argv, "--predict-file", str(out)]) == 0
+    fitted = capsys.readouterr().out
+    assert f"--predict-file {out}" in fitted
+
+    def rate(text):
+        return float(text.split("max rate ")[1].split()[0])
+
+    assert rate(fitted) < rate(plain)

@@ -266,8 +266,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
     if args.interval is None:  # every predicted number carries its interval unless told not to
         args.interval = bool(args.predict) and not args.max_rate
-    if args.max_rate and fit is not None:
-        raise CostModelError("--max-rate with --predict-file: the rate search runs on the bound only so far")
     if args.max_rate:
         if args.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
@@ -286,6 +284,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             percentile=args.percentile,
             progress=progress_bar("max-rate", args.quiet, "probes"),
             predictor=Predictor.of(args.predict),
+            overheads=fit.overheads if fit is not None else None,  # every probe with the fitted engine
             **common,
         )
         keep(args, result=m, config=cfg)
@@ -297,6 +296,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
         )
         print(f"  {_settings(args)}; physical ceiling {m.ceiling_rate:,.3f} requests/s")
+        if fit is not None:
+            print(predict_file_line(args.predict_file, fit, cfg.name, args.device))
         if m.at_rate is not None and m.at_rate.coverage is not None:
             print("\n".join(_predicted_lines(args, m.at_rate)))
             print("  (coverage of the simulation at the max rate)")
