@@ -42,6 +42,11 @@ rooflines, so the difference is exactly those kernels). ``ngram`` drafts on the 
 A draft model's weights and KV (``kv_d`` bytes per token) share the device: the KV blocks are
 ``floor((u C - W - W_d - a N) / (b (kv + kv_d)))`` (:func:`graphs.serving.engine.kv_blocks`).
 
+With a predictor (:class:`graphs.serving.predictor.Predictor`) ``T_target`` and ``F`` are its
+predicted mixed steps, each kernel at ``max(prediction, bound)`` (a verify chunk's attention
+after its cached prefix is not measured: its bound, counted as such); ``mtp``'s difference of two
+steps is refused then (a difference of two predictions is not a prediction of the module's kernels).
+
 A draft model runs on the target's ``tp`` devices (vLLM's default for the draft's tensor
 parallelism). Not modelled: the proposer's first forward runs one token, not the ``a + 1`` just accepted
 (EAGLE and draft models re-read those; a few tokens more of a small model), tree drafts, and the
