@@ -74,6 +74,9 @@ from .mixed import MixedStep, mixed_step
 from .specdec import K_MAX_LIMIT
 from .workload import Workload, as_workload
 
+_Rows = list[tuple[float, float]]  #: (new tokens, cached tokens) per chunk or verify
+_Ctxs = list[float] | None  #: each decode's context (a sliding-window model needs them)
+
 __all__ = [
     "SpecConfig",
     "SpecStats",
@@ -306,24 +309,16 @@ class Speculator:
         ``c + 1 .. c + p + 1``, each with its own lm_head row (the cache is then counted as read
         ``p + 1`` times: an upper bound on that part). Not ``record``: a predicted step's
         seconds are not counted in what the run rests on either (the call only splits a time)."""
-        if not record and not self.predictor.is_bound:
-            saved = [list(st._acc) for st in self._steps()]
-            try:
-                return self._iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies, record=False)
-            finally:
-                for st, acc in zip(self._steps(), saved, strict=True):
-                    st._acc[:] = acc
-        return self._iteration_time(n_dec, sum_ctx, chunks, ctxs, verifies, record=record)
+        # a predicted step adds every call's seconds to its coverage: kept as they were here
+        saved = [list(st._acc) for st in self._steps()] if not (record or self.predictor.is_bound) else None
+        try:
+            return self._priced(n_dec, sum_ctx, chunks, ctxs, verifies, record)
+        finally:
+            for st, acc in zip(self._steps(), saved or (), strict=False):
+                st._acc[:] = acc
 
-    def _iteration_time(
-        self,
-        n_dec: int,
-        sum_ctx: float,
-        chunks: list[tuple[float, float]],
-        ctxs: list[float] | None,
-        verifies: list[tuple[float, float]],
-        *,
-        record: bool,
+    def _priced(
+        self, n_dec: int, sum_ctx: float, chunks: _Rows, ctxs: _Ctxs, verifies: _Rows, record: bool
     ) -> float:
         step = self.target_step
         if not step.shared_body:
