@@ -345,7 +345,7 @@ class Replica:
             n = want + self._drafts(s) if spec is not None else want
             if n > budget:
                 n = budget
-            if not chunked and n < want:
+            if n < want and not chunked:
                 continue
             need = -(-(c + n) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
             if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
@@ -363,7 +363,7 @@ class Replica:
                 s.blocks += need
             append((s, n))
             budget -= n
-            if n == 1 and want == 1 and g >= 1:  # decoding (iteration_time's test)
+            if want == 1 and n == 1 and g:  # decoding (iteration_time's test: g >= 1, c = known - 1)
                 n_dec += 1
                 sum_ctx += c + 1
                 if ctxs is not None:
