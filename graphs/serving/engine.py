@@ -331,10 +331,10 @@ class Replica:
         preempted = False
         bs, chunked, running, spec = cfg.block_size, cfg.enable_chunked_prefill, self.running, self.spec
         append = batch.append
-        # what iteration_time reads off the batch, gathered here in the same pass (module doc
-        # of iteration_time: decodes by count and summed KV length, the rest as chunks)
-        n_dec, sum_ctx, chunks = 0, 0.0, []
-        ctxs: list[float] | None = [] if self.step_cost.windowed else None
+        # what iteration_time reads off the batch, gathered here in the same pass: each decode's
+        # KV length (the new token included), and the rest as chunks (new tokens, cached)
+        dec: list[float] = []  # whole numbers (ints)
+        chunks: list[tuple[float, float]] = []
         # the hot loop: one pass per running sequence; a preemption removes the last sequences,
         # never one before the current, so the list's iterator stops where an index would
         for s in running:
@@ -364,10 +364,7 @@ class Replica:
             append((s, n))
             budget -= n
             if want == 1 and n == 1 and g:  # decoding (iteration_time's test: g >= 1, c = known - 1)
-                n_dec += 1
-                sum_ctx += c + 1
-                if ctxs is not None:
-                    ctxs.append(c + 1)
+                dec.append(c + 1)
             else:
                 chunks.append((float(n), float(c)))
         while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
@@ -407,13 +404,12 @@ class Replica:
             budget -= n
             c, g = s.computed, s.generated
             if n == 1 and g >= 1 and c == s.req.prompt + g - 1:  # a cached prefix up to its last token
-                n_dec += 1
-                sum_ctx += c + 1
-                if ctxs is not None:
-                    ctxs.append(c + 1)
+                dec.append(c + 1)
             else:
                 chunks.append((float(n), float(c)))
-        self._planned = (batch, len(batch), n_dec, sum_ctx, ctxs, chunks) if spec is None else None
+        # whole-number KV lengths: their sum is exact in a float, whichever order it is taken in
+        ctxs = dec if self.step_cost.windowed else None
+        self._planned = (batch, len(batch), len(dec), float(sum(dec)), ctxs, chunks) if spec is None else None
         return batch
 
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
