@@ -118,10 +118,39 @@ def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
     if p.shape[1] == 2:
         return _pareto_2d(p)
     order = np.argsort(-p.sum(axis=1))
-    front: list[int] = []
-    for i in order:
-        dominated = any(np.all(p[j] >= p[i]) and np.any(p[j] > p[i]) for j in front)
-        if not dominated:
-            front.append(i)
-    mask[front] = True
+    mask[order[_sequential_front(p[order])]] = True
     return mask
+
+
+def _sequential_front(q: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """Rows of ``q`` (maximised, in the order they are tried) dominated by no row before them.
+
+    That is the front a one-at-a-time filter keeps (a row joins when no row kept so far
+    dominates it): a row dominated by an earlier row that was itself dropped is dominated by
+    the earlier kept row that dropped it (dominance is transitive). So a chunk of rows is
+    tested at once against the rows kept before it, and the chunk's survivors against their
+    own earlier survivors: numpy over ``chunk x front`` blocks instead of a Python loop per pair.
+    """
+    n = len(q)
+    keep = np.zeros(n, dtype=bool)
+    front = q[:0]
+    for lo in range(0, n, chunk):
+        idx = np.arange(lo, min(n, lo + chunk))
+        idx = idx[~_dominated_by(front, q[idx]).any(axis=0)]
+        c = q[idx]
+        inner = np.triu(_dominated_by(c, c), k=1)  # [j, i] with j < i: an earlier survivor dominates
+        idx = idx[~inner.any(axis=0)]
+        keep[idx] = True
+        front = np.concatenate([front, q[idx]])
+    return keep
+
+
+def _dominated_by(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``out[j, i]``: row ``a[j]`` dominates row ``b[i]`` (all >=, one >: maximised)."""
+    ge = np.ones((len(a), len(b)), dtype=bool)
+    gt = np.zeros((len(a), len(b)), dtype=bool)
+    for u in range(a.shape[1]):
+        x, y = a[:, u, None], b[None, :, u]
+        ge &= x >= y
+        gt |= x > y
+    return ge & gt

@@ -223,6 +223,34 @@ def test_coverage_splits_the_priced_seconds(fake_corpus):
     assert predictor_mod.CLAMPED in cov.bounds  # the 0.5x kernels were clamped to their bound
 
 
+def test_vectorised_predicted_search_equals_its_points_one_at_a_time(fake_corpus):
+    """The whole grid priced at once (kernels of one varying dim priced at each distinct value,
+    decode attention on a mesh) against every point as its own block of one (each kernel priced
+    at that point alone): the same frontier, every column within 1e-12. Batches per micro-batch
+    and contexts are powers of two, nodes of the attention mesh, where its interpolation is exact."""
+    from graphs.serving.design_search import METRICS, search
+
+    kw = dict(
+        devices=["h100"],
+        tp=[2],
+        pp=[1, 2],
+        microbatches=[1, 2],
+        batches=[1, 4, 16, 64],
+        ctxs=[1024, 16384],
+        energy=True,
+        predictor=PRED,
+    )
+    whole, one = search("llama-3.1-8b", **kw), search("llama-3.1-8b", block=1, **kw)
+    assert (whole.points, whole.valid, whole.fits) == (one.points, one.valid, one.fits) == (32, 28, 28)
+    key = ("plan", "batch", "ctx")
+    a = {tuple(r[k] for k in key): r for r in whole.frontier}
+    b = {tuple(r[k] for k in key): r for r in one.frontier}
+    assert a.keys() == b.keys() and len(a) > 3
+    for k, r in a.items():
+        for m in METRICS:
+            assert r[m] == pytest.approx(b[k][m], rel=1e-12, abs=0), (k, m)
+
+
 # ------------------------------------------------------------------ bound <= predicted, everywhere
 
 _MODELS = st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "mistral-7b"])

@@ -253,3 +253,22 @@ def test_search_refuses_prices_without_the_cost_objective(flag, value, capsys):
     assert main([*argv, flag, value]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "add --cost" in err
+
+
+def test_three_objective_pareto_equals_the_one_at_a_time_filter():
+    """Blocks of rows across several chunks, with ties and infinities (no power, no price),
+    keep what a one-at-a-time filter keeps: a row joins when no kept row dominates it."""
+    rng = np.random.default_rng(3)
+    pts = rng.integers(0, 60, (3000, 3)).astype(float)
+    pts[:, 2] = pts[:, 0] + pts[:, 1] + rng.integers(0, 4, 3000)  # energy, minimised: a wide front
+    pts[::37, 2] = np.inf
+    sense = (True, True, False)
+    got = pareto_mask(pts, sense)
+    q = pts * np.array([1.0, 1.0, -1.0])
+    kept: list[int] = []
+    for i in np.argsort(-q.sum(axis=1)):
+        if not any((q[j] >= q[i]).all() and (q[j] > q[i]).any() for j in kept):
+            kept.append(i)
+    want = np.zeros(len(pts), dtype=bool)
+    want[kept] = True
+    assert got.sum() > 1000 and (got == want).all()

@@ -63,6 +63,10 @@ from .requests import Request
 
 __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
 
+#: a batch, its length, and its decodes' count, summed KV length and contexts (None: not
+#: windowed), and its chunks (new tokens, cached): what iteration_time reads off the batch
+_Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | None, list[tuple[float, float]]]
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -186,6 +190,8 @@ class Replica:
         self.prefix_hits = 0
         self.emitted = 0  #: output tokens emitted so far
         self._tick = 0
+        #: what the last schedule() read off its batch for iteration_time (plain decoding only)
+        self._planned: _Planned | None = None
         #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.cost`)
         self.busy_s = 0.0
         self.prefill_s = 0.0
@@ -323,17 +329,23 @@ class Replica:
         budget = cfg.max_num_batched_tokens
         batch: list[tuple[Sequence, int]] = []
         preempted = False
-        i = 0
         bs, chunked, running, spec = cfg.block_size, cfg.enable_chunked_prefill, self.running, self.spec
-        while i < len(running) and budget > 0:  # the hot loop: one pass per running sequence
-            s = running[i]
-            c = s.computed
-            want = s.req.prompt + s.generated - c  # s.known - s.computed
+        append = batch.append
+        # what iteration_time reads off the batch, gathered here in the same pass: each decode's
+        # KV length (the new token included), and the rest as chunks (new tokens, cached)
+        dec: list[float] = []  # whole numbers (ints)
+        chunks: list[tuple[float, float]] = []
+        # the hot loop: one pass per running sequence; a preemption removes the last sequences,
+        # never one before the current, so the list's iterator stops where an index would
+        for s in running:
+            if budget <= 0:
+                break
+            c, g = s.computed, s.generated
+            want = s.req.prompt + g - c  # s.known - s.computed
             n = want + self._drafts(s) if spec is not None else want
             if n > budget:
                 n = budget
-            if not chunked and n < want:
-                i += 1
+            if n < want and not chunked:
                 continue
             need = -(-(c + n) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
             if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
@@ -349,9 +361,12 @@ class Replica:
                     break
                 self._take(need)
                 s.blocks += need
-            batch.append((s, n))
+            append((s, n))
             budget -= n
-            i += 1
+            if want == 1 and n == 1 and g:  # decoding (iteration_time's test: g >= 1, c = known - 1)
+                dec.append(c + 1)
+            else:
+                chunks.append((float(n), float(c)))
         while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
             s = self.waiting[0]
             cached = None
@@ -387,6 +402,14 @@ class Replica:
             self.running.append(s)
             batch.append((s, n))
             budget -= n
+            c, g = s.computed, s.generated
+            if n == 1 and g >= 1 and c == s.req.prompt + g - 1:  # a cached prefix up to its last token
+                dec.append(c + 1)
+            else:
+                chunks.append((float(n), float(c)))
+        # whole-number KV lengths: their sum is exact in a float, whichever order it is taken in
+        ctxs = dec if self.step_cost.windowed else None
+        self._planned = (batch, len(batch), len(dec), float(sum(dec)), ctxs, chunks) if spec is None else None
         return batch
 
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
@@ -394,22 +417,28 @@ class Replica:
         overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
         (:class:`graphs.serving.overheads.EngineOverheads`)."""
         ov = self.overheads
-        n_dec, sum_ctx, chunks = 0, 0.0, []
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
-        ctxs: list[float] | None = [] if self.step_cost.windowed else None
-        for s, n in batch:  # the hot loop: one pass per sequence in the batch
+        plan = self._planned
+        if plan is not None and plan[0] is batch and plan[1] == len(batch):
+            n_dec, sum_ctx, ctxs, chunks = plan[2:]  # read off by schedule(), nothing changed since
+            todo: list[tuple[Sequence, int]] = []
+        else:
+            n_dec, sum_ctx, chunks, todo = 0, 0.0, [], batch
+            ctxs = [] if self.step_cost.windowed else None
+        for s, n in todo:  # one pass per sequence of a batch schedule() did not just build
             c, g = s.computed, s.generated
             # decoding: a token generated and the KV of all known tokens but the last computed
-            dec = g >= 1 and c == s.req.prompt + g - 1
-            if n == 1 and dec:
-                n_dec += 1
-                sum_ctx += c + 1  # the KV length including the token being processed
-                if ctxs is not None:  # a sliding window reads min(W, ctx) of each
-                    ctxs.append(c + 1)
-            elif n > 1 and dec:
-                verifies.append((float(n), float(c)))
-            else:
-                chunks.append((float(n), float(c)))
+            if g >= 1 and c == s.req.prompt + g - 1:
+                if n == 1:
+                    n_dec += 1
+                    sum_ctx += c + 1  # the KV length including the token being processed
+                    if ctxs is not None:  # a sliding window reads min(W, ctx) of each
+                        ctxs.append(c + 1)
+                    continue
+                if n > 1:
+                    verifies.append((float(n), float(c)))
+                    continue
+            chunks.append((float(n), float(c)))
         o = self.cfg.iteration_overhead_s
         scale = ov.kernel_scale
         if not ov.is_zero:  # the CPU terms of this batch (overheads doc)
@@ -447,14 +476,16 @@ class Replica:
         as disaggregated engines do: the decode instance continues from there)."""
         done, handed = [], []
         spec, emitted = self.spec, 0
+        self._planned = None  # the sequences move on: schedule() reads the next batch afresh
         for s, n in batch:  # the hot loop: one pass per sequence in the batch
             extra = 0  # drafted tokens the target accepted (speculative decoding)
             if spec is not None and n > 1 and s.generated >= 1 and s.computed == s.known - 1:
                 extra = spec.accept(s, n - 1)
                 n = 1 + extra  # the KV kept: the verified token and the accepted drafts
             r, g = s.req, s.generated
-            s.computed += n
-            if s.computed < r.prompt + g + extra:  # s.known + extra
+            c = s.computed + n
+            s.computed = c
+            if c < r.prompt + g + extra:  # s.known + extra
                 continue  # a prefill chunk that has not reached the end of the prompt
             g += 1 + extra
             s.generated = g

@@ -34,6 +34,7 @@ two totals differ only where the model and the measurements differ.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,7 @@ def _num(v: Any, point: dict[sympy.Symbol, int]) -> Any:
     return v
 
 
+@functools.cache  # asked once per kernel and grid point when a search tabulates its kernels
 def _measured_rules() -> dict[Any, tuple[str, frozenset[Role]]]:
     """The cost rules whose kernels the corpus measures, each with its family's name and the
     node roles it is measured in: the rule functions themselves (from their modules), so a node

@@ -129,17 +129,17 @@ class PricedStep:
         self._names = {nd.name: n for nd, n in zip(self._nodes, op_nodes(g), strict=True)}
 
     # --------------------------------------------------------------- one node's prediction
-    def _plan(self, nd: _Node, arrays: list[np.ndarray]) -> tuple[Any, np.ndarray | None, Any]:
-        """Where node ``nd`` is priced for the (flat) ``arrays`` (module doc): a key shared by
-        every node priced on the same points, those points (None: not tabulated), and how to map
-        the priced values back onto the arrays."""
-        base = np.array([float(a.flat[0]) if a.size else 1.0 for a in arrays])
-        vary = tuple(i for i in nd.deps if _varies(arrays[i]))
+    def _plan(self, nd: _Node, call: _Call) -> tuple[Any, np.ndarray | None, Any]:
+        """Where node ``nd`` is priced for the (flat) arrays of ``call`` (module doc): a key
+        shared by every node priced on the same points, those points (None: not tabulated), and
+        how to map the priced values back onto the arrays."""
+        arrays, base = call.arrays, call.base
+        vary = tuple(i for i in nd.deps if call.varies[i])
         if not vary:
             return ("const",), base[None, :], ("const",)
         if len(vary) == 1:
             (i,) = vary
-            u, inv = np.unique(arrays[i], return_inverse=True)
+            u, inv = call.unique(i)
             if len(u) > _EXACT_MAX:
                 grid = mesh_axis(float(u[0]), float(u[-1]), 8, 8192)
                 pts = np.tile(base, (len(grid), 1))
@@ -176,8 +176,9 @@ class PricedStep:
         assert self.compiled.graph is not None
         out: list[tuple[np.ndarray | None, str, str]] = [(None, "bound", _MANY_DIMS)] * len(self._nodes)
         groups: dict[Any, tuple[np.ndarray, list[tuple[int, Any]]]] = {}
+        call = _Call(arrays)
         for k, nd in enumerate(self._nodes):
-            key, pts, how = self._plan(nd, arrays)
+            key, pts, how = self._plan(nd, call)
             if pts is not None:
                 groups.setdefault(key, (pts, []))[1].append((k, how))
         for pts, members in groups.values():
@@ -240,6 +241,23 @@ class PricedStep:
 
 def _varies(a: np.ndarray) -> bool:
     return bool(a.size) and bool(np.any(a != a.flat[0]))
+
+
+class _Call:
+    """The (flat) arrays of one evaluation, with what every node's plan asks of them computed
+    once: each array's first value, whether it varies, and its distinct values (sorted, with
+    the inverse), the last only when asked (a sort of the whole array)."""
+
+    def __init__(self, arrays: list[np.ndarray]) -> None:
+        self.arrays = arrays
+        self.base = np.array([float(a.flat[0]) if a.size else 1.0 for a in arrays])
+        self.varies = [_varies(a) for a in arrays]
+        self._unique: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def unique(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        if i not in self._unique:
+            self._unique[i] = np.unique(self.arrays[i], return_inverse=True)
+        return self._unique[i]
 
 
 _CACHE: BoundedCache[PricedStep] = BoundedCache("priced_step", 256)
