@@ -424,22 +424,13 @@ def _simulate(w: RowWorkload, mode: str) -> _Run:
     kw: dict[str, Any] = {}
     if mode != "bound":
         kw.update(_overheads(w, mode))
+    run: Any = simulate
     if w.load == "concurrency" and _closed_loop():
         from graphs.serving.simulator import simulate_steady_loop
 
-        assert w.concurrency is not None
-        res = simulate_steady_loop(  # the loop's steady state: first sends spread over a cycle
-            w.config,
-            w.device,
-            list(w.requests),
-            concurrency=w.concurrency,
-            topology=w.topology,
-            engine=w.engine,
-            predictor=pred,
-            **kw,
-        )
-        return _replay(w, res)
-    res = simulate(
+        run = simulate_steady_loop  # the loop's steady state: first sends spread over a cycle
+        kw["concurrency"] = w.concurrency
+    res = run(
         w.config,
         w.device,
         list(w.requests),

@@ -357,10 +357,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         **common,
     )
     if args.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
-        from graphs.serving.simulator import closed_loop_cycle
+        from graphs.serving.simulator import steady_stagger_s
 
-        burst = simulate(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
-        run["stagger_s"] = closed_loop_cycle(burst, args.think_time or 0.0)
+        others = {k: v for k, v in run.items() if k != "concurrency"}
+        run["stagger_s"] = steady_stagger_s(
+            cfg,
+            args.device,
+            reqs,
+            concurrency=args.concurrency,
+            predictor=Predictor.of(args.predict),
+            **others,
+        )
     elif args.stagger is not None:
         run["stagger_s"] = float(args.stagger)
     if "stagger_s" in run:

@@ -84,7 +84,15 @@ from .requests import THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 from .workload import Workload, as_workload
 
-__all__ = ["Topology", "SimResult", "simulate", "simulate_steady_loop", "closed_loop_cycle", "Summary"]
+__all__ = [
+    "Topology",
+    "SimResult",
+    "simulate",
+    "simulate_steady_loop",
+    "steady_stagger_s",
+    "closed_loop_cycle",
+    "Summary",
+]
 
 ROUTERS = ("round_robin", "least_outstanding", "prefix")
 MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
@@ -232,18 +240,25 @@ def closed_loop_cycle(res: SimResult, think_s: float = 0.0) -> float:
     return float(np.median(res.per_request["e2e_s"])) + think_s
 
 
+def steady_stagger_s(
+    config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
+) -> float:
+    """The ``stagger_s`` of a closed loop's steady state (:func:`simulate`'s module doc): one
+    client's cycle (:func:`closed_loop_cycle`) in a run that starts every client together."""
+    if "stagger_s" in kw:
+        raise CostModelError(
+            "the steady loop chooses stagger_s itself (one cycle); give simulate(stagger_s=...)"
+        )
+    burst = simulate(config, device, requests, concurrency=concurrency, **{**kw, "progress": None})
+    return closed_loop_cycle(burst, float(np.median([r.think_s for r in requests])))
+
+
 def simulate_steady_loop(
     config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
 ) -> SimResult:
-    """A closed loop of ``concurrency`` clients in its steady state (:func:`simulate`'s module
-    doc, ``stagger_s``): run once with every client starting together to measure its cycle
-    (:func:`closed_loop_cycle`), then again with the first sends spread uniformly over it."""
-    if "stagger_s" in kw:
-        raise CostModelError(
-            "simulate_steady_loop chooses stagger_s itself (one cycle); give simulate(stagger_s=...)"
-        )
-    burst = simulate(config, device, requests, concurrency=concurrency, **{**kw, "progress": None})
-    cycle = closed_loop_cycle(burst, float(np.median([r.think_s for r in requests])))
+    """A closed loop of ``concurrency`` clients in its steady state: its first sends spread
+    uniformly over one cycle (:func:`steady_stagger_s`)."""
+    cycle = steady_stagger_s(config, device, requests, concurrency=concurrency, **kw)
     return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
 
 
