@@ -468,3 +468,36 @@ def test_speculative_simulation_is_priced_by_the_predictor(fake_corpus):
             predictor=PRED,
             spec=SpecConfig(draft="mtp", k=1, accept=(0.8,)),
         )
+
+
+def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
+    """search(spec=, predictor=) (was refused): every frontier point's TPOT is the verify and
+    draft steps on priced steps over the expected tokens (SpecForms), never faster than the
+    bound's at the same point; MTP with a predictor stays refused, with the reason."""
+    from graphs.serving.design_search import search
+    from graphs.serving.priced import priced_step
+    from graphs.serving.specdec_sim import SpecConfig
+
+    spec = SpecConfig(draft="llama-3.2-1b", k=3, accept=(0.7, 0.6, 0.5), expected=True)
+    kw = dict(devices=["h100"], batches=[4, 16], ctxs=[2048], spec=spec)
+    rb, rp = search("llama-3.1-8b", **kw), search("llama-3.1-8b", predictor=PRED, **kw)
+    fb = {r["batch"]: r for r in rb.frontier}
+    assert rp.frontier and fb
+    for r in rp.frontier:
+        b = r["batch"]
+        verify = priced_step("llama-3.1-8b", "h100", "prefill", predictor=PRED, chunked=True, logits="all")
+        draft = priced_step("llama-3.2-1b", "h100", "decode", predictor=PRED)
+        t = verify.step(b, 4, 2047) + sum(draft.step(b, 2048 + j) for j in range(3))
+        assert r["tpot_s"] == pytest.approx(t / spec.expected_tokens(), rel=1e-9)
+        if b in fb:
+            assert r["tpot_s"] >= fb[b]["tpot_s"] * (1 - 1e-12)
+    with pytest.raises(CostModelError, match="spec draft mtp with a predictor"):
+        search(
+            "deepseek-v3-mtp",
+            predictor=PRED,
+            devices=["h200"],
+            batches=[4],
+            ctxs=[1024],
+            tp=[8],
+            spec=SpecConfig(draft="mtp", k=1, accept=(0.8,)),
+        )

@@ -175,7 +175,11 @@ def _evaluate(block: _Block) -> _Partial:
     out.valid = int(valid.sum())
     mb = b / m
     t_model = c.decode.step_array(mb, ctx)
-    sf = spec_forms(plan.config, plan.device, plan.tp, block.spec) if block.spec is not None else None
+    sf = (
+        spec_forms(plan.config, plan.device, plan.tp, block.spec, block.predictor)
+        if block.spec is not None
+        else None
+    )
     if sf is not None:  # per output token: the verify and the draft's steps over E tokens
         t_model = sf.tpot(mb, ctx)
     hop_mb = np.where(pp > 1, c.hop(mb), 0.0)
@@ -348,10 +352,6 @@ def search(
         if pred.is_bound:
             raise CostModelError("rank_by pessimistic needs a predictor (the bound has no interval)")
         pred = pred.interval()[1]
-    if spec is not None and not pred.is_bound:
-        raise CostModelError(
-            "speculative decoding in search is priced on the bound only so far: drop the predictor or spec"
-        )
     cfg = get_model(config) if isinstance(config, str) else config
     tps, pps, eps, mbs = (
         positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))

@@ -447,11 +447,28 @@ class SpecForms:
     with ``E = 1 + sum_j prod_{i<=j} a_i`` (:meth:`SpecConfig.expected_tokens`), ``T_verify``
     the chunked-prefill step with all logits (MLA: ``b (k + 1)`` decodes at the mean context
     ``ctx + k/2``, exact as decode attention is affine in ctx) and ``F`` the proposer's decode
-    step; TTFT adds the proposer's prefill of the prompt, memory the draft's weights and KV."""
+    step; TTFT adds the proposer's prefill of the prompt, memory the draft's weights and KV.
 
-    def __init__(self, config: Any, hw: Hardware, tp: int, spec: SpecConfig) -> None:
-        from .compiled import compiled_step, decode_memory
+    ``predictor`` prices the verify, draft and draft-prefill steps (:func:`graphs.serving.priced.priced_step`:
+    each kernel at its prediction, never below its bound; default the bound); MTP with a predictor
+    is refused, as in :class:`Speculator` (its module is priced as a difference of two steps)."""
 
+    def __init__(self, config: Any, hw: Hardware, tp: int, spec: SpecConfig, predictor: Any = None) -> None:
+        from .compiled import decode_memory
+        from .predictor import BOUND
+        from .priced import priced_step
+
+        pred = predictor or BOUND
+        if spec.draft == "mtp" and not pred.is_bound:
+            raise CostModelError(
+                "spec draft mtp with a predictor: the MTP module is priced as the model with it minus "
+                "without, a difference of two predicted steps; price MTP on the bound (drop the predictor)"
+            )
+
+        def compiled_step(x: Any, hw: Hardware, phase: str, **kw: Any) -> Any:
+            return priced_step(x, hw, phase, predictor=pred, **kw)
+
+        self.predictor = pred
         self.spec = spec
         self.e = spec.expected_tokens()
         cfg = as_workload(config).config
@@ -519,12 +536,12 @@ class SpecForms:
 _FORMS: dict[tuple[Any, ...], SpecForms] = {}
 
 
-def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig) -> SpecForms:
-    """:class:`SpecForms`, built once per (config, device, tp, spec) in this process."""
-    key = (config, hw, tp, spec)
+def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig, predictor: Any = None) -> SpecForms:
+    """:class:`SpecForms`, built once per (config, device, tp, spec, predictor) in this process."""
+    key = (config, hw, tp, spec, predictor)
     f = _FORMS.get(key)
     if f is None:
         if len(_FORMS) >= 256:
             _FORMS.clear()
-        f = _FORMS[key] = SpecForms(config, hw, tp, spec)
+        f = _FORMS[key] = SpecForms(config, hw, tp, spec, predictor)
     return f
