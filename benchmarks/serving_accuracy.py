@@ -8,7 +8,8 @@ parallelism, dtypes, ISL/OSL, request count and load (``offline``: every request
 
 * ``bound``: every iteration at its per-kernel roofline (the engine's default predictor);
 * ``predicted``: every iteration's kernels priced by the source engine's measured kernels
-  (``Predictor.of(framework)``: trtllm for TensorRT-LLM, NIM and MLPerf; vllm; sglang);
+  (``Predictor.of(framework)``: trtllm for TensorRT-LLM, NIM and MLPerf; vllm; sglang; the FP8
+  rows' ModelOpt checkpoints with static activation scales, :func:`predictor`);
 * ``simulated``: ``predicted`` plus the engine's own overheads (scheduling, request path),
   when :func:`simulate` takes ``overheads=``; until then the same run as ``predicted``, and the
   table says so.
@@ -254,6 +255,14 @@ def _dtypes(row: dict[str, str]) -> SimpleNamespace:
     return SimpleNamespace(weight_dtype=None, matmul_dtype=None, kv_dtype=None)
 
 
+def predictor(w: RowWorkload) -> Predictor:
+    """The source engine's kernels for a row: FP8 rows are ModelOpt checkpoints (:func:`_dtypes`),
+    whose per-tensor activation scales are calibrated (static), so their FP8 GEMMs do not compute a
+    scale per call (:func:`graphs.serving.predict.price_rows`)."""
+    fp8 = str(w.config.matmul_dtype or "").startswith("fp8")
+    return Predictor.of(w.framework, fp8_scales="static" if fp8 else "dynamic")
+
+
 def _kv_budget(cfg: Any, device: str, tp: int, max_tokens: int, block: int) -> int:
     """KV blocks of one TensorRT-LLM replica: a fraction of the memory left after weights and
     activations, :math:`\\lfloor f (C - W - a N) / (b k) \\rfloor` with ``f`` =
@@ -420,7 +429,7 @@ def _steady_rate(finish: np.ndarray, full: int) -> float:
 
 @cache
 def _simulate(w: RowWorkload, mode: str) -> _Run:
-    pred = Predictor() if mode == "bound" else Predictor.of(w.framework)
+    pred = Predictor() if mode == "bound" else predictor(w)
     kw: dict[str, Any] = {}
     if mode != "bound":
         kw.update(_overheads(w, mode))

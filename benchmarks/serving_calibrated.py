@@ -36,13 +36,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measured_accuracy import replace_section
-from serving_accuracy import DOC_PATH, load_rows, row_workload
+from serving_accuracy import DOC_PATH, load_rows, predictor, row_workload
 
 from costmodel.errors import CostModelError
 from graphs.serving import simulate
 from graphs.serving.bench_results import BenchRun
 from graphs.serving.overheads import EngineOverheads
-from graphs.serving.predictor import Predictor
 from graphs.serving.serving_fit import DEFAULT_TERMS, ServingFit, fit_serving
 
 __all__ = ["GROUPS", "FIT_RATES", "HELD_OUT_RATES", "bench_run", "calibrate_group", "main"]
@@ -107,7 +106,7 @@ def calibrate_group(prefix: str, progress: Any = None) -> GroupResult:
     pairs = [bench_run(rows, prefix, q) for q in rates]
     runs = [p[0] for p in pairs]
     w = pairs[0][1]
-    pred = Predictor.of(w.framework)
+    pred = predictor(w)
     base = EngineOverheads.for_framework(
         w.framework,
         max_num_seqs=w.engine.max_num_seqs,

@@ -24,6 +24,8 @@ from .options import check_output_path
 __all__ = [
     "add_calibrate_parser",
     "add_predict_option",
+    "predictor_of",
+    "fp8_scales_of",
     "with_prediction",
     "prediction_label",
     "coverage_lines",
@@ -331,6 +333,14 @@ def add_predict_option(
         default=None,
         help=help or "also print the calibrated prediction for this framework's kernels ([measured] extra)",
     )
+    sp.add_argument(
+        "--fp8-scales",
+        choices=("dynamic", "static"),
+        default=None,
+        help="how FP8 activations are scaled, with --predict: computed each call (dynamic: vLLM's online "
+        "--quantization fp8) or calibrated in the checkpoint (static: ModelOpt / TensorRT-LLM FP8 "
+        "checkpoints); static drops the measured kernels' per-call scale time (default: dynamic)",
+    )
     if with_file:
         sp.add_argument(
             "--predict-file",
@@ -341,6 +351,25 @@ def add_predict_option(
         )
 
 
+def fp8_scales_of(args: argparse.Namespace) -> str:
+    """``--fp8-scales`` (default dynamic); refused without a predictor, which it is an option of."""
+    scales = getattr(args, "fp8_scales", None)
+    if scales and not getattr(args, "predict", None) and not getattr(args, "predict_file", None):
+        from ..errors import CostModelError
+
+        raise CostModelError(
+            f"--fp8-scales {scales} prices measured FP8 kernels: add --predict FRAMEWORK (the bound has none)"
+        )
+    return scales or "dynamic"
+
+
+def predictor_of(args: argparse.Namespace) -> Any:
+    """The :class:`~graphs.serving.predictor.Predictor` of ``--predict`` and ``--fp8-scales``."""
+    from graphs.serving.predictor import Predictor
+
+    return Predictor.of(getattr(args, "predict", None), fp8_scales=fp8_scales_of(args))
+
+
 def _prediction(args: argparse.Namespace, phase: str) -> Any:
     from graphs.serving.predict import predict_step
 
@@ -348,7 +377,14 @@ def _prediction(args: argparse.Namespace, phase: str) -> Any:
 
     kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
     return predict_step(
-        resolve_config(args), args.device, phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+        resolve_config(args),
+        args.device,
+        phase,
+        batch=args.batch,
+        tp=args.tp,
+        framework=args.predict,
+        fp8_scales=fp8_scales_of(args),
+        **kw,
     )
 
 
@@ -358,7 +394,13 @@ def _interval(args: argparse.Namespace, phase: str) -> tuple[float, float]:
 
     x = args.ctx if phase == "decode" else args.seq
     return step_interval(
-        resolve_config(args), args.device, phase, args.predict, tp=args.tp, point=(args.batch, x)
+        resolve_config(args),
+        args.device,
+        phase,
+        args.predict,
+        tp=args.tp,
+        point=(args.batch, x),
+        fp8_scales=fp8_scales_of(args),
     )
 
 
@@ -404,6 +446,7 @@ def with_prediction(
     """Run ``cmd``; with ``--predict`` add the calibrated prediction beside its bound."""
 
     def run(args: argparse.Namespace) -> int:
+        fp8_scales_of(args)  # --fp8-scales without a predictor: refused before any work
         fit = load_predict_file(args)
         if fit is not None and not args.predict:
             return _with_fit(cmd, args, phase, fit)

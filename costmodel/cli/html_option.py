@@ -54,9 +54,18 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
     if getattr(args, "predict", None):  # the same call --predict printed beside the bound
         from graphs.serving.predict import predict_step
 
+        from .calibrate import fp8_scales_of
+
         kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
         prediction = predict_step(
-            cfg, args.device, phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+            cfg,
+            args.device,
+            phase,
+            batch=args.batch,
+            tp=args.tp,
+            framework=args.predict,
+            fp8_scales=fp8_scales_of(args),
+            **kw,
         )
     dims = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
     return phase_page(

@@ -67,9 +67,11 @@ def _config(args: argparse.Namespace) -> Any:
 def cmd_model_analyze(args: argparse.Namespace) -> int:
     from ..text import fmt_si, format_table
     from .cached import analysis, capacity
+    from .calibrate import fp8_scales_of
     from .ledger_view import refuse_or_warn
     from .phases import check_context
 
+    fp8_scales_of(args)  # --fp8-scales without --predict: refused before any work
     if args.phase == "decode":
         check_context(args, args.ctx, "--ctx")
     else:
@@ -96,7 +98,14 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
 
         kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
         pred = predict_step(
-            cfg, args.device, args.phase, batch=args.batch, tp=args.tp, framework=args.predict, **kw
+            cfg,
+            args.device,
+            args.phase,
+            batch=args.batch,
+            tp=args.tp,
+            framework=args.predict,
+            fp8_scales=fp8_scales_of(args),
+            **kw,
         )
     keep(args, analysis=result, prediction=pred, config=cfg)
     if args.json:
@@ -207,6 +216,12 @@ def add_model_parser(sub: Any) -> None:
         choices=FRAMEWORKS,
         default=None,
         help="add each node's calibrated prediction for this framework's kernels ([measured] extra)",
+    )
+    ma.add_argument(
+        "--fp8-scales",
+        choices=("dynamic", "static"),
+        default=None,
+        help="how FP8 activations are scaled, with --predict (see `costmodel decode --help`; default: dynamic)",
     )
     ma.add_argument("--json", action="store_true")
     add_ignore_capacity(ma)

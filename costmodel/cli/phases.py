@@ -306,7 +306,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_grid(len(combos), batches, ctxs)  # a grid too large is refused before any work
     if args.predict:  # priced per kernel: not the cached bound forms
         from graphs import sweep
-        from graphs.serving.predictor import Predictor
+
+        from .calibrate import predictor_of
 
         res = sweep(
             resolve_config(args),
@@ -317,7 +318,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             kv_dtypes=kvs,
             tp=args.tp,
             progress=progress_bar("sweep", args.quiet),
-            predictor=Predictor.of(args.predict),
+            predictor=predictor_of(args),
         )
     else:
         forms = cached_forms(args, resolve_config, combos)

@@ -49,7 +49,14 @@ def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:
 
 
 def step_interval(
-    config: Any, device: str, phase: str, framework: str, *, tp: int, point: tuple[int, int]
+    config: Any,
+    device: str,
+    phase: str,
+    framework: str,
+    *,
+    tp: int,
+    point: tuple[int, int],
+    fp8_scales: str = "dynamic",
 ) -> tuple[float, float]:
     """One step's time (s) at the optimistic and pessimistic ends of its prediction interval
     (:meth:`graphs.serving.predictor.Predictor.interval`, each kernel clamped to its bound), at
@@ -57,7 +64,7 @@ def step_interval(
     from graphs.serving.predictor import Predictor
     from graphs.serving.priced import priced_step
 
-    lo, hi = Predictor.of(framework).interval()
+    lo, hi = Predictor.of(framework, fp8_scales=fp8_scales).interval()
     return tuple(  # type: ignore[return-value]
         priced_step(config, device, phase, tp=tp, predictor=p).step(*point) for p in (lo, hi)
     )

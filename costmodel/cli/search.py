@@ -66,14 +66,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     if args.csv:
         check_output_path(args.csv, "--csv")
-    from graphs.serving.predictor import Predictor
-
     from ..errors import CostModelError
+    from .calibrate import predictor_of
 
     if args.rank_by == "pessimistic" and not args.predict:
         raise CostModelError("--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)")
     kw = dict(
-        predictor=Predictor.of(args.predict),
+        predictor=predictor_of(args),
         rank_by=args.rank_by,
         devices=[d.strip() for d in args.devices.split(",") if d.strip()],
         tp=int_list(args.tp, "--tp", hi=4096),

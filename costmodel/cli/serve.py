@@ -103,9 +103,9 @@ def cmd_disagg(args: argparse.Namespace) -> int:
 
 
 def _predictor(args: argparse.Namespace) -> Any:
-    from graphs.serving.predictor import Predictor
+    from .calibrate import predictor_of
 
-    return Predictor.of(getattr(args, "predict", None))
+    return predictor_of(args)
 
 
 def _predicted(args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx: int) -> list[str]:

@@ -241,13 +241,12 @@ def _interval_lines(iv: Any) -> list[str]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from graphs.serving.capacity_search import max_rate
-    from graphs.serving.predictor import Predictor
     from graphs.serving.requests import read_trace, synthetic
     from graphs.serving.simulator import simulate
 
     from ..errors import CostModelError
     from ..outfiles import sibling
-    from .calibrate import load_predict_file, predict_file_line
+    from .calibrate import load_predict_file, predict_file_line, predictor_of
     from .model import resolve_model
 
     fit = load_predict_file(args)  # sets args.predict from the file
@@ -283,7 +282,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             percentile=args.percentile,
             progress=progress_bar("max-rate", args.quiet, "probes"),
-            predictor=Predictor.of(args.predict),
+            predictor=predictor_of(args),
             overheads=fit.overheads if fit is not None else None,  # every probe with the fitted engine
             **common,
         )
@@ -365,7 +364,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             args.device,
             reqs,
             concurrency=args.concurrency,
-            predictor=Predictor.of(args.predict),
+            predictor=predictor_of(args),
             **others,
         )
     elif args.stagger is not None:
@@ -377,10 +376,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.interval:
         from graphs.serving.intervals import simulate_interval
 
-        interval = simulate_interval(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
+        interval = simulate_interval(cfg, args.device, reqs, predictor=predictor_of(args), **run)
         res = interval.point
     else:
-        res = simulate(cfg, args.device, reqs, predictor=Predictor.of(args.predict), **run)
+        res = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **run)
     keep(args, result=res, config=cfg)
     if args.csv:
         res.requests_csv(args.csv, "--csv")

@@ -43,6 +43,7 @@ __all__ = [
     "MeasuredDataError",
     "CorpusInfo",
     "corpus_info",
+    "compute_scale_s",
     "load",
     "systems_with_data",
 ]
@@ -87,6 +88,7 @@ _TABLES: dict[str, tuple[str, str]] = {
     "custom_allreduce": ("comm", "custom_allreduce_perf.parquet"),
     "nccl": ("comm", "nccl_perf.parquet"),
     "moe": ("moe", "moe_perf.parquet"),
+    "compute_scale": ("quantize", "computescale_perf.parquet"),
     "context_mla": ("mla", "context_mla_perf.parquet"),
     "generation_mla": ("mla", "generation_mla_perf.parquet"),
 }
@@ -328,3 +330,73 @@ def load(family: str, devices: list[str] | None = None, frameworks: list[str] | 
         if out.empty:
             raise MeasuredDataError(f"no {family} measurements for frameworks {frameworks}")
     return out.reset_index(drop=True)
+
+
+@functools.cache
+def _compute_scale_grid(system: str, framework: str) -> tuple[Any, Any, Any] | None:
+    """(m grid, k grid, seconds[m, k]) of ``framework``'s compute_scale table on ``system``, or None."""
+    import numpy as np
+
+    df = _frame(system, "compute_scale")
+    if df is None:
+        return None
+    df = df[(df["framework"] == framework) & (df["quant_dtype"].astype(str) == "fp8")]
+    if df.empty:
+        return None
+    p = df.pivot_table(index="m", columns="k", values="latency", aggfunc="median").sort_index()
+    p = p.sort_index(axis=1).interpolate(axis=0, limit_direction="both")
+    return (
+        p.index.to_numpy(dtype=float),
+        p.columns.to_numpy(dtype=float),
+        np.clip(p.to_numpy(dtype=float), 0.0, None) * 1e-3,
+    )
+
+
+def _grid_value(grid: tuple[Any, Any, Any], m: Any, k: Any) -> Any:
+    """Bilinear interpolation of a compute_scale grid at ``(m, k)``; beyond the largest measured
+    ``m`` or ``k`` the edge value grows in proportion (the scale is one read of the ``m x k``
+    activation at large sizes: memory-bound), below the smallest it is the edge value."""
+    import numpy as np
+
+    gm, gk, t = grid
+    m = np.asarray(m, dtype=float)
+    k = np.asarray(k, dtype=float)
+    mc, kc = np.clip(m, gm[0], gm[-1]), np.clip(k, gk[0], gk[-1])
+    i = np.clip(np.searchsorted(gm, mc, side="right") - 1, 0, len(gm) - 2)
+    j = np.clip(np.searchsorted(gk, kc, side="right") - 1, 0, len(gk) - 2)
+    wm = (mc - gm[i]) / (gm[i + 1] - gm[i])
+    wk = (kc - gk[j]) / (gk[j + 1] - gk[j])
+    v = (
+        t[i, j] * (1 - wm) * (1 - wk)
+        + t[i + 1, j] * wm * (1 - wk)
+        + t[i, j + 1] * (1 - wm) * wk
+        + t[i + 1, j + 1] * wm * wk
+    )
+    return v * np.maximum(m / gm[-1], 1.0) * np.maximum(k / gk[-1], 1.0)
+
+
+def compute_scale_s(device: str, framework: str, m: Any, k: Any) -> Any:
+    """Seconds a dynamic per-tensor FP8 activation scale adds to one ``m x k`` GEMM input over a
+    static (calibrated) scale: the wheel's ``quantize/<framework>/computescale_perf`` table.
+
+    Its collector (``collector/trtllm/collect_computescale.py`` of ai-dynamo/aiconfigurator) times
+    ``quantize_e4m3_per_tensor`` (the amax reduction, then the cast) and
+    ``static_quantize_e4m3_per_tensor`` (the cast by a given scale) on a bf16 ``m x k`` input and
+    records the difference; vLLM's table is its dynamic per-token quantisation minus the static one,
+    SGLang's is zero. The ``fp8`` GEMM tables time a linear layer whose input scale is computed each
+    call (TensorRT-LLM's ``Linear`` without an ``input_scale`` quantises dynamically), and the wheel's
+    own queries price a GEMM of a statically scaled checkpoint as that time minus this table
+    (``GEMMQuantMode.fp8_static``: ``aiconfigurator_core.sdk.perf_database._gemm_key_names``, "static
+    FP8 from dynamic FP8"; on H100 TensorRT-LLM, 18.5 us - 7.2 us = 11.3 us for a 1 x 4096 x 4096
+    GEMM). ``device``'s own table, else the median over the measured devices that have one;
+    interpolation :func:`_grid_value`. An array of ``m``'s shape; zeros when no device has one.
+    """
+    import numpy as np
+
+    own = [s for s, d in SYSTEMS.items() if d == device]
+    grids = [g for s in own if (g := _compute_scale_grid(s, framework)) is not None]
+    if not grids:
+        grids = [g for s in SYSTEMS if (g := _compute_scale_grid(s, framework)) is not None]
+    if not grids:
+        return np.zeros(np.shape(np.asarray(m, dtype=float)))
+    return np.median(np.stack([_grid_value(g, m, k) for g in grids]), axis=0)

@@ -24,6 +24,14 @@ from the device's own measured kernels of the chosen framework and dtype, from a
 neighbour (other devices, frameworks, or a named dtype substitution) or from its
 bound alone (:mod:`graphs.serving.kernel_sources`).
 
+Sibling projections are one kernel (:func:`projection_groups`): the linear layers that read the
+same input with the same shape of it (q, k and v; gate and up; MLA's q_a and kv_a) run as one GEMM of
+their summed width in every served engine (vLLM's and SGLang's ``QKVParallelLinear`` and
+``MergedColumnParallelLinear``, ``vllm/model_executor/models/llama.py``; TensorRT-LLM's fused
+``qkv_proj`` and ``gate_up_proj``, ``tensorrt_llm/_torch/models/modeling_llama.py``), so the group
+is priced as that GEMM and its time split over the members by width. Priced apart, each small
+projection would pay a whole kernel's fixed cost (10-15 us at decode batches on H100).
+
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
 interpolated linearly in log-latency over log-shape between grid points
@@ -69,6 +77,9 @@ __all__ = [
     "Prediction",
     "calibration_source",
     "dtype_key",
+    "FP8_SCALES",
+    "projection_groups",
+    "fused_row",
     "kernel_row",
     "predict_step",
     "price_rows",
@@ -79,6 +90,11 @@ __all__ = [
     "SUBSTITUTES",
     "WARN_SHARE",
 ]
+
+#: how FP8 activations are scaled: computed each call (``dynamic``: vLLM's online ``--quantization
+#: fp8``, ``activation_scheme: dynamic``) or calibrated once (``static``: ModelOpt/TensorRT-LLM FP8
+#: checkpoints, ``activation_scheme: static``); :func:`price_rows`
+FP8_SCALES = ("dynamic", "static")
 
 _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
 
@@ -241,6 +257,42 @@ def dtype_key(family: str, row: dict[str, Any]) -> str:
     return _dtype_key(family, row)
 
 
+def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
+    """Each linear node that runs fused with its siblings -> the group's member names, in order
+    (module doc). ``nodes``: (name, attributes) pairs of a graph's nodes.
+
+    Siblings are GEMM nodes of role ``linear`` that read the same tensor (their first input) with
+    the same ``M``, ``K``, dtypes, repeat count, layer group and phase; a node without siblings is
+    not in the result.
+    """
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, d in nodes:
+        if d.get("kind") != "op" or d.get(ROLE) != Role.LINEAR or _family(d) != "gemm":
+            continue
+        ins = d.get("inputs") or ()
+        p = d.get("params") or {}
+        if not ins or "N" not in p:
+            continue
+        key = (
+            str(getattr(ins[0], "name", ins[0])),
+            *(str(p.get(f)) for f in ("M", "K", "dtype", "w_dtype")),
+            str(d.get("repeat", 1)),
+            str(d.get("group")),
+            str(d.get("phase")),
+        )
+        groups.setdefault(key, []).append(str(name))
+    return {n: tuple(ms) for ms in groups.values() if len(ms) > 1 for n in ms}
+
+
+def fused_row(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
+    """One GEMM row of sibling rows (:func:`projection_groups`): their summed ``n``, and each
+    member's share of it (its ``n`` over the sum)."""
+    if len(rows) == 1:
+        return rows[0], [1.0]
+    total = float(sum(float(r["n"]) for r in rows))
+    return {**rows[0], "n": total}, [float(r["n"]) / total for r in rows]
+
+
 def unmeasured_basis(node: dict[str, Any], params: dict[str, Any]) -> str:
     """Why a node has no measured kernel: the bound-share reason :func:`predict_step` names."""
     return _unmeasured(node, params)
@@ -255,14 +307,27 @@ def price_rows(
     *,
     cold_l2: bool = True,
     grey_box: bool = True,
+    fp8_scales: str = "dynamic",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Calibrated and grey-box seconds (one kernel each, no repeat) of ``rows`` of one family
     and dtype key, priced by the fits of ``src`` (:func:`kernel_source`, which has fits): the
     fastest of the framework's fitted kernels (:func:`costmodel.measured.applied.fastest`) on
     the rows' features, without the L2 speed-up when ``cold_l2`` (module doc). Without
-    ``grey_box`` the residual correction is skipped and the calibrated seconds come twice."""
+    ``grey_box`` the residual correction is skipped and the calibrated seconds come twice.
+
+    FP8 GEMMs with ``fp8_scales="static"`` (a checkpoint's calibrated per-tensor input scale:
+    ModelOpt and TensorRT-LLM FP8 checkpoints) drop the time the measured kernels spend computing
+    the scale each call, the framework's compute_scale table
+    (:func:`costmodel.measured.corpus.compute_scale_s`), never below the row's roofline bound:
+
+    .. math:: t_{static}(m, n, k) = \\max\\big(t_{fp8}(m, n, k) - t_{scale}(m, k),\\ t_{bound}\\big)
+    """
     from costmodel.measured.applied import fastest
+    from costmodel.measured.corpus import compute_scale_s
     from costmodel.measured.efficiency import features
+
+    if fp8_scales not in FP8_SCALES:
+        raise CostModelError(f"fp8_scales {fp8_scales!r} not allowed; allowed: {', '.join(FP8_SCALES)}")
 
     rows = [with_key(family, r, src.key) for r in rows]
     if family == "all_reduce":
@@ -272,10 +337,17 @@ def price_rows(
     if cold_l2:
         x = dataclasses.replace(x, l2=np.zeros_like(x.l2))
     cal = fastest(src.fits, src.key, x, df=df, family=family)
-    if not grey_box:
-        return cal, cal
-    res = calibration_residuals(hw.name, framework, family, (src.key,))
-    return cal, fastest(src.fits, src.key, x, res, df, family=family)
+    corr = cal
+    if grey_box:
+        res = calibration_residuals(hw.name, framework, family, (src.key,))
+        corr = fastest(src.fits, src.key, x, res, df, family=family)
+    if family == "gemm" and src.key == "fp8" and fp8_scales == "static":
+        scale = compute_scale_s(
+            hw.name, framework, df["m"].to_numpy(dtype=float), df["k"].to_numpy(dtype=float)
+        )
+        cal = np.maximum(cal - scale, x.bound_s)
+        corr = np.maximum(corr - scale, x.bound_s)
+    return cal, (corr if grey_box else cal)
 
 
 def predict_step(
@@ -290,8 +362,12 @@ def predict_step(
     framework: str = "vllm",
     measured: bool = False,
     cold_l2: bool = True,
+    fp8_scales: str = "dynamic",
+    fuse_projections: bool = True,
 ) -> Prediction:
-    """Bound, calibrated prediction and (optionally) measured composition of one step."""
+    """Bound, calibrated prediction and (optionally) measured composition of one step
+    (``fp8_scales``: how FP8 activations are scaled, :func:`price_rows`; ``fuse_projections``:
+    sibling projections priced as one GEMM, the module doc)."""
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
     if phase == "decode":
@@ -304,10 +380,15 @@ def predict_step(
             raise CostModelError("prefill prediction needs seq")
         point = {B_sym: batch, S_sym: seq}
         where = {"batch": batch, "seq": seq}
-    by_key: dict[tuple[str, str], list[tuple[dict[str, Any], float, float, str]]] = {}
+    # one kernel each: (row, repeat, bound, member names, member shares, member bounds)
+    by_key: dict[
+        tuple[str, str], list[tuple[dict[str, Any], float, float, tuple[str, ...], list[float], list[float]]]
+    ] = {}
     other_bound = 0.0
     total_bound = 0.0
     nodes: dict[str, dict[str, Any]] = {}
+    fused = projection_groups(cs.graph.nodes(data=True)) if fuse_projections else {}
+    pending: dict[tuple[str, ...], list[tuple[tuple[str, dict[str, Any]], float, float, str]]] = {}
     for name, d in cs.graph.nodes(data=True):
         if d.get("kind") != "op":
             continue
@@ -327,7 +408,23 @@ def predict_step(
                 "basis": _unmeasured(d, params),
             }
             continue
-        by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, str(name)))
+        members = fused.get(str(name))
+        if members is None:
+            by_key.setdefault((hit[0], _dtype_key(*hit)), []).append(
+                (hit[1], rep, b, (str(name),), [1.0], [b])
+            )
+            continue
+        got = pending.setdefault(members, [])
+        got.append((hit, rep, b, str(name)))
+        if len(got) == len(members):  # the group's last member: one fused kernel
+            row, shares = fused_row([g[0][1] for g in got])
+            by_key.setdefault((hit[0], _dtype_key(*hit)), []).append(
+                (row, rep, sum(g[2] for g in got), tuple(g[3] for g in got), shares, [g[2] for g in got])
+            )
+    for members, got in pending.items():  # a group with an unmeasured member: the rest apart
+        if len(got) < len(members):
+            for hit, rep, b, n in got:
+                by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, (n,), [1.0], [b]))
     predicted = other_bound
     corrected = other_bound
     own_device = False
@@ -344,33 +441,41 @@ def predict_step(
                 corrected += it[2]
                 if meas_total is not None:  # measured
                     meas_total += it[2]
-                nodes[it[3]] = {
-                    "family": None,
-                    "bound_s": it[2],
-                    "predicted_s": it[2],
-                    "corrected_s": it[2],
-                    "source": source,
-                    "basis": basis,
-                }
+                for n, b in zip(it[3], it[5], strict=True):
+                    nodes[n] = {
+                        "family": None,
+                        "bound_s": b,
+                        "predicted_s": b,
+                        "corrected_s": b,
+                        "source": source,
+                        "basis": basis,
+                    }
             summary["unmeasured ops (bound)"]["bound_s"] = other_bound
             continue
         rows = [with_key(fam, it[0], priced) for it in items]
         if fam == "all_reduce":
             rows = [{**r, "backend": framework} for r in rows]
         reps = np.array([it[1] for it in items])
-        pred, corr = price_rows(hw, framework, fam, src, [it[0] for it in items], cold_l2=cold_l2)
-        fam_pred = float(pred @ reps)
-        fam_corr = float(corr @ reps)
+        pred, corr = price_rows(
+            hw, framework, fam, src, [it[0] for it in items], cold_l2=cold_l2, fp8_scales=fp8_scales
+        )
         fam_bound = float(sum(it[2] for it in items))
+        fam_pred = fam_corr = 0.0
         for it, pr, cr in zip(items, pred * reps, corr * reps, strict=True):
-            nodes[it[3]] = {
-                "family": fam,
-                "bound_s": it[2],
-                "predicted_s": float(pr),
-                "corrected_s": float(cr),
-                "source": source,
-                "basis": basis,
-            }
+            for n, share, b in zip(it[3], it[4], it[5], strict=True):
+                # a fused member's share never below its own bound (the split is by width)
+                p_n, c_n = max(float(pr) * share, b), max(float(cr) * share, b)
+                fam_pred += p_n
+                fam_corr += c_n
+                nodes[n] = {
+                    "family": fam,
+                    "bound_s": b,
+                    "predicted_s": p_n,
+                    "corrected_s": c_n,
+                    "source": source,
+                    "basis": basis,
+                    **({"fused_with": [m for m in it[3] if m != n]} if len(it[3]) > 1 else {}),
+                }
         predicted += fam_pred
         corrected += fam_corr
         entry = summary.setdefault(fam, {"bound_s": 0.0, "predicted_s": 0.0, "corrected_s": 0.0})

@@ -115,10 +115,20 @@ class Predictor:
     framework: str | None = None
     cold_l2: bool = True  #: drop the fits' L2 speed-up (weights are not L2 resident in a step)
     quantile: float | None = None  #: the held-out error quantile priced (None: the point prediction)
+    #: FP8 activation scales, dynamic or static (:func:`graphs.serving.predict.price_rows`)
+    fp8_scales: str = "dynamic"
+    #: sibling projections (q/k/v, gate/up) priced as the one GEMM engines run (:mod:`graphs.serving.predict`)
+    fuse_projections: bool = True
 
     def __post_init__(self) -> None:
+        from .predict import FP8_SCALES
+
         if self.kind not in KINDS:
             raise CostModelError(f"predictor kind {self.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+        if self.fp8_scales not in FP8_SCALES:
+            raise CostModelError(
+                f"predictor fp8_scales {self.fp8_scales!r} not allowed; allowed: {', '.join(FP8_SCALES)}"
+            )
         q = self.quantile
         if q is not None and not (isinstance(q, int | float) and 0 < q < 1):
             raise CostModelError(f"predictor quantile must be in (0, 1) or None, got {q!r}")
@@ -127,6 +137,8 @@ class Predictor:
                 raise CostModelError(f"the bound predictor takes no framework, got {self.framework!r}")
             if q is not None:
                 raise CostModelError("the bound predictor has no error quantile (it is a lower bound)")
+            if self.fp8_scales != "dynamic":
+                raise CostModelError("the bound predictor prices no measured kernel: fp8_scales is theirs")
             return
         fws = _frameworks()
         if self.framework not in fws:
@@ -135,14 +147,24 @@ class Predictor:
             )
 
     @classmethod
-    def of(cls, framework: str | None, *, grey_box: bool = True, quantile: float | None = None) -> Predictor:
+    def of(
+        cls,
+        framework: str | None,
+        *,
+        grey_box: bool = True,
+        quantile: float | None = None,
+        fp8_scales: str = "dynamic",
+    ) -> Predictor:
         """``--predict FRAMEWORK``: the framework's kernels, their efficiency fits times the shape
         residuals (grey-box: held-out MAPE on random 20 % of shapes 6.3 % against the fits' 12.8 %
         for H100 GEMMs, 9.1 against 15.9 % for its decode attention, ``docs/accuracy.md``);
-        ``grey_box=False``: the fits alone; None: the bound."""
+        ``grey_box=False``: the fits alone; None: the bound. ``fp8_scales="static"``: FP8 GEMMs of
+        a checkpoint with calibrated activation scales (:func:`graphs.serving.predict.price_rows`)."""
         if framework is None:
             return cls()
-        return cls("grey-box" if grey_box else "calibrated", framework, quantile=quantile)
+        return cls(
+            "grey-box" if grey_box else "calibrated", framework, quantile=quantile, fp8_scales=fp8_scales
+        )
 
     def at(self, quantile: float | None) -> Predictor:
         """This predictor at another held-out error quantile (None: the point prediction)."""
@@ -174,7 +196,8 @@ class Predictor:
             return "roofline bound"
         extra = " with shape residuals" if self.kind == "grey-box" else ""
         at = "" if self.quantile is None else f", at the P{100 * self.quantile:g} of their held-out errors"
-        return f"predicted from {self.framework} kernels{extra}{at}"
+        scales = ", static FP8 activation scales" if self.fp8_scales == "static" else ""
+        return f"predicted from {self.framework} kernels{extra}{scales}{at}"
 
     def log_factor(self, device: str, family: str, key: str) -> float:
         """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
@@ -293,11 +316,13 @@ def _tabulate_point(
     hw: Hardware, pred: Predictor, forms: list[tuple[str, _NodeForms]], points: np.ndarray
 ) -> list[_Table]:
     """:func:`tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
-    from .predict import dtype_key, kernel_row, price_rows, unmeasured_basis
+    from .predict import dtype_key, fused_row, kernel_row, price_rows, projection_groups, unmeasured_basis
 
     assert pred.framework is not None
     out: list[_Table] = []
-    groups: dict[tuple[str, str], list[tuple[int, int, dict[str, Any], float]]] = {}
+    # one kernel row per point: ([(table index, share of the kernel's time)], point, row, repeat)
+    groups: dict[tuple[str, str], list[tuple[list[tuple[int, float]], int, dict[str, Any], float]]] = {}
+    hit_of: dict[int, list[tuple[tuple[str, dict[str, Any]], int, float]]] = {}
     for ni, (n, nf) in enumerate(forms):
         out.append(_Table(n, "bound", "", None))
         hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
@@ -310,9 +335,21 @@ def _tabulate_point(
                 break
             hits.append((hit, pi, float(reps[pi])))
         if hits:
-            dk = dtype_key(*hits[0][0])
-            for (fam, row), pi, rep in hits:
-                groups.setdefault((fam, dk), []).append((ni, pi, row, rep))
+            hit_of[ni] = hits
+    index = {n: i for i, (n, _) in enumerate(forms)}
+    fused = projection_groups((n, nf.node) for n, nf in forms) if pred.fuse_projections else {}
+    done: set[int] = set()
+    for ni, hits in hit_of.items():
+        if ni in done:
+            continue
+        members = [index[m] for m in fused.get(forms[ni][0], ()) if m in index]
+        if len(members) < 2 or not all(m in hit_of for m in members):
+            members = [ni]
+        done.update(members)
+        dk = dtype_key(*hits[0][0])
+        for j, ((fam, _), pi, rep) in enumerate(hits):
+            row, shares = fused_row([hit_of[m][j][0][1] for m in members])
+            groups.setdefault((fam, dk), []).append((list(zip(members, shares, strict=True)), pi, row, rep))
     for (fam, key), items in groups.items():
         src = kernel_source(hw.name, pred.framework, fam, key)
         if not src.fits:
@@ -327,14 +364,16 @@ def _tabulate_point(
             [it[2] for it in items],
             cold_l2=pred.cold_l2,
             grey_box=pred.kind == "grey-box",
+            fp8_scales=pred.fp8_scales,
         )
         sec = p_corr if pred.kind == "grey-box" else p_cal
-        for (ni, pi, _, rep), s in zip(items, sec, strict=True):
-            t = out[ni]
-            if t.values is None:
-                t.values = np.full(len(points), np.nan)
-                t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
-            t.values[pi] = float(s) * rep
+        for (targets, pi, _, rep), s in zip(items, sec, strict=True):
+            for ni, share in targets:
+                t = out[ni]
+                if t.values is None:
+                    t.values = np.full(len(points), np.nan)
+                    t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
+                t.values[pi] = float(s) * rep * share
     for t in out:
         if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
             raise CostModelError(f"{t.name}: the {pred.label} is not a positive number on its grid")

@@ -1,0 +1,154 @@
+"""Kernels as the engines run them: sibling projections fused into one GEMM, and FP8 GEMMs of a
+checkpoint with static activation scales (graphs.serving.predict).
+
+The grouping tests run everywhere. The pricing tests read the measured corpus (the [measured]
+extra) and are marked slow. Their independent references: the wheel's own ``fp8_static`` GEMM
+queries (aiconfigurator-core 0.12.0's compiled engine, ``GEMMQuantMode.fp8_static``: its ``fp8``
+table time minus its compute_scale table, 18.49 - 11.30 us for a 1 x 4096 x 4096 GEMM on H100
+with TensorRT-LLM 1.3.0rc20), and the price of one GEMM of the summed width.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from graphs.serving.compiled import compiled_step
+from graphs.serving.predict import fused_row, projection_groups
+from graphs.serving.predictor import Predictor
+from models.resolver import resolve_model
+
+H100 = get_device("h100")
+
+
+def _groups(model: str) -> set[tuple[str, ...]]:
+    g = compiled_step(resolve_model(model), H100, "decode", tp=1).graph
+    return set(projection_groups(g.nodes(data=True)).values())
+
+
+def test_llama_fuses_qkv_and_gate_up_only():
+    # vLLM's LlamaAttention.qkv_proj (QKVParallelLinear) and LlamaMLP.gate_up_proj
+    # (MergedColumnParallelLinear): two fused GEMMs; o_proj and down_proj read other tensors
+    assert _groups("llama-3.1-8b") == {
+        ("layers.q_proj", "layers.k_proj", "layers.v_proj"),
+        ("layers.mlp.up_proj", "layers.mlp.gate_proj"),
+    }
+
+
+def test_mla_fuses_its_down_projections_and_keeps_the_router_apart():
+    # vLLM's DeepSeek-V2/V3 fused_qkv_a_proj (q_a and kv_a read the hidden state); the router
+    # (role router) reads the same tensor but is its own kernel
+    groups = _groups("deepseek-v3")
+    assert ("moe.q_a_proj", "moe.kv_a_proj") in groups
+    assert ("moe.shared.up_proj", "moe.shared.gate_proj") in groups
+    assert not any("router" in n for g in groups for n in g)
+
+
+def test_fused_row_sums_the_widths():
+    row, shares = fused_row([{"m": 8, "n": 4096, "k": 4096}, {"m": 8, "n": 1024, "k": 4096}])
+    assert row == {"m": 8, "n": 5120.0, "k": 4096} and shares == [0.8, 0.2]
+    assert fused_row([{"m": 1, "elements": 4}]) == ({"m": 1, "elements": 4}, [1.0])
+
+
+def test_fp8_scales_are_checked():
+    with pytest.raises(CostModelError, match="fp8_scales 'per-row' not allowed; allowed: dynamic, static"):
+        Predictor.of("trtllm", fp8_scales="per-row")
+    with pytest.raises(CostModelError, match="the bound predictor prices no measured kernel"):
+        Predictor(fp8_scales="static")
+    assert "static FP8 activation scales" in Predictor.of("trtllm", fp8_scales="static").label
+
+
+def test_fp8_scales_without_a_predictor_is_refused(capsys):
+    from costmodel.cli import main
+
+    args = ["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "512"]
+    assert main([*args, "--fp8-scales", "static"]) == 2
+    assert "--fp8-scales static prices measured FP8 kernels: add --predict" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the measured corpus
+
+
+@pytest.fixture(scope="module")
+def corpus() -> None:
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+
+
+@pytest.mark.slow
+def test_compute_scale_matches_the_wheels_static_fp8_gemms(corpus):
+    from costmodel.measured.corpus import compute_scale_s
+
+    # aiconfigurator-core 0.12.0, h100_sxm trtllm 1.3.0rc20, n = k = 4096: fp8 - fp8_static (us)
+    wheel = {1: 18.49 - 11.30, 256: 21.83 - 13.68, 8192: 282.01 - 224.75}
+    ours = compute_scale_s("h100-sxm", "trtllm", np.array(list(wheel)), np.full(len(wheel), 4096))
+    assert ours * 1e6 == pytest.approx(list(wheel.values()), abs=0.02)
+    # vLLM's dynamic per-token quantisation costs little over its static one; SGLang's table is zero
+    assert compute_scale_s("h100-sxm", "vllm", 1, 4096) * 1e6 == pytest.approx(0.61, abs=0.02)
+    assert compute_scale_s("h100-sxm", "sglang", 1, 4096) == 0
+
+
+@pytest.mark.slow
+def test_static_scales_drop_the_scale_and_never_go_below_the_bound(corpus):
+    from costmodel.measured.corpus import compute_scale_s
+    from costmodel.measured.efficiency import features
+    from graphs.serving.predict import kernel_source, price_rows
+
+    src = kernel_source(H100.name, "trtllm", "gemm", "fp8")
+    rows = [
+        {"m": m, "n": n, "k": k, "dtype": "fp8"}
+        for m in (1, 64, 4096)
+        for n, k in ((4096, 4096), (512, 8192))
+    ]
+    dyn = price_rows(H100, "trtllm", "gemm", src, rows)
+    sta = price_rows(H100, "trtllm", "gemm", src, rows, fp8_scales="static")
+    import pandas as pd
+
+    bound = features("gemm", pd.DataFrame(rows), H100).bound_s
+    scale = compute_scale_s(H100.name, "trtllm", [r["m"] for r in rows], [r["k"] for r in rows])
+    for d, s in zip(dyn, sta, strict=True):
+        assert np.allclose(s, np.maximum(d - scale, bound))
+        assert np.all(s <= d) and np.all(s >= bound)
+    bf16 = kernel_source(H100.name, "trtllm", "gemm", "bfloat16")
+    rows16 = [{**r, "dtype": "bfloat16"} for r in rows]
+    a = price_rows(H100, "trtllm", "gemm", bf16, rows16)
+    b = price_rows(H100, "trtllm", "gemm", bf16, rows16, fp8_scales="static")
+    assert np.array_equal(a[1], b[1])  # only FP8 GEMMs have an activation scale
+
+
+@pytest.mark.slow
+def test_decode_prices_qkv_as_one_gemm(corpus):
+    from graphs.serving.predict import kernel_source, predict_step, price_rows
+
+    cfg = resolve_model("llama-3.1-8b")
+    fused = predict_step(cfg, H100, "decode", batch=16, ctx=1024, framework="vllm")
+    apart = predict_step(cfg, H100, "decode", batch=16, ctx=1024, framework="vllm", fuse_projections=False)
+    src = kernel_source(H100.name, "vllm", "gemm", "bfloat16")
+    one = price_rows(
+        H100, "vllm", "gemm", src, [{"m": 16, "n": 4096 + 2 * 1024, "k": 4096, "dtype": "bfloat16"}]
+    )
+    qkv = [fused.nodes[f"layers.{p}_proj"]["corrected_s"] for p in "qkv"]
+    assert sum(qkv) == pytest.approx(float(one[1][0]) * 32, rel=1e-9)  # 32 layers
+    assert qkv[1] / qkv[0] == pytest.approx(1024 / 4096)  # split by width
+    assert fused.nodes["layers.k_proj"]["fused_with"] == ["layers.q_proj", "layers.v_proj"]
+    assert "fused_with" not in fused.nodes["layers.o_proj"]
+    # a small projection priced apart pays a whole kernel's fixed cost
+    assert fused.corrected_s < apart.corrected_s
+    assert fused.bound_s == apart.bound_s
+
+
+@pytest.mark.slow
+def test_the_simulator_prices_the_same_fused_and_static_kernels(corpus):
+    from graphs.serving.predict import predict_step
+    from graphs.serving.priced import priced_step
+
+    cfg = resolve_model("llama-3.1-8b").replace(dtype="fp8", matmul_dtype="fp8", kv_dtype="fp8")
+    pred = Predictor.of("trtllm", fp8_scales="static")
+    step = priced_step(cfg, H100, "decode", tp=1, predictor=pred).step(64, 2048)
+    exact = predict_step(cfg, H100, "decode", batch=64, ctx=2048, framework="trtllm", fp8_scales="static")
+    assert step == pytest.approx(exact.corrected_s, rel=0.01)
+    dynamic = predict_step(cfg, H100, "decode", batch=64, ctx=2048, framework="trtllm")
+    # 32 layers x 4 FP8 GEMMs (qkv, o, gate_up, down) each drop about 7.5 us of scale computation
+    assert dynamic.corrected_s - exact.corrected_s == pytest.approx(32 * 4 * 7.5e-6, rel=0.1)
