@@ -1,5 +1,6 @@
-"""Kernels as the engines run them: sibling projections fused into one GEMM, and FP8 GEMMs of a
-checkpoint with static activation scales (graphs.serving.predict).
+"""Kernels as the engines run them: sibling projections fused into one GEMM, FP8 GEMMs of a
+checkpoint with static activation scales, and the small unmeasured ops as the engine's kernels,
+each at least the device's shortest measured kernel (graphs.serving.predict).
 
 The grouping tests run everywhere. The pricing tests read the measured corpus (the [measured]
 extra) and are marked slow. Their independent references: the wheel's own ``fp8_static`` GEMM
@@ -16,7 +17,12 @@ import pytest
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from graphs.serving.compiled import compiled_step
-from graphs.serving.predict import fused_row, projection_groups
+from graphs.serving.predict import (
+    fused_row,
+    projection_groups,
+    small_kernel_groups,
+    small_kernel_times,
+)
 from graphs.serving.predictor import Predictor
 from models.resolver import resolve_model
 
@@ -50,6 +56,37 @@ def test_fused_row_sums_the_widths():
     row, shares = fused_row([{"m": 8, "n": 4096, "k": 4096}, {"m": 8, "n": 1024, "k": 4096}])
     assert row == {"m": 8, "n": 5120.0, "k": 4096} and shares == [0.8, 0.2]
     assert fused_row([{"m": 1, "elements": 4}]) == ({"m": 1, "elements": 4}, [1.0])
+
+
+def test_small_kernels_follow_each_engine():
+    g = compiled_step(resolve_model("llama-3.1-8b"), H100, "decode", tp=1).graph
+    vllm = set(small_kernel_groups(g.nodes(data=True), "vllm").values())
+    # fused_add_rms_norm (the residual inside the norm), one rotary_embedding for q and k, one
+    # reshape_and_cache_flash for k and v, silu_and_mul, the embedding gather
+    assert vllm == {
+        ("layers.attn_norm",),
+        ("layers.mlp_norm",),
+        ("head.final_norm",),
+        ("layers.rope_q", "layers.rope_k"),
+        ("layers.k_cache_write", "layers.v_cache_write"),
+        ("layers.mlp.act",),
+        ("embed.embed_tokens",),
+    }
+    trt = set(small_kernel_groups(g.nodes(data=True), "trtllm").values())
+    # TensorRT-LLM's attention op rotates and appends the KV itself
+    assert trt == vllm - {
+        ("layers.rope_q", "layers.rope_k"),
+        ("layers.k_cache_write", "layers.v_cache_write"),
+    }
+
+
+def test_small_kernel_times_by_hand():
+    # two members of one kernel repeated 32 times, floor 1.5 us: the 48 us split 3:1 by bound
+    t = small_kernel_times(np.array([[3e-6], [1e-6]]), np.array([32.0]), 1.5e-6)
+    assert t[:, 0] == pytest.approx([36e-6, 12e-6])
+    # a bound above its share stays; zero bounds split evenly
+    assert small_kernel_times(np.array([[60e-6], [1e-6]]), np.array([32.0]), 1.5e-6)[0, 0] == 60e-6
+    assert small_kernel_times(np.zeros((2, 1)), np.array([1.0]), 2e-6)[:, 0] == pytest.approx([1e-6, 1e-6])
 
 
 def test_fp8_scales_are_checked():
@@ -152,3 +189,26 @@ def test_the_simulator_prices_the_same_fused_and_static_kernels(corpus):
     dynamic = predict_step(cfg, H100, "decode", batch=64, ctx=2048, framework="trtllm")
     # 32 layers x 4 FP8 GEMMs (qkv, o, gate_up, down) each drop about 7.5 us of scale computation
     assert dynamic.corrected_s - exact.corrected_s == pytest.approx(32 * 4 * 7.5e-6, rel=0.1)
+
+
+@pytest.mark.slow
+def test_small_kernels_cost_the_shortest_measured_kernel(corpus):
+    from costmodel.measured.corpus import small_kernel_s
+    from graphs.serving.predict import predict_step
+
+    # the wheel's h100_sxm/quantize/trtllm/1.3.0rc20 scale_matrix rows (m <= 8, k <= 8192): 1.40 us
+    floor = small_kernel_s("h100-sxm")
+    assert floor == pytest.approx(1.40e-6, abs=0.01e-6)
+    p = predict_step(resolve_model("llama-3.1-8b"), H100, "decode", batch=1, ctx=512, framework="vllm")
+    n = p.nodes
+    assert n["layers.attn_norm"]["corrected_s"] == pytest.approx(32 * floor)
+    assert n["layers.rope_q"]["corrected_s"] + n["layers.rope_k"]["corrected_s"] == pytest.approx(32 * floor)
+    assert n["layers.attn_residual"]["source"] == "bound"  # inside the next norm
+    assert p.corrected_coverage.neighbour_s == pytest.approx(
+        sum(v["corrected_s"] for v in n.values() if v["source"] == "neighbour")
+    )
+    off = predict_step(
+        resolve_model("llama-3.1-8b"), H100, "decode", batch=1, ctx=512, framework="vllm", small_kernels=False
+    )
+    # 32 layers x 5 kernels + the embedding and the final norm, each 1.4 us, over their bounds
+    assert p.corrected_s - off.corrected_s == pytest.approx((32 * 5 + 2) * floor, rel=0.02)

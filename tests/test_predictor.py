@@ -104,13 +104,24 @@ def _exact(phase: str, **kw):
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 8, 131, 700, 4099, 8933, 2**17])
 def test_token_kernels_equal_predict_step_at_grid_points(step, n):
-    """At a grid point the table holds predict_step's own node prediction (same rows, same fits)."""
+    """At a grid point the table holds predict_step's own node prediction (same rows, same fits);
+    a small kernel's holds its share of the kernel floor, which the step takes where it exceeds the
+    node's bound (predict_step's node time then)."""
     assert n in step.token_grid
     p = _exact("decode", batch=n, ctx=128)
     tab = dict(zip(step.kernel_names, step.tokens_table(n, n), strict=True))
     assert tab  # the GEMMs (projections, MLP, lm_head) are measured
     for name, t in tab.items():
-        assert t == pytest.approx(p.nodes[name][FIELD], rel=1e-9), name
+        _same_kernel(t, p.nodes[name], 1e-9, name)
+
+
+def _same_kernel(t, node, rel, what):
+    """A table value against predict_step's node: equal for a measured kernel and for a small
+    kernel whose floor binds; where a small kernel's bound binds, the floor share is below it."""
+    if node["family"] is not None or node["source"] == "neighbour":
+        assert t == pytest.approx(node[FIELD], rel=rel), what
+    else:
+        assert t <= node[FIELD] * (1 + rel), what
 
 
 @pytest.mark.slow
@@ -140,7 +151,7 @@ def test_between_grid_points_within_tolerance(step):
     for n in mids[::6]:
         p = _exact("decode", batch=n, ctx=128)
         for name, t in zip(step.kernel_names, step.tokens_table(n, n), strict=True):
-            assert t == pytest.approx(p.nodes[name][FIELD], rel=TOL_BETWEEN), (n, name)
+            _same_kernel(t, p.nodes[name], TOL_BETWEEN, (n, name))
     for batch, ctx in ((3, 300), (12, 700), (45, 2900), (181, 5000), (300, 12000)):
         p = _exact("decode", batch=batch, ctx=ctx)
         got = step.decode_attention(0, batch, ctx)

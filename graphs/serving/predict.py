@@ -32,6 +32,13 @@ their summed width in every served engine (vLLM's and SGLang's ``QKVParallelLine
 is priced as that GEMM and its time split over the members by width. Priced apart, each small
 projection would pay a whole kernel's fixed cost (10-15 us at decode batches on H100).
 
+Small ops the corpus does not measure (norms, activations, RoPE, KV-cache writes, the embedding
+gather) are kernels too: each engine kernel costs at least the device's shortest measured kernel
+(:func:`costmodel.measured.corpus.small_kernel_s`, 1.4 us on H100), however little it moves, where its
+bound would be a few nanoseconds at a decode batch. Which of the graph's small ops run as their
+own kernels is the engine's (:data:`SMALL_KERNELS`, :func:`small_kernel_groups`); that time rests on
+a neighbour (a measured kernel of another op), said in the coverage.
+
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
 interpolated linearly in log-latency over log-shape between grid points
@@ -80,6 +87,12 @@ __all__ = [
     "FP8_SCALES",
     "projection_groups",
     "fused_row",
+    "SMALL_KERNELS",
+    "SMALL_KERNEL",
+    "small_kernel_basis",
+    "small_kernel_groups",
+    "small_kernel_times",
+    "small_kernel_floor",
     "kernel_row",
     "predict_step",
     "price_rows",
@@ -284,6 +297,89 @@ def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     return {n: tuple(ms) for ms in groups.values() if len(ms) > 1 for n in ms}
 
 
+#: per framework, how it runs the graph's small unmeasured ops (module doc): ``each`` node is its
+#: own kernel; ``layer``: one kernel for all the nodes of that role in a layer; a role not listed is
+#: fused into a neighbouring kernel (its time stays its bound). vLLM and SGLang: the residual add runs
+#: inside the next norm (``fused_add_rms_norm``), ``rotary_embedding(positions, query, key, ...)``
+#: rotates q and k in one kernel, ``reshape_and_cache_flash(key, value, ...)`` writes k and v in one
+#: (``vllm/_custom_ops.py``; SGLang calls the same sgl-kernel ops). TensorRT-LLM: RoPE and the KV
+#: append run inside its attention op (``thop.attention`` takes the fused QKV, the rotary settings
+#: and the cache's block offsets: ``tensorrt_llm/_torch/attention_backend/trtllm.py``), the residual
+#: add inside the norm (``RMSNorm(residual=...)``). Every engine: one kernel per norm, activation
+#: (``silu_and_mul``) and embedding gather.
+SMALL_KERNELS: dict[str, dict[Role, str]] = {
+    "vllm": {
+        Role.NORM: "each",
+        Role.ACTIVATION: "each",
+        Role.EMBEDDING: "each",
+        Role.ROPE: "layer",
+        Role.CACHE_WRITE: "layer",
+    },
+    "sglang": {
+        Role.NORM: "each",
+        Role.ACTIVATION: "each",
+        Role.EMBEDDING: "each",
+        Role.ROPE: "layer",
+        Role.CACHE_WRITE: "layer",
+    },
+    "trtllm": {Role.NORM: "each", Role.ACTIVATION: "each", Role.EMBEDDING: "each"},
+}
+#: the coverage reason of the time small kernels add over their bounds
+SMALL_KERNEL = "small kernels (norms, activations, RoPE, KV writes) at the device's shortest measured kernel"
+
+
+def small_kernel_basis(device: str) -> str:
+    """:data:`SMALL_KERNEL`, naming other devices' measurements when ``device`` has none."""
+    from costmodel.measured.corpus import small_kernel_measured
+
+    if small_kernel_measured(device):
+        return SMALL_KERNEL
+    return (
+        "small kernels (norms, activations, RoPE, KV writes) at the shortest kernel measured on "
+        f"other devices' fits (none on {device})"
+    )
+
+
+def small_kernel_groups(nodes: Any, framework: str) -> dict[str, tuple[str, ...]]:
+    """Each unmeasured node that ``framework`` runs as (part of) its own kernel -> the kernel's
+    member names (:data:`SMALL_KERNELS`): one node for ``each``, the role's nodes of one layer
+    group, phase and repeat count for ``layer``. ``nodes``: (name, attributes) pairs."""
+    how = SMALL_KERNELS.get(framework, {})
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, d in nodes:
+        role = d.get(ROLE)
+        if d.get("kind") != "op" or role not in how or _family(d) is not None:
+            continue
+        key = (
+            (str(name),)
+            if how[role] == "each"
+            else (str(role), str(d.get("group")), str(d.get("phase")), str(d.get("repeat", 1)))
+        )
+        groups.setdefault(key, []).append(str(name))
+    return {n: tuple(ms) for ms in groups.values() for n in ms}
+
+
+def small_kernel_times(bounds: np.ndarray, reps: np.ndarray, floor: float) -> np.ndarray:
+    """The seconds of one small kernel's members: each member's bound, or its share of the kernel's
+    floor where that is longer; shares by bound (evenly when the bounds are 0). ``bounds``:
+    (members, points) seconds, repeat included; ``reps``: the repeat counts, (points,).
+
+    .. math:: t_i = \\max\\big(b_i,\\ \\tfrac{w_i}{\\sum_j w_j}\\, r f\\big)
+
+    with ``w`` the bounds (or ones), ``r`` the repeat and ``f`` the floor (s per kernel).
+    """
+    b = np.asarray(bounds, dtype=float)
+    return np.maximum(b, small_kernel_floor(b, reps, floor))
+
+
+def small_kernel_floor(bounds: np.ndarray, reps: np.ndarray, floor: float) -> np.ndarray:
+    """Each member's share of its kernel's floor, ``w_i / sum_j w_j r f`` (:func:`small_kernel_times`)."""
+    b = np.asarray(bounds, dtype=float)
+    tot = b.sum(axis=0)
+    w = np.where(tot > 0, b / np.where(tot > 0, tot, 1.0), 1.0 / len(b))
+    return w * np.asarray(reps, dtype=float) * floor
+
+
 def fused_row(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
     """One GEMM row of sibling rows (:func:`projection_groups`): their summed ``n``, and each
     member's share of it (its ``n`` over the sum)."""
@@ -364,10 +460,12 @@ def predict_step(
     cold_l2: bool = True,
     fp8_scales: str = "dynamic",
     fuse_projections: bool = True,
+    small_kernels: bool = True,
 ) -> Prediction:
     """Bound, calibrated prediction and (optionally) measured composition of one step
     (``fp8_scales``: how FP8 activations are scaled, :func:`price_rows`; ``fuse_projections``:
-    sibling projections priced as one GEMM, the module doc)."""
+    sibling projections priced as one GEMM; ``small_kernels``: each engine kernel of the small
+    unmeasured ops at least the device's shortest measured kernel; the module doc)."""
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
     if phase == "decode":
@@ -388,6 +486,8 @@ def predict_step(
     total_bound = 0.0
     nodes: dict[str, dict[str, Any]] = {}
     fused = projection_groups(cs.graph.nodes(data=True)) if fuse_projections else {}
+    small = small_kernel_groups(cs.graph.nodes(data=True), framework) if small_kernels else {}
+    small_reps: dict[str, float] = {}
     pending: dict[tuple[str, ...], list[tuple[tuple[str, dict[str, Any]], float, float, str]]] = {}
     for name, d in cs.graph.nodes(data=True):
         if d.get("kind") != "op":
@@ -407,6 +507,8 @@ def predict_step(
                 "source": "bound",
                 "basis": _unmeasured(d, params),
             }
+            if str(name) in small:
+                small_reps[str(name)] = rep
             continue
         members = fused.get(str(name))
         if members is None:
@@ -425,8 +527,28 @@ def predict_step(
         if len(got) < len(members):
             for hit, rep, b, n in got:
                 by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, (n,), [1.0], [b]))
-    predicted = other_bound
-    corrected = other_bound
+    extra = 0.0  # what small kernels add over their bounds (module doc)
+    if small_reps:
+        from costmodel.measured.corpus import small_kernel_s
+
+        floor = small_kernel_s(hw.name)
+        for members in {small[n] for n in small_reps}:
+            names = [m for m in members if m in small_reps]
+            t = small_kernel_times(
+                np.array([[nodes[m]["bound_s"]] for m in names]), np.array([small_reps[names[0]]]), floor
+            )[:, 0]
+            for m, tm in zip(names, t, strict=True):
+                add = float(tm) - nodes[m]["bound_s"]
+                if add > 0:
+                    extra += add
+                    nodes[m].update(
+                        predicted_s=float(tm),
+                        corrected_s=float(tm),
+                        source="neighbour",
+                        basis=small_kernel_basis(hw.name),
+                    )
+    predicted = other_bound + extra
+    corrected = other_bound + extra
     own_device = False
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
@@ -486,6 +608,10 @@ def predict_step(
             m = float(measured_latency(fam, hw.name, framework, rows) @ reps)
             entry["measured_s"] = entry.get("measured_s", 0.0) + m
             meas_total += m
+    if extra:  # the unmeasured ops' small kernels: their predicted time beside their bound
+        summary["unmeasured ops (bound)"].update(
+            predicted_s=other_bound + extra, corrected_s=other_bound + extra
+        )
     return Prediction(
         model=cs.label.split(" ")[0],
         device=hw.name,

@@ -119,6 +119,8 @@ class Predictor:
     fp8_scales: str = "dynamic"
     #: sibling projections (q/k/v, gate/up) priced as the one GEMM engines run (:mod:`graphs.serving.predict`)
     fuse_projections: bool = True
+    #: each engine kernel of the small unmeasured ops at least the device's shortest measured kernel
+    small_kernels: bool = True
 
     def __post_init__(self) -> None:
         from .predict import FP8_SCALES
@@ -304,9 +306,9 @@ def tabulate(
     )
     if pred.quantile is None:
         return base
-    return [
+    return [  # a small kernel's floor (no measured family) has no held-out error: unchanged
         t
-        if t.values is None
+        if t.values is None or not t.family
         else dataclasses.replace(t, values=t.values * math.exp(pred.log_factor(hw.name, t.family, t.key)))
         for t in base
     ]
@@ -316,7 +318,17 @@ def _tabulate_point(
     hw: Hardware, pred: Predictor, forms: list[tuple[str, _NodeForms]], points: np.ndarray
 ) -> list[_Table]:
     """:func:`tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
-    from .predict import dtype_key, fused_row, kernel_row, price_rows, projection_groups, unmeasured_basis
+    from .predict import (
+        dtype_key,
+        fused_row,
+        kernel_row,
+        price_rows,
+        projection_groups,
+        small_kernel_basis,
+        small_kernel_floor,
+        small_kernel_groups,
+        unmeasured_basis,
+    )
 
     assert pred.framework is not None
     out: list[_Table] = []
@@ -374,6 +386,36 @@ def _tabulate_point(
                     t.values = np.full(len(points), np.nan)
                     t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
                 t.values[pi] = float(s) * rep * share
+    small = (
+        small_kernel_groups(((n, nf.node) for n, nf in forms), pred.framework) if pred.small_kernels else {}
+    )
+    kernels: dict[tuple[str, ...], list[int]] = {}
+    for ni, (n, _) in enumerate(forms):
+        if ni not in hit_of and n in small:
+            kernels.setdefault(small[n], []).append(ni)
+    if kernels:  # each member's share of its kernel's floor; the step takes max(share, bound)
+        from costmodel.measured.corpus import small_kernel_s
+
+        floor = small_kernel_s(hw.name)
+        basis = small_kernel_basis(hw.name)
+        cols = [points[:, i] for i in range(points.shape[1])]
+        for members in kernels.values():
+            syms = forms[members[0]][1].syms
+            roofs = np.array(
+                [
+                    np.broadcast_to(
+                        np.asarray(
+                            sympy.lambdify(syms, node_time_expr(forms[m][1].node, hw), "numpy")(*cols),
+                            dtype=float,
+                        ),
+                        (len(points),),
+                    )
+                    for m in members
+                ]
+            )
+            shares = small_kernel_floor(roofs, forms[members[0]][1].repeats(points), floor)
+            for m, row in zip(members, shares, strict=True):
+                out[m] = _Table(forms[m][0], "neighbour", basis, np.array(row, dtype=float))
     for t in out:
         if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
             raise CostModelError(f"{t.name}: the {pred.label} is not a positive number on its grid")
