@@ -212,3 +212,23 @@ def test_small_kernels_cost_the_shortest_measured_kernel(corpus):
     )
     # 32 layers x 5 kernels + the embedding and the final norm, each 1.4 us, over their bounds
     assert p.corrected_s - off.corrected_s == pytest.approx((32 * 5 + 2) * floor, rel=0.02)
+
+
+@pytest.mark.slow
+def test_an_unmeasured_dtype_with_a_roof_keeps_its_bound_in_the_tables(corpus):
+    """A GEMM dtype the corpus has no kernels of (NVFP4 on an H100 given an FP4 roof, as a
+    --hw-file could): the tables leave the fused projections at their bound, as predict_step does
+    (a regression: that branch read the fused kernel's member list as a node index)."""
+    import dataclasses
+
+    from costmodel.hardware.spec import Roof
+    from graphs.serving.predict import predict_step
+    from graphs.serving.priced import priced_step
+
+    fp8 = next(r for r in H100.roofs if r.unit == "tensor" and r.precision == "fp8")
+    hw = dataclasses.replace(H100, roofs=(*H100.roofs, Roof("tensor", "fp4", 2 * fp8.peak_flops_per_s)))
+    cfg = resolve_model("llama-3.1-8b").replace(dtype="nvfp4", matmul_dtype="nvfp4")
+    step = priced_step(cfg, hw, "decode", predictor=Predictor.of("vllm")).step(8, 1024)
+    exact = predict_step(cfg, hw, "decode", batch=8, ctx=1024, framework="vllm")
+    assert exact.nodes["layers.q_proj"]["source"] == "bound"
+    assert step == pytest.approx(exact.corrected_s, rel=0.01)

@@ -605,9 +605,9 @@ def predict_step(
         entry["predicted_s"] += fam_pred
         entry["corrected_s"] += fam_corr
         if meas_total is not None:  # measured
-            m = float(measured_latency(fam, hw.name, framework, rows) @ reps)
-            entry["measured_s"] = entry.get("measured_s", 0.0) + m
-            meas_total += m
+            meas = float(measured_latency(fam, hw.name, framework, rows) @ reps)
+            entry["measured_s"] = entry.get("measured_s", 0.0) + meas
+            meas_total += meas
     if extra:  # the unmeasured ops' small kernels: their predicted time beside their bound
         summary["unmeasured ops (bound)"].update(
             predicted_s=other_bound + extra, corrected_s=other_bound + extra

@@ -365,8 +365,9 @@ def _tabulate_point(
     for (fam, key), items in groups.items():
         src = kernel_source(hw.name, pred.framework, fam, key)
         if not src.fits:
-            for ni, *_ in items:
-                out[ni].source, out[ni].basis = "bound", src.basis
+            for targets, *_ in items:
+                for ni, _ in targets:
+                    out[ni].source, out[ni].basis = "bound", src.basis
             continue
         p_cal, p_corr = price_rows(
             hw,
@@ -413,9 +414,9 @@ def _tabulate_point(
                     for m in members
                 ]
             )
-            shares = small_kernel_floor(roofs, forms[members[0]][1].repeats(points), floor)
-            for m, row in zip(members, shares, strict=True):
-                out[m] = _Table(forms[m][0], "neighbour", basis, np.array(row, dtype=float))
+            floors = small_kernel_floor(roofs, forms[members[0]][1].repeats(points), floor)
+            for m, values in zip(members, floors, strict=True):
+                out[m] = _Table(forms[m][0], "neighbour", basis, np.array(values, dtype=float))
     for t in out:
         if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
             raise CostModelError(f"{t.name}: the {pred.label} is not a positive number on its grid")
