@@ -460,20 +460,40 @@ def test_speculative_simulation_is_priced_by_the_predictor(fake_corpus):
     total = cov.measured_s + cov.neighbour_s + cov.bound_s
     assert math.isclose(total, pred.spec.iteration_s, rel_tol=1e-9)
     assert pred.spec.draft_s > 0
-    with pytest.raises(CostModelError, match="mtp"):
-        simulate(
-            "deepseek-v3-mtp",
-            "h100",
-            reqs[:2],
-            predictor=PRED,
-            spec=SpecConfig(draft="mtp", k=1, accept=(0.8,)),
-        )
+
+
+def test_mtp_speculation_is_priced_by_the_predictor(fake_corpus):
+    """DeepSeek-V3's MTP module under load (was refused): its forward is the full step minus the
+    plain one, both predicted kernel by kernel, so it costs at least its bound's module and the
+    coverage counts the target's and the module's seconds once (the plain step's share of the
+    full step taken off, pair by pair of what they rest on)."""
+    from graphs.serving.overheads import EngineOverheads
+    from graphs.serving.requests import synthetic
+    from graphs.serving.simulator import Topology, simulate
+    from graphs.serving.specdec_sim import SpecConfig
+
+    reqs = synthetic(12, rate=2.0, prompt="fixed:200", output="fixed:12", seed=3)
+    kw = dict(
+        spec=SpecConfig(draft="mtp", k=1, accept=(0.8,), expected=True),
+        overheads=EngineOverheads(),
+        topology=Topology(tp=8),
+    )
+    from models.resolver import resolve_model
+
+    cfg = resolve_model("deepseek-v3-mtp").replace(dtype="fp8")  # its FP8 checkpoint: 86 GB a device
+    pred = simulate(cfg, "h200", reqs, predictor=PRED, **kw)
+    bound = simulate(cfg, "h200", reqs, **kw)
+    assert pred.spec.draft_s >= bound.spec.draft_s * (1 - 1e-9) > 0
+    assert pred.tpot.mean >= bound.tpot.mean
+    cov = pred.coverage
+    total = cov.measured_s + cov.neighbour_s + cov.bound_s
+    assert math.isclose(total, pred.spec.iteration_s, rel_tol=1e-9)
 
 
 def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
     """search(spec=, predictor=) (was refused): every frontier point's TPOT is the verify and
     draft steps on priced steps over the expected tokens (SpecForms), never faster than the
-    bound's at the same point; MTP with a predictor stays refused, with the reason."""
+    bound's at the same point, MTP's module included (the full step minus the plain one)."""
     from graphs.serving.design_search import search
     from graphs.serving.priced import priced_step
     from graphs.serving.specdec_sim import SpecConfig
@@ -491,13 +511,17 @@ def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
         assert r["tpot_s"] == pytest.approx(t / spec.expected_tokens(), rel=1e-9)
         if b in fb:
             assert r["tpot_s"] >= fb[b]["tpot_s"] * (1 - 1e-12)
-    with pytest.raises(CostModelError, match="spec draft mtp with a predictor"):
-        search(
-            "deepseek-v3-mtp",
-            predictor=PRED,
-            devices=["h200"],
-            batches=[4],
-            ctxs=[1024],
-            tp=[8],
-            spec=SpecConfig(draft="mtp", k=1, accept=(0.8,)),
-        )
+    mk = dict(
+        devices=["h200"],
+        batches=[4, 16],
+        ctxs=[1024],
+        tp=[8],
+        weight_dtypes=["fp8"],  # DeepSeek-V3's FP8 checkpoint: 86 GB a device
+        spec=SpecConfig(draft="mtp", k=1, accept=(0.8,)),
+    )
+    mb, mp = search("deepseek-v3-mtp", **mk), search("deepseek-v3-mtp", predictor=PRED, **mk)
+    fm = {r["batch"]: r for r in mb.frontier}
+    assert mp.frontier
+    for r in mp.frontier:
+        if r["batch"] in fm:
+            assert r["tpot_s"] >= fm[r["batch"]]["tpot_s"] * (1 - 1e-12)

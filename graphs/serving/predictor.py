@@ -588,6 +588,23 @@ class PredictedStep:
                 why[src][basis] = why[src].get(basis, 0.0) + t
         return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
 
+    def recorded(self) -> list[float]:
+        """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`."""
+        return list(self._acc)
+
+    def take_off(self, other: PredictedStep, mark: list[float]) -> None:
+        """Move the seconds ``other`` counted since ``mark`` (its :meth:`recorded`) off this step's
+        counts, pair by pair of what they rest on, and set ``other``'s back to ``mark``: a forward
+        priced as this step minus ``other`` (MTP's module) is then counted once, as itself."""
+        for i, pair in enumerate(other._ids.pairs):
+            d = other._acc[i] - mark[i]
+            if not d:
+                continue
+            if pair not in self._ids.pairs:  # every kernel of the step subtracted is one of this one's
+                raise CostModelError(f"internal: no {pair[0]} seconds of {pair[1]!r} to take off")
+            self._acc[self._ids.pairs.index(pair)] -= d
+        other._acc[:] = mark
+
     @property
     def clamped_s(self) -> float:
         """Seconds since :meth:`reset` where a prediction fell below its bound (clamped)."""

@@ -60,7 +60,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -73,6 +73,9 @@ from .ledger_fit import build_ledger
 from .mixed import MixedStep, mixed_step
 from .specdec import K_MAX_LIMIT
 from .workload import Workload, as_workload
+
+if TYPE_CHECKING:
+    from .predictor import PredictedStep
 
 _Rows = list[tuple[float, float]]  #: (new tokens, cached tokens) per chunk or verify
 _Ctxs = list[float] | None  #: each decode's context (a sliding-window model needs them)
@@ -210,17 +213,14 @@ class Speculator:
                     f"--spec-draft mtp: {cfg.name} has no multi-token-prediction module (mtp_layers = 0); "
                     "the catalog's deepseek-v3-mtp keeps DeepSeek-V3's"
                 )
-            if not pred.is_bound:
-                raise CostModelError(
-                    "--spec-draft mtp with a predictor: the MTP module's forward (the step with it minus the "
-                    "step without it) is priced on the roofline bound only so far; drop the predictor or draft "
-                    "with a model"
-                )
             # the target is the model as a plain run builds it (no MTP: ModelConfig.mtp_active);
-            # the module's forward is the step with it loaded and run minus that
+            # the module's forward is the step with it loaded and run minus that. With a predictor
+            # both are priced kernel by kernel, each clamped to its own bound, and the plain step's
+            # kernels are the full step's less the module's, priced alike: the difference is the
+            # module's kernels (:meth:`_forward`)
             full = as_workload(dataclasses.replace(cfg, mtp_active=True))
-            self.target_step = mixed_step(dataclasses.replace(cfg, mtp_active=False), hw, tp=tp)
-            self._draft = mixed_step(full, hw, tp=tp)
+            self.target_step = step_of(dataclasses.replace(cfg, mtp_active=False))
+            self._draft = step_of(full)
             self._minus = self.target_step
             self.ledger: Any = build_ledger(full, "decode", 1, tp, None, None)  # its weights and KV too
             return
@@ -271,10 +271,20 @@ class Speculator:
     def _forward(self, n: int, sum_ctx: float, chunks: Sequence[tuple[float, float]], ctxs: Any) -> float:
         if self._draft is None or (n == 0 and not chunks):
             return 0.0
-        t = self._draft.time_sums(n, sum_ctx, chunks, ctxs)
-        if self._minus is not None:
-            t -= self._minus.time_sums(n, sum_ctx, chunks, ctxs)
-        return t
+        if self._minus is None:
+            return float(self._draft.time_sums(n, sum_ctx, chunks, ctxs))
+        if self.predictor.is_bound:
+            return float(
+                self._draft.time_sums(n, sum_ctx, chunks, ctxs)
+                - self._minus.time_sums(n, sum_ctx, chunks, ctxs)
+            )
+        # MTP on predicted steps: the plain step's seconds come off the full step's, pair by pair
+        # of what they rest on, and the target's own coverage keeps only the target's forwards
+        full, minus = cast("PredictedStep", self._draft), cast("PredictedStep", self._minus)
+        mark = minus.recorded()
+        t = full.time_sums(n, sum_ctx, chunks, ctxs) - minus.time_sums(n, sum_ctx, chunks, ctxs)
+        full.take_off(minus, mark)
+        return float(t)
 
     def draft_time(
         self, verifies: Sequence[tuple[float, float]], chunks: Sequence[tuple[float, float]]
@@ -450,8 +460,8 @@ class SpecForms:
     step; TTFT adds the proposer's prefill of the prompt, memory the draft's weights and KV.
 
     ``predictor`` prices the verify, draft and draft-prefill steps (:func:`graphs.serving.priced.priced_step`:
-    each kernel at its prediction, never below its bound; default the bound); MTP with a predictor
-    is refused, as in :class:`Speculator` (its module is priced as a difference of two steps)."""
+    each kernel at its prediction, never below its bound; default the bound; MTP's module is the
+    full step minus the plain one, both priced, as in :class:`Speculator`)."""
 
     def __init__(self, config: Any, hw: Hardware, tp: int, spec: SpecConfig, predictor: Any = None) -> None:
         from .compiled import decode_memory
@@ -459,11 +469,6 @@ class SpecForms:
         from .priced import priced_step
 
         pred = predictor or BOUND
-        if spec.draft == "mtp" and not pred.is_bound:
-            raise CostModelError(
-                "spec draft mtp with a predictor: the MTP module is priced as the model with it minus "
-                "without, a difference of two predicted steps; price MTP on the bound (drop the predictor)"
-            )
 
         def compiled_step(x: Any, hw: Hardware, phase: str, **kw: Any) -> Any:
             return priced_step(x, hw, phase, predictor=pred, **kw)
