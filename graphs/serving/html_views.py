@@ -151,11 +151,14 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
             barmode="group",
         )
         parts.append(fam_fig)
-        uncovered = prediction.by_family.get("unmeasured ops (bound)", {}).get("bound_s", 0.0)
+        from .predict import UNMEASURED
+
+        uncovered = prediction.by_family.get(UNMEASURED, {}).get("bound_s", 0.0)
         covered = 1 - uncovered / prediction.bound_s if prediction.bound_s else 0.0
         note += (
             f" The prediction covers {100 * covered:.1f}% of the bound with measured kernel families; "
-            "the rest (unmeasured ops) keeps its bound."
+            "the rest (unmeasured ops) keeps its bound, or its kernels' share of the device's shortest "
+            "measured kernel where that is longer."
         )
     return Section("step-time breakdown", tuple(parts), note)
 

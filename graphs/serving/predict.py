@@ -88,6 +88,7 @@ __all__ = [
     "projection_groups",
     "fused_row",
     "SMALL_KERNELS",
+    "UNMEASURED",
     "SMALL_KERNEL",
     "small_kernel_basis",
     "small_kernel_groups",
@@ -324,6 +325,10 @@ SMALL_KERNELS: dict[str, dict[Role, str]] = {
     },
     "trtllm": {Role.NORM: "each", Role.ACTIVATION: "each", Role.EMBEDDING: "each"},
 }
+#: the :attr:`Prediction.by_family` entry of the ops no measured family prices: their bound, and
+#: (``predicted_s``, ``corrected_s``) the small kernels' time where it exceeds it (module doc)
+UNMEASURED = "unmeasured ops"
+
 #: the coverage reason of the time small kernels add over their bounds
 SMALL_KERNEL = "small kernels (norms, activations, RoPE, KV writes) at the device's shortest measured kernel"
 
@@ -551,7 +556,7 @@ def predict_step(
     corrected = other_bound + extra
     own_device = False
     meas_total = other_bound if measured else None
-    summary: dict[str, dict[str, float]] = {"unmeasured ops (bound)": {"bound_s": other_bound}}
+    summary: dict[str, dict[str, float]] = {UNMEASURED: {"bound_s": other_bound}}
     for (fam, key), items in by_key.items():
         src = kernel_source(hw.name, framework, fam, key)
         priced, fits, source, basis = src.key, src.fits, src.source, src.basis
@@ -572,7 +577,7 @@ def predict_step(
                         "source": source,
                         "basis": basis,
                     }
-            summary["unmeasured ops (bound)"]["bound_s"] = other_bound
+            summary[UNMEASURED]["bound_s"] = other_bound
             continue
         rows = [with_key(fam, it[0], priced) for it in items]
         if fam == "all_reduce":
@@ -609,9 +614,7 @@ def predict_step(
             entry["measured_s"] = entry.get("measured_s", 0.0) + meas
             meas_total += meas
     if extra:  # the unmeasured ops' small kernels: their predicted time beside their bound
-        summary["unmeasured ops (bound)"].update(
-            predicted_s=other_bound + extra, corrected_s=other_bound + extra
-        )
+        summary[UNMEASURED].update(predicted_s=other_bound + extra, corrected_s=other_bound + extra)
     return Prediction(
         model=cs.label.split(" ")[0],
         device=hw.name,
