@@ -462,6 +462,7 @@ def test_speculative_simulation_is_priced_by_the_predictor(fake_corpus):
     assert pred.spec.draft_s > 0
 
 
+@pytest.mark.slow  # DeepSeek-V3's predicted steps: seconds each
 def test_mtp_speculation_is_priced_by_the_predictor(fake_corpus):
     """DeepSeek-V3's MTP module under load (was refused): its forward is the full step minus the
     plain one, both predicted kernel by kernel, so it costs at least its bound's module and the
@@ -490,6 +491,7 @@ def test_mtp_speculation_is_priced_by_the_predictor(fake_corpus):
     assert math.isclose(total, pred.spec.iteration_s, rel_tol=1e-9)
 
 
+@pytest.mark.slow  # DeepSeek-V3's predicted steps: seconds each
 def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
     """search(spec=, predictor=) (was refused): every frontier point's TPOT is the verify and
     draft steps on priced steps over the expected tokens (SpecForms), never faster than the
