@@ -26,6 +26,7 @@ __all__ = [
     "add_predict_option",
     "predictor_of",
     "fp8_scales_of",
+    "step_prediction",
     "with_prediction",
     "prediction_label",
     "coverage_lines",
@@ -370,14 +371,15 @@ def predictor_of(args: argparse.Namespace) -> Any:
     return Predictor.of(getattr(args, "predict", None), fp8_scales=fp8_scales_of(args))
 
 
-def _prediction(args: argparse.Namespace, phase: str) -> Any:
+def step_prediction(args: argparse.Namespace, config: Any, phase: str) -> Any:
+    """:func:`graphs.serving.predict.predict_step` of ``config`` at the command's point
+    (``--batch`` and ``--ctx`` for decode, ``--seq`` for prefill) with its ``--predict`` and
+    ``--fp8-scales``: the one call decode, prefill, model analyze and their pages print."""
     from graphs.serving.predict import predict_step
-
-    from .phases import resolve_config
 
     kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
     return predict_step(
-        resolve_config(args),
+        config,
         args.device,
         phase,
         batch=args.batch,
@@ -386,6 +388,12 @@ def _prediction(args: argparse.Namespace, phase: str) -> Any:
         fp8_scales=fp8_scales_of(args),
         **kw,
     )
+
+
+def _prediction(args: argparse.Namespace, phase: str) -> Any:
+    from .phases import resolve_config
+
+    return step_prediction(args, resolve_config(args), phase)
 
 
 def _interval(args: argparse.Namespace, phase: str) -> tuple[float, float]:

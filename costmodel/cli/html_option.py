@@ -52,21 +52,9 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
     cfg = resolve_config(args)
     prediction = None
     if getattr(args, "predict", None):  # the same call --predict printed beside the bound
-        from graphs.serving.predict import predict_step
+        from .calibrate import step_prediction
 
-        from .calibrate import fp8_scales_of
-
-        kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
-        prediction = predict_step(
-            cfg,
-            args.device,
-            phase,
-            batch=args.batch,
-            tp=args.tp,
-            framework=args.predict,
-            fp8_scales=fp8_scales_of(args),
-            **kw,
-        )
+        prediction = step_prediction(args, cfg, phase)
     dims = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
     return phase_page(
         kept["report"], cfg, command=command, limits=kept.get("limits"), prediction=prediction, **dims

@@ -94,19 +94,9 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     if args.predict:
-        from graphs.serving.predict import predict_step
+        from .calibrate import step_prediction
 
-        kw = {"ctx": args.ctx} if args.phase == "decode" else {"seq": args.seq}
-        pred = predict_step(
-            cfg,
-            args.device,
-            args.phase,
-            batch=args.batch,
-            tp=args.tp,
-            framework=args.predict,
-            fp8_scales=fp8_scales_of(args),
-            **kw,
-        )
+        pred = step_prediction(args, cfg, args.phase)
     keep(args, analysis=result, prediction=pred, config=cfg)
     if args.json:
         doc = {**result.to_dict(), "capacity": fit.to_dict()}
