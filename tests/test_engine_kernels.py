@@ -127,6 +127,16 @@ def test_compute_scale_matches_the_wheels_static_fp8_gemms(corpus):
     assert compute_scale_s("h100-sxm", "sglang", 1, 4096) == 0
 
 
+def test_static_scales_without_a_compute_scale_table_are_refused(corpus, monkeypatch):
+    """No compute_scale table on any device: a static-scale price would silently be the dynamic
+    one, so it is refused, naming the way out."""
+    from costmodel.measured import corpus as corpus_mod
+
+    monkeypatch.setattr(corpus_mod, "_compute_scale_grid", lambda system, framework: None)
+    with pytest.raises(corpus_mod.MeasuredDataError, match=r"no trtllm compute_scale .*--fp8-scales dynamic"):
+        corpus_mod.compute_scale_s("h100-sxm", "trtllm", 1, 4096)
+
+
 @pytest.mark.slow
 def test_static_scales_drop_the_scale_and_never_go_below_the_bound(corpus):
     from costmodel.measured.corpus import compute_scale_s

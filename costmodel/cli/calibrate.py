@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..measured.corpus import FRAMEWORKS  # stdlib only: --help stays light
+from ..measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
 from .common import dump
 from .options import check_output_path
 
@@ -336,7 +336,7 @@ def add_predict_option(
     )
     sp.add_argument(
         "--fp8-scales",
-        choices=("dynamic", "static"),
+        choices=FP8_SCALES,
         default=None,
         help="how FP8 activations are scaled, with --predict: computed each call (dynamic: vLLM's online "
         "--quantization fp8) or calibrated in the checkpoint (static: ModelOpt / TensorRT-LLM FP8 "

@@ -176,7 +176,7 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
 
 def add_model_parser(sub: Any) -> None:
-    from ..measured.corpus import FRAMEWORKS
+    from ..measured.corpus import FP8_SCALES, FRAMEWORKS
     from .options import add_ignore_capacity
 
     m = sub.add_parser("model", help="catalog models, per-node analysis and closed forms")
@@ -209,7 +209,7 @@ def add_model_parser(sub: Any) -> None:
     )
     ma.add_argument(
         "--fp8-scales",
-        choices=("dynamic", "static"),
+        choices=FP8_SCALES,
         default=None,
         help="how FP8 activations are scaled, with --predict (see `costmodel decode --help`; default: dynamic)",
     )

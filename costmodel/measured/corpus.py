@@ -44,6 +44,7 @@ __all__ = [
     "CorpusInfo",
     "corpus_info",
     "compute_scale_s",
+    "FP8_SCALES",
     "small_kernel_s",
     "small_kernel_measured",
     "load",
@@ -72,6 +73,12 @@ SYSTEMS: dict[str, str] = {
 
 #: frameworks whose kernels the corpus measures (NCCL's collectives sit beside them)
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
+
+#: how FP8 activations are scaled: computed each call (``dynamic``: the corpus's FP8 GEMM rows,
+#: vLLM's online ``--quantization fp8``, ``activation_scheme: dynamic``) or calibrated once
+#: (``static``: ModelOpt/TensorRT-LLM FP8 checkpoints, ``activation_scheme: static``),
+#: :func:`compute_scale_s`; stdlib only, as the command line reads it for ``--fp8-scales``
+FP8_SCALES = ("dynamic", "static")
 
 FAMILIES = (
     "gemm",
@@ -392,7 +399,8 @@ def compute_scale_s(device: str, framework: str, m: Any, k: Any) -> Any:
     (``GEMMQuantMode.fp8_static``: ``aiconfigurator_core.sdk.perf_database._gemm_key_names``, "static
     FP8 from dynamic FP8"; on H100 TensorRT-LLM, 18.5 us - 7.2 us = 11.3 us for a 1 x 4096 x 4096
     GEMM). ``device``'s own table, else the median over the measured devices that have one;
-    interpolation :func:`_grid_value`. An array of ``m``'s shape; zeros when no device has one.
+    interpolation :func:`_grid_value`. An array of ``m``'s shape; no table on any device is an
+    error (a static-scale price would silently be the dynamic one).
     """
     import numpy as np
 
@@ -401,7 +409,10 @@ def compute_scale_s(device: str, framework: str, m: Any, k: Any) -> Any:
     if not grids:
         grids = [g for s in SYSTEMS if (g := _compute_scale_grid(s, framework)) is not None]
     if not grids:
-        return np.zeros(np.shape(np.asarray(m, dtype=float)))
+        raise MeasuredDataError(
+            f"no {framework} compute_scale measurements in the corpus: static FP8 scales cannot be priced "
+            "(--fp8-scales dynamic prices the measured FP8 GEMMs as they are)"
+        )
     return np.median(np.stack([_grid_value(g, m, k) for g in grids]), axis=0)
 
 

@@ -60,6 +60,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import OP, ROLE, Role
+from costmodel.measured.corpus import FP8_SCALES
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
@@ -104,11 +105,6 @@ __all__ = [
     "SUBSTITUTES",
     "WARN_SHARE",
 ]
-
-#: how FP8 activations are scaled: computed each call (``dynamic``: vLLM's online ``--quantization
-#: fp8``, ``activation_scheme: dynamic``) or calibrated once (``static``: ModelOpt/TensorRT-LLM FP8
-#: checkpoints, ``activation_scheme: static``); :func:`price_rows`
-FP8_SCALES = ("dynamic", "static")
 
 _CORPUS_DTYPE = {"bf16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp16": "float16", "nvfp4": "nvfp4"}
 

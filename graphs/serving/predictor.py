@@ -54,6 +54,7 @@ from costmodel.errors import CostModelError
 from costmodel.graph import GROUP, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import ROLE, Phase, Role
+from costmodel.measured.corpus import FP8_SCALES
 from costmodel.memo import BoundedCache
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
@@ -123,8 +124,6 @@ class Predictor:
     small_kernels: bool = True
 
     def __post_init__(self) -> None:
-        from .predict import FP8_SCALES
-
         if self.kind not in KINDS:
             raise CostModelError(f"predictor kind {self.kind!r} not allowed; allowed: {', '.join(KINDS)}")
         if self.fp8_scales not in FP8_SCALES:

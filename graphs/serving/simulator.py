@@ -287,7 +287,7 @@ def simulate(
     the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
     doc); a conversation's turns (``Request.session``) are sent one after another's answer;
     ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`; a predictor prices the
-    target's and the draft's forwards, MTP on the bound only);
+    target's and the draft's forwards, MTP's module as the full step minus the plain one);
     ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`).
     ``stagger_s`` spreads a closed loop's first sends over ``[0, stagger_s)`` (module doc), drawn
     with ``stagger_seed``.

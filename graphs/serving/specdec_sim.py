@@ -44,8 +44,10 @@ A draft model's weights and KV (``kv_d`` bytes per token) share the device: the 
 
 With a predictor (:class:`graphs.serving.predictor.Predictor`) ``T_target`` and ``F`` are its
 predicted mixed steps, each kernel at ``max(prediction, bound)`` (a verify chunk's attention
-after its cached prefix is not measured: its bound, counted as such); ``mtp``'s difference of two
-steps is refused then (a difference of two predictions is not a prediction of the module's kernels).
+after its cached prefix is not measured: its bound, counted as such); ``mtp``'s ``F`` is then the
+difference of the two predicted steps, each kernel clamped to its own bound: the plain step's
+kernels are the full step's but the module's, priced alike, so the difference is the module's
+kernels, and the plain step's seconds come off the full step's coverage (:meth:`PredictedStep.take_off`).
 
 A draft model runs on the target's ``tp`` devices (vLLM's default for the draft's tensor
 parallelism). Not modelled: the proposer's first forward runs one token, not the ``a + 1`` just accepted
