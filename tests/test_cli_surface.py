@@ -36,8 +36,16 @@ def test_help_lists_the_exit_codes(capsys):
     assert "1 does not fit" in out and "2 bad input" in out and "(default: 4096)" in out
 
 
+# decode and ledger for every model in the default run; prefill and sweep (whose graphs
+# test_graphs checks for every model) in the slow run: together about 28 s of the suite
+_SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("model", model_names())
-@pytest.mark.parametrize("command", ["prefill", "decode", "ledger", "sweep"])
+@pytest.mark.parametrize(
+    "command",
+    ["decode", "ledger", pytest.param("prefill", marks=_SLOW), pytest.param("sweep", marks=_SLOW)],
+)
 def test_every_catalog_model_in_every_phase_command(capsys, model, command):
     code = main([command, model, "--json", *(["--quiet"] if command == "sweep" else [])])
     out = capsys.readouterr()

@@ -3,7 +3,7 @@
 Every case must end in success or a one-line error within a time limit: never a traceback, never
 an internal error, never a hang, never a payload executed, never a file outside the paths given.
 The budget is small in CI; ``COSTMODEL_FUZZ_EXAMPLES=2000`` runs a large one. Each test prints
-its tally (``pytest -s tests/test_fuzz.py``).
+its tally (``pytest -n 0 -s tests/test_fuzz.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ be a wrong answer: every number it prints (``--json``) is finite and non-negativ
 throughput exceeds what the device's peak can compute (a generated token costs at least
 ``2 x`` the model's active non-embedding parameters in FLOPs). No file may appear outside the
 paths a case names. ``COSTMODEL_FUZZ_EXAMPLES=2000`` runs a large budget; every test prints its
-tally (``pytest -s tests/test_fuzz_surfaces.py``), and the last one prints them all.
+tally (``pytest -n 0 -s tests/test_fuzz_surfaces.py``), and the last one prints them all.
 """
 
 from __future__ import annotations

@@ -266,9 +266,11 @@ def test_three_objective_pareto_equals_the_one_at_a_time_filter():
     got = pareto_mask(pts, sense)
     q = pts * np.array([1.0, 1.0, -1.0])
     kept: list[int] = []
+    front = np.empty((0, 3))  # the kept rows so far, in the order they joined
     for i in np.argsort(-q.sum(axis=1)):
-        if not any((q[j] >= q[i]).all() and (q[j] > q[i]).any() for j in kept):
+        if not ((front >= q[i]).all(axis=1) & (front > q[i]).any(axis=1)).any():
             kept.append(i)
+            front = np.vstack([front, q[i]])
     want = np.zeros(len(pts), dtype=bool)
     want[kept] = True
     assert got.sum() > 1000 and (got == want).all()

@@ -184,6 +184,7 @@ def _brute_force(model, objective):
     return min((d for d in _every_candidate(model) if d.meets), key=lambda d: _key(d, objective))
 
 
+@pytest.mark.slow  # brute force simulates all 52 candidates (about 18 s); test_size_cli runs the search
 @pytest.mark.parametrize("objective", ["cost", "gpus"])
 def test_sizing_winner_is_the_brute_force_winner(objective):
     model = "llama-3.1-8b"
