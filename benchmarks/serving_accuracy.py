@@ -14,6 +14,11 @@ parallelism, dtypes, ISL/OSL, request count and load (``offline``: every request
   when :func:`simulate` takes ``overheads=``; until then the same run as ``predicted``, and the
   table says so.
 
+``simulated`` is also run at both ends of the prediction interval (:meth:`Predictor.interval`:
+every kernel at the P10 and at the P90 of its held-out error: the interval ``simulate --predict``
+prints), and the table says per metric how many measured values fall inside that interval,
+below it or above it: whether the interval is one a user can plan with.
+
 Printed side by side with the measured value and the signed error ``model / measured - 1``,
 then per-metric medians of ``|error|`` against the issue's targets (throughput and TPOT
 <= 10 %, TTFT <= 20 %, no row beyond 25 % without a physical reason). A row whose
@@ -432,8 +437,10 @@ def _steady_rate(finish: np.ndarray, full: int) -> float:
 
 
 @cache
-def _simulate(w: RowWorkload, mode: str) -> _Run:
-    pred = Predictor() if mode == "bound" else predictor(w)
+def _simulate(w: RowWorkload, mode: str, quantile: float | None = None) -> _Run:
+    """The row's replay in ``mode``; ``quantile``: every kernel at that quantile of its held-out
+    error (:meth:`Predictor.at`), for the interval's ends."""
+    pred = Predictor() if mode == "bound" else predictor(w).at(quantile)
     kw: dict[str, Any] = {}
     if mode != "bound":
         kw.update(_overheads(w, mode))
@@ -456,19 +463,22 @@ def _simulate(w: RowWorkload, mode: str) -> _Run:
     return _replay(w, res)
 
 
-def _shared_run(w: RowWorkload, mode: str) -> _Run:
+def _shared_run(w: RowWorkload, mode: str, quantile: float | None = None) -> _Run:
     """``simulated`` without an overhead model is the ``predicted`` run itself (not run twice)."""
     if mode == "simulated" and not _models_overheads():
         mode = "predicted"
-    return _simulate(w, mode)
+    return _simulate(w, mode, quantile)
 
 
-def run_row(row: dict[str, str], mode: str, *, quick: bool = False) -> float:
-    """The row's metric from a replay in ``mode`` (one of :data:`MODES`), in the row's unit."""
+def run_row(row: dict[str, str], mode: str, *, quick: bool = False, quantile: float | None = None) -> float:
+    """The row's metric from a replay in ``mode`` (one of :data:`MODES`), in the row's unit;
+    ``quantile``: with every kernel at that quantile of its held-out error (not the bound)."""
     if mode not in MODES:
         raise CostModelError(f"mode {mode!r} not allowed; allowed: {', '.join(MODES)}")
+    if quantile is not None and mode == "bound":
+        raise CostModelError("the bound has no prediction interval: a quantile needs a predicted mode")
     w = row_workload(row, quick=quick)
-    run = _shared_run(w, mode)
+    run = _shared_run(w, mode, quantile)
     res = run.res
     metric = row["metric"]
     out = sum(r.output for r in w.requests)
@@ -515,6 +525,8 @@ class _Line:
     values: dict[str, float | None]
     notes: tuple[str, ...]
     excluded: str | None = None
+    #: ``simulated`` at the interval's two ends (:data:`INTERVAL_MODE`), None when not run
+    interval: tuple[float, float] | None = None
 
     @property
     def measured(self) -> float:
@@ -534,6 +546,10 @@ def _rank(row: dict[str, str]) -> int:
     return next((i for i, p in enumerate(ORDER) if row["id"].startswith(p)), len(ORDER))
 
 
+#: the mode whose prediction interval is run (its ends: :meth:`Predictor.interval`)
+INTERVAL_MODE = "simulated"
+
+
 def evaluate(
     rows: list[dict[str, str]],
     modes: tuple[str, ...],
@@ -541,9 +557,11 @@ def evaluate(
     quick: bool = False,
     progress: Any = None,
     budget_s: float | None = None,
+    interval: bool = True,
 ) -> list[_Line]:
     """Every row replayed in every mode (excluded rows listed, not run), in :data:`ORDER`; past
-    ``budget_s`` seconds the remaining rows are listed as not run."""
+    ``budget_s`` seconds the remaining rows are listed as not run. ``interval`` (with
+    :data:`INTERVAL_MODE` among ``modes``): that mode also at the interval's two ends."""
     lines = []
     start = time.perf_counter()
     rows = sorted(rows, key=_rank)
@@ -567,7 +585,12 @@ def evaluate(
                     f"[{i + 1}/{len(rows)}] {row['id']} {mode}: {v:.6g} (measured {row['value']}, "
                     f"{100 * error(v, float(row['value'])):+.1f} %) {time.perf_counter() - t:.1f} s"
                 )
-        lines.append(_Line(row, vals, w.notes + _coverage(w, modes)))
+        ends = None
+        if interval and INTERVAL_MODE in modes:
+            lo, hi = (q.quantile for q in predictor(w).interval())
+            a, b = (run_row(row, INTERVAL_MODE, quick=quick, quantile=q) for q in (lo, hi))
+            ends = (min(a, b), max(a, b))
+        lines.append(_Line(row, vals, w.notes + _coverage(w, modes), interval=ends))
     return lines
 
 
@@ -609,13 +632,18 @@ def _modes_of(lines: list[_Line]) -> list[str]:
 def table(lines: list[_Line]) -> str:
     """The row-by-row table: measured, each mode with its error, source and notes."""
     modes = _modes_of(lines)
-    head = "| row | metric | measured | " + " | ".join(f"{m} | error" for m in modes) + " | notes |"
-    out = [head, "|" + "---|" * (3 + 2 * len(modes) + 1)]
+    ends = any(ln.interval for ln in lines)
+    head = "| row | metric | measured | " + " | ".join(f"{m} | error" for m in modes)
+    head += f" | {INTERVAL_MODE} P10-P90 | notes |" if ends else " | notes |"
+    out = [head, "|" + "---|" * (3 + 2 * len(modes) + ends + 1)]
     for ln in lines:
         r = ln.row
         cells = [f"[{r['id']}]({r['source_url']})", r["metric"], _fmt(ln.measured, r["unit"])]
         for m in modes:
             cells += [_fmt(ln.values.get(m), r["unit"]), _pct(ln.err(m))]
+        if ends:
+            iv = ln.interval
+            cells.append("-" if iv is None else f"{_fmt(iv[0], r['unit'])} - {_fmt(iv[1], r['unit'])}")
         note = f"excluded: {ln.excluded}" if ln.excluded else "; ".join(ln.notes)
         best = ln.err(modes[-1]) if modes else None
         if best is not None and abs(best) > ROW_LIMIT / 100:
@@ -654,6 +682,31 @@ def medians(lines: list[_Line]) -> str:
     return "\n".join(out)
 
 
+def interval_coverage(lines: list[_Line]) -> str:
+    """Per metric group: how many measured values lie inside the :data:`INTERVAL_MODE` run's
+    P10-P90 interval, below it and above it (empty when no interval was run)."""
+    out = [
+        f"| metric | rows | inside {INTERVAL_MODE}'s P10-P90 | measured below it | measured above it "
+        "| median width (P90 end / P10 end - 1) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group in ("throughput", "TPOT", "TTFT", "E2E"):
+        used = [
+            ln for ln in lines if not ln.excluded and ln.interval and metric_group(ln.row["metric"]) == group
+        ]
+        if not used:
+            continue
+        ivs = [(ln.measured, *ln.interval) for ln in used if ln.interval]
+        inside = sum(lo <= m <= hi for m, lo, hi in ivs)
+        below = sum(m < lo for m, lo, _ in ivs)
+        width = statistics.median(hi / lo - 1 for _, lo, hi in ivs if lo > 0)
+        out.append(
+            f"| {group} | {len(ivs)} | {inside} ({100 * inside / len(ivs):.0f} %) | {below} "
+            f"| {len(ivs) - inside - below} | {100 * width:.1f} % |"
+        )
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def markdown(lines: list[_Line], seconds: float) -> str:
     """The generated section: how the rows were run, the medians, then the table."""
     n_ex = sum(1 for ln in lines if ln.excluded and not ln.excluded.startswith("not run"))
@@ -680,16 +733,26 @@ def markdown(lines: list[_Line], seconds: float) -> str:
             f"fully published, {n_skip} not run within the time budget, {seconds:.0f} s). Error = model / measured - 1. Bound: roofline iterations; "
             "predicted: the source engine's measured kernels (`Predictor.of(framework)`: their fits times the shape residuals; "
             "q/k/v and gate/up as one GEMM each, small ops at least the device's shortest measured kernel, FP8 rows' "
-            "ModelOpt checkpoints with static activation scales). "
-            + sim_note
-            + " "
-            + loop_note,
+            "ModelOpt checkpoints with static activation scales). " + sim_note + " " + loop_note,
             "",
             "**Against the targets** (median |error| over the rows that are fully published; rows beyond "
             f"{ROW_LIMIT:.0f} % counted):",
             "",
             medians(lines),
             "",
+            *(
+                [
+                    "**The prediction interval against the measurements** (the kernels' held-out "
+                    "P10 and P90 errors, the ends of the interval `simulate --predict` prints; an interval of kernel errors "
+                    "alone, so a bias of the serving stack beyond its kernels shows as measured values "
+                    "outside it):",
+                    "",
+                    cov,
+                    "",
+                ]
+                if (cov := interval_coverage(lines))
+                else []
+            ),
             table(lines),
         ]
     )
@@ -705,6 +768,17 @@ def summary(lines: list[_Line]) -> str:
             "`benchmarks/serving_accuracy.py --write`:",
             "",
             medians(lines),
+            *(
+                [
+                    "",
+                    "How often the P10-P90 interval (`simulate --predict`'s, from the kernels' held-out "
+                    "errors) holds the measured value:",
+                    "",
+                    cov,
+                ]
+                if (cov := interval_coverage(lines))
+                else []
+            ),
         ]
     )
 
@@ -724,6 +798,11 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="fewer requests per run (smoke; not the table's numbers)"
     )
     ap.add_argument(
+        "--no-interval",
+        action="store_true",
+        help=f"skip the two runs of {INTERVAL_MODE} at the prediction interval's ends",
+    )
+    ap.add_argument(
         "--write", action="store_true", help="write docs/serving_accuracy.md and the README summary"
     )
     args = ap.parse_args(argv)
@@ -737,11 +816,16 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in rows if r["id"].startswith(prefixes)]
         if not rows:
             raise SystemExit(f"--rows: no {args.subset} row starts with {args.rows[:80]!r}")
-    if args.write and (args.quick or args.rows or modes != MODES):
-        raise SystemExit("--write writes the full table: drop --quick, --rows and --modes")
+    if args.write and (args.quick or args.rows or modes != MODES or args.no_interval):
+        raise SystemExit("--write writes the full table: drop --quick, --rows, --modes and --no-interval")
     t = time.perf_counter()
     lines = evaluate(
-        rows, modes, quick=args.quick, progress=lambda s: sys.stderr.write(s + "\n"), budget_s=args.budget_s
+        rows,
+        modes,
+        quick=args.quick,
+        progress=lambda s: sys.stderr.write(s + "\n"),
+        budget_s=args.budget_s,
+        interval=not args.no_interval,
     )
     text = markdown(lines, time.perf_counter() - t)
     if args.write:

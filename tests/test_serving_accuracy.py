@@ -13,6 +13,7 @@ The measured values are pinned to their published sources (not to this engine's 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -100,3 +101,29 @@ def test_unpublished_row_is_refused_with_its_reason(rows: dict[str, dict[str, st
     assert sa.excluded(row) is not None
     with pytest.raises(CostModelError, match="length distribution"):
         sa.row_workload(row)
+
+
+def _line(metric: str, measured: float, lo: float, hi: float) -> sa._Line:
+    row = {"id": f"x-{metric}-{measured}", "metric": metric, "value": str(measured), "unit": "s"}
+    return sa._Line(row, {}, (), interval=(lo, hi))
+
+
+def test_interval_coverage_counts_inside_below_and_above() -> None:
+    """Three TPOT rows by hand: 10 ms inside [9, 11], 8 ms below [9, 12], 20 ms above [9, 13];
+    widths 11/9 - 1 = 22.2 %, 12/9 - 1 = 33.3 %, 13/9 - 1 = 44.4 %, median 33.3 %. An excluded
+    row is not counted."""
+    lines = [
+        _line("itl_mean_s", 0.010, 0.009, 0.011),
+        _line("itl_mean_s", 0.008, 0.009, 0.012),
+        _line("itl_mean_s", 0.020, 0.009, 0.013),
+        dataclasses.replace(_line("itl_mean_s", 0.5, 0.1, 0.2), excluded="not published"),
+    ]
+    text = sa.interval_coverage(lines)
+    assert "| TPOT | 3 | 1 (33 %) | 1 | 1 | 33.3 % |" in text.splitlines()
+    assert sa.interval_coverage([sa._Line(lines[0].row, {}, ())]) == ""  # no interval run
+
+
+def test_the_bound_has_no_interval(rows: dict[str, dict[str, str]]) -> None:
+    row = rows["nim-llama33-70b-h100x2-fp8-5000-500-c1-itl"]
+    with pytest.raises(CostModelError, match="no prediction interval"):
+        sa.run_row(row, "bound", quick=True, quantile=0.9)
