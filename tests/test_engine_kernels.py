@@ -52,6 +52,20 @@ def test_mla_fuses_its_down_projections_and_keeps_the_router_apart():
     assert not any("router" in n for g in groups for n in g)
 
 
+def test_layers_the_engines_build_apart_stay_apart():
+    # DSA's indexer (vLLM's and SGLang's Indexer: wq_b, wk and weights_proj are ReplicatedLinear
+    # layers of their own) reads the same input as q_a/kv_a and q_b; Qwen3-Next's
+    # shared_expert_gate reads the shared expert's input, and its gated delta net's in_proj_qkvz
+    # and in_proj_ba are two layers: none of them joins a fused GEMM
+    dsa = _groups("deepseek-v3.2")
+    assert ("dsa_moe.q_a_proj", "dsa_moe.kv_a_proj") in dsa
+    assert not any("index" in n for g in dsa for n in g)
+    nxt = _groups("qwen3-next-80b-a3b")
+    assert ("gqa_moe.q_gate_proj", "gqa_moe.q_proj", "gqa_moe.k_proj", "gqa_moe.v_proj") in nxt
+    assert ("gqa_moe.shared.up_proj", "gqa_moe.shared.gate_proj") in nxt
+    assert not any(n.endswith(("shared_gate", "in_proj_qkvz", "in_proj_ba")) for g in nxt for n in g)
+
+
 def test_fused_row_sums_the_widths():
     row, shares = fused_row([{"m": 8, "n": 4096, "k": 4096}, {"m": 8, "n": 1024, "k": 4096}])
     assert row == {"m": 8, "n": 5120.0, "k": 4096} and shares == [0.8, 0.2]

@@ -30,7 +30,12 @@ their summed width in every served engine (vLLM's and SGLang's ``QKVParallelLine
 ``MergedColumnParallelLinear``, ``vllm/model_executor/models/llama.py``; TensorRT-LLM's fused
 ``qkv_proj`` and ``gate_up_proj``, ``tensorrt_llm/_torch/models/modeling_llama.py``), so the group
 is priced as that GEMM and its time split over the members by width. Priced apart, each small
-projection would pay a whole kernel's fixed cost (10-15 us at decode batches on H100).
+projection would pay a whole kernel's fixed cost (10-15 us at decode batches on H100). Only the
+projections the engines merge are grouped (:data:`FUSED_PROJECTIONS`, by the layer's name): a
+linear layer an engine builds on its own (DSA's indexer ``wq_b``/``wk``/``weights_proj``,
+``ReplicatedLinear`` each in vLLM's and SGLang's ``Indexer``; Qwen3-Next's ``shared_expert_gate``;
+its gated-delta-net ``in_proj_qkvz`` and ``in_proj_ba``, two layers of the Hugging Face model) stays
+its own kernel even when it reads the same input.
 
 Small ops the corpus does not measure (norms, activations, RoPE, KV-cache writes, the embedding
 gather) are kernels too: each engine kernel costs at least the device's shortest measured kernel
@@ -86,6 +91,7 @@ __all__ = [
     "calibration_source",
     "dtype_key",
     "FP8_SCALES",
+    "FUSED_PROJECTIONS",
     "projection_groups",
     "fused_row",
     "SMALL_KERNELS",
@@ -267,23 +273,44 @@ def dtype_key(family: str, row: dict[str, Any]) -> str:
     return _dtype_key(family, row)
 
 
+#: the projections the served engines merge into one GEMM, by the last part of the layer's name ->
+#: the merged layer (module doc): vLLM's/SGLang's ``QKVParallelLinear`` (Qwen3-Next's gated
+#: attention widens its q_proj by the output gate: ``q_gate_proj`` here) and
+#: ``MergedColumnParallelLinear`` (gate/up), DeepSeek's ``fused_qkv_a_proj`` (MLA's q_a and kv_a)
+FUSED_PROJECTIONS = {
+    "q_proj": "qkv_proj",
+    "k_proj": "qkv_proj",
+    "v_proj": "qkv_proj",
+    "q_gate_proj": "qkv_proj",
+    "gate_proj": "gate_up_proj",
+    "up_proj": "gate_up_proj",
+    "q_a_proj": "fused_qkv_a_proj",
+    "kv_a_proj": "fused_qkv_a_proj",
+}
+
+
 def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     """Each linear node that runs fused with its siblings -> the group's member names, in order
     (module doc). ``nodes``: (name, attributes) pairs of a graph's nodes.
 
-    Siblings are GEMM nodes of role ``linear`` that read the same tensor (their first input) with
-    the same ``M``, ``K``, dtypes, repeat count, layer group and phase; a node without siblings is
-    not in the result.
+    Siblings are GEMM nodes of role ``linear`` that the engines merge (:data:`FUSED_PROJECTIONS`,
+    the same merged layer) and that read the same tensor (their first input) with the same ``M``,
+    ``K``, dtypes, repeat count, layer group and phase; a node without siblings is not in the
+    result.
     """
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, d in nodes:
         if d.get("kind") != "op" or d.get(ROLE) != Role.LINEAR or _family(d) != "gemm":
+            continue
+        merged = FUSED_PROJECTIONS.get(str(name).rsplit(".", 1)[-1])
+        if merged is None:
             continue
         ins = d.get("inputs") or ()
         p = d.get("params") or {}
         if not ins or "N" not in p:
             continue
         key = (
+            merged,
             str(getattr(ins[0], "name", ins[0])),
             *(str(p.get(f)) for f in ("M", "K", "dtype", "w_dtype")),
             str(d.get("repeat", 1)),
