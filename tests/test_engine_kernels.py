@@ -256,3 +256,43 @@ def test_an_unmeasured_dtype_with_a_roof_keeps_its_bound_in_the_tables(corpus):
     exact = predict_step(cfg, hw, "decode", batch=8, ctx=1024, framework="vllm")
     assert exact.nodes["layers.q_proj"]["source"] == "bound"
     assert step == pytest.approx(exact.corrected_s, rel=0.01)
+
+
+def test_a_clamped_kernel_rests_on_its_bound():
+    """A kernel whose prediction fell below its bound is priced at the bound and counted there
+    (CLAMPED), for the quantity where it was clamped only: 3 s measured, 2 s clamped."""
+    from graphs.serving.kernel_sources import CLAMPED, coverage_of
+
+    nodes = {
+        "a": {"predicted_s": 3.0, "corrected_s": 3.0, "source": "measured", "basis": ""},
+        "b": {
+            "predicted_s": 2.0,
+            "corrected_s": 2.5,
+            "source": "measured",
+            "basis": "",
+            "clamped": ["predicted_s"],
+        },
+    }
+    fits = coverage_of(nodes, "predicted_s")
+    assert (fits.measured_s, fits.bound_s, fits.bounds) == (3.0, 2.0, {CLAMPED: 2.0})
+    grey = coverage_of(nodes, "corrected_s")
+    assert (grey.measured_s, grey.bound_s) == (5.5, 0.0)
+
+
+@pytest.mark.slow
+def test_decode_and_the_tables_say_the_same_of_a_clamped_all_reduce(corpus):
+    # DeepSeek-V3 FP8 on 8 H200s at batch 64: the all-reduces' predictions fall below their
+    # bound; predict_step and the simulator's priced step both count them as the bound, clamped
+    from graphs.serving.kernel_sources import CLAMPED
+    from graphs.serving.predict import predict_step
+    from graphs.serving.priced import priced_step
+
+    h200 = get_device("h200")
+    cfg = resolve_model("deepseek-v3").replace(dtype="fp8")
+    p = predict_step(cfg, h200, "decode", batch=64, ctx=4096, tp=8, framework="vllm")
+    ar = [v for v in p.nodes.values() if v["family"] == "all_reduce"]
+    assert ar and all("corrected_s" in v.get("clamped", ()) for v in ar)
+    assert p.corrected_coverage.bounds[CLAMPED] >= sum(v["corrected_s"] for v in ar) * (1 - 1e-12)
+    step = priced_step(cfg, h200, "decode", tp=8, predictor=Predictor.of("vllm"))
+    cov = step.coverage_array(64, 4096)
+    assert cov.bounds[CLAMPED] == pytest.approx(p.corrected_coverage.bounds[CLAMPED], rel=0.05)

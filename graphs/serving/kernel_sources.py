@@ -33,6 +33,7 @@ __all__ = [
     "KernelSource",
     "calibration",
     "calibration_residuals",
+    "CLAMPED",
     "coverage_of",
     "heldout_log_errors",
     "heldout_log_quantile",
@@ -215,14 +216,23 @@ def kernel_source(device: str, framework: str, family: str, key: str) -> KernelS
     return KernelSource(key, {}, "bound", f"no {family} {key} kernels measured", False)
 
 
+#: the bound-share reason of kernel seconds where a prediction fell below the roofline
+CLAMPED = "predictions below the kernel's roofline bound, clamped to it"
+
+
 def coverage_of(nodes: dict[str, dict[str, Any]], what: str) -> Coverage:
+    """The seconds ``what`` (``predicted_s`` or ``corrected_s``) of per-node predictions by what
+    they rest on: each node's ``source`` and ``basis``, except that a node whose ``clamped``
+    names ``what`` (its prediction fell below its bound, which priced it) counts as the bound,
+    :data:`CLAMPED`."""
     parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
     why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
     for nd in nodes.values():
         t = float(nd[what])
-        parts[nd["source"]] += t
-        if nd["source"] in why:
-            why[nd["source"]][nd["basis"]] = why[nd["source"]].get(nd["basis"], 0.0) + t
+        src, basis = ("bound", CLAMPED) if what in nd.get("clamped", ()) else (nd["source"], nd["basis"])
+        parts[src] += t
+        if src in why:
+            why[src][basis] = why[src].get(basis, 0.0) + t
     return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
 
 

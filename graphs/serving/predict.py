@@ -613,10 +613,12 @@ def predict_step(
         fam_pred = fam_corr = 0.0
         for it, pr, cr in zip(items, pred * reps, corr * reps, strict=True):
             for n, share, b in zip(it[3], it[4], it[5], strict=True):
-                # a fused member's share never below its own bound (the split is by width)
+                # every kernel (a fused member: its share by width) at least its own bound, as the
+                # simulator's tables price it; where the bound priced it, the coverage says so
                 p_n, c_n = max(float(pr) * share, b), max(float(cr) * share, b)
                 fam_pred += p_n
                 fam_corr += c_n
+                clamped = [w for w, v in (("predicted_s", pr), ("corrected_s", cr)) if float(v) * share < b]
                 nodes[n] = {
                     "family": fam,
                     "bound_s": b,
@@ -625,6 +627,7 @@ def predict_step(
                     "source": source,
                     "basis": basis,
                     **({"fused_with": [m for m in it[3] if m != n]} if len(it[3]) > 1 else {}),
+                    **({"clamped": clamped} if clamped else {}),
                 }
         predicted += fam_pred
         corrected += fam_corr

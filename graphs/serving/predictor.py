@@ -63,7 +63,7 @@ from costmodel.symbols import dim
 from models.config import ModelConfig
 
 from .compiled import compiled_step
-from .kernel_sources import Coverage, kernel_source
+from .kernel_sources import CLAMPED, Coverage, kernel_source
 from .mixed import HEAD_GROUP, MixedStep, mixed_step, node_time_expr
 from .workload import Workload, as_workload
 
@@ -82,8 +82,6 @@ __all__ = [
 KINDS = ("bound", "calibrated", "grey-box")
 #: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
 INTERVAL = (0.1, 0.9)
-#: the bound-share reason of kernel seconds where a prediction fell below the roofline
-CLAMPED = "predictions below the kernel's roofline bound, clamped to it"
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
 _CHUNK_BODY_PREFIX = "MLA chunk token-wise kernels after a cached prefix (it is decompressed too): bound"
 
