@@ -296,3 +296,14 @@ def test_decode_and_the_tables_say_the_same_of_a_clamped_all_reduce(corpus):
     step = priced_step(cfg, h200, "decode", tp=8, predictor=Predictor.of("vllm"))
     cov = step.coverage_array(64, 4096)
     assert cov.bounds[CLAMPED] == pytest.approx(p.corrected_coverage.bounds[CLAMPED], rel=0.05)
+
+
+def test_coverage_minus_is_reason_by_reason_and_never_negative():
+    # MTP's module: the full step's seconds less the plain step's, per reason
+    from graphs.serving.kernel_sources import Coverage
+
+    full = Coverage(5.0, 1.0, 3.0, {"small": 1.0}, {"a": 2.0, "b": 1.0})
+    plain = Coverage(4.0, 1.0, 2.5, {"small": 1.0}, {"a": 1.5, "b": 1.0})
+    d = full.minus(plain)
+    assert (d.measured_s, d.neighbour_s, d.bound_s, d.neighbours, d.bounds) == (1.0, 0.0, 0.5, {}, {"a": 0.5})
+    assert plain.minus(full).total_s == 0.0

@@ -521,14 +521,18 @@ def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
     rb, rp = search("llama-3.1-8b", **kw), search("llama-3.1-8b", predictor=PRED, **kw)
     fb = {r["batch"]: r for r in rb.frontier}
     assert rp.frontier and fb
+    verify = priced_step("llama-3.1-8b", "h100", "prefill", predictor=PRED, chunked=True, logits="all")
+    draft = priced_step("llama-3.2-1b", "h100", "decode", predictor=PRED)
+    steps = 0.0
     for r in rp.frontier:
         b = r["batch"]
-        verify = priced_step("llama-3.1-8b", "h100", "prefill", predictor=PRED, chunked=True, logits="all")
-        draft = priced_step("llama-3.2-1b", "h100", "decode", predictor=PRED)
         t = verify.step(b, 4, 2047) + sum(draft.step(b, 2048 + j) for j in range(3))
         assert r["tpot_s"] == pytest.approx(t / spec.expected_tokens(), rel=1e-9)
         if b in fb:
             assert r["tpot_s"] >= fb[b]["tpot_s"] * (1 - 1e-12)
+        steps += t
+    # what the frontier rests on: the verify and draft steps it is priced from, not the plain decode
+    assert rp.coverage.total_s == pytest.approx(steps, rel=1e-9)
     mk = dict(
         devices=["h200"],
         batches=[4, 16],

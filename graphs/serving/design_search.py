@@ -428,18 +428,25 @@ def search(
         duplicates=dups,
         dtype_notes=dtype_notes,
         predictor=pred.label,
-        coverage=None if pred.is_bound else _coverage(plans, merged, pred),
+        coverage=None if pred.is_bound else _coverage(plans, merged, pred, spec),
     )
 
 
-def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor) -> Coverage | None:
-    """The frontier points' decode steps (per micro-batch), summed, by what they rest on."""
+def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor, spec: Any = None) -> Coverage | None:
+    """The frontier points' decode steps (per micro-batch), summed, by what they rest on; with
+    ``spec``, the verify and draft steps their TPOT is priced from (:meth:`SpecForms.coverage`)."""
     total: Coverage | None = None
     for i in np.unique(p.plan).tolist():
         sel = p.plan == i
-        step = _compiled(plans[i], predictor=pred).decode
-        assert isinstance(step, PricedStep)
-        cov = step.coverage_array(p.coords[sel, 2] / p.coords[sel, 1], p.coords[sel, 3])
+        mb, ctx = p.coords[sel, 2] / p.coords[sel, 1], p.coords[sel, 3]
+        if spec is not None:
+            plan = plans[i]
+            cov = spec_forms(plan.config, plan.device, plan.tp, spec, pred).coverage(mb, ctx)
+            assert cov is not None
+        else:
+            step = _compiled(plans[i], predictor=pred).decode
+            assert isinstance(step, PricedStep)
+            cov = step.coverage_array(mb, ctx)
         total = cov if total is None else total + cov
     return total
 

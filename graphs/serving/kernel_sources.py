@@ -269,6 +269,16 @@ class Coverage(Result):
             merged(self.bounds, other.bounds),
         )
 
+    def minus(self, other: Coverage) -> Coverage:
+        """This prediction's seconds less ``other``'s, reason by reason, none below zero: what a
+        step adds over another priced by the same kernels (MTP's full step less the plain one)."""
+
+        def less(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+            return {k: v for k in a if (v := max(a[k] - b.get(k, 0.0), 0.0)) > 0}
+
+        nb, bd = less(self.neighbours, other.neighbours), less(self.bounds, other.bounds)
+        return Coverage(max(self.measured_s - other.measured_s, 0.0), sum(nb.values()), sum(bd.values()), nb, bd)
+
     def share(self, part: str) -> float:
         """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
         return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0

@@ -523,6 +523,26 @@ class SpecForms:
                     t = t - self.minus.step_array(b, ctx + j)
         return t / self.e
 
+    def coverage(self, b: np.ndarray, ctx: np.ndarray) -> Any:
+        """What :meth:`tpot`'s seconds at the points rest on (a
+        :class:`graphs.serving.kernel_sources.Coverage`: the verify step's and each draft step's
+        priced seconds summed, MTP's module as the full step less the plain one, reason by reason),
+        or None when the steps are not priced by a predictor."""
+        k = self.spec.k
+        if not hasattr(self.verify, "coverage_array"):
+            return None
+        if self.mla:
+            cov = self.verify.coverage_array(b * (k + 1), ctx + k / 2)
+        else:
+            cov = self.verify.coverage_array(b, np.full_like(ctx, k + 1.0), ctx - 1)
+        if self.draft is not None:
+            for j in range(k):
+                d = self.draft.coverage_array(b, ctx + j)
+                if self.minus is not None:
+                    d = d.minus(self.minus.coverage_array(b, ctx + j))
+                cov = cov + d
+        return cov
+
     def ttft_extra(self, prompt: np.ndarray) -> np.ndarray:
         """The proposer's prefill of the prompt (s; zero for ngram; for MTP the module's share of
         the prefill, which a plain run's step does not include)."""
