@@ -277,7 +277,9 @@ class Coverage(Result):
             return {k: v for k in a if (v := max(a[k] - b.get(k, 0.0), 0.0)) > 0}
 
         nb, bd = less(self.neighbours, other.neighbours), less(self.bounds, other.bounds)
-        return Coverage(max(self.measured_s - other.measured_s, 0.0), sum(nb.values()), sum(bd.values()), nb, bd)
+        return Coverage(
+            max(self.measured_s - other.measured_s, 0.0), sum(nb.values()), sum(bd.values()), nb, bd
+        )
 
     def share(self, part: str) -> float:
         """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
