@@ -187,6 +187,7 @@ def test_readers(tmp_path):
         (["--holdout", "99"], "--holdout: no run at 99 req/s"),
         (["--terms", "kernel_scale,bogus"], "--terms: 'bogus' is not a term"),
         (["--holdout", "0.5"], "every run is held out"),
+        (["--fp8-scales", "static"], "--fp8-scales static prices measured FP8 kernels: add --predict"),
     ],
 )
 def test_calibrate_serving_errors(tmp_path, capsys, extra, message):
@@ -223,3 +224,29 @@ def test_max_rate_runs_every_probe_with_the_fitted_engine(tmp_path, capsys):
         return float(text.split("max rate ")[1].split()[0])
 
     assert rate(fitted) < rate(plain)
+
+
+def test_a_fit_records_the_fp8_scales_its_kernels_were_priced_with(tmp_path, capsys):
+    """The kernel scale of a fit corrects kernels priced one way: the file records the FP8 scale
+    mode (a version-2 file, from before, priced dynamic scales), --predict-file applies it, and a
+    different --fp8-scales beside it is refused."""
+    import argparse
+
+    from costmodel.cli.calibrate import load_predict_file
+    from graphs.serving.overheads import EngineOverheads
+    from graphs.serving.serving_fit import ServingFit, write_fit
+
+    f = tmp_path / "fit.json"
+    write_fit(ServingFit("m", "h100-sxm", 1, "trtllm", EngineOverheads(), {}, fp8_scales="static"), str(f))
+    assert json.loads(f.read_text())["fp8_scales"] == "static" and read_fit(str(f)).fp8_scales == "static"
+    args = argparse.Namespace(predict_file=str(f), predict=None, fp8_scales=None)
+    load_predict_file(args)
+    assert (args.predict, args.fp8_scales) == ("trtllm", "static")
+    with pytest.raises(CostModelError, match=r"--fp8-scales dynamic but --predict-file .* static"):
+        load_predict_file(argparse.Namespace(predict_file=str(f), predict=None, fp8_scales="dynamic"))
+    old = {k: v for k, v in json.loads(f.read_text()).items() if k != "fp8_scales"}
+    f.write_text(json.dumps({**old, "version": 2}))
+    assert read_fit(str(f)).fp8_scales == "dynamic"
+    f.write_text(json.dumps({**old, "version": 3, "fp8_scales": "sometimes"}))
+    with pytest.raises(CostModelError, match="fp8_scales must be one of dynamic, static"):
+        read_fit(str(f))

@@ -166,9 +166,10 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     base = EngineOverheads.default(
         args.predict, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
     )
+    scales = fp8_scales_of(args)
     fit = fit_serving(
         runs,
-        simulate_with(cfg, dev, tp=args.tp, predict=args.predict, engine=eng),
+        simulate_with(cfg, dev, tp=args.tp, predict=args.predict, engine=eng, fp8_scales=scales),
         base=base,
         held_out=held,
         terms=terms,
@@ -177,6 +178,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         tp=args.tp,
         predict=args.predict,
         progress=_say(args.quiet),
+        fp8_scales=scales,
     )
     write_fit(fit, args.out)
     if args.json:
@@ -185,7 +187,9 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     drawn = sum(r.drawn for r in runs)
     print(
         f"serving fit of {fit.model} on {fit.device} (tp {fit.tp}), kernels priced by "
-        f"{args.predict or 'the roofline bound'}: {len(runs) - len(held)} run(s) fitted, {len(held)} held out"
+        f"{args.predict or 'the roofline bound'}"
+        + (f" (FP8 activation scales {scales})" if args.predict else "")
+        + f": {len(runs) - len(held)} run(s) fitted, {len(held)} held out"
     )
     if drawn:
         print(
@@ -229,7 +233,8 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
 
 def load_predict_file(args: argparse.Namespace) -> Any:
     """``--predict-file``'s fit (None without it); its predictor framework becomes ``--predict``
-    (the two must agree when both are given)."""
+    and its FP8 scale mode ``--fp8-scales`` (each must agree with the flag when both are given:
+    the fitted kernel scale corrects kernels priced that way)."""
     path = getattr(args, "predict_file", None)
     if not path:
         return None
@@ -244,6 +249,14 @@ def load_predict_file(args: argparse.Namespace) -> Any:
             f"{fit.predict or 'the bound'}; drop --predict (the file sets it)"
         )
     args.predict = fit.predict
+    scales = getattr(args, "fp8_scales", None)
+    if scales and scales != fit.fp8_scales:
+        raise CostModelError(
+            f"--fp8-scales {scales} but --predict-file {path[:200]!r} was fitted with {fit.fp8_scales} "
+            "FP8 activation scales; drop --fp8-scales (the file sets it)"
+        )
+    if hasattr(args, "fp8_scales"):
+        args.fp8_scales = fit.fp8_scales if fit.predict else None
     return fit
 
 

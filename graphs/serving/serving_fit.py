@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from costmodel.errors import CostModelError
+from costmodel.measured.corpus import FP8_SCALES
 from costmodel.outfiles import atomic_write
 from costmodel.safefile import read_user_file, unique_keys
 
@@ -62,7 +63,9 @@ __all__ = [
 ]
 
 FIT_FORMAT = "costmodel-serving-fit"
-FIT_VERSION = 2  # 2: kernels priced grey-box (Predictor.of's default), whose kernel_scale a 1 file does not fit
+#: 2: kernels priced grey-box (Predictor.of's default), whose kernel_scale a 1 file does not fit;
+#: 3: the FP8 activation-scale mode the kernels were priced with (``fp8_scales``; a 2 file: dynamic)
+FIT_VERSION = 3
 #: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
 #: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
 _STEP = {
@@ -106,6 +109,7 @@ class ServingFit:
     runs: list[RunError] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     rms_residual: float = 0.0  #: of the relative per-request residuals at the optimum
+    fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
 
     @property
     def held_out(self) -> list[RunError]:
@@ -119,6 +123,7 @@ class ServingFit:
             "device": self.device,
             "tp": self.tp,
             "predict": self.predict,
+            "fp8_scales": self.fp8_scales,
             "overheads": self.overheads.to_dict(),
             "stderr": self.stderr,
             "runs": [{k: _finite(v) for k, v in asdict(r).items()} for r in self.runs],
@@ -194,13 +199,15 @@ def fit_serving(
     tp: int = 1,
     predict: str | None = None,
     progress: Callable[[str], None] | None = None,
+    fp8_scales: str = "dynamic",
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
     ``simulate_run(requests, overheads, concurrency)`` simulates one run's requests (a closed
     loop of ``concurrency`` clients unless None) and returns its
     :class:`graphs.serving.simulator.SimResult` (the caller fixes model, device, engine and
-    predictor)."""
+    predictor); ``model``, ``device``, ``tp``, ``predict`` and ``fp8_scales`` are recorded in the
+    fit, the last two as the predictor ``simulate_run`` priced the kernels with."""
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms:
         raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
@@ -265,6 +272,7 @@ def fit_serving(
         device=device,
         tp=tp,
         predict=predict,
+        fp8_scales=fp8_scales,
         overheads=fitted_ov,
         stderr=stderr,
         runs=errs,
@@ -280,11 +288,13 @@ def simulate_with(
     tp: int = 1,
     predict: str | None = None,
     engine: EngineConfig | None = None,
+    fp8_scales: str = "dynamic",
 ) -> Callable[[list[Any], EngineOverheads, int | None], Any]:
-    """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor."""
+    """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor (its
+    FP8 GEMMs with ``fp8_scales`` activation scales)."""
     from .simulator import Topology, simulate
 
-    pred = Predictor.of(predict)
+    pred = Predictor.of(predict, fp8_scales=fp8_scales)
     topo = Topology(tp=tp)
 
     def run(requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
@@ -320,6 +330,7 @@ _KEYS = {
     "device",
     "tp",
     "predict",
+    "fp8_scales",
     "overheads",
     "stderr",
     "runs",
@@ -339,10 +350,12 @@ def read_fit(path: str) -> ServingFit:
         raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
         raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
-    if doc.get("version") != FIT_VERSION:
+    if doc.get("version") not in (2, FIT_VERSION):
         raise CostModelError(
-            f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads {FIT_VERSION})"
+            f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 and {FIT_VERSION})"
         )
+    if doc.get("version") == 2:  # before the scale mode was recorded: every fit priced dynamic scales
+        doc = {"fp8_scales": "dynamic", **doc}
     extra, missing = sorted(set(doc) - _KEYS), sorted(_KEYS - set(doc))
     if extra or missing:
         raise CostModelError(
@@ -353,6 +366,8 @@ def read_fit(path: str) -> ServingFit:
             raise CostModelError(f"{where}: {k} must be a string")
     if isinstance(doc["tp"], bool) or not isinstance(doc["tp"], int) or not 1 <= doc["tp"] <= 4096:
         raise CostModelError(f"{where}: tp must be a whole number in [1, 4096]")
+    if doc["fp8_scales"] not in FP8_SCALES:
+        raise CostModelError(f"{where}: fp8_scales must be one of {', '.join(FP8_SCALES)}")
     if doc["predict"] is not None:
         Predictor.of(doc["predict"])  # a framework the corpus knows, else its one-line error
     ov = EngineOverheads.from_dict(doc["overheads"], f"{where}: overheads")
@@ -367,6 +382,7 @@ def read_fit(path: str) -> ServingFit:
         device=doc["device"][:200],
         tp=doc["tp"],
         predict=doc["predict"],
+        fp8_scales=doc["fp8_scales"],
         overheads=ov,
         stderr={k: (None if v is None else float(v)) for k, v in se.items()},
         sources=[str(s)[:200] for s in doc["sources"]] if isinstance(doc["sources"], list) else [],
