@@ -307,3 +307,18 @@ def test_coverage_minus_is_reason_by_reason_and_never_negative():
     d = full.minus(plain)
     assert (d.measured_s, d.neighbour_s, d.bound_s, d.neighbours, d.bounds) == (1.0, 0.0, 0.5, {}, {"a": 0.5})
     assert plain.minus(full).total_s == 0.0
+
+
+@pytest.mark.slow
+def test_small_ops_at_their_bound_rest_on_it_in_both_paths(corpus):
+    # a 4096-token prefill: the norms' bounds exceed the small-kernel floor, so they cost their
+    # bound; predict_step and the simulator's priced step both say "ops without measured kernels"
+    from graphs.serving.predict import predict_step
+    from graphs.serving.priced import priced_step
+
+    cfg = resolve_model("llama-3.1-8b")
+    p = predict_step(cfg, H100, "prefill", batch=1, seq=4096, framework="vllm").corrected_coverage
+    c = priced_step(cfg, H100, "prefill", predictor=Predictor.of("vllm")).coverage_array(1, 4096)
+    why = "ops without measured kernels (norms, RoPE, activations, embedding, sampling)"
+    assert p.bounds[why] > 0 and c.bounds[why] == pytest.approx(p.bounds[why], rel=1e-6)
+    assert c.bounds.keys() == p.bounds.keys()

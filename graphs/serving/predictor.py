@@ -278,6 +278,15 @@ class _Table:
     values: np.ndarray | None  #: seconds at the grid points (None: the bound prices it)
     family: str = ""  #: the measured family and dtype key pricing it (for the quantile factor)
     key: str = ""
+    #: what the seconds rest on where the values fall below the kernel's bound, which then prices
+    #: it ("": :data:`CLAMPED`; a small kernel's floor share below its bound: its op's unmeasured
+    #: reason, as :func:`graphs.serving.predict.predict_step` keeps such an op at its bound)
+    clamp_basis: str = ""
+
+    @property
+    def below_bound(self) -> str:
+        """The bound-share reason of this kernel's clamped seconds."""
+        return self.clamp_basis or CLAMPED
 
 
 #: tabulations of the point predictions, shared by every quantile of one predictor
@@ -413,7 +422,13 @@ def _tabulate_point(
             )
             floors = small_kernel_floor(roofs, forms[members[0]][1].repeats(points), floor)
             for m, values in zip(members, floors, strict=True):
-                out[m] = _Table(forms[m][0], "neighbour", basis, np.array(values, dtype=float))
+                out[m] = _Table(
+                    forms[m][0],
+                    "neighbour",
+                    basis,
+                    np.array(values, dtype=float),
+                    clamp_basis=unmeasured_basis(forms[m][1].node, {}),
+                )
     for t in out:
         if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
             raise CostModelError(f"{t.name}: the {pred.label} is not a positive number on its grid")
@@ -460,7 +475,7 @@ class PredictedStep:
         tables = tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), tok_names, pts)
         lumps: dict[int, sympy.Expr] = {}
         lumps_head: dict[int, sympy.Expr] = {}
-        exprs, heads, logs, kid = [], [], [], []
+        exprs, heads, logs, kid, cid = [], [], [], [], []
         for t in tables:
             d = g_dec.nodes[t.name]
             e = node_time_expr(d, hw)
@@ -474,10 +489,12 @@ class PredictedStep:
             heads.append(is_head)
             logs.append(np.log(t.values))
             kid.append(ids(t.source, t.basis))
+            cid.append(ids("bound", t.below_bound))
         self.kernel_names = [t.name for t in tables if t.values is not None]
         # per kernel (head?, id, log-seconds on the grid) as plain lists: a few kernels per
         # iteration are cheaper in floats than in numpy calls
         self._rows = [(h, i, row.tolist()) for h, i, row in zip(heads, kid, logs, strict=True)]
+        self._clamp_ids = cid  #: per kernel row, where its clamped seconds go
         rows_sym = dim("rows")
         self._roof = sympy.lambdify(
             (B_sym, rows_sym),
@@ -516,7 +533,7 @@ class PredictedStep:
             )
         self.attention_names = a_names
         self._prefix_id = ids("bound", _CHUNK_PREFIX)
-        self._pre_body: list[tuple[int, list[float]]] = []
+        self._pre_body: list[tuple[int, int, list[float]]] = []
         if not self.shared_body:
             self._chunk_body_tables(g_pre, grid, pre_pts)
         self.reset()
@@ -542,7 +559,9 @@ class PredictedStep:
                 lump[i] = lump.get(i, sympy.Integer(0)) + e
                 continue
             exprs.append(e)
-            self._pre_body.append((ids(t.source, t.basis), np.log(t.values).tolist()))
+            self._pre_body.append(
+                (ids(t.source, t.basis), ids("bound", t.below_bound), np.log(t.values).tolist())
+            )
         self._pre_roof = sympy.lambdify(S_sym, exprs, "math")
         self._pre_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump.items()]
         self._pre_prefix_id = ids("bound", _CHUNK_BODY_PREFIX)
@@ -556,10 +575,10 @@ class PredictedStep:
             return x
         i, w = _lerp_at(self._lgrid, math.log(c))
         total = 0.0
-        for (kid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
+        for (kid, cid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
             p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
             if p < r:
-                acc[self.clamped_id] += r
+                acc[cid] += r
                 total += r
             else:
                 acc[kid] += p
@@ -673,10 +692,9 @@ class PredictedStep:
         n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
         m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
         acc = self._acc
-        clamped = self.clamped_id
         total = 0.0
-        for (head, kid, _), p, r in zip(
-            self._rows, self._token_preds(m, rows), self._roof(m, rows), strict=True
+        for (head, kid, _), clamped, p, r in zip(
+            self._rows, self._clamp_ids, self._token_preds(m, rows), self._roof(m, rows), strict=True
         ):
             if not (head or n):
                 continue

@@ -170,11 +170,14 @@ class PricedStep:
         _, ax, ay, i, j = how
         return _interp2(ax, ay, vals.reshape(len(ax), len(ay)), arrays[i], arrays[j])
 
-    def _predictions(self, arrays: list[np.ndarray]) -> list[tuple[np.ndarray | None, str, str]]:
+    def _predictions(self, arrays: list[np.ndarray]) -> list[tuple[np.ndarray | None, str, str, str]]:
         """Every node's prediction at the (flat) ``arrays``: the nodes priced on the same points
-        in one corpus call (one per measured family and dtype)."""
+        in one corpus call (one per measured family and dtype), with what it rests on and where
+        its clamped seconds go."""
         assert self.compiled.graph is not None
-        out: list[tuple[np.ndarray | None, str, str]] = [(None, "bound", _MANY_DIMS)] * len(self._nodes)
+        out: list[tuple[np.ndarray | None, str, str, str]] = [(None, "bound", _MANY_DIMS, CLAMPED)] * len(
+            self._nodes
+        )
         groups: dict[Any, tuple[np.ndarray, list[tuple[int, Any]]]] = {}
         call = _Call(arrays)
         for k, nd in enumerate(self._nodes):
@@ -186,19 +189,19 @@ class PricedStep:
             tabs = tabulate(self.hardware, self.predictor, self.compiled.graph, self.syms, names, pts)
             for (k, how), t in zip(members, tabs, strict=True):
                 vals = None if t.values is None else self._back(how, t.values, arrays)
-                out[k] = (vals, t.source, t.basis)
+                out[k] = (vals, t.source, t.basis, t.below_bound)
         return out
 
-    def _parts(self, flat: list[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray | None, str, str]]:
+    def _parts(self, flat: list[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray | None, str, str, str]]:
         """Per node over the flat arrays: its priced seconds, the mask where the clamp acted
-        (None: nowhere), and what the unclamped seconds rest on."""
-        for nd, (pred, src, basis) in zip(self._nodes, self._predictions(flat), strict=True):
+        (None: nowhere), what the unclamped seconds rest on, and the bound reason of the clamped."""
+        for nd, (pred, src, basis, below_basis) in zip(self._nodes, self._predictions(flat), strict=True):
             roof = nd.roof(*flat)
             if pred is None:
-                yield roof, None, "bound", basis
+                yield roof, None, "bound", basis, below_basis
                 continue
             below = pred < roof
-            yield np.maximum(pred, roof), (below if below.any() else None), src, basis
+            yield np.maximum(pred, roof), (below if below.any() else None), src, basis, below_basis
 
     @staticmethod
     def _flat(arrays: tuple[Any, ...]) -> tuple[tuple[int, ...], list[np.ndarray]]:
@@ -228,9 +231,9 @@ class PricedStep:
             if src in why and s > 0:
                 why[src][basis] = why[src].get(basis, 0.0) + s
 
-        for t, below, src, basis in self._parts(self._flat(arrays)[1]):
+        for t, below, src, basis, below_basis in self._parts(self._flat(arrays)[1]):
             clamped = float(t[below].sum()) if below is not None else 0.0
-            add("bound", CLAMPED, clamped)
+            add("bound", below_basis, clamped)
             add(src, basis, float(t.sum()) - clamped)
         return Coverage(acc["measured"], acc["neighbour"], acc["bound"], why["neighbour"], why["bound"])
 
