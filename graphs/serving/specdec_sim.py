@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
@@ -509,18 +509,25 @@ class SpecForms:
             self.draft_prefill = compiled_step(dw, hw, "prefill", tp=tp)
             self.draft_memory = decode_memory(dw, hw, tp=tp)
 
-    def tpot(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
-        """Seconds per output token of each point (class doc)."""
+    def _steps(self, b: np.ndarray, ctx: np.ndarray) -> Iterator[tuple[Any, tuple[np.ndarray, ...], Any]]:
+        """The steps one verification runs at the points: (step, its arguments, the step whose
+        share of it is not the draft's: MTP's plain step, else None), the verify first."""
         k = self.spec.k
         if self.mla:
-            t = self.verify.step_array(b * (k + 1), ctx + k / 2)
+            yield self.verify, (b * (k + 1), ctx + k / 2), None
         else:
-            t = self.verify.step_array(b, np.full_like(ctx, k + 1.0), ctx - 1)
+            yield self.verify, (b, np.full_like(ctx, k + 1.0), ctx - 1), None
         if self.draft is not None:
             for j in range(k):
-                t = t + self.draft.step_array(b, ctx + j)
-                if self.minus is not None:
-                    t = t - self.minus.step_array(b, ctx + j)
+                yield self.draft, (b, ctx + j), self.minus
+
+    def tpot(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """Seconds per output token of each point (class doc)."""
+        t: Any = 0.0
+        for step, args, minus in self._steps(b, ctx):
+            t = t + step.step_array(*args)
+            if minus is not None:
+                t = t - minus.step_array(*args)
         return t / self.e
 
     def coverage(self, b: np.ndarray, ctx: np.ndarray) -> Any:
@@ -528,19 +535,14 @@ class SpecForms:
         :class:`graphs.serving.kernel_sources.Coverage`: the verify step's and each draft step's
         priced seconds summed, MTP's module as the full step less the plain one, reason by reason),
         or None when the steps are not priced by a predictor."""
-        k = self.spec.k
         if not hasattr(self.verify, "coverage_array"):
             return None
-        if self.mla:
-            cov = self.verify.coverage_array(b * (k + 1), ctx + k / 2)
-        else:
-            cov = self.verify.coverage_array(b, np.full_like(ctx, k + 1.0), ctx - 1)
-        if self.draft is not None:
-            for j in range(k):
-                d = self.draft.coverage_array(b, ctx + j)
-                if self.minus is not None:
-                    d = d.minus(self.minus.coverage_array(b, ctx + j))
-                cov = cov + d
+        cov: Any = None
+        for step, args, minus in self._steps(b, ctx):
+            c = step.coverage_array(*args)
+            if minus is not None:
+                c = c.minus(minus.coverage_array(*args))
+            cov = c if cov is None else cov + c
         return cov
 
     def ttft_extra(self, prompt: np.ndarray) -> np.ndarray:
