@@ -38,6 +38,7 @@ __all__ = [
     "FRONTEND_OP",
     "MEASURED_S",
     "KV_CAP",
+    "MERGED",
     # edge attributes
     "TENSOR",
     "BYTES",
@@ -140,6 +141,9 @@ ROLE = "role"  #: a :class:`Role`: what an op node is for (set by the block that
 FRONTEND_OP = "frontend_op"  #: the importer's own op name (``aten.mm.default``, ``MatMul``)
 MEASURED_S = "measured_s"  #: a profiler's measured time of the node (attach_profile)
 KV_CAP = "kv_cap"  #: on a cache write: positions per sequence its layer keeps at most (window, chunk)
+#: on a linear op built by a block: the one GEMM the served engines run it in with its siblings
+#: (``qkv_proj``, ``gate_up_proj``, ``fused_qkv_a_proj``), or ``""`` when they run it alone
+MERGED = "merged"
 # edge attributes
 TENSOR = "tensor"  #: the logical tensor on the edge
 BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer

@@ -16,6 +16,7 @@ import pytest
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
+from costmodel.keys import MERGED
 from graphs.serving.compiled import compiled_step
 from graphs.serving.predict import (
     fused_row,
@@ -64,6 +65,21 @@ def test_layers_the_engines_build_apart_stay_apart():
     assert ("gqa_moe.q_gate_proj", "gqa_moe.q_proj", "gqa_moe.k_proj", "gqa_moe.v_proj") in nxt
     assert ("gqa_moe.shared.up_proj", "gqa_moe.shared.gate_proj") in nxt
     assert not any(n.endswith(("shared_gate", "in_proj_qkvz", "in_proj_ba")) for g in nxt for n in g)
+
+
+def test_blocks_declare_the_gemm_a_projection_runs_in():
+    """The block that builds a projection records the engines' merged GEMM (``MERGED``); the
+    layer-name map is only for imported graphs, whose nodes carry none."""
+    g = compiled_step(resolve_model("llama-3.1-8b"), H100, "decode", tp=1).graph
+    nodes = dict(g.nodes(data=True))
+    assert nodes["layers.q_proj"][MERGED] == "qkv_proj"
+    assert nodes["layers.mlp.gate_proj"][MERGED] == "gate_up_proj"
+    assert nodes["layers.o_proj"][MERGED] == "" and nodes["layers.mlp.down_proj"][MERGED] == ""
+    declared = set(projection_groups(nodes.items()).values())
+    imported = {n: {k: v for k, v in d.items() if k != MERGED} for n, d in nodes.items()}
+    assert set(projection_groups(imported.items()).values()) == declared  # by the names instead
+    alone = {**nodes, "layers.k_proj": {**nodes["layers.k_proj"], MERGED: ""}}  # the block says alone
+    assert ("layers.q_proj", "layers.v_proj") in set(projection_groups(alone.items()).values())
 
 
 def test_fused_row_sums_the_widths():

@@ -10,7 +10,7 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
-from costmodel.keys import COST, KV_CAP, Role
+from costmodel.keys import COST, KV_CAP, MERGED, Role
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 from models.layers import LayerSpec
@@ -77,6 +77,7 @@ class LayerBase:
         rows: Any = None,
         reduce: bool = False,
         role: Role = Role.LINEAR,
+        merged: str = "",
     ) -> tuple[str, Tensor]:
         """``y[T, n_out] = x[T, k] @ W[k, n_out]`` (+ bias) on this device's shard.
 
@@ -84,6 +85,9 @@ class LayerBase:
         activation operand is quantised in its producer's epilogue), else at the
         activation dtype. ``reduce=True`` marks a row-parallel matmul: under
         tensor parallelism its partial sums are all-reduced over the devices.
+        ``merged`` names the one GEMM the served engines run this projection in with its
+        siblings that read the same input (``qkv_proj``, ``gate_up_proj``; recorded as
+        :data:`~costmodel.keys.MERGED`, which the predictor prices them by); empty: its own kernel.
         """
         T = self.dims.tokens if rows is None else rows
         k = x[1].shape[-1]
@@ -108,6 +112,7 @@ class LayerBase:
             out_dtype=self.act,
             bias=bias,
         )[0]
+        self.g.nodes[y[0]][MERGED] = merged
         return self.all_reduce(f"{local}.all_reduce", y) if reduce else y
 
     def all_reduce(self, local: str, x: tuple[str, Tensor]) -> tuple[str, Tensor]:

@@ -31,7 +31,9 @@ their summed width in every served engine (vLLM's and SGLang's ``QKVParallelLine
 ``qkv_proj`` and ``gate_up_proj``, ``tensorrt_llm/_torch/models/modeling_llama.py``), so the group
 is priced as that GEMM and its time split over the members by width. Priced apart, each small
 projection would pay a whole kernel's fixed cost (10-15 us at decode batches on H100). Only the
-projections the engines merge are grouped (:data:`FUSED_PROJECTIONS`, by the layer's name): a
+projections the engines merge are grouped (the block that builds a projection declares the GEMM
+it runs in, :data:`~costmodel.keys.MERGED`; an imported graph's by its layer names,
+:data:`FUSED_PROJECTIONS`): a
 linear layer an engine builds on its own (DSA's indexer ``wq_b``/``wk``/``weights_proj``,
 ``ReplicatedLinear`` each in vLLM's and SGLang's ``Indexer``; Qwen3-Next's ``shared_expert_gate``;
 its gated-delta-net ``in_proj_qkvz`` and ``in_proj_ba``, two layers of the Hugging Face model) stays
@@ -64,7 +66,7 @@ import sympy
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import OP, ROLE, Role
+from costmodel.keys import MERGED, OP, ROLE, Role
 from costmodel.measured.corpus import FP8_SCALES
 from costmodel.results import Result
 from costmodel.roofline import bound
@@ -273,8 +275,9 @@ def dtype_key(family: str, row: dict[str, Any]) -> str:
     return _dtype_key(family, row)
 
 
-#: the projections the served engines merge into one GEMM, by the last part of the layer's name ->
-#: the merged layer (module doc): vLLM's/SGLang's ``QKVParallelLinear`` (Qwen3-Next's gated
+#: for imported graphs (whose nodes carry no :data:`~costmodel.keys.MERGED`): the projections the
+#: served engines merge into one GEMM, by the last part of the layer's name -> the merged layer
+#: (module doc): vLLM's/SGLang's ``QKVParallelLinear`` (Qwen3-Next's gated
 #: attention widens its q_proj by the output gate: ``q_gate_proj`` here) and
 #: ``MergedColumnParallelLinear`` (gate/up), DeepSeek's ``fused_qkv_a_proj`` (MLA's q_a and kv_a)
 FUSED_PROJECTIONS = {
@@ -293,8 +296,9 @@ def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     """Each linear node that runs fused with its siblings -> the group's member names, in order
     (module doc). ``nodes``: (name, attributes) pairs of a graph's nodes.
 
-    Siblings are GEMM nodes of role ``linear`` that the engines merge (:data:`FUSED_PROJECTIONS`,
-    the same merged layer) and that read the same tensor (their first input) with the same ``M``,
+    Siblings are GEMM nodes of role ``linear`` that the engines merge into the same GEMM (the
+    :data:`~costmodel.keys.MERGED` the block that built them declares; on an imported graph, which
+    carries none, :data:`FUSED_PROJECTIONS` by the layer's name) and that read the same tensor (their first input) with the same ``M``,
     ``K``, dtypes, repeat count, layer group and phase; a node without siblings is not in the
     result.
     """
@@ -302,7 +306,10 @@ def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     for name, d in nodes:
         if d.get("kind") != "op" or d.get(ROLE) != Role.LINEAR or _family(d) != "gemm":
             continue
-        merged = FUSED_PROJECTIONS.get(str(name).rsplit(".", 1)[-1])
+        if MERGED in d:  # declared by the block that built it
+            merged = d[MERGED] or None
+        else:  # an imported graph: its layer names (Hugging Face's, torch.export's)
+            merged = FUSED_PROJECTIONS.get(str(name).rsplit(".", 1)[-1])
         if merged is None:
             continue
         ins = d.get("inputs") or ()

@@ -95,12 +95,15 @@ class MLA(Mixer):
         nope, rope_d, vd, r_kv = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
         b = Tensor("b", (1,), layer.act).dtype.bytes
         if m.q_lora_rank is not None:
-            qa = layer.linear("q_a_proj", h, m.q_lora_rank)
+            # q_a and kv_a: one GEMM (DeepSeek's fused_qkv_a_proj in vLLM, SGLang, TensorRT-LLM)
+            qa = layer.linear("q_a_proj", h, m.q_lora_rank, merged="fused_qkv_a_proj")
             qa = layer.norm("q_a_norm", qa, T, m.q_lora_rank)
             q = layer.linear("q_b_proj", qa, H * (nope + rope_d))
         else:
             q = layer.linear("q_proj", h, H * (nope + rope_d))
-        kva = layer.linear("kv_a_proj", h, r_kv + rope_d)
+        kva = layer.linear(
+            "kv_a_proj", h, r_kv + rope_d, merged="fused_qkv_a_proj" if m.q_lora_rank is not None else ""
+        )
         lat = layer.b.op(
             "kv_a_norm",
             "rmsnorm",

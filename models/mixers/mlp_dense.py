@@ -68,9 +68,14 @@ def mlp(layer: LayerContext, x: Ref, width: Any, prefix: str, reduce: bool = Tru
     """
     width = layer.split(width, f"{prefix} width")
     bias = layer.cfg.mlp_bias
-    ins = [layer.linear(f"{prefix}.up_proj", x, width, bias=bias)]
+    ins = [
+        layer.linear(
+            f"{prefix}.up_proj", x, width, bias=bias, merged="gate_up_proj" if layer.cfg.gated_mlp else ""
+        )
+    ]
     if layer.cfg.gated_mlp:
-        ins.insert(0, layer.linear(f"{prefix}.gate_proj", x, width, bias=bias))
+        # gate and up: one GEMM in every engine (vLLM's and SGLang's MergedColumnParallelLinear)
+        ins.insert(0, layer.linear(f"{prefix}.gate_proj", x, width, bias=bias, merged="gate_up_proj"))
     a = activation(layer, f"{prefix}.act", ins, layer.dims.tokens, width)
     return layer.linear(f"{prefix}.down_proj", a, layer.cfg.hidden_size, reduce=reduce, bias=bias)
 

@@ -144,6 +144,11 @@ def _cached(window: Any, chunk: Any, tokens: Any) -> Any:
     return tokens
 
 
+#: the one GEMM vLLM's and SGLang's ``QKVParallelLinear`` and TensorRT-LLM's fused ``qkv_proj`` run
+#: q, k and v in (Qwen3-Next's gated attention widens its q by the output gate: ``q_gate_proj``)
+QKV = "qkv_proj"
+
+
 def project_qkv(layer: LayerContext, h: Ref, *, rope: bool = True) -> tuple[Ref | None, Ref, Ref, Ref]:
     """The output gate (when ``attn_output_gate``; else None), q, k and v projections (with the
     config's q/k/v bias), the optional per-head q/k norms, and rope on q and k (``rope`` and
@@ -153,10 +158,10 @@ def project_qkv(layer: LayerContext, h: Ref, *, rope: bool = True) -> tuple[Ref 
     H, Hkv = layer.split(cfg.num_attention_heads, "num_attention_heads"), layer.kv_heads_local()
     gate = None
     if a.attn_output_gate:
-        gate = layer.linear("q_gate_proj", h, H * hd, bias=a.qkv_bias)
-    q = layer.linear("q_proj", h, H * hd, bias=a.qkv_bias)
-    k = layer.linear("k_proj", h, Hkv * hd, bias=a.qkv_bias)
-    v = layer.linear("v_proj", h, Hkv * hd, bias=a.qkv_bias)
+        gate = layer.linear("q_gate_proj", h, H * hd, bias=a.qkv_bias, merged=QKV)
+    q = layer.linear("q_proj", h, H * hd, bias=a.qkv_bias, merged=QKV)
+    k = layer.linear("k_proj", h, Hkv * hd, bias=a.qkv_bias, merged=QKV)
+    v = layer.linear("v_proj", h, Hkv * hd, bias=a.qkv_bias, merged=QKV)
     if a.qk_norm and a.qk_norm_all_heads:  # one norm over all heads (OLMo 2, MiniMax-M2)
         q = layer.norm("q_norm", q, T, H * hd)
         k = layer.norm("k_norm", k, T, Hkv * hd)
