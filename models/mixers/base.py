@@ -159,6 +159,7 @@ class LayerContext(Protocol):
         rows: Any = None,
         reduce: bool = False,
         role: Role = Role.LINEAR,
+        merged: str = "",
     ) -> tuple[str, Tensor]: ...
 
     def all_reduce(self, local: str, x: tuple[str, Tensor]) -> tuple[str, Tensor]: ...
