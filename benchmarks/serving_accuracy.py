@@ -193,6 +193,9 @@ class RowWorkload:
     published_requests: int  #: the count an offline throughput is extrapolated to
     concurrency: int | None = None
     rate: float | None = None
+    #: the FP8 GEMMs' activation scales (``static`` | ``dynamic``) where the row states them;
+    #: None: :func:`predictor`'s rule
+    fp8_scales: str | None = None
     #: assumptions and approximations, shown beside the row (not part of the run's identity)
     notes: tuple[str, ...] = field(default_factory=tuple, compare=False)
 
@@ -208,6 +211,7 @@ class RowWorkload:
             self.requests,
             self.concurrency,
             self.rate,
+            self.fp8_scales,
         )
 
 
@@ -251,8 +255,8 @@ def _dtypes(row: dict[str, str]) -> SimpleNamespace:
 
     fp8/fp4 are ModelOpt W8A8 / W4A4 checkpoints (weights and GEMM operands); their KV cache is
     FP8 (the v0.14 page: FP8 quantization sets the KV cache to FP8; the FP8/FP4 checkpoints'
-    quantization configs carry an FP8 KV cache); bf16 and unstated precision keep the
-    checkpoint's dtype."""
+    quantization configs carry an FP8 KV cache) unless ``precision_kv`` is ``auto`` (the
+    checkpoint's dtype); bf16 and unstated precision keep the checkpoint's dtype."""
     w = row["precision_weights"]
     kv = row["precision_kv"]
     if w == "fp8":
@@ -260,16 +264,20 @@ def _dtypes(row: dict[str, str]) -> SimpleNamespace:
             weight_dtype="fp8", matmul_dtype="fp8", kv_dtype="fp8" if kv != "auto" else None
         )
     if w == "fp4":
-        return SimpleNamespace(weight_dtype="nvfp4", matmul_dtype="nvfp4", kv_dtype="fp8")
+        return SimpleNamespace(
+            weight_dtype="nvfp4", matmul_dtype="nvfp4", kv_dtype="fp8" if kv != "auto" else None
+        )
     return SimpleNamespace(weight_dtype=None, matmul_dtype=None, kv_dtype=None)
 
 
 def predictor(w: RowWorkload) -> Predictor:
     """The source engine's kernels for a row: FP8 rows are ModelOpt checkpoints (:func:`_dtypes`),
     whose per-tensor activation scales are calibrated (static), so their FP8 GEMMs do not compute a
-    scale per call (:func:`graphs.serving.predict.price_rows`)."""
+    scale per call (:func:`graphs.serving.predict.price_rows`); a row that says otherwise
+    (:attr:`RowWorkload.fp8_scales`) is priced as it says."""
     fp8 = str(w.config.matmul_dtype or "").startswith("fp8")
-    return Predictor.of(w.framework, fp8_scales="static" if fp8 else "dynamic")
+    scales = w.fp8_scales or ("static" if fp8 else "dynamic")
+    return Predictor.of(w.framework, fp8_scales=scales if fp8 else "dynamic")
 
 
 def _kv_budget(cfg: Any, device: str, tp: int, max_tokens: int, block: int) -> int:
@@ -322,6 +330,17 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         assert conc is not None
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
         return RowWorkload(cfg, row["device"], topo, EngineConfig(), fw, "batch", reqs, conc, notes=())
+    if row["source_kind"] == "aiconfigurator_silicon":  # one wave of N requests (silicon_accuracy.py)
+        assert conc is not None
+        eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=conc)
+        reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
+        notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
+        if eng.max_num_seqs < conc:
+            notes.append(f"the KV pool holds {eng.max_num_seqs} of them at once (the rest wait for a finish)")
+        scales = row.get("fp8_scales") or None
+        return RowWorkload(
+            cfg, row["device"], topo, eng, fw, "batch", reqs, conc, fp8_scales=scales, notes=tuple(notes)
+        )
     if conc is not None:  # a closed loop (NIM / AIPerf)
         eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
         n = ROUNDS * conc
@@ -330,7 +349,17 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
         return RowWorkload(
-            cfg, row["device"], topo, eng, fw, "concurrency", reqs, n, concurrency=conc, notes=tuple(notes)
+            cfg,
+            row["device"],
+            topo,
+            eng,
+            fw,
+            "concurrency",
+            reqs,
+            n,
+            concurrency=conc,
+            fp8_scales=row.get("fp8_scales") or None,
+            notes=tuple(notes),
         )
     eng = _trt_engine(cfg, row["device"], tp, isl, osl)
     if rate is None or math.isinf(rate):  # offline: everything at t = 0
@@ -645,7 +674,7 @@ def table(lines: list[_Line]) -> str:
             iv = ln.interval
             cells.append("-" if iv is None else f"{_fmt(iv[0], r['unit'])} - {_fmt(iv[1], r['unit'])}")
         note = f"excluded: {ln.excluded}" if ln.excluded else "; ".join(ln.notes)
-        best = ln.err(modes[-1]) if modes else None
+        best = ln.err(modes[-1]) if modes and not ln.excluded else None
         if best is not None and abs(best) > ROW_LIMIT / 100:
             why = reason(r, best) or "no physical reason stated (a model miss)"
             note = (note + "; " if note else "") + f"**beyond {ROW_LIMIT:.0f} %** ({modes[-1]}): {why}"
