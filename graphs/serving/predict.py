@@ -32,12 +32,11 @@ their summed width in every served engine (vLLM's and SGLang's ``QKVParallelLine
 is priced as that GEMM and its time split over the members by width. Priced apart, each small
 projection would pay a whole kernel's fixed cost (10-15 us at decode batches on H100). Only the
 projections the engines merge are grouped (the block that builds a projection declares the GEMM
-it runs in, :data:`~costmodel.keys.MERGED`; an imported graph's by its layer names,
-:data:`FUSED_PROJECTIONS`): a
-linear layer an engine builds on its own (DSA's indexer ``wq_b``/``wk``/``weights_proj``,
-``ReplicatedLinear`` each in vLLM's and SGLang's ``Indexer``; Qwen3-Next's ``shared_expert_gate``;
-its gated-delta-net ``in_proj_qkvz`` and ``in_proj_ba``, two layers of the Hugging Face model) stays
-its own kernel even when it reads the same input.
+it runs in, :data:`~costmodel.keys.MERGED`; an imported graph's are found by its layer names,
+:data:`FUSED_PROJECTIONS`): a linear layer an engine builds on its own (DSA's indexer
+``wq_b``/``wk``/``weights_proj``, ``ReplicatedLinear`` each in vLLM's and SGLang's ``Indexer``;
+Qwen3-Next's ``shared_expert_gate``; its gated-delta-net ``in_proj_qkvz`` and ``in_proj_ba``, two
+layers of the Hugging Face model) stays its own kernel even when it reads the same input.
 
 Small ops the corpus does not measure (norms, activations, RoPE, KV-cache writes, the embedding
 gather) are kernels too: each engine kernel costs at least the device's shortest measured kernel
@@ -298,9 +297,9 @@ def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
 
     Siblings are GEMM nodes of role ``linear`` that the engines merge into the same GEMM (the
     :data:`~costmodel.keys.MERGED` the block that built them declares; on an imported graph, which
-    carries none, :data:`FUSED_PROJECTIONS` by the layer's name) and that read the same tensor (their first input) with the same ``M``,
-    ``K``, dtypes, repeat count, layer group and phase; a node without siblings is not in the
-    result.
+    carries none, :data:`FUSED_PROJECTIONS` by the layer's name) and that read the same tensor
+    (their first input) with the same ``M``, ``K``, dtypes, repeat count, layer group and phase; a
+    node without siblings is not in the result.
     """
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, d in nodes:
