@@ -74,9 +74,8 @@ def test_rows_left_out_say_why(sample: list[dict[str, str]]) -> None:
     assert "disaggregated" in (si.eligible(disagg) or "")
     moe = next(r for r in sample if r["model_path"] == "deepseek-ai/DeepSeek-R1" and r["mode"] == "agg")
     assert "does not map" in (si.eligible(moe) or "")
-    _, left = si.silicon_rows(sample)
-    rows, _ = si.silicon_rows(sample)
-    assert sum(left.values()) + len(rows) // 2 == len(sample)
+    rows, left = si.silicon_rows(sample)
+    assert sum(left.values()) + len(rows) // 2 == len(sample)  # two rows (TTFT, TPOT) per run
 
 
 def test_kv_dtype_and_fp8_scales_follow_the_checkpoint(sample: list[dict[str, str]]) -> None:
