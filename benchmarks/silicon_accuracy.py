@@ -358,13 +358,12 @@ def markdown(
             f"Load: **{protocol}** (`--protocol`). "
             + (
                 "Each run's `batch_size` requests are sent together and every one is read. The sample does not "
-                "state its load generator. A wave is what the SGLang Qwen3-32B campaign's TTFT points to (it "
-                f"grows with concurrency x ISL as a queue of prefills does). In {len(bad)} of the {len(camps)} "
-                "campaigns (a data dump or source file, per engine) more than half the runs have a measured "
-                "TTFT below a wave's roofline TTFT, which no engine beats, so those runs were loaded otherwise "
-                f"(a steady stream of requests, most likely): their TTFT ({n_out} of {n} runs) is not "
-                "compared. TTFT depends on the load far more than TPOT does; their TPOT is kept, replayed as a "
-                "wave, and the check below shows how much a steady loop would change it."
+                f"state its load generator. In {len(bad)} of the {len(camps)} campaigns (a data dump or source "
+                "file, per engine) more than half the runs have a measured TTFT below a wave's roofline TTFT, "
+                f"which no engine beats, so those runs were loaded otherwise: their TTFT ({n_out} of {n} runs) "
+                "is not compared. TTFT depends on the load far more than TPOT does; their TPOT is kept, replayed "
+                "as a wave, and the check below shows how much a steady loop would change it. The campaigns "
+                "consistent with one wave: " + "; ".join(f"`{c}`" for c in sorted(camps - set(bad))) + "."
                 if protocol == "wave"
                 else "A steady closed loop of `batch_size` clients, 4 requests each, its middle rounds read."
             )
@@ -440,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         "--write", action="store_true", help="write docs/silicon_accuracy.md and the README summary"
     )
     args = ap.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        raise SystemExit(f"--limit: {args.limit} deployments not allowed; allowed: a whole number >= 1")
     modes = tuple(m for m in args.modes.split(",") if m)
     for m in modes:
         if m not in sa.MODES:

@@ -78,7 +78,7 @@ def test_rows_left_out_say_why(sample: list[dict[str, str]]) -> None:
     assert sum(left.values()) + len(rows) // 2 == len(sample)  # two rows (TTFT, TPOT) per run
 
 
-def test_kv_dtype_and_fp8_scales_follow_the_checkpoint(sample: list[dict[str, str]]) -> None:
+def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
     """TensorRT-LLM's FP8/NVFP4 runs read NVIDIA's checkpoints (kv_cache_quant_algo FP8, static
     activation scales); vLLM quantises a bf16 checkpoint on line (dynamic scales, bf16 KV)."""
     base = {"gemm_quant_mode": "fp8", "model_path": "meta-llama/Llama-3.1-70B"}
@@ -132,3 +132,8 @@ def test_a_campaign_below_the_wave_roofline_is_not_a_wave() -> None:
     assert bad == {"a": (2, 3)}
     judged = si.judge_ttft(lines, bad)
     assert [bool(ln.excluded) for ln in judged] == [True, True, True, False, False, False, False]
+
+
+def test_a_limit_below_one_is_refused() -> None:
+    with pytest.raises(SystemExit, match="--limit: 0 deployments not allowed"):
+        si.main(["--limit", "0"])
