@@ -4,7 +4,9 @@ Every row of ``benchmarks/data/published_serving.csv`` (how each source measured
 ``benchmarks/data/README.md``) is replayed as the source ran it: the model, device, tensor
 parallelism, dtypes, ISL/OSL, request count and load (``offline``: every request at t = 0;
 ``rate``: Poisson arrivals at the published QPS; ``concurrency``: a closed loop of N clients;
-``batch``: one fixed batch), through :func:`graphs.serving.simulate` in three modes:
+``batch``: one fixed batch; ``client``: a benchmark client's closed loop from a burst, every
+request read, for ``benchmarks/silicon_accuracy.py``), through :func:`graphs.serving.simulate`
+in three modes:
 
 * ``bound``: every iteration at its per-kernel roofline (the engine's default predictor);
 * ``predicted``: every iteration's kernels priced by the source engine's measured kernels
@@ -188,7 +190,7 @@ class RowWorkload:
     topology: Topology
     engine: EngineConfig
     framework: str
-    load: str  #: offline | rate | concurrency | batch
+    load: str  #: offline | rate | concurrency | batch | client
     requests: tuple[Request, ...]
     published_requests: int  #: the count an offline throughput is extrapolated to
     concurrency: int | None = None
@@ -296,17 +298,33 @@ def _kv_budget(cfg: Any, device: str, tp: int, max_tokens: int, block: int) -> i
     return n
 
 
-def _trt_engine(cfg: Any, device: str, tp: int, isl: int, osl: int, cap: int | None = None) -> EngineConfig:
+def _trt_engine(
+    cfg: Any,
+    device: str,
+    tp: int,
+    isl: int,
+    osl: int,
+    cap: int | None = None,
+    *,
+    max_tokens: int = TRT_MAX_TOKENS,
+    chunked: bool = True,
+) -> EngineConfig:
     """TensorRT-LLM's scheduler as an :class:`EngineConfig`: GUARANTEED_NO_EVICT admits a request
     only when blocks for its whole prompt + output are free, which for fixed lengths is a cap of
-    ``floor(blocks / ceil((ISL + OSL) / b))`` running sequences with no preemption ever."""
-    blocks = _kv_budget(cfg, device, tp, TRT_MAX_TOKENS, TRT_BLOCK)
+    ``floor(blocks / ceil((ISL + OSL) / b))`` running sequences with no preemption ever;
+    ``max_tokens`` tokens per iteration (``max_num_tokens``), prompts split into chunks only with
+    ``chunked`` (``enable_chunked_prefill``)."""
+    blocks = _kv_budget(cfg, device, tp, max_tokens, TRT_BLOCK)
     per_request = -(-(isl + osl) // TRT_BLOCK)
     seqs = min(TRT_MAX_BATCH, blocks // per_request, cap or TRT_MAX_BATCH)
     if seqs < 1:
         raise CostModelError(f"{cfg.name}: one {isl}+{osl}-token request does not fit {blocks} KV blocks")
     return EngineConfig(
-        max_num_batched_tokens=TRT_MAX_TOKENS, max_num_seqs=seqs, block_size=TRT_BLOCK, num_blocks=blocks
+        max_num_batched_tokens=max_tokens,
+        max_num_seqs=seqs,
+        block_size=TRT_BLOCK,
+        num_blocks=blocks,
+        enable_chunked_prefill=chunked,
     )
 
 
@@ -340,6 +358,50 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         scales = row.get("fp8_scales") or None
         return RowWorkload(
             cfg, row["device"], topo, eng, fw, "batch", reqs, conc, fp8_scales=scales, notes=tuple(notes)
+        )
+    if row["source_kind"] == "aiconfigurator_silicon_client":  # the benchmark client (silicon_accuracy.py)
+        assert conc is not None
+        per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
+        n = per * conc
+        max_tokens = _int(row.get("engine_max_tokens", "")) or TRT_MAX_TOKENS
+        if fw == "trtllm":  # GUARANTEED_NO_EVICT: a request's blocks reserved at admission
+            chunked = row.get("engine_chunked_prefill", "true") == "true"
+            eng = _trt_engine(cfg, row["device"], tp, isl, osl, max_tokens=max_tokens, chunked=chunked)
+            if eng.max_num_seqs < conc:
+                notes.append(
+                    f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)"
+                )
+        else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
+            blocks = _kv_budget(cfg, row["device"], tp, max_tokens, TRT_BLOCK)
+            eng = EngineConfig(
+                max_num_batched_tokens=max_tokens,
+                max_num_seqs=max(conc, EngineConfig().max_num_seqs),
+                block_size=TRT_BLOCK,
+                num_blocks=blocks,
+            )
+        reqs = tuple(
+            synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0)
+        )
+        notes.append(
+            f"{conc} clients, {n} requests from a burst, every one read ({row['client']}); "
+            + (
+                "fixed lengths"
+                if ratio == 1
+                else f"lengths uniform on [{int(ratio * isl)}, {isl}] / [{int(ratio * osl)}, {osl}]"
+            )
+        )
+        return RowWorkload(
+            cfg,
+            row["device"],
+            topo,
+            eng,
+            fw,
+            "client",
+            reqs,
+            n,
+            concurrency=conc,
+            fp8_scales=row.get("fp8_scales") or None,
+            notes=tuple(notes),
         )
     if conc is not None:  # a closed loop (NIM / AIPerf)
         eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
@@ -379,6 +441,13 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     notes.append("Poisson arrivals and fixed lengths assumed (the page states neither)")
     reqs = tuple(synthetic(n, rate=rate, prompt=f"fixed:{isl}", output=f"fixed:{osl}", seed=0))
     return RowWorkload(cfg, row["device"], topo, eng, fw, "rate", reqs, n, rate=rate, notes=tuple(notes))
+
+
+def _lengths(n: int, ratio: float) -> str:
+    """A length spec for :func:`synthetic`: ``n`` tokens, or with ``ratio < 1`` uniform on
+    ``[int(ratio n), n]`` (vLLM ``benchmark_serving.py --random-range-ratio``: ``lower =
+    int(seq_len * range_ratio)``, ``np.random.randint(lower, upper + 1)``)."""
+    return f"fixed:{n}" if ratio == 1 else f"uniform:{max(1, int(ratio * n))},{n}"
 
 
 def _closed_loop() -> bool:
@@ -430,7 +499,10 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
     times are the closed loop's, and its send time is the ``(k - N)``-th completion (0 for the
     first ``N``); what differs is only the client-side request path, which neither models.
     Latencies of a closed loop are read over its middle rounds: the first round starts as one
-    burst of N prompts (a warm-up, which AIPerf runs apart) and the last one drains."""
+    burst of N prompts (a warm-up, which AIPerf runs apart) and the last one drains. A
+    ``client`` load (the benchmark client as a source documents it, ``simulate(...,
+    concurrency=N)`` from a burst) is read whole, as that client reads it: every request, the
+    first burst and the drain included, each from its own send."""
     pr = res.per_request
     arrival = pr["arrival_s"]
     first = arrival + pr["ttft_s"]
@@ -474,7 +546,9 @@ def _simulate(w: RowWorkload, mode: str, quantile: float | None = None) -> _Run:
     if mode != "bound":
         kw.update(_overheads(w, mode))
     run: Any = simulate
-    if w.load == "concurrency" and _closed_loop():
+    if w.load == "client":  # the benchmark client: N clients sending back to back from a burst
+        kw["concurrency"] = w.concurrency
+    elif w.load == "concurrency" and _closed_loop():
         from graphs.serving.simulator import simulate_steady_loop
 
         run = simulate_steady_loop  # the loop's steady state: first sends spread over a cycle

@@ -19,28 +19,33 @@ measured kernels alone) and ``simulated`` (plus the engine's default overheads).
 
 What the sample does not state, and what the replay assumes (said again in the output):
 
-* the load: ``--protocol wave`` (default) sends each run's ``batch_size`` requests together
-  and reads every one; ``--protocol loop`` runs a steady closed loop of ``batch_size``
-  clients, 4 requests each, its middle rounds read. The sample does not say which. The SGLang
-  Qwen3-32B campaign's TTFT grows with concurrency x ISL (about 9 s at 128 x 4,096 tokens on
-  4 H100s) as a wave's queue of prefills does, which a steady loop's TTFT (one prefill and a
-  chunk's wait) cannot. A campaign in which most runs' measured TTFT lies below a wave's
-  roofline TTFT was not loaded as waves (:func:`not_waves`): its TTFT is not compared, its
-  TPOT is, and :func:`sensitivity` shows how much a steady loop would change that TPOT;
+* the load. The sample does not say; the campaigns' sources suggest a benchmark client
+  (:func:`client`: ``C`` clients sending back to back, ``10 C`` requests from a burst, every one
+  read). ``--protocol sourced`` (default) replays InferenceX's campaigns as InferenceX's
+  documented client and the others as one wave of ``batch_size`` requests sent together, every
+  one read (``--check`` shows how the runners their source suggests fit them);
+  ``--protocol wave`` replays every run as one wave, ``--protocol loop`` as a steady closed
+  loop of ``batch_size`` clients, 4 requests each, its middle rounds read. A campaign in which
+  most runs' measured TTFT lies below the replay's roofline TTFT was not loaded as replayed
+  (:func:`not_waves`): its TTFT is not compared, its TPOT is. ``--check`` replays one run per
+  deployment both as one wave and as its client (:func:`load_check`);
 * whether TTFT and TPOT are means (read as means, AIPerf's default statistic);
 * the KV-cache dtype (:func:`kv_dtype`) and the FP8 activation scales (:func:`fp8_scales`);
 * the engine's batch limits (TensorRT-LLM's defaults for every engine: 8,192 tokens per
   iteration; the wave's requests admitted as their KV blocks fit);
 * block-scaled FP8 (``fp8_block``) GEMMs priced as FP8 with dynamic scales.
 
-    python benchmarks/silicon_accuracy.py                    # every eligible run (~40 min)
+    python benchmarks/silicon_accuracy.py                    # every eligible run
     python benchmarks/silicon_accuracy.py --limit 4          # the first 4 deployments (smoke)
     python benchmarks/silicon_accuracy.py --write            # docs/silicon_accuracy.md + README summary
+    python benchmarks/silicon_accuracy.py --check --write    # the load check's section
+    python benchmarks/silicon_accuracy.py --write --jobs 2   # two processes side by side
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import dataclasses
 import statistics
@@ -65,7 +70,8 @@ __all__ = [
     "load_sample",
     "not_waves",
     "judge_ttft",
-    "sensitivity",
+    "client",
+    "load_check",
     "main",
 ]
 
@@ -95,6 +101,15 @@ SUMMARY_BEGIN, SUMMARY_END = (
     "<!-- silicon-accuracy-summary:end -->",
 )
 DOC_BEGIN, DOC_END = "<!-- silicon-accuracy:begin -->", "<!-- silicon-accuracy:end -->"
+#: serving_accuracy's source kinds for the replays: one wave, the benchmark client, a steady loop
+WAVE, CLIENT, LOOP = "aiconfigurator_silicon", "aiconfigurator_silicon_client", "aiconfigurator_silicon_loop"
+#: --protocol: InferenceX's campaigns as their client and the others as waves, or every run one way
+PROTOCOLS = ("sourced", "wave", "loop")
+CHECK_BEGIN, CHECK_END = "<!-- silicon-load-check:begin -->", "<!-- silicon-load-check:end -->"
+CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END = (
+    "<!-- silicon-load-check-summary:begin -->",
+    "<!-- silicon-load-check-summary:end -->",
+)
 
 
 def load_sample(path: Path | None = None) -> list[dict[str, str]]:
@@ -145,9 +160,34 @@ def kv_dtype(row: dict[str, str]) -> str:
     NVFP4 checkpoints set ``kv_cache_quant_algo: FP8`` (the wheel's own
     ``model_configs/nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json`` and
     ``Qwen--Qwen3-32B-FP8-Static-PerTensor_hf_quant_config.json``): ``fp8``. vLLM's and SGLang's
-    ``auto`` is the model's dtype: ``auto``."""
+    ``auto`` is the model's dtype: ``auto``. InferenceX's campaigns (:func:`client`) set an FP8
+    cache in every engine: its Llama-3.1-70B scripts pass ``kv-cache-dtype: fp8`` to vLLM and
+    ``kv_cache_config: dtype: fp8`` to TensorRT-LLM (SemiAnalysisAI/InferenceX,
+    ``benchmarks/70b_fp8_h100_slurm.sh``, ``70b_fp8_h200_slurm.sh``, ``70b_fp8_b200_docker.sh``,
+    ``70b_fp4_b200_docker.sh``, ``70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
+    ``70b_fp4_b200_trt_slurm.sh``): ``fp8``."""
+    if client(row) is INFERENCEX:
+        return "fp8"
     quantised = row["gemm_quant_mode"] in ("fp8", "nvfp4")
     return "fp8" if row["backend"] == "trtllm" and quantised else "auto"
+
+
+#: InferenceX's trtllm-serve settings for its Llama-3.1-70B runs (:func:`engine_settings`)
+INFERENCEX_TRT_MAX_TOKENS = 16384
+
+
+def engine_settings(row: dict[str, str]) -> dict[str, str]:
+    """Engine settings a run's campaign states, as row fields for ``serving_accuracy``
+    (``engine_max_tokens``, ``engine_chunked_prefill``; absent: TensorRT-LLM's defaults of the
+    module doc). InferenceX's TensorRT-LLM scripts launch ``trtllm-serve ... --max_num_tokens
+    16384`` (``benchmarks/70b_fp8_h200_trt_slurm.sh`` and ``70b_fp8_b200_trt_slurm.sh`` at
+    a267b4bd; another stored version passes ``--max_num_tokens $MAX_MODEL_LEN``, 2,048 or 9,216)
+    and leave ``enable_chunked_prefill`` at trtllm-serve's default, False (``tensorrt_llm/commands/
+    serve.py``): a prompt runs whole in one iteration. Its vLLM scripts pass
+    ``max-num-batched-tokens: 8192`` with chunked prefill (vLLM V1's default), the defaults here."""
+    if client(row) is INFERENCEX and row["backend"] == "trtllm":
+        return {"engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS), "engine_chunked_prefill": "false"}
+    return {}
 
 
 def fp8_scales(row: dict[str, str]) -> str:
@@ -158,6 +198,72 @@ def fp8_scales(row: dict[str, str]) -> str:
         row["backend"] == "trtllm" or row["model_path"].startswith("nvidia/")
     )
     return "static" if static else "dynamic"
+
+
+@dataclasses.dataclass(frozen=True)
+class Client:
+    """A benchmark client as its source documents it: ``C`` clients (the run's ``batch_size``)
+    sending back to back, ``per_client x C`` requests from a burst, every one read, each length
+    uniform on ``[int(range_ratio L), L]`` (1: fixed)."""
+
+    label: str  #: its short name in the tables
+    command: str  #: how the source runs it (``{per}`` and ``{ratio}`` filled in)
+    per_client: int
+    range_ratio: float
+    warmup: str  #: what runs before the read requests
+
+    @property
+    def text(self) -> str:
+        """The source's command with this client's numbers."""
+        return self.command.format(per=self.per_client, ratio=f"{self.range_ratio:g}")
+
+
+#: SemiAnalysis InferenceX's client (https://github.com/SemiAnalysisAI/InferenceX,
+#: ``benchmarks/benchmark_lib.sh``'s ``run_benchmark_serving``; :func:`client`)
+INFERENCEX = Client(
+    "InferenceX (its database's campaigns, inferred)",
+    "InferenceX's benchmark_serving.py --max-concurrency C --num-prompts {per}C --request-rate inf "
+    "--random-range-ratio {ratio} --ignore-eos",
+    10,
+    0.8,
+    "2C warm-up requests, not read",
+)
+#: NVIDIA's own serving runners in aiconfigurator (``src/aiconfigurator/eval/benchmarks/``)
+AIC_EVAL = Client(
+    "aiconfigurator's runners (the gap-analysis campaigns, inferred)",
+    "aiconfigurator's eval runners: genai-perf --concurrency C --request-count {per}C, token stddev 0, "
+    "ignore_eos (bench_serving: --num-prompts {per}C --random-range-ratio {ratio})",
+    10,
+    1.0,
+    "genai-perf: 2C warm-up requests, not read; bench_serving: none by default",
+)
+#: the sample's data sources with InferenceX's database layout (``measured=`` and ``wip=``
+#: fields, InferenceX's 1k/1k, 1k/8k and 8k/1k line-up) besides its ``db-dump/...`` rows
+INFERENCEX_FILES = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
+
+
+def client(row: dict[str, str]) -> Client:
+    """The benchmark client a run was most likely measured with (:class:`Client`).
+
+    * Campaigns from InferenceX's database (``db-dump/...`` rows, whose ``config_id``,
+      ``workflow_run_id`` and ``image`` fields are that database's columns, and
+      :data:`INFERENCEX_FILES`, whose rows have its layout and its line-up: Llama-3.1-70B FP8 and
+      NVFP4 at 1k/1k, 1k/8k and 8k/1k on H100, H200 and B200 in vLLM and TensorRT-LLM, DeepSeek-R1
+      FP4 SGLang 8k/1k; inferred, a row does not name InferenceX):
+      ``benchmarks/benchmark_lib.sh``'s ``run_benchmark_serving`` runs vLLM's
+      ``benchmark_serving.py --request-rate inf --max-concurrency C --ignore-eos --num-warmups 2C
+      --random-range-ratio $RANDOM_RANGE_RATIO``, the model scripts pass ``--num-prompts $((CONC *
+      10))`` and the workflow sets the ratio to 0.8 (as read today: the value when a campaign ran
+      is not checked), so each length is uniform on ``[int(0.8 L), L]``. TPOT there is per request
+      ``(E2E - TTFT) / (output - 1)``, averaged.
+    * The others (the AIConfigurator team's gap-analysis campaigns): the eval runners in
+      ``src/aiconfigurator/eval/benchmarks/`` of ai-dynamo/aiconfigurator, ``genai_perf_runner.py``
+      (``--concurrency C --request-count 10C --warmup-request-count 2C``, input and output tokens
+      with stddev 0, ``ignore_eos``) and ``bench_serving_runner.py`` (``--num-prompts 10C
+      --random-range-ratio 1``, no warm-up by default): fixed lengths. That these runners took
+      those campaigns is inferred; the sample does not say."""
+    first = row["silicon_data_source"].split(";")[0].strip()
+    return INFERENCEX if first.startswith("db-dump/") or first in INFERENCEX_FILES else AIC_EVAL
 
 
 def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Counter[str]]:
@@ -177,7 +283,7 @@ def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Co
             f"{r['isl']}/{r['osl']}, concurrency {r['batch_size']}"
         )
         base = {
-            "source_kind": "aiconfigurator_silicon",
+            "source_kind": WAVE,
             "source_url": SOURCE_URL,
             "source_title": "aiconfigurator silicon_sample.csv (aiconfigurator-core 0.12.0 wheel)",
             "retrieved": "2026-12-02",
@@ -203,6 +309,13 @@ def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Co
             "notes": note,
             "subset": "silicon",
         }
+        cl = client(r)
+        base["client"] = cl.text
+        base["requests_per_client"], base["length_range_ratio"] = str(cl.per_client), repr(cl.range_ratio)
+        base.update(engine_settings(r))
+        if cl is INFERENCEX:  # replayed as its documented client (the others as waves: load_check)
+            base["source_kind"] = CLIENT
+            base["workload"] = "batch_size clients sending back to back, lengths drawn on [0.8 L, L]"
         for metric, col in (("ttft_mean_s", "silicon_ttft_ms"), ("tpot_mean_s", "silicon_tpot_ms")):
             out.append(
                 {
@@ -228,10 +341,11 @@ def campaign(row: dict[str, str]) -> str:
 
 
 def not_waves(lines: list[Any]) -> dict[str, tuple[int, int]]:
-    """Campaigns whose runs cannot have been one wave each: in more than half of their runs the
-    measured TTFT lies below the ``bound`` replay's (a wave's queue of prefills at the roofline,
-    which no engine beats; a single run below it can be noise). Per such campaign: (runs below
-    the wave's roofline TTFT, runs)."""
+    """Campaigns whose runs cannot have been loaded as they are replayed (one wave each, or the
+    benchmark client): in more than half of their runs the measured TTFT lies below the
+    ``bound`` replay's (the replay's queue of prefills at the roofline, which no engine beats; a
+    single run below it can be noise). Per such campaign: (runs below the replay's roofline
+    TTFT, runs)."""
     seen: dict[str, list[bool]] = {}
     for ln in lines:
         b = ln.values.get("bound")
@@ -251,58 +365,124 @@ def judge_ttft(lines: list[Any], bad: dict[str, tuple[int, int]]) -> list[Any]:
             below, n = bad[k]
             ln = dataclasses.replace(
                 ln,
-                excluded=f"not one wave: {below} of its campaign's {n} runs have a measured TTFT below a "
-                f"wave's roofline TTFT (this row: replayed {sa._fmt(ln.values.get('simulated'), 's')}); the "
-                "sample does not say how they were loaded, and TTFT depends on it (TPOT is kept)",
+                excluded=f"not loaded as replayed: {below} of its campaign's {n} runs have a measured TTFT "
+                f"below the replay's roofline TTFT (this row: replayed {sa._fmt(ln.values.get('simulated'), 's')}); "
+                "the sample does not say how they were loaded, and TTFT depends on it (TPOT is kept)",
             )
         out.append(ln)
     return out
 
 
-def sensitivity(rows: list[dict[str, str]], bad: dict[str, tuple[int, int]]) -> str:
-    """How much TPOT depends on the load the sample does not state: one deployment per family
-    (engine, version, model, GPU, dtype) of the campaigns ``bad`` (:func:`not_waves`) names,
-    the family's TPs taken in turn, its run at the median concurrency replayed (``simulated``)
-    as one wave and as a steady closed loop (TTFT beside it: the loop's against the measured)."""
-    deps = sorted({_config(r) for r in rows if campaign(r) in bad})
-    families: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    for d in deps:
-        families.setdefault(d[:5], []).append(d)
-    picks = [ds[i % len(ds)] for i, ds in enumerate(families.values())]
-    if not picks:
-        return ""
-    out = [
-        "| deployment | ISL/OSL, concurrency | measured TPOT | one wave | error | steady loop | error "
-        "| measured TTFT | steady loop | error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    errs: dict[str, list[float]] = {"wave": [], "loop": [], "ttft": []}
-    for dep in picks:
+@dataclasses.dataclass(frozen=True)
+class LoadCheck:
+    """:func:`load_check`'s result: the Markdown tables, and per client (and ``all``) the run
+    count, the medians of |error| (fractions) and the runs below the client's roofline TTFT."""
+
+    table: str  #: one row per run
+    summary: str  #: one row per client and one for every run
+    runs: dict[str, int]
+    medians: dict[
+        str, dict[str, float]
+    ]  #: client -> ``tpot_wave``, ``tpot_client``, ``ttft_wave``, ``ttft_client``
+    below_roofline: dict[str, int]
+
+
+def _check_picks(rows: list[dict[str, str]]) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """One run per deployment (engine, version, model, GPU, dtype, TP): its TPOT and TTFT rows at
+    the deployment's median concurrency (ties: the lower concurrency, then the id)."""
+    picks = []
+    for dep in sorted({_config(r) for r in rows}):
         runs = sorted(
             (r for r in rows if _config(r) == dep and r["metric"] == "tpot_mean_s"),
             key=lambda r: (int(r["concurrency"]), r["id"]),
         )
-        r = runs[len(runs) // 2]
+        r = runs[(len(runs) - 1) // 2]
         t = next(x for x in rows if x["id"] == r["id"][: -len("tpot")] + "ttft")
-        loop_kind = {"source_kind": "aiconfigurator_silicon_loop"}
+        picks.append((r, t))
+    return picks
+
+
+def _label(row: dict[str, str]) -> str:
+    """The short name of the row's client (:class:`Client`)."""
+    return next(c.label for c in (INFERENCEX, AIC_EVAL) if c.text == row["client"])
+
+
+def _check_one(pick: tuple[dict[str, str], dict[str, str]]) -> tuple[dict[str, float], float, float]:
+    """One run of the load check: its four ``simulated`` replays, the client replay's roofline
+    TTFT and the seconds it took."""
+    r, t = pick
+    start = time.perf_counter()
+    kind, wave = {"source_kind": CLIENT}, {"source_kind": WAVE}
+    vals = {
+        "tpot_wave": sa.run_row({**r, **wave}, "simulated"),
+        "tpot_client": sa.run_row({**r, **kind}, "simulated"),
+        "ttft_wave": sa.run_row({**t, **wave}, "simulated"),
+        "ttft_client": sa.run_row({**t, **kind}, "simulated"),
+    }
+    roof = sa.run_row({**t, **kind}, "bound")
+    return vals, roof, time.perf_counter() - start
+
+
+def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) -> LoadCheck:
+    """How much the load changes TPOT and TTFT, and whether the benchmark client explains the
+    misses: one run per deployment (:func:`_check_picks`) replayed (``simulated``) as one wave
+    and as the client :func:`client` names (its requests from a burst, every one read), with the
+    client replay's roofline TTFT beside it (a measured TTFT below that is a run the client
+    replay cannot be, unless its admission queued requests the engine did not). Medians per
+    client and over every run; ``jobs`` processes replay the runs side by side."""
+    picks = _check_picks(rows)
+    if jobs == 1:
+        results = map(_check_one, picks)
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(jobs)
+        results = pool.map(_check_one, picks)
+    out = [
+        "| deployment | ISL/OSL, concurrency | measured TPOT | wave | error | client | error "
+        "| measured TTFT | wave | error | client | error | client roofline TTFT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = ("tpot_wave", "tpot_client", "ttft_wave", "ttft_client")
+    errs: dict[str, dict[str, list[float]]] = {}
+    below: Counter[str] = Counter()
+    for i, ((r, t), (vals, roof, took)) in enumerate(zip(picks, results, strict=True)):
         m, mt = float(r["value"]), float(t["value"])
-        wave = sa.run_row(r, "simulated")
-        loop = sa.run_row({**r, **loop_kind}, "simulated")
-        loop_t = sa.run_row({**t, **loop_kind}, "simulated")
-        errs["wave"].append(abs(wave / m - 1))
-        errs["loop"].append(abs(loop / m - 1))
-        errs["ttft"].append(abs(loop_t / mt - 1))
-        out.append(
-            f"| {' '.join(dep[:2])}, {dep[2]}, {dep[3]}, {dep[4] or 'bf16'}, TP{dep[5]} | {r['isl']}/{r['osl']}, "
-            f"{r['concurrency']} | {sa._fmt(m, 's')} | {sa._fmt(wave, 's')} | {sa._pct(wave / m - 1)} "
-            f"| {sa._fmt(loop, 's')} | {sa._pct(loop / m - 1)} | {sa._fmt(mt, 's')} | {sa._fmt(loop_t, 's')} "
-            f"| {sa._pct(loop_t / mt - 1)} |"
-        )
-    out.append(
-        f"| median abs. error ({len(picks)} runs) | | | | {100 * statistics.median(errs['wave']):.1f} % | "
-        f"| {100 * statistics.median(errs['loop']):.1f} % | | | {100 * statistics.median(errs['ttft']):.1f} % |"
-    )
-    return "\n".join(out)
+        for group in (_label(r), "all"):
+            below[group] += mt < roof
+            e = errs.setdefault(group, {k: [] for k in keys})
+            for k, v in vals.items():
+                e[k].append(v / (m if k.startswith("tpot") else mt) - 1)
+        if progress:
+            progress(f"[{i + 1}/{len(picks)}] {r['id']}: {took:.1f} s")
+        dep = _config(r)
+        cells = [
+            f"{' '.join(dep[:2])}, {dep[2]}, {dep[3]}, {dep[4] or 'bf16'}, TP{dep[5]}",
+            f"{r['isl']}/{r['osl']}, {r['concurrency']}",
+        ]
+        for metric, meas in (("tpot", m), ("ttft", mt)):
+            cells.append(sa._fmt(meas, "s"))
+            for how in ("wave", "client"):
+                v = vals[f"{metric}_{how}"]
+                cells += [sa._fmt(v, "s"), sa._pct(v / meas - 1)]
+        cells.append(sa._fmt(roof, "s") + (" (above the measured)" if mt < roof else ""))
+        out.append("| " + " | ".join(cells) + " |")
+    if jobs > 1:
+        pool.shutdown()
+    summ = [
+        "| client | runs | TPOT: one wave | TPOT: the client | TTFT: one wave | TTFT: the client "
+        "| measured TTFT below the client's roofline |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    medians: dict[str, dict[str, float]] = {}
+    runs: dict[str, int] = {}
+    for group in sorted(errs, key=lambda g: (g == "all", g)):
+        e = errs[group]
+        medians[group] = {k: statistics.median(abs(x) for x in e[k]) for k in keys}
+        runs[group] = len(e["tpot_wave"])
+        cells = ["every run" if group == "all" else group, str(runs[group])]
+        cells += [f"{100 * medians[group][k]:.1f} % / {100 * statistics.median(e[k]):+.1f} %" for k in keys]
+        cells.append(f"{below[group]} of {runs[group]}")
+        summ.append("| " + " | ".join(cells) + " |")
+    return LoadCheck("\n".join(out), "\n".join(summ), runs, medians, dict(below))
 
 
 def by_group(lines: list[Any], key: Any) -> str:
@@ -330,21 +510,52 @@ def by_group(lines: list[Any], key: Any) -> str:
     return "\n".join(out)
 
 
+def _load_text(protocol: str, lines: list[Any], bad: dict[str, tuple[int, int]]) -> str:
+    """The document's paragraph on how the runs were loaded and which TTFTs are compared."""
+    n = sum(1 for ln in lines if ln.row["metric"] == "tpot_mean_s")
+    camps = {campaign(ln.row) for ln in lines}
+    n_out = sum(1 for ln in lines if ln.excluded and ln.row["metric"] == "ttft_mean_s")
+    judged = (
+        f"In {len(bad)} of the {len(camps)} campaigns (a data dump or source file, per engine) more than half "
+        "the runs have a measured TTFT below their replay's roofline TTFT, which no engine beats, so those runs "
+        "were loaded otherwise (or the replay's admission queued requests the engine did not): their TTFT "
+        f"({n_out} of {n} runs) is not compared, their TPOT is. The campaigns "
+        "whose TTFT is compared: " + "; ".join(f"`{c}`" for c in sorted(camps - set(bad))) + "."
+    )
+    if protocol == "loop":
+        return "A steady closed loop of `batch_size` clients, 4 requests each, its middle rounds read."
+    if protocol == "wave":
+        return "Each run's `batch_size` requests are sent together and every one is read. " + judged
+    clients = Counter(_label(ln.row) for ln in lines if ln.row["metric"] == "tpot_mean_s")
+    ix = INFERENCEX
+    return (
+        "The sample does not name its load generator. The runs of InferenceX's database (inferred from their "
+        f"data source's layout and line-up: `client()`; {clients[ix.label]} runs) are replayed as the benchmark "
+        f"client InferenceX documents: {ix.text} ({ix.warmup}), that is `C` clients (the run's `batch_size`) "
+        f"sending back to back, `{ix.per_client} C` requests from a burst, each length uniform on "
+        f"`[int({ix.range_ratio:g} L), L]`, every request read. The others ({clients[AIC_EVAL.label]} runs, "
+        "the AIConfigurator team's gap-analysis campaigns) are replayed as one wave of `batch_size` requests "
+        "sent together, every one read; the load check below replays one run per deployment as the runners "
+        "their source suggests. A TensorRT-LLM replay admits a request only when its prompt's and its "
+        "output's KV blocks can be reserved (GUARANTEED_NO_EVICT); vLLM's and SGLang's client replays "
+        "allocate blocks as tokens come and preempt when they run out. InferenceX's engines keep an FP8 KV "
+        f"cache, and its TensorRT-LLM runs {INFERENCEX_TRT_MAX_TOKENS:,} tokens per iteration with no chunked "
+        "prefill, as its scripts set them (`kv_dtype()`, `engine_settings()`). " + judged
+    )
+
+
 def markdown(
     lines: list[Any],
     left: Counter[str],
     protocol: str,
     seconds: float,
-    sens: str = "",
     bad: dict[str, tuple[int, int]] | None = None,
     written: bool = False,
 ) -> str:
     """The generated document: how the rows were run, the medians overall, per engine and per
     deployment, what was left out, then every row."""
     n = sum(1 for ln in lines if ln.row["metric"] == "tpot_mean_s")
-    camps = {campaign(ln.row) for ln in lines}
     bad = bad or {}
-    n_out = sum(1 for ln in lines if ln.excluded and ln.row["metric"] == "ttft_mean_s")
     how = "`benchmarks/silicon_accuracy.py --write`" if written else "`benchmarks/silicon_accuracy.py`"
     return "\n".join(
         [
@@ -356,20 +567,10 @@ def markdown(
             "engine's default overheads (`EngineOverheads.for_framework`, assumed).",
             "",
             f"Load: **{protocol}** (`--protocol`). "
-            + (
-                "Each run's `batch_size` requests are sent together and every one is read. The sample does not "
-                f"state its load generator. In {len(bad)} of the {len(camps)} campaigns (a data dump or source "
-                "file, per engine) more than half the runs have a measured TTFT below a wave's roofline TTFT, "
-                f"which no engine beats, so those runs were loaded otherwise: their TTFT ({n_out} of {n} runs) "
-                "is not compared. TTFT depends on the load far more than TPOT does; their TPOT is kept, replayed "
-                "as a wave, and the check below shows how much a steady loop would change it. The campaigns "
-                "consistent with one wave: " + "; ".join(f"`{c}`" for c in sorted(camps - set(bad))) + "."
-                if protocol == "wave"
-                else "A steady closed loop of `batch_size` clients, 4 requests each, its middle rounds read."
-            )
-            + " Not stated by the sample and assumed: TTFT/TPOT are means; the KV cache is FP8 for "
-            "TensorRT-LLM's FP8/NVFP4 runs (NVIDIA's checkpoints set it) and bf16 otherwise (the engines' "
-            "`kv_cache_dtype=auto`); FP8 activation scales static for TensorRT-LLM and NVIDIA's checkpoints, "
+            + _load_text(protocol, lines, bad)
+            + " Not stated by the sample and assumed: TTFT/TPOT are means; outside InferenceX's campaigns the "
+            "KV cache is FP8 for TensorRT-LLM's FP8/NVFP4 runs (NVIDIA's checkpoints set it) and bf16 otherwise "
+            "(the engines' `kv_cache_dtype=auto`); FP8 activation scales static for TensorRT-LLM and NVIDIA's checkpoints, "
             "dynamic otherwise; 8,192 tokens per iteration; `fp8_block` GEMMs priced as FP8.",
             "",
             "**Against the issue's targets** (median |error|; rows beyond 25 % counted):",
@@ -391,18 +592,6 @@ def markdown(
                 ),
             ),
             "",
-            *(
-                [
-                    "**How much TPOT depends on the unstated load** (one deployment per family of the campaigns "
-                    "that were not one wave, its TPs in turn, at its median concurrency; `simulated`, replayed "
-                    "both ways, and the steady loop's TTFT against the measured one):",
-                    "",
-                    sens,
-                    "",
-                ]
-                if sens
-                else []
-            ),
             "Left out of the sample's rows: "
             + "; ".join(f"{k} ({why})" for why, k in left.most_common())
             + ".",
@@ -419,8 +608,10 @@ def summary(lines: list[Any]) -> str:
             "NVIDIA's measured serving runs in the aiconfigurator wheel (`silicon_sample.csv`: dense aggregated "
             "deployments of TensorRT-LLM, vLLM and SGLang on H100, H200, B200 and GB200) replayed the same way; "
             "row by row in [docs/silicon_accuracy.md](docs/silicon_accuracy.md), generated by "
-            "`benchmarks/silicon_accuracy.py --write`. Their load generator is not published: TPOT is the "
-            "comparison they support best, and TTFT is compared only where the runs were one wave each:",
+            "`benchmarks/silicon_accuracy.py --write`. The sample does not name its load generator: InferenceX's "
+            "campaigns (inferred) are replayed as the benchmark client InferenceX documents, the others as one "
+            "wave each, and a campaign's TTFT is compared only where no more than half its runs' measured TTFTs "
+            "undercut the replay's roofline:",
             "",
             sa.medians(lines),
             "",
@@ -429,14 +620,90 @@ def summary(lines: list[Any]) -> str:
     )
 
 
+def check_markdown(check: LoadCheck, seconds: float, written: bool = False) -> str:
+    """The load check's section of the document (:func:`load_check`)."""
+    how = "`benchmarks/silicon_accuracy.py --check" + (" --write`" if written else "`")
+    clients = "; ".join(f"{c.label}: {c.text} ({c.warmup})" for c in (INFERENCEX, AIC_EVAL))
+    return "\n".join(
+        [
+            f"Generated by {how} ({_runs(check.runs['all'])}, {seconds:.0f} s). The sample does not name its "
+            "load generator; the benchmark clients its campaigns' sources suggest (`client()` in the script, "
+            f"with the sources) are: {clients}. Each runs `C` clients (the run's `batch_size`) sending back to "
+            f"back, `{INFERENCEX.per_client} C` requests from a burst, every one read. The table replays the "
+            "InferenceX campaigns that way and the others as one wave; this check replays one run per "
+            "deployment (engine, version, model, GPU, dtype, TP) at its median concurrency, `simulated`, both "
+            "ways, whichever the table uses. A measured TTFT below the client replay's roofline TTFT is a run "
+            "that was not loaded as that client from a burst, unless the replay's admission rule (above) "
+            "queues requests the engine did not.",
+            "",
+            "Median |error| / median signed error, per client:",
+            "",
+            check.summary,
+            "",
+            check.table,
+        ]
+    )
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" + ("" if n == 1 else "s")
+
+
+def check_summary(check: LoadCheck) -> str:
+    """The README's lines for the load check: its per-client medians."""
+    return "\n".join(
+        [
+            "Replayed as the benchmark clients their sources suggest (`C` clients, "
+            f"`{INFERENCEX.per_client} C` requests from a burst, every one read), one run per deployment, "
+            "`simulated` "
+            "([the benchmark client](docs/silicon_accuracy.md#the-benchmark-client)):",
+            "",
+            check.summary,
+        ]
+    )
+
+
+def _evaluate_part(part: tuple[list[dict[str, str]], tuple[str, ...], bool]) -> list[Any]:
+    rows, modes, show = part
+    prog = (lambda s: print(s, file=sys.stderr)) if show else None
+    return sa.evaluate(rows, modes, progress=prog, interval=False)
+
+
+def evaluate(
+    rows: list[dict[str, str]], modes: tuple[str, ...], jobs: int = 1, progress: Any = None
+) -> list[Any]:
+    """``serving_accuracy.evaluate`` over ``jobs`` processes, each a share of the deployments
+    (a deployment's runs share its predictor and engine, so they stay together), the lines in
+    the order one process gives them."""
+    if jobs == 1:
+        return sa.evaluate(rows, modes, progress=progress, interval=False)
+    share = {d: i % jobs for i, d in enumerate(sorted({_config(r) for r in rows}))}
+    parts = [([r for r in rows if share[_config(r)] == i], modes, progress is not None) for i in range(jobs)]
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        lines = [ln for part in pool.map(_evaluate_part, parts) for ln in part]
+    order = {id(r): i for i, r in enumerate(sorted(rows, key=sa._rank))}
+    pos = {r["id"]: order[id(r)] for r in rows}
+    return sorted(lines, key=lambda ln: pos[ln.row["id"]])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=None, help="only the first N deployments (smoke)")
     ap.add_argument("--modes", default=",".join(sa.MODES))
-    ap.add_argument("--protocol", choices=("wave", "loop"), default="wave", help="the load (module doc)")
-    ap.add_argument("--no-sensitivity", action="store_true", help="skip the wave-vs-loop check")
     ap.add_argument(
-        "--write", action="store_true", help="write docs/silicon_accuracy.md and the README summary"
+        "--protocol", choices=PROTOCOLS, default="sourced", help="the load (module doc; default %(default)s)"
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="processes replaying deployments side by side")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="only the load check: one run per deployment as one wave and as its benchmark client",
+    )
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="write docs/silicon_accuracy.md's section (the table, or with --check the load check) and "
+        "the README summary",
     )
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
@@ -445,29 +712,36 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         if m not in sa.MODES:
             raise SystemExit(f"--modes: {m!r} not allowed; allowed: {', '.join(sa.MODES)}")
-    if args.write and (
-        args.limit is not None or modes != sa.MODES or args.protocol != "wave" or args.no_sensitivity
-    ):
+    if not 1 <= args.jobs <= 64:
+        raise SystemExit(f"--jobs: {args.jobs} not allowed; allowed: a whole number in [1, 64]")
+    if args.write and (args.limit is not None or modes != sa.MODES or args.protocol != "sourced"):
+        raise SystemExit("--write writes the full table: drop --limit, --modes and --protocol")
+    if args.check and (modes != sa.MODES or args.protocol != "sourced"):
         raise SystemExit(
-            "--write writes the full table: drop --limit, --modes, --protocol and --no-sensitivity"
+            "--check replays its own two loads in the simulated mode: drop --modes and --protocol"
         )
     rows, left = silicon_rows(load_sample())
-    if args.protocol == "loop":  # serving_accuracy replays other source kinds with a concurrency as loops
-        rows = [{**r, "source_kind": "aiconfigurator_silicon_loop"} for r in rows]
+    if args.protocol != "sourced":
+        rows = [{**r, "source_kind": WAVE if args.protocol == "wave" else LOOP} for r in rows]
     if args.limit is not None:
         keep = sorted({_config(r) for r in rows})[: args.limit]
         rows = [r for r in rows if _config(r) in keep]
     start = time.perf_counter()
     prog = (lambda s: print(s, file=sys.stderr)) if sys.stderr.isatty() else None
-    lines = sa.evaluate(rows, modes, progress=prog, interval=False)
-    sens = ""
+    if args.check:
+        check = load_check(rows, progress=prog, jobs=args.jobs)
+        text = check_markdown(check, time.perf_counter() - start, args.write)
+        if args.write:
+            sa.replace_section(DOC_PATH, CHECK_BEGIN, CHECK_END, text)
+            sa.replace_section(sa.README_PATH, CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END, check_summary(check))
+        print(text)
+        return 0
+    lines = evaluate(rows, modes, args.jobs, progress=prog)
     bad: dict[str, tuple[int, int]] = {}
-    if args.protocol == "wave" and "bound" in modes:
+    if args.protocol != "loop" and "bound" in modes:
         bad = not_waves(lines)
         lines = judge_ttft(lines, bad)
-        if "simulated" in modes and not args.no_sensitivity:
-            sens = sensitivity(rows, bad)
-    text = markdown(lines, left, args.protocol, time.perf_counter() - start, sens, bad, args.write)
+    text = markdown(lines, left, args.protocol, time.perf_counter() - start, bad, args.write)
     if args.write:
         sa.replace_section(DOC_PATH, DOC_BEGIN, DOC_END, text)
         sa.replace_section(sa.README_PATH, SUMMARY_BEGIN, SUMMARY_END, summary(lines))

@@ -81,17 +81,32 @@ def test_rows_left_out_say_why(sample: list[dict[str, str]]) -> None:
 def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
     """TensorRT-LLM's FP8/NVFP4 runs read NVIDIA's checkpoints (kv_cache_quant_algo FP8, static
     activation scales); vLLM quantises a bf16 checkpoint on line (dynamic scales, bf16 KV)."""
-    base = {"gemm_quant_mode": "fp8", "model_path": "meta-llama/Llama-3.1-70B"}
+    gap = "source_file=/Users/x/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/q.csv; silicon_concurrency=8"
+    base = {"gemm_quant_mode": "fp8", "model_path": "meta-llama/Llama-3.1-70B", "silicon_data_source": gap}
     assert si.kv_dtype({**base, "backend": "trtllm"}) == "fp8"
     assert si.fp8_scales({**base, "backend": "trtllm"}) == "static"
     assert si.kv_dtype({**base, "backend": "vllm"}) == "auto"
     assert si.fp8_scales({**base, "backend": "vllm"}) == "dynamic"
-    nv = {"gemm_quant_mode": "fp8", "model_path": "nvidia/Llama-3.1-8B-Instruct-FP8", "backend": "vllm"}
+    # InferenceX's scripts set an FP8 cache in vLLM too (kv-cache-dtype: fp8)
+    ix = "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=8; wip=False"
+    assert si.kv_dtype({**base, "backend": "vllm", "silicon_data_source": ix}) == "fp8"
+    assert si.engine_settings({**base, "backend": "trtllm", "silicon_data_source": ix}) == {
+        "engine_max_tokens": "16384",
+        "engine_chunked_prefill": "false",
+    }
+    assert si.engine_settings({**base, "backend": "vllm", "silicon_data_source": ix}) == {}
+    nv = {
+        "gemm_quant_mode": "fp8",
+        "model_path": "nvidia/Llama-3.1-8B-Instruct-FP8",
+        "backend": "vllm",
+        "silicon_data_source": gap,
+    }
     assert si.fp8_scales(nv) == "static"
     block = {
         "gemm_quant_mode": "fp8_block",
         "model_path": "meta-llama/Llama-3.1-8B-Instruct",
         "backend": "sglang",
+        "silicon_data_source": gap,
     }
     assert si.fp8_scales(block) == "dynamic" and si.kv_dtype(block) == "auto"
 
@@ -137,3 +152,119 @@ def test_a_campaign_below_the_wave_roofline_is_not_a_wave() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(SystemExit, match="--limit: 0 deployments not allowed"):
         si.main(["--limit", "0"])
+
+
+def test_the_benchmark_client_follows_the_campaign_source(sample: list[dict[str, str]]) -> None:
+    """InferenceX's database campaign (``source_file=2026-04-06.csv``: its DeepSeek-R1 FP4 SGLang
+    8k/1k runs are InferenceX's line-up) draws lengths with ``--random-range-ratio 0.8``; the
+    AIConfigurator team's own campaigns run fixed lengths. Both send 10 requests per client."""
+    by_id = {r["id"]: r for r in sample}
+    ix = by_id["2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c128_tp8_ep1_2"]
+    assert si.client(ix) is si.INFERENCEX and (si.INFERENCEX.per_client, si.INFERENCEX.range_ratio) == (
+        10,
+        0.8,
+    )
+    assert "--num-prompts 10C" in si.INFERENCEX.text and "--random-range-ratio 0.8" in si.INFERENCEX.text
+    assert si.client(by_id[RID]) is si.AIC_EVAL and (si.AIC_EVAL.per_client, si.AIC_EVAL.range_ratio) == (
+        10,
+        1.0,
+    )
+    assert "--request-count 10C" in si.AIC_EVAL.text
+    # the older dump of the same database has its layout (measured=, wip=) and is InferenceX's too
+    older = next(r for r in sample if r["silicon_data_source"].startswith("source_file=2026-03-25.csv"))
+    assert "wip=" in older["silicon_data_source"] and si.client(older) is si.INFERENCEX
+
+
+def _client(row: dict[str, str]) -> dict[str, str]:
+    return {**row, "source_kind": "aiconfigurator_silicon_client"}
+
+
+def test_a_client_replay_sends_ten_requests_per_client(converted: dict[str, dict[str, str]]) -> None:
+    w = sa.row_workload(_client(converted[f"aicsil-{RID}-tpot"]))
+    assert w.load == "client" and w.concurrency == 16 and len(w.requests) == 160
+    assert {(r.arrival_s, r.prompt, r.output) for r in w.requests} == {(0.0, 1024, 128)}
+    ix = next(
+        r
+        for r in converted.values()
+        if r["length_range_ratio"] == "0.8" and r["metric"] == "tpot_mean_s" and r["isl"] == "1024"
+    )
+    w = sa.row_workload(_client(ix))
+    c = int(ix["concurrency"])
+    assert len(w.requests) == 10 * c
+    prompts, outputs = {r.prompt for r in w.requests}, {r.output for r in w.requests}
+    # benchmark_serving.py: randint(int(0.8 L), L + 1): nothing outside, many values inside
+    assert min(prompts) >= 819 and max(prompts) <= 1024 and len(prompts) > 50
+    assert min(outputs) >= int(0.8 * int(ix["osl"])) and max(outputs) <= int(ix["osl"])
+
+
+def test_one_client_replays_as_a_wave_of_one(converted: dict[str, dict[str, str]]) -> None:
+    """One client sends its next request only after the last answer: each of its ten requests
+    runs alone on the engine, exactly as a wave of one request does (two code paths, one answer)."""
+    rid = "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c1_tp2_epnone_2"
+    for metric in ("ttft", "tpot"):
+        row = converted[f"aicsil-{rid}-{metric}"]
+        assert row["concurrency"] == "1"
+        assert sa.run_row(_client(row), "bound") == pytest.approx(sa.run_row(row, "bound"), rel=1e-9)
+
+
+def test_the_load_check_takes_one_run_per_deployment(converted: dict[str, dict[str, str]]) -> None:
+    rows = list(converted.values())
+    picks = si._check_picks(rows)
+    deployments = {si._config(r) for r in rows}
+    assert len(picks) == len(deployments) and {si._config(r) for r, _ in picks} == deployments
+    for tpot, ttft in picks:
+        assert (tpot["metric"], ttft["metric"]) == ("tpot_mean_s", "ttft_mean_s")
+        assert tpot["id"][: -len("tpot")] == ttft["id"][: -len("ttft")]
+        concs = sorted(
+            int(r["concurrency"])
+            for r in rows
+            if si._config(r) == si._config(tpot) and r["metric"] == "tpot_mean_s"
+        )
+        assert int(tpot["concurrency"]) == concs[(len(concs) - 1) // 2]
+
+
+def test_the_check_refuses_other_modes() -> None:
+    with pytest.raises(SystemExit, match="--check replays its own two loads"):
+        si.main(["--check", "--modes", "bound"])
+
+
+def test_inferencex_runs_replay_as_their_client_the_others_as_waves(
+    converted: dict[str, dict[str, str]],
+) -> None:
+    kinds = {(r["client"], r["source_kind"]) for r in converted.values()}
+    assert kinds == {(si.INFERENCEX.text, si.CLIENT), (si.AIC_EVAL.text, si.WAVE)}
+    ix = next(r for r in converted.values() if r["source_kind"] == si.CLIENT)
+    assert "2026-04-06.csv" in ix["campaign"] and sa.row_workload(ix).load == "client"
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_lines_of_one(converted: dict[str, dict[str, str]]) -> None:
+    rows = [
+        r
+        for r in converted.values()
+        if r["engine_version"] in ("1.3.0rc1", "0.5.8.post1") and r["engine"] in ("tensorrt-llm", "sglang")
+    ]
+    one = si.evaluate(rows, ("bound",), jobs=1)
+    two = si.evaluate(rows, ("bound",), jobs=2)
+    assert len({si._config(r) for r in rows}) == 2
+    assert [(ln.row["id"], ln.values) for ln in two] == [(ln.row["id"], ln.values) for ln in one]
+
+
+def test_bad_jobs_are_refused() -> None:
+    with pytest.raises(SystemExit, match="--jobs: 0 not allowed"):
+        si.main(["--jobs", "0"])
+
+
+def test_inferencex_trtllm_runs_with_its_scripts_settings(converted: dict[str, dict[str, str]]) -> None:
+    """trtllm-serve --max_num_tokens 16384 without chunked prefill, an FP8 KV cache (InferenceX's
+    70b_*_trt_slurm.sh); its vLLM runs keep 8,192 tokens per iteration, chunked."""
+    trt = next(
+        r for r in converted.values() if r["source_kind"] == si.CLIENT and r["engine"] == "tensorrt-llm"
+    )
+    w = sa.row_workload(trt)
+    assert (w.engine.max_num_batched_tokens, w.engine.enable_chunked_prefill) == (16384, False)
+    assert w.config.kv_dtype == "fp8_e4m3"
+    vl = next(r for r in converted.values() if r["source_kind"] == si.CLIENT and r["engine"] == "vllm")
+    w = sa.row_workload(vl)
+    assert (w.engine.max_num_batched_tokens, w.engine.enable_chunked_prefill) == (8192, True)
+    assert w.config.kv_dtype == "fp8_e4m3"
