@@ -359,64 +359,25 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         return RowWorkload(
             cfg, row["device"], topo, eng, fw, "batch", reqs, conc, fp8_scales=scales, notes=tuple(notes)
         )
-    if row["source_kind"] == "aiconfigurator_silicon_client":  # the benchmark client (silicon_accuracy.py)
-        assert conc is not None
-        per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
-        n = per * conc
-        max_tokens = _int(row.get("engine_max_tokens", "")) or TRT_MAX_TOKENS
-        if fw == "trtllm":  # GUARANTEED_NO_EVICT: a request's blocks reserved at admission
-            chunked = row.get("engine_chunked_prefill", "true") == "true"
-            eng = _trt_engine(cfg, row["device"], tp, isl, osl, max_tokens=max_tokens, chunked=chunked)
-            if eng.max_num_seqs < conc:
-                notes.append(
-                    f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)"
-                )
-        else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
-            blocks = _kv_budget(cfg, row["device"], tp, max_tokens, TRT_BLOCK)
-            eng = EngineConfig(
-                max_num_batched_tokens=max_tokens,
-                max_num_seqs=max(conc, EngineConfig().max_num_seqs),
-                block_size=TRT_BLOCK,
-                num_blocks=blocks,
-            )
-        reqs = tuple(
-            synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0)
-        )
-        notes.append(
-            f"{conc} clients, {n} requests from a burst, every one read ({row['client']}); "
-            + (
-                "fixed lengths"
-                if ratio == 1
-                else f"lengths uniform on [{int(ratio * isl)}, {isl}] / [{int(ratio * osl)}, {osl}]"
-            )
-        )
+    if conc is not None:  # a closed loop: NIM / AIPerf, or a benchmark client (silicon_accuracy.py)
+        if row["source_kind"] == "aiconfigurator_silicon_client":
+            eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes)
+            load = "client"
+        else:
+            eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
+            n = ROUNDS * conc
+            if not _closed_loop():
+                notes.append("closed loop replayed from a burst capped at N running (see the method above)")
+            notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
+            reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
+            load = "concurrency"
         return RowWorkload(
             cfg,
             row["device"],
             topo,
             eng,
             fw,
-            "client",
-            reqs,
-            n,
-            concurrency=conc,
-            fp8_scales=row.get("fp8_scales") or None,
-            notes=tuple(notes),
-        )
-    if conc is not None:  # a closed loop (NIM / AIPerf)
-        eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
-        n = ROUNDS * conc
-        if not _closed_loop():
-            notes.append("closed loop replayed from a burst capped at N running (see the method above)")
-        notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
-        reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
-        return RowWorkload(
-            cfg,
-            row["device"],
-            topo,
-            eng,
-            fw,
-            "concurrency",
+            load,
             reqs,
             n,
             concurrency=conc,
@@ -441,6 +402,38 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     notes.append("Poisson arrivals and fixed lengths assumed (the page states neither)")
     reqs = tuple(synthetic(n, rate=rate, prompt=f"fixed:{isl}", output=f"fixed:{osl}", seed=0))
     return RowWorkload(cfg, row["device"], topo, eng, fw, "rate", reqs, n, rate=rate, notes=tuple(notes))
+
+
+def _client_load(
+    row: dict[str, str], cfg: Any, tp: int, isl: int, osl: int, conc: int, fw: str, notes: list[str]
+) -> tuple[EngineConfig, tuple[Request, ...], int]:
+    """A benchmark client's engine, requests and count (``row``'s ``requests_per_client`` per
+    client, lengths by ``length_range_ratio``, the engine settings the row states); its
+    assumptions go to ``notes``."""
+    per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
+    n = per * conc
+    max_tokens = _int(row.get("engine_max_tokens", "")) or TRT_MAX_TOKENS
+    if fw == "trtllm":  # GUARANTEED_NO_EVICT: a request's blocks reserved at admission
+        chunked = row.get("engine_chunked_prefill", "true") == "true"
+        eng = _trt_engine(cfg, row["device"], tp, isl, osl, max_tokens=max_tokens, chunked=chunked)
+        if eng.max_num_seqs < conc:
+            notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
+    else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
+        blocks = _kv_budget(cfg, row["device"], tp, max_tokens, TRT_BLOCK)
+        eng = EngineConfig(
+            max_num_batched_tokens=max_tokens,
+            max_num_seqs=max(conc, EngineConfig().max_num_seqs),
+            block_size=TRT_BLOCK,
+            num_blocks=blocks,
+        )
+    reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
+    spread = (
+        "fixed lengths"
+        if ratio == 1
+        else f"lengths uniform on [{int(ratio * isl)}, {isl}] / [{int(ratio * osl)}, {osl}]"
+    )
+    notes.append(f"{conc} clients, {n} requests from a burst, every one read ({row['client']}); {spread}")
+    return eng, reqs, n
 
 
 def _lengths(n: int, ratio: float) -> str:
