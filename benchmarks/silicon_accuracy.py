@@ -31,8 +31,10 @@ What the sample does not state, and what the replay assumes (said again in the o
   deployment both as one wave and as its client (:func:`load_check`);
 * whether TTFT and TPOT are means (read as means, AIPerf's default statistic);
 * the KV-cache dtype (:func:`kv_dtype`) and the FP8 activation scales (:func:`fp8_scales`);
-* the engine's batch limits (TensorRT-LLM's defaults for every engine: 8,192 tokens per
-  iteration; the wave's requests admitted as their KV blocks fit);
+* the engine's batch limits: TensorRT-LLM's defaults for every engine (8,192 tokens per
+  iteration; a wave's requests, and a TensorRT-LLM client's, admitted as their prompt's and
+  output's KV blocks can be reserved; vLLM's and SGLang's clients allocate blocks as tokens
+  come), except what InferenceX's scripts set (:func:`engine_settings`, :func:`kv_dtype`);
 * block-scaled FP8 (``fp8_block``) GEMMs priced as FP8 with dynamic scales.
 
     python benchmarks/silicon_accuracy.py                    # every eligible run
@@ -315,7 +317,9 @@ def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Co
         base.update(engine_settings(r))
         if cl is INFERENCEX:  # replayed as its documented client (the others as waves: load_check)
             base["source_kind"] = CLIENT
-            base["workload"] = "batch_size clients sending back to back, lengths drawn on [0.8 L, L]"
+            base["workload"] = (
+                f"batch_size clients sending back to back, lengths drawn on [{cl.range_ratio:g} L, L]"
+            )
         for metric, col in (("ttft_mean_s", "silicon_ttft_ms"), ("tpot_mean_s", "silicon_tpot_ms")):
             out.append(
                 {
@@ -381,9 +385,8 @@ class LoadCheck:
     table: str  #: one row per run
     summary: str  #: one row per client and one for every run
     runs: dict[str, int]
-    medians: dict[
-        str, dict[str, float]
-    ]  #: client -> ``tpot_wave``, ``tpot_client``, ``ttft_wave``, ``ttft_client``
+    #: client -> ``tpot_wave``, ``tpot_client``, ``ttft_wave``, ``ttft_client``
+    medians: dict[str, dict[str, float]]
     below_roofline: dict[str, int]
 
 
@@ -431,11 +434,12 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
     replay cannot be, unless its admission queued requests the engine did not). Medians per
     client and over every run; ``jobs`` processes replay the runs side by side."""
     picks = _check_picks(rows)
+    results: Any
     if jobs == 1:
-        results = map(_check_one, picks)
+        results = map(_check_one, picks)  # lazily: progress as each run ends
     else:
-        pool = concurrent.futures.ProcessPoolExecutor(jobs)
-        results = pool.map(_check_one, picks)
+        with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+            results = list(pool.map(_check_one, picks))
     out = [
         "| deployment | ISL/OSL, concurrency | measured TPOT | wave | error | client | error "
         "| measured TTFT | wave | error | client | error | client roofline TTFT |",
@@ -465,8 +469,6 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
                 cells += [sa._fmt(v, "s"), sa._pct(v / meas - 1)]
         cells.append(sa._fmt(roof, "s") + (" (above the measured)" if mt < roof else ""))
         out.append("| " + " | ".join(cells) + " |")
-    if jobs > 1:
-        pool.shutdown()
     summ = [
         "| client | runs | TPOT: one wave | TPOT: the client | TTFT: one wave | TTFT: the client "
         "| measured TTFT below the client's roofline |",
