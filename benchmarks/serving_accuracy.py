@@ -419,12 +419,11 @@ def _client_load(
         if eng.max_num_seqs < conc:
             notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
     else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
-        blocks = _kv_budget(cfg, row["device"], tp, max_tokens, TRT_BLOCK)
+        # the pool as vLLM sizes it: 0.9 of the whole device (gpu_memory_utilization) less
+        # weights and the activations at the token budget, in 16-token blocks (the simulator's
+        # ledger, graphs.serving.engine.kv_blocks); SGLang's mem_fraction_static is alike
         eng = EngineConfig(
-            max_num_batched_tokens=max_tokens,
-            max_num_seqs=max(conc, EngineConfig().max_num_seqs),
-            block_size=TRT_BLOCK,
-            num_blocks=blocks,
+            max_num_batched_tokens=max_tokens, max_num_seqs=max(conc, EngineConfig().max_num_seqs)
         )
     reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
     spread = (
@@ -810,7 +809,9 @@ def markdown(lines: list[_Line], seconds: float) -> str:
     sim_note = (
         "`predicted` is the kernels alone (`overheads=EngineOverheads()`); `simulated` adds the framework's "
         "default engine overheads (`EngineOverheads.for_framework`: CPU time per iteration, request path, "
-        "streaming, CUDA-graph padding, scheduler policy; the CPU constants are assumed, not fitted)."
+        "streaming, CUDA-graph padding, scheduler policy; vLLM's and TensorRT-LLM's CPU time per iteration "
+        "and per sequence fitted to InferenceX's H200 runs, `docs/overhead_fit.md`, none of them rows of this "
+        "table; the other terms assumed)."
         if _models_overheads()
         else "`simulated` = `predicted` for now: `simulate` has no engine-overhead model (`overheads=`) yet."
     )

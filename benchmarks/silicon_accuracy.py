@@ -540,7 +540,8 @@ def _load_text(protocol: str, lines: list[Any], bad: dict[str, tuple[int, int]])
         "sent together, every one read; the load check below replays one run per deployment as the runners "
         "their source suggests. A TensorRT-LLM replay admits a request only when its prompt's and its "
         "output's KV blocks can be reserved (GUARANTEED_NO_EVICT); vLLM's and SGLang's client replays "
-        "allocate blocks as tokens come and preempt when they run out. InferenceX's engines keep an FP8 KV "
+        "allocate blocks as tokens come, from vLLM's own pool (`gpu_memory_utilization` 0.9 of the device, "
+        "16-token blocks), and preempt when they run out. InferenceX's engines keep an FP8 KV "
         f"cache, and its TensorRT-LLM runs {INFERENCEX_TRT_MAX_TOKENS:,} tokens per iteration with no chunked "
         "prefill, as its scripts set them (`kv_dtype()`, `engine_settings()`). " + judged
     )
@@ -566,7 +567,10 @@ def markdown(
             f"`systems/silicon_sample.csv` ([source]({SOURCE_URL})): the dense aggregated ones whose model, "
             "GPU and GEMM dtype this project has. Error = model / measured - 1. bound: roofline iterations; "
             "predicted: the engine's measured kernels (`Predictor.of(framework)`); simulated: plus the "
-            "engine's default overheads (`EngineOverheads.for_framework`, assumed).",
+            "engine's default overheads (`EngineOverheads.for_framework`): vLLM's and TensorRT-LLM's CPU "
+            "time per iteration and per sequence fitted to the TPOT of 12 of InferenceX's H200 runs each "
+            "(`docs/overhead_fit.md`: those 24 runs are in this table too, so they are not held out here), "
+            "the other terms assumed.",
             "",
             f"Load: **{protocol}** (`--protocol`). "
             + _load_text(protocol, lines, bad)

@@ -187,3 +187,21 @@ def test_overheads_never_make_a_lone_request_faster(a, b, c, r, d, s, prompt, ou
     assert got.ttft.mean >= base.ttft.mean * (1 - 1e-12)
     assert got.e2e.mean >= base.e2e.mean * (1 - 1e-12)
     assert got.iterations == base.iterations
+
+
+def test_fitted_defaults_are_the_generated_fit():
+    """The terms DEFAULTS calls fitted are the values ``benchmarks/overhead_fit.py --write``
+    wrote in docs/overhead_fit.md (to the two digits typed), and the basis says which."""
+    import re
+    from pathlib import Path
+
+    from graphs.serving.overheads import DEFAULTS, FITTED
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "overhead_fit.md").read_text()
+    rows = re.findall(r"^\| (\w+) \| `(\w+)` \| [^|]+ \| ([0-9.e+-]+) s \|", doc, flags=re.M)
+    fitted = {(fw, term): float(v) for fw, term, v in rows}
+    assert set(fitted) == {(fw, t) for fw, terms in FITTED.items() for t in terms}
+    for (fw, term), v in fitted.items():
+        assert DEFAULTS[fw][term] == pytest.approx(v, rel=0.05, abs=1e-9), (fw, term)
+        assert term in EngineOverheads.for_framework(fw).basis
+    assert "assumed, not fitted" in EngineOverheads.for_framework("sglang").basis

@@ -250,3 +250,54 @@ def test_a_fit_records_the_fp8_scales_its_kernels_were_priced_with(tmp_path, cap
     f.write_text(json.dumps({**old, "version": 3, "fp8_scales": "sometimes"}))
     with pytest.raises(CostModelError, match="fp8_scales must be one of dynamic, static"):
         read_fit(str(f))
+
+
+def test_runs_of_different_deployments_fit_together_from_their_means():
+    """One simulator per run (two GPUs, two TPs) and ``bins=1`` (a source that publishes each
+    run's mean TTFT and TPOT only): the planted terms come back from the means alone."""
+    from graphs.serving.bench_results import BenchRun
+    from graphs.serving.serving_fit import fit_serving
+    from graphs.serving.simulator import Topology
+
+    planted = EngineOverheads(iteration_s=4e-4, per_seq_s=2e-5, request_s=6e-3)
+    sims, runs = [], []
+    for device, tp, conc in (("h100", 1, 4), ("h100", 2, 16), ("a100", 1, 8), ("a100", 2, 32)):
+
+        def sim(reqs, ov, c, device=device, tp=tp):
+            return simulate(M, device, reqs, topology=Topology(tp=tp), overheads=ov, concurrency=c)
+
+        reqs = [Request(i, 0.0, 256, 32) for i in range(3 * conc)]
+        pr = sim(reqs, planted, conc).per_request
+        n = len(reqs)
+        ttft = np.full(n, pr["ttft_s"].mean())  # the published means only
+        e2e = ttft + 31 * np.nanmean(pr["tpot_s"])
+        runs.append(
+            BenchRun(
+                f"{device}-tp{tp}",
+                None,
+                np.zeros(n),
+                np.full(n, 256),
+                np.full(n, 32),
+                ttft,
+                e2e,
+                concurrency=conc,
+            )
+        )
+        sims.append(sim)
+    fit = fit_serving(
+        runs, sims, base=EngineOverheads(), terms=("iteration_s", "per_seq_s", "request_s"), bins=1
+    )
+    for t, want in (("iteration_s", 4e-4), ("per_seq_s", 2e-5), ("request_s", 6e-3)):
+        assert getattr(fit.overheads, t) == pytest.approx(want, rel=0.05, abs=2e-6), t
+    # the decode cadence alone fixes the CPU terms (the request path adds to TTFT only)
+    tpot_only = fit_serving(
+        runs, sims, base=EngineOverheads(), terms=("iteration_s", "per_seq_s"), bins=1, metrics=("tpot",)
+    )
+    for t, want in (("iteration_s", 4e-4), ("per_seq_s", 2e-5)):
+        assert getattr(tpot_only.overheads, t) == pytest.approx(want, rel=0.05, abs=2e-6), t
+    with pytest.raises(CostModelError, match="metrics to fit must be some of ttft, tpot, got 'tpot'"):
+        fit_serving(runs, sims, base=EngineOverheads(), metrics="tpot")
+    with pytest.raises(CostModelError, match="3 simulators for 4 runs"):
+        fit_serving(runs, sims[:3], base=EngineOverheads())
+    with pytest.raises(CostModelError, match="bins must be a positive whole number, got 0"):
+        fit_serving(runs, sims, base=EngineOverheads(), bins=0)

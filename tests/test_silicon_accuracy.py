@@ -268,3 +268,6 @@ def test_inferencex_trtllm_runs_with_its_scripts_settings(converted: dict[str, d
     w = sa.row_workload(vl)
     assert (w.engine.max_num_batched_tokens, w.engine.enable_chunked_prefill) == (8192, True)
     assert w.config.kv_dtype == "fp8_e4m3"
+    # vLLM's own pool: gpu_memory_utilization 0.9 of the whole device in 16-token blocks, sized
+    # by the simulator's ledger (vllm/config/cache.py defaults), not TensorRT-LLM's reservation
+    assert (w.engine.num_blocks, w.engine.block_size, w.engine.gpu_memory_utilization) == (None, 16, 0.9)

@@ -52,9 +52,21 @@ Sources of the defaults (:meth:`EngineOverheads.for_framework`; the bound uses n
   is a fraction of a millisecond. Vidur (Agrawal et al., MLSys 2024,
   https://arxiv.org/abs/2405.05465) profiles the same CPU terms (schedule, sampler, prepare
   inputs, process outputs) as functions of the batch, which is the ``a + b n + c T`` form here.
-  No source publishes the constants for today's engines: the values in :data:`DEFAULTS` are
-  ASSUMED (said so in :attr:`EngineOverheads.basis` and in every output that uses them) and
-  meant to be replaced by a fit of the user's own benchmark (``costmodel calibrate serving``).
+* The per-iteration and per-sequence CPU terms of vLLM and TensorRT-LLM (:data:`FITTED`) are
+  fitted to measured serving runs: ``benchmarks/overhead_fit.py`` (``docs/overhead_fit.md``)
+  fits them by ``fit_serving`` to the mean TPOT of 12 Llama-3.1-70B FP8 runs per engine on H200
+  (SemiAnalysis InferenceX's campaigns in the aiconfigurator wheel's ``silicon_sample.csv``,
+  replayed as InferenceX's benchmark client) and holds out 105 (vLLM, H200 and H100) and 60
+  (TensorRT-LLM, H200) others. vLLM: ``a`` = 0 (standard error 0.3 ms), ``b`` = 14 us (s.e.
+  12 us); held-out TPOT median |error| 3.9 -> 3.1 % (H200) and 7.4 -> 7.2 % (H100) against the
+  values assumed before. TensorRT-LLM: the fit stays at its start, ``a`` = 0.2 ms (s.e.
+  0.44 ms), ``b`` = 1 us (s.e. 20 us). Both are small and loosely determined: what the data
+  say is that these engines expose well under a millisecond of CPU per iteration.
+* Everything else (the per-token CPU term, the request path, the per-output-token streaming
+  cost, and all of SGLang's terms) is ASSUMED: no source publishes them, and the fit above
+  cannot separate the request path from the prefill kernels' error (its TTFT misses grow with
+  the prompt). Said so in :attr:`EngineOverheads.basis` and in every output that uses them;
+  ``costmodel calibrate serving`` fits them to a user's own benchmark.
 """
 
 from __future__ import annotations
@@ -69,6 +81,7 @@ from costmodel.errors import CostModelError
 __all__ = [
     "DEFAULTS",
     "EngineOverheads",
+    "FITTED",
     "FRAMEWORK_POLICY",
     "KERNEL_SCALE_RANGE",
     "POLICIES",
@@ -107,18 +120,19 @@ def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 81
     return tuple(sorted(set(sizes)))
 
 
-#: assumed defaults per framework (module doc: no source gives these constants; fit your own)
+#: defaults per framework: the terms :data:`FITTED` names are fitted (module doc,
+#: ``docs/overhead_fit.md``), the others assumed (no source gives them; fit your own)
 DEFAULTS: dict[str, dict[str, float]] = {
     "vllm": {
-        "iteration_s": 3e-4,
-        "per_seq_s": 2e-6,
+        "iteration_s": 0.0,  # fitted: 0 (s.e. 3e-4)
+        "per_seq_s": 1.4e-5,  # fitted: 1.39e-05 (s.e. 1.2e-05)
         "per_token_s": 2e-8,
         "request_s": 4e-3,
         "output_token_s": 2e-5,
     },
     "trtllm": {
-        "iteration_s": 2e-4,
-        "per_seq_s": 1e-6,
+        "iteration_s": 2e-4,  # fitted: 2e-4 (s.e. 4.4e-4; the fit stays at its start)
+        "per_seq_s": 1e-6,  # fitted: 1e-6 (s.e. 2e-05)
         "per_token_s": 1e-8,
         "request_s": 3e-3,
         "output_token_s": 2e-5,
@@ -131,8 +145,24 @@ DEFAULTS: dict[str, dict[str, float]] = {
         "output_token_s": 2e-5,
     },
 }
+#: the terms of :data:`DEFAULTS` fitted to measured runs, per framework (module doc)
+FITTED: dict[str, tuple[str, ...]] = {
+    "vllm": ("iteration_s", "per_seq_s"),
+    "trtllm": ("iteration_s", "per_seq_s"),
+}
 #: each framework's default scheduler policy (module doc)
 FRAMEWORK_POLICY = {"vllm": "recompute", "trtllm": "guaranteed_no_evict", "sglang": "recompute"}
+
+
+def _basis(name: str) -> str:
+    """Where ``name``'s defaults come from, in one phrase (printed with them)."""
+    fitted = FITTED.get(name, ())
+    if not fitted:
+        return f"{name} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)"
+    return (
+        f"{name} defaults ({' and '.join(fitted)} fitted to InferenceX's H200 runs, docs/overhead_fit.md; "
+        "the rest assumed: `costmodel calibrate serving` fits them)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +221,7 @@ class EngineOverheads:
             **DEFAULTS[name],
             cudagraph_sizes=sizes,
             policy=FRAMEWORK_POLICY[name],
-            basis=f"{name} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)",
+            basis=_basis(name),
         )
 
     @classmethod

@@ -140,6 +140,10 @@ def _simulate(run: BenchRun, theta: dict[str, float], base: EngineOverheads, sim
     return sim(run.requests, base.with_terms(**theta), run.concurrency)
 
 
+#: ``simulate_run`` of :func:`fit_serving`: one simulator for every run, or one per run
+SimulateRun = Callable[[list[Any], EngineOverheads, int | None], Any]
+
+
 def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
     """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key``."""
     idx = np.flatnonzero(ok)
@@ -147,27 +151,36 @@ def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
     return [b for b in np.array_split(idx, min(k, len(idx))) if len(b)]
 
 
-def _groups(run: BenchRun) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _groups(run: BenchRun, bins: int = BINS) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """TTFT groups by prompt length, TPOT groups by output length (module doc)."""
-    k = max(1, min(BINS, len(run.prompt) // 10))
+    k = max(1, min(bins, len(run.prompt) // 10))
     return (
         _bins(run.prompt, np.ones(len(run.prompt), dtype=bool), k),
         _bins(run.output, np.isfinite(run.tpot_s), k),
     )
 
 
-def _stats(run: BenchRun, ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray:
-    """Mean TTFT per prompt-length group and mean TPOT per output-length group."""
-    gt, gp = _groups(run)
-    return np.array([ttft[g].mean() for g in gt] + [tpot[g].mean() for g in gp])
+#: what a fit reads of each run: groups per metric, and the metrics (``ttft``, ``tpot``)
+_Read = tuple[int, tuple[str, ...]]
+METRICS = ("ttft", "tpot")  #: the metrics a fit can read
 
 
-def _observed(run: BenchRun) -> np.ndarray:
-    return _stats(run, run.ttft_s, run.tpot_s)
+def _stats(run: BenchRun, ttft: np.ndarray, tpot: np.ndarray, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    """Mean TTFT per prompt-length group and mean TPOT per output-length group (those of
+    ``read``'s metrics)."""
+    gt, gp = _groups(run, read[0])
+    return np.array(
+        ([ttft[g].mean() for g in gt] if "ttft" in read[1] else [])
+        + ([tpot[g].mean() for g in gp] if "tpot" in read[1] else [])
+    )
 
 
-def _predicted(run: BenchRun, res: Any) -> np.ndarray:
-    return _stats(run, res.per_request["ttft_s"], res.per_request["tpot_s"])
+def _observed(run: BenchRun, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    return _stats(run, run.ttft_s, run.tpot_s, read)
+
+
+def _predicted(run: BenchRun, res: Any, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    return _stats(run, res.per_request["ttft_s"], res.per_request["tpot_s"], read)
 
 
 def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
@@ -188,7 +201,7 @@ def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
 
 def fit_serving(
     runs: Sequence[BenchRun],
-    simulate_run: Callable[[list[Any], EngineOverheads, int | None], Any],
+    simulate_run: SimulateRun | Sequence[SimulateRun],
     *,
     base: EngineOverheads,
     held_out: Sequence[int] = (),
@@ -200,30 +213,48 @@ def fit_serving(
     predict: str | None = None,
     progress: Callable[[str], None] | None = None,
     fp8_scales: str = "dynamic",
+    bins: int = BINS,
+    metrics: Sequence[str] = METRICS,
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
     ``simulate_run(requests, overheads, concurrency)`` simulates one run's requests (a closed
     loop of ``concurrency`` clients unless None) and returns its
     :class:`graphs.serving.simulator.SimResult` (the caller fixes model, device, engine and
-    predictor); ``model``, ``device``, ``tp``, ``predict`` and ``fp8_scales`` are recorded in the
-    fit, the last two as the predictor ``simulate_run`` priced the kernels with."""
+    predictor), or a sequence of them, one per run (runs of different models, devices or
+    engines fitted together); ``model``, ``device``, ``tp``, ``predict`` and ``fp8_scales`` are
+    recorded in the fit, the last two as the predictor ``simulate_run`` priced the kernels with.
+    ``bins``: groups per run (1: a run's mean TTFT and mean TPOT only, for a source that
+    publishes only those); ``metrics``: the latencies fitted (both by default; ``("tpot",)``
+    fits the CPU terms to the decode cadence alone, where a TTFT miss has another cause)."""
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms:
         raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise CostModelError(f"bins must be a positive whole number, got {bins!r}")
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics or isinstance(metrics, str):
+        raise CostModelError(f"metrics to fit must be some of {', '.join(METRICS)}, got {metrics!r}")
+    read: _Read = (bins, tuple(metrics))
+    if callable(simulate_run):
+        sims: list[SimulateRun] = [simulate_run] * len(runs)
+    else:
+        sims = list(simulate_run)
+        if len(sims) != len(runs):
+            raise CostModelError(f"{len(sims)} simulators for {len(runs)} runs: give one, or one per run")
     fit_idx = [i for i in range(len(runs)) if i not in set(held_out)]
     if not fit_idx:
         raise CostModelError("every run is held out: nothing left to fit")
     theta = {t: float(getattr(base, t)) for t in terms}
     say = progress or (lambda _msg: None)
     fitted = [runs[i] for i in fit_idx]
-    obs = [_observed(r) for r in fitted]
+    obs = [_observed(r, read) for r in fitted]
     y = np.concatenate(obs)
     if not (np.all(np.isfinite(y)) and np.all(y > 0)):
         raise CostModelError("measured TTFTs and TPOTs must be finite and > 0 to fit relative residuals")
 
     def residuals(th: dict[str, float]) -> np.ndarray:
-        pred = [_predicted(r, _simulate(r, th, base, simulate_run)) for r in fitted]
+        pred = [_predicted(runs[i], _simulate(runs[i], th, base, sims[i]), read) for i in fit_idx]
         return (np.concatenate(pred) - y) / y
 
     h = np.array([_STEP[t] for t in terms])
@@ -265,7 +296,7 @@ def fit_serving(
     fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
     errs = []
     for i, run in enumerate(runs):
-        res = _simulate(run, theta, base, simulate_run)
+        res = _simulate(run, theta, base, sims[i])
         errs.append(_errors(run, res, i in fit_idx))
     return ServingFit(
         model=model,
