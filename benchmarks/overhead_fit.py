@@ -2,7 +2,7 @@
 :data:`graphs.serving.overheads.DEFAULTS` for vLLM and TensorRT-LLM rest on).
 
 The runs: the campaigns of SemiAnalysis InferenceX's database in the aiconfigurator wheel's
-``silicon_sample.csv`` (``benchmarks/silicon_accuracy.py``: Llama-3.1-70B FP8, FP8 KV cache,
+``silicon_sample.csv`` (attribution inferred, ``benchmarks/silicon_accuracy.py``'s ``client()``: Llama-3.1-70B FP8, FP8 KV cache,
 1k/1k, 1k/8k and 8k/1k, TP 1-8, 4-128 clients), each replayed as its documented client
 (``serving_accuracy``'s ``client`` load: ``C`` clients back to back from a burst, ``10 C``
 requests, lengths uniform on ``[0.8 L, L]``, every request read) with the engine settings of
@@ -11,11 +11,12 @@ InferenceX's scripts, its kernels priced by the engine's own measured kernels.
 The fit: :func:`graphs.serving.serving_fit.fit_serving` (what ``costmodel calibrate serving``
 runs) of the CPU time per iteration ``a`` (``iteration_s``) and per scheduled sequence ``b``
 (``per_seq_s``) of :mod:`graphs.serving.overheads`, per engine, to the mean TPOT of each fitted
-run (``bins=1``: the sample publishes means only), by relative least squares. TPOT only: these
-runs' TTFT misses grow with the prompt (about -15 to -20 % at 1k and 8k tokens alike,
-``docs/silicon_accuracy.md``), the signature of the prefill kernels, not of a constant request
-path; a first fit that read TTFT too pushed ``per_seq_s`` up to shorten it and made the held-out
-TPOT worse, so the request path ``request_s`` is not fitted here and keeps its assumed value.
+run (``bins=1``: the sample publishes means only), by relative least squares, the terms kept
+non-negative. TPOT only: the CPU terms are paid once per iteration, which TPOT measures
+directly, while these runs' TTFT mixes them with the prefill kernels' error and the engine's
+admission rules (vLLM's H200 TTFT is 14-16 % short at 1k and at 8k prompts alike); a first fit
+that also read TTFT moved ``per_seq_s`` to close TTFT gaps and made the held-out TPOT worse. So
+the request path ``request_s`` is not fitted here and keeps its assumed value.
 The kernel scale stays 1 (a per-device correction is not an engine default), and the terms the
 fit's module doc names collinear (per new token, per output token) keep their values. Fitted:
 the H200 runs at :data:`FIT_SHAPES`, :data:`FIT_TP` and :data:`FIT_CONCURRENCY` (12 per
@@ -31,6 +32,7 @@ weight-read bound (``docs/silicon_accuracy.md``), a kernel error the engine term
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -191,6 +193,11 @@ def fit_engine(framework: str, progress: bool = False) -> EngineFit:
     return EngineFit(framework, fit, before, [r.label for r in rs], time.time() - t0)
 
 
+def _rms(xs: list[float]) -> str:
+    """Root mean square of relative errors (what the fit minimises), in per cent."""
+    return f"{math.sqrt(sum(x * x for x in xs) / len(xs)) * 100:.1f} %" if xs else "-"
+
+
 def _med(xs: list[float]) -> str:
     return f"{statistics.median(abs(x) for x in xs) * 100:.1f} %" if xs else "-"
 
@@ -224,28 +231,36 @@ def markdown(fits: list[EngineFit]) -> str:
             se = f.fit.stderr.get(t)
             out.append(
                 f"| {f.framework} | `{t}` | {getattr(base, t):.3g} s | {getattr(f.fit.overheads, t):.3g} s | "
-                + (f"{se:.2g} s |" if se is not None else "not determined |")
+                + (
+                    "none: held at its lower bound, 0 |"
+                    if t in f.fit.at_bound
+                    else f"{se:.2g} s |"
+                    if se is not None
+                    else "not determined |"
+                )
             )
     out += [
         "",
-        "| engine | runs | n | TTFT before / fitted | TPOT before / fitted |",
-        "|---|---|---|---|---|",
+        "| engine | runs | n | TTFT median before / fitted | TPOT median before / fitted | TPOT RMS before / fitted |",
+        "|---|---|---|---|---|---|",
     ]
     for f in fits:
         groups: dict[str, list[int]] = {}
         for i, (e, lab) in enumerate(zip(f.fit.runs, f.labels, strict=True)):
             dev = lab.split()[0]
-            key = "fitted (H200)" if e.fitted else f"held out ({dev})"
+            key = f"fitted ({FIT_DEVICE})" if e.fitted else f"held out ({dev})"
             groups.setdefault(key, []).append(i)
         for key, idx in sorted(groups.items()):
             out.append(
                 f"| {f.framework} | {key} | {len(idx)} | "
                 f"{_med([f.before[i][0] for i in idx])} / {_med([f.fit.runs[i].ttft_err for i in idx])} | "
-                f"{_med([f.before[i][1] for i in idx])} / {_med([f.fit.runs[i].tpot_err for i in idx])} |"
+                f"{_med([f.before[i][1] for i in idx])} / {_med([f.fit.runs[i].tpot_err for i in idx])} | "
+                f"{_rms([f.before[i][1] for i in idx])} / {_rms([f.fit.runs[i].tpot_err for i in idx])} |"
             )
     out += [
         "",
-        "Median |error| per group. Every run:",
+        "Median |error| per group, and the root mean square of the TPOT errors (what the fit minimises "
+        "over the fitted runs). Every run:",
         "",
         "| engine | run | fitted | TTFT before / fitted | TPOT before / fitted |",
         "|---|---|---|---|---|",

@@ -47,7 +47,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -138,8 +138,9 @@ _REQUEST_PATH = (
 )
 _CPU_STEP = (
     "at a small batch a step is a few ms of kernels, and the engine's per-iteration CPU work "
-    "(scheduling, sampling, launch gaps, detokenisation) is a large share of it; the replay adds only "
-    "assumed defaults for it (`overheads.DEFAULTS`, no published source)"
+    "(scheduling, sampling, launch gaps, detokenisation) is a large share of it; the replay adds "
+    "the defaults fitted to larger models' steps (`overheads.DEFAULTS`: Llama-3.1-70B on H200, "
+    "`docs/overhead_fit.md`), which a small model's CPU work may exceed"
 )
 #: physical reasons a row can lie beyond ROW_LIMIT, by id prefix (the first match; shown only
 #: on rows that do). Each follows from the configuration, not from the error it explains.
@@ -418,10 +419,16 @@ def _client_load(
         eng = _trt_engine(cfg, row["device"], tp, isl, osl, max_tokens=max_tokens, chunked=chunked)
         if eng.max_num_seqs < conc:
             notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
+        wait = _int(row.get("engine_batch_wait_iters", ""))
+        if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
+            ratio = float(row["engine_batch_wait_ratio"])
+            eng = replace(eng, batch_wait_timeout_iters=wait, batch_wait_max_tokens_ratio=ratio)
+            notes.append(f"new prompts held up to {wait} iterations, to {ratio:g} of the token budget")
     else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
         # the pool as vLLM sizes it: 0.9 of the whole device (gpu_memory_utilization) less
         # weights and the activations at the token budget, in 16-token blocks (the simulator's
-        # ledger, graphs.serving.engine.kv_blocks); SGLang's mem_fraction_static is alike
+        # ledger, graphs.serving.engine.kv_blocks); SGLang's own rule (mem_fraction_static,
+        # 1-token pages) is not modelled: vLLM's stands in (no SGLang run is replayed this way)
         eng = EngineConfig(
             max_num_batched_tokens=max_tokens, max_num_seqs=max(conc, EngineConfig().max_num_seqs)
         )

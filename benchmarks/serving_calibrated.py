@@ -13,7 +13,8 @@ with the published mean TTFT and ``E2E = TTFT + (OSL - 1) ITL``. The fit
 run is one group, so those per-request values carry exactly the published means and nothing else.
 
 The terms fitted are the defaults of ``calibrate serving`` (kernel scale, CPU time per
-iteration, request path), starting from the framework's assumed defaults, on the load points
+iteration, request path), starting from the framework's defaults (CPU terms fitted to other
+runs, `docs/overhead_fit.md`; the rest assumed), on the load points
 :data:`FIT_RATES`; the points :data:`HELD_OUT_RATES` are predicted with the fitted terms. Printed
 side by side: measured, uncalibrated (the framework's defaults) and calibrated TTFT and TPOT,
 and the medians of the held-out errors.
@@ -153,7 +154,8 @@ def markdown(results: list[GroupResult], seconds: float) -> str:
         "`graphs.serving.serving_fit.fit_serving` (what `costmodel calibrate serving` runs) on the "
         f"load points {', '.join(q + ' req/s' for q in FIT_RATES)} of each published table, and the "
         f"points {', '.join(q + ' req/s' for q in HELD_OUT_RATES)} predicted with them (held out). "
-        "`default`: the same simulation with the framework's assumed defaults. Error = model / measured - 1.",
+        "`default`: the same simulation with the framework's defaults (CPU terms fitted to other runs, "
+        "`docs/overhead_fit.md`; the rest assumed). Error = model / measured - 1.",
         "",
     ]
     held: dict[str, list[float]] = {

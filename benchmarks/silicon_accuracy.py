@@ -176,20 +176,32 @@ def kv_dtype(row: dict[str, str]) -> str:
 
 #: InferenceX's trtllm-serve settings for its Llama-3.1-70B runs (:func:`engine_settings`)
 INFERENCEX_TRT_MAX_TOKENS = 16384
+#: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
+INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
 
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
     """Engine settings a run's campaign states, as row fields for ``serving_accuracy``
-    (``engine_max_tokens``, ``engine_chunked_prefill``; absent: TensorRT-LLM's defaults of the
-    module doc). InferenceX's TensorRT-LLM scripts launch ``trtllm-serve ... --max_num_tokens
-    16384`` (``benchmarks/70b_fp8_h200_trt_slurm.sh`` and ``70b_fp8_b200_trt_slurm.sh`` at
-    a267b4bd; another stored version passes ``--max_num_tokens $MAX_MODEL_LEN``, 2,048 or 9,216)
-    and leave ``enable_chunked_prefill`` at trtllm-serve's default, False (``tensorrt_llm/commands/
-    serve.py``): a prompt runs whole in one iteration. Its vLLM scripts pass
-    ``max-num-batched-tokens: 8192`` with chunked prefill (vLLM V1's default), the defaults here."""
-    if client(row) is INFERENCEX and row["backend"] == "trtllm":
-        return {"engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS), "engine_chunked_prefill": "false"}
-    return {}
+    (``engine_max_tokens``, ``engine_chunked_prefill``, ``engine_batch_wait_iters``,
+    ``engine_batch_wait_ratio``; absent: TensorRT-LLM's defaults of the module doc).
+    InferenceX's Llama-3.1-70B TensorRT-LLM scripts (``benchmarks/70b_fp8_h200_trt_slurm.sh``,
+    ``70b_fp8_b200_trt_slurm.sh``, ``70b_fp4_b200_trt_slurm.sh``; SemiAnalysisAI/InferenceX at
+    a267b4bd and 73ef9225) launch ``trtllm-serve ... --max_num_tokens 16384`` (the versions at
+    73ef9225 pass ``$MAX_MODEL_LEN`` instead, 2,048 or 9,216), leave ``enable_chunked_prefill``
+    at trtllm-serve's default, False (``tensorrt_llm/commands/serve.py``: a prompt runs whole in
+    one iteration), and for ISL = OSL = 1024 below TP 8 write ``batch_wait_max_tokens_ratio:
+    0.9`` and ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will
+    improve the performance, by default they are all zeros"): new prompts wait up to 20
+    iterations to be prefilled together (:class:`graphs.serving.engine.EngineConfig`). Its vLLM
+    scripts pass ``max-num-batched-tokens: 8192`` with chunked prefill (vLLM V1's default), the
+    defaults here."""
+    if client(row) is not INFERENCEX or row["backend"] != "trtllm":
+        return {}
+    out = {"engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS), "engine_chunked_prefill": "false"}
+    if row["isl"] == row["osl"] == "1024" and int(row["tp_size"]) < 8:
+        w = INFERENCEX_TRT_BATCH_WAIT
+        out |= {"engine_batch_wait_iters": str(w["iters"]), "engine_batch_wait_ratio": repr(w["ratio"])}
+    return out
 
 
 def fp8_scales(row: dict[str, str]) -> str:
@@ -543,7 +555,10 @@ def _load_text(protocol: str, lines: list[Any], bad: dict[str, tuple[int, int]])
         "allocate blocks as tokens come, from vLLM's own pool (`gpu_memory_utilization` 0.9 of the device, "
         "16-token blocks), and preempt when they run out. InferenceX's engines keep an FP8 KV "
         f"cache, and its TensorRT-LLM runs {INFERENCEX_TRT_MAX_TOKENS:,} tokens per iteration with no chunked "
-        "prefill, as its scripts set them (`kv_dtype()`, `engine_settings()`). " + judged
+        "prefill and, at 1k/1k below TP 8, holds new prompts back to prefill them together "
+        f"(`batch_wait_timeout_iters` {INFERENCEX_TRT_BATCH_WAIT['iters']}, `batch_wait_max_tokens_ratio` "
+        f"{INFERENCEX_TRT_BATCH_WAIT['ratio']}), as its scripts set them (`kv_dtype()`, `engine_settings()`). "
+        + judged
     )
 
 

@@ -284,6 +284,9 @@ def test_runs_of_different_deployments_fit_together_from_their_means():
             )
         )
         sims.append(sim)
+    from graphs.serving.serving_fit import METRICS, _observed
+
+    assert len(_observed(runs[0], (1, METRICS))) == 2  # bins=1: the run's mean TTFT and mean TPOT
     fit = fit_serving(
         runs, sims, base=EngineOverheads(), terms=("iteration_s", "per_seq_s", "request_s"), bins=1
     )
@@ -301,3 +304,20 @@ def test_runs_of_different_deployments_fit_together_from_their_means():
         fit_serving(runs, sims[:3], base=EngineOverheads())
     with pytest.raises(CostModelError, match="bins must be a positive whole number, got 0"):
         fit_serving(runs, sims, base=EngineOverheads(), bins=0)
+
+
+def test_a_step_that_would_cross_a_bound_holds_that_term_there():
+    """The active set of ``_bounded_step`` against a hand solution: for the linear residuals
+    ``r(x) = A x - b`` the unconstrained least squares has ``x0 < 0``; with ``x0 >= 0`` the optimum
+    holds ``x0 = 0`` and solves ``x1 = (a1 . b) / (a1 . a1)`` alone."""
+    from graphs.serving.serving_fit import _bounded_step
+
+    A = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]])
+    b = np.array([1.0, 3.0, 5.0])  # exactly x = (-1, 2): x0 below its bound
+    x = np.array([1.0, 1.0])
+    step = _bounded_step(A, A @ x - b, x, np.zeros(2), np.ones(2))
+    a1 = A[:, 1]
+    assert step == pytest.approx([0.0, a1 @ b / (a1 @ a1)])
+    # inside the bounds it is the plain Gauss-Newton step: the exact solution of a linear problem
+    b2 = A @ np.array([0.5, 2.0])
+    assert _bounded_step(A, A @ x - b2, x, np.zeros(2), np.ones(2)) == pytest.approx([0.5, 2.0])

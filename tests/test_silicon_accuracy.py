@@ -271,3 +271,20 @@ def test_inferencex_trtllm_runs_with_its_scripts_settings(converted: dict[str, d
     # vLLM's own pool: gpu_memory_utilization 0.9 of the whole device in 16-token blocks, sized
     # by the simulator's ledger (vllm/config/cache.py defaults), not TensorRT-LLM's reservation
     assert (w.engine.num_blocks, w.engine.block_size, w.engine.gpu_memory_utilization) == (None, 16, 0.9)
+
+
+def test_inferencex_trtllm_batch_waiting_where_its_scripts_set_it(
+    converted: dict[str, dict[str, str]],
+) -> None:
+    """70b_*_trt_slurm.sh: ``batch_wait_max_tokens_ratio: 0.9``, ``batch_wait_timeout_iters: 20``
+    only if ISL = OSL = 1024 and TP < 8; no batch waiting otherwise."""
+    trt = [r for r in converted.values() if r["source_kind"] == si.CLIENT and r["engine"] == "tensorrt-llm"]
+    seen = set()
+    for r in trt:
+        e = sa.row_workload(r).engine
+        on = r["isl"] == r["osl"] == "1024" and int(r["tp"]) < 8
+        assert (e.batch_wait_timeout_iters, e.batch_wait_max_tokens_ratio) == ((20, 0.9) if on else (0, 0.0))
+        seen.add(on)
+        if len(seen) == 2 and r["isl"] != "1024":
+            break
+    assert seen == {True, False}

@@ -204,7 +204,13 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     for t in terms:
         k, unit = units.get(t, (1e3, " ms"))
         v, se = getattr(fit.overheads, t), fit.stderr[t]
-        err = "not determined by these runs" if se is None else f"+- {se * k:.3g}{unit}"
+        err = (
+            "held at its lower bound (no standard error)"
+            if t in fit.at_bound
+            else "not determined by these runs"
+            if se is None
+            else f"+- {se * k:.3g}{unit}"
+        )
         print(f"  {t:15s} {v * k:12.5g}{unit:3s}  {err}")
     kept = [t for t in TERMS if t not in terms]
     if kept:

@@ -84,6 +84,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "block_size": (1, 4096),
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
+    "batch_wait_iters": (0, 10_000),  # graphs.serving.engine.EngineConfig
     "shared_prefix": (0, 10**7),
     "max_simulations": (1, 10_000),
     "replicate_hot": (0, 4096),
@@ -106,6 +107,7 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "slo_ttft": (1e-6, 1e6, True),
     "slo_tpot": (1e-6, 1e6, True),
     "gpu_memory_utilization": (0.0, 1.0, False),
+    "batch_wait_ratio": (0.0, 1.0, True),
     "overhead_s": (0.0, 10.0, True),
     "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),

@@ -63,6 +63,8 @@ def _engine(args: argparse.Namespace) -> Any:
         iteration_overhead_s=args.overhead_s,
         num_blocks=args.num_blocks,
         scheduler_policy=args.scheduler_policy,
+        batch_wait_timeout_iters=args.batch_wait_iters,
+        batch_wait_max_tokens_ratio=args.batch_wait_ratio,
     )
 
 
@@ -615,6 +617,20 @@ def add_simulate_parser(sub: Any) -> None:
         default=None,
         help="vLLM's recompute preemption, or TensorRT-LLM's admission that reserves prompt + output "
         "(default: the --predict framework's; recompute for the bound)",
+    )
+    sp.add_argument(
+        "--batch-wait-iters",
+        type=int,
+        default=0,
+        help="TensorRT-LLM's batch_wait_timeout_iters: new prompts wait up to N iterations to be "
+        "prefilled together (with --batch-wait-ratio; 0: off)",
+    )
+    sp.add_argument(
+        "--batch-wait-ratio",
+        type=float,
+        default=0.0,
+        help="TensorRT-LLM's batch_wait_max_tokens_ratio: ...or until the iteration's tokens reach "
+        "this fraction of --max-num-batched-tokens (0: off)",
     )
     sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
     sp.add_argument(

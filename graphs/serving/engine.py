@@ -12,6 +12,17 @@ at most ``max_num_seqs`` sequences:
 2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
    blocks for their first chunk (none are admitted in an iteration that preempted).
 
+TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` ``w``, ``batch_wait_max_tokens_ratio``
+``f``; both 0, off, by default) holds new prompts back to prefill them together: in an iteration
+that has both decoding sequences and prompts to admit, the prompts are admitted only when the
+iteration's tokens (those already scheduled plus the prompts that would be admitted) reach
+``f * max_num_batched_tokens``, or when ``w`` such iterations have already held them; otherwise
+the iteration runs the decodes alone and counts one more wait. With either knob 0 nothing
+waits (``PyExecutor._waiting_requests`` and ``_schedule`` in ``tensorrt_llm/_torch/pyexecutor/
+py_executor.py``: ``stop_waiting = iters >= w or tokens >= f * max_num_tokens``, checked only
+when context and generation requests are both scheduled; the prompts that would be admitted are
+counted here under the token budget and the sequence limit, their blocks not checked).
+
 That is vLLM's ``recompute`` policy. Under TensorRT-LLM's ``guaranteed_no_evict``
 (:data:`graphs.serving.overheads.POLICIES`) a waiting sequence is admitted only when the blocks
 of its prompt plus its whole output can be reserved at once; a running sequence then never
@@ -84,6 +95,10 @@ class EngineConfig:
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
     scheduler_policy: str | None = None
+    #: TensorRT-LLM's batch waiting (module doc): new prompts wait up to this many iterations...
+    batch_wait_timeout_iters: int = 0
+    #: ...until the iteration's tokens reach this fraction of ``max_num_batched_tokens``
+    batch_wait_max_tokens_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -103,6 +118,12 @@ class EngineConfig:
             raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
             raise CostModelError(f"num_blocks must be a positive whole number, got {self.num_blocks!r}")
+        w = self.batch_wait_timeout_iters
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 10_000:
+            raise CostModelError(f"batch_wait_timeout_iters must be a whole number in [0, 10000], got {w!r}")
+        r = self.batch_wait_max_tokens_ratio
+        if isinstance(r, bool) or not isinstance(r, int | float) or not (math.isfinite(r) and 0 <= r <= 1):
+            raise CostModelError(f"batch_wait_max_tokens_ratio must be in [0, 1], got {r!r}")
         if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
             raise CostModelError(
                 f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
@@ -196,6 +217,8 @@ class Replica:
         self.busy_s = 0.0
         self.prefill_s = 0.0
         self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
+        self._batch_wait = cfg.batch_wait_timeout_iters > 0 and cfg.batch_wait_max_tokens_ratio > 0
+        self._waited = 0  #: iterations new prompts have been held back (batch waiting)
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -367,7 +390,14 @@ class Replica:
                 dec.append(c + 1)
             else:
                 chunks.append((float(n), float(c)))
-        while self.waiting and not preempted and budget > 0 and len(self.running) < cfg.max_num_seqs:
+        hold = self._batch_wait and self.waiting and not preempted and self._hold(batch, budget)
+        while (
+            self.waiting
+            and not hold
+            and not preempted
+            and budget > 0
+            and len(self.running) < cfg.max_num_seqs
+        ):
             s = self.waiting[0]
             cached = None
             pid = s.req.prefix_id
@@ -411,6 +441,31 @@ class Replica:
         ctxs = dec if self.step_cost.windowed else None
         self._planned = (batch, len(batch), len(dec), float(sum(dec)), ctxs, chunks) if spec is None else None
         return batch
+
+    def _hold(self, batch: list[tuple[Sequence, int]], budget: int) -> bool:
+        """Whether batch waiting (module doc) holds the waiting prompts back this iteration."""
+        cfg = self.cfg
+        if not any(s.generated for s, _ in batch):  # no generation request: nothing waits
+            return False
+        new, left, seats = 0, budget, cfg.max_num_seqs - len(self.running)
+        for s in self.waiting:  # what the admission loop would take, blocks not checked
+            if left <= 0 or seats <= 0:
+                break
+            want = s.known - s.computed
+            if want > left and not cfg.enable_chunked_prefill:
+                break
+            n = min(want, left)
+            new, left, seats = new + n, left - n, seats - 1
+        if not new:  # no prompt would be admitted: no check, no count (as the engine)
+            return False
+        tokens = cfg.max_num_batched_tokens - budget + new
+        if self._waited >= cfg.batch_wait_timeout_iters or tokens >= (
+            cfg.batch_wait_max_tokens_ratio * cfg.max_num_batched_tokens
+        ):
+            self._waited = 0
+            return False
+        self._waited += 1
+        return True
 
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration

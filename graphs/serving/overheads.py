@@ -56,12 +56,14 @@ Sources of the defaults (:meth:`EngineOverheads.for_framework`; the bound uses n
   fitted to measured serving runs: ``benchmarks/overhead_fit.py`` (``docs/overhead_fit.md``)
   fits them by ``fit_serving`` to the mean TPOT of 12 Llama-3.1-70B FP8 runs per engine on H200
   (SemiAnalysis InferenceX's campaigns in the aiconfigurator wheel's ``silicon_sample.csv``,
-  replayed as InferenceX's benchmark client) and holds out 105 (vLLM, H200 and H100) and 60
-  (TensorRT-LLM, H200) others. vLLM: ``a`` = 0 (standard error 0.3 ms), ``b`` = 14 us (s.e.
-  12 us); held-out TPOT median |error| 3.9 -> 3.1 % (H200) and 7.4 -> 7.2 % (H100) against the
-  values assumed before. TensorRT-LLM: the fit stays at its start, ``a`` = 0.2 ms (s.e.
-  0.44 ms), ``b`` = 1 us (s.e. 20 us). Both are small and loosely determined: what the data
-  say is that these engines expose well under a millisecond of CPU per iteration.
+  attribution inferred, replayed as InferenceX's benchmark client) and holds out 93 (vLLM: 48
+  on H200, 45 on H100) and 60 (TensorRT-LLM, H200) others. Both engines: ``a`` = 0 (held at
+  its lower bound: the data want less than nothing), ``b`` = 3.4 us (vLLM, standard error
+  8.1 us) and 3.1 us (TensorRT-LLM, s.e. 13 us), so 0.2 ms per iteration at 64 sequences and
+  0.9 ms at 256. Held-out TPOT median |error| against the values assumed before: vLLM 3.9 ->
+  3.8 % (H200) and 7.4 -> 8.9 % (H100), TensorRT-LLM 3.4 -> 2.7 %. What these data say is that
+  neither engine exposes a measurable CPU time per iteration for a 70B model at these loads (its
+  steps take several to tens of ms); a small model's shorter steps may show one (``calibrate serving``).
 * Everything else (the per-token CPU term, the request path, the per-output-token streaming
   cost, and all of SGLang's terms) is ASSUMED: no source publishes them, and the fit above
   cannot separate the request path from the prefill kernels' error (its TTFT misses grow with
@@ -124,15 +126,15 @@ def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 81
 #: ``docs/overhead_fit.md``), the others assumed (no source gives them; fit your own)
 DEFAULTS: dict[str, dict[str, float]] = {
     "vllm": {
-        "iteration_s": 0.0,  # fitted: 0 (s.e. 3e-4)
-        "per_seq_s": 1.4e-5,  # fitted: 1.39e-05 (s.e. 1.2e-05)
+        "iteration_s": 0.0,  # fitted: 0, held at its lower bound
+        "per_seq_s": 3.4e-6,  # fitted: 3.42e-06 (s.e. 8.1e-06)
         "per_token_s": 2e-8,
         "request_s": 4e-3,
         "output_token_s": 2e-5,
     },
     "trtllm": {
-        "iteration_s": 2e-4,  # fitted: 2e-4 (s.e. 4.4e-4; the fit stays at its start)
-        "per_seq_s": 1e-6,  # fitted: 1e-6 (s.e. 2e-05)
+        "iteration_s": 0.0,  # fitted: 0, held at its lower bound
+        "per_seq_s": 3.1e-6,  # fitted: 3.09e-06 (s.e. 1.3e-05)
         "per_token_s": 1e-8,
         "request_s": 3e-3,
         "output_token_s": 2e-5,
@@ -160,7 +162,7 @@ def _basis(name: str) -> str:
     if not fitted:
         return f"{name} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)"
     return (
-        f"{name} defaults ({' and '.join(fitted)} fitted to InferenceX's H200 runs, docs/overhead_fit.md; "
+        f"{name} defaults ({' and '.join(fitted)} fitted to InferenceX's H200 runs (inferred), docs/overhead_fit.md; "
         "the rest assumed: `costmodel calibrate serving` fits them)"
     )
 
@@ -213,7 +215,8 @@ class EngineOverheads:
     def for_framework(
         cls, name: str, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192
     ) -> EngineOverheads:
-        """``name``'s assumed defaults (:data:`DEFAULTS`), its capture sizes and its policy."""
+        """``name``'s defaults (:data:`DEFAULTS`: fitted where :data:`FITTED` says, else assumed),
+        its capture sizes and its policy."""
         if name not in DEFAULTS:
             raise CostModelError(f"no engine overheads for framework {name!r}; known: {', '.join(DEFAULTS)}")
         sizes = () if name == "trtllm" else vllm_capture_sizes(max_num_seqs, max_num_batched_tokens)

@@ -17,12 +17,18 @@ iteration in flight (up to a whole step), and any change of the terms reshuffles
 so a single request's residual jumps where a group's mean moves smoothly.
 
 by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
-per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)``, the terms
-kept in their valid ranges (non-negative times); the best iterate is kept (the objective is
-rough at the scale of one iteration's phase, so no line search follows it). Near the optimum the residuals are affine in the terms (each adds to the
-latencies linearly, through the queue), so it converges in a few steps. Standard errors are the
-usual ``sqrt(diag((J^T J)^{-1}) s^2)`` with ``s^2 = RSS / (m - p)``; a term the data do not
-constrain (a singular direction) is reported as not determined instead of a number.
+per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)`` with the terms
+kept in their valid ranges by an active set (a term the step would take below its bound, such as
+a negative time, is held at the bound and the others solved again: :func:`_bounded_step`), and
+a step is taken only if it lowers the cost, else a half and a quarter of it are tried (the
+objective is rough at the scale of one iteration's phase, so a full step can overshoot); the fit
+stops when no step helps or the step is under a twentieth of a term's scale. Near the optimum the
+residuals are affine in the terms (each adds to the latencies linearly, through the queue), so it
+converges in a few steps. Standard errors are the usual ``sqrt(diag((J^T J)^{-1}) s^2)`` with
+``s^2 = RSS / (m - p)`` over the terms not held at a bound (:attr:`ServingFit.at_bound`: those
+have none, and the others' are conditional on them); a term the data do not constrain (a
+singular direction) is reported as not determined instead of a number. ``bins`` sets the groups
+per run (1: a run's means only) and ``metrics`` which latencies are fitted (TTFT, TPOT or both).
 
 Runs at the rates not fitted are held out: their mean TTFT, TPOT and E2E are predicted with the
 fitted terms and compared with what was measured. The fit is written as a versioned JSON file
@@ -51,6 +57,8 @@ from .overheads import KERNEL_SCALE_RANGE, TERMS, EngineOverheads
 from .predictor import Predictor
 
 __all__ = [
+    "METRICS",
+    "SimulateRun",
     "FIT_FORMAT",
     "FIT_VERSION",
     "DEFAULT_TERMS",
@@ -109,6 +117,8 @@ class ServingFit:
     runs: list[RunError] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     rms_residual: float = 0.0  #: of the relative per-request residuals at the optimum
+    #: fitted terms held at their lower bound (no standard error; not written to the file)
+    at_bound: tuple[str, ...] = ()
     fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
 
     @property
@@ -250,6 +260,11 @@ def fit_serving(
     fitted = [runs[i] for i in fit_idx]
     obs = [_observed(r, read) for r in fitted]
     y = np.concatenate(obs)
+    if y.size <= len(terms):
+        raise CostModelError(
+            f"{y.size} measured group mean(s) for {len(terms)} term(s): nothing to fit (runs of "
+            "one-token outputs have no TPOT; fit fewer terms or give more runs)"
+        )
     if not (np.all(np.isfinite(y)) and np.all(y > 0)):
         raise CostModelError("measured TTFTs and TPOTs must be finite and > 0 to fit relative residuals")
 
@@ -264,34 +279,49 @@ def fit_serving(
     def at(v: np.ndarray) -> dict[str, float]:
         return {t: float(c) for t, c in zip(terms, v, strict=True)}
 
-    J = np.zeros((len(y), len(terms)))  # in units of each term's step: columns of like size
-    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+    p = len(terms)
+
+    def jacobian(v: np.ndarray, r0: np.ndarray) -> np.ndarray:
+        """Forward differences, in units of each term's step: columns of like size."""
+        return np.stack([residuals(at(v + h * (np.arange(p) == k))) - r0 for k in range(p)], axis=1)
+
+    r = residuals(at(x))
+    cost = float(r @ r)
+    J: np.ndarray | None = None
     for it in range(iterations):
-        r = residuals(at(x))
-        for k in range(len(terms)):
-            J[:, k] = residuals(at(x + h * (np.arange(len(terms)) == k))) - r
-        cost = float(r @ r)
+        J = jacobian(x, r)
         say(f"fit step {it + 1}: rms relative residual {math.sqrt(cost / len(r)):.4g}")
-        if best is None or cost < best[0]:
-            best = (cost, x.copy(), r.copy(), J.copy())
-        u = np.linalg.lstsq(J, -r, rcond=None)[0]  # Gauss-Newton, in step units
-        x_new = np.maximum(lo, x + h * u)  # the terms' valid ranges
+        x_new = _bounded_step(J, r, x, lo, h)
         if np.max(np.abs(x_new - x) / h) < 0.05:  # moves less than a twentieth of a step: done
             break
-        x = x_new
-    assert best is not None
-    _, x, r, J = best
+        for frac in (1.0, 0.5, 0.25):  # backtracking: a step is taken only if it lowers the cost
+            xt = x + frac * (x_new - x)
+            rt = residuals(at(xt))
+            if float(rt @ rt) < cost:
+                x, r, cost, J = xt, rt, float(rt @ rt), None
+                break
+        else:  # no shorter step helps either: the start of this step is the optimum found
+            break
+    if J is None:  # the last accepted point's Jacobian, for the standard errors
+        J = jacobian(x, r)
     theta = at(x)
     J = J / h  # back to the terms' own units for the covariance
-    m, p = len(y), len(terms)
-    s2 = float(r @ r) / max(m - p, 1)
-    jtj = J.T @ J
-    stderr: dict[str, float | None] = {}
-    cond = np.linalg.cond(jtj) if p else 0.0
-    cov = np.linalg.pinv(jtj) * s2
-    for k, t in enumerate(terms):
-        det = math.isfinite(cond) and cond < 1e14 and jtj[k, k] > 0
-        stderr[t] = float(math.sqrt(max(cov[k, k], 0.0))) if det else None
+    m = len(y)
+    # a term held at its lower bound (the cost would fall below it) has no standard error; the
+    # others' are conditional on it
+    grad = J.T @ r
+    bound = [k for k in range(p) if x[k] <= lo[k] and grad[k] > 0]
+    free = [k for k in range(p) if k not in bound]
+    stderr: dict[str, float | None] = {t: None for t in terms}
+    if free:
+        Jf = J[:, free]
+        s2 = float(r @ r) / max(m - len(free), 1)
+        jtj = Jf.T @ Jf
+        cond = np.linalg.cond(jtj)
+        cov = np.linalg.pinv(jtj) * s2
+        for j, k in enumerate(free):
+            det = math.isfinite(cond) and cond < 1e14 and jtj[j, j] > 0
+            stderr[terms[k]] = float(math.sqrt(max(cov[j, j], 0.0))) if det else None
     names = ", ".join(sorted({r.source for r in fitted}))
     fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
     errs = []
@@ -309,7 +339,27 @@ def fit_serving(
         runs=errs,
         sources=sorted({r.source for r in runs}),
         rms_residual=math.sqrt(float(r @ r) / len(r)),
+        at_bound=tuple(terms[k] for k in bound),
     )
+
+
+def _bounded_step(J: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The Gauss-Newton step from ``x`` (``J`` in units of the steps ``h``) with each term kept at
+    or above ``lo``: a term the unconstrained step would take below its bound is fixed at the
+    bound and the others are solved again with its move accounted for (an active set), until
+    none crosses."""
+    p = len(x)
+    fixed = np.zeros(p, dtype=bool)
+    for _ in range(p + 1):
+        u = np.where(fixed, (lo - x) / h, 0.0)  # the fixed terms' moves to their bounds, in steps
+        if (~fixed).any():
+            u[~fixed] = np.linalg.lstsq(J[:, ~fixed], -(r + J @ u), rcond=None)[0]
+        x_new = x + h * u
+        below = ~fixed & (x_new < lo)
+        if not below.any():
+            break
+        fixed |= below
+    return np.maximum(lo, x_new)
 
 
 def simulate_with(
