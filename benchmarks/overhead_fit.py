@@ -51,7 +51,7 @@ from graphs.serving import simulate
 from graphs.serving.bench_results import BenchRun
 from graphs.serving.overheads import TERMS as ALL_TERMS
 from graphs.serving.overheads import EngineOverheads
-from graphs.serving.serving_fit import ServingFit, fit_serving
+from graphs.serving.serving_fit import ServingFit, SimulateRun, fit_serving
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "overhead_fit.md"
 ENGINES = {"vllm": "vllm", "trtllm": "tensorrt-llm"}  #: framework -> the sample's engine name
@@ -113,7 +113,7 @@ class Run:
             concurrency=self.workload.concurrency,
         )
 
-    def simulator(self) -> Any:
+    def simulator(self) -> SimulateRun:
         """``simulate_run`` for :func:`fit_serving`: this run's model, GPU, engine and kernels,
         with the terms given and this engine's own CUDA-graph sizes and policy."""
         w = self.workload

@@ -370,7 +370,7 @@ def simulate_with(
     predict: str | None = None,
     engine: EngineConfig | None = None,
     fp8_scales: str = "dynamic",
-) -> Callable[[list[Any], EngineOverheads, int | None], Any]:
+) -> SimulateRun:
     """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor (its
     FP8 GEMMs with ``fp8_scales`` activation scales)."""
     from .simulator import Topology, simulate
