@@ -90,11 +90,12 @@ def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
     # InferenceX's scripts set an FP8 cache in vLLM too (kv-cache-dtype: fp8)
     ix = "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=8; wip=False"
     assert si.kv_dtype({**base, "backend": "vllm", "silicon_data_source": ix}) == "fp8"
-    assert si.engine_settings({**base, "backend": "trtllm", "silicon_data_source": ix}) == {
+    run = {"isl": "8192", "osl": "1024", "tp_size": "2"}
+    assert si.engine_settings({**base, **run, "backend": "trtllm", "silicon_data_source": ix}) == {
         "engine_max_tokens": "16384",
         "engine_chunked_prefill": "false",
     }
-    assert si.engine_settings({**base, "backend": "vllm", "silicon_data_source": ix}) == {}
+    assert si.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {}
     nv = {
         "gemm_quant_mode": "fp8",
         "model_path": "nvidia/Llama-3.1-8B-Instruct-FP8",
