@@ -191,7 +191,7 @@ class RowWorkload:
     topology: Topology
     engine: EngineConfig
     framework: str
-    load: str  #: offline | rate | concurrency | batch | client
+    load: str  #: offline | rate | concurrency | batch | client | steady
     requests: tuple[Request, ...]
     published_requests: int  #: the count an offline throughput is extrapolated to
     concurrency: int | None = None
@@ -361,9 +361,10 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             cfg, row["device"], topo, eng, fw, "batch", reqs, conc, fp8_scales=scales, notes=tuple(notes)
         )
     if conc is not None:  # a closed loop: NIM / AIPerf, or a benchmark client (silicon_accuracy.py)
-        if row["source_kind"] == "aiconfigurator_silicon_client":
-            eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes)
-            load = "client"
+        if row["source_kind"] in ("aiconfigurator_silicon_client", "aiconfigurator_silicon_steady"):
+            steady = row["source_kind"] == "aiconfigurator_silicon_steady"
+            eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes, steady=steady)
+            load = "steady" if steady else "client"
         else:
             eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
             n = ROUNDS * conc
@@ -406,11 +407,20 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
 
 
 def _client_load(
-    row: dict[str, str], cfg: Any, tp: int, isl: int, osl: int, conc: int, fw: str, notes: list[str]
+    row: dict[str, str],
+    cfg: Any,
+    tp: int,
+    isl: int,
+    osl: int,
+    conc: int,
+    fw: str,
+    notes: list[str],
+    steady: bool = False,
 ) -> tuple[EngineConfig, tuple[Request, ...], int]:
     """A benchmark client's engine, requests and count (``row``'s ``requests_per_client`` per
     client, lengths by ``length_range_ratio``, the engine settings the row states); its
-    assumptions go to ``notes``."""
+    assumptions go to ``notes``. ``steady``: the client's loop in its steady state (its first
+    sends spread over one cycle, the middle rounds read) rather than from a burst, read whole."""
     per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
     n = per * conc
     max_tokens = _int(row.get("engine_max_tokens", "")) or TRT_MAX_TOKENS
@@ -438,7 +448,13 @@ def _client_load(
         if ratio == 1
         else f"lengths uniform on [{int(ratio * isl)}, {isl}] / [{int(ratio * osl)}, {osl}]"
     )
-    notes.append(f"{conc} clients, {n} requests from a burst, every one read ({row['client']}); {spread}")
+    if steady:
+        notes.append(
+            f"{conc} clients, {n} requests in the loop's steady state (first sends spread over one cycle; "
+            f"the first and last {conc} not read) ({row['client']}); {spread}"
+        )
+    else:
+        notes.append(f"{conc} clients, {n} requests from a burst, every one read ({row['client']}); {spread}")
     return eng, reqs, n
 
 
@@ -501,7 +517,9 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
     burst of N prompts (a warm-up, which AIPerf runs apart) and the last one drains. A
     ``client`` load (the benchmark client as a source documents it, ``simulate(...,
     concurrency=N)`` from a burst) is read whole, as that client reads it: every request, the
-    first burst and the drain included, each from its own send."""
+    first burst and the drain included, each from its own send. A ``steady`` load (that client's
+    loop in its steady state, :func:`~graphs.serving.simulator.simulate_steady_loop`: its first
+    sends spread over one cycle) is read over its middle rounds, as a closed loop is."""
     pr = res.per_request
     arrival = pr["arrival_s"]
     first = arrival + pr["ttft_s"]
@@ -515,7 +533,7 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
         n = w.concurrency
         send[order[n:]] = finish[: len(order) - n]
     keep = np.ones(len(arrival), dtype=bool)
-    if w.load == "concurrency":  # AIPerf warms up first; the last round drains: the middle rounds
+    if w.load in ("concurrency", "steady"):  # AIPerf warms up first; the last round drains
         assert w.concurrency is not None
         idx = np.argsort(arrival, kind="stable")
         keep[:] = False
@@ -547,7 +565,7 @@ def _simulate(w: RowWorkload, mode: str, quantile: float | None = None) -> _Run:
     run: Any = simulate
     if w.load == "client":  # the benchmark client: N clients sending back to back from a burst
         kw["concurrency"] = w.concurrency
-    elif w.load == "concurrency" and _closed_loop():
+    elif w.load == "steady" or (w.load == "concurrency" and _closed_loop()):
         from graphs.serving.simulator import simulate_steady_loop
 
         run = simulate_steady_loop  # the loop's steady state: first sends spread over a cycle
@@ -596,7 +614,7 @@ def run_row(row: dict[str, str], mode: str, *, quick: bool = False, quantile: fl
         span = run.finish[-1] + (w.published_requests - len(w.requests)) / _steady_rate(run.finish, full)
         tokens, reqs = w.published_requests * osl, w.published_requests / span
         tok_s = tokens / span
-    elif w.load == "concurrency":  # steady state: the closed loop's count is not published
+    elif w.load in ("concurrency", "steady"):  # steady state: the closed loop's count is not published
         assert w.concurrency is not None
         reqs = _steady_rate(run.finish, w.concurrency)
         tok_s = reqs * osl

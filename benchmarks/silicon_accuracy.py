@@ -23,12 +23,13 @@ What the sample does not state, and what the replay assumes (said again in the o
   (:func:`client`: ``C`` clients sending back to back, ``10 C`` requests from a burst, every one
   read). ``--protocol sourced`` (default) replays InferenceX's campaigns as InferenceX's
   documented client and the others as one wave of ``batch_size`` requests sent together, every
-  one read (``--check`` shows how the runners their source suggests fit them);
-  ``--protocol wave`` replays every run as one wave, ``--protocol loop`` as a steady closed
-  loop of ``batch_size`` clients, 4 requests each, its middle rounds read. A campaign in which
-  most runs' measured TTFT lies below the replay's roofline TTFT was not loaded as replayed
-  (:func:`not_waves`): its TTFT is not compared, its TPOT is. ``--check`` replays one run per
-  deployment both as one wave and as its client (:func:`load_check`);
+  one read, except the campaigns whose TTFTs mostly undercut one wave's roofline: those replay
+  as their client's closed loop in the steady state (:func:`sourced_lines` says why), TPOT
+  compared, TTFT not. ``--protocol wave`` replays every run as one wave, ``--protocol loop`` as
+  its client's steady state. A campaign in which most runs' measured TTFT lies below the
+  replay's roofline TTFT was not loaded as replayed (:func:`not_waves`): its TTFT is not
+  compared, its TPOT is. ``--check`` replays one run per deployment as one wave, as its client
+  from a burst and as that client's steady state (:func:`load_check`);
 * whether TTFT and TPOT are means (read as means, AIPerf's default statistic);
 * the KV-cache dtype (:func:`kv_dtype`) and the FP8 activation scales (:func:`fp8_scales`);
 * the engine's batch limits: TensorRT-LLM's defaults for every engine (8,192 tokens per
@@ -72,6 +73,7 @@ __all__ = [
     "load_sample",
     "not_waves",
     "judge_ttft",
+    "sourced_lines",
     "client",
     "load_check",
     "main",
@@ -103,9 +105,15 @@ SUMMARY_BEGIN, SUMMARY_END = (
     "<!-- silicon-accuracy-summary:end -->",
 )
 DOC_BEGIN, DOC_END = "<!-- silicon-accuracy:begin -->", "<!-- silicon-accuracy:end -->"
-#: serving_accuracy's source kinds for the replays: one wave, the benchmark client, a steady loop
-WAVE, CLIENT, LOOP = "aiconfigurator_silicon", "aiconfigurator_silicon_client", "aiconfigurator_silicon_loop"
-#: --protocol: InferenceX's campaigns as their client and the others as waves, or every run one way
+#: serving_accuracy's source kinds for the replays: one wave, the benchmark client from a burst,
+#: that client's loop in its steady state
+WAVE, CLIENT, STEADY = (
+    "aiconfigurator_silicon",
+    "aiconfigurator_silicon_client",
+    "aiconfigurator_silicon_steady",
+)
+#: --protocol: InferenceX's campaigns as their client, the others as waves or (where their TTFT
+#: shows they were not) their client's steady state (:func:`sourced_lines`); or every run one way
 PROTOCOLS = ("sourced", "wave", "loop")
 CHECK_BEGIN, CHECK_END = "<!-- silicon-load-check:begin -->", "<!-- silicon-load-check:end -->"
 CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END = (
@@ -373,20 +381,58 @@ def not_waves(lines: list[Any]) -> dict[str, tuple[int, int]]:
 
 def judge_ttft(lines: list[Any], bad: dict[str, tuple[int, int]]) -> list[Any]:
     """TTFT lines of the campaigns ``bad`` (:func:`not_waves`) names are left out of the medians,
-    with the reason: the sample does not say how those runs were loaded, and TTFT depends on it."""
+    with the reason: the sample does not say how those runs were loaded, and TTFT depends on it.
+    A campaign replayed as its client's steady state (:func:`sourced_lines`) was judged on one
+    wave's roofline, and that replay explains its TPOT, not its TTFT (the load check shows both)."""
     out = []
     for ln in lines:
         k = campaign(ln.row)
         if k in bad and not ln.excluded and sa.metric_group(ln.row["metric"]) == "TTFT":
             below, n = bad[k]
-            ln = dataclasses.replace(
-                ln,
-                excluded=f"not loaded as replayed: {below} of its campaign's {n} runs have a measured TTFT "
-                f"below the replay's roofline TTFT (this row: replayed {sa._fmt(ln.values.get('simulated'), 's')}); "
-                "the sample does not say how they were loaded, and TTFT depends on it (TPOT is kept)",
-            )
+            replayed = sa._fmt(ln.values.get("simulated"), "s")
+            if ln.row.get("source_kind") == STEADY:
+                why = (
+                    f"not one wave: {below} of its campaign's {n} runs have a measured TTFT below one wave's "
+                    f"roofline TTFT; replayed as its client's loop in the steady state (this row: {replayed}), "
+                    "which gives its TPOT (kept) but not its TTFT: how the clients' sends lined up is not "
+                    "stated, and TTFT depends on it"
+                )
+            else:
+                why = (
+                    f"not loaded as replayed: {below} of its campaign's {n} runs have a measured TTFT "
+                    f"below the replay's roofline TTFT (this row: replayed {replayed}); "
+                    "the sample does not say how they were loaded, and TTFT depends on it (TPOT is kept)"
+                )
+            ln = dataclasses.replace(ln, excluded=why)
         out.append(ln)
     return out
+
+
+def sourced_lines(
+    rows: list[dict[str, str]], modes: tuple[str, ...], jobs: int = 1, progress: Any = None
+) -> tuple[list[Any], dict[str, tuple[int, int]]]:
+    """``--protocol sourced``: the lines, and the campaigns whose TTFT is not compared.
+
+    InferenceX's campaigns replay as their documented client (:data:`INFERENCEX`). The others
+    (the gap-analysis campaigns, :data:`AIC_EVAL`'s runners, inferred) first replay their TTFT
+    as one wave at the roofline: a campaign in which most measured TTFTs undercut that
+    (:func:`not_waves`) was not one wave per run, and replays as its client's closed loop in the
+    steady state (:data:`STEADY`: the first sends spread over one cycle, the first and last round
+    not read, as genai-perf's ``--warmup-request-count`` leaves the first requests unread). In
+    that state each request's decode window holds about ``C - 1`` other requests' prefills
+    (every other client sends once per cycle), where one wave's holds those still queued behind
+    it, about ``C / 2``: the TPOT such runs measure grows as ``C x ISL / OSL`` above one wave's,
+    the signature of the steady state. Their TTFT stays out of the medians (:func:`judge_ttft`);
+    so does that of any InferenceX campaign whose TTFTs undercut its client's roofline."""
+    wave_ttft = [r for r in rows if r["source_kind"] == WAVE and sa.metric_group(r["metric"]) == "TTFT"]
+    bad = not_waves(evaluate(wave_ttft, ("bound",), jobs)) if wave_ttft else {}
+    rows = [
+        {**r, "source_kind": STEADY} if r["source_kind"] == WAVE and campaign(r) in bad else r for r in rows
+    ]
+    lines = evaluate(rows, modes, jobs, progress=progress)
+    if "bound" in modes:
+        bad = {**not_waves([ln for ln in lines if ln.row["source_kind"] == CLIENT]), **bad}
+    return judge_ttft(lines, bad), bad
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,7 +443,8 @@ class LoadCheck:
     table: str  #: one row per run
     summary: str  #: one row per client and one for every run
     runs: dict[str, int]
-    #: client -> ``tpot_wave``, ``tpot_client``, ``ttft_wave``, ``ttft_client``
+    #: client -> ``tpot_wave``, ``tpot_client``, ``tpot_steady``, ``ttft_wave``, ``ttft_client``,
+    #: ``ttft_steady``
     medians: dict[str, dict[str, float]]
     below_roofline: dict[str, int]
 
@@ -423,26 +470,26 @@ def _label(row: dict[str, str]) -> str:
 
 
 def _check_one(pick: tuple[dict[str, str], dict[str, str]]) -> tuple[dict[str, float], float, float]:
-    """One run of the load check: its four ``simulated`` replays, the client replay's roofline
-    TTFT and the seconds it took."""
+    """One run of the load check: its six ``simulated`` replays (one wave, the client from a
+    burst, the client's steady state), the client replay's roofline TTFT and the seconds it took."""
     r, t = pick
     start = time.perf_counter()
-    kind, wave = {"source_kind": CLIENT}, {"source_kind": WAVE}
+    kinds = {"wave": WAVE, "client": CLIENT, "steady": STEADY}
     vals = {
-        "tpot_wave": sa.run_row({**r, **wave}, "simulated"),
-        "tpot_client": sa.run_row({**r, **kind}, "simulated"),
-        "ttft_wave": sa.run_row({**t, **wave}, "simulated"),
-        "ttft_client": sa.run_row({**t, **kind}, "simulated"),
+        f"{metric}_{how}": sa.run_row({**row, "source_kind": kind}, "simulated")
+        for metric, row in (("tpot", r), ("ttft", t))
+        for how, kind in kinds.items()
     }
-    roof = sa.run_row({**t, **kind}, "bound")
+    roof = sa.run_row({**t, "source_kind": CLIENT}, "bound")
     return vals, roof, time.perf_counter() - start
 
 
 def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) -> LoadCheck:
     """How much the load changes TPOT and TTFT, and whether the benchmark client explains the
-    misses: one run per deployment (:func:`_check_picks`) replayed (``simulated``) as one wave
-    and as the client :func:`client` names (its requests from a burst, every one read), with the
-    client replay's roofline TTFT beside it (a measured TTFT below that is a run the client
+    misses: one run per deployment (:func:`_check_picks`) replayed (``simulated``) as one wave,
+    as the client :func:`client` names (its requests from a burst, every one read) and as that
+    client's loop in the steady state (:data:`STEADY`), with the client replay's roofline TTFT
+    beside it (a measured TTFT below that is a run the client
     replay cannot be, unless its admission queued requests the engine did not). Medians per
     client and over every run; ``jobs`` processes replay the runs side by side."""
     picks = _check_picks(rows)
@@ -453,11 +500,12 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
         with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
             results = list(pool.map(_check_one, picks))
     out = [
-        "| deployment | ISL/OSL, concurrency | measured TPOT | wave | error | client | error "
-        "| measured TTFT | wave | error | client | error | client roofline TTFT |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| deployment | ISL/OSL, concurrency | measured TPOT | wave | error | client | error | steady | error "
+        "| measured TTFT | wave | error | client | error | steady | error | client roofline TTFT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    keys = ("tpot_wave", "tpot_client", "ttft_wave", "ttft_client")
+    hows = ("wave", "client", "steady")
+    keys = tuple(f"{m}_{h}" for m in ("tpot", "ttft") for h in hows)
     errs: dict[str, dict[str, list[float]]] = {}
     below: Counter[str] = Counter()
     for i, ((r, t), (vals, roof, took)) in enumerate(zip(picks, results, strict=True)):
@@ -476,15 +524,15 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
         ]
         for metric, meas in (("tpot", m), ("ttft", mt)):
             cells.append(sa._fmt(meas, "s"))
-            for how in ("wave", "client"):
+            for how in hows:
                 v = vals[f"{metric}_{how}"]
                 cells += [sa._fmt(v, "s"), sa._pct(v / meas - 1)]
         cells.append(sa._fmt(roof, "s") + (" (above the measured)" if mt < roof else ""))
         out.append("| " + " | ".join(cells) + " |")
     summ = [
-        "| client | runs | TPOT: one wave | TPOT: the client | TTFT: one wave | TTFT: the client "
-        "| measured TTFT below the client's roofline |",
-        "|---|---|---|---|---|---|---|",
+        "| client | runs | TPOT: one wave | TPOT: the client | TPOT: steady state | TTFT: one wave "
+        "| TTFT: the client | TTFT: steady state | measured TTFT below the client's roofline |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     medians: dict[str, dict[str, float]] = {}
     runs: dict[str, int] = {}
@@ -537,10 +585,45 @@ def _load_text(protocol: str, lines: list[Any], bad: dict[str, tuple[int, int]])
         "whose TTFT is compared: " + "; ".join(f"`{c}`" for c in sorted(camps - set(bad))) + "."
     )
     if protocol == "loop":
-        return "A steady closed loop of `batch_size` clients, 4 requests each, its middle rounds read."
+        return (
+            "Every run as its client's closed loop in the steady state: `batch_size` clients, "
+            f"{AIC_EVAL.per_client} requests each (InferenceX's campaigns: {INFERENCEX.per_client}), the first "
+            "sends spread over one cycle, the first and last round not read."
+        )
     if protocol == "wave":
         return "Each run's `batch_size` requests are sent together and every one is read. " + judged
     clients = Counter(_label(ln.row) for ln in lines if ln.row["metric"] == "tpot_mean_s")
+    kinds = Counter(ln.row["source_kind"] for ln in lines if ln.row["metric"] == "tpot_mean_s")
+    steady = sorted({campaign(ln.row) for ln in lines if ln.row["source_kind"] == STEADY})
+    st_ttft = [ln for ln in lines if ln.row["source_kind"] == STEADY and ln.row["metric"] == "ttft_mean_s"]
+    n_steady = sum(1 for ln in st_ttft if ln.excluded)
+    st_err = [e for ln in st_ttft if (e := ln.err("simulated")) is not None]
+    st_med = f"median {100 * statistics.median(st_err):+.1f} %" if st_err else "not run"
+    judged = (
+        f"The gap-analysis campaigns were first replayed as one wave at the roofline: in {len(steady)} of them "
+        "more than half the runs have a measured TTFT below that replay's, which no engine beats, so their "
+        f"runs were not one wave each. Those campaigns ({kinds[STEADY]} runs) are replayed as their client's "
+        f"closed loop in the steady state (`simulate_steady_loop`: `C` clients, {AIC_EVAL.per_client} requests each, the first "
+        "sends spread over one cycle, the first and last round not read, as genai-perf leaves its warm-up "
+        "requests unread): there each request's decode window holds about `C - 1` other requests' "
+        "prefills, where one wave's holds about `C / 2`, and these runs' TPOT exceeds one wave's by a "
+        "term that grows as `C x ISL / OSL`, that steady state's signature (the load check below shows "
+        f"it per deployment). That replay gives their TPOT, not their TTFT (`simulated` TTFT {st_med} "
+        f"against the measured): their TTFT ({n_steady} runs) is not compared. Those campaigns: "
+        + "; ".join(f"`{c}`" for c in steady)
+        + ". "
+    )
+    other = set(bad) - set(steady)
+    n_other = sum(
+        1
+        for ln in lines
+        if ln.excluded and ln.row["metric"] == "ttft_mean_s" and ln.row["source_kind"] != STEADY
+    )
+    judged += (
+        f"Of the other campaigns, {len(other)} have more than half their runs' measured TTFT below their "
+        f"replay's roofline TTFT (their TTFT, {n_other} runs, not compared). The campaigns whose TTFT is "
+        "compared: " + "; ".join(f"`{c}`" for c in sorted(camps - set(bad))) + "."
+    )
     ix = INFERENCEX
     return (
         "The sample does not name its load generator. The runs of InferenceX's database (inferred from their "
@@ -548,9 +631,9 @@ def _load_text(protocol: str, lines: list[Any], bad: dict[str, tuple[int, int]])
         f"client InferenceX documents: {ix.text} ({ix.warmup}), that is `C` clients (the run's `batch_size`) "
         f"sending back to back, `{ix.per_client} C` requests from a burst, each length uniform on "
         f"`[int({ix.range_ratio:g} L), L]`, every request read. The others ({clients[AIC_EVAL.label]} runs, "
-        "the AIConfigurator team's gap-analysis campaigns) are replayed as one wave of `batch_size` requests "
-        "sent together, every one read; the load check below replays one run per deployment as the runners "
-        "their source suggests. A TensorRT-LLM replay admits a request only when its prompt's and its "
+        f"the AIConfigurator team's gap-analysis campaigns) are replayed as one wave of `batch_size` requests "
+        f"sent together, every one read ({kinds[WAVE]} runs), or as their client's steady state (below). "
+        "A TensorRT-LLM replay admits a request only when its prompt's and its "
         "output's KV blocks can be reserved (GUARANTEED_NO_EVICT); vLLM's and SGLang's client replays "
         "allocate blocks as tokens come, from vLLM's own pool (`gpu_memory_utilization` 0.9 of the device, "
         "16-token blocks), and preempt when they run out. InferenceX's engines keep an FP8 KV "
@@ -631,8 +714,9 @@ def summary(lines: list[Any]) -> str:
             "row by row in [docs/silicon_accuracy.md](docs/silicon_accuracy.md), generated by "
             "`benchmarks/silicon_accuracy.py --write`. The sample does not name its load generator: InferenceX's "
             "campaigns (inferred) are replayed as the benchmark client InferenceX documents, the others as one "
-            "wave each, and a campaign's TTFT is compared only where no more than half its runs' measured TTFTs "
-            "undercut the replay's roofline:",
+            "wave each or, where most of a campaign's measured TTFTs undercut one wave's roofline, as their "
+            "client's closed loop in the steady state (TPOT compared, TTFT not); a campaign's TTFT is compared "
+            "only where no more than half its runs' measured TTFTs undercut the replay's roofline:",
             "",
             sa.medians(lines),
             "",
@@ -651,11 +735,13 @@ def check_markdown(check: LoadCheck, seconds: float, written: bool = False) -> s
             "load generator; the benchmark clients its campaigns' sources suggest (`client()` in the script, "
             f"with the sources) are: {clients}. Each runs `C` clients (the run's `batch_size`) sending back to "
             f"back, `{INFERENCEX.per_client} C` requests from a burst, every one read. The table replays the "
-            "InferenceX campaigns that way and the others as one wave; this check replays one run per "
-            "deployment (engine, version, model, GPU, dtype, TP) at its median concurrency, `simulated`, both "
-            "ways, whichever the table uses. A measured TTFT below the client replay's roofline TTFT is a run "
-            "that was not loaded as that client from a burst, unless the replay's admission rule (above) "
-            "queues requests the engine did not.",
+            "InferenceX campaigns that way and the others as one wave or, where their TTFTs show they were "
+            "not, as their client's loop in the steady state (the first sends spread over one cycle, the "
+            "first and last round not read); this check replays one run per deployment (engine, version, "
+            "model, GPU, dtype, TP) at its median concurrency, `simulated`, all three ways, whichever the "
+            "table uses. A measured TTFT below the client replay's roofline TTFT is a run that was not "
+            "loaded as that client from a burst, unless the replay's admission rule (above) queues requests "
+            "the engine did not.",
             "",
             "Median |error| / median signed error, per client:",
             "",
@@ -675,8 +761,8 @@ def check_summary(check: LoadCheck) -> str:
     return "\n".join(
         [
             "Replayed as the benchmark clients their sources suggest (`C` clients, "
-            f"`{INFERENCEX.per_client} C` requests from a burst, every one read), one run per deployment, "
-            "`simulated` "
+            f"`{INFERENCEX.per_client} C` requests from a burst, every one read, or that loop in its steady "
+            "state), one run per deployment, `simulated` "
             "([the benchmark client](docs/silicon_accuracy.md#the-benchmark-client)):",
             "",
             check.summary,
@@ -743,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     rows, left = silicon_rows(load_sample())
     if args.protocol != "sourced":
-        rows = [{**r, "source_kind": WAVE if args.protocol == "wave" else LOOP} for r in rows]
+        rows = [{**r, "source_kind": WAVE if args.protocol == "wave" else STEADY} for r in rows]
     if args.limit is not None:
         keep = sorted({_config(r) for r in rows})[: args.limit]
         rows = [r for r in rows if _config(r) in keep]
@@ -757,11 +843,14 @@ def main(argv: list[str] | None = None) -> int:
             sa.replace_section(sa.README_PATH, CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END, check_summary(check))
         print(text)
         return 0
-    lines = evaluate(rows, modes, args.jobs, progress=prog)
     bad: dict[str, tuple[int, int]] = {}
-    if args.protocol != "loop" and "bound" in modes:
-        bad = not_waves(lines)
-        lines = judge_ttft(lines, bad)
+    if args.protocol == "sourced":
+        lines, bad = sourced_lines(rows, modes, args.jobs, progress=prog)
+    else:
+        lines = evaluate(rows, modes, args.jobs, progress=prog)
+        if args.protocol == "wave" and "bound" in modes:
+            bad = not_waves(lines)
+            lines = judge_ttft(lines, bad)
     text = markdown(lines, left, args.protocol, time.perf_counter() - start, bad, args.write)
     if args.write:
         sa.replace_section(DOC_PATH, DOC_BEGIN, DOC_END, text)

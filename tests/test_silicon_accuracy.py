@@ -289,3 +289,80 @@ def test_inferencex_trtllm_batch_waiting_where_its_scripts_set_it(
         if len(seen) == 2 and r["isl"] != "1024":
             break
     assert seen == {True, False}
+
+
+TRT8B = "meta_llama_llama_3_1_8b_instruct_meta_llama_llama_3_1_8b_instruct_h100_sxm_trtllm_agg_{}_c16_tp1_epnone_{}"
+
+
+def _steady(row: dict[str, str]) -> dict[str, str]:
+    return {**row, "source_kind": si.STEADY}
+
+
+def test_a_steady_replay_is_its_client_in_the_loops_steady_state(
+    converted: dict[str, dict[str, str]],
+) -> None:
+    """The client's ten requests per client, its engine rules, read over the middle rounds: the
+    first C (the loop's start, genai-perf's warm-up) and the last C (the drain) are not read."""
+    row = converted[f"aicsil-{RID}-tpot"]
+    w = sa.row_workload(_steady(row))
+    assert w.load == "steady" and w.concurrency == 16 and len(w.requests) == 160
+    assert w.engine == sa.row_workload(_client(row)).engine
+    run = sa._simulate(w, "bound")
+    assert len(run.tpot) == 160 - 2 * 16
+    assert "steady state" in " ".join(w.notes)
+
+
+def test_the_steady_state_adds_the_other_clients_prefills_to_each_decode_window(
+    converted: dict[str, dict[str, str]],
+) -> None:
+    """In the loop's steady state every other client sends once per cycle, so each request's
+    decode window holds about ``C - 1`` prefills, one wave's about ``C / 2`` (those queued behind
+    it): the steady state's TPOT exceeds one wave's, and the excess per request, ``(TPOT_steady -
+    TPOT_wave) x (OSL - 1)``, is about ``C / 2 - 1`` prefills whatever the OSL (TensorRT-LLM
+    1.0.0rc3, Llama-3.1-8B, H100, TP1, 16 clients, ISL 2048, OSL 128 and 512; the roofline, so no
+    kernel fit is in it). One prefill by hand: ``2 x 8.03e9 x 2048`` FLOPs (Llama-3.1-8B's
+    parameters, the model card) at H100 SXM's 989 TFLOP/s dense BF16 (the datasheet) = 33.3 ms,
+    the causal attention's ``2 x 32 x 2048^2 x 4096`` FLOPs adding 1.1 ms."""
+    prefill = (2 * 8.03e9 * 2048 + 2 * 32 * 2048**2 * 4096) / 989e12
+    excess = {}
+    for osl, idx in ((128, 13), (512, 15)):
+        rid = "aicsil-" + TRT8B.format(f"2048x{osl}", idx) + "-tpot"
+        row = converted[rid]
+        assert (row["isl"], row["osl"], row["concurrency"]) == ("2048", str(osl), "16")
+        wave, steady = sa.run_row(row, "bound"), sa.run_row(_steady(row), "bound")
+        assert steady > wave
+        excess[osl] = (steady - wave) * (osl - 1)
+        assert 16 / 2 - 3 <= excess[osl] / prefill <= 16 / 2 + 1
+    assert excess[512] == pytest.approx(excess[128], rel=0.3)
+
+
+def test_campaigns_that_were_not_waves_replay_in_the_steady_state(
+    converted: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gap-analysis campaign whose TTFTs mostly undercut one wave's roofline replays as its
+    client's steady state, its TTFT left out with the reason; another stays one wave, compared."""
+    rows = [r for r in converted.values() if r["engine_version"] in ("1.3.0rc1", "0.5.8.post1")]
+    trt = {si.campaign(r) for r in rows if r["engine"] == "tensorrt-llm"}
+    assert len(trt) == 1 and len({si.campaign(r) for r in rows}) == 2
+    calls = []
+
+    def fake(
+        rows: list[dict[str, str]], modes: tuple[str, ...], jobs: int = 1, progress: object = None
+    ) -> list:
+        calls.append((modes, {r["source_kind"] for r in rows}))
+        out = []
+        for r in rows:
+            m = float(r["value"])
+            low = si.campaign(r) in trt  # the TensorRT-LLM campaign's TTFTs undercut the wave roofline
+            out.append(sa._Line(r, {mode: m * (2.0 if low else 0.5) for mode in modes}, ()))
+        return out
+
+    monkeypatch.setattr(si, "evaluate", fake)
+    lines, bad = si.sourced_lines(rows, sa.MODES)
+    assert calls[0] == (("bound",), {si.WAVE}) and set(bad) == trt
+    for ln in lines:
+        steady = si.campaign(ln.row) in trt
+        assert ln.row["source_kind"] == (si.STEADY if steady else si.WAVE)
+        assert bool(ln.excluded) == (steady and ln.row["metric"] == "ttft_mean_s")
+        if ln.excluded:
+            assert "steady state" in ln.excluded and "TPOT (kept)" in ln.excluded
