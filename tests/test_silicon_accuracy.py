@@ -200,12 +200,15 @@ def test_a_client_replay_sends_ten_requests_per_client(converted: dict[str, dict
 
 def test_one_client_replays_as_a_wave_of_one(converted: dict[str, dict[str, str]]) -> None:
     """One client sends its next request only after the last answer: each of its ten requests
-    runs alone on the engine, exactly as a wave of one request does (two code paths, one answer)."""
+    runs alone on the engine, exactly as a wave of one request does, from a burst or in the
+    loop's steady state (three code paths, one answer)."""
     rid = "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c1_tp2_epnone_2"
     for metric in ("ttft", "tpot"):
         row = converted[f"aicsil-{rid}-{metric}"]
         assert row["concurrency"] == "1"
-        assert sa.run_row(_client(row), "bound") == pytest.approx(sa.run_row(row, "bound"), rel=1e-9)
+        wave = sa.run_row(row, "bound")
+        assert sa.run_row(_client(row), "bound") == pytest.approx(wave, rel=1e-9)
+        assert sa.run_row({**row, "source_kind": si.STEADY}, "bound") == pytest.approx(wave, rel=1e-9)
 
 
 def test_the_load_check_takes_one_run_per_deployment(converted: dict[str, dict[str, str]]) -> None:
