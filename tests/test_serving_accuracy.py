@@ -127,3 +127,16 @@ def test_the_bound_has_no_interval(rows: dict[str, dict[str, str]]) -> None:
     row = rows["nim-llama33-70b-h100x2-fp8-5000-500-c1-itl"]
     with pytest.raises(CostModelError, match="no prediction interval"):
         sa.run_row(row, "bound", quick=True, quantile=0.9)
+
+
+def test_a_rate_near_the_pages_own_capacity_is_queue_amplified(rows: dict[str, dict[str, str]]) -> None:
+    """TensorRT-LLM v0.14's page: Llama-3.1-8B on H100, 467/256, 32 req/s offer 32 x 256 = 8,192
+    output tok/s, 8192 / 9420 = 87 % of the 9,420 tok/s the page measures at an unlimited rate:
+    near saturation, where a per-step time the replay leaves out is amplified by the queue. At
+    16 req/s (43 %) the small batch's CPU work is the reason; at 32 req/s on 70B TP4 the page's
+    4,103 tok/s are exceeded twice over (another regime): no such reason."""
+    near = sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], -0.36)
+    assert near.startswith("near saturation") and "8,192 tok/s, 87 % of the 9,420" in near
+    assert sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps16-itl"], -0.3) == sa._CPU_STEP
+    assert sa.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps32-itl"], -0.3) == ""
+    assert sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], +0.3) == ""  # slower
