@@ -170,6 +170,13 @@ REASONS: dict[str, str] = {
 SATURATION = 0.75
 
 
+@cache
+def _published_peaks() -> dict[str, float]:
+    """Every ``-qpsinf-out`` row's measured throughput (tok/s) by id: the pages' unlimited-rate
+    capacity of each configuration (:func:`_near_saturation`)."""
+    return {r["id"]: float(r["value"]) for r in load_rows(subset=None) if r["id"].endswith("-qpsinf-out")}
+
+
 def _near_saturation(row: dict[str, str]) -> str:
     """A rate row of a page that also measured the same configuration at an unlimited rate (its
     ``-qpsinf-out`` row): when the offered output tokens, ``rate x OSL``, reach
@@ -179,19 +186,18 @@ def _near_saturation(row: dict[str, str]) -> str:
     grows the batch, which lengthens ITL again, ``ITL = (t0 + d) / (1 - b rate OSL)`` for a
     step ``t0 + b N``, so the error grows without bound as the load nears capacity."""
     rid, rate = row["id"], row["request_rate"].strip()
-    if "-qps" not in rid or not rate or rate == "inf":
-        return ""
-    peak_id = rid.rsplit("-qps", 1)[0] + "-qpsinf-out"
-    peak = next((r for r in load_rows(subset=None) if r["id"] == peak_id), None)
+    if "-qps" not in rid or not rate or rate == "inf" or metric_group(row["metric"]) == "throughput":
+        return ""  # a latency's amplification; a throughput below capacity is the offered load
+    peak = _published_peaks().get(rid.rsplit("-qps", 1)[0] + "-qpsinf-out")
     if peak is None:
         return ""
     offered = float(rate) * float(row["osl"])
-    share = offered / float(peak["value"])
+    share = offered / peak
     if not SATURATION <= share < 1:  # beyond capacity the queue grows without bound: another regime
         return ""
     return (
         f"near saturation: {float(rate):g} req/s x {row['osl']} output tokens offer {offered:,.0f} tok/s, "
-        f"{100 * share:.0f} % of the {float(peak['value']):,.0f} the same page measures at an unlimited rate; "
+        f"{100 * share:.0f} % of the {peak:,.0f} the same page measures at an unlimited rate; "
         "the running batch grows with the step time (Little's law: N = rate x OSL x ITL), so a per-step time "
         "the replay leaves out (the engine's per-iteration CPU work, as at the lower rates) is multiplied by "
         "the queue, ITL = (t0 + d) / (1 - b x rate x OSL) for a step of t0 + b N"
@@ -209,7 +215,8 @@ def reason(row: dict[str, str], err: float) -> str:
         if metric_group(row["metric"]) == "TTFT":
             text = _REQUEST_PATH
         else:
-            text = _CPU_STEP if row["request_rate"] in ("2", "4", "8", "16") else _near_saturation(row)
+            light = _CPU_STEP if row["request_rate"] in ("2", "4", "8", "16") else ""
+            text = _near_saturation(row) or light  # a rate near capacity is the queue's, small or not
     else:
         text = next((v for k, v in REASONS.items() if rid.startswith(k)), "")
     return text if faster or text.startswith("queue-dominated") else ""

@@ -140,3 +140,14 @@ def test_a_rate_near_the_pages_own_capacity_is_queue_amplified(rows: dict[str, d
     assert sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps16-itl"], -0.3) == sa._CPU_STEP
     assert sa.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps32-itl"], -0.3) == ""
     assert sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], +0.3) == ""  # slower
+
+
+def test_a_low_rate_at_capacity_is_the_queues_too(rows: dict[str, dict[str, str]]) -> None:
+    """Llama-3.1-70B TP4 on H100, 467/256: 16 req/s x 256 = 4,096 tok/s, 99.8 % of the page's
+    4,103 at an unlimited rate: the queue's reason, not the small batch's CPU work; a throughput
+    row never takes it (below capacity it is the offered load)."""
+    r = rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps16-itl"]
+    assert "4,096 tok/s, 100 % of the 4,103" in sa.reason(r, -0.3)
+    assert not sa.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps16-out"], +0.3).startswith(
+        "near"
+    )

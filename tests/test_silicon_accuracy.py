@@ -228,7 +228,7 @@ def test_the_load_check_takes_one_run_per_deployment(converted: dict[str, dict[s
 
 
 def test_the_check_refuses_other_modes() -> None:
-    with pytest.raises(SystemExit, match="--check replays its own two loads"):
+    with pytest.raises(SystemExit, match="--check replays its own three loads"):
         si.main(["--check", "--modes", "bound"])
 
 
@@ -363,6 +363,7 @@ def test_campaigns_that_were_not_waves_replay_in_the_steady_state(
     monkeypatch.setattr(si, "evaluate", fake)
     lines, bad = si.sourced_lines(rows, sa.MODES)
     assert calls[0] == (("bound",), {si.WAVE}) and set(bad) == trt
+    assert calls[1] == (sa.MODES, {si.WAVE, si.STEADY})  # then every mode, the campaign relabelled
     for ln in lines:
         steady = si.campaign(ln.row) in trt
         assert ln.row["source_kind"] == (si.STEADY if steady else si.WAVE)
