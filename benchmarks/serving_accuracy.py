@@ -181,8 +181,8 @@ def _near_saturation(row: dict[str, str]) -> str:
     """A rate row of a page that also measured the same configuration at an unlimited rate (its
     ``-qpsinf-out`` row): when the offered output tokens, ``rate x OSL``, reach
     :data:`SATURATION` of that throughput (and stay below it), the reason the queue amplifies a
-    per-step time the replay leaves out; empty otherwise. By Little's law the running batch is ``N = rate x OSL x
-    ITL``, and a step's time grows with ``N``: a per-step excess ``d`` lengthens ITL, which
+    per-step time the replay leaves out; empty otherwise. By Little's law the running batch is
+    ``N = rate x OSL x ITL``, and a step's time grows with ``N``: a per-step excess ``d`` lengthens ITL, which
     grows the batch, which lengthens ITL again, ``ITL = (t0 + d) / (1 - b rate OSL)`` for a
     step ``t0 + b N``, so the error grows without bound as the load nears capacity."""
     rid, rate = row["id"], row["request_rate"].strip()

@@ -418,7 +418,8 @@ def sourced_lines(
     as one wave at the roofline: a campaign in which most measured TTFTs undercut that
     (:func:`not_waves`) was not one wave per run, and replays as its client's closed loop in the
     steady state (:data:`STEADY`: the first sends spread over one cycle, the first and last round
-    not read, as genai-perf's ``--warmup-request-count`` leaves the first requests unread). In
+    not read; the unread first round stands in for genai-perf's ``--warmup-request-count`` 2C
+    requests, sent before its 10C read ones, and genai-perf does read its drain). In
     that state each request's decode window holds about ``C - 1`` other requests' prefills
     (every other client sends once per cycle), where one wave's holds those still queued behind
     it, about ``C / 2``: the TPOT such runs measure grows as ``C x ISL / OSL`` above one wave's,
