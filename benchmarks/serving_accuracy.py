@@ -55,10 +55,10 @@ from typing import Any
 
 import numpy as np
 
-from costmodel.cli.options import apply_dtypes
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
+from graphs.cli.options import apply_dtypes
 from graphs.serving import simulate
 from graphs.serving.engine import EngineConfig
 from graphs.serving.ledger_fit import model_ledger

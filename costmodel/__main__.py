@@ -1,5 +1,9 @@
-"""``python -m costmodel``: same as the ``costmodel`` command."""
+"""``python -m costmodel``: same as the ``costmodel`` command.
 
-from .cli import main
+The command line sits above the engine (:mod:`graphs.cli`); the entry point loads it by name so
+that nothing in the engine core imports the layers built on it.
+"""
 
-raise SystemExit(main())
+import importlib
+
+raise SystemExit(importlib.import_module("graphs.cli").main())

@@ -58,7 +58,7 @@ def test_bad_knobs_are_refused():
 
 
 def test_simulate_takes_the_knobs_from_the_command_line(capsys):
-    from costmodel.cli import main
+    from graphs.cli import main
 
     common = [
         "simulate",

@@ -13,8 +13,8 @@ from importlib import resources
 
 import pytest
 
-from costmodel.cli import main
 from graphs import build_model
+from graphs.cli import main
 from graphs.serving.totals import cache_terms
 from models import MODELS, get_model, param_counts
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from costmodel import parse_expr
-from costmodel.cli import main
 from costmodel.symbols import ctx, quantity
+from graphs.cli import main
 
 
 def run(capsys, *argv):

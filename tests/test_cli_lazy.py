@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.cli import build_parser, main
-from costmodel.cli.main import COMMANDS
+from graphs.cli import build_parser, main
+from graphs.cli.main import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,8 +30,8 @@ def test_the_table_lists_every_command_with_the_modules_own_help() -> None:
 
 def _modules_after(args: list[str]) -> set[str]:
     code = (
-        f"import sys; from costmodel.cli import main; rc = main({args!r}); "
-        "print(sorted(m for m in sys.modules if m.startswith('costmodel.cli.')))"
+        f"import sys; from graphs.cli import main; rc = main({args!r}); "
+        "print(sorted(m for m in sys.modules if m.startswith('graphs.cli.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     return set(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
@@ -39,12 +39,12 @@ def _modules_after(args: list[str]) -> set[str]:
 
 def test_help_lists_every_command_and_imports_none() -> None:
     loaded = _modules_after(["--help"])
-    command_modules = {f"costmodel.cli.{m}" for m, _, _ in COMMANDS.values()} - {"costmodel.cli.main"}
+    command_modules = {f"graphs.cli.{m}" for m, _, _ in COMMANDS.values()} - {"graphs.cli.main"}
     assert not loaded & command_modules, loaded & command_modules
     loaded = _modules_after(["decode", "--help"])  # its own module (and what that one imports)
-    assert "costmodel.cli.phases" in loaded
+    assert "graphs.cli.phases" in loaded
     assert not loaded & {
-        f"costmodel.cli.{m}" for m in ("serve", "simulate", "search", "plot", "fusion", "hw")
+        f"graphs.cli.{m}" for m in ("serve", "simulate", "search", "plot", "fusion", "hw")
     }
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from costmodel.cli import build_parser, main
-from costmodel.cli.options import all_actions
+from graphs.cli import build_parser, main
+from graphs.cli.options import all_actions
 from models import model_names
 
 ACTIONS = all_actions(build_parser())
@@ -59,7 +59,7 @@ def test_help_needs_neither_sympy_nor_numpy_nor_networkx():
     import sys
 
     code = (
-        "import sys; from costmodel.cli import main; main(['decode', '--help']); "
+        "import sys; from graphs.cli import main; main(['decode', '--help']); "
         "print([m for m in ('sympy', 'numpy', 'networkx') if m in sys.modules], file=sys.stderr)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -14,9 +14,9 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.dtypes import get_dtype, group_quantised
 from costmodel.errors import CostModelError
+from graphs.cli import main
 from models.config import ModelConfigError
 from models.hf import config_from_hf_dict
 
@@ -247,7 +247,7 @@ def test_mixed_compressed_tensors_schemes_are_refused():
     ],
 )
 def test_every_serving_command_takes_the_dtype_flags(argv):
-    from costmodel.cli.main import build_parser
+    from graphs.cli.main import build_parser
 
     a = build_parser().parse_args(
         [*argv, "--weight-dtype", "fp8", "--kv-dtype", "fp8", "--matmul-dtype", "fp8"]

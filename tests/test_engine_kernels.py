@@ -128,7 +128,7 @@ def test_fp8_scales_are_checked():
 
 
 def test_fp8_scales_without_a_predictor_is_refused(capsys):
-    from costmodel.cli import main
+    from graphs.cli import main
 
     args = ["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "512"]
     assert main([*args, "--fp8-scales", "static"]) == 2

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 import costmodel.formcache as formcache
 import graphs.serving.cards as cards
 from costmodel.arith import ArithError, compile_numeric
-from costmodel.cli import main
 from graphs import decode_limits, decode_report, near_far_memory
+from graphs.cli import main
 from graphs.serving.cards import CardError, build_decode_card, decode_from_card, to_text
 
 
@@ -85,7 +85,7 @@ def test_cached_run_imports_no_engine(cache, args, printed):
     env = {**os.environ, "COSTMODEL_CACHE_DIR": str(cache.parent)}
     subprocess.run([sys.executable, "-m", "costmodel", *args], env=env, check=True, capture_output=True)
     code = (
-        f"import sys; from costmodel.cli import main; main({args!r}); "
+        f"import sys; from graphs.cli import main; main({args!r}); "
         "print(sorted(m for m in ('sympy', 'numpy', 'networkx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)

@@ -280,7 +280,7 @@ def test_exact_is_never_worse_than_the_heuristic_nor_the_unfused_plan(g):
 def test_fusion_plan_command(capsys):
     import json
 
-    from costmodel.cli import main
+    from graphs.cli import main
 
     code = main(["fusion", "plan", "llama-3.1-8b", "--phase", "prefill", "--seq", "4096", "--device", "h100"])
     out = capsys.readouterr().out

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli import build_parser, main
-from costmodel.cli.options import all_actions
 from costmodel.errors import CostModelError
+from graphs.cli import build_parser, main
+from graphs.cli.options import all_actions
 
 BUDGET = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES", "40"))
 LIMIT_S = 20  # one case on a loaded 2-core machine; a hang is far beyond it

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
+from graphs.cli import main
 from tests.test_fuzz import FUZZ, LIMIT_S, Hang, hostile, plausible, time_limit
 
 TALLY: dict[str, dict[str, int]] = {}

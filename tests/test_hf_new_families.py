@@ -13,8 +13,8 @@ import math
 
 import pytest
 
-from costmodel.cli import main
 from graphs import build_model, summarize, weight_params
+from graphs.cli import main
 from models import ModelConfigError, config_from_hf_dict, param_counts
 
 from .hf_family_configs import _HF, CONFIGS, stored_weights_on_meta

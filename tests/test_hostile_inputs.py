@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from costmodel.cli import main
+from graphs.cli import main
 
 from .test_fuzz import LIMIT_S, time_limit
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from costmodel.html import result_table
 from costmodel.results import Result
+from graphs.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "llama-3.1-8b"
@@ -129,7 +129,7 @@ def test_result_table_escapes_any_text(text):
 def test_core_imports_and_fails_in_one_line_without_plotly():
     code = (
         "import sys; sys.modules['plotly'] = None\n"
-        "import costmodel, costmodel.html, costmodel.html_figures, costmodel.cli.html_option\n"
+        "import costmodel, costmodel.html, costmodel.html_figures, graphs.cli.html_option\n"
         "import graphs.serving.html_views, graphs.serving.html_studies\n"
         "from costmodel.errors import CostModelError\n"
         "try:\n    costmodel.html.require_plotly()\nexcept CostModelError as e:\n    print(e)\n"

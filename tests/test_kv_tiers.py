@@ -8,9 +8,9 @@ A 4,000-token prompt that is all shared prefix caches 4000 / 16 = 250 full block
 
 import pytest
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from graphs import prefill_report
+from graphs.cli import main
 from graphs.serving.compiled import compiled_step
 from graphs.serving.engine import EngineConfig
 from graphs.serving.kv_tiers import KVTierConfig

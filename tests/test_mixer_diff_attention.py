@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.keys import COST, ROLE, Role
 from graphs.blocks import build_model
+from graphs.cli import main
 from graphs.serving.compiled import compiled_step
 from graphs.serving.mixed import mixed_step
 from models import param_counts

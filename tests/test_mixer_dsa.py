@@ -12,10 +12,10 @@ import math
 import pytest
 
 from costmodel import op_cost
-from costmodel.cli import main
 from costmodel.hardware import get_device
 from costmodel.keys import BYTES, KIND, REPEAT, ROLE, Role
 from graphs.blocks import build_model
+from graphs.cli import main
 from graphs.serving.compiled import compiled_step
 from graphs.serving.mixed import mixed_step
 from models import get_model, param_counts

@@ -12,11 +12,11 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from costmodel.rules import op_cost
 from costmodel.rules.attention import chunk_keys, chunk_pairs
 from graphs import build_layer, build_model
+from graphs.cli import main
 from graphs.serving.ledger_fit import capacity, model_ledger
 from graphs.serving.totals import cache_terms
 from models import MODELS, ModelConfig, ModelConfigError, config_from_hf_dict, get_model, param_counts

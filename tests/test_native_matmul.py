@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
+from graphs.cli import main
 from graphs.serving.search_plans import plans_of
 from models import get_model
 from models.quantization import native_matmul

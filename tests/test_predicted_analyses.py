@@ -351,7 +351,7 @@ def test_search_rank_by_pessimistic_prices_the_p90_end(fake_corpus):
     assert "P90" in pe.predictor and pt.coverage is not None
     import json
 
-    from costmodel.cli.common import dump
+    from graphs.cli.common import dump
 
     doc = json.loads(dump(pe))  # what search --json prints: the coverage included
     assert doc["coverage"]["measured_s"] == pytest.approx(pe.coverage.measured_s)
@@ -390,7 +390,7 @@ def test_simulated_interval_brackets_the_point(fake_corpus):
     ],
 )
 def test_interval_flags_need_a_predictor(capsys, argv, word):
-    from costmodel.cli.main import main
+    from graphs.cli.main import main
 
     assert main(argv) == 2
     assert word in capsys.readouterr().err
@@ -445,7 +445,7 @@ def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monke
 def test_simulate_prints_the_interval_unless_told_not_to(fake_corpus, capsys):
     """Every predicted simulation carries its P10-P90 interval (issue 25, item 7); --no-interval
     skips the two extra runs."""
-    from costmodel.cli.main import main
+    from graphs.cli.main import main
 
     argv = ["simulate", "llama-3.1-8b", "--rate", "5", "--requests", "40", "--predict", "vllm"]
     argv += ["--prompt", "fixed:300", "--output", "fixed:40"]

@@ -235,7 +235,7 @@ def test_bound_never_slower_than_predicted_request(step, prompt, output, budget)
 
 @pytest.mark.slow
 def test_simulate_predict_prints_the_coverage_line(step, capsys):
-    from costmodel.cli.main import main
+    from graphs.cli.main import main
 
     rc = main(
         [

@@ -2,8 +2,8 @@
 
 import pytest
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
+from graphs.cli import main
 from graphs.serving.engine import EngineConfig
 from graphs.serving.requests import Request, synthetic
 from graphs.serving.simulator import Topology, simulate

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import models
-from costmodel.cli import main
+from graphs.cli import main
 from models import resolver
 from models.config import ModelConfigError
 

@@ -185,7 +185,7 @@ def test_routing_needs_experts_and_a_dividing_ep():
 
 
 def test_serve_plans_shows_the_skew(capsys):
-    from costmodel.cli import main
+    from graphs.cli import main
 
     args = ["serve", "plans", M, "--device", "h100", "--plans", "1x1x8x1", "--batches", "64"]
     assert main([*args, "--routing", "zipf:1"]) == 0
@@ -228,7 +228,7 @@ def test_routing_invariants(s, e_log, k, ep_log, placement):
 def test_serve_plans_on_a_device_without_power_or_price(capsys):
     # TPU v6e has no TDP and no price in the catalog: energy and cost are unknown, printed as nan
     # with a note each (before: float(None) in the table, an internal error, exit 3)
-    from costmodel.cli import main
+    from graphs.cli import main
 
     argv = ["serve", "plans", "llama-3.1-8b", "--device", "tpu-v6e", "--plans", "1x1x1x1", "--batches", "1"]
     assert main(argv) == 0

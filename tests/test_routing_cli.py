@@ -1,12 +1,12 @@
 """``decode`` and ``prefill`` with ``--ep`` and ``--routing``: the busiest EP rank's step, never a
-cached card of the default step (graphs.serving.routing; costmodel.cli.cached)."""
+cached card of the default step (graphs.serving.routing; graphs.cli.cached)."""
 
 import json
 
 import pytest
 
-from costmodel.cli import main
 from graphs import decode_report, prefill_report
+from graphs.cli import main
 from graphs.serving.routing import parse_routing
 
 M = "mixtral-8x7b"

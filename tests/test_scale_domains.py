@@ -19,7 +19,6 @@ Within one domain (tp8, NVLink 450 GB/s, 1 us): 2 x 7/8 x 16,384 = 28,672 bytes 
 
 import pytest
 
-from costmodel.cli import main
 from costmodel.cost import as_float
 from costmodel.errors import HardwareSpecError
 from costmodel.hardware import get_device
@@ -27,6 +26,7 @@ from costmodel.keys import COST
 from costmodel.roofline import bound
 from costmodel.symbols import B, dim
 from graphs import decode_report
+from graphs.cli import main
 from graphs.serving.compiled import compiled_step
 from graphs.serving.parallel import comm_forms
 from models import get_model

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import pareto_mask
 from costmodel.hardware import get_device
 from graphs import build_model, capacity, parallel_plan, step_time
+from graphs.cli import main
 from graphs.serving.design_search import search
 from models import get_model
 

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
+from graphs.cli import main
 from graphs.serving.bench_results import read_results, vllm_arrivals
 from graphs.serving.overheads import EngineOverheads
 from graphs.serving.requests import Request
@@ -232,7 +232,7 @@ def test_a_fit_records_the_fp8_scales_its_kernels_were_priced_with(tmp_path, cap
     different --fp8-scales beside it is refused."""
     import argparse
 
-    from costmodel.cli.calibrate import load_predict_file
+    from graphs.cli.calibrate import load_predict_file
     from graphs.serving.overheads import EngineOverheads
     from graphs.serving.serving_fit import ServingFit, write_fit
 

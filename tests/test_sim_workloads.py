@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs.serving
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from graphs import decode_report, prefill_report
+from graphs.cli import main
 from graphs.serving.compiled import compiled_step
 from graphs.serving.engine import EngineConfig
 from graphs.serving.requests import arrival_times, load_trace, synthetic

@@ -5,7 +5,7 @@ flags beside a trace, which fixes every request."""
 
 import pytest
 
-from costmodel.cli import main
+from graphs.cli import main
 
 BASE = ["simulate", "llama-3.1-8b", "--device", "h100", "--quiet"]
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from graphs import decode_report, prefill_report
+from graphs.cli import main
 from graphs.serving.capacity_search import max_rate
 from graphs.serving.compiled import compiled_step
 from graphs.serving.engine import EngineConfig

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
+from graphs.cli import main
 from graphs.serving.cost import NO_PRICE, decode_cost, device_rates, parse_prices, sim_cost, token_cost
 from graphs.serving.mixed import mixed_step
 from graphs.serving.requests import Request, synthetic

@@ -1,4 +1,4 @@
-"""``torch.compile(backend=costmodel.torch_backend(...))``: the model runs as in eager, and the
+"""``torch.compile(backend=graphs.importers.torch_backend(...))``: the model runs as in eager, and the
 costed graphs' matmul FLOPs equal FlopCounterMode's on the same inputs.
 
 FlopCounterMode has no formula for the CPU SDPA kernel, so the comparison runs the tiny Llama
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch", reason="torch extra not installed")
 transformers = pytest.importorskip("transformers", reason="transformers (torch extra) not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-import costmodel  # noqa: E402
+import graphs.importers  # noqa: E402
 from costmodel.symbols import B, S  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -44,7 +44,7 @@ def _flop_counter(model, ids):
 def test_compiled_llama_runs_and_counts_like_flop_counter(tiny_llama):
     torch._dynamo.reset()
     ids = torch.randint(0, tiny_llama.config.vocab_size, (2, 16))
-    backend = costmodel.torch_backend("h100")
+    backend = graphs.importers.torch_backend("h100")
     with torch.no_grad():
         want = tiny_llama(ids, use_cache=False).logits
         got = torch.compile(tiny_llama, backend=backend)(ids, use_cache=False).logits
@@ -60,7 +60,7 @@ def test_dynamic_shapes_give_closed_forms(tiny_llama):
     """With dynamic=True the captured sizes are symbols; named B and S they give the FLOP count
     as a closed form that matches FlopCounterMode at other batch and sequence sizes."""
     torch._dynamo.reset()
-    backend = costmodel.torch_backend("h100", dims={"input_ids": ("B", "S")})
+    backend = graphs.importers.torch_backend("h100", dims={"input_ids": ("B", "S")})
     with torch.no_grad():
         torch.compile(tiny_llama, backend=backend, dynamic=True)(
             torch.zeros((2, 16), dtype=torch.long), use_cache=False
@@ -87,14 +87,14 @@ def test_graph_breaks_give_one_cost_graph_each():
 
     torch._dynamo.reset()
     m, x = Broken().eval(), torch.randn(4, 32)
-    backend = costmodel.torch_backend("a100")
+    backend = graphs.importers.torch_backend("a100")
     with torch.no_grad():
         assert torch.equal(torch.compile(m, backend=backend)(x), m(x))
     rep = backend.report
     assert len(rep.graphs) == 2
     assert int(rep.matmul_flops()) == 2 * (2 * 4 * 32 * 32)  # two 4x32 @ 32x32 GEMMs
     torch._dynamo.reset()
-    assert len(costmodel.graph_breaks(m, x)) == 1
+    assert len(graphs.importers.graph_breaks(m, x)) == 1
 
 
 def test_bad_dims_name_the_inputs(tiny_llama):
@@ -104,6 +104,6 @@ def test_bad_dims_name_the_inputs(tiny_llama):
         def forward(self, x, y):
             return x @ y
 
-    backend = costmodel.torch_backend("h100", dims={"tokens": ("B", "S")})
+    backend = graphs.importers.torch_backend("h100", dims={"tokens": ("B", "S")})
     with pytest.raises(Exception, match="dims names 'tokens', but the captured tensor inputs are"):
         torch.compile(Two(), backend=backend, dynamic=True)(torch.randn(2, 3), torch.randn(3, 4))

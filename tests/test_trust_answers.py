@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import sympy
 
-from costmodel.cli import main
 from costmodel.errors import CostModelError
+from graphs.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,7 +176,7 @@ def test_int8_weights_crossover_by_hand(capsys):
 
 
 def test_calibrate_devices_resolve_aliases_through_the_catalog():
-    from costmodel.cli.calibrate import measured_devices
+    from graphs.cli.calibrate import measured_devices
 
     assert measured_devices("h100,h100-sxm,B200") == ["h100-sxm", "b200"]
     with pytest.raises(CostModelError, match="unknown device 'nosuch'"):
@@ -356,7 +356,7 @@ def test_a_systemexit_message_is_printed(capsys, monkeypatch):
     def boom(args):
         raise SystemExit("costmodel: error: the message")
 
-    monkeypatch.setattr(importlib.import_module("costmodel.cli.hw"), "cmd_hw_list", boom)
+    monkeypatch.setattr(importlib.import_module("graphs.cli.hw"), "cmd_hw_list", boom)
     code, _, err = run(capsys, "hw", "list")
     assert code == 2 and err == "costmodel: error: the message\n"
 

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 import costmodel.formcache as formcache
 from costmodel.arith import ArithError, compile_numeric
-from costmodel.cli import main
 from costmodel.errors import CostModelError
 from graphs import decode_limits, decode_report, near_far_memory, prefill_report
+from graphs.cli import main
 from graphs.serving.cards import CardError, build_decode_card, decode_from_card, prefill_from_card
 
 from .test_formcache import _close  # report dicts equal to 1e-12

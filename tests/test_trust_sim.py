@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli.common import progress_bar
-from costmodel.cli.main import build_parser, main
-from costmodel.cli.options import FLOAT_RANGES, INT_RANGES, all_actions
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.outfiles import atomic_write, check_output, sibling
+from graphs.cli.common import progress_bar
+from graphs.cli.main import build_parser, main
+from graphs.cli.options import FLOAT_RANGES, INT_RANGES, all_actions
 from graphs.serving.capacity_search import max_rate
 from graphs.serving.design_search import search
 from graphs.serving.engine import EngineConfig
@@ -361,7 +361,7 @@ def test_an_oversized_csv_field_names_the_row(capsys, tmp_path):
 
 def test_an_unreachable_dask_scheduler_is_a_one_line_error(capsys, monkeypatch):
     pytest.importorskip("distributed", reason="dask extra not installed")
-    import costmodel.cli.search as cli_search
+    import graphs.cli.search as cli_search
 
     monkeypatch.setattr(cli_search, "DASK_CONNECT_TIMEOUT_S", 1)  # a closed loopback port fails fast
     argv = ["search", "tiny", "--scheduler", "dask", "--dask-address", "tcp://127.0.0.1:1"]
@@ -506,7 +506,7 @@ def test_simulate_names_a_roof_substitution_and_titles_its_figures(tmp_path, mon
     """gb200 publishes no SFU rate: simulate says its exp/rsqrt FLOPs are priced on the vector roof
     (as decode and prefill do), and both figures are titled with the model, device and tp."""
     import costmodel.plots as plots
-    from costmodel.cli import main
+    from graphs.cli import main
 
     titles = []
     monkeypatch.setattr(plots, "latency_cdf_plot", lambda lat, path, *, title="": titles.append(title))

@@ -233,8 +233,8 @@ def all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Act
 def number(text: str, flag: str, *, allow_zero: bool = False) -> sympy.Expr:
     """``text`` parsed safely as a finite positive number (or zero with ``allow_zero``); a symbol,
     ``nan`` or a complex value is a one-line error naming ``flag``."""
-    from ..errors import CostModelError
-    from ..expr import parse_expr
+    from costmodel.errors import CostModelError
+    from costmodel.expr import parse_expr
 
     value = parse_expr(text, field=flag)
     if not value.is_number:
@@ -251,7 +251,7 @@ def number(text: str, flag: str, *, allow_zero: bool = False) -> sympy.Expr:
 def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> list[int]:
     """Comma-separated whole numbers, geometric ranges ``start:stop:factor`` (``1:512:2``) or
     linear ranges ``start..stop`` / ``start..stop/step`` (``1..512``, ``1024..131072/1024``)."""
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     out: list[int] = []
     for part in text.split(","):
@@ -285,7 +285,7 @@ def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> li
 
 def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
     """``start..stop[/step]``: every ``step``-th whole number from start to stop."""
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     span, _, step_text = part.partition("/")
     lo_text, _, hi_text = span.partition("..")
@@ -304,7 +304,7 @@ def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
 
 def check_output_path(path: str | Path, flag: str) -> Path:
     """``path`` as a Path that can be written, checked before any work (:func:`costmodel.outfiles.check_output`)."""
-    from ..outfiles import check_output
+    from costmodel.outfiles import check_output
 
     return check_output(path, flag)
 
@@ -335,9 +335,8 @@ def _native_matmul(cfg: Any, args: argparse.Namespace) -> Any:
     """``--weight-dtype`` fp8/nvfp4 without ``--matmul-dtype``: W8A8/W4A4 where the command's
     devices have the roof (:func:`models.quantization.native_matmul`), said on stderr."""
 
+    from costmodel.hardware import get_device
     from models.quantization import native_matmul
-
-    from ..hardware import get_device
 
     names = getattr(args, "device", None) or getattr(args, "devices", None)
     if not isinstance(names, str):

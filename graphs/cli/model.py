@@ -25,10 +25,9 @@ def resolve_model(name: str) -> Any:
 
 
 def cmd_model_list(args: argparse.Namespace) -> int:
+    from costmodel.cost import as_float
+    from costmodel.report import fmt_si, format_table
     from models import MODELS, get_model, param_counts
-
-    from ..cost import as_float
-    from ..report import fmt_si, format_table
 
     rows = []
     for name, entry in MODELS.items():
@@ -65,7 +64,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def cmd_model_analyze(args: argparse.Namespace) -> int:
-    from ..text import fmt_si, format_table
+    from costmodel.text import fmt_si, format_table
+
     from .cached import analysis, capacity
     from .calibrate import fp8_scales_of
     from .ledger_view import refuse_or_warn
@@ -78,10 +78,9 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         check_context(args, args.seq, "--seq")
     pred = cfg = card = None
     if args.predict or args.html:  # the page and the prediction need the config: the library's path
+        from costmodel.hardware import get_device
+        from costmodel.hardware.fallback import roof_notes
         from graphs import analyze
-
-        from ..hardware import get_device
-        from ..hardware.fallback import roof_notes
 
         cfg = _config(args)
         point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
@@ -176,7 +175,8 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
 
 def add_model_parser(sub: Any) -> None:
-    from ..measured.corpus import FP8_SCALES, FRAMEWORKS
+    from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS
+
     from .options import add_ignore_capacity
 
     m = sub.add_parser("model", help="catalog models, per-node analysis and closed forms")

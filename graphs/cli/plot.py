@@ -17,9 +17,9 @@ _BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .. import plots
-    from ..errors import CostModelError
-    from ..hardware import get_device
+    from costmodel import plots
+    from costmodel.errors import CostModelError
+    from costmodel.hardware import get_device
 
     check_output_path(args.out, "--out")
     if args.kind == "batch-sweep" and args.measure:
@@ -27,8 +27,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
             raise CostModelError(
                 "batch-sweep --measure times a numpy GEMM on this machine; drop --device/--model"
             )
-        from ..measure.microbench import batch_sweep
-        from ..measure.probe import probe
+        from costmodel.measure.microbench import batch_sweep
+        from costmodel.measure.probe import probe
 
         hw = probe(small=True, use_torch=False).hardware()
         name = f"batch sweep: numpy GEMM [B, 2048] x [2048, 2048] fp32 measured on this machine ({hw.name})"
@@ -51,7 +51,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return plots.plot_title(what, model=cfg.name, device=hw.name, tp=args.tp, **at)
 
     if args.kind in ("roofline", "headroom"):
-        from ..graph import classify_graph
+        from costmodel.graph import classify_graph
 
         link = hw.group_link(args.tp)  # a tp group wider than the scale-up domain crosses the network
         g = build_model(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx, tp=args.tp, link=link)

@@ -38,18 +38,17 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
     ``--hw-file`` changes the catalog; a name or path that does not resolve goes the long way,
     where the loader says why). The config's bytes come from :mod:`models.resolver`, which
     reads the file once for the whole command."""
-    from pathlib import Path
+    from importlib import resources
 
+    from costmodel.errors import CostModelError
+    from costmodel.formcache import cache_key, enabled
     from models.resolver import config_identity
-
-    from ..errors import CostModelError
-    from ..formcache import cache_key, enabled
 
     if not enabled() or getattr(args, "hw_file", None):
         return None
     try:
         name, model_text = config_identity(args.model)
-        catalog = (Path(__file__).resolve().parents[1] / "hardware" / "catalog.toml").read_bytes()
+        catalog = resources.files("costmodel").joinpath("hardware", "catalog.toml").read_bytes()
     except (CostModelError, OSError, ValueError):
         return None
     plan = [str(getattr(args, k, None)) for k in ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype")]
@@ -67,9 +66,8 @@ def served(
     fails its digest or any check (:class:`~graphs.serving.cards.CardError`), ``build`` the
     card from the compiled forms now, ``read`` it and store it; when the forms cannot be held
     as a card, ask the ``library`` (the same compiled forms, evaluated in process)."""
+    from costmodel.formcache import load, save
     from graphs.serving.cards import CardError
-
-    from ..formcache import load, save
 
     card = load(key) if key else None
     if card is not None:
@@ -122,9 +120,8 @@ def decode_reports(
 def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
     """The decode card's cache layout (:func:`graphs.serving.ledger_fit.kv_caps`): from the
     cached card when there is one and it checks out, else from the library."""
+    from costmodel.formcache import load
     from graphs.serving.cards import CardError, card_kv_caps
-
-    from ..formcache import load
 
     key = card_key(args, "decode")
     card = load(key) if key else None
@@ -169,10 +166,9 @@ def capacity(
     cached card's ledger when there is one, else from the library; a point that does not fit
     is checked again by the library, which also says how many devices it needs. ``card``: a
     card already read (``model analyze``'s analysis card holds the ledger too)."""
+    from costmodel.formcache import load
     from graphs.serving.cards import CardError
     from graphs.serving.fit_check import capacity_from_card
-
-    from ..formcache import load
 
     tokens = args.ctx if kind == "decode" else args.seq
     if card is None:
@@ -200,10 +196,9 @@ def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], An
     point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
 
     def library() -> Any:
+        from costmodel.hardware import get_device
+        from costmodel.hardware.fallback import roof_notes
         from graphs import analyze
-
-        from ..hardware import get_device
-        from ..hardware.fallback import roof_notes
 
         return (
             analyze(cfg(), args.device, args.phase, tp=args.tp, **point),
@@ -229,12 +224,11 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
     stored, as ``decode`` does), or None where a card cannot answer it: a prefill ledger, a
     non-default overhead or activation assumption (the card holds the default ledger), or a
     card that does not read back. The caller then asks the library."""
+    from costmodel.errors import CostModelError
     from graphs.serving.cards import build_decode_card
     from graphs.serving.fit_check import capacity_report_from_card
     from models.context import context_limit
     from models.resolver import config_data
-
-    from ..errors import CostModelError
 
     if args.phase != "decode" or not default_overhead(args) or args.act_bytes_per_token is not None:
         return None
@@ -270,10 +264,10 @@ def sweep_forms(
 def _sweep_one(
     args: argparse.Namespace, base: Callable[[], Any], dev: str, wd: str | None, kvd: str | None
 ) -> Any:
+    from costmodel.hardware import get_device
     from graphs.serving.cards import build_decode_card, decode_forms_from_card
     from models.quantization import native_matmul
 
-    from ..hardware import get_device
     from .options import note_once
 
     changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}

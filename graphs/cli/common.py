@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..results import plain
+from costmodel.results import plain
 
 __all__ = ["dump", "emit", "add_json", "progress_bar"]
 

@@ -25,9 +25,8 @@ def add_cost_options(sp: argparse.ArgumentParser) -> None:
 def rates_of(args: argparse.Namespace, devices: Sequence[str]) -> dict[str, Any]:
     """Device name, as given and as the catalog names it -> :class:`graphs.serving.cost.Rates`
     under the flags."""
+    from costmodel.hardware import get_device
     from graphs.serving.cost import device_rates, parse_prices
-
-    from ..hardware import get_device
 
     prices = parse_prices(getattr(args, "price_per_hour", None), devices)
     e = getattr(args, "electricity_per_kwh", 0.0)

@@ -13,12 +13,12 @@ __all__ = ["add_fusion_parser"]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from costmodel.fusion import unfused_plan
+    from costmodel.fusion_audit import audit, suggest_fusions
+    from costmodel.hardware import get_device
+    from costmodel.report import fmt_si, format_table
     from graphs import build_layer, build_model
 
-    from ..fusion import unfused_plan
-    from ..fusion_audit import audit, suggest_fusions
-    from ..hardware import get_device
-    from ..report import fmt_si, format_table
     from .model import resolve_model
 
     cfg = resolve_model(args.model)
@@ -96,13 +96,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from costmodel.fusion import ideal_cost, unfused_plan
+    from costmodel.fusion_audit import audit, suggest_fusions
+    from costmodel.fusion_plan import plan_fusions
+    from costmodel.hardware import get_device
+    from costmodel.report import fmt_si, format_table
     from graphs import build_layer, build_model
 
-    from ..fusion import ideal_cost, unfused_plan
-    from ..fusion_audit import audit, suggest_fusions
-    from ..fusion_plan import plan_fusions
-    from ..hardware import get_device
-    from ..report import fmt_si, format_table
     from .model import resolve_model
 
     cfg = resolve_model(args.model)
@@ -170,16 +170,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_tiling(args: argparse.Namespace) -> int:
-    from ..cost import as_float
-    from ..hardware import get_device
-    from ..report import fmt_si
-    from ..tiling import flash_attention_io, largest_gemm_tile
+    from costmodel.cost import as_float
+    from costmodel.hardware import get_device
+    from costmodel.report import fmt_si
+    from costmodel.tiling import flash_attention_io, largest_gemm_tile
 
     hw = get_device(args.device)
     smem = next((m for m in hw.memory if m.name == "smem"), None)
     cap = args.sram_bytes or (as_float(smem.capacity_bytes) if smem and smem.capacity_bytes else None)
     if cap is None:
-        from ..errors import CostModelError
+        from costmodel.errors import CostModelError
 
         raise CostModelError(f"device {hw.name!r} has no smem capacity; pass --sram-bytes")
     gt = largest_gemm_tile(cap, hw)

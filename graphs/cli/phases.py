@@ -23,13 +23,13 @@ from .ledger_view import (
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list, number
 
 if TYPE_CHECKING:
-    from ..ledger import Overhead
+    from costmodel.ledger import Overhead
 
 __all__ = ["add_phase_parsers"]
 
 
 def _overhead(args: argparse.Namespace) -> Overhead:
-    from ..ledger import Overhead
+    from costmodel.ledger import Overhead
 
     return Overhead(args.overhead_policy, number(args.overhead, "--overhead", allow_zero=True))
 
@@ -49,11 +49,10 @@ def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
     """
     from pathlib import Path
 
+    from costmodel.errors import CostModelError
     from models.context import check_context as check
     from models.context import context_limit
     from models.resolver import config_data
-
-    from ..errors import CostModelError
 
     name = getattr(args, "model", None)
     if name is None or tokens is None:
@@ -107,9 +106,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 def _library_ledger(args: argparse.Namespace) -> Any:
     """The ledger report from the library (any phase, overhead and activation assumption)."""
+    from costmodel.expr import parse_expr
     from graphs import capacity
-
-    from ..expr import parse_expr
 
     return capacity(
         resolve_config(args),
@@ -125,9 +123,9 @@ def _library_ledger(args: argparse.Namespace) -> Any:
 
 
 def _ledger_raw(args: argparse.Namespace) -> int:
-    from ..errors import CostModelError
-    from ..ledger import GIB, MemoryLedger, max_batch, max_context
-    from ..report import format_table
+    from costmodel.errors import CostModelError
+    from costmodel.ledger import GIB, MemoryLedger, max_batch, max_context
+    from costmodel.report import format_table
 
     if args.weights_bytes is None or args.kv_bytes_per_token is None or args.capacity_bytes is None:
         raise CostModelError(
@@ -197,9 +195,9 @@ def print_expert_plan(args: argparse.Namespace, extra: str = "", refused: bool =
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
+    from costmodel.text import fmt_time
     from graphs.serving.reports import chunk_plan  # light
 
-    from ..text import fmt_time
     from .cached import capacity, prefill_report
 
     check_context(args, args.seq, "--seq")
@@ -235,8 +233,9 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from ..keys import Unit
-    from ..text import fmt_time
+    from costmodel.keys import Unit
+    from costmodel.text import fmt_time
+
     from .cached import capacity, decode_reports
 
     check_context(args, args.ctx, "--ctx")
@@ -292,9 +291,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import itertools
 
+    from costmodel.text import format_table
     from graphs.serving.sweeps import check_grid, sweep_forms
 
-    from ..text import format_table
     from .cached import sweep_forms as cached_forms
 
     if args.csv:

@@ -127,8 +127,8 @@ def _with_html(
         path = getattr(args, "html", None)
         if not path:
             return cmd(args)
-        from ..errors import CostModelError
-        from ..html import require_plotly, write_html
+        from costmodel.errors import CostModelError
+        from costmodel.html import require_plotly, write_html
 
         check_output_path(path, "--html")  # before the work, not after it
         require_plotly()

@@ -19,9 +19,8 @@ __all__ = ["add_simulate_parser", "cmd_simulate"]
 
 
 def _topology(args: argparse.Namespace) -> Any:
+    from costmodel.errors import CostModelError
     from graphs.serving.simulator import Topology
-
-    from ..errors import CostModelError
 
     if args.disagg:
         from graphs.serving.simulator import MAX_REPLICAS
@@ -70,7 +69,7 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def _spec(args: argparse.Namespace) -> Any:
     """``--spec-*`` as a :class:`SpecConfig` (None without ``--spec-draft``)."""
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     spec = spec_of(args)
     if spec is not None and args.max_rate:
@@ -82,9 +81,8 @@ def _spec(args: argparse.Namespace) -> Any:
 
 def _tiers(args: argparse.Namespace) -> Any:
     """``--host-kv-bytes`` and the rest as a :class:`KVTierConfig` (None without a host tier)."""
+    from costmodel.errors import CostModelError
     from graphs.serving.kv_tiers import KVTierConfig
-
-    from ..errors import CostModelError
 
     if not args.host_kv_bytes:
         given = [
@@ -118,7 +116,7 @@ _DRAWN_DEFAULTS = {"requests": 1000, "prompt": "lognormal:1000,1.0", "output": "
 
 def _check_workload(args: argparse.Namespace) -> None:
     """Refuse workload flags that do not go together, in one line naming them."""
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     if args.prefix_eps is not None and args.router != "prefix":
         raise CostModelError(f"--prefix-eps bounds --router prefix; the router here is {args.router}")
@@ -242,12 +240,12 @@ def _interval_lines(iv: Any) -> list[str]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from costmodel.errors import CostModelError
+    from costmodel.outfiles import sibling
     from graphs.serving.capacity_search import max_rate
     from graphs.serving.requests import read_trace, synthetic
     from graphs.serving.simulator import simulate
 
-    from ..errors import CostModelError
-    from ..outfiles import sibling
     from .calibrate import load_predict_file, predict_file_line, predictor_of
     from .model import resolve_model
 
@@ -386,7 +384,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.csv:
         res.requests_csv(args.csv, "--csv")
     if args.plot:
-        from ..plots import latency_cdf_plot, plot_title, serving_timeline_plot
+        from costmodel.plots import latency_cdf_plot, plot_title, serving_timeline_plot
 
         point = {"model": res.model, "device": res.device, "tp": args.tp}
         latency_cdf_plot(

@@ -23,7 +23,7 @@ __all__ = [
 
 
 def print_terms(terms: dict[str, float], cap: float) -> None:
-    from ..ledger_solve import GIB
+    from costmodel.ledger_solve import GIB
 
     for k in ("weights", "kv_cache", "activations", "overhead", "total"):
         print(f"  {k:12s} {terms[k] / GIB:10.2f} GiB")
@@ -34,7 +34,7 @@ def print_terms(terms: dict[str, float], cap: float) -> None:
 
 
 def print_fits(fit: Any, what: str, at: str) -> None:
-    from ..ledger_solve import GIB
+    from costmodel.ledger_solve import GIB
 
     if fit.value == 0:
         print(
@@ -47,7 +47,7 @@ def print_fits(fit: Any, what: str, at: str) -> None:
 
 def print_kv_split(rep: Any) -> None:
     """What the KV term is made of, when some layers keep fewer positions or a fixed state."""
-    from ..ledger_solve import GIB
+    from costmodel.ledger_solve import GIB
 
     s = rep.kv_split
     if not (s.get("capped") or s.get("state")):
@@ -63,7 +63,8 @@ def print_kv_split(rep: Any) -> None:
 
 def print_cache_caps(args: argparse.Namespace, rep: Any, config: Callable[[argparse.Namespace], Any]) -> None:
     """One line when windowed/chunked layers or recurrent state shape the KV read."""
-    from ..text import fmt_si
+    from costmodel.text import fmt_si
+
     from .cached import kv_caps
 
     caps = kv_caps(args, config)

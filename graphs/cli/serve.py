@@ -1,7 +1,7 @@
 """``costmodel hw compare|claim`` and ``costmodel serve disagg|specdec|split|sram|plans``.
 
 Every ``serve`` command takes ``--weight-dtype/--kv-dtype/--matmul-dtype``
-(:func:`costmodel.cli.options.add_dtype_options`); ``specdec`` applies them to
+(:func:`graphs.cli.options.add_dtype_options`); ``specdec`` applies them to
 the target and the draft alike.
 """
 
@@ -23,9 +23,9 @@ _PREDICT_HELP = "price every step's kernels from this framework's measured kerne
 
 
 def cmd_disagg(args: argparse.Namespace) -> int:
+    from costmodel.report import fmt_time
     from graphs.serving.disagg import disaggregated, kv_transfer_crossover
 
-    from ..report import fmt_time
     from .model import resolve_model
 
     cfg = apply_dtypes(resolve_model(args.model), args)
@@ -149,10 +149,10 @@ def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
 
 
 def cmd_specdec(args: argparse.Namespace) -> int:
+    from costmodel.report import format_table
     from graphs.serving.ledger_fit import capacity_check
     from graphs.serving.specdec import speculative_decoding
 
-    from ..report import format_table
     from .model import resolve_model
 
     target, draft = (apply_dtypes(resolve_model(m), args) for m in (args.target, args.draft))
@@ -191,9 +191,9 @@ def cmd_specdec(args: argparse.Namespace) -> int:
 
 
 def cmd_split(args: argparse.Namespace) -> int:
+    from costmodel.report import fmt_time
     from graphs.serving.split import attention_ffn_split
 
-    from ..report import fmt_time
     from .model import resolve_model
 
     r = attention_ffn_split(
@@ -231,10 +231,10 @@ def cmd_sram(args: argparse.Namespace) -> int:
 
 
 def cmd_plans(args: argparse.Namespace) -> int:
+    from costmodel.errors import CostModelError
+    from costmodel.report import format_table
     from graphs.serving.parallel import plan_frontier
 
-    from ..errors import CostModelError
-    from ..report import format_table
     from .model import resolve_model
 
     plans: list[tuple[int, int, int, int]] = []

@@ -25,7 +25,7 @@ def _dtypes(text: str | None) -> list[str | None]:
 
 def _client(args: argparse.Namespace) -> Any:
     """A Dask client for ``--scheduler dask``: the given address, or a local cluster of processes."""
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     try:
         from distributed import Client, LocalCluster
@@ -47,9 +47,8 @@ def _client(args: argparse.Namespace) -> Any:
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
     """``--price-per-hour`` by catalog device name (:func:`graphs.serving.cost.parse_prices`)."""
+    from costmodel.errors import CostModelError
     from graphs.serving.cost import parse_prices
-
-    from ..errors import CostModelError
 
     if not args.cost and (args.price_per_hour is not None or args.electricity_per_kwh):
         raise CostModelError(
@@ -59,14 +58,15 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from costmodel.report import format_table
     from graphs.serving.design_search import search
 
-    from ..report import format_table
     from .model import resolve_model
 
     if args.csv:
         check_output_path(args.csv, "--csv")
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
+
     from .calibrate import predictor_of
 
     if args.rank_by == "pessimistic" and not args.predict:
@@ -106,7 +106,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         res = search(cfg, **kw)
     keep(args, result=res)
     if args.csv:
-        from ..outfiles import atomic_write
+        from costmodel.outfiles import atomic_write
 
         with atomic_write(args.csv, "--csv") as f:
             if res.frontier:

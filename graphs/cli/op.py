@@ -13,8 +13,8 @@ _STRING_PARAMS = {"variant", "algorithm", "link"}
 
 
 def _parse_param(item: str) -> tuple[str, Any]:
-    from ..errors import RuleArgumentError
-    from ..expr import parse_expr
+    from costmodel.errors import RuleArgumentError
+    from costmodel.expr import parse_expr
 
     if "=" not in item:
         raise RuleArgumentError(f"op parameter {item!r} must look like key=value")
@@ -30,10 +30,10 @@ def _parse_param(item: str) -> tuple[str, Any]:
 def cmd_op(args: argparse.Namespace) -> int:
     import sympy
 
-    from ..cost import as_float
-    from ..hardware import get_device
-    from ..roofline import bound, sensitivities
-    from ..rules import op_cost
+    from costmodel.cost import as_float
+    from costmodel.hardware import get_device
+    from costmodel.roofline import bound, sensitivities
+    from costmodel.rules import op_cost
 
     params = dict(_parse_param(p) for p in args.params)
     cost = op_cost(args.rule, **params)
@@ -73,7 +73,7 @@ def cmd_op(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from ..rules import get_rule, rule_names
+    from costmodel.rules import get_rule, rule_names
 
     out = {
         n: {

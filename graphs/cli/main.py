@@ -19,13 +19,14 @@ __all__ = ["main", "build_parser", "COMMANDS", "GLOBAL_FLAGS"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..cost import as_float
-    from ..derive import (
+    from costmodel.cost import as_float
+    from costmodel.derive import (
         gemm_crossover,
     )
-    from ..hardware import get_device
-    from ..report import format_table, roofline_rows, standard_ops
-    from ..symbols import dim
+    from costmodel.hardware import get_device
+    from costmodel.report import format_table, roofline_rows, standard_ops
+    from costmodel.symbols import dim
+
     from .common import dump
 
     hw = get_device(args.device)
@@ -56,7 +57,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-#: each module of :mod:`costmodel.cli` that builds commands -> its parser function and the
+#: each module of :mod:`graphs.cli` that builds commands -> its parser function and the
 #: commands it adds, with the one-line help ``costmodel --help`` lists (it must equal the
 #: module's own: ``tests/test_cli_lazy.py``). ``report`` is built here.
 _MODULES: dict[str, tuple[str, dict[str, str]]] = {
@@ -129,7 +130,7 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
     ``costmodel --help`` needs), so the CLI starts without importing what it does not run."""
     import importlib
 
-    from .. import __version__
+    from costmodel import __version__
 
     p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
@@ -221,7 +222,7 @@ def _hoist_global_options(argv: Sequence[str]) -> list[str]:
 def _load_hw_files(paths: Sequence[str], override: bool) -> None:
     """Register each ``--hw-file``'s devices; with ``--hw-override`` one may replace a catalog
     device, and stderr names every device replaced (without it that is an error)."""
-    from ..hardware import device_names, load_hardware_file
+    from costmodel.hardware import device_names, load_hardware_file
 
     for path in paths:
         if override:
@@ -234,7 +235,7 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :data:`options.EXIT_CODES`)."""
-    from ..errors import CostModelError  # light: the engine loads when a command runs
+    from costmodel.errors import CostModelError  # light: the engine loads when a command runs
 
     try:
         argv = _json_after_command(_hoist_global_options(sys.argv[1:] if argv is None else list(argv)))

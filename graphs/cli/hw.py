@@ -11,10 +11,10 @@ __all__ = ["add_hw_parser"]
 
 
 def cmd_hw_list(args: argparse.Namespace) -> int:
-    from ..cost import as_float
-    from ..expr import to_expr
-    from ..hardware import device_names, get_device
-    from ..report import fmt_si, format_table
+    from costmodel.cost import as_float
+    from costmodel.expr import to_expr
+    from costmodel.hardware import device_names, get_device
+    from costmodel.report import fmt_si, format_table
 
     def num(e: Any) -> float | None:
         return as_float(e) if e is not None and not to_expr(e).free_symbols else None
@@ -58,8 +58,8 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
 
 
 def cmd_hw_show(args: argparse.Namespace) -> int:
-    from ..hardware import get_device
-    from ..report import fmt_si
+    from costmodel.hardware import get_device
+    from costmodel.report import fmt_si
 
     hw = get_device(args.name)
     d = hw.to_dict()
@@ -90,8 +90,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..compare import compare_devices
-    from ..report import fmt_si, format_table
+    from costmodel.compare import compare_devices
+    from costmodel.report import fmt_si, format_table
 
     rows = compare_devices(args.devices, args.precision)
 
@@ -123,7 +123,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _dev_spec(text: str) -> tuple[str, str, int]:
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     parts = text.split(":")
     if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()) or not all(parts[:2]):
@@ -135,7 +135,7 @@ def _dev_spec(text: str) -> tuple[str, str, int]:
 
 
 def cmd_claim(args: argparse.Namespace) -> int:
-    from ..compare import decompose_claim
+    from costmodel.compare import decompose_claim
 
     od, op, oc = _dev_spec(args.old)
     nd, np_, nc = _dev_spec(args.new)

@@ -11,10 +11,10 @@ __all__ = ["add_derive_parser"]
 
 
 def cmd_crossover(args: argparse.Namespace) -> int:
-    from ..cost import as_float
-    from ..derive import gemm_crossover, gemm_crossover_form, latex
-    from ..expr import parse_expr
-    from ..hardware import get_device
+    from costmodel.cost import as_float
+    from costmodel.derive import gemm_crossover, gemm_crossover_form, latex
+    from costmodel.expr import parse_expr
+    from costmodel.hardware import get_device
 
     hw = get_device(args.device)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
@@ -73,12 +73,12 @@ def _num(v: float | str) -> str:
 
 
 def cmd_balance(args: argparse.Namespace) -> int:
-    from ..cost import as_float
-    from ..derive import (
+    from costmodel.cost import as_float
+    from costmodel.derive import (
         balance_point,
     )
-    from ..hardware import device_names, get_device
-    from ..report import format_table
+    from costmodel.hardware import device_names, get_device
+    from costmodel.report import format_table
 
     names = args.devices or list(device_names())
     rows = []
@@ -110,12 +110,12 @@ def cmd_balance(args: argparse.Namespace) -> int:
 
 
 def cmd_decode_attention(args: argparse.Namespace) -> int:
-    from ..derive import (
+    from costmodel.derive import (
         decode_attention_intensity,
         latex,
     )
-    from ..expr import parse_expr
-    from ..symbols import dim, display, quantity
+    from costmodel.expr import parse_expr
+    from costmodel.symbols import dim, display, quantity
 
     i = decode_attention_intensity(
         parse_expr(args.heads, field="heads"), parse_expr(args.kv_heads, field="kv_heads"), args.dtype
@@ -129,13 +129,13 @@ def cmd_decode_attention(args: argparse.Namespace) -> int:
 
 
 def cmd_tile(args: argparse.Namespace) -> int:
-    from ..cost import as_float
-    from ..derive import (
+    from costmodel.cost import as_float
+    from costmodel.derive import (
         tile_intensity,
     )
-    from ..expr import parse_expr
-    from ..hardware import get_device
-    from ..symbols import dim, quantity
+    from costmodel.expr import parse_expr
+    from costmodel.hardware import get_device
+    from costmodel.symbols import dim, quantity
 
     tm, tn = parse_expr(args.tile_m, field="tile_m"), parse_expr(args.tile_n, field="tile_n")
     i = tile_intensity(tm, tn, args.dtype)

@@ -42,9 +42,8 @@ def add_spec_options(sp: argparse.ArgumentParser, *, draws: bool = True) -> None
 
 def spec_of(args: argparse.Namespace) -> Any:
     """The options as a :class:`SpecConfig` (None without ``--spec-draft``); one-line errors."""
+    from costmodel.errors import CostModelError
     from graphs.serving.specdec_sim import SpecConfig
-
-    from ..errors import CostModelError
 
     expected = getattr(args, "spec_expected", False)
     if args.spec_draft is None:

@@ -22,10 +22,10 @@ def _progress(quiet: bool) -> Any:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from ..measure.calibrate import calibrate
-    from ..measure.microbench import run_benchmarks
-    from ..measure.probe import probe
-    from ..report import format_table
+    from costmodel.measure.calibrate import calibrate
+    from costmodel.measure.microbench import run_benchmarks
+    from costmodel.measure.probe import probe
+    from costmodel.report import format_table
 
     check_output_path(args.out, "--out")  # before measuring, not after
     if args.calibrated_out:

@@ -55,9 +55,8 @@ def _row(d: Any, args: argparse.Namespace) -> str:
 
 def _link_bandwidth(args: argparse.Namespace) -> float:
     """``--link-bandwidth``, refused with ``--no-disagg`` (no P:D transfer to price: it was ignored)."""
+    from costmodel.errors import CostModelError
     from graphs.serving.sizing import DEFAULT_LINK_BANDWIDTH
-
-    from ..errors import CostModelError
 
     if args.link_bandwidth is None:
         return DEFAULT_LINK_BANDWIDTH

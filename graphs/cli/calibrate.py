@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
+from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
+
 from .common import dump
 from .options import check_output_path
 
@@ -46,8 +47,8 @@ def _say(quiet: bool) -> Callable[[str], None]:
 
 
 def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
-    from ..hardware import get_device
-    from ..measured.report import calibrated_spec
+    from costmodel.hardware import get_device
+    from costmodel.measured.report import calibrated_spec
 
     check_output_path(args.out, "--out")
     hw = get_device(args.device)
@@ -66,9 +67,9 @@ def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
 def measured_devices(names: str, field: str = "--devices") -> list[str]:
     """The catalog names of a comma list of devices (aliases resolve through the catalog:
     ``h100`` is ``h100-sxm``), each one the measured corpus covers; a one-line error otherwise."""
-    from ..errors import CostModelError
-    from ..hardware import get_device
-    from ..measured.corpus import SYSTEMS  # a table of names: the corpus itself is not read
+    from costmodel.errors import CostModelError
+    from costmodel.hardware import get_device
+    from costmodel.measured.corpus import SYSTEMS  # a table of names: the corpus itself is not read
 
     measured = sorted(set(SYSTEMS.values()))
     out: list[str] = []
@@ -89,9 +90,9 @@ def measured_devices(names: str, field: str = "--devices") -> list[str]:
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
     devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
 
-    from ..hardware import get_device
-    from ..measured import FAMILIES
-    from ..measured.report import build_report, params_markdown, scatter_plot, to_markdown
+    from costmodel.hardware import get_device
+    from costmodel.measured import FAMILIES
+    from costmodel.measured.report import build_report, params_markdown, scatter_plot, to_markdown
 
     fams = tuple(args.families.split(",")) if args.families else FAMILIES
     splits = tuple(args.splits.split(","))
@@ -118,7 +119,7 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
 def _holdout(text: str | None, runs: list[Any]) -> list[int]:
     """Indices of the runs held out: ``none``; a comma list of rates (req/s, matched to 0.1 %);
     default: every second run by rate (the second, fourth ...) when there are three or more."""
-    from ..errors import CostModelError
+    from costmodel.errors import CostModelError
 
     order = sorted(range(len(runs)), key=lambda i: (runs[i].rate is None, runs[i].rate or 0.0))
     if text is None:
@@ -144,13 +145,13 @@ def _holdout(text: str | None, runs: list[Any]) -> list[int]:
 
 
 def cmd_calibrate_serving(args: argparse.Namespace) -> int:
+    from costmodel.errors import CostModelError
+    from costmodel.hardware import get_device
     from graphs.serving.bench_results import read_results
     from graphs.serving.engine import EngineConfig
     from graphs.serving.overheads import TERMS, EngineOverheads
     from graphs.serving.serving_fit import DEFAULT_TERMS, fit_serving, simulate_with, write_fit
 
-    from ..errors import CostModelError
-    from ..hardware import get_device
     from .phases import resolve_config
 
     check_output_path(args.out, "-o")
@@ -244,9 +245,8 @@ def load_predict_file(args: argparse.Namespace) -> Any:
     path = getattr(args, "predict_file", None)
     if not path:
         return None
+    from costmodel.errors import CostModelError
     from graphs.serving.serving_fit import read_fit
-
-    from ..errors import CostModelError
 
     fit = read_fit(path)
     if args.predict and args.predict != fit.predict:
@@ -375,7 +375,7 @@ def fp8_scales_of(args: argparse.Namespace) -> str:
     """``--fp8-scales`` (default dynamic); refused without a predictor, which it is an option of."""
     scales = getattr(args, "fp8_scales", None)
     if scales and not getattr(args, "predict", None) and not getattr(args, "predict_file", None):
-        from ..errors import CostModelError
+        from costmodel.errors import CostModelError
 
         raise CostModelError(
             f"--fp8-scales {scales} prices measured FP8 kernels: add --predict FRAMEWORK (the bound has none)"
@@ -480,7 +480,7 @@ def with_prediction(
         if not getattr(args, "predict", None):
             return cmd(args)
         if phase == "prefill" and getattr(args, "chunk", None):
-            from ..errors import CostModelError
+            from costmodel.errors import CostModelError
 
             raise CostModelError(
                 f"--chunk {args.chunk} with --predict: the calibrated prediction prices whole-prompt "
@@ -543,7 +543,8 @@ def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: f
     d = _fit_step(args, phase, fit, kernels_s)
     what = "TPOT" if phase == "decode" else "TTFT"
     print(f"\n{what} with the engine overheads of --predict-file {args.predict_file[:200]}:")
-    from ..hardware import get_device
+    from costmodel.hardware import get_device
+
     from .phases import resolve_config
 
     print(predict_file_line(args.predict_file, fit, resolve_config(args).name, get_device(args.device).name))
