@@ -85,6 +85,9 @@ def _save(fig: Any, path: str | Path, title: str = "") -> Any:
     fmt = Path(path).suffix[1:].lower() or "png"
     with atomic_write(path, "plot", binary=True) as f:  # no half-written figure on a full disk
         fig.savefig(f, dpi=110, format=fmt)
+    # released from pyplot's registry (the figure object stays usable): a long session or test
+    # run that draws many plots would otherwise keep every one and warn past 20
+    pyplot().close(fig)
     return fig
 
 
