@@ -114,11 +114,13 @@ def _predicted(args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx:
     if not getattr(args, "predict", None):
         return []
     from graphs.serving.priced import priced_step
+    from graphs.serving.steps import MeteredPointStep
 
     from .predicted import predicted_lines
 
     step = priced_step(cfg, device, "decode", predictor=_predictor(args))
-    cov = step.coverage_array(batch, ctx)  # type: ignore[union-attr]
+    assert isinstance(step, MeteredPointStep)  # a predictor that is not the bound meters its seconds
+    cov = step.coverage_array(batch, ctx)
     return predicted_lines(
         args.predict, device, cov, what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})"
     )

@@ -63,13 +63,12 @@ from typing import TYPE_CHECKING, Any
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
-from .mixed import MixedStep
 from .overheads import POLICIES, EngineOverheads
 
 if TYPE_CHECKING:
     from .kv_tiers import KVTiers
-    from .predictor import PredictedStep
     from .specdec_sim import Speculator
+    from .steps import IterationStep
 from .requests import Request
 
 __all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
@@ -180,7 +179,7 @@ class Replica:
 
     def __init__(
         self,
-        step: MixedStep | PredictedStep,
+        step: IterationStep,
         num_blocks: int,
         cfg: EngineConfig,
         index: int = 0,

@@ -64,7 +64,8 @@ from models.config import ModelConfig
 
 from .compiled import compiled_step
 from .kernel_sources import CLAMPED, Coverage, kernel_source
-from .mixed import HEAD_GROUP, MixedStep, mixed_step, node_time_expr
+from .mixed import HEAD_GROUP, mixed_step, node_time_expr
+from .steps import IterationStep
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -749,7 +750,7 @@ def predicted_mixed_step(
     *,
     tp: int = 1,
     predictor: Predictor | None = None,
-) -> MixedStep | PredictedStep:
+) -> IterationStep:
     """The mixed iteration priced by ``predictor``: the bound's :class:`MixedStep` itself for
     the bound (the identity on its numbers), else a :class:`PredictedStep` built once per
     (model, device, tp, predictor) in this process."""

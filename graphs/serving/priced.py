@@ -45,6 +45,7 @@ from .compiled import CompiledStep, compiled_step
 from .kernel_sources import Coverage
 from .mixed import node_time_expr
 from .predictor import CLAMPED, Predictor, tabulate, token_grid
+from .steps import PointStep
 
 __all__ = ["PricedStep", "priced_step", "mesh_axis"]
 
@@ -273,7 +274,7 @@ def priced_step(
     *,
     predictor: Predictor | None = None,
     **kw: Any,
-) -> CompiledStep | PricedStep:
+) -> PointStep:
     """:func:`graphs.serving.compiled.compiled_step` priced by ``predictor``: the compiled step
     itself for the bound (the identity on its numbers), else its :class:`PricedStep` (built once
     per compiled step and predictor in this process)."""

@@ -82,6 +82,7 @@ from .predictor import Predictor, predicted_mixed_step
 from .replica_routing import PrefixRouter, least_outstanding
 from .requests import THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
+from .steps import MeteredIterationStep
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -331,9 +332,8 @@ def simulate(
             pred.framework, max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
         )
     step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
-    metered = not pred.is_bound
-    if metered:
-        step.reset()  # type: ignore[union-attr]
+    if isinstance(step, MeteredIterationStep):
+        step.reset()
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
     specs: list[Speculator] = []
     if spec is not None:  # the target's and the proposer's steps, each priced by the predictor
@@ -496,14 +496,13 @@ def simulate(
     policy = replicas[0].policy
     if not ov.is_zero or policy != "recompute":
         res = dataclasses.replace(res, overheads=f"{ov.summary()} (in force: {policy})")
-    if not metered:
+    if specs and not pred.is_bound:
+        return dataclasses.replace(
+            res, predictor=pred.label, coverage=specs[0].coverage(), clamped_s=specs[0].clamped_s
+        )
+    if not isinstance(step, MeteredIterationStep):
         return res
-    return dataclasses.replace(
-        res,
-        predictor=pred.label,
-        coverage=specs[0].coverage() if specs else step.coverage(),  # type: ignore[union-attr]
-        clamped_s=specs[0].clamped_s if specs else step.clamped_s,  # type: ignore[union-attr]
-    )
+    return dataclasses.replace(res, predictor=pred.label, coverage=step.coverage(), clamped_s=step.clamped_s)
 
 
 def _chains(seqs: list[Seq]) -> tuple[list[Seq], dict[int, Seq]]:
