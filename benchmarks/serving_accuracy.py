@@ -905,7 +905,7 @@ def markdown(lines: list[_Line], seconds: float) -> str:
             *(
                 [
                     "**The prediction interval against the measurements** (the kernels' held-out "
-                    "P10 and P90 errors, the ends of the interval `simulate --predict` prints; an interval of kernel errors "
+                    "P10 and P90 errors, the kernels' part of the interval `simulate --predict` prints, which is calibrated on whole simulations: the held-out section below; an interval of kernel errors "
                     "alone, so a bias of the serving stack beyond its kernels shows as measured values "
                     "outside it):",
                     "",
@@ -933,7 +933,7 @@ def summary(lines: list[_Line]) -> str:
             *(
                 [
                     "",
-                    "How often the P10-P90 interval (`simulate --predict`'s, from the kernels' held-out "
+                    "How often the kernels' P10-P90 interval (the part of `simulate --predict`'s from the kernels' held-out "
                     "errors) holds the measured value:",
                     "",
                     cov,

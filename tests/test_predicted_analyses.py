@@ -375,6 +375,19 @@ def test_simulated_interval_brackets_the_point(fake_corpus):
         v = iv.value(label)
         assert lo <= v * (1 + 1e-9) and v <= hi * (1 + 1e-9), label
     assert iv.high.tpot.mean > iv.low.tpot.mean  # x1.25 against x0.8 on every measured kernel
+    # the interval to plan with holds the kernels' one and the shipped table's conformal band
+    # (graphs.serving.served_errors) around the point, for the metrics the tables calibrate
+    from graphs.serving.served_errors import served_errors
+
+    assert iv.deployment == ("vllm", "h100-sxm", False)
+    band, _ = served_errors().like("TPOT", "vllm", "h100-sxm", False)
+    lo, hi = iv.calibrated["TPOT mean s"]
+    k_lo, k_hi = iv.ranges["TPOT mean s"]
+    p = iv.value("TPOT mean s")
+    assert lo == pytest.approx(min(k_lo, band.low * p)) and hi == pytest.approx(max(k_hi, band.high * p))
+    assert iv.calibrated["TTFT P90 s"] == iv.ranges["TTFT P90 s"]  # not calibrated: the kernels' alone
+    assert "kernels' held-out errors alone" in iv.basis["TTFT P90 s"]
+    assert any(line.startswith("expected TPOT error on deployments like this") for line in iv.expected_errors())
     with pytest.raises(CostModelError, match="predictor"):
         simulate_interval("llama-3.1-8b", "h100", reqs, predictor=Predictor())
 

@@ -231,11 +231,16 @@ def _interval_lines(iv: Any) -> list[str]:
     from .predicted import interval_text
 
     lo, hi = (round(100 * q) for q in iv.quantiles)
-    out = [f"  P{lo}-P{hi} prediction interval (every kernel at that quantile of its held-out error):"]
-    for label, (a, b) in iv.ranges.items():
+    out = [
+        f"  P{lo}-P{hi} prediction interval (calibrated on whole simulations of validated deployments, "
+        "never narrower than every kernel at that quantile of its held-out error):"
+    ]
+    calibrated, basis = iv.calibrated, iv.basis
+    for label, (a, b) in calibrated.items():
         v = iv.value(label)
         fmt = ".4f" if label.endswith(" s") else ",.1f"
-        out.append(f"    {label:16s} {v:{fmt}}  {interval_text(a, b, fmt)}")
+        out.append(f"    {label:16s} {v:{fmt}}  {interval_text(a, b, fmt)}  ({basis[label]})")
+    out += [f"  {line}" for line in iv.expected_errors()]
     return out
 
 
@@ -410,7 +415,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"settings": settings, **res.to_dict(), "cost": cost}
         if interval is not None:
-            doc["interval"] = interval.to_dict()["interval"]
+            doc.update({k: v for k, v in interval.to_dict().items() if k not in ("point", "quantiles")})
         print(dump(doc))
         return 0
     print(

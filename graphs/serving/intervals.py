@@ -1,4 +1,5 @@
-"""Prediction intervals of a served run: the simulation at both ends of its kernels' held-out errors.
+"""Prediction intervals of a served run: calibrated on whole simulations, with the simulation at
+both ends of its kernels' held-out errors as one part.
 
 A predicted simulation (:func:`graphs.serving.simulator.simulate` with a
 :class:`~graphs.serving.predictor.Predictor`) prices every kernel at its fits' point
@@ -7,7 +8,16 @@ of :data:`~graphs.serving.predictor.INTERVAL` (P10 and P90 of each kernel's held
 :meth:`Predictor.interval`): the same requests, the same scheduler, every iteration priced at
 that quantile (and still clamped to the bound). Since a slower iteration delays every later
 one, the scheduler's reaction (larger batches, queueing) is part of each end, which a scaled
-point result would miss. Each reported metric's interval is the range of its two ends.
+point result would miss; :attr:`SimInterval.ranges` is the range of its two ends.
+
+That interval carries the kernels' error alone. The interval a user plans with,
+:attr:`SimInterval.calibrated`, is calibrated on whole-simulation residuals of real deployments
+(:mod:`graphs.serving.served_errors`: split conformal, per metric, framework, device and
+dense/MoE, the held-out split left out), so the engine's, the workload's and the load's errors
+are in it; each mean metric (TTFT, TPOT, E2E means and the throughputs) takes it where its
+metric is calibrated, the hull of both intervals, since the run's kernels' own spread is
+known for this run and the residuals' for runs like it. A metric the validation tables do not
+calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
 """
 
 from __future__ import annotations
@@ -17,12 +27,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
 from costmodel.results import Result
 
 from .predictor import Predictor
+from .served_errors import served_errors
 from .simulator import SimResult, simulate
+from .workload import as_workload
 
 __all__ = ["METRICS", "SimInterval", "simulate_interval"]
+
+#: the validation tables' metric group of each mean metric (the P90s have none: the tables
+#: compare means)
+CALIBRATED = {
+    "TTFT mean s": "TTFT",
+    "TPOT mean s": "TPOT",
+    "E2E mean s": "E2E",
+    "output tokens/s": "throughput",
+    "requests/s": "throughput",
+}
 
 #: (label, SimResult attribute path) of the metrics an interval is reported for
 METRICS = (
@@ -53,6 +76,8 @@ class SimInterval(Result):
     low: SimResult
     high: SimResult
     quantiles: tuple[float, float]
+    #: the served-error lookup: framework, device name and whether the model is MoE
+    deployment: tuple[str, str, bool] | None = None
 
     def value(self, label: str) -> float:
         """The point run's value of one of :data:`METRICS`."""
@@ -66,11 +91,54 @@ class SimInterval(Result):
             out[label] = (min(a, b), max(a, b))
         return out
 
+    @property
+    def calibrated(self) -> dict[str, tuple[float, float]]:
+        """Each metric's P10-P90 to plan with (module doc): the hull of the kernels' interval
+        and the whole-simulation residuals' where the metric is calibrated, else the kernels'."""
+        out = dict(self.ranges)
+        if self.deployment is None:
+            return out
+        table = served_errors()
+        for label, group in CALIBRATED.items():
+            if table.covers(group):
+                g, _ = table.like(group, *self.deployment)
+                a, b = g.interval(self.value(label))
+                k_lo, k_hi = out[label]
+                out[label] = (min(a, k_lo), max(b, k_hi))
+        return out
+
+    @property
+    def basis(self) -> dict[str, str]:
+        """What each metric's :attr:`calibrated` interval rests on, in a few words."""
+        kernels = "kernels' held-out errors alone: not calibrated on whole simulations"
+        out = dict.fromkeys((label for label, _ in METRICS), kernels)
+        if self.deployment is None:
+            return out
+        table = served_errors()
+        for label, group in CALIBRATED.items():
+            if table.covers(group):
+                g, like = table.like(group, *self.deployment)
+                out[label] = f"{g.n} validation rows: {g.label}" + (
+                    "" if like else "; unlike this deployment"
+                )
+        return out
+
+    def expected_errors(self) -> list[str]:
+        """One line per calibrated metric: the expected error on deployments like this one."""
+        if self.deployment is None:
+            return []
+        table = served_errors()
+        groups = dict.fromkeys(CALIBRATED.values())
+        return [table.statement(g, *self.deployment) for g in groups if table.covers(g)]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "point": self.point.to_dict(),
             "quantiles": list(self.quantiles),
-            "interval": {k: list(v) for k, v in self.ranges.items()},
+            "interval": {k: list(v) for k, v in self.calibrated.items()},
+            "interval_basis": self.basis,
+            "kernel_interval": {k: list(v) for k, v in self.ranges.items()},
+            "expected_error": self.expected_errors(),
         }
 
 
@@ -82,7 +150,12 @@ def simulate_interval(
         raise CostModelError("a prediction interval needs a predictor (--predict): the bound has none")
     lo, hi = predictor.point.interval()
     assert lo.quantile is not None and hi.quantile is not None
-    point = simulate(config, device, requests, predictor=predictor.point, **kw)
-    low = simulate(config, device, requests, predictor=lo, **kw)
-    high = simulate(config, device, requests, predictor=hi, **kw)
-    return SimInterval(point, low, high, (lo.quantile, hi.quantile))
+    w = as_workload(config)
+    point = simulate(w, device, requests, predictor=predictor.point, **kw)
+    low = simulate(w, device, requests, predictor=lo, **kw)
+    high = simulate(w, device, requests, predictor=hi, **kw)
+    name = get_device(device).name
+    assert predictor.framework is not None  # not the bound (refused above)
+    return SimInterval(
+        point, low, high, (lo.quantile, hi.quantile), (predictor.framework, name, w.config.is_moe)
+    )

@@ -1,0 +1,299 @@
+"""The served-error table and the held-out split: what `simulate --predict` says of its own error.
+
+Reads the per-row results the two validation tables generated (``docs/serving_accuracy.md``:
+``serving_accuracy.py --write``; ``docs/silicon_accuracy.md``: ``silicon_accuracy.py --write``):
+every compared row's simulated value against its measured one (a row a table excludes, with
+its reason, stays out). Each row belongs to a deployment (:func:`deployment`: engine, version,
+model, device, dtype, TP and GPUs; its rows differ in lengths and load).
+
+* ``benchmarks/data/heldout.toml`` fixes the held-out deployments. It was chosen once, before
+  the calibration below was first fitted (``--choose``: a deployment is held out when the first
+  32 bits of the SHA-256 of its key, over 2^32, fall below 0.30; the file then lists them, so a
+  later change of rows or rule cannot move them silently). No default, overhead fit or
+  calibration of this project is fitted to a held-out row (the overhead fit uses InferenceX's
+  Llama-3.1-70B FP8 H200 runs: ``docs/overhead_fit.md``; those deployments are forced into the
+  calibration side when the split is chosen).
+* The other rows calibrate :mod:`graphs.serving.served_errors` (split conformal per metric,
+  framework, device and dense/MoE; ``--write`` writes ``graphs/serving/data/served_errors.json``).
+* The held-out rows then test it: per metric, the median |error| against the targets, and how
+  many measured values the calibrated P10-P90 holds (inside / below / above, median width),
+  written into ``docs/serving_accuracy.md`` (``--write``).
+
+    python benchmarks/served_errors.py            # the held-out report to stdout
+    python benchmarks/served_errors.py --write    # also the shipped table and the docs section
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import statistics
+import sys
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from costmodel.errors import CostModelError
+from costmodel.outfiles import atomic_write
+from graphs.serving.served_errors import (
+    ALPHA,
+    DATA_FILE,
+    METRIC_GROUPS,
+    MIN_ROWS,
+    ErrorGroup,
+    ServedErrors,
+    parse,
+)
+from models.resolver import resolve_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measured_accuracy import replace_section
+from serving_accuracy import FRAMEWORK, load_rows, metric_group
+
+ROOT = Path(__file__).resolve().parent.parent
+HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
+SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
+SILICON_DOC = ROOT / "docs" / "silicon_accuracy.md"
+TABLE_PATH = ROOT / "graphs" / "serving" / Path(*DATA_FILE)
+BEGIN, END = "<!-- served-errors:begin -->", "<!-- served-errors:end -->"
+README_PATH = ROOT / "README.md"
+SUMMARY_BEGIN, SUMMARY_END = "<!-- served-errors-summary:begin -->", "<!-- served-errors-summary:end -->"
+#: the held-out split's targets (the served-numbers issue): median |error| per metric (%), the
+#: calibrated P10-P90's coverage (at least, %) and median width (at most, %)
+TARGETS = {"throughput": 8.0, "TPOT": 8.0, "TTFT": 15.0, "E2E": 8.0}
+COVERAGE_TARGET, WIDTH_TARGET = 80.0, 30.0
+HOLD_FRACTION = 0.30  #: the share of deployments --choose holds out (by hash)
+#: deployments the overhead defaults were fitted to (docs/overhead_fit.md): never held out
+FITTED_TO = (
+    ("vllm", "llama-3.1-70b", "h200-sxm", "fp8"),
+    ("tensorrt-llm", "llama-3.1-70b", "h200-sxm", "fp8"),
+)
+
+#: a per-row table line: | [id](url) | metric | measured | bound | err | predicted | err | simulated | err | ...
+_ROW = re.compile(r"^\| \[(?P<id>[^\]]+)\]\([^)]*\) \| (?P<metric>[a-z0-9_]+) \| (?P<cells>.*)$")
+_PCT = re.compile(r"^([+-]?\d+(?:\.\d+)?) %$")
+
+
+def deployment(row: dict[str, str]) -> str:
+    """A row's deployment: engine, version, model, device, dtype, TP and GPUs, as one key."""
+    return "|".join(
+        row.get(k, "")
+        for k in ("engine", "engine_version", "model", "device", "precision_weights", "tp", "num_gpus")
+    )
+
+
+def table_errors(doc: Path) -> dict[str, float]:
+    """``{row id: simulated error}`` of the compared rows of a generated per-row table (the
+    ``simulated`` column's signed error ``model / measured - 1``; rows whose notes say
+    ``excluded`` or whose cell is empty are left out)."""
+    out: dict[str, float] = {}
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        m = _ROW.match(line)
+        if not m:
+            continue
+        cells = [c.strip() for c in m["cells"].split(" | ")]
+        if len(cells) < 7 or any(c.startswith("excluded") for c in cells[7:]):
+            continue
+        e = _PCT.match(cells[6])
+        if e:
+            out[m["id"]] = float(e[1]) / 100
+    return out
+
+
+def silicon_row_dicts() -> list[dict[str, str]]:
+    """The silicon sample's rows as the accuracy table replays them."""
+    from silicon_accuracy import load_sample, silicon_rows
+
+    return silicon_rows(load_sample())[0]
+
+
+def _moe(model: str, cache: dict[str, bool]) -> bool:
+    if model not in cache:
+        cache[model] = resolve_model(model).is_moe
+    return cache[model]
+
+
+def residual_rows() -> list[dict[str, Any]]:
+    """Every compared row of both tables: id, deployment, metric group, framework, device,
+    dense/MoE and the simulated error."""
+    sets = (
+        ("published", load_rows(subset="core"), table_errors(SERVING_DOC)),
+        ("silicon", silicon_row_dicts(), table_errors(SILICON_DOC)),
+    )
+    moe: dict[str, bool] = {}
+    out = []
+    for name, rows, errs in sets:
+        for r in rows:
+            if r["id"] not in errs:
+                continue
+            out.append(
+                {
+                    "set": name,
+                    "id": r["id"],
+                    "deployment": f"{name}:{deployment(r)}",
+                    "metric": metric_group(r["metric"]),
+                    "framework": FRAMEWORK[r["engine"]],
+                    "device": r["device"],
+                    "moe": _moe(r["model"], moe),
+                    "error": errs[r["id"]],
+                    "fitted_to": (r["engine"], r["model"], r["device"], r["precision_weights"]) in FITTED_TO,
+                }
+            )
+    return out
+
+
+def choose(rows: list[dict[str, Any]]) -> str:
+    """The held-out file's text: the deployments whose key hashes below :data:`HOLD_FRACTION`
+    (module doc), the overhead fit's own deployments never among them."""
+    keys = sorted({r["deployment"] for r in rows if not r["fitted_to"]})
+    held = [k for k in keys if int(hashlib.sha256(k.encode()).hexdigest()[:8], 16) / 2**32 < HOLD_FRACTION]
+    lines = [
+        "# Held-out deployments of the validation tables: fixed before the served-error calibration",
+        "# was first fitted (benchmarks/served_errors.py --choose), never used to fit a default, an",
+        f"# overhead or the calibration. Rule: first 32 bits of SHA-256(key) / 2^32 < {HOLD_FRACTION:.2f};",
+        "# key = set:engine|version|model|device|dtype|tp|gpus.",
+        'chosen = "2026-12-04"',
+        f'rule = "sha256(key)[:8] / 2^32 < {HOLD_FRACTION:.2f}; the overhead fit\'s deployments excluded"',
+        "deployments = [",
+        *(f"    {json.dumps(k)}," for k in held),
+        "]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def heldout() -> frozenset[str]:
+    """The held-out deployments (``benchmarks/data/heldout.toml``)."""
+    if not HELDOUT_PATH.is_file():
+        raise CostModelError(f"no held-out split at {HELDOUT_PATH}: run with --choose once")
+    d = tomllib.loads(HELDOUT_PATH.read_text(encoding="utf-8"))
+    return frozenset(d["deployments"])
+
+
+def calibrate(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
+    """The groups :meth:`ServedErrors.like` looks up, from the calibration rows."""
+    keyed: dict[tuple[str, str | None, str | None, bool | None], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        m, fw, dev, moe = r["metric"], r["framework"], r["device"], r["moe"]
+        for key in ((m, fw, dev, moe), (m, fw, None, moe), (m, None, None, moe), (m, None, None, None)):
+            keyed[key].append(r)
+    groups = [
+        ErrorGroup.fit(*k, [r["error"] for r in v], len({r["deployment"] for r in v}))
+        for k, v in sorted(keyed.items(), key=lambda kv: str(kv[0]))
+    ]
+    return [g for g in groups if g is not None]
+
+
+def report(table: ServedErrors, held: list[dict[str, Any]], n_cal: int, n_dep: int) -> str:
+    """The generated section: the held-out rows' errors against the targets and the
+    calibrated interval's coverage."""
+    head = [
+        f"Generated by `benchmarks/served_errors.py --write` from the per-row results of this page and of "
+        f"[silicon_accuracy.md](silicon_accuracy.md). The held-out split "
+        f"([`benchmarks/data/heldout.toml`](../benchmarks/data/heldout.toml), {n_dep} deployments, fixed before "
+        f"the calibration was fitted) is reported here alone; the other {n_cal} compared rows calibrate the "
+        f"P10-P90 interval and the expected error `simulate --predict` prints (`graphs.serving.served_errors`: "
+        f"split conformal on whole-simulation residuals per metric, framework, device and dense/MoE, "
+        f"alpha {ALPHA}). Coverage is counted on the conformal band alone (the silicon rows have no kernel "
+        f"interval); `simulate --predict` prints the hull of it and the run's kernel interval, never narrower.",
+        "",
+        "| metric | held-out rows (deployments) | median abs. error | target | inside calibrated P10-P90 "
+        "| measured below it | measured above it | median width (P90 end / P10 end - 1) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for metric in METRIC_GROUPS:
+        rows = [r for r in held if r["metric"] == metric]
+        if not rows:
+            continue
+        n = len(rows)
+        med = statistics.median(abs(r["error"]) for r in rows)
+        target = TARGETS[metric]
+        verdict = f"<= {target:.0f} % ({'meets' if 100 * med <= target else 'misses'})"
+        deps = len({r["deployment"] for r in rows})
+        if not table.covers(metric):
+            head.append(
+                f"| {metric} | {n} ({deps}) | {100 * med:.1f} % | {verdict} | not calibrated: fewer than "
+                f"{MIN_ROWS} calibration rows | | | |"
+            )
+            continue
+        inside = below = 0
+        widths = []
+        for r in rows:
+            g, _ = table.like(metric, r["framework"], r["device"], r["moe"])
+            ratio = 1 / (1 + r["error"])  # y / y_hat
+            if ratio < g.low:
+                below += 1
+            elif ratio <= g.high:
+                inside += 1
+            widths.append(g.high / g.low - 1)
+        cov, width = 100 * inside / n, 100 * statistics.median(widths)
+        head.append(
+            f"| {metric} | {n} ({deps}) | {100 * med:.1f} % | {verdict} "
+            f"| {inside} ({cov:.0f} %: {'meets' if cov >= COVERAGE_TARGET else 'misses'} >= {COVERAGE_TARGET:.0f} %) "
+            f"| {below} | {n - inside - below} "
+            f"| {width:.1f} % ({'meets' if width <= WIDTH_TARGET else 'misses'} <= {WIDTH_TARGET:.0f} %) |"
+        )
+    return "\n".join(head)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--choose",
+        action="store_true",
+        help="write benchmarks/data/heldout.toml (once: refused if it exists)",
+    )
+    ap.add_argument("--write", action="store_true", help="write the shipped table and the docs section")
+    args = ap.parse_args(argv)
+    rows = residual_rows()
+    if args.choose:
+        if HELDOUT_PATH.exists():
+            raise SystemExit(f"{HELDOUT_PATH} exists: the split is fixed (delete it only to start over)")
+        with atomic_write(HELDOUT_PATH, "held-out split") as f:
+            f.write(choose(rows))
+    out = heldout()
+    cal = [r for r in rows if r["deployment"] not in out]
+    held = [r for r in rows if r["deployment"] in out]
+    leak = [r["id"] for r in held if r["fitted_to"]]
+    if leak:
+        raise SystemExit(f"the held-out split holds rows the overhead fit used: {leak[:3]}")
+    groups = calibrate(cal)
+    text = json.dumps(
+        {
+            "source": f"{len(cal)} compared rows of docs/serving_accuracy.md and docs/silicon_accuracy.md "
+            f"({len({r['deployment'] for r in cal})} deployments), the held-out split left out",
+            "heldout": f"benchmarks/data/heldout.toml: {len(out)} deployments",
+            "alpha": ALPHA,
+            "min_rows": MIN_ROWS,
+            "groups": [g.to_dict() for g in groups],
+        },
+        indent=1,
+        sort_keys=True,
+    )
+    table = parse(text)
+    section = report(table, held, len(cal), len({r["deployment"] for r in held}))
+    if args.write:
+        TABLE_PATH.parent.mkdir(exist_ok=True)
+        with atomic_write(TABLE_PATH, "served-error table") as f:
+            f.write(text + "\n")
+        replace_section(SERVING_DOC, BEGIN, END, section)
+        table_only = section[section.index("| metric") :]
+        replace_section(
+            README_PATH,
+            SUMMARY_BEGIN,
+            SUMMARY_END,
+            "On the **held-out split** (deployments of both validation sets set aside before any "
+            "calibration, `benchmarks/data/heldout.toml`; generated by `benchmarks/served_errors.py "
+            "--write`, [docs/serving_accuracy.md](docs/serving_accuracy.md#the-held-out-split-and-the-interval-"
+            "calibrated-on-whole-simulations)), the simulated serving metrics and the P10-P90 interval "
+            "`simulate --predict` prints, calibrated on the other deployments' whole simulations:\n\n"
+            + table_only,
+        )
+    print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
