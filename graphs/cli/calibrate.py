@@ -443,8 +443,6 @@ def prediction_label(p: Any) -> str:
 def coverage_lines(p: Any) -> list[str]:
     """What the printed prediction (``p.corrected_s``, the grey-box total) rests on, each
     neighbour and bound reason, and the warnings (item 3)."""
-    from graphs.serving.predict import WARN_SHARE
-
     cov = getattr(p, "corrected_coverage", None) or p.coverage
     if cov is None or cov.total_s <= 0:
         return []
@@ -456,14 +454,7 @@ def coverage_lines(p: Any) -> list[str]:
     for kind, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
         for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
             out.append(f"  note: {pct(t)} from {kind}: {why}")
-    for part in cov.flagged:
-        what = (
-            "neighbours (other devices, frameworks or dtypes)" if part == "neighbour" else "the bound alone"
-        )
-        out.append(
-            f"  warning: {pct(getattr(cov, f'{part}_s'))} of the prediction rests on {what} "
-            f"(more than {100 * WARN_SHARE:.0f}%)"
-        )
+    out += [f"  warning: {w}" for w in cov.warnings]
     return out
 
 

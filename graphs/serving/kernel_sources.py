@@ -289,3 +289,16 @@ class Coverage(Result):
     def flagged(self) -> tuple[str, ...]:
         """The parts (``neighbour``, ``bound``) above :data:`WARN_SHARE` of the total."""
         return tuple(p for p in ("neighbour", "bound") if self.share(p) > WARN_SHARE)
+
+    @property
+    def warnings(self) -> list[str]:
+        """One sentence per :attr:`flagged` part: what share rests on neighbours or the bound."""
+        what = {"neighbour": "neighbours (other devices, frameworks or dtypes)", "bound": "the bound alone"}
+        return [
+            f"{100 * self.share(p):.1f}% of the prediction rests on {what[p]} (more than {100 * WARN_SHARE:.0f}%)"
+            for p in self.flagged
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, and the :attr:`warnings` (so that ``--json`` carries them too)."""
+        return {**super().to_dict(), "warnings": self.warnings}
