@@ -43,8 +43,10 @@ from graphs.serving.served_errors import (
     DATA_FILE,
     METRIC_GROUPS,
     MIN_ROWS,
+    DeviceError,
     ErrorGroup,
     ServedErrors,
+    memory_kind,
     parse,
 )
 from models.resolver import resolve_model
@@ -57,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
 SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
 SILICON_DOC = ROOT / "docs" / "silicon_accuracy.md"
+KERNEL_DOC = ROOT / "docs" / "accuracy.md"
 TABLE_PATH = ROOT / "graphs" / "serving" / Path(*DATA_FILE)
 BEGIN, END = "<!-- served-errors:begin -->", "<!-- served-errors:end -->"
 README_PATH = ROOT / "README.md"
@@ -75,6 +78,31 @@ FITTED_TO = (
 #: a per-row table line: | [id](url) | metric | measured | bound | err | predicted | err | simulated | err | ...
 _ROW = re.compile(r"^\| \[(?P<id>[^\]]+)\]\([^)]*\) \| (?P<metric>[a-z0-9_]+) \| (?P<cells>.*)$")
 _PCT = re.compile(r"^([+-]?\d+(?:\.\d+)?) %$")
+
+
+#: a held-out error line of docs/accuracy.md: | family | device | split | rows | calibrated |
+#: calibrated + shape residuals (MAPE / median / P90) | ...
+_KERNEL_ROW = re.compile(
+    r"^\| (?P<family>[a-z_]+) \| (?P<device>[a-z0-9-]+) \| device \| (?P<rows>\d+) \| [^|]+ \| "
+    r"(?P<mape>[\d.]+) / (?P<median>[\d.]+) / (?P<p90>[\d.]+) \|"
+)
+
+
+def device_errors() -> list[DeviceError]:
+    """Each measured device's held-out kernel error when it was left out
+    (``docs/accuracy.md``, ``benchmarks/measured_accuracy.py --write``: the ``device`` split's
+    "calibrated + shape residuals" median), with its memory kind from the catalog."""
+    from costmodel.hardware import get_device
+
+    out = []
+    for line in KERNEL_DOC.read_text(encoding="utf-8").splitlines():
+        m = _KERNEL_ROW.match(line)
+        if m:
+            kind = memory_kind(get_device(m["device"]).description)
+            out.append(DeviceError(m["family"], m["device"], kind, int(m["rows"]), float(m["median"])))
+    if not out:
+        raise SystemExit(f"{KERNEL_DOC}: no device-split held-out rows found")
+    return out
 
 
 def deployment(row: dict[str, str]) -> str:
@@ -268,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             "alpha": ALPHA,
             "min_rows": MIN_ROWS,
             "groups": [g.to_dict() for g in groups],
+            "devices": [d.to_dict() for d in device_errors()],
         },
         indent=1,
         sort_keys=True,

@@ -153,3 +153,34 @@ def test_the_shipped_table_is_what_the_script_computes():
     got = sorted((g.to_dict() for g in script.calibrate(cal)), key=lambda d: d["label"])
     shipped = sorted((g.to_dict() for g in served_errors().groups), key=lambda d: d["label"])
     assert got == shipped
+
+
+def test_neighbour_priced_kernels_state_the_left_out_devices_errors():
+    from costmodel.hardware import get_device
+    from graphs.serving.served_errors import DeviceError
+
+    devs = (
+        DeviceError("gemm", "h100-sxm", "HBM", 100, 5.4),
+        DeviceError("gemm", "h200-sxm", "HBM", 100, 5.0),
+        DeviceError("gemm", "a100-sxm-80gb", "HBM", 100, 14.1),
+        DeviceError("gemm", "l40s", "GDDR", 100, 26.3),
+        DeviceError("gemm", "rtx-pro-6000", "GDDR", 100, 21.3),
+    )
+    table = ServedErrors((), "t", "t", devs)
+    # MI300X (HBM3): the three HBM devices' medians 5.0, 5.4, 14.1 -> median 5.4, worst 14.1
+    line = table.neighbour("gemm", get_device("mi300x"))
+    assert "+-5 %" in line and "3 measured HBM devices" in line and "worst 14 % on a100-sxm-80gb" in line
+    assert "no AMD device is measured" in line
+    # L4 (GDDR6): the two GDDR parts' 21.3 and 26.3 -> median 23.8
+    line = table.neighbour("gemm", get_device("l4"))
+    assert "+-24 %" in line and "2 measured GDDR devices" in line and "AMD" not in line
+    assert table.neighbour("moe", get_device("l4")) is None  # no device left out for that family
+
+
+def test_the_shipped_device_errors_are_the_accuracy_page_s():
+    # docs/accuracy.md, held-out error, device split, "calibrated + shape residuals" of gemm on
+    # l40s: "39.7 / 26.3 / 94.5" (MAPE / median / P90): the median is what is shipped
+    table = served_errors()
+    (l40s,) = [d for d in table.devices if (d.family, d.device) == ("gemm", "l40s")]
+    assert (l40s.kind, l40s.median_pct) == ("GDDR", 26.3)
+    assert {d.kind for d in table.devices if d.device == "gb200"} == {"HBM"}

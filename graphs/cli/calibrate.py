@@ -443,6 +443,8 @@ def prediction_label(p: Any) -> str:
 def coverage_lines(p: Any) -> list[str]:
     """What the printed prediction (``p.corrected_s``, the grey-box total) rests on, each
     neighbour and bound reason, and the warnings (item 3)."""
+    from graphs.serving.kernel_sources import unmeasured_device_families
+
     cov = getattr(p, "corrected_coverage", None) or p.coverage
     if cov is None or cov.total_s <= 0:
         return []
@@ -455,6 +457,16 @@ def coverage_lines(p: Any) -> list[str]:
         for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
             out.append(f"  note: {pct(t)} from {kind}: {why}")
     out += [f"  warning: {w}" for w in cov.warnings]
+    families = unmeasured_device_families(cov)
+    if families:  # a device the corpus does not measure: how far such kernels have been off
+        from costmodel.hardware import get_device
+        from graphs.serving.served_errors import served_errors
+
+        hw = get_device(p.device)
+        for fam in families:
+            line = served_errors().neighbour(fam, hw)
+            if line:
+                out.append(f"  expected: {line}")
     return out
 
 

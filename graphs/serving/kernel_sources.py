@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 from costmodel.results import Result
 
 __all__ = [
+    "OTHER_DEVICES",
+    "unmeasured_device_families",
     "SUBSTITUTES",
     "WARN_SHARE",
     "Coverage",
@@ -208,12 +210,29 @@ def kernel_source(device: str, framework: str, family: str, key: str) -> KernelS
         if k != key:
             basis.append(f"{family} {k} kernels for {key}")
         if device not in have:
-            basis.append(f"{family}: other devices' fits ({len(have)} measured) on {device}'s datasheet")
+            basis.append(f"{family}: {OTHER_DEVICES} ({len(have)} measured) on {device}'s datasheet")
         fws = sorted({fw for f in fits.values() for fw in f.frameworks})
         if fws != [framework]:
             basis.append(f"{family}: {'/'.join(fws)} kernels (no {framework} {k} measured)")
         return KernelSource(k, fits, "neighbour" if basis else "measured", "; ".join(basis), device in have)
     return KernelSource(key, {}, "bound", f"no {family} {key} kernels measured", False)
+
+
+#: the words a neighbour basis uses for a family priced from other devices' fits
+#: (:func:`kernel_source`; read back by :func:`unmeasured_device_families`)
+OTHER_DEVICES = "other devices' fits"
+
+
+def unmeasured_device_families(cov: Coverage) -> list[str]:
+    """The families of a coverage's neighbour seconds priced from other devices' fits (the
+    device's own rows are not in the corpus), in order of first mention."""
+    out: list[str] = []
+    for basis in cov.neighbours:
+        for part in basis.split("; "):
+            family, _, rest = part.partition(": ")
+            if rest.startswith(OTHER_DEVICES) and family not in out:
+                out.append(family)
+    return out
 
 
 #: the bound-share reason of kernel seconds where a prediction fell below the roofline

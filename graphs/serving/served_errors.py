@@ -37,6 +37,14 @@ answer says which. The kernels' own spread (each kernel's held-out P10/P90 error
 error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
 metric and dense/MoE kind has fewer than :data:`MIN_DEPLOYMENTS` validated deployments is
 *unlike what was validated*, and says so.
+
+**Kernels on a device nobody measured.** A kernel of a device the corpus does not measure is
+priced from the other devices' fits on its datasheet ("neighbour"). How far that has been off
+is measured by leaving each measured device out in turn (``docs/accuracy.md``, held-out error,
+``device`` split, "calibrated + shape residuals": the median |error| of each left-out device's
+rows). :meth:`ServedErrors.neighbour` states, for a family and a device, the median of those
+per-device errors over the measured devices of the same memory kind (HBM, or GDDR: the
+workstation and PCIe parts, whose errors run several times larger), and the worst of them.
 """
 
 from __future__ import annotations
@@ -47,10 +55,13 @@ import statistics
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
 from costmodel.results import Result
+
+if TYPE_CHECKING:
+    from costmodel.hardware import Hardware
 
 __all__ = [
     "ALPHA",
@@ -58,9 +69,11 @@ __all__ = [
     "METRIC_GROUPS",
     "MIN_DEPLOYMENTS",
     "MIN_ROWS",
+    "DeviceError",
     "ErrorGroup",
     "ServedErrors",
     "conformal_ranks",
+    "memory_kind",
     "parse",
     "served_errors",
 ]
@@ -183,6 +196,32 @@ class ErrorGroup(Result):
         return point * self.low, point * self.high
 
 
+def memory_kind(description: str) -> str:
+    """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
+    cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
+
+    >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
+    ('GDDR', 'HBM')
+    """
+    if "GDDR" in description:
+        return "GDDR"
+    if "SRAM" in description or "no HBM" in description:
+        return "SRAM"
+    return "HBM" if "HBM" in description else "other"
+
+
+@dataclass(frozen=True)
+class DeviceError(Result):
+    """One measured device's held-out error when it was left out (module doc): ``median_pct``
+    is the median |error| (%) of its ``rows``, ``kind`` its :func:`memory_kind`."""
+
+    family: str
+    device: str
+    kind: str
+    rows: int
+    median_pct: float
+
+
 @dataclass(frozen=True)
 class ServedErrors:
     """The calibration groups of :data:`DATA_FILE`, looked up from the most specific that has enough
@@ -191,6 +230,48 @@ class ServedErrors:
     groups: tuple[ErrorGroup, ...]
     source: str  #: where the residuals come from (printed with every answer)
     heldout: str  #: the held-out split they leave out
+    devices: tuple[DeviceError, ...] = ()  #: leave-one-device-out kernel errors (module doc)
+
+    def neighbour(self, family: str, hw: Hardware) -> str | None:
+        """One line: the expected error of ``family``'s kernels priced from other devices' fits
+        on ``hw`` (module doc), or None when no device was left out for that family.
+
+        Parameters
+        ----------
+        family : str
+            The measured family (``gemm``, ``context_attention``, ``generation_attention``, ...).
+        hw : Hardware
+            The unmeasured device (its description gives its memory kind, its vendor whether
+            any device of its make was measured).
+
+        Returns
+        -------
+        str or None
+        """
+        from costmodel.hardware import get_device
+
+        device = hw.name
+        rows = [d for d in self.devices if d.family == family and d.device != device]
+        if not rows:
+            return None
+        kind = memory_kind(hw.description)
+        same = [d for d in rows if d.kind == kind]
+        pool, who = (
+            (same, f"{len(same)} measured {kind} devices")
+            if same
+            else (rows, f"all {len(rows)} measured devices (none of {kind} memory)")
+        )
+        worst = max(pool, key=lambda d: d.median_pct)
+        med = statistics.median(d.median_pct for d in pool)
+        text = (
+            f"{family} kernels priced from other devices' fits on {device}: expected error +-{med:.0f} % "
+            f"(median of the held-out errors of {who}, each left out in turn; worst {worst.median_pct:.0f} % "
+            f"on {worst.device})"
+        )
+        makes = {get_device(d.device).vendor for d in pool}
+        if hw.vendor not in makes:
+            text += f"; no {hw.vendor} device is measured, so a new architecture may be further off"
+        return text
 
     def covers(self, metric: str) -> bool:
         """Whether ``metric`` has a calibrated group at all (E2E had too few validation rows)."""
@@ -286,9 +367,28 @@ def parse(text: str) -> ServedErrors:
         raise CostModelError(f"served_errors.json is not valid JSON ({exc})") from exc
     if not isinstance(d, dict) or not isinstance(d.get("groups"), list):
         raise CostModelError("served_errors.json: expected an object with a 'groups' list")
+    devices = d.get("devices", [])
+    if not isinstance(devices, list):
+        raise CostModelError("served_errors.json: 'devices' must be a list")
     return ServedErrors(
-        tuple(_group(g) for g in d["groups"]), str(d.get("source", ""))[:500], str(d.get("heldout", ""))[:500]
+        tuple(_group(g) for g in d["groups"]),
+        str(d.get("source", ""))[:500],
+        str(d.get("heldout", ""))[:500],
+        tuple(_device(x) for x in devices),
     )
+
+
+def _device(d: Any) -> DeviceError:
+    """One leave-one-device-out entry of the data file, every field checked."""
+    try:
+        e = DeviceError(
+            str(d["family"]), str(d["device"]), str(d["kind"]), int(d["rows"]), float(d["median_pct"])
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CostModelError(f"served_errors.json: a device entry is malformed ({exc})") from exc
+    if not (e.rows >= 1 and math.isfinite(e.median_pct) and 0 <= e.median_pct < 1e4):
+        raise CostModelError(f"served_errors.json: device entry {e.family}/{e.device} out of range")
+    return e
 
 
 @cache
