@@ -1,7 +1,7 @@
 """README commands still print the numbers they printed before the package move.
 
 Every value below was recorded from ``costmodel ... --json`` at commit dc291a3
-(the last layout before the redesign into ``graphs/cli/``, ``graphs/blocks/``,
+(the last layout before the redesign into ``costmodel/cli/`` (since moved to ``graphs/cli/``), ``graphs/blocks/``,
 ``graphs/importers/`` and ``graphs/serving/``). A move of code must not move a
 number; a deliberate model change updates this table with a reason.
 """
