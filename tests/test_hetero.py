@@ -9,7 +9,7 @@ from costmodel import as_float, get_device
 from costmodel.compare import compare_devices, decompose_claim
 from costmodel.errors import CostModelError
 from graphs import build_model, step_time
-from graphs.serving.disagg import disaggregated, kv_transfer_crossover
+from graphs.serving.disagg import disaggregated, kv_transfer_crossover, kv_transfer_range
 from graphs.serving.parallel import bubble_fraction, parallel_plan, plan_frontier
 from graphs.serving.specdec import (
     T_draft,
@@ -134,6 +134,43 @@ def test_kv_transfer_becomes_the_largest_ttft_term_past_a_computed_prompt():
     assert before.ttft.kv_transfer_s < max(before.ttft.prefill_s, before.ttft.first_decode_s)
     # a fast link never lets the transfer dominate this GQA model within 1M tokens
     assert kv_transfer_crossover("llama-3.1-8b", "b200", "h100", link_bandwidth=900e9) is None
+
+
+def test_the_kv_transfer_dominates_over_one_interval_of_prompts():
+    """Issue 45: serve disagg said "the KV transfer is the largest TTFT term from a prompt of 94
+    tokens on". The 94 is right (llama-2-7b, B200 -> H100 over 12.5 GB/s, 5 us per message, decode
+    batch 8: at 94 tokens the transfer, 94 x 524,288 B / 12.5e9 + 32 x 5e-6 = 4.103 ms, passes
+    the first decode step's 4.094 ms), but "on" was not: the prefill's attention grows as S^2 and
+    passes the transfer again, so the range ends, and the sentence now names both ends."""
+    kw = dict(link_bandwidth=12.5e9, link_latency=5e-6, decode_batch=8)
+    first, last = kv_transfer_range("llama-2-7b", "b200", "h100", **kw)
+    assert first == 94 and first == kv_transfer_crossover("llama-2-7b", "b200", "h100", **kw)
+    assert 94 * 2 * 32 * 4096 * 2 / 12.5e9 + 32 * 5e-6 == pytest.approx(4.103e-3, rel=1e-3)
+
+    def dominates(p):
+        t = disaggregated("llama-2-7b", "b200", "h100", prompt=p, output=16, **kw).ttft
+        return t.kv_transfer_s >= max(t.prefill_s, t.first_decode_s)
+
+    assert not dominates(first - 1) and dominates(first) and dominates(last) and not dominates(last + 1)
+    assert 1 << 17 < last < 1 << 20  # past it, the prefill
+    t = disaggregated("llama-2-7b", "b200", "h100", prompt=last + 1, output=16, **kw).ttft
+    assert t.prefill_s > t.kv_transfer_s
+
+
+def test_serve_disagg_says_where_the_transfer_is_largest(capsys):
+    from graphs.cli import main
+
+    argv = ["serve", "disagg", "llama-2-7b", "--prefill-device", "b200", "--decode-device", "h100"]
+    assert main([*argv, "--link-bandwidth", "12.5e9", "--decode-batch", "8"]) == 0
+    out = capsys.readouterr().out
+    first, last = kv_transfer_range(
+        "llama-2-7b", "b200", "h100", link_bandwidth=12.5e9, link_latency=5e-6, decode_batch=8
+    )
+    assert (
+        f"the KV transfer is the largest TTFT term for prompts of {first} to {last:,} tokens "
+        "(past that, the prefill is larger)"
+    ) in out
+    assert "from a prompt of" not in out
 
 
 def test_attention_ffn_split():

@@ -2,8 +2,11 @@
 cached card of the default step (graphs.serving.routing; graphs.cli.cached)."""
 
 import json
+import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graphs import decode_report, prefill_report
 from graphs.cli import main
@@ -73,3 +76,38 @@ def test_bad_plans_are_one_line_errors(capsys, argv, match):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and match in err
+
+
+def test_the_weight_read_printed_is_the_busiest_ranks(capsys):
+    """Issue 45: ``--ep 2 --routing zipf:1`` printed ``weight read 7.611 ms`` over ``TPOT bound
+    6.205 ms``: the term was the whole graph's (every token's two experts), the bound the busiest
+    rank's. Batch 1, uniform, ep 2: the busiest rank reads 1 + sqrt(6/7)/sqrt(pi) = 1.522
+    experts' matrices per layer (routing's module doc) instead of 2, so the term drops by
+    0.478 x 32 layers x 3 x 4096 x 14336 x 2 bytes over the H100's 3.35 TB/s."""
+    one = _step(capsys, DECODE)
+    two = _step(capsys, [*DECODE, "--ep", "2"])
+    expert = 3 * 4096 * 14336 * 2  # w1, w3, w2 of one expert, bf16
+    drop = (2 - (1 + (6 / 7) ** 0.5 / math.pi**0.5)) * 32 * expert / 3.35e12
+    assert one["weight_read_s"] - two["weight_read_s"] == pytest.approx(drop, rel=1e-6)
+    for doc in (one, two, _step(capsys, [*DECODE, "--ep", "2", "--routing", "zipf:1"])):
+        assert doc["step_s"] >= doc["weight_read_s"]
+    assert main([*DECODE[:-1], "--ep", "2", "--routing", "zipf:1"]) == 0
+    text = capsys.readouterr().out
+    read = text.split("weight read ")[1].split(" |")[0]
+    assert "on the busiest EP rank are read" in text and f"the graph reads {read} of weights" in text
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    ep=st.sampled_from([1, 2, 4, 8]),
+    routing=st.sampled_from(["uniform", "zipf:0.5", "zipf:1", "zipf:2", "hist:8,4,2,1,1,1,1,1"]),
+    placement=st.sampled_from(["contiguous", "balanced"]),
+    batch=st.integers(1, 512),
+    ctx=st.integers(1, 32768),
+)
+def test_the_bound_is_never_below_a_term_it_prints(ep, routing, placement, batch, ctx):
+    """Every term the decode report prints (weight read, KV read, each unit's compute, each
+    link) is part of some kernel's roofline, so the per-kernel sum is at least each of them."""
+    rep = decode_report(M, "h100", batch=batch, ctx=ctx, ep=ep, routing=parse_routing(routing, placement))
+    for term in (rep.weight_read_s, rep.kv_read_s, *rep.terms_s.values()):
+        assert rep.step_s >= term * (1 - 1e-12)

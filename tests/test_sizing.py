@@ -1,8 +1,8 @@
 """Cost per token and sizing (graphs.serving.cost, graphs.serving.sizing, costmodel size).
 
 * Prices: the catalog's hourly rates are the figures of their cited pages.
-* Cost arithmetic against hand derivations: N devices x (price + TDP u e / 1000) per hour, split
-  by phase time between input and output tokens.
+* Cost arithmetic against hand derivations: N devices x (price + TDP u e / 1000) per hour, over
+  the tokens per hour served at the operating point (one definition for every command).
 * Phase attribution in the simulator: a request alone runs one prefill iteration (all input) and
   batch-1 decodes (all output).
 * Sizing: the winner equals brute force (every candidate of a small grid simulated).
@@ -43,39 +43,52 @@ def test_catalog_prices_are_their_sources(device, usd):
 def test_a_device_without_a_price_has_none():
     rates = device_rates("mi300x")
     assert rates.price_usd_per_hour is None
-    assert token_cost(rates, devices=1, seconds=1, input_tokens=1, output_tokens=1, input_share=0.5) is None
+    assert token_cost([(rates, 1)], input_tokens_per_s=1, output_tokens_per_s=1, basis="x") is None
     assert NO_PRICE == "no price: pass --price-per-hour"
     assert device_rates("mi300x", price_per_hour=3.0).price_usd_per_hour == 3.0
 
 
 def test_token_cost_by_hand():
-    # 4 devices at $2/h plus 700 W x 0.5 busy at $0.10/kWh = 2 + 0.035 = $2.035 per device-hour;
-    # 1800 s: 4 x 2.035 x 0.5 h = $4.07; a quarter to 1e6 input tokens, the rest to 2e5 output
+    # 4 devices at $2/h plus 700 W x 0.5 busy at $0.10/kWh = 2 + 0.035 = $2.035 per device-hour,
+    # $8.14/h; serving 500 input + 100 output tokens/s = 1.8e6 + 3.6e5 tokens per hour
     rates = device_rates("h100", price_per_hour=2.0, electricity_per_kwh=0.10)
     c = token_cost(
-        rates, devices=4, seconds=1800, input_tokens=1e6, output_tokens=2e5, input_share=0.25, utilisation=0.5
+        [(rates, 4)], input_tokens_per_s=500, output_tokens_per_s=100, basis="by hand", utilisation=0.5
     )
     assert c.usd_per_hour == pytest.approx(4 * 2.035)
-    assert c.usd_per_m_input == pytest.approx(4.07 * 0.25 / 1e6 * 1e6)  # $1.0175 per M
-    assert c.usd_per_m_output == pytest.approx(4.07 * 0.75 / 2e5 * 1e6)  # $15.2625 per M
-    assert c.usd_per_m_tokens == pytest.approx(4.07 / 1.2e6 * 1e6)
+    assert c.usd_per_m_input == pytest.approx(8.14 / 1.8e6 * 1e6)  # $4.522 per M input alone
+    assert c.usd_per_m_output == pytest.approx(8.14 / 3.6e5 * 1e6)  # $22.61 per M output alone
+    assert c.usd_per_m_tokens == pytest.approx(8.14 / 2.16e6 * 1e6)  # $3.769 per M, every token once
+    assert 1 / c.usd_per_m_tokens == pytest.approx(1 / c.usd_per_m_input + 1 / c.usd_per_m_output)
+    assert "$8.14/h for 4 device(s) / 500 input + 100 output tokens/s" in c.line()
+
+
+def test_pools_of_two_device_kinds_are_all_priced():
+    # 1 B200 at $6.03/h and 2 H100 at $4.916/h = $15.862/h over 1,024 output tokens/s
+    c = token_cost(
+        [(device_rates("b200"), 1), (device_rates("h100"), 2)],
+        input_tokens_per_s=16384,
+        output_tokens_per_s=1024,
+        basis="x",
+    )
+    assert c.devices == 3 and c.usd_per_hour == pytest.approx(15.862)
+    assert c.usd_per_m_output == pytest.approx(15.862 / 3600 / 1024 * 1e6)  # $4.303
 
 
 def test_decode_cost_by_hand():
     # 8 devices at $3/h = $24/h = $1/150 per s; batch 64 at TPOT 20 ms: 3200 tokens/s, so
-    # $1/150 / 3200 per token = $13.89 per M; a 2000-token prompt in 0.4 s: $1/150 x 0.4 / 2000
+    # $1/150 / 3200 per token = $13.89 per M output, 100 % busy, and no input
     rates = device_rates("h100", price_per_hour=3.0)
-    c = decode_cost(rates, devices=8, batch=64, tpot_s=0.02, prompt=2000, ttft_s=0.4, output=500)
+    c = decode_cost(rates, devices=8, batch=64, tpot_s=0.02)
     assert c.usd_per_m_output == pytest.approx(1e6 / 150 / 3200)
-    assert c.usd_per_m_input == pytest.approx(1e6 / 150 * 0.4 / 2000)
-    spent_in, spent_out = 0.4 / 150, 500 / 150 / 3200  # one request's dollars in each phase
-    assert c.usd_per_m_tokens == pytest.approx((spent_in + spent_out) / 2500 * 1e6)
+    assert c.usd_per_m_input is None and c.usd_per_m_tokens == c.usd_per_m_output
+    assert "100 % busy" in c.line()
 
 
 def test_electricity_without_a_tdp_is_an_error():
     rates = device_rates("tpu-v5e", price_per_hour=1.0, electricity_per_kwh=0.1)
     with pytest.raises(CostModelError, match="no power figure"):
-        token_cost(rates, devices=1, seconds=1, input_tokens=1, output_tokens=1, input_share=0)
+        token_cost([(rates, 1)], input_tokens_per_s=1, output_tokens_per_s=1, basis="x")
 
 
 @pytest.mark.parametrize(
@@ -85,6 +98,9 @@ def test_electricity_without_a_tdp_is_an_error():
         ("0", "must be in"),
         ("h100=nan", "must be in"),
         ("a100=2", "not among"),
+        ("h100-sxm=1,h100-sxm=2", "prices h100-sxm twice .'h100-sxm=1' and 'h100-sxm=2'"),
+        ("h100=1,b200=2,h100-sxm=3", "prices h100-sxm twice .'h100=1' and 'h100-sxm=3'"),
+        ("3,h100=2", "'3' prices every device; give it alone"),
     ],
 )
 def test_bad_prices_are_one_line_errors(text, match):
@@ -108,11 +124,10 @@ def test_a_request_alone_splits_into_its_prefill_and_its_decodes():
     assert res.prefill_device_s == pytest.approx(prefill, rel=1e-12)
     assert res.busy_device_s == pytest.approx(prefill + decodes, rel=1e-12)
     c = sim_cost(res, device_rates("h100"))
-    # priced over the whole run (one request: no rate); the input share is prefill / busy
-    total = 4.916 * res.duration_s / 3600
-    assert c.input_share == pytest.approx(prefill / (prefill + decodes))
-    assert c.usd_per_m_input == pytest.approx(total * c.input_share / 1000 * 1e6)
-    assert c.usd_per_m_output == pytest.approx(total * (1 - c.input_share) / 11 * 1e6)
+    # one request, no rate: served over the whole run, 1000 input and 11 output tokens in it
+    assert res.duration_s == pytest.approx(prefill + decodes, rel=1e-12)
+    assert c.usd_per_m_input == pytest.approx(4.916 / 3600 / (1000 / res.duration_s) * 1e6)
+    assert c.usd_per_m_output == pytest.approx(4.916 / 3600 / (11 / res.duration_s) * 1e6)
 
 
 def test_disaggregated_pools_split_by_pool():
@@ -220,7 +235,7 @@ def test_size_cli(capsys):
     args += ["--prompt", "lognormal:800,0.6", "--output", "lognormal:120,0.6", "--seed", "3"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "winner:" in out and "/Mtok" in out and "runner-up:" in out and "% of SLO" in out
+    assert "winner:" in out and "/M tokens blended" in out and "runner-up:" in out and "% of SLO" in out
 
 
 @pytest.mark.parametrize(
@@ -309,28 +324,27 @@ def test_reports_say_when_there_is_no_price(capsys):
 
 @settings(max_examples=50, deadline=None)
 @given(
-    share=st.floats(0, 1),
     util=st.floats(0, 1),
-    n_in=st.floats(1, 1e9),
-    n_out=st.floats(1, 1e9),
-    seconds=st.floats(1e-3, 1e6),
+    r_in=st.floats(0, 1e9),
+    r_out=st.floats(1e-3, 1e9),
+    devices=st.integers(1, 64),
 )
-def test_input_and_output_dollars_add_up(share, util, n_in, n_out, seconds):
-    """Input plus output dollars are the deployment's cost over the run, and so is the blend."""
+def test_every_figure_is_the_hourly_bill_over_its_tokens(util, r_in, r_out, devices):
+    """Each figure alone pays the hourly bill: input (or output) dollars per token x that kind's
+    tokens per hour = $/h, and the blend x every token per hour = $/h; 1/blend = 1/in + 1/out."""
     rates = device_rates("h100", electricity_per_kwh=0.2)
     c = token_cost(
-        rates,
-        devices=3,
-        seconds=seconds,
-        input_tokens=n_in,
-        output_tokens=n_out,
-        input_share=share,
-        utilisation=util,
+        [(rates, devices)], input_tokens_per_s=r_in, output_tokens_per_s=r_out, basis="x", utilisation=util
     )
-    total = 3 * (4.916 + 700 * util / 1000 * 0.2) * seconds / 3600
-    spent = (c.usd_per_m_input * n_in + c.usd_per_m_output * n_out) / 1e6
-    assert spent == pytest.approx(total, rel=1e-9)
-    assert c.usd_per_m_tokens * (n_in + n_out) / 1e6 == pytest.approx(total, rel=1e-9)
+    hourly = devices * (4.916 + 700 * util / 1000 * 0.2)
+    assert c.usd_per_hour == pytest.approx(hourly, rel=1e-12)
+    assert c.usd_per_m_output * r_out * 3600 / 1e6 == pytest.approx(hourly, rel=1e-9)
+    assert c.usd_per_m_tokens * (r_in + r_out) * 3600 / 1e6 == pytest.approx(hourly, rel=1e-9)
+    if r_in > 0:
+        assert c.usd_per_m_input * r_in * 3600 / 1e6 == pytest.approx(hourly, rel=1e-9)
+        assert 1 / c.usd_per_m_tokens == pytest.approx(1 / c.usd_per_m_input + 1 / c.usd_per_m_output)
+    else:
+        assert c.usd_per_m_input is None
 
 
 def test_sizing_prunes_a_rate_no_pool_can_hold():

@@ -71,7 +71,12 @@ def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> s
     from graphs.serving.html_studies import simulation_page
 
     return simulation_page(
-        kept["result"], kept["config"], command=command, slo_ttft=args.slo_ttft, slo_tpot=args.slo_tpot
+        kept["result"],
+        kept["config"],
+        command=command,
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        cost=kept.get("cost"),
     )
 
 

@@ -272,6 +272,14 @@ def cmd_decode(args: argparse.Namespace) -> int:
         f"{fmt_time(rep.weight_read_s)} of weights because the input-embedding table "
         f"({fmt_time(rep.embedding_table_read_s)} of it) is gathered, not streamed: only the "
         f"{rep.batch} row(s) in use are read"
+        + (
+            ", and only the experts the batch routes to"
+            + (" on the busiest EP rank" if _expert_plan(args) else "")
+            + " are read"
+            # more missing than the embedding table: a MoE step reads its touched experts only
+            if rep.read_every_weight_once_s - rep.weight_read_s > 1.01 * rep.embedding_table_read_s
+            else ""
+        )
     )
     if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
         print(

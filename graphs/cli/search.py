@@ -153,7 +153,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         ("tokens_per_s_per_user", "tok/s/user", ".1f"),
         ("tokens_per_s_per_device", "tok/s/device", ".1f"),
         ("energy_per_token_j", "J/token", ".4g"),
-    ) + ((("usd_per_m_output", "$/M out", ".4g"),) if args.cost else ())
+    ) + ((("usd_per_m_output", "$/M out 100% busy", ".4g"),) if args.cost else ())
     rows = list(res.frontier)
     if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
         step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
@@ -237,7 +237,10 @@ def add_search_parser(sub: Any) -> None:
         "(P90) end of its prediction interval",
     )
     sp.add_argument(
-        "--cost", action="store_true", help="USD per million output tokens as an objective (minimised)"
+        "--cost",
+        action="store_true",
+        help="USD per million output tokens as an objective (minimised): the plan's $/h over its "
+        "batch / TPOT, the devices 100%% busy decoding (graphs.serving.cost)",
     )
     add_cost_options(sp)
     add_spec_options(sp, draws=False)

@@ -24,7 +24,7 @@ _PREDICT_HELP = "price every step's kernels from this framework's measured kerne
 
 def cmd_disagg(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_time
-    from graphs.serving.disagg import disaggregated, kv_transfer_crossover
+    from graphs.serving.disagg import disaggregated, kv_transfer_range
 
     from .model import resolve_model
 
@@ -45,7 +45,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     refused = _refuse(args, {"decode": r.decode_capacity, "prefill": r.prefill_capacity})
     if refused is not None:
         return refused
-    crossover = kv_transfer_crossover(
+    span = kv_transfer_range(
         cfg,
         args.prefill_device,
         args.decode_device,
@@ -63,43 +63,54 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         f"{t.kv_transfer_s * 1e3:.2f} ({100 * t.kv_share_of_ttft:.1f}%) + first decode "
         f"{t.first_decode_s * 1e3:.2f} (transfer {r.overlap.value})",
         f"  TPOT {fmt_time(r.tpot_s)}; decode fits: {r.decode_fits} (max batch {r.decode_max_batch})",
-        (
-            f"  the KV transfer is the largest TTFT term from a prompt of {crossover} tokens on"
-            if crossover is not None
-            else "  the KV transfer is never the largest TTFT term (up to 2^20-token prompts)"
-        ),
+        _kv_sentence(span),
     ]
     c = r.colocated
     if r.rate is not None and c is not None:
         lines.append(
             f"  at {r.rate} req/s: {r.prefill_devices} prefill + {r.decode_devices} decode devices, "
-            f"{r.energy_per_token_j:.3f} J/token, {r.device_hours_per_million_tokens:.3f} "
-            "device-h per M tokens"
+            f"{r.energy_per_token_j:.3f} J/output token, {r.device_hours_per_million_tokens:.3f} "
+            "device-h per M output tokens"
         )
         lines.append(
             f"  colocated on {c.devices} {r.decode_device}: TPOT {fmt_time(c.tpot_s)} "
             f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)}"
         )
-    from graphs.serving.cost import decode_cost
+    from graphs.serving.cost import decode_cost, disagg_cost, prefill_cost
 
     from .cost_option import cost_text, rates_of
 
     rates = rates_of(args, [args.prefill_device, args.decode_device])
-    cost = decode_cost(
-        rates[args.decode_device],
-        devices=1,
-        batch=r.decode_batch,
-        tpot_s=r.tpot_s,
-        prompt=r.prompt,
-        ttft_s=t.prefill_s,
-        output=r.output,
-        prefill_rates=rates[args.prefill_device],
-        prefill_devices=1,
-    )
-    lines.append(f"  {cost_text(cost)} (each device flat out)")
+    pf_rates, dec_rates = rates[args.prefill_device], rates[args.decode_device]
+    cost: Any = None
+    if r.rate is not None:  # every device of both pools, over the tokens the rate brings
+        cost = disagg_cost(r, pf_rates, dec_rates)
+        lines.append(f"  {cost_text(cost)}")
+    else:  # no pools sized: each device alone, 100 % busy
+        cost = {
+            "prefill": prefill_cost(pf_rates, devices=1, prompt=r.prompt, prefill_s=t.prefill_s),
+            "decode": decode_cost(dec_rates, devices=1, batch=r.decode_batch, tpot_s=r.tpot_s),
+        }
+        lines += [f"  {pool} device: {cost_text(c)}" for pool, c in cost.items()]
+        lines.append("  (--rate sizes both pools and prices every device of them)")
     lines += _predicted(args, cfg, args.decode_device, r.decode_batch, r.prompt + r.output // 2 + 1)
-    data = {**r.to_dict(), "kv_transfer_dominates_from_prompt": crossover, "cost": cost}
+    data = {
+        **r.to_dict(),
+        "kv_transfer_dominates_from_prompt": span[0] if span else None,
+        "kv_transfer_dominates_to_prompt": span[1] if span else None,
+        "cost": cost,
+    }
     return emit(args, data, "\n".join(lines))
+
+
+def _kv_sentence(span: tuple[int, int] | None) -> str:
+    """Where the KV transfer is the largest TTFT term, as :func:`kv_transfer_range` found it."""
+    checked = 1 << 20  # kv_transfer_range's max_prompt
+    if span is None:
+        return f"  the KV transfer is never the largest TTFT term (prompts up to {checked:,} tokens checked)"
+    first, last = span
+    upto = "the longest checked" if last >= checked else "past that, the prefill is larger"
+    return f"  the KV transfer is the largest TTFT term for prompts of {first:,} to {last:,} tokens ({upto})"
 
 
 def _predictor(args: argparse.Namespace) -> Any:
@@ -261,7 +272,8 @@ def cmd_plans(args: argparse.Namespace) -> int:
     rates = rates_of(args, sorted({pt.device for pt in points}))
 
     def usd_out(rep: Any) -> float:
-        """USD per million output tokens (nan without a price: JSON null, and a note below)."""
+        """USD per million output tokens, the plan 100 % busy decoding at its batch
+        (:func:`graphs.serving.cost.decode_cost`; nan without a price: JSON null, and a note below)."""
         c = decode_cost(rates[rep.device], devices=rep.devices, batch=rep.batch, tpot_s=rep.step_s)
         return c.usd_per_m_output if c is not None and c.usd_per_m_output is not None else float("nan")
 
@@ -293,7 +305,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
             ("tokens_per_s_per_device", "tok/s/device", ".1f"),
             ("energy_per_token_j", "J/token", ".3f"),
             ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
-            ("usd_per_m_output", "$/M out", ".4g"),
+            ("usd_per_m_output", "$/M out 100% busy", ".4g"),
             *((("x_balanced", "x balanced", ".3f"),) if balanced else ()),
             ("front", "frontier", "s"),
         ),

@@ -195,7 +195,12 @@ def _settings(args: argparse.Namespace, trace: Any = None) -> str:
     if args.turns > 1:
         n += f" conversations x --turns {args.turns} = {args.requests * args.turns:,} requests"
     text = f"workload: {n} --seed {args.seed} --prompt {args.prompt} --output {args.output}"
-    text += f" --arrival {args.arrival}" if args.rate is not None else " (all sent at once, no --rate)"
+    if getattr(args, "max_rate", False):  # one draw, its arrival gaps scaled to each probed rate
+        text += f" --arrival {args.arrival} (the same draw at every probed rate)"
+    elif args.rate is not None:
+        text += f" --arrival {args.arrival}"
+    elif not args.concurrency:  # a closed loop sends as its clients free up (said below)
+        text += " (all sent at once, no --rate)"
     for flag, value in (
         ("--shared-prefix", args.shared_prefix),
         ("--prompt-pool", args.prompt_pool),
@@ -291,15 +296,21 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             overheads=fit.overheads if fit is not None else None,  # every probe with the fitted engine
             **common,
         )
-        keep(args, result=m, config=cfg)
+        from graphs.serving.cost import sim_cost
+
+        from .cost_option import cost_text, rates_of
+
+        cost = sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]) if m.at_rate else None
+        keep(args, result=m, config=cfg, cost=cost)
         if args.json:
-            print(dump(m))
+            print(dump({**m.to_dict(), "cost": cost}))
             return 0
         print(
             f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
             f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
         )
-        print(f"  {_settings(args)}; physical ceiling {m.ceiling_rate:,.3f} requests/s")
+        print(f"  {_settings(args)}")
+        print(f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)")
         if fit is not None:
             print(predict_file_line(args.predict_file, fit, cfg.name, args.device))
         if m.at_rate is not None and m.at_rate.coverage is not None:
@@ -321,13 +332,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             return 0
         print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
         if m.at_rate is not None:
-            from graphs.serving.cost import sim_cost
-
-            from .cost_option import cost_text, rates_of
-
-            print(
-                f"  at that rate, {cost_text(sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]))}"
-            )
+            print(f"  at that rate, {cost_text(cost)}")
         return 0
     trace = read_trace(args.trace) if args.trace else None
     reqs = (
@@ -412,6 +417,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .cost_option import cost_text, rates_of
 
     cost = sim_cost(res, rates_of(args, [args.device])[args.device])
+    keep(args, cost=cost)
     if args.json:
         doc = {"settings": settings, **res.to_dict(), "cost": cost}
         if interval is not None:

@@ -41,10 +41,11 @@ def _workload_of(args: argparse.Namespace) -> dict[str, Any]:
 def _row(d: Any, args: argparse.Namespace) -> str:
     from graphs.serving.cost import NO_PRICE
 
+    c = d.cost  # graphs.serving.cost: the $/h over the tokens/s the run served, as simulate prints it
     cost = (
-        f"${d.cost.usd_per_m_tokens:.4g}/Mtok (in ${d.cost.usd_per_m_input or 0:.4g}, out "
-        f"${d.cost.usd_per_m_output or 0:.4g}), ${d.cost.usd_per_hour:,.2f}/h"
-        if d.cost is not None
+        f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
+        f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
+        if c is not None
         else NO_PRICE
     )
     return (

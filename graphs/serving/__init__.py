@@ -89,6 +89,8 @@ _LAZY: dict[str, str] = {
     "device_rates": "cost",
     "sim_cost": "cost",
     "decode_cost": "cost",
+    "token_cost": "cost",
+    "usd_per_m": "cost",
     "size_deployment": "sizing",
     "SizingResult": "sizing",
     "Deployment": "sizing",

@@ -1,38 +1,52 @@
-"""Dollars per million tokens: device-hours at an hourly price, plus power at an electricity rate.
+"""Dollars per million tokens at an operating point: one definition for every command.
 
-A deployment of ``N`` devices, each priced ``p`` USD per device-hour (the catalog's sourced
-``price_usd_per_hour``, or ``--price-per-hour``), drawing ``TDP x u`` watts at utilisation ``u``
-and paying ``e`` USD per kWh, costs
+**The deployment's price.** Pools of ``N_i`` devices, each priced ``p_i`` USD per device-hour
+(the catalog's sourced ``price_usd_per_hour``, or ``--price-per-hour``), drawing ``TDP_i x u``
+watts at utilisation ``u`` and paying ``e`` USD per kWh, cost
 
 .. math::
 
-    C_{hour} = N \\left(p + \\frac{TDP \\cdot u}{1000}\\, e\\right) \\quad \\text{USD/h}
+    C_{hour} = \\sum_i N_i \\left(p_i + \\frac{TDP_i \\cdot u}{1000}\\, e\\right) \\quad \\text{USD/h}
 
-and over a run of ``t`` seconds ``C = C_{hour} t / 3600``. Cloud on-demand rates include the
-power, so ``e`` defaults to 0; give it for owned hardware (with its list price amortised per hour).
+Cloud on-demand rates include the power, so ``e`` defaults to 0; give it for owned hardware
+(with its list price amortised per hour). Every device the deployment uses is priced.
 
-**Input vs output tokens.** The device-time is attributed by phase: prefill time to the input
-(prompt) tokens, decode time to the output tokens, and the idle time in the same ratio as the
-busy time (an idle device is paid for by the traffic it waits for)::
+**Per million tokens** (:func:`usd_per_m`, :func:`token_cost`). At an operating point the
+deployment serves ``r_in`` input (prompt) and ``r_out`` output tokens per second:
 
-    f_in = prefill device-seconds / busy device-seconds
-    USD/M input  = C f_in       / input tokens  x 1e6
-    USD/M output = C (1 - f_in) / output tokens x 1e6
+.. math::
 
-In a simulation a mixed iteration (a continuous batch that piggybacks prefill chunks on the
-running decodes, as Sarathi-Serve does: Agrawal et al., OSDI 2024) charges its decodes what
-they would take alone and its prefill chunks the rest, their marginal time
-(:meth:`graphs.serving.engine.Replica.iteration_time`); a disaggregated deployment's prefill pool
-is all input and its decode pool all output, which the same rule gives. This is the split a
-provider's per-token prices follow when input is cheaper than output: an input token shares a
-compute-bound prefill with thousands of others, an output token a memory-bound decode step with
-the batch (DistServe, Zhong et al., OSDI 2024, prices each phase's GPUs separately for the same
-reason). The total ``C / (input + output tokens)`` is printed too (the blended rate).
+    \\$/\\text{M input} = \\frac{C_{hour}}{3600\\, r_{in}} 10^6, \\quad
+    \\$/\\text{M output} = \\frac{C_{hour}}{3600\\, r_{out}} 10^6, \\quad
+    \\$/\\text{M tokens} = \\frac{C_{hour}}{3600\\, (r_{in} + r_{out})} 10^6
 
-The utilisation ``u`` is the fraction of device-time spent iterating (a simulation's busy
-time over devices x duration); an analytic point (a decode batch, a prefill) runs flat out
-(``u = 1``). Power at TDP while busy is the same estimate the decode report's energy per token
-makes (:mod:`graphs.serving.phases`): an upper bound on what the device draws.
+(USD per hour over tokens per hour, per million). The input and output figures are each the whole
+bill over one kind of token: what a price on that kind alone must be to pay for the deployment.
+They do not add; the **blend** is the third, every served token counted once, input and output
+alike, in the mix the operating point serves (``r_in : r_out``, printed with it), so
+``1 / blended = 1 / input + 1 / output`` and a request costs ``(prompt + output) x blended``.
+
+**The operating point** (each cost line names its own):
+
+* a simulation (``simulate``, ``simulate --max-rate`` at the rate found, ``size``;
+  :func:`sim_cost`): the tokens of its requests over the time it took to take them in, from the
+  first arrival to the last first token (every prompt prefilled). A deployment that keeps up
+  does that one TTFT after the last arrival, so the rate is the offered load's; one that falls
+  behind takes its backlog's time, so the rate is what it can serve. Neither the drain tail after
+  the last arrival (a finite run's artefact: its length is the longest request's decode, not the
+  load) nor the busy time (which counts the tail's small batches: a deployment that met the SLOs
+  at a lower $/h printed a higher $/M than a dearer one) enters. Every request sent at once, or a
+  closed loop: the whole run;
+* an analytic decode point (``search --cost``, ``serve plans``; :func:`decode_cost`): batch ``B``
+  back to back at ``TPOT``, ``r_out = B / TPOT`` and no input: the devices **100 % busy**
+  decoding, labelled so wherever it prints;
+* ``serve disagg --rate R`` (:func:`graphs.serving.disagg.disaggregated`): both pools it sizes,
+  ``r_in = R S``, ``r_out = R O``; without a rate, each pool 100 % busy alone.
+
+The utilisation ``u`` (for power only) is a simulation's busy device-seconds over devices x its
+duration; an analytic point runs flat out (``u = 1``). Power at TDP while busy is the same
+estimate the decode report's energy per token makes (:mod:`graphs.serving.phases`): an upper
+bound on what the device draws.
 """
 
 from __future__ import annotations
@@ -40,12 +54,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.results import Result
+
+if TYPE_CHECKING:
+    from .disagg import DisaggReport
 
 __all__ = [
     "NO_PRICE",
@@ -56,8 +75,12 @@ __all__ = [
     "device_rates",
     "parse_prices",
     "token_cost",
+    "usd_per_m",
+    "served_seconds",
     "sim_cost",
     "decode_cost",
+    "prefill_cost",
+    "disagg_cost",
 ]
 
 #: what a cost line says for a device without a sourced price
@@ -119,12 +142,15 @@ def device_rates(
 
 def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
     """``--price-per-hour``: one number for every device, or ``DEVICE=USD`` pairs (``h100=4.9,b200=6``);
-    the keys are resolved to catalog names. A bad entry is a one-line error."""
+    the keys are resolved to catalog names. A bad entry, a device priced twice (``h100=1,h100-sxm=2``:
+    one catalog device) or a bare number among pairs is a one-line error."""
     if text is None or not text.strip():
         return {}
     out: dict[str, float] = {}
+    given: dict[str, str] = {}  # catalog name -> the entry that priced it
     names = {get_device(d).name for d in devices}
-    for part in text.split(","):
+    parts = text.split(",")
+    for part in parts:
         key, sep, value = part.strip().rpartition("=")
         try:
             usd = float(value)
@@ -137,157 +163,228 @@ def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
                 f"--price-per-hour must be in [{PRICE_RANGE[0]:g}, {PRICE_RANGE[1]:g}] USD per device-hour, got {value!r}"
             )
         if not sep:
+            if len(parts) > 1:
+                raise CostModelError(
+                    f"--price-per-hour: {part.strip()[:40]!r} prices every device; give it alone, or DEVICE=USD pairs"
+                )
             out.update(dict.fromkeys(names, usd))
         else:
             name = get_device(key.strip()).name
             if name not in names:
                 raise CostModelError(
-                    f"--price-per-hour names {key.strip()!r}, which is not among the devices"
+                    f"--price-per-hour names {key.strip()[:40]!r}, which is not among the devices"
                 )
+            if name in given:
+                raise CostModelError(
+                    f"--price-per-hour prices {name} twice ({given[name]!r} and {part.strip()[:40]!r}); give each device once"
+                )
+            given[name] = part.strip()[:40]
             out[name] = usd
     return out
 
 
 @dataclass(frozen=True)
 class TokenCost(Result):
-    """A deployment's cost per hour and per million input and output tokens (module doc)."""
+    """A deployment's cost per hour and per million tokens at one operating point (module doc)."""
 
-    devices: int
+    devices: int  #: every device the deployment uses, in all its pools
     usd_per_hour: float  #: the whole deployment, power included
+    input_tokens_per_s: float  #: served at the operating point
+    output_tokens_per_s: float
+    usd_per_m_input: float | None  #: the whole $/h over input tokens alone (None: none served)
+    usd_per_m_output: float | None  #: the whole $/h over output tokens alone
+    usd_per_m_tokens: float  #: blended: the whole $/h over every served token, input and output alike
+    basis: str  #: the operating point, in words ("serving 19.2 requests/s", "at 100 % busy: ...")
     utilisation: float
-    input_share: float  #: f_in: the share of device-time attributed to input (prefill) tokens
-    usd_per_m_input: float | None  #: None when there were no input tokens
-    usd_per_m_output: float | None
-    usd_per_m_tokens: float  #: all tokens (the blended rate)
     price_source: str
 
     def line(self) -> str:
-        """One line for a report."""
+        """One line for a report: the operating point, $/h and tokens/s it rests on, then $/M."""
+        served = " + ".join(
+            f"{v:,.0f} {name}"
+            for name, v in (("input", self.input_tokens_per_s), ("output", self.output_tokens_per_s))
+            if v > 0
+        )
+        both = self.input_tokens_per_s > 0 and self.output_tokens_per_s > 0
         per = [
             f"${v:,.4g}/M {name}"
             for name, v in (("input", self.usd_per_m_input), ("output", self.usd_per_m_output))
             if v is not None
         ]
+        money = (
+            f"${self.usd_per_m_tokens:,.4g}/M tokens blended (every token once, input:output "
+            f"{self.input_tokens_per_s / self.output_tokens_per_s:.3g}:1 as served); "
+            f"{' or '.join(per)} alone"
+            if both
+            else per[0]
+        )
         return (
-            f"cost: {', '.join(per)} (${self.usd_per_m_tokens:,.4g}/M tokens blended); "
-            f"${self.usd_per_hour:,.2f}/h for {self.devices} device(s) at {100 * self.utilisation:.0f}% busy; "
-            f"prefill time to input tokens, decode time to output"
+            f"cost {self.basis}: ${self.usd_per_hour:,.2f}/h for {self.devices} device(s) / "
+            f"{served} tokens/s = {money}"
         )
 
 
+@overload
+def usd_per_m(usd_per_hour: float, tokens_per_s: float) -> float | None: ...
+@overload
+def usd_per_m(usd_per_hour: float | np.ndarray, tokens_per_s: np.ndarray) -> np.ndarray: ...
+def usd_per_m(
+    usd_per_hour: float | np.ndarray, tokens_per_s: float | np.ndarray
+) -> float | np.ndarray | None:
+    """USD per million tokens, the one definition (module doc):
+
+    .. math:: \\$/\\text{M} = \\frac{C_{hour}}{3600\\, r} 10^6
+
+    ``usd_per_hour`` the devices used (USD/h), ``tokens_per_s`` served at the point; None when
+    a scalar ``tokens_per_s`` is 0 (none served). Arrays broadcast (``search`` prices a grid).
+
+    >>> round(usd_per_m(19.664, 16818.0), 4)  # 4 x $4.916/h over 16,818 tok/s
+    0.3248
+    """
+    if isinstance(tokens_per_s, np.ndarray):
+        return np.asarray(usd_per_hour / (3600 * tokens_per_s) * 1e6)
+    if tokens_per_s <= 0:
+        return None
+    return float(usd_per_hour / (3600 * tokens_per_s) * 1e6)
+
+
 def token_cost(
-    rates: Rates,
+    pools: Sequence[tuple[Rates, int]],
     *,
-    devices: int,
-    seconds: float,
-    input_tokens: float,
-    output_tokens: float,
-    input_share: float,
+    input_tokens_per_s: float,
+    output_tokens_per_s: float,
+    basis: str,
     utilisation: float = 1.0,
 ) -> TokenCost | None:
-    """:class:`TokenCost` of ``devices`` devices running ``seconds`` (module doc); None without a
-    price (a report then prints :data:`NO_PRICE`)."""
-    hourly = rates.usd_per_hour(utilisation)
-    if hourly is None:
+    """:class:`TokenCost` of ``pools`` (each a device's :class:`Rates` and how many of it the
+    deployment uses) serving ``input_tokens_per_s`` and ``output_tokens_per_s`` at the operating
+    point ``basis`` names (module doc); None when a device has no price (a report then prints
+    :data:`NO_PRICE`). Every command's cost is this function's.
+
+    Parameters
+    ----------
+    pools : (Rates, devices) pairs; every device the deployment uses
+    input_tokens_per_s, output_tokens_per_s : tokens served per second at the point (>= 0, not both 0)
+    basis : the operating point in words, printed with the cost
+    utilisation : busy fraction of the devices, for the power term only
+
+    Returns
+    -------
+    TokenCost or None
+    """
+    hourly = [r.usd_per_hour(utilisation) for r, _ in pools]
+    if any(h is None for h in hourly):
         return None
-    if not (seconds > 0 and math.isfinite(seconds)) or input_tokens + output_tokens <= 0:
-        raise CostModelError(f"a cost needs a positive duration and tokens, got {seconds!r} s")
-    total = devices * hourly * seconds / 3600
-    f_in = min(max(input_share, 0.0), 1.0)
+    total_in, total_out = float(input_tokens_per_s), float(output_tokens_per_s)
+    if (
+        not (math.isfinite(total_in) and math.isfinite(total_out))
+        or min(total_in, total_out) < 0
+        or total_in + total_out <= 0
+    ):
+        raise CostModelError(
+            f"a cost needs tokens served per second (input and output >= 0, not both 0), got {total_in!r} and {total_out!r}"
+        )
+    usd_h = sum(n * h for (_, n), h in zip(pools, hourly, strict=True) if h is not None)
+    sources = list(dict.fromkeys(r.price_source for r, _ in pools))
+    blended = usd_per_m(usd_h, total_in + total_out)
+    assert blended is not None  # tokens checked above
     return TokenCost(
-        devices=devices,
-        usd_per_hour=devices * hourly,
+        devices=sum(n for _, n in pools),
+        usd_per_hour=usd_h,
+        input_tokens_per_s=total_in,
+        output_tokens_per_s=total_out,
+        usd_per_m_input=usd_per_m(usd_h, total_in),
+        usd_per_m_output=usd_per_m(usd_h, total_out),
+        usd_per_m_tokens=blended,
+        basis=basis,
         utilisation=utilisation,
-        input_share=f_in,
-        usd_per_m_input=total * f_in / input_tokens * 1e6 if input_tokens > 0 else None,
-        usd_per_m_output=total * (1 - f_in) / output_tokens * 1e6 if output_tokens > 0 else None,
-        usd_per_m_tokens=total / (input_tokens + output_tokens) * 1e6,
-        price_source=rates.price_source,
+        price_source="; ".join(sources),
     )
 
 
-def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
-    """The :class:`TokenCost` of a :class:`graphs.serving.simulator.SimResult` at its load.
+def served_seconds(res: Any) -> float:
+    """The seconds over which a :class:`graphs.serving.simulator.SimResult` serves its tokens
+    (module doc): first arrival to last first token for an open loop whose requests arrive over
+    time; the whole run when they are all sent at once, and for a closed loop."""
+    pr = res.per_request
+    if res.offered_requests_per_s is None:  # all at once, or a closed loop
+        return float(res.duration_s)
+    arrival = pr["arrival_s"]
+    return float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
 
-    A deployment that keeps up with a sustained rate ``R`` serves what arrives: paying for its
-    devices over the ``n / R`` seconds in which ``n`` requests arrive, it serves their tokens. So
-    the run is priced over ``n / R`` (``R`` the rate asked, else the arrivals' own rate; the whole
-    duration when every request arrives at once), not over the drain tail a finite simulation
-    ends with (its length is the longest request's decode, not the load). A deployment that does
-    not keep up iterates longer than ``n / R``; its devices are paid for at least while they
-    iterate, so the run is priced over ``max(n / R, busy device-seconds / devices)`` (without that
-    floor an overloaded run, or a closed loop of few clients given a high ``--rate``, priced its
-    tokens below what the device-time they took costs). Utilisation is the busy device-seconds
-    over devices x duration; the input share the replicas' prefill device-seconds over their
-    busy ones (module doc)."""
+
+def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
+    """The :class:`TokenCost` of a :class:`graphs.serving.simulator.SimResult`: its devices'
+    $/h over the tokens it served per second, ``tokens / served_seconds`` (module doc).
+    Utilisation (power only) is the busy device-seconds over devices x duration."""
     devices = res.topology.devices
-    rate = res.rate or res.offered_requests_per_s
-    seconds = max(res.requests / rate, res.busy_device_s / devices) if rate else res.duration_s
+    seconds = served_seconds(res)
     util = min(res.busy_device_s / (devices * res.duration_s), 1.0) if res.duration_s > 0 else 1.0
-    share = res.prefill_device_s / res.busy_device_s if res.busy_device_s > 0 else 0.0
+    n_in, n_out = float(res.per_request["prompt"].sum()), float(res.per_request["output"].sum())
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise CostModelError(f"a cost needs a positive duration, got {seconds!r} s")
     return token_cost(
-        rates,
-        devices=devices,
-        seconds=seconds,
-        input_tokens=float(res.per_request["prompt"].sum()),
-        output_tokens=float(res.per_request["output"].sum()),
-        input_share=share,
+        [(rates, devices)],
+        input_tokens_per_s=n_in / seconds,
+        output_tokens_per_s=n_out / seconds,
+        basis=(
+            f"serving {res.requests / seconds:,.4g} requests/s ({res.requests:,} in {seconds:,.1f} s, "
+            + (
+                "the whole run)"
+                if res.offered_requests_per_s is None
+                else "first arrival to last first token)"
+            )
+        ),
         utilisation=util,
     )
 
 
-def decode_cost(
-    rates: Rates,
-    *,
-    devices: int,
-    batch: float,
-    tpot_s: float,
-    prompt: float | None = None,
-    ttft_s: float | None = None,
-    output: float | None = None,
-    prefill_rates: Rates | None = None,
-    prefill_devices: int | None = None,
-) -> TokenCost | None:
-    r"""An analytic point's cost, flat out (``u = 1``): ``batch`` sequences each emitting one token
-    per ``tpot_s`` on ``devices`` devices priced by ``rates`` and, given ``prompt`` and ``ttft_s``,
-    each prompt prefilled alone in ``ttft_s`` on ``prefill_devices`` devices priced by
-    ``prefill_rates`` (default: the decode devices; another device kind when disaggregated).
-    With ``c`` USD per device-hour:
+def decode_cost(rates: Rates, *, devices: int, batch: float, tpot_s: float) -> TokenCost | None:
+    r"""An analytic decode point's cost, **100 % busy**: ``batch`` sequences each emitting one
+    token per ``tpot_s`` back to back on ``devices`` devices, ``r_out = B / TPOT``, no input
+    (module doc):
 
     .. math::
 
-        \$/\text{output token} = \frac{N c\, TPOT}{3600 B}, \qquad
-        \$/\text{input token} = \frac{N_p c_p\, TTFT}{3600 S}
+        \$/\text{M output} = \frac{N c}{3600\, B / TPOT} 10^6
 
-    (the module's phase split); blended over a request of ``prompt`` + ``output`` tokens when
-    ``output`` is given too."""
-    hourly = rates.usd_per_hour(1.0)
-    p_rates = prefill_rates or rates
-    p_hourly = p_rates.usd_per_hour(1.0)
-    if hourly is None or p_hourly is None:
-        return None
-    n_p = prefill_devices or devices
-    usd_out = devices * hourly / 3600 * tpot_s / batch
-    usd_in = n_p * p_hourly / 3600 * ttft_s / prompt if prompt and ttft_s is not None else None
-    f_in, blended = 0.0, usd_out
-    if usd_in is not None and prompt:
-        n_out = output if output else 1.0
-        spent_in, spent_out = usd_in * prompt, usd_out * n_out
-        f_in = spent_in / (spent_in + spent_out)
-        blended = (spent_in + spent_out) / (prompt + n_out)
-    split = prefill_rates is not None and prefill_rates.device != rates.device
-    return TokenCost(
-        devices=devices + (n_p if split else 0),
-        usd_per_hour=devices * hourly + (n_p * p_hourly if split else 0.0),
-        utilisation=1.0,
-        input_share=f_in,
-        usd_per_m_input=usd_in * 1e6 if usd_in is not None else None,
-        usd_per_m_output=usd_out * 1e6,
-        usd_per_m_tokens=blended * 1e6,
-        price_source=rates.price_source
-        + (
-            f"; prefill: {p_rates.price_source}"
-            if split and p_rates.price_source != rates.price_source
-            else ""
+    with ``c`` USD per device-hour."""
+    return token_cost(
+        [(rates, devices)],
+        input_tokens_per_s=0.0,
+        output_tokens_per_s=batch / tpot_s,
+        basis=f"at 100 % busy (decode at batch {batch:g} back to back)",
+    )
+
+
+def prefill_cost(rates: Rates, *, devices: int, prompt: int, prefill_s: float) -> TokenCost | None:
+    r"""An analytic prefill point's cost, **100 % busy**: prompts of ``prompt`` tokens prefilled
+    back to back, each in ``prefill_s`` on ``devices`` devices, ``r_in = S / T_pf`` and no
+    output (module doc):
+
+    .. math::
+
+        \$/\text{M input} = \frac{N c}{3600\, S / T_{pf}} 10^6"""
+    return token_cost(
+        [(rates, devices)],
+        input_tokens_per_s=prompt / prefill_s,
+        output_tokens_per_s=0.0,
+        basis=f"at 100 % busy (prompts of {prompt:,} tokens prefilled back to back)",
+    )
+
+
+def disagg_cost(report: DisaggReport, prefill_rates: Rates, decode_rates: Rates) -> TokenCost | None:
+    """A disaggregated deployment's cost at the rate its pools are sized for
+    (:func:`graphs.serving.disagg.disaggregated` with ``rate``): every device of both pools,
+    ``n_pf`` prefill and ``n_dec`` decode, over ``r_in = R S`` and ``r_out = R O`` (module doc)."""
+    if report.rate is None or report.prefill_devices is None or report.decode_devices is None:
+        raise CostModelError("a disaggregated deployment's cost needs the rate its pools are sized for")
+    return token_cost(
+        [(prefill_rates, report.prefill_devices), (decode_rates, report.decode_devices)],
+        input_tokens_per_s=report.rate * report.prompt,
+        output_tokens_per_s=report.rate * report.output,
+        basis=(
+            f"serving {report.rate:g} requests/s on {report.prefill_devices} prefill "
+            f"{report.prefill_device} + {report.decode_devices} decode {report.decode_device}"
         ),
     )

@@ -49,7 +49,7 @@ from models.catalog import get_model
 from models.config import ModelConfig
 
 from .compiled import decode_memory
-from .cost import device_rates
+from .cost import device_rates, usd_per_m
 from .kernel_sources import Coverage
 from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
 from .predictor import BOUND, Predictor
@@ -67,7 +67,9 @@ METRICS = (
     "tokens_per_s_per_device",
     "energy_per_token_j",
     "memory_bytes",
-    "usd_per_m_output",  #: devices x USD per device-hour x TPOT / B (graphs.serving.cost), per 1e6
+    #: USD/h of the plan's devices over its B / TPOT output tokens/s, per 1e6: the point 100 % busy
+    #: decoding (graphs.serving.cost.usd_per_m, the definition every command uses)
+    "usd_per_m_output",
 )
 
 
@@ -210,7 +212,7 @@ def _evaluate(block: _Block) -> _Partial:
     per_user = 1 / tpot[sel]
     per_device = b[sel] / tpot[sel] / devices
     energy = c.power * devices * tpot[sel] / b[sel]
-    usd = block.usd_per_hour * devices * tpot[sel] / b[sel] / 3600 * 1e6
+    usd = usd_per_m(block.usd_per_hour * devices, b[sel] / tpot[sel])  # 100 % busy decoding
     metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel], usd])
     keep = _front(metrics, block.energy, ctx=ctx[sel], cost=block.cost)
     out.coords = np.column_stack([pp[sel], m[sel], b[sel], ctx[sel]])[keep]

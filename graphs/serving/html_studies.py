@@ -86,10 +86,18 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
 
 
 def simulation_page(
-    result: Any, config: Any, *, command: str, slo_ttft: float | None = None, slo_tpot: float | None = None
+    result: Any,
+    config: Any,
+    *,
+    command: str,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    cost: Any = None,
 ) -> str:
     """A ``simulate`` page from a :class:`SimResult`, or from a :class:`MaxRate` (its probes
-    and the simulation at the rate found)."""
+    and the simulation at the rate found); ``cost``: the run's
+    :class:`graphs.serving.cost.TokenCost` (:func:`graphs.serving.cost.sim_cost`), its line as
+    the command prints it."""
     go = require_plotly()
     sections: list[Section] = []
     headline: dict[str, str] = {}
@@ -173,6 +181,8 @@ def simulation_page(
             headline["goodput"] = (
                 f"{sim.goodput_requests_per_s:.2f} requests/s ({100 * (sim.slo_attainment or 0):.1f}% meet the SLOs)"
             )
+        if cost is not None:
+            headline["cost"] = cost.line().removeprefix("cost ")
         sections.extend(_simulation_sections(sim, slo_ttft, slo_tpot))
         sections.append(Section("the run", (rows_table([sim.topology.to_dict()]),)))
     device = sim.device if sim is not None else "-"
@@ -259,6 +269,8 @@ def search_page(result: Any, *, command: str) -> str:
         for name, p in best.items():
             headline[f"{head}{name.replace('_', ' ')}"] = f"{p['plan']}, batch {p['batch']}"
     cols = [(k, k) for k in _POINT_KEYS]
+    if "usd_per_m_output" in result.objectives:  # as the command labels it (graphs.serving.cost)
+        cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
     sections = [Section("Pareto frontier", (fig, rows_table(list(result.frontier), cols)))]
     if result.beyond_domain:
         sections.append(

@@ -369,7 +369,9 @@ def skew_experts(g: nx.DiGraph, ep: int, routing: Routing) -> nx.DiGraph:
     Each expert node's cost is its rows part (everything but its weight reads) times
     ``E max X / (T k)``, plus ``E max U`` experts' matrices: the node's weight-edge bytes over
     the uniform touched count ``E (1 - (1 - k/E)^T)`` are one expert's matrices (``T``, ``E``,
-    ``k``: the node's own rule parameters). With expert capacity buffers
+    ``k``: the node's own rule parameters). The node's weight edges carry the same bytes, so
+    the step's weight-read term (:func:`graphs.serving.totals.weight_bytes_read`) is the busiest
+    rank's too, never above the bound it is a term of. With expert capacity buffers
     (``moe_capacity_factor``) every rank computes its ``E/ep`` experts' padded buffers whatever
     the routing: uniform routing is then exactly the ``1/ep`` share, a skewed one is refused."""
     g = g.copy()
@@ -378,9 +380,12 @@ def skew_experts(g: nx.DiGraph, ep: int, routing: Routing) -> nx.DiGraph:
         if d.get(ROLE) != Role.EXPERT:
             continue
         params = d.get(PARAMS, {})
+        weights = [u for u in g.predecessors(n) if g.nodes[u].get(KIND) == NodeKind.WEIGHT]
         if params.get("capacity_factor") is not None:
             if routing.is_default:
                 d[COST] = d[COST] * sympy.Rational(1, ep)
+                for u in weights:  # the weight-read term reports what the node's cost reads
+                    g.edges[u, n][BYTES] = g.edges[u, n].get(BYTES, 0) / ep
                 continue
             raise CostModelError(
                 f"{n}: skewed routing with expert capacity buffers (moe_capacity_factor) is not modelled"
@@ -392,13 +397,9 @@ def skew_experts(g: nx.DiGraph, ep: int, routing: Routing) -> nx.DiGraph:
         m = maxima[key]
         touched_uniform = e * (1 - (1 - k / e) ** t)
         share = m.rows / (t * k)
-        w = sympy.Add(
-            *(
-                g.edges[u, n].get(BYTES, 0)
-                for u in g.predecessors(n)
-                if g.nodes[u].get(KIND) == NodeKind.WEIGHT
-            )
-        )
+        w = sympy.Add(*(g.edges[u, n].get(BYTES, 0) for u in weights))
+        for u in weights:  # the weight-read term (its edges) is the busiest rank's, as the cost is
+            g.edges[u, n][BYTES] = g.edges[u, n].get(BYTES, 0) / touched_uniform * m.touched
         c: Cost = d[COST] * share
         reads = dict(c.read_terms)
         reads[Level.DRAM] = reads.get(Level.DRAM, 0) - w * share + w / touched_uniform * m.touched

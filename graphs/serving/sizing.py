@@ -29,8 +29,11 @@ devices). The search runs in two stages:
    runners-up, until it has ``runners_up`` of them and one for every device kind.
 
 The objective ``cost`` is the deployment's USD per hour at its simulated utilisation
-(:mod:`graphs.serving.cost`), which at a fixed load orders candidates as USD per million tokens
-does; ``gpus`` is the device count (ties broken by cost). Runners-up are the best confirmed
+(:mod:`graphs.serving.cost`). Every candidate serves the same requests and meets the SLOs, so
+each serves the offered tokens per second to within its last request's TTFT over the arrival
+span, and its USD per million tokens (that $/h over the tokens/s it served, the figure
+``simulate`` prints for the same deployment) orders as its $/h does; ``gpus`` is the device
+count (ties broken by cost). Runners-up are the best confirmed
 deployment of each other (device, tp, aggregated/disaggregated) family.
 """
 
