@@ -54,6 +54,7 @@ _DEVICE_KEYS = {
     "launch_overhead_s",
     "overlap",
     "notes",
+    "preliminary",
 }
 
 
@@ -174,6 +175,7 @@ def hardware_from_dict(
         price_source=_source(entry.get("price_source"), src),
         sm_count=sm,
         notes=str(entry.get("notes", "")),
+        preliminary=_source(entry.get("preliminary"), src),
         **kwargs,
     )
     if not hw.roofs:
