@@ -17,6 +17,7 @@ from importlib import resources
 import pytest
 
 from costmodel import HardwareSpecError, as_float, get_device, load_hardware_file
+from costmodel.hardware import shipped_devices
 from costmodel.hardware.fallback import fallback_peak, roof_notes
 from graphs.cli import main
 
@@ -45,9 +46,11 @@ FIGURES = {
     ("vr200", "dram/bw"): 22e12,
     ("vr200", "dram/cap"): 288 * GB,  # 20.7 TB / 72 = 287.5
     ("vr200", "scale_up"): 3.6e12 / 2,  # NVLink 6 3.6 TB/s both ways (260 TB/s / 72 = 3.61)
+    ("vr200", "host"): 1.8e12 / 2,  # Vera's NVLink-C2C 1.8 TB/s both ways
     # MI455X: AMD's per-GPU figures and the Helios rack's over 72
     ("mi455x", "tensor/fp4"): 40e15,  # 2.9 EFLOPS / 72 = 40.3
     ("mi455x", "tensor/fp8"): 20e15,  # 1.4 EFLOPS / 72 = 19.4
+    ("mi455x", "tensor/fp16"): 10e15,
     ("mi455x", "dram/bw"): 19.6e12,  # 1.4 PB/s / 72 = 19.4
     ("mi455x", "dram/cap"): 432 * GB,  # 31 TB / 72 = 431
     ("mi455x", "scale_up"): 3.6e12 / 2,  # 260 TB/s / 72 = 3.6 TB/s both ways
@@ -177,17 +180,21 @@ def test_gb300_is_its_own_device_and_b300_keeps_its_numbers():
     assert as_float(get_device("b300").require_peak("tensor", "fp4")) == 15e15
 
 
-@pytest.mark.parametrize("name", ["vr200", "mi455x"])
-def test_bf16_without_a_published_rate_is_bounded_by_the_fp8_roof(name):
-    """Neither NVIDIA nor AMD publishes a BF16 rate for these parts: a bf16 matmul is bounded by the FP8
-    roof (no bf16 matmul outruns fp8 on any catalog part that publishes both), and a note says so."""
+@pytest.mark.parametrize(("name", "stand_in"), [("vr200", "fp8"), ("mi455x", "fp16")])
+def test_bf16_without_a_published_rate_is_bounded_by_a_faster_format(name, stand_in):
+    """Neither NVIDIA (Rubin) nor AMD (MI455X) publishes a BF16 rate: a bf16 matmul is bounded by the
+    first of the FP16, FP8, FP4 roofs the part publishes, none of which a bf16 matmul outruns on any
+    catalog part that publishes both, and a note says so once."""
     hw = get_device(name)
     assert hw.peak("tensor", "bf16") is None
-    assert fallback_peak(hw, "tensor", "bf16") == hw.require_peak("tensor", "fp8")
-    assert sum("publishes no tensor bf16 rate" in n for n in roof_notes(hw)) == 1
-    for other in ("h100", "gaudi3", "trainium3", "tpu7x"):  # the premise, on parts that publish both
-        o = get_device(other)
-        assert o.require_peak("tensor", "bf16") <= o.require_peak("tensor", "fp8")
+    assert fallback_peak(hw, "tensor", "bf16") == hw.require_peak("tensor", stand_in)
+    notes = [n for n in roof_notes(hw) if "publishes no tensor bf16 rate" in n]
+    assert len(notes) == 1 and f"bounded by the {stand_in} roof" in notes[0]
+    for other in shipped_devices().values():  # the premise, on every part that publishes both
+        bf16 = other.peak("tensor", "bf16")
+        for faster in ("fp16", "fp8"):
+            if bf16 is not None and other.peak("tensor", faster) is not None:
+                assert bf16 <= other.peak("tensor", faster), (other.name, faster)
 
 
 def test_preliminary_names_its_sources_and_dates():

@@ -51,7 +51,7 @@ PINNED = {
     # late-2026 devices: every figure derived in tests/test_catalog_late2026.py
     "gb300": (2.5e15, 8e12, 279e9, 1400, 312.5),  # 2.5e15 / 8e12
     "vr200": (1.2e18 / 72, 22e12, 288e9, None, 757.58),  # no bf16 rate: fp8, 1.2 EF / 72 / 22e12
-    "mi455x": (20e15, 19.6e12, 432e9, None, 1020.41),  # no bf16 rate: fp8, 20e15 / 19.6e12
+    "mi455x": (10e15, 19.6e12, 432e9, None, 510.2),  # no bf16 rate: fp16, 10e15 / 19.6e12
     "trainium2": (667e12, 2.9e12, 96 * 2**30, None, 230.0),  # 667e12 / 2.9e12; 96 GiB
     "trainium3": (671e12, 4.9e12, 144 * 2**30, None, 136.94),  # 671e12 / 4.9e12; 144 GiB
     "gaudi3": (1835e12, 3.67e12, 128e9, 900, 500.0),  # 1835e12 / 3.67e12

@@ -35,12 +35,13 @@ __all__ = [
 #: a unit without a roof of its own, and the unit whose roof serves it instead
 ROOF_FALLBACK: dict[str, str] = {"sfu": "vector"}
 
-#: a tensor precision a device may publish no rate for, and the narrower formats whose roof,
-#: the first one published, bounds it instead. A BF16 matmul runs no faster than an FP8 one on
-#: every part in the catalog that publishes both (H100 989 vs 1,979 TFLOPS, Gaudi 3 1,835 vs
-#: 1,835, Trainium3 671 vs 2,517), so the narrower roof is an optimistic bound, never a slower one:
-#: announced parts (NVIDIA's Rubin, AMD's MI455X) publish FP8/FP4 rates and no BF16 one.
-PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {"bf16": ("fp8", "fp4")}
+#: a tensor precision a device may publish no rate for, and the formats whose roof, the first
+#: one published, bounds it instead. A BF16 matmul runs no faster than an FP16 one (every part
+#: in the catalog that publishes both gives them one rate) nor an FP8 one (H100 989 vs 1,979
+#: TFLOPS, Gaudi 3 1,835 vs 1,835, Trainium3 671 vs 2,517), so the substitute is an optimistic
+#: bound, never a slower one: announced parts (AMD's MI455X: FP16; NVIDIA's Rubin: FP8 and
+#: FP4) publish no BF16 rate.
+PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {"bf16": ("fp16", "fp8", "fp4")}
 
 
 def roof_unit(hw: Hardware, unit: str) -> str | None:
