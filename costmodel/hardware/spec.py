@@ -16,7 +16,8 @@ Values are sympy expressions: numbers for a real device or symbols (``P``,
 ``beta``) to keep derivations abstract. Units are in the field names and
 SI inside: FLOP/s, bytes/s (decimal, 1 GB/s = 1e9), bytes, seconds, watts.
 Sparse ("with sparsity") peaks are kept apart in ``sparse_roofs`` and never
-used as dense.
+used as dense. A device whose figures are announced rather than a datasheet's
+names their source and date in ``preliminary``; reports print it once.
 """
 
 from __future__ import annotations
