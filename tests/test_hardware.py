@@ -48,10 +48,30 @@ PINNED = {
     "mi355x": (256 * 4096 * 2.4e9, 8e12, 288e9, 1400, 314.57),  # 256 CUs x 4096 x 2.4 GHz / 8e12
     "tpu-v5p": (459e12, 2765e9, 95 * 2**30, None, 166.0),  # 459e12 / 2765e9; 95 GiB
     "tpu7x": (2307e12, 7380e9, 192 * 2**30, None, 312.6),  # 2307e12 / 7380e9; 192 GiB
+    # late-2026 devices: every figure derived in tests/test_catalog_late2026.py
+    "gb300": (2.5e15, 8e12, 279e9, 1400, 312.5),  # 2.5e15 / 8e12
+    "vr200": (1.2e18 / 72, 22e12, 288e9, None, 757.58),  # no bf16 rate: fp8, 1.2 EF / 72 / 22e12
+    "mi455x": (10e15, 19.6e12, 432e9, None, 510.2),  # no bf16 rate: fp16, 10e15 / 19.6e12
+    "trainium2": (667e12, 2.9e12, 96 * 2**30, None, 230.0),  # 667e12 / 2.9e12; 96 GiB
+    "trainium3": (671e12, 4.9e12, 144 * 2**30, None, 136.94),  # 671e12 / 4.9e12; 144 GiB
+    "gaudi3": (1835e12, 3.67e12, 128e9, 900, 500.0),  # 1835e12 / 3.67e12
 }
 
 #: the scale-up domains the catalog states: NVL72 racks, NVLink bridges, 8-GPU boards
-DOMAINS = {"gb200": 72, "b300": 72, "h100-pcie": 2, "a100-pcie-80gb": 2, "h20": 8, "mi325x": 8}
+DOMAINS = {
+    "gb200": 72,
+    "b300": 72,
+    "h100-pcie": 2,
+    "a100-pcie-80gb": 2,
+    "h20": 8,
+    "mi325x": 8,
+    "gb300": 72,
+    "vr200": 72,
+    "mi455x": 72,
+    "trainium2": 64,
+    "trainium3": 144,
+    "gaudi3": 8,
+}
 
 
 @pytest.mark.parametrize("name", sorted(DOMAINS))
@@ -63,7 +83,8 @@ def test_scale_up_domains(name):
 def test_catalog_numbers(name):
     peak, bw, cap, power, ridge = PINNED[name]
     hw = get_device(name)
-    prec = "bf16" if hw.peak("tensor", "bf16") is not None else "fp16"
+    # the first 16-bit rate published; announced parts with none (Rubin, MI455X) pin fp8
+    prec = next(p for p in ("bf16", "fp16", "fp8") if hw.peak("tensor", p) is not None)
     assert as_float(hw.require_peak("tensor", prec)) == peak
     assert as_float(hw.bandwidth()) == bw
     assert as_float(hw.capacity()) == cap

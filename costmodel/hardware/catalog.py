@@ -54,6 +54,7 @@ _DEVICE_KEYS = {
     "launch_overhead_s",
     "overlap",
     "notes",
+    "preliminary",
 }
 
 
@@ -156,6 +157,11 @@ def hardware_from_dict(
     sm = entry.get("sm_count")
     if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int)):
         raise HardwareSpecError(f"{where}.sm_count must be an integer, got {sm!r}")
+    preliminary = entry.get("preliminary", "")
+    if not isinstance(preliminary, str):
+        raise HardwareSpecError(
+            f"{where}.preliminary must be text naming the source and its date, got {preliminary!r}"
+        )
     kwargs: dict[str, Any] = {}
     for key in ("launch_overhead_s", "overlap"):
         if key in entry:
@@ -174,6 +180,7 @@ def hardware_from_dict(
         price_source=_source(entry.get("price_source"), src),
         sm_count=sm,
         notes=str(entry.get("notes", "")),
+        preliminary=_source(preliminary or None, src),
         **kwargs,
     )
     if not hw.roofs:

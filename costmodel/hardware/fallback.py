@@ -1,5 +1,9 @@
 """Roofs that stand in for a unit a device publishes no roof for, and the notes that say so.
 
+:func:`roof_notes` is also the one place a report learns what to say about the device
+itself: a device whose figures are preliminary (announced, not yet a datasheet's:
+``Hardware.preliminary``) gets one line saying so, first, in every report that names it.
+
 Where no transcendental (SFU) rate is published, ``exp``/``rsqrt`` are charged to the
 vector ALUs at one FLOP per call (:data:`ROOF_FALLBACK`): an optimistic bound, since a
 software exp takes several vector instructions, but never the silent zero a missing roof
@@ -19,10 +23,25 @@ if TYPE_CHECKING:
 
     from .spec import Hardware
 
-__all__ = ["ROOF_FALLBACK", "roof_unit", "fallback_peak", "roof_notes"]
+__all__ = [
+    "ROOF_FALLBACK",
+    "PRECISION_FALLBACK",
+    "roof_unit",
+    "roof_precision",
+    "fallback_peak",
+    "roof_notes",
+]
 
 #: a unit without a roof of its own, and the unit whose roof serves it instead
 ROOF_FALLBACK: dict[str, str] = {"sfu": "vector"}
+
+#: a tensor precision a device may publish no rate for, and the formats whose roof, the first
+#: one published, bounds it instead. A BF16 matmul runs no faster than an FP16 one (every part
+#: in the catalog that publishes both gives them one rate) nor an FP8 one (H100 989 vs 1,979
+#: TFLOPS, Gaudi 3 1,835 vs 1,835, Trainium3 671 vs 2,517), so the substitute is an optimistic
+#: bound, never a slower one: announced parts (AMD's MI455X: FP16; NVIDIA's Rubin: FP8 and
+#: FP4) publish no BF16 rate.
+PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {"bf16": ("fp16", "fp8", "fp4")}
 
 
 def roof_unit(hw: Hardware, unit: str) -> str | None:
@@ -34,26 +53,46 @@ def roof_unit(hw: Hardware, unit: str) -> str | None:
     return sub if sub is not None and hw.precisions(sub) else None
 
 
+def roof_precision(hw: Hardware, unit: str, precision: str) -> str:
+    """The precision whose ``unit`` roof bounds ``precision`` on ``hw``: ``precision`` itself
+    when the device has that roof (or none stands in), else the first
+    :data:`PRECISION_FALLBACK` format it publishes a tensor roof for."""
+    if unit != "tensor" or hw.peak(unit, precision) is not None:
+        return precision
+    return next((p for p in PRECISION_FALLBACK.get(precision, ()) if hw.peak(unit, p) is not None), precision)
+
+
 def fallback_peak(hw: Hardware, unit: str, precision: str) -> sympy.Expr:
     """Peak FLOP/s serving ``unit`` at ``precision``: the unit's own roof, or its substitute's
-    at that precision (else the substitute's fp32 roof, the precision transcendentals keep).
-    :class:`MissingRoofError` when neither exists."""
+    at that precision (else the substitute's fp32 roof, the precision transcendentals keep);
+    a tensor precision the device publishes no rate for is bounded by a narrower format's roof
+    (:func:`roof_precision`). :class:`MissingRoofError` when none exists."""
     target = roof_unit(hw, unit)
     if target is None:
         raise MissingRoofError(f"device {hw.name!r} has no {unit} roof and no roof to substitute")
     if target != unit and hw.peak(target, precision) is None and hw.peak(target, "fp32") is not None:
         precision = "fp32"
-    return hw.require_peak(target, precision)
+    return hw.require_peak(target, roof_precision(hw, target, precision))
 
 
 def roof_notes(hw: Hardware) -> tuple[str, ...]:
-    """One line per unit whose FLOPs another unit's roof bounds on ``hw``, or none does.
+    """The device's notes for a report: one line when its figures are preliminary (the source
+    and date it names), one per tensor precision a narrower format's roof bounds
+    (:func:`roof_precision`), then one per unit whose FLOPs another unit's roof bounds on
+    ``hw``, or none does.
 
     >>> from costmodel.hardware import get_device
     >>> roof_notes(get_device("gb200"))[0]
     'gb200 publishes no sfu roof: its sfu FLOPs (exp, rsqrt) are charged to the vector roof, one FLOP per call'
     """
-    notes = []
+    notes = [f"{hw.name} figures are preliminary: {hw.preliminary}"] if hw.preliminary else []
+    for prec in PRECISION_FALLBACK:
+        sub = roof_precision(hw, "tensor", prec)
+        if sub != prec:
+            notes.append(
+                f"{hw.name} publishes no tensor {prec} rate: its {prec} matmuls are bounded by the {sub} "
+                f"roof, which no {prec} matmul outruns (an optimistic bound)"
+            )
     for unit in UNITS:
         target = roof_unit(hw, unit)
         if target == unit or unit == "tensor":

@@ -16,7 +16,8 @@ Values are sympy expressions: numbers for a real device or symbols (``P``,
 ``beta``) to keep derivations abstract. Units are in the field names and
 SI inside: FLOP/s, bytes/s (decimal, 1 GB/s = 1e9), bytes, seconds, watts.
 Sparse ("with sparsity") peaks are kept apart in ``sparse_roofs`` and never
-used as dense.
+used as dense. A device whose figures are announced rather than a datasheet's
+names their source and date in ``preliminary``; reports print it once.
 """
 
 from __future__ import annotations
@@ -147,6 +148,9 @@ class Hardware:
     launch_overhead_s: sympy.Expr | int = 0
     overlap: sympy.Expr | int = 1
     notes: str = ""
+    #: where the figures are not yet a datasheet's: the source and its date (``""``: final figures);
+    #: every report on the device prints it once (:func:`costmodel.hardware.fallback.roof_notes`)
+    preliminary: str = ""
     _hash: int | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -199,6 +203,10 @@ class Hardware:
         if ov.is_number and ov > 1:
             raise HardwareSpecError(f"{self.name} overlap must be in [0, 1], got {ov}")
         object.__setattr__(self, "overlap", ov)
+        if not isinstance(self.preliminary, str):
+            raise HardwareSpecError(
+                f"{self.name} preliminary must be text naming the source and its date, got {self.preliminary!r}"
+            )
         if self.sm_count is not None and (not isinstance(self.sm_count, int) or self.sm_count <= 0):
             raise HardwareSpecError(f"{self.name} sm_count must be a positive integer, got {self.sm_count!r}")
 
@@ -448,4 +456,5 @@ class Hardware:
             "launch_overhead_s": v(self.launch_overhead_s),
             "overlap": v(self.overlap),
             "notes": self.notes,
+            "preliminary": self.preliminary,
         }

@@ -67,6 +67,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         print(dump(d))
         return 0
     print(f"{hw.name}: {hw.description}")
+    if hw.preliminary:
+        print(f"  preliminary figures: {hw.preliminary}")
     for r in d["roofs"]:
         print(
             f"  {r['unit']:6s} {r['precision']:6s} {fmt_si(r['peak_flops_per_s'], 'FLOP/s'):>16s}  [{r['source']}]"
