@@ -88,6 +88,7 @@ __all__ = [
     "KERNEL_SCALE_RANGE",
     "POLICIES",
     "TERMS",
+    "TERM_RANGES",
     "scaled_kernels_s",
     "vllm_capture_sizes",
 ]
@@ -105,6 +106,8 @@ _TERM_MAX = {
     "output_token_s": 1.0,
 }
 KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
+#: every term's accepted range (its unit: s, or the dimensionless kernel scale)
+TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in _TERM_MAX.items()}}
 
 
 def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:

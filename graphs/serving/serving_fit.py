@@ -19,7 +19,9 @@ so a single request's residual jumps where a group's mean moves smoothly.
 by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
 per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)`` with the terms
 kept in their valid ranges by an active set (a term the step would take below its bound, such as
-a negative time, is held at the bound and the others solved again: :func:`_bounded_step`), and
+a negative time, or a kernel scale below 1 on the bound, whose kernels would then run faster than
+their roofline, is held at the bound and the others solved again: :func:`_bounded_step`; a term
+past the top of its range, :data:`graphs.serving.overheads.TERM_RANGES`, is held there), and
 a step is taken only if it lowers the cost, else a half and a quarter of it are tried (the
 objective is rough at the scale of one iteration's phase, so a full step can overshoot); the fit
 stops when no step helps or the step is under a twentieth of a term's scale. Near the optimum the
@@ -53,7 +55,7 @@ from costmodel.safefile import read_user_file, unique_keys
 
 from .bench_results import BenchRun
 from .engine import EngineConfig
-from .overheads import KERNEL_SCALE_RANGE, TERMS, EngineOverheads
+from .overheads import TERM_RANGES, TERMS, EngineOverheads
 from .predictor import Predictor
 
 __all__ = [
@@ -96,7 +98,7 @@ DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
 #: first requests by arrival (:meth:`graphs.serving.bench_results.BenchRun.first`), said
 MAX_FIT_REQUESTS = 5_000
 BINS = 8  #: groups per run of the TTFT (by prompt length) and TPOT (by output length) means
-_LO = {t: (KERNEL_SCALE_RANGE[0] if t == "kernel_scale" else 0.0) for t in TERMS}
+_LO = {t: TERM_RANGES[t][0] for t in TERMS}
 
 
 def _lower_bounds(predict: str | None) -> dict[str, float]:
@@ -158,7 +160,7 @@ class ServingFit:
     runs: list[RunError] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     rms_residual: float = 0.0  #: of the relative per-request residuals at the optimum
-    #: fitted terms held at their lower bound (no standard error, null in the file's stderr)
+    #: fitted terms held at a bound of their range (no standard error, null in the file's stderr)
     at_bound: tuple[str, ...] = ()
     fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
 
@@ -196,8 +198,11 @@ SimulateRun = Callable[[list[Any], EngineOverheads, int | None], Any]
 
 
 def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
-    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key``."""
+    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key`` (none
+    when no index is)."""
     idx = np.flatnonzero(ok)
+    if not idx.size:
+        return []
     idx = idx[np.argsort(key[idx], kind="stable")]
     return [b for b in np.array_split(idx, min(k, len(idx))) if len(b)]
 
@@ -283,7 +288,7 @@ def fit_serving(
     ``min_tpot_s``: the roofline's shortest TPOT (:func:`roofline_tpot_s`): a run faster than it
     is refused, naming the run and the bound. ``ticks(done, most)`` is called after each run's
     simulation, ``most`` the simulations the fit takes at most (a progress bar). ``kernel_scale`` never goes below 1 when the kernels
-    are priced at their bound (``predict`` None), and a term that ends at its lower bound is
+    are priced at their bound (``predict`` None), and a term that ends at a bound of its range is
     reported held there (:attr:`ServingFit.at_bound`), with no standard error."""
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms:
@@ -337,14 +342,21 @@ def fit_serving(
     h = np.array([_STEP[t] for t in terms])
     lows = _lower_bounds(predict)
     lo = np.array([lows[t] for t in terms])
-    x = np.maximum(lo, np.array([theta[t] for t in terms]))
+    hi = np.array([TERM_RANGES[t][1] for t in terms])  # what an EngineOverheads accepts
+    x = np.clip(np.array([theta[t] for t in terms]), lo, hi)
 
     def at(v: np.ndarray) -> dict[str, float]:
         return {t: float(c) for t, c in zip(terms, v, strict=True)}
 
     def jacobian(v: np.ndarray, r0: np.ndarray) -> np.ndarray:
-        """Forward differences, in units of each term's step: columns of like size."""
-        return np.stack([residuals(at(v + h * (np.arange(p) == k))) - r0 for k in range(p)], axis=1)
+        """Forward differences, in units of each term's step: columns of like size (backward for a
+        term within a step of the top of its range)."""
+        cols = []
+        for k in range(p):
+            e = h * (np.arange(p) == k)
+            up = v[k] + h[k] <= hi[k]
+            cols.append(residuals(at(v + e)) - r0 if up else r0 - residuals(at(v - e)))
+        return np.stack(cols, axis=1)
 
     r = residuals(at(x))
     with np.errstate(over="ignore"):
@@ -358,25 +370,28 @@ def fit_serving(
     for it in range(iterations):
         J = jacobian(x, r)
         say(f"fit step {it + 1}: rms relative residual {math.sqrt(cost / len(r)):.4g}")
-        x_new = _bounded_step(J, r, x, lo, h)
+        x_new = np.minimum(hi, _bounded_step(J, r, x, lo, h))
         if np.max(np.abs(x_new - x) / h) < 0.05:  # moves less than a twentieth of a step: done
             break
         for frac in (1.0, 0.5, 0.25):  # backtracking: a step is taken only if it lowers the cost
-            xt = np.maximum(lo, x + frac * (x_new - x))  # rounding never takes a term below its bound
+            xt = np.clip(x + frac * (x_new - x), lo, hi)  # rounding never takes a term past its bound
             rt = residuals(at(xt))
             if float(rt @ rt) < cost:
                 x, r, cost, J = xt, rt, float(rt @ rt), None
                 break
         else:  # no shorter step helps either: the start of this step is the optimum found
             break
+    x = np.where(
+        x - lo < 1e-9 * h, lo, np.where(hi - x < 1e-9 * h, hi, x)
+    )  # within rounding of a bound: at it
     if J is None:  # the last accepted point's Jacobian, for the standard errors
         J = jacobian(x, r)
     theta = at(x)
     J = J / h  # back to the terms' own units for the covariance
     m = len(y)
-    # a term that ends at its lower bound is held there: no standard error (its interval is one
-    # sided), the others' conditional on it
-    bound = [k for k in range(p) if x[k] <= lo[k]]
+    # a term that ends at a bound of its range is held there: no standard error (its interval is
+    # one sided), the others' conditional on it
+    bound = [k for k in range(p) if x[k] <= lo[k] or x[k] >= hi[k]]
     free = [k for k in range(p) if k not in bound]
     stderr: dict[str, float | None] = {t: None for t in terms}
     if free:
@@ -421,7 +436,7 @@ def _bounded_step(J: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, h
         u = np.where(fixed, (lo - x) / h, 0.0)  # the fixed terms' moves to their bounds, in steps
         if (~fixed).any():
             u[~fixed] = np.linalg.lstsq(J[:, ~fixed], -(r + J @ u), rcond=None)[0]
-        x_new = x + h * u
+        x_new = np.where(fixed, lo, x + h * u)  # a fixed term exactly at its bound, not a rounding off it
         below = ~fixed & (x_new < lo)
         if not below.any():
             break
