@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 from hypothesis import given
@@ -277,6 +278,8 @@ def test_fuzz_output_paths(tmp_path, monkeypatch, capsys):
         }, (argv, new)
         if code == 2:
             assert not new, (argv, new)  # refused before the work
+        if "matplotlib.pyplot" in sys.modules:  # the plots' figures stay open in pyplot
+            sys.modules["matplotlib.pyplot"].close("all")
 
     case()
     print("\nfuzz tally:", json.dumps(TALLY.get("output paths")))
