@@ -276,7 +276,7 @@ def test_fuzz_output_paths(tmp_path, monkeypatch, capsys):
             "out.json",
             "sub-timeline.png",
         }, (argv, new)
-        if code == 2:
+        if code == 2 and "/dev/full" not in argv:  # a full device fails when written, after the work
             assert not new, (argv, new)  # refused before the work
         if "matplotlib.pyplot" in sys.modules:  # the plots' figures stay open in pyplot
             sys.modules["matplotlib.pyplot"].close("all")
