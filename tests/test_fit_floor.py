@@ -414,3 +414,20 @@ def test_an_error_names_a_missing_link_by_its_value():
     bare: Hardware = replace(get_device("h100"), links=(), name="bare")
     with pytest.raises(CostModelError, match=r"device 'bare' has no link 'scale_up'; links: none$"):
         bare.link(LinkName.SCALE_UP)
+
+
+def test_a_probe_spec_replaces_a_link_and_checks_its_suffix(tmp_path):
+    """``probe --out`` wrote with ``Path.write_text``, through a link at the path."""
+    from costmodel.measure.probe import Measurement, ProbeResult
+
+    res = ProbeResult(
+        [Measurement("bw:add", 1e-3, 0.0, bytes=3e9), Measurement("mm:numpy:fp32", 1e-3, 0.0, flops=1e9)],
+        {"cpu": "test"},
+    )
+    (tmp_path / "victim.txt").write_text("victim\n")
+    os.symlink("victim.txt", tmp_path / "probe.json")
+    res.write(tmp_path / "probe.json")
+    assert (tmp_path / "victim.txt").read_text() == "victim\n"
+    assert "devices" in json.loads((tmp_path / "probe.json").read_text())
+    with pytest.raises(CostModelError, match=r"--out '.*probe.toml': the file name must end in one of .json"):
+        res.write(tmp_path / "probe.toml")
