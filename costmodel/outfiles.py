@@ -1,7 +1,9 @@
 """Output files: checked before any work, written atomically, named from the file name only.
 
 * :func:`check_output` refuses, with a one-line error naming the flag, a path whose folder does
-  not exist, is not a folder or is not writable, and a path that is itself a folder;
+  not exist, is not a folder or is not writable, a path that is itself a folder, and a file name
+  whose suffix is not one the output is read back by (``suffixes``: a hardware file is read as
+  TOML unless it ends in ``.json``; a plot's format is its suffix, :data:`PLOT_SUFFIXES`);
 * :func:`atomic_write` writes to a temporary file in the same folder and renames it over the
   target (``os.replace``) only once everything is written and flushed to disk: a full disk or an
   error half-way leaves the old file (or none), never half a CSV. A target that exists and is not
@@ -21,25 +23,48 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from .errors import CostModelError
 
-__all__ = ["check_output", "atomic_write", "sibling"]
+__all__ = ["check_output", "atomic_write", "sibling", "PLOT_SUFFIXES"]
+
+#: the file suffixes a figure is written as (matplotlib's ``savefig`` formats that need no extra
+#: package; no suffix: PNG)
+PLOT_SUFFIXES = (
+    "",
+    ".png",
+    ".svg",
+    ".svgz",
+    ".pdf",
+    ".eps",
+    ".ps",
+    ".pgf",
+    ".jpg",
+    ".jpeg",
+    ".tif",
+    ".tiff",
+    ".webp",
+)
 
 
 def _show(p: Path | str) -> str:
     return repr(str(p)[:200])
 
 
-def check_output(path: str | Path, flag: str) -> Path:
+def check_output(path: str | Path, flag: str, *, suffixes: Sequence[str] = ()) -> Path:
     """``path`` as a Path that can be written: its folder exists, is a folder and is writable,
-    and the path is not a folder (a one-line error naming ``flag`` otherwise)."""
+    the path is not a folder, and its suffix (lower case) is one of ``suffixes`` when given (an
+    existing device or pipe, such as ``/dev/stdout``, has none to check); a one-line error naming
+    ``flag`` otherwise."""
     p = Path(path)
     if not str(path):
         raise CostModelError(f"{flag}: give a file path, got an empty one")
+    if suffixes and p.suffix.lower() not in suffixes and _regular_or_absent(p):
+        shown = ", ".join(s or "none" for s in suffixes)
+        raise CostModelError(f"{flag} {_show(p)}: the file name must end in one of {shown}")
     parent = p.parent if str(p.parent) else Path(".")
     try:
         if not parent.exists():
@@ -60,16 +85,19 @@ def check_output(path: str | Path, flag: str) -> Path:
 def _regular_or_absent(p: Path) -> bool:
     try:
         return stat.S_ISREG(os.stat(p).st_mode)
-    except FileNotFoundError:
+    except (OSError, ValueError):  # absent (a dangling link too), or not a usable name
         return True
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | Path, flag: str = "output", *, binary: bool = False) -> Iterator[IO[Any]]:
+def atomic_write(
+    path: str | Path, flag: str = "output", *, binary: bool = False, suffixes: Sequence[str] = ()
+) -> Iterator[IO[Any]]:
     """A file object whose contents replace ``path`` only when the block ends without an error
-    (module doc); ``OSError`` (a full disk, a vanished folder) becomes a one-line error naming
-    ``flag``, and the temporary file is removed."""
-    p = check_output(path, flag)
+    (module doc; a link at ``path`` is replaced, never written through); ``OSError`` (a full
+    disk, a vanished folder) becomes a one-line error naming ``flag``, and the temporary file is
+    removed. ``suffixes``: as :func:`check_output`."""
+    p = check_output(path, flag, suffixes=suffixes)
     mode = "wb" if binary else "w"
     enc = None if binary else "utf-8"
     try:

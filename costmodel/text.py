@@ -1,18 +1,54 @@
-"""Numbers as text: SI prefixes, times, aligned tables. Light (no sympy): the command line's
-fast paths format with it.
+"""Numbers as text: SI prefixes, times, aligned tables; user text made safe for a terminal.
+Light (no sympy): the command line's fast paths format with it.
 
 >>> fmt_time(0.0042), fmt_si(1.5e9, "B")
 ('4.200 ms', '1.50 GB')
+>>> escape_controls("esc\\x1b]0;PWNED\\x07 ok\\n")
+'esc\\\\x1b]0;PWNED\\\\x07 ok\\n'
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .results import plain
 
-__all__ = ["fmt_si", "fmt_time", "format_table"]
+__all__ = ["fmt_si", "fmt_time", "format_table", "escape_controls", "EscapedStream"]
+
+#: what a terminal acts on rather than shows: C0 controls but newline and tab (escape sequences,
+#: bell, carriage return, backspace), DEL, C1 controls, and the bidirectional overrides that
+#: reorder what is shown (Unicode TR9's embeddings, overrides and isolates, and the marks)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with each control character (:data:`_CONTROLS`) written as its Python escape
+    (``\\x1b``, ``\\u202e``), so a user's string (a device description, a file name) prints
+    as itself and never drives the terminal; newline and tab pass."""
+    return _CONTROLS.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+class EscapedStream:
+    """A text stream whose writes pass through :func:`escape_controls`: the command line wraps
+    ``sys.stdout`` and ``sys.stderr`` in it for the run of a command, so every command's output
+    is escaped at the one boundary. ``unescaped`` is the stream below, for the command line's
+    own control characters (a progress bar's carriage return); anything else is delegated."""
+
+    def __init__(self, stream: Any) -> None:
+        self.unescaped = stream
+
+    def write(self, text: str) -> int:
+        self.unescaped.write(escape_controls(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.unescaped, name)
 
 
 def fmt_si(x: float, unit: str = "") -> str:

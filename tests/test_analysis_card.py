@@ -54,8 +54,24 @@ def test_the_cli_serves_analyze_from_the_card_without_sympy(tmp_path):
     import subprocess
     import sys
 
-    env = {"COSTMODEL_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])}
-    cmd = [sys.executable, "-m", "costmodel", "model", "analyze", "tiny", "--batch", "3", "--ctx", "50", "--tp", "2"]
+    env = {
+        "COSTMODEL_CACHE_DIR": str(tmp_path),
+        "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1]),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "costmodel",
+        "model",
+        "analyze",
+        "tiny",
+        "--batch",
+        "3",
+        "--ctx",
+        "50",
+        "--tp",
+        "2",
+    ]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     probe = (
         "import runpy, sys; sys.argv = " + repr(cmd[2:]) + "\n"

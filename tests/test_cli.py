@@ -193,7 +193,9 @@ def test_prefill_decode_sweep_commands(capsys, tmp_path):
     assert json.loads(out)["terms_s"]["link:scale_up"] > 0
     f = tmp_path / "s.csv"
     code, out, err = run(capsys, "sweep", "tiny", "--batches", "1:64:2", "--ctxs", "128,256", "--csv", str(f))
-    assert code == 0 and "Pareto frontier" in out and "sweep [" not in err and f.exists()  # progress: TTY only
+    assert (
+        code == 0 and "Pareto frontier" in out and "sweep [" not in err and f.exists()
+    )  # progress: TTY only
     code, out, _ = run(capsys, "sweep", "tiny", "--batches", "1,2", "--ctxs", "64", "--json", "--quiet")
     assert len(json.loads(out)["points"]) == 2
 

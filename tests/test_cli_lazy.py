@@ -43,9 +43,7 @@ def test_help_lists_every_command_and_imports_none() -> None:
     assert not loaded & command_modules, loaded & command_modules
     loaded = _modules_after(["decode", "--help"])  # its own module (and what that one imports)
     assert "graphs.cli.phases" in loaded
-    assert not loaded & {
-        f"graphs.cli.{m}" for m in ("serve", "simulate", "search", "plot", "fusion", "hw")
-    }
+    assert not loaded & {f"graphs.cli.{m}" for m in ("serve", "simulate", "search", "plot", "fusion", "hw")}
 
 
 def test_help_text_names_every_command(capsys: pytest.CaptureFixture[str]) -> None:

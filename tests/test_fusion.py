@@ -88,7 +88,9 @@ def test_recompute_counts_flops_twice_and_saves_the_write():
     g = nx.DiGraph()
     bld = GraphBuilder(g, phase="none", group="t")
     x = bld.source("x", Tensor("x", (100,), "fp32"), "input", resident=False)
-    a = bld.op("a", "elementwise", Role.ACTIVATION, [x], [Tensor("t.a", (100,), "fp32")], n=100, dtype="fp32")[0]
+    a = bld.op(
+        "a", "elementwise", Role.ACTIVATION, [x], [Tensor("t.a", (100,), "fp32")], n=100, dtype="fp32"
+    )[0]
     bld.op("b", "elementwise", Role.ACTIVATION, [a], [Tensor("t.b", (100,), "fp32")], n=100, dtype="fp32")
     bld.op("c", "elementwise", Role.ACTIVATION, [a], [Tensor("t.c", (100,), "fp32")], n=100, dtype="fp32")
     plan = FusionPlan((Group("g1", ("t.a", "t.b")), Group("g2", ("t.a", "t.c"))), frozenset({"t.a"}))

@@ -254,18 +254,18 @@ class Hardware:
             if m.name == name:
                 return m
         have = ", ".join(m.name for m in self.memory)
-        raise MissingRoofError(f"device {self.name!r} has no memory level {name!r}; levels: {have}")
+        raise MissingRoofError(f"device {self.name!r} has no memory level {str(name)!r}; levels: {have}")
 
     def bandwidth(self, level: str = "dram") -> sympy.Expr:
         bw = self.level(level).bandwidth_bytes_per_s
         if bw is None:
-            raise MissingRoofError(f"device {self.name!r}: memory level {level!r} has no bandwidth")
+            raise MissingRoofError(f"device {self.name!r}: memory level {str(level)!r} has no bandwidth")
         return bw
 
     def capacity(self, level: str = "dram") -> sympy.Expr:
         cap = self.level(level).capacity_bytes
         if cap is None:
-            raise MissingRoofError(f"device {self.name!r}: memory level {level!r} has no capacity")
+            raise MissingRoofError(f"device {self.name!r}: memory level {str(level)!r} has no capacity")
         return cap
 
     def link(self, name: str) -> Link:
@@ -273,7 +273,7 @@ class Hardware:
             if lk.name == name:
                 return lk
         have = ", ".join(lk.name for lk in self.links) or "none"
-        raise MissingRoofError(f"device {self.name!r} has no link {name!r}; links: {have}")
+        raise MissingRoofError(f"device {self.name!r} has no link {str(name)!r}; links: {have}")
 
     def _domain(self) -> int | None:
         """Devices the ``scale_up`` link joins (None: no such link, or its domain not stated)."""

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..hardware import Hardware, hardware_from_dict
+from ..outfiles import atomic_write
 
 __all__ = ["Measurement", "ProbeResult", "time_best", "probe", "environment"]
 
@@ -190,8 +191,10 @@ class ProbeResult:
         d = self.spec_dict(name)
         return hardware_from_dict(name, d["devices"][name])
 
-    def write(self, path: str | Path, name: str = "probe") -> None:
-        Path(path).write_text(json.dumps(self.spec_dict(name), indent=2))
+    def write(self, path: str | Path, name: str = "probe", flag: str = "--out") -> None:
+        """The spec as a JSON hardware file, written atomically (never through a link)."""
+        with atomic_write(path, flag, suffixes=(".json",)) as f:
+            f.write(json.dumps(self.spec_dict(name), indent=2))
 
 
 def _say(progress: Progress | None, msg: str) -> None:

@@ -12,11 +12,13 @@ precision, DRAM by its ``e_m``, the scale-up link by the all-reduce fit's
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..hardware import get_device
+from ..outfiles import PLOT_SUFFIXES, atomic_write
 from .applied import fit_groups
 from .corpus import FAMILIES, FRAMEWORKS, MeasuredDataError, corpus_info, systems_with_data
 from .heldout import HeldOut, check_request, evaluate, prepared
@@ -188,6 +190,7 @@ def scatter_plot(family: str, device: str, path: str) -> str:
     ax.set_title(f"{family} on {device} ({corpus_info().package} {corpus_info().version})", fontsize=8)
     ax.legend(markerscale=8, fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "plot", binary=True, suffixes=PLOT_SUFFIXES) as f:  # never through a link
+        fig.savefig(f, dpi=110, format=Path(path).suffix[1:].lower() or "png")
     plt.close(fig)
     return path

@@ -19,7 +19,7 @@ from typing import Any
 
 from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
 
-from .common import dump
+from .common import dump, progress_bar
 from .options import check_output_path
 
 __all__ = [
@@ -49,11 +49,12 @@ def _say(quiet: bool) -> Callable[[str], None]:
 def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
     from costmodel.hardware import get_device
     from costmodel.measured.report import calibrated_spec
+    from costmodel.outfiles import atomic_write
 
-    check_output_path(args.out, "--out")
+    check_output_path(args.out, "--out", suffixes=HW_FILE_SUFFIXES)
     hw = get_device(args.device)
     spec = calibrated_spec(hw.name, args.framework, name=args.name)
-    with open(args.out, "w") as f:
+    with atomic_write(args.out, "--out", suffixes=HW_FILE_SUFFIXES) as f:  # never through a link
         json.dump(spec, f, indent=2)
     name = next(iter(spec["devices"]))
     if args.json:
@@ -87,8 +88,25 @@ def measured_devices(names: str, field: str = "--devices") -> list[str]:
     return out
 
 
+#: a hardware file written as JSON is read back as JSON only with this suffix (else as TOML)
+HW_FILE_SUFFIXES = (".json",)
+
+
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
     devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
+    if args.plot_dir:  # before the report's work: the folder, and a file in it, can be written
+        import os
+
+        from costmodel.errors import CostModelError
+
+        try:
+            os.makedirs(args.plot_dir, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            msg = getattr(exc, "strerror", None) or exc
+            raise CostModelError(
+                f"--plot-dir {args.plot_dir[:200]!r} cannot be made a folder: {msg}"
+            ) from None
+        check_output_path(os.path.join(args.plot_dir, "scatter.png"), "--plot-dir")
 
     from costmodel.hardware import get_device
     from costmodel.measured import FAMILIES
@@ -100,7 +118,6 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
     if args.plot_dir:
         import os
 
-        os.makedirs(args.plot_dir, exist_ok=True)
         for fam in fams:
             for v in rep["violations"]:
                 if v.family == fam:
@@ -150,7 +167,14 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     from graphs.serving.bench_results import read_results
     from graphs.serving.engine import EngineConfig
     from graphs.serving.overheads import TERMS, EngineOverheads
-    from graphs.serving.serving_fit import DEFAULT_TERMS, fit_serving, simulate_with, write_fit
+    from graphs.serving.serving_fit import (
+        DEFAULT_TERMS,
+        MAX_FIT_REQUESTS,
+        fit_serving,
+        roofline_tpot_s,
+        simulate_with,
+        write_fit,
+    )
 
     from .phases import resolve_config
 
@@ -159,7 +183,8 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     bad = [t for t in terms if t not in TERMS]
     if bad:
         raise CostModelError(f"--terms: {bad[0][:40]!r} is not a term; terms: {', '.join(TERMS)}")
-    runs = [run for path in args.results for run in read_results(path, seed=args.seed)]
+    cap = MAX_FIT_REQUESTS if args.max_requests is None else args.max_requests  # ranged by the parser
+    runs = [run for path in args.results for run in read_results(path, seed=args.seed, max_requests=cap)]
     held = _holdout(args.holdout, runs)
     cfg = resolve_config(args)
     dev = get_device(args.device).name
@@ -168,6 +193,13 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         args.predict, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
     )
     scales = fp8_scales_of(args)
+    cut = [run for run in runs if run.in_file > len(run.prompt)]
+    for c in cut if not args.quiet else []:  # said before the work: the fit reads a window of each long run
+        sys.stderr.write(
+            f"  note: {c.source} holds {c.in_file:,} requests: the fit replays its first "
+            f"{len(c.prompt):,} by arrival (--max-requests)\n"
+        )
+    bar = sys.stderr.isatty() and not args.quiet  # a terminal: one bar, else the step lines
     fit = fit_serving(
         runs,
         simulate_with(cfg, dev, tp=args.tp, predict=args.predict, engine=eng, fp8_scales=scales),
@@ -178,8 +210,10 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         device=dev,
         tp=args.tp,
         predict=args.predict,
-        progress=_say(args.quiet),
+        progress=_say(args.quiet or bar),
         fp8_scales=scales,
+        min_tpot_s=roofline_tpot_s(cfg, dev, tp=args.tp),
+        ticks=progress_bar("fit", args.quiet, unit="simulations (at most)") if bar else None,
     )
     write_fit(fit, args.out)
     if args.json:
@@ -192,6 +226,10 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         + (f" (FP8 activation scales {scales})" if args.predict else "")
         + f": {len(runs) - len(held)} run(s) fitted, {len(held)} held out"
     )
+    for c in cut:
+        print(
+            f"  note: {c.source} holds {c.in_file:,} requests; the first {len(c.prompt):,} by arrival were fitted"
+        )
     if drawn:
         print(
             f"  note: {drawn} run(s) hold no send times (vllm bench serve): arrivals redrawn at their rate, --seed {args.seed}"
@@ -206,7 +244,11 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         k, unit = units.get(t, (1e3, " ms"))
         v, se = getattr(fit.overheads, t), fit.stderr[t]
         err = (
-            "held at its lower bound (no standard error)"
+            (
+                "held at its bound: the roofline (a smaller scale would price kernels below it)"
+                if t == "kernel_scale" and not args.predict
+                else "held at its bound (no standard error)"
+            )
             if t in fit.at_bound
             else "not determined by these runs"
             if se is None
@@ -335,6 +377,14 @@ def add_calibrate_parser(sub: Any) -> None:
         "keep the --predict framework's defaults, zero for the bound)",
     )
     sv.add_argument("--seed", type=int, default=0, help="seed of the arrivals redrawn for a vllm result")
+    sv.add_argument(
+        "--max-requests",
+        type=int,
+        default=None,
+        help="requests of each run replayed: a longer run is cut to its first requests by arrival, "
+        "and said (default 5,000, serving_fit.MAX_FIT_REQUESTS: each fit step simulates every run "
+        "several times)",
+    )
     sv.add_argument(
         "--max-num-batched-tokens", type=int, default=8192, help="the engine's token budget per iteration"
     )
@@ -498,7 +548,7 @@ def with_prediction(
             doc["prediction"] = pj.to_dict()
             doc["prediction"]["interval_s"] = list(_interval(args, phase))
             if fit is not None:
-                doc["engine_overheads"] = _fit_step(args, phase, fit, pj.corrected_s)
+                doc["engine_overheads"] = _fit_step(args, phase, fit, pj.corrected_s, pj.bound_s)
             print(dump(doc))
             return rc
         rc = cmd(args)
@@ -520,30 +570,39 @@ def with_prediction(
             print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
         print("\n".join(coverage_lines(p)))
         if fit is not None:
-            _print_fit_step(args, phase, fit, p.corrected_s)
+            _print_fit_step(args, phase, fit, p.corrected_s, p.bound_s)
         return rc
 
     return run
 
 
-def _fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: float) -> dict[str, Any]:
-    """One step with a fit's engine overheads: ``kernel_scale x kernels + a + b B + c T``."""
+def _fit_step(
+    args: argparse.Namespace, phase: str, fit: Any, kernels_s: float, bound_s: float
+) -> dict[str, Any]:
+    """One step with a fit's engine overheads: ``max(kernel_scale x kernels, bound) + a + b B + c T``
+    (:func:`graphs.serving.overheads.scaled_kernels_s`: never below the step's roofline)."""
+    from graphs.serving.overheads import scaled_kernels_s
+
     ov = fit.overheads
     tokens = args.batch if phase == "decode" else args.batch * args.seq
     cpu = ov.cpu_s(args.batch, tokens)
+    scaled, floored = scaled_kernels_s(ov.kernel_scale, kernels_s, bound_s)
     return {
         "file": args.predict_file,
         "kernels_s": kernels_s,
         "kernel_scale": ov.kernel_scale,
+        "bound_s": bound_s,
+        "scaled_kernels_s": scaled,
+        "floored_at_bound": floored,
         "cpu_s": cpu,
-        "step_s": ov.kernel_scale * kernels_s + cpu,
+        "step_s": scaled + cpu,
         "request_s": ov.request_s,
         "output_token_s": ov.output_token_s,
     }
 
 
-def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: float) -> None:
-    d = _fit_step(args, phase, fit, kernels_s)
+def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: float, bound_s: float) -> None:
+    d = _fit_step(args, phase, fit, kernels_s, bound_s)
     what = "TPOT" if phase == "decode" else "TTFT"
     print(f"\n{what} with the engine overheads of --predict-file {args.predict_file[:200]}:")
     from costmodel.hardware import get_device
@@ -557,10 +616,20 @@ def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: f
         if phase == "decode"
         else f" + {(fit.overheads.request_s + fit.overheads.output_token_s) * 1e3:.4g} ms request path"
     )
+    floor = (
+        f" = {d['kernel_scale'] * kernels_s * 1e3:.3f} ms, held at the roofline bound {bound_s * 1e3:.3f} ms"
+        if d["floored_at_bound"]
+        else ""
+    )
     print(
-        f"  {d['kernel_scale']:.4g} x {kernels_s * 1e3:.3f} ms kernels + {d['cpu_s'] * 1e3:.4g} ms CPU = "
+        f"  {d['kernel_scale']:.4g} x {kernels_s * 1e3:.3f} ms kernels{floor} + {d['cpu_s'] * 1e3:.4g} ms CPU = "
         f"{d['step_s'] * 1e3:.3f} ms per step{extra}"
     )
+    if d["floored_at_bound"]:
+        print(
+            f"  note: kernel_scale {d['kernel_scale']:.4g} would price the kernels below their roofline "
+            "bound; physics is a floor, so the bound prices them"
+        )
 
 
 def _with_fit(
@@ -582,9 +651,9 @@ def _with_fit(
         with contextlib.redirect_stdout(buf):
             rc = cmd(args)
         doc = json.loads(buf.getvalue())
-        doc["engine_overheads"] = _fit_step(args, phase, fit, bound)
+        doc["engine_overheads"] = _fit_step(args, phase, fit, bound, bound)
         print(dump(doc))
         return rc
     rc = cmd(args)
-    _print_fit_step(args, phase, fit, bound)
+    _print_fit_step(args, phase, fit, bound, bound)
     return rc

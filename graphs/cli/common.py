@@ -58,9 +58,10 @@ def progress_bar(label: str, quiet: bool = False, unit: str = "points") -> Calla
         last[0] = pct
         width = 30
         filled = int(width * done / total)
-        sys.stderr.write(f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} {unit}")
+        err = getattr(sys.stderr, "unescaped", sys.stderr)  # its own carriage return passes
+        err.write(f"\r  {label} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} {unit}")
         if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            err.write("\n")
+        err.flush()
 
     return progress

@@ -234,7 +234,23 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit code (see :data:`options.EXIT_CODES`)."""
+    """Run one command; returns the exit code (see :data:`options.EXIT_CODES`). What it prints
+    on stdout and stderr has its control characters escaped (:class:`costmodel.text.EscapedStream`:
+    a device description or a file name from the user never drives the terminal)."""
+    from costmodel.text import EscapedStream
+
+    from .options import reset_outputs
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapedStream(out), EscapedStream(err)
+    reset_outputs()  # the output paths this command claims (options.check_output_path)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from costmodel.errors import CostModelError  # light: the engine loads when a command runs
 
     try:

@@ -25,11 +25,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from costmodel.measure.calibrate import calibrate
     from costmodel.measure.microbench import run_benchmarks
     from costmodel.measure.probe import probe
+    from costmodel.outfiles import atomic_write
     from costmodel.report import format_table
 
-    check_output_path(args.out, "--out")  # before measuring, not after
+    from .calibrate import HW_FILE_SUFFIXES
+
+    check_output_path(args.out, "--out", suffixes=HW_FILE_SUFFIXES)  # before measuring, not after
     if args.calibrated_out:
-        check_output_path(args.calibrated_out, "--calibrated-out")
+        check_output_path(args.calibrated_out, "--calibrated-out", suffixes=HW_FILE_SUFFIXES)
     say = _progress(args.quiet)
     res = probe(small=args.small, repeats=args.repeats, use_torch=not args.no_torch, progress=say)
     res.write(args.out, name=args.name)
@@ -43,7 +46,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             if r["unit"] == "tensor":
                 r["peak_flops_per_s"] *= cal.gemm_e_max
         dev["memory"][0]["bandwidth_bytes_per_s"] *= cal.memory_efficiency
-        with open(args.calibrated_out, "w") as f:
+        with atomic_write(args.calibrated_out, "--calibrated-out", suffixes=HW_FILE_SUFFIXES) as f:
             json.dump(spec, f, indent=2)
     if args.json:
         print(

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -32,6 +33,7 @@ __all__ = [
     "number",
     "int_list",
     "check_output_path",
+    "reset_outputs",
     "all_actions",
     "add_dtype_options",
     "apply_dtypes",
@@ -78,6 +80,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "k_max": (1, 256),
     "workers": (1, 1024),
     "requests": (1, 10**7),
+    "max_requests": (1, 10**7),
     "seed": (0, 2**32 - 1),
     "max_num_batched_tokens": (1, 10**7),
     "max_num_seqs": (1, 10**6),
@@ -302,11 +305,36 @@ def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
     return list(range(start, stop + 1, step))
 
 
-def check_output_path(path: str | Path, flag: str) -> Path:
-    """``path`` as a Path that can be written, checked before any work (:func:`costmodel.outfiles.check_output`)."""
+#: the files this command's outputs claimed so far (:func:`check_output_path`): path -> flag
+_CLAIMED: dict[str, str] = {}
+
+
+def reset_outputs() -> None:
+    """Forget the outputs claimed: a new command starts (:func:`graphs.cli.main.main`)."""
+    _CLAIMED.clear()
+
+
+def check_output_path(path: str | Path, flag: str, *, suffixes: Sequence[str] = ()) -> Path:
+    """``path`` as a Path that can be written, checked before any work
+    (:func:`costmodel.outfiles.check_output`, ``suffixes`` its), and claimed for ``flag``: a file
+    another output of the same command already claimed is refused (two outputs to one path: the
+    second would replace the first). An existing device or pipe (``/dev/null``) can take several."""
+    from costmodel.errors import CostModelError
     from costmodel.outfiles import check_output
 
-    return check_output(path, flag)
+    p = check_output(path, flag, suffixes=suffixes)
+    try:
+        if p.exists() and not p.is_file():
+            return p
+        key = os.path.join(os.path.realpath(p.parent if str(p.parent) else "."), p.name)
+    except (OSError, ValueError):
+        return p
+    other = _CLAIMED.setdefault(key, flag)
+    if other != flag:
+        raise CostModelError(
+            f"{flag} {str(path)[:200]!r} is also {other}'s output: give each output its own file"
+        )
+    return p
 
 
 #: the dtype options of every serving command -> the ModelConfig field each replaces

@@ -20,8 +20,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from costmodel import plots
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
+    from costmodel.outfiles import PLOT_SUFFIXES
 
-    check_output_path(args.out, "--out")
+    check_output_path(args.out, "--out", suffixes=PLOT_SUFFIXES)
     if args.kind == "batch-sweep" and args.measure:
         if args.device is not None or args.model is not None:
             raise CostModelError(

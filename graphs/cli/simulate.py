@@ -251,7 +251,7 @@ def _interval_lines(iv: Any) -> list[str]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from costmodel.errors import CostModelError
-    from costmodel.outfiles import sibling
+    from costmodel.outfiles import PLOT_SUFFIXES, sibling
     from graphs.serving.capacity_search import max_rate
     from graphs.serving.requests import read_trace, synthetic
     from graphs.serving.simulator import simulate
@@ -263,7 +263,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.csv:  # every output path before any work
         check_output_path(args.csv, "--csv")
     if args.plot:
-        check_output_path(args.plot, "--plot")
+        check_output_path(args.plot, "--plot", suffixes=PLOT_SUFFIXES)
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model), args)

@@ -24,6 +24,14 @@ Three formats:
   the strategy's ``rate`` where it has one, else the arrivals' own ``(n - 1) / span``.
 * a plain per-request CSV with the header ``arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s``
   (one run; its rate ``(n - 1) / span`` of the arrivals).
+
+Bounds: a result file is read to at most :data:`MAX_BYTES`, and a JSON file's objects and values
+are counted (``{`` and ``,`` bytes, an upper bound of what a parse builds) before it is parsed:
+:data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` keep the parse's memory near a few hundred MB
+(a ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values). Every latency
+is at least :data:`MIN_LATENCY_S` and every rate in ``[1e-6, 1e9]`` requests/s. A run of more
+than ``max_requests`` requests is cut to its first ``max_requests`` by arrival
+(:meth:`BenchRun.first`), which the fit states.
 """
 
 from __future__ import annotations
@@ -44,12 +52,29 @@ from costmodel.safefile import read_user_file, unique_keys
 
 from .requests import Request, arrival_times
 
-__all__ = ["BenchRun", "CSV_COLUMNS", "read_results", "vllm_arrivals"]
+__all__ = [
+    "BenchRun",
+    "CSV_COLUMNS",
+    "MAX_BYTES",
+    "MAX_JSON_OBJECTS",
+    "MAX_JSON_VALUES",
+    "MIN_LATENCY_S",
+    "read_results",
+    "vllm_arrivals",
+]
 
 #: the header of a plain per-request CSV
 CSV_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s")
-MAX_BYTES = 512 * 2**20  #: the largest result file read
+MAX_BYTES = 256 * 2**20  #: the largest result file read
+#: the most JSON objects and values (module doc) a result file may hold: a parse builds each as
+#: a Python object (tens of bytes apiece), so these bound its memory, checked before it runs
+MAX_JSON_OBJECTS = 2_000_000
+MAX_JSON_VALUES = 16_000_000
 MAX_TOKENS = 10**7
+#: the shortest TTFT or end-to-end latency accepted (s): one kernel launch takes several us,
+#: a served token many; anything shorter is a unit error (ms or ns read as s)
+MIN_LATENCY_S = 1e-6
+RATE_RANGE = (1e-6, 1e9)  #: accepted request rates (requests/s)
 
 
 @dataclass(frozen=True)
@@ -66,6 +91,24 @@ class BenchRun:
     e2e_s: np.ndarray
     drawn: bool = False  #: the arrivals were redrawn (a vllm file holds none)
     concurrency: int | None = None  #: closed-loop clients (vllm's --max-concurrency), None: open loop
+    in_file: int = 0  #: the successful requests the file holds (more than here when cut: :meth:`first`)
+
+    def first(self, n: int) -> BenchRun:
+        """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
+        window keeps the load and queue the requests saw, but for the last few, whose later
+        neighbours are gone (a drain's worth of a run much longer than it)."""
+        if len(self.prompt) <= n:
+            return self
+        keep = np.sort(np.argsort(self.arrival_s, kind="stable")[:n])
+        return dataclasses.replace(
+            self,
+            arrival_s=self.arrival_s[keep],
+            prompt=self.prompt[keep],
+            output=self.output[keep],
+            ttft_s=self.ttft_s[keep],
+            e2e_s=self.e2e_s[keep],
+            in_file=self.in_file or len(self.prompt),
+        )
 
     @property
     def requests(self) -> list[Request]:
@@ -97,6 +140,15 @@ def vllm_arrivals(n: int, rate: float | None, burstiness: float, seed: int) -> n
 
 def _load_json(path: str) -> Any:
     data = read_user_file(path, what="result file", max_bytes=MAX_BYTES)
+    for what, n, cap in (
+        ("objects", data.count(b"{"), MAX_JSON_OBJECTS),
+        ("values", data.count(b","), MAX_JSON_VALUES),
+    ):
+        if n > cap:  # counted before the parse builds them (module doc)
+            raise CostModelError(
+                f"result file {path[:200]!r} holds more than {cap:,} JSON {what} ({n:,} found): more than "
+                "a serving benchmark's results need; give a file of fewer requests"
+            )
     try:
         return json.loads(data, object_pairs_hook=unique_keys())
     except (ValueError, RecursionError) as exc:
@@ -107,6 +159,11 @@ def _num(x: Any, where: str, lo: float = 0.0, hi: float = 1e7) -> float:
     if isinstance(x, bool) or not isinstance(x, int | float) or not (math.isfinite(x) and lo <= x <= hi):
         raise CostModelError(f"{where} must be a number in [{lo:g}, {hi:g}], got {str(x)[:40]!r}")
     return float(x)
+
+
+def _latency(x: Any, where: str) -> float:
+    """A TTFT or end-to-end latency (s): at least :data:`MIN_LATENCY_S`."""
+    return _num(x, f"{where} (s)", MIN_LATENCY_S)
 
 
 def _tokens(x: Any, where: str) -> int:
@@ -152,7 +209,7 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         if not isinstance(doc[k], list) or len(doc[k]) != n:
             raise CostModelError(f"{source}: {k} must be a list as long as input_lens ({n})")
     rr = doc.get("request_rate", "inf")
-    rate = None if rr in ("inf", None) or rr == math.inf else _num(rr, f"{source}: request_rate", 1e-6, 1e9)
+    rate = None if rr in ("inf", None) or rr == math.inf else _num(rr, f"{source}: request_rate", *RATE_RANGE)
     burst = _num(doc.get("burstiness", 1.0), f"{source}: burstiness", 1e-4, 1e4)
     mc = doc.get("max_concurrency")
     if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= 10**7):
@@ -177,7 +234,7 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         itl = doc["itls"][i]
         if not isinstance(itl, list):
             raise CostModelError(f"{source}: itls[{i}] must be a list of seconds")
-        ttft = _num(doc["ttfts"][i], f"{source}: ttfts[{i}]")
+        ttft = _latency(doc["ttfts"][i], f"{source}: ttfts[{i}]")
         gaps = sum(_num(g, f"{source}: itls[{i}]") for g in itl)
         arr = _num(arrivals[i], f"{source}: start_times[{i}]", 0.0, 1e12)
         p, o = (
@@ -198,7 +255,14 @@ def _guidellm(doc: dict[str, Any], source: str) -> list[BenchRun]:
     runs = []
     for j, b in enumerate(benches):
         where = f"{source} benchmarks[{j}]"
-        reqs = (b.get("requests") or {}).get("successful") if isinstance(b, dict) else None
+        if not isinstance(b, dict):
+            raise CostModelError(f"{where} must be an object, got {type(b).__name__}")
+        held = b.get("requests")
+        if not isinstance(held, dict):
+            raise CostModelError(
+                f"{where}.requests must be an object with 'successful', a list of requests; got {type(held).__name__}"
+            )
+        reqs = held.get("successful")
         if not isinstance(reqs, list):
             raise CostModelError(f"{where}: needs requests.successful, a list of requests")
         rows = []
@@ -216,18 +280,11 @@ def _guidellm(doc: dict[str, Any], source: str) -> list[BenchRun]:
                 _tokens(r["prompt_tokens"], f"{w}.prompt_tokens"),
                 _tokens(r["output_tokens"], f"{w}.output_tokens"),
             )
-            rows.append((t0, p, o, ft - t0, end - t0))
+            rows.append((t0, p, o, _latency(ft - t0, f"{w}: first_token_time - start_time"), end - t0))
         args = b.get("args")
         strategy = args.get("strategy") if isinstance(args, dict) else None
         rate = strategy.get("rate") if isinstance(strategy, dict) else None
-        given = (
-            float(rate)
-            if isinstance(rate, int | float)
-            and not isinstance(rate, bool)
-            and math.isfinite(rate)
-            and rate > 0
-            else None
-        )
+        given = None if rate is None else _num(rate, f"{where}.args.strategy.rate (requests/s)", *RATE_RANGE)
         runs.append(_with_rate(_run(f"{source}#{j}", None, rows, False), given))
     return runs
 
@@ -255,18 +312,27 @@ def _csv(path: str) -> BenchRun:
                 raise CostModelError(f"{w}: every column must be a number") from None
             a, p, o, t, e = vals
             _num(a, f"{w}: arrival_s", 0.0, 1e12)
-            _num(t, f"{w}: ttft_s")
-            _num(e, f"{w}: e2e_s")
+            _latency(t, f"{w}: ttft_s")
+            _latency(e, f"{w}: e2e_s")
             rows.append((a, _whole(p, f"{w}: prompt_tokens"), _whole(o, f"{w}: output_tokens"), t, e))
     except csv.Error as exc:
         raise CostModelError(f"result CSV {path[:200]!r}: {exc}") from None
     return _with_rate(_run(Path(path).name, None, rows, False), None)
 
 
-def read_results(path: str, *, seed: int = 0) -> list[BenchRun]:
+def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -> list[BenchRun]:
     """The runs in one result file: a ``.csv`` is a per-request CSV; a JSON object with
     ``benchmarks`` is a GuideLLM report, one with ``ttfts`` a ``vllm bench serve`` result
-    (module doc; ``seed`` draws a vllm file's arrivals)."""
+    (module doc; ``seed`` draws a vllm file's arrivals); each run cut to its first
+    ``max_requests`` by arrival (:meth:`BenchRun.first`; None: whole)."""
+    if max_requests is not None and (
+        isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
+    ):
+        raise CostModelError(f"max_requests must be a whole number >= 1, got {str(max_requests)[:40]!r}")
+    return [r if max_requests is None else r.first(max_requests) for r in _read(path, seed)]
+
+
+def _read(path: str, seed: int) -> list[BenchRun]:
     if path.lower().endswith(".csv"):
         return [_csv(path)]
     doc = _load_json(path)

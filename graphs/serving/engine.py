@@ -46,7 +46,8 @@ plus generated) have KV; it finishes with its last output token and frees its bl
 recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
 mixed-batch step cost (:class:`graphs.serving.mixed.MixedStep`: the per-kernel rooflines of that
 exact batch; or :class:`graphs.serving.predictor.PredictedStep`: its kernels priced by a
-predictor, never below those rooflines) times the overheads' ``kernel_scale``, plus a fixed
+predictor, never below those rooflines) times the overheads' ``kernel_scale`` (floored at the
+iteration's roofline: :func:`graphs.serving.overheads.scaled_kernels_s`), plus a fixed
 per-iteration overhead and the CPU terms of :class:`graphs.serving.overheads.EngineOverheads`
 (a decode-only batch priced at its CUDA-graph capture size).
 
@@ -63,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
-from .overheads import POLICIES, EngineOverheads
+from .overheads import POLICIES, EngineOverheads, scaled_kernels_s
 
 if TYPE_CHECKING:
     from .kv_tiers import KVTiers
@@ -215,6 +216,7 @@ class Replica:
         #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.cost`)
         self.busy_s = 0.0
         self.prefill_s = 0.0
+        self.floored = 0  #: iterations whose scaled kernels the roofline floor bound
         self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
         self._batch_wait = cfg.batch_wait_timeout_iters > 0 and cfg.batch_wait_max_tokens_ratio > 0
         self._waited = 0  #: iterations new prompts have been held back (batch waiting)
@@ -313,7 +315,8 @@ class Replica:
         """A prefix held only in a lower tier is loaded back into GPU blocks, when they can be
         found and the load pays (its transfer time is charged to this iteration:
         :mod:`graphs.serving.kv_tiers`). True: recomputing its tokens is faster than the load
-        (``t_load > kernel_scale x T_chunk``, the roofline step's price of one chunk of them),
+        (``t_load > max(kernel_scale, 1) x T_chunk``, the roofline step's price of one chunk of them,
+        never scaled below it),
         so it is left below and the request prefills them (the caller counts it when admitted)."""
         assert self.tiers is not None
         found = self.tiers.find(pid)
@@ -321,7 +324,7 @@ class Replica:
             return False
         tokens = float(found[1] * self.cfg.block_size)
         redo = self._phase_step.time_sums(0, 0.0, ((tokens, 0.0),), [] if self._phase_step.windowed else None)
-        if self.tiers.transfer_s(pid) > self.overheads.kernel_scale * redo:
+        if self.tiers.transfer_s(pid) > max(self.overheads.kernel_scale, 1.0) * redo:  # redo is the bound
             return True
         self._take(found[1])
         n = self.tiers.load(pid)
@@ -504,8 +507,10 @@ class Replica:
             t = spec.iteration_time(rows, sum_ctx, chunks, ctxs, verifies)
         else:
             t = self.step_cost.time_sums(rows, sum_ctx, chunks, ctxs)
-        if scale != 1:
-            t *= scale
+        if scale != 1:  # never below the iteration's roofline (overheads.scaled_kernels_s)
+            floor = self._phase_step.time_sums(rows, sum_ctx, chunks + verifies, ctxs) if scale < 1 else 0.0
+            t, floored = scaled_kernels_s(scale, t, floor)
+            self.floored += floored
         if self.tiers is not None:  # prefix loads from a lower tier, overlapped with the compute
             t += self.tiers.exposed(t)
         t += o

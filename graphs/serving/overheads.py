@@ -88,6 +88,8 @@ __all__ = [
     "KERNEL_SCALE_RANGE",
     "POLICIES",
     "TERMS",
+    "TERM_RANGES",
+    "scaled_kernels_s",
     "vllm_capture_sizes",
 ]
 
@@ -104,6 +106,37 @@ _TERM_MAX = {
     "output_token_s": 1.0,
 }
 KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
+#: every term's accepted range (its unit: s, or the dimensionless kernel scale)
+TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in _TERM_MAX.items()}}
+
+
+def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:
+    """The kernels' seconds times a fitted or given ``scale``, floored at the step's roofline
+    bound (physics is a floor: no scale prices a kernel below its roofline):
+
+    .. math::
+
+        t = \\max(s \\, t_{kernels}, t_{bound})
+
+    Parameters
+    ----------
+    scale : float
+        :attr:`EngineOverheads.kernel_scale` (dimensionless).
+    kernels_s, bound_s : float
+        The kernels' predicted (or bound) seconds and the same step's roofline bound (s).
+
+    Returns
+    -------
+    tuple of (float, bool)
+        The seconds, and whether the floor bound them (to be said once in the output).
+
+    >>> scaled_kernels_s(0.05, 4.8e-3, 4.8e-3)
+    (0.0048, True)
+    >>> scaled_kernels_s(1.25, 4e-3, 4e-3)
+    (0.005, False)
+    """
+    t = scale * kernels_s
+    return (bound_s, True) if t < bound_s else (t, False)
 
 
 def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:

@@ -19,7 +19,9 @@ so a single request's residual jumps where a group's mean moves smoothly.
 by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
 per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)`` with the terms
 kept in their valid ranges by an active set (a term the step would take below its bound, such as
-a negative time, is held at the bound and the others solved again: :func:`_bounded_step`), and
+a negative time, or a kernel scale below 1 on the bound, whose kernels would then run faster than
+their roofline, is held at the bound and the others solved again: :func:`_bounded_step`; a term
+past the top of its range, :data:`graphs.serving.overheads.TERM_RANGES`, is held there), and
 a step is taken only if it lowers the cost, else a half and a quarter of it are tried (the
 objective is rough at the scale of one iteration's phase, so a full step can overshoot); the fit
 stops when no step helps or the step is under a twentieth of a term's scale. Near the optimum the
@@ -53,7 +55,7 @@ from costmodel.safefile import read_user_file, unique_keys
 
 from .bench_results import BenchRun
 from .engine import EngineConfig
-from .overheads import KERNEL_SCALE_RANGE, TERMS, EngineOverheads
+from .overheads import TERM_RANGES, TERMS, EngineOverheads
 from .predictor import Predictor
 
 __all__ = [
@@ -62,10 +64,12 @@ __all__ = [
     "FIT_FORMAT",
     "FIT_VERSION",
     "DEFAULT_TERMS",
+    "MAX_FIT_REQUESTS",
     "RunError",
     "ServingFit",
     "fit_serving",
     "read_fit",
+    "roofline_tpot_s",
     "simulate_with",
     "write_fit",
 ]
@@ -88,8 +92,47 @@ _STEP = {
 #: kernels' prefill time (both grow with the prompt), and the per-output-token term with the
 #: per-iteration one (both add to every token): those keep their base values unless asked for
 DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
+#: the requests of a run a fit replays by default (``calibrate serving --max-requests``): each
+#: fit step simulates every run once per term and more, so a run's length sets the fit's time
+#: (5,000 requests: about a second per simulation of an 8B model); a longer run is cut to its
+#: first requests by arrival (:meth:`graphs.serving.bench_results.BenchRun.first`), said
+MAX_FIT_REQUESTS = 5_000
 BINS = 8  #: groups per run of the TTFT (by prompt length) and TPOT (by output length) means
-_LO = {t: (KERNEL_SCALE_RANGE[0] if t == "kernel_scale" else 0.0) for t in TERMS}
+_LO = {t: TERM_RANGES[t][0] for t in TERMS}
+
+
+def _lower_bounds(predict: str | None) -> dict[str, float]:
+    """Each term's lower bound: zero for a time; for ``kernel_scale`` 1 when the kernels are
+    priced at their roofline bound (a smaller scale would price them below it, and the simulator
+    floors every iteration there: :func:`graphs.serving.overheads.scaled_kernels_s`), else the
+    lowest accepted scale (a predictor's kernels may sit above their bound)."""
+    return {**_LO, "kernel_scale": 1.0} if predict is None else dict(_LO)
+
+
+def roofline_tpot_s(config: Any, device: str, *, tp: int = 1) -> float:
+    """The shortest time per output token the roofline allows (s): one decode step of a single
+    sequence at a one-token context (its weights read once, :class:`graphs.serving.mixed.MixedStep`).
+    Without speculative decoding every output token after the first takes one step, and a step
+    of more sequences or longer contexts takes no less, so a run's mean TPOT below this is not
+    of this model on this device."""
+    from .mixed import mixed_step
+
+    step = mixed_step(config, device, tp=tp)
+    return float(step.time_sums(1, 1.0, [], [1.0] if step.windowed else None))
+
+
+def _check_physical(runs: Sequence[BenchRun], floor_s: float, where: str) -> None:
+    """Refuse the first run whose mean TPOT is below ``floor_s`` (:func:`roofline_tpot_s`)."""
+    for run in runs:
+        tpot = run.tpot_s
+        ok = np.isfinite(tpot)
+        if ok.any() and float(tpot[ok].mean()) < floor_s:
+            raise CostModelError(
+                f"{run.source}: mean TPOT {float(tpot[ok].mean()) * 1e3:.4g} ms is faster than the roofline "
+                f"allows: one decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights "
+                "read once, one sequence); these runs are not of this model on this device (or used "
+                "speculative decoding, which a fit does not model)"
+            )
 
 
 @dataclass(frozen=True)
@@ -117,7 +160,7 @@ class ServingFit:
     runs: list[RunError] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     rms_residual: float = 0.0  #: of the relative per-request residuals at the optimum
-    #: fitted terms held at their lower bound (no standard error; not written to the file)
+    #: fitted terms held at a bound of their range (no standard error, null in the file's stderr)
     at_bound: tuple[str, ...] = ()
     fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
 
@@ -155,8 +198,11 @@ SimulateRun = Callable[[list[Any], EngineOverheads, int | None], Any]
 
 
 def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
-    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key``."""
+    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key`` (none
+    when no index is)."""
     idx = np.flatnonzero(ok)
+    if not idx.size:
+        return []
     idx = idx[np.argsort(key[idx], kind="stable")]
     return [b for b in np.array_split(idx, min(k, len(idx))) if len(b)]
 
@@ -225,6 +271,8 @@ def fit_serving(
     fp8_scales: str = "dynamic",
     bins: int = BINS,
     metrics: Sequence[str] = METRICS,
+    min_tpot_s: float | None = None,
+    ticks: Callable[[int, int], None] | None = None,
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
@@ -236,7 +284,12 @@ def fit_serving(
     recorded in the fit, the last two as the predictor ``simulate_run`` priced the kernels with.
     ``bins``: groups per run (1: a run's mean TTFT and mean TPOT only, for a source that
     publishes only those); ``metrics``: the latencies fitted (both by default; ``("tpot",)``
-    fits the CPU terms to the decode cadence alone, where a TTFT miss has another cause)."""
+    fits the CPU terms to the decode cadence alone, where a TTFT miss has another cause);
+    ``min_tpot_s``: the roofline's shortest TPOT (:func:`roofline_tpot_s`): a run faster than it
+    is refused, naming the run and the bound. ``ticks(done, most)`` is called after each run's
+    simulation, ``most`` the simulations the fit takes at most (a progress bar). ``kernel_scale`` never goes below 1 when the kernels
+    are priced at their bound (``predict`` None), and a term that ends at a bound of its range is
+    reported held there (:attr:`ServingFit.at_bound`), with no standard error."""
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms:
         raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
@@ -252,6 +305,8 @@ def fit_serving(
         sims = list(simulate_run)
         if len(sims) != len(runs):
             raise CostModelError(f"{len(sims)} simulators for {len(runs)} runs: give one, or one per run")
+    if min_tpot_s is not None:
+        _check_physical(runs, min_tpot_s, f"{model or 'the model'} on {device or 'the device'} (tp {tp})")
     fit_idx = [i for i in range(len(runs)) if i not in set(held_out)]
     if not fit_idx:
         raise CostModelError("every run is held out: nothing left to fit")
@@ -268,49 +323,75 @@ def fit_serving(
     if not (np.all(np.isfinite(y)) and np.all(y > 0)):
         raise CostModelError("measured TTFTs and TPOTs must be finite and > 0 to fit relative residuals")
 
+    p = len(terms)
+    # each step: a Jacobian (p simulations) and up to three trials, then the runs once more
+    most = len(fit_idx) * (1 + iterations * (p + 3) + p) + len(runs)
+    done = [0]
+
+    def sim(i: int, th: dict[str, float]) -> Any:
+        res = _simulate(runs[i], th, base, sims[i])
+        done[0] += 1
+        if ticks is not None:
+            ticks(done[0], most)
+        return res
+
     def residuals(th: dict[str, float]) -> np.ndarray:
-        pred = [_predicted(runs[i], _simulate(runs[i], th, base, sims[i]), read) for i in fit_idx]
+        pred = [_predicted(runs[i], sim(i, th), read) for i in fit_idx]
         return (np.concatenate(pred) - y) / y
 
     h = np.array([_STEP[t] for t in terms])
-    lo = np.array([_LO[t] for t in terms])
-    x = np.array([theta[t] for t in terms])
+    lows = _lower_bounds(predict)
+    lo = np.array([lows[t] for t in terms])
+    hi = np.array([TERM_RANGES[t][1] for t in terms])  # what an EngineOverheads accepts
+    x = np.clip(np.array([theta[t] for t in terms]), lo, hi)
 
     def at(v: np.ndarray) -> dict[str, float]:
         return {t: float(c) for t, c in zip(terms, v, strict=True)}
 
-    p = len(terms)
-
     def jacobian(v: np.ndarray, r0: np.ndarray) -> np.ndarray:
-        """Forward differences, in units of each term's step: columns of like size."""
-        return np.stack([residuals(at(v + h * (np.arange(p) == k))) - r0 for k in range(p)], axis=1)
+        """Forward differences, in units of each term's step: columns of like size (backward for a
+        term within a step of the top of its range)."""
+        cols = []
+        for k in range(p):
+            e = h * (np.arange(p) == k)
+            up = v[k] + h[k] <= hi[k]
+            cols.append(residuals(at(v + e)) - r0 if up else r0 - residuals(at(v - e)))
+        return np.stack(cols, axis=1)
 
     r = residuals(at(x))
-    cost = float(r @ r)
+    with np.errstate(over="ignore"):
+        cost = float(r @ r)
+    if not math.isfinite(cost):  # a measured mean far below what any step takes
+        raise CostModelError(
+            "the relative residuals overflow: measured TTFTs or TPOTs far below what the simulator "
+            "predicts for any terms (check the result files' units: seconds)"
+        )
     J: np.ndarray | None = None
     for it in range(iterations):
         J = jacobian(x, r)
         say(f"fit step {it + 1}: rms relative residual {math.sqrt(cost / len(r)):.4g}")
-        x_new = _bounded_step(J, r, x, lo, h)
+        x_new = np.minimum(hi, _bounded_step(J, r, x, lo, h))
         if np.max(np.abs(x_new - x) / h) < 0.05:  # moves less than a twentieth of a step: done
             break
         for frac in (1.0, 0.5, 0.25):  # backtracking: a step is taken only if it lowers the cost
-            xt = x + frac * (x_new - x)
+            xt = np.clip(x + frac * (x_new - x), lo, hi)  # rounding never takes a term past its bound
             rt = residuals(at(xt))
             if float(rt @ rt) < cost:
                 x, r, cost, J = xt, rt, float(rt @ rt), None
                 break
         else:  # no shorter step helps either: the start of this step is the optimum found
             break
+    x = np.where(
+        x - lo < 1e-9 * h, lo, np.where(hi - x < 1e-9 * h, hi, x)
+    )  # within rounding of a bound: at it
     if J is None:  # the last accepted point's Jacobian, for the standard errors
         J = jacobian(x, r)
     theta = at(x)
     J = J / h  # back to the terms' own units for the covariance
     m = len(y)
-    # a term held at its lower bound (the cost would fall below it) has no standard error; the
-    # others' are conditional on it
-    grad = J.T @ r
-    bound = [k for k in range(p) if x[k] <= lo[k] and grad[k] > 0]
+    # a term that ends at a bound of its range is held there: no standard error (its interval is
+    # one sided), the others' conditional on it
+    bound = [k for k in range(p) if x[k] <= lo[k] or x[k] >= hi[k]]
     free = [k for k in range(p) if k not in bound]
     stderr: dict[str, float | None] = {t: None for t in terms}
     if free:
@@ -326,8 +407,9 @@ def fit_serving(
     fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
     errs = []
     for i, run in enumerate(runs):
-        res = _simulate(run, theta, base, sims[i])
-        errs.append(_errors(run, res, i in fit_idx))
+        errs.append(_errors(run, sim(i, theta), i in fit_idx))
+    if ticks is not None:
+        ticks(most, most)
     return ServingFit(
         model=model,
         device=device,
@@ -354,7 +436,7 @@ def _bounded_step(J: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, h
         u = np.where(fixed, (lo - x) / h, 0.0)  # the fixed terms' moves to their bounds, in steps
         if (~fixed).any():
             u[~fixed] = np.linalg.lstsq(J[:, ~fixed], -(r + J @ u), rcond=None)[0]
-        x_new = x + h * u
+        x_new = np.where(fixed, lo, x + h * u)  # a fixed term exactly at its bound, not a rounding off it
         below = ~fixed & (x_new < lo)
         if not below.any():
             break

@@ -495,7 +495,14 @@ def simulate(
         )
     policy = replicas[0].policy
     if not ov.is_zero or policy != "recompute":
-        res = dataclasses.replace(res, overheads=f"{ov.summary()} (in force: {policy})")
+        floored = sum(r.floored for r in replicas)  # said once: physics is a floor
+        its = sum(r.iterations for r in replicas)
+        held = (
+            f"; the roofline floor bound the scaled kernels in {floored:,} of {its:,} iterations"
+            if floored
+            else ""
+        )
+        res = dataclasses.replace(res, overheads=f"{ov.summary()} (in force: {policy}){held}")
     if specs and not pred.is_bound:
         return dataclasses.replace(
             res, predictor=pred.label, coverage=specs[0].coverage(), clamped_s=specs[0].clamped_s

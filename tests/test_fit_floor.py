@@ -1,0 +1,433 @@
+"""Where a fit enters, physics is a floor; the files a fit reads and the outputs it writes are
+bounded and safe (project issue 45, items 1, 4, 5 and 6: each test is one of its reproducers).
+
+Hand derivation used below: Llama-3.1-8B holds 8,030,261,248 parameters, its input embedding
+128,256 x 4,096 = 525,336,576 of them; a decode step reads every other weight once (the
+embedding is a gather of one row per token), in BF16 (2 bytes), over the H100 SXM's 3.35 TB/s
+HBM3 (NVIDIA H100 datasheet): 7,504,924,672 x 2 / 3.35e12 = 4.4805 ms at batch 1, the KV of a
+one-token context adding microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from costmodel.errors import CostModelError
+from graphs.cli import main
+from graphs.serving import bench_results
+from graphs.serving.bench_results import BenchRun, read_results
+from graphs.serving.overheads import EngineOverheads, scaled_kernels_s
+from graphs.serving.requests import Request
+from graphs.serving.serving_fit import ServingFit, fit_serving, read_fit, write_fit
+
+M = "llama-3.1-8b"
+WEIGHTS_READ_S = (8_030_261_248 - 128_256 * 4_096) * 2 / 3.35e12  # 4.4805 ms (module doc)
+
+
+def _fit_file(path, kernel_scale: float) -> str:
+    doc = {
+        "format": "costmodel-serving-fit",
+        "version": 3,
+        "model": M,
+        "device": "h100-sxm",
+        "tp": 1,
+        "predict": None,
+        "fp8_scales": "dynamic",
+        "overheads": {
+            "iteration_s": 0,
+            "per_seq_s": 0,
+            "per_token_s": 0,
+            "request_s": 0,
+            "output_token_s": 0,
+            "kernel_scale": kernel_scale,
+            "cudagraph_sizes": [],
+            "policy": None,
+            "basis": "a hand-made fit",
+        },
+        "stderr": {},
+        "runs": [],
+        "sources": [],
+        "rms_residual": 0,
+    }
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+# -- the floor -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase, point", [("decode", ["--ctx", "1000"]), ("prefill", ["--seq", "512"])])
+def test_a_given_kernel_scale_never_prices_a_step_below_its_roofline(tmp_path, capsys, phase, point):
+    """The reproducer: kernel_scale 0.05 printed 0.241 ms per decode step, 20x faster than
+    reading the weights once. The step is now the bound, and the output says so once."""
+    fit = _fit_file(tmp_path / "fit.json", 0.05)
+    argv = [phase, M, "--device", "h100", "--batch", "8", *point, "--predict-file", fit]
+    assert main([*argv, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["engine_overheads"]
+    assert d["floored_at_bound"] is True
+    assert d["step_s"] == d["bound_s"] == d["kernels_s"]  # the bound prices the kernels, CPU 0
+    assert 0.05 * d["kernels_s"] < d["bound_s"]
+    if phase == "decode":  # at least the weights read once (module doc)
+        assert d["step_s"] >= WEIGHTS_READ_S
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.count("held at the roofline bound") == 1 and text.count("physics is a floor") == 1
+
+
+def test_a_kernel_scale_above_one_is_applied_as_given(tmp_path, capsys):
+    fit = _fit_file(tmp_path / "fit.json", 1.25)
+    assert (
+        main(
+            [
+                "decode",
+                M,
+                "--device",
+                "h100",
+                "--batch",
+                "8",
+                "--ctx",
+                "1000",
+                "--predict-file",
+                fit,
+                "--json",
+            ]
+        )
+        == 0
+    )
+    d = json.loads(capsys.readouterr().out)["engine_overheads"]
+    assert d["floored_at_bound"] is False and d["step_s"] == pytest.approx(1.25 * d["bound_s"])
+
+
+@given(
+    scale=st.floats(0.05, 20),
+    bound=st.floats(1e-7, 10),
+    above=st.floats(1, 100),
+)
+def test_scaled_kernels_never_fall_below_the_bound(scale, bound, above):
+    """max(s t, t_bound): never below the bound, and exactly s t where that is above it."""
+    t = bound * above  # a predictor's kernels are never below their bound
+    got, floored = scaled_kernels_s(scale, t, bound)
+    assert got >= bound
+    assert floored == (scale * t < bound)
+    if not floored:
+        assert got == scale * t
+
+
+def test_the_simulator_floors_every_iteration_at_its_roofline():
+    """On the bound, kernel_scale 0.05 can only be floored to the bound itself: every latency is
+    the unscaled simulation's, and the result says the floor bound it."""
+    reqs = [Request(i, 0.2 * i, 300 + 7 * i, 20) for i in range(30)]
+    from graphs.serving.simulator import simulate
+
+    low = simulate(M, "h100", reqs, overheads=EngineOverheads(kernel_scale=0.05, basis="given"))
+    one = simulate(M, "h100", reqs, overheads=EngineOverheads(kernel_scale=1.0, basis="given"))
+    for k in ("ttft_s", "tpot_s", "e2e_s"):
+        np.testing.assert_allclose(low.per_request[k], one.per_request[k], rtol=1e-12)
+    assert low.overheads is not None and "the roofline floor bound the scaled kernels" in low.overheads
+    assert one.overheads is None  # no term at all: nothing to say
+
+
+# -- calibrate serving: runs the roofline forbids, terms at a bound -------------------------
+
+
+def _csv(path, rows) -> str:
+    with open(path, "w") as f:
+        f.write("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n")
+        for r in rows:
+            f.write(",".join(repr(v) for v in r) + "\n")
+    return str(path)
+
+
+def test_runs_faster_than_the_roofline_are_refused_naming_run_and_bound(tmp_path, capsys):
+    """The reproducer: runs of 0.6 ms per token, impossible for Llama-3.1-8B on one H100, were
+    fitted (kernel_scale 0.21 +- 2.5) and written. Now refused before any fit."""
+    rows = [(0.5 * i, 500, 40, 0.02, 0.02 + 0.0006 * 39) for i in range(60)]
+    f = _csv(tmp_path / "fast.csv", rows)
+    out = tmp_path / "fit.json"
+    assert main(["calibrate", "serving", f, "--model", M, "--device", "h100", "-o", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fast.csv: mean TPOT 0.6 ms" in err and "roofline" in err
+    bound_ms = float(err.split("takes at least ")[1].split(" ms")[0])
+    assert bound_ms == pytest.approx(WEIGHTS_READ_S * 1e3, rel=0.01)  # the weights read once
+    assert not out.exists()
+
+
+def test_an_ordinary_run_held_at_a_bound_is_written_and_read_back(tmp_path, capsys):
+    """The reproducer: an ordinary single-run CSV clamped kernel_scale to 0.05 and rounding then
+    took it to 0.04999999999999999, which the fit's own reader refused. On the bound the scale is
+    held at 1 (the roofline), said as held at its bound, and the file reads back."""
+    rng = np.random.default_rng(1)
+    for ttft, tpot in [(0.02, 0.006), (0.01, 0.0049), (0.2, 0.005)]:  # the third is the reproducer
+        rows, t = [], 0.0
+        for _ in range(100):
+            t += rng.exponential(0.5)
+            p, o = int(rng.integers(100, 1000)), int(rng.integers(10, 100))
+            a = ttft * (1 + 0.1 * rng.standard_normal())
+            rows.append((t, p, o, a, a + tpot * (o - 1)))
+    f = _csv(tmp_path / "one.csv", rows)
+    out = tmp_path / "fit.json"
+    assert main(["calibrate", "serving", f, "--model", M, "--device", "h100", "-o", str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("kernel_scale"))
+    assert "held at its bound" in line and "+-" not in line
+    fit = read_fit(str(out))
+    assert fit.overheads.kernel_scale == 1.0
+    assert json.loads(out.read_text())["stderr"]["kernel_scale"] is None
+
+
+def _linear_runs():
+    """Two synthetic runs and a simulator linear in the terms: TTFT = s a + r, TPOT = s b."""
+    runs = []
+    for k in range(2):
+        n = 40
+        prompt = np.arange(100, 100 + 10 * n, 10)
+        out = np.full(n, 11)
+        a, b = 1e-5 * prompt, np.full(n, 4e-3 + k * 1e-3)
+        ttft = 0.01 * a + 0.003  # planted: s = 0.01, below every accepted scale
+        e2e = ttft + 0.01 * b * (out - 1)
+        runs.append(BenchRun(f"r{k}", 1.0, np.arange(n) * 1.0, prompt, out, ttft, e2e))
+
+    class Res:
+        def __init__(self, run, ov):
+            a, b = 1e-5 * run.prompt, np.full(len(run.prompt), 4e-3 + int(run.source[1]) * 1e-3)
+            ttft = ov.kernel_scale * a + ov.request_s
+            self.per_request = {
+                "ttft_s": ttft,
+                "tpot_s": ov.kernel_scale * b,
+                "e2e_s": ttft + ov.kernel_scale * b * (run.output - 1),
+            }
+
+    sims = [lambda reqs, ov, c, run=run: Res(run, ov) for run in runs]
+    return runs, sims
+
+
+def test_a_term_clamped_at_its_bound_is_stored_exactly_and_reads_back(tmp_path):
+    """A predictor's fit (lower bound 0.05) whose data want 0.01: the scale is held at exactly
+    0.05 (never 0.0499...), reported held at its bound with no standard error, and the written
+    file is read back by the same code to the same value."""
+    runs, sims = _linear_runs()
+    fit = fit_serving(
+        runs,
+        sims,
+        base=EngineOverheads(kernel_scale=1.0),
+        terms=("kernel_scale", "request_s"),
+        predict="vllm",
+        bins=2,
+    )
+    assert fit.overheads.kernel_scale == 0.05
+    assert "kernel_scale" in fit.at_bound and fit.stderr["kernel_scale"] is None
+    path = tmp_path / "fit.json"
+    write_fit(fit, str(path))
+    back: ServingFit = read_fit(str(path))
+    assert back.overheads == fit.overheads
+    # on the bound (predict None) the same data hold the scale at 1, the roofline itself; the
+    # latencies at s = 1 are then 100x the measured ones, so the request path is held at 0 too
+    on_bound = fit_serving(runs, sims, base=EngineOverheads(), terms=("kernel_scale", "request_s"), bins=2)
+    assert on_bound.overheads.kernel_scale == 1.0 and on_bound.overheads.request_s == 0.0
+    assert on_bound.at_bound == ("kernel_scale", "request_s")
+
+
+# -- result files: one-line errors, bounded reads and work -----------------------------------
+
+
+def _req(i):
+    return {
+        "prompt_tokens": 100,
+        "output_tokens": 10,
+        "start_time": 0.5 * i,
+        "first_token_time": 0.5 * i + 0.05,
+        "end_time": 0.5 * i + 0.2,
+    }
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"benchmarks": [{"requests": [1, 2]}]}, r"benchmarks\[0\]\.requests must be an object"),
+        ({"benchmarks": [{"requests": "abc"}]}, r"benchmarks\[0\]\.requests must be an object.*got str"),
+        ({"benchmarks": [3]}, r"benchmarks\[0\] must be an object"),
+        (
+            {
+                "benchmarks": [
+                    {
+                        "args": {"strategy": {"rate": 1e300}},
+                        "requests": {"successful": [_req(i) for i in range(5)]},
+                    }
+                ]
+            },
+            r"benchmarks\[0\]\.args\.strategy\.rate \(requests/s\) must be a number in \[1e-06, 1e\+09\]",
+        ),
+        (
+            {"benchmarks": [{"args": {"strategy": {"rate": "fast"}}, "requests": {"successful": [_req(0)]}}]},
+            r"strategy\.rate",
+        ),
+        (
+            {"input_lens": [10, 10], "output_lens": [5, 5], "ttfts": [1e-300, 0.1], "itls": [[0.01], [0.01]]},
+            r"ttfts\[0\] \(s\) must be a number in \[1e-06",
+        ),
+    ],
+)
+def test_hostile_result_files_get_one_line_errors(tmp_path, capsys, doc, message):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(CostModelError, match=message):
+        read_results(str(f))
+    rc = main(
+        ["calibrate", "serving", str(f), "--model", M, "--device", "h100", "-o", str(tmp_path / "o.json")]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err
+
+
+def test_a_csv_of_tiny_times_is_refused_before_any_overflow(tmp_path, capsys):
+    """The reproducer: times of 1e-300 s printed NumPy overflow warnings, then an internal error."""
+    rows = [(i * 1e-300, 100, 10, 1e-300, 2e-300) for i in range(31)]
+    f = _csv(tmp_path / "tiny.csv", rows)
+    rc = main(["calibrate", "serving", f, "--model", M, "--device", "h100", "-o", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "line 2: ttft_s (s) must be a number in [1e-06" in err
+    assert "Warning" not in err
+
+
+def test_a_json_of_many_objects_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """The reproducer: 180 MB of ``{"ttfts":[{},{},...]}`` built 60 M objects (4.67 GB) before
+    the missing-key error. The objects are counted first; here against a lowered cap."""
+    monkeypatch.setattr(bench_results, "MAX_JSON_OBJECTS", 1000)
+    f = tmp_path / "r.json"
+    f.write_text('{"ttfts":[' + ",".join(["{}"] * 5000) + "]}")
+
+    def no_parse(*a, **k):
+        raise AssertionError("parsed before the structure was counted")
+
+    monkeypatch.setattr(bench_results.json, "loads", no_parse)
+    with pytest.raises(CostModelError, match=r"more than 1,000 JSON objects \(5,001 found\)"):
+        read_results(str(f))
+    monkeypatch.setattr(bench_results, "MAX_JSON_OBJECTS", 10**6)
+    monkeypatch.setattr(bench_results, "MAX_JSON_VALUES", 100)
+    with pytest.raises(CostModelError, match=r"more than 100 JSON values"):
+        read_results(str(f))
+
+
+def test_a_long_run_is_cut_to_its_first_requests_and_said(tmp_path, capsys):
+    rows = [(float(300 - i), 200, 12, 0.03, 0.03 + 0.006 * 11) for i in range(300)]  # arrivals descending
+    f = _csv(tmp_path / "long.csv", rows)
+    (run,) = read_results(f, max_requests=50)
+    assert len(run.prompt) == 50 and run.in_file == 300
+    assert float(run.arrival_s.max()) == 49.0  # the first 50 by arrival: 1 .. 50 s, from 0
+    (whole,) = read_results(f)
+    assert whole.first(1000) is whole
+    out = tmp_path / "fit.json"
+    argv = ["calibrate", "serving", f, "--model", "tiny", "--device", "h100", "-o", str(out)]
+    assert main([*argv, "--max-requests", "50"]) == 0
+    captured = capsys.readouterr()
+    assert "long.csv holds 300 requests; the first 50 by arrival were fitted" in captured.out
+    assert "fit step" in captured.err  # progress, on stderr (a bar on a terminal)
+    with pytest.raises(CostModelError, match="max_requests must be a whole number >= 1"):
+        read_results(f, max_requests=0)
+
+
+# -- outputs: written the one safe way ------------------------------------------------------
+
+
+def test_calibrate_gpu_replaces_a_link_never_writes_through_it(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pandas")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "victim.txt").write_text("victim\n")
+    os.symlink("victim.txt", tmp_path / "out.json")
+    assert main(["calibrate", "gpu", "--device", "h100", "--out", "out.json"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "victim.txt").read_text() == "victim\n"
+    assert not (tmp_path / "out.json").is_symlink()
+    assert "devices" in json.loads((tmp_path / "out.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        ("/dev/full", "--out '/dev/full': cannot write it (No space left on device)"),
+        ("", "--out: give a file path, got an empty one"),
+        ("spec.toml", "--out 'spec.toml': the file name must end in one of .json"),
+    ],
+)
+def test_calibrate_gpu_bad_outputs_are_one_line_errors(tmp_path, capsys, monkeypatch, out, message):
+    if out == "/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "gpu", "--device", "h100", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"costmodel: error: {message}"]
+
+
+def test_two_outputs_to_one_path_are_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["simulate", "tiny", "--rate", "2", "--requests", "5", "--quiet"]
+    assert main([*argv, "--csv", "x.png", "--plot", "x.png"]) == 2
+    err = capsys.readouterr().err
+    assert "--plot 'x.png' is also --csv's output: give each output its own file" in err
+    assert not (tmp_path / "x.png").exists()
+    (tmp_path / "sub").mkdir()  # another spelling of the same file
+    assert main([*argv, "--csv", "sub/../y.png", "--plot", "y.png"]) == 2
+    assert "is also --csv's output" in capsys.readouterr().err
+    # a device takes several outputs; distinct files are fine
+    assert main([*argv, "--csv", "/dev/null", "--json", "--plot", "/dev/null"]) in (0, 2)
+    err = capsys.readouterr().err
+    assert "is also" not in err
+    assert main([*argv, "--plot", "x.xyz"]) == 2
+    assert "--plot 'x.xyz': the file name must end in one of" in capsys.readouterr().err
+
+
+# -- terminal output --------------------------------------------------------------------------
+
+
+def test_control_characters_from_a_hardware_file_are_escaped_on_the_terminal(tmp_path, capsys):
+    """The reproducer: a --hw-file description of ``esc ESC]0;PWNED BEL ESC[2J`` reached the
+    terminal raw through ``hw show`` and ``hw list``."""
+    evil = "esc\u001b]0;PWNED\u0007\u001b[2J\u202e"
+    f = tmp_path / "hw.toml"
+    f.write_text(
+        "[sources]\ns = 'a sheet'\n[devices.evil]\n"
+        f"description = {json.dumps(evil)}\nvendor = 'x'\n"
+        "roofs = [{ unit = 'tensor', precision = 'bf16', peak_flops_per_s = 1e15, source = 's' }]\n"
+        "memory = [{ name = 'dram', bandwidth_bytes_per_s = 3e12, capacity_bytes = 8e10, source = 's' }]\n"
+    )
+    for cmd in (["hw", "show", "evil"], ["hw", "list"]):
+        assert main(["--hw-file", str(f), *cmd]) == 0
+        out, err = capsys.readouterr()
+        assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out + err
+        assert "esc\\x1b]0;PWNED\\x07\\x1b[2J\\u202e" in out
+
+
+def test_an_error_names_a_missing_link_by_its_value():
+    """The reproducer: ``has no link <LinkName.SCALE_UP: 'scale_up'>``."""
+    from dataclasses import replace
+
+    from costmodel.hardware import get_device
+    from costmodel.hardware.spec import Hardware
+    from costmodel.keys import LinkName
+
+    bare: Hardware = replace(get_device("h100"), links=(), name="bare")
+    with pytest.raises(CostModelError, match=r"device 'bare' has no link 'scale_up'; links: none$"):
+        bare.link(LinkName.SCALE_UP)
+
+
+def test_a_probe_spec_replaces_a_link_and_checks_its_suffix(tmp_path):
+    """``probe --out`` wrote with ``Path.write_text``, through a link at the path."""
+    from costmodel.measure.probe import Measurement, ProbeResult
+
+    res = ProbeResult(
+        [Measurement("bw:add", 1e-3, 0.0, bytes=3e9), Measurement("mm:numpy:fp32", 1e-3, 0.0, flops=1e9)],
+        {"cpu": "test"},
+    )
+    (tmp_path / "victim.txt").write_text("victim\n")
+    os.symlink("victim.txt", tmp_path / "probe.json")
+    res.write(tmp_path / "probe.json")
+    assert (tmp_path / "victim.txt").read_text() == "victim\n"
+    assert "devices" in json.loads((tmp_path / "probe.json").read_text())
+    with pytest.raises(CostModelError, match=r"--out '.*probe.toml': the file name must end in one of .json"):
+        res.write(tmp_path / "probe.toml")
