@@ -265,7 +265,8 @@ class EngineProfile:
             ``scheduler_policy`` is left None: the policy travels with :meth:`overheads`, which
             every run of this profile takes (:meth:`overheads` with ``terms=False`` for the bound).
             The ``device`` rule leaves ``num_blocks`` to the simulator, which sizes the pool by
-            the same rule from its own ledger (a draft model's included).
+            the same rule from its own ledger (a draft model's included); the ``free`` rule sets
+            it from ``pool`` (a speculative draft's weights are not in it).
         """
         common: dict[str, Any] = dict(
             max_num_batched_tokens=self.max_num_batched_tokens,
@@ -306,6 +307,8 @@ class EngineProfile:
                 )
         if max_running is not None:
             seqs = min(seqs, max_running)
+        if self.kv_rule == "device" and num_blocks is None:  # the simulator sizes it by the same rule
+            return EngineConfig(max_num_seqs=seqs, gpu_memory_utilization=self.kv_fraction, **common, **extra)
         return EngineConfig(max_num_seqs=seqs, num_blocks=blocks, **common, **extra)
 
     def overheads(
