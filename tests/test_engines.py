@@ -233,3 +233,21 @@ def test_profile_fields_are_checked():
     with pytest.raises(CostModelError, match="request_s must be in"):
         dataclasses.replace(p, cpu_terms={**p.cpu_terms, "request_s": math.inf})
     assert isinstance(p, EngineProfile)
+
+
+def test_calibrate_serving_takes_the_engine(tmp_path, capsys):
+    """``calibrate serving --engine trtllm`` fits on TensorRT-LLM's scheduler (its policy kept in
+    the fit, the profile named in the output)."""
+    import json
+
+    from graphs.cli.main import main
+
+    rows = ["arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"]
+    rows += [f"{0.5 * i},{200 + 10 * i},{20},{2e-6},{2e-5}" for i in range(12)]  # near tiny's roofline
+    (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
+    argv = ["calibrate", "serving", str(tmp_path / "runs.csv"), "--model", "tiny", "--device", "h100"]
+    argv += ["--engine", "trtllm", "--terms", "kernel_scale", "--holdout", "none", "--quiet", "--json"]
+    assert main([*argv, "-o", str(tmp_path / "fit.json")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["engine"]["engine"] == "trtllm@1.0"
+    assert doc["overheads"]["policy"] == "guaranteed_no_evict"
