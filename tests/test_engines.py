@@ -251,3 +251,29 @@ def test_calibrate_serving_takes_the_engine(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["engine"]["engine"] == "trtllm@1.0"
     assert doc["overheads"]["policy"] == "guaranteed_no_evict"
+
+
+def test_size_takes_the_engine(capsys):
+    """``size --engine trtllm``: every (device, tp) runs TensorRT-LLM's scheduler, its pool sized
+    for that pair; an engine config and a profile together are refused."""
+    import json
+
+    from graphs.cli.main import main
+    from graphs.serving.engine import EngineConfig
+    from graphs.serving.sizing import size_deployment
+
+    argv = ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "1", "--devices", "h100"]
+    argv += ["--tp", "1", "--no-disagg", "--requests", "20", "--quiet", "--json", "--engine", "trtllm"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["engine"]["engine"] == "trtllm@1.0" and doc["winner"] is not None
+    with pytest.raises(CostModelError, match="not both"):
+        size_deployment(
+            "tiny",
+            rate=1,
+            slo_ttft=1,
+            slo_tpot=1,
+            devices=["h100"],
+            engine=EngineConfig(),
+            profile=get_engine("trtllm"),
+        )
