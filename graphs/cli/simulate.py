@@ -464,6 +464,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     print(f"  {settings}")
     print(f"  {profile.summary()}")
+    if args.predict and args.predict != profile.framework:
+        print(
+            f"  note: {args.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
+        )
     if "stagger_s" in run:
         print(
             f"  closed loop: the clients' first sends drawn uniformly over {run['stagger_s']:.3f} s (--seed {args.seed})"

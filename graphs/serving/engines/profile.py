@@ -347,7 +347,7 @@ class EngineProfile:
             else "of the memory left after weights and activations"
         )
         text = (
-            f"engine {self.ref} ({self.label}; kernels priced from the {self.framework} corpus): defaults "
+            f"engine {self.ref} ({self.label}; corpus framework {self.framework}): defaults "
             f"{', '.join(assumed)} (KV pool {self.kv_fraction:g} {pool}; each sourced in graphs/serving/engines/)"
         )
         return text + (f"; given: {', '.join(given)}" if given else "")
