@@ -47,7 +47,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -55,13 +55,11 @@ from typing import Any
 
 import numpy as np
 
-from costmodel.cost import as_float
 from costmodel.errors import CostModelError
-from costmodel.hardware import get_device
 from graphs.cli.options import apply_dtypes
 from graphs.serving import simulate
-from graphs.serving.engine import EngineConfig
-from graphs.serving.ledger_fit import model_ledger
+from graphs.serving.engine import EngineConfig, profile_engine
+from graphs.serving.engines import get_engine
 from graphs.serving.predictor import Predictor
 from graphs.serving.requests import Request, synthetic
 from graphs.serving.simulator import SimResult, Topology
@@ -115,10 +113,24 @@ FRAMEWORK = {
     "sglang": "sglang",
 }
 
-#: TensorRT-LLM's scheduler (trtllm-bench and Triton): GUARANTEED_NO_EVICT admission, the
-#: LLM API's default max_batch_size 2048 / max_num_tokens 8192, 32-token KV blocks and
-#: kv_cache_free_gpu_mem_fraction 0.90 (the perf overview's stated default; "0.95 in many cases")
-TRT_MAX_BATCH, TRT_MAX_TOKENS, TRT_BLOCK, TRT_KV_FRACTION = 2048, 8192, 32, 0.90
+#: the serving engine column -> the engine profile whose scheduler and KV pool replay it
+#: (:mod:`graphs.serving.engines`, every default sourced there). The TensorRT-LLM perf-overview
+#: pages ran trtllm-bench; Triton's, NIM's and MLPerf's launch settings are not published, and
+#: trtllm-bench's stand in for them (ASSUMED)
+ENGINE = {
+    "tensorrt-llm": "trtllm-bench",
+    "tensorrt-llm (Triton tensorrtllm_backend)": "trtllm-bench",
+    "tensorrt-llm (NVIDIA MLPerf harness)": "trtllm-bench",
+    "tensorrt-llm (MLPerf harness)": "trtllm-bench",
+    "tensorrt-llm (trtllm-serve)": "trtllm",
+    "nvidia-nim": "trtllm-bench",
+    "vllm": "vllm",
+    "sglang": "sglang",
+}
+#: one wave of requests sent together (``aiconfigurator_silicon``): every engine replayed with
+#: trtllm-bench's scheduler, a wave admitted as its requests' blocks can be reserved (the sample
+#: states no engine settings; ASSUMED)
+WAVE_ENGINE = "trtllm-bench"
 
 #: rows the sources do not fully specify: id prefix -> reason (left out of the medians)
 UNPUBLISHED = {
@@ -323,50 +335,29 @@ def predictor(w: RowWorkload) -> Predictor:
     return Predictor.of(w.framework, fp8_scales=scales if fp8 else "dynamic")
 
 
-def _kv_budget(cfg: Any, device: str, tp: int, max_tokens: int, block: int) -> int:
-    """KV blocks of one TensorRT-LLM replica: a fraction of the memory left after weights and
-    activations, :math:`\\lfloor f (C - W - a N) / (b k) \\rfloor` with ``f`` =
-    ``kv_cache_free_gpu_mem_fraction`` (0.90), ``C`` one device's capacity (bytes), ``W`` its
-    weight shard, ``a`` activation bytes per token at the token budget ``N``, ``b`` tokens per
-    block and ``k`` KV bytes per token of one shard (TensorRT-LLM sizes its KV pool from the free
-    memory after the engine loads; vLLM's ``gpu_memory_utilization`` is of the whole device)."""
-    led = model_ledger(cfg, phase="decode", seq=1, tp=tp)
-    cap = as_float(get_device(device).capacity())
-    free = cap - as_float(led.weights_bytes) - as_float(led.activation_bytes_per_token) * max_tokens
-    n = math.floor(TRT_KV_FRACTION * free / (block * as_float(led.kv_bytes_per_token)))
-    if n < 1:
-        raise CostModelError(f"{cfg.name} on {tp} x {device}: no memory left for a KV block")
-    return n
-
-
-def _trt_engine(
+def _engine(
+    row: dict[str, str],
     cfg: Any,
-    device: str,
     tp: int,
     isl: int,
     osl: int,
     cap: int | None = None,
     *,
-    max_tokens: int = TRT_MAX_TOKENS,
-    chunked: bool = True,
+    profile: str | None = None,
+    **overrides: Any,
 ) -> EngineConfig:
-    """TensorRT-LLM's scheduler as an :class:`EngineConfig`: GUARANTEED_NO_EVICT admits a request
-    only when blocks for its whole prompt + output are free, which for fixed lengths is a cap of
-    ``floor(blocks / ceil((ISL + OSL) / b))`` running sequences with no preemption ever;
-    ``max_tokens`` tokens per iteration (``max_num_tokens``), prompts split into chunks only with
-    ``chunked`` (``enable_chunked_prefill``)."""
-    blocks = _kv_budget(cfg, device, tp, max_tokens, TRT_BLOCK)
-    per_request = -(-(isl + osl) // TRT_BLOCK)
-    seqs = min(TRT_MAX_BATCH, blocks // per_request, cap or TRT_MAX_BATCH)
-    if seqs < 1:
-        raise CostModelError(f"{cfg.name}: one {isl}+{osl}-token request does not fit {blocks} KV blocks")
-    return EngineConfig(
-        max_num_batched_tokens=max_tokens,
-        max_num_seqs=seqs,
-        block_size=TRT_BLOCK,
-        num_blocks=blocks,
-        enable_chunked_prefill=chunked,
-    )
+    """The row's engine: its profile (``profile``, else the row's ``engine_profile`` field, else
+    :data:`ENGINE` of its engine column) with only the ``overrides`` its source states, on the
+    row's device (:func:`graphs.serving.engine.profile_engine`: the profile's own KV-pool rule;
+    under GUARANTEED_NO_EVICT fixed ``ISL + OSL`` requests cap the running sequences at
+    ``floor(blocks / ceil((ISL + OSL) / b))``, never preempted); ``cap``: at most that many
+    requests exist (a wave)."""
+    prof = get_engine(profile or row.get("engine_profile") or ENGINE[row["engine"]])
+    prof = prof.with_overrides(**overrides) if overrides else prof
+    try:
+        return profile_engine(prof, cfg, row["device"], tp=tp, request_tokens=isl + osl, max_running=cap)
+    except CostModelError as exc:
+        raise CostModelError(f"{cfg.name} on {tp} x {row['device']}: {exc}") from None
 
 
 def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
@@ -388,10 +379,11 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     if row["source_kind"] == "vllm_ci_benchmark":  # benchmark_latency: one batch generated together
         assert conc is not None
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
-        return RowWorkload(cfg, row["device"], topo, EngineConfig(), fw, "batch", reqs, conc, notes=())
+        eng = profile_engine(get_engine(ENGINE[row["engine"]]), cfg, row["device"], tp=tp)
+        return RowWorkload(cfg, row["device"], topo, eng, fw, "batch", reqs, conc, notes=())
     if row["source_kind"] == "aiconfigurator_silicon":  # one wave of N requests (silicon_accuracy.py)
         assert conc is not None
-        eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=conc)
+        eng = _engine(row, cfg, tp, isl, osl, cap=conc, profile=WAVE_ENGINE)
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
         notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
         if eng.max_num_seqs < conc:
@@ -406,7 +398,7 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes, steady=steady)
             load = "steady" if steady else "client"
         else:
-            eng = _trt_engine(cfg, row["device"], tp, isl, osl, cap=None if _closed_loop() else conc)
+            eng = _engine(row, cfg, tp, isl, osl, cap=None if _closed_loop() else conc)
             n = ROUNDS * conc
             if not _closed_loop():
                 notes.append("closed loop replayed from a burst capped at N running (see the method above)")
@@ -426,7 +418,7 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             fp8_scales=row.get("fp8_scales") or None,
             notes=tuple(notes),
         )
-    eng = _trt_engine(cfg, row["device"], tp, isl, osl)
+    eng = _engine(row, cfg, tp, isl, osl)
     if rate is None or math.isinf(rate):  # offline: everything at t = 0
         if n_pub is None:
             n_pub = 3000
@@ -463,25 +455,31 @@ def _client_load(
     sends spread over one cycle, the middle rounds read) rather than from a burst, read whole."""
     per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
     n = per * conc
-    max_tokens = _int(row.get("engine_max_tokens", "")) or TRT_MAX_TOKENS
-    if fw == "trtllm":  # GUARANTEED_NO_EVICT: a request's blocks reserved at admission
-        chunked = row.get("engine_chunked_prefill", "true") == "true"
-        eng = _trt_engine(cfg, row["device"], tp, isl, osl, max_tokens=max_tokens, chunked=chunked)
+    stated: dict[str, Any] = {}  # only what the row's source states overrides its profile
+    if row.get("engine_max_tokens"):
+        stated["max_num_batched_tokens"] = int(row["engine_max_tokens"])
+    if row.get("engine_chunked_prefill"):
+        stated["enable_chunked_prefill"] = row["engine_chunked_prefill"] == "true"
+    wait = _int(row.get("engine_batch_wait_iters", ""))
+    if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
+        stated["batch_wait_timeout_iters"] = wait
+        stated["batch_wait_max_tokens_ratio"] = float(row["engine_batch_wait_ratio"])
+        # FIXME (kept so that the replayed numbers do not move; fixing it needs the silicon table
+        # regenerated): the lengths below are drawn with the batch-wait ratio, not the client's
+        # length_range_ratio, as this function always did for these rows
+        ratio = stated["batch_wait_max_tokens_ratio"]
+    prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
+    if prof.policy == "guaranteed_no_evict":  # a request's blocks reserved at admission
+        eng = _engine(row, cfg, tp, isl, osl, **stated)
         if eng.max_num_seqs < conc:
             notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
-        wait = _int(row.get("engine_batch_wait_iters", ""))
-        if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
-            ratio = float(row["engine_batch_wait_ratio"])
-            eng = replace(eng, batch_wait_timeout_iters=wait, batch_wait_max_tokens_ratio=ratio)
+        if wait:
             notes.append(f"new prompts held up to {wait} iterations, to {ratio:g} of the token budget")
     else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
-        # the pool as vLLM sizes it: 0.9 of the whole device (gpu_memory_utilization) less
-        # weights and the activations at the token budget, in 16-token blocks (the simulator's
-        # ledger, graphs.serving.engine.kv_blocks); SGLang's own rule (mem_fraction_static,
-        # 1-token pages) is not modelled: vLLM's stands in (no SGLang run is replayed this way)
-        eng = EngineConfig(
-            max_num_batched_tokens=max_tokens, max_num_seqs=max(conc, EngineConfig().max_num_seqs)
-        )
+        # at least as many sequences per iteration as clients (the sources' launch limits are
+        # not stated), the pool by the profile's own rule (SGLang's: vLLM's stands in)
+        stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
+        eng = profile_engine(prof.with_overrides(**stated), cfg, row["device"], tp=tp)
     reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
     spread = (
         "fixed lengths"

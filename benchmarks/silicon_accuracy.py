@@ -32,10 +32,10 @@ What the sample does not state, and what the replay assumes (said again in the o
   from a burst and as that client's steady state (:func:`load_check`);
 * whether TTFT and TPOT are means (read as means, AIPerf's default statistic);
 * the KV-cache dtype (:func:`kv_dtype`) and the FP8 activation scales (:func:`fp8_scales`);
-* the engine's batch limits: TensorRT-LLM's defaults for every engine (8,192 tokens per
-  iteration; a wave's requests, and a TensorRT-LLM client's, admitted as their prompt's and
-  output's KV blocks can be reserved; vLLM's and SGLang's clients allocate blocks as tokens
-  come), except what InferenceX's scripts set (:func:`engine_settings`, :func:`kv_dtype`);
+* the engine: a wave runs on the ``trtllm-bench`` profile for every engine (its requests admitted
+  as their prompt's and output's KV blocks can be reserved); a client's run on its engine's
+  profile (:mod:`graphs.serving.engines`: vLLM's and SGLang's allocate blocks as tokens come), with
+  only what InferenceX's scripts set (:func:`engine_settings`, :func:`kv_dtype`);
 * block-scaled FP8 (``fp8_block``) GEMMs priced as FP8 with dynamic scales.
 
     python benchmarks/silicon_accuracy.py                    # every eligible run
@@ -189,23 +189,22 @@ INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
 
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
-    """Engine settings a run's campaign states, as row fields for ``serving_accuracy``
-    (``engine_max_tokens``, ``engine_chunked_prefill``, ``engine_batch_wait_iters``,
-    ``engine_batch_wait_ratio``; absent: TensorRT-LLM's defaults of the module doc).
-    InferenceX's Llama-3.1-70B TensorRT-LLM scripts (``benchmarks/70b_fp8_h200_trt_slurm.sh``,
-    ``70b_fp8_b200_trt_slurm.sh``, ``70b_fp4_b200_trt_slurm.sh``; SemiAnalysisAI/InferenceX at
-    a267b4bd and 73ef9225) launch ``trtllm-serve ... --max_num_tokens 16384`` (the versions at
-    73ef9225 pass ``$MAX_MODEL_LEN`` instead, 2,048 or 9,216), leave ``enable_chunked_prefill``
-    at trtllm-serve's default, False (``tensorrt_llm/commands/serve.py``: a prompt runs whole in
-    one iteration), and for ISL = OSL = 1024 below TP 8 write ``batch_wait_max_tokens_ratio:
-    0.9`` and ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will
-    improve the performance, by default they are all zeros"): new prompts wait up to 20
-    iterations to be prefilled together (:class:`graphs.serving.engine.EngineConfig`). Its vLLM
-    scripts pass ``max-num-batched-tokens: 8192`` with chunked prefill (vLLM V1's default), the
-    defaults here."""
+    """The engine a run's campaign states and the settings it overrides, as row fields for
+    ``serving_accuracy`` (``engine_profile``, ``engine_max_tokens``, ``engine_batch_wait_iters``,
+    ``engine_batch_wait_ratio``; absent: the engine column's profile and its defaults,
+    :mod:`graphs.serving.engines`). InferenceX's Llama-3.1-70B TensorRT-LLM scripts
+    (``benchmarks/70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
+    ``70b_fp4_b200_trt_slurm.sh``; SemiAnalysisAI/InferenceX at a267b4bd and 73ef9225) launch
+    ``trtllm-serve`` (the ``trtllm`` profile: chunked prefill off, its default) with
+    ``--max_num_tokens 16384`` (the versions at 73ef9225 pass ``$MAX_MODEL_LEN`` instead, 2,048
+    or 9,216), and for ISL = OSL = 1024 below TP 8 write ``batch_wait_max_tokens_ratio: 0.9`` and
+    ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will improve the
+    performance, by default they are all zeros"): new prompts wait up to 20 iterations to be
+    prefilled together (:class:`graphs.serving.engine.EngineConfig`). Its vLLM scripts pass
+    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults."""
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
-    out = {"engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS), "engine_chunked_prefill": "false"}
+    out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}
     if row["isl"] == row["osl"] == "1024" and int(row["tp_size"]) < 8:
         w = INFERENCEX_TRT_BATCH_WAIT
         out |= {"engine_batch_wait_iters": str(w["iters"]), "engine_batch_wait_ratio": repr(w["ratio"])}

@@ -91,9 +91,10 @@ def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
     ix = "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=8; wip=False"
     assert si.kv_dtype({**base, "backend": "vllm", "silicon_data_source": ix}) == "fp8"
     run = {"isl": "8192", "osl": "1024", "tp_size": "2"}
+    # trtllm-serve (its profile: chunked prefill off by default) with the scripts' --max_num_tokens
     assert si.engine_settings({**base, **run, "backend": "trtllm", "silicon_data_source": ix}) == {
+        "engine_profile": "trtllm",
         "engine_max_tokens": "16384",
-        "engine_chunked_prefill": "false",
     }
     assert si.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {}
     nv = {

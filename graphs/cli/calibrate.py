@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -20,6 +21,7 @@ from typing import Any
 from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
 
 from .common import dump, progress_bar
+from .engine_option import add_engine_options
 from .options import check_output_path
 
 __all__ = [
@@ -165,8 +167,8 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
     from graphs.serving.bench_results import read_results
-    from graphs.serving.engine import EngineConfig
-    from graphs.serving.overheads import TERMS, EngineOverheads
+    from graphs.serving.engine import profile_engine
+    from graphs.serving.overheads import TERMS
     from graphs.serving.serving_fit import (
         DEFAULT_TERMS,
         MAX_FIT_REQUESTS,
@@ -176,6 +178,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         write_fit,
     )
 
+    from .engine_option import profile_of
     from .phases import resolve_config
 
     check_output_path(args.out, "-o")
@@ -188,10 +191,16 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     held = _holdout(args.holdout, runs)
     cfg = resolve_config(args)
     dev = get_device(args.device).name
-    eng = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
-    base = EngineOverheads.default(
-        args.predict, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+    profile = profile_of(args)  # --engine, else --predict's framework's, else vLLM's
+    eng = profile_engine(profile, cfg, dev, tp=args.tp)
+    # the terms start from the profile's (zero for the bound, which keeps the engine's policy)
+    base = profile.overheads(
+        max_num_seqs=eng.max_num_seqs,
+        max_num_batched_tokens=eng.max_num_batched_tokens,
+        terms=bool(args.predict),
     )
+    if not args.predict and profile.policy == "recompute":
+        base = dataclasses.replace(base, policy=None, basis="none")  # the bound as it always ran
     scales = fp8_scales_of(args)
     cut = [run for run in runs if run.in_file > len(run.prompt)]
     for c in cut if not args.quiet else []:  # said before the work: the fit reads a window of each long run
@@ -217,7 +226,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     )
     write_fit(fit, args.out)
     if args.json:
-        print(dump({"file": args.out, **fit.to_dict()}))
+        print(dump({"file": args.out, "engine": profile.to_dict(), **fit.to_dict()}))
         return 0
     drawn = sum(r.drawn for r in runs)
     print(
@@ -226,6 +235,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         + (f" (FP8 activation scales {scales})" if args.predict else "")
         + f": {len(runs) - len(held)} run(s) fitted, {len(held)} held out"
     )
+    print(f"  {profile.summary()}")
     for c in cut:
         print(
             f"  note: {c.source} holds {c.in_file:,} requests; the first {len(c.prompt):,} by arrival were fitted"
@@ -276,7 +286,10 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         )
     if not held:
         print("  no run held out (give three or more runs, or --holdout RATES): the error above is in-sample")
-    print(f"fit written to {args.out}; use it with --predict-file {args.out} on simulate, decode or prefill")
+    again = f" --engine {profile.ref}" if args.engine else ""
+    print(
+        f"fit written to {args.out}; use it with --predict-file {args.out}{again} on simulate, decode or prefill"
+    )
     return 0
 
 
@@ -385,10 +398,7 @@ def add_calibrate_parser(sub: Any) -> None:
         "and said (default 5,000, serving_fit.MAX_FIT_REQUESTS: each fit step simulates every run "
         "several times)",
     )
-    sv.add_argument(
-        "--max-num-batched-tokens", type=int, default=8192, help="the engine's token budget per iteration"
-    )
-    sv.add_argument("--max-num-seqs", type=int, default=256, help="the engine's sequences per iteration")
+    add_engine_options(sv)
     sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sv.add_argument("--json", action="store_true", help="machine-readable output")
     sv.set_defaults(func=cmd_calibrate_serving)

@@ -8,6 +8,7 @@ from typing import Any
 from .calibrate import add_predict_option
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
+from .engine_option import LIST, add_engine_options, engine_list, profile_of
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
 from .spec_options import add_spec_options, spec_of
@@ -49,22 +50,56 @@ def _topology(args: argparse.Namespace) -> Any:
     return Topology(replicas=args.replicas, tp=args.tp, router=args.router, prefix_eps=_prefix_eps(args))
 
 
-def _engine(args: argparse.Namespace) -> Any:
-    from graphs.serving.engine import EngineConfig
+def _request_tokens(args: argparse.Namespace, reqs: Any = None) -> int | None:
+    """Prompt + output tokens of every request when they are all equal (the no-evict cap of an
+    engine that reserves blocks at admission), else None: from the requests, or from
+    ``fixed:`` lengths of single-turn drawn requests (what ``--max-rate`` draws)."""
+    if reqs is not None:
+        sizes = {r.prompt + r.output for r in reqs}
+        return sizes.pop() if len(sizes) == 1 else None
+    if args.trace or args.turns > 1 or args.shared_prefix or args.prompt_pool:
+        return None
+    if args.prompt.startswith("fixed:") and args.output.startswith("fixed:"):
+        try:
+            return int(args.prompt[6:]) + int(args.output[6:])
+        except ValueError:
+            return None
+    return None
 
-    return EngineConfig(
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        max_num_seqs=args.max_num_seqs,
-        block_size=args.block_size,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        enable_chunked_prefill=not args.no_chunked_prefill,
+
+def _engine(args: argparse.Namespace, cfg: Any, profile: Any, reqs: Any = None) -> Any:
+    """The :class:`EngineConfig` of ``profile`` (``--engine`` and the flags that override it)
+    for ``cfg`` on ``--device`` (:func:`graphs.serving.engine.profile_engine`)."""
+    import dataclasses
+
+    from graphs.serving.engine import profile_engine
+
+    eng = profile_engine(
+        profile,
+        cfg,
+        args.device,
+        tp=args.tp,
+        request_tokens=_request_tokens(args, reqs),
         enable_prefix_caching=args.enable_prefix_caching,
         iteration_overhead_s=args.overhead_s,
         num_blocks=args.num_blocks,
-        scheduler_policy=args.scheduler_policy,
-        batch_wait_timeout_iters=args.batch_wait_iters,
-        batch_wait_max_tokens_ratio=args.batch_wait_ratio,
     )
+    if args.scheduler_policy:  # an explicit policy holds whatever overheads the run takes
+        eng = dataclasses.replace(eng, scheduler_policy=args.scheduler_policy)
+    return eng
+
+
+def _overheads(args: argparse.Namespace, profile: Any, eng: Any, fit: Any) -> Any:
+    """The engine overheads: a ``--predict-file`` fit's; else the profile's CPU terms, capture
+    sizes and policy when ``--predict`` prices the kernels; for the bound the profile's policy
+    alone (None under recompute: the bound runs exactly as it did before profiles)."""
+    if fit is not None:
+        return fit.overheads
+    if args.predict:
+        return profile.overheads(
+            max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+        )
+    return profile.overheads(terms=False) if profile.policy != "recompute" else None
 
 
 def _spec(args: argparse.Namespace) -> Any:
@@ -259,6 +294,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .calibrate import load_predict_file, predict_file_line, predictor_of
     from .model import resolve_model
 
+    if args.engine == LIST:
+        print(engine_list(args.json))
+        return 0
+    if args.model is None:
+        raise CostModelError("simulate needs a MODEL (catalog name or config.json path)")
     fit = load_predict_file(args)  # sets args.predict from the file
     if args.csv:  # every output path before any work
         check_output_path(args.csv, "--csv")
@@ -267,8 +307,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model), args)
-    topo, eng, spec, tiers = _topology(args), _engine(args), _spec(args), _tiers(args)
-    common = dict(topology=topo, engine=eng)
+    topo, spec, tiers = _topology(args), _spec(args), _tiers(args)
+    profile = profile_of(args)
     if args.max_rate and args.interval:
         raise CostModelError("--max-rate with --interval: give --rate for an interval run")
     if args.interval and not args.predict:
@@ -280,6 +320,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
         if args.csv or args.plot:
             raise CostModelError("--max-rate writes no per-request files; drop --csv/--plot (or give --rate)")
+        eng = _engine(args, cfg, profile)
         m = max_rate(
             cfg,
             args.device,
@@ -293,8 +334,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             percentile=args.percentile,
             progress=progress_bar("max-rate", args.quiet, "probes"),
             predictor=predictor_of(args),
-            overheads=fit.overheads if fit is not None else None,  # every probe with the fitted engine
-            **common,
+            overheads=_overheads(args, profile, eng, fit),  # every probe with the same engine
+            topology=topo,
+            engine=eng,
         )
         from graphs.serving.cost import sim_cost
 
@@ -303,7 +345,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         cost = sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]) if m.at_rate else None
         keep(args, result=m, config=cfg, cost=cost)
         if args.json:
-            print(dump({**m.to_dict(), "cost": cost}))
+            print(dump({**m.to_dict(), "engine": profile.to_dict(), "cost": cost}))
             return 0
         print(
             f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
@@ -311,6 +353,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
         print(f"  {_settings(args)}")
         print(f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)")
+        print(f"  {profile.summary()}")
         if fit is not None:
             print(predict_file_line(args.predict_file, fit, cfg.name, args.device))
         if m.at_rate is not None and m.at_rate.coverage is not None:
@@ -355,6 +398,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     longest = max(r.prompt + r.output for r in reqs)  # the most a sequence holds: its prompt and answer
     check_context(args, longest, "--prompt + --output" if trace is None else "the trace's prompt + output")
+    eng = _engine(args, cfg, profile, reqs)
     run = dict(
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
@@ -362,8 +406,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         spec=spec,
         kv_tiers=tiers,
-        overheads=fit.overheads if fit is not None else None,
-        **common,
+        overheads=_overheads(args, profile, eng, fit),
+        topology=topo,
+        engine=eng,
     )
     if args.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
         from graphs.serving.simulator import steady_stagger_s
@@ -419,7 +464,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     cost = sim_cost(res, rates_of(args, [args.device])[args.device])
     keep(args, cost=cost)
     if args.json:
-        doc = {"settings": settings, **res.to_dict(), "cost": cost}
+        doc = {"settings": settings, "engine": profile.to_dict(), **res.to_dict(), "cost": cost}
         if interval is not None:
             doc.update({k: v for k, v in interval.to_dict().items() if k not in ("point", "quantiles")})
         print(dump(doc))
@@ -429,6 +474,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
     )
     print(f"  {settings}")
+    print(f"  {profile.summary()}")
+    if args.predict and args.predict != profile.framework:
+        print(
+            f"  note: {args.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
+        )
     if "stagger_s" in run:
         print(
             f"  closed loop: the clients' first sends drawn uniformly over {run['stagger_s']:.3f} s (--seed {args.seed})"
@@ -516,7 +566,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp = sub.add_parser(
         "simulate", help="request-level serving simulation: TTFT/TPOT percentiles under a rate"
     )
-    sp.add_argument("model", help="catalog name or path to a config.json")
+    sp.add_argument("model", nargs="?", default=None, help="catalog name or path to a config.json")
     sp.add_argument("--device", default="h100-sxm")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
     add_dtype_options(sp)
@@ -601,16 +651,10 @@ def add_simulate_parser(sub: Any) -> None:
         action="store_true",
         help="simulate requests whose prompt + output exceed the model's context limit, with a warning",
     )
-    sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
-    sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
-    sp.add_argument("--block-size", type=int, default=16, help="KV-cache block (tokens)")
+    add_engine_options(sp)
     sp.add_argument(
-        "--num-blocks", type=int, default=None, help="KV blocks per replica (default: from the ledger)"
+        "--num-blocks", type=int, default=None, help="KV blocks per replica (default: the engine's pool rule)"
     )
-    sp.add_argument(
-        "--gpu-memory-utilization", type=float, default=0.9, help="fraction of memory the engine may use"
-    )
-    sp.add_argument("--no-chunked-prefill", action="store_true", help="a prompt runs in one iteration")
     sp.add_argument(
         "--enable-prefix-caching",
         action="store_true",
@@ -620,27 +664,6 @@ def add_simulate_parser(sub: Any) -> None:
         "--shared-prefix", type=int, default=0, help="tokens every drawn prompt starts with (a system prompt)"
     )
     sp.add_argument("--overhead-s", type=float, default=0.0, help="CPU/scheduling time per iteration (s)")
-    sp.add_argument(
-        "--scheduler-policy",
-        choices=("recompute", "guaranteed_no_evict"),
-        default=None,
-        help="vLLM's recompute preemption, or TensorRT-LLM's admission that reserves prompt + output "
-        "(default: the --predict framework's; recompute for the bound)",
-    )
-    sp.add_argument(
-        "--batch-wait-iters",
-        type=int,
-        default=0,
-        help="TensorRT-LLM's batch_wait_timeout_iters: new prompts wait up to N iterations to be "
-        "prefilled together (with --batch-wait-ratio; 0: off)",
-    )
-    sp.add_argument(
-        "--batch-wait-ratio",
-        type=float,
-        default=0.0,
-        help="TensorRT-LLM's batch_wait_max_tokens_ratio: ...or until the iteration's tokens reach "
-        "this fraction of --max-num-batched-tokens (0: off)",
-    )
     sp.add_argument("--replicas", type=int, default=1, help="replicas behind the router")
     sp.add_argument(
         "--router",

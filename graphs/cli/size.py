@@ -8,6 +8,7 @@ from typing import Any
 
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
+from .engine_option import add_engine_options
 from .options import add_dtype_options, apply_dtypes, int_list
 
 __all__ = ["add_size_parser", "cmd_size"]
@@ -68,13 +69,14 @@ def _link_bandwidth(args: argparse.Namespace) -> float:
 
 def cmd_size(args: argparse.Namespace) -> int:
     from graphs.serving.cost import parse_prices
-    from graphs.serving.engine import EngineConfig
     from graphs.serving.sizing import size_deployment
 
+    from .engine_option import profile_of
     from .model import resolve_model
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     cfg = apply_dtypes(resolve_model(args.model), args)
+    profile = profile_of(args)  # --engine, else vLLM's: each (device, tp) sizes its own pool
     res = size_deployment(
         cfg,
         rate=args.rate,
@@ -88,16 +90,14 @@ def cmd_size(args: argparse.Namespace) -> int:
         electricity_per_kwh=args.electricity_per_kwh,
         **_workload_of(args),
         percentile=args.percentile,
-        engine=EngineConfig(
-            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs
-        ),
+        profile=profile,
         link_bandwidth=_link_bandwidth(args),
         max_simulations=args.max_simulations,
         progress=progress_bar("size", args.quiet, "simulations"),
         allow_long_context=args.allow_long_context,
     )
     if args.json:
-        print(dump(res))
+        print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0
     goal = "cheapest" if args.objective == "cost" else "fewest devices"
     print(
@@ -105,6 +105,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         f"TPOT <= {res.slo_tpot:g} s: {goal}, {res.simulated} candidate(s) simulated"
     )
     print(f"  workload: {res.workload}")
+    print(f"  {profile.summary()}")
     for why in res.pruned:
         print(f"  pruned by the bounds: {why}")
     if res.winner is None:
@@ -150,8 +151,7 @@ def add_size_parser(sub: Any) -> None:
     )
     _add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
-    sp.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
-    sp.add_argument("--max-num-seqs", type=int, default=256, help="sequences per iteration")
+    add_engine_options(sp)
     sp.add_argument("--max-simulations", type=int, default=60, help="most candidates simulated")
     sp.add_argument(
         "--allow-long-context",

@@ -24,7 +24,7 @@ when context and generation requests are both scheduled; the prompts that would 
 counted here under the token budget and the sequence limit, their blocks not checked).
 
 That is vLLM's ``recompute`` policy. Under TensorRT-LLM's ``guaranteed_no_evict``
-(:data:`graphs.serving.overheads.POLICIES`) a waiting sequence is admitted only when the blocks
+(:data:`graphs.serving.engines.POLICIES`) a waiting sequence is admitted only when the blocks
 of its prompt plus its whole output can be reserved at once; a running sequence then never
 needs a block it does not hold, so nothing is ever preempted.
 
@@ -51,7 +51,10 @@ iteration's roofline: :func:`graphs.serving.overheads.scaled_kernels_s`), plus a
 per-iteration overhead and the CPU terms of :class:`graphs.serving.overheads.EngineOverheads`
 (a decode-only batch priced at its CUDA-graph capture size).
 
-The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`).
+The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`: vLLM's rule; an engine
+profile with another rule sets ``num_blocks`` itself, :mod:`graphs.serving.engines`).
+:class:`EngineConfig` lives in the engines wing (:mod:`graphs.serving.engines.knobs`) and is
+re-exported here.
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ from typing import TYPE_CHECKING, Any
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
-from .overheads import POLICIES, EngineOverheads, scaled_kernels_s
+from .engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
+from .overheads import scaled_kernels_s
 
 if TYPE_CHECKING:
     from .kv_tiers import KVTiers
@@ -72,62 +76,11 @@ if TYPE_CHECKING:
     from .steps import IterationStep
 from .requests import Request
 
-__all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks"]
+__all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks", "kv_pool", "profile_engine"]
 
 #: a batch, its length, and its decodes' count, summed KV length and contexts (None: not
 #: windowed), and its chunks (new tokens, cached): what iteration_time reads off the batch
 _Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | None, list[tuple[float, float]]]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s).
-
-    ``scheduler_policy`` (:data:`graphs.serving.overheads.POLICIES`): None takes the engine
-    overheads' policy, and ``recompute`` when they name none."""
-
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.9
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = False
-    iteration_overhead_s: float = 0.0
-    num_blocks: int | None = None  #: override the ledger's block count
-    scheduler_policy: str | None = None
-    #: TensorRT-LLM's batch waiting (module doc): new prompts wait up to this many iterations...
-    batch_wait_timeout_iters: int = 0
-    #: ...until the iteration's tokens reach this fraction of ``max_num_batched_tokens``
-    batch_wait_max_tokens_ratio: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise CostModelError(f"{name} must be a positive whole number, got {v!r}")
-        if self.max_num_batched_tokens < self.block_size:
-            raise CostModelError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than one KV block "
-                f"({self.block_size} tokens)"
-            )
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise CostModelError(
-                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
-            )
-        if not (math.isfinite(self.iteration_overhead_s) and self.iteration_overhead_s >= 0):
-            raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
-        if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
-            raise CostModelError(f"num_blocks must be a positive whole number, got {self.num_blocks!r}")
-        w = self.batch_wait_timeout_iters
-        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 10_000:
-            raise CostModelError(f"batch_wait_timeout_iters must be a whole number in [0, 10000], got {w!r}")
-        r = self.batch_wait_max_tokens_ratio
-        if isinstance(r, bool) or not isinstance(r, int | float) or not (math.isfinite(r) and 0 <= r <= 1):
-            raise CostModelError(f"batch_wait_max_tokens_ratio must be in [0, 1], got {r!r}")
-        if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
-            raise CostModelError(
-                f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
-            )
 
 
 def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
@@ -147,6 +100,54 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
             "leaves nothing (more devices, tp, or a smaller token budget)"
         )
     return n
+
+
+def kv_pool(config: Any, device: Any, tp: int = 1) -> KVPool:
+    """What one device's KV pool is sized from, for ``config`` (a model, its name or a
+    :class:`~graphs.serving.workload.Workload`) served with ``tp`` devices: the device's capacity
+    and the decode ledger's weights, activation and KV bytes per token (the ledger the simulator
+    sizes :func:`kv_blocks` from)."""
+    from costmodel.hardware import get_device
+
+    from .ledger_fit import build_ledger
+    from .workload import as_workload
+
+    led = build_ledger(as_workload(config), "decode", 1, tp, None, None)
+    return KVPool(
+        capacity_bytes=as_float(get_device(device).capacity()),
+        weights_bytes=as_float(led.weights_bytes),
+        activation_bytes_per_token=as_float(led.activation_bytes_per_token),
+        kv_bytes_per_token=as_float(led.kv_bytes_per_token),
+    )
+
+
+def profile_engine(
+    profile: EngineProfile,
+    config: Any,
+    device: Any,
+    *,
+    tp: int = 1,
+    request_tokens: int | None = None,
+    max_running: int | None = None,
+    enable_prefix_caching: bool = False,
+    iteration_overhead_s: float = 0.0,
+    num_blocks: int | None = None,
+) -> EngineConfig:
+    """The :class:`EngineConfig` an engine profile runs ``config`` on ``device`` with (its KV
+    pool sized by its own rule from :func:`kv_pool`, the no-evict cap where its scheduler
+    reserves blocks: :meth:`graphs.serving.engines.EngineProfile.engine_config`, whose
+    parameters these are). What ``costmodel simulate --engine`` and the accuracy pages build."""
+    pool = (
+        kv_pool(config, device, tp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
+    )
+    return profile.engine_config(
+        pool,
+        request_tokens=request_tokens,
+        max_running=max_running,
+        enable_prefix_caching=enable_prefix_caching,
+        iteration_overhead_s=iteration_overhead_s,
+        num_blocks=num_blocks,
+    )
 
 
 @dataclass(eq=False, slots=True)  # slots: the scheduler reads its fields ~10^8 times a long run

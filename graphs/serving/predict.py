@@ -66,7 +66,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import MERGED, OP, ROLE, Role
-from costmodel.measured.corpus import FP8_SCALES
+from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
@@ -74,6 +74,7 @@ from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
 
 from .compiled import compiled_step
+from .engines import get_engine
 from .kernel_sources import (
     SUBSTITUTES,
     WARN_SHARE,
@@ -343,33 +344,12 @@ def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     return {n: tuple(ms) for ms in groups.values() if len(ms) > 1 for n in ms}
 
 
-#: per framework, how it runs the graph's small unmeasured ops (module doc): ``each`` node is its
-#: own kernel; ``layer``: one kernel for all the nodes of that role in a layer; a role not listed is
-#: fused into a neighbouring kernel (its time stays its bound). vLLM and SGLang: the residual add runs
-#: inside the next norm (``fused_add_rms_norm``), ``rotary_embedding(positions, query, key, ...)``
-#: rotates q and k in one kernel, ``reshape_and_cache_flash(key, value, ...)`` writes k and v in one
-#: (``vllm/_custom_ops.py``; SGLang calls the same sgl-kernel ops). TensorRT-LLM: RoPE and the KV
-#: append run inside its attention op (``thop.attention`` takes the fused QKV, the rotary settings
-#: and the cache's block offsets: ``tensorrt_llm/_torch/attention_backend/trtllm.py``), the residual
-#: add inside the norm (``RMSNorm(residual=...)``). Every engine: one kernel per norm, activation
-#: (``silu_and_mul``) and embedding gather.
-SMALL_KERNELS: dict[str, dict[Role, str]] = {
-    "vllm": {
-        Role.NORM: "each",
-        Role.ACTIVATION: "each",
-        Role.EMBEDDING: "each",
-        Role.ROPE: "layer",
-        Role.CACHE_WRITE: "layer",
-    },
-    "sglang": {
-        Role.NORM: "each",
-        Role.ACTIVATION: "each",
-        Role.EMBEDDING: "each",
-        Role.ROPE: "layer",
-        Role.CACHE_WRITE: "layer",
-    },
-    "trtllm": {Role.NORM: "each", Role.ACTIVATION: "each", Role.EMBEDDING: "each"},
-}
+#: per corpus framework, how its engine runs the graph's small unmeasured ops (module doc): ``each``
+#: node is its own kernel; ``layer``: one kernel for all the nodes of that role in a layer; a role
+#: not listed is fused into a neighbouring kernel (its time stays its bound). A view of each
+#: framework's engine profile (:attr:`graphs.serving.engines.EngineProfile.small_kernels`, where
+#: the sources are: vLLM's and SGLang's fused RoPE and KV write, TensorRT-LLM's inside attention).
+SMALL_KERNELS: dict[str, dict[Role, str]] = {fw: dict(get_engine(fw).small_kernels) for fw in FRAMEWORKS}
 #: the :attr:`Prediction.by_family` entry of the ops no measured family prices: their bound, and
 #: (``predicted_s``, ``corrected_s``) the small kernels' time where it exceeds it (module doc)
 UNMEASURED = "unmeasured ops"
@@ -394,7 +374,7 @@ def small_kernel_groups(nodes: Any, framework: str) -> dict[str, tuple[str, ...]
     """Each unmeasured node that ``framework`` runs as (part of) its own kernel -> the kernel's
     member names (:data:`SMALL_KERNELS`): one node for ``each``, the role's nodes of one layer
     group, phase and repeat count for ``layer``. ``nodes``: (name, attributes) pairs."""
-    how = SMALL_KERNELS.get(framework, {})
+    how = get_engine(framework, what="engine profile for framework").small_kernels
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, d in nodes:
         role = d.get(ROLE)

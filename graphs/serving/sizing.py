@@ -54,7 +54,8 @@ from costmodel.results import Result
 
 from .capacity_search import ceiling_rate
 from .cost import NO_PRICE, Rates, TokenCost, device_rates, sim_cost
-from .engine import EngineConfig, kv_blocks
+from .engine import EngineConfig, kv_blocks, profile_engine
+from .engines import EngineOverheads, EngineProfile
 from .ledger_fit import build_ledger
 from .mixed import mixed_step
 from .requests import Request, synthetic
@@ -145,6 +146,19 @@ class _Family:
     rates: Rates
 
 
+def _pair_engine(
+    profile: EngineProfile | None, eng: EngineConfig, w: Any, hw: Any, tp: int, reqs: Sequence[Request]
+) -> tuple[EngineConfig, EngineOverheads | None]:
+    """The engine config and overheads a (device, tp) pair runs: ``eng`` and none without a
+    profile; else the profile's, its pool sized for the pair (the no-evict cap for equal
+    requests) and, the bound having no CPU terms, its policy alone where it is not recompute."""
+    if profile is None:
+        return eng, None
+    sizes = {r.prompt + r.output for r in reqs}
+    cfg = profile_engine(profile, w, hw, tp=tp, request_tokens=sizes.pop() if len(sizes) == 1 else None)
+    return cfg, profile.overheads(terms=False) if profile.policy != "recompute" else None
+
+
 def _floors(
     w: Any, hw: Any, tp: int, reqs: Sequence[Request], eng: EngineConfig, q: float
 ) -> tuple[float, float, str | None]:
@@ -194,6 +208,7 @@ def size_deployment(
     seed: int = 0,
     percentile: float = 99.0,
     engine: EngineConfig | None = None,
+    profile: EngineProfile | None = None,
     link_bandwidth: float = DEFAULT_LINK_BANDWIDTH,
     max_simulations: int = 60,
     runners_up: int = 4,
@@ -204,7 +219,10 @@ def size_deployment(
 
     ``prices``: USD per device-hour by catalog device name, replacing the catalog's. A drawn
     request longer than the model's context limit is an error (a warning with
-    ``allow_long_context``), as for ``decode --ctx``."""
+    ``allow_long_context``), as for ``decode --ctx``. ``profile``: an engine profile
+    (:mod:`graphs.serving.engines`) whose scheduler and KV-pool rule every (device, tp) runs,
+    its pool sized there (:func:`graphs.serving.engine.profile_engine`; a pair it leaves no room
+    is pruned), instead of ``engine``."""
     if objective not in OBJECTIVES:
         raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
     for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -216,8 +234,12 @@ def size_deployment(
         raise CostModelError("give at least one device")
     if max_simulations < 1:
         raise CostModelError(f"max_simulations must be >= 1, got {max_simulations}")
+    if engine is not None and profile is not None:
+        raise CostModelError("give an engine config or an engine profile, not both")
     w = as_workload(config)
     eng = engine or EngineConfig()
+    #: (device, tp) -> the engine config and overheads its runs take (a profile's, sized per pair)
+    engines: dict[tuple[str, int], tuple[EngineConfig, EngineOverheads | None]] = {}
     reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
     w.config.check_context(
         max(r.prompt + r.output for r in reqs),
@@ -239,7 +261,13 @@ def size_deployment(
             if domain is not None and tp > domain:
                 pruned.append(f"{name} tp{tp}: wider than its scale-up domain ({domain})")
                 continue
-            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, eng, percentile)
+            try:
+                pair = _pair_engine(profile, eng, w, hw, tp, reqs)
+            except CostModelError as e:
+                pruned.append(f"{name} tp{tp}: does not fit: {e}")
+                continue
+            engines[(name, tp)] = pair
+            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, pair[0], percentile)
             if why is None and tpot_lo > slo_tpot:
                 why = f"TPOT floor {tpot_lo:.4g} s (one decode at batch 1) > SLO {slo_tpot:g} s"
             if why is None and ttft_lo > slo_ttft:
@@ -247,7 +275,7 @@ def size_deployment(
             if why is not None:
                 pruned.append(f"{name} tp{tp}: {why}")
                 continue
-            per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=eng)
+            per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=pair[0])
             n0 = max(1, math.ceil(rate / per_replica))
             if n0 > MAX_REPLICAS:
                 pruned.append(
@@ -293,7 +321,8 @@ def size_deployment(
         if len(done) >= max_simulations:
             break
         seen.add((fam, a, b))
-        dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, eng, link_bandwidth)
+        pair = engines[(fam.device, fam.tp)]
+        dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth)
         done.append(dep)
         if progress:
             progress(len(done), max_simulations)
@@ -359,15 +388,24 @@ def _run(
     slo_ttft: float,
     slo_tpot: float,
     q: float,
-    eng: EngineConfig,
+    pair: tuple[EngineConfig, EngineOverheads | None],
     link_bandwidth: float,
 ) -> Deployment:
     if fam.disagg:
         topo = Topology(tp=fam.tp, prefill_replicas=a, decode_replicas=b, link_bandwidth=link_bandwidth)
     else:
         topo = Topology(replicas=a, tp=fam.tp)
+    eng, ov = pair
     res = simulate(
-        w, fam.device, reqs, topology=topo, engine=eng, slo_ttft=slo_ttft, slo_tpot=slo_tpot, rate=rate
+        w,
+        fam.device,
+        reqs,
+        topology=topo,
+        engine=eng,
+        overheads=ov,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        rate=rate,
     )
     t, p = _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q)
     return Deployment(

@@ -1,0 +1,120 @@
+"""``--engine NAME[@VERSION]`` and the scheduler flags that override its profile
+(:mod:`graphs.serving.engines`): one option for every command that builds an engine.
+
+Without ``--engine`` the profile is ``--predict``'s framework's (its kernels and its scheduler go
+together), else vLLM's (the bound). An explicit flag (``--max-num-seqs``, ``--block-size`` ...)
+replaces that one default; the output names the profile, the defaults it assumed and the flags
+given, once. ``--engine list`` lists the registered profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_engine_options", "profile_of", "engine_list", "LIST"]
+
+LIST = "list"  #: ``--engine list``: print the profiles and exit
+
+#: flag destination -> the profile setting it overrides (:data:`graphs.serving.engines.OVERRIDES`)
+_FLAGS = {
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "block_size": "block_size",
+    "chunked_prefill": "enable_chunked_prefill",
+    "batch_wait_iters": "batch_wait_timeout_iters",
+    "batch_wait_ratio": "batch_wait_max_tokens_ratio",
+    "gpu_memory_utilization": "kv_fraction",
+}
+
+
+def add_engine_options(sp: argparse.ArgumentParser) -> None:
+    """``--engine`` and the scheduler flags (each default None: the profile's)."""
+    sp.add_argument(
+        "--engine",
+        default=None,
+        metavar="NAME[@VERSION]",
+        help="the serving engine's profile: its scheduler, KV pool, CUDA-graph padding and CPU terms "
+        "(`--engine list` lists them; default: --predict's framework's, vllm for the bound)",
+    )
+    sp.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="token budget per iteration (default: the engine's)",
+    )
+    sp.add_argument(
+        "--max-num-seqs", type=int, default=None, help="sequences per iteration (default: the engine's)"
+    )
+    sp.add_argument(
+        "--block-size", type=int, default=None, help="KV-cache block, tokens (default: the engine's)"
+    )
+    sp.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        help="the engine's KV-pool fraction: of the whole device (vLLM's gpu_memory_utilization) or of the "
+        "memory left after weights and activations (TensorRT-LLM's kv_cache_free_gpu_mem_fraction), "
+        "as its profile's rule says (default: the engine's)",
+    )
+    sp.add_argument(
+        "--chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="split prompts over iterations, or (--no-chunked-prefill) run each in one (default: the engine's)",
+    )
+    sp.add_argument(
+        "--scheduler-policy",
+        choices=("recompute", "guaranteed_no_evict"),
+        default=None,
+        help="vLLM's recompute preemption, or TensorRT-LLM's admission that reserves prompt + output "
+        "(default: the engine's)",
+    )
+    sp.add_argument(
+        "--batch-wait-iters",
+        type=int,
+        default=None,
+        help="TensorRT-LLM's batch_wait_timeout_iters: new prompts wait up to N iterations to be "
+        "prefilled together (with --batch-wait-ratio; default: the engine's, 0: off)",
+    )
+    sp.add_argument(
+        "--batch-wait-ratio",
+        type=float,
+        default=None,
+        help="TensorRT-LLM's batch_wait_max_tokens_ratio: ...or until the iteration's tokens reach "
+        "this fraction of --max-num-batched-tokens (default: the engine's, 0: off)",
+    )
+
+
+def profile_of(args: argparse.Namespace) -> Any:
+    """The :class:`~graphs.serving.engines.EngineProfile` the flags give: ``--engine``'s, else
+    ``--predict``'s framework's, else vLLM's; with every explicit scheduler flag as an override
+    (checked by the profile: a bad value is a one-line error naming it)."""
+    from graphs.serving.engines import get_engine
+
+    name = getattr(args, "engine", None) or getattr(args, "predict", None) or "vllm"
+    prof = get_engine(name)
+    given = {
+        key: getattr(args, dest) for dest, key in _FLAGS.items() if getattr(args, dest, None) is not None
+    }
+    if getattr(args, "scheduler_policy", None):
+        given["policy"] = args.scheduler_policy
+    return prof.with_overrides(**given) if given else prof
+
+
+def engine_list(as_json: bool = False) -> str:
+    """Every registered profile: its name, what it is, the corpus framework pricing it and its
+    defaults (``--json``: each profile's sources too)."""
+    from graphs.serving.engines import engines, get_engine
+
+    profs = engines()
+    if as_json:
+        from .common import dump
+
+        return dump([p.to_dict() for p in profs])
+    lines = ["engine profiles (NAME[@VERSION]; a bare NAME takes its default version):"]
+    for p in profs:
+        default = " (default)" if get_engine(p.name) is p else ""
+        lines.append(f"  {p.ref}{default}: {p.label}; kernels from the {p.framework} corpus")
+        lines.append(f"    {', '.join(f'{k} {v}' for k, v in p.defaults().items())}")
+    return "\n".join(lines)

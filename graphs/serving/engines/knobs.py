@@ -1,0 +1,279 @@
+"""The simulator's engine knobs: the scheduler's (:class:`EngineConfig`, vLLM's names) and what
+a serving engine adds around its kernels (:class:`EngineOverheads`).
+
+They sit in the engines wing so that an engine profile (:mod:`.profile`) can build them without
+importing the simulator; :mod:`graphs.serving.engine` and :mod:`graphs.serving.overheads`
+re-export them under their old paths. The formulas they stand for are those modules' docs:
+
+.. math::
+
+    t_{iter} = s \\, t_{step}(\\text{padded batch}) + a + b\\,n + c\\,T, \\qquad
+    \\mathrm{TTFT} = r + t_{first} - t_{in} + d
+
+with ``s`` :attr:`EngineOverheads.kernel_scale`, ``a`` :attr:`~EngineOverheads.iteration_s`,
+``b`` :attr:`~EngineOverheads.per_seq_s` per scheduled sequence, ``c``
+:attr:`~EngineOverheads.per_token_s` per new token, ``r`` :attr:`~EngineOverheads.request_s`
+and ``d`` :attr:`~EngineOverheads.output_token_s` per output token (s).
+
+Scheduler policy (:data:`POLICIES`): ``recompute`` is vLLM's (blocks are allocated as tokens
+are computed; when they run out the latest admitted sequence is preempted and later recomputed);
+``guaranteed_no_evict`` is TensorRT-LLM's default capacity scheduler (a request is admitted only
+when the blocks of its prompt plus its maximum output can be reserved, so a started request is
+never paused: https://nvidia.github.io/TensorRT-LLM/performance/performance-tuning-guide/useful-runtime-flags.html,
+"Capacity Scheduler Policy").
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from costmodel.errors import CostModelError
+
+__all__ = [
+    "EngineConfig",
+    "EngineOverheads",
+    "KERNEL_SCALE_RANGE",
+    "POLICIES",
+    "TERMS",
+    "TERM_RANGES",
+    "CPU_TERMS",
+    "scaled_kernels_s",
+]
+
+#: scheduler policies: vLLM's recompute preemption, TensorRT-LLM's reserve-at-admission
+POLICIES = ("recompute", "guaranteed_no_evict")
+#: the fitted terms (s; ``kernel_scale`` dimensionless), in the order they print
+TERMS = ("kernel_scale", "iteration_s", "per_seq_s", "per_token_s", "request_s", "output_token_s")
+#: the largest accepted value of each time term (s): a second of CPU per iteration is no engine
+_TERM_MAX = {
+    "iteration_s": 1.0,
+    "per_seq_s": 0.1,
+    "per_token_s": 0.01,
+    "request_s": 60.0,
+    "output_token_s": 1.0,
+}
+KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
+#: every term's accepted range (its unit: s, or the dimensionless kernel scale)
+TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in _TERM_MAX.items()}}
+#: the CPU and request-path terms an engine profile sets (s): every term but ``kernel_scale``
+CPU_TERMS = TERMS[1:]
+
+
+def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:
+    """The kernels' seconds times a fitted or given ``scale``, floored at the step's roofline
+    bound (physics is a floor: no scale prices a kernel below its roofline):
+
+    .. math::
+
+        t = \\max(s \\, t_{kernels}, t_{bound})
+
+    Parameters
+    ----------
+    scale : float
+        :attr:`EngineOverheads.kernel_scale` (dimensionless).
+    kernels_s, bound_s : float
+        The kernels' predicted (or bound) seconds and the same step's roofline bound (s).
+
+    Returns
+    -------
+    tuple of (float, bool)
+        The seconds, and whether the floor bound them (to be said once in the output).
+
+    >>> scaled_kernels_s(0.05, 4.8e-3, 4.8e-3)
+    (0.0048, True)
+    >>> scaled_kernels_s(1.25, 4e-3, 4e-3)
+    (0.005, False)
+    """
+    t = scale * kernels_s
+    return (bound_s, True) if t < bound_s else (t, False)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s).
+
+    ``scheduler_policy`` (:data:`POLICIES`): None takes the engine
+    overheads' policy, and ``recompute`` when they name none."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+    iteration_overhead_s: float = 0.0
+    num_blocks: int | None = None  #: override the ledger's block count
+    scheduler_policy: str | None = None
+    #: TensorRT-LLM's batch waiting (module doc): new prompts wait up to this many iterations...
+    batch_wait_timeout_iters: int = 0
+    #: ...until the iteration's tokens reach this fraction of ``max_num_batched_tokens``
+    batch_wait_max_tokens_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise CostModelError(f"{name} must be a positive whole number, got {v!r}")
+        if self.max_num_batched_tokens < self.block_size:
+            raise CostModelError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than one KV block "
+                f"({self.block_size} tokens)"
+            )
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise CostModelError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if not (math.isfinite(self.iteration_overhead_s) and self.iteration_overhead_s >= 0):
+            raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
+        if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):
+            raise CostModelError(f"num_blocks must be a positive whole number, got {self.num_blocks!r}")
+        w = self.batch_wait_timeout_iters
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 10_000:
+            raise CostModelError(f"batch_wait_timeout_iters must be a whole number in [0, 10000], got {w!r}")
+        r = self.batch_wait_max_tokens_ratio
+        if isinstance(r, bool) or not isinstance(r, int | float) or not (math.isfinite(r) and 0 <= r <= 1):
+            raise CostModelError(f"batch_wait_max_tokens_ratio must be in [0, 1], got {r!r}")
+        if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
+            raise CostModelError(
+                f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOverheads:
+    """The engine terms of the module doc (seconds; ``kernel_scale`` dimensionless).
+
+    ``cudagraph_sizes`` empty: no padding. ``policy`` None: the :class:`EngineConfig`'s.
+    ``basis`` says where the values come from (printed with them)."""
+
+    iteration_s: float = 0.0
+    per_seq_s: float = 0.0
+    per_token_s: float = 0.0
+    request_s: float = 0.0
+    output_token_s: float = 0.0
+    kernel_scale: float = 1.0
+    cudagraph_sizes: tuple[int, ...] = ()
+    policy: str | None = None
+    basis: str = "none"
+    _sorted: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, hi in _TERM_MAX.items():
+            v = getattr(self, name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not (math.isfinite(v) and 0 <= v <= hi)
+            ):
+                raise CostModelError(f"overhead {name} must be in [0, {hi:g}] s, got {v!r}")
+        lo, hi = KERNEL_SCALE_RANGE
+        k = self.kernel_scale
+        if isinstance(k, bool) or not isinstance(k, int | float) or not (math.isfinite(k) and lo <= k <= hi):
+            raise CostModelError(f"kernel_scale must be in [{lo:g}, {hi:g}], got {k!r}")
+        sizes = self.cudagraph_sizes
+        if not isinstance(sizes, tuple) or any(
+            isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= 10**6 for s in sizes
+        ):
+            raise CostModelError(
+                f"cudagraph_sizes must be a tuple of whole numbers in [1, 1e6], got {sizes!r}"
+            )
+        if self.policy is not None and self.policy not in POLICIES:
+            raise CostModelError(
+                f"scheduler policy {self.policy!r} not allowed; allowed: {', '.join(POLICIES)}"
+            )
+        object.__setattr__(self, "_sorted", sorted(set(sizes)))
+
+    @classmethod
+    def for_framework(
+        cls, name: str, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192
+    ) -> EngineOverheads:
+        """The overheads of engine profile ``name`` (``NAME[@VERSION]``, :func:`~.profile.get_engine`):
+        its CPU and request-path terms (fitted where it says, else assumed), its capture sizes for
+        these batch limits and its scheduler policy (:meth:`~.profile.EngineProfile.overheads`)."""
+        from .profile import get_engine
+
+        return get_engine(name, what="engine overheads for framework").overheads(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+        )
+
+    @classmethod
+    def default(
+        cls, framework: str | None, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192
+    ) -> EngineOverheads:
+        """What a run takes without explicit overheads: the framework's (:meth:`for_framework`)
+        when its kernels price the steps, none for the bound (``framework`` None)."""
+        if framework is None:
+            return cls()
+        return cls.for_framework(
+            framework, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+        )
+
+    @property
+    def is_zero(self) -> bool:
+        """No term at all: the simulator runs exactly as without overheads."""
+        return (
+            all(getattr(self, t) == 0 for t in _TERM_MAX)
+            and self.kernel_scale == 1
+            and not self.cudagraph_sizes
+            and self.policy is None
+        )
+
+    def cpu_s(self, seqs: int, tokens: int) -> float:
+        """``a + b n + c T`` (s) for an iteration of ``seqs`` sequences and ``tokens`` new tokens."""
+        return self.iteration_s + self.per_seq_s * seqs + self.per_token_s * tokens
+
+    def padded(self, n: int) -> int:
+        """The capture size a decode-only batch of ``n`` runs at: the smallest ``>= n``; ``n``
+        itself beyond the largest (no graph: eager, unpadded) or with no sizes."""
+        s = self._sorted
+        i = bisect.bisect_left(s, n)
+        return s[i] if i < len(s) else n
+
+    def with_terms(self, **terms: Any) -> EngineOverheads:
+        """A copy with some terms replaced (a fit's values)."""
+        return replace(self, **terms)
+
+    def summary(self) -> str:
+        """One line: every term used, so that nothing added to the kernels is hidden."""
+        graphs = (
+            f"CUDA-graph padding to {len(self.cudagraph_sizes)} sizes up to {max(self.cudagraph_sizes)}"
+            if self.cudagraph_sizes
+            else "no CUDA-graph padding"
+        )
+        return (
+            f"engine overheads ({self.basis}): kernels x{self.kernel_scale:.4g}; per iteration "
+            f"{self.iteration_s * 1e3:.4g} ms + {self.per_seq_s * 1e6:.4g} us/sequence + "
+            f"{self.per_token_s * 1e9:.4g} ns/token; request path {self.request_s * 1e3:.4g} ms on TTFT; "
+            f"{self.output_token_s * 1e6:.4g} us per output token; {graphs}; "
+            f"scheduler {self.policy or 'as the engine config says'}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("_sorted", None)
+        d["cudagraph_sizes"] = list(self.cudagraph_sizes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "overheads") -> EngineOverheads:
+        """Back from :meth:`to_dict`; an unknown or missing key is an error naming it."""
+        names = {f.name for f in fields(cls) if f.init}
+        if not isinstance(d, dict):
+            raise CostModelError(f"{where} must be an object of {', '.join(sorted(names))}")
+        extra = sorted(set(d) - names)
+        if extra:
+            raise CostModelError(
+                f"{where}: unknown key {extra[0][:60]!r}; allowed: {', '.join(sorted(names))}"
+            )
+        missing = sorted(names - set(d))
+        if missing:
+            raise CostModelError(f"{where}: missing key {missing[0]!r}")
+        sizes = d["cudagraph_sizes"]
+        if not isinstance(sizes, list):
+            raise CostModelError(f"{where}: cudagraph_sizes must be a list of whole numbers")
+        if not isinstance(d["basis"], str):
+            raise CostModelError(f"{where}: basis must be a string")
+        return cls(**{**d, "cudagraph_sizes": tuple(sizes), "basis": d["basis"][:300]})

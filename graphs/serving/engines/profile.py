@@ -1,0 +1,497 @@
+"""An engine profile: one serving engine's (and version's) defaults, each with its source, and the
+registry that names them (``vllm``, ``trtllm``, ``vllm@0.6``).
+
+A profile holds what the simulator needs to run an engine as it runs by default:
+
+* its scheduler: tokens per iteration, sequences per iteration, the KV block, chunked prefill,
+  TensorRT-LLM's batch waiting, and the admission policy (:data:`~.knobs.POLICIES`);
+* its KV-pool rule (:data:`KV_RULES`), the blocks one device holds,
+
+  .. math::
+
+      n_{device} = \\left\\lfloor \\frac{u C - W - a N}{b k} \\right\\rfloor, \\qquad
+      n_{free} = \\left\\lfloor \\frac{f (C - W - a N)}{b k} \\right\\rfloor
+
+  with ``C`` the device's capacity, ``W`` its weight shard, ``a`` live activation bytes per
+  token at the token budget ``N``, ``b`` tokens per block, ``k`` KV bytes per token (bytes);
+  ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device;
+  ``free``: TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` ``f`` is a fraction of what the
+  weights and activations leave;
+* under ``guaranteed_no_evict``, requests of ``R`` tokens each (prompt + output) run at most
+  ``min(max_num_seqs, floor(n / ceil(R / b)))`` at once (their blocks are reserved at admission);
+* its CUDA-graph capture sizes (a rule of the batch limits) or none (no padding);
+* which small unmeasured ops it runs as their own kernels (``each`` node, or one per ``layer``
+  for a role; a role not listed is fused into a neighbour: :mod:`graphs.serving.predict`);
+* its CPU and request-path terms (s), each fitted (named in :attr:`EngineProfile.fitted`, its
+  source the fit) or assumed;
+* the corpus framework whose measured kernels price its steps
+  (:data:`costmodel.measured.corpus.FRAMEWORKS`; refused at registration otherwise).
+
+Every default carries a source (:attr:`EngineProfile.sources`; registration refuses one
+without). A new engine is one module in this package calling :func:`register_engine` (the
+package imports every module, as :mod:`costmodel.rules` does) and one test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from costmodel.errors import CostModelError
+from costmodel.keys import Role
+
+from .knobs import CPU_TERMS, POLICIES, EngineConfig, EngineOverheads
+
+__all__ = [
+    "EngineProfile",
+    "KVPool",
+    "KV_RULES",
+    "OVERRIDES",
+    "SOURCED",
+    "register_engine",
+    "get_engine",
+    "engine_names",
+    "engines",
+]
+
+#: KV-pool rules (module doc): a fraction of the whole device, or of the memory left after
+#: weights and activations
+KV_RULES = ("device", "free")
+#: how an engine runs a small op's role: one kernel per node, or one per layer for the role
+FUSION = ("each", "layer")
+#: the defaults a user may override, with their accepted ranges (whole numbers unless a float
+#: range; ``policy`` one of :data:`~.knobs.POLICIES`, ``enable_chunked_prefill`` a bool)
+OVERRIDES: dict[str, tuple[float, float] | None] = {
+    "max_num_batched_tokens": (1, 10**7),
+    "max_num_seqs": (1, 10**6),
+    "block_size": (1, 4096),
+    "enable_chunked_prefill": None,
+    "batch_wait_timeout_iters": (0, 10_000),
+    "batch_wait_max_tokens_ratio": (0.0, 1.0),
+    "policy": None,
+    "kv_fraction": (0.0, 1.0),
+}
+_FLOATS = ("batch_wait_max_tokens_ratio", "kv_fraction")
+#: every default that must name its source
+SOURCED = (*OVERRIDES, "kv_rule", "cudagraph_sizes", "small_kernels", *CPU_TERMS)
+
+
+@dataclass(frozen=True, slots=True)
+class KVPool:
+    """What one device's KV pool is sized from (bytes; plain numbers, the ledger's).
+
+    Parameters
+    ----------
+    capacity_bytes : float
+        One device's memory ``C``.
+    weights_bytes : float
+        Its weight shard ``W``.
+    activation_bytes_per_token : float
+        Live activation bytes ``a`` per token of an iteration.
+    kv_bytes_per_token : float
+        KV bytes ``k`` per cached token of one shard.
+    """
+
+    capacity_bytes: float
+    weights_bytes: float
+    activation_bytes_per_token: float
+    kv_bytes_per_token: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    """One engine's defaults, each sourced (module doc).
+
+    Parameters
+    ----------
+    name, version : str
+        Registry key ``name@version``; ``default_version`` marks the one ``name`` alone names.
+    label : str
+        What it is, in words (printed).
+    framework : str
+        The corpus framework whose measured kernels price its steps.
+    max_num_batched_tokens, max_num_seqs, block_size : int
+        Tokens per iteration, sequences per iteration, tokens per KV block.
+    enable_chunked_prefill : bool
+        Whether a prompt may be split over iterations.
+    policy : str
+        Admission and preemption (:data:`~.knobs.POLICIES`).
+    kv_rule : str
+        :data:`KV_RULES`; ``kv_fraction`` its fraction (``u`` or ``f`` of the module doc).
+    cudagraph_sizes : callable or None
+        ``(max_num_seqs, max_num_batched_tokens) -> sizes`` a decode batch is padded to; None: no
+        padding.
+    small_kernels : mapping of Role to str
+        The roles of small unmeasured ops it runs as their own kernels (:data:`FUSION`).
+    cpu_terms : mapping of str to float
+        Every :data:`~.knobs.CPU_TERMS` term (s); ``fitted`` names those fitted to measured runs.
+    sources : mapping of str to str
+        Where each :data:`SOURCED` default comes from.
+    batch_wait_timeout_iters, batch_wait_max_tokens_ratio : int, float
+        TensorRT-LLM's batch waiting (0: off).
+    overridden : tuple of str
+        The defaults a user replaced (:meth:`with_overrides`), said with the profile.
+    """
+
+    name: str
+    version: str
+    label: str
+    framework: str
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    block_size: int
+    enable_chunked_prefill: bool
+    policy: str
+    kv_rule: str
+    kv_fraction: float
+    cudagraph_sizes: Callable[[int, int], tuple[int, ...]] | None
+    small_kernels: Mapping[Role, str]
+    cpu_terms: Mapping[str, float]
+    fitted: tuple[str, ...]
+    sources: Mapping[str, str] = field(repr=False)
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
+    default_version: bool = True
+    overridden: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for key in ("name", "version", "label", "framework"):
+            v = getattr(self, key)
+            if not isinstance(v, str) or not v or (key in ("name", "version") and ("@" in v or " " in v)):
+                raise CostModelError(f"engine profile {key} must be a non-empty word, got {v!r}")
+        if self.kv_rule not in KV_RULES:
+            raise CostModelError(
+                f"engine {self.ref}: kv_rule {self.kv_rule!r} not allowed; allowed: {', '.join(KV_RULES)}"
+            )
+        for role, how in self.small_kernels.items():
+            if not isinstance(role, Role) or how not in FUSION:
+                raise CostModelError(
+                    f"engine {self.ref}: small_kernels[{role!r}] = {how!r}; allowed: a Role -> {' or '.join(FUSION)}"
+                )
+        if set(self.cpu_terms) != set(CPU_TERMS):
+            raise CostModelError(f"engine {self.ref}: cpu_terms must set exactly {', '.join(CPU_TERMS)}")
+        bad = [t for t in self.fitted if t not in CPU_TERMS]
+        if bad:
+            raise CostModelError(
+                f"engine {self.ref}: fitted term {bad[0]!r} is not one of {', '.join(CPU_TERMS)}"
+            )
+        missing = [k for k in SOURCED if not self.sources.get(k)]
+        if missing:
+            raise CostModelError(f"engine {self.ref}: default {missing[0]!r} has no source")
+        _check(self.ref, {k: getattr(self, k) for k in OVERRIDES})
+        _overheads(self.cpu_terms)  # the terms' own ranges
+
+    @property
+    def ref(self) -> str:
+        """``name@version``: the registry key."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def basis(self) -> str:
+        """Where its CPU and request-path terms come from, in one phrase (printed with them)."""
+        who = self.name if self.default_version else self.ref
+        if not self.fitted:
+            return f"{who} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)"
+        return (
+            f"{who} defaults ({' and '.join(self.fitted)} fitted to InferenceX's H200 runs (inferred), "
+            "docs/overhead_fit.md; the rest assumed: `costmodel calibrate serving` fits them)"
+        )
+
+    def with_overrides(self, **values: Any) -> EngineProfile:
+        """A copy with some defaults replaced (:data:`OVERRIDES`), each checked (a one-line error
+        names the field, the value and what is allowed); the replaced names are remembered."""
+        unknown = sorted(set(values) - set(OVERRIDES))
+        if unknown:
+            raise CostModelError(
+                f"engine setting {unknown[0][:40]!r} not known; allowed: {', '.join(OVERRIDES)}"
+            )
+        merged = {k: getattr(self, k) for k in OVERRIDES} | values
+        _check(self.ref, merged, given=set(values))
+        changed = tuple(k for k in OVERRIDES if k in values or k in self.overridden)
+        return replace(self, **values, overridden=changed)
+
+    def kv_blocks(self, pool: KVPool) -> int:
+        """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
+        and block size); a pool with no room for one block is a one-line error."""
+        c, w = pool.capacity_bytes, pool.weights_bytes
+        act = pool.activation_bytes_per_token * self.max_num_batched_tokens
+        k = pool.kv_bytes_per_token
+        if self.kv_rule == "device":
+            free = self.kv_fraction * c - w - act
+            n = math.floor(free / (self.block_size * k)) if k > 0 else 0
+        else:
+            n = math.floor(self.kv_fraction * (c - w - act) / (self.block_size * k)) if k > 0 else 0
+        if n < 1:
+            share = f"{self.kv_fraction:.0%} of " + ("" if self.kv_rule == "device" else "what is left of ")
+            raise CostModelError(
+                f"no room for a KV block ({self.ref}): {share}{c / 1e9:.1f} GB after weights "
+                f"({w / 1e9:.1f} GB) and activations ({act / 1e9:.2f} GB) leaves nothing "
+                "(more devices, tp, or a smaller token budget)"
+            )
+        return n
+
+    def engine_config(
+        self,
+        pool: KVPool | None,
+        *,
+        request_tokens: int | None = None,
+        max_running: int | None = None,
+        enable_prefix_caching: bool = False,
+        iteration_overhead_s: float = 0.0,
+        num_blocks: int | None = None,
+    ) -> EngineConfig:
+        """The simulator's :class:`~.knobs.EngineConfig` for this profile on one device.
+
+        Parameters
+        ----------
+        pool : KVPool or None
+            What the KV pool is sized from (:meth:`kv_blocks`); None only where the simulator
+            sizes it (the ``device`` rule under ``recompute``) or ``num_blocks`` is given.
+        request_tokens : int, optional
+            Prompt + output tokens of every request, when they are all equal: under
+            ``guaranteed_no_evict`` the sequences that run at once are capped at
+            ``floor(blocks / ceil(R / b))`` (module doc; unequal requests are admitted one by
+            one by the simulator's own reservation rule).
+        max_running : int, optional
+            At most this many requests exist (a wave of them): a further cap.
+        enable_prefix_caching, iteration_overhead_s, num_blocks
+            As :class:`~.knobs.EngineConfig` (``num_blocks`` replaces the rule's pool).
+
+        Returns
+        -------
+        EngineConfig
+            ``scheduler_policy`` is left None: the policy travels with :meth:`overheads`, which
+            every run of this profile takes (:meth:`overheads` with ``terms=False`` for the bound).
+            The ``device`` rule leaves ``num_blocks`` to the simulator, which sizes the pool by
+            the same rule from its own ledger (a draft model's included); the ``free`` rule sets
+            it from ``pool`` (a speculative draft's weights are not in it).
+        """
+        common: dict[str, Any] = dict(
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            block_size=self.block_size,
+            enable_chunked_prefill=self.enable_chunked_prefill,
+        )
+        extra: dict[str, Any] = {}
+        if enable_prefix_caching:
+            extra["enable_prefix_caching"] = True
+        if iteration_overhead_s:
+            extra["iteration_overhead_s"] = iteration_overhead_s
+        if self.batch_wait_timeout_iters or self.batch_wait_max_tokens_ratio:
+            extra["batch_wait_timeout_iters"] = self.batch_wait_timeout_iters
+            extra["batch_wait_max_tokens_ratio"] = self.batch_wait_max_tokens_ratio
+        if self.kv_rule == "device" and self.policy != "guaranteed_no_evict":
+            return EngineConfig(
+                max_num_seqs=self.max_num_seqs,
+                gpu_memory_utilization=self.kv_fraction,
+                num_blocks=num_blocks,
+                **common,
+                **extra,
+            )
+        if num_blocks is not None:
+            blocks = num_blocks
+        elif pool is None:
+            raise CostModelError(
+                f"engine {self.ref}: its {self.kv_rule} KV-pool rule needs the device and ledger"
+            )
+        else:
+            blocks = self.kv_blocks(pool)
+        seqs = self.max_num_seqs
+        if self.policy == "guaranteed_no_evict" and request_tokens is not None:
+            per_request = -(-request_tokens // self.block_size)
+            seqs = min(seqs, blocks // per_request)
+            if seqs < 1:
+                raise CostModelError(
+                    f"{self.ref}: one {request_tokens}-token request does not fit {blocks} KV blocks"
+                )
+        if max_running is not None:
+            seqs = min(seqs, max_running)
+        if self.kv_rule == "device" and num_blocks is None:  # the simulator sizes it by the same rule
+            return EngineConfig(max_num_seqs=seqs, gpu_memory_utilization=self.kv_fraction, **common, **extra)
+        return EngineConfig(max_num_seqs=seqs, num_blocks=blocks, **common, **extra)
+
+    def overheads(
+        self,
+        *,
+        max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None,
+        terms: bool = True,
+    ) -> EngineOverheads:
+        """Its :class:`~.knobs.EngineOverheads`: the CPU and request-path terms, the capture sizes
+        of the batch limits (the profile's unless given: an engine config's, capped) and the
+        policy. ``terms=False``: the policy alone (the bound: kernels at their roofline, no CPU
+        terms, the engine's scheduler)."""
+        if not terms:
+            return EngineOverheads(
+                policy=self.policy, basis=f"{self.ref} scheduler; no CPU terms (the bound)"
+            )
+        seqs = self.max_num_seqs if max_num_seqs is None else max_num_seqs
+        tokens = self.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+        sizes = self.cudagraph_sizes(seqs, tokens) if self.cudagraph_sizes is not None else ()
+        return _overheads(self.cpu_terms, cudagraph_sizes=sizes, policy=self.policy, basis=self.basis)
+
+    def defaults(self) -> dict[str, Any]:
+        """Every scheduler and pool setting in force (overrides applied), by name, plain values."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in OVERRIDES}
+        out["kv_rule"] = self.kv_rule
+        return out
+
+    def summary(self) -> str:
+        """One line: the profile and every default it assumed (the overridden ones named apart)."""
+        assumed = [f"{k} {_text(v)}" for k, v in self.defaults().items() if k not in self.overridden]
+        given = [f"{k} {_text(getattr(self, k))}" for k in self.overridden]
+        pool = (
+            "of the whole device"
+            if self.kv_rule == "device"
+            else "of the memory left after weights and activations"
+        )
+        text = (
+            f"engine {self.ref} ({self.label}; corpus framework {self.framework}): defaults "
+            f"{', '.join(assumed)} (KV pool {self.kv_fraction:g} {pool}; each sourced in graphs/serving/engines/)"
+        )
+        return text + (f"; given: {', '.join(given)}" if given else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as plain values (for ``--json``): its name, settings, overrides and sources."""
+        return {
+            "engine": self.ref,
+            "label": self.label,
+            "framework": self.framework,
+            "settings": self.defaults(),
+            "overridden": list(self.overridden),
+            "cpu_terms": dict(self.cpu_terms),
+            "fitted": list(self.fitted),
+            "sources": dict(self.sources),
+        }
+
+
+def _overheads(
+    terms: Mapping[str, float],
+    *,
+    cudagraph_sizes: tuple[int, ...] = (),
+    policy: str | None = None,
+    basis: str = "none",
+) -> EngineOverheads:
+    """An :class:`~.knobs.EngineOverheads` of ``terms`` (each :data:`~.knobs.CPU_TERMS` term, s)."""
+    return EngineOverheads(
+        iteration_s=terms["iteration_s"],
+        per_seq_s=terms["per_seq_s"],
+        per_token_s=terms["per_token_s"],
+        request_s=terms["request_s"],
+        output_token_s=terms["output_token_s"],
+        cudagraph_sizes=cudagraph_sizes,
+        policy=policy,
+        basis=basis,
+    )
+
+
+def _text(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _check(ref: str, values: Mapping[str, Any], given: set[str] | None = None) -> None:
+    """Each setting in its range (:data:`OVERRIDES`) and the settings consistent with each other."""
+    for key, v in values.items():
+        rng = OVERRIDES[key]
+        if key == "policy":
+            if v not in POLICIES:
+                raise CostModelError(
+                    f"engine {ref}: policy {v!r} not allowed; allowed: {', '.join(POLICIES)}"
+                )
+            continue
+        if rng is None:
+            if not isinstance(v, bool):
+                raise CostModelError(f"engine {ref}: {key} must be true or false, got {v!r}")
+            continue
+        lo, hi = rng
+        if key in _FLOATS:
+            ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and lo <= v <= hi
+            ok = ok and (key != "kv_fraction" or v > 0)
+            if not ok:
+                span = f"(0, {hi:g}]" if key == "kv_fraction" else f"[{lo:g}, {hi:g}]"
+                raise CostModelError(f"engine {ref}: {key} must be in {span}, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise CostModelError(f"engine {ref}: {key} must be a whole number in [{lo:g}, {hi:g}], got {v!r}")
+    if values["max_num_batched_tokens"] < values["block_size"]:
+        raise CostModelError(
+            f"engine {ref}: max_num_batched_tokens ({values['max_num_batched_tokens']}) is smaller than one "
+            f"KV block ({values['block_size']} tokens)"
+        )
+    iters, ratio = values["batch_wait_timeout_iters"], values["batch_wait_max_tokens_ratio"]
+    if (iters > 0) != (ratio > 0) and (
+        given is None or given & {"batch_wait_timeout_iters", "batch_wait_max_tokens_ratio"}
+    ):
+        raise CostModelError(
+            f"engine {ref}: batch waiting needs both batch_wait_timeout_iters and batch_wait_max_tokens_ratio "
+            f"above 0 (got {iters} and {ratio:g}; either at 0 turns it off)"
+        )
+
+
+#: name -> version -> profile; and each name's default version
+_REGISTRY: dict[str, dict[str, EngineProfile]] = {}
+_DEFAULT: dict[str, str] = {}
+
+
+def register_engine(profile: EngineProfile) -> EngineProfile:
+    """Add ``profile`` to the registry (returned, so a module can assign it).
+
+    Refused, in one line: a ``name@version`` already registered, a second default version of a
+    name, or a corpus framework the measured corpus does not hold (its kernels could not be
+    priced: :data:`costmodel.measured.corpus.FRAMEWORKS`)."""
+    from costmodel.measured.corpus import FRAMEWORKS
+
+    if profile.framework not in FRAMEWORKS:
+        raise CostModelError(
+            f"engine {profile.ref}: framework {profile.framework!r} is not in the measured corpus; "
+            f"allowed: {', '.join(FRAMEWORKS)}"
+        )
+    versions = _REGISTRY.setdefault(profile.name, {})
+    if profile.version in versions:
+        raise CostModelError(f"engine {profile.ref} is already registered")
+    if profile.default_version and profile.name in _DEFAULT:
+        raise CostModelError(
+            f"engine {profile.ref}: {profile.name} already defaults to version {_DEFAULT[profile.name]}"
+        )
+    versions[profile.version] = profile
+    if profile.default_version:
+        _DEFAULT[profile.name] = profile.version
+    return profile
+
+
+def _load() -> None:
+    """Import every engine module (the package does it on import; this makes sure)."""
+    import graphs.serving.engines  # noqa: F401  (its __init__ registers every module's profile)
+
+
+def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
+    """The profile ``NAME`` (its default version) or ``NAME@VERSION``; an unknown one is a
+    one-line error listing the known ones (:func:`engine_names`)."""
+    _load()
+    if not isinstance(ref, str):
+        raise CostModelError(f"{what} must be NAME or NAME@VERSION, got {ref!r}")
+    name, _, version = ref.partition("@")
+    versions = _REGISTRY.get(name)
+    if versions is None:
+        raise CostModelError(f"no {what} {ref[:60]!r}; known: {', '.join(engine_names())}")
+    if not version:
+        if name not in _DEFAULT:
+            raise CostModelError(
+                f"{what} {name!r} has no default version; known: {', '.join(engine_names())}"
+            )
+        version = _DEFAULT[name]
+    if version not in versions:
+        known = ", ".join(f"{name}@{v}" for v in versions)
+        raise CostModelError(f"no {what} {ref[:60]!r}; {name} has: {known}")
+    return versions[version]
+
+
+def engines() -> tuple[EngineProfile, ...]:
+    """Every registered profile, by name then version."""
+    _load()
+    return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items()))
+
+
+def engine_names() -> tuple[str, ...]:
+    """Every registered ``name@version``; a default version also answers to its bare name."""
+    return tuple(p.ref for p in engines())

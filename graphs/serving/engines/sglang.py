@@ -1,0 +1,72 @@
+"""SGLang (``sglang.launch_server``), priced by the corpus's ``sglang`` kernels.
+
+Its scheduler differs from vLLM's (a radix-tree cache of 1-token pages, ``mem_fraction_static``
+of the device for weights and KV together, ``chunked_prefill_size`` and ``max_running_requests``
+chosen by GPU memory and version); none of that is modelled yet, so vLLM V1's scheduler and pool
+(:mod:`.vllm`) stand in for it, each default marked ASSUMED below, as the simulator ran it before
+profiles. Sourced:
+
+* small kernels: SGLang calls the same fused ops as vLLM (sgl-kernel's ``fused_add_rmsnorm``,
+  ``rotary_embedding`` over q and k, one KV-cache write): :data:`.vllm.FUSED_SMALL_KERNELS`;
+* ``recompute``: SGLang retracts the latest requests when the KV pool runs out and recomputes
+  them (``python/sglang/srt/managers/schedule_batch.py``, ``retract_decode``).
+
+ASSUMED: the CUDA-graph capture sizes (SGLang pads decode batches to its own ``cuda_graph_bs``
+list, which differs by version and GPU memory: vLLM's list stands in) and every CPU and
+request-path term (3e-4 s per iteration, 2 us per sequence, 20 ns per token, 4 ms request path,
+20 us per output token: no source publishes them; ``costmodel calibrate serving`` fits them).
+"""
+
+from __future__ import annotations
+
+from .profile import EngineProfile, register_engine
+from .vllm import FUSED_SMALL_KERNELS, vllm_capture_sizes
+
+__all__ = ["PROFILE"]
+
+_STAND_IN = "ASSUMED: vLLM V1's stands in (SGLang's own scheduler is not modelled)"
+_ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
+
+PROFILE = register_engine(
+    EngineProfile(
+        name="sglang",
+        version="0.4",
+        label="SGLang launch_server (vLLM V1's scheduler stands in)",
+        framework="sglang",
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        block_size=16,
+        enable_chunked_prefill=True,
+        policy="recompute",
+        kv_rule="device",
+        kv_fraction=0.9,
+        cudagraph_sizes=vllm_capture_sizes,
+        small_kernels=FUSED_SMALL_KERNELS,
+        cpu_terms={
+            "iteration_s": 3e-4,
+            "per_seq_s": 2e-6,
+            "per_token_s": 2e-8,
+            "request_s": 4e-3,
+            "output_token_s": 2e-5,
+        },
+        fitted=(),
+        sources={
+            "max_num_batched_tokens": _STAND_IN,
+            "max_num_seqs": _STAND_IN,
+            "block_size": _STAND_IN,
+            "enable_chunked_prefill": _STAND_IN,
+            "batch_wait_timeout_iters": "SGLang has no batch waiting: 0, off",
+            "batch_wait_max_tokens_ratio": "SGLang has no batch waiting: 0, off",
+            "policy": "python/sglang/srt/managers/schedule_batch.py retract_decode: retract, recompute",
+            "kv_fraction": _STAND_IN,
+            "kv_rule": _STAND_IN,
+            "cudagraph_sizes": "ASSUMED: vLLM's capture list stands in for SGLang's cuda_graph_bs",
+            "small_kernels": "sgl-kernel fused_add_rmsnorm, rotary_embedding, one KV write (as vLLM)",
+            "iteration_s": _ASSUMED,
+            "per_seq_s": _ASSUMED,
+            "per_token_s": _ASSUMED,
+            "request_s": _ASSUMED,
+            "output_token_s": _ASSUMED,
+        },
+    )
+)

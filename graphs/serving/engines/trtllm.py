@@ -1,0 +1,109 @@
+"""TensorRT-LLM: ``trtllm-serve`` (the PyTorch backend's OpenAI server, :data:`PROFILE`) and
+``trtllm-bench`` (its benchmark runner, :data:`BENCH`, whose only differing default is chunked
+prefill), both priced by the corpus's ``trtllm`` kernels.
+
+Sources of every default:
+
+* ``max_num_batched_tokens`` 8,192 and ``max_num_seqs`` 2,048: the LLM API's ``max_num_tokens``
+  and ``max_batch_size`` defaults (``tensorrt_llm/llmapi/llm_args.py``, ``BaseLlmArgs``; the
+  perf overview's stated defaults: https://nvidia.github.io/TensorRT-LLM/performance/perf-overview.html).
+* ``block_size`` 32: ``KvCacheConfig.tokens_per_block``'s default.
+* KV pool: ``kv_cache_free_gpu_mem_fraction`` 0.90 of the memory left after the engine has loaded
+  its weights and activation buffers (``KvCacheConfig.free_gpu_memory_fraction``; the perf
+  overview's stated default, "0.95 in many cases"): the ``free`` rule of :mod:`.profile`.
+* ``guaranteed_no_evict``: the default capacity scheduler policy: a request is admitted only when
+  the blocks of its prompt plus its maximum output can be reserved
+  (https://nvidia.github.io/TensorRT-LLM/performance/performance-tuning-guide/useful-runtime-flags.html,
+  "Capacity Scheduler Policy"; ``trtllm-bench --scheduler_policy`` defaults to it too).
+* chunked prefill: ``trtllm-serve`` leaves ``enable_chunked_prefill`` at the LLM API's False
+  (``tensorrt_llm/commands/serve.py``: a prompt runs whole in one iteration); ``trtllm-bench
+  throughput`` passes ``--enable_chunked_context/--disable_chunked_context``, default True
+  (``tensorrt_llm/bench/benchmark/throughput.py``).
+* batch waiting off: ``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio`` default to
+  0 (``tensorrt_llm/_torch/pyexecutor/py_executor.py``; InferenceX's scripts: "by default they
+  are all zeros").
+* no CUDA-graph padding: ``DecodeCudaGraphConfig.enable_padding`` is False by default ("if true,
+  batches are rounded up to the nearest cuda_graph_batch_size":
+  https://nvidia.github.io/TensorRT-LLM/llm-api/reference/DecodeCudaGraphConfig.html).
+* small kernels: RoPE and the KV append run inside its attention op (``thop.attention`` takes the
+  fused QKV, the rotary settings and the cache's block offsets:
+  ``tensorrt_llm/_torch/attention_backend/trtllm.py``), the residual add inside the norm
+  (``RMSNorm(residual=...)``); one kernel per norm, activation and embedding gather.
+* CPU terms: ``iteration_s`` and ``per_seq_s`` fitted by ``benchmarks/overhead_fit.py``
+  (``docs/overhead_fit.md``) to the mean TPOT of 12 Llama-3.1-70B FP8 trtllm-serve runs on H200
+  (InferenceX's campaigns, attribution inferred), 60 held out: ``a`` = 0 (held at its lower
+  bound), ``b`` = 3.09 us (standard error 13 us). ``per_token_s`` (10 ns), ``request_s`` (3 ms)
+  and ``output_token_s`` (20 us) are ASSUMED (no source publishes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from costmodel.keys import Role
+
+from .profile import EngineProfile, register_engine
+
+__all__ = ["PROFILE", "BENCH"]
+
+_ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
+_FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
+_SOURCES = {
+    "max_num_batched_tokens": "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_num_tokens: 8192",
+    "max_num_seqs": "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_batch_size: 2048",
+    "block_size": "KvCacheConfig.tokens_per_block: 32",
+    "enable_chunked_prefill": "tensorrt_llm/commands/serve.py: the LLM API's enable_chunked_prefill False",
+    "batch_wait_timeout_iters": "tensorrt_llm/_torch/pyexecutor/py_executor.py: 0, off",
+    "batch_wait_max_tokens_ratio": "tensorrt_llm/_torch/pyexecutor/py_executor.py: 0, off",
+    "policy": "performance-tuning-guide/useful-runtime-flags.html: GUARANTEED_NO_EVICT by default",
+    "kv_fraction": "KvCacheConfig.free_gpu_memory_fraction 0.90 (perf-overview.html)",
+    "kv_rule": "TensorRT-LLM sizes its KV pool from the free memory after the engine loads",
+    "cudagraph_sizes": "DecodeCudaGraphConfig.enable_padding False: no padding",
+    "small_kernels": "tensorrt_llm/_torch/attention_backend/trtllm.py: RoPE and KV append inside attention",
+    "iteration_s": _FIT,
+    "per_seq_s": _FIT,
+    "per_token_s": _ASSUMED,
+    "request_s": _ASSUMED,
+    "output_token_s": _ASSUMED,
+}
+
+PROFILE = register_engine(
+    EngineProfile(
+        name="trtllm",
+        version="1.0",
+        label="TensorRT-LLM trtllm-serve, PyTorch backend",
+        framework="trtllm",
+        max_num_batched_tokens=8192,
+        max_num_seqs=2048,
+        block_size=32,
+        enable_chunked_prefill=False,
+        policy="guaranteed_no_evict",
+        kv_rule="free",
+        kv_fraction=0.90,
+        cudagraph_sizes=None,
+        small_kernels={Role.NORM: "each", Role.ACTIVATION: "each", Role.EMBEDDING: "each"},
+        cpu_terms={
+            "iteration_s": 0.0,  # fitted: 0, held at its lower bound
+            "per_seq_s": 3.1e-6,  # fitted: 3.09e-06 (s.e. 1.3e-05)
+            "per_token_s": 1e-8,
+            "request_s": 3e-3,
+            "output_token_s": 2e-5,
+        },
+        fitted=("iteration_s", "per_seq_s"),
+        sources=_SOURCES,
+    )
+)
+
+#: ``trtllm-bench``: the same engine and defaults, prompts chunked (module doc)
+BENCH = register_engine(
+    replace(
+        PROFILE,
+        name="trtllm-bench",
+        label="TensorRT-LLM trtllm-bench throughput",
+        enable_chunked_prefill=True,
+        sources={
+            **_SOURCES,
+            "enable_chunked_prefill": "tensorrt_llm/bench/benchmark/throughput.py: --enable_chunked_context default True",
+        },
+    )
+)

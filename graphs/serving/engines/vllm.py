@@ -1,0 +1,119 @@
+"""vLLM V1 (``vllm serve``, the OpenAI API server), priced by the corpus's ``vllm`` kernels.
+
+Sources of every default (:data:`PROFILE`):
+
+* ``max_num_batched_tokens`` 8,192: V1's default for the OpenAI API server on a GPU of at least
+  70 GiB that is not an A100 (``vllm/engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``:
+  ``default_max_num_batched_tokens = {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192}``).
+* ``max_num_seqs`` 256: the same function's value below 70 GiB (``{LLM_CLASS: 256,
+  OPENAI_API_SERVER: 256}``) and V0's ``EngineArgs.max_num_seqs``; V1 on a >= 70 GiB GPU
+  defaults to 1,024 (same function). Kept at 256, the simulator's default before profiles: a
+  closed loop of ``C`` clients never runs more than ``C``, and the capture sizes below are the
+  same for any limit >= 256 (``min(2 x 256, 512) = 512``); give ``--max-num-seqs 1024`` for V1's.
+* ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
+* KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights and a profiled
+  peak-activation forward pass (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of
+  :mod:`.profile`, :func:`graphs.serving.engine.kv_blocks`).
+* chunked prefill on: V1 always schedules chunked prefill
+  (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
+* ``recompute``: V1's scheduler preempts the latest running request and recomputes it
+  (``vllm/v1/core/sched/scheduler.py``).
+* CUDA-graph capture sizes: ``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)`` with
+  ``M = min(2 max_num_seqs, 512)`` (``vllm/config/compilation.py``, ``cudagraph_capture_sizes``
+  and ``max_cudagraph_capture_size``; ``cudagraph_mode`` ``FULL_AND_PIECEWISE`` captures full
+  graphs for uniform decode batches: https://docs.vllm.ai/en/latest/design/cuda_graphs.html).
+* small kernels: the residual add runs inside the next norm (``fused_add_rms_norm``),
+  ``rotary_embedding(positions, query, key, ...)`` rotates q and k in one kernel,
+  ``reshape_and_cache_flash(key, value, ...)`` writes k and v in one (``vllm/_custom_ops.py``);
+  one kernel per norm, activation (``silu_and_mul``) and embedding gather.
+* CPU terms: ``iteration_s`` and ``per_seq_s`` fitted by ``benchmarks/overhead_fit.py``
+  (``docs/overhead_fit.md``) to the mean TPOT of 12 Llama-3.1-70B FP8 runs on H200 (InferenceX's
+  campaigns in the aiconfigurator wheel's ``silicon_sample.csv``, attribution inferred), 93 held
+  out: ``a`` = 0 (held at its lower bound), ``b`` = 3.42 us (standard error 8.1 us). vLLM v0.6.0's
+  profile of Llama-3-8B on one H100 put 33 % of the time in the API server and 29 % in scheduling
+  (https://blog.vllm.ai/2024/09/05/perf-update.html); V1 moved the API server, detokenisation and
+  streaming to their own process (the V1 post above), so little stays exposed per iteration.
+  ``per_token_s`` (20 ns), ``request_s`` (4 ms) and ``output_token_s`` (20 us) are ASSUMED: no
+  source publishes them (``costmodel calibrate serving`` fits them to a user's runs).
+"""
+
+from __future__ import annotations
+
+from costmodel.keys import Role
+
+from .profile import EngineProfile, register_engine
+
+__all__ = ["PROFILE", "vllm_capture_sizes"]
+
+
+def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
+    """vLLM's default ``cudagraph_capture_sizes``: ``[1, 2, 4] + range(8, 256, 8) +
+    range(256, M + 1, 16)`` up to ``M = min(2 max_num_seqs, 512, max_num_batched_tokens)``.
+
+    >>> vllm_capture_sizes(8)[:6]
+    (1, 2, 4, 8, 16)
+    >>> vllm_capture_sizes()[-3:]
+    (480, 496, 512)
+    """
+    m = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+    sizes = [i for i in (1, 2, 4) if i <= m] + list(range(8, min(m + 1, 256), 8))
+    if m >= 256:
+        sizes += list(range(256, m + 1, 16))
+    return tuple(sorted(set(sizes)))
+
+
+#: vLLM and SGLang fuse the same small ops (module doc; SGLang calls the same sgl-kernel ops)
+FUSED_SMALL_KERNELS = {
+    Role.NORM: "each",
+    Role.ACTIVATION: "each",
+    Role.EMBEDDING: "each",
+    Role.ROPE: "layer",
+    Role.CACHE_WRITE: "layer",
+}
+
+_ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
+_FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
+
+PROFILE = register_engine(
+    EngineProfile(
+        name="vllm",
+        version="1",
+        label="vLLM V1, vllm serve",
+        framework="vllm",
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        block_size=16,
+        enable_chunked_prefill=True,
+        policy="recompute",
+        kv_rule="device",
+        kv_fraction=0.9,
+        cudagraph_sizes=vllm_capture_sizes,
+        small_kernels=FUSED_SMALL_KERNELS,
+        cpu_terms={
+            "iteration_s": 0.0,  # fitted: 0, held at its lower bound
+            "per_seq_s": 3.4e-6,  # fitted: 3.42e-06 (s.e. 8.1e-06)
+            "per_token_s": 2e-8,
+            "request_s": 4e-3,
+            "output_token_s": 2e-5,
+        },
+        fitted=("iteration_s", "per_seq_s"),
+        sources={
+            "max_num_batched_tokens": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 8192 (>= 70 GiB)",
+            "max_num_seqs": "vllm/engine/arg_utils.py get_batch_defaults: 256 below 70 GiB (V1 takes 1024 above)",
+            "block_size": "vllm/config/cache.py CacheConfig.block_size: 16 on CUDA",
+            "enable_chunked_prefill": "V1 always chunks prefills (blog.vllm.ai/2025/01/27/v1-alpha-release.html)",
+            "batch_wait_timeout_iters": "vLLM has no batch waiting: 0, off",
+            "batch_wait_max_tokens_ratio": "vLLM has no batch waiting: 0, off",
+            "policy": "vllm/v1/core/sched/scheduler.py: preempt the latest request, recompute it",
+            "kv_fraction": "vllm/config/cache.py CacheConfig.gpu_memory_utilization: 0.9",
+            "kv_rule": "vLLM profiles weights and a peak forward, the rest of u x device to KV blocks",
+            "cudagraph_sizes": "vllm/config/compilation.py cudagraph_capture_sizes, max_cudagraph_capture_size",
+            "small_kernels": "vllm/_custom_ops.py fused_add_rms_norm, rotary_embedding, reshape_and_cache_flash",
+            "iteration_s": _FIT,
+            "per_seq_s": _FIT,
+            "per_token_s": _ASSUMED,
+            "request_s": _ASSUMED,
+            "output_token_s": _ASSUMED,
+        },
+    )
+)
