@@ -253,6 +253,12 @@ class LayerPlugin(ABC):
         MLP kind a config uses, after its ``needs`` are checked. The default accepts every config."""
         return None
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """The input width ``K`` of each linear a layer of this kind holds (its module name ->
+        ``K``): the widths a group-quantised checkpoint's ``group_size`` must divide
+        (:func:`models.quantization.check_group_size`). The default: no linears."""
+        return {}
+
 
 class Mixer(LayerPlugin):
     """A token mixer plug-in (module doc). Subclasses set ``name`` and implement both methods."""
