@@ -107,6 +107,11 @@ def config_from_hf_dict(
     if mt in FIELD_ALIASES:
         cfg = FIELD_ALIASES[mt](cfg, name)
     act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
+    if not isinstance(act, str):  # a list or number once fell through to SwiGLU
+        raise ModelConfigError(
+            f"{name}: config field 'hidden_act' must be a string naming the activation (silu, gelu ...), "
+            f"got {act!r:.60}"
+        )
     if mt == "mamba2":
         # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
         d = _get(cfg, "hidden_size", name)

@@ -266,3 +266,9 @@ def test_llama4_layer_lists_are_typed():
         config_from_hf_dict({**base, "text_config": bad_rope}, "m")
     with pytest.raises(ModelConfigError, match=r"moe_layers must be a list of layer indices in \[0, 48\)"):
         config_from_hf_dict({**base, "text_config": {**text, "moe_layers": [48]}}, "m")
+
+
+@pytest.mark.parametrize("act", [["silu"], 1, True, {"name": "gelu"}])
+def test_the_activation_is_a_name(act):
+    with pytest.raises(ModelConfigError, match="'hidden_act' must be a string naming the activation"):
+        config_from_hf_dict({**_catalog("llama-3.1-8b"), "hidden_act": act}, "m")
