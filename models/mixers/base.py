@@ -11,6 +11,8 @@ everything the engine needs to know about its kind of layer, and nothing else na
 * ``hf_families``: the Hugging Face ``model_type`` values it brings, each a reader that adds
   its fields to the common ones (:mod:`models.hf`);
 * :meth:`Mixer.params`, its per-layer parameter formula;
+* :meth:`LayerPlugin.linear_inputs`, the input width of each of its linears (the default: none),
+  which a group-quantised checkpoint's group size must divide (:mod:`models.quantization`);
 * :meth:`Mixer.build`, its graph block: it adds op nodes through the layer it is handed (a
   :class:`LayerContext`, which :class:`graphs.blocks.layer_base.LayerBase` satisfies), each
   with the :class:`~costmodel.keys.Role` analyses select it by.
