@@ -122,7 +122,8 @@ MODELS: dict[str, CatalogModel] = {
             None,
             37e9,
             published_source="DeepSeek-V3 technical report (arXiv:2412.19437): 671B total, 37B "
-            "activated per token (the 14B multi-token-prediction module excluded)",
+            "activated per token (the 14B multi-token-prediction module excluded); FP8 block-scaled "
+            "weights (128x128, W8A8) as published: the config's quantization_config",
         ),
         CatalogModel(
             "deepseek-v3-mtp",

@@ -63,6 +63,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.symbols import check_dim, dim
 
+from .fields import ModelConfigError
 from .layers import LayerSpec, check_layers, layer_groups
 from .mixers.base import ConfigSpec, Dim
 from .mixers.dsa import DSASpec
@@ -87,10 +88,6 @@ __all__ = [
     "SSMSpec",
     "LinearAttentionSpec",
 ]
-
-
-class ModelConfigError(CostModelError):
-    """A model configuration has a missing, invalid or inconsistent field."""
 
 
 #: the MLP kinds: gated SiLU (``down(silu(gate x) * up x)``), gated GELU (GeGLU, Gemma), or a

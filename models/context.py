@@ -28,7 +28,9 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
-__all__ = ["ContextLimit", "ContextLimitError", "context_limit", "check_context"]
+from .fields import ModelConfigError, float_field, int_field
+
+__all__ = ["ContextLimit", "ContextLimitError", "context_limit", "check_context", "MAX_ROPE_FACTOR"]
 
 
 class ContextLimitError(CostModelError):
@@ -48,14 +50,18 @@ class ContextLimit:
 _EXTENDED = ("gemma3", "gemma3_text")
 
 
-def _positive_int(v: Any) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1e15:  # NaN fails too
-        return None
-    return int(v)
+#: the largest rope-scaling factor read (the catalog's largest is 64; a factor is a multiplier of the
+#: trained length, so a value past this is a typo, not an extension)
+MAX_ROPE_FACTOR = 1e6
 
 
-def context_limit(cfg: Mapping[str, Any]) -> ContextLimit | None:
+def context_limit(cfg: Mapping[str, Any], name: str = "config.json") -> ContextLimit | None:
     """The limit a parsed ``config.json`` states (module doc), or None when it states none.
+
+    ``max_position_embeddings`` and ``original_max_position_embeddings`` are whole numbers >= 1,
+    ``rope_scaling`` an object (or null) whose ``factor`` is a finite number in
+    ``[1, MAX_ROPE_FACTOR]``; anything else is refused naming the field (``name`` first), where it
+    was once read as "no limit" (:mod:`models.fields`).
 
     >>> context_limit({"max_position_embeddings": 4096}).tokens
     4096
@@ -69,19 +75,24 @@ def context_limit(cfg: Mapping[str, Any]) -> ContextLimit | None:
     text = cfg.get("text_config")
     if isinstance(text, Mapping) and "max_position_embeddings" not in cfg:
         cfg = {**text, "model_type": cfg.get("model_type")}  # multimodal: Gemma 3, Llama 4
-    base = _positive_int(cfg.get("max_position_embeddings"))
+    base = int_field(cfg, "max_position_embeddings", name, None, lo=1)
     if base is None:
         return None
     if cfg.get("model_type") in _EXTENDED:
         return ContextLimit(base, f"max_position_embeddings {base:,} (already the extended length)")
     rs = cfg.get("rope_scaling")
-    if not isinstance(rs, Mapping):
+    if rs is None:
         return ContextLimit(base, f"max_position_embeddings {base:,}")
-    factor = rs.get("factor")
-    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 <= factor < 1e6:
+    if not isinstance(rs, Mapping):
+        raise ModelConfigError(
+            f"{name}: config field 'rope_scaling' must be an object or null, got {rs!r:.60}"
+        )
+    where = f"{name}: rope_scaling"
+    factor = float_field(rs, "factor", where, None, lo=1, hi=MAX_ROPE_FACTOR)
+    orig = int_field(rs, "original_max_position_embeddings", where, None, lo=1)
+    if factor is None:
         return ContextLimit(base, f"max_position_embeddings {base:,}")
     kind = rs.get("rope_type") or rs.get("type") or "rope"
-    orig = _positive_int(rs.get("original_max_position_embeddings"))
     if orig is not None:
         ext = int(orig * factor)
         if ext > base:

@@ -48,6 +48,8 @@ from costmodel.dtypes import get_dtype
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
+from .fields import bool_field
+from .fields import int_field as _get
 from .hf_families import (
     FAMILIES,
     FIELD_ALIASES,
@@ -56,10 +58,9 @@ from .hf_families import (
     pattern_layers,
     unwrap_text_config,
 )
-from .hf_families import int_field as _get
 from .layers import LayerSpec
 from .mixers import hf_families
-from .quantization import float_dtype, quantized_fields
+from .quantization import check_group_size, float_dtype, quantized_fields
 
 __all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
 
@@ -106,6 +107,11 @@ def config_from_hf_dict(
     if mt in FIELD_ALIASES:
         cfg = FIELD_ALIASES[mt](cfg, name)
     act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
+    if not isinstance(act, str):  # a list or number once fell through to SwiGLU
+        raise ModelConfigError(
+            f"{name}: config field 'hidden_act' must be a string naming the activation (silu, gelu ...), "
+            f"got {act!r:.60}"
+        )
     if mt == "mamba2":
         # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
         d = _get(cfg, "hidden_size", name)
@@ -124,18 +130,18 @@ def config_from_hf_dict(
         "head_dim": _get(cfg, "head_dim", name, None),
         "intermediate_size": _get(cfg, "intermediate_size", name),
         "vocab_size": _get(cfg, "vocab_size", name),
-        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "tie_word_embeddings": bool_field(cfg, "tie_word_embeddings", name, False),
         "mlp": "gelu" if act in _GELU else "swiglu",
         "dtype": float_dtype(cfg, name),
         "source": source,
     }
-    limit = context_limit(cfg)
+    limit = context_limit(cfg, name)
     if limit is not None:
         common["max_context"] = limit.tokens
     if mt == "qwen2":
         common["qkv_bias"] = True
     elif mt != "mamba2":
-        common["qkv_bias"] = bool(cfg.get("attention_bias", False))
+        common["qkv_bias"] = bool_field(cfg, "attention_bias", name, False)
     if mt in ("qwen3", "qwen3_next"):
         common["qk_norm"] = True
     if mt == "mixtral":
@@ -166,14 +172,16 @@ def config_from_hf_dict(
         FAMILIES[mt](cfg, common, _get, name)
     elif mt in plugins:
         plugins[mt](cfg, common, _get, name)
-    if mt in (*_DEEPSEEK, "glm4_moe") and cfg.get("num_nextn_predict_layers") and mtp:
-        common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name)
+    if mt in (*_DEEPSEEK, "glm4_moe") and mtp:
+        common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name, 0)
     base = common["dtype"]
     if base not in ("fp32", "bf16", "fp16") and get_dtype(base).bits > 16:
         common["act_dtype"] = base  # fp64 weights compute in fp64 (fp8 ones in bf16: ModelConfig)
     moe = common.get("num_experts") is not None
     common.update(quantized_fields(cfg, name, base, is_moe=moe, tied=common["tie_word_embeddings"]))
-    return ModelConfig(**common)
+    model = ModelConfig(**common)
+    check_group_size(model)
+    return model
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:

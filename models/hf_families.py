@@ -57,7 +57,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .config import ModelConfigError
+from .fields import ModelConfigError, bool_field, first_field, int_field
 from .layers import LayerSpec
 
 __all__ = [
@@ -71,18 +71,6 @@ __all__ = [
 ]
 
 Getter = Callable[..., Any]
-
-
-def int_field(cfg: Mapping[str, Any], key: str, name: str, default: Any = ...) -> Any:
-    """``cfg[key]`` as an integer (a clear error otherwise), ``default`` when absent or null."""
-    if key in cfg and cfg[key] is not None:
-        value = cfg[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ModelConfigError(f"{name}: config field {key!r} must be an integer, got {value!r}")
-        return value
-    if default is ...:
-        raise ModelConfigError(f"{name}: config.json is missing required field {key!r}")
-    return default
 
 
 def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -131,12 +119,12 @@ def _gpt_oss(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
     mixers = _layer_types(cfg, name, n, {"sliding_attention": "sliding", "full_attention": "gqa"})
     common.update(
         num_experts=get(cfg, "num_local_experts", name),
-        num_experts_per_tok=get(cfg, "num_experts_per_tok", name, cfg.get("experts_per_token")),
+        num_experts_per_tok=first_field(cfg, get, name, ("num_experts_per_tok", "experts_per_token")),
         moe_intermediate_size=common["intermediate_size"],
         router_bias=True,
         mlp_bias=True,  # GptOssExperts: gate_up_proj_bias and down_proj_bias
-        qkv_bias=bool(cfg.get("attention_bias", True)),
-        o_bias=bool(cfg.get("attention_bias", True)),
+        qkv_bias=bool_field(cfg, "attention_bias", name, True),
+        o_bias=bool_field(cfg, "attention_bias", name, True),
         attention_sinks=1,
         sliding_window=get(cfg, "sliding_window", name),
         layer_types=tuple(LayerSpec(m, "moe") for m in (mixers or ["sliding", "gqa"] * (n // 2))),
@@ -148,16 +136,22 @@ def _nth(n: int, every: int) -> list[bool]:
     return [(i + 1) % every == 0 for i in range(n)]
 
 
-def _indices(value: Any, key: str, name: str) -> set[int]:
-    """A config's list of layer indices, checked."""
-    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
-        raise ModelConfigError(f"{name}: {key} must be a list of layer indices, got {value!r}")
+def _indices(value: Any, key: str, name: str, n: int) -> set[int]:
+    """A config's list of layer indices (each in ``[0, n)``), checked; null reads as none."""
+    if value is None:
+        return set()
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in value
+    ):
+        raise ModelConfigError(
+            f"{name}: {key} must be a list of layer indices in [0, {n}), got {value!r:.120}"
+        )
     return set(value)
 
 
 def _moe_mask(cfg: Mapping[str, Any], n: int, get: Getter, name: str) -> list[str]:
     moe = _nth(n, _period(cfg, get, name, "decoder_sparse_step", 1))
-    only = _indices(cfg.get("mlp_only_layers") or [], "mlp_only_layers", name)
+    only = _indices(cfg.get("mlp_only_layers"), "mlp_only_layers", name, n)
     return ["moe" if (i not in only and moe[i]) else "dense" for i in range(n)]
 
 
@@ -201,12 +195,16 @@ def _gemma3(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
 
 def _llama4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     n = pattern_layers(common, name)
-    rope = cfg.get("no_rope_layers") or [int(not f) for f in _nth(n, 4)]
-    if not isinstance(rope, list) or len(rope) != n:
-        raise ModelConfigError(f"{name}: no_rope_layers must list {n} entries")
+    # Llama4TextConfig: an empty or absent no_rope_layers is every no_rope_layer_interval-th layer NoPE
+    rope = cfg.get("no_rope_layers") or [
+        int(not f) for f in _nth(n, _period(cfg, get, name, "no_rope_layer_interval", 4))
+    ]
+    if not isinstance(rope, list) or len(rope) != n or not all(type(r) is int and r in (0, 1) for r in rope):
+        raise ModelConfigError(f"{name}: no_rope_layers must list {n} entries of 0 (NoPE) or 1 (rope)")
     step = _period(cfg, get, name, "interleave_moe_layer_step", 1)
     every = [i for i, f in enumerate(_nth(n, step)) if f]
-    moe_set = _indices(cfg.get("moe_layers") or every, "moe_layers", name)
+    moe = cfg.get("moe_layers")  # Llama4TextConfig: only an absent list defaults to every step-th layer
+    moe_set = set(every) if moe is None else _indices(moe, "moe_layers", name, n)
     expert_w = common["intermediate_size"]
     common.update(
         intermediate_size=get(cfg, "intermediate_size_mlp", name, expert_w),
@@ -233,22 +231,13 @@ def _mamba2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
         ssm_conv_kernel=get(cfg, "conv_kernel", name, 4),
         ssm_chunk_size=get(cfg, "chunk_size", name, 256),
         layer_types=tuple(LayerSpec("ssm", "none") for _ in range(n)),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        tie_word_embeddings=bool_field(cfg, "tie_word_embeddings", name, True),
     )
+    built_as(cfg, name, {"use_conv_bias": True, "use_bias": False}, "the Mamba-2 mixer")
 
 
 #: Nemotron-H's pattern characters -> (mixer, MLP) of the layer
 _NEMOTRON = {"M": ("ssm", "none"), "*": ("gqa", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
-
-
-def first_field(
-    cfg: Mapping[str, Any], get: Getter, name: str, keys: tuple[str, ...], default: Any = ...
-) -> Any:
-    """The first of ``keys`` the config states (families rename fields between releases)."""
-    for k in keys:
-        if cfg.get(k) is not None:
-            return get(cfg, k, name)
-    return get(cfg, keys[0], name, default)
 
 
 def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -259,7 +248,9 @@ def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
             f"{name}: hybrid_override_pattern must be {n} characters of {''.join(_NEMOTRON)}, got {pattern!r}"
         )
     act = cfg.get("mlp_hidden_act", "relu2")
+    built_as(cfg, name, {"use_conv_bias": True, "use_bias": False}, "the Mamba-2 mixer")
     common.update(
+        mlp_bias=bool_field(cfg, "mlp_bias", name, False),
         head_dim=get(cfg, "attention_head_dim", name, common["head_dim"]),
         mlp="relu2" if act == "relu2" else common["mlp"],
         ssm_state_size=get(cfg, "ssm_state_size", name),
@@ -270,6 +261,17 @@ def _nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
         ssm_chunk_size=first_field(cfg, get, name, ("mamba_chunk_size", "chunk_size"), 256),
         layer_types=tuple(LayerSpec(*_NEMOTRON[c]) for c in pattern),
     )
+
+
+def built_as(cfg: Mapping[str, Any], name: str, built: Mapping[str, bool], part: str) -> None:
+    """Refuse a boolean field that states what the layer builder does not build (``built``: field ->
+    the value the graph assumes; absent or null reads as that value, the transformers default)."""
+    for key, want in built.items():
+        if bool_field(cfg, key, name, want) != want:
+            raise ModelConfigError(
+                f"{name}: {key} {str(not want).lower()} is not modelled: {part} is built with "
+                f"{key} {str(want).lower()}; describe the model as a ModelConfig to change it"
+            )
 
 
 def _count(v: Any) -> bool:
@@ -304,6 +306,7 @@ def _jamba(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: st
         experts = [e if i % period == offset else 1 for i in range(n)]
     if not isinstance(experts, list) or len(experts) != n or not all(_count(e) for e in experts):
         raise ModelConfigError(f"{name}: layers_num_experts must list {n} positive integers")
+    built_as(cfg, name, {"mamba_conv_bias": True, "mamba_proj_bias": False}, "the Mamba-1 mixer")
     rank = cfg.get("mamba_dt_rank", "auto")
     rank = math.ceil(d / 16) if rank == "auto" else get(cfg, "mamba_dt_rank", name)
     common.update(
@@ -373,7 +376,7 @@ def _phi(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str)
     """Phi-1 / 1.5 / 2: a parallel block (one LayerNorm with bias feeds attention and the MLP), q/k/v and
     ``dense`` biases, a plain GELU MLP (``fc1``/``fc2``) with biases, a biased lm_head. Rope covers
     ``partial_rotary_factor`` of each head (charged over the whole head: a few vector FLOPs)."""
-    if cfg.get("qk_layernorm"):
+    if bool_field(cfg, "qk_layernorm", name, False):
         raise ModelConfigError(
             f"{name}: qk_layernorm (per-head LayerNorms with bias on q and k) has no layer spec; "
             "set qk_layernorm false or describe the model as a ModelConfig with qk_norm"
@@ -388,10 +391,10 @@ def _falcon_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     tied embeddings by default (``FalconConfig``)."""
     d = int_field(cfg, "hidden_size", name)
     heads = first_field(cfg, int_field, name, ("num_attention_heads", "n_head"))
-    if cfg.get("new_decoder_architecture"):
+    if bool_field(cfg, "new_decoder_architecture", name, False):
         kv = first_field(cfg, int_field, name, ("num_kv_heads", "n_head_kv"), heads)
     else:
-        kv = 1 if cfg.get("multi_query", True) else heads
+        kv = 1 if bool_field(cfg, "multi_query", name, True) else heads
     return {
         "tie_word_embeddings": True,
         **cfg,
@@ -409,11 +412,13 @@ def _falcon(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     (``ln_attn``, ``ln_mlp``) in parallel, built as a sequential layer (the same weights, FLOPs and
     bytes: the MLP reads ``x`` rather than ``x + attn``). ALiBi (``alibi``) replaces rope: its per-score
     bias add is not charged."""
-    two_norms = bool(cfg.get("new_decoder_architecture")) and cfg.get("num_ln_in_parallel_attn") != 1
-    _gpt2_style(common, bool(cfg.get("bias", False)))
+    two_norms = bool_field(cfg, "new_decoder_architecture", name, False) and (
+        get(cfg, "num_ln_in_parallel_attn", name, None) != 1
+    )
+    _gpt2_style(common, bool_field(cfg, "bias", name, False))
     common.update(
-        parallel_block=bool(cfg.get("parallel_attn", True)) and not two_norms,
-        rope=not cfg.get("alibi", False),
+        parallel_block=bool_field(cfg, "parallel_attn", name, True) and not two_norms,
+        rope=not bool_field(cfg, "alibi", name, False),
     )
 
 
@@ -429,7 +434,7 @@ def _gemma_like(
         mlp="geglu",
         qk_norm=qk_norm,
         sandwich_norm=True,  # post_attention_layernorm and post_feedforward_layernorm
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        tie_word_embeddings=bool_field(cfg, "tie_word_embeddings", name, True),
         sliding_window=get(cfg, "sliding_window", name),
         layer_types=tuple(mixers),
     )
@@ -455,7 +460,7 @@ def _granite(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: 
     """Granite 3: Llama with scalar multipliers (``embedding_multiplier``, ``residual_multiplier``,
     ``attention_multiplier``, ``logits_scaling``: one multiply per element, not charged) and biases on
     all four attention projections with ``attention_bias`` and on the MLP with ``mlp_bias``."""
-    common.update(o_bias=common["qkv_bias"], mlp_bias=bool(cfg.get("mlp_bias", False)))
+    common.update(o_bias=common["qkv_bias"], mlp_bias=bool_field(cfg, "mlp_bias", name, False))
 
 
 def _cohere(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -463,12 +468,12 @@ def _cohere(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: s
     same ``d`` weights; the mean subtraction's ``d`` FLOPs per token are not charged), optional
     per-head-weighted q/k norms (``use_qk_norm``: ``H*h`` and ``H_kv*h`` weights), tied embeddings;
     ``logit_scale`` is one multiply per logit (not charged)."""
-    qk = bool(cfg.get("use_qk_norm", False))
+    qk = bool_field(cfg, "use_qk_norm", name, False)
     common.update(
         parallel_block=True,
         qk_norm=qk,
         qk_norm_all_heads=qk,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        tie_word_embeddings=bool_field(cfg, "tie_word_embeddings", name, True),
     )
 
 
@@ -486,15 +491,15 @@ def _glm4(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str
 def _starcoder2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     """StarCoder2: LayerNorm with bias, ``use_bias`` on every linear, a plain GELU MLP (``c_fc``,
     ``c_proj``), a ``sliding_window`` on every layer, tied embeddings (``Starcoder2Config``)."""
-    _gpt2_style(common, bool(cfg.get("use_bias", True)))
-    common["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
+    _gpt2_style(common, bool_field(cfg, "use_bias", name, True))
+    common["tie_word_embeddings"] = bool_field(cfg, "tie_word_embeddings", name, True)
     _sliding_everywhere(cfg, common, get, name)
 
 
 def _internlm2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
     """InternLM2 / 2.5 (remote code): Llama with a fused ``wqkv`` (the same weights) and ``bias`` on
     ``wqkv`` and ``wo``."""
-    bias = bool(cfg.get("bias", False))
+    bias = bool_field(cfg, "bias", name, False)
     common.update(qkv_bias=bias, o_bias=bias)
 
 
@@ -535,7 +540,7 @@ def _glm4_moe(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name:
     plus ``n_shared_experts`` shared ones under a sigmoid router with a correction bias; its
     ``num_nextn_predict_layers`` MTP layer is kept only with ``mtp=True`` (as DeepSeek-V3's)."""
     moe_fields(cfg, common, get, name)
-    common["qk_norm"] = bool(cfg.get("use_qk_norm", False))
+    common["qk_norm"] = bool_field(cfg, "use_qk_norm", name, False)
 
 
 def _minimax_m2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -554,7 +559,7 @@ def _minimax_m2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
         )
     if get(cfg, "shared_intermediate_size", name, 0):
         raise ModelConfigError(f"{name}: shared_intermediate_size > 0 (a shared expert) is not mapped")
-    qk = bool(cfg.get("use_qk_norm", True))
+    qk = bool_field(cfg, "use_qk_norm", name, True)
     kind = cfg.get("qk_norm_type", "per_layer")
     if qk and kind not in ("per_layer", "per_head"):
         raise ModelConfigError(f"{name}: qk_norm_type {kind!r} not allowed; allowed: per_layer, per_head")
@@ -562,7 +567,7 @@ def _minimax_m2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, nam
         num_experts=get(cfg, "num_local_experts", name),
         num_experts_per_tok=get(cfg, "num_experts_per_tok", name),
         moe_intermediate_size=common["intermediate_size"],
-        router_bias=bool(cfg.get("use_routing_bias", True)),
+        router_bias=bool_field(cfg, "use_routing_bias", name, True),
         qk_norm=qk,
         qk_norm_all_heads=qk and kind == "per_layer",
     )

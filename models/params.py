@@ -92,7 +92,9 @@ class ParamCounts:
 def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     """Bytes of every weight at its storage dtype: the routed experts at ``expert_dtype``
     (block-scaled formats with their scales: MXFP4 4.25 bits), the embedding table and the
-    lm_head at theirs (quantised checkpoints keep them at the float dtype), the rest at ``dtype``.
+    lm_head at theirs (quantised checkpoints keep them at the float dtype: ``quantization_config``
+    converts the decoder linears, :mod:`models.quantization`; a loaded MTP module's own embedding and
+    head likewise), the rest at ``dtype``.
 
     gpt-oss-120b: 114.7B expert weights at 4.25 bits and 2.1B others at 16 bits are
     65.1 GB (60.7 GiB; the published checkpoint is 60.8 GiB). Multi-token-prediction modules
@@ -102,14 +104,16 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     routed = sympy.Integer(0)
     if cfg.moe is not None:
         routed = cfg.n_moe_layers * cfg.moe.num_experts * mlp_params(cfg, cfg.moe.moe_intermediate_size)
-    rest = pc.total - routed - pc.embedding - pc.lm_head  # the embedding and head at their own dtypes
+    # each loaded MTP module stores its own embedding and head (param_counts), at their dtypes too
+    copies = 1 + (cfg.mtp_layers if cfg.mtp_active else 0)
+    rest = pc.total - routed - copies * (pc.embedding + pc.lm_head)  # tables at their own dtypes
     if not cfg.mtp_active:  # MTP modules a plain run does not load (ModelConfig.mtp_active)
         rest -= pc.mtp
     return sympy.expand(
         rest * get_dtype(cfg.weight_dtype).bytes
         + routed * get_dtype(cfg.expert_weight_dtype).bytes
-        + pc.embedding * get_dtype(cfg.embedding_weight_dtype).bytes
-        + pc.lm_head * get_dtype(cfg.lm_head_weight_dtype).bytes
+        + copies * pc.embedding * get_dtype(cfg.embedding_weight_dtype).bytes
+        + copies * pc.lm_head * get_dtype(cfg.lm_head_weight_dtype).bytes
     )
 
 

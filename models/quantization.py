@@ -40,18 +40,25 @@ quantisation) cannot be expressed and is refused, as is any other
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from costmodel.dtypes import get_dtype, group_quantised
 from costmodel.errors import CostModelError
 
-from .config import ModelConfigError
-from .hf_families import first_field, int_field
+from .config import ModelConfig, ModelConfigError
+from .fields import INT_MAX, bool_field, first_field, int_field
+from .layers import layer_groups
+from .mixers import get_mixer, get_mlp
 
 __all__ = [
     "float_dtype",
     "quantized_fields",
+    "check_group_size",
+    "GPTQ_BITS",
+    "AWQ_BITS",
     "native_matmul",
     "NATIVE_MATMUL_FORMATS",
     "QUANT_METHODS",
@@ -107,9 +114,74 @@ def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
     return FLOAT_TORCH_DTYPES[text]
 
 
-def _int(q: Mapping[str, Any], keys: tuple[str, ...], name: str, default: Any = ...) -> Any:
-    """The first of ``keys`` ``q`` states, an integer (errors name the quantization_config)."""
-    return first_field(q, int_field, f"{name}: quantization_config", keys, default)
+#: GPTQ's packed bit widths: AutoGPTQ's and GPTQModel's ``QuantLinear`` refuse others ("Only 2,3,4,8
+#: bits are supported."), as does vLLM's GPTQConfig ("only 2/3/4/8-bit weight quantization is supported")
+GPTQ_BITS = (2, 3, 4, 8)
+#: AWQ's: AutoAWQ's ``WQLinear_GEMM`` (awq/modules/linear/gemm.py) packs 4 bits only ("Only 4-bit are
+#: supported for now."), as vLLM's AWQConfig ("only 4-bit weight quantization is supported for AWQ")
+AWQ_BITS = (4,)
+
+
+def _int(q: Mapping[str, Any], keys: tuple[str, ...], name: str, default: Any = ..., *, lo: int = 0) -> Any:
+    """The first of ``keys`` ``q`` states, an integer >= ``lo`` (errors name the quantization_config)."""
+    return first_field(q, partial(int_field, lo=lo), f"{name}: quantization_config", keys, default)
+
+
+def _bool(q: Mapping[str, Any], key: str, name: str, default: bool) -> bool:
+    """``q[key]``, a JSON boolean (errors name the quantization_config)."""
+    return bool(bool_field(q, key, f"{name}: quantization_config", default))
+
+
+def _bits(
+    q: Mapping[str, Any],
+    keys: tuple[str, ...],
+    name: str,
+    method: str,
+    allowed: tuple[int, ...],
+    default: Any = ...,
+) -> int:
+    """The weights' bit width, one of what the method's packers support (``allowed``)."""
+    bits = _int(q, keys, name, default)
+    if bits not in allowed:
+        packers = "AutoGPTQ / GPTQModel" if method == "gptq" else "AutoAWQ"
+        raise ModelConfigError(
+            f"{name}: quantization_config.{keys[0]} {bits} is not packed by {method.upper()}; allowed: "
+            f"{', '.join(map(str, allowed))} bits (what {packers} pack); {_POINTER}"
+        )
+    return int(bits)
+
+
+def _group_size(q: Mapping[str, Any], keys: tuple[str, ...], name: str, default: Any = ...) -> int:
+    """``group_size``: -1 (one scale per output channel) or a positive group; whether it divides
+    every quantised layer's input width is :func:`check_group_size`'s."""
+    group = _int(q, keys, name, default, lo=-1)
+    if group == 0:
+        raise ModelConfigError(
+            f"{name}: quantization_config.{keys[0]} 0 is not a group size; allowed: -1 (per channel) "
+            "or a divisor of every quantised layer's input width"
+        )
+    return int(group)
+
+
+def _fp8_blocks(q: Mapping[str, Any], name: str) -> None:
+    """``weight_block_size`` (absent: per-tensor or per-channel scales): two positive whole numbers,
+    the ``[rows, columns]`` each FP32 scale covers (DeepSeek-V3: ``[128, 128]``); and
+    ``activation_scheme`` ``dynamic`` or ``static`` (both run the matmul on the FP8 roof)."""
+    blocks = q.get("weight_block_size")
+    if blocks is not None and not (
+        isinstance(blocks, list)
+        and len(blocks) == 2
+        and all(type(b) is int and 1 <= b <= INT_MAX for b in blocks)
+    ):
+        raise ModelConfigError(
+            f"{name}: quantization_config.weight_block_size must be two positive whole numbers "
+            f"[rows, columns], got {blocks!r:.60}"
+        )
+    scheme = q.get("activation_scheme")
+    if scheme is not None and scheme not in ("dynamic", "static"):
+        raise ModelConfigError(
+            f"{name}: quantization_config.activation_scheme {scheme!r:.40} is not read; allowed: dynamic, static"
+        )
 
 
 def _grouped(bits: int, group: int, asym: bool, name: str) -> str:
@@ -170,8 +242,8 @@ def _compressed_tensors(q: Mapping[str, Any], name: str) -> tuple[str, str | Non
         elif kind == "float" and bits == 4 and group == 16:
             wd = "nvfp4"  # E2M1 with one FP8 scale per 16 (NVFP4)
         elif kind == "int":
-            size = group if strategy == "group" and isinstance(group, int) else -1  # else per channel
-            wd = _grouped(bits, size, not w.get("symmetric", True), name)
+            size = _group_size(w, ("group_size",), name) if strategy == "group" else -1  # else per channel
+            wd = _grouped(bits, size, not _bool(w, "symmetric", name, True), name)
         else:
             raise ModelConfigError(
                 f"{name}: compressed-tensors weights of {bits}-bit {kind!r} (group {group}) are not read; "
@@ -222,17 +294,21 @@ def quantized_fields(
     head_quantised = False
     skipped = _skipped(q, ("modules_to_not_convert", "llm_int8_skip_modules", "ignore"), name)
     if method == "gptq":
-        bits = _int(q, ("bits",), name)
-        weight = _grouped(bits, _int(q, ("group_size",), name, 128), not q.get("sym", True), name)
-        head_quantised = bool(q.get("lm_head", False))
+        bits = _bits(q, ("bits",), name, "gptq", GPTQ_BITS)
+        group = _group_size(q, ("group_size",), name, 128)
+        weight = _grouped(bits, group, not _bool(q, "sym", name, True), name)
+        head_quantised = _bool(q, "lm_head", name, False)
     elif method == "awq":
-        bits = _int(q, ("bits", "w_bit"), name, 4)
-        group = _int(q, ("group_size", "q_group_size"), name, 128)
-        weight = _grouped(bits, group, bool(q.get("zero_point", True)), name)
+        bits = _bits(q, ("bits", "w_bit"), name, "awq", AWQ_BITS, 4)
+        group = _group_size(q, ("group_size", "q_group_size"), name, 128)
+        weight = _grouped(bits, group, _bool(q, "zero_point", name, True), name)
     elif method in ("fp8", "fbgemm_fp8"):
-        fmt = str(q.get("fmt", "e4m3"))
+        fmt = q.get("fmt", "e4m3")
         if fmt not in ("e4m3", "float8_e4m3fn"):
-            raise ModelConfigError(f"{name}: fp8 quantization_config fmt {fmt!r} is not read; {_POINTER}")
+            raise ModelConfigError(
+                f"{name}: fp8 quantization_config fmt {fmt!r:.40} is not read; allowed: e4m3; {_POINTER}"
+            )
+        _fp8_blocks(q, name)
         weight, matmul = "fp8_e4m3", "fp8_e4m3"
     elif method == "compressed-tensors":
         weight, matmul, kv = _compressed_tensors(q, name)
@@ -248,9 +324,15 @@ def quantized_fields(
     elif method == "mxfp4":
         weight = "mxfp4"
     elif method == "bitsandbytes":
-        if q.get("load_in_4bit"):
-            weight = "nf4_dq" if q.get("bnb_4bit_use_double_quant") else "nf4"  # FP4 is blocked the same way
-        elif q.get("load_in_8bit"):
+        four, eight = _bool(q, "load_in_4bit", name, False), _bool(q, "load_in_8bit", name, False)
+        if four and eight:  # transformers' BitsAndBytesConfig refuses both too
+            raise ModelConfigError(
+                f"{name}: bitsandbytes quantization_config sets both load_in_4bit and load_in_8bit; one only"
+            )
+        if four:
+            double = _bool(q, "bnb_4bit_use_double_quant", name, False)
+            weight = "nf4_dq" if double else "nf4"  # FP4 is blocked the same way
+        elif eight:
             weight = matmul = "int8"
         else:
             raise ModelConfigError(
@@ -276,6 +358,59 @@ def quantized_fields(
     if kv is not None:
         out["kv_dtype"] = kv
     return out
+
+
+def _grouped_size(dtype: str) -> int | None:
+    """G of an ``int<b>_g<G>`` dtype (integer weights with one scale per G inputs), else None."""
+    d = get_dtype(dtype)
+    return d.block_size if d.name.startswith("int") and "_g" in d.name else None
+
+
+def check_group_size(cfg: ModelConfig) -> None:
+    """Refuse integer weights in groups of ``G`` (GPTQ, AWQ, compressed-tensors' ``group``
+    strategy: ``int<b>_g<G>``) when ``G`` does not divide the input width ``K`` of every
+    quantised linear: a group is ``G`` consecutive inputs of one output channel, and the
+    packers store whole groups, ``K / G`` scales per channel. AutoAWQ's ``WQLinear_GEMM``
+    asserts ``in_features % group_size == 0``; vLLM's GPTQ and AWQ layers refuse a width that
+    is not a multiple ("The input size is not aligned with the quantized weight shape").
+    ``group_size: -1`` (one scale per channel) fits every width.
+
+    The widths are each layer plug-in's :meth:`~models.mixers.LayerPlugin.linear_inputs` over the
+    config's layer kinds (only the routed experts' when only they are quantised) and the
+    lm_head's ``d`` when it is quantised too. Symbolic widths are not checked.
+
+    Parameters
+    ----------
+    cfg : the model, as read from its config.json
+
+    Raises
+    ------
+    ModelConfigError
+        naming the group size, the first linear it does not divide and what is allowed.
+    """
+    whole = _grouped_size(cfg.dtype)
+    group = whole if whole is not None else _grouped_size(cfg.expert_weight_dtype)
+    if group is None:
+        return
+    widths: dict[str, Any] = {}
+    for g in layer_groups(cfg):
+        for plugin in (get_mixer(g.spec.mixer), get_mlp(g.spec.mlp)):
+            for module, k in plugin.linear_inputs(cfg).items():
+                if whole is not None or module.startswith("experts."):
+                    widths.setdefault(module, k)
+    if not cfg.tie_word_embeddings and _grouped_size(cfg.lm_head_weight_dtype) is not None:
+        widths["lm_head"] = cfg.hidden_size
+    numbers = {m: int(k) for m, k in widths.items() if k is not None and getattr(k, "is_number", True)}
+    bad = [(m, k) for m, k in numbers.items() if k % group]
+    if bad:
+        m, k = bad[0]
+        common = math.gcd(*numbers.values())
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ModelConfigError(
+            f"{cfg.name}: quantization_config group_size {group} does not divide {m}'s input width {k}{more}; "
+            f"allowed: -1 (per channel) or a divisor of every quantised layer's input width (here of {common}): "
+            "the GPTQ and AWQ packers store whole groups along the input (AutoGPTQ / GPTQModel, AutoAWQ)"
+        )
 
 
 #: weight formats whose checkpoints the serving engines run with activations in the same format

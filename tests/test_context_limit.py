@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from models import config_from_hf_dict, get_model
+from models import ModelConfigError, config_from_hf_dict, get_model
 from models.context import ContextLimitError, check_context, context_limit
 
 BASE = {
@@ -39,7 +39,9 @@ def test_limits_of_rope_scaling_kinds():
     }
     assert context_limit(ds).tokens == 163840
     assert context_limit({}) is None
-    assert context_limit({"max_position_embeddings": "big"}) is None
+    # a limit that is not a whole number >= 1 is refused naming the field (it once read as "no limit")
+    with pytest.raises(ModelConfigError, match=r"'max_position_embeddings' must be an integer.*got 'big'"):
+        context_limit({"max_position_embeddings": "big"})
 
 
 def test_config_carries_the_limit_and_checks_it():

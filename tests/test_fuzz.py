@@ -2,6 +2,8 @@
 
 Every case must end in success or a one-line error within a time limit: never a traceback, never
 an internal error, never a hang, never a payload executed, never a file outside the paths given.
+A config.json field the loader reads with a type (a boolean, a whole number in range, a finite
+number) must be refused, naming the field, whenever it holds a value of any other JSON type.
 The budget is small in CI; ``COSTMODEL_FUZZ_EXAMPLES=2000`` runs a large one. Each test prints
 its tally (``pytest -n 0 -s tests/test_fuzz.py``).
 """
@@ -260,11 +262,192 @@ def hf_configs(draw, marker: Path):
         "intermediate_size": 176,
         "vocab_size": 256,
     }
+    value = st.one_of(
+        value, st.text(max_size=6), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2)
+    )
+    typed = ["tie_word_embeddings", "attention_bias", "max_position_embeddings", "rope_scaling"]
     for key in draw(
-        st.lists(st.sampled_from([*base, "head_dim", "num_local_experts", "torch_dtype"]), max_size=3)
+        st.lists(
+            st.sampled_from(
+                [*base, "head_dim", "num_local_experts", "torch_dtype", *typed, "quantization_config"]
+            ),
+            max_size=3,
+        )
     ):
         base[key] = draw(value)
     return base
+
+
+def _wrong_bool() -> st.SearchStrategy:
+    """Every JSON value that is not true/false (each once read by truthiness)."""
+    return st.one_of(
+        st.integers(-2, 2),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=6),
+        st.lists(st.integers(0, 1), max_size=2),
+        st.dictionaries(st.text(max_size=3), st.booleans(), max_size=2),
+    )
+
+
+def _wrong_int(lo: int) -> st.SearchStrategy:
+    """JSON values that are not a whole number in [lo, 2**31 - 1]: booleans, floats (4096.0 too),
+    strings, lists, objects and integers out of range."""
+    return st.one_of(
+        st.booleans(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=6),
+        st.lists(st.integers(1, 4096), max_size=2),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=1),
+        st.integers(max_value=lo - 1),
+        st.integers(min_value=2**31),
+    )
+
+
+def _wrong_factor() -> st.SearchStrategy:
+    """rope_scaling.factor values that are not a finite number in [1, 1e6]."""
+    return st.one_of(
+        st.booleans(),
+        st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not 1 <= f <= 1e6),
+        st.text(max_size=6),
+        st.lists(st.floats(1, 8), max_size=2),
+    )
+
+
+_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 512,
+    "vocab_size": 256,
+}
+_MAMBA2 = {
+    "model_type": "mamba2",
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_heads": 8,
+    "head_dim": 64,
+    "state_size": 16,
+    "expand": 2,
+    "vocab_size": 256,
+}
+#: (base config, where the field sits: None top level or the object's key, field, its wrong values):
+#: every field the config.json boundary reads with a type (models.fields), at least one per reader
+TYPED_CASES = [
+    *[(_LLAMA, None, f, _wrong_bool()) for f in ("tie_word_embeddings", "attention_bias")],
+    *[(_MAMBA2, None, f, _wrong_bool()) for f in ("tie_word_embeddings", "use_conv_bias", "use_bias")],
+    *[
+        (_LLAMA, None, f, _wrong_int(1))
+        for f in (
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "vocab_size",
+            "max_position_embeddings",
+        )
+    ],
+    (_LLAMA, None, "intermediate_size", _wrong_int(0)),
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}},
+        "quantization_config",
+        "sym",
+        _wrong_bool(),
+    ),
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}},
+        "quantization_config",
+        "lm_head",
+        _wrong_bool(),
+    ),
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}},
+        "quantization_config",
+        "bits",
+        _wrong_int(0),
+    ),
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}},
+        "quantization_config",
+        "group_size",
+        _wrong_int(-1),
+    ),
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}},
+        "quantization_config",
+        "zero_point",
+        _wrong_bool(),
+    ),
+    *[
+        (
+            {**_LLAMA, "quantization_config": {"quant_method": "bitsandbytes"}},
+            "quantization_config",
+            f,
+            _wrong_bool(),
+        )
+        for f in ("load_in_4bit", "load_in_8bit")
+    ],
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}},
+        "quantization_config",
+        "bnb_4bit_use_double_quant",
+        _wrong_bool(),
+    ),
+    (
+        {**_LLAMA, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}},
+        "quantization_config",
+        "weight_block_size",
+        st.one_of(
+            _wrong_int(1),
+            st.lists(_wrong_int(1), min_size=2, max_size=2),
+            st.lists(st.integers(1, 9), max_size=1),
+        ),
+    ),
+    (
+        {**_LLAMA, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+        "rope_scaling",
+        "factor",
+        _wrong_factor(),
+    ),
+    (
+        {**_LLAMA, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+        "rope_scaling",
+        "original_max_position_embeddings",
+        _wrong_int(1),
+    ),
+]
+
+
+@st.composite
+def hostile_typed_configs(draw):
+    """A valid config with one typed field given a value of the wrong type or out of range."""
+    base, where, field, wrong = draw(st.sampled_from(TYPED_CASES))
+    cfg = json.loads(json.dumps(base))  # a deep copy
+    value = draw(wrong)
+    (cfg if where is None else cfg[where])[field] = value
+    return field, value, cfg
+
+
+def test_fuzz_config_field_types():
+    """Every wrong-typed value of a typed config.json field is refused, naming the field (it was once
+    read by truthiness or silently costed)."""
+    from models import ModelConfigError, config_from_hf_dict
+
+    @FUZZ
+    @given(case=hostile_typed_configs())
+    def case(case):
+        field, value, cfg = case
+        with time_limit(LIMIT_S):
+            try:
+                config_from_hf_dict(cfg, "fz")
+            except ModelConfigError as exc:
+                assert field in str(exc), (field, value, str(exc))
+                _count("typed config fields", "refused")
+                return
+        raise AssertionError(f"{field} = {value!r} was accepted")
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY["typed config fields"]))
 
 
 def test_fuzz_config_files(tmp_path):

@@ -57,13 +57,16 @@ def test_a_plain_run_of_the_mtp_checkpoint_is_deepseek_v3():
 
 def test_the_parameter_count_keeps_the_checkpoint_and_the_weights_follow_loading():
     """The count is the checkpoint's (671.03B + 13.46B = 684.49B, the card's 685B); its bytes
-    count only when loaded: 13,463,426,304 x 2 (bf16) = 26,926,852,608 more with mtp_active."""
+    count only when loaded. The checkpoint is FP8 (its quantization_config): the module's own
+    embedding and head, V x d = 129,280 x 7,168 = 926,679,040 each, stay BF16 and the rest is FP8:
+    (13,463,426,304 - 2 x 926,679,040) x 1 + 2 x 926,679,040 x 2 = 15,316,784,384 more bytes."""
     mtp = get_model("deepseek-v3-mtp")
     pc = param_counts(mtp)
     assert pc.mtp == MTP_PARAMS
     assert pc.total == param_counts(get_model("deepseek-v3")).total + MTP_PARAMS
     full = dataclasses.replace(mtp, mtp_active=True)
-    assert param_bytes(full) - param_bytes(mtp) == 2 * MTP_PARAMS
+    table = 129_280 * 7_168
+    assert param_bytes(full) - param_bytes(mtp) == (MTP_PARAMS - 2 * table) * 1 + 2 * table * 2
 
 
 def test_speculating_with_mtp_pays_the_module():

@@ -11,6 +11,8 @@ everything the engine needs to know about its kind of layer, and nothing else na
 * ``hf_families``: the Hugging Face ``model_type`` values it brings, each a reader that adds
   its fields to the common ones (:mod:`models.hf`);
 * :meth:`Mixer.params`, its per-layer parameter formula;
+* :meth:`LayerPlugin.linear_inputs`, the input width of each of its linears (the default: none),
+  which a group-quantised checkpoint's group size must divide (:mod:`models.quantization`);
 * :meth:`Mixer.build`, its graph block: it adds op nodes through the layer it is handed (a
   :class:`LayerContext`, which :class:`graphs.blocks.layer_base.LayerBase` satisfies), each
   with the :class:`~costmodel.keys.Role` analyses select it by.
@@ -252,6 +254,12 @@ class LayerPlugin(ABC):
         what is allowed) a config a layer of this kind cannot run; called for every mixer and
         MLP kind a config uses, after its ``needs`` are checked. The default accepts every config."""
         return None
+
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """The input width ``K`` of each linear a layer of this kind holds (its module name ->
+        ``K``): the widths a group-quantised checkpoint's ``group_size`` must divide
+        (:func:`models.quantization.check_group_size`). The default: no linears."""
+        return {}
 
 
 class Mixer(LayerPlugin):

@@ -47,6 +47,7 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
+from ..fields import bool_field
 from .base import HFReader, LayerContext, Mixer, Ref, register_mixer
 from .softmax import attention_params, attention_shape, kv_operands, project_qkv, write_kv
 
@@ -62,7 +63,7 @@ def read_diffllama(
     """``model_type: diffllama``: a Llama whose every layer is differential attention;
     ``attention_bias`` biases q, k, v and o (``DiffLlamaAttention``)."""
     common["layer_types"] = ("diff_attention",) * get(cfg, "num_hidden_layers", name)
-    common["o_bias"] = bool(cfg.get("attention_bias", False))
+    common["o_bias"] = bool_field(cfg, "attention_bias", name, False)
 
 
 @register_mixer
@@ -71,6 +72,16 @@ class DiffAttention(Mixer):
 
     name = "diff_attention"
     hf_families: ClassVar[Mapping[str, HFReader]] = {"diffllama": read_diffllama}
+
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """q/k/v read ``d``; o_proj reads the ``H*h`` heads (``DiffLlamaAttention``)."""
+        assert cfg.head_dim is not None  # ModelConfig.__post_init__ fills it in
+        return {
+            "q_proj": cfg.hidden_size,
+            "k_proj": cfg.hidden_size,
+            "v_proj": cfg.hidden_size,
+            "o_proj": cfg.num_attention_heads * cfg.head_dim,
+        }
 
     def check(self, cfg: ModelConfig) -> None:
         """``H_kv`` even (the value heads split in two halves); no sinks or output gate."""

@@ -144,6 +144,17 @@ class DSA(Mixer):
         """MLA's weights plus the lightning indexer's (:func:`indexer_params`)."""
         return _MLA.params(cfg) + indexer_params(cfg)
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """MLA's linears, and the indexer's: ``index_wq_b`` reads the ``q_lora_rank`` latent,
+        ``index_wk`` and ``index_weights_proj`` read ``d``."""
+        m = cfg.need(MLASpec)
+        return {
+            **_MLA.linear_inputs(cfg),
+            "index_wq_b": m.q_lora_rank,
+            "index_wk": cfg.hidden_size,
+            "index_weights_proj": cfg.hidden_size,
+        }
+
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """MLA's block (:meth:`MLA.build`) seen through :class:`_SparseLayer`, which adds the
         indexer and the top-k before the attention node and limits it to ``index_topk`` keys."""

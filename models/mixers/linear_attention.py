@@ -93,6 +93,16 @@ class LinearAttention(Mixer):
         conv = (2 * hk * dk + hv * dv) * K
         return qkvz + d * 2 * hv + conv + 2 * hv + dv + hv * dv * d
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """in_proj_qkvz and in_proj_ba read ``d``; out_proj the ``H_v*d_v`` value heads."""
+        s = cfg.need(LinearAttentionSpec)
+        assert s.linear_num_value_heads is not None and s.linear_value_head_dim is not None
+        return {
+            "in_proj_qkvz": cfg.hidden_size,
+            "in_proj_ba": cfg.hidden_size,
+            "out_proj": s.linear_num_value_heads * s.linear_value_head_dim,
+        }
+
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """Gated delta-net linear attention (module doc)."""
         cfg, dims = layer.cfg, layer.dims

@@ -54,6 +54,12 @@ class Mamba(Mixer):
         norms = R + 2 * N if s.ssm_inner_norms else 0
         return 2 * d * D + D * (K + 1) + D * (R + 2 * N) + R * D + D + D * N + D + D * d + norms
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """in_proj reads ``d``; x_proj and out_proj the ``D`` inner channels; dt_proj the rank ``R``."""
+        s = cfg.need(SSMSpec)
+        D = s.ssm_inner_size
+        return {"in_proj": cfg.hidden_size, "x_proj": D, "dt_proj": s.ssm_dt_rank, "out_proj": D}
+
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """Mamba-1's selective state-space mixer (module doc)."""
         cfg, dims = layer.cfg, layer.dims

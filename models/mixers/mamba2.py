@@ -55,6 +55,12 @@ class SSM(Mixer):
         conv_ch = d_in + 2 * G * N
         return d * (2 * d_in + 2 * G * N + Hs) + conv_ch * (K + 1) + 3 * Hs + d_in + d_in * d
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """in_proj reads ``d``; out_proj the ``H_s*P`` inner channels."""
+        s = cfg.need(SSMSpec)
+        assert s.ssm_num_heads is not None and s.ssm_head_dim is not None  # check_layers requires them
+        return {"in_proj": cfg.hidden_size, "out_proj": s.ssm_num_heads * s.ssm_head_dim}
+
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """Mamba-2's selective state-space mixer (module doc)."""
         cfg, dims = layer.cfg, layer.dims

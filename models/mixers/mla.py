@@ -82,6 +82,21 @@ class MLA(Mixer):
         kv_b = r_kv * H * (nope + vd)
         return q + kv_a + kv_b + H * vd * d
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """q_a/kv_a (or q_proj) read ``d``, q_b the ``q_lora_rank`` latent, kv_b the
+        ``kv_lora_rank`` latent, o_proj the ``H*v_head_dim`` heads."""
+        m = cfg.need(MLASpec)
+        out = {
+            "kv_a_proj": cfg.hidden_size,
+            "kv_b_proj": m.kv_lora_rank,
+            "o_proj": cfg.num_attention_heads * m.v_head_dim,
+        }
+        if m.q_lora_rank is not None:
+            out.update(q_a_proj=cfg.hidden_size, q_b_proj=m.q_lora_rank)
+        else:
+            out["q_proj"] = cfg.hidden_size
+        return out
+
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         """DeepSeek MLA: low-rank q, a latent KV cache, decompression or absorption.
 

@@ -89,5 +89,9 @@ class DenseMLP(MLP):
     def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
         return mlp_params(cfg)
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """gate/up read ``d``; down reads ``intermediate_size``."""
+        return {"mlp.up_proj": cfg.hidden_size, "mlp.down_proj": cfg.intermediate_size}
+
     def build(self, layer: LayerContext, x: Ref) -> Ref:
         return mlp(layer, x, layer.cfg.intermediate_size, "mlp")

@@ -106,6 +106,18 @@ class MoEMLP(MLP):
     def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
         return moe_params(cfg, cfg.need(MoESpec).num_experts_per_tok if active else None)
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """The experts' gate/up read ``d``, their down the expert width; the shared expert's down
+        its own width (``shared_expert_intermediate_size``, else ``n_shared`` expert widths)."""
+        m = cfg.need(MoESpec)
+        out = {"experts.up_proj": cfg.hidden_size, "experts.down_proj": m.moe_intermediate_size}
+        shared = m.shared_expert_intermediate_size
+        if shared is None and m.num_shared_experts != 0:
+            shared = m.num_shared_experts * m.moe_intermediate_size
+        if shared is not None:
+            out.update({"shared.up_proj": cfg.hidden_size, "shared.down_proj": shared})
+        return out
+
     def build(self, layer: LayerContext, x: Ref) -> Ref:
         """Router, routed experts, combine, shared experts, one all-reduce (module doc)."""
         cfg, T = layer.cfg, layer.dims.tokens

@@ -103,6 +103,16 @@ class SoftmaxAttention(Mixer):
     def params(self, cfg: ModelConfig) -> sympy.Expr:
         return attention_params(cfg)
 
+    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+        """q/k/v (and the output gate) read ``d``; o_proj reads the ``H*h`` concatenated heads."""
+        assert cfg.head_dim is not None  # ModelConfig.__post_init__ fills it in
+        return {
+            "q_proj": cfg.hidden_size,
+            "k_proj": cfg.hidden_size,
+            "v_proj": cfg.hidden_size,
+            "o_proj": cfg.num_attention_heads * cfg.head_dim,
+        }
+
     def build(self, layer: LayerContext, h: Ref) -> Ref:
         if self.limit is None:
             return softmax_attention(layer, h)
