@@ -284,17 +284,52 @@ def simulate(
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
-    ``predictor`` prices every iteration's kernels (:mod:`graphs.serving.predictor`; default
-    the roofline bound); ``concurrency`` makes it a closed loop of that many clients (module
-    doc); a conversation's turns (``Request.session``) are sent one after another's answer;
-    ``spec`` speculates every decode (:mod:`graphs.serving.specdec_sim`; a predictor prices the
-    target's and the draft's forwards, MTP's module as the full step minus the plain one);
-    ``kv_tiers`` keeps evicted prefixes in host memory and SSD (:mod:`graphs.serving.kv_tiers`).
-    ``stagger_s`` spreads a closed loop's first sends over ``[0, stagger_s)`` (module doc), drawn
-    with ``stagger_seed``.
-    ``overheads`` adds the engine around the kernels (:mod:`graphs.serving.overheads`): None
-    takes the predictor framework's defaults when predicting and none for the bound, whose
-    results stay exactly as they were."""
+    A conversation's turns (``Request.session``) are sent one after another's answer.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model: a catalog name, a ``config.json`` path, a config, or a workload built once.
+    device : Hardware or str
+        The device of every replica (a catalog name or a spec).
+    requests : sequence of Request
+        What is sent: arrival (s), prompt and output tokens, optional prefix and session.
+    topology : Topology, optional
+        Replicas, tensor parallelism, disaggregated pools and the router (default: one replica).
+    engine : EngineConfig, optional
+        The scheduler's knobs and KV pool (default vLLM V1's; an engine profile builds one:
+        :func:`graphs.serving.engine.profile_engine`).
+    slo_ttft, slo_tpot : float, optional
+        Latency objectives (s) the result counts requests against.
+    rate : float, optional
+        The offered rate (requests/s), reported with the result (the arrivals carry the load).
+    progress : callable, optional
+        Called with (done, total) requests as the run goes.
+    predictor : Predictor, optional
+        What prices every iteration's kernels (:mod:`graphs.serving.predictor`; default the
+        roofline bound).
+    concurrency : int, optional
+        A closed loop of that many clients, each sending its next request when its answer arrives.
+    spec : SpecConfig, optional
+        Speculative decoding of every decode (:mod:`graphs.serving.specdec_sim`; a predictor prices
+        the target's and the draft's forwards, MTP's module as the full step minus the plain one).
+    kv_tiers : KVTierConfig, optional
+        Host memory and SSD below the prefix cache (:mod:`graphs.serving.kv_tiers`).
+    overheads : EngineOverheads, optional
+        The engine around the kernels (:mod:`graphs.serving.overheads`): None takes the predictor
+        framework's defaults when predicting and none for the bound, whose results stay exactly
+        as they were; a fitted or given ``kernel_scale`` never prices a step below its roofline.
+    stagger_s : float, optional
+        Spreads a closed loop's first sends over ``[0, stagger_s)`` (s; needs ``concurrency``).
+    stagger_seed : int
+        The seed of those first sends.
+
+    Returns
+    -------
+    SimResult
+        Per-request latency statistics (TTFT, TPOT, E2E), throughput (steady state and overall),
+        SLO attainment, preemptions, KV use, and with a predictor what its seconds rest on.
+    """
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
