@@ -163,3 +163,39 @@ def test_priced_decode_tabulates_the_experts_above_their_bound():
     assert np.all(priced.step_array(b, 1000.0) >= bound.step_array(b, 1000.0))
     cov = priced.coverage_array(b, 1000.0)
     assert (cov.measured_s + cov.neighbour_s) / cov.total_s >= 0.8
+
+
+@pytest.mark.parametrize(
+    ("routing", "ep", "dist"),
+    [(None, 2, "balanced"), (("zipf", 1.2), 2, "power_law_1.2"), (("zipf", 1.0), 4, "power_law_1.01")],
+)
+def test_an_ep_plan_selects_the_measured_ep_and_distribution(routing, ep, dist):
+    from costmodel.keys import ROLE, Role
+    from graphs.serving.compiled import compiled_step
+    from graphs.serving.predict import kernel_row
+    from graphs.serving.routing import Routing
+
+    r = None if routing is None else Routing(*routing)
+    g = compiled_step("mixtral-8x7b", "h100", "decode", tp=1, ep=ep, routing=r).graph
+    rows = [
+        kernel_row(d, {**d["params"], "tokens": 8})
+        for _, d in g.nodes(data=True)
+        if d.get(ROLE) == Role.EXPERT
+    ]
+    assert rows and all(hit is not None for hit in rows)
+    assert {(h[1]["ep"], h[1]["distribution"]) for h in rows} == {(ep, dist)}
+
+
+def test_a_routing_histogram_keeps_the_bound_and_says_why():
+    from costmodel.keys import ROLE, Role
+    from graphs.serving.compiled import compiled_step
+    from graphs.serving.predict import kernel_row, unmeasured_basis
+    from graphs.serving.routing import Routing
+
+    r = Routing("histogram", weights=(8, 1, 1, 1, 1, 1, 1, 1))
+    g = compiled_step("mixtral-8x7b", "h100", "decode", tp=1, ep=2, routing=r).graph
+    for _, d in g.nodes(data=True):
+        if d.get(ROLE) == Role.EXPERT:
+            p = {**d["params"], "tokens": 8}
+            assert kernel_row(d, p) is None
+            assert "routed-expert GEMMs of an unmeasured kind" in unmeasured_basis(d, p)

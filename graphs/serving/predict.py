@@ -4,7 +4,10 @@ Each op node of a compiled step's graph, at a numeric point (batch, context or
 sequence), is priced by the efficiency model fitted on the measured corpus
 (:mod:`costmodel.measured`) for its family (``gemm``, context or generation
 ``attention``, ``all_reduce``): the device's datasheet terms through its dtype
-group's fits, taking the fastest of the framework's kernels. The fits use the
+group's fits, taking the fastest of the framework's kernels. A layer's routed-expert GEMMs
+(gate/up and down, :func:`expert_groups`) are one fused-MoE kernel priced by the corpus's own
+measurements of it (family ``moe``, :mod:`costmodel.measured.moe`), its time split over them by
+``N K``. The fits use the
 device's own rows for the chosen framework when it has them, else every
 measured device's (a prediction from the datasheet alone). Other ops (norms, RoPE, activations, embedding, sampling) have no
 measured family here and keep their roofline bound. Weights are not L2
