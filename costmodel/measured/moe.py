@@ -243,31 +243,35 @@ def _distribution_rows(df: Any, want: str) -> tuple[Any, str]:
 
 
 def moe_bound_s(device: str, shape: MoEShape, tokens: Any) -> np.ndarray:
-    """Roofline bound (s) of the shape's kernel on ``device`` at ``tokens``, the corpus rows'
-    own bound (:func:`costmodel.measured.kernels.kernel_terms`, family ``moe``)."""
-    import pandas as pd
+    """Roofline bound (s) of one rank's routed experts of ``shape`` on ``device`` at each of
+    ``tokens``, as the model graphs cost them: the ``grouped_gemm`` rule's gate/up
+    (``[h, 2 I/tp]``, ``[h, I/tp]`` when not gated) and down (``[I/tp, h]``) over ``T k`` rows, the
+    weights of the experts uniform routing touches (:func:`costmodel.rules.experts_touched`),
+    one ``1/ep`` share of it:
 
+    .. math:: t^{roof}(T) = \\max\\Big(\\max_u \\frac{F_u(T)}{ep\\,P_u},\\ \\frac{D(T)}{ep\\,\\beta}\\Big).
+
+    The ratio of two of these scales a neighbour's measurements (module doc)."""
+    from ..cost import as_float
     from ..hardware import get_device
-    from .kernels import MOE_DTYPES, kernel_terms
+    from ..roofline import bound
+    from ..rules import op_cost
+    from .kernels import MOE_DTYPES
 
     if shape.dtype not in MOE_DTYPES:
         raise MeasuredDataError(f"moe dtype {shape.dtype!r} has no bound; known: {', '.join(MOE_DTYPES)}")
-    t = np.atleast_1d(np.asarray(tokens, dtype=float))
-    n = len(t)
-    df = pd.DataFrame(
-        {
-            "tokens": t,
-            "hidden": np.full(n, float(shape.hidden)),
-            "inter": np.full(n, float(shape.inter)),
-            "topk": np.full(n, float(shape.topk)),
-            "experts": np.full(n, float(shape.experts)),
-            "tp": np.ones(n),
-            "ep": np.full(n, float(shape.ep)),
-            "dtype": [shape.dtype] * n,
-        }
-    )
-    kt = kernel_terms("moe", df, get_device(device))
-    return np.maximum.reduce([np.asarray(v, dtype=float) for v in kt.terms.values()])
+    a, w, c = MOE_DTYPES[shape.dtype]
+    hw = get_device(device)
+    kw = {"experts": shape.experts, "top_k": shape.topk, "dtype": a, "w_dtype": w, "compute_dtype": c}
+    up = shape.inter * (2 if shape.gated else 1)
+    out = []
+    for t in np.atleast_1d(np.asarray(tokens, dtype=float)):
+        n = round(float(t))
+        cost = op_cost("grouped_gemm", tokens=n, N=up, K=shape.hidden, out_dtype="bf16", **kw) + op_cost(
+            "grouped_gemm", tokens=n, N=shape.hidden, K=shape.inter, out_dtype="bf16", **kw
+        )
+        out.append(as_float(bound(cost, hw).lower, what="moe bound") / shape.ep)
+    return np.array(out)
 
 
 def _distance(df: Any, shape: MoEShape) -> np.ndarray:
