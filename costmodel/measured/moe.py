@@ -14,15 +14,17 @@ A kernel of shape :class:`MoEShape` (hidden ``h``, the rank's expert width ``I/t
 :func:`moe_curve` in this order:
 
 1. the device's own rows of the framework, the dtype and the shape (``measured``);
-2. the same shape from another framework on the device, then from another device (``neighbour``),
-   the latter scaled by the ratio of the two devices' roofline bounds of the shape;
+2. the same shape from another framework on the device, then from another device, the nearest
+   DRAM bandwidth first (``neighbour``), the latter scaled by the ratio of the two devices'
+   roofline bounds of the shape (:func:`moe_bound_s`: the graphs' own expert bound);
 3. the nearest measured shape (the least ``sum |log(x / x')|`` over ``h, I/tp, k, E``; ``ep``
    must match), scaled at each measured token count by the ratio of the two shapes' roofline
-   bounds on the device (``neighbour``, the shape named):
+   bounds (``neighbour``, the shape named):
 
 .. math:: \\hat t(T) = t_{meas}(T)\\,\\frac{t^{roof}_{shape}(T)}{t^{roof}_{meas\\,shape}(T)}.
 
-Rows of a shape with the same per-rank width are one kernel (``I = 14336, tp = 2`` runs what
+At each step a dtype the corpus lacks may be priced by a named substitute (``fp8`` by
+``fp8_block`` kernels, ``float16`` by ``bfloat16``). Rows of a shape with the same per-rank width are one kernel (``I = 14336, tp = 2`` runs what
 ``I = 7168, tp = 1`` runs); where several kernels or splits time the same tokens the fastest
 is taken (the dispatcher's choice, as for GEMMs). Kernels named ``nongated`` (TensorRT-LLM's
 for non-gated MLPs) price only non-gated experts, the others only gated ones. Between measured
