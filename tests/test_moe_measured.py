@@ -135,6 +135,9 @@ def test_mixtral_decode_experts_rest_on_measured_kernels(mixtral_decode):
     assert cov is not None
     assert (cov.measured_s + cov.neighbour_s) / cov.total_s >= 0.8
     assert not any("routed-expert" in k for k in cov.bounds)
+    # the activation runs inside the fused kernel (vLLM's fused_experts): no small kernel of its own
+    (act,) = [nd for n, nd in p.nodes.items() if n.endswith("experts.act")]
+    assert act["predicted_s"] == act["bound_s"] and act["source"] == "bound"
 
 
 def test_expert_groups_put_down_last_and_leave_router_and_combine_out():

@@ -33,9 +33,10 @@ the largest it grows in proportion to ``T`` (compute-bound: the work is ``2 T k`
 two GEMMs). The caller clamps every price to its roofline bound.
 
 What the measured span holds beyond the expert GEMMs: vLLM's ``fused_experts`` also runs the
-activation and the weighted top-k sum, so a step that prices those graph nodes apart (the
-activation at the device's shortest kernel, 1.4 us per layer on H100; the combine at its bound)
-counts them twice: 45 us of Mixtral-8x7B's 17.6 ms decode step on H100 (0.3 %).
+activation and the weighted top-k sum. The model step keeps those graph nodes at their roofline
+bounds beside the kernel (:func:`graphs.serving.predict.expert_activations`: the activation is
+no small kernel of its own), a few nanoseconds each at decode batches: a lower bound counted
+twice, not a launch.
 
 Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
 measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law

@@ -98,6 +98,7 @@ __all__ = [
     "FUSED_PROJECTIONS",
     "projection_groups",
     "expert_groups",
+    "expert_activations",
     "fused_row",
     "SMALL_KERNELS",
     "UNMEASURED",
@@ -517,6 +518,26 @@ def expert_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def expert_activations(nodes: Any) -> frozenset[str]:
+    """The activation nodes inside a fused-MoE kernel: role ``activation``, reading a routed-expert
+    GEMM's output (:func:`expert_groups`). The measured kernel's time holds theirs (vLLM's
+    ``fused_experts`` runs ``silu_and_mul`` inside it), so they are not small kernels of their own:
+    their bound stands beside it. ``nodes``: (name, attributes) pairs."""
+    pairs = list(nodes)
+    outs = {
+        str(getattr(t, "name", t))
+        for _, d in pairs
+        if d.get(ROLE) == Role.EXPERT and _family(d) == "moe"
+        for t in d.get("outputs") or ()
+    }
+    return frozenset(
+        str(n)
+        for n, d in pairs
+        if d.get(ROLE) == Role.ACTIVATION
+        and {str(getattr(t, "name", t)) for t in d.get("inputs") or ()} & outs
+    )
+
+
 def _moe_fused(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
     """The fused-MoE row of one kernel's GEMM rows (gate/up first, down last: :func:`expert_groups`)
     and each GEMM's share of its time, by its ``N K`` (its FLOPs and weight bytes)."""
@@ -654,6 +675,8 @@ def predict_step(
     fused = projection_groups(cs.graph.nodes(data=True)) if fuse_projections else {}
     fused = {**fused, **expert_groups(cs.graph.nodes(data=True))}
     small = small_kernel_groups(cs.graph.nodes(data=True), framework) if small_kernels else {}
+    inside = expert_activations(cs.graph.nodes(data=True))  # timed within the fused-MoE kernel
+    small = {n: ms for n, ms in small.items() if n not in inside}
     small_reps: dict[str, float] = {}
     pending: dict[tuple[str, ...], list[tuple[tuple[str, dict[str, Any]], float, float, str]]] = {}
     for name, d in cs.graph.nodes(data=True):

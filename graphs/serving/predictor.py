@@ -329,6 +329,7 @@ def _tabulate_point(
     """:func:`tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
     from .predict import (
         dtype_key,
+        expert_activations,
         expert_groups,
         fused_row,
         kernel_row,
@@ -402,6 +403,8 @@ def _tabulate_point(
     small = (
         small_kernel_groups(((n, nf.node) for n, nf in forms), pred.framework) if pred.small_kernels else {}
     )
+    inside = expert_activations((n, nf.node) for n, nf in forms)  # timed within the fused-MoE kernel
+    small = {n: ms for n, ms in small.items() if n not in inside}
     kernels: dict[tuple[str, ...], list[int]] = {}
     for ni, (n, _) in enumerate(forms):
         if ni not in hit_of and n in small:
