@@ -39,6 +39,7 @@ __all__ = [
     "MEASURED_S",
     "KV_CAP",
     "MERGED",
+    "EXPERT_PLAN",
     # edge attributes
     "TENSOR",
     "BYTES",
@@ -144,6 +145,8 @@ KV_CAP = "kv_cap"  #: on a cache write: positions per sequence its layer keeps a
 #: on a linear op built by a block: the one GEMM the served engines run it in with its siblings
 #: (``qkv_proj``, ``gate_up_proj``, ``fused_qkv_a_proj``), or ``""`` when they run it alone
 MERGED = "merged"
+#: on a routed-expert node costed as the busiest EP rank's: ``(ep, routing kind, Zipf exponent)``
+EXPERT_PLAN = "expert_plan"
 # edge attributes
 TENSOR = "tensor"  #: the logical tensor on the edge
 BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer

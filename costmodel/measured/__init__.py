@@ -9,6 +9,7 @@ extra ``[measured]``).
 * :mod:`.residual` corrects it by its residuals at the nearest measured shapes (grey-box);
 * :mod:`.heldout` evaluates both on held-out shapes, devices and frameworks;
 * :mod:`.applied` fits the groups users apply, prices the fastest kernel, with residuals;
+* :mod:`.moe` prices fused-MoE kernels from the measurements themselves (no fit);
 * :mod:`.stored` keeps those fits across processes (the persistent cache of :mod:`costmodel.formcache`);
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
@@ -53,6 +54,10 @@ _LAZY: dict[str, str] = {
     "lower_bounds": "validity",
     "violations": "validity",
     "FRAMEWORKS": "corpus",
+    "MoECurve": "moe",
+    "MoEShape": "moe",
+    "distribution_for": "moe",
+    "moe_curve": "moe",
 }
 
 __all__ = list(_LAZY)

@@ -240,6 +240,10 @@ def _frame(system: str, table: str) -> Any:
     return pd.concat(frames, ignore_index=True)
 
 
+#: every row of one table of ``system`` (each framework at its chosen version), unfiltered
+table_frame = _frame
+
+
 @functools.cache
 def _load_one(family: str, system: str) -> Any:
     pd = _pandas()

@@ -40,6 +40,7 @@ __all__ = [
     "heldout_log_errors",
     "heldout_log_quantile",
     "kernel_source",
+    "moe_source",
     "substitute",
     "with_key",
 ]
@@ -176,6 +177,8 @@ def substitute(key: str) -> str | None:
 
 
 def with_key(family: str, row: dict[str, Any], key: str) -> dict[str, Any]:
+    if family == "moe":  # its key is its shape (:func:`moe_source`), already in the row
+        return row
     if family in ("context_attention", "generation_attention"):
         a, kv = key.split("/")
         return {**row, "attn_dtype": a, "kv_dtype": kv}
@@ -199,6 +202,8 @@ def kernel_source(device: str, framework: str, family: str, key: str) -> KernelS
     other devices, other frameworks, another dtype) or ``bound`` (no fits: why)."""
     from costmodel.measured import systems_with_data
 
+    if family == "moe":
+        return moe_source(device, framework, key)
     have = systems_with_data(family)
     for k in (key, substitute(key)):
         if k is None:
@@ -233,6 +238,19 @@ def unmeasured_device_families(cov: Coverage) -> list[str]:
             if rest.startswith(OTHER_DEVICES) and family not in out:
                 out.append(family)
     return out
+def moe_source(device: str, framework: str, key: str) -> KernelSource:
+    """The measured fused-MoE curve pricing the shape ``key`` (:attr:`MoEShape.key`): its
+    ``fits`` are ``{"moe": curve}`` (:func:`costmodel.measured.moe.moe_curve`: measured, or a
+    neighbour with its basis), or none (the bound prices it) when the corpus has no fused-MoE
+    rows of its dtype, gating and ``ep``."""
+    from costmodel.measured.moe import MoEShape, moe_curve
+
+    shape = MoEShape.from_key(key)
+    curve = moe_curve(device, framework, shape)
+    if curve is None:
+        basis = f"no fused-MoE {shape.dtype} kernels measured ({'gated' if shape.gated else 'non-gated'}, ep {shape.ep})"
+        return KernelSource(key, {}, "bound", basis, False)
+    return KernelSource(key, {"moe": curve}, curve.source, curve.basis, curve.own_device)
 
 
 #: the bound-share reason of kernel seconds where a prediction fell below the roofline

@@ -4,7 +4,10 @@ Each op node of a compiled step's graph, at a numeric point (batch, context or
 sequence), is priced by the efficiency model fitted on the measured corpus
 (:mod:`costmodel.measured`) for its family (``gemm``, context or generation
 ``attention``, ``all_reduce``): the device's datasheet terms through its dtype
-group's fits, taking the fastest of the framework's kernels. The fits use the
+group's fits, taking the fastest of the framework's kernels. A layer's routed-expert GEMMs
+(gate/up and down, :func:`expert_groups`) are one fused-MoE kernel priced by the corpus's own
+measurements of it (family ``moe``, :mod:`costmodel.measured.moe`), its time split over them by
+``N K``. The fits use the
 device's own rows for the chosen framework when it has them, else every
 measured device's (a prediction from the datasheet alone). Other ops (norms, RoPE, activations, embedding, sampling) have no
 measured family here and keep their roofline bound. Weights are not L2
@@ -65,7 +68,7 @@ import sympy
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import MERGED, OP, ROLE, Role
+from costmodel.keys import EXPERT_PLAN, MERGED, OP, ROLE, Role
 from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS
 from costmodel.results import Result
 from costmodel.roofline import bound
@@ -95,6 +98,8 @@ __all__ = [
     "FP8_SCALES",
     "FUSED_PROJECTIONS",
     "projection_groups",
+    "expert_groups",
+    "expert_activations",
     "fused_row",
     "SMALL_KERNELS",
     "UNMEASURED",
@@ -131,9 +136,11 @@ def _measured_rules() -> dict[Any, tuple[str, frozenset[Role]]]:
     from costmodel.rules.attention import attention
     from costmodel.rules.comm import all_reduce
     from costmodel.rules.linear import gemm
+    from costmodel.rules.moe import grouped_gemm
 
     return {
         gemm: ("gemm", frozenset({Role.LINEAR, Role.HEAD, Role.ROUTER})),
+        grouped_gemm: ("moe", frozenset({Role.EXPERT})),
         attention: ("attention", frozenset({Role.ATTENTION})),
         all_reduce: ("all_reduce", frozenset({Role.COLLECTIVE})),
     }
@@ -183,7 +190,43 @@ def _row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | N
         if a is None:
             return None
         return "all_reduce", {"elements": p["elements"], "gpus": p["p"], "dtype": a}
+    if fam == "moe":
+        return _moe_row(d, p)
     return None
+
+
+#: (activation, expert weight) dtypes -> the corpus's fused-MoE ``moe_dtype``
+_MOE_DTYPE = {
+    ("bf16", "bf16"): "bfloat16",
+    ("fp8_e4m3", "fp8_e4m3"): "fp8",
+    ("nvfp4", "nvfp4"): "nvfp4",
+    ("bf16", "int4"): "int4_wo",
+    ("bf16", "mxfp4"): "w4a16_mxfp4",
+}
+
+
+def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """One routed-expert GEMM's part of the fused-MoE row (:func:`fused_row` makes the kernel's):
+    its tokens, experts, top-k, ``N x K``, corpus dtype, and the EP plan's ``ep`` and measured
+    distribution (:func:`costmodel.measured.moe.distribution_for`; balanced without a plan). None
+    where the corpus measures no such kernel (expert capacity buffers, an unmeasured dtype pair, a
+    routing histogram, a non-contiguous placement or replicas)."""
+    from costmodel.dtypes import get_dtype
+    from costmodel.measured.moe import distribution_for
+
+    a = get_dtype(str(p.get("dtype", "bf16"))).name
+    w = get_dtype(str(p.get("w_dtype") or a)).name
+    key = _MOE_DTYPE.get((a, w))
+    if key is None or p.get("capacity_factor") is not None:
+        return None
+    ep, dist = 1, "balanced"
+    if EXPERT_PLAN in d:
+        ep, kind, exponent, placement, replicate = d[EXPERT_PLAN]
+        if kind == "histogram" or placement != "contiguous" or replicate:
+            return None
+        dist = distribution_for(kind, exponent)
+    row = {f: p[f] for f in ("tokens", "experts", "top_k", "N", "K")}
+    return "moe", {**row, "dtype": key, "ep": ep, "distribution": dist}
 
 
 def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
@@ -199,6 +242,8 @@ def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
         return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"
     if fam == "all_reduce":
         return f"all_reduce of {p.get('dtype')}: not measured"
+    if fam == "moe":
+        return "routed-expert GEMMs of an unmeasured kind (dtype pair, capacity buffers, routing histogram or EP placement)"
     role = d.get(ROLE)
     if role in _UNMEASURED_ROLES:
         return _UNMEASURED_ROLES[role]
@@ -219,6 +264,8 @@ _UNMEASURED_ROLES = {
 
 
 def _dtype_key(family: str, row: dict[str, Any]) -> str:
+    if family == "moe":  # one kernel source per shape (:mod:`costmodel.measured.moe`)
+        return str(row.get("key", row["dtype"]))
     if family in ("context_attention", "generation_attention"):
         return f"{row['attn_dtype']}/{row['kv_dtype']}"
     return str(row["dtype"])
@@ -410,9 +457,96 @@ def small_kernel_floor(bounds: np.ndarray, reps: np.ndarray, floor: float) -> np
     return w * np.asarray(reps, dtype=float) * floor
 
 
+def expert_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
+    """Each routed-expert GEMM -> the GEMMs of the one fused-MoE kernel it runs in, gate/up first
+    and down last (every engine runs a layer's routed experts as one fused call:
+    :mod:`costmodel.measured.moe`). ``nodes``: (name, attributes) pairs of a graph's nodes.
+
+    Members are the ``moe`` nodes of role ``expert`` of one layer group, phase and repeat count
+    with the same tokens, experts, top-k and dtypes; the down projection is the member whose
+    input is written by a node reading another member's output (the activation), found by
+    dataflow, never by name. A group without exactly one such member is left out (priced apart).
+    """
+    pairs = list(nodes)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    attrs: dict[str, dict[str, Any]] = {}
+    for name, d in pairs:
+        if d.get("kind") != "op" or d.get(ROLE) != Role.EXPERT or _family(d) != "moe":
+            continue
+        p = d.get("params") or {}
+        key = (
+            str(d.get("group")),
+            str(d.get("phase")),
+            str(d.get("repeat", 1)),
+            *(str(p.get(f)) for f in ("tokens", "experts", "top_k", "dtype", "w_dtype")),
+        )
+        groups.setdefault(key, []).append(str(name))
+        attrs[str(name)] = d
+
+    def names(ts: Any) -> set[str]:
+        return {str(getattr(t, "name", t)) for t in ts or ()}
+
+    outs = set().union(*(names(d.get("outputs")) for d in attrs.values())) if attrs else set()
+    fed = set().union(*(names(d.get("outputs")) for _, d in pairs if names(d.get("inputs")) & outs))
+    out: dict[str, tuple[str, ...]] = {}
+    for ms in groups.values():
+        down = [m for m in ms if (attrs[m].get("inputs") or ()) and names(attrs[m]["inputs"][:1]) <= fed]
+        if len(ms) < 2 or len(down) != 1:
+            continue
+        order = (*(m for m in ms if m not in down), down[0])
+        out.update({m: order for m in ms})
+    return out
+
+
+def expert_activations(nodes: Any) -> frozenset[str]:
+    """The activation nodes inside a fused-MoE kernel: role ``activation``, reading a routed-expert
+    GEMM's output (:func:`expert_groups`). The measured kernel's time holds theirs (vLLM's
+    ``fused_experts`` runs ``silu_and_mul`` inside it), so they are not small kernels of their own:
+    their bound stands beside it. ``nodes``: (name, attributes) pairs."""
+    pairs = list(nodes)
+    outs = {
+        str(getattr(t, "name", t))
+        for _, d in pairs
+        if d.get(ROLE) == Role.EXPERT and _family(d) == "moe"
+        for t in d.get("outputs") or ()
+    }
+    return frozenset(
+        str(n)
+        for n, d in pairs
+        if d.get(ROLE) == Role.ACTIVATION
+        and {str(getattr(t, "name", t)) for t in d.get("inputs") or ()} & outs
+    )
+
+
+def _moe_fused(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
+    """The fused-MoE row of one kernel's GEMM rows (gate/up first, down last: :func:`expert_groups`)
+    and each GEMM's share of its time, by its ``N K`` (its FLOPs and weight bytes)."""
+    from costmodel.measured.moe import MoEShape
+
+    if len(rows) < 2:
+        raise CostModelError(
+            "a routed-expert GEMM outside a gate/up/down group cannot be priced as one fused-MoE kernel"
+        )
+    first = rows[0]
+    shape = MoEShape(
+        int(first["K"]),
+        int(first["N"]),
+        int(first["top_k"]),
+        int(first["experts"]),
+        int(first["ep"]),
+        str(first["dtype"]),
+        len(rows) > 2,
+        str(first["distribution"]),
+    )
+    work = [float(r["N"]) * float(r["K"]) for r in rows]
+    return {"tokens": first["tokens"], "dtype": shape.dtype, "key": shape.key}, [x / sum(work) for x in work]
+
+
 def fused_row(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
     """One GEMM row of sibling rows (:func:`projection_groups`): their summed ``n``, and each
-    member's share of it (its ``n`` over the sum)."""
+    member's share of it (its ``n`` over the sum); routed-expert rows: :func:`_moe_fused`."""
+    if "top_k" in rows[0]:
+        return _moe_fused(rows)
     if len(rows) == 1:
         return rows[0], [1.0]
     total = float(sum(float(r["n"]) for r in rows))
@@ -454,6 +588,9 @@ def price_rows(
 
     if fp8_scales not in FP8_SCALES:
         raise CostModelError(f"fp8_scales {fp8_scales!r} not allowed; allowed: {', '.join(FP8_SCALES)}")
+    if family == "moe":  # the measured curve itself (no fit, no residuals): costmodel.measured.moe
+        t = src.fits["moe"].at([float(r["tokens"]) for r in rows])
+        return t, t
 
     rows = [with_key(family, r, src.key) for r in rows]
     if family == "all_reduce":
@@ -516,7 +653,10 @@ def predict_step(
     total_bound = 0.0
     nodes: dict[str, dict[str, Any]] = {}
     fused = projection_groups(cs.graph.nodes(data=True)) if fuse_projections else {}
+    fused = {**fused, **expert_groups(cs.graph.nodes(data=True))}
     small = small_kernel_groups(cs.graph.nodes(data=True), framework) if small_kernels else {}
+    inside = expert_activations(cs.graph.nodes(data=True))  # timed within the fused-MoE kernel
+    small = {n: ms for n, ms in small.items() if n not in inside}
     small_reps: dict[str, float] = {}
     pending: dict[tuple[str, ...], list[tuple[tuple[str, dict[str, Any]], float, float, str]]] = {}
     for name, d in cs.graph.nodes(data=True):
@@ -549,8 +689,10 @@ def predict_step(
         got = pending.setdefault(members, [])
         got.append((hit, rep, b, str(name)))
         if len(got) == len(members):  # the group's last member: one fused kernel
+            order = members
+            got.sort(key=lambda g: order.index(g[3]))
             row, shares = fused_row([g[0][1] for g in got])
-            by_key.setdefault((hit[0], _dtype_key(*hit)), []).append(
+            by_key.setdefault((hit[0], _dtype_key(hit[0], row)), []).append(
                 (row, rep, sum(g[2] for g in got), tuple(g[3] for g in got), shares, [g[2] for g in got])
             )
     for members, got in pending.items():  # a group with an unmeasured member: the rest apart
@@ -637,8 +779,8 @@ def predict_step(
         entry["bound_s"] += fam_bound
         entry["predicted_s"] += fam_pred
         entry["corrected_s"] += fam_corr
-        if meas_total is not None:  # measured
-            meas = float(measured_latency(fam, hw.name, framework, rows) @ reps)
+        if meas_total is not None:  # measured (the MoE curve is the measurements, interpolated)
+            meas = float((pred if fam == "moe" else measured_latency(fam, hw.name, framework, rows)) @ reps)
             entry["measured_s"] = entry.get("measured_s", 0.0) + meas
             meas_total += meas
     if extra:  # the unmeasured ops' small kernels: their predicted time beside their bound

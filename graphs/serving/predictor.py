@@ -202,7 +202,9 @@ class Predictor:
     def log_factor(self, device: str, family: str, key: str) -> float:
         """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
         its held-out error quantile (class doc), 0 for the point prediction."""
-        if self.quantile is None or self.framework is None:
+        if self.quantile is None or self.framework is None or family == "moe":
+            # the fused-MoE family is the measurements themselves, interpolated in log(tokens):
+            # no fit, so no held-out error of one (its interpolation error is not estimated)
             return 0.0
         from .kernel_sources import heldout_log_quantile
 
@@ -327,6 +329,8 @@ def _tabulate_point(
     """:func:`tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
     from .predict import (
         dtype_key,
+        expert_activations,
+        expert_groups,
         fused_row,
         kernel_row,
         price_rows,
@@ -357,6 +361,7 @@ def _tabulate_point(
             hit_of[ni] = hits
     index = {n: i for i, (n, _) in enumerate(forms)}
     fused = projection_groups((n, nf.node) for n, nf in forms) if pred.fuse_projections else {}
+    fused = {**fused, **expert_groups((n, nf.node) for n, nf in forms)}
     done: set[int] = set()
     for ni, hits in hit_of.items():
         if ni in done:
@@ -365,10 +370,11 @@ def _tabulate_point(
         if len(members) < 2 or not all(m in hit_of for m in members):
             members = [ni]
         done.update(members)
-        dk = dtype_key(*hits[0][0])
         for j, ((fam, _), pi, rep) in enumerate(hits):
             row, shares = fused_row([hit_of[m][j][0][1] for m in members])
-            groups.setdefault((fam, dk), []).append((list(zip(members, shares, strict=True)), pi, row, rep))
+            groups.setdefault((fam, dtype_key(fam, row)), []).append(
+                (list(zip(members, shares, strict=True)), pi, row, rep)
+            )
     for (fam, key), items in groups.items():
         src = kernel_source(hw.name, pred.framework, fam, key)
         if not src.fits:
@@ -397,6 +403,8 @@ def _tabulate_point(
     small = (
         small_kernel_groups(((n, nf.node) for n, nf in forms), pred.framework) if pred.small_kernels else {}
     )
+    inside = expert_activations((n, nf.node) for n, nf in forms)  # timed within the fused-MoE kernel
+    small = {n: ms for n, ms in small.items() if n not in inside}
     kernels: dict[tuple[str, ...], list[int]] = {}
     for ni, (n, _) in enumerate(forms):
         if ni not in hit_of and n in small:

@@ -94,7 +94,7 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.graph import COST
-from costmodel.keys import BYTES, KIND, PARAMS, ROLE, Level, NodeKind, Role
+from costmodel.keys import BYTES, EXPERT_PLAN, KIND, PARAMS, ROLE, Level, NodeKind, Role
 from costmodel.results import Result
 
 __all__ = [
@@ -379,6 +379,8 @@ def skew_experts(g: nx.DiGraph, ep: int, routing: Routing) -> nx.DiGraph:
     for n, d in g.nodes(data=True):
         if d.get(ROLE) != Role.EXPERT:
             continue
+        # what a measured fused-MoE kernel of this rank is looked up by (graphs.serving.predict)
+        d[EXPERT_PLAN] = (ep, routing.kind, routing.exponent, routing.placement, routing.replicate)
         params = d.get(PARAMS, {})
         weights = [u for u in g.predecessors(n) if g.nodes[u].get(KIND) == NodeKind.WEIGHT]
         if params.get("capacity_factor") is not None:

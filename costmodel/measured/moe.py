@@ -1,0 +1,366 @@
+"""Fused-MoE kernels priced from the corpus's own measurements (no fitted model).
+
+The ``aiconfigurator-core`` wheel times one rank's routed-expert MLP as one call of each
+framework's fused-MoE entry point (``moe/<framework>/<version>/moe_perf.parquet``, read with
+:mod:`.corpus`'s file discovery and version choice): vLLM's ``fused_experts`` (gate/up GEMM,
+``silu_and_mul``, down GEMM and the top-k weighted sum, routing excluded:
+``collector/vllm/collect_moe.py`` of ai-dynamo/aiconfigurator), SGLang's fused Triton MoE and
+TensorRT-LLM's ``moe_torch_flow`` kernels, over ``num_tokens`` 1 .. 16384 for the MoE shapes of
+published models, each at ``moe_tp_size`` / ``moe_ep_size`` and three per-expert loads
+(``distribution``: ``balanced``, ``power_law_1.01``, ``power_law_1.2``).
+
+A kernel of shape :class:`MoEShape` (hidden ``h``, the rank's expert width ``I/tp``, top-``k``,
+``E`` experts, ``ep`` ranks, dtype, gated or not) at ``T`` tokens is priced by
+:func:`moe_curve` in this order:
+
+1. the device's own rows of the framework, the dtype and the shape (``measured``);
+2. the same shape from another framework on the device, then from another device, the nearest
+   DRAM bandwidth first (``neighbour``), the latter scaled by the ratio of the two devices'
+   roofline bounds of the shape (:func:`moe_bound_s`: the graphs' own expert bound);
+3. the nearest measured shape (the least ``sum |log(x / x')|`` over ``h, I/tp, k, E``; ``ep``
+   must match), scaled at each measured token count by the ratio of the two shapes' roofline
+   bounds (``neighbour``, the shape named):
+
+.. math:: \\hat t(T) = t_{meas}(T)\\,\\frac{t^{roof}_{shape}(T)}{t^{roof}_{meas\\,shape}(T)}.
+
+At each step a dtype the corpus lacks may be priced by a named substitute (``fp8`` by
+``fp8_block`` kernels, ``float16`` by ``bfloat16``). Rows of a shape with the same per-rank width are one kernel (``I = 14336, tp = 2`` runs what
+``I = 7168, tp = 1`` runs); where several kernels or splits time the same tokens the fastest
+is taken (the dispatcher's choice, as for GEMMs). Kernels named ``nongated`` (TensorRT-LLM's
+for non-gated MLPs) price only non-gated experts, the others only gated ones. Between measured
+token counts the latency is linear in ``log T``; below the smallest it is that point's; beyond
+the largest it grows in proportion to ``T`` (compute-bound: the work is ``2 T k`` rows of the
+two GEMMs). The caller clamps every price to its roofline bound.
+
+What the measured span holds beyond the expert GEMMs: vLLM's ``fused_experts`` also runs the
+activation and the weighted top-k sum. The model step keeps those graph nodes at their roofline
+bounds beside the kernel (:func:`graphs.serving.predict.expert_activations`: the activation is
+no small kernel of its own), a few nanoseconds each at decode batches: a lower bound counted
+twice, not a launch.
+
+Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
+measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law
+of the nearest exponent, 1.01 or 1.2). A shape measured without that distribution takes the
+balanced rows (a neighbour, said).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import CostModelError
+from .corpus import SYSTEMS, MeasuredDataError, table_frame
+
+__all__ = ["DISTRIBUTIONS", "MoEShape", "MoECurve", "distribution_for", "moe_curve", "moe_bound_s"]
+
+#: the per-expert loads the corpus measures (the ``distribution`` column)
+DISTRIBUTIONS = ("balanced", "power_law_1.01", "power_law_1.2")
+
+#: a dtype the corpus may not measure for a shape -> the one whose kernels price it (named)
+_SUBSTITUTES = {"fp8": "fp8_block", "float16": "bfloat16"}
+
+
+def distribution_for(kind: str = "uniform", exponent: float = 0.0) -> str:
+    """The measured ``distribution`` nearest a routing model (module doc): ``uniform`` (or Zipf
+    with ``s = 0``) -> ``balanced``; ``zipf`` with ``s > 0`` -> ``power_law_a`` with ``a`` the
+    measured exponent nearest ``s``; a ``histogram`` has no measured counterpart: refused."""
+    if kind == "uniform" or (kind == "zipf" and exponent == 0):
+        return "balanced"
+    if kind == "zipf":
+        alphas = [float(d.rsplit("_", 1)[1]) for d in DISTRIBUTIONS if d != "balanced"]
+        best = min(alphas, key=lambda a: abs(a - exponent))
+        return f"power_law_{best:g}"
+    raise CostModelError(f"routing {kind!r} has no measured MoE distribution; measured: uniform, zipf:S")
+
+
+@dataclass(frozen=True)
+class MoEShape:
+    """One rank's routed experts: ``hidden`` (model width), ``inter`` (one expert's width on the
+    rank, ``I/tp``), ``topk``, ``experts`` (all of them), ``ep`` ranks, the corpus ``dtype``
+    (``bfloat16``, ``fp8`` ...), ``gated`` (gate and up projections) and the ``distribution``."""
+
+    hidden: int
+    inter: int
+    topk: int
+    experts: int
+    ep: int = 1
+    dtype: str = "bfloat16"
+    gated: bool = True
+    distribution: str = "balanced"
+
+    def __post_init__(self) -> None:
+        for f in ("hidden", "inter", "topk", "experts", "ep"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise CostModelError(f"MoE shape {f} must be a whole number >= 1, got {v!r}")
+        if self.distribution not in DISTRIBUTIONS:
+            raise CostModelError(
+                f"MoE distribution {self.distribution!r} not measured; measured: {', '.join(DISTRIBUTIONS)}"
+            )
+
+    @property
+    def key(self) -> str:
+        """This shape as one string (a kernel source's key: :meth:`from_key` reads it back)."""
+        gated = "gated" if self.gated else "nongated"
+        return (
+            f"{self.dtype} h{self.hidden} i{self.inter} k{self.topk} e{self.experts} ep{self.ep} "
+            f"{gated} {self.distribution}"
+        )
+
+    @classmethod
+    def from_key(cls, key: str) -> MoEShape:
+        """The shape of a :attr:`key`."""
+        parts = key.split(" ")
+        if len(parts) != 8:
+            raise CostModelError(f"MoE kernel key {key[:80]!r} is not 'dtype hH iI kK eE epP gated dist'")
+        dtype, h, i, k, e, ep, gated, dist = parts
+        try:
+            hid, inter, topk, experts, ranks = (int(x.lstrip("hikep")) for x in (h, i, k, e, ep))
+        except ValueError as exc:
+            raise CostModelError(f"MoE kernel key {key[:80]!r} has a non-integer dim") from exc
+        return cls(hid, inter, topk, experts, ranks, dtype, gated == "gated", dist)
+
+    @property
+    def label(self) -> str:
+        return f"h {self.hidden}, I/tp {self.inter}, top-{self.topk} of {self.experts}, ep {self.ep}"
+
+
+@dataclass(frozen=True)
+class MoECurve:
+    """Measured seconds of one kernel over token counts (scaled for a neighbour) and what they
+    rest on: ``source`` measured or neighbour, ``basis`` why a neighbour, ``own_device``."""
+
+    tokens: np.ndarray
+    seconds: np.ndarray
+    source: str
+    basis: str
+    own_device: bool
+
+    def at(self, tokens: Any) -> np.ndarray:
+        """Seconds at ``tokens`` (module doc: linear in ``log T`` between measured counts, the
+        first point's below them, in proportion to ``T`` beyond them)."""
+        t = np.asarray(tokens, dtype=float)
+        if np.any(~np.isfinite(t)) or np.any(t <= 0):
+            raise CostModelError("MoE kernel tokens must be positive numbers")
+        lx = np.log(self.tokens)
+        inside = np.interp(np.log(t), lx, self.seconds)
+        beyond = self.seconds[-1] * t / self.tokens[-1]
+        return np.where(t > self.tokens[-1], beyond, inside)
+
+
+_COLUMNS = (
+    "framework",
+    "kernel_source",
+    "dtype",
+    "distribution",
+    "gated",
+    "tokens",
+    "hidden",
+    "inter_rank",
+    "topk",
+    "experts",
+    "ep",
+    "latency_s",
+)
+
+
+@functools.cache
+def _table(system: str) -> Any:
+    """The MoE rows of ``system`` (every framework, kernel and distribution), seconds, with the
+    rank's expert width ``inter_rank = inter_size / moe_tp_size``; None without a table."""
+    df = table_frame(system, "moe")
+    if df is None:
+        return None
+    out = df.rename(
+        columns={
+            "num_tokens": "tokens",
+            "hidden_size": "hidden",
+            "num_experts": "experts",
+            "moe_ep_size": "ep",
+            "moe_dtype": "dtype",
+        }
+    )
+    out = out[out["latency"].astype(float) > 0].copy()
+    out["inter_rank"] = out["inter_size"].to_numpy(dtype=float) / out["moe_tp_size"].to_numpy(dtype=float)
+    out["latency_s"] = out["latency"].astype(float) * 1e-3
+    out["gated"] = ~out["kernel_source"].astype(str).str.contains("nongated")
+    for c in ("dtype", "distribution", "framework", "kernel_source"):
+        out[c] = out[c].astype(str)
+    return out[list(_COLUMNS)].reset_index(drop=True)
+
+
+def _systems(device: str) -> list[str]:
+    return [s for s, d in SYSTEMS.items() if d == device]
+
+
+def _others(device: str) -> list[str]:
+    """The other measured systems, the nearest DRAM bandwidth to ``device``'s first."""
+    from ..hardware import get_device
+
+    bw = float(get_device(device).bandwidth("dram"))
+    rest = [s for s in SYSTEMS if SYSTEMS[s] != device]
+    return sorted(rest, key=lambda s: abs(math.log(float(get_device(SYSTEMS[s]).bandwidth("dram")) / bw)))
+
+
+def _pool(system: str, framework: str | None, exclude: str | None, shape: MoEShape) -> Any:
+    """Rows of ``system`` (one framework, or every other than ``exclude``) of the shape's gating
+    and ``ep``, or None."""
+    df = _table(system)
+    if df is None:
+        return None
+    if framework is not None:
+        df = df[df["framework"] == framework]
+    if exclude is not None:
+        df = df[df["framework"] != exclude]
+    df = df[(df["gated"] == shape.gated) & (df["ep"] == shape.ep)]
+    return df if len(df) else None
+
+
+def _curve(df: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, seconds) of the fastest measurement per token count."""
+    best = df.groupby("tokens")["latency_s"].min().sort_index()
+    return best.index.to_numpy(dtype=float), best.to_numpy(dtype=float)
+
+
+def _shape_rows(df: Any, shape: MoEShape) -> Any:
+    sel = (
+        (df["hidden"] == shape.hidden)
+        & (df["inter_rank"] == shape.inter)
+        & (df["topk"] == shape.topk)
+        & (df["experts"] == shape.experts)
+    )
+    return df[sel]
+
+
+def _distribution_rows(df: Any, want: str) -> tuple[Any, str]:
+    """The rows of ``want``, else the balanced ones (the basis says so), else none."""
+    hit = df[df["distribution"] == want]
+    if len(hit) or want == "balanced":
+        return hit, ""
+    return df[df["distribution"] == "balanced"], f"balanced rows for {want} routing"
+
+
+def moe_bound_s(device: str, shape: MoEShape, tokens: Any) -> np.ndarray:
+    """Roofline bound (s) of one rank's routed experts of ``shape`` on ``device`` at each of
+    ``tokens``, as the model graphs cost them: the ``grouped_gemm`` rule's gate/up
+    (``[h, 2 I/tp]``, ``[h, I/tp]`` when not gated) and down (``[I/tp, h]``) over ``T k`` rows, the
+    weights of the experts uniform routing touches (:func:`costmodel.rules.experts_touched`),
+    one ``1/ep`` share of it:
+
+    .. math:: t^{roof}(T) = \\max\\Big(\\max_u \\frac{F_u(T)}{ep\\,P_u},\\ \\frac{D(T)}{ep\\,\\beta}\\Big).
+
+    The ratio of two of these scales a neighbour's measurements (module doc)."""
+    from ..cost import as_float
+    from ..hardware import get_device
+    from ..roofline import bound
+    from ..rules import op_cost
+    from .kernels import MOE_DTYPES
+
+    if shape.dtype not in MOE_DTYPES:
+        raise MeasuredDataError(f"moe dtype {shape.dtype!r} has no bound; known: {', '.join(MOE_DTYPES)}")
+    a, w, c = MOE_DTYPES[shape.dtype]
+    hw = get_device(device)
+    kw = {"experts": shape.experts, "top_k": shape.topk, "dtype": a, "w_dtype": w, "compute_dtype": c}
+    up = shape.inter * (2 if shape.gated else 1)
+    out = []
+    for t in np.atleast_1d(np.asarray(tokens, dtype=float)):
+        n = round(float(t))
+        cost = op_cost("grouped_gemm", tokens=n, N=up, K=shape.hidden, out_dtype="bf16", **kw) + op_cost(
+            "grouped_gemm", tokens=n, N=shape.hidden, K=shape.inter, out_dtype="bf16", **kw
+        )
+        out.append(as_float(bound(cost, hw).lower, what="moe bound") / shape.ep)
+    return np.array(out)
+
+
+def _distance(df: Any, shape: MoEShape) -> np.ndarray:
+    """``sum |log(x / x')|`` over hidden, rank width, top-k and experts of each row to ``shape``."""
+    d = np.zeros(len(df))
+    for col, v in (("hidden", shape.hidden), ("inter_rank", shape.inter), ("topk", shape.topk)):
+        d += np.abs(np.log(df[col].to_numpy(dtype=float) / v))
+    return d + np.abs(np.log(df["experts"].to_numpy(dtype=float) / shape.experts))
+
+
+@functools.cache
+def moe_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | None:
+    """The measured curve pricing ``shape`` for ``framework`` on ``device`` (module doc: own
+    rows, another framework's, another device's, then the nearest shape), or None when the corpus
+    has no fused-MoE rows of the shape's dtype (or its substitute), gating and ``ep`` at all."""
+    own = _systems(device)
+    pools: list[tuple[str, str | None, str | None, list[str]]] = []
+    for s in own:
+        pools.append((s, framework, None, []))
+        pools.append(
+            (s, None, framework, [f"moe: other frameworks' kernels (no {framework} rows of the shape)"])
+        )
+    for s in _others(device):
+        pools.append(
+            (s, framework, None, [f"moe: {SYSTEMS[s]}'s {framework} kernels scaled by the bound ratio"])
+        )
+        pools.append(
+            (
+                s,
+                None,
+                framework,
+                [f"moe: {SYSTEMS[s]}'s kernels of other frameworks, scaled by the bound ratio"],
+            )
+        )
+    dtypes = [shape.dtype] + ([_SUBSTITUTES[shape.dtype]] if shape.dtype in _SUBSTITUTES else [])
+    for exact in (True, False):
+        for system, fw, exclude, why in pools:
+            base = _pool(system, fw, exclude, shape)
+            if base is None:
+                continue
+            for dt in dtypes:
+                rows = base[base["dtype"] == dt]
+                if not len(rows):
+                    continue
+                basis = list(why) + ([f"moe {dt} kernels for {shape.dtype}"] if dt != shape.dtype else [])
+                got = _priced(device, SYSTEMS[system], shape, dt, rows, exact, basis)
+                if got is not None:
+                    return got
+    return None
+
+
+def _priced(
+    device: str, measured_on: str, shape: MoEShape, dt: str, rows: Any, exact: bool, basis: list[str]
+) -> MoECurve | None:
+    """The curve of ``rows`` (measured on ``measured_on``) for ``shape``: its own rows
+    (``exact``) or the nearest shape's, scaled by the bound ratio where the shape or the device
+    differs (module doc)."""
+    target = MoEShape(shape.hidden, shape.inter, shape.topk, shape.experts, shape.ep, dt, shape.gated)
+    measured = target
+    if not exact:
+        near = rows.iloc[int(np.argmin(_distance(rows, shape)))]
+        measured = MoEShape(
+            int(near["hidden"]),
+            int(near["inter_rank"]),
+            int(near["topk"]),
+            int(near["experts"]),
+            shape.ep,
+            dt,
+            shape.gated,
+        )
+        basis = [
+            *basis,
+            f"moe: nearest measured shape ({measured.label}) for {shape.label}, scaled by the bound ratio",
+        ]
+    hit = _shape_rows(rows, measured)
+    hit, why = _distribution_rows(hit, shape.distribution)
+    if not len(hit):
+        return None
+    if why:
+        basis = [*basis, f"moe: {why}"]
+    tokens, seconds = _curve(hit)
+    if measured != target or measured_on != device:
+        # t(T) bound(target on device, T) / bound(measured shape on its device, T)
+        seconds = seconds * moe_bound_s(device, target, tokens) / moe_bound_s(measured_on, measured, tokens)
+    if not (np.all(np.isfinite(seconds)) and np.all(seconds > 0)):
+        return None
+    return MoECurve(
+        tokens, seconds, "neighbour" if basis else "measured", "; ".join(basis), measured_on == device
+    )

@@ -1,0 +1,204 @@
+"""Routed experts priced from the corpus's measured fused-MoE kernels (costmodel.measured.moe):
+the curve is the parquet rows themselves, a step's experts rest on them (never below their
+bound), and a shape the corpus lacks is a neighbour that names its basis."""
+
+import math
+
+import pytest
+
+from costmodel.errors import CostModelError
+from costmodel.measured.moe import MoEShape, distribution_for
+
+MIXTRAL_TP2 = MoEShape(hidden=4096, inter=14336 // 2, topk=2, experts=8)  # Mixtral-8x7B, tp 2
+
+
+def test_distribution_for_maps_the_routing_model():
+    assert distribution_for() == "balanced"
+    assert distribution_for("zipf", 0.0) == "balanced"  # Zipf 0 is uniform
+    # nearest measured exponent: |1.1 - 1.01| = 0.09 < |1.1 - 1.2| = 0.10
+    assert distribution_for("zipf", 1.1) == "power_law_1.01"
+    assert distribution_for("zipf", 2.0) == "power_law_1.2"
+    with pytest.raises(CostModelError, match="histogram"):
+        distribution_for("histogram")
+
+
+def test_shape_key_round_trips_and_refuses_garbage():
+    s = MoEShape(2048, 768, 8, 128, ep=4, dtype="fp8_block", gated=False, distribution="power_law_1.2")
+    assert MoEShape.from_key(s.key) == s
+    with pytest.raises(CostModelError, match="key"):
+        MoEShape.from_key("bfloat16 h4096")
+    with pytest.raises(CostModelError, match="topk"):
+        MoEShape(4096, 7168, 0, 8)
+
+
+# ------------------------------------------------------------------ on the measured corpus
+
+
+@pytest.fixture(scope="module")
+def parquet_rows():
+    """H100 vLLM's balanced bf16 rows of Mixtral's rank shape, read straight from the parquet
+    file the corpus chooses (the version directory the wheel names current, else the newest)."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import pandas as pd
+
+    from costmodel.measured.corpus import _table_paths
+
+    (path,) = [p for fw, _, p in _table_paths("h100_sxm", "moe") if fw == "vllm"]
+    df = pd.read_parquet(path)
+    sel = (
+        (df["hidden_size"] == 4096)
+        & (df["inter_size"] / df["moe_tp_size"] == 7168)
+        & (df["topk"] == 2)
+        & (df["num_experts"] == 8)
+        & (df["moe_ep_size"] == 1)
+        & (df["moe_dtype"] == "bfloat16")
+        & (df["distribution"] == "balanced")
+        & ~df["kernel_source"].str.contains("nongated")
+    )
+    # the fastest kernel per token count (the dispatcher's choice), ms -> s
+    return (df[sel].groupby("num_tokens")["latency"].min() * 1e-3).to_dict()
+
+
+def test_a_measured_point_returns_its_own_latency(parquet_rows):
+    from costmodel.measured.moe import moe_curve
+
+    c = moe_curve("h100-sxm", "vllm", MIXTRAL_TP2)
+    assert c.source == "measured" and c.basis == "" and c.own_device
+    tokens = sorted(parquet_rows)
+    got = c.at(tokens)
+    for t, g in zip(tokens, got, strict=True):
+        assert g == parquet_rows[t]  # exactly the row's latency
+
+
+def test_between_two_measured_counts_the_price_lies_between(parquet_rows):
+    from costmodel.measured.moe import moe_curve
+
+    c = moe_curve("h100-sxm", "vllm", MIXTRAL_TP2)
+    lo, hi = 1024, 1536
+    assert lo in parquet_rows and hi in parquet_rows
+    mid = float(c.at([1200])[0])
+    a, b = sorted((parquet_rows[lo], parquet_rows[hi]))
+    assert a <= mid <= b
+    # linear in log T: weight log(1200/1024) / log(1536/1024)
+    w = math.log(1200 / 1024) / math.log(1536 / 1024)
+    assert mid == pytest.approx(parquet_rows[lo] + w * (parquet_rows[hi] - parquet_rows[lo]), rel=1e-12)
+    # beyond the largest measured count: in proportion to the tokens
+    top = max(parquet_rows)
+    assert float(c.at([2 * top])[0]) == pytest.approx(2 * parquet_rows[top], rel=1e-12)
+
+
+def test_a_shape_the_corpus_lacks_is_a_neighbour_naming_its_basis(parquet_rows):
+    from costmodel.measured.moe import moe_bound_s, moe_curve
+
+    odd = MoEShape(4096, 7000, 2, 8)  # no published model has a 7000-wide expert
+    c = moe_curve("h100-sxm", "vllm", odd)
+    assert c.source == "neighbour"
+    assert "nearest measured shape (h 4096, I/tp 7168, top-2 of 8, ep 1)" in c.basis
+    # scaled at each measured count by the ratio of the two shapes' bounds
+    t = 8
+    ratio = moe_bound_s("h100-sxm", odd, [t])[0] / moe_bound_s("h100-sxm", MIXTRAL_TP2, [t])[0]
+    assert 0.9 < ratio < 1.0  # 7000 / 7168 of the weights and FLOPs, nearly
+    assert float(c.at([t])[0]) == pytest.approx(parquet_rows[t] * ratio, rel=1e-12)
+
+
+def test_another_framework_is_a_neighbour():
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.measured.moe import moe_curve
+
+    # A100's vLLM table holds power-law rows only: its balanced rows come from SGLang
+    c = moe_curve("a100-sxm-80gb", "vllm", MIXTRAL_TP2)
+    assert c.source == "neighbour" and "other frameworks' kernels" in c.basis
+
+
+@pytest.fixture(scope="module")
+def mixtral_decode():
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from graphs.serving.predict import predict_step
+
+    return predict_step("mixtral-8x7b", "h100", "decode", batch=8, ctx=1000, tp=2, framework="vllm")
+
+
+def test_mixtral_decode_experts_rest_on_measured_kernels(mixtral_decode):
+    p = mixtral_decode
+    experts = {n: nd for n, nd in p.nodes.items() if nd["family"] == "moe"}
+    # gate, up and down of the one layer graph (its 32 copies as its repeat); router, combine
+    # and the activation are not in the fused kernel's family
+    assert sorted(n.rsplit(".", 1)[-1] for n in experts) == ["down_proj", "gate_proj", "up_proj"]
+    for nd in experts.values():
+        assert nd["source"] in ("measured", "neighbour")
+        assert nd["predicted_s"] >= nd["bound_s"]  # physics is a floor
+    moe_s = sum(nd["predicted_s"] for nd in experts.values())
+    # balanced rows at 8 tokens, the 3 GEMMs' time, 32 layers: the measured step is above its bound
+    assert moe_s > p.by_family["moe"]["bound_s"]
+    cov = p.coverage
+    assert cov is not None
+    assert (cov.measured_s + cov.neighbour_s) / cov.total_s >= 0.8
+    assert not any("routed-expert" in k for k in cov.bounds)
+    # the activation runs inside the fused kernel (vLLM's fused_experts): no small kernel of its own
+    (act,) = [nd for n, nd in p.nodes.items() if n.endswith("experts.act")]
+    assert act["predicted_s"] == act["bound_s"] and act["source"] == "bound"
+
+
+def test_expert_groups_put_down_last_and_leave_router_and_combine_out():
+    from graphs.serving.compiled import compiled_step
+    from graphs.serving.predict import expert_groups
+
+    g = compiled_step("mixtral-8x7b", "h100", "decode", tp=2).graph
+    groups = expert_groups(g.nodes(data=True))
+    (members,) = set(groups.values())
+    assert [m.rsplit(".", 1)[-1] for m in members][-1] == "down_proj"
+    assert len(members) == 3
+    assert not any(("router" in m) or ("combine" in m) for m in groups)
+
+
+def test_priced_decode_tabulates_the_experts_above_their_bound():
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import numpy as np
+
+    from graphs.serving.predictor import Predictor
+    from graphs.serving.priced import priced_step
+
+    kw = {"tp": 2}
+    bound = priced_step("mixtral-8x7b", "h100", "decode", **kw)
+    priced = priced_step("mixtral-8x7b", "h100", "decode", predictor=Predictor.of("vllm"), **kw)
+    b = np.array([1.0, 8.0, 64.0])
+    assert np.all(priced.step_array(b, 1000.0) >= bound.step_array(b, 1000.0))
+    cov = priced.coverage_array(b, 1000.0)
+    assert (cov.measured_s + cov.neighbour_s) / cov.total_s >= 0.8
+
+
+@pytest.mark.parametrize(
+    ("routing", "ep", "dist"),
+    [(None, 2, "balanced"), (("zipf", 1.2), 2, "power_law_1.2"), (("zipf", 1.0), 4, "power_law_1.01")],
+)
+def test_an_ep_plan_selects_the_measured_ep_and_distribution(routing, ep, dist):
+    from costmodel.keys import ROLE, Role
+    from graphs.serving.compiled import compiled_step
+    from graphs.serving.predict import kernel_row
+    from graphs.serving.routing import Routing
+
+    r = None if routing is None else Routing(*routing)
+    g = compiled_step("mixtral-8x7b", "h100", "decode", tp=1, ep=ep, routing=r).graph
+    rows = [
+        kernel_row(d, {**d["params"], "tokens": 8})
+        for _, d in g.nodes(data=True)
+        if d.get(ROLE) == Role.EXPERT
+    ]
+    assert rows and all(hit is not None for hit in rows)
+    assert {(h[1]["ep"], h[1]["distribution"]) for h in rows} == {(ep, dist)}
+
+
+def test_a_routing_histogram_keeps_the_bound_and_says_why():
+    from costmodel.keys import ROLE, Role
+    from graphs.serving.compiled import compiled_step
+    from graphs.serving.predict import kernel_row, unmeasured_basis
+    from graphs.serving.routing import Routing
+
+    r = Routing("histogram", weights=(8, 1, 1, 1, 1, 1, 1, 1))
+    g = compiled_step("mixtral-8x7b", "h100", "decode", tp=1, ep=2, routing=r).graph
+    for _, d in g.nodes(data=True):
+        if d.get(ROLE) == Role.EXPERT:
+            p = {**d["params"], "tokens": 8}
+            assert kernel_row(d, p) is None
+            assert "routed-expert GEMMs of an unmeasured kind" in unmeasured_basis(d, p)
