@@ -60,6 +60,7 @@ __all__ = [
     "GPTQ_BITS",
     "AWQ_BITS",
     "native_matmul",
+    "weight_format_notes",
     "NATIVE_MATMUL_FORMATS",
     "QUANT_METHODS",
     "FLOAT_TORCH_DTYPES",
@@ -455,3 +456,35 @@ def native_matmul(cfg: Any, devices: list[Any]) -> tuple[Any, str | None]:
         f"{w.name} weights run W8A8/W4A4 only where the tensor cores have a {w.roof} roof ({mixed}): "
         "give --matmul-dtype (the weights' dtype, or bf16 for weight-only) to compare these devices"
     )
+
+
+_FLOATS = ("fp32", "bf16", "fp16")
+
+
+def weight_format_notes(cfg: ModelConfig) -> tuple[str, ...]:
+    """One line naming how ``cfg``'s weights are stored and multiplied when any part is not the
+    float dtype (a quantised checkpoint's ``quantization_config``, or ``--weight-dtype``), so that
+    an answer says which format it priced; ``()`` for an all-float model.
+
+    >>> from models.resolver import resolve_model
+    >>> weight_format_notes(resolve_model("llama-3.1-8b"))
+    ()
+    >>> weight_format_notes(resolve_model("deepseek-v3"))
+    ('deepseek-v3: weights priced as stored: linears fp8_e4m3 (matmuls fp8_e4m3); embedding bf16; lm_head bf16',)
+    """
+    parts = [
+        f"linears {cfg.dtype}"
+        + (f" (matmuls {cfg.matmul_dtype})" if cfg.matmul_dtype else " (matmuls in the activations' dtype)")
+    ]
+    if cfg.expert_dtype and cfg.expert_dtype != cfg.dtype:
+        parts.append(f"routed experts {cfg.expert_dtype}")
+    parts.append(f"embedding {cfg.embedding_weight_dtype}")
+    parts.append(f"lm_head {cfg.lm_head_weight_dtype}")
+    quantised = (
+        cfg.dtype not in _FLOATS
+        or cfg.expert_weight_dtype not in _FLOATS
+        or cfg.matmul_dtype not in (None, *_FLOATS)
+    )
+    if not quantised:
+        return ()
+    return (f"{cfg.name}: weights priced as stored: " + "; ".join(parts),)

@@ -125,14 +125,12 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     caller then uses the library functions directly).
     """
     from costmodel.cost import as_float
-    from costmodel.hardware.fallback import roof_notes
-    from graphs.blocks.mtp import mtp_notes
 
     from .compiled import compiled_step
     from .fit_check import ledger_card
     from .ledger_fit import kv_caps
     from .limits import LimitForms
-    from .phases import decode_constants, near_far_memory
+    from .phases import decode_constants, near_far_memory, report_notes
     from .workload import as_workload
 
     w = as_workload(config)
@@ -158,7 +156,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
-        "roof_notes": [*roof_notes(hw), *mtp_notes(w.config), *hw.group_notes(tp)],
+        "roof_notes": list(report_notes(w.config, hw, tp)),
         "fields": {k: to_text(v) for k, v in fields.items()},
         "terms": {k: to_text(v) for k, v in f.terms_s.items()},
         "bandwidth": bw,
@@ -432,11 +430,10 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
     """The prefill card: the step's fields in ``B`` and ``S`` and one chunk's step in ``B``,
     ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
     from costmodel.cost import as_float
-    from costmodel.hardware.fallback import roof_notes
-    from graphs.blocks.mtp import mtp_notes
 
     from .compiled import compiled_step
     from .fit_check import ledger_card
+    from .phases import report_notes
     from .workload import as_workload
 
     w = as_workload(config)
@@ -454,7 +451,7 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
         "device": hw.name,
         "tp": tp,
         "power_w": as_float(hw.power_w) if hw.power_w is not None else None,
-        "roof_notes": [*roof_notes(hw), *mtp_notes(w.config), *hw.group_notes(tp)],
+        "roof_notes": list(report_notes(w.config, hw, tp)),
         "fields": {k: to_text(v, _PREFILL) for k, v in fields.items()},
         "terms": {k: to_text(v, _PREFILL) for k, v in f.terms_s.items()},
         "chunk_step": to_text(cc.forms.step_s, _CHUNK),
@@ -540,12 +537,11 @@ def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) ->
     """The analysis card of ``model analyze``: the compiled node table
     (:func:`graphs.serving.classify.node_table`) and the step fields it needs as text in ``B``
     and ``ctx`` (decode) or ``S`` (prefill), the closed forms as printed, JSON-ready."""
-    from costmodel.hardware.fallback import roof_notes
     from costmodel.symbols import dim
-    from graphs.blocks.mtp import mtp_notes
 
     from .classify import closed_forms_latex, node_table
     from .compiled import compiled_step
+    from .phases import report_notes
     from .totals import closed_forms
     from .workload import as_workload
 
@@ -574,7 +570,7 @@ def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) ->
         "model": w.name,
         "device": c.hardware.name,
         "tp": tp,
-        "roof_notes": [*roof_notes(c.hardware), *mtp_notes(w.config), *c.hardware.group_notes(tp)],
+        "roof_notes": list(report_notes(w.config, c.hardware, tp)),
         "nodes": {
             "names": list(st.names),
             "ops": list(st.ops),

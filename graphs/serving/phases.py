@@ -28,6 +28,7 @@ from costmodel.keys import Phase
 from graphs.blocks.mtp import mtp_notes
 from models.config import ModelConfig
 from models.params import param_bytes, param_counts
+from models.quantization import weight_format_notes
 
 from .compiled import CompiledStep, compiled_step, positive_int, step_time
 from .reports import (
@@ -44,6 +45,7 @@ from .routing import Routing
 from .workload import Workload, as_workload
 
 __all__ = [
+    "report_notes",
     "step_time",
     "PhaseReport",
     "PrefillReport",
@@ -54,6 +56,26 @@ __all__ = [
     "near_far_memory",
 ]
 
+
+
+def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
+    """What a report says once about its inputs: the device's roof substitutions and
+    preliminary figures (:func:`costmodel.hardware.fallback.roof_notes`), the weight format it
+    priced (:func:`models.quantization.weight_format_notes`), MTP modules left out
+    (:func:`graphs.blocks.mtp.mtp_notes`) and a tensor-parallel group across domains.
+
+    Parameters
+    ----------
+    config : ModelConfig
+    hw : Hardware
+    tp : int
+        The tensor-parallel group.
+
+    Returns
+    -------
+    tuple of str
+    """
+    return roof_notes(hw) + weight_format_notes(config) + mtp_notes(config) + hw.group_notes(tp)
 
 def _report_fields(
     w: Workload, hw: Hardware, c: CompiledStep, phase: Phase, point: tuple[int, ...], tokens: int, tp: int
@@ -69,7 +91,7 @@ def _report_fields(
         batch=point[0],
         tokens=tokens,
         tp=tp,
-        notes=roof_notes(hw) + mtp_notes(w.config) + hw.group_notes(tp),
+        notes=report_notes(w.config, hw, tp),
     )
 
 

@@ -1,0 +1,24 @@
+"""A report names the weight format it priced, once (issue 45: DeepSeek-V3 as its FP8 checkpoint
+ships; issue 46: a detected quantisation applied but never echoed)."""
+
+from graphs.cli import main
+
+
+def _out(capsys, *argv):
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_a_quantised_checkpoint_names_its_format(capsys):
+    # deepseek-ai/DeepSeek-V3's quantization_config: fp8 e4m3 weights and matmuls (128 x 128
+    # blocks), embedding and lm_head kept in bf16 (models/configs/deepseek-v3.json)
+    out = _out(capsys, "decode", "deepseek-v3", "--device", "h200", "--tp", "8", "--batch", "4")
+    line = "note: deepseek-v3: weights priced as stored: linears fp8_e4m3 (matmuls fp8_e4m3); embedding bf16; lm_head bf16"
+    assert out.count(line) == 1
+    assert "does not fit" not in out
+
+
+def test_a_float_model_says_nothing_and_a_flag_is_echoed(capsys):
+    assert "weights priced as stored" not in _out(capsys, "decode", "llama-3.1-8b", "--device", "h100")
+    out = _out(capsys, "prefill", "llama-3.1-8b", "--device", "h100", "--weight-dtype", "int4")
+    assert out.count("weights priced as stored: linears int4") == 1
