@@ -10,6 +10,7 @@ extra ``[measured]``).
 * :mod:`.heldout` evaluates both on held-out shapes, devices and frameworks;
 * :mod:`.applied` fits the groups users apply, prices the fastest kernel, with residuals;
 * :mod:`.stored` keeps those fits across processes (the persistent cache of :mod:`costmodel.formcache`);
+* :mod:`.shipped` reads the corpus's fits from the package (built once, verified at load);
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
 Names load on first use (``costmodel.lazy``): the command line reads
