@@ -11,6 +11,7 @@ extra ``[measured]``).
 * :mod:`.applied` fits the groups users apply, prices the fastest kernel, with residuals;
 * :mod:`.moe` prices fused-MoE kernels from the measurements themselves (no fit);
 * :mod:`.stored` keeps those fits across processes (the persistent cache of :mod:`costmodel.formcache`);
+* :mod:`.shipped` reads the corpus's fits from the package (built once, verified at load);
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
 Names load on first use (``costmodel.lazy``): the command line reads

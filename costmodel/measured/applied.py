@@ -50,8 +50,7 @@ def _fit_groups(
         {
             g
             for df, _ in parts
-            for g, dg in zip(df["group"], df["dtype_group"], strict=True)
-            if dtypes is None or dg in dtypes
+            for g in (df["group"] if dtypes is None else df["group"][df["dtype_group"].isin(dtypes)]).unique()
         }
     )
     for grp in groups:
@@ -63,7 +62,7 @@ def _fit_groups(
             if sel.any():
                 xs.append(x.take(np.flatnonzero(sel)))
                 ys.append(df["latency_s"].to_numpy()[sel])
-                fws |= set(df["framework"][sel])
+                fws |= set(df["framework"][sel].unique())
         if xs:
             f = fit_family(
                 family, grp, Features.concat(xs), np.concatenate(ys), devices=devices, frameworks=sorted(fws)

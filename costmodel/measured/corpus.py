@@ -49,6 +49,7 @@ __all__ = [
     "small_kernel_measured",
     "load",
     "systems_with_data",
+    "table_files",
 ]
 
 PACKAGE = "aiconfigurator-core"
@@ -218,8 +219,26 @@ def _table_paths(system: str, table: str) -> list[tuple[str, str, str]]:
 
 def systems_with_data(family: str) -> list[str]:
     """Catalog names of the devices that have ``family`` tables."""
-    tables = ("custom_allreduce", "nccl") if family == "all_reduce" else (family,)
-    return [dev for sysname, dev in SYSTEMS.items() if any(_table_paths(sysname, t) for t in tables)]
+    return [
+        dev for sysname, dev in SYSTEMS.items() if any(_table_paths(sysname, t) for t in _family_tables(family))
+    ]
+
+
+def _family_tables(family: str) -> tuple[str, ...]:
+    return ("custom_allreduce", "nccl") if family == "all_reduce" else (family,)
+
+
+def table_files(family: str) -> list[str]:
+    """The table files :func:`load` reads for ``family`` over every measured system (the current
+    version's, else the newest, per framework), relative to the corpus root, sorted."""
+    _check(family)
+    root = corpus_info().root
+    return sorted(
+        os.path.relpath(path, root)
+        for system in SYSTEMS
+        for table in _family_tables(family)
+        for _, _, path in _table_paths(system, table)
+    )
 
 
 def _check(family: str) -> None:
@@ -244,8 +263,9 @@ def _frame(system: str, table: str) -> Any:
 table_frame = _frame
 
 
-@functools.cache
 def _load_one(family: str, system: str) -> Any:
+    # not cached: its callers keep what they derive (heldout.prepared), and a cached raw table
+    # would hold every framework's and kernel's rows in memory beside it for the process's life
     pd = _pandas()
     if family == "gemm":
         df = _frame(system, "gemm")

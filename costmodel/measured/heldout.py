@@ -41,7 +41,7 @@ import numpy as np
 from ..hardware import get_device
 from ..results import Result
 from .corpus import FAMILIES, SYSTEMS, MeasuredDataError, corpus_info, load, systems_with_data
-from .efficiency import Features, Fit, features, fit
+from .efficiency import Features, Fit, features
 from .residual import ShapeResiduals, combined
 from .validity import OVER_PEAK_BW, TOLERANCE, explain, lower_bounds
 
@@ -219,9 +219,13 @@ class HeldOut(Result):
 
 
 def fit_family(family: str, group: str, x: Features, y: np.ndarray, **kw: Any) -> Fit | None:
+    """The efficiency fit of these corpus rows (None under 12 rows): the shipped fit of exactly
+    these inputs when there is one (:mod:`.shipped`), else fitted (:func:`.efficiency.fit`)."""
     if len(y) < 12:
         return None
-    return fit(family, group, x, y, **kw)
+    from .shipped import fitted
+
+    return fitted(family, group, x, y, **kw)
 
 
 #: one group's held-out rows: calibrated prediction, measured, features, grey-box prediction

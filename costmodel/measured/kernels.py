@@ -304,20 +304,37 @@ def _compiled(family: str, key: tuple[Any, ...], hw: Hardware) -> tuple[dict[str
 
 def _groups(family: str, df: Any) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     """Each row's group key (the dtype combination) and the group index per row."""
-    keys: list[tuple[Any, ...]]  # one dtype, two (attention, KV) or those and the window flag
-    if family in ("gemm", "moe"):
-        keys = [(d,) for d in df["dtype"].tolist()]
+    import pandas as pd
+
+    cols: list[Any]  # one dtype, two (attention, KV) or those and the window flag
+    if family in ("gemm", "moe", "all_reduce"):
+        cols = [df["dtype"]]
     elif family in ("context_mla", "generation_mla"):
-        keys = list(zip(df["attn_dtype"].tolist(), df["kv_dtype"].tolist(), strict=True))
-    elif family == "all_reduce":
-        keys = [(get_dtype(d).name,) for d in df["dtype"].tolist()]
+        cols = [df["attn_dtype"], df["kv_dtype"]]
     else:
-        keys = list(
-            zip(df["attn_dtype"].tolist(), df["kv_dtype"].tolist(), (df["window"] > 0).tolist(), strict=True)
-        )
-    uniq = sorted(set(keys), key=str)
+        cols = [df["attn_dtype"], df["kv_dtype"], df["window"] > 0]
+    # each column's values numbered (columnwise), the rows' combinations as one mixed-radix
+    # number, each distinct one spelt out once as a tuple of the columns' Python values
+    code = np.zeros(len(df), dtype=np.int64)
+    values, radix = [], []
+    for c in cols:
+        k, u = pd.factorize(c, use_na_sentinel=False)
+        code = code * len(u) + k
+        values.append(u.tolist())
+        radix.append(len(u))
+    combos, codes = np.unique(code, return_inverse=True)
+    found = []
+    for v in combos.tolist():
+        digits = []
+        for n in reversed(radix):
+            v, d = divmod(v, n)
+            digits.append(d)
+        found.append(tuple(vals[d] for vals, d in zip(values, reversed(digits), strict=True)))
+    if family == "all_reduce":  # the corpus's dtype names to ours (two names may be one dtype)
+        found = [(get_dtype(c[0]).name,) for c in found]
+    uniq = sorted(set(found), key=str)
     index = {k: i for i, k in enumerate(uniq)}
-    return uniq, np.array([index[k] for k in keys], dtype=int)
+    return uniq, np.array([index[k] for k in found], dtype=int)[codes]
 
 
 def _args(family: str, df: Any) -> list[np.ndarray]:

@@ -38,6 +38,7 @@ residuals from training rows only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,15 +90,20 @@ class ShapeResiduals:
             raise CostModelError("shape residuals need one finite, positive prediction per measured row")
         return cls(tuple(keys), encode(df, keys), np.log(meas / pred))
 
-    def correction(self, df: Any) -> np.ndarray:
-        """``f(d) rho(x)`` per row of ``df``: the log-factor to multiply the model by."""
+    @functools.cached_property
+    def _tree(self) -> Any:
+        """A k-d tree of :attr:`points`, built on first use and kept with them (they never change)."""
         from scipy.spatial import cKDTree
 
+        return cKDTree(self.points)
+
+    def correction(self, df: Any) -> np.ndarray:
+        """``f(d) rho(x)`` per row of ``df``: the log-factor to multiply the model by."""
         q = encode(df, self.keys)
         if not len(self.residuals) or not len(q):
             return np.zeros(len(q))
         k = min(K, len(self.residuals))
-        d, j = cKDTree(self.points).query(q, k=k)
+        d, j = self._tree.query(q, k=k)
         d, j = d.reshape(len(q), k), j.reshape(len(q), k)
         w = 1.0 / (d + H_OCTAVES)
         rho = (self.residuals[j] * w).sum(axis=1) / w.sum(axis=1)

@@ -6,7 +6,11 @@ family, device, framework and dtype group a bounded least-squares fit
 held-out refits behind the prediction intervals, and the corpus tables read and costed
 (:func:`costmodel.measured.heldout.prepared`). :func:`stored` keeps each such result as an entry
 of the form cache (same directory, same digest-checked text, same switch), so a later process
-reads numbers back instead of fitting again.
+reads numbers back instead of fitting again. Beneath it, the fits themselves ship with the
+package (:mod:`.shipped`: read back by the digest of the rows they fit, verified against the
+installed wheel), so even a first process fits only what the shipped file does not hold; what
+it still derives from the corpus (the residual tables and held-out errors of those fits) is
+kept here.
 
 What is stored is plain data, never pickle: a :class:`~costmodel.measured.efficiency.Fit` as its
 parameter and standard-error floats (:func:`encode_fits`), shape residuals and sorted error
