@@ -398,7 +398,8 @@ TYPED_CASES = [
         "quantization_config",
         "weight_block_size",
         st.one_of(
-            _wrong_int(1),
+            # a list of two whole numbers in range is a valid block size, not a wrong one
+            _wrong_int(1).filter(lambda v: not (isinstance(v, list) and len(v) == 2)),
             st.lists(_wrong_int(1), min_size=2, max_size=2),
             st.lists(st.integers(1, 9), max_size=1),
         ),

@@ -14,7 +14,7 @@ from typing import Any
 from .calibrate import add_predict_option
 from .common import emit
 from .cost_option import add_cost_options
-from .options import add_dtype_options, apply_dtypes
+from .options import add_dtype_options, apply_dtypes, int_list
 from .routing_option import add_routing_options, routing_of
 
 __all__ = ["add_serve_parser"]
@@ -257,7 +257,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
             raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
         plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
     routing = routing_of(args)
-    grid: dict[str, Any] = dict(batches=[int(b) for b in args.batches.split(",")], ctx=args.ctx, plans=plans)
+    grid: dict[str, Any] = dict(batches=int_list(args.batches, "--batches"), ctx=args.ctx, plans=plans)
     cfg = apply_dtypes(resolve_model(args.model), args)
     points = plan_frontier(cfg, args.device.split(","), routing=routing, predictor=_predictor(args), **grid)
     balanced: dict[tuple[str, str, int], float] = {}
