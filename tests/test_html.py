@@ -157,6 +157,16 @@ def test_html_path_is_checked_first(tmp_path):
     assert err.count("\n") == 1 and "--html" in err and "does not exist" in err
 
 
+def test_html_path_needs_a_page_suffix(tmp_path):
+    """A page written to a name without .html (the fuzz suite's ``--html llama-3.1-8b``, a model
+    name where a path was meant) is refused before the work, and nothing is written."""
+    path = tmp_path / "llama-3.1-8b"
+    code, out, err = run_cli("fusion", "audit", "tiny", "--whole-model", "--html", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "--html" in err and ".html" in err
+    assert not path.exists()
+
+
 def test_write_html_is_atomic(tmp_path, monkeypatch):
     from costmodel.html import write_html
 

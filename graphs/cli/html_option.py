@@ -135,7 +135,7 @@ def _with_html(
         from costmodel.errors import CostModelError
         from costmodel.html import require_plotly, write_html
 
-        check_output_path(path, "--html")  # before the work, not after it
+        check_output_path(path, "--html", suffixes=(".html", ".htm"))  # before the work, not after it
         require_plotly()
         rc = cmd(args)
         kept = vars(args).get(_KEPT)
