@@ -186,7 +186,7 @@ def _every_candidate(model):
                         GRID["slo_ttft"],
                         GRID["slo_tpot"],
                         99.0,
-                        EngineConfig(),
+                        (EngineConfig(), None),  # size's engine without a profile: no overheads
                         50e9,
                     )
                 except CostModelError:  # does not fit this device at this tp
