@@ -22,3 +22,12 @@ def test_a_float_model_says_nothing_and_a_flag_is_echoed(capsys):
     assert "weights priced as stored" not in _out(capsys, "decode", "llama-3.1-8b", "--device", "h100")
     out = _out(capsys, "prefill", "llama-3.1-8b", "--device", "h100", "--weight-dtype", "int4")
     assert out.count("weights priced as stored: linears int4") == 1
+
+
+def test_an_fp8_checkpoint_runs_weight_only_where_no_fp8_roof(capsys):
+    """An A100 has no FP8 tensor roof: vLLM runs FP8 checkpoints there as W8A16 (Marlin), so
+    the matmuls run in the activations' bf16 (said once) instead of the command refusing."""
+    assert main(["decode", "deepseek-v3", "--device", "a100-sxm-80gb", "--tp", "8", "--ignore-capacity"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.count("fp8_e4m3 weights are weight-only on a100-sxm-80gb") == 1
+    assert "linears fp8_e4m3 (matmuls in the activations' dtype)" in cap.out

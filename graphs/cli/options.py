@@ -352,24 +352,48 @@ def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     """``cfg`` with the dtypes the options of :func:`add_dtype_options` give (a bad name: one-line error)."""
     changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
     if not changes:
-        return cfg
+        return _checkpoint_matmul(cfg, args)
     cfg = cfg.replace(**changes)
     if "dtype" in changes and "matmul_dtype" not in changes:
         cfg = _native_matmul(cfg, args)
     return cfg
 
 
+def _checkpoint_matmul(cfg: Any, args: argparse.Namespace) -> Any:
+    """A checkpoint that states W8A8/W4A4 matmuls (an FP8 or NVFP4 ``quantization_config``) on
+    devices none of which has that format's tensor roof: weight-only there, as the engines run
+    it (:func:`models.quantization.native_matmul`, said once), where it used to be refused for a
+    missing roof. Unchanged where the roof exists."""
+    from costmodel.dtypes import get_dtype
+
+    if cfg.matmul_dtype is None or cfg.matmul_dtype != cfg.dtype:
+        return cfg
+    devices = _devices_of(args)
+    roof = get_dtype(cfg.matmul_dtype).roof
+    if not devices or any(hw.peak("tensor", roof) is not None for hw in devices):
+        return cfg
+    return _native_matmul(cfg.replace(matmul_dtype=None), args)
+
+
+def _devices_of(args: argparse.Namespace) -> list[Any]:
+    """The command's devices (``--device`` or ``--devices``, a comma list), resolved."""
+    from costmodel.hardware import get_device
+
+    names = getattr(args, "device", None) or getattr(args, "devices", None)
+    if not isinstance(names, str):
+        return []
+    return [get_device(n.strip()) for n in names.split(",") if n.strip()]
+
+
 def _native_matmul(cfg: Any, args: argparse.Namespace) -> Any:
     """``--weight-dtype`` fp8/nvfp4 without ``--matmul-dtype``: W8A8/W4A4 where the command's
     devices have the roof (:func:`models.quantization.native_matmul`), said on stderr."""
 
-    from costmodel.hardware import get_device
     from models.quantization import native_matmul
 
-    names = getattr(args, "device", None) or getattr(args, "devices", None)
-    if not isinstance(names, str):
+    devices = _devices_of(args)
+    if not devices:
         return cfg
-    devices = [get_device(n.strip()) for n in names.split(",") if n.strip()]
     cfg, note = native_matmul(cfg, devices)
     note_once(args, note)
     return cfg
