@@ -64,3 +64,19 @@ def test_help_needs_neither_sympy_nor_numpy_nor_networkx():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stderr.strip() == "[]", out.stderr
+
+
+def test_help_states_each_default_once():
+    """Issue 46: '(default uniform) (default: uniform)' and '(default: None)' in --help."""
+    import contextlib
+    import io
+
+    from graphs.cli import main
+
+    for cmd in ("simulate", "search", "size", "decode"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            main([cmd, "--help"])
+        text = " ".join(out.getvalue().split())
+        assert "(default: None)" not in text, cmd
+        assert not __import__("re").search(r"\(default[^)]*\) \(default", text), cmd

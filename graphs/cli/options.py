@@ -173,11 +173,23 @@ def _float_type(flag: str, lo: float, hi: float, lo_inclusive: bool) -> Callable
     return parse
 
 
+class DefaultsOnce(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter, but a help text that already states its default (or an
+    option whose default is None: "not given") is left as written, never "(default x)
+    (default: x)" or "(default: None)"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose help shows every default and whose errors are one line."""
+    """An argument parser whose help shows every default once and whose errors are one line."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", DefaultsOnce)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
