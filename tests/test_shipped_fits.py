@@ -162,11 +162,14 @@ def test_a_file_for_another_corpus_or_code_is_set_aside_once_with_why(ship, monk
     "content",
     [
         b"not gzip",
-        gzip.compress(b"{not json"),
-        gzip.compress(b'{"format": 1, "package": "aiconfigurator-core", "version": NaN}'),
-        gzip.compress(b"[1, 2]"),
-        gzip.compress(b'{"a": 1, "a": 2}'),
+        # mtime=0: the bytes, and so the test ids, are the same in every
+        # xdist worker (a timestamp made gw0 and gw1 collect different ids)
+        gzip.compress(b"{not json", mtime=0),
+        gzip.compress(b'{"format": 1, "package": "aiconfigurator-core", "version": NaN}', mtime=0),
+        gzip.compress(b"[1, 2]", mtime=0),
+        gzip.compress(b'{"a": 1, "a": 2}', mtime=0),
     ],
+    ids=["not gzip", "not json", "NaN", "not an object", "duplicate key"],
 )
 def test_a_damaged_file_is_set_aside(ship, monkeypatch, capsys, content):
     x, y = _rows()
