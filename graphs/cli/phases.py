@@ -224,6 +224,8 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     )
     for k, v in rep.terms_s.items():
         print(f"    {k:16s} {v * 1e3:10.3f} ms")
+    if (b := rep.bound_by) is not None:
+        print(f"  {b.line()}")
     print(f"  attention share of FLOPs: {100 * rep.attention_flop_share:.1f}%")
     print(
         f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
@@ -262,6 +264,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
         f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
     )
+    if (b := rep.bound_by) is not None:
+        print(f"  {b.line()}")
     print_cache_caps(args, rep, resolve_config)
     print(
         f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "

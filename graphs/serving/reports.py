@@ -26,6 +26,8 @@ STEP_FIELDS = ("step_s", "optimistic_step_s", "weight_read_s", "kv_read_s", "flo
 
 __all__ = [
     "STEP_FIELDS",
+    "BoundBy",
+    "bound_by",
     "cache_read_bytes",
     "PhaseReport",
     "PrefillReport",
@@ -41,6 +43,58 @@ __all__ = [
     "chunk_plan",
     "prefill_from_fields",
 ]
+
+
+@dataclass(frozen=True)
+class BoundBy:
+    """What a step's time is bound by: the largest whole-step term and its share of the step.
+
+    ``resource`` is the term's key (``dram``, ``tensor``, ``link:scale_up``...), ``kind`` one of
+    ``memory``, ``compute`` or ``communication``, ``what`` names the traffic in people's words
+    (``weight read``, ``KV read``, ``activations`` for memory; the unit or link otherwise), and
+    ``share = term / step_s`` is the fraction of the step that term alone takes.
+    """
+
+    resource: str
+    kind: str
+    what: str
+    share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def line(self) -> str:
+        """``bound by: weight read (memory: dram, 93% of the step)``, ``bound by: compute (tensor, 88% of
+        the step)``."""
+        head = f"{self.what} (memory: " if self.kind == "memory" else f"{self.kind} ("
+        return f"bound by: {head}{self.resource}, {100 * self.share:.0f}% of the step)"
+
+
+def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, kv_read_s: float) -> BoundBy | None:
+    """The binding whole-step term of a step.
+
+    With whole-step terms ``t_r`` (compute time per unit ``FLOPs_u / peak_u``, traffic time per
+    memory level ``bytes_l / BW_l``, link time per link; s) the step as one roofline is
+    ``max_r t_r`` (DESIGN.md, roofline), so the binding resource is ``argmax_r t_r`` and its share
+    of the step is ``t_r / step_s`` (``step_s`` is the sum of each kernel's roofline, so the share is
+    at most 1). A memory term is named by the largest of its parts: the weight read
+    ``weight_read_s``, the KV read ``kv_read_s`` or the rest (activations), each bytes over the same
+    bandwidth. None when the step has no terms or no time.
+    """
+    terms = {k: float(v) for k, v in terms_s.items() if v > 0}
+    if not terms or step_s <= 0:
+        return None
+    resource = max(terms, key=lambda k: terms[k])
+    t = terms[resource]
+    if resource.startswith("link:"):
+        kind, what = "communication", f"{resource[5:]} link"
+    elif resource in ("tensor", "vector", "sfu"):
+        kind, what = "compute", f"{resource} units"
+    else:
+        parts = {"weight read": weight_read_s, "KV read": kv_read_s}
+        parts["activations"] = max(t - weight_read_s - kv_read_s, 0.0) if resource == "dram" else t
+        kind, what = "memory", max(parts, key=lambda k: parts[k])
+    return BoundBy(resource=resource, kind=kind, what=what, share=min(t / step_s, 1.0))
 
 
 @dataclass(frozen=True)
@@ -67,8 +121,14 @@ class PhaseReport(Result):
     def tokens_per_s(self) -> float:
         return self.tokens / self.step_s
 
+    @property
+    def bound_by(self) -> BoundBy | None:
+        """The step's binding resource and its share (:func:`bound_by`)."""
+        return bound_by(self.terms_s, self.step_s, self.weight_read_s, self.kv_read_s)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "tokens_per_s": self.tokens_per_s}
+        b = self.bound_by
+        return {**super().to_dict(), "tokens_per_s": self.tokens_per_s, "bound_by": b.to_dict() if b else None}
 
 
 @dataclass(frozen=True)

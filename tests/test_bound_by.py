@@ -1,0 +1,41 @@
+"""The "bound by" line of decode and prefill: the binding whole-step term, checked by hand."""
+
+import json
+
+import pytest
+
+from graphs.cli import main
+from graphs.serving.reports import bound_by
+
+
+def test_memory_term_is_named_by_its_largest_part():
+    # dram 10 ms = weights 7 + KV 2 + activations 1; step 12 ms (links serial): 10/12
+    b = bound_by({"tensor": 0.001, "dram": 0.010, "link:scale_up": 0.002}, 0.012, 0.007, 0.002)
+    assert (b.resource, b.kind, b.what) == ("dram", "memory", "weight read")
+    assert b.share == pytest.approx(10 / 12)
+    assert b.line() == "bound by: weight read (memory: dram, 83% of the step)"
+    kv = bound_by({"dram": 0.010}, 0.010, 0.003, 0.006)
+    assert kv.what == "KV read" and kv.share == 1.0
+
+
+def test_compute_and_links():
+    c = bound_by({"tensor": 0.0293, "dram": 0.0118}, 0.0334, 0.001, 0.0)
+    assert (c.kind, c.resource) == ("compute", "tensor") and c.line().endswith("(tensor, 88% of the step)")
+    link = bound_by({"tensor": 0.01, "link:scale_up": 0.02}, 0.04, 0.0, 0.0)
+    assert (link.kind, link.what, link.share) == ("communication", "scale_up link", 0.5)
+    assert bound_by({}, 1.0, 0.0, 0.0) is None and bound_by({"dram": 1.0}, 0.0, 0.0, 0.0) is None
+
+
+def test_decode_of_a_small_batch_is_bound_by_the_weight_read(capsys):
+    # batch 8, ctx 1000 on H100: 16 GB of bf16 weights vs 8x1000 tokens of KV (131 kB/token):
+    # 1 GB, and 2*8e9*8 = 1.3e11 FLOPs against 989 TFLOP/s: the weight read binds
+    assert main(["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "1000", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bound_by"]["what"] == "weight read" and doc["bound_by"]["share"] > 0.9
+    assert main(["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "1000"]) == 0
+    assert "bound by: weight read (memory: dram" in capsys.readouterr().out
+
+
+def test_a_long_prefill_is_compute_bound(capsys):
+    assert main(["prefill", "llama-3.1-8b", "--device", "h100", "--seq", "2000"]) == 0
+    assert "bound by: compute (tensor, " in capsys.readouterr().out
