@@ -40,7 +40,7 @@ What the sample does not state, and what the replay assumes (said again in the o
 
     python benchmarks/silicon_accuracy.py                    # every eligible run
     python benchmarks/silicon_accuracy.py --limit 4          # the first 4 deployments (smoke)
-    python benchmarks/silicon_accuracy.py --write            # docs/silicon_accuracy.md + README summary
+    python benchmarks/silicon_accuracy.py --write            # docs/silicon_accuracy.md + the summary in docs/validation.md
     python benchmarks/silicon_accuracy.py --check --write    # the load check's section
     python benchmarks/silicon_accuracy.py --write --jobs 2   # two processes side by side
 """
@@ -81,6 +81,8 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_PATH = ROOT / "docs" / "silicon_accuracy.md"
+#: where the summaries go (the README links to it; the README keeps the held-out and published-table ones)
+VALIDATION_PATH = ROOT / "docs" / "validation.md"
 #: the same file in the wheel's source repository, at the commit the project's search tools hold
 SOURCE_URL = (
     "https://github.com/ai-dynamo/aiconfigurator/blob/ed133e9d1e9713a259ea70bf11d7e60627e4e652/"
@@ -704,7 +706,7 @@ def markdown(
 
 
 def summary(lines: list[Any]) -> str:
-    """The README's short section: the medians and a link to the document."""
+    """The summary in docs/validation.md: the medians and a link to the document."""
     return "\n".join(
         [
             "NVIDIA's measured serving runs in the aiconfigurator wheel (`silicon_sample.csv`: dense aggregated "
@@ -755,7 +757,7 @@ def _runs(n: int) -> str:
 
 
 def check_summary(check: LoadCheck) -> str:
-    """The README's lines for the load check: its per-client medians."""
+    """The summary lines in docs/validation.md for the load check: its per-client medians."""
     return "\n".join(
         [
             "Replayed as the benchmark clients their sources suggest (`C` clients, "
@@ -809,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         "--write",
         action="store_true",
         help="write docs/silicon_accuracy.md's section (the table, or with --check the load check) and "
-        "the README summary",
+        "the summary in docs/validation.md",
     )
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
@@ -839,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
         text = check_markdown(check, time.perf_counter() - start, args.write)
         if args.write:
             sa.replace_section(DOC_PATH, CHECK_BEGIN, CHECK_END, text)
-            sa.replace_section(sa.README_PATH, CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END, check_summary(check))
+            sa.replace_section(VALIDATION_PATH, CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END, check_summary(check))
         print(text)
         return 0
     bad: dict[str, tuple[int, int]] = {}
@@ -853,7 +855,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(lines, left, args.protocol, time.perf_counter() - start, bad, args.write)
     if args.write:
         sa.replace_section(DOC_PATH, DOC_BEGIN, DOC_END, text)
-        sa.replace_section(sa.README_PATH, SUMMARY_BEGIN, SUMMARY_END, summary(lines))
+        sa.replace_section(VALIDATION_PATH, SUMMARY_BEGIN, SUMMARY_END, summary(lines))
     print(text)
     return 0
 
