@@ -39,3 +39,12 @@ def test_decode_of_a_small_batch_is_bound_by_the_weight_read(capsys):
 def test_a_long_prefill_is_compute_bound(capsys):
     assert main(["prefill", "llama-3.1-8b", "--device", "h100", "--seq", "2000"]) == 0
     assert "bound by: compute (tensor, " in capsys.readouterr().out
+
+
+def test_symbolic_bounds_print_times_with_units(capsys):
+    # gemm M=B*S, N=K=4096 on H100: 2*4096^2 FLOPs per row over 989.4 TFLOP/s = 33.91 ns per row;
+    # bytes 2*4096*2 per row over 3.35 TB/s = 4.891 ns per row, the 32 MiB weight read 10.02 us
+    assert main(["op", "gemm", "M=B*S", "N=4096", "K=4096"]) == 0
+    out = capsys.readouterr().out
+    assert f"T >= max({2 * 4096**2 / 989.4e12 * 1e9:.2f} ns*B*S, 4.891 ns*B*S + 10.02 us)" in out
+    assert "241552734375" not in out

@@ -169,7 +169,7 @@ def test_int8_weights_crossover_by_hand(capsys):
     code, out, _ = run(capsys, "derive", "crossover", "--w-dtype", "int8")
     ridge = 989.4e12 / 3.35e12
     assert code == 0 and f"exact M*       = {4096 * ridge / (8192 - 4 * ridge):.2f}" in out
-    assert "closed form    : M* = -K*N*P*w/(-2*K*N*beta + K*P*a + N*P*o)" in out
+    assert "closed form    : M* = K*N*P*w/(2*K*N*beta - K*P*a - N*P*o)" in out  # as the comment writes it
 
 
 # ------------------------------------------------------------ 4. calibrate report devices

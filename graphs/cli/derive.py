@@ -15,6 +15,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     from costmodel.derive import gemm_crossover, gemm_crossover_form, latex
     from costmodel.expr import parse_expr
     from costmodel.hardware import get_device
+    from costmodel.pretty import tidy_signs
 
     hw = get_device(args.device)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
@@ -58,7 +59,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
         print("  never compute-bound: the intensity ceiling is below the ridge point")
     if xo.asymptotic is not None:
         print(f"  M << N,K       : M* = {as_float(xo.asymptotic):.2f}")
-    print(f"  closed form    : M* = {sym.exact}")
+    print(f"  closed form    : M* = {tidy_signs(sym.exact)}")
     print(f"                   -> {sym.asymptotic} (N, K -> oo)")
     print("  evaluated at   : " + ", ".join(f"{name} = {_num(v)}" for name, v in at.items()))
     print(f"  LaTeX          : {latex(sym.exact)}")

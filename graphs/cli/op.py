@@ -67,7 +67,9 @@ def cmd_op(args: argparse.Namespace) -> int:
             print(f"  not bounded (no roof on this device): {', '.join(b.unbounded)}")
     else:
         print(f"  intensity  : {sympy.simplify(cost.intensity)}")
-        print(f"  T >= {b.lower}")
+        from costmodel.pretty import time_expr
+
+        print(f"  T >= {time_expr(b.lower)}")
         print("  (bind every dimension to classify)")
     return 0
 
