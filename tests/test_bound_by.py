@@ -48,3 +48,10 @@ def test_symbolic_bounds_print_times_with_units(capsys):
     out = capsys.readouterr().out
     assert f"T >= max({2 * 4096**2 / 989.4e12 * 1e9:.2f} ns*B*S, 4.891 ns*B*S + 10.02 us)" in out
     assert "241552734375" not in out
+
+
+def test_top_level_help_has_no_markup(capsys):
+    """Issue 46: the top-level --help showed the module's reST (``report``)."""
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out and "'report'" in out

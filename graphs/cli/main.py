@@ -15,7 +15,17 @@ from collections.abc import Collection, Sequence
 
 from .options import Parser, finish
 
-__all__ = ["main", "build_parser", "COMMANDS", "GLOBAL_FLAGS"]
+__all__ = ["main", "build_parser", "COMMANDS", "GLOBAL_FLAGS", "DESCRIPTION"]
+
+#: the top-level --help text: plain words, no reST markup (the module doc is for Sphinx)
+DESCRIPTION = """\
+A symbolic cost model for ML inference: roofline bounds, measured-kernel predictions and
+serving simulations of a model on a device.
+
+'costmodel' with no arguments runs the default analysis ('report'): the profiling article's
+operator ledger on a catalog device, with headroom, and the GEMM crossover derivation. Each
+command's --help gives its options, their units and defaults; --json gives machine-readable
+output."""
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -132,7 +142,7 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
 
     from costmodel import __version__
 
-    p = Parser(prog="costmodel", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="costmodel", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
     p.add_argument(
         "--hw-file",
