@@ -260,8 +260,13 @@ def headroom_plot(
     return _save(fig, path, title)
 
 
-def latency_cdf_plot(latencies: dict[str, Any], path: str | Path, *, title: str = "") -> Any:
-    """Empirical CDFs of per-request latencies (seconds), one curve per name (TTFT, TPOT, E2E)."""
+def latency_cdf_plot(
+    latencies: dict[str, Any], path: str | Path, *, title: str = "", slos: dict[str, float] | None = None
+) -> Any:
+    """Empirical CDFs of per-request latencies (seconds), one curve per name (TTFT, TPOT, E2E).
+
+    ``slos`` maps a curve's name to its SLO (seconds): drawn as a dashed vertical line in the
+    curve's colour, labelled with the SLO and the share of requests within it."""
     import numpy as np
 
     plt = pyplot()
@@ -269,7 +274,17 @@ def latency_cdf_plot(latencies: dict[str, Any], path: str | Path, *, title: str 
     for name, x in latencies.items():
         v = np.sort(np.asarray(x, dtype=float)[np.isfinite(np.asarray(x, dtype=float))])
         if v.size:
-            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=name)
+            (line,) = ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=name)
+            slo = (slos or {}).get(name)
+            if slo is not None:
+                within = float(np.searchsorted(v, slo, side="right")) / v.size
+                ax.axvline(
+                    slo,
+                    ls="--",
+                    lw=0.9,
+                    color=line.get_color(),
+                    label=f"{name} SLO {slo:g} s ({100 * within:.0f}% within)",
+                )
     ax.set_xscale("log")
     ax.set_xlabel("latency (s)")
     ax.set_ylabel("fraction of requests")

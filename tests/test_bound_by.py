@@ -55,3 +55,23 @@ def test_top_level_help_has_no_markup(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "``" not in out and ":func:" not in out and "'report'" in out
+
+
+def test_plot_names_each_file_it_wrote_and_how_it_priced(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "sim.png"
+    assert main(["simulate", "tiny", "--rate", "5", "--requests", "20", "--quiet", "--plot", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"wrote {out} (latency CDFs) and {tmp_path / 'sim-timeline.png'} (timeline)" in err
+    assert out.exists() and (tmp_path / "sim-timeline.png").exists()
+
+
+def test_titles_say_how_the_iterations_were_priced():
+    import argparse
+
+    from graphs.cli.simulate import _priced_by
+
+    ns = argparse.Namespace
+    assert _priced_by(ns(predict=None, predict_file=None)).startswith("bound")
+    assert _priced_by(ns(predict="vllm", predict_file=None)) == "predicted (vllm kernels)"
+    assert _priced_by(ns(predict=None, predict_file="/x/fit.json")) == "calibrated (fit.json)"

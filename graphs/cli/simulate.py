@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
 
 from .calibrate import add_predict_option
@@ -256,6 +258,16 @@ def _load(args: argparse.Namespace) -> str:
     return " with ".join(x for x in (rate, clients) if x)
 
 
+def _priced_by(args: argparse.Namespace) -> str:
+    """How the iterations were priced, for titles: ``bound`` (every kernel at its roofline),
+    ``predicted (vllm kernels)`` or ``calibrated (FILE)``."""
+    if getattr(args, "predict_file", None):
+        return f"calibrated ({os.path.basename(args.predict_file)})"
+    if getattr(args, "predict", None):
+        return f"predicted ({args.predict} kernels)"
+    return "bound (kernels at their roofline)"
+
+
 def _predicted_lines(args: argparse.Namespace, res: Any) -> list[str]:
     """What priced the iterations: ``--predict``'s kernels, what their seconds rest on (the
     coverage line decode prints) and the share clamped to the bound."""
@@ -442,6 +454,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from costmodel.plots import latency_cdf_plot, plot_title, serving_timeline_plot
 
         point = {"model": res.model, "device": res.device, "tp": args.tp}
+        priced = _priced_by(args)
         latency_cdf_plot(
             {
                 "TTFT": res.per_request["ttft_s"],
@@ -449,13 +462,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 "end to end": res.per_request["e2e_s"],
             },
             args.plot,
-            title=plot_title(f"latency CDFs {_load(args)}", **point),
+            title=plot_title(f"latency CDFs {_load(args)}, {priced}", **point),
+            slos={k: v for k, v in (("TTFT", args.slo_ttft), ("TPOT", args.slo_tpot)) if v is not None},
         )
+        timeline = sibling(args.plot, _TIMELINE, default_suffix=".png")
         serving_timeline_plot(
-            res.timeline,
-            sibling(args.plot, _TIMELINE, default_suffix=".png"),
-            title=plot_title("batch, queue and KV use over time", **point),
+            res.timeline, timeline, title=plot_title(f"batch, queue and KV use over time, {priced}", **point)
         )
+        print(f"wrote {args.plot} (latency CDFs) and {timeline} (timeline)", file=sys.stderr)
     settings = _settings(args, trace)
     from graphs.serving.cost import sim_cost
 
