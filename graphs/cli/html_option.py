@@ -23,6 +23,10 @@ __all__ = ["add_html_option", "keep", "command_line"]
 _KEPT = "_html_objects"
 
 
+#: the attribute :func:`graphs.cli.main.main` stores the typed words under (no option has this dest)
+ARGV = "_typed_argv"
+
+
 def keep(args: argparse.Namespace, **objects: Any) -> None:
     """Hand a command's report objects to its ``--html`` page (nothing without ``--html``)."""
     if getattr(args, "html", None):
@@ -30,8 +34,21 @@ def keep(args: argparse.Namespace, **objects: Any) -> None:
 
 
 def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """The command as it was run: ``costmodel <command>``, the positionals, and every option
-    whose value differs from its default (so the line reruns the same point)."""
+    """The command as it was run: what the user typed (``costmodel`` and its words, as
+    :func:`graphs.cli.main.main` recorded them, ``--html`` and its path left out), so the page shows
+    no option the user did not give; without that record (a parser driven from Python), the
+    positionals and every option whose value differs from its default."""
+    typed = getattr(args, ARGV, None)
+    if typed is not None:
+        words, skip = ["costmodel"], False
+        for w in typed:
+            if skip:
+                skip = False
+            elif w == "--html":
+                skip = True
+            elif not w.startswith("--html="):
+                words.append(w)
+        return shlex.join(words)
     words = ["costmodel", *sp.prog.split()[1:]]
     for a in sp._actions:
         if a.dest in ("help", "html") or a.dest not in vars(args):
@@ -40,7 +57,10 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
         if not a.option_strings:
             words.append(str(v))
         elif v != a.default:
-            words.extend([a.option_strings[-1]] if a.nargs == 0 else [a.option_strings[-1], str(v)])
+            if isinstance(a, argparse.BooleanOptionalAction):  # --x or --no-x by the value
+                words.append(a.option_strings[0] if v else a.option_strings[-1])
+            else:
+                words.extend([a.option_strings[-1]] if a.nargs == 0 else [a.option_strings[-1], str(v)])
     return shlex.join(words)
 
 

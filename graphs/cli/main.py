@@ -271,6 +271,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if getattr(args, "unbuilt", None):  # the command was not where _command looked: build it
             parser = build_parser((args.unbuilt,))
             args = parser.parse_args(argv)
+        args._typed_argv = list(argv)  # html_option.ARGV: the page shows what was typed
         if args.hw_file:
             _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
