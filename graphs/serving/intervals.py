@@ -18,10 +18,19 @@ are in it; each mean metric (TTFT, TPOT, E2E means and the throughputs) takes it
 metric is calibrated, the hull of both intervals, since the run's kernels' own spread is
 known for this run and the residuals' for runs like it. A metric the validation tables do not
 calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
+
+Those residuals come from measured devices. On a device whose kernels are priced from other
+devices' fits (no kernel of its own in the corpus), the transfer adds its own error: the
+leave-one-device-out median error ``m`` of each such kernel family
+(:meth:`~graphs.serving.served_errors.ServedErrors.neighbour_pct`), the largest of them taken. Read
+as a normal error whose median absolute value is ``m``, its P90 is ``z = 1.2816 / 0.6745 = 1.90``
+times ``m``; it is combined with each end's half-width in log space, as independent errors add,
+``w = sqrt(ln(end / point)^2 + ln(1 + 1.90 m)^2)``, every metric widened (:attr:`SimInterval.device_error`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +44,10 @@ from .served_errors import served_errors
 from .simulator import SimResult, simulate
 from .workload import as_workload
 
-__all__ = ["METRICS", "SimInterval", "simulate_interval"]
+__all__ = ["METRICS", "SimInterval", "simulate_interval", "P90_PER_MEDIAN"]
+
+#: a normal error's P90 over its median absolute value: ``Phi^-1(0.9) / Phi^-1(0.75)``
+P90_PER_MEDIAN = 1.2815515655446004 / 0.6744897501960817
 
 #: the validation tables' metric group of each mean metric (the P90s have none: the tables
 #: compare means)
@@ -92,9 +104,28 @@ class SimInterval(Result):
         return out
 
     @property
+    def device_error(self) -> tuple[float, str] | None:
+        """``(m, family)``: the largest leave-one-device-out median error (a fraction) of the kernel
+        families this run priced from other devices' fits, or None on a measured device (module doc)."""
+        from .kernel_sources import unmeasured_device_families
+
+        cov = self.point.coverage
+        if cov is None or self.deployment is None:
+            return None
+        hw = get_device(self.deployment[1])
+        table = served_errors()
+        found = [
+            (pct / 100, fam)
+            for fam in unmeasured_device_families(cov)
+            if (pct := table.neighbour_pct(fam, hw)) is not None
+        ]
+        return max(found) if found else None
+
+    @property
     def calibrated(self) -> dict[str, tuple[float, float]]:
         """Each metric's P10-P90 to plan with (module doc): the hull of the kernels' interval
-        and the whole-simulation residuals' where the metric is calibrated, else the kernels'."""
+        and the whole-simulation residuals' where the metric is calibrated, else the kernels';
+        on an unmeasured device widened by the transfer's error (:attr:`device_error`)."""
         out = dict(self.ranges)
         if self.deployment is None:
             return out
@@ -105,6 +136,15 @@ class SimInterval(Result):
                 a, b = g.interval(self.value(label))
                 k_lo, k_hi = out[label]
                 out[label] = (min(a, k_lo), max(b, k_hi))
+        dev = self.device_error
+        if dev is not None:
+            extra = math.log1p(P90_PER_MEDIAN * dev[0])
+            for label, (lo, hi) in out.items():
+                p = self.value(label)
+                if p > 0 and lo > 0:
+                    w_lo = math.hypot(math.log(p / min(lo, p)), extra)
+                    w_hi = math.hypot(math.log(max(hi, p) / p), extra)
+                    out[label] = (p * math.exp(-w_lo), p * math.exp(w_hi))
         return out
 
     @property
@@ -121,6 +161,14 @@ class SimInterval(Result):
                 out[label] = f"{g.n} validation rows: {g.label}" + (
                     "" if like else "; unlike this deployment"
                 )
+        dev = self.device_error
+        if dev is not None:
+            m, fam = dev
+            words = (
+                f"widened for {self.deployment[1]}'s kernels priced from other devices: "
+                f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, leave-one-device-out median {100 * m:.0f} %)"
+            )
+            out = {k: f"{v}; {words}" for k, v in out.items()}
         return out
 
     def expected_errors(self) -> list[str]:

@@ -251,16 +251,10 @@ class ServedErrors:
         from costmodel.hardware import get_device
 
         device = hw.name
-        rows = [d for d in self.devices if d.family == family and d.device != device]
-        if not rows:
+        found = self._pool(family, hw)
+        if found is None:
             return None
-        kind = memory_kind(hw.description)
-        same = [d for d in rows if d.kind == kind]
-        pool, who = (
-            (same, f"{len(same)} measured {kind} devices")
-            if same
-            else (rows, f"all {len(rows)} measured devices (none of {kind} memory)")
-        )
+        pool, who = found
         worst = max(pool, key=lambda d: d.median_pct)
         med = statistics.median(d.median_pct for d in pool)
         text = (
@@ -272,6 +266,24 @@ class ServedErrors:
         if hw.vendor not in makes:
             text += f"; no {hw.vendor} device is measured, so a new architecture may be further off"
         return text
+
+    def _pool(self, family: str, hw: Hardware) -> tuple[list[DeviceError], str] | None:
+        """The left-out devices ``hw`` is judged by for ``family``: those of its memory kind when
+        any was measured, else all; with the words that say which."""
+        rows = [d for d in self.devices if d.family == family and d.device != hw.name]
+        if not rows:
+            return None
+        kind = memory_kind(hw.description)
+        same = [d for d in rows if d.kind == kind]
+        if same:
+            return same, f"{len(same)} measured {kind} devices"
+        return rows, f"all {len(rows)} measured devices (none of {kind} memory)"
+
+    def neighbour_pct(self, family: str, hw: Hardware) -> float | None:
+        """The number :meth:`neighbour` states: the median over the pooled left-out devices of
+        their median held-out error (%) for ``family``; None when no device was left out."""
+        found = self._pool(family, hw)
+        return None if found is None else statistics.median(d.median_pct for d in found[0])
 
     def covers(self, metric: str) -> bool:
         """Whether ``metric`` has a calibrated group at all (E2E had too few validation rows)."""
