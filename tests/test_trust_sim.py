@@ -361,9 +361,9 @@ def test_an_oversized_csv_field_names_the_row(capsys, tmp_path):
 
 def test_an_unreachable_dask_scheduler_is_a_one_line_error(capsys, monkeypatch):
     pytest.importorskip("distributed", reason="dask extra not installed")
-    import graphs.cli.search as cli_search
+    import graphs.cli.dask_option as dask_option
 
-    monkeypatch.setattr(cli_search, "DASK_CONNECT_TIMEOUT_S", 1)  # a closed loopback port fails fast
+    monkeypatch.setattr(dask_option, "DASK_CONNECT_TIMEOUT_S", 1)  # a closed loopback port fails fast
     argv = ["search", "tiny", "--scheduler", "dask", "--dask-address", "tcp://127.0.0.1:1"]
     _one_line_error(
         capsys, [*argv, "--batches", "1", "--ctxs", "128", "--quiet"], "--dask-address", "within 1 s"
@@ -509,7 +509,7 @@ def test_simulate_names_a_roof_substitution_and_titles_its_figures(tmp_path, mon
     from graphs.cli import main
 
     titles = []
-    monkeypatch.setattr(plots, "latency_cdf_plot", lambda lat, path, *, title="": titles.append(title))
+    monkeypatch.setattr(plots, "latency_cdf_plot", lambda lat, path, *, title="", slos=None: titles.append(title))
     monkeypatch.setattr(plots, "serving_timeline_plot", lambda tl, path, *, title="": titles.append(title))
     argv = ["simulate", "tiny", "--device", "gb200", "--rate", "5", "--requests", "20", "--quiet"]
     assert main([*argv, "--plot", str(tmp_path / "s.png")]) == 0

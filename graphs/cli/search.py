@@ -9,40 +9,16 @@ from typing import Any
 from .calibrate import add_predict_option
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
+from .dask_option import add_dask_options, dask_client
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
 from .spec_options import add_spec_options, spec_of
-
-#: seconds to reach a ``--dask-address`` scheduler before giving up
-DASK_CONNECT_TIMEOUT_S = 10
 
 __all__ = ["add_search_parser", "cmd_search"]
 
 
 def _dtypes(text: str | None) -> list[str | None]:
     return [d.strip() or None for d in text.split(",")] if text else [None]
-
-
-def _client(args: argparse.Namespace) -> Any:
-    """A Dask client for ``--scheduler dask``: the given address, or a local cluster of processes."""
-    from costmodel.errors import CostModelError
-
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise CostModelError("--scheduler dask needs the dask extra: pip install 'costmodel[dask]'") from None
-    if args.dask_address:
-        try:
-            return Client(args.dask_address, timeout=DASK_CONNECT_TIMEOUT_S), None
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise CostModelError(
-                f"--dask-address {args.dask_address[:200]!r}: no scheduler reached within "
-                f"{DASK_CONNECT_TIMEOUT_S} s ({type(exc).__name__})"
-            ) from None
-    cluster = LocalCluster(
-        n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    return Client(cluster), cluster
 
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
@@ -94,16 +70,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         spec=spec_of(args),
     )
     cfg = apply_dtypes(resolve_model(args.model), args)
-    if args.scheduler == "dask":
-        client, cluster = _client(args)
-        try:
-            res = search(cfg, client=client, **kw)
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    else:
-        res = search(cfg, **kw)
+    with dask_client(args) as client:
+        res = search(cfg, client=client, **kw) if client is not None else search(cfg, **kw)
     keep(args, result=res)
     if args.csv:
         from costmodel.outfiles import atomic_write
@@ -244,9 +212,7 @@ def add_search_parser(sub: Any) -> None:
     )
     add_cost_options(sp)
     add_spec_options(sp, draws=False)
-    sp.add_argument("--scheduler", choices=("local", "dask"), default="local", help="where blocks run")
-    sp.add_argument("--dask-address", default=None, help="scheduler address (default: a local cluster)")
-    sp.add_argument("--workers", type=int, default=2, help="local Dask cluster: worker processes")
+    add_dask_options(sp, "blocks")
     sp.add_argument("--csv", default=None, help="write the frontier to this CSV file")
     sp.add_argument("--top", type=int, default=20, help="frontier rows to print (0: all)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")

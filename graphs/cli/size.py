@@ -8,6 +8,7 @@ from typing import Any
 
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
+from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
 from .options import add_dtype_options, apply_dtypes, int_list
 
@@ -67,17 +68,11 @@ def _link_bandwidth(args: argparse.Namespace) -> float:
     return float(args.link_bandwidth)
 
 
-def cmd_size(args: argparse.Namespace) -> int:
+def _size(args: argparse.Namespace, cfg: Any, devices: list[str], profile: Any, client: Any) -> Any:
     from graphs.serving.cost import parse_prices
     from graphs.serving.sizing import size_deployment
 
-    from .engine_option import profile_of
-    from .model import resolve_model
-
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
-    cfg = apply_dtypes(resolve_model(args.model), args)
-    profile = profile_of(args)  # --engine, else vLLM's: each (device, tp) sizes its own pool
-    res = size_deployment(
+    return size_deployment(
         cfg,
         rate=args.rate,
         slo_ttft=args.slo_ttft,
@@ -95,7 +90,20 @@ def cmd_size(args: argparse.Namespace) -> int:
         max_simulations=args.max_simulations,
         progress=progress_bar("size", args.quiet, "simulations"),
         allow_long_context=args.allow_long_context,
+        executor=client,
+        lookahead=max(1, args.workers),
     )
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    from .engine_option import profile_of
+    from .model import resolve_model
+
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    cfg = apply_dtypes(resolve_model(args.model), args)
+    profile = profile_of(args)  # --engine, else vLLM's: each (device, tp) sizes its own pool
+    with dask_client(args) as client:  # --scheduler dask: the candidates simulate on its workers
+        res = _size(args, cfg, devices, profile, client)
     if args.json:
         print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0
@@ -153,6 +161,7 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
     add_engine_options(sp)
     sp.add_argument("--max-simulations", type=int, default=60, help="most candidates simulated")
+    add_dask_options(sp, "the candidate simulations")
     sp.add_argument(
         "--allow-long-context",
         action="store_true",

@@ -35,6 +35,12 @@ span, and its USD per million tokens (that $/h over the tokens/s it served, the 
 ``simulate`` prints for the same deployment) orders as its $/h does; ``gpus`` is the device
 count (ties broken by cost). Runners-up are the best confirmed
 deployment of each other (device, tp, aggregated/disaggregated) family.
+
+With an ``executor`` (a Dask ``Client`` or any ``concurrent.futures`` executor) the candidate
+simulations run there, speculatively: when a candidate is taken, the next ``lookahead`` candidates
+of the queue are submitted too, so they simulate while it does. The search itself is unchanged (it
+takes each candidate's result in the same order, and a speculative result it never reaches is
+dropped), so the answer is the one-process answer, every simulation being deterministic.
 """
 
 from __future__ import annotations
@@ -214,6 +220,8 @@ def size_deployment(
     runners_up: int = 4,
     progress: Callable[[int, int], None] | None = None,
     allow_long_context: bool = False,
+    executor: Any = None,
+    lookahead: int = 2,
 ) -> SizingResult:
     """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
 
@@ -222,7 +230,9 @@ def size_deployment(
     ``allow_long_context``), as for ``decode --ctx``. ``profile``: an engine profile
     (:mod:`graphs.serving.engines`) whose scheduler and KV-pool rule every (device, tp) runs,
     its pool sized there (:func:`graphs.serving.engine.profile_engine`; a pair it leaves no room
-    is pruned), instead of ``engine``."""
+    is pruned), instead of ``engine``. ``executor``: where the candidate simulations run (a Dask
+    ``Client`` or a ``concurrent.futures`` executor; module doc), ``lookahead`` candidates ahead of
+    the one the search waits for (at least 1)."""
     if objective not in OBJECTIVES:
         raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
     for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -236,6 +246,8 @@ def size_deployment(
         raise CostModelError(f"max_simulations must be >= 1, got {max_simulations}")
     if engine is not None and profile is not None:
         raise CostModelError("give an engine config or an engine profile, not both")
+    if not 1 <= lookahead <= 1024:
+        raise CostModelError(f"lookahead must be in [1, 1024], got {lookahead}")
     w = as_workload(config)
     eng = engine or EngineConfig()
     #: (device, tp) -> the engine config and overheads its runs take (a profile's, sized per pair)
@@ -303,6 +315,7 @@ def size_deployment(
                 heapq.heappush(heap, (*_bound(dfam, (p0 + d0) * tp, objective), tie, dfam, p0, d0))
                 tie += 1
     done: list[Deployment] = []
+    futures: dict[tuple[_Family, int, int], Any] = {}  #: submitted to ``executor``, not yet taken
     best: dict[_Family, Deployment] = {}
     seen: set[tuple[_Family, int, int]] = set()
     winner: Deployment | None = None
@@ -321,8 +334,17 @@ def size_deployment(
         if len(done) >= max_simulations:
             break
         seen.add((fam, a, b))
-        pair = engines[(fam.device, fam.tp)]
-        dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth)
+        if executor is None:
+            pair = engines[(fam.device, fam.tp)]
+            dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth)
+        else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
+            for _, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
+                if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
+                    futures[(f2, a2, b2)] = executor.submit(
+                        _run_config, w.config, f2, a2, b2, reqs, rate, slo_ttft, slo_tpot, percentile,
+                        engines[(f2.device, f2.tp)], link_bandwidth,
+                    )  # fmt: skip
+            dep = futures.pop((fam, a, b)).result()
         done.append(dep)
         if progress:
             progress(len(done), max_simulations)
@@ -343,6 +365,8 @@ def size_deployment(
             n = (na + nb) * fam.tp if fam.disagg else na * fam.tp
             heapq.heappush(heap, (*_bound(fam, n, objective), tie, fam, na, nb))
             tie += 1
+    for fut in futures.values():  # speculative runs the search never reached
+        fut.cancel()
     others = sorted((d for d in best.values() if d is not winner), key=lambda d: _key(d, objective))
     shown = others[:runners_up]
     for d in others[runners_up:]:  # and the best of every device kind not shown yet
@@ -376,6 +400,12 @@ def _bound(fam: _Family, devices: int, objective: str) -> tuple[float, float]:
 def _key(d: Deployment, objective: str) -> tuple[float, float]:
     usd = d.cost.usd_per_hour if d.cost is not None else math.inf
     return (usd, float(d.devices)) if objective == "cost" else (float(d.devices), usd)
+
+
+def _run_config(config: Any, *args: Any) -> Deployment:
+    """:func:`_run` in a worker process: the workload rebuilt from its config (a config pickles in
+    a few kB; its built graphs are the worker's own)."""
+    return _run(as_workload(config), *args)
 
 
 def _run(
