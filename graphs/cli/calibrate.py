@@ -195,12 +195,6 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     if bad:
         raise CostModelError(f"--terms: {bad[0][:40]!r} is not a term; terms: {', '.join(TERMS)}")
     cap = MAX_FIT_REQUESTS if args.max_requests is None else args.max_requests  # ranged by the parser
-    if args.shared_prefix is not None and args.shared_prefix < 0:
-        raise CostModelError(
-            f"--shared-prefix must be a whole number of tokens >= 0, got {args.shared_prefix}"
-        )
-    if args.num_blocks is not None and args.num_blocks < 1:
-        raise CostModelError(f"--num-blocks must be a whole number >= 1, got {args.num_blocks}")
     runs = [
         run.with_shared_prefix(args.shared_prefix or 0)
         for path in args.results
@@ -273,9 +267,9 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     if held:
         names = ", ".join(runs[i].label for i in held)
         print(f"  held out: {names}; {why_held}")
-    for r in runs:
-        for said in r.summary.assumed if r.summary is not None else ():
-            print(f"  assumed for {r.source} (a summary without per-request rows): {said}")
+    for run in runs:
+        for said in run.summary.assumed if run.summary is not None else ():
+            print(f"  assumed for {run.source} (a summary without per-request rows): {said}")
     for c in cut:
         print(
             f"  note: {c.source} holds {c.in_file:,} requests; the first {len(c.prompt):,} by arrival were fitted"

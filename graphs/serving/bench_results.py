@@ -78,6 +78,7 @@ __all__ = [
     "MAX_JSON_VALUES",
     "MIN_LATENCY_S",
     "read_results",
+    "replay_text",
     "vllm_arrivals",
 ]
 
@@ -158,7 +159,6 @@ class BenchRun:
                 f"--max-requests {len(self.prompt)} (or a file with per-request rows)"
             )
         keep = np.sort(np.argsort(self.arrival_s, kind="stable")[:n])
-        cut = {"prefix_id": self.prefix_id, "prefix": self.prefix}
         return dataclasses.replace(
             self,
             arrival_s=self.arrival_s[keep],
@@ -167,7 +167,8 @@ class BenchRun:
             ttft_s=self.ttft_s[keep],
             e2e_s=self.e2e_s[keep],
             in_file=self.in_file or len(self.prompt),
-            **{k: None if v is None else v[keep] for k, v in cut.items()},
+            prefix_id=None if self.prefix_id is None else self.prefix_id[keep],
+            prefix=None if self.prefix is None else self.prefix[keep],
         )
 
     def with_shared_prefix(self, tokens: int) -> BenchRun:
@@ -649,3 +650,40 @@ def _read(path: str, seed: int) -> list[BenchRun]:
         f"result file {path[:200]!r} is neither a vllm bench serve result (ttfts, itls ...), a GuideLLM "
         f"report (benchmarks) nor a CSV with {','.join(CSV_COLUMNS)}"
     )
+
+
+def replay_text(run: BenchRun, seed: int = 0) -> str:
+    """What replaying ``run`` takes from it, in words: requests, lengths, arrivals, clients,
+    shared prefixes, the measured means and any assumption (``simulate --workload-from``)."""
+    n = len(run.prompt)
+    parts = [
+        f"{n:,} requests",
+        f"prompts {int(run.prompt.min())}-{int(run.prompt.max())} tokens (mean {float(run.prompt.mean()):.4g})",
+        f"outputs {int(run.output.min())}-{int(run.output.max())} (mean {float(run.output.mean()):.4g})",
+    ]
+    if run.rate is None and not run.arrival_s.any():
+        parts.append("all sent at once")
+    elif run.drawn:
+        shape = "Poisson" if run.burstiness == 1 else f"gamma, burstiness {run.burstiness:g}"
+        parts.append(
+            f"arrivals redrawn at {run.rate:.4g} req/s ({shape}, --seed {seed}: the file holds no send times)"
+        )
+    else:
+        parts.append(f"the file's own arrivals over {float(run.arrival_s.max()):.4g} s")
+    if run.concurrency is not None:
+        parts.append(f"a closed loop of {run.concurrency} clients")
+    if run.prefixes:
+        parts.append(f"{run.prefixes} shared prefix(es)")
+    if run.summary is not None:
+        stated = run.summary.stated()
+        means = [f"{k.replace('_', ' ')} {v * 1e3:.4g} ms" for k, v in stated.items() if k != "throughput"]
+        parts.append("measured " + ", ".join(means))
+        parts += [f"assumed {a}" for a in run.summary.assumed]
+    else:
+        tpot = run.tpot_s
+        ok = np.isfinite(tpot)
+        parts.append(
+            f"measured mean TTFT {float(run.ttft_s.mean()) * 1e3:.4g} ms"
+            + (f", mean TPOT {float(tpot[ok].mean()) * 1e3:.4g} ms" if ok.any() else "")
+        )
+    return "; ".join(parts)
