@@ -135,16 +135,23 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _holdout(text: str | None, runs: list[Any]) -> list[int]:
-    """Indices of the runs held out: ``none``; a comma list of rates (req/s, matched to 0.1 %);
-    default: every second run by rate (the second, fourth ...) when there are three or more."""
+#: why the default holds runs out (said with them)
+HOLDOUT_WHY = (
+    "the default with three or more runs: every second run by rate, so that the fit is checked on loads "
+    "it did not see (--holdout none fits every run; --holdout RATES picks them)"
+)
+
+
+def _holdout(text: str | None, runs: list[Any]) -> tuple[list[int], str]:
+    """Indices of the runs held out, and why: ``none``; a comma list of rates (req/s, matched to
+    0.1 %); default: every second run by rate (the second, fourth ...) when there are three or more."""
     from costmodel.errors import CostModelError
 
     order = sorted(range(len(runs)), key=lambda i: (runs[i].rate is None, runs[i].rate or 0.0))
     if text is None:
-        return order[1::2] if len(runs) >= 3 else []
+        return (sorted(order[1::2]), HOLDOUT_WHY) if len(runs) >= 3 else ([], "")
     if text.strip().lower() == "none":
-        return []
+        return [], "--holdout none"
     out = []
     for part in text.split(","):
         try:
@@ -160,7 +167,7 @@ def _holdout(text: str | None, runs: list[Any]) -> list[int]:
             have = ", ".join(f"{r.rate:.4g}" for r in runs if r.rate is not None) or "none"
             raise CostModelError(f"--holdout: no run at {rate:g} req/s; the runs' rates: {have}")
         out += hit
-    return sorted(set(out))
+    return sorted(set(out)), f"--holdout {text[:200]}"
 
 
 def cmd_calibrate_serving(args: argparse.Namespace) -> int:
@@ -173,6 +180,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         DEFAULT_TERMS,
         MAX_FIT_REQUESTS,
         fit_serving,
+        fp8_matmuls,
         roofline_tpot_s,
         simulate_with,
         write_fit,
@@ -187,12 +195,19 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     if bad:
         raise CostModelError(f"--terms: {bad[0][:40]!r} is not a term; terms: {', '.join(TERMS)}")
     cap = MAX_FIT_REQUESTS if args.max_requests is None else args.max_requests  # ranged by the parser
-    runs = [run for path in args.results for run in read_results(path, seed=args.seed, max_requests=cap)]
-    held = _holdout(args.holdout, runs)
+    runs = [
+        run.with_shared_prefix(args.shared_prefix or 0)
+        for path in args.results
+        for run in read_results(path, seed=args.seed, max_requests=cap)
+    ]
+    held, why_held = _holdout(args.holdout, runs)
     cfg = resolve_config(args)
     dev = get_device(args.device).name
     profile = profile_of(args)  # --engine, else --predict's framework's, else vLLM's
-    eng = profile_engine(profile, cfg, dev, tp=args.tp)
+    caching = bool(args.enable_prefix_caching)
+    eng = profile_engine(
+        profile, cfg, dev, tp=args.tp, enable_prefix_caching=caching, num_blocks=args.num_blocks
+    )
     # the terms start from the profile's (zero for the bound, which keeps the engine's policy)
     base = profile.overheads(
         max_num_seqs=eng.max_num_seqs,
@@ -225,17 +240,36 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         ticks=progress_bar("fit", args.quiet, unit="simulations (at most)") if bar else None,
     )
     write_fit(fit, args.out)
+    prefixes = sum(r.prefixes for r in runs)
+    replay = _replay_lines(runs, caching, prefixes, args.num_blocks, eng)
     if args.json:
-        print(dump({"file": args.out, "engine": profile.to_dict(), **fit.to_dict()}))
+        held_out = [{"source": runs[i].source, "rate": runs[i].rate, "why": why_held} for i in held]
+        extra = {
+            "held_out": held_out,
+            "at_bound": {t: getattr(fit.overheads, t) for t in fit.at_bound},
+            "collinear": [list(p) for p in fit.collinear],
+            "replay": replay,
+            "assumed": {r.source: list(r.summary.assumed) for r in runs if r.summary is not None},
+        }
+        print(dump({"file": args.out, "engine": profile.to_dict(), **fit.to_dict(), **extra}))
         return 0
     drawn = sum(r.drawn for r in runs)
+    fp8 = bool(args.predict) and fp8_matmuls(cfg)  # the scale mode prices FP8 matmuls only
     print(
         f"serving fit of {fit.model} on {fit.device} (tp {fit.tp}), kernels priced by "
         f"{args.predict or 'the roofline bound'}"
-        + (f" (FP8 activation scales {scales})" if args.predict else "")
+        + (f" (FP8 activation scales {scales})" if fp8 else "")
         + f": {len(runs) - len(held)} run(s) fitted, {len(held)} held out"
     )
     print(f"  {profile.summary()}")
+    for line in replay:
+        print(f"  {line}")
+    if held:
+        names = ", ".join(runs[i].label for i in held)
+        print(f"  held out: {names}; {why_held}")
+    for run in runs:
+        for said in run.summary.assumed if run.summary is not None else ():
+            print(f"  assumed for {run.source} (a summary without per-request rows): {said}")
     for c in cut:
         print(
             f"  note: {c.source} holds {c.in_file:,} requests; the first {len(c.prompt):,} by arrival were fitted"
@@ -253,13 +287,16 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     for t in terms:
         k, unit = units.get(t, (1e3, " ms"))
         v, se = getattr(fit.overheads, t), fit.stderr[t]
+        other = next((a if b == t else b for a, b in fit.collinear if t in (a, b)), None)
         err = (
             (
-                "held at its bound: the roofline (a smaller scale would price kernels below it)"
+                "held at its bound 1: the roofline (a smaller scale would price kernels below it)"
                 if t == "kernel_scale" and not args.predict
-                else "held at its bound (no standard error)"
+                else f"held at its bound {v * k:.4g}{unit} (no standard error)"
             )
             if t in fit.at_bound
+            else f"not told apart from {other} by these runs: {_why_collinear(t, other)}"
+            if other is not None
             else "not determined by these runs"
             if se is None
             else f"+- {se * k:.3g}{unit}"
@@ -285,12 +322,56 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
             f"E2E {100 * r.e2e_err:+6.1f}%  ({r.source})"
         )
     if not held:
-        print("  no run held out (give three or more runs, or --holdout RATES): the error above is in-sample")
+        print(
+            f"  no run held out ({why_held or 'fewer than three runs'}; give three or more runs, or "
+            "--holdout RATES): the error above is in-sample"
+        )
     again = f" --engine {profile.ref}" if args.engine else ""
     print(
         f"fit written to {args.out}; use it with --predict-file {args.out}{again} on simulate, decode or prefill"
     )
     return 0
+
+
+def _why_collinear(a: str, b: str) -> str:
+    """Why two fitted terms move the runs' means alike (said with the flag)."""
+    pair = {a, b}
+    if pair == {"iteration_s", "per_seq_s"}:
+        return "every run sits at a similar batch size (add runs at other loads, or fit one of them: --terms)"
+    if "per_token_s" in pair and "kernel_scale" in pair:
+        return "both grow with the prompt (fit one of them: --terms)"
+    if "output_token_s" in pair:
+        return "both add to every output token (fit one of them: --terms)"
+    return (
+        "their effects on the fitted means are proportional (add runs at other loads, or fit fewer --terms)"
+    )
+
+
+def _replay_lines(
+    runs: list[Any], caching: bool, prefixes: int, num_blocks: int | None, eng: Any
+) -> list[str]:
+    """What the replay ran with beyond the profile: prefix caching and the KV pool, said once."""
+    pool = f"{num_blocks:,} KV blocks (--num-blocks)" if num_blocks else "the KV pool by the profile's rule"
+    lines = [
+        f"replayed with prefix caching {'on' if caching else 'off'}, {pool}, max-num-seqs {eng.max_num_seqs}, "
+        f"max-num-batched-tokens {eng.max_num_batched_tokens}"
+    ]
+    if caching and prefixes:
+        lines.append(
+            f"prefix caching replayed: {prefixes} shared prefix(es) named by the runs; a request whose "
+            "prefix is cached computes only the rest of its prompt"
+        )
+    elif caching:
+        lines.append(
+            "note: prefix caching is on but no run names a shared prefix (CSV prefix_id,prefix_tokens or "
+            "--shared-prefix): nothing is replayed as cached"
+        )
+    elif prefixes:
+        lines.append(
+            f"note: the runs name {prefixes} shared prefix(es) but prefix caching is off: every prompt is "
+            "replayed whole (--enable-prefix-caching when the engine ran with it, as vLLM V1 does by default)"
+        )
+    return lines
 
 
 def load_predict_file(args: argparse.Namespace) -> Any:
@@ -330,6 +411,8 @@ def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
 
 
 def add_calibrate_parser(sub: Any) -> None:
+    from graphs.serving.engines.knobs import FIT_DEFAULT_TERMS, TERMS  # stdlib only: --help stays light
+
     p = sub.add_parser("calibrate", help="fit efficiencies on measured GPU kernels ([measured] extra)")
     cs = p.add_subparsers(dest="calibrate_cmd", required=True, metavar="{gpu,report,serving}")
     g = cs.add_parser("gpu", help="write a device's calibrated spec as a hardware file (--hw-file)")
@@ -363,8 +446,9 @@ def add_calibrate_parser(sub: Any) -> None:
         "results",
         nargs="+",
         metavar="RESULT",
-        help="vllm bench serve JSON (--save-detailed), GuideLLM report JSON, or a CSV of "
-        "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s",
+        help="vllm bench serve JSON (per request with --save-detailed, or its summary), GuideLLM report "
+        "JSON (with or without per-request rows), or a CSV of arrival_s,prompt_tokens,output_tokens,"
+        "ttft_s,e2e_s and optionally prefix_id,prefix_tokens",
     )
     sv.add_argument("--model", required=True)
     sv.add_argument("--device", required=True)
@@ -385,9 +469,9 @@ def add_calibrate_parser(sub: Any) -> None:
     sv.add_argument(
         "--terms",
         default=None,
-        help="comma list of the terms to fit, of kernel_scale, iteration_s, per_seq_s, per_token_s, "
-        "request_s, output_token_s (default: kernel_scale,iteration_s,per_seq_s,request_s; the others "
-        "keep the --predict framework's defaults, zero for the bound)",
+        help=f"comma list of the terms to fit, of {', '.join(TERMS)} (default: "
+        f"{','.join(FIT_DEFAULT_TERMS)}; the others keep the --predict framework's defaults, zero for "
+        "the bound)",
     )
     sv.add_argument("--seed", type=int, default=0, help="seed of the arrivals redrawn for a vllm result")
     sv.add_argument(
@@ -399,6 +483,28 @@ def add_calibrate_parser(sub: Any) -> None:
         "several times)",
     )
     add_engine_options(sv)
+    sv.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="replay the runs with prefix caching, as the engine ran them: a request whose shared "
+        "prefix (CSV prefix_id,prefix_tokens, or --shared-prefix) is cached computes only the rest "
+        "(default: off)",
+    )
+    sv.add_argument(
+        "--shared-prefix",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="every prompt of a run that names no prefix starts with the same TOKENS (vllm bench serve "
+        "--random-prefix-len, a system prompt; default: none)",
+    )
+    sv.add_argument(
+        "--num-blocks",
+        type=int,
+        default=None,
+        help="KV blocks the engine ran with (default: the profile's pool rule)",
+    )
     sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sv.add_argument("--json", action="store_true", help="machine-readable output")
     sv.set_defaults(func=cmd_calibrate_serving)

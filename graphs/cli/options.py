@@ -89,6 +89,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "replicas": (1, 4096),
     "batch_wait_iters": (0, 10_000),  # graphs.serving.engine.EngineConfig
     "shared_prefix": (0, 10**7),
+    "workload_run": (0, 10**6),  # a run of simulate --workload-from
     "max_simulations": (1, 10_000),
     "replicate_hot": (0, 4096),
     "prompt_pool": (1, 10**7),

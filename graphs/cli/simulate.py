@@ -161,6 +161,28 @@ def _check_workload(args: argparse.Namespace) -> None:
         raise CostModelError(
             "--router prefix sends a request where its prefix is cached: give --enable-prefix-caching"
         )
+    if args.workload_from:
+        given = [f"--{k}" for k, v in _DRAWN_DEFAULTS.items() if k != "seed" and getattr(args, k) != v]
+        given += [
+            flag
+            for flag, on in (
+                ("--trace", args.trace),
+                ("--rate", args.rate is not None),
+                ("--concurrency", args.concurrency is not None),
+                ("--turns", args.turns > 1),
+                ("--prompt-pool", args.prompt_pool is not None),
+                ("--max-rate", args.max_rate),
+                ("--arrival", args.arrival != "poisson"),
+            )
+            if on
+        ]
+        if given:
+            raise CostModelError(
+                "--workload-from replays the run's own requests, arrivals and clients; drop "
+                + "/".join(given)
+            )
+    elif args.workload_run is not None:
+        raise CostModelError("--workload-run picks a run of --workload-from RESULT: give --workload-from")
     if args.trace:
         unused = [f"--{k}" for k, v in _DRAWN_DEFAULTS.items() if getattr(args, k) != v]
         if unused:
@@ -194,7 +216,7 @@ def _check_workload(args: argparse.Namespace) -> None:
             f"{' and '.join(drawn)} do not combine: the engine caches one prefix per request "
             "(a system prompt, a pool's whole prompt or a conversation's history)"
         )
-    if args.rate is None and not args.trace and args.concurrency is None:
+    if args.rate is None and not args.trace and args.concurrency is None and not args.workload_from:
         raise CostModelError(
             "give --rate (requests/s), --concurrency N (clients), --trace FILE or --max-rate"
         )
@@ -216,6 +238,27 @@ def _check_workload(args: argparse.Namespace) -> None:
         raise CostModelError(
             "--think-time is a client's pause between an answer and its next request: give --turns or --concurrency"
         )
+
+
+def _workload_from(args: argparse.Namespace) -> tuple[Any, str]:
+    """``--workload-from``'s run (``--workload-run`` picks one of several) with ``--shared-prefix``
+    for a run that names none, and what the replay takes from it in words."""
+    from costmodel.errors import CostModelError
+    from graphs.serving.bench_results import read_results, replay_text
+
+    runs = read_results(args.workload_from, seed=args.seed)
+    k = args.workload_run
+    if k is None and len(runs) > 1:
+        rates = ", ".join(f"{i}: {r.label}" for i, r in enumerate(runs))
+        raise CostModelError(
+            f"--workload-from {args.workload_from[:200]!r} holds {len(runs)} runs ({rates[:400]}): pick one with --workload-run INDEX"
+        )
+    if k is not None and not 0 <= k < len(runs):
+        raise CostModelError(
+            f"--workload-run {k}: {args.workload_from[:200]!r} holds runs 0 to {len(runs) - 1}"
+        )
+    run = runs[k or 0].with_shared_prefix(args.shared_prefix)
+    return run, f"workload from {args.workload_from[:200]} ({run.source}): {replay_text(run, args.seed)}"
 
 
 def _settings(args: argparse.Namespace, trace: Any = None) -> str:
@@ -390,9 +433,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"  at that rate, {cost_text(cost)}")
         return 0
     trace = read_trace(args.trace) if args.trace else None
+    replayed, replay_said = _workload_from(args) if args.workload_from else (None, "")
+    if replayed is not None:
+        args.concurrency = replayed.concurrency  # the run's own clients (vllm's --max-concurrency)
     reqs = (
         trace.requests
         if trace
+        else replayed.requests
+        if replayed is not None
         else synthetic(
             args.requests,
             rate=args.rate,
@@ -470,7 +518,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             res.timeline, timeline, title=plot_title(f"batch, queue and KV use over time, {priced}", **point)
         )
         print(f"wrote {args.plot} (latency CDFs) and {timeline} (timeline)", file=sys.stderr)
-    settings = _settings(args, trace)
+    settings = replay_said or _settings(args, trace)
     from graphs.serving.cost import sim_cost
 
     from .cost_option import cost_text, rates_of
@@ -654,6 +702,21 @@ def add_simulate_parser(sub: Any) -> None:
         "--output", default=_DRAWN_DEFAULTS["output"], help="output tokens, same forms as --prompt"
     )
     sp.add_argument("--trace", default=None, help="CSV or JSONL: arrival_s, prompt_tokens, output_tokens")
+    sp.add_argument(
+        "--workload-from",
+        default=None,
+        metavar="RESULT",
+        help="replay the requests of your own benchmark run: its prompt and output lengths, arrivals "
+        "(or rate) and clients, read as `calibrate serving` reads it (vllm bench serve JSON, GuideLLM "
+        "report, result CSV); what it took is printed",
+    )
+    sp.add_argument(
+        "--workload-run",
+        type=int,
+        default=None,
+        metavar="INDEX",
+        help="which run of a --workload-from file holding several (a GuideLLM report's benchmarks, from 0)",
+    )
     sp.add_argument(
         "--seed",
         type=int,

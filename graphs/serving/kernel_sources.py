@@ -238,6 +238,8 @@ def unmeasured_device_families(cov: Coverage) -> list[str]:
             if rest.startswith(OTHER_DEVICES) and family not in out:
                 out.append(family)
     return out
+
+
 def moe_source(device: str, framework: str, key: str) -> KernelSource:
     """The measured fused-MoE curve pricing the shape ``key`` (:attr:`MoEShape.key`): its
     ``fits`` are ``{"moe": curve}`` (:func:`costmodel.measured.moe.moe_curve`: measured, or a

@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 
-
 def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
     """What a report says once about its inputs: the device's roof substitutions and
     preliminary figures (:func:`costmodel.hardware.fallback.roof_notes`), the weight format it
@@ -76,6 +75,7 @@ def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
     tuple of str
     """
     return roof_notes(hw) + weight_format_notes(config) + mtp_notes(config) + hw.group_notes(tp)
+
 
 def _report_fields(
     w: Workload, hw: Hardware, c: CompiledStep, phase: Phase, point: tuple[int, ...], tokens: int, tp: int

@@ -32,6 +32,17 @@ have none, and the others' are conditional on them); a term the data do not cons
 singular direction) is reported as not determined instead of a number. ``bins`` sets the groups
 per run (1: a run's means only) and ``metrics`` which latencies are fitted (TTFT, TPOT or both).
 
+A summary-only run (:class:`graphs.serving.bench_results.Summary`: a ``vllm bench serve`` result
+without ``--save-detailed``, a GuideLLM report without per-request rows) has no requests to group:
+its stated aggregates (mean and median TTFT and TPOT, requests per second) are its residuals, the
+simulated ones computed the same way from the replay of its stated workload (GuideLLM's TPOT mean
+token-weighted, ``sum(e2e - ttft) / sum(o - 1)``; the throughput ``n / (last finish - first send)``).
+
+Terms the runs cannot tell apart are flagged (:attr:`ServingFit.collinear`): two columns of the
+Jacobian whose cosine is above :data:`COLLINEAR_COS` move the residuals in proportion, so only a
+combination of the two is determined (``iteration_s`` and ``per_seq_s`` when every run sits at a
+similar batch size); neither gets a standard error.
+
 Runs at the rates not fitted are held out: their mean TTFT, TPOT and E2E are predicted with the
 fitted terms and compared with what was measured. The fit is written as a versioned JSON file
 (:func:`write_fit`) that ``--predict-file`` reads back (:func:`read_fit`: a regular file of
@@ -55,12 +66,15 @@ from costmodel.safefile import read_user_file, unique_keys
 
 from .bench_results import BenchRun
 from .engine import EngineConfig
+from .engines.knobs import FIT_DEFAULT_TERMS
 from .overheads import TERM_RANGES, TERMS, EngineOverheads
 from .predictor import Predictor
 
 __all__ = [
+    "COLLINEAR_COS",
     "METRICS",
     "SimulateRun",
+    "fp8_matmuls",
     "FIT_FORMAT",
     "FIT_VERSION",
     "DEFAULT_TERMS",
@@ -88,10 +102,14 @@ _STEP = {
     "request_s": 2e-3,
     "output_token_s": 1e-4,
 }
-#: fitted unless ``terms`` says otherwise: the per-token CPU term is collinear with the
-#: kernels' prefill time (both grow with the prompt), and the per-output-token term with the
-#: per-iteration one (both add to every token): those keep their base values unless asked for
-DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
+#: fitted unless ``terms`` says otherwise (:data:`graphs.serving.engines.knobs.FIT_DEFAULT_TERMS`,
+#: where the reasons are): the others keep their base values unless asked for
+DEFAULT_TERMS = FIT_DEFAULT_TERMS
+#: two fitted terms whose Jacobian columns have a cosine above this move every residual in
+#: proportion: the runs determine a combination of them, not each (module doc). 0.998 is a
+#: correlation at which the variance inflation ``1 / (1 - c^2)`` exceeds 250: a standard error
+#: sixteen times the one the term would have alone
+COLLINEAR_COS = 0.998
 #: the requests of a run a fit replays by default (``calibrate serving --max-requests``): each
 #: fit step simulates every run once per term and more, so a run's length sets the fit's time
 #: (5,000 requests: about a second per simulation of an 8B model); a longer run is cut to its
@@ -121,14 +139,31 @@ def roofline_tpot_s(config: Any, device: str, *, tp: int = 1) -> float:
     return float(step.time_sums(1, 1.0, [], [1.0] if step.windowed else None))
 
 
+def fp8_matmuls(config: Any) -> bool:
+    """Whether the model's matmuls take FP8 activations (W8A8: ``matmul_dtype``, else its
+    activation or weight dtype, an FP8 one), so that an FP8 activation-scale mode prices them."""
+    from costmodel.dtypes import get_dtype
+
+    name = config.matmul_dtype or config.act_dtype or config.dtype
+    return get_dtype(str(name)).name.startswith("fp8")
+
+
+def _mean_tpot(run: BenchRun) -> float | None:
+    """The run's mean TPOT (s): stated by a summary, else of its multi-token requests."""
+    if run.summary is not None:
+        return run.summary.tpot_mean_s or run.summary.tpot_median_s
+    tpot = run.tpot_s
+    ok = np.isfinite(tpot)
+    return float(tpot[ok].mean()) if ok.any() else None
+
+
 def _check_physical(runs: Sequence[BenchRun], floor_s: float, where: str) -> None:
     """Refuse the first run whose mean TPOT is below ``floor_s`` (:func:`roofline_tpot_s`)."""
     for run in runs:
-        tpot = run.tpot_s
-        ok = np.isfinite(tpot)
-        if ok.any() and float(tpot[ok].mean()) < floor_s:
+        tpot = _mean_tpot(run)
+        if tpot is not None and tpot < floor_s:
             raise CostModelError(
-                f"{run.source}: mean TPOT {float(tpot[ok].mean()) * 1e3:.4g} ms is faster than the roofline "
+                f"{run.source}: mean TPOT {tpot * 1e3:.4g} ms is faster than the roofline "
                 f"allows: one decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights "
                 "read once, one sequence); these runs are not of this model on this device (or used "
                 "speculative decoding, which a fit does not model)"
@@ -163,6 +198,8 @@ class ServingFit:
     #: fitted terms held at a bound of their range (no standard error, null in the file's stderr)
     at_bound: tuple[str, ...] = ()
     fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
+    #: pairs of fitted terms the runs cannot tell apart (:data:`COLLINEAR_COS`; no standard errors)
+    collinear: tuple[tuple[str, str], ...] = ()
 
     @property
     def held_out(self) -> list[RunError]:
@@ -231,11 +268,51 @@ def _stats(run: BenchRun, ttft: np.ndarray, tpot: np.ndarray, read: _Read = (BIN
     )
 
 
+def _aggregates(pr: dict[str, np.ndarray], token_weighted: bool) -> dict[str, float]:
+    """The aggregates a summary states, of simulated requests ``pr`` (module doc)."""
+    ttft, tpot, e2e = pr["ttft_s"], pr["tpot_s"], pr["e2e_s"]
+    multi = np.isfinite(tpot)
+    if token_weighted:  # GuideLLM: sum(e2e - ttft) / sum(o - 1) over multi-token requests
+        o = pr["output"][multi]
+        tmean = float((e2e - ttft)[multi].sum() / (o - 1).sum()) if multi.any() else math.nan
+    else:
+        tmean = float(tpot[multi].mean()) if multi.any() else math.nan
+    span = float((pr["arrival_s"] + e2e).max() - pr["arrival_s"].min())
+    return {
+        "ttft_mean": float(ttft.mean()),
+        "ttft_median": float(np.median(ttft)),
+        "tpot_mean": tmean,
+        "tpot_median": float(np.median(tpot[multi])) if multi.any() else math.nan,
+        "e2e_mean": float(e2e.mean()),
+        "throughput": len(e2e) / span if span > 0 else math.nan,
+    }
+
+
+#: the summary aggregates fitted, by the metric they read (``e2e_mean`` is compared, not fitted)
+_SUMMARY_FITTED = {
+    "ttft": ("ttft_mean", "ttft_median"),
+    "tpot": ("tpot_mean", "tpot_median"),
+}
+
+
+def _summary_keys(run: BenchRun, read: _Read) -> list[str]:
+    assert run.summary is not None
+    stated = run.summary.stated()
+    keys = [k for m in read[1] for k in _SUMMARY_FITTED[m] if k in stated]
+    return keys + (["throughput"] if "throughput" in stated and len(read[1]) == len(METRICS) else [])
+
+
 def _observed(run: BenchRun, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    if run.summary is not None:
+        stated = run.summary.stated()
+        return np.array([stated[k] for k in _summary_keys(run, read)])
     return _stats(run, run.ttft_s, run.tpot_s, read)
 
 
 def _predicted(run: BenchRun, res: Any, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    if run.summary is not None:
+        agg = _aggregates(res.per_request, run.summary.token_weighted)
+        return np.array([agg[k] for k in _summary_keys(run, read)])
     return _stats(run, res.per_request["ttft_s"], res.per_request["tpot_s"], read)
 
 
@@ -245,6 +322,14 @@ def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
         return float(np.mean(p[ok]) / np.mean(m[ok]) - 1) if ok.any() else math.nan
 
     pr = res.per_request
+    if run.summary is not None:  # the stated means (a median where no mean is stated)
+        agg, stated = _aggregates(pr, run.summary.token_weighted), run.summary.stated()
+
+        def err(metric: str) -> float:
+            k = next((k for k in (f"{metric}_mean", f"{metric}_median") if k in stated), None)
+            return math.nan if k is None else agg[k] / stated[k] - 1
+
+        return RunError(run.source, run.rate, fitted, err("ttft"), err("tpot"), err("e2e"))
     return RunError(
         run.source,
         run.rate,
@@ -394,6 +479,7 @@ def fit_serving(
     bound = [k for k in range(p) if x[k] <= lo[k] or x[k] >= hi[k]]
     free = [k for k in range(p) if k not in bound]
     stderr: dict[str, float | None] = {t: None for t in terms}
+    collinear = _collinear(J, free, terms)
     if free:
         Jf = J[:, free]
         s2 = float(r @ r) / max(m - len(free), 1)
@@ -403,6 +489,9 @@ def fit_serving(
         for j, k in enumerate(free):
             det = math.isfinite(cond) and cond < 1e14 and jtj[j, j] > 0
             stderr[terms[k]] = float(math.sqrt(max(cov[j, j], 0.0))) if det else None
+    for pair in collinear:  # only a combination of the two is determined: neither has its own error
+        for t in pair:
+            stderr[t] = None
     names = ", ".join(sorted({r.source for r in fitted}))
     fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
     errs = []
@@ -422,7 +511,24 @@ def fit_serving(
         sources=sorted({r.source for r in runs}),
         rms_residual=math.sqrt(float(r @ r) / len(r)),
         at_bound=tuple(terms[k] for k in bound),
+        collinear=collinear,
     )
+
+
+def _collinear(J: np.ndarray, free: Sequence[int], terms: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Pairs of free terms whose Jacobian columns have a cosine above :data:`COLLINEAR_COS`
+    (module doc)."""
+    out = []
+    norms = np.linalg.norm(J, axis=0)
+    for a, i in enumerate(free):
+        for j in free[a + 1 :]:
+            if (
+                norms[i] > 0
+                and norms[j] > 0
+                and abs(J[:, i] @ J[:, j]) / (norms[i] * norms[j]) > COLLINEAR_COS
+            ):
+                out.append((terms[i], terms[j]))
+    return tuple(out)
 
 
 def _bounded_step(J: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, h: np.ndarray) -> np.ndarray:

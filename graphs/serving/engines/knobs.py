@@ -40,6 +40,7 @@ __all__ = [
     "TERMS",
     "TERM_RANGES",
     "CPU_TERMS",
+    "FIT_DEFAULT_TERMS",
     "scaled_kernels_s",
 ]
 
@@ -60,6 +61,12 @@ KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
 TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in _TERM_MAX.items()}}
 #: the CPU and request-path terms an engine profile sets (s): every term but ``kernel_scale``
 CPU_TERMS = TERMS[1:]
+#: the terms ``calibrate serving`` fits unless ``--terms`` says otherwise
+#: (:data:`graphs.serving.serving_fit.DEFAULT_TERMS`; the CLI's help is built from it): the
+#: per-token CPU term is collinear with the kernels' prefill time (both grow with the prompt),
+#: the per-sequence one with the per-iteration one where every run sits at a similar batch size,
+#: and the per-output-token one with the per-iteration one (both add to every token)
+FIT_DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
 
 
 def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:
