@@ -93,7 +93,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         progress=progress_bar("search", args.quiet),
         spec=spec_of(args),
     )
-    cfg = apply_dtypes(resolve_model(args.model), args)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
     if args.scheduler == "dask":
         client, cluster = _client(args)
         try:
