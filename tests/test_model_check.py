@@ -278,3 +278,10 @@ def test_cli_model_check_of_refused_configs(capsys, tmp_path, acme_file):
     code, out, _ = _run(capsys, "model", "check", str(rwkv))
     assert code == 0 and "-> refused" in out and "is not close enough" in out
     assert "rescale_every" in out and "read by no family" in out
+
+
+def test_cli_model_check_reports_a_misfit_assumption(capsys, acme_file):
+    code, out, err = _run(capsys, "model", "check", acme_file, "--assume-family", "mixtral", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["family"] is None and not doc["assumed"]
+    assert doc["refused"].endswith("mixtral cannot read it (config.json is missing required field 'num_local_experts')")

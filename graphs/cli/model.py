@@ -308,7 +308,7 @@ def add_model_parser(sub: Any) -> None:
         help="corpus framework whose kernels to check (repeatable; default: all)",
     )
     mc.add_argument("--json", action="store_true")
-    mc.set_defaults(func=cmd_model_check)
+    mc.set_defaults(func=cmd_model_check, says_assumption=True)  # its why line says it; a misfit reported
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
     mf.add_argument("model")
     add_assume_family(mf)

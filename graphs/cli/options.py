@@ -379,7 +379,7 @@ def assumed_family(args: argparse.Namespace) -> None:
     a known ``model_type`` of another family), and the assumption said once on stderr for each
     config it applies to, whichever path (cached or not) answers the command."""
     family = getattr(args, "assume_family", None)
-    if family is None:
+    if family is None or getattr(args, "says_assumption", False):
         return
     from models.check import assumed_family_note
     from models.resolver import config_data, resolve_model
