@@ -281,7 +281,9 @@ def test_cli_model_check_of_refused_configs(capsys, tmp_path, acme_file):
 
 
 def test_cli_model_check_reports_a_misfit_assumption(capsys, acme_file):
-    code, out, err = _run(capsys, "model", "check", acme_file, "--assume-family", "mixtral", "--json")
+    code, out, _ = _run(capsys, "model", "check", acme_file, "--assume-family", "mixtral", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["family"] is None and not doc["assumed"]
-    assert doc["refused"].endswith("mixtral cannot read it (config.json is missing required field 'num_local_experts')")
+    assert doc["refused"].endswith(
+        "mixtral cannot read it (config.json is missing required field 'num_local_experts')"
+    )
