@@ -28,6 +28,8 @@ _LAZY: dict[str, str] = {
     "UnknownModelError": "catalog",
     "get_model": "catalog",
     "resolve_model": "resolver",
+    "inspect_config": "check",
+    "ConfigReport": "check",
     "HubIdError": "resolver",
     "model_names": "catalog",
     "ParamCounts": "params",

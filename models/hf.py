@@ -48,6 +48,7 @@ from costmodel.dtypes import get_dtype
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
+from .fieldlog import RecordingConfig, layered
 from .fields import bool_field
 from .fields import int_field as _get
 from .hf_families import (
@@ -83,14 +84,26 @@ _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 
 
 def config_from_hf_dict(
-    cfg: Mapping[str, Any], name: str = "model", source: str = "", *, mtp: bool = False
+    cfg: Mapping[str, Any],
+    name: str = "model",
+    source: str = "",
+    *,
+    mtp: bool = False,
+    assume_family: str | None = None,
 ) -> ModelConfig:
     """Map a parsed ``config.json`` onto :class:`ModelConfig` (see module doc).
 
     ``mtp``: keep DeepSeek's multi-token-prediction modules (``num_nextn_predict_layers``)
-    with the model, as speculative decoding with them serves it."""
+    with the model, as speculative decoding with them serves it.
+
+    ``assume_family``: read a config of a ``model_type`` the loader does not know as this family,
+    when its fields fit the family's (:func:`models.check.family_fit`); refused otherwise, and for a
+    known ``model_type`` other than the family. An unknown ``model_type`` without it is refused
+    naming its nearest family (:func:`models.check.nearest_families`)."""
     if not isinstance(cfg, Mapping):
         raise ModelConfigError(f"{name}: config must be a JSON object")
+    if assume_family is not None and _assumed(cfg, assume_family, name):
+        cfg = layered(cfg, overrides={"model_type": assume_family})
     cfg = unwrap_text_config(cfg)
     mt = cfg.get("model_type")
     if isinstance(mt, str) and mt in NEW_ARCHITECTURES:
@@ -101,7 +114,7 @@ def config_from_hf_dict(
     plugins = hf_families()  # the model types mixer plug-ins bring (models.mixers)
     if not isinstance(mt, str) or (mt not in SUPPORTED_MODEL_TYPES and mt not in plugins):
         raise ModelConfigError(
-            f"{name}: model_type {mt!r} is not supported; "
+            f"{name}: model_type {str(mt)[:80]!r} is not supported; {_nearest(cfg, name)}; "
             f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
         )
     if mt in FIELD_ALIASES:
@@ -115,11 +128,13 @@ def config_from_hf_dict(
     if mt == "mamba2":
         # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
         d = _get(cfg, "hidden_size", name)
-        cfg = {
-            "num_attention_heads": _get(cfg, "num_heads", name),
-            "intermediate_size": _get(cfg, "expand", name, 2) * d,
-            **cfg,
-        }
+        cfg = layered(
+            cfg,
+            defaults={
+                "num_attention_heads": _get(cfg, "num_heads", name),
+                "intermediate_size": _get(cfg, "expand", name, 2) * d,
+            },
+        )
     heads = _get(cfg, "num_attention_heads", name)
     common: dict[str, Any] = {
         "name": name,
@@ -182,6 +197,46 @@ def config_from_hf_dict(
     model = ModelConfig(**common)
     check_group_size(model)
     return model
+
+
+def _assumed(cfg: Mapping[str, Any], family: str, name: str) -> bool:
+    """Whether ``cfg`` is read as ``family`` (``assume_family``): True for an unknown ``model_type``
+    whose fields fit it, False for the family's own ``model_type``; refused otherwise, one line."""
+    from .check import family_fit
+
+    mt = cfg.get("model_type")
+    if mt == family:
+        return False
+    if isinstance(mt, str) and mt in NEW_ARCHITECTURES:
+        raise ModelConfigError(
+            f"{name}: model_type {mt!r} is a known architecture the layer specs lack "
+            f"({NEW_ARCHITECTURES[mt].split(':')[0]}); --assume-family {family} cannot read it"
+        )
+    if isinstance(mt, str) and (mt in SUPPORTED_MODEL_TYPES or mt in hf_families()):
+        raise ModelConfigError(
+            f"{name}: model_type {mt!r} is mapped as itself; --assume-family ({family}) applies only to "
+            "a model_type the loader does not know"
+        )
+    fit = family_fit(cfg.data if isinstance(cfg, RecordingConfig) else cfg, family, name)  # not logged
+    if not fit.fits:
+        raise ModelConfigError(
+            f"{name}: model_type {str(mt)[:80]!r} does not fit family {family}: {fit.why_not(cfg)}"
+        )
+    return True
+
+
+def _nearest(cfg: Mapping[str, Any], name: str) -> str:
+    """The refusal's clause naming the nearest family (:func:`models.check.nearest_families`)."""
+    from .check import MIN_SIMILARITY, nearest_families
+
+    best = nearest_families(cfg.data if isinstance(cfg, RecordingConfig) else cfg, name)[0]  # not logged
+    if best.fits and best.similarity >= MIN_SIMILARITY:
+        return (
+            f"its fields fit family {best.family} (similarity {best.similarity:.2f}): pass --assume-family "
+            f"{best.family} (assume_family={best.family!r}) to read it as {best.family}"
+        )
+    why = best.why_not(cfg) or f"similarity {best.similarity:.2f} < {MIN_SIMILARITY}"
+    return f"nearest family {best.family} (similarity {best.similarity:.2f}) is not close enough: {why}"
 
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:

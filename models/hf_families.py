@@ -57,10 +57,13 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .fieldlog import layered
 from .fields import ModelConfigError, bool_field, first_field, int_field
 from .layers import LayerSpec
 
 __all__ = [
+    "APPROXIMATED_FIELDS",
+    "APPROXIMATED_FAMILIES",
     "FAMILIES",
     "FIELD_ALIASES",
     "NEW_ARCHITECTURES",
@@ -78,13 +81,13 @@ def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     ``torch_dtype`` and ``quantization_config`` (they describe the whole checkpoint)."""
     text = cfg.get("text_config")
     if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4", "qwen3_5", "qwen3_5_moe"):
-        out = {k: v for k, v in text.items() if v is not None}
-        out.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", text.get("tie_word_embeddings")))
-        out["model_type"] = cfg["model_type"]
+        top: dict[str, Any] = {}
+        if text.get("tie_word_embeddings") is None:
+            top["tie_word_embeddings"] = cfg.get("tie_word_embeddings")
         for key in ("quantization_config", "torch_dtype", "dtype"):  # stated for the whole checkpoint
-            if key in cfg and key not in out:
-                out[key] = cfg[key]
-        return out
+            if key in cfg and text.get(key) is None:
+                top[key] = cfg[key]
+        return layered(text, defaults=top, overrides={"model_type": cfg["model_type"]}, drop_none=True)
     return cfg
 
 
@@ -395,15 +398,14 @@ def _falcon_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
         kv = first_field(cfg, int_field, name, ("num_kv_heads", "n_head_kv"), heads)
     else:
         kv = 1 if bool_field(cfg, "multi_query", name, True) else heads
-    return {
-        "tie_word_embeddings": True,
-        **cfg,
+    over = {
         "num_hidden_layers": first_field(cfg, int_field, name, ("num_hidden_layers", "n_layer")),
         "num_attention_heads": heads,
         "num_key_value_heads": kv,
         "intermediate_size": int_field(cfg, "ffn_hidden_size", name, 4 * d),
         "hidden_act": cfg.get("activation", "gelu"),
     }
+    return layered(cfg, defaults={"tie_word_embeddings": True}, overrides=over)
 
 
 def _falcon(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -506,11 +508,10 @@ def _internlm2(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name
 def _exaone_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """EXAONE 3 / 3.5 name the layer count ``num_layers`` and the activation ``activation_function``
     (``ExaoneConfig.attribute_map``)."""
-    out = dict(cfg)
-    if "num_hidden_layers" not in out and "num_layers" in out:
-        out["num_hidden_layers"] = out["num_layers"]
-    out.setdefault("hidden_act", out.get("activation_function", "silu"))
-    return out
+    over = {}
+    if "num_hidden_layers" not in cfg and "num_layers" in cfg:
+        over["num_hidden_layers"] = cfg["num_layers"]
+    return layered(cfg, defaults={"hidden_act": cfg.get("activation_function", "silu")}, overrides=over)
 
 
 def _exaone(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
@@ -627,7 +628,7 @@ def _qwen3_5_fields(cfg: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     taken as the experts'."""
     if "intermediate_size" in cfg or cfg.get("num_experts") is None:
         return cfg
-    return {**cfg, "intermediate_size": int_field(cfg, "moe_intermediate_size", name)}
+    return layered(cfg, overrides={"intermediate_size": int_field(cfg, "moe_intermediate_size", name)})
 
 
 #: model_type -> its field names as the common ones, applied before the common fields are read
@@ -649,4 +650,40 @@ NEW_ARCHITECTURES: dict[str, str] = {
     "layer specs hold one mixer per layer (a parallel-mixer layer spec would describe it)",
     "phi3small": "mixer: Phi-3-small's block-sparse attention (local blocks plus vertical strides) is not "
     "a layer spec; a mixer plugin with its attended-block count per query describes it",
+}
+
+_SCALAR = "a scalar multiplier: one multiply per element, not charged"
+#: config fields whose effect the graph leaves out or simplifies (the mappers' docstrings above) -> what
+#: it does instead; ``costmodel model check`` names each one a config states with a value that is not
+#: null, false or zero (:func:`models.check.approximations`)
+APPROXIMATED_FIELDS: dict[str, str] = {
+    "attn_logit_softcapping": "attention-score soft-capping (cap * tanh(s / cap)) not charged: three "
+    "element-wise ops per score, in registers inside a fused attention kernel",
+    "final_logit_softcapping": "logit soft-capping not charged: 3V element-wise ops per row against the "
+    "lm_head's 2dV",
+    "embedding_multiplier": _SCALAR,
+    "residual_multiplier": _SCALAR,
+    "attention_multiplier": _SCALAR,
+    "logits_scaling": _SCALAR,
+    "logit_scale": _SCALAR,
+    "alibi": "ALiBi replaces rope: its per-score bias add is not charged",
+    "partial_rotary_factor": "rope charged over the whole head where only this fraction of it rotates "
+    "(a few vector FLOPs per token)",
+    "num_nextn_predict_layers": "multi-token-prediction modules built only for speculative decoding with "
+    "them (mtp); a plain step leaves them out",
+    "num_mtp_modules": "multi-token-prediction modules not built (transformers builds none)",
+}
+
+#: model_type -> what its mapping builds differently from the checkpoint (the same weights and FLOPs
+#: unless said), from the mappers' docstrings above
+APPROXIMATED_FAMILIES: dict[str, tuple[str, ...]] = {
+    "cohere": (
+        "the LayerNorm without bias is counted as an RMSNorm (the same d weights; the mean "
+        "subtraction's d FLOPs per token not charged)",
+    ),
+    "olmo2": ("the post-norms are built in the pre-norm places (the same cost)",),
+    "falcon": (
+        "with new_decoder_architecture, the two parallel norms are built as a sequential layer "
+        "(the same weights, FLOPs and bytes)",
+    ),
 }

@@ -225,24 +225,31 @@ def load_config_file(path: str | os.PathLike[str], name: str | None = None) -> M
     return _build(file, name or file.stem, str(file), False)
 
 
-def _build(path: Path, name: str, source: str, mtp: bool) -> ModelConfig:
+def _build(path: Path, name: str, source: str, mtp: bool, assume_family: str | None = None) -> ModelConfig:
     key, raw = _read(path)
-    memo = (key, name, source, mtp)
+    memo = (key, name, source, mtp, assume_family)
     cfg = _recall(_configs, memo)
     if cfg is None:
         from .hf import config_from_hf_dict
 
-        cfg = _remember(_configs, memo, config_from_hf_dict(_parse(raw, path), name, source=source, mtp=mtp))
+        data = _parse(raw, path)
+        built = config_from_hf_dict(data, name, source=source, mtp=mtp, assume_family=assume_family)
+        cfg = _remember(_configs, memo, built)
     return cfg
 
 
 def resolve_model(
-    model: str | os.PathLike[str] | Mapping[str, Any] | ModelConfig, name: str | None = None
+    model: str | os.PathLike[str] | Mapping[str, Any] | ModelConfig,
+    name: str | None = None,
+    *,
+    assume_family: str | None = None,
 ) -> ModelConfig:
     """``model`` as a :class:`ModelConfig`: a catalog name, a ``config.json`` path or folder, a
     parsed ``config.json`` (named ``name``, default ``"model"``) or a
     ModelConfig (module doc). A hub id (``org/name``, not a path) raises :class:`HubIdError`,
     any other unknown name :class:`UnknownModelError`, a bad file ``ModelConfigError``.
+    ``assume_family`` reads a config of an unknown ``model_type`` as that family when its fields
+    fit (:func:`models.hf.config_from_hf_dict`).
 
     >>> resolve_model("TINY") is resolve_model("tiny")
     True
@@ -258,11 +265,11 @@ def resolve_model(
     if isinstance(model, Mapping):
         from .hf import config_from_hf_dict
 
-        return config_from_hf_dict(model, name or "model")
+        return config_from_hf_dict(model, name or "model", assume_family=assume_family)
     if not isinstance(model, str | os.PathLike):
         raise CostModelError(
             f"model {type(model).__name__} {str(model)[:40]!r}: expected a catalog name, a config.json "
             "path or folder, a parsed config.json (dict) or a ModelConfig"
         )
     path, default, source, mtp = _source(model)
-    return _build(path, name or default, source, mtp)
+    return _build(path, name or default, source, mtp, assume_family)

@@ -51,7 +51,8 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
         catalog = resources.files("costmodel").joinpath("hardware", "catalog.toml").read_bytes()
     except (CostModelError, OSError, ValueError):
         return None
-    plan = [str(getattr(args, k, None)) for k in ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype")]
+    keys = ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype", "assume_family")
+    plan = [str(getattr(args, k, None)) for k in keys]
     return cache_key(kind, model_text, catalog, name, *plan)
 
 

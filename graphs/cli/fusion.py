@@ -8,6 +8,7 @@ from typing import Any
 
 from .common import dump
 from .html_option import add_html_option, keep
+from .options import add_assume_family
 
 __all__ = ["add_fusion_parser"]
 
@@ -21,7 +22,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    cfg = resolve_model(args.model)
+    cfg = resolve_model(args.model, args)
     hw = get_device(args.device)
     build = build_model if args.whole_model else build_layer
     g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
@@ -105,7 +106,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    cfg = resolve_model(args.model)
+    cfg = resolve_model(args.model, args)
     hw = get_device(args.device)
     build = build_model if args.whole_model else build_layer
     g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
@@ -206,6 +207,7 @@ def add_fusion_parser(sub: Any) -> None:
     fsub = f.add_subparsers(dest="fusion_command", required=True)
     a = fsub.add_parser("audit", help="boundaries, suggested fusions, bound before/after")
     a.add_argument("model")
+    add_assume_family(a)
     a.add_argument("--device", default="h100-sxm")
     a.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     a.add_argument("--batch", type=int, default=1)
@@ -226,6 +228,7 @@ def add_fusion_parser(sub: Any) -> None:
         "plan", help="the planner's fusion plan: kernels, bytes, time, what each fusion saves"
     )
     p.add_argument("model", help="catalog name or path to a config.json")
+    add_assume_family(p)
     p.add_argument("--device", default="h100-sxm", help="catalog device name or alias")
     p.add_argument("--phase", choices=("prefill", "decode"), default="decode", help="the step to plan")
     p.add_argument("--batch", type=int, default=1)

@@ -284,6 +284,9 @@ def _main(argv: Sequence[str] | None) -> int:
                     *(["--json"] if args.json else []),
                 ]
             )
+        from .options import assumed_family
+
+        assumed_family(args)  # --assume-family: checked, and said once, before any work
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
         if isinstance(exc.code, int):

@@ -11,17 +11,18 @@ from typing import Any
 
 from .common import dump
 from .html_option import add_html_option, keep
-from .options import add_dtype_options, apply_dtypes
+from .options import add_assume_family, add_dtype_options, apply_dtypes
 
 __all__ = ["add_model_parser", "resolve_model"]
 
 
-def resolve_model(name: str) -> Any:
+def resolve_model(name: str, args: argparse.Namespace | None = None) -> Any:
     """A catalog name, or a path to a Hugging Face ``config.json`` (or its folder): the one
-    resolver the library uses too (:func:`models.resolver.resolve_model`)."""
+    resolver the library uses too (:func:`models.resolver.resolve_model`), with the command's
+    ``--assume-family`` (:func:`graphs.cli.options.add_dtype_options`)."""
     from models.resolver import resolve_model as resolve
 
-    return resolve(name)
+    return resolve(name, assume_family=getattr(args, "assume_family", None))
 
 
 def cmd_model_list(args: argparse.Namespace) -> int:
@@ -60,7 +61,7 @@ def cmd_model_list(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    return apply_dtypes(resolve_model(args.model), args)
+    return apply_dtypes(resolve_model(args.model, args), args)
 
 
 def cmd_model_analyze(args: argparse.Namespace) -> int:
@@ -165,12 +166,81 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
 
     from graphs import closed_forms
 
-    forms = closed_forms(resolve_model(args.model), args.phase)
+    forms = closed_forms(resolve_model(args.model, args), args.phase)
     if args.json:
         print(dump({k: {"expr": str(v), "latex": sympy.latex(v)} for k, v in forms.items()}))
         return 0
     for k, v in forms.items():
         print(f"{k}:\n  {sympy.latex(v) if args.latex else v}")
+    return 0
+
+
+def _shown(v: Any) -> str:
+    return f"{v!r:.40}"
+
+
+def cmd_model_check(args: argparse.Namespace) -> int:
+    """``costmodel model check CONFIG``: :func:`graphs.serving.model_check.check_model`, printed."""
+    from costmodel.report import fmt_si
+    from graphs.serving.model_check import check_model
+    from models.check import describe_families
+
+    frameworks = tuple(args.framework) if args.framework else None
+    r = check_model(args.model, assume_family=args.assume_family, device=args.device, frameworks=frameworks)
+    if args.json:
+        print(dump(r.to_dict()))
+        return 0
+    state = f"family {r.family}" + (" (assumed)" if r.assumed else "") if r.family else "refused"
+    print(f"{r.config}: model_type {str(r.model_type)[:80]!r} -> {state}")
+    print(f"  why: {r.why}")
+    best = r.nearest[0]
+    if r.family is None:
+        print("  nearest families (Jaccard similarity of field names; `costmodel model check --help`):")
+        for n in r.nearest[:3]:
+            print(
+                f"    {n['family']:12s} {n['similarity']:.2f}  {n['why_not'] or 'fits: --assume-family ' + n['family']}"
+            )
+    else:
+        same = [
+            n["family"]
+            for n in r.nearest
+            if n["family"] != r.family and n["similarity"] == best["similarity"]
+        ]
+        if same and best["family"] in (r.family, *same):
+            print(f"  equally near by fields: {', '.join(same)} (they differ in parts no field states)")
+    whose = "" if r.family else f" (as the nearest family, {best['family']}, reads it)"
+    print(f"fields read{whose} ({len(r.fields_read)}): {', '.join(r.fields_read)}")
+    if r.fields_defaulted:
+        print(f"looked up, not stated (defaults): {', '.join(r.fields_defaulted)}")
+    print(f"fields ignored ({len(r.fields_ignored)}):")
+    for f in r.fields_ignored:
+        who = f"read by {describe_families(tuple(f['read_by']))}" if f["read_by"] else "read by no family"
+        print(f"  {f['field']:34s} {_shown(f['value']):24s} {who}")
+    if r.family is None:
+        return 0
+    e = r.exact
+    print("exact for the structure built:")
+    print(
+        f"  parameters {fmt_si(e['params_total'])} total, {fmt_si(e['params_non_embedding'])} non-embedding, "
+        f"{fmt_si(e['params_active_per_token'])} active per token"
+    )
+    print(f"  KV cache {e['kv_bytes_per_token']} B per token; one sequence {e['kv_bytes_per_sequence']} B")
+    print(f"  FLOPs per token: decode {e['decode_flops_per_token']}; prefill {e['prefill_flops_per_token']}")
+    print("approximated:" + ("" if r.approximated else " nothing the loader knows of"))
+    for a in r.approximated:
+        print(f"  {a}")
+    print(f"--predict kernels on {r.device} (batch 1; shares of the predicted step time):")
+    for fw, phases in r.kernels.items():
+        for phase, k in phases.items():
+            where = ", ".join(f"{a} {b}" for a, b in k["point"].items() if a != "batch")
+            print(
+                f"  {fw:7s} {phase:8s} ({where}): {100 * k['measured_share']:.1f}% measured, "
+                f"{100 * k['neighbour_share']:.1f}% neighbour, {100 * k['bound_share']:.1f}% bound"
+            )
+            for g in k["families"]:
+                what = g["family"] or "unmeasured ops"
+                basis = f": {g['basis']}" if g["basis"] else ""
+                print(f"      {what}: {g['source']}{basis} ({g['nodes']} graph nodes)")
     return 0
 
 
@@ -217,8 +287,31 @@ def add_model_parser(sub: Any) -> None:
     add_ignore_capacity(ma)
     ma.set_defaults(func=cmd_model_analyze)
     add_html_option(ma, "analyze")
+    mc = msub.add_parser(
+        "check",
+        help="what a config.json maps to: family, fields read and ignored, exact and approximated parts, "
+        "--predict kernels",
+        description="Which family reads CONFIG and why, every field read and ignored (recorded from the "
+        "loader), what is exact and what approximated, which --predict kernels are measured, and for an "
+        "unknown model_type the nearest family: the one reading the largest share of the config's "
+        "structural fields (fields some family reads, with a value that is not null/false/0), as the "
+        "Jaccard similarity of the field names (models.check).",
+    )
+    mc.add_argument("model", help="catalog name or path to a config.json")
+    add_assume_family(mc)
+    mc.add_argument("--device", default="h100-sxm", help="device the --predict kernel coverage is priced on")
+    mc.add_argument(
+        "--framework",
+        action="append",
+        choices=FRAMEWORKS,
+        default=None,
+        help="corpus framework whose kernels to check (repeatable; default: all)",
+    )
+    mc.add_argument("--json", action="store_true")
+    mc.set_defaults(func=cmd_model_check, says_assumption=True)  # its why line says it; a misfit reported
     mf = msub.add_parser("forms", help="closed forms of a phase from the symbolic graph")
     mf.add_argument("model")
+    add_assume_family(mf)
     mf.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     mf.add_argument("--latex", action="store_true", help="print the closed forms as LaTeX")
     mf.add_argument("--json", action="store_true")

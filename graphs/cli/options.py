@@ -36,6 +36,8 @@ __all__ = [
     "reset_outputs",
     "all_actions",
     "add_dtype_options",
+    "assumed_family",
+    "add_assume_family",
     "apply_dtypes",
     "add_ignore_capacity",
     "SPELLINGS",
@@ -62,6 +64,9 @@ HELP: dict[str, str] = {
     "json": "print machine-readable JSON instead of text",
     "top": "rows to print, largest first (0: all)",
     "out": "output file path (its folder must exist)",
+    "assume_family": "read a config.json of a model_type the loader does not know as this family "
+    "(llama, qwen3_moe ...) when its fields fit it; refused otherwise, said in every output "
+    "(see `costmodel model check`)",
 }
 
 #: integer options: (smallest, largest) accepted
@@ -355,10 +360,41 @@ DTYPE_OPTIONS = {"weight_dtype": "dtype", "kv_dtype": "kv_dtype", "matmul_dtype"
 
 
 def add_dtype_options(sp: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
-    """``--weight-dtype``, ``--kv-dtype`` and ``--matmul-dtype`` (help from :data:`HELP`), but ``skip``."""
+    """The options of how a command reads its model: ``--weight-dtype``, ``--kv-dtype`` and
+    ``--matmul-dtype`` (help from :data:`HELP`), but ``skip``, and ``--assume-family``
+    (:func:`assumed_family`)."""
     for dest in DTYPE_OPTIONS:
         if dest not in skip:
             sp.add_argument("--" + dest.replace("_", "-"), default=None)
+    add_assume_family(sp)
+
+
+def add_assume_family(sp: argparse.ArgumentParser) -> None:
+    """``--assume-family FAMILY`` (help from :data:`HELP`; :func:`assumed_family`)."""
+    sp.add_argument("--assume-family", default=None, metavar="FAMILY")
+
+
+def assumed_family(args: argparse.Namespace) -> None:
+    """With ``--assume-family``: the command's configs (``model``, or ``target`` and ``draft``) read
+    as that family before any work (the loader refuses, one line, a config that does not fit it or
+    a known ``model_type`` of another family), and the assumption said once on stderr for each
+    config it applies to, whichever path (cached or not) answers the command."""
+    family = getattr(args, "assume_family", None)
+    if family is None or getattr(args, "says_assumption", False):
+        return
+    from models.check import assumed_family_note
+    from models.resolver import config_data, resolve_model
+
+    names = [n for n in (getattr(args, k, None) for k in ("model", "target", "draft")) if isinstance(n, str)]
+    if not names:
+        from costmodel.errors import CostModelError
+
+        raise CostModelError("--assume-family needs a model (a config.json path)")
+    for name in names:
+        resolve_model(name, assume_family=family)  # refused here when it does not fit
+        mt = config_data(name).get("model_type")
+        if mt != family:
+            note_once(args, assumed_family_note(mt, family))
 
 
 def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:

@@ -37,7 +37,7 @@ def _overhead(args: argparse.Namespace) -> Overhead:
 def resolve_config(args: argparse.Namespace) -> Any:
     from .model import resolve_model
 
-    return apply_dtypes(resolve_model(args.model), args)
+    return apply_dtypes(resolve_model(args.model, args), args)
 
 
 def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:

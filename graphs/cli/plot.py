@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .options import check_output_path
+from .options import add_assume_family, check_output_path
 
 __all__ = ["add_plot_parser"]
 
@@ -43,7 +43,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    cfg = resolve_model(args.model or "llama-3.1-8b")
+    cfg = resolve_model(args.model or "llama-3.1-8b", args)
     hw = get_device(args.device or "h100-sxm")
     seq = args.seq if args.phase == "prefill" else None
     ctx = args.ctx if args.phase == "decode" or args.kind != "roofline" else None
@@ -96,6 +96,7 @@ def add_plot_parser(sub: Any) -> None:
         help="which figure to draw",
     )
     pl.add_argument("--model", default=None, help="catalog model or config.json (default: llama-3.1-8b)")
+    add_assume_family(pl)
     pl.add_argument("--device", default=None, help="catalog device or alias (default: h100-sxm)")
     pl.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     pl.add_argument("--batch", type=int, default=8)

@@ -69,7 +69,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         progress=progress_bar("search", args.quiet),
         spec=spec_of(args),
     )
-    cfg = apply_dtypes(resolve_model(args.model), args)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
     with dask_client(args) as client:
         res = search(cfg, client=client, **kw) if client is not None else search(cfg, **kw)
     keep(args, result=res)

@@ -28,7 +28,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    cfg = apply_dtypes(resolve_model(args.model), args)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
     r = disaggregated(
         cfg,
         args.prefill_device,
@@ -168,7 +168,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    target, draft = (apply_dtypes(resolve_model(m), args) for m in (args.target, args.draft))
+    target, draft = (apply_dtypes(resolve_model(m, args), args) for m in (args.target, args.draft))
     checks = {
         "target": capacity_check(target, args.device, phase="decode", batch=args.batch, tokens=args.ctx),
         "draft": capacity_check(
@@ -210,7 +210,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from .model import resolve_model
 
     r = attention_ffn_split(
-        apply_dtypes(resolve_model(args.model), args),
+        apply_dtypes(resolve_model(args.model, args), args),
         args.attention_device,
         args.ffn_device,
         batch=args.batch,
@@ -232,7 +232,7 @@ def cmd_sram(args: argparse.Namespace) -> int:
     from .model import resolve_model
 
     r = sram_residency(
-        apply_dtypes(resolve_model(args.model), args), args.device, hop_latency=args.hop_latency
+        apply_dtypes(resolve_model(args.model, args), args), args.device, hop_latency=args.hop_latency
     )
     text = (
         f"{r.model} on {r.device}: {r.devices} devices hold {r.weights_bytes / 1e9:.1f} GB; a token "
@@ -258,7 +258,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
         plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
     routing = routing_of(args)
     grid: dict[str, Any] = dict(batches=int_list(args.batches, "--batches"), ctx=args.ctx, plans=plans)
-    cfg = apply_dtypes(resolve_model(args.model), args)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
     points = plan_frontier(cfg, args.device.split(","), routing=routing, predictor=_predictor(args), **grid)
     balanced: dict[tuple[str, str, int], float] = {}
     if routing.kind != "uniform" or not routing.is_default:  # the same plans, uniform: what skew costs

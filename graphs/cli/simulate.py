@@ -361,7 +361,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_output_path(args.plot, "--plot", suffixes=PLOT_SUFFIXES)
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
     _check_workload(args)
-    cfg = apply_dtypes(resolve_model(args.model), args)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
     topo, spec, tiers = _topology(args), _spec(args), _tiers(args)
     profile = profile_of(args)
     if args.max_rate and args.interval:

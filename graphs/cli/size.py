@@ -100,7 +100,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     from .model import resolve_model
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
-    cfg = apply_dtypes(resolve_model(args.model), args)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
     profile = profile_of(args)  # --engine, else vLLM's: each (device, tp) sizes its own pool
     with dask_client(args) as client:  # --scheduler dask: the candidates simulate on its workers
         res = _size(args, cfg, devices, profile, client)

@@ -17,6 +17,8 @@ _LAZY: dict[str, str] = {
     "GraphSummary": "totals",
     "summarize": "totals",
     "closed_forms": "totals",
+    "ModelCheck": "model_check",
+    "check_model": "model_check",
     "analyze": "classify",
     "decode_energy_vs_batch": "totals",
     "weight_params": "totals",
