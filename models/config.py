@@ -169,6 +169,10 @@ class ModelConfig:
     embedding_dtype: str | None = None
     lm_head_dtype: str | None = None  # None: the embedding's when tied, else dtype
     state_dtype: str | None = None  # SSM / linear-attention state; None: fp32
+    # FP8 block-quantised weights: the [rows, columns] each FP32 scale covers (DeepSeek-V3's
+    # weight_block_size [128, 128]; 0.002 bits per weight, not priced: named in reports); None:
+    # per-tensor or per-channel scales, or not FP8
+    weight_scale_block: tuple[int, int] | None = None
     source: str = ""
     # the longest sequence the model supports (max_position_embeddings with rope
     # scaling applied, models.context); None: not stated

@@ -164,10 +164,11 @@ def _group_size(q: Mapping[str, Any], keys: tuple[str, ...], name: str, default:
     return int(group)
 
 
-def _fp8_blocks(q: Mapping[str, Any], name: str) -> None:
-    """``weight_block_size`` (absent: per-tensor or per-channel scales): two positive whole numbers,
-    the ``[rows, columns]`` each FP32 scale covers (DeepSeek-V3: ``[128, 128]``); and
-    ``activation_scheme`` ``dynamic`` or ``static`` (both run the matmul on the FP8 roof)."""
+def _fp8_blocks(q: Mapping[str, Any], name: str) -> tuple[int, int] | None:
+    """``weight_block_size`` (absent: per-tensor or per-channel scales, None): two positive whole
+    numbers, the ``[rows, columns]`` each FP32 scale covers (DeepSeek-V3: ``[128, 128]``), returned
+    for the report to name; and ``activation_scheme`` ``dynamic`` or ``static`` (both run the
+    matmul on the FP8 roof)."""
     blocks = q.get("weight_block_size")
     if blocks is not None and not (
         isinstance(blocks, list)
@@ -183,6 +184,7 @@ def _fp8_blocks(q: Mapping[str, Any], name: str) -> None:
         raise ModelConfigError(
             f"{name}: quantization_config.activation_scheme {scheme!r:.40} is not read; allowed: dynamic, static"
         )
+    return None if blocks is None else (int(blocks[0]), int(blocks[1]))
 
 
 def _grouped(bits: int, group: int, asym: bool, name: str) -> str:
@@ -292,6 +294,7 @@ def quantized_fields(
     method = q.get("quant_method")
     kv: str | None = None
     matmul: str | None = None
+    block: tuple[int, int] | None = None
     head_quantised = False
     skipped = _skipped(q, ("modules_to_not_convert", "llm_int8_skip_modules", "ignore"), name)
     if method == "gptq":
@@ -309,7 +312,7 @@ def quantized_fields(
             raise ModelConfigError(
                 f"{name}: fp8 quantization_config fmt {fmt!r:.40} is not read; allowed: e4m3; {_POINTER}"
             )
-        _fp8_blocks(q, name)
+        block = _fp8_blocks(q, name)
         weight, matmul = "fp8_e4m3", "fp8_e4m3"
     elif method == "compressed-tensors":
         weight, matmul, kv = _compressed_tensors(q, name)
@@ -358,6 +361,8 @@ def quantized_fields(
             out["matmul_dtype"] = matmul
     if kv is not None:
         out["kv_dtype"] = kv
+    if block is not None:
+        out["weight_scale_block"] = block
     return out
 
 
@@ -470,10 +475,12 @@ def weight_format_notes(cfg: ModelConfig) -> tuple[str, ...]:
     >>> weight_format_notes(resolve_model("llama-3.1-8b"))
     ()
     >>> weight_format_notes(resolve_model("deepseek-v3"))
-    ('deepseek-v3: weights priced as stored: linears fp8_e4m3 (matmuls fp8_e4m3); embedding bf16; lm_head bf16',)
+    ('deepseek-v3: weights priced as stored: linears fp8_e4m3 in 128x128 blocks (one FP32 scale each) (matmuls fp8_e4m3); embedding bf16; lm_head bf16',)
     """
+    block = cfg.weight_scale_block
     parts = [
         f"linears {cfg.dtype}"
+        + (f" in {block[0]}x{block[1]} blocks (one FP32 scale each)" if block else "")
         + (f" (matmuls {cfg.matmul_dtype})" if cfg.matmul_dtype else " (matmuls in the activations' dtype)")
     ]
     if cfg.expert_dtype and cfg.expert_dtype != cfg.dtype:

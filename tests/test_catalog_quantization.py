@@ -129,3 +129,15 @@ def test_deepseek_v3_decodes_on_eight_h200s(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "does not fit" not in out and "TPOT bound" in out
+
+
+def test_fp8_block_scales_are_named(capsys):
+    """Issue 45: the FP8 checkpoint's block size was read and checked but never printed. DeepSeek-V3's
+    config.json: "weight_block_size": [128, 128]."""
+    from graphs.cli import main
+    from models.resolver import resolve_model
+
+    assert resolve_model("deepseek-v3").weight_scale_block == (128, 128)
+    assert resolve_model("llama-3.1-8b").weight_scale_block is None
+    assert main(["decode", "deepseek-v3", "--device", "h200", "--tp", "8", "--batch", "4"]) == 0
+    assert "linears fp8_e4m3 in 128x128 blocks (one FP32 scale each)" in capsys.readouterr().out
