@@ -87,6 +87,8 @@ _STEP = {
     "per_token_s": 5e-8,
     "request_s": 2e-3,
     "output_token_s": 1e-4,
+    "per_prompt_token_s": 2e-6,
+    "prefix_lookup_per_token_s": 2e-6,
 }
 #: fitted unless ``terms`` says otherwise: the per-token CPU term is collinear with the
 #: kernels' prefill time (both grow with the prompt), and the per-output-token term with the
