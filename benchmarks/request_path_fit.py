@@ -22,7 +22,7 @@ the queue a little, which the shift leaves out). ``r`` is chosen on a 1 ms grid 
 make the median of ``|TTFT(r, p) / measured - 1|`` over the framework's fitted rows least (the
 accuracy target's own statistic); the least-squares choice over the rows within 50 % is printed
 beside it. Held-out rows are reported apart, never used. Light load: a closed loop of at most 8
-clients, or a rate at most half the highest rate of its table (a proxy of "below half of
+clients, or a finite rate at most half the highest finite rate of its table (a proxy of "below half of
 capacity": the tables state no capacity).
 
     python benchmarks/request_path_fit.py --table-terms vllm:0.004:0,trtllm:0.003:0,sglang:0.004:0
@@ -35,6 +35,7 @@ current terms, right once the tables are regenerated with them).
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -83,13 +84,13 @@ def rows() -> list[dict[str, Any]]:
                 "rate": float(d["request_rate"]) if d.get("request_rate") else None,
             }
         )
-    top: dict[str, float] = {}
+    top: dict[str, float] = {}  # each table's highest finite rate (an "inf" row sends all at once)
     for r in out:
-        if r["rate"] is not None:
+        if r["rate"] is not None and math.isfinite(r["rate"]):
             top[r["deployment"]] = max(top.get(r["deployment"], 0.0), r["rate"])
     for r in out:
         r["light"] = (r["clients"] is not None and r["clients"] <= LIGHT_CLIENTS) or (
-            r["rate"] is not None and r["rate"] <= 0.5 * top[r["deployment"]]
+            r["rate"] is not None and math.isfinite(r["rate"]) and r["rate"] <= 0.5 * top[r["deployment"]]
         )
     return out
 
@@ -146,6 +147,26 @@ def report(table_terms: dict[str, tuple[float, float]]) -> str:
             f"| {prof['request_s']:.3f} s | {cell(fitted)} | {len(held)} ({sum(r['light'] for r in held)}) "
             f"| {cell(held)} |"
         )
+
+    def change(r: dict[str, Any]) -> tuple[float, float]:
+        r0, p0 = table_terms[r["framework"]]
+        prof = get_engine(r["framework"]).cpu_terms
+        return prof["request_s"] - r0, prof["per_prompt_token_s"] - p0
+
+    overall = []
+    for name, held in (("outside the held-out split", False), ("held out", True)):
+        sel = [r for r in data if r["held"] == held]
+        before = statistics.median(abs(_err(r, 0.0, 0.0)) for r in sel)
+        after = statistics.median(abs(_err(r, *change(r))) for r in sel)
+        overall.append(
+            f"- TTFT rows {name} ({len(sel)}): median abs. error {_pct(before)} before, {_pct(after)} after."
+        )
+    published = [
+        f"| {r['id']} | {'held out' if r['held'] else 'fitted'} | {r['measured'] * 1e3:.1f} ms "
+        f"| {_err(r, 0.0, 0.0):+.1%} | {_err(r, *change(r)):+.1%} |"
+        for r in data
+        if r["deployment"].startswith("published:") and r["light"]
+    ]
     terms = ", ".join(
         f"{fw} r0 {r0 * 1e3:g} ms, p0 {p0 * 1e6:g} us/token" for fw, (r0, p0) in table_terms.items()
     )
@@ -157,9 +178,18 @@ def report(table_terms: dict[str, tuple[float, float]]) -> str:
             f"The tables were generated with {terms}; `after` applies each profile's current "
             "`request_s` and `per_prompt_token_s`. A framework's `request_s` is fitted only on its rows "
             "outside the held-out split; its rows inside it are reported apart. Light load: at most "
-            f"{LIGHT_CLIENTS} closed-loop clients, or a rate at most half its table's highest.",
+            f"{LIGHT_CLIENTS} closed-loop clients, or a finite rate at most half its table's highest.",
             "",
             *lines,
+            "",
+            *overall,
+            "",
+            "The published tables' TTFT rows at light load (`before`: the tables' simulated error; "
+            "`after`: moved by the change of the request path):",
+            "",
+            "| row | split | measured | before | after |",
+            "|---|---|---|---|---|",
+            *published,
             "",
         ]
     )
