@@ -16,7 +16,8 @@ non-negative. TPOT only: the CPU terms are paid once per iteration, which TPOT m
 directly, while these runs' TTFT mixes them with the prefill kernels' error and the engine's
 admission rules (vLLM's H200 TTFT is 14-16 % short at 1k and at 8k prompts alike); a first fit
 that also read TTFT moved ``per_seq_s`` to close TTFT gaps and made the held-out TPOT worse. So
-the request path ``request_s`` is not fitted here and keeps its assumed value.
+the request path ``request_s`` is not fitted here: ``benchmarks/request_path_fit.py`` fits it
+to the validation tables' TTFT (tokenisation and prefix-cache hashing are sourced terms).
 The kernel scale stays 1 (a per-device correction is not an engine default), and the terms the
 fit's module doc names collinear (per new token, per output token) keep their values. Fitted:
 the H200 runs at :data:`FIT_SHAPES`, :data:`FIT_TP` and :data:`FIT_CONCURRENCY` (12 per

@@ -200,7 +200,8 @@ def test_fitted_defaults_are_the_generated_fit():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "overhead_fit.md").read_text()
     rows = re.findall(r"^\| (\w+) \| `(\w+)` \| [^|]+ \| ([0-9.e+-]+) s \|", doc, flags=re.M)
     fitted = {(fw, term): float(v) for fw, term, v in rows}
-    assert set(fitted) == {(fw, t) for fw, terms in FITTED.items() for t in terms}
+    # request_s is fitted apart, to the validation tables' TTFT (test_request_path.py)
+    assert set(fitted) == {(fw, t) for fw, terms in FITTED.items() for t in terms if t != "request_s"}
     for (fw, term), v in fitted.items():
         assert DEFAULTS[fw][term] == pytest.approx(v, rel=0.05, abs=1e-9), (fw, term)
         assert term in EngineOverheads.for_framework(fw).basis

@@ -160,6 +160,8 @@ class Sequence:
     blocks: int = 0
     first_token_s: float | None = None
     finish_s: float | None = None
+    queued_s: float | None = None  #: reached the engine's queue (its send + the request path)
+    scheduled_s: float | None = None  #: its first iteration began (an iteration boundary)
     preemptions: int = 0
     replica: int = -1
     stop_after_prefill: bool = False  #: on a disaggregated prefill instance: hand over after the first token

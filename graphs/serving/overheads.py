@@ -20,8 +20,13 @@ What a client sees adds the request path:
     \\mathrm{TTFT} = r + t_{first} - t_{in} + d, \\qquad
     \\mathrm{E2E} = r + t_{last} - t_{in} + d\\,m
 
-with ``r`` :attr:`~EngineOverheads.request_s` (API server and tokenisation: the request reaches
-the engine's queue ``r`` after it was sent), ``d`` :attr:`~EngineOverheads.output_token_s`
+with ``r`` the request path (:meth:`~EngineOverheads.request_path_s`: the fixed
+:attr:`~EngineOverheads.request_s` for the API server, plus
+:attr:`~EngineOverheads.per_prompt_token_s` per prompt token for tokenisation and, with prefix
+caching on, :attr:`~EngineOverheads.prefix_lookup_per_token_s` per prompt token for the cache
+lookup's block hashing: the request reaches the engine's queue ``r`` after it was sent, and then
+waits for the running iteration to end: the scheduler admits only at iteration boundaries, which
+the event loop models exactly), ``d`` :attr:`~EngineOverheads.output_token_s`
 per output token (detokenisation and streaming, serial per request) and ``m`` output tokens: the
 time per output token after the first grows by exactly ``d``.
 
@@ -67,10 +72,13 @@ corpus frameworks' profiles, kept for the code that reads them. In short (the bo
   3.8 % (H200) and 7.4 -> 8.9 % (H100), TensorRT-LLM 3.4 -> 2.7 %. What these data say is that
   neither engine exposes a measurable CPU time per iteration for a 70B model at these loads (its
   steps take several to tens of ms); a small model's shorter steps may show one (``calibrate serving``).
-* Everything else (the per-token CPU term, the request path, the per-output-token streaming
-  cost, and all of SGLang's terms) is ASSUMED: no source publishes them, and the fit above
-  cannot separate the request path from the prefill kernels' error (its TTFT misses grow with
-  the prompt). Said so in :attr:`EngineOverheads.basis` and in every output that uses them;
+* The request path: tokenisation at Hugging Face ``tokenizers``' measured single-thread rate
+  (2 us per prompt token) and vLLM's prefix-cache hashing at its documented 100-200 ns per token
+  are sourced; the fixed ``request_s`` of vLLM and TensorRT-LLM (25 ms each) is fitted by
+  ``benchmarks/request_path_fit.py`` (``docs/request_path.md``) to the validation tables' TTFT
+  rows outside the held-out split (each engine profile's module says how).
+* Everything else (the per-token CPU term, the per-output-token streaming cost, and SGLang's
+  CPU terms) is ASSUMED: no source publishes them. Said so in :attr:`EngineOverheads.basis` and in every output that uses them;
   ``costmodel calibrate serving`` fits them to a user's own benchmark.
 """
 

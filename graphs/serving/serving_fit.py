@@ -101,6 +101,8 @@ _STEP = {
     "per_token_s": 5e-8,
     "request_s": 2e-3,
     "output_token_s": 1e-4,
+    "per_prompt_token_s": 2e-6,
+    "prefix_lookup_per_token_s": 2e-6,
 }
 #: fitted unless ``terms`` says otherwise (:data:`graphs.serving.engines.knobs.FIT_DEFAULT_TERMS`,
 #: where the reasons are): the others keep their base values unless asked for

@@ -198,7 +198,9 @@ class SimResult(Result):
     mean_batch: float
     mean_kv_utilisation: float
     mean_in_system: float  #: requests waiting or running, time-averaged from the replicas' queue records
-    #: arrival_s (the send time), ttft_s, tpot_s, e2e_s, prompt, output, preemptions, session, turn
+    #: arrival_s (the send time), ttft_s, tpot_s, e2e_s, prompt, output, preemptions, session, turn,
+    #: queued_s (send + the request path) and scheduled_s (its first iteration's start: an
+    #: iteration boundary, the admission delay and any queueing after queued_s)
     per_request: dict[str, np.ndarray]
     timeline: dict[str, np.ndarray]  #: t, batch, waiting, running, kv_used (per iteration, all replicas)
     predictor: str = "roofline bound"  #: what priced the iterations (:class:`Predictor` label)
@@ -436,8 +438,11 @@ def simulate(
         sent = max(s.req.arrival_s, not_before)
         if sent != s.req.arrival_s:  # sent later than its arrival_s: that is its send time
             s.req = dataclasses.replace(s.req, arrival_s=sent)
-        # the request path (API server, tokenisation) before the engine's queue
-        heapq.heappush(events, (sent + ov.request_s, next(counter), "arrive", s))
+        # the request path (API server, tokenisation, prefix-cache hashing) before the engine's
+        # queue; the admission delay after it is the event loop's own: a request reaching a busy
+        # replica waits for the running iteration's end (kick runs only at iteration boundaries)
+        path = ov.request_path_s(s.req.prompt, cfg.enable_prefix_caching)
+        heapq.heappush(events, (sent + path, next(counter), "arrive", s))
 
     first = len(heads) if concurrency is None else min(concurrency, len(heads))
     starts = np.zeros(first)
@@ -469,6 +474,9 @@ def simulate(
         if not batch:
             return
         end = now + rep.iteration_time(batch)
+        for s, _ in batch:
+            if s.scheduled_s is None:
+                s.scheduled_s = now
         rep.busy_until = end
         in_flight[rep.index] = batch
         rep.sample(now, len(batch))
@@ -477,6 +485,7 @@ def simulate(
     while events:
         now, _, kind, obj = heapq.heappop(events)
         if kind == "arrive":
+            obj.queued_s = now
             rep = route(front, rr, obj)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
@@ -682,6 +691,9 @@ def _summarise(
             "preemptions": np.array([s.preemptions for s in seqs]),
             "session": np.array([-1 if s.req.session is None else s.req.session for s in seqs]),
             "turn": np.array([s.req.turn for s in seqs]),
+            # reached the engine's queue (send + request path), and its first iteration began
+            "queued_s": np.array([s.queued_s for s in seqs], dtype=float),
+            "scheduled_s": np.array([s.scheduled_s for s in seqs], dtype=float),
         },
         busy_device_s=sum(r.busy_s for r in replicas) * topo.tp,
         prefill_device_s=sum(r.prefill_s for r in replicas) * topo.tp,

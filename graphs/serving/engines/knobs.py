@@ -8,12 +8,22 @@ re-export them under their old paths. The formulas they stand for are those modu
 .. math::
 
     t_{iter} = s \\, t_{step}(\\text{padded batch}) + a + b\\,n + c\\,T, \\qquad
-    \\mathrm{TTFT} = r + t_{first} - t_{in} + d
+    \\mathrm{TTFT} = \\underbrace{r + p\\,S + [\\text{prefix caching}]\\,h\\,S}_{\\text{request path}}
+    + w + t_{first} + d
 
 with ``s`` :attr:`EngineOverheads.kernel_scale`, ``a`` :attr:`~EngineOverheads.iteration_s`,
 ``b`` :attr:`~EngineOverheads.per_seq_s` per scheduled sequence, ``c``
 :attr:`~EngineOverheads.per_token_s` per new token, ``r`` :attr:`~EngineOverheads.request_s`
-and ``d`` :attr:`~EngineOverheads.output_token_s` per output token (s).
+(the fixed part of the request path: HTTP, request validation, the hand-off to the engine's
+scheduler and the first streamed chunk's fixed cost), ``p``
+:attr:`~EngineOverheads.per_prompt_token_s` per prompt token (tokenisation), ``h``
+:attr:`~EngineOverheads.prefix_lookup_per_token_s` per prompt token when prefix caching is on
+(hashing the prompt's blocks for the cache lookup), ``S`` prompt tokens, ``w`` the admission
+delay (the request waits in the queue until the iteration running when it arrives has ended:
+the scheduler admits requests only at iteration boundaries; the simulator's event loop is exact
+there, no term), ``t_first`` the iterations until its first token is sampled and ``d``
+:attr:`~EngineOverheads.output_token_s` per output token (detokenisation and streaming; the first
+token's included) (s).
 
 Scheduler policy (:data:`POLICIES`): ``recompute`` is vLLM's (blocks are allocated as tokens
 are computed; when they run out the latest admitted sequence is preempted and later recomputed);
@@ -37,6 +47,7 @@ __all__ = [
     "EngineOverheads",
     "KERNEL_SCALE_RANGE",
     "POLICIES",
+    "REQUEST_PATH_TERMS",
     "TERMS",
     "TERM_RANGES",
     "CPU_TERMS",
@@ -47,7 +58,16 @@ __all__ = [
 #: scheduler policies: vLLM's recompute preemption, TensorRT-LLM's reserve-at-admission
 POLICIES = ("recompute", "guaranteed_no_evict")
 #: the fitted terms (s; ``kernel_scale`` dimensionless), in the order they print
-TERMS = ("kernel_scale", "iteration_s", "per_seq_s", "per_token_s", "request_s", "output_token_s")
+TERMS = (
+    "kernel_scale",
+    "iteration_s",
+    "per_seq_s",
+    "per_token_s",
+    "request_s",
+    "output_token_s",
+    "per_prompt_token_s",
+    "prefix_lookup_per_token_s",
+)
 #: the largest accepted value of each time term (s): a second of CPU per iteration is no engine
 _TERM_MAX = {
     "iteration_s": 1.0,
@@ -55,7 +75,13 @@ _TERM_MAX = {
     "per_token_s": 0.01,
     "request_s": 60.0,
     "output_token_s": 1.0,
+    "per_prompt_token_s": 1e-3,
+    "prefix_lookup_per_token_s": 1e-4,
 }
+#: terms added after fit files were first written (:meth:`EngineOverheads.from_dict`)
+_ADDED_LATER = ("per_prompt_token_s", "prefix_lookup_per_token_s")
+#: the request-path terms (module doc: they delay the request's arrival at the engine's queue)
+REQUEST_PATH_TERMS = ("request_s", "per_prompt_token_s", "prefix_lookup_per_token_s")
 KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
 #: every term's accepted range (its unit: s, or the dimensionless kernel scale)
 TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in _TERM_MAX.items()}}
@@ -161,6 +187,8 @@ class EngineOverheads:
     per_token_s: float = 0.0
     request_s: float = 0.0
     output_token_s: float = 0.0
+    per_prompt_token_s: float = 0.0
+    prefix_lookup_per_token_s: float = 0.0
     kernel_scale: float = 1.0
     cudagraph_sizes: tuple[int, ...] = ()
     policy: str | None = None
@@ -232,6 +260,32 @@ class EngineOverheads:
         """``a + b n + c T`` (s) for an iteration of ``seqs`` sequences and ``tokens`` new tokens."""
         return self.iteration_s + self.per_seq_s * seqs + self.per_token_s * tokens
 
+    def request_path_s(self, prompt_tokens: int, prefix_caching: bool) -> float:
+        """The request path before the engine's queue (module doc), for a prompt of ``S`` tokens:
+
+        .. math::
+
+            t_{path} = r + p\\,S + [\\text{prefix caching}]\\,h\\,S
+
+        Parameters
+        ----------
+        prompt_tokens : int
+            ``S``, the prompt's tokens (all of them are tokenised and, with prefix caching on,
+            hashed for the lookup, whether or not they hit).
+        prefix_caching : bool
+            Whether the engine looks the prompt up in its prefix cache.
+
+        Returns
+        -------
+        float
+            Seconds from the client's send until the request waits in the engine's queue.
+
+        >>> EngineOverheads(request_s=0.02, per_prompt_token_s=2e-6).request_path_s(1000, False)
+        0.022
+        """
+        per_token = self.per_prompt_token_s + (self.prefix_lookup_per_token_s if prefix_caching else 0.0)
+        return self.request_s + per_token * prompt_tokens
+
     def padded(self, n: int) -> int:
         """The capture size a decode-only batch of ``n`` runs at: the smallest ``>= n``; ``n``
         itself beyond the largest (no graph: eager, unpadded) or with no sizes."""
@@ -253,10 +307,23 @@ class EngineOverheads:
         return (
             f"engine overheads ({self.basis}): kernels x{self.kernel_scale:.4g}; per iteration "
             f"{self.iteration_s * 1e3:.4g} ms + {self.per_seq_s * 1e6:.4g} us/sequence + "
-            f"{self.per_token_s * 1e9:.4g} ns/token; request path {self.request_s * 1e3:.4g} ms on TTFT; "
+            f"{self.per_token_s * 1e9:.4g} ns/token; request path {self.request_s * 1e3:.4g} ms"
+            f"{self._path_per_token()} on TTFT, admitted at the next iteration boundary; "
             f"{self.output_token_s * 1e6:.4g} us per output token; {graphs}; "
             f"scheduler {self.policy or 'as the engine config says'}"
         )
+
+    def _path_per_token(self) -> str:
+        """The per-prompt-token request-path terms, as the summary says them (none: nothing)."""
+        parts = [
+            f" + {v * 1e6:.4g} us/prompt token {what}"
+            for v, what in (
+                (self.per_prompt_token_s, "(tokenisation)"),
+                (self.prefix_lookup_per_token_s, "(prefix-cache hashing, with prefix caching on)"),
+            )
+            if v
+        ]
+        return "".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -266,8 +333,11 @@ class EngineOverheads:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "overheads") -> EngineOverheads:
-        """Back from :meth:`to_dict`; an unknown or missing key is an error naming it."""
+        """Back from :meth:`to_dict`; an unknown or missing key is an error naming it, except the
+        per-prompt-token request-path terms, which a file written before they existed lacks (its
+        model had none of them: 0)."""
         names = {f.name for f in fields(cls) if f.init}
+        d = {**{t: 0.0 for t in _ADDED_LATER if t not in d}, **d} if isinstance(d, dict) else d
         if not isinstance(d, dict):
             raise CostModelError(f"{where} must be an object of {', '.join(sorted(names))}")
         extra = sorted(set(d) - names)

@@ -23,7 +23,9 @@ A profile holds what the simulator needs to run an engine as it runs by default:
 * which small unmeasured ops it runs as their own kernels (``each`` node, or one per ``layer``
   for a role; a role not listed is fused into a neighbour: :mod:`graphs.serving.predict`);
 * its CPU and request-path terms (s), each fitted (named in :attr:`EngineProfile.fitted`, its
-  source the fit) or assumed;
+  source the fit) or sourced or assumed (its source says which); the request path is
+  :meth:`~.knobs.EngineOverheads.request_path_s`: a fixed ``request_s``, tokenisation per prompt
+  token and, with prefix caching on, the prompt's block hashing per prompt token;
 * the corpus framework whose measured kernels price its steps
   (:data:`costmodel.measured.corpus.FRAMEWORKS`; refused at registration otherwise).
 
@@ -194,10 +196,17 @@ class EngineProfile:
         who = self.name if self.default_version else self.ref
         if not self.fitted:
             return f"{who} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)"
-        return (
-            f"{who} defaults ({' and '.join(self.fitted)} fitted to InferenceX's H200 runs (inferred), "
-            "docs/overhead_fit.md; the rest assumed: `costmodel calibrate serving` fits them)"
+        cpu = [t for t in self.fitted if t != "request_s"]
+        fits = (
+            [f"{' and '.join(cpu)} fitted to InferenceX's H200 runs (inferred), docs/overhead_fit.md"]
+            if cpu
+            else []
         )
+        if "request_s" in self.fitted:
+            fits.append(
+                "request_s to the validation tables' TTFT, held-out split excluded, docs/request_path.md"
+            )
+        return f"{who} defaults ({'; '.join(fits)}; the rest sourced or assumed: `costmodel calibrate serving` fits them)"
 
     def with_overrides(self, **values: Any) -> EngineProfile:
         """A copy with some defaults replaced (:data:`OVERRIDES`), each checked (a one-line error
@@ -380,6 +389,8 @@ def _overheads(
         per_token_s=terms["per_token_s"],
         request_s=terms["request_s"],
         output_token_s=terms["output_token_s"],
+        per_prompt_token_s=terms["per_prompt_token_s"],
+        prefix_lookup_per_token_s=terms["prefix_lookup_per_token_s"],
         cudagraph_sizes=cudagraph_sizes,
         policy=policy,
         basis=basis,

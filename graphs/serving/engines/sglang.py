@@ -12,15 +12,22 @@ profiles. Sourced:
   them (``python/sglang/srt/managers/schedule_batch.py``, ``retract_decode``).
 
 ASSUMED: the CUDA-graph capture sizes (SGLang pads decode batches to its own ``cuda_graph_bs``
-list, which differs by version and GPU memory: vLLM's list stands in) and every CPU and
-request-path term (3e-4 s per iteration, 2 us per sequence, 20 ns per token, 4 ms request path,
-20 us per output token: no source publishes them; ``costmodel calibrate serving`` fits them).
+list, which differs by version and GPU memory: vLLM's list stands in) and every CPU term (3e-4 s
+per iteration, 2 us per sequence, 20 ns per token, 20 us per output token: no source publishes
+them; ``costmodel calibrate serving`` fits them).
+
+The request path (:meth:`~.knobs.EngineOverheads.request_path_s`): ``per_prompt_token_s`` 2 us,
+tokenisation with Hugging Face ``tokenizers`` in its tokenizer manager (the measured rate is
+:mod:`.vllm`'s source); ``request_s`` 25 ms and ``prefix_lookup_per_token_s`` 150 ns are vLLM
+V1's (ASSUMED: SGLang's process layout is the same, an HTTP server and tokenizer manager handing
+requests to the scheduler over ZMQ; its own TTFT rows outside the held-out split, all above
+half of capacity, do not determine a fixed term: ``benchmarks/request_path_fit.py``).
 """
 
 from __future__ import annotations
 
 from .profile import EngineProfile, register_engine
-from .vllm import FUSED_SMALL_KERNELS, vllm_capture_sizes
+from .vllm import FUSED_SMALL_KERNELS, TOKENISE, vllm_capture_sizes
 
 __all__ = ["PROFILE"]
 
@@ -46,8 +53,10 @@ PROFILE = register_engine(
             "iteration_s": 3e-4,
             "per_seq_s": 2e-6,
             "per_token_s": 2e-8,
-            "request_s": 4e-3,
+            "request_s": 25e-3,
             "output_token_s": 2e-5,
+            "per_prompt_token_s": 2e-6,
+            "prefix_lookup_per_token_s": 1.5e-7,
         },
         fitted=(),
         sources={
@@ -65,8 +74,10 @@ PROFILE = register_engine(
             "iteration_s": _ASSUMED,
             "per_seq_s": _ASSUMED,
             "per_token_s": _ASSUMED,
-            "request_s": _ASSUMED,
+            "request_s": "ASSUMED: vLLM V1's fitted value stands in (its rows do not determine one)",
             "output_token_s": _ASSUMED,
+            "per_prompt_token_s": TOKENISE,
+            "prefix_lookup_per_token_s": "ASSUMED: vLLM V1's SHA-256 block hashing stands in for the radix-tree match",
         },
     )
 )

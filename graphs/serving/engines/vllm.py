@@ -33,8 +33,30 @@ Sources of every default (:data:`PROFILE`):
   profile of Llama-3-8B on one H100 put 33 % of the time in the API server and 29 % in scheduling
   (https://blog.vllm.ai/2024/09/05/perf-update.html); V1 moved the API server, detokenisation and
   streaming to their own process (the V1 post above), so little stays exposed per iteration.
-  ``per_token_s`` (20 ns), ``request_s`` (4 ms) and ``output_token_s`` (20 us) are ASSUMED: no
-  source publishes them (``costmodel calibrate serving`` fits them to a user's runs).
+  ``per_token_s`` (20 ns) and ``output_token_s`` (20 us) are ASSUMED: no source publishes them
+  (``costmodel calibrate serving`` fits them to a user's runs).
+* the request path (:meth:`~.knobs.EngineOverheads.request_path_s`), which the API server runs
+  before the engine core sees the request:
+
+  - ``per_prompt_token_s`` 2 us: tokenisation with Hugging Face ``tokenizers`` (what vLLM's API
+    server runs), Llama-3.1's tokenizer on one thread at 1.93 MB/s for single sentences
+    (https://github.com/huggingface/tokenizers/pull/1582, "Add benchmark vs tiktoken") at about
+    4 bytes of English per token (OpenAI, "What are tokens and how to count them":
+    https://help.openai.com/en/articles/4936856): 4 B / 1.93 MB/s = 2.07 us per token;
+  - ``prefix_lookup_per_token_s`` 150 ns, with prefix caching on: V1 hashes every full block of
+    the prompt with SHA-256 (the default since v0.10.2) "with a ... performance impact of about
+    100-200ns per token (~6ms for 50k tokens of context)"
+    (https://docs.vllm.ai/en/latest/design/prefix_caching/, note 2);
+  - ``request_s`` 25 ms, the fixed part (HTTP, validation, the hand-off to the engine core, the
+    first streamed chunk): FITTED by ``benchmarks/request_path_fit.py`` (``docs/request_path.md``)
+    to the TTFT rows of the validation tables outside the held-out split (195 vLLM rows,
+    InferenceX's Llama-3.1-70B campaigns on H100, H200 and B200), the median of ``|error|``
+    least at 25 ms (13.7 % there; the same by least squares). Users' fits of their own vLLM runs
+    put it at 7-30 ms (issue 42).
+
+  A request waits for the iteration running when it reaches the engine to end (V1's engine core
+  drains its input queue between steps): the simulator's event loop models that admission delay
+  exactly, with no term.
 """
 
 from __future__ import annotations
@@ -43,7 +65,7 @@ from costmodel.keys import Role
 
 from .profile import EngineProfile, register_engine
 
-__all__ = ["PROFILE", "vllm_capture_sizes"]
+__all__ = ["PROFILE", "REQUEST_FIT", "TOKENISE", "vllm_capture_sizes"]
 
 
 def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
@@ -72,6 +94,11 @@ FUSED_SMALL_KERNELS = {
 }
 
 _ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
+#: the request path's sources (module doc), shared with the profiles that reuse them
+TOKENISE = (
+    "huggingface/tokenizers PR 1582: llama-3.1 tokenizer 1.93 MB/s on one thread, ~4 B/token: 2 us/token"
+)
+REQUEST_FIT = "fitted: benchmarks/request_path_fit.py, docs/request_path.md (validation TTFT rows, held-out split excluded)"
 _FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
 
 PROFILE = register_engine(
@@ -93,10 +120,12 @@ PROFILE = register_engine(
             "iteration_s": 0.0,  # fitted: 0, held at its lower bound
             "per_seq_s": 3.4e-6,  # fitted: 3.42e-06 (s.e. 8.1e-06)
             "per_token_s": 2e-8,
-            "request_s": 4e-3,
+            "request_s": 25e-3,  # fitted: benchmarks/request_path_fit.py
             "output_token_s": 2e-5,
+            "per_prompt_token_s": 2e-6,
+            "prefix_lookup_per_token_s": 1.5e-7,
         },
-        fitted=("iteration_s", "per_seq_s"),
+        fitted=("iteration_s", "per_seq_s", "request_s"),
         sources={
             "max_num_batched_tokens": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 8192 (>= 70 GiB)",
             "max_num_seqs": "vllm/engine/arg_utils.py get_batch_defaults: 256 below 70 GiB (V1 takes 1024 above)",
@@ -112,8 +141,10 @@ PROFILE = register_engine(
             "iteration_s": _FIT,
             "per_seq_s": _FIT,
             "per_token_s": _ASSUMED,
-            "request_s": _ASSUMED,
+            "request_s": REQUEST_FIT,
             "output_token_s": _ASSUMED,
+            "per_prompt_token_s": TOKENISE,
+            "prefix_lookup_per_token_s": "docs.vllm.ai design/prefix_caching: SHA-256 (default since v0.10.2) 100-200 ns/token",
         },
     )
 )

@@ -90,6 +90,8 @@ PROFILE = register_engine(
             "per_token_s": _ASSUMED,
             "request_s": _ASSUMED,
             "output_token_s": _ASSUMED,
+            "per_prompt_token_s": _ASSUMED,
+            "prefix_lookup_per_token_s": _ASSUMED,
         },
     )
 )
