@@ -100,6 +100,7 @@ def test_prefix_caching_replayed_recovers_the_planted_terms(tmp_path):
     assert ov.iteration_s == pytest.approx(5e-4, rel=0.25)
     assert ov.request_s == pytest.approx(8e-3, rel=0.1)
     assert "replayed with prefix caching on" in text and "prefix caching replayed: 3 shared prefix" in text
+    assert "(and --enable-prefix-caching on simulate, as the runs were replayed)" in text
     # the held-out run is named, with why
     assert "held out: vllm-10qps.json (10 req/s, 150 requests); the default with three or more runs" in text
     held = json.loads((tmp_path / "fit.json").read_text())["runs"][1]
@@ -313,6 +314,12 @@ def test_a_guidellm_summary_is_accepted_by_calibrate(tmp_path):
     f = tmp_path / "guidellm.json"
     f.write_text(json.dumps({"benchmarks": benches}))
     fit, text, _ = _fit(tmp_path, [str(f)], "--terms", "kernel_scale,request_s")
+    with contextlib.redirect_stdout(io.StringIO()) as buf:
+        argv = ["calibrate", "serving", str(f), "--model", M, "--device", "h100", "--quiet", "--json"]
+        assert main([*argv, "-o", str(tmp_path / "j.json"), "--terms", "kernel_scale,request_s"]) == 0
+    doc = json.loads(buf.getvalue())
+    assert doc["held_out"] == [] and doc["collinear"] == []
+    assert doc["assumed"]["guidellm.json#0"][0].startswith("every prompt 800 and every output 30 tokens")
     assert fit.overheads.kernel_scale == pytest.approx(1.25, rel=0.03)
     assert fit.overheads.request_s == pytest.approx(8e-3, rel=0.1)
     assert "2 run(s) fitted, 0 held out" in text and "no run held out (fewer than three runs" in text

@@ -327,8 +327,13 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
             "--holdout RATES): the error above is in-sample"
         )
     again = f" --engine {profile.ref}" if args.engine else ""
+    # the knobs the runs were replayed with, for a simulate of the same deployment
+    knobs = (" --enable-prefix-caching" if caching else "") + (
+        f" --num-blocks {args.num_blocks}" if args.num_blocks else ""
+    )
     print(
         f"fit written to {args.out}; use it with --predict-file {args.out}{again} on simulate, decode or prefill"
+        + (f" (and{knobs} on simulate, as the runs were replayed)" if knobs else "")
     )
     return 0
 

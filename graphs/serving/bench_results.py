@@ -656,11 +656,11 @@ def replay_text(run: BenchRun, seed: int = 0) -> str:
     """What replaying ``run`` takes from it, in words: requests, lengths, arrivals, clients,
     shared prefixes, the measured means and any assumption (``simulate --workload-from``)."""
     n = len(run.prompt)
-    parts = [
-        f"{n:,} requests",
-        f"prompts {int(run.prompt.min())}-{int(run.prompt.max())} tokens (mean {float(run.prompt.mean()):.4g})",
-        f"outputs {int(run.output.min())}-{int(run.output.max())} (mean {float(run.output.mean()):.4g})",
-    ]
+    def spread(x: np.ndarray) -> str:
+        lo, hi = int(x.min()), int(x.max())
+        return f"{lo} tokens each" if lo == hi else f"{lo}-{hi} tokens (mean {float(x.mean()):.4g})"
+
+    parts = [f"{n:,} requests", f"prompts {spread(run.prompt)}", f"outputs {spread(run.output)}"]
     if run.rate is None and not run.arrival_s.any():
         parts.append("all sent at once")
     elif run.drawn:
