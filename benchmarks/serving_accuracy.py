@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import inspect
 import math
 import statistics
@@ -115,11 +116,12 @@ FRAMEWORK = {
 
 #: the serving engine column -> the engine profile whose scheduler and KV pool replay it
 #: (:mod:`graphs.serving.engines`, every default sourced there). The TensorRT-LLM perf-overview
-#: pages ran trtllm-bench; Triton's, NIM's and MLPerf's launch settings are not published, and
-#: trtllm-bench's stand in for them (ASSUMED)
+#: pages ran trtllm-bench; Triton's rows run the backend's ensemble (its profile, triton-trtllm);
+#: NIM's and MLPerf's launch settings are not published, and trtllm-bench's stand in for them
+#: (ASSUMED)
 ENGINE = {
     "tensorrt-llm": "trtllm-bench",
-    "tensorrt-llm (Triton tensorrtllm_backend)": "trtllm-bench",
+    "tensorrt-llm (Triton tensorrtllm_backend)": "triton-trtllm",
     "tensorrt-llm (NVIDIA MLPerf harness)": "trtllm-bench",
     "tensorrt-llm (MLPerf harness)": "trtllm-bench",
     "tensorrt-llm (trtllm-serve)": "trtllm",
@@ -144,9 +146,9 @@ UNPUBLISHED = {
 }
 
 _REQUEST_PATH = (
-    "the request path (HTTP/gRPC server, tokenisation, first-token streaming) is part of the measured TTFT; "
-    "the replay adds only an assumed default for it (`overheads.DEFAULTS`, no published source), and fitted "
-    "to other load points of a published table it comes out larger (the calibrated section below)"
+    "the request path (HTTP/gRPC server, the ensemble's tokenisation, first-token streaming) is part of the "
+    "measured TTFT; the replay adds the triton-trtllm profile's (Triton's documented server-side time per "
+    "ensemble model and the tokenizer's rate), no published measure of the whole ensemble's path"
 )
 _CPU_STEP = (
     "at a small batch a step is a few ms of kernels, and the engine's per-iteration CPU work "
@@ -253,6 +255,9 @@ class RowWorkload:
     fp8_scales: str | None = None
     #: assumptions and approximations, shown beside the row (not part of the run's identity)
     notes: tuple[str, ...] = field(default_factory=tuple, compare=False)
+    #: the engine profile whose CPU and request-path terms price ``simulated`` (None: the corpus
+    #: framework's own, ``framework``): the row's engine where its source names one
+    profile: str | None = None
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -361,7 +366,17 @@ def _engine(
 
 
 def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
-    """The workload that replays ``row`` (module doc); a row :func:`excluded` names is refused."""
+    """The workload that replays ``row`` (module doc); a row :func:`excluded` names is refused. A
+    published row's engine column names its engine: that profile's CPU and request-path terms
+    price it (:attr:`RowWorkload.profile`); the silicon sample's rows (which name no engine
+    settings) keep their framework's."""
+    w = _row_workload(row, quick=quick)
+    if row["source_kind"].startswith("aiconfigurator_silicon") or row.get("engine_profile"):
+        return w
+    return dataclasses.replace(w, profile=ENGINE[row["engine"]])
+
+
+def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     why = excluded(row)
     if why:
         raise CostModelError(f"row {row['id']}: not replayed ({why})")
@@ -527,7 +542,9 @@ def _overheads(w: RowWorkload, mode: str) -> dict[str, Any]:
     eng = w.engine
     return {
         "overheads": overheads.EngineOverheads.for_framework(
-            w.framework, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+            w.profile or w.framework,
+            max_num_seqs=eng.max_num_seqs,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
         )
     }
 
