@@ -192,7 +192,7 @@ def test_page_shows_the_printed_number(pages, kind):
     want = html.escape(printed(kind, out))
     key = html.escape(COMMANDS[kind][2])
     assert re.search(f'<td data-key="{re.escape(key)}">{re.escape(want)}[ <]', page)  # the same text
-    assert "<th>command</th><td><code>costmodel " in page and "<th>engine</th>" in page
+    assert "<th>command</th><td><code>costmodel " in page and "<th>written by</th>" in page
 
 
 @pytest.mark.parametrize("kind", list(COMMANDS))

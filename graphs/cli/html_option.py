@@ -97,6 +97,7 @@ def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> s
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
         cost=kept.get("cost"),
+        comparison=kept.get("comparison"),
     )
 
 

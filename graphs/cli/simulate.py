@@ -301,6 +301,61 @@ def _load(args: argparse.Namespace) -> str:
     return " with ".join(x for x in (rate, clients) if x)
 
 
+def _comparison(
+    args: argparse.Namespace,
+    cfg: Any,
+    reqs: Any,
+    run: dict[str, Any],
+    res: Any,
+    interval: Any,
+    replayed: Any,
+    plain_overheads: Any = None,
+) -> Any:
+    """``--compare``: the bound (the same requests, every kernel at its roofline, no engine time),
+    with a fit file the prediction under the engine profile's own terms (``plain_overheads``),
+    this run (predicted with its interval, or calibrated) and, with ``--workload-from``, the
+    measured run (:mod:`graphs.serving.comparison`)."""
+    from graphs.serving.comparison import compare, measured_column, sim_column
+    from graphs.serving.engines import EngineOverheads
+    from graphs.serving.simulator import simulate
+
+    _check_compare(args)
+    if args.predict or getattr(args, "predict_file", None):
+        bound_run = {**run, "overheads": EngineOverheads(), "progress": None}
+        bound = simulate(cfg, args.device, reqs, predictor=None, **bound_run)
+        cols = [sim_column("bound", bound)]
+        if plain_overheads is not None:  # the same kernels under the profile's terms, not the fit's
+            from .calibrate import predictor_of
+
+            plain_run = {**run, "overheads": plain_overheads, "progress": None}
+            plain = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **plain_run)
+            cols.append(sim_column(f"predicted ({args.predict} kernels)", plain))
+        cols.append(sim_column(_priced_by(args), res, interval.calibrated if interval else None))
+    else:
+        cols = [sim_column("bound", res)]
+    measured = None
+    if replayed is not None:
+        measured = f"measured ({os.path.basename(args.workload_from)})"
+        cols.append(measured_column(measured, replayed))
+    return compare(res.model, res.device, cols, measured=measured)
+
+
+def _check_compare(args: argparse.Namespace) -> None:
+    """``--compare`` needs something to set beside the bound, and runs one simulation of a fixed
+    workload (not the probes of ``--max-rate``)."""
+    from costmodel.errors import CostModelError
+
+    if not args.compare:
+        return
+    if args.max_rate:
+        raise CostModelError("--compare compares one run: drop --max-rate (or --compare)")
+    if not (args.predict or getattr(args, "predict_file", None) or args.workload_from):
+        raise CostModelError(
+            "--compare sets the bound beside a prediction or a measured run: add --predict FRAMEWORK, "
+            "--predict-file FIT or --workload-from RESULT"
+        )
+
+
 def _priced_by(args: argparse.Namespace) -> str:
     """How the iterations were priced, for titles: ``bound`` (every kernel at its roofline),
     ``predicted (vllm kernels)`` or ``calibrated (FILE)``."""
@@ -368,6 +423,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CostModelError("--max-rate with --interval: give --rate for an interval run")
     if args.interval and not args.predict:
         raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
+    _check_compare(args)
     if args.interval is None:  # every predicted number carries its interval unless told not to
         args.interval = bool(args.predict) and not args.max_rate
     if args.max_rate:
@@ -495,7 +551,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         res = interval.point
     else:
         res = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **run)
-    keep(args, result=res, config=cfg)
+    comparison = None
+    if args.compare:  # with a fit, the profile's own terms price a "predicted" column beside it
+        plain = _overheads(args, profile, eng, None) if fit is not None and args.predict else None
+        comparison = _comparison(args, cfg, reqs, run, res, interval, replayed, plain)
+    keep(args, result=res, config=cfg, comparison=comparison)
     if args.csv:
         res.requests_csv(args.csv, "--csv")
     if args.plot:
@@ -529,6 +589,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         doc = {"settings": settings, "engine": profile.to_dict(), **res.to_dict(), "cost": cost}
         if interval is not None:
             doc.update({k: v for k, v in interval.to_dict().items() if k not in ("point", "quantiles")})
+        if comparison is not None:
+            doc["comparison"] = comparison.to_dict()
         print(dump(doc))
         return 0
     print(
@@ -564,6 +626,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
     if interval is not None:
         print("\n".join(_interval_lines(interval)))
+    if comparison is not None:
+        print("  side by side, the same requests (the bound: every kernel at its roofline, no engine time):")
+        print("\n".join(comparison.lines()))
     if res.concurrency is not None:
         print(
             f"  closed loop, {res.concurrency} client(s): {res.requests_per_s:.2f} requests/s, "
@@ -636,6 +701,12 @@ def add_simulate_parser(sub: Any) -> None:
         sp,
         help="price every iteration's kernels from this framework's measured kernels instead of the "
         "roofline bound ([measured] extra)",
+    )
+    sp.add_argument(
+        "--compare",
+        action="store_true",
+        help="print (and with --html draw) the bound, this prediction with its interval and, with "
+        "--workload-from, the measured run side by side on the same requests",
     )
     sp.add_argument(
         "--interval",

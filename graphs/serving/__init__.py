@@ -58,6 +58,8 @@ _LAZY: dict[str, str] = {
     "plan_frontier": "parallel",
     "search": "design_search",
     "simulate": "simulator",
+    "Comparison": "comparison",
+    "compare": "comparison",
     "Predictor": "predictor",
     "predicted_mixed_step": "predictor",
     "PricedStep": "priced",

@@ -23,7 +23,7 @@ from costmodel.text import fmt_si, fmt_time
 
 from .html_views import run_header
 
-__all__ = ["simulation_page", "search_page", "fusion_page"]
+__all__ = ["simulation_page", "search_page", "fusion_page", "comparison_section"]
 
 #: most points a timeline trace draws (a longer run is strided; the note says so); the arrays go
 #: into the page as float32 (plotly's typed arrays: 4 bytes a value, base64), so a page stays small
@@ -62,7 +62,9 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for key in ("running", "waiting", "batch"):
         fig.add_trace(
-            go.Scatter(x=t, y=tl[key][::k].astype("float32"), mode="lines", name=key, line={"width": 1}), row=1, col=1
+            go.Scatter(x=t, y=tl[key][::k].astype("float32"), mode="lines", name=key, line={"width": 1}),
+            row=1,
+            col=1,
         )
     fig.add_trace(
         go.Scatter(
@@ -86,6 +88,64 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
     ]
 
 
+def comparison_section(comp: Any, slo_ttft: float | None = None, slo_tpot: float | None = None) -> Section:
+    """``--compare`` as a page section: the table (each value with its P10-P90 where it has one),
+    every column's metrics as a ratio to the reference (the measured run, else the last column)
+    with the interval as error bars, and the TTFT and TPOT CDFs of every column that has
+    per-request times, the SLOs drawn."""
+    go = require_plotly()
+    from .comparison import METRICS
+
+    ref = next((c for c in comp.columns if c.name == comp.measured), comp.columns[-1])
+    table = []
+    for label, _, unit in METRICS:
+        row = {"metric": f"{label} ({unit})" if unit == "s" else label}
+        for c in comp.columns:
+            v = c.values.get(label)
+            iv = c.interval.get(label)
+            row[c.name] = "" if v is None else f"{v:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else "")
+        table.append(row)
+    fig = go.Figure()
+    labels = [label for label, _, _ in METRICS if ref.values.get(label)]
+    for c in comp.columns:
+        xs = [x for x in labels if x in c.values]
+        ys = [c.values[x] / ref.values[x] for x in xs]
+        hi = [(c.interval[x][1] - c.values[x]) / ref.values[x] if x in c.interval else 0.0 for x in xs]
+        lo = [(c.values[x] - c.interval[x][0]) / ref.values[x] if x in c.interval else 0.0 for x in xs]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers",
+                name=c.name,
+                marker={"size": 11},
+                error_y={"type": "data", "array": hi, "arrayminus": lo, "visible": any(hi) or any(lo)},
+                hovertemplate=f"{c.name}: %{{y:.3f}} x {ref.name}<extra></extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    styled(fig, f"each answer over {ref.name} (bars: P10-P90)", "", f"ratio to {ref.name}", height=420)
+    cdfs = tuple(
+        cdf_figure(
+            {c.name: c.per_request[key] for c in comp.columns if key in c.per_request},
+            {c.name: slo for c in comp.columns[-1:]} if slo is not None else None,
+            title=f"{what}: every answer",
+        )
+        for key, what, slo in (
+            ("TTFT", "time to first token", slo_ttft),
+            ("TPOT", "time per output token", slo_tpot),
+        )
+    )
+    errs = comp.errors()
+    note = "; ".join(
+        f"{name} against the measured run: " + ", ".join(f"{k} {100 * e:+.1f} %" for k, e in es.items())
+        for name, es in errs.items()
+    )
+    return Section(
+        "side by side: the bound, the prediction and what was measured", (rows_table(table), fig, *cdfs), note
+    )
+
+
 def simulation_page(
     result: Any,
     config: Any,
@@ -94,11 +154,13 @@ def simulation_page(
     slo_ttft: float | None = None,
     slo_tpot: float | None = None,
     cost: Any = None,
+    comparison: Any = None,
 ) -> str:
     """A ``simulate`` page from a :class:`SimResult`, or from a :class:`MaxRate` (its probes
     and the simulation at the rate found); ``cost``: the run's
     :class:`graphs.serving.cost.TokenCost` (:func:`graphs.serving.cost.sim_cost`), its line as
-    the command prints it."""
+    the command prints it; ``comparison``: ``--compare``'s
+    :class:`~graphs.serving.comparison.Comparison`, drawn first (:func:`comparison_section`)."""
     go = require_plotly()
     sections: list[Section] = []
     headline: dict[str, str] = {}
@@ -184,8 +246,11 @@ def simulation_page(
             )
         if cost is not None:
             headline["cost"] = cost.line().removeprefix("cost ")
+        if comparison is not None:
+            sections.append(comparison_section(comparison, slo_ttft, slo_tpot))
         sections.extend(_simulation_sections(sim, slo_ttft, slo_tpot))
-        sections.append(Section("the run", (rows_table([sim.topology.to_dict()]),)))
+        topo = {k: v for k, v in sim.topology.to_dict().items() if v not in (None, 0, False)}
+        sections.append(Section("the deployment", (rows_table([topo]),)))
     device = sim.device if sim is not None else "-"
     tp = sim.topology.tp if sim is not None else None
     rate = f" at {sim.rate:.4g} requests/s" if sim is not None and sim.rate else ""

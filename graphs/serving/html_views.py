@@ -49,7 +49,7 @@ def run_header(
         head["device"] = device
     if tp is not None:
         head["tp"] = str(tp)
-    head["engine"] = f"costmodel {__version__}"
+    head["written by"] = f"costmodel {__version__}"
     return head
 
 
