@@ -105,6 +105,7 @@ def clear_cache() -> None:
     with _lock:
         _files.clear()
         _configs.clear()
+        _catalog_configs.clear()
 
 
 def _config_error() -> type[CostModelError]:
@@ -162,8 +163,10 @@ def _file_of(path: Path) -> Path:
 
 
 def _is_dir(name: str) -> bool:
+    """Whether ``name`` is a folder (one ``stat``, no ``Path`` built: a catalog name is checked
+    on every call, since a folder of that name in the working directory takes precedence)."""
     try:
-        return Path(name).is_dir()
+        return os.path.isdir(name)
     except (OSError, ValueError):  # not a usable path (e.g. a component longer than the file system allows)
         return False
 
@@ -173,6 +176,12 @@ def _exists(name: str) -> bool:
         return Path(name).exists()
     except (OSError, ValueError):
         return False
+
+
+#: catalog name -> what :func:`_source` returns for it (built once per process)
+_catalog_paths: dict[str, tuple[Path, str, str, bool]] = {}
+#: (catalog name, name given, assumed family) -> its config, resolved once per process
+_catalog_configs: dict[tuple[str, str | None, str | None], ModelConfig] = {}
 
 
 def _source(model: str | os.PathLike[str]) -> tuple[Path, str, str, bool]:
@@ -190,9 +199,14 @@ def _source(model: str | os.PathLike[str]) -> tuple[Path, str, str, bool]:
         path = _file_of(Path(name))
         return path, path.stem, str(path), False
     key = name.lower()
+    found = _catalog_paths.get(key)
+    if found is not None:
+        return found
     entry = MODELS.get(key)
     if entry is not None:
-        return _CONFIGS_DIR / f"{entry.config or key}.json", key, entry.source, entry.mtp
+        found = (_CONFIGS_DIR / f"{entry.config or key}.json", key, entry.source, entry.mtp)
+        _catalog_paths[key] = found  # a catalog entry's file never moves: its Path built once
+        return found
     if _HUB_ID.fullmatch(name) and not _exists(name):
         raise HubIdError(
             f"model {name!r} looks like a Hugging Face hub id; costmodel reads no network: "
@@ -271,5 +285,15 @@ def resolve_model(
             f"model {type(model).__name__} {str(model)[:40]!r}: expected a catalog name, a config.json "
             "path or folder, a parsed config.json (dict) or a ModelConfig"
         )
+    if isinstance(model, str):  # a catalog name seen before: one stat (a folder of that name wins)
+        memo = (model.lower(), name, assume_family)
+        cfg = _catalog_configs.get(memo)
+        if cfg is not None and not _is_dir(model):
+            return cfg
     path, default, source, mtp = _source(model)
-    return _build(path, name or default, source, mtp, assume_family)
+    cfg = _build(path, name or default, source, mtp, assume_family)
+    if isinstance(model, str) and model.lower() in _catalog_paths and not _is_dir(model):
+        # a catalog entry: its file ships with the package and is not edited under a running
+        # process, so the config is kept by name (clear_cache forgets it)
+        _catalog_configs[(model.lower(), name, assume_family)] = cfg
+    return cfg
