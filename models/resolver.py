@@ -239,6 +239,33 @@ def load_config_file(path: str | os.PathLike[str], name: str | None = None) -> M
     return _build(file, name or file.stem, str(file), False)
 
 
+#: file stems that name no model (``config.json`` itself): such a config is named from its contents
+_GENERIC_STEMS = frozenset({"config", "model", "params"})
+
+
+def config_name(data: Mapping[str, Any], path: Path) -> str:
+    """A name for a config read from a file called ``config.json``: the last part of its
+    ``_name_or_path`` (what ``save_pretrained`` records, ``meta-llama/Llama-3.1-8B`` ->
+    ``Llama-3.1-8B``), else the folder holding it, else its first ``architectures`` entry, else
+    the file's stem.
+
+    >>> config_name({"_name_or_path": "Qwen/Qwen3-8B"}, Path("x/config.json"))
+    'Qwen3-8B'
+    >>> config_name({}, Path("downloads/acme-7b/config.json")), config_name({"architectures": ["LlamaForCausalLM"]}, Path("config.json"))
+    ('acme-7b', 'LlamaForCausalLM')
+    """
+    given = data.get("_name_or_path")
+    if isinstance(given, str) and given.strip().rstrip("/"):
+        return given.strip().rstrip("/").rsplit("/", 1)[-1][:MAX_NAME]
+    folder = path.parent.name
+    if folder and folder not in (".", ".."):
+        return folder[:MAX_NAME]
+    arch = data.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0]:
+        return arch[0][:MAX_NAME]
+    return path.stem
+
+
 def _build(path: Path, name: str, source: str, mtp: bool, assume_family: str | None = None) -> ModelConfig:
     key, raw = _read(path)
     memo = (key, name, source, mtp, assume_family)
@@ -247,6 +274,8 @@ def _build(path: Path, name: str, source: str, mtp: bool, assume_family: str | N
         from .hf import config_from_hf_dict
 
         data = _parse(raw, path)
+        if name == path.stem and path.stem.lower() in _GENERIC_STEMS:
+            name = config_name(data, path)  # "config" names nothing: the checkpoint's own name
         built = config_from_hf_dict(data, name, source=source, mtp=mtp, assume_family=assume_family)
         cfg = _remember(_configs, memo, built)
     return cfg

@@ -140,7 +140,8 @@ def test_model_from_config_file(capsys, tmp_path):
         )
     )
     code, out, _ = run(capsys, "model", "analyze", str(f), "--json")
-    assert code == 0 and json.loads(out)["model"] == "config"
+    # a file called config.json names nothing: the folder holding it names the model (issue 46)
+    assert code == 0 and json.loads(out)["model"] == tmp_path.name
 
 
 def test_ledger_raw_reproduces_the_article(capsys):
