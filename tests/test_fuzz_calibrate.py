@@ -283,3 +283,61 @@ def test_fuzz_output_paths(tmp_path, monkeypatch, capsys):
 
     case()
     print("\nfuzz tally:", json.dumps(TALLY.get("output paths")))
+
+
+def test_fuzz_workload_from_and_compare(tmp_path, monkeypatch, capsys):
+    """``simulate --workload-from RESULT --compare`` on the same hostile result files: an answer or
+    one line; an answer's every number finite and non-negative, nothing written but what is named."""
+    monkeypatch.chdir(tmp_path)
+
+    @FUZZ
+    @given(file=result_files(), compare=st.booleans(), run=st.sampled_from([None, "0", "1", "-1", "x"]))
+    def case(file, compare, run):
+        for p in tmp_path.iterdir():
+            p.unlink()
+        suffix, text = file
+        path = tmp_path / f"run{suffix}"
+        path.write_text(text)
+        argv = ["simulate", "tiny", "--device", "h100", "--workload-from", str(path), "--quiet", "--json"]
+        argv += (["--compare"] if compare else []) + (["--workload-run", run] if run is not None else [])
+        code, stdout, err = _run(argv, capsys)
+        _check_exit(argv, code, err, "simulate --workload-from")
+        assert set(tmp_path.iterdir()) <= {path}, argv
+        if code == 0:
+            doc = json.loads(stdout)
+            signed = (doc.get("comparison") or {}).pop("errors", {})  # value / measured - 1: signed
+            assert all(math.isfinite(e) and e >= -1 for es in signed.values() for e in es.values()), signed
+            _check_answer(argv, doc, "simulate --workload-from")
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY.get("simulate --workload-from")))
+
+
+def test_fuzz_model_check(tmp_path, monkeypatch, capsys):
+    """``model check`` and ``--assume-family`` on hostile config.json files (the config fuzzer's
+    values under an unknown or known ``model_type``): an answer or one line, never a traceback."""
+    from tests.test_fuzz import hf_configs
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "payload-ran"
+
+    @FUZZ
+    @given(
+        cfg=hf_configs(marker),
+        model_type=st.sampled_from([None, "acme_llm", "", 7]),
+        family=st.sampled_from([None, "llama", "qwen3", "nope", "mamba"]),
+    )
+    def case(cfg, model_type, family):
+        if model_type is not None:
+            cfg = {**cfg, "model_type": model_type}
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(cfg))
+        argv = ["model", "check", str(path), "--json"] + (["--assume-family", family] if family else [])
+        code, stdout, err = _run(argv, capsys)
+        _check_exit(argv, code, err, "model check")
+        assert not marker.exists(), argv
+        if code == 0:
+            json.loads(stdout)
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY.get("model check")))
