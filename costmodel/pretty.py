@@ -2,10 +2,11 @@
 without double negatives.
 
 >>> import sympy
->>> B, S = sympy.symbols("B S", positive=True)
+>>> from costmodel.symbols import dim, quantity
+>>> B, S = dim("B"), dim("S")
 >>> time_expr(sympy.Max(8192*B*S/241552734375, 16*B*S/3271484375 + sympy.Rational(32768, 3271484375)))
 'max(33.91 ns*B*S, 4.891 ns*B*S + 10.02 us)'
->>> K, N, P, b, beta = sympy.symbols("K N P b beta", positive=True)
+>>> K, N, P, b, beta = dim("K"), dim("N"), quantity("P"), quantity("b"), quantity("beta")
 >>> tidy_signs(-K*N*P*b/(-2*K*N*beta + K*P*b + N*P*b))
 'K*N*P*b/(2*K*N*beta - K*P*b - N*P*b)'
 """
