@@ -13,7 +13,7 @@ def test_a_quantised_checkpoint_names_its_format(capsys):
     # deepseek-ai/DeepSeek-V3's quantization_config: fp8 e4m3 weights and matmuls (128 x 128
     # blocks), embedding and lm_head kept in bf16 (models/configs/deepseek-v3.json)
     out = _out(capsys, "decode", "deepseek-v3", "--device", "h200", "--tp", "8", "--batch", "4")
-    line = "note: deepseek-v3: weights priced as stored: linears fp8_e4m3 (matmuls fp8_e4m3); embedding bf16; lm_head bf16"
+    line = "note: deepseek-v3: weights priced as stored: linears fp8_e4m3 in 128x128 blocks (one FP32 scale each) (matmuls fp8_e4m3); embedding bf16; lm_head bf16"
     assert out.count(line) == 1
     assert "does not fit" not in out
 
@@ -30,4 +30,4 @@ def test_an_fp8_checkpoint_runs_weight_only_where_no_fp8_roof(capsys):
     assert main(["decode", "deepseek-v3", "--device", "a100-sxm-80gb", "--tp", "8", "--ignore-capacity"]) == 0
     cap = capsys.readouterr()
     assert cap.err.count("fp8_e4m3 weights are weight-only on a100-sxm-80gb") == 1
-    assert "linears fp8_e4m3 (matmuls in the activations' dtype)" in cap.out
+    assert "linears fp8_e4m3 in 128x128 blocks (one FP32 scale each) (matmuls in the activations' dtype)" in cap.out
