@@ -259,3 +259,14 @@ memory = [{ name = "dram", bandwidth_bytes_per_s = 1e13, capacity_bytes = 1e11, 
     path.write_text(body.replace('"vendor keynote (2027-03-01)"', "2027"))
     with pytest.raises(HardwareSpecError, match="preliminary must be text"):
         load_hardware_file(path)
+
+
+def test_a_series_name_is_refused_with_its_parts(capsys):
+    """Issue 47's `--device mi400`: MI400 is a series (MI430X, MI450X, MI455X); the catalog holds
+    the MI455X, described as "MI400 series". A series name never picks a part silently."""
+    from graphs.cli import main
+
+    assert main(["decode", "llama-3.1-70b", "--device", "mi400", "--tp", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "'mi400' names a series, not a part" in err and "mi455x" in err and err.count("\n") == 1
+    assert main(["decode", "llama-3.1-70b", "--device", "mi455x", "--tp", "8"]) == 0

@@ -258,9 +258,32 @@ class Catalog:
         try:
             return self._devices[key]
         except KeyError:
+            series = self.series(name)
+            if series:  # a family name (mi400, rubin): refused with its parts, never picked silently
+                raise UnknownDeviceError(
+                    f"device {name[:40]!r} names a series, not a part; the catalog's parts of it: "
+                    f"{', '.join(series)}"
+                ) from None
             raise UnknownDeviceError(
                 f"unknown device {name!r}; known devices: {', '.join(self.names())}"
             ) from None
+
+    def series(self, name: str) -> tuple[str, ...]:
+        """The devices whose description names ``name`` as a word (case-insensitive, at least three
+        characters: ``mi400`` -> the parts described as "MI400 series"), for an error that lists
+        them; empty when none does.
+
+        >>> from costmodel.hardware import active_catalog
+        >>> active_catalog().series("MI400")
+        ('mi455x',)
+        """
+        import re
+
+        word = name.strip().lower()
+        if len(word) < 3 or not re.fullmatch(r"[a-z0-9][a-z0-9.\-]*", word):
+            return ()
+        pattern = re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
+        return tuple(n for n, hw in self._devices.items() if pattern.search(hw.description.lower()))
 
     def names(self) -> tuple[str, ...]:
         """Device names in registration order."""
