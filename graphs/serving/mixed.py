@@ -163,6 +163,7 @@ class MixedStep:
         body = sympy.Integer(0)
         head = sympy.Integer(0)
         self.attention: list[_AttentionKernel] = []
+        self._chunk_forms: list[list[sympy.Expr]] = []  #: per attention kernel: its chunk terms (card)
         attn_chunk = {
             n: g_chunk.nodes[n] for n in op_nodes(g_chunk) if g_chunk.nodes[n].get(ROLE) == Role.ATTENTION
         }
@@ -188,6 +189,8 @@ class MixedStep:
                 if cap is not None:  # affine in y = min(W, ctx): read off with y in ctx's place
                     dec_terms = [t.subs(sympy.Min(cap, ctx_sym), ctx_sym) for t in dec_terms]
                     dec_terms = [t.subs(sympy.Min(int(cap), ctx_sym), ctx_sym) for t in dec_terms]
+                chunk_forms = [t.subs({B_sym: 1, S_sym: c_sym}) for t in b_pre.terms.values()]
+                self._chunk_forms.append(chunk_forms)
                 self.attention.append(
                     _AttentionKernel(
                         repeat=as_float(d.get(REPEAT, 1)),
@@ -196,10 +199,7 @@ class MixedStep:
                         cap=cap,
                         decode_coeffs=tuple(_affine(t, ctx_sym, n) for t in dec_terms),
                         decode_const=tuple(_const(c, n) for c in const),
-                        chunk_terms=tuple(
-                            sympy.lambdify((c_sym, PREFIX), t.subs({B_sym: 1, S_sym: c_sym}), "math")
-                            for t in b_pre.terms.values()
-                        ),
+                        chunk_terms=tuple(sympy.lambdify((c_sym, PREFIX), t, "math") for t in chunk_forms),
                     )
                 )
             elif d.get(GROUP) == HEAD_GROUP:
@@ -218,10 +218,105 @@ class MixedStep:
             )
         ).subs(B_sym, 1)
         self._pre_body = sympy.lambdify((S_sym, PREFIX), pre_body, "math")
+        self._forms: tuple[Any, ...] = (body, head, pre_body)  #: kept for :meth:`to_card`
         self.shared_body = PREFIX not in pre_body.free_symbols and all(
             math.isclose(float(self._body(n)), float(self._pre_body(n, 0)), rel_tol=1e-12)
             for n in (1, 7, 512, 4099)
         )
+
+    #: the card layout's version (:meth:`to_card`); a card of another is rebuilt
+    CARD_VERSION = 1
+    #: iterations a card is checked at when read back: (decodes, sum of contexts, chunks, contexts)
+    _CHECKS: tuple[tuple[int, float, tuple[tuple[float, float], ...]], ...] = (
+        (1, 100.0, ()),
+        (7, 7 * 3000.0, ((512.0, 0.0),)),
+        (0, 0.0, ((2048.0, 1024.0), (64.0, 0.0))),
+    )
+
+    def _check_values(self) -> list[float]:
+        return [
+            self.time_sums(n, sc, list(ch), [sc / n] * n if n and self.windowed else None)
+            for n, sc, ch in self._CHECKS
+        ]
+
+    def to_card(self) -> dict[str, Any]:
+        """This step as JSON-ready data (:mod:`costmodel.formcache`): the token-wise, head and
+        prefill forms as arithmetic text (:func:`graphs.serving.cards.to_text`), each attention
+        kernel's numbers and chunk forms, and the step at :data:`_CHECKS` to verify it by.
+        Raises :class:`graphs.serving.cards.CardError` for a form the text cannot hold."""
+        from .cards import to_text
+
+        body, head, pre_body = self._forms
+        return {
+            "kind": "mixed",
+            "version": self.CARD_VERSION,
+            "tp": self.tp,
+            "body": to_text(body, ("B",)),
+            "head": to_text(head, ("B",)),
+            "pre_body": to_text(pre_body, ("S", "prefix")),
+            "shared_body": self.shared_body,
+            "attention": [
+                {
+                    "repeat": k.repeat,
+                    "launch": k.launch,
+                    "overlap": k.overlap,
+                    "cap": k.cap,
+                    "decode_coeffs": [list(c) for c in k.decode_coeffs],
+                    "decode_const": list(k.decode_const),
+                    "chunk_terms": [to_text(f, ("chunk_tokens", "prefix")) for f in forms],
+                }
+                for k, forms in zip(self.attention, self._chunk_forms, strict=True)
+            ],
+            "check": self._check_values(),
+        }
+
+    @classmethod
+    def from_card(cls, card: dict[str, Any], hw: Hardware, tp: int) -> MixedStep:
+        """The step a :meth:`to_card` card holds, its forms compiled by the whitelisting reader
+        (:func:`costmodel.arith.compile_numeric`: no ``eval``) and checked against the card's check
+        values; a card of another layout or one that does not reproduce them raises
+        :class:`graphs.serving.cards.CardError`."""
+        from costmodel.arith import ArithError, compile_numeric
+
+        from .cards import CardError
+
+        def num(x: Any) -> float:
+            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+                raise CardError("a mixed-step card holds a number that is not finite and non-negative")
+            return float(x)
+
+        try:
+            if card.get("kind") != "mixed" or card.get("version") != cls.CARD_VERSION or card.get("tp") != tp:
+                raise CardError("not a mixed-step card of this layout and tp")
+            self = cls.__new__(cls)
+            self.hardware, self.tp = hw, tp
+            self._body = compile_numeric(card["body"], ("B",))
+            self._head = compile_numeric(card["head"], ("B",))
+            self._pre_body = compile_numeric(card["pre_body"], ("S", "prefix"))
+            self.shared_body = card["shared_body"] is True
+            self.attention = [
+                _AttentionKernel(
+                    repeat=num(k["repeat"]),
+                    launch=num(k["launch"]),
+                    overlap=num(k["overlap"]),
+                    cap=None if k["cap"] is None else num(k["cap"]),
+                    decode_coeffs=tuple((num(a), num(b)) for a, b in k["decode_coeffs"]),
+                    decode_const=tuple(num(c) for c in k["decode_const"]),
+                    chunk_terms=tuple(
+                        compile_numeric(t, ("chunk_tokens", "prefix")) for t in k["chunk_terms"]
+                    ),
+                )
+                for k in card["attention"]
+            ]
+            self._chunk_forms, self._forms = [], ()  # a card's step is not re-carded
+            got, want = self._check_values(), [num(v) for v in card["check"]]
+        except (KeyError, TypeError, ValueError, ArithError) as exc:
+            raise CardError(f"a mixed-step card does not read back ({type(exc).__name__})") from None
+        if len(got) != len(want) or not all(
+            math.isclose(g, v, rel_tol=1e-9, abs_tol=1e-300) for g, v in zip(got, want, strict=True)
+        ):
+            raise CardError("a mixed-step card does not reproduce its check values")
+        return self
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """Tokens per second one replica can never exceed with at most ``budget`` tokens an
@@ -297,7 +392,31 @@ _CACHE: BoundedCache[MixedStep] = BoundedCache("mixed_step", 64)
 
 
 def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, tp: int = 1) -> MixedStep:
-    """The :class:`MixedStep` of ``config`` on ``device`` at ``tp`` (built once per process)."""
+    """The :class:`MixedStep` of ``config`` on ``device`` at ``tp``: built once per process, and
+    kept between processes as a card in the persistent form cache (:mod:`costmodel.formcache`,
+    keyed by the engine's sources, the config and the device; a card that does not read back is
+    rebuilt)."""
     w = as_workload(config)
     hw = get_device(device)
-    return _CACHE.get_or_build((w.config, hw, tp), lambda: MixedStep(w, hw, tp))
+    return _CACHE.get_or_build((w.config, hw, tp), lambda: _carded(w, hw, tp))
+
+
+def _carded(w: Workload, hw: Hardware, tp: int) -> MixedStep:
+    """The step from its card when the cache holds a good one, else built (and carded)."""
+    from costmodel import formcache
+
+    from .cards import CardError
+
+    key = formcache.cache_key("mixed", str(MixedStep.CARD_VERSION), repr(w.config), repr(hw), str(tp))
+    card = formcache.load(key)
+    if card is not None:
+        try:
+            return MixedStep.from_card(card, hw, tp)
+        except CardError:
+            pass  # rebuilt and rewritten below
+    step = MixedStep(w, hw, tp)
+    try:
+        formcache.save(key, step.to_card())
+    except CardError:
+        pass  # a form the card's arithmetic cannot hold: built each process, as before
+    return step
