@@ -479,17 +479,16 @@ def _client_load(
     if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
         stated["batch_wait_timeout_iters"] = wait
         stated["batch_wait_max_tokens_ratio"] = float(row["engine_batch_wait_ratio"])
-        # FIXME (kept so that the replayed numbers do not move; fixing it needs the silicon table
-        # regenerated): the lengths below are drawn with the batch-wait ratio, not the client's
-        # length_range_ratio, as this function always did for these rows
-        ratio = stated["batch_wait_max_tokens_ratio"]
     prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
     if prof.policy == "guaranteed_no_evict":  # a request's blocks reserved at admission
         eng = _engine(row, cfg, tp, isl, osl, **stated)
         if eng.max_num_seqs < conc:
             notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
         if wait:
-            notes.append(f"new prompts held up to {wait} iterations, to {ratio:g} of the token budget")
+            notes.append(
+                f"new prompts held up to {wait} iterations, to {stated['batch_wait_max_tokens_ratio']:g} "
+                "of the token budget"
+            )
     else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
         # at least as many sequences per iteration as clients (the sources' launch limits are
         # not stated), the pool by the profile's own rule (SGLang's: vLLM's stands in)
