@@ -53,9 +53,9 @@ region's optimum ``z_r`` relaxes the whole problem:
 
 .. math::
 
-    \sum_r z_r \le z^*, \qquad \sum_r \underline{z}_r \le z^*
+    \\sum_r z_r \\le z^*, \\qquad \\sum_r \\underline{z}_r \\le z^*
 
-(``\underline z_r``: the lower bound HiGHS proves for the region). When the regions' plans
+(``\\underline z_r``: the lower bound HiGHS proves for the region). When the regions' plans
 together have an acyclic quotient they are a valid plan of the sum's weight, hence optimal;
 otherwise the regions on a cycle are merged and solved again (still a relaxation; at worst
 one region, the monolithic solve). The reported gap is
