@@ -713,24 +713,26 @@ def _solve(
         h.setSolution(init)
     where = {c: k for k, c in enumerate(masks)}
     while True:
-        # HiGHS's clock runs across re-solves: give each solve after a cycle cut its own limit
-        h.setOptionValue("time_limit", float(h.getRunTime()) + float(time_limit_s))
+        # HiGHS's clock runs across re-solves: the limit is the budget of all of them together
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
+        info = h.getInfo()
+        # the bound holds for every plan (the cuts only remove cyclic ones), found or not
+        lb = float(info.mip_dual_bound) / scale if np.isfinite(info.mip_dual_bound) else None
         sol = h.getSolution().col_value
         chosen = [masks[k] for k in range(m) if sol[k] > 0.5]
         covered = 0
         for c in chosen:
             covered |= c
         if covered != universe:  # no feasible point found (the time limit): the caller falls back
-            return _Solved([], float("inf"), None, False, status)
+            return _Solved([], float("inf"), lb, False, status)
         cycle = [c for c in _quotient_cycle(sp, chosen) if c in where]
         if not cycle:
-            info = h.getInfo()
             value = sum(float(raw[where[c]]) for c in chosen)
-            lb = float(info.mip_dual_bound) / scale if np.isfinite(info.mip_dual_bound) else None
             solved = status == "Optimal"
             return _Solved(chosen, value, value if solved else lb, solved, status)
+        if status != "Optimal":  # out of time with a cyclic incumbent: the caller falls back
+            return _Solved([], float("inf"), lb, False, f"{status} (a cycle of kernels left)")
         ks = [where[c] for c in cycle]
         h.addRow(-np.inf, len(ks) - 1, len(ks), np.array(ks, dtype=np.int32), np.ones(len(ks)))
 
@@ -910,7 +912,7 @@ def plan_fusions(
     worse than theirs. ``premerge`` (default: with the ``bytes`` objective, without
     recomputation) merges chain links first (:func:`_premerge`). ``decompose`` (default on)
     solves region by region (module doc); off, one set-partitioning problem over all units.
-    ``time_limit_s`` bounds each region's enumeration and, again, each of its solves. The graph
+    ``time_limit_s`` bounds each region's enumeration and, again, its solves together. The graph
     must be numeric (bind dims first).
     """
     dev = get_device(hw)
@@ -1091,8 +1093,8 @@ def _solve_regions(
             w = sp.candidate(r)[0]  # type: ignore[index]
             return _Solved([r], w, w, True, "Optimal"), True
         res = _solve(sp, masks, time_limit_s, mine, universe=r)
-        if not res.chosen:  # no point found in time: the heuristic's groups in the region
-            res = _Solved(mine, _weight(sp, mine), None, False, res.status)
+        if not res.chosen:  # no plan found in time: the heuristic's groups in the region
+            res = _Solved(mine, _weight(sp, mine), res.bound, False, res.status)
         if not complete:  # HiGHS's bound holds over the enumerated groups only
             res = dataclasses.replace(res, bound=_floor(sp, r))
         return res, complete

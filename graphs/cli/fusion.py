@@ -289,7 +289,7 @@ def add_fusion_parser(sub: Any) -> None:
         "--time-limit",
         type=_positive_seconds,
         default=10.0,
-        help="seconds per region for the exact solve's enumeration, and again for each of its solves",
+        help="seconds per region for the exact solve's enumeration, and again for its solves together",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
