@@ -71,3 +71,21 @@ def test_fusion_plan_command_refusals(capsys):
     assert "--hf-layer exports one decoder layer" in capsys.readouterr().err
     assert main(["fusion", "plan", "tiny", "--time-limit", "0"]) == 2
     assert "must be a positive number of seconds, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@exact_only
+def test_llama_31_8b_prefill_layer_is_certified():
+    """Llama-3.1-8B's shipped config (hidden 4,096; 32 query and 8 KV heads of 128; MLP 14,336),
+    one 512-token prompt: the projections' GEMM FLOPs are
+
+    2 x 512 x 4096 x (4096 + 1024 + 1024 + 4096) + 3 x 2 x 512 x 4096 x 14336
+    = 42,949,672,960 + 180,388,626,432 = 223,338,299,392
+
+    and the whole layer's exact plan is certified (SDPA a region of its own)."""
+    g = hf_layer_graph(config_data("llama-3.1-8b"), "prefill", batch=1, seq=512)
+    gemm = sum(float(g.nodes[n][COST].flops) for n in op_nodes(g) if g.nodes[n][OP] == "gemm")
+    assert gemm == 2 * 512 * 4096 * (4096 + 1024 + 1024 + 4096) + 3 * 2 * 512 * 4096 * 14336
+    assert gemm == 223_338_299_392
+    r = plan_fusions(g, "h100", time_limit_s=30)
+    assert r.optimal and r.complete and r.gap == pytest.approx(0.0, abs=1e-9) and r.regions >= 2
