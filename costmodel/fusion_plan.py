@@ -1110,6 +1110,8 @@ def _solve_regions(
             break
         # a cycle through several regions' kernels: solve those regions as one
         hit = [r for r in done if any(c & r for c in cycle)]
+        if len(hit) < 2:  # each region's own cycles are cut: a cycle inside one is a bug, said loudly
+            raise CostModelError("planner produced a cycle of kernels inside one region")
         merged = 0
         for r in hit:
             merged |= r
