@@ -39,6 +39,31 @@ over its ``k`` groups) and the ILP re-solved until none is left. HiGHS
 reports the gap it proves; the plan is certified optimal when the gap is 0
 and the enumeration was complete (else the result says it was truncated).
 
+**Regions** (the exact solve, ``decompose=True``): units that may share a kernel are linked
+to their neighbours, and units one offered group holds are linked together; the components
+are the regions, and a unit that runs alone (a collective, SDPA under the default rules, an
+opaque op; every GEMM under Inductor's) is a region of its own. Every candidate lies in one
+region (it is connected through such links, or offered), so the covering rows and the
+additive objective separate by region. Only acyclicity couples them. Each region ``r`` is
+solved with the cycles among its own kernels cut, every unit outside it counted as its own
+kernel: a cycle found so stays a cycle whatever the other regions choose (merging the outside
+units into kernels keeps the closed walk through ``r``'s kernel), and the restriction of any
+valid plan to ``r`` has no such cycle (it would contract to one of the plan's). So each
+region's optimum ``z_r`` relaxes the whole problem:
+
+.. math::
+
+    \\sum_r z_r \\le z^*, \\qquad \\sum_r \\underline{z}_r \\le z^*
+
+(``\\underline z_r``: the lower bound HiGHS proves for the region). When the regions' plans
+together have an acyclic quotient they are a valid plan of the sum's weight, hence optimal;
+otherwise the regions on a cycle are merged and solved again (still a relaxation; at worst
+one region, the monolithic solve). The reported gap is
+``(sum_r value_r - sum_r bound_r) / sum_r value_r``. A region whose enumeration stops (more
+than ``max_units`` units in a group, ``max_candidates``, or ``time_limit_s`` of enumeration)
+is bounded below by its units as one kernel (:func:`_floor`: the weight is subadditive), so
+the gap stays proven, never certified.
+
 **Heuristic** (always available): dynamic programming over a topological
 order of the units, whose contiguous segments are always convex with an
 acyclic quotient (optimal over all segmentations of that order, ``O(n L)``
@@ -159,11 +184,14 @@ class PlanResult(Result):
     solve_s: float
     notes: tuple[str, ...] = ()
     premerged: int = 0  #: chain links merged before the exact solve (:func:`_premerge`)
+    units: int = 0  #: planning units (ops with the views of their outputs, after pre-merging)
+    regions: int = 0  #: independent regions the exact solve split the units into (0: heuristic)
 
 
 # ------------------------------------------------------------------ units and their graph
 def _units(g: nx.DiGraph, ops: list[str]) -> list[tuple[str, ...]]:
-    """Each op with the views of its output; a view of sources only joins its single consumer."""
+    """Each op with the views of its output (a view of several joins the latest of them); a view
+    of sources only joins its single consumer."""
     parent = {n: n for n in ops}
 
     def find(n: str) -> str:
@@ -180,7 +208,12 @@ def _units(g: nx.DiGraph, ops: list[str]) -> list[tuple[str, ...]]:
         preds = [u for u in g.predecessors(n) if u in opset and rep[u] == rep[n]]
         succs = [v for v in g.successors(n) if v in opset and rep[v] == rep[n]]
         if preds:
-            parent[find(n)] = find(preds[0])
+            # the latest producer (no other producer of the view after it): joining an earlier
+            # one would put a unit both before and after the later one, a cycle of units
+            last = next(
+                (p for p in preds if not any(q != p and nx.has_path(g, p, q) for q in preds)), preds[0]
+            )
+            parent[find(n)] = find(last)
         elif len(succs) == 1:
             parent[find(n)] = find(succs[0])
     order = {n: i for i, n in enumerate(ops)}
@@ -542,7 +575,9 @@ def _premerge(sp: _Space, owners: list[int | None]) -> tuple[list[tuple[str, ...
 
 
 # ------------------------------------------------------------------ enumeration (exact)
-def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[int], bool]:
+def _enumerate(
+    sp: _Space, max_units: int, max_candidates: int, within: int | None = None, deadline: float | None = None
+) -> tuple[list[int], bool]:
     """Every connected legal convex group of units, grown by convex closure.
 
     From each unit, a group grows by one neighbouring unit and takes its convex closure (the
@@ -550,12 +585,18 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
     convex connected group is reached this way (add its units in an order that keeps each prefix
     connected: each closure stays inside it), and only convex groups are visited. A closure that
     breaks a rule no superset repairs (an op that runs alone, mixed repeat counts, too many
-    anchors, a footprint above every level, more than ``max_units`` units) is not grown."""
+    anchors, a footprint above every level, more than ``max_units`` units) is not grown.
+
+    ``within``: start only from those units (one region of :func:`_regions`: groups never leave
+    it); ``deadline`` (a :func:`time.perf_counter` value): stop there, the enumeration then
+    incomplete."""
     n = len(sp.units)
     found: list[int] = []
     complete = True
     frontier: list[int] = []
     for s in range(n):
+        if within is not None and not (within >> s) & 1:
+            continue
         if sp.alone[s]:
             found.append(1 << s)
         else:
@@ -565,6 +606,8 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
     while frontier:
         grown: list[int] = []
         for sub in frontier:
+            if deadline is not None and time.perf_counter() > deadline:
+                return found, False
             if sp.candidate(sub, grown=True) is not None:
                 found.append(sub)
                 if len(found) >= max_candidates:
@@ -582,13 +625,14 @@ def _enumerate(sp: _Space, max_units: int, max_candidates: int) -> tuple[list[in
                 ids = _bits(t)
                 if t & alone or any(sp.rep[i] != rep for i in ids):
                     continue
+                a = sum(sp.anchors[i] for i in ids)
+                # the rules no superset repairs first: a closure they refuse is no truncation
+                if not sp.monotone_ok(t, a, 0, max_units):
+                    continue
+                if not _capacity_ok(sp, t):  # a floor every superset's footprint stays above
+                    continue
                 if len(ids) > max_units:
                     complete = False  # a larger group may exist: optimality is over groups of max_units
-                    continue
-                a = sum(sp.anchors[i] for i in ids)
-                if not sp.monotone_ok(t, a, len(ids), max_units):
-                    continue
-                if a and not _capacity_ok(sp, t):  # without a GEMM, tiles are single rows
                     continue
                 grown.append(t)
         frontier = grown
@@ -600,20 +644,42 @@ def _capacity_ok(sp: _Space, mask: int) -> bool:
     return sp.max_capacity is None or sp.footprint_floor(sp.members(mask)) <= sp.max_capacity
 
 
+@dataclass(frozen=True)
+class _Solved:
+    """One set-partitioning solve: the groups chosen, their objective (``value``) and the lower
+    bound HiGHS proves over the same candidates (``bound``), both in objective units."""
+
+    chosen: list[int]
+    value: float
+    bound: float | None
+    solved: bool  #: HiGHS proved the optimum (status Optimal, gap 0)
+    status: str
+
+
 def _solve(
     sp: _Space,
     masks: list[int],
     time_limit_s: float,
-    start: list[int] = (),  # type: ignore[assignment]
-) -> tuple[list[int], float | None, bool, str]:
-    """Set partitioning over ``masks`` with HiGHS; cycles among chosen groups are cut and re-solved."""
+    start: Sequence[int] = (),
+    universe: int | None = None,
+) -> _Solved:
+    """Set partitioning of the units of ``universe`` (default: all) over ``masks`` with HiGHS.
+
+    Cycles among the chosen groups' quotient (every unit outside ``universe`` its own node: a
+    cycle found so is a cycle whatever the rest of the graph's kernels are, module doc) are cut
+    (``sum x_c <= k - 1`` over the ``k`` chosen groups on it) and the ILP re-solved until none is
+    left. An empty ``chosen``: no feasible point found (the time limit)."""
     import highspy
     import numpy as np
 
-    n, m = len(sp.units), len(masks)
-    weights = np.array([sp.candidate(c)[0] for c in masks])  # type: ignore[index]
+    if universe is None:
+        universe = (1 << len(sp.units)) - 1
+    rows = _bits(universe)
+    row_of = {u: r for r, u in enumerate(rows)}
+    n, m = len(rows), len(masks)
+    raw = np.array([sp.candidate(c)[0] for c in masks])  # type: ignore[index]
     # seconds are below HiGHS's absolute tolerances (1e-7 .. 1e-9): scale so the whole plan is ~1e6
-    weights = weights * (1e6 / max(float(weights.max()) * n, 1e-300))
+    scale = 1e6 / max(float(raw.max()) * n, 1e-300)
     with _quiet_stdout():  # HiGHS prints its banner from C on construction, before any option
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -621,20 +687,16 @@ def _solve(
     h.setOptionValue("mip_rel_gap", 0.0)
     h.addVars(m, np.zeros(m), np.ones(m))
     h.changeColsIntegrality(m, np.arange(m, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * m))
-    h.changeColsCost(m, np.arange(m, dtype=np.int32), weights)
+    h.changeColsCost(m, np.arange(m, dtype=np.int32), raw * scale)
     cover: list[list[int]] = [[] for _ in range(n)]
     for k, c in enumerate(masks):
-        i = 0
-        while c:
-            if c & 1:
-                cover[i].append(k)
-            c >>= 1
-            i += 1
+        for i in _bits(c):
+            cover[row_of[i]].append(k)
     starts: list[int] = []
     idx: list[int] = []
-    for rows in cover:
+    for col in cover:
         starts.append(len(idx))
-        idx.extend(rows)
+        idx.extend(col)
     h.addRows(
         n,
         np.ones(n),
@@ -649,24 +711,29 @@ def _solve(
         init.col_value = [1.0 if c in set(start) else 0.0 for c in masks]
         init.value_valid = True
         h.setSolution(init)
+    where = {c: k for k, c in enumerate(masks)}
     while True:
-        # HiGHS's clock runs across re-solves: give each solve after a cycle cut its own limit
-        h.setOptionValue("time_limit", float(h.getRunTime()) + float(time_limit_s))
+        # HiGHS's clock runs across re-solves: the limit is the budget of all of them together
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
+        info = h.getInfo()
+        # the bound holds for every plan (the cuts only remove cyclic ones), found or not
+        lb = float(info.mip_dual_bound) / scale if np.isfinite(info.mip_dual_bound) else None
         sol = h.getSolution().col_value
         chosen = [masks[k] for k in range(m) if sol[k] > 0.5]
         covered = 0
         for c in chosen:
             covered |= c
-        if covered != (1 << n) - 1:  # no feasible point found (the time limit): the caller falls back
-            return [], None, False, status
-        cycle = _quotient_cycle(sp, chosen)
+        if covered != universe:  # no feasible point found (the time limit): the caller falls back
+            return _Solved([], float("inf"), lb, False, status)
+        cycle = [c for c in _quotient_cycle(sp, chosen) if c in where]
         if not cycle:
-            info = h.getInfo()
-            gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else None
-            return chosen, gap, status == "Optimal", status
-        ks = [masks.index(c) for c in cycle]
+            value = sum(float(raw[where[c]]) for c in chosen)
+            solved = status == "Optimal"
+            return _Solved(chosen, value, value if solved else lb, solved, status)
+        if status != "Optimal":  # out of time with a cyclic incumbent: the caller falls back
+            return _Solved([], float("inf"), lb, False, f"{status} (a cycle of kernels left)")
+        ks = [where[c] for c in cycle]
         h.addRow(-np.inf, len(ks) - 1, len(ks), np.array(ks, dtype=np.int32), np.ones(len(ks)))
 
 
@@ -684,8 +751,9 @@ def _quiet_stdout() -> Iterator[None]:
 
 
 def _quotient_cycle(sp: _Space, chosen: list[int]) -> list[int]:
-    """Groups on a cycle of the kernels' dependency graph (empty when it is acyclic)."""
-    home = {}
+    """Groups on a cycle of the kernels' dependency graph (empty when it is acyclic); a unit no
+    chosen group holds is its own kernel (its singleton mask)."""
+    home = {i: 1 << i for i in range(len(sp.units))}
     for c in chosen:
         i, x = 0, c
         while x:
@@ -694,7 +762,7 @@ def _quotient_cycle(sp: _Space, chosen: list[int]) -> list[int]:
             x >>= 1
             i += 1
     q = nx.DiGraph()
-    q.add_nodes_from(chosen)
+    q.add_nodes_from(set(home.values()))
     for i, ss in enumerate(sp.succ):
         for j in ss:
             if home[i] != home[j]:
@@ -833,6 +901,7 @@ def plan_fusions(
     premerge: bool | None = None,
     exact_limit: int = 400,
     time_limit_s: float = 10.0,
+    decompose: bool = True,
 ) -> PlanResult:
     """The fusion plan of ``g`` with the least objective on ``hw`` under ``backend``'s rules (module doc).
 
@@ -841,8 +910,10 @@ def plan_fusions(
     (e.g. a compiler's kernels) are offered as candidates even where the table would refuse
     them (each takes whole units: the ops it holds with their views): the plan is then never
     worse than theirs. ``premerge`` (default: with the ``bytes`` objective, without
-    recomputation) merges chain links first (:func:`_premerge`). The graph must be numeric (bind
-    dims first).
+    recomputation) merges chain links first (:func:`_premerge`). ``decompose`` (default on)
+    solves region by region (module doc); off, one set-partitioning problem over all units.
+    ``time_limit_s`` bounds each region's enumeration and, again, its solves together. The graph
+    must be numeric (bind dims first).
     """
     dev = get_device(hw)
     leg = get_legality(backend)
@@ -893,24 +964,27 @@ def plan_fusions(
     complete = True
     ncand = 0
     solver = None
+    nregions = 0
     if exact:
-        masks, complete = _enumerate(sp, max_units, max_candidates)
         start = _better_with(sp, _greedy_merge(sp, _dp(sp, max_units)), extras)
-        masks = list(dict.fromkeys([*masks, *extras, *start]))
-        ncand = len(masks)
-        chosen, gap, solved, status = _solve(sp, masks, time_limit_s, start)
+        regions = _regions(sp, extras) if decompose else [(1 << len(sp.units)) - 1]
+        nregions = len(regions)
+        solved_all, chosen, value, lower, ncand, complete, status = _solve_regions(
+            sp, regions, extras, start, max_units, max_candidates, time_limit_s
+        )
         solver = "highs"
         if not chosen:
             notes.append(f"HiGHS found no plan ({status}): heuristic plan instead")
-            chosen = _better_with(sp, _greedy_merge(sp, _dp(sp, max_units)), extras)
+            chosen = start
             exact = False
-        optimal = solved and complete and (gap or 0.0) <= 1e-9
+        gap = None if lower is None else max(0.0, (value - lower) / value) if value > 0 else 0.0
+        optimal = solved_all and complete and (gap or 0.0) <= 1e-9
         if not complete:
             notes.append(
-                f"enumeration truncated (groups of at most {max_units} units, {max_candidates} candidates): "
-                "optimal over those only"
+                f"enumeration truncated (groups of at most {max_units} units, {max_candidates} candidates "
+                f"or {time_limit_s:g} s per region): the gap is against the region's one-kernel floor"
             )
-        if not solved:
+        if not solved_all and status:
             notes.append(f"HiGHS stopped: {status}")
     else:
         chosen = _greedy_merge(sp, _dp(sp, max_units))
@@ -946,7 +1020,121 @@ def plan_fusions(
         time.perf_counter() - t0,
         notes,
     )
-    return dataclasses.replace(res, premerged=sp.premerged)
+    return dataclasses.replace(res, premerged=sp.premerged, units=len(sp.units), regions=nregions)
+
+
+def _regions(sp: _Space, extras: Sequence[int] = ()) -> list[int]:
+    """The planning regions: units linked when they are neighbours that may both share a kernel,
+    or held by one offered group; each unit that runs alone is a region of its own (module doc:
+    no candidate group spans two regions)."""
+    n = len(sp.units)
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        if not sp.alone[i]:
+            for j in sp.nbr[i]:
+                if not sp.alone[j]:
+                    parent[find(i)] = find(j)
+    for e in extras:
+        ids = _bits(e)
+        for j in ids[1:]:
+            parent[find(j)] = find(ids[0])
+    out: dict[int, int] = {}
+    for i in range(n):
+        out[find(i)] = out.get(find(i), 0) | 1 << i
+    return sorted(out.values(), key=lambda m: (m & -m).bit_length())
+
+
+def _floor(sp: _Space, region: int) -> float:
+    """A lower bound on the objective of every plan of ``region``: its units as one kernel per
+    repeat count, legality, convexity and capacity ignored. The weight is subadditive over
+    disjoint groups (compute terms add; a union reads each outside tensor at most as often and
+    writes at most what its parts write; ``max`` of sums is at most the sum of ``max``; one
+    launch at most as many), so no partition of the region weighs less."""
+    by_rep: dict[float, list[str]] = {}
+    for i in _bits(region):
+        by_rep.setdefault(sp.rep[i], []).extend(sp.units[i])
+    return sum(sp.price(tuple(members))[0] for members in by_rep.values())
+
+
+def _solve_regions(
+    sp: _Space,
+    regions: list[int],
+    extras: list[int],
+    start: list[int],
+    max_units: int,
+    max_candidates: int,
+    time_limit_s: float,
+) -> tuple[bool, list[int], float, float | None, int, bool, str]:
+    """The exact plan, solved region by region (module doc); regions whose optima together make
+    a cycle of kernels are merged and solved again. Returns (every region proved optimal, the
+    chosen groups, their objective, a proven lower bound (None: unknown), candidates, every
+    enumeration complete, the last non-optimal HiGHS status)."""
+    cands: dict[int, list[int]] = {}
+    done: dict[int, tuple[_Solved, bool]] = {}
+    ncand = 0
+
+    def enumerate_region(r: int) -> tuple[list[int], bool]:
+        masks, complete = _enumerate(
+            sp, max_units, max_candidates, within=r, deadline=time.perf_counter() + time_limit_s
+        )
+        inside = [c for c in (*extras, *start) if c & r == c]
+        return list(dict.fromkeys([*masks, *inside])), complete
+
+    def solve(r: int, masks: list[int], complete: bool) -> tuple[_Solved, bool]:
+        mine = [c for c in start if c & r == c]
+        if r & (r - 1) == 0:  # one unit: its own kernel
+            w = sp.candidate(r)[0]  # type: ignore[index]
+            return _Solved([r], w, w, True, "Optimal"), True
+        res = _solve(sp, masks, time_limit_s, mine, universe=r)
+        if not res.chosen:  # no plan found in time: the heuristic's groups in the region
+            res = _Solved(mine, _weight(sp, mine), res.bound, False, res.status)
+        if not complete:  # HiGHS's bound holds over the enumerated groups only
+            res = dataclasses.replace(res, bound=_floor(sp, r))
+        return res, complete
+
+    for r in regions:
+        cands[r], complete = enumerate_region(r)
+        ncand += len(cands[r])
+        done[r] = solve(r, cands[r], complete)
+    while True:
+        chosen = [c for res, _ in done.values() for c in res.chosen]
+        cycle = _quotient_cycle(sp, chosen)
+        if not cycle:
+            break
+        # a cycle through several regions' kernels: solve those regions as one
+        hit = [r for r in done if any(c & r for c in cycle)]
+        if len(hit) < 2:  # each region's own cycles are cut: a cycle inside one is a bug, said loudly
+            raise CostModelError("planner produced a cycle of kernels inside one region")
+        merged = 0
+        for r in hit:
+            merged |= r
+        masks = [c for r in hit for c in cands.pop(r)]
+        complete = all(done[r][1] for r in hit)
+        for r in hit:
+            del done[r]
+        cands[merged] = masks
+        done[merged] = solve(merged, masks, complete)
+    results = list(done.values())
+    value = sum(res.value for res, _ in results)
+    bounds = [res.bound for res, _ in results]
+    lower = None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
+    status = next((res.status for res, _ in results if not res.solved), "")
+    return (
+        all(res.solved for res, _ in results),
+        chosen,
+        value,
+        lower,
+        ncand,
+        all(c for _, c in results),
+        status,
+    )
 
 
 def _weight(sp: _Space, masks: list[int]) -> float:

@@ -106,23 +106,49 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     from .model import resolve_model
 
-    cfg = resolve_model(args.model, args)
     hw = get_device(args.device)
-    build = build_model if args.whole_model else build_layer
-    g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
-    res = plan_fusions(g, hw, backend=args.backend, objective=args.objective, method=args.method)
+    if args.hf_layer:
+        from costmodel.errors import CostModelError
+        from graphs.importers.hf_layer import hf_layer_graph
+        from models.resolver import config_data
+
+        if args.whole_model:
+            raise CostModelError("--hf-layer exports one decoder layer: drop --whole-model")
+        raw = config_data(args.model)
+        name = str(raw.get("_name_or_path") or args.model)
+        g = hf_layer_graph(raw, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+    else:
+        cfg = resolve_model(args.model, args)
+        name = cfg.name
+        build = build_model if args.whole_model else build_layer
+        g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+    res = plan_fusions(
+        g,
+        hw,
+        backend=args.backend,
+        objective=args.objective,
+        method=args.method,
+        time_limit_s=args.time_limit,
+    )
     if args.json:
         print(dump(res.to_dict()))
         return 0
     sugg = audit(g, hw, suggest_fusions(g, hw)[1]).plan
     un = audit(g, hw, unfused_plan(g)).unfused
     ideal = ideal_cost(g)
-    scope = "model" if args.whole_model else "layer"
+    scope = (
+        "Hugging Face layer (ATen, meta device)"
+        if args.hf_layer
+        else "model"
+        if args.whole_model
+        else "layer"
+    )
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    print(f"fusion plan: {cfg.name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
+    print(f"fusion plan: {name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
+    gap = "unknown" if res.gap is None else f"{100 * res.gap:.3g} %"
     cert = (
-        f"exact ({'certified optimal' if res.optimal else 'not certified'}, gap "
-        f"{res.gap if res.gap is not None else 'unknown'}, {res.candidates} candidate groups, {res.solve_s:.2f} s)"
+        f"exact ({'certified optimal' if res.optimal else f'not certified, gap {gap}'}, {res.units} units in "
+        f"{res.regions} regions, {res.candidates} candidate groups, {res.solve_s:.2f} s)"
         if res.method == "exact"
         else f"heuristic (DP over a topological order + greedy merges, {res.solve_s:.2f} s)"
     )
@@ -202,6 +228,17 @@ def cmd_tiling(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_seconds(text: str) -> float:
+    """``--time-limit``: a positive, finite number of seconds."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (0 < v < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return v
+
+
 def add_fusion_parser(sub: Any) -> None:
     f = sub.add_parser("fusion", help="fusion audit, the fusion planner and tiled IO models")
     fsub = f.add_subparsers(dest="fusion_command", required=True)
@@ -245,6 +282,18 @@ def add_fusion_parser(sub: Any) -> None:
         help="exact (HiGHS, the fusion extra), heuristic, or exact when the extra is installed",
     )
     p.add_argument("--whole-model", action="store_true", help="plan the whole model, not one layer")
+    p.add_argument(
+        "--hf-layer",
+        action="store_true",
+        help="plan the ATen graph of one Hugging Face decoder layer built from the config on the meta "
+        "device (needs torch and transformers), not the engine's layer",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=_positive_seconds,
+        default=10.0,
+        help="seconds per region for the exact solve's enumeration, and again for its solves together",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
