@@ -30,7 +30,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.results import Result
 
-from .inductor_audit import _describe, check_torch_version
+from .inductor_audit import check_torch_version, describe_kernels
 from .torch_compile import torch_backend
 from .torch_export import require_torch
 
@@ -50,7 +50,7 @@ class Unrealised(Result):
 class AppliedPlan(Result):
     """Inductor's kernels with the plan applied, what was fused, what could not be, the outputs."""
 
-    kernels: tuple[dict[str, Any], ...]  #: as :func:`graphs.importers.inductor_audit._describe`
+    kernels: tuple[dict[str, Any], ...]  #: as :func:`graphs.importers.inductor_audit.describe_kernels`
     fusions: int  #: pairs of kernels fused by the pass
     unrealised: tuple[Unrealised, ...]
     spanning: tuple[str, ...]  #: Inductor kernels that hold ops of several planned groups
@@ -161,7 +161,7 @@ def apply_plan(
             state["fusions"] += 1
 
     def report(nodes: list[Any]) -> list[Any]:
-        state["kernels"] = _describe(nodes)
+        state["kernels"] = describe_kernels(nodes)
         state["unrealised"] = [
             Unrealised(h, tuple(n.get_name() for n in ns), tuple(dict.fromkeys(state["refusals"].get(h, []))))
             for h, ns in by_group(nodes).items()

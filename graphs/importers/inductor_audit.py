@@ -56,6 +56,7 @@ __all__ = [
     "InductorCapture",
     "TESTED_TORCH",
     "check_torch_version",
+    "describe_kernels",
 ]
 
 #: torch releases whose Inductor scheduler this audit reads (major.minor)
@@ -198,7 +199,7 @@ def _dep_bytes(dep: Any) -> float:
 class InductorCapture:
     """What one Inductor compile yields (plain data, picklable: compile once, audit many times):
     the costed ATen graph (symbolic in the audit's dims), the example's sizes for those dims,
-    Inductor's scheduler node count before fusion and its kernels after (:func:`_describe`)."""
+    Inductor's scheduler node count before fusion and its kernels after (:func:`describe_kernels`)."""
 
     graph: Any  #: the cost graph of the ATen graph Inductor lowered, symbolic in ``point``'s dims
     point: dict[Any, int]  #: the audit's dims at the example inputs' sizes
@@ -278,7 +279,7 @@ def inductor_capture(
         return nodes
 
     def post_fusion(nodes: list[Any]) -> list[Any]:
-        captured.append(_describe(nodes))
+        captured.append(describe_kernels(nodes))
         return nodes
 
     backend_dims, point, marks = (
@@ -463,8 +464,23 @@ def _removed(g: Any, hw: Any, b: Any, best: PlanResult) -> Removed:
     return Removed(b.producer, out[0].name if out else b.producer, b.bytes, b.time_s, home.name, rule)
 
 
-def _describe(nodes: list[Any]) -> list[dict[str, Any]]:
-    """Each post-fusion scheduler node as plain data: its origins, external bytes, on-chip buffers."""
+def describe_kernels(nodes: list[Any]) -> list[dict[str, Any]]:
+    """Each scheduler node of ``nodes`` (Inductor's, inside one of its fusion hooks) as plain data:
+    its origins, external bytes, on-chip buffers.
+
+    Parameters
+    ----------
+    nodes
+        Inductor's scheduler nodes, as its ``_pre_fusion_custom_pass`` or
+        ``_post_fusion_custom_pass`` receives them.
+
+    Returns
+    -------
+    list of dict
+        Per node: ``name``, ``kind`` (``generated`` or ``extern``), ``members``, ``origins`` (ATen
+        node names), ``reads`` / ``writes`` (bytes, Inductor's hints) and their symbolic sizes
+        ``reads_expr`` / ``writes_expr``, and ``on_chip`` (buffers written and read inside it only).
+    """
     from torch._inductor.virtualized import V
 
     outputs = set(getattr(V.graph, "get_output_names", lambda: [])())
