@@ -177,3 +177,23 @@ def test_watermark_reproduces_vllm_pr_44594():
     assert gain == pytest.approx(0.048, abs=0.02)
     faster = marked.e2e.p50 / off.e2e.p50 - 1
     assert faster == pytest.approx(-0.062, abs=0.03)
+
+
+def test_simulate_takes_the_admission_flags(capsys):
+    """``simulate`` passes ``--kv-watermark``, ``--no-reserve-full-prompt`` and
+    ``--no-enable-prefix-caching`` to the profile, and prints what it ran."""
+    import json
+
+    from graphs.cli import main
+
+    base = ["simulate", MODEL, "--device", "l4", "--rate", "2", "--requests", "4", "--json"]
+    flags = ["--kv-watermark", "0.05", "--no-reserve-full-prompt", "--no-enable-prefix-caching"]
+    assert main([*base, *flags]) == 0
+    eng = json.loads(capsys.readouterr().out)["engine"]
+    assert eng["settings"]["kv_watermark"] == 0.05
+    assert eng["settings"]["reserve_full_prompt"] is False
+    assert eng["settings"]["enable_prefix_caching"] is False
+    assert eng["settings"]["max_num_batched_tokens"] == 2048  # a 24 GB L4: get_batch_defaults' else branch
+    assert main([*base, "--kv-watermark", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "kv_watermark must be in [0, 1)" in err[0]

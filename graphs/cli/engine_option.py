@@ -27,6 +27,7 @@ _FLAGS = {
     "gpu_memory_utilization": "kv_fraction",
     "reserve_full_prompt": "reserve_full_prompt",
     "kv_watermark": "kv_watermark",
+    "enable_prefix_caching": "enable_prefix_caching",  # simulate's --enable-prefix-caching
 }
 
 

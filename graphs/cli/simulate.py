@@ -142,8 +142,6 @@ def _tiers(args: argparse.Namespace) -> Any:
 
 def _prefix_caching(args: argparse.Namespace) -> bool:
     """``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, else the engine profile's default."""
-    if args.enable_prefix_caching is not None:
-        return bool(args.enable_prefix_caching)
     return bool(profile_of(args).enable_prefix_caching)
 
 

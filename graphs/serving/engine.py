@@ -246,7 +246,6 @@ class Replica:
         #: them (its shared prefix's), tick freed]; and their sum, counted as evictable
         self._resume: dict[Sequence, list[int]] = {}
         self._resume_blocks = 0
-        self.resumed_tokens = 0  #: tokens preempted sequences did not recompute (found cached)
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -490,7 +489,6 @@ class Replica:
                 del self._resume[s]
                 self._resume_blocks -= mine
                 s.blocks += mine
-                self.resumed_tokens += s.computed - own[1]
             self.prefix_hits += cached is not None
             if redo:
                 assert self.tiers is not None and pid is not None

@@ -19,7 +19,8 @@ prefill and ``max_num_batched_tokens = max(max_model_len, 2048)``: give ``--no-c
 * ``reserve_full_prompt`` on and ``kv_watermark`` 0.01: a waiting prompt is admitted only when
   its whole prompt's blocks fit and 1 % of the pool stays free
   (``vllm/core/block_manager.py``, ``SelfAttnBlockSpaceManager(watermark=0.01)``,
-  ``can_allocate``: ``num_free_gpu_blocks - num_required_blocks >= watermark_blocks``);
+  ``can_allocate``: ``num_free_gpu_blocks - num_required_blocks >= watermark_blocks``; the
+  simulator, as V1, waives the watermark for the first admission into an idle pool);
 * CUDA-graph capture sizes ``[1, 2, 4] + [8 i for i in 1..32]`` up to the padded ``max_num_seqs``
   (``vllm/worker/model_runner.py``, ``_BATCH_SIZES_TO_CAPTURE``, ``_get_graph_batch_size``);
   decode-only batches run the graph, a batch with a prefill chunk runs eager;
