@@ -123,7 +123,7 @@ def test_bad_tier_configs_are_refused(kw, needle):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--host-kv-bytes", "1e10"], "give --enable-prefix-caching"),
+        (["--host-kv-bytes", "1e10", "--no-enable-prefix-caching"], "give --enable-prefix-caching"),
         (["--ssd-kv-bytes", "1e10"], "needs a host-memory tier"),
         (["--host-kv-bytes", "1e10", "--enable-prefix-caching", "--device", "l4"], "--host-link-bandwidth"),
         (["--host-link-bandwidth", "0"], "--host-link-bandwidth must be in"),

@@ -18,8 +18,18 @@ BASE = ["simulate", "llama-3.1-8b", "--device", "h100", "--quiet"]
             "exceeds the model's context limit of 131,072",
         ),
         (["--rate", "2", "--requests", "3", "--prefix-eps", "0.1"], "--prefix-eps bounds --router prefix"),
-        (
-            ["--rate", "2", "--requests", "3", "--router", "prefix", "--replicas", "2"],
+        (  # vLLM V1 caches by default: refused with caching turned off
+            [
+                "--rate",
+                "2",
+                "--requests",
+                "3",
+                "--router",
+                "prefix",
+                "--replicas",
+                "2",
+                "--no-enable-prefix-caching",
+            ],
             "give --enable-prefix-caching",
         ),
     ],

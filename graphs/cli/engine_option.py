@@ -25,6 +25,9 @@ _FLAGS = {
     "batch_wait_iters": "batch_wait_timeout_iters",
     "batch_wait_ratio": "batch_wait_max_tokens_ratio",
     "gpu_memory_utilization": "kv_fraction",
+    "reserve_full_prompt": "reserve_full_prompt",
+    "kv_watermark": "kv_watermark",
+    "enable_prefix_caching": "enable_prefix_caching",  # simulate's --enable-prefix-caching
 }
 
 
@@ -83,6 +86,20 @@ def add_engine_options(sp: argparse.ArgumentParser) -> None:
         default=None,
         help="TensorRT-LLM's batch_wait_max_tokens_ratio: ...or until the iteration's tokens reach "
         "this fraction of --max-num-batched-tokens (default: the engine's, 0: off)",
+    )
+    sp.add_argument(
+        "--reserve-full-prompt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's scheduler_reserve_full_isl: admit a waiting request only when blocks for all its "
+        "tokens are free, or (--no-reserve-full-prompt) when its first chunk's are (default: the engine's)",
+    )
+    sp.add_argument(
+        "--kv-watermark",
+        type=float,
+        default=None,
+        help="vLLM's watermark: fraction of the KV blocks kept free when admitting while others run "
+        "(default: the engine's, 0: off)",
     )
 
 

@@ -117,6 +117,7 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "slo_tpot": (1e-6, 1e6, True),
     "gpu_memory_utilization": (0.0, 1.0, False),
     "batch_wait_ratio": (0.0, 1.0, True),
+    "kv_watermark": (0.0, 1.0, True),  # below 1: graphs.serving.engines.OVERRIDES
     "overhead_s": (0.0, 10.0, True),
     "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),

@@ -82,7 +82,7 @@ def _engine(args: argparse.Namespace, cfg: Any, profile: Any, reqs: Any = None) 
         args.device,
         tp=args.tp,
         request_tokens=_request_tokens(args, reqs),
-        enable_prefix_caching=args.enable_prefix_caching,
+        enable_prefix_caching=args.enable_prefix_caching,  # None: the profile's
         iteration_overhead_s=args.overhead_s,
         num_blocks=args.num_blocks,
     )
@@ -135,11 +135,16 @@ def _tiers(args: argparse.Namespace) -> Any:
             verb = "needs" if len(given) == 1 else "need"
             raise CostModelError(f"{'/'.join(given)} {verb} a host-memory tier: give --host-kv-bytes")
         return None
-    if not args.enable_prefix_caching:
+    if not _prefix_caching(args):
         raise CostModelError("--host-kv-bytes keeps evicted prefixes: give --enable-prefix-caching")
     if args.ssd_kv_bytes and args.ssd_bandwidth is None:
         raise CostModelError("--ssd-kv-bytes needs --ssd-bandwidth (bytes/s of the drive)")
     return KVTierConfig(args.host_kv_bytes, args.host_link_bandwidth, args.ssd_kv_bytes, args.ssd_bandwidth)
+
+
+def _prefix_caching(args: argparse.Namespace) -> bool:
+    """``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, else the engine profile's default."""
+    return bool(profile_of(args).enable_prefix_caching)
 
 
 def _prefix_eps(args: argparse.Namespace) -> float:
@@ -157,7 +162,7 @@ def _check_workload(args: argparse.Namespace) -> None:
 
     if args.prefix_eps is not None and args.router != "prefix":
         raise CostModelError(f"--prefix-eps bounds --router prefix; the router here is {args.router}")
-    if args.router == "prefix" and not args.enable_prefix_caching:
+    if args.router == "prefix" and not _prefix_caching(args):
         raise CostModelError(
             "--router prefix sends a request where its prefix is cached: give --enable-prefix-caching"
         )
@@ -396,6 +401,7 @@ def _interval_lines(iv: Any) -> list[str]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from costmodel.errors import CostModelError
+    from costmodel.hardware import get_device
     from costmodel.outfiles import PLOT_SUFFIXES, sibling
     from graphs.serving.capacity_search import max_rate
     from graphs.serving.requests import read_trace, synthetic
@@ -418,7 +424,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     topo, spec, tiers = _topology(args), _spec(args), _tiers(args)
-    profile = profile_of(args)
+    profile = profile_of(args).for_device(get_device(args.device))  # the defaults it picks there
     if args.max_rate and args.interval:
         raise CostModelError("--max-rate with --interval: give --rate for an interval run")
     if args.interval and not args.predict:
@@ -607,7 +613,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"  closed loop: the clients' first sends drawn uniformly over {run['stagger_s']:.3f} s (--seed {args.seed})"
         )
-    from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
     from graphs.blocks.mtp import mtp_notes
 
@@ -655,7 +660,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"{res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s; "
             f"mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
         )
-    if res.prefix_cache_hits or args.enable_prefix_caching:
+    if (
+        res.prefix_cache_hits
+        or args.enable_prefix_caching
+        or (args.enable_prefix_caching is None and (args.shared_prefix or args.prompt_pool or args.turns > 1))
+    ):
         print(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
     if res.kv_tiers is not None:
         kt = res.kv_tiers
@@ -805,8 +814,10 @@ def add_simulate_parser(sub: Any) -> None:
     )
     sp.add_argument(
         "--enable-prefix-caching",
-        action="store_true",
-        help="keep a shared prompt prefix's KV blocks for reuse",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep full KV blocks cached for reuse (a shared prompt prefix; a preempted request's own), "
+        "or (--no-enable-prefix-caching) not (default: the engine's: on for vLLM V1)",
     )
     sp.add_argument(
         "--shared-prefix", type=int, default=0, help="tokens every drawn prompt starts with (a system prompt)"

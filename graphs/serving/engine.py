@@ -10,7 +10,20 @@ at most ``max_num_seqs`` sequences:
    freed, its computed tokens forgotten, back to the front of the waiting queue) until the
    sequence fits or is itself the one preempted;
 2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
-   blocks for their first chunk (none are admitted in an iteration that preempted).
+   blocks for their first chunk (none are admitted in an iteration that preempted). With
+   ``reserve_full_prompt`` (vLLM's ``scheduler_reserve_full_isl``) the blocks of all a sequence's
+   known tokens (prompt + generated) must be free, not only its first chunk's; with
+   ``kv_watermark`` ``w`` a further ``floor(w n)`` of the pool's ``n`` blocks must stay free
+   when another sequence is running (``KVCacheManager.allocate_slots``,
+   ``vllm/v1/core/kv_cache_manager.py``: ``full_sequence_must_fit``, ``watermark_blocks``).
+
+With ``enable_prefix_caching`` a preempted sequence's full blocks stay cached (vLLM V1 frees a
+request's blocks into the free queue with their hashes, the tail first: ``KVCacheManager.free``):
+they count as free, are evicted block by block from its tail, least recently freed first, when
+blocks run out, and when it is admitted again it starts after those still cached, so only its
+evicted tail is recomputed (``get_computed_blocks``). Under memory pressure the running
+sequences then hold at most ``n`` blocks, and a sequence of ``t`` known tokens needs
+``ceil(t / block_size)`` of them, so at most ``floor(n / ceil(t_min / block_size))`` run at once.
 
 TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` ``w``, ``batch_wait_max_tokens_ratio``
 ``f``; both 0, off, by default) holds new prompts back to prefill them together: in an iteration
@@ -129,14 +142,19 @@ def profile_engine(
     tp: int = 1,
     request_tokens: int | None = None,
     max_running: int | None = None,
-    enable_prefix_caching: bool = False,
+    enable_prefix_caching: bool | None = None,
     iteration_overhead_s: float = 0.0,
     num_blocks: int | None = None,
 ) -> EngineConfig:
     """The :class:`EngineConfig` an engine profile runs ``config`` on ``device`` with (its KV
     pool sized by its own rule from :func:`kv_pool`, the no-evict cap where its scheduler
     reserves blocks: :meth:`graphs.serving.engines.EngineProfile.engine_config`, whose
-    parameters these are). What ``costmodel simulate --engine`` and the accuracy pages build."""
+    parameters these are), with the defaults the engine picks for ``device``
+    (:meth:`~graphs.serving.engines.EngineProfile.for_device`). What ``costmodel simulate
+    --engine`` and the accuracy pages build."""
+    from costmodel.hardware import get_device
+
+    profile = profile.for_device(get_device(device))
     pool = (
         kv_pool(config, device, tp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
     )
@@ -223,6 +241,13 @@ class Replica:
         self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
         self._batch_wait = cfg.batch_wait_timeout_iters > 0 and cfg.batch_wait_max_tokens_ratio > 0
         self._waited = 0  #: iterations new prompts have been held back (batch waiting)
+        #: vLLM's admission rules (module doc): all known tokens' blocks, and the watermark
+        self._full_prompt = cfg.reserve_full_prompt and not self.no_evict
+        self._watermark = math.floor(cfg.kv_watermark * num_blocks)
+        #: preempted sequences' cached full blocks (module doc): seq -> [blocks, tokens before
+        #: them (its shared prefix's), tick freed]; and their sum, counted as evictable
+        self._resume: dict[Sequence, list[int]] = {}
+        self._resume_blocks = 0
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -237,8 +262,11 @@ class Replica:
 
     def admission_blocks(self, seq: Sequence, tokens: int) -> int:
         """Blocks ``seq`` must hold to be admitted with KV for ``tokens`` tokens: those tokens'
-        under ``recompute``, its prompt plus whole output's under ``guaranteed_no_evict``."""
-        return self._blocks_for(seq.req.prompt + seq.req.output if self.no_evict else tokens)
+        under ``recompute`` (all its known tokens' with ``reserve_full_prompt``), its prompt plus
+        whole output's under ``guaranteed_no_evict``."""
+        if self.no_evict:
+            return self._blocks_for(seq.req.prompt + seq.req.output)
+        return self._blocks_for(max(tokens, seq.known) if self._full_prompt else tokens)
 
     @property
     def outstanding(self) -> int:
@@ -261,13 +289,26 @@ class Replica:
         return self.prefixes[pid]
 
     def _evictable(self) -> int:
-        """Blocks of unreferenced cached prefixes (a scan: asked only when the free blocks fall short)."""
-        return sum(e[0] for e in self.prefixes.values() if e[2] == 0)
+        """Blocks of unreferenced cached prefixes and of preempted sequences (a scan: asked only
+        when the free blocks fall short)."""
+        return sum(e[0] for e in self.prefixes.values() if e[2] == 0) + self._resume_blocks
 
     def _take(self, need: int) -> None:
         """Allocate ``need`` blocks, evicting unreferenced cached prefixes (least recently used
-        first) when the free ones do not suffice; the caller checked that eviction suffices."""
+        first) and preempted sequences' cached blocks (from their tail, as few as needed) when the
+        free ones do not suffice; the caller checked that eviction suffices."""
         while need > self.free_blocks:
+            if self._resume:
+                seq, r = min(self._resume.items(), key=lambda kv: kv[1][2])
+                older = [e[3] for e in self.prefixes.values() if e[2] == 0 and e[3] < r[2]]
+                if not older:  # the least recently freed: its tail blocks go first
+                    k = min(r[0], need - self.free_blocks)
+                    r[0] -= k
+                    self._resume_blocks -= k
+                    self.free_blocks += k
+                    if r[0] == 0:
+                        del self._resume[seq]
+                    continue
             pid = min((k for k, e in self.prefixes.items() if e[2] == 0), key=lambda k: self.prefixes[k][3])
             blocks = self.prefixes.pop(pid)[0]
             self.free_blocks += blocks
@@ -336,6 +377,13 @@ class Replica:
 
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
+        if self.cfg.enable_prefix_caching:  # its full blocks stay cached (module doc)
+            base = self._prefix_entry(victim)[0] if victim.prefix_ref else 0
+            keep = min(victim.computed // self.cfg.block_size - base, victim.blocks)
+            if keep > 0:
+                self._resume[victim] = [keep, base * self.cfg.block_size, self._tick]
+                self._resume_blocks += keep
+                victim.blocks -= keep
         self._release(victim)
         victim.computed = 0
         victim.preemptions += 1
@@ -405,6 +453,7 @@ class Replica:
         ):
             s = self.waiting[0]
             cached = None
+            c0 = s.computed
             pid = s.req.prefix_id
             redo = False  #: a lower tier's hit recomputed instead of loaded
             if self.tiers is not None and cfg.enable_prefix_caching and s.computed == 0 and pid is not None:
@@ -415,17 +464,33 @@ class Replica:
                 cached[2] += 1  # referenced from here on: never evicted to make room for its user
                 s.prefix_ref = True
                 s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed
+            own = self._resume.get(s) if self._resume else None  # preempted: its blocks still cached
+            mine = 0
+            if own is not None:
+                if own[1] != (cached[1] if cached is not None else 0):  # its prefix went: useless
+                    self._resume_blocks -= own[0]
+                    self.free_blocks += own[0]
+                    del self._resume[s]
+                    own = None
+                else:
+                    mine = own[0]
+                    s.computed = min(own[1] + mine * cfg.block_size, s.known - 1)
             want = s.known - s.computed
             n = min(want, budget)
-            need = self.admission_blocks(s, s.computed + n) - self._owned(s)
+            need = self.admission_blocks(s, s.computed + n) - self._owned(s) - mine
+            mark = self._watermark if self.running else 0  # vLLM: only while others are scheduled
             if (not cfg.enable_chunked_prefill and want > budget) or (
-                need > self.free_blocks and need > self.free_blocks + self._evictable()
+                need + mark > self.free_blocks and need + mark > self.free_blocks + self._evictable() - mine
             ):
                 if cached is not None:  # undo: it waits as it was
                     cached[2] -= 1
                     s.prefix_ref = False
-                    s.computed = 0
+                s.computed = c0
                 break
+            if own is not None:  # its cached blocks are its own again
+                del self._resume[s]
+                self._resume_blocks -= mine
+                s.blocks += mine
             self.prefix_hits += cached is not None
             if redo:
                 assert self.tiers is not None and pid is not None

@@ -26,7 +26,15 @@ there, no term), ``t_first`` the iterations until its first token is sampled and
 token's included) (s).
 
 Scheduler policy (:data:`POLICIES`): ``recompute`` is vLLM's (blocks are allocated as tokens
-are computed; when they run out the latest admitted sequence is preempted and later recomputed);
+are computed; when they run out the latest admitted sequence is preempted and later recomputed;
+with prefix caching on, its full blocks stay cached until evicted, tail first, and it resumes
+after those still cached: ``vllm/v1/core/kv_cache_manager.py``, ``free``: "We free the blocks in
+reverse order so that the tail blocks are evicted first when caching is enabled"). Two admission
+rules of vLLM sit on top of it: ``reserve_full_prompt`` (``scheduler_reserve_full_isl``: a waiting
+or preempted sequence is admitted only when blocks for all its known tokens are free, not only
+its first chunk's; https://github.com/vllm-project/vllm/pull/37307) and ``kv_watermark``
+(``watermark``: that many of the pool's blocks stay free when admitting while others run;
+https://github.com/vllm-project/vllm/pull/44594);
 ``guaranteed_no_evict`` is TensorRT-LLM's default capacity scheduler (a request is admitted only
 when the blocks of its prompt plus its maximum output can be reserved, so a started request is
 never paused: https://nvidia.github.io/TensorRT-LLM/performance/performance-tuning-guide/useful-runtime-flags.html,
@@ -144,6 +152,12 @@ class EngineConfig:
     batch_wait_timeout_iters: int = 0
     #: ...until the iteration's tokens reach this fraction of ``max_num_batched_tokens``
     batch_wait_max_tokens_ratio: float = 0.0
+    #: vLLM's ``scheduler_reserve_full_isl`` (module doc): admit a waiting sequence only when
+    #: blocks for all its known tokens (prompt + generated) are free, not only its first chunk's
+    reserve_full_prompt: bool = False
+    #: vLLM's ``watermark`` (module doc): this fraction of the pool's blocks stays free when a
+    #: waiting sequence is admitted while others run (0: off)
+    kv_watermark: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -169,6 +183,13 @@ class EngineConfig:
         r = self.batch_wait_max_tokens_ratio
         if isinstance(r, bool) or not isinstance(r, int | float) or not (math.isfinite(r) and 0 <= r <= 1):
             raise CostModelError(f"batch_wait_max_tokens_ratio must be in [0, 1], got {r!r}")
+        if not isinstance(self.reserve_full_prompt, bool):
+            raise CostModelError(
+                f"reserve_full_prompt must be true or false, got {self.reserve_full_prompt!r}"
+            )
+        m = self.kv_watermark
+        if isinstance(m, bool) or not isinstance(m, int | float) or not (math.isfinite(m) and 0 <= m < 1):
+            raise CostModelError(f"kv_watermark must be in [0, 1), got {m!r}")
         if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
             raise CostModelError(
                 f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"

@@ -4,7 +4,9 @@ registry that names them (``vllm``, ``trtllm``, ``vllm@0.6``).
 A profile holds what the simulator needs to run an engine as it runs by default:
 
 * its scheduler: tokens per iteration, sequences per iteration, the KV block, chunked prefill,
-  TensorRT-LLM's batch waiting, and the admission policy (:data:`~.knobs.POLICIES`);
+  TensorRT-LLM's batch waiting, the admission policy (:data:`~.knobs.POLICIES`) and vLLM's
+  admission gates on top of ``recompute`` (``reserve_full_prompt``, ``kv_watermark``:
+  :mod:`graphs.serving.engine`);
 * its KV-pool rule (:data:`KV_RULES`), the blocks one device holds,
 
   .. math::
@@ -74,8 +76,11 @@ OVERRIDES: dict[str, tuple[float, float] | None] = {
     "batch_wait_max_tokens_ratio": (0.0, 1.0),
     "policy": None,
     "kv_fraction": (0.0, 1.0),
+    "reserve_full_prompt": None,
+    "kv_watermark": (0.0, 1.0),
+    "enable_prefix_caching": None,
 }
-_FLOATS = ("batch_wait_max_tokens_ratio", "kv_fraction")
+_FLOATS = ("batch_wait_max_tokens_ratio", "kv_fraction", "kv_watermark")
 #: every default that must name its source
 SOURCED = (*OVERRIDES, "kv_rule", "cudagraph_sizes", "small_kernels", *CPU_TERMS)
 
@@ -133,6 +138,18 @@ class EngineProfile:
         Where each :data:`SOURCED` default comes from.
     batch_wait_timeout_iters, batch_wait_max_tokens_ratio : int, float
         TensorRT-LLM's batch waiting (0: off).
+    reserve_full_prompt : bool
+        vLLM's ``scheduler_reserve_full_isl``: a waiting sequence is admitted only when blocks for
+        all its known tokens are free (not only its first chunk's).
+    kv_watermark : float
+        vLLM's ``watermark``: the fraction of the pool kept free when admitting (0: off).
+    enable_prefix_caching : bool
+        Whether full KV blocks stay cached for reuse by default (shared prefixes, and a preempted
+        sequence's own blocks: :mod:`graphs.serving.engine`).
+    device_defaults : callable or None
+        ``(capacity_bytes, device_name) -> {setting: value}``: the defaults the engine picks by
+        device (vLLM's token budget by GPU memory), applied by :meth:`for_device` to the
+        settings the user did not give; None: the same on every device.
     overridden : tuple of str
         The defaults a user replaced (:meth:`with_overrides`), said with the profile.
     """
@@ -155,6 +172,10 @@ class EngineProfile:
     sources: Mapping[str, str] = field(repr=False)
     batch_wait_timeout_iters: int = 0
     batch_wait_max_tokens_ratio: float = 0.0
+    reserve_full_prompt: bool = False
+    kv_watermark: float = 0.0
+    enable_prefix_caching: bool = False
+    device_defaults: Callable[[float, str], Mapping[str, Any]] | None = field(default=None, repr=False)
     default_version: bool = True
     overridden: tuple[str, ...] = ()
 
@@ -221,6 +242,21 @@ class EngineProfile:
         changed = tuple(k for k in OVERRIDES if k in values or k in self.overridden)
         return replace(self, **values, overridden=changed)
 
+    def for_device(self, device: Any) -> EngineProfile:
+        """The profile as the engine sets itself up on ``device`` (a
+        :class:`~costmodel.hardware.Hardware`): its :attr:`device_defaults` for that device's
+        capacity and name, each setting the user gave (:attr:`overridden`) kept as given."""
+        if self.device_defaults is None:
+            return self
+        from costmodel.cost import as_float
+
+        picked = self.device_defaults(as_float(device.capacity()), str(device.name))
+        values = {k: v for k, v in picked.items() if k not in self.overridden and getattr(self, k) != v}
+        if not values:
+            return self
+        _check(self.ref, {k: getattr(self, k) for k in OVERRIDES} | values)
+        return replace(self, **values)
+
     def kv_blocks(self, pool: KVPool) -> int:
         """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
         and block size); a pool with no room for one block is a one-line error."""
@@ -247,7 +283,7 @@ class EngineProfile:
         *,
         request_tokens: int | None = None,
         max_running: int | None = None,
-        enable_prefix_caching: bool = False,
+        enable_prefix_caching: bool | None = None,
         iteration_overhead_s: float = 0.0,
         num_blocks: int | None = None,
     ) -> EngineConfig:
@@ -265,7 +301,9 @@ class EngineProfile:
             one by the simulator's own reservation rule).
         max_running : int, optional
             At most this many requests exist (a wave of them): a further cap.
-        enable_prefix_caching, iteration_overhead_s, num_blocks
+        enable_prefix_caching : bool, optional
+            As :class:`~.knobs.EngineConfig`; None: the profile's default.
+        iteration_overhead_s, num_blocks
             As :class:`~.knobs.EngineConfig` (``num_blocks`` replaces the rule's pool).
 
         Returns
@@ -283,13 +321,17 @@ class EngineProfile:
             enable_chunked_prefill=self.enable_chunked_prefill,
         )
         extra: dict[str, Any] = {}
-        if enable_prefix_caching:
+        if self.enable_prefix_caching if enable_prefix_caching is None else enable_prefix_caching:
             extra["enable_prefix_caching"] = True
         if iteration_overhead_s:
             extra["iteration_overhead_s"] = iteration_overhead_s
         if self.batch_wait_timeout_iters or self.batch_wait_max_tokens_ratio:
             extra["batch_wait_timeout_iters"] = self.batch_wait_timeout_iters
             extra["batch_wait_max_tokens_ratio"] = self.batch_wait_max_tokens_ratio
+        if self.reserve_full_prompt:
+            extra["reserve_full_prompt"] = True
+        if self.kv_watermark:
+            extra["kv_watermark"] = self.kv_watermark
         if self.kv_rule == "device" and self.policy != "guaranteed_no_evict":
             return EngineConfig(
                 max_num_seqs=self.max_num_seqs,
@@ -418,9 +460,11 @@ def _check(ref: str, values: Mapping[str, Any], given: set[str] | None = None) -
         lo, hi = rng
         if key in _FLOATS:
             ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and lo <= v <= hi
-            ok = ok and (key != "kv_fraction" or v > 0)
+            ok = ok and (key != "kv_fraction" or v > 0) and (key != "kv_watermark" or v < 1)
             if not ok:
-                span = f"(0, {hi:g}]" if key == "kv_fraction" else f"[{lo:g}, {hi:g}]"
+                span = {"kv_fraction": f"(0, {hi:g}]", "kv_watermark": f"[{lo:g}, {hi:g})"}.get(
+                    key, f"[{lo:g}, {hi:g}]"
+                )
                 raise CostModelError(f"engine {ref}: {key} must be in {span}, got {v!r}")
         elif isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise CostModelError(f"engine {ref}: {key} must be a whole number in [{lo:g}, {hi:g}], got {v!r}")

@@ -68,6 +68,10 @@ PROFILE = register_engine(
             "batch_wait_max_tokens_ratio": "SGLang has no batch waiting: 0, off",
             "policy": "python/sglang/srt/managers/schedule_batch.py retract_decode: retract, recompute",
             "kv_fraction": _STAND_IN,
+            "reserve_full_prompt": "NOT MODELLED: SGLang's PrefillAdder budget; off, as before profiles",
+            "kv_watermark": "NOT MODELLED: SGLang's PrefillAdder budget; off, as before profiles",
+            "enable_prefix_caching": "ASSUMED off, as before profiles: SGLang's radix cache is on by default "
+            "(--disable-radix-cache); give --enable-prefix-caching",
             "kv_rule": _STAND_IN,
             "cudagraph_sizes": "ASSUMED: vLLM's capture list stands in for SGLang's cuda_graph_bs",
             "small_kernels": "sgl-kernel fused_add_rmsnorm, rotary_embedding, one KV write (as vLLM)",

@@ -4,7 +4,11 @@ Sources of every default (:data:`PROFILE`):
 
 * ``max_num_batched_tokens`` 8,192: V1's default for the OpenAI API server on a GPU of at least
   70 GiB that is not an A100 (``vllm/engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``:
-  ``default_max_num_batched_tokens = {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192}``).
+  ``default_max_num_batched_tokens = {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192}``); 2,048 on
+  any other GPU (the same function's ``else`` branch: ``{LLM_CLASS: 8192, OPENAI_API_SERVER:
+  2048}``), which :func:`vllm_device_defaults` applies. The budget sizes the profiled activation
+  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 1,607
+  blocks at 8,192 tokens, 2,382 at 2,048).
 * ``max_num_seqs`` 256: the same function's value below 70 GiB (``{LLM_CLASS: 256,
   OPENAI_API_SERVER: 256}``) and V0's ``EngineArgs.max_num_seqs``; V1 on a >= 70 GiB GPU
   defaults to 1,024 (same function). Kept at 256, the simulator's default before profiles: a
@@ -17,7 +21,20 @@ Sources of every default (:data:`PROFILE`):
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it
-  (``vllm/v1/core/sched/scheduler.py``).
+  (``vllm/v1/core/sched/scheduler.py``: ``preempted_req = self.running.pop()``; no new request is
+  admitted in a step that preempted); with prefix caching on its full blocks stay cached in the
+  free queue, tail first to be evicted, and it resumes after those still cached
+  (``vllm/v1/core/kv_cache_manager.py``, ``free`` and ``get_computed_blocks``).
+* ``reserve_full_prompt`` on: ``SchedulerConfig.scheduler_reserve_full_isl = True``
+  (``vllm/config/scheduler.py``, added by https://github.com/vllm-project/vllm/pull/37307, 2026):
+  a waiting or preempted request is admitted only when blocks for all its tokens are free
+  (``allocate_slots(full_sequence_must_fit=True)``), not only its first chunk's; V1 releases
+  before it admit on the first chunk (``--no-reserve-full-prompt``).
+* prefix caching on: V1 enables it by default (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html:
+  "we now enable prefix caching by default in V1"; ``--no-enable-prefix-caching`` turns it off).
+* ``kv_watermark`` 0: ``SchedulerConfig.watermark = 0.0``, off by default
+  (https://github.com/vllm-project/vllm/pull/44594: "Disabled by default. Does not apply to
+  first new request when cache is empty"; V1 had none before it).
 * CUDA-graph capture sizes: ``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)`` with
   ``M = min(2 max_num_seqs, 512)`` (``vllm/config/compilation.py``, ``cudagraph_capture_sizes``
   and ``max_cudagraph_capture_size``; ``cudagraph_mode`` ``FULL_AND_PIECEWISE`` captures full
@@ -65,7 +82,24 @@ from costmodel.keys import Role
 
 from .profile import EngineProfile, register_engine
 
-__all__ = ["PROFILE", "REQUEST_FIT", "TOKENISE", "vllm_capture_sizes"]
+__all__ = ["PROFILE", "LARGE_GPU_BYTES", "REQUEST_FIT", "TOKENISE", "vllm_capture_sizes", "vllm_device_defaults"]
+
+
+#: ``get_batch_defaults``'s memory threshold (bytes): 70 GiB
+LARGE_GPU_BYTES = 70 * 2**30
+
+
+def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, int]:
+    """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
+    on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
+
+    >>> vllm_device_defaults(80e9, "h100-sxm"), vllm_device_defaults(80e9, "a100-sxm-80gb")
+    ({'max_num_batched_tokens': 8192}, {'max_num_batched_tokens': 2048})
+    >>> vllm_device_defaults(24e9, "rtx-4090")
+    {'max_num_batched_tokens': 2048}
+    """
+    large = capacity_bytes >= LARGE_GPU_BYTES and "a100" not in device_name.lower()
+    return {"max_num_batched_tokens": 8192 if large else 2048}
 
 
 def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
@@ -112,6 +146,10 @@ PROFILE = register_engine(
         block_size=16,
         enable_chunked_prefill=True,
         policy="recompute",
+        reserve_full_prompt=True,
+        kv_watermark=0.0,
+        enable_prefix_caching=True,
+        device_defaults=vllm_device_defaults,
         kv_rule="device",
         kv_fraction=0.9,
         cudagraph_sizes=vllm_capture_sizes,
@@ -127,7 +165,8 @@ PROFILE = register_engine(
         },
         fitted=("iteration_s", "per_seq_s", "request_s"),
         sources={
-            "max_num_batched_tokens": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 8192 (>= 70 GiB)",
+            "max_num_batched_tokens": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 8192 "
+            "(>= 70 GiB, not A100), else 2048",
             "max_num_seqs": "vllm/engine/arg_utils.py get_batch_defaults: 256 below 70 GiB (V1 takes 1024 above)",
             "block_size": "vllm/config/cache.py CacheConfig.block_size: 16 on CUDA",
             "enable_chunked_prefill": "V1 always chunks prefills (blog.vllm.ai/2025/01/27/v1-alpha-release.html)",
@@ -135,6 +174,9 @@ PROFILE = register_engine(
             "batch_wait_max_tokens_ratio": "vLLM has no batch waiting: 0, off",
             "policy": "vllm/v1/core/sched/scheduler.py: preempt the latest request, recompute it",
             "kv_fraction": "vllm/config/cache.py CacheConfig.gpu_memory_utilization: 0.9",
+            "reserve_full_prompt": "vllm/config/scheduler.py scheduler_reserve_full_isl: True (vllm PR 37307)",
+            "kv_watermark": "vllm/config/scheduler.py watermark: 0.0, off (vllm PR 44594)",
+            "enable_prefix_caching": "on by default in V1 (blog.vllm.ai/2025/01/27/v1-alpha-release.html)",
             "kv_rule": "vLLM profiles weights and a peak forward, the rest of u x device to KV blocks",
             "cudagraph_sizes": "vllm/config/compilation.py cudagraph_capture_sizes, max_cudagraph_capture_size",
             "small_kernels": "vllm/_custom_ops.py fused_add_rms_norm, rotary_embedding, reshape_and_cache_flash",

@@ -16,6 +16,11 @@ prefill and ``max_num_batched_tokens = max(max_model_len, 2048)``: give ``--no-c
   ``EngineArgs``' defaults;
 * ``recompute``: V0's default ``preemption_mode`` for a single-sequence group
   (``vllm/core/scheduler.py``, ``_preempt``);
+* ``reserve_full_prompt`` on and ``kv_watermark`` 0.01: a waiting prompt is admitted only when
+  its whole prompt's blocks fit and 1 % of the pool stays free
+  (``vllm/core/block_manager.py``, ``SelfAttnBlockSpaceManager(watermark=0.01)``,
+  ``can_allocate``: ``num_free_gpu_blocks - num_required_blocks >= watermark_blocks``; the
+  simulator, as V1, waives the watermark for the first admission into an idle pool);
 * CUDA-graph capture sizes ``[1, 2, 4] + [8 i for i in 1..32]`` up to the padded ``max_num_seqs``
   (``vllm/worker/model_runner.py``, ``_BATCH_SIZES_TO_CAPTURE``, ``_get_graph_batch_size``);
   decode-only batches run the graph, a batch with a prefill chunk runs eager;
@@ -66,6 +71,8 @@ PROFILE = register_engine(
         block_size=16,
         enable_chunked_prefill=True,
         policy="recompute",
+        reserve_full_prompt=True,
+        kv_watermark=0.01,
         kv_rule="device",
         kv_fraction=0.9,
         cudagraph_sizes=v0_capture_sizes,
@@ -82,6 +89,9 @@ PROFILE = register_engine(
             "batch_wait_max_tokens_ratio": "vLLM has no batch waiting: 0, off",
             "policy": "vllm/core/scheduler.py _preempt: recompute for single-sequence groups",
             "kv_fraction": f"{_V0}.gpu_memory_utilization: 0.9",
+            "reserve_full_prompt": "vllm/core/block_manager.py can_allocate: the whole prompt's blocks",
+            "kv_watermark": "vllm/core/block_manager.py SelfAttnBlockSpaceManager watermark: 0.01",
+            "enable_prefix_caching": f"{_V0}.enable_prefix_caching: False",
             "kv_rule": "V0 profiles weights and a peak forward, the rest of u x device to KV blocks",
             "cudagraph_sizes": "vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE, _get_graph_batch_size",
             "small_kernels": "vllm/_custom_ops.py fused_add_rms_norm, rotary_embedding, reshape_and_cache_flash",
