@@ -46,3 +46,12 @@ def test_lazy_names_never_shadow_a_submodule():
         subs = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
         clash = subs & set(getattr(pkg, "_LAZY", {}))
         assert not clash, f"{pkg_name}: lazy names that are also submodules: {clash}"
+
+
+def test_cmd_simulate_is_a_thin_layer():
+    """Issue 43: the simulate command reads as its steps, each a function (it was 260 lines)."""
+    import inspect
+
+    from graphs.cli import simulate
+
+    assert len(inspect.getsource(simulate.cmd_simulate).splitlines()) < 60

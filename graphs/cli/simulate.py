@@ -400,14 +400,12 @@ def _interval_lines(iv: Any) -> list[str]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    """``costmodel simulate``: check every input and output path, then one run (or ``--max-rate``'s
+    probes), written and printed; each step is a function below."""
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
-    from costmodel.outfiles import PLOT_SUFFIXES, sibling
-    from graphs.serving.capacity_search import max_rate
-    from graphs.serving.requests import read_trace, synthetic
-    from graphs.serving.simulator import simulate
 
-    from .calibrate import load_predict_file, predict_file_line, predictor_of
+    from .calibrate import load_predict_file
     from .model import resolve_model
 
     if args.engine == LIST:
@@ -416,178 +414,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.model is None:
         raise CostModelError("simulate needs a MODEL (catalog name or config.json path)")
     fit = load_predict_file(args)  # sets args.predict from the file
-    if args.csv:  # every output path before any work
-        check_output_path(args.csv, "--csv")
-    if args.plot:
-        check_output_path(args.plot, "--plot", suffixes=PLOT_SUFFIXES)
-        check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
+    _check_outputs(args)
     _check_workload(args)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     topo, spec, tiers = _topology(args), _spec(args), _tiers(args)
     profile = profile_of(args).for_device(get_device(args.device))  # the defaults it picks there
-    if args.max_rate and args.interval:
-        raise CostModelError("--max-rate with --interval: give --rate for an interval run")
-    if args.interval and not args.predict:
-        raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
-    _check_compare(args)
-    if args.interval is None:  # every predicted number carries its interval unless told not to
-        args.interval = bool(args.predict) and not args.max_rate
+    _check_modes(args)
     if args.max_rate:
-        if args.trace:
-            raise CostModelError("--max-rate draws its own requests; it does not take --trace")
-        if args.csv or args.plot:
-            raise CostModelError("--max-rate writes no per-request files; drop --csv/--plot (or give --rate)")
-        eng = _engine(args, cfg, profile)
-        m = max_rate(
-            cfg,
-            args.device,
-            slo_ttft=args.slo_ttft,
-            slo_tpot=args.slo_tpot,
-            requests=args.requests,
-            prompt=args.prompt,
-            output=args.output,
-            arrival=args.arrival,
-            seed=args.seed,
-            percentile=args.percentile,
-            progress=progress_bar("max-rate", args.quiet, "probes"),
-            predictor=predictor_of(args),
-            overheads=_overheads(args, profile, eng, fit),  # every probe with the same engine
-            topology=topo,
-            engine=eng,
-        )
-        from graphs.serving.cost import sim_cost
-
-        from .cost_option import cost_text, rates_of
-
-        cost = sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]) if m.at_rate else None
-        keep(args, result=m, config=cfg, cost=cost)
-        if args.json:
-            print(dump({**m.to_dict(), "engine": profile.to_dict(), "cost": cost}))
-            return 0
-        print(
-            f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
-            f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
-        )
-        print(f"  {_settings(args)}")
-        print(f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)")
-        print(f"  {profile.summary()}")
-        if fit is not None:
-            print(predict_file_line(args.predict_file, fit, cfg.name, args.device))
-        if m.at_rate is not None and m.at_rate.coverage is not None:
-            print("\n".join(_predicted_lines(args, m.at_rate)))
-            print("  (coverage of the simulation at the max rate)")
-        for rate, ok, t, p in m.probes:
-            print(
-                f"  {rate:10.3f} req/s  P{args.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
-            )
-        if m.rate is None and not m.saturated:
-            print(
-                f"  not determined: every probe up to the physical ceiling ({m.ceiling_rate:,.3f} requests/s, "
-                f"the token-wise kernels back to back at their roofline) meets the SLOs; {args.requests:,} "
-                "requests are too few to load the deployment (raise --requests)"
-            )
-            return 0
-        if m.rate is None:
-            print("  no probed rate meets the SLOs")
-            return 0
-        print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
-        if m.at_rate is not None:
-            print(f"  at that rate, {cost_text(cost)}")
-        return 0
-    trace = read_trace(args.trace) if args.trace else None
-    replayed, replay_said = _workload_from(args) if args.workload_from else (None, "")
-    if replayed is not None:
-        args.concurrency = replayed.concurrency  # the run's own clients (vllm's --max-concurrency)
-    reqs = (
-        trace.requests
-        if trace
-        else replayed.requests
-        if replayed is not None
-        else synthetic(
-            args.requests,
-            rate=args.rate,
-            prompt=args.prompt,
-            output=args.output,
-            arrival=args.arrival,
-            seed=args.seed,
-            shared_prefix=args.shared_prefix,
-            prompt_pool=args.prompt_pool or 0,
-            turns=args.turns,
-            think_s=args.think_time,
-        )
-    )
-    from .phases import check_context
-
-    longest = max(r.prompt + r.output for r in reqs)  # the most a sequence holds: its prompt and answer
-    check_context(args, longest, "--prompt + --output" if trace is None else "the trace's prompt + output")
+        return _max_rate_run(args, cfg, profile, topo, fit)
+    trace, replayed, replay_said, reqs = _requests(args)
     eng = _engine(args, cfg, profile, reqs)
-    run = dict(
-        slo_ttft=args.slo_ttft,
-        slo_tpot=args.slo_tpot,
-        rate=args.rate,
-        concurrency=args.concurrency,
-        spec=spec,
-        kv_tiers=tiers,
-        overheads=_overheads(args, profile, eng, fit),
-        topology=topo,
-        engine=eng,
-    )
-    if args.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
-        from graphs.serving.simulator import steady_stagger_s
-
-        others = {k: v for k, v in run.items() if k != "concurrency"}
-        run["stagger_s"] = steady_stagger_s(
-            cfg,
-            args.device,
-            reqs,
-            concurrency=args.concurrency,
-            predictor=predictor_of(args),
-            **others,
-        )
-    elif args.stagger is not None:
-        run["stagger_s"] = float(args.stagger)
-    if "stagger_s" in run:
-        run["stagger_seed"] = args.seed
-    run["progress"] = progress_bar("simulate", args.quiet, "requests")
-    interval = None
-    if args.interval:
-        from graphs.serving.intervals import simulate_interval
-
-        interval = simulate_interval(cfg, args.device, reqs, predictor=predictor_of(args), **run)
-        res = interval.point
-    else:
-        res = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **run)
-    comparison = None
-    if args.compare:  # with a fit, the profile's own terms price a "predicted" column beside it
-        plain = _overheads(args, profile, eng, None) if fit is not None and args.predict else None
-        comparison = _comparison(args, cfg, reqs, run, res, interval, replayed, plain)
+    run = _run_settings(args, cfg, reqs, eng, topo, spec, tiers, _overheads(args, profile, eng, fit))
+    res, interval, comparison = _simulate_run(args, cfg, reqs, run, profile, eng, fit, replayed)
     keep(args, result=res, config=cfg, comparison=comparison)
-    if args.csv:
-        res.requests_csv(args.csv, "--csv")
-    if args.plot:
-        from costmodel.plots import latency_cdf_plot, plot_title, serving_timeline_plot
-
-        point = {"model": res.model, "device": res.device, "tp": args.tp}
-        priced = _priced_by(args)
-        latency_cdf_plot(
-            {
-                "TTFT": res.per_request["ttft_s"],
-                "TPOT": res.per_request["tpot_s"],
-                "end to end": res.per_request["e2e_s"],
-            },
-            args.plot,
-            title=plot_title(f"latency CDFs {_load(args)}, {priced}", **point),
-            slos={k: v for k, v in (("TTFT", args.slo_ttft), ("TPOT", args.slo_tpot)) if v is not None},
-        )
-        timeline = sibling(args.plot, _TIMELINE, default_suffix=".png")
-        serving_timeline_plot(
-            res.timeline, timeline, title=plot_title(f"batch, queue and KV use over time, {priced}", **point)
-        )
-        print(f"wrote {args.plot} (latency CDFs) and {timeline} (timeline)", file=sys.stderr)
+    _write_files(args, res)
     settings = replay_said or _settings(args, trace)
     from graphs.serving.cost import sim_cost
 
-    from .cost_option import cost_text, rates_of
+    from .cost_option import rates_of
 
     cost = sim_cost(res, rates_of(args, [args.device])[args.device])
     keep(args, cost=cost)
@@ -599,6 +443,257 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             doc["comparison"] = comparison.to_dict()
         print(dump(doc))
         return 0
+    _print_head(args, res, cfg, topo, spec, profile, fit, settings, run)
+    _print_latencies(args, res, interval, comparison)
+    _print_throughput(args, res, topo, cost)
+    return 0
+
+
+def _simulate_run(
+    args: argparse.Namespace,
+    cfg: Any,
+    reqs: Any,
+    run: dict[str, Any],
+    profile: Any,
+    eng: Any,
+    fit: Any,
+    replayed: Any,
+) -> tuple[Any, Any, Any]:
+    """The run (with ``--interval`` its ends too: :func:`graphs.serving.intervals.simulate_interval`)
+    and ``--compare``'s side-by-side; returns ``(result, interval or None, comparison or None)``."""
+    from .calibrate import predictor_of
+
+    interval = None
+    if args.interval:
+        from graphs.serving.intervals import simulate_interval
+
+        interval = simulate_interval(cfg, args.device, reqs, predictor=predictor_of(args), **run)
+        res = interval.point
+    else:
+        from graphs.serving.simulator import simulate
+
+        res = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **run)
+    comparison = None
+    if args.compare:  # with a fit, the profile's own terms price a "predicted" column beside it
+        plain = _overheads(args, profile, eng, None) if fit is not None and args.predict else None
+        comparison = _comparison(args, cfg, reqs, run, res, interval, replayed, plain)
+    return res, interval, comparison
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path (``--csv``, ``--plot`` and its timeline) checked before any work."""
+    from costmodel.outfiles import PLOT_SUFFIXES, sibling
+
+    if args.csv:
+        check_output_path(args.csv, "--csv")
+    if args.plot:
+        check_output_path(args.plot, "--plot", suffixes=PLOT_SUFFIXES)
+        check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
+
+
+def _check_modes(args: argparse.Namespace) -> None:
+    """``--max-rate``, ``--interval`` and ``--compare`` together, refused where they contradict;
+    ``--interval`` defaults to on with ``--predict`` (but for ``--max-rate``)."""
+    from costmodel.errors import CostModelError
+
+    if args.max_rate and args.interval:
+        raise CostModelError("--max-rate with --interval: give --rate for an interval run")
+    if args.interval and not args.predict:
+        raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
+    _check_compare(args)
+    if args.interval is None:  # every predicted number carries its interval unless told not to
+        args.interval = bool(args.predict) and not args.max_rate
+    if args.max_rate and args.trace:
+        raise CostModelError("--max-rate draws its own requests; it does not take --trace")
+    if args.max_rate and (args.csv or args.plot):
+        raise CostModelError("--max-rate writes no per-request files; drop --csv/--plot (or give --rate)")
+
+
+def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, fit: Any) -> int:
+    """``--max-rate``: the highest rate meeting the SLOs (:func:`graphs.serving.capacity_search.max_rate`),
+    every probe on the same engine, printed or as JSON."""
+    from graphs.serving.capacity_search import max_rate
+    from graphs.serving.cost import sim_cost
+
+    from .calibrate import predict_file_line, predictor_of
+    from .cost_option import cost_text, rates_of
+
+    eng = _engine(args, cfg, profile)
+    m = max_rate(
+        cfg,
+        args.device,
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        requests=args.requests,
+        prompt=args.prompt,
+        output=args.output,
+        arrival=args.arrival,
+        seed=args.seed,
+        percentile=args.percentile,
+        progress=progress_bar("max-rate", args.quiet, "probes"),
+        predictor=predictor_of(args),
+        overheads=_overheads(args, profile, eng, fit),  # every probe with the same engine
+        topology=topo,
+        engine=eng,
+    )
+    cost = sim_cost(m.at_rate, rates_of(args, [args.device])[args.device]) if m.at_rate else None
+    keep(args, result=m, config=cfg, cost=cost)
+    if args.json:
+        print(dump({**m.to_dict(), "engine": profile.to_dict(), "cost": cost}))
+        return 0
+    print(
+        f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
+        f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
+    )
+    print(f"  {_settings(args)}")
+    print(f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)")
+    print(f"  {profile.summary()}")
+    if fit is not None:
+        print(predict_file_line(args.predict_file, fit, cfg.name, args.device))
+    if m.at_rate is not None and m.at_rate.coverage is not None:
+        print("\n".join(_predicted_lines(args, m.at_rate)))
+        print("  (coverage of the simulation at the max rate)")
+    for rate, ok, t, p in m.probes:
+        print(
+            f"  {rate:10.3f} req/s  P{args.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
+        )
+    if m.rate is None and not m.saturated:
+        print(
+            f"  not determined: every probe up to the physical ceiling ({m.ceiling_rate:,.3f} requests/s, "
+            f"the token-wise kernels back to back at their roofline) meets the SLOs; {args.requests:,} "
+            "requests are too few to load the deployment (raise --requests)"
+        )
+        return 0
+    if m.rate is None:
+        print("  no probed rate meets the SLOs")
+        return 0
+    print(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+    if m.at_rate is not None:
+        print(f"  at that rate, {cost_text(cost)}")
+    return 0
+
+
+def _requests(args: argparse.Namespace) -> tuple[Any, Any, str, Any]:
+    """The run's requests: a ``--trace``'s, a ``--workload-from`` run's (its clients become
+    ``--concurrency``), or drawn (:func:`graphs.serving.requests.synthetic`); checked against the
+    model's context. Returns ``(trace, replayed run, what the replay took, requests)``."""
+    from graphs.serving.requests import read_trace, synthetic
+
+    from .phases import check_context
+
+    trace = read_trace(args.trace) if args.trace else None
+    replayed, replay_said = _workload_from(args) if args.workload_from else (None, "")
+    if replayed is not None:
+        args.concurrency = replayed.concurrency  # the run's own clients (vllm's --max-concurrency)
+    if trace is not None:
+        reqs = trace.requests
+    elif replayed is not None:
+        reqs = replayed.requests
+    else:
+        reqs = synthetic(
+            args.requests,
+            rate=args.rate,
+            prompt=args.prompt,
+            output=args.output,
+            arrival=args.arrival,
+            seed=args.seed,
+            shared_prefix=args.shared_prefix,
+            prompt_pool=args.prompt_pool or 0,
+            turns=args.turns,
+            think_s=args.think_time,
+        )
+    longest = max(r.prompt + r.output for r in reqs)  # the most a sequence holds: its prompt and answer
+    check_context(args, longest, "--prompt + --output" if trace is None else "the trace's prompt + output")
+    return trace, replayed, replay_said, reqs
+
+
+def _run_settings(
+    args: argparse.Namespace,
+    cfg: Any,
+    reqs: Any,
+    eng: Any,
+    topo: Any,
+    spec: Any,
+    tiers: Any,
+    overheads: Any,
+) -> dict[str, Any]:
+    """The keyword arguments every simulation of this run takes (the interval's ends, the
+    comparison's bound): SLOs, load, topology, engine, overheads, and a closed loop's stagger."""
+    from .calibrate import predictor_of
+
+    run: dict[str, Any] = dict(
+        slo_ttft=args.slo_ttft,
+        slo_tpot=args.slo_tpot,
+        rate=args.rate,
+        concurrency=args.concurrency,
+        spec=spec,
+        kv_tiers=tiers,
+        overheads=overheads,
+        topology=topo,
+        engine=eng,
+    )
+    if args.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
+        from graphs.serving.simulator import steady_stagger_s
+
+        others = {k: v for k, v in run.items() if k != "concurrency"}
+        run["stagger_s"] = steady_stagger_s(
+            cfg, args.device, reqs, concurrency=args.concurrency, predictor=predictor_of(args), **others
+        )
+    elif args.stagger is not None:
+        run["stagger_s"] = float(args.stagger)
+    if "stagger_s" in run:
+        run["stagger_seed"] = args.seed
+    run["progress"] = progress_bar("simulate", args.quiet, "requests")
+    return run
+
+
+def _write_files(args: argparse.Namespace, res: Any) -> None:
+    """``--csv``'s per-request rows and ``--plot``'s CDFs and timeline, each path said."""
+    from costmodel.outfiles import sibling
+
+    if args.csv:
+        res.requests_csv(args.csv, "--csv")
+    if not args.plot:
+        return
+    from costmodel.plots import latency_cdf_plot, plot_title, serving_timeline_plot
+
+    point = {"model": res.model, "device": res.device, "tp": args.tp}
+    priced = _priced_by(args)
+    latency_cdf_plot(
+        {
+            "TTFT": res.per_request["ttft_s"],
+            "TPOT": res.per_request["tpot_s"],
+            "end to end": res.per_request["e2e_s"],
+        },
+        args.plot,
+        title=plot_title(f"latency CDFs {_load(args)}, {priced}", **point),
+        slos={k: v for k, v in (("TTFT", args.slo_ttft), ("TPOT", args.slo_tpot)) if v is not None},
+    )
+    timeline = sibling(args.plot, _TIMELINE, default_suffix=".png")
+    serving_timeline_plot(
+        res.timeline, timeline, title=plot_title(f"batch, queue and KV use over time, {priced}", **point)
+    )
+    print(f"wrote {args.plot} (latency CDFs) and {timeline} (timeline)", file=sys.stderr)
+
+
+def _print_head(
+    args: argparse.Namespace,
+    res: Any,
+    cfg: Any,
+    topo: Any,
+    spec: Any,
+    profile: Any,
+    fit: Any,
+    settings: str,
+    run: dict[str, Any],
+) -> None:
+    """The run's first lines: what ran, the workload, the engine, notes, what priced it."""
+    from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes
+    from graphs.blocks.mtp import mtp_notes
+
+    from .calibrate import predict_file_line
+
     print(
         f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
         f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
@@ -613,9 +708,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"  closed loop: the clients' first sends drawn uniformly over {run['stagger_s']:.3f} s (--seed {args.seed})"
         )
-    from costmodel.hardware.fallback import roof_notes
-    from graphs.blocks.mtp import mtp_notes
-
     plain_mtp = mtp_notes(cfg) if spec is None or spec.draft != "mtp" else ()  # MTP left out, said
     hw = get_device(res.device)  # a unit priced on another unit's roof; a tp group across domains
     for note in roof_notes(hw) + plain_mtp + hw.group_notes(topo.tp):
@@ -626,6 +718,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  {res.overheads}")
     if res.coverage is not None:
         print("\n".join(_predicted_lines(args, res)))
+
+
+def _print_latencies(args: argparse.Namespace, res: Any, interval: Any, comparison: Any) -> None:
+    """The latency table, the interval and the comparison."""
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
@@ -634,6 +730,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if comparison is not None:
         print("  side by side, the same requests (the bound: every kernel at its roofline, no engine time):")
         print("\n".join(comparison.lines()))
+
+
+def _print_throughput(args: argparse.Namespace, res: Any, topo: Any, cost: Any) -> None:
+    """Throughput (closed loop, steady state, overall), the caches, routing, speculation,
+    goodput and cost."""
+    from .cost_option import cost_text
+
     if res.concurrency is not None:
         print(
             f"  closed loop, {res.concurrency} client(s): {res.requests_per_s:.2f} requests/s, "
@@ -695,7 +798,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"  {cost_text(cost)}")
     if args.csv:
         print(f"per-request rows written to {args.csv}")
-    return 0
 
 
 def add_simulate_parser(sub: Any) -> None:
