@@ -31,7 +31,7 @@ def test_a_version_mismatch_inlines_the_full_bundle_and_says_so(monkeypatch, cap
     assert capsys.readouterr().err.count("pages inline the full bundle") == 1
 
 
-@pytest.mark.parametrize("requests", [200, 5000])
+@pytest.mark.parametrize("requests", [200, 2000])
 def test_a_simulate_page_stays_under_budget_and_shows_what_was_typed(tmp_path, capsys, requests):
     page = tmp_path / "sim.html"
     argv = ["simulate", "tiny", "--rate", "50", "--requests", str(requests), "--slo-ttft", "1", "--quiet"]
