@@ -271,6 +271,35 @@ _POINT_KEYS = (
 )
 
 
+#: each frontier column's heading in people's words and how its value is written (the number
+#: is the search's own: seconds, tokens/s, joules, USD)
+_POINT_HEADINGS: dict[str, tuple[str, str]] = {
+    "plan": ("plan (device dtypes tp pp ep micro-batches)", ""),
+    "batch": ("batch", ""),
+    "ctx": ("context (tokens)", ""),
+    "ttft_s": ("TTFT (s)", ".3g"),
+    "tpot_s": ("TPOT (ms)", "ms"),
+    "tokens_per_s_per_user": ("tokens/s per user", ",.1f"),
+    "tokens_per_s_per_device": ("tokens/s per device", ",.0f"),
+    "energy_per_token_j": ("energy (J/token)", ".3g"),
+    "usd_per_m_output": ("$/M output", ".3g"),
+}
+
+
+def _point_row(p: dict[str, Any]) -> dict[str, Any]:
+    """A frontier point as the page shows it: numbers rounded to what they mean (TPOT in ms)."""
+    out: dict[str, Any] = {}
+    for k, v in p.items():
+        how = _POINT_HEADINGS.get(k, ("", ""))[1]
+        if not how or not isinstance(v, int | float) or isinstance(v, bool):
+            out[k] = v
+        elif how == "ms":
+            out[k] = f"{1e3 * v:.3g}"
+        else:
+            out[k] = format(v, how)
+    return out
+
+
 def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
     """Each context's winners per objective (one frontier per context)."""
     by_ctx = getattr(result, "best_by_ctx", None)
@@ -319,7 +348,7 @@ def search_page(result: Any, *, command: str) -> str:
         )
     styled(
         fig,
-        f"Pareto frontier ({' vs '.join(result.objectives)})",
+        f"Pareto frontier ({' vs '.join(_POINT_HEADINGS.get(o, (o,))[0] for o in result.objectives)})",
         "tokens/s per device",
         "tokens/s per user",
         height=520,
@@ -334,10 +363,11 @@ def search_page(result: Any, *, command: str) -> str:
         head = f"ctx {ctx}: " if len(by_context) > 1 else ""
         for name, p in best.items():
             headline[f"{head}{name.replace('_', ' ')}"] = f"{p['plan']}, batch {p['batch']}"
-    cols = [(k, k) for k in _POINT_KEYS]
+    cols = [(k, _POINT_HEADINGS[k][0]) for k in _POINT_KEYS]
     if "usd_per_m_output" in result.objectives:  # as the command labels it (graphs.serving.cost)
         cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
-    sections = [Section("Pareto frontier", (fig, rows_table(list(result.frontier), cols)))]
+    shown = [_point_row(p) for p in result.frontier]
+    sections = [Section("Pareto frontier", (fig, rows_table(shown, cols)))]
     if result.beyond_domain:
         sections.append(
             Section(
