@@ -45,11 +45,21 @@ def _sum_of_times(expr: sympy.Expr) -> str:
     return " + ".join(parts).replace("+ -", "- ")
 
 
+def _expr(expr: sympy.Expr | float) -> sympy.Expr:
+    """An engine-built expression as it is, a number as a sympy Float; text is refused (this
+    module prints forms, it never parses them)."""
+    if isinstance(expr, sympy.Basic):
+        return expr
+    if isinstance(expr, int | float) and not isinstance(expr, bool):
+        return sympy.Float(expr)
+    raise TypeError(f"expected a sympy expression or a number, got {type(expr).__name__}")
+
+
 def time_expr(expr: sympy.Expr) -> str:
     """A symbolic time in seconds as a person writes it: ``Max``/``Min`` as ``max(...)``/``min(...)``
     of their arguments, each a sum whose numeric coefficients carry their unit (s, ms, us, ns, ps)
     instead of a raw rational, e.g. ``8192*B*S/241552734375`` -> ``33.91 ns*B*S``."""
-    expr = sympy.sympify(expr)
+    expr = _expr(expr)
     if isinstance(expr, (sympy.Max, sympy.Min)):
         name = "max" if isinstance(expr, sympy.Max) else "min"
         return f"{name}({', '.join(time_expr(a) for a in expr.args)})"
@@ -63,7 +73,8 @@ def time_expr(expr: sympy.Expr) -> str:
 def tidy_signs(expr: sympy.Expr) -> str:
     """A fraction ``-n / d`` whose numerator carries the sign written as ``n / -d`` expanded, so no
     double negative is left (``-K*N/(-2*K + N)`` -> ``K*N/(2*K - N)``); the value is unchanged."""
-    n, d = sympy.fraction(sympy.sympify(expr))
+    expr = _expr(expr)
+    n, d = sympy.fraction(expr)
     if d == 1 or not n.could_extract_minus_sign():
         return sympy.sstr(expr)
     n, d = -n, sympy.expand(-d)

@@ -324,7 +324,6 @@ def _comparison(
     from graphs.serving.engines import EngineOverheads
     from graphs.serving.simulator import simulate
 
-    _check_compare(args)
     if args.predict or getattr(args, "predict_file", None):
         bound_run = {**run, "overheads": EngineOverheads(), "progress": None}
         bound = simulate(cfg, args.device, reqs, predictor=None, **bound_run)
