@@ -283,6 +283,7 @@ def simulate(
     overheads: EngineOverheads | None = None,
     stagger_s: float | None = None,
     stagger_seed: int = 0,
+    skip: bool = True,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
@@ -325,6 +326,10 @@ def simulate(
         Spreads a closed loop's first sends over ``[0, stagger_s)`` (s; needs ``concurrency``).
     stagger_seed : int
         The seed of those first sends.
+    skip : bool
+        Advance each replica's steadily decoding sequences in closed form
+        (:mod:`graphs.serving.skipping`; the same times as the per-sequence loop, which
+        ``False`` runs alone as the reference).
 
     Returns
     -------
@@ -401,7 +406,8 @@ def simulate(
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
         return [
-            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov) for i in range(n)
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip)
+            for i in range(n)
         ]
 
     if topo.disaggregated:
@@ -471,7 +477,8 @@ def simulate(
         if rep.busy_until is not None or rep.idle:
             return
         batch = rep.schedule()
-        if not batch:
+        size = rep.batch_len(batch)
+        if not size:
             return
         end = now + rep.iteration_time(batch)
         for s, _ in batch:
@@ -479,7 +486,7 @@ def simulate(
                 s.scheduled_s = now
         rep.busy_until = end
         in_flight[rep.index] = batch
-        rep.sample(now, len(batch))
+        rep.sample(now, size)
         heapq.heappush(events, (end, next(counter), "iter", rep))
 
     while events:
@@ -587,7 +594,7 @@ def _admit_transferred(rep: Replica, s: Seq) -> None:
     if need <= rep.free_blocks and len(rep.running) < rep.cfg.max_num_seqs:
         rep.free_blocks -= need
         s.blocks = need
-        rep.running.append(s)
+        rep.join(s)
     else:  # no room yet: recompute later from scratch (its KV could not be kept)
         s.computed = 0
         rep.add(s)
