@@ -80,12 +80,25 @@ def test_lockstep_with_the_loop_under_preemption():
         for r in reqs:
             rep.add(Sequence(r))
     now = [0.0, 0.0]
-    held = 0
+    held = windowed = 0
     while not reps[0].idle:
+        # iterations the closed form runs at once (only steady decodes): the loop runs them one by one
+        ends = reps[1].decode_window(now[1], math.inf)
+        for e in ends:
+            batch = reps[0].schedule()
+            reps[0].sample(now[0], reps[0].batch_len(batch))  # as the simulator records it
+            now[0] += reps[0].iteration_time(batch)
+            assert reps[0].finish_iteration(batch, now[0]) == ([], [])
+            assert now[0] == e  # bit for bit: the vectorised prices and the loop's running sum
+        if ends:
+            now[1] = ends[-1]
+            windowed += len(ends)
+            assert reps[0].samples == reps[1].samples and reps[0].busy_s == reps[1].busy_s
         outs = []
         for k, rep in enumerate(reps):
             batch = rep.schedule()
             size = rep.batch_len(batch)
+            rep.sample(now[k], size)
             now[k] += rep.iteration_time(batch)
             done, _ = rep.finish_iteration(batch, now[k])
             outs.append((size, [s.req.rid for s in done], len(rep.waiting), rep.free_blocks, rep.outstanding))
@@ -94,6 +107,8 @@ def test_lockstep_with_the_loop_under_preemption():
         held = max(held, reps[1]._lazy.n if reps[1]._lazy is not None else 0)
     assert reps[1].idle and reps[0].preemptions == reps[1].preemptions > 0
     assert held > 40  # most of the 64-sequence batch in closed form at times
+    assert windowed > 100  # and many iterations of steady decodes run at once
+    assert reps[0].samples == reps[1].samples and reps[0].emitted == reps[1].emitted
 
 
 def test_overloaded_run_equals_the_loop():

@@ -733,6 +733,59 @@ class Replica:
         self.iterations += 1
         return done, handed
 
+    def decode_window(self, now: float, horizon: float) -> list[float]:
+        """Run at once, from ``now``, the iterations that would only decode this replica's steady
+        decodes (:mod:`graphs.serving.skipping`) and end before ``horizon`` (the next event that
+        could change or read the replica): no sequence outside the steady set, none admitted (an
+        empty queue, or no free sequence slot), none finishing, their new blocks within the free
+        ones, a step that prices decodes vectorised (``decode_times``: the bound's
+        :class:`~graphs.serving.mixed.MixedStep`), no kernel scale and no tier load in flight.
+        Their times come from one vectorised call, summed in the loop's order; their records
+        (samples, blocks, busy time, counters) are the loop's. Returns the iterations' end times
+        (empty: none run)."""
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        times = getattr(self.step_cost, "decode_times", None)
+        if (
+            lz is None
+            or not lz.n
+            or self._active
+            or times is None
+            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
+            or lz.n > self.cfg.max_num_batched_tokens
+            or self.overheads.kernel_scale != 1
+            or (self.tiers is not None and self.tiers.pending_s)
+        ):
+            return []
+        needs = lz.quiet_needs(self.free_blocks)
+        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
+            return []
+        n, ov = lz.n, self.overheads
+        o = self.cfg.iteration_overhead_s
+        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
+            o += ov.cpu_s(n, n)
+        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
+        t = times(ov.padded(n), sums) + o
+        ends = np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
+        k = int(np.searchsorted(ends, horizon, side="left"))  # those ending before the horizon
+        if k < 2:
+            return []
+        ends_l = ends[:k].tolist()
+        free = self.free_blocks - np.cumsum(np.asarray(needs[:k], dtype=np.int64))
+        used = (1 - free / self.num_blocks).tolist()
+        starts = [now, *ends_l[:-1]]
+        w, r = len(self.waiting), len(self.running)
+        self.samples.extend((t0, n, w, r, u) for t0, u in zip(starts, used, strict=True))
+        for x in t[:k].tolist():  # the loop's running sum
+            self.busy_s += x
+        self.free_blocks = int(free[-1])
+        lz.advance(k)
+        self._tick += k
+        self.iterations += k
+        self.emitted += n * k
+        return ends_l
+
     def _settle(self, done: list[Sequence], handed: list[Sequence]) -> None:
         """After an iteration: the finished and handed sequences leave the running ones outside
         the steady set, and those left decoding steadily join it (:mod:`graphs.serving.skipping`:

@@ -115,6 +115,20 @@ class _AttentionKernel:
         ov = self.overlap
         return self.repeat * (ov * max(totals) + (1 - ov) * sum(totals) + self.launch)
 
+    def decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray:
+        """:meth:`time` of ``n_dec`` decodes at each KV-length sum of ``sum_ctx``, vectorised
+        with the scalar path's operations in its order (equal values, bit for bit; no window)."""
+        totals = [n_dec * a + b * sum_ctx for a, b in self.decode_coeffs]
+        if self.decode_const:
+            totals = [t + c for t, c in zip(totals, self.decode_const, strict=True)]
+        top, acc = totals[0], totals[0]
+        for t in totals[1:]:
+            top = np.maximum(top, t)
+            acc = acc + t
+        ov = self.overlap
+        out: np.ndarray = self.repeat * (ov * top + (1 - ov) * acc + self.launch)
+        return out
+
 
 def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> float | None:
     """The window ``W`` of a decode attention kernel whose terms read ``Min(W, x)`` cached keys
@@ -354,6 +368,21 @@ class MixedStep:
         ):
             raise CardError("a mixed-step card does not reproduce its check values")
         return self
+
+    def decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray:
+        """:meth:`time_sums` of decode-only iterations, ``n_dec`` decodes at each KV-length sum of
+        ``sum_ctx`` (whole numbers, as floats), vectorised over the iterations: every element goes
+        through the scalar path's operations in its order, so each equals ``time_sums(n_dec, x)``
+        bit for bit (the skipping simulator relies on it: :mod:`graphs.serving.skipping`). A
+        model with sliding-window layers needs each decode's context: refused."""
+        if self.windowed or not n_dec:
+            raise CostModelError("decode_times prices decodes of a model without sliding windows")
+        body, head = self._memos
+        t: Any = body(n_dec + 0) if self.shared_body else body(n_dec) + 0
+        t += head(n_dec + 0)
+        for k in self.attention:
+            t = t + k.decode_times(n_dec, sum_ctx)
+        return np.asarray(t, dtype=float)
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """Tokens per second one replica can never exceed with at most ``budget`` tokens an

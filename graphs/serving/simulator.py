@@ -476,6 +476,12 @@ def simulate(
     def kick(rep: Replica, now: float) -> None:
         if rep.busy_until is not None or rep.idle:
             return
+        if skip:  # iterations that only decode, ending before the next event: run at once
+            ends = rep.decode_window(now, events[0][0] if events else math.inf)
+            if ends:
+                n = len(rep.running)  # every one a steady decode: one token each
+                emitted.extend((e, n) for e in ends)
+                now = ends[-1]
         batch = rep.schedule()
         size = rep.batch_len(batch)
         if not size:

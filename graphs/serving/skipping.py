@@ -34,6 +34,17 @@ iteration runs the per-sequence loop, which stays the reference (``simulate(...,
 runs it alone; :mod:`tests.serving.test_skipping` checks both give the same times to 1e-9 s).
 A sequence joins the set after an iteration that leaves it decoding with no prefix left to
 register, not speculating and not handed to a decode instance.
+
+When every running sequence is in the set and nothing can be admitted (an empty queue, or no
+free sequence slot), the iterations up to the next event are pure decodes and the replica runs
+them at once (:meth:`graphs.serving.engine.Replica.decode_window`): ``k`` is the fewest of the
+iterations before a member finishes, before the members' new blocks exceed the free ones
+(:meth:`LazyDecodes.quiet_needs`) and before the first of them that would end at or after the
+simulator's next event (an arrival, another replica's iteration, a KV transfer); their ``k``
+times are one vectorised call of the step over the KV-length sums ``ctx_base + n j``
+(:meth:`graphs.serving.mixed.MixedStep.decode_times`: each element the scalar path's operations
+in its order, so equal bit for bit) and their end times the loop's running sum
+(``numpy.cumsum`` adds one element at a time, as the loop does).
 """
 
 from __future__ import annotations
@@ -131,6 +142,34 @@ class LazyDecodes:
                     self.per_residue[jb % self.bs] -= 1
         self.j = j + 1
         return gone or []
+
+    def quiet_needs(self, free_blocks: int, limit: int = 4096) -> list[int]:
+        """The blocks the members take in each iteration from :attr:`j` on, as long as none of
+        them finishes and their blocks stay within ``free_blocks`` (at most ``limit``
+        iterations): the iterations a window may run in closed form. Nothing changes."""
+        if not self.finishing:
+            return []
+        stop = min(min(self.finishing), self.j + limit)
+        per = self.per_residue[:]
+        out: list[int] = []
+        total = 0
+        for j in range(self.j, stop):
+            r = j % self.bs
+            per[r] += self.activate.get(j, 0)
+            total += per[r]
+            if total > free_blocks:
+                break
+            out.append(per[r])
+        return out
+
+    def advance(self, k: int) -> None:
+        """Move on ``k`` iterations in which no member finishes (their blocks taken by the
+        caller, :meth:`quiet_needs`)."""
+        for j in range(self.j, self.j + k):
+            a = self.activate.pop(j, 0)
+            if a:
+                self.per_residue[j % self.bs] += a
+        self.j += k
 
     def materialise(self) -> None:
         """Write every member's counters back (as of :attr:`j`) and empty the set."""
