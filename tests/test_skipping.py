@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -121,8 +122,7 @@ ENGINES = engine_names()
 
 
 @st.composite
-def cases(draw):
-    engine = draw(st.sampled_from(ENGINES))
+def cases(draw, engine):
     caching = draw(st.booleans())
     n = draw(st.integers(4, 40))
     rate = draw(st.sampled_from([None, 5.0, 40.0, 400.0]))
@@ -179,11 +179,12 @@ def cases(draw):
     return reqs, eng, kw
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
-def test_random_workloads_equal_the_loop(case):
-    """Random workloads over every engine profile and feature: the closed form changes nothing."""
-    reqs, eng, kw = case
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_workloads_equal_the_loop(engine, data):
+    """Random workloads on every engine profile, with every feature: the closed form changes nothing."""
+    reqs, eng, kw = data.draw(cases(engine))
     # a request longer than the token budget without chunked prefill is refused (tested elsewhere)
     assume(eng.enable_chunked_prefill or all(r.prompt + r.output <= eng.max_num_batched_tokens for r in reqs))
     _same(simulate(M, HW, reqs, engine=eng, skip=False, **kw), simulate(M, HW, reqs, engine=eng, **kw))

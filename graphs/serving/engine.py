@@ -198,7 +198,14 @@ class Sequence:
 
 
 class Replica:
-    """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
+    """One replica's waiting queue, running batch, KV blocks and clock (module doc).
+
+    With ``skip`` its steadily decoding sequences are kept in closed form between the iterations
+    that change them (:mod:`graphs.serving.skipping`; not when speculating or for a model with
+    sliding windows): an iteration then costs its other sequences, and :meth:`batch_len` counts
+    the batch :meth:`schedule` returns together with them. The same batches, times and records
+    as without it (the per-sequence loop, the reference).
+    """
 
     def __init__(
         self,

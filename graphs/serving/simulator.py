@@ -46,6 +46,10 @@ drain tail after the last arrival; a closed loop has no such split (no backlog o
 arrivals: each request is sent only when a client is free), so its throughput is the whole
 run's, as ``vllm bench serve`` and AIPerf report it.
 
+Each replica keeps its steadily decoding sequences in closed form and runs the iterations that
+only decode them, up to the next event, at once (:mod:`graphs.serving.skipping`; ``skip=False``
+runs the per-sequence loop alone, the reference it equals).
+
 The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
 iteration-level model has few event kinds and no processes that wait on resources, so a plain
 heap is simpler and faster than a discrete-event library (SimPy's generator processes would add
