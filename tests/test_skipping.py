@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from costmodel.errors import CostModelError
 from graphs.serving.engine import EngineConfig, Replica, Sequence, profile_engine
 from graphs.serving.engines import engine_names, get_engine
 from graphs.serving.kv_tiers import KVTierConfig
@@ -66,6 +67,25 @@ def test_closed_form_of_one_sequence():
     assert [10 + i for i, t in enumerate(taken) if t] == [22, 38]
     lz.materialise()  # 30 iterations: c = 130 (needs ceil(130 / 16) = 9 blocks), g = 35
     assert (s.computed, s.generated, s.blocks) == (130, 35, 9)
+
+
+@pytest.mark.parametrize(("model", "tp"), [(M, 1), ("deepseek-v3", 8), ("qwen3-30b-a3b", 1)])
+def test_decode_times_equal_the_scalar_step_bit_for_bit(model, tp):
+    """The vectorised decode-only price of a window equals the scalar step at every element, bit
+    for bit: a shared token-wise body (Llama, an MoE) and MLA's separate decode body (DeepSeek)."""
+    ms = mixed_step(model, HW, tp=tp)
+    for n in (1, 7, 256):
+        sums = np.array([n * 10.0, n * 1001.0 + 3, n * 32768.0 + 11], dtype=float)
+        got = ms.decode_times(n, sums).tolist()
+        assert got == [ms.time_sums(n, x) for x in sums.tolist()]
+
+
+def test_decode_times_refuses_windows_and_empty_batches():
+    """A sliding-window model needs each decode's context (gpt-oss-20b), and no decode is no window."""
+    with pytest.raises(CostModelError, match="windowed"):
+        mixed_step("gpt-oss-20b", HW).decode_times(4, np.array([400.0]))
+    with pytest.raises(CostModelError, match="n_dec=0"):
+        mixed_step(M, HW).decode_times(0, np.array([0.0]))
 
 
 def test_lockstep_with_the_loop_under_preemption():

@@ -375,8 +375,11 @@ class MixedStep:
         through the scalar path's operations in its order, so each equals ``time_sums(n_dec, x)``
         bit for bit (the skipping simulator relies on it: :mod:`graphs.serving.skipping`). A
         model with sliding-window layers needs each decode's context: refused."""
-        if self.windowed or not n_dec:
-            raise CostModelError("decode_times prices decodes of a model without sliding windows")
+        if self.windowed or not isinstance(n_dec, int) or n_dec < 1:
+            raise CostModelError(
+                f"decode_times needs n_dec >= 1 decodes of a model without sliding-window layers, got "
+                f"n_dec={n_dec!r}{' and a windowed model' if self.windowed else ''}"
+            )
         body, head = self._memos
         t: Any = body(n_dec + 0) if self.shared_body else body(n_dec) + 0
         t += head(n_dec + 0)
