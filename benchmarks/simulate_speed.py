@@ -16,10 +16,26 @@ request it cannot admit), so the overloaded run's cost per running sequence stay
 The queue check times one replica's iteration (schedule, price, finish) with 256 sequences
 decoding and 100 or 100,000 requests waiting that cannot be admitted (no free sequence slot):
 the two must cost the same.
+
+The skipping simulator against the per-sequence loop (:mod:`graphs.serving.skipping`, issue 44's
+targets: 100,000 overloaded requests <= 5 CPU s, 1,000,000 <= 60 CPU s, the same results):
+
+    python benchmarks/simulate_speed.py --skip            # 100,000 requests, loop vs skip, 2 rounds
+    python benchmarks/simulate_speed.py --skip --million  # also 1,000,000 requests, one round
+
+Each simulation runs in a process of its own (its peak RSS is its own: ``resource.getrusage``),
+the two modes interleaved round by round (paired: each pair saw the same load); the table gives
+CPU seconds, wall seconds and peak RSS of each, their ratio, and whether the two results are the
+same (every request's times and every summary field, compared by a digest of their bytes).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import resource
+import subprocess
 import sys
 import time
 from typing import Any
@@ -66,7 +82,65 @@ def queue_check(ms: Any) -> None:
     )
 
 
+def child(n: int, rate: float, skip: bool) -> None:
+    """One simulation in this process: its CPU and wall seconds, peak RSS and a digest of its
+    results, as one JSON line (the requests are drawn and the step compiled outside the timing)."""
+    reqs = synthetic(n, rate=rate, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=1)
+    mixed_step(M, HW)
+    t, c = time.perf_counter(), time.process_time()
+    res = simulate(M, HW, reqs, rate=rate, skip=skip)
+    cpu, wall = time.process_time() - c, time.perf_counter() - t
+    h = hashlib.sha256(json.dumps(res.to_dict(), sort_keys=True, default=str).encode())
+    for k in sorted(res.per_request):
+        h.update(np.ascontiguousarray(res.per_request[k]).tobytes())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
+    print(
+        json.dumps(
+            {"cpu": cpu, "wall": wall, "rss": rss, "iterations": res.iterations, "digest": h.hexdigest()}
+        )
+    )
+
+
+def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
+    """The per-sequence loop and the skipping simulator, each run in a process of its own,
+    interleaved round by round (module doc)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
+    }
+    print(f"load average at the start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    print(
+        f"{'requests':>10s} {'round':>5s} {'loop CPU s':>10s} {'skip CPU s':>10s} {'ratio':>6s} "
+        f"{'loop wall':>9s} {'skip wall':>9s} {'loop MiB':>8s} {'skip MiB':>8s} {'same':>5s}"
+    )
+    for n, rate, rounds in sizes:
+        for r in range(rounds):
+            got = {}
+            for skip in (False, True) if r % 2 == 0 else (True, False):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", str(n), str(rate), str(int(skip))],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                got[skip] = json.loads(out.stdout.strip().splitlines()[-1])
+            a, b = got[False], got[True]
+            print(
+                f"{n:10,d} {r + 1:5d} {a['cpu']:10.2f} {b['cpu']:10.2f} {a['cpu'] / b['cpu']:5.1f}x "
+                f"{a['wall']:9.2f} {b['wall']:9.2f} {a['rss']:8.0f} {b['rss']:8.0f} {a['digest'] == b['digest']!s:>5s}"
+            )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
+    if "--child" in sys.argv:
+        i = sys.argv.index("--child")
+        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1")
+        return
+    if "--skip" in sys.argv:
+        skip_vs_loop([(100_000, 330.0, 2)] + ([(1_000_000, 3300.0, 1)] if "--million" in sys.argv else []))
+        return
     ms = mixed_step(M, HW)  # compiled once, outside the timing
     if "--queue" in sys.argv:
         queue_check(ms)

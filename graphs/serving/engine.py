@@ -82,6 +82,7 @@ from costmodel.errors import CostModelError
 
 from .engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
 from .overheads import scaled_kernels_s
+from .skipping import LazyDecodes
 
 if TYPE_CHECKING:
     from .kv_tiers import KVTiers
@@ -197,7 +198,14 @@ class Sequence:
 
 
 class Replica:
-    """One replica's waiting queue, running batch, KV blocks and clock (module doc)."""
+    """One replica's waiting queue, running batch, KV blocks and clock (module doc).
+
+    With ``skip`` its steadily decoding sequences are kept in closed form between the iterations
+    that change them (:mod:`graphs.serving.skipping`; not when speculating or for a model with
+    sliding windows): an iteration then costs its other sequences, and :meth:`batch_len` counts
+    the batch :meth:`schedule` returns together with them. The same batches, times and records
+    as without it (the per-sequence loop, the reference).
+    """
 
     def __init__(
         self,
@@ -208,6 +216,7 @@ class Replica:
         spec: Speculator | None = None,
         tiers: KVTiers | None = None,
         overheads: EngineOverheads | None = None,
+        skip: bool = False,
     ) -> None:
         self.step_cost = step
         self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.specdec_sim)
@@ -248,6 +257,13 @@ class Replica:
         #: them (its shared prefix's), tick freed]; and their sum, counted as evictable
         self._resume: dict[Sequence, list[int]] = {}
         self._resume_blocks = 0
+        #: skip: steady decodes advanced in closed form (:mod:`graphs.serving.skipping`); the
+        #: running sequences outside it, in running order; each running sequence's join stamp
+        self._lazy = LazyDecodes(cfg.block_size) if skip and spec is None and not step.windowed else None
+        self._active: list[Sequence] = []
+        self._stamp: dict[Sequence, int] = {}
+        self._stamps = 0
+        self._lazy_rows = 0  #: members of the set in the batch schedule() returned last
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.cfg.block_size)
@@ -272,7 +288,21 @@ class Replica:
     def outstanding(self) -> int:
         """Tokens still to process or generate: the running ones' plus the waiting queue's
         running sum (module doc: O(running), not O(queue))."""
+        if self._lazy is not None:
+            return sum(s.remaining for s in self._active) + self._lazy.outstanding() + self._waiting_tokens
         return sum(s.remaining for s in self.running) + self._waiting_tokens
+
+    def join(self, s: Sequence) -> None:
+        """Append ``s`` to the running sequences (admitted, or arrived with its KV)."""
+        self.running.append(s)
+        if self._lazy is not None:
+            self._active.append(s)
+            self._stamp[s] = self._stamps
+            self._stamps += 1
+
+    def batch_len(self, batch: list[tuple[Sequence, int]]) -> int:
+        """Sequences in ``batch`` (the last :meth:`schedule`'s), the steady decodes it leaves out included."""
+        return len(batch) + self._lazy_rows
 
     @property
     def idle(self) -> bool:
@@ -377,6 +407,8 @@ class Replica:
 
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
+        if self._lazy is not None:  # every counter was written back before the loop preempts
+            self._active.remove(victim)
         if self.cfg.enable_prefix_caching:  # its full blocks stay cached (module doc)
             base = self._prefix_entry(victim)[0] if victim.prefix_ref else 0
             keep = min(victim.computed // self.cfg.block_size - base, victim.blocks)
@@ -411,9 +443,14 @@ class Replica:
         # KV length (the new token included), and the rest as chunks (new tokens, cached)
         dec: list[float] = []  # whole numbers (ints)
         chunks: list[tuple[float, float]] = []
+        lz = self._lazy
+        self._lazy_rows = 0
+        steady = self._schedule_steady(budget, batch, dec, chunks) if lz is not None and lz.n else None
+        if steady is not None:  # the running sequences scheduled without a pass over the steady decodes
+            budget = steady
         # the hot loop: one pass per running sequence; a preemption removes the last sequences,
         # never one before the current, so the list's iterator stops where an index would
-        for s in running:
+        for s in running if steady is None else ():
             if budget <= 0:
                 break
             c, g = s.computed, s.generated
@@ -499,7 +536,7 @@ class Replica:
             self._waiting_tokens -= s.req.prompt + s.req.output
             self._take(max(need, 0))
             s.blocks += max(need, 0)
-            self.running.append(s)
+            self.join(s)
             batch.append((s, n))
             budget -= n
             c, g = s.computed, s.generated
@@ -509,13 +546,60 @@ class Replica:
                 chunks.append((float(n), float(c)))
         # whole-number KV lengths: their sum is exact in a float, whichever order it is taken in
         ctxs = dec if self.step_cost.windowed else None
-        self._planned = (batch, len(batch), len(dec), float(sum(dec)), ctxs, chunks) if spec is None else None
+        n_dec, sum_dec = len(dec), sum(dec)
+        if self._lazy_rows:
+            assert lz is not None
+            n_dec, sum_dec = n_dec + self._lazy_rows, sum_dec + lz.sum_ctx()
+        self._planned = (batch, len(batch), n_dec, float(sum_dec), ctxs, chunks) if spec is None else None
         return batch
+
+    def _schedule_steady(
+        self,
+        budget: int,
+        batch: list[tuple[Sequence, int]],
+        dec: list[float],
+        chunks: list[tuple[float, float]],
+    ) -> int | None:
+        """The running sequences' part of :meth:`schedule` with the steady decodes in closed
+        form (:mod:`graphs.serving.skipping`): the sequences outside the set are added to
+        ``batch`` (and ``dec`` or ``chunks``) as the per-sequence loop adds them, the set's blocks
+        are taken, and the budget left is returned. When the iteration's tokens exceed
+        ``budget`` or its new blocks the free ones (the loop would cut, evict or preempt), every
+        counter is written back instead and None returned: the loop runs."""
+        lz = self._lazy
+        assert lz is not None
+        bs = self.cfg.block_size
+        need_all, tokens = lz.blocks_needed(), lz.n
+        plan = []
+        for s in self._active:
+            c = s.computed
+            want = s.req.prompt + s.generated - c
+            need = -(-(c + want) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
+            tokens += want
+            if need > 0:
+                need_all += need
+            plan.append((s, want, need))
+        if tokens > budget or need_all > self.free_blocks:
+            lz.materialise()
+            self._active = list(self.running)
+            return None
+        self.free_blocks -= need_all  # all fit the free blocks: _take would evict nothing
+        self._lazy_rows = lz.n
+        for s, n, need in plan:
+            if need > 0:
+                s.blocks += need
+            batch.append((s, n))
+            if n == 1 and s.generated:  # decoding (the loop's test)
+                dec.append(s.computed + 1)
+            else:
+                chunks.append((float(n), float(s.computed)))
+        return budget - tokens
 
     def _hold(self, batch: list[tuple[Sequence, int]], budget: int) -> bool:
         """Whether batch waiting (module doc) holds the waiting prompts back this iteration."""
         cfg = self.cfg
-        if not any(s.generated for s, _ in batch):  # no generation request: nothing waits
+        # no generation request (the steady decodes are): nothing waits
+        if not self._lazy_rows and not any(s.generated for s, _ in batch):
             return False
         new, left, seats = 0, budget, cfg.max_num_seqs - len(self.running)
         for s in self.waiting:  # what the admission loop would take, blocks not checked
@@ -544,9 +628,11 @@ class Replica:
         ov = self.overheads
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         plan = self._planned
+        seqs = len(batch)
         if plan is not None and plan[0] is batch and plan[1] == len(batch):
             n_dec, sum_ctx, ctxs, chunks = plan[2:]  # read off by schedule(), nothing changed since
             todo: list[tuple[Sequence, int]] = []
+            seqs += self._lazy_rows
         else:
             n_dec, sum_ctx, chunks, todo = 0, 0.0, [], batch
             ctxs = [] if self.step_cost.windowed else None
@@ -568,7 +654,7 @@ class Replica:
         scale = ov.kernel_scale
         if not ov.is_zero:  # the CPU terms of this batch (overheads doc)
             tokens = n_dec + sum(c for c, _ in chunks) + sum(v for v, _ in verifies)
-            o += ov.cpu_s(len(batch), int(tokens))
+            o += ov.cpu_s(seqs, int(tokens))
         rows = n_dec if chunks or verifies else ov.padded(n_dec)  # padding slots read no KV
         spec = self.spec
         if spec is not None:
@@ -624,6 +710,16 @@ class Replica:
                 done.append(s)
             elif s.stop_after_prefill:
                 handed.append(s)
+        lz = self._lazy
+        if lz is not None:  # the steady decodes: one token each, and those whose last it was
+            emitted += lz.n
+            gone = lz.finish()
+            if gone:
+                for s in gone:
+                    s.finish_s = now
+                done += gone
+                if len(done) > 1:  # the loop's order: the batch's, which is the running order
+                    done.sort(key=self._stamp.__getitem__)
         self.emitted += emitted
         if self.cfg.enable_prefix_caching:
             for s, _ in batch:
@@ -639,8 +735,89 @@ class Replica:
                 if s.req.retain and s.finish_s is not None and self.cfg.enable_prefix_caching:
                     self._retain(s)
                 self._release(s)
+        if lz is not None:
+            self._settle(done, handed)
         self.iterations += 1
         return done, handed
+
+    def decode_window(self, now: float, horizon: float) -> list[float]:
+        """Run at once, from ``now``, the iterations that would only decode this replica's steady
+        decodes (:mod:`graphs.serving.skipping`) and end before ``horizon`` (the next event that
+        could change or read the replica): no sequence outside the steady set, none admitted (an
+        empty queue, or no free sequence slot), none finishing, their new blocks within the free
+        ones, a step that prices decodes vectorised (``decode_times``: the bound's
+        :class:`~graphs.serving.mixed.MixedStep`), no kernel scale and no tier load in flight.
+        Their times come from one vectorised call, summed in the loop's order; their records
+        (samples, blocks, busy time, counters) are the loop's. Returns the iterations' end times
+        (empty: none run)."""
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        times = getattr(self.step_cost, "decode_times", None)
+        if (
+            lz is None
+            or not lz.n
+            or self._active
+            or times is None
+            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
+            or lz.n > self.cfg.max_num_batched_tokens
+            or self.overheads.kernel_scale != 1
+            or (self.tiers is not None and self.tiers.pending_s)
+        ):
+            return []
+        needs = lz.quiet_needs(self.free_blocks)
+        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
+            return []
+        n, ov = lz.n, self.overheads
+        o = self.cfg.iteration_overhead_s
+        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
+            o += ov.cpu_s(n, n)
+        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
+        t = times(ov.padded(n), sums) + o
+        ends = np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
+        k = int(np.searchsorted(ends, horizon, side="left"))  # those ending before the horizon
+        if k < 2:
+            return []
+        ends_l = ends[:k].tolist()
+        free = self.free_blocks - np.cumsum(np.asarray(needs[:k], dtype=np.int64))
+        used = (1 - free / self.num_blocks).tolist()
+        starts = [now, *ends_l[:-1]]
+        w, r = len(self.waiting), len(self.running)
+        self.samples.extend((t0, n, w, r, u) for t0, u in zip(starts, used, strict=True))
+        for x in t[:k].tolist():  # the loop's running sum
+            self.busy_s += x
+        self.free_blocks = int(free[-1])
+        lz.advance(k)
+        self._tick += k
+        self.iterations += k
+        self.emitted += n * k
+        return ends_l
+
+    def _settle(self, done: list[Sequence], handed: list[Sequence]) -> None:
+        """After an iteration: the finished and handed sequences leave the running ones outside
+        the steady set, and those left decoding steadily join it (:mod:`graphs.serving.skipping`:
+        decoding, not speculating, not to be handed over, no shared prefix left to register)."""
+        lz = self._lazy
+        assert lz is not None
+        for s in done + handed:
+            del self._stamp[s]
+        leaving = {id(s) for s in done + handed} if done or handed else ()
+        pc = self.cfg.enable_prefix_caching
+        keep = []
+        for s in self._active:
+            if leaving and id(s) in leaving:
+                continue
+            g = s.generated
+            if (
+                g >= 1
+                and s.computed == s.req.prompt + g - 1
+                and not s.stop_after_prefill
+                and (not pc or s.prefix_ref or s.req.prefix_id is None)
+                and lz.join(s, self._owned(s) if s.prefix_ref else s.blocks)
+            ):
+                continue
+            keep.append(s)
+        self._active = keep
 
     def sample(self, now: float, batch_size: int) -> None:
         used = 1 - self.free_blocks / self.num_blocks

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,10 @@ class _AttentionKernel:
     #: per term: what the kernel reads once whatever its batch (gpt-oss's learned sinks)
     decode_const: tuple[float, ...] = ()
     cap: float | None = None  #: a sliding window W: the terms are affine in min(W, ctx) instead
+    #: the chunk terms' values by (new tokens, cached) and their types (a prompt length recurs)
+    _chunk_values: dict[tuple[Any, ...], tuple[float, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def time(
         self,
@@ -97,11 +101,33 @@ class _AttentionKernel:
         totals = [n_dec * a + b * sum_ctx for a, b in self.decode_coeffs]
         if n_dec and self.decode_const:
             totals = [t + c for t, c in zip(totals, self.decode_const, strict=True)]
+        memo = self._chunk_values
         for c, p in chunks:
-            for u, f in enumerate(self.chunk_terms):
-                totals[u] += f(c, p)
+            key = (c, p, c.__class__, p.__class__)
+            vals = memo.get(key)
+            if vals is None:
+                vals = tuple(f(c, p) for f in self.chunk_terms)
+                if len(memo) >= 1 << 16:
+                    memo.clear()
+                memo[key] = vals
+            for u, v in enumerate(vals):
+                totals[u] += v
         ov = self.overlap
         return self.repeat * (ov * max(totals) + (1 - ov) * sum(totals) + self.launch)
+
+    def decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray:
+        """:meth:`time` of ``n_dec`` decodes at each KV-length sum of ``sum_ctx``, vectorised
+        with the scalar path's operations in its order (equal values, bit for bit; no window)."""
+        totals = [n_dec * a + b * sum_ctx for a, b in self.decode_coeffs]
+        if self.decode_const:
+            totals = [t + c for t, c in zip(totals, self.decode_const, strict=True)]
+        top, acc = totals[0], totals[0]
+        for t in totals[1:]:
+            top = np.maximum(top, t)
+            acc = acc + t
+        ov = self.overlap
+        out: np.ndarray = self.repeat * (ov * top + (1 - ov) * acc + self.launch)
+        return out
 
 
 def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> float | None:
@@ -142,6 +168,29 @@ def _affine(t: sympy.Expr, x: sympy.Symbol, where: str) -> tuple[float, float]:
             f"{where}: a decoding sequence's attention term is not affine in its context: {t}"
         )
     return as_float(poly.coeff_monomial(1)), as_float(poly.coeff_monomial(x))
+
+
+class _Memo:
+    """A pure function of one number, its values kept by argument (its type with its value: an
+    int and a float of one value need not round alike in a form), at most ``limit`` of them (then
+    forgotten at once). A simulation asks the token-wise and head forms at a few thousand batch
+    sizes, ~10^5 times each."""
+
+    __slots__ = ("fn", "limit", "values")
+
+    def __init__(self, fn: Any, limit: int = 1 << 16) -> None:
+        self.fn, self.limit = fn, limit
+        self.values: dict[tuple[type, float], float] = {}
+
+    def __call__(self, x: float) -> float:
+        key = (x.__class__, x)
+        v = self.values.get(key)
+        if v is None:
+            v = float(self.fn(x))
+            if len(self.values) >= self.limit:
+                self.values.clear()
+            self.values[key] = v
+        return v
 
 
 def node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
@@ -208,6 +257,7 @@ class MixedStep:
                 body += node_time_expr(d, hw)
         self._body = sympy.lambdify(B_sym, body, "math")
         self._head = sympy.lambdify(B_sym, head, "math")
+        self._memos = (_Memo(self._body), _Memo(self._head))
         # the prefill chunk's own token-wise kernels: the same as decode's for most models; MLA
         # decompresses K/V for prefill tokens but absorbs the projections for decode tokens
         pre_body = sympy.Add(
@@ -292,6 +342,7 @@ class MixedStep:
             self.hardware, self.tp = hw, tp
             self._body = compile_numeric(card["body"], ("B",))
             self._head = compile_numeric(card["head"], ("B",))
+            self._memos = (_Memo(self._body), _Memo(self._head))
             self._pre_body = compile_numeric(card["pre_body"], ("S", "prefix"))
             self.shared_body = card["shared_body"] is True
             self.attention = [
@@ -317,6 +368,24 @@ class MixedStep:
         ):
             raise CardError("a mixed-step card does not reproduce its check values")
         return self
+
+    def decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray:
+        """:meth:`time_sums` of decode-only iterations, ``n_dec`` decodes at each KV-length sum of
+        ``sum_ctx`` (whole numbers, as floats), vectorised over the iterations: every element goes
+        through the scalar path's operations in its order, so each equals ``time_sums(n_dec, x)``
+        bit for bit (the skipping simulator relies on it: :mod:`graphs.serving.skipping`). A
+        model with sliding-window layers needs each decode's context: refused."""
+        if self.windowed or not isinstance(n_dec, int) or n_dec < 1:
+            raise CostModelError(
+                f"decode_times needs n_dec >= 1 decodes of a model without sliding-window layers, got "
+                f"n_dec={n_dec!r}{' and a windowed model' if self.windowed else ''}"
+            )
+        body, head = self._memos
+        t: Any = body(n_dec + 0) if self.shared_body else body(n_dec) + 0
+        t += head(n_dec + 0)
+        for k in self.attention:
+            t = t + k.decode_times(n_dec, sum_ctx)
+        return np.asarray(t, dtype=float)
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """Tokens per second one replica can never exceed with at most ``budget`` tokens an
@@ -377,12 +446,13 @@ class MixedStep:
         if rows == 0:
             return 0.0
         chunk_tokens = sum(c for c, _ in chunks)
+        body, head = self._memos  # the forms' values, each computed once per argument
         if self.shared_body:
-            t = float(self._body(n_dec + chunk_tokens))
+            t = body(n_dec + chunk_tokens)
         else:
-            t = float(self._body(n_dec)) if n_dec else 0.0
+            t = body(n_dec) if n_dec else 0.0
             t += sum(float(self._pre_body(c, p)) for c, p in chunks)
-        t += float(self._head(rows + logit_rows))
+        t += head(rows + logit_rows)
         for k in self.attention:
             t += k.time(n_dec, sum_ctx, chunks, ctxs)
         return t

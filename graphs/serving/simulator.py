@@ -46,6 +46,10 @@ drain tail after the last arrival; a closed loop has no such split (no backlog o
 arrivals: each request is sent only when a client is free), so its throughput is the whole
 run's, as ``vllm bench serve`` and AIPerf report it.
 
+Each replica keeps its steadily decoding sequences in closed form and runs the iterations that
+only decode them, up to the next event, at once (:mod:`graphs.serving.skipping`; ``skip=False``
+runs the per-sequence loop alone, the reference it equals).
+
 The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
 iteration-level model has few event kinds and no processes that wait on resources, so a plain
 heap is simpler and faster than a discrete-event library (SimPy's generator processes would add
@@ -283,6 +287,7 @@ def simulate(
     overheads: EngineOverheads | None = None,
     stagger_s: float | None = None,
     stagger_seed: int = 0,
+    skip: bool = True,
 ) -> SimResult:
     """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
 
@@ -325,6 +330,10 @@ def simulate(
         Spreads a closed loop's first sends over ``[0, stagger_s)`` (s; needs ``concurrency``).
     stagger_seed : int
         The seed of those first sends.
+    skip : bool
+        Advance each replica's steadily decoding sequences in closed form
+        (:mod:`graphs.serving.skipping`; the same times as the per-sequence loop, which
+        ``False`` runs alone as the reference).
 
     Returns
     -------
@@ -401,7 +410,8 @@ def simulate(
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
         return [
-            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov) for i in range(n)
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip)
+            for i in range(n)
         ]
 
     if topo.disaggregated:
@@ -470,8 +480,15 @@ def simulate(
     def kick(rep: Replica, now: float) -> None:
         if rep.busy_until is not None or rep.idle:
             return
+        if skip:  # iterations that only decode, ending before the next event: run at once
+            ends = rep.decode_window(now, events[0][0] if events else math.inf)
+            if ends:
+                n = len(rep.running)  # every one a steady decode: one token each
+                emitted.extend((e, n) for e in ends)
+                now = ends[-1]
         batch = rep.schedule()
-        if not batch:
+        size = rep.batch_len(batch)
+        if not size:
             return
         end = now + rep.iteration_time(batch)
         for s, _ in batch:
@@ -479,7 +496,7 @@ def simulate(
                 s.scheduled_s = now
         rep.busy_until = end
         in_flight[rep.index] = batch
-        rep.sample(now, len(batch))
+        rep.sample(now, size)
         heapq.heappush(events, (end, next(counter), "iter", rep))
 
     while events:
@@ -587,7 +604,7 @@ def _admit_transferred(rep: Replica, s: Seq) -> None:
     if need <= rep.free_blocks and len(rep.running) < rep.cfg.max_num_seqs:
         rep.free_blocks -= need
         s.blocks = need
-        rep.running.append(s)
+        rep.join(s)
     else:  # no room yet: recompute later from scratch (its KV could not be kept)
         s.computed = 0
         rep.add(s)
