@@ -140,8 +140,6 @@ UNPUBLISHED = {
     "vllmci9513-throughput": "ShareGPT prompts: the per-request lengths are not published with the result",
     "vllmci9513-serving": "ShareGPT prompts: the per-request lengths are not published with the result",
     "sglang060": "ShareGPT prompts: the per-request lengths are not published with the result",
-    "trtL-deepseek-v3": "'DEP8' is not defined on the page (attention-DP x EP8 read from its options); "
-    "the simulator has no attention-data-parallel topology",
     "trtL-gpt-oss-120b": "the page's 'FP8' column for a model released with MXFP4 experts: which weights ran is not stated",
 }
 
@@ -176,6 +174,12 @@ REASONS: dict[str, str] = {
     "nim-llama33-70b-h100x2-fp8-5000-500-c1-": _CPU_STEP,
     "nim-llama33-70b-h100x2-fp8-5000-500-c5-": _CPU_STEP,
     "vllmci9513-latency": _CPU_STEP,
+    "trtL-deepseek-v3-h200-sxm-dep8-fp8-": "attention-DP x EP8 with DeepSeek's FP8 block-scaled experts on "
+    "Hopper: the replay prices about half of its time from the corpus's fp8_block fused-MoE kernels "
+    "measured under another dtype key (a neighbour, the simulate coverage line: 'moe fp8_block kernels "
+    "for fp8') and about a sixth at the bound (the MoE dispatch and combine, MLA attention, no measured "
+    "kernels of either), so the step rests on no kernel measured for it; the page does not publish the "
+    "batch or token limits its trtllm-bench runs used",
 }
 
 
@@ -349,6 +353,7 @@ def _engine(
     cap: int | None = None,
     *,
     profile: str | None = None,
+    dp: int = 1,
     **overrides: Any,
 ) -> EngineConfig:
     """The row's engine: its profile (``profile``, else the row's ``engine_profile`` field, else
@@ -356,11 +361,11 @@ def _engine(
     row's device (:func:`graphs.serving.engine.profile_engine`: the profile's own KV-pool rule;
     under GUARANTEED_NO_EVICT fixed ``ISL + OSL`` requests cap the running sequences at
     ``floor(blocks / ceil((ISL + OSL) / b))``, never preempted); ``cap``: at most that many
-    requests exist (a wave)."""
+    requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool)."""
     prof = get_engine(profile or row.get("engine_profile") or ENGINE[row["engine"]])
     prof = prof.with_overrides(**overrides) if overrides else prof
     try:
-        return profile_engine(prof, cfg, row["device"], tp=tp, request_tokens=isl + osl, max_running=cap)
+        return profile_engine(prof, cfg, row["device"], tp=tp, dp=dp, request_tokens=isl + osl, max_running=cap)
     except CostModelError as exc:
         raise CostModelError(f"{cfg.name} on {tp} x {row['device']}: {exc}") from None
 
@@ -383,7 +388,11 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     cfg = apply_dtypes(resolve_model(row["model"]), _dtypes(row))
     tp = _int(row["tp"]) or 1
     gpus = _int(row["num_gpus"]) or tp
-    topo = Topology(replicas=gpus // tp, tp=tp)
+    ep = _int(row["ep"]) or 1
+    # attention data parallel: the row gives an EP degree and no TP (its notes read the page's
+    # "DEP" so); the ranks run TP 1, the experts whole over all of them (Topology's dp)
+    dp = ep if ep > 1 and not row["tp"].strip() else 1
+    topo = Topology(replicas=gpus // (tp * dp), tp=tp, dp=dp, expert_parallel=dp > 1)
     isl, osl = _int(row["isl"]), _int(row["osl"])
     assert isl and osl  # every replayed row has fixed lengths (UNPUBLISHED holds the others)
     fw = FRAMEWORK[row["engine"]]
@@ -433,12 +442,12 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             fp8_scales=row.get("fp8_scales") or None,
             notes=tuple(notes),
         )
-    eng = _engine(row, cfg, tp, isl, osl)
+    eng = _engine(row, cfg, tp, isl, osl, dp=dp)
     if rate is None or math.isinf(rate):  # offline: everything at t = 0
         if n_pub is None:
             n_pub = 3000
             notes.append("num_requests not published for 1000/1000; 3000 assumed (as 1024/1024)")
-        full = eng.max_num_seqs * topo.replicas
+        full = eng.max_num_seqs * topo.replicas * topo.dp
         waves = QUICK_WAVES if quick else WAVES
         # the published count's last, partial batch kept (its drain), N - n whole batches added
         n = n_pub if n_pub <= waves * full else (waves - 1) * full + n_pub - full * ((n_pub - 1) // full)

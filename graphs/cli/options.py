@@ -92,6 +92,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "block_size": (1, 4096),
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
+    "dp": (1, 4096),  # data-parallel attention ranks (graphs.serving.data_parallel)
     "batch_wait_iters": (0, 10_000),  # graphs.serving.engine.EngineConfig
     "shared_prefix": (0, 10**7),
     "workload_run": (0, 10**6),  # a run of simulate --workload-from

@@ -49,7 +49,15 @@ def _topology(args: argparse.Namespace) -> Any:
             link_latency=args.link_latency,
             prefix_eps=_prefix_eps(args),
         )
-    return Topology(replicas=args.replicas, tp=args.tp, router=args.router, prefix_eps=_prefix_eps(args))
+    return Topology(
+        replicas=args.replicas,
+        tp=args.tp,
+        router=args.router,
+        prefix_eps=_prefix_eps(args),
+        dp=args.dp,
+        expert_parallel=args.enable_expert_parallel,
+        moe_dispatch=args.moe_dispatch,
+    )
 
 
 def _request_tokens(args: argparse.Namespace, reqs: Any = None) -> int | None:
@@ -81,6 +89,7 @@ def _engine(args: argparse.Namespace, cfg: Any, profile: Any, reqs: Any = None) 
         cfg,
         args.device,
         tp=args.tp,
+        dp=args.dp,
         request_tokens=_request_tokens(args, reqs),
         enable_prefix_caching=args.enable_prefix_caching,  # None: the profile's
         iteration_overhead_s=args.overhead_s,
@@ -690,6 +699,7 @@ def _print_head(
     from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
     from graphs.blocks.mtp import mtp_notes
+    from graphs.serving.data_parallel import dp_line
 
     from .calibrate import predict_file_line
 
@@ -698,6 +708,8 @@ def _print_head(
         f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)"
     )
     print(f"  {settings}")
+    if topo.dp > 1:
+        print(f"  {dp_line(topo)}")
     print(f"  {profile.summary()}")
     if args.predict and args.predict != profile.framework:
         print(
@@ -938,6 +950,27 @@ def add_simulate_parser(sub: Any) -> None:
         default=None,
         help="--router prefix load bound: a replica holding more than (1 + eps) x the mean outstanding "
         "tokens is passed over for the least-outstanding one (dimensionless; default 0.5)",
+    )
+    sp.add_argument(
+        "--dp",
+        type=int,
+        default=1,
+        help="data-parallel attention ranks per replica (an MoE model: each rank its own scheduler and KV "
+        "cache, the expert layers over all dp x tp devices, the ranks stepping together; vLLM's "
+        "--data-parallel-size)",
+    )
+    sp.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help="with --dp: each device holds whole experts (expert parallel) instead of every expert "
+        "split dp x tp ways (vLLM's flag of the same name)",
+    )
+    sp.add_argument(
+        "--moe-dispatch",
+        choices=("allgather_reducescatter", "all_to_all"),
+        default="allgather_reducescatter",
+        help="with --dp: how tokens reach their experts: all-gather then reduce-scatter (vLLM's default "
+        "all2all backend), or all-to-all (DeepEP, pplx, TensorRT-LLM)",
     )
     sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")

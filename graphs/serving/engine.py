@@ -116,20 +116,27 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
     return n
 
 
-def kv_pool(config: Any, device: Any, tp: int = 1) -> KVPool:
+def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
     """What one device's KV pool is sized from, for ``config`` (a model, its name or a
     :class:`~graphs.serving.workload.Workload`) served with ``tp`` devices: the device's capacity
     and the decode ledger's weights, activation and KV bytes per token (the ledger the simulator
-    sizes :func:`kv_blocks` from)."""
+    sizes :func:`kv_blocks` from). With ``dp`` data-parallel ranks the routed experts are spread
+    over all ``dp x tp`` devices (:func:`graphs.serving.data_parallel.dp_weights_saved`)."""
     from costmodel.hardware import get_device
 
     from .ledger_fit import build_ledger
     from .workload import as_workload
 
-    led = build_ledger(as_workload(config), "decode", 1, tp, None, None)
+    w = as_workload(config)
+    led = build_ledger(w, "decode", 1, tp, None, None)
+    saved = 0.0
+    if dp > 1:
+        from .data_parallel import dp_weights_saved
+
+        saved = dp_weights_saved(w, tp, dp)
     return KVPool(
         capacity_bytes=as_float(get_device(device).capacity()),
-        weights_bytes=as_float(led.weights_bytes),
+        weights_bytes=as_float(led.weights_bytes) - saved,
         activation_bytes_per_token=as_float(led.activation_bytes_per_token),
         kv_bytes_per_token=as_float(led.kv_bytes_per_token),
     )
@@ -141,6 +148,7 @@ def profile_engine(
     device: Any,
     *,
     tp: int = 1,
+    dp: int = 1,
     request_tokens: int | None = None,
     max_running: int | None = None,
     enable_prefix_caching: bool | None = None,
@@ -152,12 +160,13 @@ def profile_engine(
     reserves blocks: :meth:`graphs.serving.engines.EngineProfile.engine_config`, whose
     parameters these are), with the defaults the engine picks for ``device``
     (:meth:`~graphs.serving.engines.EngineProfile.for_device`). What ``costmodel simulate
-    --engine`` and the accuracy pages build."""
+    --engine`` and the accuracy pages build; ``dp``: data-parallel ranks sharing the experts
+    (:mod:`graphs.serving.data_parallel`)."""
     from costmodel.hardware import get_device
 
     profile = profile.for_device(get_device(device))
     pool = (
-        kv_pool(config, device, tp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
+        kv_pool(config, device, tp, dp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
     )
     return profile.engine_config(
         pool,

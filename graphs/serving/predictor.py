@@ -73,9 +73,11 @@ __all__ = [
     "CLAMPED",
     "INTERVAL",
     "KINDS",
+    "KernelIds",
     "PredictedStep",
     "Predictor",
     "predicted_mixed_step",
+    "lerp_at",
     "tabulate",
     "token_grid",
 ]
@@ -230,7 +232,7 @@ def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.nd
     return np.unique(np.concatenate([np.arange(1, dense + 1, dtype=float), geo[geo > dense]]))
 
 
-def _lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
+def lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
     """Segment ``i`` and weight ``w`` of ``lx`` on the sorted log grid (``w`` outside [0, 1]
     beyond the ends: linear extrapolation of the end segments)."""
     i = min(max(bisect.bisect_right(grid, lx) - 1, 0), len(grid) - 2)
@@ -444,7 +446,7 @@ def _tabulate_point(
     return out
 
 
-class _Ids:
+class KernelIds:
     """Ids of (source, basis) pairs the iteration loop adds seconds to."""
 
     def __init__(self) -> None:
@@ -473,7 +475,7 @@ class PredictedStep:
         g_dec = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
         g_pre = compiled_step(w, hw, Phase.PREFILL, tp=tp).graph
         assert g_dec is not None and g_pre is not None
-        ids = self._ids = _Ids()
+        ids = self._ids = KernelIds()
         self.clamped_id = ids("bound", CLAMPED)
         # ---- token-wise kernels (body at N tokens) and the head (R rows): one grid
         grid = token_grid()
@@ -582,7 +584,7 @@ class PredictedStep:
             x = float(self.bound._pre_body(c, pre))
             acc[self._pre_prefix_id] += x
             return x
-        i, w = _lerp_at(self._lgrid, math.log(c))
+        i, w = lerp_at(self._lgrid, math.log(c))
         total = 0.0
         for (kid, cid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
             p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
@@ -642,8 +644,8 @@ class PredictedStep:
 
     def _token_preds(self, n: float, rows: float) -> list[float]:
         lg = self._lgrid
-        i, w = _lerp_at(lg, math.log(n))
-        j, v = (i, w) if rows == n else _lerp_at(lg, math.log(rows))
+        i, w = lerp_at(lg, math.log(n))
+        j, v = (i, w) if rows == n else lerp_at(lg, math.log(rows))
         out = []
         for head, _, lt in self._rows:
             a, b = (j, v) if head else (i, w)
@@ -655,8 +657,8 @@ class PredictedStep:
         tab = self._attn[k][1]
         if tab is None:
             return None
-        i, w = _lerp_at(self._ldg, math.log(n_dec))
-        j, v = _lerp_at(self._lcg, math.log(mean_ctx))
+        i, w = lerp_at(self._ldg, math.log(n_dec))
+        j, v = lerp_at(self._lcg, math.log(mean_ctx))
         lo = tab[i, j] * (1 - v) + tab[i, j + 1] * v
         hi = tab[i + 1, j] * (1 - v) + tab[i + 1, j + 1] * v
         return math.exp(lo * (1 - w) + hi * w)
@@ -666,7 +668,7 @@ class PredictedStep:
         tab = self._attn[k][3]
         if tab is None:
             return None
-        i, w = _lerp_at(self._lgrid, math.log(c))
+        i, w = lerp_at(self._lgrid, math.log(c))
         return math.exp(tab[i] * (1 - w) + tab[i + 1] * w)
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:

@@ -76,6 +76,7 @@ from costmodel.outfiles import atomic_write
 from costmodel.results import Result, plain
 from models.config import ModelConfig
 
+from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, dp_weights_saved, rank_step
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kernel_sources import Coverage
@@ -86,7 +87,7 @@ from .predictor import Predictor, predicted_mixed_step
 from .replica_routing import PrefixRouter, least_outstanding
 from .requests import THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
-from .steps import MeteredIterationStep
+from .steps import IterationStep, MeteredIterationStep
 from .workload import Workload, as_workload
 
 __all__ = [
@@ -118,11 +119,16 @@ class Topology(Result):
     link_bandwidth: float | None = None  #: bytes/s per direction for the KV transfer (disaggregated)
     link_latency: float = 0.0  #: s per layer's transfer
     prefix_eps: float = 0.5  #: router prefix: load bound, (1 + eps) x the mean outstanding tokens
+    #: data-parallel attention ranks per replica, the MoE layers over all dp x tp devices
+    #: (:mod:`graphs.serving.data_parallel`); 1: none
+    dp: int = 1
+    expert_parallel: bool = False  #: with dp > 1: experts whole per device (EP), else width-split
+    moe_dispatch: str = "allgather_reducescatter"  #: with dp > 1: how tokens reach their experts
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
             raise CostModelError(f"router {self.router!r} not allowed; allowed: {', '.join(ROUTERS)}")
-        for name, lo in (("replicas", 1), ("tp", 1), ("prefill_replicas", 0), ("decode_replicas", 0)):
+        for name, lo in (("replicas", 1), ("tp", 1), ("prefill_replicas", 0), ("decode_replicas", 0), ("dp", 1)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_REPLICAS:
                 raise CostModelError(f"{name} must be a whole number in [{lo}, {MAX_REPLICAS}], got {v!r}")
@@ -139,6 +145,16 @@ class Topology(Result):
                     f"topology, got {bw!r}"
                 )
         PrefixRouter(self.prefix_eps)  # validates eps
+        if not isinstance(self.expert_parallel, bool):
+            raise CostModelError(f"expert_parallel must be true or false, got {self.expert_parallel!r}")
+        if self.moe_dispatch not in DISPATCHES:
+            raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {self.moe_dispatch!r}")
+        if self.dp > 1 and (self.disaggregated or self.router == "prefix"):
+            raise CostModelError(
+                "data-parallel attention (dp > 1) runs aggregated, behind a least_outstanding or round_robin router"
+            )
+        if self.dp == 1 and self.expert_parallel:
+            raise CostModelError("expert_parallel spreads the experts over a data-parallel group: it needs dp > 1")
         lat = self.link_latency
         if not (isinstance(lat, int | float) and 0 <= lat <= 1):
             raise CostModelError(f"link_latency must be in [0, 1] s per layer, got {lat!r}")
@@ -150,7 +166,7 @@ class Topology(Result):
     @property
     def devices(self) -> int:
         n = self.prefill_replicas + self.decode_replicas if self.disaggregated else self.replicas
-        return n * self.tp
+        return n * self.tp * self.dp
 
 
 @dataclass(frozen=True)
@@ -377,16 +393,27 @@ def simulate(
         ov = EngineOverheads.default(
             pred.framework, max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
         )
-    step = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
+    step: IterationStep = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
+    led = build_ledger(w, "decode", 1, topo.tp, None, None)
+    if topo.dp > 1:  # data-parallel attention, the experts over the group (graphs.serving.data_parallel)
+        check_group(topo.dp, topo.tp, w.config.is_moe)
+        if spec is not None:
+            raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
+        step = rank_step(
+            w, hw, step, predicted_mixed_step(w, hw, tp=topo.tp), dp=topo.dp, tp=topo.tp,
+            expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch, predictor=pred,
+        )
     if isinstance(step, MeteredIterationStep):
         step.reset()
-    led = build_ledger(w, "decode", 1, topo.tp, None, None)
     specs: list[Speculator] = []
     if spec is not None:  # the target's and the proposer's steps, each priced by the predictor
         specs.append(Speculator(spec, w, hw, topo.tp, predictor=pred))
         step, led = specs[0].target_step, specs[0].ledger
         specs[0].reset()
-    blocks = cfg.num_blocks or kv_blocks(led, as_float(hw.capacity()), cfg)
+    capacity = as_float(hw.capacity())
+    if topo.dp > 1:  # the experts are spread over dp x tp devices: what a tp-rank alone would hold less
+        capacity += dp_weights_saved(w, topo.tp, topo.dp)
+    blocks = cfg.num_blocks or kv_blocks(led, capacity, cfg)
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:
@@ -414,7 +441,13 @@ def simulate(
             for i in range(n)
         ]
 
-    if topo.disaggregated:
+    groups: list[Any] = []
+    if topo.dp > 1:
+        assert isinstance(step, RankStep)
+        groups = [LockstepGroup(pool(topo.dp, i * topo.dp), step.stage, i) for i in range(topo.replicas)]
+    if groups:
+        front = back = groups
+    elif topo.disaggregated:
         front = pool(topo.prefill_replicas, 0)
         back = pool(topo.decode_replicas, topo.prefill_replicas)
         kv_tok = as_float(led.kv_bytes_per_token) * topo.tp  # the whole cache crosses, all tp shards
@@ -423,7 +456,7 @@ def simulate(
         assert link_bw is not None  # Topology requires it of a disaggregated topology
     else:
         front = back = pool(topo.replicas, 0)
-    replicas = front if front is back else front + back
+    replicas = [m for g in groups for m in g.members] if groups else front if front is back else front + back
     # every time relative to the first arrival: absolute timestamps (1e9 s of Unix time, 1e15 ...)
     # would otherwise leave TTFTs and TPOTs below the floating-point spacing of the clock
     seqs = [Seq(r if t0 == 0 else dataclasses.replace(r, arrival_s=r.arrival_s - t0)) for r in requests]
@@ -556,7 +589,7 @@ def simulate(
         )
     policy = replicas[0].policy
     if not ov.is_zero or policy != "recompute":
-        floored = sum(r.floored for r in replicas)  # said once: physics is a floor
+        floored = sum(r.floored for r in replicas) + sum(g.floored for g in groups)  # said once: physics is a floor
         its = sum(r.iterations for r in replicas)
         held = (
             f"; the roofline floor bound the scaled kernels in {floored:,} of {its:,} iterations"

@@ -1,0 +1,202 @@
+"""Data-parallel attention with the experts over the group (``simulate --dp``): the pieces of a
+group iteration, each pinned to a hand derivation or to the parts the engine already prices.
+
+Qwen3-30B-A3B (its Hugging Face config: hidden 2048, 48 layers, all MoE, 128 experts of
+intermediate width 768, top-8, bf16) on H100 SXM (3.35 TB/s HBM3, NVIDIA's datasheet).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from costmodel.keys import Phase
+from costmodel.roofline import bound
+from costmodel.rules import op_cost
+from costmodel.symbols import B as B_sym
+from graphs.serving.compiled import compiled_step
+from graphs.serving.data_parallel import (
+    ExpertKernels,
+    LockstepGroup,
+    RankStep,
+    devices_reached,
+    rank_step,
+)
+from graphs.serving.engine import kv_pool
+from graphs.serving.mixed import mixed_step, node_time_expr
+from graphs.serving.predictor import Predictor, predicted_mixed_step
+from graphs.serving.requests import Request
+from graphs.serving.simulator import Topology, simulate
+from graphs.serving.workload import as_workload
+
+MODEL, DEVICE = "qwen3-30b-a3b", "h100"
+D, LAYERS, E, K, F = 2048, 48, 128, 8, 768
+HBM = 3.35e12
+#: one expert's gate, up and down projections in bf16 (bytes)
+EXPERT_BYTES = 3 * D * F * 2
+
+
+def test_expert_kernels_bound_is_the_touched_experts_weights():
+    """One decode token touches its 8 experts in each of the 48 layers: the routed-expert kernels'
+    bound is reading those weights, 8 x 9.44 MB x 48 = 3.62 GB at 3.35 TB/s = 1.082 ms."""
+    hw = get_device(DEVICE)
+    g = compiled_step(MODEL, hw, Phase.DECODE, tp=1).graph
+    ek = ExpertKernels(g, hw, Predictor())
+    hand = K * EXPERT_BYTES * LAYERS / HBM
+    assert hand == pytest.approx(1.0818e-3, rel=1e-4)
+    assert ek.bound_s(1) == pytest.approx(hand, rel=0.02)  # + the token's activations, a few KB
+
+
+def test_kv_pool_holds_the_experts_spread_over_the_group():
+    """DP 2 at TP 1: each device holds half the routed experts, 48 x 128 x 9.44 MB / 2 = 28.99 GB
+    less than one device alone, and its KV pool grows by that."""
+    alone, spread = kv_pool(MODEL, DEVICE, tp=1), kv_pool(MODEL, DEVICE, tp=1, dp=2)
+    routed = LAYERS * E * EXPERT_BYTES
+    assert routed == pytest.approx(57.98e9, rel=1e-3)
+    assert alone.weights_bytes - spread.weights_bytes == pytest.approx(routed / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("predict", [False, True])
+def test_rank_step_is_the_rank_less_exactly_its_expert_rows(predict):
+    """The rank's share is its whole step less its own routed-expert kernels, each priced as the
+    rank's step prices it: recomputed here kernel by kernel from the rank step's own table
+    (``tokens_table``: each kernel's prediction, clamped to its bound as the step clamps it)."""
+    pytest.importorskip("aiconfigurator_core") if predict else None
+    hw = get_device(DEVICE)
+    w = as_workload(MODEL)
+    pred = Predictor("grey-box", "vllm") if predict else Predictor()
+    rank = predicted_mixed_step(w, hw, tp=1, predictor=pred)
+    rs = rank_step(w, hw, rank, mixed_step(w, hw), dp=2, tp=1, expert_parallel=True,
+                   dispatch="allgather_reducescatter", predictor=pred)
+    g = compiled_step(w, hw, Phase.DECODE, tp=1).graph
+    for n in (1, 16, 256):
+        whole = rank.time_sums(n, n * 1000.0)
+        share = rs.time_sums(n, n * 1000.0)
+        if not predict:
+            by_hand = sum(float(node_time_expr(g.nodes[x], hw).subs(B_sym, n)) for x in rs.own.names)
+        else:
+            table = dict(zip(rank.kernel_names, rank.tokens_table(float(n), float(n)), strict=True))
+            by_hand = 0.0
+            for x in rs.own.names:
+                roof = float(node_time_expr(g.nodes[x], hw).subs(B_sym, n))
+                by_hand += max(table[x], roof) if x in table else roof
+        assert whole - share == pytest.approx(by_hand, rel=1e-9)
+        assert 0 < share < whole
+
+
+def test_the_group_steps_together():
+    """Two prompts sent at once go to the two ranks (vLLM's balancer). The first reaches the idle
+    group alone: its iteration is rank 0's dense kernels of the 100-token chunk plus the experts
+    of those 100 tokens over the 2 devices and, in each of the 48 MoE layers, an all-gather and a
+    reduce-scatter of the 100 x 2048 activations over the 2 ranks. The second waits for that
+    iteration's end, then both ranks step together: the slower of rank 0's decode (context 101)
+    and rank 1's chunk, plus the experts and collectives of all 101 tokens (the bound: no request
+    path, no CPU terms)."""
+    hw = get_device(DEVICE)
+    w = as_workload(MODEL)
+    reqs = [Request(rid=i, arrival_s=0.0, prompt=100, output=2) for i in range(2)]
+    res = simulate(MODEL, DEVICE, reqs, topology=Topology(dp=2, expert_parallel=True))
+    rank = mixed_step(w, hw)
+    own = ExpertKernels(compiled_step(w, hw, Phase.DECODE, tp=1).graph, hw, Predictor())
+    spread = ExpertKernels(compiled_step(w, hw, Phase.DECODE, tp=1, ep=2).graph, hw, Predictor())
+
+    def comm(tokens: int) -> float:
+        return LAYERS * sum(
+            as_float(bound(op_cost(op, elements=tokens * D, p=2, dtype="bf16", link=hw.group_link(2)), hw).lower)
+            for op in ("all_gather", "reduce_scatter")
+        )
+
+    chunk = rank.time_sums(0, 0.0, [(100.0, 0.0)]) - own.bound_s(100)
+    decode = rank.time_sums(1, 101.0) - own.bound_s(1)
+    first = chunk + spread.bound_s(100) + comm(100)
+    second = max(chunk, decode) + spread.bound_s(101) + comm(101)
+    ttft = res.per_request["ttft_s"]
+    assert ttft[0] == pytest.approx(first, rel=1e-9)
+    assert ttft[1] == pytest.approx(first + second, rel=1e-9)
+    assert res.topology.devices == 2
+    assert comm(100) > 0 and spread.bound_s(101) < own.bound_s(101)  # half the experts each
+
+
+def test_one_request_is_faster_on_two_ranks_than_on_one_device():
+    """A lone request: the other rank idles, but the experts' weights are read from two devices."""
+    reqs = [Request(rid=0, arrival_s=0.0, prompt=200, output=50)]
+    one = simulate(MODEL, DEVICE, reqs)
+    two = simulate(MODEL, DEVICE, reqs, topology=Topology(dp=2, expert_parallel=True))
+    assert two.tpot.mean < one.tpot.mean
+
+
+class _Rank:
+    """A rank as the balancer sees it: its waiting and running lists."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.waiting, self.running = index, [], []
+        self.step_cost = RankStep.__new__(RankStep)
+        self.step_cost.bound = self.step_cost  # type: ignore[misc]
+
+    def add(self, seq: object) -> None:
+        self.waiting.append(seq)
+
+
+def test_balancer_scores_waiting_four_times_running():
+    """vLLM's DPLBAsyncMPClient: the rank with the smallest 4 x waiting + running, ties to the
+    lower index. Rank 0 runs 3 and has none waiting (score 3), rank 1 has one waiting (4): the
+    next request goes to rank 0 (now 7), the one after to rank 1 (now 8), the third to rank 0."""
+    ranks = [_Rank(0), _Rank(1)]
+    ranks[0].running = [object()] * 3
+    ranks[1].waiting = [object()]
+    group = LockstepGroup(ranks, stage=None, index=0)  # type: ignore[arg-type]
+    picks = []
+    for _ in range(3):
+        before = [len(r.waiting) for r in ranks]
+        group.add(object())  # type: ignore[arg-type]
+        picks.append(next(i for i, r in enumerate(ranks) if len(r.waiting) > before[i]))
+    assert picks == [0, 1, 0]  # scores (3, 4) -> (7, 4) -> (7, 8)
+
+
+@given(
+    st.integers(2, 256).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, min(e, 16)))),
+    st.sampled_from([1, 2, 4, 8, 16]),
+)
+def test_devices_reached_is_between_one_and_k(ek, g):
+    """A token's k experts sit on at least one and at most min(k, G) devices; G = 1: one."""
+    e, k = ek
+    if e % g:
+        return
+    r = devices_reached(e, k, g)
+    assert 1 - 1e-12 <= r <= min(k, g) + 1e-12
+    if g == 1:
+        assert r == 1.0
+    if k == 1:
+        assert r == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "what"),
+    [
+        ({"dp": 2, "expert_parallel": "yes"}, "expert_parallel must be true or false"),
+        ({"dp": 2, "moe_dispatch": "deepep"}, "moe_dispatch must be one of"),
+        ({"dp": 1, "expert_parallel": True}, "needs dp > 1"),
+        ({"dp": 2, "router": "prefix"}, "least_outstanding or round_robin"),
+        ({"dp": 0}, "dp must be a whole number"),
+    ],
+)
+def test_topology_refuses_what_a_group_cannot_be(kwargs, what):
+    with pytest.raises(CostModelError, match=what):
+        Topology(**kwargs)
+
+
+def test_a_dense_model_is_told_to_use_replicas():
+    reqs = [Request(rid=0, arrival_s=0.0, prompt=10, output=2)]
+    with pytest.raises(CostModelError, match="use replicas"):
+        simulate("llama-3.1-8b", DEVICE, reqs, topology=Topology(dp=2))
+
+
+def test_devices_count_every_rank():
+    assert Topology(replicas=3, dp=2, tp=4).devices == 24
+    assert math.isclose(devices_reached(8, 2, 8), 2.0)
