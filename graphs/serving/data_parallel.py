@@ -394,6 +394,15 @@ class LockstepGroup:
     def emitted(self) -> int:
         return sum(m.emitted for m in self.members)
 
+    def decode_window(self, now: float, horizon: float) -> list[float]:
+        """No iterations run ahead: the ranks run the per-sequence loop (the simulator's skipping
+        of steady decodes is per replica, :mod:`graphs.serving.skipping`)."""
+        return []
+
+    def batch_len(self, batch: list[tuple[Seq, int]]) -> int:
+        """Sequences in the group's last batch (every rank's, each listed)."""
+        return len(batch)
+
     def fits_ever(self, seq: Seq) -> bool:
         return self.members[0].fits_ever(seq)
 

@@ -437,7 +437,8 @@ def simulate(
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
         return [
-            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip)
+            # a data-parallel group's ranks run the per-sequence loop: the group sums their batches
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip and topo.dp == 1)
             for i in range(n)
         ]
 
