@@ -153,3 +153,22 @@ def test_catalog_host_links(device, per_direction):
 
     lk = get_device(device).link("host")
     assert as_float(lk.bandwidth_bytes_per_s) == per_direction and lk.source
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_promoting_a_prefix_never_evicts_it_from_its_own_tier(skip):
+    """Promoting a host-tier prefix frees GPU blocks by moving other prefixes down into that tier;
+    a small tier then evicts its least recent entries, which once included the prefix being
+    promoted (an AssertionError in KVTiers.load). Conversations over a tiny host tier (0.2 MB)
+    and a GPU pool that holds one conversation: every request finishes, every block returns."""
+    import math
+
+    from graphs.serving.engine import profile_engine
+    from graphs.serving.engines import get_engine
+    from graphs.serving.requests import synthetic
+
+    reqs = synthetic(40, rate=50.0, prompt="uniform:20,400", output="uniform:1,80", seed=2, turns=3, think_s=0.01)
+    need = math.ceil(max(r.prompt + r.output for r in reqs) / 16) + 1
+    eng = profile_engine(get_engine("vllm"), "tiny", "h100", enable_prefix_caching=True, num_blocks=need)
+    res = simulate("tiny", "h100", reqs, engine=eng, kv_tiers=KVTierConfig(host_bytes=2e5), skip=skip)
+    assert res.requests == 120 and res.kv_tiers is not None  # 40 conversations of 3 turns

@@ -409,8 +409,10 @@ class Replica:
         redo = self._phase_step.time_sums(0, 0.0, ((tokens, 0.0),), [] if self._phase_step.windowed else None)
         if self.tiers.transfer_s(pid) > max(self.overheads.kernel_scale, 1.0) * redo:  # redo is the bound
             return True
-        self._take(found[1])
+        # loaded (and made the tier's most recent) before room is made: the blocks _take frees
+        # move down into the tier, whose evictions must not push out the prefix being promoted
         n = self.tiers.load(pid)
+        self._take(found[1])
         self.prefixes[pid] = [n, n * self.cfg.block_size, 0, self._tick]
         return False
 
