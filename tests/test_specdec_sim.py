@@ -25,7 +25,8 @@ from graphs.serving.mixed import mixed_step
 from graphs.serving.requests import Request, synthetic
 from graphs.serving.simulator import simulate
 from graphs.serving.specdec import expected_tokens
-from graphs.serving.specdec_sim import SpecConfig, Speculator, speedup_by_batch
+from graphs.serving.specdec_batch import speedup_by_batch
+from graphs.serving.specdec_sim import SpecConfig, Speculator
 from graphs.serving.workload import as_workload
 
 T, D, HW = "llama-3.1-8b", "llama-3.2-1b", "h100"

@@ -47,7 +47,7 @@ _LAZY: dict[str, str] = {
     "speedup_closed_form": "specdec",
     "SpecConfig": "specdec_sim",
     "SpecStats": "specdec_sim",
-    "speedup_by_batch": "specdec_sim",
+    "speedup_by_batch": "specdec_batch",
     "PrefixRouter": "replica_routing",
     "KVTierConfig": "kv_tiers",
     "TierStats": "kv_tiers",

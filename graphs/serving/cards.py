@@ -32,9 +32,9 @@ import math
 from typing import Any
 
 from costmodel.arith import ArithError, compile_numeric
-from costmodel.errors import CostModelError
 from costmodel.keys import Phase
 
+from .card_format import CARD_VERSION, CardError, card_kv_caps, card_number, to_text
 from .reports import (
     STEP_FIELDS,
     DecodeLimits,
@@ -61,61 +61,8 @@ __all__ = [
     "decode_forms_from_card",
 ]
 
-CARD_VERSION = 3
 _ARGS = ("B", "ctx")
 _FIELDS = STEP_FIELDS  #: the step fields a card stores
-
-
-class CardError(CostModelError):
-    """A form the card's arithmetic cannot hold, or a card that does not read back."""
-
-
-_FUNCS = {
-    "Max": "Max",
-    "Min": "Min",
-    "ceiling": "ceiling",
-    "floor": "floor",
-    "Abs": "Abs",
-    "exp": "exp",
-    "log": "log",
-}
-
-
-def to_text(expr: Any, args: tuple[str, ...] = _ARGS) -> str:
-    """``expr`` (a sympy expression in ``args``) as text :func:`compile_numeric` reads:
-    floats with ``repr``, rationals as ``(p/q)``, every sum, product and power parenthesised."""
-    import sympy
-
-    def sub(x: Any) -> str:
-        return to_text(x, args)
-
-    e = sympy.sympify(expr)  # engine-built expressions and numbers only, never user text
-    try:
-        if e.is_Integer:
-            return repr(float(int(e)))
-        if e.is_Rational:
-            return f"({float(e.p)!r}/{float(e.q)!r})"
-    except OverflowError:
-        raise CardError(f"a card cannot hold the number {str(e)[:40]}") from None
-    if e.is_Float:
-        v = float(e)
-        if not math.isfinite(v):
-            raise CardError(f"a card cannot hold the non-finite number {e}")
-        return repr(v)
-    if e.is_Symbol:
-        if e.name not in args:
-            raise CardError(f"a card's forms may only depend on {', '.join(args)}, not {e.name}")
-        return e.name
-    if e.is_Add:
-        return "(" + " + ".join(sub(a) for a in e.args) + ")"
-    if e.is_Mul:
-        return "(" + "*".join(sub(a) for a in e.args) + ")"
-    if e.is_Pow:
-        return f"({sub(e.base)})**({sub(e.exp)})"
-    name = type(e).__name__
-    if name in _FUNCS:
-        return f"{_FUNCS[name]}(" + ", ".join(sub(a) for a in e.args) + ")"
-    raise CardError(f"a card cannot hold {name} ({str(e)[:60]})")
 
 
 def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any]:
@@ -127,8 +74,7 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
     from costmodel.cost import as_float
 
     from .compiled import compiled_step
-    from .fit_check import ledger_card
-    from .ledger_fit import kv_caps
+    from .ledger_fit import kv_caps, ledger_card
     from .limits import LimitForms
     from .phases import decode_constants, near_far_memory, report_notes
     from .workload import as_workload
@@ -199,18 +145,6 @@ def _check_point(c: Any, lf: Any) -> dict[str, Any]:
     }
 
 
-def _number(x: Any, name: str, *, positive: bool = False, whole: bool = False) -> float:
-    """A constant read from a card: a finite real number, never negative (above zero when
-    ``positive``, an integer value when ``whole``); else :class:`CardError` naming it."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        raise CardError(f"card field {name} is {type(x).__name__}, not a number")
-    v = float(x)
-    if not math.isfinite(v) or v < 0 or (positive and v == 0) or (whole and not v.is_integer()):
-        kind = ("positive" if positive else "non-negative") + (" whole" if whole else "")
-        raise CardError(f"card field {name} = {x!r} is not a finite {kind} number")
-    return v
-
-
 def _count(x: Any, name: str) -> int:
     """A count read from a card: a positive ``int`` (not a float, not a bool)."""
     if type(x) is not int or x < 1:
@@ -227,13 +161,13 @@ def _name(x: Any, name: str) -> str:
 
 def _power(card: dict[str, Any]) -> float | None:
     p = card["power_w"]
-    return None if p is None else _number(p, "power_w", positive=True)
+    return None if p is None else card_number(p, "power_w", positive=True)
 
 
 def _reproduces(pairs: list[tuple[float, Any]], what: str) -> None:
     """Each ``(evaluated, stored)`` pair agrees to 1e-9 (a stored value is a checked number)."""
     for i, (got, stored) in enumerate(pairs):
-        if not math.isclose(got, _number(stored, f"check[{i}]"), rel_tol=1e-9, abs_tol=1e-300):
+        if not math.isclose(got, card_number(stored, f"check[{i}]"), rel_tol=1e-9, abs_tol=1e-300):
             raise CardError(f"the card's {what} do not reproduce its check point")
 
 
@@ -243,7 +177,7 @@ def _check_served(values: dict[str, Any], where: str) -> None:
     per-kernel sum (:class:`graphs.serving.compiled.StepForms` builds them so)."""
     terms = values["terms_s"]
     for k, v in [*((k, v) for k, v in values.items() if k != "terms_s"), *terms.items()]:
-        _number(v, f"{k} {where}")
+        card_number(v, f"{k} {where}")
     opt, step = values["optimistic_step_s"], values["step_s"]
     if not step > 0 or (terms and not math.isclose(opt, max(terms.values()), rel_tol=1e-9, abs_tol=1e-300)):
         raise CardError(f"the card's step {where} is not its largest term")
@@ -280,48 +214,18 @@ def _near_far(d: dict[str, Any], bandwidth: float) -> NearFarMemory:
     nf = NearFarMemory(
         model=_name(d["model"], "near_far.model"),
         device=_name(d["device"], "near_far.device"),
-        weights_bytes=_number(d["weights_bytes"], "near_far.weights_bytes"),
-        full_memory_reads_per_s=_number(
+        weights_bytes=card_number(d["weights_bytes"], "near_far.weights_bytes"),
+        full_memory_reads_per_s=card_number(
             d["full_memory_reads_per_s"], "near_far.full_memory_reads_per_s", positive=True
         ),
         devices_to_hold_weights=_count(d["devices_to_hold_weights"], "near_far.devices_to_hold_weights"),
-        per_token_bound_s=_number(d["per_token_bound_s"], "near_far.per_token_bound_s"),
+        per_token_bound_s=card_number(d["per_token_bound_s"], "near_far.per_token_bound_s"),
     )
     # per_token_bound = weights / (devices * bandwidth) (graphs.serving.phases.near_far_memory)
     want = nf.weights_bytes / (nf.devices_to_hold_weights * bandwidth)
     if not math.isclose(nf.per_token_bound_s, want, rel_tol=1e-9, abs_tol=1e-300):
         raise CardError("the card's near/far memory disagrees with its bandwidth")
     return nf
-
-
-def _kv_caps(d: Any) -> dict[str, Any]:
-    """The stored cache layout (:func:`graphs.serving.ledger_fit.kv_caps`), range-checked."""
-    capped = d["capped"]
-    if not isinstance(capped, list) or not all(isinstance(p, list) and len(p) == 2 for p in capped):
-        raise CardError("card field kv_caps.capped is not a list of [bytes per token, positions] pairs")
-    return {
-        "per_token": _number(d["per_token"], "kv_caps.per_token"),
-        "capped": [
-            [
-                _number(k, "kv_caps.capped bytes"),
-                _number(w, "kv_caps.capped positions", positive=True, whole=True),
-            ]
-            for k, w in capped
-        ],
-        "state": _number(d["state"], "kv_caps.state"),
-    }
-
-
-def card_kv_caps(card: dict[str, Any]) -> dict[str, Any]:
-    """A decode card's cache layout, range-checked; :class:`CardError` when it is not one."""
-    try:
-        if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
-            raise CardError("not a decode card of this version")
-        return _kv_caps(card["kv_caps"])
-    except CardError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-        raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None
 
 
 def _check_limits(lim: DecodeLimits, where: str) -> None:
@@ -334,7 +238,7 @@ def _check_limits(lim: DecodeLimits, where: str) -> None:
     ):
         v = getattr(lim, k)
         if v is not None:
-            _number(v, f"{k} {where}")
+            card_number(v, f"{k} {where}")
 
 
 def _notes(card: dict[str, Any]) -> tuple[str, ...]:
@@ -362,12 +266,12 @@ def decode_from_card(
             raise CardError("not a decode card of this version")
         model, device = _name(card["model"], "model"), _name(card["device"], "device")
         tp, power = _count(card["tp"], "tp"), _power(card)
-        bandwidth = _number(card["bandwidth"], "bandwidth", positive=True)
-        weights = _number(card["weights_bytes"], "weights_bytes")
-        embedding = _number(card["embedding_bytes"], "embedding_bytes")
+        bandwidth = card_number(card["bandwidth"], "bandwidth", positive=True)
+        weights = card_number(card["weights_bytes"], "weights_bytes")
+        embedding = card_number(card["embedding_bytes"], "embedding_bytes")
         if embedding > weights:
             raise CardError("card field embedding_bytes exceeds weights_bytes")
-        _kv_caps(card["kv_caps"])
+        card_kv_caps(card)
         fields = {k: _fn(card["fields"][k]) for k in _FIELDS}
         terms = {str(k): _fn(t) for k, t in card["terms"].items()}
         lim = card["limits"]
@@ -379,7 +283,9 @@ def decode_from_card(
             raise CardError("card field limits.linear is not true or false")
         _verify(card, fields, terms, comp, a, b, mem)
         ceilings = {
-            str(u): None if d["ceiling"] is None else _number(d["ceiling"], f"ceiling of {u}", positive=True)
+            str(u): None
+            if d["ceiling"] is None
+            else card_number(d["ceiling"], f"ceiling of {u}", positive=True)
             for u, d in units.items()
         }
         where = f"at batch {batch}, ctx {ctx}"
@@ -432,7 +338,7 @@ def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, An
     from costmodel.cost import as_float
 
     from .compiled import compiled_step
-    from .fit_check import ledger_card
+    from .ledger_fit import ledger_card
     from .phases import report_notes
     from .workload import as_workload
 
@@ -525,7 +431,7 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
         total: float = sum(step_chunk(batch, chunk, i * chunk) for i in range(n_full))
         if rest:
             total += step_chunk(batch, rest, n_full * chunk)
-        _number(total, f"chunked prefill time at batch {batch}, seq {seq}, chunk {chunk}", positive=True)
+        card_number(total, f"chunked prefill time at batch {batch}, seq {seq}, chunk {chunk}", positive=True)
     except ArithError as exc:
         raise CardError(f"unreadable prefill card: {exc}") from None
     return prefill_from_fields(
@@ -557,7 +463,7 @@ def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) ->
     forms = closed_forms(w.config, ph)
     st = t.statics
     try:  # the capacity check's ledger (absent when the card cannot hold it: the library checks)
-        from .fit_check import ledger_card
+        from .ledger_fit import ledger_card
 
         ledger = {"ledger": ledger_card(w, c.hardware, ph, tp, point)}
     except CardError:
@@ -653,12 +559,12 @@ def analysis_from_card(card: dict[str, Any], *, batch: int, seq: int, ctx: int) 
         forms = {_name(k, "closed form"): _printed(v, k) for k, v in card["closed_forms"].items()}
         latex = {_name(k, "closed form"): _printed(v, k) for k, v in card["closed_forms_latex"].items()}
         pt = (float(batch), float(seq if ph == Phase.PREFILL else ctx))
-        out = [_number(fn(*pt), f"node table value {i}") for i, fn in enumerate(values)]
-        at = {k: _number(fn(*pt), k) for k, fn in step.items()}
+        out = [card_number(fn(*pt), f"node table value {i}") for i, fn in enumerate(values)]
+        at = {k: card_number(fn(*pt), k) for k, fn in step.items()}
         return analysis_from_values(
             statics,
             out,
-            {**at, "terms_s": {k: _number(fn(*pt), k) for k, fn in terms.items()}},
+            {**at, "terms_s": {k: card_number(fn(*pt), k) for k, fn in terms.items()}},
             model=_name(card["model"], "model"),
             device=_name(card["device"], "device"),
             phase=ph,
@@ -713,7 +619,7 @@ def decode_forms_from_card(card: dict[str, Any]) -> Any:
             weight_dtype=_name(card["weight_dtype"], "weight_dtype"),
             kv_dtype=_name(card["kv_dtype"], "kv_dtype"),
             power_w=_power(card),
-            capacity_bytes=_number(led["capacity"], "ledger.capacity", positive=True),
+            capacity_bytes=card_number(led["capacity"], "ledger.capacity", positive=True),
             tpot=step,
             memory=memory,
         )

@@ -43,7 +43,6 @@ from costmodel.errors import CostModelError
 from costmodel.graph import COST, KIND, REPEAT, edge_bytes_total, op_nodes, step_time
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
-from costmodel.ledger import Overhead
 from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
@@ -290,27 +289,3 @@ def _compile(
     label = f"{w.name} {ph} on {hw.name} tp{tp} ep{ep}{' chunked' if chunked else ''}"
     label += f" routing {routing.label}" if routing is not None else ""
     return CompiledStep(step_forms(g, hw, syms), dims, hw, label, g)
-
-
-def decode_memory(
-    config: ModelConfig | str | Workload,
-    device: Hardware | str,
-    *,
-    tp: int = 1,
-    overhead: Overhead | None = None,
-) -> Callable[..., np.ndarray]:
-    """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step)."""
-    from .ledger_fit import model_ledger
-
-    w = as_workload(config)
-    hw = get_device(device)
-    c = compiled_step(w, hw, Phase.DECODE, tp=tp)
-
-    def build() -> Callable[..., np.ndarray]:
-        led = model_ledger(w, tp=tp, overhead=overhead)
-        total = led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity())
-        from costmodel.frontier import compile_expr
-
-        return compile_expr(total, (B_sym, ctx_sym))
-
-    return c.memo(f"memory:{overhead!r}", build)

@@ -48,9 +48,9 @@ from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from .compiled import decode_memory
 from .cost import device_rates, usd_per_m
 from .kernel_sources import Coverage
+from .ledger_fit import decode_memory
 from .parallel import MICROBATCH, comm_forms, routed_expert_bytes
 from .predictor import BOUND, Predictor
 from .priced import PricedStep, priced_step

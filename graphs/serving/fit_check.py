@@ -24,14 +24,13 @@ from costmodel.keys import Phase
 from costmodel.ledger_solve import LedgerFit, solve_capacity
 from costmodel.results import Result
 
-from .cards import CardError, to_text
+from .card_format import CardError, card_kv_caps
 
 __all__ = [
     "LEDGER_TERMS",
     "CapacityCheck",
     "CapacityReport",
     "check_capacity",
-    "ledger_card",
     "capacity_from_card",
     "capacity_report_from_card",
 ]
@@ -134,42 +133,6 @@ def check_capacity(
     return CapacityCheck(device, tp, phase, batch, tokens, need, capacity, fit_b.value, fit_c.value)
 
 
-def ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> dict[str, Any]:
-    """The capacity ledger's terms (bytes) as text in the card's two arguments (decode: ``B``
-    sequences holding ``ctx`` tokens, ``B`` active; prefill: ``B`` prompts of ``S``, ``B S``
-    active), the capacity, and their values at the card's check point."""
-    import sympy
-
-    from costmodel.cost import as_float
-    from costmodel.symbols import dim
-
-    from .ledger_fit import ledger_terms
-
-    b, t = (dim(n) for n in at)  # B and ctx (decode) or S (prefill)
-    cap = as_float(hw.capacity())
-    if phase == Phase.PREFILL:
-        led = ledger_terms(w, phase=phase, tp=tp, seq=at["S"])
-        if (
-            led.activation_bytes_per_token
-            != ledger_terms(w, phase=phase, tp=tp, seq=4096).activation_bytes_per_token
-        ):
-            raise CardError("this model's prefill activations per token depend on the prompt length")
-        terms = led.terms(batch=b, cached_tokens=t, active_tokens=b * t, capacity=cap)
-    else:
-        terms = ledger_terms(w, phase=phase, tp=tp).terms(
-            batch=b, cached_tokens=t, active_tokens=b, capacity=cap
-        )
-    args = tuple(at)
-    exprs = {k: getattr(terms, k) for k in LEDGER_TERMS}
-    return {
-        "capacity": cap,
-        "terms": {k: to_text(v, args) for k, v in exprs.items()},
-        "check": {
-            k: float(sympy.sympify(v).subs({b: at[args[0]], t: at[args[1]]})) for k, v in exprs.items()
-        },
-    }
-
-
 def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> CapacityCheck:
     """Does ``batch`` at ``tokens`` (decode: context; prefill: prompt) fit, from a card's ledger
     (:func:`graphs.serving.reports.check_capacity`, as the library's
@@ -244,8 +207,6 @@ def capacity_report_from_card(
 
     Raises :class:`CardError` when the card is not a decode card whose ledger reads back.
     """
-    from .cards import card_kv_caps
-
     if card.get("kind") != "decode":
         raise CardError("only a decode card's ledger serves the decode ledger")
     chk = capacity_from_card(card, batch=batch, tokens=ctx)  # the ledger reads back (CardError if not)

@@ -11,22 +11,31 @@ dtype, tensor parallelism) flows through without a separate formula.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import sympy
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
+from costmodel.frontier import compile_expr
 from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
 from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
 from costmodel.memo import BoundedCache
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import ctx as ctx_sym
+from costmodel.symbols import dim
 from models.config import ModelConfig
 
-from .compiled import positive_int
-from .fit_check import CapacityCheck, CapacityReport, check_capacity
+if TYPE_CHECKING:
+    import numpy as np
+
+from .card_format import CardError, to_text
+from .compiled import compiled_step, positive_int
+from .fit_check import LEDGER_TERMS, CapacityCheck, CapacityReport, check_capacity
 from .totals import cache_terms
 from .workload import Workload, as_workload
 
@@ -40,6 +49,8 @@ __all__ = [
     "ledger_terms",
     "capacity_check",
     "MAX_TP_TRIED",
+    "ledger_card",
+    "decode_memory",
 ]
 
 
@@ -280,3 +291,52 @@ def what_if(
         led = model_ledger(cfg.replace(**fields), tp=tp, overhead=ov)
         out[label] = max_batch(led, hw.capacity(), ctx=ctx).value
     return out
+
+
+def ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> dict[str, Any]:
+    """The capacity ledger's terms (bytes) as text in the card's two arguments (decode: ``B``
+    sequences holding ``ctx`` tokens, ``B`` active; prefill: ``B`` prompts of ``S``, ``B S``
+    active), the capacity, and their values at the card's check point."""
+    b, t = (dim(n) for n in at)  # B and ctx (decode) or S (prefill)
+    cap = as_float(hw.capacity())
+    if phase == Phase.PREFILL:
+        led = ledger_terms(w, phase=phase, tp=tp, seq=at["S"])
+        if (
+            led.activation_bytes_per_token
+            != ledger_terms(w, phase=phase, tp=tp, seq=4096).activation_bytes_per_token
+        ):
+            raise CardError("this model's prefill activations per token depend on the prompt length")
+        terms = led.terms(batch=b, cached_tokens=t, active_tokens=b * t, capacity=cap)
+    else:
+        terms = ledger_terms(w, phase=phase, tp=tp).terms(
+            batch=b, cached_tokens=t, active_tokens=b, capacity=cap
+        )
+    args = tuple(at)
+    exprs = {k: getattr(terms, k) for k in LEDGER_TERMS}
+    return {
+        "capacity": cap,
+        "terms": {k: to_text(v, args) for k, v in exprs.items()},
+        "check": {
+            k: float(sympy.sympify(v).subs({b: at[args[0]], t: at[args[1]]})) for k, v in exprs.items()
+        },
+    }
+
+
+def decode_memory(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+) -> Callable[..., np.ndarray]:
+    """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step)."""
+    w = as_workload(config)
+    hw = get_device(device)
+    c = compiled_step(w, hw, Phase.DECODE, tp=tp)
+
+    def build() -> Callable[..., np.ndarray]:
+        led = model_ledger(w, tp=tp, overhead=overhead)
+        total = led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity())
+        return compile_expr(total, (B_sym, ctx_sym))
+
+    return c.memo(f"memory:{overhead!r}", build)

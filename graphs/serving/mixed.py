@@ -49,6 +49,7 @@ from costmodel.symbols import ctx as ctx_sym
 from costmodel.symbols import dim
 from models.config import ModelConfig
 
+from .card_format import CardError, to_text
 from .compiled import PREFIX, compiled_step
 from .workload import Workload, as_workload
 
@@ -244,8 +245,6 @@ class MixedStep:
         prefill forms as arithmetic text (:func:`graphs.serving.cards.to_text`), each attention
         kernel's numbers and chunk forms, and the step at :data:`_CHECKS` to verify it by.
         Raises :class:`graphs.serving.cards.CardError` for a form the text cannot hold."""
-        from .cards import to_text
-
         body, head, pre_body = self._forms
         return {
             "kind": "mixed",
@@ -277,8 +276,6 @@ class MixedStep:
         values; a card of another layout or one that does not reproduce them raises
         :class:`graphs.serving.cards.CardError`."""
         from costmodel.arith import ArithError, compile_numeric
-
-        from .cards import CardError
 
         def num(x: Any) -> float:
             if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
@@ -404,8 +401,6 @@ def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, 
 def _carded(w: Workload, hw: Hardware, tp: int) -> MixedStep:
     """The step from its card when the cache holds a good one, else built (and carded)."""
     from costmodel import formcache
-
-    from .cards import CardError
 
     key = formcache.cache_key("mixed", str(MixedStep.CARD_VERSION), repr(w.config), repr(hw), str(tp))
     card = formcache.load(key)

@@ -34,7 +34,7 @@ from costmodel.rules import op_cost
 from costmodel.symbols import check_dim, dim
 from models.config import ModelConfig, MoESpec
 
-from .compiled import decode_memory
+from .ledger_fit import decode_memory
 from .predictor import Predictor
 from .priced import priced_step
 from .routing import Routing, busiest_rank
@@ -262,7 +262,7 @@ def plan_memory_bytes(
     .. math:: M = \\frac{L_{tp}(B, ctx) - E_{tp} (1 - 1/ep)}{pp}
 
     with :math:`L_{tp}` the decode capacity ledger of one tp-rank (weights, KV cache, activations,
-    overhead: :func:`graphs.serving.compiled.decode_memory`) and :math:`E_{tp}` its routed-expert
+    overhead: :func:`graphs.serving.ledger_fit.decode_memory`) and :math:`E_{tp}` its routed-expert
     weights, which expert parallelism spreads ``ep`` ways; pipeline stages hold ``1/pp`` of the
     layers. The design search prunes by the same accounting.
     """

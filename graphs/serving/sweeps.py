@@ -139,7 +139,7 @@ def compile_decode(
 ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
     """Numpy functions ``tpot(B, ctx)`` (priced by ``predictor``, default the bound:
     :func:`graphs.serving.priced.priced_step`) and ``memory(B, ctx)`` for one configuration."""
-    from .compiled import decode_memory
+    from .ledger_fit import decode_memory
     from .priced import priced_step
 
     c = priced_step(cfg, device, "decode", tp=tp, predictor=predictor)

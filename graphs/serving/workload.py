@@ -22,6 +22,7 @@ from typing import Any
 import networkx as nx
 import sympy
 
+from costmodel.graph import step_time
 from costmodel.hardware import Hardware
 from models.catalog import get_model
 from models.config import ModelConfig
@@ -63,8 +64,6 @@ class Workload:
 
     def step_time(self, hw: Hardware, phase: str, **dims: Any) -> sympy.Expr:
         """Sum over kernels of each kernel's roofline for that graph on ``hw`` (cached)."""
-        from .compiled import step_time
-
         key = (hw, phase, *sorted(dims.items()))
         t = self._times.get(key)
         if t is None:

@@ -7,9 +7,6 @@ contract in ``pyproject.toml`` keeps it so): the simulator's knobs it builds (:m
 here, re-exported from :mod:`graphs.serving.engine` and :mod:`graphs.serving.overheads`.
 """
 
-import importlib
-import pkgutil
-
 from .knobs import (
     CPU_TERMS,
     KERNEL_SCALE_RANGE,
@@ -29,11 +26,11 @@ from .profile import (
     engine_names,
     engines,
     get_engine,
+    load_engines,
     register_engine,
 )
 
-for _mod in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_mod.name}")  # importing registers the module's profile
+load_engines()  # importing each engine module registers its profile
 
 __all__ = [
     "CPU_TERMS",

@@ -38,15 +38,18 @@ package imports every module, as :mod:`costmodel.rules` does) and one test.
 
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
-from .knobs import CPU_TERMS, POLICIES, EngineConfig, EngineOverheads
+from .knobs import CPU_TERMS, POLICIES, EngineConfig, EngineOverheads, install_overheads_lookup
 
 __all__ = [
     "EngineProfile",
@@ -58,6 +61,7 @@ __all__ = [
     "get_engine",
     "engine_names",
     "engines",
+    "load_engines",
 ]
 
 #: KV-pool rules (module doc): a fraction of the whole device, or of the memory left after
@@ -514,15 +518,31 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     return profile
 
 
-def _load() -> None:
-    """Import every engine module (the package does it on import; this makes sure)."""
-    import graphs.serving.engines  # noqa: F401  (its __init__ registers every module's profile)
+_LOADED: list[bool] = []
+
+
+def load_engines() -> None:
+    """Import every module of this package once (``pkgutil``, as :mod:`costmodel.rules` does):
+    importing an engine module registers its profile. The package's ``__init__`` calls it, and
+    so does every lookup, to make sure."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{mod.name}")
+
+
+def _overheads_of(name: str, max_num_seqs: int, max_num_batched_tokens: int) -> EngineOverheads:
+    """:meth:`EngineOverheads.for_framework`'s lookup: profile ``name``'s overheads at these limits."""
+    return get_engine(name, what="engine overheads for framework").overheads(
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+    )
 
 
 def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
     """The profile ``NAME`` (its default version) or ``NAME@VERSION``; an unknown one is a
     one-line error listing the known ones (:func:`engine_names`)."""
-    _load()
+    load_engines()
     if not isinstance(ref, str):
         raise CostModelError(f"{what} must be NAME or NAME@VERSION, got {ref!r}")
     name, _, version = ref.partition("@")
@@ -543,10 +563,13 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
 
 def engines() -> tuple[EngineProfile, ...]:
     """Every registered profile, by name then version."""
-    _load()
+    load_engines()
     return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items()))
 
 
 def engine_names() -> tuple[str, ...]:
     """Every registered ``name@version``; a default version also answers to its bare name."""
     return tuple(p.ref for p in engines())
+
+
+install_overheads_lookup(_overheads_of)
