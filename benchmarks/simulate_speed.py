@@ -39,8 +39,8 @@ def run(n: int, rate: float) -> tuple[float, Any]:
 
 
 def queue_check(ms: Any) -> None:
-    from graphs.serving.engine import EngineConfig, Replica, Sequence
-    from graphs.serving.requests import Request
+    from graphs.serving.sim.engine import EngineConfig, Replica, Sequence
+    from graphs.serving.sim.requests import Request
 
     out = []
     for waiting in (100, 100_000):

@@ -4,7 +4,7 @@ as :mod:`costmodel.rules` does), so a new engine is one module and one test, no 
 
 The wing imports only the standard library, the ``costmodel`` core and itself (an import-linter
 contract in ``pyproject.toml`` keeps it so): the simulator's knobs it builds (:mod:`.knobs`) live
-here, re-exported from :mod:`graphs.serving.engine` and :mod:`graphs.serving.overheads`.
+here, re-exported from :mod:`graphs.serving.sim.engine` and :mod:`graphs.serving.pricing.overheads`.
 """
 
 from .knobs import (

@@ -2,7 +2,7 @@
 a serving engine adds around its kernels (:class:`EngineOverheads`).
 
 They sit in the engines wing so that an engine profile (:mod:`.profile`) can build them without
-importing the simulator; :mod:`graphs.serving.engine` and :mod:`graphs.serving.overheads`
+importing the simulator; :mod:`graphs.serving.sim.engine` and :mod:`graphs.serving.pricing.overheads`
 re-export them under their old paths. The formulas they stand for are those modules' docs:
 
 .. math::
@@ -98,7 +98,7 @@ TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in 
 #: the CPU and request-path terms an engine profile sets (s): every term but ``kernel_scale``
 CPU_TERMS = TERMS[1:]
 #: the terms ``calibrate serving`` fits unless ``--terms`` says otherwise
-#: (:data:`graphs.serving.serving_fit.DEFAULT_TERMS`; the CLI's help is built from it): the
+#: (:data:`graphs.serving.planning.serving_fit.DEFAULT_TERMS`; the CLI's help is built from it): the
 #: per-token CPU term is collinear with the kernels' prefill time (both grow with the prompt),
 #: the per-sequence one with the per-iteration one where every run sits at a similar batch size,
 #: and the per-output-token one with the per-iteration one (both add to every token)

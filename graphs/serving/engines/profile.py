@@ -6,7 +6,7 @@ A profile holds what the simulator needs to run an engine as it runs by default:
 * its scheduler: tokens per iteration, sequences per iteration, the KV block, chunked prefill,
   TensorRT-LLM's batch waiting, the admission policy (:data:`~.knobs.POLICIES`) and vLLM's
   admission gates on top of ``recompute`` (``reserve_full_prompt``, ``kv_watermark``:
-  :mod:`graphs.serving.engine`);
+  :mod:`graphs.serving.sim.engine`);
 * its KV-pool rule (:data:`KV_RULES`), the blocks one device holds,
 
   .. math::
@@ -23,7 +23,7 @@ A profile holds what the simulator needs to run an engine as it runs by default:
   ``min(max_num_seqs, floor(n / ceil(R / b)))`` at once (their blocks are reserved at admission);
 * its CUDA-graph capture sizes (a rule of the batch limits) or none (no padding);
 * which small unmeasured ops it runs as their own kernels (``each`` node, or one per ``layer``
-  for a role; a role not listed is fused into a neighbour: :mod:`graphs.serving.predict`);
+  for a role; a role not listed is fused into a neighbour: :mod:`graphs.serving.pricing.predict`);
 * its CPU and request-path terms (s), each fitted (named in :attr:`EngineProfile.fitted`, its
   source the fit) or sourced or assumed (its source says which); the request path is
   :meth:`~.knobs.EngineOverheads.request_path_s`: a fixed ``request_s``, tokenisation per prompt
@@ -149,7 +149,7 @@ class EngineProfile:
         vLLM's ``watermark``: the fraction of the pool kept free when admitting (0: off).
     enable_prefix_caching : bool
         Whether full KV blocks stay cached for reuse by default (shared prefixes, and a preempted
-        sequence's own blocks: :mod:`graphs.serving.engine`).
+        sequence's own blocks: :mod:`graphs.serving.sim.engine`).
     device_defaults : callable or None
         ``(capacity_bytes, device_name) -> {setting: value}``: the defaults the engine picks by
         device (vLLM's token budget by GPU memory), applied by :meth:`for_device` to the
