@@ -252,6 +252,7 @@ class EngineProfile:
         capacity and name, each setting the user gave (:attr:`overridden`) kept as given."""
         if self.device_defaults is None:
             return self
+        # loaded on use: the engine registry imports only the stdlib and light core modules
         from costmodel.cost import as_float
 
         picked = self.device_defaults(as_float(device.capacity()), str(device.name))
@@ -498,6 +499,7 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     Refused, in one line: a ``name@version`` already registered, a second default version of a
     name, or a corpus framework the measured corpus does not hold (its kernels could not be
     priced: :data:`costmodel.measured.corpus.FRAMEWORKS`)."""
+    # loaded on use: the engine registry imports only the stdlib and light core modules
     from costmodel.measured.corpus import FRAMEWORKS
 
     if profile.framework not in FRAMEWORKS:

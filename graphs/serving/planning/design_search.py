@@ -414,6 +414,7 @@ def search(
         for i, blk in _blocks(plans, grid, block, hourly, **kw):
             collect(i, _evaluate(blk))
     else:
+        # the optional [dask] extra loads only when a cluster evaluates the search
         from distributed import as_completed
 
         futures = {}

@@ -37,6 +37,7 @@ def _stride(n: int) -> int:
 
 def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | None) -> list[Section]:
     go = require_plotly()
+    # plotly (the optional [html] extra) loads only when a page is drawn
     from plotly.subplots import make_subplots
 
     pr = res.per_request

@@ -66,6 +66,7 @@ def calibration(
     (its datasheet and the fitted fractions); the framework's rows, else every
     framework's.
     """
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
     from costmodel.measured.applied import fit_groups
 
@@ -82,6 +83,7 @@ def calibration_residuals(
 
     Kept across processes (:mod:`costmodel.measured.stored`), as :func:`calibration`'s fits are.
     """
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
     from costmodel.measured.applied import group_residuals
     from costmodel.measured.stored import decode_residuals, encode_residuals, stored
@@ -114,6 +116,7 @@ def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_
     nearest training shapes (:mod:`costmodel.measured.residual`). Empty when nothing is fitted.
     Kept across processes (:mod:`costmodel.measured.stored`), as :func:`calibration`'s fits are.
     """
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.stored import decode_array, encode_array, stored
 
     return stored(
@@ -126,6 +129,7 @@ def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_
 
 
 def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey_box: bool) -> Any:
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     import numpy as np
 
     from costmodel.measured import systems_with_data
@@ -163,6 +167,7 @@ def heldout_log_quantile(
     """The ``q`` quantile of :func:`heldout_log_errors` (linear between order statistics), so
     that ``t * exp(quantile)`` is a kernel's time at that quantile of its held-out error; 0
     (the point prediction) when no row was held out."""
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     import numpy as np
 
     e = heldout_log_errors(device, framework, family, key, grey_box)
@@ -200,6 +205,7 @@ def kernel_source(device: str, framework: str, family: str, key: str) -> KernelS
     """The fits pricing ``family`` rows of dtype ``key``: ``measured`` (the device's own
     rows of the framework's kernels of that dtype), ``neighbour`` (the basis says which:
     other devices, other frameworks, another dtype) or ``bound`` (no fits: why)."""
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
 
     if family == "moe":
@@ -245,6 +251,7 @@ def moe_source(device: str, framework: str, key: str) -> KernelSource:
     ``fits`` are ``{"moe": curve}`` (:func:`costmodel.measured.moe.moe_curve`: measured, or a
     neighbour with its basis), or none (the bound prices it) when the corpus has no fused-MoE
     rows of its dtype, gating and ``ep``."""
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.moe import MoEShape, moe_curve
 
     shape = MoEShape.from_key(key)

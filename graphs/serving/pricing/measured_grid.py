@@ -27,6 +27,7 @@ def measured_latency(family: str, device: str, framework: str, rows: list[dict[s
     than the grid in ``m`` or ``n`` is the sum of its blocks; an attention or
     all-reduce row must lie on the grid.
     """
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.heldout import SHAPE_KEYS, prepared
 
     df, _ = prepared(family, device)

@@ -66,12 +66,18 @@ import numpy as np
 import sympy
 
 from costmodel.cost import as_float
+from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import EXPERT_PLAN, MERGED, OP, ROLE, Role
-from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS
+from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS, small_kernel_measured, small_kernel_s
 from costmodel.results import Result
 from costmodel.roofline import bound
+from costmodel.rules.attention import attention
+from costmodel.rules.comm import all_reduce
+from costmodel.rules.linear import gemm
+from costmodel.rules.moe import grouped_gemm
+from costmodel.rules.registry import get_rule
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import S as S_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -133,11 +139,6 @@ def _measured_rules() -> dict[Any, tuple[str, frozenset[Role]]]:
     """The cost rules whose kernels the corpus measures, each with its family's name and the
     node roles it is measured in: the rule functions themselves (from their modules), so a node
     is matched by its role and by the rule that built its cost, never by an op-name string."""
-    from costmodel.rules.attention import attention
-    from costmodel.rules.comm import all_reduce
-    from costmodel.rules.linear import gemm
-    from costmodel.rules.moe import grouped_gemm
-
     return {
         gemm: ("gemm", frozenset({Role.LINEAR, Role.HEAD, Role.ROUTER})),
         grouped_gemm: ("moe", frozenset({Role.EXPERT})),
@@ -148,8 +149,6 @@ def _measured_rules() -> dict[Any, tuple[str, frozenset[Role]]]:
 
 def _family(d: dict[str, Any]) -> str | None:
     """The measured family of a node (its rule and role, :func:`_measured_rules`), or None."""
-    from costmodel.rules.registry import get_rule
-
     hit = _measured_rules().get(get_rule(str(d.get(OP))).fn)
     return hit[0] if hit is not None and d.get(ROLE) in hit[1] else None
 
@@ -211,7 +210,7 @@ def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]]
     distribution (:func:`costmodel.measured.moe.distribution_for`; balanced without a plan). None
     where the corpus measures no such kernel (expert capacity buffers, an unmeasured dtype pair, a
     routing histogram, a non-contiguous placement or replicas)."""
-    from costmodel.dtypes import get_dtype
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.moe import distribution_for
 
     a = get_dtype(str(p.get("dtype", "bf16"))).name
@@ -272,6 +271,7 @@ def _dtype_key(family: str, row: dict[str, Any]) -> str:
 
 
 def _frame(rows: list[dict[str, Any]]) -> Any:
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     import pandas as pd
 
     return pd.DataFrame(rows)
@@ -321,6 +321,7 @@ class Prediction(Result):
 
 def calibration_source() -> str:
     """The measured corpus the predictions are fitted on: ``package version``."""
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import corpus_info
 
     info = corpus_info()
@@ -407,8 +408,6 @@ SMALL_KERNEL = "small kernels (norms, activations, RoPE, KV writes) at the devic
 
 def small_kernel_basis(device: str) -> str:
     """:data:`SMALL_KERNEL`, naming other devices' measurements when ``device`` has none."""
-    from costmodel.measured.corpus import small_kernel_measured
-
     if small_kernel_measured(device):
         return SMALL_KERNEL
     return (
@@ -521,6 +520,7 @@ def expert_activations(nodes: Any) -> frozenset[str]:
 def _moe_fused(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
     """The fused-MoE row of one kernel's GEMM rows (gate/up first, down last: :func:`expert_groups`)
     and each GEMM's share of its time, by its ``N K`` (its FLOPs and weight bytes)."""
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.moe import MoEShape
 
     if len(rows) < 2:
@@ -582,6 +582,7 @@ def price_rows(
 
     .. math:: t_{static}(m, n, k) = \\max\\big(t_{fp8}(m, n, k) - t_{scale}(m, k),\\ t_{bound}\\big)
     """
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.applied import fastest
     from costmodel.measured.corpus import compute_scale_s
     from costmodel.measured.efficiency import features
@@ -701,8 +702,6 @@ def predict_step(
                 by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, (n,), [1.0], [b]))
     extra = 0.0  # what small kernels add over their bounds (module doc)
     if small_reps:
-        from costmodel.measured.corpus import small_kernel_s
-
         floor = small_kernel_s(hw.name)
         for members in {small[n] for n in small_reps}:
             names = [m for m in members if m in small_reps]

@@ -248,6 +248,7 @@ class ServedErrors:
         -------
         str or None
         """
+        # the hardware catalog (sympy) loads on use: reading the shipped table does not need it
         from costmodel.hardware import get_device
 
         device = hw.name
