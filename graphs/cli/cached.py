@@ -64,7 +64,7 @@ def served(
 ) -> T:
     """The one evaluation path of the cached commands: ``read`` the card stored under ``key``
     (the compiled step's forms as text, evaluated without sympy); on a miss, or a card that
-    fails its digest or any check (:class:`~graphs.serving.present.cards.CardError`), ``build`` the
+    fails its digest or any check (:class:`~graphs.serving.step.card_format.CardError`), ``build`` the
     card from the compiled forms now, ``read`` it and store it; when the forms cannot be held
     as a card, ask the ``library`` (the same compiled forms, evaluated in process)."""
     from costmodel.formcache import load, save

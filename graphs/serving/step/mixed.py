@@ -244,9 +244,9 @@ class MixedStep:
 
     def to_card(self) -> dict[str, Any]:
         """This step as JSON-ready data (:mod:`costmodel.formcache`): the token-wise, head and
-        prefill forms as arithmetic text (:func:`graphs.serving.present.cards.to_text`), each attention
+        prefill forms as arithmetic text (:func:`graphs.serving.step.card_format.to_text`), each attention
         kernel's numbers and chunk forms, and the step at :data:`_CHECKS` to verify it by.
-        Raises :class:`graphs.serving.present.cards.CardError` for a form the text cannot hold."""
+        Raises :class:`graphs.serving.step.card_format.CardError` for a form the text cannot hold."""
         body, head, pre_body = self._forms
         return {
             "kind": "mixed",
@@ -276,7 +276,7 @@ class MixedStep:
         """The step a :meth:`to_card` card holds, its forms compiled by the whitelisting reader
         (:func:`costmodel.arith.compile_numeric`: no ``eval``) and checked against the card's check
         values; a card of another layout or one that does not reproduce them raises
-        :class:`graphs.serving.present.cards.CardError`."""
+        :class:`graphs.serving.step.card_format.CardError`."""
         def num(x: Any) -> float:
             if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
                 raise CardError("a mixed-step card holds a number that is not finite and non-negative")
