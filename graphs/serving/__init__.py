@@ -2,6 +2,12 @@
 capacity, sweeps, design-space search, request-level simulation, disaggregation, speculative
 decoding, split placement and parallel plans.
 
+The modules live in wings, each importing only those below it (an import-linter ``layers``
+contract): :mod:`.step` (what one iteration costs) < :mod:`.engines` (registered engine
+profiles) < :mod:`.pricing` (the predictor, priced steps, the step protocols) < :mod:`.analysis`
+(phases, limits, sweeps, plans) < :mod:`.sim` (the request-level simulator) < :mod:`.planning`
+(search, sizing, cost, fits) and :mod:`.present` (cards, HTML pages).
+
 Names load on first use (PEP 562): ``import graphs.serving`` is cheap, so the command
 line's fast paths (a cached decode report) never import sympy or networkx.
 """
