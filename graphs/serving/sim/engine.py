@@ -57,11 +57,11 @@ prefix's entry, for the next turn.
 A sequence emits a token at the end of every iteration after which all its known tokens (prompt
 plus generated) have KV; it finishes with its last output token and frees its blocks. A
 recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
-mixed-batch step cost (:class:`graphs.serving.step.mixed.MixedStep`: the per-kernel rooflines of that
-exact batch; or :class:`graphs.serving.pricing.predictor.PredictedStep`: its kernels priced by a
+mixed-batch step cost (:class:`graphs.serving.mixed.MixedStep`: the per-kernel rooflines of that
+exact batch; or :class:`graphs.serving.predictor.PredictedStep`: its kernels priced by a
 predictor, never below those rooflines) times the overheads' ``kernel_scale`` (floored at the
-iteration's roofline: :func:`graphs.serving.pricing.overheads.scaled_kernels_s`), plus a fixed
-per-iteration overhead and the CPU terms of :class:`graphs.serving.pricing.overheads.EngineOverheads`
+iteration's roofline: :func:`graphs.serving.overheads.scaled_kernels_s`), plus a fixed
+per-iteration overhead and the CPU terms of :class:`graphs.serving.overheads.EngineOverheads`
 (a decode-only batch priced at its CUDA-graph capture size).
 
 The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`: vLLM's rule; an engine
@@ -117,7 +117,7 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
 
 def kv_pool(config: Any, device: Any, tp: int = 1) -> KVPool:
     """What one device's KV pool is sized from, for ``config`` (a model, its name or a
-    :class:`~graphs.serving.step.workload.Workload`) served with ``tp`` devices: the device's capacity
+    :class:`~graphs.serving.workload.Workload`) served with ``tp`` devices: the device's capacity
     and the decode ledger's weights, activation and KV bytes per token (the ledger the simulator
     sizes :func:`kv_blocks` from)."""
     from costmodel.hardware import get_device
@@ -210,8 +210,8 @@ class Replica:
         overheads: EngineOverheads | None = None,
     ) -> None:
         self.step_cost = step
-        self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.sim.specdec_sim)
-        self.tiers = tiers  #: host memory / SSD below the GPU's prefix cache (graphs.serving.sim.kv_tiers)
+        self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.specdec_sim)
+        self.tiers = tiers  #: host memory / SSD below the GPU's prefix cache (graphs.serving.kv_tiers)
         self.cfg = cfg
         self.overheads = overheads or EngineOverheads()
         #: the policy in force: the engine config's, else the overheads', else vLLM's
@@ -234,7 +234,7 @@ class Replica:
         self._tick = 0
         #: what the last schedule() read off its batch for iteration_time (plain decoding only)
         self._planned: _Planned | None = None
-        #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.planning.cost`)
+        #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.cost`)
         self.busy_s = 0.0
         self.prefill_s = 0.0
         self.floored = 0  #: iterations whose scaled kernels the roofline floor bound
@@ -358,7 +358,7 @@ class Replica:
     def _promote(self, pid: int) -> bool:
         """A prefix held only in a lower tier is loaded back into GPU blocks, when they can be
         found and the load pays (its transfer time is charged to this iteration:
-        :mod:`graphs.serving.sim.kv_tiers`). True: recomputing its tokens is faster than the load
+        :mod:`graphs.serving.kv_tiers`). True: recomputing its tokens is faster than the load
         (``t_load > max(kernel_scale, 1) x T_chunk``, the roofline step's price of one chunk of them,
         never scaled below it),
         so it is left below and the request prefills them (the caller counts it when admitted)."""
@@ -540,7 +540,7 @@ class Replica:
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
         overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
-        (:class:`graphs.serving.pricing.overheads.EngineOverheads`)."""
+        (:class:`graphs.serving.overheads.EngineOverheads`)."""
         ov = self.overheads
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         plan = self._planned

@@ -1,20 +1,20 @@
 """Request-level serving simulation: TTFT, TPOT and end-to-end percentiles under a request rate.
 
-Replicas (:class:`graphs.serving.sim.engine.Replica`) run continuous batching with chunked prefill
+Replicas (:class:`graphs.serving.engine.Replica`) run continuous batching with chunked prefill
 and a paged KV cache; every iteration costs the roofline step of its exact batch
-(:class:`graphs.serving.step.mixed.MixedStep`, compiled once: no sympy per iteration). Topologies:
+(:class:`graphs.serving.mixed.MixedStep`, compiled once: no sympy per iteration). Topologies:
 
 * one replica, or ``replicas`` behind a router: ``round_robin``, ``least_outstanding`` (the
   fewest prompt + output tokens still to process) or ``prefix`` (where the request's prefix or
-  conversation is cached, within a load bound: :mod:`graphs.serving.sim.replica_routing`);
+  conversation is cached, within a load bound: :mod:`graphs.serving.replica_routing`);
 * disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
   (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
-  the terms of :mod:`graphs.serving.analysis.disagg`) to the least-loaded of ``decode`` replicas.
+  the terms of :mod:`graphs.serving.disagg`) to the least-loaded of ``decode`` replicas.
 
 How requests are sent, as benchmark clients send them:
 
 * open loop: each request at its ``arrival_s`` (a rate's arrivals, a trace's timestamps);
-* a conversation's later turn (:mod:`graphs.serving.sim.requests`, ``session``): ``think_s`` after
+* a conversation's later turn (:mod:`graphs.serving.requests`, ``session``): ``think_s`` after
   the previous turn's last token, so its send time comes out of the simulation;
 * closed loop, ``concurrency=N``: ``N`` clients, each sending its next request (or its next
   conversation, turn after turn) when its previous answer has arrived plus that request's
@@ -208,7 +208,7 @@ class SimResult(Result):
     coverage: Coverage | None = None
     clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
     #: device-seconds iterating (replica busy time x tp), and the part attributed to prefill
-    #: chunks (:mod:`graphs.serving.planning.cost`: a mixed iteration's decodes are charged what they take alone)
+    #: chunks (:mod:`graphs.serving.cost`: a mixed iteration's decodes are charged what they take alone)
     busy_device_s: float = 0.0
     prefill_device_s: float = 0.0
     concurrency: int | None = None  #: closed-loop clients (None: open loop)
@@ -300,7 +300,7 @@ def simulate(
         Replicas, tensor parallelism, disaggregated pools and the router (default: one replica).
     engine : EngineConfig, optional
         The scheduler's knobs and KV pool (default vLLM V1's; an engine profile builds one:
-        :func:`graphs.serving.sim.engine.profile_engine`).
+        :func:`graphs.serving.engine.profile_engine`).
     slo_ttft, slo_tpot : float, optional
         Latency objectives (s) the result counts requests against.
     rate : float, optional
@@ -308,17 +308,17 @@ def simulate(
     progress : callable, optional
         Called with (done, total) requests as the run goes.
     predictor : Predictor, optional
-        What prices every iteration's kernels (:mod:`graphs.serving.pricing.predictor`; default the
+        What prices every iteration's kernels (:mod:`graphs.serving.predictor`; default the
         roofline bound).
     concurrency : int, optional
         A closed loop of that many clients, each sending its next request when its answer arrives.
     spec : SpecConfig, optional
-        Speculative decoding of every decode (:mod:`graphs.serving.sim.specdec_sim`; a predictor prices
+        Speculative decoding of every decode (:mod:`graphs.serving.specdec_sim`; a predictor prices
         the target's and the draft's forwards, MTP's module as the full step minus the plain one).
     kv_tiers : KVTierConfig, optional
-        Host memory and SSD below the prefix cache (:mod:`graphs.serving.sim.kv_tiers`).
+        Host memory and SSD below the prefix cache (:mod:`graphs.serving.kv_tiers`).
     overheads : EngineOverheads, optional
-        The engine around the kernels (:mod:`graphs.serving.pricing.overheads`): None takes the predictor
+        The engine around the kernels (:mod:`graphs.serving.overheads`): None takes the predictor
         framework's defaults when predicting and none for the bound, whose results stay exactly
         as they were; a fitted or given ``kernel_scale`` never prices a step below its roofline.
     stagger_s : float, optional
