@@ -4,9 +4,9 @@ Every fit a ``--predict`` asks for is fitted afresh (the shipped file and the fi
 aside) and recorded by the digest of its inputs (:mod:`costmodel.measured.shipped`): per
 framework, per device (each measured device's own rows, and one unmeasured device, whose fits
 read every measured device's rows), per family and per dtype key the corpus measures, the fits
-:func:`graphs.serving.kernel_sources.kernel_source` prices with (the framework's kernels, else
+:func:`graphs.serving.pricing.kernel_sources.kernel_source` prices with (the framework's kernels, else
 every framework's) and the held-out refits behind the intervals
-(:func:`graphs.serving.kernel_sources.heldout_log_errors`). The file is written for the
+(:func:`graphs.serving.pricing.kernel_sources.heldout_log_errors`). The file is written for the
 installed ``aiconfigurator-core`` wheel; rerun this after changing the wheel or the fitting code
 (``tests/test_shipped_fits.py`` says when the file no longer matches the code).
 
@@ -59,7 +59,7 @@ def dtype_keys(family: str, devices: list[str]) -> list[str]:
 def build(job: tuple[str, str, list[str], list[str] | None, bool]) -> tuple[dict[str, Any], float]:
     """Record the fits of one (device, framework) over ``families`` (module doc)."""
     from costmodel.measured import shipped
-    from graphs.serving import kernel_sources as ks
+    from graphs.serving.pricing import kernel_sources as ks
 
     device, fw, families, only, extend = job
     t = time.process_time()

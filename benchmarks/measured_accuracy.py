@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from costmodel.measured.report import build_report, params_markdown, scatter_plot, to_markdown
-from graphs.serving.predict import predict_step
+from graphs.serving.pricing.predict import predict_step
 
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 CASES = [("llama-3.1-8b", 1), ("llama-3.1-70b", 4)]

@@ -26,7 +26,7 @@ from _hand import kernels, scalar, vector
 
 from costmodel import as_float, get_device
 from graphs import build_model, decode_report, step_time
-from graphs.serving.compiled import compiled_step
+from graphs.serving.step.compiled import compiled_step
 from models import get_model
 
 

@@ -6,7 +6,7 @@
 * ``costmodel sweep`` over 1000 batches x 1000 contexts (1e6 points) in a child process, with
   its wall time and peak resident memory (targets: <= 5 s, <= 500 MiB).
 * The same search predicted from vLLM's measured kernels (``--predict vllm``: every step priced
-  per kernel through :mod:`graphs.serving.priced`), side by side with the bound search, three
+  per kernel through :mod:`graphs.serving.pricing.priced`), side by side with the bound search, three
   times: cold (an empty fit cache: the corpus loaded and fitted, what the very first run pays),
   as a new process would run it (the fits read back from the persistent fit cache,
   :mod:`costmodel.measured.stored`; every in-memory cache cleared) and warm (fits in memory,
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from graphs.serving.design_search import search
+from graphs.serving.planning.design_search import search
 
 
 def bar(done: int, total: int) -> None:
@@ -40,9 +40,10 @@ def bar(done: int, total: int) -> None:
 def predicted(kw: dict, bound_s: float) -> None:
     """The predicted search beside the bound one (module doc)."""
     from costmodel.measured import heldout
-    from graphs.serving import design_search, predictor, priced
-    from graphs.serving import kernel_sources as ks
-    from graphs.serving.predictor import Predictor
+    from graphs.serving.planning import design_search
+    from graphs.serving.pricing import kernel_sources as ks
+    from graphs.serving.pricing import predictor, priced
+    from graphs.serving.pricing.predictor import Predictor
 
     pred = Predictor.of("vllm")
     os.environ["COSTMODEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="search-speed-fits-")

@@ -13,8 +13,8 @@ model, device, dtype, TP and GPUs; its rows differ in lengths and load).
   calibration of this project is fitted to a held-out row (the overhead fit uses InferenceX's
   Llama-3.1-70B FP8 H200 runs: ``docs/overhead_fit.md``; those deployments are forced into the
   calibration side when the split is chosen).
-* The other rows calibrate :mod:`graphs.serving.served_errors` (split conformal per metric,
-  framework, device and dense/MoE; ``--write`` writes ``graphs/serving/data/served_errors.json``).
+* The other rows calibrate :mod:`graphs.serving.sim.served_errors` (split conformal per metric,
+  framework, device and dense/MoE; ``--write`` writes ``graphs/serving/sim/data/served_errors.json``).
 * The held-out rows then test it: per metric, the median |error| against the targets, and how
   many measured values the calibrated P10-P90 holds (inside / below / above, median width),
   written into ``docs/serving_accuracy.md`` (``--write``).
@@ -38,7 +38,7 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
-from graphs.serving.served_errors import (
+from graphs.serving.sim.served_errors import (
     ALPHA,
     DATA_FILE,
     METRIC_GROUPS,
@@ -60,7 +60,7 @@ HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
 SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
 SILICON_DOC = ROOT / "docs" / "silicon_accuracy.md"
 KERNEL_DOC = ROOT / "docs" / "accuracy.md"
-TABLE_PATH = ROOT / "graphs" / "serving" / Path(*DATA_FILE)
+TABLE_PATH = ROOT / "graphs" / "serving" / "sim" / Path(*DATA_FILE)
 BEGIN, END = "<!-- served-errors:begin -->", "<!-- served-errors:end -->"
 README_PATH = ROOT / "README.md"
 SUMMARY_BEGIN, SUMMARY_END = "<!-- served-errors-summary:begin -->", "<!-- served-errors-summary:end -->"
@@ -222,7 +222,7 @@ def report(table: ServedErrors, held: list[dict[str, Any]], n_cal: int, n_dep: i
         f"[silicon_accuracy.md](silicon_accuracy.md). The held-out split "
         f"([`benchmarks/data/heldout.toml`](../benchmarks/data/heldout.toml), {n_dep} deployments, fixed before "
         f"the calibration was fitted) is reported here alone; the other {n_cal} compared rows calibrate the "
-        f"P10-P90 interval and the expected error `simulate --predict` prints (`graphs.serving.served_errors`: "
+        f"P10-P90 interval and the expected error `simulate --predict` prints (`graphs.serving.sim.served_errors`: "
         f"split conformal on whole-simulation residuals per metric, framework, device and dense/MoE, "
         f"alpha {ALPHA}). Coverage is counted on the conformal band alone (the silicon rows have no kernel "
         f"interval); `simulate --predict` prints the hull of it and the run's kernel interval, never narrower.",

@@ -59,11 +59,11 @@ import numpy as np
 from costmodel.errors import CostModelError
 from graphs.cli.options import apply_dtypes
 from graphs.serving import simulate
-from graphs.serving.engine import EngineConfig, profile_engine
 from graphs.serving.engines import get_engine
-from graphs.serving.predictor import Predictor
-from graphs.serving.requests import Request, synthetic
-from graphs.serving.simulator import SimResult, Topology
+from graphs.serving.pricing.predictor import Predictor
+from graphs.serving.sim.engine import EngineConfig, profile_engine
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import SimResult, Topology
 from models.resolver import resolve_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -337,7 +337,7 @@ def _dtypes(row: dict[str, str]) -> SimpleNamespace:
 def predictor(w: RowWorkload) -> Predictor:
     """The source engine's kernels for a row: FP8 rows are ModelOpt checkpoints (:func:`_dtypes`),
     whose per-tensor activation scales are calibrated (static), so their FP8 GEMMs do not compute a
-    scale per call (:func:`graphs.serving.predict.price_rows`); a row that says otherwise
+    scale per call (:func:`graphs.serving.pricing.predict.price_rows`); a row that says otherwise
     (:attr:`RowWorkload.fp8_scales`) is priced as it says."""
     fp8 = str(w.config.matmul_dtype or "").startswith("fp8")
     scales = w.fp8_scales or ("static" if fp8 else "dynamic")
@@ -358,7 +358,7 @@ def _engine(
 ) -> EngineConfig:
     """The row's engine: its profile (``profile``, else the row's ``engine_profile`` field, else
     :data:`ENGINE` of its engine column) with only the ``overrides`` its source states, on the
-    row's device (:func:`graphs.serving.engine.profile_engine`: the profile's own KV-pool rule;
+    row's device (:func:`graphs.serving.sim.engine.profile_engine`: the profile's own KV-pool rule;
     under GUARANTEED_NO_EVICT fixed ``ISL + OSL`` requests cap the running sequences at
     ``floor(blocks / ceil((ISL + OSL) / b))``, never preempted); ``cap``: at most that many
     requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool)."""
@@ -543,7 +543,7 @@ def _overheads(w: RowWorkload, mode: str) -> dict[str, Any]:
     limits for its CUDA-graph sizes) for ``simulated``; the bound takes none by itself."""
     if not _models_overheads():
         return {}
-    from graphs.serving import overheads  # type: ignore[attr-defined]
+    from graphs.serving.pricing import overheads
 
     if mode == "predicted":
         return {"overheads": overheads.EngineOverheads()}
@@ -581,7 +581,7 @@ def _replay(w: RowWorkload, res: SimResult) -> _Run:
     ``client`` load (the benchmark client as a source documents it, ``simulate(...,
     concurrency=N)`` from a burst) is read whole, as that client reads it: every request, the
     first burst and the drain included, each from its own send. A ``steady`` load (that client's
-    loop in its steady state, :func:`~graphs.serving.simulator.simulate_steady_loop`: its first
+    loop in its steady state, :func:`~graphs.serving.sim.simulator.simulate_steady_loop`: its first
     sends spread over one cycle) is read over its middle rounds, as a closed loop is."""
     pr = res.per_request
     arrival = pr["arrival_s"]
@@ -629,7 +629,7 @@ def _simulate(w: RowWorkload, mode: str, quantile: float | None = None) -> _Run:
     if w.load == "client":  # the benchmark client: N clients sending back to back from a burst
         kw["concurrency"] = w.concurrency
     elif w.load == "steady" or (w.load == "concurrency" and _closed_loop()):
-        from graphs.serving.simulator import simulate_steady_loop
+        from graphs.serving.sim.simulator import simulate_steady_loop
 
         run = simulate_steady_loop  # the loop's steady state: first sends spread over a cycle
         kw["concurrency"] = w.concurrency

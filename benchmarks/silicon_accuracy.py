@@ -202,7 +202,7 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     or 9,216), and for ISL = OSL = 1024 below TP 8 write ``batch_wait_max_tokens_ratio: 0.9`` and
     ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will improve the
     performance, by default they are all zeros"): new prompts wait up to 20 iterations to be
-    prefilled together (:class:`graphs.serving.engine.EngineConfig`). Its vLLM scripts pass
+    prefilled together (:class:`graphs.serving.sim.engine.EngineConfig`). Its vLLM scripts pass
     ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults."""
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}

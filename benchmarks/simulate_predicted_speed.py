@@ -1,7 +1,7 @@
 """Predicted vs bound serving simulation, side by side: the same 10,000 requests of
 Llama-3.1-8B on an H100 (20 requests/s, ShareGPT-like lognormal lengths), once with every
 iteration at its roofline bound and once with its kernels predicted from vLLM's measured kernels
-(:mod:`graphs.serving.predictor`), against the issue's target of <= 10 s for the predicted run
+(:mod:`graphs.serving.pricing.predictor`), against the issue's target of <= 10 s for the predicted run
 on the 2-core CI machine. The corpus load and the predictor's tables are built once, outside
 the timing (they are per process, not per run); the ratio is predicted / bound wall time for
 the same workload. A predicted run's slower iterations hold larger batches (fewer, fuller
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from graphs.serving import simulate, synthetic
-from graphs.serving.predictor import Predictor, predicted_mixed_step
+from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step
 
 MODEL, DEVICE, RATE, N = "llama-3.1-8b", "h100", 20.0, 10_000
 

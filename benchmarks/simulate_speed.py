@@ -17,7 +17,7 @@ The queue check times one replica's iteration (schedule, price, finish) with 256
 decoding and 100 or 100,000 requests waiting that cannot be admitted (no free sequence slot):
 the two must cost the same.
 
-The skipping simulator against the per-sequence loop (:mod:`graphs.serving.skipping`, issue 44's
+The skipping simulator against the per-sequence loop (:mod:`graphs.serving.sim.skipping`, issue 44's
 targets: 100,000 overloaded requests <= 5 CPU s, 1,000,000 <= 60 CPU s, the same results):
 
     python benchmarks/simulate_speed.py --skip            # 100,000 requests, loop vs skip, 2 rounds
@@ -55,8 +55,8 @@ def run(n: int, rate: float) -> tuple[float, Any]:
 
 
 def queue_check(ms: Any) -> None:
-    from graphs.serving.engine import EngineConfig, Replica, Sequence
-    from graphs.serving.requests import Request
+    from graphs.serving.sim.engine import EngineConfig, Replica, Sequence
+    from graphs.serving.sim.requests import Request
 
     out = []
     for waiting in (100, 100_000):

@@ -5,7 +5,7 @@ clients, 3 B requests of 1,024 prompt and 256 output tokens). Prints mean TPOT, 
 the TPOT speed-up, tokens per verification, the draft's share of the forward time, and the first
 batch where the speed-up falls below 1.
 
-Why it stops (graphs.serving.specdec_sim.speedup_by_batch): each speculating sequence sends
+Why it stops (graphs.serving.sim.specdec_batch.speedup_by_batch): each speculating sequence sends
 k + 1 = 5 tokens through the token-wise kernels, which turn compute-bound near B ~ 300 / 5, so the
 verify then costs ~5x a plain step's weight-bound work for E(0.7, 4) = 2.77 tokens.
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from graphs.serving.specdec_sim import SpecConfig, speedup_by_batch
+from graphs.serving.sim.specdec_batch import speedup_by_batch
+from graphs.serving.sim.specdec_sim import SpecConfig
 
 BATCHES = (1, 8, 32, 64, 96, 128, 160, 192, 256)
 

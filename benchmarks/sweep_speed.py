@@ -26,7 +26,7 @@ from _hand import vector
 from costmodel import get_device
 from costmodel.symbols import B, ctx
 from graphs import build_model, step_time
-from graphs.serving.compiled import compiled_step
+from graphs.serving.step.compiled import compiled_step
 from models import get_model
 
 N_POINTS = 1_000_000

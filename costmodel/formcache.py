@@ -11,7 +11,7 @@ Trust
     digest is HMAC-SHA256 of that text keyed by the entry's own key, so an edited, truncated
     or renamed entry (one key's text under another key) is a miss, never an answer. It detects
     corruption and edits, not an adversary who recomputes it: whoever reads an entry still
-    range-checks every constant (:mod:`graphs.serving.cards`). An entry is opened without
+    range-checks every constant (:mod:`graphs.serving.present.cards`). An entry is opened without
     following a link and without blocking, must be a regular file of at most
     :data:`MAX_BYTES`, and is parsed with NaN, infinities and repeated keys refused; anything
     else (a FIFO, a link to ``/dev/zero``, a directory, an oversized file) is a miss, and the

@@ -3,8 +3,8 @@
 One page per run (:func:`page_html`): a header that says what was run, headline numbers as
 text, and sections of plotly figures (:mod:`costmodel.html_figures`) and tables. The page
 inlines plotly.js once and every figure's data, so it opens offline (no network fetch);
-serving pages are assembled in :mod:`graphs.serving.html_views` and
-:mod:`graphs.serving.html_studies`. :func:`result_table` renders any
+serving pages are assembled in :mod:`graphs.serving.present.html_views` and
+:mod:`graphs.serving.present.html_studies`. :func:`result_table` renders any
 :class:`~costmodel.results.Result` as an HTML table (no plotly: Jupyter's ``_repr_html_``
 uses it).
 

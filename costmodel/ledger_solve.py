@@ -1,7 +1,7 @@
 """The capacity solve behind :func:`costmodel.ledger.max_batch` and ``max_context``, on plain
 numbers: the largest whole batch (or context) whose ledger total fits a capacity.
 
-Light on purpose (no sympy): the command line's cached cards (:mod:`graphs.serving.cards`)
+Light on purpose (no sympy): the command line's cached cards (:mod:`graphs.serving.present.cards`)
 solve their stored ledger with the same function the symbolic ledger uses.
 """
 

@@ -1,5 +1,5 @@
 """One op node's roofline row: the report :func:`costmodel.graph.classify_graph` and the serving
-analyses (:mod:`graphs.serving.classify`, the cached analysis card) give per node.
+analyses (:mod:`graphs.serving.analysis.classify`, the cached analysis card) give per node.
 
 Light on purpose (no sympy or networkx): a report read back from the persistent cache builds its
 rows without importing the engine.

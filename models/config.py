@@ -43,7 +43,7 @@ constructor and :meth:`ModelConfig.replace` still take every spec field flat
 update the spec, so the Hugging Face readers, the catalog and tests keep their keyword dicts;
 readers use the nested specs (``cfg.moe.num_experts``, ``cfg.need(MoESpec)`` where the layer
 cannot run without one). No flat read attribute is kept: the readers were few (the plug-ins
-themselves, ``models.params``, ``graphs.serving.parallel``) and all moved.
+themselves, ``models.params``, ``graphs.serving.analysis.parallel``) and all moved.
 ``mlp_bias`` and ``mlp`` stay shared because the dense MLP and the experts both read them.
 
 ``head_dim`` is a field of its own: it is *not* always ``hidden/heads``

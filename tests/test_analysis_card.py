@@ -8,7 +8,7 @@ import math
 import pytest
 
 from graphs import analyze
-from graphs.serving.cards import CardError, analysis_from_card, build_analysis_card
+from graphs.serving.present.cards import CardError, analysis_from_card, build_analysis_card
 
 
 def _close(a, b):
@@ -95,8 +95,8 @@ def test_the_cli_serves_analyze_from_the_card_without_sympy(tmp_path):
 )
 def test_the_decode_ledger_from_a_card_equals_the_library(model, batch, ctx, tp):
     from graphs import capacity
-    from graphs.serving.cards import build_decode_card
-    from graphs.serving.fit_check import capacity_report_from_card
+    from graphs.serving.present.cards import build_decode_card
+    from graphs.serving.step.fit_check import capacity_report_from_card
     from models import get_model
 
     card = json.loads(json.dumps(build_decode_card(model, "h100", tp=tp)))
@@ -110,8 +110,8 @@ def test_a_sweep_from_cards_equals_the_library_sweep():
     import numpy as np
 
     from graphs import sweep
-    from graphs.serving.cards import build_decode_card, decode_forms_from_card
-    from graphs.serving.sweeps import sweep_forms
+    from graphs.serving.analysis.sweeps import sweep_forms
+    from graphs.serving.present.cards import build_decode_card, decode_forms_from_card
     from models import get_model
 
     grid = {"batches": [1, 7, 64, 900], "ctxs": [128, 5000, 100000]}

@@ -1,5 +1,5 @@
 """TensorRT-LLM's batch waiting (``EngineConfig.batch_wait_timeout_iters`` /
-``batch_wait_max_tokens_ratio``, :mod:`graphs.serving.engine`'s module doc).
+``batch_wait_max_tokens_ratio``, :mod:`graphs.serving.sim.engine`'s module doc).
 
 The rule pinned here is TensorRT-LLM's ``PyExecutor._waiting_requests`` (``tensorrt_llm/_torch/
 pyexecutor/py_executor.py``): when an iteration has generation requests and context requests,
@@ -14,9 +14,9 @@ import json
 import pytest
 
 from costmodel.errors import CostModelError
-from graphs.serving.engine import EngineConfig
-from graphs.serving.requests import Request
-from graphs.serving.simulator import simulate
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.simulator import simulate
 
 M, D = "llama-3.1-8b", "h100"
 #: one request decoding alone, a second arriving while it decodes

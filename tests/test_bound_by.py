@@ -5,7 +5,7 @@ import json
 import pytest
 
 from graphs.cli import main
-from graphs.serving.reports import bound_by
+from graphs.serving.step.reports import bound_by
 
 
 def test_memory_term_is_named_by_its_largest_part():

@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
 from graphs.cli import main
-from graphs.serving.bench_results import read_results, vllm_arrivals
-from graphs.serving.engine import profile_engine
 from graphs.serving.engines import get_engine
 from graphs.serving.engines.knobs import FIT_DEFAULT_TERMS, TERMS
-from graphs.serving.overheads import EngineOverheads
-from graphs.serving.requests import Request
-from graphs.serving.serving_fit import DEFAULT_TERMS, fit_serving, read_fit, simulate_with
-from graphs.serving.simulator import simulate
+from graphs.serving.planning.bench_results import read_results, vllm_arrivals
+from graphs.serving.planning.serving_fit import DEFAULT_TERMS, fit_serving, read_fit, simulate_with
+from graphs.serving.pricing.overheads import EngineOverheads
+from graphs.serving.sim.engine import profile_engine
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.simulator import simulate
 from models.catalog import get_model
 
 M = "llama-3.1-8b"
@@ -242,7 +242,7 @@ def test_a_summary_faster_than_the_roofline_is_refused_with_the_reason(tmp_path,
 def test_summary_readers():
     """The GuideLLM report without per-request rows (benchmark.py: metrics.*.successful, the
     token-weighted ITL, total_count, start/end time, the strategy) and vllm's summary."""
-    from graphs.serving.bench_results import _guidellm
+    from graphs.serving.planning.bench_results import _guidellm
 
     def dist(mean, median=None):
         return {"successful": {"mean": mean, "median": median if median is not None else mean}}
@@ -280,7 +280,7 @@ def test_summary_readers():
         "mean_ttft_ms": 500,
     }
     with pytest.raises(CostModelError, match="sent all at once"):
-        from graphs.serving.bench_results import _vllm_summary
+        from graphs.serving.planning.bench_results import _vllm_summary
 
         _vllm_summary(doc, "v.json", 0).first(5000)
     with pytest.raises(CostModelError, match="states no mean or median TTFT or TPOT"):
@@ -329,7 +329,7 @@ def test_terms_at_one_batch_size_are_flagged_collinear():
     """A closed loop of 8 clients with equal requests, fitted on its decode cadence (TPOT): each
     decode step holds 8 sequences, so per_seq_s adds exactly 8x what iteration_s adds to every
     TPOT; the fit says they cannot be told apart and gives neither a standard error."""
-    from graphs.serving.bench_results import BenchRun
+    from graphs.serving.planning.bench_results import BenchRun
 
     reqs = [Request(i, 0.0, 300, 60) for i in range(48)]
     sim = simulate_with(get_model(M), "h100-sxm", engine=_engine(False))

@@ -15,7 +15,7 @@ import pytest
 
 from graphs import build_model
 from graphs.cli import main
-from graphs.serving.totals import cache_terms
+from graphs.serving.step.totals import cache_terms
 from models import MODELS, get_model, param_counts
 
 from .hf_family_configs import stored_weights_on_meta

@@ -8,7 +8,7 @@ import pytest
 
 from costmodel.errors import CostModelError
 from graphs.cli import main
-from graphs.serving.comparison import Column, compare, measured_column
+from graphs.serving.present.comparison import Column, compare, measured_column
 
 
 def _run():

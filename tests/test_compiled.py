@@ -19,12 +19,12 @@ from costmodel.hardware import get_device
 from costmodel.keys import NodeKind
 from costmodel.roofline import bound
 from graphs import build_model, decode_report, parallel_plan, prefill_report
-from graphs.serving.compiled import (
+from graphs.serving.step.compiled import (
     compiled_cache_info,
     compiled_step,
     step_time,
 )
-from graphs.serving.totals import attention_flops, op_total
+from graphs.serving.step.totals import attention_flops, op_total
 from models import get_model
 from models.quantization import native_matmul
 
@@ -107,9 +107,9 @@ def test_prefill_and_chunk_compiled_equal_symbolic(model, device, batch, seq, pr
 
 
 def test_expert_parallel_step_equals_scaled_graph():
-    """ep gives each device the busiest rank's routed experts (graphs.serving.routing.busiest_rank):
+    """ep gives each device the busiest rank's routed experts (graphs.serving.step.expert_routing.busiest_rank):
     compiled once, equal to the same scaling of the numeric graph."""
-    from graphs.serving.compiled import _scale_experts
+    from graphs.serving.step.compiled import _scale_experts
 
     cfg, hw = get_model("mixtral-8x7b"), get_device("h100")
     g = _scale_experts(build_model(cfg, "decode", batch=64, ctx=4096), 4)

@@ -1,4 +1,4 @@
-"""One $/Mtoken for every command (issue 45, item 3; graphs.serving.cost).
+"""One $/Mtoken for every command (issue 45, item 3; graphs.serving.planning.cost).
 
 Before, one deployment printed three different "$ per million tokens": ``simulate --max-rate``
 split the device-time between input and output by phase, ``search --cost`` took the whole bill
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from graphs.cli import main
-from graphs.serving.sizing import size_deployment
+from graphs.serving.planning.sizing import size_deployment
 
 M = "llama-3.1-8b"
 PRICE = 2.0  # USD per H100-hour, given
@@ -30,7 +30,7 @@ def _json(capsys, argv):
 
 def _hand(devices, per_request):
     """price x devices / served output tok/s / 3600 x 1e6, the served rate read off the run:
-    its output tokens over first arrival to last first token (graphs.serving.cost)."""
+    its output tokens over first arrival to last first token (graphs.serving.planning.cost)."""
     arrival = per_request["arrival_s"]
     seconds = float(np.max(arrival + per_request["ttft_s"]) - np.min(arrival))
     out_per_s = float(per_request["output"].sum()) / seconds

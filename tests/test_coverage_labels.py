@@ -4,8 +4,8 @@ never "norms, RoPE, activations"), and the warnings travel with the coverage int
 import pytest
 
 from costmodel.keys import OP, ROLE, Role
-from graphs.serving.kernel_sources import WARN_SHARE, Coverage
-from graphs.serving.predict import unmeasured_basis
+from graphs.serving.pricing.kernel_sources import WARN_SHARE, Coverage
+from graphs.serving.pricing.predict import unmeasured_basis
 
 
 @pytest.mark.parametrize(

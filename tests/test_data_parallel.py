@@ -20,20 +20,20 @@ from costmodel.keys import Phase
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
 from costmodel.symbols import B as B_sym
-from graphs.serving.compiled import compiled_step
-from graphs.serving.data_parallel import (
+from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step
+from graphs.serving.sim.data_parallel import (
     ExpertKernels,
     LockstepGroup,
     RankStep,
     devices_reached,
     rank_step,
 )
-from graphs.serving.engine import kv_pool
-from graphs.serving.mixed import mixed_step, node_time_expr
-from graphs.serving.predictor import Predictor, predicted_mixed_step
-from graphs.serving.requests import Request
-from graphs.serving.simulator import Topology, simulate
-from graphs.serving.workload import as_workload
+from graphs.serving.sim.engine import kv_pool
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.simulator import Topology, simulate
+from graphs.serving.step.compiled import compiled_step
+from graphs.serving.step.mixed import mixed_step, node_time_expr
+from graphs.serving.step.workload import as_workload
 
 MODEL, DEVICE = "qwen3-30b-a3b", "h100"
 D, LAYERS, E, K, F = 2048, 48, 128, 8, 768

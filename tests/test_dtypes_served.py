@@ -98,7 +98,7 @@ def test_gptq_4bit_decode_weight_read_by_hand():
       GPTQ with ``lm_head: true``: 7,504,924,672 * 4.125/8 + 8,192    =  3,869,734,976 B   (0.258)
     On H100 SXM (3.35 TB/s) the weight reads are 4.4806 and 1.3879 ms.
     """
-    from graphs.serving.phases import decode_report
+    from graphs.serving.analysis.phases import decode_report
 
     base = config_from_hf_dict(_hf("llama-3.1-8b"), "l8")
     gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}
@@ -270,7 +270,7 @@ def test_simulate_with_fp8_weights_and_kv(capsys):
 
 
 def test_coverage_shares_and_warnings_by_hand():
-    from graphs.serving.kernel_sources import WARN_SHARE, coverage_of, substitute
+    from graphs.serving.pricing.kernel_sources import WARN_SHARE, coverage_of, substitute
 
     nodes = {
         "a": {"predicted_s": 6.0, "source": "measured", "basis": ""},
@@ -298,7 +298,7 @@ def test_coverage_shares_and_warnings_by_hand():
 )
 def test_coverage_partitions_the_prediction(parts):
     """The three parts add up to the nodes' total, the reasons to their part, the shares to one."""
-    from graphs.serving.kernel_sources import coverage_of
+    from graphs.serving.pricing.kernel_sources import coverage_of
 
     nodes = {str(i): {"predicted_s": t, "source": src, "basis": why} for i, (src, t, why) in enumerate(parts)}
     cov = coverage_of(nodes, "predicted_s")
@@ -325,7 +325,7 @@ def test_group_bits_never_below_the_element_and_shrink_with_the_group(bits, grou
 def corpus():
     pytest.importorskip("pandas", reason="the [measured] extra is not installed")
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     return predict_step
 

@@ -1,6 +1,6 @@
 """Kernels as the engines run them: sibling projections fused into one GEMM, FP8 GEMMs of a
 checkpoint with static activation scales, and the small unmeasured ops as the engine's kernels,
-each at least the device's shortest measured kernel (graphs.serving.predict).
+each at least the device's shortest measured kernel (graphs.serving.pricing.predict).
 
 The grouping tests run everywhere. The pricing tests read the measured corpus (the [measured]
 extra) and are marked slow. Their independent references: the wheel's own ``fp8_static`` GEMM
@@ -17,14 +17,14 @@ import pytest
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.keys import MERGED
-from graphs.serving.compiled import compiled_step
-from graphs.serving.predict import (
+from graphs.serving.pricing.predict import (
     fused_row,
     projection_groups,
     small_kernel_groups,
     small_kernel_times,
 )
-from graphs.serving.predictor import Predictor
+from graphs.serving.pricing.predictor import Predictor
+from graphs.serving.step.compiled import compiled_step
 from models.resolver import resolve_model
 
 H100 = get_device("h100")
@@ -171,7 +171,7 @@ def test_static_scales_without_a_compute_scale_table_are_refused(corpus, monkeyp
 def test_static_scales_drop_the_scale_and_never_go_below_the_bound(corpus):
     from costmodel.measured.corpus import compute_scale_s
     from costmodel.measured.efficiency import features
-    from graphs.serving.predict import kernel_source, price_rows
+    from graphs.serving.pricing.predict import kernel_source, price_rows
 
     src = kernel_source(H100.name, "trtllm", "gemm", "fp8")
     rows = [
@@ -197,7 +197,7 @@ def test_static_scales_drop_the_scale_and_never_go_below_the_bound(corpus):
 
 @pytest.mark.slow
 def test_decode_prices_qkv_as_one_gemm(corpus):
-    from graphs.serving.predict import kernel_source, predict_step, price_rows
+    from graphs.serving.pricing.predict import kernel_source, predict_step, price_rows
 
     cfg = resolve_model("llama-3.1-8b")
     fused = predict_step(cfg, H100, "decode", batch=16, ctx=1024, framework="vllm")
@@ -218,8 +218,8 @@ def test_decode_prices_qkv_as_one_gemm(corpus):
 
 @pytest.mark.slow
 def test_the_simulator_prices_the_same_fused_and_static_kernels(corpus):
-    from graphs.serving.predict import predict_step
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.predict import predict_step
+    from graphs.serving.pricing.priced import priced_step
 
     cfg = resolve_model("llama-3.1-8b").replace(dtype="fp8", matmul_dtype="fp8", kv_dtype="fp8")
     pred = Predictor.of("trtllm", fp8_scales="static")
@@ -234,7 +234,7 @@ def test_the_simulator_prices_the_same_fused_and_static_kernels(corpus):
 @pytest.mark.slow
 def test_small_kernels_cost_the_shortest_measured_kernel(corpus):
     from costmodel.measured.corpus import small_kernel_s
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     # the wheel's h100_sxm/quantize/trtllm/1.3.0rc20 scale_matrix rows (m <= 8, k <= 8192): 1.40 us
     floor = small_kernel_s("h100-sxm")
@@ -262,8 +262,8 @@ def test_an_unmeasured_dtype_with_a_roof_keeps_its_bound_in_the_tables(corpus):
     import dataclasses
 
     from costmodel.hardware.spec import Roof
-    from graphs.serving.predict import predict_step
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.predict import predict_step
+    from graphs.serving.pricing.priced import priced_step
 
     fp8 = next(r for r in H100.roofs if r.unit == "tensor" and r.precision == "fp8")
     hw = dataclasses.replace(H100, roofs=(*H100.roofs, Roof("tensor", "fp4", 2 * fp8.peak_flops_per_s)))
@@ -277,7 +277,7 @@ def test_an_unmeasured_dtype_with_a_roof_keeps_its_bound_in_the_tables(corpus):
 def test_a_clamped_kernel_rests_on_its_bound():
     """A kernel whose prediction fell below its bound is priced at the bound and counted there
     (CLAMPED), for the quantity where it was clamped only: 3 s measured, 2 s clamped."""
-    from graphs.serving.kernel_sources import CLAMPED, coverage_of
+    from graphs.serving.pricing.kernel_sources import CLAMPED, coverage_of
 
     nodes = {
         "a": {"predicted_s": 3.0, "corrected_s": 3.0, "source": "measured", "basis": ""},
@@ -299,9 +299,9 @@ def test_a_clamped_kernel_rests_on_its_bound():
 def test_decode_and_the_tables_say_the_same_of_a_clamped_all_reduce(corpus):
     # DeepSeek-V3 FP8 on 8 H200s at batch 64: the all-reduces' predictions fall below their
     # bound; predict_step and the simulator's priced step both count them as the bound, clamped
-    from graphs.serving.kernel_sources import CLAMPED
-    from graphs.serving.predict import predict_step
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.kernel_sources import CLAMPED
+    from graphs.serving.pricing.predict import predict_step
+    from graphs.serving.pricing.priced import priced_step
 
     h200 = get_device("h200")
     cfg = resolve_model("deepseek-v3").replace(dtype="fp8")
@@ -316,7 +316,7 @@ def test_decode_and_the_tables_say_the_same_of_a_clamped_all_reduce(corpus):
 
 def test_coverage_minus_is_reason_by_reason_and_never_negative():
     # MTP's module: the full step's seconds less the plain step's, per reason
-    from graphs.serving.kernel_sources import Coverage
+    from graphs.serving.pricing.kernel_sources import Coverage
 
     full = Coverage(5.0, 1.0, 3.0, {"small": 1.0}, {"a": 2.0, "b": 1.0})
     plain = Coverage(4.0, 1.0, 2.5, {"small": 1.0}, {"a": 1.5, "b": 1.0})
@@ -329,8 +329,8 @@ def test_coverage_minus_is_reason_by_reason_and_never_negative():
 def test_small_ops_at_their_bound_rest_on_it_in_both_paths(corpus):
     # a 4096-token prefill: the norms' bounds exceed the small-kernel floor, so they cost their
     # bound; predict_step and the simulator's priced step both say "ops without measured kernels"
-    from graphs.serving.predict import predict_step
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.predict import predict_step
+    from graphs.serving.pricing.priced import priced_step
 
     cfg = resolve_model("llama-3.1-8b")
     p = predict_step(cfg, H100, "prefill", batch=1, seq=4096, framework="vllm").corrected_coverage

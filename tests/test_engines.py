@@ -59,7 +59,7 @@ def test_vllm_and_sglang_defaults_are_their_sources():
 
 
 def test_every_profile_is_priced_and_sourced():
-    from graphs.serving.predict import SMALL_KERNELS
+    from graphs.serving.pricing.predict import SMALL_KERNELS
 
     assert {p.framework for p in engines()} <= set(FRAMEWORKS)
     for p in engines():
@@ -259,8 +259,8 @@ def test_size_takes_the_engine(capsys):
     import json
 
     from graphs.cli.main import main
-    from graphs.serving.engine import EngineConfig
-    from graphs.serving.sizing import size_deployment
+    from graphs.serving.planning.sizing import size_deployment
+    from graphs.serving.sim.engine import EngineConfig
 
     argv = ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "1", "--devices", "h100"]
     argv += ["--tp", "1", "--no-disagg", "--requests", "20", "--quiet", "--json", "--engine", "trtllm"]

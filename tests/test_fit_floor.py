@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
 from graphs.cli import main
-from graphs.serving import bench_results
-from graphs.serving.bench_results import BenchRun, read_results
-from graphs.serving.overheads import EngineOverheads, scaled_kernels_s
-from graphs.serving.requests import Request
-from graphs.serving.serving_fit import ServingFit, fit_serving, read_fit, write_fit
+from graphs.serving.planning import bench_results
+from graphs.serving.planning.bench_results import BenchRun, read_results
+from graphs.serving.planning.serving_fit import ServingFit, fit_serving, read_fit, write_fit
+from graphs.serving.pricing.overheads import EngineOverheads, scaled_kernels_s
+from graphs.serving.sim.requests import Request
 
 M = "llama-3.1-8b"
 WEIGHTS_READ_S = (8_030_261_248 - 128_256 * 4_096) * 2 / 3.35e12  # 4.4805 ms (module doc)
@@ -123,7 +123,7 @@ def test_the_simulator_floors_every_iteration_at_its_roofline():
     """On the bound, kernel_scale 0.05 can only be floored to the bound itself: every latency is
     the unscaled simulation's, and the result says the floor bound it."""
     reqs = [Request(i, 0.2 * i, 300 + 7 * i, 20) for i in range(30)]
-    from graphs.serving.simulator import simulate
+    from graphs.serving.sim.simulator import simulate
 
     low = simulate(M, "h100", reqs, overheads=EngineOverheads(kernel_scale=0.05, basis="given"))
     one = simulate(M, "h100", reqs, overheads=EngineOverheads(kernel_scale=1.0, basis="given"))

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import costmodel.formcache as formcache
-import graphs.serving.cards as cards
+import graphs.serving.present.cards as cards
 from costmodel.arith import ArithError, compile_numeric
 from graphs import decode_limits, decode_report, near_far_memory
 from graphs.cli import main
-from graphs.serving.cards import CardError, build_decode_card, decode_from_card, to_text
+from graphs.serving.present.cards import CardError, build_decode_card, decode_from_card, to_text
 
 
 @pytest.fixture
@@ -214,7 +214,7 @@ def test_to_text_refuses_what_it_cannot_hold():
 @pytest.mark.parametrize(("model", "tp"), [("llama-3.1-8b", 1), ("mixtral-8x7b", 2)])
 def test_prefill_card_equals_the_library(model, tp):
     from graphs import prefill_report
-    from graphs.serving.cards import build_prefill_card, prefill_from_card
+    from graphs.serving.present.cards import build_prefill_card, prefill_from_card
 
     card = json.loads(json.dumps(build_prefill_card(model, "h100", tp=tp)))
     for batch, seq, chunk in ((1, 1, None), (4, 3000, None), (1, 8192, 2048), (2, 5000, 1024)):

@@ -20,7 +20,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graphs.serving.serving_fit import read_fit
+from graphs.serving.planning.serving_fit import read_fit
 from tests.test_fuzz import FUZZ
 from tests.test_fuzz_surfaces import TALLY, _check_answer, _check_exit, _run
 

@@ -9,9 +9,9 @@ from costmodel import as_float, get_device
 from costmodel.compare import compare_devices, decompose_claim
 from costmodel.errors import CostModelError
 from graphs import build_model, step_time
-from graphs.serving.disagg import disaggregated, kv_transfer_crossover, kv_transfer_range
-from graphs.serving.parallel import bubble_fraction, parallel_plan, plan_frontier
-from graphs.serving.specdec import (
+from graphs.serving.analysis.disagg import disaggregated, kv_transfer_crossover, kv_transfer_range
+from graphs.serving.analysis.parallel import bubble_fraction, parallel_plan, plan_frontier
+from graphs.serving.analysis.specdec import (
     T_draft,
     T_target,
     T_verify,
@@ -21,7 +21,7 @@ from graphs.serving.specdec import (
     speculative_decoding,
     speedup_closed_form,
 )
-from graphs.serving.split import attention_ffn_split, sram_residency
+from graphs.serving.analysis.split import attention_ffn_split, sram_residency
 from models import get_model, param_counts
 
 

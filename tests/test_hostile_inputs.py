@@ -143,7 +143,7 @@ def test_a_sweep_too_large_for_memory_is_refused_before_work(capsys, monkeypatch
     def no_work(*args, **kwargs):
         raise AssertionError("the sweep compiled a configuration before refusing the grid")
 
-    monkeypatch.setattr("graphs.serving.sweeps.compile_decode", no_work)
+    monkeypatch.setattr("graphs.serving.analysis.sweeps.compile_decode", no_work)
     batches = ",".join(str(i) for i in range(1, 10001))
     ctxs = ",".join(str(i) for i in range(1, 5001))
     code = main(["sweep", "tiny", "--batches", batches, "--ctxs", ctxs, "--quiet"])

@@ -130,7 +130,7 @@ def test_core_imports_and_fails_in_one_line_without_plotly():
     code = (
         "import sys; sys.modules['plotly'] = None\n"
         "import costmodel, costmodel.html, costmodel.html_figures, graphs.cli.html_option\n"
-        "import graphs.serving.html_views, graphs.serving.html_studies\n"
+        "import graphs.serving.present.html_views, graphs.serving.present.html_studies\n"
         "from costmodel.errors import CostModelError\n"
         "try:\n    costmodel.html.require_plotly()\nexcept CostModelError as e:\n    print(e)\n"
     )

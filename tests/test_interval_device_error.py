@@ -8,9 +8,9 @@ from types import SimpleNamespace as NS
 import pytest
 
 from costmodel.hardware import get_device
-from graphs.serving.intervals import P90_PER_MEDIAN, SimInterval
-from graphs.serving.kernel_sources import OTHER_DEVICES, Coverage
-from graphs.serving.served_errors import served_errors
+from graphs.serving.pricing.kernel_sources import OTHER_DEVICES, Coverage
+from graphs.serving.sim.intervals import P90_PER_MEDIAN, SimInterval
+from graphs.serving.sim.served_errors import served_errors
 
 
 def _run(scale: float, coverage: Coverage | None) -> NS:

@@ -1,4 +1,4 @@
-"""KV-cache tiers (graphs.serving.kv_tiers): evicted prefixes move to host memory and SSD, and a
+"""KV-cache tiers (graphs.serving.sim.kv_tiers): evicted prefixes move to host memory and SSD, and a
 hit there costs its transfer, overlapped with the iteration's compute; hand-derived cases.
 
 Llama-3.1-8B keeps 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes per token.
@@ -11,11 +11,11 @@ import pytest
 from costmodel.errors import CostModelError
 from graphs import prefill_report
 from graphs.cli import main
-from graphs.serving.compiled import compiled_step
-from graphs.serving.engine import EngineConfig
-from graphs.serving.kv_tiers import KVTierConfig
-from graphs.serving.requests import Request
-from graphs.serving.simulator import simulate
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.kv_tiers import KVTierConfig
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.simulator import simulate
+from graphs.serving.step.compiled import compiled_step
 
 M, HW, P = "llama-3.1-8b", "h100", 4000
 PREFIX_BYTES = P * 131_072  # 524,288,000
@@ -163,9 +163,9 @@ def test_promoting_a_prefix_never_evicts_it_from_its_own_tier(skip):
     and a GPU pool that holds one conversation: every request finishes, every block returns."""
     import math
 
-    from graphs.serving.engine import profile_engine
     from graphs.serving.engines import get_engine
-    from graphs.serving.requests import synthetic
+    from graphs.serving.sim.engine import profile_engine
+    from graphs.serving.sim.requests import synthetic
 
     reqs = synthetic(40, rate=50.0, prompt="uniform:20,400", output="uniform:1,80", seed=2, turns=3, think_s=0.01)
     need = math.ceil(max(r.prompt + r.output for r in reqs) / 16) + 1

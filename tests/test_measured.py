@@ -227,7 +227,7 @@ def test_kernel_binary_families(corpus):
 
 @pytest.mark.slow
 def test_model_level_prediction_against_measured_kernels(corpus):
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     d = predict_step("llama-3.1-8b", "h100-sxm", "decode", batch=64, ctx=4096, measured=True)
     p = predict_step("llama-3.1-8b", "h100-sxm", "prefill", batch=1, seq=4096, measured=True)
@@ -281,7 +281,7 @@ def test_cli_predict_json(corpus):
 
 @pytest.mark.slow
 def test_prediction_nodes_add_up(corpus):
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     p = predict_step("llama-3.1-8b", "h100-sxm", "decode", batch=8, ctx=1024)
     assert sum(n["predicted_s"] for n in p.nodes.values()) == pytest.approx(p.predicted_s)

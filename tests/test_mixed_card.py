@@ -7,10 +7,10 @@ import pytest
 
 from costmodel import formcache
 from costmodel.hardware import get_device
-from graphs.serving import mixed
-from graphs.serving.cards import CardError
-from graphs.serving.mixed import MixedStep
-from graphs.serving.workload import as_workload
+from graphs.serving.present.cards import CardError
+from graphs.serving.step import mixed
+from graphs.serving.step.mixed import MixedStep
+from graphs.serving.step.workload import as_workload
 
 ITERATIONS = [
     (3, 3 * 900.0, [], None),

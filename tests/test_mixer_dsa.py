@@ -16,8 +16,8 @@ from costmodel.hardware import get_device
 from costmodel.keys import BYTES, KIND, REPEAT, ROLE, Role
 from graphs.blocks import build_model
 from graphs.cli import main
-from graphs.serving.compiled import compiled_step
-from graphs.serving.mixed import mixed_step
+from graphs.serving.step.compiled import compiled_step
+from graphs.serving.step.mixed import mixed_step
 from models import get_model, param_counts
 from models.hf import config_from_hf_dict
 

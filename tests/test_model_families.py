@@ -17,8 +17,8 @@ from costmodel.rules import op_cost
 from costmodel.rules.attention import chunk_keys, chunk_pairs
 from graphs import build_layer, build_model
 from graphs.cli import main
-from graphs.serving.ledger_fit import capacity, model_ledger
-from graphs.serving.totals import cache_terms
+from graphs.serving.step.ledger_fit import capacity, model_ledger
+from graphs.serving.step.totals import cache_terms
 from models import MODELS, ModelConfig, ModelConfigError, config_from_hf_dict, get_model, param_counts
 from models.layers import LayerSpec, layer_groups
 
@@ -413,8 +413,8 @@ def test_numeric_ceiling_agrees_with_the_symbolic_solve():
 
     from costmodel.symbols import ctx as ctx_sym
     from costmodel.symbols import quantity
-    from graphs.serving.compiled import compiled_step
-    from graphs.serving.limits import LimitForms, _first_root
+    from graphs.serving.analysis.limits import LimitForms, _first_root
+    from graphs.serving.step.compiled import compiled_step
 
     assert _first_root(lambda x: x - 100.0) == pytest.approx(100.0, rel=1e-12)
     assert _first_root(lambda x: 1.0) is None

@@ -114,7 +114,7 @@ def test_another_framework_is_a_neighbour():
 @pytest.fixture(scope="module")
 def mixtral_decode():
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     return predict_step("mixtral-8x7b", "h100", "decode", batch=8, ctx=1000, tp=2, framework="vllm")
 
@@ -141,8 +141,8 @@ def test_mixtral_decode_experts_rest_on_measured_kernels(mixtral_decode):
 
 
 def test_expert_groups_put_down_last_and_leave_router_and_combine_out():
-    from graphs.serving.compiled import compiled_step
-    from graphs.serving.predict import expert_groups
+    from graphs.serving.pricing.predict import expert_groups
+    from graphs.serving.step.compiled import compiled_step
 
     g = compiled_step("mixtral-8x7b", "h100", "decode", tp=2).graph
     groups = expert_groups(g.nodes(data=True))
@@ -156,8 +156,8 @@ def test_priced_decode_tabulates_the_experts_above_their_bound():
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     import numpy as np
 
-    from graphs.serving.predictor import Predictor
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.predictor import Predictor
+    from graphs.serving.pricing.priced import priced_step
 
     kw = {"tp": 2}
     bound = priced_step("mixtral-8x7b", "h100", "decode", **kw)
@@ -174,9 +174,9 @@ def test_priced_decode_tabulates_the_experts_above_their_bound():
 )
 def test_an_ep_plan_selects_the_measured_ep_and_distribution(routing, ep, dist):
     from costmodel.keys import ROLE, Role
-    from graphs.serving.compiled import compiled_step
-    from graphs.serving.predict import kernel_row
-    from graphs.serving.routing import Routing
+    from graphs.serving.pricing.predict import kernel_row
+    from graphs.serving.step.compiled import compiled_step
+    from graphs.serving.step.expert_routing import Routing
 
     r = None if routing is None else Routing(*routing)
     g = compiled_step("mixtral-8x7b", "h100", "decode", tp=1, ep=ep, routing=r).graph
@@ -191,9 +191,9 @@ def test_an_ep_plan_selects_the_measured_ep_and_distribution(routing, ep, dist):
 
 def test_a_routing_histogram_keeps_the_bound_and_says_why():
     from costmodel.keys import ROLE, Role
-    from graphs.serving.compiled import compiled_step
-    from graphs.serving.predict import kernel_row, unmeasured_basis
-    from graphs.serving.routing import Routing
+    from graphs.serving.pricing.predict import kernel_row, unmeasured_basis
+    from graphs.serving.step.compiled import compiled_step
+    from graphs.serving.step.expert_routing import Routing
 
     r = Routing("histogram", weights=(8, 1, 1, 1, 1, 1, 1, 1))
     g = compiled_step("mixtral-8x7b", "h100", "decode", tp=1, ep=2, routing=r).graph

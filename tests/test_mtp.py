@@ -27,9 +27,9 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.keys import GROUP
 from graphs import decode_report, prefill_report
-from graphs.serving.ledger_fit import build_ledger
-from graphs.serving.specdec_sim import SpecConfig, Speculator, spec_forms
-from graphs.serving.workload import as_workload
+from graphs.serving.sim.specdec_sim import SpecConfig, Speculator, spec_forms
+from graphs.serving.step.ledger_fit import build_ledger
+from graphs.serving.step.workload import as_workload
 from models import ModelConfig, get_model, param_counts
 from models.params import param_bytes
 

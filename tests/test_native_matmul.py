@@ -13,7 +13,7 @@ import pytest
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from graphs.cli import main
-from graphs.serving.search_plans import plans_of
+from graphs.serving.planning.search_plans import plans_of
 from models import get_model
 from models.quantization import native_matmul
 

@@ -1,4 +1,4 @@
-"""The engine overheads around the kernels (graphs.serving.overheads), against hand derivations.
+"""The engine overheads around the kernels (graphs.serving.pricing.overheads), against hand derivations.
 
 A lone request (arrivals 100 s apart: they never overlap) of P prompt and n output tokens runs
 one prefill iteration (one sequence, P tokens) and n - 1 decode iterations (one sequence, one
@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
-from graphs.serving.engine import EngineConfig, Replica, Sequence
-from graphs.serving.mixed import mixed_step
-from graphs.serving.overheads import EngineOverheads, vllm_capture_sizes
-from graphs.serving.requests import Request, synthetic
-from graphs.serving.simulator import simulate
+from graphs.serving.pricing.overheads import EngineOverheads, vllm_capture_sizes
+from graphs.serving.sim.engine import EngineConfig, Replica, Sequence
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import simulate
+from graphs.serving.step.mixed import mixed_step
 
 M = "llama-3.1-8b"
 P, N = 1500, 40
@@ -195,7 +195,7 @@ def test_fitted_defaults_are_the_generated_fit():
     import re
     from pathlib import Path
 
-    from graphs.serving.overheads import DEFAULTS, FITTED
+    from graphs.serving.pricing.overheads import DEFAULTS, FITTED
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "overhead_fit.md").read_text()
     rows = re.findall(r"^\| (\w+) \| `(\w+)` \| [^|]+ \| ([0-9.e+-]+) s \|", doc, flags=re.M)

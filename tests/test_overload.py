@@ -34,10 +34,10 @@ import math
 import pytest
 
 from costmodel.hardware import get_device
-from graphs.serving.engine import kv_pool, profile_engine
 from graphs.serving.engines import get_engine
-from graphs.serving.requests import synthetic
-from graphs.serving.simulator import simulate
+from graphs.serving.sim.engine import kv_pool, profile_engine
+from graphs.serving.sim.requests import synthetic
+from graphs.serving.sim.simulator import simulate
 
 MODEL, DEVICE = "llama-3.1-8b", "rtx-4090"
 REQS = synthetic(1000, rate=20.0, prompt="uniform:150,300", output="uniform:150,300", seed=0)
@@ -120,8 +120,8 @@ def test_full_prompt_admission_waits_for_the_whole_prompt():
     """``reserve_full_prompt`` (vLLM's ``scheduler_reserve_full_isl``): a 6,000-token prompt on a
     budget of 2,048 is admitted only when all its 375 blocks are free; without it its first
     chunk's 128 blocks suffice and it is preempted mid-prefill when the pool runs out."""
-    from graphs.serving.engine import EngineConfig, Replica, Sequence
-    from graphs.serving.requests import Request
+    from graphs.serving.sim.engine import EngineConfig, Replica, Sequence
+    from graphs.serving.sim.requests import Request
 
     def replica(full: bool) -> Replica:
         cfg = EngineConfig(max_num_batched_tokens=2048, reserve_full_prompt=full, num_blocks=400)

@@ -1,11 +1,11 @@
-"""Predictions through every analysis (graphs.serving.priced, intervals, the search, sweep, plans).
+"""Predictions through every analysis (graphs.serving.pricing.priced, intervals, the search, sweep, plans).
 
 Most tests here run everywhere: the corpus pricing (``_tabulate_point``) and the held-out error
 quantiles are replaced by synthetic ones (each measured kernel at a fixed multiple of its own
 roofline, some below it), so what is tested is the composition: the clamp, the sums, the
 interpolation, the quantile factors and the analyses' plumbing. The independent reference is
 :func:`costmodel.roofline.bound` of each node's cost at the point (the way
-:func:`graphs.serving.predict.predict_step` prices a node's bound), never the compiled forms
+:func:`graphs.serving.pricing.predict.predict_step` prices a node's bound), never the compiled forms
 under test. The corpus-backed checks are marked slow.
 """
 
@@ -25,11 +25,11 @@ from costmodel.graph import op_nodes
 from costmodel.keys import Role
 from costmodel.memo import BoundedCache
 from costmodel.roofline import bound
-from graphs.serving import predictor as predictor_mod
-from graphs.serving.compiled import compiled_step
-from graphs.serving.predict import kernel_row, unmeasured_basis
-from graphs.serving.predictor import INTERVAL, Predictor, _Table
-from graphs.serving.priced import PricedStep, mesh_axis, priced_step
+from graphs.serving.pricing import predictor as predictor_mod
+from graphs.serving.pricing.predict import kernel_row, unmeasured_basis
+from graphs.serving.pricing.predictor import INTERVAL, Predictor, _Table
+from graphs.serving.pricing.priced import PricedStep, mesh_axis, priced_step
+from graphs.serving.step.compiled import compiled_step
 
 #: the synthetic prediction of a measured kernel: this multiple of its own roofline time, by node
 #: name (0.5: below the roofline, so the clamp must act; the rest above it)
@@ -44,7 +44,7 @@ def _factor(name: str) -> float:
 
 def _fake_tabulate(hw, pred, forms, points):
     """Every node whose rule and role the corpus measures (kernel_row) at FACTORS x its roofline."""
-    from graphs.serving.mixed import node_time_expr
+    from graphs.serving.step.mixed import node_time_expr
 
     out = []
     for n, nf in forms:
@@ -64,7 +64,8 @@ def _fake_tabulate(hw, pred, forms, points):
 def _fake(mp: pytest.MonkeyPatch) -> None:
     """The corpus pricing and its held-out quantiles, synthetic (module doc), with every cache
     of priced tables and steps private to the test."""
-    from graphs.serving import design_search, priced
+    from graphs.serving.planning import design_search
+    from graphs.serving.pricing import priced
 
     mp.setattr(predictor_mod, "_tabulate_point", _fake_tabulate)
     mp.setattr(predictor_mod, "_TABLES", BoundedCache("test_predictor_tables"))
@@ -228,7 +229,7 @@ def test_vectorised_predicted_search_equals_its_points_one_at_a_time(fake_corpus
     decode attention on a mesh) against every point as its own block of one (each kernel priced
     at that point alone): the same frontier, every column within 1e-12. Batches per micro-batch
     and contexts are powers of two, nodes of the attention mesh, where its interpolation is exact."""
-    from graphs.serving.design_search import METRICS, search
+    from graphs.serving.planning.design_search import METRICS, search
 
     kw = dict(
         devices=["h100"],
@@ -293,7 +294,7 @@ def _bound_never_slower(model, device, batch, ctx, tp, q):
             b = compiled_step(model, device, phase, tp=tp).step(*pt)
             p = priced_step(model, device, phase, tp=tp, predictor=pred).step(*pt)
             assert p >= b * (1 - 1e-12)
-        from graphs.serving.design_search import search
+        from graphs.serving.planning.design_search import search
 
         kw = dict(devices=[device], batches=[batch, max(1, batch // 2)], ctxs=[ctx], tp=[tp])
         rb = search(model, **kw)
@@ -304,7 +305,7 @@ def _bound_never_slower(model, device, batch, ctx, tp, q):
             if o is not None:
                 assert r["tpot_s"] >= o["tpot_s"] * (1 - 1e-12) and r["ttft_s"] >= o["ttft_s"] * (1 - 1e-12)
                 assert r["tokens_per_s_per_device"] <= o["tokens_per_s_per_device"] * (1 + 1e-12)
-        from graphs.serving.sweeps import sweep
+        from graphs.serving.analysis.sweeps import sweep
 
         sk = dict(devices=[device], batches=[batch, max(1, batch // 2)], ctxs=[ctx, max(1, ctx // 3)], tp=tp)
         sb, sp = sweep(model, **sk), sweep(model, predictor=pred, **sk)  # every point, not only frontiers
@@ -313,8 +314,8 @@ def _bound_never_slower(model, device, batch, ctx, tp, q):
             sp.columns["tokens_per_s_per_device"] <= sb.columns["tokens_per_s_per_device"] * (1 + 1e-12)
         )
         # the simulator's mixed iteration: decodes at ctx and one prefill chunk
-        from graphs.serving.mixed import mixed_step
-        from graphs.serving.predictor import predicted_mixed_step
+        from graphs.serving.pricing.predictor import predicted_mixed_step
+        from graphs.serving.step.mixed import mixed_step
 
         it = (batch, float(batch * ctx), [(float(min(ctx, 2048)), 0.0)])
         t_b = mixed_step(model, device, tp=tp).time_sums(*it)
@@ -325,9 +326,9 @@ def _bound_never_slower(model, device, batch, ctx, tp, q):
 
 
 def test_sweep_and_disagg_predicted_never_faster(fake_corpus):
-    from graphs.serving.disagg import disaggregated
-    from graphs.serving.specdec import speculative_decoding
-    from graphs.serving.sweeps import sweep
+    from graphs.serving.analysis.disagg import disaggregated
+    from graphs.serving.analysis.specdec import speculative_decoding
+    from graphs.serving.analysis.sweeps import sweep
 
     kw = dict(devices=["h100"], batches=[1, 7, 64], ctxs=[100, 4096])
     b, p = sweep("llama-3.1-8b", **kw), sweep("llama-3.1-8b", predictor=PRED, **kw)
@@ -343,7 +344,7 @@ def test_sweep_and_disagg_predicted_never_faster(fake_corpus):
 
 
 def test_search_rank_by_pessimistic_prices_the_p90_end(fake_corpus):
-    from graphs.serving.design_search import search
+    from graphs.serving.planning.design_search import search
 
     kw = dict(devices=["h100"], batches=[4, 32], ctxs=[2048])
     pt = search("llama-3.1-8b", predictor=PRED, **kw)
@@ -366,8 +367,8 @@ def test_search_rank_by_pessimistic_prices_the_p90_end(fake_corpus):
 
 
 def test_simulated_interval_brackets_the_point(fake_corpus):
-    from graphs.serving.intervals import simulate_interval
-    from graphs.serving.requests import synthetic
+    from graphs.serving.sim.intervals import simulate_interval
+    from graphs.serving.sim.requests import synthetic
 
     reqs = synthetic(60, rate=5.0, prompt="fixed:300", output="fixed:40", seed=1)
     iv = simulate_interval("llama-3.1-8b", "h100", reqs, predictor=PRED)
@@ -376,8 +377,8 @@ def test_simulated_interval_brackets_the_point(fake_corpus):
         assert lo <= v * (1 + 1e-9) and v <= hi * (1 + 1e-9), label
     assert iv.high.tpot.mean > iv.low.tpot.mean  # x1.25 against x0.8 on every measured kernel
     # the interval to plan with holds the kernels' one and the shipped table's conformal band
-    # (graphs.serving.served_errors) around the point, for the metrics the tables calibrate
-    from graphs.serving.served_errors import served_errors
+    # (graphs.serving.sim.served_errors) around the point, for the metrics the tables calibrate
+    from graphs.serving.sim.served_errors import served_errors
 
     assert iv.deployment == ("vllm", "h100-sxm", False)
     band, _ = served_errors().like("TPOT", "vllm", "h100-sxm", False)
@@ -415,7 +416,7 @@ def test_interval_flags_need_a_predictor(capsys, argv, word):
 @pytest.mark.slow
 def test_heldout_quantiles_bracket_the_median():
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    from graphs.serving.kernel_sources import heldout_log_errors, heldout_log_quantile
+    from graphs.serving.pricing.kernel_sources import heldout_log_errors, heldout_log_quantile
 
     e = heldout_log_errors("h100-sxm", "vllm", "gemm", "bfloat16")
     assert len(e) > 100 and np.all(np.diff(e) >= 0)
@@ -439,8 +440,8 @@ def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monke
     every measured kernel predicted at exactly its roofline, the predicted iteration is the
     bound's (MixedStep's own sum of the decode body and each chunk's body), and at FACTORS it is
     never below it."""
-    from graphs.serving.mixed import mixed_step
-    from graphs.serving.predictor import predicted_mixed_step
+    from graphs.serving.pricing.predictor import predicted_mixed_step
+    from graphs.serving.step.mixed import mixed_step
 
     bound_t = mixed_step("deepseek-v3", "h100").time_sums(*it)
     monkeypatch.setattr(__import__(__name__, fromlist=["FACTORS"]), "FACTORS", (1.0,))
@@ -474,10 +475,10 @@ def test_speculative_simulation_is_priced_by_the_predictor(fake_corpus):
     """Target and draft forwards both run on predicted steps (issue 25, item 1): each kernel at
     ``max(factor x bound, bound)``, so the run is never faster than the bound's, and what it rests
     on counts exactly the forward seconds the run recorded (target plus draft), once."""
-    from graphs.serving.overheads import EngineOverheads
-    from graphs.serving.requests import synthetic
-    from graphs.serving.simulator import simulate
-    from graphs.serving.specdec_sim import SpecConfig
+    from graphs.serving.pricing.overheads import EngineOverheads
+    from graphs.serving.sim.requests import synthetic
+    from graphs.serving.sim.simulator import simulate
+    from graphs.serving.sim.specdec_sim import SpecConfig
 
     reqs = synthetic(30, rate=4.0, prompt="fixed:300", output="fixed:30", seed=2)
     spec = SpecConfig(draft="llama-3.2-1b", k=3, accept=(0.7, 0.6, 0.5), expected=True)
@@ -497,10 +498,10 @@ def test_mtp_speculation_is_priced_by_the_predictor(fake_corpus):
     plain one, both predicted kernel by kernel, so it costs at least its bound's module and the
     coverage counts the target's and the module's seconds once (the plain step's share of the
     full step taken off, pair by pair of what they rest on)."""
-    from graphs.serving.overheads import EngineOverheads
-    from graphs.serving.requests import synthetic
-    from graphs.serving.simulator import Topology, simulate
-    from graphs.serving.specdec_sim import SpecConfig
+    from graphs.serving.pricing.overheads import EngineOverheads
+    from graphs.serving.sim.requests import synthetic
+    from graphs.serving.sim.simulator import Topology, simulate
+    from graphs.serving.sim.specdec_sim import SpecConfig
 
     reqs = synthetic(12, rate=2.0, prompt="fixed:200", output="fixed:12", seed=3)
     kw = dict(
@@ -525,9 +526,9 @@ def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
     """search(spec=, predictor=) (was refused): every frontier point's TPOT is the verify and
     draft steps on priced steps over the expected tokens (SpecForms), never faster than the
     bound's at the same point, MTP's module included (the full step minus the plain one)."""
-    from graphs.serving.design_search import search
-    from graphs.serving.priced import priced_step
-    from graphs.serving.specdec_sim import SpecConfig
+    from graphs.serving.planning.design_search import search
+    from graphs.serving.pricing.priced import priced_step
+    from graphs.serving.sim.specdec_sim import SpecConfig
 
     spec = SpecConfig(draft="llama-3.2-1b", k=3, accept=(0.7, 0.6, 0.5), expected=True)
     kw = dict(devices=["h100"], batches=[4, 16], ctxs=[2048], spec=spec)

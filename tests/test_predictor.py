@@ -1,9 +1,9 @@
-"""The predictor of every analysis (graphs.serving.predictor) and the predicted simulator.
+"""The predictor of every analysis (graphs.serving.pricing.predictor) and the predicted simulator.
 
 The bound predictor's tests run everywhere. The prediction tests read the measured corpus
 (the [measured] extra, tens of seconds to load and fit): one module-scoped fixture builds
 the predicted step once, and they are marked slow. The independent reference is
-:func:`graphs.serving.predict.predict_step`, which prices one step's nodes straight from the
+:func:`graphs.serving.pricing.predict.predict_step`, which prices one step's nodes straight from the
 fits at the exact point (no table, no interpolation).
 """
 
@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
-from graphs.serving.mixed import mixed_step
-from graphs.serving.predictor import Predictor, predicted_mixed_step, token_grid
-from graphs.serving.requests import Request
-from graphs.serving.simulator import simulate
+from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step, token_grid
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.simulator import simulate
+from graphs.serving.step.mixed import mixed_step
 
 MODEL, DEVICE = "llama-3.1-8b", "h100"
 #: the node field the default predictor prices with (the grey-box: ``corrected_s``)
@@ -96,7 +96,7 @@ def step():
 
 
 def _exact(phase: str, **kw):
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     return predict_step(MODEL, DEVICE, phase, framework="vllm", **kw)
 
@@ -180,7 +180,7 @@ def test_single_request_is_prefill_plus_decode_steps_by_hand(step):
     context grid's 512 and 724, so the attention node is interpolated: the total agrees to 1e-3
     (attention is ~1 % of a batch-1 decode step at this context)."""
     P, n_out = 512, 5
-    from graphs.serving.overheads import EngineOverheads
+    from graphs.serving.pricing.overheads import EngineOverheads
 
     # the kernels alone: no engine overheads (a predicted run otherwise takes vLLM's defaults)
     one = [Request(0, 0.0, P, n_out)]
@@ -222,7 +222,7 @@ def test_bound_never_slower_than_predicted_iteration(step, n_dec, mean_ctx, chun
 def test_bound_never_slower_than_predicted_request(step, prompt, output, budget):
     """A lone request, chunked or not: its bound TTFT and E2E are never above the predicted ones
     (every iteration is the same batch in both modes, each at least its bound when predicted)."""
-    from graphs.serving.engine import EngineConfig
+    from graphs.serving.sim.engine import EngineConfig
 
     eng = EngineConfig(max_num_batched_tokens=budget)
     reqs = [Request(0, 0.0, prompt, output)]

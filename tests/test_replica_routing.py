@@ -1,12 +1,12 @@
-"""Prefix-aware routing (graphs.serving.replica_routing) on hand-countable cases."""
+"""Prefix-aware routing (graphs.serving.sim.replica_routing) on hand-countable cases."""
 
 import pytest
 
 from costmodel.errors import CostModelError
 from graphs.cli import main
-from graphs.serving.engine import EngineConfig
-from graphs.serving.requests import Request, synthetic
-from graphs.serving.simulator import Topology, simulate
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import Topology, simulate
 
 M, HW = "llama-3.1-8b", "h100"
 CACHE = EngineConfig(enable_prefix_caching=True)

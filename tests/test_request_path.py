@@ -1,5 +1,5 @@
 """The request path and the first token (graphs.serving.engines.knobs.EngineOverheads.request_path_s,
-graphs.serving.simulator), against hand derivations from the profiles' terms.
+graphs.serving.sim.simulator), against hand derivations from the profiles' terms.
 
 A lone request (arrivals 100 s apart: they never overlap) of ``P`` prompt tokens reaches an idle
 replica, so it waits for no iteration: its TTFT is the request path, one prefill iteration of
@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
-from graphs.serving.engine import EngineConfig
 from graphs.serving.engines import CPU_TERMS, REQUEST_PATH_TERMS, TERMS, engines, get_engine
 from graphs.serving.engines.profile import SOURCED
-from graphs.serving.overheads import EngineOverheads
-from graphs.serving.requests import Request
-from graphs.serving.simulator import simulate
-from graphs.serving.workload import as_workload
+from graphs.serving.pricing.overheads import EngineOverheads
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.simulator import simulate
+from graphs.serving.step.workload import as_workload
 
 M = "llama-3.1-8b"
 P, N = 1500, 8
@@ -144,7 +144,7 @@ def test_calibrate_serving_recovers_a_planted_request_path(tmp_path, w):
     with a planted fixed path of 12 ms and 4 us per prompt token (prompts of 100-3,000 tokens
     tell the two apart): both are fitted and come back near the planted values."""
     from graphs.cli import main
-    from graphs.serving.serving_fit import read_fit
+    from graphs.serving.planning.serving_fit import read_fit
 
     planted = EngineOverheads(request_s=12e-3, per_prompt_token_s=4e-6)
     rng = np.random.default_rng(7)
@@ -189,7 +189,7 @@ def test_a_result_stating_burstiness_is_replayed_with_it(tmp_path, burstiness):
     b and no send times is replayed with such gaps."""
     import json
 
-    from graphs.serving.bench_results import read_results
+    from graphs.serving.planning.bench_results import read_results
 
     n, rate = 4000, 10.0
     doc = {

@@ -11,7 +11,7 @@ from costmodel.graph import op_nodes
 from costmodel.keys import GROUP, OP, REPEAT, ROLE, Role
 from costmodel.symbols import B, ctx
 from graphs import build_model
-from graphs.serving.totals import attention_flops
+from graphs.serving.step.totals import attention_flops
 from models import get_model, model_names
 
 

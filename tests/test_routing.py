@@ -1,4 +1,4 @@
-"""Skewed expert routing (graphs.serving.routing) against hand derivations, on Mixtral-8x7B.
+"""Skewed expert routing (graphs.serving.step.expert_routing) against hand derivations, on Mixtral-8x7B.
 
 Mixtral-8x7B: E = 8 experts, top k = 2, 32 MoE layers, d = 4096, expert width 14336, gated
 (gate, up, down: three [d x 14336] matrices per expert), bf16 weights.
@@ -33,9 +33,9 @@ from costmodel.keys import ROLE, Role
 from costmodel.roofline import bound
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import ctx as ctx_sym
-from graphs.serving.compiled import _scale_experts, compiled_step
-from graphs.serving.parallel import parallel_plan
-from graphs.serving.routing import Routing, inclusion, parse_routing, rank_load, skew_experts
+from graphs.serving.analysis.parallel import parallel_plan
+from graphs.serving.step.compiled import _scale_experts, compiled_step
+from graphs.serving.step.expert_routing import Routing, inclusion, parse_routing, rank_load, skew_experts
 
 M = "mixtral-8x7b"
 D, IE, LAYERS = 4096, 14336, 32
@@ -65,7 +65,7 @@ def test_inclusion_probabilities_by_hand():
 
 
 # E max over the 8 ranks of the rows (token-expert assignments) on one rank, per MoE layer
-# (graphs.serving.routing module doc). Batch 1: a token's 2 experts sit on 2 of the 8 ranks, so
+# (graphs.serving.step.expert_routing module doc). Batch 1: a token's 2 experts sit on 2 of the 8 ranks, so
 # the busiest rank holds exactly 1 row (the mean is only 2/8). Batch 64: s = 0, all ranks alike,
 # mean 64 * 2/8 = 16, spread^2 = 64 (1/4)(3/4) (E - 1)/(E - 1) * 8/7 = 96/7, e_8 = 1.42360
 # (Tippett's table): 16 + 1.42360 sqrt(96/7) = 21.272; s = 1: expert 1's mean 64 * 560/761 =

@@ -1,5 +1,5 @@
 """``decode`` and ``prefill`` with ``--ep`` and ``--routing``: the busiest EP rank's step, never a
-cached card of the default step (graphs.serving.routing; graphs.cli.cached)."""
+cached card of the default step (graphs.serving.step.expert_routing; graphs.cli.cached)."""
 
 import json
 import math
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from graphs import decode_report, prefill_report
 from graphs.cli import main
-from graphs.serving.routing import parse_routing
+from graphs.serving.step.expert_routing import parse_routing
 
 M = "mixtral-8x7b"
 DECODE = ["decode", M, "--device", "h100", "--batch", "1", "--ctx", "4096", "--ignore-capacity", "--json"]

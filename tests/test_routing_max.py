@@ -1,4 +1,4 @@
-"""The busiest EP rank in one step (graphs.serving.routing.busiest_rank): the expected maximum
+"""The busiest EP rank in one step (graphs.serving.step.expert_routing.busiest_rank): the expected maximum
 over ranks of routed rows and touched experts, against an exact enumeration, a seeded Monte
 Carlo simulation of top-k routing, and its T -> inf limit (the mean model)."""
 
@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
-from graphs.serving.routing import Routing, busiest_rank, inclusion, normal_max, placement, rank_load
+from graphs.serving.step.expert_routing import (
+    Routing,
+    busiest_rank,
+    inclusion,
+    normal_max,
+    placement,
+    rank_load,
+)
 
 
 def test_normal_max_against_its_closed_forms_and_table():

@@ -27,8 +27,8 @@ from costmodel.roofline import bound
 from costmodel.symbols import B, dim
 from graphs import decode_report
 from graphs.cli import main
-from graphs.serving.compiled import compiled_step
-from graphs.serving.parallel import comm_forms
+from graphs.serving.analysis.parallel import comm_forms
+from graphs.serving.step.compiled import compiled_step
 from models import get_model
 
 M = "llama-3.1-70b"

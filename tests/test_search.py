@@ -15,7 +15,7 @@ from costmodel.frontier import pareto_mask
 from costmodel.hardware import get_device
 from graphs import build_model, capacity, parallel_plan, step_time
 from graphs.cli import main
-from graphs.serving.design_search import search
+from graphs.serving.planning.design_search import search
 from models import get_model
 
 KW = dict(

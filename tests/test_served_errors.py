@@ -1,4 +1,4 @@
-"""The served-error calibration (graphs.serving.served_errors): split conformal ranks and
+"""The served-error calibration (graphs.serving.sim.served_errors): split conformal ranks and
 coverage as the theorem states them, the groups' fall-back, the shipped table read strictly,
 and the held-out split kept out of it."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from costmodel.errors import CostModelError
-from graphs.serving.served_errors import (
+from graphs.serving.sim.served_errors import (
     ALPHA,
     MIN_DEPLOYMENTS,
     ErrorGroup,
@@ -134,7 +134,7 @@ def test_the_shipped_table_leaves_the_held_out_split_out():
     # the overhead defaults were fitted to InferenceX's Llama-3.1-70B FP8 H200 runs
     # (docs/overhead_fit.md): none of those deployments may be held out
     assert not [k for k in held if "llama-3.1-70b|h200-sxm|fp8" in k]
-    doc = json.loads((ROOT / "graphs" / "serving" / "data" / "served_errors.json").read_text())
+    doc = json.loads((ROOT / "graphs" / "serving" / "sim" / "data" / "served_errors.json").read_text())
     assert doc["alpha"] == ALPHA
 
 
@@ -157,7 +157,7 @@ def test_the_shipped_table_is_what_the_script_computes():
 
 def test_neighbour_priced_kernels_state_the_left_out_devices_errors():
     from costmodel.hardware import get_device
-    from graphs.serving.served_errors import DeviceError
+    from graphs.serving.sim.served_errors import DeviceError
 
     devs = (
         DeviceError("gemm", "h100-sxm", "HBM", 100, 5.4),

@@ -21,7 +21,7 @@ import serving_accuracy as sa
 import serving_calibrated as sc
 
 from costmodel.errors import CostModelError
-from graphs.serving.serving_fit import BINS
+from graphs.serving.planning.serving_fit import BINS
 
 PREFIX = "trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256"
 
@@ -45,7 +45,7 @@ def test_a_load_point_carries_the_published_means(rows: dict[str, dict[str, str]
 
 def test_fixed_lengths_make_every_group_mean_the_published_one(rows: dict[str, dict[str, str]]) -> None:
     # the fit reads BINS group means per run; with fixed lengths each equals the published mean
-    from graphs.serving.serving_fit import _observed  # the fit's own reading
+    from graphs.serving.planning.serving_fit import _observed  # the fit's own reading
 
     run, _ = sc.bench_run(rows, PREFIX, "16")
     obs = _observed(run)

@@ -24,10 +24,10 @@ import graphs.serving
 from costmodel.errors import CostModelError
 from graphs import decode_report, prefill_report
 from graphs.cli import main
-from graphs.serving.compiled import compiled_step
-from graphs.serving.engine import EngineConfig
-from graphs.serving.requests import arrival_times, load_trace, synthetic
-from graphs.serving.simulator import simulate
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.requests import arrival_times, load_trace, synthetic
+from graphs.serving.sim.simulator import simulate
+from graphs.serving.step.compiled import compiled_step
 
 M = "llama-3.1-8b"
 CACHED = EngineConfig(enable_prefix_caching=True)  # block_size 16
@@ -291,7 +291,7 @@ def test_staggered_closed_loop_sends_at_seeded_uniform_times_and_runs_apart():
     """``stagger_s``: the clients' first sends are ``sorted(default_rng(seed).uniform(0, T, N))``;
     spread over 1000 s, two 8-token answers never overlap, so each request sees exactly what it
     would see alone (the one-client loop of the same request)."""
-    from graphs.serving.simulator import closed_loop_cycle, simulate_steady_loop
+    from graphs.serving.sim.simulator import closed_loop_cycle, simulate_steady_loop
 
     reqs = synthetic(2, rate=None, prompt="fixed:256", output="fixed:8")
     alone = simulate(M, "h100", reqs[:1], concurrency=1)

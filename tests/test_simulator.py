@@ -21,12 +21,12 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from graphs import decode_report, prefill_report
 from graphs.cli import main
-from graphs.serving.capacity_search import max_rate
-from graphs.serving.compiled import compiled_step
-from graphs.serving.engine import EngineConfig
-from graphs.serving.mixed import mixed_step
-from graphs.serving.requests import Request, load_trace, synthetic
-from graphs.serving.simulator import Topology, simulate
+from graphs.serving.planning.capacity_search import max_rate
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.requests import Request, load_trace, synthetic
+from graphs.serving.sim.simulator import Topology, simulate
+from graphs.serving.step.compiled import compiled_step
+from graphs.serving.step.mixed import mixed_step
 
 M = "llama-3.1-8b"
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from graphs.serving.sizing import size_deployment
+from graphs.serving.planning.sizing import size_deployment
 
 KW = dict(rate=30.0, slo_ttft=1.0, slo_tpot=0.05, devices=["h100", "h200"], tps=[1, 2], requests=80, seed=3)
 

@@ -1,4 +1,4 @@
-"""Cost per token and sizing (graphs.serving.cost, graphs.serving.sizing, costmodel size).
+"""Cost per token and sizing (graphs.serving.planning.cost, graphs.serving.planning.sizing, costmodel size).
 
 * Prices: the catalog's hourly rates are the figures of their cited pages.
 * Cost arithmetic against hand derivations: N devices x (price + TDP u e / 1000) per hour, over
@@ -18,11 +18,18 @@ from hypothesis import strategies as st
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from graphs.cli import main
-from graphs.serving.cost import NO_PRICE, decode_cost, device_rates, parse_prices, sim_cost, token_cost
-from graphs.serving.mixed import mixed_step
-from graphs.serving.requests import Request, synthetic
-from graphs.serving.simulator import Topology, simulate
-from graphs.serving.sizing import Deployment, _key, _pct, size_deployment
+from graphs.serving.planning.cost import (
+    NO_PRICE,
+    decode_cost,
+    device_rates,
+    parse_prices,
+    sim_cost,
+    token_cost,
+)
+from graphs.serving.planning.sizing import Deployment, _key, _pct, size_deployment
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import Topology, simulate
+from graphs.serving.step.mixed import mixed_step
 
 
 @pytest.mark.parametrize(
@@ -160,8 +167,8 @@ GRID = dict(
 @functools.cache
 def _every_candidate(model):
     """Simulate every candidate of the grid: aggregated 1..4 replicas, P:D splits 1..3 each."""
-    from graphs.serving.engine import EngineConfig
-    from graphs.serving.sizing import _Family, _run
+    from graphs.serving.planning.sizing import _Family, _run
+    from graphs.serving.sim.engine import EngineConfig
 
     reqs = synthetic(
         GRID["requests"], rate=GRID["rate"], prompt=GRID["prompt"], output=GRID["output"], seed=GRID["seed"]
@@ -268,7 +275,7 @@ def test_no_nan_in_cost():
 
 # --------------------------------------------------------------------------- every serving report
 def test_search_minimises_cost():
-    from graphs.serving.design_search import search
+    from graphs.serving.planning.design_search import search
 
     kw = dict(devices=["h100", "h200"], batches=[8, 64], ctxs=[4096], tp=[1, 2])
     res = search("llama-3.1-8b", cost=True, **kw)

@@ -1,4 +1,4 @@
-"""The skipping simulator (graphs.serving.skipping) against the per-sequence loop it replaces.
+"""The skipping simulator (graphs.serving.sim.skipping) against the per-sequence loop it replaces.
 
 The loop (``simulate(..., skip=False)``, ``Replica(..., skip=False)``) is the reference: every
 request's times (queued, scheduled, first token, finish) and every summary field must come out
@@ -17,14 +17,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
-from graphs.serving.engine import EngineConfig, Replica, Sequence, profile_engine
 from graphs.serving.engines import engine_names, get_engine
-from graphs.serving.kv_tiers import KVTierConfig
-from graphs.serving.mixed import mixed_step
-from graphs.serving.requests import Request, synthetic
-from graphs.serving.simulator import Topology, simulate
-from graphs.serving.skipping import LazyDecodes
-from graphs.serving.specdec_sim import SpecConfig
+from graphs.serving.sim.engine import EngineConfig, Replica, Sequence, profile_engine
+from graphs.serving.sim.kv_tiers import KVTierConfig
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import Topology, simulate
+from graphs.serving.sim.skipping import LazyDecodes
+from graphs.serving.sim.specdec_sim import SpecConfig
+from graphs.serving.step.mixed import mixed_step
 
 M, HW = "llama-3.1-8b", "h100"
 

@@ -1,4 +1,4 @@
-"""Speculative decoding in the simulator (graphs.serving.specdec_sim) against hand derivations.
+"""Speculative decoding in the simulator (graphs.serving.sim.specdec_sim) against hand derivations.
 
 A lone request (prompt P, output n, nothing else in flight) runs one prefill iteration and then
 one iteration per verification; with k drafted tokens and r = n - g tokens still to produce
@@ -18,15 +18,16 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from graphs import decode_report, prefill_report
 from graphs.cli import main
-from graphs.serving.compiled import compiled_step
-from graphs.serving.engine import EngineConfig, kv_blocks
-from graphs.serving.ledger_fit import build_ledger
-from graphs.serving.mixed import mixed_step
-from graphs.serving.requests import Request, synthetic
-from graphs.serving.simulator import simulate
-from graphs.serving.specdec import expected_tokens
-from graphs.serving.specdec_sim import SpecConfig, Speculator, speedup_by_batch
-from graphs.serving.workload import as_workload
+from graphs.serving.analysis.specdec import expected_tokens
+from graphs.serving.sim.engine import EngineConfig, kv_blocks
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import simulate
+from graphs.serving.sim.specdec_batch import speedup_by_batch
+from graphs.serving.sim.specdec_sim import SpecConfig, Speculator
+from graphs.serving.step.compiled import compiled_step
+from graphs.serving.step.ledger_fit import build_ledger
+from graphs.serving.step.mixed import mixed_step
+from graphs.serving.step.workload import as_workload
 
 T, D, HW = "llama-3.1-8b", "llama-3.2-1b", "h100"
 
@@ -250,7 +251,7 @@ def test_search_prices_speculation_with_the_simulators_step():
     """search(spec=...) prices each point as the simulator's speculating iteration does: b
     sequences verifying k + 1 = 5 positions after ctx - 1 = 2047 cached, plus the draft's 4
     decodes, over E = (1 - 0.7^5) / 0.3 = 2.7731 tokens; the draft's prefill adds to TTFT."""
-    from graphs.serving.design_search import search
+    from graphs.serving.planning.design_search import search
 
     sp = SpecConfig.parse(D, 4, "0.7")
     assert sp.expected_tokens() == pytest.approx((1 - 0.7**5) / 0.3)
@@ -268,7 +269,7 @@ def test_search_prices_speculation_with_the_simulators_step():
 
 
 def test_search_refuses_speculation_on_pipelines():
-    from graphs.serving.design_search import search
+    from graphs.serving.planning.design_search import search
 
     with pytest.raises(CostModelError, match="tensor-parallel plans only"):
         search(T, devices=[HW], batches=[1], ctxs=[1024], pp=[1, 2], spec=SpecConfig.parse("ngram", 2, "0.5"))

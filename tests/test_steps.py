@@ -1,12 +1,12 @@
-"""Every step type satisfies its level's protocol (graphs.serving.steps), so that the simulator,
+"""Every step type satisfies its level's protocol (graphs.serving.pricing.protocols), so that the simulator,
 search and the speculator price any of them alike; the predictor's steps also meter their
 seconds, the bound's do not."""
 
 import pytest
 
-from graphs.serving.compiled import compiled_step
-from graphs.serving.mixed import mixed_step
-from graphs.serving.steps import IterationStep, MeteredIterationStep, MeteredPointStep, PointStep
+from graphs.serving.pricing.protocols import IterationStep, MeteredIterationStep, MeteredPointStep, PointStep
+from graphs.serving.step.compiled import compiled_step
+from graphs.serving.step.mixed import mixed_step
 
 
 def test_bound_steps_satisfy_the_protocols_and_meter_nothing():
@@ -19,8 +19,8 @@ def test_bound_steps_satisfy_the_protocols_and_meter_nothing():
 def test_predicted_steps_satisfy_the_metered_protocols():
     pytest.importorskip("pandas", reason="the [measured] extra is not installed")
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    from graphs.serving.predictor import Predictor, predicted_mixed_step
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step
+    from graphs.serving.pricing.priced import priced_step
 
     pred = Predictor.of("vllm")
     it = predicted_mixed_step("llama-3.1-8b", "h100", predictor=pred)

@@ -48,7 +48,7 @@ def test_ignore_capacity_prints_the_point_after_the_verdict(capsys):
 
 
 def test_the_refusal_holds_on_the_cached_card_path(capsys, monkeypatch, tmp_path):
-    from graphs.serving import cards
+    from graphs.serving.present import cards
 
     monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
     argv = ("decode", "qwen2.5-7b", "--ctx", "1024", "--batch", "1810")
@@ -71,9 +71,9 @@ def test_the_refusal_holds_on_the_cached_card_path(capsys, monkeypatch, tmp_path
 
 
 def test_card_ledger_agrees_with_the_library():
-    from graphs.serving.cards import build_decode_card, build_prefill_card
-    from graphs.serving.fit_check import capacity_from_card
-    from graphs.serving.ledger_fit import capacity_check
+    from graphs.serving.present.cards import build_decode_card, build_prefill_card
+    from graphs.serving.step.fit_check import capacity_from_card
+    from graphs.serving.step.ledger_fit import capacity_check
 
     card = build_decode_card("qwen2.5-7b", "h100", tp=1)
     for batch, ctx in ((1, 1024), (1097, 1024), (1098, 1024), (64, 32768)):
@@ -385,7 +385,7 @@ def test_serve_plans_refuse_plans_the_memory_cannot_hold():
     """Llama-3.1-405B in bf16 holds 2 x 405.9e9 = 811.7 GB of weights alone: one H100 (80 GB) or
     eight (101.5 GB each) cannot hold them, so neither plan is priced; two pipeline stages hold
     half the layers each: their bytes per device are half of one stage's."""
-    from graphs.serving.parallel import plan_frontier, plan_memory_bytes
+    from graphs.serving.analysis.parallel import plan_frontier, plan_memory_bytes
     from models import get_model, param_counts
 
     cfg = get_model("llama-3.1-405b")

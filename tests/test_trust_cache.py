@@ -24,7 +24,7 @@ from costmodel.arith import ArithError, compile_numeric
 from costmodel.errors import CostModelError
 from graphs import decode_limits, decode_report, near_far_memory, prefill_report
 from graphs.cli import main
-from graphs.serving.cards import CardError, build_decode_card, decode_from_card, prefill_from_card
+from graphs.serving.present.cards import CardError, build_decode_card, decode_from_card, prefill_from_card
 
 from .test_formcache import _close  # report dicts equal to 1e-12
 
@@ -275,7 +275,7 @@ def stored_cards(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("COSTMODEL_CACHE_DIR", str(tmp_path_factory.mktemp("cards")))
     mp.delenv("COSTMODEL_NO_CACHE", raising=False)
-    from graphs.serving.cards import build_prefill_card
+    from graphs.serving.present.cards import build_prefill_card
 
     out = {}
     try:

@@ -21,11 +21,11 @@ from costmodel.outfiles import atomic_write, check_output, sibling
 from graphs.cli.common import progress_bar
 from graphs.cli.main import build_parser, main
 from graphs.cli.options import FLOAT_RANGES, INT_RANGES, all_actions
-from graphs.serving.capacity_search import max_rate
-from graphs.serving.design_search import search
-from graphs.serving.engine import EngineConfig
-from graphs.serving.requests import Request, arrival_times, load_trace, read_trace, synthetic
-from graphs.serving.simulator import Topology, simulate
+from graphs.serving.planning.capacity_search import max_rate
+from graphs.serving.planning.design_search import search
+from graphs.serving.sim.engine import EngineConfig
+from graphs.serving.sim.requests import Request, arrival_times, load_trace, read_trace, synthetic
+from graphs.serving.sim.simulator import Topology, simulate
 
 M = "llama-3.1-8b"
 ROOT = Path(__file__).resolve().parents[1]
@@ -384,7 +384,7 @@ def test_trace_suffix_is_case_insensitive_and_a_bom_is_dropped(tmp_path):
 
 
 def test_trace_reads_are_bounded(tmp_path, monkeypatch, capsys):
-    import graphs.serving.requests as rq
+    import graphs.serving.sim.requests as rq
 
     path = _write_trace(tmp_path / "t.csv", [Request(i, float(i), 10, 2) for i in range(6)])
     monkeypatch.setattr(rq, "MAX_TRACE_ROWS", 5)

@@ -2,11 +2,11 @@
 
 from collections import Counter
 
-import graphs.serving.workload as workload_mod
+import graphs.serving.step.workload as workload_mod
 from graphs.serving import Workload, as_workload
-from graphs.serving.compiled import clear_compiled_cache
-from graphs.serving.disagg import disaggregated
-from graphs.serving.phases import decode_report
+from graphs.serving.analysis.disagg import disaggregated
+from graphs.serving.analysis.phases import decode_report
+from graphs.serving.step.compiled import clear_compiled_cache
 
 
 def _count(monkeypatch):

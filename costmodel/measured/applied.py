@@ -5,7 +5,7 @@
 devices, one framework or all; :func:`fastest` prices rows with the fastest
 kernel fitted for their dtype (the dispatcher's choice), optionally corrected
 by :func:`group_residuals` (the grey-box prediction, :mod:`.residual`).
-:mod:`graphs.serving.predict` and the calibrated hardware file read these.
+:mod:`graphs.serving.pricing.predict` and the calibrated hardware file read these.
 """
 
 from __future__ import annotations

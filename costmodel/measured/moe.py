@@ -34,7 +34,7 @@ two GEMMs). The caller clamps every price to its roofline bound.
 
 What the measured span holds beyond the expert GEMMs: vLLM's ``fused_experts`` also runs the
 activation and the weighted top-k sum. The model step keeps those graph nodes at their roofline
-bounds beside the kernel (:func:`graphs.serving.predict.expert_activations`: the activation is
+bounds beside the kernel (:func:`graphs.serving.pricing.predict.expert_activations`: the activation is
 no small kernel of its own), a few nanoseconds each at decode batches: a lower bound counted
 twice, not a launch.
 

@@ -1,10 +1,10 @@
 """Reports from the persistent cache of compiled forms (:mod:`costmodel.formcache`).
 
 A repeated ``costmodel decode`` with the same model, device, plan and dtypes reads its card
-(:mod:`graphs.serving.cards`) back as text and evaluates it without importing sympy, numpy or
+(:mod:`graphs.serving.present.cards`) back as text and evaluates it without importing sympy, numpy or
 networkx: about 0.1 s end to end instead of about 1 s (``costmodel prefill`` likewise). The first run builds the card from the
 compiled step and stores it; any edit to the engine, the config or the catalog changes the key.
-A card that fails its digest or any of its checks (:mod:`graphs.serving.cards`) is a miss: the
+A card that fails its digest or any of its checks (:mod:`graphs.serving.present.cards`) is a miss: the
 answer is recomputed and the card overwritten, so a cache can cost time but never an answer.
 """
 
@@ -64,11 +64,11 @@ def served(
 ) -> T:
     """The one evaluation path of the cached commands: ``read`` the card stored under ``key``
     (the compiled step's forms as text, evaluated without sympy); on a miss, or a card that
-    fails its digest or any check (:class:`~graphs.serving.cards.CardError`), ``build`` the
+    fails its digest or any check (:class:`~graphs.serving.step.card_format.CardError`), ``build`` the
     card from the compiled forms now, ``read`` it and store it; when the forms cannot be held
     as a card, ask the ``library`` (the same compiled forms, evaluated in process)."""
     from costmodel.formcache import load, save
-    from graphs.serving.cards import CardError
+    from graphs.serving.present.cards import CardError
 
     card = load(key) if key else None
     if card is not None:
@@ -91,7 +91,7 @@ def decode_reports(
 ) -> tuple[Any, Any, Any]:
     """Report, limits and near/far memory: from the cached card when there is one (no sympy,
     no graph), else from a card built now (and stored), else from the library directly."""
-    from graphs.serving.cards import build_decode_card, decode_from_card
+    from graphs.serving.present.cards import build_decode_card, decode_from_card
 
     cfg = functools.cache(lambda: config(args))
     if routed(args):  # not the step a card holds: the library's, knee and ctx ceiling not solved
@@ -119,10 +119,10 @@ def decode_reports(
 
 
 def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
-    """The decode card's cache layout (:func:`graphs.serving.ledger_fit.kv_caps`): from the
+    """The decode card's cache layout (:func:`graphs.serving.step.ledger_fit.kv_caps`): from the
     cached card when there is one and it checks out, else from the library."""
     from costmodel.formcache import load
-    from graphs.serving.cards import CardError, card_kv_caps
+    from graphs.serving.present.cards import CardError, card_kv_caps
 
     key = card_key(args, "decode")
     card = load(key) if key else None
@@ -131,14 +131,14 @@ def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any
             return card_kv_caps(card)
         except CardError:
             pass  # tampered or malformed: the library's own numbers
-    from graphs.serving.ledger_fit import kv_caps as library_caps
+    from graphs.serving.step.ledger_fit import kv_caps as library_caps
 
     return library_caps(config(args), tp=args.tp)
 
 
 def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:
     """The prefill report, from the cached card when there is one, else built (and stored)."""
-    from graphs.serving.cards import build_prefill_card, prefill_from_card
+    from graphs.serving.present.cards import build_prefill_card, prefill_from_card
 
     cfg = functools.cache(lambda: config(args))
 
@@ -163,13 +163,13 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
 def capacity(
     args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], kind: str, card: Any = None
 ) -> Any:
-    """Does this command's point fit (:class:`graphs.serving.fit_check.CapacityCheck`)? From the
+    """Does this command's point fit (:class:`graphs.serving.step.fit_check.CapacityCheck`)? From the
     cached card's ledger when there is one, else from the library; a point that does not fit
     is checked again by the library, which also says how many devices it needs. ``card``: a
     card already read (``model analyze``'s analysis card holds the ledger too)."""
     from costmodel.formcache import load
-    from graphs.serving.cards import CardError
-    from graphs.serving.fit_check import capacity_from_card
+    from graphs.serving.present.cards import CardError
+    from graphs.serving.step.fit_check import capacity_from_card
 
     tokens = args.ctx if kind == "decode" else args.seq
     if card is None:
@@ -182,16 +182,16 @@ def capacity(
                 return chk
         except CardError:
             pass  # no readable ledger: the library's
-    from graphs.serving.ledger_fit import capacity_check
+    from graphs.serving.step.ledger_fit import capacity_check
 
     return capacity_check(config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp)
 
 
 def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:
-    """``model analyze``'s :class:`~graphs.serving.analysis.ModelAnalysis`: from the cached
+    """``model analyze``'s :class:`~graphs.serving.analysis.node_analysis.ModelAnalysis`: from the cached
     analysis card when there is one, else from a card built now (and stored), else from the
     library directly; the roof notes of the device; and the card (None without one)."""
-    from graphs.serving.cards import analysis_from_card, build_analysis_card, card_notes
+    from graphs.serving.present.cards import analysis_from_card, build_analysis_card, card_notes
 
     cfg = functools.cache(lambda: config(args))
     point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
@@ -226,8 +226,8 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
     non-default overhead or activation assumption (the card holds the default ledger), or a
     card that does not read back. The caller then asks the library."""
     from costmodel.errors import CostModelError
-    from graphs.serving.cards import build_decode_card
-    from graphs.serving.fit_check import capacity_report_from_card
+    from graphs.serving.present.cards import build_decode_card
+    from graphs.serving.step.fit_check import capacity_report_from_card
     from models.context import context_limit
     from models.resolver import config_data
 
@@ -255,7 +255,7 @@ def sweep_forms(
 ) -> list[Any]:
     """Each (device, weight dtype, KV dtype) configuration's decode forms for ``sweep``: from
     its cached decode card when there is one (no sympy), else compiled now (the card stored).
-    The configuration is the library's (:func:`graphs.serving.sweeps.sweep`: the model with the
+    The configuration is the library's (:func:`graphs.serving.analysis.sweeps.sweep`: the model with the
     sweep's dtypes replaced); its card key names the sweep dtypes, so it never answers for a
     ``decode`` of another configuration."""
     base = functools.cache(lambda: config(args))
@@ -266,7 +266,7 @@ def _sweep_one(
     args: argparse.Namespace, base: Callable[[], Any], dev: str, wd: str | None, kvd: str | None
 ) -> Any:
     from costmodel.hardware import get_device
-    from graphs.serving.cards import build_decode_card, decode_forms_from_card
+    from graphs.serving.present.cards import build_decode_card, decode_forms_from_card
     from models.quantization import native_matmul
 
     from .options import note_once
@@ -279,7 +279,7 @@ def _sweep_one(
     cfg = functools.cache(lambda: native)
 
     def library() -> Any:
-        from graphs.serving.sweeps import decode_forms
+        from graphs.serving.analysis.sweeps import decode_forms
 
         return decode_forms(cfg(), dev, args.tp)
 

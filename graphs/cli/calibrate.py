@@ -2,8 +2,8 @@
 decode/prefill (and simulate).
 
 Thin layers over :mod:`costmodel.measured` (the measured corpus, optional
-extra ``[measured]``), :func:`graphs.serving.predict.predict_step` and
-:func:`graphs.serving.serving_fit.fit_serving`.
+extra ``[measured]``), :func:`graphs.serving.pricing.predict.predict_step` and
+:func:`graphs.serving.planning.serving_fit.fit_serving`.
 """
 
 from __future__ import annotations
@@ -173,10 +173,8 @@ def _holdout(text: str | None, runs: list[Any]) -> tuple[list[int], str]:
 def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
-    from graphs.serving.bench_results import read_results
-    from graphs.serving.engine import profile_engine
-    from graphs.serving.overheads import TERMS
-    from graphs.serving.serving_fit import (
+    from graphs.serving.planning.bench_results import read_results
+    from graphs.serving.planning.serving_fit import (
         DEFAULT_TERMS,
         MAX_FIT_REQUESTS,
         fit_serving,
@@ -185,6 +183,8 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         simulate_with,
         write_fit,
     )
+    from graphs.serving.pricing.overheads import TERMS
+    from graphs.serving.sim.engine import profile_engine
 
     from .engine_option import profile_of
     from .phases import resolve_config
@@ -387,7 +387,7 @@ def load_predict_file(args: argparse.Namespace) -> Any:
     if not path:
         return None
     from costmodel.errors import CostModelError
-    from graphs.serving.serving_fit import read_fit
+    from graphs.serving.planning.serving_fit import read_fit
 
     fit = read_fit(path)
     if args.predict and args.predict != fit.predict:
@@ -555,17 +555,17 @@ def fp8_scales_of(args: argparse.Namespace) -> str:
 
 
 def predictor_of(args: argparse.Namespace) -> Any:
-    """The :class:`~graphs.serving.predictor.Predictor` of ``--predict`` and ``--fp8-scales``."""
-    from graphs.serving.predictor import Predictor
+    """The :class:`~graphs.serving.pricing.predictor.Predictor` of ``--predict`` and ``--fp8-scales``."""
+    from graphs.serving.pricing.predictor import Predictor
 
     return Predictor.of(getattr(args, "predict", None), fp8_scales=fp8_scales_of(args))
 
 
 def step_prediction(args: argparse.Namespace, config: Any, phase: str) -> Any:
-    """:func:`graphs.serving.predict.predict_step` of ``config`` at the command's point
+    """:func:`graphs.serving.pricing.predict.predict_step` of ``config`` at the command's point
     (``--batch`` and ``--ctx`` for decode, ``--seq`` for prefill) with its ``--predict`` and
     ``--fp8-scales``: the one call decode, prefill, model analyze and their pages print."""
-    from graphs.serving.predict import predict_step
+    from graphs.serving.pricing.predict import predict_step
 
     kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
     return predict_step(
@@ -614,7 +614,7 @@ def prediction_label(p: Any) -> str:
 def coverage_lines(p: Any) -> list[str]:
     """What the printed prediction (``p.corrected_s``, the grey-box total) rests on, each
     neighbour and bound reason, and the warnings (item 3)."""
-    from graphs.serving.kernel_sources import unmeasured_device_families
+    from graphs.serving.pricing.kernel_sources import unmeasured_device_families
 
     cov = getattr(p, "corrected_coverage", None) or p.coverage
     if cov is None or cov.total_s <= 0:
@@ -631,7 +631,7 @@ def coverage_lines(p: Any) -> list[str]:
     families = unmeasured_device_families(cov)
     if families:  # a device the corpus does not measure: how far such kernels have been off
         from costmodel.hardware import get_device
-        from graphs.serving.served_errors import served_errors
+        from graphs.serving.sim.served_errors import served_errors
 
         hw = get_device(p.device)
         for fam in families:
@@ -701,8 +701,8 @@ def _fit_step(
     args: argparse.Namespace, phase: str, fit: Any, kernels_s: float, bound_s: float
 ) -> dict[str, Any]:
     """One step with a fit's engine overheads: ``max(kernel_scale x kernels, bound) + a + b B + c T``
-    (:func:`graphs.serving.overheads.scaled_kernels_s`: never below the step's roofline)."""
-    from graphs.serving.overheads import scaled_kernels_s
+    (:func:`graphs.serving.pricing.overheads.scaled_kernels_s`: never below the step's roofline)."""
+    from graphs.serving.pricing.overheads import scaled_kernels_s
 
     ov = fit.overheads
     tokens = args.batch if phase == "decode" else args.batch * args.seq
@@ -757,7 +757,7 @@ def _with_fit(
     cmd: Callable[[argparse.Namespace], int], args: argparse.Namespace, phase: str, fit: Any
 ) -> int:
     """``--predict-file`` of a fit made on the bound: the bound step with its engine overheads."""
-    from graphs.serving.phases import decode_report, prefill_report
+    from graphs.serving.analysis.phases import decode_report, prefill_report
 
     from .phases import resolve_config
 

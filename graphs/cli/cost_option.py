@@ -1,5 +1,5 @@
 """``--price-per-hour`` and ``--electricity-per-kwh`` for every serving report
-(:mod:`graphs.serving.cost`): the same two flags and the same cost line everywhere."""
+(:mod:`graphs.serving.planning.cost`): the same two flags and the same cost line everywhere."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def add_cost_options(sp: argparse.ArgumentParser) -> None:
 
 
 def rates_of(args: argparse.Namespace, devices: Sequence[str]) -> dict[str, Any]:
-    """Device name, as given and as the catalog names it -> :class:`graphs.serving.cost.Rates`
+    """Device name, as given and as the catalog names it -> :class:`graphs.serving.planning.cost.Rates`
     under the flags."""
     from costmodel.hardware import get_device
-    from graphs.serving.cost import device_rates, parse_prices
+    from graphs.serving.planning.cost import device_rates, parse_prices
 
     prices = parse_prices(getattr(args, "price_per_hour", None), devices)
     e = getattr(args, "electricity_per_kwh", 0.0)
@@ -38,7 +38,7 @@ def rates_of(args: argparse.Namespace, devices: Sequence[str]) -> dict[str, Any]
 
 
 def cost_text(cost: Any) -> str:
-    """The report's cost line, or :data:`graphs.serving.cost.NO_PRICE`."""
-    from graphs.serving.cost import NO_PRICE
+    """The report's cost line, or :data:`graphs.serving.planning.cost.NO_PRICE`."""
+    from graphs.serving.planning.cost import NO_PRICE
 
     return cost.line() if cost is not None else f"cost: {NO_PRICE}"

@@ -3,7 +3,7 @@
 A command takes the flag with one call, :func:`add_html_option`, after its ``set_defaults``;
 its body hands the reports it computed to the page with one :func:`keep` call. The path (and
 plotly) are checked before any work; the page is drawn from the kept objects after the command
-printed its output (:mod:`graphs.serving.html_views`), so its numbers are the printed ones,
+printed its output (:mod:`graphs.serving.present.html_views`), so its numbers are the printed ones,
 and written atomically (:func:`costmodel.html.write_html`).
 """
 
@@ -65,7 +65,7 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 
 
 def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
-    from graphs.serving.html_views import phase_page
+    from graphs.serving.present.html_views import phase_page
 
     from .phases import resolve_config
 
@@ -82,13 +82,13 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
 
 
 def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_views import analysis_page
+    from graphs.serving.present.html_views import analysis_page
 
     return analysis_page(kept["analysis"], kept["config"], command=command, prediction=kept.get("prediction"))
 
 
 def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_studies import simulation_page
+    from graphs.serving.present.html_studies import simulation_page
 
     return simulation_page(
         kept["result"],
@@ -102,13 +102,13 @@ def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> s
 
 
 def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_studies import search_page
+    from graphs.serving.present.html_studies import search_page
 
     return search_page(kept["result"], command=command)
 
 
 def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.html_studies import fusion_page
+    from graphs.serving.present.html_studies import fusion_page
 
     where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
     return fusion_page(

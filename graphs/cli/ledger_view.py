@@ -1,7 +1,7 @@
 """The capacity ledger printed for ``ledger`` and ``decode``: its terms, the limits it gives
 (and the refusal of a point that does not fit, the knee capped at what fits),
 and what a sequence's cache holds: layers that keep every position, layers capped by a window or a chunk, and the recurrent state of SSM and
-linear-attention layers (:func:`graphs.serving.ledger_fit.kv_caps`)."""
+linear-attention layers (:func:`graphs.serving.step.ledger_fit.kv_caps`)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def print_cache_caps(args: argparse.Namespace, rep: Any, config: Callable[[argpa
 
 
 def _cache_bytes(caps: dict[str, Any], batch: int, ctx: int) -> tuple[float, float]:
-    from graphs.serving.reports import cache_read_bytes  # light: the cached path imports no engine
+    from graphs.serving.step.reports import cache_read_bytes  # light: the cached path imports no engine
 
     return cache_read_bytes(caps, batch=batch, ctx=ctx)
 

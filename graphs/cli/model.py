@@ -180,9 +180,9 @@ def _shown(v: Any) -> str:
 
 
 def cmd_model_check(args: argparse.Namespace) -> int:
-    """``costmodel model check CONFIG``: :func:`graphs.serving.model_check.check_model`, printed."""
+    """``costmodel model check CONFIG``: :func:`graphs.serving.analysis.model_check.check_model`, printed."""
     from costmodel.report import fmt_si
-    from graphs.serving.model_check import check_model
+    from graphs.serving.analysis.model_check import check_model
     from models.check import describe_families
 
     frameworks = tuple(args.framework) if args.framework else None

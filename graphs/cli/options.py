@@ -92,16 +92,16 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "block_size": (1, 4096),
     "num_blocks": (1, 10**9),
     "replicas": (1, 4096),
-    "dp": (1, 4096),  # data-parallel attention ranks (graphs.serving.data_parallel)
-    "batch_wait_iters": (0, 10_000),  # graphs.serving.engine.EngineConfig
+    "dp": (1, 4096),  # data-parallel attention ranks (graphs.serving.sim.data_parallel)
+    "batch_wait_iters": (0, 10_000),  # graphs.serving.sim.engine.EngineConfig
     "shared_prefix": (0, 10**7),
     "workload_run": (0, 10**6),  # a run of simulate --workload-from
     "max_simulations": (1, 10_000),
     "replicate_hot": (0, 4096),
     "prompt_pool": (1, 10**7),
-    "turns": (1, 10**4),  # graphs.serving.requests.MAX_TURNS
-    "concurrency": (1, 10**7),  # graphs.serving.simulator.MAX_CONCURRENCY
-    "spec_k": (1, 256),  # graphs.serving.specdec.K_MAX_LIMIT
+    "turns": (1, 10**4),  # graphs.serving.sim.requests.MAX_TURNS
+    "concurrency": (1, 10**7),  # graphs.serving.sim.simulator.MAX_CONCURRENCY
+    "spec_k": (1, 256),  # graphs.serving.analysis.specdec.K_MAX_LIMIT
     "N": (1, 10**7),
     "d": (1, 65536),
 }
@@ -109,8 +109,8 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 #: float options: (low, high, low inclusive) accepted; every float must be finite
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "alpha": (0.0, 1.0, True),
-    "rate": (1e-6, 1e9, True),  # graphs.serving.requests.RATE_RANGE
-    "link_bandwidth": (1e6, 1e15, True),  # 1 MB/s to 1 PB/s (graphs.serving.simulator)
+    "rate": (1e-6, 1e9, True),  # graphs.serving.sim.requests.RATE_RANGE
+    "link_bandwidth": (1e6, 1e15, True),  # 1 MB/s to 1 PB/s (graphs.serving.sim.simulator)
     "link_latency": (0.0, 1.0, True),
     "hop_latency": (0.0, 1.0, True),
     "sram_bytes": (0.0, 1e12, False),
@@ -120,14 +120,14 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "batch_wait_ratio": (0.0, 1.0, True),
     "kv_watermark": (0.0, 1.0, True),  # below 1: graphs.serving.engines.OVERRIDES
     "overhead_s": (0.0, 10.0, True),
-    "think_time": (0.0, 1e6, True),  # graphs.serving.requests.THINK_RANGE
+    "think_time": (0.0, 1e6, True),  # graphs.serving.sim.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),
-    "prefix_eps": (0.0, 1e3, True),  # graphs.serving.replica_routing.EPS_RANGE
-    "host_kv_bytes": (0.0, 1e15, True),  # graphs.serving.kv_tiers.BYTES_RANGE
+    "prefix_eps": (0.0, 1e3, True),  # graphs.serving.sim.replica_routing.EPS_RANGE
+    "host_kv_bytes": (0.0, 1e15, True),  # graphs.serving.sim.kv_tiers.BYTES_RANGE
     "ssd_kv_bytes": (0.0, 1e15, True),
-    "host_link_bandwidth": (1e6, 1e13, True),  # graphs.serving.kv_tiers.BANDWIDTH_RANGE
+    "host_link_bandwidth": (1e6, 1e13, True),  # graphs.serving.sim.kv_tiers.BANDWIDTH_RANGE
     "ssd_bandwidth": (1e6, 1e13, True),
-    "electricity_per_kwh": (0.0, 10.0, True),  # USD per kWh (graphs.serving.cost.ELECTRICITY_RANGE)
+    "electricity_per_kwh": (0.0, 10.0, True),  # USD per kWh (graphs.serving.planning.cost.ELECTRICITY_RANGE)
 }
 
 

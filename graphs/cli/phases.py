@@ -196,7 +196,7 @@ def print_expert_plan(args: argparse.Namespace, extra: str = "", refused: bool =
 
 def cmd_prefill(args: argparse.Namespace) -> int:
     from costmodel.text import fmt_time
-    from graphs.serving.reports import chunk_plan  # light
+    from graphs.serving.step.reports import chunk_plan  # light
 
     from .cached import capacity, prefill_report
 
@@ -304,7 +304,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import itertools
 
     from costmodel.text import format_table
-    from graphs.serving.sweeps import check_grid, sweep_forms
+    from graphs.serving.analysis.sweeps import check_grid, sweep_forms
 
     from .cached import sweep_forms as cached_forms
 

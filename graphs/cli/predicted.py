@@ -19,7 +19,7 @@ def predicted_lines(
     """What priced ``what`` (e.g. "every iteration's kernels"): ``framework``'s kernels of the
     corpus, what their seconds rest on (the coverage line decode prints) and, when given, the
     share clamped to the bound. ``coverage`` None (nothing was priced): the first line only."""
-    from graphs.serving.predict import calibration_source
+    from graphs.serving.pricing.predict import calibration_source
 
     from .calibrate import coverage_lines
 
@@ -32,7 +32,7 @@ def predicted_lines(
     out += coverage_lines(SimpleNamespace(coverage=coverage, device=device, framework=framework))
     if coverage.total_s > 0:
         if clamped_s is None:
-            from graphs.serving.predictor import CLAMPED
+            from graphs.serving.pricing.predictor import CLAMPED
 
             clamped_s = coverage.bounds.get(CLAMPED, 0.0)
         out.append(
@@ -59,10 +59,10 @@ def step_interval(
     fp8_scales: str = "dynamic",
 ) -> tuple[float, float]:
     """One step's time (s) at the optimistic and pessimistic ends of its prediction interval
-    (:meth:`graphs.serving.predictor.Predictor.interval`, each kernel clamped to its bound), at
+    (:meth:`graphs.serving.pricing.predictor.Predictor.interval`, each kernel clamped to its bound), at
     ``point`` = (batch, ctx) for decode, (batch, seq) for prefill."""
-    from graphs.serving.predictor import Predictor
-    from graphs.serving.priced import priced_step
+    from graphs.serving.pricing.predictor import Predictor
+    from graphs.serving.pricing.priced import priced_step
 
     lo, hi = Predictor.of(framework, fp8_scales=fp8_scales).interval()
     return tuple(  # type: ignore[return-value]

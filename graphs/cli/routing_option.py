@@ -1,5 +1,5 @@
 """``--routing``, ``--placement`` and ``--replicate-hot``: a MoE layer's routing distribution and
-the EP placement plan option (:mod:`graphs.serving.routing`)."""
+the EP placement plan option (:mod:`graphs.serving.step.expert_routing`)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def add_routing_options(sp: argparse.ArgumentParser) -> None:
 
 
 def routing_of(args: argparse.Namespace) -> Any:
-    """The :class:`graphs.serving.routing.Routing` the flags give (a bad value: one-line error)."""
-    from graphs.serving.routing import parse_routing
+    """The :class:`graphs.serving.step.expert_routing.Routing` the flags give (a bad value: one-line error)."""
+    from graphs.serving.step.expert_routing import parse_routing
 
     return parse_routing(args.routing, args.placement, args.replicate_hot)

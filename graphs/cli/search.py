@@ -22,9 +22,9 @@ def _dtypes(text: str | None) -> list[str | None]:
 
 
 def _prices(args: argparse.Namespace) -> dict[str, float]:
-    """``--price-per-hour`` by catalog device name (:func:`graphs.serving.cost.parse_prices`)."""
+    """``--price-per-hour`` by catalog device name (:func:`graphs.serving.planning.cost.parse_prices`)."""
     from costmodel.errors import CostModelError
-    from graphs.serving.cost import parse_prices
+    from graphs.serving.planning.cost import parse_prices
 
     if not args.cost and (args.price_per_hour is not None or args.electricity_per_kwh):
         raise CostModelError(
@@ -35,7 +35,7 @@ def _prices(args: argparse.Namespace) -> dict[str, float]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from costmodel.report import format_table
-    from graphs.serving.design_search import search
+    from graphs.serving.planning.design_search import search
 
     from .model import resolve_model
 
@@ -208,7 +208,7 @@ def add_search_parser(sub: Any) -> None:
         "--cost",
         action="store_true",
         help="USD per million output tokens as an objective (minimised): the plan's $/h over its "
-        "batch / TPOT, the devices 100%% busy decoding (graphs.serving.cost)",
+        "batch / TPOT, the devices 100%% busy decoding (graphs.serving.planning.cost)",
     )
     add_cost_options(sp)
     add_spec_options(sp, draws=False)

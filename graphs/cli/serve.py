@@ -24,7 +24,7 @@ _PREDICT_HELP = "price every step's kernels from this framework's measured kerne
 
 def cmd_disagg(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_time
-    from graphs.serving.disagg import disaggregated, kv_transfer_range
+    from graphs.serving.analysis.disagg import disaggregated, kv_transfer_range
 
     from .model import resolve_model
 
@@ -76,7 +76,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
             f"  colocated on {c.devices} {r.decode_device}: TPOT {fmt_time(c.tpot_s)} "
             f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)}"
         )
-    from graphs.serving.cost import decode_cost, disagg_cost, prefill_cost
+    from graphs.serving.planning.cost import decode_cost, disagg_cost, prefill_cost
 
     from .cost_option import cost_text, rates_of
 
@@ -124,8 +124,8 @@ def _predicted(args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx:
     rests on (the coverage line simulate prints)."""
     if not getattr(args, "predict", None):
         return []
-    from graphs.serving.priced import priced_step
-    from graphs.serving.steps import MeteredPointStep
+    from graphs.serving.pricing.priced import priced_step
+    from graphs.serving.pricing.protocols import MeteredPointStep
 
     from .predicted import predicted_lines
 
@@ -163,8 +163,8 @@ def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
 
 def cmd_specdec(args: argparse.Namespace) -> int:
     from costmodel.report import format_table
-    from graphs.serving.ledger_fit import capacity_check
-    from graphs.serving.specdec import speculative_decoding
+    from graphs.serving.analysis.specdec import speculative_decoding
+    from graphs.serving.step.ledger_fit import capacity_check
 
     from .model import resolve_model
 
@@ -205,7 +205,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_time
-    from graphs.serving.split import attention_ffn_split
+    from graphs.serving.analysis.split import attention_ffn_split
 
     from .model import resolve_model
 
@@ -227,7 +227,7 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 
 def cmd_sram(args: argparse.Namespace) -> int:
-    from graphs.serving.split import sram_residency
+    from graphs.serving.analysis.split import sram_residency
 
     from .model import resolve_model
 
@@ -246,7 +246,7 @@ def cmd_sram(args: argparse.Namespace) -> int:
 def cmd_plans(args: argparse.Namespace) -> int:
     from costmodel.errors import CostModelError
     from costmodel.report import format_table
-    from graphs.serving.parallel import plan_frontier
+    from graphs.serving.analysis.parallel import plan_frontier
 
     from .model import resolve_model
 
@@ -265,7 +265,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
         for pt in plan_frontier(cfg, args.device.split(","), predictor=_predictor(args), **grid):
             if pt.report is not None:
                 balanced[(pt.device, pt.plan, pt.batch)] = pt.report.step_s
-    from graphs.serving.cost import decode_cost
+    from graphs.serving.planning.cost import decode_cost
 
     from .cost_option import rates_of
 
@@ -273,7 +273,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
 
     def usd_out(rep: Any) -> float:
         """USD per million output tokens, the plan 100 % busy decoding at its batch
-        (:func:`graphs.serving.cost.decode_cost`; nan without a price: JSON null, and a note below)."""
+        (:func:`graphs.serving.planning.cost.decode_cost`; nan without a price: JSON null, and a note below)."""
         c = decode_cost(rates[rep.device], devices=rep.devices, batch=rep.batch, tpot_s=rep.step_s)
         return c.usd_per_m_output if c is not None and c.usd_per_m_output is not None else float("nan")
 
@@ -316,7 +316,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
             "plan with uniform routing (its busiest rank too: above the mean at a finite batch)"
             + ("; replicas' extra weights are not in the memory check" if routing.replicate else "")
         )
-    from graphs.serving.cost import NO_PRICE
+    from graphs.serving.planning.cost import NO_PRICE
 
     for dev in sorted({r.device for r in rates.values() if r.price_usd_per_hour is None}):
         text += f"\n  $/M out for {dev}: {NO_PRICE}"

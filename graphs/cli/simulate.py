@@ -1,4 +1,4 @@
-"""``costmodel simulate``: request-level serving simulation (:mod:`graphs.serving.simulator`)."""
+"""``costmodel simulate``: request-level serving simulation (:mod:`graphs.serving.sim.simulator`)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ __all__ = ["add_simulate_parser", "cmd_simulate"]
 
 def _topology(args: argparse.Namespace) -> Any:
     from costmodel.errors import CostModelError
-    from graphs.serving.simulator import Topology
+    from graphs.serving.sim.simulator import Topology
 
     if args.disagg:
-        from graphs.serving.simulator import MAX_REPLICAS
+        from graphs.serving.sim.simulator import MAX_REPLICAS
 
         try:
             p, d = (int(x) for x in args.disagg.split(":"))
@@ -79,10 +79,10 @@ def _request_tokens(args: argparse.Namespace, reqs: Any = None) -> int | None:
 
 def _engine(args: argparse.Namespace, cfg: Any, profile: Any, reqs: Any = None) -> Any:
     """The :class:`EngineConfig` of ``profile`` (``--engine`` and the flags that override it)
-    for ``cfg`` on ``--device`` (:func:`graphs.serving.engine.profile_engine`)."""
+    for ``cfg`` on ``--device`` (:func:`graphs.serving.sim.engine.profile_engine`)."""
     import dataclasses
 
-    from graphs.serving.engine import profile_engine
+    from graphs.serving.sim.engine import profile_engine
 
     eng = profile_engine(
         profile,
@@ -128,7 +128,7 @@ def _spec(args: argparse.Namespace) -> Any:
 def _tiers(args: argparse.Namespace) -> Any:
     """``--host-kv-bytes`` and the rest as a :class:`KVTierConfig` (None without a host tier)."""
     from costmodel.errors import CostModelError
-    from graphs.serving.kv_tiers import KVTierConfig
+    from graphs.serving.sim.kv_tiers import KVTierConfig
 
     if not args.host_kv_bytes:
         given = [
@@ -258,7 +258,7 @@ def _workload_from(args: argparse.Namespace) -> tuple[Any, str]:
     """``--workload-from``'s run (``--workload-run`` picks one of several) with ``--shared-prefix``
     for a run that names none, and what the replay takes from it in words."""
     from costmodel.errors import CostModelError
-    from graphs.serving.bench_results import read_results, replay_text
+    from graphs.serving.planning.bench_results import read_results, replay_text
 
     runs = read_results(args.workload_from, seed=args.seed)
     k = args.workload_run
@@ -328,10 +328,10 @@ def _comparison(
     """``--compare``: the bound (the same requests, every kernel at its roofline, no engine time),
     with a fit file the prediction under the engine profile's own terms (``plain_overheads``),
     this run (predicted with its interval, or calibrated) and, with ``--workload-from``, the
-    measured run (:mod:`graphs.serving.comparison`)."""
-    from graphs.serving.comparison import compare, measured_column, sim_column
+    measured run (:mod:`graphs.serving.present.comparison`)."""
     from graphs.serving.engines import EngineOverheads
-    from graphs.serving.simulator import simulate
+    from graphs.serving.present.comparison import compare, measured_column, sim_column
+    from graphs.serving.sim.simulator import simulate
 
     if args.predict or getattr(args, "predict_file", None):
         bound_run = {**run, "overheads": EngineOverheads(), "progress": None}
@@ -437,7 +437,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     keep(args, result=res, config=cfg, comparison=comparison)
     _write_files(args, res)
     settings = replay_said or _settings(args, trace)
-    from graphs.serving.cost import sim_cost
+    from graphs.serving.planning.cost import sim_cost
 
     from .cost_option import rates_of
 
@@ -467,18 +467,18 @@ def _simulate_run(
     fit: Any,
     replayed: Any,
 ) -> tuple[Any, Any, Any]:
-    """The run (with ``--interval`` its ends too: :func:`graphs.serving.intervals.simulate_interval`)
+    """The run (with ``--interval`` its ends too: :func:`graphs.serving.sim.intervals.simulate_interval`)
     and ``--compare``'s side-by-side; returns ``(result, interval or None, comparison or None)``."""
     from .calibrate import predictor_of
 
     interval = None
     if args.interval:
-        from graphs.serving.intervals import simulate_interval
+        from graphs.serving.sim.intervals import simulate_interval
 
         interval = simulate_interval(cfg, args.device, reqs, predictor=predictor_of(args), **run)
         res = interval.point
     else:
-        from graphs.serving.simulator import simulate
+        from graphs.serving.sim.simulator import simulate
 
         res = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **run)
     comparison = None
@@ -518,10 +518,10 @@ def _check_modes(args: argparse.Namespace) -> None:
 
 
 def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, fit: Any) -> int:
-    """``--max-rate``: the highest rate meeting the SLOs (:func:`graphs.serving.capacity_search.max_rate`),
+    """``--max-rate``: the highest rate meeting the SLOs (:func:`graphs.serving.planning.capacity_search.max_rate`),
     every probe on the same engine, printed or as JSON."""
-    from graphs.serving.capacity_search import max_rate
-    from graphs.serving.cost import sim_cost
+    from graphs.serving.planning.capacity_search import max_rate
+    from graphs.serving.planning.cost import sim_cost
 
     from .calibrate import predict_file_line, predictor_of
     from .cost_option import cost_text, rates_of
@@ -583,9 +583,9 @@ def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, f
 
 def _requests(args: argparse.Namespace) -> tuple[Any, Any, str, Any]:
     """The run's requests: a ``--trace``'s, a ``--workload-from`` run's (its clients become
-    ``--concurrency``), or drawn (:func:`graphs.serving.requests.synthetic`); checked against the
+    ``--concurrency``), or drawn (:func:`graphs.serving.sim.requests.synthetic`); checked against the
     model's context. Returns ``(trace, replayed run, what the replay took, requests)``."""
-    from graphs.serving.requests import read_trace, synthetic
+    from graphs.serving.sim.requests import read_trace, synthetic
 
     from .phases import check_context
 
@@ -641,7 +641,7 @@ def _run_settings(
         engine=eng,
     )
     if args.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
-        from graphs.serving.simulator import steady_stagger_s
+        from graphs.serving.sim.simulator import steady_stagger_s
 
         others = {k: v for k, v in run.items() if k != "concurrency"}
         run["stagger_s"] = steady_stagger_s(
@@ -699,7 +699,7 @@ def _print_head(
     from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
     from graphs.blocks.mtp import mtp_notes
-    from graphs.serving.data_parallel import dp_line
+    from graphs.serving.sim.data_parallel import dp_line
 
     from .calibrate import predict_file_line
 

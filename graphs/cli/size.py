@@ -1,5 +1,5 @@
 """``costmodel size``: the cheapest (or fewest-device) deployment within P99 SLOs
-(:func:`graphs.serving.sizing.size_deployment`)."""
+(:func:`graphs.serving.planning.sizing.size_deployment`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) 
 
 def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests_help: str) -> None:
     """The drawn workload every candidate simulates (as ``simulate`` draws it): ``--requests``, ``--arrival``, ``--prompt``,
-    ``--output``, ``--seed`` (:func:`graphs.serving.requests.synthetic`)."""
+    ``--output``, ``--seed`` (:func:`graphs.serving.sim.requests.synthetic`)."""
     p.add_argument("--requests", type=int, default=requests, help=requests_help)
     p.add_argument(
         "--arrival",
@@ -41,9 +41,9 @@ def _workload_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _row(d: Any, args: argparse.Namespace) -> str:
-    from graphs.serving.cost import NO_PRICE
+    from graphs.serving.planning.cost import NO_PRICE
 
-    c = d.cost  # graphs.serving.cost: the $/h over the tokens/s the run served, as simulate prints it
+    c = d.cost  # graphs.serving.planning.cost: the $/h over the tokens/s the run served, as simulate prints it
     cost = (
         f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
         f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
@@ -59,7 +59,7 @@ def _row(d: Any, args: argparse.Namespace) -> str:
 def _link_bandwidth(args: argparse.Namespace) -> float:
     """``--link-bandwidth``, refused with ``--no-disagg`` (no P:D transfer to price: it was ignored)."""
     from costmodel.errors import CostModelError
-    from graphs.serving.sizing import DEFAULT_LINK_BANDWIDTH
+    from graphs.serving.planning.sizing import DEFAULT_LINK_BANDWIDTH
 
     if args.link_bandwidth is None:
         return DEFAULT_LINK_BANDWIDTH
@@ -69,8 +69,8 @@ def _link_bandwidth(args: argparse.Namespace) -> float:
 
 
 def _size(args: argparse.Namespace, cfg: Any, devices: list[str], profile: Any, client: Any) -> Any:
-    from graphs.serving.cost import parse_prices
-    from graphs.serving.sizing import size_deployment
+    from graphs.serving.planning.cost import parse_prices
+    from graphs.serving.planning.sizing import size_deployment
 
     return size_deployment(
         cfg,

@@ -1,5 +1,5 @@
 """``--spec-draft/--spec-k/--spec-accept/--spec-expected``: speculative decoding options shared by
-``simulate`` and ``search`` (:mod:`graphs.serving.specdec_sim`)."""
+``simulate`` and ``search`` (:mod:`graphs.serving.sim.specdec_sim`)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def add_spec_options(sp: argparse.ArgumentParser, *, draws: bool = True) -> None
 def spec_of(args: argparse.Namespace) -> Any:
     """The options as a :class:`SpecConfig` (None without ``--spec-draft``); one-line errors."""
     from costmodel.errors import CostModelError
-    from graphs.serving.specdec_sim import SpecConfig
+    from graphs.serving.sim.specdec_sim import SpecConfig
 
     expected = getattr(args, "spec_expected", False)
     if args.spec_draft is None:

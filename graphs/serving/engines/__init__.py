@@ -4,11 +4,8 @@ as :mod:`costmodel.rules` does), so a new engine is one module and one test, no 
 
 The wing imports only the standard library, the ``costmodel`` core and itself (an import-linter
 contract in ``pyproject.toml`` keeps it so): the simulator's knobs it builds (:mod:`.knobs`) live
-here, re-exported from :mod:`graphs.serving.engine` and :mod:`graphs.serving.overheads`.
+here, re-exported from :mod:`graphs.serving.sim.engine` and :mod:`graphs.serving.pricing.overheads`.
 """
-
-import importlib
-import pkgutil
 
 from .knobs import (
     CPU_TERMS,
@@ -29,11 +26,11 @@ from .profile import (
     engine_names,
     engines,
     get_engine,
+    load_engines,
     register_engine,
 )
 
-for _mod in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_mod.name}")  # importing registers the module's profile
+load_engines()  # importing each engine module registers its profile
 
 __all__ = [
     "CPU_TERMS",

@@ -2,7 +2,7 @@
 a serving engine adds around its kernels (:class:`EngineOverheads`).
 
 They sit in the engines wing so that an engine profile (:mod:`.profile`) can build them without
-importing the simulator; :mod:`graphs.serving.engine` and :mod:`graphs.serving.overheads`
+importing the simulator; :mod:`graphs.serving.sim.engine` and :mod:`graphs.serving.pricing.overheads`
 re-export them under their old paths. The formulas they stand for are those modules' docs:
 
 .. math::
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -61,6 +62,7 @@ __all__ = [
     "CPU_TERMS",
     "FIT_DEFAULT_TERMS",
     "scaled_kernels_s",
+    "install_overheads_lookup",
 ]
 
 #: scheduler policies: vLLM's recompute preemption, TensorRT-LLM's reserve-at-admission
@@ -96,7 +98,7 @@ TERM_RANGES = {"kernel_scale": KERNEL_SCALE_RANGE, **{t: (0.0, hi) for t, hi in 
 #: the CPU and request-path terms an engine profile sets (s): every term but ``kernel_scale``
 CPU_TERMS = TERMS[1:]
 #: the terms ``calibrate serving`` fits unless ``--terms`` says otherwise
-#: (:data:`graphs.serving.serving_fit.DEFAULT_TERMS`; the CLI's help is built from it): the
+#: (:data:`graphs.serving.planning.serving_fit.DEFAULT_TERMS`; the CLI's help is built from it): the
 #: per-token CPU term is collinear with the kernels' prefill time (both grow with the prompt),
 #: the per-sequence one with the per-iteration one where every run sits at a similar batch size,
 #: and the per-output-token one with the per-iteration one (both add to every token)
@@ -248,12 +250,11 @@ class EngineOverheads:
     ) -> EngineOverheads:
         """The overheads of engine profile ``name`` (``NAME[@VERSION]``, :func:`~.profile.get_engine`):
         its CPU and request-path terms (fitted where it says, else assumed), its capture sizes for
-        these batch limits and its scheduler policy (:meth:`~.profile.EngineProfile.overheads`)."""
-        from .profile import get_engine
-
-        return get_engine(name, what="engine overheads for framework").overheads(
-            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
-        )
+        these batch limits and its scheduler policy (:meth:`~.profile.EngineProfile.overheads`),
+        through the lookup the registry installed (:func:`install_overheads_lookup`)."""
+        if not _OVERHEADS_LOOKUP:  # the package's __init__ loads .profile first: never, short of a bug
+            raise CostModelError("no engine registry is loaded (import graphs.serving.engines)")
+        return _OVERHEADS_LOOKUP[0](name, max_num_seqs, max_num_batched_tokens)
 
     @classmethod
     def default(
@@ -375,3 +376,24 @@ class EngineOverheads:
         if not isinstance(d["basis"], str):
             raise CostModelError(f"{where}: basis must be a string")
         return cls(**{**d, "cudagraph_sizes": tuple(sizes), "basis": d["basis"][:300]})
+
+
+#: The engine registry's lookup behind :meth:`EngineOverheads.for_framework`: engine profile
+#: ``NAME[@VERSION]`` and the batch limits (``max_num_seqs``, ``max_num_batched_tokens``) to its
+#: overheads. The knobs sit below the profiles that build them (:mod:`.profile` imports this
+#: module), so the registry installs its lookup here when it loads instead of this module
+#: importing it back (which would close an import circle).
+_OVERHEADS_LOOKUP: list[Callable[[str, int, int], EngineOverheads]] = []
+
+
+def install_overheads_lookup(lookup: Callable[[str, int, int], EngineOverheads]) -> None:
+    """Install the engine registry's ``(name, max_num_seqs, max_num_batched_tokens) -> overheads``
+    lookup (done once, by :mod:`.profile`, as it loads).
+
+    Parameters
+    ----------
+    lookup : callable
+        ``lookup(name, max_num_seqs, max_num_batched_tokens)``: the overheads of engine profile
+        ``name`` at those batch limits.
+    """
+    _OVERHEADS_LOOKUP[:] = [lookup]

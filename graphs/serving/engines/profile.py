@@ -6,7 +6,7 @@ A profile holds what the simulator needs to run an engine as it runs by default:
 * its scheduler: tokens per iteration, sequences per iteration, the KV block, chunked prefill,
   TensorRT-LLM's batch waiting, the admission policy (:data:`~.knobs.POLICIES`) and vLLM's
   admission gates on top of ``recompute`` (``reserve_full_prompt``, ``kv_watermark``:
-  :mod:`graphs.serving.engine`);
+  :mod:`graphs.serving.sim.engine`);
 * its KV-pool rule (:data:`KV_RULES`), the blocks one device holds,
 
   .. math::
@@ -23,7 +23,7 @@ A profile holds what the simulator needs to run an engine as it runs by default:
   ``min(max_num_seqs, floor(n / ceil(R / b)))`` at once (their blocks are reserved at admission);
 * its CUDA-graph capture sizes (a rule of the batch limits) or none (no padding);
 * which small unmeasured ops it runs as their own kernels (``each`` node, or one per ``layer``
-  for a role; a role not listed is fused into a neighbour: :mod:`graphs.serving.predict`);
+  for a role; a role not listed is fused into a neighbour: :mod:`graphs.serving.pricing.predict`);
 * its CPU and request-path terms (s), each fitted (named in :attr:`EngineProfile.fitted`, its
   source the fit) or sourced or assumed (its source says which); the request path is
   :meth:`~.knobs.EngineOverheads.request_path_s`: a fixed ``request_s``, tokenisation per prompt
@@ -38,15 +38,18 @@ package imports every module, as :mod:`costmodel.rules` does) and one test.
 
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
-from .knobs import CPU_TERMS, POLICIES, EngineConfig, EngineOverheads
+from .knobs import CPU_TERMS, POLICIES, EngineConfig, EngineOverheads, install_overheads_lookup
 
 __all__ = [
     "EngineProfile",
@@ -58,6 +61,7 @@ __all__ = [
     "get_engine",
     "engine_names",
     "engines",
+    "load_engines",
 ]
 
 #: KV-pool rules (module doc): a fraction of the whole device, or of the memory left after
@@ -145,7 +149,7 @@ class EngineProfile:
         vLLM's ``watermark``: the fraction of the pool kept free when admitting (0: off).
     enable_prefix_caching : bool
         Whether full KV blocks stay cached for reuse by default (shared prefixes, and a preempted
-        sequence's own blocks: :mod:`graphs.serving.engine`).
+        sequence's own blocks: :mod:`graphs.serving.sim.engine`).
     device_defaults : callable or None
         ``(capacity_bytes, device_name) -> {setting: value}``: the defaults the engine picks by
         device (vLLM's token budget by GPU memory), applied by :meth:`for_device` to the
@@ -248,6 +252,7 @@ class EngineProfile:
         capacity and name, each setting the user gave (:attr:`overridden`) kept as given."""
         if self.device_defaults is None:
             return self
+        # loaded on use: the engine registry imports only the stdlib and light core modules
         from costmodel.cost import as_float
 
         picked = self.device_defaults(as_float(device.capacity()), str(device.name))
@@ -494,6 +499,7 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     Refused, in one line: a ``name@version`` already registered, a second default version of a
     name, or a corpus framework the measured corpus does not hold (its kernels could not be
     priced: :data:`costmodel.measured.corpus.FRAMEWORKS`)."""
+    # loaded on use: the engine registry imports only the stdlib and light core modules
     from costmodel.measured.corpus import FRAMEWORKS
 
     if profile.framework not in FRAMEWORKS:
@@ -514,15 +520,31 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     return profile
 
 
-def _load() -> None:
-    """Import every engine module (the package does it on import; this makes sure)."""
-    import graphs.serving.engines  # noqa: F401  (its __init__ registers every module's profile)
+_LOADED: list[bool] = []
+
+
+def load_engines() -> None:
+    """Import every module of this package once (``pkgutil``, as :mod:`costmodel.rules` does):
+    importing an engine module registers its profile. The package's ``__init__`` calls it, and
+    so does every lookup, to make sure."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{mod.name}")
+
+
+def _overheads_of(name: str, max_num_seqs: int, max_num_batched_tokens: int) -> EngineOverheads:
+    """:meth:`EngineOverheads.for_framework`'s lookup: profile ``name``'s overheads at these limits."""
+    return get_engine(name, what="engine overheads for framework").overheads(
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+    )
 
 
 def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
     """The profile ``NAME`` (its default version) or ``NAME@VERSION``; an unknown one is a
     one-line error listing the known ones (:func:`engine_names`)."""
-    _load()
+    load_engines()
     if not isinstance(ref, str):
         raise CostModelError(f"{what} must be NAME or NAME@VERSION, got {ref!r}")
     name, _, version = ref.partition("@")
@@ -543,10 +565,13 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
 
 def engines() -> tuple[EngineProfile, ...]:
     """Every registered profile, by name then version."""
-    _load()
+    load_engines()
     return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items()))
 
 
 def engine_names() -> tuple[str, ...]:
     """Every registered ``name@version``; a default version also answers to its bare name."""
     return tuple(p.ref for p in engines())
+
+
+install_overheads_lookup(_overheads_of)

@@ -17,7 +17,7 @@ Sources of every default (:data:`PROFILE`):
 * ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
 * KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights and a profiled
   peak-activation forward pass (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of
-  :mod:`.profile`, :func:`graphs.serving.engine.kv_blocks`).
+  :mod:`.profile`, :func:`graphs.serving.sim.engine.kv_blocks`).
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it

@@ -1,0 +1,338 @@
+"""Parallel plans: tensor x pipeline x expert parallelism for a decode step.
+
+* Tensor parallelism (degree ``tp``) is in the graph itself (two all-reduces
+  per layer, :func:`graphs.build_model` with ``tp``).
+* Pipeline parallelism (``pp`` stages, ``m`` micro-batches): each stage holds
+  ``L/pp`` layers; a micro-batch's hidden state ``[B/m, d]`` crosses ``pp - 1``
+  stage boundaries. With the stages busy in turn (GPipe/1F1B schedule), a
+  step takes ``(m + pp - 1)`` stage slots, and the bubble (idle) fraction is
+  ``(pp - 1) / (m + pp - 1)`` (Huang et al. 2019).
+* Expert parallelism (``ep``): the routed experts of each MoE layer spread
+  over ``ep`` devices; each token's hidden state goes to its ``k`` experts and
+  comes back: two all-to-alls of ``T k d b`` per MoE layer (the
+  ``all_to_all`` rule, ``(ep-1)/ep`` of it leaving each device).
+
+The plan's step time adds the communication terms to the graph's compute
+and memory bound; every term is reported so a user sees what dominates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.frontier import pareto_mask
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import COST, KIND, REPEAT, ROLE, LinkName, NodeKind, Phase, Role
+from costmodel.results import Result
+from costmodel.roofline import bound
+from costmodel.rules import op_cost
+from costmodel.symbols import check_dim, dim
+from models.config import ModelConfig, MoESpec
+
+from ..pricing.predictor import Predictor
+from ..pricing.priced import priced_step
+from ..step.expert_routing import Routing, busiest_rank
+from ..step.ledger_fit import decode_memory
+from ..step.workload import Workload, as_workload
+
+__all__ = [
+    "comm_forms",
+    "bubble_fraction",
+    "parallel_plan",
+    "plan_frontier",
+    "plan_memory_bytes",
+    "dp_weights_saved",
+    "routed_expert_bytes",
+    "PlanReport",
+    "PlanPoint",
+]
+
+
+def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
+    """Idle fraction of a pipeline: ``(p - 1) / (m + p - 1)``.
+
+    >>> bubble_fraction(4, 12)
+    1/5
+    """
+    p, m = check_dim(stages, "stages"), check_dim(microbatches, "microbatches")
+    return (p - 1) / (m + p - 1)
+
+
+@dataclass(frozen=True)
+class PlanReport(Result):
+    """One decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc)."""
+
+    model: str
+    device: str
+    devices: int
+    tp: int
+    pp: int
+    ep: int
+    microbatches: int
+    batch: int
+    ctx: int
+    stage_s: float  #: one pipeline stage, one micro-batch
+    stage_hop_s: float  #: activations to the next stage over the link
+    bubble_fraction: float
+    expert_all_to_all_s: float  #: dispatch + combine in every MoE layer
+    step_s: float
+
+    @property
+    def plan(self) -> str:
+        return f"tp{self.tp} pp{self.pp} ep{self.ep} m{self.microbatches}"
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch / self.step_s
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        return 1 / self.step_s
+
+    @property
+    def tokens_per_s_per_device(self) -> float:
+        return self.batch / self.step_s / self.devices
+
+    def energy_per_token_j(self, power_w: float) -> float:
+        """``P x devices x step / batch`` at a power of ``power_w`` per device."""
+        return power_w * self.devices * self.step_s / self.batch
+
+    @property
+    def device_hours_per_million_tokens(self) -> float:
+        return self.devices * self.step_s / self.batch * 1e6 / 3600
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "plan": self.plan,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "tokens_per_s_per_device": self.tokens_per_s_per_device,
+            "device_hours_per_million_tokens": self.device_hours_per_million_tokens,
+        }
+
+
+def parallel_plan(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    batch: int,
+    ctx: int,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    microbatches: int = 1,
+    link: str = LinkName.SCALE_UP,
+    routing: Routing | None = None,
+    predictor: Predictor | None = None,
+) -> PlanReport:
+    """Decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc); ``routing``
+    (:mod:`graphs.serving.step.expert_routing`): the busiest EP rank sets the experts' step and receives
+    ``E max_r X_r / (T k / ep)`` times the mean all-to-all volume (uniform routing too: its
+    busiest rank in a step of ``T`` tokens, :func:`~graphs.serving.step.expert_routing.busiest_rank`); ``predictor`` prices the step's kernels
+    (:func:`graphs.serving.pricing.priced.priced_step`; default the bound)."""
+    w = as_workload(config)
+    cfg = w.config
+    hw = get_device(device)
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("microbatches", microbatches), ("batch", batch)):
+        if v < 1:
+            raise CostModelError(f"{name} must be >= 1, got {v}")
+    layers = int(as_float(cfg.num_hidden_layers))
+    if layers % pp:
+        raise CostModelError(f"pp ({pp}) must divide the {layers} layers")
+    if batch % microbatches:
+        raise CostModelError(f"microbatches ({microbatches}) must divide the batch ({batch})")
+    if ep > 1 and not cfg.is_moe:
+        raise CostModelError(f"{cfg.name} has no experts: expert parallelism needs a MoE model")
+    if routing is not None and not routing.is_default and not cfg.is_moe:
+        raise CostModelError(f"{cfg.name} has no experts: a routing distribution needs a MoE model")
+    mb = batch // microbatches
+    # all layers, one micro-batch, tp-way split (all-reduces included); with ep, each device
+    # runs the busiest EP rank's share of the routed experts (work and weights)
+    c = priced_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing, predictor=predictor)
+    t_model = c.step(mb, ctx)
+    t_stage = t_model / pp
+    hop, a2a = c.memo(f"plan_comm:{link}:{tp}", lambda: _comm_scalar(cfg, hw, link, ep, tp * ep))
+    t_hop = hop(mb) if pp > 1 else 0.0
+    slots = microbatches + pp - 1
+    t_pipe = slots * (t_stage + t_hop)
+    t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
+    if routing is not None and not routing.is_default and ep > 1:  # the busiest rank's volume
+        moe = cfg.need(MoESpec)
+        e, k = int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok))
+        skew, uniform = (float(busiest_rank(r, e, k, ep, mb).rows) for r in (routing, Routing()))
+        t_ep *= skew / uniform
+    return PlanReport(
+        model=cfg.name,
+        device=hw.name,
+        devices=tp * pp * ep,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        microbatches=microbatches,
+        batch=batch,
+        ctx=ctx,
+        stage_s=t_stage,
+        stage_hop_s=t_hop,
+        bubble_fraction=as_float(bubble_fraction(pp, microbatches)),
+        expert_all_to_all_s=t_ep,
+        step_s=t_pipe + t_ep,
+    )
+
+
+#: the micro-batch (sequences per pipeline slot) that the communication forms are written in
+MICROBATCH = dim("microbatch")
+
+
+def comm_forms(
+    cfg: ModelConfig, hw: Hardware, link: str, ep: int, span: int | None = None
+) -> tuple[sympy.Expr, sympy.Expr]:
+    """In the micro-batch ``b`` (:data:`MICROBATCH`), seconds: the stage hop (activations ``[b, d]``
+    over the link, plus its latency) and one expert all-to-all (``b k d`` elements over ``ep``
+    devices in the mean, ``ep d E max_r X_r`` for the busiest rank under uniform routing, which
+    the step waits for: :func:`~graphs.serving.step.expert_routing.busiest_rank`; 0 without expert
+    parallelism). The all-to-all's ranks span ``span`` devices (default ``ep``; ``tp x ep`` when
+    each expert shard is tp-wide): on the scale-up link within the domain, on the scale-out link
+    past it (:meth:`costmodel.hardware.Hardware.group_link`)."""
+    b = MICROBATCH
+    act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
+    lk = hw.link(link)
+    lat = lk.latency_s if lk.latency_s is not None else 0
+    hop = act / lk.bandwidth_bytes_per_s + lat
+    if ep <= 1:
+        return hop, sympy.Integer(0)
+    moe = cfg.need(MoESpec)
+    if link == LinkName.SCALE_UP:
+        link = hw.group_link(span or ep)
+    rows = busiest_rank(
+        Routing(), int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), ep, b
+    )
+    a2a = op_cost(
+        "all_to_all", elements=rows.rows * ep * cfg.hidden_size, p=ep, dtype=cfg.activation_dtype, link=link
+    )
+    return hop, bound(a2a, hw).lower
+
+
+def _comm_scalar(cfg: ModelConfig, hw: Hardware, link: str, ep: int, span: int) -> tuple[Any, Any]:
+    hop, a2a = comm_forms(cfg, hw, link, ep, span)
+    return sympy.lambdify(MICROBATCH, hop, "math"), sympy.lambdify(MICROBATCH, a2a, "math")
+
+
+@dataclass(frozen=True)
+class PlanPoint(Result):
+    """A plan evaluated on a device at a batch: its report (or why it is invalid), its energy
+    per token where the device's power is known, and whether it is on the Pareto frontier."""
+
+    device: str
+    batch: int
+    plan: str
+    report: PlanReport | None
+    error: str | None = None
+    energy_per_token_j: float | None = None
+    pareto: bool = False
+
+
+def routed_expert_bytes(config: ModelConfig | str | Workload, tp: int) -> float:
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes."""
+    graph = as_workload(config).graph(Phase.DECODE, batch=1, ctx=1, tp=tp)
+    total = 0.0
+    for n, d in graph.nodes(data=True):
+        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
+        if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
+            total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
+    return total
+
+
+def dp_weights_saved(w: ModelConfig | str | Workload, tp: int, dp: int) -> float:
+    """Bytes of routed-expert weights a device of the group does not hold that a ``tp``-rank
+    alone would: ``E_t (1 - 1/D)`` with ``E_t`` the expert bytes one ``tp``-rank holds
+    (:func:`routed_expert_bytes`; data-parallel attention, :mod:`graphs.serving.sim.data_parallel`); the experts are spread over ``D t``
+    devices whether split by width or expert by expert."""
+    return routed_expert_bytes(w, tp) * (1.0 - 1.0 / dp)
+
+
+def plan_memory_bytes(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    batch: int,
+    ctx: int,
+    tp: int,
+    pp: int,
+    ep: int,
+) -> float:
+    """Bytes one device holds under a ``(tp, pp, ep)`` plan at ``batch`` sequences of ``ctx`` tokens.
+
+    .. math:: M = \\frac{L_{tp}(B, ctx) - E_{tp} (1 - 1/ep)}{pp}
+
+    with :math:`L_{tp}` the decode capacity ledger of one tp-rank (weights, KV cache, activations,
+    overhead: :func:`graphs.serving.step.ledger_fit.decode_memory`) and :math:`E_{tp}` its routed-expert
+    weights, which expert parallelism spreads ``ep`` ways; pipeline stages hold ``1/pp`` of the
+    layers. The design search prunes by the same accounting.
+    """
+    w = as_workload(config)
+    routed = routed_expert_bytes(w, tp) if ep > 1 else 0.0
+    mem = float(decode_memory(w, device, tp=tp)(batch, ctx))
+    return (mem - routed * (1 - 1 / ep)) / pp
+
+
+def plan_frontier(
+    config: ModelConfig | str | Workload,
+    devices: list[str],
+    *,
+    batches: list[int],
+    ctx: int,
+    plans: list[tuple[int, int, int, int]],
+    routing: Routing | None = None,
+    predictor: Predictor | None = None,
+) -> tuple[PlanPoint, ...]:
+    """Evaluate ``(tp, pp, ep, microbatches)`` plans x devices x batches; mark the Pareto frontier.
+
+    Objectives: tokens/s per user (``1 / step``) and tokens/s per device, both maximised.
+    """
+    w = as_workload(config)
+    points: list[PlanPoint] = []
+    for dev in devices:
+        hw = get_device(dev)
+        power = as_float(hw.power_w) if hw.power_w is not None else None
+        for b in batches:
+            for tp, pp, ep, m in plans:
+                label = f"tp{tp} pp{pp} ep{ep} m{m}"
+                try:
+                    held = plan_memory_bytes(w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep)
+                    if held > as_float(hw.capacity()):
+                        gib = 2**30
+                        raise CostModelError(
+                            f"does not fit: {held / gib:.2f} GiB per device, the device holds "
+                            f"{as_float(hw.capacity()) / gib:.2f} GiB"
+                        )
+                    r = parallel_plan(
+                        w,
+                        hw,
+                        batch=b,
+                        ctx=ctx,
+                        tp=tp,
+                        pp=pp,
+                        ep=ep,
+                        microbatches=m,
+                        routing=routing,
+                        predictor=predictor,
+                    )
+                except CostModelError as exc:
+                    points.append(PlanPoint(dev, b, label, None, error=str(exc)))
+                    continue
+                energy = r.energy_per_token_j(power) if power is not None else None
+                points.append(PlanPoint(dev, b, label, r, energy_per_token_j=energy))
+    ok = [(i, p.report) for i, p in enumerate(points) if p.report is not None]
+    if ok:
+        pts = np.array([[r.tokens_per_s_per_user, r.tokens_per_s_per_device] for _, r in ok])
+        for (i, _), keep in zip(ok, pareto_mask(pts, (True, True)), strict=True):
+            points[i] = dataclasses.replace(points[i], pareto=bool(keep))
+    return tuple(points)

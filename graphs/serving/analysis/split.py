@@ -1,0 +1,151 @@
+"""Attention / FFN split across devices, and models held in on-chip SRAM.
+
+Attention (KV-heavy, capacity-bound) runs on device A, the FFN or MoE
+experts (weight-heavy, bandwidth-bound) on device B. Every layer ships the
+hidden state ``[B, d]`` A -> B and back, so a decode step is
+
+.. math::
+
+    T = \\sum_{\\text{attention nodes}} T_A + \\sum_{\\text{FFN nodes}} T_B
+        + 2L\\left(\\frac{B d b}{\\beta_\\text{link}} + \\alpha_\\text{hop}\\right)
+
+For a model whose weights live in on-chip SRAM (an LPU), the devices needed
+are ``ceil(weights / capacity)`` and consecutive layers sit on consecutive
+chips: a token crosses ``n - 1`` hops per step, so ``(n - 1) alpha_hop`` is a
+floor on the step however fast each chip is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from costmodel.cost import as_float
+from costmodel.dtypes import get_dtype
+from costmodel.errors import CostModelError
+from costmodel.graph import COST, GROUP, KIND, REPEAT, op_nodes
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import NodeKind, Phase
+from costmodel.results import Result
+from costmodel.roofline import bound
+from models.config import ModelConfig
+from models.params import param_bytes
+
+from ..step.workload import Workload, as_workload
+
+__all__ = ["attention_ffn_split", "sram_residency", "FFN_PREFIXES", "SplitReport", "SramReport"]
+
+#: local node names (after the layer-group prefix) that belong to the FFN side
+FFN_PREFIXES = ("mlp", "experts", "router", "shared")
+
+
+def _is_ffn(node: str, group: str) -> bool:
+    local = node[len(group) + 1 :] if node.startswith(group + ".") else node
+    return local.startswith(FFN_PREFIXES)
+
+
+@dataclass(frozen=True)
+class SplitReport(Result):
+    """A decode step with attention on one device type and the FFN on another (module doc)."""
+
+    model: str
+    attention_device: str
+    ffn_device: str
+    batch: int
+    ctx: int
+    attention_s: float
+    ffn_s: float
+    transfers_s: float  #: ``2 L (B d_model a / bw + hop)``: the hidden state there and back per layer
+    transfers: int
+    step_s: float
+    ffn_weight_bytes: float
+    ffn_devices_to_hold_weights: int
+
+
+def attention_ffn_split(
+    config: ModelConfig | str | Workload,
+    attention_device: Hardware | str,
+    ffn_device: Hardware | str,
+    *,
+    batch: int,
+    ctx: int,
+    link_bandwidth: float,
+    hop_latency: float,
+) -> SplitReport:
+    """Decode step with attention on one device type and the FFN on another (module doc)."""
+    if link_bandwidth <= 0 or hop_latency < 0:
+        raise CostModelError("link_bandwidth must be > 0 and hop_latency >= 0")
+    w = as_workload(config)
+    cfg = w.config
+    a, b = get_device(attention_device), get_device(ffn_device)
+    g = w.graph(Phase.DECODE, batch=batch, ctx=ctx)
+    t_attn = t_ffn = 0.0
+    ffn_weights = 0.0
+    for n in op_nodes(g):
+        d = g.nodes[n]
+        hw = b if _is_ffn(n, d.get(GROUP, "")) else a
+        bd = bound(d[COST], hw)
+        t = as_float(bd.time) if bd.terms else 0.0
+        rep = as_float(d.get(REPEAT, 1))
+        if hw is b:
+            t_ffn += t * rep
+        else:
+            t_attn += t * rep
+    for n, d in g.nodes(data=True):
+        if d.get(KIND) == NodeKind.WEIGHT and _is_ffn(n, d.get(GROUP, "")):
+            ffn_weights += as_float(d[COST].footprint) * as_float(d.get(REPEAT, 1))
+    layers = as_float(cfg.num_hidden_layers)
+    hidden_bytes = batch * as_float(cfg.hidden_size * get_dtype(cfg.activation_dtype).bytes)
+    t_xfer = 2 * layers * (hidden_bytes / link_bandwidth + hop_latency)
+    cap_b = as_float(b.capacity())
+    return SplitReport(
+        model=cfg.name,
+        attention_device=a.name,
+        ffn_device=b.name,
+        batch=batch,
+        ctx=ctx,
+        attention_s=t_attn,
+        ffn_s=t_ffn,
+        transfers_s=t_xfer,
+        transfers=int(2 * layers),
+        step_s=t_attn + t_ffn + t_xfer,
+        ffn_weight_bytes=ffn_weights,
+        ffn_devices_to_hold_weights=max(1, math.ceil(ffn_weights / cap_b)),
+    )
+
+
+@dataclass(frozen=True)
+class SramReport(Result):
+    """A model held in on-chip SRAM devices: how many, and the latency floors of one step."""
+
+    model: str
+    device: str
+    weights_bytes: float
+    devices: int
+    hops_per_step: int
+    hop_latency_floor_s: float  #: ``(n - 1) x hop``: a token crosses every device boundary once
+    layer_hops_floor_s: float  #: ``L x hop``: one hop per layer when layers are spread round-robin
+    weight_read_bound_s: float
+
+
+def sram_residency(
+    config: ModelConfig | str | Workload, device: Hardware | str, *, hop_latency: float
+) -> SramReport:
+    """Devices needed to hold the weights on ``device`` and the per-hop latency floor of a step."""
+    if hop_latency < 0:
+        raise CostModelError(f"hop_latency must be >= 0, got {hop_latency}")
+    cfg = as_workload(config).config
+    hw = get_device(device)
+    weights = as_float(param_bytes(cfg))
+    n = max(1, math.ceil(weights / as_float(hw.capacity())))
+    layers = int(as_float(cfg.num_hidden_layers))
+    return SramReport(
+        model=cfg.name,
+        device=hw.name,
+        weights_bytes=weights,
+        devices=n,
+        hops_per_step=n - 1,
+        hop_latency_floor_s=(n - 1) * hop_latency,
+        layer_hops_floor_s=layers * hop_latency,
+        weight_read_bound_s=weights / (n * as_float(hw.bandwidth())),
+    )

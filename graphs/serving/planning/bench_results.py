@@ -1,0 +1,689 @@
+"""Readers of serving benchmark results: what each request of a real run saw, one load point per
+:class:`BenchRun`, for :mod:`graphs.serving.planning.serving_fit`.
+
+Three formats:
+
+* ``vllm bench serve --save-result --save-detailed`` (JSON; keys as written by
+  ``vllm/benchmarks/serve.py``, https://github.com/vllm-project/vllm/blob/main/vllm/benchmarks/serve.py):
+  ``request_rate`` (requests/s, or ``"inf"``), ``burstiness`` (the gamma shape of the gaps;
+  1 is Poisson), ``max_concurrency``, and per request ``input_lens``, ``output_lens``,
+  ``ttfts`` (s), ``itls`` (a list of inter-token gaps, s) and ``errors`` (empty when it
+  succeeded). The end-to-end latency of a request is ``ttft + sum(itls)``. The file holds no
+  send times: the arrivals are redrawn as the benchmark draws them (gaps gamma-distributed with
+  shape ``burstiness`` and mean ``1 / request_rate``, the first at 0; ``"inf"``: all at 0),
+  from a stated seed, in the order of the lists (the benchmark's dispatch order). A newer
+  file's ``start_times`` (s), when present, are used instead. A ``max_concurrency`` below the
+  request count makes it a closed loop: a request is sent at its drawn time or when one of
+  that many clients is free, whichever is later (the benchmark's semaphore; the simulator's
+  ``concurrency``). The file names no prefix a request shares (``vllm/benchmarks/serve.py``
+  writes none): ``calibrate serving --shared-prefix`` states one. **Summary only** (saved without
+  ``--save-detailed``): ``completed``, ``total_input_tokens``, ``total_output_tokens``,
+  ``duration`` (s) and the ``mean_``/``median_`` ``ttft_ms`` and ``tpot_ms``; the run is replayed
+  as ``completed`` requests of the mean prompt and output lengths (an assumption, said:
+  :attr:`Summary.assumed`) at the stated traffic, and a fit matches those aggregates
+  (:class:`Summary`).
+* GuideLLM's report (``guidellm benchmark --output-path report.json``;
+  ``GenerativeBenchmarksReport`` in https://github.com/vllm-project/guidellm,
+  ``src/guidellm/benchmark/benchmark.py``): ``benchmarks[]``, each with
+  ``requests.successful[]`` of ``prompt_tokens``, ``output_tokens``, ``start_time``,
+  ``first_token_time`` and ``end_time`` (s, wall clock); each benchmark is one run, its rate
+  the strategy's ``rate`` where it has one, else the arrivals' own ``(n - 1) / span``. **Without
+  per-request rows** (``requests.successful`` empty or absent): ``metrics`` holds distributions
+  (``successful.mean``/``median``) of ``time_to_first_token_ms``, ``inter_token_latency_ms``
+  (weighted by each request's ``output_tokens - 1``: ``sum(last - first) / sum(o - 1)``),
+  ``prompt_token_count`` and ``output_token_count``; ``total_count.successful`` the requests,
+  ``start_time``/``end_time`` the span; the strategy's ``type_`` the traffic
+  (``synchronous``: one client; ``concurrent``: ``streams`` clients; ``throughput``: all at
+  once; ``constant``/``poisson``: arrivals at ``rate``). Replayed as above.
+* a plain per-request CSV with the header ``arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s``
+  (one run; its rate ``(n - 1) / span`` of the arrivals), and optionally ``prefix_id`` (any
+  text) and ``prefix_tokens`` (its length, at most the prompt's) naming a prompt prefix requests
+  share, as ``simulate --trace`` reads them (:mod:`graphs.serving.sim.requests`): with prefix caching
+  replayed, a request whose prefix is cached starts after its full blocks.
+
+Bounds: a result file is read to at most :data:`MAX_BYTES`, and a JSON file's objects and values
+are counted (``{`` and ``,`` bytes, an upper bound of what a parse builds) before it is parsed:
+:data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` keep the parse's memory near a few hundred MB
+(a ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values). Every latency
+is at least :data:`MIN_LATENCY_S` and every rate in ``[1e-6, 1e9]`` requests/s. A run of more
+than ``max_requests`` requests is cut to its first ``max_requests`` by arrival
+(:meth:`BenchRun.first`), which the fit states.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from costmodel.errors import CostModelError
+from costmodel.safefile import read_user_file, unique_keys
+
+from ..sim.requests import Request, arrival_times
+
+__all__ = [
+    "BenchRun",
+    "CSV_COLUMNS",
+    "CSV_PREFIX_COLUMNS",
+    "Summary",
+    "MAX_BYTES",
+    "MAX_JSON_OBJECTS",
+    "MAX_JSON_VALUES",
+    "MIN_LATENCY_S",
+    "read_results",
+    "replay_text",
+    "vllm_arrivals",
+]
+
+#: the header of a plain per-request CSV
+CSV_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s")
+MAX_BYTES = 256 * 2**20  #: the largest result file read
+#: the most JSON objects and values (module doc) a result file may hold: a parse builds each as
+#: a Python object (tens of bytes apiece), so these bound its memory, checked before it runs
+MAX_JSON_OBJECTS = 2_000_000
+MAX_JSON_VALUES = 16_000_000
+MAX_TOKENS = 10**7
+#: the shortest TTFT or end-to-end latency accepted (s): one kernel launch takes several us,
+#: a served token many; anything shorter is a unit error (ms or ns read as s)
+MIN_LATENCY_S = 1e-6
+RATE_RANGE = (1e-6, 1e9)  #: accepted request rates (requests/s)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a summary-only result states of its run (s, requests/s; None: not stated), and what
+    replaying it assumed (said once with the fit)."""
+
+    ttft_mean_s: float | None = None
+    ttft_median_s: float | None = None
+    tpot_mean_s: float | None = None
+    tpot_median_s: float | None = None
+    e2e_mean_s: float | None = None
+    #: completed requests / duration (requests/s)
+    throughput_rps: float | None = None
+    #: the TPOT mean is GuideLLM's token-weighted one, ``sum(e2e - ttft) / sum(o - 1)``
+    token_weighted: bool = False
+    assumed: tuple[str, ...] = ()
+
+    def stated(self) -> dict[str, float]:
+        """The stated aggregates by name (``ttft_mean`` ... ``throughput``), those given."""
+        named = {
+            "ttft_mean": self.ttft_mean_s,
+            "ttft_median": self.ttft_median_s,
+            "tpot_mean": self.tpot_mean_s,
+            "tpot_median": self.tpot_median_s,
+            "e2e_mean": self.e2e_mean_s,
+            "throughput": self.throughput_rps,
+        }
+        return {k: v for k, v in named.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One measured load point: per request, its arrival (s, from 0), prompt and output tokens,
+    TTFT and E2E (s) as the client saw them."""
+
+    source: str
+    rate: float | None  #: requests/s (None: all at once)
+    arrival_s: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    drawn: bool = False  #: the arrivals were redrawn (a vllm file holds none)
+    concurrency: int | None = None  #: closed-loop clients (vllm's --max-concurrency), None: open loop
+    in_file: int = 0  #: the successful requests the file holds (more than here when cut: :meth:`first`)
+    #: per request, the shared prefix it names (-1: none) and that prefix's tokens (None: no prefixes)
+    prefix_id: np.ndarray | None = None
+    prefix: np.ndarray | None = None
+    summary: Summary | None = None  #: a summary-only result: its aggregates (the latencies are NaN)
+    burstiness: float = 1.0  #: the gamma shape of redrawn gaps (vllm's --burstiness; 1: Poisson)
+
+    def first(self, n: int) -> BenchRun:
+        """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
+        window keeps the load and queue the requests saw, but for the last few, whose later
+        neighbours are gone (a drain's worth of a run much longer than it)."""
+        if len(self.prompt) <= n:
+            return self
+        if self.summary is not None and self.rate is None and self.concurrency is None:
+            raise CostModelError(
+                f"{self.source}: a summary of {len(self.prompt):,} requests sent all at once: its means "
+                f"are of the whole queue, and its first {n:,} would see a shorter one; give "
+                f"--max-requests {len(self.prompt)} (or a file with per-request rows)"
+            )
+        keep = np.sort(np.argsort(self.arrival_s, kind="stable")[:n])
+        return dataclasses.replace(
+            self,
+            arrival_s=self.arrival_s[keep],
+            prompt=self.prompt[keep],
+            output=self.output[keep],
+            ttft_s=self.ttft_s[keep],
+            e2e_s=self.e2e_s[keep],
+            in_file=self.in_file or len(self.prompt),
+            prefix_id=None if self.prefix_id is None else self.prefix_id[keep],
+            prefix=None if self.prefix is None else self.prefix[keep],
+        )
+
+    def with_shared_prefix(self, tokens: int) -> BenchRun:
+        """Every prompt starting with the same ``tokens`` (a system prompt, ``vllm bench serve
+        --random-prefix-len``), for a file that names none (itself when it names its own, or for
+        0): one prefix id, ``min(tokens, prompt)`` tokens each."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_TOKENS:
+            raise CostModelError(
+                f"shared prefix must be a whole number of tokens in [0, {MAX_TOKENS}], got {tokens!r}"
+            )
+        if tokens == 0 or self.prefix_id is not None:
+            return self
+        return dataclasses.replace(
+            self, prefix_id=np.zeros(len(self.prompt), dtype=int), prefix=np.minimum(self.prompt, tokens)
+        )
+
+    @property
+    def requests(self) -> list[Request]:
+        """The run's requests for the simulator: arrival, lengths and shared prefix (if any)."""
+        n = len(self.prompt)
+        pid = self.prefix_id if self.prefix_id is not None else np.full(n, -1)
+        pre = self.prefix if self.prefix is not None else np.zeros(n, dtype=int)
+        return [
+            Request(i, float(t), int(p), int(o), None if k < 0 else int(k), int(k_tok) if k >= 0 else 0)
+            for i, (t, p, o, k, k_tok) in enumerate(
+                zip(self.arrival_s, self.prompt, self.output, pid, pre, strict=True)
+            )
+        ]
+
+    @property
+    def prefixes(self) -> int:
+        """Distinct shared prefixes the run names (0: none)."""
+        return 0 if self.prefix_id is None else len(set(self.prefix_id[self.prefix_id >= 0].tolist()))
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """(E2E - TTFT) / (output - 1); NaN for single-token requests."""
+        multi = self.output > 1
+        return np.where(multi, (self.e2e_s - self.ttft_s) / np.maximum(self.output - 1, 1), np.nan)
+
+    @property
+    def label(self) -> str:
+        rate = "all at once" if self.rate is None else f"{self.rate:.4g} req/s"
+        return f"{self.source} ({rate}, {len(self.prompt)} requests)"
+
+
+def vllm_arrivals(n: int, rate: float | None, burstiness: float, seed: int) -> np.ndarray:
+    """Arrivals as ``vllm bench serve`` draws them (module doc): gamma gaps of shape
+    ``burstiness`` and mean ``1 / rate`` (Poisson at 1), the first at 0; all at 0 for ``inf``."""
+    if rate is None:
+        return np.zeros(n)
+    process = "poisson" if burstiness == 1 else f"gamma:{1 / math.sqrt(burstiness)!r}"
+    return arrival_times(n, rate, process, np.random.default_rng(seed))
+
+
+def _load_json(path: str) -> Any:
+    data = read_user_file(path, what="result file", max_bytes=MAX_BYTES)
+    for what, n, cap in (
+        ("objects", data.count(b"{"), MAX_JSON_OBJECTS),
+        ("values", data.count(b","), MAX_JSON_VALUES),
+    ):
+        if n > cap:  # counted before the parse builds them (module doc)
+            raise CostModelError(
+                f"result file {path[:200]!r} holds more than {cap:,} JSON {what} ({n:,} found): more than "
+                "a serving benchmark's results need; give a file of fewer requests"
+            )
+    try:
+        return json.loads(data, object_pairs_hook=unique_keys())
+    except (ValueError, RecursionError) as exc:
+        raise CostModelError(f"result file {path[:200]!r} is not valid JSON: {str(exc)[:200]}") from None
+
+
+def _num(x: Any, where: str, lo: float = 0.0, hi: float = 1e7) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not (math.isfinite(x) and lo <= x <= hi):
+        raise CostModelError(f"{where} must be a number in [{lo:g}, {hi:g}], got {str(x)[:40]!r}")
+    return float(x)
+
+
+def _latency(x: Any, where: str) -> float:
+    """A TTFT or end-to-end latency (s): at least :data:`MIN_LATENCY_S`."""
+    return _num(x, f"{where} (s)", MIN_LATENCY_S)
+
+
+def _tokens(x: Any, where: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_TOKENS:
+        raise CostModelError(
+            f"{where} must be a whole number of tokens in [0, {MAX_TOKENS}], got {str(x)[:40]!r}"
+        )
+    return x
+
+
+def _whole(x: float, where: str) -> int:
+    return _tokens(int(x) if x.is_integer() else x, where)
+
+
+def _run(
+    source: str,
+    rate: float | None,
+    rows: list[tuple[float, int, int, float, float]],
+    drawn: bool,
+    prefixes: list[tuple[int, int]] | None = None,
+) -> BenchRun:
+    """A run from ``(arrival, prompt, output, ttft, e2e)`` rows of successful requests (with
+    ``prefixes``, each row's ``(prefix id or -1, prefix tokens)``)."""
+    keep = [i for i, r in enumerate(rows) if r[1] >= 1 and r[2] >= 1]
+    if not keep:
+        raise CostModelError(f"{source}: no successful request with prompt and output tokens")
+    a, p, o, t, e = (np.array(c) for c in zip(*(rows[i] for i in keep), strict=True))
+    bad = np.flatnonzero(e < t)
+    if bad.size:
+        raise CostModelError(
+            f"{source}: request {int(bad[0])} ends ({e[bad[0]]!r} s) before its first token ({t[bad[0]]!r} s)"
+        )
+    a = a - a.min()
+    run = BenchRun(source, rate, a, p.astype(int), o.astype(int), t, e, drawn)
+    if prefixes is None or all(prefixes[i][0] < 0 for i in keep):
+        return run
+    ids, toks = (np.array(c, dtype=int) for c in zip(*(prefixes[i] for i in keep), strict=True))
+    return dataclasses.replace(run, prefix_id=ids, prefix=toks)
+
+
+def _traffic(doc: dict[str, Any], source: str) -> tuple[float | None, float, int | None]:
+    """A vllm result's ``request_rate`` (None: ``inf``), ``burstiness`` and ``max_concurrency``."""
+    rr = doc.get("request_rate", "inf")
+    rate = None if rr in ("inf", None) or rr == math.inf else _num(rr, f"{source}: request_rate", *RATE_RANGE)
+    burst = _num(doc.get("burstiness", 1.0), f"{source}: burstiness", 1e-4, 1e4)
+    mc = doc.get("max_concurrency")
+    if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= 10**7):
+        raise CostModelError(
+            f"{source}: max_concurrency must be null or a whole number in [1, 1e7], got {str(mc)[:20]!r}"
+        )
+    return rate, burst, mc
+
+
+#: the per-request keys of a ``vllm bench serve --save-detailed`` result
+_VLLM_DETAILED = ("input_lens", "output_lens", "ttfts", "itls")
+
+
+def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
+    if not any(k in doc for k in _VLLM_DETAILED):
+        return _vllm_summary(doc, source, seed)
+    missing = [k for k in _VLLM_DETAILED if k not in doc]
+    if missing:
+        raise CostModelError(
+            f"{source}: a vllm bench serve result needs the per-request keys (run it with --save-detailed); "
+            f"missing {missing[0]!r}"
+        )
+    if not isinstance(doc["input_lens"], list):
+        raise CostModelError(f"{source}: input_lens must be a list of token counts")
+    n = len(doc["input_lens"])
+    for k in ("output_lens", "ttfts", "itls"):
+        if not isinstance(doc[k], list) or len(doc[k]) != n:
+            raise CostModelError(f"{source}: {k} must be a list as long as input_lens ({n})")
+    rate, burst, mc = _traffic(doc, source)
+    errors = doc.get("errors") or [""] * n
+    starts = doc.get("start_times")
+    drawn = starts is None
+    arrivals: Any = vllm_arrivals(n, rate, burst, seed) if starts is None else starts
+    if (
+        not isinstance(errors, list)
+        or not isinstance(arrivals, list | np.ndarray)
+        or len(arrivals) != n
+        or len(errors) != n
+    ):
+        raise CostModelError(f"{source}: start_times and errors must be lists as long as input_lens ({n})")
+    rows = []
+    for i in range(n):
+        if errors[i]:
+            continue
+        itl = doc["itls"][i]
+        if not isinstance(itl, list):
+            raise CostModelError(f"{source}: itls[{i}] must be a list of seconds")
+        ttft = _latency(doc["ttfts"][i], f"{source}: ttfts[{i}]")
+        gaps = sum(_num(g, f"{source}: itls[{i}]") for g in itl)
+        arr = _num(arrivals[i], f"{source}: start_times[{i}]", 0.0, 1e12)
+        p, o = (
+            _tokens(doc["input_lens"][i], f"{source}: input_lens[{i}]"),
+            _tokens(doc["output_lens"][i], f"{source}: output_lens[{i}]"),
+        )
+        rows.append((arr, p, o, ttft, ttft + gaps))
+    run = dataclasses.replace(_run(source, rate, rows, drawn), burstiness=burst)
+    if mc is None or mc >= len(run.prompt):
+        return run
+    return dataclasses.replace(run, concurrency=mc)
+
+
+def _ms(doc: dict[str, Any], key: str, source: str) -> float | None:
+    """A stated latency in ms as seconds (None: not stated, or 0: vllm's value when nothing was
+    measured, as a TPOT of one-token outputs)."""
+    if doc.get(key) is None:
+        return None
+    v = _num(doc[key], f"{source}: {key}", 0.0, 1e10)
+    if v == 0:
+        return None
+    return _latency(v / 1e3, f"{source}: {key} / 1000")
+
+
+def _mean_lengths(n: int, tin: float, tout: float, source: str, what: str) -> tuple[int, int, str]:
+    """The replayed lengths of a summary: the mean prompt and output (whole tokens, at least 1),
+    and the assumption in words."""
+    p, o = max(1, round(tin / n)), max(1, round(tout / n))
+    _tokens(p, f"{source}: mean prompt"), _tokens(o, f"{source}: mean output")
+    return (
+        p,
+        o,
+        f"every prompt {p} and every output {o} tokens ({what}: the file states no lengths per request)",
+    )
+
+
+def _summary_run(
+    source: str,
+    n: int,
+    lengths: tuple[int, int, str],
+    traffic: tuple[float | None, np.ndarray, int | None, bool],
+    summary: Summary,
+    burstiness: float = 1.0,
+) -> BenchRun:
+    """A summary-only run: ``n`` requests of the mean lengths at the stated traffic ``(rate,
+    arrivals, clients, drawn)``, its latencies unknown (NaN) and its aggregates ``summary``."""
+    if not summary.stated().keys() - {"throughput"}:
+        raise CostModelError(f"{source}: a summary-only result states no mean or median TTFT or TPOT to fit")
+    p, o, said = lengths
+    rate, arrivals, clients, drawn = traffic
+    nan = np.full(n, np.nan)
+    return BenchRun(
+        source,
+        rate,
+        np.asarray(arrivals, dtype=float),
+        np.full(n, p),
+        np.full(n, o),
+        nan,
+        nan,
+        drawn,
+        None if clients is None or clients >= n else clients,
+        summary=dataclasses.replace(summary, assumed=(said, *summary.assumed)),
+        burstiness=burstiness,
+    )
+
+
+def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
+    """A ``vllm bench serve`` result saved without ``--save-detailed`` (module doc)."""
+    need = ("completed", "total_input_tokens", "total_output_tokens")
+    missing = [k for k in need if k not in doc]
+    if missing:
+        raise CostModelError(
+            f"{source}: a summary-only vllm bench serve result needs {', '.join(need)} (missing "
+            f"{missing[0]!r}); or save per-request keys with --save-detailed"
+        )
+    n = doc["completed"]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10**7:
+        raise CostModelError(f"{source}: completed must be a whole number in [1, 1e7], got {str(n)[:40]!r}")
+    tin = _num(doc["total_input_tokens"], f"{source}: total_input_tokens", 1, 1e14)
+    tout = _num(doc["total_output_tokens"], f"{source}: total_output_tokens", 1, 1e14)
+    rate, burst, mc = _traffic(doc, source)
+    dur = doc.get("duration")
+    thr = None if dur is None else n / _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
+    summary = Summary(
+        ttft_mean_s=_ms(doc, "mean_ttft_ms", source),
+        ttft_median_s=_ms(doc, "median_ttft_ms", source),
+        tpot_mean_s=_ms(doc, "mean_tpot_ms", source),
+        tpot_median_s=_ms(doc, "median_tpot_ms", source),
+        e2e_mean_s=_ms(doc, "mean_e2el_ms", source),
+        throughput_rps=thr,
+    )
+    lengths = _mean_lengths(n, tin, tout, source, "total_input_tokens and total_output_tokens / completed")
+    arrivals = vllm_arrivals(n, rate, burst, seed)
+    return _summary_run(source, n, lengths, (rate, arrivals, mc, True), summary, burst)
+
+
+def _dist(m: dict[str, Any], name: str, stat: str, where: str) -> float | None:
+    """``metrics[name].successful[stat]`` of a GuideLLM report (None: not there)."""
+    d = m.get(name)
+    d = d.get("successful") if isinstance(d, dict) else None
+    v = d.get(stat) if isinstance(d, dict) else None
+    return None if v is None else _num(v, f"{where}.metrics.{name}.successful.{stat}", 0.0, 1e12)
+
+
+def _guidellm_summary(b: dict[str, Any], where: str, source: str, seed: int) -> BenchRun:
+    """A GuideLLM benchmark without per-request rows (module doc)."""
+    m = b.get("metrics")
+    if not isinstance(m, dict):
+        raise CostModelError(
+            f"{where}: no per-request rows (requests.successful) and no 'metrics' object to fit instead"
+        )
+    count = b.get("total_count")
+    n = count.get("successful") if isinstance(count, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10**7:
+        raise CostModelError(
+            f"{where}: total_count.successful must be a whole number in [1, 1e7], got {str(n)[:40]!r}"
+        )
+    pm = _dist(m, "prompt_token_count", "mean", where)
+    om = _dist(m, "output_token_count", "mean", where)
+    if pm is None or om is None:
+        raise CostModelError(
+            f"{where}: a summary needs metrics.prompt_token_count and output_token_count (successful.mean)"
+        )
+
+    def s(name: str, stat: str, unit: float = 1e-3) -> float | None:
+        v = _dist(m, name, stat, where)
+        return None if not v else _latency(v * unit, f"{where}.metrics.{name}.successful.{stat}")
+
+    t0, t1 = b.get("start_time"), b.get("end_time")
+    span = None
+    if t0 is not None and t1 is not None:
+        span = _num(t1, f"{where}.end_time", 0.0, 1e12) - _num(t0, f"{where}.start_time", 0.0, 1e12)
+    summary = Summary(
+        ttft_mean_s=s("time_to_first_token_ms", "mean"),
+        ttft_median_s=s("time_to_first_token_ms", "median"),
+        tpot_mean_s=s("inter_token_latency_ms", "mean"),
+        e2e_mean_s=s("request_latency", "mean", 1.0),
+        throughput_rps=n / span if span and span > 0 else None,
+        token_weighted=True,
+    )
+    args = b.get("args")
+    strategy = args.get("strategy") if isinstance(args, dict) else None
+    kind = strategy.get("type_") if isinstance(strategy, dict) else None
+    zeros = np.zeros(n)
+    if kind in ("constant", "poisson"):
+        assert isinstance(strategy, dict)
+        rate = _num(strategy.get("rate"), f"{where}.args.strategy.rate (requests/s)", *RATE_RANGE)
+        arr = arrival_times(n, rate, kind, np.random.default_rng(seed))
+        traffic: tuple[float | None, np.ndarray, int | None, bool] = (rate, arr, None, kind == "poisson")
+    elif kind == "concurrent":
+        assert isinstance(strategy, dict)
+        k = strategy.get("streams")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10**7:
+            raise CostModelError(
+                f"{where}.args.strategy.streams must be a whole number in [1, 1e7], got {str(k)[:20]!r}"
+            )
+        traffic = (None, zeros, k, False)
+    elif kind == "synchronous":
+        traffic = (None, zeros, 1, False)
+    elif kind == "throughput":
+        traffic = (None, zeros, None, False)
+    else:
+        raise CostModelError(
+            f"{where}.args.strategy.type_ must be synchronous, concurrent, throughput, constant or poisson "
+            f"for a summary to be replayed, got {str(kind)[:40]!r}"
+        )
+    lengths = _mean_lengths(n, pm * n, om * n, source, "the prompt_token_count and output_token_count means")
+    return _summary_run(source, n, lengths, traffic, summary)
+
+
+def _guidellm(doc: dict[str, Any], source: str, seed: int = 0) -> list[BenchRun]:
+    benches = doc.get("benchmarks")
+    if not isinstance(benches, list) or not benches:
+        raise CostModelError(f"{source}: a GuideLLM report needs a non-empty 'benchmarks' list")
+    runs = []
+    for j, b in enumerate(benches):
+        where = f"{source} benchmarks[{j}]"
+        if not isinstance(b, dict):
+            raise CostModelError(f"{where} must be an object, got {type(b).__name__}")
+        held = b.get("requests")
+        if held is None or (isinstance(held, dict) and held.get("successful") in (None, [])):
+            runs.append(_guidellm_summary(b, where, f"{source}#{j}", seed + j))
+            continue
+        if not isinstance(held, dict):
+            raise CostModelError(
+                f"{where}.requests must be an object with 'successful', a list of requests; got {type(held).__name__}"
+            )
+        reqs = held.get("successful")
+        if not isinstance(reqs, list):
+            raise CostModelError(f"{where}: needs requests.successful, a list of requests")
+        rows = []
+        for i, r in enumerate(reqs):
+            w = f"{where}.requests.successful[{i}]"
+            if not isinstance(r, dict):
+                raise CostModelError(f"{w} must be an object")
+            for k in ("prompt_tokens", "output_tokens", "start_time", "first_token_time", "end_time"):
+                if k not in r:
+                    raise CostModelError(f"{w}: missing {k!r}")
+            t0 = _num(r["start_time"], f"{w}.start_time", 0.0, 1e12)
+            ft = _num(r["first_token_time"], f"{w}.first_token_time", t0, 1e12)
+            end = _num(r["end_time"], f"{w}.end_time", t0, 1e12)
+            p, o = (
+                _tokens(r["prompt_tokens"], f"{w}.prompt_tokens"),
+                _tokens(r["output_tokens"], f"{w}.output_tokens"),
+            )
+            rows.append((t0, p, o, _latency(ft - t0, f"{w}: first_token_time - start_time"), end - t0))
+        args = b.get("args")
+        strategy = args.get("strategy") if isinstance(args, dict) else None
+        rate = strategy.get("rate") if isinstance(strategy, dict) else None
+        given = None if rate is None else _num(rate, f"{where}.args.strategy.rate (requests/s)", *RATE_RANGE)
+        runs.append(_with_rate(_run(f"{source}#{j}", None, rows, False), given))
+    return runs
+
+
+def _with_rate(run: BenchRun, rate: float | None) -> BenchRun:
+    """``rate``, else the arrivals' own ``(n - 1) / span`` (None when they all arrive at once)."""
+    if rate is None:
+        span = float(run.arrival_s.max())
+        rate = (len(run.arrival_s) - 1) / span if span > 0 else None
+    return dataclasses.replace(run, rate=rate)
+
+
+#: the optional per-request prefix columns of a result CSV (as a ``simulate --trace`` reads them)
+CSV_PREFIX_COLUMNS = ("prefix_id", "prefix_tokens")
+
+
+def _csv_prefix(row: dict[str, Any], prompt: int, w: str, ids: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """A row's ``(prefix id, tokens)`` (``(-1, 0)``: none); one prefix_id has one length."""
+    pid, k = (row.get("prefix_id") or "").strip(), (row.get("prefix_tokens") or "").strip()
+    if not pid:
+        if k:
+            raise CostModelError(f"{w}: prefix_tokens needs a prefix_id naming the shared prefix")
+        return -1, 0
+    try:
+        kv = float(k)
+    except ValueError:
+        raise CostModelError(
+            f"{w}: prefix_id needs prefix_tokens, a whole number of tokens, got {k[:40]!r}"
+        ) from None
+    tok = _whole(kv, f"{w}: prefix_tokens") if math.isfinite(kv) else _tokens(k, f"{w}: prefix_tokens")
+    if tok > prompt:
+        raise CostModelError(f"{w}: prefix_tokens {tok} is longer than the prompt ({prompt} tokens)")
+    known = ids.setdefault(pid, (len(ids), tok))
+    if known[1] != tok:
+        raise CostModelError(
+            f"{w}: prefix_id {pid[:40]!r} has prefix_tokens {tok}, but an earlier row gave it {known[1]} "
+            "(one prefix_id names one shared prefix)"
+        )
+    return known[0], tok
+
+
+def _csv(path: str) -> BenchRun:
+    text = read_user_file(path, what="result file", max_bytes=MAX_BYTES).decode("utf-8", errors="replace")
+    reader = csv.DictReader(io.StringIO(text))
+    fields = set(reader.fieldnames or ())
+    if not set(CSV_COLUMNS) <= fields:
+        raise CostModelError(f"result CSV {path[:200]!r} needs the columns {','.join(CSV_COLUMNS)}")
+    with_prefix = "prefix_id" in fields or "prefix_tokens" in fields
+    if with_prefix and not set(CSV_PREFIX_COLUMNS) <= fields:
+        raise CostModelError(
+            f"result CSV {path[:200]!r}: the prefix columns go together: {','.join(CSV_PREFIX_COLUMNS)}"
+        )
+    rows, prefixes = [], []
+    ids: dict[str, tuple[int, int]] = {}
+    try:
+        for i, row in enumerate(reader, start=2):
+            w = f"{path[:200]} line {i}"
+            try:
+                vals = [float(row[k]) for k in CSV_COLUMNS]
+            except (TypeError, ValueError):
+                raise CostModelError(f"{w}: every column must be a number") from None
+            a, p, o, t, e = vals
+            _num(a, f"{w}: arrival_s", 0.0, 1e12)
+            _latency(t, f"{w}: ttft_s")
+            _latency(e, f"{w}: e2e_s")
+            rows.append((a, _whole(p, f"{w}: prompt_tokens"), _whole(o, f"{w}: output_tokens"), t, e))
+            if with_prefix:
+                prefixes.append(_csv_prefix(row, rows[-1][1], w, ids))
+    except csv.Error as exc:
+        raise CostModelError(f"result CSV {path[:200]!r}: {exc}") from None
+    return _with_rate(_run(Path(path).name, None, rows, False, prefixes if with_prefix else None), None)
+
+
+def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -> list[BenchRun]:
+    """The runs in one result file: a ``.csv`` is a per-request CSV; a JSON object with
+    ``benchmarks`` is a GuideLLM report, one with ``ttfts`` a ``vllm bench serve`` result
+    (module doc; ``seed`` draws a vllm file's arrivals); each run cut to its first
+    ``max_requests`` by arrival (:meth:`BenchRun.first`; None: whole)."""
+    if max_requests is not None and (
+        isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
+    ):
+        raise CostModelError(f"max_requests must be a whole number >= 1, got {str(max_requests)[:40]!r}")
+    return [r if max_requests is None else r.first(max_requests) for r in _read(path, seed)]
+
+
+def _read(path: str, seed: int) -> list[BenchRun]:
+    if path.lower().endswith(".csv"):
+        return [_csv(path)]
+    doc = _load_json(path)
+    name = Path(path).name
+    if isinstance(doc, dict) and "benchmarks" in doc:
+        return _guidellm(doc, name, seed)
+    if isinstance(doc, dict) and ("ttfts" in doc or "input_lens" in doc or "mean_ttft_ms" in doc):
+        return [_vllm(doc, name, seed)]
+    raise CostModelError(
+        f"result file {path[:200]!r} is neither a vllm bench serve result (ttfts, itls ...), a GuideLLM "
+        f"report (benchmarks) nor a CSV with {','.join(CSV_COLUMNS)}"
+    )
+
+
+def replay_text(run: BenchRun, seed: int = 0) -> str:
+    """What replaying ``run`` takes from it, in words: requests, lengths, arrivals, clients,
+    shared prefixes, the measured means and any assumption (``simulate --workload-from``)."""
+    n = len(run.prompt)
+    def spread(x: np.ndarray) -> str:
+        lo, hi = int(x.min()), int(x.max())
+        return f"{lo} tokens each" if lo == hi else f"{lo}-{hi} tokens (mean {float(x.mean()):.4g})"
+
+    parts = [f"{n:,} requests", f"prompts {spread(run.prompt)}", f"outputs {spread(run.output)}"]
+    if run.rate is None and not run.arrival_s.any():
+        parts.append("all sent at once")
+    elif run.drawn:
+        shape = "Poisson" if run.burstiness == 1 else f"gamma, burstiness {run.burstiness:g}"
+        parts.append(
+            f"arrivals redrawn at {run.rate:.4g} req/s ({shape}, --seed {seed}: the file holds no send times)"
+        )
+    else:
+        parts.append(f"the file's own arrivals over {float(run.arrival_s.max()):.4g} s")
+    if run.concurrency is not None:
+        parts.append(f"a closed loop of {run.concurrency} clients")
+    if run.prefixes:
+        parts.append(f"{run.prefixes} shared prefix(es)")
+    if run.summary is not None:
+        stated = run.summary.stated()
+        means = [f"{k.replace('_', ' ')} {v * 1e3:.4g} ms" for k, v in stated.items() if k != "throughput"]
+        parts.append("measured " + ", ".join(means))
+        parts += [f"assumed {a}" for a in run.summary.assumed]
+    else:
+        tpot = run.tpot_s
+        ok = np.isfinite(tpot)
+        parts.append(
+            f"measured mean TTFT {float(run.ttft_s.mean()) * 1e3:.4g} ms"
+            + (f", mean TPOT {float(tpot[ok].mean()) * 1e3:.4g} ms" if ok.any() else "")
+        )
+    return "; ".join(parts)

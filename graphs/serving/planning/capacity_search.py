@@ -1,0 +1,153 @@
+"""The highest request rate a deployment serves within its latency SLOs (bisection over rates).
+
+A rate *meets* the SLOs when the ``percentile`` (default P99) of TTFT is at most ``slo_ttft``
+and that of TPOT at most ``slo_tpot``, over a simulation of ``requests`` requests whose lengths
+are drawn once (same seed) and whose arrival times are scaled to each rate. The rate is bracketed
+by doubling from ``start``, then bisected in log space to ``rel_tol``; each probe is one
+:func:`graphs.serving.sim.simulator.simulate`.
+
+Doubling never goes past a physical ceiling, the rate at which the token-wise kernels alone
+would run back to back at their fastest (:meth:`graphs.serving.step.mixed.MixedStep.max_tokens_per_s`
+per replica, over the workload's mean tokens per request: prompt plus output minus one, since
+the first output token comes from the prefill). When even the ceiling meets the SLOs, the
+workload was too small to load the deployment (a few requests never queue): the result says so
+(``saturated`` False) and gives no rate, rather than one no device could serve.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict
+
+import numpy as np
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from costmodel.results import Result
+
+from ..sim.engine import EngineConfig
+from ..sim.requests import RATE_RANGE, Request, synthetic
+from ..sim.simulator import SimResult, Topology, simulate
+from ..step.mixed import mixed_step
+from ..step.workload import as_workload
+
+__all__ = ["MaxRate", "max_rate", "ceiling_rate"]
+
+
+@dataclass(frozen=True)
+class MaxRate(Result):
+    """The highest rate found within the SLOs, the probes that found it, and the result there."""
+
+    rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
+    rate_per_device: float | None
+    percentile: float
+    slo_ttft: float | None
+    slo_tpot: float | None
+    probes: tuple[tuple[float, bool, float, float], ...]  #: (rate, meets, TTFT pct, TPOT pct)
+    at_rate: SimResult | None
+    ceiling_rate: float  #: requests/s the deployment can never exceed (module doc)
+    saturated: bool  #: some probe missed the SLOs (else the rate is not determined)
+    requests: int  #: requests each probe simulates
+    seed: int
+    prompt: str
+    output: str
+    arrival: str
+
+
+class _Workload(TypedDict):
+    """The synthetic workload every probe simulates (MaxRate's last fields)."""
+
+    requests: int
+    seed: int
+    prompt: str
+    output: str
+    arrival: str
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else 0.0
+
+
+def max_rate(
+    config: Any,
+    device: Any,
+    *,
+    slo_ttft: float | None,
+    slo_tpot: float | None,
+    requests: int = 1000,
+    prompt: str = "lognormal:1000,1.0",
+    output: str = "lognormal:250,1.0",
+    arrival: str = "poisson",
+    seed: int = 0,
+    percentile: float = 99.0,
+    start: float = 1.0,
+    rel_tol: float = 0.02,
+    max_probes: int = 30,
+    progress: Callable[[int, int], None] | None = None,
+    **sim: Any,
+) -> MaxRate:
+    """Bisect the request rate (module doc); ``sim`` goes to :func:`simulate` (topology, engine)."""
+    if slo_ttft is None and slo_tpot is None:
+        raise CostModelError("max_rate needs at least one SLO (slo_ttft or slo_tpot)")
+    if not 0 < percentile <= 100:
+        raise CostModelError(f"percentile must be in (0, 100], got {percentile}")
+    base = synthetic(requests, rate=1.0, prompt=prompt, output=output, arrival=arrival, seed=seed)
+    ceiling = ceiling_rate(config, device, base, **sim)
+    settings = _Workload(requests=requests, seed=seed, prompt=prompt, output=output, arrival=arrival)
+    probes: list[tuple[float, bool, float, float]] = []
+    results: dict[float, SimResult] = {}
+
+    def meets(rate: float) -> bool:
+        reqs = [replace(r, arrival_s=r.arrival_s / rate) for r in base]
+        res = simulate(config, device, reqs, slo_ttft=slo_ttft, slo_tpot=slo_tpot, rate=rate, **sim)
+        t, p = _pct(res.per_request["ttft_s"], percentile), _pct(res.per_request["tpot_s"], percentile)
+        ok = (slo_ttft is None or t <= slo_ttft) and (slo_tpot is None or p <= slo_tpot)
+        probes.append((rate, ok, t, p))
+        results[rate] = res
+        if progress:
+            progress(len(probes), max_probes)
+        return ok
+
+    lo, hi = None, None
+    rate = min(start, ceiling)
+    while len(probes) < max_probes:  # bracket
+        if meets(rate):
+            lo = rate
+            if rate >= ceiling:
+                break
+            rate = min(rate * 2, ceiling)
+        else:
+            hi, rate = rate, rate / 2
+        if lo is not None and hi is not None:
+            break
+        if rate < RATE_RANGE[0]:
+            break
+    if lo is not None and hi is not None:
+        while hi / lo > 1 + rel_tol and len(probes) < max_probes:
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    common = (percentile, slo_ttft, slo_tpot, tuple(probes))
+    if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
+        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)
+    devices = results[lo].topology.devices
+    return MaxRate(lo, lo / devices, *common, results[lo], ceiling, True, **settings)
+
+
+def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: Any) -> float:
+    """Requests/s the topology can never exceed on ``requests``' mean lengths (module doc):
+    ``n C / mean(prompt + output - 1)`` for ``n`` replicas of ceiling ``C`` tokens/s, and for a
+    disaggregated topology the smaller of the prefill pool's ``n_p C / mean(prompt)`` and the
+    decode pool's ``n_d C / mean(output - 1)``."""
+    topo = sim.get("topology") or Topology()
+    eng = sim.get("engine") or EngineConfig()
+    c = mixed_step(as_workload(config), get_device(device), tp=topo.tp).max_tokens_per_s(
+        eng.max_num_batched_tokens, eng.iteration_overhead_s
+    )
+    p = float(np.mean([r.prompt for r in requests]))
+    d = float(np.mean([r.output - 1 for r in requests]))
+    if not topo.disaggregated:
+        return topo.replicas * c / (p + d)
+    return min(topo.prefill_replicas * c / p, topo.decode_replicas * c / d if d > 0 else math.inf)

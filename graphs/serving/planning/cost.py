@@ -1,0 +1,390 @@
+"""Dollars per million tokens at an operating point: one definition for every command.
+
+**The deployment's price.** Pools of ``N_i`` devices, each priced ``p_i`` USD per device-hour
+(the catalog's sourced ``price_usd_per_hour``, or ``--price-per-hour``), drawing ``TDP_i x u``
+watts at utilisation ``u`` and paying ``e`` USD per kWh, cost
+
+.. math::
+
+    C_{hour} = \\sum_i N_i \\left(p_i + \\frac{TDP_i \\cdot u}{1000}\\, e\\right) \\quad \\text{USD/h}
+
+Cloud on-demand rates include the power, so ``e`` defaults to 0; give it for owned hardware
+(with its list price amortised per hour). Every device the deployment uses is priced.
+
+**Per million tokens** (:func:`usd_per_m`, :func:`token_cost`). At an operating point the
+deployment serves ``r_in`` input (prompt) and ``r_out`` output tokens per second:
+
+.. math::
+
+    \\$/\\text{M input} = \\frac{C_{hour}}{3600\\, r_{in}} 10^6, \\quad
+    \\$/\\text{M output} = \\frac{C_{hour}}{3600\\, r_{out}} 10^6, \\quad
+    \\$/\\text{M tokens} = \\frac{C_{hour}}{3600\\, (r_{in} + r_{out})} 10^6
+
+(USD per hour over tokens per hour, per million). The input and output figures are each the whole
+bill over one kind of token: what a price on that kind alone must be to pay for the deployment.
+They do not add; the **blend** is the third, every served token counted once, input and output
+alike, in the mix the operating point serves (``r_in : r_out``, printed with it), so
+``1 / blended = 1 / input + 1 / output`` and a request costs ``(prompt + output) x blended``.
+
+**The operating point** (each cost line names its own):
+
+* a simulation (``simulate``, ``simulate --max-rate`` at the rate found, ``size``;
+  :func:`sim_cost`): the tokens of its requests over the time it took to take them in, from the
+  first arrival to the last first token (every prompt prefilled). A deployment that keeps up
+  does that one TTFT after the last arrival, so the rate is the offered load's; one that falls
+  behind takes its backlog's time, so the rate is what it can serve. Neither the drain tail after
+  the last arrival (a finite run's artefact: its length is the longest request's decode, not the
+  load) nor the busy time (which counts the tail's small batches: a deployment that met the SLOs
+  at a lower $/h printed a higher $/M than a dearer one) enters. Every request sent at once, or a
+  closed loop: the whole run;
+* an analytic decode point (``search --cost``, ``serve plans``; :func:`decode_cost`): batch ``B``
+  back to back at ``TPOT``, ``r_out = B / TPOT`` and no input: the devices **100 % busy**
+  decoding, labelled so wherever it prints;
+* ``serve disagg --rate R`` (:func:`graphs.serving.analysis.disagg.disaggregated`): both pools it sizes,
+  ``r_in = R S``, ``r_out = R O``; without a rate, each pool 100 % busy alone.
+
+The utilisation ``u`` (for power only) is a simulation's busy device-seconds over devices x its
+duration; an analytic point runs flat out (``u = 1``). Power at TDP while busy is the same
+estimate the decode report's energy per token makes (:mod:`graphs.serving.analysis.phases`): an upper
+bound on what the device draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware, get_device
+from costmodel.results import Result
+
+if TYPE_CHECKING:
+    from ..analysis.disagg import DisaggReport
+
+__all__ = [
+    "NO_PRICE",
+    "PRICE_RANGE",
+    "ELECTRICITY_RANGE",
+    "Rates",
+    "TokenCost",
+    "device_rates",
+    "parse_prices",
+    "token_cost",
+    "usd_per_m",
+    "served_seconds",
+    "sim_cost",
+    "decode_cost",
+    "prefill_cost",
+    "disagg_cost",
+]
+
+#: what a cost line says for a device without a sourced price
+NO_PRICE = "no price: pass --price-per-hour"
+#: USD per device-hour accepted (a cent to $10,000)
+PRICE_RANGE = (0.01, 1e4)
+#: USD per kWh accepted
+ELECTRICITY_RANGE = (0.0, 10.0)
+
+
+@dataclass(frozen=True)
+class Rates(Result):
+    """What one device costs to run: its hourly price (and where it comes from), its TDP and
+    the electricity rate."""
+
+    device: str
+    price_usd_per_hour: float | None  #: None: no sourced price and none given
+    price_source: str
+    power_w: float | None
+    electricity_usd_per_kwh: float = 0.0
+
+    def usd_per_hour(self, utilisation: float = 1.0) -> float | None:
+        """``p + TDP u e / 1000`` USD per device-hour (module doc); None without a price. A device
+        with no TDP figure and a nonzero electricity rate is an error (no silent zero)."""
+        if self.price_usd_per_hour is None:
+            return None
+        if self.electricity_usd_per_kwh == 0:
+            return self.price_usd_per_hour
+        if self.power_w is None:
+            raise CostModelError(
+                f"{self.device} has no power figure (TDP): --electricity-per-kwh cannot be priced on it"
+            )
+        return self.price_usd_per_hour + self.power_w * utilisation / 1000 * self.electricity_usd_per_kwh
+
+
+def _check(value: float, name: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (lo <= value <= hi):
+        raise CostModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+    return float(value)
+
+
+def device_rates(
+    device: Hardware | str, price_per_hour: float | None = None, electricity_per_kwh: float = 0.0
+) -> Rates:
+    """The :class:`Rates` of ``device``: ``price_per_hour`` (USD per device-hour) when given, else
+    the catalog's sourced price (or None); TDP from the catalog."""
+    hw = get_device(device)
+    e = _check(electricity_per_kwh, "electricity_per_kwh", *ELECTRICITY_RANGE)
+    if price_per_hour is not None:
+        price: float | None = _check(price_per_hour, "price_per_hour", *PRICE_RANGE)
+        source = "given (--price-per-hour)"
+    elif hw.price_usd_per_hour is not None:
+        price, source = as_float(hw.price_usd_per_hour), hw.price_source
+    else:
+        price, source = None, ""
+    power = as_float(hw.power_w) if hw.power_w is not None else None
+    return Rates(hw.name, price, source, power, e)
+
+
+def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
+    """``--price-per-hour``: one number for every device, or ``DEVICE=USD`` pairs (``h100=4.9,b200=6``);
+    the keys are resolved to catalog names. A bad entry, a device priced twice (``h100=1,h100-sxm=2``:
+    one catalog device) or a bare number among pairs is a one-line error."""
+    if text is None or not text.strip():
+        return {}
+    out: dict[str, float] = {}
+    given: dict[str, str] = {}  # catalog name -> the entry that priced it
+    names = {get_device(d).name for d in devices}
+    parts = text.split(",")
+    for part in parts:
+        key, sep, value = part.strip().rpartition("=")
+        try:
+            usd = float(value)
+        except ValueError:
+            raise CostModelError(
+                f"--price-per-hour: {part.strip()[:40]!r} must be USD per device-hour, or DEVICE=USD"
+            ) from None
+        if not (math.isfinite(usd) and PRICE_RANGE[0] <= usd <= PRICE_RANGE[1]):
+            raise CostModelError(
+                f"--price-per-hour must be in [{PRICE_RANGE[0]:g}, {PRICE_RANGE[1]:g}] USD per device-hour, got {value!r}"
+            )
+        if not sep:
+            if len(parts) > 1:
+                raise CostModelError(
+                    f"--price-per-hour: {part.strip()[:40]!r} prices every device; give it alone, or DEVICE=USD pairs"
+                )
+            out.update(dict.fromkeys(names, usd))
+        else:
+            name = get_device(key.strip()).name
+            if name not in names:
+                raise CostModelError(
+                    f"--price-per-hour names {key.strip()[:40]!r}, which is not among the devices"
+                )
+            if name in given:
+                raise CostModelError(
+                    f"--price-per-hour prices {name} twice ({given[name]!r} and {part.strip()[:40]!r}); give each device once"
+                )
+            given[name] = part.strip()[:40]
+            out[name] = usd
+    return out
+
+
+@dataclass(frozen=True)
+class TokenCost(Result):
+    """A deployment's cost per hour and per million tokens at one operating point (module doc)."""
+
+    devices: int  #: every device the deployment uses, in all its pools
+    usd_per_hour: float  #: the whole deployment, power included
+    input_tokens_per_s: float  #: served at the operating point
+    output_tokens_per_s: float
+    usd_per_m_input: float | None  #: the whole $/h over input tokens alone (None: none served)
+    usd_per_m_output: float | None  #: the whole $/h over output tokens alone
+    usd_per_m_tokens: float  #: blended: the whole $/h over every served token, input and output alike
+    basis: str  #: the operating point, in words ("serving 19.2 requests/s", "at 100 % busy: ...")
+    utilisation: float
+    price_source: str
+
+    def line(self) -> str:
+        """One line for a report: the operating point, $/h and tokens/s it rests on, then $/M."""
+        served = " + ".join(
+            f"{v:,.0f} {name}"
+            for name, v in (("input", self.input_tokens_per_s), ("output", self.output_tokens_per_s))
+            if v > 0
+        )
+        both = self.input_tokens_per_s > 0 and self.output_tokens_per_s > 0
+        per = [
+            f"${v:,.4g}/M {name}"
+            for name, v in (("input", self.usd_per_m_input), ("output", self.usd_per_m_output))
+            if v is not None
+        ]
+        money = (
+            f"${self.usd_per_m_tokens:,.4g}/M tokens blended (every token once, input:output "
+            f"{self.input_tokens_per_s / self.output_tokens_per_s:.3g}:1 as served); "
+            f"{' or '.join(per)} alone"
+            if both
+            else per[0]
+        )
+        return (
+            f"cost {self.basis}: ${self.usd_per_hour:,.2f}/h for {self.devices} device(s) / "
+            f"{served} tokens/s = {money}"
+        )
+
+
+@overload
+def usd_per_m(usd_per_hour: float, tokens_per_s: float) -> float | None: ...
+@overload
+def usd_per_m(usd_per_hour: float | np.ndarray, tokens_per_s: np.ndarray) -> np.ndarray: ...
+def usd_per_m(
+    usd_per_hour: float | np.ndarray, tokens_per_s: float | np.ndarray
+) -> float | np.ndarray | None:
+    """USD per million tokens, the one definition (module doc):
+
+    .. math:: \\$/\\text{M} = \\frac{C_{hour}}{3600\\, r} 10^6
+
+    ``usd_per_hour`` the devices used (USD/h), ``tokens_per_s`` served at the point; None when
+    a scalar ``tokens_per_s`` is 0 (none served). Arrays broadcast (``search`` prices a grid).
+
+    >>> round(usd_per_m(19.664, 16818.0), 4)  # 4 x $4.916/h over 16,818 tok/s
+    0.3248
+    """
+    if isinstance(tokens_per_s, np.ndarray):
+        return np.asarray(usd_per_hour / (3600 * tokens_per_s) * 1e6)
+    if tokens_per_s <= 0:
+        return None
+    return float(usd_per_hour / (3600 * tokens_per_s) * 1e6)
+
+
+def token_cost(
+    pools: Sequence[tuple[Rates, int]],
+    *,
+    input_tokens_per_s: float,
+    output_tokens_per_s: float,
+    basis: str,
+    utilisation: float = 1.0,
+) -> TokenCost | None:
+    """:class:`TokenCost` of ``pools`` (each a device's :class:`Rates` and how many of it the
+    deployment uses) serving ``input_tokens_per_s`` and ``output_tokens_per_s`` at the operating
+    point ``basis`` names (module doc); None when a device has no price (a report then prints
+    :data:`NO_PRICE`). Every command's cost is this function's.
+
+    Parameters
+    ----------
+    pools : (Rates, devices) pairs; every device the deployment uses
+    input_tokens_per_s, output_tokens_per_s : tokens served per second at the point (>= 0, not both 0)
+    basis : the operating point in words, printed with the cost
+    utilisation : busy fraction of the devices, for the power term only
+
+    Returns
+    -------
+    TokenCost or None
+    """
+    hourly = [r.usd_per_hour(utilisation) for r, _ in pools]
+    if any(h is None for h in hourly):
+        return None
+    total_in, total_out = float(input_tokens_per_s), float(output_tokens_per_s)
+    if (
+        not (math.isfinite(total_in) and math.isfinite(total_out))
+        or min(total_in, total_out) < 0
+        or total_in + total_out <= 0
+    ):
+        raise CostModelError(
+            f"a cost needs tokens served per second (input and output >= 0, not both 0), got {total_in!r} and {total_out!r}"
+        )
+    usd_h = sum(n * h for (_, n), h in zip(pools, hourly, strict=True) if h is not None)
+    sources = list(dict.fromkeys(r.price_source for r, _ in pools))
+    blended = usd_per_m(usd_h, total_in + total_out)
+    assert blended is not None  # tokens checked above
+    return TokenCost(
+        devices=sum(n for _, n in pools),
+        usd_per_hour=usd_h,
+        input_tokens_per_s=total_in,
+        output_tokens_per_s=total_out,
+        usd_per_m_input=usd_per_m(usd_h, total_in),
+        usd_per_m_output=usd_per_m(usd_h, total_out),
+        usd_per_m_tokens=blended,
+        basis=basis,
+        utilisation=utilisation,
+        price_source="; ".join(sources),
+    )
+
+
+def served_seconds(res: Any) -> float:
+    """The seconds over which a :class:`graphs.serving.sim.simulator.SimResult` serves its tokens
+    (module doc): first arrival to last first token for an open loop whose requests arrive over
+    time; the whole run when they are all sent at once, and for a closed loop."""
+    pr = res.per_request
+    if res.offered_requests_per_s is None:  # all at once, or a closed loop
+        return float(res.duration_s)
+    arrival = pr["arrival_s"]
+    return float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
+
+
+def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
+    """The :class:`TokenCost` of a :class:`graphs.serving.sim.simulator.SimResult`: its devices'
+    $/h over the tokens it served per second, ``tokens / served_seconds`` (module doc).
+    Utilisation (power only) is the busy device-seconds over devices x duration."""
+    devices = res.topology.devices
+    seconds = served_seconds(res)
+    util = min(res.busy_device_s / (devices * res.duration_s), 1.0) if res.duration_s > 0 else 1.0
+    n_in, n_out = float(res.per_request["prompt"].sum()), float(res.per_request["output"].sum())
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise CostModelError(f"a cost needs a positive duration, got {seconds!r} s")
+    return token_cost(
+        [(rates, devices)],
+        input_tokens_per_s=n_in / seconds,
+        output_tokens_per_s=n_out / seconds,
+        basis=(
+            f"serving {res.requests / seconds:,.4g} requests/s ({res.requests:,} in {seconds:,.1f} s, "
+            + (
+                "the whole run)"
+                if res.offered_requests_per_s is None
+                else "first arrival to last first token)"
+            )
+        ),
+        utilisation=util,
+    )
+
+
+def decode_cost(rates: Rates, *, devices: int, batch: float, tpot_s: float) -> TokenCost | None:
+    r"""An analytic decode point's cost, **100 % busy**: ``batch`` sequences each emitting one
+    token per ``tpot_s`` back to back on ``devices`` devices, ``r_out = B / TPOT``, no input
+    (module doc):
+
+    .. math::
+
+        \$/\text{M output} = \frac{N c}{3600\, B / TPOT} 10^6
+
+    with ``c`` USD per device-hour."""
+    return token_cost(
+        [(rates, devices)],
+        input_tokens_per_s=0.0,
+        output_tokens_per_s=batch / tpot_s,
+        basis=f"at 100 % busy (decode at batch {batch:g} back to back)",
+    )
+
+
+def prefill_cost(rates: Rates, *, devices: int, prompt: int, prefill_s: float) -> TokenCost | None:
+    r"""An analytic prefill point's cost, **100 % busy**: prompts of ``prompt`` tokens prefilled
+    back to back, each in ``prefill_s`` on ``devices`` devices, ``r_in = S / T_pf`` and no
+    output (module doc):
+
+    .. math::
+
+        \$/\text{M input} = \frac{N c}{3600\, S / T_{pf}} 10^6"""
+    return token_cost(
+        [(rates, devices)],
+        input_tokens_per_s=prompt / prefill_s,
+        output_tokens_per_s=0.0,
+        basis=f"at 100 % busy (prompts of {prompt:,} tokens prefilled back to back)",
+    )
+
+
+def disagg_cost(report: DisaggReport, prefill_rates: Rates, decode_rates: Rates) -> TokenCost | None:
+    """A disaggregated deployment's cost at the rate its pools are sized for
+    (:func:`graphs.serving.analysis.disagg.disaggregated` with ``rate``): every device of both pools,
+    ``n_pf`` prefill and ``n_dec`` decode, over ``r_in = R S`` and ``r_out = R O`` (module doc)."""
+    if report.rate is None or report.prefill_devices is None or report.decode_devices is None:
+        raise CostModelError("a disaggregated deployment's cost needs the rate its pools are sized for")
+    return token_cost(
+        [(prefill_rates, report.prefill_devices), (decode_rates, report.decode_devices)],
+        input_tokens_per_s=report.rate * report.prompt,
+        output_tokens_per_s=report.rate * report.output,
+        basis=(
+            f"serving {report.rate:g} requests/s on {report.prefill_devices} prefill "
+            f"{report.prefill_device} + {report.decode_devices} decode {report.decode_device}"
+        ),
+    )

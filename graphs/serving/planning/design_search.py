@@ -1,0 +1,516 @@
+"""Design-space search: devices x dtypes x (tp, pp, ep, micro-batches) x batch x context.
+
+Every point is one way to serve a model: a device type, weight and KV dtypes, a parallel plan
+and a batch of sequences decoding at a context. Its numbers come from the compiled steps
+(:mod:`graphs.serving.step.compiled`), evaluated on whole blocks of the grid at once:
+
+* **TPOT** (s): the plan's decode step, as :func:`graphs.serving.analysis.parallel.parallel_plan` computes
+  it: ``(m + pp - 1) (T(b, ctx) / pp + hop(b)) + 2 m L_moe a2a(b)`` with ``b = B / m`` sequences
+  per micro-batch, ``T`` the compiled per-kernel decode step of the tp/ep graph, ``hop`` the
+  stage-to-stage activation transfer and ``a2a`` one expert all-to-all;
+* **TTFT** (s): one prompt of ``prompt`` tokens (default: the point's context) prefilled on the
+  plan with nothing queued: ``T_prefill(1, prompt) + (pp - 1) hop(prompt) + 2 L_moe a2a(prompt)``;
+* **memory per device** (bytes): the decode ledger at ``tp`` (weights, KV cache, activations,
+  overhead) with the routed experts split ``ep`` ways and everything split evenly over the ``pp``
+  stages (the embedding and lm_head sit on the end stages in practice: an approximation);
+* tokens/s per user ``1 / TPOT``, tokens/s per device ``B / TPOT / (tp pp ep)``, and energy per
+  token ``P (tp pp ep) TPOT / B`` (TDP: an estimate at full power).
+
+The context is a workload coordinate, not a knob (one frontier over several contexts would only
+ever pick the shortest, whose KV reads are cheapest): each context gets its own frontier, and the
+result holds them all, ordered by context. Points that do not fit in memory, whose micro-batches
+do not divide the batch, or that miss an SLO are dropped; per context, the Pareto frontier of
+tokens/s per user against tokens/s per device (optionally also energy per token, minimised) is
+kept. A device named twice, or by two aliases (``h100``, ``h100-sxm``), is searched once. The grid is cut into blocks; each block
+reduces to its own frontier, and the frontiers merge (the frontier of a union is the frontier
+of the union of the parts' frontiers). Blocks run in this process or, with a
+``dask.distributed.Client``, on a cluster: each worker compiles a configuration once and keeps
+only its block's frontier, so a grid of 1e9-1e10 points never exists in one memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict, Unpack
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.frontier import compile_expr, pareto_mask
+from costmodel.hardware import Hardware
+from costmodel.keys import LinkName, Phase
+from costmodel.memo import BoundedCache
+from costmodel.results import Result
+from models.catalog import get_model
+from models.config import ModelConfig
+
+from ..analysis.parallel import MICROBATCH, comm_forms, routed_expert_bytes
+from ..pricing.kernel_sources import Coverage
+from ..pricing.predictor import BOUND, Predictor
+from ..pricing.priced import PricedStep, priced_step
+from ..sim.specdec_sim import spec_forms
+from ..step.ledger_fit import decode_memory
+from .cost import device_rates, usd_per_m
+from .search_plans import Plan, grid_size, plans_of, positive_ints
+
+__all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size"]
+
+#: numeric columns of a frontier point, in order
+METRICS = (
+    "tpot_s",
+    "ttft_s",
+    "tokens_per_s_per_user",
+    "tokens_per_s_per_device",
+    "energy_per_token_j",
+    "memory_bytes",
+    #: USD/h of the plan's devices over its B / TPOT output tokens/s, per 1e6: the point 100 % busy
+    #: decoding (graphs.serving.planning.cost.usd_per_m, the definition every command uses)
+    "usd_per_m_output",
+)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A task: one plan and a slice of its (pp, m, batch, ctx) grid, with the SLOs."""
+
+    plan: Plan
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  #: the four axes
+    start: int
+    stop: int
+    prompt: int | None
+    slo_ttft: float | None
+    slo_tpot: float | None
+    energy: bool
+    cost: bool = False  #: USD per million output tokens as an objective (minimised)
+    usd_per_hour: float = math.nan  #: the plan's device, all in (nan: no price)
+    spec: Any = None  #: speculative decoding (graphs.serving.sim.specdec_sim.SpecConfig), tp plans only
+    predictor: Predictor = BOUND
+
+
+class _Settings(TypedDict):
+    """What every block of one search shares (_Block's last fields)."""
+
+    prompt: int | None
+    slo_ttft: float | None
+    slo_tpot: float | None
+    energy: bool
+    cost: bool
+    spec: Any
+    predictor: Predictor
+
+
+@dataclass
+class _Partial:
+    """What a block reduces to: counts and its frontier points (coordinates, metrics, plan index)."""
+
+    points: int = 0
+    valid: int = 0
+    fits: int = 0
+    meets_slo: int = 0
+    coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    metrics: np.ndarray = field(default_factory=lambda: np.zeros((0, len(METRICS))))
+    plan: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+
+
+@dataclass(frozen=True)
+class SearchResult(Result):
+    """The search's counts and its Pareto frontier (fastest user first), with the winners named."""
+
+    model: str
+    points: int  #: grid points evaluated
+    valid: int  #: micro-batches divide the batch
+    fits: int  #: ... and the memory fits the device
+    meets_slo: int  #: ... and TTFT and TPOT meet the SLOs
+    objectives: tuple[str, ...]
+    frontier: tuple[dict[str, Any], ...]
+    best: dict[str, dict[str, Any]]  #: the winner per objective, when the grid has one context
+    #: plans left out because tp x ep exceeds the device's scale-up domain (an NVLink bridge of 2 ...)
+    beyond_domain: tuple[str, ...] = ()
+    best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
+    contexts: int = 0  #: contexts with a frontier
+    duplicates: tuple[str, ...] = ()  #: devices and dtypes given twice (or by an alias), searched once
+    dtype_notes: tuple[str, ...] = ()  #: the matmul dtype each weight dtype runs with, per device
+    predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
+    #: a predicted search's frontier decode steps (summed) by what they rest on (None: the bound)
+    coverage: Coverage | None = None
+
+
+class _Compiled:
+    """The numpy functions one plan needs (built once per process per plan)."""
+
+    def __init__(self, plan: Plan, link: str, predictor: Predictor = BOUND) -> None:
+        cfg, hw = plan.config, plan.device
+        self.decode = priced_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep, predictor=predictor)
+        self.prefill = priced_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep, predictor=predictor)
+        self.memory = decode_memory(cfg, hw, tp=plan.tp)
+        hop, a2a = comm_forms(cfg, hw, link, plan.ep, plan.tp * plan.ep)  # ranks across tp x ep devices
+        self.hop = compile_expr(hop, (MICROBATCH,))
+        self.a2a = compile_expr(a2a, (MICROBATCH,))
+        self.moe_layers = as_float(cfg.n_moe_layers) if cfg.is_moe else 0.0
+        self.routed_bytes = self.decode.memo(
+            "routed_expert_bytes", lambda: routed_expert_bytes(plan.config, plan.tp)
+        )
+        self.capacity = as_float(hw.capacity())
+        self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
+
+
+_COMPILED: BoundedCache[_Compiled] = BoundedCache("search_plan", 512)
+
+
+def _compiled(plan: Plan, link: str = LinkName.SCALE_UP, predictor: Predictor = BOUND) -> _Compiled:
+    return _COMPILED.get_or_build((plan, link, predictor), lambda: _Compiled(plan, link, predictor))
+
+
+def _evaluate(block: _Block) -> _Partial:
+    """Evaluate one block of one plan's grid and reduce it to its frontier."""
+    plan = block.plan
+    c = _compiled(plan, predictor=block.predictor)
+    shape = tuple(len(a) for a in block.grid)
+    idx = np.unravel_index(np.arange(block.start, block.stop), shape)
+    pp, m, b, ctx = (a[i].astype(float) for a, i in zip(block.grid, idx, strict=True))
+    out = _Partial(points=len(b))
+    valid = np.mod(b, m) == 0
+    out.valid = int(valid.sum())
+    mb = b / m
+    t_model = c.decode.step_array(mb, ctx)
+    sf = (
+        spec_forms(plan.config, plan.device, plan.tp, block.spec, block.predictor)
+        if block.spec is not None
+        else None
+    )
+    if sf is not None:  # per output token: the verify and the draft's steps over E tokens
+        t_model = sf.tpot(mb, ctx)
+    hop_mb = np.where(pp > 1, c.hop(mb), 0.0)
+    tpot = (m + pp - 1) * (t_model / pp + hop_mb)
+    if plan.ep > 1:
+        tpot = tpot + 2 * c.a2a(mb) * c.moe_layers * m
+    prompt = ctx if block.prompt is None else np.full_like(ctx, block.prompt)
+    ttft = c.prefill.step_array(np.ones_like(prompt), prompt) + (pp - 1) * c.hop(prompt)
+    if sf is not None:
+        ttft = ttft + sf.ttft_extra(prompt)
+    if plan.ep > 1:
+        ttft = ttft + 2 * c.a2a(prompt) * c.moe_layers
+    mem = (c.memory(b, ctx) - c.routed_bytes * (1 - 1 / plan.ep)) / pp
+    if sf is not None:
+        mem = mem + sf.memory(b, ctx)
+    fits = valid & (mem <= c.capacity)
+    out.fits = int(fits.sum())
+    ok = fits.copy()
+    if block.slo_tpot is not None:
+        ok &= tpot <= block.slo_tpot
+    if block.slo_ttft is not None:
+        ok &= ttft <= block.slo_ttft
+    out.meets_slo = int(ok.sum())
+    if not ok.any():
+        return out
+    sel = np.flatnonzero(ok)
+    devices = plan.tp * pp[sel] * plan.ep
+    per_user = 1 / tpot[sel]
+    per_device = b[sel] / tpot[sel] / devices
+    energy = c.power * devices * tpot[sel] / b[sel]
+    usd = usd_per_m(block.usd_per_hour * devices, b[sel] / tpot[sel])  # 100 % busy decoding
+    metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel], usd])
+    keep = _front(metrics, block.energy, ctx=ctx[sel], cost=block.cost)
+    out.coords = np.column_stack([pp[sel], m[sel], b[sel], ctx[sel]])[keep]
+    out.metrics = metrics[keep]
+    out.plan = np.zeros(len(out.metrics), dtype=int)
+    return out
+
+
+def _front(
+    metrics: np.ndarray,
+    energy: bool,
+    group: np.ndarray | None = None,
+    ctx: np.ndarray | None = None,
+    cost: bool = False,
+) -> np.ndarray:
+    """Pareto mask: tokens/s per user and per device maximised (and energy per token minimised),
+    within each context of ``ctx`` (a workload coordinate: points at different contexts never
+    dominate each other).
+
+    With energy: on one device, energy per token is ``P / (tokens/s per device)``, so within a
+    ``group`` (one device) the third objective orders points as the second does and a point
+    dominated in 2-D by a point of its own device is dominated in 3-D too. Only each device's
+    2-D front can be on the 3-D front; the three objectives are resolved on their union. Cost
+    (USD per million output tokens, ``c / (tokens/s per device)`` on one device of price ``c``)
+    has the same form and joins (or replaces) energy the same way.
+    """
+    if ctx is not None and len(ctx):
+        mask = np.zeros(len(metrics), dtype=bool)
+        for c in np.unique(ctx):
+            idx = np.flatnonzero(ctx == c)
+            mask[idx] = _front(metrics[idx], energy, None if group is None else group[idx], cost=cost)
+        return mask
+    two_d = metrics[:, [2, 3]]
+    extra = [4] * energy + [6] * cost
+    if not extra:
+        return pareto_mask(two_d, (True, True))
+    group = np.zeros(len(metrics), dtype=int) if group is None else group
+    cand = np.zeros(len(metrics), dtype=bool)
+    for gid in np.unique(group):
+        idx = np.flatnonzero(group == gid)
+        cand[idx[pareto_mask(two_d[idx], (True, True))]] = True
+    idx = np.flatnonzero(cand)
+    pts = metrics[idx][:, [2, 3, *extra]]
+    pts[:, 2:] = np.where(np.isfinite(pts[:, 2:]), pts[:, 2:], np.inf)  # no power or price: the worst
+    mask = np.zeros(len(metrics), dtype=bool)
+    mask[idx[pareto_mask(pts, (True, True) + (False,) * len(extra))]] = True
+    return mask
+
+
+def _blocks(
+    plans: Sequence[Plan],
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    size: int,
+    hourly: Sequence[float] = (),
+    **kw: Unpack[_Settings],
+) -> Iterator[tuple[int, _Block]]:
+    n = int(np.prod([len(a) for a in grid]))
+    for i, plan in enumerate(plans):
+        usd = hourly[i] if hourly else math.nan
+        for lo in range(0, n, size):
+            yield i, _Block(plan, grid, lo, min(n, lo + size), **kw, usd_per_hour=usd)
+
+
+def _merge(
+    parts: Sequence[_Partial], energy: bool, devices: np.ndarray | None = None, cost: bool = False
+) -> _Partial:
+    """Counts summed, frontiers merged (``devices[plan]``: the device group of each plan)."""
+    total = _Partial()
+    for p in parts:
+        total.points += p.points
+        total.valid += p.valid
+        total.fits += p.fits
+        total.meets_slo += p.meets_slo
+    with_pts = [p for p in parts if len(p.metrics)]
+    if not with_pts:
+        return total
+    coords = np.concatenate([p.coords for p in with_pts])
+    metrics = np.concatenate([p.metrics for p in with_pts])
+    plan = np.concatenate([p.plan for p in with_pts])
+    keep = _front(
+        metrics, energy, devices[plan] if devices is not None else None, ctx=coords[:, 3], cost=cost
+    )
+    total.coords, total.metrics, total.plan = coords[keep], metrics[keep], plan[keep]
+    return total
+
+
+#: what a predicted search ranks by: the prediction, or the pessimistic end of its interval
+RANK_BY = ("point", "pessimistic")
+
+#: most grid points one search takes (beyond this, use a Dask cluster: ``client=``)
+MAX_LOCAL_POINTS = 2 * 10**8
+
+
+def search(
+    config: ModelConfig | str,
+    *,
+    devices: Sequence[str | Hardware],
+    batches: Sequence[int],
+    ctxs: Sequence[int],
+    tp: Sequence[int] = (1,),
+    pp: Sequence[int] = (1,),
+    ep: Sequence[int] = (1,),
+    microbatches: Sequence[int] = (1,),
+    weight_dtypes: Sequence[str | None] = (None,),
+    kv_dtypes: Sequence[str | None] = (None,),
+    prompt: int | None = None,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    energy: bool = False,
+    cost: bool = False,
+    prices: Mapping[str, float] | None = None,
+    electricity_per_kwh: float = 0.0,
+    client: Any = None,
+    block: int = 1 << 20,
+    progress: Callable[[int, int], None] | None = None,
+    spec: Any = None,
+    predictor: Predictor | None = None,
+    rank_by: str = "point",
+) -> SearchResult:
+    """Evaluate the whole grid and return its Pareto frontier (module doc).
+
+    ``client``: a ``dask.distributed.Client``; blocks then run on its workers and only their
+    frontiers come back. ``progress(done, total)`` is called as blocks complete. ``cost``: USD
+    per million output tokens as an objective, minimised, at ``prices`` (USD per device-hour by
+    catalog name, else the catalog's) plus TDP at ``electricity_per_kwh``; a device without a
+    price is never on the cost front unless it wins on the other objectives. ``spec``: every
+    point decodes speculatively (a :class:`graphs.serving.sim.specdec_sim.SpecConfig`; its TPOT
+    the verify and draft steps over the expected tokens, :class:`~graphs.serving.sim.specdec_sim.SpecForms`),
+    for plans of tensor parallelism only.
+    ``predictor`` prices every step (:mod:`graphs.serving.pricing.priced`; default the bound); ``rank_by``
+    in :data:`RANK_BY`: ``pessimistic`` evaluates, filters and ranks every point at the
+    pessimistic end of its prediction interval (:meth:`Predictor.interval`), ``point`` at the
+    prediction.
+    """
+    pred = predictor or Predictor()
+    if rank_by not in RANK_BY:
+        raise CostModelError(f"rank_by {rank_by!r} not allowed; allowed: {', '.join(RANK_BY)}")
+    if rank_by == "pessimistic":
+        if pred.is_bound:
+            raise CostModelError("rank_by pessimistic needs a predictor (the bound has no interval)")
+        pred = pred.interval()[1]
+    cfg = get_model(config) if isinstance(config, str) else config
+    tps, pps, eps, mbs = (
+        positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
+    )
+    bs, cs = positive_ints(batches, "batches"), positive_ints(ctxs, "ctxs")
+    for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
+        if slo is not None and not (isinstance(slo, int | float) and slo > 0 and math.isfinite(slo)):
+            raise CostModelError(f"{name} must be a positive number of seconds, got {slo!r}")
+    if prompt is not None and (not isinstance(prompt, int) or prompt < 1):
+        raise CostModelError(f"prompt must be a positive whole number of tokens, got {prompt!r}")
+    if block < 1:
+        raise CostModelError(f"block must be >= 1, got {block}")
+    layers = int(as_float(cfg.num_hidden_layers))
+    bad_pp = [p for p in pps.tolist() if layers % p]
+    if bad_pp:
+        raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
+    if (eps > 1).any() and not cfg.is_moe:
+        raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
+    plans, beyond, dups, dtype_notes = plans_of(
+        cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist()
+    )
+    grid = (pps, mbs, bs, cs)
+    total = grid_size(len(plans), pps, mbs, bs, cs)
+    if client is None and total > MAX_LOCAL_POINTS:
+        raise CostModelError(
+            f"the grid has {total:,} points; at most {MAX_LOCAL_POINTS:,} run in one process (pass a Dask client)"
+        )
+    if spec is not None and ((pps > 1).any() or (mbs > 1).any() or (eps > 1).any()):
+        raise CostModelError(
+            "speculative decoding in search prices tensor-parallel plans only: pp, microbatches and ep must be 1"
+        )
+    kw = _Settings(
+        prompt=prompt,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        energy=energy,
+        cost=cost,
+        spec=spec,
+        predictor=pred,
+    )
+    rates = {
+        p.device.name: device_rates(p.device, (prices or {}).get(p.device.name), electricity_per_kwh)
+        for p in plans
+    }
+    hourly = [rates[p.device.name].usd_per_hour(1.0) or math.nan for p in plans]
+    done = 0
+    parts: list[_Partial] = []
+
+    def collect(i: int, part: _Partial) -> None:
+        nonlocal done
+        part.plan = np.full(len(part.metrics), i, dtype=int)
+        parts.append(part)
+        done += part.points
+        if progress:
+            progress(done, total)
+
+    if client is None:
+        for i, blk in _blocks(plans, grid, block, hourly, **kw):
+            collect(i, _evaluate(blk))
+    else:
+        # the optional [dask] extra loads only when a cluster evaluates the search
+        from distributed import as_completed
+
+        futures = {}
+        for i, blk in _blocks(plans, grid, block, hourly, **kw):
+            futures[client.submit(_evaluate, blk, pure=False)] = i
+        for fut in as_completed(list(futures)):
+            collect(futures[fut], fut.result())
+            fut.release()
+    names = sorted({p.device.name for p in plans})
+    merged = _merge(parts, energy, np.array([names.index(p.device.name) for p in plans]), cost=cost)
+    return dataclasses.replace(
+        _result(cfg.name, plans, merged, energy, cost),
+        beyond_domain=tuple(sorted(set(beyond))),
+        duplicates=dups,
+        dtype_notes=dtype_notes,
+        predictor=pred.label,
+        coverage=None if pred.is_bound else _coverage(plans, merged, pred, spec),
+    )
+
+
+def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor, spec: Any = None) -> Coverage | None:
+    """The frontier points' decode steps (per micro-batch), summed, by what they rest on; with
+    ``spec``, the verify and draft steps their TPOT is priced from (:meth:`SpecForms.coverage`)."""
+    total: Coverage | None = None
+    for i in np.unique(p.plan).tolist():
+        sel = p.plan == i
+        mb, ctx = p.coords[sel, 2] / p.coords[sel, 1], p.coords[sel, 3]
+        if spec is not None:
+            plan = plans[i]
+            cov = spec_forms(plan.config, plan.device, plan.tp, spec, pred).coverage(mb, ctx)
+            assert cov is not None
+        else:
+            step = _compiled(plans[i], predictor=pred).decode
+            assert isinstance(step, PricedStep)
+            cov = step.coverage_array(mb, ctx)
+        total = cov if total is None else total + cov
+    return total
+
+
+def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: bool = False) -> SearchResult:
+    rows = []
+    for coords, metrics, i in zip(p.coords.tolist(), p.metrics.tolist(), p.plan.tolist(), strict=True):
+        plan = plans[i]
+        dev, wd, kvd, tp, ep = plan.label
+        ppv, mv, bv, cv = (int(v) for v in coords)
+        row: dict[str, Any] = {
+            "device": dev,
+            "weight_dtype": wd,
+            "kv_dtype": kvd,
+            "tp": tp,
+            "pp": ppv,
+            "ep": ep,
+            "microbatches": mv,
+            "devices": tp * ppv * ep,
+            "batch": bv,
+            "ctx": cv,
+            "plan": f"{dev} {wd}/{kvd} tp{tp} pp{ppv} ep{ep} m{mv}",
+        }
+        row.update(
+            {k: (float(v) if math.isfinite(v) else None) for k, v in zip(METRICS, metrics, strict=True)}
+        )
+        rows.append(row)
+    rows.sort(key=lambda r: (r["ctx"], -r["tokens_per_s_per_user"]))
+    by_ctx: dict[int, dict[str, dict[str, Any]]] = {}
+    for c in sorted({r["ctx"] for r in rows}):
+        by_ctx[c] = _winners([r for r in rows if r["ctx"] == c], cost)
+    objectives = (
+        ("tokens_per_s_per_user", "tokens_per_s_per_device")
+        + (("energy_per_token_j",) if energy else ())
+        + (("usd_per_m_output",) if cost else ())
+    )
+    best = next(iter(by_ctx.values())) if len(by_ctx) == 1 else {}
+    return SearchResult(
+        model,
+        p.points,
+        p.valid,
+        p.fits,
+        p.meets_slo,
+        objectives,
+        tuple(rows),
+        best,
+        best_by_ctx=by_ctx,
+        contexts=len(by_ctx),
+    )
+
+
+def _winners(rows: list[dict[str, Any]], cost: bool = False) -> dict[str, dict[str, Any]]:
+    """The best row of one context's frontier per objective."""
+    best = {
+        "fastest_per_user": max(rows, key=lambda r: r["tokens_per_s_per_user"]),
+        "highest_throughput_per_device": max(rows, key=lambda r: r["tokens_per_s_per_device"]),
+    }
+    with_energy = [r for r in rows if r["energy_per_token_j"] is not None]
+    if with_energy:
+        best["lowest_energy_per_token"] = min(with_energy, key=lambda r: r["energy_per_token_j"])
+    with_price = [r for r in rows if r["usd_per_m_output"] is not None]
+    if cost and with_price:
+        best["lowest_cost_per_m_output"] = min(with_price, key=lambda r: r["usd_per_m_output"])
+    return best

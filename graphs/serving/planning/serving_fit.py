@@ -1,0 +1,657 @@
+"""Fit the engine overheads (:mod:`graphs.serving.pricing.overheads`) to a user's own serving benchmark.
+
+Each measured run (:mod:`graphs.serving.planning.bench_results`) is replayed through the simulator with
+its own requests (arrivals, prompt and output lengths). The terms
+``theta = (kernel_scale, iteration_s, per_seq_s, per_token_s, request_s, output_token_s)``
+minimise the relative residuals of group means: per run, the mean TTFT of each of
+:data:`BINS` groups of requests by prompt length (which separates the per-token terms from the
+request path) and the mean TPOT of each of :data:`BINS` groups by output length (weighted least
+squares: a TTFT of 50 ms and a TPOT of 10 ms count alike)
+
+.. math::
+
+    \\min_\\theta \\sum_g \\Big(\\frac{\\hat y_g(\\theta) - y_g}{y_g}\\Big)^2
+
+Means, not single requests: a request's TTFT depends on where its arrival falls within the
+iteration in flight (up to a whole step), and any change of the terms reshuffles those phases,
+so a single request's residual jumps where a group's mean moves smoothly.
+
+by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
+per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)`` with the terms
+kept in their valid ranges by an active set (a term the step would take below its bound, such as
+a negative time, or a kernel scale below 1 on the bound, whose kernels would then run faster than
+their roofline, is held at the bound and the others solved again: :func:`_bounded_step`; a term
+past the top of its range, :data:`graphs.serving.pricing.overheads.TERM_RANGES`, is held there), and
+a step is taken only if it lowers the cost, else a half and a quarter of it are tried (the
+objective is rough at the scale of one iteration's phase, so a full step can overshoot); the fit
+stops when no step helps or the step is under a twentieth of a term's scale. Near the optimum the
+residuals are affine in the terms (each adds to the latencies linearly, through the queue), so it
+converges in a few steps. Standard errors are the usual ``sqrt(diag((J^T J)^{-1}) s^2)`` with
+``s^2 = RSS / (m - p)`` over the terms not held at a bound (:attr:`ServingFit.at_bound`: those
+have none, and the others' are conditional on them); a term the data do not constrain (a
+singular direction) is reported as not determined instead of a number. ``bins`` sets the groups
+per run (1: a run's means only) and ``metrics`` which latencies are fitted (TTFT, TPOT or both).
+
+A summary-only run (:class:`graphs.serving.planning.bench_results.Summary`: a ``vllm bench serve`` result
+without ``--save-detailed``, a GuideLLM report without per-request rows) has no requests to group:
+its stated aggregates (mean and median TTFT and TPOT, requests per second) are its residuals, the
+simulated ones computed the same way from the replay of its stated workload (GuideLLM's TPOT mean
+token-weighted, ``sum(e2e - ttft) / sum(o - 1)``; the throughput ``n / (last finish - first send)``).
+
+Terms the runs cannot tell apart are flagged (:attr:`ServingFit.collinear`): two columns of the
+Jacobian whose cosine is above :data:`COLLINEAR_COS` move the residuals in proportion, so only a
+combination of the two is determined (``iteration_s`` and ``per_seq_s`` when every run sits at a
+similar batch size); neither gets a standard error.
+
+Runs at the rates not fitted are held out: their mean TTFT, TPOT and E2E are predicted with the
+fitted terms and compared with what was measured. The fit is written as a versioned JSON file
+(:func:`write_fit`) that ``--predict-file`` reads back (:func:`read_fit`: a regular file of
+bounded size, unique keys, every key checked).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from costmodel.dtypes import get_dtype
+from costmodel.errors import CostModelError
+from costmodel.measured.corpus import FP8_SCALES
+from costmodel.outfiles import atomic_write
+from costmodel.safefile import read_user_file, unique_keys
+
+from ..engines.knobs import FIT_DEFAULT_TERMS
+from ..pricing.overheads import TERM_RANGES, TERMS, EngineOverheads
+from ..pricing.predictor import Predictor
+from ..sim.engine import EngineConfig
+from ..sim.simulator import Topology, simulate
+from ..step.mixed import mixed_step
+from .bench_results import BenchRun
+
+__all__ = [
+    "COLLINEAR_COS",
+    "METRICS",
+    "SimulateRun",
+    "fp8_matmuls",
+    "FIT_FORMAT",
+    "FIT_VERSION",
+    "DEFAULT_TERMS",
+    "MAX_FIT_REQUESTS",
+    "RunError",
+    "ServingFit",
+    "fit_serving",
+    "read_fit",
+    "roofline_tpot_s",
+    "simulate_with",
+    "write_fit",
+]
+
+FIT_FORMAT = "costmodel-serving-fit"
+#: 2: kernels priced grey-box (Predictor.of's default), whose kernel_scale a 1 file does not fit;
+#: 3: the FP8 activation-scale mode the kernels were priced with (``fp8_scales``; a 2 file: dynamic)
+FIT_VERSION = 3
+#: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
+#: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
+_STEP = {
+    "kernel_scale": 5e-2,
+    "iteration_s": 5e-4,
+    "per_seq_s": 5e-6,
+    "per_token_s": 5e-8,
+    "request_s": 2e-3,
+    "output_token_s": 1e-4,
+    "per_prompt_token_s": 2e-6,
+    "prefix_lookup_per_token_s": 2e-6,
+}
+#: fitted unless ``terms`` says otherwise (:data:`graphs.serving.engines.knobs.FIT_DEFAULT_TERMS`,
+#: where the reasons are): the others keep their base values unless asked for
+DEFAULT_TERMS = FIT_DEFAULT_TERMS
+#: two fitted terms whose Jacobian columns have a cosine above this move every residual in
+#: proportion: the runs determine a combination of them, not each (module doc). 0.998 is a
+#: correlation at which the variance inflation ``1 / (1 - c^2)`` exceeds 250: a standard error
+#: sixteen times the one the term would have alone
+COLLINEAR_COS = 0.998
+#: the requests of a run a fit replays by default (``calibrate serving --max-requests``): each
+#: fit step simulates every run once per term and more, so a run's length sets the fit's time
+#: (5,000 requests: about a second per simulation of an 8B model); a longer run is cut to its
+#: first requests by arrival (:meth:`graphs.serving.planning.bench_results.BenchRun.first`), said
+MAX_FIT_REQUESTS = 5_000
+BINS = 8  #: groups per run of the TTFT (by prompt length) and TPOT (by output length) means
+_LO = {t: TERM_RANGES[t][0] for t in TERMS}
+
+
+def _lower_bounds(predict: str | None) -> dict[str, float]:
+    """Each term's lower bound: zero for a time; for ``kernel_scale`` 1 when the kernels are
+    priced at their roofline bound (a smaller scale would price them below it, and the simulator
+    floors every iteration there: :func:`graphs.serving.pricing.overheads.scaled_kernels_s`), else the
+    lowest accepted scale (a predictor's kernels may sit above their bound)."""
+    return {**_LO, "kernel_scale": 1.0} if predict is None else dict(_LO)
+
+
+def roofline_tpot_s(config: Any, device: str, *, tp: int = 1) -> float:
+    """The shortest time per output token the roofline allows (s): one decode step of a single
+    sequence at a one-token context (its weights read once, :class:`graphs.serving.step.mixed.MixedStep`).
+    Without speculative decoding every output token after the first takes one step, and a step
+    of more sequences or longer contexts takes no less, so a run's mean TPOT below this is not
+    of this model on this device."""
+    step = mixed_step(config, device, tp=tp)
+    return float(step.time_sums(1, 1.0, [], [1.0] if step.windowed else None))
+
+
+def fp8_matmuls(config: Any) -> bool:
+    """Whether the model's matmuls take FP8 activations (W8A8: ``matmul_dtype``, else its
+    activation or weight dtype, an FP8 one), so that an FP8 activation-scale mode prices them."""
+    name = config.matmul_dtype or config.act_dtype or config.dtype
+    return get_dtype(str(name)).name.startswith("fp8")
+
+
+def _mean_tpot(run: BenchRun) -> float | None:
+    """The run's mean TPOT (s): stated by a summary, else of its multi-token requests."""
+    if run.summary is not None:
+        return run.summary.tpot_mean_s or run.summary.tpot_median_s
+    tpot = run.tpot_s
+    ok = np.isfinite(tpot)
+    return float(tpot[ok].mean()) if ok.any() else None
+
+
+def _check_physical(runs: Sequence[BenchRun], floor_s: float, where: str) -> None:
+    """Refuse the first run whose mean TPOT is below ``floor_s`` (:func:`roofline_tpot_s`)."""
+    for run in runs:
+        tpot = _mean_tpot(run)
+        if tpot is not None and tpot < floor_s:
+            raise CostModelError(
+                f"{run.source}: mean TPOT {tpot * 1e3:.4g} ms is faster than the roofline "
+                f"allows: one decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights "
+                "read once, one sequence); these runs are not of this model on this device (or used "
+                "speculative decoding, which a fit does not model)"
+            )
+
+
+@dataclass(frozen=True)
+class RunError:
+    """One run's predicted against measured mean latencies (relative errors: predicted/measured - 1)."""
+
+    source: str
+    rate: float | None
+    fitted: bool
+    ttft_err: float
+    tpot_err: float
+    e2e_err: float
+
+
+@dataclass(frozen=True)
+class ServingFit:
+    """The fitted overheads, their standard errors (None: not determined), and every run's errors."""
+
+    model: str
+    device: str
+    tp: int
+    predict: str | None  #: the predictor framework the fit priced kernels with (None: the bound)
+    overheads: EngineOverheads
+    stderr: dict[str, float | None]
+    runs: list[RunError] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    rms_residual: float = 0.0  #: of the relative per-request residuals at the optimum
+    #: fitted terms held at a bound of their range (no standard error, null in the file's stderr)
+    at_bound: tuple[str, ...] = ()
+    fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
+    #: pairs of fitted terms the runs cannot tell apart (:data:`COLLINEAR_COS`; no standard errors)
+    collinear: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def held_out(self) -> list[RunError]:
+        return [r for r in self.runs if not r.fitted]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FIT_FORMAT,
+            "version": FIT_VERSION,
+            "model": self.model,
+            "device": self.device,
+            "tp": self.tp,
+            "predict": self.predict,
+            "fp8_scales": self.fp8_scales,
+            "overheads": self.overheads.to_dict(),
+            "stderr": self.stderr,
+            "runs": [{k: _finite(v) for k, v in asdict(r).items()} for r in self.runs],
+            "sources": self.sources,
+            "rms_residual": self.rms_residual,
+        }
+
+
+def _finite(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _simulate(run: BenchRun, theta: dict[str, float], base: EngineOverheads, sim: Callable[..., Any]) -> Any:
+    return sim(run.requests, base.with_terms(**theta), run.concurrency)
+
+
+#: ``simulate_run`` of :func:`fit_serving`: one simulator for every run, or one per run
+SimulateRun = Callable[[list[Any], EngineOverheads, int | None], Any]
+
+
+def _bins(key: np.ndarray, ok: np.ndarray, k: int) -> list[np.ndarray]:
+    """``k`` groups of about equal size of the indices where ``ok``, by ascending ``key`` (none
+    when no index is)."""
+    idx = np.flatnonzero(ok)
+    if not idx.size:
+        return []
+    idx = idx[np.argsort(key[idx], kind="stable")]
+    return [b for b in np.array_split(idx, min(k, len(idx))) if len(b)]
+
+
+def _groups(run: BenchRun, bins: int = BINS) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """TTFT groups by prompt length, TPOT groups by output length (module doc)."""
+    k = max(1, min(bins, len(run.prompt) // 10))
+    return (
+        _bins(run.prompt, np.ones(len(run.prompt), dtype=bool), k),
+        _bins(run.output, np.isfinite(run.tpot_s), k),
+    )
+
+
+#: what a fit reads of each run: groups per metric, and the metrics (``ttft``, ``tpot``)
+_Read = tuple[int, tuple[str, ...]]
+METRICS = ("ttft", "tpot")  #: the metrics a fit can read
+
+
+def _stats(run: BenchRun, ttft: np.ndarray, tpot: np.ndarray, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    """Mean TTFT per prompt-length group and mean TPOT per output-length group (those of
+    ``read``'s metrics)."""
+    gt, gp = _groups(run, read[0])
+    return np.array(
+        ([ttft[g].mean() for g in gt] if "ttft" in read[1] else [])
+        + ([tpot[g].mean() for g in gp] if "tpot" in read[1] else [])
+    )
+
+
+def _aggregates(pr: dict[str, np.ndarray], token_weighted: bool) -> dict[str, float]:
+    """The aggregates a summary states, of simulated requests ``pr`` (module doc)."""
+    ttft, tpot, e2e = pr["ttft_s"], pr["tpot_s"], pr["e2e_s"]
+    multi = np.isfinite(tpot)
+    if token_weighted:  # GuideLLM: sum(e2e - ttft) / sum(o - 1) over multi-token requests
+        o = pr["output"][multi]
+        tmean = float((e2e - ttft)[multi].sum() / (o - 1).sum()) if multi.any() else math.nan
+    else:
+        tmean = float(tpot[multi].mean()) if multi.any() else math.nan
+    span = float((pr["arrival_s"] + e2e).max() - pr["arrival_s"].min())
+    return {
+        "ttft_mean": float(ttft.mean()),
+        "ttft_median": float(np.median(ttft)),
+        "tpot_mean": tmean,
+        "tpot_median": float(np.median(tpot[multi])) if multi.any() else math.nan,
+        "e2e_mean": float(e2e.mean()),
+        "throughput": len(e2e) / span if span > 0 else math.nan,
+    }
+
+
+#: the summary aggregates fitted, by the metric they read (``e2e_mean`` is compared, not fitted)
+_SUMMARY_FITTED = {
+    "ttft": ("ttft_mean", "ttft_median"),
+    "tpot": ("tpot_mean", "tpot_median"),
+}
+
+
+def _summary_keys(run: BenchRun, read: _Read) -> list[str]:
+    assert run.summary is not None
+    stated = run.summary.stated()
+    keys = [k for m in read[1] for k in _SUMMARY_FITTED[m] if k in stated]
+    return keys + (["throughput"] if "throughput" in stated and len(read[1]) == len(METRICS) else [])
+
+
+def _observed(run: BenchRun, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    if run.summary is not None:
+        stated = run.summary.stated()
+        return np.array([stated[k] for k in _summary_keys(run, read)])
+    return _stats(run, run.ttft_s, run.tpot_s, read)
+
+
+def _predicted(run: BenchRun, res: Any, read: _Read = (BINS, METRICS)) -> np.ndarray:
+    if run.summary is not None:
+        agg = _aggregates(res.per_request, run.summary.token_weighted)
+        return np.array([agg[k] for k in _summary_keys(run, read)])
+    return _stats(run, res.per_request["ttft_s"], res.per_request["tpot_s"], read)
+
+
+def _errors(run: BenchRun, res: Any, fitted: bool) -> RunError:
+    def rel(p: np.ndarray, m: np.ndarray) -> float:
+        ok = np.isfinite(m) & np.isfinite(p)
+        return float(np.mean(p[ok]) / np.mean(m[ok]) - 1) if ok.any() else math.nan
+
+    pr = res.per_request
+    if run.summary is not None:  # the stated means (a median where no mean is stated)
+        agg, stated = _aggregates(pr, run.summary.token_weighted), run.summary.stated()
+
+        def err(metric: str) -> float:
+            k = next((k for k in (f"{metric}_mean", f"{metric}_median") if k in stated), None)
+            return math.nan if k is None else agg[k] / stated[k] - 1
+
+        return RunError(run.source, run.rate, fitted, err("ttft"), err("tpot"), err("e2e"))
+    return RunError(
+        run.source,
+        run.rate,
+        fitted,
+        rel(pr["ttft_s"], run.ttft_s),
+        rel(pr["tpot_s"], run.tpot_s),
+        rel(pr["e2e_s"], run.e2e_s),
+    )
+
+
+def fit_serving(
+    runs: Sequence[BenchRun],
+    simulate_run: SimulateRun | Sequence[SimulateRun],
+    *,
+    base: EngineOverheads,
+    held_out: Sequence[int] = (),
+    terms: Sequence[str] = DEFAULT_TERMS,
+    iterations: int = 8,
+    model: str = "",
+    device: str = "",
+    tp: int = 1,
+    predict: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    fp8_scales: str = "dynamic",
+    bins: int = BINS,
+    metrics: Sequence[str] = METRICS,
+    min_tpot_s: float | None = None,
+    ticks: Callable[[int, int], None] | None = None,
+) -> ServingFit:
+    """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
+
+    ``simulate_run(requests, overheads, concurrency)`` simulates one run's requests (a closed
+    loop of ``concurrency`` clients unless None) and returns its
+    :class:`graphs.serving.sim.simulator.SimResult` (the caller fixes model, device, engine and
+    predictor), or a sequence of them, one per run (runs of different models, devices or
+    engines fitted together); ``model``, ``device``, ``tp``, ``predict`` and ``fp8_scales`` are
+    recorded in the fit, the last two as the predictor ``simulate_run`` priced the kernels with.
+    ``bins``: groups per run (1: a run's mean TTFT and mean TPOT only, for a source that
+    publishes only those); ``metrics``: the latencies fitted (both by default; ``("tpot",)``
+    fits the CPU terms to the decode cadence alone, where a TTFT miss has another cause);
+    ``min_tpot_s``: the roofline's shortest TPOT (:func:`roofline_tpot_s`): a run faster than it
+    is refused, naming the run and the bound. ``ticks(done, most)`` is called after each run's
+    simulation, ``most`` the simulations the fit takes at most (a progress bar). ``kernel_scale`` never goes below 1 when the kernels
+    are priced at their bound (``predict`` None), and a term that ends at a bound of its range is
+    reported held there (:attr:`ServingFit.at_bound`), with no standard error."""
+    unknown = [t for t in terms if t not in TERMS]
+    if unknown or not terms:
+        raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise CostModelError(f"bins must be a positive whole number, got {bins!r}")
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics or isinstance(metrics, str):
+        raise CostModelError(f"metrics to fit must be some of {', '.join(METRICS)}, got {metrics!r}")
+    read: _Read = (bins, tuple(metrics))
+    if callable(simulate_run):
+        sims: list[SimulateRun] = [simulate_run] * len(runs)
+    else:
+        sims = list(simulate_run)
+        if len(sims) != len(runs):
+            raise CostModelError(f"{len(sims)} simulators for {len(runs)} runs: give one, or one per run")
+    if min_tpot_s is not None:
+        _check_physical(runs, min_tpot_s, f"{model or 'the model'} on {device or 'the device'} (tp {tp})")
+    fit_idx = [i for i in range(len(runs)) if i not in set(held_out)]
+    if not fit_idx:
+        raise CostModelError("every run is held out: nothing left to fit")
+    theta = {t: float(getattr(base, t)) for t in terms}
+    say = progress or (lambda _msg: None)
+    fitted = [runs[i] for i in fit_idx]
+    obs = [_observed(r, read) for r in fitted]
+    y = np.concatenate(obs)
+    if y.size <= len(terms):
+        raise CostModelError(
+            f"{y.size} measured group mean(s) for {len(terms)} term(s): nothing to fit (runs of "
+            "one-token outputs have no TPOT; fit fewer terms or give more runs)"
+        )
+    if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise CostModelError("measured TTFTs and TPOTs must be finite and > 0 to fit relative residuals")
+
+    p = len(terms)
+    # each step: a Jacobian (p simulations) and up to three trials, then the runs once more
+    most = len(fit_idx) * (1 + iterations * (p + 3) + p) + len(runs)
+    done = [0]
+
+    def sim(i: int, th: dict[str, float]) -> Any:
+        res = _simulate(runs[i], th, base, sims[i])
+        done[0] += 1
+        if ticks is not None:
+            ticks(done[0], most)
+        return res
+
+    def residuals(th: dict[str, float]) -> np.ndarray:
+        pred = [_predicted(runs[i], sim(i, th), read) for i in fit_idx]
+        return (np.concatenate(pred) - y) / y
+
+    h = np.array([_STEP[t] for t in terms])
+    lows = _lower_bounds(predict)
+    lo = np.array([lows[t] for t in terms])
+    hi = np.array([TERM_RANGES[t][1] for t in terms])  # what an EngineOverheads accepts
+    x = np.clip(np.array([theta[t] for t in terms]), lo, hi)
+
+    def at(v: np.ndarray) -> dict[str, float]:
+        return {t: float(c) for t, c in zip(terms, v, strict=True)}
+
+    def jacobian(v: np.ndarray, r0: np.ndarray) -> np.ndarray:
+        """Forward differences, in units of each term's step: columns of like size (backward for a
+        term within a step of the top of its range)."""
+        cols = []
+        for k in range(p):
+            e = h * (np.arange(p) == k)
+            up = v[k] + h[k] <= hi[k]
+            cols.append(residuals(at(v + e)) - r0 if up else r0 - residuals(at(v - e)))
+        return np.stack(cols, axis=1)
+
+    r = residuals(at(x))
+    with np.errstate(over="ignore"):
+        cost = float(r @ r)
+    if not math.isfinite(cost):  # a measured mean far below what any step takes
+        raise CostModelError(
+            "the relative residuals overflow: measured TTFTs or TPOTs far below what the simulator "
+            "predicts for any terms (check the result files' units: seconds)"
+        )
+    J: np.ndarray | None = None
+    for it in range(iterations):
+        J = jacobian(x, r)
+        say(f"fit step {it + 1}: rms relative residual {math.sqrt(cost / len(r)):.4g}")
+        x_new = np.minimum(hi, _bounded_step(J, r, x, lo, h))
+        if np.max(np.abs(x_new - x) / h) < 0.05:  # moves less than a twentieth of a step: done
+            break
+        for frac in (1.0, 0.5, 0.25):  # backtracking: a step is taken only if it lowers the cost
+            xt = np.clip(x + frac * (x_new - x), lo, hi)  # rounding never takes a term past its bound
+            rt = residuals(at(xt))
+            if float(rt @ rt) < cost:
+                x, r, cost, J = xt, rt, float(rt @ rt), None
+                break
+        else:  # no shorter step helps either: the start of this step is the optimum found
+            break
+    x = np.where(
+        x - lo < 1e-9 * h, lo, np.where(hi - x < 1e-9 * h, hi, x)
+    )  # within rounding of a bound: at it
+    if J is None:  # the last accepted point's Jacobian, for the standard errors
+        J = jacobian(x, r)
+    theta = at(x)
+    J = J / h  # back to the terms' own units for the covariance
+    m = len(y)
+    # a term that ends at a bound of its range is held there: no standard error (its interval is
+    # one sided), the others' conditional on it
+    bound = [k for k in range(p) if x[k] <= lo[k] or x[k] >= hi[k]]
+    free = [k for k in range(p) if k not in bound]
+    stderr: dict[str, float | None] = {t: None for t in terms}
+    collinear = _collinear(J, free, terms)
+    if free:
+        Jf = J[:, free]
+        s2 = float(r @ r) / max(m - len(free), 1)
+        jtj = Jf.T @ Jf
+        cond = np.linalg.cond(jtj)
+        cov = np.linalg.pinv(jtj) * s2
+        for j, k in enumerate(free):
+            det = math.isfinite(cond) and cond < 1e14 and jtj[j, j] > 0
+            stderr[terms[k]] = float(math.sqrt(max(cov[j, j], 0.0))) if det else None
+    for pair in collinear:  # only a combination of the two is determined: neither has its own error
+        for t in pair:
+            stderr[t] = None
+    names = ", ".join(sorted({r.source for r in fitted}))
+    fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
+    errs = []
+    for i, run in enumerate(runs):
+        errs.append(_errors(run, sim(i, theta), i in fit_idx))
+    if ticks is not None:
+        ticks(most, most)
+    return ServingFit(
+        model=model,
+        device=device,
+        tp=tp,
+        predict=predict,
+        fp8_scales=fp8_scales,
+        overheads=fitted_ov,
+        stderr=stderr,
+        runs=errs,
+        sources=sorted({r.source for r in runs}),
+        rms_residual=math.sqrt(float(r @ r) / len(r)),
+        at_bound=tuple(terms[k] for k in bound),
+        collinear=collinear,
+    )
+
+
+def _collinear(J: np.ndarray, free: Sequence[int], terms: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Pairs of free terms whose Jacobian columns have a cosine above :data:`COLLINEAR_COS`
+    (module doc)."""
+    out = []
+    norms = np.linalg.norm(J, axis=0)
+    for a, i in enumerate(free):
+        for j in free[a + 1 :]:
+            if (
+                norms[i] > 0
+                and norms[j] > 0
+                and abs(J[:, i] @ J[:, j]) / (norms[i] * norms[j]) > COLLINEAR_COS
+            ):
+                out.append((terms[i], terms[j]))
+    return tuple(out)
+
+
+def _bounded_step(J: np.ndarray, r: np.ndarray, x: np.ndarray, lo: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The Gauss-Newton step from ``x`` (``J`` in units of the steps ``h``) with each term kept at
+    or above ``lo``: a term the unconstrained step would take below its bound is fixed at the
+    bound and the others are solved again with its move accounted for (an active set), until
+    none crosses."""
+    p = len(x)
+    fixed = np.zeros(p, dtype=bool)
+    for _ in range(p + 1):
+        u = np.where(fixed, (lo - x) / h, 0.0)  # the fixed terms' moves to their bounds, in steps
+        if (~fixed).any():
+            u[~fixed] = np.linalg.lstsq(J[:, ~fixed], -(r + J @ u), rcond=None)[0]
+        x_new = np.where(fixed, lo, x + h * u)  # a fixed term exactly at its bound, not a rounding off it
+        below = ~fixed & (x_new < lo)
+        if not below.any():
+            break
+        fixed |= below
+    return np.maximum(lo, x_new)
+
+
+def simulate_with(
+    config: Any,
+    device: str,
+    *,
+    tp: int = 1,
+    predict: str | None = None,
+    engine: EngineConfig | None = None,
+    fp8_scales: str = "dynamic",
+) -> SimulateRun:
+    """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor (its
+    FP8 GEMMs with ``fp8_scales`` activation scales)."""
+    pred = Predictor.of(predict, fp8_scales=fp8_scales)
+    topo = Topology(tp=tp)
+
+    def run(requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
+        return simulate(
+            config,
+            device,
+            requests,
+            topology=topo,
+            engine=engine,
+            predictor=pred,
+            overheads=ov,
+            concurrency=concurrency,
+        )
+
+    return run
+
+
+def write_fit(fit: ServingFit, path: str, flag: str = "-o") -> None:
+    """The fit as versioned JSON, written atomically."""
+    with atomic_write(path, flag) as f:
+        json.dump(fit.to_dict(), f, indent=2, allow_nan=False, default=_no_nan)
+        f.write("\n")
+
+
+def _no_nan(x: Any) -> Any:
+    raise TypeError(f"not JSON: {type(x).__name__}")
+
+
+_KEYS = {
+    "format",
+    "version",
+    "model",
+    "device",
+    "tp",
+    "predict",
+    "fp8_scales",
+    "overheads",
+    "stderr",
+    "runs",
+    "sources",
+    "rms_residual",
+}
+MAX_FIT_BYTES = 4 * 2**20
+
+
+def read_fit(path: str) -> ServingFit:
+    """A fit file of :func:`write_fit` back; anything else is a one-line error naming the key."""
+    where = f"fit file {str(path)[:200]!r}"
+    data = read_user_file(path, what="fit file", max_bytes=MAX_FIT_BYTES)
+    try:
+        doc = json.loads(data, object_pairs_hook=unique_keys())
+    except (ValueError, RecursionError) as exc:
+        raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
+        raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
+    if doc.get("version") not in (2, FIT_VERSION):
+        raise CostModelError(
+            f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 and {FIT_VERSION})"
+        )
+    if doc.get("version") == 2:  # before the scale mode was recorded: every fit priced dynamic scales
+        doc = {"fp8_scales": "dynamic", **doc}
+    extra, missing = sorted(set(doc) - _KEYS), sorted(_KEYS - set(doc))
+    if extra or missing:
+        raise CostModelError(
+            f"{where}: {'unknown' if extra else 'missing'} key {(extra or missing)[0][:60]!r}"
+        )
+    for k in ("model", "device"):
+        if not isinstance(doc[k], str):
+            raise CostModelError(f"{where}: {k} must be a string")
+    if isinstance(doc["tp"], bool) or not isinstance(doc["tp"], int) or not 1 <= doc["tp"] <= 4096:
+        raise CostModelError(f"{where}: tp must be a whole number in [1, 4096]")
+    if doc["fp8_scales"] not in FP8_SCALES:
+        raise CostModelError(f"{where}: fp8_scales must be one of {', '.join(FP8_SCALES)}")
+    if doc["predict"] is not None:
+        Predictor.of(doc["predict"])  # a framework the corpus knows, else its one-line error
+    ov = EngineOverheads.from_dict(doc["overheads"], f"{where}: overheads")
+    se = doc["stderr"]
+    if not isinstance(se, dict) or any(
+        k not in TERMS or not (v is None or (isinstance(v, int | float) and math.isfinite(v)))
+        for k, v in se.items()
+    ):
+        raise CostModelError(f"{where}: stderr must map terms of {', '.join(TERMS)} to numbers or null")
+    return ServingFit(
+        model=doc["model"][:200],
+        device=doc["device"][:200],
+        tp=doc["tp"],
+        predict=doc["predict"],
+        fp8_scales=doc["fp8_scales"],
+        overheads=ov,
+        stderr={k: (None if v is None else float(v)) for k, v in se.items()},
+        sources=[str(s)[:200] for s in doc["sources"]] if isinstance(doc["sources"], list) else [],
+    )

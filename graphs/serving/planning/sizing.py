@@ -1,0 +1,453 @@
+"""Sizing: the cheapest (or fewest-device) deployment that serves a load within P99 SLOs.
+
+A candidate is a device kind, a tensor-parallel degree ``tp`` and either ``n`` aggregated
+replicas or a disaggregated ``p:d`` split of prefill and decode replicas (each of ``tp``
+devices). The search runs in two stages:
+
+1. **Analytic bounds prune.** Per (device, tp), from the compiled mixed step
+   (:class:`graphs.serving.step.mixed.MixedStep`) and the decode ledger:
+
+   * memory: the weights and activations must leave KV blocks for the longest request
+     (:func:`graphs.serving.sim.engine.kv_blocks`), else the pair is out;
+   * latency floors: a P99 TPOT is at least one decode step at batch 1 and the shortest
+     context; a P99 TTFT at least the prefill alone of the prompt at order statistic
+     ``floor(0.99 (n - 1))`` (the lower of the two the interpolated P99 lies between: the
+     requests from there up have a prompt at least that long, each prefilled in at least that
+     time). A floor above its SLO rules the pair out, whatever the replica count;
+   * capacity: ``n`` replicas serve at most ``n C / mean(prompt + output - 1)`` requests/s and a
+     ``p:d`` split at most ``min(p C / mean(prompt), d C / mean(output - 1))``
+     (:func:`graphs.serving.planning.capacity_search.ceiling_rate`, ``C`` the token-wise ceiling), so
+     ``n >= ceil(R / per-replica ceiling)`` and likewise ``p``, ``d``.
+
+2. **Simulation confirms.** Candidates are simulated (:func:`graphs.serving.sim.simulator.simulate`,
+   the same requests for every one) in the order of their objective's lower bound (devices x
+   price per hour, or devices); a candidate meets when its P99 TTFT and TPOT are within the SLOs.
+   A missing aggregated candidate is followed by one more replica; a missing split by one more
+   prefill replica when TTFT missed and one more decode replica when TPOT missed. The search
+   stops when the next lower bound is no better than the best confirmed deployment (branch and
+   bound: what is left cannot win) or after ``max_simulations``; past that point it only confirms
+   runners-up, until it has ``runners_up`` of them and one for every device kind.
+
+The objective ``cost`` is the deployment's USD per hour at its simulated utilisation
+(:mod:`graphs.serving.planning.cost`). Every candidate serves the same requests and meets the SLOs, so
+each serves the offered tokens per second to within its last request's TTFT over the arrival
+span, and its USD per million tokens (that $/h over the tokens/s it served, the figure
+``simulate`` prints for the same deployment) orders as its $/h does; ``gpus`` is the device
+count (ties broken by cost). Runners-up are the best confirmed
+deployment of each other (device, tp, aggregated/disaggregated) family.
+
+With an ``executor`` (a Dask ``Client`` or any ``concurrent.futures`` executor) the candidate
+simulations run there, speculatively: when a candidate is taken, the next ``lookahead`` candidates
+of the queue are submitted too, so they simulate while it does. The search itself is unchanged (it
+takes each candidate's result in the same order, and a speculative result it never reaches is
+dropped), so the answer is the one-process answer: the same deployments, and the same numbers
+but for the last digits where a worker reads a step from its card (checked to 1e-9) that this
+process compiled.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from costmodel.results import Result, plain
+
+from ..engines import EngineOverheads, EngineProfile
+from ..sim.engine import EngineConfig, kv_blocks, profile_engine
+from ..sim.requests import Request, synthetic
+from ..sim.simulator import MAX_REPLICAS, SimResult, Topology, simulate
+from ..step.ledger_fit import build_ledger
+from ..step.mixed import mixed_step
+from ..step.workload import as_workload
+from .capacity_search import ceiling_rate
+from .cost import NO_PRICE, Rates, TokenCost, device_rates, sim_cost
+
+__all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
+
+OBJECTIVES = ("cost", "gpus")
+#: KV-transfer bandwidth between disaggregated pools (bytes/s): one 400 Gb/s NIC per GPU
+#: (ConnectX-7 NDR, as on Azure ND H100 v5: eight 400G InfiniBand HCAs for eight GPUs)
+DEFAULT_LINK_BANDWIDTH = 50e9
+
+
+@dataclass(frozen=True)
+class Deployment(Result):
+    """One simulated candidate: its shape, P99 latencies against the SLOs, and its cost."""
+
+    device: str
+    tp: int
+    replicas: int  #: aggregated replicas (0 when disaggregated)
+    prefill_replicas: int
+    decode_replicas: int
+    devices: int
+    ttft_p99: float
+    tpot_p99: float
+    meets: bool
+    cost: TokenCost | None  #: None: the device has no price
+    sim: SimResult | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        shape = (
+            f"{self.prefill_replicas}P:{self.decode_replicas}D disaggregated"
+            if self.prefill_replicas
+            else f"{self.replicas} replica(s)"
+        )
+        return f"{self.device} tp{self.tp} x {shape} = {self.devices} device(s)"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: plain(getattr(self, k)) for k in self.__dataclass_fields__ if k != "sim"}
+        d["label"] = self.label
+        return d
+
+
+@dataclass(frozen=True)
+class SizingResult(Result):
+    """The winner, the runners-up (best of each other family), what was pruned and simulated."""
+
+    model: str
+    rate: float
+    slo_ttft: float
+    slo_tpot: float
+    percentile: float
+    objective: str
+    winner: Deployment | None
+    runners_up: tuple[Deployment, ...]
+    simulated: int  #: candidates confirmed (or refuted) by simulation
+    pruned: tuple[str, ...]  #: (device, tp) pairs the analytic bounds ruled out, with why
+    exhausted: bool  #: True: the bound proved nothing left could win; False: max_simulations ran out
+    requests: int
+    workload: str
+    candidates: tuple[Deployment, ...] = ()  #: every simulated candidate, in simulation order
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else 0.0
+
+
+def _prefill_alone(step: Any, prompt: int, budget: int) -> float:
+    """Seconds to prefill ``prompt`` tokens alone in chunks of at most ``budget`` tokens."""
+    t, done = 0.0, 0
+    while done < prompt:
+        c = min(budget, prompt - done)
+        t += step.time_sums(0, 0.0, [(float(c), float(done))])
+        done += c
+    return t
+
+
+@dataclass(frozen=True)
+class _Family:
+    device: str
+    tp: int
+    disagg: bool
+    rates: Rates
+
+
+def _pair_engine(
+    profile: EngineProfile | None, eng: EngineConfig, w: Any, hw: Any, tp: int, reqs: Sequence[Request]
+) -> tuple[EngineConfig, EngineOverheads | None]:
+    """The engine config and overheads a (device, tp) pair runs: ``eng`` and none without a
+    profile; else the profile's, its pool sized for the pair (the no-evict cap for equal
+    requests) and, the bound having no CPU terms, its policy alone where it is not recompute."""
+    if profile is None:
+        return eng, None
+    sizes = {r.prompt + r.output for r in reqs}
+    cfg = profile_engine(profile, w, hw, tp=tp, request_tokens=sizes.pop() if len(sizes) == 1 else None)
+    return cfg, profile.overheads(terms=False) if profile.policy != "recompute" else None
+
+
+def _floors(
+    w: Any, hw: Any, tp: int, reqs: Sequence[Request], eng: EngineConfig, q: float
+) -> tuple[float, float, str | None]:
+    """(TTFT floor, TPOT floor, why the pair cannot serve) for (device, tp) (module doc)."""
+    led = build_ledger(w, "decode", 1, tp, None, None)
+    try:
+        blocks = eng.num_blocks or kv_blocks(led, as_float(hw.capacity()), eng)
+    except CostModelError as e:
+        return math.inf, math.inf, f"does not fit: {e}"
+    longest = max(r.prompt + r.output for r in reqs)
+    if blocks * eng.block_size < longest:
+        return (
+            math.inf,
+            math.inf,
+            (
+                f"does not fit: {blocks * eng.block_size:,} KV tokens per replica < the longest request ({longest:,})"
+            ),
+        )
+    step = mixed_step(w, hw, tp=tp)
+    o = eng.iteration_overhead_s
+    tpot = step.time_sums(1, float(min(r.prompt for r in reqs) + 1)) + o
+    # the order statistic at floor(q/100 (n - 1)): the lower of the two the P99 interpolates
+    # between, so at least n - that index requests have a prompt this long and the interpolated
+    # TTFT percentile is at least its prefill (inverted_cdf took the upper one: with n < 100,
+    # the longest prompt alone, a "floor" above simulated P99s that met the SLO)
+    p_q = int(np.percentile([r.prompt for r in reqs], q, method="lower"))
+    ttft = _prefill_alone(step, p_q, eng.max_num_batched_tokens) + o
+    return ttft, tpot, None
+
+
+def size_deployment(
+    config: Any,
+    *,
+    rate: float,
+    slo_ttft: float,
+    slo_tpot: float,
+    devices: Sequence[str],
+    tps: Sequence[int] = (1, 2, 4, 8),
+    objective: str = "cost",
+    disaggregated: bool = True,
+    prices: dict[str, float] | None = None,
+    electricity_per_kwh: float = 0.0,
+    requests: int = 500,
+    prompt: str = "lognormal:1000,1.0",
+    output: str = "lognormal:250,1.0",
+    arrival: str = "poisson",
+    seed: int = 0,
+    percentile: float = 99.0,
+    engine: EngineConfig | None = None,
+    profile: EngineProfile | None = None,
+    link_bandwidth: float = DEFAULT_LINK_BANDWIDTH,
+    max_simulations: int = 60,
+    runners_up: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+    allow_long_context: bool = False,
+    executor: Any = None,
+    lookahead: int = 2,
+) -> SizingResult:
+    """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
+
+    ``prices``: USD per device-hour by catalog device name, replacing the catalog's. A drawn
+    request longer than the model's context limit is an error (a warning with
+    ``allow_long_context``), as for ``decode --ctx``. ``profile``: an engine profile
+    (:mod:`graphs.serving.engines`) whose scheduler and KV-pool rule every (device, tp) runs,
+    its pool sized there (:func:`graphs.serving.sim.engine.profile_engine`; a pair it leaves no room
+    is pruned), instead of ``engine``. ``executor``: where the candidate simulations run (a Dask
+    ``Client`` or a ``concurrent.futures`` executor; module doc), ``lookahead`` candidates ahead of
+    the one the search waits for (at least 1)."""
+    if objective not in OBJECTIVES:
+        raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
+    for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
+        if not (isinstance(v, int | float) and 0 < v <= 1e6):
+            raise CostModelError(f"{name} must be in (0, 1e6] s, got {v!r}")
+    if not 0 < percentile <= 100:
+        raise CostModelError(f"percentile must be in (0, 100], got {percentile}")
+    if not devices:
+        raise CostModelError("give at least one device")
+    if max_simulations < 1:
+        raise CostModelError(f"max_simulations must be >= 1, got {max_simulations}")
+    if engine is not None and profile is not None:
+        raise CostModelError("give an engine config or an engine profile, not both")
+    if not 1 <= lookahead <= 1024:
+        raise CostModelError(f"lookahead must be in [1, 1024], got {lookahead}")
+    w = as_workload(config)
+    eng = engine or EngineConfig()
+    #: (device, tp) -> the engine config and overheads its runs take (a profile's, sized per pair)
+    engines: dict[tuple[str, int], tuple[EngineConfig, EngineOverheads | None]] = {}
+    reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
+    w.config.check_context(
+        max(r.prompt + r.output for r in reqs),
+        "the longest drawn request (prompt + output)",
+        allow=allow_long_context,
+    )
+    prices = prices or {}
+    pruned: list[str] = []
+    heap: list[tuple[float, float, int, _Family, int, int]] = []
+    tie = 0
+    fams: list[_Family] = []
+    hws = {get_device(d).name: get_device(d) for d in devices}
+    for name, hw in hws.items():
+        rates = device_rates(hw, prices.get(name), electricity_per_kwh)
+        if objective == "cost" and rates.price_usd_per_hour is None:
+            raise CostModelError(f"{name}: {NO_PRICE} (or --objective gpus)")
+        domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
+        for tp in sorted(set(tps)):
+            if domain is not None and tp > domain:
+                pruned.append(f"{name} tp{tp}: wider than its scale-up domain ({domain})")
+                continue
+            try:
+                pair = _pair_engine(profile, eng, w, hw, tp, reqs)
+            except CostModelError as e:
+                pruned.append(f"{name} tp{tp}: does not fit: {e}")
+                continue
+            engines[(name, tp)] = pair
+            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, pair[0], percentile)
+            if why is None and tpot_lo > slo_tpot:
+                why = f"TPOT floor {tpot_lo:.4g} s (one decode at batch 1) > SLO {slo_tpot:g} s"
+            if why is None and ttft_lo > slo_ttft:
+                why = f"TTFT floor {ttft_lo:.4g} s (the P{percentile:g} prompt alone) > SLO {slo_ttft:g} s"
+            if why is not None:
+                pruned.append(f"{name} tp{tp}: {why}")
+                continue
+            per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=pair[0])
+            n0 = max(1, math.ceil(rate / per_replica))
+            if n0 > MAX_REPLICAS:
+                pruned.append(
+                    f"{name} tp{tp}: {rate:g} requests/s needs at least {n0:,} replicas "
+                    f"(capacity bound), more than a pool holds ({MAX_REPLICAS})"
+                )
+            else:
+                fam = _Family(name, tp, False, rates)
+                fams.append(fam)
+                heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
+                tie += 1
+            if disaggregated:
+                mean_p = float(np.mean([r.prompt for r in reqs]))
+                mean_d = float(np.mean([r.output - 1 for r in reqs]))
+                c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
+                p0 = max(1, math.ceil(rate * mean_p / c))
+                d0 = max(1, math.ceil(rate * mean_d / c)) if mean_d > 0 else 1
+                if max(p0, d0) > MAX_REPLICAS:
+                    pruned.append(
+                        f"{name} tp{tp} disaggregated: needs {p0:,}P:{d0:,}D, more than a pool holds ({MAX_REPLICAS})"
+                    )
+                    continue
+                dfam = _Family(name, tp, True, rates)
+                fams.append(dfam)
+                heapq.heappush(heap, (*_bound(dfam, (p0 + d0) * tp, objective), tie, dfam, p0, d0))
+                tie += 1
+    done: list[Deployment] = []
+    futures: dict[tuple[_Family, int, int], Any] = {}  #: submitted to ``executor``, not yet taken
+    best: dict[_Family, Deployment] = {}
+    seen: set[tuple[_Family, int, int]] = set()
+    winner: Deployment | None = None
+    proven = False  # the bound showed that nothing left can beat the winner
+    while heap:
+        lb, lb2, _, fam, a, b = heapq.heappop(heap)
+        if fam in best or (fam, a, b) in seen:
+            continue  # a family's first confirmed size is its cheapest
+        if winner is not None and (lb, lb2) >= _key(winner, objective):
+            proven = True  # from here on only runners-up are confirmed: enough, and each device's best
+            covered = {d.device for d in best.values()}
+            if len(best) > runners_up and fam.device in covered:
+                if covered >= {f.device for f in fams}:
+                    break
+                continue
+        if len(done) >= max_simulations:
+            break
+        seen.add((fam, a, b))
+        if executor is None:
+            pair = engines[(fam.device, fam.tp)]
+            dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth)
+        else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
+            for _, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
+                if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
+                    futures[(f2, a2, b2)] = executor.submit(
+                        _run_config, w.config, f2, a2, b2, reqs, rate, slo_ttft, slo_tpot, percentile,
+                        engines[(f2.device, f2.tp)], link_bandwidth,
+                    )  # fmt: skip
+            dep = futures.pop((fam, a, b)).result()
+        done.append(dep)
+        if progress:
+            progress(len(done), max_simulations)
+        if dep.meets:
+            best[fam] = dep
+            if winner is None or _key(dep, objective) < _key(winner, objective):
+                winner = dep
+            continue
+        nxt = [(a + 1, 0)] if not fam.disagg else []
+        if fam.disagg:
+            if dep.ttft_p99 > slo_ttft:
+                nxt.append((a + 1, b))
+            if dep.tpot_p99 > slo_tpot:
+                nxt.append((a, b + 1))
+        for na, nb in nxt:
+            if max(na, nb) > MAX_REPLICAS:
+                continue  # a pool holds at most MAX_REPLICAS replicas: this family ends here
+            n = (na + nb) * fam.tp if fam.disagg else na * fam.tp
+            heapq.heappush(heap, (*_bound(fam, n, objective), tie, fam, na, nb))
+            tie += 1
+    for fut in futures.values():  # speculative runs the search never reached
+        fut.cancel()
+    others = sorted((d for d in best.values() if d is not winner), key=lambda d: _key(d, objective))
+    shown = others[:runners_up]
+    for d in others[runners_up:]:  # and the best of every device kind not shown yet
+        if d.device not in {x.device for x in shown} and (winner is None or d.device != winner.device):
+            shown.append(d)
+    return SizingResult(
+        model=w.name,
+        rate=rate,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        percentile=percentile,
+        objective=objective,
+        winner=winner,
+        runners_up=tuple(shown),
+        simulated=len(done),
+        pruned=tuple(pruned),
+        exhausted=proven or not heap,
+        requests=requests,
+        workload=f"--requests {requests} --seed {seed} --prompt {prompt} --output {output} --arrival {arrival}",
+        candidates=tuple(done),
+    )
+
+
+def _bound(fam: _Family, devices: int, objective: str) -> tuple[float, float]:
+    """The objective's lower bound for ``devices`` devices of ``fam`` (power only adds to price)."""
+    price = fam.rates.price_usd_per_hour
+    usd = devices * price if price is not None else math.inf
+    return (usd, float(devices)) if objective == "cost" else (float(devices), usd)
+
+
+def _key(d: Deployment, objective: str) -> tuple[float, float]:
+    usd = d.cost.usd_per_hour if d.cost is not None else math.inf
+    return (usd, float(d.devices)) if objective == "cost" else (float(d.devices), usd)
+
+
+def _run_config(config: Any, *args: Any) -> Deployment:
+    """:func:`_run` in a worker process: the workload rebuilt from its config (a config pickles in
+    a few kB; its built graphs are the worker's own)."""
+    return _run(as_workload(config), *args)
+
+
+def _run(
+    w: Any,
+    fam: _Family,
+    a: int,
+    b: int,
+    reqs: Sequence[Request],
+    rate: float,
+    slo_ttft: float,
+    slo_tpot: float,
+    q: float,
+    pair: tuple[EngineConfig, EngineOverheads | None],
+    link_bandwidth: float,
+) -> Deployment:
+    if fam.disagg:
+        topo = Topology(tp=fam.tp, prefill_replicas=a, decode_replicas=b, link_bandwidth=link_bandwidth)
+    else:
+        topo = Topology(replicas=a, tp=fam.tp)
+    eng, ov = pair
+    res = simulate(
+        w,
+        fam.device,
+        reqs,
+        topology=topo,
+        engine=eng,
+        overheads=ov,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        rate=rate,
+    )
+    t, p = _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q)
+    return Deployment(
+        device=fam.device,
+        tp=fam.tp,
+        replicas=0 if fam.disagg else a,
+        prefill_replicas=a if fam.disagg else 0,
+        decode_replicas=b if fam.disagg else 0,
+        devices=topo.devices,
+        ttft_p99=t,
+        tpot_p99=p,
+        meets=t <= slo_ttft and p <= slo_tpot,
+        cost=sim_cost(res, fam.rates),
+        sim=res,
+    )

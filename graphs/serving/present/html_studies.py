@@ -1,0 +1,450 @@
+"""Interactive HTML pages of whole runs (optional extra ``html``: plotly), from their reports.
+
+* :func:`simulation_page` (``simulate``): TTFT/TPOT/E2E CDFs with the SLOs, the timeline of
+  batch, queue and KV use, and the rate probes of ``--max-rate``;
+* :func:`search_page` (``search``): the Pareto frontier per context, winners named, each
+  point's plan on hover;
+* :func:`fusion_page` (``fusion audit``): kernel boundaries ranked by DRAM time, the graph with
+  its fused groups, the groups before and after, the suggestions.
+
+Like :mod:`graphs.serving.present.html_views`, every number on a page is a field of the report the
+command printed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from costmodel.html import Section, page_html, require_plotly, rows_table
+from costmodel.html_figures import cdf_figure, fusion_graph_figure, hbar_figure, styled
+from costmodel.text import fmt_si, fmt_time
+
+from .comparison import METRICS
+from .html_views import run_header
+
+__all__ = ["simulation_page", "search_page", "fusion_page", "comparison_section"]
+
+#: most points a timeline trace draws (a longer run is strided; the note says so); the arrays go
+#: into the page as float32 (plotly's typed arrays: 4 bytes a value, base64), so a page stays small
+MAX_TIMELINE_POINTS = 2000
+
+
+def _stride(n: int) -> int:
+    return max(1, math.ceil(n / MAX_TIMELINE_POINTS))
+
+
+def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | None) -> list[Section]:
+    go = require_plotly()
+    # plotly (the optional [html] extra) loads only when a page is drawn
+    from plotly.subplots import make_subplots
+
+    pr = res.per_request
+    cdfs = (
+        cdf_figure({"TTFT": pr["ttft_s"]}, {"TTFT": slo_ttft}, title="time to first token"),
+        cdf_figure({"TPOT": pr["tpot_s"]}, {"TPOT": slo_tpot}, title="time per output token"),
+        cdf_figure({"end to end": pr["e2e_s"]}, title="end-to-end latency"),
+    )
+    summary = rows_table(
+        [
+            {
+                "": name,
+                "mean": f"{s.mean:.4f}",
+                "P50": f"{s.p50:.4f}",
+                "P90": f"{s.p90:.4f}",
+                "P99": f"{s.p99:.4f}",
+            }
+            for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e))
+        ]
+    )
+    tl = res.timeline
+    k = _stride(len(tl["t"]))
+    t = tl["t"][::k].astype("float32")  # numpy arrays: plotly writes them as compact typed arrays
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    for key in ("running", "waiting", "batch"):
+        fig.add_trace(
+            go.Scatter(x=t, y=tl[key][::k].astype("float32"), mode="lines", name=key, line={"width": 1}),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=t,
+            y=(100 * tl["kv_used"][::k]).astype("float32"),
+            mode="lines",
+            name="KV blocks used %",
+            line={"width": 1},
+        ),
+        row=2,
+        col=1,
+    )
+    fig.update_yaxes(title_text="sequences", row=1, col=1)
+    fig.update_yaxes(title_text="KV blocks used (%)", row=2, col=1)
+    fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    styled(fig, "timeline: batch, queue and KV use per iteration", "", "", height=560)
+    note = f"one iteration in {k} of {len(tl['t']):,} drawn" if k > 1 else f"{len(tl['t']):,} iterations"
+    return [
+        Section("latency distributions", (summary, *cdfs)),
+        Section("timeline", (fig,), note),
+    ]
+
+
+def comparison_section(comp: Any, slo_ttft: float | None = None, slo_tpot: float | None = None) -> Section:
+    """``--compare`` as a page section: the table (each value with its P10-P90 where it has one),
+    every column's metrics as a ratio to the reference (the measured run, else the last column)
+    with the interval as error bars, and the TTFT and TPOT CDFs of every column that has
+    per-request times, the SLOs drawn."""
+    go = require_plotly()
+    ref = next((c for c in comp.columns if c.name == comp.measured), comp.columns[-1])
+    table = []
+    for label, _, unit in METRICS:
+        row = {"metric": f"{label} ({unit})" if unit == "s" else label}
+        for c in comp.columns:
+            v = c.values.get(label)
+            iv = c.interval.get(label)
+            row[c.name] = "" if v is None else f"{v:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else "")
+        table.append(row)
+    fig = go.Figure()
+    labels = [label for label, _, _ in METRICS if ref.values.get(label)]
+    for c in comp.columns:
+        xs = [x for x in labels if x in c.values]
+        ys = [c.values[x] / ref.values[x] for x in xs]
+        hi = [(c.interval[x][1] - c.values[x]) / ref.values[x] if x in c.interval else 0.0 for x in xs]
+        lo = [(c.values[x] - c.interval[x][0]) / ref.values[x] if x in c.interval else 0.0 for x in xs]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers",
+                name=c.name,
+                marker={"size": 11},
+                error_y={"type": "data", "array": hi, "arrayminus": lo, "visible": any(hi) or any(lo)},
+                hovertemplate=f"{c.name}: %{{y:.3f}} x {ref.name}<extra></extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    styled(fig, f"each answer over {ref.name} (bars: P10-P90)", "", f"ratio to {ref.name}", height=420)
+    cdfs = tuple(
+        cdf_figure(
+            {c.name: c.per_request[key] for c in comp.columns if key in c.per_request},
+            {c.name: slo for c in comp.columns[-1:]} if slo is not None else None,
+            title=f"{what}: every answer",
+        )
+        for key, what, slo in (
+            ("TTFT", "time to first token", slo_ttft),
+            ("TPOT", "time per output token", slo_tpot),
+        )
+    )
+    errs = comp.errors()
+    note = "; ".join(
+        f"{name} against the measured run: " + ", ".join(f"{k} {100 * e:+.1f} %" for k, e in es.items())
+        for name, es in errs.items()
+    )
+    return Section(
+        "side by side: the bound, the prediction and what was measured", (rows_table(table), fig, *cdfs), note
+    )
+
+
+def simulation_page(
+    result: Any,
+    config: Any,
+    *,
+    command: str,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    cost: Any = None,
+    comparison: Any = None,
+) -> str:
+    """A ``simulate`` page from a :class:`SimResult`, or from a :class:`MaxRate` (its probes
+    and the simulation at the rate found); ``cost``: the run's
+    :class:`graphs.serving.planning.cost.TokenCost` (:func:`graphs.serving.planning.cost.sim_cost`), its line as
+    the command prints it; ``comparison``: ``--compare``'s
+    :class:`~graphs.serving.present.comparison.Comparison`, drawn first (:func:`comparison_section`)."""
+    go = require_plotly()
+    sections: list[Section] = []
+    headline: dict[str, str] = {}
+    sim = result
+    if hasattr(result, "probes"):  # --max-rate
+        sim = result.at_rate
+        pct = result.percentile
+        probes = sorted(result.probes)
+        fig = go.Figure()
+        for i, (name, slo) in enumerate(
+            ((f"P{pct:g} TTFT", result.slo_ttft), (f"P{pct:g} TPOT", result.slo_tpot))
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in probes],
+                    y=[p[2 + i] for p in probes],
+                    mode="lines+markers",
+                    name=name,
+                    marker={"symbol": ["circle" if p[1] else "x" for p in probes], "size": 9},
+                    text=["meets" if p[1] else "misses" for p in probes],
+                    hovertemplate=f"%{{x:.3f}} req/s: {name} %{{y:.4g}} s (%{{text}})<extra></extra>",
+                )
+            )
+            if slo is not None:  # a trace, not a shape: shapes on log axes take log10 positions
+                label = f"{name.split()[-1]} SLO {slo:g} s"
+                fig.add_trace(
+                    go.Scatter(
+                        x=[probes[0][0], probes[-1][0]],
+                        y=[slo, slo],
+                        mode="lines+text",
+                        text=[label, ""],
+                        textposition="top right",
+                        line={"dash": "dot", "color": "gray"},
+                        name=label,
+                    )
+                )
+        styled(
+            fig,
+            "rate sweep: probes of --max-rate (circles meet the SLOs, crosses miss)",
+            "requests/s",
+            "seconds",
+            yaxis_type="log",
+        )
+        ceiling = getattr(result, "ceiling_rate", None)
+        if result.rate is not None:
+            headline["max rate"] = (
+                f"{result.rate:.3f} requests/s = {result.rate_per_device:.3f} requests/s per device"
+            )
+        elif getattr(result, "saturated", True):
+            headline["max rate"] = "no probed rate meets the SLOs"
+        else:
+            headline["max rate"] = (
+                f"not determined: every probe up to the physical ceiling meets the SLOs; "
+                f"{result.requests:,} requests are too few to load the deployment (raise --requests)"
+            )
+        if ceiling is not None:
+            headline["physical ceiling"] = f"{ceiling:,.3f} requests/s"
+        sections.append(Section("rate sweep", (fig,)))
+        slo_ttft, slo_tpot = result.slo_ttft, result.slo_tpot
+    if sim is not None:
+        headline.update(
+            {
+                "requests": f"{sim.requests:,} over {sim.duration_s:.1f} s",
+                "TTFT P99": f"{sim.ttft.p99:.4f} s",
+                "TPOT P99": f"{sim.tpot.p99:.4f} s",
+                "E2E P99": f"{sim.e2e.p99:.4f} s",
+                "overall throughput (drain tail included)": (
+                    f"{sim.requests_per_s:.2f} requests/s, {sim.output_tokens_per_s:,.0f} output tokens/s"
+                ),
+                "mean batch": f"{sim.mean_batch:.1f}",
+                "KV blocks used on average": f"{100 * sim.mean_kv_utilisation:.0f}%",
+            }
+        )
+        steady = getattr(sim, "steady_requests_per_s", None)
+        if steady is not None:  # as the command prints it: first to last arrival
+            headline["steady-state throughput"] = (
+                f"{steady:.2f} requests/s, {sim.steady_output_tokens_per_s:,.0f} output tokens/s "
+                f"(first to last arrival, {sim.steady_window_s:.1f} s)"
+            )
+        if sim.goodput_requests_per_s is not None:
+            headline["goodput"] = (
+                f"{sim.goodput_requests_per_s:.2f} requests/s ({100 * (sim.slo_attainment or 0):.1f}% meet the SLOs)"
+            )
+        if cost is not None:
+            headline["cost"] = cost.line().removeprefix("cost ")
+        if comparison is not None:
+            sections.append(comparison_section(comparison, slo_ttft, slo_tpot))
+        sections.extend(_simulation_sections(sim, slo_ttft, slo_tpot))
+        topo = {k: v for k, v in sim.topology.to_dict().items() if v not in (None, 0, False)}
+        sections.append(Section("the deployment", (rows_table([topo]),)))
+    device = sim.device if sim is not None else "-"
+    tp = sim.topology.tp if sim is not None else None
+    rate = f" at {sim.rate:.4g} requests/s" if sim is not None and sim.rate else ""
+    title = f"{config.name} serving simulation on {device}{rate}"
+    return page_html(title, run_header(command, config, device, tp), headline, sections)
+
+
+#: frontier columns shown on hover
+_POINT_KEYS = (
+    "plan",
+    "batch",
+    "ctx",
+    "ttft_s",
+    "tpot_s",
+    "tokens_per_s_per_user",
+    "tokens_per_s_per_device",
+    "energy_per_token_j",
+)
+
+
+#: each frontier column's heading in people's words and how its value is written (the number
+#: is the search's own: seconds, tokens/s, joules, USD)
+_POINT_HEADINGS: dict[str, tuple[str, str]] = {
+    "plan": ("plan (device dtypes tp pp ep micro-batches)", ""),
+    "batch": ("batch", ""),
+    "ctx": ("context (tokens)", ""),
+    "ttft_s": ("TTFT (s)", ".3g"),
+    "tpot_s": ("TPOT (ms)", "ms"),
+    "tokens_per_s_per_user": ("tokens/s per user", ",.1f"),
+    "tokens_per_s_per_device": ("tokens/s per device", ",.0f"),
+    "energy_per_token_j": ("energy (J/token)", ".3g"),
+    "usd_per_m_output": ("$/M output", ".3g"),
+}
+
+
+def _point_row(p: dict[str, Any]) -> dict[str, Any]:
+    """A frontier point as the page shows it: numbers rounded to what they mean (TPOT in ms)."""
+    out: dict[str, Any] = {}
+    for k, v in p.items():
+        how = _POINT_HEADINGS.get(k, ("", ""))[1]
+        if not how or not isinstance(v, int | float) or isinstance(v, bool):
+            out[k] = v
+        elif how == "ms":
+            out[k] = f"{1e3 * v:.3g}"
+        else:
+            out[k] = format(v, how)
+    return out
+
+
+def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
+    """Each context's winners per objective (one frontier per context)."""
+    by_ctx = getattr(result, "best_by_ctx", None)
+    if by_ctx:
+        return dict(by_ctx)
+    ctxs = {p["ctx"] for p in result.best.values()}
+    return {ctxs.pop() if len(ctxs) == 1 else "all": result.best} if result.best else {}
+
+
+def search_page(result: Any, *, command: str) -> str:
+    """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named."""
+    go = require_plotly()
+    fig = go.Figure()
+    by_ctx: dict[Any, list[dict[str, Any]]] = {}
+    for r in result.frontier:
+        by_ctx.setdefault(r["ctx"], []).append(r)
+    for ctx, pts in sorted(by_ctx.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=[p["tokens_per_s_per_device"] for p in pts],
+                y=[p["tokens_per_s_per_user"] for p in pts],
+                mode="markers",
+                name=f"ctx {ctx}",
+                text=["<br>".join(f"{k}: {p.get(k)}" for k in _POINT_KEYS if k in p) for p in pts],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    by_context = _winners(result)
+    winners: dict[tuple[Any, ...], list[str]] = {}  # one label per point, naming every objective it wins
+    points: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for best in by_context.values():
+        for name, p in best.items():
+            key = (p["plan"], p["batch"], p["ctx"])
+            winners.setdefault(key, []).append(name.replace("_", " "))
+            points[key] = p
+    for i, (key, names) in enumerate(winners.items()):
+        p = points[key]
+        fig.add_annotation(
+            x=math.log10(p["tokens_per_s_per_device"]),
+            y=math.log10(p["tokens_per_s_per_user"]),
+            text=f"{' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}",
+            showarrow=True,
+            arrowhead=2,
+            ay=-30 - 25 * (i % 2),
+            font={"size": 10},
+        )
+    styled(
+        fig,
+        f"Pareto frontier ({' vs '.join(_POINT_HEADINGS.get(o, (o,))[0] for o in result.objectives)})",
+        "tokens/s per device",
+        "tokens/s per user",
+        height=520,
+        xaxis_type="log",
+        yaxis_type="log",
+    )
+    headline = {
+        "points": f"{result.points:,}; {result.valid:,} valid, {result.fits:,} fit, {result.meets_slo:,} meet the SLOs",
+        "frontier": f"{len(result.frontier)} points",
+    }
+    for ctx, best in by_context.items():  # as the command prints them
+        head = f"ctx {ctx}: " if len(by_context) > 1 else ""
+        for name, p in best.items():
+            headline[f"{head}{name.replace('_', ' ')}"] = f"{p['plan']}, batch {p['batch']}"
+    cols = [(k, _POINT_HEADINGS[k][0]) for k in _POINT_KEYS]
+    if "usd_per_m_output" in result.objectives:  # as the command labels it (graphs.serving.planning.cost)
+        cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
+    shown = [_point_row(p) for p in result.frontier]
+    sections = [Section("Pareto frontier", (fig, rows_table(shown, cols)))]
+    if result.beyond_domain:
+        sections.append(
+            Section(
+                "left out",
+                (rows_table([{"plan": p} for p in result.beyond_domain]),),
+                "wider than the device's scale-up domain",
+            )
+        )
+    return page_html(f"{result.model}: design-space search", run_header(command), headline, sections)
+
+
+def fusion_page(
+    report: Any,
+    suggestions: Sequence[Any],
+    config: Any,
+    *,
+    command: str,
+    scope: str,
+    where: str,
+    graph: Any = None,
+    plan: Any = None,
+) -> str:
+    """A ``fusion audit`` page from an :class:`AuditReport` and its suggestions (with the audited
+    ``graph`` and ``plan``, the graph drawn with its groups and boundaries)."""
+    go = require_plotly()
+    bs = list(report.boundaries)[:30]
+    bfig = hbar_figure(
+        [f"{b.producer} -> {', '.join(c.split('.')[-1] for c in b.consumers)}" for b in bs],
+        [b.time_s * 1e6 for b in bs],
+        [f"{fmt_si(b.bytes, 'B')}, {100 * b.share:.3g}% of the unfused bound" for b in bs],
+        title="kernel boundaries ranked by DRAM time (one write + one read per consuming kernel)",
+        x_title="us",
+        hover="%{y}<br>%{x:.3f} us of DRAM time, %{text}",
+        left_margin=330,
+    )
+    groups = [g for g in report.groups if len(g.members) > 1] or list(report.groups)
+    gfig = go.Figure()
+    for key, label in (("time_before_s", "as separate kernels"), ("time_after_s", "fused")):
+        gfig.add_trace(
+            go.Bar(
+                x=[g.group for g in groups],
+                y=[getattr(g, key) * 1e6 for g in groups],
+                name=label,
+                text=[" + ".join(m.split(".")[-1] for m in g.members) for g in groups],
+                textposition="none",
+                hovertemplate=f"%{{x}} {label}: %{{y:.3f}} us<br>%{{text}}<extra></extra>",
+            )
+        )
+    styled(gfig, "fused groups: bound before and after", "", "us", barmode="group")
+    srows = [
+        {
+            "group": " + ".join(m.split(".")[-1] for m in s.group.members),
+            "pattern": s.pattern,
+            "bytes saved": fmt_si(s.bytes_saved, "B"),
+            "time saved": fmt_time(s.time_saved_s),
+            "bound after": s.kind_after,
+        }
+        for s in suggestions
+    ]
+    un, pl, ideal = report.unfused, report.plan, report.ideal
+    headline = {
+        "unfused": f"{(un.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us ({fmt_si(un.dram_bytes, 'B')}, {un.kernels:.0f} kernels)",
+        "ideal": f"{ideal.lower_s * 1e6:.2f} us ({fmt_si(ideal.dram_bytes, 'B')})",
+    }
+    if pl is not None:
+        headline["plan"] = (
+            f"{(pl.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us ({fmt_si(pl.dram_bytes, 'B')}, {pl.kernels:.0f} kernels)"
+        )
+    sections = [Section("boundaries", (bfig,))]
+    if graph is not None and plan is not None:
+        title = "the graph: nodes coloured by fused group, kernel boundaries in red (thicker: more DRAM time)"
+        sections.append(Section("graph", (fusion_graph_figure(graph, plan, report.boundaries, title=title),)))
+    sections += [
+        Section("fused groups", (gfig, rows_table([g.to_dict() for g in groups]))),
+        Section("suggested fusions", (rows_table(srows),)),
+    ]
+    if report.issues:
+        sections.append(Section("plan issues", (rows_table([{"issue": str(i)} for i in report.issues]),)))
+    title = f"fusion audit: {config.name} {scope} on {report.device}, {where}"
+    return page_html(title, run_header(command, config, report.device), headline, sections)

@@ -1,0 +1,765 @@
+"""One predictor for every analysis: the roofline bound, or a framework's calibrated kernels.
+
+A :class:`Predictor` names how a kernel's time is priced:
+
+* ``bound``: its roofline (:mod:`costmodel.roofline`): today's numbers, unchanged;
+* ``calibrated``: the efficiency fits of the framework's measured kernels
+  (:func:`graphs.serving.pricing.predict.predict_step`'s ``predicted_s``);
+* ``grey-box``: those fits times their shape residuals (``corrected_s``).
+
+An analysis takes one as an argument; ``predicted_mixed_step`` gives the simulator's
+mixed-batch iteration priced by it. That step is COMPILED ONCE per (model, device, tp,
+predictor): every kernel of the decode graph whose op the corpus measures (GEMMs,
+attention, all-reduce: selected by their node role and corpus family, never by op name
+strings) is priced by the predictor once over a geometric grid of what varies in a serving
+iteration, and the iteration loop only interpolates:
+
+* token-wise kernels (body) at ``N`` tokens, the head at ``R`` rows: every whole count up
+  to 8192 (their times are staircases in ``N``: :func:`token_grid`), then
+  ``round(2^{j/8})`` up to ``2^17``;
+* decode attention at ``(D, mean ctx)`` over the ``D`` decoding sequences (one varlen launch,
+  as the bound prices it): ``D`` whole up to 256 then ``round(2^{j/2})`` up to ``2^12``, the
+  context ``round(2^{j/2})`` for ``2 <= ctx <= 2^18``;
+* a prefill chunk's attention at ``c`` new tokens with no cached prefix (the corpus measures
+  context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``, on the
+  token grid; a chunk after a cached prefix keeps its bound (and is counted as bound).
+
+Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
+attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
+grid's ends. Each kernel's time is then clamped from below by its own roofline term of the
+same batch (:class:`graphs.serving.step.mixed.MixedStep`), so a predicted iteration is never
+faster than its bound:
+
+.. math:: t_k = \\max\\big(\\hat t_k(x),\\; t^{roof}_k(x)\\big)
+
+and the seconds where the clamp acted are counted apart (:attr:`Coverage.bounds`, reason
+:data:`CLAMPED`). Kernels the corpus does not measure keep their bound. Every iteration adds
+its kernels' seconds to the share they rest on (measured, neighbour, bound:
+:mod:`graphs.serving.pricing.kernel_sources`), read back with :meth:`PredictedStep.coverage`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from costmodel.errors import CostModelError
+from costmodel.graph import GROUP, REPEAT, op_nodes
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import ROLE, Phase, Role
+from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS, small_kernel_s
+from costmodel.memo import BoundedCache
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import S as S_sym
+from costmodel.symbols import ctx as ctx_sym
+from costmodel.symbols import dim
+from models.config import ModelConfig
+
+from ..step.compiled import compiled_step
+from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr
+from ..step.workload import Workload, as_workload
+from .kernel_sources import CLAMPED, Coverage, heldout_log_quantile, kernel_source
+from .predict import (
+    dtype_key,
+    expert_activations,
+    expert_groups,
+    fused_row,
+    kernel_row,
+    price_rows,
+    projection_groups,
+    small_kernel_basis,
+    small_kernel_floor,
+    small_kernel_groups,
+    unmeasured_basis,
+)
+from .protocols import IterationStep
+
+__all__ = [
+    "BOUND",
+    "CLAMPED",
+    "INTERVAL",
+    "KINDS",
+    "KernelIds",
+    "PredictedStep",
+    "Predictor",
+    "predicted_mixed_step",
+    "lerp_at",
+    "tabulate",
+    "token_grid",
+]
+
+KINDS = ("bound", "calibrated", "grey-box")
+#: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
+INTERVAL = (0.1, 0.9)
+_CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
+_CHUNK_BODY_PREFIX = "MLA chunk token-wise kernels after a cached prefix (it is decompressed too): bound"
+
+
+def _frameworks() -> tuple[str, ...]:
+    return tuple(FRAMEWORKS)
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """How kernel times are priced (module doc): ``kind`` in :data:`KINDS`, with the
+    ``framework`` whose measured kernels price them (none for the bound).
+
+    ``quantile`` (in (0, 1), None: the fits' own point prediction) prices every measured
+    kernel at that quantile of its held-out error instead:
+
+    .. math:: \\hat t_q = \\hat t \\, \\exp\\big(Q_q(\\log(t_{meas} / \\hat t))\\big)
+
+    with ``Q_q`` over the held-out rows of the fits pricing it
+    (:func:`graphs.serving.pricing.kernel_sources.heldout_log_errors`: 20 % of each kernel group's
+    corpus rows held out of a fit on the rest). Every kernel of a step takes the same quantile
+    at once: the errors of one device's kernels are largely shared (a library version, a clock,
+    the fitted fractions), so the ends of :data:`INTERVAL` bracket a whole step, TTFT, TPOT or
+    throughput the way they bracket one kernel (comonotone errors; independent ones would give
+    a narrower interval). Each end is still clamped to the bound."""
+
+    kind: str = "bound"
+    framework: str | None = None
+    cold_l2: bool = True  #: drop the fits' L2 speed-up (weights are not L2 resident in a step)
+    quantile: float | None = None  #: the held-out error quantile priced (None: the point prediction)
+    #: FP8 activation scales, dynamic or static (:func:`graphs.serving.pricing.predict.price_rows`)
+    fp8_scales: str = "dynamic"
+    #: sibling projections (q/k/v, gate/up) priced as the one GEMM engines run (:mod:`graphs.serving.pricing.predict`)
+    fuse_projections: bool = True
+    #: each engine kernel of the small unmeasured ops at least the device's shortest measured kernel
+    small_kernels: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise CostModelError(f"predictor kind {self.kind!r} not allowed; allowed: {', '.join(KINDS)}")
+        if self.fp8_scales not in FP8_SCALES:
+            raise CostModelError(
+                f"predictor fp8_scales {self.fp8_scales!r} not allowed; allowed: {', '.join(FP8_SCALES)}"
+            )
+        q = self.quantile
+        if q is not None and not (isinstance(q, int | float) and 0 < q < 1):
+            raise CostModelError(f"predictor quantile must be in (0, 1) or None, got {q!r}")
+        if self.kind == "bound":
+            if self.framework is not None:
+                raise CostModelError(f"the bound predictor takes no framework, got {self.framework!r}")
+            if q is not None:
+                raise CostModelError("the bound predictor has no error quantile (it is a lower bound)")
+            if self.fp8_scales != "dynamic":
+                raise CostModelError("the bound predictor prices no measured kernel: fp8_scales is theirs")
+            return
+        fws = _frameworks()
+        if self.framework not in fws:
+            raise CostModelError(
+                f"predictor framework {self.framework!r} not allowed; allowed: {', '.join(fws)}"
+            )
+
+    @classmethod
+    def of(
+        cls,
+        framework: str | None,
+        *,
+        grey_box: bool = True,
+        quantile: float | None = None,
+        fp8_scales: str = "dynamic",
+    ) -> Predictor:
+        """``--predict FRAMEWORK``: the framework's kernels, their efficiency fits times the shape
+        residuals (grey-box: held-out MAPE on random 20 % of shapes 6.3 % against the fits' 12.8 %
+        for H100 GEMMs, 9.1 against 15.9 % for its decode attention, ``docs/accuracy.md``);
+        ``grey_box=False``: the fits alone; None: the bound. ``fp8_scales="static"``: FP8 GEMMs of
+        a checkpoint with calibrated activation scales (:func:`graphs.serving.pricing.predict.price_rows`)."""
+        if framework is None:
+            return cls()
+        return cls(
+            "grey-box" if grey_box else "calibrated", framework, quantile=quantile, fp8_scales=fp8_scales
+        )
+
+    def at(self, quantile: float | None) -> Predictor:
+        """This predictor at another held-out error quantile (None: the point prediction)."""
+        return dataclasses.replace(self, quantile=quantile)
+
+    @property
+    def point(self) -> Predictor:
+        """This predictor's point prediction (no quantile)."""
+        return self.at(None)
+
+    def interval(self) -> tuple[Predictor, Predictor]:
+        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice)."""
+        if self.is_bound:
+            return self, self
+        return self.at(INTERVAL[0]), self.at(INTERVAL[1])
+
+    @property
+    def is_bound(self) -> bool:
+        return self.kind == "bound"
+
+    @property
+    def field(self) -> str:
+        """The :func:`predict_step` node field this predictor's times are."""
+        return "corrected_s" if self.kind == "grey-box" else "predicted_s"
+
+    @property
+    def label(self) -> str:
+        if self.is_bound:
+            return "roofline bound"
+        extra = " with shape residuals" if self.kind == "grey-box" else ""
+        at = "" if self.quantile is None else f", at the P{100 * self.quantile:g} of their held-out errors"
+        scales = ", static FP8 activation scales" if self.fp8_scales == "static" else ""
+        return f"predicted from {self.framework} kernels{extra}{scales}{at}"
+
+    def log_factor(self, device: str, family: str, key: str) -> float:
+        """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
+        its held-out error quantile (class doc), 0 for the point prediction."""
+        if self.quantile is None or self.framework is None or family == "moe":
+            # the fused-MoE family is the measurements themselves, interpolated in log(tokens):
+            # no fit, so no held-out error of one (its interpolation error is not estimated)
+            return 0.0
+        return heldout_log_quantile(
+            device, self.framework, family, key, float(self.quantile), self.kind == "grey-box"
+        )
+
+
+#: the roofline bound predictor (what every analysis prices with unless told otherwise)
+BOUND = Predictor()
+
+
+def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.ndarray:
+    """Every whole count ``1 .. dense``, then ``round(2^{j/per_octave})`` up to ``hi``.
+
+    Dense first because the kernels' times are staircases in their token count (a GEMM's
+    wave quantisation: the measured fits jump by ~10 % at each multiple of its 64-row tile),
+    which no geometric grid follows; an iteration's token count is a whole number, so below
+    ``dense`` (the default token budget) the table holds the prediction exactly. Beyond it the
+    steps are under 1 % of the time and the geometric grid interpolates them."""
+    j = np.arange(0, int(math.log2(hi) * per_octave) + 1)
+    geo = np.round(2.0 ** (j / per_octave))
+    return np.unique(np.concatenate([np.arange(1, dense + 1, dtype=float), geo[geo > dense]]))
+
+
+def lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
+    """Segment ``i`` and weight ``w`` of ``lx`` on the sorted log grid (``w`` outside [0, 1]
+    beyond the ends: linear extrapolation of the end segments)."""
+    i = min(max(bisect.bisect_right(grid, lx) - 1, 0), len(grid) - 2)
+    return i, (lx - grid[i]) / (grid[i + 1] - grid[i])
+
+
+class _NodeForms:
+    """A graph node's parameters, repeat and op as numpy functions of the graph's free symbols."""
+
+    def __init__(self, d: dict[str, Any], syms: tuple[sympy.Symbol, ...]) -> None:
+        self.node = d
+        self.syms = syms
+        self.fixed: dict[str, Any] = {}
+        self.forms: dict[str, Callable[..., Any]] = {}
+        for k, v in (d.get("params") or {}).items():
+            if isinstance(v, sympy.Basic):
+                if v.free_symbols:
+                    self.forms[k] = sympy.lambdify(syms, v, "numpy")
+                else:
+                    self.fixed[k] = float(v)
+            else:
+                self.fixed[k] = v
+        rep = d.get(REPEAT, 1)
+        self.repeat = sympy.lambdify(syms, rep, "numpy") if isinstance(rep, sympy.Basic) else (lambda *_: rep)
+
+    def params(self, points: np.ndarray) -> list[dict[str, Any]]:
+        """The parameters at each row of ``points`` (values of the symbols, in order)."""
+        cols = [points[:, i] for i in range(points.shape[1])]
+        n = len(points)
+        vals = {
+            k: np.broadcast_to(np.asarray(f(*cols), dtype=float), (n,)).tolist()
+            for k, f in self.forms.items()
+        }
+        return [{**self.fixed, **{k: v[i] for k, v in vals.items()}} for i in range(n)]
+
+    def repeats(self, points: np.ndarray) -> np.ndarray:
+        cols = [points[:, i] for i in range(points.shape[1])]
+        return np.broadcast_to(np.asarray(self.repeat(*cols), dtype=float), (len(points),))
+
+
+@dataclass
+class _Table:
+    """One kernel's predicted seconds (repeat included) on a grid, and what they rest on."""
+
+    name: str
+    source: str  #: measured, neighbour or bound (no table then)
+    basis: str
+    values: np.ndarray | None  #: seconds at the grid points (None: the bound prices it)
+    family: str = ""  #: the measured family and dtype key pricing it (for the quantile factor)
+    key: str = ""
+    #: what the seconds rest on where the values fall below the kernel's bound, which then prices
+    #: it ("": :data:`CLAMPED`; a small kernel's floor share below its bound: its op's unmeasured
+    #: reason, as :func:`graphs.serving.pricing.predict.predict_step` keeps such an op at its bound)
+    clamp_basis: str = ""
+
+    @property
+    def below_bound(self) -> str:
+        """The bound-share reason of this kernel's clamped seconds."""
+        return self.clamp_basis or CLAMPED
+
+
+#: tabulations of the point predictions, shared by every quantile of one predictor
+_TABLES: BoundedCache[list[_Table]] = BoundedCache("predictor_tables", 256)
+
+
+def tabulate(
+    hw: Hardware,
+    pred: Predictor,
+    g: Any,
+    syms: tuple[sympy.Symbol, ...],
+    names: list[str],
+    points: np.ndarray,
+) -> list[_Table]:
+    """Each node of ``names`` priced by ``pred`` at every row of ``points`` (values of ``syms``),
+    the corpus pricing of :func:`graphs.serving.pricing.predict.predict_step` batched per family and
+    dtype; a quantile predictor's tables are its point tables times each kernel's factor
+    (:meth:`Predictor.log_factor`)."""
+    key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
+    base = _TABLES.get_or_build(
+        key,
+        lambda: _tabulate_point(hw, pred.point, [(n, _NodeForms(g.nodes[n], syms)) for n in names], points),
+    )
+    if pred.quantile is None:
+        return base
+    return [  # a small kernel's floor (no measured family) has no held-out error: unchanged
+        t
+        if t.values is None or not t.family
+        else dataclasses.replace(t, values=t.values * math.exp(pred.log_factor(hw.name, t.family, t.key)))
+        for t in base
+    ]
+
+
+def _tabulate_point(
+    hw: Hardware, pred: Predictor, forms: list[tuple[str, _NodeForms]], points: np.ndarray
+) -> list[_Table]:
+    """:func:`tabulate` of the point prediction: the nodes (name, forms) at ``points``."""
+    assert pred.framework is not None
+    out: list[_Table] = []
+    # one kernel row per point: ([(table index, share of the kernel's time)], point, row, repeat)
+    groups: dict[tuple[str, str], list[tuple[list[tuple[int, float]], int, dict[str, Any], float]]] = {}
+    hit_of: dict[int, list[tuple[tuple[str, dict[str, Any]], int, float]]] = {}
+    for ni, (n, nf) in enumerate(forms):
+        out.append(_Table(n, "bound", "", None))
+        hits: list[tuple[tuple[str, dict[str, Any]], int, float]] = []
+        reps = nf.repeats(points)
+        for pi, p in enumerate(nf.params(points)):
+            hit = kernel_row(nf.node, p)
+            if hit is None:  # unmeasured at some point: the bound prices the kernel everywhere
+                out[ni].basis = unmeasured_basis(nf.node, p)
+                hits = []
+                break
+            hits.append((hit, pi, float(reps[pi])))
+        if hits:
+            hit_of[ni] = hits
+    index = {n: i for i, (n, _) in enumerate(forms)}
+    fused = projection_groups((n, nf.node) for n, nf in forms) if pred.fuse_projections else {}
+    fused = {**fused, **expert_groups((n, nf.node) for n, nf in forms)}
+    done: set[int] = set()
+    for ni, hits in hit_of.items():
+        if ni in done:
+            continue
+        members = [index[m] for m in fused.get(forms[ni][0], ()) if m in index]
+        if len(members) < 2 or not all(m in hit_of for m in members):
+            members = [ni]
+        done.update(members)
+        for j, ((fam, _), pi, rep) in enumerate(hits):
+            row, shares = fused_row([hit_of[m][j][0][1] for m in members])
+            groups.setdefault((fam, dtype_key(fam, row)), []).append(
+                (list(zip(members, shares, strict=True)), pi, row, rep)
+            )
+    for (fam, key), items in groups.items():
+        src = kernel_source(hw.name, pred.framework, fam, key)
+        if not src.fits:
+            for targets, *_ in items:
+                for ni, _ in targets:
+                    out[ni].source, out[ni].basis = "bound", src.basis
+            continue
+        p_cal, p_corr = price_rows(
+            hw,
+            pred.framework,
+            fam,
+            src,
+            [it[2] for it in items],
+            cold_l2=pred.cold_l2,
+            grey_box=pred.kind == "grey-box",
+            fp8_scales=pred.fp8_scales,
+        )
+        sec = p_corr if pred.kind == "grey-box" else p_cal
+        for (targets, pi, _, rep), s in zip(items, sec, strict=True):
+            for ni, share in targets:
+                t = out[ni]
+                if t.values is None:
+                    t.values = np.full(len(points), np.nan)
+                    t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
+                t.values[pi] = float(s) * rep * share
+    small = (
+        small_kernel_groups(((n, nf.node) for n, nf in forms), pred.framework) if pred.small_kernels else {}
+    )
+    inside = expert_activations((n, nf.node) for n, nf in forms)  # timed within the fused-MoE kernel
+    small = {n: ms for n, ms in small.items() if n not in inside}
+    kernels: dict[tuple[str, ...], list[int]] = {}
+    for ni, (n, _) in enumerate(forms):
+        if ni not in hit_of and n in small:
+            kernels.setdefault(small[n], []).append(ni)
+    if kernels:  # each member's share of its kernel's floor; the step takes max(share, bound)
+        floor = small_kernel_s(hw.name)
+        basis = small_kernel_basis(hw.name)
+        cols = [points[:, i] for i in range(points.shape[1])]
+        for members in kernels.values():
+            syms = forms[members[0]][1].syms
+            roofs = np.array(
+                [
+                    np.broadcast_to(
+                        np.asarray(
+                            sympy.lambdify(syms, node_time_expr(forms[m][1].node, hw), "numpy")(*cols),
+                            dtype=float,
+                        ),
+                        (len(points),),
+                    )
+                    for m in members
+                ]
+            )
+            floors = small_kernel_floor(roofs, forms[members[0]][1].repeats(points), floor)
+            for m, values in zip(members, floors, strict=True):
+                out[m] = _Table(
+                    forms[m][0],
+                    "neighbour",
+                    basis,
+                    np.array(values, dtype=float),
+                    clamp_basis=unmeasured_basis(forms[m][1].node, {}),
+                )
+    for t in out:
+        if t.values is not None and not (np.all(np.isfinite(t.values)) and np.all(t.values > 0)):
+            raise CostModelError(f"{t.name}: the {pred.label} is not a positive number on its grid")
+    return out
+
+
+class KernelIds:
+    """Ids of (source, basis) pairs the iteration loop adds seconds to."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+
+    def __call__(self, source: str, basis: str) -> int:
+        key = (source, basis if source != "measured" else "")
+        if key not in self.pairs:
+            self.pairs.append(key)
+        return self.pairs.index(key)
+
+
+class PredictedStep:
+    """A mixed iteration (:class:`MixedStep`) with its measured kernels priced by a predictor
+    through tables compiled once (module doc); the same interface as :class:`MixedStep`."""
+
+    def __init__(self, w: Workload, hw: Hardware, tp: int, predictor: Predictor) -> None:
+        if predictor.is_bound:
+            raise CostModelError("the bound predictor is the MixedStep itself (predicted_mixed_step)")
+        self.predictor = predictor
+        self.hardware = hw
+        self.tp = tp
+        self.bound = mixed_step(w, hw, tp=tp)
+        self.windowed = self.bound.windowed  #: a sliding-window kernel needs each decode's context
+        self.shared_body = self.bound.shared_body  #: False: MLA (prefill tokens run their own kernels)
+        g_dec = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
+        g_pre = compiled_step(w, hw, Phase.PREFILL, tp=tp).graph
+        assert g_dec is not None and g_pre is not None
+        ids = self._ids = KernelIds()
+        self.clamped_id = ids("bound", CLAMPED)
+        # ---- token-wise kernels (body at N tokens) and the head (R rows): one grid
+        grid = token_grid()
+        self.token_grid = grid
+        self._lgrid = np.log(grid).tolist()
+        tok_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) != Role.ATTENTION]
+        pts = np.stack([grid, np.full_like(grid, 1.0)], axis=1)  # (B, ctx): ctx enters no token-wise kernel
+        tables = tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), tok_names, pts)
+        lumps: dict[int, sympy.Expr] = {}
+        lumps_head: dict[int, sympy.Expr] = {}
+        exprs, heads, logs, kid, cid = [], [], [], [], []
+        for t in tables:
+            d = g_dec.nodes[t.name]
+            e = node_time_expr(d, hw)
+            is_head = d.get(GROUP) == HEAD_GROUP
+            if t.values is None:
+                bucket = lumps_head if is_head else lumps
+                i = ids("bound", t.basis)
+                bucket[i] = bucket.get(i, sympy.Integer(0)) + e
+                continue
+            exprs.append(e)
+            heads.append(is_head)
+            logs.append(np.log(t.values))
+            kid.append(ids(t.source, t.basis))
+            cid.append(ids("bound", t.below_bound))
+        self.kernel_names = [t.name for t in tables if t.values is not None]
+        # per kernel (head?, id, log-seconds on the grid) as plain lists: a few kernels per
+        # iteration are cheaper in floats than in numpy calls
+        self._rows = [(h, i, row.tolist()) for h, i, row in zip(heads, kid, logs, strict=True)]
+        self._clamp_ids = cid  #: per kernel row, where its clamped seconds go
+        rows_sym = dim("rows")
+        self._roof = sympy.lambdify(
+            (B_sym, rows_sym),
+            [e.subs(B_sym, rows_sym) if h else e for e, h in zip(exprs, heads, strict=True)],
+            "math",
+        )
+        self._lumps = [(i, sympy.lambdify(B_sym, e, "math"), False) for i, e in lumps.items()]
+        self._lumps += [(i, sympy.lambdify(B_sym, e, "math"), True) for i, e in lumps_head.items()]
+        # ---- attention: decode at (D, mean ctx), prefill chunks at c (no prefix)
+        a_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) == Role.ATTENTION]
+        if len(a_names) != len(self.bound.attention):
+            raise CostModelError("internal: attention nodes differ from the mixed step's")
+        dg = token_grid(256, 2**12, 2)
+        cg = token_grid(1, 2**18, 2)
+        cg = cg[cg >= 2]
+        self.decode_grid = (dg, cg)
+        self._ldg, self._lcg = np.log(dg).tolist(), np.log(cg).tolist()
+        mesh = np.stack(np.meshgrid(dg, cg, indexing="ij"), axis=-1).reshape(-1, 2)
+        dec_tabs = tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), a_names, mesh)
+        pre_names = [n for n in op_nodes(g_pre) if g_pre.nodes[n].get(ROLE) == Role.ATTENTION]
+        if sorted(pre_names) != sorted(a_names):
+            raise CostModelError("internal: the prefill graph's attention nodes differ from decode's")
+        pre_pts = np.stack([np.ones_like(grid), grid], axis=1)  # (B, S) = (1, c)
+        pre_tabs = {t.name: t for t in tabulate(hw, predictor, g_pre, (B_sym, S_sym), a_names, pre_pts)}
+        self._attn: list[tuple[Any, np.ndarray | None, int, np.ndarray | None, int]] = []
+        for k, t in zip(self.bound.attention, dec_tabs, strict=True):
+            pt = pre_tabs[t.name]
+            self._attn.append(
+                (
+                    k,
+                    None if t.values is None else np.log(t.values).reshape(len(dg), len(cg)),
+                    ids(t.source, t.basis),
+                    None if pt.values is None else np.log(pt.values),
+                    ids(pt.source, pt.basis),
+                )
+            )
+        self.attention_names = a_names
+        self._prefix_id = ids("bound", _CHUNK_PREFIX)
+        self._pre_body: list[tuple[int, int, list[float]]] = []
+        if not self.shared_body:
+            self._chunk_body_tables(g_pre, grid, pre_pts)
+        self.reset()
+
+    def _chunk_body_tables(self, g_pre: Any, grid: np.ndarray, pre_pts: np.ndarray) -> None:
+        """A model whose prefill tokens run other token-wise kernels than its decode tokens
+        (MLA: K/V decompressed for prefill, the projections absorbed for decode): the prefill
+        graph's token-wise kernels of one chunk of ``c`` tokens with no cached prefix, on the
+        token grid (``(B, S) = (1, c)``); after a cached prefix the chunk's body keeps its bound
+        (:data:`_CHUNK_BODY_PREFIX`)."""
+        hw, ids = self.hardware, self._ids
+        names = [
+            n
+            for n in op_nodes(g_pre)
+            if g_pre.nodes[n].get(ROLE) != Role.ATTENTION and g_pre.nodes[n].get(GROUP) != HEAD_GROUP
+        ]
+        lump: dict[int, sympy.Expr] = {}
+        exprs = []
+        for t in tabulate(hw, self.predictor, g_pre, (B_sym, S_sym), names, pre_pts):
+            e = node_time_expr(g_pre.nodes[t.name], hw).subs(B_sym, 1)
+            if t.values is None:
+                i = ids("bound", t.basis)
+                lump[i] = lump.get(i, sympy.Integer(0)) + e
+                continue
+            exprs.append(e)
+            self._pre_body.append(
+                (ids(t.source, t.basis), ids("bound", t.below_bound), np.log(t.values).tolist())
+            )
+        self._pre_roof = sympy.lambdify(S_sym, exprs, "math")
+        self._pre_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump.items()]
+        self._pre_prefix_id = ids("bound", _CHUNK_BODY_PREFIX)
+
+    def _chunk_body(self, c: float, pre: float) -> float:
+        """Seconds of one chunk's own token-wise kernels (MLA, :meth:`_chunk_body_tables`)."""
+        acc = self._acc
+        if pre:
+            x = float(self.bound._pre_body(c, pre))
+            acc[self._pre_prefix_id] += x
+            return x
+        i, w = lerp_at(self._lgrid, math.log(c))
+        total = 0.0
+        for (kid, cid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
+            p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
+            if p < r:
+                acc[cid] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i_, f in self._pre_lumps:
+            x = float(f(c))
+            acc[i_] += x
+            total += x
+        return total
+
+    # ------------------------------------------------------------------ the iteration loop
+    def reset(self) -> None:
+        """Start counting seconds by what they rest on afresh (one simulation)."""
+        self._acc = [0.0] * len(self._ids.pairs)
+
+    def coverage(self) -> Coverage:
+        """The seconds priced since :meth:`reset`, by what they rest on."""
+        parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
+        why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
+        for (src, basis), t in zip(self._ids.pairs, self._acc, strict=True):
+            parts[src] += t
+            if src in why and t > 0:
+                why[src][basis] = why[src].get(basis, 0.0) + t
+        return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+
+    def recorded(self) -> list[float]:
+        """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`."""
+        return list(self._acc)
+
+    def take_off(self, other: PredictedStep, mark: list[float]) -> None:
+        """Move the seconds ``other`` counted since ``mark`` (its :meth:`recorded`) off this step's
+        counts, pair by pair of what they rest on, and set ``other``'s back to ``mark``: a forward
+        priced as this step minus ``other`` (MTP's module) is then counted once, as itself."""
+        for i, pair in enumerate(other._ids.pairs):
+            d = other._acc[i] - mark[i]
+            if not d:
+                continue
+            if pair not in self._ids.pairs:  # every kernel of the step subtracted is one of this one's
+                raise CostModelError(f"internal: no {pair[0]} seconds of {pair[1]!r} to take off")
+            self._acc[self._ids.pairs.index(pair)] -= d
+        other._acc[:] = mark
+
+    @property
+    def clamped_s(self) -> float:
+        """Seconds since :meth:`reset` where a prediction fell below its bound (clamped)."""
+        return float(self._acc[self.clamped_id])
+
+    def tokens_table(self, n: float, rows: float) -> np.ndarray:
+        """Each tabulated token-wise kernel's interpolated prediction (s, before the clamp) at
+        ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order."""
+        return np.array(self._token_preds(n, rows))
+
+    def _token_preds(self, n: float, rows: float) -> list[float]:
+        lg = self._lgrid
+        i, w = lerp_at(lg, math.log(n))
+        j, v = (i, w) if rows == n else lerp_at(lg, math.log(rows))
+        out = []
+        for head, _, lt in self._rows:
+            a, b = (j, v) if head else (i, w)
+            out.append(math.exp(lt[a] + (lt[a + 1] - lt[a]) * b))
+        return out
+
+    def decode_attention(self, k: int, n_dec: int, mean_ctx: float) -> float | None:
+        """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context."""
+        tab = self._attn[k][1]
+        if tab is None:
+            return None
+        i, w = lerp_at(self._ldg, math.log(n_dec))
+        j, v = lerp_at(self._lcg, math.log(mean_ctx))
+        lo = tab[i, j] * (1 - v) + tab[i, j + 1] * v
+        hi = tab[i + 1, j] * (1 - v) + tab[i + 1, j + 1] * v
+        return math.exp(lo * (1 - w) + hi * w)
+
+    def chunk_attention(self, k: int, c: float) -> float | None:
+        """Attention node ``k``'s interpolated prediction (s) for a chunk of ``c`` tokens, no prefix."""
+        tab = self._attn[k][3]
+        if tab is None:
+            return None
+        i, w = lerp_at(self._lgrid, math.log(c))
+        return math.exp(tab[i] * (1 - w) + tab[i + 1] * w)
+
+    def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
+        """The bound's ceiling (:meth:`MixedStep.max_tokens_per_s`): a predicted iteration is
+        never faster than its bound, so the ceiling holds for it too."""
+        return self.bound.max_tokens_per_s(budget, overhead_s)
+
+    def time(
+        self, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()
+    ) -> float:
+        """Seconds for one iteration (:meth:`MixedStep.time`), predicted."""
+        dec = np.asarray(decode_ctx, dtype=float)
+        ctxs = dec.tolist() if self.windowed else None
+        return self.time_sums(
+            int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs
+        )
+
+    def time_sums(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]] = (),
+        ctxs: Sequence[float] | None = None,
+        logit_rows: int = 0,
+    ) -> float:
+        """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``
+        (``logit_rows``: lm_head rows beyond one per sequence, as there)."""
+        if n_dec + len(chunks) == 0:
+            return 0.0
+        rows = n_dec + len(chunks) + logit_rows  # the head's rows
+        # the token-wise body: every token's (one path), or the decodes' (MLA: each chunk its own)
+        n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
+        m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
+        acc = self._acc
+        total = 0.0
+        for (head, kid, _), clamped, p, r in zip(
+            self._rows, self._clamp_ids, self._token_preds(m, rows), self._roof(m, rows), strict=True
+        ):
+            if not (head or n):
+                continue
+            if p < r:
+                acc[clamped] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i, f, head in self._lumps:
+            if not (head or n):
+                continue
+            x = float(f(rows if head else n))
+            acc[i] += x
+            total += x
+        if not self.shared_body:
+            for c, pre in chunks:
+                total += self._chunk_body(c, pre)
+        for k, (kern, dtab, did, ptab, pid) in enumerate(self._attn):
+            roof_k = kern.time(n_dec, sum_ctx, chunks, ctxs)
+            if dtab is None and ptab is None:
+                acc[did] += roof_k
+                total += roof_k
+                continue
+            parts: list[tuple[int, float]] = []
+            if n_dec:
+                pd = self.decode_attention(k, n_dec, sum_ctx / n_dec)
+                parts.append((did, pd if pd is not None else kern.time(n_dec, sum_ctx, (), ctxs)))
+            for c, pre in chunks:
+                pc = self.chunk_attention(k, c) if pre == 0 else None
+                if pc is None:
+                    parts.append((pid if pre == 0 else self._prefix_id, kern.time(0, 0.0, ((c, pre),))))
+                else:
+                    parts.append((pid, pc))
+            s = sum(x for _, x in parts)
+            if s < roof_k:
+                acc[self.clamped_id] += roof_k
+                total += roof_k
+            else:
+                for i, x in parts:
+                    acc[i] += x
+                total += s
+        return total
+
+
+_CACHE: BoundedCache[PredictedStep] = BoundedCache("predicted_step", 64)
+
+
+def predicted_mixed_step(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    tp: int = 1,
+    predictor: Predictor | None = None,
+) -> IterationStep:
+    """The mixed iteration priced by ``predictor``: the bound's :class:`MixedStep` itself for
+    the bound (the identity on its numbers), else a :class:`PredictedStep` built once per
+    (model, device, tp, predictor) in this process."""
+    w = as_workload(config)
+    hw = get_device(device)
+    pred = predictor or Predictor()
+    if pred.is_bound:
+        return mixed_step(w, hw, tp=tp)
+    return _CACHE.get_or_build((w.config, hw, tp, pred), lambda: PredictedStep(w, hw, tp, pred))

@@ -1,0 +1,12 @@
+"""Request-level serving simulation: requests (:mod:`.requests`), a replica's scheduler
+(:mod:`.engine`), the simulator (:mod:`.simulator`), routing across replicas
+(:mod:`.replica_routing`), speculation (:mod:`.specdec_sim`, :mod:`.specdec_batch`), KV tiers
+(:mod:`.kv_tiers`) and the prediction intervals of a served run (:mod:`.intervals`,
+:mod:`.served_errors`).
+
+It imports the wings below it (``analysis``, ``pricing``, ``engines``, ``step``), never one above. An import-linter ``layers`` contract in
+``pyproject.toml`` keeps the order. The public names are re-exported, lazily, by
+:mod:`graphs.serving`; this package imports nothing, so importing one of its modules stays cheap.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,476 @@
+"""Attention data parallel with the MoE layers over the whole group: vLLM's
+``--data-parallel-size D`` (with ``--enable-expert-parallel``) and TensorRT-LLM's attention-DP
+("DEP") deployments of a mixture-of-experts model.
+
+**What runs where** (vLLM, "Data Parallel Deployment" and "Expert Parallel Deployment",
+docs.vllm.ai/en/latest/serving/): ``D`` data-parallel ranks of ``t`` devices each. Every rank is
+an engine of its own, with its own scheduler, waiting queue and KV cache, and its attention and
+dense layers (tensor-parallel over its ``t`` devices). The expert layers span all ``D t``
+devices: by default "a (DP x TP) sized tensor parallel group" (each expert's width split
+``D t`` ways), or with ``--enable-expert-parallel`` "expert parallelism" (each device holds
+``E / (D t)`` whole experts). The ranks "are not completely independent. Forward passes must be
+aligned, and expert layers across all ranks are required to synchronize during every forward
+pass": a rank with nothing scheduled runs a dummy forward pass while any rank has requests.
+
+**One iteration of the group.** With ``b_r`` the batch of rank ``r`` (its decodes and prefill
+chunks) and ``T = sum_r n_r`` the tokens of all ranks, the iteration takes
+
+.. math::
+
+    t = \\max_r \\left[ t_{rank}(b_r) - X_t(n_r) + o_r \\right]
+        + X_{D t}(T) + L_{moe} \\left( t_{dispatch}(T) + t_{combine}(T) \\right)
+
+with ``t_rank`` the rank's whole step at tensor parallelism ``t`` (the predictor's or the
+bound's: :class:`~graphs.serving.step.mixed.MixedStep`, :class:`~graphs.serving.pricing.predictor.PredictedStep`),
+``X_t(n)`` its routed-expert kernels at ``n`` tokens (the expert GEMMs and the activation inside
+the fused-MoE kernel, priced exactly as the rank's step prices them, so the difference is the
+rank's attention and dense kernels), ``o_r`` the rank's CPU terms (:mod:`graphs.serving.pricing.overheads`),
+``X_{Dt}(T)`` the same kernels for the whole group's tokens on the ``D t`` devices (expert
+parallel: the busiest device's share of the ``T k`` routed token-expert pairs under uniform
+routing, :func:`graphs.serving.step.expert_routing.busiest_rank`; else every expert ``D t``-way split) and
+``L_moe`` the MoE layers. The dispatch and combine of the tokens follow vLLM's default
+all2all backend, ``allgather_reducescatter`` ("Standard all2all using allgather/reducescatter
+primitives", the expert-parallel page's backend table): an all-gather of the ``T x d``
+activations over the ``D`` ranks before the experts and a reduce-scatter after them; ``all_to_all``
+(DeepEP / pplx, or TensorRT-LLM's all-to-all) sends each token's activations only to the devices
+of its ``k`` experts (:func:`graphs.serving.analysis.parallel.comm_forms`). Both are priced at their
+roofline bound over the link spanning ``D t`` devices (no measured kernels: the coverage line says so).
+
+**Load balancing.** A request goes to the rank with the smallest ``4 waiting + running``
+(vLLM's ``DPLBAsyncMPClient``, ``vllm/v1/engine/core_client.py``: ``score = waiting * 4 +
+running``; ties to the lower rank), read live (vLLM's coordinator publishes the counts every
+100 ms: not modelled). A rank's dummy forward passes are not priced: they are never the
+slowest of a step where another rank has work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sympy
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.graph import op_nodes
+from costmodel.hardware import Hardware
+from costmodel.keys import ROLE, Phase, Role
+from costmodel.roofline import bound
+from costmodel.rules import op_cost
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import ctx as ctx_sym
+from models.config import MoESpec
+
+from ..engines.knobs import scaled_kernels_s
+from ..pricing.kernel_sources import CLAMPED, Coverage
+from ..pricing.predict import expert_activations
+from ..pricing.predictor import KernelIds, Predictor, lerp_at, tabulate, token_grid
+from ..pricing.protocols import IterationStep
+from ..step.compiled import compiled_step
+from ..step.mixed import node_time_expr
+from ..step.workload import Workload
+
+if TYPE_CHECKING:
+    from .engine import Replica
+    from .engine import Sequence as Seq
+
+__all__ = [
+    "DISPATCHES",
+    "DISPATCH_BASIS",
+    "ExpertKernels",
+    "ExpertStage",
+    "LockstepGroup",
+    "RankStep",
+    "MeteredRankStep",
+    "dp_line",
+    "check_group",
+    "devices_reached",
+    "expert_nodes",
+    "rank_step",
+]
+
+#: how the MoE layers' tokens reach their experts and come back (module doc)
+DISPATCHES = ("allgather_reducescatter", "all_to_all")
+#: what the dispatch and combine seconds rest on (no measured kernels of them)
+DISPATCH_BASIS = "MoE dispatch and combine across the data-parallel group (all-gather / reduce-scatter or all-to-all): not measured"
+#: vLLM's load-balancing score weight of a waiting request against a running one (module doc)
+WAITING_WEIGHT = 4
+
+
+def devices_reached(experts: int, top_k: int, devices: int) -> float:
+    r"""Expected number of the ``G`` devices a token's ``k`` distinct experts land on, the ``E``
+    experts placed ``E / G`` per device and the ``k`` drawn uniformly without replacement:
+
+    .. math:: \bar r = G \left(1 - \binom{E - E/G}{k} \Big/ \binom{E}{k}\right)
+
+    (a device is missed when all ``k`` experts fall among the others). A dispatch that sends a
+    token once per device (DeepEP, pplx) moves ``r`` copies (the mean above) of it, not ``k``.
+
+    >>> round(devices_reached(128, 8, 2), 4)  # Qwen3-30B-A3B over 2: 2 (1 - C(64,8)/C(128,8))
+    1.9938
+    >>> devices_reached(8, 2, 8)  # Mixtral over 8 devices: its 2 experts on 2 devices
+    2.0
+    """
+    if devices <= 1:
+        return 1.0
+    per = experts / devices
+    miss = math.comb(int(experts - per), top_k) / math.comb(experts, top_k) if experts - per >= top_k else 0.0
+    return devices * (1.0 - miss)
+
+
+def expert_nodes(g: Any) -> list[str]:
+    """The routed-expert kernels of graph ``g``: its ``expert`` nodes and the activations timed
+    inside the fused-MoE kernel (:func:`graphs.serving.pricing.predict.expert_activations`)."""
+    ops = list(op_nodes(g))
+    inside = expert_activations((n, g.nodes[n]) for n in ops)
+    return [n for n in ops if g.nodes[n].get(ROLE) == Role.EXPERT or n in inside]
+
+
+class ExpertKernels:
+    """The routed-expert kernels of one decode graph at ``n`` tokens, priced as the step's
+    token-wise body prices them (:class:`~graphs.serving.pricing.predictor.PredictedStep`: each
+    tabulated kernel at ``max(prediction, bound)``, the rest at their bound; the bound alone
+    for the roofline), with the seconds counted by what they rest on."""
+
+    def __init__(self, g: Any, hw: Hardware, predictor: Predictor) -> None:
+        self.names = expert_nodes(g)
+        if not self.names:
+            raise CostModelError("the model has no routed experts: data-parallel attention with experts over the group needs an MoE model")
+        self.hardware = hw
+        exprs = [node_time_expr(g.nodes[n], hw) for n in self.names]
+        self._bound = sympy.lambdify(B_sym, sympy.Add(*exprs), "math")
+        self.metered = not predictor.is_bound
+        self._ids = KernelIds()
+        self.clamped_id = self._ids("bound", CLAMPED)
+        self._rows: list[tuple[int, int, list[float], Any]] = []
+        self._lumps: list[tuple[int, Any]] = []
+        if self.metered:
+            grid = token_grid()
+            self._lgrid = np.log(grid).tolist()
+            pts = np.stack([grid, np.full_like(grid, 1.0)], axis=1)
+            lumps: dict[int, sympy.Expr] = {}
+            for t, e in zip(tabulate(hw, predictor, g, (B_sym, ctx_sym), self.names, pts), exprs, strict=True):
+                if t.values is None:
+                    i = self._ids("bound", t.basis)
+                    lumps[i] = lumps.get(i, sympy.Integer(0)) + e
+                    continue
+                self._rows.append(
+                    (self._ids(t.source, t.basis), self._ids("bound", t.below_bound), np.log(t.values).tolist(),
+                     sympy.lambdify(B_sym, e, "math"))
+                )
+            self._lumps = [(i, sympy.lambdify(B_sym, e, "math")) for i, e in lumps.items()]
+        self.reset()
+
+    def reset(self) -> None:
+        """Start counting seconds afresh (one simulation)."""
+        self._acc = [0.0] * len(self._ids.pairs)
+
+    def bound_s(self, n: float) -> float:
+        """The kernels' roofline bound at ``n`` tokens (s)."""
+        return float(self._bound(n)) if n > 0 else 0.0
+
+    def time(self, n: float, weight: float = 1.0) -> float:
+        """Seconds of the kernels at ``n`` tokens; counted ``weight`` times by what they rest on."""
+        if n <= 0:
+            return 0.0
+        if not self.metered:
+            return self.bound_s(n)
+        acc, total = self._acc, 0.0
+        i, w = lerp_at(self._lgrid, math.log(n))
+        for kid, cid, lt, roof in self._rows:
+            p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
+            r = float(roof(n))
+            x, slot = (r, cid) if p < r else (p, kid)
+            acc[slot] += weight * x
+            total += x
+        for slot, f in self._lumps:
+            x = float(f(n))
+            acc[slot] += weight * x
+            total += x
+        return total
+
+    def coverage(self) -> Coverage:
+        """The seconds counted since :meth:`reset`, by what they rest on."""
+        parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
+        why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
+        for (src, basis), t in zip(self._ids.pairs, self._acc, strict=True):
+            parts[src] += t
+            if src in why and t > 0:
+                why[src][basis] = why[src].get(basis, 0.0) + t
+        return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+
+    @property
+    def clamped_s(self) -> float:
+        return float(self._acc[self.clamped_id])
+
+
+class ExpertStage:
+    """The group's shared part of an iteration: the experts at the whole group's tokens and the
+    dispatch and combine around them (module doc), counted once per rank that steps."""
+
+    def __init__(
+        self, w: Workload, hw: Hardware, dp: int, tp: int, expert_parallel: bool, dispatch: str, predictor: Predictor
+    ) -> None:
+        if dispatch not in DISPATCHES:
+            raise CostModelError(f"moe dispatch must be one of {', '.join(DISPATCHES)}, got {dispatch!r}")
+        cfg = w.config
+        moe = cfg.need(MoESpec)
+        self.dp, self.tp, self.expert_parallel, self.dispatch = dp, tp, expert_parallel, dispatch
+        group = dp * tp
+        g = (
+            compiled_step(w, hw, Phase.DECODE, tp=1, ep=group).graph
+            if expert_parallel
+            else compiled_step(w, hw, Phase.DECODE, tp=group).graph
+        )
+        self.experts = ExpertKernels(g, hw, predictor)
+        link = hw.group_link(group)
+        d, layers = cfg.hidden_size, as_float(cfg.n_moe_layers)
+        if dispatch == "allgather_reducescatter":  # every rank gathers all T tokens, then scatters the sums
+            n = B_sym * d
+            parts = [
+                op_cost("all_gather", elements=n, p=dp, dtype=cfg.activation_dtype, link=link),
+                op_cost("reduce_scatter", elements=n, p=dp, dtype=cfg.activation_dtype, link=link),
+            ]
+            comm = sympy.Add(*(bound(c, hw).lower for c in parts)) if dp > 1 else sympy.Integer(0)
+        else:  # each token's activations once to every device holding one of its k experts, and back
+            reach = devices_reached(int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), group)
+            a2a = op_cost("all_to_all", elements=B_sym / dp * reach * d, p=group, dtype=cfg.activation_dtype, link=link)
+            comm = 2 * bound(a2a, hw).lower
+        self._comm = sympy.lambdify(B_sym, layers * comm, "math")
+        self.link = link
+        self._comm_s = 0.0
+
+    def reset(self) -> None:
+        self.experts.reset()
+        self._comm_s = 0.0
+
+    def bound_s(self, tokens: float) -> float:
+        """The stage's roofline bound at the group's ``tokens`` (s)."""
+        return self.experts.bound_s(tokens) + self.comm_s(tokens)
+
+    def comm_s(self, tokens: float) -> float:
+        """Dispatch and combine of ``tokens`` over every MoE layer (s)."""
+        return float(self._comm(tokens)) if tokens > 0 else 0.0
+
+    def time(self, tokens: float, ranks: int) -> float:
+        """Seconds of the stage at the group's ``tokens``; counted once per each of ``ranks``
+        ranks waiting through it."""
+        c = self.comm_s(tokens)
+        self._comm_s += ranks * c
+        return self.experts.time(tokens, ranks) + c
+
+    def coverage(self) -> Coverage:
+        c = self.experts.coverage()
+        if self._comm_s <= 0:
+            return c
+        return c + Coverage(0.0, 0.0, self._comm_s, {}, {DISPATCH_BASIS: self._comm_s})
+
+
+class RankStep:
+    """One rank's share of a group iteration: its step less its own routed-expert kernels (the
+    :class:`~graphs.serving.pricing.protocols.IterationStep` its scheduler prices; module doc)."""
+
+    def __init__(self, rank: IterationStep, own: ExpertKernels, stage: ExpertStage, bound_of: RankStep | None = None) -> None:
+        self.rank = rank
+        self.own = own
+        self.stage = stage
+        self.shared_body = bool(getattr(rank, "shared_body", True))
+        #: the bound's rank step (the floor a scaled iteration never goes below); itself for the bound
+        self.bound: RankStep = bound_of if bound_of is not None else self
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.rank.windowed)
+
+    def _own(self, n_dec: int, chunks: Sequence[tuple[float, float]]) -> float:
+        if self.shared_body:
+            return self.own.time(n_dec + sum(c for c, _ in chunks))
+        return self.own.time(n_dec) + sum(self.own.time(c) for c, _ in chunks)
+
+    def time_sums(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]] = (),
+        ctxs: Sequence[float] | None = None,
+        logit_rows: int = 0,
+    ) -> float:
+        """The rank's step less its own experts (s; :meth:`IterationStep.time_sums`)."""
+        t = self.rank.time_sums(n_dec, sum_ctx, chunks, ctxs, logit_rows)
+        return max(t - self._own(n_dec, chunks), 0.0)
+
+    def time(self, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()) -> float:
+        dec = np.asarray(decode_ctx, dtype=float)
+        ctxs = dec.tolist() if self.windowed else None
+        return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs)
+
+    def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
+        """Tokens per second one rank never exceeds: the rank's ceiling, whose per-token time
+        holds its own experts (a share of every token's, never more than the group's stage per
+        token at the same budget, so the ceiling stays one)."""
+        return self.rank.max_tokens_per_s(budget, overhead_s)
+
+
+class MeteredRankStep(RankStep):
+    """A :class:`RankStep` of a predicted step: it says what the group's seconds rest on (the
+    ranks' kernels less their own experts, plus the stage's, once per rank)."""
+
+    def reset(self) -> None:
+        self.rank.reset()  # type: ignore[attr-defined]
+        self.own.reset()
+        self.stage.reset()
+
+    def coverage(self) -> Coverage:
+        c = self.rank.coverage().minus(self.own.coverage())  # type: ignore[attr-defined]
+        return c + self.stage.coverage()
+
+    @property
+    def clamped_s(self) -> float:
+        own = self.rank.clamped_s - self.own.clamped_s  # type: ignore[attr-defined]
+        return max(own, 0.0) + self.stage.experts.clamped_s
+
+
+def rank_step(
+    w: Workload,
+    hw: Hardware,
+    rank: IterationStep,
+    rank_bound: IterationStep,
+    *,
+    dp: int,
+    tp: int,
+    expert_parallel: bool,
+    dispatch: str,
+    predictor: Predictor,
+) -> RankStep:
+    """The rank step (and its stage) of a ``dp`` x ``tp`` group (module doc): ``rank`` and
+    ``rank_bound`` are one rank's predicted (or bound) and bound steps at ``tp``."""
+    g_rank = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
+    stage = ExpertStage(w, hw, dp, tp, expert_parallel, dispatch, predictor)
+    if predictor.is_bound:
+        return RankStep(rank, ExpertKernels(g_rank, hw, predictor), stage)
+    bound_stage = ExpertStage(w, hw, dp, tp, expert_parallel, dispatch, Predictor())
+    floor = RankStep(rank_bound, ExpertKernels(g_rank, hw, Predictor()), bound_stage)
+    return MeteredRankStep(rank, ExpertKernels(g_rank, hw, predictor), stage, floor)
+
+
+class LockstepGroup:
+    """``D`` ranks (:class:`~graphs.serving.sim.engine.Replica`) stepping together (module doc): the
+    simulator's loop drives it as one replica."""
+
+    def __init__(self, members: list[Replica], stage: ExpertStage, index: int) -> None:
+        if len(members) < 2:
+            raise CostModelError("a data-parallel group needs at least 2 ranks")
+        self.members = members
+        self.stage = stage
+        self.index = index
+        self.busy_until: float | None = None
+        self._parts: list[list[tuple[Seq, int]]] = []
+        self.floored = 0
+        #: the bound's stage: the floor of a scaled stage (a RankStep's bound carries it)
+        self._bound_stage: ExpertStage = getattr(getattr(members[0].step_cost, "bound", None), "stage", stage)
+
+    # the replica interface the loop and the routers read
+    @property
+    def idle(self) -> bool:
+        return all(m.idle for m in self.members)
+
+    @property
+    def outstanding(self) -> int:
+        return sum(m.outstanding for m in self.members)
+
+    @property
+    def emitted(self) -> int:
+        return sum(m.emitted for m in self.members)
+
+    def decode_window(self, now: float, horizon: float) -> list[float]:
+        """No iterations run ahead: the ranks run the per-sequence loop (the simulator's skipping
+        of steady decodes is per replica, :mod:`graphs.serving.sim.skipping`)."""
+        return []
+
+    def batch_len(self, batch: list[tuple[Seq, int]]) -> int:
+        """Sequences in the group's last batch (every rank's, each listed)."""
+        return len(batch)
+
+    def fits_ever(self, seq: Seq) -> bool:
+        return self.members[0].fits_ever(seq)
+
+    def add(self, seq: Seq) -> None:
+        """To the rank with the smallest ``4 waiting + running`` (vLLM's balancer; module doc)."""
+        rank = min(self.members, key=lambda m: (WAITING_WEIGHT * len(m.waiting) + len(m.running), m.index))
+        rank.add(seq)
+
+    def schedule(self) -> list[tuple[Seq, int]]:
+        """Every rank's batch for this iteration, concatenated (each kept for its rank)."""
+        self._parts = [m.schedule() if not m.idle else [] for m in self.members]
+        return [x for p in self._parts for x in p]
+
+    def iteration_time(self, batch: list[tuple[Seq, int]]) -> float:
+        """The slowest rank's dense share (with its CPU terms) plus the group's stage (s)."""
+        parts = self._parts
+        dense = [m.iteration_time(p) if p else 0.0 for m, p in zip(self.members, parts, strict=True)]
+        tokens = float(sum(n for p in parts for _, n in p))
+        ov = self.members[0].overheads
+        ranks = len(self.members)
+        t = self.stage.time(tokens, ranks)
+        if ov.kernel_scale != 1:
+            floor = self._bound_stage.bound_s(tokens) if ov.kernel_scale < 1 else 0.0
+            t, floored = scaled_kernels_s(ov.kernel_scale, t, floor)
+            self.floored += floored
+        total = max(dense) + t
+        for m, d in zip(self.members, dense, strict=True):
+            m.busy_s += total - d  # every device of the group is busy for the whole iteration
+        return total
+
+    def finish_iteration(self, batch: list[tuple[Seq, int]], now: float) -> tuple[list[Seq], list[Seq]]:
+        """Each rank applies its batch; a rank left with nothing records its queue dropping to zero."""
+        done: list[Seq] = []
+        handed: list[Seq] = []
+        for m, p in zip(self.members, self._parts, strict=True):
+            if p:
+                d, h = m.finish_iteration(p, now)
+                done += d
+                handed += h
+                if m.idle:
+                    m.sample(now, 0)
+        return done, handed
+
+    def sample(self, now: float, batch_size: int) -> None:
+        """Each rank's record at an iteration's start (its own batch), or all at zero when idle."""
+        if batch_size == 0:
+            for m in self.members:
+                if not m.samples or m.samples[-1][1] != 0:
+                    m.sample(now, 0)
+            return
+        for m, p in zip(self.members, self._parts, strict=True):
+            if p:
+                m.sample(now, len(p))
+
+
+def dp_line(topo: Any) -> str:
+    """The group a ``--dp`` run simulates, in one line (the output names what it assumed)."""
+    how = (
+        f"expert parallel: whole experts spread over the {topo.dp * topo.tp} devices"
+        if topo.expert_parallel
+        else f"every expert split {topo.dp * topo.tp} ways (vLLM's default without --enable-expert-parallel)"
+    )
+    disp = (
+        "all-gather / reduce-scatter (vLLM's default all2all backend)"
+        if topo.moe_dispatch == "allgather_reducescatter"
+        else "all-to-all, each token once to every device of its experts"
+    )
+    return (
+        f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
+        f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); experts {how}; "
+        f"dispatch and combine by {disp}, at the bound"
+    )
+
+
+def check_group(dp: int, tp: int, moe: bool) -> None:
+    """Refuse a group the deployment cannot have (one line: which, why)."""
+    if not moe and dp > 1:
+        raise CostModelError(
+            "data-parallel attention (dp > 1) synchronises MoE layers across ranks; for a dense model "
+            "the ranks are independent replicas: use replicas instead"
+        )

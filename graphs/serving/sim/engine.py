@@ -1,0 +1,834 @@
+"""One serving replica's iteration-level scheduler, modelled on vLLM v1 (knobs named as it names them).
+
+Each iteration (``step``) builds one batch under a token budget ``max_num_batched_tokens`` and
+at most ``max_num_seqs`` sequences:
+
+1. running sequences first, in admission order: a decoding sequence takes 1 token, a sequence
+   still prefilling takes ``min(remaining prompt, budget left)`` (chunked prefill); each needs
+   KV-cache blocks of ``block_size`` tokens for what it will have computed. When the free blocks
+   run out, the most recently admitted running sequence is preempted by recompute (its blocks
+   freed, its computed tokens forgotten, back to the front of the waiting queue) until the
+   sequence fits or is itself the one preempted;
+2. then waiting sequences in arrival order, while there is budget, a free sequence slot and
+   blocks for their first chunk (none are admitted in an iteration that preempted). With
+   ``reserve_full_prompt`` (vLLM's ``scheduler_reserve_full_isl``) the blocks of all a sequence's
+   known tokens (prompt + generated) must be free, not only its first chunk's; with
+   ``kv_watermark`` ``w`` a further ``floor(w n)`` of the pool's ``n`` blocks must stay free
+   when another sequence is running (``KVCacheManager.allocate_slots``,
+   ``vllm/v1/core/kv_cache_manager.py``: ``full_sequence_must_fit``, ``watermark_blocks``).
+
+With ``enable_prefix_caching`` a preempted sequence's full blocks stay cached (vLLM V1 frees a
+request's blocks into the free queue with their hashes, the tail first: ``KVCacheManager.free``):
+they count as free, are evicted block by block from its tail, least recently freed first, when
+blocks run out, and when it is admitted again it starts after those still cached, so only its
+evicted tail is recomputed (``get_computed_blocks``). Under memory pressure the running
+sequences then hold at most ``n`` blocks, and a sequence of ``t`` known tokens needs
+``ceil(t / block_size)`` of them, so at most ``floor(n / ceil(t_min / block_size))`` run at once.
+
+TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` ``w``, ``batch_wait_max_tokens_ratio``
+``f``; both 0, off, by default) holds new prompts back to prefill them together: in an iteration
+that has both decoding sequences and prompts to admit, the prompts are admitted only when the
+iteration's tokens (those already scheduled plus the prompts that would be admitted) reach
+``f * max_num_batched_tokens``, or when ``w`` such iterations have already held them; otherwise
+the iteration runs the decodes alone and counts one more wait. With either knob 0 nothing
+waits (``PyExecutor._waiting_requests`` and ``_schedule`` in ``tensorrt_llm/_torch/pyexecutor/
+py_executor.py``: ``stop_waiting = iters >= w or tokens >= f * max_num_tokens``, checked only
+when context and generation requests are both scheduled; the prompts that would be admitted are
+counted here under the token budget and the sequence limit, their blocks not checked).
+
+That is vLLM's ``recompute`` policy. Under TensorRT-LLM's ``guaranteed_no_evict``
+(:data:`graphs.serving.engines.POLICIES`) a waiting sequence is admitted only when the blocks
+of its prompt plus its whole output can be reserved at once; a running sequence then never
+needs a block it does not hold, so nothing is ever preempted.
+
+The waiting queue's outstanding tokens are kept as a running sum (every waiting sequence has
+``prompt + output`` tokens still to process: it has computed nothing), so neither an iteration
+nor a routing decision costs time that grows with the queue.
+
+With ``enable_prefix_caching`` the full blocks of a request's shared prefix (``prefix_id``,
+``prefix`` tokens: a system prompt, a conversation's history) stay cached after the first
+sequence computes them: a later sequence with the same prefix references them and starts its
+prefill after them (the last prompt token is always computed), and unreferenced cached prefixes
+are evicted, least recently used first, only when blocks run out (vLLM's automatic prefix
+caching, at the granularity of one shared prefix per request). A finished request marked
+``retain`` (a conversation's turn) leaves the full blocks of its prompt and answer cached as its
+prefix's entry, for the next turn.
+
+A sequence emits a token at the end of every iteration after which all its known tokens (prompt
+plus generated) have KV; it finishes with its last output token and frees its blocks. A
+recomputed sequence re-prefills its prompt and what it had generated. The iteration lasts the
+mixed-batch step cost (:class:`graphs.serving.step.mixed.MixedStep`: the per-kernel rooflines of that
+exact batch; or :class:`graphs.serving.pricing.predictor.PredictedStep`: its kernels priced by a
+predictor, never below those rooflines) times the overheads' ``kernel_scale`` (floored at the
+iteration's roofline: :func:`graphs.serving.pricing.overheads.scaled_kernels_s`), plus a fixed
+per-iteration overhead and the CPU terms of :class:`graphs.serving.pricing.overheads.EngineOverheads`
+(a decode-only batch priced at its CUDA-graph capture size).
+
+The number of KV blocks comes from the capacity ledger (:func:`kv_blocks`: vLLM's rule; an engine
+profile with another rule sets ``num_blocks`` itself, :mod:`graphs.serving.engines`).
+:class:`EngineConfig` lives in the engines wing (:mod:`graphs.serving.engines.knobs`) and is
+re-exported here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+
+from ..engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
+from ..pricing.overheads import scaled_kernels_s
+from .skipping import LazyDecodes
+
+if TYPE_CHECKING:
+    from ..pricing.protocols import IterationStep
+    from .kv_tiers import KVTiers
+    from .specdec_sim import Speculator
+from .requests import Request
+
+__all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks", "kv_pool", "profile_engine"]
+
+#: a batch, its length, and its decodes' count, summed KV length and contexts (None: not
+#: windowed), and its chunks (new tokens, cached): what iteration_time reads off the batch
+_Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | None, list[tuple[float, float]]]
+
+
+def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
+    """KV-cache blocks on one device: ``floor((u C - W - a N) / (block_size k))`` with ``u`` the
+    memory utilisation, ``C`` the capacity, ``W`` the weights, ``a`` live activation bytes per
+    token at the full token budget ``N`` and ``k`` KV bytes per token (vLLM profiles the same
+    way: weights and a peak-activation forward pass first, the rest to KV blocks)."""
+    w = as_float(ledger.weights_bytes)
+    a = as_float(ledger.activation_bytes_per_token)
+    k = as_float(ledger.kv_bytes_per_token)
+    free = cfg.gpu_memory_utilization * capacity_bytes - w - a * cfg.max_num_batched_tokens
+    n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
+    if n < 1:
+        raise CostModelError(
+            f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {capacity_bytes / 1e9:.1f} GB minus "
+            f"weights ({w / 1e9:.1f} GB) and activations ({a * cfg.max_num_batched_tokens / 1e9:.2f} GB) "
+            "leaves nothing (more devices, tp, or a smaller token budget)"
+        )
+    return n
+
+
+def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
+    """What one device's KV pool is sized from, for ``config`` (a model, its name or a
+    :class:`~graphs.serving.step.workload.Workload`) served with ``tp`` devices: the device's capacity
+    and the decode ledger's weights, activation and KV bytes per token (the ledger the simulator
+    sizes :func:`kv_blocks` from). With ``dp`` data-parallel ranks the routed experts are spread
+    over all ``dp x tp`` devices (:func:`graphs.serving.analysis.parallel.dp_weights_saved`)."""
+    # imported here, when a pool is sized: the scheduler alone (and `--engine list`) needs
+    # neither the catalog nor the symbolic ledger, which import sympy
+    from costmodel.hardware import get_device
+
+    from ..analysis.parallel import dp_weights_saved
+    from ..step.ledger_fit import build_ledger
+    from ..step.workload import as_workload
+
+    w = as_workload(config)
+    led = build_ledger(w, "decode", 1, tp, None, None)
+    saved = dp_weights_saved(w, tp, dp) if dp > 1 else 0.0
+    return KVPool(
+        capacity_bytes=as_float(get_device(device).capacity()),
+        weights_bytes=as_float(led.weights_bytes) - saved,
+        activation_bytes_per_token=as_float(led.activation_bytes_per_token),
+        kv_bytes_per_token=as_float(led.kv_bytes_per_token),
+    )
+
+
+def profile_engine(
+    profile: EngineProfile,
+    config: Any,
+    device: Any,
+    *,
+    tp: int = 1,
+    dp: int = 1,
+    request_tokens: int | None = None,
+    max_running: int | None = None,
+    enable_prefix_caching: bool | None = None,
+    iteration_overhead_s: float = 0.0,
+    num_blocks: int | None = None,
+) -> EngineConfig:
+    """The :class:`EngineConfig` an engine profile runs ``config`` on ``device`` with (its KV
+    pool sized by its own rule from :func:`kv_pool`, the no-evict cap where its scheduler
+    reserves blocks: :meth:`graphs.serving.engines.EngineProfile.engine_config`, whose
+    parameters these are), with the defaults the engine picks for ``device``
+    (:meth:`~graphs.serving.engines.EngineProfile.for_device`). What ``costmodel simulate
+    --engine`` and the accuracy pages build; ``dp``: data-parallel ranks sharing the experts
+    (:mod:`graphs.serving.sim.data_parallel`)."""
+    from costmodel.hardware import get_device  # the catalog only when a profile meets a device
+
+    profile = profile.for_device(get_device(device))
+    pool = (
+        kv_pool(config, device, tp, dp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
+    )
+    return profile.engine_config(
+        pool,
+        request_tokens=request_tokens,
+        max_running=max_running,
+        enable_prefix_caching=enable_prefix_caching,
+        iteration_overhead_s=iteration_overhead_s,
+        num_blocks=num_blocks,
+    )
+
+
+@dataclass(eq=False, slots=True)  # slots: the scheduler reads its fields ~10^8 times a long run
+class Sequence:
+    """A request being served: KV tokens computed, tokens generated, blocks held, timestamps."""
+
+    req: Request
+    computed: int = 0
+    generated: int = 0
+    blocks: int = 0
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    queued_s: float | None = None  #: reached the engine's queue (its send + the request path)
+    scheduled_s: float | None = None  #: its first iteration began (an iteration boundary)
+    preemptions: int = 0
+    replica: int = -1
+    stop_after_prefill: bool = False  #: on a disaggregated prefill instance: hand over after the first token
+    prefix_ref: bool = False  #: holds a reference to its shared prefix's cached blocks
+
+    @property
+    def known(self) -> int:
+        """Tokens whose KV must exist before the next token is sampled (prompt + generated)."""
+        return self.req.prompt + self.generated
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to process or generate (for least-outstanding routing)."""
+        return self.known - self.computed + self.req.output - self.generated
+
+
+class Replica:
+    """One replica's waiting queue, running batch, KV blocks and clock (module doc).
+
+    With ``skip`` its steadily decoding sequences are kept in closed form between the iterations
+    that change them (:mod:`graphs.serving.sim.skipping`; not when speculating or for a model with
+    sliding windows): an iteration then costs its other sequences, and :meth:`batch_len` counts
+    the batch :meth:`schedule` returns together with them. The same batches, times and records
+    as without it (the per-sequence loop, the reference).
+    """
+
+    def __init__(
+        self,
+        step: IterationStep,
+        num_blocks: int,
+        cfg: EngineConfig,
+        index: int = 0,
+        spec: Speculator | None = None,
+        tiers: KVTiers | None = None,
+        overheads: EngineOverheads | None = None,
+        skip: bool = False,
+    ) -> None:
+        self.step_cost = step
+        self.spec = spec  #: speculative decoding: decodes verify drafted tokens (graphs.serving.sim.specdec_sim)
+        self.tiers = tiers  #: host memory / SSD below the GPU's prefix cache (graphs.serving.sim.kv_tiers)
+        self.cfg = cfg
+        self.overheads = overheads or EngineOverheads()
+        #: the policy in force: the engine config's, else the overheads', else vLLM's
+        self.policy = cfg.scheduler_policy or self.overheads.policy or "recompute"
+        self.no_evict = self.policy == "guaranteed_no_evict"
+        self._waiting_tokens = 0  #: sum of prompt + output over the waiting queue
+        self.num_blocks = num_blocks
+        self.free_blocks = num_blocks
+        self.index = index
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.busy_until: float | None = None  #: end of the iteration in flight
+        self.preemptions = 0
+        self.iterations = 0
+        self.samples: list[tuple[float, int, int, int, float]] = []  #: (t, batch, waiting, running, kv used)
+        #: cached shared prefixes: id -> [blocks, tokens, references, last use]
+        self.prefixes: dict[int, list[int]] = {}
+        self.prefix_hits = 0
+        self.emitted = 0  #: output tokens emitted so far
+        self._tick = 0
+        #: what the last schedule() read off its batch for iteration_time (plain decoding only)
+        self._planned: _Planned | None = None
+        #: seconds iterating, and the part attributed to prefill chunks (:mod:`graphs.serving.planning.cost`)
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self.floored = 0  #: iterations whose scaled kernels the roofline floor bound
+        self._phase_step = getattr(step, "bound", step)  #: the roofline step that splits a mixed iteration
+        self._batch_wait = cfg.batch_wait_timeout_iters > 0 and cfg.batch_wait_max_tokens_ratio > 0
+        self._waited = 0  #: iterations new prompts have been held back (batch waiting)
+        #: vLLM's admission rules (module doc): all known tokens' blocks, and the watermark
+        self._full_prompt = cfg.reserve_full_prompt and not self.no_evict
+        self._watermark = math.floor(cfg.kv_watermark * num_blocks)
+        #: preempted sequences' cached full blocks (module doc): seq -> [blocks, tokens before
+        #: them (its shared prefix's), tick freed]; and their sum, counted as evictable
+        self._resume: dict[Sequence, list[int]] = {}
+        self._resume_blocks = 0
+        #: skip: steady decodes advanced in closed form (:mod:`graphs.serving.sim.skipping`); the
+        #: running sequences outside it, in running order; each running sequence's join stamp
+        self._lazy: LazyDecodes[Sequence] | None = LazyDecodes(cfg.block_size) if skip and spec is None and not step.windowed else None
+        self._active: list[Sequence] = []
+        self._stamp: dict[Sequence, int] = {}
+        self._stamps = 0
+        self._lazy_rows = 0  #: members of the set in the batch schedule() returned last
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.cfg.block_size)
+
+    def fits_ever(self, seq: Sequence) -> bool:
+        return self._blocks_for(seq.req.prompt + seq.req.output) <= self.num_blocks
+
+    def add(self, seq: Sequence) -> None:
+        seq.replica = self.index
+        self.waiting.append(seq)
+        self._waiting_tokens += seq.req.prompt + seq.req.output
+
+    def admission_blocks(self, seq: Sequence, tokens: int) -> int:
+        """Blocks ``seq`` must hold to be admitted with KV for ``tokens`` tokens: those tokens'
+        under ``recompute`` (all its known tokens' with ``reserve_full_prompt``), its prompt plus
+        whole output's under ``guaranteed_no_evict``."""
+        if self.no_evict:
+            return self._blocks_for(seq.req.prompt + seq.req.output)
+        return self._blocks_for(max(tokens, seq.known) if self._full_prompt else tokens)
+
+    @property
+    def outstanding(self) -> int:
+        """Tokens still to process or generate: the running ones' plus the waiting queue's
+        running sum (module doc: O(running), not O(queue))."""
+        if self._lazy is not None:
+            return sum(s.remaining for s in self._active) + self._lazy.outstanding() + self._waiting_tokens
+        return sum(s.remaining for s in self.running) + self._waiting_tokens
+
+    def join(self, s: Sequence) -> None:
+        """Append ``s`` to the running sequences (admitted, or arrived with its KV)."""
+        self.running.append(s)
+        if self._lazy is not None:
+            self._active.append(s)
+            self._stamp[s] = self._stamps
+            self._stamps += 1
+
+    def batch_len(self, batch: list[tuple[Sequence, int]]) -> int:
+        """Sequences in ``batch`` (the last :meth:`schedule`'s), the steady decodes it leaves out included."""
+        return len(batch) + self._lazy_rows
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    # ---------------------------------------------------------------- blocks and shared prefixes
+    def _owned(self, s: Sequence) -> int:
+        return s.blocks + (self._prefix_entry(s)[0] if s.prefix_ref else 0)
+
+    def _prefix_entry(self, s: Sequence) -> list[int]:
+        """The shared-prefix entry a sequence references (only one with a prefix_id takes a reference)."""
+        pid = s.req.prefix_id
+        assert pid is not None
+        return self.prefixes[pid]
+
+    def _evictable(self) -> int:
+        """Blocks of unreferenced cached prefixes and of preempted sequences (a scan: asked only
+        when the free blocks fall short)."""
+        return sum(e[0] for e in self.prefixes.values() if e[2] == 0) + self._resume_blocks
+
+    def _take(self, need: int) -> None:
+        """Allocate ``need`` blocks, evicting unreferenced cached prefixes (least recently used
+        first) and preempted sequences' cached blocks (from their tail, as few as needed) when the
+        free ones do not suffice; the caller checked that eviction suffices."""
+        while need > self.free_blocks:
+            if self._resume:
+                seq, r = min(self._resume.items(), key=lambda kv: kv[1][2])
+                older = [e[3] for e in self.prefixes.values() if e[2] == 0 and e[3] < r[2]]
+                if not older:  # the least recently freed: its tail blocks go first
+                    k = min(r[0], need - self.free_blocks)
+                    r[0] -= k
+                    self._resume_blocks -= k
+                    self.free_blocks += k
+                    if r[0] == 0:
+                        del self._resume[seq]
+                    continue
+            pid = min((k for k, e in self.prefixes.items() if e[2] == 0), key=lambda k: self.prefixes[k][3])
+            blocks = self.prefixes.pop(pid)[0]
+            self.free_blocks += blocks
+            if self.tiers is not None:  # moved down a tier, not dropped
+                self.tiers.demote(pid, blocks)
+        self.free_blocks -= need
+
+    def _release(self, s: Sequence) -> None:
+        self.free_blocks += s.blocks
+        s.blocks = 0
+        if s.prefix_ref:
+            e = self._prefix_entry(s)
+            e[2] -= 1
+            e[3] = self._tick
+            s.prefix_ref = False
+
+    def _register_prefix(self, s: Sequence) -> None:
+        """Once a sequence has computed its shared prefix's full blocks, they become a cached
+        prefix (its blocks move from the sequence to the cache, which it references)."""
+        pid = s.req.prefix_id
+        full = s.req.prefix // self.cfg.block_size
+        if pid is None or s.prefix_ref or pid in self.prefixes or full == 0:
+            return
+        if s.computed >= full * self.cfg.block_size and s.blocks >= full:
+            self.prefixes[pid] = [full, full * self.cfg.block_size, 1, self._tick]
+            s.blocks -= full
+            s.prefix_ref = True
+
+    def _retain(self, s: Sequence) -> None:
+        """A finished turn whose conversation goes on (``req.retain``): the full blocks of all it
+        computed (prompt and answer) become its prefix's cached entry, for the next turn to start
+        after (vLLM keeps a finished request's full blocks cached the same way); an entry another
+        running sequence references is left as it is."""
+        pid = s.req.prefix_id
+        e = self.prefixes.get(pid) if pid is not None else None
+        if pid is None or (e is not None and not (s.prefix_ref and e[2] == 1)):
+            return
+        own = s.computed // self.cfg.block_size - (e[0] if e else 0)  # its full blocks past the entry
+        if own <= 0:
+            return
+        if e is None:
+            e = self.prefixes[pid] = [0, 0, 0, self._tick]
+        e[0] += own
+        e[1] = e[0] * self.cfg.block_size
+        s.blocks -= own
+
+    def _promote(self, pid: int) -> bool:
+        """A prefix held only in a lower tier is loaded back into GPU blocks, when they can be
+        found and the load pays (its transfer time is charged to this iteration:
+        :mod:`graphs.serving.sim.kv_tiers`). True: recomputing its tokens is faster than the load
+        (``t_load > max(kernel_scale, 1) x T_chunk``, the roofline step's price of one chunk of them,
+        never scaled below it),
+        so it is left below and the request prefills them (the caller counts it when admitted)."""
+        assert self.tiers is not None
+        found = self.tiers.find(pid)
+        if found is None or found[1] > self.free_blocks + self._evictable():
+            return False
+        tokens = float(found[1] * self.cfg.block_size)
+        redo = self._phase_step.time_sums(0, 0.0, ((tokens, 0.0),), [] if self._phase_step.windowed else None)
+        if self.tiers.transfer_s(pid) > max(self.overheads.kernel_scale, 1.0) * redo:  # redo is the bound
+            return True
+        # loaded (and made the tier's most recent) before room is made: the blocks _take frees
+        # move down into the tier, whose evictions must not push out the prefix being promoted
+        n = self.tiers.load(pid)
+        self._take(found[1])
+        self.prefixes[pid] = [n, n * self.cfg.block_size, 0, self._tick]
+        return False
+
+    def _preempt(self, victim: Sequence) -> None:
+        self.running.remove(victim)
+        if self._lazy is not None:  # every counter was written back before the loop preempts
+            self._active.remove(victim)
+        if self.cfg.enable_prefix_caching:  # its full blocks stay cached (module doc)
+            base = self._prefix_entry(victim)[0] if victim.prefix_ref else 0
+            keep = min(victim.computed // self.cfg.block_size - base, victim.blocks)
+            if keep > 0:
+                self._resume[victim] = [keep, base * self.cfg.block_size, self._tick]
+                self._resume_blocks += keep
+                victim.blocks -= keep
+        self._release(victim)
+        victim.computed = 0
+        victim.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(victim)
+        self._waiting_tokens += victim.req.prompt + victim.req.output
+
+    def _drafts(self, s: Sequence) -> int:
+        """Tokens drafted for a decoding sequence when speculating: ``min(k, r - 1)`` with ``r``
+        tokens still to produce (its lookahead slots are allocated with it, as vLLM does)."""
+        if self.spec is None or s.generated < 1 or s.computed != s.known - 1:
+            return 0
+        return min(self.spec.k, s.req.output - s.generated - 1)
+
+    def schedule(self) -> list[tuple[Sequence, int]]:
+        """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
+        cfg = self.cfg
+        self._tick += 1
+        budget = cfg.max_num_batched_tokens
+        batch: list[tuple[Sequence, int]] = []
+        preempted = False
+        bs, chunked, running, spec = cfg.block_size, cfg.enable_chunked_prefill, self.running, self.spec
+        append = batch.append
+        # what iteration_time reads off the batch, gathered here in the same pass: each decode's
+        # KV length (the new token included), and the rest as chunks (new tokens, cached)
+        dec: list[float] = []  # whole numbers (ints)
+        chunks: list[tuple[float, float]] = []
+        lz = self._lazy
+        self._lazy_rows = 0
+        steady = self._schedule_steady(budget, batch, dec, chunks) if lz is not None and lz.n else None
+        if steady is not None:  # the running sequences scheduled without a pass over the steady decodes
+            budget = steady
+        # the hot loop: one pass per running sequence; a preemption removes the last sequences,
+        # never one before the current, so the list's iterator stops where an index would
+        for s in running if steady is None else ():
+            if budget <= 0:
+                break
+            c, g = s.computed, s.generated
+            want = s.req.prompt + g - c  # s.known - s.computed
+            n = want + self._drafts(s) if spec is not None else want
+            if n > budget:
+                n = budget
+            if n < want and not chunked:
+                continue
+            need = -(-(c + n) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
+            if need > 0:  # a new block (most decodes need none: no allocation, no preemption)
+                lost = False
+                while need > self.free_blocks and need > self.free_blocks + self._evictable():
+                    victim = running[-1]
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is s:
+                        lost = True
+                        break
+                if lost:
+                    break
+                self._take(need)
+                s.blocks += need
+            append((s, n))
+            budget -= n
+            if want == 1 and n == 1 and g:  # decoding (iteration_time's test: g >= 1, c = known - 1)
+                dec.append(c + 1)
+            else:
+                chunks.append((float(n), float(c)))
+        hold = self._batch_wait and self.waiting and not preempted and self._hold(batch, budget)
+        while (
+            self.waiting
+            and not hold
+            and not preempted
+            and budget > 0
+            and len(self.running) < cfg.max_num_seqs
+        ):
+            s = self.waiting[0]
+            cached = None
+            c0 = s.computed
+            pid = s.req.prefix_id
+            redo = False  #: a lower tier's hit recomputed instead of loaded
+            if self.tiers is not None and cfg.enable_prefix_caching and s.computed == 0 and pid is not None:
+                if pid not in self.prefixes:
+                    redo = self._promote(pid)
+            if cfg.enable_prefix_caching and s.computed == 0 and s.req.prefix_id in self.prefixes:
+                cached = self.prefixes[s.req.prefix_id]
+                cached[2] += 1  # referenced from here on: never evicted to make room for its user
+                s.prefix_ref = True
+                s.computed = min(cached[1], s.known - 1)  # the last prompt token is always computed
+            own = self._resume.get(s) if self._resume else None  # preempted: its blocks still cached
+            mine = 0
+            if own is not None:
+                if own[1] != (cached[1] if cached is not None else 0):  # its prefix went: useless
+                    self._resume_blocks -= own[0]
+                    self.free_blocks += own[0]
+                    del self._resume[s]
+                    own = None
+                else:
+                    mine = own[0]
+                    s.computed = min(own[1] + mine * cfg.block_size, s.known - 1)
+            want = s.known - s.computed
+            n = min(want, budget)
+            need = self.admission_blocks(s, s.computed + n) - self._owned(s) - mine
+            mark = self._watermark if self.running else 0  # vLLM: only while others are scheduled
+            if (not cfg.enable_chunked_prefill and want > budget) or (
+                need + mark > self.free_blocks and need + mark > self.free_blocks + self._evictable() - mine
+            ):
+                if cached is not None:  # undo: it waits as it was
+                    cached[2] -= 1
+                    s.prefix_ref = False
+                s.computed = c0
+                break
+            if own is not None:  # its cached blocks are its own again
+                del self._resume[s]
+                self._resume_blocks -= mine
+                s.blocks += mine
+            self.prefix_hits += cached is not None
+            if redo:
+                assert self.tiers is not None and pid is not None
+                self.tiers.recompute(pid)
+            self.waiting.popleft()
+            self._waiting_tokens -= s.req.prompt + s.req.output
+            self._take(max(need, 0))
+            s.blocks += max(need, 0)
+            self.join(s)
+            batch.append((s, n))
+            budget -= n
+            c, g = s.computed, s.generated
+            if n == 1 and g >= 1 and c == s.req.prompt + g - 1:  # a cached prefix up to its last token
+                dec.append(c + 1)
+            else:
+                chunks.append((float(n), float(c)))
+        # whole-number KV lengths: their sum is exact in a float, whichever order it is taken in
+        ctxs = dec if self.step_cost.windowed else None
+        n_dec, sum_dec = len(dec), sum(dec)
+        if self._lazy_rows:
+            assert lz is not None
+            n_dec, sum_dec = n_dec + self._lazy_rows, sum_dec + lz.sum_ctx()
+        self._planned = (batch, len(batch), n_dec, float(sum_dec), ctxs, chunks) if spec is None else None
+        return batch
+
+    def _schedule_steady(
+        self,
+        budget: int,
+        batch: list[tuple[Sequence, int]],
+        dec: list[float],
+        chunks: list[tuple[float, float]],
+    ) -> int | None:
+        """The running sequences' part of :meth:`schedule` with the steady decodes in closed
+        form (:mod:`graphs.serving.sim.skipping`): the sequences outside the set are added to
+        ``batch`` (and ``dec`` or ``chunks``) as the per-sequence loop adds them, the set's blocks
+        are taken, and the budget left is returned. When the iteration's tokens exceed
+        ``budget`` or its new blocks the free ones (the loop would cut, evict or preempt), every
+        counter is written back instead and None returned: the loop runs."""
+        lz = self._lazy
+        assert lz is not None
+        bs = self.cfg.block_size
+        need_all, tokens = lz.blocks_needed(), lz.n
+        plan = []
+        for s in self._active:
+            c = s.computed
+            want = s.req.prompt + s.generated - c
+            need = -(-(c + want) // bs) - (self._owned(s) if s.prefix_ref else s.blocks)
+            tokens += want
+            if need > 0:
+                need_all += need
+            plan.append((s, want, need))
+        if tokens > budget or need_all > self.free_blocks:
+            lz.materialise()
+            self._active = list(self.running)
+            return None
+        self.free_blocks -= need_all  # all fit the free blocks: _take would evict nothing
+        self._lazy_rows = lz.n
+        for s, n, need in plan:
+            if need > 0:
+                s.blocks += need
+            batch.append((s, n))
+            if n == 1 and s.generated:  # decoding (the loop's test)
+                dec.append(s.computed + 1)
+            else:
+                chunks.append((float(n), float(s.computed)))
+        return budget - tokens
+
+    def _hold(self, batch: list[tuple[Sequence, int]], budget: int) -> bool:
+        """Whether batch waiting (module doc) holds the waiting prompts back this iteration."""
+        cfg = self.cfg
+        # no generation request (the steady decodes are): nothing waits
+        if not self._lazy_rows and not any(s.generated for s, _ in batch):
+            return False
+        new, left, seats = 0, budget, cfg.max_num_seqs - len(self.running)
+        for s in self.waiting:  # what the admission loop would take, blocks not checked
+            if left <= 0 or seats <= 0:
+                break
+            want = s.known - s.computed
+            if want > left and not cfg.enable_chunked_prefill:
+                break
+            n = min(want, left)
+            new, left, seats = new + n, left - n, seats - 1
+        if not new:  # no prompt would be admitted: no check, no count (as the engine)
+            return False
+        tokens = cfg.max_num_batched_tokens - budget + new
+        if self._waited >= cfg.batch_wait_timeout_iters or tokens >= (
+            cfg.batch_wait_max_tokens_ratio * cfg.max_num_batched_tokens
+        ):
+            self._waited = 0
+            return False
+        self._waited += 1
+        return True
+
+    def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
+        """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
+        overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
+        (:class:`graphs.serving.pricing.overheads.EngineOverheads`)."""
+        ov = self.overheads
+        verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
+        plan = self._planned
+        seqs = len(batch)
+        if plan is not None and plan[0] is batch and plan[1] == len(batch):
+            n_dec, sum_ctx, ctxs, chunks = plan[2:]  # read off by schedule(), nothing changed since
+            todo: list[tuple[Sequence, int]] = []
+            seqs += self._lazy_rows
+        else:
+            n_dec, sum_ctx, chunks, todo = 0, 0.0, [], batch
+            ctxs = [] if self.step_cost.windowed else None
+        for s, n in todo:  # one pass per sequence of a batch schedule() did not just build
+            c, g = s.computed, s.generated
+            # decoding: a token generated and the KV of all known tokens but the last computed
+            if g >= 1 and c == s.req.prompt + g - 1:
+                if n == 1:
+                    n_dec += 1
+                    sum_ctx += c + 1  # the KV length including the token being processed
+                    if ctxs is not None:  # a sliding window reads min(W, ctx) of each
+                        ctxs.append(c + 1)
+                    continue
+                if n > 1:
+                    verifies.append((float(n), float(c)))
+                    continue
+            chunks.append((float(n), float(c)))
+        o = self.cfg.iteration_overhead_s
+        scale = ov.kernel_scale
+        if not ov.is_zero:  # the CPU terms of this batch (overheads doc)
+            tokens = n_dec + sum(c for c, _ in chunks) + sum(v for v, _ in verifies)
+            o += ov.cpu_s(seqs, int(tokens))
+        rows = n_dec if chunks or verifies else ov.padded(n_dec)  # padding slots read no KV
+        spec = self.spec
+        if spec is not None:
+            t = spec.iteration_time(rows, sum_ctx, chunks, ctxs, verifies)
+        else:
+            t = self.step_cost.time_sums(rows, sum_ctx, chunks, ctxs)
+        if scale != 1:  # never below the iteration's roofline (overheads.scaled_kernels_s)
+            floor = self._phase_step.time_sums(rows, sum_ctx, chunks + verifies, ctxs) if scale < 1 else 0.0
+            t, floored = scaled_kernels_s(scale, t, floor)
+            self.floored += floored
+        if self.tiers is not None:  # prefix loads from a lower tier, overlapped with the compute
+            t += self.tiers.exposed(t)
+        t += o
+        self.busy_s += t
+        if chunks and not n_dec and not verifies:
+            self.prefill_s += t
+        elif chunks and spec is not None:  # the decodes and verifies alone, the chunks the rest
+            alone = scale * spec.iteration_time(n_dec, sum_ctx, [], ctxs, verifies, record=False) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / t)
+        elif chunks:  # the decodes are charged what they would take alone, the prefill chunks the rest
+            ph = self._phase_step
+            alone = scale * ph.time_sums(n_dec, sum_ctx, (), ctxs) + o
+            whole = t if ph is self.step_cost else scale * ph.time_sums(n_dec, sum_ctx, chunks, ctxs) + o
+            self.prefill_s += t * max(0.0, 1.0 - alone / whole)
+        return t
+
+    def finish_iteration(
+        self, batch: list[tuple[Sequence, int]], now: float
+    ) -> tuple[list[Sequence], list[Sequence]]:
+        """Apply ``batch`` at its end time ``now``: tokens emitted, sequences finished (returned
+        with those a disaggregated prefill instance hands over after sampling their first token,
+        as disaggregated engines do: the decode instance continues from there)."""
+        done, handed = [], []
+        spec, emitted = self.spec, 0
+        self._planned = None  # the sequences move on: schedule() reads the next batch afresh
+        for s, n in batch:  # the hot loop: one pass per sequence in the batch
+            extra = 0  # drafted tokens the target accepted (speculative decoding)
+            if spec is not None and n > 1 and s.generated >= 1 and s.computed == s.known - 1:
+                extra = spec.accept(s, n - 1)
+                n = 1 + extra  # the KV kept: the verified token and the accepted drafts
+            r, g = s.req, s.generated
+            c = s.computed + n
+            s.computed = c
+            if c < r.prompt + g + extra:  # s.known + extra
+                continue  # a prefill chunk that has not reached the end of the prompt
+            g += 1 + extra
+            s.generated = g
+            emitted += 1 + extra
+            if s.first_token_s is None:
+                s.first_token_s = now
+            if g >= r.output:
+                s.finish_s = now
+                done.append(s)
+            elif s.stop_after_prefill:
+                handed.append(s)
+        lz = self._lazy
+        if lz is not None:  # the steady decodes: one token each, and those whose last it was
+            emitted += lz.n
+            gone = lz.finish()
+            if gone:
+                for s in gone:
+                    s.finish_s = now
+                done += gone
+                if len(done) > 1:  # the loop's order: the batch's, which is the running order
+                    done.sort(key=self._stamp.__getitem__)
+        self.emitted += emitted
+        if self.cfg.enable_prefix_caching:
+            for s, _ in batch:
+                self._register_prefix(s)
+        if done or handed:
+            if len(done) + len(handed) <= 8:  # the usual few: list.remove's C scan, order kept
+                for s in done + handed:
+                    self.running.remove(s)
+            else:
+                leaving = {id(s) for s in done + handed}
+                self.running = [s for s in self.running if id(s) not in leaving]
+            for s in done + handed:
+                if s.req.retain and s.finish_s is not None and self.cfg.enable_prefix_caching:
+                    self._retain(s)
+                self._release(s)
+        if lz is not None:
+            self._settle(done, handed)
+        self.iterations += 1
+        return done, handed
+
+    def decode_window(self, now: float, horizon: float) -> list[float]:
+        """Run at once, from ``now``, the iterations that would only decode this replica's steady
+        decodes (:mod:`graphs.serving.sim.skipping`) and end before ``horizon`` (the next event that
+        could change or read the replica): no sequence outside the steady set, none admitted (an
+        empty queue, or no free sequence slot), none finishing, their new blocks within the free
+        ones, a step that prices decodes vectorised (``decode_times``: the bound's
+        :class:`~graphs.serving.step.mixed.MixedStep`), no kernel scale and no tier load in flight.
+        Their times come from one vectorised call, summed in the loop's order; their records
+        (samples, blocks, busy time, counters) are the loop's. Returns the iterations' end times
+        (empty: none run)."""
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        times = getattr(self.step_cost, "decode_times", None)
+        if (
+            lz is None
+            or not lz.n
+            or self._active
+            or times is None
+            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
+            or lz.n > self.cfg.max_num_batched_tokens
+            or self.overheads.kernel_scale != 1
+            or (self.tiers is not None and self.tiers.pending_s)
+        ):
+            return []
+        needs = lz.quiet_needs(self.free_blocks)
+        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
+            return []
+        n, ov = lz.n, self.overheads
+        o = self.cfg.iteration_overhead_s
+        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
+            o += ov.cpu_s(n, n)
+        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
+        t = times(ov.padded(n), sums) + o
+        ends = np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
+        k = int(np.searchsorted(ends, horizon, side="left"))  # those ending before the horizon
+        if k < 2:
+            return []
+        ends_l = ends[:k].tolist()
+        free = self.free_blocks - np.cumsum(np.asarray(needs[:k], dtype=np.int64))
+        used = (1 - free / self.num_blocks).tolist()
+        starts = [now, *ends_l[:-1]]
+        w, r = len(self.waiting), len(self.running)
+        self.samples.extend((t0, n, w, r, u) for t0, u in zip(starts, used, strict=True))
+        for x in t[:k].tolist():  # the loop's running sum
+            self.busy_s += x
+        self.free_blocks = int(free[-1])
+        lz.advance(k)
+        self._tick += k
+        self.iterations += k
+        self.emitted += n * k
+        return ends_l
+
+    def _settle(self, done: list[Sequence], handed: list[Sequence]) -> None:
+        """After an iteration: the finished and handed sequences leave the running ones outside
+        the steady set, and those left decoding steadily join it (:mod:`graphs.serving.sim.skipping`:
+        decoding, not speculating, not to be handed over, no shared prefix left to register)."""
+        lz = self._lazy
+        assert lz is not None
+        for s in done + handed:
+            del self._stamp[s]
+        leaving = {id(s) for s in done + handed} if done or handed else ()
+        pc = self.cfg.enable_prefix_caching
+        keep = []
+        for s in self._active:
+            if leaving and id(s) in leaving:
+                continue
+            g = s.generated
+            if (
+                g >= 1
+                and s.computed == s.req.prompt + g - 1
+                and not s.stop_after_prefill
+                and (not pc or s.prefix_ref or s.req.prefix_id is None)
+                and lz.join(s, self._owned(s) if s.prefix_ref else s.blocks)
+            ):
+                continue
+            keep.append(s)
+        self._active = keep
+
+    def sample(self, now: float, batch_size: int) -> None:
+        used = 1 - self.free_blocks / self.num_blocks
+        self.samples.append((now, batch_size, len(self.waiting), len(self.running), used))

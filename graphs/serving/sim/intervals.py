@@ -1,0 +1,208 @@
+"""Prediction intervals of a served run: calibrated on whole simulations, with the simulation at
+both ends of its kernels' held-out errors as one part.
+
+A predicted simulation (:func:`graphs.serving.sim.simulator.simulate` with a
+:class:`~graphs.serving.pricing.predictor.Predictor`) prices every kernel at its fits' point
+prediction. :func:`simulate_interval` runs it again at the optimistic and the pessimistic end
+of :data:`~graphs.serving.pricing.predictor.INTERVAL` (P10 and P90 of each kernel's held-out error,
+:meth:`Predictor.interval`): the same requests, the same scheduler, every iteration priced at
+that quantile (and still clamped to the bound). Since a slower iteration delays every later
+one, the scheduler's reaction (larger batches, queueing) is part of each end, which a scaled
+point result would miss; :attr:`SimInterval.ranges` is the range of its two ends.
+
+That interval carries the kernels' error alone. The interval a user plans with,
+:attr:`SimInterval.calibrated`, is calibrated on whole-simulation residuals of real deployments
+(:mod:`graphs.serving.sim.served_errors`: split conformal, per metric, framework, device and
+dense/MoE, the held-out split left out), so the engine's, the workload's and the load's errors
+are in it; each mean metric (TTFT, TPOT, E2E means and the throughputs) takes it where its
+metric is calibrated, the hull of both intervals, since the run's kernels' own spread is
+known for this run and the residuals' for runs like it. A metric the validation tables do not
+calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
+
+Those residuals come from measured devices. On a device whose kernels are priced from other
+devices' fits (no kernel of its own in the corpus), the transfer adds its own error: the
+leave-one-device-out median error ``m`` of each such kernel family
+(:meth:`~graphs.serving.sim.served_errors.ServedErrors.neighbour_pct`), the largest of them taken. Read
+as a normal error whose median absolute value is ``m``, its P90 is ``z = 1.2816 / 0.6745 = 1.90``
+times ``m``; it is combined with each end's half-width in log space, as independent errors add,
+``w = sqrt(ln(end / point)^2 + ln(1 + 1.90 m)^2)``, every metric widened (:attr:`SimInterval.device_error`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from costmodel.results import Result
+
+from ..pricing.kernel_sources import unmeasured_device_families
+from ..pricing.predictor import Predictor
+from ..step.workload import as_workload
+from .served_errors import served_errors
+from .simulator import SimResult, simulate
+
+__all__ = ["METRICS", "SimInterval", "simulate_interval", "P90_PER_MEDIAN"]
+
+#: a normal error's P90 over its median absolute value: ``Phi^-1(0.9) / Phi^-1(0.75)``
+P90_PER_MEDIAN = 1.2815515655446004 / 0.6744897501960817
+
+#: the validation tables' metric group of each mean metric (the P90s have none: the tables
+#: compare means)
+CALIBRATED = {
+    "TTFT mean s": "TTFT",
+    "TPOT mean s": "TPOT",
+    "E2E mean s": "E2E",
+    "output tokens/s": "throughput",
+    "requests/s": "throughput",
+}
+
+#: (label, SimResult attribute path) of the metrics an interval is reported for
+METRICS = (
+    ("TTFT mean s", "ttft.mean"),
+    ("TTFT P90 s", "ttft.p90"),
+    ("TPOT mean s", "tpot.mean"),
+    ("TPOT P90 s", "tpot.p90"),
+    ("E2E mean s", "e2e.mean"),
+    ("output tokens/s", "output_tokens_per_s"),
+    ("requests/s", "requests_per_s"),
+)
+
+
+def _get(res: SimResult, path: str) -> float:
+    v: Any = res
+    for part in path.split("."):
+        v = getattr(v, part)
+    return float(v)
+
+
+@dataclass(frozen=True)
+class SimInterval(Result):
+    """A predicted run (``point``) with its runs at the optimistic (``low``: P10 of the kernels'
+    held-out errors) and pessimistic (``high``: P90) ends; ``ranges`` maps each of
+    :data:`METRICS` to its ``(lo, hi)``."""
+
+    point: SimResult
+    low: SimResult
+    high: SimResult
+    quantiles: tuple[float, float]
+    #: the served-error lookup: framework, device name and whether the model is MoE
+    deployment: tuple[str, str, bool] | None = None
+
+    def value(self, label: str) -> float:
+        """The point run's value of one of :data:`METRICS`."""
+        return _get(self.point, dict(METRICS)[label])
+
+    @property
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        out = {}
+        for label, path in METRICS:
+            a, b = _get(self.low, path), _get(self.high, path)
+            out[label] = (min(a, b), max(a, b))
+        return out
+
+    @property
+    def device_error(self) -> tuple[float, str] | None:
+        """``(m, family)``: the largest leave-one-device-out median error (a fraction) of the kernel
+        families this run priced from other devices' fits, or None on a measured device (module doc)."""
+        cov = self.point.coverage
+        if cov is None or self.deployment is None:
+            return None
+        hw = get_device(self.deployment[1])
+        table = served_errors()
+        found = [
+            (pct / 100, fam)
+            for fam in unmeasured_device_families(cov)
+            if (pct := table.neighbour_pct(fam, hw)) is not None
+        ]
+        return max(found) if found else None
+
+    @property
+    def calibrated(self) -> dict[str, tuple[float, float]]:
+        """Each metric's P10-P90 to plan with (module doc): the hull of the kernels' interval
+        and the whole-simulation residuals' where the metric is calibrated, else the kernels';
+        on an unmeasured device widened by the transfer's error (:attr:`device_error`)."""
+        out = dict(self.ranges)
+        if self.deployment is None:
+            return out
+        table = served_errors()
+        for label, group in CALIBRATED.items():
+            if table.covers(group):
+                g, _ = table.like(group, *self.deployment)
+                a, b = g.interval(self.value(label))
+                k_lo, k_hi = out[label]
+                out[label] = (min(a, k_lo), max(b, k_hi))
+        dev = self.device_error
+        if dev is not None:
+            extra = math.log1p(P90_PER_MEDIAN * dev[0])
+            for label, (lo, hi) in out.items():
+                p = self.value(label)
+                if p > 0 and lo > 0:
+                    w_lo = math.hypot(math.log(p / min(lo, p)), extra)
+                    w_hi = math.hypot(math.log(max(hi, p) / p), extra)
+                    out[label] = (p * math.exp(-w_lo), p * math.exp(w_hi))
+        return out
+
+    @property
+    def basis(self) -> dict[str, str]:
+        """What each metric's :attr:`calibrated` interval rests on, in a few words."""
+        kernels = "kernels' held-out errors alone: not calibrated on whole simulations"
+        out = dict.fromkeys((label for label, _ in METRICS), kernels)
+        if self.deployment is None:
+            return out
+        table = served_errors()
+        for label, group in CALIBRATED.items():
+            if table.covers(group):
+                g, like = table.like(group, *self.deployment)
+                out[label] = f"{g.n} validation rows: {g.label}" + (
+                    "" if like else "; unlike this deployment"
+                )
+        dev = self.device_error
+        if dev is not None:
+            m, fam = dev
+            words = (
+                f"widened for {self.deployment[1]}'s kernels priced from other devices: "
+                f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, leave-one-device-out median {100 * m:.0f} %)"
+            )
+            out = {k: f"{v}; {words}" for k, v in out.items()}
+        return out
+
+    def expected_errors(self) -> list[str]:
+        """One line per calibrated metric: the expected error on deployments like this one."""
+        if self.deployment is None:
+            return []
+        table = served_errors()
+        groups = dict.fromkeys(CALIBRATED.values())
+        return [table.statement(g, *self.deployment) for g in groups if table.covers(g)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point": self.point.to_dict(),
+            "quantiles": list(self.quantiles),
+            "interval": {k: list(v) for k, v in self.calibrated.items()},
+            "interval_basis": self.basis,
+            "kernel_interval": {k: list(v) for k, v in self.ranges.items()},
+            "expected_error": self.expected_errors(),
+        }
+
+
+def simulate_interval(
+    config: Any, device: Any, requests: Sequence[Any], *, predictor: Predictor, **kw: Any
+) -> SimInterval:
+    """:func:`simulate` at ``predictor``'s point and at both ends of its interval (module doc)."""
+    if predictor.is_bound:
+        raise CostModelError("a prediction interval needs a predictor (--predict): the bound has none")
+    lo, hi = predictor.point.interval()
+    assert lo.quantile is not None and hi.quantile is not None
+    w = as_workload(config)
+    point = simulate(w, device, requests, predictor=predictor.point, **kw)
+    low = simulate(w, device, requests, predictor=lo, **kw)
+    high = simulate(w, device, requests, predictor=hi, **kw)
+    name = get_device(device).name
+    assert predictor.framework is not None  # not the bound (refused above)
+    return SimInterval(
+        point, low, high, (lo.quantile, hi.quantile), (predictor.framework, name, w.config.is_moe)
+    )

@@ -1,0 +1,414 @@
+"""How far a served prediction has been from real deployments like it: the expected error and a
+P10-P90 interval calibrated on whole-simulation residuals (split conformal).
+
+The validation tables (``docs/serving_accuracy.md``: published serving measurements;
+``docs/silicon_accuracy.md``: NVIDIA's measured runs of the aiconfigurator-core wheel) replay
+real deployments through :func:`graphs.serving.simulate` with ``--predict`` and the engine's
+overheads. Each compared row gives a residual of the whole simulation, kernels, scheduler,
+overheads and load model together,
+
+.. math::
+
+    s_i = \\ln \\frac{y_i}{\\hat y_i}
+
+with ``y`` the measured value and ``\\hat y`` the simulated one. The rows of deployments in the
+held-out split (``benchmarks/data/heldout.toml``, fixed before the calibration) are left out;
+the rest, grouped by metric (throughput, TPOT, TTFT, E2E), framework, device and dense/MoE,
+make the shipped table (:data:`DATA_FILE`, written by ``benchmarks/served_errors.py --write``).
+
+**Interval.** For a new run of the same group, split conformal prediction (Vovk et al.,
+*Algorithmic Learning in a Random World*, 2005; Lei et al., JASA 2018, "Distribution-free
+predictive inference for regression") gives, from the ``n`` sorted calibration residuals
+``s_(1) <= ... <= s_(n)``,
+
+.. math::
+
+    y \\in \\left[\\hat y\\, e^{s_{(\\lfloor (n+1)\\alpha/2 \\rfloor)}},\\;
+                 \\hat y\\, e^{s_{(\\lceil (n+1)(1-\\alpha/2) \\rceil)}}\\right]
+
+with coverage at least ``1 - alpha`` when the new run is exchangeable with the group's rows
+(``alpha = 0.2``: a P10-P90 interval). A group needs ``n >= 9`` rows (else the upper rank
+exceeds ``n``) from at least :data:`MIN_DEPLOYMENTS` deployments (a deployment's rows share its
+errors); with fewer, the next broader group stands in (:meth:`ServedErrors.like`), and the
+answer says which. The kernels' own spread (each kernel's held-out P10/P90 error,
+:mod:`graphs.serving.sim.intervals`) is one part of these residuals, not added to them.
+
+**Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows: "expected
+error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
+metric and dense/MoE kind has fewer than :data:`MIN_DEPLOYMENTS` validated deployments is
+*unlike what was validated*, and says so.
+
+**Kernels on a device nobody measured.** A kernel of a device the corpus does not measure is
+priced from the other devices' fits on its datasheet ("neighbour"). How far that has been off
+is measured by leaving each measured device out in turn (``docs/accuracy.md``, held-out error,
+``device`` split, "calibrated + shape residuals": the median |error| of each left-out device's
+rows). :meth:`ServedErrors.neighbour` states, for a family and a device, the median of those
+per-device errors over the measured devices of the same memory kind (HBM, or GDDR: the
+workstation and PCIe parts, whose errors run several times larger), and the worst of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from costmodel.errors import CostModelError
+from costmodel.results import Result
+
+if TYPE_CHECKING:
+    from costmodel.hardware import Hardware
+
+__all__ = [
+    "ALPHA",
+    "DATA_FILE",
+    "METRIC_GROUPS",
+    "MIN_DEPLOYMENTS",
+    "MIN_ROWS",
+    "DeviceError",
+    "ErrorGroup",
+    "ServedErrors",
+    "conformal_ranks",
+    "memory_kind",
+    "parse",
+    "served_errors",
+]
+
+ALPHA = 0.2  #: miscoverage: a P10-P90 interval
+MIN_ROWS = 9  #: the fewest rows for which the upper rank ceil((n+1)(1 - ALPHA/2)) <= n
+#: the fewest deployments a group is used with: rows of one deployment (its lengths and loads)
+#: share its errors, so a group of one or two says little of the next deployment
+MIN_DEPLOYMENTS = 3
+#: the metrics calibrated, as the validation tables group them
+METRIC_GROUPS = ("throughput", "TPOT", "TTFT", "E2E")
+#: the shipped table, under this package
+DATA_FILE = ("data", "served_errors.json")
+_MAX_BYTES = 4 << 20  #: the data file is read whole; a larger one is not ours
+
+
+def conformal_ranks(n: int, alpha: float = ALPHA) -> tuple[int, int] | None:
+    """The 1-based ranks of the lower and upper split-conformal ends among ``n`` sorted residuals
+    (module doc): ``(floor((n+1) alpha/2), ceil((n+1)(1-alpha/2)))``, or None when ``n`` is too
+    small for the upper rank to exist.
+
+    Parameters
+    ----------
+    n : int
+        Calibration rows.
+    alpha : float
+        Miscoverage, split equally between the two tails.
+
+    Returns
+    -------
+    tuple of int, or None
+
+    >>> conformal_ranks(9), conformal_ranks(99), conformal_ranks(8)
+    ((1, 9), (10, 90), None)
+    """
+    lo = math.floor((n + 1) * alpha / 2)
+    hi = math.ceil((n + 1) * (1 - alpha / 2))
+    if n < 1 or hi > n:
+        return None
+    return max(lo, 1), hi
+
+
+@dataclass(frozen=True)
+class ErrorGroup(Result):
+    """One calibration group's residual summary (module doc).
+
+    ``low``/``high``: the conformal ends as factors on the simulated value (``e^{s_(lo)}`` and
+    ``e^{s_(hi)}``); ``median_abs``: the median ``|y / y_hat - 1|``; ``n``: its rows;
+    ``deployments``: how many deployments they come from; ``label``: what the group matched."""
+
+    metric: str
+    framework: str | None
+    device: str | None
+    moe: bool | None
+    n: int
+    deployments: int
+    low: float
+    high: float
+    median_abs: float
+    label: str
+
+    @classmethod
+    def fit(
+        cls,
+        metric: str,
+        framework: str | None,
+        device: str | None,
+        moe: bool | None,
+        errors: list[float],
+        deployments: int,
+        alpha: float = ALPHA,
+    ) -> ErrorGroup | None:
+        """A group from its rows' signed errors ``e_i = y_hat_i / y_i - 1`` (module doc): the
+        residuals ``s_i = ln(y_i / y_hat_i) = -ln(1 + e_i)`` sorted, the conformal ranks'
+        values as factors, and the median ``|e_i|``; None when the rows are too few for the ranks.
+
+        Parameters
+        ----------
+        metric, framework, device, moe
+            The group's key (None: any).
+        errors : list of float
+            Each row's ``simulated / measured - 1`` (> -1).
+        deployments : int
+            How many deployments the rows come from.
+        alpha : float
+            Miscoverage.
+
+        Returns
+        -------
+        ErrorGroup or None
+        """
+        if any(not (math.isfinite(e) and e > -1) for e in errors):
+            raise CostModelError("a row's error must be finite and > -100 %")
+        ranks = conformal_ranks(len(errors), alpha)
+        if ranks is None:
+            return None
+        s = sorted(-math.log1p(e) for e in errors)
+        kind = None if moe is None else ("MoE" if moe else "dense")
+        parts = [p for p in (framework, device, kind) if p]
+        return cls(
+            metric=metric,
+            framework=framework,
+            device=device,
+            moe=moe,
+            n=len(errors),
+            deployments=deployments,
+            low=math.exp(s[ranks[0] - 1]),
+            high=math.exp(s[ranks[1] - 1]),
+            median_abs=statistics.median(abs(e) for e in errors),
+            label=" ".join([metric, *parts]) if parts else f"{metric}, every validated deployment",
+        )
+
+    @property
+    def usable(self) -> bool:
+        """Enough rows and deployments to stand for the next deployment (:data:`MIN_DEPLOYMENTS`)."""
+        return self.n >= MIN_ROWS and self.deployments >= MIN_DEPLOYMENTS
+
+    def interval(self, point: float) -> tuple[float, float]:
+        """The calibrated P10-P90 interval of a simulated value ``point``."""
+        return point * self.low, point * self.high
+
+
+def memory_kind(description: str) -> str:
+    """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
+    cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
+
+    >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
+    ('GDDR', 'HBM')
+    """
+    if "GDDR" in description:
+        return "GDDR"
+    if "SRAM" in description or "no HBM" in description:
+        return "SRAM"
+    return "HBM" if "HBM" in description else "other"
+
+
+@dataclass(frozen=True)
+class DeviceError(Result):
+    """One measured device's held-out error when it was left out (module doc): ``median_pct``
+    is the median |error| (%) of its ``rows``, ``kind`` its :func:`memory_kind`."""
+
+    family: str
+    device: str
+    kind: str
+    rows: int
+    median_pct: float
+
+
+@dataclass(frozen=True)
+class ServedErrors:
+    """The calibration groups of :data:`DATA_FILE`, looked up from the most specific that has enough
+    rows to the broadest (:meth:`like`)."""
+
+    groups: tuple[ErrorGroup, ...]
+    source: str  #: where the residuals come from (printed with every answer)
+    heldout: str  #: the held-out split they leave out
+    devices: tuple[DeviceError, ...] = ()  #: leave-one-device-out kernel errors (module doc)
+
+    def neighbour(self, family: str, hw: Hardware) -> str | None:
+        """One line: the expected error of ``family``'s kernels priced from other devices' fits
+        on ``hw`` (module doc), or None when no device was left out for that family.
+
+        Parameters
+        ----------
+        family : str
+            The measured family (``gemm``, ``context_attention``, ``generation_attention``, ...).
+        hw : Hardware
+            The unmeasured device (its description gives its memory kind, its vendor whether
+            any device of its make was measured).
+
+        Returns
+        -------
+        str or None
+        """
+        # the hardware catalog (sympy) loads on use: reading the shipped table does not need it
+        from costmodel.hardware import get_device
+
+        device = hw.name
+        found = self._pool(family, hw)
+        if found is None:
+            return None
+        pool, who = found
+        worst = max(pool, key=lambda d: d.median_pct)
+        med = statistics.median(d.median_pct for d in pool)
+        text = (
+            f"{family} kernels priced from other devices' fits on {device}: expected error +-{med:.0f} % "
+            f"(median of the held-out errors of {who}, each left out in turn; worst {worst.median_pct:.0f} % "
+            f"on {worst.device})"
+        )
+        makes = {get_device(d.device).vendor for d in pool}
+        if hw.vendor not in makes:
+            text += f"; no {hw.vendor} device is measured, so a new architecture may be further off"
+        return text
+
+    def _pool(self, family: str, hw: Hardware) -> tuple[list[DeviceError], str] | None:
+        """The left-out devices ``hw`` is judged by for ``family``: those of its memory kind when
+        any was measured, else all; with the words that say which."""
+        rows = [d for d in self.devices if d.family == family and d.device != hw.name]
+        if not rows:
+            return None
+        kind = memory_kind(hw.description)
+        same = [d for d in rows if d.kind == kind]
+        if same:
+            return same, f"{len(same)} measured {kind} devices"
+        return rows, f"all {len(rows)} measured devices (none of {kind} memory)"
+
+    def neighbour_pct(self, family: str, hw: Hardware) -> float | None:
+        """The number :meth:`neighbour` states: the median over the pooled left-out devices of
+        their median held-out error (%) for ``family``; None when no device was left out."""
+        found = self._pool(family, hw)
+        return None if found is None else statistics.median(d.median_pct for d in found[0])
+
+    def covers(self, metric: str) -> bool:
+        """Whether ``metric`` has a calibrated group at all (E2E had too few validation rows)."""
+        return any(g.metric == metric and g.usable for g in self.groups)
+
+    def like(self, metric: str, framework: str, device: str, moe: bool) -> tuple[ErrorGroup, bool]:
+        """The group a run is judged by, and whether it is like a validated deployment.
+
+        Tried in order: (metric, framework, device, moe), (metric, framework, moe),
+        (metric, moe), (metric); the first with at least :data:`MIN_ROWS` rows is taken. A run
+        is *like* a validated deployment when a group with its framework and dense/MoE kind was
+        found.
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+        framework : str
+            The engine framework whose kernels and profile priced it (``vllm``, ``trtllm``, ...).
+        device : str
+            The catalog device name (``h100-sxm`` ...).
+        moe : bool
+            Whether the model routes tokens to experts.
+
+        Returns
+        -------
+        (ErrorGroup, bool)
+        """
+        if metric not in METRIC_GROUPS:
+            raise CostModelError(f"metric {metric!r} not calibrated; allowed: {', '.join(METRIC_GROUPS)}")
+        keys: tuple[tuple[str | None, str | None, bool | None], ...] = (
+            (framework, device, moe),
+            (framework, None, moe),
+            (None, None, moe),
+            (None, None, None),
+        )
+        for i, (fw, dev, kind) in enumerate(keys):
+            for g in self.groups:
+                if (g.metric, g.framework, g.device, g.moe) == (metric, fw, dev, kind) and g.usable:
+                    return g, i <= 1
+        raise CostModelError(f"{metric} is not calibrated: fewer than {MIN_ROWS} validation rows")
+
+    def statement(self, metric: str, framework: str, device: str, moe: bool) -> str:
+        """One line: the expected error of ``metric`` on deployments like this one."""
+        g, like = self.like(metric, framework, device, moe)
+        text = (
+            f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % "
+            f"(median over {g.n} validation rows of {g.deployments} deployments: {g.label})"
+        )
+        if not like:
+            kind = "MoE" if moe else "dense"
+            text += (
+                f"; fewer than {MIN_DEPLOYMENTS} validated {framework} {kind} deployments: "
+                "this one is unlike what was validated"
+            )
+        return text
+
+
+def _group(d: dict[str, Any]) -> ErrorGroup:
+    """One group of the data file, every field checked."""
+    try:
+        g = ErrorGroup(
+            metric=str(d["metric"]),
+            framework=None if d["framework"] is None else str(d["framework"]),
+            device=None if d["device"] is None else str(d["device"]),
+            moe=None if d["moe"] is None else bool(d["moe"]),
+            n=int(d["n"]),
+            deployments=int(d["deployments"]),
+            low=float(d["low"]),
+            high=float(d["high"]),
+            median_abs=float(d["median_abs"]),
+            label=str(d["label"])[:200],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CostModelError(f"served_errors.json: a group is malformed ({exc})") from exc
+    ok = (
+        g.metric in METRIC_GROUPS
+        and g.n >= 1
+        and 0 < g.low <= g.high < 1e3
+        and math.isfinite(g.median_abs)
+        and g.median_abs >= 0
+    )
+    if not ok:
+        raise CostModelError(f"served_errors.json: group {g.label!r} out of range")
+    return g
+
+
+def parse(text: str) -> ServedErrors:
+    """:class:`ServedErrors` from the data file's text (strict JSON, every group checked)."""
+    try:
+        d = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    except ValueError as exc:
+        raise CostModelError(f"served_errors.json is not valid JSON ({exc})") from exc
+    if not isinstance(d, dict) or not isinstance(d.get("groups"), list):
+        raise CostModelError("served_errors.json: expected an object with a 'groups' list")
+    devices = d.get("devices", [])
+    if not isinstance(devices, list):
+        raise CostModelError("served_errors.json: 'devices' must be a list")
+    return ServedErrors(
+        tuple(_group(g) for g in d["groups"]),
+        str(d.get("source", ""))[:500],
+        str(d.get("heldout", ""))[:500],
+        tuple(_device(x) for x in devices),
+    )
+
+
+def _device(d: Any) -> DeviceError:
+    """One leave-one-device-out entry of the data file, every field checked."""
+    try:
+        e = DeviceError(
+            str(d["family"]), str(d["device"]), str(d["kind"]), int(d["rows"]), float(d["median_pct"])
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CostModelError(f"served_errors.json: a device entry is malformed ({exc})") from exc
+    if not (e.rows >= 1 and math.isfinite(e.median_pct) and 0 <= e.median_pct < 1e4):
+        raise CostModelError(f"served_errors.json: device entry {e.family}/{e.device} out of range")
+    return e
+
+
+@cache
+def served_errors() -> ServedErrors:
+    """The shipped calibration (:data:`DATA_FILE`), read once per process."""
+    data = resources.files(__package__).joinpath(*DATA_FILE)
+    raw = data.read_bytes()
+    if len(raw) > _MAX_BYTES:
+        raise CostModelError("served_errors.json is larger than a calibration table can be")
+    return parse(raw.decode("utf-8"))

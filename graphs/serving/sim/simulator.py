@@ -1,0 +1,760 @@
+"""Request-level serving simulation: TTFT, TPOT and end-to-end percentiles under a request rate.
+
+Replicas (:class:`graphs.serving.sim.engine.Replica`) run continuous batching with chunked prefill
+and a paged KV cache; every iteration costs the roofline step of its exact batch
+(:class:`graphs.serving.step.mixed.MixedStep`, compiled once: no sympy per iteration). Topologies:
+
+* one replica, or ``replicas`` behind a router: ``round_robin``, ``least_outstanding`` (the
+  fewest prompt + output tokens still to process) or ``prefix`` (where the request's prefix or
+  conversation is cached, within a load bound: :mod:`graphs.serving.sim.replica_routing`);
+* disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
+  (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
+  the terms of :mod:`graphs.serving.analysis.disagg`) to the least-loaded of ``decode`` replicas.
+
+How requests are sent, as benchmark clients send them:
+
+* open loop: each request at its ``arrival_s`` (a rate's arrivals, a trace's timestamps);
+* a conversation's later turn (:mod:`graphs.serving.sim.requests`, ``session``): ``think_s`` after
+  the previous turn's last token, so its send time comes out of the simulation;
+* closed loop, ``concurrency=N``: ``N`` clients, each sending its next request (or its next
+  conversation, turn after turn) when its previous answer has arrived plus that request's
+  ``think_s``, in request order and never before the request's ``arrival_s``. Without a rate
+  every ``arrival_s`` is 0 and the clients send back to back (GenAI-Perf/AIPerf ``--concurrency``,
+  https://docs.nvidia.com/aiperf/benchmark-modes/load-generator-options-reference); with a rate a
+  request waits for a free client after its scheduled time (``vllm bench serve --request-rate R
+  --max-concurrency N``'s semaphore, vllm PR 9390; AIPerf's "request rate with max concurrency").
+  ``stagger_s=T`` sends the clients' first requests at independent uniform times in ``[0, T)``
+  (seeded, so a run repeats) instead of all at once: the steady state of a real closed loop.
+  Identical requests sent together stay in step in a deterministic replay (each client sees the
+  same iterations, so their phases keep their spacing: prompts of one round queue behind each
+  other for as many rounds as the run has), while a real loop's jitter (iteration times, network,
+  streaming) drifts the clients' phases apart until they are spread over a cycle; with ``T`` one
+  request's send-to-last-token time the replay starts there (:func:`closed_loop_cycle`).
+
+A conversation's cached history lives on the replica that served its previous turn; only the
+``prefix`` router keeps a conversation there (session affinity), so with the others a later turn
+hits the cache only when it is routed back there (a disaggregated pool keeps it on the decode
+side, a miss for the prefill side).
+
+What is measured, as those tools measure it (NIM's benchmarking metrics,
+https://docs.nvidia.com/nim/benchmarking/llm/metrics): TTFT is the first streamed token's time
+(the end of the iteration that samples it) minus the request's send time, queueing included;
+E2E is send to last token; TPOT ``(E2E - TTFT) / (output - 1)``. Throughput is completed
+requests (and output tokens) over the duration, first send to last answer. For an open loop the
+window between the first and the last arrival is also reported apart (steady state) from the
+drain tail after the last arrival; a closed loop has no such split (no backlog outlives the
+arrivals: each request is sent only when a client is free), so its throughput is the whole
+run's, as ``vllm bench serve`` and AIPerf report it.
+
+Each replica keeps its steadily decoding sequences in closed form and runs the iterations that
+only decode them, up to the next event, at once (:mod:`graphs.serving.sim.skipping`; ``skip=False``
+runs the per-sequence loop alone, the reference it equals).
+
+The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
+iteration-level model has few event kinds and no processes that wait on resources, so a plain
+heap is simpler and faster than a discrete-event library (SimPy's generator processes would add
+a context switch per iteration for nothing it needs).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware, get_device
+from costmodel.outfiles import atomic_write
+from costmodel.results import Result, plain
+from models.config import ModelConfig
+
+from ..analysis.parallel import dp_weights_saved
+from ..pricing.kernel_sources import Coverage
+from ..pricing.overheads import EngineOverheads
+from ..pricing.predictor import Predictor, predicted_mixed_step
+from ..pricing.protocols import IterationStep, MeteredIterationStep
+from ..step.ledger_fit import build_ledger
+from ..step.workload import Workload, as_workload
+from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, rank_step
+from .engine import EngineConfig, Replica, kv_blocks
+from .engine import Sequence as Seq
+from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
+from .replica_routing import PrefixRouter, least_outstanding
+from .requests import THINK_RANGE, Request
+from .specdec_sim import SpecConfig, SpecStats, Speculator
+
+__all__ = [
+    "Topology",
+    "SimResult",
+    "simulate",
+    "simulate_steady_loop",
+    "steady_stagger_s",
+    "closed_loop_cycle",
+    "Summary",
+]
+
+ROUTERS = ("round_robin", "least_outstanding", "prefix")
+MAX_REPLICAS = 4096  #: most replicas in one pool (and the largest tp)
+#: KV-transfer link bandwidths accepted (bytes/s): 1 MB/s to 1 PB/s
+LINK_BANDWIDTH_RANGE = (1e6, 1e15)
+MAX_CONCURRENCY = 10**7  #: most closed-loop clients
+
+
+@dataclass(frozen=True)
+class Topology(Result):
+    """How many replicas of ``tp`` devices, routed how; or disaggregated prefill/decode pools."""
+
+    replicas: int = 1
+    tp: int = 1
+    router: str = "least_outstanding"
+    prefill_replicas: int = 0  #: > 0: disaggregated, with ``decode_replicas``
+    decode_replicas: int = 0
+    link_bandwidth: float | None = None  #: bytes/s per direction for the KV transfer (disaggregated)
+    link_latency: float = 0.0  #: s per layer's transfer
+    prefix_eps: float = 0.5  #: router prefix: load bound, (1 + eps) x the mean outstanding tokens
+    #: data-parallel attention ranks per replica, the MoE layers over all dp x tp devices
+    #: (:mod:`graphs.serving.sim.data_parallel`); 1: none
+    dp: int = 1
+    expert_parallel: bool = False  #: with dp > 1: experts whole per device (EP), else width-split
+    moe_dispatch: str = "allgather_reducescatter"  #: with dp > 1: how tokens reach their experts
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise CostModelError(f"router {self.router!r} not allowed; allowed: {', '.join(ROUTERS)}")
+        for name, lo in (("replicas", 1), ("tp", 1), ("prefill_replicas", 0), ("decode_replicas", 0), ("dp", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_REPLICAS:
+                raise CostModelError(f"{name} must be a whole number in [{lo}, {MAX_REPLICAS}], got {v!r}")
+        if (self.prefill_replicas > 0) != (self.decode_replicas > 0):
+            raise CostModelError(
+                "a disaggregated topology needs both prefill_replicas and decode_replicas > 0"
+            )
+        if self.disaggregated:
+            bw_lo, bw_hi = LINK_BANDWIDTH_RANGE
+            bw = self.link_bandwidth
+            if not (isinstance(bw, int | float) and bw_lo <= bw <= bw_hi):
+                raise CostModelError(
+                    f"link_bandwidth must be in [{bw_lo:g}, {bw_hi:g}] bytes/s for a disaggregated "
+                    f"topology, got {bw!r}"
+                )
+        PrefixRouter(self.prefix_eps)  # validates eps
+        if not isinstance(self.expert_parallel, bool):
+            raise CostModelError(f"expert_parallel must be true or false, got {self.expert_parallel!r}")
+        if self.moe_dispatch not in DISPATCHES:
+            raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {self.moe_dispatch!r}")
+        if self.dp > 1 and (self.disaggregated or self.router == "prefix"):
+            raise CostModelError(
+                "data-parallel attention (dp > 1) runs aggregated, behind a least_outstanding or round_robin router"
+            )
+        if self.dp == 1 and self.expert_parallel:
+            raise CostModelError("expert_parallel spreads the experts over a data-parallel group: it needs dp > 1")
+        lat = self.link_latency
+        if not (isinstance(lat, int | float) and 0 <= lat <= 1):
+            raise CostModelError(f"link_latency must be in [0, 1] s per layer, got {lat!r}")
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_replicas > 0
+
+    @property
+    def devices(self) -> int:
+        n = self.prefill_replicas + self.decode_replicas if self.disaggregated else self.replicas
+        return n * self.tp * self.dp
+
+
+@dataclass(frozen=True)
+class Summary(Result):
+    """Mean and percentiles of one latency (s)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> Summary:
+        if x.size == 0:
+            return cls(math.nan, math.nan, math.nan, math.nan)
+        p50, p90, p99 = np.percentile(x, [50, 90, 99])
+        return cls(float(x.mean()), float(p50), float(p90), float(p99))
+
+
+@dataclass(frozen=True)
+class SimResult(Result):
+    """One simulation: per-request latencies, their summaries, throughput, goodput, utilisation."""
+
+    model: str
+    device: str
+    topology: Topology
+    rate: float | None
+    requests: int
+    duration_s: float  #: first send to last finish (the drain tail included)
+    ttft: Summary
+    tpot: Summary
+    e2e: Summary
+    requests_per_s: float  #: requests / duration_s: the drain tail after the last arrival included
+    output_tokens_per_s: float  #: likewise
+    output_tokens_per_s_per_device: float
+    #: steady state: completions and output tokens between the first and the last arrival, per
+    #: second of that window (None when every request arrives at once, and for a closed loop)
+    steady_requests_per_s: float | None
+    steady_output_tokens_per_s: float | None
+    steady_window_s: float  #: last arrival - first arrival
+    offered_requests_per_s: float | None  #: the arrivals' own rate over that window: (n - 1) / window
+    drain_s: float  #: last finish - last send: the tail after the arrivals stop (closed loop: the last E2E)
+    time_origin_s: float  #: the first arrival's time; every time inside is relative to it
+    goodput_requests_per_s: float | None  #: requests/s meeting both SLOs
+    slo_attainment: float | None
+    preemptions: int
+    prefix_cache_hits: int  #: admissions that started after a cached shared prefix
+    iterations: int
+    mean_batch: float
+    mean_kv_utilisation: float
+    mean_in_system: float  #: requests waiting or running, time-averaged from the replicas' queue records
+    #: arrival_s (the send time), ttft_s, tpot_s, e2e_s, prompt, output, preemptions, session, turn,
+    #: queued_s (send + the request path) and scheduled_s (its first iteration's start: an
+    #: iteration boundary, the admission delay and any queueing after queued_s)
+    per_request: dict[str, np.ndarray]
+    timeline: dict[str, np.ndarray]  #: t, batch, waiting, running, kv_used (per iteration, all replicas)
+    predictor: str = "roofline bound"  #: what priced the iterations (:class:`Predictor` label)
+    #: a predicted run's iteration seconds by what they rest on (None for the bound)
+    coverage: Coverage | None = None
+    clamped_s: float = 0.0  #: iteration seconds where a prediction fell below its bound (clamped)
+    #: device-seconds iterating (replica busy time x tp), and the part attributed to prefill
+    #: chunks (:mod:`graphs.serving.planning.cost`: a mixed iteration's decodes are charged what they take alone)
+    busy_device_s: float = 0.0
+    prefill_device_s: float = 0.0
+    concurrency: int | None = None  #: closed-loop clients (None: open loop)
+    spec: SpecStats | None = None  #: speculative decoding's counters (None: plain decoding)
+    #: router prefix: (requests sent where their prefix or conversation is, those the load bound sent elsewhere)
+    prefix_routed: tuple[int, int] | None = None
+    kv_tiers: TierStats | None = None  #: prefix hits from host memory / SSD and their load time
+    #: the engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none)
+    overheads: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
+        skip = ("per_request", "timeline")
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+
+    def requests_csv(self, path: str, flag: str = "csv") -> None:
+        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically."""
+        keys = list(self.per_request)
+        rows = zip(*(self.per_request[k].tolist() for k in keys), strict=True)
+        with atomic_write(path, flag) as f:
+            f.write(",".join(keys) + "\n")
+            for r in rows:
+                f.write(",".join(repr(v) for v in r) + "\n")
+
+
+def closed_loop_cycle(res: SimResult, think_s: float = 0.0) -> float:
+    """One client's cycle in a closed loop (s): the median, over its requests, of send to last
+    token, plus ``think_s`` before the next send. With every request alike, the clients of a
+    steady loop each take this long per request, so their phases spread over it."""
+    if res.concurrency is None:
+        raise CostModelError("closed_loop_cycle reads a closed loop's result (simulate with concurrency=N)")
+    return float(np.median(res.per_request["e2e_s"])) + think_s
+
+
+def steady_stagger_s(
+    config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
+) -> float:
+    """The ``stagger_s`` of a closed loop's steady state (:func:`simulate`'s module doc): one
+    client's cycle (:func:`closed_loop_cycle`) in a run that starts every client together."""
+    if "stagger_s" in kw:
+        raise CostModelError(
+            "the steady loop chooses stagger_s itself (one cycle); give simulate(stagger_s=...)"
+        )
+    burst = simulate(config, device, requests, concurrency=concurrency, **{**kw, "progress": None})
+    return closed_loop_cycle(burst, float(np.median([r.think_s for r in requests])))
+
+
+def simulate_steady_loop(
+    config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
+) -> SimResult:
+    """A closed loop of ``concurrency`` clients in its steady state: its first sends spread
+    uniformly over one cycle (:func:`steady_stagger_s`)."""
+    cycle = steady_stagger_s(config, device, requests, concurrency=concurrency, **kw)
+    return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
+
+
+def simulate(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    requests: Sequence[Request],
+    *,
+    topology: Topology | None = None,
+    engine: EngineConfig | None = None,
+    slo_ttft: float | None = None,
+    slo_tpot: float | None = None,
+    rate: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    predictor: Predictor | None = None,
+    concurrency: int | None = None,
+    spec: SpecConfig | None = None,
+    kv_tiers: KVTierConfig | None = None,
+    overheads: EngineOverheads | None = None,
+    stagger_s: float | None = None,
+    stagger_seed: int = 0,
+    skip: bool = True,
+) -> SimResult:
+    """Serve ``requests`` on ``device`` (module doc) and summarise what each request saw.
+
+    A conversation's turns (``Request.session``) are sent one after another's answer.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model: a catalog name, a ``config.json`` path, a config, or a workload built once.
+    device : Hardware or str
+        The device of every replica (a catalog name or a spec).
+    requests : sequence of Request
+        What is sent: arrival (s), prompt and output tokens, optional prefix and session.
+    topology : Topology, optional
+        Replicas, tensor parallelism, disaggregated pools and the router (default: one replica).
+    engine : EngineConfig, optional
+        The scheduler's knobs and KV pool (default vLLM V1's; an engine profile builds one:
+        :func:`graphs.serving.sim.engine.profile_engine`).
+    slo_ttft, slo_tpot : float, optional
+        Latency objectives (s) the result counts requests against.
+    rate : float, optional
+        The offered rate (requests/s), reported with the result (the arrivals carry the load).
+    progress : callable, optional
+        Called with (done, total) requests as the run goes.
+    predictor : Predictor, optional
+        What prices every iteration's kernels (:mod:`graphs.serving.pricing.predictor`; default the
+        roofline bound).
+    concurrency : int, optional
+        A closed loop of that many clients, each sending its next request when its answer arrives.
+    spec : SpecConfig, optional
+        Speculative decoding of every decode (:mod:`graphs.serving.sim.specdec_sim`; a predictor prices
+        the target's and the draft's forwards, MTP's module as the full step minus the plain one).
+    kv_tiers : KVTierConfig, optional
+        Host memory and SSD below the prefix cache (:mod:`graphs.serving.sim.kv_tiers`).
+    overheads : EngineOverheads, optional
+        The engine around the kernels (:mod:`graphs.serving.pricing.overheads`): None takes the predictor
+        framework's defaults when predicting and none for the bound, whose results stay exactly
+        as they were; a fitted or given ``kernel_scale`` never prices a step below its roofline.
+    stagger_s : float, optional
+        Spreads a closed loop's first sends over ``[0, stagger_s)`` (s; needs ``concurrency``).
+    stagger_seed : int
+        The seed of those first sends.
+    skip : bool
+        Advance each replica's steadily decoding sequences in closed form
+        (:mod:`graphs.serving.sim.skipping`; the same times as the per-sequence loop, which
+        ``False`` runs alone as the reference).
+
+    Returns
+    -------
+    SimResult
+        Per-request latency statistics (TTFT, TPOT, E2E), throughput (steady state and overall),
+        SLO attainment, preemptions, KV use, and with a predictor what its seconds rest on.
+    """
+    w = as_workload(config)
+    hw = get_device(device)
+    topo = topology or Topology()
+    cfg = engine or EngineConfig()
+    if not requests:
+        raise CostModelError("no requests to simulate")
+    for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
+        if slo is not None and not (isinstance(slo, int | float) and 0 < slo <= 1e6):
+            raise CostModelError(f"{name} must be in (0, 1e6] s, got {slo!r}")
+    t0 = min(r.arrival_s for r in requests)
+    if not (math.isfinite(t0) and t0 >= 0):
+        raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
+    if concurrency is not None and (
+        not isinstance(concurrency, int)
+        or isinstance(concurrency, bool)
+        or not 1 <= concurrency <= MAX_CONCURRENCY
+    ):
+        raise CostModelError(
+            f"concurrency must be a whole number of clients in [1, {MAX_CONCURRENCY}], got {concurrency!r}"
+        )
+    if stagger_s is not None:
+        if concurrency is None:
+            raise CostModelError("stagger_s spreads a closed loop's first sends: it needs concurrency")
+        if isinstance(stagger_s, bool) or not (isinstance(stagger_s, int | float) and 0 <= stagger_s <= 1e6):
+            raise CostModelError(f"stagger_s must be in [0, 1e6] s, got {stagger_s!r}")
+    lo, hi = THINK_RANGE
+    think = np.array([r.think_s for r in requests], dtype=float)
+    if not ((think >= lo) & (think <= hi)).all():  # NaN fails both
+        bad = next(r for r in requests if not lo <= r.think_s <= hi)
+        raise CostModelError(f"request {bad.rid}: think_s must be in [{lo:g}, {hi:g}] s, got {bad.think_s!r}")
+    pred = predictor or Predictor()
+    ov = overheads
+    if ov is None:
+        ov = EngineOverheads.default(
+            pred.framework, max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
+        )
+    step: IterationStep = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
+    led = build_ledger(w, "decode", 1, topo.tp, None, None)
+    if topo.dp > 1:  # data-parallel attention, the experts over the group (graphs.serving.sim.data_parallel)
+        check_group(topo.dp, topo.tp, w.config.is_moe)
+        if spec is not None:
+            raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
+        step = rank_step(
+            w, hw, step, predicted_mixed_step(w, hw, tp=topo.tp), dp=topo.dp, tp=topo.tp,
+            expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch, predictor=pred,
+        )
+    if isinstance(step, MeteredIterationStep):
+        step.reset()
+    specs: list[Speculator] = []
+    if spec is not None:  # the target's and the proposer's steps, each priced by the predictor
+        specs.append(Speculator(spec, w, hw, topo.tp, predictor=pred))
+        step, led = specs[0].target_step, specs[0].ledger
+        specs[0].reset()
+    capacity = as_float(hw.capacity())
+    if topo.dp > 1:  # the experts are spread over dp x tp devices: what a tp-rank alone would hold less
+        capacity += dp_weights_saved(w, topo.tp, topo.dp)
+    blocks = cfg.num_blocks or kv_blocks(led, capacity, cfg)
+    tiered = kv_tiers is not None and kv_tiers.enabled
+    host_bw = 0.0
+    if tiered:
+        assert kv_tiers is not None
+        if not cfg.enable_prefix_caching:
+            raise CostModelError("KV-cache tiers hold evicted prefixes: they need enable_prefix_caching")
+        if kv_tiers.host_bandwidth is not None:
+            host_bw = kv_tiers.host_bandwidth
+        elif any(lk.name == "host" for lk in hw.links):
+            host_bw = as_float(hw.link("host").bandwidth_bytes_per_s)
+        else:
+            raise CostModelError(
+                f"device {hw.name} has no sourced host link in the catalog; give the host link bandwidth (bytes/s, --host-link-bandwidth)"
+            )
+
+    def pool(n: int, start: int) -> list[Replica]:
+        def tiers() -> KVTiers | None:
+            if not tiered:
+                return None
+            assert kv_tiers is not None
+            return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
+
+        return [
+            # a data-parallel group's ranks run the per-sequence loop: the group sums their batches
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip and topo.dp == 1)
+            for i in range(n)
+        ]
+
+    groups: list[Any] = []
+    if topo.dp > 1:
+        assert isinstance(step, RankStep)
+        groups = [LockstepGroup(pool(topo.dp, i * topo.dp), step.stage, i) for i in range(topo.replicas)]
+    if groups:
+        front = back = groups
+    elif topo.disaggregated:
+        front = pool(topo.prefill_replicas, 0)
+        back = pool(topo.decode_replicas, topo.prefill_replicas)
+        kv_tok = as_float(led.kv_bytes_per_token) * topo.tp  # the whole cache crosses, all tp shards
+        layers = as_float(w.config.num_hidden_layers)
+        link_bw = topo.link_bandwidth
+        assert link_bw is not None  # Topology requires it of a disaggregated topology
+    else:
+        front = back = pool(topo.replicas, 0)
+    replicas = [m for g in groups for m in g.members] if groups else front if front is back else front + back
+    # every time relative to the first arrival: absolute timestamps (1e9 s of Unix time, 1e15 ...)
+    # would otherwise leave TTFTs and TPOTs below the floating-point spacing of the clock
+    seqs = [Seq(r if t0 == 0 else dataclasses.replace(r, arrival_s=r.arrival_s - t0)) for r in requests]
+    for s in seqs:
+        if not cfg.enable_chunked_prefill and s.req.prompt + s.req.output > cfg.max_num_batched_tokens:
+            raise CostModelError(
+                f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) is longer than "
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}): without chunked prefill a "
+                "(re)computed prompt must fit one iteration (as vLLM requires)"
+            )
+        if not front[0].fits_ever(s):
+            raise CostModelError(
+                f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) needs more KV blocks than a "
+                f"replica has ({blocks} of {cfg.block_size} tokens)"
+            )
+    events: list[tuple[float, int, str, Any]] = []
+    counter = itertools.count()
+    heads, follow = _chains(seqs)
+    queued = collections.deque(heads)  # chains no client has taken yet (closed loop)
+
+    def release(s: Seq, not_before: float) -> None:
+        sent = max(s.req.arrival_s, not_before)
+        if sent != s.req.arrival_s:  # sent later than its arrival_s: that is its send time
+            s.req = dataclasses.replace(s.req, arrival_s=sent)
+        # the request path (API server, tokenisation, prefix-cache hashing) before the engine's
+        # queue; the admission delay after it is the event loop's own: a request reaching a busy
+        # replica waits for the running iteration's end (kick runs only at iteration boundaries)
+        path = ov.request_path_s(s.req.prompt, cfg.enable_prefix_caching)
+        heapq.heappush(events, (sent + path, next(counter), "arrive", s))
+
+    first = len(heads) if concurrency is None else min(concurrency, len(heads))
+    starts = np.zeros(first)
+    if stagger_s:  # each client's first send, uniform over [0, stagger_s) (module doc)
+        starts = np.sort(np.random.default_rng(stagger_seed).uniform(0.0, stagger_s, first))
+    for t_first in starts.tolist():
+        release(queued.popleft(), t_first)
+    rr = itertools.cycle(range(len(front)))
+    rr_back = itertools.cycle(range(len(back)))
+    by_prefix = {id(front): PrefixRouter(topo.prefix_eps), id(back): PrefixRouter(topo.prefix_eps)}
+    in_flight: dict[int, list[tuple[Seq, int]]] = {}
+    finished = 0
+    emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
+
+    def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
+        # one replica: no choice to make, and no O(running) sum of outstanding tokens per arrival
+        if len(pool_) == 1 and topo.router != "prefix":
+            return pool_[0]
+        if topo.router == "round_robin":
+            return pool_[next(cycle)]
+        if topo.router == "prefix":
+            return by_prefix[id(pool_)].pick(pool_, s)
+        return least_outstanding(pool_)
+
+    def kick(rep: Replica, now: float) -> None:
+        if rep.busy_until is not None or rep.idle:
+            return
+        if skip:  # iterations that only decode, ending before the next event: run at once
+            ends = rep.decode_window(now, events[0][0] if events else math.inf)
+            if ends:
+                n = len(rep.running)  # every one a steady decode: one token each
+                emitted.extend((e, n) for e in ends)
+                now = ends[-1]
+        batch = rep.schedule()
+        size = rep.batch_len(batch)
+        if not size:
+            return
+        end = now + rep.iteration_time(batch)
+        for s, _ in batch:
+            if s.scheduled_s is None:
+                s.scheduled_s = now
+        rep.busy_until = end
+        in_flight[rep.index] = batch
+        rep.sample(now, size)
+        heapq.heappush(events, (end, next(counter), "iter", rep))
+
+    while events:
+        now, _, kind, obj = heapq.heappop(events)
+        if kind == "arrive":
+            obj.queued_s = now
+            rep = route(front, rr, obj)
+            obj.stop_after_prefill = topo.disaggregated
+            rep.add(obj)
+            kick(rep, now)
+        elif kind == "kv":
+            obj.stop_after_prefill = False
+            rep = route(back, rr_back, obj)
+            obj.computed = obj.req.prompt  # the decode instance holds the transferred prompt KV
+            _admit_transferred(rep, obj)
+            kick(rep, now)
+        else:
+            rep = obj
+            batch = in_flight.pop(rep.index)
+            rep.busy_until = None
+            before = rep.emitted
+            done, handed = rep.finish_iteration(batch, now)
+            emitted.append((now, rep.emitted - before))
+            finished += len(done)
+            if progress and done:
+                progress(finished, len(seqs))
+            for s in done:  # the client has its answer: the conversation's next turn, or its next one
+                nxt = follow.get(id(s))
+                if nxt is None and queued:
+                    nxt = queued.popleft()
+                if nxt is not None:  # the answer reaches the client after its streaming
+                    release(nxt, now + ov.output_token_s * s.req.output + nxt.req.think_s)
+            for s in handed:
+                t_kv = s.req.prompt * kv_tok / link_bw + layers * topo.link_latency
+                heapq.heappush(events, (now + t_kv, next(counter), "kv", s))
+            kick(rep, now)
+            if rep.idle:
+                rep.sample(now, 0)  # the system empties: the queue-length record drops to zero
+    if ov.output_token_s:  # detokenised and streamed one token after another (overheads doc)
+        for s in seqs:
+            assert s.first_token_s is not None and s.finish_s is not None
+            s.first_token_s += ov.output_token_s
+            s.finish_s += ov.output_token_s * s.req.output
+    res = _summarise(
+        w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0, concurrency
+    )
+    if specs:
+        res = dataclasses.replace(res, spec=specs[0].stats())
+    if tiered:
+        res = dataclasses.replace(
+            res, kv_tiers=tier_stats([r.tiers for r in replicas if r.tiers is not None])
+        )
+    if topo.router == "prefix":
+        routers = {id(r): r for r in by_prefix.values()}.values()  # one when not disaggregated
+        res = dataclasses.replace(
+            res, prefix_routed=(sum(r.affine for r in routers), sum(r.bounded for r in routers))
+        )
+    policy = replicas[0].policy
+    if not ov.is_zero or policy != "recompute":
+        floored = sum(r.floored for r in replicas) + sum(g.floored for g in groups)  # said once: physics is a floor
+        its = sum(r.iterations for r in replicas)
+        held = (
+            f"; the roofline floor bound the scaled kernels in {floored:,} of {its:,} iterations"
+            if floored
+            else ""
+        )
+        res = dataclasses.replace(res, overheads=f"{ov.summary()} (in force: {policy}){held}")
+    if specs and not pred.is_bound:
+        return dataclasses.replace(
+            res, predictor=pred.label, coverage=specs[0].coverage(), clamped_s=specs[0].clamped_s
+        )
+    if not isinstance(step, MeteredIterationStep):
+        return res
+    return dataclasses.replace(res, predictor=pred.label, coverage=step.coverage(), clamped_s=step.clamped_s)
+
+
+def _chains(seqs: list[Seq]) -> tuple[list[Seq], dict[int, Seq]]:
+    """What clients send: the first request of every conversation (a request without a session
+    is one of its own) in send order (``arrival_s``, then request order), and each turn's next
+    turn (keyed by ``id``) in ``turn`` order."""
+    by_session: dict[int, list[Seq]] = {}
+    heads: list[Seq] = []
+    for s in seqs:
+        if s.req.session is None:
+            heads.append(s)
+        else:
+            by_session.setdefault(s.req.session, []).append(s)
+    follow: dict[int, Seq] = {}
+    for turns in by_session.values():
+        turns.sort(key=lambda s: s.req.turn)
+        heads.append(turns[0])
+        follow.update((id(a), b) for a, b in itertools.pairwise(turns))
+    order = {id(s): i for i, s in enumerate(seqs)}
+    heads.sort(key=lambda s: (s.req.arrival_s, order[id(s)]))
+    return heads, follow
+
+
+def _admit_transferred(rep: Replica, s: Seq) -> None:
+    """A sequence arriving with its prompt's KV: it waits for blocks like any other; its
+    ``computed`` counts the transferred tokens, so the decode instance only decodes (a recompute
+    preemption there would re-prefill it locally)."""
+    s.replica = rep.index
+    s.blocks = 0
+    need = rep.admission_blocks(s, s.computed)
+    if need <= rep.free_blocks and len(rep.running) < rep.cfg.max_num_seqs:
+        rep.free_blocks -= need
+        s.blocks = need
+        rep.join(s)
+    else:  # no room yet: recompute later from scratch (its KV could not be kept)
+        s.computed = 0
+        rep.add(s)
+
+
+def _summarise(
+    model: str,
+    device: str,
+    topo: Topology,
+    rate: float | None,
+    seqs: list[Seq],
+    replicas: list[Replica],
+    slo_ttft: float | None,
+    slo_tpot: float | None,
+    emitted: list[tuple[float, int]],
+    origin: float,
+    concurrency: int | None,
+) -> SimResult:
+    missing = [s.req.rid for s in seqs if s.finish_s is None or s.generated != s.req.output]
+    if missing:
+        raise CostModelError(f"internal: {len(missing)} request(s) did not finish (first: {missing[0]})")
+    for r in replicas:  # every block back: free, or held by a cached prefix nobody references
+        cached = sum(e[0] for e in r.prefixes.values())
+        if r.free_blocks + cached != r.num_blocks or any(e[2] for e in r.prefixes.values()):
+            raise CostModelError(
+                f"internal: replica {r.index} ends with {r.num_blocks - r.free_blocks - cached} block(s) leaked"
+            )
+    arrival = np.array([s.req.arrival_s for s in seqs])
+    first = np.array([s.first_token_s for s in seqs], dtype=float)
+    finish = np.array([s.finish_s for s in seqs], dtype=float)
+    out = np.array([s.req.output for s in seqs])
+    ttft = first - arrival
+    e2e = finish - arrival
+    multi = out > 1
+    tpot = np.where(multi, (finish - first) / np.maximum(out - 1, 1), np.nan)
+    span = float(finish.max() - arrival.min()) or math.inf
+    ok = np.ones(len(seqs), dtype=bool)
+    if slo_ttft is not None:
+        ok &= ttft <= slo_ttft
+    if slo_tpot is not None:
+        ok &= ~multi | (tpot <= slo_tpot)
+    has_slo = slo_ttft is not None or slo_tpot is not None
+    samples = [x for r in replicas for x in r.samples]
+    samples.sort()
+    tl = np.array(samples, dtype=float).reshape(-1, 5)
+    its = tl[tl[:, 1] > 0]  # iteration records (the others mark a replica going idle)
+    # Little's L, from the replicas' own queue records (waiting + running at each iteration start,
+    # held until the next record): an independent check of rate x mean latency
+    end = float(finish.max())
+    area = 0.0
+    for r in replicas:
+        rec = np.array(r.samples, dtype=float).reshape(-1, 5)
+        if len(rec):
+            dt = np.diff(rec[:, 0], append=end)
+            area += float(np.sum((rec[:, 2] + rec[:, 3]) * dt))
+    mean_in = area / span if math.isfinite(span) else 0.0
+    # steady state: what completes, and what is emitted, while requests still arrive
+    t_first, t_last = float(arrival.min()), float(arrival.max())
+    window = t_last - t_first
+    steady_req = steady_tok = None
+    em = np.array(emitted, dtype=float).reshape(-1, 2)
+    if int(em[:, 1].sum()) != int(out.sum()):
+        raise CostModelError(f"internal: {int(em[:, 1].sum())} tokens emitted for {int(out.sum())} asked")
+    if window > 0 and concurrency is None:
+        steady_req = float(np.count_nonzero(finish <= t_last)) / window
+        steady_tok = float(em[em[:, 0] <= t_last, 1].sum()) / window
+    return SimResult(
+        model=model,
+        device=device,
+        topology=topo,
+        rate=rate,
+        requests=len(seqs),
+        duration_s=span,
+        ttft=Summary.of(ttft),
+        tpot=Summary.of(tpot[multi]),
+        e2e=Summary.of(e2e),
+        requests_per_s=len(seqs) / span,
+        output_tokens_per_s=float(out.sum()) / span,
+        output_tokens_per_s_per_device=float(out.sum()) / span / topo.devices,
+        steady_requests_per_s=steady_req,
+        steady_output_tokens_per_s=steady_tok,
+        steady_window_s=window,
+        offered_requests_per_s=(len(seqs) - 1) / window if window > 0 and concurrency is None else None,
+        drain_s=end - t_last,
+        time_origin_s=origin,
+        goodput_requests_per_s=float(ok.sum()) / span if has_slo else None,
+        slo_attainment=float(ok.mean()) if has_slo else None,
+        preemptions=sum(r.preemptions for r in replicas),
+        prefix_cache_hits=sum(r.prefix_hits for r in replicas),
+        iterations=sum(r.iterations for r in replicas),
+        mean_batch=float(its[:, 1].mean()) if len(its) else 0.0,
+        mean_kv_utilisation=float(its[:, 4].mean()) if len(its) else 0.0,
+        mean_in_system=mean_in,
+        per_request={
+            "arrival_s": arrival,
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+            "prompt": np.array([s.req.prompt for s in seqs]),
+            "output": out,
+            "preemptions": np.array([s.preemptions for s in seqs]),
+            "session": np.array([-1 if s.req.session is None else s.req.session for s in seqs]),
+            "turn": np.array([s.req.turn for s in seqs]),
+            # reached the engine's queue (send + request path), and its first iteration began
+            "queued_s": np.array([s.queued_s for s in seqs], dtype=float),
+            "scheduled_s": np.array([s.scheduled_s for s in seqs], dtype=float),
+        },
+        busy_device_s=sum(r.busy_s for r in replicas) * topo.tp,
+        prefill_device_s=sum(r.prefill_s for r in replicas) * topo.tp,
+        timeline={
+            "t": tl[:, 0],
+            "batch": tl[:, 1],
+            "waiting": tl[:, 2],
+            "running": tl[:, 3],
+            "kv_used": tl[:, 4],
+        },
+        concurrency=concurrency,
+    )

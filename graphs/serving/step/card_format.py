@@ -1,0 +1,121 @@
+"""The report cards' format: engine-built forms as arithmetic text, and what every card reader
+checks a stored number against.
+
+A card (:mod:`graphs.serving.present.cards`, the mixed-step card of
+:class:`graphs.serving.step.mixed.MixedStep`, the capacity ledger of
+:mod:`graphs.serving.step.fit_check`) stores sympy forms as text that
+:func:`costmodel.arith.compile_numeric` reads back without ``eval``: :func:`to_text` writes it.
+A card that cannot hold a form, or does not read back, raises :class:`CardError`; the caller
+answers by building the forms again (a card can cost time, never change an answer).
+
+Light on purpose (no sympy, numpy or networkx at import): the command line's cached fast path
+reads cards through it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from costmodel.errors import CostModelError
+
+__all__ = ["CARD_VERSION", "CardError", "to_text", "card_number", "card_kv_caps"]
+
+#: the layout of the decode, prefill and analysis cards (a card of another version is rebuilt)
+CARD_VERSION = 3
+_ARGS = ("B", "ctx")
+
+
+class CardError(CostModelError):
+    """A form the card's arithmetic cannot hold, or a card that does not read back."""
+
+
+_FUNCS = {
+    "Max": "Max",
+    "Min": "Min",
+    "ceiling": "ceiling",
+    "floor": "floor",
+    "Abs": "Abs",
+    "exp": "exp",
+    "log": "log",
+}
+
+
+def to_text(expr: Any, args: tuple[str, ...] = _ARGS) -> str:
+    """``expr`` (a sympy expression in ``args``) as text :func:`compile_numeric` reads:
+    floats with ``repr``, rationals as ``(p/q)``, every sum, product and power parenthesised."""
+    # sympy loads only when a card is written: reading one (the cached path) stays light
+    import sympy
+
+    def sub(x: Any) -> str:
+        return to_text(x, args)
+
+    e = sympy.sympify(expr)  # engine-built expressions and numbers only, never user text
+    try:
+        if e.is_Integer:
+            return repr(float(int(e)))
+        if e.is_Rational:
+            return f"({float(e.p)!r}/{float(e.q)!r})"
+    except OverflowError:
+        raise CardError(f"a card cannot hold the number {str(e)[:40]}") from None
+    if e.is_Float:
+        v = float(e)
+        if not math.isfinite(v):
+            raise CardError(f"a card cannot hold the non-finite number {e}")
+        return repr(v)
+    if e.is_Symbol:
+        if e.name not in args:
+            raise CardError(f"a card's forms may only depend on {', '.join(args)}, not {e.name}")
+        return e.name
+    if e.is_Add:
+        return "(" + " + ".join(sub(a) for a in e.args) + ")"
+    if e.is_Mul:
+        return "(" + "*".join(sub(a) for a in e.args) + ")"
+    if e.is_Pow:
+        return f"({sub(e.base)})**({sub(e.exp)})"
+    name = type(e).__name__
+    if name in _FUNCS:
+        return f"{_FUNCS[name]}(" + ", ".join(sub(a) for a in e.args) + ")"
+    raise CardError(f"a card cannot hold {name} ({str(e)[:60]})")
+
+
+def card_number(x: Any, name: str, *, positive: bool = False, whole: bool = False) -> float:
+    """A constant read from a card: a finite real number, never negative (above zero when
+    ``positive``, an integer value when ``whole``); else :class:`CardError` naming it."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise CardError(f"card field {name} is {type(x).__name__}, not a number")
+    v = float(x)
+    if not math.isfinite(v) or v < 0 or (positive and v == 0) or (whole and not v.is_integer()):
+        kind = ("positive" if positive else "non-negative") + (" whole" if whole else "")
+        raise CardError(f"card field {name} = {x!r} is not a finite {kind} number")
+    return v
+
+
+def _kv_caps(d: Any) -> dict[str, Any]:
+    """The stored cache layout (:func:`graphs.serving.step.ledger_fit.kv_caps`), range-checked."""
+    capped = d["capped"]
+    if not isinstance(capped, list) or not all(isinstance(p, list) and len(p) == 2 for p in capped):
+        raise CardError("card field kv_caps.capped is not a list of [bytes per token, positions] pairs")
+    return {
+        "per_token": card_number(d["per_token"], "kv_caps.per_token"),
+        "capped": [
+            [
+                card_number(k, "kv_caps.capped bytes"),
+                card_number(w, "kv_caps.capped positions", positive=True, whole=True),
+            ]
+            for k, w in capped
+        ],
+        "state": card_number(d["state"], "kv_caps.state"),
+    }
+
+
+def card_kv_caps(card: dict[str, Any]) -> dict[str, Any]:
+    """A decode card's cache layout, range-checked; :class:`CardError` when it is not one."""
+    try:
+        if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
+            raise CardError("not a decode card of this version")
+        return _kv_caps(card["kv_caps"])
+    except CardError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None

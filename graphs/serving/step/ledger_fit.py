@@ -1,0 +1,342 @@
+"""Capacity of a model on a device: the memory ledger filled from the graph.
+
+Weights and KV bytes per token come from the model graph (weight-node
+residency, cache-write residency per token, split into growing and capped
+layers, and recurrent state per sequence: :func:`~graphs.serving.step.totals.cache_terms`),
+live activations from a
+liveness pass over the graph's ops, so a config change (KV dtype, weight
+dtype, tensor parallelism) flows through without a separate formula.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+import sympy
+
+from costmodel.cost import as_float
+from costmodel.errors import CostModelError
+from costmodel.frontier import compile_expr
+from costmodel.graph import KIND, OUTPUTS, graph_total
+from costmodel.hardware import Hardware, get_device
+from costmodel.keys import NodeKind, Phase
+from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
+from costmodel.memo import BoundedCache
+from costmodel.symbols import B as B_sym
+from costmodel.symbols import ctx as ctx_sym
+from costmodel.symbols import dim
+from models.config import ModelConfig
+
+if TYPE_CHECKING:
+    import numpy as np
+
+import math
+
+from .card_format import CardError, to_text
+from .compiled import compiled_step, positive_int
+from .fit_check import LEDGER_TERMS, CapacityCheck, CapacityReport, check_capacity
+from .totals import cache_terms
+from .workload import Workload, as_workload
+
+__all__ = [
+    "peak_activation_bytes",
+    "model_ledger",
+    "CapacityReport",
+    "capacity",
+    "what_if",
+    "kv_caps",
+    "ledger_terms",
+    "capacity_check",
+    "MAX_TP_TRIED",
+    "ledger_card",
+    "decode_memory",
+]
+
+
+def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
+    """Peak bytes of live activations while the graph's ops run in topological order.
+
+    A tensor becomes live when its producer runs and dies after its last
+    consumer ran; weights and caches are not activations. Layers run one
+    after another, so one copy of a repeated group is enough. The graph must
+    be numeric (sizes are compared).
+    """
+    consumers: dict[str, int] = {}
+    for u, _v in g.edges():
+        if g.nodes[u].get(KIND) == "op":
+            consumers[u] = consumers.get(u, 0) + 1
+    live: dict[str, float] = {}
+    remaining = dict(consumers)
+    peak = 0.0
+    for n in nx.topological_sort(g):
+        data = g.nodes[n]
+        if data.get(KIND) != "op":
+            continue
+        out = sum(as_float(t.bytes, what=f"{n} output") for t in data.get(OUTPUTS, ()))
+        peak = max(peak, sum(live.values()) + out)
+        if remaining.get(n, 0):
+            live[n] = out
+        for u in g.predecessors(n):
+            if u in remaining:
+                remaining[u] -= 1
+                if remaining[u] == 0:
+                    live.pop(u, None)
+    return sympy.nsimplify(peak)
+
+
+def model_ledger(
+    config: ModelConfig | str | Workload,
+    *,
+    phase: str = "decode",
+    seq: int = 1024,
+    tp: int = 1,
+    activation_bytes_per_token: Any = None,
+    overhead: Overhead | None = None,
+) -> MemoryLedger:
+    """A :class:`MemoryLedger` for one device of ``config`` served with ``tp`` devices.
+
+    Activation bytes per token default to the graph's liveness peak divided
+    by the tokens of one step (one sequence of ``seq`` tokens in prefill, one
+    token in decode).
+    """
+    w = as_workload(config)
+    g = w.graph(phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
+    weights = graph_total(g, kinds=[NodeKind.WEIGHT]).footprint_terms.get("weights", sympy.Integer(0))
+    tokens = seq if phase == "prefill" else 1
+    cache = cache_terms(g, sympy.Integer(tokens), 1)
+    act = activation_bytes_per_token
+    if act is None:
+        act = peak_activation_bytes(g) / tokens
+    return MemoryLedger(
+        weights,
+        cache.per_token,
+        act,
+        overhead or Overhead(),
+        capped_kv=cache.capped,
+        state_bytes_per_sequence=cache.state,
+    )
+
+
+#: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
+_LEDGERS: BoundedCache[MemoryLedger] = BoundedCache("ledger", 256)
+
+
+def build_ledger(
+    w: Workload, phase: str, seq: int, tp: int, overhead: Overhead | None, act: Any
+) -> MemoryLedger:
+    """:func:`model_ledger`, built once per argument set (its liveness pass walks the whole graph)."""
+    key = (
+        w.config,
+        phase,
+        seq,
+        tp,
+        overhead,
+        act if act is None or isinstance(act, int | float) else str(act),
+    )
+    return _LEDGERS.get_or_build(
+        key,
+        lambda: model_ledger(
+            w, phase=phase, seq=seq, tp=tp, overhead=overhead, activation_bytes_per_token=act
+        ),
+    )
+
+
+def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, Any]:
+    """What one sequence's cache holds per device, as plain numbers: bytes per cached token of the
+    layers keeping every position (``per_token``), ``[bytes per token, positions kept]`` of capped
+    layers (``capped``) and the recurrent ``state`` bytes."""
+    led = build_ledger(as_workload(config), "decode", 1, tp, None, None)
+    return {
+        "per_token": as_float(led.kv_bytes_per_token),
+        "capped": [[as_float(k), as_float(w)] for k, w in led.capped_kv],
+        "state": as_float(led.state_bytes_per_sequence),
+    }
+
+
+def ledger_terms(
+    config: ModelConfig | str | Workload, *, phase: str, tp: int = 1, seq: int = 1
+) -> MemoryLedger:
+    """The ledger :func:`capacity` and :func:`capacity_check` solve (default overhead and
+    activations; a prefill ledger's activations are those of a ``seq``-token prompt)."""
+    return build_ledger(as_workload(config), phase, seq if phase == Phase.PREFILL else 1, tp, None, None)
+
+
+#: most tensor-parallel degrees :func:`capacity_check` builds a ledger for when suggesting one
+MAX_TP_TRIED = 64
+
+
+def capacity_check(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    phase: str,
+    batch: int,
+    tokens: int,
+    tp: int = 1,
+    suggest: bool = True,
+) -> CapacityCheck:
+    """Does one step's point fit the device (:class:`~graphs.serving.step.fit_check.CapacityCheck`)?
+
+    ``tokens`` is the decode context (the prefill prompt). When it does not fit (and
+    ``suggest``), the check also carries the ledger's lower bound on devices,
+    ``max(tp + 1, ceil(M_1 / C))`` with ``M_1`` the ledger total at tp=1 and ``C`` the
+    capacity (splitting over ``n`` devices divides at best every term by ``n``), and the
+    smallest tensor-parallel degree from there up that the model splits over and that fits
+    (at most :data:`MAX_TP_TRIED` ledgers are built; None when none of them fits).
+    """
+    w = as_workload(config)
+    hw = get_device(device)
+    if phase not in tuple(Phase):
+        raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
+    batch, tokens, tp = positive_int(batch, "batch"), positive_int(tokens, "tokens"), positive_int(tp, "tp")
+    led = ledger_terms(w, phase=phase, tp=tp, seq=tokens)
+    cap = as_float(hw.capacity())
+    prefill = phase == Phase.PREFILL
+
+    def terms(b: float, t: float) -> dict[str, float]:
+        return led.numeric_terms(b, t, b * t if prefill else b, cap)
+
+    chk = check_capacity(
+        terms, capacity=cap, device=hw.name, tp=tp, phase=Phase(phase), batch=batch, tokens=tokens
+    )
+    if chk.fits or not suggest:
+        return chk
+    one = chk if tp == 1 else capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, suggest=False)
+    need = max(tp + 1, math.ceil(one.needed_bytes / cap))
+    found, tried = None, 0
+    for n in range(need, 4097):
+        try:
+            at_n = capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, tp=n, suggest=False)
+        except CostModelError:  # the model does not split over n (heads, vocab not divisible)
+            continue
+        if at_n.fits:
+            found = n
+            break
+        tried += 1
+        if tried >= MAX_TP_TRIED:
+            break
+    return dataclasses.replace(chk, devices_needed=need, tp_that_fits=found)
+
+
+def capacity(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    batch: int,
+    ctx: int,
+    phase: str = "decode",
+    seq: int | None = None,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+    activation_bytes_per_token: Any = None,
+) -> CapacityReport:
+    """Does ``batch`` x ``ctx`` fit, and how far can batch or context go?
+
+    Decode keeps ``batch`` active tokens; prefill ``batch * seq`` (unchunked,
+    ``seq`` defaulting to ``ctx``).
+    """
+    w = as_workload(config)
+    hw = get_device(device)
+    if phase not in tuple(Phase):
+        raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
+    s = seq if seq is not None else ctx
+    active = s if phase == "prefill" else 1
+    led = build_ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
+    cap = hw.capacity()
+    batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
+    terms = led.numeric_terms(batch, ctx, active * batch, as_float(cap))
+    split = {
+        "full_context": batch * ctx * as_float(led.kv_bytes_per_token),
+        "capped": batch * sum(as_float(k) * min(ctx, as_float(w)) for k, w in led.capped_kv),
+        "state": batch * as_float(led.state_bytes_per_sequence),
+    }
+    return CapacityReport(
+        w.name,
+        hw.name,
+        as_float(cap),
+        terms,
+        terms["total"] <= as_float(cap),
+        max_batch(led, cap, ctx=ctx, active_per_sequence=active),
+        max_context(led, cap, batch=batch, active_per_sequence=active),
+        split,
+        tuple(as_float(w) for _k, w in led.capped_kv),
+        w.config.max_context,
+    )
+
+
+def what_if(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    ctx: int,
+    changes: dict[str, dict[str, Any]],
+    overhead: Overhead | None = None,
+    tp: int = 1,
+) -> dict[str, int]:
+    """Max decode batch at ``ctx`` under named one-assumption changes.
+
+    ``changes`` maps a label to config fields to replace (``{"fp8 KV":
+    {"kv_dtype": "fp8"}}``) or to ``{"overhead": Overhead(...)}``; the
+    result includes ``"baseline"``.
+    """
+    cfg = as_workload(config).config
+    hw = get_device(device)
+    out = {}
+    for label, change in {"baseline": {}, **changes}.items():
+        fields = dict(change)
+        ov = fields.pop("overhead", overhead)
+        led = model_ledger(cfg.replace(**fields), tp=tp, overhead=ov)
+        out[label] = max_batch(led, hw.capacity(), ctx=ctx).value
+    return out
+
+
+def ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> dict[str, Any]:
+    """The capacity ledger's terms (bytes) as text in the card's two arguments (decode: ``B``
+    sequences holding ``ctx`` tokens, ``B`` active; prefill: ``B`` prompts of ``S``, ``B S``
+    active), the capacity, and their values at the card's check point."""
+    b, t = (dim(n) for n in at)  # B and ctx (decode) or S (prefill)
+    cap = as_float(hw.capacity())
+    if phase == Phase.PREFILL:
+        led = ledger_terms(w, phase=phase, tp=tp, seq=at["S"])
+        if (
+            led.activation_bytes_per_token
+            != ledger_terms(w, phase=phase, tp=tp, seq=4096).activation_bytes_per_token
+        ):
+            raise CardError("this model's prefill activations per token depend on the prompt length")
+        terms = led.terms(batch=b, cached_tokens=t, active_tokens=b * t, capacity=cap)
+    else:
+        terms = ledger_terms(w, phase=phase, tp=tp).terms(
+            batch=b, cached_tokens=t, active_tokens=b, capacity=cap
+        )
+    args = tuple(at)
+    exprs = {k: getattr(terms, k) for k in LEDGER_TERMS}
+    return {
+        "capacity": cap,
+        "terms": {k: to_text(v, args) for k, v in exprs.items()},
+        "check": {
+            k: float(sympy.sympify(v).subs({b: at[args[0]], t: at[args[1]]})) for k, v in exprs.items()
+        },
+    }
+
+
+def decode_memory(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+) -> Callable[..., np.ndarray]:
+    """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step)."""
+    w = as_workload(config)
+    hw = get_device(device)
+    c = compiled_step(w, hw, Phase.DECODE, tp=tp)
+
+    def build() -> Callable[..., np.ndarray]:
+        led = model_ledger(w, tp=tp, overhead=overhead)
+        total = led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity())
+        return compile_expr(total, (B_sym, ctx_sym))
+
+    return c.memo(f"memory:{overhead!r}", build)
