@@ -1,5 +1,6 @@
 """Request-level serving simulation: requests (:mod:`.requests`), a replica's scheduler
-(:mod:`.engine`), the simulator (:mod:`.simulator`), routing across replicas
+(:mod:`.engine`, its steady decodes in closed form: :mod:`.skipping`), the simulator
+(:mod:`.simulator`), data-parallel groups of ranks stepping together (:mod:`.data_parallel`), routing across replicas
 (:mod:`.replica_routing`), speculation (:mod:`.specdec_sim`, :mod:`.specdec_batch`), KV tiers
 (:mod:`.kv_tiers`) and the prediction intervals of a served run (:mod:`.intervals`,
 :mod:`.served_errors`).
