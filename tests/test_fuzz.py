@@ -44,18 +44,33 @@ class Hang(Exception):
     pass
 
 
+#: a case's wall-clock limit is this many times its CPU limit: a busy machine (a 2-core runner
+#: shared with other jobs gives a process 15 % of a core) must not turn a slow answer into a
+#: "hang"; a true hang spins (CPU) or blocks (wall) and trips one of the two
+WALL_PER_CPU = 8
+
+
 @contextmanager
 def time_limit(seconds: int):
-    def alarm(signum, frame):
-        raise Hang(f"no answer within {seconds} s")
+    """A case's limits: ``seconds`` of this process's CPU time, ``WALL_PER_CPU`` times that of wall."""
 
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
+    def cpu(signum, frame):
+        raise Hang(f"no answer within {seconds} CPU s")
+
+    def wall(signum, frame):
+        raise Hang(f"no answer within {seconds * WALL_PER_CPU} s")
+
+    old_prof = signal.signal(signal.SIGPROF, cpu)
+    old_alarm = signal.signal(signal.SIGALRM, wall)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.alarm(seconds * WALL_PER_CPU)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old_prof)
+        signal.signal(signal.SIGALRM, old_alarm)
 
 
 def _payload(marker: Path) -> str:
