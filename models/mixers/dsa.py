@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import sympy
 
@@ -50,11 +50,9 @@ from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from ..layers import LayerSpec
-from .base import ConfigSpec, Dim, EdgeRef, HFReader, LayerContext, Mixer, Ref, register_mixer
+from ..specs import register_spec
+from .base import ConfigSpec, ConfigView, Dim, EdgeRef, HFReader, LayerContext, Mixer, Ref, register_mixer
 from .mla import MLA, MLASpec
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
 
 __all__ = ["DSA", "read_deepseek_v32", "indexer_params", "INDEX_KEY_DTYPE", "INDEX_SCALE_BYTES"]
 
@@ -64,6 +62,7 @@ INDEX_KEY_DTYPE = "fp8_e4m3"
 INDEX_SCALE_BYTES = 4
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class DSASpec(ConfigSpec):
     """The lightning indexer's shapes (``cfg.dsa``): ``index_n_heads`` heads of
@@ -101,7 +100,7 @@ def read_deepseek_v32(
         common["layer_types"] = ("dsa",) * n
 
 
-def indexer_params(cfg: ModelConfig) -> sympy.Expr:
+def indexer_params(cfg: ConfigView) -> sympy.Expr:
     """The lightning indexer's weights of one layer: ``wq_b`` (:math:`r_q H_I d_I`), ``wk``
     (:math:`d\\,d_I`), ``k_norm`` (LayerNorm weight and bias, :math:`2 d_I`), ``weights_proj``
     (:math:`d H_I`); transformers' ``DeepseekV32Indexer``."""
@@ -124,10 +123,10 @@ class DSA(Mixer):
     needs: ClassVar[tuple[str, ...]] = ("index_n_heads", "index_head_dim", "index_topk")
     hf_families: ClassVar[Mapping[str, HFReader]] = {"deepseek_v32": read_deepseek_v32}
 
-    def check(self, cfg: ModelConfig) -> None:
+    def check(self, cfg: ConfigView) -> None:
         """MLA with a low-rank query (the indexer reads it), and the indexer's rope covering the
         first ``qk_rope_head_dim`` of its ``index_head_dim``."""
-        m = cfg.mla
+        m = cfg.spec(MLASpec)
         if m is None or m.kv_lora_rank is None or m.q_lora_rank is None:
             raise CostModelError(
                 f"{cfg.name}: dsa layers are MLA with a low-rank query: kv_lora_rank and q_lora_rank "
@@ -140,11 +139,11 @@ class DSA(Mixer):
                 f"head: index_head_dim must be >= {rope_d}, got {d_i}"
             )
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """MLA's weights plus the lightning indexer's (:func:`indexer_params`)."""
         return _MLA.params(cfg) + indexer_params(cfg)
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """MLA's linears, and the indexer's: ``index_wq_b`` reads the ``q_lora_rank`` latent,
         ``index_wk`` and ``index_weights_proj`` read ``d``."""
         m = cfg.need(MLASpec)
