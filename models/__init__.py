@@ -23,7 +23,7 @@ _LAZY: dict[str, str] = {
     "SpecMap": "specs",
     "register_spec": "specs",
     "spec_classes": "specs",
-    "load_hf_config": "hf",
+    "load_hf_config": "resolver",
     "config_from_hf_dict": "hf",
     "SUPPORTED_MODEL_TYPES": "hf",
     "NEW_ARCHITECTURES": "hf_families",
