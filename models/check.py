@@ -31,6 +31,7 @@ from .fieldlog import RecordingConfig
 from .fields import ModelConfigError
 from .hf import config_from_hf_dict
 from .hf_families import unwrap_text_config
+from .layer_file import LAYER_FILE_FAMILY, config_from_layer_file, is_layer_file
 
 __all__ = [
     "FamilyRead",
@@ -97,6 +98,8 @@ def inspect_config(
     -------
     ConfigReport
     """
+    if is_layer_file(cfg):
+        return _layer_file_report(cfg, name)
     mt = cfg.get("model_type")
     fits = nearest_families(cfg, name)
     by_family = {f.family: f for f in fits}
@@ -156,3 +159,28 @@ def _value_at(cfg: Mapping[str, Any], path: str) -> Any:
     for part in path.split("."):
         cur = cur.get(part) if isinstance(cur, Mapping) else None
     return cur
+
+
+def _layer_file_report(cfg: Mapping[str, Any], name: str) -> ConfigReport:
+    """A layer file's report (:mod:`models.layer_file`): every key is read (an unknown one refuses
+    the file), nothing is approximated, and no family applies."""
+    model = None
+    refused = None
+    try:
+        model = config_from_layer_file(cfg, name)
+    except ModelConfigError as exc:
+        refused = str(exc)
+    return ConfigReport(
+        name=name,
+        model_type=None,
+        family=None if model is None else LAYER_FILE_FAMILY,
+        assumed=False,
+        why=refused or "a layer file (layer_types and no model_type): its layers and fields as given",
+        refused=refused,
+        nearest=(),
+        read=tuple(cfg),
+        defaulted=(),
+        ignored=(),
+        approximated=(),
+        model=model,
+    )

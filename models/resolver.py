@@ -5,6 +5,8 @@
 * a catalog name (``llama-3.1-8b``, any case: :data:`models.catalog.MODELS`),
 * a path to a Hugging Face ``config.json`` (a ``str`` ending in ``.json`` or any
   :class:`~pathlib.Path`), or the folder holding one,
+* a layer file (:mod:`models.layer_file`: a JSON object with ``layer_types`` and no
+  ``model_type``, by path or parsed), or
 * a parsed ``config.json`` (a mapping), or
 * a :class:`ModelConfig` (returned as it is).
 
@@ -100,14 +102,31 @@ def _build(path: Path, name: str, source: str, mtp: bool, assume_family: str | N
     memo = (key, name, source, mtp, assume_family)
     cfg = _configs.recall(memo)
     if cfg is None:
-        from .hf import config_from_hf_dict
-
         data = parse_config(raw, path)
         if name == path.stem and path.stem.lower() in GENERIC_STEMS:
             name = config_name(data, path)  # "config" names nothing: the checkpoint's own name
-        built = config_from_hf_dict(data, name, source=source, mtp=mtp, assume_family=assume_family)
+        built = _from_data(data, name, source, mtp, assume_family)
         cfg = _configs.remember(memo, built)
     return cfg
+
+
+def _from_data(
+    data: Mapping[str, Any], name: str, source: str, mtp: bool, assume_family: str | None
+) -> ModelConfig:
+    """A parsed file's ModelConfig: a layer file (:mod:`models.layer_file`: ``layer_types`` and no
+    ``model_type``) or a Hugging Face ``config.json`` (:func:`models.hf.config_from_hf_dict`)."""
+    from .layer_file import config_from_layer_file, is_layer_file
+
+    if is_layer_file(data):
+        if assume_family is not None:
+            raise CostModelError(
+                f"{name}: --assume-family ({assume_family}) reads a config.json of an unknown model_type; "
+                "a layer file names its mixers itself"
+            )
+        return config_from_layer_file(data, name, source)
+    from .hf import config_from_hf_dict
+
+    return config_from_hf_dict(data, name, source=source, mtp=mtp, assume_family=assume_family)
 
 
 def resolve_model(
@@ -135,9 +154,7 @@ def resolve_model(
     if isinstance(model, ModelConfig):
         return model
     if isinstance(model, Mapping):
-        from .hf import config_from_hf_dict
-
-        return config_from_hf_dict(model, name or "model", assume_family=assume_family)
+        return _from_data(model, name or "model", "", False, assume_family)
     if not isinstance(model, str | os.PathLike):
         raise CostModelError(
             f"model {type(model).__name__} {str(model)[:40]!r}: expected a catalog name, a config.json "
