@@ -23,7 +23,8 @@ Supported ``model_type`` values and their field names:
   ``nemotron_h``, ``jamba``, and the Llama-like and newer decoders ``phi3``, ``phi``,
   ``falcon``, ``gemma2``, ``olmo2``, ``granite``, ``cohere``, ``glm``, ``glm4``,
   ``starcoder2``, ``internlm2``, ``exaone``, ``glm4_moe``, ``minimax_m2``, ``qwen3_5``
-  and ``qwen3_5_moe`` (and their ``_text`` configs): :mod:`models.hf_families`.
+  and ``qwen3_5_moe`` (and their ``_text`` configs): one module each in :mod:`models.families`,
+  registered with :func:`models.hf_families.register_family`.
 
 A ``model_type`` whose architecture needs a part the layer specs lack
 (MiniMax-01's lightning attention, Kimi Delta Attention ...) is
@@ -48,6 +49,7 @@ from costmodel.dtypes import get_dtype
 
 from .config import ModelConfig, ModelConfigError
 from .context import context_limit
+from .families import MODEL_TYPES
 from .fieldlog import layered
 from .fields import bool_field
 from .fields import int_field as _get
@@ -74,7 +76,7 @@ SUPPORTED_MODEL_TYPES = (
     "deepseek_v2",
     "deepseek_v3",
     "kimi_k2",
-    *FAMILIES,
+    *MODEL_TYPES,
 )
 #: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config;
 #: DeepSeek-V3.2's adds the sparse-attention indexer, which its mixer plug-in reads: models.mixers.dsa)
