@@ -79,7 +79,7 @@ SUPPORTED_MODEL_TYPES = (
     *MODEL_TYPES,
 )
 #: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config;
-#: DeepSeek-V3.2's adds the sparse-attention indexer, which its mixer plug-in reads: models.mixers.dsa)
+#: DeepSeek-V3.2's adds the sparse-attention indexer: models.families.deepseek_v32)
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")

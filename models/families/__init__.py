@@ -30,6 +30,7 @@ from . import exaone
 from . import glm4_moe
 from . import minimax_m2
 from . import qwen3_5
+from . import deepseek_v32
 
 # isort: on
 from ..hf_families import FAMILIES
@@ -59,6 +60,7 @@ __all__ = [
     "glm4_moe",
     "minimax_m2",
     "qwen3_5",
+    "deepseek_v32",
 ]
 
 #: every model_type a family module here registers, in load order
