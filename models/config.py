@@ -112,9 +112,11 @@ _DIM_FIELDS = (
 
 
 _S = TypeVar("_S", bound=ConfigSpec)
+#: the built-in plug-ins' slots, in the order their attributes were declared before the mapping
+_BUILTIN_SLOTS = ("attention", "mla", "dsa", "moe", "ssm", "linear_attention")
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class ModelConfig:
     """A decoder-only Transformer's shape (see module doc): shared fields and nested plug-in specs."""
 
@@ -233,6 +235,20 @@ class ModelConfig:
             h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
             object.__setattr__(self, "_hash", h)
         return h
+
+    def __repr__(self) -> str:
+        """The fields as a dataclass prints them, with the specs in their slots: the built-in ones
+        in place of ``specs`` (``attention=AttentionSpec(...), mla=None, ...``, as before the
+        mapping, so keys built from it, such as the mixed-step card's, do not move), then any other
+        registered plug-in's spec the config holds."""
+        parts = []
+        for f in dataclasses.fields(self):
+            if f.name != "specs":
+                parts.append(f"{f.name}={getattr(self, f.name)!r}")
+                continue
+            parts += [f"{slot}={self.specs.get(slot)!r}" for slot in _BUILTIN_SLOTS]
+            parts += [f"{slot}={spec!r}" for slot, spec in self.specs.items() if slot not in _BUILTIN_SLOTS]
+        return f"ModelConfig({', '.join(parts)})"
 
     def __getstate__(self) -> dict[str, Any]:
         """Fields for pickling, without the cached hash (string hashes differ between processes)."""

@@ -3,7 +3,9 @@ reaches every command through the model argument, for any registered mixer and M
 
 The file is one JSON object:
 
-* ``layer_types`` (required): one entry per layer, a mixer name (``"gqa"``, ``"sliding"``,
+* ``layer_types`` (required; ``null``: uniform, every layer ``gqa``, or ``mla`` with MLA fields,
+  its MLP ``dense``, or ``moe`` after ``first_k_dense_replace`` dense layers with experts, and
+  ``num_hidden_layers`` required): one entry per layer, a mixer name (``"gqa"``, ``"sliding"``,
   ``"ssm"`` ...: :func:`models.mixers.mixer_names`; the layer's MLP is ``dense``, or ``moe``
   when the file gives the experts) or an object ``{"mixer": "ssm", "mlp": "none"}``
   (:func:`models.mixers.mlp_names`; ``mlp`` left out: ``dense``);
@@ -21,7 +23,8 @@ The file is one JSON object:
 
 Every key is checked: an unknown one, or a value of the wrong JSON type (a dimension must be a
 whole number, a flag ``true``/``false``), is refused in one line naming the key, the value and
-what is allowed. The layout is documented with an example in ``docs/layer-files.md``.
+what is allowed. :func:`to_layer_file` writes any numeric config as such a file (read back
+equal). The layout is documented with an example in ``docs/layer-files.md``.
 
 >>> from models.layers import layer_groups
 >>> cfg = config_from_layer_file({"layer_types": ["sliding", "gqa"], "sliding_window": 128,
@@ -41,10 +44,10 @@ from costmodel.errors import CostModelError
 from .config import ModelConfig
 from .context import context_limit
 from .fields import ModelConfigError
-from .layers import LayerSpec
+from .layers import LayerSpec, uniform_layout
 from .specs import spec_classes
 
-__all__ = ["config_from_layer_file", "is_layer_file", "LAYER_FILE_KEYS", "LAYER_FILE_FAMILY"]
+__all__ = ["config_from_layer_file", "to_layer_file", "is_layer_file", "LAYER_FILE_KEYS", "LAYER_FILE_FAMILY"]
 
 #: what ``costmodel model check`` names as the family of a layer file
 LAYER_FILE_FAMILY = "layer file"
@@ -53,8 +56,62 @@ LAYER_FILE_FAMILY = "layer file"
 LAYER_FILE_KEYS = ("layer_types", "max_position_embeddings")
 #: ModelConfig fields the file does not take (set from other keys, or not a file's to set)
 _NOT_TAKEN = frozenset({"specs", "layer_types", "max_context", "mtp_active"})
+#: the shared fields a file must give
+_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 #: the most layers a pattern may list (as a config.json's per-layer lists: models.hf_families)
 MAX_LAYERS = 4096
+
+
+def to_layer_file(cfg: ModelConfig) -> dict[str, Any]:
+    """``cfg`` as a layer file (JSON-ready; :func:`config_from_layer_file` reads it back equal):
+    its name and source, every shared field and spec field that differs from its default, and
+    the layer pattern (null for a uniform config). A symbolic config has no file form.
+
+    Parameters
+    ----------
+    cfg : a numeric ModelConfig
+
+    Returns
+    -------
+    dict
+        The layer file's object, keys in field order.
+    """
+    out: dict[str, Any] = {"name": cfg.name}
+    for key, value in cfg.leaves():
+        if key in _NOT_TAKEN or key == "name":
+            continue
+        default = _defaults().get(key, dataclasses.MISSING)
+        if value == default and key not in _REQUIRED:
+            continue
+        out[key] = _plain(key, value, cfg.name)
+    if cfg.max_context is not None:
+        out["max_position_embeddings"] = cfg.max_context
+    named = uniform_layout(cfg)[1]  # the MLP kind a bare mixer name gets (moe with experts)
+    out["layer_types"] = (
+        None
+        if cfg.layer_types is None
+        else [s.mixer if s.mlp == named else {"mixer": s.mixer, "mlp": s.mlp} for s in cfg.layer_types]
+    )
+    return out
+
+
+def _plain(key: str, value: Any, name: str) -> Any:
+    """A field's value as JSON: a dimension as a whole number, a scale block as a list."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, bool | str | float) or value is None:
+        return value
+    if getattr(value, "is_Integer", False) or isinstance(value, int):
+        return int(value)
+    raise ModelConfigError(f"{name}: {key} is {value}: a symbolic config has no layer file")
+
+
+def _defaults() -> dict[str, Any]:
+    """Every shared and spec field's default (a field without one is left out)."""
+    out = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    for cls in spec_classes().values():
+        out.update({f.name: f.default for f in dataclasses.fields(cls)})
+    return out
 
 
 def is_layer_file(data: Mapping[str, Any]) -> bool:
@@ -184,6 +241,10 @@ def config_from_layer_file(data: Mapping[str, Any], name: str = "model", source:
     if limit is not None:
         fields["max_context"] = limit.tokens
     try:
+        if data["layer_types"] is None:  # uniform: every layer the specs' mixer and MLP kind
+            if "num_hidden_layers" not in fields:
+                raise ModelConfigError(f"{name}: a layer file with layer_types null needs num_hidden_layers")
+            return ModelConfig(**fields)
         layers = _layers(data["layer_types"], name)
         fields.setdefault("num_hidden_layers", len(layers))
         return ModelConfig(layer_types=layers, **fields)

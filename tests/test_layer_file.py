@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from graphs.cli import main
-from models import ModelConfig, get_model
+from models import ModelConfig, get_model, model_names
 from models.config import ModelConfigError
-from models.layer_file import config_from_layer_file
+from models.layer_file import config_from_layer_file, to_layer_file
 from models.layers import LayerSpec
 from models.params import param_counts
 
@@ -101,3 +101,25 @@ def test_model_check_reads_a_layer_file_as_given(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "-> family layer file" in out and "fields ignored (0)" in out
     assert "parameters 1.90 M total" in out  # PARAMS above
+
+
+@pytest.mark.parametrize("model", model_names())
+def test_every_catalog_config_round_trips_through_a_layer_file(model: str) -> None:
+    cfg = get_model(model)
+    text = json.dumps(to_layer_file(cfg))
+    back = config_from_layer_file(json.loads(text), "unused")  # the file names itself
+    assert back == cfg and repr(back) == repr(cfg)
+    assert json.dumps(to_layer_file(back)) == text  # byte-identical when written again
+
+
+@pytest.mark.parametrize("model", ["jamba-v0.1", "deepseek-v3"])
+def test_a_layer_file_decodes_as_its_catalog_model(
+    model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / f"{model}.json"
+    path.write_text(json.dumps(to_layer_file(get_model(model))))
+    argv = ["--json", "--tp", "8", "--batch", "16", "--ignore-capacity"]
+    assert main(["decode", model, *argv]) == 0
+    catalog = capsys.readouterr().out
+    assert main(["decode", str(path), *argv]) == 0
+    assert capsys.readouterr().out == catalog
