@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .family_fit import MIN_SIMILARITY, family_fit, nearest_families
 from .fieldlog import RecordingConfig, layered
 from .fields import ModelConfigError
-from .hf_families import NEW_ARCHITECTURES, unwrap_text_config
+from .hf_families import NEW_ARCHITECTURES
 from .hf_read import SUPPORTED_MODEL_TYPES, read_hf_dict
 from .mixers import hf_families
 
@@ -61,20 +61,7 @@ def config_from_hf_dict(
         raise ModelConfigError(f"{name}: config must be a JSON object")
     if assume_family is not None and _assumed(cfg, assume_family, name):
         cfg = layered(cfg, overrides={"model_type": assume_family})
-    cfg = unwrap_text_config(cfg)
-    mt = cfg.get("model_type")
-    if isinstance(mt, str) and mt in NEW_ARCHITECTURES:
-        raise ModelConfigError(
-            f"{name}: model_type {mt!r} is not supported: {NEW_ARCHITECTURES[mt]}; a ModelConfig with "
-            "layer_types of LayerSpec(mixer, mlp) describes any mix of the existing mixers"
-        )
-    plugins = hf_families()  # the model types mixer plug-ins bring (models.mixers)
-    if not isinstance(mt, str) or (mt not in SUPPORTED_MODEL_TYPES and mt not in plugins):
-        raise ModelConfigError(
-            f"{name}: model_type {str(mt)[:80]!r} is not supported; {_nearest(cfg, name)}; "
-            f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
-        )
-    return read_hf_dict(cfg, name, source, mtp=mtp)
+    return read_hf_dict(cfg, name, source, mtp=mtp, hint=_nearest)
 
 
 def _assumed(cfg: Mapping[str, Any], family: str, name: str) -> bool:

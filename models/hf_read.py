@@ -42,7 +42,7 @@ No network access: a parsed dict only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from costmodel.dtypes import get_dtype
@@ -85,8 +85,17 @@ _DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 
 
+#: ``hint(config, name)``: a clause for the refusal of an unknown ``model_type`` (the nearest family)
+Hint = Callable[[Mapping[str, Any], str], str]
+
+
 def read_hf_dict(
-    cfg: Mapping[str, Any], name: str = "model", source: str = "", *, mtp: bool = False
+    cfg: Mapping[str, Any],
+    name: str = "model",
+    source: str = "",
+    *,
+    mtp: bool = False,
+    hint: Hint | None = None,
 ) -> ModelConfig:
     """Map a parsed ``config.json`` of a ``model_type`` the loader maps onto :class:`ModelConfig`
     (module doc); :func:`models.hf.config_from_hf_dict` is the public entry (it reads unknown
@@ -98,6 +107,7 @@ def read_hf_dict(
     name : the model's name (in the config and every message)
     source : where the config came from
     mtp : keep DeepSeek's multi-token-prediction modules (``num_nextn_predict_layers``)
+    hint : what the refusal of an unknown ``model_type`` adds (:mod:`models.hf`: the nearest family)
 
     Returns
     -------
@@ -116,7 +126,8 @@ def read_hf_dict(
     if not isinstance(mt, str) or (mt not in SUPPORTED_MODEL_TYPES and mt not in plugins):
         raise ModelConfigError(
             f"{name}: model_type {str(mt)[:80]!r} is not supported; "
-            f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
+            + (f"{hint(cfg, name)}; " if hint is not None else "")
+            + f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
         )
     if mt in FIELD_ALIASES:
         cfg = FIELD_ALIASES[mt](cfg, name)
