@@ -12,14 +12,11 @@ from ..fieldlog import layered
 from ..fields import int_field
 from ..hf_families import (
     Getter,
-    layer_period,
-    mapped_layer_types,
-    nth,
     pattern_layers,
     register_family,
 )
 from ..layers import LayerSpec
-from .qwen3_next import read_qwen3_next
+from .qwen3_next import hybrid_mixers, read_qwen3_next
 
 __all__ = ["read_qwen3_5_fields", "read_qwen3_5"]
 
@@ -48,12 +45,7 @@ def read_qwen3_5(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, na
         read_qwen3_next(cfg, common, get, name)
         return
     n = pattern_layers(common, name)
-    mixers = mapped_layer_types(
-        cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"}
-    )
-    if mixers is None:
-        full = nth(n, layer_period(cfg, get, name, "full_attention_interval", 4))
-        mixers = ["gqa" if f else "linear_attention" for f in full]
+    mixers = hybrid_mixers(cfg, get, name, n)
     common.update(
         qk_norm=True,
         attn_output_gate=True,

@@ -23,18 +23,25 @@ from ..hf_families import (
 from ..layers import LayerSpec
 from .qwen3_moe import read_qwen3_moe
 
-__all__ = ["read_qwen3_next"]
+__all__ = ["read_qwen3_next", "hybrid_mixers"]
 
 
-@register_family("qwen3_next")
-def read_qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
-    n = pattern_layers(common, name)
+def hybrid_mixers(cfg: Mapping[str, Any], get: Getter, name: str, n: int) -> list[str]:
+    """Each layer's mixer: ``layer_types`` of ``linear_attention`` / ``full_attention``, else one
+    full-attention layer every ``full_attention_interval`` (default 4), the gated delta net elsewhere."""
     mixers = mapped_layer_types(
         cfg, name, n, {"linear_attention": "linear_attention", "full_attention": "gqa"}
     )
     if mixers is None:
         full = nth(n, layer_period(cfg, get, name, "full_attention_interval", 4))
         mixers = ["gqa" if f else "linear_attention" for f in full]
+    return mixers
+
+
+@register_family("qwen3_next")
+def read_qwen3_next(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter, name: str) -> None:
+    n = pattern_layers(common, name)
+    mixers = hybrid_mixers(cfg, get, name, n)
     read_qwen3_moe(cfg, common, get, name)
     mlps = moe_mask(cfg, n, get, name)
     common.update(
