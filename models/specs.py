@@ -135,7 +135,8 @@ S = TypeVar("S", bound=type[ConfigSpec])
 _SPECS: dict[str, type[ConfigSpec]] = {}
 #: flat field name -> slot
 _FLAT: dict[str, str] = {}
-_LOADED = False
+_LOADED = False  # every plug-in module imported
+_STARTED = False  # the import of the plug-in modules has begun (this thread holds _LOCK)
 _LOCK = threading.RLock()
 
 
@@ -159,18 +160,24 @@ def register_spec(cls: S) -> S:
 
 
 def load_plugins() -> None:
-    """Import every module of :data:`PLUGIN_PACKAGES` once (each registers what it defines)."""
-    global _LOADED
+    """Import every module of :data:`PLUGIN_PACKAGES` once (each registers what it defines).
+
+    Another thread asking meanwhile waits for the whole set; a plug-in module that looks the
+    registry up while it is being imported (the same thread) gets what is registered so far."""
+    global _LOADED, _STARTED
     if _LOADED:
         return
     with _LOCK:
-        if _LOADED:
+        if _LOADED or _STARTED:
             return
-        _LOADED = True  # set first: a plug-in module may itself look the registry up
-        for name in PLUGIN_PACKAGES:
-            pkg = importlib.import_module(name)
-            for mod in pkgutil.iter_modules(pkg.__path__):
-                importlib.import_module(f"{name}.{mod.name}")
+        _STARTED = True
+        try:
+            for name in PLUGIN_PACKAGES:
+                pkg = importlib.import_module(name)
+                for mod in pkgutil.iter_modules(pkg.__path__):
+                    importlib.import_module(f"{name}.{mod.name}")
+        finally:
+            _LOADED = True
 
 
 def spec_classes() -> dict[str, type[ConfigSpec]]:
