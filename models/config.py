@@ -19,8 +19,12 @@ Structure. ModelConfig's own fields are what every layer kind shares: the widths
 ``head_dim``, ``intermediate_size``, ``vocab_size``), the norm and MLP activation, embedding
 tying and head bias, the layer pattern (``layer_types``), MTP layers, the dtypes, the source and
 the context limit. What one plug-in alone reads lives in its spec (a frozen
-:class:`~models.mixers.ConfigSpec` defined in the plug-in's module), one attribute each
-(:data:`SPECS`):
+:class:`~models.specs.ConfigSpec` defined and registered in the plug-in's module), held in the
+``specs`` mapping (slot -> spec, filled from the registry: :func:`models.specs.spec_classes`)
+and read typed with ``cfg.spec(MoESpec)`` (None when absent) or ``cfg.need(MoESpec)``. A new
+plug-in's spec needs nothing here: its fields are keywords of the constructor and
+:meth:`ModelConfig.replace`, symbols of :meth:`ModelConfig.symbolic`, as soon as it registers.
+The built-in specs also keep a typed attribute each:
 
 =====================  ==========================  =============================================
 attribute              spec (module)               fields
@@ -37,13 +41,12 @@ or None                (linear_attention)
 =====================  ==========================  =============================================
 
 Spec fields keep their flat (Hugging Face) names, so a dimension symbol still names the field
-it binds to (``dim("num_experts")`` binds ``cfg.moe.num_experts``). For the transition the
-constructor and :meth:`ModelConfig.replace` still take every spec field flat
+it binds to (``dim("num_experts")`` binds ``cfg.moe.num_experts``). The constructor and
+:meth:`ModelConfig.replace` take every registered spec field flat
 (``ModelConfig(..., num_experts=8, ...)``, ``cfg.replace(sliding_window=512)``) and build or
-update the spec, so the Hugging Face readers, the catalog and tests keep their keyword dicts;
-readers use the nested specs (``cfg.moe.num_experts``, ``cfg.need(MoESpec)`` where the layer
-cannot run without one). No flat read attribute is kept: the readers were few (the plug-ins
-themselves, ``models.params``, ``graphs.serving.analysis.parallel``) and all moved.
+update the spec, a whole spec by its slot (``moe=MoESpec(...)``, ``moe=None`` drops it), or
+the mapping (``specs={...}``); readers use the specs (``cfg.moe.num_experts``,
+``cfg.need(MoESpec)`` where the layer cannot run without one). No flat read attribute is kept.
 ``mlp_bias`` and ``mlp`` stay shared because the dense MLP and the experts both read them.
 
 ``head_dim`` is a field of its own: it is *not* always ``hidden/heads``
@@ -53,6 +56,7 @@ themselves, ``models.params``, ``graphs.serving.analysis.parallel``) and all mov
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
@@ -65,13 +69,13 @@ from costmodel.symbols import check_dim, dim
 
 from .fields import ModelConfigError
 from .layers import LayerSpec, check_layers, layer_groups
-from .mixers.base import ConfigSpec, Dim
 from .mixers.dsa import DSASpec
 from .mixers.linear_attention import LinearAttentionSpec
 from .mixers.mla import MLASpec
 from .mixers.mlp_moe import MoESpec
 from .mixers.recurrent import SSMSpec
 from .mixers.softmax import AttentionSpec
+from .specs import ConfigSpec, Dim, SpecMap, flat_fields, spec_classes
 
 __all__ = [
     "ModelConfig",
@@ -79,8 +83,7 @@ __all__ = [
     "MLPKind",
     "NormKind",
     "Dim",
-    "SPECS",
-    "FLAT_FIELDS",
+    "SpecMap",
     "AttentionSpec",
     "MLASpec",
     "DSASpec",
@@ -109,17 +112,11 @@ _DIM_FIELDS = (
 
 
 _S = TypeVar("_S", bound=ConfigSpec)
-#: the attention options of a plain Llama layer (no biases, norms, sinks or limits; rope on)
-PLAIN_ATTENTION = AttentionSpec()
-#: the nested plug-in specs: ModelConfig attribute -> spec class (``attention`` is always set)
-SPECS: dict[str, type[ConfigSpec]] = {
-    s.slot: s for s in (AttentionSpec, MLASpec, DSASpec, MoESpec, SSMSpec, LinearAttentionSpec)
-}
-#: a flat keyword (``num_experts``) -> the slot of the spec that holds it (``moe``)
-FLAT_FIELDS: dict[str, str] = {f.name: slot for slot, spec in SPECS.items() for f in dataclasses.fields(spec)}
+#: the built-in plug-ins' slots, in the order their attributes were declared before the mapping
+_BUILTIN_SLOTS = ("attention", "mla", "dsa", "moe", "ssm", "linear_attention")
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class ModelConfig:
     """A decoder-only Transformer's shape (see module doc): shared fields and nested plug-in specs."""
 
@@ -143,13 +140,8 @@ class ModelConfig:
     # the per-layer pattern (models.layers): None is uniform (gqa or mla everywhere); mixer
     # names or LayerSpecs otherwise
     layer_types: tuple[LayerSpec, ...] | None = None
-    # the plug-ins' typed specs (module doc); None: no layer of that kind
-    attention: AttentionSpec = PLAIN_ATTENTION
-    mla: MLASpec | None = None
-    dsa: DSASpec | None = None
-    moe: MoESpec | None = None
-    ssm: SSMSpec | None = None
-    linear_attention: LinearAttentionSpec | None = None
+    # the plug-ins' typed specs by slot (module doc); a slot absent: no layer of that kind
+    specs: SpecMap = dataclasses.field(default_factory=SpecMap)
     # multi-token-prediction layers kept with the model (DeepSeek-V3's MTP module)
     mtp_layers: int = 0
     # the MTP modules are loaded and run: speculative decoding that drafts with them sets it; a
@@ -188,8 +180,9 @@ class ModelConfig:
         vocab_size: Any,
         **fields: Any,
     ) -> None:
-        """Shared fields and nested specs by keyword; a spec's fields may also be given flat
-        (``num_experts=8`` builds or updates ``moe``), as Hugging Face readers and callers do.
+        """Shared fields, ``specs`` and specs by slot (``moe=MoESpec(...)``, None drops it) by
+        keyword; a spec's fields may also be given flat (``num_experts=8`` builds or updates
+        ``moe``), as Hugging Face readers and callers do (in that order: mapping, slots, flat).
 
         A spec is built from flat keywords only when one of them differs from its default, so a
         dense model given ``num_shared_experts=0`` has no MoE spec.
@@ -203,22 +196,36 @@ class ModelConfig:
             intermediate_size=intermediate_size,
             vocab_size=vocab_size,
         )
+        classes, flat_names = spec_classes(), flat_fields()
         flat: dict[str, dict[str, Any]] = {}
+        slots: dict[str, Any] = {}
         for k, v in fields.items():
-            if k in _OWN:
+            if k in _own():
                 given[k] = v
-            elif k in FLAT_FIELDS:
-                flat.setdefault(FLAT_FIELDS[k], {})[k] = v
+            elif k in classes:
+                slots[k] = v
+            elif k in flat_names:
+                flat.setdefault(flat_names[k], {})[k] = v
             else:
                 raise TypeError(f"ModelConfig got an unexpected keyword argument {k!r}")
         for f in dataclasses.fields(self):
-            set_(f.name, given.get(f.name, f.default))
+            if f.name != "specs":
+                set_(f.name, given.get(f.name, f.default))
+        specs: dict[str, Any] = dict(given.get("specs") or {})
+        for slot, spec in slots.items():
+            specs[slot] = spec
         for slot, sub in flat.items():
-            spec = getattr(self, slot)
+            spec = specs.get(slot)
+            if spec is None and classes[slot].always:
+                spec = classes[slot]()
             if spec is not None:
-                set_(slot, dataclasses.replace(spec, **sub))
-            elif any(v != _SPEC_DEFAULTS[slot][k] for k, v in sub.items()):
-                set_(slot, SPECS[slot](**sub))
+                specs[slot] = dataclasses.replace(spec, **sub)
+            elif any(v != _spec_defaults(slot)[k] for k, v in sub.items()):
+                specs[slot] = classes[slot](**sub)
+        for slot, cls in classes.items():
+            if cls.always and specs.get(slot) is None:
+                specs[slot] = cls()  # every config carries it, at its defaults
+        set_("specs", _spec_map(name, {k: v for k, v in specs.items() if v is not None}))
         self.__post_init__()
 
     def __hash__(self) -> int:
@@ -228,6 +235,20 @@ class ModelConfig:
             h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
             object.__setattr__(self, "_hash", h)
         return h
+
+    def __repr__(self) -> str:
+        """The fields as a dataclass prints them, with the specs in their slots: the built-in ones
+        in place of ``specs`` (``attention=AttentionSpec(...), mla=None, ...``, as before the
+        mapping, so keys built from it, such as the mixed-step card's, do not move), then any other
+        registered plug-in's spec the config holds."""
+        parts = []
+        for f in dataclasses.fields(self):
+            if f.name != "specs":
+                parts.append(f"{f.name}={getattr(self, f.name)!r}")
+                continue
+            parts += [f"{slot}={self.specs.get(slot)!r}" for slot in _BUILTIN_SLOTS]
+            parts += [f"{slot}={spec!r}" for slot, spec in self.specs.items() if slot not in _BUILTIN_SLOTS]
+        return f"ModelConfig({', '.join(parts)})"
 
     def __getstate__(self) -> dict[str, Any]:
         """Fields for pickling, without the cached hash (string hashes differ between processes)."""
@@ -279,23 +300,16 @@ class ModelConfig:
                     set_(f, get_dtype(v).name)
                 except CostModelError as exc:
                     raise ModelConfigError(f"{self.name}.{f}: {exc}") from None
-        for slot in SPECS:
-            spec = getattr(self, slot)
-            if spec is None:
-                continue
-            if not isinstance(spec, SPECS[slot]):
+        classes = spec_classes()
+        for slot, spec in self.specs.items():
+            if not isinstance(spec, classes[slot]):
                 raise ModelConfigError(
-                    f"{self.name}.{slot} must be a {SPECS[slot].__name__} or None, got {spec!r}"
+                    f"{self.name}.{slot} must be a {classes[slot].__name__} or None, got {spec!r}"
                 )
-            try:
-                set_(slot, spec.normalised(self.name))
-            except CostModelError as exc:
-                raise ModelConfigError(str(exc)) from None
-        fk = self.moe.first_k_dense_replace if self.moe is not None else 0
-        if self.num_hidden_layers.is_number and fk > self.num_hidden_layers:
-            raise ModelConfigError(
-                f"{self.name}: first_k_dense_replace ({fk}) exceeds num_hidden_layers ({self.num_hidden_layers})"
-            )
+        try:
+            set_("specs", SpecMap({slot: spec.normalised(self.name) for slot, spec in self.specs.items()}))
+        except CostModelError as exc:
+            raise ModelConfigError(str(exc)) from None
         try:
             check_layers(self, set_)
         except ModelConfigError:
@@ -316,13 +330,50 @@ class ModelConfig:
             raise ModelConfigError(f"{self.name}.{exc}") from None
 
     # --------------------------------------------------------------- queries
+    def spec(self, kind: type[_S]) -> _S | None:
+        """The spec of type ``kind`` this config holds (``cfg.spec(MoESpec)``), or None."""
+        spec = self.specs.get(kind.slot)
+        return spec if isinstance(spec, kind) else None
+
     def need(self, kind: type[_S]) -> _S:
-        """The nested spec of type ``kind`` (``cfg.need(MoESpec)``), for a layer that cannot run
+        """The spec of type ``kind`` (``cfg.need(MoESpec)``), for a layer that cannot run
         without it (a clear error when the config has none)."""
-        spec = getattr(self, kind.slot)
-        if not isinstance(spec, kind):
+        spec = self.spec(kind)
+        if spec is None:
             raise ModelConfigError(f"{self.name}: {kind.label} layers need {kind.slot} (a {kind.__name__})")
         return spec
+
+    # the built-in plug-ins' specs as typed attributes (``cfg.moe``); every plug-in's is
+    # ``cfg.spec(Kind)``
+    @property
+    def attention(self) -> AttentionSpec:
+        """The softmax-attention options (:class:`~models.mixers.softmax.AttentionSpec`; always set)."""
+        return self.need(AttentionSpec)
+
+    @property
+    def mla(self) -> MLASpec | None:
+        """The latent-attention ranks (:class:`~models.mixers.mla.MLASpec`), or None."""
+        return self.spec(MLASpec)
+
+    @property
+    def dsa(self) -> DSASpec | None:
+        """The sparse-attention indexer (:class:`~models.mixers.dsa.DSASpec`), or None."""
+        return self.spec(DSASpec)
+
+    @property
+    def moe(self) -> MoESpec | None:
+        """The experts (:class:`~models.mixers.mlp_moe.MoESpec`), or None."""
+        return self.spec(MoESpec)
+
+    @property
+    def ssm(self) -> SSMSpec | None:
+        """The state-space fields (:class:`~models.mixers.recurrent.SSMSpec`), or None."""
+        return self.spec(SSMSpec)
+
+    @property
+    def linear_attention(self) -> LinearAttentionSpec | None:
+        """The gated delta net (:class:`~models.mixers.linear_attention.LinearAttentionSpec`), or None."""
+        return self.spec(LinearAttentionSpec)
 
     @property
     def is_moe(self) -> bool:
@@ -403,13 +454,9 @@ class ModelConfig:
 
     def leaves(self) -> list[tuple[str, Any]]:
         """``(field, value)`` of every shared field and every field of the nested specs (flat names)."""
-        out: list[tuple[str, Any]] = []
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, ConfigSpec):
-                out.extend((g.name, getattr(v, g.name)) for g in dataclasses.fields(v))
-            elif f.name not in SPECS:
-                out.append((f.name, v))
+        out = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "specs"]
+        for v in self.specs.values():
+            out.extend((g.name, getattr(v, g.name)) for g in dataclasses.fields(v))
         return out
 
     def bindings(self, symbolic: ModelConfig) -> dict[sympy.Symbol, sympy.Expr]:
@@ -431,9 +478,8 @@ class ModelConfig:
         """
         base = like or cls("x", 1, 1, 1, 1, 1)
         dims = {f: dim(f) for f in _DIM_FIELDS}
-        for slot in SPECS:
-            spec = getattr(base, slot)
-            for f in spec.symbolic_dims if spec is not None else ():
+        for spec in base.specs.values():
+            for f in spec.symbolic_dims:
                 v = getattr(spec, f)
                 if v is not None and v != 0:
                     dims[f] = dim(f)
@@ -442,9 +488,21 @@ class ModelConfig:
         return dataclasses.replace(base, name=name, source="symbolic", **dims)
 
 
-#: ModelConfig's own fields (shared and nested-spec slots), the keywords its constructor takes besides flat ones
-_OWN = frozenset(f.name for f in dataclasses.fields(ModelConfig))
-#: each spec's field defaults, to tell a flat keyword that sets something from one that restates a default
-_SPEC_DEFAULTS: dict[str, dict[str, Any]] = {
-    slot: {f.name: f.default for f in dataclasses.fields(spec)} for slot, spec in SPECS.items()
-}
+@functools.cache
+def _own() -> frozenset[str]:
+    """ModelConfig's own fields (``specs`` included), keywords its constructor takes besides slots and flat ones."""
+    return frozenset(f.name for f in dataclasses.fields(ModelConfig))
+
+
+@functools.cache
+def _spec_defaults(slot: str) -> dict[str, Any]:
+    """A spec's field defaults, to tell a flat keyword that sets something from one that restates a default."""
+    return {f.name: f.default for f in dataclasses.fields(spec_classes()[slot])}
+
+
+def _spec_map(model: str, specs: dict[str, Any]) -> SpecMap:
+    """``specs`` as a :class:`SpecMap` (an unknown slot refused as a ModelConfigError)."""
+    try:
+        return SpecMap(specs)
+    except CostModelError as exc:
+        raise ModelConfigError(f"{model}: {exc}") from None

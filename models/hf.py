@@ -1,39 +1,10 @@
-"""Load a Hugging Face ``config.json`` (a local file or a dict) into a ModelConfig.
+"""Load a Hugging Face ``config.json`` (a parsed dict) into a ModelConfig: the public entry.
 
-Supported ``model_type`` values and their field names:
-
-* ``llama``, ``mistral``, ``qwen2``, ``qwen3``: ``hidden_size``,
-  ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``
-  (default: MHA), ``head_dim`` (default ``hidden/heads``),
-  ``intermediate_size``, ``vocab_size``, ``tie_word_embeddings``,
-  ``attention_bias`` (Qwen2 always has q/k/v bias; Qwen3 has q/k norms);
-* ``mixtral``: adds ``num_local_experts`` and ``num_experts_per_tok``, every
-  layer MoE with ``intermediate_size`` experts;
-* ``deepseek_v3`` (and ``deepseek_v2``): ``n_routed_experts``,
-  ``n_shared_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
-  ``first_k_dense_replace``, MLA ranks ``q_lora_rank``, ``kv_lora_rank``,
-  ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``; ``noaux_tc``
-  routing adds a per-expert router bias. Multi-token-prediction modules
-  (``num_nextn_predict_layers``) are kept only with ``mtp=True``.
-
-* ``kimi_k2``: Kimi K2's remote-code config, DeepSeek-V3's fields and layout;
-* the layer-pattern families ``gpt_oss``, ``qwen3_moe``, ``qwen3_next``,
-  ``gemma3`` (and ``gemma3_text``), ``llama4`` (and ``llama4_text``), ``mamba2``,
-  ``nemotron_h``, ``jamba``, and the Llama-like and newer decoders ``phi3``, ``phi``,
-  ``falcon``, ``gemma2``, ``olmo2``, ``granite``, ``cohere``, ``glm``, ``glm4``,
-  ``starcoder2``, ``internlm2``, ``exaone``, ``glm4_moe``, ``minimax_m2``, ``qwen3_5``
-  and ``qwen3_5_moe`` (and their ``_text`` configs): :mod:`models.hf_families`.
-
-A ``model_type`` whose architecture needs a part the layer specs lack
-(MiniMax-01's lightning attention, Kimi Delta Attention ...) is
-refused with what is missing and how to describe it
-(:data:`models.hf_families.NEW_ARCHITECTURES`). The families a mixer plug-in brings
-(``Mixer.hf_families``, :mod:`models.mixers`) are read by that plug-in.
-
-Every type: ``max_position_embeddings`` and ``rope_scaling`` give the context
-limit (:mod:`models.context`); ``torch_dtype`` the float dtype and
-``quantization_config`` the quantised weights' (GPTQ, AWQ, FP8, compressed-tensors,
-ModelOpt, MXFP4, bitsandbytes: :mod:`models.quantization`), unknown ones refused.
+:func:`config_from_hf_dict` reads every ``model_type`` the loader maps
+(:data:`SUPPORTED_MODEL_TYPES` and the families the plug-ins bring: :mod:`models.hf_read`
+states each family's fields), reads an unknown ``model_type`` as a family whose fields fit it
+when asked (``assume_family``), and refuses one otherwise naming the nearest family
+(:mod:`models.family_fit`). Files go through :func:`models.resolver.load_hf_config`.
 
 No network access: pass a path or an already-parsed dict.
 """
@@ -41,46 +12,19 @@ No network access: pass a path or an already-parsed dict.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from costmodel.dtypes import get_dtype
-
-from .config import ModelConfig, ModelConfigError
-from .context import context_limit
+from .family_fit import MIN_SIMILARITY, family_fit, nearest_families
 from .fieldlog import RecordingConfig, layered
-from .fields import bool_field
-from .fields import int_field as _get
-from .hf_families import (
-    FAMILIES,
-    FIELD_ALIASES,
-    NEW_ARCHITECTURES,
-    moe_fields,
-    pattern_layers,
-    unwrap_text_config,
-)
-from .layers import LayerSpec
+from .fields import ModelConfigError
+from .hf_families import NEW_ARCHITECTURES
+from .hf_read import SUPPORTED_MODEL_TYPES, read_hf_dict
 from .mixers import hf_families
-from .quantization import check_group_size, float_dtype, quantized_fields
 
-__all__ = ["load_hf_config", "config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
+if TYPE_CHECKING:
+    from .config import ModelConfig
 
-SUPPORTED_MODEL_TYPES = (
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "mixtral",
-    "deepseek_v2",
-    "deepseek_v3",
-    "kimi_k2",
-    *FAMILIES,
-)
-#: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config;
-#: DeepSeek-V3.2's adds the sparse-attention indexer, which its mixer plug-in reads: models.mixers.dsa)
-_DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
-
-_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+__all__ = ["config_from_hf_dict", "SUPPORTED_MODEL_TYPES"]
 
 
 def config_from_hf_dict(
@@ -91,119 +35,38 @@ def config_from_hf_dict(
     mtp: bool = False,
     assume_family: str | None = None,
 ) -> ModelConfig:
-    """Map a parsed ``config.json`` onto :class:`ModelConfig` (see module doc).
+    """Map a parsed ``config.json`` onto :class:`ModelConfig` (:func:`models.hf_read.read_hf_dict`).
 
     ``mtp``: keep DeepSeek's multi-token-prediction modules (``num_nextn_predict_layers``)
     with the model, as speculative decoding with them serves it.
 
     ``assume_family``: read a config of a ``model_type`` the loader does not know as this family,
-    when its fields fit the family's (:func:`models.check.family_fit`); refused otherwise, and for a
-    known ``model_type`` other than the family. An unknown ``model_type`` without it is refused
-    naming its nearest family (:func:`models.check.nearest_families`)."""
+    when its fields fit the family's (:func:`models.family_fit.family_fit`); refused otherwise, and
+    for a known ``model_type`` other than the family. An unknown ``model_type`` without it is refused
+    naming its nearest family (:func:`models.family_fit.nearest_families`).
+
+    Parameters
+    ----------
+    cfg : the parsed ``config.json``
+    name : the model's name
+    source : where the config came from
+    mtp : keep the multi-token-prediction modules
+    assume_family : read an unknown ``model_type`` as this family
+
+    Returns
+    -------
+    ModelConfig
+    """
     if not isinstance(cfg, Mapping):
         raise ModelConfigError(f"{name}: config must be a JSON object")
     if assume_family is not None and _assumed(cfg, assume_family, name):
         cfg = layered(cfg, overrides={"model_type": assume_family})
-    cfg = unwrap_text_config(cfg)
-    mt = cfg.get("model_type")
-    if isinstance(mt, str) and mt in NEW_ARCHITECTURES:
-        raise ModelConfigError(
-            f"{name}: model_type {mt!r} is not supported: {NEW_ARCHITECTURES[mt]}; a ModelConfig with "
-            "layer_types of LayerSpec(mixer, mlp) describes any mix of the existing mixers"
-        )
-    plugins = hf_families()  # the model types mixer plug-ins bring (models.mixers)
-    if not isinstance(mt, str) or (mt not in SUPPORTED_MODEL_TYPES and mt not in plugins):
-        raise ModelConfigError(
-            f"{name}: model_type {str(mt)[:80]!r} is not supported; {_nearest(cfg, name)}; "
-            f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
-        )
-    if mt in FIELD_ALIASES:
-        cfg = FIELD_ALIASES[mt](cfg, name)
-    act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
-    if not isinstance(act, str):  # a list or number once fell through to SwiGLU
-        raise ModelConfigError(
-            f"{name}: config field 'hidden_act' must be a string naming the activation (silu, gelu ...), "
-            f"got {act!r:.60}"
-        )
-    if mt == "mamba2":
-        # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
-        d = _get(cfg, "hidden_size", name)
-        cfg = layered(
-            cfg,
-            defaults={
-                "num_attention_heads": _get(cfg, "num_heads", name),
-                "intermediate_size": _get(cfg, "expand", name, 2) * d,
-            },
-        )
-    heads = _get(cfg, "num_attention_heads", name)
-    common: dict[str, Any] = {
-        "name": name,
-        "hidden_size": _get(cfg, "hidden_size", name),
-        "num_hidden_layers": _get(cfg, "num_hidden_layers", name),
-        "num_attention_heads": heads,
-        "num_key_value_heads": _get(cfg, "num_key_value_heads", name, heads),
-        "head_dim": _get(cfg, "head_dim", name, None),
-        "intermediate_size": _get(cfg, "intermediate_size", name),
-        "vocab_size": _get(cfg, "vocab_size", name),
-        "tie_word_embeddings": bool_field(cfg, "tie_word_embeddings", name, False),
-        "mlp": "gelu" if act in _GELU else "swiglu",
-        "dtype": float_dtype(cfg, name),
-        "source": source,
-    }
-    limit = context_limit(cfg, name)
-    if limit is not None:
-        common["max_context"] = limit.tokens
-    if mt == "qwen2":
-        common["qkv_bias"] = True
-    elif mt != "mamba2":
-        common["qkv_bias"] = bool_field(cfg, "attention_bias", name, False)
-    if mt in ("qwen3", "qwen3_next"):
-        common["qk_norm"] = True
-    if mt == "mixtral":
-        common.update(
-            num_experts=_get(cfg, "num_local_experts", name),
-            num_experts_per_tok=_get(cfg, "num_experts_per_tok", name),
-            moe_intermediate_size=common["intermediate_size"],
-        )
-    if mt in _DEEPSEEK:
-        freq = _get(cfg, "moe_layer_freq", name, 1)
-        if freq < 1:
-            raise ModelConfigError(f"{name}: moe_layer_freq must be >= 1, got {freq}")
-        if freq != 1:  # transformers' DeepseekV2: MoE where i >= first_k_dense_replace and i % freq == 0
-            fk, n = _get(cfg, "first_k_dense_replace", name, 0), pattern_layers(common, name)
-            common["layer_types"] = tuple(
-                LayerSpec("mla", "moe" if (i >= fk and i % freq == 0) else "dense") for i in range(n)
-            )
-        moe_fields(cfg, common, _get, name, router_bias=cfg.get("topk_method") == "noaux_tc")
-        common.update(
-            q_lora_rank=_get(cfg, "q_lora_rank", name, None),
-            kv_lora_rank=_get(cfg, "kv_lora_rank", name),
-            qk_nope_head_dim=_get(cfg, "qk_nope_head_dim", name),
-            qk_rope_head_dim=_get(cfg, "qk_rope_head_dim", name),
-            v_head_dim=_get(cfg, "v_head_dim", name),
-        )
-        common["head_dim"] = common["qk_nope_head_dim"] + common["qk_rope_head_dim"]
-    if mt in FAMILIES:
-        FAMILIES[mt](cfg, common, _get, name)
-    elif mt in plugins:
-        plugins[mt](cfg, common, _get, name)
-    if mt in (*_DEEPSEEK, "glm4_moe") and mtp:
-        common["mtp_layers"] = _get(cfg, "num_nextn_predict_layers", name, 0)
-    base = common["dtype"]
-    if base not in ("fp32", "bf16", "fp16") and get_dtype(base).bits > 16:
-        common["act_dtype"] = base  # fp64 weights compute in fp64 (fp8 ones in bf16: ModelConfig)
-    moe = common.get("num_experts") is not None
-    common.update(quantized_fields(cfg, name, base, is_moe=moe, tied=common["tie_word_embeddings"]))
-    model = ModelConfig(**common)
-    check_group_size(model)
-    return model
+    return read_hf_dict(cfg, name, source, mtp=mtp, hint=_nearest)
 
 
 def _assumed(cfg: Mapping[str, Any], family: str, name: str) -> bool:
     """Whether ``cfg`` is read as ``family`` (``assume_family``): True for an unknown ``model_type``
     whose fields fit it, False for the family's own ``model_type``; refused otherwise, one line."""
-    from .check import family_fit
-
     mt = cfg.get("model_type")
     if mt == family:
         return False
@@ -227,8 +90,6 @@ def _assumed(cfg: Mapping[str, Any], family: str, name: str) -> bool:
 
 def _nearest(cfg: Mapping[str, Any], name: str) -> str:
     """The refusal's clause naming the nearest family (:func:`models.check.nearest_families`)."""
-    from .check import MIN_SIMILARITY, nearest_families
-
     best = nearest_families(cfg.data if isinstance(cfg, RecordingConfig) else cfg, name)[0]  # not logged
     if best.fits and best.similarity >= MIN_SIMILARITY:
         return (
@@ -237,11 +98,3 @@ def _nearest(cfg: Mapping[str, Any], name: str) -> str:
         )
     why = best.why_not(cfg) or f"similarity {best.similarity:.2f} < {MIN_SIMILARITY}"
     return f"nearest family {best.family} (similarity {best.similarity:.2f}) is not close enough: {why}"
-
-
-def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
-    """Read a local ``config.json`` (or the folder holding one) and map it (clear errors for
-    bad files); read and built once per file version (:mod:`models.resolver`)."""
-    from .resolver import load_config_file
-
-    return load_config_file(path, name)

@@ -11,8 +11,10 @@ parameter formula and its graph block, and :class:`LayerSpec` accepts any regist
 MLPs are plug-ins too (:class:`~models.mixers.MLP`): ``dense`` (``intermediate_size``, gated
 or not per ``mlp``), ``moe`` (routed + shared experts) and ``none`` (Mamba-2 blocks have no MLP).
 
-A config without ``layer_types`` is uniform: ``mla`` or ``gqa`` everywhere,
-dense MLPs in the first ``first_k_dense_replace`` layers and MoE after.
+A config without ``layer_types`` is uniform: one mixer everywhere (``gqa``, or the
+``uniform_mixer`` of a spec it holds: ``mla``), and one MLP kind (``dense``, or a spec's
+``uniform_mlp``: ``moe``) after the leading dense layers a spec states
+(:meth:`~models.specs.ConfigSpec.leading_dense`: MoE's ``first_k_dense_replace``).
 :func:`layer_groups` collects the layers of each distinct spec into one group
 that stands for all its copies: a layer's cost does not depend on where it
 sits, so Gemma-3's 52 local and 10 global layers are two groups, not 62.
@@ -22,24 +24,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy
 
 from costmodel.errors import CostModelError
 
-from .mixers import LayerPlugin, get_mixer, get_mlp
+from .mixers import ConfigView, LayerPlugin, get_mixer, get_mlp
 from .mixers import mixer_names as registered_mixers
-from .mixers.base import int_at_least_zero
-
-if TYPE_CHECKING:
-    from .config import ModelConfig
+from .specs import int_at_least_zero
 
 __all__ = [
     "LayerSpec",
     "LayerGroup",
     "layer_groups",
     "mixer_params",
+    "uniform_layout",
     "mixer_names",
 ]
 
@@ -70,7 +70,7 @@ class LayerGroup:
     count: sympy.Expr
 
 
-def layer_groups(cfg: ModelConfig) -> list[LayerGroup]:
+def layer_groups(cfg: ConfigView) -> list[LayerGroup]:
     """The layer groups of ``cfg`` in order of first appearance (module doc).
 
     Uniform configs keep the historical group names: ``layers`` for a dense
@@ -83,14 +83,13 @@ def layer_groups(cfg: ModelConfig) -> list[LayerGroup]:
     [('sliding_dense', 5), ('gqa_dense', 1)]
     """
     if cfg.layer_types is None:
-        mixer = "mla" if cfg.is_mla else "gqa"
-        if cfg.moe is None:
+        mixer, mlp, fk = uniform_layout(cfg)
+        if mlp == "dense":
             return [LayerGroup("layers", LayerSpec(mixer, "dense"), cfg.num_hidden_layers)]
         out = []
-        fk = cfg.moe.first_k_dense_replace
         if fk:
             out.append(LayerGroup("dense", LayerSpec(mixer, "dense"), sympy.Integer(fk)))
-        out.append(LayerGroup("moe", LayerSpec(mixer, "moe"), cfg.num_hidden_layers - fk))
+        out.append(LayerGroup(mlp, LayerSpec(mixer, mlp), cfg.num_hidden_layers - fk))
         return out
     counts: dict[LayerSpec, int] = {}
     for spec in cfg.layer_types:
@@ -98,7 +97,19 @@ def layer_groups(cfg: ModelConfig) -> list[LayerGroup]:
     return [LayerGroup(s.name, s, sympy.Integer(n)) for s, n in counts.items()]
 
 
-def mixer_params(cfg: ModelConfig, mixer: str) -> sympy.Expr:
+def uniform_layout(cfg: ConfigView) -> tuple[str, str, int]:
+    """``(mixer, mlp, leading_dense)`` of a config without ``layer_types``, from its specs'
+    :attr:`~models.specs.ConfigSpec.uniform_mixer`, :attr:`~models.specs.ConfigSpec.uniform_mlp`
+    and :meth:`~models.specs.ConfigSpec.leading_dense` (default ``gqa``, ``dense``, 0)."""
+    mixer, mlp, fk = "gqa", "dense", 0
+    for spec in cfg.specs.values():
+        mixer = spec.uniform_mixer or mixer
+        if spec.uniform_mlp is not None:
+            mlp, fk = spec.uniform_mlp, spec.leading_dense()
+    return mixer, mlp, fk
+
+
+def mixer_params(cfg: ConfigView, mixer: str) -> sympy.Expr:
     """Weights of one layer's mixer ``mixer`` under ``cfg`` (the plug-in's formula)."""
     return get_mixer(mixer).params(cfg)
 
@@ -129,20 +140,26 @@ def parse_layer_types(value: Any, name: str, mlp: str = "dense") -> tuple[LayerS
     return tuple(out)
 
 
-def check_layers(cfg: ModelConfig, set_: Callable[[str, Any], None]) -> None:
+def check_layers(cfg: ConfigView, set_: Callable[[str, Any], None]) -> None:
     """Validate and normalise the layer pattern of ``cfg`` and check each layer kind's needs
     (called by its ``__post_init__``, after the nested specs are normalised)."""
     int_at_least_zero(cfg.name, "mtp_layers", cfg.mtp_layers)
     if not isinstance(cfg.mtp_active, bool):
         raise CostModelError(f"{cfg.name}: mtp_active must be True or False, got {cfg.mtp_active!r}")
-    specs = parse_layer_types(cfg.layer_types, cfg.name, "moe" if cfg.is_moe else "dense")
+    mixer, mlp, fk = uniform_layout(cfg)
+    L = cfg.num_hidden_layers
+    for held in cfg.specs.values():
+        lead = held.leading_dense_field
+        if lead is not None and L.is_number and held.leading_dense() > L:
+            raise CostModelError(
+                f"{cfg.name}: {lead} ({held.leading_dense()}) exceeds num_hidden_layers ({L})"
+            )
+    specs = parse_layer_types(cfg.layer_types, cfg.name, mlp)
     if specs is None:
-        used = {LayerSpec("mla" if cfg.is_mla else "gqa")}
+        used = {LayerSpec(mixer)}
     else:
-        fk = cfg.moe.first_k_dense_replace if cfg.moe is not None else 0
         if fk:
             specs = tuple(LayerSpec(s.mixer, "dense") if i < fk else s for i, s in enumerate(specs))
-        L = cfg.num_hidden_layers
         if L.is_number and L != len(specs):
             raise CostModelError(
                 f"{cfg.name}: layer_types has {len(specs)} entries but num_hidden_layers is {L}"

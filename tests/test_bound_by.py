@@ -29,7 +29,9 @@ def test_compute_and_links():
 def test_decode_of_a_small_batch_is_bound_by_the_weight_read(capsys):
     # batch 8, ctx 1000 on H100: 16 GB of bf16 weights vs 8x1000 tokens of KV (131 kB/token):
     # 1 GB, and 2*8e9*8 = 1.3e11 FLOPs against 989 TFLOP/s: the weight read binds
-    assert main(["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "1000", "--json"]) == 0
+    assert (
+        main(["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "1000", "--json"]) == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["bound_by"]["what"] == "weight read" and doc["bound_by"]["share"] > 0.9
     assert main(["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8", "--ctx", "1000"]) == 0

@@ -18,20 +18,20 @@ from models import (
     SSMSpec,
     get_model,
 )
-from models.config import FLAT_FIELDS, SPECS
 from models.params import moe_params
+from models.specs import SpecMap, flat_fields, spec_classes
 
 
 def _moe(**kw):
     return ModelConfig("m", 64, 2, 4, 128, 100, **kw)
 
 
-def test_model_config_nests_the_specs():
-    # 29 shared fields (weight_scale_block the latest) + 6 nested specs (main had 66 flat fields
-    # before the nesting, 69 with DSA's)
+def test_model_config_holds_the_registered_specs():
+    # 29 shared fields (weight_scale_block the latest) + the specs mapping (main had 66 flat fields
+    # before the nesting, 69 with DSA's; 35 with one field per built-in spec)
     names = [f.name for f in dataclasses.fields(ModelConfig)]
-    assert len(names) == 35
-    assert SPECS == {
+    assert len(names) == 30 and "specs" in names
+    builtin = {
         "attention": AttentionSpec,
         "mla": MLASpec,
         "dsa": DSASpec,
@@ -39,13 +39,31 @@ def test_model_config_nests_the_specs():
         "ssm": SSMSpec,
         "linear_attention": LinearAttentionSpec,
     }
-    assert set(SPECS) <= set(names)
-    assert not set(FLAT_FIELDS) & set(names)  # no spec field is also a shared field
+    assert builtin.items() <= spec_classes().items()  # filled from the registry, not listed
+    assert not set(flat_fields()) & set(names)  # no spec field is also a shared field
     ds = get_model("deepseek-v3")
+    assert set(ds.specs) == {"attention", "mla", "moe"}  # attention: every config carries it
     assert isinstance(ds.moe, MoESpec) and isinstance(ds.mla, MLASpec) and ds.ssm is None
+    assert ds.spec(MoESpec) is ds.moe and ds.spec(SSMSpec) is None
     assert isinstance(get_model("jamba-v0.1").ssm, SSMSpec)
     assert isinstance(get_model("qwen3-next-80b-a3b").linear_attention, LinearAttentionSpec)
     assert get_model("gemma-3-27b").attention.sliding_window == 1024  # Gemma 3's config.json
+
+
+def test_spec_map_is_canonical():
+    a, m = AttentionSpec(qk_norm=True), MoESpec(4, 2, 32)
+    one, two = SpecMap({"moe": m, "attention": a}), SpecMap({"attention": a, "moe": m})
+    assert (
+        one == two and hash(one) == hash(two) and repr(one) == repr(two) and list(one) == ["attention", "moe"]
+    )
+    with pytest.raises(ModelConfigError, match="spec slot 'mystery' not allowed"):
+        _moe(specs={"mystery": a})
+
+
+def test_slot_none_drops_a_spec_and_the_mapping_is_taken_whole():
+    cfg = _moe(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    assert cfg.replace(moe=None).moe is None
+    assert ModelConfig("m", 64, 2, 4, 128, 100, specs=cfg.specs) == cfg
 
 
 def test_flat_keywords_build_the_same_config_as_nested_specs():

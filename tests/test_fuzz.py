@@ -468,7 +468,7 @@ def test_fuzz_config_field_types():
 
 def test_fuzz_config_files(tmp_path):
     from graphs import build_model
-    from models.hf import load_hf_config
+    from models.resolver import load_hf_config
 
     marker = tmp_path / "payload-ran"
 
@@ -487,7 +487,7 @@ def test_fuzz_config_files(tmp_path):
 @pytest.mark.parametrize("text", ["1" * 600, "[" * 5000, json.dumps({"a": "9" * 5000})])
 def test_oversized_files_are_refused_in_one_line(tmp_path, text):
     from costmodel import load_hardware_file
-    from models.hf import load_hf_config
+    from models.resolver import load_hf_config
 
     (tmp_path / "f.json").write_text(text)
     for load in (load_hardware_file, load_hf_config):

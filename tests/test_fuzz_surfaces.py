@@ -367,7 +367,7 @@ def test_fuzz_card_cache(tmp_path, monkeypatch, capsys):
 
 def test_fuzz_duplicate_keys(tmp_path):
     from costmodel import load_hardware_file
-    from models.hf import load_hf_config
+    from models.resolver import load_hf_config
 
     roof = '{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 4e14}'
     twice = '{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 4e14, "peak_flops_per_s": 4e16}'

@@ -27,7 +27,9 @@ def _run(scale: float, coverage: Coverage | None) -> NS:
 
 def _interval(device: str, neighbours: dict[str, float]) -> SimInterval:
     cov = Coverage(measured_s=0.0, neighbour_s=1.0, bound_s=0.0, neighbours=neighbours)
-    return SimInterval(_run(1.0, cov), _run(0.95, None), _run(1.05, None), (0.1, 0.9), ("vllm", device, False))
+    return SimInterval(
+        _run(1.0, cov), _run(0.95, None), _run(1.05, None), (0.1, 0.9), ("vllm", device, False)
+    )
 
 
 def test_p90_per_median_of_a_normal_error():

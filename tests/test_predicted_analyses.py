@@ -388,7 +388,9 @@ def test_simulated_interval_brackets_the_point(fake_corpus):
     assert lo == pytest.approx(min(k_lo, band.low * p)) and hi == pytest.approx(max(k_hi, band.high * p))
     assert iv.calibrated["TTFT P90 s"] == iv.ranges["TTFT P90 s"]  # not calibrated: the kernels' alone
     assert "kernels' held-out errors alone" in iv.basis["TTFT P90 s"]
-    assert any(line.startswith("expected TPOT error on deployments like this") for line in iv.expected_errors())
+    assert any(
+        line.startswith("expected TPOT error on deployments like this") for line in iv.expected_errors()
+    )
     with pytest.raises(CostModelError, match="predictor"):
         simulate_interval("llama-3.1-8b", "h100", reqs, predictor=Predictor())
 

@@ -14,7 +14,7 @@ import pytest
 
 import models
 from graphs.cli import main
-from models import resolver
+from models import resolver, sources
 from models.config import ModelConfigError
 
 TINY = Path(models.__file__).parent / "configs" / "tiny.json"
@@ -104,7 +104,7 @@ def test_the_caches_are_bounded(tmp_path: Path) -> None:
         p = tmp_path / f"m{i}.json"
         shutil.copy(TINY, p)
         models.resolve_model(str(p))
-    assert len(resolver._files) == len(resolver._configs) == resolver.MAX_CACHED
+    assert len(sources.FILES) == len(resolver._configs) == resolver.MAX_CACHED
 
 
 @pytest.mark.parametrize("command", ["decode", "prefill"])

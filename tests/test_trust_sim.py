@@ -509,7 +509,9 @@ def test_simulate_names_a_roof_substitution_and_titles_its_figures(tmp_path, mon
     from graphs.cli import main
 
     titles = []
-    monkeypatch.setattr(plots, "latency_cdf_plot", lambda lat, path, *, title="", slos=None: titles.append(title))
+    monkeypatch.setattr(
+        plots, "latency_cdf_plot", lambda lat, path, *, title="", slos=None: titles.append(title)
+    )
     monkeypatch.setattr(plots, "serving_timeline_plot", lambda tl, path, *, title="": titles.append(title))
     argv = ["simulate", "tiny", "--device", "gb200", "--rate", "5", "--requests", "20", "--quiet"]
     assert main([*argv, "--plot", str(tmp_path / "s.png")]) == 0

@@ -30,4 +30,7 @@ def test_an_fp8_checkpoint_runs_weight_only_where_no_fp8_roof(capsys):
     assert main(["decode", "deepseek-v3", "--device", "a100-sxm-80gb", "--tp", "8", "--ignore-capacity"]) == 0
     cap = capsys.readouterr()
     assert cap.err.count("fp8_e4m3 weights are weight-only on a100-sxm-80gb") == 1
-    assert "linears fp8_e4m3 in 128x128 blocks (one FP32 scale each) (matmuls in the activations' dtype)" in cap.out
+    assert (
+        "linears fp8_e4m3 in 128x128 blocks (one FP32 scale each) (matmuls in the activations' dtype)"
+        in cap.out
+    )

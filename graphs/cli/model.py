@@ -193,14 +193,14 @@ def cmd_model_check(args: argparse.Namespace) -> int:
     state = f"family {r.family}" + (" (assumed)" if r.assumed else "") if r.family else "refused"
     print(f"{r.config}: model_type {str(r.model_type)[:80]!r} -> {state}")
     print(f"  why: {r.why}")
-    best = r.nearest[0]
-    if r.family is None:
+    best = r.nearest[0] if r.nearest else None  # a layer file has no family to be near
+    if r.family is None and best is not None:
         print("  nearest families (Jaccard similarity of field names; `costmodel model check --help`):")
         for n in r.nearest[:3]:
             print(
                 f"    {n['family']:12s} {n['similarity']:.2f}  {n['why_not'] or 'fits: --assume-family ' + n['family']}"
             )
-    else:
+    elif best is not None:
         same = [
             n["family"]
             for n in r.nearest
@@ -208,7 +208,7 @@ def cmd_model_check(args: argparse.Namespace) -> int:
         ]
         if same and best["family"] in (r.family, *same):
             print(f"  equally near by fields: {', '.join(same)} (they differ in parts no field states)")
-    whose = "" if r.family else f" (as the nearest family, {best['family']}, reads it)"
+    whose = "" if r.family or best is None else f" (as the nearest family, {best['family']}, reads it)"
     print(f"fields read{whose} ({len(r.fields_read)}): {', '.join(r.fields_read)}")
     if r.fields_defaulted:
         print(f"looked up, not stated (defaults): {', '.join(r.fields_defaulted)}")

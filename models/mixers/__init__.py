@@ -17,18 +17,22 @@ mixer (module)         what it is
 
 MLP kinds (:class:`MLP`): ``dense`` (mlp_dense), ``moe`` (mlp_moe), ``none`` (mlp_none).
 
-A plug-in's own config fields are a frozen :class:`ConfigSpec` dataclass in its module, nested
-in :class:`~models.config.ModelConfig` (``cfg.attention``, ``cfg.mla``, ``cfg.moe``, ``cfg.ssm``,
-``cfg.linear_attention``; the class names its ``spec_slot`` and the spec fields it ``needs``).
+A plug-in's own config fields are a frozen :class:`ConfigSpec` dataclass in its module,
+registered with ``@register_spec`` (:mod:`models.specs`) and held by
+:class:`~models.config.ModelConfig` in its ``specs`` mapping (``cfg.need(MoESpec)``; the mixer
+class names its ``spec_slot`` and the spec fields it ``needs``). Plug-ins read the config
+through :class:`ConfigView` and never import :mod:`models.config`.
 
-A new mixer is a new module here with a ``@register_mixer`` class (and, when it needs an op
-no rule costs yet, a rule module in :mod:`costmodel.rules`); nothing else learns its name.
+A new mixer is a new module here with a ``@register_mixer`` class and, when it reads fields of
+its own, a ``@register_spec`` spec (and, when it needs an op no rule costs yet, a rule module in
+:mod:`costmodel.rules`); nothing else learns its name.
 """
 
 from .base import (
     MLP,
     BuilderLike,
     ConfigSpec,
+    ConfigView,
     Dim,
     EdgeRef,
     HFReader,
@@ -48,6 +52,7 @@ from .base import (
 
 __all__ = [
     "ConfigSpec",
+    "ConfigView",
     "Dim",
     "LayerPlugin",
     "Mixer",

@@ -5,9 +5,10 @@ A layer is ``norm -> mixer -> residual [-> norm -> MLP -> residual]``. A mixer c
 everything the engine needs to know about its kind of layer, and nothing else names it:
 
 * ``name`` (the :class:`~models.layers.LayerSpec` mixer name); its typed config, a frozen
-  :class:`ConfigSpec` dataclass nested in :class:`~models.config.ModelConfig` under
-  ``spec_slot`` (``cfg.mla``, ``cfg.moe`` ...), and ``needs``, the fields of that spec a layer
-  of it cannot do without; :meth:`Mixer.check` for any other condition it puts on a config;
+  :class:`~models.specs.ConfigSpec` dataclass defined and registered (``@register_spec``) in
+  its module, which :class:`~models.config.ModelConfig` holds under ``spec_slot``
+  (``cfg.need(MLASpec)``), and ``needs``, the fields of that spec a layer of it cannot do
+  without; :meth:`Mixer.check` for any other condition it puts on a config;
 * ``hf_families``: the Hugging Face ``model_type`` values it brings, each a reader that adds
   its fields to the common ones (:mod:`models.hf`);
 * :meth:`Mixer.params`, its per-layer parameter formula;
@@ -20,36 +21,37 @@ everything the engine needs to know about its kind of layer, and nothing else na
 An MLP kind (:class:`MLP`: ``dense``, ``moe``, ``none``) is the same with ``params(cfg,
 active=...)`` and ``build(layer, x)`` for the feed-forward slot, registered with ``@register_mlp``.
 
+A plug-in reads the config through :class:`ConfigView`, the read-only part of
+:class:`~models.config.ModelConfig` it may use, so no plug-in module imports the config module
+(which imports the layer checks, which import this registry): the package has no import circle.
+
 ``@register_mixer`` on the class registers it, refusing a second class of the same name;
-every module of the package is imported on the first lookup (``pkgutil``), so a plug-in
-cannot be forgotten. The block builder lives here, below ``graphs`` in the layer contracts,
+every module of the package is imported on the first lookup
+(:func:`models.specs.load_plugins`), so a plug-in cannot be forgotten. The block builder lives here, below ``graphs`` in the layer contracts,
 because it reaches the graph only through :class:`LayerContext`: the graphs package calls
 ``get_mixer(spec.mixer).build(layer, h)`` and never learns a mixer's name.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from costmodel.cost import Cost
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
+from ..specs import ConfigSpec, Dim, int_at_least_zero, load_plugins
+
 if TYPE_CHECKING:
     import sympy
-
-    from ..config import ModelConfig
 
 __all__ = [
     "Dim",
     "ConfigSpec",
+    "ConfigView",
     "int_at_least_zero",
     "Ref",
     "EdgeRef",
@@ -69,17 +71,61 @@ __all__ = [
     "hf_families",
 ]
 
-#: a dimension: given as a positive integer or a sympy expression, stored as a sympy expression
-#: (``ConfigSpec.normalised`` and ``ModelConfig.__post_init__`` convert). The alias names the stored
-#: type; sympy ships no type stubs, so mypy reads ``sympy.Expr`` as ``Any`` and an int (or a None
-#: default, for a field a spec checks itself) type-checks too.
-Dim: TypeAlias = "sympy.Expr"
 #: a block's input or output: (node, tensor)
 Ref = tuple[str, Tensor]
 #: an op input: (node, tensor), or (node, tensor, bytes the op reads of it)
 EdgeRef = tuple[str, Tensor] | tuple[str, Tensor, Any]
 #: ``reader(hf_config, common_fields, int_getter, model_name)``: adds a family's fields to ``common``
 HFReader = Callable[[Mapping[str, Any], dict[str, Any], Callable[..., Any], str], None]
+
+
+_S = TypeVar("_S", bound=ConfigSpec)
+
+
+class ConfigView(Protocol):
+    """What a plug-in reads of a :class:`~models.config.ModelConfig` (which satisfies it): the
+    shared shape, dtypes and layer pattern, and the plug-ins' specs (:meth:`spec`, :meth:`need`).
+    Dimensions are sympy expressions after the config's checks."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def hidden_size(self) -> Dim: ...
+    @property
+    def num_hidden_layers(self) -> Dim: ...
+    @property
+    def num_attention_heads(self) -> Dim: ...
+    @property
+    def num_key_value_heads(self) -> Dim | None: ...
+    @property
+    def head_dim(self) -> Dim | None: ...
+    @property
+    def intermediate_size(self) -> Dim: ...
+    @property
+    def vocab_size(self) -> Dim: ...
+    @property
+    def mlp(self) -> str: ...
+    @property
+    def mlp_bias(self) -> bool: ...
+    @property
+    def gated_mlp(self) -> bool: ...
+    @property
+    def layer_types(self) -> tuple[Any, ...] | None: ...
+    @property
+    def mtp_layers(self) -> int: ...
+    @property
+    def mtp_active(self) -> bool: ...
+    @property
+    def is_moe(self) -> bool: ...
+    @property
+    def expert_weight_dtype(self) -> str: ...
+    @property
+    def recurrent_state_dtype(self) -> str: ...
+    @property
+    def specs(self) -> Mapping[str, ConfigSpec]: ...
+
+    def spec(self, kind: type[_S]) -> _S | None: ...
+    def need(self, kind: type[_S]) -> _S: ...
 
 
 class PhaseLike(Protocol):
@@ -129,7 +175,7 @@ class LayerContext(Protocol):
     the config, the phase dimensions, the builder, the layer's dtypes and the shared helpers."""
 
     @property
-    def cfg(self) -> ModelConfig: ...
+    def cfg(self) -> ConfigView: ...
     @property
     def dims(self) -> PhaseLike: ...
     @property
@@ -175,87 +221,31 @@ class LayerContext(Protocol):
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigSpec:
-    """A plug-in's typed config: a frozen dataclass of its fields, nested in
-    :class:`~models.config.ModelConfig` under :attr:`slot` (``cfg.moe``, ``cfg.mla`` ...).
-
-    Field names are the Hugging Face / flat ``ModelConfig`` keyword names (``num_experts``,
-    ``kv_lora_rank``), so a dimension symbol's name still matches the field it binds to.
-    :meth:`normalised` checks a spec and turns its dimensions into sympy expressions; a
-    subclass adds its own conditions in :meth:`check`.
-    """
-
-    #: the ModelConfig attribute that holds this spec
-    slot: ClassVar[str]
-    #: what the spec is, for errors (``MoE config is missing ...``)
-    label: ClassVar[str]
-    #: fields that are dimensions (positive integers or sympy expressions; None: not set)
-    dims: ClassVar[tuple[str, ...]] = ()
-    #: dimensions that may be 0
-    zero_dims: ClassVar[tuple[str, ...]] = ()
-    #: fields the spec cannot do without (declared with a None default, refused when None)
-    required: ClassVar[tuple[str, ...]] = ()
-    #: dimensions :meth:`ModelConfig.symbolic` replaces by their symbol when set (not None, not 0)
-    symbolic_dims: ClassVar[tuple[str, ...]] = ()
-
-    def normalised(self, model: str) -> Self:
-        """This spec checked (errors name ``model`` and the field) with its dimensions as sympy
-        expressions."""
-        from costmodel.symbols import check_dim
-
-        missing = [f for f in self.required if getattr(self, f) is None]
-        if missing:
-            raise CostModelError(f"{model}: {self.label} config is missing {', '.join(missing)}")
-        changes: dict[str, Any] = {}
-        for f in self.dims:
-            v = getattr(self, f)
-            if v is not None:
-                try:
-                    changes[f] = check_dim(v, f, allow_zero=f in self.zero_dims)
-                except CostModelError as exc:
-                    raise CostModelError(f"{model}.{exc}") from None
-        out = dataclasses.replace(self, **changes)
-        out.check(model)
-        return out
-
-    def check(self, model: str) -> None:
-        """Refuse a spec whose fields contradict each other (a CostModelError naming ``model``,
-        the field, the value and what is allowed); called by :meth:`normalised`."""
-        return None
-
-
-def int_at_least_zero(model: str, field: str, value: Any) -> None:
-    """Refuse ``value`` unless it is an ``int`` >= 0 (``bool`` refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CostModelError(f"{model}: {field} must be an integer >= 0, got {value!r}")
-
-
 class LayerPlugin(ABC):
     """What a mixer and an MLP kind share: a name, the config fields they need, the Hugging Face
     families they bring, and a check of the config (module doc)."""
 
     #: the LayerSpec name (``LayerSpec.mixer`` or ``LayerSpec.mlp``)
     name: ClassVar[str]
-    #: the ModelConfig attribute holding this kind's :class:`ConfigSpec` (None: it has none)
+    #: the config slot holding this kind's :class:`ConfigSpec` (None: it has none)
     spec_slot: ClassVar[str | None] = None
     #: fields of that spec a layer of this kind needs (refused when the spec or the field is None)
     needs: ClassVar[tuple[str, ...]] = ()
     #: Hugging Face model_type -> reader of that family's fields
     hf_families: ClassVar[Mapping[str, HFReader]] = {}
 
-    def missing(self, cfg: ModelConfig) -> list[str]:
+    def missing(self, cfg: ConfigView) -> list[str]:
         """The :attr:`needs` fields ``cfg`` lacks (its :attr:`spec_slot` spec unset, or the field None)."""
-        own = getattr(cfg, self.spec_slot) if self.spec_slot else None
+        own = cfg.specs.get(self.spec_slot) if self.spec_slot else None
         return [f for f in self.needs if own is None or getattr(own, f) is None]
 
-    def check(self, cfg: ModelConfig) -> None:
+    def check(self, cfg: ConfigView) -> None:
         """Refuse (a :class:`~costmodel.errors.CostModelError` naming the field, the value and
         what is allowed) a config a layer of this kind cannot run; called for every mixer and
         MLP kind a config uses, after its ``needs`` are checked. The default accepts every config."""
         return None
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """The input width ``K`` of each linear a layer of this kind holds (its module name ->
         ``K``): the widths a group-quantised checkpoint's ``group_size`` must divide
         (:func:`models.quantization.check_group_size`). The default: no linears."""
@@ -266,7 +256,7 @@ class Mixer(LayerPlugin):
     """A token mixer plug-in (module doc). Subclasses set ``name`` and implement both methods."""
 
     @abstractmethod
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """Weights of one layer's mixer (a count of values, symbolic or numeric)."""
 
     @abstractmethod
@@ -279,7 +269,7 @@ class MLP(LayerPlugin):
     """An MLP kind plug-in (the feed-forward slot of a layer: ``dense``, ``moe``, ``none``)."""
 
     @abstractmethod
-    def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
+    def params(self, cfg: ConfigView, *, active: bool = False) -> sympy.Expr:
         """Weights of one layer's MLP; ``active``: only those one token uses (``k`` routed experts)."""
 
     @abstractmethod
@@ -288,18 +278,6 @@ class MLP(LayerPlugin):
 
 
 P = TypeVar("P", bound=LayerPlugin)
-_LOADED = False
-
-
-def _load() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import __path__ as here
-
-    for mod in pkgutil.iter_modules(here):
-        importlib.import_module(f"{__package__}.{mod.name}")
 
 
 class _Registry(Generic[P]):
@@ -320,7 +298,7 @@ class _Registry(Generic[P]):
         self.table[name] = cls()
 
     def get(self, name: str) -> P:
-        _load()
+        load_plugins()
         try:
             return self.table[name]
         except KeyError:
@@ -329,7 +307,7 @@ class _Registry(Generic[P]):
             ) from None
 
     def names(self) -> tuple[str, ...]:
-        _load()
+        load_plugins()
         return tuple(self.table)
 
 
@@ -373,7 +351,7 @@ def mlp_names() -> tuple[str, ...]:
 
 def hf_families() -> dict[str, HFReader]:
     """The Hugging Face ``model_type`` readers the registered plug-ins bring (a clash refused)."""
-    _load()
+    load_plugins()
     out: dict[str, HFReader] = {}
     for m in (*_MIXERS.table.values(), *_MLPS.table.values()):
         for mt, reader in m.hf_families.items():

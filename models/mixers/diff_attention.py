@@ -37,7 +37,7 @@ device (a permutation of the projections' columns).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sympy
 
@@ -48,11 +48,8 @@ from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
 from ..fields import bool_field
-from .base import HFReader, LayerContext, Mixer, Ref, register_mixer
-from .softmax import attention_params, attention_shape, kv_operands, project_qkv, write_kv
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import ConfigView, HFReader, LayerContext, Mixer, Ref, register_mixer
+from .softmax import AttentionSpec, attention_params, attention_shape, kv_operands, project_qkv, write_kv
 
 __all__ = ["DiffAttention", "read_diffllama"]
 
@@ -73,7 +70,7 @@ class DiffAttention(Mixer):
     name = "diff_attention"
     hf_families: ClassVar[Mapping[str, HFReader]] = {"diffllama": read_diffllama}
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """q/k/v read ``d``; o_proj reads the ``H*h`` heads (``DiffLlamaAttention``)."""
         assert cfg.head_dim is not None  # ModelConfig.__post_init__ fills it in
         return {
@@ -83,7 +80,7 @@ class DiffAttention(Mixer):
             "o_proj": cfg.num_attention_heads * cfg.head_dim,
         }
 
-    def check(self, cfg: ModelConfig) -> None:
+    def check(self, cfg: ConfigView) -> None:
         """``H_kv`` even (the value heads split in two halves); no sinks or output gate."""
         hkv = cfg.num_key_value_heads
         assert hkv is not None  # ModelConfig.__post_init__ fills it in
@@ -93,13 +90,13 @@ class DiffAttention(Mixer):
                 f"num_key_value_heads must be even, got {hkv}"
             )
         for field in ("attention_sinks", "attn_output_gate"):
-            if getattr(cfg.attention, field):
+            if getattr(cfg.need(AttentionSpec), field):
                 raise CostModelError(
-                    f"{cfg.name}: diff_attention layers take no {field} (got {getattr(cfg.attention, field)!r}); "
+                    f"{cfg.name}: diff_attention layers take no {field} (got {getattr(cfg.need(AttentionSpec), field)!r}); "
                     "allowed: 0 / False"
                 )
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """Softmax attention's weights plus ``lambda_q1, lambda_k1, lambda_q2, lambda_k2`` (module doc)."""
         assert cfg.head_dim is not None  # ModelConfig.__post_init__ fills it in
         return attention_params(cfg) + 4 * cfg.head_dim
@@ -152,4 +149,6 @@ class DiffAttention(Mixer):
             cols=2 * hd,
             dtype=layer.act,
         )[0]
-        return layer.linear("o_proj", normed, cfg.hidden_size, reduce=True, bias=cfg.attention.o_bias)
+        return layer.linear(
+            "o_proj", normed, cfg.hidden_size, reduce=True, bias=cfg.need(AttentionSpec).o_bias
+        )

@@ -38,9 +38,8 @@ A chunk after ``p`` cached tokens charges the attention's K/V read as the window
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import sympy
 
@@ -49,14 +48,11 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from ..layers import LayerSpec
-from .base import ConfigSpec, Dim, EdgeRef, HFReader, LayerContext, Mixer, Ref, register_mixer
+from ..specs import register_spec
+from .base import ConfigSpec, ConfigView, Dim, EdgeRef, LayerContext, Mixer, Ref, register_mixer
 from .mla import MLA, MLASpec
 
-if TYPE_CHECKING:
-    from ..config import ModelConfig
-
-__all__ = ["DSA", "read_deepseek_v32", "indexer_params", "INDEX_KEY_DTYPE", "INDEX_SCALE_BYTES"]
+__all__ = ["DSA", "indexer_params", "INDEX_KEY_DTYPE", "INDEX_SCALE_BYTES"]
 
 #: the index-key cache dtype of the reference kernels (DeepGEMM fp8_mqa_logits, vLLM)
 INDEX_KEY_DTYPE = "fp8_e4m3"
@@ -64,6 +60,7 @@ INDEX_KEY_DTYPE = "fp8_e4m3"
 INDEX_SCALE_BYTES = 4
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class DSASpec(ConfigSpec):
     """The lightning indexer's shapes (``cfg.dsa``): ``index_n_heads`` heads of
@@ -80,28 +77,7 @@ class DSASpec(ConfigSpec):
     index_topk: Dim = None
 
 
-def read_deepseek_v32(
-    cfg: Mapping[str, Any], common: dict[str, Any], get: Callable[..., Any], name: str
-) -> None:
-    """``model_type: deepseek_v32``: DeepSeek-V3's layout (read by :mod:`models.hf` as the other
-    DeepSeek types) with every layer's mixer ``dsa`` and the indexer fields, defaulting as
-    ``DeepseekV32Config`` does (64 heads of 128, top 2048)."""
-    common.update(
-        index_n_heads=get(cfg, "index_n_heads", name, 64),
-        index_head_dim=get(cfg, "index_head_dim", name, 128),
-        index_topk=get(cfg, "index_topk", name, 2048),
-    )
-    from ..hf_families import pattern_layers  # the bound on a per-layer list (hf_families imports the mixers)
-
-    n = pattern_layers(common, name)
-    given = common.get("layer_types")
-    if given is not None:  # moe_layer_freq != 1: keep each layer's MLP, swap the mixer
-        common["layer_types"] = tuple(LayerSpec("dsa", s.mlp) for s in given)
-    else:
-        common["layer_types"] = ("dsa",) * n
-
-
-def indexer_params(cfg: ModelConfig) -> sympy.Expr:
+def indexer_params(cfg: ConfigView) -> sympy.Expr:
     """The lightning indexer's weights of one layer: ``wq_b`` (:math:`r_q H_I d_I`), ``wk``
     (:math:`d\\,d_I`), ``k_norm`` (LayerNorm weight and bias, :math:`2 d_I`), ``weights_proj``
     (:math:`d H_I`); transformers' ``DeepseekV32Indexer``."""
@@ -122,12 +98,11 @@ class DSA(Mixer):
     name = "dsa"
     spec_slot = "dsa"
     needs: ClassVar[tuple[str, ...]] = ("index_n_heads", "index_head_dim", "index_topk")
-    hf_families: ClassVar[Mapping[str, HFReader]] = {"deepseek_v32": read_deepseek_v32}
 
-    def check(self, cfg: ModelConfig) -> None:
+    def check(self, cfg: ConfigView) -> None:
         """MLA with a low-rank query (the indexer reads it), and the indexer's rope covering the
         first ``qk_rope_head_dim`` of its ``index_head_dim``."""
-        m = cfg.mla
+        m = cfg.spec(MLASpec)
         if m is None or m.kv_lora_rank is None or m.q_lora_rank is None:
             raise CostModelError(
                 f"{cfg.name}: dsa layers are MLA with a low-rank query: kv_lora_rank and q_lora_rank "
@@ -140,11 +115,11 @@ class DSA(Mixer):
                 f"head: index_head_dim must be >= {rope_d}, got {d_i}"
             )
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """MLA's weights plus the lightning indexer's (:func:`indexer_params`)."""
         return _MLA.params(cfg) + indexer_params(cfg)
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """MLA's linears, and the indexer's: ``index_wq_b`` reads the ``q_lora_rank`` latent,
         ``index_wk`` and ``index_weights_proj`` read ``d``."""
         m = cfg.need(MLASpec)

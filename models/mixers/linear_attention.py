@@ -20,7 +20,7 @@ over ``2 H_k d_k + H_v d_v`` channels of width ``K`` without bias, ``dt_bias`` a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sympy
 
@@ -29,15 +29,14 @@ from costmodel.dtypes import get_dtype
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import ConfigSpec, Dim, LayerContext, Mixer, Ref, register_mixer
+from ..specs import register_spec
+from .base import ConfigSpec, ConfigView, Dim, LayerContext, Mixer, Ref, register_mixer
 from .recurrent import carries_state, causal_conv, recurrent_state, silu_gate
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
 
 __all__ = ["LinearAttentionSpec", "LinearAttention"]
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class LinearAttentionSpec(ConfigSpec):
     """The gated delta net's fields (``cfg.linear_attention``): key/value heads and head dims,
@@ -81,7 +80,7 @@ class LinearAttention(Mixer):
         "linear_value_head_dim",
     )
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """Gated-delta-net mixer weights of one layer (module doc)."""
         s = cfg.need(LinearAttentionSpec)
         d = cfg.hidden_size
@@ -93,7 +92,7 @@ class LinearAttention(Mixer):
         conv = (2 * hk * dk + hv * dv) * K
         return qkvz + d * 2 * hv + conv + 2 * hv + dv + hv * dv * d
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """in_proj_qkvz and in_proj_ba read ``d``; out_proj the ``H_v*d_v`` value heads."""
         s = cfg.need(LinearAttentionSpec)
         assert s.linear_num_value_heads is not None and s.linear_value_head_dim is not None

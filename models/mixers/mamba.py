@@ -16,7 +16,7 @@ split ``tp`` ways; ``x_proj`` then sums partial products over the devices.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy
 
@@ -25,11 +25,8 @@ from costmodel.dtypes import get_dtype
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import LayerContext, Mixer, Ref, register_mixer
+from .base import ConfigView, LayerContext, Mixer, Ref, register_mixer
 from .recurrent import SSMSpec, carries_state, causal_conv, recurrent_state, silu_gate
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
 
 __all__ = ["Mamba"]
 
@@ -42,7 +39,7 @@ class Mamba(Mixer):
     spec_slot = "ssm"
     needs = ("ssm_state_size", "ssm_inner_size", "ssm_dt_rank")
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """Mamba-1 mixer weights of one layer: ``in_proj`` ``2dD``, the conv ``D(K + 1)``,
         ``x_proj`` ``D(R + 2N)``, ``dt_proj`` ``RD + D``, ``A`` ``DN``, ``D`` skip ``D``, ``out_proj``
         ``Dd`` (Gu & Dao 2023; ``JambaMambaMixer``, whose three inner RMSNorms of ``R``, ``N`` and ``N``
@@ -54,7 +51,7 @@ class Mamba(Mixer):
         norms = R + 2 * N if s.ssm_inner_norms else 0
         return 2 * d * D + D * (K + 1) + D * (R + 2 * N) + R * D + D + D * N + D + D * d + norms
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """in_proj reads ``d``; x_proj and out_proj the ``D`` inner channels; dt_proj the rank ``R``."""
         s = cfg.need(SSMSpec)
         D = s.ssm_inner_size

@@ -19,7 +19,7 @@ conv over ``d_in + 2 G N`` channels of width ``K`` with bias (``K + 1`` per chan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy
 
@@ -28,11 +28,8 @@ from costmodel.dtypes import get_dtype
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import LayerContext, Mixer, Ref, register_mixer
+from .base import ConfigView, LayerContext, Mixer, Ref, register_mixer
 from .recurrent import SSMSpec, carries_state, causal_conv, recurrent_state, silu_gate
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
 
 __all__ = ["SSM"]
 
@@ -45,7 +42,7 @@ class SSM(Mixer):
     spec_slot = "ssm"
     needs = ("ssm_state_size", "ssm_num_heads", "ssm_head_dim")
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """Mamba-2 mixer weights of one layer (module doc)."""
         s = cfg.need(SSMSpec)
         d, Hs, P = cfg.hidden_size, s.ssm_num_heads, s.ssm_head_dim
@@ -55,7 +52,7 @@ class SSM(Mixer):
         conv_ch = d_in + 2 * G * N
         return d * (2 * d_in + 2 * G * N + Hs) + conv_ch * (K + 1) + 3 * Hs + d_in + d_in * d
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """in_proj reads ``d``; out_proj the ``H_s*P`` inner channels."""
         s = cfg.need(SSMSpec)
         assert s.ssm_num_heads is not None and s.ssm_head_dim is not None  # check_layers requires them

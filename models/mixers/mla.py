@@ -15,21 +15,20 @@ transformers' ``DeepseekV3Attention``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sympy
 
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import ConfigSpec, Dim, LayerContext, Mixer, Ref, register_mixer
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from ..specs import register_spec
+from .base import ConfigSpec, ConfigView, Dim, LayerContext, Mixer, Ref, register_mixer
 
 __all__ = ["MLASpec", "MLA"]
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class MLASpec(ConfigSpec):
     """The latent-attention ranks and head dims (``cfg.mla``): all four of ``kv_lora_rank``,
@@ -38,6 +37,7 @@ class MLASpec(ConfigSpec):
 
     slot: ClassVar[str] = "mla"
     label: ClassVar[str] = "MLA"
+    uniform_mixer: ClassVar[str | None] = "mla"
     dims: ClassVar[tuple[str, ...]] = (
         "kv_lora_rank",
         "qk_nope_head_dim",
@@ -68,7 +68,7 @@ class MLA(Mixer):
     spec_slot = "mla"
     needs = ("kv_lora_rank",)
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """Multi-head latent attention weights of one layer (module doc)."""
         d, H = cfg.hidden_size, cfg.num_attention_heads
         m = cfg.need(MLASpec)  # its four required fields checked by MLASpec.normalised
@@ -82,7 +82,7 @@ class MLA(Mixer):
         kv_b = r_kv * H * (nope + vd)
         return q + kv_a + kv_b + H * vd * d
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """q_a/kv_a (or q_proj) read ``d``, q_b the ``q_lora_rank`` latent, kv_b the
         ``kv_lora_rank`` latent, o_proj the ``H*v_head_dim`` heads."""
         m = cfg.need(MLASpec)

@@ -8,17 +8,14 @@ projections (``I`` each) and of the down projection (``d``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy
 
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import MLP, LayerContext, Ref, register_mlp
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import MLP, ConfigView, LayerContext, Ref, register_mlp
 
 __all__ = ["DenseMLP", "activation", "mlp", "mlp_params", "SWIGLU_OPS", "GELU_OPS", "RELU2_OPS"]
 
@@ -30,7 +27,7 @@ GELU_OPS = (7, 1)
 RELU2_OPS = (2, 0)
 
 
-def mlp_params(cfg: ModelConfig, width: sympy.Expr | None = None) -> sympy.Expr:
+def mlp_params(cfg: ConfigView, width: sympy.Expr | None = None) -> sympy.Expr:
     """Dense MLP weights: ``3*d*I`` gated, ``2*d*I`` plain; with ``mlp_bias`` the biases of the
     up (and gate) projections (``I`` each) and of the down projection (``d``)."""
     i = cfg.intermediate_size if width is None else width
@@ -86,10 +83,10 @@ class DenseMLP(MLP):
 
     name = "dense"
 
-    def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
+    def params(self, cfg: ConfigView, *, active: bool = False) -> sympy.Expr:
         return mlp_params(cfg)
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """gate/up read ``d``; down reads ``intermediate_size``."""
         return {"mlp.up_proj": cfg.hidden_size, "mlp.down_proj": cfg.intermediate_size}
 

@@ -10,7 +10,7 @@ Weights: ``E`` routed experts of ``mlp_params(moe_intermediate_size)``, the shar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sympy
 
@@ -20,15 +20,14 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import MLP, ConfigSpec, Dim, LayerContext, Ref, register_mlp
+from ..specs import register_spec
+from .base import MLP, ConfigSpec, ConfigView, Dim, LayerContext, Ref, register_mlp
 from .mlp_dense import activation, mlp, mlp_params
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
 
 __all__ = ["MoESpec", "MoEMLP", "moe_params"]
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class MoESpec(ConfigSpec):
     """The Mixture-of-Experts fields (``cfg.moe``): ``E`` routed experts of width
@@ -39,6 +38,8 @@ class MoESpec(ConfigSpec):
 
     slot: ClassVar[str] = "moe"
     label: ClassVar[str] = "MoE"
+    uniform_mlp: ClassVar[str | None] = "moe"
+    leading_dense_field: ClassVar[str | None] = "first_k_dense_replace"
     dims: ClassVar[tuple[str, ...]] = (
         "num_experts",
         "num_experts_per_tok",
@@ -79,7 +80,7 @@ class MoESpec(ConfigSpec):
             raise CostModelError(f"{model}: moe_capacity_factor must be a positive number, got {cf!r}")
 
 
-def moe_params(cfg: ModelConfig, experts: sympy.Expr | None = None) -> sympy.Expr:
+def moe_params(cfg: ConfigView, experts: sympy.Expr | None = None) -> sympy.Expr:
     """One MoE layer: ``experts`` routed (default all) + shared + router."""
     m = cfg.need(MoESpec)
     e = m.num_experts if experts is None else experts
@@ -99,14 +100,14 @@ class MoEMLP(MLP):
     name = "moe"
     spec_slot = "moe"
 
-    def check(self, cfg: ModelConfig) -> None:
+    def check(self, cfg: ConfigView) -> None:
         if not cfg.is_moe:
             raise CostModelError(f"{cfg.name}: moe layers need a MoE config (num_experts ...)")
 
-    def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
+    def params(self, cfg: ConfigView, *, active: bool = False) -> sympy.Expr:
         return moe_params(cfg, cfg.need(MoESpec).num_experts_per_tok if active else None)
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """The experts' gate/up read ``d``, their down the expert width; the shared expert's down
         its own width (``shared_expert_intermediate_size``, else ``n_shared`` expert widths)."""
         m = cfg.need(MoESpec)

@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import sympy
 
-from .base import MLP, LayerContext, Ref, register_mlp
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import MLP, ConfigView, LayerContext, Ref, register_mlp
 
 __all__ = ["NoMLP"]
 
@@ -21,7 +16,7 @@ class NoMLP(MLP):
 
     name = "none"
 
-    def params(self, cfg: ModelConfig, *, active: bool = False) -> sympy.Expr:
+    def params(self, cfg: ConfigView, *, active: bool = False) -> sympy.Expr:
         """No MLP weights."""
         return sympy.Integer(0)
 

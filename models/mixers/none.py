@@ -6,14 +6,9 @@ no nodes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import sympy
 
-from .base import LayerContext, Mixer, Ref, register_mixer
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import ConfigView, LayerContext, Mixer, Ref, register_mixer
 
 __all__ = ["NoMixer"]
 
@@ -24,7 +19,7 @@ class NoMixer(Mixer):
 
     name = "none"
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         """An MLP-only layer has no mixer weights."""
         return sympy.Integer(0)
 

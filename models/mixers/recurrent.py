@@ -15,11 +15,13 @@ from costmodel.dtypes import get_dtype
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
+from ..specs import register_spec
 from .base import ConfigSpec, Dim, LayerContext, Ref
 
 __all__ = ["SSMSpec", "recurrent_state", "carries_state", "causal_conv", "silu_gate"]
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class SSMSpec(ConfigSpec):
     """The selective state-space fields (``cfg.ssm``) of the ``ssm`` (Mamba-2: heads, head

@@ -19,7 +19,7 @@ second half of ``q_proj``; transformers' ``LlamaAttention``, ``Qwen3NextAttentio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import sympy
 
@@ -27,10 +27,18 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from .base import ConfigSpec, Dim, EdgeRef, LayerContext, Mixer, Ref, int_at_least_zero, register_mixer
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from ..specs import register_spec
+from .base import (
+    ConfigSpec,
+    ConfigView,
+    Dim,
+    EdgeRef,
+    LayerContext,
+    Mixer,
+    Ref,
+    int_at_least_zero,
+    register_mixer,
+)
 
 __all__ = [
     "AttentionSpec",
@@ -47,6 +55,7 @@ __all__ = [
 ]
 
 
+@register_spec
 @dataclass(frozen=True, slots=True)
 class AttentionSpec(ConfigSpec):
     """The softmax-attention options (``cfg.attention``; every config has one, the defaults a
@@ -55,6 +64,7 @@ class AttentionSpec(ConfigSpec):
 
     slot: ClassVar[str] = "attention"
     label: ClassVar[str] = "attention"
+    always: ClassVar[bool] = True
     dims: ClassVar[tuple[str, ...]] = ("sliding_window", "attention_chunk_size")
     symbolic_dims: ClassVar[tuple[str, ...]] = ("sliding_window", "attention_chunk_size")
 
@@ -77,11 +87,11 @@ class AttentionSpec(ConfigSpec):
         int_at_least_zero(model, "attention_sinks", self.attention_sinks)
 
 
-def attention_params(cfg: ModelConfig) -> sympy.Expr:
+def attention_params(cfg: ConfigView) -> sympy.Expr:
     """Softmax attention weights of one layer (module doc)."""
     d, H, h, hkv = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.num_key_value_heads
     assert h is not None and hkv is not None  # ModelConfig.__post_init__ fills both in
-    a = cfg.attention
+    a = cfg.need(AttentionSpec)
     p = d * H * h * (2 if a.attn_output_gate else 1) + 2 * d * hkv * h + H * h * d
     if a.qkv_bias:
         p += H * h + 2 * hkv * h
@@ -100,10 +110,10 @@ class SoftmaxAttention(Mixer):
     limit: ClassVar[tuple[str, str] | None] = None
     spec_slot: ClassVar[str | None] = "attention"
 
-    def params(self, cfg: ModelConfig) -> sympy.Expr:
+    def params(self, cfg: ConfigView) -> sympy.Expr:
         return attention_params(cfg)
 
-    def linear_inputs(self, cfg: ModelConfig) -> dict[str, Any]:
+    def linear_inputs(self, cfg: ConfigView) -> dict[str, Any]:
         """q/k/v (and the output gate) read ``d``; o_proj reads the ``H*h`` concatenated heads."""
         assert cfg.head_dim is not None  # ModelConfig.__post_init__ fills it in
         return {
@@ -117,7 +127,7 @@ class SoftmaxAttention(Mixer):
         if self.limit is None:
             return softmax_attention(layer, h)
         kw, field = self.limit
-        return softmax_attention(layer, h, **{kw: getattr(layer.cfg.attention, field)})
+        return softmax_attention(layer, h, **{kw: getattr(layer.cfg.need(AttentionSpec), field)})
 
 
 @register_mixer
@@ -164,7 +174,7 @@ def project_qkv(layer: LayerContext, h: Ref, *, rope: bool = True) -> tuple[Ref 
     config's q/k/v bias), the optional per-head q/k norms, and rope on q and k (``rope`` and
     the config's ``rope``): ``(gate, q, k, v)``, q ``[T, H h]``, k and v ``[T, H_kv h]`` per device."""
     cfg, T, hd = layer.cfg, layer.dims.tokens, layer.cfg.head_dim
-    a = cfg.attention
+    a = cfg.need(AttentionSpec)
     H, Hkv = layer.split(cfg.num_attention_heads, "num_attention_heads"), layer.kv_heads_local()
     gate = None
     if a.attn_output_gate:
@@ -267,14 +277,14 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
     """
     cfg, T, hd = layer.cfg, layer.dims.tokens, layer.cfg.head_dim
     H = layer.split(cfg.num_attention_heads, "num_attention_heads")
-    rope = not (cfg.attention.nope_full_attention and window is None and chunk is None)
+    rope = not (cfg.need(AttentionSpec).nope_full_attention and window is None and chunk is None)
     gate, q, k, v = project_qkv(layer, h, rope=rope)
     kw, vw = write_kv(layer, k, v, cap=window if window is not None else chunk)
     out = Tensor(layer.b.name("attention"), (T, H * hd), layer.act)
-    common = {**attention_shape(layer), "sinks": cfg.attention.attention_sinks}
+    common = {**attention_shape(layer), "sinks": cfg.need(AttentionSpec).attention_sinks}
     sink_w: list[Any] = []
-    if cfg.attention.attention_sinks:
-        sink_w = [layer.weight("sinks", (H * cfg.attention.attention_sinks,))]
+    if cfg.need(AttentionSpec).attention_sinks:
+        sink_w = [layer.weight("sinks", (H * cfg.need(AttentionSpec).attention_sinks,))]
     if window is not None:
         common["window"] = window
     if chunk is not None:
@@ -297,4 +307,4 @@ def softmax_attention(layer: LayerContext, h: Ref, *, window: Any = None, chunk:
             sfu_ops=1,
             dtype=layer.act,
         )[0]
-    return layer.linear("o_proj", o, cfg.hidden_size, reduce=True, bias=cfg.attention.o_bias)
+    return layer.linear("o_proj", o, cfg.hidden_size, reduce=True, bias=cfg.need(AttentionSpec).o_bias)
