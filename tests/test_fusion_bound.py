@@ -28,7 +28,9 @@ def _space(g):
 
 def _gemm(b, name, x):
     w = b.source(f"w.{name}", Tensor(f"w.{name}", (64, 64), "bf16"), "weight")
-    return b.op(name, "gemm", Role.LINEAR, [x, w], [Tensor(f"p.{name}", (64, 64), "bf16")], M=64, N=64, K=64)[0]
+    return b.op(name, "gemm", Role.LINEAR, [x, w], [Tensor(f"p.{name}", (64, 64), "bf16")], M=64, N=64, K=64)[
+        0
+    ]
 
 
 def test_two_gemms_reading_one_prologue_floor_by_hand():
@@ -85,5 +87,7 @@ def test_floor_is_below_the_certified_optimum(g, objective):
         sp = _Space(g, H100, get_legality("default"), objective)
         full = (1 << len(sp.units)) - 1
         fl = partition_traffic_floor(g, sp.units, _bits(full), _conflicts(sp, full))
-    best = _weight(whole) if objective == "time" else whole.bytes / float(H100.bandwidth()) + 1e-3 * whole.time_s
+    best = (
+        _weight(whole) if objective == "time" else whole.bytes / float(H100.bandwidth()) + 1e-3 * whole.time_s
+    )
     assert (1 + 1e-3) * fl.bytes / float(H100.bandwidth()) <= best * (1 + 1e-9)
