@@ -1148,6 +1148,11 @@ def _conflicts(sp: _Space, region: int) -> set[tuple[int, int]]:
     return out
 
 
+#: the largest region the partition floor is built for: its transitivity rows grow as the cube of
+#: the units (3 C(n, 3): 857,220 at 120 units), built and held in memory before HiGHS runs
+_PARTITION_MAX_UNITS = 120
+
+
 def _partition_floor(sp: _Space, region: int, time_limit_s: float) -> tuple[float, list[int] | None]:
     """A lower bound on the objective of every plan of ``region`` from
     :func:`costmodel.fusion_bound.partition_traffic_floor` (0 where it does not apply), and the
@@ -1157,10 +1162,11 @@ def _partition_floor(sp: _Space, region: int, time_limit_s: float) -> tuple[floa
     Every kernel's weight is at least its DRAM time with the tie-break, :math:`(1 + \\epsilon)
     D/\\beta`, times its repeat count (``time``: the roofline bound is at least the DRAM term, the
     launch is not negative; ``bytes``: the same terms swapped), and the plan's ``D`` adds up to at
-    least the floor. One repeat count per region (else 0: the one-kernel floor stands)."""
+    least the floor. One repeat count per region and at most :data:`_PARTITION_MAX_UNITS` units
+    (else 0: the one-kernel floor stands)."""
     ids = _bits(region)
     reps = {sp.rep[i] for i in ids}
-    if len(reps) != 1 or not solver_available():
+    if len(reps) != 1 or not solver_available() or len(ids) > _PARTITION_MAX_UNITS:
         return 0.0, None
     fl = partition_traffic_floor(sp.g, sp.units, ids, _conflicts(sp, region), time_limit_s)
     bound = reps.pop() * (1 + _TIE) * fl.bytes / sp.bw
