@@ -14,6 +14,8 @@ Llama-3.1-8B layer, and the heuristic on the whole 32-layer model against it.
 
     PYTHONPATH=. python benchmarks/fusion_planner.py [--models llama-prefill,gpt2,...]
     PYTHONPATH=. python benchmarks/fusion_planner.py --certify [--archs llama-3.1-8b,...]  # real layers
+    PYTHONPATH=. python benchmarks/fusion_planner.py --certify --time-limit 25 --write  # docs/compiler.md
+    PYTHONPATH=. python benchmarks/fusion_planner.py --apply [--models gpt2,...] [--write]  # realised bytes
 """
 
 from __future__ import annotations
@@ -345,15 +347,78 @@ def certify(archs=ARCHS, time_limit_s: float = 60.0, objective: str = "time") ->
                 "ideal_bytes": float(ideal_cost(g).bytes),
                 "unknown": dict(g.graph.get("unknown_ops", {})),
             }
+            row["certificate"] = _certificate(r)
             rows.append(row)
-            gap = "-" if r.gap is None else f"{100 * r.gap:.3g} %"
-            print(
-                f"| {name} | {phase} | {row['ops']} | {r.units} | {r.regions} | {r.candidates} | "
-                f"{r.solve_s:.1f} s | {'certified, gap 0' if r.optimal else 'gap ' + gap} | "
-                f"{row['unfused_bytes'] / 1e6:.2f} MB | {r.bytes / 1e6:.2f} MB | {row['ideal_bytes'] / 1e6:.2f} MB |",
-                flush=True,
-            )
+            print(_certify_row(row), flush=True)
     return rows
+
+
+APPLY_HEADER = (
+    "| block | Inductor default | applied plan, Inductor's rules (predicted) | "
+    "applied plan, default rules (predicted) | ideal | outputs |\n|---|---:|---:|---:|---:|---|"
+)
+#: the generated realised-bytes section of docs/compiler.md (``--apply --write``)
+APPLY_BEGIN, APPLY_END = "<!-- fusion-apply:begin -->", "<!-- fusion-apply:end -->"
+
+
+def realised(names) -> list[dict]:
+    """Both planner plans of each model applied inside Inductor
+    (:func:`graphs.importers.inductor_apply.apply_plan`, CPU): Inductor's own byte count of its
+    default kernels and of each applied plan's kernels, beside the planner's prediction and the
+    ideal, and whether the compiled outputs equal eager's."""
+    from graphs.importers.inductor_apply import apply_plan
+
+    rows = []
+    for name in names:
+        a, _ = _audit_rows(name)
+        mod, inputs, _dims = MODELS[name]()
+        row = {"block": name, "inductor": a.inductor_bytes, "ideal": a.ideal_bytes, "allclose": True}
+        for key, plan in (("same", a.planner_same_rules), ("default", a.planner)):
+            ap = apply_plan(mod, inputs, [gr.members for gr in plan.groups])
+            row[key] = (ap.bytes, plan.bytes, len(ap.unrealised))
+            row["allclose"] = row["allclose"] and ap.allclose
+        rows.append(row)
+        print(_apply_row(row), flush=True)
+    return rows
+
+
+def _apply_row(row: dict) -> str:
+    from costmodel.report import fmt_si
+
+    def cell(v) -> str:
+        got, want, split = v
+        off = f"{100 * (got / want - 1):+.1f} %" if want else "-"
+        return f"{fmt_si(got, 'B')} ({fmt_si(want, 'B')}, {off}; {split} groups split)"
+
+    return (
+        f"| {row['block']} | {fmt_si(row['inductor'], 'B')} | {cell(row['same'])} | {cell(row['default'])} | "
+        f"{fmt_si(row['ideal'], 'B')} | {'equal to eager' if row['allclose'] else 'DIFFER from eager'} |"
+    )
+
+
+CERTIFY_HEADER = (
+    "| architecture | step | ATen ops | units | regions | candidates | solve | certificate | unfused | plan | ideal |\n"
+    "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+)
+#: the generated section of docs/compiler.md (``--certify --write``)
+BEGIN, END = "<!-- fusion-certify:begin -->", "<!-- fusion-certify:end -->"
+
+
+def _certificate(r) -> str:
+    """``certified, gap 0`` (and by what, when the enumeration stopped), or the proven gap."""
+    if r.optimal:
+        return "certified, gap 0" + ("" if r.complete else " (partition floor)")
+    return "gap -" if r.gap is None else f"gap {100 * r.gap:.3g} %"
+
+
+def _certify_row(row: dict) -> str:
+    from costmodel.report import fmt_si
+
+    return (
+        f"| {row['arch']} | {row['phase']} | {row['ops']} | {row['units']} | {row['regions']} | "
+        f"{row['candidates']} | {row['solve_s']:.1f} s | {row['certificate']} | "
+        f"{fmt_si(row['unfused_bytes'], 'B')} | {fmt_si(row['bytes'], 'B')} | {fmt_si(row['ideal_bytes'], 'B')} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,13 +434,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--archs", default=",".join(ARCHS), help="with --certify: comma-separated architectures")
     ap.add_argument("--time-limit", type=float, default=60.0, help="with --certify: seconds per region")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="with --certify or --apply: replace the table's section in docs/compiler.md",
+    )
+    ap.add_argument(
+        "--apply",
+        action="store_true",
+        help="apply both plans of each of --models inside Inductor and compare the realised bytes",
+    )
     args = ap.parse_args(argv)
+    if args.apply:
+        print(APPLY_HEADER)
+        rows = realised(args.models.split(","))
+        if args.write:
+            from measured_accuracy import replace_section
+
+            text = "\n".join([APPLY_HEADER, *map(_apply_row, rows)])
+            page = Path(__file__).resolve().parent.parent / "docs" / "compiler.md"
+            replace_section(page, APPLY_BEGIN, APPLY_END, text)
+        return 0
     if args.certify:
-        print(
-            "| architecture | step | ATen ops | units | regions | candidates | solve | certificate | unfused | plan | ideal |"
-        )
-        print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
-        certify(args.archs.split(","), args.time_limit)
+        print(CERTIFY_HEADER)
+        rows = certify(args.archs.split(","), args.time_limit)
+        if args.write:
+            from measured_accuracy import replace_section
+
+            text = "\n".join([CERTIFY_HEADER, *map(_certify_row, rows)])
+            replace_section(Path(__file__).resolve().parent.parent / "docs" / "compiler.md", BEGIN, END, text)
         return 0
     table = []
     for name in args.models.split(","):

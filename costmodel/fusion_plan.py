@@ -78,14 +78,11 @@ FLOPs counted in every copy (:class:`costmodel.fusion.FusionPlan`'s
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import importlib.util
-import os
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec
 
@@ -108,8 +105,10 @@ from .fusion import (
     out_bytes,
     plan_cost,
 )
+from .fusion_bound import partition_traffic_floor, quiet_stdout
 from .fusion_legality import (
     Legality,
+    activation_gemm,
     activation_inputs,
     anchor_bytes,
     anchors_working_set,
@@ -171,7 +170,7 @@ class PlanResult(Result):
     objective: str
     method: str  #: "exact" or "heuristic"
     solver: str | None
-    optimal: bool  #: certified by the solver over a complete enumeration
+    optimal: bool  #: certified: every region proved by HiGHS over a complete enumeration, or meeting a proven floor
     gap: float | None  #: relative gap the solver proves (None: heuristic without a bound)
     candidates: int
     complete: bool  #: the enumeration of legal groups was not truncated
@@ -313,6 +312,7 @@ class _Space:
                     self.nbr[i] |= sib - {i}
         self.cls = [{leg.class_of(g, m) for m in u} - {"free"} for u in self.units]
         self.anchors = [sum(leg.class_of(g, m) == "gemm" for m in u) for u in self.units]
+        self.free_unit = [all(is_free(g, m) for m in u) for u in self.units]
         self.alone = [bool(c - leg.fusible) for c in self.cls]
         self.anchor_ops = {m for u in self.units for m in u if leg.class_of(g, m) == "gemm"}
         self.rep = [
@@ -398,12 +398,24 @@ class _Space:
 
     def footprint_floor(self, members: tuple[str, ...]) -> float:
         """A footprint no superset of ``members`` goes below (the least tile each tensor can get, one
-        GEMM working set while a FlashAttention chain may still complete): what pruning may use."""
+        GEMM working set while a FlashAttention chain may still complete): what pruning may use.
+
+        A GEMM with a row reduction holds full rows (``anchor_tile x None``, :func:`group_tile`)
+        in every superset unless a FlashAttention template may still form, which needs every
+        anchor to be a product of activations: otherwise that tile is the least."""
         t = self.leg.anchor_tile
-        anchors = [self._anchor_bytes[m] for m in members if m in self.anchor_ops]
+        held = [m for m in members if m in self.anchor_ops]
+        anchors = [self._anchor_bytes[m] for m in held]
         one = ("flash_attention" in self.leg.templates and len(anchors) <= 2) or "gemm" in self.leg.horizontal
         ws = (max(anchors) if one else sum(anchors)) if anchors else 0.0
-        return self._tiles(members, [(1, None), (t, t)]) + ws
+        flash = "flash_attention" in self.leg.templates and all(
+            activation_gemm(self.g, m, self.leg) for m in held
+        )
+        rows = any(self.leg.class_of(self.g, m) in self.leg.row_reductions for m in members)
+        tiles: list[tuple[int, int | None]] = (
+            [(t, None)] if held and rows and not flash else [(1, None), (t, t)]
+        )
+        return self._tiles(members, tiles) + ws
 
     def price(self, members: tuple[str, ...]) -> tuple[float, float, float]:
         """(objective weight, DRAM bytes, roofline time) of one kernel running ``members``: its
@@ -482,6 +494,60 @@ class _Space:
         if len(ids) != 2 or not self.leg.templates:
             return False
         return template_possible(self.g, ids[0], ids[1], self.leg)
+
+    def hopeless(self, mask: int, pool: int) -> bool:
+        """Whether no group ``T`` with ``mask <= T <= pool`` (as unit sets) passes the anchor rules
+        of :func:`costmodel.fusion_legality.group_violation`, so the enumeration need not grow
+        ``mask`` (``pool``: the units growth may still add, e.g. a region without its units that
+        run alone). Two rules, each a property of every such ``T``:
+
+        * *no meet*: two anchors with no path between them share a kernel only as a dual GEMM,
+          whose outputs meet in a member; a meet is a common descendant of both, so when no unit of
+          ``pool`` descends from both, no ``T`` holds one;
+        * *loose*: a member on no path through any anchor of ``mask`` stays loose in ``T`` unless
+          ``T`` adds an anchor it is on a path with; each such anchor must be able to join the
+          ones already there (``max_anchors``, or a template :func:`template_possible` allows).
+
+        Paths are taken between units (an op path implies a unit path, so a unit-level "no path"
+        is an op-level one). Tables with horizontal GEMMs (siblings count as one anchor) are not
+        judged: False."""
+        if "gemm" in self.leg.horizontal:
+            return False
+        ids = _bits(mask)
+        held = [i for i in ids if self.anchors[i]]
+        if not held:
+            return False
+        if len(held) == 2 and not self._meet_possible(held[0], held[1], pool):
+            return True
+        tied = 0
+        for j in held:
+            tied |= self.desc[j] | self.anc[j] | 1 << j
+        loose = [i for i in ids if not (tied >> i) & 1 and not self.free_unit[i]]
+        if not loose:
+            return False
+        joinable = 0
+        for k in _bits(pool & ~mask):
+            if self.anchors[k] and self._may_join(held, k, pool):
+                joinable |= self.desc[k] | self.anc[k]
+        return any(not (joinable >> i) & 1 for i in loose)
+
+    def _meet_possible(self, i: int, j: int, pool: int) -> bool:
+        """Anchor units ``i`` and ``j`` are linked by a path, or some unit of ``pool`` (or one of
+        them) descends from both (where a dual GEMM's outputs could meet)."""
+        if (self.desc[i] >> j) & 1 or (self.desc[j] >> i) & 1:
+            return True
+        return bool((self.desc[i] | 1 << i) & (self.desc[j] | 1 << j) & pool)
+
+    def _may_join(self, held: list[int], k: int, pool: int) -> bool:
+        """Whether anchor unit ``k`` could share a kernel with anchor units ``held``."""
+        if len(held) + 1 <= self.leg.max_anchors:
+            return True
+        if len(held) != 1 or not self.leg.templates:
+            return False
+        (h,) = held
+        a = next(m for m in self.units[h] if m in self.anchor_ops)
+        b = next(m for m in self.units[k] if m in self.anchor_ops)
+        return template_possible(self.g, a, b, self.leg) and self._meet_possible(h, k, pool)
 
 
 def _name(members: Sequence[str]) -> str:
@@ -603,6 +669,7 @@ def _enumerate(
             frontier.append(1 << s)
     seen = set(frontier)
     alone = sum(1 << i for i in range(n) if sp.alone[i])
+    pool = ((1 << n) - 1 if within is None else within) & ~alone
     while frontier:
         grown: list[int] = []
         for sub in frontier:
@@ -627,7 +694,7 @@ def _enumerate(
                     continue
                 a = sum(sp.anchors[i] for i in ids)
                 # the rules no superset repairs first: a closure they refuse is no truncation
-                if not sp.monotone_ok(t, a, 0, max_units):
+                if not sp.monotone_ok(t, a, 0, max_units) or (a and sp.hopeless(t, pool)):
                     continue
                 if not _capacity_ok(sp, t):  # a floor every superset's footprint stays above
                     continue
@@ -680,7 +747,7 @@ def _solve(
     raw = np.array([sp.candidate(c)[0] for c in masks])  # type: ignore[index]
     # seconds are below HiGHS's absolute tolerances (1e-7 .. 1e-9): scale so the whole plan is ~1e6
     scale = 1e6 / max(float(raw.max()) * n, 1e-300)
-    with _quiet_stdout():  # HiGHS prints its banner from C on construction, before any option
+    with quiet_stdout():  # HiGHS prints its banner from C on construction, before any option
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit_s))
@@ -735,19 +802,6 @@ def _solve(
             return _Solved([], float("inf"), lb, False, f"{status} (a cycle of kernels left)")
         ks = [where[c] for c in cycle]
         h.addRow(-np.inf, len(ks) - 1, len(ks), np.array(ks, dtype=np.int32), np.ones(len(ks)))
-
-
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _quotient_cycle(sp: _Space, chosen: list[int]) -> list[int]:
@@ -978,11 +1032,18 @@ def plan_fusions(
             chosen = start
             exact = False
         gap = None if lower is None else max(0.0, (value - lower) / value) if value > 0 else 0.0
-        optimal = solved_all and complete and (gap or 0.0) <= 1e-9
+        # a region is solved when HiGHS proved it over a complete enumeration, or when its plan
+        # meets a floor proven over every plan (a truncated enumeration's region)
+        optimal = solved_all and (gap or 0.0) <= 1e-9
         if not complete:
             notes.append(
                 f"enumeration truncated (groups of at most {max_units} units, {max_candidates} candidates "
-                f"or {time_limit_s:g} s per region): the gap is against the region's one-kernel floor"
+                f"or {time_limit_s:g} s per region): "
+                + (
+                    "certified by the clique-partition traffic floor (costmodel.fusion_bound)"
+                    if optimal
+                    else "the gap is against the region's one-kernel or clique-partition traffic floor"
+                )
             )
         if not solved_all and status:
             notes.append(f"HiGHS stopped: {status}")
@@ -1063,6 +1124,63 @@ def _floor(sp: _Space, region: int) -> float:
     return sum(sp.price(tuple(members))[0] for members in by_rep.values())
 
 
+def _conflicts(sp: _Space, region: int) -> set[tuple[int, int]]:
+    """Unit pairs of ``region`` no legal group holds (``i < j``): their convex closure leaves the
+    region or holds a unit that runs alone, mixes repeat counts, breaks a rule no superset
+    repairs (:meth:`_Space.monotone_ok`, :meth:`_Space.hopeless`) or fits no level even at its
+    least footprint (every group holding both holds the closure)."""
+    alone = sum(1 << i for i in range(len(sp.units)) if sp.alone[i])
+    pool = region & ~alone
+    ids = _bits(region)
+    out: set[tuple[int, int]] = set()
+    for x, a in enumerate(ids):
+        for b in ids[x + 1 :]:
+            c = sp.closure(1 << a | 1 << b)
+            held = sum(sp.anchors[i] for i in _bits(c))
+            if (
+                c & ~pool
+                or sp.rep[a] != sp.rep[b]
+                or not sp.monotone_ok(c, held, 0, len(sp.units))
+                or (held and sp.hopeless(c, pool))
+                or not _capacity_ok(sp, c)
+            ):
+                out.add((a, b))
+    return out
+
+
+#: the largest region the partition floor is built for: its transitivity rows grow as the cube of
+#: the units (3 C(n, 3): 857,220 at 120 units), built and held in memory before HiGHS runs
+_PARTITION_MAX_UNITS = 120
+
+
+def _partition_floor(sp: _Space, region: int, time_limit_s: float) -> tuple[float, list[int] | None]:
+    """A lower bound on the objective of every plan of ``region`` from
+    :func:`costmodel.fusion_bound.partition_traffic_floor` (0 where it does not apply), and the
+    relaxation's best partition when it is a valid plan (every part a legal candidate, no cycle
+    of kernels), else None.
+
+    Every kernel's weight is at least its DRAM time with the tie-break, :math:`(1 + \\epsilon)
+    D/\\beta`, times its repeat count (``time``: the roofline bound is at least the DRAM term, the
+    launch is not negative; ``bytes``: the same terms swapped), and the plan's ``D`` adds up to at
+    least the floor. One repeat count per region and at most :data:`_PARTITION_MAX_UNITS` units
+    (else 0: the one-kernel floor stands)."""
+    ids = _bits(region)
+    reps = {sp.rep[i] for i in ids}
+    if len(reps) != 1 or not solver_available() or len(ids) > _PARTITION_MAX_UNITS:
+        return 0.0, None
+    fl = partition_traffic_floor(sp.g, sp.units, ids, _conflicts(sp, region), time_limit_s)
+    bound = reps.pop() * (1 + _TIE) * fl.bytes / sp.bw
+    plan = []
+    for part in fl.parts:
+        mask = sum(1 << i for i in part)
+        if sp.candidate(mask) is None:
+            return bound, None
+        plan.append(mask)
+    if not plan or _quotient_cycle(sp, plan):
+        return bound, None
+    return bound, plan
+
+
 def _solve_regions(
     sp: _Space,
     regions: list[int],
@@ -1092,11 +1210,24 @@ def _solve_regions(
         if r & (r - 1) == 0:  # one unit: its own kernel
             w = sp.candidate(r)[0]  # type: ignore[index]
             return _Solved([r], w, w, True, "Optimal"), True
+        floor, plan = 0.0, None
+        if not complete:
+            # HiGHS's bound would hold over the enumerated groups only: bound the region by the
+            # better of its one-kernel floor and the clique-partition traffic floor, whose best
+            # partition, when it is a valid plan, may meet it (then the region is proved)
+            floor, plan = _partition_floor(sp, r, time_limit_s)
+            floor = max(floor, _floor(sp, r))
+            if plan is not None:
+                masks.extend(c for c in plan if c not in set(masks))
+                if _weight(sp, plan) <= floor * (1 + 1e-9):
+                    return _Solved(plan, _weight(sp, plan), floor, True, "Optimal"), complete
         res = _solve(sp, masks, time_limit_s, mine, universe=r)
         if not res.chosen:  # no plan found in time: the heuristic's groups in the region
             res = _Solved(mine, _weight(sp, mine), res.bound, False, res.status)
-        if not complete:  # HiGHS's bound holds over the enumerated groups only
-            res = dataclasses.replace(res, bound=_floor(sp, r))
+        if not complete:
+            if plan is not None and _weight(sp, plan) < res.value:
+                res = dataclasses.replace(res, chosen=plan, value=_weight(sp, plan))
+            res = dataclasses.replace(res, bound=floor, solved=res.value <= floor * (1 + 1e-9))
         return res, complete
 
     for r in regions:

@@ -89,3 +89,50 @@ def test_llama_31_8b_prefill_layer_is_certified():
     assert gemm == 223_338_299_392
     r = plan_fusions(g, "h100", time_limit_s=30)
     assert r.optimal and r.complete and r.gap == pytest.approx(0.0, abs=1e-9) and r.regions >= 2
+
+
+@pytest.mark.slow
+@exact_only
+def test_qwen3_8b_decode_layer_is_certified_by_the_partition_floor():
+    """Qwen3-8B decode (8 sequences, 4,096 cached tokens): the pre-attention region's legal groups
+    outrun a 10 s enumeration, and the clique-partition traffic floor certifies the region all the
+    same (costmodel.fusion_bound): gap 0, enumeration incomplete. Its best plan keeps the three
+    projections' weights (4,096 x 4,096, 4,096 x 1,024 twice, bf16: 33,554,432 + 2 x 8,388,608 B)
+    among its reads."""
+    g = hf_layer_graph(config_data("qwen3-8b"), "decode", batch=8, seq=1, ctx=4096)
+    r = plan_fusions(g, "h100", time_limit_s=10)
+    assert r.optimal and not r.complete and r.gap == pytest.approx(0.0, abs=1e-9)
+    assert any("clique-partition traffic floor" in n for n in r.notes)
+    assert r.bytes >= 33_554_432 + 2 * 8_388_608
+
+
+@pytest.mark.slow
+@exact_only
+def test_a_dynamic_decode_export_is_planned_at_stated_sizes_and_priced_in_closed_form():
+    """models/configs/tiny.json decode exported with dynamic batch and cache length: the graph is
+    symbolic in B and ctx, bound at (4, 32) it moves the static export's bytes op for op, and the
+    certified plan's bytes as a closed form grow in B * ctx by what the cache costs per token and
+    sequence: K and V of 2 KV heads x 16 dims, bf16, are 2 x 2 x 16 x 2 = 128 B, read from the old
+    cache by the cat, written to the new one, and read again by SDPA (which runs alone): 384."""
+    import sympy
+
+    from costmodel.fusion import plan_cost
+    from costmodel.passes import bind_dims
+    from costmodel.symbols import dim
+
+    g = hf_layer_graph(config_data("tiny"), "decode", batch=4, ctx=32, dynamic=True)
+    point = g.graph["hf_layer"]["point"]
+    assert point == {"B": 4, "ctx": 32}
+    total = sympy.Add(*(g.nodes[n][COST].bytes for n in op_nodes(g)))
+    assert {str(s) for s in total.free_symbols} == {"B", "ctx"}
+    bound = bind_dims({dim(k): v for k, v in point.items()})(g)
+    static = hf_layer_graph(config_data("tiny"), "decode", batch=4, ctx=32)
+    assert sum(float(bound.nodes[n][COST].bytes) for n in op_nodes(bound)) == sum(
+        float(static.nodes[n][COST].bytes) for n in op_nodes(static)
+    )
+    r = plan_fusions(bound, "h100", time_limit_s=30)
+    assert r.optimal
+    closed = sympy.expand(plan_cost(g, r.plan, check=False).bytes)
+    B, ctx = dim("B"), dim("ctx")
+    assert closed.coeff(B * ctx) == 384
+    assert float(closed.subs({B: 4, ctx: 32})) == r.bytes

@@ -52,3 +52,35 @@ def test_an_empty_plan_is_refused():
 
     with pytest.raises(CostModelError, match="the plan has no groups"):
         apply_plan(Block().eval(), (torch.randn(4, 256),), [])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not solver_available(), reason="fusion extra (highspy) not installed")
+def test_applied_plan_on_a_real_gpt2_block_moves_what_the_planner_predicts():
+    """Hugging Face's ``GPT2Block`` (tiny config: 64 wide, 4 heads, MLP 256; 64 tokens, fp32, SDPA):
+    the planner's plan under Inductor's rules, applied in Inductor's pre-fusion pass, runs equal to
+    eager, and its generated kernels' buffers (Inductor's own count, a counter independent of the
+    engine's accounting) move what the planner predicted, within the issue's 5 % (here to the
+    byte); the same count for Inductor's default compile is the third number, equal too: on this
+    block the planner under Inductor's rules finds no fusion Inductor's greedy pass leaves."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_embd=64, n_head=4, n_layer=1, n_positions=256, vocab_size=128)
+    cfg._attn_implementation = "sdpa"
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = transformers.models.gpt2.modeling_gpt2.GPT2Block(cfg, layer_idx=0)
+
+        def forward(self, x):
+            out = self.block(x)
+            return out[0] if isinstance(out, tuple) else out
+
+    torch.manual_seed(0)
+    block, x = Block().eval(), torch.randn(1, 64, 64)
+    audit = inductor_audit(block, (x,), "h100", max_units=16)
+    plan = audit.planner_same_rules
+    applied = apply_plan(block, (x,), [gr.members for gr in plan.groups])
+    assert applied.allclose and applied.fusions >= 1
+    assert abs(applied.bytes - plan.bytes) <= 0.05 * plan.bytes
+    assert applied.bytes == audit.inductor_bytes

@@ -13,7 +13,8 @@ sliding window wider than the context (Gemma's 4,096 at ``seq`` or ``ctx`` up to
 causal mask are the same computation. Mixture-of-experts layers run their experts through
 transformers' ``batched_mm`` implementation (each token's top-k experts' weights gathered, then
 batched matmuls: one graph, no data-dependent loop). Shapes are static: the graph is numeric,
-ready for :func:`costmodel.fusion_plan.plan_fusions`.
+ready for :func:`costmodel.fusion_plan.plan_fusions`; with ``dynamic=True`` the batch and the
+token or cache length are dynamic export dimensions (named ``B``, ``S``, ``ctx``), bound to the stated sizes for planning.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def hf_layer_graph(
     seq: int = 2048,
     ctx: int = 4096,
     dtype: str = "bf16",
+    dynamic: bool = False,
 ) -> nx.DiGraph:
     """Cost graph of one decoder layer of ``config`` (a parsed Hugging Face ``config.json``) for
     one ``phase`` step (module doc).
@@ -90,11 +92,20 @@ def hf_layer_graph(
         Sequences, prompt tokens, cached tokens (positive integers).
     dtype
         Weights' and activations' dtype (``bf16``, ``fp16``, ``fp32``).
+    dynamic
+        Export with dynamic dimensions (``torch.export.Dim.AUTO``): the batch ``B`` and the prompt ``S``
+        (prefill) or the cache length ``ctx`` (decode) stay symbols in the graph, the rest
+        numbers; ``g.graph["hf_layer"]["point"]`` holds the stated sizes to bind them to
+        (:func:`costmodel.passes.bind_dims`) before planning. Export traces at sizes of at least
+        2 (it specialises a dynamic dimension it sees at 0 or 1); the graph is the same
+        symbolic program at any size its guards allow, 1 included, since every cost rule is a
+        formula in the shapes.
 
     Returns
     -------
     networkx.DiGraph
-        The layer's ATen graph through the shared op table, numeric.
+        The layer's ATen graph through the shared op table: numeric, or symbolic in ``B`` and
+        ``S``/``ctx`` with ``dynamic``.
     """
     torch = require_torch()
     import transformers
@@ -145,20 +156,23 @@ def hf_layer_graph(
     kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
     meta = {"device": "meta", "dtype": tdt}
+    # a dynamic export traces at sizes of at least 2 (torch.export specialises 0 and 1)
+    tb, ts, tc = (max(batch, 2), max(seq, 2), max(ctx, 2)) if dynamic else (batch, seq, ctx)
     if phase == "prefill":
-        args: tuple[Any, ...] = (torch.empty(batch, seq, hidden, **meta),)
+        args: tuple[Any, ...] = (torch.empty(tb, ts, hidden, **meta),)
     else:
-        kv = torch.empty(batch, kv_heads, ctx, head_dim, **meta)
-        args = (torch.empty(batch, 1, hidden, **meta), kv, torch.empty_like(kv))
+        kv = torch.empty(tb, kv_heads, tc, head_dim, **meta)
+        args = (torch.empty(tb, 1, hidden, **meta), kv, torch.empty_like(kv))
+    shapes, dims, point = _dynamic(torch, phase, batch, seq, ctx) if dynamic else (None, None, {})
     try:
         with torch.no_grad():
-            ep = torch.export.export(step, args, strict=False)
+            ep = torch.export.export(step, args, dynamic_shapes=shapes, strict=False)
     except Exception as e:  # an architecture whose layer does not export: say which
         raise CostModelError(
             f"{type(layer).__name__}: torch.export of one {phase} step failed ({type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else ''})"
         ) from e
-    g = from_exported_program(ep)
+    g = from_exported_program(ep, dims=dims)
     g.graph["hf_layer"] = {
         "layer": type(layer).__name__,
         "phase": phase,
@@ -166,4 +180,33 @@ def hf_layer_graph(
         "seq": seq if phase == "prefill" else 1,
         "ctx": ctx if phase == "decode" else 0,
     }
+    if dynamic:
+        from costmodel.graph import COST, op_nodes
+
+        free = {str(x) for n in op_nodes(g) for x in g.nodes[n][COST].bytes.free_symbols}
+        lost = sorted(set(point) - free)
+        if lost:  # export specialised a dimension: say so rather than price a fixed size as symbolic
+            raise CostModelError(
+                f"{type(layer).__name__}: torch.export specialised {', '.join(lost)} to a constant; "
+                "export it static (dynamic=False)"
+            )
+        g.graph["hf_layer"]["point"] = point
     return g
+
+
+def _dynamic(
+    torch: Any, phase: str, batch: int, seq: int, ctx: int
+) -> tuple[dict[str, Any], dict[str, tuple[str | None, ...]], dict[str, int]]:
+    """``torch.export``'s ``dynamic_shapes`` for one step, the importer's names for those
+    dimensions, and the stated sizes of each name."""
+    # AUTO, not named Dims: the layer's guards on the cache length (SDPA's stride arithmetic,
+    # e.g. min(128 (ctx + 1), 512 (ctx + 1)) == 128 (ctx + 1)) hold for every size, but export's
+    # solver cannot prove them over a named Dim's range and refuses; the caller checks that
+    # every dimension stayed symbolic
+    b = c = torch.export.Dim.AUTO
+    if phase == "prefill":
+        shapes: dict[str, Any] = {"x": {0: b, 1: b}}
+        return shapes, {"x": ("B", "S", None)}, {"B": batch, "S": seq}
+    cache = ("B", None, "ctx", None)
+    shapes = {"x": {0: b}, "past_k": {0: b, 2: c}, "past_v": {0: b, 2: c}}
+    return shapes, {"x": ("B", None, None), "past_k": cache, "past_v": cache}, {"B": batch, "ctx": ctx}
