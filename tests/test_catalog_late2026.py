@@ -261,12 +261,25 @@ memory = [{ name = "dram", bandwidth_bytes_per_s = 1e13, capacity_bytes = 1e11, 
         load_hardware_file(path)
 
 
-def test_a_series_name_is_refused_with_its_parts(capsys):
+def test_a_series_name_answers_with_its_one_part_and_says_so(capsys):
     """Issue 47's `--device mi400`: MI400 is a series (MI430X, MI450X, MI455X); the catalog holds
-    the MI455X, described as "MI400 series". A series name never picks a part silently."""
+    only the MI455X, described as "MI400 series". The series name prices that part and every
+    report says so, once; a series of several catalog parts is refused listing them."""
+    from costmodel.errors import UnknownDeviceError
+    from costmodel.hardware import get_device, register_device
+    from costmodel.hardware.catalog import active_catalog, use_catalog
     from graphs.cli import main
 
-    assert main(["decode", "llama-3.1-70b", "--device", "mi400", "--tp", "8"]) == 2
-    err = capsys.readouterr().err
-    assert "'mi400' names a series, not a part" in err and "mi455x" in err and err.count("\n") == 1
-    assert main(["decode", "llama-3.1-70b", "--device", "mi455x", "--tp", "8"]) == 0
+    assert main(["decode", "llama-3.1-70b", "--device", "mi400", "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("'mi400' names a series: its one catalog part, mi455x, is priced") == 1
+    assert main(["decode", "llama-3.1-70b", "--device", "mi455x", "--tp", "8", "--json"]) == 0
+    assert get_device("mi400") == get_device("mi455x")  # the same part: its cached steps serve it
+    two = active_catalog().copy()
+    with use_catalog(two):
+        import dataclasses
+
+        twin = dataclasses.replace(get_device("mi455x"), name="mi450x", description="AMD Instinct MI450X (MI400 series)")
+        register_device(twin)
+        with pytest.raises(UnknownDeviceError, match=r"names a series, not a part.*mi455x, mi450x"):
+            get_device("mi400")

@@ -8,6 +8,7 @@ Users add devices from a TOML or JSON file with the same layout
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -250,7 +251,9 @@ class Catalog:
             self._aliases[a.lower()] = key
 
     def get(self, name: str) -> Hardware:
-        """A device by name or alias, case-insensitive."""
+        """A device by name or alias, case-insensitive; a series name (``mi400``) with one catalog
+        part is that part (its :attr:`~costmodel.hardware.spec.Hardware.resolved_from` says so,
+        and every report prints it), with several it is refused listing them."""
         if not isinstance(name, str):
             raise UnknownDeviceError(f"device must be a name, got {type(name).__name__}")
         key = name.lower()
@@ -259,7 +262,9 @@ class Catalog:
             return self._devices[key]
         except KeyError:
             series = self.series(name)
-            if series:  # a family name (mi400, rubin): refused with its parts, never picked silently
+            if len(series) == 1:  # a series with one catalog part (mi400): that part, and said
+                return dataclasses.replace(self._devices[series[0]], resolved_from=name[:40])
+            if series:  # a family name of several parts (rubin): refused with them, never picked
                 raise UnknownDeviceError(
                     f"device {name[:40]!r} names a series, not a part; the catalog's parts of it: "
                     f"{', '.join(series)}"

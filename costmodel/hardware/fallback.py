@@ -85,7 +85,12 @@ def roof_notes(hw: Hardware) -> tuple[str, ...]:
     >>> roof_notes(get_device("gb200"))[0]
     'gb200 publishes no sfu roof: its sfu FLOPs (exp, rsqrt) are charged to the vector roof, one FLOP per call'
     """
-    notes = [f"{hw.name} figures are preliminary: {hw.preliminary}"] if hw.preliminary else []
+    notes = (
+        [f"{hw.resolved_from!r} names a series: its one catalog part, {hw.name}, is priced"]
+        if hw.resolved_from
+        else []
+    )
+    notes += [f"{hw.name} figures are preliminary: {hw.preliminary}"] if hw.preliminary else []
     for prec in PRECISION_FALLBACK:
         sub = roof_precision(hw, "tensor", prec)
         if sub != prec:

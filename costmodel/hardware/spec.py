@@ -151,6 +151,10 @@ class Hardware:
     #: where the figures are not yet a datasheet's: the source and its date (``""``: final figures);
     #: every report on the device prints it once (:func:`costmodel.hardware.fallback.roof_notes`)
     preliminary: str = ""
+    #: the series name a lookup resolved to this, its one catalog part (``""``: asked by its own
+    #: name); said once in every report (:func:`costmodel.hardware.fallback.roof_notes`), and
+    #: left out of equality, so the part's cached steps serve it
+    resolved_from: str = dataclasses.field(default="", compare=False)
     _hash: int | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
