@@ -232,7 +232,7 @@ def test_a_fit_records_the_fp8_scales_its_kernels_were_priced_with(tmp_path, cap
     different --fp8-scales beside it is refused."""
     import argparse
 
-    from graphs.cli.calibrate import load_predict_file
+    from graphs.cli.predict_option import load_predict_file
     from graphs.serving.planning.serving_fit import ServingFit, write_fit
     from graphs.serving.pricing.overheads import EngineOverheads
 

@@ -9,34 +9,21 @@ extra ``[measured]``), :func:`graphs.serving.pricing.predict.predict_step` and
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import io
 import json
 import math
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
+from costmodel.measured.corpus import FRAMEWORKS  # stdlib only: --help stays light
 
 from .common import dump, progress_bar
 from .engine_option import add_engine_options
 from .options import check_output_path
+from .predict_option import add_predict_option, fp8_scales_of
 
-__all__ = [
-    "add_calibrate_parser",
-    "add_predict_option",
-    "predictor_of",
-    "fp8_scales_of",
-    "step_prediction",
-    "with_prediction",
-    "prediction_label",
-    "coverage_lines",
-    "measured_devices",
-    "load_predict_file",
-    "predict_file_line",
-]
+__all__ = ["add_calibrate_parser", "measured_devices"]
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -187,7 +174,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     from graphs.serving.sim.engine import profile_engine
 
     from .engine_option import profile_of
-    from .phases import resolve_config
+    from .model_option import resolve_config
 
     check_output_path(args.out, "-o")
     terms = tuple(t.strip() for t in args.terms.split(",")) if args.terms else DEFAULT_TERMS
@@ -379,42 +366,6 @@ def _replay_lines(
     return lines
 
 
-def load_predict_file(args: argparse.Namespace) -> Any:
-    """``--predict-file``'s fit (None without it); its predictor framework becomes ``--predict``
-    and its FP8 scale mode ``--fp8-scales`` (each must agree with the flag when both are given:
-    the fitted kernel scale corrects kernels priced that way)."""
-    path = getattr(args, "predict_file", None)
-    if not path:
-        return None
-    from costmodel.errors import CostModelError
-    from graphs.serving.planning.serving_fit import read_fit
-
-    fit = read_fit(path)
-    if args.predict and args.predict != fit.predict:
-        raise CostModelError(
-            f"--predict {args.predict} but --predict-file {path[:200]!r} was fitted with "
-            f"{fit.predict or 'the bound'}; drop --predict (the file sets it)"
-        )
-    args.predict = fit.predict
-    scales = getattr(args, "fp8_scales", None)
-    if scales and scales != fit.fp8_scales:
-        raise CostModelError(
-            f"--fp8-scales {scales} but --predict-file {path[:200]!r} was fitted with {fit.fp8_scales} "
-            "FP8 activation scales; drop --fp8-scales (the file sets it)"
-        )
-    if hasattr(args, "fp8_scales"):
-        args.fp8_scales = fit.fp8_scales if fit.predict else None
-    return fit
-
-
-def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
-    """What ``--predict-file`` set, and a note when it was fitted elsewhere."""
-    line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}"
-    if (fit.model, fit.device) != (model, device):
-        line += f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to {model} on {device}"
-    return line
-
-
 def add_calibrate_parser(sub: Any) -> None:
     from graphs.serving.engines.knobs import FIT_DEFAULT_TERMS, TERMS  # stdlib only: --help stays light
 
@@ -513,268 +464,3 @@ def add_calibrate_parser(sub: Any) -> None:
     sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sv.add_argument("--json", action="store_true", help="machine-readable output")
     sv.set_defaults(func=cmd_calibrate_serving)
-
-
-def add_predict_option(
-    sp: argparse.ArgumentParser, help: str | None = None, *, with_file: bool = True
-) -> None:
-    sp.add_argument(
-        "--predict",
-        choices=FRAMEWORKS,
-        default=None,
-        help=help or "also print the calibrated prediction for this framework's kernels ([measured] extra)",
-    )
-    sp.add_argument(
-        "--fp8-scales",
-        choices=FP8_SCALES,
-        default=None,
-        help="how FP8 activations are scaled, with --predict: computed each call (dynamic: vLLM's online "
-        "--quantization fp8) or calibrated in the checkpoint (static: ModelOpt / TensorRT-LLM FP8 "
-        "checkpoints); static drops the measured kernels' per-call scale time (default: dynamic)",
-    )
-    if with_file:
-        sp.add_argument(
-            "--predict-file",
-            default=None,
-            metavar="FIT",
-            help="a `costmodel calibrate serving` fit file: its predictor framework and engine overheads "
-            "(kernel scale, CPU per iteration, request path) price the steps",
-        )
-
-
-def fp8_scales_of(args: argparse.Namespace) -> str:
-    """``--fp8-scales`` (default dynamic); refused without a predictor, which it is an option of."""
-    scales = getattr(args, "fp8_scales", None)
-    if scales and not getattr(args, "predict", None) and not getattr(args, "predict_file", None):
-        from costmodel.errors import CostModelError
-
-        raise CostModelError(
-            f"--fp8-scales {scales} prices measured FP8 kernels: add --predict FRAMEWORK (the bound has none)"
-        )
-    return scales or "dynamic"
-
-
-def predictor_of(args: argparse.Namespace) -> Any:
-    """The :class:`~graphs.serving.pricing.predictor.Predictor` of ``--predict`` and ``--fp8-scales``."""
-    from graphs.serving.pricing.predictor import Predictor
-
-    return Predictor.of(getattr(args, "predict", None), fp8_scales=fp8_scales_of(args))
-
-
-def step_prediction(args: argparse.Namespace, config: Any, phase: str) -> Any:
-    """:func:`graphs.serving.pricing.predict.predict_step` of ``config`` at the command's point
-    (``--batch`` and ``--ctx`` for decode, ``--seq`` for prefill) with its ``--predict`` and
-    ``--fp8-scales``: the one call decode, prefill, model analyze and their pages print."""
-    from graphs.serving.pricing.predict import predict_step
-
-    kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
-    return predict_step(
-        config,
-        args.device,
-        phase,
-        batch=args.batch,
-        tp=args.tp,
-        framework=args.predict,
-        fp8_scales=fp8_scales_of(args),
-        **kw,
-    )
-
-
-def _prediction(args: argparse.Namespace, phase: str) -> Any:
-    from .phases import resolve_config
-
-    return step_prediction(args, resolve_config(args), phase)
-
-
-def _interval(args: argparse.Namespace, phase: str) -> tuple[float, float]:
-    from .phases import resolve_config
-    from .predicted import step_interval
-
-    x = args.ctx if phase == "decode" else args.seq
-    return step_interval(
-        resolve_config(args),
-        args.device,
-        phase,
-        args.predict,
-        tp=args.tp,
-        point=(args.batch, x),
-        fp8_scales=fp8_scales_of(args),
-    )
-
-
-def prediction_label(p: Any) -> str:
-    """``calibrated`` only when kernels were priced from the device's own measurements."""
-    if p.calibrated and p.coverage is not None and p.coverage.measured_s == 0:
-        return f"calibrated on {p.device}'s measurements of neighbouring kernels only"
-    if p.calibrated:
-        return "calibrated"
-    return f"predicted, not calibrated: no kernel measured on {p.device} prices it"
-
-
-def coverage_lines(p: Any) -> list[str]:
-    """What the printed prediction (``p.corrected_s``, the grey-box total) rests on, each
-    neighbour and bound reason, and the warnings (item 3)."""
-    from graphs.serving.pricing.kernel_sources import unmeasured_device_families
-
-    cov = getattr(p, "corrected_coverage", None) or p.coverage
-    if cov is None or cov.total_s <= 0:
-        return []
-    pct = lambda t: f"{100 * t / cov.total_s:.1f}%"  # noqa: E731
-    out = [
-        f"  rests on: {pct(cov.measured_s)} measured {p.device} {p.framework} kernels, "
-        f"{pct(cov.neighbour_s)} neighbours, {pct(cov.bound_s)} the bound alone"
-    ]
-    for kind, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
-        for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
-            out.append(f"  note: {pct(t)} from {kind}: {why}")
-    out += [f"  warning: {w}" for w in cov.warnings]
-    families = unmeasured_device_families(cov)
-    if families:  # a device the corpus does not measure: how far such kernels have been off
-        from costmodel.hardware import get_device
-        from graphs.serving.sim.served_errors import served_errors
-
-        hw = get_device(p.device)
-        for fam in families:
-            line = served_errors().neighbour(fam, hw)
-            if line:
-                out.append(f"  expected: {line}")
-    return out
-
-
-def with_prediction(
-    cmd: Callable[[argparse.Namespace], int], phase: str
-) -> Callable[[argparse.Namespace], int]:
-    """Run ``cmd``; with ``--predict`` add the calibrated prediction beside its bound."""
-
-    def run(args: argparse.Namespace) -> int:
-        fp8_scales_of(args)  # --fp8-scales without a predictor: refused before any work
-        fit = load_predict_file(args)
-        if fit is not None and not args.predict:
-            return _with_fit(cmd, args, phase, fit)
-        if not getattr(args, "predict", None):
-            return cmd(args)
-        if phase == "prefill" and getattr(args, "chunk", None):
-            from costmodel.errors import CostModelError
-
-            raise CostModelError(
-                f"--chunk {args.chunk} with --predict: the calibrated prediction prices whole-prompt "
-                "prefill only; drop --chunk (or --predict)"
-            )
-        if args.json:
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                rc = cmd(args)
-            doc = json.loads(buf.getvalue())
-            pj = _prediction(args, phase)
-            doc["prediction"] = pj.to_dict()
-            doc["prediction"]["interval_s"] = list(_interval(args, phase))
-            if fit is not None:
-                doc["engine_overheads"] = _fit_step(args, phase, fit, pj.corrected_s, pj.bound_s)
-            print(dump(doc))
-            return rc
-        rc = cmd(args)
-        p = _prediction(args, phase)
-        what = "TPOT" if phase == "decode" else "TTFT"
-        print(f"\n{what} ({prediction_label(p)}; {p.framework} kernels, {p.calibrated_from}):")
-        print(
-            f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.corrected_s * 1e3:.3f} ms   ({p.corrected_s / p.bound_s:.2f}x the bound)"
-            f"   the fits alone {p.predicted_s * 1e3:.3f} ms"
-        )
-        lo, hi = _interval(args, phase)
-        print(
-            f"  P10-P90 interval [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ms (every kernel at that quantile of its held-out error)"
-        )
-        for fam, e in p.by_family.items():
-            pred = f"   predicted {e['corrected_s'] * 1e3:9.3f} ms" if "corrected_s" in e else ""
-            if "predicted_s" in e:
-                pred += f"   the fits alone {e['predicted_s'] * 1e3:9.3f} ms"
-            print(f"    {fam:24s} bound {e['bound_s'] * 1e3:9.3f} ms{pred}")
-        print("\n".join(coverage_lines(p)))
-        if fit is not None:
-            _print_fit_step(args, phase, fit, p.corrected_s, p.bound_s)
-        return rc
-
-    return run
-
-
-def _fit_step(
-    args: argparse.Namespace, phase: str, fit: Any, kernels_s: float, bound_s: float
-) -> dict[str, Any]:
-    """One step with a fit's engine overheads: ``max(kernel_scale x kernels, bound) + a + b B + c T``
-    (:func:`graphs.serving.pricing.overheads.scaled_kernels_s`: never below the step's roofline)."""
-    from graphs.serving.pricing.overheads import scaled_kernels_s
-
-    ov = fit.overheads
-    tokens = args.batch if phase == "decode" else args.batch * args.seq
-    cpu = ov.cpu_s(args.batch, tokens)
-    scaled, floored = scaled_kernels_s(ov.kernel_scale, kernels_s, bound_s)
-    return {
-        "file": args.predict_file,
-        "kernels_s": kernels_s,
-        "kernel_scale": ov.kernel_scale,
-        "bound_s": bound_s,
-        "scaled_kernels_s": scaled,
-        "floored_at_bound": floored,
-        "cpu_s": cpu,
-        "step_s": scaled + cpu,
-        "request_s": ov.request_s,
-        "output_token_s": ov.output_token_s,
-    }
-
-
-def _print_fit_step(args: argparse.Namespace, phase: str, fit: Any, kernels_s: float, bound_s: float) -> None:
-    d = _fit_step(args, phase, fit, kernels_s, bound_s)
-    what = "TPOT" if phase == "decode" else "TTFT"
-    print(f"\n{what} with the engine overheads of --predict-file {args.predict_file[:200]}:")
-    from costmodel.hardware import get_device
-
-    from .phases import resolve_config
-
-    print(predict_file_line(args.predict_file, fit, resolve_config(args).name, get_device(args.device).name))
-    print(f"  {fit.overheads.summary()}")
-    extra = (
-        f" + {fit.overheads.output_token_s * 1e3:.4g} ms per output token as the client sees it"
-        if phase == "decode"
-        else f" + {(fit.overheads.request_s + fit.overheads.output_token_s) * 1e3:.4g} ms request path"
-    )
-    floor = (
-        f" = {d['kernel_scale'] * kernels_s * 1e3:.3f} ms, held at the roofline bound {bound_s * 1e3:.3f} ms"
-        if d["floored_at_bound"]
-        else ""
-    )
-    print(
-        f"  {d['kernel_scale']:.4g} x {kernels_s * 1e3:.3f} ms kernels{floor} + {d['cpu_s'] * 1e3:.4g} ms CPU = "
-        f"{d['step_s'] * 1e3:.3f} ms per step{extra}"
-    )
-    if d["floored_at_bound"]:
-        print(
-            f"  note: kernel_scale {d['kernel_scale']:.4g} would price the kernels below their roofline "
-            "bound; physics is a floor, so the bound prices them"
-        )
-
-
-def _with_fit(
-    cmd: Callable[[argparse.Namespace], int], args: argparse.Namespace, phase: str, fit: Any
-) -> int:
-    """``--predict-file`` of a fit made on the bound: the bound step with its engine overheads."""
-    from graphs.serving.analysis.phases import decode_report, prefill_report
-
-    from .phases import resolve_config
-
-    cfg = resolve_config(args)
-    if phase == "decode":
-        bound = decode_report(cfg, args.device, batch=args.batch, ctx=args.ctx, tp=args.tp).step_s
-    else:
-        bound = prefill_report(cfg, args.device, batch=args.batch, seq=args.seq, tp=args.tp).step_s
-    bound = float(bound)
-    if args.json:
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            rc = cmd(args)
-        doc = json.loads(buf.getvalue())
-        doc["engine_overheads"] = _fit_step(args, phase, fit, bound, bound)
-        print(dump(doc))
-        return rc
-    rc = cmd(args)
-    _print_fit_step(args, phase, fit, bound, bound)
-    return rc

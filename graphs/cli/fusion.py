@@ -20,7 +20,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_si, format_table
     from graphs import build_layer, build_model
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     cfg = resolve_model(args.model, args)
     hw = get_device(args.device)
@@ -104,7 +104,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_si, format_table
     from graphs import build_layer, build_model
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     hw = get_device(args.device)
     if args.hf_layer:

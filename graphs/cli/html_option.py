@@ -67,12 +67,12 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
     from graphs.serving.present.html_views import phase_page
 
-    from .phases import resolve_config
+    from .model_option import resolve_config
 
     cfg = resolve_config(args)
     prediction = None
     if getattr(args, "predict", None):  # the same call --predict printed beside the bound
-        from .calibrate import step_prediction
+        from .predict_option import step_prediction
 
         prediction = step_prediction(args, cfg, phase)
     dims = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}

@@ -11,18 +11,10 @@ from typing import Any
 
 from .common import dump
 from .html_option import add_html_option, keep
+from .model_option import resolve_model
 from .options import add_assume_family, add_dtype_options, apply_dtypes
 
 __all__ = ["add_model_parser", "resolve_model"]
-
-
-def resolve_model(name: str, args: argparse.Namespace | None = None) -> Any:
-    """A catalog name, or a path to a Hugging Face ``config.json`` (or its folder): the one
-    resolver the library uses too (:func:`models.resolver.resolve_model`), with the command's
-    ``--assume-family`` (:func:`graphs.cli.options.add_dtype_options`)."""
-    from models.resolver import resolve_model as resolve
-
-    return resolve(name, assume_family=getattr(args, "assume_family", None))
 
 
 def cmd_model_list(args: argparse.Namespace) -> int:
@@ -70,7 +62,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     from .cached import analysis, capacity
     from .calibrate import fp8_scales_of
     from .ledger_view import refuse_or_warn
-    from .phases import check_context
+    from .model_option import check_context
 
     fp8_scales_of(args)  # --fp8-scales without --predict: refused before any work
     if args.phase == "decode":
@@ -94,7 +86,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     if args.predict:
-        from .calibrate import step_prediction
+        from .predict_option import step_prediction
 
         pred = step_prediction(args, cfg, args.phase)
     keep(args, analysis=result, prediction=pred, config=cfg)
@@ -146,7 +138,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     )
     print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
     if pred is not None:
-        from .calibrate import coverage_lines, prediction_label
+        from .predict_option import coverage_lines, prediction_label
 
         print(
             f"prediction ({prediction_label(pred)}; {args.predict} kernels, {pred.calibrated_from}): "

@@ -20,7 +20,8 @@ from .ledger_view import (
     print_terms,
     refuse_or_warn,
 )
-from .options import add_dtype_options, apply_dtypes, check_output_path, int_list, number
+from .model_option import check_context, resolve_config
+from .options import add_dtype_options, check_output_path, int_list, number
 
 if TYPE_CHECKING:
     from costmodel.ledger import Overhead
@@ -32,50 +33,6 @@ def _overhead(args: argparse.Namespace) -> Overhead:
     from costmodel.ledger import Overhead
 
     return Overhead(args.overhead_policy, number(args.overhead, "--overhead", allow_zero=True))
-
-
-def resolve_config(args: argparse.Namespace) -> Any:
-    from .model import resolve_model
-
-    return apply_dtypes(resolve_model(args.model, args), args)
-
-
-def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
-    """``--ctx``/``--seq`` against the model's context limit, before any work.
-
-    A catalog name or a config.json path is read as JSON (no sympy: the cached fast path
-    stays fast; :func:`models.resolver.config_data` reads the file once for the whole
-    command); a name that does not resolve goes through :func:`resolve_config`, which says why.
-    """
-    from pathlib import Path
-
-    from costmodel.errors import CostModelError
-    from models.context import check_context as check
-    from models.context import context_limit
-    from models.resolver import config_data
-
-    name = getattr(args, "model", None)
-    if name is None or tokens is None:
-        return
-    allow = getattr(args, "allow_long_context", False)
-    try:
-        data = config_data(name)
-    except CostModelError:
-        data = None
-    if data is not None:
-        lim = context_limit(data)
-        if lim is not None:
-            check(
-                Path(name).stem if name.endswith(".json") else name,
-                lim.tokens,
-                tokens,
-                field,
-                allow=allow,
-                why=lim.why,
-            )
-        return
-    cfg = resolve_config(args)
-    cfg.check_context(tokens, field, allow=allow)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -318,7 +275,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.predict:  # priced per kernel: not the cached bound forms
         from graphs import sweep
 
-        from .calibrate import predictor_of
+        from .predict_option import predictor_of
 
         res = sweep(
             resolve_config(args),
@@ -377,8 +334,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def add_phase_parsers(sub: Any) -> None:
-    from .calibrate import add_predict_option, with_prediction
     from .options import add_ignore_capacity
+    from .predict_option import add_predict_option, with_prediction
     from .routing_option import add_expert_options
 
     def common(sp: argparse.ArgumentParser, model_required: bool = True) -> None:

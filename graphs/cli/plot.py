@@ -41,7 +41,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     from graphs import build_model, capacity, sweep
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     cfg = resolve_model(args.model or "llama-3.1-8b", args)
     hw = get_device(args.device or "h100-sxm")

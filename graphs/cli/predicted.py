@@ -12,6 +12,8 @@ from typing import Any
 
 __all__ = ["interval_text", "predicted_lines", "step_interval"]
 
+from .predict_option import step_interval  # its home is the --predict option; kept importable here
+
 
 def predicted_lines(
     framework: str, device: str, coverage: Any, *, what: str, clamped_s: float | None = None
@@ -21,7 +23,7 @@ def predicted_lines(
     share clamped to the bound. ``coverage`` None (nothing was priced): the first line only."""
     from graphs.serving.pricing.predict import calibration_source
 
-    from .calibrate import coverage_lines
+    from .predict_option import coverage_lines
 
     out = [
         f"  predicted, not bound: {what} priced from {framework} kernels "
@@ -48,23 +50,3 @@ def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:
     return f"[{a:{fmt}}, {b:{fmt}}]"
 
 
-def step_interval(
-    config: Any,
-    device: str,
-    phase: str,
-    framework: str,
-    *,
-    tp: int,
-    point: tuple[int, int],
-    fp8_scales: str = "dynamic",
-) -> tuple[float, float]:
-    """One step's time (s) at the optimistic and pessimistic ends of its prediction interval
-    (:meth:`graphs.serving.pricing.predictor.Predictor.interval`, each kernel clamped to its bound), at
-    ``point`` = (batch, ctx) for decode, (batch, seq) for prefill."""
-    from graphs.serving.pricing.predictor import Predictor
-    from graphs.serving.pricing.priced import priced_step
-
-    lo, hi = Predictor.of(framework, fp8_scales=fp8_scales).interval()
-    return tuple(  # type: ignore[return-value]
-        priced_step(config, device, phase, tp=tp, predictor=p).step(*point) for p in (lo, hi)
-    )

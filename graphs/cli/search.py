@@ -6,12 +6,12 @@ import argparse
 import csv
 from typing import Any
 
-from .calibrate import add_predict_option
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
+from .predict_option import add_predict_option
 from .spec_options import add_spec_options, spec_of
 
 __all__ = ["add_search_parser", "cmd_search"]
@@ -37,13 +37,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     from costmodel.report import format_table
     from graphs.serving.planning.design_search import search
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     if args.csv:
         check_output_path(args.csv, "--csv")
     from costmodel.errors import CostModelError
 
-    from .calibrate import predictor_of
+    from .predict_option import predictor_of
 
     if args.rank_by == "pessimistic" and not args.predict:
         raise CostModelError("--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)")

@@ -11,10 +11,10 @@ import argparse
 import math
 from typing import Any
 
-from .calibrate import add_predict_option
 from .common import emit
 from .cost_option import add_cost_options
 from .options import add_dtype_options, apply_dtypes, int_list
+from .predict_option import add_predict_option
 from .routing_option import add_routing_options, routing_of
 
 __all__ = ["add_serve_parser"]
@@ -26,7 +26,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_time
     from graphs.serving.analysis.disagg import disaggregated, kv_transfer_range
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     r = disaggregated(
@@ -114,7 +114,7 @@ def _kv_sentence(span: tuple[int, int] | None) -> str:
 
 
 def _predictor(args: argparse.Namespace) -> Any:
-    from .calibrate import predictor_of
+    from .predict_option import predictor_of
 
     return predictor_of(args)
 
@@ -166,7 +166,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
     from graphs.serving.analysis.specdec import speculative_decoding
     from graphs.serving.step.ledger_fit import capacity_check
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     target, draft = (apply_dtypes(resolve_model(m, args), args) for m in (args.target, args.draft))
     checks = {
@@ -207,7 +207,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_time
     from graphs.serving.analysis.split import attention_ffn_split
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     r = attention_ffn_split(
         apply_dtypes(resolve_model(args.model, args), args),
@@ -229,7 +229,7 @@ def cmd_split(args: argparse.Namespace) -> int:
 def cmd_sram(args: argparse.Namespace) -> int:
     from graphs.serving.analysis.split import sram_residency
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     r = sram_residency(
         apply_dtypes(resolve_model(args.model, args), args), args.device, hop_latency=args.hop_latency
@@ -248,7 +248,7 @@ def cmd_plans(args: argparse.Namespace) -> int:
     from costmodel.report import format_table
     from graphs.serving.analysis.parallel import plan_frontier
 
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     plans: list[tuple[int, int, int, int]] = []
     for p in args.plans.split(","):

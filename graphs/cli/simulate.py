@@ -7,12 +7,12 @@ import os
 import sys
 from typing import Any
 
-from .calibrate import add_predict_option
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .engine_option import LIST, add_engine_options, engine_list, profile_of
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
+from .predict_option import add_predict_option
 from .spec_options import add_spec_options, spec_of
 
 #: the timeline figure beside ``--plot``'s latency CDFs
@@ -338,7 +338,7 @@ def _comparison(
         bound = simulate(cfg, args.device, reqs, predictor=None, **bound_run)
         cols = [sim_column("bound", bound)]
         if plain_overheads is not None:  # the same kernels under the profile's terms, not the fit's
-            from .calibrate import predictor_of
+            from .predict_option import predictor_of
 
             plain_run = {**run, "overheads": plain_overheads, "progress": None}
             plain = simulate(cfg, args.device, reqs, predictor=predictor_of(args), **plain_run)
@@ -413,8 +413,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
 
-    from .calibrate import load_predict_file
-    from .model import resolve_model
+    from .model_option import resolve_model
+    from .predict_option import load_predict_file
 
     if args.engine == LIST:
         print(engine_list(args.json))
@@ -469,7 +469,7 @@ def _simulate_run(
 ) -> tuple[Any, Any, Any]:
     """The run (with ``--interval`` its ends too: :func:`graphs.serving.sim.intervals.simulate_interval`)
     and ``--compare``'s side-by-side; returns ``(result, interval or None, comparison or None)``."""
-    from .calibrate import predictor_of
+    from .predict_option import predictor_of
 
     interval = None
     if args.interval:
@@ -523,8 +523,8 @@ def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, f
     from graphs.serving.planning.capacity_search import max_rate
     from graphs.serving.planning.cost import sim_cost
 
-    from .calibrate import predict_file_line, predictor_of
     from .cost_option import cost_text, rates_of
+    from .predict_option import predict_file_line, predictor_of
 
     eng = _engine(args, cfg, profile)
     m = max_rate(
@@ -587,7 +587,7 @@ def _requests(args: argparse.Namespace) -> tuple[Any, Any, str, Any]:
     model's context. Returns ``(trace, replayed run, what the replay took, requests)``."""
     from graphs.serving.sim.requests import read_trace, synthetic
 
-    from .phases import check_context
+    from .model_option import check_context
 
     trace = read_trace(args.trace) if args.trace else None
     replayed, replay_said = _workload_from(args) if args.workload_from else (None, "")
@@ -627,7 +627,7 @@ def _run_settings(
 ) -> dict[str, Any]:
     """The keyword arguments every simulation of this run takes (the interval's ends, the
     comparison's bound): SLOs, load, topology, engine, overheads, and a closed loop's stagger."""
-    from .calibrate import predictor_of
+    from .predict_option import predictor_of
 
     run: dict[str, Any] = dict(
         slo_ttft=args.slo_ttft,
@@ -701,7 +701,7 @@ def _print_head(
     from graphs.blocks.mtp import mtp_notes
     from graphs.serving.sim.data_parallel import dp_line
 
-    from .calibrate import predict_file_line
+    from .predict_option import predict_file_line
 
     print(
         f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "

@@ -97,7 +97,7 @@ def _size(args: argparse.Namespace, cfg: Any, devices: list[str], profile: Any, 
 
 def cmd_size(args: argparse.Namespace) -> int:
     from .engine_option import profile_of
-    from .model import resolve_model
+    from .model_option import resolve_model
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     cfg = apply_dtypes(resolve_model(args.model, args), args)
