@@ -445,6 +445,16 @@ class KernelIds:
     def __init__(self) -> None:
         self.pairs: list[tuple[str, str]] = []
 
+    def coverage(self, seconds: list[float]) -> Coverage:
+        """``seconds`` (one per pair, as counted) by what they rest on."""
+        parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
+        why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
+        for (src, basis), t in zip(self.pairs, seconds, strict=True):
+            parts[src] += t
+            if src in why and t > 0:
+                why[src][basis] = why[src].get(basis, 0.0) + t
+        return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+
     def __call__(self, source: str, basis: str) -> int:
         key = (source, basis if source != "measured" else "")
         if key not in self.pairs:
@@ -600,13 +610,7 @@ class PredictedStep:
 
     def coverage(self) -> Coverage:
         """The seconds priced since :meth:`reset`, by what they rest on."""
-        parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
-        why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
-        for (src, basis), t in zip(self._ids.pairs, self._acc, strict=True):
-            parts[src] += t
-            if src in why and t > 0:
-                why[src][basis] = why[src].get(basis, 0.0) + t
-        return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+        return self._ids.coverage(self._acc)
 
     def recorded(self) -> list[float]:
         """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`."""

@@ -193,13 +193,7 @@ class ExpertKernels:
 
     def coverage(self) -> Coverage:
         """The seconds counted since :meth:`reset`, by what they rest on."""
-        parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
-        why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
-        for (src, basis), t in zip(self._ids.pairs, self._acc, strict=True):
-            parts[src] += t
-            if src in why and t > 0:
-                why[src][basis] = why[src].get(basis, 0.0) + t
-        return Coverage(parts["measured"], parts["neighbour"], parts["bound"], why["neighbour"], why["bound"])
+        return self._ids.coverage(self._acc)
 
     @property
     def clamped_s(self) -> float:
