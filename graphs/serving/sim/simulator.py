@@ -65,6 +65,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -411,10 +412,14 @@ def simulate(
         specs.append(Speculator(spec, w, hw, topo.tp, predictor=pred))
         step, led = specs[0].target_step, specs[0].ledger
         specs[0].reset()
-    capacity = as_float(hw.capacity())
-    if topo.dp > 1:  # the experts are spread over dp x tp devices: what a tp-rank alone would hold less
-        capacity += dp_weights_saved(w, topo.tp, topo.dp)
-    blocks = cfg.num_blocks or kv_blocks(led, capacity, cfg)
+    pool_led: Any = led
+    if topo.dp > 1:  # the experts spread over dp x tp devices: a device holds less than a tp-rank alone
+        pool_led = SimpleNamespace(
+            weights_bytes=as_float(led.weights_bytes) - dp_weights_saved(w, topo.tp, topo.dp),
+            activation_bytes_per_token=led.activation_bytes_per_token,
+            kv_bytes_per_token=led.kv_bytes_per_token,
+        )
+    blocks = cfg.num_blocks or kv_blocks(pool_led, as_float(hw.capacity()), cfg)
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:
