@@ -32,9 +32,11 @@ routing, :func:`graphs.serving.step.expert_routing.busiest_rank`; else every exp
 all2all backend, ``allgather_reducescatter`` ("Standard all2all using allgather/reducescatter
 primitives", the expert-parallel page's backend table): an all-gather of the ``T x d``
 activations over the ``D`` ranks before the experts and a reduce-scatter after them; ``all_to_all``
-(DeepEP / pplx, or TensorRT-LLM's all-to-all) sends each token's activations only to the devices
-of its ``k`` experts (:func:`graphs.serving.analysis.parallel.comm_forms`). Both are priced at their
-roofline bound over the link spanning ``D t`` devices (no measured kernels: the coverage line says so).
+(DeepEP / pplx, or TensorRT-LLM's all-to-all) sends each token's activations once to every
+device holding one of its ``k`` experts (:func:`devices_reached` of them on average) and back.
+Both are priced at their roofline bound over the link spanning ``D t`` devices (no measured
+kernels: the coverage line says so); a fitted kernel scale applies to the stage as to the
+ranks' kernels, never below the stage's bound.
 
 **Load balancing.** A request goes to the rank with the smallest ``4 waiting + running``
 (vLLM's ``DPLBAsyncMPClient``, ``vllm/v1/engine/core_client.py``: ``score = waiting * 4 +
