@@ -224,3 +224,21 @@ def test_the_simulator_sizes_each_rank_pool_without_the_spread_experts():
     gained = LAYERS * E * EXPERT_BYTES / 2 / (cfg.block_size * 98304)
     assert expected - one == pytest.approx(gained, abs=1)  # every freed byte, not 90 % of them
     assert sim_blocks == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "what"),
+    [
+        (["--dp", "2", "--disagg", "1:1", "--link-bandwidth", "50e9"], "runs aggregated"),
+        (["--dp", "2", "--router", "prefix"], "runs aggregated"),
+        (["--enable-expert-parallel"], "needs dp > 1"),
+        (["--dp", "2", "--spec-draft", "ngram", "--spec-accept", "0.7"], "speculative decoding with data-parallel"),
+    ],
+)
+def test_the_command_line_refuses_what_a_group_cannot_run(flags, what, capsys):
+    """Every --dp combination a group cannot run is one line, never a silent drop of --dp."""
+    from graphs.cli import main
+
+    assert main(["simulate", MODEL, "--requests", "4", "--rate", "1", *flags]) == 2
+    err = capsys.readouterr().err
+    assert what in err and err.count("\n") == 1

@@ -48,6 +48,9 @@ def _topology(args: argparse.Namespace) -> Any:
             link_bandwidth=args.link_bandwidth,
             link_latency=args.link_latency,
             prefix_eps=_prefix_eps(args),
+            dp=args.dp,  # refused with --disagg by the topology, never dropped
+            expert_parallel=args.enable_expert_parallel,
+            moe_dispatch=args.moe_dispatch,
         )
     return Topology(
         replicas=args.replicas,
