@@ -242,3 +242,17 @@ def test_the_command_line_refuses_what_a_group_cannot_run(flags, what, capsys):
     assert main(["simulate", MODEL, "--requests", "4", "--rate", "1", *flags]) == 2
     err = capsys.readouterr().err
     assert what in err and err.count("\n") == 1
+
+
+def test_the_group_ceiling_bounds_a_saturated_group_and_counts_every_rank():
+    """capacity_search's physical ceiling for a DP group: never below what a saturated group
+    serves (all 400 requests at once), and above one rank's alone (the ranks run together)."""
+    from graphs.serving.planning.capacity_search import ceiling_rate
+    from graphs.serving.sim.requests import synthetic
+
+    reqs = synthetic(400, rate=1e6, prompt="fixed:200", output="fixed:50", seed=0)
+    topo = Topology(dp=2, expert_parallel=True)
+    ceiling = ceiling_rate(MODEL, DEVICE, reqs, topology=topo)
+    res = simulate(MODEL, DEVICE, reqs, topology=topo)
+    assert res.requests_per_s < ceiling
+    assert ceiling > 1.5 * ceiling_rate(MODEL, DEVICE, reqs, topology=Topology())

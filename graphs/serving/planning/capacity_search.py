@@ -8,8 +8,10 @@ by doubling from ``start``, then bisected in log space to ``rel_tol``; each prob
 
 Doubling never goes past a physical ceiling, the rate at which the token-wise kernels alone
 would run back to back at their fastest (:meth:`graphs.serving.step.mixed.MixedStep.max_tokens_per_s`
-per replica, over the workload's mean tokens per request: prompt plus output minus one, since
-the first output token comes from the prefill). When even the ceiling meets the SLOs, the
+per replica, or a data-parallel group's
+:meth:`~graphs.serving.sim.data_parallel.RankStep.group_max_tokens_per_s`, over the workload's
+mean tokens per request: prompt plus output minus one, since the first output token comes from
+the prefill). When even the ceiling meets the SLOs, the
 workload was too small to load the deployment (a few requests never queue): the result says so
 (``saturated`` False) and gives no rate, rather than one no device could serve.
 """
@@ -27,6 +29,8 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.results import Result
 
+from ..pricing.predictor import Predictor
+from ..sim.data_parallel import rank_step
 from ..sim.engine import EngineConfig
 from ..sim.requests import RATE_RANGE, Request, synthetic
 from ..sim.simulator import SimResult, Topology, simulate
@@ -143,9 +147,16 @@ def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: A
     decode pool's ``n_d C / mean(output - 1)``."""
     topo = sim.get("topology") or Topology()
     eng = sim.get("engine") or EngineConfig()
-    c = mixed_step(as_workload(config), get_device(device), tp=topo.tp).max_tokens_per_s(
-        eng.max_num_batched_tokens, eng.iteration_overhead_s
-    )
+    w, hw = as_workload(config), get_device(device)
+    step = mixed_step(w, hw, tp=topo.tp)
+    if topo.dp > 1:  # a replica is a group of dp ranks stepping together: the group's ceiling
+        group = rank_step(
+            w, hw, step, step, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel,
+            dispatch=topo.moe_dispatch, predictor=Predictor(),
+        )
+        c = group.group_max_tokens_per_s(eng.max_num_batched_tokens, eng.iteration_overhead_s)
+    else:
+        c = step.max_tokens_per_s(eng.max_num_batched_tokens, eng.iteration_overhead_s)
     p = float(np.mean([r.prompt for r in requests]))
     d = float(np.mean([r.output - 1 for r in requests]))
     if not topo.disaggregated:

@@ -302,11 +302,29 @@ class RankStep:
         ctxs = dec.tolist() if self.windowed else None
         return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs)
 
+    def group_max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
+        """Tokens per second the whole group never exceeds with at most ``budget`` tokens per rank
+        and iteration:
+
+        .. math:: \frac{D N}{B_{dense}(N) + S(D N) + o}
+
+        with ``B_dense(N)`` the rank's token-wise kernels less its own experts at ``N`` tokens
+        (the bound's :meth:`~graphs.serving.step.mixed.MixedStep.max_tokens_per_s` gives the
+        body, ``N / C - o``) and ``S`` the stage's bound. An iteration of ``T = sum n_r`` tokens
+        takes at least ``B_dense(max n_r) + S(T) >= B_dense(T / D) + S(T)`` (attention, the
+        lm_head and the CPU terms only add), and each part's time per token only falls as its
+        tokens grow (sums of rooflines of terms affine in the tokens with non-negative
+        intercepts), so it is smallest at ``T = D N``."""
+        floor = self.bound
+        d = self.stage.dp
+        body = budget / floor.rank.max_tokens_per_s(budget, 0.0)
+        dense = max(body - floor.own.bound_s(budget), 0.0)
+        t = dense + floor.stage.bound_s(d * budget) + overhead_s
+        return d * budget / t if t > 0 else math.inf
+
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
-        """Tokens per second one rank never exceeds: the rank's ceiling, whose per-token time
-        holds its own experts (a share of every token's, never more than the group's stage per
-        token at the same budget, so the ceiling stays one)."""
-        return self.rank.max_tokens_per_s(budget, overhead_s)
+        """Tokens per second one rank never exceeds: its share of :meth:`group_max_tokens_per_s`."""
+        return self.group_max_tokens_per_s(budget, overhead_s) / self.stage.dp
 
 
 class MeteredRankStep(RankStep):
