@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from costmodel.cost import as_float
@@ -25,13 +25,13 @@ from graphs.serving.sim.data_parallel import (
     ExpertKernels,
     LockstepGroup,
     RankStep,
-    devices_reached,
     rank_step,
 )
 from graphs.serving.sim.engine import kv_pool
 from graphs.serving.sim.requests import Request
 from graphs.serving.sim.simulator import Topology, simulate
 from graphs.serving.step.compiled import compiled_step
+from graphs.serving.step.expert_routing import devices_reached
 from graphs.serving.step.mixed import mixed_step, node_time_expr
 from graphs.serving.step.workload import as_workload
 
@@ -67,7 +67,8 @@ def test_rank_step_is_the_rank_less_exactly_its_expert_rows(predict):
     """The rank's share is its whole step less its own routed-expert kernels, each priced as the
     rank's step prices it: recomputed here kernel by kernel from the rank step's own table
     (``tokens_table``: each kernel's prediction, clamped to its bound as the step clamps it)."""
-    pytest.importorskip("aiconfigurator_core") if predict else None
+    if predict:
+        pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     hw = get_device(DEVICE)
     w = as_workload(MODEL)
     pred = Predictor("grey-box", "vllm") if predict else Predictor()
@@ -166,8 +167,7 @@ def test_balancer_scores_waiting_four_times_running():
 def test_devices_reached_is_between_one_and_k(ek, g):
     """A token's k experts sit on at least one and at most min(k, G) devices; G = 1: one."""
     e, k = ek
-    if e % g:
-        return
+    assume(e % g == 0)  # experts split evenly over the devices (uneven splits are refused)
     r = devices_reached(e, k, g)
     assert 1 - 1e-12 <= r <= min(k, g) + 1e-12
     if g == 1:
@@ -256,3 +256,8 @@ def test_the_group_ceiling_bounds_a_saturated_group_and_counts_every_rank():
     res = simulate(MODEL, DEVICE, reqs, topology=topo)
     assert res.requests_per_s < ceiling
     assert ceiling > 1.5 * ceiling_rate(MODEL, DEVICE, reqs, topology=Topology())
+
+
+def test_devices_reached_refuses_an_uneven_split():
+    with pytest.raises(CostModelError, match="do not split evenly over 4 devices"):
+        devices_reached(10, 2, 4)

@@ -33,7 +33,7 @@ all2all backend, ``allgather_reducescatter`` ("Standard all2all using allgather/
 primitives", the expert-parallel page's backend table): an all-gather of the ``T x d``
 activations over the ``D`` ranks before the experts and a reduce-scatter after them; ``all_to_all``
 (DeepEP / pplx, or TensorRT-LLM's all-to-all) sends each token's activations once to every
-device holding one of its ``k`` experts (:func:`devices_reached` of them on average) and back.
+device holding one of its ``k`` experts (:func:`~graphs.serving.step.expert_routing.devices_reached` of them on average) and back.
 Both are priced at their roofline bound over the link spanning ``D t`` devices (no measured
 kernels: the coverage line says so); a fitted kernel scale applies to the stage as to the
 ranks' kernels, never below the stage's bound.
@@ -71,6 +71,7 @@ from ..pricing.predict import expert_activations
 from ..pricing.predictor import KernelIds, Predictor, lerp_at, tabulate, token_grid
 from ..pricing.protocols import IterationStep
 from ..step.compiled import compiled_step
+from ..step.expert_routing import devices_reached
 from ..step.mixed import node_time_expr
 from ..step.workload import Workload
 
@@ -88,7 +89,6 @@ __all__ = [
     "MeteredRankStep",
     "dp_line",
     "check_group",
-    "devices_reached",
     "expert_nodes",
     "rank_step",
 ]
@@ -99,27 +99,6 @@ DISPATCHES = ("allgather_reducescatter", "all_to_all")
 DISPATCH_BASIS = "MoE dispatch and combine across the data-parallel group (all-gather / reduce-scatter or all-to-all): not measured"
 #: vLLM's load-balancing score weight of a waiting request against a running one (module doc)
 WAITING_WEIGHT = 4
-
-
-def devices_reached(experts: int, top_k: int, devices: int) -> float:
-    r"""Expected number of the ``G`` devices a token's ``k`` distinct experts land on, the ``E``
-    experts placed ``E / G`` per device and the ``k`` drawn uniformly without replacement:
-
-    .. math:: \bar r = G \left(1 - \binom{E - E/G}{k} \Big/ \binom{E}{k}\right)
-
-    (a device is missed when all ``k`` experts fall among the others). A dispatch that sends a
-    token once per device (DeepEP, pplx) moves ``r`` copies (the mean above) of it, not ``k``.
-
-    >>> round(devices_reached(128, 8, 2), 4)  # Qwen3-30B-A3B over 2: 2 (1 - C(64,8)/C(128,8))
-    1.9938
-    >>> devices_reached(8, 2, 8)  # Mixtral over 8 devices: its 2 experts on 2 devices
-    2.0
-    """
-    if devices <= 1:
-        return 1.0
-    per = experts / devices
-    miss = math.comb(int(experts - per), top_k) / math.comb(experts, top_k) if experts - per >= top_k else 0.0
-    return devices * (1.0 - miss)
 
 
 def expert_nodes(g: Any) -> list[str]:
@@ -481,7 +460,7 @@ def dp_line(topo: Any) -> str:
     )
 
 
-def check_group(dp: int, tp: int, moe: bool) -> None:
+def check_group(dp: int, moe: bool) -> None:
     """Refuse a group the deployment cannot have (one line: which, why)."""
     if not moe and dp > 1:
         raise CostModelError(

@@ -398,7 +398,7 @@ def simulate(
     step: IterationStep = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
     if topo.dp > 1:  # data-parallel attention, the experts over the group (graphs.serving.sim.data_parallel)
-        check_group(topo.dp, topo.tp, w.config.is_moe)
+        check_group(topo.dp, w.config.is_moe)
         if spec is not None:
             raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
         step = rank_step(

@@ -98,6 +98,7 @@ from costmodel.keys import BYTES, EXPERT_PLAN, KIND, PARAMS, ROLE, Level, NodeKi
 from costmodel.results import Result
 
 __all__ = [
+    "devices_reached",
     "Routing",
     "RankLoad",
     "RankMax",
@@ -206,6 +207,29 @@ def inclusion(routing: Routing, experts: int, top_k: int) -> np.ndarray:
             break
         capped |= over
     return pi
+
+
+def devices_reached(experts: int, top_k: int, devices: int) -> float:
+    r"""Expected number of the ``G`` devices a token's ``k`` distinct experts land on, the ``E``
+    experts placed ``E / G`` per device and the ``k`` drawn uniformly without replacement:
+
+    .. math:: \bar r = G \left(1 - \binom{E - E/G}{k} \Big/ \binom{E}{k}\right)
+
+    (a device is missed when all ``k`` experts fall among the others). A dispatch that sends a
+    token once per device (DeepEP, pplx) moves ``r`` copies (the mean above) of it, not ``k``.
+
+    >>> round(devices_reached(128, 8, 2), 4)  # Qwen3-30B-A3B over 2: 2 (1 - C(64,8)/C(128,8))
+    1.9938
+    >>> devices_reached(8, 2, 8)  # Mixtral over 8 devices: its 2 experts on 2 devices
+    2.0
+    """
+    if devices <= 1:
+        return 1.0
+    if experts % devices:
+        raise CostModelError(f"the {experts} experts do not split evenly over {devices} devices")
+    per = experts / devices
+    miss = math.comb(int(experts - per), top_k) / math.comb(experts, top_k) if experts - per >= top_k else 0.0
+    return devices * (1.0 - miss)
 
 
 @dataclass(frozen=True)
