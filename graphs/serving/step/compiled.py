@@ -103,7 +103,20 @@ class StepForms:
 
 def compile_step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
     """:func:`step_time` with each kernel's ``max`` left unevaluated (:attr:`Bound.compile_time`):
-    the same value, several times cheaper to build on a symbolic graph; for compiling."""
+    the same value, several times cheaper to build on a symbolic graph; for compiling.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A step graph with a :class:`~costmodel.cost.Cost` on each op node (dims may be symbolic).
+    hw : Hardware
+        The device whose roofs price each kernel.
+
+    Returns
+    -------
+    sympy.Expr
+        The step time (s), :math:`\\sum_k r_k \\max_u t_{k,u}`, with each ``max`` unevaluated.
+    """
     return sympy.Add(
         *(g.nodes[n].get(REPEAT, 1) * bound(g.nodes[n][COST], hw).compile_time for n in op_nodes(g))
     )
@@ -116,7 +129,22 @@ def _unpruned_max(terms: list[sympy.Expr]) -> sympy.Expr:
 
 
 def step_forms(g: nx.DiGraph, hw: Hardware, symbols: Sequence[sympy.Symbol]) -> StepForms:
-    """Read :class:`StepForms` off a graph with symbolic dims (one ``bound`` per node, once)."""
+    """Read :class:`StepForms` off a graph with symbolic dims (one ``bound`` per node, once).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A step graph with symbolic free dims.
+    hw : Hardware
+        The device whose roofs price each kernel.
+    symbols : sequence of sympy.Symbol
+        The free dims, in the order the compiled functions take them (e.g. ``B, ctx``).
+
+    Returns
+    -------
+    StepForms
+        The step's seconds, FLOPs and bytes as sympy expressions in ``symbols``.
+    """
     bw = hw.bandwidth()
     ops = op_total(g)
     whole = bound(ops, hw)
@@ -144,6 +172,26 @@ def positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
     """``value`` as a positive int (or 0 when allowed); a clear error naming ``name`` otherwise.
 
     A plain int passes in nanoseconds; anything else goes through :func:`check_dim`'s checks.
+
+    Parameters
+    ----------
+    value : object
+        The dim to check (an int, or a sympy number).
+    name : str
+        Its name, printed in the error.
+    allow_zero : bool
+        Accept 0 as well.
+
+    Returns
+    -------
+    int
+        ``value`` as an int.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is symbolic, fractional, non-positive (negative when ``allow_zero``) or not a
+        number.
     """
     if type(value) is int and (value >= 1 or (allow_zero and value == 0)):
         return value
@@ -218,7 +266,13 @@ def clear_compiled_cache() -> None:
 
 
 def compiled_cache_info() -> dict[str, int]:
-    """Hits, misses and current size of the in-process cache."""
+    """Hits, misses and current size of the in-process cache.
+
+    Returns
+    -------
+    dict of str to int
+        ``hits``, ``misses`` and ``size`` (entries held) of the compiled-step cache.
+    """
     return _CACHE.info()
 
 
@@ -245,6 +299,36 @@ def compiled_step(
     ``chunked`` (prefill) adds the cached ``prefix`` as a third dim; ``ep`` divides the routed
     experts' work and weights over ``ep`` devices; ``routing`` (skewed, or a placement with
     replicas: :mod:`graphs.serving.step.expert_routing`) makes them the busiest EP rank's instead.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model: a catalog name, a ``config.json`` path, a config, or a workload built once.
+    device : Hardware or str
+        The device (a catalog name or a spec).
+    phase : str
+        ``"decode"`` (dims ``B``, ``ctx``) or ``"prefill"`` (dims ``B``, ``S``, and ``prefix`` when
+        ``chunked``).
+    tp : int
+        Tensor-parallel degree: the device holds ``1/tp`` of each sharded weight and head.
+    ep : int
+        Expert-parallel degree: routed experts' work and weights divided over ``ep`` devices.
+    chunked : bool
+        Prefill only: a chunk attending over a cached ``prefix`` of tokens.
+    logits : str
+        Which positions the LM head computes: ``"last"`` (default) or ``"all"`` (prefill).
+    routing : Routing, optional
+        A skewed routing or an expert placement: the busiest EP rank's experts instead of the mean.
+
+    Returns
+    -------
+    CompiledStep
+        The compiled scalar and numpy forms (seconds, FLOPs, bytes), cached per argument set.
+
+    Raises
+    ------
+    CostModelError
+        When ``phase`` is unknown, ``chunked`` is asked of decode, or a degree or name is invalid.
     """
     w = as_workload(config)
     hw = get_device(device)

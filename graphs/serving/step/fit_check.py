@@ -120,7 +120,30 @@ def check_capacity(
 ) -> CapacityCheck:
     """A :class:`CapacityCheck` from the ledger's terms as a function of (batch, tokens) in
     bytes (decode: ``tokens`` cached, ``batch`` active; prefill: ``batch * tokens`` active),
-    solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is."""
+    solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is.
+
+    Parameters
+    ----------
+    terms : callable
+        ``terms(batch, tokens)``: the ledger's terms (bytes) by name (:data:`LEDGER_TERMS`).
+    capacity : float
+        The device's memory (bytes).
+    device : str
+        The device's name (printed).
+    tp : int
+        Tensor-parallel degree the terms are per device at.
+    phase : Phase
+        ``decode`` (``tokens`` cached per sequence) or ``prefill`` (``tokens`` of prompt).
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens per sequence (decode: context; prefill: prompt).
+
+    Returns
+    -------
+    CapacityCheck
+        The verdict, the total need (bytes), and the largest batch and context that fit.
+    """
 
     def at(b: float, t: float) -> dict[str, float]:
         got = terms(b, t)
@@ -140,6 +163,24 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
 
     Raises :class:`CardError` when the card has no readable ledger or its text does not
     reproduce its check point.
+
+    Parameters
+    ----------
+    card : dict
+        A decode or prefill card as read from JSON.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens per sequence (decode: context; prefill: prompt).
+
+    Returns
+    -------
+    CapacityCheck
+
+    Raises
+    ------
+    CardError
+        When the card has no readable ledger or its text does not reproduce its check point.
     """
     try:
         kind = card["phase"] if card["kind"] == "analysis" else card["kind"]
@@ -206,6 +247,27 @@ def capacity_report_from_card(
     ``max_context`` solve the symbolic ledger, with the same search bounds).
 
     Raises :class:`CardError` when the card is not a decode card whose ledger reads back.
+
+    Parameters
+    ----------
+    card : dict
+        A decode card as read from JSON.
+    batch : int
+        Sequences in the step.
+    ctx : int
+        Cached tokens per sequence.
+    model_limit : int or None
+        The model's longest context (``max_position_embeddings``), printed beside the limits.
+
+    Returns
+    -------
+    CapacityReport
+        Ledger terms (bytes) at the point, whether it fits, the largest batch and context.
+
+    Raises
+    ------
+    CardError
+        When the card is not a decode card whose ledger reads back.
     """
     if card.get("kind") != "decode":
         raise CardError("only a decode card's ledger serves the decode ledger")

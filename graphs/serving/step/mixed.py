@@ -135,7 +135,27 @@ class _AttentionKernel:
 
 def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> float | None:
     """The window ``W`` of a decode attention kernel whose terms read ``Min(W, x)`` cached keys
-    (a sliding-window layer), or None when they read all ``x``; one kernel has one window."""
+    (a sliding-window layer), or None when they read all ``x``; one kernel has one window.
+
+    Parameters
+    ----------
+    terms : sequence of sympy.Expr
+        One decode attention kernel's roofline terms.
+    x : sympy.Symbol
+        The context symbol.
+    where : str
+        The kernel's name, printed in the error.
+
+    Returns
+    -------
+    float or None
+        The window ``W`` (tokens), or None when the kernel reads the whole context.
+
+    Raises
+    ------
+    CostModelError
+        When the terms read several windows or a cap other than ``min(W, x)``.
+    """
     caps = {
         m
         for t in terms
@@ -198,7 +218,20 @@ class _Memo:
 
 def node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
     """A node's compiled roofline time ``r max_u t_u + launch`` (s; :attr:`Bound.compile_time`)
-    times its repeat ``r``, as a sympy expression of the graph's free dims."""
+    times its repeat ``r``, as a sympy expression of the graph's free dims.
+
+    Parameters
+    ----------
+    d : dict
+        A node's attributes (its :class:`~costmodel.cost.Cost` and repeat).
+    hw : Hardware
+        The device.
+
+    Returns
+    -------
+    sympy.Expr
+        The node's time (s).
+    """
     return d.get(REPEAT, 1) * bound(d[COST], hw).compile_time
 
 
@@ -462,7 +495,22 @@ def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, 
     """The :class:`MixedStep` of ``config`` on ``device`` at ``tp``: built once per process, and
     kept between processes as a card in the persistent form cache (:mod:`costmodel.formcache`,
     keyed by the engine's sources, the config and the device; a card that does not read back is
-    rebuilt)."""
+    rebuilt).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    MixedStep
+        Prices any mix of decodes and prefill chunks (s).
+    """
     w = as_workload(config)
     hw = get_device(device)
     return _CACHE.get_or_build((w.config, hw, tp), lambda: _carded(w, hw, tp))

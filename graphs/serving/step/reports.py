@@ -81,6 +81,22 @@ def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, 
     at most 1). A memory term is named by the largest of its parts: the weight read
     ``weight_read_s``, the KV read ``kv_read_s`` or the rest (activations), each bytes over the same
     bandwidth. None when the step has no terms or no time.
+
+    Parameters
+    ----------
+    terms_s : mapping of str to float
+        Whole-step terms (s) by resource: compute per unit, traffic per memory level, links.
+    step_s : float
+        The step time (s), the sum of each kernel's roofline.
+    weight_read_s : float
+        Weight bytes read over DRAM bandwidth (s).
+    kv_read_s : float
+        KV-cache bytes read over DRAM bandwidth (s).
+
+    Returns
+    -------
+    BoundBy or None
+        The binding resource, its kind, what dominates it and its share of the step.
     """
     terms = {k: float(v) for k, v in terms_s.items() if v > 0}
     if not terms or step_s <= 0:
@@ -251,7 +267,35 @@ def phase_fields(
 ) -> dict[str, Any]:
     """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
     ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
-    and the TDP energy estimate ``P T / tokens`` (J) are derived here."""
+    and the TDP energy estimate ``P T / tokens`` (J) are derived here.
+
+    Parameters
+    ----------
+    values : mapping of str to object
+        The step's values: ``step_s``, ``optimistic_step_s`` (s), ``terms_s`` (s per resource),
+        ``weight_read_s``, ``kv_read_s`` (s), ``flops``, ``attention_flops`` (FLOP).
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    power_w : float or None
+        The device's TDP (W); None: no energy estimate.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Decode: context; prefill: prompt tokens per sequence.
+    tp : int
+        Tensor-parallel degree.
+    notes : tuple of str
+        Assumptions to print once with the report.
+
+    Returns
+    -------
+    dict
+        The report's fields (times in s, energy in J per token).
+    """
     flops, step = values["flops"], values["step_s"]
     return {
         "model": model,
@@ -281,7 +325,25 @@ def decode_from_fields(
 ) -> DecodeReport:
     """A :class:`DecodeReport` from :func:`phase_fields` and the step's constants: every weight
     byte and the embedding table's share over the DRAM bandwidth (s), and device-hours per
-    million tokens ``1e6 / (B / T) x tp / 3600``."""
+    million tokens ``1e6 / (B / T) x tp / 3600``.
+
+    Parameters
+    ----------
+    fields : mapping of str to object
+        What :func:`phase_fields` returns for a decode step.
+    bandwidth : float
+        The device's DRAM bandwidth (bytes/s).
+    weights_bytes : float
+        Every weight byte one device holds.
+    embedding_bytes : float
+        The input embedding table's bytes (gathered, not read whole).
+    power_known : bool
+        Whether the device's TDP is known (energy printed).
+
+    Returns
+    -------
+    DecodeReport
+    """
     step, batch, tp = fields["step_s"], fields["batch"], fields["tp"]
     return DecodeReport(
         **fields,
@@ -315,6 +377,21 @@ def limits_at(n: LimitNumbers, ctx: int | None, max_batch: int | None = None) ->
     With ``max_batch`` (the largest batch the memory holds at ``ctx``) the limits also give the
     throughput at that batch, ``B_max / max(T_mem(B_max), c_u B_max)``, the ceiling batching can
     actually reach when the knee or the 90 % batch lies beyond it.
+
+    Parameters
+    ----------
+    n : LimitNumbers
+        The decode step's memory and compute parts as functions of plain numbers (s).
+    ctx : int or None
+        Cached tokens per sequence (None: the limits that do not depend on it).
+    max_batch : int, optional
+        The largest batch memory holds at ``ctx``.
+
+    Returns
+    -------
+    DecodeLimits
+        Knee batch, batch at 90 % of the ceiling, ceiling throughput (tokens/s), and the throughput
+        at ``max_batch`` when given.
     """
     lim = _limits_at(n, ctx)
     if max_batch is None or ctx is None:
@@ -377,7 +454,25 @@ MAX_CHUNKS = 1_000_000
 
 def chunk_plan(seq: int, chunk: int | None) -> tuple[int, int] | None:
     """``(full chunks, leftover tokens)`` of a ``seq``-token prompt in chunks of ``chunk``, or
-    None when the prompt runs as one step (no chunk, or a chunk at least as long)."""
+    None when the prompt runs as one step (no chunk, or a chunk at least as long).
+
+    Parameters
+    ----------
+    seq : int
+        Prompt tokens.
+    chunk : int or None
+        Chunk size (tokens); None: no chunking.
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(full chunks, leftover tokens)``; None when the prompt runs as one step.
+
+    Raises
+    ------
+    CostModelError
+        When ``chunk`` is not a positive integer.
+    """
     if chunk is None or (type(chunk) is int and chunk >= seq):
         return None
     if type(chunk) is not int or chunk <= 0:
@@ -398,7 +493,25 @@ def prefill_from_fields(
     power_w: float | None = None,
 ) -> PrefillReport:
     """A :class:`PrefillReport`: the prompt as one step, or (``chunked_s``) the sum of its
-    ``chunks`` chunk steps as the time, the rest describing the whole prompt."""
+    ``chunks`` chunk steps as the time, the rest describing the whole prompt.
+
+    Parameters
+    ----------
+    fields : mapping of str to object
+        What :func:`phase_fields` returns for the whole prompt.
+    chunk : int, optional
+        Chunk size (tokens), when chunked.
+    chunks : int
+        How many chunk steps.
+    chunked_s : float, optional
+        The sum of the chunk steps (s); replaces the one-step time.
+    power_w : float, optional
+        The device's TDP (W), for the energy of the chunked time.
+
+    Returns
+    -------
+    PrefillReport
+    """
     if chunked_s is None:
         return PrefillReport(**fields)
     tokens = fields["tokens"]
@@ -413,7 +526,22 @@ def prefill_from_fields(
 
 def cache_read_bytes(caps: dict[str, Any], *, batch: int, ctx: int) -> tuple[float, float]:
     """Cache bytes a decode step of ``batch`` sequences at ``ctx`` holds, and what they would be
-    if every layer kept all ``ctx`` positions (the state stays the state)."""
+    if every layer kept all ``ctx`` positions (the state stays the state).
+
+    Parameters
+    ----------
+    caps : dict
+        One sequence's cache layout per device (:func:`graphs.serving.step.ledger_fit.kv_caps`).
+    batch : int
+        Sequences.
+    ctx : int
+        Cached tokens per sequence.
+
+    Returns
+    -------
+    tuple of (float, float)
+        Bytes held, and bytes if every layer kept all ``ctx`` positions.
+    """
     capped = caps.get("capped", ())
     held = ctx * caps["per_token"] + sum(k * min(ctx, w) for k, w in capped) + caps["state"]
     full = ctx * (caps["per_token"] + sum(k for k, _w in capped)) + caps["state"]

@@ -75,5 +75,15 @@ class Workload:
 
 
 def as_workload(config: ModelConfig | str | Workload) -> Workload:
-    """``config`` as a :class:`Workload`: a workload is passed through, anything else resolved once."""
+    """``config`` as a :class:`Workload`: a workload is passed through, anything else resolved once.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        A catalog name, a ``config.json`` path, a config, or a workload.
+
+    Returns
+    -------
+    Workload
+    """
     return config if isinstance(config, Workload) else Workload(config)
