@@ -498,7 +498,24 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
 
     Refused, in one line: a ``name@version`` already registered, a second default version of a
     name, or a corpus framework the measured corpus does not hold (its kernels could not be
-    priced: :data:`costmodel.measured.corpus.FRAMEWORKS`)."""
+    priced: :data:`costmodel.measured.corpus.FRAMEWORKS`).
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The engine's profile (its scheduler defaults, KV rule, capture sizes, overheads, sources).
+
+    Returns
+    -------
+    EngineProfile
+        ``profile`` itself.
+
+    Raises
+    ------
+    CostModelError
+        When its ``name@version`` is taken, a second default version of its name is given, or its
+        corpus framework is not in the measured corpus.
+    """
     # loaded on use: the engine registry imports only the stdlib and light core modules
     from costmodel.measured.corpus import FRAMEWORKS
 
@@ -543,7 +560,24 @@ def _overheads_of(name: str, max_num_seqs: int, max_num_batched_tokens: int) -> 
 
 def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
     """The profile ``NAME`` (its default version) or ``NAME@VERSION``; an unknown one is a
-    one-line error listing the known ones (:func:`engine_names`)."""
+    one-line error listing the known ones (:func:`engine_names`).
+
+    Parameters
+    ----------
+    ref : str
+        ``NAME`` (the default version) or ``NAME@VERSION``.
+    what : str
+        What the caller calls it, in the error (e.g. ``"--engine"``).
+
+    Returns
+    -------
+    EngineProfile
+
+    Raises
+    ------
+    CostModelError
+        When ``ref`` is malformed or names no registered profile (the known ones listed).
+    """
     load_engines()
     if not isinstance(ref, str):
         raise CostModelError(f"{what} must be NAME or NAME@VERSION, got {ref!r}")
@@ -564,13 +598,24 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
 
 
 def engines() -> tuple[EngineProfile, ...]:
-    """Every registered profile, by name then version."""
+    """Every registered profile, by name then version.
+
+    Returns
+    -------
+    tuple of EngineProfile
+    """
     load_engines()
     return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items()))
 
 
 def engine_names() -> tuple[str, ...]:
-    """Every registered ``name@version``; a default version also answers to its bare name."""
+    """Every registered ``name@version``; a default version also answers to its bare name.
+
+    Returns
+    -------
+    tuple of str
+        ``name@version`` of every profile.
+    """
     return tuple(p.ref for p in engines())
 
 

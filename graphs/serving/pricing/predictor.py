@@ -235,7 +235,22 @@ def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.nd
     wave quantisation: the measured fits jump by ~10 % at each multiple of its 64-row tile),
     which no geometric grid follows; an iteration's token count is a whole number, so below
     ``dense`` (the default token budget) the table holds the prediction exactly. Beyond it the
-    steps are under 1 % of the time and the geometric grid interpolates them."""
+    steps are under 1 % of the time and the geometric grid interpolates them.
+
+    Parameters
+    ----------
+    dense : int
+        Every token count up to this one is on the grid.
+    hi : int
+        The largest token count.
+    per_octave : int
+        Geometric points per doubling beyond ``dense``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Token counts (float), ascending and unique.
+    """
     j = np.arange(0, int(math.log2(hi) * per_octave) + 1)
     geo = np.round(2.0 ** (j / per_octave))
     return np.unique(np.concatenate([np.arange(1, dense + 1, dtype=float), geo[geo > dense]]))
@@ -243,7 +258,20 @@ def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.nd
 
 def lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
     """Segment ``i`` and weight ``w`` of ``lx`` on the sorted log grid (``w`` outside [0, 1]
-    beyond the ends: linear extrapolation of the end segments)."""
+    beyond the ends: linear extrapolation of the end segments).
+
+    Parameters
+    ----------
+    grid : list of float
+        A sorted log grid (at least two points).
+    lx : float
+        The log of the point.
+
+    Returns
+    -------
+    tuple of (int, float)
+        The segment index and the weight of its right end.
+    """
     i = min(max(bisect.bisect_right(grid, lx) - 1, 0), len(grid) - 2)
     return i, (lx - grid[i]) / (grid[i + 1] - grid[i])
 
@@ -318,7 +346,28 @@ def tabulate(
     """Each node of ``names`` priced by ``pred`` at every row of ``points`` (values of ``syms``),
     the corpus pricing of :func:`graphs.serving.pricing.predict.predict_step` batched per family and
     dtype; a quantile predictor's tables are its point tables times each kernel's factor
-    (:meth:`Predictor.log_factor`)."""
+    (:meth:`Predictor.log_factor`).
+
+    Parameters
+    ----------
+    hw : Hardware
+        The device.
+    pred : Predictor
+        The kernel predictor (framework, quantile, options).
+    g : networkx.DiGraph
+        A step graph with symbolic dims.
+    syms : tuple of sympy.Symbol
+        The dims ``points`` gives values of.
+    names : list of str
+        The nodes to price.
+    points : numpy.ndarray
+        Dim values, shape ``(points, len(syms))``.
+
+    Returns
+    -------
+    list of _Table
+        Per kernel, its seconds at every point.
+    """
     key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
     base = _TABLES.get_or_build(
         key,
@@ -760,7 +809,24 @@ def predicted_mixed_step(
 ) -> IterationStep:
     """The mixed iteration priced by ``predictor``: the bound's :class:`MixedStep` itself for
     the bound (the identity on its numbers), else a :class:`PredictedStep` built once per
-    (model, device, tp, predictor) in this process."""
+    (model, device, tp, predictor) in this process.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    predictor : Predictor, optional
+        The kernel predictor (default: the bound).
+
+    Returns
+    -------
+    IterationStep
+        A :class:`MixedStep` or :class:`PredictedStep`; both price an iteration's mix (s).
+    """
     w = as_workload(config)
     hw = get_device(device)
     pred = predictor or Predictor()

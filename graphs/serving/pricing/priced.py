@@ -57,7 +57,22 @@ _EXACT_MAX = 16384
 
 def mesh_axis(lo: float, hi: float, per_octave: int = 4, dense: int = 16) -> np.ndarray:
     """Whole numbers ``lo .. hi`` (inclusive ends): every one up to ``dense``, then
-    ``round(2^{j/per_octave})``."""
+    ``round(2^{j/per_octave})``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The ends (whole numbers, both included).
+    per_octave : int
+        Geometric points per doubling beyond ``dense``.
+    dense : int
+        Every whole number up to this one is on the axis.
+
+    Returns
+    -------
+    numpy.ndarray
+        The axis (float), ascending and unique.
+    """
     g = token_grid(dense, math.ceil(max(2.0, hi) * 2 ** (1 / per_octave)), per_octave)
     g = g[(g > lo) & (g < hi)]
     return np.unique(np.concatenate([[float(lo), float(hi)], g]))
@@ -277,7 +292,27 @@ def priced_step(
 ) -> PointStep:
     """:func:`graphs.serving.step.compiled.compiled_step` priced by ``predictor``: the compiled step
     itself for the bound (the identity on its numbers), else its :class:`PricedStep` (built once
-    per compiled step and predictor in this process)."""
+    per compiled step and predictor in this process).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    predictor : Predictor, optional
+        The kernel predictor (default: the bound).
+    **kw
+        The rest of :func:`compiled_step`'s keywords (``tp``, ``ep``, ``chunked``, ``logits``,
+        ``routing``).
+
+    Returns
+    -------
+    PointStep
+        The compiled step, or its :class:`PricedStep` (s per step at any point).
+    """
     cs = compiled_step(config, get_device(device), phase, **kw)
     pred = predictor or Predictor()
     if pred.is_bound:
