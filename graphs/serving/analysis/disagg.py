@@ -164,7 +164,42 @@ def disaggregated(
     predictor: Predictor | None = None,
 ) -> DisaggReport:
     """TTFT, TPOT, pools, energy and the colocated comparison (module doc); ``predictor``
-    prices every step (:func:`graphs.serving.pricing.priced.priced_step`; default the bound)."""
+    prices every step (:func:`graphs.serving.pricing.priced.priced_step`; default the bound).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    prefill_device, decode_device : Hardware or str
+        The devices of the prefill pool (A) and the decode pool (B).
+    prompt : int
+        Prompt tokens ``S`` per request.
+    output : int
+        Output tokens ``O`` per request.
+    decode_batch : int
+        Sequences ``b`` per decode step.
+    link_bandwidth : float
+        The A -> B link's bandwidth ``beta`` (bytes/s, > 0).
+    link_latency : float
+        Per-message latency ``alpha`` (s, >= 0), paid once per layer.
+    rate : float, optional
+        Arrival rate ``lambda`` (requests/s): sizes the pools and the colocated baseline.
+    overlap : str
+        ``"after"`` (the cache ships after prefill) or ``"layerwise"`` (during it).
+    predictor : Predictor, optional
+        Prices every step (default: the bound).
+
+    Returns
+    -------
+    DisaggReport
+        TTFT terms, TPOT (s), pools, energy and the colocated comparison.
+
+    Raises
+    ------
+    CostModelError
+        When ``overlap`` is unknown, the link's numbers or a count are out of range, or ``rate``
+        is not positive.
+    """
     if overlap not in tuple(Overlap):
         raise CostModelError(f"overlap {overlap!r} not allowed; allowed: {', '.join(Overlap)}")
     if link_bandwidth <= 0 or link_latency < 0:
@@ -240,7 +275,32 @@ def kv_transfer_crossover(
     predictor: Predictor | None = None,
 ) -> int | None:
     """Smallest prompt length at which the KV transfer is the largest TTFT term (``None`` if never
-    up to ``max_prompt``): the first end of :func:`kv_transfer_range`."""
+    up to ``max_prompt``): the first end of :func:`kv_transfer_range`.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    prefill_device, decode_device : Hardware or str
+        The prefill and decode devices.
+    link_bandwidth : float
+        The link's bandwidth (bytes/s).
+    link_latency : float
+        Per-message latency (s).
+    decode_batch : int
+        Sequences per decode step.
+    overlap : str
+        ``"after"`` or ``"layerwise"``.
+    max_prompt : int
+        The longest prompt (tokens) searched.
+    predictor : Predictor, optional
+        Prices every step (default: the bound).
+
+    Returns
+    -------
+    int or None
+        The prompt length (tokens), or None when the transfer never dominates.
+    """
     span = kv_transfer_range(
         config,
         prefill_device,

@@ -55,6 +55,24 @@ def decode_limits(
     With ``max_batch`` (the largest batch the memory holds at ``ctx``,
     :func:`graphs.serving.step.ledger_fit.capacity_check`) the limits also carry the throughput at
     that batch, ``B_max / T(B_max)``: what batching reaches when the knee lies beyond it.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    ctx : int, optional
+        Cached tokens per sequence (None: the limits that do not depend on it, and the ceiling).
+    tp : int
+        Tensor-parallel degree.
+    max_batch : int, optional
+        The largest batch memory holds at ``ctx``.
+
+    Returns
+    -------
+    DecodeLimits
+        Knee batch ``B*``, 90 % batch, saturated throughput (tokens/s), context ceiling (tokens).
     """
     w = as_workload(config)
     hw = get_device(device)

@@ -44,7 +44,25 @@ class NodeStatics:
 
 def rows_from_values(t: NodeStatics, out: Sequence[float]) -> tuple[list[NodeRow], dict[str, float]]:
     """Every op node's :class:`NodeRow` and the step totals from the node table's flat values
-    at one point (module doc)."""
+    at one point (module doc).
+
+    Parameters
+    ----------
+    t : NodeStatics
+        The node table's labels and constants.
+    out : sequence of float
+        Its compiled function's values at one point (flat).
+
+    Returns
+    -------
+    tuple of (list of NodeRow, dict of str to float)
+        The rows and the step totals.
+
+    Raises
+    ------
+    ValueError
+        When the values do not match the labels (a stale table: an internal error).
+    """
     vals = [float(v) for v in out]
     totals = dict(zip(TOTALS, vals[: len(TOTALS)], strict=True))
     parts = []
@@ -138,7 +156,40 @@ def analysis_from_values(
 ) -> ModelAnalysis:
     """The :class:`ModelAnalysis` from the node table's values (:func:`rows_from_values`) and the
     step's fields at the same point (``flops``, ``attention_flops``, ``optimistic_step_s`` and
-    ``terms_s``, as :meth:`graphs.serving.step.compiled.CompiledStep.point` gives them)."""
+    ``terms_s``, as :meth:`graphs.serving.step.compiled.CompiledStep.point` gives them).
+
+    Parameters
+    ----------
+    t : NodeStatics
+        The node table's labels and constants.
+    out : sequence of float
+        Its values at the point.
+    step : dict
+        The step's fields at the same point (``flops``, ``attention_flops``,
+        ``optimistic_step_s``, ``terms_s``).
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences.
+    seq : int
+        Prompt tokens (prefill).
+    ctx : int
+        Cached tokens (decode).
+    tp : int
+        Tensor-parallel degree.
+    closed_forms : dict
+        The phase's closed forms.
+    closed_forms_latex : dict of str to str
+        Their LaTeX.
+
+    Returns
+    -------
+    ModelAnalysis
+    """
     rows, tot = rows_from_values(t, out)
     step_s = sum(r.total_time_s for r in rows)
     terms = step["terms_s"]

@@ -51,6 +51,23 @@ T_target, T_draft, T_verify = quantity("T_target"), quantity("T_draft"), quantit
 def expected_tokens(alpha: Any = alpha_s, k: Any = k_s) -> sympy.Expr:
     """``(1 - alpha^(k+1)) / (1 - alpha)``; ``k + 1`` when ``alpha = 1``.
 
+    Parameters
+    ----------
+    alpha : float or sympy.Expr
+        Per-token acceptance rate, in ``[0, 1]`` (default the symbol ``alpha``).
+    k : int or sympy.Expr
+        Draft tokens proposed per step (default the symbol ``k``).
+
+    Returns
+    -------
+    sympy.Expr
+        Expected tokens emitted per verify step.
+
+    Raises
+    ------
+    CostModelError
+        When a numeric ``alpha`` is outside ``[0, 1]``.
+
     >>> expected_tokens(sympy.Rational(1, 2), 3)
     15/8
     """
@@ -64,6 +81,12 @@ def expected_tokens(alpha: Any = alpha_s, k: Any = k_s) -> sympy.Expr:
 
 def speedup_closed_form() -> sympy.Expr:
     """``E(alpha, k) T_target / (k T_draft + T_verify)`` in symbols.
+
+    Returns
+    -------
+    sympy.Expr
+        The speed-up over plain decode, in ``alpha``, ``k``, ``T_target``, ``T_draft``,
+        ``T_verify`` (s).
 
     >>> speedup_closed_form().subs({T_draft: 0, T_verify: T_target}) == expected_tokens()
     True
@@ -113,7 +136,39 @@ def speculative_decoding(
     predictor: Predictor | None = None,
 ) -> SpecDecReport:
     """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc); ``predictor`` prices the
-    target's, the draft's and the verify steps (:func:`graphs.serving.pricing.priced.priced_step`)."""
+    target's, the draft's and the verify steps (:func:`graphs.serving.pricing.priced.priced_step`).
+
+    Parameters
+    ----------
+    target : ModelConfig, str or Workload
+        The target model.
+    draft : ModelConfig, str or Workload
+        The draft model.
+    target_device : Hardware or str
+        The target's device.
+    draft_device : Hardware or str, optional
+        The draft's device (default: the target's).
+    alpha : float
+        Per-token acceptance rate, in ``[0, 1]``.
+    batch : int
+        Sequences per step.
+    ctx : int
+        Cached tokens per sequence.
+    k_max : int
+        The largest draft length tried, in ``[1, K_MAX_LIMIT]``.
+    predictor : Predictor, optional
+        Prices the steps (default: the bound).
+
+    Returns
+    -------
+    SpecDecReport
+        Step times (s), speed-up per ``k``, the best ``k`` and the closed form.
+
+    Raises
+    ------
+    CostModelError
+        When ``alpha`` or ``k_max`` is out of range.
+    """
     if not 0 <= alpha <= 1:
         raise CostModelError(f"alpha must be in [0, 1], got {alpha}")
     if not 1 <= k_max <= K_MAX_LIMIT:

@@ -72,7 +72,35 @@ def attention_ffn_split(
     link_bandwidth: float,
     hop_latency: float,
 ) -> SplitReport:
-    """Decode step with attention on one device type and the FFN on another (module doc)."""
+    """Decode step with attention on one device type and the FFN on another (module doc).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    attention_device : Hardware or str
+        The device running attention (and the KV cache).
+    ffn_device : Hardware or str
+        The device running the FFN (or experts).
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    link_bandwidth : float
+        The link between them (bytes/s, > 0).
+    hop_latency : float
+        Latency per crossing (s, >= 0).
+
+    Returns
+    -------
+    SplitReport
+        The step's attention, FFN and transfer terms (s) and the colocated comparison.
+
+    Raises
+    ------
+    CostModelError
+        When the link's numbers are out of range.
+    """
     if link_bandwidth <= 0 or hop_latency < 0:
         raise CostModelError("link_bandwidth must be > 0 and hop_latency >= 0")
     w = as_workload(config)
@@ -131,7 +159,27 @@ class SramReport(Result):
 def sram_residency(
     config: ModelConfig | str | Workload, device: Hardware | str, *, hop_latency: float
 ) -> SramReport:
-    """Devices needed to hold the weights on ``device`` and the per-hop latency floor of a step."""
+    """Devices needed to hold the weights on ``device`` and the per-hop latency floor of a step.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        An on-chip-memory device (its capacity holds a share of the weights).
+    hop_latency : float
+        Latency per device-to-device hop (s, >= 0).
+
+    Returns
+    -------
+    SramReport
+        Devices needed, the hops per step and the latency floor (s).
+
+    Raises
+    ------
+    CostModelError
+        When ``hop_latency`` is negative.
+    """
     if hop_latency < 0:
         raise CostModelError(f"hop_latency must be >= 0, got {hop_latency}")
     cfg = as_workload(config).config
