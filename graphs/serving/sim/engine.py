@@ -101,7 +101,28 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
     """KV-cache blocks on one device: ``floor((u C - W - a N) / (block_size k))`` with ``u`` the
     memory utilisation, ``C`` the capacity, ``W`` the weights, ``a`` live activation bytes per
     token at the full token budget ``N`` and ``k`` KV bytes per token (vLLM profiles the same
-    way: weights and a peak-activation forward pass first, the rest to KV blocks)."""
+    way: weights and a peak-activation forward pass first, the rest to KV blocks).
+
+    Parameters
+    ----------
+    ledger : MemoryLedger
+        One device's decode ledger (weights, activation and KV bytes per token).
+    capacity_bytes : float
+        The device's memory ``C`` (bytes).
+    cfg : EngineConfig
+        The engine's knobs: ``gpu_memory_utilization`` ``u``, ``max_num_batched_tokens`` ``N``,
+        ``block_size`` (tokens per block).
+
+    Returns
+    -------
+    int
+        Blocks (at least 1).
+
+    Raises
+    ------
+    CostModelError
+        When no block fits.
+    """
     w = as_float(ledger.weights_bytes)
     a = as_float(ledger.activation_bytes_per_token)
     k = as_float(ledger.kv_bytes_per_token)
@@ -121,7 +142,24 @@ def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
     :class:`~graphs.serving.step.workload.Workload`) served with ``tp`` devices: the device's capacity
     and the decode ledger's weights, activation and KV bytes per token (the ledger the simulator
     sizes :func:`kv_blocks` from). With ``dp`` data-parallel ranks the routed experts are spread
-    over all ``dp x tp`` devices (:func:`graphs.serving.analysis.parallel.dp_weights_saved`)."""
+    over all ``dp x tp`` devices (:func:`graphs.serving.analysis.parallel.dp_weights_saved`).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    dp : int
+        Data-parallel ranks sharing the routed experts.
+
+    Returns
+    -------
+    KVPool
+        Capacity, weights (bytes), activation and KV bytes per token of one device.
+    """
     # imported here, when a pool is sized: the scheduler alone (and `--engine list`) needs
     # neither the catalog nor the symbolic ledger, which import sympy
     from costmodel.hardware import get_device
@@ -160,7 +198,40 @@ def profile_engine(
     parameters these are), with the defaults the engine picks for ``device``
     (:meth:`~graphs.serving.engines.EngineProfile.for_device`). What ``costmodel simulate
     --engine`` and the accuracy pages build; ``dp``: data-parallel ranks sharing the experts
-    (:mod:`graphs.serving.sim.data_parallel`)."""
+    (:mod:`graphs.serving.sim.data_parallel`).
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The engine profile (:func:`graphs.serving.engines.get_engine`).
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    dp : int
+        Data-parallel ranks sharing the routed experts.
+    request_tokens : int, optional
+        Prompt + output tokens of every request, when all are equal (the no-evict cap).
+    max_running : int, optional
+        At most this many requests exist at once.
+    enable_prefix_caching : bool, optional
+        Override the profile's default.
+    iteration_overhead_s : float
+        CPU seconds added to every iteration (s).
+    num_blocks : int, optional
+        KV blocks, replacing the profile's sizing rule.
+
+    Returns
+    -------
+    EngineConfig
+
+    Raises
+    ------
+    CostModelError
+        When no KV block fits or a knob is out of range.
+    """
     from costmodel.hardware import get_device  # the catalog only when a profile meets a device
 
     profile = profile.for_device(get_device(device))

@@ -208,7 +208,18 @@ class KVTiers:
 
 
 def tier_stats(tiers: list[KVTiers]) -> TierStats:
-    """The replicas' tiers summed."""
+    """The replicas' tiers summed.
+
+    Parameters
+    ----------
+    tiers : list of KVTiers
+        Each replica's tiers after a run.
+
+    Returns
+    -------
+    TierStats
+        Hits, bytes moved and seconds per tier, summed.
+    """
     hits = [sum(t.tiers[i].hits for t in tiers if len(t.tiers) > i) for i in range(2)]
     redo = [sum(t.tiers[i].recomputed for t in tiers if len(t.tiers) > i) for i in range(2)]
     return TierStats(

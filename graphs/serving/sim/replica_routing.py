@@ -40,7 +40,17 @@ EPS_RANGE = (0.0, 1e3)
 
 
 def least_outstanding(pool: Sequence[Replica]) -> Replica:
-    """The replica with the fewest tokens still to process (ties: the lower index)."""
+    """The replica with the fewest tokens still to process (ties: the lower index).
+
+    Parameters
+    ----------
+    pool : sequence of Replica
+        The replicas to choose from (not empty).
+
+    Returns
+    -------
+    Replica
+    """
     return min(pool, key=lambda r: (r.outstanding, r.index))
 
 

@@ -259,7 +259,25 @@ class SimResult(Result):
 def closed_loop_cycle(res: SimResult, think_s: float = 0.0) -> float:
     """One client's cycle in a closed loop (s): the median, over its requests, of send to last
     token, plus ``think_s`` before the next send. With every request alike, the clients of a
-    steady loop each take this long per request, so their phases spread over it."""
+    steady loop each take this long per request, so their phases spread over it.
+
+    Parameters
+    ----------
+    res : SimResult
+        A closed loop's result (simulated with ``concurrency=N``).
+    think_s : float
+        The client's pause before its next send (s).
+
+    Returns
+    -------
+    float
+        Seconds per request per client.
+
+    Raises
+    ------
+    CostModelError
+        When ``res`` is not a closed loop's.
+    """
     if res.concurrency is None:
         raise CostModelError("closed_loop_cycle reads a closed loop's result (simulate with concurrency=N)")
     return float(np.median(res.per_request["e2e_s"])) + think_s
@@ -269,7 +287,31 @@ def steady_stagger_s(
     config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
 ) -> float:
     """The ``stagger_s`` of a closed loop's steady state (:func:`simulate`'s module doc): one
-    client's cycle (:func:`closed_loop_cycle`) in a run that starts every client together."""
+    client's cycle (:func:`closed_loop_cycle`) in a run that starts every client together.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    requests : sequence of Request
+        What the clients send.
+    concurrency : int
+        Clients in the loop.
+    **kw
+        The rest of :func:`simulate`'s keywords (not ``stagger_s``).
+
+    Returns
+    -------
+    float
+        The stagger (s).
+
+    Raises
+    ------
+    CostModelError
+        When ``stagger_s`` is given.
+    """
     if "stagger_s" in kw:
         raise CostModelError(
             "the steady loop chooses stagger_s itself (one cycle); give simulate(stagger_s=...)"
@@ -282,7 +324,25 @@ def simulate_steady_loop(
     config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
 ) -> SimResult:
     """A closed loop of ``concurrency`` clients in its steady state: its first sends spread
-    uniformly over one cycle (:func:`steady_stagger_s`)."""
+    uniformly over one cycle (:func:`steady_stagger_s`).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    requests : sequence of Request
+        What the clients send.
+    concurrency : int
+        Clients in the loop.
+    **kw
+        The rest of :func:`simulate`'s keywords (not ``stagger_s``).
+
+    Returns
+    -------
+    SimResult
+    """
     cycle = steady_stagger_s(config, device, requests, concurrency=concurrency, **kw)
     return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
 

@@ -53,7 +53,30 @@ def speedup_by_batch(
     compute-bound, ``C`` per token, while attention reads each sequence's cache once, ``A`` per
     sequence; plain decoding costs ``C + A`` per token and speculation ``((k + 1) C + A) / E``,
     so it pays at large batch only while ``A / C > (k + 1 - E) / (E - 1)``: short contexts and
-    low acceptance lose first."""
+    low acceptance lose first.
+
+    Parameters
+    ----------
+    target : ModelConfig, str or Workload
+        The target model.
+    device : Hardware or str
+        The device.
+    spec : SpecConfig
+        The drafter, ``k`` and the acceptance per position.
+    batches : sequence of int
+        Concurrent clients ``B`` to try.
+    tp : int
+        Tensor-parallel degree.
+    prompt, output : int
+        Tokens per request.
+    waves : int
+        Requests per client.
+
+    Returns
+    -------
+    tuple of BatchRow
+        Per batch: mean TPOT with and without speculation (s) and their ratio.
+    """
     topo = Topology(tp=tp)
     rows = []
     for b in batches:

@@ -491,7 +491,26 @@ _FORMS: dict[tuple[Any, ...], SpecForms] = {}
 
 
 def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig, predictor: Any = None) -> SpecForms:
-    """:class:`SpecForms`, built once per (config, device, tp, spec, predictor) in this process."""
+    """:class:`SpecForms`, built once per (config, device, tp, spec, predictor) in this process.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The target model.
+    hw : Hardware
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    spec : SpecConfig
+        The drafter, ``k`` and the acceptance per position.
+    predictor : Predictor, optional
+        Prices the steps (default: the bound).
+
+    Returns
+    -------
+    SpecForms
+        Verify and draft step times (s) as numpy functions of (batch, ctx).
+    """
     key = (config, hw, tp, spec, predictor)
     f = _FORMS.get(key)
     if f is None:
