@@ -316,6 +316,11 @@ def token_cost(
     Returns
     -------
     TokenCost or None
+
+    Raises
+    ------
+    CostModelError
+        When the tokens per second are not finite, negative, or both 0.
     """
     hourly = [r.usd_per_hour(utilisation) for r, _ in pools]
     if any(h is None for h in hourly):

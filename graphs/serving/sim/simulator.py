@@ -418,6 +418,12 @@ def simulate(
     SimResult
         Per-request latency statistics (TTFT, TPOT, E2E), throughput (steady state and overall),
         SLO attainment, preemptions, KV use, and with a predictor what its seconds rest on.
+
+    Raises
+    ------
+    CostModelError
+        When there are no requests, an SLO, arrival, think time, ``concurrency`` or ``stagger_s``
+        is out of range, or options that cannot combine are combined (speculation with ``dp > 1``).
     """
     w = as_workload(config)
     hw = get_device(device)
