@@ -9,6 +9,9 @@ start with an underscore (overloads: the implementation). Its numpy-style docstr
 * a ``Raises`` section when its body raises :class:`~costmodel.errors.CostModelError` (or
   :class:`~graphs.serving.step.card_format.CardError`, one) itself.
 
+A public method of a public class (properties aside) must have the ``Parameters`` section when it
+takes arguments besides ``self``/``cls``.
+
 Read from the source with :mod:`ast` (nothing is imported), so the check is quick and a new
 function cannot land undocumented.
 """
@@ -35,6 +38,9 @@ FOLLOW = {
     "graphs/serving/planning/sizing.py",
     "graphs/serving/planning/search_plans.py",
 }
+
+#: methods edited in parallel (the skipping simulator inside data-parallel groups): they follow
+FOLLOW_METHODS = {"graphs/serving/sim/engine.py::Replica.decode_window"}
 
 #: the exceptions whose direct ``raise`` asks for a ``Raises`` section
 RAISED = {"CostModelError", "CardError"}
@@ -67,6 +73,25 @@ def _public_functions(path: Path) -> list[ast.FunctionDef]:
         for n in tree.body
         if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and not _is_overload(n)
     ]
+
+
+def _public_methods(path: Path) -> list[tuple[str, ast.FunctionDef]]:
+    rel = path.relative_to(ROOT).as_posix()
+    out = []
+    for c in ast.parse(path.read_text()).body:
+        if not isinstance(c, ast.ClassDef) or c.name.startswith("_"):
+            continue
+        for f in c.body:
+            if not isinstance(f, ast.FunctionDef) or f.name.startswith("_") or _is_overload(f):
+                continue
+            deco = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in f.decorator_list}
+            if (
+                deco & {"property", "cached_property", "setter"}
+                or f"{rel}::{c.name}.{f.name}" in FOLLOW_METHODS
+            ):
+                continue
+            out.append((f"{c.name}.{f.name}", f))
+    return out
 
 
 def sections(doc: str) -> dict[str, list[str]]:
@@ -163,11 +188,25 @@ MODULES = _modules()
 def test_the_wings_are_all_read():
     assert len(MODULES) >= 40  # every wing module but the __init__s and FOLLOW
     assert all((ROOT / f).exists() for f in FOLLOW), "a FOLLOW file moved: update the list"
+    for entry in FOLLOW_METHODS:  # each still names a method that exists
+        rel, qual = entry.split("::")
+        assert qual.split(".")[1] in (ROOT / rel).read_text(), f"{entry} moved: update FOLLOW_METHODS"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(ROOT / "graphs" / "serving").as_posix())
 def test_public_functions_have_numpydoc(path):
     bad = [f"{fn.name}: {p}" for fn in _public_functions(path) for p in problems(fn)]
+    assert not bad, f"{path.name}: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(ROOT / "graphs" / "serving").as_posix())
+def test_public_methods_name_their_parameters(path):
+    bad = [
+        f"{name}: {p}"
+        for name, fn in _public_methods(path)
+        for p in problems(fn)
+        if p.startswith(("no Parameters", "Parameters"))
+    ]
     assert not bad, f"{path.name}: " + "; ".join(bad)
 
 

@@ -113,7 +113,18 @@ class PlanReport(Result):
         return self.batch / self.step_s / self.devices
 
     def energy_per_token_j(self, power_w: float) -> float:
-        """``P x devices x step / batch`` at a power of ``power_w`` per device."""
+        """``P x devices x step / batch`` at a power of ``power_w`` per device.
+
+        Parameters
+        ----------
+        power_w : float
+            Power per device (W).
+
+        Returns
+        -------
+        float
+            Joules per output token.
+        """
         return power_w * self.devices * self.step_s / self.batch
 
     @property

@@ -82,7 +82,17 @@ class SweepResult:
         return int(np.count_nonzero(self.columns["fits"])) if len(self) else 0
 
     def rows(self, indices: Any = None) -> list[dict[str, Any]]:
-        """Points as dicts: all of them, or those at ``indices`` (build few: 1e6 dicts cost seconds)."""
+        """Points as dicts: all of them, or those at ``indices`` (build few: 1e6 dicts cost seconds).
+
+        Parameters
+        ----------
+        indices : array-like of int, optional
+            The points to build (default: all).
+
+        Returns
+        -------
+        list of dict
+        """
         keys = list(self.columns)
         picked = range(len(self)) if indices is None else indices
         return [{k: _py(self.columns[k][i]) for k in keys} for i in picked]
@@ -97,7 +107,15 @@ class SweepResult:
         return self.rows(idx.tolist())
 
     def to_csv(self, path: str | Path, flag: str = "csv") -> None:
-        """Every point, one CSV row each, written from the columns (no dict per point), atomically."""
+        """Every point, one CSV row each, written from the columns (no dict per point), atomically.
+
+        Parameters
+        ----------
+        path : str or Path
+            The CSV file (replaced atomically, never written through a link).
+        flag : str
+            The option that named it, printed in an error.
+        """
         keys = list(self.columns)
         with atomic_write(path, flag) as f:
             w = csv.writer(f)

@@ -149,7 +149,22 @@ class BenchRun:
     def first(self, n: int) -> BenchRun:
         """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
         window keeps the load and queue the requests saw, but for the last few, whose later
-        neighbours are gone (a drain's worth of a run much longer than it)."""
+        neighbours are gone (a drain's worth of a run much longer than it).
+
+        Parameters
+        ----------
+        n : int
+            Requests to keep.
+
+        Returns
+        -------
+        BenchRun
+
+        Raises
+        ------
+        CostModelError
+            For a summary-only run of requests sent at once (its means are of the whole queue).
+        """
         if len(self.prompt) <= n:
             return self
         if self.summary is not None and self.rate is None and self.concurrency is None:
@@ -174,7 +189,22 @@ class BenchRun:
     def with_shared_prefix(self, tokens: int) -> BenchRun:
         """Every prompt starting with the same ``tokens`` (a system prompt, ``vllm bench serve
         --random-prefix-len``), for a file that names none (itself when it names its own, or for
-        0): one prefix id, ``min(tokens, prompt)`` tokens each."""
+        0): one prefix id, ``min(tokens, prompt)`` tokens each.
+
+        Parameters
+        ----------
+        tokens : int
+            Tokens of the shared prefix, in ``[0, MAX_TOKENS]``.
+
+        Returns
+        -------
+        BenchRun
+
+        Raises
+        ------
+        CostModelError
+            When ``tokens`` is out of range.
+        """
         if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_TOKENS:
             raise CostModelError(
                 f"shared prefix must be a whole number of tokens in [0, {MAX_TOKENS}], got {tokens!r}"

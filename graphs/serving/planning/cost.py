@@ -104,7 +104,23 @@ class Rates(Result):
 
     def usd_per_hour(self, utilisation: float = 1.0) -> float | None:
         """``p + TDP u e / 1000`` USD per device-hour (module doc); None without a price. A device
-        with no TDP figure and a nonzero electricity rate is an error (no silent zero)."""
+        with no TDP figure and a nonzero electricity rate is an error (no silent zero).
+
+        Parameters
+        ----------
+        utilisation : float
+            Busy fraction ``u`` of the device, in ``[0, 1]`` (power term only).
+
+        Returns
+        -------
+        float or None
+            USD per device-hour.
+
+        Raises
+        ------
+        CostModelError
+            When the electricity rate is nonzero and the device has no TDP figure.
+        """
         if self.price_usd_per_hour is None:
             return None
         if self.electricity_usd_per_kwh == 0:

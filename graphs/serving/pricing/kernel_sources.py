@@ -470,7 +470,17 @@ class Coverage(Result):
 
     def minus(self, other: Coverage) -> Coverage:
         """This prediction's seconds less ``other``'s, reason by reason, none below zero: what a
-        step adds over another priced by the same kernels (MTP's full step less the plain one)."""
+        step adds over another priced by the same kernels (MTP's full step less the plain one).
+
+        Parameters
+        ----------
+        other : Coverage
+            The seconds to take off.
+
+        Returns
+        -------
+        Coverage
+        """
 
         def less(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
             return {k: v for k in a if (v := max(a[k] - b.get(k, 0.0), 0.0)) > 0}
@@ -481,7 +491,18 @@ class Coverage(Result):
         )
 
     def share(self, part: str) -> float:
-        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
+        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total.
+
+        Parameters
+        ----------
+        part : str
+            ``"measured"``, ``"neighbour"`` or ``"bound"``.
+
+        Returns
+        -------
+        float
+            The share, in ``[0, 1]`` (0 when the total is 0).
+        """
         return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0
 
     @property

@@ -172,7 +172,28 @@ class Predictor:
         residuals (grey-box: held-out MAPE on random 20 % of shapes 6.3 % against the fits' 12.8 %
         for H100 GEMMs, 9.1 against 15.9 % for its decode attention, ``docs/accuracy.md``);
         ``grey_box=False``: the fits alone; None: the bound. ``fp8_scales="static"``: FP8 GEMMs of
-        a checkpoint with calibrated activation scales (:func:`graphs.serving.pricing.predict.price_rows`)."""
+        a checkpoint with calibrated activation scales (:func:`graphs.serving.pricing.predict.price_rows`).
+
+        Parameters
+        ----------
+        framework : str or None
+            The corpus framework (``vllm``, ``sglang``, ``trtllm``); None: the bound.
+        grey_box : bool
+            Correct the fits by their residuals at the nearest measured shapes.
+        quantile : float, optional
+            Price each kernel at this quantile of its held-out error (None: the point prediction).
+        fp8_scales : str
+            ``"dynamic"`` or ``"static"`` FP8 activation scales.
+
+        Returns
+        -------
+        Predictor
+
+        Raises
+        ------
+        CostModelError
+            When the framework, quantile or scale mode is not one allowed.
+        """
         if framework is None:
             return cls()
         return cls(
@@ -180,7 +201,17 @@ class Predictor:
         )
 
     def at(self, quantile: float | None) -> Predictor:
-        """This predictor at another held-out error quantile (None: the point prediction)."""
+        """This predictor at another held-out error quantile (None: the point prediction).
+
+        Parameters
+        ----------
+        quantile : float or None
+            The held-out error quantile, in ``(0, 1)``; None: the point prediction.
+
+        Returns
+        -------
+        Predictor
+        """
         return dataclasses.replace(self, quantile=quantile)
 
     @property
@@ -189,7 +220,13 @@ class Predictor:
         return self.at(None)
 
     def interval(self) -> tuple[Predictor, Predictor]:
-        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice)."""
+        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice).
+
+        Returns
+        -------
+        tuple of (Predictor, Predictor)
+            The predictors at the interval's low and high quantiles.
+        """
         if self.is_bound:
             return self, self
         return self.at(INTERVAL[0]), self.at(INTERVAL[1])
@@ -214,7 +251,22 @@ class Predictor:
 
     def log_factor(self, device: str, family: str, key: str) -> float:
         """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
-        its held-out error quantile (class doc), 0 for the point prediction."""
+        its held-out error quantile (class doc), 0 for the point prediction.
+
+        Parameters
+        ----------
+        device : str
+            The device's catalog name.
+        family : str
+            The kernel family.
+        key : str
+            The dtype key.
+
+        Returns
+        -------
+        float
+            The log of the factor (dimensionless; 0 at the point prediction).
+        """
         if self.quantile is None or self.framework is None or family == "moe":
             # the fused-MoE family is the measurements themselves, interpolated in log(tokens):
             # no fit, so no held-out error of one (its interpolation error is not estimated)
@@ -495,7 +547,17 @@ class KernelIds:
         self.pairs: list[tuple[str, str]] = []
 
     def coverage(self, seconds: list[float]) -> Coverage:
-        """``seconds`` (one per pair, as counted) by what they rest on."""
+        """``seconds`` (one per pair, as counted) by what they rest on.
+
+        Parameters
+        ----------
+        seconds : list of float
+            Seconds per (source, basis) pair, in the table's order.
+
+        Returns
+        -------
+        Coverage
+        """
         parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
         why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
         for (src, basis), t in zip(self.pairs, seconds, strict=True):
@@ -658,17 +720,42 @@ class PredictedStep:
         self._acc = [0.0] * len(self._ids.pairs)
 
     def coverage(self) -> Coverage:
-        """The seconds priced since :meth:`reset`, by what they rest on."""
+        """The seconds priced since :meth:`reset`, by what they rest on.
+
+        Returns
+        -------
+        Coverage
+            Seconds (s) resting on measured, neighbour and bound pricing.
+        """
         return self._ids.coverage(self._acc)
 
     def recorded(self) -> list[float]:
-        """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`."""
+        """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`.
+
+        Returns
+        -------
+        list of float
+            Seconds per (source, basis) pair.
+        """
         return list(self._acc)
 
     def take_off(self, other: PredictedStep, mark: list[float]) -> None:
         """Move the seconds ``other`` counted since ``mark`` (its :meth:`recorded`) off this step's
         counts, pair by pair of what they rest on, and set ``other``'s back to ``mark``: a forward
-        priced as this step minus ``other`` (MTP's module) is then counted once, as itself."""
+        priced as this step minus ``other`` (MTP's module) is then counted once, as itself.
+
+        Parameters
+        ----------
+        other : PredictedStep
+            The step whose seconds are moved off this one's counts.
+        mark : list of float
+            ``other``'s :meth:`recorded` before the forward.
+
+        Raises
+        ------
+        CostModelError
+            When ``other`` counted seconds this step does not hold (an internal error).
+        """
         for i, pair in enumerate(other._ids.pairs):
             d = other._acc[i] - mark[i]
             if not d:
@@ -685,7 +772,20 @@ class PredictedStep:
 
     def tokens_table(self, n: float, rows: float) -> np.ndarray:
         """Each tabulated token-wise kernel's interpolated prediction (s, before the clamp) at
-        ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order."""
+        ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order.
+
+        Parameters
+        ----------
+        n : float
+            Tokens through the token-wise kernels.
+        rows : float
+            Rows the lm_head computes.
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per tabulated kernel.
+        """
         return np.array(self._token_preds(n, rows))
 
     def _token_preds(self, n: float, rows: float) -> list[float]:
@@ -699,7 +799,22 @@ class PredictedStep:
         return out
 
     def decode_attention(self, k: int, n_dec: int, mean_ctx: float) -> float | None:
-        """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context."""
+        """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context.
+
+        Parameters
+        ----------
+        k : int
+            The attention node's index.
+        n_dec : int
+            Decodes.
+        mean_ctx : float
+            Their mean KV length (tokens).
+
+        Returns
+        -------
+        float or None
+            Seconds, or None when no measured kernel prices it.
+        """
         tab = self._attn[k][1]
         if tab is None:
             return None
@@ -710,7 +825,20 @@ class PredictedStep:
         return math.exp(lo * (1 - w) + hi * w)
 
     def chunk_attention(self, k: int, c: float) -> float | None:
-        """Attention node ``k``'s interpolated prediction (s) for a chunk of ``c`` tokens, no prefix."""
+        """Attention node ``k``'s interpolated prediction (s) for a chunk of ``c`` tokens, no prefix.
+
+        Parameters
+        ----------
+        k : int
+            The attention node's index.
+        c : float
+            Chunk tokens.
+
+        Returns
+        -------
+        float or None
+            Seconds, or None when no measured kernel prices it.
+        """
         tab = self._attn[k][3]
         if tab is None:
             return None
@@ -719,13 +847,39 @@ class PredictedStep:
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """The bound's ceiling (:meth:`MixedStep.max_tokens_per_s`): a predicted iteration is
-        never faster than its bound, so the ceiling holds for it too."""
+        never faster than its bound, so the ceiling holds for it too.
+
+        Parameters
+        ----------
+        budget : int
+            Tokens per iteration at most.
+        overhead_s : float
+            Fixed seconds added to every iteration.
+
+        Returns
+        -------
+        float
+            Tokens per second.
+        """
         return self.bound.max_tokens_per_s(budget, overhead_s)
 
     def time(
         self, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()
     ) -> float:
-        """Seconds for one iteration (:meth:`MixedStep.time`), predicted."""
+        """Seconds for one iteration (:meth:`MixedStep.time`), predicted.
+
+        Parameters
+        ----------
+        decode_ctx : sequence of int or numpy.ndarray
+            Each decode's KV length (tokens).
+        chunks : sequence of (int, int)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         dec = np.asarray(decode_ctx, dtype=float)
         ctxs = dec.tolist() if self.windowed else None
         return self.time_sums(
@@ -741,7 +895,26 @@ class PredictedStep:
         logit_rows: int = 0,
     ) -> float:
         """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``
-        (``logit_rows``: lm_head rows beyond one per sequence, as there)."""
+        (``logit_rows``: lm_head rows beyond one per sequence, as there).
+
+        Parameters
+        ----------
+        n_dec : int
+            Decodes in the iteration.
+        sum_ctx : float
+            The sum of their KV lengths (tokens).
+        chunks : sequence of (float, float)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+        ctxs : sequence of float, optional
+            Each decode's KV length (sliding-window models).
+        logit_rows : int
+            lm_head rows beyond one per sequence.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         if n_dec + len(chunks) == 0:
             return 0.0
         rows = n_dec + len(chunks) + logit_rows  # the head's rows

@@ -226,7 +226,18 @@ class PricedStep:
 
     # --------------------------------------------------------------- CompiledStep's calls
     def step_array(self, *arrays: Any) -> np.ndarray:
-        """The priced step time (s) over arrays (broadcast), vectorised."""
+        """The priced step time (s) over arrays (broadcast), vectorised.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The step's dims as arrays (broadcast).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per point.
+        """
         shape, flat = self._flat(arrays)
         total = np.zeros(flat[0].size)
         for t, *_ in self._parts(flat):
@@ -234,11 +245,32 @@ class PricedStep:
         return total.reshape(shape)
 
     def step(self, *values: float) -> float:
-        """The priced step time (s) at one point."""
+        """The priced step time (s) at one point.
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in order.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         return float(self.step_array(*values))
 
     def coverage_array(self, *arrays: Any) -> Coverage:
-        """The priced seconds summed over the points of ``arrays``, by what they rest on."""
+        """The priced seconds summed over the points of ``arrays``, by what they rest on.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The points' dims as arrays (broadcast).
+
+        Returns
+        -------
+        Coverage
+        """
         acc = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
         why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
 
@@ -254,7 +286,19 @@ class PricedStep:
         return Coverage(acc["measured"], acc["neighbour"], acc["bound"], why["neighbour"], why["bound"])
 
     def memo(self, key: str, build: Any) -> Any:
-        """The compiled step's memo (derived quantities do not depend on the pricing)."""
+        """The compiled step's memo (derived quantities do not depend on the pricing).
+
+        Parameters
+        ----------
+        key : str
+            The quantity's name.
+        build : callable
+            ``build()`` makes it (once per compiled step and key).
+
+        Returns
+        -------
+        object
+        """
         return self.compiled.memo(key, build)
 
 

@@ -348,9 +348,27 @@ class Replica:
         return -(-tokens // self.cfg.block_size)
 
     def fits_ever(self, seq: Sequence) -> bool:
+        """Whether ``seq``'s whole prompt and output fit the KV pool when it is alone.
+
+        Parameters
+        ----------
+        seq : Sequence
+            A request's sequence.
+
+        Returns
+        -------
+        bool
+        """
         return self._blocks_for(seq.req.prompt + seq.req.output) <= self.num_blocks
 
     def add(self, seq: Sequence) -> None:
+        """Queue ``seq`` on this replica (waiting for admission).
+
+        Parameters
+        ----------
+        seq : Sequence
+            A request's sequence.
+        """
         seq.replica = self.index
         self.waiting.append(seq)
         self._waiting_tokens += seq.req.prompt + seq.req.output
@@ -358,7 +376,20 @@ class Replica:
     def admission_blocks(self, seq: Sequence, tokens: int) -> int:
         """Blocks ``seq`` must hold to be admitted with KV for ``tokens`` tokens: those tokens'
         under ``recompute`` (all its known tokens' with ``reserve_full_prompt``), its prompt plus
-        whole output's under ``guaranteed_no_evict``."""
+        whole output's under ``guaranteed_no_evict``.
+
+        Parameters
+        ----------
+        seq : Sequence
+            The sequence to admit.
+        tokens : int
+            Tokens it needs KV for now.
+
+        Returns
+        -------
+        int
+            KV blocks.
+        """
         if self.no_evict:
             return self._blocks_for(seq.req.prompt + seq.req.output)
         return self._blocks_for(max(tokens, seq.known) if self._full_prompt else tokens)
@@ -372,7 +403,13 @@ class Replica:
         return sum(s.remaining for s in self.running) + self._waiting_tokens
 
     def join(self, s: Sequence) -> None:
-        """Append ``s`` to the running sequences (admitted, or arrived with its KV)."""
+        """Append ``s`` to the running sequences (admitted, or arrived with its KV).
+
+        Parameters
+        ----------
+        s : Sequence
+            The sequence.
+        """
         self.running.append(s)
         if self._lazy is not None:
             self._active.append(s)
@@ -380,7 +417,18 @@ class Replica:
             self._stamps += 1
 
     def batch_len(self, batch: list[tuple[Sequence, int]]) -> int:
-        """Sequences in ``batch`` (the last :meth:`schedule`'s), the steady decodes it leaves out included."""
+        """Sequences in ``batch`` (the last :meth:`schedule`'s), the steady decodes it leaves out included.
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The last :meth:`schedule`'s batch.
+
+        Returns
+        -------
+        int
+            Sequences.
+        """
         return len(batch) + self._lazy_rows
 
     @property
@@ -512,7 +560,13 @@ class Replica:
         return min(self.spec.k, s.req.output - s.generated - 1)
 
     def schedule(self) -> list[tuple[Sequence, int]]:
-        """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
+        """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc).
+
+        Returns
+        -------
+        list of (Sequence, int)
+            ``(sequence, new tokens)`` pairs.
+        """
         cfg = self.cfg
         self._tick += 1
         budget = cfg.max_num_batched_tokens
@@ -705,7 +759,18 @@ class Replica:
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
         overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
-        (:class:`graphs.serving.pricing.overheads.EngineOverheads`)."""
+        (:class:`graphs.serving.pricing.overheads.EngineOverheads`).
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            ``(sequence, new tokens)`` pairs of the iteration.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         ov = self.overheads
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         plan = self._planned
@@ -767,7 +832,20 @@ class Replica:
     ) -> tuple[list[Sequence], list[Sequence]]:
         """Apply ``batch`` at its end time ``now``: tokens emitted, sequences finished (returned
         with those a disaggregated prefill instance hands over after sampling their first token,
-        as disaggregated engines do: the decode instance continues from there)."""
+        as disaggregated engines do: the decode instance continues from there).
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The iteration's ``(sequence, new tokens)`` pairs.
+        now : float
+            Its end time (s).
+
+        Returns
+        -------
+        tuple of (list of Sequence, list of Sequence)
+            The sequences finished, and those handed to a decode instance.
+        """
         done, handed = [], []
         spec, emitted = self.spec, 0
         self._planned = None  # the sequences move on: schedule() reads the next batch afresh
@@ -901,5 +979,14 @@ class Replica:
         self._active = keep
 
     def sample(self, now: float, batch_size: int) -> None:
+        """Record the replica's state at ``now`` for the run's timeline.
+
+        Parameters
+        ----------
+        now : float
+            The time (s).
+        batch_size : int
+            Sequences in the iteration.
+        """
         used = 1 - self.free_blocks / self.num_blocks
         self.samples.append((now, batch_size, len(self.waiting), len(self.running), used))

@@ -182,6 +182,17 @@ class Summary(Result):
 
     @classmethod
     def of(cls, x: np.ndarray) -> Summary:
+        """Mean, P50, P90 and P99 of ``x`` (NaN each for an empty array).
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            Samples (s).
+
+        Returns
+        -------
+        Summary
+        """
         if x.size == 0:
             return cls(math.nan, math.nan, math.nan, math.nan)
         p50, p90, p99 = np.percentile(x, [50, 90, 99])
@@ -247,7 +258,15 @@ class SimResult(Result):
         return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
 
     def requests_csv(self, path: str, flag: str = "csv") -> None:
-        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically."""
+        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically.
+
+        Parameters
+        ----------
+        path : str
+            The CSV file (replaced atomically, never written through a link).
+        flag : str
+            The option that named it, printed in an error.
+        """
         keys = list(self.per_request)
         rows = zip(*(self.per_request[k].tolist() for k in keys), strict=True)
         with atomic_write(path, flag) as f:

@@ -97,7 +97,12 @@ class StepForms:
     weights_resident_bytes: sympy.Expr = field(default=sympy.Integer(0))
 
     def exprs(self) -> list[sympy.Expr]:
-        """The compiled outputs in order: :data:`FIELDS`, then one per term."""
+        """The compiled outputs in order: :data:`FIELDS`, then one per term.
+
+        Returns
+        -------
+        list of sympy.Expr
+        """
         return [getattr(self, f) for f in FIELDS] + list(self.terms_s.values())
 
 
@@ -224,7 +229,18 @@ class CompiledStep:
         self.graph = graph  # the symbolic graph, for per-node analyses (treat as read-only)
 
     def point(self, *values: float) -> dict[str, Any]:
-        """Every field at one point; ``terms_s`` as a dict."""
+        """Every field at one point; ``terms_s`` as a dict.
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in :attr:`dims` order (decode: ``B``, ``ctx``).
+
+        Returns
+        -------
+        dict
+            Every field of :data:`FIELDS` (s, FLOP, bytes) and ``terms_s``.
+        """
         if self._point is None:
             self._point = sympy.lambdify(self.forms.symbols, self.forms.exprs(), "math")
         out = self._point(*values)
@@ -234,19 +250,54 @@ class CompiledStep:
         return res
 
     def step(self, *values: float) -> float:
-        """The step time (s) at one point: the fastest call."""
+        """The step time (s) at one point: the fastest call.
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in :attr:`dims` order.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         if self._step is None:
             self._step = sympy.lambdify(self.forms.symbols, self.forms.step_s, "math")
         return float(self._step(*values))
 
     def step_array(self, *arrays: Any) -> np.ndarray:
-        """The step time (s) over arrays (broadcast), vectorised."""
+        """The step time (s) over arrays (broadcast), vectorised.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The step's dims as arrays (broadcast).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per point.
+        """
         if self._step_vec is None:
             self._step_vec = compile_expr(self.forms.step_s, self.forms.symbols)
         return self._step_vec(*arrays)
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
-        """A derived quantity computed once per compiled step (e.g. decode limits, the ledger)."""
+        """A derived quantity computed once per compiled step (e.g. decode limits, the ledger).
+
+        Parameters
+        ----------
+        key : str
+            The quantity's name.
+        build : callable
+            ``build()`` makes it (called once per step and key).
+
+        Returns
+        -------
+        object
+            What ``build`` returned, cached.
+        """
         if key not in self._memo:
             self._memo[key] = build()
         return self._memo[key]

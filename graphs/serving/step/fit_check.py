@@ -79,7 +79,17 @@ class CapacityCheck(Result):
     def headline(self, try_flag: str | None = "--tp") -> str:
         """The first line a report prints when the point does not fit, e.g. ``does not fit on
         1×h100-sxm: needs ≥ 11 devices (try --tp 16)``; ``try_flag=None`` where the command has
-        no tensor-parallel flag (the hint then names the degree instead of a flag)."""
+        no tensor-parallel flag (the hint then names the degree instead of a flag).
+
+        Parameters
+        ----------
+        try_flag : str or None
+            The command's tensor-parallel flag named in the hint (None: name the degree).
+
+        Returns
+        -------
+        str
+        """
         need = f": needs ≥ {self.devices_needed} devices" if self.devices_needed else ""
         hints = []
         if self.tp_that_fits is not None:

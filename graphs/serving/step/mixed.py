@@ -329,7 +329,18 @@ class MixedStep:
         """This step as JSON-ready data (:mod:`costmodel.formcache`): the token-wise, head and
         prefill forms as arithmetic text (:func:`graphs.serving.step.card_format.to_text`), each attention
         kernel's numbers and chunk forms, and the step at :data:`_CHECKS` to verify it by.
-        Raises :class:`graphs.serving.step.card_format.CardError` for a form the text cannot hold."""
+        Raises :class:`graphs.serving.step.card_format.CardError` for a form the text cannot hold.
+
+        Returns
+        -------
+        dict
+            The card.
+
+        Raises
+        ------
+        CardError
+            For a form the card's text cannot hold.
+        """
         body, head, pre_body = self._forms
         return {
             "kind": "mixed",
@@ -359,7 +370,27 @@ class MixedStep:
         """The step a :meth:`to_card` card holds, its forms compiled by the whitelisting reader
         (:func:`costmodel.arith.compile_numeric`: no ``eval``) and checked against the card's check
         values; a card of another layout or one that does not reproduce them raises
-        :class:`graphs.serving.step.card_format.CardError`."""
+        :class:`graphs.serving.step.card_format.CardError`.
+
+        Parameters
+        ----------
+        card : dict
+            A :meth:`to_card` card as read from JSON.
+        hw : Hardware
+            The device it was built for.
+        tp : int
+            Its tensor-parallel degree.
+
+        Returns
+        -------
+        MixedStep
+
+        Raises
+        ------
+        CardError
+            When the card is of another layout or tp, holds a non-finite number, does not read back or
+            does not reproduce its check values.
+        """
         def num(x: Any) -> float:
             if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
                 raise CardError("a mixed-step card holds a number that is not finite and non-negative")
@@ -404,7 +435,25 @@ class MixedStep:
         ``sum_ctx`` (whole numbers, as floats), vectorised over the iterations: every element goes
         through the scalar path's operations in its order, so each equals ``time_sums(n_dec, x)``
         bit for bit (the skipping simulator relies on it: :mod:`graphs.serving.sim.skipping`). A
-        model with sliding-window layers needs each decode's context: refused."""
+        model with sliding-window layers needs each decode's context: refused.
+
+        Parameters
+        ----------
+        n_dec : int
+            Decodes per iteration.
+        sum_ctx : numpy.ndarray
+            Each iteration's sum of KV lengths (tokens, whole numbers as floats).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per iteration.
+
+        Raises
+        ------
+        CostModelError
+            For a model with sliding-window layers.
+        """
         if self.windowed or not isinstance(n_dec, int) or n_dec < 1:
             raise CostModelError(
                 f"decode_times needs n_dec >= 1 decodes of a model without sliding-window layers, got "
@@ -427,7 +476,20 @@ class MixedStep:
         as ``N`` grows, so it is smallest at ``N = budget``; attention and the lm_head only add
         to it, and so does a fixed ``overhead_s`` per iteration. The ceiling is
         ``budget / (T_body(budget) + overhead_s)`` (tokens/s), with the cheaper of the decode and
-        prefill bodies when they differ (MLA)."""
+        prefill bodies when they differ (MLA).
+
+        Parameters
+        ----------
+        budget : int
+            Tokens per iteration at most (``max_num_batched_tokens``).
+        overhead_s : float
+            Fixed seconds added to every iteration (CPU).
+
+        Returns
+        -------
+        float
+            Tokens per second.
+        """
         n = float(budget)
         body = float(self._body(n))
         if not self.shared_body:
@@ -441,7 +503,20 @@ class MixedStep:
         chunks: Sequence[tuple[int, int]] = (),
     ) -> float:
         """Seconds for one iteration: decodes at contexts ``decode_ctx`` (KV length including the
-        new token) and prefill chunks ``(new tokens, cached prefix)``."""
+        new token) and prefill chunks ``(new tokens, cached prefix)``.
+
+        Parameters
+        ----------
+        decode_ctx : sequence of int or numpy.ndarray
+            Each decode's KV length (tokens, the new one included).
+        chunks : sequence of (int, int)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         dec = np.asarray(decode_ctx, dtype=float)
         ctxs = dec.tolist() if self.windowed else None
         return self.time_sums(
@@ -471,6 +546,24 @@ class MixedStep:
         summed: a mixed batch then counts the weights both paths share twice (an upper bound on
         that part; pure-decode and single-chunk iterations stay exact), and each chunk runs its own
         token-wise kernels (MLA decompresses its cached prefix too).
+
+        Parameters
+        ----------
+        n_dec : int
+            Decodes in the iteration.
+        sum_ctx : float
+            The sum of their KV lengths (tokens).
+        chunks : sequence of (float, float)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+        ctxs : sequence of float, optional
+            Each decode's KV length (required when :attr:`windowed`).
+        logit_rows : int
+            lm_head rows beyond one per sequence.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
         """
         rows = n_dec + len(chunks)
         if rows == 0:

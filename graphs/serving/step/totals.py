@@ -177,7 +177,18 @@ class CacheTerms:
 
     def bytes_per_sequence(self, ctx: Any) -> sympy.Expr:
         """Bytes one sequence of ``ctx`` cached tokens holds (the ledger's formula,
-        :meth:`costmodel.ledger.MemoryLedger.kv_bytes_per_sequence`)."""
+        :meth:`costmodel.ledger.MemoryLedger.kv_bytes_per_sequence`).
+
+        Parameters
+        ----------
+        ctx : int or sympy.Expr
+            Cached tokens of the sequence.
+
+        Returns
+        -------
+        sympy.Expr
+            Bytes.
+        """
         led = MemoryLedger(0, self.per_token, capped_kv=self.capped, state_bytes_per_sequence=self.state)
         return tidy(led.kv_bytes_per_sequence(ctx))
 
