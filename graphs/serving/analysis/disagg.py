@@ -60,7 +60,23 @@ class Overlap(StrEnum):
 
 @dataclass(frozen=True)
 class TTFTTerms(Result):
-    """Time to first token on a disaggregated pair, term by term (seconds, bytes)."""
+    """Time to first token on a disaggregated pair, term by term (seconds, bytes).
+
+    Attributes
+    ----------
+    prefill_s : float
+        One prompt's prefill on the prefill device ``T_pf`` (s).
+    kv_transfer_s : float
+        The KV cache over the link, ``S k / beta + L alpha`` (s).
+    first_decode_s : float
+        The first decode step on the decode device at the pool's batch (s).
+    ttft_s : float
+        Their sum, or with the transfer hidden under the prefill but for its last layer (s).
+    kv_bytes : float
+        The prompt's KV cache, ``S k`` (bytes).
+    kv_share_of_ttft : float
+        ``kv_transfer_s / ttft_s``.
+    """
 
     prefill_s: float
     kv_transfer_s: float
@@ -72,7 +88,23 @@ class TTFTTerms(Result):
 
 @dataclass(frozen=True)
 class Colocated(Result):
-    """The same decode-type devices serving both phases by time sharing, for comparison."""
+    """The same decode-type devices serving both phases by time sharing, for comparison.
+
+    Attributes
+    ----------
+    devices : int
+        Decode-type devices serving both phases (as many as the two pools together).
+    prefill_share : float
+        Fraction ``rho`` of device time spent in prefill.
+    tpot_s : float
+        Decode TPOT stretched by the prefill share, ``TPOT / (1 - rho)`` (s; inf when it saturates).
+    ttft_s : float
+        Prefill on the decode-type device, plus a decode step, plus one TPOT of waiting (s).
+    energy_per_token_j : float
+        TDP x devices over output tokens per second (J).
+    device_hours_per_million_tokens : float
+        Device-hours per million output tokens.
+    """
 
     devices: int
     prefill_share: float  #: fraction of device time spent in prefill
@@ -84,7 +116,41 @@ class Colocated(Result):
 
 @dataclass(frozen=True)
 class DisaggReport(Result):
-    """Prefill on one device type, decode on another, KV over a link (see module doc)."""
+    """Prefill on one device type, decode on another, KV over a link (see module doc).
+
+    Attributes
+    ----------
+    model, prefill_device, decode_device : str
+        What was run, by name.
+    decode_fits : bool
+        The decode pool's point (``decode_batch`` sequences at ``prompt + output``) fits its memory.
+    decode_max_batch : int or None
+        The largest decode batch that fits at ``prompt + output`` tokens.
+    prompt, output : int
+        Tokens per request.
+    decode_batch : int
+        Sequences per decode step.
+    overlap : Overlap
+        When the KV cache crosses the link.
+    ttft : TTFTTerms
+        Time to first token, term by term.
+    tpot_s : float
+        The decode step at the mean context ``prompt + output / 2`` (s).
+    decode_tokens_per_s_per_device : float
+        ``decode_batch / tpot_s``.
+    rate : float or None
+        Requests per second the pools are sized for (None: not sized).
+    prefill_devices, decode_devices : int or None
+        ``ceil(rate T_pf)`` and ``ceil(rate O / (b / TPOT))``.
+    energy_per_token_j : float or None
+        TDP x devices over output tokens per second (J).
+    device_hours_per_million_tokens : float or None
+        Both pools' device-hours per million output tokens.
+    colocated : Colocated or None
+        The time-shared baseline on the decode device type.
+    decode_capacity, prefill_capacity : CapacityCheck or None
+        Each pool's point against its device's memory.
+    """
 
     model: str
     prefill_device: str

@@ -79,7 +79,33 @@ def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
 
 @dataclass(frozen=True)
 class PlanReport(Result):
-    """One decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc)."""
+    """One decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc).
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    devices : int
+        ``tp * pp * ep``.
+    tp, pp, ep : int
+        Tensor-parallel, pipeline and expert-parallel degrees.
+    microbatches : int
+        Micro-batches ``m`` the batch is split into.
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    stage_s : float
+        One pipeline stage on one micro-batch: the model's step over ``pp`` (s).
+    stage_hop_s : float
+        Activations of one micro-batch to the next stage over the link (s; 0 without ``pp``).
+    bubble_fraction : float
+        ``(pp - 1) / (m + pp - 1)``.
+    expert_all_to_all_s : float
+        Dispatch and combine of every MoE layer and micro-batch (s; 0 without ``ep``).
+    step_s : float
+        ``(m + pp - 1) (stage_s + stage_hop_s) + expert_all_to_all_s`` (s).
+    """
 
     model: str
     device: str
@@ -307,7 +333,25 @@ def _comm_scalar(cfg: ModelConfig, hw: Hardware, link: str, ep: int, span: int) 
 @dataclass(frozen=True)
 class PlanPoint(Result):
     """A plan evaluated on a device at a batch: its report (or why it is invalid), its energy
-    per token where the device's power is known, and whether it is on the Pareto frontier."""
+    per token where the device's power is known, and whether it is on the Pareto frontier.
+
+    Attributes
+    ----------
+    device : str
+        The device's name.
+    batch : int
+        Sequences in the decode step.
+    plan : str
+        ``tp{tp} pp{pp} ep{ep} m{microbatches}``.
+    report : PlanReport or None
+        The evaluated plan (None: invalid or does not fit).
+    error : str or None
+        Why it is invalid or does not fit.
+    energy_per_token_j : float or None
+        Joules per output token at the device's TDP (None: no TDP).
+    pareto : bool
+        On the frontier of tokens/s per user against tokens/s per device.
+    """
 
     device: str
     batch: int

@@ -100,7 +100,21 @@ K_MAX_LIMIT = 256
 
 @dataclass(frozen=True)
 class SpecDecRow(Result):
-    """One drafted length ``k``: tokens per verify, time per step, speed-up over plain decode."""
+    """One drafted length ``k``: tokens per verify, time per step, speed-up over plain decode.
+
+    Attributes
+    ----------
+    k : int
+        Tokens drafted per step.
+    expected_tokens : float
+        ``E(alpha, k)``, tokens emitted per verification.
+    verify_s : float
+        The target scoring ``k + 1`` tokens per sequence over the cached context (s).
+    step_s : float
+        ``k T_draft + T_verify`` (s).
+    speedup : float
+        ``E T_target / step_s`` over plain decoding.
+    """
 
     k: int
     expected_tokens: float
@@ -112,7 +126,25 @@ class SpecDecRow(Result):
 @dataclass(frozen=True)
 class SpecDecReport(Result):
     """Speculative decoding for ``k = 1..k_max`` (module doc); ``closed_form`` is
-    :func:`speedup_closed_form` in ``alpha``, ``gamma`` (= k) and the three step times."""
+    :func:`speedup_closed_form` in ``alpha``, ``gamma`` (= k) and the three step times.
+
+    Attributes
+    ----------
+    alpha : float
+        Per-token acceptance rate.
+    target_step_s : float
+        One plain decode step of the target (s).
+    draft_step_s : float
+        One decode step of the draft on its device (s).
+    rows : tuple of SpecDecRow
+        One per ``k = 1..k_max``.
+    best_k : int
+        The ``k`` of the largest speed-up.
+    best_speedup : float
+        Its speed-up.
+    closed_form : sympy.Expr
+        :func:`speedup_closed_form`.
+    """
 
     alpha: float
     target_step_s: float

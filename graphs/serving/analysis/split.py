@@ -46,7 +46,31 @@ def _is_ffn(node: str, group: str) -> bool:
 
 @dataclass(frozen=True)
 class SplitReport(Result):
-    """A decode step with attention on one device type and the FFN on another (module doc)."""
+    """A decode step with attention on one device type and the FFN on another (module doc).
+
+    Attributes
+    ----------
+    model, attention_device, ffn_device : str
+        What was run, by name.
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    attention_s : float
+        The attention side's kernels (and everything not FFN) on device A (s).
+    ffn_s : float
+        The FFN or expert kernels on device B (s).
+    transfers_s : float
+        ``2 L (B d_model a / bw + hop)``: the hidden state there and back per layer (s).
+    transfers : int
+        Link crossings per step, ``2 L``.
+    step_s : float
+        ``attention_s + ffn_s + transfers_s`` (s).
+    ffn_weight_bytes : float
+        The FFN side's weights (bytes).
+    ffn_devices_to_hold_weights : int
+        ``ceil(ffn_weight_bytes / capacity of B)``.
+    """
 
     model: str
     attention_device: str
@@ -144,7 +168,25 @@ def attention_ffn_split(
 
 @dataclass(frozen=True)
 class SramReport(Result):
-    """A model held in on-chip SRAM devices: how many, and the latency floors of one step."""
+    """A model held in on-chip SRAM devices: how many, and the latency floors of one step.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    weights_bytes : float
+        Every parameter's bytes.
+    devices : int
+        ``n = ceil(weights / capacity)``.
+    hops_per_step : int
+        ``n - 1``.
+    hop_latency_floor_s : float
+        ``(n - 1) x hop``: a token crosses every device boundary once (s).
+    layer_hops_floor_s : float
+        ``L x hop``: one hop per layer when layers are spread round-robin (s).
+    weight_read_bound_s : float
+        Each device reading its share of the weights once, ``weights / (n bw)`` (s).
+    """
 
     model: str
     device: str

@@ -139,7 +139,37 @@ class EngineConfig:
     """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s).
 
     ``scheduler_policy`` (:data:`POLICIES`): None takes the engine
-    overheads' policy, and ``recompute`` when they name none."""
+    overheads' policy, and ``recompute`` when they name none.
+
+    Attributes
+    ----------
+    max_num_batched_tokens : int
+        Tokens per iteration at most (the token budget).
+    max_num_seqs : int
+        Sequences per iteration at most.
+    block_size : int
+        Tokens per KV block.
+    gpu_memory_utilization : float
+        Fraction of the device's memory the engine takes (weights, activations, KV pool).
+    enable_chunked_prefill : bool
+        A prompt may be split over iterations.
+    enable_prefix_caching : bool
+        Full KV blocks of a prompt's prefix are kept and reused.
+    iteration_overhead_s : float
+        Seconds added to every iteration.
+    num_blocks : int or None
+        KV blocks, overriding the ledger's count.
+    scheduler_policy : str or None
+        ``recompute`` or ``guaranteed_no_evict`` (None: the overheads' policy).
+    batch_wait_timeout_iters : int
+        TensorRT-LLM's batch waiting: new prompts wait up to this many iterations ...
+    batch_wait_max_tokens_ratio : float
+        ... until the iteration's tokens reach this fraction of the token budget.
+    reserve_full_prompt : bool
+        Admit a waiting sequence only when blocks for all its known tokens are free.
+    kv_watermark : float
+        This fraction of the pool's blocks stays free when admitting while others run (0: off).
+    """
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
@@ -203,7 +233,33 @@ class EngineOverheads:
     """The engine terms of the module doc (seconds; ``kernel_scale`` dimensionless).
 
     ``cudagraph_sizes`` empty: no padding. ``policy`` None: the :class:`EngineConfig`'s.
-    ``basis`` says where the values come from (printed with them)."""
+    ``basis`` says where the values come from (printed with them).
+
+    Attributes
+    ----------
+    iteration_s : float
+        ``a``: fixed CPU seconds per iteration.
+    per_seq_s : float
+        ``b``: seconds per scheduled sequence.
+    per_token_s : float
+        ``c``: seconds per new token of the iteration.
+    request_s : float
+        ``r``: the fixed part of the request path (s).
+    output_token_s : float
+        ``d``: detokenisation and streaming per output token (s).
+    per_prompt_token_s : float
+        ``p``: tokenisation per prompt token (s).
+    prefix_lookup_per_token_s : float
+        ``h``: the prefix-cache lookup per prompt token, with prefix caching on (s).
+    kernel_scale : float
+        ``s``: the kernels' time multiplier (dimensionless; never below the roofline).
+    cudagraph_sizes : tuple of int
+        Capture sizes a decode-only batch is padded to (empty: no padding).
+    policy : str or None
+        The scheduler policy (None: the :class:`EngineConfig`'s).
+    basis : str
+        Where the values come from, printed with them.
+    """
 
     iteration_s: float = 0.0
     per_seq_s: float = 0.0

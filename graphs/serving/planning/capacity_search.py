@@ -42,7 +42,35 @@ __all__ = ["MaxRate", "max_rate", "ceiling_rate"]
 
 @dataclass(frozen=True)
 class MaxRate(Result):
-    """The highest rate found within the SLOs, the probes that found it, and the result there."""
+    """The highest rate found within the SLOs, the probes that found it, and the result there.
+
+    Attributes
+    ----------
+    rate : float or None
+        Requests/s; None when even the lowest probe misses, or nothing missed.
+    rate_per_device : float or None
+        ``rate`` over the deployment's devices.
+    percentile : float
+        The percentile the SLOs bound.
+    slo_ttft, slo_tpot : float or None
+        The objectives (s).
+    probes : tuple of (float, bool, float, float)
+        ``(rate, meets, TTFT at the percentile, TPOT at the percentile)`` per simulation.
+    at_rate : SimResult or None
+        The simulation at ``rate``.
+    ceiling_rate : float
+        Requests/s the deployment can never exceed (module doc).
+    saturated : bool
+        Some probe missed the SLOs (else the rate is not determined).
+    requests : int
+        Requests each probe simulates.
+    seed : int
+        The seed of the lengths drawn once.
+    prompt, output : str
+        The length distributions.
+    arrival : str
+        The arrival process.
+    """
 
     rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
     rate_per_device: float | None

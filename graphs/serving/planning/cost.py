@@ -94,7 +94,21 @@ ELECTRICITY_RANGE = (0.0, 10.0)
 @dataclass(frozen=True)
 class Rates(Result):
     """What one device costs to run: its hourly price (and where it comes from), its TDP and
-    the electricity rate."""
+    the electricity rate.
+
+    Attributes
+    ----------
+    device : str
+        The device's name.
+    price_usd_per_hour : float or None
+        USD per device-hour (None: no sourced price and none given).
+    price_source : str
+        Where the price comes from.
+    power_w : float or None
+        TDP (W).
+    electricity_usd_per_kwh : float
+        USD per kWh (0: power not priced).
+    """
 
     device: str
     price_usd_per_hour: float | None  #: None: no sourced price and none given
@@ -234,7 +248,29 @@ def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class TokenCost(Result):
-    """A deployment's cost per hour and per million tokens at one operating point (module doc)."""
+    """A deployment's cost per hour and per million tokens at one operating point (module doc).
+
+    Attributes
+    ----------
+    devices : int
+        Every device the deployment uses, in all its pools.
+    usd_per_hour : float
+        The whole deployment, power included.
+    input_tokens_per_s, output_tokens_per_s : float
+        Served at the operating point.
+    usd_per_m_input : float or None
+        The whole $/h over input tokens alone (None: none served).
+    usd_per_m_output : float or None
+        The whole $/h over output tokens alone.
+    usd_per_m_tokens : float
+        Blended: the whole $/h over every served token.
+    basis : str
+        The operating point, in words.
+    utilisation : float
+        Busy fraction of the devices (power term only).
+    price_source : str
+        Where the prices come from.
+    """
 
     devices: int  #: every device the deployment uses, in all its pools
     usd_per_hour: float  #: the whole deployment, power included

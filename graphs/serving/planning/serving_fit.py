@@ -198,7 +198,19 @@ def _check_physical(runs: Sequence[BenchRun], floor_s: float, where: str) -> Non
 
 @dataclass(frozen=True)
 class RunError:
-    """One run's predicted against measured mean latencies (relative errors: predicted/measured - 1)."""
+    """One run's predicted against measured mean latencies (relative errors: predicted/measured - 1).
+
+    Attributes
+    ----------
+    source : str
+        The result file (and run) measured.
+    rate : float or None
+        Its request rate (requests/s; None: a closed loop or all at once).
+    fitted : bool
+        The run was fitted on (False: held out).
+    ttft_err, tpot_err, e2e_err : float
+        Mean TTFT, TPOT and E2E, predicted over measured minus 1.
+    """
 
     source: str
     rate: float | None
@@ -210,7 +222,33 @@ class RunError:
 
 @dataclass(frozen=True)
 class ServingFit:
-    """The fitted overheads, their standard errors (None: not determined), and every run's errors."""
+    """The fitted overheads, their standard errors (None: not determined), and every run's errors.
+
+    Attributes
+    ----------
+    model, device : str
+        What the runs served, by name.
+    tp : int
+        Tensor-parallel degree.
+    predict : str or None
+        The predictor framework the fit priced kernels with (None: the bound).
+    overheads : EngineOverheads
+        The fitted terms, the rest as given.
+    stderr : dict of str to float or None
+        Standard error per fitted term, in its unit (None: not determined).
+    runs : list of RunError
+        Every run's errors, fitted and held out.
+    sources : list of str
+        The result files, sorted.
+    rms_residual : float
+        RMS of the relative residuals at the optimum.
+    at_bound : tuple of str
+        Fitted terms held at a bound of their range.
+    fp8_scales : str
+        The FP8 activation scales the kernels were priced with.
+    collinear : tuple of (str, str)
+        Pairs of fitted terms the runs cannot tell apart.
+    """
 
     model: str
     device: str

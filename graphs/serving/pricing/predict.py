@@ -287,6 +287,37 @@ class Prediction(Result):
     ``corrected_coverage`` split ``predicted_s`` and ``corrected_s`` by what they
     rest on; ``calibrated`` is whether any kernel was priced from fits on this
     device's own measurements (never for a device the corpus does not measure).
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    phase : str
+        ``decode`` or ``prefill``.
+    framework : str
+        The corpus framework whose kernels price it.
+    point : dict of str to int
+        The step's dims (``batch`` and ``ctx``, or ``batch`` and ``seq``).
+    tp : int
+        Tensor-parallel degree.
+    bound_s : float
+        The roofline bound of the step (s).
+    predicted_s : float
+        The calibrated prediction (s).
+    measured_s : float or None
+        The measured grid's composition (s; None unless asked for).
+    corrected_s : float
+        The grey-box prediction: the fits times their residuals at the nearest shapes (s).
+    by_family : dict of str to dict of str to float
+        Per kernel family: its ``bound_s``, ``predicted_s``, ``corrected_s`` (s).
+    calibrated_from : str
+        The measured corpus, ``package version``.
+    nodes : dict of str to dict
+        Per op node: bound, prediction (s, repeat included), family, source and basis.
+    coverage, corrected_coverage : Coverage or None
+        ``predicted_s`` and ``corrected_s`` by what they rest on.
+    calibrated : bool
+        Whether any kernel was priced from fits on this device's own measurements.
     """
 
     model: str

@@ -173,7 +173,13 @@ class Topology(Result):
 
 @dataclass(frozen=True)
 class Summary(Result):
-    """Mean and percentiles of one latency (s)."""
+    """Mean and percentiles of one latency (s).
+
+    Attributes
+    ----------
+    mean, p50, p90, p99 : float
+        The mean and the 50th, 90th and 99th percentiles (s; NaN each with no samples).
+    """
 
     mean: float
     p50: float

@@ -21,7 +21,23 @@ __all__ = ["BatchRow", "speedup_by_batch"]
 
 @dataclass(frozen=True)
 class BatchRow(Result):
-    """One batch: plain and speculative TPOT (s) and output tokens/s, and speculation's counters."""
+    """One batch: plain and speculative TPOT (s) and output tokens/s, and speculation's counters.
+
+    Attributes
+    ----------
+    batch : int
+        Concurrent clients ``B``.
+    plain_tpot_s, spec_tpot_s : float
+        Mean TPOT without and with speculation (s).
+    plain_tokens_per_s, spec_tokens_per_s : float
+        Output tokens per second without and with speculation.
+    speedup : float
+        ``plain_tpot_s / spec_tpot_s``: > 1 while speculation pays.
+    tokens_per_verification : float
+        Tokens emitted per verifying sequence and iteration.
+    draft_share : float
+        The proposer's share of the speculating run's iteration seconds.
+    """
 
     batch: int
     plain_tpot_s: float

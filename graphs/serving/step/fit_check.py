@@ -55,6 +55,31 @@ class CapacityCheck(Result):
     fit (0: none). When the point does not fit, ``devices_needed`` is the ledger's lower bound
     ``ceil(total at tp=1 / capacity)`` (at least ``tp + 1``) and ``tp_that_fits`` the smallest
     tensor-parallel degree the model splits over at which it fits (None: none tried did).
+
+    Attributes
+    ----------
+    device : str
+        The device's name.
+    tp : int
+        Tensor-parallel degree the ledger is per device at.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences.
+    tokens : int
+        Decode: context; prefill: prompt (tokens per sequence).
+    needed_bytes : float
+        The ledger's total per device.
+    capacity_bytes : float
+        The device's memory.
+    max_batch : int
+        The largest batch at ``tokens`` that fits (0: none).
+    max_context : int
+        The longest context at ``batch`` that fits (0: none).
+    devices_needed : int or None
+        When it does not fit: ``max(tp + 1, ceil(total at tp=1 / capacity))``.
+    tp_that_fits : int or None
+        When it does not fit: the smallest degree tried at which it does (None: none).
     """
 
     device: str
@@ -230,7 +255,30 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
 
 @dataclass(frozen=True)
 class CapacityReport(Result):
-    """Ledger terms at a batch and context, and the limits on one device."""
+    """Ledger terms at a batch and context, and the limits on one device.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    capacity_bytes : float
+        The device's memory.
+    terms : dict of str to float
+        The ledger's terms (bytes): weights, KV cache, activations, overhead, and their total.
+    fits : bool
+        The total is within the capacity.
+    max_batch : LedgerFit
+        The largest batch at the context, and what limits it.
+    max_context : LedgerFit
+        The longest context at the batch, and what limits it.
+    kv_split : dict of str to float
+        The KV term split: layers keeping every position, capped layers (window, chunk), recurrent
+        state (bytes).
+    kv_caps : tuple of float
+        The positions each capped layer group keeps.
+    model_limit : int or None
+        The model's context limit (None: not stated).
+    """
 
     model: str
     device: str

@@ -116,7 +116,37 @@ def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, 
 
 @dataclass(frozen=True)
 class PhaseReport(Result):
-    """Timing, traffic and throughput of one step (see module doc)."""
+    """Timing, traffic and throughput of one step (see module doc).
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens the step processes (prefill ``B S``, decode ``B``).
+    tp : int
+        Tensor-parallel degree (the times are one device's).
+    step_s : float
+        Sum over kernels of each kernel's roofline (s).
+    optimistic_step_s : float
+        The whole step as one roofline (s).
+    terms_s : dict of str to float
+        Whole-step terms: compute per unit, traffic per memory level, links (s).
+    weight_read_s : float
+        Weight bytes the graph reads, over DRAM bandwidth (s).
+    kv_read_s : float
+        KV-cache bytes read, over DRAM bandwidth (s).
+    attention_flop_share : float
+        Attention's share of the step's FLOPs.
+    energy_per_token_j : float or None
+        TDP x step time / tokens: an estimate at full power (J; None: no TDP).
+    notes : tuple of str
+        What the device's roofs substituted, said once.
+    """
 
     model: str
     device: str
@@ -150,7 +180,17 @@ class PhaseReport(Result):
 
 @dataclass(frozen=True)
 class PrefillReport(PhaseReport):
-    """A prefill step; with chunking, ``step_s`` sums the chunks and the rest describes the whole prompt."""
+    """A prefill step; with chunking, ``step_s`` sums the chunks and the rest describes the whole prompt.
+
+    Attributes
+    ----------
+    chunks : int
+        Chunk steps the prompt runs as (1: unchunked).
+    chunk : int or None
+        Chunk size (tokens).
+    unchunked_step_s : float or None
+        The prompt as one step, for comparison (s).
+    """
 
     chunks: int = 1
     chunk: int | None = None
@@ -166,6 +206,15 @@ class DecodeReport(PhaseReport):
     ``weight_read_s`` leaves the input-embedding table out, because the
     gather reads only ``B`` rows (``embedding_table_read_s`` is what it
     would cost to stream it).
+
+    Attributes
+    ----------
+    read_every_weight_once_s : float
+        Every parameter's bytes over the DRAM bandwidth (s).
+    embedding_table_read_s : float
+        The input embedding table streamed whole (s).
+    device_hours_per_million_tokens : float or None
+        ``1e6 / (B / T) x tp / 3600`` (None without a TDP figure).
     """
 
     read_every_weight_once_s: float = 0.0
@@ -196,7 +245,21 @@ class DecodeReport(PhaseReport):
 @dataclass(frozen=True)
 class NearFarMemory(Result):
     """A step that reads all weights once runs at most ``bandwidth / capacity`` times per second
-    on a full device; splitting the weights over ``n`` devices divides the per-token bound by ``n``."""
+    on a full device; splitting the weights over ``n`` devices divides the per-token bound by ``n``.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    weights_bytes : float
+        Every parameter's bytes.
+    full_memory_reads_per_s : float
+        ``bandwidth / capacity``: whole-memory reads per second (1/s).
+    devices_to_hold_weights : int
+        ``ceil(weights / capacity)``.
+    per_token_bound_s : float
+        ``weights / (n bandwidth)`` (s).
+    """
 
     model: str
     device: str
@@ -215,7 +278,35 @@ class Regime(StrEnum):
 
 @dataclass(frozen=True)
 class DecodeLimits(Result):
-    """Where batching stops paying (see :func:`decode_limits`); expressions are in ``B`` and ``ctx``."""
+    """Where batching stops paying (see :func:`decode_limits`); expressions are in ``B`` and ``ctx``.
+
+    Attributes
+    ----------
+    weights_time_s : float
+        ``a``: the fixed weight traffic per step (s).
+    memory_time_per_sequence : sympy.Expr
+        ``b(ctx)`` (s per sequence).
+    compute_time_per_sequence : sympy.Expr
+        ``c(ctx)`` on the binding unit (s per sequence).
+    compute_unit : str
+        The binding unit of ``c``.
+    ctx_ceiling : float or None
+        Beyond this context no batch is compute-bound (tokens; None: never).
+    ctx : int or None
+        The context the numbers below are at (None: forms only).
+    regime : Regime or None
+        Compute-bound beyond the knee, or memory-bound at every batch.
+    knee_batch : float or None
+        ``B* = a / (c - b)`` when compute-bound beyond it.
+    throughput_ceiling_tokens_per_s : float or None
+        ``1 / c`` (compute-bound) or ``1 / b`` (memory-bound), tokens/s.
+    batch_for_90pct_of_ceiling : float or None
+        ``9 a / b`` when memory-bound at every batch.
+    max_batch_fits : int or None
+        The largest batch the device memory holds at this context (None: not checked).
+    throughput_at_max_batch_tokens_per_s : float or None
+        ``B_max / max(T_mem(B_max), c B_max)``: what the memory lets batching reach (tokens/s).
+    """
 
     weights_time_s: float  #: ``a``: the fixed weight traffic per step
     memory_time_per_sequence: sympy.Expr  #: ``b(ctx)`` in seconds
@@ -285,7 +376,7 @@ def phase_fields(
     batch : int
         Sequences in the step.
     tokens : int
-        Decode: context; prefill: prompt tokens per sequence.
+        Tokens the step processes (prefill ``B S``, decode ``B``).
     tp : int
         Tensor-parallel degree.
     notes : tuple of str

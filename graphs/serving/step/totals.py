@@ -238,7 +238,27 @@ def cache_terms(g: nx.DiGraph, tokens: Any, batch: Any) -> CacheTerms:
 
 @dataclass(frozen=True)
 class GraphSummary:
-    """Totals of one model graph (symbolic or numeric)."""
+    """Totals of one model graph (symbolic or numeric).
+
+    Attributes
+    ----------
+    tokens : sympy.Expr
+        Tokens of the step (prefill ``B S``, decode ``B``).
+    flops, tensor_flops : sympy.Expr
+        FLOPs on every unit, and on the matrix units (MAC = 2 FLOPs).
+    attention_flops : sympy.Expr
+        FLOPs of the attention nodes.
+    dram_bytes : sympy.Expr
+        DRAM bytes every op node moves.
+    weight_bytes_read : sympy.Expr
+        Bytes read from weights per step.
+    kv_bytes_per_token : sympy.Expr
+        KV-cache bytes written per token.
+    weight_params : sympy.Expr
+        Parameters held (elements; a tied table once).
+    footprint : dict of str to sympy.Expr
+        Resident bytes by kind (``weights``, ``kv_cache``, ``state`` ...).
+    """
 
     tokens: sympy.Expr
     flops: sympy.Expr
@@ -375,7 +395,21 @@ def _closed_forms(cfg: ModelConfig, phase: str) -> dict[str, sympy.Expr]:
 
 @dataclass(frozen=True)
 class EnergyVsBatch(Result):
-    """Decode energy per step as functions of the batch ``B`` (joules), and where they cross."""
+    """Decode energy per step as functions of the batch ``B`` (joules), and where they cross.
+
+    Attributes
+    ----------
+    arithmetic_j : sympy.Expr
+        The step's arithmetic energy, in ``B`` (J).
+    weight_reads_j : sympy.Expr
+        DRAM energy of the bytes leaving weight nodes, flat in ``B`` (J).
+    total_j : sympy.Expr
+        The step's energy, in ``B`` (J).
+    crossover_batch : float or None
+        Arithmetic energy = weight-read energy.
+    ratio_at_batch_1 : float
+        Weight reads over arithmetic at ``B = 1``.
+    """
 
     arithmetic_j: sympy.Expr
     weight_reads_j: sympy.Expr
