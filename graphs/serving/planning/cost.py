@@ -204,8 +204,8 @@ def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
     Raises
     ------
     CostModelError
-        When an entry is malformed, a device is priced twice, a name is unknown or a number is not
-        a finite positive price.
+        When an entry is malformed, a price is outside :data:`PRICE_RANGE`, a bare number is mixed
+        with pairs, a name is not among ``devices`` or a device is priced twice.
     """
     if text is None or not text.strip():
         return {}

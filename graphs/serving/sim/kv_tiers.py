@@ -275,7 +275,7 @@ def tier_stats(tiers: list[KVTiers]) -> TierStats:
     Returns
     -------
     TierStats
-        Hits, bytes moved and seconds per tier, summed.
+        Hits per tier (loaded, or recomputed instead) and the load seconds, summed.
     """
     hits = [sum(t.tiers[i].hits for t in tiers if len(t.tiers) > i) for i in range(2)]
     redo = [sum(t.tiers[i].recomputed for t in tiers if len(t.tiers) > i) for i in range(2)]

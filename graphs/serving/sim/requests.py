@@ -455,7 +455,7 @@ def read_trace(path: str | Path) -> Trace:
     Returns
     -------
     Trace
-        The requests, the first arrival's original time (s) and the sessions seen.
+        The requests, the first arrival's original time (s) and the distinct prefix ids.
 
     Raises
     ------

@@ -657,7 +657,8 @@ def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig, predictor: 
     Returns
     -------
     SpecForms
-        Verify and draft step times (s) as numpy functions of (batch, ctx).
+        TPOT (s), the TTFT the proposer adds (s) and its memory (bytes), numpy-vectorised over
+        (batch, ctx).
     """
     key = (config, hw, tp, spec, predictor)
     f = _FORMS.get(key)

@@ -162,7 +162,8 @@ def card_kv_caps(card: dict[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict
-        Its ``kv_caps`` entry (the cache layout: capacities in bytes and tokens), checked.
+        Its ``kv_caps`` entry, checked: ``per_token`` (bytes per cached token), ``capped``
+        (``[bytes per token, positions kept]`` pairs) and ``state`` (bytes per sequence).
 
     Raises
     ------
