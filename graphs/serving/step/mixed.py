@@ -452,7 +452,7 @@ class MixedStep:
         Raises
         ------
         CostModelError
-            For a model with sliding-window layers.
+            When ``n_dec < 1``, or for a model with sliding-window layers.
         """
         if self.windowed or not isinstance(n_dec, int) or n_dec < 1:
             raise CostModelError(
