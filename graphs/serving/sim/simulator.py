@@ -207,7 +207,92 @@ class Summary(Result):
 
 @dataclass(frozen=True)
 class SimResult(Result):
-    """One simulation: per-request latencies, their summaries, throughput, goodput, utilisation."""
+    """One simulation: per-request latencies, their summaries, throughput, goodput, utilisation.
+
+    Attributes
+    ----------
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    topology : Topology
+        Replicas, tensor parallelism, pools and the router.
+    rate : float or None
+        The offered rate as given (requests/s; None: not given).
+    requests : int
+        Requests simulated.
+    duration_s : float
+        First send to last finish (the drain tail included).
+    ttft : Summary
+        Time to first token over the requests (s).
+    tpot : Summary
+        Time per output token after the first, over the requests (s).
+    e2e : Summary
+        Send to last token, over the requests (s).
+    requests_per_s : float
+        Requests / duration_s: the drain tail after the last arrival included.
+    output_tokens_per_s : float
+        Output tokens / duration_s.
+    output_tokens_per_s_per_device : float
+        ``output_tokens_per_s`` over the topology's devices.
+    steady_requests_per_s : float or None
+        Completions per second between the first and the last arrival (None when every request
+        arrives at once, and for a closed loop).
+    steady_output_tokens_per_s : float or None
+        Output tokens per second of that window.
+    steady_window_s : float
+        Last arrival - first arrival.
+    offered_requests_per_s : float or None
+        The arrivals' own rate over that window: (n - 1) / window.
+    drain_s : float
+        Last finish - last send: the tail after the arrivals stop (closed loop: the last E2E).
+    time_origin_s : float
+        The first arrival's time; every time inside is relative to it.
+    goodput_requests_per_s : float or None
+        Requests/s meeting both SLOs.
+    slo_attainment : float or None
+        Fraction of requests meeting both SLOs (None: no SLO given).
+    preemptions : int
+        Sequences preempted, over the replicas.
+    prefix_cache_hits : int
+        Admissions that started after a cached shared prefix.
+    iterations : int
+        Engine iterations, over the replicas.
+    mean_batch : float
+        Sequences per iteration, averaged over the iterations.
+    mean_kv_utilisation : float
+        Fraction of the KV blocks in use, averaged over the iterations.
+    mean_in_system : float
+        Requests waiting or running, time-averaged from the replicas' queue records.
+    per_request : dict of str to numpy.ndarray
+        Per request: ``arrival_s`` (the send time), ``ttft_s``, ``tpot_s``, ``e2e_s``, ``prompt``,
+        ``output``, ``preemptions``, ``session``, ``turn``, ``queued_s`` (send + the request path)
+        and ``scheduled_s`` (its first iteration's start).
+    timeline : dict of str to numpy.ndarray
+        ``t``, ``batch``, ``waiting``, ``running``, ``kv_used`` per iteration, all replicas.
+    predictor : str
+        What priced the iterations (:class:`Predictor` label).
+    coverage : Coverage or None
+        A predicted run's iteration seconds by what they rest on (None for the bound).
+    clamped_s : float
+        Iteration seconds where a prediction fell below its bound (clamped).
+    busy_device_s : float
+        Device-seconds iterating (replica busy time x tp).
+    prefill_device_s : float
+        The part of ``busy_device_s`` attributed to prefill chunks (s; a mixed iteration's decodes
+        are charged what they take alone).
+    concurrency : int or None
+        Closed-loop clients (None: open loop).
+    spec : SpecStats or None
+        Speculative decoding's counters (None: plain decoding).
+    prefix_routed : tuple of (int, int) or None
+        Router ``prefix``: (requests sent where their prefix or conversation is, those the load bound
+        sent elsewhere).
+    kv_tiers : TierStats or None
+        Prefix hits from host memory / SSD and their load time.
+    overheads : str or None
+        The engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none).
+    """
 
     model: str
     device: str
