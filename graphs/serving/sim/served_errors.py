@@ -16,7 +16,11 @@ held-out split (``benchmarks/data/heldout.toml``, fixed before the calibration) 
 the rest, grouped by metric (throughput, TPOT, TTFT, E2E), framework, device and dense/MoE,
 make the shipped table (:data:`DATA_FILE`, written by ``benchmarks/served_errors.py --write``).
 
-**Interval.** For a new run of the same group, split conformal prediction (Vovk et al.,
+**Interval.** The method that calibrates each metric is chosen by leave-one-deployment-out
+cross-validation on the calibration rows (:mod:`graphs.serving.sim.conformal`, which fits the
+groups; ``benchmarks/interval_selection.py``); the table names it per metric
+(:attr:`ServedErrors.methods`) with the lookup chain it uses. In its plainest form, for a new
+run of the same group, split conformal prediction (Vovk et al.,
 *Algorithmic Learning in a Random World*, 2005; Lei et al., JASA 2018, "Distribution-free
 predictive inference for regression") gives, from the ``n`` sorted calibration residuals
 ``s_(1) <= ... <= s_(n)``,
@@ -65,7 +69,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALPHA",
+    "CHAINS",
     "DATA_FILE",
+    "Level",
     "METRIC_GROUPS",
     "MIN_DEPLOYMENTS",
     "MIN_ROWS",
@@ -88,6 +94,16 @@ METRIC_GROUPS = ("throughput", "TPOT", "TTFT", "E2E")
 #: the shipped table, under this package
 DATA_FILE = ("data", "served_errors.json")
 _MAX_BYTES = 4 << 20  #: the data file is read whole; a larger one is not ours
+
+#: one level of a lookup chain: whether its groups key on (framework, device, dense/MoE)
+Level = tuple[bool, bool, bool]
+#: the lookup chains a calibration method may use (:mod:`graphs.serving.sim.conformal`): the
+#: first group of the chain with enough rows answers
+CHAINS: dict[str, tuple[Level, ...]] = {
+    "full": ((True, True, True), (True, False, True), (False, False, True), (False, False, False)),
+    "engine": ((True, False, True), (False, False, False)),
+    "metric": ((False, False, False),),
+}
 
 
 def conformal_ranks(n: int, alpha: float = ALPHA) -> tuple[int, int] | None:
@@ -231,6 +247,18 @@ class ServedErrors:
     source: str  #: where the residuals come from (printed with every answer)
     heldout: str  #: the held-out split they leave out
     devices: tuple[DeviceError, ...] = ()  #: leave-one-device-out kernel errors (module doc)
+    #: ``(metric, method name)``: the calibration each metric was fitted with
+    #: (:class:`graphs.serving.sim.conformal.Method`; its chain is the lookup's); a metric not
+    #: named is looked up along the ``full`` chain
+    methods: tuple[tuple[str, str], ...] = ()
+    #: ``(metric, framework, moe, deployments)``: how many calibration deployments each engine
+    #: and dense/MoE kind has per metric, which says whether a run is like a validated one
+    support: tuple[tuple[str, str, bool, int], ...] = ()
+
+    def chain(self, metric: str) -> tuple[Level, ...]:
+        """The lookup chain of ``metric``'s method (:data:`CHAINS`)."""
+        name = dict(self.methods).get(metric, "row/full")
+        return CHAINS[name.split("/")[1]]
 
     def neighbour(self, family: str, hw: Hardware) -> str | None:
         """One line: the expected error of ``family``'s kernels priced from other devices' fits
@@ -293,10 +321,12 @@ class ServedErrors:
     def like(self, metric: str, framework: str, device: str, moe: bool) -> tuple[ErrorGroup, bool]:
         """The group a run is judged by, and whether it is like a validated deployment.
 
-        Tried in order: (metric, framework, device, moe), (metric, framework, moe),
-        (metric, moe), (metric); the first with at least :data:`MIN_ROWS` rows is taken. A run
-        is *like* a validated deployment when a group with its framework and dense/MoE kind was
-        found.
+        Tried along the metric's chain (:meth:`chain`; ``full``: (metric, framework, device,
+        moe), (metric, framework, moe), (metric, moe), (metric)); the first group with at least
+        :data:`MIN_ROWS` rows of :data:`MIN_DEPLOYMENTS` deployments is taken. A run is *like* a
+        validated deployment when at least :data:`MIN_DEPLOYMENTS` calibration deployments share
+        its metric, framework and dense/MoE kind (:attr:`support`; without it, when the group
+        found keys on its framework and kind).
 
         Parameters
         ----------
@@ -315,16 +345,15 @@ class ServedErrors:
         """
         if metric not in METRIC_GROUPS:
             raise CostModelError(f"metric {metric!r} not calibrated; allowed: {', '.join(METRIC_GROUPS)}")
-        keys: tuple[tuple[str | None, str | None, bool | None], ...] = (
-            (framework, device, moe),
-            (framework, None, moe),
-            (None, None, moe),
-            (None, None, None),
-        )
-        for i, (fw, dev, kind) in enumerate(keys):
+        support = {(m, f, k): n for m, f, k, n in self.support}
+        for use_fw, use_dev, use_moe in self.chain(metric):
+            fw, dev = (framework if use_fw else None), (device if use_dev else None)
+            key = (metric, fw, dev, moe if use_moe else None)
             for g in self.groups:
-                if (g.metric, g.framework, g.device, g.moe) == (metric, fw, dev, kind) and g.usable:
-                    return g, i <= 1
+                if (g.metric, g.framework, g.device, g.moe) == key and g.usable:
+                    if self.support:
+                        return g, support.get((metric, framework, moe), 0) >= MIN_DEPLOYMENTS
+                    return g, use_fw and use_moe
         raise CostModelError(f"{metric} is not calibrated: fewer than {MIN_ROWS} validation rows")
 
     def statement(self, metric: str, framework: str, device: str, moe: bool) -> str:
@@ -388,7 +417,49 @@ def parse(text: str) -> ServedErrors:
         str(d.get("source", ""))[:500],
         str(d.get("heldout", ""))[:500],
         tuple(_device(x) for x in devices),
+        _methods(d.get("methods")),
+        tuple(_support(x) for x in _list(d, "support")),
     )
+
+
+def _list(d: dict[str, Any], key: str) -> list[Any]:
+    v = d.get(key)
+    if not isinstance(v, list):
+        raise CostModelError(f"served_errors.json: {key!r} must be a list")
+    return v
+
+
+def _methods(v: Any) -> tuple[tuple[str, str], ...]:
+    """Each metric's method name (``weighting/chain[/normalised]``), checked."""
+    if not isinstance(v, dict):
+        raise CostModelError("served_errors.json: 'methods' must map each metric to its method")
+    out = []
+    for metric, name in sorted(v.items()):
+        parts = str(name).split("/")
+        ok = (
+            metric in METRIC_GROUPS
+            and len(parts) in (2, 3)
+            and parts[0] in ("row", "deployment")
+            and parts[1] in CHAINS
+            and parts[2:] in ([], ["normalised"])
+        )
+        if not ok:
+            what = f"method {str(name)[:40]!r} of {str(metric)[:20]!r}"
+            raise CostModelError(f"served_errors.json: {what} unknown")
+        out.append((str(metric), str(name)))
+    return tuple(out)
+
+
+def _support(x: Any) -> tuple[str, str, bool, int]:
+    """One ``[metric, framework, moe, deployments]`` entry, checked."""
+    try:
+        metric, fw, moe, n = x
+        out = (str(metric), str(fw), bool(moe), int(n))
+    except (TypeError, ValueError) as exc:
+        raise CostModelError(f"served_errors.json: a support entry is malformed ({exc})") from exc
+    if out[0] not in METRIC_GROUPS or out[3] < 1:
+        raise CostModelError(f"served_errors.json: support entry {out[:3]} out of range")
+    return out
 
 
 def _device(d: Any) -> DeviceError:
