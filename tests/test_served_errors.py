@@ -153,6 +153,10 @@ def test_the_shipped_table_is_what_the_script_computes():
     got = sorted((g.to_dict() for g in script.calibrate(cal)), key=lambda d: d["label"])
     shipped = sorted((g.to_dict() for g in served_errors().groups), key=lambda d: d["label"])
     assert got == shipped
+    # each metric by the method the grouped cross-validation chose (interval_selection.py --write)
+    choice = json.loads((ROOT / "benchmarks" / "data" / "interval_choice.json").read_text())
+    assert dict(served_errors().methods) == choice["methods"]
+    assert sorted(served_errors().support) == sorted(script.support(cal))
 
 
 def test_neighbour_priced_kernels_state_the_left_out_devices_errors():

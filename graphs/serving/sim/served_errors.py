@@ -1,5 +1,6 @@
 """How far a served prediction has been from real deployments like it: the expected error and a
-P10-P90 interval calibrated on whole-simulation residuals (split conformal).
+P10-P90 interval calibrated on whole-simulation residuals (conformal, per metric by the method a
+grouped cross-validation chose).
 
 The validation tables (``docs/serving_accuracy.md``: published serving measurements;
 ``docs/silicon_accuracy.md``: NVIDIA's measured runs of the aiconfigurator-core wheel) replay
@@ -31,7 +32,12 @@ predictive inference for regression") gives, from the ``n`` sorted calibration r
                  \\hat y\\, e^{s_{(\\lceil (n+1)(1-\\alpha/2) \\rceil)}}\\right]
 
 with coverage at least ``1 - alpha`` when the new run is exchangeable with the group's rows
-(``alpha = 0.2``: a P10-P90 interval). A group needs ``n >= 9`` rows (else the upper rank
+(``alpha = 0.2``: a P10-P90 interval). Rows of one deployment share its errors, so a new
+deployment is exchangeable with the calibration *deployments*, not rows: the deployment-weighted
+and normalised forms (:mod:`graphs.serving.sim.conformal`: the pooled CDF of Dunn, Wasserman &
+Ramdas 2022, each deployment weighing ``1/K``; Lei et al.'s locally weighted scores
+``(s - m_g) / sigma_g``) give every group such a band, as factors ``low``, ``high`` on the
+simulated value, looked up the same way. A group needs ``n >= 9`` rows (else the upper rank
 exceeds ``n``) from at least :data:`MIN_DEPLOYMENTS` deployments (a deployment's rows share its
 errors); with fewer, the next broader group stands in (:meth:`ServedErrors.like`), and the
 answer says which. The kernels' own spread (each kernel's held-out P10/P90 error,
@@ -255,10 +261,21 @@ class ServedErrors:
     #: and dense/MoE kind has per metric, which says whether a run is like a validated one
     support: tuple[tuple[str, str, bool, int], ...] = ()
 
+    def method(self, metric: str) -> str:
+        """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalised]``,
+        :class:`graphs.serving.sim.conformal.Method`); ``row/full`` when the table names none."""
+        return dict(self.methods).get(metric, "row/full")
+
     def chain(self, metric: str) -> tuple[Level, ...]:
         """The lookup chain of ``metric``'s method (:data:`CHAINS`)."""
-        name = dict(self.methods).get(metric, "row/full")
-        return CHAINS[name.split("/")[1]]
+        return CHAINS[self.method(metric).split("/")[1]]
+
+    def method_words(self, metric: str) -> str:
+        """``metric``'s method in words, as the answers print it."""
+        weighting, _, rest = self.method(metric).partition("/")
+        how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
+        norm = ", normalised by its group's spread" if rest.endswith("normalised") else ""
+        return f"conformal, {how}{norm}"
 
     def neighbour(self, family: str, hw: Hardware) -> str | None:
         """One line: the expected error of ``family``'s kernels priced from other devices' fits
