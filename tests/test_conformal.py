@@ -56,6 +56,12 @@ def test_deployment_weighting_counts_a_deployment_once_however_many_rows():
     assert (math.log(row.low), math.log(row.high)) == pytest.approx((-3.0, 7.0))
     assert (math.log(dep.low), math.log(dep.high)) == pytest.approx((-1.0, 7.0))
     assert (dep.n, dep.deployments) == (11, 9)
+    # expected error, median |e| with e = exp(-s) - 1: by row the 6th of 11 sorted |e| (0, 1 - e^-1,
+    # ..., 1 - e^-7, then "a"'s e^1 - 1, e^2 - 1, e^3 - 1) is 1 - e^-5; by deployment "a"'s three
+    # rows weigh 1/27 each and lie above all the others, so the CDF reaches 1/2 at the 5th single
+    # row (5/9): 1 - e^-4
+    assert row.median_abs == pytest.approx(1 - math.exp(-5))
+    assert dep.median_abs == pytest.approx(1 - math.exp(-4))
     # eight deployments are too few for the upper rank (ceil(9 x 0.9) = 9 > 8): no group
     del deps["d7"]
     assert fit_groups(_rows(deps), Method("deployment", "metric", False)) == []

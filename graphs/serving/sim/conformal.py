@@ -38,6 +38,10 @@ the metric's rows or deployments) give each group the band ``exp(m_g + sigma_g z
 ``exp(m_g + sigma_g z_hi)``: a group whose rows scatter little gets a narrow band, a biased group
 a shifted one, and the quantile rests on every deployment of the metric.
 
+**Expected error.** Each group's median ``|y / y_hat - 1|``, weighted as its method weighs rows
+(deployment-weighted: the median over deployments alike), so the "expected error on
+deployments like this" is the same method's answer as the band.
+
 Every band is asymmetric: the lower and upper ends are taken separately from the signed
 residuals, since the simulator's errors have a sign (``s`` mostly positive on TTFT).
 
@@ -214,10 +218,16 @@ def _label(key: tuple[str, str | None, str | None, bool | None]) -> str:
 def _group(
     key: tuple[str, str | None, str | None, bool | None],
     rows: Sequence[Residual],
+    weighting: str,
     low: float,
     high: float,
 ) -> ErrorGroup:
+    """A group's band as factors, and its expected error: the median ``|e|`` of its rows,
+    weighted as the method weighs them (deployment-weighted: each deployment's rows ``1/(K n_j)``)."""
     metric, fw, dev, moe = key
+    w, _ = _weights(rows, weighting)
+    err = [abs(r.error) for r in rows]
+    median_abs = statistics.median(err) if weighting == "row" else _wmedian(err, w)
     return ErrorGroup(
         metric=metric,
         framework=fw,
@@ -227,7 +237,7 @@ def _group(
         deployments=len({r.deployment for r in rows}),
         low=math.exp(low),
         high=math.exp(high),
-        median_abs=statistics.median(abs(r.error) for r in rows),
+        median_abs=median_abs,
         label=_label(key),
     )
 
@@ -274,7 +284,7 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
             w, k = _weights(v, method.weighting)
             ends = weighted_ends([r.s for r in v], w, k, alpha)
             if ends is not None:
-                out.append(_group(key, v, *ends))
+                out.append(_group(key, v, method.weighting, *ends))
         return sorted(out, key=lambda g: g.label)
     scale: dict[tuple[str, str | None, str | None, bool | None], tuple[float, float]] = {}
     for key, v in keyed.items():
@@ -300,7 +310,7 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
             continue
         for key, (m, sd) in scale.items():
             if key[0] == metric:
-                out.append(_group(key, keyed[key], m + sd * ends[0], m + sd * ends[1]))
+                out.append(_group(key, keyed[key], method.weighting, m + sd * ends[0], m + sd * ends[1]))
     return sorted(out, key=lambda g: g.label)
 
 

@@ -43,7 +43,8 @@ errors); with fewer, the next broader group stands in (:meth:`ServedErrors.like`
 answer says which. The kernels' own spread (each kernel's held-out P10/P90 error,
 :mod:`graphs.serving.sim.intervals`) is one part of these residuals, not added to them.
 
-**Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows: "expected
+**Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows (weighted as
+the metric's method weighs them: deployments alike where it weighs deployments): "expected
 error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
 metric and dense/MoE kind has fewer than :data:`MIN_DEPLOYMENTS` validated deployments is
 *unlike what was validated*, and says so.
@@ -376,9 +377,10 @@ class ServedErrors:
     def statement(self, metric: str, framework: str, device: str, moe: bool) -> str:
         """One line: the expected error of ``metric`` on deployments like this one."""
         g, like = self.like(metric, framework, device, moe)
+        alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
         text = (
             f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % "
-            f"(median over {g.n} validation rows of {g.deployments} deployments: {g.label})"
+            f"(median over {g.n} validation rows of {g.deployments} deployments{alike}: {g.label})"
         )
         if not like:
             kind = "MoE" if moe else "dense"
