@@ -69,12 +69,13 @@ __all__ = [
     "MIN_SCALE",
     "Method",
     "Residual",
+    "WEIGHTINGS",
     "fit_groups",
     "grouped_folds",
     "weighted_ends",
 ]
 
-WEIGHTINGS = ("row", "deployment")
+WEIGHTINGS = ("row", "deployment")  #: how rows weigh (module doc)
 #: the smallest scale a normalised group takes (log units: 1 %), so a group whose rows agree
 #: exactly still scores a new row finitely
 MIN_SCALE = 0.01

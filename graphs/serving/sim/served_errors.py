@@ -141,7 +141,8 @@ def conformal_ranks(n: int, alpha: float = ALPHA) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class ErrorGroup(Result):
-    """One calibration group's residual summary (module doc).
+    """One calibration group's residual summary (module doc; fitted by
+    :func:`graphs.serving.sim.conformal.fit_groups`).
 
     ``low``/``high``: the conformal ends as factors on the simulated value (``e^{s_(lo)}`` and
     ``e^{s_(hi)}``); ``median_abs``: the median ``|y / y_hat - 1|``; ``n``: its rows;
@@ -157,57 +158,6 @@ class ErrorGroup(Result):
     high: float
     median_abs: float
     label: str
-
-    @classmethod
-    def fit(
-        cls,
-        metric: str,
-        framework: str | None,
-        device: str | None,
-        moe: bool | None,
-        errors: list[float],
-        deployments: int,
-        alpha: float = ALPHA,
-    ) -> ErrorGroup | None:
-        """A group from its rows' signed errors ``e_i = y_hat_i / y_i - 1`` (module doc): the
-        residuals ``s_i = ln(y_i / y_hat_i) = -ln(1 + e_i)`` sorted, the conformal ranks'
-        values as factors, and the median ``|e_i|``; None when the rows are too few for the ranks.
-
-        Parameters
-        ----------
-        metric, framework, device, moe
-            The group's key (None: any).
-        errors : list of float
-            Each row's ``simulated / measured - 1`` (> -1).
-        deployments : int
-            How many deployments the rows come from.
-        alpha : float
-            Miscoverage.
-
-        Returns
-        -------
-        ErrorGroup or None
-        """
-        if any(not (math.isfinite(e) and e > -1) for e in errors):
-            raise CostModelError("a row's error must be finite and > -100 %")
-        ranks = conformal_ranks(len(errors), alpha)
-        if ranks is None:
-            return None
-        s = sorted(-math.log1p(e) for e in errors)
-        kind = None if moe is None else ("MoE" if moe else "dense")
-        parts = [p for p in (framework, device, kind) if p]
-        return cls(
-            metric=metric,
-            framework=framework,
-            device=device,
-            moe=moe,
-            n=len(errors),
-            deployments=deployments,
-            low=math.exp(s[ranks[0] - 1]),
-            high=math.exp(s[ranks[1] - 1]),
-            median_abs=statistics.median(abs(e) for e in errors),
-            label=" ".join([metric, *parts]) if parts else f"{metric}, every validated deployment",
-        )
 
     @property
     def usable(self) -> bool:
