@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from costmodel.errors import CostModelError
+from graphs.serving.sim.conformal import Method, Residual, fit_groups
 from graphs.serving.sim.served_errors import (
     ALPHA,
     MIN_DEPLOYMENTS,
@@ -31,17 +32,28 @@ def test_ranks_are_the_split_conformal_order_statistics():
     assert conformal_ranks(8) is None  # 9 x 0.9 = 8.1 -> 9 > 8: no finite upper end
 
 
+def _fit(errors, deployments=3, metric="TPOT"):
+    """The one plain row-weighted group of ``errors`` (e = y_hat / y - 1), its rows dealt over
+    ``deployments`` deployments in turn."""
+    rows = [
+        Residual(f"d{i % deployments}", metric, "vllm", "h100-sxm", False, e) for i, e in enumerate(errors)
+    ]
+    groups = fit_groups(rows, Method("row", "metric", False))
+    return groups[0] if groups else None
+
+
 def test_a_group_of_nine_spans_its_extremes():
     # errors e = y_hat / y - 1; with ranks (1, 9) the ends are the extreme ratios y / y_hat:
     # the row simulated 2x too high gives y / y_hat = 1/2, the one simulated half as high gives 2
     errors = [1.0, 0.5, 0.2, 0.1, 0.0, -0.1, -0.2, -0.3, -0.5]
-    g = ErrorGroup.fit("TPOT", "vllm", None, False, errors, deployments=3)
+    g = _fit(errors)
     assert g is not None
     assert math.isclose(g.low, 0.5) and math.isclose(g.high, 2.0)
     assert math.isclose(g.median_abs, 0.2)  # |e| sorted: 0, .1, .1, .2, .2, .3, .5, .5, 1
     assert g.interval(10.0) == pytest.approx((5.0, 20.0))
+    assert _fit(errors[:8]) is None  # ceil(9 x 0.9) = 9 > 8 rows: no upper end
     with pytest.raises(CostModelError, match="finite"):
-        ErrorGroup.fit("TPOT", None, None, None, [*errors, float("nan")], deployments=3)
+        _fit([*errors, float("nan")])
 
 
 def test_coverage_holds_on_exchangeable_residuals():
@@ -53,7 +65,7 @@ def test_coverage_holds_on_exchangeable_residuals():
     hits = 0
     for _ in range(trials):
         y_hat_over_y = np.exp(rng.normal(0.1, 0.2, n + 1))  # a biased, noisy simulator
-        g = ErrorGroup.fit("TTFT", None, None, None, list(y_hat_over_y[:n] - 1), deployments=5)
+        g = _fit(list(y_hat_over_y[:n] - 1), deployments=5, metric="TTFT")
         assert g is not None
         ratio = 1 / y_hat_over_y[n]  # the new row's y / y_hat
         hits += g.low <= ratio <= g.high
@@ -153,6 +165,10 @@ def test_the_shipped_table_is_what_the_script_computes():
     got = sorted((g.to_dict() for g in script.calibrate(cal)), key=lambda d: d["label"])
     shipped = sorted((g.to_dict() for g in served_errors().groups), key=lambda d: d["label"])
     assert got == shipped
+    # each metric by the method the grouped cross-validation chose (interval_selection.py --write)
+    choice = json.loads((ROOT / "benchmarks" / "data" / "interval_choice.json").read_text())
+    assert dict(served_errors().methods) == choice["methods"]
+    assert sorted(served_errors().support) == sorted(script.support(cal))
 
 
 def test_neighbour_priced_kernels_state_the_left_out_devices_errors():
