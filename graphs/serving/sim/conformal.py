@@ -121,7 +121,22 @@ class Method(Result):
 
     @classmethod
     def named(cls, name: str) -> Method:
-        """The method :attr:`name` names."""
+        """The method :attr:`name` names.
+
+        Parameters
+        ----------
+        name : str
+            ``weighting/chain`` or ``weighting/chain/normalised`` (``deployment/full/normalised``).
+
+        Returns
+        -------
+        Method
+
+        Raises
+        ------
+        CostModelError
+            When ``name`` does not have that form.
+        """
         parts = name.split("/")
         if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "normalised"):
             raise CostModelError(f"method {name!r}: expected weighting/chain[/normalised]")
@@ -160,6 +175,11 @@ def weighted_ends(
     Returns
     -------
     (float, float) or None
+
+    Raises
+    ------
+    CostModelError
+        When the weights are not positive, one per residual and summing to 1.
 
     >>> weighted_ends([3.0, 1.0, 2.0, 0.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1 / 9] * 9, 9)
     (0.0, 8.0)
@@ -265,6 +285,11 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
     -------
     list of ErrorGroup
         Sorted by label.
+
+    Raises
+    ------
+    CostModelError
+        When a row's error is not finite or not above -100 %.
     """
     if any(not (math.isfinite(r.error) and r.error > -1) for r in rows):
         raise CostModelError("a row's error must be finite and > -100 %")
