@@ -15,7 +15,7 @@ context / prompt 2048. Each costmodel row is compared with a peer row doing the 
   ``llm-analysis infer -n 1`` (prefill and one generated token, one process);
 * start-up alone: ``costmodel --help`` and ``costmodel decode --help`` against ``python -c pass``.
 
-    python benchmarks/cli_start.py [ROUNDS]
+    python -m benchmarks.cli_start [ROUNDS]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from _peers import HOW, llm_analysis_python
+from benchmarks.baselines.peers import HOW, llm_analysis_python
 
 CM = [sys.executable, "-m", "costmodel"]
 DECODE = [*CM, "decode", "llama-2-7b", "--device", "a100", "--batch", "8", "--ctx", "2048"]

@@ -19,8 +19,8 @@ model, device, dtype, TP and GPUs; its rows differ in lengths and load).
   many measured values the calibrated P10-P90 holds (inside / below / above, median width),
   written into ``docs/serving_accuracy.md`` (``--write``).
 
-    python benchmarks/served_errors.py            # the held-out report to stdout
-    python benchmarks/served_errors.py --write    # also the shipped table and the docs section
+    python -m benchmarks.served_errors            # the held-out report to stdout
+    python -m benchmarks.served_errors --write    # also the shipped table and the docs section
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import hashlib
 import json
 import re
 import statistics
-import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.served_errors import (
@@ -50,10 +50,6 @@ from graphs.serving.sim.served_errors import (
     parse,
 )
 from models.resolver import resolve_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measured_accuracy import replace_section
-from serving_accuracy import FRAMEWORK, load_rows, metric_group
 
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
@@ -133,7 +129,7 @@ def table_errors(doc: Path) -> dict[str, float]:
 
 def silicon_row_dicts() -> list[dict[str, str]]:
     """The silicon sample's rows as the accuracy table replays them."""
-    from silicon_accuracy import load_sample, silicon_rows
+    from benchmarks.replay.silicon import load_sample, silicon_rows
 
     return silicon_rows(load_sample())[0]
 
