@@ -1,7 +1,7 @@
 """The served-error table and the held-out split: what `simulate --predict` says of its own error.
 
 Reads the per-row results the two validation tables generated (``docs/serving_accuracy.md``:
-``serving_accuracy.py --write``; ``docs/silicon_accuracy.md``: ``silicon_accuracy.py --write``):
+``serving_accuracy.py --write``; ``docs/silicon_accuracy_rows.csv``: ``silicon_accuracy.py --write``):
 every compared row's simulated value against its measured one (a row a table excludes, with
 its reason, stays out). Each row belongs to a deployment (:func:`deployment`: engine, version,
 model, device, dtype, TP and GPUs; its rows differ in lengths and load).
@@ -35,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section
+from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section, simulated_errors
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.served_errors import (
@@ -54,7 +54,7 @@ from models.resolver import resolve_model
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
 SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
-SILICON_DOC = ROOT / "docs" / "silicon_accuracy.md"
+SILICON_ROWS = ROOT / "docs" / "silicon_accuracy_rows.csv"  #: its per-row results (benchmarks.replay.results)
 KERNEL_DOC = ROOT / "docs" / "accuracy.md"
 TABLE_PATH = ROOT / "graphs" / "serving" / "sim" / Path(*DATA_FILE)
 BEGIN, END = "<!-- served-errors:begin -->", "<!-- served-errors:end -->"
@@ -145,7 +145,7 @@ def residual_rows() -> list[dict[str, Any]]:
     dense/MoE and the simulated error."""
     sets = (
         ("published", load_rows(subset="core"), table_errors(SERVING_DOC)),
-        ("silicon", silicon_row_dicts(), table_errors(SILICON_DOC)),
+        ("silicon", silicon_row_dicts(), simulated_errors(SILICON_ROWS)),
     )
     moe: dict[str, bool] = {}
     out = []
