@@ -483,14 +483,25 @@ def markdown(
 
 
 def page(blocks: list[str]) -> str:
-    """Generated Markdown from its blocks (paragraphs and tables), one blank line between them:
-    every paragraph wrapped (:func:`benchmarks.replay.pages.wrap`), tables as they are, and no
-    home-directory path (:func:`benchmarks.replay.pages.strip_home`)."""
+    """Generated Markdown from its blocks.
+
+    Parameters
+    ----------
+    blocks : list of str
+        Paragraphs and tables (a block that starts with ``|``), in order.
+
+    Returns
+    -------
+    str
+        The blocks one blank line apart, every paragraph wrapped
+        (:func:`benchmarks.replay.pages.wrap`), tables as they are, and no home-directory path
+        (:func:`benchmarks.replay.pages.strip_home`).
+    """
     return strip_home("\n\n".join(b if b.startswith("|") else wrap(b) for b in blocks))
 
 
 def rows_pointer(n: int) -> str:
-    """The paragraph that points to the per-row results (:data:`ROWS_PATH`)."""
+    """The paragraph that points to the per-row results (:data:`ROWS_PATH`) of ``n`` rows."""
     return (
         f"Row by row ({n} rows, a TTFT and a TPOT per run): [{ROWS_PATH.name}]({ROWS_PATH.name}), written with "
         "this section (`benchmarks.replay.results`): the measured value, each mode's replay in seconds and its "
@@ -500,7 +511,7 @@ def rows_pointer(n: int) -> str:
 
 
 def check_pointer(n: int) -> str:
-    """The paragraph that points to the load check's per-run results (:data:`CHECK_PATH`)."""
+    """The paragraph that points to the load check's per-run results (:data:`CHECK_PATH`) of ``n`` runs."""
     return (
         f"Run by run ({_runs(n)}): [{CHECK_PATH.name}]({CHECK_PATH.name}), written with this section: per run "
         "its deployment, lengths and concurrency, and for TPOT and TTFT the measured value and each load's "

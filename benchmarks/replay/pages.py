@@ -48,20 +48,51 @@ def _writable(page: Path) -> Path:
 
 
 def strip_home(text: str) -> str:
-    """``text`` with every home-directory prefix (``/Users/<name>/``, ``/home/<name>/``) removed,
-    so ``/Users/a/projects/x.csv`` reads ``projects/x.csv``."""
+    """``text`` with every home-directory prefix removed.
+
+    Parameters
+    ----------
+    text : str
+        Any generated text (a paragraph, a CSV cell).
+
+    Returns
+    -------
+    str
+        ``text`` with each ``/Users/<name>/`` and ``/home/<name>/`` dropped:
+        ``/Users/a/projects/x.csv`` reads ``projects/x.csv``.
+    """
     return _HOME.sub("", text)
 
 
 def wrap(text: str) -> str:
-    """A Markdown paragraph on lines of at most :data:`WIDTH` characters (words kept whole; a
-    line break inside a paragraph renders as a space)."""
+    """A Markdown paragraph on lines of at most :data:`WIDTH` characters.
+
+    Parameters
+    ----------
+    text : str
+        One paragraph (no blank line inside).
+
+    Returns
+    -------
+    str
+        The paragraph, words kept whole (a word longer than :data:`WIDTH` stays on its own line);
+        a line break inside a paragraph renders as a space.
+    """
     return textwrap.fill(text, WIDTH, break_long_words=False, break_on_hyphens=False)
 
 
 def replace_section(page: Path, begin: str, end: str, text: str) -> None:
-    """Replace what lies between the ``begin`` and ``end`` marker comments of ``page`` (the README
-    or a page in ``docs/``) by ``text``: a generated section, the rest of the page typed and kept."""
+    """Replace a generated section of a page, the rest of the page typed and kept.
+
+    Parameters
+    ----------
+    page : Path
+        The README or a page in ``docs/`` (any other path: ``CostModelError``).
+    begin, end : str
+        The marker comments around the section; the page must hold the pair exactly once.
+    text : str
+        The new section, written between the markers.
+    """
     p = _writable(page)
     body = p.read_text(encoding="utf-8")
     new = f"{begin}\n{text}\n{end}"
@@ -73,14 +104,32 @@ def replace_section(page: Path, begin: str, end: str, text: str) -> None:
 
 
 def write_page(page: Path, text: str) -> None:
-    """A whole generated page in ``docs/`` (a page no person edits), written as one file."""
+    """Write a whole generated page (one no person edits).
+
+    Parameters
+    ----------
+    page : Path
+        A page in ``docs/`` (any other path: ``CostModelError``).
+    text : str
+        The page, written as it is.
+    """
     with atomic_write(_writable(page), "generated page") as f:
         f.write(text)
 
 
 def write_csv(path: Path, fields: Sequence[str], rows: Iterable[Mapping[str, str]]) -> None:
-    """A generated CSV appendix in ``docs/``: ``fields`` as its header, one line per row, ``\\n``
-    line ends, home-directory paths stripped (:func:`strip_home`)."""
+    """Write a generated CSV appendix.
+
+    Parameters
+    ----------
+    path : Path
+        A file in ``docs/`` (any other path: ``CostModelError``).
+    fields : sequence of str
+        The header, in column order.
+    rows : iterable of mapping
+        One mapping of ``fields`` to cells per line; every cell loses its home-directory paths
+        (:func:`strip_home`). Lines end in ``\\n``.
+    """
     p = _writable(path)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(fields), lineterminator="\n")

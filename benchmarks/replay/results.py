@@ -46,8 +46,18 @@ _LINK = re.compile(r"^\[(?P<id>[^\]]+)\]\([^)]*\)$")
 
 
 def seconds_cell(cell: str) -> str:
-    """A table's time cell (:func:`benchmarks.replay.tables.fmt`: ``12.3 ms``, ``1.23 s``, ``-``)
-    as a CSV cell in seconds to 3 significant digits (empty: not run)."""
+    """A table's time cell as a CSV cell.
+
+    Parameters
+    ----------
+    cell : str
+        As :func:`benchmarks.replay.tables.fmt` prints a time: ``12.3 ms``, ``1.23 s`` or ``-``.
+
+    Returns
+    -------
+    str
+        Seconds to 3 significant digits (``12.3 ms`` -> ``0.0123``), empty for ``-`` (not run).
+    """
     if cell == "-":
         return ""
     value, _, unit = cell.partition(" ")
@@ -57,13 +67,38 @@ def seconds_cell(cell: str) -> str:
 
 
 def pct_cell(cell: str) -> str:
-    """A table's signed error cell (``+4.5 %``, ``-``) as a CSV cell (``+4.5``; empty: not run)."""
+    """A table's signed error cell as a CSV cell.
+
+    Parameters
+    ----------
+    cell : str
+        As :func:`benchmarks.replay.tables.pct` prints it: ``+4.5 %`` or ``-``.
+
+    Returns
+    -------
+    str
+        The signed percentage (``+4.5``), empty for ``-`` (not run).
+    """
     return "" if cell == "-" else cell.removesuffix(" %")
 
 
 def from_cells(row: Sequence[str], modes: Sequence[str]) -> dict[str, str]:
-    """A row of the row-by-row table (its cells, ``modes`` its mode columns, no interval column)
-    as a CSV row (:data:`FIELDS`); the notes lose their Markdown emphasis."""
+    """A row of the row-by-row table as a CSV row.
+
+    Parameters
+    ----------
+    row : sequence of str
+        Its cells (:func:`benchmarks.replay.tables.cells`, no interval column): the linked id, the
+        metric, the measured time, a (time, error) pair per mode, the notes.
+    modes : sequence of str
+        The table's mode columns, in order.
+
+    Returns
+    -------
+    dict
+        :data:`FIELDS` to cells; a mode not among ``modes`` is empty, an excluded row's reason
+        goes to ``excluded``, the notes lose their Markdown emphasis.
+    """
     if len(row) != 4 + 2 * len(modes):
         raise CostModelError(
             f"a table row of {len(row)} cells; {4 + 2 * len(modes)} allowed for {list(modes)}"
@@ -80,8 +115,19 @@ def from_cells(row: Sequence[str], modes: Sequence[str]) -> dict[str, str]:
 
 
 def result_rows(lines: list[Line]) -> list[dict[str, str]]:
-    """``lines`` as CSV rows: the table's cells (:func:`~benchmarks.replay.tables.cells`) read
-    back by :func:`from_cells`, so a converted Markdown table and a fresh run give the same lines."""
+    """Table lines as CSV rows.
+
+    Parameters
+    ----------
+    lines : list of Line
+        Replayed rows, every one in seconds (another unit: ``CostModelError``).
+
+    Returns
+    -------
+    list of dict
+        The table's cells (:func:`~benchmarks.replay.tables.cells`) read back by :func:`from_cells`,
+        so a converted Markdown table and a fresh run give the same lines.
+    """
     modes = modes_of(lines)
     for ln in lines:
         if ln.row["unit"] != "s":
@@ -92,13 +138,32 @@ def result_rows(lines: list[Line]) -> list[dict[str, str]]:
 
 
 def write_results(path: Path, lines: list[Line]) -> None:
-    """``lines`` as the CSV appendix at ``path`` (in ``docs/``)."""
+    """Write table lines as a CSV appendix.
+
+    Parameters
+    ----------
+    path : Path
+        A file in ``docs/``.
+    lines : list of Line
+        Replayed rows (:func:`result_rows`).
+    """
     write_csv(path, FIELDS, result_rows(lines))
 
 
 def read_results(path: Path) -> list[dict[str, str]]:
-    """The rows of a results CSV, checked: its header is :data:`FIELDS`, every error cell empty or
-    a signed percentage with one decimal."""
+    """Read a results CSV, checked.
+
+    Parameters
+    ----------
+    path : Path
+        A file :func:`write_results` wrote (at most 64 MiB).
+
+    Returns
+    -------
+    list of dict
+        Its rows; the header must be :data:`FIELDS` and every error cell empty or a signed
+        percentage with one decimal, else ``CostModelError`` naming the line.
+    """
     if not path.is_file():
         raise CostModelError(f"no results file at {path}: run the benchmark that writes it with --write")
     size = path.stat().st_size
@@ -118,9 +183,19 @@ def read_results(path: Path) -> list[dict[str, str]]:
 
 
 def simulated_errors(path: Path) -> dict[str, float]:
-    """``{row id: simulated error}`` (``model / measured - 1``, as the CSV rounds it) of the
-    compared rows of a results CSV: a row it excludes, or one without a ``simulated`` value, is
-    left out."""
+    """The simulated errors of a results CSV's compared rows.
+
+    Parameters
+    ----------
+    path : Path
+        A results CSV (:func:`read_results`).
+
+    Returns
+    -------
+    dict
+        Row id to ``model / measured - 1`` of the ``simulated`` mode, as the CSV rounds it (0.1 %);
+        an excluded row, or one without a ``simulated`` value, is left out.
+    """
     return {
         r["id"]: float(r["simulated_error_pct"]) / 100
         for r in read_results(path)

@@ -144,14 +144,40 @@ def pct(e: float | None) -> str:
 
 
 def modes_of(lines: list[Line]) -> list[str]:
-    """The modes any of ``lines`` ran, in :data:`MODES` order: the table's columns."""
+    """The table's mode columns.
+
+    Parameters
+    ----------
+    lines : list of Line
+        Replayed rows.
+
+    Returns
+    -------
+    list of str
+        The modes any of ``lines`` ran, in :data:`MODES` order.
+    """
     return [m for m in MODES if any(m in ln.values for ln in lines)]
 
 
 def cells(ln: Line, modes: list[str], ends: bool = False) -> list[str]:
-    """One line's cells in the row-by-row table: the row (linked to its source), the metric, the
-    measured value, each of ``modes`` and its error, with ``ends`` the interval, then the notes
-    (an excluded row's reason instead; a row beyond :data:`ROW_LIMIT` with its stated reason)."""
+    """One line's cells in the row-by-row table.
+
+    Parameters
+    ----------
+    ln : Line
+        The replayed row.
+    modes : list of str
+        The table's mode columns (:func:`modes_of`).
+    ends : bool
+        Whether the table has the interval column.
+
+    Returns
+    -------
+    list of str
+        The row (linked to its source), the metric, the measured value, each mode's value and
+        error, with ``ends`` the interval, then the notes (an excluded row's reason instead; a
+        row beyond :data:`ROW_LIMIT` with its stated reason).
+    """
     r = ln.row
     out = [f"[{r['id']}]({r['source_url']})", r["metric"], fmt(ln.measured, r["unit"])]
     for m in modes:
