@@ -15,7 +15,7 @@ context / prompt 2048. Each costmodel row is compared with a peer row doing the 
   ``llm-analysis infer -n 1`` (prefill and one generated token, one process);
 * start-up alone: ``costmodel --help`` and ``costmodel decode --help`` against ``python -c pass``.
 
-    python benchmarks/cli_start.py [ROUNDS]
+    python -m benchmarks.cli_start [ROUNDS]
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from _peers import HOW, llm_analysis_python
+from benchmarks.baselines.peers import HOW, llm_analysis_python
 
+#: the repository root: every command runs there, so ``-m benchmarks.cli_start`` finds this module
+ROOT = Path(__file__).resolve().parents[1]
 CM = [sys.executable, "-m", "costmodel"]
 DECODE = [*CM, "decode", "llama-2-7b", "--device", "a100", "--batch", "8", "--ctx", "2048"]
 PREFILL = [*CM, "prefill", "llama-2-7b", "--device", "a100", "--batch", "8", "--seq", "2048"]
@@ -60,7 +63,7 @@ def llm_analysis_decode() -> None:
 def wall(cmds: list[list[str]], env: dict[str, str]) -> float:
     t = time.perf_counter()
     for c in cmds:
-        subprocess.run(c, env=env, check=True, capture_output=True)
+        subprocess.run(c, env=env, cwd=ROOT, check=True, capture_output=True)
     return time.perf_counter() - t
 
 
@@ -85,7 +88,10 @@ def main() -> None:
             *(peer, "-m", "llm_analysis.analysis", "infer", "-m", PEER_MODEL, "-g", PEER_GPU),
             *("-b", str(BATCH), "--seq_len", str(TOKENS), "-n", "1", "--log_level", "ERROR"),
         ]
-        cases["llm-analysis decode step"] = ([[peer, __file__, "--llm-analysis-decode"]], env)
+        cases["llm-analysis decode step"] = (
+            [[peer, "-m", "benchmarks.cli_start", "--llm-analysis-decode"]],
+            env,
+        )
         cases["llm-analysis infer (prefill + decode)"] = ([infer], env)
     times: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(rounds):

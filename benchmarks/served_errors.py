@@ -1,7 +1,7 @@
 """The served-error table and the held-out split: what `simulate --predict` says of its own error.
 
 Reads the per-row results the two validation tables generated (``docs/serving_accuracy.md``:
-``serving_accuracy.py --write``; ``docs/silicon_accuracy.md``: ``silicon_accuracy.py --write``):
+``serving_accuracy.py --write``; ``docs/silicon_accuracy_rows.csv``: ``silicon_accuracy.py --write``):
 every compared row's simulated value against its measured one (a row a table excludes, with
 its reason, stays out). Each row belongs to a deployment (:func:`deployment`: engine, version,
 model, device, dtype, TP and GPUs; its rows differ in lengths and load).
@@ -21,8 +21,8 @@ model, device, dtype, TP and GPUs; its rows differ in lengths and load).
   many measured values the calibrated P10-P90 holds (inside / below / above, median width),
   written into ``docs/serving_accuracy.md`` (``--write``).
 
-    python benchmarks/served_errors.py            # the held-out report to stdout
-    python benchmarks/served_errors.py --write    # also the shipped table and the docs section
+    python -m benchmarks.served_errors            # the held-out report to stdout
+    python -m benchmarks.served_errors --write    # also the shipped table and the docs section
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import hashlib
 import json
 import re
 import statistics
-import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section, simulated_errors
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import Method, Residual, fit_groups
@@ -54,15 +54,11 @@ from graphs.serving.sim.served_errors import (
 )
 from models.resolver import resolve_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measured_accuracy import replace_section
-from serving_accuracy import FRAMEWORK, load_rows, metric_group
-
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
 CHOICE_PATH = ROOT / "benchmarks" / "data" / "interval_choice.json"  #: interval_selection.py --write
 SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
-SILICON_DOC = ROOT / "docs" / "silicon_accuracy.md"
+SILICON_ROWS = ROOT / "docs" / "silicon_accuracy_rows.csv"  #: its per-row results (benchmarks.replay.results)
 KERNEL_DOC = ROOT / "docs" / "accuracy.md"
 TABLE_PATH = ROOT / "graphs" / "serving" / "sim" / Path(*DATA_FILE)
 BEGIN, END = "<!-- served-errors:begin -->", "<!-- served-errors:end -->"
@@ -137,7 +133,7 @@ def table_errors(doc: Path) -> dict[str, float]:
 
 def silicon_row_dicts() -> list[dict[str, str]]:
     """The silicon sample's rows as the accuracy table replays them."""
-    from silicon_accuracy import load_sample, silicon_rows
+    from benchmarks.replay.silicon import load_sample, silicon_rows
 
     return silicon_rows(load_sample())[0]
 
@@ -153,7 +149,7 @@ def residual_rows() -> list[dict[str, Any]]:
     dense/MoE and the simulated error."""
     sets = (
         ("published", load_rows(subset="core"), table_errors(SERVING_DOC)),
-        ("silicon", silicon_row_dicts(), table_errors(SILICON_DOC)),
+        ("silicon", silicon_row_dicts(), simulated_errors(SILICON_ROWS)),
     )
     moe: dict[str, bool] = {}
     out = []

@@ -9,9 +9,9 @@ scheduler keeps the queue's outstanding tokens as a running sum and stops at the
 request it cannot admit), so the overloaded run's cost per running sequence stays that of the
 10,000-request run.
 
-    python benchmarks/simulate_speed.py            # both runs and the queue check
-    python benchmarks/simulate_speed.py --quick    # the 10,000-request run and the queue check
-    python benchmarks/simulate_speed.py --queue    # the queue check alone (seconds)
+    python -m benchmarks.simulate_speed            # both runs and the queue check
+    python -m benchmarks.simulate_speed --quick    # the 10,000-request run and the queue check
+    python -m benchmarks.simulate_speed --queue    # the queue check alone (seconds)
 
 The queue check times one replica's iteration (schedule, price, finish) with 256 sequences
 decoding and 100 or 100,000 requests waiting that cannot be admitted (no free sequence slot):
@@ -20,8 +20,8 @@ the two must cost the same.
 The skipping simulator against the per-sequence loop (:mod:`graphs.serving.sim.skipping`, issue 44's
 targets: 100,000 overloaded requests <= 5 CPU s, 1,000,000 <= 60 CPU s, the same results):
 
-    python benchmarks/simulate_speed.py --skip            # 100,000 requests, loop vs skip, 2 rounds
-    python benchmarks/simulate_speed.py --skip --million  # also 1,000,000 requests, one round
+    python -m benchmarks.simulate_speed --skip            # 100,000 requests, loop vs skip, 2 rounds
+    python -m benchmarks.simulate_speed --skip --million  # also 1,000,000 requests, one round
 
 Each simulation runs in a process of its own (its peak RSS is its own: ``resource.getrusage``),
 the two modes interleaved round by round (paired: each pair saw the same load); the table gives
@@ -60,13 +60,14 @@ def queue_check(ms: Any) -> None:
 
     out = []
     for waiting in (100, 100_000):
-        rep = Replica(ms, 10**6, EngineConfig(max_num_seqs=256))
-        for i in range(256):  # decoding: a token generated, KV of all but it
+        rep = Replica(ms, 10**6, EngineConfig())  # the simulator's default engine (vLLM's limits)
+        full = rep.cfg.max_num_seqs
+        for i in range(full):  # decoding: a token generated, KV of all but it
             s = Sequence(Request(i, 0.0, 1000, 10**6), computed=1000, generated=1)
             rep.running.append(s)
             s.blocks = -(-1001 // rep.cfg.block_size)
         for i in range(waiting):
-            rep.add(Sequence(Request(256 + i, 0.0, 1000, 250)))
+            rep.add(Sequence(Request(full + i, 0.0, 1000, 250)))
         k, now = 2000, 0.0
         t = time.perf_counter()
         for _ in range(k):
@@ -76,8 +77,9 @@ def queue_check(ms: Any) -> None:
             _ = rep.outstanding  # what the least-outstanding router asks at every arrival
         out.append((waiting, (time.perf_counter() - t) / k * 1e6))
     (w0, t0), (w1, t1) = out
+    running = EngineConfig().max_num_seqs
     print(
-        f"  one iteration with 256 running: {t0:.0f} us with {w0:,} waiting, {t1:.0f} us with {w1:,} "
+        f"  one iteration with {running} running: {t0:.0f} us with {w0:,} waiting, {t1:.0f} us with {w1:,} "
         f"waiting ({t1 / t0:.2f}x)"
     )
 

@@ -153,13 +153,7 @@ def test_the_shipped_table_leaves_the_held_out_split_out():
 def test_the_shipped_table_is_what_the_script_computes():
     """Regenerated from the two generated pages and the split, the table is the shipped one."""
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import served_errors as script
-    finally:
-        sys.path.pop(0)
+    from benchmarks import served_errors as script
     rows = script.residual_rows()
     cal = [r for r in rows if r["deployment"] not in script.heldout()]
     got = sorted((g.to_dict() for g in script.calibrate(cal)), key=lambda d: d["label"])
