@@ -19,8 +19,8 @@ The order of work: this script and its output (``--write``: ``benchmarks/data/in
 and the section of ``docs/serving_accuracy.md``) were committed before the chosen methods were
 first evaluated on the held-out split by ``benchmarks/served_errors.py``.
 
-    python benchmarks/interval_selection.py            # the CV table to stdout
-    python benchmarks/interval_selection.py --write    # also the choice file and the docs section
+    python -m benchmarks.interval_selection            # the CV table to stdout
+    python -m benchmarks.interval_selection --write    # also the choice file and the docs section
 """
 
 from __future__ import annotations
@@ -28,17 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.replay import replace_section
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import CANDIDATES, Method, Residual, fit_groups, grouped_folds
 from graphs.serving.sim.served_errors import ALPHA, METRIC_GROUPS, MIN_ROWS, ServedErrors
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measured_accuracy import replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 CHOICE_PATH = ROOT / "benchmarks" / "data" / "interval_choice.json"
@@ -49,7 +46,7 @@ COVERAGE_TARGET = 0.80  #: the criterion's coverage (module doc): the issue's ta
 
 def calibration_residuals() -> list[Residual]:
     """The compared rows of both validation tables outside the held-out split, as residuals."""
-    from served_errors import heldout, residual_rows
+    from benchmarks.served_errors import heldout, residual_rows
 
     out = heldout()
     return [
