@@ -68,7 +68,7 @@ from models.config import MoESpec
 from ..engines.knobs import scaled_kernels_s
 from ..pricing.kernel_sources import CLAMPED, Coverage
 from ..pricing.predict import expert_activations
-from ..pricing.predictor import KernelIds, Predictor, lerp_at, tabulate, token_grid
+from ..pricing.predictor import KernelIds, Predictor, lerp_at, predicted_mixed_step, tabulate, token_grid
 from ..pricing.protocols import IterationStep
 from ..step.compiled import compiled_step
 from ..step.expert_routing import devices_reached
@@ -88,8 +88,10 @@ __all__ = [
     "RankStep",
     "MeteredRankStep",
     "dp_line",
+    "experts_line",
     "check_group",
     "expert_nodes",
+    "group_step",
     "rank_step",
 ]
 
@@ -305,6 +307,25 @@ class RankStep:
         """Tokens per second one rank never exceeds: its share of :meth:`group_max_tokens_per_s`."""
         return self.group_max_tokens_per_s(budget, overhead_s) / self.stage.dp
 
+    def lockstep_s(
+        self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = (), busy: int | None = None
+    ) -> float:
+        r"""One group iteration (s, no CPU terms) in which ``busy`` ranks (default all ``D``) each
+        run the same batch (``n_dec`` decodes of KV lengths summing to ``sum_ctx``, prefill
+        ``chunks`` of (tokens, cached)) and the others idle:
+
+        .. math:: t = t_{rank}(b) - X_t(n) + S(\mathrm{busy} \cdot n), \qquad n = n_{dec} + \sum c
+
+        the rank's share (:meth:`time_sums`) plus the stage at every busy rank's tokens
+        (:meth:`ExpertStage.time`, counted for all ``D`` ranks as the group counts it): what
+        :meth:`LockstepGroup.iteration_time` prices for such a batch without engine overheads.
+        The design search prices a data-parallel plan's decode step (all ranks at ``B / D``
+        sequences) and its lone prefill (one rank busy) with it."""
+        d = self.stage.dp
+        busy = d if busy is None else busy
+        tokens = n_dec + sum(c for c, _ in chunks)
+        return self.time_sums(n_dec, sum_ctx, chunks) + self.stage.time(float(busy * tokens), d)
+
 
 class MeteredRankStep(RankStep):
     """A :class:`RankStep` of a predicted step: it says what the group's seconds rest on (the
@@ -346,6 +367,52 @@ def rank_step(
     bound_stage = ExpertStage(w, hw, dp, tp, expert_parallel, dispatch, Predictor())
     floor = RankStep(rank_bound, ExpertKernels(g_rank, hw, Predictor()), bound_stage)
     return MeteredRankStep(rank, ExpertKernels(g_rank, hw, predictor), stage, floor)
+
+
+def group_step(
+    w: Workload,
+    hw: Hardware,
+    *,
+    dp: int,
+    tp: int,
+    expert_parallel: bool,
+    dispatch: str,
+    predictor: Predictor,
+    rank: IterationStep | None = None,
+) -> RankStep:
+    """The rank step of a ``dp`` x ``tp`` group priced by ``predictor`` (:func:`rank_step` over
+    the predictor's and the bound's mixed steps at ``tp``; ``rank``: the predictor's step when the
+    caller built it already): what ``simulate --dp``, the design search and sizing price a group
+    with.
+
+    Parameters
+    ----------
+    w : Workload
+        The model (an MoE: :func:`check_group`).
+    hw : Hardware
+        Every device of the group.
+    dp, tp : int
+        Data-parallel ranks and tensor parallelism per rank.
+    expert_parallel : bool
+        Whole experts per device (EP) instead of every expert split ``dp x tp`` ways.
+    dispatch : str
+        One of :data:`DISPATCHES`.
+    predictor : Predictor
+        What prices the kernels (the bound when :attr:`Predictor.is_bound`).
+    rank : IterationStep, optional
+        ``predicted_mixed_step(w, hw, tp=tp, predictor=predictor)``, when already built.
+
+    Returns
+    -------
+    RankStep
+        A :class:`MeteredRankStep` for a predictor, else the bound's :class:`RankStep`.
+    """
+    check_group(dp, w.config.is_moe)
+    own = rank if rank is not None else predicted_mixed_step(w, hw, tp=tp, predictor=predictor)
+    return rank_step(
+        w, hw, own, predicted_mixed_step(w, hw, tp=tp), dp=dp, tp=tp, expert_parallel=expert_parallel,
+        dispatch=dispatch, predictor=predictor,
+    )
 
 
 class LockstepGroup:
@@ -441,22 +508,28 @@ class LockstepGroup:
                 m.sample(now, len(p))
 
 
-def dp_line(topo: Any) -> str:
-    """The group a ``--dp`` run simulates, in one line (the output names what it assumed)."""
+def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
+    """Where a group's experts sit and how its tokens reach them, in words (``devices``: the
+    group's device count as it should read, ``"4"`` or ``"dp x tp"``)."""
     how = (
-        f"expert parallel: whole experts spread over the {topo.dp * topo.tp} devices"
-        if topo.expert_parallel
-        else f"every expert split {topo.dp * topo.tp} ways (vLLM's default without --enable-expert-parallel)"
+        f"expert parallel: whole experts spread over the {devices} devices"
+        if expert_parallel
+        else f"every expert split {devices} ways (vLLM's default without --enable-expert-parallel)"
     )
     disp = (
         "all-gather / reduce-scatter (vLLM's default all2all backend)"
-        if topo.moe_dispatch == "allgather_reducescatter"
+        if dispatch == "allgather_reducescatter"
         else "all-to-all, each token once to every device of its experts"
     )
+    return f"experts {how}; dispatch and combine by {disp}, at the bound"
+
+
+def dp_line(topo: Any) -> str:
+    """The group a ``--dp`` run simulates, in one line (the output names what it assumed)."""
     return (
         f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
-        f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); experts {how}; "
-        f"dispatch and combine by {disp}, at the bound"
+        f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); "
+        + experts_line(topo.expert_parallel, topo.moe_dispatch, str(topo.dp * topo.tp))
     )
 
 

@@ -84,7 +84,7 @@ from ..pricing.predictor import Predictor, predicted_mixed_step
 from ..pricing.protocols import IterationStep, MeteredIterationStep
 from ..step.ledger_fit import build_ledger
 from ..step.workload import Workload, as_workload
-from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, rank_step
+from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, group_step
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
@@ -401,9 +401,9 @@ def simulate(
         check_group(topo.dp, w.config.is_moe)
         if spec is not None:
             raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
-        step = rank_step(
-            w, hw, step, predicted_mixed_step(w, hw, tp=topo.tp), dp=topo.dp, tp=topo.tp,
-            expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch, predictor=pred,
+        step = group_step(
+            w, hw, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch,
+            predictor=pred, rank=step,
         )
     if isinstance(step, MeteredIterationStep):
         step.reset()
