@@ -48,7 +48,8 @@ run's, as ``vllm bench serve`` and AIPerf report it.
 
 Each replica keeps its steadily decoding sequences in closed form and runs the iterations that
 only decode them, up to the next event, at once (:mod:`graphs.serving.sim.skipping`; ``skip=False``
-runs the per-sequence loop alone, the reference it equals).
+runs the per-sequence loop alone, the reference it equals); so does each rank of a data-parallel
+group, and the group runs such iterations at once when every rank with work is in a window.
 
 The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
 iteration-level model has few event kinds and no processes that wait on resources, so a plain
@@ -443,8 +444,7 @@ def simulate(
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
         return [
-            # a data-parallel group's ranks run the per-sequence loop: the group sums their batches
-            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip and topo.dp == 1)
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip)
             for i in range(n)
         ]
 
