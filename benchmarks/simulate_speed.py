@@ -22,6 +22,8 @@ targets: 100,000 overloaded requests <= 5 CPU s, 1,000,000 <= 60 CPU s, the same
 
     python -m benchmarks.simulate_speed --skip            # 100,000 requests, loop vs skip, 2 rounds
     python -m benchmarks.simulate_speed --skip --million  # also 1,000,000 requests, one round
+    python -m benchmarks.simulate_speed --skip --dp       # a data-parallel group instead: Qwen3-30B-A3B,
+                                                          # DP 2 + EP on 2 H100s, 10,000 requests at 200/s
 
 Each simulation runs in a process of its own (its peak RSS is its own: ``resource.getrusage``),
 the two modes interleaved round by round (paired: each pair saw the same load); the table gives
@@ -45,6 +47,8 @@ import numpy as np
 from graphs.serving import mixed_step, simulate, synthetic
 
 M, HW = "llama-3.1-8b", "h100"
+#: ``--dp``: an MoE model on one data-parallel group (graphs.serving.sim.data_parallel)
+DP_MODEL = "qwen3-30b-a3b"
 
 
 def run(n: int, rate: float) -> tuple[float, Any]:
@@ -84,13 +88,18 @@ def queue_check(ms: Any) -> None:
     )
 
 
-def child(n: int, rate: float, skip: bool) -> None:
+def child(n: int, rate: float, skip: bool, dp: bool = False) -> None:
     """One simulation in this process: its CPU and wall seconds, peak RSS and a digest of its
-    results, as one JSON line (the requests are drawn and the step compiled outside the timing)."""
+    results, as one JSON line (the requests are drawn and the step compiled outside the timing);
+    ``dp``: :data:`DP_MODEL` on a DP 2 + EP group."""
+    from graphs.serving.sim.simulator import Topology
+
     reqs = synthetic(n, rate=rate, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=1)
-    mixed_step(M, HW)
+    model = DP_MODEL if dp else M
+    kw = {"topology": Topology(dp=2, expert_parallel=True)} if dp else {}
+    mixed_step(model, HW)
     t, c = time.perf_counter(), time.process_time()
-    res = simulate(M, HW, reqs, rate=rate, skip=skip)
+    res = simulate(model, HW, reqs, rate=rate, skip=skip, **kw)
     cpu, wall = time.process_time() - c, time.perf_counter() - t
     h = hashlib.sha256(json.dumps(res.to_dict(), sort_keys=True, default=str).encode())
     for k in sorted(res.per_request):
@@ -103,7 +112,7 @@ def child(n: int, rate: float, skip: bool) -> None:
     )
 
 
-def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
+def skip_vs_loop(sizes: list[tuple[int, float, int]], dp: bool = False) -> None:
     """The per-sequence loop and the skipping simulator, each run in a process of its own,
     interleaved round by round (module doc)."""
     env = {
@@ -120,7 +129,7 @@ def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
             got = {}
             for skip in (False, True) if r % 2 == 0 else (True, False):
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", str(n), str(rate), str(int(skip))],
+                    [sys.executable, __file__, "--child", str(n), str(rate), str(int(skip)), str(int(dp))],
                     env=env,
                     capture_output=True,
                     text=True,
@@ -138,7 +147,10 @@ def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
 def main() -> None:
     if "--child" in sys.argv:
         i = sys.argv.index("--child")
-        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1")
+        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1", sys.argv[i + 4] == "1")
+        return
+    if "--skip" in sys.argv and "--dp" in sys.argv:
+        skip_vs_loop([(10_000, 200.0, 2)], dp=True)
         return
     if "--skip" in sys.argv:
         skip_vs_loop([(100_000, 330.0, 2)] + ([(1_000_000, 3300.0, 1)] if "--million" in sys.argv else []))

@@ -44,11 +44,11 @@ REASONS: dict[str, str] = {
     "nim-llama33-70b-h100x2-fp8-5000-500-c5-": CPU_STEP,
     "vllmci9513-latency": CPU_STEP,
     "trtL-deepseek-v3-h200-sxm-dep8-fp8-": "attention-DP x EP8 with DeepSeek's FP8 block-scaled experts on "
-    "Hopper: the replay prices about half of its time from the corpus's fp8_block fused-MoE kernels "
-    "measured under another dtype key (a neighbour, the simulate coverage line: 'moe fp8_block kernels "
-    "for fp8') and about a sixth at the bound (the MoE dispatch and combine, MLA attention, no measured "
-    "kernels of either), so the step rests on no kernel measured for it; the page does not publish the "
-    "batch or token limits its trtllm-bench runs used",
+    "Hopper: the fused-MoE kernels are the corpus's own fp8_block rows of DeepSeek's expert shape on H200 "
+    "(measured; priced under the per-tensor fp8 key the same rows gave the same seconds, so the dtype key "
+    "is not the cause), but a quarter to a third of the step sits at the bound (the MoE dispatch and "
+    "combine across the group, MLA attention: no measured kernels of either), and the page does not "
+    "publish the batch or token limits its trtllm-bench runs used",
 }
 
 

@@ -96,7 +96,7 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "search": (
         "add_search_parser",
         {
-            "search": "design-space search: devices x dtypes x tp/pp/ep x batch x ctx, Pareto frontier under SLOs"
+            "search": "design-space search: devices x dtypes x tp/pp/ep/dp x batch x ctx, Pareto frontier under SLOs"
         },
     ),
     "simulate": (

@@ -9,6 +9,7 @@ from typing import Any
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
+from .group_options import add_group_options, group_of
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
 from .predict_option import add_predict_option
@@ -68,6 +69,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         electricity_per_kwh=args.electricity_per_kwh,
         progress=progress_bar("search", args.quiet),
         spec=spec_of(args),
+        **group_of(args),
     )
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     with dask_client(args) as client:
@@ -106,6 +108,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
             "verification; TPOT is the verify and draft steps over them"
         )
+    if res.group_note:
+        print(f"  {res.group_note}")
     for note in res.dtype_notes:
         print(f"  note: {note}")
     if res.duplicates:
@@ -174,7 +178,7 @@ def _shown(
 def add_search_parser(sub: Any) -> None:
     sp = sub.add_parser(
         "search",
-        help="design-space search: devices x dtypes x tp/pp/ep x batch x ctx, Pareto frontier under SLOs",
+        help="design-space search: devices x dtypes x tp/pp/ep/dp x batch x ctx, Pareto frontier under SLOs",
     )
     sp.add_argument("model", help="catalog name or path to a config.json")
     sp.add_argument("--devices", default="h100-sxm", help="comma list of catalog devices")
@@ -182,6 +186,7 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--pp", default="1", help="pipeline stages: list or range")
     sp.add_argument("--ep", default="1", help="expert-parallel degrees (MoE models): list or range")
     sp.add_argument("--microbatches", default="1", help="pipeline micro-batches: list or range")
+    add_group_options(sp, many=True)
     sp.add_argument("--batches", default="1:1024:2", help="batch sizes: list, 1:1024:2 or 1..512[/step]")
     sp.add_argument("--ctxs", default="1024,4096,16384", help="contexts (tokens): list or range")
     # the singular flags of every serving command are one-element lists here

@@ -10,6 +10,7 @@ from typing import Any
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .engine_option import LIST, add_engine_options, engine_list, profile_of
+from .group_options import add_group_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
 from .predict_option import add_predict_option
@@ -954,27 +955,7 @@ def add_simulate_parser(sub: Any) -> None:
         help="--router prefix load bound: a replica holding more than (1 + eps) x the mean outstanding "
         "tokens is passed over for the least-outstanding one (dimensionless; default 0.5)",
     )
-    sp.add_argument(
-        "--dp",
-        type=int,
-        default=1,
-        help="data-parallel attention ranks per replica (an MoE model: each rank its own scheduler and KV "
-        "cache, the expert layers over all dp x tp devices, the ranks stepping together; vLLM's "
-        "--data-parallel-size)",
-    )
-    sp.add_argument(
-        "--enable-expert-parallel",
-        action="store_true",
-        help="with --dp: each device holds whole experts (expert parallel) instead of every expert "
-        "split dp x tp ways (vLLM's flag of the same name)",
-    )
-    sp.add_argument(
-        "--moe-dispatch",
-        choices=("allgather_reducescatter", "all_to_all"),
-        default="allgather_reducescatter",
-        help="with --dp: how tokens reach their experts: all-gather then reduce-scatter (vLLM's default "
-        "all2all backend), or all-to-all (DeepEP, pplx, TensorRT-LLM)",
-    )
+    add_group_options(sp, many=False)
     sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")
     sp.add_argument(

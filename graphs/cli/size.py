@@ -10,6 +10,7 @@ from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
+from .group_options import add_group_options, group_of
 from .options import add_dtype_options, apply_dtypes, int_list
 
 __all__ = ["add_size_parser", "cmd_size"]
@@ -92,7 +93,15 @@ def _size(args: argparse.Namespace, cfg: Any, devices: list[str], profile: Any, 
         allow_long_context=args.allow_long_context,
         executor=client,
         lookahead=max(1, args.workers),
+        **_group(args),
     )
+
+
+def _group(args: argparse.Namespace) -> dict[str, Any]:
+    """``--dp`` (the sizes to try), ``--enable-expert-parallel``, ``--moe-dispatch`` as
+    :func:`graphs.serving.planning.sizing.size_deployment` takes them."""
+    g = group_of(args)
+    return {"dps": g.pop("dp"), **g}
 
 
 def cmd_size(args: argparse.Namespace) -> int:
@@ -149,6 +158,7 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument("--tp", default="1,2,4,8", help="tensor-parallel degrees to try: list or range (1:8:2)")
     sp.add_argument("--objective", choices=("cost", "gpus"), default="cost", help="minimise USD/h or devices")
     sp.add_argument("--no-disagg", action="store_true", help="aggregated replicas only (no P:D splits)")
+    add_group_options(sp, many=True)
     add_cost_options(sp)
     sp.add_argument(
         "--link-bandwidth",

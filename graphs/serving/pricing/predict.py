@@ -69,7 +69,7 @@ from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import EXPERT_PLAN, MERGED, OP, ROLE, Role
+from costmodel.keys import EXPERT_PLAN, MERGED, OP, ROLE, SCALE_BLOCK, Role
 from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS, small_kernel_measured, small_kernel_s
 from costmodel.results import Result
 from costmodel.roofline import bound
@@ -204,6 +204,20 @@ _MOE_DTYPE = {
 }
 
 
+def _block_scaled(block: Any, p: dict[str, Any]) -> bool:
+    """Whether a routed-expert GEMM of FP8 weights in ``block`` = ``(rows, columns)`` scale
+    blocks runs the corpus's ``fp8_block`` fused-MoE kernels: aiconfigurator prices a checkpoint
+    whose ``quantization_config`` is ``fp8`` with a ``weight_block_size`` as ``fp8_block``
+    (``sdk/models/helpers.py``, ``_infer_mixed_precision_quant_modes``), the block-scaled kernels
+    TensorRT-LLM, SGLang and vLLM run for DeepSeek-V3's 128 x 128 blocks, and refuses a rank's
+    expert width the blocks do not divide (``sdk/models/moe.py``,
+    ``_validate_fp8_block_quantized_moe_config``): there the per-tensor ``fp8`` key stays."""
+    if block is None:
+        return False
+    rows, cols = block
+    return bool(int(p["N"]) % int(rows) == 0 and int(p["K"]) % int(cols) == 0)
+
+
 def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """One routed-expert GEMM's part of the fused-MoE row (:func:`fused_row` makes the kernel's):
     its tokens, experts, top-k, ``N x K``, corpus dtype, and the EP plan's ``ep`` and measured
@@ -218,6 +232,8 @@ def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]]
     key = _MOE_DTYPE.get((a, w))
     if key is None or p.get("capacity_factor") is not None:
         return None
+    if key == "fp8" and _block_scaled(d.get(SCALE_BLOCK), p):
+        key = "fp8_block"
     ep, dist = 1, "balanced"
     if EXPERT_PLAN in d:
         ep, kind, exponent, placement, replicate = d[EXPERT_PLAN]

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -911,46 +912,69 @@ class Replica:
         (empty: none run)."""
         import numpy as np  # the simulator's own import: the scheduler alone needs none
 
-        lz = self._lazy
         times = getattr(self.step_cost, "decode_times", None)
-        if (
-            lz is None
-            or not lz.n
-            or self._active
-            or times is None
-            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
-            or lz.n > self.cfg.max_num_batched_tokens
-            or self.overheads.kernel_scale != 1
-            or (self.tiers is not None and self.tiers.pending_s)
-        ):
+        plan = self.window_plan() if times is not None else None
+        if plan is None or times is None:
             return []
-        needs = lz.quiet_needs(self.free_blocks)
-        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
-            return []
-        n, ov = lz.n, self.overheads
-        o = self.cfg.iteration_overhead_s
-        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
-            o += ov.cpu_s(n, n)
-        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
-        t = times(ov.padded(n), sums) + o
+        needs, n, o, sums = plan
+        t = times(self.overheads.padded(n), sums) + o
         ends = np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
         k = int(np.searchsorted(ends, horizon, side="left"))  # those ending before the horizon
         if k < 2:
             return []
         ends_l = ends[:k].tolist()
+        self.window_run(k, needs, [now, *ends_l[:-1]], t[:k].tolist())
+        return ends_l
+
+    def window_plan(self) -> tuple[list[int], int, float, Any] | None:
+        """What a window of :meth:`decode_window` could run from here, its step aside: the
+        members' new blocks in each iteration (:meth:`LazyDecodes.quiet_needs`, at least 4), how
+        many they are (``n``), each iteration's overhead with its CPU terms (``o``, s) and KV
+        lengths' sum (a numpy array); None when a condition of :meth:`decode_window` fails.
+        Nothing changes."""
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        if (
+            lz is None
+            or not lz.n
+            or self._active
+            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
+            or lz.n > self.cfg.max_num_batched_tokens
+            or self.overheads.kernel_scale != 1
+            or (self.tiers is not None and self.tiers.pending_s)
+        ):
+            return None
+        needs = lz.quiet_needs(self.free_blocks)
+        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
+            return None
+        n, ov = lz.n, self.overheads
+        o = self.cfg.iteration_overhead_s
+        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
+            o += ov.cpu_s(n, n)
+        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
+        return needs, n, o, sums
+
+    def window_run(self, k: int, needs: list[int], starts: list[float], busy: Iterable[float]) -> None:
+        """Record the first ``k`` iterations of a :meth:`window_plan`, begun at ``starts``, as the
+        loop records them: samples, blocks taken, busy time (each of ``busy`` added in turn, the
+        loop's running sum) and counters."""
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        assert lz is not None
+        n = lz.n
         free = self.free_blocks - np.cumsum(np.asarray(needs[:k], dtype=np.int64))
         used = (1 - free / self.num_blocks).tolist()
-        starts = [now, *ends_l[:-1]]
         w, r = len(self.waiting), len(self.running)
         self.samples.extend((t0, n, w, r, u) for t0, u in zip(starts, used, strict=True))
-        for x in t[:k].tolist():  # the loop's running sum
+        for x in busy:
             self.busy_s += x
         self.free_blocks = int(free[-1])
         lz.advance(k)
         self._tick += k
         self.iterations += k
         self.emitted += n * k
-        return ends_l
 
     def _settle(self, done: list[Sequence], handed: list[Sequence]) -> None:
         """After an iteration: the finished and handed sequences leave the running ones outside

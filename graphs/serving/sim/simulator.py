@@ -48,7 +48,8 @@ run's, as ``vllm bench serve`` and AIPerf report it.
 
 Each replica keeps its steadily decoding sequences in closed form and runs the iterations that
 only decode them, up to the next event, at once (:mod:`graphs.serving.sim.skipping`; ``skip=False``
-runs the per-sequence loop alone, the reference it equals).
+runs the per-sequence loop alone, the reference it equals); so does each rank of a data-parallel
+group, and the group runs such iterations at once when every rank with work is in a window.
 
 The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
 iteration-level model has few event kinds and no processes that wait on resources, so a plain
@@ -84,7 +85,7 @@ from ..pricing.predictor import Predictor, predicted_mixed_step
 from ..pricing.protocols import IterationStep, MeteredIterationStep
 from ..step.ledger_fit import build_ledger
 from ..step.workload import Workload, as_workload
-from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, rank_step
+from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, group_step
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
@@ -577,9 +578,9 @@ def simulate(
         check_group(topo.dp, w.config.is_moe)
         if spec is not None:
             raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
-        step = rank_step(
-            w, hw, step, predicted_mixed_step(w, hw, tp=topo.tp), dp=topo.dp, tp=topo.tp,
-            expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch, predictor=pred,
+        step = group_step(
+            w, hw, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch,
+            predictor=pred, rank=step,
         )
     if isinstance(step, MeteredIterationStep):
         step.reset()
@@ -619,8 +620,7 @@ def simulate(
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
         return [
-            # a data-parallel group's ranks run the per-sequence loop: the group sums their batches
-            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip and topo.dp == 1)
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip)
             for i in range(n)
         ]
 
