@@ -958,7 +958,19 @@ class Replica:
     def window_run(self, k: int, needs: list[int], starts: list[float], busy: Iterable[float]) -> None:
         """Record the first ``k`` iterations of a :meth:`window_plan`, begun at ``starts``, as the
         loop records them: samples, blocks taken, busy time (each of ``busy`` added in turn, the
-        loop's running sum) and counters."""
+        loop's running sum) and counters.
+
+        Parameters
+        ----------
+        k : int
+            How many of the window's iterations to record (the first ``k``).
+        needs : list of int
+            The new KV blocks the members take in each iteration (:meth:`window_plan`).
+        starts : list of float
+            Each recorded iteration's start time (s).
+        busy : iterable of float
+            Each recorded iteration's duration (s), added to the busy time in turn.
+        """
         import numpy as np  # the simulator's own import: the scheduler alone needs none
 
         lz = self._lazy
