@@ -12,66 +12,60 @@ from .dask_option import add_dask_options, dask_client
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
 from .predict_option import add_predict_option
-from .spec_options import add_spec_options, spec_of
+from .spec_options import add_spec_options
 
-__all__ = ["add_search_parser", "cmd_search"]
+__all__ = ["add_search_parser", "cmd_search", "request_of"]
 
 
 def _dtypes(text: str | None) -> list[str | None]:
     return [d.strip() or None for d in text.split(",")] if text else [None]
 
 
-def _prices(args: argparse.Namespace) -> dict[str, float]:
-    """``--price-per-hour`` by catalog device name (:func:`graphs.serving.planning.cost.parse_prices`)."""
-    from costmodel.errors import CostModelError
-    from graphs.serving.planning.cost import parse_prices
+def request_of(args: argparse.Namespace) -> Any:
+    """The command line's options as a :class:`~graphs.serving.planning.search_request.SearchRequest`
+    (which checks them): each list option parsed (``1:1024:2``, ``1..512``, ``a,b``)."""
+    from graphs.serving.planning.search_request import SearchRequest
 
-    if not args.cost and (args.price_per_hour is not None or args.electricity_per_kwh):
-        raise CostModelError(
-            "--price-per-hour/--electricity-per-kwh price the --cost objective: add --cost (else they are unused)"
-        )
-    return parse_prices(args.price_per_hour, [d.strip() for d in args.devices.split(",") if d.strip()])
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    from costmodel.report import format_table
-    from graphs.serving.planning.design_search import search
-
-    from .model_option import resolve_model
-
-    if args.csv:
-        check_output_path(args.csv, "--csv")
-    from costmodel.errors import CostModelError
-
-    from .predict_option import predictor_of
-
-    if args.rank_by == "pessimistic" and not args.predict:
-        raise CostModelError("--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)")
-    kw = dict(
-        predictor=predictor_of(args),
-        rank_by=args.rank_by,
-        devices=[d.strip() for d in args.devices.split(",") if d.strip()],
-        tp=int_list(args.tp, "--tp", hi=4096),
-        pp=int_list(args.pp, "--pp", hi=4096),
-        ep=int_list(args.ep, "--ep", hi=4096),
-        microbatches=int_list(args.microbatches, "--microbatches", hi=4096),
-        batches=int_list(args.batches, "--batches", hi=10**7, most=100_000),
-        ctxs=int_list(args.ctxs, "--ctxs", hi=10**8, most=100_000),
-        weight_dtypes=_dtypes(args.weight_dtypes),
-        kv_dtypes=_dtypes(args.kv_dtypes),
+    return SearchRequest(
+        devices=tuple(d.strip() for d in args.devices.split(",") if d.strip()),
+        tp=tuple(int_list(args.tp, "--tp", hi=4096)),
+        pp=tuple(int_list(args.pp, "--pp", hi=4096)),
+        ep=tuple(int_list(args.ep, "--ep", hi=4096)),
+        microbatches=tuple(int_list(args.microbatches, "--microbatches", hi=4096)),
+        batches=tuple(int_list(args.batches, "--batches", hi=10**7, most=100_000)),
+        ctxs=tuple(int_list(args.ctxs, "--ctxs", hi=10**8, most=100_000)),
+        weight_dtypes=tuple(_dtypes(args.weight_dtypes)),
+        kv_dtypes=tuple(_dtypes(args.kv_dtypes)),
         prompt=args.prompt,
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
         energy=args.energy,
         cost=args.cost,
-        prices=_prices(args),
+        price_per_hour=args.price_per_hour,
         electricity_per_kwh=args.electricity_per_kwh,
-        progress=progress_bar("search", args.quiet),
-        spec=spec_of(args),
+        predict=args.predict,
+        rank_by=args.rank_by,
+        spec_draft=args.spec_draft,
+        spec_k=args.spec_k,
+        spec_accept=args.spec_accept,
     )
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``costmodel search``: the options as a checked request, its search, the frontier printed."""
+    from costmodel.report import format_table
+
+    from .model_option import resolve_model
+    from .predict_option import predictor_of
+
+    if args.csv:
+        check_output_path(args.csv, "--csv")
+
+    req = request_of(args)
+    predictor = predictor_of(args)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     with dask_client(args) as client:
-        res = search(cfg, client=client, **kw) if client is not None else search(cfg, **kw)
+        res = req.run(cfg, predictor=predictor, client=client, progress=progress_bar("search", args.quiet))
     keep(args, result=res)
     if args.csv:
         from costmodel.outfiles import atomic_write
@@ -98,10 +92,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             if args.rank_by == "pessimistic"
             else ""
         )
-        print("\n".join(predicted_lines(args.predict, ",".join(kw["devices"]), res.coverage, what=what)))
+        print("\n".join(predicted_lines(args.predict, ",".join(req.devices), res.coverage, what=what)))
         print("  (coverage of the frontier's decode steps)")
-    if kw["spec"] is not None:
-        s = kw["spec"]
+    s = req.spec()
+    if s is not None:
         print(
             f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
             "verification; TPOT is the verify and draft steps over them"
