@@ -12,7 +12,7 @@ from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
 from .options import add_dtype_options, apply_dtypes, int_list
 
-__all__ = ["add_size_parser", "cmd_size"]
+__all__ = ["add_size_parser", "cmd_size", "request_of"]
 
 HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
 
@@ -35,11 +35,6 @@ def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests
     p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
 
 
-def _workload_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments :func:`_add_workload_options`' flags give a library call."""
-    return {k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")}
-
-
 def _row(d: Any, args: argparse.Namespace) -> str:
     from graphs.serving.planning.cost import NO_PRICE
 
@@ -56,54 +51,43 @@ def _row(d: Any, args: argparse.Namespace) -> str:
     )
 
 
-def _link_bandwidth(args: argparse.Namespace) -> float:
-    """``--link-bandwidth``, refused with ``--no-disagg`` (no P:D transfer to price: it was ignored)."""
-    from costmodel.errors import CostModelError
-    from graphs.serving.planning.sizing import DEFAULT_LINK_BANDWIDTH
+def request_of(args: argparse.Namespace) -> Any:
+    """The command line's options as a :class:`~graphs.serving.planning.size_request.SizeRequest`
+    (which checks them); the engine is ``--engine``'s (vLLM's when not given) with the scheduler
+    flags over it: each (device, tp) sizes its own pool."""
+    from graphs.serving.planning.size_request import SizeRequest
 
-    if args.link_bandwidth is None:
-        return DEFAULT_LINK_BANDWIDTH
-    if args.no_disagg:
-        raise CostModelError("--link-bandwidth prices the P:D KV transfer: drop it or --no-disagg")
-    return float(args.link_bandwidth)
+    from .engine_option import profile_of
 
-
-def _size(args: argparse.Namespace, cfg: Any, devices: list[str], profile: Any, client: Any) -> Any:
-    from graphs.serving.planning.cost import parse_prices
-    from graphs.serving.planning.sizing import size_deployment
-
-    return size_deployment(
-        cfg,
+    return SizeRequest(
         rate=args.rate,
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
-        devices=devices,
-        tps=int_list(args.tp, "--tp", hi=4096, most=64),
+        devices=tuple(d.strip() for d in args.devices.split(",") if d.strip()),
+        tps=tuple(int_list(args.tp, "--tp", hi=4096, most=64)),
         objective=args.objective,
         disaggregated=not args.no_disagg,
-        prices=parse_prices(args.price_per_hour, devices),
+        price_per_hour=args.price_per_hour,
         electricity_per_kwh=args.electricity_per_kwh,
-        **_workload_of(args),
+        link_bandwidth=args.link_bandwidth,
+        **{k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")},
         percentile=args.percentile,
-        profile=profile,
-        link_bandwidth=_link_bandwidth(args),
+        profile=profile_of(args),
         max_simulations=args.max_simulations,
-        progress=progress_bar("size", args.quiet, "simulations"),
         allow_long_context=args.allow_long_context,
-        executor=client,
-        lookahead=max(1, args.workers),
     )
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    from .engine_option import profile_of
+    """``costmodel size``: the options as a checked request, its sizing, the winner printed."""
     from .model_option import resolve_model
 
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     cfg = apply_dtypes(resolve_model(args.model, args), args)
-    profile = profile_of(args)  # --engine, else vLLM's: each (device, tp) sizes its own pool
+    req = request_of(args)
+    profile = req.engine
     with dask_client(args) as client:  # --scheduler dask: the candidates simulate on its workers
-        res = _size(args, cfg, devices, profile, client)
+        progress = progress_bar("size", args.quiet, "simulations")
+        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress)
     if args.json:
         print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0

@@ -1,0 +1,210 @@
+"""A ``size`` request: the load, the SLOs and the candidates of one sizing, typed and checked in
+one place (issue 43 item 3).
+
+:class:`SizeRequest` is what ``costmodel size`` parses its command line into and what a Python
+caller builds without one; building it checks each setting's range, the candidates (devices, tp
+degrees) and the settings that depend on each other (a KV link needs P:D splits, prices must name
+devices searched), each refusal one line naming the option as the command line spells it.
+:meth:`SizeRequest.run` sizes a model with it (:func:`graphs.serving.planning.sizing.size_deployment`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from costmodel.errors import CostModelError
+
+if TYPE_CHECKING:
+    from graphs.serving.engines import EngineProfile
+
+__all__ = ["SizeRequest", "RANGES"]
+
+#: numeric settings: (low, high, low inclusive); whole numbers where the default is an int
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "rate": (1e-6, 1e9, True),  # requests/s: graphs.serving.sim.requests.RATE_RANGE
+    "slo_ttft": (1e-6, 1e6, True),  # s
+    "slo_tpot": (1e-6, 1e6, True),  # s
+    "percentile": (0.0, 100.0, False),
+    "electricity_per_kwh": (0.0, 10.0, True),  # USD/kWh: graphs.serving.planning.cost.ELECTRICITY_RANGE
+    "link_bandwidth": (1e6, 1e15, True),  # bytes/s per direction
+    "requests": (1, 10**7, True),
+    "seed": (0, 2**32 - 1, True),
+    "max_simulations": (1, 10_000, True),
+}
+_WHOLE = ("requests", "seed", "max_simulations")
+#: tensor-parallel degrees: the largest accepted, the most values
+_TP_MAX, _TP_MOST = 4096, 64
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRequest:
+    """The load, SLOs and candidates of one sizing, checked when built (module doc).
+
+    Parameters
+    ----------
+    rate : float
+        Offered load (requests/s).
+    slo_ttft, slo_tpot : float
+        The TTFT and TPOT SLOs (s) at ``percentile``.
+    devices : tuple of str
+        Catalog devices to choose from.
+    tps : tuple of int
+        Tensor-parallel degrees to try.
+    objective : str
+        ``cost`` (USD/h) or ``gpus`` (devices), minimised.
+    disaggregated : bool
+        Also try P:D splits (the command line's ``--no-disagg`` turns it off).
+    price_per_hour : str, optional
+        USD per device-hour: one number or ``DEVICE=USD,...``
+        (:func:`graphs.serving.planning.cost.parse_prices`).
+    electricity_per_kwh : float
+        USD per kWh over TDP.
+    link_bandwidth : float, optional
+        The KV link between P and D pools (bytes/s; None:
+        :data:`~graphs.serving.planning.sizing.DEFAULT_LINK_BANDWIDTH`); refused without P:D splits.
+    requests, prompt, output, arrival, seed
+        The drawn workload every candidate simulates (:func:`graphs.serving.sim.requests.synthetic`).
+    percentile : float
+        The SLO percentile.
+    profile : EngineProfile, optional
+        The engine every candidate runs (None: vLLM's).
+    max_simulations : int
+        Most candidates simulated.
+    allow_long_context : bool
+        Simulate requests beyond the model's context limit, with a warning.
+    """
+
+    rate: float
+    slo_ttft: float
+    slo_tpot: float
+    devices: tuple[str, ...] = ("h100", "h200", "b200")
+    tps: tuple[int, ...] = (1, 2, 4, 8)
+    objective: str = "cost"
+    disaggregated: bool = True
+    price_per_hour: str | None = None
+    electricity_per_kwh: float = 0.0
+    link_bandwidth: float | None = None
+    requests: int = 500
+    prompt: str = "lognormal:1000,1.0"
+    output: str = "lognormal:250,1.0"
+    arrival: str = "poisson"
+    seed: int = 0
+    percentile: float = 99.0
+    profile: EngineProfile | None = None
+    max_simulations: int = 60
+    allow_long_context: bool = False
+
+    def __post_init__(self) -> None:
+        from graphs.serving.engines import get_engine
+
+        from .sizing import OBJECTIVES
+
+        for name, (lo, hi, inclusive) in RANGES.items():
+            v = getattr(self, name)
+            if v is None:
+                continue
+            whole = name not in _WHOLE or isinstance(v, int)
+            ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and whole
+            if not ok or v > hi or v < lo or (v == lo and not inclusive):
+                span = f"{'[' if inclusive else '('}{lo:g}, {hi:g}]"
+                raise CostModelError(f"{_flag(name)} must be in {span}, got {v!r}")
+        if self.objective not in OBJECTIVES:
+            raise CostModelError(
+                f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
+            )
+        if not self.devices or not all(isinstance(d, str) and d.strip() for d in self.devices):
+            raise CostModelError(f"--devices must name at least one device, got {self.devices!r}")
+        tps = self.tps
+        if not (isinstance(tps, tuple) and 0 < len(tps) <= _TP_MOST) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= _TP_MAX for t in tps
+        ):
+            raise CostModelError(
+                f"--tp must list 1 to {_TP_MOST} whole numbers in [1, {_TP_MAX}], got {tps!r}"
+            )
+        if self.link_bandwidth is not None and not self.disaggregated:
+            raise CostModelError("--link-bandwidth prices the P:D KV transfer: drop it or --no-disagg")
+        if self.profile is None:
+            object.__setattr__(self, "profile", get_engine("vllm"))
+        self.prices()  # a bad price, or one for a device not offered
+
+    @property
+    def link_bps(self) -> float:
+        """The P:D KV link (bytes/s): ``link_bandwidth``, else the sizing's default."""
+        from .sizing import DEFAULT_LINK_BANDWIDTH
+
+        return DEFAULT_LINK_BANDWIDTH if self.link_bandwidth is None else float(self.link_bandwidth)
+
+    @property
+    def engine(self) -> EngineProfile:
+        """The engine profile (resolved when built: never None)."""
+        assert self.profile is not None  # set by __post_init__
+        return self.profile
+
+    def prices(self) -> dict[str, float]:
+        """``price_per_hour`` by catalog device name (empty: the catalog's prices)."""
+        from .cost import parse_prices
+
+        return parse_prices(self.price_per_hour, list(self.devices))
+
+    def run(
+        self,
+        config: Any,
+        *,
+        executor: Any = None,
+        lookahead: int = 2,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Any:
+        """Size ``config`` for this load.
+
+        Parameters
+        ----------
+        config : ModelConfig
+            The model.
+        executor : optional
+            Where the candidate simulations run (a Dask ``Client`` or a ``concurrent.futures``
+            executor); None: here, one by one.
+        lookahead : int
+            Candidates simulated ahead of the one the search waits for (at least 1).
+        progress : callable, optional
+            ``progress(done, total)`` as candidates finish.
+
+        Returns
+        -------
+        SizingResult
+            The winner, the runners-up and what was pruned
+            (:func:`graphs.serving.planning.sizing.size_deployment`).
+        """
+        from .sizing import size_deployment
+
+        return size_deployment(
+            config,
+            rate=self.rate,
+            slo_ttft=self.slo_ttft,
+            slo_tpot=self.slo_tpot,
+            devices=list(self.devices),
+            tps=list(self.tps),
+            objective=self.objective,
+            disaggregated=self.disaggregated,
+            prices=self.prices(),
+            electricity_per_kwh=self.electricity_per_kwh,
+            requests=self.requests,
+            prompt=self.prompt,
+            output=self.output,
+            arrival=self.arrival,
+            seed=self.seed,
+            percentile=self.percentile,
+            profile=self.engine,
+            link_bandwidth=self.link_bps,
+            max_simulations=self.max_simulations,
+            progress=progress,
+            allow_long_context=self.allow_long_context,
+            executor=executor,
+            lookahead=lookahead,
+        )
