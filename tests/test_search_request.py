@@ -35,7 +35,7 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"batches": ()}, "--batches must list 1 to 100000 whole numbers in [1, 10000000], got ()"),
     ({"ctxs": (1024.0,)}, "--ctxs must list 1 to 100000 whole numbers in [1, 100000000], got (1024.0,)"),
     ({"prompt": 0}, "--prompt must be in [1, 100000000], got 0"),
-    ({"slo_tpot": -1.0}, "--slo-tpot must be in [1e-06, 1e+06], got -1.0"),
+    ({"slo_tpot": -1.0}, "--slo-tpot must be in [1e-06, 1e+06], got -1"),
     ({"devices": ()}, "--devices must name at least one device, got ()"),
 ]
 

@@ -11,12 +11,12 @@ command line spells it. :meth:`SearchRequest.run` searches a model with it
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from costmodel.errors import CostModelError
+from graphs.serving.sim.simulation_request import check_devices, check_number, check_whole_list, flag
 
 __all__ = ["SearchRequest", "AXES"]
 
@@ -32,10 +32,6 @@ AXES: dict[str, tuple[int, int]] = {
 #: the SLOs accepted (s), as the command line's ``--slo-ttft`` / ``--slo-tpot``
 _SLO_RANGE = (1e-6, 1e6)
 _PROMPT_RANGE = (1, 10**8)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,36 +100,18 @@ class SearchRequest:
             raise CostModelError(
                 "--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)"
             )
-        if not self.devices or not all(isinstance(d, str) and d.strip() for d in self.devices):
-            raise CostModelError(f"--devices must name at least one device, got {self.devices!r}")
+        check_devices(self.devices)
         for name, (hi, most) in AXES.items():
-            values = getattr(self, name)
-            ok = isinstance(values, tuple) and 0 < len(values) <= most
-            if not ok or not all(
-                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi for v in values
-            ):
-                raise CostModelError(
-                    f"{_flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}"
-                )
+            check_whole_list(name, getattr(self, name), hi, most)
         for name in ("weight_dtypes", "kv_dtypes"):
             if not isinstance(getattr(self, name), tuple) or not getattr(self, name):
-                raise CostModelError(f"{_flag(name)} must list at least one data type (None: the model's)")
-        lo, hi = _PROMPT_RANGE
-        if self.prompt is not None and (
-            isinstance(self.prompt, bool) or not isinstance(self.prompt, int) or not lo <= self.prompt <= hi
-        ):
-            raise CostModelError(f"--prompt must be in [{lo}, {hi}], got {self.prompt!r}")
+                raise CostModelError(f"{flag(name)} must list at least one data type (None: the model's)")
+        if self.prompt is not None:
+            check_number("prompt", self.prompt, *_PROMPT_RANGE, whole=True)
         for name in ("slo_ttft", "slo_tpot"):
-            v = getattr(self, name)
-            if v is not None and not _within(v, *_SLO_RANGE):
-                raise CostModelError(
-                    f"{_flag(name)} must be in [{_SLO_RANGE[0]:g}, {_SLO_RANGE[1]:g}], got {v!r}"
-                )
-        if not _within(self.electricity_per_kwh, *ELECTRICITY_RANGE):
-            raise CostModelError(
-                f"--electricity-per-kwh must be in [{ELECTRICITY_RANGE[0]:g}, {ELECTRICITY_RANGE[1]:g}], "
-                f"got {self.electricity_per_kwh!r}"
-            )
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), *_SLO_RANGE)
+        check_number("electricity_per_kwh", self.electricity_per_kwh, *ELECTRICITY_RANGE)
         if not self.cost and (self.price_per_hour is not None or self.electricity_per_kwh):
             raise CostModelError(
                 "--price-per-hour/--electricity-per-kwh price the --cost objective: add --cost (else they are unused)"
@@ -205,8 +183,3 @@ class SearchRequest:
             spec=self.spec(),
         )
         return search(config, client=client, **kw) if client is not None else search(config, **kw)
-
-
-def _within(v: Any, lo: float, hi: float) -> bool:
-    """``v`` a finite number in ``[lo, hi]`` (a bool is no number)."""
-    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and lo <= v <= hi

@@ -10,12 +10,12 @@ devices searched), each refusal one line naming the option as the command line s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
+from graphs.serving.sim.simulation_request import check_devices, check_number, check_whole_list
 
 if TYPE_CHECKING:
     from graphs.serving.engines import EngineProfile
@@ -37,10 +37,6 @@ RANGES: dict[str, tuple[float, float, bool]] = {
 _WHOLE = ("requests", "seed", "max_simulations")
 #: tensor-parallel degrees: the largest accepted, the most values
 _TP_MAX, _TP_MOST = 4096, 64
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,27 +103,14 @@ class SizeRequest:
         from .sizing import OBJECTIVES
 
         for name, (lo, hi, inclusive) in RANGES.items():
-            v = getattr(self, name)
-            if v is None:
-                continue
-            whole = name not in _WHOLE or isinstance(v, int)
-            ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) and whole
-            if not ok or v > hi or v < lo or (v == lo and not inclusive):
-                span = f"{'[' if inclusive else '('}{lo:g}, {hi:g}]"
-                raise CostModelError(f"{_flag(name)} must be in {span}, got {v!r}")
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), lo, hi, whole=name in _WHOLE, inclusive=inclusive)
         if self.objective not in OBJECTIVES:
             raise CostModelError(
                 f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
             )
-        if not self.devices or not all(isinstance(d, str) and d.strip() for d in self.devices):
-            raise CostModelError(f"--devices must name at least one device, got {self.devices!r}")
-        tps = self.tps
-        if not (isinstance(tps, tuple) and 0 < len(tps) <= _TP_MOST) or not all(
-            isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= _TP_MAX for t in tps
-        ):
-            raise CostModelError(
-                f"--tp must list 1 to {_TP_MOST} whole numbers in [1, {_TP_MAX}], got {tps!r}"
-            )
+        check_devices(self.devices)
+        check_whole_list("tp", self.tps, _TP_MAX, _TP_MOST)
         if self.link_bandwidth is not None and not self.disaggregated:
             raise CostModelError("--link-bandwidth prices the P:D KV transfer: drop it or --no-disagg")
         if self.profile is None:

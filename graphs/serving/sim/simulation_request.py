@@ -35,6 +35,9 @@ __all__ = [
     "DEFAULT_PREFIX_EPS",
     "flag",
     "spec_config",
+    "check_number",
+    "check_whole_list",
+    "check_devices",
 ]
 
 #: the drawn workload's settings and their defaults: a trace or a replayed run fixes what they draw
@@ -129,25 +132,53 @@ def spec_config(
     return SpecConfig.parse(draft, DEFAULT_SPEC_K if k is None else k, accept, expected=expected, seed=seed)
 
 
-def _check_range(name: str, value: Any) -> None:
-    """``value`` of setting ``name`` in its range (:data:`INT_RANGES`, :data:`FLOAT_RANGES`)."""
-    if value is None:
-        return
+def check_number(
+    name: str, value: Any, lo: float, hi: float, *, whole: bool = False, inclusive: bool = True
+) -> None:
+    """Refuse ``value`` of setting ``name`` unless it is a number in ``[lo, hi]`` (``(lo, hi]``
+    when not ``inclusive``; a whole number when ``whole``), in one line naming :func:`flag`'s
+    option: the words the command line's parser uses."""
     f = flag(name)
-    if name in INT_RANGES:
-        lo, hi = INT_RANGES[name]
+    if whole:
         if isinstance(value, bool) or not isinstance(value, int):
             raise CostModelError(f"{f} must be a whole number, got {value!r}")
         if not lo <= value <= hi:
             raise CostModelError(f"{f} must be in [{lo}, {hi}], got {value}")
         return
-    flo, fhi, inclusive = FLOAT_RANGES[name]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise CostModelError(f"{f} must be a number, got {value!r}")
     if not math.isfinite(value):
         raise CostModelError(f"{f} must be a finite number, got {value!r}")
-    if value > fhi or value < flo or (value == flo and not inclusive):
-        raise CostModelError(f"{f} must be in {'[' if inclusive else '('}{flo:g}, {fhi:g}], got {value:g}")
+    if value > hi or value < lo or (value == lo and not inclusive):
+        raise CostModelError(f"{f} must be in {'[' if inclusive else '('}{lo:g}, {hi:g}], got {value:g}")
+
+
+def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
+    """Refuse ``values`` of setting ``name`` unless a tuple of 1 to ``most`` whole numbers in ``[1, hi]``."""
+    ok = isinstance(values, tuple) and 0 < len(values) <= most
+    if not ok or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi for v in values):
+        raise CostModelError(f"{flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
+
+
+def check_devices(devices: Any) -> None:
+    """Refuse a ``devices`` setting that names no device (each a non-empty name)."""
+    if (
+        not isinstance(devices, tuple)
+        or not devices
+        or not all(isinstance(d, str) and d.strip() for d in devices)
+    ):
+        raise CostModelError(f"--devices must name at least one device, got {devices!r}")
+
+
+def _check_range(name: str, value: Any) -> None:
+    """``value`` of setting ``name`` in its range (:data:`INT_RANGES`, :data:`FLOAT_RANGES`)."""
+    if value is None:
+        return
+    if name in INT_RANGES:
+        check_number(name, value, *INT_RANGES[name], whole=True)
+    else:
+        lo, hi, inclusive = FLOAT_RANGES[name]
+        check_number(name, value, lo, hi, inclusive=inclusive)
 
 
 @dataclass(frozen=True, slots=True)
