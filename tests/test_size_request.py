@@ -64,3 +64,42 @@ def test_the_command_builds_the_request_and_finds_its_winner(capsys: pytest.Capt
     res = direct.run(get_model("tiny"))
     assert res.winner is not None and doc["winner"]["label"] == res.winner.label
     assert doc["winner"]["devices"] == res.winner.devices == 1  # the tiny model on one H100 is enough
+
+
+def test_the_report_text_by_hand() -> None:
+    from graphs.serving.planning.cost import NO_PRICE
+    from graphs.serving.planning.sizing import Deployment, SizingResult
+
+    shape = dict(device="h100-sxm", tp=1, replicas=2, prefill_replicas=0, decode_replicas=0, devices=2)
+    d = Deployment(**shape, ttft_p99=0.2, tpot_p99=0.015, meets=True, cost=None)
+    res = SizingResult(
+        model="tiny",
+        rate=3.0,
+        slo_ttft=0.4,
+        slo_tpot=0.03,
+        percentile=99.0,
+        objective="gpus",
+        winner=d,
+        runners_up=(),
+        simulated=7,
+        pruned=("h100-sxm tp8: wider than it needs",),
+        exhausted=False,
+        requests=40,
+        workload="--requests 40",
+    )
+    lines = res.to_text(max_simulations=7).splitlines()
+    assert (
+        lines[0]
+        == "tiny at 3 requests/s, P99 TTFT <= 0.4 s and TPOT <= 0.03 s: fewest devices, 7 candidate(s) simulated"
+    )
+    assert lines[2] == "  pruned by the bounds: h100-sxm tp8: wider than it needs"
+    # 0.2 / 0.4 = 50 % of the TTFT SLO; 0.015 s = 15.0 ms, 0.015 / 0.03 = 50 % of the TPOT SLO
+    assert lines[3] == (
+        "  winner: h100-sxm tp1 x 2 replica(s) = 2 device(s): P99 TTFT 0.200 s (50% of SLO), "
+        f"P99 TPOT 15.0 ms (50% of SLO); {NO_PRICE}"
+    )
+    assert lines[4].startswith("  note: stopped after --max-simulations 7: the best confirmed so far")
+    import dataclasses
+
+    none = dataclasses.replace(res, winner=None).to_text(engine=get_engine("vllm")).splitlines()
+    assert none[2].startswith("  engine vllm@1 (vLLM V1") and none[-1].endswith("(raise --max-simulations)")

@@ -35,22 +35,6 @@ def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests
     p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
 
 
-def _row(d: Any, args: argparse.Namespace) -> str:
-    from graphs.serving.planning.cost import NO_PRICE
-
-    c = d.cost  # graphs.serving.planning.cost: the $/h over the tokens/s the run served, as simulate prints it
-    cost = (
-        f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
-        f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
-        if c is not None
-        else NO_PRICE
-    )
-    return (
-        f"{d.label}: P99 TTFT {d.ttft_p99:.3f} s ({100 * d.ttft_p99 / args.slo_ttft:.0f}% of SLO), "
-        f"P99 TPOT {d.tpot_p99 * 1e3:.1f} ms ({100 * d.tpot_p99 / args.slo_tpot:.0f}% of SLO); {cost}"
-    )
-
-
 def request_of(args: argparse.Namespace) -> Any:
     """The command line's options as a :class:`~graphs.serving.planning.size_request.SizeRequest`
     (which checks them); the engine is ``--engine``'s (vLLM's when not given) with the scheduler
@@ -91,33 +75,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     if args.json:
         print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0
-    goal = "cheapest" if args.objective == "cost" else "fewest devices"
-    print(
-        f"{res.model} at {res.rate:g} requests/s, P{res.percentile:g} TTFT <= {res.slo_ttft:g} s and "
-        f"TPOT <= {res.slo_tpot:g} s: {goal}, {res.simulated} candidate(s) simulated"
-    )
-    print(f"  workload: {res.workload}")
-    print(f"  {profile.summary()}")
-    for why in res.pruned:
-        print(f"  pruned by the bounds: {why}")
-    if res.winner is None:
-        print(
-            "  no simulated deployment meets the SLOs"
-            + ("" if res.exhausted else " (raise --max-simulations)")
-        )
-        return 0
-    w = res.winner
-    print(f"  winner: {_row(w, args)}")
-    if w.cost is not None:
-        print(f"    {w.cost.line()}")
-        print(f"    price: {w.cost.price_source}")
-    if not res.exhausted:
-        print(
-            f"  note: stopped after --max-simulations {args.max_simulations}: the best confirmed so far, "
-            "not proven the best"
-        )
-    for d in res.runners_up:
-        print(f"  runner-up: {_row(d, args)}")
+    print(res.to_text(engine=profile, max_simulations=args.max_simulations))
     return 0
 
 
