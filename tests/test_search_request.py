@@ -74,3 +74,48 @@ def test_the_command_builds_the_request_and_finds_its_frontier(capsys: pytest.Ca
     # 2 tp x 4 batches x 2 contexts = 16 points of one device and dtype
     assert doc["points"] == res.points == 16
     assert doc["frontier"] == json.loads(json.dumps(res.to_dict()["frontier"]))
+
+
+def test_the_report_text_by_hand() -> None:
+    from graphs.serving.planning.design_search import SearchResult
+
+    def row(batch: int, tpot: float, usd: float | None) -> dict[str, Any]:
+        # 1 / TPOT tokens/s per user; batch / TPOT per device (tp1)
+        return dict(
+            plan="h100-sxm bf16/bf16 tp1 pp1 ep1 m1",
+            device="h100-sxm",
+            batch=batch,
+            ctx=1024,
+            ttft_s=0.01,
+            tpot_s=tpot,
+            tokens_per_s_per_user=1 / tpot,
+            tokens_per_s_per_device=batch / tpot,
+            energy_per_token_j=None,
+            usd_per_m_output=usd,
+        )
+
+    rows = (row(1, 0.004, 0.5), row(8, 0.005, None))
+    res = SearchResult(
+        model="tiny",
+        points=2,
+        valid=2,
+        fits=2,
+        meets_slo=2,
+        objectives=("tokens_per_s_per_user", "tokens_per_s_per_device", "usd_per_m_output"),
+        frontier=rows,
+        best={},
+        best_by_ctx={1024: {"fastest_user": rows[0]}},
+        contexts=1,
+    )
+    text = res.to_text(top=1)
+    lines = text.splitlines()
+    assert lines[0].startswith(
+        "tiny: 2 points; 2 valid plans, 2 fit in memory, 2 meet the SLOs; Pareto frontier (2 points"
+    )
+    assert lines[1] == "  showing 1 of 2 frontier points (--top 0 for all, --csv or --json)"
+    # the first row: 1 / 0.004 s = 250.0 tokens/s per user and per device; no TDP; $0.5/M
+    assert "250.0" in lines[4] and "no TDP" in lines[4] and lines[4].rstrip().endswith("0.5")
+    assert "h100-sxm: no price: pass --price-per-hour" in text  # the second row's device has none
+    assert lines[-1] == "  fastest user: h100-sxm bf16/bf16 tp1 pp1 ep1 m1, batch 1"
+    all_rows = res.to_text(top=0).splitlines()
+    assert len(all_rows) == len(lines) and "showing" not in res.to_text(top=0)  # one row more, no "showing"

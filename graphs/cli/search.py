@@ -53,8 +53,6 @@ def request_of(args: argparse.Namespace) -> Any:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """``costmodel search``: the options as a checked request, its search, the frontier printed."""
-    from costmodel.report import format_table
-
     from .model_option import resolve_model
     from .predict_option import predictor_of
 
@@ -78,12 +76,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print(dump(res))
         return 0
-    per = f" over {res.contexts} contexts, one frontier each" if res.contexts > 1 else ""
-    print(
-        f"{res.model}: {res.points:,} points; {res.valid:,} valid plans, {res.fits:,} fit in memory, "
-        f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points{per}, "
-        f"{' vs '.join(res.objectives)}), by context, fastest user first:"
-    )
+    predicted: list[str] = []
     if res.coverage is not None:
         from .predicted import predicted_lines
 
@@ -92,77 +85,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             if args.rank_by == "pessimistic"
             else ""
         )
-        print("\n".join(predicted_lines(args.predict, ",".join(req.devices), res.coverage, what=what)))
-        print("  (coverage of the frontier's decode steps)")
-    s = req.spec()
-    if s is not None:
-        print(
-            f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
-            "verification; TPOT is the verify and draft steps over them"
-        )
-    for note in res.dtype_notes:
-        print(f"  note: {note}")
-    if res.duplicates:
-        print(f"  searched once, given twice: {', '.join(res.duplicates)}")
-    if res.beyond_domain:
-        print(f"  left out, wider than the device's scale-up domain: {', '.join(res.beyond_domain)}")
-    cols = (
-        ("plan", "plan", "s"),
-        ("batch", "batch", "s"),
-        ("ctx", "ctx", "s"),
-        ("ttft_s", "TTFT s", ".4g"),
-        ("tpot_s", "TPOT s", ".4g"),
-        ("tokens_per_s_per_user", "tok/s/user", ".1f"),
-        ("tokens_per_s_per_device", "tok/s/device", ".1f"),
-        ("energy_per_token_j", "J/token", ".4g"),
-    ) + ((("usd_per_m_output", "$/M out 100% busy", ".4g"),) if args.cost else ())
-    rows = list(res.frontier)
-    if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
-        step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
-        rows = [rows[round(i * step)] for i in range(args.top)] if args.top > 1 else rows[:1]
-    if len(rows) < len(res.frontier):
-        print(
-            f"  showing {len(rows)} of {len(res.frontier)} frontier points (--top 0 for all, --csv or --json)"
-        )
-    print(format_table(*_shown(rows, cols)))
-    unpriced = sorted({r["device"] for r in res.frontier if args.cost and r["usd_per_m_output"] is None})
-    if unpriced:
-        print(
-            f"  {', '.join(unpriced)}: no price: pass --price-per-hour (the cost objective ranks them last)"
-        )
-    winners = list(res.best_by_ctx.items())
-    most = len(winners) if not args.top else 3  # winners of the first contexts; --top 0: all
-    for ctx, best in winners[:most]:
-        head = f"  ctx {ctx}: " if len(winners) > 1 else "  "
-        for name, row in best.items():
-            print(f"{head}{name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}")
-    if len(winners) > most:
-        print(f"  winners shown for {most} of {len(winners)} contexts (--top 0 or --json for all)")
+        predicted = predicted_lines(args.predict, ",".join(req.devices), res.coverage, what=what)
+        predicted.append("  (coverage of the frontier's decode steps)")
+    print(res.to_text(top=args.top, predicted=predicted, spec=req.spec()))
     if args.csv:
         print(f"frontier written to {args.csv}")
     return 0
-
-
-#: what a table cell says for a metric the device has no figure for (None in the rows)
-_MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
-
-
-def _shown(
-    rows: list[Any], cols: tuple[tuple[str, str, str], ...]
-) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
-    """The rows and columns with the optional metrics formatted here: a device without a TDP
-    (energy) or a price (cost) has None there, which the table prints as :data:`_MISSING` says."""
-    fmts = {k: f for k, _, f in cols if k in _MISSING}
-    out = []
-    for r in rows:
-        d = dict(r)
-        for k, f in fmts.items():
-            d[k] = _MISSING[k] if d[k] is None else format(float(d[k]), f)
-        out.append(d)
-    for i, (k, h, _) in enumerate(cols):
-        if k in _MISSING:
-            cols = (*cols[:i], (k, h, "s"), *cols[i + 1 :])
-    return out, cols
 
 
 def add_search_parser(sub: Any) -> None:
