@@ -206,3 +206,19 @@ def test_cmd_simulate_is_a_thin_command() -> None:
     )
     assert fn.end_lineno is not None and fn.end_lineno - fn.lineno + 1 < 60
     assert Path(cli_simulate.__file__).name == "simulate.py"
+
+
+def test_the_workload_in_the_command_lines_words() -> None:
+    # 10 conversations x 3 turns = 30 requests, each turn's message fixed:64, each answer fixed:16
+    r = SimulationRequest(rate=2.0, turns=3, requests=10, prompt="fixed:64", output="fixed:16")
+    assert r.workload_text() == (
+        "workload: --requests 10 conversations x --turns 3 = 30 requests --seed 0 --prompt fixed:64 "
+        "--output fixed:16 --arrival poisson"
+    )
+    c = SimulationRequest(concurrency=4, stagger="0.5", requests=30, think_time=0.1)
+    assert c.workload_text() == (
+        "workload: --requests 30 --seed 0 --prompt lognormal:1000,1.0 --output lognormal:250,1.0 "
+        "--think-time 0.1, --concurrency 4 clients --stagger 0.5"
+    )
+    m = SimulationRequest(max_rate=True, slo_ttft=1.0, slo_tpot=0.1, arrival="constant")
+    assert m.workload_text().endswith("--arrival constant (the same draw at every probed rate)")

@@ -97,35 +97,6 @@ def _workload_from(args: argparse.Namespace) -> tuple[Any, str]:
     return run, f"workload from {args.workload_from[:200]} ({run.source}): {replay_text(run, args.seed)}"
 
 
-def _settings(args: argparse.Namespace, trace: Any = None) -> str:
-    """The workload actually simulated, defaults included, so that a run can be repeated."""
-    clients = f", --concurrency {args.concurrency} clients" if args.concurrency else ""
-    if args.stagger is not None:
-        clients += f" --stagger {args.stagger}"
-    if trace is not None:
-        text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests{clients}"
-        if trace.origin_s:
-            text += f", arrivals rebased to the first one (t = {trace.origin_s!r} s taken as 0)"
-        return text + (f", {trace.prefixes} shared prefix(es)" if trace.prefixes else "")
-    n = f"--requests {args.requests}"
-    if args.turns > 1:
-        n += f" conversations x --turns {args.turns} = {args.requests * args.turns:,} requests"
-    text = f"workload: {n} --seed {args.seed} --prompt {args.prompt} --output {args.output}"
-    if getattr(args, "max_rate", False):  # one draw, its arrival gaps scaled to each probed rate
-        text += f" --arrival {args.arrival} (the same draw at every probed rate)"
-    elif args.rate is not None:
-        text += f" --arrival {args.arrival}"
-    elif not args.concurrency:  # a closed loop sends as its clients free up (said below)
-        text += " (all sent at once, no --rate)"
-    for flag, value in (
-        ("--shared-prefix", args.shared_prefix),
-        ("--prompt-pool", args.prompt_pool),
-        ("--think-time", args.think_time),
-    ):
-        text += f" {flag} {value}" if value else ""
-    return text + clients
-
-
 def _load(args: argparse.Namespace) -> str:
     """The offered load in words, for titles."""
     rate = (
@@ -245,14 +216,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     topo, spec, tiers = req.topology(), req.spec(), req.kv_tiers()
     profile = req.engine.for_device(get_device(args.device))  # the defaults it picks there
     if args.max_rate:
-        return _max_rate_run(args, cfg, profile, topo, fit)
+        return _max_rate_run(args, req, cfg, profile, topo, fit)
     trace, replayed, replay_said, reqs = _requests(args)
     eng = _engine(args, cfg, profile, reqs)
     run = _run_settings(args, cfg, reqs, eng, topo, spec, tiers, _overheads(args, profile, eng, fit))
     res, interval, comparison = _simulate_run(args, cfg, reqs, run, profile, eng, fit, replayed)
     keep(args, result=res, config=cfg, comparison=comparison)
     _write_files(args, res)
-    settings = replay_said or _settings(args, trace)
+    settings = replay_said or req.workload_text(trace)
     from graphs.serving.planning.cost import sim_cost
 
     from .cost_option import rates_of
@@ -315,7 +286,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
 
 
-def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, fit: Any) -> int:
+def _max_rate_run(args: argparse.Namespace, req: Any, cfg: Any, profile: Any, topo: Any, fit: Any) -> int:
     """``--max-rate``: the highest rate meeting the SLOs (:func:`graphs.serving.planning.capacity_search.max_rate`),
     every probe on the same engine, printed or as JSON."""
     from graphs.serving.planning.capacity_search import max_rate
@@ -351,7 +322,7 @@ def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, f
         f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
         f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
     )
-    print(f"  {_settings(args)}")
+    print(f"  {req.workload_text()}")
     print(f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)")
     print(f"  {profile.summary()}")
     if fit is not None:

@@ -527,6 +527,36 @@ class SimulationRequest:
             self.host_kv_bytes, self.host_link_bandwidth, self.ssd_kv_bytes, self.ssd_bandwidth
         )
 
+    def workload_text(self, trace: Any = None) -> str:
+        """The workload simulated, defaults included, in the command line's words, so that a run
+        can be repeated: a ``trace`` (a :class:`~.requests.Trace` read from ``self.trace``) by its
+        requests, else the drawn workload's settings, and a closed loop's clients."""
+        clients = f", --concurrency {self.concurrency} clients" if self.concurrency else ""
+        if self.stagger is not None:
+            clients += f" --stagger {self.stagger}"
+        if trace is not None:
+            text = f"trace {str(self.trace)[:200]}: {len(trace.requests):,} requests{clients}"
+            if trace.origin_s:
+                text += f", arrivals rebased to the first one (t = {trace.origin_s!r} s taken as 0)"
+            return text + (f", {trace.prefixes} shared prefix(es)" if trace.prefixes else "")
+        n = f"--requests {self.requests}"
+        if self.turns > 1:
+            n += f" conversations x --turns {self.turns} = {self.requests * self.turns:,} requests"
+        text = f"workload: {n} --seed {self.seed} --prompt {self.prompt} --output {self.output}"
+        if self.max_rate:  # one draw, its arrival gaps scaled to each probed rate
+            text += f" --arrival {self.arrival} (the same draw at every probed rate)"
+        elif self.rate is not None:
+            text += f" --arrival {self.arrival}"
+        elif not self.concurrency:  # a closed loop sends as its clients free up (said below)
+            text += " (all sent at once, no --rate)"
+        for f, value in (
+            ("--shared-prefix", self.shared_prefix),
+            ("--prompt-pool", self.prompt_pool),
+            ("--think-time", self.think_time),
+        ):
+            text += f" {f} {value}" if value else ""
+        return text + clients
+
     @classmethod
     def settings(cls) -> tuple[str, ...]:
         """Every field's name (the command line builds a request from its options of these names)."""
