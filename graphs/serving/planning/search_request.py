@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from costmodel.errors import CostModelError
-from graphs.serving.sim.simulation_request import check_devices, check_number, check_whole_list, flag
+from graphs.serving.step.option_checks import (
+    check_choice,
+    check_devices,
+    check_number,
+    check_whole_list,
+    flag,
+)
 
 __all__ = ["SearchRequest", "AXES"]
 
@@ -94,8 +100,7 @@ class SearchRequest:
         from .cost import ELECTRICITY_RANGE
         from .design_search import RANK_BY
 
-        if self.rank_by not in RANK_BY:
-            raise CostModelError(f"--rank-by must be one of {', '.join(RANK_BY)}, got {self.rank_by!r}")
+        check_choice("rank_by", self.rank_by, RANK_BY)
         if self.rank_by == "pessimistic" and not self.predict:
             raise CostModelError(
                 "--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)"

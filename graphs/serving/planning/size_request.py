@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
-from graphs.serving.sim.simulation_request import check_devices, check_number, check_whole_list
+from graphs.serving.step.option_checks import check_choice, check_devices, check_number, check_whole_list
 
 if TYPE_CHECKING:
     from graphs.serving.engines import EngineProfile
@@ -105,10 +105,7 @@ class SizeRequest:
         for name, (lo, hi, inclusive) in RANGES.items():
             if getattr(self, name) is not None:
                 check_number(name, getattr(self, name), lo, hi, whole=name in _WHOLE, inclusive=inclusive)
-        if self.objective not in OBJECTIVES:
-            raise CostModelError(
-                f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
-            )
+        check_choice("objective", self.objective, OBJECTIVES)
         check_devices(self.devices)
         check_whole_list("tp", self.tps, _TP_MAX, _TP_MOST)
         if self.link_bandwidth is not None and not self.disaggregated:

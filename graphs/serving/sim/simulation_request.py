@@ -15,11 +15,12 @@ file), the predictor, output files and the report's format.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
+
+from ..step.option_checks import check_choice, check_number, flag
 
 if TYPE_CHECKING:
     from graphs.serving.engines import EngineProfile
@@ -33,11 +34,7 @@ __all__ = [
     "DISPATCH_CHOICES",
     "DEFAULT_SPEC_K",
     "DEFAULT_PREFIX_EPS",
-    "flag",
     "spec_config",
-    "check_number",
-    "check_whole_list",
-    "check_devices",
 ]
 
 #: the drawn workload's settings and their defaults: a trace or a replayed run fixes what they draw
@@ -89,11 +86,6 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
-def flag(name: str) -> str:
-    """The command-line spelling of setting ``name``: ``--`` and dashes (``think_time`` -> ``--think-time``)."""
-    return "--" + name.replace("_", "-")
-
-
 def spec_config(
     draft: str | None, k: int | None, accept: str | None, *, expected: bool = False, seed: int = 0
 ) -> Any:
@@ -130,44 +122,6 @@ def spec_config(
     from .specdec_sim import SpecConfig
 
     return SpecConfig.parse(draft, DEFAULT_SPEC_K if k is None else k, accept, expected=expected, seed=seed)
-
-
-def check_number(
-    name: str, value: Any, lo: float, hi: float, *, whole: bool = False, inclusive: bool = True
-) -> None:
-    """Refuse ``value`` of setting ``name`` unless it is a number in ``[lo, hi]`` (``(lo, hi]``
-    when not ``inclusive``; a whole number when ``whole``), in one line naming :func:`flag`'s
-    option: the words the command line's parser uses."""
-    f = flag(name)
-    if whole:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise CostModelError(f"{f} must be a whole number, got {value!r}")
-        if not lo <= value <= hi:
-            raise CostModelError(f"{f} must be in [{lo}, {hi}], got {value}")
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CostModelError(f"{f} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise CostModelError(f"{f} must be a finite number, got {value!r}")
-    if value > hi or value < lo or (value == lo and not inclusive):
-        raise CostModelError(f"{f} must be in {'[' if inclusive else '('}{lo:g}, {hi:g}], got {value:g}")
-
-
-def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
-    """Refuse ``values`` of setting ``name`` unless a tuple of 1 to ``most`` whole numbers in ``[1, hi]``."""
-    ok = isinstance(values, tuple) and 0 < len(values) <= most
-    if not ok or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi for v in values):
-        raise CostModelError(f"{flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
-
-
-def check_devices(devices: Any) -> None:
-    """Refuse a ``devices`` setting that names no device (each a non-empty name)."""
-    if (
-        not isinstance(devices, tuple)
-        or not devices
-        or not all(isinstance(d, str) and d.strip() for d in devices)
-    ):
-        raise CostModelError(f"--devices must name at least one device, got {devices!r}")
 
 
 def _check_range(name: str, value: Any) -> None:
@@ -292,15 +246,12 @@ class SimulationRequest:
     def __post_init__(self) -> None:
         for name in (*INT_RANGES, *FLOAT_RANGES):
             _check_range(name, getattr(self, name))
-        for name, allowed in (("router", ROUTER_CHOICES), ("moe_dispatch", DISPATCH_CHOICES)):
-            if getattr(self, name) not in allowed:
-                raise CostModelError(
-                    f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
+        check_choice("router", self.router, ROUTER_CHOICES)
+        check_choice("moe_dispatch", self.moe_dispatch, DISPATCH_CHOICES)
         from costmodel.measured.corpus import FRAMEWORKS
 
-        if self.predict is not None and self.predict not in FRAMEWORKS:
-            raise CostModelError(f"--predict must be one of {', '.join(FRAMEWORKS)}, got {self.predict!r}")
+        if self.predict is not None:
+            check_choice("predict", self.predict, FRAMEWORKS)
         self._resolve_profile()
         self._check_workload()
         self.topology()  # --disagg's counts and the topology's own checks
@@ -317,10 +268,8 @@ class SimulationRequest:
         else vLLM's; ``enable_prefix_caching`` and ``scheduler_policy`` given apply over it."""
         from graphs.serving.engines import POLICIES, get_engine
 
-        if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
-            raise CostModelError(
-                f"--scheduler-policy must be one of {', '.join(POLICIES)}, got {self.scheduler_policy!r}"
-            )
+        if self.scheduler_policy is not None:
+            check_choice("scheduler_policy", self.scheduler_policy, POLICIES)
         prof = self.profile if self.profile is not None else get_engine(self.predict or "vllm")
         given: dict[str, Any] = {}  # a setting the profile was already given stays as given
         if self.enable_prefix_caching is not None and "enable_prefix_caching" not in prof.overridden:
