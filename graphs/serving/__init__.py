@@ -107,6 +107,7 @@ _LAZY: dict[str, str] = {
     "SimulationRequest": "sim.simulation_request",
     "SearchRequest": "planning.search_request",
     "SizeRequest": "planning.size_request",
+    "PhaseRequest": "analysis.phase_request",
 }
 
 __all__ = list(_LAZY)
