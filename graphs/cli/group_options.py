@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_group_options", "group_of"]
+__all__ = ["add_group_options"]
 
 
 def add_group_options(sp: argparse.ArgumentParser, *, many: bool) -> None:
@@ -35,14 +35,3 @@ def add_group_options(sp: argparse.ArgumentParser, *, many: bool) -> None:
         "all2all backend), or all-to-all (DeepEP, pplx, TensorRT-LLM)",
     )
 
-
-def group_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The library keywords (``dp``, ``expert_parallel``, ``moe_dispatch``) of a ``many``
-    command's group options, ``--dp`` parsed as a list."""
-    from .options import int_list
-
-    return {
-        "dp": int_list(args.dp, "--dp", hi=4096, most=64),
-        "expert_parallel": args.enable_expert_parallel,
-        "moe_dispatch": args.moe_dispatch,
-    }

@@ -156,6 +156,108 @@ class SearchResult(Result):
     #: what the data-parallel plans (dp > 1) assume, in one line (None: none searched)
     group_note: str | None = None
 
+    def to_text(self, *, top: int = 20, predicted: Sequence[str] = (), spec: Any = None) -> str:
+        """The search in lines, as ``costmodel search`` prints it.
+
+        Parameters
+        ----------
+        top : int
+            Frontier rows to show (0: all): the two ends and an even spread between them.
+        predicted : sequence of str
+            What priced the steps, said after the counts (a predicted search's coverage lines).
+        spec : SpecConfig, optional
+            The speculative decoding every point ran, said once.
+
+        Returns
+        -------
+        str
+            The counts, notes, the frontier table (a metric a device has no figure for shown as
+            :data:`_MISSING` says) and each context's winners.
+        """
+        from costmodel.report import format_table
+
+        cost = "usd_per_m_output" in self.objectives
+        per = f" over {self.contexts} contexts, one frontier each" if self.contexts > 1 else ""
+        out = [
+            f"{self.model}: {self.points:,} points; {self.valid:,} valid plans, {self.fits:,} fit in memory, "
+            f"{self.meets_slo:,} meet the SLOs; Pareto frontier ({len(self.frontier)} points{per}, "
+            f"{' vs '.join(self.objectives)}), by context, fastest user first:",
+            *predicted,
+        ]
+        if spec is not None:
+            out.append(
+                f"  speculative decoding: {spec.draft} drafts k = {spec.k}, {spec.expected_tokens():.2f} expected "
+                "tokens per verification; TPOT is the verify and draft steps over them"
+            )
+        if self.group_note:
+            out.append(f"  {self.group_note}")
+        out += [f"  note: {note}" for note in self.dtype_notes]
+        if self.duplicates:
+            out.append(f"  searched once, given twice: {', '.join(self.duplicates)}")
+        if self.beyond_domain:
+            out.append(
+                f"  left out, wider than the device's scale-up domain: {', '.join(self.beyond_domain)}"
+            )
+        cols = _COLUMNS + ((("usd_per_m_output", "$/M out 100% busy", ".4g"),) if cost else ())
+        rows = list(self.frontier)
+        if top and len(rows) > top:  # keep the ends and an even spread between them
+            step = (len(rows) - 1) / (top - 1) if top > 1 else len(rows)
+            rows = [rows[round(i * step)] for i in range(top)] if top > 1 else rows[:1]
+        if len(rows) < len(self.frontier):
+            out.append(
+                f"  showing {len(rows)} of {len(self.frontier)} frontier points (--top 0 for all, --csv or --json)"
+            )
+        out.append(format_table(*_shown(rows, cols)))
+        unpriced = sorted({r["device"] for r in self.frontier if cost and r["usd_per_m_output"] is None})
+        if unpriced:
+            out.append(
+                f"  {', '.join(unpriced)}: no price: pass --price-per-hour (the cost objective ranks them last)"
+            )
+        winners = list(self.best_by_ctx.items())
+        most = len(winners) if not top else 3  # winners of the first contexts; top 0: all
+        for ctx, best in winners[:most]:
+            head = f"  ctx {ctx}: " if len(winners) > 1 else "  "
+            out += [
+                f"{head}{name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}"
+                for name, row in best.items()
+            ]
+        if len(winners) > most:
+            out.append(f"  winners shown for {most} of {len(winners)} contexts (--top 0 or --json for all)")
+        return "\n".join(out)
+
+
+#: the frontier table's columns: (row key, heading, format)
+_COLUMNS = (
+    ("plan", "plan", "s"),
+    ("batch", "batch", "s"),
+    ("ctx", "ctx", "s"),
+    ("ttft_s", "TTFT s", ".4g"),
+    ("tpot_s", "TPOT s", ".4g"),
+    ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+    ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+    ("energy_per_token_j", "J/token", ".4g"),
+)
+#: what a table cell says for a metric the device has no figure for (None in the rows)
+_MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
+
+
+def _shown(
+    rows: list[Any], cols: tuple[tuple[str, str, str], ...]
+) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
+    """The rows and columns with the optional metrics formatted here: a device without a TDP
+    (energy) or a price (cost) has None there, which the table prints as :data:`_MISSING` says."""
+    fmts = {k: f for k, _, f in cols if k in _MISSING}
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k, f in fmts.items():
+            d[k] = _MISSING[k] if d[k] is None else format(float(d[k]), f)
+        out.append(d)
+    for i, (k, h, _) in enumerate(cols):
+        if k in _MISSING:
+            cols = (*cols[:i], (k, h, "s"), *cols[i + 1 :])
+    return out, cols
+
 
 class _Compiled:
     """The numpy functions one plan needs (built once per process per plan)."""

@@ -120,6 +120,22 @@ class Deployment(Result):
         d["label"] = self.label
         return d
 
+    def line(self, slo_ttft: float, slo_tpot: float) -> str:
+        """One line: its shape, its P99 latencies and their shares of the SLOs (``slo_ttft``,
+        ``slo_tpot``, s), and its cost: the $/h over the tokens/s the run served, as ``simulate``
+        prints it (:class:`~graphs.serving.planning.cost.TokenCost`), or why there is none."""
+        c = self.cost
+        cost = (
+            f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
+            f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
+            if c is not None
+            else NO_PRICE
+        )
+        return (
+            f"{self.label}: P99 TTFT {self.ttft_p99:.3f} s ({100 * self.ttft_p99 / slo_ttft:.0f}% of SLO), "
+            f"P99 TPOT {self.tpot_p99 * 1e3:.1f} ms ({100 * self.tpot_p99 / slo_tpot:.0f}% of SLO); {cost}"
+        )
+
 
 @dataclass(frozen=True)
 class SizingResult(Result):
@@ -139,6 +155,50 @@ class SizingResult(Result):
     requests: int
     workload: str
     candidates: tuple[Deployment, ...] = ()  #: every simulated candidate, in simulation order
+
+    def to_text(self, *, engine: EngineProfile | None = None, max_simulations: int | None = None) -> str:
+        """The sizing in lines, as ``costmodel size`` prints it.
+
+        Parameters
+        ----------
+        engine : EngineProfile, optional
+            The engine every candidate ran: its :meth:`~EngineProfile.summary` is said once.
+        max_simulations : int, optional
+            The limit, named when it ran out before the bounds proved the winner (None: the
+            candidates simulated).
+
+        Returns
+        -------
+        str
+            The question and the workload, the engine, what the bounds pruned, the winner with its
+            cost and price source (or that none meets the SLOs), and the runners-up.
+        """
+        goal = "cheapest" if self.objective == "cost" else "fewest devices"
+        out = [
+            f"{self.model} at {self.rate:g} requests/s, P{self.percentile:g} TTFT <= {self.slo_ttft:g} s and "
+            f"TPOT <= {self.slo_tpot:g} s: {goal}, {self.simulated} candidate(s) simulated",
+            f"  workload: {self.workload}",
+        ]
+        if engine is not None:
+            out.append(f"  {engine.summary()}")
+        out += [f"  pruned by the bounds: {why}" for why in self.pruned]
+        if self.winner is None:
+            out.append(
+                "  no simulated deployment meets the SLOs"
+                + ("" if self.exhausted else " (raise --max-simulations)")
+            )
+            return "\n".join(out)
+        w = self.winner
+        out.append(f"  winner: {w.line(self.slo_ttft, self.slo_tpot)}")
+        if w.cost is not None:
+            out += [f"    {w.cost.line()}", f"    price: {w.cost.price_source}"]
+        if not self.exhausted:
+            limit = self.simulated if max_simulations is None else max_simulations
+            out.append(
+                f"  note: stopped after --max-simulations {limit}: the best confirmed so far, not proven the best"
+            )
+        out += [f"  runner-up: {d.line(self.slo_ttft, self.slo_tpot)}" for d in self.runners_up]
+        return "\n".join(out)
 
 
 def _pct(x: np.ndarray, q: float) -> float:
