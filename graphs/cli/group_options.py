@@ -5,7 +5,6 @@ shared by ``simulate`` (one group size), ``search`` and ``size`` (a list to try)
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 __all__ = ["add_group_options"]
 

@@ -108,6 +108,11 @@ def spec_config(
     Returns
     -------
     SpecConfig or None
+
+    Raises
+    ------
+    CostModelError
+        When a speculation setting is given without a draft, or a setting is out of range.
     """
     if draft is None:
         if accept is not None or expected or k is not None:
@@ -479,7 +484,17 @@ class SimulationRequest:
     def workload_text(self, trace: Any = None) -> str:
         """The workload simulated, defaults included, in the command line's words, so that a run
         can be repeated: a ``trace`` (a :class:`~.requests.Trace` read from ``self.trace``) by its
-        requests, else the drawn workload's settings, and a closed loop's clients."""
+        requests, else the drawn workload's settings, and a closed loop's clients.
+
+        Parameters
+        ----------
+        trace : Trace, optional
+            The trace read from :attr:`trace` (None: the drawn workload).
+
+        Returns
+        -------
+        str
+        """
         clients = f", --concurrency {self.concurrency} clients" if self.concurrency else ""
         if self.stagger is not None:
             clients += f" --stagger {self.stagger}"

@@ -19,7 +19,18 @@ __all__ = ["flag", "check_number", "check_whole_list", "check_devices", "check_c
 
 
 def flag(name: str) -> str:
-    """The command-line spelling of setting ``name``: ``--`` and dashes (``think_time`` -> ``--think-time``)."""
+    """The command-line spelling of setting ``name``: ``--`` and dashes (``think_time`` -> ``--think-time``).
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+
+    Returns
+    -------
+    str
+        The option as the command line spells it.
+    """
     return "--" + name.replace("_", "-")
 
 
@@ -28,7 +39,26 @@ def check_number(
 ) -> None:
     """Refuse ``value`` of setting ``name`` unless it is a number in ``[lo, hi]`` (``(lo, hi]``
     when not ``inclusive``; a whole number when ``whole``), in one line naming :func:`flag`'s
-    option: the words the command line's parser uses."""
+    option: the words the command line's parser uses.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+    value : Any
+        Its value.
+    lo, hi : float
+        The range allowed, in the setting's units.
+    whole : bool
+        Only whole numbers allowed.
+    inclusive : bool
+        ``lo`` itself allowed.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is not such a number: one line naming the option, the range and the value.
+    """
     f = flag(name)
     if whole:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -45,14 +75,42 @@ def check_number(
 
 
 def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
-    """Refuse ``values`` of setting ``name`` unless a tuple of 1 to ``most`` whole numbers in ``[1, hi]``."""
+    """Refuse ``values`` of setting ``name`` unless a tuple of 1 to ``most`` whole numbers in ``[1, hi]``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+    values : Any
+        Its value (a tuple of whole numbers).
+    hi : int
+        The largest number allowed.
+    most : int
+        The most numbers allowed.
+
+    Raises
+    ------
+    CostModelError
+        When ``values`` is not such a tuple.
+    """
     ok = isinstance(values, tuple) and 0 < len(values) <= most
     if not ok or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi for v in values):
         raise CostModelError(f"{flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
 
 
 def check_devices(devices: Any) -> None:
-    """Refuse a ``devices`` setting that names no device (each a non-empty name)."""
+    """Refuse a ``devices`` setting that names no device (each a non-empty name).
+
+    Parameters
+    ----------
+    devices : Any
+        The setting's value (a tuple of catalog device names or aliases).
+
+    Raises
+    ------
+    CostModelError
+        When it is not a non-empty tuple of non-empty names.
+    """
     if (
         not isinstance(devices, tuple)
         or not devices
@@ -62,6 +120,21 @@ def check_devices(devices: Any) -> None:
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    """Refuse ``value`` of setting ``name`` unless it is one of ``allowed``."""
+    """Refuse ``value`` of setting ``name`` unless it is one of ``allowed``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+    value : Any
+        Its value.
+    allowed : tuple of str
+        The values accepted.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is not one of them, the choices listed.
+    """
     if value not in allowed:
         raise CostModelError(f"{flag(name)} must be one of {', '.join(allowed)}, got {value!r}")
