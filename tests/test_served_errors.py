@@ -194,3 +194,13 @@ def test_the_shipped_device_errors_are_the_accuracy_page_s():
     (l40s,) = [d for d in table.devices if (d.family, d.device) == ("gemm", "l40s")]
     assert (l40s.kind, l40s.median_pct) == ("GDDR", 26.3)
     assert {d.kind for d in table.devices if d.device == "gb200"} == {"HBM"}
+
+
+def test_bound_predictor_refuses_a_quantile():
+    """The bound has no held-out errors: a quantile asked of it is refused, not dropped."""
+    from costmodel.errors import CostModelError
+    from graphs.serving.pricing.predictor import Predictor
+
+    with pytest.raises(CostModelError, match="needs a framework"):
+        Predictor.of(None, quantile=0.9)
+    assert Predictor.of(None).framework is None

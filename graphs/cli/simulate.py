@@ -505,6 +505,9 @@ def _print_latencies(args: argparse.Namespace, res: Any, interval: Any, comparis
     """The latency table, the interval and the comparison."""
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
+        if s.mean != s.mean:  # no samples (Summary.of): every request ended at its first token
+            print(f"  {name:10s} none: no request generated a second token (TPOT is the time between tokens)")
+            continue
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
     if interval is not None:
         print("\n".join(_interval_lines(interval)))

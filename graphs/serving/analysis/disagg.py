@@ -100,8 +100,8 @@ class Colocated(Result):
         Decode TPOT stretched by the prefill share, ``TPOT / (1 - rho)`` (s; inf when it saturates).
     ttft_s : float
         Prefill on the decode-type device, plus a decode step, plus one TPOT of waiting (s).
-    energy_per_token_j : float
-        TDP x devices over output tokens per second (J).
+    energy_per_token_j : float or None
+        TDP x devices over output tokens per second (J); None when the device has no TDP figure.
     device_hours_per_million_tokens : float
         Device-hours per million output tokens.
     """
@@ -110,7 +110,7 @@ class Colocated(Result):
     prefill_share: float  #: fraction of device time spent in prefill
     tpot_s: float  #: decode TPOT stretched by the prefill share (inf when it saturates)
     ttft_s: float
-    energy_per_token_j: float
+    energy_per_token_j: float | None
     device_hours_per_million_tokens: float
 
 
@@ -303,8 +303,9 @@ def disaggregated(
     n_pf = max(1, math.ceil(rate * terms.prefill_s))
     n_dec = max(1, math.ceil(rate * output / (decode_batch / tpot)))
     tokens_per_s = rate * output
-    pa = as_float(a.power_w) if a.power_w is not None else float("nan")
-    pb = as_float(b.power_w) if b.power_w is not None else float("nan")
+    # a device without a TDP figure in the catalog has no energy: None, never a NaN
+    pa = as_float(a.power_w) if a.power_w is not None else None
+    pb = as_float(b.power_w) if b.power_w is not None else None
     # colocated: the same number of decode-type devices serve both phases by time sharing
     n_col = n_pf + n_dec
     t_pf_b = priced_step(w, b, Phase.PREFILL, predictor=predictor).step(1, prompt)
@@ -314,7 +315,7 @@ def disaggregated(
         prefill_share=rho,
         tpot_s=tpot / (1 - rho) if rho < 1 else float("inf"),
         ttft_s=t_pf_b + terms.first_decode_s + tpot,
-        energy_per_token_j=n_col * pb / tokens_per_s,
+        energy_per_token_j=None if pb is None else n_col * pb / tokens_per_s,
         device_hours_per_million_tokens=n_col / tokens_per_s * 1e6 / 3600,
     )
     return dataclasses.replace(
@@ -322,7 +323,7 @@ def disaggregated(
         rate=rate,
         prefill_devices=n_pf,
         decode_devices=n_dec,
-        energy_per_token_j=(n_pf * pa + n_dec * pb) / tokens_per_s,
+        energy_per_token_j=None if pa is None or pb is None else (n_pf * pa + n_dec * pb) / tokens_per_s,
         device_hours_per_million_tokens=(n_pf + n_dec) / tokens_per_s * 1e6 / 3600,
         colocated=col,
     )

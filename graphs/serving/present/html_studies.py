@@ -50,10 +50,11 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
         [
             {
                 "": name,
-                "mean": f"{s.mean:.4f}",
-                "P50": f"{s.p50:.4f}",
-                "P90": f"{s.p90:.4f}",
-                "P99": f"{s.p99:.4f}",
+                # no samples (Summary.of's NaN): every request ended at its first token
+                **{
+                    k: "none" if v != v else f"{v:.4f}"
+                    for k, v in (("mean", s.mean), ("P50", s.p50), ("P90", s.p90), ("P99", s.p99))
+                },
             }
             for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e))
         ]

@@ -192,9 +192,14 @@ class Predictor:
         Raises
         ------
         CostModelError
-            When the framework, quantile or scale mode is not one allowed.
+            When the framework, quantile or scale mode is not one allowed, or a quantile is asked of
+            the bound.
         """
         if framework is None:
+            if quantile is not None:
+                raise CostModelError(
+                    f"quantile {quantile!r} needs a framework: the bound (framework None) has no held-out errors"
+                )
             return cls()
         return cls(
             "grey-box" if grey_box else "calibrated", framework, quantile=quantile, fp8_scales=fp8_scales
