@@ -28,6 +28,10 @@ Key
     under ``costmodel``, ``graphs`` and ``models``) and the caller's parts (the model config's
     text, the device catalog's text, the device name, the plan, the dtypes). Any edit to the
     engine, the config or the catalog changes the key, so a stale entry is never read.
+Shipped
+    Entries built ahead ship with the package (:mod:`costmodel.formstore`), keyed the same way
+    with :func:`content_fingerprint` (the files' contents, not their mtimes) in place of the
+    (path, size, mtime) fingerprint.
 """
 
 from __future__ import annotations

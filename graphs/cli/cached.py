@@ -6,6 +6,11 @@ networkx: about 0.1 s end to end instead of about 1 s (``costmodel prefill`` lik
 compiled step and stores it; any edit to the engine, the config or the catalog changes the key.
 A card that fails its digest or any of its checks (:mod:`graphs.serving.present.cards`) is a miss: the
 answer is recomputed and the card overwritten, so a cache can cost time but never an answer.
+
+A first run on a new machine reads the card from the cards that ship with the package
+(:func:`shipped_card`: every catalog model on every catalog device at the default plan, built by
+``benchmarks/build_cards.py`` and keyed by the sources' content), so it too skips sympy, numpy
+and networkx; it stores the card in the cache as if it had built it.
 """
 
 from __future__ import annotations
