@@ -114,17 +114,17 @@ def content_fingerprint(*, refresh: bool = False) -> str:
     again (a build checks that the sources did not change under it)."""
     global _content
     if _content is None or refresh:
-        root = Path(__file__).resolve().parent.parent
+        root = str(Path(__file__).resolve().parent.parent)
         h = hashlib.sha256()
         for pkg in _PACKAGES:
-            for dirpath, dirnames, filenames in os.walk(root / pkg):
+            for dirpath, dirnames, filenames in os.walk(os.path.join(root, pkg)):
                 dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                rel_dir = dirpath[len(root) + 1 :].replace(os.sep, "/")
                 for name in sorted(filenames):
                     if name.endswith((".py", ".toml", ".json")):
-                        path = os.path.join(dirpath, name)
-                        with open(path, "rb") as f:
+                        with open(os.path.join(dirpath, name), "rb") as f:
                             data = f.read()
-                        rel = Path(path).relative_to(root).as_posix().encode()
+                        rel = f"{rel_dir}/{name}".encode()
                         h.update(len(rel).to_bytes(8, "little") + rel + hashlib.sha256(data).digest())
         _content = h.hexdigest()
     return _content

@@ -24,22 +24,24 @@ Trust
     answer is the same. The header's digest must match and every entry is read back through
     :func:`costmodel.formcache.parse_entry` (its own digest keyed by its key), so a corrupted
     or edited store is a miss, never an answer. The file is opened without following a link or
-    blocking and must be a regular file of at most :data:`MAX_BYTES`.
+    blocking and must be a regular file of at most :data:`MAX_BYTES`; the header is read whole
+    and each entry when asked for (a first command reads a few KB of the store, not all of it).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .formcache import content_fingerprint, entry_bytes, parse_entry
-from .safefile import read_regular_file, unique_keys
+from .safefile import open_regular_file, unique_keys
 
 __all__ = ["FormStore", "open_store", "write_store", "FORMAT", "MAX_BYTES"]
 
@@ -51,23 +53,26 @@ _stores: dict[str, FormStore | None] = {}
 
 
 class FormStore:
-    """An opened store whose fingerprint matched (:func:`open_store`)."""
+    """An opened store whose fingerprint matched (:func:`open_store`); entries are read from the
+    file when asked for, the header alone held in memory."""
 
-    __slots__ = ("_blobs", "_index", "_zdicts", "fingerprint", "names")
+    __slots__ = ("_base", "_file", "_index", "_size", "_zdicts", "fingerprint", "names")
 
     def __init__(
         self,
         fingerprint: str,
         names: dict[str, str],
         index: dict[str, Any],
-        blobs: bytes,
         zdicts: list[bytes],
+        file: BinaryIO,
+        base: int,
+        size: int,
     ) -> None:
         self.fingerprint = fingerprint
         self.names = names
         self._index = index
-        self._blobs = blobs
         self._zdicts = zdicts
+        self._file, self._base, self._size = file, base, size
 
     def __len__(self) -> int:
         return len(self._index)
@@ -78,15 +83,22 @@ class FormStore:
         if not (isinstance(where, list) and len(where) == 3 and all(type(x) is int for x in where)):
             return None
         start, length, z = where
-        if start < 0 or length < 0 or start + length > len(self._blobs) or not 0 <= z < len(self._zdicts):
+        if (
+            start < 0
+            or length < 0
+            or self._base + start + length > self._size
+            or not 0 <= z < len(self._zdicts)
+        ):
             return None
         try:
+            self._file.seek(self._base + start)
+            blob = self._file.read(length)
             d = zlib.decompressobj(zdict=self._zdicts[z]) if self._zdicts[z] else zlib.decompressobj()
-            raw = d.decompress(self._blobs[start : start + length], _MAX_ENTRY)
-        except zlib.error:
+            raw = d.decompress(blob, _MAX_ENTRY)
+        except (OSError, ValueError, zlib.error):
             return None
-        if d.unconsumed_tail or not d.eof:
-            return None  # larger than an entry may be, or cut short
+        if len(blob) != length or d.unconsumed_tail or not d.eof:
+            return None  # cut short, or larger than an entry may be
         return parse_entry(key, raw)
 
 
@@ -105,14 +117,30 @@ def open_store(path: str | Path) -> FormStore | None:
 
 
 def _open(path: str | Path) -> FormStore | None:
-    raw = read_regular_file(path, MAX_BYTES)
-    if raw is None:
+    opened = open_regular_file(path, MAX_BYTES)
+    if opened is None:
         return None
-    first, sep, rest = raw.partition(b"\n")
-    text, sep2, blobs = rest.partition(b"\n")
-    parts = first.split(b" ")
-    if not (sep and sep2 and len(parts) == 3 and parts[0] == _MAGIC and parts[1] == b"%d" % FORMAT):
+    f, size = opened
+    store = None
+    try:
+        store = _read_header(f, size)
+    except (OSError, ValueError):
+        pass
+    finally:
+        if store is None:
+            f.close()
+    return store
+
+
+def _read_header(f: BinaryIO, size: int) -> FormStore | None:
+    first = f.readline(200)
+    parts = first.rstrip(b"\n").split(b" ")
+    if not (first.endswith(b"\n") and len(parts) == 3 and parts[0] == _MAGIC and parts[1] == b"%d" % FORMAT):
         return None
+    text = f.readline(MAX_BYTES)
+    if not text.endswith(b"\n"):
+        return None
+    text = text[:-1]
     fp = content_fingerprint()
     if not hmac.compare_digest(parts[2], _header_digest(fp, text)):
         return None  # other sources (or an edited header): nothing here answers for these
@@ -120,13 +148,13 @@ def _open(path: str | Path) -> FormStore | None:
         head = json.loads(text, object_pairs_hook=unique_keys(ValueError))
         names, index = head["names"], head["index"]
         zdicts = [base64.b64decode(z, validate=True) for z in head["zdicts"]]
-    except (ValueError, KeyError, TypeError, RecursionError, zlib.error):
+    except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
         return None
     if head.get("fingerprint") != fp or not isinstance(names, dict) or not isinstance(index, dict):
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
         return None
-    return FormStore(fp, names, index, blobs, zdicts)
+    return FormStore(fp, names, index, zdicts, f, f.tell(), size)
 
 
 def write_store(

@@ -119,7 +119,7 @@ def test_an_edited_store_is_never_an_answer(tmp_path):
     key = next(iter(store._index))
     assert store.get(key)["kind"] in ("decode", "prefill", "analysis")
     start, length, _ = store._index[key]
-    head = len(raw) - len(store._blobs)
+    head = store._base
     for at in (head + start, head + start + length // 2, head + start + length - 1):  # one entry's bytes
         bad = bytearray(raw)
         bad[at] ^= 0x01
