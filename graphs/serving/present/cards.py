@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 from typing import Any
 
 from costmodel.arith import ArithError, compile_numeric
@@ -61,7 +62,12 @@ __all__ = [
     "analysis_from_card",
     "card_notes",
     "decode_forms_from_card",
+    "SHIPPED_CARDS",
 ]
+
+#: every catalog model's cards on every catalog device at the default plan, built ahead by
+#: ``benchmarks/build_cards.py`` (:mod:`costmodel.formstore`; :func:`graphs.cli.cached.shipped_card`)
+SHIPPED_CARDS = Path(__file__).with_name("shipped_cards.bin")
 
 _ARGS = ("B", "ctx")
 _FIELDS = STEP_FIELDS  #: the step fields a card stores

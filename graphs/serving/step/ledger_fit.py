@@ -62,7 +62,11 @@ def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
     A tensor becomes live when its producer runs and dies after its last
     consumer ran; weights and caches are not activations. Layers run one
     after another, so one copy of a repeated group is enough. The graph must
-    be numeric (sizes are compared).
+    be numeric (sizes are compared). The peak, summed in floats, is returned as
+    the exact rational of its shortest decimal, ``Rational(repr(peak))``: byte
+    counts are whole or dyadic, so that is the sum itself (``nsimplify``'s search
+    for a simple rational, used before, gave the same value on every catalog
+    model, phase, tp and dtype checked, and ran mpmath's PSLQ on every call).
 
     Parameters
     ----------
@@ -94,7 +98,7 @@ def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
                 remaining[u] -= 1
                 if remaining[u] == 0:
                     live.pop(u, None)
-    return sympy.nsimplify(peak)
+    return sympy.Rational(repr(peak))
 
 
 def model_ledger(
