@@ -194,3 +194,122 @@ def test_a_new_generation_s_interval_is_widened_by_the_generation_error():
     p = iv.value("TPOT mean s")
     _, hi = iv.calibrated["TPOT mean s"]
     assert math.log(hi / p) >= math.log1p(P90_PER_MEDIAN * m) - 1e-12  # at least the transfer's width
+
+
+# ------------------------------------------------------------------ the shipped numbers
+def _shipped() -> dict:
+    return json.loads(DATA.read_text(encoding="utf-8"))
+
+
+def test_the_shipped_generations_cover_every_measured_generation():
+    gens = _shipped()["generations"]
+    fams = {g["family"] for g in gens}
+    # the corpus measures four NVIDIA generations (Ampere A100; Ada Lovelace L40S; Hopper H100,
+    # H200; Blackwell B200, B300, GB200 and the GDDR7 RTX PRO 6000), each left out in turn
+    for fam in fams:
+        have = {(g["generation"], g["kind"]) for g in gens if g["family"] == fam}
+        assert have <= {
+            ("NVIDIA Ampere", "HBM"),
+            ("NVIDIA Ada Lovelace", "GDDR"),
+            ("NVIDIA Hopper", "HBM"),
+            ("NVIDIA Blackwell", "HBM"),
+            ("NVIDIA Blackwell", "GDDR"),
+        }
+    (bw,) = [
+        g for g in gens if (g["family"], g["generation"], g["kind"]) == ("gemm", "NVIDIA Blackwell", "HBM")
+    ]
+    assert bw["devices"] == ["b200", "b300", "gb200"]
+
+
+def test_a_generation_of_one_device_is_its_device_split():
+    """Leaving out a generation of one measured device (Ampere: A100; Ada Lovelace: L40S) leaves
+    out the same rows as leaving out that device: the generation entries (computed by
+    benchmarks/served_errors.py) equal the device split's medians, which docs/accuracy.md's
+    table (benchmarks/measured_accuracy.py) gives, e.g. gemm on a100-sxm-80gb "17.2 / 14.1 / 35.6"
+    (MAPE / median / P90, calibrated + shape residuals)."""
+    d = _shipped()
+    dev = {(e["family"], e["device"]): e for e in d["devices"]}
+    singles = [g for g in d["generations"] if g["generation"] in ("NVIDIA Ampere", "NVIDIA Ada Lovelace")]
+    assert len(singles) == 14  # 7 families x 2 generations
+    for g in singles:
+        (name,) = g["devices"]
+        own = dev[g["family"], name]
+        assert g["rows"] == own["rows"]
+        # equal up to the page's last digit: docs/accuracy.md was generated before this table,
+        # and one median sits on a rounding edge (context_mla on l40s: 26.1 there, 26.156 on
+        # the current fits, both splits alike)
+        assert g["median_pct"] == pytest.approx(own["median_pct"], abs=0.1)
+    (a100,) = [g for g in singles if (g["family"], g["generation"]) == ("gemm", "NVIDIA Ampere")]
+    assert (a100["median_pct"], a100["p90_pct"]) == (14.1, 35.6)
+
+
+def test_rubin_s_gemm_statement_by_hand():
+    # shipped gemm HBM generations left out whole: Ampere 14.1, Hopper 14.2, Blackwell 14.8 %
+    # -> median 14.2 % ("+-14 %"); the worst, Blackwell, P90 51.2 % over b200, b300, gb200. The
+    # leave-one-device-out HBM medians 14.1, 5.4, 5.0, 5.0, 5.9, 4.5 -> 5.2 % ("+-5 %") stay for
+    # a Hopper part (H20): its siblings are measured
+    table = served_errors()
+    vr200 = get_device("vr200")
+    assert table.neighbour_pct("gemm", vr200) == 14.2
+    line = table.neighbour("gemm", vr200)
+    assert "expected error +-14 % from 3 held-out HBM generations" in line
+    assert "worst NVIDIA Blackwell, P90 51 % over b200, b300, gb200" in line
+    assert table.neighbour_pct("gemm", get_device("h20")) == pytest.approx(5.2)
+    assert "+-5 %" in table.neighbour("gemm", get_device("h20"))
+
+
+@pytest.mark.slow
+def test_one_family_s_generation_error_recomputes():
+    """all_reduce (a few hundred rows a device): the Hopper HBM entry recomputed from the corpus
+    equals the shipped one, and a subset's fit reads only the other generations."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.measured.corpus import systems_with_data
+    from costmodel.measured.heldout import generation_heldout
+
+    every = systems_with_data("all_reduce")
+    r = generation_heldout("all_reduce", ["h100-sxm", "h200-sxm"], every)
+    (shipped,) = [
+        g
+        for g in _shipped()["generations"]
+        if (g["family"], g["generation"], g["kind"]) == ("all_reduce", "NVIDIA Hopper", "HBM")
+    ]
+    assert (r.rows, round(r.corrected["median"], 1), round(r.corrected["p90"], 1)) == (
+        shipped["rows"],
+        shipped["median_pct"],
+        shipped["p90_pct"],
+    )
+    sub = generation_heldout("all_reduce", ["h100-sxm"], ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"])
+    assert sub.trained_on == ("NVIDIA Ampere", "NVIDIA Blackwell")  # H200, its sibling, left out too
+    with pytest.raises(CostModelError, match="span generations"):
+        generation_heldout("all_reduce", ["h100-sxm", "b200"], every)
+
+
+def _statement(device: str, capsys: pytest.CaptureFixture[str]) -> str:
+    from graphs.cli import main
+
+    assert main(["decode", "llama-3.1-70b", "--device", device, "--predict", "vllm"]) == 0
+    return next(ln for ln in capsys.readouterr().out.splitlines() if "expected:" in ln and "gemm" in ln)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["vr200", "mi455x"])
+def test_a_new_generation_s_statement_is_the_data_file_s(device, capsys):
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    line = _statement(device, capsys)
+    gens = [g for g in _shipped()["generations"] if g["family"] == "gemm" and g["kind"] == "HBM"]
+    med = statistics.median(g["median_pct"] for g in gens)  # both are HBM parts
+    assert "a new generation (NVIDIA Rubin" in line if device == "vr200" else "(AMD CDNA 5" in line
+    assert f"expected error +-{med:.0f} % from {len(gens)} held-out HBM generations" in line
+
+
+@pytest.mark.slow
+def test_a_measured_generation_s_statement_stays_the_device_one(capsys):
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    line = _statement("h20", capsys)  # Hopper: H100 and H200 measured
+    devs = [d for d in _shipped()["devices"] if d["family"] == "gemm" and d["kind"] == "HBM"]
+    med = statistics.median(d["median_pct"] for d in devs)
+    assert (
+        f"expected error +-{med:.0f} % (median of the held-out errors of {len(devs)} measured HBM devices"
+        in line
+    )
