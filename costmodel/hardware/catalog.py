@@ -42,6 +42,8 @@ _LINK_KEYS = {"name", "bandwidth_bytes_per_s", "latency_s", "source", "domain"}
 _DEVICE_KEYS = {
     "description",
     "vendor",
+    "architecture",
+    "architecture_source",
     "aliases",
     "sm_count",
     "power_w",
@@ -163,6 +165,12 @@ def hardware_from_dict(
         raise HardwareSpecError(
             f"{where}.preliminary must be text naming the source and its date, got {preliminary!r}"
         )
+    architecture = entry.get("architecture", "")
+    if not isinstance(architecture, str) or len(architecture) > 60:
+        raise HardwareSpecError(
+            f"{where}.architecture must be the vendor's architecture name (text, at most 60 characters), "
+            f"got {architecture!r}"
+        )
     kwargs: dict[str, Any] = {}
     for key in ("launch_overhead_s", "overlap"):
         if key in entry:
@@ -175,6 +183,8 @@ def hardware_from_dict(
         links=tuple(links),
         description=str(entry.get("description", "")),
         vendor=str(entry.get("vendor", "")),
+        architecture=architecture.strip(),
+        architecture_source=_source(entry.get("architecture_source"), src),
         power_w=_value(entry, "power_w", where, required=False),
         power_source=_source(entry.get("power_source"), src),
         price_usd_per_hour=_value(entry, "price_usd_per_hour", where, required=False),

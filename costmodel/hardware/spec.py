@@ -137,6 +137,11 @@ class Hardware:
     links: tuple[Link, ...] = ()
     description: str = ""
     vendor: str = ""
+    #: the vendor's name of the device's architecture generation (``Hopper``, ``CDNA 3``; ``""``:
+    #: not given), and the source naming it; :attr:`generation` keys the leave-one-generation-out
+    #: held-out errors (:mod:`costmodel.measured.heldout`)
+    architecture: str = ""
+    architecture_source: str = ""
     sparse_roofs: tuple[Roof, ...] = ()
     power_w: sympy.Expr | None = None
     power_source: str = ""
@@ -213,6 +218,12 @@ class Hardware:
             )
         if self.sm_count is not None and (not isinstance(self.sm_count, int) or self.sm_count <= 0):
             raise HardwareSpecError(f"{self.name} sm_count must be a positive integer, got {self.sm_count!r}")
+
+    @property
+    def generation(self) -> str:
+        """The architecture generation, vendor and :attr:`architecture` (``NVIDIA Hopper``,
+        ``AMD CDNA 3``), or ``""`` when the architecture is not given."""
+        return f"{self.vendor} {self.architecture}".strip() if self.architecture else ""
 
     # ---------------------------------------------------------------- lookups
     def peak(self, unit: str, precision: str) -> sympy.Expr | None:
@@ -414,6 +425,8 @@ class Hardware:
             "name": self.name,
             "description": self.description,
             "vendor": self.vendor,
+            "architecture": self.architecture,
+            "architecture_source": self.architecture_source,
             "roofs": [
                 {
                     "unit": r.unit,

@@ -13,7 +13,14 @@ family and device as MAPE, median and P90 absolute percentage error:
   devices only (same framework and group): the fitted fractions plus the
   left-out device's datasheet;
 * ``framework``: one framework's rows on a device predicted from a fit on the
-  device's other frameworks.
+  device's other frameworks;
+* ``generation``: every row of one device predicted by a fit on the devices of
+  *other* architecture generations only (:func:`generation_of`: the catalog's
+  vendor and architecture, ``NVIDIA Hopper``), so no sibling of the same
+  generation (H200 beside H100, B300 beside B200) is in the fit: what a device of
+  a generation nobody measured (Rubin, CDNA 5) can expect, where the ``device``
+  split, its siblings in the fit, is optimistic. :func:`generation_heldout`
+  pools the rows of several devices of one generation.
 
 Beside the calibrated prediction, the same held-out rows are scored for the
 grey-box prediction (the calibrated model times its residuals at the nearest
@@ -48,6 +55,9 @@ from .validity import OVER_PEAK_BW, TOLERANCE, explain, lower_bounds
 __all__ = [
     "SHAPE_KEYS",
     "HeldOut",
+    "GenerationHeldOut",
+    "generation_of",
+    "generation_heldout",
     "prepared",
     "evaluate",
     "ape_stats",
@@ -307,16 +317,28 @@ def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | Non
     The grey-box residuals are each other device's of the same kernel-binary family
     (:func:`arch_family`), else every other device's, on the rows the fit used.
     """
-    df, x = prepared(family, device)
     names = [d for d in devices if d != device]
+    return _collect(family, device, "device", _from_others(family, device, names))
+
+
+def _from_others(
+    family: str, device: str, names: list[str], fits: dict[tuple[str, str, str], Fit | None] | None = None
+) -> list[_Scored]:
+    """``device``'s rows scored by fits on the devices ``names`` (:func:`_split_device`);
+    ``fits`` memoises the fits by (framework, column, value) for callers that score several
+    devices against one training set."""
+    df, x = prepared(family, device)
     others = [prepared(family, d) for d in names]
     # residuals from the same kernel-binary family when one has the rows, else from every device
     kin = [o for d, o in zip(names, others, strict=True) if arch_family(d) == arch_family(device)]
+    memo = {} if fits is None else fits
     preds = []
     for (fw, grp, dgrp), idx in df.groupby(["framework", "group", "dtype_group"]).indices.items():
         col, value = ("group", grp) if _rows_like(others, fw, "group", grp) else ("dtype_group", dgrp)
-        train = _rows_like(others, fw, col, value)
-        f = fit_family(family, grp, *train) if train else None
+        if (fw, col, value) not in memo:
+            train = _rows_like(others, fw, col, value)
+            memo[fw, col, value] = fit_family(family, grp, *train) if train else None
+        f = memo[fw, col, value]
         if f is not None:
             sources = [
                 shape_residuals(family, odf, ox, sel, f)
@@ -328,7 +350,104 @@ def _split_device(family: str, device: str, devices: list[str]) -> HeldOut | Non
                 if len(sel := select_rows(odf, fw, col, value))
             ]
             preds.append(_score(family, f, df, x, idx, sources))
-    return _collect(family, device, "device", preds)
+    return preds
+
+
+def generation_of(device: str) -> str:
+    """A measured device's architecture generation: the catalog's vendor and architecture
+    (:attr:`costmodel.hardware.Hardware.generation`, ``NVIDIA Hopper``).
+
+    Parameters
+    ----------
+    device : str
+        A catalog device name.
+
+    Returns
+    -------
+    str
+    """
+    gen = get_device(device).generation
+    if not gen:
+        raise MeasuredDataError(
+            f"device {device!r} has no architecture in the hardware catalog: the generation split needs one"
+        )
+    return gen
+
+
+def _split_generation(family: str, device: str, devices: list[str]) -> HeldOut | None:
+    """Fit on the devices of the other generations (module doc), as :func:`_split_device` does."""
+    gen = generation_of(device)
+    names = [d for d in devices if generation_of(d) != gen]
+    return _collect(family, device, "generation", _from_others(family, device, names))
+
+
+@dataclass(frozen=True)
+class GenerationHeldOut(Result):
+    """Held-out errors (percent) of one family over ``devices`` of one architecture generation,
+    their rows pooled, each predicted from fits on the devices of ``trained_on`` (the other
+    generations): ``calibrated`` the fits alone, ``corrected`` with the other devices' shape
+    residuals (what ``--predict`` prints for a device it has no rows of)."""
+
+    family: str
+    generation: str
+    devices: tuple[str, ...]
+    trained_on: tuple[str, ...]
+    rows: int
+    calibrated: dict[str, float]
+    corrected: dict[str, float]
+
+
+def generation_heldout(
+    family: str, devices: list[str], every: list[str] | None = None
+) -> GenerationHeldOut | None:
+    """Leave one generation out: ``devices`` (all of one generation, or a part of it, such as its
+    HBM parts) predicted from fits on every measured device of another generation (the same
+    framework's same kernel, else its dtype group: :func:`_split_device`), their rows pooled.
+
+    Parameters
+    ----------
+    family : str
+        A measured family (:data:`costmodel.measured.corpus.FAMILIES`).
+    devices : list of str
+        Measured devices of one generation (:func:`generation_of`).
+    every : list of str, optional
+        The measured devices to train on and take the generation's from (default: every device
+        the corpus measures for ``family``).
+
+    Returns
+    -------
+    GenerationHeldOut or None
+        None when no device of another generation has rows to fit (nothing held out).
+    """
+    check_request((family,), ())
+    every = systems_with_data(family) if every is None else every
+    missing = [d for d in devices if d not in every]
+    if not devices or missing:
+        raise MeasuredDataError(
+            f"{family}: no measured rows for {', '.join(missing) or 'an empty device list'}; "
+            f"measured: {', '.join(every)}"
+        )
+    gens = {generation_of(d) for d in devices}
+    if len(gens) != 1:
+        raise MeasuredDataError(f"devices {', '.join(devices)} span generations {', '.join(sorted(gens))}")
+    (gen,) = gens
+    names = [d for d in every if generation_of(d) != gen]
+    fits: dict[tuple[str, str, str], Fit | None] = {}
+    preds = [p for d in devices for p in _from_others(family, d, names, fits)]
+    if not preds:
+        return None
+    p = np.concatenate([a[0] for a in preds])
+    m = np.concatenate([a[1] for a in preds])
+    c = np.concatenate([a[3] for a in preds])
+    return GenerationHeldOut(
+        family=family,
+        generation=gen,
+        devices=tuple(devices),
+        trained_on=tuple(sorted({generation_of(d) for d in names})),
+        rows=len(m),
+        calibrated=ape_stats(p, m),
+        corrected=ape_stats(c, m),
+    )
 
 
 def _split_framework(family: str, device: str) -> HeldOut | None:
@@ -353,7 +472,7 @@ def _split_framework(family: str, device: str) -> HeldOut | None:
     return _collect(family, device, "framework", preds)
 
 
-SPLITS = ("shapes", "device", "framework")
+SPLITS = ("shapes", "device", "framework", "generation")
 
 
 def check_request(families: tuple[str, ...], splits: tuple[str, ...] = SPLITS) -> None:
@@ -389,6 +508,8 @@ def evaluate(
                     r = _split_shapes(fam, dev, test_fraction, seed)
                 elif split == "device":
                     r = _split_device(fam, dev, every)
+                elif split == "generation":
+                    r = _split_generation(fam, dev, every)
                 else:
                     r = _split_framework(fam, dev)
                 if r is not None:

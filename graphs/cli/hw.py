@@ -69,6 +69,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     print(f"{hw.name}: {hw.description}")
     if hw.preliminary:
         print(f"  preliminary figures: {hw.preliminary}")
+    if hw.architecture:
+        print(f"  architecture: {hw.generation}  [{hw.architecture_source}]")
     for r in d["roofs"]:
         print(
             f"  {r['unit']:6s} {r['precision']:6s} {fmt_si(r['peak_flops_per_s'], 'FLOP/s'):>16s}  [{r['source']}]"

@@ -22,8 +22,9 @@ calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimIn
 
 Those residuals come from measured devices. On a device whose kernels are priced from other
 devices' fits (no kernel of its own in the corpus), the transfer adds its own error: the
-leave-one-device-out median error ``m`` of each such kernel family
-(:meth:`~graphs.serving.sim.served_errors.ServedErrors.neighbour_pct`), the largest of them taken. Read
+leave-one-device-out median error ``m`` of each such kernel family (on a device of a generation
+nobody measured, the leave-one-generation-out one: the same lookup,
+:meth:`~graphs.serving.sim.served_errors.ServedErrors.neighbour_pct`), the largest of them taken. Read
 as a normal error whose median absolute value is ``m``, its P90 is ``z = 1.2816 / 0.6745 = 1.90``
 times ``m``; it is combined with each end's half-width in log space, as independent errors add,
 ``w = sqrt(ln(end / point)^2 + ln(1 + 1.90 m)^2)``, every metric widened (:attr:`SimInterval.device_error`).
@@ -107,8 +108,9 @@ class SimInterval(Result):
 
     @property
     def device_error(self) -> tuple[float, str] | None:
-        """``(m, family)``: the largest leave-one-device-out median error (a fraction) of the kernel
-        families this run priced from other devices' fits, or None on a measured device (module doc)."""
+        """``(m, family)``: the largest leave-one-device-out (new generation: leave-one-generation-out)
+        median error (a fraction) of the kernel families this run priced from other devices' fits,
+        or None on a measured device (module doc)."""
         cov = self.point.coverage
         if cov is None or self.deployment is None:
             return None
@@ -165,9 +167,10 @@ class SimInterval(Result):
         dev = self.device_error
         if dev is not None:
             m, fam = dev
+            split = served_errors().neighbour_basis(fam, get_device(self.deployment[1]))
             words = (
                 f"widened for {self.deployment[1]}'s kernels priced from other devices: "
-                f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, leave-one-device-out median {100 * m:.0f} %)"
+                f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, {split} median {100 * m:.0f} %)"
             )
             out = {k: f"{v}; {words}" for k, v in out.items()}
         return out

@@ -56,6 +56,21 @@ is measured by leaving each measured device out in turn (``docs/accuracy.md``, h
 rows). :meth:`ServedErrors.neighbour` states, for a family and a device, the median of those
 per-device errors over the measured devices of the same memory kind (HBM, or GDDR: the
 workstation and PCIe parts, whose errors run several times larger), and the worst of them.
+
+A device of a generation nobody measured (its catalog architecture, ``NVIDIA Rubin``, ``AMD
+CDNA 5``, is no measured device's: :attr:`costmodel.hardware.Hardware.generation`) has no sibling
+in the fits, where each left-out device above had its own (H200 beside H100). Its expected error
+is the leave-one-*generation*-out one (``generation`` split of :mod:`costmodel.measured.heldout`:
+every measured device of a generation, of one memory kind, predicted from fits on the other
+generations' devices only, their rows pooled; :class:`GenerationError`), stated as the median
+over the held-out generations of the same memory kind of each one's median |error|,
+
+.. math::
+
+    X = \\operatorname{median}_{g} \\; \\operatorname{median}_{i \\in g} |e_i|,
+
+with the worst generation's median and P90; a device of a measured generation keeps the
+leave-one-device-out statement (:meth:`ServedErrors.new_generation`).
 """
 
 from __future__ import annotations
@@ -84,6 +99,7 @@ __all__ = [
     "MIN_ROWS",
     "DeviceError",
     "ErrorGroup",
+    "GenerationError",
     "ServedErrors",
     "conformal_ranks",
     "memory_kind",
@@ -196,6 +212,22 @@ class DeviceError(Result):
 
 
 @dataclass(frozen=True)
+class GenerationError(Result):
+    """One measured generation's held-out error when it was left out whole (module doc):
+    ``median_pct`` and ``p90_pct`` are the median and P90 |error| (%) of the pooled ``rows`` of
+    its ``devices`` of memory kind ``kind`` (:func:`memory_kind`), each predicted from fits on
+    the other generations' devices."""
+
+    family: str
+    generation: str
+    kind: str
+    devices: tuple[str, ...]
+    rows: int
+    median_pct: float
+    p90_pct: float
+
+
+@dataclass(frozen=True)
 class ServedErrors:
     """The calibration groups of :data:`DATA_FILE`, looked up from the most specific that has enough
     rows to the broadest (:meth:`like`)."""
@@ -211,6 +243,7 @@ class ServedErrors:
     #: ``(metric, framework, moe, deployments)``: how many calibration deployments each engine
     #: and dense/MoE kind has per metric, which says whether a run is like a validated one
     support: tuple[tuple[str, str, bool, int], ...] = ()
+    generations: tuple[GenerationError, ...] = ()  #: leave-one-generation-out kernel errors (module doc)
 
     def method(self, metric: str) -> str:
         """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalised]``,
@@ -248,6 +281,8 @@ class ServedErrors:
         from costmodel.hardware import get_device
 
         device = hw.name
+        if self.new_generation(family, hw):
+            return self._generation_line(family, hw)
         found = self._pool(family, hw)
         if found is None:
             return None
@@ -277,10 +312,78 @@ class ServedErrors:
         return rows, f"all {len(rows)} measured devices (none of {kind} memory)"
 
     def neighbour_pct(self, family: str, hw: Hardware) -> float | None:
-        """The number :meth:`neighbour` states: the median over the pooled left-out devices of
-        their median held-out error (%) for ``family``; None when no device was left out."""
+        """The number :meth:`neighbour` states: the median over the pooled left-out devices (of a
+        new generation: the left-out generations) of their median held-out error (%) for
+        ``family``; None when nothing was left out."""
+        if self.new_generation(family, hw):
+            gens = self._generation_pool(family, hw)
+            return None if gens is None else statistics.median(g.median_pct for g in gens[0])
         found = self._pool(family, hw)
         return None if found is None else statistics.median(d.median_pct for d in found[0])
+
+    def neighbour_basis(self, family: str, hw: Hardware) -> str:
+        """Which held-out split :meth:`neighbour_pct` reads for ``hw``: ``leave-one-generation-out``
+        or ``leave-one-device-out``."""
+        return "leave-one-generation-out" if self.new_generation(family, hw) else "leave-one-device-out"
+
+    def new_generation(self, family: str, hw: Hardware) -> bool:
+        """Whether ``hw``'s generation (:attr:`~costmodel.hardware.Hardware.generation`; not given
+        counts as new) has no device measured for ``family`` while the table holds
+        leave-one-generation-out errors for it (module doc).
+
+        Parameters
+        ----------
+        family : str
+            The measured family.
+        hw : Hardware
+            The device asked about.
+
+        Returns
+        -------
+        bool
+        """
+        from costmodel.hardware import get_device
+
+        if not any(g.family == family for g in self.generations):
+            return False
+        measured = {get_device(d.device).generation for d in self.devices if d.family == family}
+        measured |= {g.generation for g in self.generations if g.family == family}
+        return not hw.generation or hw.generation not in measured
+
+    def _generation_pool(self, family: str, hw: Hardware) -> tuple[list[GenerationError], str] | None:
+        """The left-out generations a new generation's ``hw`` is judged by for ``family``: those of
+        its memory kind when any was left out, else all; with the words that say which."""
+        rows = [g for g in self.generations if g.family == family]
+        if not rows:
+            return None
+        kind = memory_kind(hw.description)
+        same = [g for g in rows if g.kind == kind]
+        if same:
+            return same, f"{len(same)} held-out {kind} generations"
+        return rows, f"all {len(rows)} held-out generations (none of {kind} memory)"
+
+    def _generation_line(self, family: str, hw: Hardware) -> str | None:
+        """:meth:`neighbour`'s line for a device of a new generation (module doc)."""
+        from costmodel.hardware import get_device
+
+        found = self._generation_pool(family, hw)
+        if found is None:
+            return None
+        pool, who = found
+        med = statistics.median(g.median_pct for g in pool)
+        worst = max(pool, key=lambda g: g.median_pct)
+        each = ", ".join(f"{g.generation} {g.median_pct:.0f} %" for g in pool)
+        gen = hw.generation or "its architecture not in the catalog"
+        text = (
+            f"{family} kernels neighbour-priced on {hw.name}, a new generation ({gen}: no device of it "
+            f"measured): expected error +-{med:.0f} % from {who} (median of each generation's median "
+            f"error with all its devices left out of the fits: {each}; worst {worst.generation}, P90 "
+            f"{worst.p90_pct:.0f} % over {', '.join(worst.devices)})"
+        )
+        makes = {get_device(d).vendor for g in pool for d in g.devices}
+        if hw.vendor not in makes:
+            text += f"; no {hw.vendor} device is measured, so its kernels may be further off still"
+        return text
 
     def covers(self, metric: str) -> bool:
         """Whether ``metric`` has a calibrated group at all (E2E had too few validation rows)."""
@@ -381,6 +484,9 @@ def parse(text: str) -> ServedErrors:
     devices = d.get("devices", [])
     if not isinstance(devices, list):
         raise CostModelError("served_errors.json: 'devices' must be a list")
+    generations = d.get("generations", [])
+    if not isinstance(generations, list):
+        raise CostModelError("served_errors.json: 'generations' must be a list")
     return ServedErrors(
         tuple(_group(g) for g in d["groups"]),
         str(d.get("source", ""))[:500],
@@ -388,6 +494,7 @@ def parse(text: str) -> ServedErrors:
         tuple(_device(x) for x in devices),
         _methods(d.get("methods")),
         tuple(_support(x) for x in _list(d, "support")),
+        tuple(_generation(x) for x in generations),
     )
 
 
@@ -441,6 +548,29 @@ def _device(d: Any) -> DeviceError:
         raise CostModelError(f"served_errors.json: a device entry is malformed ({exc})") from exc
     if not (e.rows >= 1 and math.isfinite(e.median_pct) and 0 <= e.median_pct < 1e4):
         raise CostModelError(f"served_errors.json: device entry {e.family}/{e.device} out of range")
+    return e
+
+
+def _generation(d: Any) -> GenerationError:
+    """One leave-one-generation-out entry of the data file, every field checked."""
+    try:
+        devices = d["devices"]
+        if not isinstance(devices, list) or not devices or len(devices) > 64:
+            raise ValueError("'devices' must be a non-empty list")
+        e = GenerationError(
+            str(d["family"]),
+            str(d["generation"])[:80],
+            str(d["kind"]),
+            tuple(str(x)[:80] for x in devices),
+            int(d["rows"]),
+            float(d["median_pct"]),
+            float(d["p90_pct"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CostModelError(f"served_errors.json: a generation entry is malformed ({exc})") from exc
+    ok = e.rows >= 1 and all(math.isfinite(v) and 0 <= v < 1e4 for v in (e.median_pct, e.p90_pct))
+    if not (ok and e.median_pct <= e.p90_pct):
+        raise CostModelError(f"served_errors.json: generation entry {e.family}/{e.generation} out of range")
     return e
 
 
