@@ -91,7 +91,7 @@ def _table() -> ServedErrors:
         GenerationError("gemm", "NVIDIA Ada Lovelace", "GDDR", ("l40s",), 100, 40.0, 90.0),
         GenerationError("gemm", "NVIDIA Blackwell", "GDDR", ("rtx-pro-6000",), 100, 30.0, 70.0),
     )
-    return ServedErrors((), "t", "t", devs, gens)
+    return ServedErrors((), "t", "t", devs, generations=gens)
 
 
 def test_a_new_generation_is_judged_by_the_generations_left_out():
@@ -149,7 +149,7 @@ def test_generation_entries_are_read_strictly():
         "median_pct": 5.0,
         "p90_pct": 9.0,
     }
-    t = parse(json.dumps({"groups": [], "generations": [good]}))
+    t = parse(json.dumps({"groups": [], "methods": {}, "support": [], "generations": [good]}))
     assert t.generations == (GenerationError("gemm", "NVIDIA Hopper", "HBM", ("h100-sxm",), 10, 5.0, 9.0),)
     for bad, why in (
         ({**good, "devices": []}, "malformed"),
@@ -158,9 +158,9 @@ def test_generation_entries_are_read_strictly():
         ({**good, "p90_pct": -1.0}, "out of range"),
     ):
         with pytest.raises(CostModelError, match=why):
-            parse(json.dumps({"groups": [], "generations": [bad]}))
+            parse(json.dumps({"groups": [], "methods": {}, "support": [], "generations": [bad]}))
     with pytest.raises(CostModelError, match="'generations' must be a list"):
-        parse(json.dumps({"groups": [], "generations": {}}))
+        parse(json.dumps({"groups": [], "methods": {}, "support": [], "generations": {}}))
 
 
 # ------------------------------------------------------------------ the served interval
