@@ -30,17 +30,15 @@ WINGS = ("step", "engines", "pricing", "analysis", "sim", "planning", "present")
 #: edited in parallel when the docstrings were written (issue 43): their numpydoc follows, and
 #: then they leave this list
 FOLLOW = {
-    "graphs/serving/sim/intervals.py",
     "graphs/serving/sim/served_errors.py",
     "graphs/serving/sim/data_parallel.py",
-    "graphs/serving/sim/skipping.py",
     "graphs/serving/planning/design_search.py",
     "graphs/serving/planning/sizing.py",
     "graphs/serving/planning/search_plans.py",
 }
 
-#: methods edited in parallel (the skipping simulator inside data-parallel groups): they follow
-FOLLOW_METHODS = {"graphs/serving/sim/engine.py::Replica.decode_window"}
+#: methods edited in parallel: they follow (none left)
+FOLLOW_METHODS: set[str] = set()
 
 #: the exceptions whose direct ``raise`` asks for a ``Raises`` section
 RAISED = {"CostModelError", "CardError"}

@@ -909,7 +909,22 @@ class Replica:
         :class:`~graphs.serving.step.mixed.MixedStep`), no kernel scale and no tier load in flight.
         Their times come from one vectorised call, summed in the loop's order; their records
         (samples, blocks, busy time, counters) are the loop's. Returns the iterations' end times
-        (empty: none run)."""
+        (empty: none run).
+
+        Parameters
+        ----------
+        now : float
+            The simulated time the window starts at (s).
+        horizon : float
+            The time of the next event that could change or read the replica (s): only iterations
+            ending before it run.
+
+        Returns
+        -------
+        list of float
+            The end time (s) of each iteration run, in order; empty when the window runs none
+            (a condition fails, or fewer than 2 end before ``horizon``).
+        """
         import numpy as np  # the simulator's own import: the scheduler alone needs none
 
         times = getattr(self.step_cost, "decode_times", None)

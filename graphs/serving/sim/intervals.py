@@ -95,7 +95,18 @@ class SimInterval(Result):
     deployment: tuple[str, str, bool] | None = None
 
     def value(self, label: str) -> float:
-        """The point run's value of one of :data:`METRICS`."""
+        """The point run's value of one of :data:`METRICS`.
+
+        Parameters
+        ----------
+        label : str
+            A metric's label in :data:`METRICS` (its unit is the metric's).
+
+        Returns
+        -------
+        float
+            The point run's value of that metric.
+        """
         return _get(self.point, dict(METRICS)[label])
 
     @property
@@ -197,7 +208,33 @@ class SimInterval(Result):
 def simulate_interval(
     config: Any, device: Any, requests: Sequence[Any], *, predictor: Predictor, **kw: Any
 ) -> SimInterval:
-    """:func:`simulate` at ``predictor``'s point and at both ends of its interval (module doc)."""
+    """:func:`simulate` at ``predictor``'s point and at both ends of its interval (module doc).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model (a config or a catalog name) or workload, as :func:`simulate` takes it.
+    device : Hardware or str
+        The device: a spec or a catalog name.
+    requests : sequence of Request
+        The requests to serve (arrival times in s, prompt and output lengths in tokens).
+    predictor : Predictor
+        The kernel-time predictor; its point and its P10/P90 ends each price one run. The
+        roofline bound (no interval) is refused.
+    **kw : Any
+        Passed on to each :func:`simulate` call.
+
+    Returns
+    -------
+    SimInterval
+        The point, low (P10) and high (P90) runs, the quantiles and the served-error lookup key
+        (framework, device name, MoE or not).
+
+    Raises
+    ------
+    CostModelError
+        When ``predictor`` is the bound (no prediction interval).
+    """
     if predictor.is_bound:
         raise CostModelError("a prediction interval needs a predictor (--predict): the bound has none")
     lo, hi = predictor.point.interval()

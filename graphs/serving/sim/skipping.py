@@ -130,7 +130,22 @@ class LazyDecodes(Generic[Sequence]):
 
     def join(self, s: Sequence, owned: int) -> bool:
         """Add a decoding sequence that owns ``owned`` blocks (its own and its prefix's), from
-        iteration :attr:`j` on; False (not added) when its blocks do not cover its computed tokens."""
+        iteration :attr:`j` on; False (not added) when its blocks do not cover its computed tokens.
+
+        Parameters
+        ----------
+        s : Sequence
+            The decoding sequence; its counters (computed and generated tokens) are read as of
+            iteration :attr:`j`.
+        owned : int
+            The KV blocks it owns, its prefix's included (blocks, each of the set's block size in
+            tokens).
+
+        Returns
+        -------
+        bool
+            True when added; False when ``owned`` blocks do not cover its computed tokens.
+        """
         j0, c0, g0 = self.j, s.computed, s.generated
         jb = j0 + owned * self.bs - c0
         if jb < j0:
@@ -176,7 +191,21 @@ class LazyDecodes(Generic[Sequence]):
     def quiet_needs(self, free_blocks: int, limit: int = 4096) -> list[int]:
         """The blocks the members take in each iteration from :attr:`j` on, as long as none of
         them finishes and their blocks stay within ``free_blocks`` (at most ``limit``
-        iterations): the iterations a window may run in closed form. Nothing changes."""
+        iterations): the iterations a window may run in closed form. Nothing changes.
+
+        Parameters
+        ----------
+        free_blocks : int
+            The replica's free KV blocks now: the running total of new blocks must stay within it.
+        limit : int
+            The most iterations looked ahead (default 4096).
+
+        Returns
+        -------
+        list of int
+            The new blocks taken in each iteration from :attr:`j` on, one entry per iteration;
+            empty when no member is set to finish.
+        """
         if not self.finishing:
             return []
         stop = min(min(self.finishing), self.j + limit)
@@ -194,7 +223,13 @@ class LazyDecodes(Generic[Sequence]):
 
     def advance(self, k: int) -> None:
         """Move on ``k`` iterations in which no member finishes (their blocks taken by the
-        caller, :meth:`quiet_needs`)."""
+        caller, :meth:`quiet_needs`).
+
+        Parameters
+        ----------
+        k : int
+            How many iterations to move on (iterations, at most ``len(quiet_needs(...))``).
+        """
         for j in range(self.j, self.j + k):
             a = self.activate.pop(j, 0)
             if a:
