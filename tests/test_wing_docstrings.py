@@ -34,7 +34,6 @@ FOLLOW = {
     "graphs/serving/sim/data_parallel.py",
     "graphs/serving/planning/design_search.py",
     "graphs/serving/planning/sizing.py",
-    "graphs/serving/planning/search_plans.py",
 }
 
 #: methods edited in parallel: they follow (none left)

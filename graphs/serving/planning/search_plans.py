@@ -58,11 +58,50 @@ def grid_size(
     batches: Sequence[int] | np.ndarray,
     ctxs: Sequence[int] | np.ndarray,
 ) -> int:
-    """Points in the grid: plans x pp x micro-batches x batches x contexts."""
+    """Points in the grid: plans x pp x micro-batches x batches x contexts.
+
+    Parameters
+    ----------
+    n_plans : int
+        How many plans (:func:`plans_of`).
+    pps, mbs : sequence of int or numpy.ndarray
+        The pipeline-parallel degrees (stages) and micro-batch counts searched.
+    batches : sequence of int or numpy.ndarray
+        The batch sizes searched (sequences).
+    ctxs : sequence of int or numpy.ndarray
+        The context lengths searched (tokens).
+
+    Returns
+    -------
+    int
+        The number of grid points, the product of the five counts.
+    """
     return n_plans * len(pps) * len(mbs) * len(batches) * len(ctxs)
 
 
 def positive_ints(values: Sequence[int], name: str) -> np.ndarray:
+    """A search axis checked: whole numbers >= 1, at least one, sorted and each once.
+
+    Parameters
+    ----------
+    values : sequence of int
+        The axis's values as given (floats with no fraction allowed).
+    name : str
+        The axis's name, for the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+        The distinct values, ascending, as int64.
+
+    Raises
+    ------
+    CostModelError
+        When ``values`` is empty, holds a number that is not whole, or one below 1.
+
+    >>> positive_ints([4, 1, 4.0], "tp").tolist()
+    [1, 4]
+    """
     arr = np.asarray(list(values))
     if arr.size == 0:
         raise CostModelError(f"{name}: give at least one value")
@@ -87,7 +126,42 @@ def plans_of(
     """The plans of the grid, leaving out those wider than their device's scale-up domain, the
     repeated devices and dtypes (each searched once), and the notes on the matmul dtype a weight
     dtype implies on each device (:func:`models.quantization.native_matmul`). A ``dp > 1`` plan
-    is built with ``ep = 1`` only (module doc), with ``expert_parallel`` and ``dispatch``."""
+    is built with ``ep = 1`` only (module doc), with ``expert_parallel`` and ``dispatch``.
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model; each plan's config is it with the plan's dtypes.
+    devices : sequence
+        The devices (catalog names, aliases or :class:`~costmodel.hardware.Hardware`).
+    wds, kvds : sequence
+        The weight and KV-cache dtypes searched (names; None keeps the model's own).
+    tps, eps : list of int
+        The tensor- and expert-parallel degrees (devices) searched.
+    dps : sequence of int
+        The data-parallel attention ranks searched (default ``(1,)``: none).
+    expert_parallel : bool
+        With ``dp > 1``: whole experts per device, else each expert split ``dp x tp`` ways.
+    dispatch : str
+        With ``dp > 1``: how tokens reach the experts, one of
+        :data:`graphs.serving.sim.data_parallel.DISPATCHES`.
+
+    Returns
+    -------
+    plans : list of Plan
+        The distinct plans that fit their device's scale-up domain.
+    beyond : list of str
+        The plans left out as wider than their domain, one line each.
+    repeats : tuple of str
+        The repeated devices, dtypes and equal plans, each searched once.
+    notes : tuple of str
+        The notes on the matmul dtype each weight dtype implies on a device.
+
+    Raises
+    ------
+    CostModelError
+        When every plan spans more devices than its scale-up domain joins.
+    """
     hws: dict[str, Hardware] = {}
     dups: list[str] = []
     for dev in devices:
