@@ -555,6 +555,76 @@ def search(
     plan priced by the simulator's group step (module doc) with its experts whole per device
     (``expert_parallel``) or split ``dp x tp`` ways, reached by ``moe_dispatch`` (one of
     :data:`graphs.serving.sim.data_parallel.DISPATCHES`).
+
+    Parameters
+    ----------
+    config : ModelConfig or str
+        The model, or its catalog name.
+    devices : sequence of str or Hardware
+        The device types searched (catalog names, aliases or specs); a repeat is searched once.
+    batches : sequence of int
+        The batch sizes searched (sequences decoding together, >= 1).
+    ctxs : sequence of int
+        The contexts searched (tokens per sequence, >= 1); each gets its own frontier.
+    tp, pp, ep : sequence of int
+        The tensor-, pipeline- and expert-parallel degrees searched (default 1 each); every ``pp``
+        divides the layers, ``ep > 1`` needs an MoE model.
+    microbatches : sequence of int
+        The micro-batch counts ``m`` searched (default 1); a point is valid when ``m`` divides the
+        batch.
+    weight_dtypes, kv_dtypes : sequence of str or None
+        The weight and KV-cache dtypes searched (None: the model's own).
+    prompt : int or None
+        The TTFT prompt length (tokens, >= 1); None: the point's context.
+    slo_ttft, slo_tpot : float or None
+        Service-level objectives (s, positive): points whose TTFT or TPOT exceeds them are
+        dropped; None: no limit.
+    energy : bool
+        Also minimise energy per token (J/token, at TDP).
+    cost : bool
+        Also minimise USD per million output tokens.
+    prices : mapping of str to float or None
+        USD per device-hour by catalog name; a device missing from it takes the catalog's price.
+    electricity_per_kwh : float
+        USD per kWh of TDP added to the hourly price (default 0).
+    client : Any
+        A ``dask.distributed.Client`` to run the blocks on; None: this process (at most
+        :data:`MAX_LOCAL_POINTS` points).
+    block : int
+        Grid points per block (>= 1, default 2**20).
+    progress : callable or None
+        Called as ``progress(done, total)`` (grid points) as blocks complete.
+    spec : Any
+        A :class:`graphs.serving.sim.specdec_sim.SpecConfig`: every point decodes speculatively
+        (tensor-parallel plans only); None: plain decoding.
+    predictor : Predictor or None
+        Prices every step; None: the roofline bound.
+    rank_by : str
+        One of :data:`RANK_BY`: ``point`` (the prediction) or ``pessimistic`` (the P90 end of
+        its interval; needs a predictor).
+    dp : sequence of int
+        The data-parallel attention ranks searched (default 1: none; > 1 needs an MoE model).
+    expert_parallel : bool
+        With ``dp > 1``: whole experts per device, else each expert split ``dp x tp`` ways.
+    moe_dispatch : str
+        With ``dp > 1``: how tokens reach the experts, one of
+        :data:`graphs.serving.sim.data_parallel.DISPATCHES`.
+
+    Returns
+    -------
+    SearchResult
+        The counts (points, valid, fitting, meeting the SLOs), the frontier per context and the
+        winners per objective, with the plans left out, repeats, dtype notes, the predictor's
+        label and coverage.
+
+    Raises
+    ------
+    CostModelError
+        When an axis or knob is out of range (an empty or non-positive axis, a ``pp`` that does
+        not divide the layers, ``ep`` or ``dp > 1`` on a dense model, an unknown ``rank_by`` or
+        ``moe_dispatch``, ``pessimistic`` without a predictor, group knobs without ``dp > 1``),
+        the grid exceeds :data:`MAX_LOCAL_POINTS` without a client, ``spec`` meets a plan other
+        than tensor parallelism, or every plan is wider than its scale-up domain.
     """
     pred = predictor or Predictor()
     if rank_by not in RANK_BY:
