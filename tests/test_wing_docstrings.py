@@ -32,7 +32,6 @@ WINGS = ("step", "engines", "pricing", "analysis", "sim", "planning", "present")
 FOLLOW = {
     "graphs/serving/sim/served_errors.py",
     "graphs/serving/sim/data_parallel.py",
-    "graphs/serving/planning/sizing.py",
 }
 
 #: methods edited in parallel: they follow (none left)

@@ -123,7 +123,18 @@ class Deployment(Result):
     def line(self, slo_ttft: float, slo_tpot: float) -> str:
         """One line: its shape, its P99 latencies and their shares of the SLOs (``slo_ttft``,
         ``slo_tpot``, s), and its cost: the $/h over the tokens/s the run served, as ``simulate``
-        prints it (:class:`~graphs.serving.planning.cost.TokenCost`), or why there is none."""
+        prints it (:class:`~graphs.serving.planning.cost.TokenCost`), or why there is none.
+
+        Parameters
+        ----------
+        slo_ttft, slo_tpot : float
+            The TTFT and TPOT service-level objectives (s) the P99s are shown as shares of.
+
+        Returns
+        -------
+        str
+            The line, without a newline.
+        """
         c = self.cost
         cost = (
             f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
@@ -371,7 +382,86 @@ def size_deployment(
     ``Client`` or a ``concurrent.futures`` executor; module doc), ``lookahead`` candidates ahead of
     the one the search waits for (at least 1). ``dps``: data-parallel ranks per replica to try
     (an MoE model; 1: plain replicas), each group's experts whole per device (``expert_parallel``)
-    or split ``dp x tp`` ways, reached by ``moe_dispatch`` (module doc; aggregated only)."""
+    or split ``dp x tp`` ways, reached by ``moe_dispatch`` (module doc; aggregated only).
+
+    Parameters
+    ----------
+    config : Any
+        The model or workload: a :class:`~models.config.ModelConfig`, a catalog name or a
+        :class:`~graphs.serving.step.workload.Workload`.
+    rate : float
+        The offered load (requests/s).
+    slo_ttft, slo_tpot : float
+        The TTFT and TPOT service-level objectives (s, in (0, 1e6]) the ``percentile`` latencies
+        must meet.
+    devices : sequence of str
+        The device kinds to try (catalog names or aliases; at least one).
+    tps : sequence of int
+        The tensor-parallel degrees to try (devices per replica or rank).
+    objective : str
+        One of :data:`OBJECTIVES`: ``cost`` (USD per hour at the simulated utilisation) or
+        ``gpus`` (devices, ties broken by cost).
+    disaggregated : bool
+        Also try disaggregated ``p:d`` splits of prefill and decode replicas.
+    prices : dict of str to float or None
+        USD per device-hour by catalog device name, replacing the catalog's.
+    electricity_per_kwh : float
+        USD per kWh of TDP added to the hourly price (default 0).
+    requests : int
+        How many synthetic requests each candidate serves (the same ones for all).
+    prompt, output : str
+        The prompt and output length distributions (tokens), as ``--prompt``/``--output`` take
+        them (:func:`graphs.serving.sim.requests.synthetic`).
+    arrival : str
+        The arrival process (default ``poisson``).
+    seed : int
+        The random seed the requests are drawn with.
+    percentile : float
+        The latency percentile held to the SLOs (in (0, 100], default 99).
+    engine : EngineConfig or None
+        The scheduler and KV-pool knobs every candidate runs; None: the defaults.
+    profile : EngineProfile or None
+        An engine profile to run instead of ``engine`` (not both), its pool sized per (device, tp).
+    link_bandwidth : float
+        The KV-transfer bandwidth between disaggregated pools (bytes/s, default
+        :data:`DEFAULT_LINK_BANDWIDTH`).
+    max_simulations : int
+        The most candidates simulated before the search stops (>= 1).
+    runners_up : int
+        How many runners-up (best of other families) to confirm.
+    progress : callable or None
+        Called as ``progress(done, total)`` (simulations) as candidates complete.
+    allow_long_context : bool
+        Warn, rather than refuse, when a drawn request is longer than the model's context limit.
+    executor : Any
+        A Dask ``Client`` or ``concurrent.futures`` executor the simulations run on; None: this
+        process.
+    lookahead : int
+        Candidates submitted ahead of the one the search waits for (in [1, 1024]).
+    dps : sequence of int
+        The data-parallel ranks per replica to try (whole numbers in [1, ``MAX_REPLICAS``]; > 1
+        needs an MoE model).
+    expert_parallel : bool
+        With ``dps > 1``: whole experts per device, else each expert split ``dp x tp`` ways.
+    moe_dispatch : str
+        With ``dps > 1``: how tokens reach the experts, one of
+        :data:`graphs.serving.sim.data_parallel.DISPATCHES`.
+
+    Returns
+    -------
+    SizingResult
+        The winner (None: no candidate met the SLOs), the runners-up, every simulated
+        candidate, what was pruned and why, and whether the bound closed the search.
+
+    Raises
+    ------
+    CostModelError
+        When a knob is out of range (an unknown ``objective`` or ``moe_dispatch``, an SLO,
+        ``percentile``, ``max_simulations``, ``lookahead`` or ``dps`` outside its range, no
+        device, both ``engine`` and ``profile``, group knobs without ``dps > 1``, ``dps > 1`` on
+        a dense model), a drawn request exceeds the context limit without
+        ``allow_long_context``, or ``objective`` is ``cost`` and a device has no price.
+    """
     if objective not in OBJECTIVES:
         raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
     for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
