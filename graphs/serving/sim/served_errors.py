@@ -181,13 +181,35 @@ class ErrorGroup(Result):
         return self.n >= MIN_ROWS and self.deployments >= MIN_DEPLOYMENTS
 
     def interval(self, point: float) -> tuple[float, float]:
-        """The calibrated P10-P90 interval of a simulated value ``point``."""
+        """The calibrated P10-P90 interval of a simulated value ``point``: ``(point low,
+        point high)``.
+
+        Parameters
+        ----------
+        point : float
+            The simulated value (the metric's unit: s, or tokens/s).
+
+        Returns
+        -------
+        (float, float)
+            Its P10 and P90 ends, in the same unit.
+        """
         return point * self.low, point * self.high
 
 
 def memory_kind(description: str) -> str:
     """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
     cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
+
+    Parameters
+    ----------
+    description : str
+        The device's catalog description (:attr:`~costmodel.hardware.Hardware.description`).
+
+    Returns
+    -------
+    str
+        ``GDDR``, ``SRAM``, ``HBM`` or ``other``.
 
     >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
     ('GDDR', 'HBM')
@@ -247,15 +269,47 @@ class ServedErrors:
 
     def method(self, metric: str) -> str:
         """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalised]``,
-        :class:`graphs.serving.sim.conformal.Method`); ``row/full`` when the table names none."""
+        :class:`graphs.serving.sim.conformal.Method`); ``row/full`` when the table names none.
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+
+        Returns
+        -------
+        str
+        """
         return dict(self.methods).get(metric, "row/full")
 
     def chain(self, metric: str) -> tuple[Level, ...]:
-        """The lookup chain of ``metric``'s method (:data:`CHAINS`)."""
+        """The lookup chain of ``metric``'s method (:data:`CHAINS`).
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+
+        Returns
+        -------
+        tuple of Level
+            The levels tried, most specific first: each whether the group keys on the
+            framework, the device and the dense/MoE kind.
+        """
         return CHAINS[self.method(metric).split("/")[1]]
 
     def method_words(self, metric: str) -> str:
-        """``metric``'s method in words, as the answers print it."""
+        """``metric``'s method in words, as the answers print it.
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+
+        Returns
+        -------
+        str
+        """
         weighting, _, rest = self.method(metric).partition("/")
         how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
         norm = ", normalised by its group's spread" if rest.endswith("normalised") else ""
@@ -314,7 +368,20 @@ class ServedErrors:
     def neighbour_pct(self, family: str, hw: Hardware) -> float | None:
         """The number :meth:`neighbour` states: the median over the pooled left-out devices (of a
         new generation: the left-out generations) of their median held-out error (%) for
-        ``family``; None when nothing was left out."""
+        ``family``; None when nothing was left out.
+
+        Parameters
+        ----------
+        family : str
+            The measured family (``gemm``, ``context_attention``, ...).
+        hw : Hardware
+            The unmeasured device.
+
+        Returns
+        -------
+        float or None
+            The expected error (%), or None.
+        """
         if self.new_generation(family, hw):
             gens = self._generation_pool(family, hw)
             return None if gens is None else statistics.median(g.median_pct for g in gens[0])
@@ -323,7 +390,19 @@ class ServedErrors:
 
     def neighbour_basis(self, family: str, hw: Hardware) -> str:
         """Which held-out split :meth:`neighbour_pct` reads for ``hw``: ``leave-one-generation-out``
-        or ``leave-one-device-out``."""
+        or ``leave-one-device-out``.
+
+        Parameters
+        ----------
+        family : str
+            The measured family.
+        hw : Hardware
+            The device asked about.
+
+        Returns
+        -------
+        str
+        """
         return "leave-one-generation-out" if self.new_generation(family, hw) else "leave-one-device-out"
 
     def new_generation(self, family: str, hw: Hardware) -> bool:
@@ -386,7 +465,17 @@ class ServedErrors:
         return text
 
     def covers(self, metric: str) -> bool:
-        """Whether ``metric`` has a calibrated group at all (E2E had too few validation rows)."""
+        """Whether ``metric`` has a calibrated group at all (E2E had too few validation rows).
+
+        Parameters
+        ----------
+        metric : str
+            A metric group's name (one of :data:`METRIC_GROUPS` to be True).
+
+        Returns
+        -------
+        bool
+        """
         return any(g.metric == metric and g.usable for g in self.groups)
 
     def like(self, metric: str, framework: str, device: str, moe: bool) -> tuple[ErrorGroup, bool]:
@@ -428,7 +517,30 @@ class ServedErrors:
         raise CostModelError(f"{metric} is not calibrated: fewer than {MIN_ROWS} validation rows")
 
     def statement(self, metric: str, framework: str, device: str, moe: bool) -> str:
-        """One line: the expected error of ``metric`` on deployments like this one."""
+        """One line: the expected error of ``metric`` on deployments like this one.
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+        framework : str
+            The engine framework that priced the run (``vllm``, ``trtllm``, ...).
+        device : str
+            The catalog device name.
+        moe : bool
+            Whether the model routes tokens to experts.
+
+        Returns
+        -------
+        str
+            The line (median |error| in %), with a warning when the run is unlike the validated
+            deployments.
+
+        Raises
+        ------
+        CostModelError
+            When ``metric`` is not calibrated (:meth:`like`).
+        """
         g, like = self.like(metric, framework, device, moe)
         alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
         text = (
@@ -474,7 +586,23 @@ def _group(d: dict[str, Any]) -> ErrorGroup:
 
 
 def parse(text: str) -> ServedErrors:
-    """:class:`ServedErrors` from the data file's text (strict JSON, every group checked)."""
+    """:class:`ServedErrors` from the data file's text (strict JSON, every group checked).
+
+    Parameters
+    ----------
+    text : str
+        The JSON text of :data:`DATA_FILE` (or a file of its form).
+
+    Returns
+    -------
+    ServedErrors
+
+    Raises
+    ------
+    CostModelError
+        When the text is not strict JSON, lacks the ``groups`` list, or an entry (group, device,
+        generation, method, support) is malformed or out of range.
+    """
     try:
         d = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     except ValueError as exc:
@@ -576,7 +704,17 @@ def _generation(d: Any) -> GenerationError:
 
 @cache
 def served_errors() -> ServedErrors:
-    """The shipped calibration (:data:`DATA_FILE`), read once per process."""
+    """The shipped calibration (:data:`DATA_FILE`), read once per process.
+
+    Returns
+    -------
+    ServedErrors
+
+    Raises
+    ------
+    CostModelError
+        When the shipped file is larger than 4 MiB or does not parse (:func:`parse`).
+    """
     data = resources.files(__package__).joinpath(*DATA_FILE)
     raw = data.read_bytes()
     if len(raw) > _MAX_BYTES:
