@@ -30,7 +30,6 @@ WINGS = ("step", "engines", "pricing", "analysis", "sim", "planning", "present")
 #: edited in parallel when the docstrings were written (issue 43): their numpydoc follows, and
 #: then they leave this list
 FOLLOW = {
-    "graphs/serving/sim/data_parallel.py",
 }
 
 #: methods edited in parallel: they follow (none left)

@@ -105,7 +105,18 @@ WAITING_WEIGHT = 4
 
 def expert_nodes(g: Any) -> list[str]:
     """The routed-expert kernels of graph ``g``: its ``expert`` nodes and the activations timed
-    inside the fused-MoE kernel (:func:`graphs.serving.pricing.predict.expert_activations`)."""
+    inside the fused-MoE kernel (:func:`graphs.serving.pricing.predict.expert_activations`).
+
+    Parameters
+    ----------
+    g : Any
+        A compiled decode graph (a networkx graph of the step's kernels).
+
+    Returns
+    -------
+    list of str
+        The routed-expert kernels' node names, in the graph's operator order.
+    """
     ops = list(op_nodes(g))
     inside = expert_activations((n, g.nodes[n]) for n in ops)
     return [n for n in ops if g.nodes[n].get(ROLE) == Role.EXPERT or n in inside]
@@ -151,11 +162,34 @@ class ExpertKernels:
         self._acc = [0.0] * len(self._ids.pairs)
 
     def bound_s(self, n: float) -> float:
-        """The kernels' roofline bound at ``n`` tokens (s)."""
+        """The kernels' roofline bound at ``n`` tokens (s).
+
+        Parameters
+        ----------
+        n : float
+            Tokens through the experts (0 or fewer: 0 s).
+
+        Returns
+        -------
+        float
+        """
         return float(self._bound(n)) if n > 0 else 0.0
 
     def time(self, n: float, weight: float = 1.0) -> float:
-        """Seconds of the kernels at ``n`` tokens; counted ``weight`` times by what they rest on."""
+        """Seconds of the kernels at ``n`` tokens; counted ``weight`` times by what they rest on.
+
+        Parameters
+        ----------
+        n : float
+            Tokens through the experts (0 or fewer: 0 s).
+        weight : float
+            How many times the seconds count in :meth:`coverage` (the ranks waiting through them).
+
+        Returns
+        -------
+        float
+            The kernels' time (s), each at ``max(prediction, bound)``.
+        """
         if n <= 0:
             return 0.0
         if not self.metered:
@@ -224,16 +258,49 @@ class ExpertStage:
         self._comm_s = 0.0
 
     def bound_s(self, tokens: float) -> float:
-        """The stage's roofline bound at the group's ``tokens`` (s)."""
+        """The stage's roofline bound at the group's ``tokens`` (s).
+
+        Parameters
+        ----------
+        tokens : float
+            The whole group's tokens in the iteration.
+
+        Returns
+        -------
+        float
+        """
         return self.experts.bound_s(tokens) + self.comm_s(tokens)
 
     def comm_s(self, tokens: float) -> float:
-        """Dispatch and combine of ``tokens`` over every MoE layer (s)."""
+        """Dispatch and combine of ``tokens`` over every MoE layer (s).
+
+        Parameters
+        ----------
+        tokens : float
+            The whole group's tokens in the iteration (0 or fewer: 0 s).
+
+        Returns
+        -------
+        float
+        """
         return float(self._comm(tokens)) if tokens > 0 else 0.0
 
     def time(self, tokens: float, ranks: int) -> float:
         """Seconds of the stage at the group's ``tokens``; counted once per each of ``ranks``
-        ranks waiting through it."""
+        ranks waiting through it.
+
+        Parameters
+        ----------
+        tokens : float
+            The whole group's tokens in the iteration.
+        ranks : int
+            The ranks waiting through the stage (the weight of its seconds in :meth:`coverage`).
+
+        Returns
+        -------
+        float
+            The experts' and the dispatch and combine time (s).
+        """
         c = self.comm_s(tokens)
         self._comm_s += ranks * c
         return self.experts.time(tokens, ranks) + c
@@ -274,17 +341,50 @@ class RankStep:
         ctxs: Sequence[float] | None = None,
         logit_rows: int = 0,
     ) -> float:
-        """The rank's step less its own experts (s; :meth:`IterationStep.time_sums`)."""
+        """The rank's step less its own experts (s; :meth:`IterationStep.time_sums`).
+
+        Parameters
+        ----------
+        n_dec : int
+            Decoding sequences in the rank's batch.
+        sum_ctx : float
+            Their KV lengths' sum (tokens).
+        chunks : sequence of (float, float)
+            Prefill chunks, each (tokens, cached tokens).
+        ctxs : sequence of float or None
+            Each decode's KV length (tokens), for a windowed-attention step; None otherwise.
+        logit_rows : int
+            Rows the lm_head computes beyond one per sequence (as the rank's step takes them).
+
+        Returns
+        -------
+        float
+            The rank's share (s, at least 0).
+        """
         t = self.rank.time_sums(n_dec, sum_ctx, chunks, ctxs, logit_rows)
         return max(t - self._own(n_dec, chunks), 0.0)
 
     def time(self, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()) -> float:
+        """:meth:`time_sums` of a batch given sequence by sequence.
+
+        Parameters
+        ----------
+        decode_ctx : sequence of int or numpy.ndarray
+            Each decode's KV length (tokens).
+        chunks : sequence of (int, int)
+            Prefill chunks, each (tokens, cached tokens).
+
+        Returns
+        -------
+        float
+            The rank's share (s).
+        """
         dec = np.asarray(decode_ctx, dtype=float)
         ctxs = dec.tolist() if self.windowed else None
         return self.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs)
 
     def group_max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
-        """Tokens per second the whole group never exceeds with at most ``budget`` tokens per rank
+        r"""Tokens per second the whole group never exceeds with at most ``budget`` tokens per rank
         and iteration:
 
         .. math:: \frac{D N}{B_{dense}(N) + S(D N) + o}
@@ -295,7 +395,20 @@ class RankStep:
         takes at least ``B_dense(max n_r) + S(T) >= B_dense(T / D) + S(T)`` (attention, the
         lm_head and the CPU terms only add), and each part's time per token only falls as its
         tokens grow (sums of rooflines of terms affine in the tokens with non-negative
-        intercepts), so it is smallest at ``T = D N``."""
+        intercepts), so it is smallest at ``T = D N``.
+
+        Parameters
+        ----------
+        budget : int
+            ``N``: the most tokens one rank runs in an iteration.
+        overhead_s : float
+            ``o``: the iteration's fixed CPU overhead (s).
+
+        Returns
+        -------
+        float
+            The group's ceiling (tokens/s; infinite when the iteration takes no time).
+        """
         floor = self.bound
         d = self.stage.dp
         body = budget / floor.rank.max_tokens_per_s(budget, 0.0)
@@ -304,7 +417,20 @@ class RankStep:
         return d * budget / t if t > 0 else math.inf
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
-        """Tokens per second one rank never exceeds: its share of :meth:`group_max_tokens_per_s`."""
+        """Tokens per second one rank never exceeds: its share of :meth:`group_max_tokens_per_s`.
+
+        Parameters
+        ----------
+        budget : int
+            The most tokens one rank runs in an iteration.
+        overhead_s : float
+            The iteration's fixed CPU overhead (s).
+
+        Returns
+        -------
+        float
+            The group's ceiling over ``D`` (tokens/s).
+        """
         return self.group_max_tokens_per_s(budget, overhead_s) / self.stage.dp
 
     def share_decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray | None:
@@ -312,7 +438,20 @@ class RankStep:
         (elementwise the scalar path's operations: the rank's ``decode_times``, equal to its
         scalar step bit for bit, less the same own-expert seconds); None when the rank's step
         has no vectorised decode price (a predictor's) or its own experts are metered. What a
-        group's window of steady decodes prices (:meth:`LockstepGroup.decode_window`)."""
+        group's window of steady decodes prices (:meth:`LockstepGroup.decode_window`).
+
+        Parameters
+        ----------
+        n_dec : int
+            Decoding sequences in the rank's batch (each iteration of the window).
+        sum_ctx : numpy.ndarray
+            Their KV lengths' sum in each iteration (tokens).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The rank's share in each iteration (s), or None (above).
+        """
         times = getattr(self.rank, "decode_times", None)
         if times is None or self.own.metered:
             return None
@@ -331,7 +470,24 @@ class RankStep:
         (:meth:`ExpertStage.time`, counted for all ``D`` ranks as the group counts it): what
         :meth:`LockstepGroup.iteration_time` prices for such a batch without engine overheads.
         The design search prices a data-parallel plan's decode step (all ranks at ``B / D``
-        sequences) and its lone prefill (one rank busy) with it."""
+        sequences) and its lone prefill (one rank busy) with it.
+
+        Parameters
+        ----------
+        n_dec : int
+            Decoding sequences in each busy rank's batch.
+        sum_ctx : float
+            Their KV lengths' sum (tokens).
+        chunks : sequence of (float, float)
+            Each busy rank's prefill chunks, each (tokens, cached tokens).
+        busy : int or None
+            Ranks running the batch (None: all ``D``).
+
+        Returns
+        -------
+        float
+            The group iteration's time (s).
+        """
         d = self.stage.dp
         busy = d if busy is None else busy
         tokens = n_dec + sum(c for c, _ in chunks)
@@ -370,7 +526,31 @@ def rank_step(
     predictor: Predictor,
 ) -> RankStep:
     """The rank step (and its stage) of a ``dp`` x ``tp`` group (module doc): ``rank`` and
-    ``rank_bound`` are one rank's predicted (or bound) and bound steps at ``tp``."""
+    ``rank_bound`` are one rank's predicted (or bound) and bound steps at ``tp``.
+
+    Parameters
+    ----------
+    w : Workload
+        The model (an MoE).
+    hw : Hardware
+        Every device of the group.
+    rank, rank_bound : IterationStep
+        One rank's step priced by ``predictor`` (the bound's for the bound) and by the bound.
+    dp, tp : int
+        Data-parallel ranks and tensor parallelism per rank.
+    expert_parallel : bool
+        Whole experts per device (EP) instead of every expert split ``dp x tp`` ways.
+    dispatch : str
+        One of :data:`DISPATCHES`.
+    predictor : Predictor
+        What prices the experts (the bound when :attr:`Predictor.is_bound`).
+
+    Returns
+    -------
+    RankStep
+        A :class:`MeteredRankStep` (its floor the bound's) for a predictor, else a
+        :class:`RankStep`.
+    """
     g_rank = compiled_step(w, hw, Phase.DECODE, tp=tp).graph
     stage = ExpertStage(w, hw, dp, tp, expert_parallel, dispatch, predictor)
     if predictor.is_bound:
@@ -474,7 +654,21 @@ class LockstepGroup:
         (:meth:`iteration_time` for that batch: the ranks' shares with their overheads, the
         stage at the group's tokens, constant over the window), their end times the loop's
         running sum, and every rank's records the loop's. Returns the end times (empty: none
-        run)."""
+        run).
+
+        Parameters
+        ----------
+        now : float
+            The simulated time the window starts at (s).
+        horizon : float
+            The time of the next event that could change or read the group (s): only iterations
+            ending before it run.
+
+        Returns
+        -------
+        list of float
+            The end time (s) of each iteration run, in order; empty when none runs.
+        """
         busy = [m for m in self.members if not m.idle]
         if not busy or self.stage.experts.metered:
             return []
@@ -516,14 +710,41 @@ class LockstepGroup:
         return ends_l
 
     def batch_len(self, batch: list[tuple[Seq, int]]) -> int:
-        """Sequences in the group's last batch (every rank's, the steady decodes each leaves out included)."""
+        """Sequences in the group's last batch (every rank's, the steady decodes each leaves out included).
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The batch :meth:`schedule` returned (the count is kept per rank, so it is not read).
+
+        Returns
+        -------
+        int
+        """
         return sum(self._sizes)
 
     def fits_ever(self, seq: Seq) -> bool:
+        """Whether ``seq``'s whole prompt and output fit one rank's KV pool alone (every rank's is alike).
+
+        Parameters
+        ----------
+        seq : Sequence
+            The request's sequence.
+
+        Returns
+        -------
+        bool
+        """
         return self.members[0].fits_ever(seq)
 
     def add(self, seq: Seq) -> None:
-        """To the rank with the smallest ``4 waiting + running`` (vLLM's balancer; module doc)."""
+        """To the rank with the smallest ``4 waiting + running`` (vLLM's balancer; module doc).
+
+        Parameters
+        ----------
+        seq : Sequence
+            The arriving request's sequence (ties go to the lowest rank index).
+        """
         rank = min(self.members, key=lambda m: (WAITING_WEIGHT * len(m.waiting) + len(m.running), m.index))
         rank.add(seq)
 
@@ -534,7 +755,18 @@ class LockstepGroup:
         return [x for p in self._parts for x in p]
 
     def iteration_time(self, batch: list[tuple[Seq, int]]) -> float:
-        """The slowest rank's dense share (with its CPU terms) plus the group's stage (s)."""
+        """The slowest rank's dense share (with its CPU terms) plus the group's stage (s).
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The batch :meth:`schedule` returned (each rank's part is kept, so it is not read).
+
+        Returns
+        -------
+        float
+            The iteration's time (s); every device of the group is busy through it.
+        """
         parts, sizes = self._parts, self._sizes
         dense = [m.iteration_time(p) if k else 0.0 for m, p, k in zip(self.members, parts, sizes, strict=True)]
         # each steady decode a rank leaves out of its listed batch is one token
@@ -552,7 +784,20 @@ class LockstepGroup:
         return total
 
     def finish_iteration(self, batch: list[tuple[Seq, int]], now: float) -> tuple[list[Seq], list[Seq]]:
-        """Each rank applies its batch; a rank left with nothing records its queue dropping to zero."""
+        """Each rank applies its batch; a rank left with nothing records its queue dropping to zero.
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The batch :meth:`schedule` returned (each rank applies its own part).
+        now : float
+            The iteration's end time (s).
+
+        Returns
+        -------
+        (list of Sequence, list of Sequence)
+            The sequences that finished and those handed to a decode instance, every rank's.
+        """
         done: list[Seq] = []
         handed: list[Seq] = []
         for m, p, k in zip(self.members, self._parts, self._sizes, strict=True):
@@ -565,7 +810,15 @@ class LockstepGroup:
         return done, handed
 
     def sample(self, now: float, batch_size: int) -> None:
-        """Each rank's record at an iteration's start (its own batch), or all at zero when idle."""
+        """Each rank's record at an iteration's start (its own batch), or all at zero when idle.
+
+        Parameters
+        ----------
+        now : float
+            The iteration's start time (s).
+        batch_size : int
+            The group's batch (sequences; 0: the group is idle).
+        """
         if batch_size == 0:
             for m in self.members:
                 if not m.samples or m.samples[-1][1] != 0:
@@ -578,7 +831,24 @@ class LockstepGroup:
 
 def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
     """Where a group's experts sit and how its tokens reach them, in words (``devices``: the
-    group's device count as it should read, ``"4"`` or ``"dp x tp"``)."""
+    group's device count as it should read, ``"4"`` or ``"dp x tp"``).
+
+    Parameters
+    ----------
+    expert_parallel : bool
+        Whole experts per device, else every expert split over the group.
+    dispatch : str
+        One of :data:`DISPATCHES`.
+    devices : str
+        The group's device count, as the line should read it.
+
+    Returns
+    -------
+    str
+
+    >>> experts_line(True, "all_to_all", "4")
+    'experts expert parallel: whole experts spread over the 4 devices; dispatch and combine by all-to-all, each token once to every device of its experts, at the bound'
+    """
     how = (
         f"expert parallel: whole experts spread over the {devices} devices"
         if expert_parallel
@@ -593,7 +863,18 @@ def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
 
 
 def dp_line(topo: Any) -> str:
-    """The group a ``--dp`` run simulates, in one line (the output names what it assumed)."""
+    """The group a ``--dp`` run simulates, in one line (the output names what it assumed).
+
+    Parameters
+    ----------
+    topo : Any
+        The run's topology (:class:`~graphs.serving.sim.simulator.Topology`: ``dp``, ``tp``,
+        ``expert_parallel``, ``moe_dispatch``).
+
+    Returns
+    -------
+    str
+    """
     return (
         f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
         f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); "
@@ -602,7 +883,20 @@ def dp_line(topo: Any) -> str:
 
 
 def check_group(dp: int, moe: bool) -> None:
-    """Refuse a group the deployment cannot have (one line: which, why)."""
+    """Refuse a group the deployment cannot have (one line: which, why).
+
+    Parameters
+    ----------
+    dp : int
+        Data-parallel ranks per group (1: no group).
+    moe : bool
+        Whether the model routes tokens to experts.
+
+    Raises
+    ------
+    CostModelError
+        When ``dp > 1`` on a dense model.
+    """
     if not moe and dp > 1:
         raise CostModelError(
             "data-parallel attention (dp > 1) synchronises MoE layers across ranks; for a dense model "
