@@ -27,12 +27,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 WINGS = ("step", "engines", "pricing", "analysis", "sim", "planning", "present")
 
-#: edited in parallel when the docstrings were written (issue 43): their numpydoc follows, and
-#: then they leave this list
-FOLLOW = {
-}
+#: files edited in parallel when the docstrings are written (issue 43): left out until their
+#: numpydoc follows (none left)
+FOLLOW: set[str] = set()
 
-#: methods edited in parallel: they follow (none left)
+#: methods edited in parallel, ``path::Class.method``: they follow likewise (none left)
 FOLLOW_METHODS: set[str] = set()
 
 #: the exceptions whose direct ``raise`` asks for a ``Raises`` section
