@@ -62,3 +62,11 @@ def test_the_defaults_an_engine_picks_on_a_device(capsys: pytest.CaptureFixture[
 def test_refusals_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(argv, capsys)
     assert code == 2 and not out and message in err and err.count("\n") == 1
+
+
+def test_versions_list_in_numeric_order():
+    """Versions sort by their dotted numbers (0.6 < 0.11 < 1), not as text ('0.11' < '0.6')."""
+    from graphs.serving.engines import engine_names
+
+    vllm = [n for n in engine_names() if n.startswith("vllm@")]
+    assert vllm.index("vllm@0.6") < vllm.index("vllm@0.11") < vllm.index("vllm@1")

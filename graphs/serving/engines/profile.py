@@ -681,7 +681,13 @@ def engines() -> tuple[EngineProfile, ...]:
     tuple of EngineProfile
     """
     load_engines()
-    return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items()))
+    return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items(), key=_version_key))
+
+
+def _version_key(item: tuple[str, EngineProfile]) -> tuple[tuple[int, int | str], ...]:
+    """A version's sort key, numerically per dotted part (``0.6`` before ``0.11``; a part that is
+    not a number sorts after the numbers, as text)."""
+    return tuple((0, int(x)) if x.isdigit() else (1, x) for x in item[0].split("."))
 
 
 def engine_names() -> tuple[str, ...]:
