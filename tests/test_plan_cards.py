@@ -14,7 +14,7 @@ from costmodel import formcache
 from costmodel.hardware import get_device
 from costmodel.keys import Phase
 from graphs.serving.planning import design_search, plan_cards
-from graphs.serving.step.card_format import CardError
+from graphs.serving.step.card_format import CardError, lambdified_text
 from graphs.serving.step.compiled import compiled_step
 from graphs.serving.step.ledger_fit import decode_memory
 from models.catalog import get_model
@@ -86,13 +86,13 @@ def test_lambdified_text_is_the_compiled_expression():
 
     B, c = sympy.symbols("B ctx", positive=True)
     e = sympy.Rational(2, 3) * B * c + sympy.Max(B / 7, sympy.Integer(3)) + sympy.ceiling(c / 64)
-    text = plan_cards.lambdified_text(e, (B, c))
+    text = lambdified_text(e, (B, c))
     assert "Max(" in text and "ceiling(" in text
     f = compile_array(text, ("B", "ctx"))
     b, x = _grid()
     assert np.array_equal(f(b, x), sympy.lambdify((B, c), e, "numpy")(b, x))
     with pytest.raises(CardError):  # a piecewise form is numpy's select: not the card's arithmetic
-        plan_cards.lambdified_text(sympy.Piecewise((B, c > 3), (c, True)), (B, c))
+        lambdified_text(sympy.Piecewise((B, c > 3), (c, True)), (B, c))
 
 
 def test_warm_search_answers_what_a_cold_one_does(cache):

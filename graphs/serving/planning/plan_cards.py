@@ -11,7 +11,7 @@ whitelisting :func:`costmodel.arith.compile_array` (no ``eval``, no sympy), so a
 compiles nothing for a plan it has seen.
 
 The text is the very expression the compiled form evaluates: the body ``lambdify`` generated
-(:func:`lambdified_text`), its numpy calls renamed to the whitelist's (``reduce(maximum, [a, b])``
+(:func:`graphs.serving.step.card_format.lambdified_text`), its numpy calls renamed to the whitelist's (``reduce(maximum, [a, b])``
 is ``Max(a, b)``, ``ceil`` is ``ceiling``). The reader parses it into the same tree Python does
 and evaluates the same operations in the same order on the same doubles, so a form read from a
 card gives the compiled form's values bit for bit (a test over the catalog's plans), and a warm
@@ -37,9 +37,9 @@ import numpy as np
 from costmodel import formcache
 from costmodel.arith import ArithError, compile_array
 from costmodel.hardware import Hardware
-from graphs.serving.step.card_format import CardError, card_number
+from graphs.serving.step.card_format import CardError, card_number, lambdified_text
 
-__all__ = ["CARD_VERSION", "CHECKS", "PlanForms", "lambdified_text", "plan_forms"]
+__all__ = ["CARD_VERSION", "CHECKS", "CardForm", "PlanForms", "plan_forms"]
 
 #: the layout of a plan card (a card of another is rebuilt)
 CARD_VERSION = 1
@@ -91,52 +91,6 @@ class PlanForms:
         self.routed_bytes = routed_bytes
         self.hop = hop
         self.a2a = a2a
-
-
-#: numpy calls in ``lambdify``'s output -> the whitelist's names (:data:`costmodel.arith.FUNCTIONS`)
-_CALLS = {"ceil": "ceiling", "floor": "floor", "sqrt": "sqrt", "exp": "exp", "log": "log", "absolute": "Abs"}
-_REDUCERS = {"maximum": "Max", "minimum": "Min"}
-#: the largest integer literal kept: Python divides two integers exactly before rounding, the
-#: reader divides their doubles, and the two agree while both are exact doubles
-_EXACT_INT = 2**53
-
-
-def lambdified_text(expr: Any, symbols: tuple[Any, ...]) -> str:
-    """The arithmetic ``lambdify(symbols, expr, "numpy")`` evaluates, as text
-    :func:`costmodel.arith.compile_array` reads (module doc). :class:`CardError` for anything the
-    reader does not have (a ``select`` of a piecewise form, a constant), or an integer literal
-    beyond :data:`_EXACT_INT`."""
-    import ast
-    import inspect
-
-    import sympy
-
-    fn = sympy.lambdify(symbols, expr, modules="numpy")
-    tree = ast.parse(inspect.getsource(fn))
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        raise CardError("a form lambdify writes as more than one expression")
-
-    class Rename(ast.NodeTransformer):
-        def visit_Call(self, node: ast.Call) -> ast.AST:
-            self.generic_visit(node)
-            f = node.func
-            if not isinstance(f, ast.Name) or node.keywords:
-                raise CardError("a form with a call the card's arithmetic does not have")
-            if f.id == "reduce" and len(node.args) == 2:
-                op, items = node.args
-                if isinstance(op, ast.Name) and op.id in _REDUCERS and isinstance(items, ast.List):
-                    return ast.Call(ast.Name(_REDUCERS[op.id], ast.Load()), list(items.elts), [])
-            if f.id in _CALLS and len(node.args) == 1:
-                return ast.Call(ast.Name(_CALLS[f.id], ast.Load()), node.args, [])
-            raise CardError(f"a form calls {f.id}, which the card's arithmetic does not have")
-
-        def visit_Constant(self, node: ast.Constant) -> ast.AST:
-            if isinstance(node.value, int) and abs(node.value) > _EXACT_INT:
-                raise CardError("a form with an integer beyond a double's exact range")
-            return node
-
-    return ast.unparse(Rename().visit(body[0].value))
 
 
 def _checks(forms: PlanForms) -> list[list[float]]:
