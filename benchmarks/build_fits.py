@@ -10,7 +10,7 @@ every framework's) and the held-out refits behind the intervals
 installed ``aiconfigurator-core`` wheel; rerun this after changing the wheel or the fitting code
 (``tests/test_shipped_fits.py`` says when the file no longer matches the code).
 
-    python benchmarks/build_fits.py [--jobs 2] [--families gemm,...] [--devices ...] [--frameworks ...]
+    python -m benchmarks.build_fits [--jobs 2] [--families gemm,...] [--devices ...] [--frameworks ...]
 
 By default the BF16 dtype keys (``bfloat16`` GEMMs, MoE and all-reduces,
 ``bfloat16/bfloat16`` attention and MLA: the catalog models' own dtypes) of every measured

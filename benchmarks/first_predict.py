@@ -7,7 +7,7 @@ and whatever they do not hold fitted, the residuals and held-out errors derived 
 the second reads everything back from the cache. Prints each run's CPU seconds (user + system)
 and peak resident memory, and the ratio first / second; the two outputs must be identical.
 
-    python benchmarks/first_predict.py [--repo PATH] [--no-shipped] [--search]
+    python -m benchmarks.first_predict [--repo PATH] [--no-shipped] [--search]
 
 ``--repo`` runs another checkout's engine (``/work/main``: the code before the fits shipped);
 ``--no-shipped`` sets the shipped fits aside (``COSTMODEL_NO_SHIPPED_FITS=1``): what a first run

@@ -12,10 +12,10 @@ then every boundary Inductor keeps that the planner removes, with the rule Induc
 to change; and the planner's own numbers: the exact solve's certificate and time on a
 Llama-3.1-8B layer, and the heuristic on the whole 32-layer model against it.
 
-    PYTHONPATH=. python benchmarks/fusion_planner.py [--models llama-prefill,gpt2,...]
-    PYTHONPATH=. python benchmarks/fusion_planner.py --certify [--archs llama-3.1-8b,...]  # real layers
-    PYTHONPATH=. python benchmarks/fusion_planner.py --certify --time-limit 25 --write  # docs/compiler.md
-    PYTHONPATH=. python benchmarks/fusion_planner.py --apply [--models gpt2,...] [--write]  # realised bytes
+    python -m benchmarks.fusion_planner [--models llama-prefill,gpt2,...]
+    python -m benchmarks.fusion_planner --certify [--archs llama-3.1-8b,...]  # real layers
+    python -m benchmarks.fusion_planner --certify --time-limit 25 --write  # docs/compiler.md
+    python -m benchmarks.fusion_planner --apply [--models gpt2,...] [--write]  # realised bytes
 """
 
 from __future__ import annotations
@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         print(APPLY_HEADER)
         rows = realised(args.models.split(","))
         if args.write:
-            from measured_accuracy import replace_section
+            from benchmarks.replay.pages import replace_section
 
             text = "\n".join([APPLY_HEADER, *map(_apply_row, rows)])
             page = Path(__file__).resolve().parent.parent / "docs" / "compiler.md"
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         print(CERTIFY_HEADER)
         rows = certify(args.archs.split(","), args.time_limit)
         if args.write:
-            from measured_accuracy import replace_section
+            from benchmarks.replay.pages import replace_section
 
             text = "\n".join([CERTIFY_HEADER, *map(_certify_row, rows)])
             replace_section(Path(__file__).resolve().parent.parent / "docs" / "compiler.md", BEGIN, END, text)

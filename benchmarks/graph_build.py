@@ -3,7 +3,7 @@
 Prints, per model and phase, the build time, the summing time and their
 ratio to a one-second budget. Not a test: run it by hand,
 
-    python benchmarks/graph_build.py
+    python -m benchmarks.graph_build
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Llama-3.1-8B (the shipped config, random weights on the meta device: nothing is 
 allocated), dynamic batch and sequence. Prints the wall time of each path and checks that their
 symbolic totals (tensor FLOPs, DRAM bytes) are equal.
 
-    python benchmarks/import_speed.py [--layerwise-only]
+    python -m benchmarks.import_speed [--layerwise-only]
 """
 
 from __future__ import annotations

@@ -12,18 +12,18 @@ model-level TPOT/TTFT of Llama-3.1-8B (TP1) and Llama-3.1-70B (TP4) on H100
 and B200 against the composition of the measured kernels for the same shapes.
 Takes about 15 minutes on 2 cores; progress on stderr.
 
-    python benchmarks/measured_accuracy.py                 # print the Markdown
-    python benchmarks/measured_accuracy.py --write         # replace the section in docs/accuracy.md
-    python benchmarks/measured_accuracy.py --plots out/    # predicted-vs-measured scatter plots
+    python -m benchmarks.measured_accuracy                 # print the Markdown
+    python -m benchmarks.measured_accuracy --write         # replace the section in docs/accuracy.md
+    python -m benchmarks.measured_accuracy --plots out/    # predicted-vs-measured scatter plots
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
+from benchmarks.replay.pages import replace_section
 from costmodel.measured.report import build_report, params_markdown, scatter_plot, to_markdown
 from graphs.serving.pricing.predict import predict_step
 
@@ -95,17 +95,6 @@ def model_level() -> str:
                 f"{p.corrected_s * 1e3:.1f} ms ({100 * p.corrected_error:+.1f} %) |"
             )
     return "\n".join(lines)
-
-
-def replace_section(page: Path, begin: str, end: str, text: str) -> None:
-    """Replace what lies between the ``begin`` and ``end`` marker comments of ``page`` by ``text``
-    (a generated section: the rest of the page is typed and kept)."""
-    body = page.read_text()
-    new = f"{begin}\n{text}\n{end}"
-    body, n = re.subn(re.escape(begin) + ".*?" + re.escape(end), lambda _: new, body, flags=re.S)
-    if n != 1:
-        raise SystemExit(f"{page} has no {begin} ... {end} section markers")
-    page.write_text(body)
 
 
 def main() -> int:

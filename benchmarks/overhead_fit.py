@@ -26,8 +26,8 @@ GPU), each predicted with the fitted terms and with the terms before the fit, si
 B200 runs are left out of both: the corpus's small-M GEMM timings there are 3-5x the
 weight-read bound (``docs/silicon_accuracy.md``), a kernel error the engine terms would absorb.
 
-    python benchmarks/overhead_fit.py --jobs 2          # Markdown to stdout (about 15 min)
-    python benchmarks/overhead_fit.py --jobs 2 --write  # docs/overhead_fit.md
+    python -m benchmarks.overhead_fit --jobs 2          # Markdown to stdout (about 15 min)
+    python -m benchmarks.overhead_fit --jobs 2 --write  # docs/overhead_fit.md
 """
 
 from __future__ import annotations
@@ -44,10 +44,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import serving_accuracy as sa
-import silicon_accuracy as si
-
+from benchmarks.replay import predictor, row_workload
+from benchmarks.replay.pages import write_page
+from benchmarks.replay.silicon import CLIENT, load_sample, silicon_rows
 from graphs.serving import simulate
 from graphs.serving.planning.bench_results import BenchRun
 from graphs.serving.planning.serving_fit import ServingFit, SimulateRun, fit_serving
@@ -122,7 +121,7 @@ class Run:
         own = EngineOverheads.for_framework(
             w.framework, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
         )
-        pred = sa.predictor(w)
+        pred = predictor(w)
 
         def run(requests: list[Any], ov: EngineOverheads, concurrency: int | None) -> Any:
             terms = {t: getattr(ov, t) for t in ALL_TERMS}
@@ -142,14 +141,12 @@ class Run:
 
 def runs(framework: str) -> list[Run]:
     """The engine's InferenceX runs on :data:`DEVICES`, in the sample's order."""
-    rows, _ = si.silicon_rows(si.load_sample())
+    rows, _ = silicon_rows(load_sample())
     by_id: dict[str, dict[str, dict[str, str]]] = {}
     for r in rows:
-        if r["source_kind"] == si.CLIENT and r["engine"] == ENGINES[framework] and r["device"] in DEVICES:
+        if r["source_kind"] == CLIENT and r["engine"] == ENGINES[framework] and r["device"] in DEVICES:
             by_id.setdefault(r["id"].rsplit("-", 1)[0], {})[r["metric"]] = r
-    return [
-        Run(m["ttft_mean_s"], m["tpot_mean_s"], sa.row_workload(m["tpot_mean_s"])) for m in by_id.values()
-    ]
+    return [Run(m["ttft_mean_s"], m["tpot_mean_s"], row_workload(m["tpot_mean_s"])) for m in by_id.values()]
 
 
 @dataclass(frozen=True)
@@ -295,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             fits = list(pool.map(fit_engine, names, [tty] * len(names)))
     text = markdown(fits)
     if args.write:
-        DOC_PATH.write_text(text)
+        write_page(DOC_PATH, text)
         print(f"wrote {DOC_PATH}", file=sys.stderr)
     else:
         print(text)

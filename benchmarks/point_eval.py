@@ -13,7 +13,7 @@ sum over kernels of each kernel's roofline (``T = sum_k r_k max_u t_ku(B, ctx)``
 Targets (issue 14): scalar <= 50 us per point, vectorised <= 100 ns per point, within 1.5x of
 the hand-written baseline of the same quantity.
 
-    python benchmarks/point_eval.py
+    python -m benchmarks.point_eval
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import math
 import time
 
 import numpy as np
-from _hand import kernels, scalar, vector
 
+from benchmarks.baselines.hand import kernels, scalar, vector
 from costmodel import as_float, get_device
 from graphs import build_model, decode_report, step_time
 from graphs.serving.step.compiled import compiled_step

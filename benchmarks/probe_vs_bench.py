@@ -7,7 +7,7 @@ median over ROUNDS back-to-back rounds (probe, then benchmarks, a short pause be
 printed with the spread. This is a measurement of this machine, not a test: tests/test_measure.py
 checks the same arithmetic on recorded timings.
 
-    python benchmarks/probe_vs_bench.py [ROUNDS]
+    python -m benchmarks.probe_vs_bench [ROUNDS]
 """
 
 from __future__ import annotations

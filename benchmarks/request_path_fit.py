@@ -25,8 +25,8 @@ beside it. Held-out rows are reported apart, never used. Light load: a closed lo
 clients, or a finite rate at most half the highest finite rate of its table (a proxy of "below half of
 capacity": the tables state no capacity).
 
-    python benchmarks/request_path_fit.py --table-terms vllm:0.004:0,trtllm:0.003:0,sglang:0.004:0
-    python benchmarks/request_path_fit.py --write        # docs/request_path.md
+    python -m benchmarks.request_path_fit --table-terms vllm:0.004:0,trtllm:0.003:0,sglang:0.004:0
+    python -m benchmarks.request_path_fit --write        # docs/request_path.md
 
 ``--table-terms`` names the ``r0, p0`` the tables were generated with (default: the profiles'
 current terms, right once the tables are regenerated with them).
@@ -37,15 +37,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import served_errors as se
-from serving_accuracy import load_rows
-
+from benchmarks import served_errors as se
+from benchmarks.replay import load_rows
+from benchmarks.replay.pages import write_page
 from graphs.serving.engines import get_engine
 
 __all__ = ["GRID_MS", "LIGHT_CLIENTS", "fit", "main", "rows"]
@@ -217,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     text = report(_table_terms(args.table_terms))
     if args.write:
-        DOC.write_text(text, encoding="utf-8")
+        write_page(DOC, text)
     print(text)
     return 0
 

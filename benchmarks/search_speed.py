@@ -16,7 +16,7 @@
 * With ``--dask``: the same search on a local Dask cluster of 2 worker processes (the
   ``[dask]`` extra), to show the blocks and frontier merge spread over processes.
 
-    python benchmarks/search_speed.py [--dask] [--no-predict]
+    python -m benchmarks.search_speed [--dask] [--no-predict]
 """
 
 from __future__ import annotations

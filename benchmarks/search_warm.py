@@ -8,7 +8,7 @@ points), TPOT <= 100 ms, energy as a third objective. Each run is a child proces
 a cold run gets a new empty cache directory, a warm run the directory a cold run filled. Target
 (issue 44): warm >= 2x faster than cold.
 
-    python benchmarks/search_warm.py [--rounds 3] [--small] [--size]
+    python -m benchmarks.search_warm [--rounds 3] [--small] [--size]
 
 ``--small``: 1/16 of the batches and 1/8 of the contexts (the compiles weigh more). ``--size``:
 ``size_dask.py``'s one-process ``costmodel size`` command instead (Llama-3.1-8B at 40 requests/s
@@ -58,7 +58,7 @@ def run_size(cache: Path) -> dict:
     """``size_dask.py``'s command in a child process over ``cache``: its CPU seconds and answer."""
     import resource
 
-    from size_dask import ARGV  # benchmarks/ is this script's directory: on the path
+    from benchmarks.size_dask import ARGV
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("COSTMODEL_")}
     env["COSTMODEL_CACHE_DIR"] = str(cache)

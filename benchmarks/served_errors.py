@@ -1,7 +1,7 @@
 """The served-error table and the held-out split: what `simulate --predict` says of its own error.
 
 Reads the per-row results the two validation tables generated (``docs/serving_accuracy.md``:
-``serving_accuracy.py --write``; ``docs/silicon_accuracy.md``: ``silicon_accuracy.py --write``):
+``serving_accuracy.py --write``; ``docs/silicon_accuracy_rows.csv``: ``silicon_accuracy.py --write``):
 every compared row's simulated value against its measured one (a row a table excludes, with
 its reason, stays out). Each row belongs to a deployment (:func:`deployment`: engine, version,
 model, device, dtype, TP and GPUs; its rows differ in lengths and load).
@@ -13,14 +13,16 @@ model, device, dtype, TP and GPUs; its rows differ in lengths and load).
   calibration of this project is fitted to a held-out row (the overhead fit uses InferenceX's
   Llama-3.1-70B FP8 H200 runs: ``docs/overhead_fit.md``; those deployments are forced into the
   calibration side when the split is chosen).
-* The other rows calibrate :mod:`graphs.serving.sim.served_errors` (split conformal per metric,
-  framework, device and dense/MoE; ``--write`` writes ``graphs/serving/sim/data/served_errors.json``).
+* The other rows calibrate :mod:`graphs.serving.sim.served_errors`, each metric by the method
+  ``benchmarks/interval_selection.py`` chose for it by leave-one-deployment-out cross-validation
+  on these rows alone (``benchmarks/data/interval_choice.json``; :mod:`graphs.serving.sim.conformal`);
+  ``--write`` writes ``graphs/serving/sim/data/served_errors.json``.
 * The held-out rows then test it: per metric, the median |error| against the targets, and how
   many measured values the calibrated P10-P90 holds (inside / below / above, median width),
   written into ``docs/serving_accuracy.md`` (``--write``).
 
-    python benchmarks/served_errors.py            # the held-out report to stdout
-    python benchmarks/served_errors.py --write    # also the shipped table and the docs section
+    python -m benchmarks.served_errors            # the held-out report to stdout
+    python -m benchmarks.served_errors --write    # also the shipped table and the docs section
 """
 
 from __future__ import annotations
@@ -30,14 +32,15 @@ import hashlib
 import json
 import re
 import statistics
-import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section, simulated_errors
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
+from graphs.serving.sim.conformal import Method, Residual, fit_groups
 from graphs.serving.sim.served_errors import (
     ALPHA,
     DATA_FILE,
@@ -51,14 +54,11 @@ from graphs.serving.sim.served_errors import (
 )
 from models.resolver import resolve_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measured_accuracy import replace_section
-from serving_accuracy import FRAMEWORK, load_rows, metric_group
-
 ROOT = Path(__file__).resolve().parent.parent
 HELDOUT_PATH = ROOT / "benchmarks" / "data" / "heldout.toml"
+CHOICE_PATH = ROOT / "benchmarks" / "data" / "interval_choice.json"  #: interval_selection.py --write
 SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
-SILICON_DOC = ROOT / "docs" / "silicon_accuracy.md"
+SILICON_ROWS = ROOT / "docs" / "silicon_accuracy_rows.csv"  #: its per-row results (benchmarks.replay.results)
 KERNEL_DOC = ROOT / "docs" / "accuracy.md"
 TABLE_PATH = ROOT / "graphs" / "serving" / "sim" / Path(*DATA_FILE)
 BEGIN, END = "<!-- served-errors:begin -->", "<!-- served-errors:end -->"
@@ -133,7 +133,7 @@ def table_errors(doc: Path) -> dict[str, float]:
 
 def silicon_row_dicts() -> list[dict[str, str]]:
     """The silicon sample's rows as the accuracy table replays them."""
-    from silicon_accuracy import load_sample, silicon_rows
+    from benchmarks.replay.silicon import load_sample, silicon_rows
 
     return silicon_rows(load_sample())[0]
 
@@ -149,7 +149,7 @@ def residual_rows() -> list[dict[str, Any]]:
     dense/MoE and the simulated error."""
     sets = (
         ("published", load_rows(subset="core"), table_errors(SERVING_DOC)),
-        ("silicon", silicon_row_dicts(), table_errors(SILICON_DOC)),
+        ("silicon", silicon_row_dicts(), simulated_errors(SILICON_ROWS)),
     )
     moe: dict[str, bool] = {}
     out = []
@@ -200,37 +200,44 @@ def heldout() -> frozenset[str]:
     return frozenset(d["deployments"])
 
 
+def chosen_methods() -> dict[str, Method]:
+    """Each calibrated metric's method, as ``interval_selection.py`` chose it (its choice file)."""
+    if not CHOICE_PATH.is_file():
+        raise CostModelError(
+            f"no interval choice at {CHOICE_PATH}: run benchmarks/interval_selection.py --write"
+        )
+    d = json.loads(CHOICE_PATH.read_text(encoding="utf-8"))
+    return {m: Method.named(name) for m, name in d["methods"].items()}
+
+
 def calibrate(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
-    """The groups :meth:`ServedErrors.like` looks up, from the calibration rows."""
-    keyed: dict[tuple[str, str | None, str | None, bool | None], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        m, fw, dev, moe = r["metric"], r["framework"], r["device"], r["moe"]
-        for key in ((m, fw, dev, moe), (m, fw, None, moe), (m, None, None, moe), (m, None, None, None)):
-            keyed[key].append(r)
+    """The groups :meth:`ServedErrors.like` looks up, from the calibration rows: each metric's
+    rows fitted by its chosen method (:func:`chosen_methods`); a metric without one has none."""
+    methods = chosen_methods()
+    res = [
+        Residual(r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"])
+        for r in rows
+    ]
     groups = [
-        ErrorGroup.fit(*k, [r["error"] for r in v], len({r["deployment"] for r in v}))
-        for k, v in sorted(keyed.items(), key=lambda kv: str(kv[0]))
+        g for m, method in methods.items() for g in fit_groups([r for r in res if r.metric == m], method)
     ]
-    return [g for g in groups if g is not None]
+    return sorted(groups, key=lambda g: g.label)
 
 
-def report(table: ServedErrors, held: list[dict[str, Any]], n_cal: int, n_dep: int) -> str:
-    """The generated section: the held-out rows' errors against the targets and the
-    calibrated interval's coverage."""
-    head = [
-        f"Generated by `benchmarks/served_errors.py --write` from the per-row results of this page and of "
-        f"[silicon_accuracy.md](silicon_accuracy.md). The held-out split "
-        f"([`benchmarks/data/heldout.toml`](../benchmarks/data/heldout.toml), {n_dep} deployments, fixed before "
-        f"the calibration was fitted) is reported here alone; the other {n_cal} compared rows calibrate the "
-        f"P10-P90 interval and the expected error `simulate --predict` prints (`graphs.serving.sim.served_errors`: "
-        f"split conformal on whole-simulation residuals per metric, framework, device and dense/MoE, "
-        f"alpha {ALPHA}). Coverage is counted on the conformal band alone (the silicon rows have no kernel "
-        f"interval); `simulate --predict` prints the hull of it and the run's kernel interval, never narrower.",
-        "",
-        "| metric | held-out rows (deployments) | median abs. error | target | inside calibrated P10-P90 "
-        "| measured below it | measured above it | median width (P90 end / P10 end - 1) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+def support(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool, int]]:
+    """``(metric, framework, moe, deployments)`` of the calibration rows: how many deployments
+    each engine and dense/MoE kind was validated on, per metric."""
+    deps: dict[tuple[str, str, bool], set[str]] = defaultdict(set)
+    for r in rows:
+        deps[(r["metric"], r["framework"], r["moe"])].add(r["deployment"])
+    return [(*k, len(v)) for k, v in sorted(deps.items())]
+
+
+def coverage_rows(table: ServedErrors, held: list[dict[str, Any]]) -> list[str]:
+    """One table line per metric: the held-out rows' errors against the targets, and how many
+    measured values ``table``'s P10-P90 holds (inside / below / above, median width)."""
+    out = []
+    methods = dict(table.methods)
     for metric in METRIC_GROUPS:
         rows = [r for r in held if r["metric"] == metric]
         if not rows:
@@ -241,8 +248,8 @@ def report(table: ServedErrors, held: list[dict[str, Any]], n_cal: int, n_dep: i
         verdict = f"<= {target:.0f} % ({'meets' if 100 * med <= target else 'misses'})"
         deps = len({r["deployment"] for r in rows})
         if not table.covers(metric):
-            head.append(
-                f"| {metric} | {n} ({deps}) | {100 * med:.1f} % | {verdict} | not calibrated: fewer than "
+            out.append(
+                f"| {metric} | - | {n} ({deps}) | {100 * med:.1f} % | {verdict} | not calibrated: fewer than "
                 f"{MIN_ROWS} calibration rows | | | |"
             )
             continue
@@ -257,13 +264,61 @@ def report(table: ServedErrors, held: list[dict[str, Any]], n_cal: int, n_dep: i
                 inside += 1
             widths.append(g.high / g.low - 1)
         cov, width = 100 * inside / n, 100 * statistics.median(widths)
-        head.append(
-            f"| {metric} | {n} ({deps}) | {100 * med:.1f} % | {verdict} "
+        out.append(
+            f"| {metric} | {methods.get(metric, 'row/full')} | {n} ({deps}) | {100 * med:.1f} % | {verdict} "
             f"| {inside} ({cov:.0f} %: {'meets' if cov >= COVERAGE_TARGET else 'misses'} >= {COVERAGE_TARGET:.0f} %) "
             f"| {below} | {n - inside - below} "
             f"| {width:.1f} % ({'meets' if width <= WIDTH_TARGET else 'misses'} <= {WIDTH_TARGET:.0f} %) |"
         )
-    return "\n".join(head)
+    return out
+
+
+def baseline(cal: list[dict[str, Any]]) -> ServedErrors:
+    """The calibration shipped before the selection: row-weighted split conformal along the
+    ``full`` chain for every metric (``row/full``), on the same calibration rows."""
+    method = Method.named("row/full")
+    res = [
+        Residual(r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"]) for r in cal
+    ]
+    return ServedErrors(
+        tuple(fit_groups(res, method)), "", "", methods=tuple((m, method.name) for m in METRIC_GROUPS)
+    )
+
+
+def report(
+    table: ServedErrors, held: list[dict[str, Any]], n_cal: int, n_dep: int, before: ServedErrors
+) -> str:
+    """The generated section: the held-out rows' errors against the targets and the
+    calibrated interval's coverage, then the same for the calibration before the selection."""
+    header = [
+        "| metric | method | held-out rows (deployments) | median abs. error | target | inside calibrated P10-P90 "
+        "| measured below it | measured above it | median width (P90 end / P10 end - 1) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    chosen = "; ".join(f"{m} {n}" for m, n in table.methods)
+    return "\n".join(
+        [
+            f"Generated by `benchmarks/served_errors.py --write` from the per-row results of this page and of "
+            f"[silicon_accuracy.md](silicon_accuracy.md). The held-out split "
+            f"([`benchmarks/data/heldout.toml`](../benchmarks/data/heldout.toml), {n_dep} deployments, fixed "
+            f"before the calibration was fitted) is reported here alone; the other {n_cal} compared rows "
+            f"calibrate the P10-P90 interval and the expected error `simulate --predict` prints "
+            f"(`graphs.serving.sim.served_errors`: conformal on whole-simulation residuals, alpha {ALPHA}, each "
+            f"metric by the method the leave-one-deployment-out cross-validation above chose on the calibration "
+            f"rows: {chosen}). Coverage is counted on the conformal band alone (the silicon rows have no kernel "
+            f"interval); `simulate --predict` prints the hull of it and the run's kernel interval, never narrower.",
+            "",
+            *header,
+            *coverage_rows(table, held),
+            "",
+            "The calibration before the selection (row-weighted split conformal per metric, framework, device "
+            "and dense/MoE for every metric, `row/full`), fitted on the same calibration rows, on the same "
+            "held-out rows:",
+            "",
+            *header,
+            *coverage_rows(before, held),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             "heldout": f"benchmarks/data/heldout.toml: {len(out)} deployments",
             "alpha": ALPHA,
             "min_rows": MIN_ROWS,
+            "methods": {m: method.name for m, method in chosen_methods().items()},
+            "support": [list(s) for s in support(cal)],
             "groups": [g.to_dict() for g in groups],
             "devices": [d.to_dict() for d in device_errors()],
         },
@@ -302,13 +359,14 @@ def main(argv: list[str] | None = None) -> int:
         sort_keys=True,
     )
     table = parse(text)
-    section = report(table, held, len(cal), len({r["deployment"] for r in held}))
+    section = report(table, held, len(cal), len({r["deployment"] for r in held}), baseline(cal))
     if args.write:
         TABLE_PATH.parent.mkdir(exist_ok=True)
         with atomic_write(TABLE_PATH, "served-error table") as f:
             f.write(text + "\n")
         replace_section(SERVING_DOC, BEGIN, END, section)
-        table_only = section[section.index("| metric") :]
+        first = section.index("| metric")
+        table_only = section[first : section.index("\n\n", first)]
         replace_section(
             README_PATH,
             SUMMARY_BEGIN,

@@ -19,8 +19,8 @@ runs, `docs/overhead_fit.md`; the rest assumed), on the load points
 side by side: measured, uncalibrated (the framework's defaults) and calibrated TTFT and TPOT,
 and the medians of the held-out errors.
 
-    python benchmarks/serving_calibrated.py            # Markdown to stdout
-    python benchmarks/serving_calibrated.py --write    # the section in docs/serving_accuracy.md
+    python -m benchmarks.serving_calibrated            # Markdown to stdout
+    python -m benchmarks.serving_calibrated --write    # the section in docs/serving_accuracy.md
 """
 
 from __future__ import annotations
@@ -30,15 +30,12 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measured_accuracy import replace_section
-from serving_accuracy import DOC_PATH, load_rows, predictor, row_workload
-
+from benchmarks.replay import load_rows, predictor, replace_section, row_workload
+from benchmarks.serving_accuracy import DOC_PATH
 from costmodel.errors import CostModelError
 from graphs.serving import simulate
 from graphs.serving.planning.bench_results import BenchRun

@@ -38,82 +38,73 @@ What the sample does not state, and what the replay assumes (said again in the o
   only what InferenceX's scripts set (:func:`engine_settings`, :func:`kv_dtype`);
 * block-scaled FP8 (``fp8_block``) GEMMs priced as FP8 with dynamic scales.
 
-    python benchmarks/silicon_accuracy.py                    # every eligible run
-    python benchmarks/silicon_accuracy.py --limit 4          # the first 4 deployments (smoke)
-    python benchmarks/silicon_accuracy.py --write            # docs/silicon_accuracy.md + the summary in docs/validation.md
-    python benchmarks/silicon_accuracy.py --check --write    # the load check's section
-    python benchmarks/silicon_accuracy.py --write --jobs 2   # two processes side by side
+    python -m benchmarks.silicon_accuracy                    # every eligible run
+    python -m benchmarks.silicon_accuracy --limit 4          # the first 4 deployments (smoke)
+    python -m benchmarks.silicon_accuracy --write            # the page's section, its CSV, validation.md's summary
+    python -m benchmarks.silicon_accuracy --check --write    # the load check's section and its CSV
+
+The page (``docs/silicon_accuracy.md``) keeps the method and the medians; every row goes to its
+CSV appendix (``docs/silicon_accuracy_rows.csv``, ``docs/silicon_load_check.csv``), which
+``benchmarks/served_errors.py`` reads. On the terminal the row-by-row tables follow the section.
+    python -m benchmarks.silicon_accuracy --write --jobs 2   # two processes side by side
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import csv
 import dataclasses
 import statistics
 import sys
 import time
 from collections import Counter
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import serving_accuracy as sa
-
-from costmodel.errors import CostModelError
+from benchmarks.replay import MODES, fmt, medians, metric_group, pct, rank, replace_section, run_row, table
+from benchmarks.replay import evaluate as evaluate_rows
+from benchmarks.replay.pages import DOCS, strip_home, wrap, write_csv
+from benchmarks.replay.results import pct_cell, seconds_cell, write_results
+from benchmarks.replay.silicon import (
+    AIC_EVAL,
+    CLIENT,
+    INFERENCEX,
+    INFERENCEX_TRT_BATCH_WAIT,
+    INFERENCEX_TRT_MAX_TOKENS,
+    SOURCE_URL,
+    STEADY,
+    WAVE,
+    campaign,
+    deployment_key,
+    load_sample,
+    silicon_rows,
+)
 
 __all__ = [
-    "SOURCE_URL",
-    "eligible",
-    "kv_dtype",
-    "fp8_scales",
-    "silicon_rows",
-    "load_sample",
-    "not_waves",
+    "LoadCheck",
+    "by_group",
+    "check_markdown",
+    "evaluate",
     "judge_ttft",
-    "sourced_lines",
-    "client",
     "load_check",
     "main",
+    "markdown",
+    "not_waves",
+    "sourced_lines",
+    "summary",
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC_PATH = ROOT / "docs" / "silicon_accuracy.md"
+DOC_PATH = DOCS / "silicon_accuracy.md"
+#: the per-row results, the page's CSV appendix (:mod:`benchmarks.replay.results`)
+ROWS_PATH = DOCS / "silicon_accuracy_rows.csv"
+#: the load check's per-run table, its CSV appendix (:data:`CHECK_FIELDS`)
+CHECK_PATH = DOCS / "silicon_load_check.csv"
 #: where the summaries go (the README links to it; the README keeps the held-out and published-table ones)
-VALIDATION_PATH = ROOT / "docs" / "validation.md"
-#: the same file in the wheel's source repository, at the commit the project's search tools hold
-SOURCE_URL = (
-    "https://github.com/ai-dynamo/aiconfigurator/blob/ed133e9d1e9713a259ea70bf11d7e60627e4e652/"
-    "src/aiconfigurator/systems/silicon_sample.csv"
-)
-#: the sample's model_path -> this project's catalog model (identical architectures)
-MODELS = {
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
-    "Qwen/Qwen3-32B": "qwen3-32b",
-    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
-}
-#: the sample's system -> the catalog device
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "gb200": "gb200"}
-#: the sample's backend -> serving_accuracy's engine column (which measured kernels price it)
-ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
-#: gemm_quant_mode -> serving_accuracy's precision_weights ('' = the checkpoint's bf16)
-PRECISION = {"": "", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+VALIDATION_PATH = DOCS / "validation.md"
 SUMMARY_BEGIN, SUMMARY_END = (
     "<!-- silicon-accuracy-summary:begin -->",
     "<!-- silicon-accuracy-summary:end -->",
 )
 DOC_BEGIN, DOC_END = "<!-- silicon-accuracy:begin -->", "<!-- silicon-accuracy:end -->"
-#: serving_accuracy's source kinds for the replays: one wave, the benchmark client from a burst,
-#: that client's loop in its steady state
-WAVE, CLIENT, STEADY = (
-    "aiconfigurator_silicon",
-    "aiconfigurator_silicon_client",
-    "aiconfigurator_silicon_steady",
-)
 #: --protocol: InferenceX's campaigns as their client, the others as waves or (where their TTFT
 #: shows they were not) their client's steady state (:func:`sourced_lines`); or every run one way
 PROTOCOLS = ("sourced", "wave", "loop")
@@ -122,247 +113,6 @@ CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END = (
     "<!-- silicon-load-check-summary:begin -->",
     "<!-- silicon-load-check-summary:end -->",
 )
-
-
-def load_sample(path: Path | None = None) -> list[dict[str, str]]:
-    """The wheel's ``silicon_sample.csv`` (or ``path``), as the file has it."""
-    if path is None:
-        try:
-            path = Path(str(resources.files("aiconfigurator_core") / "systems" / "silicon_sample.csv"))
-        except ModuleNotFoundError as exc:
-            raise CostModelError(
-                "the silicon sample ships in the aiconfigurator-core wheel: pip install -e '.[measured]'"
-            ) from exc
-    if not path.is_file():
-        raise CostModelError(f"no silicon sample at {path}")
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _source_field(row: dict[str, str], key: str) -> str | None:
-    """``key=value`` from the row's ``silicon_data_source`` (None: not there)."""
-    for part in row["silicon_data_source"].split(";"):
-        k, _, v = part.strip().partition("=")
-        if k == key:
-            return v.strip()
-    return None
-
-
-def eligible(row: dict[str, str]) -> str | None:
-    """Why a sample row is not replayed (None: it is)."""
-    if row["mode"] != "agg":
-        return "disaggregated serving (prefill and decode workers): not replayed here"
-    if row["model_path"] not in MODELS:
-        return "a model this script does not map (MoE and hybrid models: expert and attention-DP layouts)"
-    if row["system"] not in SYSTEMS:
-        return f"system {row['system']} not mapped"
-    if row["gemm_quant_mode"] not in PRECISION:
-        return f"GEMM quantisation {row['gemm_quant_mode']!r} not mapped"
-    if (row["pp_size"] or "1") != "1" or (row["attention_dp_size"] or "1") not in ("0", "1"):
-        return "pipeline or attention-data parallelism"
-    conc = _source_field(row, "silicon_concurrency")
-    if conc is not None and conc != row["batch_size"]:
-        return "batch_size differs from the run's silicon_concurrency (the workers per deployment are not stated)"
-    return None
-
-
-def kv_dtype(row: dict[str, str]) -> str:
-    """The KV-cache dtype a run most likely had, as ``precision_kv``: TensorRT-LLM's
-    ``kv_cache_dtype=auto`` follows the checkpoint's quantisation config, and NVIDIA's FP8 and
-    NVFP4 checkpoints set ``kv_cache_quant_algo: FP8`` (the wheel's own
-    ``model_configs/nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json`` and
-    ``Qwen--Qwen3-32B-FP8-Static-PerTensor_hf_quant_config.json``): ``fp8``. vLLM's and SGLang's
-    ``auto`` is the model's dtype: ``auto``. InferenceX's campaigns (:func:`client`) set an FP8
-    cache in every engine: its Llama-3.1-70B scripts pass ``kv-cache-dtype: fp8`` to vLLM and
-    ``kv_cache_config: dtype: fp8`` to TensorRT-LLM (SemiAnalysisAI/InferenceX,
-    ``benchmarks/70b_fp8_h100_slurm.sh``, ``70b_fp8_h200_slurm.sh``, ``70b_fp8_b200_docker.sh``,
-    ``70b_fp4_b200_docker.sh``, ``70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
-    ``70b_fp4_b200_trt_slurm.sh``): ``fp8``."""
-    if client(row) is INFERENCEX:
-        return "fp8"
-    quantised = row["gemm_quant_mode"] in ("fp8", "nvfp4")
-    return "fp8" if row["backend"] == "trtllm" and quantised else "auto"
-
-
-#: InferenceX's trtllm-serve settings for its Llama-3.1-70B runs (:func:`engine_settings`)
-INFERENCEX_TRT_MAX_TOKENS = 16384
-#: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
-INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
-
-
-def engine_settings(row: dict[str, str]) -> dict[str, str]:
-    """The engine a run's campaign states and the settings it overrides, as row fields for
-    ``serving_accuracy`` (``engine_profile``, ``engine_max_tokens``, ``engine_batch_wait_iters``,
-    ``engine_batch_wait_ratio``; absent: the engine column's profile and its defaults,
-    :mod:`graphs.serving.engines`). InferenceX's Llama-3.1-70B TensorRT-LLM scripts
-    (``benchmarks/70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
-    ``70b_fp4_b200_trt_slurm.sh``; SemiAnalysisAI/InferenceX at a267b4bd and 73ef9225) launch
-    ``trtllm-serve`` (the ``trtllm`` profile: chunked prefill off, its default) with
-    ``--max_num_tokens 16384`` (the versions at 73ef9225 pass ``$MAX_MODEL_LEN`` instead, 2,048
-    or 9,216), and for ISL = OSL = 1024 below TP 8 write ``batch_wait_max_tokens_ratio: 0.9`` and
-    ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will improve the
-    performance, by default they are all zeros"): new prompts wait up to 20 iterations to be
-    prefilled together (:class:`graphs.serving.sim.engine.EngineConfig`). Its vLLM scripts pass
-    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults."""
-    if client(row) is not INFERENCEX or row["backend"] != "trtllm":
-        return {}
-    out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}
-    if row["isl"] == row["osl"] == "1024" and int(row["tp_size"]) < 8:
-        w = INFERENCEX_TRT_BATCH_WAIT
-        out |= {"engine_batch_wait_iters": str(w["iters"]), "engine_batch_wait_ratio": repr(w["ratio"])}
-    return out
-
-
-def fp8_scales(row: dict[str, str]) -> str:
-    """How a run's FP8 GEMMs scale their activations: ``static`` (calibrated per-tensor scales)
-    for TensorRT-LLM's and NVIDIA's ModelOpt checkpoints; ``dynamic`` for block-scaled FP8
-    (``fp8_block``) and for vLLM's and SGLang's on-line FP8 quantisation of a bf16 checkpoint."""
-    static = row["gemm_quant_mode"] == "fp8" and (
-        row["backend"] == "trtllm" or row["model_path"].startswith("nvidia/")
-    )
-    return "static" if static else "dynamic"
-
-
-@dataclasses.dataclass(frozen=True)
-class Client:
-    """A benchmark client as its source documents it: ``C`` clients (the run's ``batch_size``)
-    sending back to back, ``per_client x C`` requests from a burst, every one read, each length
-    uniform on ``[int(range_ratio L), L]`` (1: fixed)."""
-
-    label: str  #: its short name in the tables
-    command: str  #: how the source runs it (``{per}`` and ``{ratio}`` filled in)
-    per_client: int
-    range_ratio: float
-    warmup: str  #: what runs before the read requests
-
-    @property
-    def text(self) -> str:
-        """The source's command with this client's numbers."""
-        return self.command.format(per=self.per_client, ratio=f"{self.range_ratio:g}")
-
-
-#: SemiAnalysis InferenceX's client (https://github.com/SemiAnalysisAI/InferenceX,
-#: ``benchmarks/benchmark_lib.sh``'s ``run_benchmark_serving``; :func:`client`)
-INFERENCEX = Client(
-    "InferenceX (its database's campaigns, inferred)",
-    "InferenceX's benchmark_serving.py --max-concurrency C --num-prompts {per}C --request-rate inf "
-    "--random-range-ratio {ratio} --ignore-eos",
-    10,
-    0.8,
-    "2C warm-up requests, not read",
-)
-#: NVIDIA's own serving runners in aiconfigurator (``src/aiconfigurator/eval/benchmarks/``)
-AIC_EVAL = Client(
-    "aiconfigurator's runners (the gap-analysis campaigns, inferred)",
-    "aiconfigurator's eval runners: genai-perf --concurrency C --request-count {per}C, token stddev 0, "
-    "ignore_eos (bench_serving: --num-prompts {per}C --random-range-ratio {ratio})",
-    10,
-    1.0,
-    "genai-perf: 2C warm-up requests, not read; bench_serving: none by default",
-)
-#: the sample's data sources with InferenceX's database layout (``measured=`` and ``wip=``
-#: fields, InferenceX's 1k/1k, 1k/8k and 8k/1k line-up) besides its ``db-dump/...`` rows
-INFERENCEX_FILES = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
-
-
-def client(row: dict[str, str]) -> Client:
-    """The benchmark client a run was most likely measured with (:class:`Client`).
-
-    * Campaigns from InferenceX's database (``db-dump/...`` rows, whose ``config_id``,
-      ``workflow_run_id`` and ``image`` fields are that database's columns, and
-      :data:`INFERENCEX_FILES`, whose rows have its layout and its line-up: Llama-3.1-70B FP8 and
-      NVFP4 at 1k/1k, 1k/8k and 8k/1k on H100, H200 and B200 in vLLM and TensorRT-LLM, DeepSeek-R1
-      FP4 SGLang 8k/1k; inferred, a row does not name InferenceX):
-      ``benchmarks/benchmark_lib.sh``'s ``run_benchmark_serving`` runs vLLM's
-      ``benchmark_serving.py --request-rate inf --max-concurrency C --ignore-eos --num-warmups 2C
-      --random-range-ratio $RANDOM_RANGE_RATIO``, the model scripts pass ``--num-prompts $((CONC *
-      10))`` and the workflow sets the ratio to 0.8 (as read today: the value when a campaign ran
-      is not checked), so each length is uniform on ``[int(0.8 L), L]``. TPOT there is per request
-      ``(E2E - TTFT) / (output - 1)``, averaged.
-    * The others (the AIConfigurator team's gap-analysis campaigns): the eval runners in
-      ``src/aiconfigurator/eval/benchmarks/`` of ai-dynamo/aiconfigurator, ``genai_perf_runner.py``
-      (``--concurrency C --request-count 10C --warmup-request-count 2C``, input and output tokens
-      with stddev 0, ``ignore_eos``) and ``bench_serving_runner.py`` (``--num-prompts 10C
-      --random-range-ratio 1``, no warm-up by default): fixed lengths. That these runners took
-      those campaigns is inferred; the sample does not say."""
-    first = row["silicon_data_source"].split(";")[0].strip()
-    return INFERENCEX if first.startswith("db-dump/") or first in INFERENCEX_FILES else AIC_EVAL
-
-
-def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Counter[str]]:
-    """Every eligible sample row as two ``published_serving.csv``-shaped rows (its TTFT and its
-    TPOT, in seconds), and the count of rows left out by reason."""
-    out: list[dict[str, str]] = []
-    left: Counter[str] = Counter()
-    for r in sample:
-        why = eligible(r)
-        if why:
-            left[why] += 1
-            continue
-        version = r["backend_version"] or "not stated"
-        note = (
-            f"silicon sample row {r['id']} ({r['silicon_data_source']}): {r['backend']} {version}, "
-            f"{r['model_path']}, GEMM {r['gemm_quant_mode'] or 'bf16'}, TP{r['tp_size']}, "
-            f"{r['isl']}/{r['osl']}, concurrency {r['batch_size']}"
-        )
-        base = {
-            "source_kind": WAVE,
-            "source_url": SOURCE_URL,
-            "source_title": "aiconfigurator silicon_sample.csv (aiconfigurator-core 0.12.0 wheel)",
-            "retrieved": "2026-12-02",
-            "engine": ENGINES[r["backend"]],
-            "engine_version": version,
-            "model": MODELS[r["model_path"]],
-            "precision_weights": PRECISION[r["gemm_quant_mode"]],
-            "precision_kv": kv_dtype(r),
-            "fp8_scales": fp8_scales(r),
-            "device": SYSTEMS[r["system"]],
-            "num_gpus": r["tp_size"],
-            "tp": r["tp_size"],
-            "pp": "1",
-            "ep": "",
-            "workload": "batch_size concurrent requests, fixed ISL/OSL",
-            "campaign": f"{r['silicon_data_source'].split(';')[0].strip()} ({r['backend']})",
-            "isl": r["isl"],
-            "osl": r["osl"],
-            "concurrency": r["batch_size"],
-            "request_rate": "",
-            "num_requests": "",
-            "unit": "s",
-            "notes": note,
-            "subset": "silicon",
-        }
-        cl = client(r)
-        base["client"] = cl.text
-        base["requests_per_client"], base["length_range_ratio"] = str(cl.per_client), repr(cl.range_ratio)
-        base.update(engine_settings(r))
-        if cl is INFERENCEX:  # replayed as its documented client (the others as waves: load_check)
-            base["source_kind"] = CLIENT
-            base["workload"] = (
-                f"batch_size clients sending back to back, lengths drawn on [{cl.range_ratio:g} L, L]"
-            )
-        for metric, col in (("ttft_mean_s", "silicon_ttft_ms"), ("tpot_mean_s", "silicon_tpot_ms")):
-            out.append(
-                {
-                    **base,
-                    "id": f"aicsil-{r['id']}-{metric.split('_')[0]}",
-                    "metric": metric,
-                    "value": repr(float(r[col]) / 1e3),
-                }
-            )
-    return out, left
-
-
-def _config(row: dict[str, str]) -> tuple[str, ...]:
-    """A deployment: engine, version, model, GPU, dtype and TP (its runs differ in ISL/OSL and load)."""
-    return tuple(row[k] for k in ("engine", "engine_version", "model", "device", "precision_weights", "tp"))
-
-
-def campaign(row: dict[str, str]) -> str:
-    """The measurement campaign a run came from: the first field of its ``silicon_data_source``
-    (a data dump or a source file) and its engine; a campaign is taken to have run one load
-    generator."""
-    return row["campaign"]
 
 
 def not_waves(lines: list[Any]) -> dict[str, tuple[int, int]]:
@@ -374,7 +124,7 @@ def not_waves(lines: list[Any]) -> dict[str, tuple[int, int]]:
     seen: dict[str, list[bool]] = {}
     for ln in lines:
         b = ln.values.get("bound")
-        if ln.excluded or b is None or sa.metric_group(ln.row["metric"]) != "TTFT":
+        if ln.excluded or b is None or metric_group(ln.row["metric"]) != "TTFT":
             continue
         seen.setdefault(campaign(ln.row), []).append(ln.measured < b)
     return {k: (sum(v), len(v)) for k, v in seen.items() if 2 * sum(v) > len(v)}
@@ -388,9 +138,9 @@ def judge_ttft(lines: list[Any], bad: dict[str, tuple[int, int]]) -> list[Any]:
     out = []
     for ln in lines:
         k = campaign(ln.row)
-        if k in bad and not ln.excluded and sa.metric_group(ln.row["metric"]) == "TTFT":
+        if k in bad and not ln.excluded and metric_group(ln.row["metric"]) == "TTFT":
             below, n = bad[k]
-            replayed = sa._fmt(ln.values.get("simulated"), "s")
+            replayed = fmt(ln.values.get("simulated"), "s")
             if ln.row.get("source_kind") == STEADY:
                 why = (
                     f"not one wave: {below} of its campaign's {n} runs have a measured TTFT below one wave's "
@@ -426,7 +176,7 @@ def sourced_lines(
     it, about ``C / 2``: the TPOT such runs measure grows as ``C x ISL / OSL`` above one wave's,
     the signature of the steady state. Their TTFT stays out of the medians (:func:`judge_ttft`);
     so does that of any InferenceX campaign whose TTFTs undercut its client's roofline."""
-    wave_ttft = [r for r in rows if r["source_kind"] == WAVE and sa.metric_group(r["metric"]) == "TTFT"]
+    wave_ttft = [r for r in rows if r["source_kind"] == WAVE and metric_group(r["metric"]) == "TTFT"]
     bad = not_waves(evaluate(wave_ttft, ("bound",), jobs)) if wave_ttft else {}
     rows = [
         {**r, "source_kind": STEADY} if r["source_kind"] == WAVE and campaign(r) in bad else r for r in rows
@@ -442,8 +192,10 @@ class LoadCheck:
     """:func:`load_check`'s result: the Markdown tables, and per client (and ``all``) the run
     count, the medians of |error| (fractions) and the runs below the client's roofline TTFT."""
 
-    table: str  #: one row per run
+    table: str  #: one row per run (Markdown, for the terminal)
     summary: str  #: one row per client and one for every run
+    #: one row per run (:data:`CHECK_FIELDS`), the page's CSV appendix
+    rows: tuple[dict[str, str], ...]
     runs: dict[str, int]
     #: client -> ``tpot_wave``, ``tpot_client``, ``tpot_steady``, ``ttft_wave``, ``ttft_client``,
     #: ``ttft_steady``
@@ -455,9 +207,9 @@ def _check_picks(rows: list[dict[str, str]]) -> list[tuple[dict[str, str], dict[
     """One run per deployment (engine, version, model, GPU, dtype, TP): its TPOT and TTFT rows at
     the deployment's median concurrency (ties: the lower concurrency, then the id)."""
     picks = []
-    for dep in sorted({_config(r) for r in rows}):
+    for dep in sorted({deployment_key(r) for r in rows}):
         runs = sorted(
-            (r for r in rows if _config(r) == dep and r["metric"] == "tpot_mean_s"),
+            (r for r in rows if deployment_key(r) == dep and r["metric"] == "tpot_mean_s"),
             key=lambda r: (int(r["concurrency"]), r["id"]),
         )
         r = runs[(len(runs) - 1) // 2]
@@ -478,11 +230,11 @@ def _check_one(pick: tuple[dict[str, str], dict[str, str]]) -> tuple[dict[str, f
     start = time.perf_counter()
     kinds = {"wave": WAVE, "client": CLIENT, "steady": STEADY}
     vals = {
-        f"{metric}_{how}": sa.run_row({**row, "source_kind": kind}, "simulated")
+        f"{metric}_{how}": run_row({**row, "source_kind": kind}, "simulated")
         for metric, row in (("tpot", r), ("ttft", t))
         for how, kind in kinds.items()
     }
-    roof = sa.run_row({**t, "source_kind": CLIENT}, "bound")
+    roof = run_row({**t, "source_kind": CLIENT}, "bound")
     return vals, roof, time.perf_counter() - start
 
 
@@ -509,6 +261,7 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
     hows = ("wave", "client", "steady")
     keys = tuple(f"{m}_{h}" for m in ("tpot", "ttft") for h in hows)
     errs: dict[str, dict[str, list[float]]] = {}
+    csv_rows = []
     below: Counter[str] = Counter()
     for i, ((r, t), (vals, roof, took)) in enumerate(zip(picks, results, strict=True)):
         m, mt = float(r["value"]), float(t["value"])
@@ -519,18 +272,19 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
                 e[k].append(v / (m if k.startswith("tpot") else mt) - 1)
         if progress:
             progress(f"[{i + 1}/{len(picks)}] {r['id']}: {took:.1f} s")
-        dep = _config(r)
+        dep = deployment_key(r)
         cells = [
             f"{' '.join(dep[:2])}, {dep[2]}, {dep[3]}, {dep[4] or 'bf16'}, TP{dep[5]}",
             f"{r['isl']}/{r['osl']}, {r['concurrency']}",
         ]
         for metric, meas in (("tpot", m), ("ttft", mt)):
-            cells.append(sa._fmt(meas, "s"))
+            cells.append(fmt(meas, "s"))
             for how in hows:
                 v = vals[f"{metric}_{how}"]
-                cells += [sa._fmt(v, "s"), sa._pct(v / meas - 1)]
-        cells.append(sa._fmt(roof, "s") + (" (above the measured)" if mt < roof else ""))
+                cells += [fmt(v, "s"), pct(v / meas - 1)]
+        cells.append(fmt(roof, "s") + (ABOVE if mt < roof else ""))
         out.append("| " + " | ".join(cells) + " |")
+        csv_rows.append(_check_row(cells))
     summ = [
         "| client | runs | TPOT: one wave | TPOT: the client | TPOT: steady state | TTFT: one wave "
         "| TTFT: the client | TTFT: steady state | measured TTFT below the client's roofline |",
@@ -546,7 +300,39 @@ def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) 
         cells += [f"{100 * medians[group][k]:.1f} % / {100 * statistics.median(e[k]):+.1f} %" for k in keys]
         cells.append(f"{below[group]} of {runs[group]}")
         summ.append("| " + " | ".join(cells) + " |")
-    return LoadCheck("\n".join(out), "\n".join(summ), runs, medians, dict(below))
+    return LoadCheck("\n".join(out), "\n".join(summ), tuple(csv_rows), runs, medians, dict(below))
+
+
+ABOVE = " (above the measured)"  #: a client roofline TTFT above the measured one, in the check's table
+#: the load check's CSV appendix: per run, each metric's measured value and its three replays
+CHECK_FIELDS = (
+    "deployment",
+    "isl_osl",
+    "concurrency",
+    *(
+        f"{metric}_{col}"
+        for metric in ("tpot", "ttft")
+        for col in (
+            "measured_s",
+            *(f"{how}_{c}" for how in ("wave", "client", "steady") for c in ("s", "error_pct")),
+        )
+    ),
+    "client_roofline_ttft_s",
+    "roofline_above_measured",
+)
+
+
+def _check_row(cells: list[str]) -> dict[str, str]:
+    """A row of the load check's table (its cells) as its CSV row (:data:`CHECK_FIELDS`)."""
+    lengths, conc = cells[1].split(", ")
+    out = [cells[0], lengths, conc]
+    for block in (cells[2:9], cells[9:16]):  # measured, then (value, error) per load
+        out.append(seconds_cell(block[0]))
+        for value, err in zip(block[1::2], block[2::2], strict=True):
+            out += [seconds_cell(value), pct_cell(err)]
+    above = cells[16].endswith(ABOVE)
+    out += [seconds_cell(cells[16].removesuffix(ABOVE)), "yes" if above else ""]
+    return dict(zip(CHECK_FIELDS, out, strict=True))
 
 
 def by_group(lines: list[Any], key: Any) -> str:
@@ -555,7 +341,7 @@ def by_group(lines: list[Any], key: Any) -> str:
     for ln in lines:
         if ln.excluded:
             continue
-        groups.setdefault((key(ln.row), sa.metric_group(ln.row["metric"])), []).append(ln)
+        groups.setdefault((key(ln.row), metric_group(ln.row["metric"])), []).append(ln)
     out = [
         "| group | metric | rows | predicted: median / signed median | simulated: median / signed median |",
         "|---|---|---|---|---|",
@@ -653,12 +439,12 @@ def markdown(
     bad: dict[str, tuple[int, int]] | None = None,
     written: bool = False,
 ) -> str:
-    """The generated document: how the rows were run, the medians overall, per engine and per
-    deployment, what was left out, then every row."""
+    """The generated section: how the rows were run, the medians overall, per engine and per
+    deployment, what was left out, and where every row is (:data:`ROWS_PATH`, :func:`rows_pointer`)."""
     n = sum(1 for ln in lines if ln.row["metric"] == "tpot_mean_s")
     bad = bad or {}
     how = "`benchmarks/silicon_accuracy.py --write`" if written else "`benchmarks/silicon_accuracy.py`"
-    return "\n".join(
+    return page(
         [
             f"Generated by {how} ({n} measured runs, each a TTFT and a TPOT, {seconds:.0f} s). The runs are "
             "NVIDIA's measured serving deployments in the aiconfigurator-core wheel's "
@@ -669,25 +455,18 @@ def markdown(
             "time per iteration and per sequence fitted to the TPOT of 12 of InferenceX's H200 runs each "
             "(`docs/overhead_fit.md`: those 24 runs are in this table too, so they are not held out here), "
             "the other terms assumed.",
-            "",
             f"Load: **{protocol}** (`--protocol`). "
             + _load_text(protocol, lines, bad)
             + " Not stated by the sample and assumed: TTFT/TPOT are means; outside InferenceX's campaigns the "
             "KV cache is FP8 for TensorRT-LLM's FP8/NVFP4 runs (NVIDIA's checkpoints set it) and bf16 otherwise "
             "(the engines' `kv_cache_dtype=auto`); FP8 activation scales static for TensorRT-LLM and NVIDIA's checkpoints, "
             "dynamic otherwise; 8,192 tokens per iteration; `fp8_block` GEMMs priced as FP8.",
-            "",
             "**Against the issue's targets** (median |error|; rows beyond 25 % counted):",
-            "",
-            sa.medians(lines),
-            "",
+            medians(lines),
             "**Per engine** (median |error| / median signed error: a negative TPOT error is a replay faster "
             "than the engine):",
-            "",
             by_group(lines, lambda r: r["engine"]),
-            "",
             "**Per deployment** (engine and version, model, GPU, GEMM dtype):",
-            "",
             by_group(
                 lines,
                 lambda r: (
@@ -695,41 +474,82 @@ def markdown(
                     f"{r['precision_weights'] or 'bf16'}"
                 ),
             ),
-            "",
             "Left out of the sample's rows: "
             + "; ".join(f"{k} ({why})" for why, k in left.most_common())
             + ".",
-            "",
-            sa.table(lines),
+            rows_pointer(len(lines)),
         ]
+    )
+
+
+def page(blocks: list[str]) -> str:
+    """Generated Markdown from its blocks.
+
+    Parameters
+    ----------
+    blocks : list of str
+        Paragraphs and tables (a block that starts with ``|``), in order.
+
+    Returns
+    -------
+    str
+        The blocks one blank line apart, every paragraph wrapped
+        (:func:`benchmarks.replay.pages.wrap`), tables as they are, and no home-directory path
+        (:func:`benchmarks.replay.pages.strip_home`).
+    """
+    return strip_home("\n\n".join(b if b.startswith("|") else wrap(b) for b in blocks))
+
+
+def rows_pointer(n: int) -> str:
+    """The paragraph that points to the per-row results (:data:`ROWS_PATH`) of ``n`` rows."""
+    return (
+        f"Row by row ({n} rows, a TTFT and a TPOT per run): [{ROWS_PATH.name}]({ROWS_PATH.name}), written with "
+        "this section (`benchmarks.replay.results`): the measured value, each mode's replay in seconds and its "
+        "signed error in %, why a row is left out of the medians, and each row's notes (what its replay "
+        "assumed, what its predicted kernels rest on, and the stated reason of a row beyond 25 %)."
+    )
+
+
+def check_pointer(n: int) -> str:
+    """The paragraph that points to the load check's per-run results (:data:`CHECK_PATH`) of ``n`` runs."""
+    return (
+        f"Run by run ({_runs(n)}): [{CHECK_PATH.name}]({CHECK_PATH.name}), written with this section: per run "
+        "its deployment, lengths and concurrency, and for TPOT and TTFT the measured value and each load's "
+        "replay (one wave, the client from a burst, its steady state) in seconds with its signed error in %, "
+        "then the client replay's roofline TTFT (`roofline_above_measured`: a run the client replay cannot be)."
     )
 
 
 def summary(lines: list[Any]) -> str:
     """The summary in docs/validation.md: the medians and a link to the document."""
-    return "\n".join(
+    return page(
         [
-            "NVIDIA's measured serving runs in the aiconfigurator wheel (`silicon_sample.csv`: dense aggregated "
-            "deployments of TensorRT-LLM, vLLM and SGLang on H100, H200, B200 and GB200) replayed the same way; "
-            "row by row in [silicon_accuracy.md](silicon_accuracy.md), generated by "
-            "`benchmarks/silicon_accuracy.py --write`. The sample does not name its load generator: InferenceX's "
-            "campaigns (inferred) are replayed as the benchmark client InferenceX documents, the others as one "
-            "wave each or, where most of a campaign's measured TTFTs undercut one wave's roofline, as their "
-            "client's closed loop in the steady state (TPOT compared, TTFT not); a campaign's TTFT is compared "
-            "only where no more than half its runs' measured TTFTs undercut the replay's roofline:",
-            "",
-            sa.medians(lines),
-            "",
+            SUMMARY_TEXT,
+            medians(lines),
             by_group(lines, lambda r: r["engine"]),
         ]
     )
+
+
+#: the summary's paragraph in docs/validation.md (:func:`summary`)
+SUMMARY_TEXT = (
+    "NVIDIA's measured serving runs in the aiconfigurator wheel (`silicon_sample.csv`: dense aggregated "
+    "deployments of TensorRT-LLM, vLLM and SGLang on H100, H200, B200 and GB200) replayed the same way; "
+    "the method and the medians in [silicon_accuracy.md](silicon_accuracy.md), row by row in "
+    f"[{ROWS_PATH.name}]({ROWS_PATH.name}), generated by "
+    "`benchmarks/silicon_accuracy.py --write`. The sample does not name its load generator: InferenceX's "
+    "campaigns (inferred) are replayed as the benchmark client InferenceX documents, the others as one "
+    "wave each or, where most of a campaign's measured TTFTs undercut one wave's roofline, as their "
+    "client's closed loop in the steady state (TPOT compared, TTFT not); a campaign's TTFT is compared "
+    "only where no more than half its runs' measured TTFTs undercut the replay's roofline:"
+)
 
 
 def check_markdown(check: LoadCheck, seconds: float, written: bool = False) -> str:
     """The load check's section of the document (:func:`load_check`)."""
     how = "`benchmarks/silicon_accuracy.py --check" + (" --write`" if written else "`")
     clients = "; ".join(f"{c.label}: {c.text} ({c.warmup})" for c in (INFERENCEX, AIC_EVAL))
-    return "\n".join(
+    return page(
         [
             f"Generated by {how} ({_runs(check.runs['all'])}, {seconds:.0f} s). The sample does not name its "
             "load generator; the benchmark clients its campaigns' sources suggest (`client()` in the script, "
@@ -742,12 +562,9 @@ def check_markdown(check: LoadCheck, seconds: float, written: bool = False) -> s
             "table uses. A measured TTFT below the client replay's roofline TTFT is a run that was not "
             "loaded as that client from a burst, unless the replay's admission rule (above) queues requests "
             "the engine did not.",
-            "",
             "Median |error| / median signed error, per client:",
-            "",
             check.summary,
-            "",
-            check.table,
+            check_pointer(check.runs["all"]),
         ]
     )
 
@@ -758,13 +575,12 @@ def _runs(n: int) -> str:
 
 def check_summary(check: LoadCheck) -> str:
     """The summary lines in docs/validation.md for the load check: its per-client medians."""
-    return "\n".join(
+    return page(
         [
             "Replayed as the benchmark clients their sources suggest (`C` clients, "
             f"`{INFERENCEX.per_client} C` requests from a burst, every one read, or that loop in its steady "
             "state), one run per deployment, `simulated` "
             "([the benchmark client](silicon_accuracy.md#the-benchmark-client)):",
-            "",
             check.summary,
         ]
     )
@@ -773,7 +589,7 @@ def check_summary(check: LoadCheck) -> str:
 def _evaluate_part(part: tuple[list[dict[str, str]], tuple[str, ...], bool]) -> list[Any]:
     rows, modes, show = part
     prog = (lambda s: print(s, file=sys.stderr)) if show else None
-    return sa.evaluate(rows, modes, progress=prog, interval=False)
+    return evaluate_rows(rows, modes, progress=prog, interval=False)
 
 
 def evaluate(
@@ -783,12 +599,14 @@ def evaluate(
     (a deployment's runs share its predictor and engine, so they stay together), the lines in
     the order one process gives them."""
     if jobs == 1:
-        return sa.evaluate(rows, modes, progress=progress, interval=False)
-    share = {d: i % jobs for i, d in enumerate(sorted({_config(r) for r in rows}))}
-    parts = [([r for r in rows if share[_config(r)] == i], modes, progress is not None) for i in range(jobs)]
+        return evaluate_rows(rows, modes, progress=progress, interval=False)
+    share = {d: i % jobs for i, d in enumerate(sorted({deployment_key(r) for r in rows}))}
+    parts = [
+        ([r for r in rows if share[deployment_key(r)] == i], modes, progress is not None) for i in range(jobs)
+    ]
     with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
         lines = [ln for part in pool.map(_evaluate_part, parts) for ln in part]
-    order = {id(r): i for i, r in enumerate(sorted(rows, key=sa._rank))}
+    order = {id(r): i for i, r in enumerate(sorted(rows, key=rank))}
     pos = {r["id"]: order[id(r)] for r in rows}
     return sorted(lines, key=lambda ln: pos[ln.row["id"]])
 
@@ -796,7 +614,7 @@ def evaluate(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=None, help="only the first N deployments (smoke)")
-    ap.add_argument("--modes", default=",".join(sa.MODES))
+    ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument(
         "--protocol", choices=PROTOCOLS, default="sourced", help="the load (module doc; default %(default)s)"
     )
@@ -810,21 +628,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--write",
         action="store_true",
-        help="write docs/silicon_accuracy.md's section (the table, or with --check the load check) and "
-        "the summary in docs/validation.md",
+        help="write docs/silicon_accuracy.md's section and its CSV appendix (the rows, or with --check the "
+        "load check's runs) and the summary in docs/validation.md",
     )
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         raise SystemExit(f"--limit: {args.limit} deployments not allowed; allowed: a whole number >= 1")
     modes = tuple(m for m in args.modes.split(",") if m)
     for m in modes:
-        if m not in sa.MODES:
-            raise SystemExit(f"--modes: {m!r} not allowed; allowed: {', '.join(sa.MODES)}")
+        if m not in MODES:
+            raise SystemExit(f"--modes: {m!r} not allowed; allowed: {', '.join(MODES)}")
     if not 1 <= args.jobs <= 64:
         raise SystemExit(f"--jobs: {args.jobs} not allowed; allowed: a whole number in [1, 64]")
-    if args.write and (args.limit is not None or modes != sa.MODES or args.protocol != "sourced"):
+    if args.write and (args.limit is not None or modes != MODES or args.protocol != "sourced"):
         raise SystemExit("--write writes the full table: drop --limit, --modes and --protocol")
-    if args.check and (modes != sa.MODES or args.protocol != "sourced"):
+    if args.check and (modes != MODES or args.protocol != "sourced"):
         raise SystemExit(
             "--check replays its own three loads in the simulated mode: drop --modes and --protocol"
         )
@@ -832,17 +650,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.protocol != "sourced":
         rows = [{**r, "source_kind": WAVE if args.protocol == "wave" else STEADY} for r in rows]
     if args.limit is not None:
-        keep = sorted({_config(r) for r in rows})[: args.limit]
-        rows = [r for r in rows if _config(r) in keep]
+        keep = sorted({deployment_key(r) for r in rows})[: args.limit]
+        rows = [r for r in rows if deployment_key(r) in keep]
     start = time.perf_counter()
     prog = (lambda s: print(s, file=sys.stderr)) if sys.stderr.isatty() else None
     if args.check:
         check = load_check(rows, progress=prog, jobs=args.jobs)
         text = check_markdown(check, time.perf_counter() - start, args.write)
         if args.write:
-            sa.replace_section(DOC_PATH, CHECK_BEGIN, CHECK_END, text)
-            sa.replace_section(VALIDATION_PATH, CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END, check_summary(check))
-        print(text)
+            replace_section(DOC_PATH, CHECK_BEGIN, CHECK_END, text)
+            write_csv(CHECK_PATH, CHECK_FIELDS, check.rows)
+            replace_section(VALIDATION_PATH, CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END, check_summary(check))
+        print(text + "\n\n" + strip_home(check.table))
         return 0
     bad: dict[str, tuple[int, int]] = {}
     if args.protocol == "sourced":
@@ -854,9 +673,10 @@ def main(argv: list[str] | None = None) -> int:
             lines = judge_ttft(lines, bad)
     text = markdown(lines, left, args.protocol, time.perf_counter() - start, bad, args.write)
     if args.write:
-        sa.replace_section(DOC_PATH, DOC_BEGIN, DOC_END, text)
-        sa.replace_section(VALIDATION_PATH, SUMMARY_BEGIN, SUMMARY_END, summary(lines))
-    print(text)
+        replace_section(DOC_PATH, DOC_BEGIN, DOC_END, text)
+        write_results(ROWS_PATH, lines)
+        replace_section(VALIDATION_PATH, SUMMARY_BEGIN, SUMMARY_END, summary(lines))
+    print(text + "\n\n" + strip_home(table(lines)))
     return 0
 
 

@@ -9,7 +9,7 @@ iterations, each costing the scheduler more per running sequence), so the iterat
 batch and the step cost alone (one mixed iteration of 48 decodes and a chunk, 20,000 times) are
 printed too.
 
-    python benchmarks/simulate_predicted_speed.py
+    python -m benchmarks.simulate_predicted_speed
 """
 
 from __future__ import annotations

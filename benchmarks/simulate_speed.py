@@ -9,9 +9,9 @@ scheduler keeps the queue's outstanding tokens as a running sum and stops at the
 request it cannot admit), so the overloaded run's cost per running sequence stays that of the
 10,000-request run.
 
-    python benchmarks/simulate_speed.py            # both runs and the queue check
-    python benchmarks/simulate_speed.py --quick    # the 10,000-request run and the queue check
-    python benchmarks/simulate_speed.py --queue    # the queue check alone (seconds)
+    python -m benchmarks.simulate_speed            # both runs and the queue check
+    python -m benchmarks.simulate_speed --quick    # the 10,000-request run and the queue check
+    python -m benchmarks.simulate_speed --queue    # the queue check alone (seconds)
 
 The queue check times one replica's iteration (schedule, price, finish) with 256 sequences
 decoding and 100 or 100,000 requests waiting that cannot be admitted (no free sequence slot):
@@ -20,8 +20,10 @@ the two must cost the same.
 The skipping simulator against the per-sequence loop (:mod:`graphs.serving.sim.skipping`, issue 44's
 targets: 100,000 overloaded requests <= 5 CPU s, 1,000,000 <= 60 CPU s, the same results):
 
-    python benchmarks/simulate_speed.py --skip            # 100,000 requests, loop vs skip, 2 rounds
-    python benchmarks/simulate_speed.py --skip --million  # also 1,000,000 requests, one round
+    python -m benchmarks.simulate_speed --skip            # 100,000 requests, loop vs skip, 2 rounds
+    python -m benchmarks.simulate_speed --skip --million  # also 1,000,000 requests, one round
+    python -m benchmarks.simulate_speed --skip --dp       # a data-parallel group instead: Qwen3-30B-A3B,
+                                                          # DP 2 + EP on 2 H100s, 10,000 requests at 200/s
 
 Each simulation runs in a process of its own (its peak RSS is its own: ``resource.getrusage``),
 the two modes interleaved round by round (paired: each pair saw the same load); the table gives
@@ -45,6 +47,8 @@ import numpy as np
 from graphs.serving import mixed_step, simulate, synthetic
 
 M, HW = "llama-3.1-8b", "h100"
+#: ``--dp``: an MoE model on one data-parallel group (graphs.serving.sim.data_parallel)
+DP_MODEL = "qwen3-30b-a3b"
 
 
 def run(n: int, rate: float) -> tuple[float, Any]:
@@ -60,13 +64,14 @@ def queue_check(ms: Any) -> None:
 
     out = []
     for waiting in (100, 100_000):
-        rep = Replica(ms, 10**6, EngineConfig(max_num_seqs=256))
-        for i in range(256):  # decoding: a token generated, KV of all but it
+        rep = Replica(ms, 10**6, EngineConfig())  # the simulator's default engine (vLLM's limits)
+        full = rep.cfg.max_num_seqs
+        for i in range(full):  # decoding: a token generated, KV of all but it
             s = Sequence(Request(i, 0.0, 1000, 10**6), computed=1000, generated=1)
             rep.running.append(s)
             s.blocks = -(-1001 // rep.cfg.block_size)
         for i in range(waiting):
-            rep.add(Sequence(Request(256 + i, 0.0, 1000, 250)))
+            rep.add(Sequence(Request(full + i, 0.0, 1000, 250)))
         k, now = 2000, 0.0
         t = time.perf_counter()
         for _ in range(k):
@@ -76,19 +81,25 @@ def queue_check(ms: Any) -> None:
             _ = rep.outstanding  # what the least-outstanding router asks at every arrival
         out.append((waiting, (time.perf_counter() - t) / k * 1e6))
     (w0, t0), (w1, t1) = out
+    running = EngineConfig().max_num_seqs
     print(
-        f"  one iteration with 256 running: {t0:.0f} us with {w0:,} waiting, {t1:.0f} us with {w1:,} "
+        f"  one iteration with {running} running: {t0:.0f} us with {w0:,} waiting, {t1:.0f} us with {w1:,} "
         f"waiting ({t1 / t0:.2f}x)"
     )
 
 
-def child(n: int, rate: float, skip: bool) -> None:
+def child(n: int, rate: float, skip: bool, dp: bool = False) -> None:
     """One simulation in this process: its CPU and wall seconds, peak RSS and a digest of its
-    results, as one JSON line (the requests are drawn and the step compiled outside the timing)."""
+    results, as one JSON line (the requests are drawn and the step compiled outside the timing);
+    ``dp``: :data:`DP_MODEL` on a DP 2 + EP group."""
+    from graphs.serving.sim.simulator import Topology
+
     reqs = synthetic(n, rate=rate, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=1)
-    mixed_step(M, HW)
+    model = DP_MODEL if dp else M
+    kw = {"topology": Topology(dp=2, expert_parallel=True)} if dp else {}
+    mixed_step(model, HW)
     t, c = time.perf_counter(), time.process_time()
-    res = simulate(M, HW, reqs, rate=rate, skip=skip)
+    res = simulate(model, HW, reqs, rate=rate, skip=skip, **kw)
     cpu, wall = time.process_time() - c, time.perf_counter() - t
     h = hashlib.sha256(json.dumps(res.to_dict(), sort_keys=True, default=str).encode())
     for k in sorted(res.per_request):
@@ -101,7 +112,7 @@ def child(n: int, rate: float, skip: bool) -> None:
     )
 
 
-def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
+def skip_vs_loop(sizes: list[tuple[int, float, int]], dp: bool = False) -> None:
     """The per-sequence loop and the skipping simulator, each run in a process of its own,
     interleaved round by round (module doc)."""
     env = {
@@ -118,7 +129,7 @@ def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
             got = {}
             for skip in (False, True) if r % 2 == 0 else (True, False):
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", str(n), str(rate), str(int(skip))],
+                    [sys.executable, __file__, "--child", str(n), str(rate), str(int(skip)), str(int(dp))],
                     env=env,
                     capture_output=True,
                     text=True,
@@ -136,7 +147,10 @@ def skip_vs_loop(sizes: list[tuple[int, float, int]]) -> None:
 def main() -> None:
     if "--child" in sys.argv:
         i = sys.argv.index("--child")
-        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1")
+        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1", sys.argv[i + 4] == "1")
+        return
+    if "--skip" in sys.argv and "--dp" in sys.argv:
+        skip_vs_loop([(10_000, 200.0, 2)], dp=True)
         return
     if "--skip" in sys.argv:
         skip_vs_loop([(100_000, 330.0, 2)] + ([(1_000_000, 3300.0, 1)] if "--million" in sys.argv else []))

@@ -7,7 +7,7 @@ requests per candidate) simulates its candidates; the Dask run pays its cluster'
 seconds) out of the same wall clock. Target (issue 44): >= 1.6x on this 2-core machine, so run
 it with the machine otherwise idle (the load average is printed).
 
-    python benchmarks/size_dask.py [--rounds 3]
+    python -m benchmarks.size_dask [--rounds 3]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Why it stops (graphs.serving.sim.specdec_batch.speedup_by_batch): each speculati
 k + 1 = 5 tokens through the token-wise kernels, which turn compute-bound near B ~ 300 / 5, so the
 verify then costs ~5x a plain step's weight-bound work for E(0.7, 4) = 2.77 tokens.
 
-    python benchmarks/specdec_batch.py [--alpha 0.7] [--k 4] [--device h100] [--tp 4]
+    python -m benchmarks.specdec_batch [--alpha 0.7] [--k 4] [--device h100] [--tp 4]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ plain numpy, kernel by kernel and term by term, from the same coefficients (:mod
 to 1e-12. The per-point version substitutes into the sympy expression. Prints each time and the
 ratios (target: compiled within 1.5x of the hand-written numpy).
 
-    python benchmarks/sweep_speed.py
+    python -m benchmarks.sweep_speed
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from _hand import kernels as hand_kernels
-from _hand import vector
 
+from benchmarks.baselines.hand import kernels as hand_kernels
+from benchmarks.baselines.hand import vector
 from costmodel import get_device
 from costmodel.symbols import B, ctx
 from graphs import build_model, step_time

@@ -7,7 +7,7 @@ printed are the import time, the first analysis (ours compiles its steps here), 
 200 further analyses at batch sizes 1-16 (llm-analysis refuses batches that do not fit), plus both tools' TTFT and TPOT so a reader sees
 the two compute the same quantities (their models differ in detail: see the closing note).
 
-    python benchmarks/vs_llm_analysis.py
+    python -m benchmarks.vs_llm_analysis
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 
-from _peers import HOW, llm_analysis_python
+from benchmarks.baselines.peers import HOW, llm_analysis_python
 
 OURS = r"""
 import json, time

@@ -40,6 +40,7 @@ __all__ = [
     "KV_CAP",
     "MERGED",
     "EXPERT_PLAN",
+    "SCALE_BLOCK",
     # edge attributes
     "TENSOR",
     "BYTES",
@@ -147,6 +148,9 @@ KV_CAP = "kv_cap"  #: on a cache write: positions per sequence its layer keeps a
 MERGED = "merged"
 #: on a routed-expert node costed as the busiest EP rank's: ``(ep, routing kind, Zipf exponent)``
 EXPERT_PLAN = "expert_plan"
+#: on a routed-expert node of FP8 block-quantised weights: the ``(rows, columns)`` each scale
+#: covers (:attr:`models.config.ModelConfig.weight_scale_block`, DeepSeek-V3's ``(128, 128)``)
+SCALE_BLOCK = "scale_block"
 # edge attributes
 TENSOR = "tensor"  #: the logical tensor on the edge
 BYTES = "bytes"  #: bytes moved over the edge per instance of the consumer

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import CostModelError
 
-__all__ = ["read_regular_file", "read_user_file", "unique_keys"]
+__all__ = ["open_regular_file", "read_regular_file", "read_user_file", "unique_keys"]
 
 
 def read_regular_file(
@@ -54,6 +54,27 @@ def read_regular_file(
         return None
     finally:
         os.close(fd)
+
+
+def open_regular_file(path: str | os.PathLike[str], max_bytes: int) -> tuple[BinaryIO, int] | None:
+    """``path`` opened for reading, with its size, when it is a regular file of at most
+    ``max_bytes`` (not a link, never blocking: as :func:`read_regular_file`), else None; for a
+    file read in parts (:mod:`costmodel.formstore`). The caller closes it."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb"), st.st_size
 
 
 def read_user_file(

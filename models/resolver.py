@@ -47,7 +47,6 @@ from .sources import (
     config_identity,
     config_name,
     is_catalog_name,
-    is_folder,
     locate,
     parse_config,
     read_config,
@@ -73,8 +72,9 @@ __all__ = [
 
 #: configs built, by (file version, name, source, mtp, assumed family)
 _configs: BoundedCache[tuple[Any, ...], ModelConfig] = BoundedCache()
-#: (catalog name, name given, assumed family) -> its config, resolved once per process
-_catalog_configs: dict[tuple[str, str | None, str | None], ModelConfig] = {}
+#: (catalog name, name given, assumed family, working directory) -> its config, resolved once
+#: per process and working directory (issue 44 item 6: no stat per call)
+_catalog_configs: dict[tuple[str, str | None, str | None, str], ModelConfig] = {}
 
 
 def clear_cache() -> None:
@@ -149,6 +149,11 @@ def resolve_model(
     ...
     models.sources.HubIdError: model 'meta-llama/Llama-3.1-8B' looks like a Hugging Face hub id; costmodel reads no network: download its config.json and pass the path
     """
+    if type(model) is str:  # a catalog name resolved before in this working directory: no stat
+        cwd = _cwd()
+        cfg = _catalog_configs.get((model.lower(), name, assume_family, cwd)) if cwd else None
+        if cfg is not None:
+            return cfg
     from .config import ModelConfig
 
     if isinstance(model, ModelConfig):
@@ -160,15 +165,20 @@ def resolve_model(
             f"model {type(model).__name__} {str(model)[:40]!r}: expected a catalog name, a config.json "
             "path or folder, a parsed config.json (dict) or a ModelConfig"
         )
-    if isinstance(model, str):  # a catalog name seen before: one stat (a folder of that name wins)
-        memo = (model.lower(), name, assume_family)
-        cfg = _catalog_configs.get(memo)
-        if cfg is not None and not is_folder(model):
-            return cfg
     path, default, source, mtp = locate(model)
     cfg = _build(path, name or default, source, mtp, assume_family)
-    if isinstance(model, str) and is_catalog_name(model):
+    if isinstance(model, str) and is_catalog_name(model) and (cwd := _cwd()):
         # a catalog entry: its file ships with the package and is not edited under a running
-        # process, so the config is kept by name (clear_cache forgets it)
-        _catalog_configs[(model.lower(), name, assume_family)] = cfg
+        # process, so the config is kept by name and working directory, where no folder of that
+        # name was found (one made there later is not seen until clear_cache)
+        _catalog_configs[(model.lower(), name, assume_family, cwd)] = cfg
     return cfg
+
+
+def _cwd() -> str | None:
+    """The working directory (a folder named like a catalog model there takes precedence), or
+    None when it is gone."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None

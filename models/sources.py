@@ -166,8 +166,9 @@ def config_file(path: Path) -> Path:
 
 
 def is_folder(name: str) -> bool:
-    """Whether ``name`` is a folder (one ``stat``, no ``Path`` built: a catalog name is checked
-    on every call, since a folder of that name in the working directory takes precedence)."""
+    """Whether ``name`` is a folder (one ``stat``, no ``Path`` built: a folder named like a
+    catalog model in the working directory takes precedence; :func:`models.resolver.resolve_model`
+    checks once per name and working directory)."""
     try:
         return os.path.isdir(name)
     except (OSError, ValueError):  # not a usable path (e.g. a component longer than the file system allows)

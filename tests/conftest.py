@@ -28,9 +28,12 @@ def fresh_catalog():
 
 @pytest.fixture(autouse=True, scope="session")
 def private_form_cache(tmp_path_factory):
-    """The persistent cache of compiled forms goes to a temporary directory, never the user's."""
+    """The persistent cache of compiled forms goes to a temporary directory, never the user's;
+    the shipped cards are set aside (whether they match the sources depends on the last build:
+    tests/test_shipped_cards.py builds its own), so every test derives what it checks."""
     old = os.environ.get("COSTMODEL_CACHE_DIR")
     os.environ["COSTMODEL_CACHE_DIR"] = str(tmp_path_factory.mktemp("form-cache"))
+    os.environ["COSTMODEL_NO_SHIPPED_CARDS"] = "1"
     yield
     if old is None:
         os.environ.pop("COSTMODEL_CACHE_DIR", None)

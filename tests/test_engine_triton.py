@@ -32,15 +32,11 @@ def test_triton_defaults_are_its_sources():
 
 
 def test_the_accuracy_page_replays_triton_rows_with_its_profile():
-    import sys
-    from pathlib import Path
+    from benchmarks import replay
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import serving_accuracy as sa
-
-    assert sa.ENGINE["tensorrt-llm (Triton tensorrtllm_backend)"] == "triton-trtllm"
+    assert replay.ENGINE["tensorrt-llm (Triton tensorrtllm_backend)"] == "triton-trtllm"
     row = next(
-        r for r in sa.load_rows(subset="core") if r["id"].startswith("trt014srv-") and "qps2-" in r["id"]
+        r for r in replay.load_rows(subset="core") if r["id"].startswith("trt014srv-") and "qps2-" in r["id"]
     )
-    w = sa.row_workload(row, quick=True)
+    w = replay.row_workload(row, quick=True)
     assert w.profile == "triton-trtllm" and not w.engine.enable_chunked_prefill

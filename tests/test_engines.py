@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -141,23 +140,16 @@ def test_capture_sizes_are_vllms():
     assert len(vllm_capture_sizes()) == 3 + 31 + 17  # 1, 2, 4; 8..248 by 8; 256..512 by 16
 
 
-def _sa():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import serving_accuracy
-
-    return serving_accuracy
-
-
 def test_simulate_engine_is_the_accuracy_pages():
     """``simulate --engine trtllm-bench`` builds the EngineConfig the accuracy page replays a
     TensorRT-LLM v0.14 perf-overview row with (same model, device and lengths)."""
+    from benchmarks import replay as sa
     from graphs.cli.engine_option import profile_of
     from graphs.cli.main import build_parser
     from graphs.cli.options import apply_dtypes
     from graphs.cli.simulate import _engine
     from models.resolver import resolve_model
 
-    sa = _sa()
     row = next(
         r for r in sa.load_rows(subset=None) if r["id"] == "trt014-llama-3.1-8b-h100-sxm-tp1-fp8-1000-1000"
     )
@@ -207,11 +199,15 @@ _ENGINE_CONSTANT = re.compile(
 )
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*accuracy*.py")), ids=lambda p: p.name)
-def test_no_engine_constant_in_the_accuracy_benchmarks(path):
-    """A benchmark states only what its source states: an engine default lives in a profile."""
+_BENCHMARKS = sorted((ROOT / "benchmarks").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _BENCHMARKS, ids=lambda p: str(p.relative_to(ROOT / "benchmarks")))
+def test_no_engine_constant_in_the_benchmarks(path):
+    """A benchmark states only what its source states: an engine default lives in a profile (every
+    module of benchmarks/, the shared replay included)."""
     hits = [
-        f"{path.name}:{i}: {line.strip()}"
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
         for i, line in enumerate(path.read_text().splitlines(), 1)
         if _ENGINE_CONSTANT.search(line)
     ]

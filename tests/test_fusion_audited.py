@@ -10,10 +10,8 @@ decode and MoE shapes are dynamic and the closed forms of both plans' bytes give
 the example's sizes.
 """
 
-import importlib.util
-import sys
+import importlib
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -24,15 +22,9 @@ from costmodel.fusion_plan import solver_available
 
 warnings.filterwarnings("ignore")
 
-_BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "fusion_planner.py"
-
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("fusion_planner_bench", _BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fusion_planner_bench", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("benchmarks.fusion_planner")
 
 
 #: the dims each model compiles dynamic (prefill-like: the token count; decode: batch and cache)

@@ -3,7 +3,7 @@
 No test here times this machine (STYLE.md convention 14): the kernels run for real, but every
 assertion is arithmetic on recorded timings (``time_best`` replaced by one that runs the kernel
 once and reports a fixed time) or on synthetic rows. How close the kernels come to their bounds
-on a real machine is a measurement: ``python benchmarks/probe_vs_bench.py``.
+on a real machine is a measurement: ``python -m benchmarks.probe_vs_bench``.
 """
 
 import importlib

@@ -8,16 +8,12 @@ x three ISL/OSL x 4-128 clients: 72); fitted: 2 shapes x 2 TPs x 3 loads = 12 pe
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 pytest.importorskip("aiconfigurator_core")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import overhead_fit as of
+from benchmarks import overhead_fit as of
 
 
 @pytest.mark.parametrize(("engine", "total"), [("vllm", 105), ("trtllm", 72)])

@@ -27,3 +27,17 @@ def test_a_folder_named_like_a_catalog_model_still_wins(tmp_path, monkeypatch):
     assert resolve_model("tiny") is catalog
     clear_cache()
     assert resolve_model("tiny") == catalog
+
+
+def test_a_memoised_name_costs_no_stat(monkeypatch):
+    """Resolved once per working directory: a repeated name reads no file system (issue 44 item 6)."""
+    import os
+
+    first = resolve_model("llama-2-7b")
+
+    def refuse(*a, **k):
+        raise AssertionError("stat on a memoised catalog name")
+
+    monkeypatch.setattr(os.path, "isdir", refuse)
+    monkeypatch.setattr(os, "stat", refuse)
+    assert resolve_model("llama-2-7b") is first

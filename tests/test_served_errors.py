@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from costmodel.errors import CostModelError
+from graphs.serving.sim.conformal import Method, Residual, fit_groups
 from graphs.serving.sim.served_errors import (
     ALPHA,
     MIN_DEPLOYMENTS,
@@ -31,17 +32,28 @@ def test_ranks_are_the_split_conformal_order_statistics():
     assert conformal_ranks(8) is None  # 9 x 0.9 = 8.1 -> 9 > 8: no finite upper end
 
 
+def _fit(errors, deployments=3, metric="TPOT"):
+    """The one plain row-weighted group of ``errors`` (e = y_hat / y - 1), its rows dealt over
+    ``deployments`` deployments in turn."""
+    rows = [
+        Residual(f"d{i % deployments}", metric, "vllm", "h100-sxm", False, e) for i, e in enumerate(errors)
+    ]
+    groups = fit_groups(rows, Method("row", "metric", False))
+    return groups[0] if groups else None
+
+
 def test_a_group_of_nine_spans_its_extremes():
     # errors e = y_hat / y - 1; with ranks (1, 9) the ends are the extreme ratios y / y_hat:
     # the row simulated 2x too high gives y / y_hat = 1/2, the one simulated half as high gives 2
     errors = [1.0, 0.5, 0.2, 0.1, 0.0, -0.1, -0.2, -0.3, -0.5]
-    g = ErrorGroup.fit("TPOT", "vllm", None, False, errors, deployments=3)
+    g = _fit(errors)
     assert g is not None
     assert math.isclose(g.low, 0.5) and math.isclose(g.high, 2.0)
     assert math.isclose(g.median_abs, 0.2)  # |e| sorted: 0, .1, .1, .2, .2, .3, .5, .5, 1
     assert g.interval(10.0) == pytest.approx((5.0, 20.0))
+    assert _fit(errors[:8]) is None  # ceil(9 x 0.9) = 9 > 8 rows: no upper end
     with pytest.raises(CostModelError, match="finite"):
-        ErrorGroup.fit("TPOT", None, None, None, [*errors, float("nan")], deployments=3)
+        _fit([*errors, float("nan")])
 
 
 def test_coverage_holds_on_exchangeable_residuals():
@@ -53,7 +65,7 @@ def test_coverage_holds_on_exchangeable_residuals():
     hits = 0
     for _ in range(trials):
         y_hat_over_y = np.exp(rng.normal(0.1, 0.2, n + 1))  # a biased, noisy simulator
-        g = ErrorGroup.fit("TTFT", None, None, None, list(y_hat_over_y[:n] - 1), deployments=5)
+        g = _fit(list(y_hat_over_y[:n] - 1), deployments=5, metric="TTFT")
         assert g is not None
         ratio = 1 / y_hat_over_y[n]  # the new row's y / y_hat
         hits += g.low <= ratio <= g.high
@@ -141,18 +153,16 @@ def test_the_shipped_table_leaves_the_held_out_split_out():
 def test_the_shipped_table_is_what_the_script_computes():
     """Regenerated from the two generated pages and the split, the table is the shipped one."""
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import served_errors as script
-    finally:
-        sys.path.pop(0)
+    from benchmarks import served_errors as script
     rows = script.residual_rows()
     cal = [r for r in rows if r["deployment"] not in script.heldout()]
     got = sorted((g.to_dict() for g in script.calibrate(cal)), key=lambda d: d["label"])
     shipped = sorted((g.to_dict() for g in served_errors().groups), key=lambda d: d["label"])
     assert got == shipped
+    # each metric by the method the grouped cross-validation chose (interval_selection.py --write)
+    choice = json.loads((ROOT / "benchmarks" / "data" / "interval_choice.json").read_text())
+    assert dict(served_errors().methods) == choice["methods"]
+    assert sorted(served_errors().support) == sorted(script.support(cal))
 
 
 def test_neighbour_priced_kernels_state_the_left_out_devices_errors():
@@ -184,3 +194,13 @@ def test_the_shipped_device_errors_are_the_accuracy_page_s():
     (l40s,) = [d for d in table.devices if (d.family, d.device) == ("gemm", "l40s")]
     assert (l40s.kind, l40s.median_pct) == ("GDDR", 26.3)
     assert {d.kind for d in table.devices if d.device == "gb200"} == {"HBM"}
+
+
+def test_bound_predictor_refuses_a_quantile():
+    """The bound has no held-out errors: a quantile asked of it is refused, not dropped."""
+    from costmodel.errors import CostModelError
+    from graphs.serving.pricing.predictor import Predictor
+
+    with pytest.raises(CostModelError, match="needs a framework"):
+        Predictor.of(None, quantile=0.9)
+    assert Predictor.of(None).framework is None

@@ -186,6 +186,19 @@ def test_peak_activation_liveness_by_hand():
     assert peak_activation_bytes(g) == 35
 
 
+def test_peak_activation_is_the_exact_rational():
+    """Fractional bytes per element (NVFP4: 4.5 bits, 16 values share one FP8 scale) come back
+    as the exact rational of the float sum, not a nearby simple fraction."""
+    g = nx.DiGraph()
+    b = GraphBuilder(g, phase="decode", group="t")
+    x = b.source("x", Tensor("x", (5,), "int8"), "input")
+    a = b.op("a", "copy", Role.VIEW, [x], [Tensor("a", (3,), "nvfp4")], elements=3, dtype="nvfp4")[0]
+    b.op("c", "copy", Role.VIEW, [a], [Tensor("c", (7,), "nvfp4")], elements=7, dtype="nvfp4")
+    # a: 3 * 4.5 / 8 = 27/16; c runs while a is live: (3 + 7) * 4.5 / 8 = 45/8
+    peak = peak_activation_bytes(g)
+    assert isinstance(peak, sympy.Rational) and peak == sympy.Rational(45, 8)
+
+
 def test_sweep_compiled_matches_graph_and_frontier(tmp_path):
     res = sweep(
         "llama-3.1-8b",

@@ -1,4 +1,5 @@
-"""Smoke test of ``benchmarks/serving_accuracy.py``: a few published rows replayed quickly.
+"""Smoke test of the replay behind ``benchmarks/serving_accuracy.py`` (:mod:`benchmarks.replay`):
+a few published rows replayed quickly.
 
 The measured values are pinned to their published sources (not to this engine's output):
 
@@ -15,14 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import serving_accuracy as sa
-
+from benchmarks import replay
+from benchmarks.replay.reasons import CPU_STEP
 from costmodel.errors import CostModelError
 
 #: id -> (published value, unit, source URL), read in the sources above
@@ -47,7 +45,7 @@ PINNED = {
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict[str, str]]:
-    return {r["id"]: r for r in sa.load_rows(subset=None)}
+    return {r["id"]: r for r in replay.load_rows(subset=None)}
 
 
 @pytest.mark.parametrize("rid", sorted(PINNED))
@@ -65,9 +63,9 @@ def test_bound_replay_is_never_slower_than_the_real_engine(rows: dict[str, dict[
     """A roofline replay of the published configuration: a throughput at least, a latency at
     most the measured one (a real engine adds kernel inefficiency and overheads to the bound)."""
     row = rows[rid]
-    bound = sa.run_row(row, "bound", quick=True)
+    bound = replay.run_row(row, "bound", quick=True)
     assert math.isfinite(bound) and bound > 0
-    if sa.metric_group(row["metric"]) == "throughput":
+    if replay.metric_group(row["metric"]) == "throughput":
         assert bound >= float(row["value"])
     else:
         assert bound <= float(row["value"])
@@ -77,35 +75,35 @@ def test_trt_replay_admits_without_eviction(rows: dict[str, dict[str, str]]) -> 
     """GUARANTEED_NO_EVICT: the running cap times one request's whole KV (prompt + output, in
     32-token blocks) fits the pool, so the replay never preempts."""
     row = rows["trt10-llama-3.1-8b-h100-sxm-tp1-fp8-5000-500"]
-    w = sa.row_workload(row, quick=True)
+    w = replay.row_workload(row, quick=True)
     per_request = -(-(5000 + 500) // 32)  # 172 blocks
     assert w.engine.num_blocks is not None
     assert w.engine.max_num_seqs * per_request <= w.engine.num_blocks
     assert (w.engine.max_num_seqs + 1) * per_request > w.engine.num_blocks  # and uses the pool
     assert (w.config.dtype, w.config.kv_dtype, w.config.matmul_dtype) == ("fp8_e4m3",) * 3
-    assert sa._simulate(w, "bound").res.preemptions == 0
+    assert replay.simulate_row(w, "bound").res.preemptions == 0
 
 
 def test_closed_loop_sends_after_a_completion(rows: dict[str, dict[str, str]]) -> None:
     """At concurrency 1 each request is sent when the previous one finishes: its TTFT is its own
     prefill, not the queue behind the others (4 requests, all alike)."""
     row = rows["nim-llama33-70b-h100x2-fp8-5000-500-c1-ttft"]
-    w = sa.row_workload(row, quick=True)
-    run = sa._simulate(w, "bound")
+    w = replay.row_workload(row, quick=True)
+    run = replay.simulate_row(w, "bound")
     assert len(run.ttft) == 2  # the middle rounds of 4
     assert max(run.ttft) == pytest.approx(min(run.ttft), rel=1e-6)
 
 
 def test_unpublished_row_is_refused_with_its_reason(rows: dict[str, dict[str, str]]) -> None:
     row = rows["mlperf41-llama2-70b-h200x8-offline-tok"]
-    assert sa.excluded(row) is not None
+    assert replay.excluded(row) is not None
     with pytest.raises(CostModelError, match="length distribution"):
-        sa.row_workload(row)
+        replay.row_workload(row)
 
 
-def _line(metric: str, measured: float, lo: float, hi: float) -> sa._Line:
+def _line(metric: str, measured: float, lo: float, hi: float) -> replay.Line:
     row = {"id": f"x-{metric}-{measured}", "metric": metric, "value": str(measured), "unit": "s"}
-    return sa._Line(row, {}, (), interval=(lo, hi))
+    return replay.Line(row, {}, (), interval=(lo, hi))
 
 
 def test_interval_coverage_counts_inside_below_and_above() -> None:
@@ -118,15 +116,15 @@ def test_interval_coverage_counts_inside_below_and_above() -> None:
         _line("itl_mean_s", 0.020, 0.009, 0.013),
         dataclasses.replace(_line("itl_mean_s", 0.5, 0.1, 0.2), excluded="not published"),
     ]
-    text = sa.interval_coverage(lines)
+    text = replay.interval_coverage(lines)
     assert "| TPOT | 3 | 1 (33 %) | 1 | 1 | 33.3 % |" in text.splitlines()
-    assert sa.interval_coverage([sa._Line(lines[0].row, {}, ())]) == ""  # no interval run
+    assert replay.interval_coverage([replay.Line(lines[0].row, {}, ())]) == ""  # no interval run
 
 
 def test_the_bound_has_no_interval(rows: dict[str, dict[str, str]]) -> None:
     row = rows["nim-llama33-70b-h100x2-fp8-5000-500-c1-itl"]
     with pytest.raises(CostModelError, match="no prediction interval"):
-        sa.run_row(row, "bound", quick=True, quantile=0.9)
+        replay.run_row(row, "bound", quick=True, quantile=0.9)
 
 
 def test_a_rate_near_the_pages_own_capacity_is_queue_amplified(rows: dict[str, dict[str, str]]) -> None:
@@ -135,11 +133,11 @@ def test_a_rate_near_the_pages_own_capacity_is_queue_amplified(rows: dict[str, d
     near saturation, where a per-step time the replay leaves out is amplified by the queue. At
     16 req/s (43 %) the small batch's CPU work is the reason; at 32 req/s on 70B TP4 the page's
     4,103 tok/s are exceeded twice over (another regime): no such reason."""
-    near = sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], -0.36)
+    near = replay.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], -0.36)
     assert near.startswith("near saturation") and "8,192 tok/s, 87 % of the 9,420" in near
-    assert sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps16-itl"], -0.3) == sa._CPU_STEP
-    assert sa.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps32-itl"], -0.3) == ""
-    assert sa.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], +0.3) == ""  # slower
+    assert replay.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps16-itl"], -0.3) == CPU_STEP
+    assert replay.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps32-itl"], -0.3) == ""
+    assert replay.reason(rows["trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256-qps32-itl"], +0.3) == ""  # slower
 
 
 def test_a_low_rate_at_capacity_is_the_queues_too(rows: dict[str, dict[str, str]]) -> None:
@@ -147,7 +145,7 @@ def test_a_low_rate_at_capacity_is_the_queues_too(rows: dict[str, dict[str, str]
     4,103 at an unlimited rate: the queue's reason, not the small batch's CPU work; a throughput
     row never takes it (below capacity it is the offered load)."""
     r = rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps16-itl"]
-    assert "4,096 tok/s, 100 % of the 4,103" in sa.reason(r, -0.3)
-    assert not sa.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps16-out"], +0.3).startswith(
+    assert "4,096 tok/s, 100 % of the 4,103" in replay.reason(r, -0.3)
+    assert not replay.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps16-out"], +0.3).startswith(
         "near"
     )

@@ -10,16 +10,12 @@ ITL 9 ms (https://github.com/arthurrasmusson/TensorRT-LLM/blob/e00d4e6564921307d
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import serving_accuracy as sa
-import serving_calibrated as sc
-
+from benchmarks import replay
+from benchmarks import serving_calibrated as sc
 from costmodel.errors import CostModelError
 from graphs.serving.planning.serving_fit import BINS
 
@@ -28,7 +24,7 @@ PREFIX = "trt014srv-llama-3.1-8b-h100-sxm-tp1-467-256"
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, dict[str, str]]:
-    return {r["id"]: r for r in sa.load_rows(subset=None)}
+    return {r["id"]: r for r in replay.load_rows(subset=None)}
 
 
 def test_a_load_point_carries_the_published_means(rows: dict[str, dict[str, str]]) -> None:
@@ -38,8 +34,8 @@ def test_a_load_point_carries_the_published_means(rows: dict[str, dict[str, str]
     assert run.ttft_s.mean() == pytest.approx(0.024)  # 24 ms
     assert np.nanmean(run.tpot_s) == pytest.approx(0.009)  # 9 ms: TPOT = (E2E - TTFT) / (256 - 1)
     # the same requests the accuracy table replays for that row (Poisson, seed 0)
-    replay = sa.row_workload(rows[f"{PREFIX}-qps4-ttft"])
-    assert run.arrival_s.tolist() == [r.arrival_s for r in replay.requests]
+    table_w = replay.row_workload(rows[f"{PREFIX}-qps4-ttft"])
+    assert run.arrival_s.tolist() == [r.arrival_s for r in table_w.requests]
     assert w.framework == "trtllm" and w.topology.tp == 1
 
 

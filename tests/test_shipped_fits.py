@@ -209,8 +209,8 @@ def test_the_switch_sets_the_file_aside(ship, monkeypatch):
 
 def test_the_shipped_file_is_small_installed_and_current():
     """The file exists, is package data, is a few MB at most, and was built by this fitting code
-    for the installed wheel (else: ``python benchmarks/build_fits.py``)."""
-    assert shipped.PATH.is_file(), "no shipped fits: python benchmarks/build_fits.py --jobs 2"
+    for the installed wheel (else: ``python -m benchmarks.build_fits``)."""
+    assert shipped.PATH.is_file(), "no shipped fits: python -m benchmarks.build_fits --jobs 2"
     size = shipped.PATH.stat().st_size
     assert size < 4 * 2**20, f"{size:,} bytes"
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
@@ -219,7 +219,7 @@ def test_the_shipped_file_is_small_installed_and_current():
     h = shipped.header()
     assert h is not None
     assert h["code"] == shipped.code_digest(), (
-        "efficiency.py changed: python benchmarks/build_fits.py --jobs 2"
+        "efficiency.py changed: python -m benchmarks.build_fits --jobs 2"
     )
     assert h["package"] == corpus.PACKAGE
     try:

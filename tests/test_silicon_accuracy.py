@@ -1,4 +1,4 @@
-"""``benchmarks/silicon_accuracy.py``: NVIDIA's measured serving runs turned into replayable rows.
+"""``benchmarks/silicon_accuracy.py`` and :mod:`benchmarks.replay.silicon`: NVIDIA's measured serving runs turned into replayable rows.
 
 The measured values are pinned to the aiconfigurator-core 0.12.0 wheel's
 ``aiconfigurator_core/systems/silicon_sample.csv``, line 917, read by hand: SGLang 0.5.1.post1,
@@ -9,28 +9,25 @@ Qwen/Qwen3-32B on H100 SXM, TP2, ISL/OSL 1024/128, concurrency 16: silicon_ttft_
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("aiconfigurator_core")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import serving_accuracy as sa
-import silicon_accuracy as si
+from benchmarks import replay
+from benchmarks import silicon_accuracy as si
+from benchmarks.replay import silicon
 
 RID = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp2_epnone_1"
 
 
 @pytest.fixture(scope="module")
 def sample() -> list[dict[str, str]]:
-    return si.load_sample()
+    return silicon.load_sample()
 
 
 @pytest.fixture(scope="module")
 def converted(sample: list[dict[str, str]]) -> dict[str, dict[str, str]]:
-    rows, _ = si.silicon_rows(sample)
+    rows, _ = silicon.silicon_rows(sample)
     return {r["id"]: r for r in rows}
 
 
@@ -53,7 +50,7 @@ def test_row_pinned_to_the_sample(converted: dict[str, dict[str, str]]) -> None:
 
 
 def test_a_wave_sends_every_request_at_once(converted: dict[str, dict[str, str]]) -> None:
-    w = sa.row_workload(converted[f"aicsil-{RID}-tpot"])
+    w = replay.row_workload(converted[f"aicsil-{RID}-tpot"])
     assert w.load == "batch" and len(w.requests) == 16
     assert {(r.arrival_s, r.prompt, r.output) for r in w.requests} == {(0.0, 1024, 128)}
     assert w.topology.tp == 2 and w.framework == "sglang"
@@ -64,17 +61,17 @@ def test_bound_replay_is_never_slower_than_the_engine(converted: dict[str, dict[
     """A roofline replay of the measured deployment: its TTFT and TPOT are at most the measured."""
     for metric in ("ttft", "tpot"):
         row = converted[f"aicsil-{RID}-{metric}"]
-        assert 0 < sa.run_row(row, "bound") <= float(row["value"])
+        assert 0 < replay.run_row(row, "bound") <= float(row["value"])
 
 
 def test_rows_left_out_say_why(sample: list[dict[str, str]]) -> None:
-    reasons = {si.eligible(r) for r in sample}
+    reasons = {silicon.eligible(r) for r in sample}
     assert None in reasons
     disagg = next(r for r in sample if r["mode"] == "disagg")
-    assert "disaggregated" in (si.eligible(disagg) or "")
+    assert "disaggregated" in (silicon.eligible(disagg) or "")
     moe = next(r for r in sample if r["model_path"] == "deepseek-ai/DeepSeek-R1" and r["mode"] == "agg")
-    assert "does not map" in (si.eligible(moe) or "")
-    rows, left = si.silicon_rows(sample)
+    assert "does not map" in (silicon.eligible(moe) or "")
+    rows, left = silicon.silicon_rows(sample)
     assert sum(left.values()) + len(rows) // 2 == len(sample)  # two rows (TTFT, TPOT) per run
 
 
@@ -83,34 +80,34 @@ def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
     activation scales); vLLM quantises a bf16 checkpoint on line (dynamic scales, bf16 KV)."""
     gap = "source_file=/Users/x/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/q.csv; silicon_concurrency=8"
     base = {"gemm_quant_mode": "fp8", "model_path": "meta-llama/Llama-3.1-70B", "silicon_data_source": gap}
-    assert si.kv_dtype({**base, "backend": "trtllm"}) == "fp8"
-    assert si.fp8_scales({**base, "backend": "trtllm"}) == "static"
-    assert si.kv_dtype({**base, "backend": "vllm"}) == "auto"
-    assert si.fp8_scales({**base, "backend": "vllm"}) == "dynamic"
+    assert silicon.kv_dtype({**base, "backend": "trtllm"}) == "fp8"
+    assert silicon.fp8_scales({**base, "backend": "trtllm"}) == "static"
+    assert silicon.kv_dtype({**base, "backend": "vllm"}) == "auto"
+    assert silicon.fp8_scales({**base, "backend": "vllm"}) == "dynamic"
     # InferenceX's scripts set an FP8 cache in vLLM too (kv-cache-dtype: fp8)
     ix = "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=8; wip=False"
-    assert si.kv_dtype({**base, "backend": "vllm", "silicon_data_source": ix}) == "fp8"
+    assert silicon.kv_dtype({**base, "backend": "vllm", "silicon_data_source": ix}) == "fp8"
     run = {"isl": "8192", "osl": "1024", "tp_size": "2"}
     # trtllm-serve (its profile: chunked prefill off by default) with the scripts' --max_num_tokens
-    assert si.engine_settings({**base, **run, "backend": "trtllm", "silicon_data_source": ix}) == {
+    assert silicon.engine_settings({**base, **run, "backend": "trtllm", "silicon_data_source": ix}) == {
         "engine_profile": "trtllm",
         "engine_max_tokens": "16384",
     }
-    assert si.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {}
+    assert silicon.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {}
     nv = {
         "gemm_quant_mode": "fp8",
         "model_path": "nvidia/Llama-3.1-8B-Instruct-FP8",
         "backend": "vllm",
         "silicon_data_source": gap,
     }
-    assert si.fp8_scales(nv) == "static"
+    assert silicon.fp8_scales(nv) == "static"
     block = {
         "gemm_quant_mode": "fp8_block",
         "model_path": "meta-llama/Llama-3.1-8B-Instruct",
         "backend": "sglang",
         "silicon_data_source": gap,
     }
-    assert si.fp8_scales(block) == "dynamic" and si.kv_dtype(block) == "auto"
+    assert silicon.fp8_scales(block) == "dynamic" and silicon.kv_dtype(block) == "auto"
 
 
 def test_a_run_whose_concurrency_disagrees_is_left_out(sample: list[dict[str, str]]) -> None:
@@ -120,21 +117,21 @@ def test_a_run_whose_concurrency_disagrees_is_left_out(sample: list[dict[str, st
         if r["id"] == "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c288_tp2_epnone_1"
     )
     assert row["batch_size"] == "144"  # the sample's own two numbers disagree
-    assert "silicon_concurrency" in (si.eligible(row) or "")
+    assert "silicon_concurrency" in (silicon.eligible(row) or "")
 
 
 def test_a_campaign_below_the_wave_roofline_is_not_a_wave() -> None:
     """More than half of a campaign's runs faster than a wave's roofline TTFT: its TTFT lines
     are left out, its TPOT lines kept."""
 
-    def line(camp: str, metric: str, measured: float, bound: float) -> sa._Line:
+    def line(camp: str, metric: str, measured: float, bound: float) -> replay.Line:
         row = {
             "id": f"x-{camp}-{metric}-{measured}",
             "metric": metric,
             "value": str(measured),
             "campaign": camp,
         }
-        return sa._Line(row, {"bound": bound, "simulated": bound}, ())
+        return replay.Line(row, {"bound": bound, "simulated": bound}, ())
 
     lines = [
         line("a", "ttft_mean_s", 0.5, 1.0),
@@ -162,19 +159,28 @@ def test_the_benchmark_client_follows_the_campaign_source(sample: list[dict[str,
     AIConfigurator team's own campaigns run fixed lengths. Both send 10 requests per client."""
     by_id = {r["id"]: r for r in sample}
     ix = by_id["2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c128_tp8_ep1_2"]
-    assert si.client(ix) is si.INFERENCEX and (si.INFERENCEX.per_client, si.INFERENCEX.range_ratio) == (
+    assert silicon.client(ix) is silicon.INFERENCEX and (
+        silicon.INFERENCEX.per_client,
+        silicon.INFERENCEX.range_ratio,
+    ) == (
         10,
         0.8,
     )
-    assert "--num-prompts 10C" in si.INFERENCEX.text and "--random-range-ratio 0.8" in si.INFERENCEX.text
-    assert si.client(by_id[RID]) is si.AIC_EVAL and (si.AIC_EVAL.per_client, si.AIC_EVAL.range_ratio) == (
+    assert (
+        "--num-prompts 10C" in silicon.INFERENCEX.text
+        and "--random-range-ratio 0.8" in silicon.INFERENCEX.text
+    )
+    assert silicon.client(by_id[RID]) is silicon.AIC_EVAL and (
+        silicon.AIC_EVAL.per_client,
+        silicon.AIC_EVAL.range_ratio,
+    ) == (
         10,
         1.0,
     )
-    assert "--request-count 10C" in si.AIC_EVAL.text
+    assert "--request-count 10C" in silicon.AIC_EVAL.text
     # the older dump of the same database has its layout (measured=, wip=) and is InferenceX's too
     older = next(r for r in sample if r["silicon_data_source"].startswith("source_file=2026-03-25.csv"))
-    assert "wip=" in older["silicon_data_source"] and si.client(older) is si.INFERENCEX
+    assert "wip=" in older["silicon_data_source"] and silicon.client(older) is silicon.INFERENCEX
 
 
 def _client(row: dict[str, str]) -> dict[str, str]:
@@ -182,7 +188,7 @@ def _client(row: dict[str, str]) -> dict[str, str]:
 
 
 def test_a_client_replay_sends_ten_requests_per_client(converted: dict[str, dict[str, str]]) -> None:
-    w = sa.row_workload(_client(converted[f"aicsil-{RID}-tpot"]))
+    w = replay.row_workload(_client(converted[f"aicsil-{RID}-tpot"]))
     assert w.load == "client" and w.concurrency == 16 and len(w.requests) == 160
     assert {(r.arrival_s, r.prompt, r.output) for r in w.requests} == {(0.0, 1024, 128)}
     ix = next(
@@ -190,7 +196,7 @@ def test_a_client_replay_sends_ten_requests_per_client(converted: dict[str, dict
         for r in converted.values()
         if r["length_range_ratio"] == "0.8" and r["metric"] == "tpot_mean_s" and r["isl"] == "1024"
     )
-    w = sa.row_workload(_client(ix))
+    w = replay.row_workload(_client(ix))
     c = int(ix["concurrency"])
     assert len(w.requests) == 10 * c
     prompts, outputs = {r.prompt for r in w.requests}, {r.output for r in w.requests}
@@ -207,23 +213,25 @@ def test_one_client_replays_as_a_wave_of_one(converted: dict[str, dict[str, str]
     for metric in ("ttft", "tpot"):
         row = converted[f"aicsil-{rid}-{metric}"]
         assert row["concurrency"] == "1"
-        wave = sa.run_row(row, "bound")
-        assert sa.run_row(_client(row), "bound") == pytest.approx(wave, rel=1e-9)
-        assert sa.run_row({**row, "source_kind": si.STEADY}, "bound") == pytest.approx(wave, rel=1e-9)
+        wave = replay.run_row(row, "bound")
+        assert replay.run_row(_client(row), "bound") == pytest.approx(wave, rel=1e-9)
+        assert replay.run_row({**row, "source_kind": silicon.STEADY}, "bound") == pytest.approx(
+            wave, rel=1e-9
+        )
 
 
 def test_the_load_check_takes_one_run_per_deployment(converted: dict[str, dict[str, str]]) -> None:
     rows = list(converted.values())
     picks = si._check_picks(rows)
-    deployments = {si._config(r) for r in rows}
-    assert len(picks) == len(deployments) and {si._config(r) for r, _ in picks} == deployments
+    deployments = {silicon.deployment_key(r) for r in rows}
+    assert len(picks) == len(deployments) and {silicon.deployment_key(r) for r, _ in picks} == deployments
     for tpot, ttft in picks:
         assert (tpot["metric"], ttft["metric"]) == ("tpot_mean_s", "ttft_mean_s")
         assert tpot["id"][: -len("tpot")] == ttft["id"][: -len("ttft")]
         concs = sorted(
             int(r["concurrency"])
             for r in rows
-            if si._config(r) == si._config(tpot) and r["metric"] == "tpot_mean_s"
+            if silicon.deployment_key(r) == silicon.deployment_key(tpot) and r["metric"] == "tpot_mean_s"
         )
         assert int(tpot["concurrency"]) == concs[(len(concs) - 1) // 2]
 
@@ -237,9 +245,9 @@ def test_inferencex_runs_replay_as_their_client_the_others_as_waves(
     converted: dict[str, dict[str, str]],
 ) -> None:
     kinds = {(r["client"], r["source_kind"]) for r in converted.values()}
-    assert kinds == {(si.INFERENCEX.text, si.CLIENT), (si.AIC_EVAL.text, si.WAVE)}
-    ix = next(r for r in converted.values() if r["source_kind"] == si.CLIENT)
-    assert "2026-04-06.csv" in ix["campaign"] and sa.row_workload(ix).load == "client"
+    assert kinds == {(silicon.INFERENCEX.text, silicon.CLIENT), (silicon.AIC_EVAL.text, silicon.WAVE)}
+    ix = next(r for r in converted.values() if r["source_kind"] == silicon.CLIENT)
+    assert "2026-04-06.csv" in ix["campaign"] and replay.row_workload(ix).load == "client"
 
 
 @pytest.mark.slow
@@ -251,7 +259,7 @@ def test_two_processes_give_the_lines_of_one(converted: dict[str, dict[str, str]
     ]
     one = si.evaluate(rows, ("bound",), jobs=1)
     two = si.evaluate(rows, ("bound",), jobs=2)
-    assert len({si._config(r) for r in rows}) == 2
+    assert len({silicon.deployment_key(r) for r in rows}) == 2
     assert [(ln.row["id"], ln.values) for ln in two] == [(ln.row["id"], ln.values) for ln in one]
 
 
@@ -264,13 +272,13 @@ def test_inferencex_trtllm_runs_with_its_scripts_settings(converted: dict[str, d
     """trtllm-serve --max_num_tokens 16384 without chunked prefill, an FP8 KV cache (InferenceX's
     70b_*_trt_slurm.sh); its vLLM runs keep 8,192 tokens per iteration, chunked."""
     trt = next(
-        r for r in converted.values() if r["source_kind"] == si.CLIENT and r["engine"] == "tensorrt-llm"
+        r for r in converted.values() if r["source_kind"] == silicon.CLIENT and r["engine"] == "tensorrt-llm"
     )
-    w = sa.row_workload(trt)
+    w = replay.row_workload(trt)
     assert (w.engine.max_num_batched_tokens, w.engine.enable_chunked_prefill) == (16384, False)
     assert w.config.kv_dtype == "fp8_e4m3"
-    vl = next(r for r in converted.values() if r["source_kind"] == si.CLIENT and r["engine"] == "vllm")
-    w = sa.row_workload(vl)
+    vl = next(r for r in converted.values() if r["source_kind"] == silicon.CLIENT and r["engine"] == "vllm")
+    w = replay.row_workload(vl)
     assert (w.engine.max_num_batched_tokens, w.engine.enable_chunked_prefill) == (8192, True)
     assert w.config.kv_dtype == "fp8_e4m3"
     # vLLM's own pool: gpu_memory_utilization 0.9 of the whole device in 16-token blocks, sized
@@ -283,10 +291,12 @@ def test_inferencex_trtllm_batch_waiting_where_its_scripts_set_it(
 ) -> None:
     """70b_*_trt_slurm.sh: ``batch_wait_max_tokens_ratio: 0.9``, ``batch_wait_timeout_iters: 20``
     only if ISL = OSL = 1024 and TP < 8; no batch waiting otherwise."""
-    trt = [r for r in converted.values() if r["source_kind"] == si.CLIENT and r["engine"] == "tensorrt-llm"]
+    trt = [
+        r for r in converted.values() if r["source_kind"] == silicon.CLIENT and r["engine"] == "tensorrt-llm"
+    ]
     seen = set()
     for r in trt:
-        e = sa.row_workload(r).engine
+        e = replay.row_workload(r).engine
         on = r["isl"] == r["osl"] == "1024" and int(r["tp"]) < 8
         assert (e.batch_wait_timeout_iters, e.batch_wait_max_tokens_ratio) == ((20, 0.9) if on else (0, 0.0))
         seen.add(on)
@@ -299,7 +309,7 @@ TRT8B = "meta_llama_llama_3_1_8b_instruct_meta_llama_llama_3_1_8b_instruct_h100_
 
 
 def _steady(row: dict[str, str]) -> dict[str, str]:
-    return {**row, "source_kind": si.STEADY}
+    return {**row, "source_kind": silicon.STEADY}
 
 
 def test_a_steady_replay_is_its_client_in_the_loops_steady_state(
@@ -308,10 +318,10 @@ def test_a_steady_replay_is_its_client_in_the_loops_steady_state(
     """The client's ten requests per client, its engine rules, read over the middle rounds: the
     first C (the loop's start, genai-perf's warm-up) and the last C (the drain) are not read."""
     row = converted[f"aicsil-{RID}-tpot"]
-    w = sa.row_workload(_steady(row))
+    w = replay.row_workload(_steady(row))
     assert w.load == "steady" and w.concurrency == 16 and len(w.requests) == 160
-    assert w.engine == sa.row_workload(_client(row)).engine
-    run = sa._simulate(w, "bound")
+    assert w.engine == replay.row_workload(_client(row)).engine
+    run = replay.simulate_row(w, "bound")
     assert len(run.tpot) == 160 - 2 * 16
     assert "steady state" in " ".join(w.notes)
 
@@ -333,7 +343,7 @@ def test_the_steady_state_adds_the_other_clients_prefills_to_each_decode_window(
         rid = "aicsil-" + TRT8B.format(f"2048x{osl}", idx) + "-tpot"
         row = converted[rid]
         assert (row["isl"], row["osl"], row["concurrency"]) == ("2048", str(osl), "16")
-        wave, steady = sa.run_row(row, "bound"), sa.run_row(_steady(row), "bound")
+        wave, steady = replay.run_row(row, "bound"), replay.run_row(_steady(row), "bound")
         assert steady > wave
         excess[osl] = (steady - wave) * (osl - 1)
         assert 16 / 2 - 3 <= excess[osl] / prefill <= 16 / 2 + 1
@@ -346,8 +356,8 @@ def test_campaigns_that_were_not_waves_replay_in_the_steady_state(
     """A gap-analysis campaign whose TTFTs mostly undercut one wave's roofline replays as its
     client's steady state, its TTFT left out with the reason; another stays one wave, compared."""
     rows = [r for r in converted.values() if r["engine_version"] in ("1.3.0rc1", "0.5.8.post1")]
-    trt = {si.campaign(r) for r in rows if r["engine"] == "tensorrt-llm"}
-    assert len(trt) == 1 and len({si.campaign(r) for r in rows}) == 2
+    trt = {silicon.campaign(r) for r in rows if r["engine"] == "tensorrt-llm"}
+    assert len(trt) == 1 and len({silicon.campaign(r) for r in rows}) == 2
     calls = []
 
     def fake(
@@ -357,17 +367,20 @@ def test_campaigns_that_were_not_waves_replay_in_the_steady_state(
         out = []
         for r in rows:
             m = float(r["value"])
-            low = si.campaign(r) in trt  # the TensorRT-LLM campaign's TTFTs undercut the wave roofline
-            out.append(sa._Line(r, {mode: m * (2.0 if low else 0.5) for mode in modes}, ()))
+            low = silicon.campaign(r) in trt  # the TensorRT-LLM campaign's TTFTs undercut the wave roofline
+            out.append(replay.Line(r, {mode: m * (2.0 if low else 0.5) for mode in modes}, ()))
         return out
 
     monkeypatch.setattr(si, "evaluate", fake)
-    lines, bad = si.sourced_lines(rows, sa.MODES)
-    assert calls[0] == (("bound",), {si.WAVE}) and set(bad) == trt
-    assert calls[1] == (sa.MODES, {si.WAVE, si.STEADY})  # then every mode, the campaign relabelled
+    lines, bad = si.sourced_lines(rows, replay.MODES)
+    assert calls[0] == (("bound",), {silicon.WAVE}) and set(bad) == trt
+    assert calls[1] == (
+        replay.MODES,
+        {silicon.WAVE, silicon.STEADY},
+    )  # then every mode, the campaign relabelled
     for ln in lines:
-        steady = si.campaign(ln.row) in trt
-        assert ln.row["source_kind"] == (si.STEADY if steady else si.WAVE)
+        steady = silicon.campaign(ln.row) in trt
+        assert ln.row["source_kind"] == (silicon.STEADY if steady else silicon.WAVE)
         assert bool(ln.excluded) == (steady and ln.row["metric"] == "ttft_mean_s")
         if ln.excluded:
             assert "steady state" in ln.excluded and "TPOT (kept)" in ln.excluded

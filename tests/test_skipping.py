@@ -141,9 +141,8 @@ def test_overloaded_run_equals_the_loop():
 ENGINES = engine_names()
 
 
-@st.composite
-def cases(draw, engine):
-    caching = draw(st.booleans())
+def _workload(draw):
+    """Requests of one random workload (lengths, rate, sharing, think time) and its seed."""
     n = draw(st.integers(4, 40))
     rate = draw(st.sampled_from([None, 5.0, 40.0, 400.0]))
     prompt = draw(st.sampled_from(["uniform:20,300", "lognormal:200,1.0", "fixed:64"]))
@@ -165,6 +164,13 @@ def cases(draw, engine):
         turns=turns,
         think_s=draw(st.sampled_from([0.0, 0.01])),
     )
+    return reqs, rate, seed
+
+
+@st.composite
+def cases(draw, engine):
+    caching = draw(st.booleans())
+    reqs, rate, seed = _workload(draw)
     longest = max(r.prompt + r.output for r in reqs)
     need = math.ceil(longest / 16) + 1
     blocks = draw(st.sampled_from([None, need, 3 * need, 12 * need]))
@@ -208,3 +214,91 @@ def test_random_workloads_equal_the_loop(engine, data):
     # a request longer than the token budget without chunked prefill is refused (tested elsewhere)
     assume(eng.enable_chunked_prefill or all(r.prompt + r.output <= eng.max_num_batched_tokens for r in reqs))
     _same(simulate(M, HW, reqs, engine=eng, skip=False, **kw), simulate(M, HW, reqs, engine=eng, **kw))
+
+
+G = "qwen3-30b-a3b"  #: an MoE model (128 experts, top-8): data-parallel groups need experts
+
+
+@st.composite
+def group_cases(draw, engine):
+    """A random workload on data-parallel groups (dp 2 or 4 ranks, one or two groups, experts whole
+    or split, either dispatch) under an engine profile, prefix caching, closed loops, a small pool."""
+    caching = draw(st.booleans())
+    reqs, rate, _ = _workload(draw)
+    dp = draw(st.sampled_from([2, 4]))
+    topo = Topology(
+        replicas=draw(st.sampled_from([1, 2])),
+        dp=dp,
+        expert_parallel=draw(st.booleans()),
+        moe_dispatch=draw(st.sampled_from(["allgather_reducescatter", "all_to_all"])),
+        router=draw(st.sampled_from(["round_robin", "least_outstanding"])),
+    )
+    need = math.ceil(max(r.prompt + r.output for r in reqs) / 16) + 1
+    blocks = draw(st.sampled_from([None, need, 3 * need]))
+    prof = get_engine(engine)
+    eng = profile_engine(prof, G, HW, dp=dp, enable_prefix_caching=caching, num_blocks=blocks)
+    kw = {
+        "topology": topo,
+        "overheads": prof.overheads(
+            terms=draw(st.booleans()),
+            max_num_seqs=eng.max_num_seqs,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
+        ),
+    }
+    if draw(st.booleans()) and rate is not None:
+        kw["concurrency"] = draw(st.integers(1, 8))
+    return reqs, eng, kw
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_data_parallel_groups_equal_the_loop(engine, data):
+    """Inside a data-parallel group every rank keeps its steady decodes in closed form, and the
+    group runs a window of iterations at once when every rank with work is in one (the ranks'
+    windows' shortest, the stage at the group's constant tokens): every request's times and
+    every record equal the loop's."""
+    reqs, eng, kw = data.draw(group_cases(engine))
+    assume(eng.enable_chunked_prefill or all(r.prompt + r.output <= eng.max_num_batched_tokens for r in reqs))
+    _same(simulate(G, HW, reqs, engine=eng, skip=False, **kw), simulate(G, HW, reqs, engine=eng, **kw))
+
+
+def test_a_saturated_group_runs_windows_and_equals_the_loop():
+    """Far past a DP 2 + EP group's capacity: most iterations only decode, the group runs them in
+    windows (fewer loop iterations than iterations), and the results are the loop's."""
+    from graphs.serving.sim import data_parallel
+
+    reqs = synthetic(300, rate=200.0, prompt="lognormal:300,1.0", output="lognormal:200,1.0", seed=1)
+    topo = Topology(dp=2, expert_parallel=True)
+    windows: list[int] = []
+    original = data_parallel.LockstepGroup.decode_window
+
+    def counted(self, now, horizon):
+        ends = original(self, now, horizon)
+        windows.append(len(ends))
+        return ends
+
+    ref = simulate(G, HW, reqs, topology=topo, rate=200.0, skip=False)
+    data_parallel.LockstepGroup.decode_window = counted  # type: ignore[method-assign]
+    try:
+        got = simulate(G, HW, reqs, topology=topo, rate=200.0)
+    finally:
+        data_parallel.LockstepGroup.decode_window = original  # type: ignore[method-assign]
+    _same(ref, got)
+    assert sum(windows) > ref.iterations / 4  # a quarter of the ranks' iterations ran in windows
+
+
+@pytest.mark.parametrize("predict", ["vllm", "trtllm"])
+def test_a_predicted_group_keeps_closed_forms_and_equals_the_loop(predict):
+    """With a predictor (no vectorised decode price: no windows) the ranks still keep their steady
+    decodes in closed form; the times, and what the seconds rest on, are the loop's."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from graphs.serving.pricing.predictor import Predictor
+
+    reqs = synthetic(60, rate=20.0, prompt="lognormal:300,1.0", output="lognormal:100,1.0", seed=2)
+    kw = {"topology": Topology(dp=2, expert_parallel=True), "predictor": Predictor.of(predict), "rate": 20.0}
+    ref, got = simulate(G, HW, reqs, skip=False, **kw), simulate(G, HW, reqs, **kw)
+    for key in ref.per_request:
+        np.testing.assert_allclose(got.per_request[key], ref.per_request[key], rtol=0, atol=1e-9, err_msg=key)
+    assert got.coverage is not None and ref.coverage is not None
+    assert got.coverage.total_s == pytest.approx(ref.coverage.total_s, rel=1e-12)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -74,9 +74,11 @@ class GraphBuilder:
         /,
         *,
         extra: Cost | None = None,
+        attrs: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> list[tuple[str, Tensor]]:
-        """An op node costed by ``rule(**params)``, doing the job ``role`` names; edges from each input ref."""
+        """An op node costed by ``rule(**params)``, doing the job ``role`` names; edges from each
+        input ref; ``attrs``: further node attributes (keys of :mod:`costmodel.keys`)."""
         n = self.name(local)
         if n in self.g:
             raise GraphError(f"node {n!r} already exists")
@@ -96,6 +98,7 @@ class GraphBuilder:
                 GROUP: self.group,
                 PHASE: self.phase,
                 REPEAT: self.repeat,
+                **(attrs or {}),
             },
         )
         for ref in ins:

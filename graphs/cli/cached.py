@@ -6,6 +6,11 @@ networkx: about 0.1 s end to end instead of about 1 s (``costmodel prefill`` lik
 compiled step and stores it; any edit to the engine, the config or the catalog changes the key.
 A card that fails its digest or any of its checks (:mod:`graphs.serving.present.cards`) is a miss: the
 answer is recomputed and the card overwritten, so a cache can cost time but never an answer.
+
+A first run on a new machine reads the card from the cards that ship with the package
+(:func:`shipped_card`: every catalog model on every catalog device at the default plan, built by
+``benchmarks/build_cards.py`` and keyed by the sources' content), so it too skips sympy, numpy
+and networkx; it stores the card in the cache as if it had built it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ T = TypeVar("T")
 __all__ = [
     "served",
     "card_key",
+    "card_parts",
+    "shipped_card",
+    "stored_card",
+    "shipped_entries",
+    "SHIPPED_COMMANDS",
     "decode_reports",
     "kv_caps",
     "prefill_report",
@@ -38,13 +48,22 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
     ``--hw-file`` changes the catalog; a name or path that does not resolve goes the long way,
     where the loader says why). The config's bytes come from :mod:`models.resolver`, which
     reads the file once for the whole command."""
+    from costmodel.formcache import cache_key, enabled
+
+    parts = None if not enabled() else card_parts(args)
+    return None if parts is None else cache_key(kind, *parts)
+
+
+def card_parts(args: argparse.Namespace, device: str | None = None) -> tuple[bytes | str, ...] | None:
+    """What a card's key is made of: the model config's text, the device catalog's text, the
+    config's name and the plan (the device as given, or ``device``; tp; the dtypes); None when
+    the command cannot be answered from a card (``--hw-file``, a model that does not resolve)."""
     from importlib import resources
 
     from costmodel.errors import CostModelError
-    from costmodel.formcache import cache_key, enabled
     from models.resolver import config_identity
 
-    if not enabled() or getattr(args, "hw_file", None):
+    if getattr(args, "hw_file", None):
         return None
     try:
         name, model_text = config_identity(args.model)
@@ -53,7 +72,48 @@ def card_key(args: argparse.Namespace, kind: str) -> str | None:
         return None
     keys = ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype", "assume_family")
     plan = [str(getattr(args, k, None)) for k in keys]
-    return cache_key(kind, model_text, catalog, name, *plan)
+    if device is not None:
+        plan[0] = device
+    return (model_text, catalog, name, *plan)
+
+
+#: shipped cards already read in this process, by key
+_shipped: dict[str, dict[str, Any] | None] = {}
+
+
+def shipped_card(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
+    """This command's card from the cards that ship with the package
+    (:data:`graphs.serving.present.cards.SHIPPED_CARDS`, built by ``benchmarks/build_cards.py``
+    for every catalog model on every catalog device at the default plan), or None: not in the
+    store, a store built from other sources (any edit of the engine, a config or the catalog),
+    or ``COSTMODEL_NO_SHIPPED_CARDS`` set. Keyed by :func:`card_parts` with the catalog's name
+    of the device, under the sources' content fingerprint (:mod:`costmodel.formstore`)."""
+    import os
+
+    if os.environ.get("COSTMODEL_NO_SHIPPED_CARDS", "") not in ("", "0"):
+        return None
+    from costmodel.formcache import cache_key
+    from costmodel.formstore import open_store
+    from graphs.serving.present.cards import SHIPPED_CARDS
+
+    store = open_store(SHIPPED_CARDS)
+    device = None if store is None else store.names.get(str(getattr(args, "device", None)).lower())
+    parts = None if device is None else card_parts(args, device)
+    if store is None or parts is None:
+        return None
+    key = cache_key(kind, *parts, fingerprint=store.fingerprint)
+    if key not in _shipped:
+        _shipped[key] = store.get(key)
+    return _shipped[key]
+
+
+def stored_card(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
+    """This command's card from the persistent cache, else from the shipped cards, else None."""
+    from costmodel.formcache import load
+
+    key = card_key(args, kind)
+    card = load(key) if key else None
+    return card if card is not None else shipped_card(args, kind)
 
 
 def served(
@@ -61,9 +121,11 @@ def served(
     read: Callable[[dict[str, Any]], T],
     build: Callable[[], dict[str, Any]],
     library: Callable[[], T],
+    shipped: Callable[[], dict[str, Any] | None] | None = None,
 ) -> T:
     """The one evaluation path of the cached commands: ``read`` the card stored under ``key``
-    (the compiled step's forms as text, evaluated without sympy); on a miss, or a card that
+    (the compiled step's forms as text, evaluated without sympy), else the ``shipped`` one
+    (:func:`shipped_card`; stored under ``key`` once it reads back); on a miss, or a card that
     fails its digest or any check (:class:`~graphs.serving.step.card_format.CardError`), ``build`` the
     card from the compiled forms now, ``read`` it and store it; when the forms cannot be held
     as a card, ask the ``library`` (the same compiled forms, evaluated in process)."""
@@ -76,6 +138,16 @@ def served(
             return read(card)
         except CardError:
             pass  # stale or tampered: rebuild
+    card = shipped() if shipped is not None else None
+    if card is not None:
+        try:
+            out = read(card)
+        except CardError:
+            pass  # does not read back: built as if it were not there
+        else:
+            if key:
+                save(key, card)
+            return out
     try:
         card = build()
         out = read(card)
@@ -115,17 +187,16 @@ def decode_reports(
         lambda card: decode_from_card(card, batch=args.batch, ctx=args.ctx, max_batch=max_batch),
         lambda: build_decode_card(cfg(), args.device, tp=args.tp),
         library,
+        functools.partial(shipped_card, args, "decode"),
     )
 
 
 def kv_caps(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
     """The decode card's cache layout (:func:`graphs.serving.step.ledger_fit.kv_caps`): from the
     cached card when there is one and it checks out, else from the library."""
-    from costmodel.formcache import load
     from graphs.serving.present.cards import CardError, card_kv_caps
 
-    key = card_key(args, "decode")
-    card = load(key) if key else None
+    card = stored_card(args, "decode")
     if card is not None:
         try:
             return card_kv_caps(card)
@@ -157,6 +228,7 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
         lambda card: prefill_from_card(card, batch=args.batch, seq=args.seq, chunk=args.chunk),
         lambda: build_prefill_card(cfg(), args.device, tp=args.tp),
         library,
+        functools.partial(shipped_card, args, "prefill"),
     )
 
 
@@ -167,14 +239,12 @@ def capacity(
     cached card's ledger when there is one, else from the library; a point that does not fit
     is checked again by the library, which also says how many devices it needs. ``card``: a
     card already read (``model analyze``'s analysis card holds the ledger too)."""
-    from costmodel.formcache import load
     from graphs.serving.present.cards import CardError
     from graphs.serving.step.fit_check import capacity_from_card
 
     tokens = args.ctx if kind == "decode" else args.seq
     if card is None:
-        key = card_key(args, kind)
-        card = load(key) if key else None
+        card = stored_card(args, kind)
     if isinstance(card, dict):
         try:
             chk = capacity_from_card(card, batch=args.batch, tokens=tokens)
@@ -212,6 +282,7 @@ def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], An
         lambda card: (analysis_from_card(card, **point), card_notes(card), card),
         lambda: build_analysis_card(cfg(), args.device, args.phase, tp=args.tp),
         library,
+        functools.partial(shipped_card, args, f"analysis-{args.phase}"),
     )
 
 
@@ -245,6 +316,7 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
         lambda card: capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit),
         lambda: build_decode_card(config(args), args.device, tp=args.tp),
         lambda: None,
+        functools.partial(shipped_card, args, "decode"),
     )
 
 
@@ -290,3 +362,68 @@ def _sweep_one(
         lambda: build_decode_card(cfg(), dev, tp=args.tp),
         library,
     )
+
+
+#: the commands whose cards ship, each a (kind, arguments after the model) pair; ``{device}``
+#: is the device's catalog name (``benchmarks/build_cards.py``)
+SHIPPED_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("decode", ("decode", "{model}", "--device", "{device}")),
+    ("prefill", ("prefill", "{model}", "--device", "{device}")),
+    ("analysis-decode", ("model", "analyze", "{model}", "--device", "{device}", "--phase", "decode")),
+    ("analysis-prefill", ("model", "analyze", "{model}", "--device", "{device}", "--phase", "prefill")),
+)
+
+
+def shipped_entries(model: str, device: str, fingerprint: str) -> dict[str, dict[str, Any]]:
+    """The cards :data:`SHIPPED_COMMANDS` read for catalog ``model`` on catalog ``device`` (its
+    catalog name) at the default plan, each built as the command builds it on a miss, keyed as
+    :func:`shipped_card` looks it up under ``fingerprint``
+    (:func:`costmodel.formcache.content_fingerprint`). A card the arithmetic cannot hold
+    (:class:`~graphs.serving.step.card_format.CardError`) is left out: the command asks the
+    library for it, as it does now; so is one the engine refuses (a
+    :class:`~costmodel.errors.CostModelError`, e.g. a device with no roof for the model's
+    dtypes): the command derives it and says why.
+
+    Parameters
+    ----------
+    model, device : str
+        A catalog model name and a catalog device name.
+    fingerprint : str
+        The sources' content fingerprint the keys are made under.
+
+    Returns
+    -------
+    dict
+        Cache key -> card (JSON-ready).
+    """
+    from costmodel.errors import CostModelError
+    from costmodel.formcache import cache_key
+    from graphs.serving.present.cards import (
+        CardError,
+        build_analysis_card,
+        build_decode_card,
+        build_prefill_card,
+    )
+
+    from .main import build_parser
+    from .model_option import resolve_config
+
+    out: dict[str, dict[str, Any]] = {}
+    for kind, argv in SHIPPED_COMMANDS:
+        words = [w.format(model=model, device=device) for w in argv]
+        args = build_parser([words[0]]).parse_args(words)
+        parts = card_parts(args, device)
+        if parts is None:
+            continue
+        try:
+            cfg = resolve_config(args)
+            if kind == "decode":
+                card = build_decode_card(cfg, args.device, tp=args.tp)
+            elif kind == "prefill":
+                card = build_prefill_card(cfg, args.device, tp=args.tp)
+            else:
+                card = build_analysis_card(cfg, args.device, args.phase, tp=args.tp)
+        except (CardError, CostModelError):
+            continue
+        out[cache_key(kind, *parts, fingerprint=fingerprint)] = card
+    return out

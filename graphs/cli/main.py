@@ -96,7 +96,7 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "search": (
         "add_search_parser",
         {
-            "search": "design-space search: devices x dtypes x tp/pp/ep x batch x ctx, Pareto frontier under SLOs"
+            "search": "design-space search: devices x dtypes x tp/pp/ep/dp x batch x ctx, Pareto frontier under SLOs"
         },
     ),
     "simulate": (
@@ -121,6 +121,7 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
         "add_plot_parser",
         {"plot": "roofline, ledger, frontier, headroom or batch-sweep plots (PNG/SVG)"},
     ),
+    "engines": ("add_engines_parser", {"engines": "serving-engine profiles: each default's value and source"}),
 }
 
 #: every subcommand, in ``--help`` order -> (its module, the module's parser function, its help).

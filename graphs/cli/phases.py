@@ -26,7 +26,7 @@ from .options import add_dtype_options, check_output_path, int_list, number
 if TYPE_CHECKING:
     from costmodel.ledger import Overhead
 
-__all__ = ["add_phase_parsers"]
+__all__ = ["add_phase_parsers", "request_of"]
 
 
 def _overhead(args: argparse.Namespace) -> Overhead:
@@ -151,14 +151,36 @@ def print_expert_plan(args: argparse.Namespace, extra: str = "", refused: bool =
         )
 
 
+def request_of(args: argparse.Namespace, phase: str) -> Any:
+    """The options of ``decode`` or ``prefill`` as a
+    :class:`~graphs.serving.analysis.phase_request.PhaseRequest`, which checks them (light: no
+    engine is imported for the default step)."""
+    from graphs.serving.analysis.phase_request import PhaseRequest
+
+    point = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq, "chunk": args.chunk}
+    return PhaseRequest(
+        phase,
+        device=args.device,
+        batch=args.batch,
+        tp=args.tp,
+        ep=args.ep,
+        routing=args.routing,
+        placement=args.placement,
+        replicate_hot=args.replicate_hot,
+        predict=args.predict,
+        predict_file=getattr(args, "predict_file", None),
+        fp8_scales=getattr(args, "fp8_scales", None),
+        **point,
+    )
+
+
 def cmd_prefill(args: argparse.Namespace) -> int:
     from costmodel.text import fmt_time
-    from graphs.serving.step.reports import chunk_plan  # light
 
     from .cached import capacity, prefill_report
 
     check_context(args, args.seq, "--seq")
-    chunk_plan(args.seq, args.chunk)  # a bad --chunk is the user's error, before the verdict
+    request_of(args, "prefill")  # a bad --chunk or routing is the user's error, before the verdict
     fit = capacity(args, resolve_config, "prefill")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
@@ -198,6 +220,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from .cached import capacity, decode_reports
 
     check_context(args, args.ctx, "--ctx")
+    request_of(args, "decode")  # a bad routing is the user's error, before the verdict
     fit = capacity(args, resolve_config, "decode")
     refused = refuse_or_warn(args, fit)
     if refused is not None:

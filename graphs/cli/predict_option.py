@@ -206,13 +206,6 @@ def with_prediction(
             return _with_fit(cmd, args, phase, fit)
         if not getattr(args, "predict", None):
             return cmd(args)
-        if phase == "prefill" and getattr(args, "chunk", None):
-            from costmodel.errors import CostModelError
-
-            raise CostModelError(
-                f"--chunk {args.chunk} with --predict: the calibrated prediction prices whole-prompt "
-                "prefill only; drop --chunk (or --predict)"
-            )
         if args.json:
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):

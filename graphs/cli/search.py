@@ -9,69 +9,65 @@ from typing import Any
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
+from .group_options import add_group_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
 from .predict_option import add_predict_option
-from .spec_options import add_spec_options, spec_of
+from .spec_options import add_spec_options
 
-__all__ = ["add_search_parser", "cmd_search"]
+__all__ = ["add_search_parser", "cmd_search", "request_of"]
 
 
 def _dtypes(text: str | None) -> list[str | None]:
     return [d.strip() or None for d in text.split(",")] if text else [None]
 
 
-def _prices(args: argparse.Namespace) -> dict[str, float]:
-    """``--price-per-hour`` by catalog device name (:func:`graphs.serving.planning.cost.parse_prices`)."""
-    from costmodel.errors import CostModelError
-    from graphs.serving.planning.cost import parse_prices
+def request_of(args: argparse.Namespace) -> Any:
+    """The command line's options as a :class:`~graphs.serving.planning.search_request.SearchRequest`
+    (which checks them): each list option parsed (``1:1024:2``, ``1..512``, ``a,b``)."""
+    from graphs.serving.planning.search_request import SearchRequest
 
-    if not args.cost and (args.price_per_hour is not None or args.electricity_per_kwh):
-        raise CostModelError(
-            "--price-per-hour/--electricity-per-kwh price the --cost objective: add --cost (else they are unused)"
-        )
-    return parse_prices(args.price_per_hour, [d.strip() for d in args.devices.split(",") if d.strip()])
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    from costmodel.report import format_table
-    from graphs.serving.planning.design_search import search
-
-    from .model_option import resolve_model
-
-    if args.csv:
-        check_output_path(args.csv, "--csv")
-    from costmodel.errors import CostModelError
-
-    from .predict_option import predictor_of
-
-    if args.rank_by == "pessimistic" and not args.predict:
-        raise CostModelError("--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)")
-    kw = dict(
-        predictor=predictor_of(args),
-        rank_by=args.rank_by,
-        devices=[d.strip() for d in args.devices.split(",") if d.strip()],
-        tp=int_list(args.tp, "--tp", hi=4096),
-        pp=int_list(args.pp, "--pp", hi=4096),
-        ep=int_list(args.ep, "--ep", hi=4096),
-        microbatches=int_list(args.microbatches, "--microbatches", hi=4096),
-        batches=int_list(args.batches, "--batches", hi=10**7, most=100_000),
-        ctxs=int_list(args.ctxs, "--ctxs", hi=10**8, most=100_000),
-        weight_dtypes=_dtypes(args.weight_dtypes),
-        kv_dtypes=_dtypes(args.kv_dtypes),
+    return SearchRequest(
+        devices=tuple(d.strip() for d in args.devices.split(",") if d.strip()),
+        tp=tuple(int_list(args.tp, "--tp", hi=4096)),
+        pp=tuple(int_list(args.pp, "--pp", hi=4096)),
+        ep=tuple(int_list(args.ep, "--ep", hi=4096)),
+        microbatches=tuple(int_list(args.microbatches, "--microbatches", hi=4096)),
+        batches=tuple(int_list(args.batches, "--batches", hi=10**7, most=100_000)),
+        ctxs=tuple(int_list(args.ctxs, "--ctxs", hi=10**8, most=100_000)),
+        weight_dtypes=tuple(_dtypes(args.weight_dtypes)),
+        kv_dtypes=tuple(_dtypes(args.kv_dtypes)),
         prompt=args.prompt,
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
         energy=args.energy,
         cost=args.cost,
-        prices=_prices(args),
+        price_per_hour=args.price_per_hour,
         electricity_per_kwh=args.electricity_per_kwh,
-        progress=progress_bar("search", args.quiet),
-        spec=spec_of(args),
+        predict=args.predict,
+        rank_by=args.rank_by,
+        spec_draft=args.spec_draft,
+        spec_k=args.spec_k,
+        spec_accept=args.spec_accept,
+        dp=tuple(int_list(args.dp, "--dp", hi=4096, most=64)),
+        expert_parallel=args.enable_expert_parallel,
+        moe_dispatch=args.moe_dispatch,
     )
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``costmodel search``: the options as a checked request, its search, the frontier printed."""
+    from .model_option import resolve_model
+    from .predict_option import predictor_of
+
+    if args.csv:
+        check_output_path(args.csv, "--csv")
+
+    req = request_of(args)
+    predictor = predictor_of(args)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     with dask_client(args) as client:
-        res = search(cfg, client=client, **kw) if client is not None else search(cfg, **kw)
+        res = req.run(cfg, predictor=predictor, client=client, progress=progress_bar("search", args.quiet))
     keep(args, result=res)
     if args.csv:
         from costmodel.outfiles import atomic_write
@@ -84,12 +80,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print(dump(res))
         return 0
-    per = f" over {res.contexts} contexts, one frontier each" if res.contexts > 1 else ""
-    print(
-        f"{res.model}: {res.points:,} points; {res.valid:,} valid plans, {res.fits:,} fit in memory, "
-        f"{res.meets_slo:,} meet the SLOs; Pareto frontier ({len(res.frontier)} points{per}, "
-        f"{' vs '.join(res.objectives)}), by context, fastest user first:"
-    )
+    predicted: list[str] = []
     if res.coverage is not None:
         from .predicted import predicted_lines
 
@@ -98,83 +89,18 @@ def cmd_search(args: argparse.Namespace) -> int:
             if args.rank_by == "pessimistic"
             else ""
         )
-        print("\n".join(predicted_lines(args.predict, ",".join(kw["devices"]), res.coverage, what=what)))
-        print("  (coverage of the frontier's decode steps)")
-    if kw["spec"] is not None:
-        s = kw["spec"]
-        print(
-            f"  speculative decoding: {s.draft} drafts k = {s.k}, {s.expected_tokens():.2f} expected tokens per "
-            "verification; TPOT is the verify and draft steps over them"
-        )
-    for note in res.dtype_notes:
-        print(f"  note: {note}")
-    if res.duplicates:
-        print(f"  searched once, given twice: {', '.join(res.duplicates)}")
-    if res.beyond_domain:
-        print(f"  left out, wider than the device's scale-up domain: {', '.join(res.beyond_domain)}")
-    cols = (
-        ("plan", "plan", "s"),
-        ("batch", "batch", "s"),
-        ("ctx", "ctx", "s"),
-        ("ttft_s", "TTFT s", ".4g"),
-        ("tpot_s", "TPOT s", ".4g"),
-        ("tokens_per_s_per_user", "tok/s/user", ".1f"),
-        ("tokens_per_s_per_device", "tok/s/device", ".1f"),
-        ("energy_per_token_j", "J/token", ".4g"),
-    ) + ((("usd_per_m_output", "$/M out 100% busy", ".4g"),) if args.cost else ())
-    rows = list(res.frontier)
-    if args.top and len(rows) > args.top:  # keep the ends and an even spread between them
-        step = (len(rows) - 1) / (args.top - 1) if args.top > 1 else len(rows)
-        rows = [rows[round(i * step)] for i in range(args.top)] if args.top > 1 else rows[:1]
-    if len(rows) < len(res.frontier):
-        print(
-            f"  showing {len(rows)} of {len(res.frontier)} frontier points (--top 0 for all, --csv or --json)"
-        )
-    print(format_table(*_shown(rows, cols)))
-    unpriced = sorted({r["device"] for r in res.frontier if args.cost and r["usd_per_m_output"] is None})
-    if unpriced:
-        print(
-            f"  {', '.join(unpriced)}: no price: pass --price-per-hour (the cost objective ranks them last)"
-        )
-    winners = list(res.best_by_ctx.items())
-    most = len(winners) if not args.top else 3  # winners of the first contexts; --top 0: all
-    for ctx, best in winners[:most]:
-        head = f"  ctx {ctx}: " if len(winners) > 1 else "  "
-        for name, row in best.items():
-            print(f"{head}{name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}")
-    if len(winners) > most:
-        print(f"  winners shown for {most} of {len(winners)} contexts (--top 0 or --json for all)")
+        predicted = predicted_lines(args.predict, ",".join(req.devices), res.coverage, what=what)
+        predicted.append("  (coverage of the frontier's decode steps)")
+    print(res.to_text(top=args.top, predicted=predicted, spec=req.spec()))
     if args.csv:
         print(f"frontier written to {args.csv}")
     return 0
 
 
-#: what a table cell says for a metric the device has no figure for (None in the rows)
-_MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
-
-
-def _shown(
-    rows: list[Any], cols: tuple[tuple[str, str, str], ...]
-) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
-    """The rows and columns with the optional metrics formatted here: a device without a TDP
-    (energy) or a price (cost) has None there, which the table prints as :data:`_MISSING` says."""
-    fmts = {k: f for k, _, f in cols if k in _MISSING}
-    out = []
-    for r in rows:
-        d = dict(r)
-        for k, f in fmts.items():
-            d[k] = _MISSING[k] if d[k] is None else format(float(d[k]), f)
-        out.append(d)
-    for i, (k, h, _) in enumerate(cols):
-        if k in _MISSING:
-            cols = (*cols[:i], (k, h, "s"), *cols[i + 1 :])
-    return out, cols
-
-
 def add_search_parser(sub: Any) -> None:
     sp = sub.add_parser(
         "search",
-        help="design-space search: devices x dtypes x tp/pp/ep x batch x ctx, Pareto frontier under SLOs",
+        help="design-space search: devices x dtypes x tp/pp/ep/dp x batch x ctx, Pareto frontier under SLOs",
     )
     sp.add_argument("model", help="catalog name or path to a config.json")
     sp.add_argument("--devices", default="h100-sxm", help="comma list of catalog devices")
@@ -182,6 +108,7 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--pp", default="1", help="pipeline stages: list or range")
     sp.add_argument("--ep", default="1", help="expert-parallel degrees (MoE models): list or range")
     sp.add_argument("--microbatches", default="1", help="pipeline micro-batches: list or range")
+    add_group_options(sp, many=True)
     sp.add_argument("--batches", default="1:1024:2", help="batch sizes: list, 1:1024:2 or 1..512[/step]")
     sp.add_argument("--ctxs", default="1024,4096,16384", help="contexts (tokens): list or range")
     # the singular flags of every serving command are one-element lists here

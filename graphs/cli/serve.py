@@ -69,7 +69,12 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     if r.rate is not None and c is not None:
         lines.append(
             f"  at {r.rate} req/s: {r.prefill_devices} prefill + {r.decode_devices} decode devices, "
-            f"{r.energy_per_token_j:.3f} J/output token, {r.device_hours_per_million_tokens:.3f} "
+            + (
+                f"{r.energy_per_token_j:.3f} J/output token, "
+                if r.energy_per_token_j is not None
+                else "energy not priced (a device without a TDP figure), "
+            )
+            + f"{r.device_hours_per_million_tokens:.3f} "
             "device-h per M output tokens"
         )
         lines.append(

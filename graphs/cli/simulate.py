@@ -7,60 +7,21 @@ import os
 import sys
 from typing import Any
 
+from graphs.serving.sim.simulation_request import DEFAULT_PREFIX_EPS, DRAWN_DEFAULTS
+
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .engine_option import LIST, add_engine_options, engine_list, profile_of
+from .group_options import add_group_options
 from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, check_output_path
 from .predict_option import add_predict_option
-from .spec_options import add_spec_options, spec_of
+from .spec_options import add_spec_options
 
 #: the timeline figure beside ``--plot``'s latency CDFs
 _TIMELINE = "timeline"
 
-__all__ = ["add_simulate_parser", "cmd_simulate"]
-
-
-def _topology(args: argparse.Namespace) -> Any:
-    from costmodel.errors import CostModelError
-    from graphs.serving.sim.simulator import Topology
-
-    if args.disagg:
-        from graphs.serving.sim.simulator import MAX_REPLICAS
-
-        try:
-            p, d = (int(x) for x in args.disagg.split(":"))
-        except ValueError:
-            raise CostModelError(
-                f"--disagg must be PREFILL:DECODE replica counts, e.g. 1:2, got {args.disagg[:40]!r}"
-            ) from None
-        if not (1 <= p <= MAX_REPLICAS and 1 <= d <= MAX_REPLICAS):
-            raise CostModelError(
-                f"--disagg needs PREFILL and DECODE replica counts in [1, {MAX_REPLICAS}], got {args.disagg[:40]!r}"
-            )
-        if args.link_bandwidth is None:
-            raise CostModelError("--disagg needs --link-bandwidth (bytes/s of the KV transfer link)")
-        return Topology(
-            tp=args.tp,
-            prefill_replicas=p,
-            decode_replicas=d,
-            router=args.router,
-            link_bandwidth=args.link_bandwidth,
-            link_latency=args.link_latency,
-            prefix_eps=_prefix_eps(args),
-            dp=args.dp,  # refused with --disagg by the topology, never dropped
-            expert_parallel=args.enable_expert_parallel,
-            moe_dispatch=args.moe_dispatch,
-        )
-    return Topology(
-        replicas=args.replicas,
-        tp=args.tp,
-        router=args.router,
-        prefix_eps=_prefix_eps(args),
-        dp=args.dp,
-        expert_parallel=args.enable_expert_parallel,
-        moe_dispatch=args.moe_dispatch,
-    )
+__all__ = ["add_simulate_parser", "cmd_simulate", "request_of"]
 
 
 def _request_tokens(args: argparse.Namespace, reqs: Any = None) -> int | None:
@@ -116,147 +77,6 @@ def _overheads(args: argparse.Namespace, profile: Any, eng: Any, fit: Any) -> An
     return profile.overheads(terms=False) if profile.policy != "recompute" else None
 
 
-def _spec(args: argparse.Namespace) -> Any:
-    """``--spec-*`` as a :class:`SpecConfig` (None without ``--spec-draft``)."""
-    from costmodel.errors import CostModelError
-
-    spec = spec_of(args)
-    if spec is not None and args.max_rate:
-        raise CostModelError(
-            "--max-rate searches plain decoding only so far; drop --spec-draft (or give --rate)"
-        )
-    return spec
-
-
-def _tiers(args: argparse.Namespace) -> Any:
-    """``--host-kv-bytes`` and the rest as a :class:`KVTierConfig` (None without a host tier)."""
-    from costmodel.errors import CostModelError
-    from graphs.serving.sim.kv_tiers import KVTierConfig
-
-    if not args.host_kv_bytes:
-        given = [
-            f
-            for f, v in (
-                ("--host-link-bandwidth", args.host_link_bandwidth),
-                ("--ssd-kv-bytes", args.ssd_kv_bytes),
-                ("--ssd-bandwidth", args.ssd_bandwidth),
-            )
-            if v
-        ]
-        if given:
-            verb = "needs" if len(given) == 1 else "need"
-            raise CostModelError(f"{'/'.join(given)} {verb} a host-memory tier: give --host-kv-bytes")
-        return None
-    if not _prefix_caching(args):
-        raise CostModelError("--host-kv-bytes keeps evicted prefixes: give --enable-prefix-caching")
-    if args.ssd_kv_bytes and args.ssd_bandwidth is None:
-        raise CostModelError("--ssd-kv-bytes needs --ssd-bandwidth (bytes/s of the drive)")
-    return KVTierConfig(args.host_kv_bytes, args.host_link_bandwidth, args.ssd_kv_bytes, args.ssd_bandwidth)
-
-
-def _prefix_caching(args: argparse.Namespace) -> bool:
-    """``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, else the engine profile's default."""
-    return bool(profile_of(args).enable_prefix_caching)
-
-
-def _prefix_eps(args: argparse.Namespace) -> float:
-    """``--prefix-eps``, or the router's default load bound (0.5) when not given."""
-    return 0.5 if args.prefix_eps is None else float(args.prefix_eps)
-
-
-#: the drawn workload's flags and their defaults (the parser's, from here): a trace fixes what they draw
-_DRAWN_DEFAULTS = {"requests": 1000, "prompt": "lognormal:1000,1.0", "output": "lognormal:250,1.0", "seed": 0}
-
-
-def _check_workload(args: argparse.Namespace) -> None:
-    """Refuse workload flags that do not go together, in one line naming them."""
-    from costmodel.errors import CostModelError
-
-    if args.prefix_eps is not None and args.router != "prefix":
-        raise CostModelError(f"--prefix-eps bounds --router prefix; the router here is {args.router}")
-    if args.router == "prefix" and not _prefix_caching(args):
-        raise CostModelError(
-            "--router prefix sends a request where its prefix is cached: give --enable-prefix-caching"
-        )
-    if args.workload_from:
-        given = [f"--{k}" for k, v in _DRAWN_DEFAULTS.items() if k != "seed" and getattr(args, k) != v]
-        given += [
-            flag
-            for flag, on in (
-                ("--trace", args.trace),
-                ("--rate", args.rate is not None),
-                ("--concurrency", args.concurrency is not None),
-                ("--turns", args.turns > 1),
-                ("--prompt-pool", args.prompt_pool is not None),
-                ("--max-rate", args.max_rate),
-                ("--arrival", args.arrival != "poisson"),
-            )
-            if on
-        ]
-        if given:
-            raise CostModelError(
-                "--workload-from replays the run's own requests, arrivals and clients; drop "
-                + "/".join(given)
-            )
-    elif args.workload_run is not None:
-        raise CostModelError("--workload-run picks a run of --workload-from RESULT: give --workload-from")
-    if args.trace:
-        unused = [f"--{k}" for k, v in _DRAWN_DEFAULTS.items() if getattr(args, k) != v]
-        if unused:
-            raise CostModelError(
-                f"--trace fixes every request's prompt, output and arrival; drop {'/'.join(unused)}"
-            )
-
-    drawn = [
-        flag
-        for flag, on in (
-            ("--turns", args.turns > 1),
-            ("--prompt-pool", args.prompt_pool is not None),
-            ("--shared-prefix", args.shared_prefix > 0),
-        )
-        if on
-    ]
-    if args.max_rate:
-        closed = [
-            f for f, on in (("--concurrency", args.concurrency), ("--think-time", args.think_time)) if on
-        ]
-        if closed or drawn:
-            raise CostModelError(
-                f"--max-rate searches an open-loop rate of single requests; drop {'/'.join(closed + drawn)}"
-            )
-        return
-    if args.trace and (drawn or args.rate is not None):
-        given = drawn + (["--rate"] if args.rate is not None else [])
-        raise CostModelError(f"--trace fixes every request's prompt and arrival; drop {'/'.join(given)}")
-    if len(drawn) > 1:
-        raise CostModelError(
-            f"{' and '.join(drawn)} do not combine: the engine caches one prefix per request "
-            "(a system prompt, a pool's whole prompt or a conversation's history)"
-        )
-    if args.rate is None and not args.trace and args.concurrency is None and not args.workload_from:
-        raise CostModelError(
-            "give --rate (requests/s), --concurrency N (clients), --trace FILE or --max-rate"
-        )
-    if args.arrival != "poisson" and args.rate is None:
-        raise CostModelError(f"--arrival {args.arrival[:40]} shapes the gaps of --rate; give --rate")
-    if args.stagger is not None:
-        if args.concurrency is None:
-            raise CostModelError("--stagger spreads a closed loop's first sends: give --concurrency N")
-        if args.stagger != "cycle":
-            try:
-                v = float(args.stagger)
-            except ValueError:
-                v = float("nan")
-            if not 0 <= v <= 1e6:  # NaN fails too
-                raise CostModelError(
-                    f"--stagger must be seconds in [0, 1e6] or 'cycle', got {args.stagger[:40]!r}"
-                )
-    if args.think_time and args.turns == 1 and args.concurrency is None:
-        raise CostModelError(
-            "--think-time is a client's pause between an answer and its next request: give --turns or --concurrency"
-        )
-
-
 def _workload_from(args: argparse.Namespace) -> tuple[Any, str]:
     """``--workload-from``'s run (``--workload-run`` picks one of several) with ``--shared-prefix``
     for a run that names none, and what the replay takes from it in words."""
@@ -276,35 +96,6 @@ def _workload_from(args: argparse.Namespace) -> tuple[Any, str]:
         )
     run = runs[k or 0].with_shared_prefix(args.shared_prefix)
     return run, f"workload from {args.workload_from[:200]} ({run.source}): {replay_text(run, args.seed)}"
-
-
-def _settings(args: argparse.Namespace, trace: Any = None) -> str:
-    """The workload actually simulated, defaults included, so that a run can be repeated."""
-    clients = f", --concurrency {args.concurrency} clients" if args.concurrency else ""
-    if args.stagger is not None:
-        clients += f" --stagger {args.stagger}"
-    if trace is not None:
-        text = f"trace {args.trace[:200]}: {len(trace.requests):,} requests{clients}"
-        if trace.origin_s:
-            text += f", arrivals rebased to the first one (t = {trace.origin_s!r} s taken as 0)"
-        return text + (f", {trace.prefixes} shared prefix(es)" if trace.prefixes else "")
-    n = f"--requests {args.requests}"
-    if args.turns > 1:
-        n += f" conversations x --turns {args.turns} = {args.requests * args.turns:,} requests"
-    text = f"workload: {n} --seed {args.seed} --prompt {args.prompt} --output {args.output}"
-    if getattr(args, "max_rate", False):  # one draw, its arrival gaps scaled to each probed rate
-        text += f" --arrival {args.arrival} (the same draw at every probed rate)"
-    elif args.rate is not None:
-        text += f" --arrival {args.arrival}"
-    elif not args.concurrency:  # a closed loop sends as its clients free up (said below)
-        text += " (all sent at once, no --rate)"
-    for flag, value in (
-        ("--shared-prefix", args.shared_prefix),
-        ("--prompt-pool", args.prompt_pool),
-        ("--think-time", args.think_time),
-    ):
-        text += f" {flag} {value}" if value else ""
-    return text + clients
 
 
 def _load(args: argparse.Namespace) -> str:
@@ -356,22 +147,6 @@ def _comparison(
     return compare(res.model, res.device, cols, measured=measured)
 
 
-def _check_compare(args: argparse.Namespace) -> None:
-    """``--compare`` needs something to set beside the bound, and runs one simulation of a fixed
-    workload (not the probes of ``--max-rate``)."""
-    from costmodel.errors import CostModelError
-
-    if not args.compare:
-        return
-    if args.max_rate:
-        raise CostModelError("--compare compares one run: drop --max-rate (or --compare)")
-    if not (args.predict or getattr(args, "predict_file", None) or args.workload_from):
-        raise CostModelError(
-            "--compare sets the bound beside a prediction or a measured run: add --predict FRAMEWORK, "
-            "--predict-file FIT or --workload-from RESULT"
-        )
-
-
 def _priced_by(args: argparse.Namespace) -> str:
     """How the iterations were priced, for titles: ``bound`` (every kernel at its roofline),
     ``predicted (vllm kernels)`` or ``calibrated (FILE)``."""
@@ -410,9 +185,19 @@ def _interval_lines(iv: Any) -> list[str]:
     return out
 
 
+def request_of(args: argparse.Namespace) -> Any:
+    """The command line's options as a :class:`~graphs.serving.sim.simulation_request.SimulationRequest`,
+    which checks them (ranges, and every dependency between them); the engine profile is
+    ``--engine``'s (or ``--predict``'s framework's) with the scheduler flags over it."""
+    from graphs.serving.sim.simulation_request import SimulationRequest
+
+    given = {name: getattr(args, name) for name in SimulationRequest.settings() if name != "profile"}
+    return SimulationRequest(**given, profile=profile_of(args))
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """``costmodel simulate``: check every input and output path, then one run (or ``--max-rate``'s
-    probes), written and printed; each step is a function below."""
+    """``costmodel simulate``: the options as a checked request and every output path checked, then
+    one run (or ``--max-rate``'s probes), written and printed; each step is a function below."""
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
 
@@ -426,20 +211,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CostModelError("simulate needs a MODEL (catalog name or config.json path)")
     fit = load_predict_file(args)  # sets args.predict from the file
     _check_outputs(args)
-    _check_workload(args)
+    req = request_of(args)
+    args.interval = req.interval  # its default settled by the request (on with --predict)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
-    topo, spec, tiers = _topology(args), _spec(args), _tiers(args)
-    profile = profile_of(args).for_device(get_device(args.device))  # the defaults it picks there
-    _check_modes(args)
+    topo, spec, tiers = req.topology(), req.spec(), req.kv_tiers()
+    profile = req.engine.for_device(get_device(args.device))  # the defaults it picks there
     if args.max_rate:
-        return _max_rate_run(args, cfg, profile, topo, fit)
+        return _max_rate_run(args, req, cfg, profile, topo, fit)
     trace, replayed, replay_said, reqs = _requests(args)
     eng = _engine(args, cfg, profile, reqs)
     run = _run_settings(args, cfg, reqs, eng, topo, spec, tiers, _overheads(args, profile, eng, fit))
     res, interval, comparison = _simulate_run(args, cfg, reqs, run, profile, eng, fit, replayed)
     keep(args, result=res, config=cfg, comparison=comparison)
     _write_files(args, res)
-    settings = replay_said or _settings(args, trace)
+    settings = replay_said or req.workload_text(trace)
     from graphs.serving.planning.cost import sim_cost
 
     from .cost_option import rates_of
@@ -502,25 +287,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
 
 
-def _check_modes(args: argparse.Namespace) -> None:
-    """``--max-rate``, ``--interval`` and ``--compare`` together, refused where they contradict;
-    ``--interval`` defaults to on with ``--predict`` (but for ``--max-rate``)."""
-    from costmodel.errors import CostModelError
-
-    if args.max_rate and args.interval:
-        raise CostModelError("--max-rate with --interval: give --rate for an interval run")
-    if args.interval and not args.predict:
-        raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
-    _check_compare(args)
-    if args.interval is None:  # every predicted number carries its interval unless told not to
-        args.interval = bool(args.predict) and not args.max_rate
-    if args.max_rate and args.trace:
-        raise CostModelError("--max-rate draws its own requests; it does not take --trace")
-    if args.max_rate and (args.csv or args.plot):
-        raise CostModelError("--max-rate writes no per-request files; drop --csv/--plot (or give --rate)")
-
-
-def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, fit: Any) -> int:
+def _max_rate_run(args: argparse.Namespace, req: Any, cfg: Any, profile: Any, topo: Any, fit: Any) -> int:
     """``--max-rate``: the highest rate meeting the SLOs (:func:`graphs.serving.planning.capacity_search.max_rate`),
     every probe on the same engine, printed or as JSON."""
     from graphs.serving.planning.capacity_search import max_rate
@@ -556,7 +323,7 @@ def _max_rate_run(args: argparse.Namespace, cfg: Any, profile: Any, topo: Any, f
         f"{cfg.name} on {args.device}, {topo.devices} device(s): highest rate with P{args.percentile:g} "
         f"TTFT <= {args.slo_ttft} s and TPOT <= {args.slo_tpot} s"
     )
-    print(f"  {_settings(args)}")
+    print(f"  {req.workload_text()}")
     print(f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)")
     print(f"  {profile.summary()}")
     if fit is not None:
@@ -738,6 +505,9 @@ def _print_latencies(args: argparse.Namespace, res: Any, interval: Any, comparis
     """The latency table, the interval and the comparison."""
     print(f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}")
     for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
+        if s.mean != s.mean:  # no samples (Summary.of): every request ended at its first token
+            print(f"  {name:10s} none: no request generated a second token (TPOT is the time between tokens)")
+            continue
         print(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
     if interval is not None:
         print("\n".join(_interval_lines(interval)))
@@ -794,9 +564,10 @@ def _print_throughput(args: argparse.Namespace, res: Any, topo: Any, cost: Any) 
             f"{kt.exposed_s * 1e3:,.1f} ms of it not hidden by compute (added to TTFTs)"
         )
     if res.prefix_routed is not None:
+        eps = DEFAULT_PREFIX_EPS if args.prefix_eps is None else args.prefix_eps
         print(
             f"  prefix router: {res.prefix_routed[0]:,} request(s) sent where their prefix or conversation is, "
-            f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {_prefix_eps(args):g})"
+            f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {eps:g})"
         )
     if res.spec is not None:
         st = res.spec
@@ -849,7 +620,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument(
         "--requests",
         type=int,
-        default=_DRAWN_DEFAULTS["requests"],
+        default=DRAWN_DEFAULTS["requests"],
         help="requests to simulate (with --turns: conversations)",
     )
     sp.add_argument(
@@ -891,11 +662,11 @@ def add_simulate_parser(sub: Any) -> None:
     )
     sp.add_argument(
         "--prompt",
-        default=_DRAWN_DEFAULTS["prompt"],
+        default=DRAWN_DEFAULTS["prompt"],
         help="prompt tokens: fixed:N, uniform:LO,HI, lognormal:MEAN,SIGMA",
     )
     sp.add_argument(
-        "--output", default=_DRAWN_DEFAULTS["output"], help="output tokens, same forms as --prompt"
+        "--output", default=DRAWN_DEFAULTS["output"], help="output tokens, same forms as --prompt"
     )
     sp.add_argument("--trace", default=None, help="CSV or JSONL: arrival_s, prompt_tokens, output_tokens")
     sp.add_argument(
@@ -916,7 +687,7 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument(
         "--seed",
         type=int,
-        default=_DRAWN_DEFAULTS["seed"],
+        default=DRAWN_DEFAULTS["seed"],
         help="random seed of the drawn arrivals and lengths",
     )
     sp.add_argument(
@@ -954,27 +725,7 @@ def add_simulate_parser(sub: Any) -> None:
         help="--router prefix load bound: a replica holding more than (1 + eps) x the mean outstanding "
         "tokens is passed over for the least-outstanding one (dimensionless; default 0.5)",
     )
-    sp.add_argument(
-        "--dp",
-        type=int,
-        default=1,
-        help="data-parallel attention ranks per replica (an MoE model: each rank its own scheduler and KV "
-        "cache, the expert layers over all dp x tp devices, the ranks stepping together; vLLM's "
-        "--data-parallel-size)",
-    )
-    sp.add_argument(
-        "--enable-expert-parallel",
-        action="store_true",
-        help="with --dp: each device holds whole experts (expert parallel) instead of every expert "
-        "split dp x tp ways (vLLM's flag of the same name)",
-    )
-    sp.add_argument(
-        "--moe-dispatch",
-        choices=("allgather_reducescatter", "all_to_all"),
-        default="allgather_reducescatter",
-        help="with --dp: how tokens reach their experts: all-gather then reduce-scatter (vLLM's default "
-        "all2all backend), or all-to-all (DeepEP, pplx, TensorRT-LLM)",
-    )
+    add_group_options(sp, many=False)
     sp.add_argument("--disagg", default=None, help="PREFILL:DECODE replicas, e.g. 1:2 (disaggregated)")
     sp.add_argument("--link-bandwidth", type=float, default=None, help="KV transfer link (bytes/s), --disagg")
     sp.add_argument(

@@ -10,9 +10,10 @@ from .common import dump, progress_bar
 from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
+from .group_options import add_group_options
 from .options import add_dtype_options, apply_dtypes, int_list
 
-__all__ = ["add_size_parser", "cmd_size"]
+__all__ = ["add_size_parser", "cmd_size", "request_of"]
 
 HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
 
@@ -35,105 +36,50 @@ def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests
     p.add_argument("--seed", type=int, default=0, help="random seed of the drawn arrivals and lengths")
 
 
-def _workload_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments :func:`_add_workload_options`' flags give a library call."""
-    return {k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")}
+def request_of(args: argparse.Namespace) -> Any:
+    """The command line's options as a :class:`~graphs.serving.planning.size_request.SizeRequest`
+    (which checks them); the engine is ``--engine``'s (vLLM's when not given) with the scheduler
+    flags over it: each (device, tp) sizes its own pool."""
+    from graphs.serving.planning.size_request import SizeRequest
 
+    from .engine_option import profile_of
 
-def _row(d: Any, args: argparse.Namespace) -> str:
-    from graphs.serving.planning.cost import NO_PRICE
-
-    c = d.cost  # graphs.serving.planning.cost: the $/h over the tokens/s the run served, as simulate prints it
-    cost = (
-        f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
-        f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
-        if c is not None
-        else NO_PRICE
-    )
-    return (
-        f"{d.label}: P99 TTFT {d.ttft_p99:.3f} s ({100 * d.ttft_p99 / args.slo_ttft:.0f}% of SLO), "
-        f"P99 TPOT {d.tpot_p99 * 1e3:.1f} ms ({100 * d.tpot_p99 / args.slo_tpot:.0f}% of SLO); {cost}"
-    )
-
-
-def _link_bandwidth(args: argparse.Namespace) -> float:
-    """``--link-bandwidth``, refused with ``--no-disagg`` (no P:D transfer to price: it was ignored)."""
-    from costmodel.errors import CostModelError
-    from graphs.serving.planning.sizing import DEFAULT_LINK_BANDWIDTH
-
-    if args.link_bandwidth is None:
-        return DEFAULT_LINK_BANDWIDTH
-    if args.no_disagg:
-        raise CostModelError("--link-bandwidth prices the P:D KV transfer: drop it or --no-disagg")
-    return float(args.link_bandwidth)
-
-
-def _size(args: argparse.Namespace, cfg: Any, devices: list[str], profile: Any, client: Any) -> Any:
-    from graphs.serving.planning.cost import parse_prices
-    from graphs.serving.planning.sizing import size_deployment
-
-    return size_deployment(
-        cfg,
+    return SizeRequest(
         rate=args.rate,
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
-        devices=devices,
-        tps=int_list(args.tp, "--tp", hi=4096, most=64),
+        devices=tuple(d.strip() for d in args.devices.split(",") if d.strip()),
+        tps=tuple(int_list(args.tp, "--tp", hi=4096, most=64)),
         objective=args.objective,
         disaggregated=not args.no_disagg,
-        prices=parse_prices(args.price_per_hour, devices),
+        price_per_hour=args.price_per_hour,
         electricity_per_kwh=args.electricity_per_kwh,
-        **_workload_of(args),
+        link_bandwidth=args.link_bandwidth,
+        **{k: getattr(args, k) for k in ("requests", "prompt", "output", "arrival", "seed")},
         percentile=args.percentile,
-        profile=profile,
-        link_bandwidth=_link_bandwidth(args),
+        profile=profile_of(args),
         max_simulations=args.max_simulations,
-        progress=progress_bar("size", args.quiet, "simulations"),
         allow_long_context=args.allow_long_context,
-        executor=client,
-        lookahead=max(1, args.workers),
+        dps=tuple(int_list(args.dp, "--dp", hi=4096, most=64)),
+        expert_parallel=args.enable_expert_parallel,
+        moe_dispatch=args.moe_dispatch,
     )
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    from .engine_option import profile_of
+    """``costmodel size``: the options as a checked request, its sizing, the winner printed."""
     from .model_option import resolve_model
 
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     cfg = apply_dtypes(resolve_model(args.model, args), args)
-    profile = profile_of(args)  # --engine, else vLLM's: each (device, tp) sizes its own pool
+    req = request_of(args)
+    profile = req.engine
     with dask_client(args) as client:  # --scheduler dask: the candidates simulate on its workers
-        res = _size(args, cfg, devices, profile, client)
+        progress = progress_bar("size", args.quiet, "simulations")
+        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress)
     if args.json:
         print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0
-    goal = "cheapest" if args.objective == "cost" else "fewest devices"
-    print(
-        f"{res.model} at {res.rate:g} requests/s, P{res.percentile:g} TTFT <= {res.slo_ttft:g} s and "
-        f"TPOT <= {res.slo_tpot:g} s: {goal}, {res.simulated} candidate(s) simulated"
-    )
-    print(f"  workload: {res.workload}")
-    print(f"  {profile.summary()}")
-    for why in res.pruned:
-        print(f"  pruned by the bounds: {why}")
-    if res.winner is None:
-        print(
-            "  no simulated deployment meets the SLOs"
-            + ("" if res.exhausted else " (raise --max-simulations)")
-        )
-        return 0
-    w = res.winner
-    print(f"  winner: {_row(w, args)}")
-    if w.cost is not None:
-        print(f"    {w.cost.line()}")
-        print(f"    price: {w.cost.price_source}")
-    if not res.exhausted:
-        print(
-            f"  note: stopped after --max-simulations {args.max_simulations}: the best confirmed so far, "
-            "not proven the best"
-        )
-    for d in res.runners_up:
-        print(f"  runner-up: {_row(d, args)}")
+    print(res.to_text(engine=profile, max_simulations=args.max_simulations))
     return 0
 
 
@@ -149,6 +95,7 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument("--tp", default="1,2,4,8", help="tensor-parallel degrees to try: list or range (1:8:2)")
     sp.add_argument("--objective", choices=("cost", "gpus"), default="cost", help="minimise USD/h or devices")
     sp.add_argument("--no-disagg", action="store_true", help="aggregated replicas only (no P:D splits)")
+    add_group_options(sp, many=True)
     add_cost_options(sp)
     sp.add_argument(
         "--link-bandwidth",

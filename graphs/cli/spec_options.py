@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_spec_options", "spec_of", "DEFAULT_SPEC_K"]
+from graphs.serving.sim.simulation_request import DEFAULT_SPEC_K
 
-#: tokens drafted per step when --spec-draft is given without --spec-k
-DEFAULT_SPEC_K = 3
+__all__ = ["add_spec_options", "spec_of", "DEFAULT_SPEC_K"]
 
 
 def add_spec_options(sp: argparse.ArgumentParser, *, draws: bool = True) -> None:
@@ -41,25 +40,11 @@ def add_spec_options(sp: argparse.ArgumentParser, *, draws: bool = True) -> None
 
 
 def spec_of(args: argparse.Namespace) -> Any:
-    """The options as a :class:`SpecConfig` (None without ``--spec-draft``); one-line errors."""
-    from costmodel.errors import CostModelError
-    from graphs.serving.sim.specdec_sim import SpecConfig
+    """The options as a :class:`SpecConfig` (None without ``--spec-draft``); one-line errors
+    (:func:`graphs.serving.sim.simulation_request.spec_config`)."""
+    from graphs.serving.sim.simulation_request import spec_config
 
     expected = getattr(args, "spec_expected", False)
-    if args.spec_draft is None:
-        if args.spec_accept is not None or expected or args.spec_k is not None:
-            raise CostModelError(
-                "--spec-k/--spec-accept/--spec-expected need --spec-draft (what drafts the tokens)"
-            )
-        return None
-    if args.spec_accept is None:
-        raise CostModelError(
-            f"--spec-draft {args.spec_draft[:60]} needs --spec-accept (the rate its drafted tokens are accepted at)"
-        )
-    return SpecConfig.parse(
-        args.spec_draft,
-        DEFAULT_SPEC_K if args.spec_k is None else args.spec_k,
-        args.spec_accept,
-        expected=expected,
-        seed=getattr(args, "seed", 0),
+    return spec_config(
+        args.spec_draft, args.spec_k, args.spec_accept, expected=expected, seed=getattr(args, "seed", 0)
     )

@@ -104,6 +104,10 @@ _LAZY: dict[str, str] = {
     "size_deployment": "planning.sizing",
     "SizingResult": "planning.sizing",
     "Deployment": "planning.sizing",
+    "SimulationRequest": "sim.simulation_request",
+    "SearchRequest": "planning.search_request",
+    "SizeRequest": "planning.size_request",
+    "PhaseRequest": "analysis.phase_request",
 }
 
 __all__ = list(_LAZY)

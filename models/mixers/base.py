@@ -120,6 +120,8 @@ class ConfigView(Protocol):
     @property
     def expert_weight_dtype(self) -> str: ...
     @property
+    def weight_scale_block(self) -> tuple[int, int] | None: ...
+    @property
     def recurrent_state_dtype(self) -> str: ...
     @property
     def specs(self) -> Mapping[str, ConfigSpec]: ...
@@ -166,6 +168,7 @@ class BuilderLike(Protocol):
         /,
         *,
         extra: Cost | None = None,
+        attrs: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> list[tuple[str, Tensor]]: ...
 

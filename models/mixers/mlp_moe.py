@@ -17,7 +17,7 @@ import sympy
 from costmodel.cost import Cost
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
-from costmodel.keys import Role
+from costmodel.keys import SCALE_BLOCK, Role
 from costmodel.tensor import Tensor
 
 from ..specs import register_spec
@@ -159,6 +159,9 @@ class MoEMLP(MLP):
         mmb = get_dtype(layer.mmd).bytes
         ab = get_dtype(layer.act).bytes
         rows = T * k
+        # FP8 weights in scale blocks run the block-scaled MoE kernels (what the predictor prices)
+        block = cfg.weight_scale_block if get_dtype(ewd).name == "fp8_e4m3" else None
+        scales = {SCALE_BLOCK: block} if block is not None else None
 
         def experts(local: str, inp: tuple[str, Tensor], n_out: Any, k_in: Any) -> tuple[str, Tensor]:
             w = layer.weight(f"{local}.weight", (E, k_in, n_out), dtype=ewd)
@@ -187,6 +190,7 @@ class MoEMLP(MLP):
                 w_dtype=ewd,
                 out_dtype=layer.act,
                 capacity_factor=m.moe_capacity_factor,
+                attrs=scales,
             )[0]
 
         ins = [experts("experts.up_proj", x, Ie, d)]

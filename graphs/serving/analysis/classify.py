@@ -45,7 +45,18 @@ class NodeTable:
 
 
 def node_table(c: CompiledStep) -> NodeTable:
-    """The compiled node table of ``c`` (built once per compiled step)."""
+    """The compiled node table of ``c`` (built once per compiled step).
+
+    Parameters
+    ----------
+    c : CompiledStep
+        A compiled step.
+
+    Returns
+    -------
+    NodeTable
+        Each op node's roofline terms compiled as one function of the step's dims.
+    """
     return c.memo("node_table", lambda: _build(c))
 
 
@@ -78,18 +89,54 @@ def _build(c: CompiledStep) -> NodeTable:
 
 
 def node_rows(c: CompiledStep, *point: float) -> tuple[list[NodeRow], dict[str, float]]:
-    """Every op node's :class:`NodeRow` at ``point`` (topological order) and the totals."""
+    """Every op node's :class:`NodeRow` at ``point`` (topological order) and the totals.
+
+    Parameters
+    ----------
+    c : CompiledStep
+        A compiled step.
+    *point : float
+        Values of its dims, in order (decode: ``B``, ``ctx``; prefill: ``B``, ``S``).
+
+    Returns
+    -------
+    tuple of (list of NodeRow, dict of str to float)
+        The rows (s, FLOP, bytes per node) and the step totals.
+    """
     t = node_table(c)
     return rows_from_values(t.statics, t.fn(*point))
 
 
 def step_totals(c: CompiledStep, *point: float) -> dict[str, float]:
-    """The whole-step totals at ``point`` (see :data:`~graphs.serving.analysis.node_analysis.TOTALS`)."""
+    """The whole-step totals at ``point`` (see :data:`~graphs.serving.analysis.node_analysis.TOTALS`).
+
+    Parameters
+    ----------
+    c : CompiledStep
+        A compiled step.
+    *point : float
+        Values of its dims, in order.
+
+    Returns
+    -------
+    dict of str to float
+    """
     return node_rows(c, *point)[1]
 
 
 def closed_forms_latex(forms: dict[str, sympy.Expr]) -> dict[str, str]:
-    """The LaTeX of the ``*_bound`` closed forms (what ``--json`` and the HTML page show)."""
+    """The LaTeX of the ``*_bound`` closed forms (what ``--json`` and the HTML page show).
+
+    Parameters
+    ----------
+    forms : dict of str to sympy.Expr
+        Closed forms (:func:`graphs.serving.step.totals.closed_forms`).
+
+    Returns
+    -------
+    dict of str to str
+        LaTeX of the ``*_bound`` forms.
+    """
     return {k: sympy.latex(v) for k, v in forms.items() if k.endswith("_bound")}
 
 
@@ -106,7 +153,35 @@ def analyze(
     """Numeric per-node roofline of a model step on a device (:func:`node_rows`: the same rows
     :func:`~costmodel.graph.classify_graph` gives, from forms compiled once), whole-step totals
     and the symbolic closed forms of the phase (derived once per config and phase); ``tp``
-    splits every layer over that many devices (the rows are one device's share)."""
+    splits every layer over that many devices (the rows are one device's share).
+
+    Parameters
+    ----------
+    model : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    batch : int
+        Sequences in the step.
+    seq : int
+        Prompt tokens per sequence (prefill).
+    ctx : int
+        Cached tokens per sequence (decode).
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    ModelAnalysis
+        Per-node rows (s, FLOP, bytes, bound kind), totals and closed forms.
+
+    Raises
+    ------
+    CostModelError
+        When ``phase`` is unknown or a count is not a positive integer.
+    """
     w = as_workload(model)
     hw = get_device(device)
     if phase not in tuple(Phase):

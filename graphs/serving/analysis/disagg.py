@@ -60,7 +60,23 @@ class Overlap(StrEnum):
 
 @dataclass(frozen=True)
 class TTFTTerms(Result):
-    """Time to first token on a disaggregated pair, term by term (seconds, bytes)."""
+    """Time to first token on a disaggregated pair, term by term (seconds, bytes).
+
+    Attributes
+    ----------
+    prefill_s : float
+        One prompt's prefill on the prefill device ``T_pf`` (s).
+    kv_transfer_s : float
+        The KV cache over the link, ``S k / beta + L alpha`` (s).
+    first_decode_s : float
+        The first decode step on the decode device at the pool's batch (s).
+    ttft_s : float
+        Their sum, or with the transfer hidden under the prefill but for its last layer (s).
+    kv_bytes : float
+        The prompt's KV cache, ``S k`` (bytes).
+    kv_share_of_ttft : float
+        ``kv_transfer_s / ttft_s``.
+    """
 
     prefill_s: float
     kv_transfer_s: float
@@ -72,19 +88,69 @@ class TTFTTerms(Result):
 
 @dataclass(frozen=True)
 class Colocated(Result):
-    """The same decode-type devices serving both phases by time sharing, for comparison."""
+    """The same decode-type devices serving both phases by time sharing, for comparison.
+
+    Attributes
+    ----------
+    devices : int
+        Decode-type devices serving both phases (as many as the two pools together).
+    prefill_share : float
+        Fraction ``rho`` of device time spent in prefill.
+    tpot_s : float
+        Decode TPOT stretched by the prefill share, ``TPOT / (1 - rho)`` (s; inf when it saturates).
+    ttft_s : float
+        Prefill on the decode-type device, plus a decode step, plus one TPOT of waiting (s).
+    energy_per_token_j : float or None
+        TDP x devices over output tokens per second (J); None when the device has no TDP figure.
+    device_hours_per_million_tokens : float
+        Device-hours per million output tokens.
+    """
 
     devices: int
     prefill_share: float  #: fraction of device time spent in prefill
     tpot_s: float  #: decode TPOT stretched by the prefill share (inf when it saturates)
     ttft_s: float
-    energy_per_token_j: float
+    energy_per_token_j: float | None
     device_hours_per_million_tokens: float
 
 
 @dataclass(frozen=True)
 class DisaggReport(Result):
-    """Prefill on one device type, decode on another, KV over a link (see module doc)."""
+    """Prefill on one device type, decode on another, KV over a link (see module doc).
+
+    Attributes
+    ----------
+    model, prefill_device, decode_device : str
+        What was run, by name.
+    decode_fits : bool
+        The decode pool's point (``decode_batch`` sequences at ``prompt + output``) fits its memory.
+    decode_max_batch : int or None
+        The largest decode batch that fits at ``prompt + output`` tokens.
+    prompt, output : int
+        Tokens per request.
+    decode_batch : int
+        Sequences per decode step.
+    overlap : Overlap
+        When the KV cache crosses the link.
+    ttft : TTFTTerms
+        Time to first token, term by term.
+    tpot_s : float
+        The decode step at the mean context ``prompt + output / 2`` (s).
+    decode_tokens_per_s_per_device : float
+        ``decode_batch / tpot_s``.
+    rate : float or None
+        Requests per second the pools are sized for (None: not sized).
+    prefill_devices, decode_devices : int or None
+        ``ceil(rate T_pf)`` and ``ceil(rate O / (b / TPOT))``.
+    energy_per_token_j : float or None
+        TDP x devices over output tokens per second (J).
+    device_hours_per_million_tokens : float or None
+        Both pools' device-hours per million output tokens.
+    colocated : Colocated or None
+        The time-shared baseline on the decode device type.
+    decode_capacity, prefill_capacity : CapacityCheck or None
+        Each pool's point against its device's memory.
+    """
 
     model: str
     prefill_device: str
@@ -164,7 +230,42 @@ def disaggregated(
     predictor: Predictor | None = None,
 ) -> DisaggReport:
     """TTFT, TPOT, pools, energy and the colocated comparison (module doc); ``predictor``
-    prices every step (:func:`graphs.serving.pricing.priced.priced_step`; default the bound)."""
+    prices every step (:func:`graphs.serving.pricing.priced.priced_step`; default the bound).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    prefill_device, decode_device : Hardware or str
+        The devices of the prefill pool (A) and the decode pool (B).
+    prompt : int
+        Prompt tokens ``S`` per request.
+    output : int
+        Output tokens ``O`` per request.
+    decode_batch : int
+        Sequences ``b`` per decode step.
+    link_bandwidth : float
+        The A -> B link's bandwidth ``beta`` (bytes/s, > 0).
+    link_latency : float
+        Per-message latency ``alpha`` (s, >= 0), paid once per layer.
+    rate : float, optional
+        Arrival rate ``lambda`` (requests/s): sizes the pools and the colocated baseline.
+    overlap : str
+        ``"after"`` (the cache ships after prefill) or ``"layerwise"`` (during it).
+    predictor : Predictor, optional
+        Prices every step (default: the bound).
+
+    Returns
+    -------
+    DisaggReport
+        TTFT terms, TPOT (s), pools, energy and the colocated comparison.
+
+    Raises
+    ------
+    CostModelError
+        When ``overlap`` is unknown, the link's numbers or a count are out of range, or ``rate``
+        is not positive.
+    """
     if overlap not in tuple(Overlap):
         raise CostModelError(f"overlap {overlap!r} not allowed; allowed: {', '.join(Overlap)}")
     if link_bandwidth <= 0 or link_latency < 0:
@@ -202,8 +303,9 @@ def disaggregated(
     n_pf = max(1, math.ceil(rate * terms.prefill_s))
     n_dec = max(1, math.ceil(rate * output / (decode_batch / tpot)))
     tokens_per_s = rate * output
-    pa = as_float(a.power_w) if a.power_w is not None else float("nan")
-    pb = as_float(b.power_w) if b.power_w is not None else float("nan")
+    # a device without a TDP figure in the catalog has no energy: None, never a NaN
+    pa = as_float(a.power_w) if a.power_w is not None else None
+    pb = as_float(b.power_w) if b.power_w is not None else None
     # colocated: the same number of decode-type devices serve both phases by time sharing
     n_col = n_pf + n_dec
     t_pf_b = priced_step(w, b, Phase.PREFILL, predictor=predictor).step(1, prompt)
@@ -213,7 +315,7 @@ def disaggregated(
         prefill_share=rho,
         tpot_s=tpot / (1 - rho) if rho < 1 else float("inf"),
         ttft_s=t_pf_b + terms.first_decode_s + tpot,
-        energy_per_token_j=n_col * pb / tokens_per_s,
+        energy_per_token_j=None if pb is None else n_col * pb / tokens_per_s,
         device_hours_per_million_tokens=n_col / tokens_per_s * 1e6 / 3600,
     )
     return dataclasses.replace(
@@ -221,7 +323,7 @@ def disaggregated(
         rate=rate,
         prefill_devices=n_pf,
         decode_devices=n_dec,
-        energy_per_token_j=(n_pf * pa + n_dec * pb) / tokens_per_s,
+        energy_per_token_j=None if pa is None or pb is None else (n_pf * pa + n_dec * pb) / tokens_per_s,
         device_hours_per_million_tokens=(n_pf + n_dec) / tokens_per_s * 1e6 / 3600,
         colocated=col,
     )
@@ -240,7 +342,32 @@ def kv_transfer_crossover(
     predictor: Predictor | None = None,
 ) -> int | None:
     """Smallest prompt length at which the KV transfer is the largest TTFT term (``None`` if never
-    up to ``max_prompt``): the first end of :func:`kv_transfer_range`."""
+    up to ``max_prompt``): the first end of :func:`kv_transfer_range`.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    prefill_device, decode_device : Hardware or str
+        The prefill and decode devices.
+    link_bandwidth : float
+        The link's bandwidth (bytes/s).
+    link_latency : float
+        Per-message latency (s).
+    decode_batch : int
+        Sequences per decode step.
+    overlap : str
+        ``"after"`` or ``"layerwise"``.
+    max_prompt : int
+        The longest prompt (tokens) searched.
+    predictor : Predictor, optional
+        Prices every step (default: the bound).
+
+    Returns
+    -------
+    int or None
+        The prompt length (tokens), or None when the transfer never dominates.
+    """
     span = kv_transfer_range(
         config,
         prefill_device,

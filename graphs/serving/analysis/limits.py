@@ -55,6 +55,24 @@ def decode_limits(
     With ``max_batch`` (the largest batch the memory holds at ``ctx``,
     :func:`graphs.serving.step.ledger_fit.capacity_check`) the limits also carry the throughput at
     that batch, ``B_max / T(B_max)``: what batching reaches when the knee lies beyond it.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    ctx : int, optional
+        Cached tokens per sequence (None: the limits that do not depend on it, and the ceiling).
+    tp : int
+        Tensor-parallel degree.
+    max_batch : int, optional
+        The largest batch memory holds at ``ctx``.
+
+    Returns
+    -------
+    DecodeLimits
+        Knee batch ``B*``, 90 % batch, saturated throughput (tokens/s), context ceiling (tokens).
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -82,6 +100,17 @@ class LimitForms:
 
     @classmethod
     def of(cls, c: CompiledStep) -> LimitForms:
+        """The decode step's memory and compute parts read off a compiled step's whole-step terms.
+
+        Parameters
+        ----------
+        c : CompiledStep
+            A compiled decode step.
+
+        Returns
+        -------
+        LimitForms
+        """
         terms = c.forms.terms_s
         mem = sympy.expand(sum(v for k, v in terms.items() if k == Level.DRAM))
         comp = {k: sympy.expand(v) for k, v in terms.items() if k in tuple(Unit)}
@@ -102,7 +131,17 @@ class LimitForms:
         )
 
     def numbers(self, c: CompiledStep) -> LimitNumbers:
-        """The forms as plain functions (each unit's ceiling solved once, when first asked)."""
+        """The forms as plain functions (each unit's ceiling solved once, when first asked).
+
+        Parameters
+        ----------
+        c : CompiledStep
+            The compiled step the forms came from.
+
+        Returns
+        -------
+        LimitNumbers
+        """
         return LimitNumbers(
             a=self.a_f,
             b=self.b_f,
@@ -114,7 +153,18 @@ class LimitForms:
         )
 
     def ceiling(self, unit: str) -> tuple[sympy.Expr, float | None]:
-        """``c(ctx)`` on ``unit`` and the context where ``b(ctx) = c(ctx)`` (None: never)."""
+        """``c(ctx)`` on ``unit`` and the context where ``b(ctx) = c(ctx)`` (None: never).
+
+        Parameters
+        ----------
+        unit : str
+            An execution unit (``tensor``, ``vector``, ``sfu``).
+
+        Returns
+        -------
+        tuple of (sympy.Expr, float or None)
+            ``c(ctx)`` (s per sequence) and the context ceiling (tokens).
+        """
         c_per = sympy.expand(self.comp[unit] / B_sym)
         x = quantity("x")  # ctx as a real number: the ceiling need not be whole
         diff = self.b_per.subs(ctx_sym, x) - c_per.subs(ctx_sym, x)

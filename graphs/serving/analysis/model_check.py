@@ -35,7 +35,38 @@ _SOURCES = ("measured", "neighbour", "bound")
 
 @dataclass(frozen=True)
 class ModelCheck(Result):
-    """The answer of :func:`check_model` (module doc); ``to_dict`` is the ``--json`` output."""
+    """The answer of :func:`check_model` (module doc); ``to_dict`` is the ``--json`` output.
+
+    Attributes
+    ----------
+    config : str
+        The model's name (the catalog name or the file's stem).
+    model_type : object
+        The file's ``model_type`` as written (None: a layer file).
+    family : str or None
+        The loader's mapping that reads it (None: refused).
+    assumed : bool
+        The family came from ``--assume-family``.
+    why : str
+        Why this family, in words.
+    refused : str or None
+        The loader's one-line reason when refused.
+    nearest : list of dict
+        The closest families: ``family``, ``similarity`` (Jaccard of field names), ``fits``,
+        ``why_not``.
+    fields_read, fields_defaulted : list of str
+        Field paths read, and those looked up and absent.
+    fields_ignored : list of dict
+        The rest of the file: ``field``, ``value``, ``read_by`` (the families that read it).
+    exact : dict
+        Parameter counts and the decode/prefill closed forms (KV bytes, FLOPs per token).
+    approximated : list of str
+        What the engine approximates for this model, in words.
+    device : str
+        The device the kernel coverage is priced on.
+    kernels : dict
+        Per framework and phase, the priced step's share of time by source and per kernel family.
+    """
 
     config: str
     model_type: Any

@@ -44,7 +44,25 @@ class NodeStatics:
 
 def rows_from_values(t: NodeStatics, out: Sequence[float]) -> tuple[list[NodeRow], dict[str, float]]:
     """Every op node's :class:`NodeRow` and the step totals from the node table's flat values
-    at one point (module doc)."""
+    at one point (module doc).
+
+    Parameters
+    ----------
+    t : NodeStatics
+        The node table's labels and constants.
+    out : sequence of float
+        Its compiled function's values at one point (flat).
+
+    Returns
+    -------
+    tuple of (list of NodeRow, dict of str to float)
+        The rows and the step totals.
+
+    Raises
+    ------
+    ValueError
+        When the values do not match the labels (a stale table: an internal error).
+    """
     vals = [float(v) for v in out]
     totals = dict(zip(TOTALS, vals[: len(TOTALS)], strict=True))
     parts = []
@@ -82,7 +100,31 @@ def rows_from_values(t: NodeStatics, out: Sequence[float]) -> tuple[list[NodeRow
 
 @dataclass(frozen=True)
 class StepTotals(Result):
-    """Whole-step totals of a model graph on a device."""
+    """Whole-step totals of a model graph on a device.
+
+    Attributes
+    ----------
+    tokens : float
+        Tokens of the step.
+    flops, tensor_flops : float
+        FLOPs on every unit, and on the matrix units.
+    dram_bytes : float
+        DRAM bytes moved.
+    weight_bytes_read : float
+        Bytes read from weights.
+    kv_bytes_per_token : float
+        KV-cache bytes written per token.
+    attention_flop_share : float
+        Attention's share of the FLOPs.
+    sum_of_node_bounds_s : float
+        Sum over kernels of each kernel's roofline (s).
+    whole_step_bound_s : float
+        The whole step as one roofline (s).
+    whole_step_kind : str
+        What binds the whole step (compute on a unit, memory at a level, a link).
+    tokens_per_s : float
+        ``tokens / sum_of_node_bounds_s``.
+    """
 
     tokens: float
     flops: float
@@ -103,7 +145,32 @@ class ModelAnalysis(Result):
 
     ``closed_forms`` are sympy expressions from the library, their printed text when read back
     from a cached card; :meth:`to_dict` gives the printed text either way (and the LaTeX of the
-    ``*_bound`` forms), so both paths print and serialise alike."""
+    ``*_bound`` forms), so both paths print and serialise alike.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences in the step.
+    seq : int or None
+        Prompt tokens per sequence (prefill).
+    ctx : int or None
+        Cached tokens per sequence (decode).
+    rows : tuple of NodeRow
+        One per op node, topological order: FLOPs, bytes, intensity, each term's time (s), the
+        bound and its kind.
+    totals : StepTotals
+        The whole step.
+    closed_forms : dict
+        The phase's closed forms (:func:`graphs.serving.step.totals.closed_forms`).
+    closed_forms_latex : dict of str to str
+        LaTeX of the ``*_bound`` forms.
+    tp : int
+        Tensor-parallel degree (the rows are one device's share).
+    """
 
     model: str
     device: str
@@ -138,7 +205,40 @@ def analysis_from_values(
 ) -> ModelAnalysis:
     """The :class:`ModelAnalysis` from the node table's values (:func:`rows_from_values`) and the
     step's fields at the same point (``flops``, ``attention_flops``, ``optimistic_step_s`` and
-    ``terms_s``, as :meth:`graphs.serving.step.compiled.CompiledStep.point` gives them)."""
+    ``terms_s``, as :meth:`graphs.serving.step.compiled.CompiledStep.point` gives them).
+
+    Parameters
+    ----------
+    t : NodeStatics
+        The node table's labels and constants.
+    out : sequence of float
+        Its values at the point.
+    step : dict
+        The step's fields at the same point (``flops``, ``attention_flops``,
+        ``optimistic_step_s``, ``terms_s``).
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences.
+    seq : int
+        Prompt tokens (prefill).
+    ctx : int
+        Cached tokens (decode).
+    tp : int
+        Tensor-parallel degree.
+    closed_forms : dict
+        The phase's closed forms.
+    closed_forms_latex : dict of str to str
+        Their LaTeX.
+
+    Returns
+    -------
+    ModelAnalysis
+    """
     rows, tot = rows_from_values(t, out)
     step_s = sum(r.total_time_s for r in rows)
     terms = step["terms_s"]

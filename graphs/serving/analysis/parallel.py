@@ -58,6 +58,18 @@ __all__ = [
 def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
     """Idle fraction of a pipeline: ``(p - 1) / (m + p - 1)``.
 
+    Parameters
+    ----------
+    stages : int or sympy.Expr
+        Pipeline stages ``p``.
+    microbatches : int or sympy.Expr
+        Micro-batches ``m`` per step.
+
+    Returns
+    -------
+    sympy.Expr
+        The idle fraction, in ``[0, 1)``.
+
     >>> bubble_fraction(4, 12)
     1/5
     """
@@ -67,7 +79,33 @@ def bubble_fraction(stages: Any, microbatches: Any) -> sympy.Expr:
 
 @dataclass(frozen=True)
 class PlanReport(Result):
-    """One decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc)."""
+    """One decode step of ``batch`` sequences on ``tp * pp * ep`` devices (module doc).
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    devices : int
+        ``tp * pp * ep``.
+    tp, pp, ep : int
+        Tensor-parallel, pipeline and expert-parallel degrees.
+    microbatches : int
+        Micro-batches ``m`` the batch is split into.
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    stage_s : float
+        One pipeline stage on one micro-batch: the model's step over ``pp`` (s).
+    stage_hop_s : float
+        Activations of one micro-batch to the next stage over the link (s; 0 without ``pp``).
+    bubble_fraction : float
+        ``(pp - 1) / (m + pp - 1)``.
+    expert_all_to_all_s : float
+        Dispatch and combine of every MoE layer and micro-batch (s; 0 without ``ep``).
+    step_s : float
+        ``(m + pp - 1) (stage_s + stage_hop_s) + expert_all_to_all_s`` (s).
+    """
 
     model: str
     device: str
@@ -101,7 +139,18 @@ class PlanReport(Result):
         return self.batch / self.step_s / self.devices
 
     def energy_per_token_j(self, power_w: float) -> float:
-        """``P x devices x step / batch`` at a power of ``power_w`` per device."""
+        """``P x devices x step / batch`` at a power of ``power_w`` per device.
+
+        Parameters
+        ----------
+        power_w : float
+            Power per device (W).
+
+        Returns
+        -------
+        float
+            Joules per output token.
+        """
         return power_w * self.devices * self.step_s / self.batch
 
     @property
@@ -137,7 +186,44 @@ def parallel_plan(
     (:mod:`graphs.serving.step.expert_routing`): the busiest EP rank sets the experts' step and receives
     ``E max_r X_r / (T k / ep)`` times the mean all-to-all volume (uniform routing too: its
     busiest rank in a step of ``T`` tokens, :func:`~graphs.serving.step.expert_routing.busiest_rank`); ``predictor`` prices the step's kernels
-    (:func:`graphs.serving.pricing.priced.priced_step`; default the bound)."""
+    (:func:`graphs.serving.pricing.priced.priced_step`; default the bound).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device of every rank.
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    tp : int
+        Tensor-parallel degree.
+    pp : int
+        Pipeline stages (must divide the layers).
+    ep : int
+        Expert-parallel degree (a MoE model only).
+    microbatches : int
+        Micro-batches the batch is split into (must divide it).
+    link : str
+        The link the stage hop and all-to-all cross: ``"scale_up"`` or ``"scale_out"``.
+    routing : Routing, optional
+        A routing distribution and placement (MoE only; default uniform).
+    predictor : Predictor, optional
+        Prices the step's kernels (default: the bound).
+
+    Returns
+    -------
+    PlanReport
+        Step time (s), bubble, communication terms, tokens/s per user and per device, memory.
+
+    Raises
+    ------
+    CostModelError
+        When a degree is below 1, ``pp`` does not divide the layers, ``microbatches`` the batch,
+        or ``ep``/``routing`` is asked of a model without experts.
+    """
     w = as_workload(config)
     cfg = w.config
     hw = get_device(device)
@@ -200,7 +286,26 @@ def comm_forms(
     the step waits for: :func:`~graphs.serving.step.expert_routing.busiest_rank`; 0 without expert
     parallelism). The all-to-all's ranks span ``span`` devices (default ``ep``; ``tp x ep`` when
     each expert shard is tp-wide): on the scale-up link within the domain, on the scale-out link
-    past it (:meth:`costmodel.hardware.Hardware.group_link`)."""
+    past it (:meth:`costmodel.hardware.Hardware.group_link`).
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model.
+    hw : Hardware
+        The device.
+    link : str
+        ``"scale_up"`` or ``"scale_out"``: the stage hop's link.
+    ep : int
+        Expert-parallel degree.
+    span : int, optional
+        Devices the all-to-all's ranks span (default ``ep``).
+
+    Returns
+    -------
+    tuple of (sympy.Expr, sympy.Expr)
+        The stage hop and one all-to-all (s), in the micro-batch ``b``.
+    """
     b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
     lk = hw.link(link)
@@ -228,7 +333,25 @@ def _comm_scalar(cfg: ModelConfig, hw: Hardware, link: str, ep: int, span: int) 
 @dataclass(frozen=True)
 class PlanPoint(Result):
     """A plan evaluated on a device at a batch: its report (or why it is invalid), its energy
-    per token where the device's power is known, and whether it is on the Pareto frontier."""
+    per token where the device's power is known, and whether it is on the Pareto frontier.
+
+    Attributes
+    ----------
+    device : str
+        The device's name.
+    batch : int
+        Sequences in the decode step.
+    plan : str
+        ``tp{tp} pp{pp} ep{ep} m{microbatches}``.
+    report : PlanReport or None
+        The evaluated plan (None: invalid or does not fit).
+    error : str or None
+        Why it is invalid or does not fit.
+    energy_per_token_j : float or None
+        Joules per output token at the device's TDP (None: no TDP).
+    pareto : bool
+        On the frontier of tokens/s per user against tokens/s per device.
+    """
 
     device: str
     batch: int
@@ -240,7 +363,20 @@ class PlanPoint(Result):
 
 
 def routed_expert_bytes(config: ModelConfig | str | Workload, tp: int) -> float:
-    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes."""
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    float
+        Bytes (0 for a dense model).
+    """
     graph = as_workload(config).graph(Phase.DECODE, batch=1, ctx=1, tp=tp)
     total = 0.0
     for n, d in graph.nodes(data=True):
@@ -254,7 +390,22 @@ def dp_weights_saved(w: ModelConfig | str | Workload, tp: int, dp: int) -> float
     """Bytes of routed-expert weights a device of the group does not hold that a ``tp``-rank
     alone would: ``E_t (1 - 1/D)`` with ``E_t`` the expert bytes one ``tp``-rank holds
     (:func:`routed_expert_bytes`; data-parallel attention, :mod:`graphs.serving.sim.data_parallel`); the experts are spread over ``D t``
-    devices whether split by width or expert by expert."""
+    devices whether split by width or expert by expert.
+
+    Parameters
+    ----------
+    w : ModelConfig, str or Workload
+        The model.
+    tp : int
+        Tensor-parallel degree of a rank.
+    dp : int
+        Data-parallel ranks ``D`` sharing the experts.
+
+    Returns
+    -------
+    float
+        Bytes per device.
+    """
     return routed_expert_bytes(w, tp) * (1.0 - 1.0 / dp)
 
 
@@ -276,6 +427,24 @@ def plan_memory_bytes(
     overhead: :func:`graphs.serving.step.ledger_fit.decode_memory`) and :math:`E_{tp}` its routed-expert
     weights, which expert parallelism spreads ``ep`` ways; pipeline stages hold ``1/pp`` of the
     layers. The design search prunes by the same accounting.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    batch : int
+        Sequences.
+    ctx : int
+        Cached tokens per sequence.
+    tp, pp, ep : int
+        Tensor-parallel, pipeline and expert-parallel degrees.
+
+    Returns
+    -------
+    float
+        Bytes per device.
     """
     w = as_workload(config)
     routed = routed_expert_bytes(w, tp) if ep > 1 else 0.0
@@ -296,6 +465,28 @@ def plan_frontier(
     """Evaluate ``(tp, pp, ep, microbatches)`` plans x devices x batches; mark the Pareto frontier.
 
     Objectives: tokens/s per user (``1 / step``) and tokens/s per device, both maximised.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    devices : list of str
+        Device catalog names.
+    batches : list of int
+        Decode batches (sequences).
+    ctx : int
+        Cached tokens per sequence.
+    plans : list of (int, int, int, int)
+        ``(tp, pp, ep, microbatches)`` plans.
+    routing : Routing, optional
+        A routing distribution (MoE only).
+    predictor : Predictor, optional
+        Prices the steps (default: the bound).
+
+    Returns
+    -------
+    tuple of PlanPoint
+        Every evaluated point (one that does not fit or is invalid says why), the frontier marked.
     """
     w = as_workload(config)
     points: list[PlanPoint] = []

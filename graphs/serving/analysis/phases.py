@@ -122,6 +122,35 @@ def prefill_report(
     step is compiled once with a symbolic prefix and evaluated on every chunk at once.
     ``ep`` and ``routing``: the routed experts are the busiest EP rank's
     (:mod:`graphs.serving.step.expert_routing`; the all-to-all between ranks is not in the step).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    batch : int
+        Prompts in the step.
+    seq : int
+        Prompt tokens each.
+    chunk : int, optional
+        Chunk size (tokens) of chunked prefill; None: one step.
+    tp : int
+        Tensor-parallel degree.
+    ep : int
+        Expert-parallel degree.
+    routing : Routing, optional
+        A routing distribution (MoE only; default uniform).
+
+    Returns
+    -------
+    PrefillReport
+        TTFT lower bound (s), the binding term, FLOPs and bytes.
+
+    Raises
+    ------
+    CostModelError
+        When a count is not a positive integer.
     """
     batch, seq, tp = positive_int(batch, "batch"), positive_int(seq, "seq"), positive_int(tp, "tp")
     w = as_workload(config)
@@ -162,7 +191,35 @@ def decode_report(
     """One decode step: TPOT, tokens/s per user and per device, weight vs KV vs compute (see
     :class:`DecodeReport` for the two weight-read bounds). ``ep`` and ``routing``: the routed
     experts are the busiest EP rank's (:mod:`graphs.serving.step.expert_routing`; the all-to-all between
-    ranks is not in the step: :func:`graphs.serving.analysis.parallel.parallel_plan` adds it)."""
+    ranks is not in the step: :func:`graphs.serving.analysis.parallel.parallel_plan` adds it).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    batch : int
+        Sequences in the step.
+    ctx : int
+        Cached tokens per sequence.
+    tp : int
+        Tensor-parallel degree.
+    ep : int
+        Expert-parallel degree.
+    routing : Routing, optional
+        A routing distribution (MoE only; default uniform).
+
+    Returns
+    -------
+    DecodeReport
+        TPOT (s), tokens/s per user and per device, the weight, KV and compute terms.
+
+    Raises
+    ------
+    CostModelError
+        When a count is not a positive integer.
+    """
     batch, ctx, tp = positive_int(batch, "batch"), positive_int(ctx, "ctx"), positive_int(tp, "tp")
     w = as_workload(config)
     hw = get_device(device)
@@ -180,13 +237,41 @@ def decode_report(
 
 
 def decode_constants(w: Workload, c: CompiledStep, tp: int) -> tuple[float, float, float]:
-    """DRAM bandwidth, resident weight bytes and one device's share of the embedding table."""
+    """DRAM bandwidth, resident weight bytes and one device's share of the embedding table.
+
+    Parameters
+    ----------
+    w : Workload
+        The model's workload.
+    c : CompiledStep
+        Its compiled decode step.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    tuple of (float, float, float)
+        Bandwidth (bytes/s), weight bytes held, embedding bytes per device.
+    """
     emb = param_counts(w.config).embedding * get_dtype(w.config.embedding_weight_dtype).bytes / tp
     return as_float(c.hardware.bandwidth()), as_float(c.forms.weights_resident_bytes), as_float(emb)
 
 
 def near_far_memory(config: ModelConfig | str | Workload, device: Hardware | str) -> NearFarMemory:
-    """Full-memory reads per second, devices to hold the weights, per-token bound."""
+    """Full-memory reads per second, devices to hold the weights, per-token bound.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+
+    Returns
+    -------
+    NearFarMemory
+        Memory reads per second (1/s), devices to hold the weights, per-token bound (s).
+    """
     cfg = as_workload(config).config
     hw = get_device(device)
     weights = as_float(param_bytes(cfg))

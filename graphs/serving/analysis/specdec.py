@@ -51,6 +51,23 @@ T_target, T_draft, T_verify = quantity("T_target"), quantity("T_draft"), quantit
 def expected_tokens(alpha: Any = alpha_s, k: Any = k_s) -> sympy.Expr:
     """``(1 - alpha^(k+1)) / (1 - alpha)``; ``k + 1`` when ``alpha = 1``.
 
+    Parameters
+    ----------
+    alpha : float or sympy.Expr
+        Per-token acceptance rate, in ``[0, 1]`` (default the symbol ``alpha``).
+    k : int or sympy.Expr
+        Draft tokens proposed per step (default the symbol ``k``).
+
+    Returns
+    -------
+    sympy.Expr
+        Expected tokens emitted per verify step.
+
+    Raises
+    ------
+    CostModelError
+        When a numeric ``alpha`` is outside ``[0, 1]``.
+
     >>> expected_tokens(sympy.Rational(1, 2), 3)
     15/8
     """
@@ -65,6 +82,12 @@ def expected_tokens(alpha: Any = alpha_s, k: Any = k_s) -> sympy.Expr:
 def speedup_closed_form() -> sympy.Expr:
     """``E(alpha, k) T_target / (k T_draft + T_verify)`` in symbols.
 
+    Returns
+    -------
+    sympy.Expr
+        The speed-up over plain decode, in ``alpha``, ``k``, ``T_target``, ``T_draft``,
+        ``T_verify`` (s).
+
     >>> speedup_closed_form().subs({T_draft: 0, T_verify: T_target}) == expected_tokens()
     True
     """
@@ -77,7 +100,21 @@ K_MAX_LIMIT = 256
 
 @dataclass(frozen=True)
 class SpecDecRow(Result):
-    """One drafted length ``k``: tokens per verify, time per step, speed-up over plain decode."""
+    """One drafted length ``k``: tokens per verify, time per step, speed-up over plain decode.
+
+    Attributes
+    ----------
+    k : int
+        Tokens drafted per step.
+    expected_tokens : float
+        ``E(alpha, k)``, tokens emitted per verification.
+    verify_s : float
+        The target scoring ``k + 1`` tokens per sequence over the cached context (s).
+    step_s : float
+        ``k T_draft + T_verify`` (s).
+    speedup : float
+        ``E T_target / step_s`` over plain decoding.
+    """
 
     k: int
     expected_tokens: float
@@ -89,7 +126,25 @@ class SpecDecRow(Result):
 @dataclass(frozen=True)
 class SpecDecReport(Result):
     """Speculative decoding for ``k = 1..k_max`` (module doc); ``closed_form`` is
-    :func:`speedup_closed_form` in ``alpha``, ``gamma`` (= k) and the three step times."""
+    :func:`speedup_closed_form` in ``alpha``, ``gamma`` (= k) and the three step times.
+
+    Attributes
+    ----------
+    alpha : float
+        Per-token acceptance rate.
+    target_step_s : float
+        One plain decode step of the target (s).
+    draft_step_s : float
+        One decode step of the draft on its device (s).
+    rows : tuple of SpecDecRow
+        One per ``k = 1..k_max``.
+    best_k : int
+        The ``k`` of the largest speed-up.
+    best_speedup : float
+        Its speed-up.
+    closed_form : sympy.Expr
+        :func:`speedup_closed_form`.
+    """
 
     alpha: float
     target_step_s: float
@@ -113,7 +168,39 @@ def speculative_decoding(
     predictor: Predictor | None = None,
 ) -> SpecDecReport:
     """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc); ``predictor`` prices the
-    target's, the draft's and the verify steps (:func:`graphs.serving.pricing.priced.priced_step`)."""
+    target's, the draft's and the verify steps (:func:`graphs.serving.pricing.priced.priced_step`).
+
+    Parameters
+    ----------
+    target : ModelConfig, str or Workload
+        The target model.
+    draft : ModelConfig, str or Workload
+        The draft model.
+    target_device : Hardware or str
+        The target's device.
+    draft_device : Hardware or str, optional
+        The draft's device (default: the target's).
+    alpha : float
+        Per-token acceptance rate, in ``[0, 1]``.
+    batch : int
+        Sequences per step.
+    ctx : int
+        Cached tokens per sequence.
+    k_max : int
+        The largest draft length tried, in ``[1, K_MAX_LIMIT]``.
+    predictor : Predictor, optional
+        Prices the steps (default: the bound).
+
+    Returns
+    -------
+    SpecDecReport
+        Step times (s), speed-up per ``k``, the best ``k`` and the closed form.
+
+    Raises
+    ------
+    CostModelError
+        When ``alpha`` or ``k_max`` is out of range.
+    """
     if not 0 <= alpha <= 1:
         raise CostModelError(f"alpha must be in [0, 1], got {alpha}")
     if not 1 <= k_max <= K_MAX_LIMIT:

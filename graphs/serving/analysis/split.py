@@ -46,7 +46,31 @@ def _is_ffn(node: str, group: str) -> bool:
 
 @dataclass(frozen=True)
 class SplitReport(Result):
-    """A decode step with attention on one device type and the FFN on another (module doc)."""
+    """A decode step with attention on one device type and the FFN on another (module doc).
+
+    Attributes
+    ----------
+    model, attention_device, ffn_device : str
+        What was run, by name.
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    attention_s : float
+        The attention side's kernels (and everything not FFN) on device A (s).
+    ffn_s : float
+        The FFN or expert kernels on device B (s).
+    transfers_s : float
+        ``2 L (B d_model a / bw + hop)``: the hidden state there and back per layer (s).
+    transfers : int
+        Link crossings per step, ``2 L``.
+    step_s : float
+        ``attention_s + ffn_s + transfers_s`` (s).
+    ffn_weight_bytes : float
+        The FFN side's weights (bytes).
+    ffn_devices_to_hold_weights : int
+        ``ceil(ffn_weight_bytes / capacity of B)``.
+    """
 
     model: str
     attention_device: str
@@ -72,7 +96,35 @@ def attention_ffn_split(
     link_bandwidth: float,
     hop_latency: float,
 ) -> SplitReport:
-    """Decode step with attention on one device type and the FFN on another (module doc)."""
+    """Decode step with attention on one device type and the FFN on another (module doc).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    attention_device : Hardware or str
+        The device running attention (and the KV cache).
+    ffn_device : Hardware or str
+        The device running the FFN (or experts).
+    batch : int
+        Sequences in the decode step.
+    ctx : int
+        Cached tokens per sequence.
+    link_bandwidth : float
+        The link between them (bytes/s, > 0).
+    hop_latency : float
+        Latency per crossing (s, >= 0).
+
+    Returns
+    -------
+    SplitReport
+        The step's attention, FFN and transfer terms (s) and the colocated comparison.
+
+    Raises
+    ------
+    CostModelError
+        When the link's numbers are out of range.
+    """
     if link_bandwidth <= 0 or hop_latency < 0:
         raise CostModelError("link_bandwidth must be > 0 and hop_latency >= 0")
     w = as_workload(config)
@@ -116,7 +168,25 @@ def attention_ffn_split(
 
 @dataclass(frozen=True)
 class SramReport(Result):
-    """A model held in on-chip SRAM devices: how many, and the latency floors of one step."""
+    """A model held in on-chip SRAM devices: how many, and the latency floors of one step.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    weights_bytes : float
+        Every parameter's bytes.
+    devices : int
+        ``n = ceil(weights / capacity)``.
+    hops_per_step : int
+        ``n - 1``.
+    hop_latency_floor_s : float
+        ``(n - 1) x hop``: a token crosses every device boundary once (s).
+    layer_hops_floor_s : float
+        ``L x hop``: one hop per layer when layers are spread round-robin (s).
+    weight_read_bound_s : float
+        Each device reading its share of the weights once, ``weights / (n bw)`` (s).
+    """
 
     model: str
     device: str
@@ -131,7 +201,27 @@ class SramReport(Result):
 def sram_residency(
     config: ModelConfig | str | Workload, device: Hardware | str, *, hop_latency: float
 ) -> SramReport:
-    """Devices needed to hold the weights on ``device`` and the per-hop latency floor of a step."""
+    """Devices needed to hold the weights on ``device`` and the per-hop latency floor of a step.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        An on-chip-memory device (its capacity holds a share of the weights).
+    hop_latency : float
+        Latency per device-to-device hop (s, >= 0).
+
+    Returns
+    -------
+    SramReport
+        Devices needed, the hops per step and the latency floor (s).
+
+    Raises
+    ------
+    CostModelError
+        When ``hop_latency`` is negative.
+    """
     if hop_latency < 0:
         raise CostModelError(f"hop_latency must be >= 0, got {hop_latency}")
     cfg = as_workload(config).config

@@ -82,7 +82,17 @@ class SweepResult:
         return int(np.count_nonzero(self.columns["fits"])) if len(self) else 0
 
     def rows(self, indices: Any = None) -> list[dict[str, Any]]:
-        """Points as dicts: all of them, or those at ``indices`` (build few: 1e6 dicts cost seconds)."""
+        """Points as dicts: all of them, or those at ``indices`` (build few: 1e6 dicts cost seconds).
+
+        Parameters
+        ----------
+        indices : array-like of int, optional
+            The points to build (default: all).
+
+        Returns
+        -------
+        list of dict
+        """
         keys = list(self.columns)
         picked = range(len(self)) if indices is None else indices
         return [{k: _py(self.columns[k][i]) for k in keys} for i in picked]
@@ -97,7 +107,15 @@ class SweepResult:
         return self.rows(idx.tolist())
 
     def to_csv(self, path: str | Path, flag: str = "csv") -> None:
-        """Every point, one CSV row each, written from the columns (no dict per point), atomically."""
+        """Every point, one CSV row each, written from the columns (no dict per point), atomically.
+
+        Parameters
+        ----------
+        path : str or Path
+            The CSV file (replaced atomically, never written through a link).
+        flag : str
+            The option that named it, printed in an error.
+        """
         keys = list(self.columns)
         with atomic_write(path, flag) as f:
             w = csv.writer(f)
@@ -138,7 +156,26 @@ def compile_decode(
     predictor: Predictor | None = None,
 ) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
     """Numpy functions ``tpot(B, ctx)`` (priced by ``predictor``, default the bound:
-    :func:`graphs.serving.pricing.priced.priced_step`) and ``memory(B, ctx)`` for one configuration."""
+    :func:`graphs.serving.pricing.priced.priced_step`) and ``memory(B, ctx)`` for one configuration.
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model.
+    device : str
+        The device's catalog name.
+    tp : int
+        Tensor-parallel degree.
+    overhead : Overhead, optional
+        The ledger's reserve policy.
+    predictor : Predictor, optional
+        Prices the step (default: the bound).
+
+    Returns
+    -------
+    tuple of (callable, callable)
+        ``tpot(B, ctx)`` (s) and ``memory(B, ctx)`` (bytes per device), numpy-vectorised.
+    """
     # loaded on use: the cached sweep imports this module for DecodeForms alone, without pricing
     from ..pricing.priced import priced_step
     from ..step.ledger_fit import decode_memory
@@ -154,7 +191,25 @@ def decode_forms(
     overhead: Overhead | None = None,
     predictor: Predictor | None = None,
 ) -> DecodeForms:
-    """The compiled :class:`DecodeForms` of one configuration (its ``tpot`` priced by ``predictor``)."""
+    """The compiled :class:`DecodeForms` of one configuration (its ``tpot`` priced by ``predictor``).
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model.
+    device : str
+        The device's catalog name.
+    tp : int
+        Tensor-parallel degree.
+    overhead : Overhead, optional
+        The ledger's reserve policy.
+    predictor : Predictor, optional
+        Prices the step (default: the bound).
+
+    Returns
+    -------
+    DecodeForms
+    """
     # loaded on use: the cached sweep imports this module for DecodeForms alone, without pricing
     from costmodel.cost import as_float
     from costmodel.hardware import get_device
@@ -175,7 +230,27 @@ def check_grid(
     configurations: int, batches: Sequence[int], ctxs: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
     """The batch and context axes as float arrays, refused (before any work) when empty, not
-    positive integers, or more than :data:`MAX_POINTS` points over ``configurations``."""
+    positive integers, or more than :data:`MAX_POINTS` points over ``configurations``.
+
+    Parameters
+    ----------
+    configurations : int
+        Configurations the grid is evaluated for.
+    batches : sequence of int
+        Decode batches (sequences).
+    ctxs : sequence of int
+        Contexts (tokens).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        The batch and context axes.
+
+    Raises
+    ------
+    CostModelError
+        When an axis is empty or not positive integers, or the grid exceeds :data:`MAX_POINTS`.
+    """
     bs = np.asarray(list(batches), dtype=float)
     cs = np.asarray(list(ctxs), dtype=float)
     if bs.size == 0 or cs.size == 0:
@@ -210,7 +285,42 @@ def sweep(
     """Evaluate decode over every combination (module doc); ``progress(done, total)``
     is called as chunks of points complete; ``predictor`` prices the steps (default the bound;
     a predicted sweep prices each configuration in one call, so its kernels are tabulated once,
-    and reports the coverage of its frontier's steps)."""
+    and reports the coverage of its frontier's steps).
+
+    Parameters
+    ----------
+    config : ModelConfig or str
+        The model.
+    devices : sequence of str
+        Device catalog names.
+    batches : sequence of int
+        Decode batches (sequences).
+    ctxs : sequence of int
+        Contexts (tokens per sequence).
+    weight_dtypes, kv_dtypes : sequence of str or None
+        Weight and KV-cache dtypes to try (None: the config's).
+    tp : int
+        Tensor-parallel degree.
+    overhead : Overhead, optional
+        The ledger's reserve policy.
+    progress : callable, optional
+        ``progress(done, total)`` in points.
+    chunk : int
+        Points evaluated per numpy call.
+    predictor : Predictor, optional
+        Prices the steps (default: the bound).
+
+    Returns
+    -------
+    SweepResult
+        Per configuration and point: TPOT (s), tokens/s per user and per device, J/token, memory,
+        the Pareto frontier.
+
+    Raises
+    ------
+    CostModelError
+        When the grid is invalid (:func:`check_grid`) or a name is unknown.
+    """
     # loaded on use: the cached sweep imports this module for DecodeForms alone, without pricing
     from costmodel.hardware import get_device
     from models.catalog import get_model
@@ -265,7 +375,34 @@ def sweep_forms(
     """Evaluate each configuration's :class:`DecodeForms` on the batch x context grid: time
     per output token ``T``, ``1/T`` tokens/s per user, ``B/(tp T)`` per device, ``P T / B``
     joules per token at the device's power ``P`` (NaN without one), memory against capacity,
-    and the Pareto frontier among the points that fit."""
+    and the Pareto frontier among the points that fit.
+
+    Parameters
+    ----------
+    model : str
+        The model's name.
+    forms : sequence of DecodeForms
+        One per configuration.
+    batches : sequence of int
+        Decode batches.
+    ctxs : sequence of int
+        Contexts (tokens).
+    tp : int
+        Tensor-parallel degree (devices per replica).
+    progress : callable, optional
+        ``progress(done, total)`` in points.
+    chunk : int
+        Points evaluated per numpy call.
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    CostModelError
+        When the grid is invalid (:func:`check_grid`).
+    """
     bs, cs = check_grid(len(forms), batches, ctxs)
     total = len(forms) * bs.size * cs.size
     bg, cg = (a.ravel() for a in np.meshgrid(bs, cs, indexing="ij"))

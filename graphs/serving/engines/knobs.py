@@ -139,7 +139,37 @@ class EngineConfig:
     """The scheduler's knobs (vLLM's names) and the per-iteration overhead (s).
 
     ``scheduler_policy`` (:data:`POLICIES`): None takes the engine
-    overheads' policy, and ``recompute`` when they name none."""
+    overheads' policy, and ``recompute`` when they name none.
+
+    Attributes
+    ----------
+    max_num_batched_tokens : int
+        Tokens per iteration at most (the token budget).
+    max_num_seqs : int
+        Sequences per iteration at most.
+    block_size : int
+        Tokens per KV block.
+    gpu_memory_utilization : float
+        Fraction of the device's memory the engine takes (weights, activations, KV pool).
+    enable_chunked_prefill : bool
+        A prompt may be split over iterations.
+    enable_prefix_caching : bool
+        Full KV blocks of a prompt's prefix are kept and reused.
+    iteration_overhead_s : float
+        Seconds added to every iteration.
+    num_blocks : int or None
+        KV blocks, overriding the ledger's count.
+    scheduler_policy : str or None
+        ``recompute`` or ``guaranteed_no_evict`` (None: the overheads' policy).
+    batch_wait_timeout_iters : int
+        TensorRT-LLM's batch waiting: new prompts wait up to this many iterations ...
+    batch_wait_max_tokens_ratio : float
+        ... until the iteration's tokens reach this fraction of the token budget.
+    reserve_full_prompt : bool
+        Admit a waiting sequence only when blocks for all its known tokens are free.
+    kv_watermark : float
+        This fraction of the pool's blocks stays free when admitting while others run (0: off).
+    """
 
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
@@ -203,7 +233,33 @@ class EngineOverheads:
     """The engine terms of the module doc (seconds; ``kernel_scale`` dimensionless).
 
     ``cudagraph_sizes`` empty: no padding. ``policy`` None: the :class:`EngineConfig`'s.
-    ``basis`` says where the values come from (printed with them)."""
+    ``basis`` says where the values come from (printed with them).
+
+    Attributes
+    ----------
+    iteration_s : float
+        ``a``: fixed CPU seconds per iteration.
+    per_seq_s : float
+        ``b``: seconds per scheduled sequence.
+    per_token_s : float
+        ``c``: seconds per new token of the iteration.
+    request_s : float
+        ``r``: the fixed part of the request path (s).
+    output_token_s : float
+        ``d``: detokenisation and streaming per output token (s).
+    per_prompt_token_s : float
+        ``p``: tokenisation per prompt token (s).
+    prefix_lookup_per_token_s : float
+        ``h``: the prefix-cache lookup per prompt token, with prefix caching on (s).
+    kernel_scale : float
+        ``s``: the kernels' time multiplier (dimensionless; never below the roofline).
+    cudagraph_sizes : tuple of int
+        Capture sizes a decode-only batch is padded to (empty: no padding).
+    policy : str or None
+        The scheduler policy (None: the :class:`EngineConfig`'s).
+    basis : str
+        Where the values come from, printed with them.
+    """
 
     iteration_s: float = 0.0
     per_seq_s: float = 0.0
@@ -251,7 +307,26 @@ class EngineOverheads:
         """The overheads of engine profile ``name`` (``NAME[@VERSION]``, :func:`~.profile.get_engine`):
         its CPU and request-path terms (fitted where it says, else assumed), its capture sizes for
         these batch limits and its scheduler policy (:meth:`~.profile.EngineProfile.overheads`),
-        through the lookup the registry installed (:func:`install_overheads_lookup`)."""
+        through the lookup the registry installed (:func:`install_overheads_lookup`).
+
+        Parameters
+        ----------
+        name : str
+            ``NAME[@VERSION]`` of a registered engine profile.
+        max_num_seqs : int
+            Sequences per iteration.
+        max_num_batched_tokens : int
+            Tokens per iteration.
+
+        Returns
+        -------
+        EngineOverheads
+
+        Raises
+        ------
+        CostModelError
+            When no engine registry is loaded, or ``name`` is unknown.
+        """
         if not _OVERHEADS_LOOKUP:  # the package's __init__ loads .profile first: never, short of a bug
             raise CostModelError("no engine registry is loaded (import graphs.serving.engines)")
         return _OVERHEADS_LOOKUP[0](name, max_num_seqs, max_num_batched_tokens)
@@ -261,7 +336,21 @@ class EngineOverheads:
         cls, framework: str | None, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192
     ) -> EngineOverheads:
         """What a run takes without explicit overheads: the framework's (:meth:`for_framework`)
-        when its kernels price the steps, none for the bound (``framework`` None)."""
+        when its kernels price the steps, none for the bound (``framework`` None).
+
+        Parameters
+        ----------
+        framework : str or None
+            The corpus framework pricing the kernels (None: the bound).
+        max_num_seqs : int
+            Sequences per iteration.
+        max_num_batched_tokens : int
+            Tokens per iteration.
+
+        Returns
+        -------
+        EngineOverheads
+        """
         if framework is None:
             return cls()
         return cls.for_framework(
@@ -279,7 +368,20 @@ class EngineOverheads:
         )
 
     def cpu_s(self, seqs: int, tokens: int) -> float:
-        """``a + b n + c T`` (s) for an iteration of ``seqs`` sequences and ``tokens`` new tokens."""
+        """``a + b n + c T`` (s) for an iteration of ``seqs`` sequences and ``tokens`` new tokens.
+
+        Parameters
+        ----------
+        seqs : int
+            Sequences ``n`` in the iteration.
+        tokens : int
+            New tokens ``T`` in the iteration.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         return self.iteration_s + self.per_seq_s * seqs + self.per_token_s * tokens
 
     def request_path_s(self, prompt_tokens: int, prefix_caching: bool) -> float:
@@ -310,17 +412,43 @@ class EngineOverheads:
 
     def padded(self, n: int) -> int:
         """The capture size a decode-only batch of ``n`` runs at: the smallest ``>= n``; ``n``
-        itself beyond the largest (no graph: eager, unpadded) or with no sizes."""
+        itself beyond the largest (no graph: eager, unpadded) or with no sizes.
+
+        Parameters
+        ----------
+        n : int
+            Sequences in the decode-only batch.
+
+        Returns
+        -------
+        int
+            Sequences the step is priced at.
+        """
         s = self._sorted
         i = bisect.bisect_left(s, n)
         return s[i] if i < len(s) else n
 
     def with_terms(self, **terms: Any) -> EngineOverheads:
-        """A copy with some terms replaced (a fit's values)."""
+        """A copy with some terms replaced (a fit's values).
+
+        Parameters
+        ----------
+        **terms
+            Terms of :data:`TERMS` by name, in their units (s, s per token, dimensionless scale).
+
+        Returns
+        -------
+        EngineOverheads
+        """
         return replace(self, **terms)
 
     def summary(self) -> str:
-        """One line: every term used, so that nothing added to the kernels is hidden."""
+        """One line: every term used, so that nothing added to the kernels is hidden.
+
+        Returns
+        -------
+        str
+        """
         graphs = (
             f"CUDA-graph padding to {len(self.cudagraph_sizes)} sizes up to {max(self.cudagraph_sizes)}"
             if self.cudagraph_sizes
@@ -348,6 +476,12 @@ class EngineOverheads:
         return "".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """The terms, capture sizes, policy and basis as plain values.
+
+        Returns
+        -------
+        dict
+        """
         d = asdict(self)
         d.pop("_sorted", None)
         d["cudagraph_sizes"] = list(self.cudagraph_sizes)
@@ -357,7 +491,24 @@ class EngineOverheads:
     def from_dict(cls, d: dict[str, Any], where: str = "overheads") -> EngineOverheads:
         """Back from :meth:`to_dict`; an unknown or missing key is an error naming it, except the
         per-prompt-token request-path terms, which a file written before they existed lacks (its
-        model had none of them: 0)."""
+        model had none of them: 0).
+
+        Parameters
+        ----------
+        d : dict
+            What :meth:`to_dict` wrote.
+        where : str
+            What the data is, named in the error.
+
+        Returns
+        -------
+        EngineOverheads
+
+        Raises
+        ------
+        CostModelError
+            When ``d`` is not an object, a key is unknown or missing, or a value has the wrong type.
+        """
         names = {f.name for f in fields(cls) if f.init}
         d = {**{t: 0.0 for t in _ADDED_LATER if t not in d}, **d} if isinstance(d, dict) else d
         if not isinstance(d, dict):

@@ -235,7 +235,22 @@ class EngineProfile:
 
     def with_overrides(self, **values: Any) -> EngineProfile:
         """A copy with some defaults replaced (:data:`OVERRIDES`), each checked (a one-line error
-        names the field, the value and what is allowed); the replaced names are remembered."""
+        names the field, the value and what is allowed); the replaced names are remembered.
+
+        Parameters
+        ----------
+        **values
+            Settings of :data:`OVERRIDES` by name (``max_num_seqs=512``, ``block_size=32`` ...).
+
+        Returns
+        -------
+        EngineProfile
+
+        Raises
+        ------
+        CostModelError
+            When a name is not an override or a value is out of its range.
+        """
         unknown = sorted(set(values) - set(OVERRIDES))
         if unknown:
             raise CostModelError(
@@ -249,7 +264,17 @@ class EngineProfile:
     def for_device(self, device: Any) -> EngineProfile:
         """The profile as the engine sets itself up on ``device`` (a
         :class:`~costmodel.hardware.Hardware`): its :attr:`device_defaults` for that device's
-        capacity and name, each setting the user gave (:attr:`overridden`) kept as given."""
+        capacity and name, each setting the user gave (:attr:`overridden`) kept as given.
+
+        Parameters
+        ----------
+        device : Hardware
+            The device (its capacity in bytes and its name).
+
+        Returns
+        -------
+        EngineProfile
+        """
         if self.device_defaults is None:
             return self
         # loaded on use: the engine registry imports only the stdlib and light core modules
@@ -264,7 +289,23 @@ class EngineProfile:
 
     def kv_blocks(self, pool: KVPool) -> int:
         """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
-        and block size); a pool with no room for one block is a one-line error."""
+        and block size); a pool with no room for one block is a one-line error.
+
+        Parameters
+        ----------
+        pool : KVPool
+            What one device's pool is sized from (capacity, weights, activation and KV bytes per token).
+
+        Returns
+        -------
+        int
+            KV blocks (at least 1).
+
+        Raises
+        ------
+        CostModelError
+            When no block fits.
+        """
         c, w = pool.capacity_bytes, pool.weights_bytes
         act = pool.activation_bytes_per_token * self.max_num_batched_tokens
         k = pool.kv_bytes_per_token
@@ -319,6 +360,12 @@ class EngineProfile:
             The ``device`` rule leaves ``num_blocks`` to the simulator, which sizes the pool by
             the same rule from its own ledger (a draft model's included); the ``free`` rule sets
             it from ``pool`` (a speculative draft's weights are not in it).
+
+        Raises
+        ------
+        CostModelError
+            When the profile's KV rule needs a pool and none is given, or one request does not fit the
+            pool.
         """
         common: dict[str, Any] = dict(
             max_num_batched_tokens=self.max_num_batched_tokens,
@@ -377,7 +424,21 @@ class EngineProfile:
         """Its :class:`~.knobs.EngineOverheads`: the CPU and request-path terms, the capture sizes
         of the batch limits (the profile's unless given: an engine config's, capped) and the
         policy. ``terms=False``: the policy alone (the bound: kernels at their roofline, no CPU
-        terms, the engine's scheduler)."""
+        terms, the engine's scheduler).
+
+        Parameters
+        ----------
+        max_num_seqs : int, optional
+            Sequences per iteration (default the profile's).
+        max_num_batched_tokens : int, optional
+            Tokens per iteration (default the profile's).
+        terms : bool
+            Include the CPU and request-path terms (False: the policy alone, for the bound).
+
+        Returns
+        -------
+        EngineOverheads
+        """
         if not terms:
             return EngineOverheads(
                 policy=self.policy, basis=f"{self.ref} scheduler; no CPU terms (the bound)"
@@ -388,13 +449,23 @@ class EngineProfile:
         return _overheads(self.cpu_terms, cudagraph_sizes=sizes, policy=self.policy, basis=self.basis)
 
     def defaults(self) -> dict[str, Any]:
-        """Every scheduler and pool setting in force (overrides applied), by name, plain values."""
+        """Every scheduler and pool setting in force (overrides applied), by name, plain values.
+
+        Returns
+        -------
+        dict
+        """
         out: dict[str, Any] = {k: getattr(self, k) for k in OVERRIDES}
         out["kv_rule"] = self.kv_rule
         return out
 
     def summary(self) -> str:
-        """One line: the profile and every default it assumed (the overridden ones named apart)."""
+        """One line: the profile and every default it assumed (the overridden ones named apart).
+
+        Returns
+        -------
+        str
+        """
         assumed = [f"{k} {_text(v)}" for k, v in self.defaults().items() if k not in self.overridden]
         given = [f"{k} {_text(getattr(self, k))}" for k in self.overridden]
         pool = (
@@ -409,7 +480,12 @@ class EngineProfile:
         return text + (f"; given: {', '.join(given)}" if given else "")
 
     def to_dict(self) -> dict[str, Any]:
-        """The profile as plain values (for ``--json``): its name, settings, overrides and sources."""
+        """The profile as plain values (for ``--json``): its name, settings, overrides and sources.
+
+        Returns
+        -------
+        dict
+        """
         return {
             "engine": self.ref,
             "label": self.label,
@@ -498,7 +574,24 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
 
     Refused, in one line: a ``name@version`` already registered, a second default version of a
     name, or a corpus framework the measured corpus does not hold (its kernels could not be
-    priced: :data:`costmodel.measured.corpus.FRAMEWORKS`)."""
+    priced: :data:`costmodel.measured.corpus.FRAMEWORKS`).
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The engine's profile (its scheduler defaults, KV rule, capture sizes, overheads, sources).
+
+    Returns
+    -------
+    EngineProfile
+        ``profile`` itself.
+
+    Raises
+    ------
+    CostModelError
+        When its ``name@version`` is taken, a second default version of its name is given, or its
+        corpus framework is not in the measured corpus.
+    """
     # loaded on use: the engine registry imports only the stdlib and light core modules
     from costmodel.measured.corpus import FRAMEWORKS
 
@@ -543,7 +636,24 @@ def _overheads_of(name: str, max_num_seqs: int, max_num_batched_tokens: int) -> 
 
 def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
     """The profile ``NAME`` (its default version) or ``NAME@VERSION``; an unknown one is a
-    one-line error listing the known ones (:func:`engine_names`)."""
+    one-line error listing the known ones (:func:`engine_names`).
+
+    Parameters
+    ----------
+    ref : str
+        ``NAME`` (the default version) or ``NAME@VERSION``.
+    what : str
+        What the caller calls it, in the error (e.g. ``"--engine"``).
+
+    Returns
+    -------
+    EngineProfile
+
+    Raises
+    ------
+    CostModelError
+        When ``ref`` is malformed or names no registered profile (the known ones listed).
+    """
     load_engines()
     if not isinstance(ref, str):
         raise CostModelError(f"{what} must be NAME or NAME@VERSION, got {ref!r}")
@@ -564,13 +674,24 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
 
 
 def engines() -> tuple[EngineProfile, ...]:
-    """Every registered profile, by name then version."""
+    """Every registered profile, by name then version.
+
+    Returns
+    -------
+    tuple of EngineProfile
+    """
     load_engines()
     return tuple(p for n in sorted(_REGISTRY) for _, p in sorted(_REGISTRY[n].items()))
 
 
 def engine_names() -> tuple[str, ...]:
-    """Every registered ``name@version``; a default version also answers to its bare name."""
+    """Every registered ``name@version``; a default version also answers to its bare name.
+
+    Returns
+    -------
+    tuple of str
+        ``name@version`` of every profile.
+    """
     return tuple(p.ref for p in engines())
 
 

@@ -93,6 +93,18 @@ def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, i
     """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
     on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
 
+    Parameters
+    ----------
+    capacity_bytes : float
+        The device's memory (bytes; 70 GiB is the threshold).
+    device_name : str
+        The device's catalog name.
+
+    Returns
+    -------
+    dict of str to int
+        ``{"max_num_batched_tokens": tokens}``.
+
     >>> vllm_device_defaults(80e9, "h100-sxm"), vllm_device_defaults(80e9, "a100-sxm-80gb")
     ({'max_num_batched_tokens': 8192}, {'max_num_batched_tokens': 2048})
     >>> vllm_device_defaults(24e9, "rtx-4090")
@@ -105,6 +117,18 @@ def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, i
 def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
     """vLLM's default ``cudagraph_capture_sizes``: ``[1, 2, 4] + range(8, 256, 8) +
     range(256, M + 1, 16)`` up to ``M = min(2 max_num_seqs, 512, max_num_batched_tokens)``.
+
+    Parameters
+    ----------
+    max_num_seqs : int
+        Sequences per iteration.
+    max_num_batched_tokens : int
+        Tokens per iteration.
+
+    Returns
+    -------
+    tuple of int
+        Batch sizes (sequences) with a captured CUDA graph, ascending.
 
     >>> vllm_capture_sizes(8)[:6]
     (1, 2, 4, 8, 16)

@@ -47,6 +47,18 @@ def v0_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 512)
     ``max_num_seqs`` (``_get_graph_batch_size``: 1, 2, 4, else the next multiple of 8); the token
     budget does not bound a decode batch's graph in V0.
 
+    Parameters
+    ----------
+    max_num_seqs : int
+        Sequences per iteration.
+    max_num_batched_tokens : int
+        Tokens per iteration (accepted for the profile's signature; V0 ignores it here).
+
+    Returns
+    -------
+    tuple of int
+        Batch sizes (sequences) with a captured CUDA graph, ascending.
+
     >>> v0_capture_sizes(256)[-2:]
     (248, 256)
     >>> v0_capture_sizes(5), v0_capture_sizes(3)

@@ -149,7 +149,22 @@ class BenchRun:
     def first(self, n: int) -> BenchRun:
         """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
         window keeps the load and queue the requests saw, but for the last few, whose later
-        neighbours are gone (a drain's worth of a run much longer than it)."""
+        neighbours are gone (a drain's worth of a run much longer than it).
+
+        Parameters
+        ----------
+        n : int
+            Requests to keep.
+
+        Returns
+        -------
+        BenchRun
+
+        Raises
+        ------
+        CostModelError
+            For a summary-only run of requests sent at once (its means are of the whole queue).
+        """
         if len(self.prompt) <= n:
             return self
         if self.summary is not None and self.rate is None and self.concurrency is None:
@@ -174,7 +189,22 @@ class BenchRun:
     def with_shared_prefix(self, tokens: int) -> BenchRun:
         """Every prompt starting with the same ``tokens`` (a system prompt, ``vllm bench serve
         --random-prefix-len``), for a file that names none (itself when it names its own, or for
-        0): one prefix id, ``min(tokens, prompt)`` tokens each."""
+        0): one prefix id, ``min(tokens, prompt)`` tokens each.
+
+        Parameters
+        ----------
+        tokens : int
+            Tokens of the shared prefix, in ``[0, MAX_TOKENS]``.
+
+        Returns
+        -------
+        BenchRun
+
+        Raises
+        ------
+        CostModelError
+            When ``tokens`` is out of range.
+        """
         if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_TOKENS:
             raise CostModelError(
                 f"shared prefix must be a whole number of tokens in [0, {MAX_TOKENS}], got {tokens!r}"
@@ -217,7 +247,24 @@ class BenchRun:
 
 def vllm_arrivals(n: int, rate: float | None, burstiness: float, seed: int) -> np.ndarray:
     """Arrivals as ``vllm bench serve`` draws them (module doc): gamma gaps of shape
-    ``burstiness`` and mean ``1 / rate`` (Poisson at 1), the first at 0; all at 0 for ``inf``."""
+    ``burstiness`` and mean ``1 / rate`` (Poisson at 1), the first at 0; all at 0 for ``inf``.
+
+    Parameters
+    ----------
+    n : int
+        Requests.
+    rate : float or None
+        Requests per second (``inf``: all at 0).
+    burstiness : float
+        The gamma shape (1: Poisson).
+    seed : int
+        The random seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` arrival times (s), the first at 0.
+    """
     if rate is None:
         return np.zeros(n)
     process = "poisson" if burstiness == 1 else f"gamma:{1 / math.sqrt(burstiness)!r}"
@@ -629,7 +676,27 @@ def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -
     """The runs in one result file: a ``.csv`` is a per-request CSV; a JSON object with
     ``benchmarks`` is a GuideLLM report, one with ``ttfts`` a ``vllm bench serve`` result
     (module doc; ``seed`` draws a vllm file's arrivals); each run cut to its first
-    ``max_requests`` by arrival (:meth:`BenchRun.first`; None: whole)."""
+    ``max_requests`` by arrival (:meth:`BenchRun.first`; None: whole).
+
+    Parameters
+    ----------
+    path : str
+        A per-request ``.csv``, a GuideLLM JSON report or a ``vllm bench serve`` JSON result.
+    seed : int
+        Seed of the arrivals drawn for a ``vllm bench serve`` file (it records none).
+    max_requests : int, optional
+        Keep each run's first requests by arrival (None: all).
+
+    Returns
+    -------
+    list of BenchRun
+
+    Raises
+    ------
+    CostModelError
+        When ``max_requests`` is not a whole number >= 1, or the file is unreadable or not one of
+        the formats.
+    """
     if max_requests is not None and (
         isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
     ):
@@ -654,7 +721,20 @@ def _read(path: str, seed: int) -> list[BenchRun]:
 
 def replay_text(run: BenchRun, seed: int = 0) -> str:
     """What replaying ``run`` takes from it, in words: requests, lengths, arrivals, clients,
-    shared prefixes, the measured means and any assumption (``simulate --workload-from``)."""
+    shared prefixes, the measured means and any assumption (``simulate --workload-from``).
+
+    Parameters
+    ----------
+    run : BenchRun
+        A measured run.
+    seed : int
+        Seed of the arrivals drawn for it.
+
+    Returns
+    -------
+    str
+        One line.
+    """
     n = len(run.prompt)
     def spread(x: np.ndarray) -> str:
         lo, hi = int(x.min()), int(x.max())

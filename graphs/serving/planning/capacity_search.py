@@ -42,7 +42,35 @@ __all__ = ["MaxRate", "max_rate", "ceiling_rate"]
 
 @dataclass(frozen=True)
 class MaxRate(Result):
-    """The highest rate found within the SLOs, the probes that found it, and the result there."""
+    """The highest rate found within the SLOs, the probes that found it, and the result there.
+
+    Attributes
+    ----------
+    rate : float or None
+        Requests/s; None when even the lowest probe misses, or nothing missed.
+    rate_per_device : float or None
+        ``rate`` over the deployment's devices.
+    percentile : float
+        The percentile the SLOs bound.
+    slo_ttft, slo_tpot : float or None
+        The objectives (s).
+    probes : tuple of (float, bool, float, float)
+        ``(rate, meets, TTFT at the percentile, TPOT at the percentile)`` per simulation.
+    at_rate : SimResult or None
+        The simulation at ``rate``.
+    ceiling_rate : float
+        Requests/s the deployment can never exceed (module doc).
+    saturated : bool
+        Some probe missed the SLOs (else the rate is not determined).
+    requests : int
+        Requests each probe simulates.
+    seed : int
+        The seed of the lengths drawn once.
+    prompt, output : str
+        The length distributions.
+    arrival : str
+        The arrival process.
+    """
 
     rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
     rate_per_device: float | None
@@ -93,7 +121,47 @@ def max_rate(
     progress: Callable[[int, int], None] | None = None,
     **sim: Any,
 ) -> MaxRate:
-    """Bisect the request rate (module doc); ``sim`` goes to :func:`simulate` (topology, engine)."""
+    """Bisect the request rate (module doc); ``sim`` goes to :func:`simulate` (topology, engine).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device of every replica.
+    slo_ttft, slo_tpot : float or None
+        The TTFT and TPOT objectives (s); at least one.
+    requests : int
+        Requests each probe simulates.
+    prompt, output : str
+        Length distributions (tokens; :func:`graphs.serving.sim.requests.sample_lengths`).
+    arrival : str
+        The arrival process (``poisson``, ``constant``, ``gamma:CV``).
+    seed : int
+        The random seed (lengths drawn once).
+    percentile : float
+        The percentile the SLOs bound, in ``(0, 100]``.
+    start : float
+        The first rate probed (requests/s).
+    rel_tol : float
+        Relative width of the final bracket.
+    max_probes : int
+        The most simulations run.
+    progress : callable, optional
+        ``progress(done, total)`` in probes.
+    **sim
+        The rest of :func:`simulate`'s keywords (topology, engine, predictor ...).
+
+    Returns
+    -------
+    MaxRate
+        The rate (requests/s, and per device), the probes and the result at the rate.
+
+    Raises
+    ------
+    CostModelError
+        When neither SLO is given or ``percentile`` is out of range.
+    """
     if slo_ttft is None and slo_tpot is None:
         raise CostModelError("max_rate needs at least one SLO (slo_ttft or slo_tpot)")
     if not 0 < percentile <= 100:
@@ -144,7 +212,24 @@ def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: A
     """Requests/s the topology can never exceed on ``requests``' mean lengths (module doc):
     ``n C / mean(prompt + output - 1)`` for ``n`` replicas of ceiling ``C`` tokens/s, and for a
     disaggregated topology the smaller of the prefill pool's ``n_p C / mean(prompt)`` and the
-    decode pool's ``n_d C / mean(output - 1)``."""
+    decode pool's ``n_d C / mean(output - 1)``.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device of every replica.
+    requests : sequence of Request
+        The workload (its mean lengths).
+    **sim
+        :func:`simulate`'s keywords (``topology``, ``engine``, ``tp`` ...).
+
+    Returns
+    -------
+    float
+        Requests per second.
+    """
     topo = sim.get("topology") or Topology()
     eng = sim.get("engine") or EngineConfig()
     w, hw = as_workload(config), get_device(device)

@@ -94,7 +94,21 @@ ELECTRICITY_RANGE = (0.0, 10.0)
 @dataclass(frozen=True)
 class Rates(Result):
     """What one device costs to run: its hourly price (and where it comes from), its TDP and
-    the electricity rate."""
+    the electricity rate.
+
+    Attributes
+    ----------
+    device : str
+        The device's name.
+    price_usd_per_hour : float or None
+        USD per device-hour (None: no sourced price and none given).
+    price_source : str
+        Where the price comes from.
+    power_w : float or None
+        TDP (W).
+    electricity_usd_per_kwh : float
+        USD per kWh (0: power not priced).
+    """
 
     device: str
     price_usd_per_hour: float | None  #: None: no sourced price and none given
@@ -104,7 +118,23 @@ class Rates(Result):
 
     def usd_per_hour(self, utilisation: float = 1.0) -> float | None:
         """``p + TDP u e / 1000`` USD per device-hour (module doc); None without a price. A device
-        with no TDP figure and a nonzero electricity rate is an error (no silent zero)."""
+        with no TDP figure and a nonzero electricity rate is an error (no silent zero).
+
+        Parameters
+        ----------
+        utilisation : float
+            Busy fraction ``u`` of the device, in ``[0, 1]`` (power term only).
+
+        Returns
+        -------
+        float or None
+            USD per device-hour.
+
+        Raises
+        ------
+        CostModelError
+            When the electricity rate is nonzero and the device has no TDP figure.
+        """
         if self.price_usd_per_hour is None:
             return None
         if self.electricity_usd_per_kwh == 0:
@@ -126,7 +156,21 @@ def device_rates(
     device: Hardware | str, price_per_hour: float | None = None, electricity_per_kwh: float = 0.0
 ) -> Rates:
     """The :class:`Rates` of ``device``: ``price_per_hour`` (USD per device-hour) when given, else
-    the catalog's sourced price (or None); TDP from the catalog."""
+    the catalog's sourced price (or None); TDP from the catalog.
+
+    Parameters
+    ----------
+    device : Hardware or str
+        The device.
+    price_per_hour : float, optional
+        USD per device-hour (default: the catalog's sourced price, or None).
+    electricity_per_kwh : float
+        USD per kWh (0: power not priced).
+
+    Returns
+    -------
+    Rates
+    """
     hw = get_device(device)
     e = _check(electricity_per_kwh, "electricity_per_kwh", *ELECTRICITY_RANGE)
     if price_per_hour is not None:
@@ -143,7 +187,26 @@ def device_rates(
 def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
     """``--price-per-hour``: one number for every device, or ``DEVICE=USD`` pairs (``h100=4.9,b200=6``);
     the keys are resolved to catalog names. A bad entry, a device priced twice (``h100=1,h100-sxm=2``:
-    one catalog device) or a bare number among pairs is a one-line error."""
+    one catalog device) or a bare number among pairs is a one-line error.
+
+    Parameters
+    ----------
+    text : str or None
+        ``--price-per-hour``: one number, or ``DEVICE=USD`` pairs, comma-separated.
+    devices : sequence of str
+        The devices of the run (a bare number prices each).
+
+    Returns
+    -------
+    dict of str to float
+        Catalog device name -> USD per device-hour (empty for None).
+
+    Raises
+    ------
+    CostModelError
+        When an entry is malformed, a price is outside :data:`PRICE_RANGE`, a bare number is mixed
+        with pairs, a name is not among ``devices`` or a device is priced twice.
+    """
     if text is None or not text.strip():
         return {}
     out: dict[str, float] = {}
@@ -185,7 +248,29 @@ def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class TokenCost(Result):
-    """A deployment's cost per hour and per million tokens at one operating point (module doc)."""
+    """A deployment's cost per hour and per million tokens at one operating point (module doc).
+
+    Attributes
+    ----------
+    devices : int
+        Every device the deployment uses, in all its pools.
+    usd_per_hour : float
+        The whole deployment, power included.
+    input_tokens_per_s, output_tokens_per_s : float
+        Served at the operating point.
+    usd_per_m_input : float or None
+        The whole $/h over input tokens alone (None: none served).
+    usd_per_m_output : float or None
+        The whole $/h over output tokens alone.
+    usd_per_m_tokens : float
+        Blended: the whole $/h over every served token.
+    basis : str
+        The operating point, in words.
+    utilisation : float
+        Busy fraction of the devices (power term only).
+    price_source : str
+        Where the prices come from.
+    """
 
     devices: int  #: every device the deployment uses, in all its pools
     usd_per_hour: float  #: the whole deployment, power included
@@ -238,6 +323,18 @@ def usd_per_m(
     ``usd_per_hour`` the devices used (USD/h), ``tokens_per_s`` served at the point; None when
     a scalar ``tokens_per_s`` is 0 (none served). Arrays broadcast (``search`` prices a grid).
 
+    Parameters
+    ----------
+    usd_per_hour : float or numpy.ndarray
+        USD per hour of the devices used.
+    tokens_per_s : float or numpy.ndarray
+        Tokens served per second.
+
+    Returns
+    -------
+    float, numpy.ndarray or None
+        USD per million tokens; None for a scalar 0 tokens/s.
+
     >>> round(usd_per_m(19.664, 16818.0), 4)  # 4 x $4.916/h over 16,818 tok/s
     0.3248
     """
@@ -271,6 +368,11 @@ def token_cost(
     Returns
     -------
     TokenCost or None
+
+    Raises
+    ------
+    CostModelError
+        When the tokens per second are not finite, negative, or both 0.
     """
     hourly = [r.usd_per_hour(utilisation) for r, _ in pools]
     if any(h is None for h in hourly):
@@ -305,7 +407,18 @@ def token_cost(
 def served_seconds(res: Any) -> float:
     """The seconds over which a :class:`graphs.serving.sim.simulator.SimResult` serves its tokens
     (module doc): first arrival to last first token for an open loop whose requests arrive over
-    time; the whole run when they are all sent at once, and for a closed loop."""
+    time; the whole run when they are all sent at once, and for a closed loop.
+
+    Parameters
+    ----------
+    res : SimResult
+        A simulated run.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
     pr = res.per_request
     if res.offered_requests_per_s is None:  # all at once, or a closed loop
         return float(res.duration_s)
@@ -316,7 +429,25 @@ def served_seconds(res: Any) -> float:
 def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
     """The :class:`TokenCost` of a :class:`graphs.serving.sim.simulator.SimResult`: its devices'
     $/h over the tokens it served per second, ``tokens / served_seconds`` (module doc).
-    Utilisation (power only) is the busy device-seconds over devices x duration."""
+    Utilisation (power only) is the busy device-seconds over devices x duration.
+
+    Parameters
+    ----------
+    res : SimResult
+        A simulated run.
+    rates : Rates
+        What one of its devices costs.
+
+    Returns
+    -------
+    TokenCost or None
+        USD per million input and output tokens (None: no price).
+
+    Raises
+    ------
+    CostModelError
+        When the run serves over no time.
+    """
     devices = res.topology.devices
     seconds = served_seconds(res)
     util = min(res.busy_device_s / (devices * res.duration_s), 1.0) if res.duration_s > 0 else 1.0
@@ -348,7 +479,24 @@ def decode_cost(rates: Rates, *, devices: int, batch: float, tpot_s: float) -> T
 
         \$/\text{M output} = \frac{N c}{3600\, B / TPOT} 10^6
 
-    with ``c`` USD per device-hour."""
+    with ``c`` USD per device-hour.
+
+    Parameters
+    ----------
+    rates : Rates
+        What one device costs.
+    devices : int
+        Devices ``N`` of the deployment.
+    batch : float
+        Sequences ``B`` decoding at once.
+    tpot_s : float
+        Time per output token (s).
+
+    Returns
+    -------
+    TokenCost or None
+        USD per million output tokens (None: no price).
+    """
     return token_cost(
         [(rates, devices)],
         input_tokens_per_s=0.0,
@@ -364,7 +512,24 @@ def prefill_cost(rates: Rates, *, devices: int, prompt: int, prefill_s: float) -
 
     .. math::
 
-        \$/\text{M input} = \frac{N c}{3600\, S / T_{pf}} 10^6"""
+        \$/\text{M input} = \frac{N c}{3600\, S / T_{pf}} 10^6
+
+    Parameters
+    ----------
+    rates : Rates
+        What one device costs.
+    devices : int
+        Devices ``N``.
+    prompt : int
+        Prompt tokens ``S``.
+    prefill_s : float
+        One prompt's prefill time ``T_pf`` (s).
+
+    Returns
+    -------
+    TokenCost or None
+        USD per million input tokens (None: no price).
+    """
     return token_cost(
         [(rates, devices)],
         input_tokens_per_s=prompt / prefill_s,
@@ -376,7 +541,24 @@ def prefill_cost(rates: Rates, *, devices: int, prompt: int, prefill_s: float) -
 def disagg_cost(report: DisaggReport, prefill_rates: Rates, decode_rates: Rates) -> TokenCost | None:
     """A disaggregated deployment's cost at the rate its pools are sized for
     (:func:`graphs.serving.analysis.disagg.disaggregated` with ``rate``): every device of both pools,
-    ``n_pf`` prefill and ``n_dec`` decode, over ``r_in = R S`` and ``r_out = R O`` (module doc)."""
+    ``n_pf`` prefill and ``n_dec`` decode, over ``r_in = R S`` and ``r_out = R O`` (module doc).
+
+    Parameters
+    ----------
+    report : DisaggReport
+        A disaggregated deployment sized for a rate.
+    prefill_rates, decode_rates : Rates
+        What one prefill device and one decode device cost.
+
+    Returns
+    -------
+    TokenCost or None
+
+    Raises
+    ------
+    CostModelError
+        When ``report`` was computed without a rate.
+    """
     if report.rate is None or report.prefill_devices is None or report.decode_devices is None:
         raise CostModelError("a disaggregated deployment's cost needs the rate its pools are sized for")
     return token_cost(

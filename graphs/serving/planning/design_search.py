@@ -16,6 +16,20 @@ and a batch of sequences decoding at a context. Its numbers come from the compil
 * tokens/s per user ``1 / TPOT``, tokens/s per device ``B / TPOT / (tp pp ep)``, and energy per
   token ``P (tp pp ep) TPOT / B`` (TDP: an estimate at full power).
 
+A data-parallel plan (``dp > 1``, an MoE model: ``dp`` attention ranks of ``tp`` devices, each
+with its own scheduler and KV cache, the experts over all ``dp x tp`` devices,
+:mod:`graphs.serving.sim.data_parallel`) is priced by the simulator's own group step
+(:func:`graphs.serving.sim.data_parallel.group_step`, :meth:`RankStep.lockstep_s`), point by point:
+
+* **TPOT**: one lockstep iteration with every rank decoding ``B / dp`` sequences at the context,
+  ``t_rank(B/dp) - X_tp(B/dp) + X_{dp tp}(B) + L_moe (dispatch + combine)(B)``: what
+  ``simulate --dp`` prices for that batch (no engine overheads, as every plan here);
+* **TTFT**: one rank prefilling the prompt alone, the other ranks idle;
+* **memory per device**: the decode ledger of one rank at ``B / dp`` sequences less the routed
+  experts it does not hold, ``E_tp (1 - 1/dp)`` (:func:`graphs.serving.analysis.parallel.dp_weights_saved`,
+  the rule the simulator sizes each rank's KV pool by);
+* devices ``dp x tp``; a point is valid when ``dp`` divides the batch and ``pp = m = 1``.
+
 The context is a workload coordinate, not a knob (one frontier over several contexts would only
 ever pick the shortest, whose KV reads are cheapest): each context gets its own frontier, and the
 result holds them all, ordered by context. Points that do not fit in memory, whose micro-batches
@@ -48,12 +62,14 @@ from costmodel.results import Result
 from models.catalog import get_model
 from models.config import ModelConfig
 
-from ..analysis.parallel import MICROBATCH, comm_forms, routed_expert_bytes
+from ..analysis.parallel import MICROBATCH, comm_forms, dp_weights_saved, routed_expert_bytes
 from ..pricing.kernel_sources import Coverage
 from ..pricing.predictor import BOUND, Predictor
 from ..pricing.priced import PricedStep, priced_step
+from ..sim.data_parallel import DISPATCHES, MeteredRankStep, RankStep, check_group, experts_line, group_step
 from ..sim.specdec_sim import spec_forms
 from ..step.ledger_fit import decode_memory
+from ..step.workload import as_workload
 from .cost import device_rates, usd_per_m
 from .plan_cards import plan_forms
 from .search_plans import Plan, grid_size, plans_of, positive_ints
@@ -138,6 +154,110 @@ class SearchResult(Result):
     predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
     #: a predicted search's frontier decode steps (summed) by what they rest on (None: the bound)
     coverage: Coverage | None = None
+    #: what the data-parallel plans (dp > 1) assume, in one line (None: none searched)
+    group_note: str | None = None
+
+    def to_text(self, *, top: int = 20, predicted: Sequence[str] = (), spec: Any = None) -> str:
+        """The search in lines, as ``costmodel search`` prints it.
+
+        Parameters
+        ----------
+        top : int
+            Frontier rows to show (0: all): the two ends and an even spread between them.
+        predicted : sequence of str
+            What priced the steps, said after the counts (a predicted search's coverage lines).
+        spec : SpecConfig, optional
+            The speculative decoding every point ran, said once.
+
+        Returns
+        -------
+        str
+            The counts, notes, the frontier table (a metric a device has no figure for shown as
+            :data:`_MISSING` says) and each context's winners.
+        """
+        from costmodel.report import format_table
+
+        cost = "usd_per_m_output" in self.objectives
+        per = f" over {self.contexts} contexts, one frontier each" if self.contexts > 1 else ""
+        out = [
+            f"{self.model}: {self.points:,} points; {self.valid:,} valid plans, {self.fits:,} fit in memory, "
+            f"{self.meets_slo:,} meet the SLOs; Pareto frontier ({len(self.frontier)} points{per}, "
+            f"{' vs '.join(self.objectives)}), by context, fastest user first:",
+            *predicted,
+        ]
+        if spec is not None:
+            out.append(
+                f"  speculative decoding: {spec.draft} drafts k = {spec.k}, {spec.expected_tokens():.2f} expected "
+                "tokens per verification; TPOT is the verify and draft steps over them"
+            )
+        if self.group_note:
+            out.append(f"  {self.group_note}")
+        out += [f"  note: {note}" for note in self.dtype_notes]
+        if self.duplicates:
+            out.append(f"  searched once, given twice: {', '.join(self.duplicates)}")
+        if self.beyond_domain:
+            out.append(
+                f"  left out, wider than the device's scale-up domain: {', '.join(self.beyond_domain)}"
+            )
+        cols = _COLUMNS + ((("usd_per_m_output", "$/M out 100% busy", ".4g"),) if cost else ())
+        rows = list(self.frontier)
+        if top and len(rows) > top:  # keep the ends and an even spread between them
+            step = (len(rows) - 1) / (top - 1) if top > 1 else len(rows)
+            rows = [rows[round(i * step)] for i in range(top)] if top > 1 else rows[:1]
+        if len(rows) < len(self.frontier):
+            out.append(
+                f"  showing {len(rows)} of {len(self.frontier)} frontier points (--top 0 for all, --csv or --json)"
+            )
+        out.append(format_table(*_shown(rows, cols)))
+        unpriced = sorted({r["device"] for r in self.frontier if cost and r["usd_per_m_output"] is None})
+        if unpriced:
+            out.append(
+                f"  {', '.join(unpriced)}: no price: pass --price-per-hour (the cost objective ranks them last)"
+            )
+        winners = list(self.best_by_ctx.items())
+        most = len(winners) if not top else 3  # winners of the first contexts; top 0: all
+        for ctx, best in winners[:most]:
+            head = f"  ctx {ctx}: " if len(winners) > 1 else "  "
+            out += [
+                f"{head}{name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}"
+                for name, row in best.items()
+            ]
+        if len(winners) > most:
+            out.append(f"  winners shown for {most} of {len(winners)} contexts (--top 0 or --json for all)")
+        return "\n".join(out)
+
+
+#: the frontier table's columns: (row key, heading, format)
+_COLUMNS = (
+    ("plan", "plan", "s"),
+    ("batch", "batch", "s"),
+    ("ctx", "ctx", "s"),
+    ("ttft_s", "TTFT s", ".4g"),
+    ("tpot_s", "TPOT s", ".4g"),
+    ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+    ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+    ("energy_per_token_j", "J/token", ".4g"),
+)
+#: what a table cell says for a metric the device has no figure for (None in the rows)
+_MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
+
+
+def _shown(
+    rows: list[Any], cols: tuple[tuple[str, str, str], ...]
+) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
+    """The rows and columns with the optional metrics formatted here: a device without a TDP
+    (energy) or a price (cost) has None there, which the table prints as :data:`_MISSING` says."""
+    fmts = {k: f for k, _, f in cols if k in _MISSING}
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k, f in fmts.items():
+            d[k] = _MISSING[k] if d[k] is None else format(float(d[k]), f)
+        out.append(d)
+    for i, (k, h, _) in enumerate(cols):
+        if k in _MISSING:
+            cols = (*cols[:i], (k, h, "s"), *cols[i + 1 :])
+    return out, cols
 
 
 class _Compiled:
@@ -168,20 +288,87 @@ class _Compiled:
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 
 
+class _CompiledGroup:
+    """What a data-parallel plan needs (module doc): the simulator's group step, the rank's
+    decode ledger and the expert bytes a device of the group does not hold."""
+
+    def __init__(self, plan: Plan, predictor: Predictor = BOUND) -> None:
+        cfg, hw = plan.config, plan.device
+        self.step: RankStep = group_step(
+            as_workload(cfg),
+            hw,
+            dp=plan.dp,
+            tp=plan.tp,
+            expert_parallel=plan.expert_parallel,
+            dispatch=plan.dispatch,
+            predictor=predictor,
+        )
+        self.memory = decode_memory(cfg, hw, tp=plan.tp)
+        self.saved_bytes = dp_weights_saved(cfg, plan.tp, plan.dp)
+        self.capacity = as_float(hw.capacity())
+        self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
+
+    def decode_s(self, per_rank: float, ctx: float) -> float:
+        """One lockstep decode iteration, every rank at ``per_rank`` sequences of KV length ``ctx`` (s)."""
+        n = int(per_rank)
+        return self.step.lockstep_s(n, n * ctx)
+
+    def prefill_s(self, prompt: float) -> float:
+        """One rank prefilling ``prompt`` tokens alone, the others idle (s)."""
+        return self.step.lockstep_s(0, 0.0, [(prompt, 0.0)], busy=1)
+
+
 _COMPILED: BoundedCache[_Compiled] = BoundedCache("search_plan", 512)
+_GROUPS: BoundedCache[_CompiledGroup] = BoundedCache("search_group", 64)
 
 
 def _compiled(plan: Plan, link: str = LinkName.SCALE_UP, predictor: Predictor = BOUND) -> _Compiled:
     return _COMPILED.get_or_build((plan, link, predictor), lambda: _Compiled(plan, link, predictor))
 
 
+def _group(plan: Plan, predictor: Predictor = BOUND) -> _CompiledGroup:
+    return _GROUPS.get_or_build((plan, predictor), lambda: _CompiledGroup(plan, predictor))
+
+
+def _pointwise(f: Callable[..., float], *arrays: np.ndarray) -> np.ndarray:
+    """``f`` at each point of equal-length ``arrays``, evaluated once per distinct point."""
+    if not len(arrays[0]):
+        return np.zeros(0)
+    pts, inv = np.unique(np.column_stack(arrays), axis=0, return_inverse=True)
+    vals = np.array([f(*p) for p in pts.tolist()], dtype=float)
+    return vals[inv.reshape(-1)]
+
+
+def _evaluate_group(block: _Block, pp: np.ndarray, m: np.ndarray, b: np.ndarray, ctx: np.ndarray) -> _Partial:
+    """A data-parallel plan's block (module doc): its points evaluated one by one (each distinct
+    once) by the group step."""
+    plan = block.plan
+    g = _group(plan, block.predictor)
+    out = _Partial(points=len(b))
+    valid = (pp == 1) & (m == 1) & (np.mod(b, plan.dp) == 0)
+    out.valid = int(valid.sum())
+    n = b / plan.dp  # sequences per rank
+    mem = g.memory(n, ctx) - g.saved_bytes
+    fits = valid & (mem <= g.capacity)
+    out.fits = int(fits.sum())
+    tpot = np.full(len(b), np.inf)
+    ttft = np.full(len(b), np.inf)
+    sel = np.flatnonzero(fits)
+    prompt = ctx if block.prompt is None else np.full_like(ctx, block.prompt)
+    tpot[sel] = _pointwise(g.decode_s, n[sel], ctx[sel])
+    ttft[sel] = _pointwise(g.prefill_s, prompt[sel])
+    return _reduce(block, out, fits, (pp, m, b, ctx), tpot, ttft, mem, g.power)
+
+
 def _evaluate(block: _Block) -> _Partial:
     """Evaluate one block of one plan's grid and reduce it to its frontier."""
     plan = block.plan
-    c = _compiled(plan, predictor=block.predictor)
     shape = tuple(len(a) for a in block.grid)
     idx = np.unravel_index(np.arange(block.start, block.stop), shape)
     pp, m, b, ctx = (a[i].astype(float) for a, i in zip(block.grid, idx, strict=True))
+    if plan.dp > 1:
+        return _evaluate_group(block, pp, m, b, ctx)
+    c = _compiled(plan, predictor=block.predictor)
     out = _Partial(points=len(b))
     valid = np.mod(b, m) == 0
     out.valid = int(valid.sum())
@@ -209,6 +396,22 @@ def _evaluate(block: _Block) -> _Partial:
         mem = mem + sf.memory(b, ctx)
     fits = valid & (mem <= c.capacity)
     out.fits = int(fits.sum())
+    return _reduce(block, out, fits, (pp, m, b, ctx), tpot, ttft, mem, c.power)
+
+
+def _reduce(
+    block: _Block,
+    out: _Partial,
+    fits: np.ndarray,
+    coords: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    tpot: np.ndarray,
+    ttft: np.ndarray,
+    mem: np.ndarray,
+    power: float,
+) -> _Partial:
+    """The points that fit and meet the SLOs, their metrics, reduced to the block's frontier."""
+    pp, m, b, ctx = coords
+    plan = block.plan
     ok = fits.copy()
     if block.slo_tpot is not None:
         ok &= tpot <= block.slo_tpot
@@ -218,10 +421,10 @@ def _evaluate(block: _Block) -> _Partial:
     if not ok.any():
         return out
     sel = np.flatnonzero(ok)
-    devices = plan.tp * pp[sel] * plan.ep
+    devices = plan.devices * pp[sel]
     per_user = 1 / tpot[sel]
     per_device = b[sel] / tpot[sel] / devices
-    energy = c.power * devices * tpot[sel] / b[sel]
+    energy = power * devices * tpot[sel] / b[sel]
     usd = usd_per_m(block.usd_per_hour * devices, b[sel] / tpot[sel])  # 100 % busy decoding
     metrics = np.column_stack([tpot[sel], ttft[sel], per_user, per_device, energy, mem[sel], usd])
     keep = _front(metrics, block.energy, ctx=ctx[sel], cost=block.cost)
@@ -341,6 +544,9 @@ def search(
     spec: Any = None,
     predictor: Predictor | None = None,
     rank_by: str = "point",
+    dp: Sequence[int] = (1,),
+    expert_parallel: bool = False,
+    moe_dispatch: str = "allgather_reducescatter",
 ) -> SearchResult:
     """Evaluate the whole grid and return its Pareto frontier (module doc).
 
@@ -355,7 +561,10 @@ def search(
     ``predictor`` prices every step (:mod:`graphs.serving.pricing.priced`; default the bound); ``rank_by``
     in :data:`RANK_BY`: ``pessimistic`` evaluates, filters and ranks every point at the
     pessimistic end of its prediction interval (:meth:`Predictor.interval`), ``point`` at the
-    prediction.
+    prediction. ``dp``: data-parallel attention ranks (an MoE model; 1: none), each ``dp > 1``
+    plan priced by the simulator's group step (module doc) with its experts whole per device
+    (``expert_parallel``) or split ``dp x tp`` ways, reached by ``moe_dispatch`` (one of
+    :data:`graphs.serving.sim.data_parallel.DISPATCHES`).
     """
     pred = predictor or Predictor()
     if rank_by not in RANK_BY:
@@ -365,8 +574,9 @@ def search(
             raise CostModelError("rank_by pessimistic needs a predictor (the bound has no interval)")
         pred = pred.interval()[1]
     cfg = get_model(config) if isinstance(config, str) else config
-    tps, pps, eps, mbs = (
-        positive_ints(v, n) for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"))
+    tps, pps, eps, mbs, dps = (
+        positive_ints(v, n)
+        for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"), (dp, "dp"))
     )
     bs, cs = positive_ints(batches, "batches"), positive_ints(ctxs, "ctxs")
     for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -382,8 +592,23 @@ def search(
         raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
     if (eps > 1).any() and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
+    check_group(int(dps.max()), cfg.is_moe)
+    if not isinstance(expert_parallel, bool):
+        raise CostModelError(f"expert_parallel must be true or false, got {expert_parallel!r}")
+    if moe_dispatch not in DISPATCHES:
+        raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {moe_dispatch!r}")
+    if (expert_parallel or moe_dispatch != DISPATCHES[0]) and not (dps > 1).any():
+        raise CostModelError("expert_parallel and moe_dispatch shape a data-parallel group: they need dp > 1")
     plans, beyond, dups, dtype_notes = plans_of(
-        cfg, devices, weight_dtypes, kv_dtypes, tps.tolist(), eps.tolist()
+        cfg,
+        devices,
+        weight_dtypes,
+        kv_dtypes,
+        tps.tolist(),
+        eps.tolist(),
+        dps.tolist(),
+        expert_parallel,
+        moe_dispatch,
     )
     grid = (pps, mbs, bs, cs)
     total = grid_size(len(plans), pps, mbs, bs, cs)
@@ -391,9 +616,9 @@ def search(
         raise CostModelError(
             f"the grid has {total:,} points; at most {MAX_LOCAL_POINTS:,} run in one process (pass a Dask client)"
         )
-    if spec is not None and ((pps > 1).any() or (mbs > 1).any() or (eps > 1).any()):
+    if spec is not None and ((pps > 1).any() or (mbs > 1).any() or (eps > 1).any() or (dps > 1).any()):
         raise CostModelError(
-            "speculative decoding in search prices tensor-parallel plans only: pp, microbatches and ep must be 1"
+            "speculative decoding in search prices tensor-parallel plans only: pp, microbatches, ep and dp must be 1"
         )
     kw = _Settings(
         prompt=prompt,
@@ -442,6 +667,19 @@ def search(
         dtype_notes=dtype_notes,
         predictor=pred.label,
         coverage=None if pred.is_bound else _coverage(plans, merged, pred, spec),
+        group_note=_group_note(plans),
+    )
+
+
+def _group_note(plans: Sequence[Plan]) -> str | None:
+    """The data-parallel plans' assumptions, once (:func:`graphs.serving.sim.data_parallel.experts_line`)."""
+    group = next((p for p in plans if p.dp > 1), None)
+    if group is None:
+        return None
+    return (
+        "data-parallel plans (dp > 1): dp attention ranks x tp, each its own KV cache, stepping together "
+        "(TPOT: every rank at batch / dp; TTFT: one rank's prefill alone); "
+        + experts_line(group.expert_parallel, group.dispatch, "dp x tp")
     )
 
 
@@ -452,7 +690,14 @@ def _coverage(plans: Sequence[Plan], p: _Partial, pred: Predictor, spec: Any = N
     for i in np.unique(p.plan).tolist():
         sel = p.plan == i
         mb, ctx = p.coords[sel, 2] / p.coords[sel, 1], p.coords[sel, 3]
-        if spec is not None:
+        if plans[i].dp > 1:  # the group's iterations, one per frontier point
+            g = _group(plans[i], pred)
+            assert isinstance(g.step, MeteredRankStep)
+            g.step.reset()
+            for b, c in zip((mb / plans[i].dp).tolist(), ctx.tolist(), strict=True):
+                g.decode_s(b, c)
+            cov = g.step.coverage()
+        elif spec is not None:
             plan = plans[i]
             cov = spec_forms(plan.config, plan.device, plan.tp, spec, pred).coverage(mb, ctx)
             assert cov is not None
@@ -470,6 +715,12 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
         plan = plans[i]
         dev, wd, kvd, tp, ep = plan.label
         ppv, mv, bv, cv = (int(v) for v in coords)
+        dp = f"dp{plan.dp} " if plan.dp > 1 else ""
+        moe = (
+            f" ({'experts whole' if plan.expert_parallel else 'experts split'}, {plan.dispatch})"
+            if dp
+            else ""
+        )
         row: dict[str, Any] = {
             "device": dev,
             "weight_dtype": wd,
@@ -477,11 +728,13 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
             "tp": tp,
             "pp": ppv,
             "ep": ep,
+            "dp": plan.dp,
+            "expert_parallel": plan.expert_parallel,
             "microbatches": mv,
-            "devices": tp * ppv * ep,
+            "devices": plan.devices * ppv,
             "batch": bv,
             "ctx": cv,
-            "plan": f"{dev} {wd}/{kvd} tp{tp} pp{ppv} ep{ep} m{mv}",
+            "plan": f"{dev} {wd}/{kvd} {dp}tp{tp} pp{ppv} ep{ep} m{mv}{moe}",
         }
         row.update(
             {k: (float(v) if math.isfinite(v) else None) for k, v in zip(METRICS, metrics, strict=True)}

@@ -1,9 +1,14 @@
-"""The design search's grid: its plans (device, dtypes, tp, ep) and axes, checked.
+"""The design search's grid: its plans (device, dtypes, tp, ep, data-parallel ranks) and axes, checked.
 
 A device or dtype given twice (a device also by an alias: ``h100`` and ``h100-sxm``) makes one
 plan, and the repeats are named. A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
 bridge, board or NVL72 rack joins) is left out and named: the search's step model prices
 collectives on that link only.
+
+A data-parallel plan (``dp > 1``: attention data-parallel over ``dp`` ranks of ``tp`` devices,
+the experts over all ``dp x tp``, :mod:`graphs.serving.sim.data_parallel`) spreads its experts
+over its group, by width or whole (``expert_parallel``): it is built with ``ep = 1`` only, and its
+``dp x tp`` devices must fit the domain.
 """
 
 from __future__ import annotations
@@ -25,12 +30,21 @@ __all__ = ["Plan", "grid_size", "positive_ints", "plans_of"]
 
 @dataclass(frozen=True)
 class Plan:
-    """One compiled configuration: a device, dtypes, tensor and expert parallelism."""
+    """One compiled configuration: a device, dtypes, tensor and expert parallelism, and
+    data-parallel attention ranks (``dp``, with how the group holds and reaches its experts)."""
 
     config: ModelConfig
     device: Hardware
     tp: int
     ep: int
+    dp: int = 1
+    expert_parallel: bool = False  #: with dp > 1: whole experts per device, else split dp x tp ways
+    dispatch: str = "allgather_reducescatter"  #: with dp > 1: graphs.serving.sim.data_parallel.DISPATCHES
+
+    @property
+    def devices(self) -> int:
+        """Devices of one pipeline stage of the plan: ``tp x ep x dp``."""
+        return self.tp * self.ep * self.dp
 
     @property
     def label(self) -> tuple[str, str, str, int, int]:
@@ -66,10 +80,14 @@ def plans_of(
     kvds: Sequence[Any],
     tps: list[int],
     eps: list[int],
+    dps: Sequence[int] = (1,),
+    expert_parallel: bool = False,
+    dispatch: str = "allgather_reducescatter",
 ) -> tuple[list[Plan], list[str], tuple[str, ...], tuple[str, ...]]:
     """The plans of the grid, leaving out those wider than their device's scale-up domain, the
     repeated devices and dtypes (each searched once), and the notes on the matmul dtype a weight
-    dtype implies on each device (:func:`models.quantization.native_matmul`)."""
+    dtype implies on each device (:func:`models.quantization.native_matmul`). A ``dp > 1`` plan
+    is built with ``ep = 1`` only (module doc), with ``expert_parallel`` and ``dispatch``."""
     hws: dict[str, Hardware] = {}
     dups: list[str] = []
     for dev in devices:
@@ -81,11 +99,13 @@ def plans_of(
         dups += [f"{kind} {v}" for i, v in enumerate(values) if v in list(values)[:i]]
     plans, beyond = [], []
     notes: dict[str, None] = {}
-    grid = itertools.product(hws.values(), dict.fromkeys(wds), dict.fromkeys(kvds), tps, eps)
-    for hw, wd, kvd, t, e in grid:
+    grid = itertools.product(hws.values(), dict.fromkeys(wds), dict.fromkeys(kvds), tps, eps, dps)
+    for hw, wd, kvd, t, e, d in grid:
+        if d > 1 and e > 1:
+            continue  # a group spreads its experts over its own devices (module doc)
         domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
-        if domain is not None and t * e > domain:
-            beyond.append(f"{hw.name} tp={t} ep={e} (domain {domain})")
+        if domain is not None and t * e * d > domain:
+            beyond.append(f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})")
             continue
         changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
         c = cfg.replace(**changes)
@@ -93,7 +113,10 @@ def plans_of(
             c, note = native_matmul(c, [hw])
             if note:
                 notes.setdefault(note)
-        plans.append(Plan(c, hw, int(t), int(e)))
+        if d > 1:
+            plans.append(Plan(c, hw, int(t), int(e), int(d), expert_parallel, dispatch))
+        else:
+            plans.append(Plan(c, hw, int(t), int(e)))
     if not plans:
         raise CostModelError(
             "every plan spans more devices than its scale-up domain joins: " + "; ".join(beyond)

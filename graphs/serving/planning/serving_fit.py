@@ -137,14 +137,39 @@ def roofline_tpot_s(config: Any, device: str, *, tp: int = 1) -> float:
     sequence at a one-token context (its weights read once, :class:`graphs.serving.step.mixed.MixedStep`).
     Without speculative decoding every output token after the first takes one step, and a step
     of more sequences or longer contexts takes no less, so a run's mean TPOT below this is not
-    of this model on this device."""
+    of this model on this device.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
     step = mixed_step(config, device, tp=tp)
     return float(step.time_sums(1, 1.0, [], [1.0] if step.windowed else None))
 
 
 def fp8_matmuls(config: Any) -> bool:
     """Whether the model's matmuls take FP8 activations (W8A8: ``matmul_dtype``, else its
-    activation or weight dtype, an FP8 one), so that an FP8 activation-scale mode prices them."""
+    activation or weight dtype, an FP8 one), so that an FP8 activation-scale mode prices them.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+
+    Returns
+    -------
+    bool
+    """
     name = config.matmul_dtype or config.act_dtype or config.dtype
     return get_dtype(str(name)).name.startswith("fp8")
 
@@ -173,7 +198,19 @@ def _check_physical(runs: Sequence[BenchRun], floor_s: float, where: str) -> Non
 
 @dataclass(frozen=True)
 class RunError:
-    """One run's predicted against measured mean latencies (relative errors: predicted/measured - 1)."""
+    """One run's predicted against measured mean latencies (relative errors: predicted/measured - 1).
+
+    Attributes
+    ----------
+    source : str
+        The result file (and run) measured.
+    rate : float or None
+        Its request rate (requests/s; None: a closed loop or all at once).
+    fitted : bool
+        The run was fitted on (False: held out).
+    ttft_err, tpot_err, e2e_err : float
+        Mean TTFT, TPOT and E2E, predicted over measured minus 1.
+    """
 
     source: str
     rate: float | None
@@ -185,7 +222,33 @@ class RunError:
 
 @dataclass(frozen=True)
 class ServingFit:
-    """The fitted overheads, their standard errors (None: not determined), and every run's errors."""
+    """The fitted overheads, their standard errors (None: not determined), and every run's errors.
+
+    Attributes
+    ----------
+    model, device : str
+        What the runs served, by name.
+    tp : int
+        Tensor-parallel degree.
+    predict : str or None
+        The predictor framework the fit priced kernels with (None: the bound).
+    overheads : EngineOverheads
+        The fitted terms, the rest as given.
+    stderr : dict of str to float or None
+        Standard error per fitted term, in its unit (None: not determined).
+    runs : list of RunError
+        Every run's errors, fitted and held out.
+    sources : list of str
+        The result files, sorted.
+    rms_residual : float
+        RMS of the relative residuals at the optimum.
+    at_bound : tuple of str
+        Fitted terms held at a bound of their range.
+    fp8_scales : str
+        The FP8 activation scales the kernels were priced with.
+    collinear : tuple of (str, str)
+        Pairs of fitted terms the runs cannot tell apart.
+    """
 
     model: str
     device: str
@@ -375,7 +438,54 @@ def fit_serving(
     is refused, naming the run and the bound. ``ticks(done, most)`` is called after each run's
     simulation, ``most`` the simulations the fit takes at most (a progress bar). ``kernel_scale`` never goes below 1 when the kernels
     are priced at their bound (``predict`` None), and a term that ends at a bound of its range is
-    reported held there (:attr:`ServingFit.at_bound`), with no standard error."""
+    reported held there (:attr:`ServingFit.at_bound`), with no standard error.
+
+    Parameters
+    ----------
+    runs : sequence of BenchRun
+        Measured runs.
+    simulate_run : SimulateRun or sequence of SimulateRun
+        ``simulate_run(requests, overheads, concurrency) -> SimResult``, one for all runs or one
+        per run.
+    base : EngineOverheads
+        The engine's overheads the fit starts from (terms not fitted keep their values).
+    held_out : sequence of int
+        Indices of runs kept out of the fit (scored after it).
+    terms : sequence of str
+        The overhead terms fitted (:data:`~graphs.serving.engines.knobs.TERMS`).
+    iterations : int
+        Gauss-Newton iterations at most.
+    model, device : str
+        Recorded in the fit.
+    tp : int
+        Recorded in the fit.
+    predict : str, optional
+        The predictor the kernels were priced with (None: the bound), recorded.
+    progress : callable, optional
+        ``progress(line)``, one line per iteration.
+    fp8_scales : str
+        The FP8 activation-scale mode the kernels were priced with, recorded.
+    bins : int
+        Groups per run (by prompt length for TTFT, output length for TPOT).
+    metrics : sequence of str
+        The latencies fitted: ``"ttft"``, ``"tpot"`` or both.
+    min_tpot_s : float, optional
+        The roofline's shortest TPOT (s); a faster run is refused.
+    ticks : callable, optional
+        ``ticks(done, most)`` after each simulation.
+
+    Returns
+    -------
+    ServingFit
+        The fitted terms (s; ``kernel_scale`` dimensionless), their standard errors, residuals on
+        fitted and held-out runs.
+
+    Raises
+    ------
+    CostModelError
+        When an option is out of range, every run is held out, a run beats the roofline, or a
+        measured latency is not finite and positive.
+    """
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms:
         raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
@@ -561,7 +671,28 @@ def simulate_with(
     fp8_scales: str = "dynamic",
 ) -> SimulateRun:
     """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor (its
-    FP8 GEMMs with ``fp8_scales`` activation scales)."""
+    FP8 GEMMs with ``fp8_scales`` activation scales).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    predict : str, optional
+        The kernel predictor's name (None: the bound).
+    engine : EngineConfig, optional
+        The engine's knobs (default vLLM V1's).
+    fp8_scales : str
+        ``"dynamic"`` or ``"static"`` FP8 activation scales.
+
+    Returns
+    -------
+    SimulateRun
+        ``simulate_run(requests, overheads, concurrency) -> SimResult``.
+    """
     pred = Predictor.of(predict, fp8_scales=fp8_scales)
     topo = Topology(tp=tp)
 
@@ -581,7 +712,22 @@ def simulate_with(
 
 
 def write_fit(fit: ServingFit, path: str, flag: str = "-o") -> None:
-    """The fit as versioned JSON, written atomically."""
+    """The fit as versioned JSON, written atomically.
+
+    Parameters
+    ----------
+    fit : ServingFit
+        The fit.
+    path : str
+        The output file (replaced atomically, never written through a link).
+    flag : str
+        The option that named ``path``, printed in an error.
+
+    Raises
+    ------
+    CostModelError
+        When the file cannot be written.
+    """
     with atomic_write(path, flag) as f:
         json.dump(fit.to_dict(), f, indent=2, allow_nan=False, default=_no_nan)
         f.write("\n")
@@ -609,7 +755,22 @@ MAX_FIT_BYTES = 4 * 2**20
 
 
 def read_fit(path: str) -> ServingFit:
-    """A fit file of :func:`write_fit` back; anything else is a one-line error naming the key."""
+    """A fit file of :func:`write_fit` back; anything else is a one-line error naming the key.
+
+    Parameters
+    ----------
+    path : str
+        A fit file of :func:`write_fit`.
+
+    Returns
+    -------
+    ServingFit
+
+    Raises
+    ------
+    CostModelError
+        When the file is not valid JSON, not a fit of this format, or a key is missing or invalid.
+    """
     where = f"fit file {str(path)[:200]!r}"
     data = read_user_file(path, what="fit file", max_bytes=MAX_FIT_BYTES)
     try:

@@ -2,15 +2,21 @@
 
 A candidate is a device kind, a tensor-parallel degree ``tp`` and either ``n`` aggregated
 replicas or a disaggregated ``p:d`` split of prefill and decode replicas (each of ``tp``
-devices). The search runs in two stages:
+devices); for an MoE model also ``n`` aggregated replicas that are each a data-parallel group of
+``dp`` ranks of ``tp`` devices (``dps``: attention data-parallel, the experts over all
+``dp x tp`` devices, :mod:`graphs.serving.sim.data_parallel`; the simulator runs a group
+aggregated only). The search runs in two stages:
 
 1. **Analytic bounds prune.** Per (device, tp), from the compiled mixed step
    (:class:`graphs.serving.step.mixed.MixedStep`) and the decode ledger:
 
    * memory: the weights and activations must leave KV blocks for the longest request
-     (:func:`graphs.serving.sim.engine.kv_blocks`), else the pair is out;
+     (:func:`graphs.serving.sim.engine.kv_blocks` over :func:`graphs.serving.sim.engine.kv_pool`:
+     a group's rank without the experts its device does not hold), else the pair is out;
    * latency floors: a P99 TPOT is at least one decode step at batch 1 and the shortest
-     context; a P99 TTFT at least the prefill alone of the prompt at order statistic
+     context (a group's: that rank's share plus the experts and dispatch of its one token,
+     :meth:`graphs.serving.sim.data_parallel.RankStep.lockstep_s`, the others idle); a P99 TTFT
+     at least the prefill alone of the prompt at order statistic
      ``floor(0.99 (n - 1))`` (the lower of the two the interpolated P99 lies between: the
      requests from there up have a prompt at least that long, each prefilled in at least that
      time). A floor above its SLO rules the pair out, whatever the replica count;
@@ -34,7 +40,7 @@ each serves the offered tokens per second to within its last request's TTFT over
 span, and its USD per million tokens (that $/h over the tokens/s it served, the figure
 ``simulate`` prints for the same deployment) orders as its $/h does; ``gpus`` is the device
 count (ties broken by cost). Runners-up are the best confirmed
-deployment of each other (device, tp, aggregated/disaggregated) family.
+deployment of each other (device, tp, dp, aggregated/disaggregated) family.
 
 With an ``executor`` (a Dask ``Client`` or any ``concurrent.futures`` executor) the candidate
 simulations run there, speculatively: when a candidate is taken, the next ``lookahead`` candidates
@@ -48,6 +54,7 @@ process compiled.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,16 +62,16 @@ from typing import Any
 
 import numpy as np
 
-from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.results import Result, plain
 
 from ..engines import EngineOverheads, EngineProfile
-from ..sim.engine import EngineConfig, kv_blocks, profile_engine
+from ..pricing.predictor import Predictor
+from ..sim.data_parallel import DISPATCHES, RankStep, check_group, group_step
+from ..sim.engine import EngineConfig, kv_blocks, kv_pool, profile_engine
 from ..sim.requests import Request, synthetic
 from ..sim.simulator import MAX_REPLICAS, SimResult, Topology, simulate
-from ..step.ledger_fit import build_ledger
 from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
@@ -93,6 +100,8 @@ class Deployment(Result):
     meets: bool
     cost: TokenCost | None  #: None: the device has no price
     sim: SimResult | None = field(default=None, repr=False, compare=False)
+    dp: int = 1  #: data-parallel ranks per replica (1: none)
+    expert_parallel: bool = False  #: with dp > 1: whole experts per device
 
     @property
     def label(self) -> str:
@@ -101,12 +110,31 @@ class Deployment(Result):
             if self.prefill_replicas
             else f"{self.replicas} replica(s)"
         )
+        if self.dp > 1:
+            ep = " EP" if self.expert_parallel else ""
+            return f"{self.device} dp{self.dp} x tp{self.tp}{ep} x {shape} = {self.devices} device(s)"
         return f"{self.device} tp{self.tp} x {shape} = {self.devices} device(s)"
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: plain(getattr(self, k)) for k in self.__dataclass_fields__ if k != "sim"}
         d["label"] = self.label
         return d
+
+    def line(self, slo_ttft: float, slo_tpot: float) -> str:
+        """One line: its shape, its P99 latencies and their shares of the SLOs (``slo_ttft``,
+        ``slo_tpot``, s), and its cost: the $/h over the tokens/s the run served, as ``simulate``
+        prints it (:class:`~graphs.serving.planning.cost.TokenCost`), or why there is none."""
+        c = self.cost
+        cost = (
+            f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
+            f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
+            if c is not None
+            else NO_PRICE
+        )
+        return (
+            f"{self.label}: P99 TTFT {self.ttft_p99:.3f} s ({100 * self.ttft_p99 / slo_ttft:.0f}% of SLO), "
+            f"P99 TPOT {self.tpot_p99 * 1e3:.1f} ms ({100 * self.tpot_p99 / slo_tpot:.0f}% of SLO); {cost}"
+        )
 
 
 @dataclass(frozen=True)
@@ -127,6 +155,50 @@ class SizingResult(Result):
     requests: int
     workload: str
     candidates: tuple[Deployment, ...] = ()  #: every simulated candidate, in simulation order
+
+    def to_text(self, *, engine: EngineProfile | None = None, max_simulations: int | None = None) -> str:
+        """The sizing in lines, as ``costmodel size`` prints it.
+
+        Parameters
+        ----------
+        engine : EngineProfile, optional
+            The engine every candidate ran: its :meth:`~EngineProfile.summary` is said once.
+        max_simulations : int, optional
+            The limit, named when it ran out before the bounds proved the winner (None: the
+            candidates simulated).
+
+        Returns
+        -------
+        str
+            The question and the workload, the engine, what the bounds pruned, the winner with its
+            cost and price source (or that none meets the SLOs), and the runners-up.
+        """
+        goal = "cheapest" if self.objective == "cost" else "fewest devices"
+        out = [
+            f"{self.model} at {self.rate:g} requests/s, P{self.percentile:g} TTFT <= {self.slo_ttft:g} s and "
+            f"TPOT <= {self.slo_tpot:g} s: {goal}, {self.simulated} candidate(s) simulated",
+            f"  workload: {self.workload}",
+        ]
+        if engine is not None:
+            out.append(f"  {engine.summary()}")
+        out += [f"  pruned by the bounds: {why}" for why in self.pruned]
+        if self.winner is None:
+            out.append(
+                "  no simulated deployment meets the SLOs"
+                + ("" if self.exhausted else " (raise --max-simulations)")
+            )
+            return "\n".join(out)
+        w = self.winner
+        out.append(f"  winner: {w.line(self.slo_ttft, self.slo_tpot)}")
+        if w.cost is not None:
+            out += [f"    {w.cost.line()}", f"    price: {w.cost.price_source}"]
+        if not self.exhausted:
+            limit = self.simulated if max_simulations is None else max_simulations
+            out.append(
+                f"  note: stopped after --max-simulations {limit}: the best confirmed so far, not proven the best"
+            )
+        out += [f"  runner-up: {d.line(self.slo_ttft, self.slo_tpot)}" for d in self.runners_up]
+        return "\n".join(out)
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -150,28 +222,78 @@ class _Family:
     tp: int
     disagg: bool
     rates: Rates
+    dp: int = 1  #: data-parallel ranks per replica (module doc)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """How every data-parallel family of one sizing holds and reaches its experts."""
+
+    expert_parallel: bool = False
+    dispatch: str = DISPATCHES[0]
+
+    def topology(self, fam: _Family, replicas: int) -> Topology:
+        """``replicas`` aggregated replicas of ``fam`` (groups of ``fam.dp`` ranks when > 1)."""
+        if fam.dp == 1:
+            return Topology(replicas=replicas, tp=fam.tp)
+        return Topology(
+            replicas=replicas,
+            tp=fam.tp,
+            dp=fam.dp,
+            expert_parallel=self.expert_parallel,
+            moe_dispatch=self.dispatch,
+        )
+
+    def step(self, w: Any, hw: Any, tp: int, dp: int) -> RankStep | None:
+        """The bound's group step of ``dp`` ranks at ``tp`` (None: no group)."""
+        if dp == 1:
+            return None
+        return group_step(
+            w,
+            hw,
+            dp=dp,
+            tp=tp,
+            expert_parallel=self.expert_parallel,
+            dispatch=self.dispatch,
+            predictor=Predictor(),
+        )
 
 
 def _pair_engine(
-    profile: EngineProfile | None, eng: EngineConfig, w: Any, hw: Any, tp: int, reqs: Sequence[Request]
+    profile: EngineProfile | None,
+    eng: EngineConfig,
+    w: Any,
+    hw: Any,
+    tp: int,
+    reqs: Sequence[Request],
+    dp: int = 1,
 ) -> tuple[EngineConfig, EngineOverheads | None]:
-    """The engine config and overheads a (device, tp) pair runs: ``eng`` and none without a
-    profile; else the profile's, its pool sized for the pair (the no-evict cap for equal
+    """The engine config and overheads a (device, tp, dp) family runs: ``eng`` and none without a
+    profile; else the profile's, its pool sized for the family (the no-evict cap for equal
     requests) and, the bound having no CPU terms, its policy alone where it is not recompute."""
     if profile is None:
         return eng, None
     sizes = {r.prompt + r.output for r in reqs}
-    cfg = profile_engine(profile, w, hw, tp=tp, request_tokens=sizes.pop() if len(sizes) == 1 else None)
+    cfg = profile_engine(
+        profile, w, hw, tp=tp, dp=dp, request_tokens=sizes.pop() if len(sizes) == 1 else None
+    )
     return cfg, profile.overheads(terms=False) if profile.policy != "recompute" else None
 
 
 def _floors(
-    w: Any, hw: Any, tp: int, reqs: Sequence[Request], eng: EngineConfig, q: float
+    w: Any,
+    hw: Any,
+    tp: int,
+    reqs: Sequence[Request],
+    eng: EngineConfig,
+    q: float,
+    group: RankStep | None = None,
 ) -> tuple[float, float, str | None]:
-    """(TTFT floor, TPOT floor, why the pair cannot serve) for (device, tp) (module doc)."""
-    led = build_ledger(w, "decode", 1, tp, None, None)
+    """(TTFT floor, TPOT floor, why the family cannot serve) for (device, tp), or a data-parallel
+    ``group`` of ranks at ``tp`` (module doc)."""
+    pool = kv_pool(w, hw, tp, group.stage.dp if group is not None else 1)
     try:
-        blocks = eng.num_blocks or kv_blocks(led, as_float(hw.capacity()), eng)
+        blocks = eng.num_blocks or kv_blocks(pool, pool.capacity_bytes, eng)
     except CostModelError as e:
         return math.inf, math.inf, f"does not fit: {e}"
     longest = max(r.prompt + r.output for r in reqs)
@@ -183,7 +305,7 @@ def _floors(
                 f"does not fit: {blocks * eng.block_size:,} KV tokens per replica < the longest request ({longest:,})"
             ),
         )
-    step = mixed_step(w, hw, tp=tp)
+    step: Any = mixed_step(w, hw, tp=tp) if group is None else _Alone(group)
     o = eng.iteration_overhead_s
     tpot = step.time_sums(1, float(min(r.prompt for r in reqs) + 1)) + o
     # the order statistic at floor(q/100 (n - 1)): the lower of the two the P99 interpolates
@@ -193,6 +315,18 @@ def _floors(
     p_q = int(np.percentile([r.prompt for r in reqs], q, method="lower"))
     ttft = _prefill_alone(step, p_q, eng.max_num_batched_tokens) + o
     return ttft, tpot, None
+
+
+class _Alone:
+    """A group's iterations with one rank busy (:meth:`RankStep.lockstep_s`), as the floors read
+    a step: each at least what the simulator prices when that rank's batch is the group's only
+    work (another rank's work only adds tokens to the stage and a slower rank to the max)."""
+
+    def __init__(self, group: RankStep) -> None:
+        self.group = group
+
+    def time_sums(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = ()) -> float:
+        return self.group.lockstep_s(n_dec, sum_ctx, chunks, busy=1)
 
 
 def size_deployment(
@@ -222,6 +356,9 @@ def size_deployment(
     allow_long_context: bool = False,
     executor: Any = None,
     lookahead: int = 2,
+    dps: Sequence[int] = (1,),
+    expert_parallel: bool = False,
+    moe_dispatch: str = DISPATCHES[0],
 ) -> SizingResult:
     """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
 
@@ -232,7 +369,9 @@ def size_deployment(
     its pool sized there (:func:`graphs.serving.sim.engine.profile_engine`; a pair it leaves no room
     is pruned), instead of ``engine``. ``executor``: where the candidate simulations run (a Dask
     ``Client`` or a ``concurrent.futures`` executor; module doc), ``lookahead`` candidates ahead of
-    the one the search waits for (at least 1)."""
+    the one the search waits for (at least 1). ``dps``: data-parallel ranks per replica to try
+    (an MoE model; 1: plain replicas), each group's experts whole per device (``expert_parallel``)
+    or split ``dp x tp`` ways, reached by ``moe_dispatch`` (module doc; aggregated only)."""
     if objective not in OBJECTIVES:
         raise CostModelError(f"objective {objective!r} not allowed; allowed: {', '.join(OBJECTIVES)}")
     for name, v in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -250,8 +389,21 @@ def size_deployment(
         raise CostModelError(f"lookahead must be in [1, 1024], got {lookahead}")
     w = as_workload(config)
     eng = engine or EngineConfig()
-    #: (device, tp) -> the engine config and overheads its runs take (a profile's, sized per pair)
-    engines: dict[tuple[str, int], tuple[EngineConfig, EngineOverheads | None]] = {}
+    dp_list = sorted(set(dps))
+    if not dp_list or any(
+        isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= MAX_REPLICAS for d in dp_list
+    ):
+        raise CostModelError(f"dps must be whole numbers in [1, {MAX_REPLICAS}], got {list(dps)!r}")
+    check_group(dp_list[-1], w.config.is_moe)
+    if moe_dispatch not in DISPATCHES:
+        raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {moe_dispatch!r}")
+    if (expert_parallel or moe_dispatch != DISPATCHES[0]) and dp_list[-1] == 1:
+        raise CostModelError(
+            "expert_parallel and moe_dispatch shape a data-parallel group: they need dps > 1"
+        )
+    grouping = _Group(bool(expert_parallel), moe_dispatch)
+    #: (device, tp, dp) -> the engine config and overheads its runs take (a profile's, sized per family)
+    engines: dict[tuple[str, int, int], tuple[EngineConfig, EngineOverheads | None]] = {}
     reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
     w.config.check_context(
         max(r.prompt + r.output for r in reqs),
@@ -269,37 +421,39 @@ def size_deployment(
         if objective == "cost" and rates.price_usd_per_hour is None:
             raise CostModelError(f"{name}: {NO_PRICE} (or --objective gpus)")
         domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
-        for tp in sorted(set(tps)):
-            if domain is not None and tp > domain:
-                pruned.append(f"{name} tp{tp}: wider than its scale-up domain ({domain})")
+        for tp, dp in itertools.product(sorted(set(tps)), dp_list):
+            at = f"{name} tp{tp}" if dp == 1 else f"{name} dp{dp} x tp{tp}"
+            if domain is not None and tp * dp > domain:
+                pruned.append(f"{at}: wider than its scale-up domain ({domain})")
                 continue
             try:
-                pair = _pair_engine(profile, eng, w, hw, tp, reqs)
+                pair = _pair_engine(profile, eng, w, hw, tp, reqs, dp)
             except CostModelError as e:
-                pruned.append(f"{name} tp{tp}: does not fit: {e}")
+                pruned.append(f"{at}: does not fit: {e}")
                 continue
-            engines[(name, tp)] = pair
-            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, pair[0], percentile)
+            engines[(name, tp, dp)] = pair
+            group = grouping.step(w, hw, tp, dp)
+            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, pair[0], percentile, group)
             if why is None and tpot_lo > slo_tpot:
                 why = f"TPOT floor {tpot_lo:.4g} s (one decode at batch 1) > SLO {slo_tpot:g} s"
             if why is None and ttft_lo > slo_ttft:
                 why = f"TTFT floor {ttft_lo:.4g} s (the P{percentile:g} prompt alone) > SLO {slo_ttft:g} s"
             if why is not None:
-                pruned.append(f"{name} tp{tp}: {why}")
+                pruned.append(f"{at}: {why}")
                 continue
-            per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=pair[0])
+            fam = _Family(name, tp, False, rates, dp)
+            per_replica = ceiling_rate(w, hw, reqs, topology=grouping.topology(fam, 1), engine=pair[0])
             n0 = max(1, math.ceil(rate / per_replica))
             if n0 > MAX_REPLICAS:
                 pruned.append(
-                    f"{name} tp{tp}: {rate:g} requests/s needs at least {n0:,} replicas "
+                    f"{at}: {rate:g} requests/s needs at least {n0:,} replicas "
                     f"(capacity bound), more than a pool holds ({MAX_REPLICAS})"
                 )
             else:
-                fam = _Family(name, tp, False, rates)
                 fams.append(fam)
-                heapq.heappush(heap, (*_bound(fam, n0 * tp, objective), tie, fam, n0, 0))
+                heapq.heappush(heap, (*_bound(fam, n0 * tp * dp, objective), tie, fam, n0, 0))
                 tie += 1
-            if disaggregated:
+            if disaggregated and dp == 1:  # a data-parallel group runs aggregated (module doc)
                 mean_p = float(np.mean([r.prompt for r in reqs]))
                 mean_d = float(np.mean([r.output - 1 for r in reqs]))
                 c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
@@ -335,14 +489,16 @@ def size_deployment(
             break
         seen.add((fam, a, b))
         if executor is None:
-            pair = engines[(fam.device, fam.tp)]
-            dep = _run(w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth)
+            pair = engines[(fam.device, fam.tp, fam.dp)]
+            dep = _run(
+                w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth, grouping
+            )
         else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
             for _, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
                 if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
                     futures[(f2, a2, b2)] = executor.submit(
                         _run_config, w.config, f2, a2, b2, reqs, rate, slo_ttft, slo_tpot, percentile,
-                        engines[(f2.device, f2.tp)], link_bandwidth,
+                        engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping,
                     )  # fmt: skip
             dep = futures.pop((fam, a, b)).result()
         done.append(dep)
@@ -362,7 +518,7 @@ def size_deployment(
         for na, nb in nxt:
             if max(na, nb) > MAX_REPLICAS:
                 continue  # a pool holds at most MAX_REPLICAS replicas: this family ends here
-            n = (na + nb) * fam.tp if fam.disagg else na * fam.tp
+            n = (na + nb) * fam.tp if fam.disagg else na * fam.tp * fam.dp
             heapq.heappush(heap, (*_bound(fam, n, objective), tie, fam, na, nb))
             tie += 1
     for fut in futures.values():  # speculative runs the search never reached
@@ -420,11 +576,12 @@ def _run(
     q: float,
     pair: tuple[EngineConfig, EngineOverheads | None],
     link_bandwidth: float,
+    grouping: _Group = _Group(),
 ) -> Deployment:
     if fam.disagg:
         topo = Topology(tp=fam.tp, prefill_replicas=a, decode_replicas=b, link_bandwidth=link_bandwidth)
     else:
-        topo = Topology(replicas=a, tp=fam.tp)
+        topo = grouping.topology(fam, a)
     eng, ov = pair
     res = simulate(
         w,
@@ -450,4 +607,6 @@ def _run(
         meets=t <= slo_ttft and p <= slo_tpot,
         cost=sim_cost(res, fam.rates),
         sim=res,
+        dp=fam.dp,
+        expert_parallel=topo.expert_parallel,
     )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 from typing import Any
 
 from costmodel.arith import ArithError, compile_numeric
@@ -61,7 +62,12 @@ __all__ = [
     "analysis_from_card",
     "card_notes",
     "decode_forms_from_card",
+    "SHIPPED_CARDS",
 ]
+
+#: every catalog model's cards on every catalog device at the default plan, built ahead by
+#: ``benchmarks/build_cards.py`` (:mod:`costmodel.formstore`; :func:`graphs.cli.cached.shipped_card`)
+SHIPPED_CARDS = Path(__file__).with_name("shipped_cards.bin")
 
 _ARGS = ("B", "ctx")
 _FIELDS = STEP_FIELDS  #: the step fields a card stores
@@ -72,6 +78,26 @@ def build_decode_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any
 
     Raises :class:`CardError` when a form uses a function the card's arithmetic lacks (the
     caller then uses the library functions directly).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    dict
+        The card: the step's forms as text in ``B`` and ``ctx`` (s, FLOP, bytes), the ledger,
+        the limits' forms, the cache layout and a check point.
+
+    Raises
+    ------
+    CardError
+        When a form cannot be held as card text.
     """
     # loaded on use, not at import: a cached report reads its card without the engine (module doc)
     from costmodel.cost import as_float
@@ -265,6 +291,26 @@ def decode_from_card(
     (with ``max_batch``, the largest batch that fits, the limits say what batching reaches).
 
     Raises :class:`CardError` when the card is malformed or does not reproduce its check point.
+
+    Parameters
+    ----------
+    card : dict
+        A decode card as read from JSON.
+    batch : int
+        Sequences in the step.
+    ctx : int
+        Cached tokens per sequence.
+    max_batch : int, optional
+        The largest batch that fits at ``ctx``.
+
+    Returns
+    -------
+    tuple of (DecodeReport, DecodeLimits, NearFarMemory)
+
+    Raises
+    ------
+    CardError
+        When the card is malformed or does not reproduce its check point.
     """
     try:
         if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
@@ -339,7 +385,26 @@ _CHUNK = ("B", "S", "prefix")
 
 def build_prefill_card(config: Any, device: Any, *, tp: int = 1) -> dict[str, Any]:
     """The prefill card: the step's fields in ``B`` and ``S`` and one chunk's step in ``B``,
-    ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready."""
+    ``S`` and the cached ``prefix`` (for chunked prefill), JSON-ready.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    CardError
+        When a form cannot be held as card text.
+    """
     # loaded on use, not at import: a cached report reads its card without the engine (module doc)
     from costmodel.cost import as_float
 
@@ -393,7 +458,28 @@ def _prefill_check(c: Any, cc: Any) -> dict[str, Any]:
 
 def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int | None = None) -> Any:
     """The :class:`~graphs.serving.step.reports.PrefillReport` at ``batch`` x ``seq`` from a card
-    (chunked when ``chunk`` is given, as :func:`graphs.serving.analysis.phases.prefill_report`)."""
+    (chunked when ``chunk`` is given, as :func:`graphs.serving.analysis.phases.prefill_report`).
+
+    Parameters
+    ----------
+    card : dict
+        A prefill card as read from JSON.
+    batch : int
+        Prompts in the step.
+    seq : int
+        Prompt tokens each.
+    chunk : int, optional
+        Chunk size (tokens) of chunked prefill.
+
+    Returns
+    -------
+    PrefillReport
+
+    Raises
+    ------
+    CardError
+        When the card is malformed or does not read back.
+    """
     try:
         if card.get("kind") != "prefill" or card.get("version") != CARD_VERSION:
             raise CardError("not a prefill card of this version")
@@ -447,7 +533,28 @@ def prefill_from_card(card: dict[str, Any], *, batch: int, seq: int, chunk: int 
 def build_analysis_card(config: Any, device: Any, phase: str, *, tp: int = 1) -> dict[str, Any]:
     """The analysis card of ``model analyze``: the compiled node table
     (:func:`graphs.serving.analysis.classify.node_table`) and the step fields it needs as text in ``B``
-    and ``ctx`` (decode) or ``S`` (prefill), the closed forms as printed, JSON-ready."""
+    and ``ctx`` (decode) or ``S`` (prefill), the closed forms as printed, JSON-ready.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    CardError
+        When a form cannot be held as card text.
+    """
     # loaded on use, not at import: a cached report reads its card without the engine (module doc)
     from costmodel.symbols import dim
 
@@ -535,7 +642,28 @@ def analysis_from_card(card: dict[str, Any], *, batch: int, seq: int, ctx: int) 
     """The :class:`~graphs.serving.analysis.node_analysis.ModelAnalysis` at ``batch`` and ``seq`` (prefill)
     or ``ctx`` (decode) from an analysis card: the same rows and totals
     :func:`graphs.serving.analysis.classify.analyze` gives (:func:`~graphs.serving.analysis.node_analysis.analysis_from_values`
-    fills both), to float rounding."""
+    fills both), to float rounding.
+
+    Parameters
+    ----------
+    card : dict
+        An analysis card as read from JSON.
+    batch : int
+        Sequences in the step.
+    seq : int
+        Prompt tokens per sequence (prefill).
+    ctx : int
+        Cached tokens per sequence (decode).
+
+    Returns
+    -------
+    ModelAnalysis
+
+    Raises
+    ------
+    CardError
+        When the card is malformed or does not read back.
+    """
     # loaded on use, not at import: a cached report reads its card without the engine (module doc)
     from ..analysis.node_analysis import NodeStatics, analysis_from_values
 
@@ -591,7 +719,22 @@ def analysis_from_card(card: dict[str, Any], *, batch: int, seq: int, ctx: int) 
 
 
 def card_notes(card: dict[str, Any]) -> tuple[str, ...]:
-    """A card's roof notes (:func:`costmodel.hardware.fallback.roof_notes`), as text."""
+    """A card's roof notes (:func:`costmodel.hardware.fallback.roof_notes`), as text.
+
+    Parameters
+    ----------
+    card : dict
+        Any card as read from JSON.
+
+    Returns
+    -------
+    tuple of str
+
+    Raises
+    ------
+    CardError
+        When its notes do not read back.
+    """
     try:
         return _notes(card)
     except (KeyError, TypeError) as exc:
@@ -601,7 +744,23 @@ def card_notes(card: dict[str, Any]) -> tuple[str, ...]:
 def decode_forms_from_card(card: dict[str, Any]) -> Any:
     """A sweep's :class:`~graphs.serving.analysis.sweeps.DecodeForms` from a decode card: the step time
     and the ledger's total bytes as numpy functions of ``B`` and ``ctx``
-    (:func:`costmodel.arith.compile_array`), after the card's forms reproduce its check point."""
+    (:func:`costmodel.arith.compile_array`), after the card's forms reproduce its check point.
+
+    Parameters
+    ----------
+    card : dict
+        A decode card as read from JSON.
+
+    Returns
+    -------
+    DecodeForms
+        ``tpot(B, ctx)`` (s) and ``memory(B, ctx)`` (bytes), numpy-vectorised.
+
+    Raises
+    ------
+    CardError
+        When the card is malformed or does not reproduce its check point.
+    """
     # loaded on use, not at import: a cached report reads its card without the engine (module doc)
     from costmodel.arith import compile_array
 

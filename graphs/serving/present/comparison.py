@@ -78,7 +78,22 @@ def _get(obj: Any, path: str) -> float:
 
 def sim_column(name: str, res: Any, interval: Mapping[str, tuple[float, float]] | None = None) -> Column:
     """A simulated run (:class:`~graphs.serving.sim.simulator.SimResult`) as a column; ``interval``:
-    a :attr:`SimInterval.calibrated <graphs.serving.sim.intervals.SimInterval.calibrated>` mapping."""
+    a :attr:`SimInterval.calibrated <graphs.serving.sim.intervals.SimInterval.calibrated>` mapping.
+
+    Parameters
+    ----------
+    name : str
+        The column's heading.
+    res : SimResult
+        A simulated run.
+    interval : mapping of str to (float, float), optional
+        Calibrated ``(low, high)`` per metric (same units as the metric).
+
+    Returns
+    -------
+    Column
+        TTFT, TPOT, E2E (s), throughput (requests/s, tokens/s) and their intervals.
+    """
     values = {label: _get(res, path) for label, path, _ in METRICS}
     iv = {label: tuple(interval[k]) for label, k in _INTERVAL.items() if interval and k in interval}
     pr = res.per_request
@@ -92,7 +107,24 @@ def sim_column(name: str, res: Any, interval: Mapping[str, tuple[float, float]] 
 
 def measured_column(name: str, run: Any) -> Column:
     """A measured run (:class:`~graphs.serving.planning.bench_results.BenchRun`) as a column, each metric as
-    a client measures it (module doc); a summary-only run fills what it states."""
+    a client measures it (module doc); a summary-only run fills what it states.
+
+    Parameters
+    ----------
+    name : str
+        The column's heading.
+    run : BenchRun
+        A measured run (per request, or summary only).
+
+    Returns
+    -------
+    Column
+
+    Raises
+    ------
+    CostModelError
+        When the run's requests span no time.
+    """
     if run.summary is not None:
         s = run.summary
         stated = {
@@ -184,7 +216,28 @@ def _fmt(v: float, unit: str) -> str:
 
 
 def compare(model: str, device: str, columns: Sequence[Column], *, measured: str | None = None) -> Comparison:
-    """The :class:`Comparison` of ``columns`` (names unique; ``measured`` one of them or None)."""
+    """The :class:`Comparison` of ``columns`` (names unique; ``measured`` one of them or None).
+
+    Parameters
+    ----------
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    columns : sequence of Column
+        The runs, each with a distinct name.
+    measured : str, optional
+        The name of the measured column the others are compared with.
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    CostModelError
+        When names repeat or ``measured`` is not one of them.
+    """
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise CostModelError(f"comparison columns must have distinct names, got {names}")

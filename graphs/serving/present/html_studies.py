@@ -50,10 +50,11 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
         [
             {
                 "": name,
-                "mean": f"{s.mean:.4f}",
-                "P50": f"{s.p50:.4f}",
-                "P90": f"{s.p90:.4f}",
-                "P99": f"{s.p99:.4f}",
+                # no samples (Summary.of's NaN): every request ended at its first token
+                **{
+                    k: "none" if v != v else f"{v:.4f}"
+                    for k, v in (("mean", s.mean), ("P50", s.p50), ("P90", s.p90), ("P99", s.p99))
+                },
             }
             for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e))
         ]
@@ -94,7 +95,19 @@ def comparison_section(comp: Any, slo_ttft: float | None = None, slo_tpot: float
     """``--compare`` as a page section: the table (each value with its P10-P90 where it has one),
     every column's metrics as a ratio to the reference (the measured run, else the last column)
     with the interval as error bars, and the TTFT and TPOT CDFs of every column that has
-    per-request times, the SLOs drawn."""
+    per-request times, the SLOs drawn.
+
+    Parameters
+    ----------
+    comp : Comparison
+        The runs compared (:func:`graphs.serving.present.comparison.compare`).
+    slo_ttft, slo_tpot : float, optional
+        The TTFT and TPOT objectives (s), drawn on the CDFs.
+
+    Returns
+    -------
+    Section
+    """
     go = require_plotly()
     ref = next((c for c in comp.columns if c.name == comp.measured), comp.columns[-1])
     table = []
@@ -160,7 +173,28 @@ def simulation_page(
     and the simulation at the rate found); ``cost``: the run's
     :class:`graphs.serving.planning.cost.TokenCost` (:func:`graphs.serving.planning.cost.sim_cost`), its line as
     the command prints it; ``comparison``: ``--compare``'s
-    :class:`~graphs.serving.present.comparison.Comparison`, drawn first (:func:`comparison_section`)."""
+    :class:`~graphs.serving.present.comparison.Comparison`, drawn first (:func:`comparison_section`).
+
+    Parameters
+    ----------
+    result : SimResult or MaxRate
+        The simulated run, or a rate search.
+    config : ModelConfig
+        The model simulated.
+    command : str
+        The command line that ran it (shown in the header).
+    slo_ttft, slo_tpot : float, optional
+        The TTFT and TPOT objectives (s).
+    cost : TokenCost, optional
+        The run's cost per million tokens.
+    comparison : Comparison, optional
+        ``--compare``'s runs, drawn first.
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+    """
     go = require_plotly()
     sections: list[Section] = []
     headline: dict[str, str] = {}
@@ -310,7 +344,20 @@ def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
 
 
 def search_page(result: Any, *, command: str) -> str:
-    """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named."""
+    """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named.
+
+    Parameters
+    ----------
+    result : SearchResult
+        The design search's points and frontier.
+    command : str
+        The command line that ran it.
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+    """
     go = require_plotly()
     fig = go.Figure()
     by_ctx: dict[Any, list[dict[str, Any]]] = {}
@@ -391,7 +438,32 @@ def fusion_page(
     plan: Any = None,
 ) -> str:
     """A ``fusion audit`` page from an :class:`AuditReport` and its suggestions (with the audited
-    ``graph`` and ``plan``, the graph drawn with its groups and boundaries)."""
+    ``graph`` and ``plan``, the graph drawn with its groups and boundaries).
+
+    Parameters
+    ----------
+    report : AuditReport
+        The fusion audit.
+    suggestions : sequence of Suggestion
+        The suggested fusions.
+    config : ModelConfig
+        The model audited.
+    command : str
+        The command line that ran it.
+    scope : str
+        What was audited, in words (phase, layer or model).
+    where : str
+        The point audited, in words (batch, context or prompt).
+    graph : networkx.DiGraph, optional
+        The audited graph, drawn with its groups.
+    plan : FusionPlan, optional
+        The plan whose groups and boundaries are drawn.
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+    """
     go = require_plotly()
     bs = list(report.boundaries)[:30]
     bfig = hbar_figure(

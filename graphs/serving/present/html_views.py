@@ -50,7 +50,24 @@ __all__ = [
 def run_header(
     command: str, config: Any = None, device: str | None = None, tp: int | None = None
 ) -> dict[str, str]:
-    """What was run: the command line, model, device, tp, dtypes, engine version."""
+    """What was run: the command line, model, device, tp, dtypes, engine version.
+
+    Parameters
+    ----------
+    command : str
+        The command line.
+    config : ModelConfig, optional
+        The model.
+    device : str, optional
+        The device's name.
+    tp : int, optional
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    dict of str to str
+        Label -> value, in display order.
+    """
     head = {"command": command}
     if config is not None:
         head["model"] = config.name
@@ -64,7 +81,20 @@ def run_header(
 
 
 def node_details(compiled: Any, point: Sequence[float]) -> dict[str, str]:
-    """Each op node's input tensors with their shapes at ``point`` (the compiled step's dims)."""
+    """Each op node's input tensors with their shapes at ``point`` (the compiled step's dims).
+
+    Parameters
+    ----------
+    compiled : CompiledStep
+        A compiled step.
+    point : sequence of float
+        Values of its dims, in order.
+
+    Returns
+    -------
+    dict of str to str
+        Node name -> its inputs and shapes, as text.
+    """
     g = compiled.graph
     subs = dict(zip(compiled.forms.symbols, point, strict=True))
     out = {}
@@ -196,7 +226,35 @@ def phase_page(
     limits: Any = None,
     prediction: Any = None,
 ) -> str:
-    """A ``decode`` (``ctx``) or ``prefill`` (``seq``) page from its :class:`PhaseReport`."""
+    """A ``decode`` (``ctx``) or ``prefill`` (``seq``) page from its :class:`PhaseReport`.
+
+    Parameters
+    ----------
+    report : DecodeReport or PrefillReport
+        The phase's report.
+    config : ModelConfig
+        The model.
+    command : str
+        The command line that ran it.
+    ctx : int, optional
+        Cached tokens per sequence (decode: required).
+    seq : int, optional
+        Prompt tokens (prefill: required).
+    limits : DecodeLimits, optional
+        The batching limits, drawn with a decode page.
+    prediction : Prediction, optional
+        Per-node calibrated predictions, shown beside the bound.
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+
+    Raises
+    ------
+    CostModelError
+        When a decode page lacks ``ctx`` or a prefill page ``seq``.
+    """
     hw = get_device(report.device)
     decode = report.phase == Phase.DECODE
     dim = ctx if decode else seq
@@ -271,7 +329,24 @@ def _roof_precision(dtype: str) -> str:
 
 
 def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any = None) -> str:
-    """A ``model analyze`` page from its :class:`ModelAnalysis` (and per-node predictions)."""
+    """A ``model analyze`` page from its :class:`ModelAnalysis` (and per-node predictions).
+
+    Parameters
+    ----------
+    analysis : ModelAnalysis
+        The per-node analysis.
+    config : ModelConfig
+        The model.
+    command : str
+        The command line that ran it.
+    prediction : Prediction, optional
+        Per-node calibrated predictions.
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+    """
     hw = get_device(analysis.device)
     decode = analysis.phase == Phase.DECODE
     dim = analysis.ctx if decode else analysis.seq

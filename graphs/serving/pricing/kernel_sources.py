@@ -65,6 +65,22 @@ def calibration(
     The device's own rows when it has measurements, else every measured device's
     (its datasheet and the fitted fractions); the framework's rows, else every
     framework's.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework (``vllm``, ``sglang``, ``trtllm``).
+    family : str
+        The kernel family (``gemm``, ``context_attention``, ``generation_attention``, ``moe`` ...).
+    dtypes : tuple of str, optional
+        Only these dtype groups (default: every group measured).
+
+    Returns
+    -------
+    dict
+        The fits by dtype group.
     """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
@@ -82,6 +98,22 @@ def calibration_residuals(
     """Per fitted group of :func:`calibration`, its residuals on the same devices' rows of that group.
 
     Kept across processes (:mod:`costmodel.measured.stored`), as :func:`calibration`'s fits are.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework.
+    family : str
+        The kernel family.
+    dtypes : tuple of str, optional
+        Only these dtype groups.
+
+    Returns
+    -------
+    dict
+        Per fitted group, its residuals (log of measured over fitted time) and the rows' shapes.
     """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
@@ -115,6 +147,24 @@ def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_
     :mod:`costmodel.measured.heldout`; ``grey_box`` scores the fit times its residuals at the
     nearest training shapes (:mod:`costmodel.measured.residual`). Empty when nothing is fitted.
     Kept across processes (:mod:`costmodel.measured.stored`), as :func:`calibration`'s fits are.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework.
+    family : str
+        The kernel family.
+    key : str
+        The dtype key (``bfloat16``; attention: ``attn/kv``).
+    grey_box : bool
+        Score the fit corrected by its residuals at the nearest training shapes.
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted ``log(measured / predicted)`` (dimensionless); empty when nothing is fitted.
     """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.stored import decode_array, encode_array, stored
@@ -182,7 +232,28 @@ def heldout_log_quantile(
 ) -> float:
     """The ``q`` quantile of :func:`heldout_log_errors` (linear between order statistics), so
     that ``t * exp(quantile)`` is a kernel's time at that quantile of its held-out error; 0
-    (the point prediction) when no row was held out."""
+    (the point prediction) when no row was held out.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework.
+    family : str
+        The kernel family.
+    key : str
+        The dtype key.
+    q : float
+        The quantile, in ``[0, 1]``.
+    grey_box : bool
+        Score the residual-corrected fit.
+
+    Returns
+    -------
+    float
+        The log error at ``q`` (0 when nothing was held out).
+    """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     import numpy as np
 
@@ -191,13 +262,40 @@ def heldout_log_quantile(
 
 
 def substitute(key: str) -> str | None:
-    """The measured dtype key that prices ``key`` (:data:`SUBSTITUTES`), or None."""
+    """The measured dtype key that prices ``key`` (:data:`SUBSTITUTES`), or None.
+
+    Parameters
+    ----------
+    key : str
+        A corpus dtype key.
+
+    Returns
+    -------
+    str or None
+        The measured key that prices it, or None when it is priced by itself.
+    """
     parts = key.split("/")
     sub = "/".join(SUBSTITUTES.get(x, x) for x in parts)
     return sub if sub != key else None
 
 
 def with_key(family: str, row: dict[str, Any], key: str) -> dict[str, Any]:
+    """Row ``row`` of ``family`` with its dtype fields set from ``key``.
+
+    Parameters
+    ----------
+    family : str
+        The kernel family (``moe`` rows carry their key in their shape).
+    row : dict
+        A kernel row (shape and dtypes).
+    key : str
+        The dtype key: ``dtype`` for GEMMs, ``attn/kv`` for attention families.
+
+    Returns
+    -------
+    dict
+        A copy of ``row`` with the key's fields (``row`` itself for ``moe``).
+    """
     if family == "moe":  # its key is its shape (:func:`moe_source`), already in the row
         return row
     if family in ("context_attention", "generation_attention"):
@@ -220,7 +318,24 @@ class KernelSource(NamedTuple):
 def kernel_source(device: str, framework: str, family: str, key: str) -> KernelSource:
     """The fits pricing ``family`` rows of dtype ``key``: ``measured`` (the device's own
     rows of the framework's kernels of that dtype), ``neighbour`` (the basis says which:
-    other devices, other frameworks, another dtype) or ``bound`` (no fits: why)."""
+    other devices, other frameworks, another dtype) or ``bound`` (no fits: why).
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework.
+    family : str
+        The kernel family.
+    key : str
+        The dtype key of the rows.
+
+    Returns
+    -------
+    KernelSource
+        The fits and whether they are ``measured``, ``neighbour`` or ``bound`` (with why).
+    """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
 
@@ -252,7 +367,18 @@ OTHER_DEVICES = "other devices' fits"
 
 def unmeasured_device_families(cov: Coverage) -> list[str]:
     """The families of a coverage's neighbour seconds priced from other devices' fits (the
-    device's own rows are not in the corpus), in order of first mention."""
+    device's own rows are not in the corpus), in order of first mention.
+
+    Parameters
+    ----------
+    cov : Coverage
+        A prediction's seconds by source.
+
+    Returns
+    -------
+    list of str
+        Kernel families priced from other devices' fits.
+    """
     out: list[str] = []
     for basis in cov.neighbours:
         for part in basis.split("; "):
@@ -266,7 +392,21 @@ def moe_source(device: str, framework: str, key: str) -> KernelSource:
     """The measured fused-MoE curve pricing the shape ``key`` (:attr:`MoEShape.key`): its
     ``fits`` are ``{"moe": curve}`` (:func:`costmodel.measured.moe.moe_curve`: measured, or a
     neighbour with its basis), or none (the bound prices it) when the corpus has no fused-MoE
-    rows of its dtype, gating and ``ep``."""
+    rows of its dtype, gating and ``ep``.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework.
+    key : str
+        The fused-MoE shape key (:attr:`MoEShape.key`: dtype, gating, ``ep`` ...).
+
+    Returns
+    -------
+    KernelSource
+    """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.moe import MoEShape, moe_curve
 
@@ -286,7 +426,20 @@ def coverage_of(nodes: dict[str, dict[str, Any]], what: str) -> Coverage:
     """The seconds ``what`` (``predicted_s`` or ``corrected_s``) of per-node predictions by what
     they rest on: each node's ``source`` and ``basis``, except that a node whose ``clamped``
     names ``what`` (its prediction fell below its bound, which priced it) counts as the bound,
-    :data:`CLAMPED`."""
+    :data:`CLAMPED`.
+
+    Parameters
+    ----------
+    nodes : dict of str to dict
+        Per-node predictions, each with ``source``, ``basis``, ``clamped`` and the seconds ``what``.
+    what : str
+        ``"predicted_s"`` or ``"corrected_s"``.
+
+    Returns
+    -------
+    Coverage
+        The seconds (s) resting on measured, neighbour and bound pricing, with reasons.
+    """
     parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
     why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
     for nd in nodes.values():
@@ -333,7 +486,17 @@ class Coverage(Result):
 
     def minus(self, other: Coverage) -> Coverage:
         """This prediction's seconds less ``other``'s, reason by reason, none below zero: what a
-        step adds over another priced by the same kernels (MTP's full step less the plain one)."""
+        step adds over another priced by the same kernels (MTP's full step less the plain one).
+
+        Parameters
+        ----------
+        other : Coverage
+            The seconds to take off.
+
+        Returns
+        -------
+        Coverage
+        """
 
         def less(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
             return {k: v for k in a if (v := max(a[k] - b.get(k, 0.0), 0.0)) > 0}
@@ -344,7 +507,18 @@ class Coverage(Result):
         )
 
     def share(self, part: str) -> float:
-        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total."""
+        """``part`` (``measured``, ``neighbour`` or ``bound``) over the total.
+
+        Parameters
+        ----------
+        part : str
+            ``"measured"``, ``"neighbour"`` or ``"bound"``.
+
+        Returns
+        -------
+        float
+            The share, in ``[0, 1]`` (0 when the total is 0).
+        """
         return float(getattr(self, f"{part}_s")) / self.total_s if self.total_s > 0 else 0.0
 
     @property

@@ -26,6 +26,28 @@ def measured_latency(family: str, device: str, framework: str, rows: list[dict[s
     neighbouring measured points (the grid may be incomplete); a GEMM larger
     than the grid in ``m`` or ``n`` is the sum of its blocks; an attention or
     all-reduce row must lie on the grid.
+
+    Parameters
+    ----------
+    family : str
+        The kernel family (``gemm``, ``context_attention``, ``generation_attention``,
+        ``all_reduce`` ...).
+    device : str
+        The device's catalog name.
+    framework : str
+        The corpus framework.
+    rows : list of dict
+        The kernel shapes to read (the family's shape fields).
+
+    Returns
+    -------
+    numpy.ndarray
+        Seconds per row.
+
+    Raises
+    ------
+    CostModelError
+        When an attention or all-reduce row is off the measured grid.
     """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.heldout import SHAPE_KEYS, prepared

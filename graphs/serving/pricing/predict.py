@@ -69,7 +69,7 @@ from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import EXPERT_PLAN, MERGED, OP, ROLE, Role
+from costmodel.keys import EXPERT_PLAN, MERGED, OP, ROLE, SCALE_BLOCK, Role
 from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS, small_kernel_measured, small_kernel_s
 from costmodel.results import Result
 from costmodel.roofline import bound
@@ -204,6 +204,20 @@ _MOE_DTYPE = {
 }
 
 
+def _block_scaled(block: Any, p: dict[str, Any]) -> bool:
+    """Whether a routed-expert GEMM of FP8 weights in ``block`` = ``(rows, columns)`` scale
+    blocks runs the corpus's ``fp8_block`` fused-MoE kernels: aiconfigurator prices a checkpoint
+    whose ``quantization_config`` is ``fp8`` with a ``weight_block_size`` as ``fp8_block``
+    (``sdk/models/helpers.py``, ``_infer_mixed_precision_quant_modes``), the block-scaled kernels
+    TensorRT-LLM, SGLang and vLLM run for DeepSeek-V3's 128 x 128 blocks, and refuses a rank's
+    expert width the blocks do not divide (``sdk/models/moe.py``,
+    ``_validate_fp8_block_quantized_moe_config``): there the per-tensor ``fp8`` key stays."""
+    if block is None:
+        return False
+    rows, cols = block
+    return bool(int(p["N"]) % int(rows) == 0 and int(p["K"]) % int(cols) == 0)
+
+
 def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """One routed-expert GEMM's part of the fused-MoE row (:func:`fused_row` makes the kernel's):
     its tokens, experts, top-k, ``N x K``, corpus dtype, and the EP plan's ``ep`` and measured
@@ -218,6 +232,8 @@ def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]]
     key = _MOE_DTYPE.get((a, w))
     if key is None or p.get("capacity_factor") is not None:
         return None
+    if key == "fp8" and _block_scaled(d.get(SCALE_BLOCK), p):
+        key = "fp8_block"
     ep, dist = 1, "balanced"
     if EXPERT_PLAN in d:
         ep, kind, exponent, placement, replicate = d[EXPERT_PLAN]
@@ -287,6 +303,37 @@ class Prediction(Result):
     ``corrected_coverage`` split ``predicted_s`` and ``corrected_s`` by what they
     rest on; ``calibrated`` is whether any kernel was priced from fits on this
     device's own measurements (never for a device the corpus does not measure).
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    phase : str
+        ``decode`` or ``prefill``.
+    framework : str
+        The corpus framework whose kernels price it.
+    point : dict of str to int
+        The step's dims (``batch`` and ``ctx``, or ``batch`` and ``seq``).
+    tp : int
+        Tensor-parallel degree.
+    bound_s : float
+        The roofline bound of the step (s).
+    predicted_s : float
+        The calibrated prediction (s).
+    measured_s : float or None
+        The measured grid's composition (s; None unless asked for).
+    corrected_s : float
+        The grey-box prediction: the fits times their residuals at the nearest shapes (s).
+    by_family : dict of str to dict of str to float
+        Per kernel family: its ``bound_s``, ``predicted_s``, ``corrected_s`` (s).
+    calibrated_from : str
+        The measured corpus, ``package version``.
+    nodes : dict of str to dict
+        Per op node: bound, prediction (s, repeat included), family, source and basis.
+    coverage, corrected_coverage : Coverage or None
+        ``predicted_s`` and ``corrected_s`` by what they rest on.
+    calibrated : bool
+        Whether any kernel was priced from fits on this device's own measurements.
     """
 
     model: str
@@ -320,7 +367,13 @@ class Prediction(Result):
 
 
 def calibration_source() -> str:
-    """The measured corpus the predictions are fitted on: ``package version``."""
+    """The measured corpus the predictions are fitted on: ``package version``.
+
+    Returns
+    -------
+    str
+        ``package version`` of the measured corpus.
+    """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import corpus_info
 
@@ -330,12 +383,37 @@ def calibration_source() -> str:
 
 def kernel_row(node: dict[str, Any], params: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The measured family and corpus row of a graph node (its attributes: rule and role) at
-    numeric ``params``, or None (the bound prices it); its dtype key is :func:`dtype_key`."""
+    numeric ``params``, or None (the bound prices it); its dtype key is :func:`dtype_key`.
+
+    Parameters
+    ----------
+    node : dict
+        The graph node's attributes (rule, role, dtypes).
+    params : dict
+        The node's rule parameters at numeric dims.
+
+    Returns
+    -------
+    tuple of (str, dict) or None
+        ``(family, corpus row)``, or None when no measured family prices it.
+    """
     return _row(node, params)
 
 
 def dtype_key(family: str, row: dict[str, Any]) -> str:
-    """The dtype key (``bfloat16``, ``fp8/fp8`` for attention) of a :func:`kernel_row` row."""
+    """The dtype key (``bfloat16``, ``fp8/fp8`` for attention) of a :func:`kernel_row` row.
+
+    Parameters
+    ----------
+    family : str
+        The kernel family of the row.
+    row : dict
+        A :func:`kernel_row` row.
+
+    Returns
+    -------
+    str
+    """
     return _dtype_key(family, row)
 
 
@@ -365,6 +443,16 @@ def projection_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     carries none, :data:`FUSED_PROJECTIONS` by the layer's name) and that read the same tensor
     (their first input) with the same ``M``, ``K``, dtypes, repeat count, layer group and phase; a
     node without siblings is not in the result.
+
+    Parameters
+    ----------
+    nodes : iterable of (str, dict)
+        A graph's nodes with their attributes.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Member node -> the names of its fused GEMM's members, in order.
     """
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, d in nodes:
@@ -407,7 +495,18 @@ SMALL_KERNEL = "small kernels (norms, activations, RoPE, KV writes) at the devic
 
 
 def small_kernel_basis(device: str) -> str:
-    """:data:`SMALL_KERNEL`, naming other devices' measurements when ``device`` has none."""
+    """:data:`SMALL_KERNEL`, naming other devices' measurements when ``device`` has none.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+
+    Returns
+    -------
+    str
+        The small-kernel floor's basis, in words.
+    """
     if small_kernel_measured(device):
         return SMALL_KERNEL
     return (
@@ -419,7 +518,20 @@ def small_kernel_basis(device: str) -> str:
 def small_kernel_groups(nodes: Any, framework: str) -> dict[str, tuple[str, ...]]:
     """Each unmeasured node that ``framework`` runs as (part of) its own kernel -> the kernel's
     member names (:data:`SMALL_KERNELS`): one node for ``each``, the role's nodes of one layer
-    group, phase and repeat count for ``layer``. ``nodes``: (name, attributes) pairs."""
+    group, phase and repeat count for ``layer``. ``nodes``: (name, attributes) pairs.
+
+    Parameters
+    ----------
+    nodes : iterable of (str, dict)
+        A graph's nodes with their attributes.
+    framework : str
+        The corpus framework whose kernel layout (:data:`SMALL_KERNELS`) groups them.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Member node -> the names of its kernel's members.
+    """
     how = get_engine(framework, what="engine profile for framework").small_kernels
     groups: dict[tuple[str, ...], list[str]] = {}
     for name, d in nodes:
@@ -443,13 +555,42 @@ def small_kernel_times(bounds: np.ndarray, reps: np.ndarray, floor: float) -> np
     .. math:: t_i = \\max\\big(b_i,\\ \\tfrac{w_i}{\\sum_j w_j}\\, r f\\big)
 
     with ``w`` the bounds (or ones), ``r`` the repeat and ``f`` the floor (s per kernel).
+
+    Parameters
+    ----------
+    bounds : numpy.ndarray
+        Members' bounds (s, repeat included), shape ``(members, points)``.
+    reps : numpy.ndarray
+        The kernel's repeat count per point, shape ``(points,)``.
+    floor : float
+        The shortest measured kernel on the device (s per kernel).
+
+    Returns
+    -------
+    numpy.ndarray
+        Members' seconds, shape ``(members, points)``.
     """
     b = np.asarray(bounds, dtype=float)
     return np.maximum(b, small_kernel_floor(b, reps, floor))
 
 
 def small_kernel_floor(bounds: np.ndarray, reps: np.ndarray, floor: float) -> np.ndarray:
-    """Each member's share of its kernel's floor, ``w_i / sum_j w_j r f`` (:func:`small_kernel_times`)."""
+    """Each member's share of its kernel's floor, ``w_i / sum_j w_j r f`` (:func:`small_kernel_times`).
+
+    Parameters
+    ----------
+    bounds : numpy.ndarray
+        Members' bounds (s), shape ``(members, points)``.
+    reps : numpy.ndarray
+        Repeat counts, shape ``(points,)``.
+    floor : float
+        The floor (s per kernel).
+
+    Returns
+    -------
+    numpy.ndarray
+        Each member's share of the floor (s), shape ``(members, points)``.
+    """
     b = np.asarray(bounds, dtype=float)
     tot = b.sum(axis=0)
     w = np.where(tot > 0, b / np.where(tot > 0, tot, 1.0), 1.0 / len(b))
@@ -465,6 +606,16 @@ def expert_groups(nodes: Any) -> dict[str, tuple[str, ...]]:
     with the same tokens, experts, top-k and dtypes; the down projection is the member whose
     input is written by a node reading another member's output (the activation), found by
     dataflow, never by name. A group without exactly one such member is left out (priced apart).
+
+    Parameters
+    ----------
+    nodes : iterable of (str, dict)
+        A graph's nodes with their attributes.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Routed-expert GEMM -> the names of its fused-MoE kernel's GEMMs, down projection last.
     """
     pairs = list(nodes)
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -501,7 +652,18 @@ def expert_activations(nodes: Any) -> frozenset[str]:
     """The activation nodes inside a fused-MoE kernel: role ``activation``, reading a routed-expert
     GEMM's output (:func:`expert_groups`). The measured kernel's time holds theirs (vLLM's
     ``fused_experts`` runs ``silu_and_mul`` inside it), so they are not small kernels of their own:
-    their bound stands beside it. ``nodes``: (name, attributes) pairs."""
+    their bound stands beside it. ``nodes``: (name, attributes) pairs.
+
+    Parameters
+    ----------
+    nodes : iterable of (str, dict)
+        A graph's nodes with their attributes.
+
+    Returns
+    -------
+    frozenset of str
+        The activation nodes timed inside a fused-MoE kernel.
+    """
     pairs = list(nodes)
     outs = {
         str(getattr(t, "name", t))
@@ -544,7 +706,18 @@ def _moe_fused(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]
 
 def fused_row(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
     """One GEMM row of sibling rows (:func:`projection_groups`): their summed ``n``, and each
-    member's share of it (its ``n`` over the sum); routed-expert rows: :func:`_moe_fused`."""
+    member's share of it (its ``n`` over the sum); routed-expert rows: :func:`_moe_fused`.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The corpus rows of a fused group's members (GEMM or routed-expert).
+
+    Returns
+    -------
+    tuple of (dict, list of float)
+        The fused kernel's row and each member's share of its time (summing to 1).
+    """
     if "top_k" in rows[0]:
         return _moe_fused(rows)
     if len(rows) == 1:
@@ -554,7 +727,20 @@ def fused_row(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float]]:
 
 
 def unmeasured_basis(node: dict[str, Any], params: dict[str, Any]) -> str:
-    """Why a node has no measured kernel: the bound-share reason :func:`predict_step` names."""
+    """Why a node has no measured kernel: the bound-share reason :func:`predict_step` names.
+
+    Parameters
+    ----------
+    node : dict
+        The graph node's attributes.
+    params : dict
+        Its rule parameters at numeric dims.
+
+    Returns
+    -------
+    str
+        The reason, in words.
+    """
     return _unmeasured(node, params)
 
 
@@ -581,6 +767,36 @@ def price_rows(
     (:func:`costmodel.measured.corpus.compute_scale_s`), never below the row's roofline bound:
 
     .. math:: t_{static}(m, n, k) = \\max\\big(t_{fp8}(m, n, k) - t_{scale}(m, k),\\ t_{bound}\\big)
+
+    Parameters
+    ----------
+    hw : Hardware
+        The device.
+    framework : str
+        The corpus framework.
+    family : str
+        The kernel family of ``rows``.
+    src : KernelSource
+        The fits pricing them (:func:`kernel_source`; must have fits).
+    rows : list of dict
+        Corpus rows of one dtype key.
+    cold_l2 : bool
+        Drop the L2 speed-up of repeated measurement (weights are not L2-resident when served).
+    grey_box : bool
+        Apply the residual correction at the nearest measured shapes.
+    fp8_scales : str
+        ``"dynamic"`` (scales computed each call, as measured) or ``"static"`` (calibrated
+        per-tensor scales: the compute-scale time dropped, never below the bound).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        Calibrated and grey-box seconds per row (one kernel, no repeat).
+
+    Raises
+    ------
+    CostModelError
+        When ``fp8_scales`` is not one of :data:`FP8_SCALES`.
     """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.applied import fastest
@@ -633,7 +849,47 @@ def predict_step(
     """Bound, calibrated prediction and (optionally) measured composition of one step
     (``fp8_scales``: how FP8 activations are scaled, :func:`price_rows`; ``fuse_projections``:
     sibling projections priced as one GEMM; ``small_kernels``: each engine kernel of the small
-    unmeasured ops at least the device's shortest measured kernel; the module doc)."""
+    unmeasured ops at least the device's shortest measured kernel; the module doc).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    batch : int
+        Sequences in the step.
+    ctx : int, optional
+        Cached tokens per sequence (decode: required).
+    seq : int, optional
+        Prompt tokens per sequence (prefill: required).
+    tp : int
+        Tensor-parallel degree.
+    framework : str
+        The corpus framework whose kernels price the step.
+    measured : bool
+        Also compose the measured grid's times (:func:`measured_latency`; the device's own rows).
+    cold_l2 : bool
+        Drop the L2 speed-up of repeated measurement.
+    fp8_scales : str
+        ``"dynamic"`` or ``"static"`` FP8 activation scales (:func:`price_rows`).
+    fuse_projections : bool
+        Price sibling projections as one GEMM.
+    small_kernels : bool
+        Floor each small unmeasured engine kernel at the device's shortest measured kernel.
+
+    Returns
+    -------
+    Prediction
+        The bound, calibrated and grey-box step times (s), per node, with their coverage.
+
+    Raises
+    ------
+    CostModelError
+        When decode lacks ``ctx``, prefill lacks ``seq``, or an option is out of range.
+    """
     hw = get_device(device)
     cs = compiled_step(config, hw, phase, tp=tp)
     if phase == "decode":

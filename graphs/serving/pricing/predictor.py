@@ -172,15 +172,51 @@ class Predictor:
         residuals (grey-box: held-out MAPE on random 20 % of shapes 6.3 % against the fits' 12.8 %
         for H100 GEMMs, 9.1 against 15.9 % for its decode attention, ``docs/accuracy.md``);
         ``grey_box=False``: the fits alone; None: the bound. ``fp8_scales="static"``: FP8 GEMMs of
-        a checkpoint with calibrated activation scales (:func:`graphs.serving.pricing.predict.price_rows`)."""
+        a checkpoint with calibrated activation scales (:func:`graphs.serving.pricing.predict.price_rows`).
+
+        Parameters
+        ----------
+        framework : str or None
+            The corpus framework (``vllm``, ``sglang``, ``trtllm``); None: the bound.
+        grey_box : bool
+            Correct the fits by their residuals at the nearest measured shapes.
+        quantile : float, optional
+            Price each kernel at this quantile of its held-out error (None: the point prediction).
+        fp8_scales : str
+            ``"dynamic"`` or ``"static"`` FP8 activation scales.
+
+        Returns
+        -------
+        Predictor
+
+        Raises
+        ------
+        CostModelError
+            When the framework, quantile or scale mode is not one allowed, or a quantile is asked of
+            the bound.
+        """
         if framework is None:
+            if quantile is not None:
+                raise CostModelError(
+                    f"quantile {quantile!r} needs a framework: the bound (framework None) has no held-out errors"
+                )
             return cls()
         return cls(
             "grey-box" if grey_box else "calibrated", framework, quantile=quantile, fp8_scales=fp8_scales
         )
 
     def at(self, quantile: float | None) -> Predictor:
-        """This predictor at another held-out error quantile (None: the point prediction)."""
+        """This predictor at another held-out error quantile (None: the point prediction).
+
+        Parameters
+        ----------
+        quantile : float or None
+            The held-out error quantile, in ``(0, 1)``; None: the point prediction.
+
+        Returns
+        -------
+        Predictor
+        """
         return dataclasses.replace(self, quantile=quantile)
 
     @property
@@ -189,7 +225,13 @@ class Predictor:
         return self.at(None)
 
     def interval(self) -> tuple[Predictor, Predictor]:
-        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice)."""
+        """The optimistic and pessimistic ends of :data:`INTERVAL` (the bound: itself twice).
+
+        Returns
+        -------
+        tuple of (Predictor, Predictor)
+            The predictors at the interval's low and high quantiles.
+        """
         if self.is_bound:
             return self, self
         return self.at(INTERVAL[0]), self.at(INTERVAL[1])
@@ -214,7 +256,22 @@ class Predictor:
 
     def log_factor(self, device: str, family: str, key: str) -> float:
         """``log`` of the factor on a kernel of ``family`` and dtype ``key`` priced on ``device``:
-        its held-out error quantile (class doc), 0 for the point prediction."""
+        its held-out error quantile (class doc), 0 for the point prediction.
+
+        Parameters
+        ----------
+        device : str
+            The device's catalog name.
+        family : str
+            The kernel family.
+        key : str
+            The dtype key.
+
+        Returns
+        -------
+        float
+            The log of the factor (dimensionless; 0 at the point prediction).
+        """
         if self.quantile is None or self.framework is None or family == "moe":
             # the fused-MoE family is the measurements themselves, interpolated in log(tokens):
             # no fit, so no held-out error of one (its interpolation error is not estimated)
@@ -235,7 +292,22 @@ def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.nd
     wave quantisation: the measured fits jump by ~10 % at each multiple of its 64-row tile),
     which no geometric grid follows; an iteration's token count is a whole number, so below
     ``dense`` (the default token budget) the table holds the prediction exactly. Beyond it the
-    steps are under 1 % of the time and the geometric grid interpolates them."""
+    steps are under 1 % of the time and the geometric grid interpolates them.
+
+    Parameters
+    ----------
+    dense : int
+        Every token count up to this one is on the grid.
+    hi : int
+        The largest token count.
+    per_octave : int
+        Geometric points per doubling beyond ``dense``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Token counts (float), ascending and unique.
+    """
     j = np.arange(0, int(math.log2(hi) * per_octave) + 1)
     geo = np.round(2.0 ** (j / per_octave))
     return np.unique(np.concatenate([np.arange(1, dense + 1, dtype=float), geo[geo > dense]]))
@@ -243,7 +315,20 @@ def token_grid(dense: int = 8192, hi: int = 2**17, per_octave: int = 8) -> np.nd
 
 def lerp_at(grid: list[float], lx: float) -> tuple[int, float]:
     """Segment ``i`` and weight ``w`` of ``lx`` on the sorted log grid (``w`` outside [0, 1]
-    beyond the ends: linear extrapolation of the end segments)."""
+    beyond the ends: linear extrapolation of the end segments).
+
+    Parameters
+    ----------
+    grid : list of float
+        A sorted log grid (at least two points).
+    lx : float
+        The log of the point.
+
+    Returns
+    -------
+    tuple of (int, float)
+        The segment index and the weight of its right end.
+    """
     i = min(max(bisect.bisect_right(grid, lx) - 1, 0), len(grid) - 2)
     return i, (lx - grid[i]) / (grid[i + 1] - grid[i])
 
@@ -318,7 +403,28 @@ def tabulate(
     """Each node of ``names`` priced by ``pred`` at every row of ``points`` (values of ``syms``),
     the corpus pricing of :func:`graphs.serving.pricing.predict.predict_step` batched per family and
     dtype; a quantile predictor's tables are its point tables times each kernel's factor
-    (:meth:`Predictor.log_factor`)."""
+    (:meth:`Predictor.log_factor`).
+
+    Parameters
+    ----------
+    hw : Hardware
+        The device.
+    pred : Predictor
+        The kernel predictor (framework, quantile, options).
+    g : networkx.DiGraph
+        A step graph with symbolic dims.
+    syms : tuple of sympy.Symbol
+        The dims ``points`` gives values of.
+    names : list of str
+        The nodes to price.
+    points : numpy.ndarray
+        Dim values, shape ``(points, len(syms))``.
+
+    Returns
+    -------
+    list of _Table
+        Per kernel, its seconds at every point.
+    """
     key = (hw, pred.point, g, syms, tuple(names), points.shape, points.tobytes())
     base = _TABLES.get_or_build(
         key,
@@ -446,7 +552,17 @@ class KernelIds:
         self.pairs: list[tuple[str, str]] = []
 
     def coverage(self, seconds: list[float]) -> Coverage:
-        """``seconds`` (one per pair, as counted) by what they rest on."""
+        """``seconds`` (one per pair, as counted) by what they rest on.
+
+        Parameters
+        ----------
+        seconds : list of float
+            Seconds per (source, basis) pair, in the table's order.
+
+        Returns
+        -------
+        Coverage
+        """
         parts = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
         why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
         for (src, basis), t in zip(self.pairs, seconds, strict=True):
@@ -609,17 +725,42 @@ class PredictedStep:
         self._acc = [0.0] * len(self._ids.pairs)
 
     def coverage(self) -> Coverage:
-        """The seconds priced since :meth:`reset`, by what they rest on."""
+        """The seconds priced since :meth:`reset`, by what they rest on.
+
+        Returns
+        -------
+        Coverage
+            Seconds (s) resting on measured, neighbour and bound pricing.
+        """
         return self._ids.coverage(self._acc)
 
     def recorded(self) -> list[float]:
-        """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`."""
+        """The seconds counted so far, per (source, basis) pair: a mark for :meth:`take_off`.
+
+        Returns
+        -------
+        list of float
+            Seconds per (source, basis) pair.
+        """
         return list(self._acc)
 
     def take_off(self, other: PredictedStep, mark: list[float]) -> None:
         """Move the seconds ``other`` counted since ``mark`` (its :meth:`recorded`) off this step's
         counts, pair by pair of what they rest on, and set ``other``'s back to ``mark``: a forward
-        priced as this step minus ``other`` (MTP's module) is then counted once, as itself."""
+        priced as this step minus ``other`` (MTP's module) is then counted once, as itself.
+
+        Parameters
+        ----------
+        other : PredictedStep
+            The step whose seconds are moved off this one's counts.
+        mark : list of float
+            ``other``'s :meth:`recorded` before the forward.
+
+        Raises
+        ------
+        CostModelError
+            When ``other`` counted seconds this step does not hold (an internal error).
+        """
         for i, pair in enumerate(other._ids.pairs):
             d = other._acc[i] - mark[i]
             if not d:
@@ -636,7 +777,20 @@ class PredictedStep:
 
     def tokens_table(self, n: float, rows: float) -> np.ndarray:
         """Each tabulated token-wise kernel's interpolated prediction (s, before the clamp) at
-        ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order."""
+        ``n`` tokens (the head's at ``rows``), in :attr:`kernel_names` order.
+
+        Parameters
+        ----------
+        n : float
+            Tokens through the token-wise kernels.
+        rows : float
+            Rows the lm_head computes.
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per tabulated kernel.
+        """
         return np.array(self._token_preds(n, rows))
 
     def _token_preds(self, n: float, rows: float) -> list[float]:
@@ -650,7 +804,22 @@ class PredictedStep:
         return out
 
     def decode_attention(self, k: int, n_dec: int, mean_ctx: float) -> float | None:
-        """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context."""
+        """Attention node ``k``'s interpolated prediction (s) for ``n_dec`` decodes at a mean context.
+
+        Parameters
+        ----------
+        k : int
+            The attention node's index.
+        n_dec : int
+            Decodes.
+        mean_ctx : float
+            Their mean KV length (tokens).
+
+        Returns
+        -------
+        float or None
+            Seconds, or None when no measured kernel prices it.
+        """
         tab = self._attn[k][1]
         if tab is None:
             return None
@@ -661,7 +830,20 @@ class PredictedStep:
         return math.exp(lo * (1 - w) + hi * w)
 
     def chunk_attention(self, k: int, c: float) -> float | None:
-        """Attention node ``k``'s interpolated prediction (s) for a chunk of ``c`` tokens, no prefix."""
+        """Attention node ``k``'s interpolated prediction (s) for a chunk of ``c`` tokens, no prefix.
+
+        Parameters
+        ----------
+        k : int
+            The attention node's index.
+        c : float
+            Chunk tokens.
+
+        Returns
+        -------
+        float or None
+            Seconds, or None when no measured kernel prices it.
+        """
         tab = self._attn[k][3]
         if tab is None:
             return None
@@ -670,13 +852,39 @@ class PredictedStep:
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """The bound's ceiling (:meth:`MixedStep.max_tokens_per_s`): a predicted iteration is
-        never faster than its bound, so the ceiling holds for it too."""
+        never faster than its bound, so the ceiling holds for it too.
+
+        Parameters
+        ----------
+        budget : int
+            Tokens per iteration at most.
+        overhead_s : float
+            Fixed seconds added to every iteration.
+
+        Returns
+        -------
+        float
+            Tokens per second.
+        """
         return self.bound.max_tokens_per_s(budget, overhead_s)
 
     def time(
         self, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()
     ) -> float:
-        """Seconds for one iteration (:meth:`MixedStep.time`), predicted."""
+        """Seconds for one iteration (:meth:`MixedStep.time`), predicted.
+
+        Parameters
+        ----------
+        decode_ctx : sequence of int or numpy.ndarray
+            Each decode's KV length (tokens).
+        chunks : sequence of (int, int)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         dec = np.asarray(decode_ctx, dtype=float)
         ctxs = dec.tolist() if self.windowed else None
         return self.time_sums(
@@ -692,7 +900,26 @@ class PredictedStep:
         logit_rows: int = 0,
     ) -> float:
         """:meth:`MixedStep.time_sums`, each measured kernel at ``max(prediction, bound)``
-        (``logit_rows``: lm_head rows beyond one per sequence, as there)."""
+        (``logit_rows``: lm_head rows beyond one per sequence, as there).
+
+        Parameters
+        ----------
+        n_dec : int
+            Decodes in the iteration.
+        sum_ctx : float
+            The sum of their KV lengths (tokens).
+        chunks : sequence of (float, float)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+        ctxs : sequence of float, optional
+            Each decode's KV length (sliding-window models).
+        logit_rows : int
+            lm_head rows beyond one per sequence.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         if n_dec + len(chunks) == 0:
             return 0.0
         rows = n_dec + len(chunks) + logit_rows  # the head's rows
@@ -760,7 +987,24 @@ def predicted_mixed_step(
 ) -> IterationStep:
     """The mixed iteration priced by ``predictor``: the bound's :class:`MixedStep` itself for
     the bound (the identity on its numbers), else a :class:`PredictedStep` built once per
-    (model, device, tp, predictor) in this process."""
+    (model, device, tp, predictor) in this process.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    predictor : Predictor, optional
+        The kernel predictor (default: the bound).
+
+    Returns
+    -------
+    IterationStep
+        A :class:`MixedStep` or :class:`PredictedStep`; both price an iteration's mix (s).
+    """
     w = as_workload(config)
     hw = get_device(device)
     pred = predictor or Predictor()

@@ -57,7 +57,22 @@ _EXACT_MAX = 16384
 
 def mesh_axis(lo: float, hi: float, per_octave: int = 4, dense: int = 16) -> np.ndarray:
     """Whole numbers ``lo .. hi`` (inclusive ends): every one up to ``dense``, then
-    ``round(2^{j/per_octave})``."""
+    ``round(2^{j/per_octave})``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The ends (whole numbers, both included).
+    per_octave : int
+        Geometric points per doubling beyond ``dense``.
+    dense : int
+        Every whole number up to this one is on the axis.
+
+    Returns
+    -------
+    numpy.ndarray
+        The axis (float), ascending and unique.
+    """
     g = token_grid(dense, math.ceil(max(2.0, hi) * 2 ** (1 / per_octave)), per_octave)
     g = g[(g > lo) & (g < hi)]
     return np.unique(np.concatenate([[float(lo), float(hi)], g]))
@@ -211,7 +226,18 @@ class PricedStep:
 
     # --------------------------------------------------------------- CompiledStep's calls
     def step_array(self, *arrays: Any) -> np.ndarray:
-        """The priced step time (s) over arrays (broadcast), vectorised."""
+        """The priced step time (s) over arrays (broadcast), vectorised.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The step's dims as arrays (broadcast).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per point.
+        """
         shape, flat = self._flat(arrays)
         total = np.zeros(flat[0].size)
         for t, *_ in self._parts(flat):
@@ -219,11 +245,32 @@ class PricedStep:
         return total.reshape(shape)
 
     def step(self, *values: float) -> float:
-        """The priced step time (s) at one point."""
+        """The priced step time (s) at one point.
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in order.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         return float(self.step_array(*values))
 
     def coverage_array(self, *arrays: Any) -> Coverage:
-        """The priced seconds summed over the points of ``arrays``, by what they rest on."""
+        """The priced seconds summed over the points of ``arrays``, by what they rest on.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The points' dims as arrays (broadcast).
+
+        Returns
+        -------
+        Coverage
+        """
         acc = {"measured": 0.0, "neighbour": 0.0, "bound": 0.0}
         why: dict[str, dict[str, float]] = {"neighbour": {}, "bound": {}}
 
@@ -239,7 +286,19 @@ class PricedStep:
         return Coverage(acc["measured"], acc["neighbour"], acc["bound"], why["neighbour"], why["bound"])
 
     def memo(self, key: str, build: Any) -> Any:
-        """The compiled step's memo (derived quantities do not depend on the pricing)."""
+        """The compiled step's memo (derived quantities do not depend on the pricing).
+
+        Parameters
+        ----------
+        key : str
+            The quantity's name.
+        build : callable
+            ``build()`` makes it (once per compiled step and key).
+
+        Returns
+        -------
+        object
+        """
         return self.compiled.memo(key, build)
 
 
@@ -277,7 +336,27 @@ def priced_step(
 ) -> PointStep:
     """:func:`graphs.serving.step.compiled.compiled_step` priced by ``predictor``: the compiled step
     itself for the bound (the identity on its numbers), else its :class:`PricedStep` (built once
-    per compiled step and predictor in this process)."""
+    per compiled step and predictor in this process).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    predictor : Predictor, optional
+        The kernel predictor (default: the bound).
+    **kw
+        The rest of :func:`compiled_step`'s keywords (``tp``, ``ep``, ``chunked``, ``logits``,
+        ``routing``).
+
+    Returns
+    -------
+    PointStep
+        The compiled step, or its :class:`PricedStep` (s per step at any point).
+    """
     cs = compiled_step(config, get_device(device), phase, **kw)
     pred = predictor or Predictor()
     if pred.is_bound:

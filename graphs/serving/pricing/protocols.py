@@ -86,11 +86,37 @@ class IterationStep(Protocol):
         decode_ctx: Sequence[int] | np.ndarray = (),
         chunks: Sequence[tuple[int, int]] = (),
     ) -> float:
-        """:meth:`time_sums` from each decode's KV length ``decode_ctx`` (s)."""
+        """:meth:`time_sums` from each decode's KV length ``decode_ctx`` (s).
+
+        Parameters
+        ----------
+        decode_ctx : sequence of int or numpy.ndarray
+            Each decode's KV length (tokens, the new one included).
+        chunks : sequence of (int, int)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         ...
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
-        """Tokens per second one replica never exceeds at ``budget`` tokens per iteration."""
+        """Tokens per second one replica never exceeds at ``budget`` tokens per iteration.
+
+        Parameters
+        ----------
+        budget : int
+            Tokens per iteration at most (``max_num_batched_tokens``).
+        overhead_s : float
+            Fixed seconds added to every iteration (CPU).
+
+        Returns
+        -------
+        float
+            Tokens per second.
+        """
         ...
 
 
@@ -103,7 +129,13 @@ class MeteredIterationStep(IterationStep, Protocol):
         ...
 
     def coverage(self) -> Coverage:
-        """The seconds priced since :meth:`reset`, by what they rest on."""
+        """The seconds priced since :meth:`reset`, by what they rest on.
+
+        Returns
+        -------
+        Coverage
+            Seconds (s) resting on measured, neighbour and bound pricing.
+        """
         ...
 
     @property
@@ -117,15 +149,50 @@ class PointStep(Protocol):
     """The seconds of a uniform step at a point, scalar or vectorised (module doc)."""
 
     def step(self, *values: float) -> float:
-        """Seconds at one point (the step's symbols' values, in its order)."""
+        """Seconds at one point (the step's symbols' values, in its order).
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in its order (decode: ``B``, ``ctx``).
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         ...
 
     def step_array(self, *arrays: Any) -> np.ndarray:
-        """Seconds over arrays of points (broadcast), vectorised."""
+        """Seconds over arrays of points (broadcast), vectorised.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The step's dims as arrays (broadcast together).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per point.
+        """
         ...
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
-        """A quantity derived from the step's forms, built once per step and key."""
+        """A quantity derived from the step's forms, built once per step and key.
+
+        Parameters
+        ----------
+        key : str
+            The quantity's name.
+        build : callable
+            ``build()`` makes it (called once per step and key).
+
+        Returns
+        -------
+        object
+            What ``build`` returned, cached.
+        """
         ...
 
 
@@ -134,5 +201,16 @@ class MeteredPointStep(PointStep, Protocol):
     """A :class:`PointStep` that says what its seconds rest on."""
 
     def coverage_array(self, *arrays: Any) -> Coverage:
-        """The seconds summed over the points of ``arrays``, by what they rest on."""
+        """The seconds summed over the points of ``arrays``, by what they rest on.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The points' dims as arrays (broadcast).
+
+        Returns
+        -------
+        Coverage
+            Seconds summed over the points, by source.
+        """
         ...

@@ -68,7 +68,7 @@ from models.config import MoESpec
 from ..engines.knobs import scaled_kernels_s
 from ..pricing.kernel_sources import CLAMPED, Coverage
 from ..pricing.predict import expert_activations
-from ..pricing.predictor import KernelIds, Predictor, lerp_at, tabulate, token_grid
+from ..pricing.predictor import KernelIds, Predictor, lerp_at, predicted_mixed_step, tabulate, token_grid
 from ..pricing.protocols import IterationStep
 from ..step.compiled import compiled_step
 from ..step.expert_routing import devices_reached
@@ -88,8 +88,10 @@ __all__ = [
     "RankStep",
     "MeteredRankStep",
     "dp_line",
+    "experts_line",
     "check_group",
     "expert_nodes",
+    "group_step",
     "rank_step",
 ]
 
@@ -305,6 +307,36 @@ class RankStep:
         """Tokens per second one rank never exceeds: its share of :meth:`group_max_tokens_per_s`."""
         return self.group_max_tokens_per_s(budget, overhead_s) / self.stage.dp
 
+    def share_decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray | None:
+        """:meth:`time_sums` of ``n_dec`` decodes at each KV-length sum of ``sum_ctx``, vectorised
+        (elementwise the scalar path's operations: the rank's ``decode_times``, equal to its
+        scalar step bit for bit, less the same own-expert seconds); None when the rank's step
+        has no vectorised decode price (a predictor's) or its own experts are metered. What a
+        group's window of steady decodes prices (:meth:`LockstepGroup.decode_window`)."""
+        times = getattr(self.rank, "decode_times", None)
+        if times is None or self.own.metered:
+            return None
+        return np.maximum(times(n_dec, sum_ctx) - self._own(n_dec, ()), 0.0)
+
+    def lockstep_s(
+        self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = (), busy: int | None = None
+    ) -> float:
+        r"""One group iteration (s, no CPU terms) in which ``busy`` ranks (default all ``D``) each
+        run the same batch (``n_dec`` decodes of KV lengths summing to ``sum_ctx``, prefill
+        ``chunks`` of (tokens, cached)) and the others idle:
+
+        .. math:: t = t_{rank}(b) - X_t(n) + S(\mathrm{busy} \cdot n), \qquad n = n_{dec} + \sum c
+
+        the rank's share (:meth:`time_sums`) plus the stage at every busy rank's tokens
+        (:meth:`ExpertStage.time`, counted for all ``D`` ranks as the group counts it): what
+        :meth:`LockstepGroup.iteration_time` prices for such a batch without engine overheads.
+        The design search prices a data-parallel plan's decode step (all ranks at ``B / D``
+        sequences) and its lone prefill (one rank busy) with it."""
+        d = self.stage.dp
+        busy = d if busy is None else busy
+        tokens = n_dec + sum(c for c, _ in chunks)
+        return self.time_sums(n_dec, sum_ctx, chunks) + self.stage.time(float(busy * tokens), d)
+
 
 class MeteredRankStep(RankStep):
     """A :class:`RankStep` of a predicted step: it says what the group's seconds rest on (the
@@ -348,6 +380,52 @@ def rank_step(
     return MeteredRankStep(rank, ExpertKernels(g_rank, hw, predictor), stage, floor)
 
 
+def group_step(
+    w: Workload,
+    hw: Hardware,
+    *,
+    dp: int,
+    tp: int,
+    expert_parallel: bool,
+    dispatch: str,
+    predictor: Predictor,
+    rank: IterationStep | None = None,
+) -> RankStep:
+    """The rank step of a ``dp`` x ``tp`` group priced by ``predictor`` (:func:`rank_step` over
+    the predictor's and the bound's mixed steps at ``tp``; ``rank``: the predictor's step when the
+    caller built it already): what ``simulate --dp``, the design search and sizing price a group
+    with.
+
+    Parameters
+    ----------
+    w : Workload
+        The model (an MoE: :func:`check_group`).
+    hw : Hardware
+        Every device of the group.
+    dp, tp : int
+        Data-parallel ranks and tensor parallelism per rank.
+    expert_parallel : bool
+        Whole experts per device (EP) instead of every expert split ``dp x tp`` ways.
+    dispatch : str
+        One of :data:`DISPATCHES`.
+    predictor : Predictor
+        What prices the kernels (the bound when :attr:`Predictor.is_bound`).
+    rank : IterationStep, optional
+        ``predicted_mixed_step(w, hw, tp=tp, predictor=predictor)``, when already built.
+
+    Returns
+    -------
+    RankStep
+        A :class:`MeteredRankStep` for a predictor, else the bound's :class:`RankStep`.
+    """
+    check_group(dp, w.config.is_moe)
+    own = rank if rank is not None else predicted_mixed_step(w, hw, tp=tp, predictor=predictor)
+    return rank_step(
+        w, hw, own, predicted_mixed_step(w, hw, tp=tp), dp=dp, tp=tp, expert_parallel=expert_parallel,
+        dispatch=dispatch, predictor=predictor,
+    )
+
+
 class LockstepGroup:
     """``D`` ranks (:class:`~graphs.serving.sim.engine.Replica`) stepping together (module doc): the
     simulator's loop drives it as one replica."""
@@ -360,6 +438,7 @@ class LockstepGroup:
         self.index = index
         self.busy_until: float | None = None
         self._parts: list[list[tuple[Seq, int]]] = []
+        self._sizes: list[int] = []  #: each rank's sequences in its last batch (Replica.batch_len)
         self.floored = 0
         #: the bound's stage: the floor of a scaled stage (a RankStep's bound carries it)
         self._bound_stage: ExpertStage = getattr(getattr(members[0].step_cost, "bound", None), "stage", stage)
@@ -377,14 +456,68 @@ class LockstepGroup:
     def emitted(self) -> int:
         return sum(m.emitted for m in self.members)
 
+    @property
+    def running(self) -> list[Seq]:
+        """Every rank's running sequences."""
+        return [s for m in self.members for s in m.running]
+
     def decode_window(self, now: float, horizon: float) -> list[float]:
-        """No iterations run ahead: the ranks run the per-sequence loop (the simulator's skipping
-        of steady decodes is per replica, :mod:`graphs.serving.sim.skipping`)."""
-        return []
+        r"""Run at once, from ``now``, the group iterations that would only decode steady decodes
+        and end before ``horizon`` (:meth:`graphs.serving.sim.engine.Replica.decode_window`, for
+        the group): every rank with work is in such a window (:meth:`Replica.window_plan`:
+        nothing but its steady decodes, nothing admissible, no finish, blocks within its free
+        ones), and the ranks' steps price decodes vectorised (the bound,
+        :meth:`RankStep.share_decode_times`). Iteration ``j`` then takes
+
+        .. math:: t_j = \max_r \left[ s_r(n_r, C_r + n_r j) + o_r \right] + S\left(\sum_r n_r\right)
+
+        (:meth:`iteration_time` for that batch: the ranks' shares with their overheads, the
+        stage at the group's tokens, constant over the window), their end times the loop's
+        running sum, and every rank's records the loop's. Returns the end times (empty: none
+        run)."""
+        busy = [m for m in self.members if not m.idle]
+        if not busy or self.stage.experts.metered:
+            return []
+        plans, steps, shares = [], [], []
+        for m in busy:
+            step = m.step_cost
+            plan = m.window_plan() if isinstance(step, RankStep) else None
+            if plan is None or not isinstance(step, RankStep):
+                return []
+            plans.append(plan)
+            steps.append(step)
+        k0 = min(len(p[0]) for p in plans)
+        for m, step, (_, n, o, sums) in zip(busy, steps, plans, strict=True):
+            share = step.share_decode_times(m.overheads.padded(n), sums[:k0])
+            if share is None:
+                return []
+            shares.append(share + o)
+        tokens = float(sum(p[1] for p in plans))
+        ranks = len(self.members)
+        stage_s = self.stage.experts.bound_s(tokens) + self.stage.comm_s(tokens)  # what stage.time returns
+        totals = np.max(np.stack(shares), axis=0) + stage_s
+        ends = np.cumsum(np.concatenate(([now], totals)))[1:]  # one addition at a time, as the loop
+        k = int(np.searchsorted(ends, horizon, side="left"))
+        if k < 2:
+            return []
+        ends_l = ends[:k].tolist()
+        starts = [now, *ends_l[:-1]]
+        tot = totals[:k].tolist()
+        for m, (needs, *_), share in zip(busy, plans, shares, strict=True):
+            d = share[:k].tolist()
+            # the loop adds the rank's own time, then the rest of the group's iteration
+            m.window_run(k, needs, starts, (x for dj, tj in zip(d, tot, strict=True) for x in (dj, tj - dj)))
+        for m in self.members:  # an idle rank's devices wait through the group's iterations
+            if m.idle:
+                for tj in tot:
+                    m.busy_s += tj - 0.0
+        for _ in range(k):  # the stage's counts, once per iteration as the loop counts them
+            self.stage.time(tokens, ranks)
+        return ends_l
 
     def batch_len(self, batch: list[tuple[Seq, int]]) -> int:
-        """Sequences in the group's last batch (every rank's, each listed)."""
-        return len(batch)
+        """Sequences in the group's last batch (every rank's, the steady decodes each leaves out included)."""
+        return sum(self._sizes)
 
     def fits_ever(self, seq: Seq) -> bool:
         return self.members[0].fits_ever(seq)
@@ -397,13 +530,15 @@ class LockstepGroup:
     def schedule(self) -> list[tuple[Seq, int]]:
         """Every rank's batch for this iteration, concatenated (each kept for its rank)."""
         self._parts = [m.schedule() if not m.idle else [] for m in self.members]
+        self._sizes = [m.batch_len(p) if not m.idle else 0 for m, p in zip(self.members, self._parts, strict=True)]
         return [x for p in self._parts for x in p]
 
     def iteration_time(self, batch: list[tuple[Seq, int]]) -> float:
         """The slowest rank's dense share (with its CPU terms) plus the group's stage (s)."""
-        parts = self._parts
-        dense = [m.iteration_time(p) if p else 0.0 for m, p in zip(self.members, parts, strict=True)]
-        tokens = float(sum(n for p in parts for _, n in p))
+        parts, sizes = self._parts, self._sizes
+        dense = [m.iteration_time(p) if k else 0.0 for m, p, k in zip(self.members, parts, sizes, strict=True)]
+        # each steady decode a rank leaves out of its listed batch is one token
+        tokens = float(sum(sum(n for _, n in p) + k - len(p) for p, k in zip(parts, sizes, strict=True)))
         ov = self.members[0].overheads
         ranks = len(self.members)
         t = self.stage.time(tokens, ranks)
@@ -420,8 +555,8 @@ class LockstepGroup:
         """Each rank applies its batch; a rank left with nothing records its queue dropping to zero."""
         done: list[Seq] = []
         handed: list[Seq] = []
-        for m, p in zip(self.members, self._parts, strict=True):
-            if p:
+        for m, p, k in zip(self.members, self._parts, self._sizes, strict=True):
+            if k:
                 d, h = m.finish_iteration(p, now)
                 done += d
                 handed += h
@@ -436,27 +571,33 @@ class LockstepGroup:
                 if not m.samples or m.samples[-1][1] != 0:
                     m.sample(now, 0)
             return
-        for m, p in zip(self.members, self._parts, strict=True):
-            if p:
-                m.sample(now, len(p))
+        for m, k in zip(self.members, self._sizes, strict=True):
+            if k:
+                m.sample(now, k)
+
+
+def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
+    """Where a group's experts sit and how its tokens reach them, in words (``devices``: the
+    group's device count as it should read, ``"4"`` or ``"dp x tp"``)."""
+    how = (
+        f"expert parallel: whole experts spread over the {devices} devices"
+        if expert_parallel
+        else f"every expert split {devices} ways (vLLM's default without --enable-expert-parallel)"
+    )
+    disp = (
+        "all-gather / reduce-scatter (vLLM's default all2all backend)"
+        if dispatch == "allgather_reducescatter"
+        else "all-to-all, each token once to every device of its experts"
+    )
+    return f"experts {how}; dispatch and combine by {disp}, at the bound"
 
 
 def dp_line(topo: Any) -> str:
     """The group a ``--dp`` run simulates, in one line (the output names what it assumed)."""
-    how = (
-        f"expert parallel: whole experts spread over the {topo.dp * topo.tp} devices"
-        if topo.expert_parallel
-        else f"every expert split {topo.dp * topo.tp} ways (vLLM's default without --enable-expert-parallel)"
-    )
-    disp = (
-        "all-gather / reduce-scatter (vLLM's default all2all backend)"
-        if topo.moe_dispatch == "allgather_reducescatter"
-        else "all-to-all, each token once to every device of its experts"
-    )
     return (
         f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
-        f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); experts {how}; "
-        f"dispatch and combine by {disp}, at the bound"
+        f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); "
+        + experts_line(topo.expert_parallel, topo.moe_dispatch, str(topo.dp * topo.tp))
     )
 
 

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +102,28 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
     """KV-cache blocks on one device: ``floor((u C - W - a N) / (block_size k))`` with ``u`` the
     memory utilisation, ``C`` the capacity, ``W`` the weights, ``a`` live activation bytes per
     token at the full token budget ``N`` and ``k`` KV bytes per token (vLLM profiles the same
-    way: weights and a peak-activation forward pass first, the rest to KV blocks)."""
+    way: weights and a peak-activation forward pass first, the rest to KV blocks).
+
+    Parameters
+    ----------
+    ledger : MemoryLedger
+        One device's decode ledger (weights, activation and KV bytes per token).
+    capacity_bytes : float
+        The device's memory ``C`` (bytes).
+    cfg : EngineConfig
+        The engine's knobs: ``gpu_memory_utilization`` ``u``, ``max_num_batched_tokens`` ``N``,
+        ``block_size`` (tokens per block).
+
+    Returns
+    -------
+    int
+        Blocks (at least 1).
+
+    Raises
+    ------
+    CostModelError
+        When no block fits.
+    """
     w = as_float(ledger.weights_bytes)
     a = as_float(ledger.activation_bytes_per_token)
     k = as_float(ledger.kv_bytes_per_token)
@@ -121,7 +143,24 @@ def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
     :class:`~graphs.serving.step.workload.Workload`) served with ``tp`` devices: the device's capacity
     and the decode ledger's weights, activation and KV bytes per token (the ledger the simulator
     sizes :func:`kv_blocks` from). With ``dp`` data-parallel ranks the routed experts are spread
-    over all ``dp x tp`` devices (:func:`graphs.serving.analysis.parallel.dp_weights_saved`)."""
+    over all ``dp x tp`` devices (:func:`graphs.serving.analysis.parallel.dp_weights_saved`).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    dp : int
+        Data-parallel ranks sharing the routed experts.
+
+    Returns
+    -------
+    KVPool
+        Capacity, weights (bytes), activation and KV bytes per token of one device.
+    """
     # imported here, when a pool is sized: the scheduler alone (and `--engine list`) needs
     # neither the catalog nor the symbolic ledger, which import sympy
     from costmodel.hardware import get_device
@@ -160,7 +199,40 @@ def profile_engine(
     parameters these are), with the defaults the engine picks for ``device``
     (:meth:`~graphs.serving.engines.EngineProfile.for_device`). What ``costmodel simulate
     --engine`` and the accuracy pages build; ``dp``: data-parallel ranks sharing the experts
-    (:mod:`graphs.serving.sim.data_parallel`)."""
+    (:mod:`graphs.serving.sim.data_parallel`).
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The engine profile (:func:`graphs.serving.engines.get_engine`).
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    dp : int
+        Data-parallel ranks sharing the routed experts.
+    request_tokens : int, optional
+        Prompt + output tokens of every request, when all are equal (the no-evict cap).
+    max_running : int, optional
+        At most this many requests exist at once.
+    enable_prefix_caching : bool, optional
+        Override the profile's default.
+    iteration_overhead_s : float
+        CPU seconds added to every iteration (s).
+    num_blocks : int, optional
+        KV blocks, replacing the profile's sizing rule.
+
+    Returns
+    -------
+    EngineConfig
+
+    Raises
+    ------
+    CostModelError
+        When no KV block fits or a knob is out of range.
+    """
     from costmodel.hardware import get_device  # the catalog only when a profile meets a device
 
     profile = profile.for_device(get_device(device))
@@ -277,9 +349,27 @@ class Replica:
         return -(-tokens // self.cfg.block_size)
 
     def fits_ever(self, seq: Sequence) -> bool:
+        """Whether ``seq``'s whole prompt and output fit the KV pool when it is alone.
+
+        Parameters
+        ----------
+        seq : Sequence
+            A request's sequence.
+
+        Returns
+        -------
+        bool
+        """
         return self._blocks_for(seq.req.prompt + seq.req.output) <= self.num_blocks
 
     def add(self, seq: Sequence) -> None:
+        """Queue ``seq`` on this replica (waiting for admission).
+
+        Parameters
+        ----------
+        seq : Sequence
+            A request's sequence.
+        """
         seq.replica = self.index
         self.waiting.append(seq)
         self._waiting_tokens += seq.req.prompt + seq.req.output
@@ -287,7 +377,20 @@ class Replica:
     def admission_blocks(self, seq: Sequence, tokens: int) -> int:
         """Blocks ``seq`` must hold to be admitted with KV for ``tokens`` tokens: those tokens'
         under ``recompute`` (all its known tokens' with ``reserve_full_prompt``), its prompt plus
-        whole output's under ``guaranteed_no_evict``."""
+        whole output's under ``guaranteed_no_evict``.
+
+        Parameters
+        ----------
+        seq : Sequence
+            The sequence to admit.
+        tokens : int
+            Tokens it needs KV for now.
+
+        Returns
+        -------
+        int
+            KV blocks.
+        """
         if self.no_evict:
             return self._blocks_for(seq.req.prompt + seq.req.output)
         return self._blocks_for(max(tokens, seq.known) if self._full_prompt else tokens)
@@ -301,7 +404,13 @@ class Replica:
         return sum(s.remaining for s in self.running) + self._waiting_tokens
 
     def join(self, s: Sequence) -> None:
-        """Append ``s`` to the running sequences (admitted, or arrived with its KV)."""
+        """Append ``s`` to the running sequences (admitted, or arrived with its KV).
+
+        Parameters
+        ----------
+        s : Sequence
+            The sequence.
+        """
         self.running.append(s)
         if self._lazy is not None:
             self._active.append(s)
@@ -309,7 +418,18 @@ class Replica:
             self._stamps += 1
 
     def batch_len(self, batch: list[tuple[Sequence, int]]) -> int:
-        """Sequences in ``batch`` (the last :meth:`schedule`'s), the steady decodes it leaves out included."""
+        """Sequences in ``batch`` (the last :meth:`schedule`'s), the steady decodes it leaves out included.
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The last :meth:`schedule`'s batch.
+
+        Returns
+        -------
+        int
+            Sequences.
+        """
         return len(batch) + self._lazy_rows
 
     @property
@@ -441,7 +561,13 @@ class Replica:
         return min(self.spec.k, s.req.output - s.generated - 1)
 
     def schedule(self) -> list[tuple[Sequence, int]]:
-        """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc)."""
+        """This iteration's batch: ``(sequence, new tokens)`` pairs (module doc).
+
+        Returns
+        -------
+        list of (Sequence, int)
+            ``(sequence, new tokens)`` pairs.
+        """
         cfg = self.cfg
         self._tick += 1
         budget = cfg.max_num_batched_tokens
@@ -634,7 +760,18 @@ class Replica:
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
         overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size
-        (:class:`graphs.serving.pricing.overheads.EngineOverheads`)."""
+        (:class:`graphs.serving.pricing.overheads.EngineOverheads`).
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            ``(sequence, new tokens)`` pairs of the iteration.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         ov = self.overheads
         verifies: list[tuple[float, float]] = []  #: speculating decodes: (drafted + 1, cached)
         plan = self._planned
@@ -696,7 +833,20 @@ class Replica:
     ) -> tuple[list[Sequence], list[Sequence]]:
         """Apply ``batch`` at its end time ``now``: tokens emitted, sequences finished (returned
         with those a disaggregated prefill instance hands over after sampling their first token,
-        as disaggregated engines do: the decode instance continues from there)."""
+        as disaggregated engines do: the decode instance continues from there).
+
+        Parameters
+        ----------
+        batch : list of (Sequence, int)
+            The iteration's ``(sequence, new tokens)`` pairs.
+        now : float
+            Its end time (s).
+
+        Returns
+        -------
+        tuple of (list of Sequence, list of Sequence)
+            The sequences finished, and those handed to a decode instance.
+        """
         done, handed = [], []
         spec, emitted = self.spec, 0
         self._planned = None  # the sequences move on: schedule() reads the next batch afresh
@@ -762,46 +912,81 @@ class Replica:
         (empty: none run)."""
         import numpy as np  # the simulator's own import: the scheduler alone needs none
 
-        lz = self._lazy
         times = getattr(self.step_cost, "decode_times", None)
-        if (
-            lz is None
-            or not lz.n
-            or self._active
-            or times is None
-            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
-            or lz.n > self.cfg.max_num_batched_tokens
-            or self.overheads.kernel_scale != 1
-            or (self.tiers is not None and self.tiers.pending_s)
-        ):
+        plan = self.window_plan() if times is not None else None
+        if plan is None or times is None:
             return []
-        needs = lz.quiet_needs(self.free_blocks)
-        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
-            return []
-        n, ov = lz.n, self.overheads
-        o = self.cfg.iteration_overhead_s
-        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
-            o += ov.cpu_s(n, n)
-        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
-        t = times(ov.padded(n), sums) + o
+        needs, n, o, sums = plan
+        t = times(self.overheads.padded(n), sums) + o
         ends = np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
         k = int(np.searchsorted(ends, horizon, side="left"))  # those ending before the horizon
         if k < 2:
             return []
         ends_l = ends[:k].tolist()
+        self.window_run(k, needs, [now, *ends_l[:-1]], t[:k].tolist())
+        return ends_l
+
+    def window_plan(self) -> tuple[list[int], int, float, Any] | None:
+        """What a window of :meth:`decode_window` could run from here, its step aside: the
+        members' new blocks in each iteration (:meth:`LazyDecodes.quiet_needs`, at least 4), how
+        many they are (``n``), each iteration's overhead with its CPU terms (``o``, s) and KV
+        lengths' sum (a numpy array); None when a condition of :meth:`decode_window` fails.
+        Nothing changes."""
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        if (
+            lz is None
+            or not lz.n
+            or self._active
+            or (self.waiting and len(self.running) < self.cfg.max_num_seqs)
+            or lz.n > self.cfg.max_num_batched_tokens
+            or self.overheads.kernel_scale != 1
+            or (self.tiers is not None and self.tiers.pending_s)
+        ):
+            return None
+        needs = lz.quiet_needs(self.free_blocks)
+        if len(needs) < 4:  # a few iterations cost the loop less than the vectorised call
+            return None
+        n, ov = lz.n, self.overheads
+        o = self.cfg.iteration_overhead_s
+        if not ov.is_zero:  # iteration_time's CPU terms of n decodes
+            o += ov.cpu_s(n, n)
+        sums = (lz.ctx_base + n * (lz.j + np.arange(len(needs), dtype=np.int64))).astype(float)
+        return needs, n, o, sums
+
+    def window_run(self, k: int, needs: list[int], starts: list[float], busy: Iterable[float]) -> None:
+        """Record the first ``k`` iterations of a :meth:`window_plan`, begun at ``starts``, as the
+        loop records them: samples, blocks taken, busy time (each of ``busy`` added in turn, the
+        loop's running sum) and counters.
+
+        Parameters
+        ----------
+        k : int
+            How many of the window's iterations to record (the first ``k``).
+        needs : list of int
+            The new KV blocks the members take in each iteration (:meth:`window_plan`).
+        starts : list of float
+            Each recorded iteration's start time (s).
+        busy : iterable of float
+            Each recorded iteration's duration (s), added to the busy time in turn.
+        """
+        import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+        lz = self._lazy
+        assert lz is not None
+        n = lz.n
         free = self.free_blocks - np.cumsum(np.asarray(needs[:k], dtype=np.int64))
         used = (1 - free / self.num_blocks).tolist()
-        starts = [now, *ends_l[:-1]]
         w, r = len(self.waiting), len(self.running)
         self.samples.extend((t0, n, w, r, u) for t0, u in zip(starts, used, strict=True))
-        for x in t[:k].tolist():  # the loop's running sum
+        for x in busy:
             self.busy_s += x
         self.free_blocks = int(free[-1])
         lz.advance(k)
         self._tick += k
         self.iterations += k
         self.emitted += n * k
-        return ends_l
 
     def _settle(self, done: list[Sequence], handed: list[Sequence]) -> None:
         """After an iteration: the finished and handed sequences leave the running ones outside
@@ -830,5 +1015,14 @@ class Replica:
         self._active = keep
 
     def sample(self, now: float, batch_size: int) -> None:
+        """Record the replica's state at ``now`` for the run's timeline.
+
+        Parameters
+        ----------
+        now : float
+            The time (s).
+        batch_size : int
+            Sequences in the iteration.
+        """
         used = 1 - self.free_blocks / self.num_blocks
         self.samples.append((now, batch_size, len(self.waiting), len(self.running), used))

@@ -12,9 +12,10 @@ point result would miss; :attr:`SimInterval.ranges` is the range of its two ends
 
 That interval carries the kernels' error alone. The interval a user plans with,
 :attr:`SimInterval.calibrated`, is calibrated on whole-simulation residuals of real deployments
-(:mod:`graphs.serving.sim.served_errors`: split conformal, per metric, framework, device and
-dense/MoE, the held-out split left out), so the engine's, the workload's and the load's errors
-are in it; each mean metric (TTFT, TPOT, E2E means and the throughputs) takes it where its
+(:mod:`graphs.serving.sim.served_errors`: conformal, each metric by the method a
+leave-one-deployment-out cross-validation chose, :mod:`graphs.serving.sim.conformal`; per metric,
+framework, device and dense/MoE as the method's chain allows; the held-out split left out), so
+the engine's, the workload's and the load's errors are in it; each mean metric (TTFT, TPOT, E2E means and the throughputs) takes it where its
 metric is calibrated, the hull of both intervals, since the run's kernels' own spread is
 known for this run and the residuals' for runs like it. A metric the validation tables do not
 calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
@@ -157,8 +158,9 @@ class SimInterval(Result):
         for label, group in CALIBRATED.items():
             if table.covers(group):
                 g, like = table.like(group, *self.deployment)
-                out[label] = f"{g.n} validation rows: {g.label}" + (
-                    "" if like else "; unlike this deployment"
+                out[label] = (
+                    f"{g.n} validation rows of {g.deployments} deployments: {g.label}; {table.method_words(group)}"
+                    + ("" if like else "; unlike this deployment")
                 )
         dev = self.device_error
         if dev is not None:

@@ -151,7 +151,15 @@ class KVTiers:
         self.exposed_s = 0.0
 
     def demote(self, pid: int, blocks: int) -> None:
-        """A prefix evicted from GPU blocks moves down (the host tier, its evictions to SSD)."""
+        """A prefix evicted from GPU blocks moves down (the host tier, its evictions to SSD).
+
+        Parameters
+        ----------
+        pid : int
+            The prefix's id.
+        blocks : int
+            Its KV blocks.
+        """
         moving = [(pid, blocks)]
         for tier in self.tiers:
             nxt: list[tuple[int, int]] = []
@@ -162,7 +170,17 @@ class KVTiers:
                 return
 
     def find(self, pid: int) -> tuple[int, int] | None:
-        """``(tier index, blocks)`` of the highest tier holding ``pid``, or None."""
+        """``(tier index, blocks)`` of the highest tier holding ``pid``, or None.
+
+        Parameters
+        ----------
+        pid : int
+            The prefix's id.
+
+        Returns
+        -------
+        tuple of (int, int) or None
+        """
         for i, tier in enumerate(self.tiers):
             if pid in tier.entries:
                 return i, tier.entries[pid]
@@ -170,7 +188,18 @@ class KVTiers:
 
     def transfer_s(self, pid: int) -> float:
         """Seconds loading ``pid`` from the highest tier holding it would take:
-        ``n x block_bytes / beta`` (module doc)."""
+        ``n x block_bytes / beta`` (module doc).
+
+        Parameters
+        ----------
+        pid : int
+            The prefix's id (held by some tier).
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         found = self.find(pid)
         assert found is not None
         i, n = found
@@ -178,7 +207,13 @@ class KVTiers:
 
     def recompute(self, pid: int) -> None:
         """``pid``'s hit is recomputed instead of loaded (module doc): counted for its tier and
-        its copy refreshed there (a use)."""
+        its copy refreshed there (a use).
+
+        Parameters
+        ----------
+        pid : int
+            The prefix's id.
+        """
         found = self.find(pid)
         assert found is not None
         tier = self.tiers[found[0]]
@@ -187,7 +222,18 @@ class KVTiers:
 
     def load(self, pid: int) -> int:
         """Start loading ``pid`` back to GPU blocks for this iteration: its transfer time is
-        added to :attr:`pending_s`; returns its blocks (the caller has them free)."""
+        added to :attr:`pending_s`; returns its blocks (the caller has them free).
+
+        Parameters
+        ----------
+        pid : int
+            The prefix's id (held by some tier).
+
+        Returns
+        -------
+        int
+            Its KV blocks.
+        """
         found = self.find(pid)
         assert found is not None
         i, n = found
@@ -200,7 +246,18 @@ class KVTiers:
         return n
 
     def exposed(self, compute_s: float) -> float:
-        """What this iteration's loads add to it: ``max(0, sum t_load - T_compute)`` (s)."""
+        """What this iteration's loads add to it: ``max(0, sum t_load - T_compute)`` (s).
+
+        Parameters
+        ----------
+        compute_s : float
+            The iteration's compute time (s).
+
+        Returns
+        -------
+        float
+            Seconds added to the iteration.
+        """
         extra = max(0.0, self.pending_s - compute_s)
         self.pending_s = 0.0
         self.exposed_s += extra
@@ -208,7 +265,18 @@ class KVTiers:
 
 
 def tier_stats(tiers: list[KVTiers]) -> TierStats:
-    """The replicas' tiers summed."""
+    """The replicas' tiers summed.
+
+    Parameters
+    ----------
+    tiers : list of KVTiers
+        Each replica's tiers after a run.
+
+    Returns
+    -------
+    TierStats
+        Hits per tier (loaded, or recomputed instead) and the load seconds, summed.
+    """
     hits = [sum(t.tiers[i].hits for t in tiers if len(t.tiers) > i) for i in range(2)]
     redo = [sum(t.tiers[i].recomputed for t in tiers if len(t.tiers) > i) for i in range(2)]
     return TierStats(

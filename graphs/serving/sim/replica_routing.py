@@ -40,7 +40,17 @@ EPS_RANGE = (0.0, 1e3)
 
 
 def least_outstanding(pool: Sequence[Replica]) -> Replica:
-    """The replica with the fewest tokens still to process (ties: the lower index)."""
+    """The replica with the fewest tokens still to process (ties: the lower index).
+
+    Parameters
+    ----------
+    pool : sequence of Replica
+        The replicas to choose from (not empty).
+
+    Returns
+    -------
+    Replica
+    """
     return min(pool, key=lambda r: (r.outstanding, r.index))
 
 
@@ -58,6 +68,20 @@ class PrefixRouter:
         self.bounded = 0  #: requests the load bound sent elsewhere
 
     def pick(self, pool: Sequence[Replica], seq: Seq) -> Replica:
+        """The replica for ``seq``: where its conversation or prefix is, unless that replica's outstanding
+        tokens exceed ``(1 + eps)`` times the mean; else the least outstanding one.
+
+        Parameters
+        ----------
+        pool : sequence of Replica
+            The replicas to choose from.
+        seq : Sequence
+            The request's sequence.
+
+        Returns
+        -------
+        Replica
+        """
         req = seq.req
         fallback = least_outstanding(pool)
         by_index = {r.index: r for r in pool}

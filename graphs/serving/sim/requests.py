@@ -106,7 +106,31 @@ def _numbers(spec: str, field: str, n: int) -> list[float]:
 def sample_lengths(
     spec: str, n: int, rng: np.random.Generator, field: str = "length", hi: int = MAX_TOKENS
 ) -> np.ndarray:
-    """``n`` lengths (tokens, ints in ``[1, hi]``) drawn from ``spec`` (module doc)."""
+    """``n`` lengths (tokens, ints in ``[1, hi]``) drawn from ``spec`` (module doc).
+
+    Parameters
+    ----------
+    spec : str
+        ``fixed:N``, ``uniform:LO,HI`` or ``lognormal:MEAN,SIGMA`` (tokens).
+    n : int
+        How many lengths.
+    rng : numpy.random.Generator
+        The random source.
+    field : str
+        The option's name, printed in the error.
+    hi : int
+        The largest length (tokens).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` int64 lengths in ``[1, hi]``.
+
+    Raises
+    ------
+    CostModelError
+        When ``spec`` is malformed or out of range.
+    """
     kind = spec.partition(":")[0]
     if kind == "fixed":
         (v,) = _numbers(spec, field, 1)
@@ -131,7 +155,29 @@ def sample_lengths(
 
 def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -> np.ndarray:
     """``n`` arrival times (s) from 0 at ``rate`` requests/s (``poisson``, ``constant``: exactly
-    ``i / rate``, or ``gamma:CV``)."""
+    ``i / rate``, or ``gamma:CV``).
+
+    Parameters
+    ----------
+    n : int
+        How many requests.
+    rate : float
+        Requests per second.
+    process : str
+        ``poisson``, ``constant`` or ``gamma:CV``.
+    rng : numpy.random.Generator
+        The random source.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` arrival times (s), the first at 0.
+
+    Raises
+    ------
+    CostModelError
+        When ``rate`` or ``process`` is out of range.
+    """
     lo, hi = RATE_RANGE
     if not (isinstance(rate, int | float) and not isinstance(rate, bool) and lo <= rate <= hi):
         raise CostModelError(f"rate must be in [{lo:g}, {hi:g}] requests per second, got {rate!r}")
@@ -183,7 +229,39 @@ def synthetic(
       loop of clients sends them (``simulate(..., concurrency=N)``).
 
     The engine caches one prefix per request, so ``shared_prefix`` combines with neither a pool
-    nor conversations."""
+    nor conversations.
+
+    Parameters
+    ----------
+    n : int
+        Requests (or conversations when ``turns > 1``).
+    rate : float or None
+        Arrival rate (requests/s, or sessions/s); None: all at ``t = 0``.
+    prompt, output : str
+        Length distributions (:func:`sample_lengths`), tokens.
+    arrival : str
+        The arrival process (:func:`arrival_times`).
+    seed : int
+        The random seed.
+    shared_prefix : int
+        Tokens of a prefix every prompt shares.
+    prompt_pool : int
+        Distinct prompts to draw requests from (0: every prompt distinct).
+    turns : int
+        Turns per conversation.
+    think_s : float
+        The client's pause before a later turn (s).
+
+    Returns
+    -------
+    list of Request
+
+    Raises
+    ------
+    CostModelError
+        When a count, length, rate or pause is out of range, or options that cannot combine are
+        combined.
+    """
     _whole(n, "requests", 1, 10**7)
     _whole(shared_prefix, "shared_prefix", 0, MAX_TOKENS, " of tokens")
     _whole(prompt_pool, "prompt_pool", 0, 10**7, " of prompts")
@@ -367,7 +445,23 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[st
 def read_trace(path: str | Path) -> Trace:
     """A CSV or JSON-lines trace (module doc), its arrivals rebased to the first one; the suffix is
     matched case-insensitively and a UTF-8 byte-order mark is dropped. One-line errors name the
-    row and field; reads are bounded (:data:`MAX_TRACE_BYTES`, :data:`MAX_TRACE_ROWS`)."""
+    row and field; reads are bounded (:data:`MAX_TRACE_BYTES`, :data:`MAX_TRACE_ROWS`).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.csv`` or ``.jsonl`` file.
+
+    Returns
+    -------
+    Trace
+        The requests, the first arrival's original time (s) and the distinct prefix ids.
+
+    Raises
+    ------
+    CostModelError
+        When the file cannot be read, is too large, is empty, or a row's field is invalid.
+    """
     path = Path(path)
     where = f"trace {str(path)[:200]}"
     jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
@@ -412,5 +506,20 @@ def read_trace(path: str | Path) -> Trace:
 
 
 def load_trace(path: str | Path) -> list[Request]:
-    """The requests of :func:`read_trace` (arrivals from the first one at 0)."""
+    """The requests of :func:`read_trace` (arrivals from the first one at 0).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.csv`` or ``.jsonl`` file.
+
+    Returns
+    -------
+    list of Request
+
+    Raises
+    ------
+    CostModelError
+        As :func:`read_trace`.
+    """
     return read_trace(path).requests

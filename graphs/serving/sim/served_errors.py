@@ -1,5 +1,6 @@
 """How far a served prediction has been from real deployments like it: the expected error and a
-P10-P90 interval calibrated on whole-simulation residuals (split conformal).
+P10-P90 interval calibrated on whole-simulation residuals (conformal, per metric by the method a
+grouped cross-validation chose).
 
 The validation tables (``docs/serving_accuracy.md``: published serving measurements;
 ``docs/silicon_accuracy.md``: NVIDIA's measured runs of the aiconfigurator-core wheel) replay
@@ -16,7 +17,11 @@ held-out split (``benchmarks/data/heldout.toml``, fixed before the calibration) 
 the rest, grouped by metric (throughput, TPOT, TTFT, E2E), framework, device and dense/MoE,
 make the shipped table (:data:`DATA_FILE`, written by ``benchmarks/served_errors.py --write``).
 
-**Interval.** For a new run of the same group, split conformal prediction (Vovk et al.,
+**Interval.** The method that calibrates each metric is chosen by leave-one-deployment-out
+cross-validation on the calibration rows (:mod:`graphs.serving.sim.conformal`, which fits the
+groups; ``benchmarks/interval_selection.py``); the table names it per metric
+(:attr:`ServedErrors.methods`) with the lookup chain it uses. In its plainest form, for a new
+run of the same group, split conformal prediction (Vovk et al.,
 *Algorithmic Learning in a Random World*, 2005; Lei et al., JASA 2018, "Distribution-free
 predictive inference for regression") gives, from the ``n`` sorted calibration residuals
 ``s_(1) <= ... <= s_(n)``,
@@ -27,13 +32,19 @@ predictive inference for regression") gives, from the ``n`` sorted calibration r
                  \\hat y\\, e^{s_{(\\lceil (n+1)(1-\\alpha/2) \\rceil)}}\\right]
 
 with coverage at least ``1 - alpha`` when the new run is exchangeable with the group's rows
-(``alpha = 0.2``: a P10-P90 interval). A group needs ``n >= 9`` rows (else the upper rank
+(``alpha = 0.2``: a P10-P90 interval). Rows of one deployment share its errors, so a new
+deployment is exchangeable with the calibration *deployments*, not rows: the deployment-weighted
+and normalised forms (:mod:`graphs.serving.sim.conformal`: the pooled CDF of Dunn, Wasserman &
+Ramdas 2022, each deployment weighing ``1/K``; Lei et al.'s locally weighted scores
+``(s - m_g) / sigma_g``) give every group such a band, as factors ``low``, ``high`` on the
+simulated value, looked up the same way. A group needs ``n >= 9`` rows (else the upper rank
 exceeds ``n``) from at least :data:`MIN_DEPLOYMENTS` deployments (a deployment's rows share its
 errors); with fewer, the next broader group stands in (:meth:`ServedErrors.like`), and the
 answer says which. The kernels' own spread (each kernel's held-out P10/P90 error,
 :mod:`graphs.serving.sim.intervals`) is one part of these residuals, not added to them.
 
-**Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows: "expected
+**Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows (weighted as
+the metric's method weighs them: deployments alike where it weighs deployments): "expected
 error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
 metric and dense/MoE kind has fewer than :data:`MIN_DEPLOYMENTS` validated deployments is
 *unlike what was validated*, and says so.
@@ -65,7 +76,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALPHA",
+    "CHAINS",
     "DATA_FILE",
+    "Level",
     "METRIC_GROUPS",
     "MIN_DEPLOYMENTS",
     "MIN_ROWS",
@@ -88,6 +101,16 @@ METRIC_GROUPS = ("throughput", "TPOT", "TTFT", "E2E")
 #: the shipped table, under this package
 DATA_FILE = ("data", "served_errors.json")
 _MAX_BYTES = 4 << 20  #: the data file is read whole; a larger one is not ours
+
+#: one level of a lookup chain: whether its groups key on (framework, device, dense/MoE)
+Level = tuple[bool, bool, bool]
+#: the lookup chains a calibration method may use (:mod:`graphs.serving.sim.conformal`): the
+#: first group of the chain with enough rows answers
+CHAINS: dict[str, tuple[Level, ...]] = {
+    "full": ((True, True, True), (True, False, True), (False, False, True), (False, False, False)),
+    "engine": ((True, False, True), (False, False, False)),
+    "metric": ((False, False, False),),
+}
 
 
 def conformal_ranks(n: int, alpha: float = ALPHA) -> tuple[int, int] | None:
@@ -118,7 +141,8 @@ def conformal_ranks(n: int, alpha: float = ALPHA) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class ErrorGroup(Result):
-    """One calibration group's residual summary (module doc).
+    """One calibration group's residual summary (module doc; fitted by
+    :func:`graphs.serving.sim.conformal.fit_groups`).
 
     ``low``/``high``: the conformal ends as factors on the simulated value (``e^{s_(lo)}`` and
     ``e^{s_(hi)}``); ``median_abs``: the median ``|y / y_hat - 1|``; ``n``: its rows;
@@ -134,57 +158,6 @@ class ErrorGroup(Result):
     high: float
     median_abs: float
     label: str
-
-    @classmethod
-    def fit(
-        cls,
-        metric: str,
-        framework: str | None,
-        device: str | None,
-        moe: bool | None,
-        errors: list[float],
-        deployments: int,
-        alpha: float = ALPHA,
-    ) -> ErrorGroup | None:
-        """A group from its rows' signed errors ``e_i = y_hat_i / y_i - 1`` (module doc): the
-        residuals ``s_i = ln(y_i / y_hat_i) = -ln(1 + e_i)`` sorted, the conformal ranks'
-        values as factors, and the median ``|e_i|``; None when the rows are too few for the ranks.
-
-        Parameters
-        ----------
-        metric, framework, device, moe
-            The group's key (None: any).
-        errors : list of float
-            Each row's ``simulated / measured - 1`` (> -1).
-        deployments : int
-            How many deployments the rows come from.
-        alpha : float
-            Miscoverage.
-
-        Returns
-        -------
-        ErrorGroup or None
-        """
-        if any(not (math.isfinite(e) and e > -1) for e in errors):
-            raise CostModelError("a row's error must be finite and > -100 %")
-        ranks = conformal_ranks(len(errors), alpha)
-        if ranks is None:
-            return None
-        s = sorted(-math.log1p(e) for e in errors)
-        kind = None if moe is None else ("MoE" if moe else "dense")
-        parts = [p for p in (framework, device, kind) if p]
-        return cls(
-            metric=metric,
-            framework=framework,
-            device=device,
-            moe=moe,
-            n=len(errors),
-            deployments=deployments,
-            low=math.exp(s[ranks[0] - 1]),
-            high=math.exp(s[ranks[1] - 1]),
-            median_abs=statistics.median(abs(e) for e in errors),
-            label=" ".join([metric, *parts]) if parts else f"{metric}, every validated deployment",
-        )
 
     @property
     def usable(self) -> bool:
@@ -231,6 +204,29 @@ class ServedErrors:
     source: str  #: where the residuals come from (printed with every answer)
     heldout: str  #: the held-out split they leave out
     devices: tuple[DeviceError, ...] = ()  #: leave-one-device-out kernel errors (module doc)
+    #: ``(metric, method name)``: the calibration each metric was fitted with
+    #: (:class:`graphs.serving.sim.conformal.Method`; its chain is the lookup's); a metric not
+    #: named is looked up along the ``full`` chain
+    methods: tuple[tuple[str, str], ...] = ()
+    #: ``(metric, framework, moe, deployments)``: how many calibration deployments each engine
+    #: and dense/MoE kind has per metric, which says whether a run is like a validated one
+    support: tuple[tuple[str, str, bool, int], ...] = ()
+
+    def method(self, metric: str) -> str:
+        """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalised]``,
+        :class:`graphs.serving.sim.conformal.Method`); ``row/full`` when the table names none."""
+        return dict(self.methods).get(metric, "row/full")
+
+    def chain(self, metric: str) -> tuple[Level, ...]:
+        """The lookup chain of ``metric``'s method (:data:`CHAINS`)."""
+        return CHAINS[self.method(metric).split("/")[1]]
+
+    def method_words(self, metric: str) -> str:
+        """``metric``'s method in words, as the answers print it."""
+        weighting, _, rest = self.method(metric).partition("/")
+        how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
+        norm = ", normalised by its group's spread" if rest.endswith("normalised") else ""
+        return f"conformal, {how}{norm}"
 
     def neighbour(self, family: str, hw: Hardware) -> str | None:
         """One line: the expected error of ``family``'s kernels priced from other devices' fits
@@ -293,10 +289,12 @@ class ServedErrors:
     def like(self, metric: str, framework: str, device: str, moe: bool) -> tuple[ErrorGroup, bool]:
         """The group a run is judged by, and whether it is like a validated deployment.
 
-        Tried in order: (metric, framework, device, moe), (metric, framework, moe),
-        (metric, moe), (metric); the first with at least :data:`MIN_ROWS` rows is taken. A run
-        is *like* a validated deployment when a group with its framework and dense/MoE kind was
-        found.
+        Tried along the metric's chain (:meth:`chain`; ``full``: (metric, framework, device,
+        moe), (metric, framework, moe), (metric, moe), (metric)); the first group with at least
+        :data:`MIN_ROWS` rows of :data:`MIN_DEPLOYMENTS` deployments is taken. A run is *like* a
+        validated deployment when at least :data:`MIN_DEPLOYMENTS` calibration deployments share
+        its metric, framework and dense/MoE kind (:attr:`support`; without it, when the group
+        found keys on its framework and kind).
 
         Parameters
         ----------
@@ -315,24 +313,24 @@ class ServedErrors:
         """
         if metric not in METRIC_GROUPS:
             raise CostModelError(f"metric {metric!r} not calibrated; allowed: {', '.join(METRIC_GROUPS)}")
-        keys: tuple[tuple[str | None, str | None, bool | None], ...] = (
-            (framework, device, moe),
-            (framework, None, moe),
-            (None, None, moe),
-            (None, None, None),
-        )
-        for i, (fw, dev, kind) in enumerate(keys):
+        support = {(m, f, k): n for m, f, k, n in self.support}
+        for use_fw, use_dev, use_moe in self.chain(metric):
+            fw, dev = (framework if use_fw else None), (device if use_dev else None)
+            key = (metric, fw, dev, moe if use_moe else None)
             for g in self.groups:
-                if (g.metric, g.framework, g.device, g.moe) == (metric, fw, dev, kind) and g.usable:
-                    return g, i <= 1
+                if (g.metric, g.framework, g.device, g.moe) == key and g.usable:
+                    if self.support:
+                        return g, support.get((metric, framework, moe), 0) >= MIN_DEPLOYMENTS
+                    return g, use_fw and use_moe
         raise CostModelError(f"{metric} is not calibrated: fewer than {MIN_ROWS} validation rows")
 
     def statement(self, metric: str, framework: str, device: str, moe: bool) -> str:
         """One line: the expected error of ``metric`` on deployments like this one."""
         g, like = self.like(metric, framework, device, moe)
+        alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
         text = (
             f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % "
-            f"(median over {g.n} validation rows of {g.deployments} deployments: {g.label})"
+            f"(median over {g.n} validation rows of {g.deployments} deployments{alike}: {g.label})"
         )
         if not like:
             kind = "MoE" if moe else "dense"
@@ -388,7 +386,49 @@ def parse(text: str) -> ServedErrors:
         str(d.get("source", ""))[:500],
         str(d.get("heldout", ""))[:500],
         tuple(_device(x) for x in devices),
+        _methods(d.get("methods")),
+        tuple(_support(x) for x in _list(d, "support")),
     )
+
+
+def _list(d: dict[str, Any], key: str) -> list[Any]:
+    v = d.get(key)
+    if not isinstance(v, list):
+        raise CostModelError(f"served_errors.json: {key!r} must be a list")
+    return v
+
+
+def _methods(v: Any) -> tuple[tuple[str, str], ...]:
+    """Each metric's method name (``weighting/chain[/normalised]``), checked."""
+    if not isinstance(v, dict):
+        raise CostModelError("served_errors.json: 'methods' must map each metric to its method")
+    out = []
+    for metric, name in sorted(v.items()):
+        parts = str(name).split("/")
+        ok = (
+            metric in METRIC_GROUPS
+            and len(parts) in (2, 3)
+            and parts[0] in ("row", "deployment")
+            and parts[1] in CHAINS
+            and parts[2:] in ([], ["normalised"])
+        )
+        if not ok:
+            what = f"method {str(name)[:40]!r} of {str(metric)[:20]!r}"
+            raise CostModelError(f"served_errors.json: {what} unknown")
+        out.append((str(metric), str(name)))
+    return tuple(out)
+
+
+def _support(x: Any) -> tuple[str, str, bool, int]:
+    """One ``[metric, framework, moe, deployments]`` entry, checked."""
+    try:
+        metric, fw, moe, n = x
+        out = (str(metric), str(fw), bool(moe), int(n))
+    except (TypeError, ValueError) as exc:
+        raise CostModelError(f"served_errors.json: a support entry is malformed ({exc})") from exc
+    if out[0] not in METRIC_GROUPS or out[3] < 1:
+        raise CostModelError(f"served_errors.json: support entry {out[:3]} out of range")
+    return out
 
 
 def _device(d: Any) -> DeviceError:

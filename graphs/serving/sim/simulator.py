@@ -48,7 +48,8 @@ run's, as ``vllm bench serve`` and AIPerf report it.
 
 Each replica keeps its steadily decoding sequences in closed form and runs the iterations that
 only decode them, up to the next event, at once (:mod:`graphs.serving.sim.skipping`; ``skip=False``
-runs the per-sequence loop alone, the reference it equals).
+runs the per-sequence loop alone, the reference it equals); so does each rank of a data-parallel
+group, and the group runs such iterations at once when every rank with work is in a window.
 
 The event loop is a heap of (time, event) pairs: arrivals, iteration ends and KV arrivals. An
 iteration-level model has few event kinds and no processes that wait on resources, so a plain
@@ -85,7 +86,7 @@ from ..pricing.predictor import Predictor, predicted_mixed_step
 from ..pricing.protocols import IterationStep, MeteredIterationStep
 from ..step.ledger_fit import build_ledger
 from ..step.workload import Workload, as_workload
-from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, rank_step
+from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, group_step
 from .engine import EngineConfig, Replica, kv_blocks
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
@@ -184,7 +185,13 @@ class Topology(Result):
 
 @dataclass(frozen=True)
 class Summary(Result):
-    """Mean and percentiles of one latency (s)."""
+    """Mean and percentiles of one latency (s).
+
+    Attributes
+    ----------
+    mean, p50, p90, p99 : float
+        The mean and the 50th, 90th and 99th percentiles (s; NaN each with no samples).
+    """
 
     mean: float
     p50: float
@@ -193,6 +200,17 @@ class Summary(Result):
 
     @classmethod
     def of(cls, x: np.ndarray) -> Summary:
+        """Mean, P50, P90 and P99 of ``x`` (NaN each for an empty array).
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            Samples (s).
+
+        Returns
+        -------
+        Summary
+        """
         if x.size == 0:
             return cls(math.nan, math.nan, math.nan, math.nan)
         p50, p90, p99 = np.percentile(x, [50, 90, 99])
@@ -201,7 +219,92 @@ class Summary(Result):
 
 @dataclass(frozen=True)
 class SimResult(Result):
-    """One simulation: per-request latencies, their summaries, throughput, goodput, utilisation."""
+    """One simulation: per-request latencies, their summaries, throughput, goodput, utilisation.
+
+    Attributes
+    ----------
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    topology : Topology
+        Replicas, tensor parallelism, pools and the router.
+    rate : float or None
+        The offered rate as given (requests/s; None: not given).
+    requests : int
+        Requests simulated.
+    duration_s : float
+        First send to last finish (the drain tail included).
+    ttft : Summary
+        Time to first token over the requests (s).
+    tpot : Summary
+        Time per output token after the first, over the requests (s).
+    e2e : Summary
+        Send to last token, over the requests (s).
+    requests_per_s : float
+        Requests / duration_s: the drain tail after the last arrival included.
+    output_tokens_per_s : float
+        Output tokens / duration_s.
+    output_tokens_per_s_per_device : float
+        ``output_tokens_per_s`` over the topology's devices.
+    steady_requests_per_s : float or None
+        Completions per second between the first and the last arrival (None when every request
+        arrives at once, and for a closed loop).
+    steady_output_tokens_per_s : float or None
+        Output tokens per second of that window.
+    steady_window_s : float
+        Last arrival - first arrival.
+    offered_requests_per_s : float or None
+        The arrivals' own rate over that window: (n - 1) / window.
+    drain_s : float
+        Last finish - last send: the tail after the arrivals stop (closed loop: the last E2E).
+    time_origin_s : float
+        The first arrival's time; every time inside is relative to it.
+    goodput_requests_per_s : float or None
+        Requests/s meeting both SLOs.
+    slo_attainment : float or None
+        Fraction of requests meeting both SLOs (None: no SLO given).
+    preemptions : int
+        Sequences preempted, over the replicas.
+    prefix_cache_hits : int
+        Admissions that started after a cached shared prefix.
+    iterations : int
+        Engine iterations, over the replicas.
+    mean_batch : float
+        Sequences per iteration, averaged over the iterations.
+    mean_kv_utilisation : float
+        Fraction of the KV blocks in use, averaged over the iterations.
+    mean_in_system : float
+        Requests waiting or running, time-averaged from the replicas' queue records.
+    per_request : dict of str to numpy.ndarray
+        Per request: ``arrival_s`` (the send time), ``ttft_s``, ``tpot_s``, ``e2e_s``, ``prompt``,
+        ``output``, ``preemptions``, ``session``, ``turn``, ``queued_s`` (send + the request path)
+        and ``scheduled_s`` (its first iteration's start).
+    timeline : dict of str to numpy.ndarray
+        ``t``, ``batch``, ``waiting``, ``running``, ``kv_used`` per iteration, all replicas.
+    predictor : str
+        What priced the iterations (:class:`Predictor` label).
+    coverage : Coverage or None
+        A predicted run's iteration seconds by what they rest on (None for the bound).
+    clamped_s : float
+        Iteration seconds where a prediction fell below its bound (clamped).
+    busy_device_s : float
+        Device-seconds iterating (replica busy time x tp).
+    prefill_device_s : float
+        The part of ``busy_device_s`` attributed to prefill chunks (s; a mixed iteration's decodes
+        are charged what they take alone).
+    concurrency : int or None
+        Closed-loop clients (None: open loop).
+    spec : SpecStats or None
+        Speculative decoding's counters (None: plain decoding).
+    prefix_routed : tuple of (int, int) or None
+        Router ``prefix``: (requests sent where their prefix or conversation is, those the load bound
+        sent elsewhere).
+    kv_tiers : TierStats or None
+        Prefix hits from host memory / SSD and their load time.
+    overheads : str or None
+        The engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none).
+    """
 
     model: str
     device: str
@@ -258,7 +361,15 @@ class SimResult(Result):
         return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
 
     def requests_csv(self, path: str, flag: str = "csv") -> None:
-        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically."""
+        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically.
+
+        Parameters
+        ----------
+        path : str
+            The CSV file (replaced atomically, never written through a link).
+        flag : str
+            The option that named it, printed in an error.
+        """
         keys = list(self.per_request)
         rows = zip(*(self.per_request[k].tolist() for k in keys), strict=True)
         with atomic_write(path, flag) as f:
@@ -270,7 +381,25 @@ class SimResult(Result):
 def closed_loop_cycle(res: SimResult, think_s: float = 0.0) -> float:
     """One client's cycle in a closed loop (s): the median, over its requests, of send to last
     token, plus ``think_s`` before the next send. With every request alike, the clients of a
-    steady loop each take this long per request, so their phases spread over it."""
+    steady loop each take this long per request, so their phases spread over it.
+
+    Parameters
+    ----------
+    res : SimResult
+        A closed loop's result (simulated with ``concurrency=N``).
+    think_s : float
+        The client's pause before its next send (s).
+
+    Returns
+    -------
+    float
+        Seconds per request per client.
+
+    Raises
+    ------
+    CostModelError
+        When ``res`` is not a closed loop's.
+    """
     if res.concurrency is None:
         raise CostModelError("closed_loop_cycle reads a closed loop's result (simulate with concurrency=N)")
     return float(np.median(res.per_request["e2e_s"])) + think_s
@@ -280,7 +409,31 @@ def steady_stagger_s(
     config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
 ) -> float:
     """The ``stagger_s`` of a closed loop's steady state (:func:`simulate`'s module doc): one
-    client's cycle (:func:`closed_loop_cycle`) in a run that starts every client together."""
+    client's cycle (:func:`closed_loop_cycle`) in a run that starts every client together.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    requests : sequence of Request
+        What the clients send.
+    concurrency : int
+        Clients in the loop.
+    **kw
+        The rest of :func:`simulate`'s keywords (not ``stagger_s``).
+
+    Returns
+    -------
+    float
+        The stagger (s).
+
+    Raises
+    ------
+    CostModelError
+        When ``stagger_s`` is given.
+    """
     if "stagger_s" in kw:
         raise CostModelError(
             "the steady loop chooses stagger_s itself (one cycle); give simulate(stagger_s=...)"
@@ -293,7 +446,25 @@ def simulate_steady_loop(
     config: Any, device: str, requests: Sequence[Request], *, concurrency: int, **kw: Any
 ) -> SimResult:
     """A closed loop of ``concurrency`` clients in its steady state: its first sends spread
-    uniformly over one cycle (:func:`steady_stagger_s`)."""
+    uniformly over one cycle (:func:`steady_stagger_s`).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    requests : sequence of Request
+        What the clients send.
+    concurrency : int
+        Clients in the loop.
+    **kw
+        The rest of :func:`simulate`'s keywords (not ``stagger_s``).
+
+    Returns
+    -------
+    SimResult
+    """
     cycle = steady_stagger_s(config, device, requests, concurrency=concurrency, **kw)
     return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
 
@@ -369,6 +540,12 @@ def simulate(
     SimResult
         Per-request latency statistics (TTFT, TPOT, E2E), throughput (steady state and overall),
         SLO attainment, preemptions, KV use, and with a predictor what its seconds rest on.
+
+    Raises
+    ------
+    CostModelError
+        When there are no requests, an SLO, arrival, think time, ``concurrency`` or ``stagger_s``
+        is out of range, or options that cannot combine are combined (speculation with ``dp > 1``).
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -412,16 +589,9 @@ def simulate(
         check_group(topo.dp, w.config.is_moe)
         if spec is not None:
             raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
-        step = rank_step(
-            w,
-            hw,
-            step,
-            predicted_mixed_step(w, hw, tp=topo.tp),
-            dp=topo.dp,
-            tp=topo.tp,
-            expert_parallel=topo.expert_parallel,
-            dispatch=topo.moe_dispatch,
-            predictor=pred,
+        step = group_step(
+            w, hw, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch,
+            predictor=pred, rank=step,
         )
     if isinstance(step, MeteredIterationStep):
         step.reset()
@@ -461,17 +631,7 @@ def simulate(
             return KVTiers(kv_tiers, host_bw, cfg.block_size, as_float(led.kv_bytes_per_token), topo.tp)
 
         return [
-            # a data-parallel group's ranks run the per-sequence loop: the group sums their batches
-            Replica(
-                step,
-                blocks,
-                cfg,
-                start + i,
-                specs[0] if specs else None,
-                tiers(),
-                ov,
-                skip=skip and topo.dp == 1,
-            )
+            Replica(step, blocks, cfg, start + i, specs[0] if specs else None, tiers(), ov, skip=skip)
             for i in range(n)
         ]
 

@@ -45,6 +45,15 @@ times are one vectorised call of the step over the KV-length sums ``ctx_base + n
 (:meth:`graphs.serving.step.mixed.MixedStep.decode_times`: each element the scalar path's operations
 in its order, so equal bit for bit) and their end times the loop's running sum
 (``numpy.cumsum`` adds one element at a time, as the loop does).
+
+A data-parallel group's ranks (:class:`graphs.serving.sim.data_parallel.LockstepGroup`) are
+replicas of their own and keep their steady decodes so too; the group sums each rank's batch with
+the members it leaves out (one token each). The group runs a window when every rank with work is
+in one (:meth:`~graphs.serving.sim.engine.Replica.window_plan`): its ``k`` is the fewest of the
+ranks' and of the iterations ending before the next event, and iteration ``j`` takes the slowest
+rank's vectorised share plus the stage at the group's tokens, which stay constant through the
+window (every member decodes one token, none joins or leaves). Each rank's records are the
+loop's; a predictor's ranks (no vectorised decode price) keep the closed form without windows.
 """
 
 from __future__ import annotations

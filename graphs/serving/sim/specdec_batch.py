@@ -21,7 +21,23 @@ __all__ = ["BatchRow", "speedup_by_batch"]
 
 @dataclass(frozen=True)
 class BatchRow(Result):
-    """One batch: plain and speculative TPOT (s) and output tokens/s, and speculation's counters."""
+    """One batch: plain and speculative TPOT (s) and output tokens/s, and speculation's counters.
+
+    Attributes
+    ----------
+    batch : int
+        Concurrent clients ``B``.
+    plain_tpot_s, spec_tpot_s : float
+        Mean TPOT without and with speculation (s).
+    plain_tokens_per_s, spec_tokens_per_s : float
+        Output tokens per second without and with speculation.
+    speedup : float
+        ``plain_tpot_s / spec_tpot_s``: > 1 while speculation pays.
+    tokens_per_verification : float
+        Tokens emitted per verifying sequence and iteration.
+    draft_share : float
+        The proposer's share of the speculating run's iteration seconds.
+    """
 
     batch: int
     plain_tpot_s: float
@@ -53,7 +69,30 @@ def speedup_by_batch(
     compute-bound, ``C`` per token, while attention reads each sequence's cache once, ``A`` per
     sequence; plain decoding costs ``C + A`` per token and speculation ``((k + 1) C + A) / E``,
     so it pays at large batch only while ``A / C > (k + 1 - E) / (E - 1)``: short contexts and
-    low acceptance lose first."""
+    low acceptance lose first.
+
+    Parameters
+    ----------
+    target : ModelConfig, str or Workload
+        The target model.
+    device : Hardware or str
+        The device.
+    spec : SpecConfig
+        The drafter, ``k`` and the acceptance per position.
+    batches : sequence of int
+        Concurrent clients ``B`` to try.
+    tp : int
+        Tensor-parallel degree.
+    prompt, output : int
+        Tokens per request.
+    waves : int
+        Requests per client.
+
+    Returns
+    -------
+    tuple of BatchRow
+        Per batch: mean TPOT with and without speculation (s) and their ratio.
+    """
     topo = Topology(tp=tp)
     rows = []
     for b in batches:

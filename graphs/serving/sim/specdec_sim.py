@@ -121,7 +121,30 @@ class SpecConfig(Result):
 
     @classmethod
     def parse(cls, draft: str, k: int, accept: str, *, expected: bool = False, seed: int = 0) -> SpecConfig:
-        """From the CLI's text: ``accept`` is one rate ``A`` (every position) or ``a1,a2,..,ak``."""
+        """From the CLI's text: ``accept`` is one rate ``A`` (every position) or ``a1,a2,..,ak``.
+
+        Parameters
+        ----------
+        draft : str
+            What drafts: a catalog model name or config path, ``mtp`` or ``ngram``.
+        k : int
+            Tokens drafted per step.
+        accept : str
+            ``--spec-accept``: one rate in ``[0, 1]`` for every position, or ``k`` comma-separated.
+        expected : bool
+            Accept the expected number of tokens (carrying the fraction) instead of seeded draws.
+        seed : int
+            The seed of the draws.
+
+        Returns
+        -------
+        SpecConfig
+
+        Raises
+        ------
+        CostModelError
+            When a rate is not a finite number in ``[0, 1]`` or the count is not 1 or ``k``.
+        """
         try:
             rates = tuple(float(x) for x in accept.split(","))
         except ValueError:
@@ -135,7 +158,18 @@ class SpecConfig(Result):
         return cls(draft, k, rates, expected, seed)
 
     def expected_tokens(self, p: int | None = None) -> float:
-        """``E[a + 1] = 1 + sum_j prod_{i<=j} a_i`` over the first ``p`` (default ``k``) positions."""
+        """``E[a + 1] = 1 + sum_j prod_{i<=j} a_i`` over the first ``p`` (default ``k``) positions.
+
+        Parameters
+        ----------
+        p : int, optional
+            Positions drafted (default ``k``).
+
+        Returns
+        -------
+        float
+            Expected tokens emitted per verification.
+        """
         p = self.k if p is None else p
         return 1.0 + float(np.cumprod(self.accept[:p]).sum()) if p else 1.0
 
@@ -166,6 +200,12 @@ class SpecStats(Result):
         return self.draft_s / self.iteration_s if self.iteration_s else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields, with the tokens per verification, acceptance and the proposer's share of the seconds.
+
+        Returns
+        -------
+        dict
+        """
         d = super().to_dict()
         d.update(
             tokens_per_verification=self.tokens_per_verification,
@@ -256,7 +296,13 @@ class Speculator:
                 st.reset()
 
     def coverage(self) -> Any:
-        """What the target's and the proposer's predicted seconds rest on, together."""
+        """What the target's and the proposer's predicted seconds rest on, together.
+
+        Returns
+        -------
+        Coverage or None
+            Seconds by what they rest on (None when no predictor prices the steps).
+        """
         parts = [st.coverage() for st in self._steps()]
         return sum(parts[1:], parts[0])
 
@@ -287,7 +333,20 @@ class Speculator:
         self, verifies: Sequence[tuple[float, float]], chunks: Sequence[tuple[float, float]]
     ) -> float:
         """The proposer's seconds for one iteration (module doc): ``verifies`` are ``(p + 1, c)``
-        per speculating sequence, ``chunks`` the iteration's prefill chunks."""
+        per speculating sequence, ``chunks`` the iteration's prefill chunks.
+
+        Parameters
+        ----------
+        verifies : sequence of (float, float)
+            ``(p + 1, c)`` per speculating sequence: tokens verified and its context.
+        chunks : sequence of (float, float)
+            The iteration's prefill chunks ``(new tokens, cached prefix)``.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         t = 0.0
         windowed = self._draft is not None and self._draft.windowed
         for j in range(self.k):
@@ -315,7 +374,28 @@ class Speculator:
         kernels take the ``p + 1`` queries (FlashMLA): ``p + 1`` decodes at contexts
         ``c + 1 .. c + p + 1``, each with its own lm_head row (the cache is then counted as read
         ``p + 1`` times: an upper bound on that part). Not ``record``: a predicted step's
-        seconds are not counted in what the run rests on either (the call only splits a time)."""
+        seconds are not counted in what the run rests on either (the call only splits a time).
+
+        Parameters
+        ----------
+        n_dec : int
+            Plain decodes in the iteration.
+        sum_ctx : float
+            The sum of their KV lengths (tokens).
+        chunks : list of (float, float)
+            Prefill chunks ``(new tokens, cached prefix)``.
+        ctxs : list of float or None
+            Each decode's KV length (sliding-window models).
+        verifies : list of (float, float)
+            ``(p + 1, c)`` per speculating sequence.
+        record : bool
+            Count the seconds in the run's draft and iteration totals.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         # a predicted step adds every call's seconds to its coverage: kept as they were here
         saved = [list(st._acc) for st in self._steps()] if not (record or self.predictor.is_bound) else None
         try:
@@ -348,7 +428,20 @@ class Speculator:
         return target + draft
 
     def accept(self, seq: Any, drafted: int) -> int:
-        """How many of ``drafted`` tokens the target accepts (seeded draws, or expected value)."""
+        """How many of ``drafted`` tokens the target accepts (seeded draws, or expected value).
+
+        Parameters
+        ----------
+        seq : Sequence
+            The speculating sequence.
+        drafted : int
+            Tokens it drafted this iteration.
+
+        Returns
+        -------
+        int
+            Tokens accepted, in ``[0, drafted]``.
+        """
         rates = self.spec.accept
         if self.spec.expected:
             c = self._credit.get(id(seq), 0.0) + self.spec.expected_tokens(drafted) - 1.0
@@ -364,6 +457,12 @@ class Speculator:
         return a
 
     def stats(self) -> SpecStats:
+        """What speculation did over the run so far.
+
+        Returns
+        -------
+        SpecStats
+        """
         return SpecStats(
             self.spec.draft,
             self.k,
@@ -447,7 +546,20 @@ class SpecForms:
                 yield self.draft, (b, ctx + j), self.minus
 
     def tpot(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
-        """Seconds per output token of each point (class doc)."""
+        """Seconds per output token of each point (class doc).
+
+        Parameters
+        ----------
+        b : numpy.ndarray
+            Sequences per step.
+        ctx : numpy.ndarray
+            KV length per sequence (tokens).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per output token.
+        """
         t: Any = 0.0
         for step, args, minus in self._steps(b, ctx):
             t = t + step.step_array(*args)
@@ -459,7 +571,19 @@ class SpecForms:
         """What :meth:`tpot`'s seconds at the points rest on (a
         :class:`graphs.serving.pricing.kernel_sources.Coverage`: the verify step's and each draft step's
         priced seconds summed, MTP's module as the full step less the plain one, reason by reason),
-        or None when the steps are not priced by a predictor."""
+        or None when the steps are not priced by a predictor.
+
+        Parameters
+        ----------
+        b : numpy.ndarray
+            Sequences per step.
+        ctx : numpy.ndarray
+            KV length per sequence (tokens).
+
+        Returns
+        -------
+        Coverage or None
+        """
         if not hasattr(self.verify, "coverage_array"):
             return None
         cov: Any = None
@@ -472,7 +596,18 @@ class SpecForms:
 
     def ttft_extra(self, prompt: np.ndarray) -> np.ndarray:
         """The proposer's prefill of the prompt (s; zero for ngram; for MTP the module's share of
-        the prefill, which a plain run's step does not include)."""
+        the prefill, which a plain run's step does not include).
+
+        Parameters
+        ----------
+        prompt : numpy.ndarray
+            Prompt tokens.
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds added to TTFT.
+        """
         if self.draft_prefill is None:
             return np.zeros_like(prompt)
         t = self.draft_prefill.step_array(np.ones_like(prompt), prompt)
@@ -481,7 +616,20 @@ class SpecForms:
         return t
 
     def memory(self, b: np.ndarray, ctx: np.ndarray) -> np.ndarray:
-        """The draft model's bytes per device (weights and its KV), zero without one."""
+        """The draft model's bytes per device (weights and its KV), zero without one.
+
+        Parameters
+        ----------
+        b : numpy.ndarray
+            Sequences.
+        ctx : numpy.ndarray
+            KV length per sequence (tokens).
+
+        Returns
+        -------
+        numpy.ndarray
+            Bytes per device.
+        """
         if self.draft_memory is None:
             return np.zeros_like(b)
         return self.draft_memory(b, ctx)
@@ -491,7 +639,27 @@ _FORMS: dict[tuple[Any, ...], SpecForms] = {}
 
 
 def spec_forms(config: Any, hw: Hardware, tp: int, spec: SpecConfig, predictor: Any = None) -> SpecForms:
-    """:class:`SpecForms`, built once per (config, device, tp, spec, predictor) in this process."""
+    """:class:`SpecForms`, built once per (config, device, tp, spec, predictor) in this process.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The target model.
+    hw : Hardware
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    spec : SpecConfig
+        The drafter, ``k`` and the acceptance per position.
+    predictor : Predictor, optional
+        Prices the steps (default: the bound).
+
+    Returns
+    -------
+    SpecForms
+        TPOT (s), the TTFT the proposer adds (s) and its memory (bytes), numpy-vectorised over
+        (batch, ctx).
+    """
     key = (config, hw, tp, spec, predictor)
     f = _FORMS.get(key)
     if f is None:

@@ -43,7 +43,26 @@ _FUNCS = {
 
 def to_text(expr: Any, args: tuple[str, ...] = _ARGS) -> str:
     """``expr`` (a sympy expression in ``args``) as text :func:`compile_numeric` reads:
-    floats with ``repr``, rationals as ``(p/q)``, every sum, product and power parenthesised."""
+    floats with ``repr``, rationals as ``(p/q)``, every sum, product and power parenthesised.
+
+    Parameters
+    ----------
+    expr : sympy expression or number
+        The form to store, in ``args`` only (a number stands for itself).
+    args : tuple of str
+        The symbol names the form may use (default ``("B", "ctx")``, the decode card's dims).
+
+    Returns
+    -------
+    str
+        Arithmetic text :func:`costmodel.arith.compile_numeric` reads back.
+
+    Raises
+    ------
+    CardError
+        When the form holds a non-finite number, a symbol outside ``args`` or a function the
+        card's arithmetic does not know.
+    """
     # sympy loads only when a card is written: reading one (the cached path) stays light
     import sympy
 
@@ -159,7 +178,30 @@ def lambdified_text(expr: Any, symbols: tuple[Any, ...], module: str = "numpy") 
 
 def card_number(x: Any, name: str, *, positive: bool = False, whole: bool = False) -> float:
     """A constant read from a card: a finite real number, never negative (above zero when
-    ``positive``, an integer value when ``whole``); else :class:`CardError` naming it."""
+    ``positive``, an integer value when ``whole``); else :class:`CardError` naming it.
+
+    Parameters
+    ----------
+    x : object
+        The value read from the card.
+    name : str
+        The card field's name, printed in the error.
+    positive : bool
+        Require ``x > 0`` (default: ``x >= 0``).
+    whole : bool
+        Require an integer value.
+
+    Returns
+    -------
+    float
+        ``x`` as a float.
+
+    Raises
+    ------
+    CardError
+        When ``x`` is not a number, not finite, negative, zero when ``positive``, or fractional
+        when ``whole``.
+    """
     if isinstance(x, bool) or not isinstance(x, int | float):
         raise CardError(f"card field {name} is {type(x).__name__}, not a number")
     v = float(x)
@@ -188,7 +230,24 @@ def _kv_caps(d: Any) -> dict[str, Any]:
 
 
 def card_kv_caps(card: dict[str, Any]) -> dict[str, Any]:
-    """A decode card's cache layout, range-checked; :class:`CardError` when it is not one."""
+    """A decode card's cache layout, range-checked; :class:`CardError` when it is not one.
+
+    Parameters
+    ----------
+    card : dict
+        A decode card as read from JSON.
+
+    Returns
+    -------
+    dict
+        Its ``kv_caps`` entry, checked: ``per_token`` (bytes per cached token), ``capped``
+        (``[bytes per token, positions kept]`` pairs) and ``state`` (bytes per sequence).
+
+    Raises
+    ------
+    CardError
+        When ``card`` is not a decode card of this version or its layout is out of range.
+    """
     try:
         if card.get("kind") != "decode" or card.get("version") != CARD_VERSION:
             raise CardError("not a decode card of this version")

@@ -97,13 +97,31 @@ class StepForms:
     weights_resident_bytes: sympy.Expr = field(default=sympy.Integer(0))
 
     def exprs(self) -> list[sympy.Expr]:
-        """The compiled outputs in order: :data:`FIELDS`, then one per term."""
+        """The compiled outputs in order: :data:`FIELDS`, then one per term.
+
+        Returns
+        -------
+        list of sympy.Expr
+        """
         return [getattr(self, f) for f in FIELDS] + list(self.terms_s.values())
 
 
 def compile_step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
     """:func:`step_time` with each kernel's ``max`` left unevaluated (:attr:`Bound.compile_time`):
-    the same value, several times cheaper to build on a symbolic graph; for compiling."""
+    the same value, several times cheaper to build on a symbolic graph; for compiling.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A step graph with a :class:`~costmodel.cost.Cost` on each op node (dims may be symbolic).
+    hw : Hardware
+        The device whose roofs price each kernel.
+
+    Returns
+    -------
+    sympy.Expr
+        The step time (s), :math:`\\sum_k r_k \\max_u t_{k,u}`, with each ``max`` unevaluated.
+    """
     return sympy.Add(
         *(g.nodes[n].get(REPEAT, 1) * bound(g.nodes[n][COST], hw).compile_time for n in op_nodes(g))
     )
@@ -116,7 +134,22 @@ def _unpruned_max(terms: list[sympy.Expr]) -> sympy.Expr:
 
 
 def step_forms(g: nx.DiGraph, hw: Hardware, symbols: Sequence[sympy.Symbol]) -> StepForms:
-    """Read :class:`StepForms` off a graph with symbolic dims (one ``bound`` per node, once)."""
+    """Read :class:`StepForms` off a graph with symbolic dims (one ``bound`` per node, once).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A step graph with symbolic free dims.
+    hw : Hardware
+        The device whose roofs price each kernel.
+    symbols : sequence of sympy.Symbol
+        The free dims, in the order the compiled functions take them (e.g. ``B, ctx``).
+
+    Returns
+    -------
+    StepForms
+        The step's seconds, FLOPs and bytes as sympy expressions in ``symbols``.
+    """
     bw = hw.bandwidth()
     ops = op_total(g)
     whole = bound(ops, hw)
@@ -144,6 +177,26 @@ def positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
     """``value`` as a positive int (or 0 when allowed); a clear error naming ``name`` otherwise.
 
     A plain int passes in nanoseconds; anything else goes through :func:`check_dim`'s checks.
+
+    Parameters
+    ----------
+    value : object
+        The dim to check (an int, or a sympy number).
+    name : str
+        Its name, printed in the error.
+    allow_zero : bool
+        Accept 0 as well.
+
+    Returns
+    -------
+    int
+        ``value`` as an int.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is symbolic, fractional, non-positive (negative when ``allow_zero``) or not a
+        number.
     """
     if type(value) is int and (value >= 1 or (allow_zero and value == 0)):
         return value
@@ -176,7 +229,18 @@ class CompiledStep:
         self.graph = graph  # the symbolic graph, for per-node analyses (treat as read-only)
 
     def point(self, *values: float) -> dict[str, Any]:
-        """Every field at one point; ``terms_s`` as a dict."""
+        """Every field at one point; ``terms_s`` as a dict.
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in :attr:`dims` order (decode: ``B``, ``ctx``).
+
+        Returns
+        -------
+        dict
+            Every field of :data:`FIELDS` (s, FLOP, bytes) and ``terms_s``.
+        """
         if self._point is None:
             self._point = sympy.lambdify(self.forms.symbols, self.forms.exprs(), "math")
         out = self._point(*values)
@@ -186,19 +250,54 @@ class CompiledStep:
         return res
 
     def step(self, *values: float) -> float:
-        """The step time (s) at one point: the fastest call."""
+        """The step time (s) at one point: the fastest call.
+
+        Parameters
+        ----------
+        *values : float
+            The step's dims, in :attr:`dims` order.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         if self._step is None:
             self._step = sympy.lambdify(self.forms.symbols, self.forms.step_s, "math")
         return float(self._step(*values))
 
     def step_array(self, *arrays: Any) -> np.ndarray:
-        """The step time (s) over arrays (broadcast), vectorised."""
+        """The step time (s) over arrays (broadcast), vectorised.
+
+        Parameters
+        ----------
+        *arrays : numpy.ndarray
+            The step's dims as arrays (broadcast).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per point.
+        """
         if self._step_vec is None:
             self._step_vec = compile_expr(self.forms.step_s, self.forms.symbols)
         return self._step_vec(*arrays)
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
-        """A derived quantity computed once per compiled step (e.g. decode limits, the ledger)."""
+        """A derived quantity computed once per compiled step (e.g. decode limits, the ledger).
+
+        Parameters
+        ----------
+        key : str
+            The quantity's name.
+        build : callable
+            ``build()`` makes it (called once per step and key).
+
+        Returns
+        -------
+        object
+            What ``build`` returned, cached.
+        """
         if key not in self._memo:
             self._memo[key] = build()
         return self._memo[key]
@@ -218,7 +317,13 @@ def clear_compiled_cache() -> None:
 
 
 def compiled_cache_info() -> dict[str, int]:
-    """Hits, misses and current size of the in-process cache."""
+    """Hits, misses and current size of the in-process cache.
+
+    Returns
+    -------
+    dict of str to int
+        ``hits``, ``misses`` and ``size`` (entries held) of the compiled-step cache.
+    """
     return _CACHE.info()
 
 
@@ -245,6 +350,36 @@ def compiled_step(
     ``chunked`` (prefill) adds the cached ``prefix`` as a third dim; ``ep`` divides the routed
     experts' work and weights over ``ep`` devices; ``routing`` (skewed, or a placement with
     replicas: :mod:`graphs.serving.step.expert_routing`) makes them the busiest EP rank's instead.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model: a catalog name, a ``config.json`` path, a config, or a workload built once.
+    device : Hardware or str
+        The device (a catalog name or a spec).
+    phase : str
+        ``"decode"`` (dims ``B``, ``ctx``) or ``"prefill"`` (dims ``B``, ``S``, and ``prefix`` when
+        ``chunked``).
+    tp : int
+        Tensor-parallel degree: the device holds ``1/tp`` of each sharded weight and head.
+    ep : int
+        Expert-parallel degree: routed experts' work and weights divided over ``ep`` devices.
+    chunked : bool
+        Prefill only: a chunk attending over a cached ``prefix`` of tokens.
+    logits : str
+        Which positions the LM head computes: ``"last"`` (default) or ``"all"`` (prefill).
+    routing : Routing, optional
+        A skewed routing or an expert placement: the busiest EP rank's experts instead of the mean.
+
+    Returns
+    -------
+    CompiledStep
+        The compiled scalar and numpy forms (seconds, FLOPs, bytes), cached per argument set.
+
+    Raises
+    ------
+    CostModelError
+        When ``phase`` is unknown, ``chunked`` is asked of decode, or a degree or name is invalid.
     """
     w = as_workload(config)
     hw = get_device(device)

@@ -163,7 +163,27 @@ class Routing(Result):
 
 
 def parse_routing(text: str, placement: str = "contiguous", replicate: int = 0) -> Routing:
-    """``uniform``, ``zipf:S`` or ``hist:C1,C2,...`` (one count per expert) -> :class:`Routing`."""
+    """``uniform``, ``zipf:S`` or ``hist:C1,C2,...`` (one count per expert) -> :class:`Routing`.
+
+    Parameters
+    ----------
+    text : str
+        ``uniform``, ``zipf:S`` (exponent ``S >= 0``) or ``hist:C1,C2,...`` (token counts, one per
+        expert).
+    placement : str
+        ``contiguous`` (default) or ``balanced`` (LPT over the ranks).
+    replicate : int
+        How many of the hottest experts get a second copy (0: none).
+
+    Returns
+    -------
+    Routing
+
+    Raises
+    ------
+    CostModelError
+        When ``text`` is none of the three forms or a number in it is out of range.
+    """
     kind, _, arg = text.strip().partition(":")
     values: list[float] | None = None
     try:
@@ -182,7 +202,27 @@ def parse_routing(text: str, placement: str = "contiguous", replicate: int = 0) 
 
 
 def inclusion(routing: Routing, experts: int, top_k: int) -> np.ndarray:
-    """``pi_i`` for each expert, hottest first for Zipf (module doc: water filling)."""
+    """``pi_i`` for each expert, hottest first for Zipf (module doc: water filling).
+
+    Parameters
+    ----------
+    routing : Routing
+        The routing distribution.
+    experts : int
+        Routed experts ``E`` of the layer.
+    top_k : int
+        Experts ``k`` each token picks.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``pi_i``, shape ``(E,)``, each in ``[0, 1]``, summing to ``k``.
+
+    Raises
+    ------
+    CostModelError
+        When a histogram's length is not ``E`` or fewer than ``k`` experts receive tokens.
+    """
     if routing.kind == "histogram":
         if len(routing.weights) != experts:
             raise CostModelError(
@@ -218,6 +258,25 @@ def devices_reached(experts: int, top_k: int, devices: int) -> float:
     (a device is missed when all ``k`` experts fall among the others). A dispatch that sends a
     token once per device (DeepEP, pplx) moves ``r`` copies (the mean above) of it, not ``k``.
 
+    Parameters
+    ----------
+    experts : int
+        Routed experts ``E``.
+    top_k : int
+        Distinct experts ``k`` per token.
+    devices : int
+        Devices ``G`` the experts are spread over, ``E / G`` each.
+
+    Returns
+    -------
+    float
+        Expected devices ``r`` a token reaches, in ``[1, min(k, G)]``.
+
+    Raises
+    ------
+    CostModelError
+        When ``E`` does not split evenly over ``G`` devices.
+
     >>> round(devices_reached(128, 8, 2), 4)  # Qwen3-30B-A3B over 2: 2 (1 - C(64,8)/C(128,8))
     1.9938
     >>> devices_reached(8, 2, 8)  # Mixtral over 8 devices: its 2 experts on 2 devices
@@ -244,7 +303,30 @@ class RankLoad(Result):
 
 
 def placement(routing: Routing, experts: int, top_k: int, ep: int) -> list[list[tuple[int, float]]]:
-    """Each EP rank's expert copies as ``(expert, inclusion probability of this copy)`` (module doc)."""
+    """Each EP rank's expert copies as ``(expert, inclusion probability of this copy)`` (module doc).
+
+    Parameters
+    ----------
+    routing : Routing
+        The routing distribution and its placement option (``contiguous`` or ``balanced``, and
+        ``replicate``).
+    experts : int
+        Routed experts ``E``.
+    top_k : int
+        Experts ``k`` per token.
+    ep : int
+        Expert-parallel ranks.
+
+    Returns
+    -------
+    list of list of (int, float)
+        For each rank, its expert copies as ``(expert index, inclusion probability of the copy)``.
+
+    Raises
+    ------
+    CostModelError
+        When ``ep`` does not divide ``E``, or ``replicate`` needs ``ep >= 2`` or exceeds ``E``.
+    """
     if experts % ep:
         raise CostModelError(f"ep ({ep}) must divide the {experts} experts")
     if routing.replicate > experts or (routing.replicate and ep < 2):
@@ -273,7 +355,24 @@ def placement(routing: Routing, experts: int, top_k: int, ep: int) -> list[list[
 
 
 def rank_load(routing: Routing, experts: int, top_k: int, ep: int) -> RankLoad:
-    """Place the experts (module doc) and return the busiest rank's load."""
+    """Place the experts (module doc) and return the busiest rank's load.
+
+    Parameters
+    ----------
+    routing : Routing
+        The routing distribution and placement.
+    experts : int
+        Routed experts ``E``.
+    top_k : int
+        Experts ``k`` per token.
+    ep : int
+        Expert-parallel ranks.
+
+    Returns
+    -------
+    RankLoad
+        The busiest rank's share of the routed rows and its expert copies.
+    """
     ranks = placement(routing, experts, top_k, ep)
     pi = inclusion(routing, experts, top_k)
     loads = [sum(p for _, p in rk) for rk in ranks]
@@ -291,6 +390,21 @@ def normal_max(n: int) -> float:
 
     (``E Z = int_0^inf P(Z > x) - P(Z < -x) dx``) by the trapezoid rule on ``[0, 12]``, step
     ``6e-5`` (error below ``1e-9``; ``e_3 = 3 / (2 sqrt(pi))``, ``e_8 = 1.423600``: Harter 1961).
+
+    Parameters
+    ----------
+    n : int
+        How many independent standard normals (ranks), ``>= 1``.
+
+    Returns
+    -------
+    float
+        ``e_n``, in standard deviations (``e_1 = 0``).
+
+    Raises
+    ------
+    CostModelError
+        When ``n < 1``.
 
     >>> round(normal_max(2) * math.sqrt(math.pi), 6)
     1.0
@@ -321,7 +435,27 @@ def busiest_rank(routing: Routing, experts: int, top_k: int, ep: int, tokens: ob
     """``E max_r X_r`` and ``E max_r U_r`` over ``tokens`` tokens (module doc: normal
     approximation of the busiest of ``ep`` ranks, grouped by load). Of the ``ep`` group terms
     only those that are the largest somewhere on :data:`_GRID` are kept, so the expression
-    stays small for the compiled step."""
+    stays small for the compiled step.
+
+    Parameters
+    ----------
+    routing : Routing
+        The routing distribution and placement.
+    experts : int
+        Routed experts ``E``.
+    top_k : int
+        Experts ``k`` per token.
+    ep : int
+        Expert-parallel ranks.
+    tokens : int or sympy.Expr
+        Tokens ``T`` of the step (decode: the batch; may be symbolic).
+
+    Returns
+    -------
+    RankMax
+        Expected routed rows and touched expert copies of the busiest rank, as expressions in
+        ``tokens``.
+    """
     t = sympy.sympify(tokens, strict=True)  # numbers and expressions only, never text
     ranks = placement(routing, experts, top_k, ep)
     order = sorted(range(ep), key=lambda r: -sum(p for _, p in ranks[r]))
@@ -397,7 +531,27 @@ def skew_experts(g: nx.DiGraph, ep: int, routing: Routing) -> nx.DiGraph:
     the step's weight-read term (:func:`graphs.serving.step.totals.weight_bytes_read`) is the busiest
     rank's too, never above the bound it is a term of. With expert capacity buffers
     (``moe_capacity_factor``) every rank computes its ``E/ep`` experts' padded buffers whatever
-    the routing: uniform routing is then exactly the ``1/ep`` share, a skewed one is refused."""
+    the routing: uniform routing is then exactly the ``1/ep`` share, a skewed one is refused.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A step graph whose routed-expert nodes carry their rule parameters (``T``, ``E``, ``k``).
+    ep : int
+        Expert-parallel ranks.
+    routing : Routing
+        The routing distribution and placement.
+
+    Returns
+    -------
+    networkx.DiGraph
+        A copy of ``g`` priced as the busiest rank (``g`` itself when it has no routed experts).
+
+    Raises
+    ------
+    CostModelError
+        When a skewed routing meets expert capacity buffers, or the placement is invalid.
+    """
     g = g.copy()
     maxima: dict[tuple[int, int, sympy.Expr], RankMax] = {}
     for n, d in g.nodes(data=True):

@@ -55,6 +55,31 @@ class CapacityCheck(Result):
     fit (0: none). When the point does not fit, ``devices_needed`` is the ledger's lower bound
     ``ceil(total at tp=1 / capacity)`` (at least ``tp + 1``) and ``tp_that_fits`` the smallest
     tensor-parallel degree the model splits over at which it fits (None: none tried did).
+
+    Attributes
+    ----------
+    device : str
+        The device's name.
+    tp : int
+        Tensor-parallel degree the ledger is per device at.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences.
+    tokens : int
+        Decode: context; prefill: prompt (tokens per sequence).
+    needed_bytes : float
+        The ledger's total per device.
+    capacity_bytes : float
+        The device's memory.
+    max_batch : int
+        The largest batch at ``tokens`` that fits (0: none).
+    max_context : int
+        The longest context at ``batch`` that fits (0: none).
+    devices_needed : int or None
+        When it does not fit: ``max(tp + 1, ceil(total at tp=1 / capacity))``.
+    tp_that_fits : int or None
+        When it does not fit: the smallest degree tried at which it does (None: none).
     """
 
     device: str
@@ -79,7 +104,17 @@ class CapacityCheck(Result):
     def headline(self, try_flag: str | None = "--tp") -> str:
         """The first line a report prints when the point does not fit, e.g. ``does not fit on
         1×h100-sxm: needs ≥ 11 devices (try --tp 16)``; ``try_flag=None`` where the command has
-        no tensor-parallel flag (the hint then names the degree instead of a flag)."""
+        no tensor-parallel flag (the hint then names the degree instead of a flag).
+
+        Parameters
+        ----------
+        try_flag : str or None
+            The command's tensor-parallel flag named in the hint (None: name the degree).
+
+        Returns
+        -------
+        str
+        """
         need = f": needs ≥ {self.devices_needed} devices" if self.devices_needed else ""
         hints = []
         if self.tp_that_fits is not None:
@@ -120,7 +155,30 @@ def check_capacity(
 ) -> CapacityCheck:
     """A :class:`CapacityCheck` from the ledger's terms as a function of (batch, tokens) in
     bytes (decode: ``tokens`` cached, ``batch`` active; prefill: ``batch * tokens`` active),
-    solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is."""
+    solved with :func:`costmodel.ledger_solve.solve_capacity` as the symbolic ledger is.
+
+    Parameters
+    ----------
+    terms : callable
+        ``terms(batch, tokens)``: the ledger's terms (bytes) by name (:data:`LEDGER_TERMS`).
+    capacity : float
+        The device's memory (bytes).
+    device : str
+        The device's name (printed).
+    tp : int
+        Tensor-parallel degree the terms are per device at.
+    phase : Phase
+        ``decode`` (``tokens`` cached per sequence) or ``prefill`` (``tokens`` of prompt).
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens per sequence (decode: context; prefill: prompt).
+
+    Returns
+    -------
+    CapacityCheck
+        The verdict, the total need (bytes), and the largest batch and context that fit.
+    """
 
     def at(b: float, t: float) -> dict[str, float]:
         got = terms(b, t)
@@ -140,6 +198,24 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
 
     Raises :class:`CardError` when the card has no readable ledger or its text does not
     reproduce its check point.
+
+    Parameters
+    ----------
+    card : dict
+        A decode or prefill card as read from JSON.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens per sequence (decode: context; prefill: prompt).
+
+    Returns
+    -------
+    CapacityCheck
+
+    Raises
+    ------
+    CardError
+        When the card has no readable ledger or its text does not reproduce its check point.
     """
     try:
         kind = card["phase"] if card["kind"] == "analysis" else card["kind"]
@@ -179,7 +255,30 @@ def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> Capa
 
 @dataclass(frozen=True)
 class CapacityReport(Result):
-    """Ledger terms at a batch and context, and the limits on one device."""
+    """Ledger terms at a batch and context, and the limits on one device.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    capacity_bytes : float
+        The device's memory.
+    terms : dict of str to float
+        The ledger's terms (bytes): weights, KV cache, activations, overhead, and their total.
+    fits : bool
+        The total is within the capacity.
+    max_batch : LedgerFit
+        The largest batch at the context, and what limits it.
+    max_context : LedgerFit
+        The longest context at the batch, and what limits it.
+    kv_split : dict of str to float
+        The KV term split: layers keeping every position, capped layers (window, chunk), recurrent
+        state (bytes).
+    kv_caps : tuple of float
+        The positions each capped layer group keeps.
+    model_limit : int or None
+        The model's context limit (None: not stated).
+    """
 
     model: str
     device: str
@@ -206,6 +305,27 @@ def capacity_report_from_card(
     ``max_context`` solve the symbolic ledger, with the same search bounds).
 
     Raises :class:`CardError` when the card is not a decode card whose ledger reads back.
+
+    Parameters
+    ----------
+    card : dict
+        A decode card as read from JSON.
+    batch : int
+        Sequences in the step.
+    ctx : int
+        Cached tokens per sequence.
+    model_limit : int or None
+        The model's longest context (``max_position_embeddings``), printed beside the limits.
+
+    Returns
+    -------
+    CapacityReport
+        Ledger terms (bytes) at the point, whether it fits, the largest batch and context.
+
+    Raises
+    ------
+    CardError
+        When the card is not a decode card whose ledger reads back.
     """
     if card.get("kind") != "decode":
         raise CardError("only a decode card's ledger serves the decode ledger")

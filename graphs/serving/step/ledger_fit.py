@@ -63,7 +63,21 @@ def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
     A tensor becomes live when its producer runs and dies after its last
     consumer ran; weights and caches are not activations. Layers run one
     after another, so one copy of a repeated group is enough. The graph must
-    be numeric (sizes are compared).
+    be numeric (sizes are compared). The peak, summed in floats, is returned as
+    the exact rational of its shortest decimal, ``Rational(repr(peak))``: byte
+    counts are whole or dyadic, so that is the sum itself (``nsimplify``'s search
+    for a simple rational, used before, gave the same value on every catalog
+    model, phase, tp and dtype checked, and ran mpmath's PSLQ on every call).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A numeric step graph (tensor sizes on its edges).
+
+    Returns
+    -------
+    sympy.Expr
+        The peak of live activation bytes over the run (bytes, a number).
     """
     consumers: dict[str, int] = {}
     for u, _v in g.edges():
@@ -85,7 +99,7 @@ def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
                 remaining[u] -= 1
                 if remaining[u] == 0:
                     live.pop(u, None)
-    return sympy.nsimplify(peak)
+    return sympy.Rational(repr(peak))
 
 
 def model_ledger(
@@ -102,6 +116,26 @@ def model_ledger(
     Activation bytes per token default to the graph's liveness peak divided
     by the tokens of one step (one sequence of ``seq`` tokens in prefill, one
     token in decode).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model: a catalog name, a ``config.json`` path, a config, or a workload built once.
+    phase : str
+        ``"decode"`` or ``"prefill"``: which graph's liveness gives the activations.
+    seq : int
+        Prompt tokens of the prefill graph the activations are read from.
+    tp : int
+        Tensor-parallel degree; the ledger is one device's.
+    activation_bytes_per_token : number or sympy.Expr, optional
+        Live activation bytes per active token (default: the graph's liveness peak per token).
+    overhead : Overhead, optional
+        How memory beyond the three terms is reserved (default: none).
+
+    Returns
+    -------
+    MemoryLedger
+        Weights, KV cache per token, activations per token and overhead of one device (bytes).
     """
     w = as_workload(config)
     g = w.graph(phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
@@ -128,7 +162,27 @@ _LEDGERS: BoundedCache[MemoryLedger] = BoundedCache("ledger", 256)
 def build_ledger(
     w: Workload, phase: str, seq: int, tp: int, overhead: Overhead | None, act: Any
 ) -> MemoryLedger:
-    """:func:`model_ledger`, built once per argument set (its liveness pass walks the whole graph)."""
+    """:func:`model_ledger`, built once per argument set (its liveness pass walks the whole graph).
+
+    Parameters
+    ----------
+    w : Workload
+        The model's workload (graphs built once).
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    seq : int
+        Prompt tokens of the prefill graph (1 for decode).
+    tp : int
+        Tensor-parallel degree.
+    overhead : Overhead or None
+        The reserve policy (None: none).
+    act : number, sympy.Expr or None
+        Activation bytes per active token (None: the liveness peak per token).
+
+    Returns
+    -------
+    MemoryLedger
+    """
     key = (
         w.config,
         phase,
@@ -148,7 +202,21 @@ def build_ledger(
 def kv_caps(config: ModelConfig | str | Workload, *, tp: int = 1) -> dict[str, Any]:
     """What one sequence's cache holds per device, as plain numbers: bytes per cached token of the
     layers keeping every position (``per_token``), ``[bytes per token, positions kept]`` of capped
-    layers (``capped``) and the recurrent ``state`` bytes."""
+    layers (``capped``) and the recurrent ``state`` bytes.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    tp : int
+        Tensor-parallel degree (KV heads split over ``tp`` devices).
+
+    Returns
+    -------
+    dict
+        ``per_token`` (bytes per cached token), ``capped`` (``[bytes per token, positions kept]``
+        per capped group) and ``state`` (bytes per sequence), for one device.
+    """
     led = build_ledger(as_workload(config), "decode", 1, tp, None, None)
     return {
         "per_token": as_float(led.kv_bytes_per_token),
@@ -161,7 +229,23 @@ def ledger_terms(
     config: ModelConfig | str | Workload, *, phase: str, tp: int = 1, seq: int = 1
 ) -> MemoryLedger:
     """The ledger :func:`capacity` and :func:`capacity_check` solve (default overhead and
-    activations; a prefill ledger's activations are those of a ``seq``-token prompt)."""
+    activations; a prefill ledger's activations are those of a ``seq``-token prompt).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    tp : int
+        Tensor-parallel degree.
+    seq : int
+        Prompt tokens of the prefill ledger's activations (ignored in decode).
+
+    Returns
+    -------
+    MemoryLedger
+    """
     return build_ledger(as_workload(config), phase, seq if phase == Phase.PREFILL else 1, tp, None, None)
 
 
@@ -187,6 +271,32 @@ def capacity_check(
     capacity (splitting over ``n`` devices divides at best every term by ``n``), and the
     smallest tensor-parallel degree from there up that the model splits over and that fits
     (at most :data:`MAX_TP_TRIED` ledgers are built; None when none of them fits).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device (a catalog name or a spec).
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens per sequence: the decode context, the prefill prompt.
+    tp : int
+        Tensor-parallel degree.
+    suggest : bool
+        When the point does not fit, also find the devices needed and the smallest ``tp`` that fits.
+
+    Returns
+    -------
+    CapacityCheck
+
+    Raises
+    ------
+    CostModelError
+        When ``phase`` is unknown or a count is not a positive integer.
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -238,6 +348,38 @@ def capacity(
 
     Decode keeps ``batch`` active tokens; prefill ``batch * seq`` (unchunked,
     ``seq`` defaulting to ``ctx``).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    batch : int
+        Sequences.
+    ctx : int
+        Cached tokens per sequence.
+    phase : str
+        ``"decode"`` (``batch`` active tokens) or ``"prefill"`` (``batch * seq``).
+    seq : int, optional
+        Prompt tokens of a prefill (default ``ctx``).
+    tp : int
+        Tensor-parallel degree.
+    overhead : Overhead, optional
+        The reserve policy (default: none).
+    activation_bytes_per_token : number or sympy.Expr, optional
+        Live activation bytes per active token (default: the liveness peak).
+
+    Returns
+    -------
+    CapacityReport
+        The ledger's terms (bytes) at the point, whether it fits, the largest batch at ``ctx`` and
+        longest context at ``batch``.
+
+    Raises
+    ------
+    CostModelError
+        When ``phase`` is unknown or a count is not a positive integer.
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -282,6 +424,26 @@ def what_if(
     ``changes`` maps a label to config fields to replace (``{"fp8 KV":
     {"kv_dtype": "fp8"}}``) or to ``{"overhead": Overhead(...)}``; the
     result includes ``"baseline"``.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    ctx : int
+        Cached tokens per sequence.
+    changes : dict of str to dict
+        Label -> config fields to replace, or ``{"overhead": Overhead(...)}``.
+    overhead : Overhead, optional
+        The baseline's reserve policy.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    dict of str to int
+        The largest decode batch at ``ctx`` per label, ``"baseline"`` included.
     """
     cfg = as_workload(config).config
     hw = get_device(device)
@@ -297,7 +459,31 @@ def what_if(
 def ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> dict[str, Any]:
     """The capacity ledger's terms (bytes) as text in the card's two arguments (decode: ``B``
     sequences holding ``ctx`` tokens, ``B`` active; prefill: ``B`` prompts of ``S``, ``B S``
-    active), the capacity, and their values at the card's check point."""
+    active), the capacity, and their values at the card's check point.
+
+    Parameters
+    ----------
+    w : Workload
+        The model's workload.
+    hw : Hardware
+        The device.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    tp : int
+        Tensor-parallel degree.
+    at : dict of str to int
+        The card's check point, keyed by its two arguments (``B`` and ``ctx``, or ``B`` and ``S``).
+
+    Returns
+    -------
+    dict
+        ``capacity`` (bytes), ``terms`` (text forms, bytes) and ``check`` (their values at ``at``).
+
+    Raises
+    ------
+    CardError
+        When a prefill's activations per token depend on the prompt length (a card cannot hold it).
+    """
     b, t = (dim(n) for n in at)  # B and ctx (decode) or S (prefill)
     cap = as_float(hw.capacity())
     if phase == Phase.PREFILL:
@@ -330,7 +516,24 @@ def decode_memory(
     tp: int = 1,
     overhead: Overhead | None = None,
 ) -> Callable[..., np.ndarray]:
-    """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step)."""
+    """Numpy ``memory(B, ctx)``: the decode ledger's total bytes per device (cached with the step).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+    overhead : Overhead, optional
+        The reserve policy.
+
+    Returns
+    -------
+    callable
+        ``memory(B, ctx)`` -> numpy array of total bytes per device.
+    """
     w = as_workload(config)
     hw = get_device(device)
     c = compiled_step(w, hw, Phase.DECODE, tp=tp)

@@ -135,7 +135,27 @@ class _AttentionKernel:
 
 def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> float | None:
     """The window ``W`` of a decode attention kernel whose terms read ``Min(W, x)`` cached keys
-    (a sliding-window layer), or None when they read all ``x``; one kernel has one window."""
+    (a sliding-window layer), or None when they read all ``x``; one kernel has one window.
+
+    Parameters
+    ----------
+    terms : sequence of sympy.Expr
+        One decode attention kernel's roofline terms.
+    x : sympy.Symbol
+        The context symbol.
+    where : str
+        The kernel's name, printed in the error.
+
+    Returns
+    -------
+    float or None
+        The window ``W`` (tokens), or None when the kernel reads the whole context.
+
+    Raises
+    ------
+    CostModelError
+        When the terms read several windows or a cap other than ``min(W, x)``.
+    """
     caps = {
         m
         for t in terms
@@ -198,7 +218,20 @@ class _Memo:
 
 def node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
     """A node's compiled roofline time ``r max_u t_u + launch`` (s; :attr:`Bound.compile_time`)
-    times its repeat ``r``, as a sympy expression of the graph's free dims."""
+    times its repeat ``r``, as a sympy expression of the graph's free dims.
+
+    Parameters
+    ----------
+    d : dict
+        A node's attributes (its :class:`~costmodel.cost.Cost` and repeat).
+    hw : Hardware
+        The device.
+
+    Returns
+    -------
+    sympy.Expr
+        The node's time (s).
+    """
     return d.get(REPEAT, 1) * bound(d[COST], hw).compile_time
 
 
@@ -299,7 +332,18 @@ class MixedStep:
         (:func:`graphs.serving.step.card_format.lambdified_text`: read back, the same values bit
         for bit), each attention
         kernel's numbers and chunk forms, and the step at :data:`_CHECKS` to verify it by.
-        Raises :class:`graphs.serving.step.card_format.CardError` for a form the text cannot hold."""
+        Raises :class:`graphs.serving.step.card_format.CardError` for a form the text cannot hold.
+
+        Returns
+        -------
+        dict
+            The card.
+
+        Raises
+        ------
+        CardError
+            For a form the card's text cannot hold.
+        """
         body, head, pre_body = self._forms
         return {
             "kind": "mixed",
@@ -329,8 +373,27 @@ class MixedStep:
         """The step a :meth:`to_card` card holds, its forms compiled by the whitelisting reader
         (:func:`costmodel.arith.compile_numeric`: no ``eval``) and checked against the card's check
         values; a card of another layout or one that does not reproduce them raises
-        :class:`graphs.serving.step.card_format.CardError`."""
+        :class:`graphs.serving.step.card_format.CardError`.
 
+        Parameters
+        ----------
+        card : dict
+            A :meth:`to_card` card as read from JSON.
+        hw : Hardware
+            The device it was built for.
+        tp : int
+            Its tensor-parallel degree.
+
+        Returns
+        -------
+        MixedStep
+
+        Raises
+        ------
+        CardError
+            When the card is of another layout or tp, holds a non-finite number, does not read back or
+            does not reproduce its check values.
+        """
         def num(x: Any) -> float:
             if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
                 raise CardError("a mixed-step card holds a number that is not finite and non-negative")
@@ -375,7 +438,25 @@ class MixedStep:
         ``sum_ctx`` (whole numbers, as floats), vectorised over the iterations: every element goes
         through the scalar path's operations in its order, so each equals ``time_sums(n_dec, x)``
         bit for bit (the skipping simulator relies on it: :mod:`graphs.serving.sim.skipping`). A
-        model with sliding-window layers needs each decode's context: refused."""
+        model with sliding-window layers needs each decode's context: refused.
+
+        Parameters
+        ----------
+        n_dec : int
+            Decodes per iteration.
+        sum_ctx : numpy.ndarray
+            Each iteration's sum of KV lengths (tokens, whole numbers as floats).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per iteration.
+
+        Raises
+        ------
+        CostModelError
+            When ``n_dec < 1``, or for a model with sliding-window layers.
+        """
         if self.windowed or not isinstance(n_dec, int) or n_dec < 1:
             raise CostModelError(
                 f"decode_times needs n_dec >= 1 decodes of a model without sliding-window layers, got "
@@ -398,7 +479,20 @@ class MixedStep:
         as ``N`` grows, so it is smallest at ``N = budget``; attention and the lm_head only add
         to it, and so does a fixed ``overhead_s`` per iteration. The ceiling is
         ``budget / (T_body(budget) + overhead_s)`` (tokens/s), with the cheaper of the decode and
-        prefill bodies when they differ (MLA)."""
+        prefill bodies when they differ (MLA).
+
+        Parameters
+        ----------
+        budget : int
+            Tokens per iteration at most (``max_num_batched_tokens``).
+        overhead_s : float
+            Fixed seconds added to every iteration (CPU).
+
+        Returns
+        -------
+        float
+            Tokens per second.
+        """
         n = float(budget)
         body = float(self._body(n))
         if not self.shared_body:
@@ -412,7 +506,20 @@ class MixedStep:
         chunks: Sequence[tuple[int, int]] = (),
     ) -> float:
         """Seconds for one iteration: decodes at contexts ``decode_ctx`` (KV length including the
-        new token) and prefill chunks ``(new tokens, cached prefix)``."""
+        new token) and prefill chunks ``(new tokens, cached prefix)``.
+
+        Parameters
+        ----------
+        decode_ctx : sequence of int or numpy.ndarray
+            Each decode's KV length (tokens, the new one included).
+        chunks : sequence of (int, int)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
+        """
         dec = np.asarray(decode_ctx, dtype=float)
         ctxs = dec.tolist() if self.windowed else None
         return self.time_sums(
@@ -442,6 +549,24 @@ class MixedStep:
         summed: a mixed batch then counts the weights both paths share twice (an upper bound on
         that part; pure-decode and single-chunk iterations stay exact), and each chunk runs its own
         token-wise kernels (MLA decompresses its cached prefix too).
+
+        Parameters
+        ----------
+        n_dec : int
+            Decodes in the iteration.
+        sum_ctx : float
+            The sum of their KV lengths (tokens).
+        chunks : sequence of (float, float)
+            Prefill chunks as ``(new tokens, cached prefix tokens)``.
+        ctxs : sequence of float, optional
+            Each decode's KV length (required when :attr:`windowed`).
+        logit_rows : int
+            lm_head rows beyond one per sequence.
+
+        Returns
+        -------
+        float
+            Seconds for the iteration.
         """
         rows = n_dec + len(chunks)
         if rows == 0:
@@ -466,7 +591,22 @@ def mixed_step(config: ModelConfig | str | Workload, device: Hardware | str, *, 
     """The :class:`MixedStep` of ``config`` on ``device`` at ``tp``: built once per process, and
     kept between processes as a card in the persistent form cache (:mod:`costmodel.formcache`,
     keyed by the engine's sources, the config and the device; a card that does not read back is
-    rebuilt)."""
+    rebuilt).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    MixedStep
+        Prices any mix of decodes and prefill chunks (s).
+    """
     w = as_workload(config)
     hw = get_device(device)
     return _CACHE.get_or_build((w.config, hw, tp), lambda: _carded(w, hw, tp))

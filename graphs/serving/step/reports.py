@@ -81,6 +81,22 @@ def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, 
     at most 1). A memory term is named by the largest of its parts: the weight read
     ``weight_read_s``, the KV read ``kv_read_s`` or the rest (activations), each bytes over the same
     bandwidth. None when the step has no terms or no time.
+
+    Parameters
+    ----------
+    terms_s : mapping of str to float
+        Whole-step terms (s) by resource: compute per unit, traffic per memory level, links.
+    step_s : float
+        The step time (s), the sum of each kernel's roofline.
+    weight_read_s : float
+        Weight bytes read over DRAM bandwidth (s).
+    kv_read_s : float
+        KV-cache bytes read over DRAM bandwidth (s).
+
+    Returns
+    -------
+    BoundBy or None
+        The binding resource, its kind, what dominates it and its share of the step.
     """
     terms = {k: float(v) for k, v in terms_s.items() if v > 0}
     if not terms or step_s <= 0:
@@ -100,7 +116,37 @@ def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, 
 
 @dataclass(frozen=True)
 class PhaseReport(Result):
-    """Timing, traffic and throughput of one step (see module doc)."""
+    """Timing, traffic and throughput of one step (see module doc).
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens the step processes (prefill ``B S``, decode ``B``).
+    tp : int
+        Tensor-parallel degree (the times are one device's).
+    step_s : float
+        Sum over kernels of each kernel's roofline (s).
+    optimistic_step_s : float
+        The whole step as one roofline (s).
+    terms_s : dict of str to float
+        Whole-step terms: compute per unit, traffic per memory level, links (s).
+    weight_read_s : float
+        Weight bytes the graph reads, over DRAM bandwidth (s).
+    kv_read_s : float
+        KV-cache bytes read, over DRAM bandwidth (s).
+    attention_flop_share : float
+        Attention's share of the step's FLOPs.
+    energy_per_token_j : float or None
+        TDP x step time / tokens: an estimate at full power (J; None: no TDP).
+    notes : tuple of str
+        What the device's roofs substituted, said once.
+    """
 
     model: str
     device: str
@@ -134,7 +180,17 @@ class PhaseReport(Result):
 
 @dataclass(frozen=True)
 class PrefillReport(PhaseReport):
-    """A prefill step; with chunking, ``step_s`` sums the chunks and the rest describes the whole prompt."""
+    """A prefill step; with chunking, ``step_s`` sums the chunks and the rest describes the whole prompt.
+
+    Attributes
+    ----------
+    chunks : int
+        Chunk steps the prompt runs as (1: unchunked).
+    chunk : int or None
+        Chunk size (tokens).
+    unchunked_step_s : float or None
+        The prompt as one step, for comparison (s).
+    """
 
     chunks: int = 1
     chunk: int | None = None
@@ -150,6 +206,15 @@ class DecodeReport(PhaseReport):
     ``weight_read_s`` leaves the input-embedding table out, because the
     gather reads only ``B`` rows (``embedding_table_read_s`` is what it
     would cost to stream it).
+
+    Attributes
+    ----------
+    read_every_weight_once_s : float
+        Every parameter's bytes over the DRAM bandwidth (s).
+    embedding_table_read_s : float
+        The input embedding table streamed whole (s).
+    device_hours_per_million_tokens : float or None
+        ``1e6 / (B / T) x tp / 3600`` (None without a TDP figure).
     """
 
     read_every_weight_once_s: float = 0.0
@@ -180,7 +245,21 @@ class DecodeReport(PhaseReport):
 @dataclass(frozen=True)
 class NearFarMemory(Result):
     """A step that reads all weights once runs at most ``bandwidth / capacity`` times per second
-    on a full device; splitting the weights over ``n`` devices divides the per-token bound by ``n``."""
+    on a full device; splitting the weights over ``n`` devices divides the per-token bound by ``n``.
+
+    Attributes
+    ----------
+    model, device : str
+        What was run, by name.
+    weights_bytes : float
+        Every parameter's bytes.
+    full_memory_reads_per_s : float
+        ``bandwidth / capacity``: whole-memory reads per second (1/s).
+    devices_to_hold_weights : int
+        ``ceil(weights / capacity)``.
+    per_token_bound_s : float
+        ``weights / (n bandwidth)`` (s).
+    """
 
     model: str
     device: str
@@ -199,7 +278,35 @@ class Regime(StrEnum):
 
 @dataclass(frozen=True)
 class DecodeLimits(Result):
-    """Where batching stops paying (see :func:`decode_limits`); expressions are in ``B`` and ``ctx``."""
+    """Where batching stops paying (see :func:`decode_limits`); expressions are in ``B`` and ``ctx``.
+
+    Attributes
+    ----------
+    weights_time_s : float
+        ``a``: the fixed weight traffic per step (s).
+    memory_time_per_sequence : sympy.Expr
+        ``b(ctx)`` (s per sequence).
+    compute_time_per_sequence : sympy.Expr
+        ``c(ctx)`` on the binding unit (s per sequence).
+    compute_unit : str
+        The binding unit of ``c``.
+    ctx_ceiling : float or None
+        Beyond this context no batch is compute-bound (tokens; None: never).
+    ctx : int or None
+        The context the numbers below are at (None: forms only).
+    regime : Regime or None
+        Compute-bound beyond the knee, or memory-bound at every batch.
+    knee_batch : float or None
+        ``B* = a / (c - b)`` when compute-bound beyond it.
+    throughput_ceiling_tokens_per_s : float or None
+        ``1 / c`` (compute-bound) or ``1 / b`` (memory-bound), tokens/s.
+    batch_for_90pct_of_ceiling : float or None
+        ``9 a / b`` when memory-bound at every batch.
+    max_batch_fits : int or None
+        The largest batch the device memory holds at this context (None: not checked).
+    throughput_at_max_batch_tokens_per_s : float or None
+        ``B_max / max(T_mem(B_max), c B_max)``: what the memory lets batching reach (tokens/s).
+    """
 
     weights_time_s: float  #: ``a``: the fixed weight traffic per step
     memory_time_per_sequence: sympy.Expr  #: ``b(ctx)`` in seconds
@@ -251,7 +358,35 @@ def phase_fields(
 ) -> dict[str, Any]:
     """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
     ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
-    and the TDP energy estimate ``P T / tokens`` (J) are derived here."""
+    and the TDP energy estimate ``P T / tokens`` (J) are derived here.
+
+    Parameters
+    ----------
+    values : mapping of str to object
+        The step's values: ``step_s``, ``optimistic_step_s`` (s), ``terms_s`` (s per resource),
+        ``weight_read_s``, ``kv_read_s`` (s), ``flops``, ``attention_flops`` (FLOP).
+    model : str
+        The model's name.
+    device : str
+        The device's name.
+    power_w : float or None
+        The device's TDP (W); None: no energy estimate.
+    phase : Phase
+        ``decode`` or ``prefill``.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens the step processes (prefill ``B S``, decode ``B``).
+    tp : int
+        Tensor-parallel degree.
+    notes : tuple of str
+        Assumptions to print once with the report.
+
+    Returns
+    -------
+    dict
+        The report's fields (times in s, energy in J per token).
+    """
     flops, step = values["flops"], values["step_s"]
     return {
         "model": model,
@@ -281,7 +416,25 @@ def decode_from_fields(
 ) -> DecodeReport:
     """A :class:`DecodeReport` from :func:`phase_fields` and the step's constants: every weight
     byte and the embedding table's share over the DRAM bandwidth (s), and device-hours per
-    million tokens ``1e6 / (B / T) x tp / 3600``."""
+    million tokens ``1e6 / (B / T) x tp / 3600``.
+
+    Parameters
+    ----------
+    fields : mapping of str to object
+        What :func:`phase_fields` returns for a decode step.
+    bandwidth : float
+        The device's DRAM bandwidth (bytes/s).
+    weights_bytes : float
+        Every weight byte one device holds.
+    embedding_bytes : float
+        The input embedding table's bytes (gathered, not read whole).
+    power_known : bool
+        Whether the device's TDP is known (energy printed).
+
+    Returns
+    -------
+    DecodeReport
+    """
     step, batch, tp = fields["step_s"], fields["batch"], fields["tp"]
     return DecodeReport(
         **fields,
@@ -315,6 +468,21 @@ def limits_at(n: LimitNumbers, ctx: int | None, max_batch: int | None = None) ->
     With ``max_batch`` (the largest batch the memory holds at ``ctx``) the limits also give the
     throughput at that batch, ``B_max / max(T_mem(B_max), c_u B_max)``, the ceiling batching can
     actually reach when the knee or the 90 % batch lies beyond it.
+
+    Parameters
+    ----------
+    n : LimitNumbers
+        The decode step's memory and compute parts as functions of plain numbers (s).
+    ctx : int or None
+        Cached tokens per sequence (None: the limits that do not depend on it).
+    max_batch : int, optional
+        The largest batch memory holds at ``ctx``.
+
+    Returns
+    -------
+    DecodeLimits
+        Knee batch, batch at 90 % of the ceiling, ceiling throughput (tokens/s), and the throughput
+        at ``max_batch`` when given.
     """
     lim = _limits_at(n, ctx)
     if max_batch is None or ctx is None:
@@ -377,7 +545,25 @@ MAX_CHUNKS = 1_000_000
 
 def chunk_plan(seq: int, chunk: int | None) -> tuple[int, int] | None:
     """``(full chunks, leftover tokens)`` of a ``seq``-token prompt in chunks of ``chunk``, or
-    None when the prompt runs as one step (no chunk, or a chunk at least as long)."""
+    None when the prompt runs as one step (no chunk, or a chunk at least as long).
+
+    Parameters
+    ----------
+    seq : int
+        Prompt tokens.
+    chunk : int or None
+        Chunk size (tokens); None: no chunking.
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(full chunks, leftover tokens)``; None when the prompt runs as one step.
+
+    Raises
+    ------
+    CostModelError
+        When ``chunk`` is not a positive integer.
+    """
     if chunk is None or (type(chunk) is int and chunk >= seq):
         return None
     if type(chunk) is not int or chunk <= 0:
@@ -398,7 +584,25 @@ def prefill_from_fields(
     power_w: float | None = None,
 ) -> PrefillReport:
     """A :class:`PrefillReport`: the prompt as one step, or (``chunked_s``) the sum of its
-    ``chunks`` chunk steps as the time, the rest describing the whole prompt."""
+    ``chunks`` chunk steps as the time, the rest describing the whole prompt.
+
+    Parameters
+    ----------
+    fields : mapping of str to object
+        What :func:`phase_fields` returns for the whole prompt.
+    chunk : int, optional
+        Chunk size (tokens), when chunked.
+    chunks : int
+        How many chunk steps.
+    chunked_s : float, optional
+        The sum of the chunk steps (s); replaces the one-step time.
+    power_w : float, optional
+        The device's TDP (W), for the energy of the chunked time.
+
+    Returns
+    -------
+    PrefillReport
+    """
     if chunked_s is None:
         return PrefillReport(**fields)
     tokens = fields["tokens"]
@@ -413,7 +617,22 @@ def prefill_from_fields(
 
 def cache_read_bytes(caps: dict[str, Any], *, batch: int, ctx: int) -> tuple[float, float]:
     """Cache bytes a decode step of ``batch`` sequences at ``ctx`` holds, and what they would be
-    if every layer kept all ``ctx`` positions (the state stays the state)."""
+    if every layer kept all ``ctx`` positions (the state stays the state).
+
+    Parameters
+    ----------
+    caps : dict
+        One sequence's cache layout per device (:func:`graphs.serving.step.ledger_fit.kv_caps`).
+    batch : int
+        Sequences.
+    ctx : int
+        Cached tokens per sequence.
+
+    Returns
+    -------
+    tuple of (float, float)
+        Bytes held, and bytes if every layer kept all ``ctx`` positions.
+    """
     capped = caps.get("capped", ())
     held = ctx * caps["per_token"] + sum(k * min(ctx, w) for k, w in capped) + caps["state"]
     full = ctx * (caps["per_token"] + sum(k for k, _w in capped)) + caps["state"]

@@ -53,7 +53,18 @@ __all__ = [
 
 
 def weight_params(g: nx.DiGraph) -> sympy.Expr:
-    """Parameters held by weight nodes (numel x repeat); a tied table counts once."""
+    """Parameters held by weight nodes (numel x repeat); a tied table counts once.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A model graph.
+
+    Returns
+    -------
+    sympy.Expr
+        Parameter count (elements).
+    """
     total = sympy.Integer(0)
     for _, d in g.nodes(data=True):
         if d.get(KIND) == "weight":
@@ -66,17 +77,49 @@ def weight_bytes_read(g: nx.DiGraph) -> sympy.Expr:
 
     The input-embedding gather reads ``T`` rows; MoE experts read the
     touched experts; the lm_head its whole matrix.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A model graph.
+
+    Returns
+    -------
+    sympy.Expr
+        Bytes read from weights per step.
     """
     return sympy.expand(edge_bytes_total(g, source_kind="weight"))
 
 
 def op_total(g: nx.DiGraph) -> Cost:
-    """Sum of op-node costs times repeat."""
+    """Sum of op-node costs times repeat.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A model graph.
+
+    Returns
+    -------
+    Cost
+        FLOPs per unit and bytes per memory level of every op node, repeats counted.
+    """
     return graph_total(g, kinds=[NodeKind.OP])
 
 
 def attention_flops(g: nx.DiGraph) -> sympy.Expr:
-    """FLOPs of the nodes whose role is attention (score, softmax and PV work, whatever the rule)."""
+    """FLOPs of the nodes whose role is attention (score, softmax and PV work, whatever the rule).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A model graph.
+
+    Returns
+    -------
+    sympy.Expr
+        Attention FLOPs per step.
+    """
     return graph_total(g, kinds=[NodeKind.OP], where=lambda n, d: d.get(ROLE) == Role.ATTENTION).flops
 
 
@@ -86,6 +129,16 @@ def tidy(expr: sympy.Expr) -> sympy.Expr:
     A ratio over a monomial (``F / T``) expands to a sum of terms (``262144*S + 1.4e10 +
     1.05e9/S``); a ratio of sums is cancelled with common factors pulled out
     (``264704*S*(S + 1)/(...)``). Mathematically equal to the input: only its form changes.
+
+    Parameters
+    ----------
+    expr : sympy.Expr
+        Any expression.
+
+    Returns
+    -------
+    sympy.Expr
+        The same value in a readable form.
     """
     cancelled = sympy.cancel(expr)
     _, den = sympy.fraction(cancelled)
@@ -96,7 +149,20 @@ def tidy(expr: sympy.Expr) -> sympy.Expr:
 
 def kv_cache_bytes_per_token(g: nx.DiGraph, tokens: sympy.Expr) -> sympy.Expr:
     """KV-cache bytes written per token, from the cache-write nodes' residency (every layer,
-    capped ones included; :func:`cache_terms` separates them)."""
+    capped ones included; :func:`cache_terms` separates them).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A model graph.
+    tokens : sympy.Expr
+        Tokens the step writes (``T``).
+
+    Returns
+    -------
+    sympy.Expr
+        Bytes per token.
+    """
     written = graph_total(g, kinds=[NodeKind.OP]).footprint_terms.get("kv_cache", sympy.Integer(0))
     return tidy(written / tokens)
 
@@ -111,7 +177,18 @@ class CacheTerms:
 
     def bytes_per_sequence(self, ctx: Any) -> sympy.Expr:
         """Bytes one sequence of ``ctx`` cached tokens holds (the ledger's formula,
-        :meth:`costmodel.ledger.MemoryLedger.kv_bytes_per_sequence`)."""
+        :meth:`costmodel.ledger.MemoryLedger.kv_bytes_per_sequence`).
+
+        Parameters
+        ----------
+        ctx : int or sympy.Expr
+            Cached tokens of the sequence.
+
+        Returns
+        -------
+        sympy.Expr
+            Bytes.
+        """
         led = MemoryLedger(0, self.per_token, capped_kv=self.capped, state_bytes_per_sequence=self.state)
         return tidy(led.kv_bytes_per_sequence(ctx))
 
@@ -122,6 +199,20 @@ def cache_terms(g: nx.DiGraph, tokens: Any, batch: Any) -> CacheTerms:
     Cache writes carry ``kv_cache`` residency for the ``tokens`` written, and
     :data:`~costmodel.keys.KV_CAP` when their layer keeps at most that many
     positions; recurrent mixers carry ``state`` residency for ``batch`` sequences.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A model graph.
+    tokens : sympy.Expr
+        Tokens the step writes.
+    batch : sympy.Expr
+        Sequences in the step.
+
+    Returns
+    -------
+    CacheTerms
+        Growing bytes per token, capped layers' bytes and positions, state bytes per sequence.
     """
     full = sympy.Integer(0)
     capped: dict[sympy.Expr, sympy.Expr] = {}
@@ -147,7 +238,27 @@ def cache_terms(g: nx.DiGraph, tokens: Any, batch: Any) -> CacheTerms:
 
 @dataclass(frozen=True)
 class GraphSummary:
-    """Totals of one model graph (symbolic or numeric)."""
+    """Totals of one model graph (symbolic or numeric).
+
+    Attributes
+    ----------
+    tokens : sympy.Expr
+        Tokens of the step (prefill ``B S``, decode ``B``).
+    flops, tensor_flops : sympy.Expr
+        FLOPs on every unit, and on the matrix units (MAC = 2 FLOPs).
+    attention_flops : sympy.Expr
+        FLOPs of the attention nodes.
+    dram_bytes : sympy.Expr
+        DRAM bytes every op node moves.
+    weight_bytes_read : sympy.Expr
+        Bytes read from weights per step.
+    kv_bytes_per_token : sympy.Expr
+        KV-cache bytes written per token.
+    weight_params : sympy.Expr
+        Parameters held (elements; a tied table once).
+    footprint : dict of str to sympy.Expr
+        Resident bytes by kind (``weights``, ``kv_cache``, ``state`` ...).
+    """
 
     tokens: sympy.Expr
     flops: sympy.Expr
@@ -174,6 +285,23 @@ class GraphSummary:
 
 
 def summarize(g: nx.DiGraph) -> GraphSummary:
+    """Totals of a model graph: FLOPs, bytes, weights read, KV bytes per token, parameters.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A graph from :func:`graphs.blocks.build_model` (it records its token count).
+
+    Returns
+    -------
+    GraphSummary
+        Symbolic or numeric totals (FLOP, bytes, elements).
+
+    Raises
+    ------
+    CostModelError
+        When the graph does not record its tokens.
+    """
     ops = op_total(g)
     tokens = step_tokens(g)
     allres = graph_total(g)
@@ -191,7 +319,23 @@ def summarize(g: nx.DiGraph) -> GraphSummary:
 
 
 def step_tokens(g: nx.DiGraph) -> sympy.Expr:
-    """Tokens the step processes, recorded by :func:`build_model` as ``g.graph[G_TOKENS]``."""
+    """Tokens the step processes, recorded by :func:`build_model` as ``g.graph[G_TOKENS]``.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A graph from :func:`build_model`.
+
+    Returns
+    -------
+    sympy.Expr
+        Tokens of the step (prefill ``B S``, decode ``B``).
+
+    Raises
+    ------
+    CostModelError
+        When the graph does not record them.
+    """
     if G_TOKENS not in g.graph:
         raise CostModelError(
             "the graph does not record its token count: summarize() needs a build_model graph"
@@ -206,6 +350,19 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
     weight bytes read per step, KV bytes per token, attention's FLOP share,
     and the same after binding the config's numbers (``*_bound``), leaving
     only ``B``, ``S``/``ctx`` free.
+
+    Parameters
+    ----------
+    config : ModelConfig or str
+        The model (a catalog name or ``config.json`` path, or a config).
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+
+    Returns
+    -------
+    dict of str to sympy.Expr
+        FLOPs per token, bytes per step, KV bytes per token and per sequence, attention's FLOP
+        share, each also ``*_bound`` to the config's numbers.
     """
     cfg = get_model(config) if isinstance(config, str) else config
     return dict(_FORMS.get_or_build((cfg, phase), lambda: _closed_forms(cfg, phase)))
@@ -238,7 +395,21 @@ def _closed_forms(cfg: ModelConfig, phase: str) -> dict[str, sympy.Expr]:
 
 @dataclass(frozen=True)
 class EnergyVsBatch(Result):
-    """Decode energy per step as functions of the batch ``B`` (joules), and where they cross."""
+    """Decode energy per step as functions of the batch ``B`` (joules), and where they cross.
+
+    Attributes
+    ----------
+    arithmetic_j : sympy.Expr
+        The step's arithmetic energy, in ``B`` (J).
+    weight_reads_j : sympy.Expr
+        DRAM energy of the bytes leaving weight nodes, flat in ``B`` (J).
+    total_j : sympy.Expr
+        The step's energy, in ``B`` (J).
+    crossover_batch : float or None
+        Arithmetic energy = weight-read energy.
+    ratio_at_batch_1 : float
+        Weight reads over arithmetic at ``B = 1``.
+    """
 
     arithmetic_j: sympy.Expr
     weight_reads_j: sympy.Expr
@@ -256,6 +427,20 @@ def decode_energy_vs_batch(
     (default Horowitz 45 nm): the weight-read energy is the DRAM energy of the
     bytes leaving weight nodes (flat in ``B``), the arithmetic energy grows
     with ``B``; the crossover batch solves arithmetic = weight reads.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    ctx : int
+        Cached tokens per sequence.
+    table : EnergyTable, optional
+        Energy per operation and per byte (J; default Horowitz 45 nm).
+
+    Returns
+    -------
+    EnergyVsBatch
+        Weight-read and arithmetic energy per step in ``B`` (J), and the crossover batch.
     """
     g = as_workload(config).graph(Phase.DECODE, ctx=ctx)
     e = graph_energy(g, table or HOROWITZ_45NM)

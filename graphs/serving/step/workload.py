@@ -50,7 +50,24 @@ class Workload:
         return self.config.name
 
     def graph(self, phase: str, **dims: Any) -> nx.DiGraph:
-        """``build_model(config, phase, **dims)``, built on the first request and shared after."""
+        """``build_model(config, phase, **dims)``, built on the first request and shared after.
+
+        Parameters
+        ----------
+        phase : str
+            ``"decode"`` or ``"prefill"``.
+        **dims
+            :func:`build_model`'s keywords (``batch``, ``ctx``, ``seq``, ``tp``, ``logits`` ...).
+
+        Returns
+        -------
+        networkx.DiGraph
+
+        Raises
+        ------
+        CostModelError
+            When ``phase`` is unknown.
+        """
         if phase not in PHASES:
             raise CostModelError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
         key = (phase, *sorted(dims.items()))
@@ -62,7 +79,22 @@ class Workload:
         return g
 
     def step_time(self, hw: Hardware, phase: str, **dims: Any) -> sympy.Expr:
-        """Sum over kernels of each kernel's roofline for that graph on ``hw`` (cached)."""
+        """Sum over kernels of each kernel's roofline for that graph on ``hw`` (cached).
+
+        Parameters
+        ----------
+        hw : Hardware
+            The device.
+        phase : str
+            ``"decode"`` or ``"prefill"``.
+        **dims
+            :func:`build_model`'s keywords.
+
+        Returns
+        -------
+        sympy.Expr
+            Seconds.
+        """
         key = (hw, phase, *sorted(dims.items()))
         t = self._times.get(key)
         if t is None:
@@ -75,5 +107,15 @@ class Workload:
 
 
 def as_workload(config: ModelConfig | str | Workload) -> Workload:
-    """``config`` as a :class:`Workload`: a workload is passed through, anything else resolved once."""
+    """``config`` as a :class:`Workload`: a workload is passed through, anything else resolved once.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        A catalog name, a ``config.json`` path, a config, or a workload.
+
+    Returns
+    -------
+    Workload
+    """
     return config if isinstance(config, Workload) else Workload(config)

@@ -1,0 +1,190 @@
+"""Choose the served-error interval by grouped cross-validation on the calibration rows alone.
+
+Every candidate of :data:`graphs.serving.sim.conformal.CANDIDATES` (row- or deployment-weighted
+conformal; lookup chain ``full``, ``engine`` or ``metric``; plain or normalised) is fitted, for
+each calibration deployment in turn, on the other calibration deployments' rows and judged on
+the left-out deployment's rows (:func:`~graphs.serving.sim.conformal.grouped_folds`: leave one
+deployment out, since rows of one deployment share its errors). The held-out split
+(``benchmarks/data/heldout.toml``) is never read beyond its list of names, which removes its
+rows before anything is fitted or counted.
+
+**Criterion (fixed before this script was first run).** Per metric with at least
+``MIN_ROWS`` calibration rows: a candidate qualifies when its interval answers every left-out
+row (a group was found) and holds at least 80 % of them (rows counted as the held-out table
+counts them); the qualifying candidate with the smallest median width (``P90 end / P10 end -
+1`` over the left-out rows) is chosen, ties to the earlier in ``CANDIDATES``. When none
+qualifies, the one with the highest coverage (ties: narrower) is chosen, and the table says so.
+
+The order of work: this script and its output (``--write``: ``benchmarks/data/interval_choice.json``
+and the section of ``docs/serving_accuracy.md``) were committed before the chosen methods were
+first evaluated on the held-out split by ``benchmarks/served_errors.py``.
+
+    python -m benchmarks.interval_selection            # the CV table to stdout
+    python -m benchmarks.interval_selection --write    # also the choice file and the docs section
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.replay import replace_section
+from costmodel.errors import CostModelError
+from costmodel.outfiles import atomic_write
+from graphs.serving.sim.conformal import CANDIDATES, Method, Residual, fit_groups, grouped_folds
+from graphs.serving.sim.served_errors import ALPHA, METRIC_GROUPS, MIN_ROWS, ServedErrors
+
+ROOT = Path(__file__).resolve().parent.parent
+CHOICE_PATH = ROOT / "benchmarks" / "data" / "interval_choice.json"
+SERVING_DOC = ROOT / "docs" / "serving_accuracy.md"
+BEGIN, END = "<!-- interval-selection:begin -->", "<!-- interval-selection:end -->"
+COVERAGE_TARGET = 0.80  #: the criterion's coverage (module doc): the issue's target for P10-P90
+
+
+def calibration_residuals() -> list[Residual]:
+    """The compared rows of both validation tables outside the held-out split, as residuals."""
+    from benchmarks.served_errors import heldout, residual_rows
+
+    out = heldout()
+    return [
+        Residual(r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"])
+        for r in residual_rows()
+        if r["deployment"] not in out
+    ]
+
+
+@dataclass(frozen=True)
+class Score:
+    """One candidate's grouped-CV result on one metric: left-out ``rows`` of ``deployments``,
+    ``unanswered`` (no group found), ``inside``/``below``/``above`` among the answered,
+    ``deployment_coverage`` (the mean over left-out deployments of their rows' coverage) and the
+    median width."""
+
+    rows: int
+    deployments: int
+    unanswered: int
+    inside: int
+    below: int
+    above: int
+    deployment_coverage: float
+    width: float
+
+    @property
+    def coverage(self) -> float:
+        """Inside over every left-out row (an unanswered row counts as not held)."""
+        return self.inside / self.rows
+
+    @property
+    def qualifies(self) -> bool:
+        return self.unanswered == 0 and self.coverage >= COVERAGE_TARGET
+
+
+def cross_validate(rows: list[Residual], method: Method) -> dict[str, Score]:
+    """Leave-one-deployment-out scores of ``method`` per metric (module doc)."""
+    hits: dict[str, list[tuple[str, int, float]]] = {m: [] for m in METRIC_GROUPS}  # (dep, where, width)
+    for dep, train, test in grouped_folds(rows):
+        names = tuple((m, method.name) for m in METRIC_GROUPS)
+        table = ServedErrors(tuple(fit_groups(train, method)), "cv", "cv", methods=names)
+        for r in test:
+            try:
+                g, _ = table.like(r.metric, r.framework, r.device, r.moe)
+            except CostModelError:
+                hits[r.metric].append((dep, 2, float("nan")))
+                continue
+            ratio = 1 / (1 + r.error)  # y / y_hat
+            where = -1 if ratio < g.low else (1 if ratio > g.high else 0)
+            hits[r.metric].append((dep, where, g.high / g.low - 1))
+    out = {}
+    for metric, h in hits.items():
+        if not h:
+            continue
+        deps = sorted({d for d, _, _ in h})
+        per_dep = [statistics.fmean(w == 0 for d, w, _ in h if d == dep) for dep in deps]
+        widths = [x for _, w, x in h if w != 2]
+        out[metric] = Score(
+            rows=len(h),
+            deployments=len(deps),
+            unanswered=sum(w == 2 for _, w, _ in h),
+            inside=sum(w == 0 for _, w, _ in h),
+            below=sum(w == -1 for _, w, _ in h),
+            above=sum(w == 1 for _, w, _ in h),
+            deployment_coverage=statistics.fmean(per_dep),
+            width=statistics.median(widths) if widths else float("nan"),
+        )
+    return out
+
+
+def choose(scores: dict[str, dict[str, Score]], metric: str) -> tuple[str, bool]:
+    """The chosen method's name for ``metric`` by the criterion (module doc), and whether it
+    qualified (else: the highest coverage)."""
+    names = [m.name for m in CANDIDATES if metric in scores[m.name]]
+    ok = [n for n in names if scores[n][metric].qualifies]
+    if ok:
+        return min(ok, key=lambda n: (scores[n][metric].width, names.index(n))), True
+    return max(names, key=lambda n: (scores[n][metric].coverage, -scores[n][metric].width)), False
+
+
+def section(
+    scores: dict[str, dict[str, Score]], chosen: dict[str, tuple[str, bool]], n_rows: int, n_dep: int
+) -> str:
+    """The generated CV table and the choice."""
+    out = [
+        f"Generated by `benchmarks/interval_selection.py --write` from the {n_rows} calibration rows "
+        f"({n_dep} deployments; the held-out split removed before anything is fitted). Each candidate "
+        f"(`graphs.serving.sim.conformal`) is fitted with one calibration deployment left out and judged on "
+        f"that deployment's rows, every deployment in turn. Criterion, fixed before the first run: per "
+        f"metric, the narrowest median width among the candidates that answer every left-out row and hold "
+        f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}).",
+        "",
+        "| metric | method | left-out rows (deployments) | unanswered | inside (coverage) "
+        "| below | above | mean per-deployment coverage | median width | chosen |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for metric in METRIC_GROUPS:
+        if metric not in chosen:
+            continue
+        pick, qualified = chosen[metric]
+        for m in CANDIDATES:
+            s = scores[m.name].get(metric)
+            if s is None:
+                continue
+            mark = ""
+            if m.name == pick:
+                mark = "**chosen**" if qualified else "**chosen** (none reaches 80 %: the highest coverage)"
+            width = "n/a" if s.width != s.width else f"{100 * s.width:.1f} %"
+            out.append(
+                f"| {metric} | {m.name} | {s.rows} ({s.deployments}) | {s.unanswered} "
+                f"| {s.inside} ({100 * s.coverage:.1f} %) | {s.below} | {s.above} "
+                f"| {100 * s.deployment_coverage:.1f} % | {width} | {mark} |"
+            )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true", help="write the choice file and the docs section")
+    args = ap.parse_args(argv)
+    rows = calibration_residuals()
+    scores = {m.name: cross_validate(rows, m) for m in CANDIDATES}
+    counts = {m: sum(r.metric == m for r in rows) for m in METRIC_GROUPS}
+    chosen = {m: choose(scores, m) for m in METRIC_GROUPS if counts[m] >= MIN_ROWS}
+    text = section(scores, chosen, len(rows), len({r.deployment for r in rows}))
+    if args.write:
+        doc = {
+            "criterion": "per metric: the narrowest median width among candidates answering every left-out "
+            f"row with leave-one-deployment-out coverage >= {COVERAGE_TARGET}; else the highest coverage",
+            "methods": {m: name for m, (name, _) in chosen.items()},
+            "qualified": {m: ok for m, (_, ok) in chosen.items()},
+        }
+        with atomic_write(CHOICE_PATH, "interval choice") as f:
+            f.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        replace_section(SERVING_DOC, BEGIN, END, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,203 @@
+"""Per-row results as a CSV appendix: one line per row of the row-by-row table, holding exactly
+what the table shows (:func:`benchmarks.replay.tables.cells`: times to 3 significant digits, signed
+errors in % to one decimal), so a page can stay a method and a summary while every row stays
+readable and diffable, and a table that was Markdown converts to the same lines.
+
+Columns (:data:`FIELDS`): ``id``, ``metric``, ``measured_s``, then per mode ``<mode>_s`` and
+``<mode>_error_pct`` (empty: not run), ``excluded`` (why a row stays out of the medians; empty:
+compared) and ``notes`` (none on an excluded row, as the table shows none).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from costmodel.errors import CostModelError
+
+from .pages import write_csv
+from .run import MODES
+from .tables import Line, cells, modes_of
+
+__all__ = [
+    "FIELDS",
+    "from_cells",
+    "pct_cell",
+    "read_results",
+    "result_rows",
+    "seconds_cell",
+    "simulated_errors",
+    "write_results",
+]
+
+FIELDS = (
+    "id",
+    "metric",
+    "measured_s",
+    *(f"{m}_{c}" for m in MODES for c in ("s", "error_pct")),
+    "excluded",
+    "notes",
+)
+_MAX_BYTES = 64 << 20  #: a results file larger than this is refused (the silicon table is ~1 MB)
+_PCT = re.compile(r"^[+-]\d+\.\d$")
+_LINK = re.compile(r"^\[(?P<id>[^\]]+)\]\([^)]*\)$")
+
+
+def seconds_cell(cell: str) -> str:
+    """A table's time cell as a CSV cell.
+
+    Parameters
+    ----------
+    cell : str
+        As :func:`benchmarks.replay.tables.fmt` prints a time: ``12.3 ms``, ``1.23 s`` or ``-``.
+
+    Returns
+    -------
+    str
+        Seconds to 3 significant digits (``12.3 ms`` -> ``0.0123``), empty for ``-`` (not run).
+    """
+    if cell == "-":
+        return ""
+    value, _, unit = cell.partition(" ")
+    if unit not in ("s", "ms"):
+        raise CostModelError(f"time cell {cell[:40]!r} not allowed; allowed: '<number> s' or '<number> ms'")
+    return f"{float(value) * (1e-3 if unit == 'ms' else 1.0):.3g}"
+
+
+def pct_cell(cell: str) -> str:
+    """A table's signed error cell as a CSV cell.
+
+    Parameters
+    ----------
+    cell : str
+        As :func:`benchmarks.replay.tables.pct` prints it: ``+4.5 %`` or ``-``.
+
+    Returns
+    -------
+    str
+        The signed percentage (``+4.5``), empty for ``-`` (not run).
+    """
+    return "" if cell == "-" else cell.removesuffix(" %")
+
+
+def from_cells(row: Sequence[str], modes: Sequence[str]) -> dict[str, str]:
+    """A row of the row-by-row table as a CSV row.
+
+    Parameters
+    ----------
+    row : sequence of str
+        Its cells (:func:`benchmarks.replay.tables.cells`, no interval column): the linked id, the
+        metric, the measured time, a (time, error) pair per mode, the notes.
+    modes : sequence of str
+        The table's mode columns, in order.
+
+    Returns
+    -------
+    dict
+        :data:`FIELDS` to cells; a mode not among ``modes`` is empty, an excluded row's reason
+        goes to ``excluded``, the notes lose their Markdown emphasis.
+    """
+    if len(row) != 4 + 2 * len(modes):
+        raise CostModelError(
+            f"a table row of {len(row)} cells; {4 + 2 * len(modes)} allowed for {list(modes)}"
+        )
+    link = _LINK.match(row[0])
+    out = {"id": link["id"] if link else row[0], "metric": row[1], "measured_s": seconds_cell(row[2])}
+    for m in MODES:
+        i = 3 + 2 * modes.index(m) if m in modes else None
+        out[f"{m}_s"] = "" if i is None else seconds_cell(row[i])
+        out[f"{m}_error_pct"] = "" if i is None else pct_cell(row[i + 1])
+    note = row[-1]
+    excluded = note.removeprefix("excluded: ") if note.startswith("excluded: ") else ""
+    return out | {"excluded": excluded, "notes": "" if excluded else note.replace("**", "")}
+
+
+def result_rows(lines: list[Line]) -> list[dict[str, str]]:
+    """Table lines as CSV rows.
+
+    Parameters
+    ----------
+    lines : list of Line
+        Replayed rows, every one in seconds (another unit: ``CostModelError``).
+
+    Returns
+    -------
+    list of dict
+        The table's cells (:func:`~benchmarks.replay.tables.cells`) read back by :func:`from_cells`,
+        so a converted Markdown table and a fresh run give the same lines.
+    """
+    modes = modes_of(lines)
+    for ln in lines:
+        if ln.row["unit"] != "s":
+            raise CostModelError(
+                f"row {ln.row['id']}: unit {ln.row['unit']!r} not allowed in a results CSV; allowed: s"
+            )
+    return [from_cells(cells(ln, modes), modes) for ln in lines]
+
+
+def write_results(path: Path, lines: list[Line]) -> None:
+    """Write table lines as a CSV appendix.
+
+    Parameters
+    ----------
+    path : Path
+        A file in ``docs/``.
+    lines : list of Line
+        Replayed rows (:func:`result_rows`).
+    """
+    write_csv(path, FIELDS, result_rows(lines))
+
+
+def read_results(path: Path) -> list[dict[str, str]]:
+    """Read a results CSV, checked.
+
+    Parameters
+    ----------
+    path : Path
+        A file :func:`write_results` wrote (at most 64 MiB).
+
+    Returns
+    -------
+    list of dict
+        Its rows; the header must be :data:`FIELDS` and every error cell empty or a signed
+        percentage with one decimal, else ``CostModelError`` naming the line.
+    """
+    if not path.is_file():
+        raise CostModelError(f"no results file at {path}: run the benchmark that writes it with --write")
+    size = path.stat().st_size
+    if size > _MAX_BYTES:
+        raise CostModelError(f"{path}: {size} bytes; at most {_MAX_BYTES} allowed")
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != FIELDS:
+            raise CostModelError(f"{path}: header {reader.fieldnames!r} not allowed; allowed: {list(FIELDS)}")
+        rows = list(reader)
+    for i, r in enumerate(rows, 2):
+        for m in MODES:
+            cell = r[f"{m}_error_pct"]
+            if cell and not _PCT.match(cell):
+                raise CostModelError(f"{path}:{i}: {m}_error_pct {cell[:40]!r}; allowed: empty or like +4.5")
+    return rows
+
+
+def simulated_errors(path: Path) -> dict[str, float]:
+    """The simulated errors of a results CSV's compared rows.
+
+    Parameters
+    ----------
+    path : Path
+        A results CSV (:func:`read_results`).
+
+    Returns
+    -------
+    dict
+        Row id to ``model / measured - 1`` of the ``simulated`` mode, as the CSV rounds it (0.1 %);
+        an excluded row, or one without a ``simulated`` value, is left out.
+    """
+    return {
+        r["id"]: float(r["simulated_error_pct"]) / 100
+        for r in read_results(path)
+        if not r["excluded"] and r["simulated_error_pct"]
+    }

@@ -1,0 +1,316 @@
+"""NVIDIA's measured serving runs (the aiconfigurator silicon sample) as replayable rows.
+
+The ``aiconfigurator-core`` wheel that supplies the measured kernel corpus also ships
+``aiconfigurator_core/systems/silicon_sample.csv``: end-to-end serving measurements (a TTFT and a
+TPOT per run, in ms) that NVIDIA's AIConfigurator team took on real deployments, with their
+provenance (data dump or source file, workflow run, container image). :func:`silicon_rows` turns
+each eligible run into two rows of the published table's shape (its TTFT and its TPOT), stating
+only what the sample and its campaigns' sources state: the benchmark client (:func:`client`), the
+KV-cache dtype (:func:`kv_dtype`), the FP8 activation scales (:func:`fp8_scales`) and the engine
+settings InferenceX's scripts set (:func:`engine_settings`); every other engine fact comes from the
+profile the engine column names (:mod:`benchmarks.replay.rows`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+
+from costmodel.errors import CostModelError
+
+__all__ = [
+    "AIC_EVAL",
+    "CLIENT",
+    "ENGINES",
+    "INFERENCEX",
+    "INFERENCEX_FILES",
+    "INFERENCEX_TRT_BATCH_WAIT",
+    "INFERENCEX_TRT_MAX_TOKENS",
+    "MODELS",
+    "PRECISION",
+    "SOURCE_URL",
+    "STEADY",
+    "SYSTEMS",
+    "WAVE",
+    "Client",
+    "campaign",
+    "client",
+    "deployment_key",
+    "eligible",
+    "engine_settings",
+    "fp8_scales",
+    "kv_dtype",
+    "load_sample",
+    "silicon_rows",
+]
+
+#: the same file in the wheel's source repository, at the commit the project's search tools hold
+SOURCE_URL = (
+    "https://github.com/ai-dynamo/aiconfigurator/blob/ed133e9d1e9713a259ea70bf11d7e60627e4e652/"
+    "src/aiconfigurator/systems/silicon_sample.csv"
+)
+#: the sample's model_path -> this project's catalog model (identical architectures)
+MODELS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+}
+#: the sample's system -> the catalog device
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "gb200": "gb200"}
+#: the sample's backend -> the published table's engine column (which measured kernels price it)
+ENGINES = {"trtllm": "tensorrt-llm", "vllm": "vllm", "sglang": "sglang"}
+#: gemm_quant_mode -> the published table's precision_weights ('' = the checkpoint's bf16)
+PRECISION = {"": "", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+#: the published table's source kinds for the replays: one wave, the benchmark client from a burst,
+#: that client's loop in its steady state
+WAVE, CLIENT, STEADY = (
+    "aiconfigurator_silicon",
+    "aiconfigurator_silicon_client",
+    "aiconfigurator_silicon_steady",
+)
+
+
+def load_sample(path: Path | None = None) -> list[dict[str, str]]:
+    """The wheel's ``silicon_sample.csv`` (or ``path``), as the file has it."""
+    if path is None:
+        try:
+            path = Path(str(resources.files("aiconfigurator_core") / "systems" / "silicon_sample.csv"))
+        except ModuleNotFoundError as exc:
+            raise CostModelError(
+                "the silicon sample ships in the aiconfigurator-core wheel: pip install -e '.[measured]'"
+            ) from exc
+    if not path.is_file():
+        raise CostModelError(f"no silicon sample at {path}")
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _source_field(row: dict[str, str], key: str) -> str | None:
+    """``key=value`` from the row's ``silicon_data_source`` (None: not there)."""
+    for part in row["silicon_data_source"].split(";"):
+        k, _, v = part.strip().partition("=")
+        if k == key:
+            return v.strip()
+    return None
+
+
+def eligible(row: dict[str, str]) -> str | None:
+    """Why a sample row is not replayed (None: it is)."""
+    if row["mode"] != "agg":
+        return "disaggregated serving (prefill and decode workers): not replayed here"
+    if row["model_path"] not in MODELS:
+        return "a model this script does not map (MoE and hybrid models: expert and attention-DP layouts)"
+    if row["system"] not in SYSTEMS:
+        return f"system {row['system']} not mapped"
+    if row["gemm_quant_mode"] not in PRECISION:
+        return f"GEMM quantisation {row['gemm_quant_mode']!r} not mapped"
+    if (row["pp_size"] or "1") != "1" or (row["attention_dp_size"] or "1") not in ("0", "1"):
+        return "pipeline or attention-data parallelism"
+    conc = _source_field(row, "silicon_concurrency")
+    if conc is not None and conc != row["batch_size"]:
+        return "batch_size differs from the run's silicon_concurrency (the workers per deployment are not stated)"
+    return None
+
+
+def kv_dtype(row: dict[str, str]) -> str:
+    """The KV-cache dtype a run most likely had, as ``precision_kv``: TensorRT-LLM's
+    ``kv_cache_dtype=auto`` follows the checkpoint's quantisation config, and NVIDIA's FP8 and
+    NVFP4 checkpoints set ``kv_cache_quant_algo: FP8`` (the wheel's own
+    ``model_configs/nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json`` and
+    ``Qwen--Qwen3-32B-FP8-Static-PerTensor_hf_quant_config.json``): ``fp8``. vLLM's and SGLang's
+    ``auto`` is the model's dtype: ``auto``. InferenceX's campaigns (:func:`client`) set an FP8
+    cache in every engine: its Llama-3.1-70B scripts pass ``kv-cache-dtype: fp8`` to vLLM and
+    ``kv_cache_config: dtype: fp8`` to TensorRT-LLM (SemiAnalysisAI/InferenceX,
+    ``benchmarks/70b_fp8_h100_slurm.sh``, ``70b_fp8_h200_slurm.sh``, ``70b_fp8_b200_docker.sh``,
+    ``70b_fp4_b200_docker.sh``, ``70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
+    ``70b_fp4_b200_trt_slurm.sh``): ``fp8``."""
+    if client(row) is INFERENCEX:
+        return "fp8"
+    quantised = row["gemm_quant_mode"] in ("fp8", "nvfp4")
+    return "fp8" if row["backend"] == "trtllm" and quantised else "auto"
+
+
+#: InferenceX's trtllm-serve settings for its Llama-3.1-70B runs (:func:`engine_settings`)
+INFERENCEX_TRT_MAX_TOKENS = 16384
+#: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
+INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
+
+
+def engine_settings(row: dict[str, str]) -> dict[str, str]:
+    """The engine a run's campaign states and the settings it overrides, as row fields for
+    ``serving_accuracy`` (``engine_profile``, ``engine_max_tokens``, ``engine_batch_wait_iters``,
+    ``engine_batch_wait_ratio``; absent: the engine column's profile and its defaults,
+    :mod:`graphs.serving.engines`). InferenceX's Llama-3.1-70B TensorRT-LLM scripts
+    (``benchmarks/70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
+    ``70b_fp4_b200_trt_slurm.sh``; SemiAnalysisAI/InferenceX at a267b4bd and 73ef9225) launch
+    ``trtllm-serve`` (the ``trtllm`` profile: chunked prefill off, its default) with
+    ``--max_num_tokens 16384`` (the versions at 73ef9225 pass ``$MAX_MODEL_LEN`` instead, 2,048
+    or 9,216), and for ISL = OSL = 1024 below TP 8 write ``batch_wait_max_tokens_ratio: 0.9`` and
+    ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will improve the
+    performance, by default they are all zeros"): new prompts wait up to 20 iterations to be
+    prefilled together (:class:`graphs.serving.sim.engine.EngineConfig`). Its vLLM scripts pass
+    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults."""
+    if client(row) is not INFERENCEX or row["backend"] != "trtllm":
+        return {}
+    out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}
+    if row["isl"] == row["osl"] == "1024" and int(row["tp_size"]) < 8:
+        w = INFERENCEX_TRT_BATCH_WAIT
+        out |= {"engine_batch_wait_iters": str(w["iters"]), "engine_batch_wait_ratio": repr(w["ratio"])}
+    return out
+
+
+def fp8_scales(row: dict[str, str]) -> str:
+    """How a run's FP8 GEMMs scale their activations: ``static`` (calibrated per-tensor scales)
+    for TensorRT-LLM's and NVIDIA's ModelOpt checkpoints; ``dynamic`` for block-scaled FP8
+    (``fp8_block``) and for vLLM's and SGLang's on-line FP8 quantisation of a bf16 checkpoint."""
+    static = row["gemm_quant_mode"] == "fp8" and (
+        row["backend"] == "trtllm" or row["model_path"].startswith("nvidia/")
+    )
+    return "static" if static else "dynamic"
+
+
+@dataclasses.dataclass(frozen=True)
+class Client:
+    """A benchmark client as its source documents it: ``C`` clients (the run's ``batch_size``)
+    sending back to back, ``per_client x C`` requests from a burst, every one read, each length
+    uniform on ``[int(range_ratio L), L]`` (1: fixed)."""
+
+    label: str  #: its short name in the tables
+    command: str  #: how the source runs it (``{per}`` and ``{ratio}`` filled in)
+    per_client: int
+    range_ratio: float
+    warmup: str  #: what runs before the read requests
+
+    @property
+    def text(self) -> str:
+        """The source's command with this client's numbers."""
+        return self.command.format(per=self.per_client, ratio=f"{self.range_ratio:g}")
+
+
+#: SemiAnalysis InferenceX's client (https://github.com/SemiAnalysisAI/InferenceX,
+#: ``benchmarks/benchmark_lib.sh``'s ``run_benchmark_serving``; :func:`client`)
+INFERENCEX = Client(
+    "InferenceX (its database's campaigns, inferred)",
+    "InferenceX's benchmark_serving.py --max-concurrency C --num-prompts {per}C --request-rate inf "
+    "--random-range-ratio {ratio} --ignore-eos",
+    10,
+    0.8,
+    "2C warm-up requests, not read",
+)
+#: NVIDIA's own serving runners in aiconfigurator (``src/aiconfigurator/eval/benchmarks/``)
+AIC_EVAL = Client(
+    "aiconfigurator's runners (the gap-analysis campaigns, inferred)",
+    "aiconfigurator's eval runners: genai-perf --concurrency C --request-count {per}C, token stddev 0, "
+    "ignore_eos (bench_serving: --num-prompts {per}C --random-range-ratio {ratio})",
+    10,
+    1.0,
+    "genai-perf: 2C warm-up requests, not read; bench_serving: none by default",
+)
+#: the sample's data sources with InferenceX's database layout (``measured=`` and ``wip=``
+#: fields, InferenceX's 1k/1k, 1k/8k and 8k/1k line-up) besides its ``db-dump/...`` rows
+INFERENCEX_FILES = ("source_file=2026-03-25.csv", "source_file=2026-04-06.csv")
+
+
+def client(row: dict[str, str]) -> Client:
+    """The benchmark client a run was most likely measured with (:class:`Client`).
+
+    * Campaigns from InferenceX's database (``db-dump/...`` rows, whose ``config_id``,
+      ``workflow_run_id`` and ``image`` fields are that database's columns, and
+      :data:`INFERENCEX_FILES`, whose rows have its layout and its line-up: Llama-3.1-70B FP8 and
+      NVFP4 at 1k/1k, 1k/8k and 8k/1k on H100, H200 and B200 in vLLM and TensorRT-LLM, DeepSeek-R1
+      FP4 SGLang 8k/1k; inferred, a row does not name InferenceX):
+      ``benchmarks/benchmark_lib.sh``'s ``run_benchmark_serving`` runs vLLM's
+      ``benchmark_serving.py --request-rate inf --max-concurrency C --ignore-eos --num-warmups 2C
+      --random-range-ratio $RANDOM_RANGE_RATIO``, the model scripts pass ``--num-prompts $((CONC *
+      10))`` and the workflow sets the ratio to 0.8 (as read today: the value when a campaign ran
+      is not checked), so each length is uniform on ``[int(0.8 L), L]``. TPOT there is per request
+      ``(E2E - TTFT) / (output - 1)``, averaged.
+    * The others (the AIConfigurator team's gap-analysis campaigns): the eval runners in
+      ``src/aiconfigurator/eval/benchmarks/`` of ai-dynamo/aiconfigurator, ``genai_perf_runner.py``
+      (``--concurrency C --request-count 10C --warmup-request-count 2C``, input and output tokens
+      with stddev 0, ``ignore_eos``) and ``bench_serving_runner.py`` (``--num-prompts 10C
+      --random-range-ratio 1``, no warm-up by default): fixed lengths. That these runners took
+      those campaigns is inferred; the sample does not say."""
+    first = row["silicon_data_source"].split(";")[0].strip()
+    return INFERENCEX if first.startswith("db-dump/") or first in INFERENCEX_FILES else AIC_EVAL
+
+
+def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Counter[str]]:
+    """Every eligible sample row as two ``published_serving.csv``-shaped rows (its TTFT and its
+    TPOT, in seconds), and the count of rows left out by reason."""
+    out: list[dict[str, str]] = []
+    left: Counter[str] = Counter()
+    for r in sample:
+        why = eligible(r)
+        if why:
+            left[why] += 1
+            continue
+        version = r["backend_version"] or "not stated"
+        note = (
+            f"silicon sample row {r['id']} ({r['silicon_data_source']}): {r['backend']} {version}, "
+            f"{r['model_path']}, GEMM {r['gemm_quant_mode'] or 'bf16'}, TP{r['tp_size']}, "
+            f"{r['isl']}/{r['osl']}, concurrency {r['batch_size']}"
+        )
+        base = {
+            "source_kind": WAVE,
+            "source_url": SOURCE_URL,
+            "source_title": "aiconfigurator silicon_sample.csv (aiconfigurator-core 0.12.0 wheel)",
+            "retrieved": "2026-12-02",
+            "engine": ENGINES[r["backend"]],
+            "engine_version": version,
+            "model": MODELS[r["model_path"]],
+            "precision_weights": PRECISION[r["gemm_quant_mode"]],
+            "precision_kv": kv_dtype(r),
+            "fp8_scales": fp8_scales(r),
+            "device": SYSTEMS[r["system"]],
+            "num_gpus": r["tp_size"],
+            "tp": r["tp_size"],
+            "pp": "1",
+            "ep": "",
+            "workload": "batch_size concurrent requests, fixed ISL/OSL",
+            "campaign": f"{r['silicon_data_source'].split(';')[0].strip()} ({r['backend']})",
+            "isl": r["isl"],
+            "osl": r["osl"],
+            "concurrency": r["batch_size"],
+            "request_rate": "",
+            "num_requests": "",
+            "unit": "s",
+            "notes": note,
+            "subset": "silicon",
+        }
+        cl = client(r)
+        base["client"] = cl.text
+        base["requests_per_client"], base["length_range_ratio"] = str(cl.per_client), repr(cl.range_ratio)
+        base.update(engine_settings(r))
+        if cl is INFERENCEX:  # replayed as its documented client (the others as waves: load_check)
+            base["source_kind"] = CLIENT
+            base["workload"] = (
+                f"batch_size clients sending back to back, lengths drawn on [{cl.range_ratio:g} L, L]"
+            )
+        for metric, col in (("ttft_mean_s", "silicon_ttft_ms"), ("tpot_mean_s", "silicon_tpot_ms")):
+            out.append(
+                {
+                    **base,
+                    "id": f"aicsil-{r['id']}-{metric.split('_')[0]}",
+                    "metric": metric,
+                    "value": repr(float(r[col]) / 1e3),
+                }
+            )
+    return out, left
+
+
+def deployment_key(row: dict[str, str]) -> tuple[str, ...]:
+    """A deployment: engine, version, model, GPU, dtype and TP (its runs differ in ISL/OSL and load)."""
+    return tuple(row[k] for k in ("engine", "engine_version", "model", "device", "precision_weights", "tp"))
+
+
+def campaign(row: dict[str, str]) -> str:
+    """The measurement campaign a run came from: the first field of its ``silicon_data_source``
+    (a data dump or a source file) and its engine; a campaign is taken to have run one load
+    generator."""
+    return row["campaign"]

@@ -1,0 +1,258 @@
+"""The replay of many rows as table lines, and the Markdown tables the validation pages print:
+row by row (measured, each mode and its error, the interval, notes), the medians per metric group
+against the targets, and how often the prediction interval holds the measured value.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .reasons import ROW_LIMIT, reason
+from .rows import error, excluded, metric_group
+from .run import MODES, run_row, simulate_row
+from .workload import RowWorkload, predictor, row_workload
+
+__all__ = [
+    "INTERVAL_MODE",
+    "ORDER",
+    "TARGETS",
+    "Line",
+    "cells",
+    "evaluate",
+    "fmt",
+    "interval_coverage",
+    "medians",
+    "modes_of",
+    "pct",
+    "rank",
+    "table",
+]
+
+#: metric group -> the issue's target for the median |error| (%)
+TARGETS = {"throughput": 10.0, "TPOT": 10.0, "TTFT": 20.0}
+
+
+@dataclass
+class Line:
+    """One table row: the published value, each mode's value (None: not run) and the notes."""
+
+    row: dict[str, str]
+    values: dict[str, float | None]
+    notes: tuple[str, ...]
+    excluded: str | None = None
+    #: ``simulated`` at the interval's two ends (:data:`INTERVAL_MODE`), None when not run
+    interval: tuple[float, float] | None = None
+
+    @property
+    def measured(self) -> float:
+        return float(self.row["value"])
+
+    def err(self, mode: str) -> float | None:
+        v = self.values.get(mode)
+        return None if v is None else error(v, self.measured)
+
+
+#: the order rows are run in (id prefixes; the rest after, in file order): every source first,
+#: so that a --budget-s run that stops early still covers them all
+ORDER = ("nim-", "trt014srv-", "vllmci", "trt014-", "trtL-", "trt10-llama-3.1-70b", "trt10-")
+
+
+def rank(row: dict[str, str]) -> int:
+    return next((i for i, p in enumerate(ORDER) if row["id"].startswith(p)), len(ORDER))
+
+
+#: the mode whose prediction interval is run (its ends: :meth:`Predictor.interval`)
+INTERVAL_MODE = "simulated"
+
+
+def evaluate(
+    rows: list[dict[str, str]],
+    modes: tuple[str, ...],
+    *,
+    quick: bool = False,
+    progress: Any = None,
+    budget_s: float | None = None,
+    interval: bool = True,
+) -> list[Line]:
+    """Every row replayed in every mode (excluded rows listed, not run), in :data:`ORDER`; past
+    ``budget_s`` seconds the remaining rows are listed as not run. ``interval`` (with
+    :data:`INTERVAL_MODE` among ``modes``): that mode also at the interval's two ends."""
+    lines = []
+    start = time.perf_counter()
+    rows = sorted(rows, key=rank)
+    for i, row in enumerate(rows):
+        why = excluded(row)
+        if why:
+            lines.append(Line(row, {}, (), why))
+            continue
+        if budget_s is not None and time.perf_counter() - start > budget_s:
+            lines.append(
+                Line(row, {}, (), f"not run in this generation (the {budget_s:.0f} s budget ran out)")
+            )
+            continue
+        w = row_workload(row, quick=quick)
+        vals: dict[str, float | None] = {}
+        for mode in modes:
+            t = time.perf_counter()
+            vals[mode] = v = run_row(row, mode, quick=quick)
+            if progress:
+                progress(
+                    f"[{i + 1}/{len(rows)}] {row['id']} {mode}: {v:.6g} (measured {row['value']}, "
+                    f"{100 * error(v, float(row['value'])):+.1f} %) {time.perf_counter() - t:.1f} s"
+                )
+        ends = None
+        if interval and INTERVAL_MODE in modes:
+            lo, hi = (q.quantile for q in predictor(w).interval())
+            a, b = (run_row(row, INTERVAL_MODE, quick=quick, quantile=q) for q in (lo, hi))
+            ends = (min(a, b), max(a, b))
+        lines.append(Line(row, vals, w.notes + _coverage(w, modes), interval=ends))
+    return lines
+
+
+def _coverage(w: RowWorkload, modes: tuple[str, ...]) -> tuple[str, ...]:
+    """What the predicted run's kernel seconds rest on (measured / neighbour / bound shares),
+    with the largest neighbour and bound reasons."""
+    if "predicted" not in modes:
+        return ()
+    cov = simulate_row(w, "predicted").res.coverage
+    if cov is None or cov.total_s <= 0:
+        return ()
+    text = (
+        f"predicted rests on {100 * cov.share('measured'):.0f} % measured, "
+        f"{100 * cov.share('neighbour'):.0f} % neighbour, {100 * cov.share('bound'):.0f} % bound"
+    )
+    for label, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
+        if parts and getattr(cov, f"{label}_s") / cov.total_s > 0.05:
+            top = max(parts, key=parts.__getitem__)
+            text += f" ({label} mostly: {top})"
+    return (text,)
+
+
+def fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v:.3g} s" if v >= 1 else f"{v * 1e3:.3g} ms"
+    return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def pct(e: float | None) -> str:
+    return "-" if e is None else f"{100 * e:+.1f} %"
+
+
+def modes_of(lines: list[Line]) -> list[str]:
+    """The table's mode columns.
+
+    Parameters
+    ----------
+    lines : list of Line
+        Replayed rows.
+
+    Returns
+    -------
+    list of str
+        The modes any of ``lines`` ran, in :data:`MODES` order.
+    """
+    return [m for m in MODES if any(m in ln.values for ln in lines)]
+
+
+def cells(ln: Line, modes: list[str], ends: bool = False) -> list[str]:
+    """One line's cells in the row-by-row table.
+
+    Parameters
+    ----------
+    ln : Line
+        The replayed row.
+    modes : list of str
+        The table's mode columns (:func:`modes_of`).
+    ends : bool
+        Whether the table has the interval column.
+
+    Returns
+    -------
+    list of str
+        The row (linked to its source), the metric, the measured value, each mode's value and
+        error, with ``ends`` the interval, then the notes (an excluded row's reason instead; a
+        row beyond :data:`ROW_LIMIT` with its stated reason).
+    """
+    r = ln.row
+    out = [f"[{r['id']}]({r['source_url']})", r["metric"], fmt(ln.measured, r["unit"])]
+    for m in modes:
+        out += [fmt(ln.values.get(m), r["unit"]), pct(ln.err(m))]
+    if ends:
+        iv = ln.interval
+        out.append("-" if iv is None else f"{fmt(iv[0], r['unit'])} - {fmt(iv[1], r['unit'])}")
+    note = f"excluded: {ln.excluded}" if ln.excluded else "; ".join(ln.notes)
+    best = ln.err(modes[-1]) if modes and not ln.excluded else None
+    if best is not None and abs(best) > ROW_LIMIT / 100:
+        why = reason(r, best) or "no physical reason stated (a model miss)"
+        note = (note + "; " if note else "") + f"**beyond {ROW_LIMIT:.0f} %** ({modes[-1]}): {why}"
+    out.append(note)
+    return out
+
+
+def table(lines: list[Line]) -> str:
+    """The row-by-row table: measured, each mode with its error, source and notes (:func:`cells`)."""
+    modes = modes_of(lines)
+    ends = any(ln.interval for ln in lines)
+    head = "| row | metric | measured | " + " | ".join(f"{m} | error" for m in modes)
+    head += f" | {INTERVAL_MODE} P10-P90 | notes |" if ends else " | notes |"
+    out = [head, "|" + "---|" * (3 + 2 * len(modes) + ends + 1)]
+    out += ["| " + " | ".join(cells(ln, modes, ends)) + " |" for ln in lines]
+    return "\n".join(out)
+
+
+def medians(lines: list[Line]) -> str:
+    """Per metric group and mode: median |error|, rows, rows beyond ROW_LIMIT, against the target."""
+    modes = modes_of(lines)
+    out = [
+        "| metric | target (median abs. error) | rows | "
+        + " | ".join(f"{m}: median / beyond {ROW_LIMIT:.0f} %" for m in modes)
+        + " |",
+        "|" + "---|" * (3 + len(modes)),
+    ]
+    for group in ("throughput", "TPOT", "TTFT", "E2E"):
+        used = [ln for ln in lines if not ln.excluded and metric_group(ln.row["metric"]) == group]
+        if not used:
+            continue
+        goal = TARGETS.get(group)
+        cells = [group, f"<= {goal:.0f} %" if goal else "(no target)", str(len(used))]
+        for m in modes:
+            errs = [abs(e) for ln in used if (e := ln.err(m)) is not None]
+            if not errs:
+                cells.append("-")
+                continue
+            med = 100 * statistics.median(errs)
+            far = sum(e > ROW_LIMIT / 100 for e in errs)
+            verdict = "" if goal is None else (" (meets)" if med <= goal else " (misses)")
+            cells.append(f"{med:.1f} %{verdict} / {far}")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def interval_coverage(lines: list[Line]) -> str:
+    """Per metric group: how many measured values lie inside the :data:`INTERVAL_MODE` run's
+    P10-P90 interval, below it and above it (empty when no interval was run)."""
+    out = [
+        f"| metric | rows | inside {INTERVAL_MODE}'s P10-P90 | measured below it | measured above it "
+        "| median width (P90 end / P10 end - 1) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group in ("throughput", "TPOT", "TTFT", "E2E"):
+        used = [
+            ln for ln in lines if not ln.excluded and ln.interval and metric_group(ln.row["metric"]) == group
+        ]
+        if not used:
+            continue
+        ivs = [(ln.measured, *ln.interval) for ln in used if ln.interval]
+        inside = sum(lo <= m <= hi for m, lo, hi in ivs)
+        below = sum(m < lo for m, lo, _ in ivs)
+        width = statistics.median(hi / lo - 1 for _, lo, hi in ivs if lo > 0)
+        out.append(
+            f"| {group} | {len(ivs)} | {inside} ({100 * inside / len(ivs):.0f} %) | {below} "
+            f"| {len(ivs) - inside - below} | {100 * width:.1f} % |"
+        )
+    return "\n".join(out) if len(out) > 2 else ""

@@ -1,0 +1,297 @@
+"""A published row as a replay: the model with the row's dtypes, the device, the topology, the
+engine (the row's profile with only the overrides its source states), the requests and the load.
+
+Loads (``RowWorkload.load``): ``offline`` (every request at t = 0; a throughput extrapolated from
+:data:`WAVES` full batches to the published count), ``rate`` (Poisson arrivals at the published
+QPS), ``concurrency`` (a closed loop of N clients, :data:`ROUNDS` x N requests), ``batch`` (one
+fixed batch, or one wave of the silicon sample's requests), ``client`` (a benchmark client's closed
+loop from a burst, every request read) and ``steady`` (that loop in its steady state).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from costmodel.errors import CostModelError
+from graphs.cli.options import apply_dtypes
+from graphs.serving.engines import get_engine
+from graphs.serving.pricing.predictor import Predictor
+from graphs.serving.sim.engine import EngineConfig, profile_engine
+from graphs.serving.sim.requests import Request, synthetic
+from graphs.serving.sim.simulator import Topology
+from models.resolver import resolve_model
+
+from .rows import ENGINE, FRAMEWORK, WAVE_ENGINE, excluded
+
+__all__ = [
+    "QUICK_MAX_REQUESTS",
+    "QUICK_WAVES",
+    "ROUNDS",
+    "WAVES",
+    "RowWorkload",
+    "predictor",
+    "row_workload",
+]
+
+WAVES, QUICK_WAVES = 5, 2  #: full batches an offline run simulates (then extrapolates)
+QUICK_MAX_REQUESTS = 100  #: --quick: at most this many requests of a rate-driven run
+ROUNDS = 4  #: a closed loop of N clients sends ROUNDS x N requests
+
+
+@dataclass(frozen=True)
+class RowWorkload:
+    """One row's replay: what :func:`simulate` is given, and how the metric is read back."""
+
+    config: Any  #: the ModelConfig with the row's dtypes applied
+    device: str
+    topology: Topology
+    engine: EngineConfig
+    framework: str
+    load: str  #: offline | rate | concurrency | batch | client | steady
+    requests: tuple[Request, ...]
+    published_requests: int  #: the count an offline throughput is extrapolated to
+    concurrency: int | None = None
+    rate: float | None = None
+    #: the FP8 GEMMs' activation scales (``static`` | ``dynamic``) where the row states them;
+    #: None: :func:`predictor`'s rule
+    fp8_scales: str | None = None
+    #: assumptions and approximations, shown beside the row (not part of the run's identity)
+    notes: tuple[str, ...] = field(default_factory=tuple, compare=False)
+    #: the engine profile whose CPU and request-path terms price ``simulated`` (None: the corpus
+    #: framework's own, ``framework``): the row's engine where its source names one
+    profile: str | None = None
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Rows with equal keys (the TTFT, ITL and throughput of one run) share one simulation."""
+        return (
+            self.config,
+            self.device,
+            self.topology,
+            self.engine,
+            self.load,
+            self.requests,
+            self.concurrency,
+            self.rate,
+            self.fp8_scales,
+        )
+
+
+def _int(text: str) -> int | None:
+    return int(float(text)) if text.strip() else None
+
+
+def _dtypes(row: dict[str, str]) -> SimpleNamespace:
+    """The ``--weight-dtype/--kv-dtype/--matmul-dtype`` a row's precision columns give.
+
+    fp8/fp4 are ModelOpt W8A8 / W4A4 checkpoints (weights and GEMM operands); their KV cache is
+    FP8 (the v0.14 page: FP8 quantization sets the KV cache to FP8; the FP8/FP4 checkpoints'
+    quantization configs carry an FP8 KV cache) unless ``precision_kv`` is ``auto`` (the
+    checkpoint's dtype); bf16 and unstated precision keep the checkpoint's dtype."""
+    w = row["precision_weights"]
+    kv = row["precision_kv"]
+    if w == "fp8":
+        return SimpleNamespace(
+            weight_dtype="fp8", matmul_dtype="fp8", kv_dtype="fp8" if kv != "auto" else None
+        )
+    if w == "fp4":
+        return SimpleNamespace(
+            weight_dtype="nvfp4", matmul_dtype="nvfp4", kv_dtype="fp8" if kv != "auto" else None
+        )
+    return SimpleNamespace(weight_dtype=None, matmul_dtype=None, kv_dtype=None)
+
+
+def predictor(w: RowWorkload) -> Predictor:
+    """The source engine's kernels for a row: FP8 rows are ModelOpt checkpoints (:func:`_dtypes`),
+    whose per-tensor activation scales are calibrated (static), so their FP8 GEMMs do not compute a
+    scale per call (:func:`graphs.serving.pricing.predict.price_rows`); a row that says otherwise
+    (:attr:`RowWorkload.fp8_scales`) is priced as it says."""
+    fp8 = str(w.config.matmul_dtype or "").startswith("fp8")
+    scales = w.fp8_scales or ("static" if fp8 else "dynamic")
+    return Predictor.of(w.framework, fp8_scales=scales if fp8 else "dynamic")
+
+
+def _engine(
+    row: dict[str, str],
+    cfg: Any,
+    tp: int,
+    isl: int,
+    osl: int,
+    cap: int | None = None,
+    *,
+    profile: str | None = None,
+    dp: int = 1,
+    **overrides: Any,
+) -> EngineConfig:
+    """The row's engine: its profile (``profile``, else the row's ``engine_profile`` field, else
+    :data:`ENGINE` of its engine column) with only the ``overrides`` its source states, on the
+    row's device (:func:`graphs.serving.sim.engine.profile_engine`: the profile's own KV-pool rule;
+    under GUARANTEED_NO_EVICT fixed ``ISL + OSL`` requests cap the running sequences at
+    ``floor(blocks / ceil((ISL + OSL) / b))``, never preempted); ``cap``: at most that many
+    requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool)."""
+    prof = get_engine(profile or row.get("engine_profile") or ENGINE[row["engine"]])
+    prof = prof.with_overrides(**overrides) if overrides else prof
+    try:
+        return profile_engine(
+            prof, cfg, row["device"], tp=tp, dp=dp, request_tokens=isl + osl, max_running=cap
+        )
+    except CostModelError as exc:
+        raise CostModelError(f"{cfg.name} on {tp} x {row['device']}: {exc}") from None
+
+
+def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
+    """The workload that replays ``row`` (module doc); a row :func:`excluded` names is refused. A
+    published row's engine column names its engine: that profile's CPU and request-path terms
+    price it (:attr:`RowWorkload.profile`); the silicon sample's rows (which name no engine
+    settings) keep their framework's."""
+    w = _row_workload(row, quick=quick)
+    if row["source_kind"].startswith("aiconfigurator_silicon") or row.get("engine_profile"):
+        return w
+    return dataclasses.replace(w, profile=ENGINE[row["engine"]])
+
+
+def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
+    why = excluded(row)
+    if why:
+        raise CostModelError(f"row {row['id']}: not replayed ({why})")
+    cfg = apply_dtypes(resolve_model(row["model"]), _dtypes(row))
+    tp = _int(row["tp"]) or 1
+    gpus = _int(row["num_gpus"]) or tp
+    ep = _int(row["ep"]) or 1
+    # attention data parallel: the row gives an EP degree and no TP (its notes read the page's
+    # "DEP" so); the ranks run TP 1, the experts whole over all of them (Topology's dp)
+    dp = ep if ep > 1 and not row["tp"].strip() else 1
+    topo = Topology(replicas=gpus // (tp * dp), tp=tp, dp=dp, expert_parallel=dp > 1)
+    isl, osl = _int(row["isl"]), _int(row["osl"])
+    assert isl and osl  # every replayed row has fixed lengths (UNPUBLISHED holds the others)
+    fw = FRAMEWORK[row["engine"]]
+    conc = _int(row["concurrency"])
+    rate = float(row["request_rate"]) if row["request_rate"].strip() else None
+    n_pub = _int(row["num_requests"])
+    notes: list[str] = []
+    if row["source_kind"] == "vllm_ci_benchmark":  # benchmark_latency: one batch generated together
+        assert conc is not None
+        reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
+        eng = profile_engine(get_engine(ENGINE[row["engine"]]), cfg, row["device"], tp=tp)
+        return RowWorkload(cfg, row["device"], topo, eng, fw, "batch", reqs, conc, notes=())
+    if row["source_kind"] == "aiconfigurator_silicon":  # one wave of N requests (silicon_accuracy.py)
+        assert conc is not None
+        eng = _engine(row, cfg, tp, isl, osl, cap=conc, profile=WAVE_ENGINE)
+        reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
+        notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
+        if eng.max_num_seqs < conc:
+            notes.append(f"the KV pool holds {eng.max_num_seqs} of them at once (the rest wait for a finish)")
+        scales = row.get("fp8_scales") or None
+        return RowWorkload(
+            cfg, row["device"], topo, eng, fw, "batch", reqs, conc, fp8_scales=scales, notes=tuple(notes)
+        )
+    if conc is not None:  # a closed loop: NIM / AIPerf, or a benchmark client (silicon_accuracy.py)
+        if row["source_kind"] in ("aiconfigurator_silicon_client", "aiconfigurator_silicon_steady"):
+            steady = row["source_kind"] == "aiconfigurator_silicon_steady"
+            eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes, steady=steady)
+            load = "steady" if steady else "client"
+        else:
+            eng = _engine(row, cfg, tp, isl, osl)
+            n = ROUNDS * conc
+            notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
+            reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
+            load = "concurrency"
+        return RowWorkload(
+            cfg,
+            row["device"],
+            topo,
+            eng,
+            fw,
+            load,
+            reqs,
+            n,
+            concurrency=conc,
+            fp8_scales=row.get("fp8_scales") or None,
+            notes=tuple(notes),
+        )
+    eng = _engine(row, cfg, tp, isl, osl, dp=dp)
+    if rate is None or math.isinf(rate):  # offline: everything at t = 0
+        if n_pub is None:
+            n_pub = 3000
+            notes.append("num_requests not published for 1000/1000; 3000 assumed (as 1024/1024)")
+        full = eng.max_num_seqs * topo.replicas * topo.dp
+        waves = QUICK_WAVES if quick else WAVES
+        # the published count's last, partial batch kept (its drain), N - n whole batches added
+        n = n_pub if n_pub <= waves * full else (waves - 1) * full + n_pub - full * ((n_pub - 1) // full)
+        if n < n_pub:
+            notes.append(f"{n} of {n_pub} requests simulated, makespan extrapolated")
+        reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
+        return RowWorkload(cfg, row["device"], topo, eng, fw, "offline", reqs, n_pub, notes=tuple(notes))
+    assert n_pub is not None
+    n = min(n_pub, QUICK_MAX_REQUESTS) if quick else n_pub
+    notes.append("Poisson arrivals and fixed lengths assumed (the page states neither)")
+    reqs = tuple(synthetic(n, rate=rate, prompt=f"fixed:{isl}", output=f"fixed:{osl}", seed=0))
+    return RowWorkload(cfg, row["device"], topo, eng, fw, "rate", reqs, n, rate=rate, notes=tuple(notes))
+
+
+def _client_load(
+    row: dict[str, str],
+    cfg: Any,
+    tp: int,
+    isl: int,
+    osl: int,
+    conc: int,
+    fw: str,
+    notes: list[str],
+    steady: bool = False,
+) -> tuple[EngineConfig, tuple[Request, ...], int]:
+    """A benchmark client's engine, requests and count (``row``'s ``requests_per_client`` per
+    client, lengths by ``length_range_ratio``, the engine settings the row states); its
+    assumptions go to ``notes``. ``steady``: the client's loop in its steady state (its first
+    sends spread over one cycle, the middle rounds read) rather than from a burst, read whole."""
+    per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
+    n = per * conc
+    stated: dict[str, Any] = {}  # only what the row's source states overrides its profile
+    if row.get("engine_max_tokens"):
+        stated["max_num_batched_tokens"] = int(row["engine_max_tokens"])
+    if row.get("engine_chunked_prefill"):
+        stated["enable_chunked_prefill"] = row["engine_chunked_prefill"] == "true"
+    wait = _int(row.get("engine_batch_wait_iters", ""))
+    if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
+        stated["batch_wait_timeout_iters"] = wait
+        stated["batch_wait_max_tokens_ratio"] = float(row["engine_batch_wait_ratio"])
+    prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
+    if prof.policy == "guaranteed_no_evict":  # a request's blocks reserved at admission
+        eng = _engine(row, cfg, tp, isl, osl, **stated)
+        if eng.max_num_seqs < conc:
+            notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
+        if wait:
+            notes.append(
+                f"new prompts held up to {wait} iterations, to {stated['batch_wait_max_tokens_ratio']:g} "
+                "of the token budget"
+            )
+    else:  # vLLM and SGLang allocate blocks as tokens come and preempt when they run out
+        # at least as many sequences per iteration as clients (the sources' launch limits are
+        # not stated), the pool by the profile's own rule (SGLang's: vLLM's stands in)
+        stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
+        eng = profile_engine(prof.with_overrides(**stated), cfg, row["device"], tp=tp)
+    reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
+    spread = (
+        "fixed lengths"
+        if ratio == 1
+        else f"lengths uniform on [{int(ratio * isl)}, {isl}] / [{int(ratio * osl)}, {osl}]"
+    )
+    if steady:
+        notes.append(
+            f"{conc} clients, {n} requests in the loop's steady state (first sends spread over one cycle; "
+            f"the first and last {conc} not read) ({row['client']}); {spread}"
+        )
+    else:
+        notes.append(f"{conc} clients, {n} requests from a burst, every one read ({row['client']}); {spread}")
+    return eng, reqs, n
+
+
+def _lengths(n: int, ratio: float) -> str:
+    """A length spec for :func:`synthetic`: ``n`` tokens, or with ``ratio < 1`` uniform on
+    ``[int(ratio n), n]`` (vLLM ``benchmark_serving.py --random-range-ratio``: ``lower =
+    int(seq_len * range_ratio)``, ``np.random.randint(lower, upper + 1)``)."""
+    return f"fixed:{n}" if ratio == 1 else f"uniform:{max(1, int(ratio * n))},{n}"

@@ -1,0 +1,94 @@
+"""``costmodel engines``: the registered serving-engine profiles (:mod:`graphs.serving.engines`),
+and for one of them every default with its value and its source, as the engine picks it on a
+device (``--device``: vLLM's batch limits by GPU memory).
+
+``costmodel engines`` lists the profiles (as ``simulate --engine list``); ``costmodel engines
+vllm@0.11 --device h200`` shows one, ``--json`` the same as plain values.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_json, dump
+
+__all__ = ["add_engines_parser", "cmd_engines", "engine_text"]
+
+
+def engine_text(profile: Any, device: Any = None) -> str:
+    """One profile's settings and CPU terms, each with its value and source, in lines.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The profile as registered (:func:`graphs.serving.engines.get_engine`).
+    device : Hardware, optional
+        Show the values the engine picks on this device (:meth:`EngineProfile.for_device`); the
+        settings it changes there are named.
+
+    Returns
+    -------
+    str
+        The lines to print.
+    """
+    shown = profile if device is None else profile.for_device(device)
+    where = "" if device is None else f" on {device.name}"
+    lines = [f"engine {profile.ref}{where}: {profile.label}; kernels from the {profile.framework} corpus"]
+    if device is not None:
+        moved = [k for k, v in shown.defaults().items() if v != profile.defaults()[k]]
+        said = ", ".join(f"{k} {profile.defaults()[k]} -> {shown.defaults()[k]}" for k in moved)
+        lines.append(f"  picked for {device.name}: {said}" if moved else f"  the same on {device.name}")
+    rows: list[tuple[str, Any, str]] = [(k, v, profile.sources[k]) for k, v in shown.defaults().items()]
+    sizes = shown.overheads().cudagraph_sizes  # a decode batch is padded to one of these
+    rows.append(
+        ("cudagraph_sizes", f"<= {sizes[-1]}" if sizes else "none", profile.sources["cudagraph_sizes"])
+    )
+    rows.append(("small_kernels", f"{len(shown.small_kernels)} roles", profile.sources["small_kernels"]))
+    rows += [(k, f"{v:g} s", profile.sources[k]) for k, v in shown.cpu_terms.items()]
+    width, vw = max(len(k) for k, _, _ in rows), max(len(str(v)) for _, v, _ in rows)
+    lines.append(f"  {'setting':{width}s}  {'value':>{vw}s}  source")
+    lines += [f"  {k:{width}s}  {v!s:>{vw}s}  {src}" for k, v, src in rows]
+    lines.append(f"  {shown.basis}")
+    return "\n".join(lines)
+
+
+def cmd_engines(args: argparse.Namespace) -> int:
+    """``costmodel engines [NAME[@VERSION]] [--device D] [--json]``."""
+    from graphs.serving.engines import get_engine
+
+    from .engine_option import engine_list
+
+    if args.engine is None:
+        print(engine_list(args.json))
+        return 0
+    profile = get_engine(args.engine)
+    device = None
+    if args.device is not None:
+        from costmodel.hardware import get_device
+
+        device = get_device(args.device)
+    if args.json:
+        shown = profile if device is None else profile.for_device(device)
+        print(dump({**shown.to_dict(), "device": None if device is None else device.name}))
+        return 0
+    print(engine_text(profile, device))
+    return 0
+
+
+def add_engines_parser(sub: Any) -> None:
+    sp = sub.add_parser("engines", help="serving-engine profiles: each default's value and source")
+    sp.add_argument(
+        "engine",
+        nargs="?",
+        default=None,
+        metavar="NAME[@VERSION]",
+        help="one profile to show in full (default: list them all)",
+    )
+    sp.add_argument(
+        "--device",
+        default=None,
+        help="show the defaults the engine picks on this catalog device (default: the profile's own)",
+    )
+    add_json(sp)
+    sp.set_defaults(func=cmd_engines)

@@ -1,0 +1,125 @@
+"""vLLM 0.11 (the V1 engine, ``vllm serve``), priced by the corpus's ``vllm`` kernels: ``vllm@0.11``.
+
+The same V1 engine core as :mod:`.vllm` (``vllm@1``), at the release whose batch defaults follow
+the GPU: on a GPU of at least 70 GiB whose name does not contain "a100" it runs up to 1,024
+sequences an iteration, not 256. Sources (vLLM 0.11, ``vllm-project/vllm`` at commit 99d7eb5,
+the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0.12.0"):
+
+* ``max_num_batched_tokens`` and ``max_num_seqs`` by device: ``EngineArgs._set_default_args``
+  (``vllm/engine/arg_utils.py``) takes, for the OpenAI API server, 8,192 tokens and 1,024
+  sequences when ``device_memory >= 70 * GiB_bytes and "a100" not in device_name`` ("For GPUs
+  like H100 and MI300x, use larger default values": ``default_max_num_seqs =
+  {LLM_CLASS: 1024, OPENAI_API_SERVER: 1024}``), else 2,048 tokens and 256 sequences; then
+  ``max_num_seqs = min(default_max_num_seqs[usage_context], max_num_batched_tokens)``
+  (:func:`vllm011_device_defaults`). The profile's own values are the large-GPU branch (the
+  catalog's H100, H200, B200, MI300X take it);
+* chunked prefill and prefix caching on: the same function ("V1 uses chunked prefills and prefix
+  caching by default for non-pooling tasks"; prefix caching off for hybrid models, which
+  ``--no-enable-prefix-caching`` gives);
+* ``block_size`` 16, ``gpu_memory_utilization`` 0.9 of the device, ``recompute`` preemption, the
+  CUDA-graph capture sizes (``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)``,
+  ``M = min(2 max_num_seqs, 512)``: 512 at 1,024 sequences) and the fused small kernels: V1's, as
+  :mod:`.vllm` cites them;
+* ``reserve_full_prompt`` off: a waiting request is admitted when its first chunk's blocks are
+  free (``allocate_slots`` for the tokens scheduled); the whole-prompt check
+  (``scheduler_reserve_full_isl``) came with https://github.com/vllm-project/vllm/pull/37307, after
+  this release;
+* ``kv_watermark`` 0: V1 had no admission watermark before
+  https://github.com/vllm-project/vllm/pull/44594;
+* the request path's tokenisation (2 us per prompt token) and SHA-256 block hashing (150 ns per
+  prompt token, the default since v0.10.2): :mod:`.vllm`'s sources, which hold for this release.
+
+ASSUMED: the CPU terms and the fixed request term (``vllm@1``'s values stand in: the same engine
+core and API-server process split, but fitted to runs of no named release; ``costmodel calibrate
+serving`` fits them to a user's runs).
+"""
+
+from __future__ import annotations
+
+from .profile import EngineProfile, register_engine
+from .vllm import FUSED_SMALL_KERNELS, LARGE_GPU_BYTES, TOKENISE, vllm_capture_sizes
+from .vllm import PROFILE as V1
+
+__all__ = ["PROFILE", "vllm011_device_defaults"]
+
+
+def vllm011_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, int]:
+    """vLLM 0.11's batch limits for ``vllm serve`` on a device (``EngineArgs._set_default_args``):
+    on a GPU of at least 70 GiB whose name does not contain "a100", a token budget ``N`` = 8,192
+    and ``S`` = 1,024 sequences, else ``N`` = 2,048 and ``S`` = 256; the sequences are then capped
+    at the budget, ``max_num_seqs = min(S, N)``.
+
+    Parameters
+    ----------
+    capacity_bytes : float
+        The device's memory (bytes; the threshold is 70 GiB = 75,161,927,680 bytes).
+    device_name : str
+        Its catalog name (an A100 takes the small branch whatever its memory).
+
+    Returns
+    -------
+    dict of str to int
+        ``max_num_batched_tokens`` and ``max_num_seqs``.
+
+    >>> vllm011_device_defaults(141e9, "h200")
+    {'max_num_batched_tokens': 8192, 'max_num_seqs': 1024}
+    >>> vllm011_device_defaults(80e9, "a100-sxm-80gb")
+    {'max_num_batched_tokens': 2048, 'max_num_seqs': 256}
+    """
+    large = capacity_bytes >= LARGE_GPU_BYTES and "a100" not in device_name.lower()
+    tokens, seqs = (8192, 1024) if large else (2048, 256)
+    return {"max_num_batched_tokens": tokens, "max_num_seqs": min(seqs, tokens)}
+
+
+_ARGS = "vllm/engine/arg_utils.py EngineArgs._set_default_args (vllm 0.11, commit 99d7eb5)"
+_STAND_IN = "ASSUMED: vllm@1's value stands in (same V1 engine core; costmodel calibrate serving fits it)"
+
+PROFILE = register_engine(
+    EngineProfile(
+        name="vllm",
+        version="0.11",
+        label="vLLM 0.11 (V1), vllm serve, up to 1,024 sequences on a GPU of >= 70 GiB",
+        framework="vllm",
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+        block_size=16,
+        enable_chunked_prefill=True,
+        policy="recompute",
+        reserve_full_prompt=False,
+        kv_watermark=0.0,
+        enable_prefix_caching=True,
+        device_defaults=vllm011_device_defaults,
+        kv_rule="device",
+        kv_fraction=0.9,
+        cudagraph_sizes=vllm_capture_sizes,
+        small_kernels=FUSED_SMALL_KERNELS,
+        cpu_terms=dict(V1.cpu_terms),
+        fitted=(),
+        default_version=False,
+        sources={
+            "max_num_batched_tokens": f"{_ARGS}: OPENAI_API_SERVER 8192 (>= 70 GiB, not A100), else 2048",
+            "max_num_seqs": f"{_ARGS}: OPENAI_API_SERVER 1024 (>= 70 GiB, not A100), else 256; "
+            "min(that, max_num_batched_tokens)",
+            "block_size": V1.sources["block_size"],
+            "enable_chunked_prefill": f"{_ARGS}: V1 uses chunked prefills by default",
+            "batch_wait_timeout_iters": "vLLM has no batch waiting: 0, off",
+            "batch_wait_max_tokens_ratio": "vLLM has no batch waiting: 0, off",
+            "policy": V1.sources["policy"],
+            "kv_fraction": V1.sources["kv_fraction"],
+            "reserve_full_prompt": "vllm/v1/core/sched/scheduler.py: the first chunk's blocks "
+            "(scheduler_reserve_full_isl came later, vllm PR 37307)",
+            "kv_watermark": "vLLM V1 had no watermark before vllm PR 44594: 0, off",
+            "enable_prefix_caching": f"{_ARGS}: V1 uses prefix caching by default (not for hybrid models)",
+            "kv_rule": V1.sources["kv_rule"],
+            "cudagraph_sizes": V1.sources["cudagraph_sizes"],
+            "small_kernels": V1.sources["small_kernels"],
+            "iteration_s": _STAND_IN,
+            "per_seq_s": _STAND_IN,
+            "per_token_s": _STAND_IN,
+            "request_s": _STAND_IN,
+            "output_token_s": _STAND_IN,
+            "per_prompt_token_s": TOKENISE,
+            "prefix_lookup_per_token_s": V1.sources["prefix_lookup_per_token_s"],
+        },
+    )
+)

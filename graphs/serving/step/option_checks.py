@@ -1,0 +1,140 @@
+"""One-line refusals of a request's settings, in the command line's words (issue 43 item 3).
+
+Every typed request (:class:`~graphs.serving.sim.simulation_request.SimulationRequest`, the
+planning wing's search and size requests, :class:`~graphs.serving.analysis.phase_request.PhaseRequest`)
+checks its numbers, lists and devices here, naming each setting as the command line spells it
+(:func:`flag`: ``think_time`` -> ``--think-time``) with the words its parser uses, so a Python
+caller and the command are refused alike. Standard library and the core's error only: the
+lightest module of the lowest wing, importable from every request.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from costmodel.errors import CostModelError
+
+__all__ = ["flag", "check_number", "check_whole_list", "check_devices", "check_choice"]
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of setting ``name``: ``--`` and dashes (``think_time`` -> ``--think-time``).
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+
+    Returns
+    -------
+    str
+        The option as the command line spells it.
+    """
+    return "--" + name.replace("_", "-")
+
+
+def check_number(
+    name: str, value: Any, lo: float, hi: float, *, whole: bool = False, inclusive: bool = True
+) -> None:
+    """Refuse ``value`` of setting ``name`` unless it is a number in ``[lo, hi]`` (``(lo, hi]``
+    when not ``inclusive``; a whole number when ``whole``), in one line naming :func:`flag`'s
+    option: the words the command line's parser uses.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+    value : Any
+        Its value.
+    lo, hi : float
+        The range allowed, in the setting's units.
+    whole : bool
+        Only whole numbers allowed.
+    inclusive : bool
+        ``lo`` itself allowed.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is not such a number: one line naming the option, the range and the value.
+    """
+    f = flag(name)
+    if whole:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CostModelError(f"{f} must be a whole number, got {value!r}")
+        if not lo <= value <= hi:
+            raise CostModelError(f"{f} must be in [{lo}, {hi}], got {value}")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CostModelError(f"{f} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise CostModelError(f"{f} must be a finite number, got {value!r}")
+    if value > hi or value < lo or (value == lo and not inclusive):
+        raise CostModelError(f"{f} must be in {'[' if inclusive else '('}{lo:g}, {hi:g}], got {value:g}")
+
+
+def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
+    """Refuse ``values`` of setting ``name`` unless a tuple of 1 to ``most`` whole numbers in ``[1, hi]``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+    values : Any
+        Its value (a tuple of whole numbers).
+    hi : int
+        The largest number allowed.
+    most : int
+        The most numbers allowed.
+
+    Raises
+    ------
+    CostModelError
+        When ``values`` is not such a tuple.
+    """
+    ok = isinstance(values, tuple) and 0 < len(values) <= most
+    if not ok or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi for v in values):
+        raise CostModelError(f"{flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
+
+
+def check_devices(devices: Any) -> None:
+    """Refuse a ``devices`` setting that names no device (each a non-empty name).
+
+    Parameters
+    ----------
+    devices : Any
+        The setting's value (a tuple of catalog device names or aliases).
+
+    Raises
+    ------
+    CostModelError
+        When it is not a non-empty tuple of non-empty names.
+    """
+    if (
+        not isinstance(devices, tuple)
+        or not devices
+        or not all(isinstance(d, str) and d.strip() for d in devices)
+    ):
+        raise CostModelError(f"--devices must name at least one device, got {devices!r}")
+
+
+def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """Refuse ``value`` of setting ``name`` unless it is one of ``allowed``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+    value : Any
+        Its value.
+    allowed : tuple of str
+        The values accepted.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is not one of them, the choices listed.
+    """
+    if value not in allowed:
+        raise CostModelError(f"{flag(name)} must be one of {', '.join(allowed)}, got {value!r}")

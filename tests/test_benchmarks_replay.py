@@ -1,0 +1,149 @@
+"""The benchmarks' shared replay package (:mod:`benchmarks.replay`): imported as a package, writing
+only ``docs/`` and the README, and the silicon page kept a method and a summary with its rows in a
+CSV appendix that reads back the values the table showed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks import replay
+from benchmarks.replay import pages, results
+from benchmarks.replay.tables import Line
+from costmodel.errors import CostModelError
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = sorted((ROOT / "benchmarks").rglob("*.py"))
+SILICON_PAGE = ROOT / "docs" / "silicon_accuracy.md"
+SILICON_ROWS = ROOT / "docs" / "silicon_accuracy_rows.csv"
+LOAD_CHECK = ROOT / "docs" / "silicon_load_check.csv"
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: str(p.relative_to(ROOT / "benchmarks")))
+def test_no_benchmark_reaches_another_through_sys_path(path: Path) -> None:
+    """The shared code is a package (``python -m benchmarks.<script>``), never a path insert."""
+    code = path.read_text(encoding="utf-8")
+    assert not re.search(r"sys\.path\.(insert|append)|^import (serving|silicon)_accuracy", code, re.M)
+
+
+def _row(rid: str, metric: str = "tpot_mean_s") -> dict[str, str]:
+    return {"id": rid, "metric": metric, "unit": "s", "source_url": "https://example.org/s.csv"}
+
+
+def test_a_table_line_reads_back_as_the_csv_row() -> None:
+    """The CSV holds what the table shows: 0.012345 s prints as ``12.3 ms`` (3 significant digits)
+    and is stored as 0.0123 s; 0.0135 / 0.0120 - 1 = +12.5 %; a row beyond 25 % keeps its reason
+    without the table's bold."""
+    ln = Line(_row("a-tpot"), {"bound": 0.006, "predicted": 0.012345, "simulated": 0.0135}, ("one wave",))
+    ln.row["value"] = "0.012"
+    (row,) = results.result_rows([ln])
+    assert row["measured_s"] == "0.012" and row["predicted_s"] == "0.0123" and row["simulated_s"] == "0.0135"
+    assert row["simulated_error_pct"] == "+12.5"  # 0.0135 / 0.012 - 1
+    assert row["bound_error_pct"] == "-50.0"  # 0.006 / 0.012 - 1
+    assert row["excluded"] == "" and row["notes"] == "one wave"
+    far = Line({**_row("b-ttft", "ttft_mean_s"), "value": "2.0"}, {"simulated": 3.0}, ())
+    (row,) = results.result_rows([far])
+    assert row["simulated_s"] == "3" and row["simulated_error_pct"] == "+50.0"  # 3 / 2 - 1
+    assert (
+        row["bound_s"] == ""
+        and row["notes"].startswith("beyond 25 % (simulated): ")
+        and "**" not in row["notes"]
+    )
+
+
+def test_an_excluded_row_keeps_its_reason_and_no_notes() -> None:
+    cells = ["[x-ttft](u)", "ttft_mean_s", "1.23 s", "-", "-", "900 ms", "-26.8 %", "-", "-"]
+    row = results.from_cells([*cells, "excluded: not one wave"], ["bound", "predicted", "simulated"])
+    assert row["id"] == "x-ttft" and row["measured_s"] == "1.23" and row["predicted_s"] == "0.9"
+    assert row["excluded"] == "not one wave" and row["notes"] == ""
+
+
+def test_cells_are_refused_in_one_line() -> None:
+    with pytest.raises(CostModelError, match="time cell '12 tok/s' not allowed"):
+        results.seconds_cell("12 tok/s")
+    with pytest.raises(CostModelError, match="a table row of 3 cells"):
+        results.from_cells(["a", "b", "c"], ["bound"])
+    tok = Line(
+        {**_row("t-out", "output_throughput_tok_s"), "unit": "tok/s", "value": "100"}, {"bound": 90.0}, ()
+    )
+    with pytest.raises(CostModelError, match="unit 'tok/s' not allowed in a results CSV"):
+        results.result_rows([tok])
+
+
+def test_a_results_file_is_checked_when_read(tmp_path: Path) -> None:
+    bad = tmp_path / "r.csv"
+    bad.write_text("id,metric\nx,y\n", encoding="utf-8")
+    with pytest.raises(CostModelError, match=r"header .* not allowed"):
+        results.read_results(bad)
+    head = ",".join(results.FIELDS)
+    bad.write_text(f"{head}\nx,tpot_mean_s,0.01,,,,,0.011,ten,,\n", encoding="utf-8")
+    with pytest.raises(CostModelError, match="simulated_error_pct 'ten'"):
+        results.read_results(bad)
+    with pytest.raises(CostModelError, match="no results file"):
+        results.read_results(tmp_path / "none.csv")
+
+
+def test_simulated_errors_leave_out_excluded_and_unrun_rows(tmp_path: Path) -> None:
+    head = ",".join(results.FIELDS)
+    body = [
+        "a,tpot_mean_s,0.01,,,,,0.011,+10.0,,",  # 0.011 / 0.01 - 1 = +10 %
+        "b,ttft_mean_s,1,,,,,2,+100.0,not loaded as replayed,",
+        "c,ttft_mean_s,1,,,,,,,,",
+    ]
+    path = tmp_path / "r.csv"
+    path.write_text("\n".join([head, *body]) + "\n", encoding="utf-8")
+    assert results.simulated_errors(path) == {"a": pytest.approx(0.10)}
+
+
+def test_pages_are_written_only_in_docs_and_the_readme(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("a <!-- b --> old <!-- e --> z", encoding="utf-8")
+    with pytest.raises(CostModelError, match="writes only docs/ and the README"):
+        pages.replace_section(page, "<!-- b -->", "<!-- e -->", "new")
+    with pytest.raises(CostModelError, match="writes only docs/"):
+        pages.write_csv(tmp_path / "r.csv", ("id",), [])
+    assert page.read_text(encoding="utf-8") == "a <!-- b --> old <!-- e --> z"
+
+
+def test_home_paths_are_stripped_and_prose_wrapped() -> None:
+    text = "source_file=/Users/someone/projects/gap/data/x.csv; /home/ci/run/y.csv"
+    assert pages.strip_home(text) == "source_file=projects/gap/data/x.csv; run/y.csv"
+    para = pages.wrap(" ".join(["word"] * 100))  # 499 characters
+    assert max(map(len, para.splitlines())) <= pages.WIDTH and para.replace("\n", " ") == " ".join(
+        ["word"] * 100
+    )
+
+
+def test_the_silicon_page_is_a_method_and_a_summary() -> None:
+    """docs/silicon_accuracy.md: a short page (no per-row table), every line under 200 characters,
+    no home-directory path; its rows in the CSV appendices, which read back."""
+    text = SILICON_PAGE.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 250
+    assert max(map(len, lines)) <= 200
+    assert not re.search(r"/Users/|/home/", text)
+    assert "silicon_accuracy_rows.csv" in text and "silicon_load_check.csv" in text
+    rows = results.read_results(SILICON_ROWS)
+    assert len(rows) > 1000 and all(r["id"].startswith("aicsil-") for r in rows)
+    assert {r["metric"] for r in rows} == {"ttft_mean_s", "tpot_mean_s"}
+    for path in (SILICON_ROWS, LOAD_CHECK):
+        assert not re.search(r"/Users/|/home/", path.read_text(encoding="utf-8"))
+
+
+def test_the_silicon_rows_are_the_samples() -> None:
+    """Every row of the CSV is a row :func:`benchmarks.replay.silicon.silicon_rows` replays, with
+    the measured value the sample gives (to the CSV's 3 significant digits)."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from benchmarks.replay.silicon import load_sample, silicon_rows
+
+    sample = {r["id"]: r for r in silicon_rows(load_sample())[0]}
+    for r in results.read_results(SILICON_ROWS):
+        assert r["id"] in sample
+        assert float(r["measured_s"]) == pytest.approx(float(sample[r["id"]]["value"]), rel=5e-3)
+
+
+def test_the_package_re_exports_the_replay() -> None:
+    for name in ("load_rows", "row_workload", "run_row", "simulate_row", "table", "medians", "FRAMEWORK"):
+        assert name in replay.__all__ and hasattr(replay, name)

@@ -1,0 +1,64 @@
+"""``costmodel engines``: the registered profiles, one in full with each default's source, as the
+engine picks it on a device (graphs/cli/engines.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphs.cli.main import main
+from graphs.serving.engines import engine_names, get_engine
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def test_lists_every_profile_as_simulate_does(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["engines"], capsys)
+    assert code == 0 and all(f"  {ref}" in out for ref in engine_names())
+    assert _run(["simulate", "--engine", "list"], capsys)[1] == out
+    code, out, _ = _run(["engines", "--json"], capsys)
+    assert code == 0 and [p["engine"] for p in json.loads(out)] == list(engine_names())
+
+
+def test_one_profile_with_every_source(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["engines", "trtllm"], capsys)
+    assert code == 0 and out.startswith("engine trtllm@1.0: TensorRT-LLM trtllm-serve")
+    prof = get_engine("trtllm")
+    for key, src in prof.sources.items():  # every sourced default on a line of its own, with its source
+        assert any(line.split()[:1] == [key] and line.rstrip().endswith(src) for line in out.splitlines()), (
+            key
+        )
+    # trtllm pads no decode batch (DecodeCudaGraphConfig.enable_padding False); 2048 sequences
+    assert "cudagraph_sizes" in out and " none " in out and " 2048 " in out
+
+
+def test_the_defaults_an_engine_picks_on_a_device(capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM 0.11's EngineArgs._set_default_args: an A100 (a name check) takes 2048 tokens and 256 sequences
+    code, out, _ = _run(["engines", "vllm@0.11", "--device", "a100-sxm-80gb"], capsys)
+    assert code == 0
+    assert "picked for a100-sxm-80gb: max_num_batched_tokens 8192 -> 2048, max_num_seqs 1024 -> 256" in out
+    # an H200 (141 GB >= 70 GiB) takes the profile's own values: 8192 and 1024
+    code, out, _ = _run(["engines", "vllm@0.11", "--device", "h200", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["device"] == "h200-sxm"
+    assert (doc["settings"]["max_num_batched_tokens"], doc["settings"]["max_num_seqs"]) == (8192, 1024)
+    # capture sizes up to M = min(2 x 1024, 512, 8192) = 512
+    assert "cudagraph_sizes" in _run(["engines", "vllm@0.11"], capsys)[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["engines", "tgi"], "no engine profile 'tgi'; known: "),
+        (["engines", "vllm@9"], "no engine profile 'vllm@9'; vllm has: "),
+        (["engines", "vllm", "--device", "nope"], "unknown device 'nope'"),
+    ],
+)
+def test_refusals_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and not out and message in err and err.count("\n") == 1

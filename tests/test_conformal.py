@@ -1,0 +1,226 @@
+"""The served-error calibration methods (graphs.serving.sim.conformal): weighted conformal ends
+by hand, coverage of new deployments when deployments (not rows) are exchangeable, the
+normalised form, the grouped folds, and the table's methods read strictly."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.errors import CostModelError
+from graphs.serving.sim.conformal import (
+    CANDIDATES,
+    Method,
+    Residual,
+    fit_groups,
+    grouped_folds,
+    weighted_ends,
+)
+from graphs.serving.sim.served_errors import ALPHA, ServedErrors, parse
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(deps: dict[str, list[float]], metric: str = "TPOT", framework: str = "vllm") -> list[Residual]:
+    """Residual rows from ``{deployment: [s, ...]}`` (s = ln(y / y_hat), so e = exp(-s) - 1)."""
+    return [
+        Residual(d, metric, framework, "h100-sxm", False, math.expm1(-s))
+        for d, ss in deps.items()
+        for s in ss
+    ]
+
+
+def test_equal_weights_give_the_split_conformal_order_statistics():
+    # n = 19: ranks (floor(20 x 0.1), ceil(20 x 0.9)) = (2, 18): the 2nd and 18th smallest
+    s = [float(x) for x in range(19, 0, -1)]
+    assert weighted_ends(s, [1 / 19] * 19, 19) == (2.0, 18.0)
+    assert weighted_ends(s[:8], [1 / 8] * 8, 8) is None  # ceil(9 x 0.9) = 9 > 8: no upper end
+    with pytest.raises(CostModelError, match="weights"):
+        weighted_ends([1.0, 2.0], [0.5, 0.4], 9)
+
+
+def test_deployment_weighting_counts_a_deployment_once_however_many_rows():
+    # nine deployments; "a" has three rows at the bottom (s = -3, -2, -1), the eight others one
+    # row each (s = 0 .. 7). Row-weighted: n = 11, ranks (floor(12 x 0.1), ceil(12 x 0.9)) =
+    # (1, 11): the ends are s_(1) = -3 and s_(11) = 7. Deployment-weighted: K = 9, ranks (1, 9),
+    # levels 1/9 and 9/9; "a"'s rows weigh 1/27 each, so the CDF first reaches 1/9 at its third
+    # row, s = -1; the upper end is the largest, 7.
+    deps = {"a": [-3.0, -2.0, -1.0], **{f"d{i}": [float(i)] for i in range(8)}}
+    rows = _rows(deps)
+    (row,) = fit_groups(rows, Method("row", "metric", False))
+    (dep,) = fit_groups(rows, Method("deployment", "metric", False))
+    assert (math.log(row.low), math.log(row.high)) == pytest.approx((-3.0, 7.0))
+    assert (math.log(dep.low), math.log(dep.high)) == pytest.approx((-1.0, 7.0))
+    assert (dep.n, dep.deployments) == (11, 9)
+    # expected error, median |e| with e = exp(-s) - 1: by row the 6th of 11 sorted |e| (0, 1 - e^-1,
+    # ..., 1 - e^-7, then "a"'s e^1 - 1, e^2 - 1, e^3 - 1) is 1 - e^-5; by deployment "a"'s three
+    # rows weigh 1/27 each and lie above all the others, so the CDF reaches 1/2 at the 5th single
+    # row (5/9): 1 - e^-4
+    assert row.median_abs == pytest.approx(1 - math.exp(-5))
+    assert dep.median_abs == pytest.approx(1 - math.exp(-4))
+    # eight deployments are too few for the upper rank (ceil(9 x 0.9) = 9 > 8): no group
+    del deps["d7"]
+    assert fit_groups(_rows(deps), Method("deployment", "metric", False)) == []
+
+
+def _coverage(
+    rng: np.random.Generator, k: int, tau: float, sigma: float, weighting: str, trials: int
+) -> float:
+    """How often the band fitted on ``k`` synthetic deployments holds a random row of a new one:
+    deployment effects u_j ~ N(0, tau), rows s = u_j + N(0, sigma), 1 to 30 rows each."""
+    hits = 0
+    for _ in range(trials):
+        n = rng.integers(1, 31, size=k + 1)
+        u = rng.normal(0, tau, size=k + 1)
+        s = [list(u[j] + rng.normal(0, sigma, size=n[j])) for j in range(k + 1)]
+        cal = [x for j in range(k) for x in s[j]]
+        if weighting == "row":
+            w = [1 / len(cal)] * len(cal)
+            units = len(cal)
+        else:
+            w = [1 / (k * n[j]) for j in range(k) for _ in s[j]]
+            units = k
+        ends = weighted_ends(cal, w, units)
+        assert ends is not None
+        new = s[k][rng.integers(0, n[k])]
+        hits += ends[0] <= new <= ends[1]
+    return hits / trials
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    k=st.integers(9, 40),
+    tau=st.floats(0.05, 1.0),
+    sigma=st.floats(0.01, 0.5),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_deployment_weighted_band_covers_new_deployments(k, tau, sigma, seed):
+    """Deployments exchangeable (rows within one share its effect u_j): the deployment-weighted
+    band holds a random row of a new deployment with probability >= 1 - alpha (Dunn, Wasserman &
+    Ramdas 2022: the pooled CDF is the average over one-row-per-deployment subsamples, each an
+    exchangeable split-conformal set of k units). 600 trials: 3 standard errors of a binomial
+    at 0.8 are 3 x sqrt(0.16 / 600) = 0.049."""
+    cover = _coverage(np.random.default_rng(seed), k, tau, sigma, "deployment", 600)
+    assert cover >= 1 - ALPHA - 0.049
+
+
+def test_row_weighting_undercovers_when_deployments_share_their_errors():
+    """The same draws weighted by row: a deployment of 30 rows counts 30 times, so with strong
+    deployment effects (tau 1, sigma 0.01) and few deployments (k 9) the band is the spread of a
+    few deployments' effects and misses a new deployment's more often than alpha allows."""
+    rng = np.random.default_rng(3)
+    assert _coverage(rng, 9, 1.0, 0.01, "row", 2000) < 1 - ALPHA - 0.03
+
+
+def test_normalised_with_one_group_is_the_plain_band():
+    # one group: z = (s - m) / sigma is increasing in s, so its ends map back to the plain ends
+    rng = np.random.default_rng(5)
+    rows = _rows({f"d{j}": list(rng.normal(0.2 * j, 0.1, size=j + 1)) for j in range(12)})
+    for w in ("row", "deployment"):
+        (plain,) = fit_groups(rows, Method(w, "metric", False))
+        (norm,) = fit_groups(rows, Method(w, "metric", True))
+        assert (norm.low, norm.high) == pytest.approx((plain.low, plain.high))
+
+
+def test_normalised_groups_carry_their_own_location_and_scale():
+    # two engines of ten single-row deployments each: vllm s = 0.01 i (i = -4 .. 5), trtllm the
+    # same shifted by +1 and spread x2. Each engine's weighted median m is its 5th smallest
+    # (vllm 0.00, trtllm 1.00) and its MAD the 5th smallest |s - m| (vllm 0.02, trtllm 0.04), so
+    # every z is the same set i' in {-2, -1.5, ..., 2.5}; pooled over 20 rows (row weighting,
+    # ranks (2, 19)) the ends are z = -2 and z = 2.5 (the 2nd smallest and 19th of 20 values,
+    # each twice). Bands: vllm exp(0 + 0.02 z), trtllm exp(1 + 0.04 z).
+    vllm = _rows({f"v{i}": [0.01 * i] for i in range(-4, 6)}, framework="vllm")
+    trt = _rows({f"t{i}": [1 + 0.02 * i] for i in range(-4, 6)}, framework="trtllm")
+    groups = {g.label: g for g in fit_groups(vllm + trt, Method("row", "engine", True))}
+    v, t = groups["TPOT vllm dense"], groups["TPOT trtllm dense"]
+    assert (math.log(v.low), math.log(v.high)) == pytest.approx((-0.04, 0.05))
+    assert (math.log(t.low), math.log(t.high)) == pytest.approx((1 - 0.08, 1 + 0.10))
+
+
+def test_grouped_folds_leave_whole_deployments_out():
+    rows = _rows({"a": [0.1, 0.2], "b": [0.3], "c": [0.4, 0.5, 0.6]})
+    folds = list(grouped_folds(rows))
+    assert [d for d, _, _ in folds] == ["a", "b", "c"]
+    for dep, train, test in folds:
+        assert {r.deployment for r in test} == {dep}
+        assert dep not in {r.deployment for r in train}
+        assert len(train) + len(test) == len(rows)
+    # a: its 2 rows out, b and c's 4 in; b: 1 out, 5 in; c: 3 out, 3 in
+    assert [(len(tr), len(te)) for _, tr, te in folds] == [(4, 2), (5, 1), (3, 3)]
+
+
+def test_candidates_are_named_and_parsed_back():
+    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 10
+    assert all(Method.named(m.name) == m for m in CANDIDATES)
+    with pytest.raises(CostModelError, match="weighting"):
+        Method("cluster", "full", False)
+    with pytest.raises(CostModelError, match="expected weighting"):
+        Method.named("row/full/scaled")
+
+
+def _table(methods: str, support: str = "[]") -> str:
+    return (
+        '{"groups": [{"metric": "TTFT", "framework": "vllm", "device": null, "moe": false, "n": 20, '
+        '"deployments": 5, "low": 0.8, "high": 1.5, "median_abs": 0.1, "label": "TTFT vllm dense"}, '
+        '{"metric": "TTFT", "framework": null, "device": null, "moe": null, "n": 40, '
+        '"deployments": 9, "low": 0.7, "high": 2.0, "median_abs": 0.2, "label": "TTFT, every validated deployment"}], '
+        f'"methods": {methods}, "support": {support}}}'
+    )
+
+
+def test_the_table_s_method_sets_the_lookup_chain():
+    engine = parse(_table('{"TTFT": "row/engine"}'))
+    metric = parse(_table('{"TTFT": "deployment/metric"}'))
+    assert engine.like("TTFT", "vllm", "h100-sxm", False)[0].label == "TTFT vllm dense"
+    assert metric.like("TTFT", "vllm", "h100-sxm", False)[0].label == "TTFT, every validated deployment"
+    assert metric.method_words("TTFT") == "conformal, each deployment weighing alike"
+    # like-ness from the support counts: 3 validated vllm dense deployments is enough
+    table = parse(_table('{"TTFT": "deployment/metric"}', '[["TTFT", "vllm", false, 3]]'))
+    assert table.like("TTFT", "vllm", "h100-sxm", False)[1] is True
+    assert table.like("TTFT", "sglang", "h100-sxm", False)[1] is False
+
+
+@pytest.mark.parametrize(
+    ("methods", "support"),
+    [
+        ("null", "[]"),
+        ('{"TTFT": "row/everything"}', "[]"),
+        ('{"TTFT": "bayes/full"}', "[]"),
+        ('{"latency": "row/full"}', "[]"),
+        ('{"TTFT": "row/full"}', '[["TTFT", "vllm", false]]'),
+        ('{"TTFT": "row/full"}', '[["TTFT", "vllm", false, 0]]'),
+    ],
+)
+def test_a_table_with_a_bad_method_or_support_is_refused(methods, support):
+    with pytest.raises(CostModelError, match=r"served_errors\.json"):
+        parse(_table(methods, support))
+
+
+def test_the_criterion_takes_the_narrowest_that_holds():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from interval_selection import Score, choose
+    finally:
+        sys.path.pop(0)
+
+    def score(inside, width, unanswered=0):
+        return {"TPOT": Score(100, 10, unanswered, inside, 100 - inside - unanswered, 0, inside / 100, width)}
+
+    names = [m.name for m in CANDIDATES]
+    scores = {n: score(70, 0.1) for n in names}
+    scores[names[3]] = score(85, 0.9)
+    scores[names[5]] = score(81, 0.5)  # holds >= 80 % and narrower than names[3]
+    scores[names[1]] = score(90, 0.2, unanswered=5)  # leaves rows unanswered: never qualifies
+    assert choose(scores, "TPOT") == (names[5], True)
+    scores = {n: score(70, 0.1) for n in names}
+    scores[names[2]] = score(75, 0.3)  # none holds 80 %: the highest coverage
+    assert choose(scores, "TPOT") == (names[2], False)
+
+
+def test_an_empty_table_answers_like_the_full_chain():
+    # a table that names no method looks up along the full chain (the calibration before the selection)
+    assert ServedErrors((), "t", "t").method("TTFT") == "row/full"
