@@ -60,11 +60,35 @@ class CardForm:
         return self.step_array(*arrays)
 
     def step_array(self, *arrays: Any) -> np.ndarray:
-        """The form over ``arrays`` (broadcast), a new array of their shape."""
+        """The form over ``arrays`` (broadcast), a new array of their shape.
+
+        Parameters
+        ----------
+        *arrays
+            The form's arguments in order (the step's dims, or the micro-batch).
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds (or bytes, for the memory form).
+        """
         return np.array(self._fn(*arrays), dtype=float)
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
-        """A derived quantity kept with the form (:meth:`CompiledStep.memo`'s contract)."""
+        """A derived quantity kept with the form (:meth:`CompiledStep.memo`'s contract).
+
+        Parameters
+        ----------
+        key
+            What the quantity is.
+        build
+            Computes it, the first time ``key`` is asked for.
+
+        Returns
+        -------
+        Any
+            The kept quantity.
+        """
         if key not in self._memo:
             self._memo[key] = build()
         return self._memo[key]

@@ -140,6 +140,12 @@ def lambdified_text(expr: Any, symbols: tuple[Any, ...], module: str = "numpy") 
     -------
     str
         One arithmetic expression.
+
+    Raises
+    ------
+    CardError
+        For a module other than numpy or math, a form lambdify writes as more than one
+        statement, a call the reader does not have, or an integer beyond a double's exact range.
     """
     import ast
     import inspect
