@@ -2,7 +2,6 @@
 one-process answer (issue 44 item 5)."""
 
 import json
-import math
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -47,21 +46,6 @@ def test_dask_workers_give_the_one_process_answer(capsys):
     assert main([*argv, "--scheduler", "dask", "--workers", "2"]) == 0
     captured = capsys.readouterr()
     assert "still alive" not in captured.err
-    # the same deployments and numbers; a worker may read the mixed step from its card (compiled
-    # arithmetic, checked to 1e-9) where this process lambdified it, so the last digits may differ
-    _close(json.loads(captured.out), json.loads(one))
-
-
-def _close(a, b, where="$"):
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            _close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and not isinstance(a, bool):
-        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
+    # the same deployments and numbers, digit for digit: a worker may read the mixed step from its
+    # card where this process lambdified it, and the card's text is what lambdify compiled
+    assert json.loads(captured.out) == json.loads(one)

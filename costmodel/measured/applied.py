@@ -16,7 +16,15 @@ import numpy as np
 
 from .corpus import MeasuredDataError
 from .efficiency import Features, Fit
-from .heldout import VARIANT_SEP, fit_family, kernel_variant, prepared, select_rows, shape_residuals
+from .heldout import (
+    VARIANT_SEP,
+    fit_family,
+    kernel_variant,
+    prepared,
+    prepared_framework,
+    select_rows,
+    shape_residuals,
+)
 from .residual import ShapeResiduals, combined
 
 __all__ = ["fit_groups", "fastest", "group_residuals"]
@@ -45,7 +53,13 @@ def _fit_groups(
     family: str, devices: list[str], framework: str | None, dtypes: tuple[str, ...] | None
 ) -> dict[str, Fit]:
     fits = {}
-    parts = [prepared(family, d) for d in devices]
+    # one framework's fits read its rows alone (the same rows, in the same order, as its share of
+    # every framework's: heldout.prepared_framework), so the other frameworks' are never loaded
+    parts = (
+        [prepared(family, d) for d in devices]
+        if framework is None
+        else [p for d in devices if (p := prepared_framework(family, d, framework)) is not None]
+    )
     groups = sorted(
         {
             g
@@ -121,9 +135,14 @@ def group_residuals(
     """
     out: dict[str, list[ShapeResiduals]] = {}
     for d in devices:
-        df, x = prepared(family, d)
+        own = prepared_framework(family, d, framework) if framework is not None else None
         for grp, f in fits.items():
-            sel = select_rows(df, framework, "group", grp)
+            # the framework's rows of the group from its rows alone (heldout.prepared_framework);
+            # every framework's rows only for a group it does not run
+            sel = select_rows(own[0], None, "group", grp) if own is not None else np.zeros(0, dtype=int)
+            df, x = own if len(sel) and own is not None else prepared(family, d)
+            if not len(sel):
+                sel = select_rows(df, framework, "group", grp)
             if not len(sel):
                 sel = select_rows(df, None, "group", grp)
             if len(sel):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,9 @@ __all__ = [
     "small_kernel_s",
     "small_kernel_measured",
     "load",
+    "release_unused",
     "systems_with_data",
+    "frameworks_with_data",
     "table_files",
 ]
 
@@ -224,6 +227,21 @@ def systems_with_data(family: str) -> list[str]:
     ]
 
 
+def frameworks_with_data(family: str, device: str) -> list[str]:
+    """The framework directories (``nccl`` for its collectives) of ``device``'s ``family``
+    tables that :func:`load` reads, sorted."""
+    _check(family)
+    return sorted(
+        {
+            fw
+            for system, dev in SYSTEMS.items()
+            if dev == device
+            for table in _family_tables(family)
+            for fw, _, _ in _table_paths(system, table)
+        }
+    )
+
+
 def _family_tables(family: str) -> tuple[str, ...]:
     return ("custom_allreduce", "nccl") if family == "all_reduce" else (family,)
 
@@ -246,50 +264,88 @@ def _check(family: str) -> None:
         raise MeasuredDataError(f"family {family!r} not measured; allowed: {', '.join(FAMILIES)}")
 
 
-def _frame(system: str, table: str) -> Any:
+#: columns of the tables that :func:`load` never reads: the device and the framework directory's
+#: own name and version (set from the path), the beam width (1 throughout); ``op_name`` too,
+#: but in the NCCL table, whose rows it tells apart
+_UNREAD = frozenset({"device", "framework", "version", "beam_width", "op_name"})
+
+
+def _frame(system: str, table: str, frameworks: list[str] | None = None, *, lean: bool = False) -> Any:
+    """Every row of one table of ``system`` (each framework at its chosen version), or of the
+    ``frameworks`` given: only their files are read, and each row comes out as it does among
+    every framework's (:func:`_as_in_whole`). ``lean``: without the columns in :data:`_UNREAD`."""
     pd = _pandas()
     frames = []
-    for fw, version, path in _table_paths(system, table):
-        df = pd.read_parquet(path)
+    paths = _table_paths(system, table)
+    names = _column_names([p for *_, p in paths])
+    unread = (_UNREAD - {"op_name"} if table == "nccl" else _UNREAD) if lean else frozenset()
+    for (fw, version, path), have in zip(paths, names, strict=True):
+        if frameworks is not None and fw not in frameworks:
+            continue  # another framework's file: not read at all
+        df = pd.read_parquet(path, columns=[c for c in have if c not in unread])
         df["framework"] = fw
         df["version"] = version
         frames.append(df)
     if not frames:
         return None
-    return pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True)
+    return df if frameworks is None else _as_in_whole(df, names, unread)
+
+
+def _column_names(paths: list[str]) -> list[list[str]]:
+    """Each table file's column names, from its schema (no rows read)."""
+    import pyarrow.parquet as pq
+
+    return [pq.read_schema(p).names for p in paths]
+
+
+def _as_in_whole(df: Any, names: list[list[str]], unread: frozenset[str]) -> Any:
+    """Some frameworks' rows of a table as the concatenation of all its files has them: a column
+    that one file lacks is missing (NaN) in that file's rows and a float column in every row
+    (pandas' ``concat``: an integer column beside missing values is float64). ``names``: every
+    file's columns (A100's attention tables: ``window_size`` in TensorRT-LLM's file only)."""
+    import numpy as np
+
+    cols = [set(n) - unread for n in names]
+    for c in sorted(cols[0].union(*cols[1:]) - cols[0].intersection(*cols[1:])):
+        if c not in df:
+            df[c] = np.nan
+        elif df[c].dtype.kind in "iu":
+            df[c] = df[c].astype("float64")
+    return df
 
 
 #: every row of one table of ``system`` (each framework at its chosen version), unfiltered
 table_frame = _frame
 
 
-def _load_one(family: str, system: str) -> Any:
+def _load_one(family: str, system: str, frameworks: list[str] | None = None) -> Any:
     # not cached: its callers keep what they derive (heldout.prepared), and a cached raw table
     # would hold every framework's and kernel's rows in memory beside it for the process's life
     pd = _pandas()
     if family == "gemm":
-        df = _frame(system, "gemm")
+        df = _frame(system, "gemm", frameworks, lean=True)
         if df is None:
             return None
         df = df.rename(columns={"gemm_dtype": "dtype"})[
             ["framework", "version", "kernel_source", "m", "n", "k", "dtype", "latency"]
         ]
     elif family in ("context_attention", "generation_attention"):
-        df = _frame(system, family)
+        df = _frame(system, family, frameworks, lean=True)
         if df is None:
             return None
         df = df.rename(columns=_ATTN_RENAME)
         cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "kv_heads", "head_dim"]
         df = df[[*cols, "window", "attn_dtype", "kv_dtype", "step", "latency"]]
     elif family in ("context_mla", "generation_mla"):
-        df = _frame(system, family)
+        df = _frame(system, family, frameworks, lean=True)
         if df is None:
             return None
         df = df.rename(columns={**_ATTN_RENAME, "mla_dtype": "attn_dtype", "tp_size": "tp"})
         cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "tp", "step"]
         df = df[[*cols, "attn_dtype", "kv_dtype", "latency"]]
     elif family == "moe":
-        df = _frame(system, "moe")
+        df = _frame(system, "moe", frameworks, lean=True)
         if df is None:
             return None
         # power-law routing loads ranks unevenly in a way the tables do not state; the
@@ -298,7 +354,7 @@ def _load_one(family: str, system: str) -> Any:
         df = df[["framework", "version", "kernel_source", *_MOE_RENAME.values()]]
     else:
         parts = []
-        ar = _frame(system, "custom_allreduce")
+        ar = _frame(system, "custom_allreduce", frameworks, lean=True)
         if ar is not None:
             ar = ar.rename(
                 columns={"allreduce_dtype": "dtype", "num_gpus": "gpus", "message_size": "elements"}
@@ -309,7 +365,7 @@ def _load_one(family: str, system: str) -> Any:
                 ar["backend"].astype(object).where(ar["backend"].notna(), fw) if "backend" in ar else fw
             )
             parts.append(ar[_AR_COLS])
-        nc = _frame(system, "nccl")
+        nc = _frame(system, "nccl", frameworks, lean=True)
         if nc is not None:
             nc = nc[nc["op_name"] == "all_reduce"].rename(
                 columns={"nccl_dtype": "dtype", "num_gpus": "gpus", "message_size": "elements"}
@@ -339,7 +395,7 @@ def load(family: str, devices: list[str] | None = None, frameworks: list[str] | 
 
     ``devices`` are catalog names (default: every device with data);
     ``frameworks`` filter by the wheel's framework directory (``trtllm``,
-    ``vllm``, ``sglang``, ``nccl``).
+    ``vllm``, ``sglang``, ``nccl``): only their files are read.
     """
     _check(family)
     pd = _pandas()
@@ -353,17 +409,47 @@ def load(family: str, devices: list[str] | None = None, frameworks: list[str] | 
     for system, dev in SYSTEMS.items():
         if devices and dev not in devices:
             continue
-        df = _load_one(family, system)
+        df = _load_one(family, system, frameworks)
         if df is not None:
             frames.append(df)
     if not frames:
+        if frameworks:
+            raise MeasuredDataError(f"no {family} measurements for frameworks {frameworks}")
         raise MeasuredDataError(f"no {family} measurements for devices {devices}")
     out = pd.concat(frames, ignore_index=True)
     if frameworks:
         out = out[out["framework"].isin(frameworks)]
         if out.empty:
             raise MeasuredDataError(f"no {family} measurements for frameworks {frameworks}")
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    release_unused()
+    return out
+
+
+def release_unused() -> None:
+    """Hand back to the system the memory freed after reading and sorting a table: Arrow's pool
+    (the parquet pages read, the text columns' temporaries) and, under glibc, the C heap's free
+    pages (``malloc_trim(0)``, as Dask's workers do): a frame's rows are read once and kept, and
+    either allocator would otherwise hold the peak of reading them for the rest of the process."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another C library, another system)."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None).malloc_trim  # the process's own symbols: its C library's
+    except (OSError, AttributeError):  # musl and others have none
+        return None
 
 
 @functools.cache

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..hardware import get_device
 from ..results import Result
-from .corpus import FAMILIES, SYSTEMS, MeasuredDataError, corpus_info, load, systems_with_data
+from .corpus import FAMILIES, SYSTEMS, MeasuredDataError, corpus_info, load, release_unused, systems_with_data
 from .efficiency import Features, Fit, features
 from .residual import ShapeResiduals, combined
 from .validity import OVER_PEAK_BW, TOLERANCE, explain, lower_bounds
@@ -59,6 +59,8 @@ __all__ = [
     "generation_of",
     "generation_heldout",
     "prepared",
+    "prepared_framework",
+    "framework_offset",
     "evaluate",
     "ape_stats",
     "dtype_group",
@@ -145,23 +147,106 @@ def group_of(family: str, df: Any) -> Any:
 @functools.cache
 def prepared(family: str, device: str) -> tuple[Any, Features]:
     """The device's rows (fastest kernel per framework and shape) and their model features."""
-    df = load(family, devices=[device])
-    df["dtype_group"] = dtype_group(family, df)
-    df["group"] = group_of(family, df)
+    return _prepare(family, device, None)
+
+
+@functools.cache
+def prepared_framework(family: str, device: str, framework: str) -> tuple[Any, Features] | None:
+    """The rows of :func:`prepared` of one ``framework``, in their order there, and their
+    features, reading and costing no other framework's rows (None: the framework has none).
+
+    :func:`prepared` keeps the fastest kernel per (framework, dtype group, shape) and drops rows
+    one by one, so a framework's rows are the same whichever others are beside them; its rows
+    come grouped by framework in sorted order, starting at :func:`framework_offset`. What a
+    command asks of one framework (its fits, residuals and held-out errors) needs only these: a
+    third of the device's rows in memory, or less. Its text columns are categorical (the same
+    values, in the same sorted order; :func:`_kept`).
+    """
+    out = _prepare_or_none(family, device, framework, compact=True)
+    return out if out is not None and len(out[0]) else None
+
+
+@functools.cache
+def framework_offset(family: str, device: str, framework: str) -> int:
+    """The position in :func:`prepared` of ``framework``'s first row: the number of rows of the
+    frameworks that sort before it (each counted in turn and let go, never all held at once)."""
+    from .corpus import frameworks_with_data
+
+    total = 0
+    for fw in frameworks_with_data(family, device):
+        if fw < framework:
+            try:
+                total += int(_kept(family, device, [fw], compact=True)[1].sum())
+            except MeasuredDataError:  # no table of this framework on the device
+                pass
+    return total
+
+
+def _prepare_or_none(
+    family: str, device: str, framework: str, *, compact: bool = False
+) -> tuple[Any, Features] | None:
+    """:func:`_prepare` of one framework's rows; None when it has no table on the device."""
+    try:
+        return _prepare(family, device, [framework], compact=compact)
+    except MeasuredDataError:
+        return None
+
+
+#: rows costed at a time: the bounds and features are computed row by row, and a chunk's
+#: intermediate arrays (a few dozen floats a row) are let go before the next
+CHUNK_ROWS = 1 << 15
+
+
+def _prepare(
+    family: str, device: str, frameworks: list[str] | None, *, compact: bool = False
+) -> tuple[Any, Features]:
+    """:func:`prepared`'s rows of ``frameworks`` (None: every one) and their features;
+    ``compact``: text columns as categories (:func:`_kept`)."""
+    df, keep = _kept(family, device, frameworks, compact=compact)
+    if not keep.all():
+        df = df[keep].reset_index(drop=True)
+    group = group_of(family, df)  # row by row: the kept rows' groups
+    df["group"] = group.astype("category") if compact else group
+    hw = get_device(device)
+    starts = range(0, len(df), CHUNK_ROWS)
+    if len(starts) < 2:
+        return df, features(family, df, hw)
+    return df, Features.concat([features(family, df.iloc[i : i + CHUNK_ROWS], hw) for i in starts])
+
+
+def _kept(
+    family: str, device: str, frameworks: list[str] | None, *, compact: bool = False
+) -> tuple[Any, np.ndarray]:
+    """The device's rows (fastest kernel per framework, dtype group and shape) and which of them
+    to keep (every one but those the datasheet's bandwidth rules out).
+
+    ``compact``: the text columns as categories as soon as they are read. One framework's hold a
+    handful of names (one device, one framework, a few kernels and dtypes): a byte a row where
+    the strings take tens; the same values, and categories sort as their strings do.
+    """
+    df = load(family, devices=[device], frameworks=frameworks)
+    if compact:
+        for c in df.columns:
+            if df[c].dtype == "str":
+                df[c] = df[c].astype("category")
+    group = dtype_group(family, df)
+    df["dtype_group"] = group.astype("category") if compact else group
     keys = ["framework", "dtype_group", *SHAPE_KEYS[family]]
     df = df.loc[df.groupby(keys)["latency_s"].idxmin()].reset_index(drop=True)
     hw = get_device(device)
     # rows that imply more DRAM bandwidth than the datasheet's peak did not move the
     # shape's bytes (validity.explain): they calibrate nothing and are left out
-    b = lower_bounds(family, df, hw)
     t = df["latency_s"].to_numpy()
-    bad = t < b.seconds * (1 - TOLERANCE)
-    if bad.any():
-        why = np.array(explain(b, t, hw, bad))
-        drop = np.zeros(len(df), dtype=bool)
-        drop[np.flatnonzero(bad)[why == OVER_PEAK_BW]] = True
-        df = df[~drop].reset_index(drop=True)
-    return df, features(family, df, hw)
+    keep = np.ones(len(df), dtype=bool)
+    for i in range(0, len(df), CHUNK_ROWS):
+        b = lower_bounds(family, df.iloc[i : i + CHUNK_ROWS], hw)
+        ti = t[i : i + CHUNK_ROWS]
+        bad = ti < b.seconds * (1 - TOLERANCE)
+        if bad.any():
+            why = np.array(explain(b, ti, hw, bad))
+            keep[i + np.flatnonzero(bad)[why == OVER_PEAK_BW]] = False
+    release_unused()  # the text columns' temporaries (the dtype groups, the groupby)
+    return df, keep
 
 
 def ape_stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:

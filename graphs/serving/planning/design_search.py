@@ -71,6 +71,7 @@ from ..sim.specdec_sim import spec_forms
 from ..step.ledger_fit import decode_memory
 from ..step.workload import as_workload
 from .cost import device_rates, usd_per_m
+from .plan_cards import plan_forms
 from .search_plans import Plan, grid_size, plans_of, positive_ints
 
 __all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size"]
@@ -264,16 +265,25 @@ class _Compiled:
 
     def __init__(self, plan: Plan, link: str, predictor: Predictor = BOUND) -> None:
         cfg, hw = plan.config, plan.device
-        self.decode = priced_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep, predictor=predictor)
-        self.prefill = priced_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep, predictor=predictor)
-        self.memory = decode_memory(cfg, hw, tp=plan.tp)
-        hop, a2a = comm_forms(cfg, hw, link, plan.ep, plan.tp * plan.ep)  # ranks across tp x ep devices
-        self.hop = compile_expr(hop, (MICROBATCH,))
-        self.a2a = compile_expr(a2a, (MICROBATCH,))
+        self.decode: Any
+        self.prefill: Any
+        self.hop: Callable[..., Any]
+        self.a2a: Callable[..., Any]
+        if predictor.is_bound:  # kept across processes as a card (plan_cards): compiled once
+            forms = plan_forms(cfg, hw, plan.tp, plan.ep, link)
+            self.decode, self.prefill, self.memory = forms.decode, forms.prefill, forms.memory
+            self.routed_bytes, self.hop, self.a2a = forms.routed_bytes, forms.hop, forms.a2a
+        else:
+            self.decode = priced_step(cfg, hw, Phase.DECODE, tp=plan.tp, ep=plan.ep, predictor=predictor)
+            self.prefill = priced_step(cfg, hw, Phase.PREFILL, tp=plan.tp, ep=plan.ep, predictor=predictor)
+            self.memory = decode_memory(cfg, hw, tp=plan.tp)
+            self.routed_bytes = self.decode.memo(
+                "routed_expert_bytes", lambda: routed_expert_bytes(plan.config, plan.tp)
+            )
+            hop, a2a = comm_forms(cfg, hw, link, plan.ep, plan.tp * plan.ep)  # ranks across tp x ep devices
+            self.hop = compile_expr(hop, (MICROBATCH,))
+            self.a2a = compile_expr(a2a, (MICROBATCH,))
         self.moe_layers = as_float(cfg.n_moe_layers) if cfg.is_moe else 0.0
-        self.routed_bytes = self.decode.memo(
-            "routed_expert_bytes", lambda: routed_expert_bytes(plan.config, plan.tp)
-        )
         self.capacity = as_float(hw.capacity())
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 

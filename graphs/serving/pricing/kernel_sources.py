@@ -183,7 +183,13 @@ def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey
     import numpy as np
 
     from costmodel.measured import systems_with_data
-    from costmodel.measured.heldout import fit_family, prepared, shape_residuals
+    from costmodel.measured.heldout import (
+        fit_family,
+        framework_offset,
+        prepared,
+        prepared_framework,
+        shape_residuals,
+    )
     from costmodel.measured.residual import combined
 
     src = kernel_source(device, framework, family, key)
@@ -192,11 +198,21 @@ def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey
     have = systems_with_data(family)
     out = []
     for dev in [device] if device in have else have:
-        df, x = prepared(family, dev)
-        sel = (df["dtype_group"] == src.key).to_numpy().copy()
-        if (sel & (df["framework"] == framework).to_numpy()).any():
-            sel = sel & (df["framework"] == framework).to_numpy()
-        test = np.random.default_rng(HELDOUT_SEED).random(len(df)) < HELDOUT_FRACTION
+        # the framework's rows alone when it has rows of the key (heldout.prepared_framework): the
+        # same rows, and the same draws, as at their place in every framework's rows
+        own = prepared_framework(family, dev, framework)
+        if own is not None and (own[0]["dtype_group"] == src.key).any():
+            df, x = own
+            sel = (df["dtype_group"] == src.key).to_numpy()
+            start = framework_offset(family, dev, framework)
+            draws = np.random.default_rng(HELDOUT_SEED).random(start + len(df))[start:]
+        else:
+            df, x = prepared(family, dev)
+            sel = (df["dtype_group"] == src.key).to_numpy().copy()
+            if (sel & (df["framework"] == framework).to_numpy()).any():
+                sel = sel & (df["framework"] == framework).to_numpy()
+            draws = np.random.default_rng(HELDOUT_SEED).random(len(df))
+        test = draws < HELDOUT_FRACTION
         y = df["latency_s"].to_numpy()
         for idx in df[sel].groupby(["framework", "group"]).indices.values():
             idx = np.flatnonzero(sel)[idx]

@@ -75,7 +75,7 @@ THINK_RANGE = (0.0, 1e6)
 ARRIVALS = ("poisson", "constant", "gamma:CV")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million-request run keeps a million of them
 class Request:
     """One request: when it arrives (s), its prompt and output lengths (tokens); for a
     conversation's turn, its session and the client's think time before sending it."""

@@ -64,10 +64,11 @@ import dataclasses
 import heapq
 import itertools
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -131,7 +132,13 @@ class Topology(Result):
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
             raise CostModelError(f"router {self.router!r} not allowed; allowed: {', '.join(ROUTERS)}")
-        for name, lo in (("replicas", 1), ("tp", 1), ("prefill_replicas", 0), ("decode_replicas", 0), ("dp", 1)):
+        for name, lo in (
+            ("replicas", 1),
+            ("tp", 1),
+            ("prefill_replicas", 0),
+            ("decode_replicas", 0),
+            ("dp", 1),
+        ):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_REPLICAS:
                 raise CostModelError(f"{name} must be a whole number in [{lo}, {MAX_REPLICAS}], got {v!r}")
@@ -151,13 +158,17 @@ class Topology(Result):
         if not isinstance(self.expert_parallel, bool):
             raise CostModelError(f"expert_parallel must be true or false, got {self.expert_parallel!r}")
         if self.moe_dispatch not in DISPATCHES:
-            raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {self.moe_dispatch!r}")
+            raise CostModelError(
+                f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {self.moe_dispatch!r}"
+            )
         if self.dp > 1 and (self.disaggregated or self.router == "prefix"):
             raise CostModelError(
                 "data-parallel attention (dp > 1) runs aggregated, behind a least_outstanding or round_robin router"
             )
         if self.dp == 1 and self.expert_parallel:
-            raise CostModelError("expert_parallel spreads the experts over a data-parallel group: it needs dp > 1")
+            raise CostModelError(
+                "expert_parallel spreads the experts over a data-parallel group: it needs dp > 1"
+            )
         lat = self.link_latency
         if not (isinstance(lat, int | float) and 0 <= lat <= 1):
             raise CostModelError(f"link_latency must be in [0, 1] s per layer, got {lat!r}")
@@ -681,7 +692,9 @@ def simulate(
     by_prefix = {id(front): PrefixRouter(topo.prefix_eps), id(back): PrefixRouter(topo.prefix_eps)}
     in_flight: dict[int, list[tuple[Seq, int]]] = {}
     finished = 0
-    emitted: list[tuple[float, int]] = []  #: (iteration end, output tokens it emitted)
+    # per iteration, when it ended and the output tokens it emitted: flat arrays (8 bytes a
+    # value), where a million-request run does a million iterations
+    emitted = _Emitted(array("d"), array("q"))
 
     def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
         # one replica: no choice to make, and no O(running) sum of outstanding tokens per arrival
@@ -700,7 +713,8 @@ def simulate(
             ends = rep.decode_window(now, events[0][0] if events else math.inf)
             if ends:
                 n = len(rep.running)  # every one a steady decode: one token each
-                emitted.extend((e, n) for e in ends)
+                emitted.ends.extend(ends)
+                emitted.tokens.extend(itertools.repeat(n, len(ends)))
                 now = ends[-1]
         batch = rep.schedule()
         size = rep.batch_len(batch)
@@ -735,7 +749,8 @@ def simulate(
             rep.busy_until = None
             before = rep.emitted
             done, handed = rep.finish_iteration(batch, now)
-            emitted.append((now, rep.emitted - before))
+            emitted.ends.append(now)
+            emitted.tokens.append(rep.emitted - before)
             finished += len(done)
             if progress and done:
                 progress(finished, len(seqs))
@@ -772,7 +787,9 @@ def simulate(
         )
     policy = replicas[0].policy
     if not ov.is_zero or policy != "recompute":
-        floored = sum(r.floored for r in replicas) + sum(g.floored for g in groups)  # said once: physics is a floor
+        floored = sum(r.floored for r in replicas) + sum(
+            g.floored for g in groups
+        )  # said once: physics is a floor
         its = sum(r.iterations for r in replicas)
         held = (
             f"; the roofline floor bound the scaled kernels in {floored:,} of {its:,} iterations"
@@ -787,6 +804,13 @@ def simulate(
     if not isinstance(step, MeteredIterationStep):
         return res
     return dataclasses.replace(res, predictor=pred.label, coverage=step.coverage(), clamped_s=step.clamped_s)
+
+
+class _Emitted(NamedTuple):
+    """Per iteration of a run, in order: when it ended (s) and the output tokens it emitted."""
+
+    ends: array[float]
+    tokens: array[int]
 
 
 def _chains(seqs: list[Seq]) -> tuple[list[Seq], dict[int, Seq]]:
@@ -835,7 +859,7 @@ def _summarise(
     replicas: list[Replica],
     slo_ttft: float | None,
     slo_tpot: float | None,
-    emitted: list[tuple[float, int]],
+    emitted: _Emitted,
     origin: float,
     concurrency: int | None,
 ) -> SimResult:
@@ -881,12 +905,15 @@ def _summarise(
     t_first, t_last = float(arrival.min()), float(arrival.max())
     window = t_last - t_first
     steady_req = steady_tok = None
-    em = np.array(emitted, dtype=float).reshape(-1, 2)
-    if int(em[:, 1].sum()) != int(out.sum()):
-        raise CostModelError(f"internal: {int(em[:, 1].sum())} tokens emitted for {int(out.sum())} asked")
+    em_s = np.frombuffer(emitted.ends, dtype=float) if len(emitted.ends) else np.zeros(0)
+    em_n = (
+        np.frombuffer(emitted.tokens, dtype=np.int64) if len(emitted.tokens) else np.zeros(0, dtype=np.int64)
+    )
+    if int(em_n.sum()) != int(out.sum()):
+        raise CostModelError(f"internal: {int(em_n.sum())} tokens emitted for {int(out.sum())} asked")
     if window > 0 and concurrency is None:
         steady_req = float(np.count_nonzero(finish <= t_last)) / window
-        steady_tok = float(em[em[:, 0] <= t_last, 1].sum()) / window
+        steady_tok = float(em_n[em_s <= t_last].sum()) / window
     return SimResult(
         model=model,
         device=device,

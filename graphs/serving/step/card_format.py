@@ -19,7 +19,7 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
-__all__ = ["CARD_VERSION", "CardError", "to_text", "card_number", "card_kv_caps"]
+__all__ = ["CARD_VERSION", "CardError", "to_text", "lambdified_text", "card_number", "card_kv_caps"]
 
 #: the layout of the decode, prefill and analysis cards (a card of another version is rebuilt)
 CARD_VERSION = 3
@@ -96,6 +96,90 @@ def to_text(expr: Any, args: tuple[str, ...] = _ARGS) -> str:
     if name in _FUNCS:
         return f"{_FUNCS[name]}(" + ", ".join(sub(a) for a in e.args) + ")"
     raise CardError(f"a card cannot hold {name} ({str(e)[:60]})")
+
+
+#: calls in ``lambdify``'s output (numpy's or math's printer, modules not spelt out) -> the
+#: whitelist's names (:data:`costmodel.arith.FUNCTIONS`); numpy's Max and Min are reductions
+_CALLS = {
+    "ceil": "ceiling",
+    "floor": "floor",
+    "sqrt": "sqrt",
+    "exp": "exp",
+    "log": "log",
+    "absolute": "Abs",
+    "abs": "Abs",
+    "max": "Max",
+    "min": "Min",
+}
+_REDUCERS = {"maximum": "Max", "minimum": "Min"}
+#: the largest integer literal kept: Python divides two integers exactly before rounding, the
+#: reader divides their doubles, and the two agree while both are exact doubles
+_EXACT_INT = 2**53
+
+
+def lambdified_text(expr: Any, symbols: tuple[Any, ...], module: str = "numpy") -> str:
+    """The arithmetic ``sympy.lambdify(symbols, expr, module)`` evaluates, as text the whitelisting
+    reader (:func:`costmodel.arith.compile_numeric`, :func:`~costmodel.arith.compile_array`) reads:
+    the generated function's body, its calls renamed (``reduce(maximum, [a, b])`` and
+    ``max(a, b)`` are ``Max(a, b)``, ``ceil`` is ``ceiling``). The reader parses it into the tree
+    Python does and evaluates the same operations in the same order, so it gives the compiled
+    form's values bit for bit (where :func:`to_text`'s canonical order may differ in the last
+    place). :class:`CardError` for what the reader does not have (numpy's ``select`` of a
+    piecewise form, a named constant) or an integer literal beyond :data:`_EXACT_INT`.
+
+    Parameters
+    ----------
+    expr
+        An engine-built sympy expression in ``symbols``.
+    symbols
+        Its arguments, in order (their names are the reader's argument names).
+    module
+        ``"numpy"`` or ``"math"``: the module the compiled form was lambdified for.
+
+    Returns
+    -------
+    str
+        One arithmetic expression.
+
+    Raises
+    ------
+    CardError
+        For a module other than numpy or math, a form lambdify writes as more than one
+        statement, a call the reader does not have, or an integer beyond a double's exact range.
+    """
+    import ast
+    import inspect
+
+    import sympy
+
+    if module not in ("numpy", "math"):
+        raise CardError(f"module {module!r} not allowed; allowed: numpy, math")
+    fn = sympy.lambdify(symbols, expr, modules=module)
+    tree = ast.parse(inspect.getsource(fn))
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        raise CardError("a form lambdify writes as more than one expression")
+
+    class Rename(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            f = node.func
+            if not isinstance(f, ast.Name) or node.keywords:
+                raise CardError("a form with a call the card's arithmetic does not have")
+            if f.id == "reduce" and len(node.args) == 2:
+                op, items = node.args
+                if isinstance(op, ast.Name) and op.id in _REDUCERS and isinstance(items, ast.List):
+                    return ast.Call(ast.Name(_REDUCERS[op.id], ast.Load()), list(items.elts), [])
+            if f.id in _CALLS:
+                return ast.Call(ast.Name(_CALLS[f.id], ast.Load()), node.args, [])
+            raise CardError(f"a form calls {f.id}, which the card's arithmetic does not have")
+
+        def visit_Constant(self, node: ast.Constant) -> ast.AST:
+            if isinstance(node.value, int) and abs(node.value) > _EXACT_INT:
+                raise CardError("a form with an integer beyond a double's exact range")
+            return node
+
+    return ast.unparse(Rename().visit(body[0].value))
 
 
 def card_number(x: Any, name: str, *, positive: bool = False, whole: bool = False) -> float:

@@ -42,6 +42,7 @@ from .totals import cache_terms
 from .workload import Workload, as_workload
 
 __all__ = [
+    "decode_memory_form",
     "peak_activation_bytes",
     "model_ledger",
     "CapacityReport",
@@ -538,8 +539,45 @@ def decode_memory(
     c = compiled_step(w, hw, Phase.DECODE, tp=tp)
 
     def build() -> Callable[..., np.ndarray]:
-        led = model_ledger(w, tp=tp, overhead=overhead)
-        total = led.total(batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity())
-        return compile_expr(total, (B_sym, ctx_sym))
+        return compile_expr(decode_memory_form(w, hw, tp=tp, overhead=overhead), (B_sym, ctx_sym))
 
     return c.memo(f"memory:{overhead!r}", build)
+
+
+def decode_memory_form(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    tp: int = 1,
+    overhead: Overhead | None = None,
+) -> sympy.Expr:
+    """The form :func:`decode_memory` compiles: the decode ledger's total bytes per device in
+    ``B`` (sequences, each one active token) and ``ctx`` (cached tokens each),
+    :meth:`costmodel.ledger.MemoryLedger.total` of :func:`model_ledger`.
+
+    Parameters
+    ----------
+    config, device
+        The model and the device (names or objects).
+    tp
+        Tensor-parallel degree (the ledger is one device's share).
+    overhead
+        The ledger's overhead (None: its default).
+
+    Returns
+    -------
+    sympy.Expr
+        Bytes, in ``B`` and ``ctx``.
+    """
+    w = as_workload(config)
+    hw = get_device(device)
+
+    def build() -> sympy.Expr:
+        led = model_ledger(w, tp=tp, overhead=overhead)
+        total: sympy.Expr = led.total(
+            batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity()
+        )
+        return total
+
+    form: sympy.Expr = compiled_step(w, hw, Phase.DECODE, tp=tp).memo(f"memory_form:{overhead!r}", build)
+    return form

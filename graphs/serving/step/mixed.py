@@ -51,7 +51,7 @@ from costmodel.symbols import ctx as ctx_sym
 from costmodel.symbols import dim
 from models.config import ModelConfig
 
-from .card_format import CardError, to_text
+from .card_format import CardError, lambdified_text
 from .compiled import PREFIX, compiled_step
 from .workload import Workload, as_workload
 
@@ -310,8 +310,9 @@ class MixedStep:
             for n in (1, 7, 512, 4099)
         )
 
-    #: the card layout's version (:meth:`to_card`); a card of another is rebuilt
-    CARD_VERSION = 1
+    #: the card layout's version (:meth:`to_card`); a card of another is rebuilt (2: the forms'
+    #: text is what lambdify compiled, :func:`~graphs.serving.step.card_format.lambdified_text`)
+    CARD_VERSION = 2
     #: iterations a card is checked at when read back: (decodes, sum of contexts, chunks, contexts)
     _CHECKS: tuple[tuple[int, float, tuple[tuple[float, float], ...]], ...] = (
         (1, 100.0, ()),
@@ -327,7 +328,9 @@ class MixedStep:
 
     def to_card(self) -> dict[str, Any]:
         """This step as JSON-ready data (:mod:`costmodel.formcache`): the token-wise, head and
-        prefill forms as arithmetic text (:func:`graphs.serving.step.card_format.to_text`), each attention
+        prefill forms as the arithmetic their compiled functions evaluate
+        (:func:`graphs.serving.step.card_format.lambdified_text`: read back, the same values bit
+        for bit), each attention
         kernel's numbers and chunk forms, and the step at :data:`_CHECKS` to verify it by.
         Raises :class:`graphs.serving.step.card_format.CardError` for a form the text cannot hold.
 
@@ -346,9 +349,9 @@ class MixedStep:
             "kind": "mixed",
             "version": self.CARD_VERSION,
             "tp": self.tp,
-            "body": to_text(body, ("B",)),
-            "head": to_text(head, ("B",)),
-            "pre_body": to_text(pre_body, ("S", "prefix")),
+            "body": lambdified_text(body, (B_sym,), "math"),
+            "head": lambdified_text(head, (B_sym,), "math"),
+            "pre_body": lambdified_text(pre_body, (S_sym, PREFIX), "math"),
             "shared_body": self.shared_body,
             "attention": [
                 {
@@ -358,7 +361,7 @@ class MixedStep:
                     "cap": k.cap,
                     "decode_coeffs": [list(c) for c in k.decode_coeffs],
                     "decode_const": list(k.decode_const),
-                    "chunk_terms": [to_text(f, ("chunk_tokens", "prefix")) for f in forms],
+                    "chunk_terms": [lambdified_text(f, (dim("chunk_tokens"), PREFIX), "math") for f in forms],
                 }
                 for k, forms in zip(self.attention, self._chunk_forms, strict=True)
             ],

@@ -1,0 +1,95 @@
+"""One framework's corpus rows read alone are its share of every framework's, bit for bit.
+
+A command asks the corpus about one framework (its fits, residuals and held-out errors), so
+:func:`costmodel.measured.heldout.prepared_framework` reads that framework's tables alone and
+keeps their text columns as categories. The reference is :func:`~costmodel.measured.heldout.prepared`
+over every framework, the frame the fits were shipped from: the same rows, in the same order,
+at :func:`~costmodel.measured.heldout.framework_offset`, with bit-identical features; the
+held-out errors drawn from the rows alone equal those drawn from every framework's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.measured import heldout
+
+    return heldout
+
+
+def _as_text(df):
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == "category":
+            out[c] = out[c].astype("str")
+    return out
+
+
+# A100's attention tables: `window_size` in TensorRT-LLM's file only (every other framework's
+# rows have a missing window among all of them); H100's all-reduce: NCCL's table beside the
+# frameworks' own, TensorRT-LLM's without a backend column; MLA: two frameworks
+CASES = [
+    ("generation_attention", "a100-sxm-80gb"),
+    ("all_reduce", "h100-sxm"),
+    ("context_mla", "h100-sxm"),
+    pytest.param("generation_attention", "h100-sxm", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("family", "device"), CASES)
+def test_framework_rows_are_their_share_of_every_frameworks(heldout, family, device):
+    import pandas as pd
+
+    from costmodel.measured.corpus import frameworks_with_data
+
+    every, x_every = heldout.prepared(family, device)
+    seen = 0
+    for fw in frameworks_with_data(family, device):
+        at = np.flatnonzero((every["framework"] == fw).to_numpy())
+        part = heldout.prepared_framework(family, device, fw)
+        if part is None:
+            assert not len(at), fw
+            continue
+        df, x = part
+        # its rows sit together in `every`, after those of the frameworks sorting before it
+        assert heldout.framework_offset(family, device, fw) == (at[0] if len(at) else 0)
+        assert (at == np.arange(at[0], at[0] + len(df))).all()
+        pd.testing.assert_frame_equal(_as_text(df), every.iloc[at].reset_index(drop=True), check_dtype=True)
+        for f in x.__dataclass_fields__:
+            a, b = getattr(x, f), getattr(x_every, f)[at]
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (fw, f)
+        seen += len(df)
+    assert seen == len(every)  # every row belongs to one framework's share
+
+
+def test_chunked_costing_equals_one_pass(heldout, monkeypatch):
+    # bounds and features are row by row: costed 1,000 rows at a time or all at once, the same
+    monkeypatch.setattr(heldout, "CHUNK_ROWS", 10**9)
+    df1, x1 = heldout._prepare("generation_attention", "a100-sxm-80gb", None)
+    monkeypatch.setattr(heldout, "CHUNK_ROWS", 1000)
+    df2, x2 = heldout._prepare("generation_attention", "a100-sxm-80gb", None)
+    assert len(df1) > 3000  # several chunks
+    assert df1.equals(df2)
+    for f in x1.__dataclass_fields__:
+        assert np.array_equal(getattr(x1, f), getattr(x2, f), equal_nan=True), f
+
+
+@pytest.mark.parametrize("grey_box", [False, True])
+def test_heldout_draws_from_one_frameworks_rows(heldout, monkeypatch, grey_box):
+    # vLLM's all-reduce rows come after NCCL's, SGLang's and TensorRT-LLM's: the held-out draws
+    # taken at their offset equal those taken over every framework's rows
+    from graphs.serving.pricing import kernel_sources as ks
+
+    monkeypatch.setenv("COSTMODEL_NO_CACHE", "1")
+    assert heldout.framework_offset("all_reduce", "h100-sxm", "vllm") > 0
+    alone = ks._heldout_log_errors("h100-sxm", "vllm", "all_reduce", "bfloat16", grey_box)
+    monkeypatch.setattr(heldout, "prepared_framework", lambda *a: None)  # every framework's rows
+    every = ks._heldout_log_errors("h100-sxm", "vllm", "all_reduce", "bfloat16", grey_box)
+    assert len(alone) > 0
+    assert np.array_equal(alone, every)
