@@ -37,6 +37,7 @@ import hashlib
 import json
 import re
 import statistics
+import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
