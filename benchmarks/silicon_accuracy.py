@@ -614,6 +614,11 @@ def evaluate(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=None, help="only the first N deployments (smoke)")
+    ap.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated substrings: only the deployments whose rows' ids contain one (a targeted check)",
+    )
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument(
         "--protocol", choices=PROTOCOLS, default="sourced", help="the load (module doc; default %(default)s)"
@@ -640,8 +645,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--modes: {m!r} not allowed; allowed: {', '.join(MODES)}")
     if not 1 <= args.jobs <= 64:
         raise SystemExit(f"--jobs: {args.jobs} not allowed; allowed: a whole number in [1, 64]")
-    if args.write and (args.limit is not None or modes != MODES or args.protocol != "sourced"):
-        raise SystemExit("--write writes the full table: drop --limit, --modes and --protocol")
+    if args.write and (
+        args.limit is not None or args.only is not None or modes != MODES or args.protocol != "sourced"
+    ):
+        raise SystemExit("--write writes the full table: drop --limit, --only, --modes and --protocol")
     if args.check and (modes != MODES or args.protocol != "sourced"):
         raise SystemExit(
             "--check replays its own three loads in the simulated mode: drop --modes and --protocol"
@@ -652,6 +659,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         keep = sorted({deployment_key(r) for r in rows})[: args.limit]
         rows = [r for r in rows if deployment_key(r) in keep]
+    if args.only is not None:
+        subs = [x for x in args.only.split(",") if x]
+        rows = [r for r in rows if any(x in r["id"] for x in subs)]
+        if not rows:
+            raise SystemExit(f"--only: no replayed row's id contains any of {subs!r}")
     start = time.perf_counter()
     prog = (lambda s: print(s, file=sys.stderr)) if sys.stderr.isatty() else None
     if args.check:
