@@ -84,6 +84,7 @@ __all__ = [
     "by_group",
     "check_markdown",
     "evaluate",
+    "judge_tpot",
     "judge_ttft",
     "load_check",
     "main",
@@ -91,6 +92,7 @@ __all__ = [
     "not_waves",
     "sourced_lines",
     "summary",
+    "tpot_not_as_replayed",
 ]
 
 DOC_PATH = DOCS / "silicon_accuracy.md"
@@ -115,19 +117,60 @@ CHECK_SUMMARY_BEGIN, CHECK_SUMMARY_END = (
 )
 
 
+def _below_roofline(lines: list[Any], group: str) -> dict[str, tuple[int, int]]:
+    """Campaigns in which more than half of the runs' measured ``group`` metric (TTFT or TPOT)
+    lies below the ``bound`` replay's (a single run below it can be noise). Per such campaign:
+    (runs below the replay's roofline, runs)."""
+    seen: dict[str, list[bool]] = {}
+    for ln in lines:
+        b = ln.values.get("bound")
+        if ln.excluded or b is None or metric_group(ln.row["metric"]) != group:
+            continue
+        seen.setdefault(campaign(ln.row), []).append(ln.measured < b)
+    return {k: (sum(v), len(v)) for k, v in seen.items() if 2 * sum(v) > len(v)}
+
+
 def not_waves(lines: list[Any]) -> dict[str, tuple[int, int]]:
     """Campaigns whose runs cannot have been loaded as they are replayed (one wave each, or the
     benchmark client): in more than half of their runs the measured TTFT lies below the
     ``bound`` replay's (the replay's queue of prefills at the roofline, which no engine beats; a
     single run below it can be noise). Per such campaign: (runs below the replay's roofline
     TTFT, runs)."""
-    seen: dict[str, list[bool]] = {}
+    return _below_roofline(lines, "TTFT")
+
+
+def tpot_not_as_replayed(lines: list[Any]) -> dict[str, tuple[int, int]]:
+    """Campaigns whose TPOT cannot have been measured under the load they are replayed with: in
+    more than half of their runs the measured TPOT lies below the ``bound`` replay's, whose every
+    iteration carries the work the stated load puts in it (the decodes of the running requests
+    and the prefill chunks of the prompts that arrive meanwhile: in a closed loop of ``C`` clients
+    about ``(C - 1) x ISL / (OSL - 1)`` prompt tokens per step) with each kernel at its roofline,
+    which no engine beats. TTFT's rule (:func:`not_waves`) applied to TPOT. Per such campaign:
+    (runs below the replay's roofline TPOT, runs)."""
+    return _below_roofline(lines, "TPOT")
+
+
+def judge_tpot(lines: list[Any], bad: dict[str, tuple[int, int]]) -> list[Any]:
+    """TPOT lines of the campaigns ``bad`` (:func:`tpot_not_as_replayed`) names are left out of the
+    medians, with the reason: the load the sample states (and the replay runs) does not fit what
+    those runs measured, and the sample does not say what else it was (fewer prompt tokens per
+    step: a lighter load, or prompts the engine's prefix cache served); TPOT depends on it."""
+    out = []
     for ln in lines:
-        b = ln.values.get("bound")
-        if ln.excluded or b is None or metric_group(ln.row["metric"]) != "TTFT":
-            continue
-        seen.setdefault(campaign(ln.row), []).append(ln.measured < b)
-    return {k: (sum(v), len(v)) for k, v in seen.items() if 2 * sum(v) > len(v)}
+        k = campaign(ln.row)
+        if k in bad and not ln.excluded and metric_group(ln.row["metric"]) == "TPOT":
+            below, n = bad[k]
+            why = (
+                f"not loaded as replayed: {below} of its campaign's {n} runs have a measured TPOT below the "
+                f"replay's roofline TPOT (this row: roofline {fmt(ln.values.get('bound'), 's')}, replayed "
+                f"{fmt(ln.values.get('simulated'), 's')}), whose steps carry the prefills the stated load puts "
+                "in each decode window with every kernel at its bound; the runs had less prompt work per step "
+                "than stated (a lighter load, or prompts the engine's prefix cache served), which the sample "
+                "does not say, and TPOT depends on it"
+            )
+            ln = dataclasses.replace(ln, excluded=why)
+        out.append(ln)
+    return out
 
 
 def judge_ttft(lines: list[Any], bad: dict[str, tuple[int, int]]) -> list[Any]:
@@ -184,6 +227,7 @@ def sourced_lines(
     lines = evaluate(rows, modes, jobs, progress=progress)
     if "bound" in modes:
         bad = {**not_waves([ln for ln in lines if ln.row["source_kind"] == CLIENT]), **bad}
+        lines = judge_tpot(lines, tpot_not_as_replayed(lines))
     return judge_ttft(lines, bad), bad
 
 
@@ -431,6 +475,23 @@ def _load_text(protocol: str, lines: list[Any], bad: dict[str, tuple[int, int]])
     )
 
 
+def _tpot_text(lines: list[Any]) -> str:
+    """The document's sentence on the campaigns whose TPOT is not compared (:func:`judge_tpot`)."""
+    out = [ln for ln in lines if ln.excluded and metric_group(ln.row["metric"]) == "TPOT"]
+    out = [ln for ln in out if ln.excluded.startswith("not loaded as replayed")]
+    camps = sorted({campaign(ln.row) for ln in out})
+    if not camps:
+        return " No campaign has more than half its runs' measured TPOT below its replay's roofline TPOT."
+    return (
+        f" In {len(camps)} campaign(s) more than half the runs have a measured TPOT below their replay's "
+        "roofline TPOT (`tpot_not_as_replayed()`): under the stated load each step carries the prefills of "
+        "the prompts that arrive in its decode window, and with every kernel at its roofline those steps "
+        "already take longer than measured, so those runs had less prompt work per step than the sample "
+        "states (a lighter load, or prompts the engine's prefix cache served: the sample does not say). "
+        f"Their TPOT ({len(out)} runs) is not compared: " + "; ".join(f"`{c}`" for c in camps) + "."
+    )
+
+
 def markdown(
     lines: list[Any],
     left: Counter[str],
@@ -457,6 +518,7 @@ def markdown(
             "the other terms assumed.",
             f"Load: **{protocol}** (`--protocol`). "
             + _load_text(protocol, lines, bad)
+            + _tpot_text(lines)
             + " Not stated by the sample and assumed: TTFT/TPOT are means; outside InferenceX's campaigns the "
             "KV cache is FP8 for TensorRT-LLM's FP8/NVFP4 runs (NVIDIA's checkpoints set it) and bf16 otherwise "
             "(the engines' `kv_cache_dtype=auto`); FP8 activation scales static for TensorRT-LLM and NVIDIA's checkpoints, "
@@ -680,6 +742,8 @@ def main(argv: list[str] | None = None) -> int:
         lines, bad = sourced_lines(rows, modes, args.jobs, progress=prog)
     else:
         lines = evaluate(rows, modes, args.jobs, progress=prog)
+        if "bound" in modes:
+            lines = judge_tpot(lines, tpot_not_as_replayed(lines))
         if args.protocol == "wave" and "bound" in modes:
             bad = not_waves(lines)
             lines = judge_ttft(lines, bad)
