@@ -93,3 +93,33 @@ def test_heldout_draws_from_one_frameworks_rows(heldout, monkeypatch, grey_box):
     every = ks._heldout_log_errors("h100-sxm", "vllm", "all_reduce", "bfloat16", grey_box)
     assert len(alone) > 0
     assert np.array_equal(alone, every)
+
+
+@pytest.mark.parametrize("family", ["context_attention", "generation_attention"])
+@pytest.mark.parametrize("framework", ["vllm", "sglang"])
+def test_a_table_without_window_size_keeps_its_rows(heldout, family, framework):
+    # A100's vLLM and SGLang attention tables have no `window_size` column: their rows measure
+    # full attention, so each distinct (dtype pair, shape) of the file is one kept row (its
+    # fastest kernel), counted here straight from the parquet file with pyarrow and a set
+    import pyarrow.parquet as pq
+
+    from costmodel.measured.corpus import _table_paths
+
+    (path,) = [p for fw, _, p in _table_paths("a100_sxm", family) if fw == framework]
+    assert "window_size" not in pq.read_schema(path).names  # the case this test is about
+    raw = pq.read_table(path).to_pydict()
+    cols = [
+        "attn_dtype",
+        "kv_cache_dtype",
+        "batch_size",
+        "isl",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+    ]
+    if family == "generation_attention":
+        cols.append("step")
+    shapes = set(zip(*(raw[c] for c in cols), strict=True))
+    df, _ = heldout._kept(family, "a100-sxm-80gb", [framework])
+    assert len(df) == len(shapes) > 1000  # none dropped by a missing window key
+    assert (df["window"] == 0).all()

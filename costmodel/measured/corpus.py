@@ -17,7 +17,8 @@ Families (the ``family`` argument) and the columns :func:`load` returns, besides
 
 =====================  =====================================================
 ``gemm``               ``m n k dtype`` (``bfloat16``, ``fp8``, ``fp8_block``, ...)
-``context_attention``  ``batch isl heads kv_heads head_dim window attn_dtype kv_dtype``
+``context_attention``  ``batch isl heads kv_heads head_dim window attn_dtype kv_dtype`` (``window``
+                       0: no window, also where a table has no ``window_size`` column)
 ``generation_attention`` the same, ``step`` the cached tokens (``kv_len = step + isl``)
 ``all_reduce``         ``gpus elements dtype backend`` (framework custom kernels and NCCL)
 ``moe``                ``tokens hidden inter topk experts tp ep dtype``: the fused routed-expert
@@ -335,6 +336,10 @@ def _load_one(family: str, system: str, frameworks: list[str] | None = None) -> 
         if df is None:
             return None
         df = df.rename(columns=_ATTN_RENAME)
+        # a file without ``window_size`` (A100's vLLM and SGLang tables) measures full attention:
+        # its rows are "no window" (0, the tables' own value for it), never a missing key that a
+        # grouping over the shape would drop
+        df["window"] = df["window"].fillna(0).astype("int64") if "window" in df else 0
         cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "kv_heads", "head_dim"]
         df = df[[*cols, "window", "attn_dtype", "kv_dtype", "step", "latency"]]
     elif family in ("context_mla", "generation_mla"):
