@@ -60,7 +60,18 @@ import time
 from collections import Counter
 from typing import Any
 
-from benchmarks.replay import MODES, fmt, medians, metric_group, pct, rank, replace_section, run_row, table
+from benchmarks.replay import (
+    MODES,
+    excluded,
+    fmt,
+    medians,
+    metric_group,
+    pct,
+    rank,
+    replace_section,
+    run_row,
+    table,
+)
 from benchmarks.replay import evaluate as evaluate_rows
 from benchmarks.replay.pages import DOCS, strip_home, wrap, write_csv
 from benchmarks.replay.results import pct_cell, seconds_cell, write_results
@@ -249,7 +260,9 @@ class LoadCheck:
 
 def _check_picks(rows: list[dict[str, str]]) -> list[tuple[dict[str, str], dict[str, str]]]:
     """One run per deployment (engine, version, model, GPU, dtype, TP): its TPOT and TTFT rows at
-    the deployment's median concurrency (ties: the lower concurrency, then the id)."""
+    the deployment's median concurrency (ties: the lower concurrency, then the id); runs the table
+    leaves out (:func:`benchmarks.replay.excluded`: no stated load) are not picked."""
+    rows = [r for r in rows if not excluded(r)]
     picks = []
     for dep in sorted({deployment_key(r) for r in rows}):
         runs = sorted(

@@ -238,8 +238,8 @@ def test_one_client_replays_as_a_wave_of_one(converted: dict[str, dict[str, str]
 
 
 def test_the_load_check_takes_one_run_per_deployment(converted: dict[str, dict[str, str]]) -> None:
-    rows = list(converted.values())
-    picks = si._check_picks(rows)
+    rows = [r for r in converted.values() if not replay.excluded(r)]  # runs with a stated load
+    picks = si._check_picks(list(converted.values()))
     deployments = {silicon.deployment_key(r) for r in rows}
     assert len(picks) == len(deployments) and {silicon.deployment_key(r) for r, _ in picks} == deployments
     for tpot, ttft in picks:
@@ -437,3 +437,100 @@ def test_the_vllm_fp8_runs_are_faster_than_their_stated_load_allows(
     assert gemm == pytest.approx(8.10e-3, rel=0.01) and kv_bf16 == pytest.approx(3.50e-3, rel=0.01)
     assert gemm + kv_bf16 / 2 > tpot  # even with an FP8 cache
     assert replay.run_row(_steady(row), "bound") > gemm + kv_bf16 > tpot
+
+
+def test_a_client_of_drawn_lengths_reserves_each_requests_own_blocks(
+    converted: dict[str, dict[str, str]],
+) -> None:
+    """GUARANTEED_NO_EVICT reserves a request's own prompt + output blocks when it admits it.
+    InferenceX's lengths are drawn on [0.8 L, L]: capping the running requests at the pool over
+    the longest request (ISL + OSL = 1024 + 8192 = 9216 tokens, ceil(9216 / 32) = 288 blocks)
+    held 10 of 128 clients back for a whole 8k-token decode (TTFT +2,460 % on this run, measured
+    0.656 s); the replay leaves the admission to the simulator's per-request reservation (the
+    profile's max_batch_size 2048 the only cap). Fixed lengths keep the cap (one length, the
+    same rule)."""
+    rid = "aicsil-2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x8192_c128_tp2_ep1_325-ttft"
+    row = converted[rid]
+    assert (row["isl"], row["osl"], row["concurrency"], row["length_range_ratio"]) == (
+        "1024",
+        "8192",
+        "128",
+        "0.8",
+    )
+    drawn = replay.row_workload(row)
+    fixed = replay.row_workload({**row, "length_range_ratio": "1.0"})
+    assert drawn.engine.num_blocks == fixed.engine.num_blocks and drawn.engine.block_size == 32
+    assert fixed.engine.max_num_seqs == fixed.engine.num_blocks // 288 < 128  # floor(blocks / 288)
+    assert drawn.engine.max_num_seqs == 2048  # tensorrt_llm BaseLlmArgs.max_batch_size
+    # the mean request reserves about 0.9 x 9216 / 32 blocks: about 130 of them fit, all 128 clients
+    assert not any("requests' blocks at once" in n for n in drawn.notes)
+    assert any("requests' blocks at once" in n for n in fixed.notes)
+
+
+def test_a_queued_runs_reason_counts_its_held_requests_by_littles_law(
+    converted: dict[str, dict[str, str]],
+) -> None:
+    """SGLang 0.5.8.post1, Qwen3-32B, H100 TP1, 1024/128, 16 clients (the sample, by hand):
+    TTFT 6775.538 ms, TPOT 25.476 ms. S = 127 x 0.025476 = 3.2355 s; N = 16 x 3.2355 / (6.7755 +
+    3.2355) = 5.17 requests in decode at once: the others waited for a finish, which the replay's
+    one wave of 16 does not."""
+    from benchmarks.replay import reasons
+
+    rid = "aicsil-qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp1_epnone_1-ttft"
+    row = converted[rid]
+    assert float(row["value"]) == pytest.approx(6.77553813289375, rel=1e-12)
+    assert float(row["run_tpot_s"]) == pytest.approx(0.02547610364375, rel=1e-12)
+    s = 127 * 0.02547610364375
+    assert reasons.held_at_once(6.77553813289375, 0.02547610364375, 128, 16) == pytest.approx(
+        16 * s / (6.77553813289375 + s), rel=1e-12
+    )
+    assert 16 * s / (6.77553813289375 + s) == pytest.approx(5.171, abs=1e-3)
+    text = reasons.reason(row, -0.81)
+    assert text.startswith("queue-dominated") and "about 5.2 of its 16 requests" in text
+    assert reasons.reason(row, +0.81) == text  # a queue's reason holds either way
+    # the TP2 runs of the 0.5.1 campaign (no queue) and the TPOT rows get none
+    tp2 = converted[rid.replace("_tp1_", "_tp2_")]
+    assert tp2["engine_version"] == "0.5.1.post1" and reasons.reason(tp2, -0.5) == ""
+    assert reasons.reason(converted[rid[: -len("ttft")] + "tpot"], -0.5) == ""
+
+
+def test_held_at_once_is_every_client_without_a_wait() -> None:
+    from benchmarks.replay import reasons
+
+    assert reasons.held_at_once(0.0, 0.02, 101, 64) == 64  # TTFT 0: every client in decode
+    assert reasons.held_at_once(2.0, 0.02, 101, 64) == pytest.approx(32)  # S = 2 s = TTFT: half
+
+
+def test_a_dynamo_run_without_a_stated_concurrency_is_left_out(sample: list[dict[str, str]]) -> None:
+    """The sample's aggregated Dynamo runs (a dynamo_version in the source) that state a
+    silicon_concurrency: 31, of which 29 differ from their batch_size (e.g. Qwen3-32B GB200 TP2,
+    2000/500: batch_size 144, silicon_concurrency 288). Those that state none have an empty
+    concurrency field in their id (``..._4000x1000_c_tp2_...``) and are not replayed: batch_size is
+    not their load."""
+
+    def field(r: dict[str, str], key: str) -> str | None:
+        return next(
+            (p.split("=", 1)[1] for p in r["silicon_data_source"].split("; ") if p.startswith(f"{key}=")),
+            None,
+        )
+
+    dyn = [r for r in sample if r["mode"] == "agg" and field(r, "dynamo_version") is not None]
+    stated = [r for r in dyn if field(r, "silicon_concurrency") is not None]
+    assert len(stated) == 31
+    assert sum(field(r, "silicon_concurrency") != r["batch_size"] for r in stated) == 29
+    ex = next(
+        r
+        for r in stated
+        if r["id"].startswith("qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c288")
+    )
+    assert (ex["batch_size"], field(ex, "silicon_concurrency")) == ("144", "288")
+    silent = [r for r in dyn if field(r, "silicon_concurrency") is None]
+    dense = [r for r in silent if r["model_path"] in silicon.MODELS]
+    assert len(dense) == 10 and all("_c_tp" in r["id"] for r in dense)
+    assert {silicon.unstated_load(r) for r in dense} == {silicon.NO_LOAD}
+    assert silicon.unstated_load(ex) is None and {silicon.eligible(r) for r in dense} == {None}
+    rows, _ = silicon.silicon_rows(sample)
+    listed = [r for r in rows if "_c_tp" in r["id"]]
+    assert len(listed) == 2 * 10  # listed (a TTFT and a TPOT per run), left out of the medians
+    assert {replay.excluded(r) for r in listed} == {silicon.NO_LOAD}
+    assert {replay.evaluate(listed[:1], ("bound",), interval=False)[0].excluded} == {silicon.NO_LOAD}

@@ -8,7 +8,16 @@ from functools import cache
 
 from .rows import load_rows, metric_group
 
-__all__ = ["CPU_STEP", "REASONS", "REQUEST_PATH", "ROW_LIMIT", "SATURATION", "reason"]
+__all__ = [
+    "CPU_STEP",
+    "QUEUED",
+    "REASONS",
+    "REQUEST_PATH",
+    "ROW_LIMIT",
+    "SATURATION",
+    "held_at_once",
+    "reason",
+]
 
 ROW_LIMIT = 25.0  #: % beyond which a row needs a stated physical reason
 
@@ -50,6 +59,80 @@ REASONS: dict[str, str] = {
     "combine across the group, MLA attention: no measured kernels of either), and the page does not "
     "publish the batch or token limits its trtllm-bench runs used",
 }
+
+
+_SGLANG_TP1 = (
+    "memory-starved: Qwen3-32B's bf16 weights fill most of one H100, and SGLang sizes its KV pool from "
+    "what its mem_fraction_static leaves (chosen by GPU memory unless the launch flags set it; the sample "
+    "states neither) and admits a request only while its prompt plus max_new_tokens fit the pool less a "
+    "share of the running requests' remaining outputs (schedule_policy.py PrefillAdder): neither is modelled "
+    "(graphs/serving/engines/sglang.py), and the replay's one wave runs all of them at once"
+)
+_POOL = (
+    "the engine's KV pool (its memory reserve and launch limits, not stated) held fewer than the replay's; "
+    "a few % of the pool move the wait several-fold"
+)
+#: silicon-sample runs (id prefixes, TTFT) whose measured TTFT and TPOT show a queue for a free slot
+#: (:func:`held_at_once`), and what set the slots; the reason's numbers come from the run's own
+#: measured values (shown only on rows beyond :data:`ROW_LIMIT`)
+QUEUED: dict[str, str] = {
+    **{
+        f"aicsil-qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_{lengths}_c16_tp1_": _SGLANG_TP1
+        for lengths in ("1024x128", "1024x256", "1024x512", "2048x128", "2048x256", "2048x512")
+    },
+    "aicsil-2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x8192_c64_tp2_": _POOL,
+    "aicsil-2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_8192x1024_c64_tp2_": _POOL,
+    "aicsil-2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_8192x1024_c32_tp2_": _POOL,
+    "aicsil-2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_8192x1024_c64_tp1_": _POOL,
+}
+
+
+def held_at_once(ttft_s: float, tpot_s: float, osl: float, clients: int) -> float:
+    """Requests a closed loop of ``clients`` held in decode at once, by Little's law, from its
+    measured mean TTFT and TPOT.
+
+    Each client's cycle is its request's TTFT plus its decode, ``S = (OSL - 1) TPOT``; the loop
+    completes ``C / (TTFT + S)`` requests per second, each in decode for ``S``:
+
+    .. math::
+
+        N = \\frac{C S}{\\mathrm{TTFT} + S}
+
+    Parameters
+    ----------
+    ttft_s, tpot_s : float
+        Measured mean TTFT and TPOT (s).
+    osl : float
+        Output tokens per request (their mean where they vary).
+    clients : int
+        Concurrent clients ``C``.
+
+    Returns
+    -------
+    float
+        ``N`` (requests); ``C - N`` waited, on average, for a free slot or a prefill.
+    """
+    s = (osl - 1) * tpot_s
+    return clients * s / (ttft_s + s)
+
+
+def _queued(row: dict[str, str]) -> str:
+    """A :data:`QUEUED` run's reason: how many requests its own measurements put in decode at once
+    (:func:`held_at_once`) and what held the others back; empty for other rows."""
+    why = next((v for k, v in QUEUED.items() if row["id"].startswith(k)), "")
+    if not why or metric_group(row["metric"]) != "TTFT" or not row.get("run_tpot_s"):
+        return ""
+    c, longest = int(row["concurrency"]), int(row["osl"])
+    # a client drawing lengths on [int(r L), L] (benchmark_serving.py --random-range-ratio) sends
+    # outputs of (int(r L) + L) / 2 tokens on average
+    osl = (int(float(row.get("length_range_ratio") or 1) * longest) + longest) / 2
+    ttft, tpot = float(row["value"]), float(row["run_tpot_s"])
+    n = held_at_once(ttft, tpot, osl, c)
+    return (
+        f"queue-dominated: the run's measured TTFT ({ttft:.3g} s) and TPOT ({1e3 * tpot:.3g} ms) put about "
+        f"{n:.1f} of its {c} requests in decode at once (Little's law over the closed loop: C S / (TTFT + S), "
+        f"S = (OSL - 1) TPOT = {(osl - 1) * tpot:.3g} s), the others waiting for a finish; {why}"
+    )
 
 
 #: offered output tokens over the page's own unlimited-rate throughput from which a rate row is
@@ -105,5 +188,5 @@ def reason(row: dict[str, str], err: float) -> str:
             light = CPU_STEP if row["request_rate"] in ("2", "4", "8", "16") else ""
             text = _near_saturation(row) or light  # a rate near capacity is the queue's, small or not
     else:
-        text = next((v for k, v in REASONS.items() if rid.startswith(k)), "")
+        text = _queued(row) or next((v for k, v in REASONS.items() if rid.startswith(k)), "")
     return text if faster or text.startswith("queue-dominated") else ""

@@ -78,7 +78,10 @@ def load_rows(path: Path = CSV_PATH, subset: str | None = "core") -> list[dict[s
 
 
 def excluded(row: dict[str, str]) -> str | None:
-    """Why a row is left out of the medians (its configuration is not fully published), or None."""
+    """Why a row is left out of the medians (its configuration is not fully published: its id's
+    :data:`UNPUBLISHED` prefix, or the reason its own ``excluded_reason`` field gives), or None."""
+    if row.get("excluded_reason"):
+        return row["excluded_reason"]
     for prefix, reason in UNPUBLISHED.items():
         if row["id"].startswith(prefix):
             return reason

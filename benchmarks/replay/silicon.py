@@ -30,6 +30,7 @@ __all__ = [
     "INFERENCEX_TRT_BATCH_WAIT",
     "INFERENCEX_TRT_MAX_TOKENS",
     "MODELS",
+    "NO_LOAD",
     "PRECISION",
     "SOURCE_URL",
     "STEADY",
@@ -45,6 +46,7 @@ __all__ = [
     "kv_dtype",
     "load_sample",
     "silicon_rows",
+    "unstated_load",
 ]
 
 #: the same file in the wheel's source repository, at the commit the project's search tools hold
@@ -115,6 +117,28 @@ def eligible(row: dict[str, str]) -> str | None:
     if conc is not None and conc != row["batch_size"]:
         return "batch_size differs from the run's silicon_concurrency (the workers per deployment are not stated)"
     return None
+
+
+def unstated_load(row: dict[str, str]) -> str | None:
+    """Why a run's load is not stated (None: it is), its rows listed but left out of the
+    medians (the ``excluded_reason`` field, :func:`benchmarks.replay.rows.excluded`).
+
+    A run's load is its ``silicon_concurrency`` where its source states one; elsewhere its
+    ``batch_size``, except in the Dynamo deployments (a ``dynamo_version`` in the source): there
+    a run states its concurrency apart from its ``batch_size`` (the engine's batch limit), and the
+    two differ in 29 of the sample's 31 aggregated Dynamo runs that state it (a TP2 Qwen3-32B
+    GB200 run: ``batch_size`` 144, 288 clients). A Dynamo run that states none (an empty ``c``
+    field in its id) has no stated load (:data:`NO_LOAD`)."""
+    if _source_field(row, "silicon_concurrency") is None and _source_field(row, "dynamo_version") is not None:
+        return NO_LOAD
+    return None
+
+
+#: :func:`unstated_load`'s reason for a Dynamo deployment that states no concurrency
+NO_LOAD = (
+    "a Dynamo deployment that states no concurrency (no silicon_concurrency, an empty c field in its id): "
+    "the sample's Dynamo runs that state one mostly differ from their batch_size, so batch_size is not its load"
+)
 
 
 def kv_dtype(row: dict[str, str]) -> str:
@@ -282,6 +306,10 @@ def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Co
             "unit": "s",
             "notes": note,
             "subset": "silicon",
+            # the run's measured TPOT beside either metric (a queue's reason reads it with the TTFT)
+            "run_tpot_s": repr(float(r["silicon_tpot_ms"]) / 1e3),
+            # listed, left out of the medians (benchmarks.replay.rows.excluded)
+            "excluded_reason": unstated_load(r) or "",
         }
         cl = client(r)
         base["client"] = cl.text

@@ -125,6 +125,7 @@ def _engine(
     *,
     profile: str | None = None,
     dp: int = 1,
+    fixed: bool = True,
     **overrides: Any,
 ) -> EngineConfig:
     """The row's engine: its profile (``profile``, else the row's ``engine_profile`` field, else
@@ -132,12 +133,22 @@ def _engine(
     row's device (:func:`graphs.serving.sim.engine.profile_engine`: the profile's own KV-pool rule;
     under GUARANTEED_NO_EVICT fixed ``ISL + OSL`` requests cap the running sequences at
     ``floor(blocks / ceil((ISL + OSL) / b))``, never preempted); ``cap``: at most that many
-    requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool)."""
+    requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool).
+    ``fixed`` False: the requests' lengths vary (``ISL`` and ``OSL`` are their maxima), so no
+    cap by one length: the simulator reserves each request's own prompt + output blocks as it
+    admits it (:meth:`graphs.serving.engines.EngineProfile.engine_config`), as the engine's
+    capacity scheduler does per request."""
     prof = get_engine(profile or row.get("engine_profile") or ENGINE[row["engine"]])
     prof = prof.with_overrides(**overrides) if overrides else prof
     try:
         return profile_engine(
-            prof, cfg, row["device"], tp=tp, dp=dp, request_tokens=isl + osl, max_running=cap
+            prof,
+            cfg,
+            row["device"],
+            tp=tp,
+            dp=dp,
+            request_tokens=isl + osl if fixed else None,
+            max_running=cap,
         )
     except CostModelError as exc:
         raise CostModelError(f"{cfg.name} on {tp} x {row['device']}: {exc}") from None
@@ -260,10 +271,20 @@ def _client_load(
         stated["batch_wait_timeout_iters"] = wait
         stated["batch_wait_max_tokens_ratio"] = float(row["engine_batch_wait_ratio"])
     prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
+    reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
     if prof.policy == "guaranteed_no_evict":  # a request's blocks reserved at admission
-        eng = _engine(row, cfg, tp, isl, osl, **stated)
-        if eng.max_num_seqs < conc:
+        # lengths drawn per request: each reserves its own prompt + output (not the maxima's)
+        eng = _engine(row, cfg, tp, isl, osl, fixed=ratio == 1, **stated)
+        if ratio == 1 and eng.max_num_seqs < conc:
             notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
+        elif ratio != 1 and eng.num_blocks is not None:
+            each = [-(-(r.prompt + r.output) // eng.block_size) for r in reqs]
+            held = int(eng.num_blocks // (sum(each) / len(each)))
+            if held < conc:
+                notes.append(
+                    f"the KV pool reserves each request's own prompt + output blocks: about {held} "
+                    "requests of the mean length at once (the rest wait)"
+                )
         if wait:
             notes.append(
                 f"new prompts held up to {wait} iterations, to {stated['batch_wait_max_tokens_ratio']:g} "
@@ -274,7 +295,6 @@ def _client_load(
         # not stated), the pool by the profile's own rule (SGLang's: vLLM's stands in)
         stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
         eng = profile_engine(prof.with_overrides(**stated), cfg, row["device"], tp=tp)
-    reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
     spread = (
         "fixed lengths"
         if ratio == 1
