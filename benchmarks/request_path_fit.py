@@ -57,7 +57,7 @@ FRAMEWORKS = ("vllm", "trtllm", "sglang")
 def rows() -> list[dict[str, Any]]:
     """Every compared TTFT row: id, framework, held out or not, light or not, measured (s),
     simulated (s) and prompt tokens."""
-    from silicon_accuracy import load_sample, silicon_rows
+    from benchmarks.replay.silicon import load_sample, silicon_rows
 
     by_id = {r["id"]: r for r in load_rows(subset="core")}
     by_id.update({r["id"]: r for r in silicon_rows(load_sample())[0]})
