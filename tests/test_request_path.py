@@ -240,3 +240,35 @@ def test_a_result_stating_burstiness_is_replayed_with_it(tmp_path, burstiness):
     gaps = np.diff(np.sort(run.arrival_s))
     assert gaps.mean() == pytest.approx(1 / rate, rel=0.08)
     assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(burstiness), rel=0.08)
+
+
+def test_offered_load_of_a_run():
+    """The light-load check's offered load (benchmarks/request_path_fit.offered_rps): a stated
+    finite rate as it is; C clients by Little's law, C / E2E."""
+    from benchmarks.request_path_fit import offered_rps
+
+    base = {"request_rate": "", "concurrency": "8", "isl": "1000", "osl": "101", "value": "0.2"}
+    ttft = {**base, "id": "x-ttft"}
+    # a recovered E2E row: 8 clients / 2.2 s = 3.6364 req/s
+    assert offered_rps(ttft, {"x-e2e": {"value": "2.2"}}) == pytest.approx(8 / 2.2, rel=1e-12)
+    # fixed lengths, TPOT only: E2E = 0.2 + (101 - 1) x 0.02 = 2.2 s
+    assert offered_rps(ttft, {"x-itl": {"value": "0.02"}}) == pytest.approx(8 / 2.2, rel=1e-12)
+    # lengths on [int(0.8 x 101), 101] = [80, 101]: mean OSL 90.5, E2E = 0.2 + 89.5 x 0.02 = 1.99 s
+    varied = {**ttft, "length_range_ratio": "0.8"}
+    assert offered_rps(varied, {"x-tpot": {"value": "0.02"}}) == pytest.approx(8 / 1.99, rel=1e-12)
+    rate = {**ttft, "request_rate": "4", "concurrency": ""}
+    assert offered_rps(rate, {}) == 4.0
+    assert offered_rps({**rate, "request_rate": "inf"}, {}) is None  # everything at once
+    assert offered_rps(ttft, {}) is None  # no TPOT to read
+
+
+def test_triton_rows_keep_their_own_request_path():
+    """Triton's rows are priced by its sourced request path (0.77 ms), not TensorRT-LLM's fitted
+    one: they neither enter the fit nor move; trtllm-bench's rows share trtllm's fitted term."""
+    from benchmarks.request_path_fit import own_path
+
+    row = {"source_kind": "trtllm_perf_overview", "engine_profile": ""}
+    assert not own_path({**row, "engine": "tensorrt-llm (Triton tensorrtllm_backend)"}, "trtllm")
+    assert own_path({**row, "engine": "tensorrt-llm"}, "trtllm")  # trtllm-bench
+    assert own_path({**row, "engine": "nvidia-nim"}, "trtllm")
+    assert own_path({"source_kind": "aiconfigurator_silicon", "engine": "vllm"}, "vllm")
