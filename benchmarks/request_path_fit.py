@@ -257,7 +257,8 @@ def light_load(data: list[dict[str, Any]], by_id: dict[str, dict[str, str]], pro
                 f"| {sum(abs(e) <= 0.15 for e in errs)} of {len(sel)} |"
             )
         for r in sorted(mine, key=lambda r: (r["held"], r["id"])):
-            load = f"{r['clients']} clients" if r["clients"] else f"{r['rate']:g} req/s"
+            n = r["clients"]
+            load = f"{n} client{'' if n == 1 else 's'}" if n else f"{r['rate']:g} req/s"
             body.append(
                 f"| {fw} | {r['id']} | {'held out' if r['held'] else 'calibration'} | {load} "
                 f"| {r['fraction']:.2f} | {r['measured'] * 1e3:.1f} ms | {r['simulated'] * 1e3:.1f} ms "
@@ -406,7 +407,7 @@ def _light_section(data: list[dict[str, Any]], progress: Any) -> list[str]:
         "iteration and the first token's streaming (`tests/test_request_path.py` pins the simulator "
         "to that sum, each term from the profile and the prefill step priced by the step model). "
         "The rows below are the compared TTFT rows whose run offered less than "
-        f"{LIGHT_FRACTION:.0%} of its capacity: the offered load is the stated rate, or for `C` clients "
+        f"{100 * LIGHT_FRACTION:.0f} % of its capacity: the offered load is the stated rate, or for `C` clients "
         "`C / E2E` (Little's law) with the run's measured mean E2E (its recovered E2E row where it has one, "
         "else measured TTFT + (mean OSL - 1) x measured TPOT); the capacity is the replay's own, its "
         "deployment and engine with three full batches of the row's lengths sent at once (`capacity_rps()`: "
