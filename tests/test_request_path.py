@@ -44,12 +44,12 @@ def _lone(w, ov, caching):
 @pytest.mark.parametrize("caching", [False, True])
 def test_light_load_ttft_is_request_path_plus_prefill(w, caching):
     ov = get_engine("vllm").overheads()
-    # vLLM V1's profile: r = 25 ms, p = 2 us/prompt token, h = 0.15 us/prompt token (caching on),
+    # vLLM V1's profile: r = 26 ms, p = 2 us/prompt token, h = 0.15 us/prompt token (caching on),
     # d = 20 us, a = 0, b = 3.4 us, c = 20 ns/token, kernel scale 1
-    assert (ov.request_s, ov.per_prompt_token_s, ov.prefix_lookup_per_token_s) == (25e-3, 2e-6, 1.5e-7)
+    assert (ov.request_s, ov.per_prompt_token_s, ov.prefix_lookup_per_token_s) == (26e-3, 2e-6, 1.5e-7)
     assert (ov.iteration_s, ov.per_seq_s, ov.per_token_s, ov.output_token_s) == (0.0, 3.4e-6, 2e-8, 2e-5)
-    # request path: 25 ms + 2 us x 1500 (= 3 ms) [+ 0.15 us x 1500 (= 0.225 ms)] = 28 or 28.225 ms
-    path = 0.028225 if caching else 0.028
+    # request path: 26 ms + 2 us x 1500 (= 3 ms) [+ 0.15 us x 1500 (= 0.225 ms)] = 29 or 29.225 ms
+    path = 0.029225 if caching else 0.029
     assert ov.request_path_s(P, caching) == pytest.approx(path, rel=1e-12)
     # the prefill alone: the same lone request with no engine terms (kernels at their bound)
     t_prefill = _lone(w, EngineOverheads(), caching).per_request["ttft_s"]
@@ -63,10 +63,41 @@ def test_light_load_ttft_is_request_path_plus_prefill(w, caching):
     assert (pr["scheduled_s"] == pr["queued_s"]).all()
     # said once, with every request-path term
     assert (
-        res.overheads.count("request path 25 ms + 2 us/prompt token (tokenisation) + 0.15 us/prompt token")
+        res.overheads.count("request path 26 ms + 2 us/prompt token (tokenisation) + 0.15 us/prompt token")
         == 1
     )
     assert "admitted at the next iteration boundary" in res.overheads
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_light_load_ttft_from_the_profile_and_the_priced_prefill_step(w, engine):
+    """At light load (a lone request on an idle replica) TTFT is the request path plus one
+    prefill iteration and the first token's streaming, each term from the profile and the
+    prefill step priced by the step model itself (``time(chunks=[(P, 0)])``, not a simulation):
+
+        TTFT = (r + p P) + T_step(P) + (a + b x 1 + c P) + d
+
+    vLLM V1: r = 26 ms (fitted on 195 calibration rows), p = 2 us, a = 0, b = 3.4 us,
+    c = 20 ns, d = 20 us; TensorRT-LLM trtllm-serve: r = 22 ms (183 rows), p = 2 us, a = 0,
+    b = 3.1 us, c = 10 ns, d = 20 us. Prefix caching off (no hashing term)."""
+    from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step
+
+    prof = get_engine(engine)
+    ov = prof.overheads()
+    terms = {"vllm": (26e-3, 3.4e-6, 2e-8), "trtllm": (22e-3, 3.1e-6, 1e-8)}[engine]
+    assert (ov.request_s, ov.per_seq_s, ov.per_token_s) == terms
+    assert (ov.per_prompt_token_s, ov.iteration_s, ov.output_token_s, ov.kernel_scale) == (
+        2e-6,
+        0.0,
+        2e-5,
+        1.0,
+    )
+    r, b, c = terms
+    t_step = predicted_mixed_step(w, "h100", tp=1, predictor=Predictor()).time(chunks=[(P, 0)])
+    # e.g. vLLM: 26 ms + 3 ms + T_step + (0 + 3.4 us + 30 us) + 20 us
+    want = (r + 2e-6 * P) + t_step + (0.0 + b * 1 + c * P) + 2e-5
+    res = _lone(w, ov, False)
+    assert res.per_request["ttft_s"] == pytest.approx([want, want], rel=1e-9)
 
 
 @settings(max_examples=25, deadline=None)
@@ -209,3 +240,35 @@ def test_a_result_stating_burstiness_is_replayed_with_it(tmp_path, burstiness):
     gaps = np.diff(np.sort(run.arrival_s))
     assert gaps.mean() == pytest.approx(1 / rate, rel=0.08)
     assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(burstiness), rel=0.08)
+
+
+def test_offered_load_of_a_run():
+    """The light-load check's offered load (benchmarks/request_path_fit.offered_rps): a stated
+    finite rate as it is; C clients by Little's law, C / E2E."""
+    from benchmarks.request_path_fit import offered_rps
+
+    base = {"request_rate": "", "concurrency": "8", "isl": "1000", "osl": "101", "value": "0.2"}
+    ttft = {**base, "id": "x-ttft"}
+    # a recovered E2E row: 8 clients / 2.2 s = 3.6364 req/s
+    assert offered_rps(ttft, {"x-e2e": {"value": "2.2"}}) == pytest.approx(8 / 2.2, rel=1e-12)
+    # fixed lengths, TPOT only: E2E = 0.2 + (101 - 1) x 0.02 = 2.2 s
+    assert offered_rps(ttft, {"x-itl": {"value": "0.02"}}) == pytest.approx(8 / 2.2, rel=1e-12)
+    # lengths on [int(0.8 x 101), 101] = [80, 101]: mean OSL 90.5, E2E = 0.2 + 89.5 x 0.02 = 1.99 s
+    varied = {**ttft, "length_range_ratio": "0.8"}
+    assert offered_rps(varied, {"x-tpot": {"value": "0.02"}}) == pytest.approx(8 / 1.99, rel=1e-12)
+    rate = {**ttft, "request_rate": "4", "concurrency": ""}
+    assert offered_rps(rate, {}) == 4.0
+    assert offered_rps({**rate, "request_rate": "inf"}, {}) is None  # everything at once
+    assert offered_rps(ttft, {}) is None  # no TPOT to read
+
+
+def test_triton_rows_keep_their_own_request_path():
+    """Triton's rows are priced by its sourced request path (0.77 ms), not TensorRT-LLM's fitted
+    one: they neither enter the fit nor move; trtllm-bench's rows share trtllm's fitted term."""
+    from benchmarks.request_path_fit import own_path
+
+    row = {"source_kind": "trtllm_perf_overview", "engine_profile": ""}
+    assert not own_path({**row, "engine": "tensorrt-llm (Triton tensorrtllm_backend)"}, "trtllm")
+    assert own_path({**row, "engine": "tensorrt-llm"}, "trtllm")  # trtllm-bench
+    assert own_path({**row, "engine": "nvidia-nim"}, "trtllm")
+    assert own_path({"source_kind": "aiconfigurator_silicon", "engine": "vllm"}, "vllm")

@@ -16,6 +16,7 @@ pytest.importorskip("aiconfigurator_core")
 from benchmarks import replay
 from benchmarks import silicon_accuracy as si
 from benchmarks.replay import silicon
+from costmodel.errors import CostModelError
 
 RID = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp2_epnone_1"
 
@@ -72,7 +73,8 @@ def test_rows_left_out_say_why(sample: list[dict[str, str]]) -> None:
     moe = next(r for r in sample if r["model_path"] == "deepseek-ai/DeepSeek-R1" and r["mode"] == "agg")
     assert "does not map" in (silicon.eligible(moe) or "")
     rows, left = silicon.silicon_rows(sample)
-    assert sum(left.values()) + len(rows) // 2 == len(sample)  # two rows (TTFT, TPOT) per run
+    runs = sum(r["metric"] == "tpot_mean_s" for r in rows)  # a TTFT and a TPOT per run (and an E2E)
+    assert sum(left.values()) + runs == len(sample)
 
 
 def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
@@ -400,7 +402,7 @@ def test_campaigns_that_were_not_waves_replay_in_the_steady_state(
     for ln in lines:
         steady = silicon.campaign(ln.row) in trt
         assert ln.row["source_kind"] == (silicon.STEADY if steady else silicon.WAVE)
-        assert bool(ln.excluded) == (steady and ln.row["metric"] == "ttft_mean_s")
+        assert bool(ln.excluded) == (steady and ln.row["metric"] in ("ttft_mean_s", "e2e_mean_s"))
         if ln.excluded:
             assert "steady state" in ln.excluded and "TPOT (kept)" in ln.excluded
 
@@ -531,6 +533,69 @@ def test_a_dynamo_run_without_a_stated_concurrency_is_left_out(sample: list[dict
     assert silicon.unstated_load(ex) is None and {silicon.eligible(r) for r in dense} == {None}
     rows, _ = silicon.silicon_rows(sample)
     listed = [r for r in rows if "_c_tp" in r["id"]]
-    assert len(listed) == 2 * 10  # listed (a TTFT and a TPOT per run), left out of the medians
+    # listed (a TTFT, a TPOT and, their client sending fixed lengths, a recovered E2E per run),
+    # left out of the medians
+    assert len(listed) == 3 * 10
     assert {replay.excluded(r) for r in listed} == {silicon.NO_LOAD}
     assert {replay.evaluate(listed[:1], ("bound",), interval=False)[0].excluded} == {silicon.NO_LOAD}
+
+
+def test_a_fixed_length_run_has_its_measured_mean_e2e(converted: dict[str, dict[str, str]]) -> None:
+    """The pinned run (module doc; genai-perf or bench_serving with fixed lengths): mean E2E =
+    840.8064807531249 ms + (128 - 1) x 16.538571871875 ms = 840.8064807531249 + 2100.398627728125
+    = 2941.2051084812499 ms, recovered from the two means, with the reason beside it."""
+    e2e = converted[f"aicsil-{RID}-e2e"]
+    assert e2e["metric"] == "e2e_mean_s" and e2e["length_range_ratio"] == "1.0"
+    assert float(e2e["value"]) == pytest.approx(2.9412051084812499, rel=1e-12)
+    assert e2e["value_note"] == silicon.E2E_NOTE and silicon.E2E_NOTE in e2e["notes"]
+    # the same deployment, lengths and load as its TTFT and TPOT rows: one shared replay
+    base = converted[f"aicsil-{RID}-tpot"]
+    assert replay.row_workload(e2e) == replay.row_workload(base)
+
+
+def test_runs_with_varying_lengths_get_no_e2e(
+    sample: list[dict[str, str]], converted: dict[str, dict[str, str]]
+) -> None:
+    """InferenceX's client draws lengths on [0.8 L, L]: the mean of (OSL_i - 1) TPOT_i is not
+    (mean OSL - 1) x mean TPOT, so its runs have a TTFT and a TPOT row and no E2E row; every
+    fixed-length client's run has all three."""
+    ids = {k.rsplit("-", 1)[0] for k in converted}
+    for rid in ids:
+        row = converted[f"{rid}-tpot"]
+        has = f"{rid}-e2e" in converted
+        assert has == (row["length_range_ratio"] == "1.0"), rid
+        if not has:
+            assert row["client"] == silicon.INFERENCEX.text
+    assert any(f"{rid}-e2e" in converted for rid in ids)
+    assert any(f"{rid}-e2e" not in converted for rid in ids)
+
+
+def test_recovered_e2e_refuses_what_is_not_a_run() -> None:
+    # 100 ms + (11 - 1) x 10 ms = 200 ms; one output token: no TPOT term
+    assert silicon.recovered_e2e_s(100.0, 10.0, 11) == pytest.approx(0.2, rel=1e-15)
+    assert silicon.recovered_e2e_s(100.0, 10.0, 1) == pytest.approx(0.1, rel=1e-15)
+    for bad in ((0.0, 10.0, 11), (100.0, -1.0, 11), (100.0, float("nan"), 11), (100.0, 10.0, 0)):
+        with pytest.raises(CostModelError, match="recovered E2E"):
+            silicon.recovered_e2e_s(*bad)
+
+
+@pytest.mark.parametrize("kind", [silicon.WAVE, silicon.STEADY])
+def test_the_replays_e2e_is_its_ttft_plus_the_decode(converted: dict[str, dict[str, str]], kind: str) -> None:
+    """The replay's mean E2E obeys the identity the measured one is recovered by: fixed lengths,
+    so mean E2E = mean TTFT + (OSL - 1) mean TPOT over the same read requests (to rounding)."""
+    rows = {m: {**converted[f"aicsil-{RID}-{m}"], "source_kind": kind} for m in ("ttft", "tpot", "e2e")}
+    got = {m: replay.run_row(r, "bound") for m, r in rows.items()}
+    assert got["e2e"] == pytest.approx(got["ttft"] + 127 * got["tpot"], rel=1e-12)
+
+
+def test_an_e2e_goes_with_its_runs_ttft() -> None:
+    """A campaign whose TTFT is not compared loses its E2E lines too (E2E holds the TTFT)."""
+
+    def line(metric: str, measured: float) -> replay.Line:
+        row = {"id": f"x-{metric}", "metric": metric, "value": str(measured), "campaign": "a"}
+        return replay.Line(row, {"bound": 1.0, "simulated": 1.0}, ())
+
+    lines = [line("ttft_mean_s", 0.5), line("tpot_mean_s", 0.01), line("e2e_mean_s", 2.0)]
+    judged = si.judge_ttft(lines, {"a": (1, 1)})
+    assert [bool(ln.excluded) for ln in judged] == [True, False, True]
+    assert judged[2].excluded.startswith("E2E = TTFT + (OSL - 1) TPOT holds this run's TTFT")

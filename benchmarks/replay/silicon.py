@@ -4,7 +4,8 @@ The ``aiconfigurator-core`` wheel that supplies the measured kernel corpus also 
 ``aiconfigurator_core/systems/silicon_sample.csv``: end-to-end serving measurements (a TTFT and a
 TPOT per run, in ms) that NVIDIA's AIConfigurator team took on real deployments, with their
 provenance (data dump or source file, workflow run, container image). :func:`silicon_rows` turns
-each eligible run into two rows of the published table's shape (its TTFT and its TPOT), stating
+each eligible run into rows of the published table's shape (its TTFT and its TPOT, and where its
+client sends fixed lengths its mean E2E, recovered exactly from the two: :func:`recovered_e2e_s`), stating
 only what the sample and its campaigns' sources state: the benchmark client (:func:`client`), the
 KV-cache dtype (:func:`kv_dtype`), the FP8 activation scales (:func:`fp8_scales`) and the engine
 settings InferenceX's scripts set (:func:`engine_settings`); every other engine fact comes from the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -37,6 +39,7 @@ __all__ = [
     "SYSTEMS",
     "WAVE",
     "Client",
+    "E2E_NOTE",
     "campaign",
     "client",
     "deployment_key",
@@ -45,6 +48,7 @@ __all__ = [
     "fp8_scales",
     "kv_dtype",
     "load_sample",
+    "recovered_e2e_s",
     "silicon_rows",
     "unstated_load",
 ]
@@ -264,9 +268,62 @@ def client(row: dict[str, str]) -> Client:
     return INFERENCEX if first.startswith("db-dump/") or first in INFERENCEX_FILES else AIC_EVAL
 
 
+#: why a fixed-length run's E2E row is a measured mean (:func:`recovered_e2e_s`), beside the row
+E2E_NOTE = (
+    "E2E recovered from the measured means, not modelled: the client sends fixed lengths with ignore_eos "
+    "(genai-perf token stddev 0 / bench_serving range ratio 1), so every request's TPOT is "
+    "(E2E - TTFT) / (OSL - 1) and mean E2E = mean TTFT + (OSL - 1) mean TPOT exactly"
+)
+
+
+def recovered_e2e_s(ttft_ms: float, tpot_ms: float, osl: int) -> float:
+    r"""A fixed-length run's mean E2E (s) from its mean TTFT and mean TPOT (ms).
+
+    The clients that send fixed lengths with ``ignore_eos`` (:data:`AIC_EVAL`) give every request
+    ``OSL`` output tokens and report, per request, ``TPOT_i = (E2E_i - TTFT_i) / (OSL - 1)``
+    (genai-perf's inter-token latency, bench_serving's TPOT). So ``E2E_i = TTFT_i + (OSL - 1)
+    TPOT_i`` for every request, and averaging over the run's ``n`` requests (a linear identity,
+    exact because ``OSL`` is the same for all):
+
+    .. math::
+
+        \overline{E2E} = \overline{TTFT} + (OSL - 1)\, \overline{TPOT}
+
+    A measured mean, recovered; it holds for means only (not medians or percentiles), and not
+    for clients whose lengths vary (InferenceX's ``--random-range-ratio 0.8``: the mean of a
+    product is not the product of the means).
+
+    Parameters
+    ----------
+    ttft_ms : float
+        The run's mean TTFT (ms), > 0.
+    tpot_ms : float
+        The run's mean TPOT (ms), >= 0.
+    osl : int
+        Output tokens per request, >= 1 (with 1 there is no TPOT term).
+
+    Returns
+    -------
+    float
+        The mean E2E in seconds.
+
+    >>> round(recovered_e2e_s(100.0, 10.0, 11), 9)  # 100 ms + 10 x 10 ms = 0.2 s
+    0.2
+    """
+    ok = math.isfinite(ttft_ms) and math.isfinite(tpot_ms) and ttft_ms > 0 and tpot_ms >= 0
+    if not ok or osl < 1:
+        raise CostModelError(
+            f"recovered E2E: TTFT {ttft_ms!r} ms, TPOT {tpot_ms!r} ms, OSL {osl!r} not allowed; "
+            "allowed: TTFT > 0, TPOT >= 0 (finite) and OSL >= 1"
+        )
+    return (ttft_ms + (osl - 1) * tpot_ms) / 1e3
+
+
 def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Counter[str]]:
-    """Every eligible sample row as two ``published_serving.csv``-shaped rows (its TTFT and its
-    TPOT, in seconds), and the count of rows left out by reason."""
+    """Every eligible sample row as ``published_serving.csv``-shaped rows (its TTFT and its TPOT,
+    in seconds, and for a client that sends fixed lengths its mean E2E, :func:`recovered_e2e_s`,
+    with :data:`E2E_NOTE` in the row's ``notes`` and ``value_note``), and the count of rows left
+    out by reason."""
     out: list[dict[str, str]] = []
     left: Counter[str] = Counter()
     for r in sample:
@@ -327,6 +384,18 @@ def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Co
                     "id": f"aicsil-{r['id']}-{metric.split('_')[0]}",
                     "metric": metric,
                     "value": repr(float(r[col]) / 1e3),
+                }
+            )
+        if cl.range_ratio == 1.0:  # fixed lengths: the mean E2E follows exactly (recovered_e2e_s)
+            e2e = recovered_e2e_s(float(r["silicon_ttft_ms"]), float(r["silicon_tpot_ms"]), int(r["osl"]))
+            out.append(
+                {
+                    **base,
+                    "id": f"aicsil-{r['id']}-e2e",
+                    "metric": "e2e_mean_s",
+                    "value": repr(e2e),
+                    "notes": f"{note}; {E2E_NOTE}",
+                    "value_note": E2E_NOTE,
                 }
             )
     return out, left

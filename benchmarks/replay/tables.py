@@ -108,7 +108,9 @@ def evaluate(
             lo, hi = (q.quantile for q in predictor(w).interval())
             a, b = (run_row(row, INTERVAL_MODE, quick=quick, quantile=q) for q in (lo, hi))
             ends = (min(a, b), max(a, b))
-        lines.append(Line(row, vals, w.notes + _coverage(w, modes), interval=ends))
+        # how the measured value was obtained, where the row says (a recovered silicon E2E)
+        stated = (row["value_note"],) if row.get("value_note") else ()
+        lines.append(Line(row, vals, stated + w.notes + _coverage(w, modes), interval=ends))
     return lines
 
 

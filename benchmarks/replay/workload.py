@@ -33,6 +33,7 @@ __all__ = [
     "ROUNDS",
     "WAVES",
     "RowWorkload",
+    "overheads_profile",
     "predictor",
     "row_workload",
 ]
@@ -160,9 +161,29 @@ def row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     price it (:attr:`RowWorkload.profile`); the silicon sample's rows (which name no engine
     settings) keep their framework's."""
     w = _row_workload(row, quick=quick)
+    prof = overheads_profile(row)
+    return w if prof is None else dataclasses.replace(w, profile=prof)
+
+
+def overheads_profile(row: dict[str, str]) -> str | None:
+    """The engine profile whose CPU and request-path terms price a row's ``simulated`` replay
+    (:attr:`RowWorkload.profile`).
+
+    Parameters
+    ----------
+    row : dict
+        A published or silicon row.
+
+    Returns
+    -------
+    str or None
+        The profile its engine column names (:data:`ENGINE`) for a published row; None for the
+        silicon sample's rows and rows that name an ``engine_profile`` (which sets their
+        scheduler): the corpus framework's own profile's terms price them.
+    """
     if row["source_kind"].startswith("aiconfigurator_silicon") or row.get("engine_profile"):
-        return w
-    return dataclasses.replace(w, profile=ENGINE[row["engine"]])
+        return None
+    return ENGINE[row["engine"]]
 
 
 def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:

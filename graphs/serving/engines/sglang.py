@@ -18,7 +18,7 @@ them; ``costmodel calibrate serving`` fits them).
 
 The request path (:meth:`~.knobs.EngineOverheads.request_path_s`): ``per_prompt_token_s`` 2 us,
 tokenisation with Hugging Face ``tokenizers`` in its tokenizer manager (the measured rate is
-:mod:`.vllm`'s source); ``request_s`` 25 ms and ``prefix_lookup_per_token_s`` 150 ns are vLLM
+:mod:`.vllm`'s source); ``request_s`` (26 ms) and ``prefix_lookup_per_token_s`` 150 ns are vLLM
 V1's (ASSUMED: SGLang's process layout is the same, an HTTP server and tokenizer manager handing
 requests to the scheduler over ZMQ; its own TTFT rows outside the held-out split, all above
 half of capacity, do not determine a fixed term: ``benchmarks/request_path_fit.py``).
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from .profile import EngineProfile, register_engine
 from .vllm import FUSED_SMALL_KERNELS, TOKENISE, vllm_capture_sizes
+from .vllm import PROFILE as V1
 
 __all__ = ["PROFILE"]
 
@@ -53,7 +54,7 @@ PROFILE = register_engine(
             "iteration_s": 3e-4,
             "per_seq_s": 2e-6,
             "per_token_s": 2e-8,
-            "request_s": 25e-3,
+            "request_s": V1.cpu_terms["request_s"],  # vLLM V1's fitted value stands in
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 1.5e-7,

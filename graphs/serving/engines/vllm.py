@@ -64,12 +64,12 @@ Sources of every default (:data:`PROFILE`):
     the prompt with SHA-256 (the default since v0.10.2) "with a ... performance impact of about
     100-200ns per token (~6ms for 50k tokens of context)"
     (https://docs.vllm.ai/en/latest/design/prefix_caching/, note 2);
-  - ``request_s`` 25 ms, the fixed part (HTTP, validation, the hand-off to the engine core, the
+  - ``request_s`` 26 ms, the fixed part (HTTP, validation, the hand-off to the engine core, the
     first streamed chunk): FITTED by ``benchmarks/request_path_fit.py`` (``docs/request_path.md``)
-    to the TTFT rows of the validation tables outside the held-out split (195 vLLM rows,
-    InferenceX's Llama-3.1-70B campaigns on H100, H200 and B200), the median of ``|error|``
-    least at 25 ms (13.7 % there; the same by least squares). Users' fits of their own vLLM runs
-    put it at 7-30 ms (issue 42).
+    on the 195 vLLM TTFT rows of the validation tables outside the held-out split (calibration
+    rows only: InferenceX's Llama-3.1-70B campaigns on H100, H200 and B200), the median of
+    ``|error|`` least at 26 ms (13.5 % there, tables replayed at 25 ms; 33 ms by least squares
+    over the rows within 50 %). Users' fits of their own vLLM runs put it at 7-30 ms (issue 42).
 
   A request waits for the iteration running when it reaches the engine to end (V1's engine core
   drains its input queue between steps): the simulator's event loop models that admission delay
@@ -82,7 +82,15 @@ from costmodel.keys import Role
 
 from .profile import EngineProfile, register_engine
 
-__all__ = ["PROFILE", "LARGE_GPU_BYTES", "REQUEST_FIT", "TOKENISE", "vllm_capture_sizes", "vllm_device_defaults"]
+__all__ = [
+    "PROFILE",
+    "LARGE_GPU_BYTES",
+    "REQUEST_FIT",
+    "TOKENISE",
+    "request_fit",
+    "vllm_capture_sizes",
+    "vllm_device_defaults",
+]
 
 
 #: ``get_batch_defaults``'s memory threshold (bytes): 70 GiB
@@ -156,7 +164,30 @@ _ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it
 TOKENISE = (
     "huggingface/tokenizers PR 1582: llama-3.1 tokenizer 1.93 MB/s on one thread, ~4 B/token: 2 us/token"
 )
-REQUEST_FIT = "fitted: benchmarks/request_path_fit.py, docs/request_path.md (validation TTFT rows, held-out split excluded)"
+#: the fitted ``request_s``'s source: ``request_fit(rows, engine)`` (module doc)
+REQUEST_FIT = (
+    "fitted: by benchmarks/request_path_fit.py on {rows} calibration rows ({engine} TTFT rows of the validation "
+    "tables outside the held-out split), docs/request_path.md"
+)
+
+
+def request_fit(rows: int, engine: str) -> str:
+    """The source of a profile's fitted ``request_s``: :data:`REQUEST_FIT` with the fit's rows.
+
+    Parameters
+    ----------
+    rows : int
+        The calibration rows ``benchmarks/request_path_fit.py`` fitted it on.
+    engine : str
+        Whose TTFT rows they are.
+
+    Returns
+    -------
+    str
+    """
+    return REQUEST_FIT.format(rows=rows, engine=engine)
+
+
 _FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
 
 PROFILE = register_engine(
@@ -182,7 +213,7 @@ PROFILE = register_engine(
             "iteration_s": 0.0,  # fitted: 0, held at its lower bound
             "per_seq_s": 3.4e-6,  # fitted: 3.42e-06 (s.e. 8.1e-06)
             "per_token_s": 2e-8,
-            "request_s": 25e-3,  # fitted: benchmarks/request_path_fit.py
+            "request_s": 26e-3,  # fitted: benchmarks/request_path_fit.py, 195 calibration rows
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 1.5e-7,
@@ -207,7 +238,7 @@ PROFILE = register_engine(
             "iteration_s": _FIT,
             "per_seq_s": _FIT,
             "per_token_s": _ASSUMED,
-            "request_s": REQUEST_FIT,
+            "request_s": request_fit(195, "vLLM"),
             "output_token_s": _ASSUMED,
             "per_prompt_token_s": TOKENISE,
             "prefix_lookup_per_token_s": "docs.vllm.ai design/prefix_caching: SHA-256 (default since v0.10.2) 100-200 ns/token",

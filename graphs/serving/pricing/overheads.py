@@ -74,7 +74,7 @@ corpus frameworks' profiles, kept for the code that reads them. In short (the bo
   steps take several to tens of ms); a small model's shorter steps may show one (``calibrate serving``).
 * The request path: tokenisation at Hugging Face ``tokenizers``' measured single-thread rate
   (2 us per prompt token) and vLLM's prefix-cache hashing at its documented 100-200 ns per token
-  are sourced; the fixed ``request_s`` of vLLM and TensorRT-LLM (25 ms each) is fitted by
+  are sourced; the fixed ``request_s`` of vLLM and TensorRT-LLM (26 and 22 ms) is fitted by
   ``benchmarks/request_path_fit.py`` (``docs/request_path.md``) to the validation tables' TTFT
   rows outside the held-out split (each engine profile's module says how).
 * Everything else (the per-token CPU term, the per-output-token streaming cost, and SGLang's
