@@ -88,17 +88,7 @@ def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> st
 
 
 def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_studies import simulation_page
-
-    return simulation_page(
-        kept["result"],
-        kept["config"],
-        command=command,
-        slo_ttft=args.slo_ttft,
-        slo_tpot=args.slo_tpot,
-        cost=kept.get("cost"),
-        comparison=kept.get("comparison"),
-    )
+    return str(kept["report"].to_html(command))
 
 
 def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
