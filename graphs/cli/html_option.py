@@ -65,8 +65,6 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 
 
 def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
-    from graphs.serving.present.html_views import phase_page
-
     from .model_option import resolve_config
 
     cfg = resolve_config(args)
@@ -75,10 +73,7 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
         from .predict_option import step_prediction
 
         prediction = step_prediction(args, cfg, phase)
-    dims = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
-    return phase_page(
-        kept["report"], cfg, command=command, limits=kept.get("limits"), prediction=prediction, **dims
-    )
+    return str(kept["summary"].to_html(cfg, command=command, prediction=prediction))
 
 
 def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:

@@ -46,7 +46,7 @@ from ..sim.simulator import SimResult, Topology, simulate, steady_stagger_s
 from .comparison import Comparison, compare, measured_column, sim_column
 from .report_text import cost_text, interval_text, predict_file_line, predicted_lines
 
-__all__ = ["MaxRateReport", "SimulationReport", "run_simulation"]
+__all__ = ["MaxRateReport", "SimulationReport", "engine_config", "run_simulation"]
 
 #: ``check_context(tokens, field)``: refuse (or warn about) a sequence past the model's context
 ContextCheck = Callable[[int, str], None]
@@ -497,7 +497,7 @@ def run_simulation(
         return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress)
     trace, replayed, replay_said, reqs = _requests(request, check_context)
     concurrency = replayed.concurrency if replayed is not None else request.concurrency
-    eng = _engine(request, config, profile, reqs)
+    eng = engine_config(request, config, profile, reqs)
     overheads = _overheads(request, profile, eng, fit)
     run = _run_settings(request, config, reqs, eng, topo, overheads, predictor, concurrency)
     run["progress"] = progress
@@ -544,14 +544,32 @@ def _request_tokens(request: SimulationRequest, reqs: Sequence[Request] | None =
     return None
 
 
-def _engine(
+def engine_config(
     request: SimulationRequest,
     config: ModelConfig,
     profile: EngineProfile,
     reqs: Sequence[Request] | None = None,
 ) -> EngineConfig:
-    """The :class:`EngineConfig` of ``profile`` (the request's engine and the settings that
-    override it) for ``config`` on the request's device (:func:`graphs.serving.sim.engine.profile_engine`)."""
+    """The :class:`~graphs.serving.sim.engine.EngineConfig` a run simulates: ``profile`` (the
+    request's engine as set up on its device) with the request's settings over it, for ``config``
+    (:func:`graphs.serving.sim.engine.profile_engine`).
+
+    Parameters
+    ----------
+    request : SimulationRequest
+        The run's settings (tp, dp, prefix caching, overhead, KV blocks, scheduler policy).
+    config : ModelConfig
+        The model.
+    profile : EngineProfile
+        The engine profile.
+    reqs : sequence of Request, optional
+        The requests (their common length caps a no-evict engine's admission); None: from the
+        request's ``fixed:`` lengths, as ``max_rate`` draws them.
+
+    Returns
+    -------
+    EngineConfig
+    """
     eng = profile_engine(
         profile,
         config,
@@ -710,7 +728,7 @@ def _max_rate_run(
     progress: Progress | None,
 ) -> MaxRateReport:
     """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine."""
-    eng = _engine(request, config, profile)
+    eng = engine_config(request, config, profile)
     m = max_rate(
         config,
         request.device,
