@@ -112,3 +112,21 @@ def test_json_is_plain_values():
     report = run_simulation(SimulationRequest(rate=5.0, requests=20), TINY)
     doc = json.loads(dump(report.to_dict()))
     assert doc["requests"] == 20 and doc["engine"]["engine"] == report.profile.ref
+
+
+def test_a_prediction_with_its_interval_and_the_bound_beside_it(tmp_path, capsys):
+    """``predict`` prices the kernels (the library's default predictor is the command's), the
+    interval is on by default, and ``compare`` sets the bound and the measured run beside it."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    path = _run_csv(tmp_path)
+    req = SimulationRequest(workload_from=path, compare=True, predict="vllm")
+    assert req.interval  # every predicted number carries its interval unless told not to
+    report = run_simulation(req, TINY)
+    argv = ["--workload-from", path, "--compare", "--predict", "vllm"]
+    assert report.to_text() == _command(capsys, argv)
+    assert dump(report.to_dict()) == _command(capsys, [*argv, "--json"])
+    names = [c.name for c in report.comparison.columns]
+    assert names == ["bound", "predicted (vllm kernels)", "measured (run.csv)"]
+    # physics is a floor: no predicted mean below the bound's on the same requests
+    bound, predicted = report.comparison.columns[0], report.comparison.columns[1]
+    assert predicted.values["TTFT mean"] >= bound.values["TTFT mean"]
