@@ -69,11 +69,9 @@ def test_plot_names_each_file_it_wrote_and_how_it_priced(tmp_path, capsys):
 
 
 def test_titles_say_how_the_iterations_were_priced():
-    import argparse
+    from graphs.serving import SimulationRequest
+    from graphs.serving.present.simulation_report import _priced_by
 
-    from graphs.cli.simulate import _priced_by
-
-    ns = argparse.Namespace
-    assert _priced_by(ns(predict=None, predict_file=None)).startswith("bound")
-    assert _priced_by(ns(predict="vllm", predict_file=None)) == "predicted (vllm kernels)"
-    assert _priced_by(ns(predict=None, predict_file="/x/fit.json")) == "calibrated (fit.json)"
+    assert _priced_by(SimulationRequest(rate=1.0)).startswith("bound")
+    assert _priced_by(SimulationRequest(rate=1.0, predict="vllm")) == "predicted (vllm kernels)"
+    assert _priced_by(SimulationRequest(rate=1.0, predict_file="/x/fit.json")) == "calibrated (fit.json)"

@@ -147,7 +147,8 @@ def test_simulate_engine_is_the_accuracy_pages():
     from graphs.cli.engine_option import profile_of
     from graphs.cli.main import build_parser
     from graphs.cli.options import apply_dtypes
-    from graphs.cli.simulate import _engine
+    from graphs.cli.simulate import request_of
+    from graphs.serving.present.simulation_report import engine_config
     from models.resolver import resolve_model
 
     row = next(
@@ -158,7 +159,8 @@ def test_simulate_engine_is_the_accuracy_pages():
     argv += ["--weight-dtype", "fp8", "--matmul-dtype", "fp8", "--kv-dtype", "fp8"]
     args = build_parser().parse_args([*argv, "--prompt", "fixed:1000", "--output", "fixed:1000"])
     cfg = apply_dtypes(resolve_model(args.model), args)
-    assert _engine(args, cfg, profile_of(args)) == page
+    req = request_of(args)
+    assert engine_config(req, cfg, req.engine) == page
     assert page.block_size == 32 and page.num_blocks is not None and page.enable_chunked_prefill
     # InferenceX's trtllm-serve rows: the trtllm profile with only their scripts' --max_num_tokens
     args = build_parser().parse_args([*argv[:4], "--engine", "trtllm", "--max-num-batched-tokens", "16384"])

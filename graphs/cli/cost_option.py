@@ -7,6 +7,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from graphs.serving.present.report_text import cost_text  # its home: reports render it
+
 __all__ = ["add_cost_options", "rates_of", "cost_text"]
 
 PRICE_HELP = (
@@ -35,10 +37,3 @@ def rates_of(args: argparse.Namespace, devices: Sequence[str]) -> dict[str, Any]
         name = get_device(d).name
         out[d] = out[name] = device_rates(d, prices.get(name), e)
     return out
-
-
-def cost_text(cost: Any) -> str:
-    """The report's cost line, or :data:`graphs.serving.planning.cost.NO_PRICE`."""
-    from graphs.serving.planning.cost import NO_PRICE
-
-    return cost.line() if cost is not None else f"cost: {NO_PRICE}"

@@ -65,8 +65,6 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 
 
 def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
-    from graphs.serving.present.html_views import phase_page
-
     from .model_option import resolve_config
 
     cfg = resolve_config(args)
@@ -75,10 +73,7 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
         from .predict_option import step_prediction
 
         prediction = step_prediction(args, cfg, phase)
-    dims = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
-    return phase_page(
-        kept["report"], cfg, command=command, limits=kept.get("limits"), prediction=prediction, **dims
-    )
+    return str(kept["summary"].to_html(cfg, command=command, prediction=prediction))
 
 
 def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
@@ -88,17 +83,7 @@ def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> st
 
 
 def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_studies import simulation_page
-
-    return simulation_page(
-        kept["result"],
-        kept["config"],
-        command=command,
-        slo_ttft=args.slo_ttft,
-        slo_tpot=args.slo_tpot,
-        cost=kept.get("cost"),
-        comparison=kept.get("comparison"),
-    )
+    return str(kept["report"].to_html(command))
 
 
 def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:

@@ -11,15 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
 from .html_option import add_html_option, keep
-from .ledger_view import (
-    print_cache_caps,
-    print_fits,
-    print_knee,
-    print_kv_split,
-    print_notes,
-    print_terms,
-    refuse_or_warn,
-)
+from .ledger_view import print_fits, print_kv_split, print_terms, refuse_or_warn
 from .model_option import check_context, resolve_config
 from .options import add_dtype_options, check_output_path, int_list, number
 
@@ -136,19 +128,13 @@ def _expert_plan(args: argparse.Namespace) -> dict[str, Any]:
     return {"ep": args.ep, "routing": routing_of(args).label} if routed(args) else {}
 
 
-def print_expert_plan(args: argparse.Namespace, extra: str = "", refused: bool = False) -> None:
-    """What a routed step holds and what it leaves out (nothing for the default step); after a
-    refusal, only what the memory check leaves out."""
-    plan = _expert_plan(args)
-    if plan and refused:
-        print(f"  (--ep {plan['ep']}: the memory check counts every expert on each device; {extra})")
-    elif plan:
-        print(
-            f"  ep {plan['ep']}, routing {plan['routing']}: the routed experts are the busiest EP rank's "
-            "(expected maximum over ranks of rows and touched experts); the all-to-all between ranks is "
-            "not in this step (serve plans adds it); the memory check counts every expert on each device"
-            + (f"; {extra}" if extra else "")
-        )
+def _print_refused_plan(args: argparse.Namespace) -> None:
+    """After a refusal, what the memory check leaves out of a routed step (nothing by default)."""
+    from graphs.serving.present.phase_summary import expert_plan_line
+
+    line = expert_plan_line(_expert_plan(args), "--ignore-capacity costs the step anyway", refused=True)
+    if line:
+        print(line)
 
 
 def request_of(args: argparse.Namespace, phase: str) -> Any:
@@ -175,108 +161,40 @@ def request_of(args: argparse.Namespace, phase: str) -> Any:
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
-    from costmodel.text import fmt_time
+    from graphs.serving.present.phase_summary import PrefillSummary
 
     from .cached import capacity, prefill_report
 
     check_context(args, args.seq, "--seq")
-    request_of(args, "prefill")  # a bad --chunk or routing is the user's error, before the verdict
+    req = request_of(args, "prefill")  # a bad --chunk or routing is the user's error, before the verdict
     fit = capacity(args, resolve_config, "prefill")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
-        print_expert_plan(args, "--ignore-capacity costs the step anyway", refused=True)
+        _print_refused_plan(args)
         return refused
-    rep = prefill_report(args, resolve_config)
-    keep(args, report=rep)
-    if args.json:
-        print(dump({**rep.to_dict(), "capacity": fit.to_dict(), **_expert_plan(args)}))
-        return 0
-    print(
-        f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {args.seq} tokens, tp={rep.tp}"
-        + (f", chunks of {args.chunk}" if args.chunk else "")
-    )
-    print_notes(rep.notes)
-    print_expert_plan(args)
-    print(
-        f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
-        f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
-    )
-    for k, v in rep.terms_s.items():
-        print(f"    {k:16s} {v * 1e3:10.3f} ms")
-    if (b := rep.bound_by) is not None:
-        print(f"  {b.line()}")
-    print(f"  attention share of FLOPs: {100 * rep.attention_flop_share:.1f}%")
-    print(
-        f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
-        + (f", {rep.energy_per_token_j * 1e3:.3f} mJ/token (TDP x time)" if rep.energy_per_token_j else "")
-    )
+    summary = PrefillSummary(req, prefill_report(args, resolve_config), fit, _expert_plan(args))
+    keep(args, summary=summary)
+    print(dump(summary.to_dict()) if args.json else summary.to_text())
     return 0
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from costmodel.keys import Unit
-    from costmodel.text import fmt_time
+    from graphs.serving.present.phase_summary import DecodeSummary
 
-    from .cached import capacity, decode_reports
+    from .cached import capacity, decode_reports, kv_caps
 
     check_context(args, args.ctx, "--ctx")
-    request_of(args, "decode")  # a bad routing is the user's error, before the verdict
+    req = request_of(args, "decode")  # a bad routing is the user's error, before the verdict
     fit = capacity(args, resolve_config, "decode")
     refused = refuse_or_warn(args, fit)
     if refused is not None:
-        print_expert_plan(args, "--ignore-capacity costs the step anyway", refused=True)
+        _print_refused_plan(args)
         return refused
     rep, lim, nf = decode_reports(args, resolve_config, max_batch=fit.max_batch)
-    keep(args, report=rep, **({"limits": lim} if lim is not None else {}))
-    if args.json:
-        limits = lim.to_dict() if lim is not None else None
-        doc = {**rep.to_dict(), "limits": limits, "near_far_memory": nf.to_dict(), **_expert_plan(args)}
-        print(dump({**doc, "capacity": fit.to_dict()}))
-        return 0
-    compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
-    links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
-    print(f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {args.ctx}, tp={rep.tp}")
-    print_notes(rep.notes)
-    print_expert_plan(
-        args, "knee batch and ctx ceiling not solved for this plan; per-device rates count the tp group only"
-    )
-    print(
-        f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
-        f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
-    )
-    if (b := rep.bound_by) is not None:
-        print(f"  {b.line()}")
-    print_cache_caps(args, rep, resolve_config)
-    print(
-        f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
-        f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"
-    )
-    print(
-        f"  reading every weight once takes {fmt_time(rep.read_every_weight_once_s)}; the graph reads "
-        f"{fmt_time(rep.weight_read_s)} of weights because the input-embedding table "
-        f"({fmt_time(rep.embedding_table_read_s)} of it) is gathered, not streamed: only the "
-        f"{rep.batch} row(s) in use are read"
-        + (
-            ", and only the experts the batch routes to"
-            + (" on the busiest EP rank" if _expert_plan(args) else "")
-            + " are read"
-            # more missing than the embedding table: a MoE step reads its touched experts only
-            if rep.read_every_weight_once_s - rep.weight_read_s > 1.01 * rep.embedding_table_read_s
-            else ""
-        )
-    )
-    if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
-        print(
-            f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
-            f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
-        )
-    if lim is not None:
-        print_knee(args, lim, fit)
-    print(
-        f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
-        f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
-        f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
-    )
+    caps = {} if args.json else kv_caps(args, resolve_config)  # the text's cache line reads them
+    summary = DecodeSummary(req, rep, fit, nf, lim, caps, _expert_plan(args))
+    keep(args, summary=summary)
+    print(dump(summary.to_dict()) if args.json else summary.to_text())
     return 0
 
 

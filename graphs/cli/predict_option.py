@@ -17,6 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only: --help stays light
+from graphs.serving.present.report_text import (  # their home: reports render them
+    coverage_lines,
+    predict_file_line,
+)
 
 from .common import dump
 from .model_option import resolve_config
@@ -61,16 +65,6 @@ def load_predict_file(args: argparse.Namespace) -> Any:
     if hasattr(args, "fp8_scales"):
         args.fp8_scales = fit.fp8_scales if fit.predict else None
     return fit
-
-
-def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
-    """What ``--predict-file`` set, and a note when it was fitted elsewhere."""
-    line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}"
-    if (fit.model, fit.device) != (model, device):
-        line += f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to {model} on {device}"
-    return line
-
-
 
 
 def add_predict_option(
@@ -162,36 +156,6 @@ def prediction_label(p: Any) -> str:
     if p.calibrated:
         return "calibrated"
     return f"predicted, not calibrated: no kernel measured on {p.device} prices it"
-
-
-def coverage_lines(p: Any) -> list[str]:
-    """What the printed prediction (``p.corrected_s``, the grey-box total) rests on, each
-    neighbour and bound reason, and the warnings (item 3)."""
-    from graphs.serving.pricing.kernel_sources import unmeasured_device_families
-
-    cov = getattr(p, "corrected_coverage", None) or p.coverage
-    if cov is None or cov.total_s <= 0:
-        return []
-    pct = lambda t: f"{100 * t / cov.total_s:.1f}%"  # noqa: E731
-    out = [
-        f"  rests on: {pct(cov.measured_s)} measured {p.device} {p.framework} kernels, "
-        f"{pct(cov.neighbour_s)} neighbours, {pct(cov.bound_s)} the bound alone"
-    ]
-    for kind, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
-        for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
-            out.append(f"  note: {pct(t)} from {kind}: {why}")
-    out += [f"  warning: {w}" for w in cov.warnings]
-    families = unmeasured_device_families(cov)
-    if families:  # a device the corpus does not measure: how far such kernels have been off
-        from costmodel.hardware import get_device
-        from graphs.serving.sim.served_errors import served_errors
-
-        hw = get_device(p.device)
-        for fam in families:
-            line = served_errors().neighbour(fam, hw)
-            if line:
-                out.append(f"  expected: {line}")
-    return out
 
 
 def with_prediction(

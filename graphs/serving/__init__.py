@@ -6,7 +6,7 @@ The modules live in wings, each importing only those below it (an import-linter 
 contract): :mod:`.step` (what one iteration costs) < :mod:`.engines` (registered engine
 profiles) < :mod:`.pricing` (the predictor, priced steps, the step protocols) < :mod:`.analysis`
 (phases, limits, sweeps, plans) < :mod:`.sim` (the request-level simulator) < :mod:`.planning`
-(search, sizing, cost, fits) and :mod:`.present` (cards, HTML pages).
+(search, sizing, cost, fits) < :mod:`.present` (cards, HTML pages, reports that render themselves).
 
 Names load on first use (PEP 562): ``import graphs.serving`` is cheap, so the command
 line's fast paths (a cached decode report) never import sympy or networkx.
@@ -105,6 +105,9 @@ _LAZY: dict[str, str] = {
     "SizingResult": "planning.sizing",
     "Deployment": "planning.sizing",
     "SimulationRequest": "sim.simulation_request",
+    "run_simulation": "present.simulation_report",
+    "SimulationReport": "present.simulation_report",
+    "MaxRateReport": "present.simulation_report",
     "SearchRequest": "planning.search_request",
     "SizeRequest": "planning.size_request",
     "PhaseRequest": "analysis.phase_request",

@@ -3,7 +3,8 @@ highest rate within SLOs (:mod:`.capacity_search`), sizing (:mod:`.sizing`), dol
 (:mod:`.cost`), and fitting the engine overheads to a user's runs (:mod:`.serving_fit`,
 :mod:`.bench_results`).
 
-A top wing beside ``present``: it imports every wing below (``sim`` and down), never ``present``. An import-linter ``layers`` contract in
+A wing over ``sim``: it imports every wing below (``sim`` and down), never ``present``, which renders
+what it computes. An import-linter ``layers`` contract in
 ``pyproject.toml`` keeps the order. The public names are re-exported, lazily, by
 :mod:`graphs.serving`; this package imports nothing, so importing one of its modules stays cheap.
 """

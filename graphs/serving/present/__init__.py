@@ -1,7 +1,11 @@
 """Presenting results: report cards cached between processes (:mod:`.cards`), the ``--html``
-pages (:mod:`.html_views`, :mod:`.html_studies`) and side-by-side comparisons (:mod:`.comparison`).
+pages (:mod:`.html_views`, :mod:`.html_studies`), side-by-side comparisons (:mod:`.comparison`)
+and the reports that render themselves (``to_text``, ``to_dict``, ``to_html``): ``simulate``'s
+(:mod:`.simulation_report`), ``decode``'s and ``prefill``'s (:mod:`.phase_summary`), with the
+lines they share (:mod:`.report_text`).
 
-A top wing beside ``planning``: it imports every wing below (``sim`` and down), never ``planning``. An import-linter ``layers`` contract in
+The top wing: it imports every wing below (``planning`` and down), so that a report runs its study
+and renders it (:mod:`.simulation_report`). An import-linter ``layers`` contract in
 ``pyproject.toml`` keeps the order. The public names are re-exported, lazily, by
 :mod:`graphs.serving`; this package imports nothing, so importing one of its modules stays cheap.
 """

@@ -20,12 +20,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import sympy
-
 from costmodel import __version__
 from costmodel.cost import UNITS
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
+from costmodel.expr import to_expr
 from costmodel.graph import TENSOR, op_nodes
 from costmodel.hardware import get_device
 from costmodel.html import Section, page_html, require_plotly, rows_table
@@ -103,7 +102,7 @@ def node_details(compiled: Any, point: Sequence[float]) -> dict[str, str]:
         for u in g.predecessors(n):
             t = g.edges[u, n].get(TENSOR)
             if t is not None:
-                dims = ", ".join(str(sympy.sympify(d).subs(subs)) for d in t.shape)
+                dims = ", ".join(str(to_expr(d, field="tensor dim").subs(subs)) for d in t.shape)
                 shapes.append(f"{u.split('.')[-1]}[{dims}] {t.dtype.name}")
         out[n] = "inputs: " + "; ".join(shapes) if shapes else ""
     return out

@@ -63,7 +63,7 @@ from costmodel.symbols import dim
 from models.config import ModelConfig
 
 from ..step.compiled import compiled_step
-from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr
+from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr, time_from_contexts
 from ..step.workload import Workload, as_workload
 from .kernel_sources import CLAMPED, Coverage, heldout_log_quantile, kernel_source
 from .predict import (
@@ -885,11 +885,7 @@ class PredictedStep:
         float
             Seconds for the iteration.
         """
-        dec = np.asarray(decode_ctx, dtype=float)
-        ctxs = dec.tolist() if self.windowed else None
-        return self.time_sums(
-            int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs
-        )
+        return time_from_contexts(self, decode_ctx, chunks)
 
     def time_sums(
         self,

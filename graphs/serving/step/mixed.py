@@ -55,9 +55,38 @@ from .card_format import CardError, lambdified_text
 from .compiled import PREFIX, compiled_step
 from .workload import Workload, as_workload
 
-__all__ = ["HEAD_GROUP", "MixedStep", "mixed_step", "node_time_expr"]
+__all__ = ["HEAD_GROUP", "MixedStep", "mixed_step", "node_time_expr", "time_from_contexts"]
 
 HEAD_GROUP = "head"
+
+
+def time_from_contexts(
+    step: Any, decode_ctx: Sequence[int] | np.ndarray = (), chunks: Sequence[tuple[int, int]] = ()
+) -> float:
+    """One iteration's seconds from each decode's KV length: ``step.time_sums(D, sum(ctx), chunks)``
+    with ``D = len(decode_ctx)``, each context passed too only when ``step.windowed`` (a sliding
+    window prices ``min(W, ctx)`` per sequence, so the sum alone is not enough). The one body of
+    :meth:`MixedStep.time` and :meth:`graphs.serving.pricing.predictor.PredictedStep.time`.
+
+    Parameters
+    ----------
+    step : MixedStep or PredictedStep
+        A step with ``time_sums(n_dec, sum_ctx, chunks, ctxs)`` and ``windowed``.
+    decode_ctx : sequence of int or numpy.ndarray
+        Each decode's KV length (tokens, the new one included).
+    chunks : sequence of (int, int)
+        Prefill chunks as ``(new tokens, cached prefix tokens)``.
+
+    Returns
+    -------
+    float
+        Seconds for the iteration.
+    """
+    dec = np.asarray(decode_ctx, dtype=float)
+    ctxs = dec.tolist() if step.windowed else None
+    return float(
+        step.time_sums(int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs)
+    )
 
 
 @dataclass(frozen=True)
@@ -520,11 +549,7 @@ class MixedStep:
         float
             Seconds for the iteration.
         """
-        dec = np.asarray(decode_ctx, dtype=float)
-        ctxs = dec.tolist() if self.windowed else None
-        return self.time_sums(
-            int(dec.size), float(dec.sum()), [(float(c), float(p)) for c, p in chunks], ctxs
-        )
+        return time_from_contexts(self, decode_ctx, chunks)
 
     @property
     def windowed(self) -> bool:

@@ -1,0 +1,324 @@
+"""What ``costmodel decode`` and ``costmodel prefill`` print, as objects that render themselves.
+
+:class:`DecodeSummary` holds one decode step's report (:class:`~graphs.serving.step.reports.DecodeReport`)
+with what the command prints beside it: the limits (knee batch, context ceiling), the memory
+figures, the capacity check, the cache layout and the expert plan; :class:`PrefillSummary` the
+same for a prefill step. Each has ``to_text()`` (the command's lines), ``to_dict()`` (its
+``--json``) and ``to_html()`` (the ``--html`` page, :func:`graphs.serving.present.html_views.phase_page`).
+
+Light on purpose, like the reports it holds: the command line's cached path (a card read back
+without sympy, numpy or networkx) renders through it; the page's module loads only in ``to_html``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from costmodel.keys import Unit
+from costmodel.text import fmt_si, fmt_time
+
+from ..step.reports import cache_read_bytes
+
+if TYPE_CHECKING:
+    from models.config import ModelConfig
+
+    from ..analysis.phase_request import PhaseRequest
+    from ..step.fit_check import CapacityCheck
+    from ..step.reports import DecodeLimits, DecodeReport, NearFarMemory, PrefillReport
+
+__all__ = ["DecodeSummary", "PrefillSummary", "expert_plan_line"]
+
+
+def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = False) -> str | None:
+    """What a routed step holds and what it leaves out (None for the default step); after a
+    refusal, only what the memory check leaves out.
+
+    Parameters
+    ----------
+    plan : mapping
+        ``{"ep": EP degree, "routing": the routing's label}``, empty for the default step.
+    extra : str
+        A clause appended (what this command does not solve for the plan).
+    refused : bool
+        Whether the point was refused for memory.
+
+    Returns
+    -------
+    str or None
+    """
+    if not plan:
+        return None
+    if refused:
+        return f"  (--ep {plan['ep']}: the memory check counts every expert on each device; {extra})"
+    return (
+        f"  ep {plan['ep']}, routing {plan['routing']}: the routed experts are the busiest EP rank's "
+        "(expected maximum over ranks of rows and touched experts); the all-to-all between ranks is "
+        "not in this step (serve plans adds it); the memory check counts every expert on each device"
+        + (f"; {extra}" if extra else "")
+    )
+
+
+def _notes(notes: Any) -> list[str]:
+    """The device's roof substitutions (an SFU charged to the vector roof, say), one line each."""
+    return [f"  note: {note}" for note in notes]
+
+
+def _cache_line(caps: Mapping[str, Any], batch: int, ctx: int) -> list[str]:
+    """One line when windowed/chunked layers or recurrent state shape the KV read."""
+    if not (caps.get("capped") or caps.get("state")):
+        return []
+    held, full = cache_read_bytes(dict(caps), batch=batch, ctx=ctx)
+    parts = []
+    if caps.get("capped"):
+        kept = ", ".join(f"{w:.0f}" for _k, w in caps["capped"])
+        parts.append(f"layers capped at {kept} positions; {fmt_si(full, 'B')} if every layer kept all {ctx}")
+    if caps.get("state"):
+        parts.append(f"recurrent state {fmt_si(batch * caps['state'], 'B')} of it, constant in ctx")
+    return [f"  cache held {fmt_si(held, 'B')} at ctx {ctx} (" + "; ".join(parts) + ")"]
+
+
+def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int) -> list[str]:
+    """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds."""
+    ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
+    if lim.knee_batch is not None:
+        out = [
+            f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} tokens/s"
+        ]
+    else:
+        out = [
+            f"  no batch is compute-bound at ctx {ctx}: throughput creeps to "
+            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
+        ]
+    if lim.capped_by_memory:
+        reach = lim.throughput_at_max_batch_tokens_per_s
+        out.append(
+            f"    capped by memory: at most batch {lim.max_batch_fits} fits at ctx {ctx}, "
+            + (f"where throughput reaches {reach:,.0f} tokens/s" if reach else "so no batch runs")
+        )
+    if lim.ctx_ceiling is not None:
+        cap = ""
+        if lim.ctx_ceiling > fit.max_context:
+            held = f"at most ctx {fit.max_context:,} fits" if fit.max_context else "no ctx fits"
+            cap = f" (capped by memory: {held} at batch {batch})"
+        out.append(
+            f"  beyond ctx {lim.ctx_ceiling:,.0f} no batch reaches compute-bound (KV reads outgrow compute){cap}"
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class DecodeSummary:
+    """One decode step and what ``costmodel decode`` prints beside it.
+
+    Attributes
+    ----------
+    request : PhaseRequest
+        The checked point (``ctx``, ``batch``, ``tp``, the expert plan).
+    report : DecodeReport
+        The step.
+    capacity : CapacityCheck
+        Whether the point fits, and the largest batch and context that do.
+    near_far : NearFarMemory
+        Full-memory reads per second and the devices the weights need.
+    limits : DecodeLimits, optional
+        The knee batch and the context ceiling (None: not solved for a routed plan).
+    caps : mapping
+        The cache layout (:func:`graphs.serving.step.ledger_fit.kv_caps`): windowed or chunked
+        layers and recurrent state.
+    expert_plan : mapping
+        ``{"ep", "routing"}`` of a routed step (empty for the default step).
+    """
+
+    request: PhaseRequest
+    report: DecodeReport
+    capacity: CapacityCheck
+    near_far: NearFarMemory
+    limits: DecodeLimits | None = None
+    caps: Mapping[str, Any] = field(default_factory=dict)
+    expert_plan: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``decode --json`` prints: the step, its limits, memory figures, the expert plan and
+        the capacity check.
+
+        Returns
+        -------
+        dict
+        """
+        limits = self.limits.to_dict() if self.limits is not None else None
+        doc = {
+            **self.report.to_dict(),
+            "limits": limits,
+            "near_far_memory": self.near_far.to_dict(),
+            **self.expert_plan,
+        }
+        return {**doc, "capacity": self.capacity.to_dict()}
+
+    def to_text(self) -> str:
+        """What ``costmodel decode`` prints (before ``--predict``'s lines).
+
+        Returns
+        -------
+        str
+        """
+        rep, nf, ctx = self.report, self.near_far, self.request.ctx
+        compute = max((v for k, v in rep.terms_s.items() if k in tuple(Unit)), default=0.0)
+        links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
+        out = [f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {ctx}, tp={rep.tp}"]
+        out += _notes(rep.notes)
+        plan = expert_plan_line(
+            self.expert_plan,
+            "knee batch and ctx ceiling not solved for this plan; per-device rates count the tp group only",
+        )
+        out += [plan] if plan else []
+        out.append(
+            f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
+            f"compute {fmt_time(compute)}" + "".join(f" | {k[5:]} {fmt_time(v)}" for k, v in links.items())
+        )
+        if (b := rep.bound_by) is not None:
+            out.append(f"  {b.line()}")
+        out += _cache_line(self.caps, self.request.batch, ctx)
+        out.append(
+            f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
+            f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"
+        )
+        out.append(
+            f"  reading every weight once takes {fmt_time(rep.read_every_weight_once_s)}; the graph reads "
+            f"{fmt_time(rep.weight_read_s)} of weights because the input-embedding table "
+            f"({fmt_time(rep.embedding_table_read_s)} of it) is gathered, not streamed: only the "
+            f"{rep.batch} row(s) in use are read"
+            + (
+                ", and only the experts the batch routes to"
+                + (" on the busiest EP rank" if self.expert_plan else "")
+                + " are read"
+                # more missing than the embedding table: a MoE step reads its touched experts only
+                if rep.read_every_weight_once_s - rep.weight_read_s > 1.01 * rep.embedding_table_read_s
+                else ""
+            )
+        )
+        if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
+            out.append(
+                f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
+                f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
+            )
+        if self.limits is not None:
+            out += _knee_lines(self.limits, self.capacity, self.request.batch, ctx)
+        out.append(
+            f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
+            f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
+            f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
+        )
+        return "\n".join(out)
+
+    def to_html(self, config: ModelConfig, *, command: str = "", prediction: Any = None) -> str:
+        """The ``decode --html`` page (:func:`graphs.serving.present.html_views.phase_page`).
+
+        Parameters
+        ----------
+        config : ModelConfig
+            The model (the page draws its compiled step's nodes).
+        command : str
+            The command line shown in the page's header.
+        prediction : StepPrediction, optional
+            ``--predict``'s prediction, drawn beside the bound.
+
+        Returns
+        -------
+        str
+        """
+        from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
+
+        return phase_page(
+            self.report,
+            config,
+            command=command,
+            limits=self.limits,
+            prediction=prediction,
+            ctx=self.request.ctx,
+        )
+
+
+@dataclass(frozen=True)
+class PrefillSummary:
+    """One prefill step and what ``costmodel prefill`` prints beside it.
+
+    Attributes
+    ----------
+    request : PhaseRequest
+        The checked point (``seq``, ``chunk``, ``batch``, ``tp``, the expert plan).
+    report : PrefillReport
+        The step.
+    capacity : CapacityCheck
+        Whether the point fits.
+    expert_plan : mapping
+        ``{"ep", "routing"}`` of a routed step (empty for the default step).
+    """
+
+    request: PhaseRequest
+    report: PrefillReport
+    capacity: CapacityCheck
+    expert_plan: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``prefill --json`` prints: the step, the capacity check and the expert plan.
+
+        Returns
+        -------
+        dict
+        """
+        return {**self.report.to_dict(), "capacity": self.capacity.to_dict(), **self.expert_plan}
+
+    def to_text(self) -> str:
+        """What ``costmodel prefill`` prints (before ``--predict``'s lines).
+
+        Returns
+        -------
+        str
+        """
+        rep, req = self.report, self.request
+        out = [
+            f"{rep.model} prefill on {rep.device}: batch {rep.batch} x {req.seq} tokens, tp={rep.tp}"
+            + (f", chunks of {req.chunk}" if req.chunk else "")
+        ]
+        out += _notes(rep.notes)
+        plan = expert_plan_line(self.expert_plan)
+        out += [plan] if plan else []
+        out.append(
+            f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
+            f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
+        )
+        out += [f"    {k:16s} {v * 1e3:10.3f} ms" for k, v in rep.terms_s.items()]
+        if (b := rep.bound_by) is not None:
+            out.append(f"  {b.line()}")
+        out.append(f"  attention share of FLOPs: {100 * rep.attention_flop_share:.1f}%")
+        out.append(
+            f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
+            + (
+                f", {rep.energy_per_token_j * 1e3:.3f} mJ/token (TDP x time)"
+                if rep.energy_per_token_j
+                else ""
+            )
+        )
+        return "\n".join(out)
+
+    def to_html(self, config: ModelConfig, *, command: str = "", prediction: Any = None) -> str:
+        """The ``prefill --html`` page (:func:`graphs.serving.present.html_views.phase_page`).
+
+        Parameters
+        ----------
+        config : ModelConfig
+            The model (the page draws its compiled step's nodes).
+        command : str
+            The command line shown in the page's header.
+        prediction : StepPrediction, optional
+            ``--predict``'s prediction, drawn beside the bound.
+
+        Returns
+        -------
+        str
+        """
+        from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
+
+        return phase_page(self.report, config, command=command, prediction=prediction, seq=self.request.seq)

@@ -1,0 +1,159 @@
+"""The lines every serving report prints about what priced its numbers: the measured kernels and
+what their seconds rest on (:func:`coverage_lines`, :func:`predicted_lines`), a P10-P90 interval
+(:func:`interval_text`), a ``calibrate serving`` fit applied (:func:`predict_file_line`) and the
+cost line (:func:`cost_text`).
+
+One home, so that a report object renders itself (``to_text()``) with the words the command line
+has always printed; the command line's option modules re-export them.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = ["coverage_lines", "cost_text", "interval_text", "predict_file_line", "predicted_lines"]
+
+
+def coverage_lines(p: Any) -> list[str]:
+    """What a printed prediction (``p.corrected_s``, the grey-box total) rests on, each neighbour
+    and bound reason, and the warnings.
+
+    Parameters
+    ----------
+    p : StepPrediction or namespace
+        Anything with ``coverage`` (a :class:`~graphs.serving.pricing.kernel_sources.Coverage`,
+        or ``corrected_coverage`` preferred), ``device`` and ``framework``.
+
+    Returns
+    -------
+    list of str
+        The lines, each indented two spaces; none when nothing was priced.
+    """
+    from graphs.serving.pricing.kernel_sources import unmeasured_device_families
+
+    cov = getattr(p, "corrected_coverage", None) or p.coverage
+    if cov is None or cov.total_s <= 0:
+        return []
+    pct = lambda t: f"{100 * t / cov.total_s:.1f}%"  # noqa: E731
+    out = [
+        f"  rests on: {pct(cov.measured_s)} measured {p.device} {p.framework} kernels, "
+        f"{pct(cov.neighbour_s)} neighbours, {pct(cov.bound_s)} the bound alone"
+    ]
+    for kind, parts in (("neighbour", cov.neighbours), ("bound", cov.bounds)):
+        for why, t in sorted(parts.items(), key=lambda kv: -kv[1]):
+            out.append(f"  note: {pct(t)} from {kind}: {why}")
+    out += [f"  warning: {w}" for w in cov.warnings]
+    families = unmeasured_device_families(cov)
+    if families:  # a device the corpus does not measure: how far such kernels have been off
+        from costmodel.hardware import get_device
+        from graphs.serving.sim.served_errors import served_errors
+
+        hw = get_device(p.device)
+        for fam in families:
+            line = served_errors().neighbour(fam, hw)
+            if line:
+                out.append(f"  expected: {line}")
+    return out
+
+
+def predicted_lines(
+    framework: str, device: str, coverage: Any, *, what: str, clamped_s: float | None = None
+) -> list[str]:
+    """What priced ``what`` (e.g. "every iteration's kernels"): ``framework``'s kernels of the
+    corpus, what their seconds rest on (:func:`coverage_lines`) and the share clamped to the bound.
+
+    Parameters
+    ----------
+    framework : str
+        The corpus framework whose kernels priced the steps.
+    device : str
+        The catalog device name.
+    coverage : Coverage or None
+        What the priced seconds rest on (None: nothing was priced; the first line only).
+    what : str
+        What was priced, in words.
+    clamped_s : float, optional
+        Seconds of kernels whose prediction fell below their bound (None: from ``coverage``).
+
+    Returns
+    -------
+    list of str
+    """
+    from graphs.serving.pricing.predict import calibration_source
+
+    out = [
+        f"  predicted, not bound: {what} priced from {framework} kernels "
+        f"({calibration_source()}), each at least its roofline bound"
+    ]
+    if coverage is None:
+        return out
+    out += coverage_lines(SimpleNamespace(coverage=coverage, device=device, framework=framework))
+    if coverage.total_s > 0:
+        if clamped_s is None:
+            from graphs.serving.pricing.predictor import CLAMPED
+
+            clamped_s = coverage.bounds.get(CLAMPED, 0.0)
+        out.append(
+            f"  clamped: {100 * clamped_s / coverage.total_s:.1f}% of the time is kernels whose "
+            "prediction fell below their bound (the bound priced them)"
+        )
+    return out
+
+
+def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:
+    """``[lo, hi]`` of a P10-P90 prediction interval, the ends ordered.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The interval's ends (either order).
+    fmt : str
+        Their format spec.
+
+    Returns
+    -------
+    str
+    """
+    a, b = sorted((lo, hi))
+    return f"[{a:{fmt}}, {b:{fmt}}]"
+
+
+def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
+    """What a ``calibrate serving`` fit file set, and a note when it was fitted elsewhere.
+
+    Parameters
+    ----------
+    path : str
+        The fit file's path, as given.
+    fit : ServingFit
+        The fit read from it (:func:`graphs.serving.planning.serving_fit.read_fit`).
+    model, device : str
+        Where it is applied.
+
+    Returns
+    -------
+    str
+        One line, or two with the note.
+    """
+    line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}"
+    if (fit.model, fit.device) != (model, device):
+        line += f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to {model} on {device}"
+    return line
+
+
+def cost_text(cost: Any) -> str:
+    """A report's cost line, or :data:`graphs.serving.planning.cost.NO_PRICE` without a price.
+
+    Parameters
+    ----------
+    cost : TokenCost or None
+        :func:`graphs.serving.planning.cost.sim_cost` and its kin.
+
+    Returns
+    -------
+    str
+    """
+    from graphs.serving.planning.cost import NO_PRICE
+
+    return cost.line() if cost is not None else f"cost: {NO_PRICE}"

@@ -1,0 +1,750 @@
+"""``simulate`` as a library call: a checked request in, a report that renders itself out.
+
+:func:`run_simulation` takes a :class:`~graphs.serving.sim.simulation_request.SimulationRequest`
+and a model, runs what the request asks for, and returns a report holding everything the command
+prints:
+
+* a run at a rate, a closed loop, a trace or a replayed benchmark run (:class:`SimulationReport`):
+  the simulation (:func:`graphs.serving.sim.simulator.simulate`), with ``interval`` its P10-P90
+  ends (:func:`graphs.serving.sim.intervals.simulate_interval`), with ``compare`` the bound and a
+  measured run beside it (:mod:`.comparison`), and its cost (:func:`graphs.serving.planning.cost.sim_cost`);
+* ``max_rate``'s search (:class:`MaxRateReport`): the probes and the simulation at the rate found
+  (:func:`graphs.serving.planning.capacity_search.max_rate`).
+
+Each report has ``to_text()`` (what ``costmodel simulate`` prints), ``to_dict()`` (what its
+``--json`` prints) and ``to_html()`` (the page ``--html`` writes,
+:func:`graphs.serving.present.html_studies.simulation_page`). It sits in ``present``, above
+``planning``, because a run takes the planning wing's cost, rate search and benchmark reader.
+
+What stays with the caller: resolving the model from a name or file, output files (``csv``,
+``plot``), the progress bar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from models.config import ModelConfig
+
+from ..engines import EngineOverheads, EngineProfile
+from ..planning.bench_results import BenchRun, read_results, replay_text
+from ..planning.capacity_search import MaxRate, max_rate
+from ..planning.cost import Rates, TokenCost, device_rates, sim_cost
+from ..planning.serving_fit import ServingFit, read_fit
+from ..pricing.predictor import Predictor
+from ..sim.engine import EngineConfig, profile_engine
+from ..sim.intervals import SimInterval, simulate_interval
+from ..sim.requests import Request, Trace, read_trace, synthetic
+from ..sim.simulation_request import SimulationRequest
+from ..sim.simulator import SimResult, Topology, simulate, steady_stagger_s
+from .comparison import Comparison, compare, measured_column, sim_column
+from .report_text import cost_text, interval_text, predict_file_line, predicted_lines
+
+__all__ = ["MaxRateReport", "SimulationReport", "engine_config", "run_simulation"]
+
+#: ``check_context(tokens, field)``: refuse (or warn about) a sequence past the model's context
+ContextCheck = Callable[[int, str], None]
+#: ``progress(done, total)``
+Progress = Callable[[int, int], None]
+
+
+def _priced_by(request: SimulationRequest) -> str:
+    """How the iterations were priced, for titles: ``bound`` (every kernel at its roofline),
+    ``predicted (vllm kernels)`` or ``calibrated (FILE)``."""
+    if request.predict_file:
+        return f"calibrated ({os.path.basename(request.predict_file)})"
+    if request.predict:
+        return f"predicted ({request.predict} kernels)"
+    return "bound (kernels at their roofline)"
+
+
+def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
+    """What priced the iterations: the request's kernels, what their seconds rest on and the share
+    clamped to the bound."""
+    return predicted_lines(
+        str(request.predict),
+        res.device,
+        res.coverage,
+        what="every iteration's kernels",
+        clamped_s=res.clamped_s,
+    )
+
+
+def _interval_lines(iv: SimInterval) -> list[str]:
+    """Each metric's P10-P90 interval beside its point value."""
+    lo, hi = (round(100 * q) for q in iv.quantiles)
+    out = [
+        f"  P{lo}-P{hi} prediction interval (calibrated on whole simulations of validated deployments, "
+        "never narrower than every kernel at that quantile of its held-out error):"
+    ]
+    calibrated, basis = iv.calibrated, iv.basis
+    for label, (a, b) in calibrated.items():
+        v = iv.value(label)
+        fmt = ".4f" if label.endswith(" s") else ",.1f"
+        out.append(f"    {label:16s} {v:{fmt}}  {interval_text(a, b, fmt)}  ({basis[label]})")
+    out += [f"  {line}" for line in iv.expected_errors()]
+    return out
+
+
+@dataclass(frozen=True)
+class SimulationReport:
+    """One simulated run and everything ``costmodel simulate`` prints about it.
+
+    Attributes
+    ----------
+    request : SimulationRequest
+        The settings it ran with.
+    config : ModelConfig
+        The model simulated.
+    result : SimResult
+        The run (the interval's point value with ``interval``).
+    profile : EngineProfile
+        The engine profile as set up on the device.
+    topology : Topology
+        The replicas and how requests reach them.
+    settings : str
+        The workload in the command line's words (or what a replayed run took).
+    cost : TokenCost or None
+        The run's cost per million tokens (None: no price for the device).
+    interval : SimInterval, optional
+        The P10-P90 ends (``interval``).
+    comparison : Comparison, optional
+        ``compare``'s side-by-side.
+    fit : ServingFit, optional
+        The ``predict_file`` fit that priced it.
+    stagger_s : float, optional
+        A closed loop's first sends spread over this many seconds.
+    """
+
+    request: SimulationRequest
+    config: ModelConfig
+    result: SimResult
+    profile: EngineProfile
+    topology: Topology
+    settings: str
+    cost: TokenCost | None
+    interval: SimInterval | None = None
+    comparison: Comparison | None = None
+    fit: ServingFit | None = None
+    stagger_s: float | None = None
+
+    @property
+    def priced_by(self) -> str:
+        """How the iterations were priced, in words (``bound``, ``predicted (vllm kernels)``,
+        ``calibrated (FILE)``), for titles."""
+        return _priced_by(self.request)
+
+    @property
+    def load(self) -> str:
+        """The offered load in words, for titles (``at 20 requests/s``, ``with 8 clients``)."""
+        r = self.request
+        rate = (
+            f"at {r.rate:g} requests/s"
+            if r.rate is not None
+            else ("" if self.result.concurrency else "of the trace")
+        )
+        clients = f"{self.result.concurrency} clients" if self.result.concurrency else ""
+        return " with ".join(x for x in (rate, clients) if x)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain values (what ``simulate --json`` prints): the settings, the engine
+        profile, the run, its cost, and the interval and comparison when run.
+
+        Returns
+        -------
+        dict
+        """
+        doc = {
+            "settings": self.settings,
+            "engine": self.profile.to_dict(),
+            **self.result.to_dict(),
+            "cost": self.cost,
+        }
+        if self.interval is not None:
+            doc.update({k: v for k, v in self.interval.to_dict().items() if k not in ("point", "quantiles")})
+        if self.comparison is not None:
+            doc["comparison"] = self.comparison.to_dict()
+        return doc
+
+    def to_text(self) -> str:
+        """What ``costmodel simulate`` prints: what ran, the engine and notes, what priced it, the
+        latency table, the interval and comparison, throughput, caches, routing, speculation,
+        goodput and cost.
+
+        Returns
+        -------
+        str
+        """
+        return "\n".join(self._head() + self._latencies() + self._throughput())
+
+    def to_html(self, command: str = "") -> str:
+        """The ``--html`` page (:func:`graphs.serving.present.html_studies.simulation_page`).
+
+        Parameters
+        ----------
+        command : str
+            The command line shown in the page's header.
+
+        Returns
+        -------
+        str
+            A self-contained HTML page (needs the ``html`` extra: plotly).
+        """
+        from .html_studies import simulation_page
+
+        return simulation_page(
+            self.result,
+            self.config,
+            command=command,
+            slo_ttft=self.request.slo_ttft,
+            slo_tpot=self.request.slo_tpot,
+            cost=self.cost,
+            comparison=self.comparison,
+        )
+
+    def _head(self) -> list[str]:
+        """The first lines: what ran, the workload, the engine, notes, what priced it."""
+        from costmodel.hardware.fallback import roof_notes
+        from graphs.blocks.mtp import mtp_notes
+
+        from ..sim.data_parallel import dp_line
+
+        res, topo, profile, req = self.result, self.topology, self.profile, self.request
+        out = [
+            f"{res.model} on {res.device}: {res.requests:,} requests over {res.duration_s:.1f} s, "
+            f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)",
+            f"  {self.settings}",
+        ]
+        if topo.dp > 1:
+            out.append(f"  {dp_line(topo)}")
+        out.append(f"  {profile.summary()}")
+        if req.predict and req.predict != profile.framework:
+            out.append(
+                f"  note: {req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
+            )
+        if self.stagger_s is not None:
+            out.append(
+                f"  closed loop: the clients' first sends drawn uniformly over {self.stagger_s:.3f} s (--seed {req.seed})"
+            )
+        spec = req.spec()
+        plain_mtp = (
+            mtp_notes(self.config) if spec is None or spec.draft != "mtp" else ()
+        )  # MTP left out, said
+        hw = get_device(res.device)  # a unit priced on another unit's roof; a tp group across domains
+        out += [f"  note: {note}" for note in roof_notes(hw) + plain_mtp + hw.group_notes(topo.tp)]
+        if self.fit is not None:
+            out.append(predict_file_line(str(req.predict_file), self.fit, res.model, res.device))
+        if res.overheads is not None:
+            out.append(f"  {res.overheads}")
+        if res.coverage is not None:
+            out += _predicted(req, res)
+        return out
+
+    def _latencies(self) -> list[str]:
+        """The latency table, the interval and the comparison."""
+        res = self.result
+        out = [f"  {'':10s} {'mean':>10s} {'P50':>10s} {'P90':>10s} {'P99':>10s}"]
+        for name, s in (("TTFT s", res.ttft), ("TPOT s", res.tpot), ("E2E s", res.e2e)):
+            if s.mean != s.mean:  # no samples (Summary.of): every request ended at its first token
+                out.append(
+                    f"  {name:10s} none: no request generated a second token (TPOT is the time between tokens)"
+                )
+                continue
+            out.append(f"  {name:10s} {s.mean:10.4f} {s.p50:10.4f} {s.p90:10.4f} {s.p99:10.4f}")
+        if self.interval is not None:
+            out += _interval_lines(self.interval)
+        if self.comparison is not None:
+            out.append(
+                "  side by side, the same requests (the bound: every kernel at its roofline, no engine time):"
+            )
+            out += self.comparison.lines()
+        return out
+
+    def _throughput(self) -> list[str]:
+        """Throughput (closed loop, steady state, overall), the caches, routing, speculation,
+        goodput and cost."""
+        res, req = self.result, self.request
+        out: list[str] = []
+        if res.concurrency is not None:
+            out += [
+                f"  closed loop, {res.concurrency} client(s): {res.requests_per_s:.2f} requests/s, "
+                f"{res.output_tokens_per_s:,.0f} output tokens/s ({res.output_tokens_per_s_per_device:,.0f} per device), "
+                f"completed over the {res.duration_s:.1f} s from the first send to the last answer (as vllm bench "
+                "serve and AIPerf count it)",
+                "  no drain tail apart from it: a closed loop sends a request only when a client is free",
+                f"  mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average",
+            ]
+        elif res.steady_requests_per_s is not None and res.steady_output_tokens_per_s is not None:
+            out.append(
+                f"  steady-state throughput (first to last arrival, {res.steady_window_s:.1f} s) "
+                f"{res.steady_requests_per_s:.2f} requests/s, {res.steady_output_tokens_per_s:,.0f} output tokens/s "
+                f"({res.steady_output_tokens_per_s / self.topology.devices:,.0f} per device), arrivals "
+                f"{res.offered_requests_per_s:.2f} requests/s"
+            )
+        else:
+            out.append("  steady-state throughput: not defined (every request arrives at once)")
+        if res.concurrency is None:
+            out.append(
+                f"  overall, the {res.drain_s:.1f} s drain tail after the last arrival included: "
+                f"{res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s; "
+                f"mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
+            )
+        shares = req.shared_prefix or req.prompt_pool or req.turns > 1
+        if (
+            res.prefix_cache_hits
+            or req.enable_prefix_caching
+            or (req.enable_prefix_caching is None and shares)
+        ):
+            out.append(f"  prefix cache hits: {res.prefix_cache_hits:,} admission(s)")
+        if res.kv_tiers is not None:
+            kt = res.kv_tiers
+            gpu = res.prefix_cache_hits - kt.host_hits - kt.ssd_hits
+            out.append(
+                f"  prefix hits by tier: GPU {gpu:,}, host {kt.host_hits:,} loaded + {kt.host_recomputed:,} recomputed "
+                f"instead, SSD {kt.ssd_hits:,} loaded + {kt.ssd_recomputed:,} recomputed instead (recomputing was "
+                f"faster than the transfer); loads "
+                f"{kt.load_s * 1e3:,.1f} ms in all over the {kt.host_bandwidth / 1e9:g} GB/s host link, "
+                f"{kt.exposed_s * 1e3:,.1f} ms of it not hidden by compute (added to TTFTs)"
+            )
+        if res.prefix_routed is not None:
+            out.append(
+                f"  prefix router: {res.prefix_routed[0]:,} request(s) sent where their prefix or conversation is, "
+                f"{res.prefix_routed[1]:,} sent elsewhere by the load bound (--prefix-eps {req.eps:g})"
+            )
+        if res.spec is not None:
+            st = res.spec
+            out.append(
+                f"  speculative decoding ({st.draft} drafts k = {st.k}): {st.tokens_per_verification:.2f} tokens per "
+                f"verification, {100 * st.acceptance:.1f}% of {st.drafted:,} drafted tokens accepted, the draft "
+                f"{100 * st.draft_share:.1f}% of the forward time"
+            )
+        if res.goodput_requests_per_s is not None:
+            out.append(
+                f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
+            )
+        out.append(f"  {cost_text(self.cost)}")
+        return out
+
+
+@dataclass(frozen=True)
+class MaxRateReport:
+    """``max_rate``'s search and everything ``costmodel simulate --max-rate`` prints about it.
+
+    Attributes
+    ----------
+    request : SimulationRequest
+        The settings it ran with (``max_rate`` on).
+    config : ModelConfig
+        The model simulated.
+    search : MaxRate
+        The probes, the rate found and the simulation there.
+    profile : EngineProfile
+        The engine profile as set up on the device (every probe runs it).
+    topology : Topology
+        The replicas and how requests reach them.
+    cost : TokenCost or None
+        The cost at the rate found (None: no rate, or no price for the device).
+    fit : ServingFit, optional
+        The ``predict_file`` fit that priced the probes.
+    """
+
+    request: SimulationRequest
+    config: ModelConfig
+    search: MaxRate
+    profile: EngineProfile
+    topology: Topology
+    cost: TokenCost | None
+    fit: ServingFit | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The search as plain values (what ``simulate --max-rate --json`` prints).
+
+        Returns
+        -------
+        dict
+        """
+        return {**self.search.to_dict(), "engine": self.profile.to_dict(), "cost": self.cost}
+
+    def to_text(self) -> str:
+        """What ``costmodel simulate --max-rate`` prints: the SLOs, the workload, the physical
+        ceiling, the engine, each probe and the rate found with its cost.
+
+        Returns
+        -------
+        str
+        """
+        req, m = self.request, self.search
+        out = [
+            f"{self.config.name} on {req.device}, {self.topology.devices} device(s): highest rate with "
+            f"P{req.percentile:g} TTFT <= {req.slo_ttft} s and TPOT <= {req.slo_tpot} s",
+            f"  {req.workload_text()}",
+            f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)",
+            f"  {self.profile.summary()}",
+        ]
+        if self.fit is not None:
+            out.append(predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device))
+        if m.at_rate is not None and m.at_rate.coverage is not None:
+            out += _predicted(req, m.at_rate)
+            out.append("  (coverage of the simulation at the max rate)")
+        for rate, ok, t, p in m.probes:
+            out.append(
+                f"  {rate:10.3f} req/s  P{req.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
+            )
+        if m.rate is None and not m.saturated:
+            out.append(
+                f"  not determined: every probe up to the physical ceiling ({m.ceiling_rate:,.3f} requests/s, "
+                f"the token-wise kernels back to back at their roofline) meets the SLOs; {req.requests:,} "
+                "requests are too few to load the deployment (raise --requests)"
+            )
+        elif m.rate is None:
+            out.append("  no probed rate meets the SLOs")
+        else:
+            out.append(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+            if m.at_rate is not None:
+                out.append(f"  at that rate, {cost_text(self.cost)}")
+        return "\n".join(out)
+
+    def to_html(self, command: str = "") -> str:
+        """The ``--html`` page: the probes against the SLOs and the simulation at the rate found
+        (:func:`graphs.serving.present.html_studies.simulation_page`).
+
+        Parameters
+        ----------
+        command : str
+            The command line shown in the page's header.
+
+        Returns
+        -------
+        str
+        """
+        from .html_studies import simulation_page
+
+        return simulation_page(
+            self.search,
+            self.config,
+            command=command,
+            slo_ttft=self.request.slo_ttft,
+            slo_tpot=self.request.slo_tpot,
+            cost=self.cost,
+        )
+
+
+def run_simulation(
+    request: SimulationRequest,
+    config: ModelConfig,
+    *,
+    predictor: Predictor | None = None,
+    fit: ServingFit | None = None,
+    rates: Rates | None = None,
+    check_context: ContextCheck | None = None,
+    progress: Progress | None = None,
+) -> SimulationReport | MaxRateReport:
+    """Run what ``request`` asks for on ``config`` and return its report (module doc).
+
+    Parameters
+    ----------
+    request : SimulationRequest
+        The checked settings (``max_rate`` on: the rate search).
+    config : ModelConfig
+        The model (its dtypes applied).
+    predictor : Predictor, optional
+        What prices the kernels (None: ``request.predict``'s, dynamic FP8 scales; the bound
+        without ``predict``).
+    fit : ServingFit, optional
+        ``request.predict_file`` already read (None: read here when the request names one; its
+        predictor framework must be ``request.predict``).
+    rates : Rates, optional
+        Device prices for the cost line (None: the catalog's sourced price, no electricity).
+    check_context : callable, optional
+        ``check_context(tokens, field)`` refusing a request longer than the model's context (None:
+        :meth:`ModelConfig.check_context`).
+    progress : callable, optional
+        ``progress(done, total)`` of the requests simulated (of the probes under ``max_rate``).
+
+    Returns
+    -------
+    SimulationReport or MaxRateReport
+        The run's report, or the search's with ``max_rate``.
+
+    Raises
+    ------
+    CostModelError
+        When the fit's framework differs from ``request.predict``, a replayed file holds several runs
+        and none is picked, or a request is longer than the model's context.
+    """
+    if fit is None and request.predict_file:
+        fit = read_fit(request.predict_file)
+    if fit is not None and fit.predict != request.predict:
+        raise CostModelError(
+            f"--predict-file {str(request.predict_file)[:200]!r} was fitted with {fit.predict or 'the bound'}: "
+            f"give predict={fit.predict!r} with it"
+        )
+    if predictor is None:
+        predictor = Predictor.of(request.predict)
+    if rates is None:
+        rates = device_rates(request.device)
+    if check_context is None:
+        check_context = config.check_context
+    profile = request.engine.for_device(get_device(request.device))  # the defaults it picks there
+    topo = request.topology()
+    if request.max_rate:
+        return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress)
+    trace, replayed, replay_said, reqs = _requests(request, check_context)
+    concurrency = replayed.concurrency if replayed is not None else request.concurrency
+    eng = engine_config(request, config, profile, reqs)
+    overheads = _overheads(request, profile, eng, fit)
+    run = _run_settings(request, config, reqs, eng, topo, overheads, predictor, concurrency)
+    run["progress"] = progress
+    interval = None
+    if request.interval:
+        interval = simulate_interval(config, request.device, reqs, predictor=predictor, **run)
+        res = interval.point
+    else:
+        res = simulate(config, request.device, reqs, predictor=predictor, **run)
+    comparison = None
+    if request.compare:  # with a fit, the profile's own terms price a "predicted" column beside it
+        plain = _overheads(request, profile, eng, None) if fit is not None and request.predict else None
+        comparison = _comparison(request, config, reqs, run, res, interval, replayed, predictor, plain)
+    return SimulationReport(
+        request=request,
+        config=config,
+        result=res,
+        profile=profile,
+        topology=topo,
+        settings=replay_said or request.workload_text(trace),
+        cost=sim_cost(res, rates),
+        interval=interval,
+        comparison=comparison,
+        fit=fit,
+        stagger_s=run.get("stagger_s"),
+    )
+
+
+def _request_tokens(request: SimulationRequest, reqs: Sequence[Request] | None = None) -> int | None:
+    """Prompt + output tokens of every request when they are all equal (the no-evict cap of an
+    engine that reserves blocks at admission), else None: from the requests, or from ``fixed:``
+    lengths of single-turn drawn requests (what ``max_rate`` draws)."""
+    if reqs is not None:
+        sizes = {r.prompt + r.output for r in reqs}
+        return sizes.pop() if len(sizes) == 1 else None
+    r = request
+    if r.trace or r.turns > 1 or r.shared_prefix or r.prompt_pool:
+        return None
+    if r.prompt.startswith("fixed:") and r.output.startswith("fixed:"):
+        try:
+            return int(r.prompt[6:]) + int(r.output[6:])
+        except ValueError:
+            return None
+    return None
+
+
+def engine_config(
+    request: SimulationRequest,
+    config: ModelConfig,
+    profile: EngineProfile,
+    reqs: Sequence[Request] | None = None,
+) -> EngineConfig:
+    """The :class:`~graphs.serving.sim.engine.EngineConfig` a run simulates: ``profile`` (the
+    request's engine as set up on its device) with the request's settings over it, for ``config``
+    (:func:`graphs.serving.sim.engine.profile_engine`).
+
+    Parameters
+    ----------
+    request : SimulationRequest
+        The run's settings (tp, dp, prefix caching, overhead, KV blocks, scheduler policy).
+    config : ModelConfig
+        The model.
+    profile : EngineProfile
+        The engine profile.
+    reqs : sequence of Request, optional
+        The requests (their common length caps a no-evict engine's admission); None: from the
+        request's ``fixed:`` lengths, as ``max_rate`` draws them.
+
+    Returns
+    -------
+    EngineConfig
+    """
+    eng = profile_engine(
+        profile,
+        config,
+        request.device,
+        tp=request.tp,
+        dp=request.dp,
+        request_tokens=_request_tokens(request, reqs),
+        enable_prefix_caching=request.enable_prefix_caching,  # None: the profile's
+        iteration_overhead_s=request.overhead_s,
+        num_blocks=request.num_blocks,
+    )
+    if request.scheduler_policy:  # an explicit policy holds whatever overheads the run takes
+        eng = dataclasses.replace(eng, scheduler_policy=request.scheduler_policy)
+    return eng
+
+
+def _overheads(
+    request: SimulationRequest, profile: EngineProfile, eng: EngineConfig, fit: ServingFit | None
+) -> EngineOverheads | None:
+    """The engine overheads: a fit's; else the profile's CPU terms, capture sizes and policy when
+    ``predict`` prices the kernels; for the bound the profile's policy alone (None under recompute:
+    the bound runs exactly as it did before profiles)."""
+    if fit is not None:
+        return fit.overheads
+    if request.predict:
+        return profile.overheads(
+            max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+        )
+    return profile.overheads(terms=False) if profile.policy != "recompute" else None
+
+
+def _workload_from(request: SimulationRequest) -> tuple[BenchRun, str]:
+    """``workload_from``'s run (``workload_run`` picks one of several) with ``shared_prefix``
+    for a run that names none, and what the replay takes from it in words."""
+    path = str(request.workload_from)
+    runs = read_results(path, seed=request.seed)
+    k = request.workload_run
+    if k is None and len(runs) > 1:
+        rates = ", ".join(f"{i}: {r.label}" for i, r in enumerate(runs))
+        raise CostModelError(
+            f"--workload-from {path[:200]!r} holds {len(runs)} runs ({rates[:400]}): pick one with --workload-run INDEX"
+        )
+    if k is not None and not 0 <= k < len(runs):
+        raise CostModelError(f"--workload-run {k}: {path[:200]!r} holds runs 0 to {len(runs) - 1}")
+    run = runs[k or 0].with_shared_prefix(request.shared_prefix)
+    return run, f"workload from {path[:200]} ({run.source}): {replay_text(run, request.seed)}"
+
+
+def _requests(
+    request: SimulationRequest, check_context: ContextCheck
+) -> tuple[Trace | None, BenchRun | None, str, list[Request]]:
+    """The run's requests: a trace's, a replayed run's, or drawn (:func:`graphs.serving.sim.requests.synthetic`);
+    checked against the model's context. Returns ``(trace, replayed run, what the replay took, requests)``."""
+    trace = read_trace(request.trace) if request.trace else None
+    replayed, replay_said = _workload_from(request) if request.workload_from else (None, "")
+    if trace is not None:
+        reqs = list(trace.requests)
+    elif replayed is not None:
+        reqs = list(replayed.requests)
+    else:
+        reqs = list(
+            synthetic(
+                request.requests,
+                rate=request.rate,
+                prompt=request.prompt,
+                output=request.output,
+                arrival=request.arrival,
+                seed=request.seed,
+                shared_prefix=request.shared_prefix,
+                prompt_pool=request.prompt_pool or 0,
+                turns=request.turns,
+                think_s=request.think_time,
+            )
+        )
+    longest = max(r.prompt + r.output for r in reqs)  # the most a sequence holds: its prompt and answer
+    check_context(longest, "--prompt + --output" if trace is None else "the trace's prompt + output")
+    return trace, replayed, replay_said, reqs
+
+
+def _run_settings(
+    request: SimulationRequest,
+    config: ModelConfig,
+    reqs: Sequence[Request],
+    eng: EngineConfig,
+    topo: Topology,
+    overheads: EngineOverheads | None,
+    predictor: Predictor,
+    concurrency: int | None,
+) -> dict[str, Any]:
+    """The keyword arguments every simulation of this run takes (the interval's ends, the
+    comparison's bound): SLOs, load, topology, engine, overheads, and a closed loop's stagger."""
+    run: dict[str, Any] = dict(
+        slo_ttft=request.slo_ttft,
+        slo_tpot=request.slo_tpot,
+        rate=request.rate,
+        concurrency=concurrency,
+        spec=request.spec(),
+        kv_tiers=request.kv_tiers(),
+        overheads=overheads,
+        topology=topo,
+        engine=eng,
+    )
+    if request.stagger == "cycle":  # one run started together measures the cycle the loop spreads over
+        assert concurrency is not None  # the request refuses a stagger without clients
+        others = {k: v for k, v in run.items() if k != "concurrency"}
+        run["stagger_s"] = steady_stagger_s(
+            config, request.device, reqs, concurrency=concurrency, predictor=predictor, **others
+        )
+    elif request.stagger is not None:
+        run["stagger_s"] = float(request.stagger)
+    if "stagger_s" in run:
+        run["stagger_seed"] = request.seed
+    return run
+
+
+def _comparison(
+    request: SimulationRequest,
+    config: ModelConfig,
+    reqs: Sequence[Request],
+    run: dict[str, Any],
+    res: SimResult,
+    interval: SimInterval | None,
+    replayed: BenchRun | None,
+    predictor: Predictor,
+    plain_overheads: EngineOverheads | None = None,
+) -> Comparison:
+    """``compare``: the bound (the same requests, every kernel at its roofline, no engine time),
+    with a fit the prediction under the engine profile's own terms (``plain_overheads``), this run
+    (predicted with its interval, or calibrated) and, with ``workload_from``, the measured run."""
+    if request.predict or request.predict_file:
+        bound_run = {**run, "overheads": EngineOverheads(), "progress": None}
+        bound = simulate(config, request.device, reqs, predictor=None, **bound_run)
+        cols = [sim_column("bound", bound)]
+        if plain_overheads is not None:  # the same kernels under the profile's terms, not the fit's
+            plain_run = {**run, "overheads": plain_overheads, "progress": None}
+            plain = simulate(config, request.device, reqs, predictor=predictor, **plain_run)
+            cols.append(sim_column(f"predicted ({request.predict} kernels)", plain))
+        cols.append(sim_column(_priced_by(request), res, interval.calibrated if interval else None))
+    else:
+        cols = [sim_column("bound", res)]
+    measured = None
+    if replayed is not None:
+        measured = f"measured ({os.path.basename(str(request.workload_from))})"
+        cols.append(measured_column(measured, replayed))
+    return compare(res.model, res.device, cols, measured=measured)
+
+
+def _max_rate_run(
+    request: SimulationRequest,
+    config: ModelConfig,
+    profile: EngineProfile,
+    topo: Topology,
+    fit: ServingFit | None,
+    predictor: Predictor,
+    rates: Rates,
+    progress: Progress | None,
+) -> MaxRateReport:
+    """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine."""
+    eng = engine_config(request, config, profile)
+    m = max_rate(
+        config,
+        request.device,
+        slo_ttft=request.slo_ttft,
+        slo_tpot=request.slo_tpot,
+        requests=request.requests,
+        prompt=request.prompt,
+        output=request.output,
+        arrival=request.arrival,
+        seed=request.seed,
+        percentile=request.percentile,
+        progress=progress,
+        predictor=predictor,
+        overheads=_overheads(request, profile, eng, fit),  # every probe with the same engine
+        topology=topo,
+        engine=eng,
+    )
+    cost = sim_cost(m.at_rate, rates) if m.at_rate else None
+    return MaxRateReport(request, config, m, profile, topo, cost, fit)

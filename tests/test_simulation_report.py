@@ -1,0 +1,132 @@
+"""``simulate`` as a library call (issue 43 item 3): a :class:`SimulationRequest` built without
+argparse, run by :func:`run_simulation`, renders the very text, JSON and page the command prints
+and writes (``costmodel simulate`` run through :func:`graphs.cli.main`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from costmodel.errors import CostModelError
+from graphs.cli import main
+from graphs.cli.common import dump
+from graphs.serving import MaxRateReport, SimulationReport, SimulationRequest, run_simulation
+from models.catalog import get_model
+
+TINY = get_model("tiny")
+
+
+def _run_csv(tmp_path):
+    """A measured run (arrival, prompt, output, TTFT, E2E per request) to replay and compare with."""
+    path = tmp_path / "run.csv"
+    rows = ["arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"]
+    rows += [f"{i * 0.5},{64 + i},16,{0.02 + 0.001 * i},{0.5 + 0.01 * i}" for i in range(20)]
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+def _command(capsys, argv):
+    """What ``costmodel simulate ARGV --quiet`` prints on stdout (its last newline: print's)."""
+    capsys.readouterr()
+    assert main(["simulate", "tiny", *argv, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n")
+    return out[:-1]
+
+
+CASES = {
+    "open loop": (dict(rate=5.0, requests=40), ["--rate", "5", "--requests", "40"]),
+    "closed loop, staggered over its cycle": (
+        dict(concurrency=4, requests=30, stagger="cycle"),
+        ["--concurrency", "4", "--requests", "30", "--stagger", "cycle"],
+    ),
+    "replicas behind a prefix router, a host KV tier": (
+        dict(
+            rate=5.0,
+            requests=40,
+            replicas=2,
+            router="prefix",
+            enable_prefix_caching=True,
+            shared_prefix=32,
+            host_kv_bytes=1e9,
+        ),
+        "--rate 5 --requests 40 --replicas 2 --router prefix --enable-prefix-caching --shared-prefix 32 "
+        "--host-kv-bytes 1e9".split(),
+    ),
+    "speculative decoding, SLOs and a price": (
+        dict(rate=5.0, requests=40, spec_draft="ngram", spec_accept="0.7", slo_ttft=0.5, slo_tpot=0.05),
+        "--rate 5 --requests 40 --spec-draft ngram --spec-accept 0.7 --slo-ttft 0.5 --slo-tpot 0.05".split(),
+    ),
+    "rate search": (
+        dict(max_rate=True, slo_ttft=1.0, slo_tpot=0.05, requests=50),
+        "--max-rate --slo-ttft 1 --slo-tpot 0.05 --requests 50".split(),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_report_prints_what_the_command_prints(name, capsys):
+    settings, argv = CASES[name]
+    report = run_simulation(SimulationRequest(**settings), TINY)
+    assert isinstance(report, MaxRateReport if settings.get("max_rate") else SimulationReport)
+    assert report.to_text() == _command(capsys, argv)
+    assert dump(report.to_dict()) == _command(capsys, [*argv, "--json"])
+
+
+def test_a_replayed_run_beside_the_bound(tmp_path, capsys):
+    path = _run_csv(tmp_path)
+    report = run_simulation(SimulationRequest(workload_from=path, compare=True), TINY)
+    assert report.to_text() == _command(capsys, ["--workload-from", path, "--compare"])
+    doc = report.to_dict()
+    assert [c["name"] for c in doc["comparison"]["columns"]] == ["bound", "measured (run.csv)"]
+    # the measured TTFT mean, from the file: 0.02 + 0.001 * mean(0..19) = 0.0295 s
+    assert doc["comparison"]["columns"][1]["values"]["TTFT mean"] == pytest.approx(0.0295)
+    # the report's numbers are its run's: 20 requests replayed, one device
+    assert report.result.requests == 20 and report.topology.devices == 1
+    assert report.to_text().startswith(f"tiny on h100-sxm: 20 requests over {report.result.duration_s:.1f} s")
+
+
+def test_the_page_is_the_one_html_writes(tmp_path, capsys):
+    pytest.importorskip("plotly")
+    for settings, argv in (CASES["open loop"], CASES["rate search"]):
+        page = tmp_path / "page.html"
+        assert main(["simulate", "tiny", *argv, "--quiet", "--html", str(page)]) == 0
+        command = "costmodel " + " ".join(["simulate", "tiny", *argv, "--quiet"])
+        report = run_simulation(SimulationRequest(**settings), TINY)
+        assert report.to_html(command) == page.read_text()
+
+
+def test_a_fit_of_another_framework_is_refused(tmp_path):
+    """A fit file names the predictor it was fitted with; a request pricing otherwise is refused
+    in one line, not run with the file's overheads on other kernels."""
+    from graphs.serving.engines import EngineOverheads
+    from graphs.serving.planning.serving_fit import ServingFit
+
+    fit = ServingFit("tiny", "h100-sxm", 1, "vllm", EngineOverheads(), {})
+    with pytest.raises(CostModelError, match=r"fitted with vllm: give predict='vllm'"):
+        run_simulation(SimulationRequest(rate=5.0, requests=10, predict_file="fit.json"), TINY, fit=fit)
+
+
+def test_json_is_plain_values():
+    report = run_simulation(SimulationRequest(rate=5.0, requests=20), TINY)
+    doc = json.loads(dump(report.to_dict()))
+    assert doc["requests"] == 20 and doc["engine"]["engine"] == report.profile.ref
+
+
+def test_a_prediction_with_its_interval_and_the_bound_beside_it(tmp_path, capsys):
+    """``predict`` prices the kernels (the library's default predictor is the command's), the
+    interval is on by default, and ``compare`` sets the bound and the measured run beside it."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    path = _run_csv(tmp_path)
+    req = SimulationRequest(workload_from=path, compare=True, predict="vllm")
+    assert req.interval  # every predicted number carries its interval unless told not to
+    report = run_simulation(req, TINY)
+    argv = ["--workload-from", path, "--compare", "--predict", "vllm"]
+    assert report.to_text() == _command(capsys, argv)
+    assert dump(report.to_dict()) == _command(capsys, [*argv, "--json"])
+    names = [c.name for c in report.comparison.columns]
+    assert names == ["bound", "predicted (vllm kernels)", "measured (run.csv)"]
+    # physics is a floor: no predicted mean below the bound's on the same requests
+    bound, predicted = report.comparison.columns[0], report.comparison.columns[1]
+    assert predicted.values["TTFT mean"] >= bound.values["TTFT mean"]
