@@ -108,7 +108,7 @@ DISPATCHES = ("allgather_reducescatter", "all_to_all")
 DISPATCH_BASIS = "MoE dispatch and combine across the data-parallel group (all-gather / reduce-scatter or all-to-all): not measured"
 
 
-def dispatch_basis(op: str, device: str, gpus: int) -> str:
+def dispatch_basis(all_to_all: bool, device: str, gpus: int) -> str:
     """Why a predictor's MoE dispatch or combine collective ``op`` over ``gpus`` devices sits at its
     bound: the engines' all-to-all kernels (DeepEP, pplx, TensorRT-LLM's) are not NCCL's, and the
     corpus's ``moe_a2a`` rows time wide-EP DeepEP at ``ep`` 8 alone; an all-gather or
@@ -116,8 +116,8 @@ def dispatch_basis(op: str, device: str, gpus: int) -> str:
 
     Parameters
     ----------
-    op : str
-        The collective rule (``all_gather``, ``reduce_scatter``, ``all_to_all``).
+    all_to_all : bool
+        The dispatch is an all-to-all (else an all-gather and a reduce-scatter).
     device : str
         The device's catalog name.
     gpus : int
@@ -127,7 +127,7 @@ def dispatch_basis(op: str, device: str, gpus: int) -> str:
     -------
     str
     """
-    if op == "all_to_all":
+    if all_to_all:
         return "MoE dispatch and combine by all-to-all (DeepEP, pplx, TensorRT-LLM's kernels): not measured"
     return f"MoE dispatch and combine by all-gather / reduce-scatter: no NCCL measurements of {gpus} {device} GPUs"
 
@@ -286,13 +286,14 @@ class ExpertStage:
         for op, n_expr, p in parts:
             roof = bound(op_cost(op, elements=n_expr, p=p, dtype=act, link=link), hw).lower
             roofs.append(roof)
+            nccl = dispatch == "allgather_reducescatter"  # the engines' all-to-all is not NCCL's
             curve = (
                 None
-                if predictor.is_bound or op == "all_to_all"
+                if predictor.is_bound or not nccl
                 else collective_curve(hw.name, op, p, int(as_float(get_dtype(act).bytes)))
             )
             if curve is None and not predictor.is_bound:
-                bases.add(dispatch_basis(op, hw.name, p))
+                bases.add(dispatch_basis(not nccl, hw.name, p))
             self._parts.append(
                 (sympy.lambdify(B_sym, n_expr, "math"), sympy.lambdify(B_sym, roof, "math"), curve)
             )
