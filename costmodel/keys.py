@@ -148,7 +148,7 @@ KV_CAP = "kv_cap"  #: on a cache write: positions per sequence its layer keeps a
 MERGED = "merged"
 #: on a routed-expert node costed as the busiest EP rank's: ``(ep, routing kind, Zipf exponent)``
 EXPERT_PLAN = "expert_plan"
-#: on a routed-expert node of FP8 block-quantised weights: the ``(rows, columns)`` each scale
+#: on a linear or routed-expert node of FP8 block-quantised weights: the ``(rows, columns)`` each scale
 #: covers (:attr:`models.config.ModelConfig.weight_scale_block`, DeepSeek-V3's ``(128, 128)``)
 SCALE_BLOCK = "scale_block"
 # edge attributes

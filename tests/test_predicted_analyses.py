@@ -170,7 +170,9 @@ def test_a_gemm_in_another_role_is_not_a_measured_kernel():
     )
 
 
-def test_mla_attention_is_bound_with_its_reason():
+def test_mla_attention_of_another_shape_is_bound_with_its_reason():
+    """DeepSeek-V3's latent attention (512 + 64 latent, 128 heads) is the corpus's MLA kernel
+    (``generation_mla``); a latent of another width is not measured: bound, said."""
     g = compiled_step("deepseek-v3", "h100", "decode").graph
     (n,) = [n for n in op_nodes(g) if g.nodes[n]["role"] == Role.ATTENTION][:1]
     d = g.nodes[n]
@@ -178,8 +180,10 @@ def test_mla_attention_is_bound_with_its_reason():
         k: (float(v.subs({s: 8 for s in v.free_symbols})) if isinstance(v, sympy.Basic) else v)
         for k, v in d["params"].items()
     }
-    assert kernel_row(d, p) is None
-    assert "MLA" in unmeasured_basis(d, p)
+    assert kernel_row(d, p)[0] == "generation_mla"
+    other = {**p, "head_dim": 256 + 64, "v_head_dim": 256}  # a 256-wide latent
+    assert kernel_row(d, other) is None
+    assert "MLA" in unmeasured_basis(d, other)
 
 
 # ------------------------------------------------------------------ the priced step
@@ -441,7 +445,9 @@ def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monke
     """deepseek-v3's prefill tokens run their own token-wise kernels (K/V decompressed): with
     every measured kernel predicted at exactly its roofline, the predicted iteration is the
     bound's (MixedStep's own sum of the decode body and each chunk's body), and at FACTORS it is
-    never below it."""
+    never below it. Its decode attention is the corpus's MLA kernel (``generation_mla``), tabulated
+    on the (D, ctx) mesh: between mesh points the log-bilinear value of its roofline sits within
+    1e-4 of the roofline itself (the attention's bound is near-affine in ctx over a mesh step)."""
     from graphs.serving.pricing.predictor import predicted_mixed_step
     from graphs.serving.step.mixed import mixed_step
 
@@ -449,11 +455,9 @@ def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monke
     monkeypatch.setattr(__import__(__name__, fromlist=["FACTORS"]), "FACTORS", (1.0,))
     s = predicted_mixed_step("deepseek-v3", "h100", predictor=PRED)
     assert not s.shared_body
-    assert s.time_sums(*it) == pytest.approx(bound_t, rel=1e-9)
+    assert s.time_sums(*it) == pytest.approx(bound_t, rel=1e-4)
     cov = s.coverage()
-    assert cov.measured_s > 0  # its GEMMs are priced from the (synthetic) corpus
-    if it[0]:  # decode attention over the shared latent cache is bound, and says so
-        assert any("MLA" in why for why in cov.bounds)
+    assert cov.measured_s > 0  # its GEMMs and MLA attention are priced from the (synthetic) corpus
     if any(p for _, p in it[2]):  # a chunk after a cached prefix: its own kernels bound, said
         assert any("MLA chunk" in why for why in cov.bounds)
 

@@ -52,12 +52,12 @@ REASONS: dict[str, str] = {
     "nim-llama33-70b-h100x2-fp8-5000-500-c1-": CPU_STEP,
     "nim-llama33-70b-h100x2-fp8-5000-500-c5-": CPU_STEP,
     "vllmci9513-latency": CPU_STEP,
-    "trtL-deepseek-v3-h200-sxm-dep8-fp8-": "attention-DP x EP8 with DeepSeek's FP8 block-scaled experts on "
-    "Hopper: the fused-MoE kernels are the corpus's own fp8_block rows of DeepSeek's expert shape on H200 "
-    "(measured; priced under the per-tensor fp8 key the same rows gave the same seconds, so the dtype key "
-    "is not the cause), but a quarter to a third of the step sits at the bound (the MoE dispatch and "
-    "combine across the group, MLA attention: no measured kernels of either), and the page does not "
-    "publish the batch or token limits its trtllm-bench runs used",
+    "trtL-deepseek-v3-h200-sxm-dep8-fp8-": "attention-DP x EP8 of DeepSeek's 128 x 128 block-scaled FP8 "
+    "checkpoint on Hopper, resting 87-98 % on the corpus's own H200 rows of its kernels (the fused-MoE and "
+    "dense GEMMs on fp8_block rows, MLA attention on the MLA rows, the dispatch and combine on NCCL's "
+    "all-gather / reduce-scatter rows); the page does not publish the batch or token limits its "
+    "trtllm-bench runs used, nor what its attention-DP balancing (attention_dp_config enable_balance) "
+    "holds back",
 }
 
 

@@ -59,6 +59,11 @@ from .quantisation import GEMM_TILES, SPLIT_K, TILE, quant_factor, wave_factor, 
 
 __all__ = [
     "GEMM_DTYPES",
+    "MLA_HEADS",
+    "MLA_LATENT",
+    "MLA_QK",
+    "MLA_ROPE",
+    "MLA_V",
     "TILE",
     "GEMM_TILES",
     "SPLIT_K",
@@ -84,6 +89,9 @@ GEMM_DTYPES: dict[str, tuple[str, str, str]] = {
 #: DeepSeek-V3's MLA dims (config.json: qk_nope_head_dim 128, qk_rope_head_dim 64,
 #: v_head_dim 128, kv_lora_rank 512), the only MLA shape the corpus measures
 MLA_QK, MLA_V, MLA_LATENT, MLA_ROPE = 128 + 64, 128, 512, 64
+#: DeepSeek-V3's attention heads (config.json ``num_attention_heads``): the corpus's MLA rows
+#: split them ``tp_size`` ways (``num_heads = 128 / tp_size``; 64 heads also at ``tp_size`` 1)
+MLA_HEADS = 128
 
 #: corpus MoE dtype -> (activation, weight, compute) dtypes of the grouped_gemm rule
 MOE_DTYPES: dict[str, tuple[str, str, str]] = {

@@ -8,9 +8,10 @@ import networkx as nx
 import sympy
 
 from costmodel.cost import Cost
+from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
-from costmodel.keys import COST, KV_CAP, MERGED, Role
+from costmodel.keys import COST, KV_CAP, MERGED, SCALE_BLOCK, Role
 from costmodel.tensor import Tensor
 from models.config import ModelConfig
 from models.layers import LayerSpec
@@ -113,6 +114,11 @@ class LayerBase:
             bias=bias,
         )[0]
         self.g.nodes[y[0]][MERGED] = merged
+        block = self.cfg.weight_scale_block
+        if block is not None and get_dtype(self.wd).name == "fp8_e4m3":
+            # FP8 weights in scale blocks (DeepSeek-V3's 128 x 128 in every linear layer) run the
+            # block-scaled GEMM kernels, as the routed experts do (what the predictor prices)
+            self.g.nodes[y[0]][SCALE_BLOCK] = block
         return self.all_reduce(f"{local}.all_reduce", y) if reduce else y
 
     def all_reduce(self, local: str, x: tuple[str, Tensor]) -> tuple[str, Tensor]:

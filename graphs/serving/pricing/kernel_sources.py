@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from costmodel.results import Result
 
 __all__ = [
+    "ATTENTION_FAMILIES",
     "OTHER_DEVICES",
     "unmeasured_device_families",
     "SUBSTITUTES",
@@ -51,6 +52,10 @@ __all__ = [
 #: element, and the same kernel templates instantiated for either type (cuBLAS, CUTLASS,
 #: FlashAttention); the corpus measures BF16 only.
 SUBSTITUTES = {"float16": "bfloat16"}
+
+#: the families keyed by their attention and KV-cache dtypes (``attn/kv``): flash attention and
+#: DeepSeek's latent attention (MLA), context and generation
+ATTENTION_FAMILIES = ("context_attention", "generation_attention", "context_mla", "generation_mla")
 
 #: a share of a prediction above this, from neighbours or from the bound, is worth a warning
 WARN_SHARE = 0.10
@@ -298,7 +303,7 @@ def with_key(family: str, row: dict[str, Any], key: str) -> dict[str, Any]:
     """
     if family == "moe":  # its key is its shape (:func:`moe_source`), already in the row
         return row
-    if family in ("context_attention", "generation_attention"):
+    if family in ATTENTION_FAMILIES:
         a, kv = key.split("/")
         return {**row, "attn_dtype": a, "kv_dtype": kv}
     return {**row, "dtype": key}

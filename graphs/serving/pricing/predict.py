@@ -75,7 +75,7 @@ from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.rules.attention import attention
 from costmodel.rules.comm import all_reduce
-from costmodel.rules.linear import gemm
+from costmodel.rules.linear import batched_gemm, gemm
 from costmodel.rules.moe import grouped_gemm
 from costmodel.rules.registry import get_rule
 from costmodel.symbols import B as B_sym
@@ -84,6 +84,7 @@ from costmodel.symbols import ctx as ctx_sym
 
 from ..engines import get_engine
 from ..step.compiled import compiled_step
+from .kernel_sources import ATTENTION_FAMILIES as _ATTENTION_FAMILIES
 from .kernel_sources import (
     SUBSTITUTES,
     WARN_SHARE,
@@ -161,15 +162,23 @@ def _row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | N
         w = p.get("w_dtype")
         if a is None or (w is not None and _CORPUS_DTYPE.get(str(w)) != a):
             return None
+        block = d.get(SCALE_BLOCK)
+        # a linear layer's last block of an output width the blocks do not divide is partial
+        # (DeepSeek-V3's kv_a_proj_with_mqa: 576 rows, ceil(576 / 128) = 5 scale rows in the
+        # checkpoint); its input width must be whole blocks (the activations' 1 x 128 groups)
+        if a == "fp8" and block is not None and _block_scaled(block, {"N": block[0], "K": p["K"]}):
+            a = "fp8_block"
         return "gemm", {"m": p["M"], "n": p["N"], "k": p["K"], "dtype": a}
     if fam == "attention":
-        if p.get("window") is not None or p.get("variant", "flash") != "flash" or p.get("kv_shared"):
+        if p.get("window") is not None or p.get("variant", "flash") != "flash":
             return None
         a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
         kv = _CORPUS_DTYPE.get(str(p.get("kv_dtype") or p.get("dtype", "bf16")))
         if a is None or kv is None:
             return None
         q, kvl = p["q_len"], p["kv_len"]
+        if p.get("kv_shared") or p.get("v_head_dim", p["head_dim"]) != p["head_dim"]:
+            return _mla_row(p, a, kv)
         base = {
             "batch": p.get("batch", 1),
             "heads": p["heads"],
@@ -194,6 +203,31 @@ def _row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | N
     return None
 
 
+def _mla_row(p: dict[str, Any], a: str, kv: str) -> tuple[str, dict[str, Any]] | None:
+    """The corpus's MLA row of a latent-attention node (:mod:`models.mixers.mla`), or None.
+
+    The wheel's ``mla/<framework>/context_mla_perf`` and ``generation_mla_perf`` tables time
+    DeepSeek-V3's attention kernel itself (:mod:`costmodel.measured.kernels`: 128 nope + 64 rope
+    query/key dims, 128 value dims, a 512 + 64 latent cache; ``num_heads`` the rank's, ``tp_size``
+    the split of the model's 128 heads down to them). A decode node (the absorbed form: one query
+    per sequence over the shared latent cache, ``head_dim = 576``, ``v_head_dim = 512``) is a
+    ``generation_mla`` row at ``step = kv_len - 1``; a prefill node with no cached prefix (keys and
+    values decompressed: ``head_dim = 192``, ``v_head_dim = 128``, ``q_len = kv_len``) a
+    ``context_mla`` row. Other head dims, or a chunk after a cached prefix, are not measured."""
+    from costmodel.measured.kernels import MLA_HEADS, MLA_LATENT, MLA_QK, MLA_ROPE, MLA_V
+
+    heads, q, kvl = p["heads"], p["q_len"], p["kv_len"]
+    base = {"batch": p.get("batch", 1), "heads": heads, "attn_dtype": a, "kv_dtype": kv}
+    base["tp"] = max(1, MLA_HEADS // int(heads))  # the corpus's tp_size for the rank's heads
+    if p.get("kv_shared"):
+        if (p["head_dim"], p.get("v_head_dim"), q) != (MLA_LATENT + MLA_ROPE, MLA_LATENT, 1):
+            return None
+        return "generation_mla", {**base, "isl": 1, "step": kvl - 1}
+    if (p["head_dim"], p.get("v_head_dim"), p.get("kv_heads") or heads) != (MLA_QK, MLA_V, heads) or q != kvl:
+        return None
+    return "context_mla", {**base, "isl": q, "step": 0}
+
+
 #: (activation, expert weight) dtypes -> the corpus's fused-MoE ``moe_dtype``
 _MOE_DTYPE = {
     ("bf16", "bf16"): "bfloat16",
@@ -205,12 +239,14 @@ _MOE_DTYPE = {
 
 
 def _block_scaled(block: Any, p: dict[str, Any]) -> bool:
-    """Whether a routed-expert GEMM of FP8 weights in ``block`` = ``(rows, columns)`` scale
-    blocks runs the corpus's ``fp8_block`` fused-MoE kernels: aiconfigurator prices a checkpoint
-    whose ``quantization_config`` is ``fp8`` with a ``weight_block_size`` as ``fp8_block``
-    (``sdk/models/helpers.py``, ``_infer_mixed_precision_quant_modes``), the block-scaled kernels
-    TensorRT-LLM, SGLang and vLLM run for DeepSeek-V3's 128 x 128 blocks, and refuses a rank's
-    expert width the blocks do not divide (``sdk/models/moe.py``,
+    """Whether a GEMM (a linear layer's, or a routed expert's) of FP8 weights in ``block`` =
+    ``(rows, columns)`` scale blocks runs the corpus's ``fp8_block`` kernels: aiconfigurator
+    prices a checkpoint whose ``quantization_config`` is ``fp8`` with a ``weight_block_size`` as
+    ``fp8_block`` (``sdk/models/helpers.py``, ``_infer_mixed_precision_quant_modes``), the
+    block-scaled kernels TensorRT-LLM, SGLang and vLLM run for DeepSeek-V3's 128 x 128 blocks
+    (every linear layer of the checkpoint: DeepSeek-V3 technical report, arXiv:2412.19437 sec.
+    3.3.2, "block-wise quantization"; ``config.json`` ``quantization_config.weight_block_size``),
+    and refuses a rank's expert width the blocks do not divide (``sdk/models/moe.py``,
     ``_validate_fp8_block_quantized_moe_config``): there the per-tensor ``fp8`` key stays."""
     if block is None:
         return False
@@ -252,14 +288,16 @@ def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
         hint = f" (W8A8/W4A4 kernels are: --matmul-dtype {w})" if w in ("fp8_e4m3", "nvfp4") else ""
         return f"gemm of {a} x {w} weights: not measured{hint}"
     if fam == "attention":
-        if p.get("kv_shared"):
-            return "attention over a shared latent cache (MLA): not measured as flash attention"
+        if p.get("kv_shared") or p.get("v_head_dim", p.get("head_dim")) != p.get("head_dim"):
+            return "latent attention (MLA) of another shape than the corpus's DeepSeek-V3 kernel, or after a cached prefix: not measured"
         return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"
     if fam == "all_reduce":
         return f"all_reduce of {p.get('dtype')}: not measured"
     if fam == "moe":
         return "routed-expert GEMMs of an unmeasured kind (dtype pair, capacity buffers, routing histogram or EP placement)"
     role = d.get(ROLE)
+    if role == Role.LINEAR and get_rule(str(d.get(OP))).fn is batched_gemm:
+        return "batched GEMMs (MLA's absorbed per-head projections): not measured (the corpus's mla_bmm rows are not read)"
     if role in _UNMEASURED_ROLES:
         return _UNMEASURED_ROLES[role]
     return "ops without measured kernels (norms, RoPE, activations, embedding, sampling)"
@@ -281,7 +319,7 @@ _UNMEASURED_ROLES = {
 def _dtype_key(family: str, row: dict[str, Any]) -> str:
     if family == "moe":  # one kernel source per shape (:mod:`costmodel.measured.moe`)
         return str(row.get("key", row["dtype"]))
-    if family in ("context_attention", "generation_attention"):
+    if family in _ATTENTION_FAMILIES:
         return f"{row['attn_dtype']}/{row['kv_dtype']}"
     return str(row["dtype"])
 

@@ -34,8 +34,12 @@ primitives", the expert-parallel page's backend table): an all-gather of the ``T
 activations over the ``D`` ranks before the experts and a reduce-scatter after them; ``all_to_all``
 (DeepEP / pplx, or TensorRT-LLM's all-to-all) sends each token's activations once to every
 device holding one of its ``k`` experts (:func:`~graphs.serving.step.expert_routing.devices_reached` of them on average) and back.
-Both are priced at their roofline bound over the link spanning ``D t`` devices (no measured
-kernels: the coverage line says so); a fitted kernel scale applies to the stage as to the
+A predictor prices the all-gather and the reduce-scatter (whole tensors of ``T d`` elements over
+the ``D`` ranks: nccl-tests' message size) by the device's own NCCL measurements
+(:func:`costmodel.measured.collectives.collective_curve`), each at least its roofline bound over
+the link spanning ``D t`` devices; what has no measurements (the all-to-all kernels, which are
+not NCCL's; a device or GPU count the corpus does not time) and the bound predictor keep that
+bound, and the coverage line says which. A fitted kernel scale applies to the stage as to the
 ranks' kernels, never below the stage's bound.
 
 **Load balancing.** A request goes to the rank with the smallest ``4 waiting + running``
@@ -55,10 +59,12 @@ import numpy as np
 import sympy
 
 from costmodel.cost import as_float
+from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.graph import op_nodes
 from costmodel.hardware import Hardware
 from costmodel.keys import ROLE, Phase, Role
+from costmodel.measured.collectives import collective_curve
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
 from costmodel.symbols import B as B_sym
@@ -82,6 +88,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DISPATCHES",
     "DISPATCH_BASIS",
+    "dispatch_basis",
     "ExpertKernels",
     "ExpertStage",
     "LockstepGroup",
@@ -97,8 +104,33 @@ __all__ = [
 
 #: how the MoE layers' tokens reach their experts and come back (module doc)
 DISPATCHES = ("allgather_reducescatter", "all_to_all")
-#: what the dispatch and combine seconds rest on (no measured kernels of them)
+#: what the dispatch and combine seconds rest on under the bound predictor (no measured kernels)
 DISPATCH_BASIS = "MoE dispatch and combine across the data-parallel group (all-gather / reduce-scatter or all-to-all): not measured"
+
+
+def dispatch_basis(all_to_all: bool, device: str, gpus: int) -> str:
+    """Why a predictor's MoE dispatch or combine collective ``op`` over ``gpus`` devices sits at its
+    bound: the engines' all-to-all kernels (DeepEP, pplx, TensorRT-LLM's) are not NCCL's, and the
+    corpus's ``moe_a2a`` rows time wide-EP DeepEP at ``ep`` 8 alone; an all-gather or
+    reduce-scatter has no NCCL rows of that device and GPU count.
+
+    Parameters
+    ----------
+    all_to_all : bool
+        The dispatch is an all-to-all (else an all-gather and a reduce-scatter).
+    device : str
+        The device's catalog name.
+    gpus : int
+        The devices the collective spans.
+
+    Returns
+    -------
+    str
+    """
+    if all_to_all:
+        return "MoE dispatch and combine by all-to-all (DeepEP, pplx, TensorRT-LLM's kernels): not measured"
+    return f"MoE dispatch and combine by all-gather / reduce-scatter: no NCCL measurements of {gpus} {device} GPUs"
+
 #: vLLM's load-balancing score weight of a waiting request against a running one (module doc)
 WAITING_WEIGHT = 4
 
@@ -238,24 +270,45 @@ class ExpertStage:
         self.experts = ExpertKernels(g, hw, predictor)
         link = hw.group_link(group)
         d, layers = cfg.hidden_size, as_float(cfg.n_moe_layers)
+        act = cfg.activation_dtype
+        # (rule, elements at B_sym group tokens, devices spanned) of one MoE layer's dispatch and combine
+        parts: list[tuple[str, sympy.Expr, int]]
         if dispatch == "allgather_reducescatter":  # every rank gathers all T tokens, then scatters the sums
             n = B_sym * d
-            parts = [
-                op_cost("all_gather", elements=n, p=dp, dtype=cfg.activation_dtype, link=link),
-                op_cost("reduce_scatter", elements=n, p=dp, dtype=cfg.activation_dtype, link=link),
-            ]
-            comm = sympy.Add(*(bound(c, hw).lower for c in parts)) if dp > 1 else sympy.Integer(0)
+            parts = [("all_gather", n, dp), ("reduce_scatter", n, dp)] if dp > 1 else []
         else:  # each token's activations once to every device holding one of its k experts, and back
             reach = devices_reached(int(as_float(moe.num_experts)), int(as_float(moe.num_experts_per_tok)), group)
-            a2a = op_cost("all_to_all", elements=B_sym / dp * reach * d, p=group, dtype=cfg.activation_dtype, link=link)
-            comm = 2 * bound(a2a, hw).lower
-        self._comm = sympy.lambdify(B_sym, layers * comm, "math")
+            parts = [("all_to_all", B_sym / dp * reach * d, group)] * 2
+        self._layers = layers
+        self._parts: list[tuple[Any, Any, Any]] = []  # (elements, bound, measured curve or None)
+        bases: set[str] = set()
+        roofs = []
+        for op, n_expr, p in parts:
+            roof = bound(op_cost(op, elements=n_expr, p=p, dtype=act, link=link), hw).lower
+            roofs.append(roof)
+            nccl = dispatch == "allgather_reducescatter"  # the engines' all-to-all is not NCCL's
+            curve = (
+                None
+                if predictor.is_bound or not nccl
+                else collective_curve(hw.name, op, p, int(as_float(get_dtype(act).bytes)))
+            )
+            if curve is None and not predictor.is_bound:
+                bases.add(dispatch_basis(not nccl, hw.name, p))
+            self._parts.append(
+                (sympy.lambdify(B_sym, n_expr, "math"), sympy.lambdify(B_sym, roof, "math"), curve)
+            )
+        self._comm = sympy.lambdify(B_sym, layers * sympy.Add(*roofs), "math")
+        #: what the dispatch and combine seconds at their bound rest on (the coverage's reason)
+        self.comm_basis = "; ".join(sorted(bases)) or DISPATCH_BASIS
         self.link = link
-        self._comm_s = 0.0
+        self.reset()
 
     def reset(self) -> None:
+        """Start counting seconds afresh (one simulation)."""
         self.experts.reset()
         self._comm_s = 0.0
+        self._comm_measured_s = 0.0
+        self._comm_clamped_s = 0.0
 
     def bound_s(self, tokens: float) -> float:
         """The stage's roofline bound at the group's ``tokens`` (s).
@@ -269,10 +322,10 @@ class ExpertStage:
         -------
         float
         """
-        return self.experts.bound_s(tokens) + self.comm_s(tokens)
+        return self.experts.bound_s(tokens) + self.comm_bound_s(tokens)
 
-    def comm_s(self, tokens: float) -> float:
-        """Dispatch and combine of ``tokens`` over every MoE layer (s).
+    def comm_bound_s(self, tokens: float) -> float:
+        """The roofline bound of the dispatch and combine of ``tokens`` over every MoE layer (s).
 
         Parameters
         ----------
@@ -284,6 +337,43 @@ class ExpertStage:
         float
         """
         return float(self._comm(tokens)) if tokens > 0 else 0.0
+
+    def _comm_parts(self, tokens: float) -> tuple[float, float, float]:
+        """(measured, bound, clamped) seconds of the dispatch and combine of ``tokens`` over every
+        MoE layer: each collective at ``max(measured, bound)`` where the device's NCCL rows price
+        it (:func:`costmodel.measured.collectives.collective_curve`), else at its bound."""
+        measured = at_bound = clamped = 0.0
+        for n_of, roof_of, curve in self._parts:
+            r = float(roof_of(tokens))
+            if curve is None:
+                at_bound += r
+                continue
+            m = curve.at(float(n_of(tokens)))
+            if m < r:
+                clamped += r
+            else:
+                measured += m
+        return self._layers * measured, self._layers * at_bound, self._layers * clamped
+
+    def comm_s(self, tokens: float) -> float:
+        r"""Dispatch and combine of ``tokens`` over every MoE layer (s): each collective at
+        ``max(measured, bound)`` where the device's NCCL measurements of it price it (a
+        predictor's stage), else at its roofline bound (module doc).
+
+        .. math:: t_{comm}(T) = L_{moe} \sum_c \max\big(t^{nccl}_c(n_c(T)),\ t^{roof}_c(n_c(T))\big)
+
+        Parameters
+        ----------
+        tokens : float
+            The whole group's tokens in the iteration (0 or fewer: 0 s).
+
+        Returns
+        -------
+        float
+        """
+        if tokens <= 0:
+            return 0.0
+        return sum(self._comm_parts(tokens))
 
     def time(self, tokens: float, ranks: int) -> float:
         """Seconds of the stage at the group's ``tokens``; counted once per each of ``ranks``
@@ -301,15 +391,24 @@ class ExpertStage:
         float
             The experts' and the dispatch and combine time (s).
         """
-        c = self.comm_s(tokens)
-        self._comm_s += ranks * c
-        return self.experts.time(tokens, ranks) + c
+        if tokens <= 0:
+            return self.experts.time(tokens, ranks)
+        m, b, cl = self._comm_parts(tokens)
+        self._comm_measured_s += ranks * m
+        self._comm_s += ranks * b
+        self._comm_clamped_s += ranks * cl
+        return self.experts.time(tokens, ranks) + m + b + cl
 
     def coverage(self) -> Coverage:
+        """The experts' and the dispatch and combine seconds counted since :meth:`reset`, by what
+        they rest on: the device's NCCL measurements (measured), their bound where a measurement
+        fell below it (:data:`CLAMPED`) or where none prices them (:attr:`comm_basis`)."""
         c = self.experts.coverage()
-        if self._comm_s <= 0:
+        pairs = ((self.comm_basis, self._comm_s), (CLAMPED, self._comm_clamped_s))
+        bounds = {k: v for k, v in pairs if v > 0}
+        if self._comm_measured_s <= 0 and not bounds:
             return c
-        return c + Coverage(0.0, 0.0, self._comm_s, {}, {DISPATCH_BASIS: self._comm_s})
+        return c + Coverage(self._comm_measured_s, 0.0, sum(bounds.values()), {}, bounds)
 
 
 class RankStep:
