@@ -997,7 +997,8 @@ def predict_step(
     extra = 0.0  # what small kernels add over their bounds (module doc)
     if small_reps:
         floor = small_kernel_s(hw.name)
-        for members in {small[n] for n in small_reps}:
+        # in a fixed order, so the sum does not follow the hash seed
+        for members in sorted({small[n] for n in small_reps}):
             names = [m for m in members if m in small_reps]
             t = small_kernel_times(
                 np.array([[nodes[m]["bound_s"]] for m in names]), np.array([small_reps[names[0]]]), floor
