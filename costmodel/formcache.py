@@ -29,9 +29,9 @@ Key
     text, the device catalog's text, the device name, the plan, the dtypes). Any edit to the
     engine, the config or the catalog changes the key, so a stale entry is never read.
 Shipped
-    Entries built ahead ship with the package (:mod:`costmodel.formstore`), keyed the same way
-    with :func:`content_fingerprint` (the files' contents, not their mtimes) in place of the
-    (path, size, mtime) fingerprint.
+    Entries built ahead ship with the package (:mod:`costmodel.formstore`), keyed by the same
+    parts and checked as a whole by :func:`sources_fingerprint` of the files their build read
+    (their contents, not their mtimes, so the same on every machine).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ import hashlib
 import hmac
 import json
 import os
-import tempfile
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ __all__ = [
     "cache_dir",
     "source_fingerprint",
     "content_fingerprint",
+    "sources_fingerprint",
     "cache_key",
     "load",
     "parse_entry",
@@ -105,29 +107,84 @@ def source_fingerprint() -> str:
 
 
 def content_fingerprint(*, refresh: bool = False) -> str:
-    """A hash of the relative path and the SHA-256 of the contents of every file
-    :func:`source_fingerprint` stats (once per process, about 7 ms for the 2.3 MB of them).
-
-    Unlike the (path, size, mtime) fingerprint it is the same wherever and whenever the same
-    sources are installed, so entries keyed by it can ship with the package
-    (:mod:`costmodel.formstore`); any edit of a byte changes it. ``refresh``: hash the files
-    again (a build checks that the sources did not change under it)."""
+    """:func:`sources_fingerprint` of every file :func:`source_fingerprint` stats (once per
+    process, about 7 ms for the 2.6 MB of them). Unlike the (path, size, mtime) fingerprint it
+    is the same wherever and whenever the same sources are installed; any edit of a byte
+    changes it. ``refresh``: hash the files again."""
     global _content
     if _content is None or refresh:
-        root = str(Path(__file__).resolve().parent.parent)
-        h = hashlib.sha256()
+        root = Path(__file__).resolve().parent.parent
+        files = []
         for pkg in _PACKAGES:
-            for dirpath, dirnames, filenames in os.walk(os.path.join(root, pkg)):
+            for dirpath, dirnames, filenames in os.walk(root / pkg):
                 dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-                rel_dir = dirpath[len(root) + 1 :].replace(os.sep, "/")
-                for name in sorted(filenames):
-                    if name.endswith((".py", ".toml", ".json")):
-                        with open(os.path.join(dirpath, name), "rb") as f:
-                            data = f.read()
-                        rel = f"{rel_dir}/{name}".encode()
-                        h.update(len(rel).to_bytes(8, "little") + rel + hashlib.sha256(data).digest())
-        _content = h.hexdigest()
+                rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+                files += [
+                    f"{rel_dir}/{n}" for n in sorted(filenames) if n.endswith((".py", ".toml", ".json"))
+                ]
+        fp = sources_fingerprint(files, (), root=root)
+        assert fp is not None, "a package file vanished while hashed"
+        _content = fp
     return _content
+
+
+#: a source path :func:`sources_fingerprint` reads: relative, in one of the packages, no part
+#: starting with a dot (so never ``..``)
+_SOURCE_PATH = re.compile(r"(?:costmodel|graphs|models)(?:/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
+_MAX_SOURCE = 8 * 2**20  #: the largest source file hashed
+
+
+def _importable(entry: os.DirEntry[str], suffixes: tuple[str, ...]) -> bool:
+    """Could ``import`` find a module or package here: a file with an importable suffix, or a
+    folder holding an ``__init__`` (a folder without one never shadows a module nor is listed
+    by ``pkgutil``)."""
+    if entry.name.startswith(".") or entry.name == "__pycache__":
+        return False
+    if entry.is_dir(follow_symlinks=False):
+        return any(os.path.isfile(os.path.join(entry.path, "__init__" + s)) for s in suffixes)
+    return entry.name.endswith(suffixes)
+
+
+def sources_fingerprint(
+    files: Iterable[str], dirs: Iterable[str], *, root: str | os.PathLike[str] | None = None
+) -> str | None:
+    """A hash of the contents of ``files`` and the importable names in ``dirs`` (paths relative
+    to the installation's ``root``, ``/``-separated), or None when one cannot be read: a path
+    outside the packages, a file missing, not regular or over 8 MiB, a folder missing.
+
+    The hash is SHA-256 over each file's path and the SHA-256 of its bytes, then each folder's
+    path and names, in the order given (each part prefixed by its length).
+
+    A folder's names are its modules and packages (:func:`_importable`, sorted): a module
+    added beside the ones a build imported changes it too, since ``pkgutil`` registries
+    (:mod:`costmodel.rules`, the engine profiles, the mixers) import every module they find.
+    The same sources give the same hash on every machine; any edit of a byte of a listed file,
+    and any module added to or removed from a listed folder, changes it.
+    """
+    from importlib.machinery import all_suffixes
+
+    base = str(Path(__file__).resolve().parent.parent if root is None else root)
+    suffixes = tuple(all_suffixes())
+    h = hashlib.sha256()
+    for rel in files:
+        data = (
+            read_regular_file(os.path.join(base, rel), _MAX_SOURCE) if _SOURCE_PATH.fullmatch(rel) else None
+        )
+        if data is None:
+            return None
+        r = rel.encode()
+        h.update(b"f" + len(r).to_bytes(8, "little") + r + hashlib.sha256(data).digest())
+    for rel in dirs:
+        if not _SOURCE_PATH.fullmatch(rel):
+            return None
+        try:
+            with os.scandir(os.path.join(base, rel)) as it:
+                names = sorted(e.name for e in it if _importable(e, suffixes))
+        except OSError:
+            return None
+        listing = "\0".join([rel, *names]).encode()
+        h.update(b"d" + len(listing).to_bytes(8, "little") + listing)
+    return h.hexdigest()
 
 
 def cache_key(kind: str, *parts: str | bytes, fingerprint: str | None = None) -> str:
@@ -197,7 +254,16 @@ def save(key: str, data: dict[str, Any]) -> bool:
     try:
         text = entry_bytes(key, data)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        # a new file of this process only (what tempfile.mkstemp does, without importing it)
+        tmp = str(path.parent / f".tmp-{os.getpid()}-{os.urandom(8).hex()}.json")
+        flags = (
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except OSError:
+            tmp = None
+            raise
         with os.fdopen(fd, "wb") as f:
             f.write(text)
         os.replace(tmp, path)  # atomic: a reader sees the old entry or the new, never half

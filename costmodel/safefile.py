@@ -43,12 +43,16 @@ def read_regular_file(
         if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
             return None
         chunks, n = [], 0
+        want = min(max_bytes, st.st_size) + 1  # the whole file and one byte more, in one read
         while n <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - n)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             n += len(chunk)
+            if len(chunk) < want:
+                break  # a short read of a regular file: its end
+            want = max_bytes + 1 - n  # it grew: read on to the limit
         return None if n > max_bytes else b"".join(chunks)
     except OSError:
         return None

@@ -9,8 +9,8 @@ answer is recomputed and the card overwritten, so a cache can cost time but neve
 
 A first run on a new machine reads the card from the cards that ship with the package
 (:func:`shipped_card`: every catalog model on every catalog device at the default plan, built by
-``benchmarks/build_cards.py`` and keyed by the sources' content), so it too skips sympy, numpy
-and networkx; it stores the card in the cache as if it had built it.
+``benchmarks/build_cards.py`` and checked against the contents of the sources its build read),
+so it too skips sympy, numpy and networkx; it stores the card in the cache as if it had built it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "card_key",
     "card_parts",
     "shipped_card",
+    "shipped_key",
     "stored_card",
     "shipped_entries",
     "SHIPPED_COMMANDS",
@@ -58,8 +59,9 @@ def card_parts(args: argparse.Namespace, device: str | None = None) -> tuple[byt
     """What a card's key is made of: the model config's text, the device catalog's text, the
     config's name and the plan (the device as given, or ``device``; tp; the dtypes); None when
     the command cannot be answered from a card (``--hw-file``, a model that does not resolve)."""
-    from importlib import resources
+    import os
 
+    import costmodel
     from costmodel.errors import CostModelError
     from models.resolver import config_identity
 
@@ -67,7 +69,10 @@ def card_parts(args: argparse.Namespace, device: str | None = None) -> tuple[byt
         return None
     try:
         name, model_text = config_identity(args.model)
-        catalog = resources.files("costmodel").joinpath("hardware", "catalog.toml").read_bytes()
+        # beside the package's own files (as costmodel.formcache reads them), not through
+        # importlib.resources, whose import is a tenth of a first decode's own time
+        with open(os.path.join(os.path.dirname(costmodel.__file__), "hardware", "catalog.toml"), "rb") as f:
+            catalog = f.read()
     except (CostModelError, OSError, ValueError):
         return None
     keys = ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype", "assume_family")
@@ -85,14 +90,13 @@ def shipped_card(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
     """This command's card from the cards that ship with the package
     (:data:`graphs.serving.present.cards.SHIPPED_CARDS`, built by ``benchmarks/build_cards.py``
     for every catalog model on every catalog device at the default plan), or None: not in the
-    store, a store built from other sources (any edit of the engine, a config or the catalog),
-    or ``COSTMODEL_NO_SHIPPED_CARDS`` set. Keyed by :func:`card_parts` with the catalog's name
-    of the device, under the sources' content fingerprint (:mod:`costmodel.formstore`)."""
+    store, a store built from other sources (an edit of a file the build read: the engine, a
+    config, the catalog), or ``COSTMODEL_NO_SHIPPED_CARDS`` set. Keyed by :func:`shipped_key`
+    of :func:`card_parts` with the catalog's name of the device (:mod:`costmodel.formstore`)."""
     import os
 
     if os.environ.get("COSTMODEL_NO_SHIPPED_CARDS", "") not in ("", "0"):
         return None
-    from costmodel.formcache import cache_key
     from costmodel.formstore import open_store
     from graphs.serving.present.cards import SHIPPED_CARDS
 
@@ -101,10 +105,19 @@ def shipped_card(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
     parts = None if device is None else card_parts(args, device)
     if store is None or parts is None:
         return None
-    key = cache_key(kind, *parts, fingerprint=store.fingerprint)
+    key = shipped_key(kind, parts)
     if key not in _shipped:
         _shipped[key] = store.get(key)
     return _shipped[key]
+
+
+def shipped_key(kind: str, parts: tuple[bytes | str, ...]) -> str:
+    """A shipped card's key: :func:`costmodel.formcache.cache_key` of its kind and
+    :func:`card_parts` with no fingerprint of the sources (the store checks the sources its
+    build read as a whole, :mod:`costmodel.formstore`, and binds each entry to them)."""
+    from costmodel.formcache import cache_key
+
+    return cache_key(kind, *parts, fingerprint="")
 
 
 def stored_card(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
@@ -374,11 +387,10 @@ SHIPPED_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def shipped_entries(model: str, device: str, fingerprint: str) -> dict[str, dict[str, Any]]:
+def shipped_entries(model: str, device: str) -> dict[str, dict[str, Any]]:
     """The cards :data:`SHIPPED_COMMANDS` read for catalog ``model`` on catalog ``device`` (its
     catalog name) at the default plan, each built as the command builds it on a miss, keyed as
-    :func:`shipped_card` looks it up under ``fingerprint``
-    (:func:`costmodel.formcache.content_fingerprint`). A card the arithmetic cannot hold
+    :func:`shipped_card` looks it up (:func:`shipped_key`). A card the arithmetic cannot hold
     (:class:`~graphs.serving.step.card_format.CardError`) is left out: the command asks the
     library for it, as it does now; so is one the engine refuses (a
     :class:`~costmodel.errors.CostModelError`, e.g. a device with no roof for the model's
@@ -388,16 +400,13 @@ def shipped_entries(model: str, device: str, fingerprint: str) -> dict[str, dict
     ----------
     model, device : str
         A catalog model name and a catalog device name.
-    fingerprint : str
-        The sources' content fingerprint the keys are made under.
 
     Returns
     -------
     dict
-        Cache key -> card (JSON-ready).
+        Shipped key -> card (JSON-ready).
     """
     from costmodel.errors import CostModelError
-    from costmodel.formcache import cache_key
     from graphs.serving.present.cards import (
         CardError,
         build_analysis_card,
@@ -425,5 +434,5 @@ def shipped_entries(model: str, device: str, fingerprint: str) -> dict[str, dict
                 card = build_analysis_card(cfg, args.device, args.phase, tp=args.tp)
         except (CardError, CostModelError):
             continue
-        out[cache_key(kind, *parts, fingerprint=fingerprint)] = card
+        out[shipped_key(kind, parts)] = card
     return out
