@@ -35,15 +35,19 @@ def test_lookahead_is_checked():
 
 
 @pytest.mark.slow
-def test_dask_workers_give_the_one_process_answer(capsys):
+def test_dask_workers_give_the_one_process_answer(capsys, tmp_path, monkeypatch):
     pytest.importorskip("distributed")
     from graphs.cli import main
 
     argv = ["size", "tiny", "--rate", "30", "--slo-ttft", "1", "--slo-tpot", "0.05", "--devices", "h100,h200"]
     argv += ["--tp", "1,2", "--requests", "120", "--quiet", "--json"]
+    # each run its own empty cache: the workers simulate, never read the one-process run's cards
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path / "one"))
     assert main(argv) == 0
     one = capsys.readouterr().out
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path / "dask"))
     assert main([*argv, "--scheduler", "dask", "--workers", "2"]) == 0
+    assert list((tmp_path / "dask" / "forms").glob("size-run-*.json"))  # the workers' runs, carded
     captured = capsys.readouterr()
     assert "still alive" not in captured.err
     # the same deployments and numbers, digit for digit: a worker may read the mixed step from its

@@ -75,7 +75,8 @@ def cmd_size(args: argparse.Namespace) -> int:
     profile = req.engine
     with dask_client(args) as client:  # --scheduler dask: the candidates simulate on its workers
         progress = progress_bar("size", args.quiet, "simulations")
-        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress)
+        # the candidates' runs as cards: a question asked again simulates only what is new
+        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress, run_cards=True)
     if args.json:
         print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0
