@@ -34,10 +34,19 @@ __all__ = [
 DASK_CONNECT_TIMEOUT_S = 10
 #: seconds a local worker is given to stop when the command is done before it is killed
 WORKER_STOP_S = 0.5
-#: a local cluster's workers without the statistical profiler, which feeds the dashboard (none
-#: here) by sampling every running task's stack each 10 ms on the worker's event loop: the GIL
-#: a pure-Python task (a simulation) needs
-_LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+#: a local cluster's workers with less housekeeping on their event loop, each call of which takes
+#: the GIL a pure-Python task (a simulation) needs: no statistical profiler (it feeds the
+#: dashboard, none here, by sampling every running task's stack each 10 ms), the blocked-loop
+#: tick each 1 s (not 20 ms), the system monitor each 5 s (not 0.5 s), the memory monitor each
+#: 2 s (not 0.1 s). Measured under load (5,000 requests a candidate, 8 candidates): a task's
+#: process CPU time was 1.42x what the same call takes in one process with Dask's defaults,
+#: 1.25x with these
+_LOCAL_WORKER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "2s",
+}
 
 
 def add_dask_options(p: argparse.ArgumentParser, what: str) -> None:
