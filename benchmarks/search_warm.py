@@ -12,7 +12,9 @@ a cold run gets a new empty cache directory, a warm run the directory a cold run
 
 ``--small``: 1/16 of the batches and 1/8 of the contexts (the compiles weigh more). ``--size``:
 ``size_dask.py``'s one-process ``costmodel size`` command instead (Llama-3.1-8B at 40 requests/s
-on H100/H200/B200, tp 1, 2 and 4, 3,000 requests a candidate; its mixed steps are the cards).
+on H100/H200/B200, tp 1, 2 and 4, 3,000 requests a candidate; the cards are its mixed steps and
+its candidates' runs, :mod:`graphs.serving.planning.run_cards`). Target (issue 44): warm >= 2x
+faster than cold for both.
 """
 
 from __future__ import annotations

@@ -1,13 +1,23 @@
 """``costmodel size`` in one process against the same command on a local Dask cluster of two
 worker processes (``--scheduler dask --workers 2``), interleaved, whole commands as a user runs
-them: wall time (the parallel gain), the parent's CPU time, and whether the answers are equal.
+them: wall time (the parallel gain), CPU time (the command and its workers), and whether the
+answers are equal.
 
-The sized deployment (Llama-3.1-8B at 40 requests/s on H100/H200/B200, tp 1, 2 and 4, 3,000
-requests per candidate) simulates its candidates; the Dask run pays its cluster's start-up (a few
-seconds) out of the same wall clock. Target (issue 44): >= 1.6x on this 2-core machine, so run
-it with the machine otherwise idle (the load average is printed).
+The job: Llama-3.1-8B at 40 requests/s within P99 TTFT <= 1 s and TPOT <= 50 ms, on H100, H200
+or B200 at tp 1, 2 or 4, aggregated or P:D, **30,000 requests per candidate** (``--requests``):
+a sizing whose candidate simulations (eight, about 2 to 4 CPU s each on this machine) outweigh
+what a cluster costs to start (two worker processes importing Dask and the sizing: about 3 CPU
+s) and the few candidates a best-first search can simulate ahead. With 3,000 requests a
+candidate (``search_warm.py --size``'s job) the whole one-process command is about 3 s and no
+cluster of new processes can halve it.
 
-    python -m benchmarks.size_dask [--rounds 3]
+Every run starts from the same cache: the mixed steps' cards (:mod:`graphs.serving.step.mixed`)
+filled by a first run, its candidates' run cards (:mod:`graphs.serving.planning.run_cards`)
+removed, so each run simulates every candidate (a run card would answer it without simulating).
+Target (issue 44): >= 1.6x on this 2-core machine, so run it with the machine otherwise idle (the
+load average is printed).
+
+    python -m benchmarks.size_dask [--rounds 3] [--requests 30000]
 """
 
 from __future__ import annotations
@@ -15,47 +25,83 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-ARGV = [
+#: the sizing asked (without ``--requests``)
+JOB = [
     "size", "llama-3.1-8b", "--rate", "40", "--slo-ttft", "1", "--slo-tpot", "0.05",
-    "--devices", "h100,h200,b200", "--tp", "1,2,4", "--requests", "3000", "--quiet", "--json",
+    "--devices", "h100,h200,b200", "--tp", "1,2,4", "--quiet", "--json",
 ]  # fmt: skip
+#: ``search_warm.py --size``'s command: the job at 3,000 requests a candidate
+ARGV = [*JOB, "--requests", "3000"]
+_ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(extra: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, the child's CPU seconds (user + system) and its stdout."""
+def run(argv: list[str], cache: Path) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system of the command and every process it reaped: its
+    Dask workers) and stdout of ``costmodel argv`` over the cache directory ``cache``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COSTMODEL_")}
+    env["COSTMODEL_CACHE_DIR"] = str(cache)
+    env["PYTHONPATH"] = str(_ROOT)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-m", "costmodel", *ARGV, *extra], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "costmodel", *argv],
+        cwd=_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
 
 
+def _fresh(base: Path, to: Path) -> Path:
+    """A copy of ``base`` (the mixed steps' cards, no run cards) at ``to``."""
+    shutil.copytree(base, to)
+    return to
+
+
+def _line(label: str, xs: list[float], unit: str) -> str:
+    return f"  {label:18s} {min(xs):6.2f} / {statistics.median(xs):6.2f} / {max(xs):6.2f} {unit} (min/median/max)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=30_000, help="requests each candidate simulates")
     args = ap.parse_args()
+    argv = [*JOB, "--requests", str(args.requests)]
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    run([])  # caches warm (cards, compiled forms) for both
-    one, two, same = [], [], True
-    for _ in range(args.rounds):
-        a = run([])
-        b = run(["--scheduler", "dask", "--workers", "2"])
-        one.append(a)
-        two.append(b)
-        same &= a[2] == b[2]
-    w1, w2 = statistics.median(x[0] for x in one), statistics.median(x[0] for x in two)
-    print(f"one process:   wall {min(x[0] for x in one):.1f} / {w1:.1f} / {max(x[0] for x in one):.1f} s (min/median/max)")
-    print(f"dask, 2 workers: wall {min(x[0] for x in two):.1f} / {w2:.1f} / {max(x[0] for x in two):.1f} s")
-    print(f"speed-up (median wall): {w1 / w2:.2f}x; answers identical: {same}")
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    one: list[tuple[float, float, str]] = []
+    two: list[tuple[float, float, str]] = []
+    with tempfile.TemporaryDirectory(prefix="size-dask-") as tmp:
+        base = Path(tmp) / "base"
+        run(argv, base)  # fills the mixed steps' cards ...
+        for card in (base / "forms").glob("size-run-*.json"):
+            card.unlink()  # ... and not the runs: every run below simulates its candidates
+        for i in range(args.rounds):
+            one.append(run(argv, _fresh(base, Path(tmp) / f"one-{i}")))
+            two.append(
+                run([*argv, "--scheduler", "dask", "--workers", "2"], _fresh(base, Path(tmp) / f"two-{i}"))
+            )
+    same = all(b[2] == one[0][2] for b in one + two)
+    print(f"size, {args.requests:,} requests a candidate, {args.rounds} interleaved pairs")
+    print(_line("one process, wall", [x[0] for x in one], "s"))
+    print(_line("dask x 2, wall", [x[0] for x in two], "s"))
+    print(_line("one process, CPU", [x[1] for x in one], "s"))
+    print(_line("dask x 2, CPU", [x[1] for x in two], "s"))
+    ratios = [a[0] / b[0] for a, b in zip(one, two, strict=True)]
+    print(_line("speed-up (wall)", ratios, "x"))
+    print(f"answers identical: {same}; load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -35,17 +35,59 @@ def test_lookahead_is_checked():
 
 
 @pytest.mark.slow
-def test_dask_workers_give_the_one_process_answer(capsys):
+def test_dask_workers_give_the_one_process_answer(capsys, tmp_path, monkeypatch):
     pytest.importorskip("distributed")
     from graphs.cli import main
 
     argv = ["size", "tiny", "--rate", "30", "--slo-ttft", "1", "--slo-tpot", "0.05", "--devices", "h100,h200"]
     argv += ["--tp", "1,2", "--requests", "120", "--quiet", "--json"]
+    # each run its own empty cache: the workers simulate, never read the one-process run's cards
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path / "one"))
     assert main(argv) == 0
     one = capsys.readouterr().out
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path / "dask"))
     assert main([*argv, "--scheduler", "dask", "--workers", "2"]) == 0
+    assert list((tmp_path / "dask" / "forms").glob("size-run-*.json"))  # the workers' runs, carded
     captured = capsys.readouterr()
     assert "still alive" not in captured.err
     # the same deployments and numbers, digit for digit: a worker may read the mixed step from its
     # card where this process lambdified it, and the card's text is what lambdify compiled
     assert json.loads(captured.out) == json.loads(one)
+
+
+def test_a_starting_client_is_the_client_once_made():
+    from graphs.cli.dask_option import StartingClient
+
+    with ThreadPoolExecutor(1) as ex:
+        starting = StartingClient(lambda: (ex, None))
+        assert starting.submit(sum, [1, 2, 3]).result() == 6  # 1 + 2 + 3, on the made executor
+        assert starting.wait() == (ex, None)
+
+
+def test_a_client_that_cannot_be_made_raises_where_it_is_used():
+    from costmodel.errors import CostModelError
+    from graphs.cli.dask_option import StartingClient
+
+    def refuse():
+        raise CostModelError("--dask-address 'tcp://x:1': no scheduler reached within 1 s (OSError)")
+
+    starting = StartingClient(refuse)
+    with pytest.raises(CostModelError, match="no scheduler reached"):
+        starting.submit  # noqa: B018 - the first use waits for the client, and raises its error
+
+
+def test_the_requests_go_once_to_an_executor_that_scatters():
+    from graphs.serving.planning.sizing import _sent_once
+
+    reqs = [object(), object()]
+    with ThreadPoolExecutor(1) as ex:
+        assert _sent_once(ex, reqs) is reqs  # no scatter: the requests are each task's argument
+
+    class Scatters:
+        def scatter(self, data, *, broadcast, hash):
+            self.seen = (data, broadcast, hash)
+            return ["future"]
+
+    ex2 = Scatters()
+    assert _sent_once(ex2, reqs) == "future"
+    assert ex2.seen == ([reqs], True, False)  # one object, to every worker, not tokenised

@@ -15,6 +15,9 @@ from .options import add_dtype_options, apply_dtypes, int_list
 
 __all__ = ["add_size_parser", "cmd_size", "request_of"]
 
+#: what a Dask worker of ``size`` imports as it starts: the module its tasks run
+_WORKER_MODULES = ("graphs.serving.planning.sizing",)
+
 HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
 
 
@@ -67,15 +70,19 @@ def request_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    """``costmodel size``: the options as a checked request, its sizing, the winner printed."""
+    """``costmodel size``: the options as a checked request, its sizing, the winner printed.
+
+    With ``--scheduler dask`` the local cluster starts while the model resolves and the bounds
+    prune (its workers importing the sizing as they start), and the candidates simulate on it."""
     from .model_option import resolve_model
 
-    cfg = apply_dtypes(resolve_model(args.model, args), args)
-    req = request_of(args)
-    profile = req.engine
-    with dask_client(args) as client:  # --scheduler dask: the candidates simulate on its workers
+    with dask_client(args, preload=_WORKER_MODULES, background=True) as client:
+        cfg = apply_dtypes(resolve_model(args.model, args), args)
+        req = request_of(args)
+        profile = req.engine
         progress = progress_bar("size", args.quiet, "simulations")
-        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress)
+        # the candidates' runs as cards: a question asked again simulates only what is new
+        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress, run_cards=True)
     if args.json:
         print(dump({**res.to_dict(), "engine": profile.to_dict()}))
         return 0

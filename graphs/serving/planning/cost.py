@@ -77,6 +77,8 @@ __all__ = [
     "token_cost",
     "usd_per_m",
     "served_seconds",
+    "ServedTotals",
+    "totals_cost",
     "sim_cost",
     "decode_cost",
     "prefill_cost",
@@ -426,10 +428,109 @@ def served_seconds(res: Any) -> float:
     return float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
 
 
+@dataclass(frozen=True, slots=True)
+class ServedTotals:
+    """What a simulated run's cost rests on (:func:`sim_cost`): a few totals of a
+    :class:`graphs.serving.sim.simulator.SimResult`, small enough to keep with a sizing's run
+    card (:mod:`graphs.serving.planning.run_cards`).
+
+    Attributes
+    ----------
+    devices : int
+        The run's devices, every pool.
+    served_s : float
+        :func:`served_seconds` (s).
+    busy_device_s : float
+        Device-seconds iterating.
+    duration_s : float
+        First send to last finish (s).
+    input_tokens, output_tokens : float
+        Prompt and output tokens over the requests.
+    requests : int
+        Requests served.
+    whole_run : bool
+        True when ``served_s`` is the whole run (every request sent at once, or a closed loop).
+    """
+
+    devices: int
+    served_s: float
+    busy_device_s: float
+    duration_s: float
+    input_tokens: float
+    output_tokens: float
+    requests: int
+    whole_run: bool
+
+    @classmethod
+    def of(cls, res: Any) -> ServedTotals:
+        """The totals of the simulated run ``res`` (a ``SimResult``).
+
+        Parameters
+        ----------
+        res : SimResult
+            A simulated run.
+
+        Returns
+        -------
+        ServedTotals
+            Its devices, served and busy seconds, duration, tokens and requests.
+        """
+        return cls(
+            devices=res.topology.devices,
+            served_s=served_seconds(res),
+            busy_device_s=float(res.busy_device_s),
+            duration_s=float(res.duration_s),
+            input_tokens=float(res.per_request["prompt"].sum()),
+            output_tokens=float(res.per_request["output"].sum()),
+            requests=int(res.requests),
+            whole_run=res.offered_requests_per_s is None,
+        )
+
+
+def totals_cost(t: ServedTotals, rates: Rates) -> TokenCost | None:
+    """The :class:`TokenCost` of a run's totals ``t`` (:func:`sim_cost`'s rule): its devices'
+    $/h over ``r_in = input_tokens / served_s`` and ``r_out = output_tokens / served_s``, the
+    utilisation (power only) ``u = min(busy_device_s / (devices x duration_s), 1)`` (1 for a run
+    of no duration).
+
+    Parameters
+    ----------
+    t : ServedTotals
+        The run's totals.
+    rates : Rates
+        What one of its devices costs.
+
+    Returns
+    -------
+    TokenCost or None
+        USD per million input and output tokens (None: no price).
+
+    Raises
+    ------
+    CostModelError
+        When the run serves over no time.
+    """
+    seconds, devices = t.served_s, t.devices
+    util = min(t.busy_device_s / (devices * t.duration_s), 1.0) if t.duration_s > 0 else 1.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise CostModelError(f"a cost needs a positive duration, got {seconds!r} s")
+    return token_cost(
+        [(rates, devices)],
+        input_tokens_per_s=t.input_tokens / seconds,
+        output_tokens_per_s=t.output_tokens / seconds,
+        basis=(
+            f"serving {t.requests / seconds:,.4g} requests/s ({t.requests:,} in {seconds:,.1f} s, "
+            + ("the whole run)" if t.whole_run else "first arrival to last first token)")
+        ),
+        utilisation=util,
+    )
+
+
 def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
     """The :class:`TokenCost` of a :class:`graphs.serving.sim.simulator.SimResult`: its devices'
     $/h over the tokens it served per second, ``tokens / served_seconds`` (module doc).
-    Utilisation (power only) is the busy device-seconds over devices x duration.
+    Utilisation (power only) is the busy device-seconds over devices x duration
+    (:func:`totals_cost` of its :class:`ServedTotals`).
 
     Parameters
     ----------
@@ -448,26 +549,7 @@ def sim_cost(res: Any, rates: Rates) -> TokenCost | None:
     CostModelError
         When the run serves over no time.
     """
-    devices = res.topology.devices
-    seconds = served_seconds(res)
-    util = min(res.busy_device_s / (devices * res.duration_s), 1.0) if res.duration_s > 0 else 1.0
-    n_in, n_out = float(res.per_request["prompt"].sum()), float(res.per_request["output"].sum())
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise CostModelError(f"a cost needs a positive duration, got {seconds!r} s")
-    return token_cost(
-        [(rates, devices)],
-        input_tokens_per_s=n_in / seconds,
-        output_tokens_per_s=n_out / seconds,
-        basis=(
-            f"serving {res.requests / seconds:,.4g} requests/s ({res.requests:,} in {seconds:,.1f} s, "
-            + (
-                "the whole run)"
-                if res.offered_requests_per_s is None
-                else "first arrival to last first token)"
-            )
-        ),
-        utilisation=util,
-    )
+    return totals_cost(ServedTotals.of(res), rates)
 
 
 def decode_cost(rates: Rates, *, devices: int, batch: float, tpot_s: float) -> TokenCost | None:

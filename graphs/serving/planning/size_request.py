@@ -152,6 +152,7 @@ class SizeRequest:
         executor: Any = None,
         lookahead: int = 2,
         progress: Callable[[int, int], None] | None = None,
+        run_cards: bool = False,
     ) -> Any:
         """Size ``config`` for this load.
 
@@ -166,6 +167,9 @@ class SizeRequest:
             Candidates simulated ahead of the one the search waits for (at least 1).
         progress : callable, optional
             ``progress(done, total)`` as candidates finish.
+        run_cards : bool
+            Reuse and keep the candidates' runs as cards
+            (:mod:`graphs.serving.planning.run_cards`; a deployment read from one has no ``sim``).
 
         Returns
         -------
@@ -202,4 +206,5 @@ class SizeRequest:
             dps=list(self.dps),
             expert_parallel=self.expert_parallel,
             moe_dispatch=self.moe_dispatch,
+            run_cards=run_cards,
         )

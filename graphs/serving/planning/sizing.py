@@ -48,7 +48,8 @@ of the queue are submitted too, so they simulate while it does. The search itsel
 takes each candidate's result in the same order, and a speculative result it never reaches is
 dropped), so the answer is the one-process answer: the same deployments, and the same numbers
 but for the last digits where a worker reads a step from its card (checked to 1e-9) that this
-process compiled.
+process compiled. A Dask client's workers receive the requests once (scattered to each); a task
+carries only its candidate, the model config and the engine's knobs.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ from ..sim.simulator import MAX_REPLICAS, SimResult, Topology, simulate
 from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
-from .cost import NO_PRICE, Rates, TokenCost, device_rates, sim_cost
+from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, device_rates, totals_cost
+from .run_cards import RunOutcome, load_outcome, requests_digest, run_key, save_outcome
 
 __all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
 
@@ -99,6 +101,7 @@ class Deployment(Result):
     tpot_p99: float
     meets: bool
     cost: TokenCost | None  #: None: the device has no price
+    #: the run (None: read from its card, :mod:`graphs.serving.planning.run_cards`)
     sim: SimResult | None = field(default=None, repr=False, compare=False)
     dp: int = 1  #: data-parallel ranks per replica (1: none)
     expert_parallel: bool = False  #: with dp > 1: whole experts per device
@@ -370,6 +373,7 @@ def size_deployment(
     dps: Sequence[int] = (1,),
     expert_parallel: bool = False,
     moe_dispatch: str = DISPATCHES[0],
+    run_cards: bool = False,
 ) -> SizingResult:
     """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
 
@@ -383,6 +387,9 @@ def size_deployment(
     the one the search waits for (at least 1). ``dps``: data-parallel ranks per replica to try
     (an MoE model; 1: plain replicas), each group's experts whole per device (``expert_parallel``)
     or split ``dp x tp`` ways, reached by ``moe_dispatch`` (module doc; aggregated only).
+    ``run_cards``: read each candidate's run from its card when the form cache holds one, and
+    card the runs it simulates (:mod:`graphs.serving.planning.run_cards`; the deployments of a
+    run read from a card carry ``sim=None``).
 
     Parameters
     ----------
@@ -446,6 +453,8 @@ def size_deployment(
     moe_dispatch : str
         With ``dps > 1``: how tokens reach the experts, one of
         :data:`graphs.serving.sim.data_parallel.DISPATCHES`.
+    run_cards : bool
+        Reuse and keep the candidates' runs as cards (:mod:`graphs.serving.planning.run_cards`).
 
     Returns
     -------
@@ -500,6 +509,7 @@ def size_deployment(
         "the longest drawn request (prompt + output)",
         allow=allow_long_context,
     )
+    reqs_id = requests_digest(reqs) if run_cards else None  # None: every candidate simulated
     prices = prices or {}
     pruned: list[str] = []
     heap: list[tuple[float, float, int, _Family, int, int]] = []
@@ -560,6 +570,7 @@ def size_deployment(
                 tie += 1
     done: list[Deployment] = []
     futures: dict[tuple[_Family, int, int], Any] = {}  #: submitted to ``executor``, not yet taken
+    sent: Any = None  #: the requests as the executor's tasks take them (:func:`_sent_once`)
     best: dict[_Family, Deployment] = {}
     seen: set[tuple[_Family, int, int]] = set()
     winner: Deployment | None = None
@@ -581,14 +592,16 @@ def size_deployment(
         if executor is None:
             pair = engines[(fam.device, fam.tp, fam.dp)]
             dep = _run(
-                w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth, grouping
-            )
+                w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth, grouping,
+                reqs_id,
+            )  # fmt: skip
         else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
+            sent = _sent_once(executor, reqs) if sent is None else sent
             for _, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
                 if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
                     futures[(f2, a2, b2)] = executor.submit(
-                        _run_config, w.config, f2, a2, b2, reqs, rate, slo_ttft, slo_tpot, percentile,
-                        engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping,
+                        _run_config, w.config, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
+                        engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
                     )  # fmt: skip
             dep = futures.pop((fam, a, b)).result()
         done.append(dep)
@@ -648,6 +661,16 @@ def _key(d: Deployment, objective: str) -> tuple[float, float]:
     return (usd, float(d.devices)) if objective == "cost" else (float(d.devices), usd)
 
 
+def _sent_once(executor: Any, reqs: Sequence[Request]) -> Any:
+    """The requests as every task on ``executor`` takes them: on a Dask client (it has
+    ``scatter``), sent to every worker once, unhashed (a task's arguments are pickled and, to
+    name the task, tokenised: 30,000 requests pickle to 1.3 MB and tokenise in about 3.6 s, per
+    task), the scattered future in their place; else the requests themselves."""
+    if not hasattr(executor, "scatter"):
+        return reqs
+    return executor.scatter([list(reqs)], broadcast=True, hash=False)[0]
+
+
 def _run_config(config: Any, *args: Any) -> Deployment:
     """:func:`_run` in a worker process: the workload rebuilt from its config (a config pickles in
     a few kB; its built graphs are the worker's own)."""
@@ -667,24 +690,50 @@ def _run(
     pair: tuple[EngineConfig, EngineOverheads | None],
     link_bandwidth: float,
     grouping: _Group = _Group(),
+    reqs_id: str | None = None,
 ) -> Deployment:
+    """One candidate simulated (or, with ``reqs_id``, the digest of ``reqs``, read from its run
+    card when the cache holds a good one, else simulated and carded)."""
     if fam.disagg:
         topo = Topology(tp=fam.tp, prefill_replicas=a, decode_replicas=b, link_bandwidth=link_bandwidth)
     else:
         topo = grouping.topology(fam, a)
     eng, ov = pair
-    res = simulate(
-        w,
-        fam.device,
-        reqs,
-        topology=topo,
-        engine=eng,
-        overheads=ov,
-        slo_ttft=slo_ttft,
-        slo_tpot=slo_tpot,
-        rate=rate,
-    )
-    t, p = _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q)
+    key = None
+    if reqs_id is not None:
+        hw = get_device(fam.device)
+        key = run_key(
+            w.config,
+            hw,
+            topo,
+            eng,
+            ov,
+            reqs_id,
+            slo_ttft=slo_ttft,
+            slo_tpot=slo_tpot,
+            rate=rate,
+            percentile=q,
+        )
+    out = load_outcome(key, reqs) if key is not None else None
+    res = None
+    if out is None:
+        res = simulate(
+            w,
+            fam.device,
+            reqs,
+            topology=topo,
+            engine=eng,
+            overheads=ov,
+            slo_ttft=slo_ttft,
+            slo_tpot=slo_tpot,
+            rate=rate,
+        )
+        out = RunOutcome(
+            _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q), ServedTotals.of(res)
+        )
+        if key is not None:
+            save_outcome(key, out)
+    t, p = out.ttft_s, out.tpot_s
     return Deployment(
         device=fam.device,
         tp=fam.tp,
@@ -695,7 +744,7 @@ def _run(
         ttft_p99=t,
         tpot_p99=p,
         meets=t <= slo_ttft and p <= slo_tpot,
-        cost=sim_cost(res, fam.rates),
+        cost=totals_cost(out.totals, fam.rates),
         sim=res,
         dp=fam.dp,
         expert_parallel=topo.expert_parallel,
