@@ -67,13 +67,10 @@ def command_line(sp: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: str) -> str:
     from .model_option import resolve_config
 
-    cfg = resolve_config(args)
-    prediction = None
-    if getattr(args, "predict", None):  # the same call --predict printed beside the bound
-        from .predict_option import step_prediction
-
-        prediction = step_prediction(args, cfg, phase)
-    return str(kept["summary"].to_html(cfg, command=command, prediction=prediction))
+    # the StepPrediction --predict printed beside the bound (none without --predict or --predict-file)
+    return str(
+        kept["summary"].to_html(resolve_config(args), command=command, prediction=kept.get("prediction"))
+    )
 
 
 def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:

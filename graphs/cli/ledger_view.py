@@ -14,6 +14,7 @@ __all__ = [
     "print_terms",
     "print_fits",
     "print_kv_split",
+    "capacity_verdict",
     "refuse_or_warn",
     "print_notes",
 ]
@@ -61,22 +62,39 @@ def print_kv_split(rep: Any) -> None:
 def refuse_or_warn(args: argparse.Namespace, fit: Any, try_flag: str | None = "--tp") -> int | None:
     """A point that does not fit: exit 1 with the verdict and no latency (``--json``: the
     verdict alone), or with ``--ignore-capacity`` the verdict as the first line and None (go on)."""
+    rc, text, doc = capacity_verdict(args, fit, try_flag)
+    if doc is not None:
+        print(dump(doc))
+    elif text is not None:
+        print(text)
+    return rc
+
+
+def capacity_verdict(
+    args: argparse.Namespace, fit: Any, try_flag: str | None = "--tp"
+) -> tuple[int | None, str | None, dict[str, Any] | None]:
+    """What :func:`refuse_or_warn` prints, unprinted: (exit code or None to go on, text, ``--json``
+    document); (None, None, None) for a point that fits."""
     if fit.fits:
-        return None
+        return None, None, None
     if getattr(args, "ignore_capacity", False):
-        if not getattr(args, "json", False):
-            print(
-                fit.headline(try_flag)
-                + "; --ignore-capacity: the numbers below are for a point that cannot run"
-            )
-        return None
+        if getattr(args, "json", False):
+            return None, None, None
+        return (
+            None,
+            fit.headline(try_flag) + "; --ignore-capacity: the numbers below are for a point that cannot run",
+            None,
+        )
     if getattr(args, "json", False):
-        print(dump({"capacity": fit.to_dict(), "refused": fit.headline(try_flag)}))
-        return 1
-    print(fit.headline(try_flag))
-    print(fit.detail())
-    print("  no latency for a point that cannot run (--ignore-capacity prints it anyway)")
-    return 1
+        return 1, None, {"capacity": fit.to_dict(), "refused": fit.headline(try_flag)}
+    text = "\n".join(
+        [
+            fit.headline(try_flag),
+            fit.detail(),
+            "  no latency for a point that cannot run (--ignore-capacity prints it anyway)",
+        ]
+    )
+    return 1, text, None
 
 
 def print_notes(notes: Any) -> None:

@@ -138,7 +138,9 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     )
     print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
     if pred is not None:
-        from .predict_option import coverage_lines, prediction_label
+        from graphs.serving.present.step_prediction import prediction_label
+
+        from .predict_option import coverage_lines
 
         print(
             f"prediction ({prediction_label(pred)}; {args.predict} kernels, {pred.calibrated_from}): "

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from .common import dump, progress_bar
 from .html_option import add_html_option, keep
-from .ledger_view import print_fits, print_kv_split, print_terms, refuse_or_warn
+from .ledger_view import capacity_verdict, print_fits, print_kv_split, print_terms
 from .model_option import check_context, resolve_config
 from .options import add_dtype_options, check_output_path, int_list, number
 
 if TYPE_CHECKING:
     from costmodel.ledger import Overhead
 
-__all__ = ["add_phase_parsers", "request_of"]
+__all__ = ["add_phase_parsers", "decode_result", "prefill_result", "request_of"]
 
 
 def _overhead(args: argparse.Namespace) -> Overhead:
@@ -128,15 +128,6 @@ def _expert_plan(args: argparse.Namespace) -> dict[str, Any]:
     return {"ep": args.ep, "routing": routing_of(args).label} if routed(args) else {}
 
 
-def _print_refused_plan(args: argparse.Namespace) -> None:
-    """After a refusal, what the memory check leaves out of a routed step (nothing by default)."""
-    from graphs.serving.present.phase_summary import expert_plan_line
-
-    line = expert_plan_line(_expert_plan(args), "--ignore-capacity costs the step anyway", refused=True)
-    if line:
-        print(line)
-
-
 def request_of(args: argparse.Namespace, phase: str) -> Any:
     """The options of ``decode`` or ``prefill`` as a
     :class:`~graphs.serving.analysis.phase_request.PhaseRequest`, which checks them (light: no
@@ -160,7 +151,10 @@ def request_of(args: argparse.Namespace, phase: str) -> Any:
     )
 
 
-def cmd_prefill(args: argparse.Namespace) -> int:
+def prefill_result(args: argparse.Namespace) -> tuple[int, str | None, dict[str, Any] | None]:
+    """``prefill``'s exit code, text and ``--json`` document, unprinted (the summary is kept for
+    ``--html``): the step's :class:`~graphs.serving.present.phase_summary.PrefillSummary`, or the
+    capacity verdict of a point that does not fit."""
     from graphs.serving.present.phase_summary import PrefillSummary
 
     from .cached import capacity, prefill_report
@@ -168,17 +162,18 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     check_context(args, args.seq, "--seq")
     req = request_of(args, "prefill")  # a bad --chunk or routing is the user's error, before the verdict
     fit = capacity(args, resolve_config, "prefill")
-    refused = refuse_or_warn(args, fit)
+    refused, head, doc = capacity_verdict(args, fit)
     if refused is not None:
-        _print_refused_plan(args)
-        return refused
+        return refused, _refused_text(args, head), doc
     summary = PrefillSummary(req, prefill_report(args, resolve_config), fit, _expert_plan(args))
     keep(args, summary=summary)
-    print(dump(summary.to_dict()) if args.json else summary.to_text())
-    return 0
+    return 0, _headed(head, summary.to_text()), summary.to_dict()
 
 
-def cmd_decode(args: argparse.Namespace) -> int:
+def decode_result(args: argparse.Namespace) -> tuple[int, str | None, dict[str, Any] | None]:
+    """``decode``'s exit code, text and ``--json`` document, unprinted (the summary is kept for
+    ``--html``): the step's :class:`~graphs.serving.present.phase_summary.DecodeSummary`, or the
+    capacity verdict of a point that does not fit."""
     from graphs.serving.present.phase_summary import DecodeSummary
 
     from .cached import capacity, decode_reports, kv_caps
@@ -186,16 +181,44 @@ def cmd_decode(args: argparse.Namespace) -> int:
     check_context(args, args.ctx, "--ctx")
     req = request_of(args, "decode")  # a bad routing is the user's error, before the verdict
     fit = capacity(args, resolve_config, "decode")
-    refused = refuse_or_warn(args, fit)
+    refused, head, doc = capacity_verdict(args, fit)
     if refused is not None:
-        _print_refused_plan(args)
-        return refused
+        return refused, _refused_text(args, head), doc
     rep, lim, nf = decode_reports(args, resolve_config, max_batch=fit.max_batch)
     caps = {} if args.json else kv_caps(args, resolve_config)  # the text's cache line reads them
     summary = DecodeSummary(req, rep, fit, nf, lim, caps, _expert_plan(args))
     keep(args, summary=summary)
-    print(dump(summary.to_dict()) if args.json else summary.to_text())
-    return 0
+    return 0, _headed(head, summary.to_text()), summary.to_dict()
+
+
+def _headed(head: str | None, text: str) -> str:
+    """``--ignore-capacity``'s verdict line, when the point does not fit, above the step's text."""
+    return text if head is None else f"{head}\n{text}"
+
+
+def _refused_text(args: argparse.Namespace, verdict: str | None) -> str | None:
+    """A refused point's verdict and what the memory check leaves out of a routed step (the
+    ``--json`` document holds the verdict alone)."""
+    from graphs.serving.present.phase_summary import expert_plan_line
+
+    if verdict is None:
+        return None
+    line = expert_plan_line(_expert_plan(args), "--ignore-capacity costs the step anyway", refused=True)
+    return verdict if line is None else f"{verdict}\n{line}"
+
+
+def _print_result(result: tuple[int, str | None, dict[str, Any] | None], args: argparse.Namespace) -> int:
+    rc, text, doc = result
+    print(dump(doc) if args.json else text)
+    return rc
+
+
+def cmd_prefill(args: argparse.Namespace) -> int:
+    return _print_result(prefill_result(args), args)
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    return _print_result(decode_result(args), args)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -336,7 +359,7 @@ def add_phase_parsers(sub: Any) -> None:
     add_expert_options(pf)
     add_predict_option(pf)
     add_ignore_capacity(pf)
-    pf.set_defaults(func=with_prediction(cmd_prefill, "prefill"))
+    pf.set_defaults(func=with_prediction(prefill_result, "prefill"))
     add_html_option(pf, "prefill")
 
     dc = sub.add_parser("decode", help="TPOT bound, weight/KV/compute times, knee batch, ctx ceiling, energy")
@@ -346,7 +369,7 @@ def add_phase_parsers(sub: Any) -> None:
     add_expert_options(dc)
     add_predict_option(dc)
     add_ignore_capacity(dc)
-    dc.set_defaults(func=with_prediction(cmd_decode, "decode"))
+    dc.set_defaults(func=with_prediction(decode_result, "decode"))
     add_html_option(dc, "decode")
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")

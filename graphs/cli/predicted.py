@@ -10,5 +10,4 @@ from __future__ import annotations
 __all__ = ["interval_text", "predicted_lines", "step_interval"]
 
 from graphs.serving.present.report_text import interval_text, predicted_lines  # reports render them
-
-from .predict_option import step_interval  # its home is the --predict option; kept importable here
+from graphs.serving.present.step_prediction import step_interval  # its home: the step prediction report

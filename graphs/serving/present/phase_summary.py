@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..analysis.phase_request import PhaseRequest
     from ..step.fit_check import CapacityCheck
     from ..step.reports import DecodeLimits, DecodeReport, NearFarMemory, PrefillReport
+    from .step_prediction import StepPrediction
 
 __all__ = ["DecodeSummary", "PrefillSummary", "expert_plan_line"]
 
@@ -58,6 +59,11 @@ def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = F
         "not in this step (serve plans adds it); the memory check counts every expert on each device"
         + (f"; {extra}" if extra else "")
     )
+
+
+def _kernels(prediction: StepPrediction | None) -> Any:
+    """The calibrated kernel prediction a page draws (None: none, or a fit made on the bound)."""
+    return None if prediction is None else prediction.prediction
 
 
 def _notes(notes: Any) -> list[str]:
@@ -212,7 +218,9 @@ class DecodeSummary:
         )
         return "\n".join(out)
 
-    def to_html(self, config: ModelConfig, *, command: str = "", prediction: Any = None) -> str:
+    def to_html(
+        self, config: ModelConfig, *, command: str = "", prediction: StepPrediction | None = None
+    ) -> str:
         """The ``decode --html`` page (:func:`graphs.serving.present.html_views.phase_page`).
 
         Parameters
@@ -222,7 +230,8 @@ class DecodeSummary:
         command : str
             The command line shown in the page's header.
         prediction : StepPrediction, optional
-            ``--predict``'s prediction, drawn beside the bound.
+            ``--predict``'s prediction (:mod:`graphs.serving.present.step_prediction`), drawn
+            beside the bound (a fit made on the bound draws none).
 
         Returns
         -------
@@ -235,7 +244,7 @@ class DecodeSummary:
             config,
             command=command,
             limits=self.limits,
-            prediction=prediction,
+            prediction=_kernels(prediction),
             ctx=self.request.ctx,
         )
 
@@ -303,7 +312,9 @@ class PrefillSummary:
         )
         return "\n".join(out)
 
-    def to_html(self, config: ModelConfig, *, command: str = "", prediction: Any = None) -> str:
+    def to_html(
+        self, config: ModelConfig, *, command: str = "", prediction: StepPrediction | None = None
+    ) -> str:
         """The ``prefill --html`` page (:func:`graphs.serving.present.html_views.phase_page`).
 
         Parameters
@@ -313,7 +324,8 @@ class PrefillSummary:
         command : str
             The command line shown in the page's header.
         prediction : StepPrediction, optional
-            ``--predict``'s prediction, drawn beside the bound.
+            ``--predict``'s prediction (:mod:`graphs.serving.present.step_prediction`), drawn
+            beside the bound (a fit made on the bound draws none).
 
         Returns
         -------
@@ -321,4 +333,6 @@ class PrefillSummary:
         """
         from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
 
-        return phase_page(self.report, config, command=command, prediction=prediction, seq=self.request.seq)
+        return phase_page(
+            self.report, config, command=command, prediction=_kernels(prediction), seq=self.request.seq
+        )
