@@ -117,3 +117,26 @@ def test_a_refused_routed_point_under_json_prints_one_json_document(capsys):
     assert set(doc) == {"capacity", "refused"}
     assert main(argv) == 1
     assert "(--ep 2: the memory check counts every expert on each device" in capsys.readouterr().out
+
+
+def test_a_refused_point_gets_no_prediction(capsys):
+    """A point that cannot run prints "no latency": ``--predict`` adds no prediction to it either,
+    in text or in ``--json`` (Llama-3.1-70B's KV at batch 4096, ctx 40,000: 80 layers x 8 KV heads
+    x 128 x 2 (K, V) x 2 B = 320 KiB per token, x 4096 x 40,000 = 49 TiB, against one H100's 80 GB)."""
+    argv = [
+        "decode",
+        "llama-3.1-70b",
+        "--device",
+        "h100",
+        "--batch",
+        "4096",
+        "--ctx",
+        "40000",
+        "--predict",
+        "vllm",
+    ]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "no latency for a point that cannot run" in out and "predicted" not in out
+    assert main([*argv, "--json"]) == 1
+    assert set(json.loads(capsys.readouterr().out)) == {"capacity", "refused"}

@@ -141,7 +141,8 @@ def with_prediction(
         fp8_scales_of(args)  # --fp8-scales without a predictor: refused before any work
         fit = load_predict_file(args)
         rc, text, doc = build(args)
-        if fit is None and not getattr(args, "predict", None):
+        # a refused point (it cannot run: its text says "no latency") gets no prediction either
+        if rc != 0 or (fit is None and not getattr(args, "predict", None)):
             print(dump(doc) if args.json else text)
             return rc
         if not args.json:
