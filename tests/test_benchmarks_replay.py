@@ -118,16 +118,22 @@ def test_home_paths_are_stripped_and_prose_wrapped() -> None:
 
 def test_the_silicon_page_is_a_method_and_a_summary() -> None:
     """docs/silicon_accuracy.md: a short page (no per-row table), every line under 200 characters,
-    no home-directory path; its rows in the CSV appendices, which read back."""
+    no home-directory path; its rows in the CSV appendices, which read back. (The method grew by
+    the recovered E2E rows, the TPOT-below-roofline rule and the runs without a stated load: 258
+    lines where the per-row table made it 2,303.)"""
     text = SILICON_PAGE.read_text(encoding="utf-8")
     lines = text.splitlines()
-    assert len(lines) <= 250
+    assert len(lines) <= 270
     assert max(map(len, lines)) <= 200
     assert not re.search(r"/Users/|/home/", text)
     assert "silicon_accuracy_rows.csv" in text and "silicon_load_check.csv" in text
     rows = results.read_results(SILICON_ROWS)
     assert len(rows) > 1000 and all(r["id"].startswith("aicsil-") for r in rows)
-    assert {r["metric"] for r in rows} == {"ttft_mean_s", "tpot_mean_s"}
+    assert {r["metric"] for r in rows} == {
+        "ttft_mean_s",
+        "tpot_mean_s",
+        "e2e_mean_s",
+    }  # E2E: fixed-length clients' runs
     for path in (SILICON_ROWS, LOAD_CHECK):
         assert not re.search(r"/Users/|/home/", path.read_text(encoding="utf-8"))
 
