@@ -18,7 +18,7 @@ them; ``costmodel calibrate serving`` fits them).
 
 The request path (:meth:`~.knobs.EngineOverheads.request_path_s`): ``per_prompt_token_s`` 2 us,
 tokenisation with Hugging Face ``tokenizers`` in its tokenizer manager (the measured rate is
-:mod:`.vllm`'s source); ``request_s`` (26 ms) and ``prefix_lookup_per_token_s`` 150 ns are vLLM
+:mod:`.vllm`'s source); ``request_s`` (27 ms) and ``prefix_lookup_per_token_s`` 150 ns are vLLM
 V1's (ASSUMED: SGLang's process layout is the same, an HTTP server and tokenizer manager handing
 requests to the scheduler over ZMQ; its own TTFT rows outside the held-out split, all above
 half of capacity, do not determine a fixed term: ``benchmarks/request_path_fit.py``).
