@@ -73,10 +73,9 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
     )
 
 
-def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_views import analysis_page
-
-    return analysis_page(kept["analysis"], kept["config"], command=command, prediction=kept.get("prediction"))
+def _report(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+    """The page of a kept report that draws itself (``model analyze``, ``calibrate serving``)."""
+    return str(kept["report"].to_html(command))
 
 
 def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
@@ -108,7 +107,8 @@ def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str
 _PAGES: dict[str, Callable[[argparse.Namespace, dict[str, Any], str], str]] = {
     "decode": lambda a, k, c: _phase(a, k, c, "decode"),
     "prefill": lambda a, k, c: _phase(a, k, c, "prefill"),
-    "analyze": _analyze,
+    "analyze": _report,
+    "calibrate": _report,
     "simulate": _simulate,
     "search": _search,
     "fusion": _fusion,

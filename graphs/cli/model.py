@@ -57,26 +57,28 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def cmd_model_analyze(args: argparse.Namespace) -> int:
-    from costmodel.text import fmt_si, format_table
+    """``costmodel model analyze``: one step's per-node roofline as a
+    :class:`~graphs.serving.present.analysis_report.AnalysisReport` (from the cached analysis card
+    when there is one; from the library with ``--predict`` or ``--html``), printed."""
+    from graphs.serving.present.analysis_report import AnalysisReport
+    from graphs.serving.present.step_prediction import predict_step_report
 
     from .cached import analysis, capacity
-    from .calibrate import fp8_scales_of
     from .ledger_view import refuse_or_warn
     from .model_option import check_context
+    from .predict_option import fp8_scales_of
 
-    fp8_scales_of(args)  # --fp8-scales without --predict: refused before any work
-    if args.phase == "decode":
-        check_context(args, args.ctx, "--ctx")
-    else:
-        check_context(args, args.seq, "--seq")
-    pred = cfg = card = None
+    scales = fp8_scales_of(args)  # --fp8-scales without --predict: refused before any work
+    check_context(args, *((args.ctx, "--ctx") if args.phase == "decode" else (args.seq, "--seq")))
+    point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
+    cfg: Any = None
+    card = None
     if args.predict or args.html:  # the page and the prediction need the config: the library's path
         from costmodel.hardware import get_device
         from costmodel.hardware.fallback import roof_notes
         from graphs import analyze
 
         cfg = _config(args)
-        point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
         result = analyze(cfg, args.device, args.phase, tp=args.tp, **point)
         notes = roof_notes(get_device(args.device))
     else:  # the persistent cache's analysis card (no sympy when it is there)
@@ -85,73 +87,23 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     refused = refuse_or_warn(args, fit)
     if refused is not None:
         return refused
-    if args.predict:
-        from .predict_option import step_prediction
-
-        pred = step_prediction(args, cfg, args.phase)
-    keep(args, analysis=result, prediction=pred, config=cfg)
-    if args.json:
-        doc = {**result.to_dict(), "capacity": fit.to_dict()}
-        if pred is not None:
-            doc["prediction"] = pred.to_dict()
-        print(dump(doc))
-        return 0
-    t = result.totals
-    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    print(f"{result.model} {args.phase} on {result.device}: batch {args.batch}, {where}, tp={args.tp}")
-    from .ledger_view import print_notes
-
-    print_notes(notes)
-    picked = sorted(result.rows, key=lambda r: -r.total_time_s)[: args.top] if args.top else result.rows
-    rows = [{**r.to_dict(), "share_pct": 100 * r.share, "t_total": r.total_time_s} for r in picked]
-    if pred is not None:
-        for row in rows:
-            nd = pred.nodes.get(row["node"])
-            row["t_pred"] = nd["predicted_s"] if nd else float("nan")
-            row["t_corr"] = nd["corrected_s"] if nd else float("nan")
-    cols: tuple[tuple[str, str, str], ...] = (  # (row key, header, format)
-        ("node", "node", "s"),
-        ("op", "op", "s"),
-        ("repeat", "x", ".0f"),
-        ("flops", "F (FLOP)", "si"),
-        ("bytes", "D (B)", "si"),
-        ("intensity", "I (FLOP/B)", ".2f"),
-        ("kind", "bound", "s"),
-        ("t_total", "T x repeat (s)", ".3e"),
-        ("share_pct", "share %", ".1f"),
-    )
-    if pred is not None:
-        cols = (
-            *cols,
-            ("t_pred", f"predicted {args.predict} (s)", ".3e"),
-            ("t_corr", "+ shape residuals (s)", ".3e"),
+    pred = None
+    if args.predict:  # the step's prediction without its interval (the command never printed one)
+        pred = predict_step_report(
+            cfg,
+            args.device,
+            args.phase,
+            tp=args.tp,
+            framework=args.predict,
+            fp8_scales=scales,
+            interval=False,
+            **point,
         )
-    print(format_table(rows, cols))
-    print(
-        f"\nstep: {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
-        f"weights read {fmt_si(t.weight_bytes_read, 'B')}, KV {t.kv_bytes_per_token:.0f} B/token"
+    report = AnalysisReport(
+        result, fit, tuple(notes), args.phase, **point, tp=args.tp, top=args.top, prediction=pred, config=cfg
     )
-    print(
-        f"bound (sum over nodes): {t.sum_of_node_bounds_s * 1e3:.3f} ms -> "
-        f"{t.tokens_per_s:.1f} tokens/s; whole step as one roofline: "
-        f"{t.whole_step_bound_s * 1e3:.3f} ms ({t.whole_step_kind})"
-    )
-    print(f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%")
-    if pred is not None:
-        from graphs.serving.present.step_prediction import prediction_label
-
-        from .predict_option import coverage_lines
-
-        print(
-            f"prediction ({prediction_label(pred)}; {args.predict} kernels, {pred.calibrated_from}): "
-            f"{pred.corrected_s * 1e3:.3f} ms, {pred.corrected_s / pred.bound_s:.2f}x the bound; "
-            f"the fits alone {pred.predicted_s * 1e3:.3f} ms"
-        )
-        print("\n".join(coverage_lines(pred)))
-    print("\nclosed forms (this model's numbers bound; B, S, ctx free):")
-    for k, v in result.closed_forms.items():
-        if k.endswith("_bound"):
-            print(f"  {k[:-6]:28s} = {v}")
+    keep(args, report=report)
+    print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
 
 

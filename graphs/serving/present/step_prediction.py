@@ -221,10 +221,30 @@ class StepPrediction:
         """
         doc: dict[str, Any] = {}
         if self.prediction is not None:
-            doc["prediction"] = {**self.prediction.to_dict(), "interval_s": list(self.interval_s or ())}
+            # a step priced without its interval (model analyze) has none
+            span = {} if self.interval_s is None else {"interval_s": list(self.interval_s)}
+            doc["prediction"] = {**self.prediction.to_dict(), **span}
         if self.fitted is not None:
             doc["engine_overheads"] = self.fitted.to_dict()
         return doc
+
+    def brief_text(self) -> str:
+        """The prediction in one line and what it rests on: what ``model analyze`` prints after
+        the step's totals (empty without a prediction).
+
+        Returns
+        -------
+        str
+        """
+        p = self.prediction
+        if p is None:
+            return ""
+        head = (
+            f"prediction ({prediction_label(p)}; {p.framework} kernels, {p.calibrated_from}): "
+            f"{p.corrected_s * 1e3:.3f} ms, {p.corrected_s / p.bound_s:.2f}x the bound; "
+            f"the fits alone {p.predicted_s * 1e3:.3f} ms"
+        )
+        return "\n".join([head, "\n".join(coverage_lines(p))])
 
     def to_text(self) -> str:
         """The lines printed after the step's summary, each block after a blank line.
@@ -236,15 +256,19 @@ class StepPrediction:
         out: list[str] = []
         p = self.prediction
         if p is not None:
-            lo, hi = self.interval_s or (float("nan"), float("nan"))
             out += [
                 "",
                 f"{_what(self.phase)} ({prediction_label(p)}; {p.framework} kernels, {p.calibrated_from}):",
                 f"  bound {p.bound_s * 1e3:.3f} ms   predicted {p.corrected_s * 1e3:.3f} ms   "
                 f"({p.corrected_s / p.bound_s:.2f}x the bound)   the fits alone {p.predicted_s * 1e3:.3f} ms",
-                f"  P10-P90 interval [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ms (every kernel at that quantile of its "
-                "held-out error)",
             ]
+            # no interval when priced without it (predict_step_report's interval=False)
+            if self.interval_s is not None:
+                lo, hi = self.interval_s
+                out.append(
+                    f"  P10-P90 interval [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ms (every kernel at that quantile of its "
+                    "held-out error)"
+                )
             for fam, e in p.by_family.items():
                 pred = f"   predicted {e['corrected_s'] * 1e3:9.3f} ms" if "corrected_s" in e else ""
                 if "predicted_s" in e:
@@ -269,6 +293,7 @@ def predict_step_report(
     fp8_scales: str = "dynamic",
     fit: ServingFit | None = None,
     fit_path: str = "",
+    interval: bool = True,
 ) -> StepPrediction:
     """Price one decode or prefill step with ``framework``'s measured kernels and/or a fit's engine
     overheads: what ``decode`` and ``prefill`` print beside the bound.
@@ -296,6 +321,9 @@ def predict_step_report(
         be ``framework``.
     fit_path : str
         The file the fit was read from, as the user gave it.
+    interval : bool
+        Also price the P10-P90 interval (:func:`step_interval`: two more priced steps); False
+        leaves :attr:`StepPrediction.interval_s` None.
 
     Returns
     -------
@@ -317,7 +345,7 @@ def predict_step_report(
         raise CostModelError(
             f"framework {framework} but the fit {fit_path[:200]!r} was fitted with {fit.predict or 'the bound'}"
         )
-    prediction, interval = None, None
+    prediction, span = None, None
     if framework is not None:
         from ..pricing.predict import predict_step  # numpy and the corpus: only when a step is priced
 
@@ -332,9 +360,10 @@ def predict_step_report(
             framework=framework,
             fp8_scales=fp8_scales,
         )
-        interval = step_interval(
-            config, device, phase, framework, tp=tp, point=(batch, x), fp8_scales=fp8_scales
-        )
+        if interval:
+            span = step_interval(
+                config, device, phase, framework, tp=tp, point=(batch, x), fp8_scales=fp8_scales
+            )
     fitted = None
     if fit is not None:
         from costmodel.hardware import get_device  # the catalog loads sympy: the module stays light
@@ -360,4 +389,4 @@ def predict_step_report(
             config.name,
             get_device(device).name,
         )
-    return StepPrediction(phase, prediction, interval, fitted)
+    return StepPrediction(phase, prediction, span, fitted)
