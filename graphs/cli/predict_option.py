@@ -31,37 +31,24 @@ __all__ = [
     "load_predict_file",
     "predict_file_line",
     "predictor_of",
-    "step_prediction",
     "with_prediction",
 ]
 
 
 def load_predict_file(args: argparse.Namespace) -> Any:
-    """``--predict-file``'s fit (None without it); its predictor framework becomes ``--predict``
-    and its FP8 scale mode ``--fp8-scales`` (each must agree with the flag when both are given:
-    the fitted kernel scale corrects kernels priced that way)."""
+    """``--predict-file``'s fit (None without it), read and reconciled with ``--predict`` and
+    ``--fp8-scales`` by :func:`graphs.serving.planning.predict_file.read_predict_file`; the
+    framework and scale mode it sets become the namespace's ``--predict`` and ``--fp8-scales``."""
     path = getattr(args, "predict_file", None)
     if not path:
         return None
-    from costmodel.errors import CostModelError
-    from graphs.serving.planning.serving_fit import read_fit
+    from graphs.serving.planning.predict_file import read_predict_file
 
-    fit = read_fit(path)
-    if args.predict and args.predict != fit.predict:
-        raise CostModelError(
-            f"--predict {args.predict} but --predict-file {path[:200]!r} was fitted with "
-            f"{fit.predict or 'the bound'}; drop --predict (the file sets it)"
-        )
-    args.predict = fit.predict
-    scales = getattr(args, "fp8_scales", None)
-    if scales and scales != fit.fp8_scales:
-        raise CostModelError(
-            f"--fp8-scales {scales} but --predict-file {path[:200]!r} was fitted with {fit.fp8_scales} "
-            "FP8 activation scales; drop --fp8-scales (the file sets it)"
-        )
+    got = read_predict_file(path, predict=args.predict, fp8_scales=getattr(args, "fp8_scales", None))
+    args.predict = got.predict
     if hasattr(args, "fp8_scales"):
-        args.fp8_scales = fit.fp8_scales if fit.predict else None
-    return fit
+        args.fp8_scales = got.fp8_scales
+    return got.fit
 
 
 def add_predict_option(
@@ -108,25 +95,6 @@ def predictor_of(args: argparse.Namespace) -> Any:
     from graphs.serving.pricing.predictor import Predictor
 
     return Predictor.of(getattr(args, "predict", None), fp8_scales=fp8_scales_of(args))
-
-
-def step_prediction(args: argparse.Namespace, config: Any, phase: str) -> Any:
-    """:func:`graphs.serving.pricing.predict.predict_step` of ``config`` at the command's point
-    (``--batch`` and ``--ctx`` for decode, ``--seq`` for prefill) with its ``--predict`` and
-    ``--fp8-scales``: the one call decode, prefill, model analyze and their pages print."""
-    from graphs.serving.pricing.predict import predict_step
-
-    kw = {"ctx": args.ctx} if phase == "decode" else {"seq": args.seq}
-    return predict_step(
-        config,
-        args.device,
-        phase,
-        batch=args.batch,
-        tp=args.tp,
-        framework=args.predict,
-        fp8_scales=fp8_scales_of(args),
-        **kw,
-    )
 
 
 def with_prediction(
