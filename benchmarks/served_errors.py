@@ -247,7 +247,12 @@ def residual_rows() -> list[dict[str, Any]]:
     table predates that column)."""
     sets = (
         ("published", load_rows(subset="core"), table_errors(SERVING_DOC), table_queue_shares(SERVING_DOC)),
-        ("silicon", silicon_row_dicts(), simulated_errors(SILICON_ROWS), simulated_queue_shares(SILICON_ROWS)),
+        (
+            "silicon",
+            silicon_row_dicts(),
+            simulated_errors(SILICON_ROWS),
+            simulated_queue_shares(SILICON_ROWS),
+        ),
     )
     moe: dict[str, bool] = {}
     out = []

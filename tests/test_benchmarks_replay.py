@@ -106,7 +106,10 @@ def test_the_queue_share_column_is_written_and_read_back(tmp_path: Path) -> None
     assert [r["simulated_queue_share"] for r in rows] == ["0.73", "0.05"]  # 2 decimals
     path = tmp_path / "r.csv"
     path.write_text(
-        ",".join(results.FIELDS) + "\n" + "\n".join(",".join(r[f] for f in results.FIELDS) for r in rows) + "\n",
+        ",".join(results.FIELDS)
+        + "\n"
+        + "\n".join(",".join(r[f] for f in results.FIELDS) for r in rows)
+        + "\n",
         encoding="utf-8",
     )
     assert results.simulated_queue_shares(path) == {"a-ttft": 0.73, "b-ttft": 0.05}
@@ -172,3 +175,28 @@ def test_the_silicon_rows_are_the_samples() -> None:
 def test_the_package_re_exports_the_replay() -> None:
     for name in ("load_rows", "row_workload", "run_row", "simulate_row", "table", "medians", "FRAMEWORK"):
         assert name in replay.__all__ and hasattr(replay, name)
+
+
+def test_the_row_table_carries_the_queue_share_and_it_reads_back(tmp_path: Path) -> None:
+    from benchmarks.replay.tables import table
+    from benchmarks.served_errors import missing_queue_shares, table_errors, table_queue_shares
+
+    modes = {"bound": 0.1, "predicted": 0.2}
+    a = Line(
+        {**_row("a-ttft", "ttft_mean_s"), "value": "0.2"}, {**modes, "simulated": 0.25}, (), queue_share=0.734
+    )
+    b = Line({**_row("b-ttft", "ttft_mean_s"), "value": "0.2"}, {**modes, "simulated": 0.21}, ())
+    text = table([a, b])
+    assert text.splitlines()[0].endswith("| simulated | error | simulated queue share | notes |")
+    doc = tmp_path / "page.md"
+    doc.write_text(text + "\n", encoding="utf-8")
+    assert table_queue_shares(doc) == {"a-ttft": 0.73}  # b was not run in that mode: "-"
+    # the error column did not move: 0.25 / 0.2 - 1 = +25 %, 0.21 / 0.2 - 1 = +5 %
+    assert table_errors(doc) == {"a-ttft": pytest.approx(0.25), "b-ttft": pytest.approx(0.05)}
+    rows = [
+        {"set": "published", "id": "a-ttft", "queue_share": 0.73},
+        {"set": "silicon", "id": "s", "queue_share": None},
+    ]
+    why = missing_queue_shares(rows)
+    assert why is not None and why.startswith("1 of 2 compared rows (silicon; first: s)")
+    assert "silicon_accuracy.py --write" in why and missing_queue_shares(rows[:1]) is None

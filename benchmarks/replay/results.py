@@ -238,4 +238,6 @@ def simulated_queue_shares(path: Path) -> dict[str, float]:
         Row id to its ``simulated`` run's queue share (a fraction, as the CSV rounds it: 0.01);
         a row without one (not run, or a file written before the column) is left out.
     """
-    return {r["id"]: float(r["simulated_queue_share"]) for r in read_results(path) if r["simulated_queue_share"]}
+    return {
+        r["id"]: float(r["simulated_queue_share"]) for r in read_results(path) if r["simulated_queue_share"]
+    }

@@ -195,7 +195,9 @@ class SimInterval(Result):
             return []
         table = served_errors()
         groups = dict.fromkeys(CALIBRATED.values())
-        return [table.statement(g, *self.deployment, self._share(table, g)) for g in groups if table.covers(g)]
+        return [
+            table.statement(g, *self.deployment, self._share(table, g)) for g in groups if table.covers(g)
+        ]
 
     def _share(self, table: ServedErrors, group: str) -> float | None:
         """The point run's queue share of TTFT where ``group``'s method is regime-conditioned
