@@ -43,6 +43,17 @@ errors); with fewer, the next broader group stands in (:meth:`ServedErrors.like`
 answer says which. The kernels' own spread (each kernel's held-out P10/P90 error,
 :mod:`graphs.serving.sim.intervals`) is one part of these residuals, not added to them.
 
+**Regime.** What a run's error is depends on what dominates it: TTFT at light load is the request
+path and prefill (errors near 10 %), under queueing it is waiting, whose error is large. Every
+simulated run knows which before anything is measured: its queue share of TTFT
+(:attr:`graphs.serving.sim.simulator.SimResult.queue_share`, the mean wait before the first
+iteration over the mean TTFT), and :func:`regime` buckets it, ``queued`` at and above
+:data:`QUEUE_SHARE_THRESHOLD` (0.5, fixed a priori) and ``light`` below. A method named
+``.../regime`` (:mod:`graphs.serving.sim.conformal`) calibrates each bucket apart (Mondrian
+conformal); a run, the validation rows and ``simulate --predict`` alike, is judged by the groups
+of its own bucket (:meth:`ServedErrors.like` takes its queue share), falling back to the metric's
+group of every regime.
+
 **Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows (weighted as
 the metric's method weighs them: deployments alike where it weighs deployments): "expected
 error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
