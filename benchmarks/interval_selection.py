@@ -39,7 +39,13 @@ from benchmarks.replay import replace_section
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import CANDIDATES, Method, Residual, fit_groups, grouped_folds
-from graphs.serving.sim.served_errors import ALPHA, METRIC_GROUPS, MIN_ROWS, ServedErrors
+from graphs.serving.sim.served_errors import (
+    ALPHA,
+    METRIC_GROUPS,
+    MIN_ROWS,
+    QUEUE_SHARE_THRESHOLD,
+    ServedErrors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHOICE_PATH = ROOT / "benchmarks" / "data" / "interval_choice.json"
@@ -148,7 +154,9 @@ def section(
         f"(`graphs.serving.sim.conformal`) is fitted with one calibration deployment left out and judged on "
         f"that deployment's rows, every deployment in turn. Criterion, fixed before the first run: per "
         f"metric, the narrowest median width among the candidates that answer every left-out row and hold "
-        f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}).",
+        f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}). The `/regime` candidates (added after the "
+        f"first run; the criterion unchanged) split every group by the simulated run's regime: `queued` when its "
+        f"queue share of TTFT is at least {QUEUE_SHARE_THRESHOLD:g}, else `light` (fixed a priori).",
         "",
         "| metric | method | left-out rows (deployments) | unanswered | inside (coverage) "
         "| below | above | mean per-deployment coverage | median width | chosen |",

@@ -322,3 +322,20 @@ def test_a_table_with_regime_groups_parses_and_a_bad_regime_is_refused():
     assert Method.named("row/engine/regime") == Method("row", "engine", False, True)
     with pytest.raises(CostModelError, match="expected weighting"):
         Method.named("row/engine/regime/normalised")
+
+
+def test_the_selection_refuses_rows_without_a_queue_share(monkeypatch):
+    """Until the tables are regenerated with the column, the cross-validation refuses, naming why."""
+    from benchmarks import interval_selection, served_errors
+
+    row = {"set": "silicon", "id": "x-ttft", "deployment": "silicon:a", "metric": "TTFT", "framework": "vllm"}
+    row |= {"device": "h100-sxm", "moe": False, "error": 0.1, "queue_share": None}
+    monkeypatch.setattr(served_errors, "residual_rows", lambda: [row])
+    monkeypatch.setattr(served_errors, "heldout", lambda: frozenset())
+    with pytest.raises(
+        SystemExit, match=r"1 of 1 compared rows \(silicon; first: x-ttft\) carry no simulated queue share"
+    ):
+        interval_selection.calibration_residuals()
+    monkeypatch.setattr(served_errors, "residual_rows", lambda: [row | {"queue_share": 0.62}])
+    (res,) = interval_selection.calibration_residuals()
+    assert res.regime == "queued"  # 0.62 >= 0.5
