@@ -131,7 +131,7 @@ def _coverage(w: RowWorkload, modes: tuple[str, ...]) -> tuple[str, ...]:
     with the largest neighbour and bound reasons."""
     if "predicted" not in modes:
         return ()
-    cov = simulate_row(w, "predicted").res.coverage
+    cov = simulate_row(w, "predicted", None).res.coverage  # run_row's cache key: no second run
     if cov is None or cov.total_s <= 0:
         return ()
     text = (
