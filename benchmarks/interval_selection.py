@@ -1,7 +1,8 @@
 """Choose the served-error interval by grouped cross-validation on the calibration rows alone.
 
 Every candidate of :data:`graphs.serving.sim.conformal.CANDIDATES` (row- or deployment-weighted
-conformal; lookup chain ``full``, ``engine`` or ``metric``; plain or normalised) is fitted, for
+conformal; lookup chain ``full``, ``engine`` or ``metric``; plain or normalised; alone or split
+by the simulated run's regime, Mondrian on its queue share of TTFT) is fitted, for
 each calibration deployment in turn, on the other calibration deployments' rows and judged on
 the left-out deployment's rows (:func:`~graphs.serving.sim.conformal.grouped_folds`: leave one
 deployment out, since rows of one deployment share its errors). The held-out split
@@ -14,6 +15,9 @@ row (a group was found) and holds at least 80 % of them (rows counted as the hel
 counts them); the qualifying candidate with the smallest median width (``P90 end / P10 end -
 1`` over the left-out rows) is chosen, ties to the earlier in ``CANDIDATES``. When none
 qualifies, the one with the highest coverage (ties: narrower) is chosen, and the table says so.
+The regime-conditioned candidates were added to the list after its first run; the criterion is
+unchanged. Every calibration row must carry its simulated queue share (the per-row tables'
+``simulated queue share`` column); rows without it are refused, not given a bucket of their own.
 
 The order of work: this script and its output (``--write``: ``benchmarks/data/interval_choice.json``
 and the section of ``docs/serving_accuracy.md``) were committed before the chosen methods were
@@ -35,7 +39,13 @@ from benchmarks.replay import replace_section
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import CANDIDATES, Method, Residual, fit_groups, grouped_folds
-from graphs.serving.sim.served_errors import ALPHA, METRIC_GROUPS, MIN_ROWS, ServedErrors
+from graphs.serving.sim.served_errors import (
+    ALPHA,
+    METRIC_GROUPS,
+    MIN_ROWS,
+    QUEUE_SHARE_THRESHOLD,
+    ServedErrors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHOICE_PATH = ROOT / "benchmarks" / "data" / "interval_choice.json"
@@ -45,15 +55,22 @@ COVERAGE_TARGET = 0.80  #: the criterion's coverage (module doc): the issue's ta
 
 
 def calibration_residuals() -> list[Residual]:
-    """The compared rows of both validation tables outside the held-out split, as residuals."""
-    from benchmarks.served_errors import heldout, residual_rows
+    """The compared rows of both validation tables outside the held-out split, as residuals.
+
+    Raises
+    ------
+    SystemExit
+        When a row carries no simulated queue share (the tables predate the column): the
+        regime-conditioned candidates cannot be scored, and the others are not scored alone.
+    """
+    from benchmarks.served_errors import heldout, missing_queue_shares, residual, residual_rows
 
     out = heldout()
-    return [
-        Residual(r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"])
-        for r in residual_rows()
-        if r["deployment"] not in out
-    ]
+    cal = [r for r in residual_rows() if r["deployment"] not in out]
+    why = missing_queue_shares(cal)
+    if why:
+        raise SystemExit(why)
+    return [residual(r) for r in cal]
 
 
 @dataclass(frozen=True)
@@ -90,7 +107,7 @@ def cross_validate(rows: list[Residual], method: Method) -> dict[str, Score]:
         table = ServedErrors(tuple(fit_groups(train, method)), "cv", "cv", methods=names)
         for r in test:
             try:
-                g, _ = table.like(r.metric, r.framework, r.device, r.moe)
+                g, _ = table.like(r.metric, r.framework, r.device, r.moe, r.queue_share)
             except CostModelError:
                 hits[r.metric].append((dep, 2, float("nan")))
                 continue
@@ -137,7 +154,9 @@ def section(
         f"(`graphs.serving.sim.conformal`) is fitted with one calibration deployment left out and judged on "
         f"that deployment's rows, every deployment in turn. Criterion, fixed before the first run: per "
         f"metric, the narrowest median width among the candidates that answer every left-out row and hold "
-        f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}).",
+        f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}). The `/regime` candidates (added after the "
+        f"first run; the criterion unchanged) split every group by the simulated run's regime: `queued` when its "
+        f"queue share of TTFT is at least {QUEUE_SHARE_THRESHOLD:g}, else `light` (fixed a priori).",
         "",
         "| metric | method | left-out rows (deployments) | unanswered | inside (coverage) "
         "| below | above | mean per-deployment coverage | median width | chosen |",

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section, simulated_errors
+from benchmarks.replay.results import simulated_queue_shares
+from benchmarks.replay.tables import SHARE_COLUMN
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import Method, Residual, fit_groups
@@ -193,6 +195,39 @@ def table_errors(doc: Path) -> dict[str, float]:
     return out
 
 
+def table_queue_shares(doc: Path) -> dict[str, float]:
+    """``{row id: simulated queue share}`` of a generated per-row table: the cell under its
+    :data:`~benchmarks.replay.tables.SHARE_COLUMN` header (``-``: not run, left out); empty when
+    the table predates that column."""
+    col: int | None = None
+    out: dict[str, float] = {}
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| row | metric |"):
+            head = [c.strip() for c in line.strip("|").split("|")]
+            col = head.index(SHARE_COLUMN) - 2 if SHARE_COLUMN in head else None
+            continue
+        m = _ROW.match(line)
+        if m and col is not None:
+            cells = [c.strip() for c in m["cells"].split(" | ")]
+            if len(cells) > col and cells[col] != "-":
+                out[m["id"]] = float(cells[col])
+    return out
+
+
+def missing_queue_shares(rows: list[dict[str, Any]]) -> str | None:
+    """None when every row carries its simulated queue share, else the one-line reason a
+    regime-conditioned calibration cannot run on them (the tables predate the column)."""
+    lacking = [r for r in rows if r["queue_share"] is None]
+    if not lacking:
+        return None
+    sets = sorted({r["set"] for r in lacking})
+    return (
+        f"{len(lacking)} of {len(rows)} compared rows ({', '.join(sets)}; first: {lacking[0]['id']}) carry no "
+        f"simulated queue share: the regime-conditioned calibration needs the validation tables regenerated "
+        f"with that column (benchmarks/serving_accuracy.py --write, benchmarks/silicon_accuracy.py --write)"
+    )
+
+
 def silicon_row_dicts() -> list[dict[str, str]]:
     """The silicon sample's rows as the accuracy table replays them."""
     from benchmarks.replay.silicon import load_sample, silicon_rows
@@ -208,14 +243,20 @@ def _moe(model: str, cache: dict[str, bool]) -> bool:
 
 def residual_rows() -> list[dict[str, Any]]:
     """Every compared row of both tables: id, deployment, metric group, framework, device,
-    dense/MoE and the simulated error."""
+    dense/MoE, the simulated error and the simulated run's queue share of TTFT (None where the
+    table predates that column)."""
     sets = (
-        ("published", load_rows(subset="core"), table_errors(SERVING_DOC)),
-        ("silicon", silicon_row_dicts(), simulated_errors(SILICON_ROWS)),
+        ("published", load_rows(subset="core"), table_errors(SERVING_DOC), table_queue_shares(SERVING_DOC)),
+        (
+            "silicon",
+            silicon_row_dicts(),
+            simulated_errors(SILICON_ROWS),
+            simulated_queue_shares(SILICON_ROWS),
+        ),
     )
     moe: dict[str, bool] = {}
     out = []
-    for name, rows, errs in sets:
+    for name, rows, errs, shares in sets:
         for r in rows:
             if r["id"] not in errs:
                 continue
@@ -229,6 +270,7 @@ def residual_rows() -> list[dict[str, Any]]:
                     "device": r["device"],
                     "moe": _moe(r["model"], moe),
                     "error": errs[r["id"]],
+                    "queue_share": shares.get(r["id"]),
                     "fitted_to": (r["engine"], r["model"], r["device"], r["precision_weights"]) in FITTED_TO,
                 }
             )
@@ -276,14 +318,20 @@ def calibrate(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
     """The groups :meth:`ServedErrors.like` looks up, from the calibration rows: each metric's
     rows fitted by its chosen method (:func:`chosen_methods`); a metric without one has none."""
     methods = chosen_methods()
-    res = [
-        Residual(r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"])
-        for r in rows
-    ]
+    if any(method.regime for method in methods.values()) and (why := missing_queue_shares(rows)):
+        raise CostModelError(why)
+    res = [residual(r) for r in rows]
     groups = [
         g for m, method in methods.items() for g in fit_groups([r for r in res if r.metric == m], method)
     ]
     return sorted(groups, key=lambda g: g.label)
+
+
+def residual(r: dict[str, Any]) -> Residual:
+    """A compared row (:func:`residual_rows`) as a conformal residual."""
+    return Residual(
+        r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"], r["queue_share"]
+    )
 
 
 def support(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool, int]]:
@@ -318,7 +366,7 @@ def coverage_rows(table: ServedErrors, held: list[dict[str, Any]]) -> list[str]:
         inside = below = 0
         widths = []
         for r in rows:
-            g, _ = table.like(metric, r["framework"], r["device"], r["moe"])
+            g, _ = table.like(metric, r["framework"], r["device"], r["moe"], r["queue_share"])
             ratio = 1 / (1 + r["error"])  # y / y_hat
             if ratio < g.low:
                 below += 1
@@ -339,9 +387,7 @@ def baseline(cal: list[dict[str, Any]]) -> ServedErrors:
     """The calibration shipped before the selection: row-weighted split conformal along the
     ``full`` chain for every metric (``row/full``), on the same calibration rows."""
     method = Method.named("row/full")
-    res = [
-        Residual(r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"]) for r in cal
-    ]
+    res = [residual(r) for r in cal]
     return ServedErrors(
         tuple(fit_groups(res, method)), "", "", methods=tuple((m, method.name) for m in METRIC_GROUPS)
     )
@@ -404,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     leak = [r["id"] for r in held if r["fitted_to"]]
     if leak:
         raise SystemExit(f"the held-out split holds rows the overhead fit used: {leak[:3]}")
+    if any(m.regime for m in chosen_methods().values()) and (why := missing_queue_shares(rows)):
+        raise SystemExit(why)
     groups = calibrate(cal)
     text = json.dumps(
         {

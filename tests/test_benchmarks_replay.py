@@ -86,7 +86,8 @@ def test_a_results_file_is_checked_when_read(tmp_path: Path) -> None:
 
 
 def test_simulated_errors_leave_out_excluded_and_unrun_rows(tmp_path: Path) -> None:
-    head = ",".join(results.FIELDS)
+    # a file written before the queue share column still reads, every queue share empty
+    head = ",".join(results.LEGACY_FIELDS)
     body = [
         "a,tpot_mean_s,0.01,,,,,0.011,+10.0,,",  # 0.011 / 0.01 - 1 = +10 %
         "b,ttft_mean_s,1,,,,,2,+100.0,not loaded as replayed,",
@@ -95,6 +96,27 @@ def test_simulated_errors_leave_out_excluded_and_unrun_rows(tmp_path: Path) -> N
     path = tmp_path / "r.csv"
     path.write_text("\n".join([head, *body]) + "\n", encoding="utf-8")
     assert results.simulated_errors(path) == {"a": pytest.approx(0.10)}
+    assert results.simulated_queue_shares(path) == {}
+
+
+def test_the_queue_share_column_is_written_and_read_back(tmp_path: Path) -> None:
+    ln = Line({**_row("a-ttft", "ttft_mean_s"), "value": "0.2"}, {"simulated": 0.25}, (), queue_share=0.734)
+    off = Line({**_row("b-ttft", "ttft_mean_s"), "value": "0.2"}, {"simulated": 0.21}, (), queue_share=0.05)
+    rows = results.result_rows([ln, off])
+    assert [r["simulated_queue_share"] for r in rows] == ["0.73", "0.05"]  # 2 decimals
+    path = tmp_path / "r.csv"
+    path.write_text(
+        ",".join(results.FIELDS)
+        + "\n"
+        + "\n".join(",".join(r[f] for f in results.FIELDS) for r in rows)
+        + "\n",
+        encoding="utf-8",
+    )
+    assert results.simulated_queue_shares(path) == {"a-ttft": 0.73, "b-ttft": 0.05}
+    bad = path.read_text(encoding="utf-8").replace(",0.73,", ",73 %,")
+    path.write_text(bad, encoding="utf-8")
+    with pytest.raises(CostModelError, match="simulated_queue_share '73 %'"):
+        results.read_results(path)
 
 
 def test_pages_are_written_only_in_docs_and_the_readme(tmp_path: Path) -> None:
@@ -153,3 +175,28 @@ def test_the_silicon_rows_are_the_samples() -> None:
 def test_the_package_re_exports_the_replay() -> None:
     for name in ("load_rows", "row_workload", "run_row", "simulate_row", "table", "medians", "FRAMEWORK"):
         assert name in replay.__all__ and hasattr(replay, name)
+
+
+def test_the_row_table_carries_the_queue_share_and_it_reads_back(tmp_path: Path) -> None:
+    from benchmarks.replay.tables import table
+    from benchmarks.served_errors import missing_queue_shares, table_errors, table_queue_shares
+
+    modes = {"bound": 0.1, "predicted": 0.2}
+    a = Line(
+        {**_row("a-ttft", "ttft_mean_s"), "value": "0.2"}, {**modes, "simulated": 0.25}, (), queue_share=0.734
+    )
+    b = Line({**_row("b-ttft", "ttft_mean_s"), "value": "0.2"}, {**modes, "simulated": 0.21}, ())
+    text = table([a, b])
+    assert text.splitlines()[0].endswith("| simulated | error | simulated queue share | notes |")
+    doc = tmp_path / "page.md"
+    doc.write_text(text + "\n", encoding="utf-8")
+    assert table_queue_shares(doc) == {"a-ttft": 0.73}  # b was not run in that mode: "-"
+    # the error column did not move: 0.25 / 0.2 - 1 = +25 %, 0.21 / 0.2 - 1 = +5 %
+    assert table_errors(doc) == {"a-ttft": pytest.approx(0.25), "b-ttft": pytest.approx(0.05)}
+    rows = [
+        {"set": "published", "id": "a-ttft", "queue_share": 0.73},
+        {"set": "silicon", "id": "s", "queue_share": None},
+    ]
+    why = missing_queue_shares(rows)
+    assert why is not None and why.startswith("1 of 2 compared rows (silicon; first: s)")
+    assert "silicon_accuracy.py --write" in why and missing_queue_shares(rows[:1]) is None

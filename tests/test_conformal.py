@@ -154,7 +154,8 @@ def test_grouped_folds_leave_whole_deployments_out():
 
 
 def test_candidates_are_named_and_parsed_back():
-    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 10
+    # the 10 fixed before the first run, then each split by regime
+    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 20
     assert all(Method.named(m.name) == m for m in CANDIDATES)
     with pytest.raises(CostModelError, match="weighting"):
         Method("cluster", "full", False)
@@ -224,3 +225,117 @@ def test_the_criterion_takes_the_narrowest_that_holds():
 def test_an_empty_table_answers_like_the_full_chain():
     # a table that names no method looks up along the full chain (the calibration before the selection)
     assert ServedErrors((), "t", "t").method("TTFT") == "row/full"
+
+
+def _regime_rows() -> list[Residual]:
+    """Nine light deployments whose residuals lie within +-0.04 and nine queued ones spread over
+    +-0.8 (one TTFT row each; s = ln(y / y_hat), so e = exp(-s) - 1)."""
+    light = [
+        Residual(f"l{i}", "TTFT", "vllm", "h100-sxm", False, math.expm1(-s), 0.1)
+        for i, s in enumerate([-0.04, -0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, 0.04])
+    ]
+    queued = [
+        Residual(f"q{i}", "TTFT", "vllm", "h100-sxm", False, math.expm1(-s), 0.9)
+        for i, s in enumerate([-0.8, -0.6, -0.4, -0.2, 0.0, 0.2, 0.4, 0.6, 0.8])
+    ]
+    return light + queued
+
+
+def test_the_regime_bucket_is_fixed_a_priori():
+    from graphs.serving.sim.served_errors import QUEUE_SHARE_THRESHOLD, regime
+
+    assert QUEUE_SHARE_THRESHOLD == 0.5  # waiting is at least half of the first token
+    assert (regime(0.0), regime(0.49), regime(0.5), regime(1.0)) == ("light", "light", "queued", "queued")
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(CostModelError, match="queue share"):
+            regime(bad)
+
+
+def test_a_regime_conditioned_band_is_narrower_where_the_simulation_is_easy_and_still_covers():
+    rows = _regime_rows()
+    # unconditioned, row-weighted, one group: n = 18, ranks (floor(19 x 0.1), ceil(19 x 0.9)) =
+    # (1, 18): the ends are the smallest and largest s, -0.8 and 0.8, for every run: width
+    # e^1.6 - 1 = 395 %
+    (plain,) = fit_groups(rows, Method("row", "metric", False))
+    assert (math.log(plain.low), math.log(plain.high)) == pytest.approx((-0.8, 0.8))
+    # by regime: each bucket n = 9, ranks (1, 9): light (-0.04, 0.04), width e^0.08 - 1 = 8.3 %;
+    # queued (-0.8, 0.8) as before; the metric's group of every regime stays as the fallback
+    groups = {g.regime: g for g in fit_groups(rows, Method("row", "metric", False, True))}
+    assert set(groups) == {"light", "queued", None}
+    light, queued = groups["light"], groups["queued"]
+    assert (math.log(light.low), math.log(light.high)) == pytest.approx((-0.04, 0.04))
+    assert light.high / light.low - 1 == pytest.approx(math.expm1(0.08))
+    assert (math.log(queued.low), math.log(queued.high)) == pytest.approx((-0.8, 0.8))
+    assert "light runs (simulated queue share of TTFT < 0.5)" in light.label
+    # every row lies inside its own bucket's band (conformal ends are its extreme order statistics)
+    for r in rows:
+        g = groups[r.regime]
+        assert g.low <= 1 / (1 + r.error) <= g.high
+    # judged through the table as simulate --predict judges its run: by its own queue share
+    table = ServedErrors(tuple(groups.values()), "t", "t", methods=(("TTFT", "row/metric/regime"),))
+    assert table.like("TTFT", "vllm", "h100-sxm", False, 0.2)[0] is light
+    assert table.like("TTFT", "vllm", "h100-sxm", False, 0.7)[0] is queued
+    assert table.conditioned("TTFT") and "within the run's regime" in table.method_words("TTFT")
+    with pytest.raises(CostModelError, match="queue share of TTFT is needed"):
+        table.like("TTFT", "vllm", "h100-sxm", False)
+
+
+def test_a_regime_too_thin_falls_back_to_the_metric_s_group_of_every_regime():
+    # eight queued deployments are one short of the upper rank (ceil(9 x 0.9) = 9 > 8): no queued
+    # group; a queued run is judged by the metric's group over both regimes (n = 17, ranks (1, 17))
+    rows = _regime_rows()[:-1]
+    groups = {g.regime: g for g in fit_groups(rows, Method("row", "metric", False, True))}
+    assert set(groups) == {"light", None}
+    table = ServedErrors(tuple(groups.values()), "t", "t", methods=(("TTFT", "row/metric/regime"),))
+    g, _ = table.like("TTFT", "vllm", "h100-sxm", False, 0.9)
+    assert g.regime is None and (math.log(g.low), math.log(g.high)) == pytest.approx((-0.8, 0.6))
+
+
+def test_normalised_regime_groups_pool_their_scores_per_regime():
+    # each bucket is one group: location = median s = 0, scale = median |s| = 0.02 (light) and 0.4
+    # (queued); the scores z = s / scale are -2..2 in both buckets, ranks (1, 9): z ends (-2, 2),
+    # so the bands are exactly the plain ones, (-0.04, 0.04) and (-0.8, 0.8)
+    groups = {g.regime: g for g in fit_groups(_regime_rows(), Method("row", "metric", True, True))}
+    assert (math.log(groups["light"].low), math.log(groups["light"].high)) == pytest.approx((-0.04, 0.04))
+    assert (math.log(groups["queued"].low), math.log(groups["queued"].high)) == pytest.approx((-0.8, 0.8))
+
+
+def test_a_regime_method_refuses_rows_without_a_queue_share():
+    rows = [Residual(f"d{i}", "TTFT", "vllm", "h100-sxm", False, 0.1) for i in range(9)]
+    with pytest.raises(CostModelError, match="no simulated queue share"):
+        fit_groups(rows, Method("deployment", "full", False, True))
+    assert fit_groups(rows, Method("row", "metric", False))  # the unconditioned ones need none
+
+
+def test_a_table_with_regime_groups_parses_and_a_bad_regime_is_refused():
+    group = (
+        '{"metric": "TTFT", "framework": null, "device": null, "moe": null, "n": 9, "deployments": 9, '
+        '"low": 0.9, "high": 1.1, "median_abs": 0.02, "label": "x", "regime": "%s"}'
+    )
+    ok = parse(
+        '{"groups": [%s], "methods": {"TTFT": "deployment/full/normalised/regime"}, "support": []}'
+        % (group % "light")
+    )
+    assert ok.groups[0].regime == "light" and ok.conditioned("TTFT")
+    with pytest.raises(CostModelError, match="out of range"):
+        parse('{"groups": [%s], "methods": {}, "support": []}' % (group % "busy"))
+    assert Method.named("row/engine/regime") == Method("row", "engine", False, True)
+    with pytest.raises(CostModelError, match="expected weighting"):
+        Method.named("row/engine/regime/normalised")
+
+
+def test_the_selection_refuses_rows_without_a_queue_share(monkeypatch):
+    """Until the tables are regenerated with the column, the cross-validation refuses, naming why."""
+    from benchmarks import interval_selection, served_errors
+
+    row = {"set": "silicon", "id": "x-ttft", "deployment": "silicon:a", "metric": "TTFT", "framework": "vllm"}
+    row |= {"device": "h100-sxm", "moe": False, "error": 0.1, "queue_share": None}
+    monkeypatch.setattr(served_errors, "residual_rows", lambda: [row])
+    monkeypatch.setattr(served_errors, "heldout", lambda: frozenset())
+    with pytest.raises(
+        SystemExit, match=r"1 of 1 compared rows \(silicon; first: x-ttft\) carry no simulated queue share"
+    ):
+        interval_selection.calibration_residuals()
+    monkeypatch.setattr(served_errors, "residual_rows", lambda: [row | {"queue_share": 0.62}])
+    (res,) = interval_selection.calibration_residuals()
+    assert res.regime == "queued"  # 0.62 >= 0.5

@@ -4,8 +4,11 @@ errors in % to one decimal), so a page can stay a method and a summary while eve
 readable and diffable, and a table that was Markdown converts to the same lines.
 
 Columns (:data:`FIELDS`): ``id``, ``metric``, ``measured_s``, then per mode ``<mode>_s`` and
-``<mode>_error_pct`` (empty: not run), ``excluded`` (why a row stays out of the medians; empty:
-compared) and ``notes`` (none on an excluded row, as the table shows none).
+``<mode>_error_pct`` (empty: not run), ``simulated_queue_share`` (the simulated run's queue share
+of TTFT, :attr:`~graphs.serving.sim.simulator.SimResult.queue_share`, to 2 decimals; empty: not
+run), ``excluded`` (why a row stays out of the medians; empty: compared) and ``notes`` (none on an
+excluded row, as the table shows none). A file written before the queue share column
+(:data:`LEGACY_FIELDS`) still reads, its queue shares empty.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from .tables import Line, cells, modes_of
 
 __all__ = [
     "FIELDS",
+    "LEGACY_FIELDS",
     "from_cells",
     "pct_cell",
     "read_results",
     "result_rows",
     "seconds_cell",
     "simulated_errors",
+    "simulated_queue_shares",
     "write_results",
 ]
 
@@ -37,9 +42,13 @@ FIELDS = (
     "metric",
     "measured_s",
     *(f"{m}_{c}" for m in MODES for c in ("s", "error_pct")),
+    "simulated_queue_share",
     "excluded",
     "notes",
 )
+#: the columns before ``simulated_queue_share`` was added (read, never written)
+LEGACY_FIELDS = tuple(f for f in FIELDS if f != "simulated_queue_share")
+_SHARE = re.compile(r"^(0\.\d\d|1\.00)$")
 _MAX_BYTES = 64 << 20  #: a results file larger than this is refused (the silicon table is ~1 MB)
 _PCT = re.compile(r"^[+-]\d+\.\d$")
 _LINK = re.compile(r"^\[(?P<id>[^\]]+)\]\([^)]*\)$")
@@ -82,7 +91,7 @@ def pct_cell(cell: str) -> str:
     return "" if cell == "-" else cell.removesuffix(" %")
 
 
-def from_cells(row: Sequence[str], modes: Sequence[str]) -> dict[str, str]:
+def from_cells(row: Sequence[str], modes: Sequence[str], share: bool = False) -> dict[str, str]:
     """A row of the row-by-row table as a CSV row.
 
     Parameters
@@ -92,6 +101,9 @@ def from_cells(row: Sequence[str], modes: Sequence[str]) -> dict[str, str]:
         metric, the measured time, a (time, error) pair per mode, the notes.
     modes : sequence of str
         The table's mode columns, in order.
+    share : bool
+        Whether the row has the queue share cell (:func:`~benchmarks.replay.tables.cells`),
+        before the notes.
 
     Returns
     -------
@@ -99,16 +111,16 @@ def from_cells(row: Sequence[str], modes: Sequence[str]) -> dict[str, str]:
         :data:`FIELDS` to cells; a mode not among ``modes`` is empty, an excluded row's reason
         goes to ``excluded``, the notes lose their Markdown emphasis.
     """
-    if len(row) != 4 + 2 * len(modes):
-        raise CostModelError(
-            f"a table row of {len(row)} cells; {4 + 2 * len(modes)} allowed for {list(modes)}"
-        )
+    want = 4 + 2 * len(modes) + share
+    if len(row) != want:
+        raise CostModelError(f"a table row of {len(row)} cells; {want} allowed for {list(modes)}")
     link = _LINK.match(row[0])
     out = {"id": link["id"] if link else row[0], "metric": row[1], "measured_s": seconds_cell(row[2])}
     for m in MODES:
         i = 3 + 2 * modes.index(m) if m in modes else None
         out[f"{m}_s"] = "" if i is None else seconds_cell(row[i])
         out[f"{m}_error_pct"] = "" if i is None else pct_cell(row[i + 1])
+    out["simulated_queue_share"] = "" if not share or row[-2] == "-" else row[-2]
     note = row[-1]
     excluded = note.removeprefix("excluded: ") if note.startswith("excluded: ") else ""
     return out | {"excluded": excluded, "notes": "" if excluded else note.replace("**", "")}
@@ -129,12 +141,13 @@ def result_rows(lines: list[Line]) -> list[dict[str, str]]:
         so a converted Markdown table and a fresh run give the same lines.
     """
     modes = modes_of(lines)
+    share = any(ln.queue_share is not None for ln in lines)
     for ln in lines:
         if ln.row["unit"] != "s":
             raise CostModelError(
                 f"row {ln.row['id']}: unit {ln.row['unit']!r} not allowed in a results CSV; allowed: s"
             )
-    return [from_cells(cells(ln, modes), modes) for ln in lines]
+    return [from_cells(cells(ln, modes, share=share), modes, share) for ln in lines]
 
 
 def write_results(path: Path, lines: list[Line]) -> None:
@@ -161,8 +174,10 @@ def read_results(path: Path) -> list[dict[str, str]]:
     Returns
     -------
     list of dict
-        Its rows; the header must be :data:`FIELDS` and every error cell empty or a signed
-        percentage with one decimal, else ``CostModelError`` naming the line.
+        Its rows; the header must be :data:`FIELDS` (or :data:`LEGACY_FIELDS`: every
+        ``simulated_queue_share`` then empty), every error cell empty or a signed percentage with
+        one decimal and every queue share empty or a fraction with two, else ``CostModelError``
+        naming the line.
     """
     if not path.is_file():
         raise CostModelError(f"no results file at {path}: run the benchmark that writes it with --write")
@@ -171,10 +186,16 @@ def read_results(path: Path) -> list[dict[str, str]]:
         raise CostModelError(f"{path}: {size} bytes; at most {_MAX_BYTES} allowed")
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != FIELDS:
+        head = tuple(reader.fieldnames or ())
+        if head not in (FIELDS, LEGACY_FIELDS):
             raise CostModelError(f"{path}: header {reader.fieldnames!r} not allowed; allowed: {list(FIELDS)}")
-        rows = list(reader)
+        rows = [r if head == FIELDS else r | {"simulated_queue_share": ""} for r in reader]
     for i, r in enumerate(rows, 2):
+        q = r["simulated_queue_share"]
+        if q and not _SHARE.match(q):
+            raise CostModelError(
+                f"{path}:{i}: simulated_queue_share {q[:40]!r}; allowed: empty or a fraction like 0.42"
+            )
         for m in MODES:
             cell = r[f"{m}_error_pct"]
             if cell and not _PCT.match(cell):
@@ -200,4 +221,23 @@ def simulated_errors(path: Path) -> dict[str, float]:
         r["id"]: float(r["simulated_error_pct"]) / 100
         for r in read_results(path)
         if not r["excluded"] and r["simulated_error_pct"]
+    }
+
+
+def simulated_queue_shares(path: Path) -> dict[str, float]:
+    """The simulated queue shares of TTFT of a results CSV's rows.
+
+    Parameters
+    ----------
+    path : Path
+        A results CSV (:func:`read_results`).
+
+    Returns
+    -------
+    dict
+        Row id to its ``simulated`` run's queue share (a fraction, as the CSV rounds it: 0.01);
+        a row without one (not run, or a file written before the column) is left out.
+    """
+    return {
+        r["id"]: float(r["simulated_queue_share"]) for r in read_results(path) if r["simulated_queue_share"]
     }

@@ -18,6 +18,7 @@ from .workload import RowWorkload, predictor, row_workload
 __all__ = [
     "INTERVAL_MODE",
     "ORDER",
+    "SHARE_COLUMN",
     "TARGETS",
     "Line",
     "cells",
@@ -28,6 +29,7 @@ __all__ = [
     "modes_of",
     "pct",
     "rank",
+    "share_cell",
     "table",
 ]
 
@@ -45,6 +47,10 @@ class Line:
     excluded: str | None = None
     #: ``simulated`` at the interval's two ends (:data:`INTERVAL_MODE`), None when not run
     interval: tuple[float, float] | None = None
+    #: the :data:`INTERVAL_MODE` run's simulated queue share of TTFT
+    #: (:attr:`~graphs.serving.sim.simulator.SimResult.queue_share`: which regime the served-error
+    #: calibration judges it by), None when that mode was not run
+    queue_share: float | None = None
 
     @property
     def measured(self) -> float:
@@ -66,6 +72,8 @@ def rank(row: dict[str, str]) -> int:
 
 #: the mode whose prediction interval is run (its ends: :meth:`Predictor.interval`)
 INTERVAL_MODE = "simulated"
+#: the row-by-row table's header of :attr:`Line.queue_share`
+SHARE_COLUMN = f"{INTERVAL_MODE} queue share"
 
 
 def evaluate(
@@ -104,13 +112,17 @@ def evaluate(
                     f"{100 * error(v, float(row['value'])):+.1f} %) {time.perf_counter() - t:.1f} s"
                 )
         ends = None
+        # the same cached run run_row read (simulate_row's key: workload, mode, quantile)
+        share = simulate_row(w, INTERVAL_MODE, None).res.queue_share if INTERVAL_MODE in modes else None
         if interval and INTERVAL_MODE in modes:
             lo, hi = (q.quantile for q in predictor(w).interval())
             a, b = (run_row(row, INTERVAL_MODE, quick=quick, quantile=q) for q in (lo, hi))
             ends = (min(a, b), max(a, b))
         # how the measured value was obtained, where the row says (a recovered silicon E2E)
         stated = (row["value_note"],) if row.get("value_note") else ()
-        lines.append(Line(row, vals, stated + w.notes + _coverage(w, modes), interval=ends))
+        lines.append(
+            Line(row, vals, stated + w.notes + _coverage(w, modes), interval=ends, queue_share=share)
+        )
     return lines
 
 
@@ -119,7 +131,7 @@ def _coverage(w: RowWorkload, modes: tuple[str, ...]) -> tuple[str, ...]:
     with the largest neighbour and bound reasons."""
     if "predicted" not in modes:
         return ()
-    cov = simulate_row(w, "predicted").res.coverage
+    cov = simulate_row(w, "predicted", None).res.coverage  # run_row's cache key: no second run
     if cov is None or cov.total_s <= 0:
         return ()
     text = (
@@ -161,7 +173,22 @@ def modes_of(lines: list[Line]) -> list[str]:
     return [m for m in MODES if any(m in ln.values for ln in lines)]
 
 
-def cells(ln: Line, modes: list[str], ends: bool = False) -> list[str]:
+def share_cell(q: float | None) -> str:
+    """A queue share as the tables print it: a fraction to 2 decimals, ``-`` when not run.
+
+    Parameters
+    ----------
+    q : float or None
+        The simulated queue share of TTFT (:attr:`Line.queue_share`).
+
+    Returns
+    -------
+    str
+    """
+    return "-" if q is None else f"{q:.2f}"
+
+
+def cells(ln: Line, modes: list[str], ends: bool = False, share: bool = False) -> list[str]:
     """One line's cells in the row-by-row table.
 
     Parameters
@@ -172,12 +199,14 @@ def cells(ln: Line, modes: list[str], ends: bool = False) -> list[str]:
         The table's mode columns (:func:`modes_of`).
     ends : bool
         Whether the table has the interval column.
+    share : bool
+        Whether the table has the simulated queue share column (:attr:`Line.queue_share`).
 
     Returns
     -------
     list of str
         The row (linked to its source), the metric, the measured value, each mode's value and
-        error, with ``ends`` the interval, then the notes (an excluded row's reason instead; a
+        error, with ``ends`` the interval, with ``share`` the queue share, then the notes (an excluded row's reason instead; a
         row beyond :data:`ROW_LIMIT` with its stated reason).
     """
     r = ln.row
@@ -187,6 +216,8 @@ def cells(ln: Line, modes: list[str], ends: bool = False) -> list[str]:
     if ends:
         iv = ln.interval
         out.append("-" if iv is None else f"{fmt(iv[0], r['unit'])} - {fmt(iv[1], r['unit'])}")
+    if share:
+        out.append(share_cell(ln.queue_share))
     note = f"excluded: {ln.excluded}" if ln.excluded else "; ".join(ln.notes)
     best = ln.err(modes[-1]) if modes and not ln.excluded else None
     if best is not None and abs(best) > ROW_LIMIT / 100:
@@ -197,13 +228,17 @@ def cells(ln: Line, modes: list[str], ends: bool = False) -> list[str]:
 
 
 def table(lines: list[Line]) -> str:
-    """The row-by-row table: measured, each mode with its error, source and notes (:func:`cells`)."""
+    """The row-by-row table: measured, each mode with its error, the interval and the simulated
+    queue share where run, source and notes (:func:`cells`)."""
     modes = modes_of(lines)
     ends = any(ln.interval for ln in lines)
+    share = any(ln.queue_share is not None for ln in lines)
     head = "| row | metric | measured | " + " | ".join(f"{m} | error" for m in modes)
-    head += f" | {INTERVAL_MODE} P10-P90 | notes |" if ends else " | notes |"
-    out = [head, "|" + "---|" * (3 + 2 * len(modes) + ends + 1)]
-    out += ["| " + " | ".join(cells(ln, modes, ends)) + " |" for ln in lines]
+    head += f" | {INTERVAL_MODE} P10-P90" if ends else ""
+    head += f" | {SHARE_COLUMN}" if share else ""
+    head += " | notes |"
+    out = [head, "|" + "---|" * (3 + 2 * len(modes) + ends + share + 1)]
+    out += ["| " + " | ".join(cells(ln, modes, ends, share)) + " |" for ln in lines]
     return "\n".join(out)
 
 

@@ -38,6 +38,20 @@ the metric's rows or deployments) give each group the band ``exp(m_g + sigma_g z
 ``exp(m_g + sigma_g z_hi)``: a group whose rows scatter little gets a narrow band, a biased group
 a shifted one, and the quantile rests on every deployment of the metric.
 
+**Regime** (Mondrian conformal, Vovk et al. 2005, section 4.5; ``/regime``). Every group of
+the chain is split by the run's regime, known from the simulation before anything is measured:
+``queued`` when the simulated queue share of TTFT
+(:attr:`~graphs.serving.sim.simulator.SimResult.queue_share`: mean wait before the first
+iteration over mean TTFT) is at least
+:data:`~graphs.serving.sim.served_errors.QUEUE_SHARE_THRESHOLD` (0.5, fixed a priori), else
+``light`` (:func:`~graphs.serving.sim.served_errors.regime`). Light-load TTFT is request path and
+prefill, whose error is small; under queueing it is waiting, whose error is large, so one band for
+both is too wide for the first and may be too narrow for the second. Within a regime the rows are
+exchangeable as before, so each bucket's band keeps its coverage; the chain's groups of the run's
+regime are tried first, then the metric's group of every regime. Normalised, the pooled quantile of
+the scores is taken per regime too (the fallback group's over every row). A row without a queue
+share cannot be calibrated this way and is refused.
+
 **Expected error.** Each group's median ``|y / y_hat - 1|``, weighted as its method weighs rows
 (deployment-weighted: the median over deployments alike), so the "expected error on
 deployments like this" is the same method's answer as the band.
@@ -62,7 +76,17 @@ from dataclasses import dataclass
 from costmodel.errors import CostModelError
 from costmodel.results import Result
 
-from .served_errors import ALPHA, CHAINS, MIN_DEPLOYMENTS, MIN_ROWS, ErrorGroup, Level, conformal_ranks
+from .served_errors import (
+    ALPHA,
+    CHAINS,
+    MIN_DEPLOYMENTS,
+    MIN_ROWS,
+    QUEUE_SHARE_THRESHOLD,
+    ErrorGroup,
+    Level,
+    conformal_ranks,
+    regime,
+)
 
 __all__ = [
     "CANDIDATES",
@@ -83,8 +107,9 @@ MIN_SCALE = 0.01
 
 @dataclass(frozen=True)
 class Residual(Result):
-    """One compared validation row: its deployment key, metric group, lookup features and its
-    signed error ``e = y_hat / y - 1`` (the residual is ``s = -ln(1 + e)``)."""
+    """One compared validation row: its deployment key, metric group, lookup features, its
+    signed error ``e = y_hat / y - 1`` (the residual is ``s = -ln(1 + e)``) and its simulated run's
+    queue share of TTFT (None: the row's table predates the column)."""
 
     deployment: str
     metric: str
@@ -92,6 +117,23 @@ class Residual(Result):
     device: str
     moe: bool
     error: float
+    queue_share: float | None = None
+
+    @property
+    def regime(self) -> str:
+        """The row's regime bucket (:func:`~graphs.serving.sim.served_errors.regime`).
+
+        Raises
+        ------
+        CostModelError
+            When the row has no queue share.
+        """
+        if self.queue_share is None:
+            raise CostModelError(
+                f"row of {self.deployment[:80]!r} ({self.metric}) has no simulated queue share: a "
+                "regime-conditioned method needs the tables regenerated with that column"
+            )
+        return regime(self.queue_share)
 
     @property
     def s(self) -> float:
@@ -102,11 +144,13 @@ class Residual(Result):
 @dataclass(frozen=True)
 class Method(Result):
     """A calibration method (module doc): ``weighting`` (``row`` or ``deployment``), ``chain``
-    (a key of :data:`CHAINS`) and whether the groups are ``normalised``."""
+    (a key of :data:`CHAINS`), whether the groups are ``normalised`` and whether they are split
+    by the run's ``regime``."""
 
     weighting: str
     chain: str
     normalised: bool
+    regime: bool = False
 
     def __post_init__(self) -> None:
         if self.weighting not in WEIGHTINGS:
@@ -116,8 +160,12 @@ class Method(Result):
 
     @property
     def name(self) -> str:
-        """``weighting/chain`` plus ``/normalised``: how the tables name it."""
-        return f"{self.weighting}/{self.chain}" + ("/normalised" if self.normalised else "")
+        """``weighting/chain`` plus ``/normalised`` and ``/regime``: how the tables name it."""
+        return (
+            f"{self.weighting}/{self.chain}"
+            + ("/normalised" if self.normalised else "")
+            + ("/regime" if self.regime else "")
+        )
 
     @classmethod
     def named(cls, name: str) -> Method:
@@ -126,7 +174,7 @@ class Method(Result):
         Parameters
         ----------
         name : str
-            ``weighting/chain`` or ``weighting/chain/normalised`` (``deployment/full/normalised``).
+            ``weighting/chain[/normalised][/regime]`` (``deployment/full/normalised``).
 
         Returns
         -------
@@ -138,15 +186,18 @@ class Method(Result):
             When ``name`` does not have that form.
         """
         parts = name.split("/")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "normalised"):
-            raise CostModelError(f"method {name!r}: expected weighting/chain[/normalised]")
-        return cls(parts[0], parts[1], len(parts) == 3)
+        if len(parts) < 2 or parts[2:] not in ([], ["normalised"], ["regime"], ["normalised", "regime"]):
+            raise CostModelError(f"method {name[:80]!r}: expected weighting/chain[/normalised][/regime]")
+        return cls(parts[0], parts[1], "normalised" in parts[2:], "regime" in parts[2:])
 
 
 #: the candidates the grouped cross-validation chooses among, fixed before it was first run
-#: (``row/full`` is the calibration shipped before it; ``metric`` normalised equals ``metric``)
+#: (``row/full`` is the calibration shipped before it; ``metric`` normalised equals ``metric``);
+#: the regime-conditioned ones (module doc) were added after, each of the first ones split by
+#: regime, listed last so that a tie goes to the unconditioned method
 CANDIDATES = tuple(
-    Method(w, c, norm)
+    Method(w, c, norm, reg)
+    for reg in (False, True)
     for norm in (False, True)
     for w in WEIGHTINGS
     for c in CHAINS
@@ -224,28 +275,35 @@ def _wmedian(x: Sequence[float], w: Sequence[float]) -> float:
     return x[order[-1]]
 
 
-def _key(r: Residual, level: Level) -> tuple[str, str | None, str | None, bool | None]:
+_Key = tuple[str, str | None, str | None, bool | None, str | None]  #: metric, framework, device, moe, regime
+
+
+def _key(r: Residual, level: Level, by_regime: bool) -> _Key:
     fw, dev, moe = level
-    return (r.metric, r.framework if fw else None, r.device if dev else None, r.moe if moe else None)
+    return (
+        r.metric,
+        r.framework if fw else None,
+        r.device if dev else None,
+        r.moe if moe else None,
+        r.regime if by_regime else None,
+    )
 
 
-def _label(key: tuple[str, str | None, str | None, bool | None]) -> str:
-    metric, fw, dev, moe = key
+def _label(key: _Key) -> str:
+    metric, fw, dev, moe, reg = key
     kind = None if moe is None else ("MoE" if moe else "dense")
     parts = [p for p in (fw, dev, kind) if p]
-    return " ".join([metric, *parts]) if parts else f"{metric}, every validated deployment"
+    text = " ".join([metric, *parts]) if parts else f"{metric}, every validated deployment"
+    if reg is not None:
+        sign = ">=" if reg == "queued" else "<"
+        text += f", {reg} runs (simulated queue share of TTFT {sign} {QUEUE_SHARE_THRESHOLD:g})"
+    return text
 
 
-def _group(
-    key: tuple[str, str | None, str | None, bool | None],
-    rows: Sequence[Residual],
-    weighting: str,
-    low: float,
-    high: float,
-) -> ErrorGroup:
+def _group(key: _Key, rows: Sequence[Residual], weighting: str, low: float, high: float) -> ErrorGroup:
     """A group's band as factors, and its expected error: the median ``|e|`` of its rows,
     weighted as the method weighs them (deployment-weighted: each deployment's rows ``1/(K n_j)``)."""
-    metric, fw, dev, moe = key
+    metric, fw, dev, moe, reg = key
     w, _ = _weights(rows, weighting)
     err = [abs(r.error) for r in rows]
     median_abs = statistics.median(err) if weighting == "row" else _wmedian(err, w)
@@ -260,7 +318,17 @@ def _group(
         high=math.exp(high),
         median_abs=median_abs,
         label=_label(key),
+        regime=reg,
     )
+
+
+def _levels(method: Method) -> list[tuple[Level, bool]]:
+    """The lookup levels of ``method`` (module doc), each with whether it keys on the regime:
+    its chain's, split by regime when the method is, then the metric's group of every regime."""
+    chain = CHAINS[method.chain]
+    if not method.regime:
+        return [(level, False) for level in chain]
+    return [(level, True) for level in chain] + [((False, False, False), False)]
 
 
 def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -> list[ErrorGroup]:
@@ -270,7 +338,7 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
     :data:`~graphs.serving.sim.served_errors.MIN_DEPLOYMENTS` deployments and, weighted by
     deployment, as many deployments as the upper rank needs; a normalised group needs
     ``MIN_ROWS`` rows of ``MIN_DEPLOYMENTS`` deployments for its location and scale, and its
-    metric enough units for the pooled quantile.
+    metric (regime-conditioned: its metric and regime) enough units for the pooled quantile.
 
     Parameters
     ----------
@@ -289,15 +357,16 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
     Raises
     ------
     CostModelError
-        When a row's error is not finite or not above -100 %.
+        When a row's error is not finite or not above -100 %, or the method is
+        regime-conditioned and a row has no queue share.
     """
     if any(not (math.isfinite(r.error) and r.error > -1) for r in rows):
         raise CostModelError("a row's error must be finite and > -100 %")
-    chain = CHAINS[method.chain]
-    keyed: dict[tuple[str, str | None, str | None, bool | None], list[Residual]] = defaultdict(list)
+    levels = _levels(method)
+    keyed: dict[_Key, list[Residual]] = defaultdict(list)
     for r in rows:
-        for level in chain:
-            keyed[_key(r, level)].append(r)
+        for level, by_regime in levels:
+            keyed[_key(r, level, by_regime)].append(r)
 
     def enough(v: Sequence[Residual]) -> bool:
         return len(v) >= MIN_ROWS and len({r.deployment for r in v}) >= MIN_DEPLOYMENTS
@@ -312,30 +381,29 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
             if ends is not None:
                 out.append(_group(key, v, method.weighting, *ends))
         return sorted(out, key=lambda g: g.label)
-    scale: dict[tuple[str, str | None, str | None, bool | None], tuple[float, float]] = {}
+    scale: dict[_Key, tuple[float, float]] = {}
     for key, v in keyed.items():
         if enough(v):
             w, _ = _weights(v, method.weighting)
             m = _wmedian([r.s for r in v], w)
             scale[key] = (m, max(_wmedian([abs(r.s - m) for r in v], w), MIN_SCALE))
-    by_metric: dict[str, list[Residual]] = defaultdict(list)
+    # the pooled scores: per metric, and per (metric, regime) when the method splits by regime
+    pools: dict[tuple[str, str | None], list[tuple[Residual, float]]] = defaultdict(list)
     for r in rows:
-        by_metric[r.metric].append(r)
-    for metric, v in by_metric.items():
-        scored = []
-        for r in v:
-            found = next((kk for level in chain if (kk := _key(r, level)) in scale), None)
-            if found is not None:
-                m, sd = scale[found]
-                scored.append((r, (r.s - m) / sd))
-        if not scored:
-            continue
+        found = next((kk for level, reg in levels if (kk := _key(r, level, reg)) in scale), None)
+        if found is not None:
+            m, sd = scale[found]
+            z = (r.s - m) / sd
+            pools[(r.metric, None)].append((r, z))
+            if method.regime:
+                pools[(r.metric, r.regime)].append((r, z))
+    for (metric, reg), scored in pools.items():
         w, k = _weights([r for r, _ in scored], method.weighting)
         ends = weighted_ends([z for _, z in scored], w, k, alpha)
         if ends is None:
             continue
         for key, (m, sd) in scale.items():
-            if key[0] == metric:
+            if key[0] == metric and key[4] == reg:
                 out.append(_group(key, keyed[key], method.weighting, m + sd * ends[0], m + sd * ends[1]))
     return sorted(out, key=lambda g: g.label)
 

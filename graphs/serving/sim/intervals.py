@@ -19,6 +19,9 @@ the engine's, the workload's and the load's errors are in it; each mean metric (
 metric is calibrated, the hull of both intervals, since the run's kernels' own spread is
 known for this run and the residuals' for runs like it. A metric the validation tables do not
 calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
+A metric whose method is regime-conditioned is judged by the groups of the point run's own regime
+(its simulated queue share of TTFT, :attr:`~graphs.serving.sim.simulator.SimResult.queue_share`),
+as its validation rows were.
 
 Those residuals come from measured devices. On a device whose kernels are priced from other
 devices' fits (no kernel of its own in the corpus), the transfer adds its own error: the
@@ -44,7 +47,7 @@ from costmodel.results import Result
 from ..pricing.kernel_sources import unmeasured_device_families
 from ..pricing.predictor import Predictor
 from ..step.workload import as_workload
-from .served_errors import served_errors
+from .served_errors import ServedErrors, served_errors
 from .simulator import SimResult, simulate
 
 __all__ = ["METRICS", "SimInterval", "simulate_interval", "P90_PER_MEDIAN"]
@@ -145,7 +148,7 @@ class SimInterval(Result):
         table = served_errors()
         for label, group in CALIBRATED.items():
             if table.covers(group):
-                g, _ = table.like(group, *self.deployment)
+                g, _ = table.like(group, *self.deployment, self._share(table, group))
                 a, b = g.interval(self.value(label))
                 k_lo, k_hi = out[label]
                 out[label] = (min(a, k_lo), max(b, k_hi))
@@ -170,7 +173,7 @@ class SimInterval(Result):
         table = served_errors()
         for label, group in CALIBRATED.items():
             if table.covers(group):
-                g, like = table.like(group, *self.deployment)
+                g, like = table.like(group, *self.deployment, self._share(table, group))
                 out[label] = (
                     f"{g.n} validation rows of {g.deployments} deployments: {g.label}; {table.method_words(group)}"
                     + ("" if like else "; unlike this deployment")
@@ -192,7 +195,14 @@ class SimInterval(Result):
             return []
         table = served_errors()
         groups = dict.fromkeys(CALIBRATED.values())
-        return [table.statement(g, *self.deployment) for g in groups if table.covers(g)]
+        return [
+            table.statement(g, *self.deployment, self._share(table, g)) for g in groups if table.covers(g)
+        ]
+
+    def _share(self, table: ServedErrors, group: str) -> float | None:
+        """The point run's queue share of TTFT where ``group``'s method is regime-conditioned
+        (module doc), else None (not needed)."""
+        return self.point.queue_share if table.conditioned(group) else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -43,6 +43,17 @@ errors); with fewer, the next broader group stands in (:meth:`ServedErrors.like`
 answer says which. The kernels' own spread (each kernel's held-out P10/P90 error,
 :mod:`graphs.serving.sim.intervals`) is one part of these residuals, not added to them.
 
+**Regime.** What a run's error is depends on what dominates it: TTFT at light load is the request
+path and prefill (errors near 10 %), under queueing it is waiting, whose error is large. Every
+simulated run knows which before anything is measured: its queue share of TTFT
+(:attr:`graphs.serving.sim.simulator.SimResult.queue_share`, the mean wait before the first
+iteration over the mean TTFT), and :func:`regime` buckets it, ``queued`` at and above
+:data:`QUEUE_SHARE_THRESHOLD` (0.5, fixed a priori) and ``light`` below. A method named
+``.../regime`` (:mod:`graphs.serving.sim.conformal`) calibrates each bucket apart (Mondrian
+conformal); a run, the validation rows and ``simulate --predict`` alike, is judged by the groups
+of its own bucket (:meth:`ServedErrors.like` takes its queue share), falling back to the metric's
+group of every regime.
+
 **Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows (weighted as
 the metric's method weighs them: deployments alike where it weighs deployments): "expected
 error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
@@ -92,6 +103,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ALPHA",
     "CHAINS",
+    "QUEUE_SHARE_THRESHOLD",
+    "REGIMES",
     "DATA_FILE",
     "Level",
     "METRIC_GROUPS",
@@ -104,6 +117,7 @@ __all__ = [
     "conformal_ranks",
     "memory_kind",
     "parse",
+    "regime",
     "served_errors",
 ]
 
@@ -127,6 +141,42 @@ CHAINS: dict[str, tuple[Level, ...]] = {
     "engine": ((True, False, True), (False, False, False)),
     "metric": ((False, False, False),),
 }
+
+#: the regime buckets a regime-conditioned method (:mod:`graphs.serving.sim.conformal`) groups by
+REGIMES = ("light", "queued")
+#: the simulated queue share of TTFT (:attr:`graphs.serving.sim.simulator.SimResult.queue_share`)
+#: at and above which a run is ``queued``: waiting before the first iteration is at least half of
+#: its TTFT. Fixed a priori (before any residual was looked at by regime): the point where
+#: waiting, not the request path and prefill, dominates the first token
+QUEUE_SHARE_THRESHOLD = 0.5
+
+
+def regime(queue_share: float) -> str:
+    """The regime bucket of a simulated run from its queue share of TTFT (module doc):
+    ``queued`` when ``queue_share >= QUEUE_SHARE_THRESHOLD``, else ``light``.
+
+    Parameters
+    ----------
+    queue_share : float
+        The simulated run's mean wait before its first iteration over its mean TTFT, in [0, 1]
+        (:attr:`~graphs.serving.sim.simulator.SimResult.queue_share`).
+
+    Returns
+    -------
+    str
+        One of :data:`REGIMES`.
+
+    Raises
+    ------
+    CostModelError
+        When ``queue_share`` is not a number in [0, 1].
+
+    >>> regime(0.1), regime(0.5), regime(0.93)
+    ('light', 'queued', 'queued')
+    """
+    if not (isinstance(queue_share, float | int) and 0.0 <= queue_share <= 1.0):
+        raise CostModelError(f"queue share {queue_share!r} not allowed; allowed: a fraction in [0, 1]")
+    return "queued" if queue_share >= QUEUE_SHARE_THRESHOLD else "light"
 
 
 def conformal_ranks(n: int, alpha: float = ALPHA) -> tuple[int, int] | None:
@@ -162,7 +212,8 @@ class ErrorGroup(Result):
 
     ``low``/``high``: the conformal ends as factors on the simulated value (``e^{s_(lo)}`` and
     ``e^{s_(hi)}``); ``median_abs``: the median ``|y / y_hat - 1|``; ``n``: its rows;
-    ``deployments``: how many deployments they come from; ``label``: what the group matched."""
+    ``deployments``: how many deployments they come from; ``label``: what the group matched;
+    ``regime``: the regime bucket its rows share (:func:`regime`; None: every regime)."""
 
     metric: str
     framework: str | None
@@ -174,6 +225,7 @@ class ErrorGroup(Result):
     high: float
     median_abs: float
     label: str
+    regime: str | None = None
 
     @property
     def usable(self) -> bool:
@@ -312,8 +364,29 @@ class ServedErrors:
         """
         weighting, _, rest = self.method(metric).partition("/")
         how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
-        norm = ", normalised by its group's spread" if rest.endswith("normalised") else ""
-        return f"conformal, {how}{norm}"
+        norm = ", normalised by its group's spread" if "/normalised" in rest else ""
+        by = (
+            f", within the run's regime (simulated queue share of TTFT below or at least "
+            f"{QUEUE_SHARE_THRESHOLD:g})"
+            if self.conditioned(metric)
+            else ""
+        )
+        return f"conformal, {how}{norm}{by}"
+
+    def conditioned(self, metric: str) -> bool:
+        """Whether ``metric``'s method groups by the run's regime (:func:`regime`): its name ends
+        in ``/regime``.
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+
+        Returns
+        -------
+        bool
+        """
+        return self.method(metric).endswith("/regime")
 
     def neighbour(self, family: str, hw: Hardware) -> str | None:
         """One line: the expected error of ``family``'s kernels priced from other devices' fits
@@ -478,12 +551,17 @@ class ServedErrors:
         """
         return any(g.metric == metric and g.usable for g in self.groups)
 
-    def like(self, metric: str, framework: str, device: str, moe: bool) -> tuple[ErrorGroup, bool]:
+    def like(
+        self, metric: str, framework: str, device: str, moe: bool, queue_share: float | None = None
+    ) -> tuple[ErrorGroup, bool]:
         """The group a run is judged by, and whether it is like a validated deployment.
 
         Tried along the metric's chain (:meth:`chain`; ``full``: (metric, framework, device,
         moe), (metric, framework, moe), (metric, moe), (metric)); the first group with at least
-        :data:`MIN_ROWS` rows of :data:`MIN_DEPLOYMENTS` deployments is taken. A run is *like* a
+        :data:`MIN_ROWS` rows of :data:`MIN_DEPLOYMENTS` deployments is taken. A metric whose
+        method is regime-conditioned (:meth:`conditioned`) tries the chain's groups of the run's
+        regime (:func:`regime` of ``queue_share``) and then the metric's group of every regime.
+        A run is *like* a
         validated deployment when at least :data:`MIN_DEPLOYMENTS` calibration deployments share
         its metric, framework and dense/MoE kind (:attr:`support`; without it, when the group
         found keys on its framework and kind).
@@ -498,25 +576,46 @@ class ServedErrors:
             The catalog device name (``h100-sxm`` ...).
         moe : bool
             Whether the model routes tokens to experts.
+        queue_share : float, optional
+            The run's simulated queue share of TTFT
+            (:attr:`~graphs.serving.sim.simulator.SimResult.queue_share`); needed when the
+            metric's method is regime-conditioned.
 
         Returns
         -------
         (ErrorGroup, bool)
+
+        Raises
+        ------
+        CostModelError
+            When ``metric`` is not calibrated, or its method is regime-conditioned and no
+            ``queue_share`` is given.
         """
         if metric not in METRIC_GROUPS:
             raise CostModelError(f"metric {metric!r} not calibrated; allowed: {', '.join(METRIC_GROUPS)}")
+        levels: list[tuple[Level, str | None]] = [(level, None) for level in self.chain(metric)]
+        if self.conditioned(metric):
+            if queue_share is None:
+                raise CostModelError(
+                    f"{metric} is calibrated per regime ({self.method(metric)}): the run's simulated "
+                    "queue share of TTFT is needed"
+                )
+            bucket = regime(queue_share)
+            levels = [(level, bucket) for level, _ in levels] + [((False, False, False), None)]
         support = {(m, f, k): n for m, f, k, n in self.support}
-        for use_fw, use_dev, use_moe in self.chain(metric):
+        for (use_fw, use_dev, use_moe), bucket_of in levels:
             fw, dev = (framework if use_fw else None), (device if use_dev else None)
-            key = (metric, fw, dev, moe if use_moe else None)
+            key = (metric, fw, dev, moe if use_moe else None, bucket_of)
             for g in self.groups:
-                if (g.metric, g.framework, g.device, g.moe) == key and g.usable:
+                if (g.metric, g.framework, g.device, g.moe, g.regime) == key and g.usable:
                     if self.support:
                         return g, support.get((metric, framework, moe), 0) >= MIN_DEPLOYMENTS
                     return g, use_fw and use_moe
         raise CostModelError(f"{metric} is not calibrated: fewer than {MIN_ROWS} validation rows")
 
-    def statement(self, metric: str, framework: str, device: str, moe: bool) -> str:
+    def statement(
+        self, metric: str, framework: str, device: str, moe: bool, queue_share: float | None = None
+    ) -> str:
         """One line: the expected error of ``metric`` on deployments like this one.
 
         Parameters
@@ -529,6 +628,8 @@ class ServedErrors:
             The catalog device name.
         moe : bool
             Whether the model routes tokens to experts.
+        queue_share : float, optional
+            The run's simulated queue share of TTFT (:meth:`like`).
 
         Returns
         -------
@@ -541,7 +642,7 @@ class ServedErrors:
         CostModelError
             When ``metric`` is not calibrated (:meth:`like`).
         """
-        g, like = self.like(metric, framework, device, moe)
+        g, like = self.like(metric, framework, device, moe, queue_share)
         alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
         text = (
             f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % "
@@ -570,6 +671,7 @@ def _group(d: dict[str, Any]) -> ErrorGroup:
             high=float(d["high"]),
             median_abs=float(d["median_abs"]),
             label=str(d["label"])[:200],
+            regime=None if d.get("regime") is None else str(d["regime"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CostModelError(f"served_errors.json: a group is malformed ({exc})") from exc
@@ -579,6 +681,7 @@ def _group(d: dict[str, Any]) -> ErrorGroup:
         and 0 < g.low <= g.high < 1e3
         and math.isfinite(g.median_abs)
         and g.median_abs >= 0
+        and (g.regime is None or g.regime in REGIMES)
     )
     if not ok:
         raise CostModelError(f"served_errors.json: group {g.label!r} out of range")
@@ -642,10 +745,10 @@ def _methods(v: Any) -> tuple[tuple[str, str], ...]:
         parts = str(name).split("/")
         ok = (
             metric in METRIC_GROUPS
-            and len(parts) in (2, 3)
+            and len(parts) in (2, 3, 4)
             and parts[0] in ("row", "deployment")
             and parts[1] in CHAINS
-            and parts[2:] in ([], ["normalised"])
+            and parts[2:] in ([], ["normalised"], ["regime"], ["normalised", "regime"])
         )
         if not ok:
             what = f"method {str(name)[:40]!r} of {str(metric)[:20]!r}"

@@ -355,10 +355,41 @@ class SimResult(Result):
     #: the engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none)
     overheads: str | None = None
 
+    @property
+    def queue_share(self) -> float:
+        """The simulated queue share of TTFT: the requests' mean wait before their first
+        iteration over their mean TTFT,
+
+        .. math::
+
+            q = \\frac{\\overline{t_{sched} - t_{queued}}}{\\overline{TTFT}}
+
+        with ``t_queued`` the request's arrival at the engine (send + request path) and
+        ``t_sched`` its first iteration's start (``per_request``'s ``queued_s`` and
+        ``scheduled_s``): the admission delay to the next step boundary plus any queueing
+        behind other requests. Near 0 at light load (TTFT is request path + prefill), near 1
+        when waiting dominates. Known for every simulated run before anything is measured, it
+        tells the served-error calibration which regime a run is in
+        (:func:`graphs.serving.sim.served_errors.regime`). 0 when no request had a positive TTFT.
+
+        Returns
+        -------
+        float
+            A fraction in [0, 1].
+        """
+        pr = self.per_request
+        ttft = float(np.mean(pr["ttft_s"])) if len(pr["ttft_s"]) else 0.0
+        if not ttft > 0:
+            return 0.0
+        wait = float(np.mean(np.maximum(pr["scheduled_s"] - pr["queued_s"], 0.0)))
+        return min(max(wait / ttft, 0.0), 1.0)
+
     def to_dict(self) -> dict[str, Any]:
-        """Every summary field; the per-request and per-iteration arrays stay out (CSV, plots)."""
+        """Every summary field and :attr:`queue_share`; the per-request and per-iteration arrays
+        stay out (CSV, plots)."""
         skip = ("per_request", "timeline")
-        return {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+        return out | {"queue_share": self.queue_share}
 
     def requests_csv(self, path: str, flag: str = "csv") -> None:
         """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically.
