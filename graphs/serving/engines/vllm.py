@@ -217,6 +217,7 @@ PROFILE = register_engine(
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 1.5e-7,
+            "frontend_token_s": 0.0,  # not identified: benchmarks/frontend_fit.py
         },
         fitted=("iteration_s", "per_seq_s", "request_s"),
         sources={
@@ -242,6 +243,7 @@ PROFILE = register_engine(
             "output_token_s": _ASSUMED,
             "per_prompt_token_s": TOKENISE,
             "prefix_lookup_per_token_s": "docs.vllm.ai design/prefix_caching: SHA-256 (default since v0.10.2) 100-200 ns/token",
+            "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 157 us/token on the calibration rows, no run at a ceiling; no source publishes V1's",
         },
     )
 )
