@@ -43,6 +43,10 @@ Sources of every default:
   profile has a sourced request path of its own, left out), the median of ``|error|`` least
   there (7.7 %, tables replayed at 25 ms; 24 ms by least squares over the rows within 50 %). Admission waits for the running iteration's end (the
   executor loop fetches new requests between iterations), which the simulator models exactly.
+* ``frontend_token_s`` 0, NOT IDENTIFIED: ``trtllm-serve``'s response loop (detokenising and
+  streaming every request's tokens) as one server shared by all requests (:mod:`.knobs`, module
+  doc); ``benchmarks/frontend_fit.py`` bounds its cost by 78 us per token on the calibration rows
+  (Llama-3.1-8B at 128 clients on H100), reached at TP 4 only, so no value is taken.
 """
 
 from __future__ import annotations

@@ -74,6 +74,12 @@ Sources of every default (:data:`PROFILE`):
   A request waits for the iteration running when it reaches the engine to end (V1's engine core
   drains its input queue between steps): the simulator's event loop models that admission delay
   exactly, with no term.
+* ``frontend_token_s`` 0, NOT IDENTIFIED: the API server that detokenises and streams every
+  request's tokens is one process shared by all of them (https://github.com/vllm-project/vllm/issues/12705;
+  ``--api-server-count`` scales it out, https://github.com/vllm-project/vllm/pull/17546: the
+  simulator's ``api_server_count``), run as the second server of a pipeline
+  (:mod:`.knobs`, module doc); ``benchmarks/frontend_fit.py`` bounds its cost by 157 us per token
+  on the calibration rows, but no run reaches the bound at two TP sizes, so no value is taken.
 """
 
 from __future__ import annotations
