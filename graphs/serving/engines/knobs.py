@@ -25,6 +25,35 @@ there, no term), ``t_first`` the iterations until its first token is sampled and
 :attr:`~EngineOverheads.output_token_s` per output token (detokenisation and streaming; the first
 token's included) (s).
 
+The front end (``f`` :attr:`~EngineOverheads.frontend_token_s`, ``m``
+:attr:`EngineConfig.api_server_count`): the process that detokenises and streams every output
+token of every running request (vLLM's API server, SGLang's tokenizer manager and detokenizer,
+TensorRT-LLM's ``trtllm-serve`` response loop) is one server shared by all of them, in tandem after
+the engine loop (the GPU step and the engine's CPU). Iteration ``k`` occupies the engine for
+``g_k`` (``t_iter`` above) and emits ``n_k`` output tokens, which occupy the front end for
+``h_k = n_k f / m`` (``m`` front-end processes sharing the load: vLLM's ``--api-server-count``,
+https://github.com/vllm-project/vllm/pull/17546). The engine hands iteration ``k``'s tokens over
+when it ends and starts ``k + 1`` at once, but hands ``k + 1``'s over only when the front end has
+drained ``k``'s (one iteration's buffer between the processes). With ``E_k`` the hand-over time
+(the simulator's iteration event) and ``F_k`` the time the front end has drained iteration ``k``:
+
+.. math::
+
+    E_{k+1} = \\max(E_k + g_{k+1},\\; F_k), \\qquad F_k = E_k + h_k
+    \\quad\\Rightarrow\\quad E_{k+1} - E_k = \\max(g_{k+1},\\; n_k f / m)
+
+(:func:`frontend_end_s`), so in steady state the iteration period is ``max(g, n f / m)``: the
+engine-bound regime is unchanged, and the front-end-bound one emits ``m / f`` tokens/s whatever
+the GPU (a pipeline of two servers runs at its slower server's rate; a longer buffer changes when
+the engine idles, not that rate, which bounds the client's tokens/s either way). The client sees
+iteration ``k``'s tokens as the front end drains them, the ``j``-th of ``n_k`` at
+``E_k + j f / m``: the simulator stamps each at the mean, ``E_k + (n_k + 1) f / (2 m)``
+(the order within the batch is arbitrary), on TTFT and on the last token (E2E). Sources that the
+front end is such a serial ceiling: sglang#6553 ("TokenizerManager may encounter single-core
+bottlenecks under high-concurrency scenarios"), vllm#12705 ("the API server runs in a single
+process, utilizing a single CPU ... [it must] process requests fast enough to keep GPU
+resources fully utilized") and its scale-out, vllm#17546.
+
 Scheduler policy (:data:`POLICIES`): ``recompute`` is vLLM's (blocks are allocated as tokens
 are computed; when they run out the latest admitted sequence is preempted and later recomputed;
 with prefix caching on, its full blocks stay cached until evicted, tail first, and it resumes
@@ -62,6 +91,7 @@ __all__ = [
     "CPU_TERMS",
     "FIT_DEFAULT_TERMS",
     "scaled_kernels_s",
+    "frontend_end_s",
     "install_overheads_lookup",
 ]
 
@@ -77,6 +107,7 @@ TERMS = (
     "output_token_s",
     "per_prompt_token_s",
     "prefix_lookup_per_token_s",
+    "frontend_token_s",
 )
 #: the largest accepted value of each time term (s): a second of CPU per iteration is no engine
 _TERM_MAX = {
@@ -87,9 +118,10 @@ _TERM_MAX = {
     "output_token_s": 1.0,
     "per_prompt_token_s": 1e-3,
     "prefix_lookup_per_token_s": 1e-4,
+    "frontend_token_s": 0.01,
 }
 #: terms added after fit files were first written (:meth:`EngineOverheads.from_dict`)
-_ADDED_LATER = ("per_prompt_token_s", "prefix_lookup_per_token_s")
+_ADDED_LATER = ("per_prompt_token_s", "prefix_lookup_per_token_s", "frontend_token_s")
 #: the request-path terms (module doc: they delay the request's arrival at the engine's queue)
 REQUEST_PATH_TERMS = ("request_s", "per_prompt_token_s", "prefix_lookup_per_token_s")
 KERNEL_SCALE_RANGE = (0.05, 20.0)  #: accepted kernel_scale values
@@ -103,6 +135,35 @@ CPU_TERMS = TERMS[1:]
 #: the per-sequence one with the per-iteration one where every run sits at a similar batch size,
 #: and the per-output-token one with the per-iteration one (both add to every token)
 FIT_DEFAULT_TERMS = ("kernel_scale", "iteration_s", "request_s")
+
+
+def frontend_end_s(start_s: float, step_s: float, drained_s: float) -> float:
+    """When an iteration that starts at ``start_s`` and occupies the engine ``step_s`` is handed
+    to the front end: not before the front end has drained the iteration before it (module doc):
+
+    .. math::
+
+        E_{k+1} = \\max(S_{k+1} + g_{k+1},\\; F_k)
+
+    Parameters
+    ----------
+    start_s : float
+        ``S_{k+1}``, the iteration's start (s).
+    step_s : float
+        ``g_{k+1}``, its time on the engine: kernels and engine CPU (s).
+    drained_s : float
+        ``F_k``, when the front end has drained the previous iteration's tokens (s; 0 or any
+        time before ``start_s``: nothing pending).
+
+    Returns
+    -------
+    float
+        ``E_{k+1}`` (s).
+
+    >>> frontend_end_s(1.0, 0.02, 0.5), frontend_end_s(1.0, 0.02, 1.05)
+    (1.02, 1.05)
+    """
+    return max(start_s + step_s, drained_s)
 
 
 def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:
@@ -169,6 +230,8 @@ class EngineConfig:
         Admit a waiting sequence only when blocks for all its known tokens are free.
     kv_watermark : float
         This fraction of the pool's blocks stays free when admitting while others run (0: off).
+    api_server_count : int
+        Front-end processes sharing the detokenising and streaming (module doc).
     """
 
     max_num_batched_tokens: int = 8192
@@ -190,6 +253,9 @@ class EngineConfig:
     #: vLLM's ``watermark`` (module doc): this fraction of the pool's blocks stays free when a
     #: waiting sequence is admitted while others run (0: off)
     kv_watermark: float = 0.0
+    #: front-end processes sharing the detokenising and streaming (module doc; vLLM's
+    #: ``--api-server-count``)
+    api_server_count: int = 1
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -222,6 +288,9 @@ class EngineConfig:
         m = self.kv_watermark
         if isinstance(m, bool) or not isinstance(m, int | float) or not (math.isfinite(m) and 0 <= m < 1):
             raise CostModelError(f"kv_watermark must be in [0, 1), got {m!r}")
+        a = self.api_server_count
+        if isinstance(a, bool) or not isinstance(a, int) or not 1 <= a <= 1024:
+            raise CostModelError(f"api_server_count must be a whole number in [1, 1024], got {a!r}")
         if self.scheduler_policy is not None and self.scheduler_policy not in POLICIES:
             raise CostModelError(
                 f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
@@ -251,6 +320,8 @@ class EngineOverheads:
         ``p``: tokenisation per prompt token (s).
     prefix_lookup_per_token_s : float
         ``h``: the prefix-cache lookup per prompt token, with prefix caching on (s).
+    frontend_token_s : float
+        ``f``: the shared front end's seconds per output token of any request (module doc).
     kernel_scale : float
         ``s``: the kernels' time multiplier (dimensionless; never below the roofline).
     cudagraph_sizes : tuple of int
@@ -268,6 +339,7 @@ class EngineOverheads:
     output_token_s: float = 0.0
     per_prompt_token_s: float = 0.0
     prefix_lookup_per_token_s: float = 0.0
+    frontend_token_s: float = 0.0
     kernel_scale: float = 1.0
     cudagraph_sizes: tuple[int, ...] = ()
     policy: str | None = None
@@ -459,9 +531,14 @@ class EngineOverheads:
             f"{self.iteration_s * 1e3:.4g} ms + {self.per_seq_s * 1e6:.4g} us/sequence + "
             f"{self.per_token_s * 1e9:.4g} ns/token; request path {self.request_s * 1e3:.4g} ms"
             f"{self._path_per_token()} on TTFT, admitted at the next iteration boundary; "
-            f"{self.output_token_s * 1e6:.4g} us per output token; {graphs}; "
+            f"{self.output_token_s * 1e6:.4g} us per output token{self._frontend()}; {graphs}; "
             f"scheduler {self.policy or 'as the engine config says'}"
         )
+
+    def _frontend(self) -> str:
+        """The shared front end, as the summary says it (none: nothing)."""
+        f = self.frontend_token_s
+        return f"; a front end shared by all requests, {f * 1e6:.4g} us per output token" if f else ""
 
     def _path_per_token(self) -> str:
         """The per-prompt-token request-path terms, as the summary says them (none: nothing)."""

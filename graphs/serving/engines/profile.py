@@ -514,6 +514,7 @@ def _overheads(
         output_token_s=terms["output_token_s"],
         per_prompt_token_s=terms["per_prompt_token_s"],
         prefix_lookup_per_token_s=terms["prefix_lookup_per_token_s"],
+        frontend_token_s=terms["frontend_token_s"],
         cudagraph_sizes=cudagraph_sizes,
         policy=policy,
         basis=basis,

@@ -58,6 +58,7 @@ PROFILE = register_engine(
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 1.5e-7,
+            "frontend_token_s": 0.0,  # not identified: benchmarks/frontend_fit.py
         },
         fitted=(),
         sources={
@@ -83,6 +84,7 @@ PROFILE = register_engine(
             "output_token_s": _ASSUMED,
             "per_prompt_token_s": TOKENISE,
             "prefix_lookup_per_token_s": "ASSUMED: vLLM V1's SHA-256 block hashing stands in for the radix-tree match",
+            "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 49 us/token on the calibration rows (TP 4 only at the bound); no source publishes the tokenizer manager's ceiling",
         },
     )
 )

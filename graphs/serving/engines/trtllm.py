@@ -43,6 +43,10 @@ Sources of every default:
   profile has a sourced request path of its own, left out), the median of ``|error|`` least
   there (7.7 %, tables replayed at 25 ms; 24 ms by least squares over the rows within 50 %). Admission waits for the running iteration's end (the
   executor loop fetches new requests between iterations), which the simulator models exactly.
+* ``frontend_token_s`` 0, NOT IDENTIFIED: ``trtllm-serve``'s response loop (detokenising and
+  streaming every request's tokens) as one server shared by all requests (:mod:`.knobs`, module
+  doc); ``benchmarks/frontend_fit.py`` bounds its cost by 78 us per token on the calibration rows
+  (Llama-3.1-8B at 128 clients on H100), reached at TP 4 only, so no value is taken.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ _SOURCES = {
     "output_token_s": _ASSUMED,
     "per_prompt_token_s": TOKENISE,
     "prefix_lookup_per_token_s": "ASSUMED negligible: block reuse hashes its block keys in the C++ KV-cache manager",
+            "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 78 us/token on the calibration rows (TP 4 only at the bound); no source publishes trtllm-serve's ceiling",
 }
 
 PROFILE = register_engine(
@@ -105,6 +110,7 @@ PROFILE = register_engine(
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 0.0,
+            "frontend_token_s": 0.0,  # not identified: benchmarks/frontend_fit.py
         },
         fitted=("iteration_s", "per_seq_s", "request_s"),
         sources=_SOURCES,

@@ -74,6 +74,12 @@ Sources of every default (:data:`PROFILE`):
   A request waits for the iteration running when it reaches the engine to end (V1's engine core
   drains its input queue between steps): the simulator's event loop models that admission delay
   exactly, with no term.
+* ``frontend_token_s`` 0, NOT IDENTIFIED: the API server that detokenises and streams every
+  request's tokens is one process shared by all of them (https://github.com/vllm-project/vllm/issues/12705;
+  ``--api-server-count`` scales it out, https://github.com/vllm-project/vllm/pull/17546: the
+  simulator's ``api_server_count``), run as the second server of a pipeline
+  (:mod:`.knobs`, module doc); ``benchmarks/frontend_fit.py`` bounds its cost by 157 us per token
+  on the calibration rows, but no run reaches the bound at two TP sizes, so no value is taken.
 """
 
 from __future__ import annotations
@@ -217,6 +223,7 @@ PROFILE = register_engine(
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 1.5e-7,
+            "frontend_token_s": 0.0,  # not identified: benchmarks/frontend_fit.py
         },
         fitted=("iteration_s", "per_seq_s", "request_s"),
         sources={
@@ -242,6 +249,7 @@ PROFILE = register_engine(
             "output_token_s": _ASSUMED,
             "per_prompt_token_s": TOKENISE,
             "prefix_lookup_per_token_s": "docs.vllm.ai design/prefix_caching: SHA-256 (default since v0.10.2) 100-200 ns/token",
+            "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 157 us/token on the calibration rows, no run at a ceiling; no source publishes V1's",
         },
     )
 )

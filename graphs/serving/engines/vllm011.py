@@ -120,6 +120,7 @@ PROFILE = register_engine(
             "output_token_s": _STAND_IN,
             "per_prompt_token_s": TOKENISE,
             "prefix_lookup_per_token_s": V1.sources["prefix_lookup_per_token_s"],
+            "frontend_token_s": _STAND_IN,
         },
     )
 )

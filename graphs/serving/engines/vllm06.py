@@ -114,6 +114,7 @@ PROFILE = register_engine(
             "output_token_s": _ASSUMED,
             "per_prompt_token_s": _ASSUMED,
             "prefix_lookup_per_token_s": _ASSUMED,
+            "frontend_token_s": _ASSUMED,
         },
     )
 )

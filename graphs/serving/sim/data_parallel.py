@@ -80,6 +80,7 @@ from ..step.compiled import compiled_step
 from ..step.expert_routing import devices_reached
 from ..step.mixed import node_time_expr
 from ..step.workload import Workload
+from .skipping import window_ends
 
 if TYPE_CHECKING:
     from .engine import Replica
@@ -740,7 +741,9 @@ class LockstepGroup:
         """Every rank's running sequences."""
         return [s for m in self.members for s in m.running]
 
-    def decode_window(self, now: float, horizon: float) -> list[float]:
+    def decode_window(
+        self, now: float, horizon: float, frontend: tuple[float, float] | None = None
+    ) -> list[float]:
         r"""Run at once, from ``now``, the group iterations that would only decode steady decodes
         and end before ``horizon`` (:meth:`graphs.serving.sim.engine.Replica.decode_window`, for
         the group): every rank with work is in such a window (:meth:`Replica.window_plan`:
@@ -762,6 +765,9 @@ class LockstepGroup:
         horizon : float
             The time of the next event that could change or read the group (s): only iterations
             ending before it run.
+        frontend : tuple of (float, float), optional
+            The group's shared front end: when it has drained the iteration before (s) and its
+            seconds per emitted token (:meth:`graphs.serving.sim.engine.Replica.decode_window`).
 
         Returns
         -------
@@ -789,7 +795,7 @@ class LockstepGroup:
         ranks = len(self.members)
         stage_s = self.stage.experts.bound_s(tokens) + self.stage.comm_s(tokens)  # what stage.time returns
         totals = np.max(np.stack(shares), axis=0) + stage_s
-        ends = np.cumsum(np.concatenate(([now], totals)))[1:]  # one addition at a time, as the loop
+        ends = window_ends(now, totals, int(tokens), frontend)  # one addition at a time, as the loop
         k = int(np.searchsorted(ends, horizon, side="left"))
         if k < 2:
             return []

@@ -83,7 +83,7 @@ from costmodel.errors import CostModelError
 
 from ..engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
 from ..pricing.overheads import scaled_kernels_s
-from .skipping import LazyDecodes
+from .skipping import LazyDecodes, window_ends
 
 if TYPE_CHECKING:
     from ..pricing.protocols import IterationStep
@@ -900,7 +900,9 @@ class Replica:
         self.iterations += 1
         return done, handed
 
-    def decode_window(self, now: float, horizon: float) -> list[float]:
+    def decode_window(
+        self, now: float, horizon: float, frontend: tuple[float, float] | None = None
+    ) -> list[float]:
         """Run at once, from ``now``, the iterations that would only decode this replica's steady
         decodes (:mod:`graphs.serving.sim.skipping`) and end before ``horizon`` (the next event that
         could change or read the replica): no sequence outside the steady set, none admitted (an
@@ -918,6 +920,12 @@ class Replica:
         horizon : float
             The time of the next event that could change or read the replica (s): only iterations
             ending before it run.
+        frontend : tuple of (float, float), optional
+            The shared front end (:mod:`graphs.serving.engines.knobs`, module doc): when it has
+            drained the iteration before the window (s) and its seconds per emitted token. Each
+            iteration then ends at :func:`~graphs.serving.engines.knobs.frontend_end_s`, the
+            first ``max(t_1, F - now)`` after ``now``, each later one ``max(t_j, n f)`` after the
+            one before (``n`` tokens each); the busy time stays the engine's ``t_j``.
 
         Returns
         -------
@@ -933,7 +941,7 @@ class Replica:
             return []
         needs, n, o, sums = plan
         t = times(self.overheads.padded(n), sums) + o
-        ends = np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
+        ends = window_ends(now, t, n, frontend)
         k = int(np.searchsorted(ends, horizon, side="left"))  # those ending before the horizon
         if k < 2:
             return []
@@ -1041,3 +1049,4 @@ class Replica:
         """
         used = 1 - self.free_blocks / self.num_blocks
         self.samples.append((now, batch_size, len(self.waiting), len(self.running), used))
+

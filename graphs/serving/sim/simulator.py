@@ -80,6 +80,7 @@ from costmodel.results import Result, plain
 from models.config import ModelConfig
 
 from ..analysis.parallel import dp_weights_saved
+from ..engines.knobs import frontend_end_s
 from ..pricing.kernel_sources import Coverage
 from ..pricing.overheads import EngineOverheads
 from ..pricing.predictor import Predictor, predicted_mixed_step
@@ -726,6 +727,10 @@ def simulate(
     # per iteration, when it ended and the output tokens it emitted: flat arrays (8 bytes a
     # value), where a million-request run does a million iterations
     emitted = _Emitted(array("d"), array("q"))
+    # the shared front end (graphs.serving.engines.knobs, module doc): seconds per emitted token,
+    # and per replica (or lockstep group) when it has drained the last handed-over iteration
+    fe_s = ov.frontend_token_s / cfg.api_server_count
+    drained: dict[int, float] = {}
 
     def route(pool_: list[Replica], cycle: Any, s: Seq) -> Replica:
         # one replica: no choice to make, and no O(running) sum of outstanding tokens per arrival
@@ -741,17 +746,26 @@ def simulate(
         if rep.busy_until is not None or rep.idle:
             return
         if skip:  # iterations that only decode, ending before the next event: run at once
-            ends = rep.decode_window(now, events[0][0] if events else math.inf)
+            horizon = events[0][0] if events else math.inf
+            ends = (
+                rep.decode_window(now, horizon, (drained.get(id(rep), 0.0), fe_s))
+                if fe_s
+                else rep.decode_window(now, horizon)
+            )
             if ends:
                 n = len(rep.running)  # every one a steady decode: one token each
                 emitted.ends.extend(ends)
                 emitted.tokens.extend(itertools.repeat(n, len(ends)))
                 now = ends[-1]
+                if fe_s:  # the front end takes the window's last iteration's n tokens
+                    drained[id(rep)] = now + n * fe_s
         batch = rep.schedule()
         size = rep.batch_len(batch)
         if not size:
             return
         end = now + rep.iteration_time(batch)
+        if fe_s:  # handed over once the front end has drained the iteration before
+            end = frontend_end_s(now, end - now, drained.get(id(rep), 0.0))
         for s, _ in batch:
             if s.scheduled_s is None:
                 s.scheduled_s = now
@@ -782,6 +796,10 @@ def simulate(
             done, handed = rep.finish_iteration(batch, now)
             emitted.ends.append(now)
             emitted.tokens.append(rep.emitted - before)
+            if fe_s:  # the front end drains these tokens: the client sees each at their mean
+                n_out = rep.emitted - before
+                drained[id(rep)] = now + n_out * fe_s
+                _stream(batch, done, now, (n_out + 1) / 2 * fe_s)
             finished += len(done)
             if progress and done:
                 progress(finished, len(seqs))
@@ -790,7 +808,8 @@ def simulate(
                 if nxt is None and queued:
                     nxt = queued.popleft()
                 if nxt is not None:  # the answer reaches the client after its streaming
-                    release(nxt, now + ov.output_token_s * s.req.output + nxt.req.think_s)
+                    assert s.finish_s is not None
+                    release(nxt, s.finish_s + ov.output_token_s * s.req.output + nxt.req.think_s)
             for s in handed:
                 t_kv = s.req.prompt * kv_tok / link_bw + layers * topo.link_latency
                 heapq.heappush(events, (now + t_kv, next(counter), "kv", s))
@@ -835,6 +854,19 @@ def simulate(
     if not isinstance(step, MeteredIterationStep):
         return res
     return dataclasses.replace(res, predictor=pred.label, coverage=step.coverage(), clamped_s=step.clamped_s)
+
+
+def _stream(batch: list[tuple[Seq, int]], done: list[Seq], now: float, delay_s: float) -> None:
+    """Move the client's view of an iteration handed over at ``now`` by the front end's
+    ``delay_s`` (:mod:`graphs.serving.engines.knobs`, module doc): the first tokens it sampled
+    and the last tokens of the sequences it finished (a steady decode's middle tokens shift
+    alike, which TPOT does not see)."""
+    for s, _ in batch:
+        if s.first_token_s == now:
+            s.first_token_s = now + delay_s
+    for s in done:
+        if s.finish_s == now:
+            s.finish_s = now + delay_s
 
 
 class _Emitted(NamedTuple):

@@ -58,9 +58,9 @@ loop's; a predictor's ranks (no vectorised decode price) keep the closed form wi
 
 from __future__ import annotations
 
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Decoding", "LazyDecodes"]
+__all__ = ["Decoding", "LazyDecodes", "window_ends"]
 
 
 class _Lengths(Protocol):
@@ -245,3 +245,50 @@ class LazyDecodes(Generic[Sequence]):
         self.activate.clear()
         self.per_residue = [0] * self.bs
         self.n = self.ctx_base = self.out_base = 0
+
+
+def window_ends(now: float, t: Any, n: int = 0, frontend: tuple[float, float] | None = None) -> Any:
+    """The end times of a decode window's iterations from ``now``: the running sum of their
+    engine times, one addition at a time as the event loop adds them, and with a shared front end
+    each no sooner than the front end has drained the iteration before
+    (:func:`~graphs.serving.engines.knobs.frontend_end_s`):
+
+    .. math::
+
+        E_j = \\max(E_{j-1} + t_j,\\; F_{j-1}), \\qquad F_j = E_j + n f, \\qquad E_0 = \\text{now}
+
+    Parameters
+    ----------
+    now : float
+        When the window starts (s).
+    t : numpy.ndarray
+        Each iteration's engine time (s).
+    n : int
+        Output tokens each iteration emits (one per steady decode).
+    frontend : tuple of (float, float), optional
+        ``(F_0, f)``: when the front end has drained the iteration before the window (s) and its
+        seconds per token; None: no front end.
+
+    Returns
+    -------
+    numpy.ndarray
+        The iterations' end times (s).
+
+    >>> import numpy as np
+    >>> window_ends(1.0, np.array([0.5, 0.5])).tolist()
+    [1.5, 2.0]
+    >>> window_ends(1.0, np.array([0.5, 0.5]), 4, (1.75, 0.25)).tolist()
+    [1.75, 2.75]
+    """
+    import numpy as np  # the simulator's own import: the scheduler alone needs none
+
+    if frontend is not None:
+        drained, per_token = frontend
+        if drained - now > t[0] or bool((t[1:] < n * per_token).any()):  # the front end binds
+            out, e = [], now
+            for tj in t.tolist():  # frontend_end_s, one iteration at a time as the loop
+                e = max(e + tj, drained)
+                drained = e + n * per_token
+                out.append(e)
+            return np.asarray(out)
+    return np.cumsum(np.concatenate(([now], t)))[1:]  # now + t1 + t2 ..., one addition at a time
