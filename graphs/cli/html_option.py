@@ -79,39 +79,17 @@ def _analyze(args: argparse.Namespace, kept: dict[str, Any], command: str) -> st
     return analysis_page(kept["analysis"], kept["config"], command=command, prediction=kept.get("prediction"))
 
 
-def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+def _report(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
+    """The page of a report that draws itself: its ``to_html(command)``."""
     return str(kept["report"].to_html(command))
-
-
-def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_studies import search_page
-
-    return search_page(kept["result"], command=command)
-
-
-def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_studies import fusion_page
-
-    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    return fusion_page(
-        kept["report"],
-        kept["suggestions"],
-        kept["config"],
-        command=command,
-        scope=f"{args.phase} {'model' if args.whole_model else 'layer'}",
-        where=f"batch {args.batch}, {where}",
-        graph=kept.get("graph"),
-        plan=kept.get("plan"),
-    )
 
 
 _PAGES: dict[str, Callable[[argparse.Namespace, dict[str, Any], str], str]] = {
     "decode": lambda a, k, c: _phase(a, k, c, "decode"),
     "prefill": lambda a, k, c: _phase(a, k, c, "prefill"),
     "analyze": _analyze,
-    "simulate": _simulate,
-    "search": _search,
-    "fusion": _fusion,
+    "simulate": _report,
+    "report": _report,
 }
 
 
