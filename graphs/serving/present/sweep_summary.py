@@ -161,6 +161,11 @@ def run_sweep(
     Returns
     -------
     SweepSummary
+
+    Raises
+    ------
+    CostModelError
+        When neither the model nor its forms are given.
     """
     req = request
     grid: dict[str, Any] = {
