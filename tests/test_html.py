@@ -61,6 +61,17 @@ COMMANDS = {
         "ctx 1024: fastest per user",
     ),
     "fusion": (["fusion", "audit", MODEL], r"unfused (\S+ us)", "unfused"),
+    "fusion_plan": (
+        ["fusion", "plan", MODEL, "--method", "heuristic"],
+        r"planner (.+? kernels)",
+        "planner",
+    ),
+    "size": (
+        "size tiny --rate 2 --slo-ttft 1 --slo-tpot 0.05 --devices h100 --tp 1 --requests 50 "
+        "--max-simulations 3 --quiet".split(),
+        r"winner: (.+)",
+        "winner",
+    ),
 }
 
 

@@ -4,12 +4,16 @@ efficiencies, attach profiler traces. numpy only; plots live in :mod:`costmodel.
 from .calibrate import Calibration, calibrate
 from .microbench import Bench, batch_sweep, benchmarks, flag_batch_anomalies, run_benchmarks
 from .probe import Measurement, ProbeResult, environment, probe, time_best
+from .probe_report import ProbeReport, ProbeRequest, run_probe
 from .profile import attach_profile, load_trace_events
 
 __all__ = [
     "Measurement",
     "ProbeResult",
     "probe",
+    "ProbeRequest",
+    "ProbeReport",
+    "run_probe",
     "time_best",
     "environment",
     "Bench",

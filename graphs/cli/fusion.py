@@ -14,185 +14,41 @@ __all__ = ["add_fusion_parser"]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from costmodel.fusion import unfused_plan
-    from costmodel.fusion_audit import audit, suggest_fusions
-    from costmodel.hardware import get_device
-    from costmodel.report import fmt_si, format_table
-    from graphs import build_layer, build_model
+    """``costmodel fusion audit``: the options as a checked request, its audit
+    (:func:`graphs.serving.present.fusion_report.run_audit`), the report printed."""
+    from graphs.serving.analysis.fusion_request import AuditRequest
+    from graphs.serving.present.fusion_report import run_audit
 
     from .model_option import resolve_model
 
-    cfg = resolve_model(args.model, args)
-    hw = get_device(args.device)
-    build = build_model if args.whole_model else build_layer
-    g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
-    sugg, plan = suggest_fusions(g, hw)
-    if args.plan == "unfused":
-        plan = unfused_plan(g)
-    rep = audit(g, hw, plan)
-    keep(args, report=rep, suggestions=sugg, config=cfg, graph=g, plan=plan)
-    if args.json:
-        print(dump({**rep.to_dict(), "suggestions": [s.to_dict() for s in sugg]}))
-        return 0
-    scope = "model" if args.whole_model else "layer"
-    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    print(f"fusion audit: {cfg.name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
-    print("\nkernel boundaries (one write + one read per consuming kernel), most expensive first:")
-    rows = [
-        {**b.to_dict(), "consumers": ", ".join(c.split(".")[-1] for c in b.consumers), "pct": 100 * b.share}
-        for b in rep.boundaries[: args.top]
-    ]
-    print(
-        format_table(
-            rows,
-            (
-                ("producer", "producer", "s"),
-                ("consumers", "read by", "s"),
-                ("bytes", "bytes", "si"),
-                ("time_s", "time (s)", ".3e"),
-                ("pct", "% of layer", ".1f"),
-            ),
-        )
-    )
-    print("\nsuggested fusions:")
-    srows = [
-        {
-            "pattern": s.pattern,
-            "members": " + ".join(m.split(".")[-1] for m in s.group.members),
-            "saved": s.bytes_saved,
-            "t": s.time_saved_s,
-            "after": s.kind_after,
-        }
-        for s in sugg
-    ]
-    print(
-        format_table(
-            srows,
-            (
-                ("members", "group", "s"),
-                ("pattern", "pattern", "s"),
-                ("saved", "bytes saved", "si"),
-                ("t", "time saved (s)", ".3e"),
-                ("after", "bound after", "s"),
-            ),
-        )
-        if srows
-        else "  none"
-    )
-    un, pl, ideal = rep.unfused, rep.plan, rep.ideal
-    print(
-        f"\n{scope} bound: unfused {(un.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us "
-        f"({fmt_si(un.dram_bytes, 'B')}, {un.kernels:.0f} kernels)"
-        + (
-            f" -> plan {(pl.sum_of_kernel_bounds_s or 0.0) * 1e6:.2f} us ({fmt_si(pl.dram_bytes, 'B')}, "
-            f"{pl.kernels:.0f} kernels)"
-            if pl is not None
-            else ""
-        )
-        + f"; ideal {ideal.lower_s * 1e6:.2f} us ({fmt_si(ideal.dram_bytes, 'B')})"
-    )
-    for issue in rep.issues:
-        print(f"  ! {issue}")
+    settings = ("device", "phase", "batch", "seq", "ctx", "whole_model", "plan", "top")
+    req = AuditRequest(**{k: getattr(args, k) for k in settings})
+    report = run_audit(req, resolve_model(args.model, args))
+    keep(args, report=report)
+    print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from costmodel.fusion import ideal_cost, unfused_plan
-    from costmodel.fusion_audit import audit, suggest_fusions
-    from costmodel.fusion_plan import plan_fusions
-    from costmodel.hardware import get_device
-    from costmodel.report import fmt_si, format_table
-    from graphs import build_layer, build_model
+    """``costmodel fusion plan``: the options as a checked request, the planner's plan
+    (:func:`graphs.serving.present.fusion_report.run_plan`), the report printed."""
+    from graphs.serving.analysis.fusion_request import PlanRequest
+    from graphs.serving.present.fusion_report import run_plan
 
     from .model_option import resolve_model
 
-    hw = get_device(args.device)
-    if args.hf_layer:
-        from costmodel.errors import CostModelError
-        from graphs.importers.hf_layer import hf_layer_graph
+    settings = ("device", "phase", "batch", "seq", "ctx", "whole_model", "backend", "objective", "method")
+    req = PlanRequest(
+        **{k: getattr(args, k) for k in settings}, time_limit=args.time_limit, hf_layer=args.hf_layer
+    )
+    if req.hf_layer:
         from models.resolver import config_data
 
-        if args.whole_model:
-            raise CostModelError("--hf-layer exports one decoder layer: drop --whole-model")
-        raw = config_data(args.model)
-        name = str(raw.get("_name_or_path") or args.model)
-        g = hf_layer_graph(raw, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
+        report = run_plan(req, hf_config=config_data(args.model), name=args.model)
     else:
-        cfg = resolve_model(args.model, args)
-        name = cfg.name
-        build = build_model if args.whole_model else build_layer
-        g = build(cfg, args.phase, batch=args.batch, seq=args.seq, ctx=args.ctx)
-    res = plan_fusions(
-        g,
-        hw,
-        backend=args.backend,
-        objective=args.objective,
-        method=args.method,
-        time_limit_s=args.time_limit,
-    )
-    if args.json:
-        print(dump(res.to_dict()))
-        return 0
-    sugg = audit(g, hw, suggest_fusions(g, hw)[1]).plan
-    un = audit(g, hw, unfused_plan(g)).unfused
-    ideal = ideal_cost(g)
-    scope = (
-        "Hugging Face layer (ATen, meta device)"
-        if args.hf_layer
-        else "model"
-        if args.whole_model
-        else "layer"
-    )
-    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    print(f"fusion plan: {name} {args.phase} {scope} on {hw.name}, batch {args.batch}, {where}")
-    gap = "unknown" if res.gap is None else f"{100 * res.gap:.3g} %"
-    cert = (
-        f"exact ({'certified optimal' if res.optimal else f'not certified, gap {gap}'}, {res.units} units in "
-        f"{res.regions} regions, {res.candidates} candidate groups, {res.solve_s:.2f} s)"
-        if res.method == "exact"
-        else f"heuristic (DP over a topological order + greedy merges, {res.solve_s:.2f} s)"
-    )
-    print(f"backend {res.backend!r}, objective {res.objective}: {cert}")
-    rows = [
-        {
-            "members": " + ".join(m.split(".")[-1] for m in gr.members),
-            "level": gr.level or "-",
-            "bytes": gr.bytes,
-            "t": gr.time_s,
-            "saved": gr.bytes_saved,
-            "tsaved": gr.time_saved_s,
-        }
-        for gr in sorted(res.groups, key=lambda r: -r.time_saved_s)
-        if len(gr.members) > 1
-    ]
-    print("\nfused kernels, most time saved first:")
-    print(
-        format_table(
-            rows,
-            (
-                ("members", "kernel", "s"),
-                ("level", "tiles in", "s"),
-                ("bytes", "bytes", "si"),
-                ("t", "time (s)", ".3e"),
-                ("saved", "bytes saved", "si"),
-                ("tsaved", "time saved (s)", ".3e"),
-            ),
-        )
-        if rows
-        else "  none"
-    )
-    print(
-        f"\n{scope}: unfused {fmt_si(un.dram_bytes, 'B')}, {(un.sum_of_kernel_bounds_s or 0) * 1e6:.2f} us; "
-        + (
-            f"suggested {fmt_si(sugg.dram_bytes, 'B')}, {(sugg.sum_of_kernel_bounds_s or 0) * 1e6:.2f} us; "
-            if sugg is not None
-            else ""
-        )
-        + f"planner {fmt_si(res.bytes, 'B')}, {res.time_s * 1e6:.2f} us, {res.kernels:.0f} kernels; "
-        f"ideal {fmt_si(float(ideal.bytes), 'B')}"
-    )
-    for note in res.notes:
-        print(f"  note: {note}")
+        report = run_plan(req, resolve_model(args.model, args))
+    keep(args, report=report)
+    print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
 
 
@@ -260,7 +116,7 @@ def add_fusion_parser(sub: Any) -> None:
     a.add_argument("--top", type=int, default=10)
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_audit)
-    add_html_option(a, "fusion")
+    add_html_option(a, "report")
     p = fsub.add_parser(
         "plan", help="the planner's fusion plan: kernels, bytes, time, what each fusion saves"
     )
@@ -296,6 +152,7 @@ def add_fusion_parser(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+    add_html_option(p, "report")
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
     t.add_argument("--device", default="h100-sxm")
     t.add_argument(

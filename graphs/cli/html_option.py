@@ -74,34 +74,8 @@ def _phase(args: argparse.Namespace, kept: dict[str, Any], command: str, phase: 
 
 
 def _report(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    """The page of a kept report that draws itself (``model analyze``, ``calibrate serving``)."""
+    """The page of a kept report that draws itself: its ``to_html(command)``."""
     return str(kept["report"].to_html(command))
-
-
-def _simulate(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    return str(kept["report"].to_html(command))
-
-
-def _search(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_studies import search_page
-
-    return search_page(kept["result"], command=command)
-
-
-def _fusion(args: argparse.Namespace, kept: dict[str, Any], command: str) -> str:
-    from graphs.serving.present.html_studies import fusion_page
-
-    where = f"seq {args.seq}" if args.phase == "prefill" else f"ctx {args.ctx}"
-    return fusion_page(
-        kept["report"],
-        kept["suggestions"],
-        kept["config"],
-        command=command,
-        scope=f"{args.phase} {'model' if args.whole_model else 'layer'}",
-        where=f"batch {args.batch}, {where}",
-        graph=kept.get("graph"),
-        plan=kept.get("plan"),
-    )
 
 
 _PAGES: dict[str, Callable[[argparse.Namespace, dict[str, Any], str], str]] = {
@@ -109,9 +83,8 @@ _PAGES: dict[str, Callable[[argparse.Namespace, dict[str, Any], str], str]] = {
     "prefill": lambda a, k, c: _phase(a, k, c, "prefill"),
     "analyze": _report,
     "calibrate": _report,
-    "simulate": _simulate,
-    "search": _search,
-    "fusion": _fusion,
+    "simulate": _report,
+    "report": _report,
 }
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from .common import dump
+from .html_option import add_html_option, keep
 from .options import check_output_path
 
 __all__ = ["add_measure_parsers"]
@@ -22,90 +22,19 @@ def _progress(quiet: bool) -> Any:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from costmodel.measure.calibrate import calibrate
-    from costmodel.measure.microbench import run_benchmarks
-    from costmodel.measure.probe import probe
-    from costmodel.outfiles import atomic_write
-    from costmodel.report import format_table
+    """``costmodel probe``: every output path checked, the options as a checked request, this
+    machine probed and the spec files written (:func:`costmodel.measure.probe_report.run_probe`),
+    the report printed."""
+    from costmodel.measure.probe_report import SPEC_SUFFIXES, ProbeRequest, run_probe
 
-    from .calibrate import HW_FILE_SUFFIXES
-
-    check_output_path(args.out, "--out", suffixes=HW_FILE_SUFFIXES)  # before measuring, not after
+    check_output_path(args.out, "--out", suffixes=SPEC_SUFFIXES)  # before measuring, not after
     if args.calibrated_out:
-        check_output_path(args.calibrated_out, "--calibrated-out", suffixes=HW_FILE_SUFFIXES)
-    say = _progress(args.quiet)
-    res = probe(small=args.small, repeats=args.repeats, use_torch=not args.no_torch, progress=say)
-    res.write(args.out, name=args.name)
-    hw = res.hardware(args.name)
-    rows = run_benchmarks(hw, small=args.small, repeats=args.repeats, progress=say)
-    cal = calibrate(rows)
-    if args.calibrated_out:
-        spec = res.spec_dict(args.name)
-        dev = spec["devices"][args.name]
-        for r in dev["roofs"]:
-            if r["unit"] == "tensor":
-                r["peak_flops_per_s"] *= cal.gemm_e_max
-        dev["memory"][0]["bandwidth_bytes_per_s"] *= cal.memory_efficiency
-        with atomic_write(args.calibrated_out, "--calibrated-out", suffixes=HW_FILE_SUFFIXES) as f:
-            json.dump(spec, f, indent=2)
-    if args.json:
-        print(
-            dump(
-                {
-                    "spec_file": args.out,
-                    "environment": res.env,
-                    "measurements": [m.__dict__ for m in res.measurements],
-                    "microbenchmarks": rows,
-                    "calibration": cal,
-                }
-            )
-        )
-        return 0
-    print(f"probe of {res.env.get('cpu')} written to {args.out} (use --hw-file {args.out})")
-    mrows = [
-        {
-            "name": m.name,
-            "ms": m.best_s * 1e3,
-            "spread": 100 * m.spread,
-            "gbs": m.bandwidth / 1e9 if (m.bytes and not m.flops) or m.name.startswith("bw") else 0.0,
-            "gfs": m.flops_per_s / 1e9,
-        }
-        for m in res.measurements
-    ]
-    print(
-        format_table(
-            mrows,
-            (
-                ("name", "measurement", "s"),
-                ("ms", "best ms", ".3f"),
-                ("spread", "spread %", ".1f"),
-                ("gbs", "GB/s", ".1f"),
-                ("gfs", "GFLOP/s", ".1f"),
-            ),
-        )
-    )
-    print("\nmicrobenchmarks against their bound on the probed spec:")
-    table = [{**r.to_dict(), "pct": 100 * r.achieved_fraction, "flag": ",".join(r.flags)} for r in rows]
-    print(
-        format_table(
-            table,
-            (
-                ("name", "op", "s"),
-                ("intensity", "I", ".2f"),
-                ("kind", "bound", "s"),
-                ("predicted_s", "bound s", ".3e"),
-                ("measured_s", "measured s", ".3e"),
-                ("pct", "achieved %", ".0f"),
-                ("flag", "flags", "s"),
-            ),
-        )
-    )
-    print(
-        f"\ncalibration: memory efficiency {cal.memory_efficiency:.2f}, GEMM e(I) = {cal.gemm_e_max:.2f} "
-        f"I/(I + {cal.gemm_i_half:.1f})"
-    )
-    for r in cal.residuals:
-        print(f"  {r.name:34s} residual {100 * r.residual:+.0f}%")
+        check_output_path(args.calibrated_out, "--calibrated-out", suffixes=SPEC_SUFFIXES)
+    settings = ("out", "calibrated_out", "name", "small", "repeats")
+    req = ProbeRequest(**{k: getattr(args, k) for k in settings}, use_torch=not args.no_torch)
+    report = run_probe(req, progress=_progress(args.quiet))
+    keep(args, report=report)
+    print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
 
 
@@ -124,3 +53,4 @@ def add_measure_parsers(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_probe)
+    add_html_option(p, "report")

@@ -222,79 +222,46 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import itertools
-
-    from costmodel.text import format_table
-    from graphs.serving.analysis.sweeps import check_grid, sweep_forms
+    """``costmodel sweep``: the options as a checked request, its grid evaluated
+    (:func:`graphs.serving.present.sweep_summary.run_sweep`: with ``--predict`` priced per kernel,
+    else over the cached decode forms), the frontier printed."""
+    from graphs.serving.analysis.sweep_request import SweepRequest
+    from graphs.serving.present.sweep_summary import run_sweep
 
     from .cached import sweep_forms as cached_forms
 
     if args.csv:
         check_output_path(args.csv, "--csv")  # before the work, not after it
-    weights = [d or None for d in args.weight_dtypes.split(",")] if args.weight_dtypes else [None]
-    kvs = [d or None for d in args.kv_dtypes.split(",")] if args.kv_dtypes else [None]
-    combos = list(itertools.product(args.device.split(","), weights, kvs))
-    batches, ctxs = int_list(args.batches, "--batches"), int_list(args.ctxs, "--ctxs")
-    check_grid(len(combos), batches, ctxs)  # a grid too large is refused before any work
+    req = SweepRequest(
+        devices=tuple(args.device.split(",")),
+        batches=tuple(int_list(args.batches, "--batches")),
+        ctxs=tuple(int_list(args.ctxs, "--ctxs")),
+        weight_dtypes=tuple(_dtypes(args.weight_dtypes)),
+        kv_dtypes=tuple(_dtypes(args.kv_dtypes)),
+        tp=args.tp,
+        top=args.top,
+        predict=args.predict,
+    )  # a grid too large is refused here, before any work
+    progress = progress_bar("sweep", args.quiet)
     if args.predict:  # priced per kernel: not the cached bound forms
-        from graphs import sweep
-
         from .predict_option import predictor_of
 
-        res = sweep(
-            resolve_config(args),
-            devices=args.device.split(","),
-            batches=batches,
-            ctxs=ctxs,
-            weight_dtypes=weights,
-            kv_dtypes=kvs,
-            tp=args.tp,
-            progress=progress_bar("sweep", args.quiet),
-            predictor=predictor_of(args),
-        )
+        report = run_sweep(req, resolve_config(args), predictor=predictor_of(args), progress=progress)
     else:
-        forms = cached_forms(args, resolve_config, combos)
-        res = sweep_forms(
-            forms[0].model,
-            forms,
-            batches=batches,
-            ctxs=ctxs,
-            tp=args.tp,
-            progress=progress_bar("sweep", args.quiet),
-        )
+        report = run_sweep(req, forms=cached_forms(args, resolve_config, req.combos()), progress=progress)
+    keep(args, report=report)
     if args.csv:
-        res.to_csv(args.csv, "--csv")
-    if args.json:
-        print(dump(res.to_dict()))
-        return 0
-    front = res.frontier()
-    print(
-        f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
-        f"Pareto frontier ({len(front)} points), fastest user first:"
-    )
-    for note in res.notes:
-        print(f"  note: {note}")
-    if res.coverage is not None:
-        from .predicted import predicted_lines
-
-        print(
-            "\n".join(predicted_lines(args.predict, args.device, res.coverage, what="every step's kernels"))
-        )
-        print("  (coverage of the frontier's steps)")
-    cols = (
-        ("device", "device", "s"),
-        ("weight_dtype", "weights", "s"),
-        ("kv_dtype", "KV", "s"),
-        ("batch", "batch", "s"),
-        ("ctx", "ctx", "s"),
-        ("tokens_per_s_per_user", "tok/s/user", ".1f"),
-        ("tokens_per_s_per_device", "tok/s/device", ".1f"),
-        ("energy_per_token_j", "J/token", ".4f"),
-    )
-    print(format_table(front[: args.top] if args.top else front, cols))
-    if args.csv:
+        report.result.to_csv(args.csv, "--csv")
+    print(dump(report.to_dict()) if args.json else report.to_text())
+    if args.csv and not args.json:
         print(f"all points written to {args.csv}")
     return 0
+
+
+def _dtypes(text: str | None) -> list[str | None]:
+    """A comma list of dtypes (``--weight-dtypes``, ``--kv-dtypes``); an empty entry or none given:
+    the model's own (None)."""
+    return [d or None for d in text.split(",")] if text else [None]
 
 
 def add_phase_parsers(sub: Any) -> None:
@@ -387,3 +354,4 @@ def add_phase_parsers(sub: Any) -> None:
         sw, help="price every step's kernels from this framework's measured kernels ([measured] extra)"
     )
     sw.set_defaults(func=cmd_sweep)
+    add_html_option(sw, "report")

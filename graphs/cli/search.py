@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Sequence
 from typing import Any
 
 from .common import dump, progress_bar
@@ -56,7 +57,10 @@ def request_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    """``costmodel search``: the options as a checked request, its search, the frontier printed."""
+    """``costmodel search``: the options as a checked request, its search
+    (:func:`graphs.serving.present.planning_reports.run_search`), the frontier printed."""
+    from graphs.serving.present.planning_reports import run_search
+
     from .model_option import resolve_model
     from .predict_option import predictor_of
 
@@ -67,34 +71,26 @@ def cmd_search(args: argparse.Namespace) -> int:
     predictor = predictor_of(args)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     with dask_client(args) as client:
-        res = req.run(cfg, predictor=predictor, client=client, progress=progress_bar("search", args.quiet))
-    keep(args, result=res)
+        progress = progress_bar("search", args.quiet)
+        report = run_search(req, cfg, predictor=predictor, client=client, progress=progress, top=args.top)
+    keep(args, report=report)
     if args.csv:
-        from costmodel.outfiles import atomic_write
-
-        with atomic_write(args.csv, "--csv") as f:
-            if res.frontier:
-                w = csv.DictWriter(f, fieldnames=list(res.frontier[0]))
-                w.writeheader()
-                w.writerows(res.frontier)
-    if args.json:
-        print(dump(res))
-        return 0
-    predicted: list[str] = []
-    if res.coverage is not None:
-        from .predicted import predicted_lines
-
-        what = "every step's kernels" + (
-            ", each at the pessimistic end (P90) of its held-out error"
-            if args.rank_by == "pessimistic"
-            else ""
-        )
-        predicted = predicted_lines(args.predict, ",".join(req.devices), res.coverage, what=what)
-        predicted.append("  (coverage of the frontier's decode steps)")
-    print(res.to_text(top=args.top, predicted=predicted, spec=req.spec()))
-    if args.csv:
+        _write_frontier(args.csv, report.result.frontier)
+    print(dump(report.to_dict()) if args.json else report.to_text())
+    if args.csv and not args.json:
         print(f"frontier written to {args.csv}")
     return 0
+
+
+def _write_frontier(path: str, frontier: Sequence[dict[str, Any]]) -> None:
+    """``--csv``: the frontier's points, one row each."""
+    from costmodel.outfiles import atomic_write
+
+    with atomic_write(path, "--csv") as f:
+        if frontier:
+            w = csv.DictWriter(f, fieldnames=list(frontier[0]))
+            w.writeheader()
+            w.writerows(frontier)
 
 
 def add_search_parser(sub: Any) -> None:
@@ -145,4 +141,4 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_search)
-    add_html_option(sp, "search")
+    add_html_option(sp, "report")

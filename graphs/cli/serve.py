@@ -8,11 +8,11 @@ the target and the draft alike.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from .common import emit
 from .cost_option import add_cost_options
+from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, int_list
 from .predict_option import add_predict_option
 from .routing_option import add_routing_options, routing_of
@@ -23,99 +23,32 @@ _PREDICT_HELP = "price every step's kernels from this framework's measured kerne
 
 
 def cmd_disagg(args: argparse.Namespace) -> int:
-    from costmodel.report import fmt_time
-    from graphs.serving.analysis.disagg import disaggregated, kv_transfer_range
+    """``costmodel serve disagg``: the options as a checked request, its answer
+    (:func:`graphs.serving.present.serve_summaries.run_disagg`), the summary printed (a point that
+    does not fit: refused, exit 1)."""
+    from graphs.serving.analysis.serve_requests import DisaggRequest
+    from graphs.serving.present.serve_summaries import run_disagg
 
+    from .cost_option import rates_of
     from .model_option import resolve_model
 
-    cfg = apply_dtypes(resolve_model(args.model, args), args)
-    r = disaggregated(
-        cfg,
-        args.prefill_device,
-        args.decode_device,
-        prompt=args.prompt,
-        output=args.output,
-        decode_batch=args.decode_batch,
-        link_bandwidth=args.link_bandwidth,
+    settings = ("prefill_device", "decode_device", "prompt", "output", "decode_batch", "link_bandwidth")
+    req = DisaggRequest(
+        **{k: getattr(args, k) for k in settings},
         link_latency=args.link_latency,
         rate=args.rate,
         overlap=args.overlap,
-        predictor=_predictor(args),
+        ignore_capacity=args.ignore_capacity,
+        predict=args.predict,
     )
-    refused = _refuse(args, {"decode": r.decode_capacity, "prefill": r.prefill_capacity})
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
+    rates = rates_of(args, [args.prefill_device, args.decode_device])
+    report = run_disagg(req, cfg, rates=rates, predictor=_predictor(args))
+    refused = _refuse(args, report.capacity)
     if refused is not None:
         return refused
-    span = kv_transfer_range(
-        cfg,
-        args.prefill_device,
-        args.decode_device,
-        link_bandwidth=args.link_bandwidth,
-        link_latency=args.link_latency,
-        decode_batch=args.decode_batch,
-        overlap=args.overlap,
-        predictor=_predictor(args),
-    )
-    t = r.ttft
-    lines = [
-        f"{r.model}: prefill on {r.prefill_device}, decode on {r.decode_device} "
-        f"(prompt {r.prompt}, output {r.output}, decode batch {r.decode_batch})",
-        f"  TTFT {fmt_time(t.ttft_s)} = prefill {t.prefill_s * 1e3:.2f} + KV transfer "
-        f"{t.kv_transfer_s * 1e3:.2f} ({100 * t.kv_share_of_ttft:.1f}%) + first decode "
-        f"{t.first_decode_s * 1e3:.2f} (transfer {r.overlap.value})",
-        f"  TPOT {fmt_time(r.tpot_s)}; decode fits: {r.decode_fits} (max batch {r.decode_max_batch})",
-        _kv_sentence(span),
-    ]
-    c = r.colocated
-    if r.rate is not None and c is not None:
-        lines.append(
-            f"  at {r.rate} req/s: {r.prefill_devices} prefill + {r.decode_devices} decode devices, "
-            + (
-                f"{r.energy_per_token_j:.3f} J/output token, "
-                if r.energy_per_token_j is not None
-                else "energy not priced (a device without a TDP figure), "
-            )
-            + f"{r.device_hours_per_million_tokens:.3f} "
-            "device-h per M output tokens"
-        )
-        lines.append(
-            f"  colocated on {c.devices} {r.decode_device}: TPOT {fmt_time(c.tpot_s)} "
-            f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)}"
-        )
-    from graphs.serving.planning.cost import decode_cost, disagg_cost, prefill_cost
-
-    from .cost_option import cost_text, rates_of
-
-    rates = rates_of(args, [args.prefill_device, args.decode_device])
-    pf_rates, dec_rates = rates[args.prefill_device], rates[args.decode_device]
-    cost: Any = None
-    if r.rate is not None:  # every device of both pools, over the tokens the rate brings
-        cost = disagg_cost(r, pf_rates, dec_rates)
-        lines.append(f"  {cost_text(cost)}")
-    else:  # no pools sized: each device alone, 100 % busy
-        cost = {
-            "prefill": prefill_cost(pf_rates, devices=1, prompt=r.prompt, prefill_s=t.prefill_s),
-            "decode": decode_cost(dec_rates, devices=1, batch=r.decode_batch, tpot_s=r.tpot_s),
-        }
-        lines += [f"  {pool} device: {cost_text(c)}" for pool, c in cost.items()]
-        lines.append("  (--rate sizes both pools and prices every device of them)")
-    lines += _predicted(args, cfg, args.decode_device, r.decode_batch, r.prompt + r.output // 2 + 1)
-    data = {
-        **r.to_dict(),
-        "kv_transfer_dominates_from_prompt": span[0] if span else None,
-        "kv_transfer_dominates_to_prompt": span[1] if span else None,
-        "cost": cost,
-    }
-    return emit(args, data, "\n".join(lines))
-
-
-def _kv_sentence(span: tuple[int, int] | None) -> str:
-    """Where the KV transfer is the largest TTFT term, as :func:`kv_transfer_range` found it."""
-    checked = 1 << 20  # kv_transfer_range's max_prompt
-    if span is None:
-        return f"  the KV transfer is never the largest TTFT term (prompts up to {checked:,} tokens checked)"
-    first, last = span
-    upto = "the longest checked" if last >= checked else "past that, the prefill is larger"
-    return f"  the KV transfer is the largest TTFT term for prompts of {first:,} to {last:,} tokens ({upto})"
+    keep(args, report=report)
+    return emit(args, report.to_dict(), report.to_text())
 
 
 def _predictor(args: argparse.Namespace) -> Any:
@@ -126,20 +59,12 @@ def _predictor(args: argparse.Namespace) -> Any:
 
 def _predicted(args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx: int) -> list[str]:
     """With ``--predict``: what priced the steps, and what the decode step at ``(batch, ctx)``
-    rests on (the coverage line simulate prints)."""
+    rests on (:func:`graphs.serving.present.serve_summaries.decode_coverage_lines`)."""
     if not getattr(args, "predict", None):
         return []
-    from graphs.serving.pricing.priced import priced_step
-    from graphs.serving.pricing.protocols import MeteredPointStep
+    from graphs.serving.present.serve_summaries import decode_coverage_lines
 
-    from .predicted import predicted_lines
-
-    step = priced_step(cfg, device, "decode", predictor=_predictor(args))
-    assert isinstance(step, MeteredPointStep)  # a predictor that is not the bound meters its seconds
-    cov = step.coverage_array(batch, ctx)
-    return predicted_lines(
-        args.predict, device, cov, what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})"
-    )
+    return decode_coverage_lines(args.predict, cfg, device, batch, ctx, _predictor(args))
 
 
 def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
@@ -249,97 +174,27 @@ def cmd_sram(args: argparse.Namespace) -> int:
 
 
 def cmd_plans(args: argparse.Namespace) -> int:
-    from costmodel.errors import CostModelError
-    from costmodel.report import format_table
-    from graphs.serving.analysis.parallel import plan_frontier
-
-    from .model_option import resolve_model
-
-    plans: list[tuple[int, int, int, int]] = []
-    for p in args.plans.split(","):
-        parts = p.split("x")
-        if len(parts) != 4 or not all(x.strip().isdigit() for x in parts):
-            raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
-        plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
-    routing = routing_of(args)
-    grid: dict[str, Any] = dict(batches=int_list(args.batches, "--batches"), ctx=args.ctx, plans=plans)
-    cfg = apply_dtypes(resolve_model(args.model, args), args)
-    points = plan_frontier(cfg, args.device.split(","), routing=routing, predictor=_predictor(args), **grid)
-    balanced: dict[tuple[str, str, int], float] = {}
-    if routing.kind != "uniform" or not routing.is_default:  # the same plans, uniform: what skew costs
-        for pt in plan_frontier(cfg, args.device.split(","), predictor=_predictor(args), **grid):
-            if pt.report is not None:
-                balanced[(pt.device, pt.plan, pt.batch)] = pt.report.step_s
-    from graphs.serving.planning.cost import decode_cost
+    """``costmodel serve plans``: the options as a checked request, the plans compared
+    (:func:`graphs.serving.present.serve_summaries.run_plans`), the table printed."""
+    from graphs.serving.analysis.serve_requests import PlansRequest, parse_plans
+    from graphs.serving.present.serve_summaries import run_plans
 
     from .cost_option import rates_of
+    from .model_option import resolve_model
 
-    rates = rates_of(args, sorted({pt.device for pt in points}))
-
-    def usd_out(rep: Any) -> float:
-        """USD per million output tokens, the plan 100 % busy decoding at its batch
-        (:func:`graphs.serving.planning.cost.decode_cost`; nan without a price: JSON null, and a note below)."""
-        c = decode_cost(rates[rep.device], devices=rep.devices, batch=rep.batch, tpot_s=rep.step_s)
-        return c.usd_per_m_output if c is not None and c.usd_per_m_output is not None else float("nan")
-
-    rows = [
-        {
-            **pt.report.to_dict(),
-            "usd_per_m_output": usd_out(pt.report),
-            **(
-                {"x_balanced": pt.report.step_s / balanced[(pt.device, pt.plan, pt.batch)]}
-                if balanced
-                else {}
-            ),
-            # nan without a TDP (JSON null, and a note below), as the cost without a price
-            "energy_per_token_j": float("nan") if pt.energy_per_token_j is None else pt.energy_per_token_j,
-            "pareto": pt.pareto,
-            "front": "*" if pt.pareto else "",
-        }
-        for pt in points
-        if pt.report is not None
-    ]
-    text = format_table(
-        rows,
-        (
-            ("device", "device", "s"),
-            ("plan", "plan", "s"),
-            ("batch", "batch", "s"),
-            ("devices", "devices", "s"),
-            ("tokens_per_s_per_user", "tok/s/user", ".1f"),
-            ("tokens_per_s_per_device", "tok/s/device", ".1f"),
-            ("energy_per_token_j", "J/token", ".3f"),
-            ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
-            ("usd_per_m_output", "$/M out 100% busy", ".4g"),
-            *((("x_balanced", "x balanced", ".3f"),) if balanced else ()),
-            ("front", "frontier", "s"),
-        ),
+    req = PlansRequest(
+        devices=tuple(args.device.split(",")),
+        batches=tuple(int_list(args.batches, "--batches")),
+        ctx=args.ctx,
+        plans=parse_plans(args.plans),
+        routing=routing_of(args),
+        predict=args.predict,
     )
-    if balanced:
-        text += (
-            f"\n  routing {routing.label}: step of the busiest EP rank; 'x balanced' is the step over the same "
-            "plan with uniform routing (its busiest rank too: above the mean at a finite batch)"
-            + ("; replicas' extra weights are not in the memory check" if routing.replicate else "")
-        )
-    from graphs.serving.planning.cost import NO_PRICE
-
-    for dev in sorted({r.device for r in rates.values() if r.price_usd_per_hour is None}):
-        text += f"\n  $/M out for {dev}: {NO_PRICE}"
-    for dev in sorted({r["device"] for r in rows if math.isnan(r["energy_per_token_j"])}):
-        text += f"\n  J/token for {dev}: no power figure (TDP) in the catalog"
-    errors = [pt for pt in points if pt.error is not None]
-    for pt in errors:
-        text += f"\n  skipped {pt.device} {pt.plan} batch {pt.batch}: {pt.error}"
-    if args.predict:
-        from .predicted import predicted_lines
-
-        text += "\n" + "\n".join(
-            predicted_lines(args.predict, args.device, None, what="every plan's decode kernels")
-        )
-    data = rows + [
-        {"device": pt.device, "plan": pt.plan, "batch": pt.batch, "error": pt.error} for pt in errors
-    ]
-    return emit(args, data, text)
+    cfg = apply_dtypes(resolve_model(args.model, args), args)
+    rates = rates_of(args, req.devices)
+    report = run_plans(req, cfg, rates=rates, predictor=_predictor(args))
+    keep(args, report=report)
+    return emit(args, report.to_dict(), report.to_text())
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -374,6 +229,7 @@ def add_serve_parser(sub: Any) -> None:
     add_ignore_capacity(d)
     add_cost_options(d)
     d.set_defaults(func=cmd_disagg)
+    add_html_option(d, "report")
     sp = ssub.add_parser("specdec", help="speculative decoding speed-up and best k")
     sp.add_argument("target", help="target model (catalog name or config.json)")
     sp.add_argument("draft", help="draft model (catalog name or config.json)")
@@ -426,3 +282,4 @@ def add_serve_parser(sub: Any) -> None:
     add_cost_options(pl)
     add_routing_options(pl)
     pl.set_defaults(func=cmd_plans)
+    add_html_option(pl, "report")

@@ -11,6 +11,7 @@ from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
 from .group_options import add_group_options
+from .html_option import add_html_option, keep
 from .options import add_dtype_options, apply_dtypes, int_list
 
 __all__ = ["add_size_parser", "cmd_size", "request_of"]
@@ -70,23 +71,22 @@ def request_of(args: argparse.Namespace) -> Any:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    """``costmodel size``: the options as a checked request, its sizing, the winner printed.
+    """``costmodel size``: the options as a checked request, its sizing
+    (:func:`graphs.serving.present.planning_reports.run_size`), the winner printed.
 
     With ``--scheduler dask`` the local cluster starts while the model resolves and the bounds
     prune (its workers importing the sizing as they start), and the candidates simulate on it."""
+    from graphs.serving.present.planning_reports import run_size
+
     from .model_option import resolve_model
 
     with dask_client(args, preload=_WORKER_MODULES, background=True) as client:
         cfg = apply_dtypes(resolve_model(args.model, args), args)
         req = request_of(args)
-        profile = req.engine
         progress = progress_bar("size", args.quiet, "simulations")
-        # the candidates' runs as cards: a question asked again simulates only what is new
-        res = req.run(cfg, executor=client, lookahead=max(1, args.workers), progress=progress, run_cards=True)
-    if args.json:
-        print(dump({**res.to_dict(), "engine": profile.to_dict()}))
-        return 0
-    print(res.to_text(engine=profile, max_simulations=args.max_simulations))
+        report = run_size(req, cfg, executor=client, lookahead=max(1, args.workers), progress=progress)
+    keep(args, report=report)
+    print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
 
 
@@ -125,3 +125,4 @@ def add_size_parser(sub: Any) -> None:
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_size)
+    add_html_option(sp, "report")

@@ -5,7 +5,9 @@
 * :func:`search_page` (``search``): the Pareto frontier per context, winners named, each
   point's plan on hover;
 * :func:`fusion_page` (``fusion audit``): kernel boundaries ranked by DRAM time, the graph with
-  its fused groups, the groups before and after, the suggestions.
+  its fused groups, the groups before and after, the suggestions;
+* :func:`report_page` (every other report: ``size``, ``fusion plan``, ``serve disagg`` ...): the
+  lines the command prints and its tables, no figure.
 
 Like :mod:`graphs.serving.present.html_views`, every number on a page is a field of the report the
 command printed.
@@ -13,8 +15,9 @@ command printed.
 
 from __future__ import annotations
 
+import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from costmodel.html import Section, page_html, require_plotly, rows_table
@@ -24,7 +27,7 @@ from costmodel.text import fmt_si, fmt_time
 from .comparison import METRICS
 from .html_views import run_header
 
-__all__ = ["simulation_page", "search_page", "fusion_page", "comparison_section"]
+__all__ = ["simulation_page", "search_page", "fusion_page", "comparison_section", "report_page"]
 
 #: most points a timeline trace draws (a longer run is strided; the note says so); the arrays go
 #: into the page as float32 (plotly's typed arrays: 4 bytes a value, base64), so a page stays small
@@ -520,3 +523,41 @@ def fusion_page(
         sections.append(Section("plan issues", (rows_table([{"issue": str(i)} for i in report.issues]),)))
     title = f"fusion audit: {config.name} {scope} on {report.device}, {where}"
     return page_html(title, run_header(command, config, report.device), headline, sections)
+
+
+def report_page(
+    title: str,
+    text: str,
+    *,
+    command: str,
+    headline: Mapping[str, str] | None = None,
+    figures: Sequence[Any] = (),
+    tables: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = (),
+) -> str:
+    """A page of a report without a page of its own: its figures, the lines the command printed
+    (escaped, as they read on the terminal) and its tables, one section each.
+
+    Parameters
+    ----------
+    title : str
+        The page's title.
+    text : str
+        The report's ``to_text()``: what the command printed.
+    command : str
+        The command line that ran it.
+    headline : mapping of str to str, optional
+        The run's key numbers, as the command prints them.
+    figures : sequence of plotly figures
+        Drawn first, in order.
+    tables : sequence of (str, rows)
+        Each table's title and rows (mappings; :func:`costmodel.html.rows_table`).
+
+    Returns
+    -------
+    str
+        A self-contained HTML page (needs the ``html`` extra: plotly).
+    """
+    sections = [Section("figures", tuple(figures))] if figures else []
+    sections.append(Section("report", (f"<pre>{html.escape(text)}</pre>",)))
+    sections += [Section(name, (rows_table(rows),)) for name, rows in tables]
+    return page_html(title, run_header(command), dict(headline or {}), sections)

@@ -114,8 +114,44 @@ def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int) -> 
     return out
 
 
+class _PhasePage:
+    """The ``--html`` page of a phase summary, one method for decode and prefill: each summary
+    says which of :func:`~graphs.serving.present.html_views.phase_page`'s settings are its own."""
+
+    report: Any
+
+    def _page_settings(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_html(
+        self, config: ModelConfig, *, command: str = "", prediction: StepPrediction | None = None
+    ) -> str:
+        """The ``decode --html`` or ``prefill --html`` page
+        (:func:`graphs.serving.present.html_views.phase_page`).
+
+        Parameters
+        ----------
+        config : ModelConfig
+            The model (the page draws its compiled step's nodes).
+        command : str
+            The command line shown in the page's header.
+        prediction : StepPrediction, optional
+            ``--predict``'s prediction (:mod:`graphs.serving.present.step_prediction`), drawn
+            beside the bound (a fit made on the bound draws none).
+
+        Returns
+        -------
+        str
+        """
+        from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
+
+        return phase_page(
+            self.report, config, command=command, prediction=_kernels(prediction), **self._page_settings()
+        )
+
+
 @dataclass(frozen=True)
-class DecodeSummary:
+class DecodeSummary(_PhasePage):
     """One decode step and what ``costmodel decode`` prints beside it.
 
     Attributes
@@ -218,39 +254,13 @@ class DecodeSummary:
         )
         return "\n".join(out)
 
-    def to_html(
-        self, config: ModelConfig, *, command: str = "", prediction: StepPrediction | None = None
-    ) -> str:
-        """The ``decode --html`` page (:func:`graphs.serving.present.html_views.phase_page`).
-
-        Parameters
-        ----------
-        config : ModelConfig
-            The model (the page draws its compiled step's nodes).
-        command : str
-            The command line shown in the page's header.
-        prediction : StepPrediction, optional
-            ``--predict``'s prediction (:mod:`graphs.serving.present.step_prediction`), drawn
-            beside the bound (a fit made on the bound draws none).
-
-        Returns
-        -------
-        str
-        """
-        from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
-
-        return phase_page(
-            self.report,
-            config,
-            command=command,
-            limits=self.limits,
-            prediction=_kernels(prediction),
-            ctx=self.request.ctx,
-        )
+    def _page_settings(self) -> dict[str, Any]:
+        """:func:`~graphs.serving.present.html_views.phase_page`'s settings of a decode step."""
+        return {"limits": self.limits, "ctx": self.request.ctx}
 
 
 @dataclass(frozen=True)
-class PrefillSummary:
+class PrefillSummary(_PhasePage):
     """One prefill step and what ``costmodel prefill`` prints beside it.
 
     Attributes
@@ -312,27 +322,6 @@ class PrefillSummary:
         )
         return "\n".join(out)
 
-    def to_html(
-        self, config: ModelConfig, *, command: str = "", prediction: StepPrediction | None = None
-    ) -> str:
-        """The ``prefill --html`` page (:func:`graphs.serving.present.html_views.phase_page`).
-
-        Parameters
-        ----------
-        config : ModelConfig
-            The model (the page draws its compiled step's nodes).
-        command : str
-            The command line shown in the page's header.
-        prediction : StepPrediction, optional
-            ``--predict``'s prediction (:mod:`graphs.serving.present.step_prediction`), drawn
-            beside the bound (a fit made on the bound draws none).
-
-        Returns
-        -------
-        str
-        """
-        from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
-
-        return phase_page(
-            self.report, config, command=command, prediction=_kernels(prediction), seq=self.request.seq
-        )
+    def _page_settings(self) -> dict[str, Any]:
+        """:func:`~graphs.serving.present.html_views.phase_page`'s settings of a prefill step."""
+        return {"seq": self.request.seq}

@@ -1,0 +1,234 @@
+"""``probe`` as a library call: a checked request in, the spec files written, a report out
+(issue 43 item 3).
+
+:class:`ProbeRequest` holds what ``costmodel probe`` measures and writes (sizes, repeats, torch or
+numpy, the spec files and the device's name), checked when built with each refusal one line naming
+the option as the command line spells it. :func:`run_probe` measures this machine
+(:func:`costmodel.measure.probe.probe`), writes the spec file, times the microbenchmarks against
+the probed spec (:func:`~costmodel.measure.microbench.run_benchmarks`), fits the two efficiencies
+(:func:`~costmodel.measure.calibrate.calibrate`) and, when asked, writes the calibrated spec: the
+tensor roofs times ``e_max`` and the DRAM bandwidth times the memory efficiency ``eta``. The
+:class:`ProbeReport` has ``to_text()``, ``to_dict()`` and ``to_html()``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CostModelError
+from ..outfiles import atomic_write
+from ..report import format_table
+from .calibrate import Calibration, calibrate
+from .microbench import BenchRow, run_benchmarks
+from .probe import ProbeResult, Progress, probe
+
+__all__ = ["ProbeRequest", "ProbeReport", "run_probe", "REPEATS_RANGE", "SPEC_SUFFIXES"]
+
+#: timed runs per measurement: (fewest, most)
+REPEATS_RANGE = (1, 1000)
+#: a spec file's suffixes (a JSON hardware file, ``--hw-file``)
+SPEC_SUFFIXES = (".json",)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRequest:
+    """One probe of this machine, checked when built (module doc).
+
+    Parameters
+    ----------
+    out : str
+        The hardware spec file written (JSON).
+    calibrated_out : str, optional
+        Also a calibrated spec here.
+    name : str
+        The device's name in the spec files.
+    small : bool
+        Small sizes: seconds instead of a minute.
+    repeats : int
+        Timed runs per measurement (the best counts).
+    use_torch : bool
+        Measure torch kernels too when torch is installed.
+    """
+
+    out: str = "probe.json"
+    calibrated_out: str | None = None
+    name: str = "probe"
+    small: bool = False
+    repeats: int = 5
+    use_torch: bool = True
+
+    def __post_init__(self) -> None:
+        r = self.repeats
+        if isinstance(r, bool) or not isinstance(r, int) or not REPEATS_RANGE[0] <= r <= REPEATS_RANGE[1]:
+            raise CostModelError(
+                f"--repeats must be a whole number in [{REPEATS_RANGE[0]}, {REPEATS_RANGE[1]}], got {r!r}"
+            )
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise CostModelError(f"--name must name the device, got {self.name!r}")
+        if self.calibrated_out is not None and self.calibrated_out == self.out:
+            raise CostModelError(f"--calibrated-out {self.out!r} is --out's file: give another path")
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """One probe: the measurements, the microbenchmarks against the probed spec, the fit.
+
+    Attributes
+    ----------
+    request : ProbeRequest
+        What was measured and written.
+    result : ProbeResult
+        The measurements and the environment.
+    rows : tuple of BenchRow
+        The microbenchmarks, each against its bound on the probed spec.
+    calibration : Calibration
+        The memory and GEMM efficiencies and each benchmark's residual.
+    """
+
+    request: ProbeRequest
+    result: ProbeResult
+    rows: tuple[BenchRow, ...]
+    calibration: Calibration
+
+    def calibrated_spec(self) -> dict[str, Any]:
+        """The probed spec with the tensor roofs times ``e_max`` and the DRAM bandwidth times
+        ``eta`` (module doc).
+
+        Returns
+        -------
+        dict
+            A catalog-layout device table (``--hw-file``).
+        """
+        cal, name = self.calibration, self.request.name
+        spec = self.result.spec_dict(name)
+        dev = spec["devices"][name]
+        for r in dev["roofs"]:
+            if r["unit"] == "tensor":
+                r["peak_flops_per_s"] *= cal.gemm_e_max
+        dev["memory"][0]["bandwidth_bytes_per_s"] *= cal.memory_efficiency
+        return spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``probe --json`` prints.
+
+        Returns
+        -------
+        dict
+        """
+        return {
+            "spec_file": self.request.out,
+            "environment": self.result.env,
+            "measurements": [m.__dict__ for m in self.result.measurements],
+            "microbenchmarks": list(self.rows),
+            "calibration": self.calibration,
+        }
+
+    def to_text(self) -> str:
+        """What ``costmodel probe`` prints: the measurements, the microbenchmarks, the fit.
+
+        Returns
+        -------
+        str
+        """
+        res, cal, out = self.result, self.calibration, self.request.out
+        mrows = [
+            {
+                "name": m.name,
+                "ms": m.best_s * 1e3,
+                "spread": 100 * m.spread,
+                "gbs": m.bandwidth / 1e9 if (m.bytes and not m.flops) or m.name.startswith("bw") else 0.0,
+                "gfs": m.flops_per_s / 1e9,
+            }
+            for m in res.measurements
+        ]
+        measured = (
+            ("name", "measurement", "s"),
+            ("ms", "best ms", ".3f"),
+            ("spread", "spread %", ".1f"),
+            ("gbs", "GB/s", ".1f"),
+            ("gfs", "GFLOP/s", ".1f"),
+        )
+        table = [
+            {**r.to_dict(), "pct": 100 * r.achieved_fraction, "flag": ",".join(r.flags)} for r in self.rows
+        ]
+        benched = (
+            ("name", "op", "s"),
+            ("intensity", "I", ".2f"),
+            ("kind", "bound", "s"),
+            ("predicted_s", "bound s", ".3e"),
+            ("measured_s", "measured s", ".3e"),
+            ("pct", "achieved %", ".0f"),
+            ("flag", "flags", "s"),
+        )
+        lines = [
+            f"probe of {res.env.get('cpu')} written to {out} (use --hw-file {out})",
+            format_table(mrows, measured),
+            "\nmicrobenchmarks against their bound on the probed spec:",
+            format_table(table, benched),
+            f"\ncalibration: memory efficiency {cal.memory_efficiency:.2f}, GEMM e(I) = {cal.gemm_e_max:.2f} "
+            f"I/(I + {cal.gemm_i_half:.1f})",
+        ]
+        lines += [f"  {r.name:34s} residual {100 * r.residual:+.0f}%" for r in cal.residuals]
+        return "\n".join(lines)
+
+    def to_html(self, command: str = "") -> str:
+        """A page: each microbenchmark's achieved share of its bound, the measurements and the
+        benchmarks as tables (:func:`costmodel.html.page_html`).
+
+        Parameters
+        ----------
+        command : str
+            The command line shown in the page's header.
+
+        Returns
+        -------
+        str
+            A self-contained HTML page (needs the ``html`` extra: plotly).
+        """
+        from ..html import Section, page_html, rows_table
+        from ..html_figures import hbar_figure
+
+        cal = self.calibration
+        figure = hbar_figure(
+            [r.name for r in self.rows],
+            [100 * r.achieved_fraction for r in self.rows],
+            [f"{100 * r.achieved_fraction:.0f}% of its {r.kind} bound" for r in self.rows],
+            title="microbenchmarks: measured against their bound on the probed spec",
+            x_title="achieved (% of the bound)",
+        )
+        measured = rows_table([m.__dict__ for m in self.result.measurements])
+        benched = rows_table([r.to_dict() for r in self.rows])
+        fit = f"memory efficiency {cal.memory_efficiency:.2f}, GEMM e_max {cal.gemm_e_max:.2f}, I_half {cal.gemm_i_half:.1f}"
+        return page_html(
+            f"probe of {self.result.env.get('cpu')}",
+            {"command": command, "spec file": self.request.out},
+            {"calibration": fit},
+            [Section("microbenchmarks", (figure, benched)), Section("measurements", (measured,))],
+        )
+
+
+def run_probe(request: ProbeRequest, progress: Progress | None = None) -> ProbeReport:
+    """Probe this machine and write ``request``'s spec files (module doc).
+
+    Parameters
+    ----------
+    request : ProbeRequest
+        What to measure and where to write.
+    progress : callable, optional
+        ``progress(message)`` as each measurement starts.
+
+    Returns
+    -------
+    ProbeReport
+    """
+    req = request
+    res = probe(small=req.small, repeats=req.repeats, use_torch=req.use_torch, progress=progress)
+    res.write(req.out, name=req.name)
+    rows = run_benchmarks(res.hardware(req.name), small=req.small, repeats=req.repeats, progress=progress)
+    report = ProbeReport(req, res, tuple(rows), calibrate(rows))
+    if req.calibrated_out:
+        with atomic_write(req.calibrated_out, "--calibrated-out", suffixes=SPEC_SUFFIXES) as f:
+            json.dump(report.calibrated_spec(), f, indent=2)
+    return report

@@ -1,0 +1,192 @@
+"""``sweep`` as a library call: a checked request in, a summary that renders itself out.
+
+:func:`run_sweep` evaluates a :class:`~graphs.serving.analysis.sweep_request.SweepRequest`'s grid
+(:func:`graphs.serving.analysis.sweeps.sweep` with a predictor, else
+:func:`~graphs.serving.analysis.sweeps.sweep_forms` over each configuration's compiled decode
+forms) into a :class:`SweepSummary` with ``to_text()`` (what ``costmodel sweep`` prints),
+``to_dict()`` (its ``--json``) and ``to_html()`` (:func:`.html_studies.report_page`: the frontier).
+
+What stays with the caller: resolving the model, the forms' cache (cards), the predictor, ``--csv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.text import format_table
+from models.config import ModelConfig
+
+from ..analysis.sweep_request import SweepRequest
+from ..analysis.sweeps import DecodeForms, SweepResult, sweep, sweep_forms
+from ..pricing.predictor import Predictor
+from .report_text import predicted_lines
+
+__all__ = ["SweepSummary", "run_sweep"]
+
+#: the frontier's columns: (key, heading, format)
+_COLUMNS = (
+    ("device", "device", "s"),
+    ("weight_dtype", "weights", "s"),
+    ("kv_dtype", "KV", "s"),
+    ("batch", "batch", "s"),
+    ("ctx", "ctx", "s"),
+    ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+    ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+    ("energy_per_token_j", "J/token", ".4f"),
+)
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """One decode sweep and what ``costmodel sweep`` prints of it.
+
+    Attributes
+    ----------
+    request : SweepRequest
+        The checked grid.
+    result : SweepResult
+        Every point, its frontier and notes.
+    """
+
+    request: SweepRequest
+    result: SweepResult
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``sweep --json`` prints: every point's columns.
+
+        Returns
+        -------
+        dict
+        """
+        return self.result.to_dict()
+
+    def to_text(self) -> str:
+        """What ``costmodel sweep`` prints: the counts, the notes, with a predictor what priced the
+        steps, and the Pareto frontier (its first ``top`` rows).
+
+        Returns
+        -------
+        str
+        """
+        res, req = self.result, self.request
+        front = res.frontier()
+        out = [
+            f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
+            f"Pareto frontier ({len(front)} points), fastest user first:"
+        ]
+        out += [f"  note: {note}" for note in res.notes]
+        if res.coverage is not None:
+            devices = ",".join(req.devices)
+            out += predicted_lines(str(req.predict), devices, res.coverage, what="every step's kernels")
+            out.append("  (coverage of the frontier's steps)")
+        out.append(format_table(front[: req.top] if req.top else front, _COLUMNS))
+        return "\n".join(out)
+
+    def to_html(self, command: str = "") -> str:
+        """A page (:func:`graphs.serving.present.html_studies.report_page`): every point that fits
+        as tokens/s per user against per device, the frontier drawn over them, the printed lines.
+
+        Parameters
+        ----------
+        command : str
+            The command line shown in the page's header.
+
+        Returns
+        -------
+        str
+            A self-contained HTML page (needs the ``html`` extra: plotly).
+        """
+        from costmodel.html import require_plotly
+        from costmodel.html_figures import styled
+
+        from .html_studies import report_page
+
+        go = require_plotly()
+        fits = [r for r in self.result.rows() if r["fits"]]
+        front = self.result.frontier()
+        fig = go.Figure()
+        for name, pts, mode in (("points that fit", fits, "markers"), ("frontier", front, "lines+markers")):
+            fig.add_trace(
+                go.Scatter(
+                    x=[p["tokens_per_s_per_device"] for p in pts],
+                    y=[p["tokens_per_s_per_user"] for p in pts],
+                    mode=mode,
+                    name=name,
+                    text=[f"{p['device']} batch {p['batch']} ctx {p['ctx']}" for p in pts],
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+        styled(
+            fig,
+            "decode sweep: tokens/s per user against per device",
+            "tokens/s per device",
+            "tokens/s per user",
+        )
+        return report_page(
+            f"{self.result.model}: decode sweep",
+            self.to_text(),
+            command=command,
+            headline={"frontier": f"{len(front)} points"},
+            figures=[fig],
+        )
+
+
+def run_sweep(
+    request: SweepRequest,
+    config: ModelConfig | None = None,
+    *,
+    forms: Sequence[DecodeForms] | None = None,
+    predictor: Predictor | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepSummary:
+    """Evaluate ``request``'s grid (module doc).
+
+    Parameters
+    ----------
+    request : SweepRequest
+        The checked grid.
+    config : ModelConfig, optional
+        The model (needed without ``forms``).
+    forms : sequence of DecodeForms, optional
+        Each configuration's compiled decode forms, in :meth:`SweepRequest.combos` order (the
+        command's, read from cards); None: compiled here. Not with a predictor, which prices
+        every step's kernels.
+    predictor : Predictor, optional
+        Prices every step's kernels (None: the bound).
+    progress : callable, optional
+        ``progress(done, total)``.
+
+    Returns
+    -------
+    SweepSummary
+
+    Raises
+    ------
+    CostModelError
+        When neither the model nor its forms are given.
+    """
+    req = request
+    grid: dict[str, Any] = {
+        "batches": list(req.batches),
+        "ctxs": list(req.ctxs),
+        "tp": req.tp,
+        "progress": progress,
+    }
+    if forms is not None and predictor is None:
+        res = sweep_forms(forms[0].model, forms, **grid)
+    else:
+        if config is None:
+            from costmodel.errors import CostModelError
+
+            raise CostModelError("sweep needs a model (config) or its decode forms")
+        res = sweep(
+            config,
+            devices=list(req.devices),
+            weight_dtypes=list(req.weight_dtypes),
+            kv_dtypes=list(req.kv_dtypes),
+            predictor=predictor,
+            **grid,
+        )
+    return SweepSummary(req, res)

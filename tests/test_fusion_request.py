@@ -1,0 +1,106 @@
+"""The ``fusion audit`` and ``fusion plan`` requests (graphs/serving/analysis/fusion_request.py):
+built and refused without argparse, in the command line's words; the library's reports
+(graphs/serving/present/fusion_report.py) print what the command prints."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import Any
+
+import pytest
+
+from costmodel.errors import CostModelError
+from graphs.cli import main
+from graphs.cli import options as cli_options
+from graphs.serving.analysis.fusion_request import AuditRequest, FusionStep, PlanRequest
+from graphs.serving.present.fusion_report import run_audit, run_plan
+from models import get_model
+
+REFUSALS: list[tuple[type, dict[str, Any], str]] = [
+    (AuditRequest, {"phase": "train"}, "--phase must be one of decode, prefill, got 'train'"),
+    (AuditRequest, {"batch": 0}, "--batch must be in [1, 10000000], got 0"),
+    (AuditRequest, {"ctx": 2.5}, "--ctx must be a whole number, got 2.5"),
+    (AuditRequest, {"plan": "greedy"}, "--plan must be one of suggested, unfused, got 'greedy'"),
+    (AuditRequest, {"top": -1}, "--top must be in [0, 1000000], got -1"),
+    (PlanRequest, {"seq": 10**9}, "--seq must be in [1, 100000000], got 1000000000"),
+    (PlanRequest, {"backend": "xla"}, "--backend must be one of default, inductor, cublaslt, got 'xla'"),
+    (PlanRequest, {"objective": "energy"}, "--objective must be one of time, bytes, got 'energy'"),
+    (PlanRequest, {"method": "ilp"}, "--method must be one of auto, exact, heuristic, got 'ilp'"),
+    (PlanRequest, {"time_limit": 0.0}, "--time-limit must be in (0, inf], got 0"),
+    (PlanRequest, {"time_limit": float("nan")}, "--time-limit must be a finite number, got nan"),
+    (
+        PlanRequest,
+        {"hf_layer": True, "whole_model": True},
+        "--hf-layer exports one decoder layer: drop --whole-model",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "settings", "message"), REFUSALS, ids=[m[:40] for *_, m in REFUSALS])
+def test_each_refusal_without_argparse(kind: type, settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(CostModelError) as exc:
+        kind(**settings)
+    assert str(exc.value) == message
+
+
+def test_the_ranges_are_the_command_lines() -> None:
+    """The step's ranges are the parser's for the same options (the parser refuses first)."""
+    from graphs.serving.analysis.phase_request import INT_RANGES
+
+    assert all(INT_RANGES[k] == cli_options.INT_RANGES[k] for k in ("batch", "seq", "ctx"))
+
+
+def test_the_step_and_its_words() -> None:
+    assert FusionStep(phase="prefill", batch=2, seq=512).where == "batch 2, seq 512"
+    assert FusionStep(batch=4, ctx=1024).where == "batch 4, ctx 1024"
+    assert AuditRequest(whole_model=True).scope == "model"
+    assert PlanRequest(hf_layer=True).scope == "Hugging Face layer (ATen, meta device)"
+
+
+def _cli(*argv: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0
+    return out.getvalue()
+
+
+def test_the_audit_is_the_commands() -> None:
+    """The library's report prints, line for line, what ``fusion audit`` prints; its JSON is the
+    command's."""
+    report = run_audit(AuditRequest(phase="prefill", seq=256, plan="unfused", top=3), get_model("tiny"))
+    argv = [
+        "fusion",
+        "audit",
+        "tiny",
+        "--phase",
+        "prefill",
+        "--seq",
+        "256",
+        "--plan",
+        "unfused",
+        "--top",
+        "3",
+    ]
+    assert _cli(*argv) == report.to_text() + "\n"
+    doc = json.loads(_cli(*argv, "--json"))
+    assert doc["unfused"] == json.loads(json.dumps(report.to_dict()["unfused"]))
+    # one kernel per op: the plan audited is the unfused one, so they move the same bytes
+    assert report.report.plan is None or report.report.plan.dram_bytes == report.report.unfused.dram_bytes
+
+
+def test_the_plan_is_the_commands() -> None:
+    report = run_plan(PlanRequest(method="heuristic", objective="bytes"), get_model("tiny"))
+    text = _cli("fusion", "plan", "tiny", "--method", "heuristic", "--objective", "bytes")
+    # the solve's seconds differ run to run: every other line is the same
+    strip = [ln for ln in report.to_text().splitlines() if " s)" not in ln]
+    assert [ln for ln in text.splitlines() if " s)" not in ln] == strip
+    # the planner never moves more bytes than one kernel per op (fusing never adds DRAM traffic)
+    unfused = run_audit(AuditRequest(plan="unfused"), get_model("tiny")).report.unfused.dram_bytes
+    assert report.result.bytes <= unfused
+
+
+def test_a_plan_needs_its_model() -> None:
+    with pytest.raises(CostModelError, match=r"give its config\.json"):
+        run_plan(PlanRequest(hf_layer=True), get_model("tiny"))

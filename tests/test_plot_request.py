@@ -1,0 +1,61 @@
+"""The ``plot`` request (graphs/serving/analysis/plot_request.py): built and refused without
+argparse, in the command line's words; the library draws the figure the command draws
+(graphs/serving/present/plot_report.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import pytest
+
+from costmodel.errors import CostModelError
+from graphs.cli import main
+from graphs.serving.analysis.plot_request import PlotRequest
+from graphs.serving.present.plot_report import run_plot
+from models import get_model
+
+REFUSALS: list[tuple[dict[str, Any], str]] = [
+    ({"kind": "pie"}, "--kind must be one of roofline, ledger, frontier, headroom, batch-sweep, got 'pie'"),
+    ({"kind": "ledger", "phase": "train"}, "--phase must be one of decode, prefill, got 'train'"),
+    ({"kind": "ledger", "tp": 0}, "--tp must be in [1, 4096], got 0"),
+    ({"kind": "ledger", "measure": True}, "--measure applies to batch-sweep only, not ledger"),
+    (
+        {"kind": "batch-sweep", "measure": True, "device": "h100"},
+        "batch-sweep --measure times a numpy GEMM on this machine; drop --device/--model",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "message"), REFUSALS, ids=[m[:40] for _, m in REFUSALS])
+def test_each_refusal_without_argparse(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(CostModelError) as exc:
+        PlotRequest(**settings)
+    assert str(exc.value) == message
+
+
+def test_the_defaults() -> None:
+    r = PlotRequest("roofline")
+    assert (r.model_name, r.device_name) == ("llama-3.1-8b", "h100-sxm")
+
+
+def test_the_figure_is_the_commands(tmp_path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    lib = tmp_path / "lib.svg"
+    report = run_plot(PlotRequest("ledger", model="tiny", ctx=1024), get_model("tiny"), str(lib))
+    assert report.to_text() == f"wrote {lib}"
+    assert "memory ledger" in report.title and "tiny" in report.title
+    cli = tmp_path / "cli.svg"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plot", "ledger", "--model", "tiny", "--ctx", "1024", "--out", str(cli)]) == 0
+    assert out.getvalue() == f"wrote {cli}\n"
+    assert report.title in cli.read_text()  # the same title drawn
+
+
+def test_a_batch_sweep_that_fits_nowhere(tmp_path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    req = PlotRequest("batch-sweep", model="llama-3.1-70b", device="h100", ctx=100_000)
+    with pytest.raises(CostModelError, match="does not fit one"):
+        run_plot(req, get_model("llama-3.1-70b"), str(tmp_path / "b.svg"))
