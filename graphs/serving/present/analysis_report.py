@@ -20,6 +20,10 @@ from .step_prediction import StepPrediction
 __all__ = ["AnalysisReport"]
 
 
+#: the node table's cell for a node the predictor did not price (it has no kernel of its own)
+UNPRICED = "not priced"
+
+
 @dataclass(frozen=True)
 class AnalysisReport:
     """One step of a model on a device, node by node, and everything ``model analyze`` prints.
@@ -113,14 +117,14 @@ class AnalysisReport:
         pred = self.prediction.prediction if self.prediction is not None else None
         if pred is None:
             return rows, cols
-        for row in rows:  # a node the predictor did not price: no number (format_table prints nan)
+        for row in rows:  # a node the predictor did not price says so (never a NaN)
             nd = pred.nodes.get(row["node"])
-            row["t_pred"] = nd["predicted_s"] if nd else float("nan")
-            row["t_corr"] = nd["corrected_s"] if nd else float("nan")
+            row["t_pred"] = f"{nd['predicted_s']:.3e}" if nd else UNPRICED
+            row["t_corr"] = f"{nd['corrected_s']:.3e}" if nd else UNPRICED
         return rows, (
             *cols,
-            ("t_pred", f"predicted {pred.framework} (s)", ".3e"),
-            ("t_corr", "+ shape residuals (s)", ".3e"),
+            ("t_pred", f"predicted {pred.framework} (s)", "s"),
+            ("t_corr", "+ shape residuals (s)", "s"),
         )
 
     def to_html(self, command: str = "") -> str:
