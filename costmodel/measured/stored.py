@@ -13,9 +13,10 @@ it still derives from the corpus (the residual tables and held-out errors of tho
 kept here.
 
 What is stored is plain data, never pickle: a :class:`~costmodel.measured.efficiency.Fit` as its
-parameter and standard-error floats (:func:`encode_fits`), shape residuals and sorted error
-arrays as lists of floats. JSON writes a float as the shortest text that reads back to the same
-double (``repr``), so a loaded fit predicts bit for bit what the fresh one does.
+parameter and standard-error floats (:func:`encode_fits`: JSON writes a float as the shortest
+text that reads back to the same double, ``repr``), shape residuals and sorted error arrays as
+their float64 bytes, compressed (:func:`encode_array`), so a loaded fit predicts bit for bit
+what the fresh one does.
 
 Key
     :func:`costmodel.formcache.cache_key` over ``kind`` (what is stored), the corpus wheel's
@@ -36,9 +37,11 @@ Off
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -57,6 +60,7 @@ __all__ = [
     "decode_residuals",
     "encode_array",
     "decode_array",
+    "MAX_ARRAY_BYTES",
     "BadEntry",
 ]
 
@@ -171,17 +175,55 @@ def decode_fits(value: Any) -> dict[str, Fit]:
     return out
 
 
-def encode_array(a: np.ndarray) -> list[Any]:
-    """A float array as nested lists (JSON's floats read back exactly)."""
-    return np.asarray(a, dtype=float).tolist()
+#: the largest array :func:`decode_array` inflates, in bytes (as :data:`costmodel.formcache.MAX_BYTES`
+#: bounds an entry's text: a few times the largest residual table, every measured device's rows)
+MAX_ARRAY_BYTES = 256 * 2**20
+
+
+def encode_array(a: np.ndarray) -> dict[str, Any]:
+    """A float array as its shape and its little-endian float64 bytes, zlib-compressed and in
+    base64 (``{"shape": [...], "f8_zlib_b64": "..."}``): the same doubles bit for bit.
+
+    JSON's text takes about 20 characters a double and Python's parser a float object each: an
+    unmeasured device's residual table (every measured device's rows of a kernel group, 1.7
+    million doubles) was 25 MB of text, over the form cache's read bound
+    (:data:`costmodel.formcache.MAX_BYTES`), so it was written and never read back; as bytes it
+    is 3 MB (its shape coordinates repeat, and compress 6-7x)."""
+    b = np.ascontiguousarray(a, dtype="<f8")
+    return {"shape": list(b.shape), "f8_zlib_b64": base64.b64encode(zlib.compress(b.tobytes(), 6)).decode()}
+
+
+def _inflate(text: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The doubles of :func:`encode_array`'s ``f8_zlib_b64`` text, exactly ``prod(shape)`` of them."""
+    n = math.prod(shape) * 8
+    if not isinstance(text, str) or n > MAX_ARRAY_BYTES:
+        raise BadEntry("array: no byte text, or too large")
+    d = zlib.decompressobj()
+    try:
+        raw = d.decompress(base64.b64decode(text, validate=True), n + 1)
+    except (ValueError, zlib.error) as exc:  # binascii.Error is a ValueError
+        raise BadEntry(f"array: {exc}") from None
+    if len(raw) != n or not d.eof or d.unconsumed_tail:
+        raise BadEntry(f"array: {len(raw)} bytes for shape {list(shape)}")
+    return np.frombuffer(raw, dtype="<f8").reshape(shape).astype(float)
 
 
 def decode_array(value: Any, ndim: int = 1) -> np.ndarray:
-    """The float array of :func:`encode_array`, of ``ndim`` dimensions, every entry finite."""
-    try:
-        a = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise BadEntry(f"array: {exc}") from None
+    """The float array of :func:`encode_array` (or a plain nested list of numbers), of ``ndim``
+    dimensions, every entry finite."""
+    if isinstance(value, dict):
+        shape = value.get("shape")
+        if not (
+            isinstance(shape, list)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape)
+        ):
+            raise BadEntry("array: no shape")
+        a = _inflate(value.get("f8_zlib_b64"), tuple(shape))
+    else:
+        try:
+            a = np.array(value, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise BadEntry(f"array: {exc}") from None
     if (a.ndim != ndim and a.size) or not np.isfinite(a).all():
         raise BadEntry("array: wrong shape or non-finite entries")
     return a

@@ -244,6 +244,24 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
         load_hardware_file(path, replace=override)
 
 
+#: the Arrow allocator a command's process reads the measured corpus with (unless the user's
+#: environment names one): the C library's ``malloc``, not Arrow's bundled mimalloc
+ARROW_POOL = "system"
+
+
+def _arrow_allocator() -> None:
+    """Have Arrow (the corpus's parquet reads, pandas' text columns) allocate from the C library's
+    heap: set ``ARROW_DEFAULT_MEMORY_POOL`` to :data:`ARROW_POOL` unless the environment sets it
+    (Arrow reads it when its default pool is first used: here, before any table is read).
+
+    mimalloc keeps the pages of a freed table mapped for reuse; glibc's heap hands them back
+    (:func:`costmodel.measured.corpus.release_unused` trims it between tables), so a first
+    ``--predict``, which reads and lets go of a dozen corpus tables, peaks about 30 MiB lower
+    (``benchmarks/first_predict.py``). The child processes of a command (Dask's workers) inherit
+    it. Only the command line sets it: a program using the library keeps its own allocator."""
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_POOL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :data:`options.EXIT_CODES`). What it prints
     on stdout and stderr has its control characters escaped (:class:`costmodel.text.EscapedStream`:
@@ -252,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .options import reset_outputs
 
+    _arrow_allocator()
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapedStream(out), EscapedStream(err)
     reset_outputs()  # the output paths this command claims (options.check_output_path)
