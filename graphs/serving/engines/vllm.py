@@ -97,7 +97,7 @@ __all__ = [
 LARGE_GPU_BYTES = 70 * 2**30
 
 
-def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, int]:
+def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
     """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
     on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
 
@@ -107,6 +107,8 @@ def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, i
         The device's memory (bytes; 70 GiB is the threshold).
     device_name : str
         The device's catalog name.
+    tp : int
+        Tensor-parallel degree (vLLM's defaults do not depend on it).
 
     Returns
     -------
