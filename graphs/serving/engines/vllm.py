@@ -17,7 +17,12 @@ Sources of every default (:data:`PROFILE`):
 * ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
 * KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights and a profiled
   peak-activation forward pass (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of
-  :mod:`.profile`, :func:`graphs.serving.sim.engine.kv_blocks`).
+  :mod:`.profile`, :func:`graphs.serving.sim.engine.kv_blocks`). The whole device is the memory
+  CUDA reports (``vllm/v1/worker/gpu_worker.py``: ``requested_memory = total_memory *
+  gpu_memory_utilization``, ``total_memory`` from ``torch.cuda.mem_get_info``), taken as
+  nvidia-smi's total (:func:`graphs.serving.sim.engine.pool_memory`: 85.52e9 B on an H100 SXM, not
+  80e9); ``mem_get_info``'s total is 0.3-0.5 GiB below nvidia-smi's (vLLM logs
+  ``total_gpu_memory`` 79.11-79.33 GiB on 80 GB cards), not modelled.
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it
