@@ -104,6 +104,7 @@ def test_bad_ratio_refused():
 def test_reported_memory_and_the_note_when_unsourced():
     assert pool_memory("h100-sxm") == 81_559 * 2**20
     assert pool_memory_note("h100-sxm") == ""
-    note = pool_memory_note("h200-sxm")  # no sourced nvidia-smi figure in the catalog
-    assert "NOT SOURCED" in note and "141 GB" in note
-    assert pool_memory("h200-sxm") == 141e9
+    assert pool_memory("h200-sxm") == 143_771 * 2**20
+    note = pool_memory_note("a100-sxm-80gb")  # no sourced nvidia-smi figure in the catalog
+    assert "NOT SOURCED" in note and "80 GB" in note
+    assert pool_memory("a100-sxm-80gb") == 80e9
