@@ -35,7 +35,9 @@ tokens counts that chunk and one page, no output: ``add_one_req``, ``_update_pre
 preempts (SGLang's ``retract_decode``) sets it to ``min(1, (G + 20 n) / (O + 1))`` over the ``n``
 sequences still running, ``G`` the tokens they have generated and ``O`` their whole outputs
 (``SGLANG_RETRACT_DECODE_STEPS`` 20). SGLang retracts the running request with the fewest
-generated tokens; the latest admitted, preempted here, is nearly always that one. Decoding
+generated tokens; the latest admitted, preempted here, is nearly always that one. A sequence
+that would find no room with nothing running is admitted (SGLang clips a request's
+``max_new_tokens`` to what its pool holds: ``max_req_len``), so no request waits forever. Decoding
 sequences are then not advanced in closed form (:mod:`graphs.serving.sim.skipping`: its sums
 carry no per-sequence clip).
 
@@ -747,7 +749,7 @@ class Replica:
             if (
                 (not cfg.enable_chunked_prefill and want > budget)
                 or (need + mark > self.free_blocks and need + mark > self.free_blocks + self._evictable() - mine)
-                or total >= room
+                or (total >= room and self.running)  # alone, SGLang clips max_new_tokens to the pool
             ):
                 if cached is not None:  # undo: it waits as it was
                     cached[2] -= 1
