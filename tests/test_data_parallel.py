@@ -207,19 +207,20 @@ def test_the_simulator_sizes_each_rank_pool_without_the_spread_experts():
     spread over the group: the 28.99 GB a rank no longer holds are all free for KV blocks (not
     u x 28.99 GB), the same as kv_pool's figure. Qwen3-30B-A3B KV per token: 48 layers x 4 KV heads
     x 128 x 2 (K and V) x 2 B = 98,304 B; a 16-token block 1,572,864 B."""
-    from graphs.serving.sim.engine import EngineConfig, kv_blocks
+    from graphs.serving.sim.engine import EngineConfig, kv_blocks, pool_memory
     from graphs.serving.step.ledger_fit import build_ledger
 
     w = as_workload(MODEL)
     led = build_ledger(w, "decode", 1, 1, None, None)
     assert as_float(led.kv_bytes_per_token) == 48 * 4 * 128 * 2 * 2
     cfg = EngineConfig()
-    one = kv_blocks(led, 80e9, cfg)
+    cap = pool_memory(DEVICE)  # the memory the driver reports: vLLM's fraction is of it
+    one = kv_blocks(led, cap, cfg)
     res = simulate(MODEL, DEVICE, [Request(rid=0, arrival_s=0.0, prompt=10, output=2)], topology=Topology(dp=2))
     # one 12-token request holds one block: the record's share of the pool is 1 / blocks
     sim_blocks = round(1 / float(max(res.timeline["kv_used"])))
     pool = kv_pool(MODEL, DEVICE, tp=1, dp=2)
-    free = cfg.gpu_memory_utilization * 80e9 - pool.weights_bytes - pool.activation_bytes_per_token * cfg.max_num_batched_tokens
+    free = cfg.gpu_memory_utilization * cap - pool.weights_bytes - pool.activation_bytes_per_token * cfg.max_num_batched_tokens
     expected = math.floor(free / (cfg.block_size * pool.kv_bytes_per_token))
     gained = LAYERS * E * EXPERT_BYTES / 2 / (cfg.block_size * 98304)
     assert expected - one == pytest.approx(gained, abs=1)  # every freed byte, not 90 % of them

@@ -54,7 +54,9 @@ def test_vllm_and_sglang_defaults_are_their_sources():
     assert v.small_kernels[Role.ROPE] == "layer" and v.small_kernels[Role.CACHE_WRITE] == "layer"
     s = get_engine("sglang")
     assert s.fitted == () and "assumed, not fitted" in s.basis
-    assert all(src.startswith("ASSUMED") for k, src in s.sources.items() if k in ("block_size", "kv_rule"))
+    # SGLang's own pool and scheduler (tests/test_engine_sglang.py): nothing stands in for them now
+    assert (s.ref, s.kv_rule, s.block_size) == ("sglang@0.5", "static", 1)
+    assert not any(src.startswith("ASSUMED") for k, src in s.sources.items() if k in ("block_size", "kv_rule", "kv_fraction"))
 
 
 def test_every_profile_is_priced_and_sourced():

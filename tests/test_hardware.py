@@ -112,6 +112,7 @@ def test_every_number_has_a_source():
         sources += [("power_w", hw.power_source)] if hw.power_w is not None else []
         sources += [("price_usd_per_hour", hw.price_source)] if hw.price_usd_per_hour is not None else []
         sources += [("architecture", hw.architecture_source)] if hw.architecture else []
+        sources += [("reported_memory_bytes", hw.reported_memory_source)] if hw.reported_memory_bytes is not None else []
         for what, src in sources:
             assert src, f"{hw.name} {what}: no source"
             if src in texts:  # the loader resolved a key to its entry

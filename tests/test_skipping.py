@@ -172,7 +172,7 @@ def cases(draw, engine):
     caching = draw(st.booleans())
     reqs, rate, seed = _workload(draw)
     longest = max(r.prompt + r.output for r in reqs)
-    need = math.ceil(longest / 16) + 1
+    need = math.ceil(longest / get_engine(engine).block_size) + 1
     blocks = draw(st.sampled_from([None, need, 3 * need, 12 * need]))
     kw = {}
     topo = draw(st.sampled_from(["one", "two", "prefix", "disagg"]))
@@ -233,7 +233,7 @@ def group_cases(draw, engine):
         moe_dispatch=draw(st.sampled_from(["allgather_reducescatter", "all_to_all"])),
         router=draw(st.sampled_from(["round_robin", "least_outstanding"])),
     )
-    need = math.ceil(max(r.prompt + r.output for r in reqs) / 16) + 1
+    need = math.ceil(max(r.prompt + r.output for r in reqs) / get_engine(engine).block_size) + 1
     blocks = draw(st.sampled_from([None, need, 3 * need]))
     prof = get_engine(engine)
     eng = profile_engine(prof, G, HW, dp=dp, enable_prefix_caching=caching, num_blocks=blocks)

@@ -62,11 +62,14 @@ REASONS: dict[str, str] = {
 
 
 _SGLANG_TP1 = (
-    "memory-starved: Qwen3-32B's bf16 weights fill most of one H100, and SGLang sizes its KV pool from "
-    "what its mem_fraction_static leaves (chosen by GPU memory unless the launch flags set it; the sample "
-    "states neither) and admits a request only while its prompt plus max_new_tokens fit the pool less a "
-    "share of the running requests' remaining outputs (schedule_policy.py PrefillAdder): neither is modelled "
-    "(graphs/serving/engines/sglang.py), and the replay's one wave runs all of them at once"
+    "memory-starved beyond SGLang's defaults: Qwen3-32B's bf16 weights (65.5 GB) fill most of one H100, and "
+    "SGLang 0.5's own rule (graphs/serving/engines/sglang.py: mem_fraction_static 0.835 of the 85.5 GB the "
+    "driver reports, the KV pool what the weights leave of it) gives 22,451 tokens, which its PrefillAdder "
+    "admission (prompt + max_new_tokens within the pool less 0.7-0.098 of the running outputs) fills with "
+    "8 (2048x512) to 19 (1024x128) of these requests at once; the measured counts fit a pool of about 6,000 "
+    "tokens (mem_fraction_static near 0.785, or a max_running_requests or memory the launch kept that the "
+    "sample does not state), and the replay's one wave (trtllm-bench's scheduler, rows.WAVE_ENGINE) runs "
+    "them as its pool allows"
 )
 _POOL = (
     "the engine's KV pool (its memory reserve and launch limits, not stated) held fewer than the replay's; "

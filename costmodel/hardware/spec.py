@@ -149,6 +149,11 @@ class Hardware:
     #: None when no sourced price is known
     price_usd_per_hour: sympy.Expr | None = None
     price_source: str = ""
+    #: the memory the driver reports for the device (bytes; nvidia-smi's ``memory.total``, the
+    #: figure serving engines size their pools from), None when no sourced figure is known:
+    #: :meth:`reported_memory` then says the vendor capacity stands in
+    reported_memory_bytes: sympy.Expr | None = None
+    reported_memory_source: str = ""
     sm_count: int | None = None
     launch_overhead_s: sympy.Expr | int = 0
     overlap: sympy.Expr | int = 1
@@ -202,6 +207,12 @@ class Hardware:
                 self,
                 "price_usd_per_hour",
                 _positive(self.price_usd_per_hour, f"{self.name} price_usd_per_hour"),
+            )
+        if self.reported_memory_bytes is not None:
+            object.__setattr__(
+                self,
+                "reported_memory_bytes",
+                _positive(self.reported_memory_bytes, f"{self.name} reported_memory_bytes"),
             )
         object.__setattr__(
             self,
@@ -282,6 +293,30 @@ class Hardware:
         if cap is None:
             raise MissingRoofError(f"device {self.name!r}: memory level {str(level)!r} has no capacity")
         return cap
+
+    def reported_memory(self) -> tuple[sympy.Expr, str]:
+        """The memory the driver reports for the device (bytes), which serving engines size their
+        KV pools from (SGLang's ``mem_fraction_static`` and vLLM's ``gpu_memory_utilization`` are
+        fractions of it), and where that figure comes from.
+
+        Vendors quote memory in decimal GB ("80 GB" = 80e9 B), while the driver reports the
+        whole HBM, e.g. nvidia-smi's 81,559 MiB = 81559 x 2^20 = 85.52e9 B on an H100 SXM. Where
+        the catalog has no sourced ``reported_memory_bytes`` the vendor capacity stands in, and
+        the returned source says so (for the output to print once).
+
+        Returns
+        -------
+        tuple of (sympy.Expr, str)
+            Bytes, and the figure's source (``"NOT SOURCED: ..."`` when the vendor capacity
+            stands in).
+        """
+        if self.reported_memory_bytes is not None:
+            return self.reported_memory_bytes, self.reported_memory_source
+        cap = self.capacity()
+        return cap, (
+            f"NOT SOURCED: no driver-reported memory for {self.name} in the catalog; its vendor capacity "
+            f"{float(cap) / 1e9:g} GB stands in (engines see more: nvidia-smi 81,559 MiB = 85.5 GB on an 80 GB H100)"
+        )
 
     def link(self, name: str) -> Link:
         for lk in self.links:
@@ -469,6 +504,8 @@ class Hardware:
             "power_source": self.power_source,
             "price_usd_per_hour": v(self.price_usd_per_hour),
             "price_source": self.price_source,
+            "reported_memory_bytes": v(self.reported_memory_bytes),
+            "reported_memory_source": self.reported_memory_source,
             "sm_count": self.sm_count,
             "launch_overhead_s": v(self.launch_overhead_s),
             "overlap": v(self.overlap),

@@ -63,7 +63,10 @@ rules of vLLM sit on top of it: ``reserve_full_prompt`` (``scheduler_reserve_ful
 or preempted sequence is admitted only when blocks for all its known tokens are free, not only
 its first chunk's; https://github.com/vllm-project/vllm/pull/37307) and ``kv_watermark``
 (``watermark``: that many of the pool's blocks stay free when admitting while others run;
-https://github.com/vllm-project/vllm/pull/44594);
+https://github.com/vllm-project/vllm/pull/44594); SGLang's ``new_token_ratio`` (:class:`EngineConfig`:
+a waiting request is admitted only while its prompt and whole output fit the pool less a share
+``r`` of the running requests' remaining outputs, ``r`` decaying per decode iteration and reset
+by a retraction: :mod:`graphs.serving.sim.engine`);
 ``guaranteed_no_evict`` is TensorRT-LLM's default capacity scheduler (a request is admitted only
 when the blocks of its prompt plus its maximum output can be reserved, so a started request is
 never paused: https://nvidia.github.io/TensorRT-LLM/performance/performance-tuning-guide/useful-runtime-flags.html,
@@ -84,6 +87,7 @@ __all__ = [
     "EngineConfig",
     "EngineOverheads",
     "KERNEL_SCALE_RANGE",
+    "check_new_token_ratio",
     "POLICIES",
     "REQUEST_PATH_TERMS",
     "TERMS",
@@ -232,6 +236,10 @@ class EngineConfig:
         This fraction of the pool's blocks stays free when admitting while others run (0: off).
     api_server_count : int
         Front-end processes sharing the detokenising and streaming (module doc).
+    new_token_ratio : tuple of (float, float, float) or None
+        SGLang's admission estimate ``(init, min, decay)``: the share of the running requests'
+        remaining outputs a new request's admission keeps room for, its floor, and its fall per
+        decode iteration (None: off; :mod:`graphs.serving.sim.engine`).
     """
 
     max_num_batched_tokens: int = 8192
@@ -256,6 +264,8 @@ class EngineConfig:
     #: front-end processes sharing the detokenising and streaming (module doc; vLLM's
     #: ``--api-server-count``)
     api_server_count: int = 1
+    #: SGLang's PrefillAdder estimate (module doc): (init, min, decay per decode iteration); None: off
+    new_token_ratio: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -295,6 +305,31 @@ class EngineConfig:
             raise CostModelError(
                 f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
             )
+        check_new_token_ratio(self.new_token_ratio)
+
+
+def check_new_token_ratio(ratio: Any) -> None:
+    """A one-line error unless ``ratio`` is None or SGLang's ``(init, min, decay)`` with
+    ``0 <= min <= init <= 1`` and ``0 <= decay <= init`` (finite numbers).
+
+    Parameters
+    ----------
+    ratio : tuple of (float, float, float) or None
+        :attr:`EngineConfig.new_token_ratio`.
+
+    Raises
+    ------
+    CostModelError
+        When it is not.
+    """
+    if ratio is None:
+        return
+    ok = isinstance(ratio, tuple) and len(ratio) == 3
+    ok = ok and all(not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in ratio)
+    if not ok or not (0 <= ratio[1] <= ratio[0] <= 1 and 0 <= ratio[2] <= ratio[0]):
+        raise CostModelError(
+            f"new_token_ratio must be (init, min, decay) with 0 <= min <= init <= 1 and 0 <= decay <= init, got {ratio!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,18 @@ A profile holds what the simulator needs to run an engine as it runs by default:
   token at the token budget ``N``, ``b`` tokens per block, ``k`` KV bytes per token (bytes);
   ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device;
   ``free``: TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` ``f`` is a fraction of what the
-  weights and activations leave;
+  weights and activations leave; ``static``: SGLang's ``mem_fraction_static`` ``s`` of the
+  device holds the weights and the KV pool, activations and CUDA graphs live in the rest,
+
+  .. math::
+
+      n_{static} = \\left\\lfloor \\frac{s C - W}{b k} \\right\\rfloor
+
+  (``profile_max_num_token`` in ``model_runner.py``, ``model_runner_kv_cache_mixin.py`` from
+  0.5: ``rest_memory = available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``,
+  the memory free after the weights load less the share of the memory before it that the static
+  fraction leaves out; the CUDA context both snapshots hold is not modelled); ``C`` is the memory
+  the driver reports (:func:`graphs.serving.sim.engine.pool_memory`);
 * under ``guaranteed_no_evict``, requests of ``R`` tokens each (prompt + output) run at most
   ``min(max_num_seqs, floor(n / ceil(R / b)))`` at once (their blocks are reserved at admission);
 * its CUDA-graph capture sizes (a rule of the batch limits) or none (no padding);
@@ -49,7 +60,14 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
-from .knobs import CPU_TERMS, POLICIES, EngineConfig, EngineOverheads, install_overheads_lookup
+from .knobs import (
+    CPU_TERMS,
+    POLICIES,
+    EngineConfig,
+    EngineOverheads,
+    check_new_token_ratio,
+    install_overheads_lookup,
+)
 
 __all__ = [
     "EngineProfile",
@@ -66,7 +84,7 @@ __all__ = [
 
 #: KV-pool rules (module doc): a fraction of the whole device, or of the memory left after
 #: weights and activations
-KV_RULES = ("device", "free")
+KV_RULES = ("device", "free", "static")
 #: how an engine runs a small op's role: one kernel per node, or one per layer for the role
 FUSION = ("each", "layer")
 #: the defaults a user may override, with their accepted ranges (whole numbers unless a float
@@ -151,9 +169,14 @@ class EngineProfile:
         Whether full KV blocks stay cached for reuse by default (shared prefixes, and a preempted
         sequence's own blocks: :mod:`graphs.serving.sim.engine`).
     device_defaults : callable or None
-        ``(capacity_bytes, device_name) -> {setting: value}``: the defaults the engine picks by
-        device (vLLM's token budget by GPU memory), applied by :meth:`for_device` to the
-        settings the user did not give; None: the same on every device.
+        ``(capacity_bytes, device_name, tp) -> {setting: value}``: the defaults the engine picks
+        by device (vLLM's token budget by GPU memory, SGLang's memory fraction by GPU memory and
+        tensor parallelism), applied by :meth:`for_device` to the settings the user did not give;
+        ``capacity_bytes`` is the memory the driver reports
+        (:meth:`costmodel.hardware.Hardware.reported_memory`); None: the same on every device.
+    new_token_ratio : tuple of (float, float, float) or None
+        SGLang's admission estimate ``(init, min, decay)`` (:class:`~.knobs.EngineConfig`); None:
+        no such rule. Its source is ``sources["new_token_ratio"]``.
     overridden : tuple of str
         The defaults a user replaced (:meth:`with_overrides`), said with the profile.
     """
@@ -179,7 +202,8 @@ class EngineProfile:
     reserve_full_prompt: bool = False
     kv_watermark: float = 0.0
     enable_prefix_caching: bool = False
-    device_defaults: Callable[[float, str], Mapping[str, Any]] | None = field(default=None, repr=False)
+    device_defaults: Callable[[float, str, int], Mapping[str, Any]] | None = field(default=None, repr=False)
+    new_token_ratio: tuple[float, float, float] | None = None
     default_version: bool = True
     overridden: tuple[str, ...] = ()
 
@@ -209,6 +233,9 @@ class EngineProfile:
             raise CostModelError(f"engine {self.ref}: default {missing[0]!r} has no source")
         _check(self.ref, {k: getattr(self, k) for k in OVERRIDES})
         _overheads(self.cpu_terms)  # the terms' own ranges
+        check_new_token_ratio(self.new_token_ratio)
+        if self.new_token_ratio is not None and not self.sources.get("new_token_ratio"):
+            raise CostModelError(f"engine {self.ref}: default 'new_token_ratio' has no source")
 
     @property
     def ref(self) -> str:
@@ -261,15 +288,19 @@ class EngineProfile:
         changed = tuple(k for k in OVERRIDES if k in values or k in self.overridden)
         return replace(self, **values, overridden=changed)
 
-    def for_device(self, device: Any) -> EngineProfile:
+    def for_device(self, device: Any, tp: int = 1) -> EngineProfile:
         """The profile as the engine sets itself up on ``device`` (a
-        :class:`~costmodel.hardware.Hardware`): its :attr:`device_defaults` for that device's
-        capacity and name, each setting the user gave (:attr:`overridden`) kept as given.
+        :class:`~costmodel.hardware.Hardware`) at tensor parallelism ``tp``: its
+        :attr:`device_defaults` for that device's reported memory
+        (:meth:`~costmodel.hardware.Hardware.reported_memory`), name and ``tp``, each setting the
+        user gave (:attr:`overridden`) kept as given.
 
         Parameters
         ----------
         device : Hardware
-            The device (its capacity in bytes and its name).
+            The device (its reported memory in bytes and its name).
+        tp : int
+            Tensor-parallel degree (SGLang's memory fraction depends on it).
 
         Returns
         -------
@@ -280,7 +311,7 @@ class EngineProfile:
         # loaded on use: the engine registry imports only the stdlib and light core modules
         from costmodel.cost import as_float
 
-        picked = self.device_defaults(as_float(device.capacity()), str(device.name))
+        picked = self.device_defaults(as_float(device.reported_memory()[0]), str(device.name), tp)
         values = {k: v for k, v in picked.items() if k not in self.overridden and getattr(self, k) != v}
         if not values:
             return self
@@ -312,10 +343,13 @@ class EngineProfile:
         if self.kv_rule == "device":
             free = self.kv_fraction * c - w - act
             n = math.floor(free / (self.block_size * k)) if k > 0 else 0
+        elif self.kv_rule == "static":  # activations live outside the static fraction
+            act = 0.0
+            n = math.floor((self.kv_fraction * c - w) / (self.block_size * k)) if k > 0 else 0
         else:
             n = math.floor(self.kv_fraction * (c - w - act) / (self.block_size * k)) if k > 0 else 0
         if n < 1:
-            share = f"{self.kv_fraction:.0%} of " + ("" if self.kv_rule == "device" else "what is left of ")
+            share = f"{self.kv_fraction:.1%} of " + ("what is left of " if self.kv_rule == "free" else "")
             raise CostModelError(
                 f"no room for a KV block ({self.ref}): {share}{c / 1e9:.1f} GB after weights "
                 f"({w / 1e9:.1f} GB) and activations ({act / 1e9:.2f} GB) leaves nothing "
@@ -384,6 +418,8 @@ class EngineProfile:
             extra["reserve_full_prompt"] = True
         if self.kv_watermark:
             extra["kv_watermark"] = self.kv_watermark
+        if self.new_token_ratio is not None:
+            extra["new_token_ratio"] = self.new_token_ratio
         if self.kv_rule == "device" and self.policy != "guaranteed_no_evict":
             return EngineConfig(
                 max_num_seqs=self.max_num_seqs,
@@ -468,14 +504,20 @@ class EngineProfile:
         """
         assumed = [f"{k} {_text(v)}" for k, v in self.defaults().items() if k not in self.overridden]
         given = [f"{k} {_text(getattr(self, k))}" for k in self.overridden]
-        pool = (
-            "of the whole device"
-            if self.kv_rule == "device"
-            else "of the memory left after weights and activations"
+        pool = {
+            "device": "of the whole device",
+            "free": "of the memory left after weights and activations",
+            "static": "of the whole device for weights and KV (mem_fraction_static)",
+        }[self.kv_rule]
+        admit = (
+            f"; admission keeps new_token_ratio {self.new_token_ratio[0]:g} (falling to {self.new_token_ratio[1]:.3g}) "
+            "of the running requests' remaining outputs"
+            if self.new_token_ratio is not None
+            else ""
         )
         text = (
             f"engine {self.ref} ({self.label}; corpus framework {self.framework}): defaults "
-            f"{', '.join(assumed)} (KV pool {self.kv_fraction:g} {pool}; each sourced in graphs/serving/engines/)"
+            f"{', '.join(assumed)} (KV pool {self.kv_fraction:g} {pool}{admit}; each sourced in graphs/serving/engines/)"
         )
         return text + (f"; given: {', '.join(given)}" if given else "")
 

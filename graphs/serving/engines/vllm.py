@@ -17,7 +17,12 @@ Sources of every default (:data:`PROFILE`):
 * ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
 * KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights and a profiled
   peak-activation forward pass (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of
-  :mod:`.profile`, :func:`graphs.serving.sim.engine.kv_blocks`).
+  :mod:`.profile`, :func:`graphs.serving.sim.engine.kv_blocks`). The whole device is the memory
+  CUDA reports (``vllm/v1/worker/gpu_worker.py``: ``requested_memory = total_memory *
+  gpu_memory_utilization``, ``total_memory`` from ``torch.cuda.mem_get_info``), taken as
+  nvidia-smi's total (:func:`graphs.serving.sim.engine.pool_memory`: 85.52e9 B on an H100 SXM, not
+  80e9); ``mem_get_info``'s total is 0.3-0.5 GiB below nvidia-smi's (vLLM logs
+  ``total_gpu_memory`` 79.11-79.33 GiB on 80 GB cards), not modelled.
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it
@@ -103,7 +108,7 @@ __all__ = [
 LARGE_GPU_BYTES = 70 * 2**30
 
 
-def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, int]:
+def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
     """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
     on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
 
@@ -113,6 +118,8 @@ def vllm_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, i
         The device's memory (bytes; 70 GiB is the threshold).
     device_name : str
         The device's catalog name.
+    tp : int
+        Tensor-parallel degree (vLLM's defaults do not depend on it).
 
     Returns
     -------

@@ -43,7 +43,7 @@ from .vllm import PROFILE as V1
 __all__ = ["PROFILE", "vllm011_device_defaults"]
 
 
-def vllm011_device_defaults(capacity_bytes: float, device_name: str) -> dict[str, int]:
+def vllm011_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
     """vLLM 0.11's batch limits for ``vllm serve`` on a device (``EngineArgs._set_default_args``):
     on a GPU of at least 70 GiB whose name does not contain "a100", a token budget ``N`` = 8,192
     and ``S`` = 1,024 sequences, else ``N`` = 2,048 and ``S`` = 256; the sequences are then capped
@@ -55,6 +55,8 @@ def vllm011_device_defaults(capacity_bytes: float, device_name: str) -> dict[str
         The device's memory (bytes; the threshold is 70 GiB = 75,161,927,680 bytes).
     device_name : str
         Its catalog name (an A100 takes the small branch whatever its memory).
+    tp : int
+        Tensor-parallel degree (vLLM's defaults do not depend on it).
 
     Returns
     -------

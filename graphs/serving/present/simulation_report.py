@@ -214,6 +214,7 @@ class SimulationReport:
         from graphs.blocks.mtp import mtp_notes
 
         from ..sim.data_parallel import dp_line
+        from ..sim.engine import pool_memory_note
 
         res, topo, profile, req = self.result, self.topology, self.profile, self.request
         out = [
@@ -224,6 +225,9 @@ class SimulationReport:
         if topo.dp > 1:
             out.append(f"  {dp_line(topo)}")
         out.append(f"  {profile.summary()}")
+        pool_note = pool_memory_note(res.device)
+        if pool_note:
+            out.append(f"  note: {pool_note}")
         if req.predict and req.predict != profile.framework:
             out.append(
                 f"  note: {req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
@@ -491,8 +495,8 @@ def run_simulation(
         rates = device_rates(request.device)
     if check_context is None:
         check_context = config.check_context
-    profile = request.engine.for_device(get_device(request.device))  # the defaults it picks there
     topo = request.topology()
+    profile = request.engine.for_device(get_device(request.device), topo.tp)  # the defaults it picks there
     if request.max_rate:
         return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress)
     trace, replayed, replay_said, reqs = _requests(request, check_context)

@@ -17,6 +17,30 @@ at most ``max_num_seqs`` sequences:
    when another sequence is running (``KVCacheManager.allocate_slots``,
    ``vllm/v1/core/kv_cache_manager.py``: ``full_sequence_must_fit``, ``watermark_blocks``).
 
+SGLang admits otherwise (``new_token_ratio`` ``(init, min, decay)``: ``PrefillAdder`` in
+``python/sglang/srt/managers/schedule_policy.py``, SGLang 0.4-0.5): the running decodes keep room
+for a share ``r`` of their remaining outputs, and a waiting sequence of ``e`` tokens still to
+compute (its prompt, and what it had generated when it was retracted) and ``o`` still to
+generate is admitted only while
+
+.. math::
+
+    e + \\min(o, 4096) + 1 < F - r \\sum_{running} \\min(o_i, 4096) - \\sum_{admitted} (e_j + \\min(o_j, 4096) + 1)
+
+with ``F`` the free (and evictable) tokens of the pool when the iteration's admissions begin and
+the last sum over those already admitted in it (a sequence admitted for a first chunk of ``e_j``
+tokens counts that chunk and one page, no output: ``add_one_req``, ``_update_prefill_budget``;
+4,096 is ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``, 1 the page of one token). ``r`` starts at
+``init``, falls by ``decay`` each iteration that decodes, down to ``min``; an iteration that
+preempts (SGLang's ``retract_decode``) sets it to ``min(1, (G + 20 n) / (O + 1))`` over the ``n``
+sequences still running, ``G`` the tokens they have generated and ``O`` their whole outputs
+(``SGLANG_RETRACT_DECODE_STEPS`` 20). SGLang retracts the running request with the fewest
+generated tokens; the latest admitted, preempted here, is nearly always that one. A sequence
+that would find no room with nothing running is admitted (SGLang clips a request's
+``max_new_tokens`` to what its pool holds: ``max_req_len``), so no request waits forever. Decoding
+sequences are then not advanced in closed form (:mod:`graphs.serving.sim.skipping`: its sums
+carry no per-sequence clip).
+
 With ``enable_prefix_caching`` a preempted sequence's full blocks stay cached (vLLM V1 frees a
 request's blocks into the free queue with their hashes, the tail first: ``KVCacheManager.free``):
 they count as free, are evicted block by block from its tail, least recently freed first, when
@@ -91,7 +115,25 @@ if TYPE_CHECKING:
     from .specdec_sim import Speculator
 from .requests import Request
 
-__all__ = ["EngineConfig", "Sequence", "Replica", "kv_blocks", "kv_pool", "profile_engine"]
+__all__ = [
+    "CLIP_MAX_NEW_TOKENS",
+    "RETRACT_DECODE_STEPS",
+    "EngineConfig",
+    "Sequence",
+    "Replica",
+    "kv_blocks",
+    "kv_pool",
+    "pool_memory",
+    "pool_memory_note",
+    "profile_engine",
+]
+
+#: SGLang's clip of a request's remaining output in its admission estimate (tokens;
+#: ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``, ``python/sglang/srt/managers/schedule_policy.py``)
+CLIP_MAX_NEW_TOKENS = 4096
+#: the decode steps of room per request SGLang's ``retract_decode`` re-estimates its ratio with
+#: (``SGLANG_RETRACT_DECODE_STEPS``, ``python/sglang/srt/environ.py``; ``global_config`` in 0.4)
+RETRACT_DECODE_STEPS = 20
 
 #: a batch, its length, and its decodes' count, summed KV length and contexts (None: not
 #: windowed), and its chunks (new tokens, cached): what iteration_time reads off the batch
@@ -138,6 +180,52 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
     return n
 
 
+def pool_memory(device: Any) -> float:
+    """The memory one device's KV pool is sized from (bytes): what the driver reports
+    (:meth:`costmodel.hardware.Hardware.reported_memory`; nvidia-smi's 81,559 MiB = 85.52e9 B on
+    an H100 SXM, not the vendor's "80 GB"), since vLLM's ``gpu_memory_utilization`` and SGLang's
+    ``mem_fraction_static`` are fractions of it (vLLM V1 ``gpu_worker.py``: ``requested_memory =
+    total_memory * gpu_memory_utilization``, ``total_memory`` from ``torch.cuda.mem_get_info``;
+    SGLang ``server_args.py`` reads ``gpu_mem`` from ``nvidia-smi --query-gpu=memory.total``).
+    Where the catalog has no sourced figure the vendor capacity stands in (the simulation report
+    says so: :func:`pool_memory_note`).
+
+    Parameters
+    ----------
+    device : Hardware or str
+        The device.
+
+    Returns
+    -------
+    float
+        Bytes.
+    """
+    from costmodel.hardware import get_device  # the catalog only when a pool is sized
+
+    return as_float(get_device(device).reported_memory()[0])
+
+
+def pool_memory_note(device: Any) -> str:
+    """What the simulation report says, once, when the device's KV pool is sized from its vendor
+    capacity (no sourced driver-reported memory: :func:`pool_memory`); empty otherwise.
+
+    Parameters
+    ----------
+    device : Hardware or str
+        The device.
+
+    Returns
+    -------
+    str
+    """
+    from costmodel.hardware import get_device
+
+    hw = get_device(device)
+    if hw.reported_memory_bytes is not None:
+        return ""
+    return f"KV pool sized from {hw.reported_memory()[1]}"
+
+
 def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
     """What one device's KV pool is sized from, for ``config`` (a model, its name or a
     :class:`~graphs.serving.step.workload.Workload`) served with ``tp`` devices: the device's capacity
@@ -173,7 +261,7 @@ def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
     led = build_ledger(w, "decode", 1, tp, None, None)
     saved = dp_weights_saved(w, tp, dp) if dp > 1 else 0.0
     return KVPool(
-        capacity_bytes=as_float(get_device(device).capacity()),
+        capacity_bytes=pool_memory(get_device(device)),
         weights_bytes=as_float(led.weights_bytes) - saved,
         activation_bytes_per_token=as_float(led.activation_bytes_per_token),
         kv_bytes_per_token=as_float(led.kv_bytes_per_token),
@@ -235,7 +323,7 @@ def profile_engine(
     """
     from costmodel.hardware import get_device  # the catalog only when a profile meets a device
 
-    profile = profile.for_device(get_device(device))
+    profile = profile.for_device(get_device(device), tp)
     pool = (
         kv_pool(config, device, tp, dp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
     )
@@ -339,6 +427,9 @@ class Replica:
         self._resume_blocks = 0
         #: skip: steady decodes advanced in closed form (:mod:`graphs.serving.sim.skipping`); the
         #: running sequences outside it, in running order; each running sequence's join stamp
+        #: SGLang's admission estimate (module doc): its current ratio; None: off
+        self._ratio = cfg.new_token_ratio[0] if cfg.new_token_ratio is not None else None
+        skip = skip and self._ratio is None  # the estimate clips each sequence: no closed form
         self._lazy: LazyDecodes[Sequence] | None = LazyDecodes(cfg.block_size) if skip and spec is None and not step.windowed else None
         self._active: list[Sequence] = []
         self._stamp: dict[Sequence, int] = {}
@@ -617,6 +708,7 @@ class Replica:
             else:
                 chunks.append((float(n), float(c)))
         hold = self._batch_wait and self.waiting and not preempted and self._hold(batch, budget)
+        room = self._ratio_room(preempted, bool(dec)) if self._ratio is not None else math.inf
         while (
             self.waiting
             and not hold
@@ -652,8 +744,12 @@ class Replica:
             n = min(want, budget)
             need = self.admission_blocks(s, s.computed + n) - self._owned(s) - mine
             mark = self._watermark if self.running else 0  # vLLM: only while others are scheduled
-            if (not cfg.enable_chunked_prefill and want > budget) or (
-                need + mark > self.free_blocks and need + mark > self.free_blocks + self._evictable() - mine
+            # SGLang (module doc): its prompt and whole output within the room the estimate leaves
+            total = want + min(s.req.output - s.generated, CLIP_MAX_NEW_TOKENS) + 1
+            if (
+                (not cfg.enable_chunked_prefill and want > budget)
+                or (need + mark > self.free_blocks and need + mark > self.free_blocks + self._evictable() - mine)
+                or (total >= room and self.running)  # alone, SGLang clips max_new_tokens to the pool
             ):
                 if cached is not None:  # undo: it waits as it was
                     cached[2] -= 1
@@ -670,6 +766,7 @@ class Replica:
                 self.tiers.recompute(pid)
             self.waiting.popleft()
             self._waiting_tokens -= s.req.prompt + s.req.output
+            room -= total if n == want else n + 1  # a first chunk reserves no output
             self._take(max(need, 0))
             s.blocks += max(need, 0)
             self.join(s)
@@ -688,6 +785,23 @@ class Replica:
             n_dec, sum_dec = n_dec + self._lazy_rows, sum_dec + lz.sum_ctx()
         self._planned = (batch, len(batch), n_dec, float(sum_dec), ctxs, chunks) if spec is None else None
         return batch
+
+    def _ratio_room(self, preempted: bool, decoded: bool) -> float:
+        """SGLang's estimate (module doc) after this iteration's running part: the ratio re-estimated
+        when it preempted (``retract_decode``), else fallen by one decay when it decodes; and the
+        tokens left for admissions, ``F - r sum min(o_i, 4096)`` over the decoding sequences."""
+        ntr = self.cfg.new_token_ratio
+        assert ntr is not None and self._ratio is not None
+        running = self.running
+        if preempted:
+            gen = sum(s.generated for s in running)
+            out = sum(s.req.output for s in running)
+            self._ratio = min(1.0, (gen + RETRACT_DECODE_STEPS * len(running)) / (out + 1))
+        elif decoded:
+            self._ratio = max(self._ratio - ntr[2], ntr[1])
+        free = self.free_blocks + (self._evictable() if self.prefixes or self._resume else 0)
+        left = sum(min(s.req.output - s.generated, CLIP_MAX_NEW_TOKENS) for s in running if s.generated)
+        return free * self.cfg.block_size - self._ratio * left
 
     def _schedule_steady(
         self,

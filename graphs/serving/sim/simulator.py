@@ -88,7 +88,7 @@ from ..pricing.protocols import IterationStep, MeteredIterationStep
 from ..step.ledger_fit import build_ledger
 from ..step.workload import Workload, as_workload
 from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, group_step
-from .engine import EngineConfig, Replica, kv_blocks
+from .engine import EngineConfig, Replica, kv_blocks, pool_memory
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .replica_routing import PrefixRouter, least_outstanding
@@ -639,7 +639,7 @@ def simulate(
             activation_bytes_per_token=led.activation_bytes_per_token,
             kv_bytes_per_token=led.kv_bytes_per_token,
         )
-    blocks = cfg.num_blocks or kv_blocks(pool_led, as_float(hw.capacity()), cfg)
+    blocks = cfg.num_blocks or kv_blocks(pool_led, pool_memory(hw), cfg)
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:
