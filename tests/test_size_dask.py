@@ -125,6 +125,7 @@ def test_a_worker_keeps_the_ledgers_the_bounds_built(monkeypatch):
 
     w = as_workload("tiny")
     led = ledger_fit.build_ledger(w, "decode", 1, 2, None, None)
+    led.terms_function()  # compiled on it, as a capacity search does: no pickle takes it
     sent = pickle.loads(pickle.dumps(ledger_fit.ledgers_of(w.config)))  # as a worker receives them
     assert sent[(w.config, "decode", 1, 2, None, None)] == led
     monkeypatch.setattr(ledger_fit, "_LEDGERS", ledger_fit.BoundedCache("ledger-test", 8))  # a fresh process

@@ -214,13 +214,15 @@ def ledgers_of(config: ModelConfig) -> dict[tuple[Any, ...], MemoryLedger]:
     Returns
     -------
     dict
-        :func:`build_ledger`'s key to its ledger (picklable: sympy terms).
+        :func:`build_ledger`'s key to a copy of its ledger: its fields (sympy terms) only, not
+        the function :meth:`~costmodel.ledger.MemoryLedger.terms_function` compiled on it (no
+        pickle takes a lambdified function; the other process compiles its own when asked).
     """
     out: dict[tuple[Any, ...], MemoryLedger] = {}
     for k in list(_LEDGERS.keys()):
         led = _LEDGERS.get(k)
         if isinstance(k, tuple) and k[0] == config and led is not None:
-            out[k] = led
+            out[k] = dataclasses.replace(led)
     return out
 
 
