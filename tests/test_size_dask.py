@@ -91,3 +91,48 @@ def test_the_requests_go_once_to_an_executor_that_scatters():
     ex2 = Scatters()
     assert _sent_once(ex2, reqs) == "future"
     assert ex2.seen == ([reqs], True, False)  # one object, to every worker, not tokenised
+
+
+def test_dask_tasks_queue_by_the_search_bound():
+    """On a Dask client the lowest objective bound runs first (priority = -bound: Dask runs the
+    highest priority first), no key derived from the arguments; a ``concurrent.futures`` executor
+    takes neither keyword."""
+    from graphs.cli.dask_option import _LOCAL_WORKER_CONFIG
+    from graphs.serving.planning.sizing import _submit
+
+    class Dask:
+        def scatter(self, *a, **k): ...
+
+        def submit(self, fn, *args, **kw):
+            self.seen = (fn, args, kw)
+            return "future"
+
+    ex = Dask()
+    assert _submit(ex, 12.5, max, 1, 2) == "future"
+    assert ex.seen == (max, (1, 2), {"priority": -12.5, "fifo_timeout": 0, "pure": False})
+    with ThreadPoolExecutor(1) as pool:
+        assert _submit(pool, 12.5, max, 1, 2).result() == 2  # max(1, 2)
+    # one task held per single-threaded worker: the rest wait on the scheduler, in priority order
+    assert _LOCAL_WORKER_CONFIG["distributed.scheduler.worker-saturation"] == 1.0
+
+
+def test_a_worker_keeps_the_ledgers_the_bounds_built(monkeypatch):
+    """The ledgers sent with each task are what ``build_ledger`` returns there: no graph walked."""
+    import pickle
+
+    from graphs.serving.step import ledger_fit
+    from graphs.serving.step.workload import as_workload
+
+    w = as_workload("tiny")
+    led = ledger_fit.build_ledger(w, "decode", 1, 2, None, None)
+    led.terms_function()  # compiled on it, as a capacity search does: no pickle takes it
+    sent = pickle.loads(pickle.dumps(ledger_fit.ledgers_of(w.config)))  # as a worker receives them
+    assert sent[(w.config, "decode", 1, 2, None, None)] == led
+    monkeypatch.setattr(ledger_fit, "_LEDGERS", ledger_fit.BoundedCache("ledger-test", 8))  # a fresh process
+
+    def walked(*a, **k):
+        raise AssertionError("the graph was walked for a ledger the task carried")
+
+    monkeypatch.setattr(ledger_fit, "model_ledger", walked)
+    ledger_fit.keep_ledgers(sent)
+    assert ledger_fit.build_ledger(as_workload(w.config), "decode", 1, 2, None, None) == led

@@ -49,7 +49,8 @@ takes each candidate's result in the same order, and a speculative result it nev
 dropped), so the answer is the one-process answer: the same deployments, and the same numbers
 but for the last digits where a worker reads a step from its card (checked to 1e-9) that this
 process compiled. A Dask client's workers receive the requests once (scattered to each); a task
-carries only its candidate, the model config and the engine's knobs.
+carries only its candidate, the model config, the engine's knobs and the memory ledgers this
+process built for the bounds (a worker keeps them rather than build its own).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ from ..sim.data_parallel import DISPATCHES, RankStep, check_group, group_step
 from ..sim.engine import EngineConfig, kv_blocks, kv_pool, profile_engine
 from ..sim.requests import Request, synthetic
 from ..sim.simulator import MAX_REPLICAS, SimResult, Topology, simulate
+from ..step.ledger_fit import keep_ledgers, ledgers_of
 from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
@@ -571,6 +573,8 @@ def size_deployment(
     done: list[Deployment] = []
     futures: dict[tuple[_Family, int, int], Any] = {}  #: submitted to ``executor``, not yet taken
     sent: Any = None  #: the requests as the executor's tasks take them (:func:`_sent_once`)
+    #: the ledgers the bounds built (one a tp), sent with each task: a worker keeps them
+    ledgers = ledgers_of(w.config) if executor is not None else {}
     best: dict[_Family, Deployment] = {}
     seen: set[tuple[_Family, int, int]] = set()
     winner: Deployment | None = None
@@ -597,10 +601,11 @@ def size_deployment(
             )  # fmt: skip
         else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
             sent = _sent_once(executor, reqs) if sent is None else sent
-            for _, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
+            for lb_2, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
                 if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
-                    futures[(f2, a2, b2)] = executor.submit(
-                        _run_config, w.config, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
+                    futures[(f2, a2, b2)] = _submit(
+                        executor, lb_2,
+                        _run_config, w.config, ledgers, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
                         engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
                     )  # fmt: skip
             dep = futures.pop((fam, a, b)).result()
@@ -656,6 +661,21 @@ def _bound(fam: _Family, devices: int, objective: str) -> tuple[float, float]:
     return (usd, float(devices)) if objective == "cost" else (float(devices), usd)
 
 
+def _submit(executor: Any, bound: float, fn: Callable[..., Deployment], *args: Any) -> Any:
+    """``fn(*args)`` submitted to ``executor``; on a Dask client (it has ``scatter``) with the
+    priority ``-bound``, so that of the tasks waiting for a worker the one with the lowest
+    objective bound (the next the search takes) runs first, ties in submission order (a new
+    generation each call, ``fifo_timeout=0``: Dask's 100 ms default leaves the submissions of one
+    step of the search unordered, a speculative one then running before the awaited one): the
+    candidate the search waits for, or a successor pushed after a miss (its bound below the
+    speculative ones submitted before it), is never queued behind a speculative one (a running
+    task is not pre-empted). No key is derived from the arguments (``pure=False``): no candidate
+    is submitted twice. A ``concurrent.futures`` executor runs them in submission order."""
+    if hasattr(executor, "scatter"):
+        return executor.submit(fn, *args, priority=-bound, fifo_timeout=0, pure=False)
+    return executor.submit(fn, *args)
+
+
 def _key(d: Deployment, objective: str) -> tuple[float, float]:
     usd = d.cost.usd_per_hour if d.cost is not None else math.inf
     return (usd, float(d.devices)) if objective == "cost" else (float(d.devices), usd)
@@ -671,9 +691,12 @@ def _sent_once(executor: Any, reqs: Sequence[Request]) -> Any:
     return executor.scatter([list(reqs)], broadcast=True, hash=False)[0]
 
 
-def _run_config(config: Any, *args: Any) -> Deployment:
+def _run_config(config: Any, ledgers: dict[tuple[Any, ...], Any], *args: Any) -> Deployment:
     """:func:`_run` in a worker process: the workload rebuilt from its config (a config pickles in
-    a few kB; its built graphs are the worker's own)."""
+    a few kB; its built graphs are the worker's own), the memory ledgers this process built kept
+    there (:func:`~graphs.serving.step.ledger_fit.keep_ledgers`: a worker's first run at a tp
+    otherwise walks the model's graph for one, about 0.5 CPU s)."""
+    keep_ledgers(ledgers)
     return _run(as_workload(config), *args)
 
 
