@@ -136,3 +136,21 @@ def test_a_worker_keeps_the_ledgers_the_bounds_built(monkeypatch):
     monkeypatch.setattr(ledger_fit, "model_ledger", walked)
     ledger_fit.keep_ledgers(sent)
     assert ledger_fit.build_ledger(as_workload(w.config), "decode", 1, 2, None, None) == led
+
+
+def test_a_user_device_reaches_worker_processes(fresh_catalog):
+    """A device only this process knows (``--hw-file``) is simulated in fresh worker processes
+    too: each task carries the candidates' devices (before, a spawned worker knew only the shipped
+    catalog and failed on the name). The answer equals the one-process answer."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from costmodel.hardware import get_device, register_device
+
+    register_device(get_device("h100").replace(name="my-h100"))
+    kw = {**KW, "devices": ["my-h100"], "tps": [1]}
+    one = size_deployment("tiny", **kw)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        two = size_deployment("tiny", **kw, executor=ex)
+    assert _plain(two) == _plain(one) and one.simulated >= 1
+    assert {c["device"] for c in two.to_dict()["candidates"]} == {"my-h100"}

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.hardware import get_device
+from costmodel.hardware import Hardware, active_catalog, get_device, register_device
 from costmodel.results import Result, plain
 
 from ..engines import EngineOverheads, EngineProfile
@@ -575,6 +575,9 @@ def size_deployment(
     sent: Any = None  #: the requests as the executor's tasks take them (:func:`_sent_once`)
     #: the ledgers the bounds built (one a tp), sent with each task: a worker keeps them
     ledgers = ledgers_of(w.config) if executor is not None else {}
+    # the devices as this process resolves them (a --hw-file's too): a worker process knows only
+    # the shipped catalog until :func:`_run_config` registers them there
+    hw_by_name = {f.device: get_device(f.device) for f in fams} if executor is not None else {}
     best: dict[_Family, Deployment] = {}
     seen: set[tuple[_Family, int, int]] = set()
     winner: Deployment | None = None
@@ -605,7 +608,7 @@ def size_deployment(
                 if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
                     futures[(f2, a2, b2)] = _submit(
                         executor, lb_2,
-                        _run_config, w.config, ledgers, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
+                        _run_config, w.config, ledgers, hw_by_name, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
                         engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
                     )  # fmt: skip
             dep = futures.pop((fam, a, b)).result()
@@ -691,12 +694,20 @@ def _sent_once(executor: Any, reqs: Sequence[Request]) -> Any:
     return executor.scatter([list(reqs)], broadcast=True, hash=False)[0]
 
 
-def _run_config(config: Any, ledgers: dict[tuple[Any, ...], Any], *args: Any) -> Deployment:
+def _run_config(
+    config: Any, ledgers: dict[tuple[Any, ...], Any], devices: dict[str, Hardware], *args: Any
+) -> Deployment:
     """:func:`_run` in a worker process: the workload rebuilt from its config (a config pickles in
     a few kB; its built graphs are the worker's own), the memory ledgers this process built kept
     there (:func:`~graphs.serving.step.ledger_fit.keep_ledgers`: a worker's first run at a tp
-    otherwise walks the model's graph for one, about 0.5 CPU s)."""
+    otherwise walks the model's graph for one, about 0.5 CPU s), and the candidates' devices as
+    the submitting process resolved them registered where the worker's catalog lacks or differs
+    from them (a ``--hw-file`` device, or one it replaced with ``--hw-override``)."""
     keep_ledgers(ledgers)
+    cat = active_catalog()
+    for name, hw in devices.items():
+        if name not in cat or cat.get(name) != hw:
+            register_device(hw, aliases=[name] if name != hw.name else None, replace=True)
     return _run(as_workload(config), *args)
 
 
