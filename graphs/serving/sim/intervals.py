@@ -177,9 +177,11 @@ class SimInterval(Result):
         for label, group in CALIBRATED.items():
             if table.covers(group):
                 g, like = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
-                out[label] = (
-                    f"{g.n} validation rows of {g.deployments} deployments: {g.label}; {table.method_words(group)}"
-                    + ("" if like else "; unlike this deployment")
+                rows = (
+                    "" if table.composed(group) else f"{g.n} validation rows of {g.deployments} deployments: "
+                )
+                out[label] = f"{rows}{g.label}; {table.method_words(group)}" + (
+                    "" if like else "; unlike this deployment"
                 )
         dev = self.device_error
         if dev is not None:
