@@ -62,7 +62,8 @@ and a run's mean likewise; the simulated run splits its own mean E2E the same wa
 decode time, which the TPOT band scales as it scales ``TPOT_hat``). With the run's simulated TTFT
 share ``a = TTFT_hat / E2E_hat`` and the TTFT and TPOT groups the run is judged by (each metric's
 own method and chain, its regime where that method is regime-conditioned), factors ``l_T, h_T``
-and ``l_P, h_P``, the E2E band is
+and ``l_P, h_P``: the measured E2E splits the same way, so its ratio to the simulated one is
+``r_E = a r_T + (1 - a) r_P`` of the parts' ratios ``r = y / y_hat``, and the E2E band is
 
 .. math::
 
@@ -71,10 +72,11 @@ and ``l_P, h_P``, the E2E band is
 (:func:`compose`). Its ends are the sums of the parts' ends: the exact P10 and P90 of the sum when
 the two errors are comonotone (quantiles add over comonotone sums: Dhaene, Denuit, Goovaerts, Kaas
 & Vyncke, *Insurance: Mathematics and Economics* 31, 2002, "The concept of comonotonicity in
-actuarial science and finance: theory", theorem 5), which is the conservative reading here: for
-jointly normal log errors of any correlation the sum's spread is at most the sum of the spreads,
-so the band is at least as wide as the sum's own. Distribution-free it guarantees less: the sum lies
-in the band whenever both parts lie in theirs, with probability at least ``1 - 2 alpha`` (60 %,
+actuarial science and finance: theory": the quantile of a comonotonic sum is the sum of the
+quantiles). Read against other dependence: for jointly normal errors of any correlation, whose
+P10-P90 is the mean +- 1.28 sd, ``sd(a X + (1 - a) Y) <= a sd(X) + (1 - a) sd(Y)``, so the band is
+at least as wide as the sum's own. Distribution-free it guarantees less: the sum lies in the band
+whenever both parts lie in theirs, with probability at least ``1 - 2 alpha`` (60 %,
 Bonferroni), which is why the cross-validation, not the argument, judges it. It rests on the TTFT
 and TPOT calibration rows (many more deployments than E2E's own), and its expected error is
 ``a m_T + (1 - a) m_P`` of the parts' medians ``m`` (the median |error| of the sum when the
