@@ -16,7 +16,12 @@ counts them); the qualifying candidate with the smallest median width (``P90 end
 1`` over the left-out rows) is chosen, ties to the earlier in ``CANDIDATES``. When none
 qualifies, the one with the highest coverage (ties: narrower) is chosen, and the table says so.
 The regime-conditioned candidates were added to the list after its first run; the criterion is
-unchanged. Every calibration row must carry its simulated queue share (the per-row tables'
+unchanged. So was E2E's ``composed`` candidate (:func:`~graphs.serving.sim.served_errors.compose`:
+the run's TTFT and TPOT bands, each by the method this script chose for that metric, added by the
+run's simulated split), listed last: in each fold its TTFT and TPOT groups are refitted without the
+left-out deployment (:func:`cross_validate_composed`). Those two methods were themselves chosen on
+folds that include every deployment, so its score is not nested: the choice among TTFT and TPOT
+methods saw the left-out deployment's TTFT and TPOT rows (never its E2E rows, and no held-out row). Every calibration row must carry its simulated queue share (the per-row tables'
 ``simulated queue share`` column); rows without it are refused, not given a bucket of their own.
 
 The order of work: this script and its output (``--write``: ``benchmarks/data/interval_choice.json``
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +47,7 @@ from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import CANDIDATES, Method, Residual, fit_groups, grouped_folds
 from graphs.serving.sim.served_errors import (
     ALPHA,
+    COMPOSED,
     METRIC_GROUPS,
     MIN_ROWS,
     QUEUE_SHARE_THRESHOLD,
@@ -99,15 +106,47 @@ class Score:
         return self.unanswered == 0 and self.coverage >= COVERAGE_TARGET
 
 
+#: every candidate's name, as the table lists them: the methods of ``CANDIDATES``, then E2E's
+#: composed band (module doc)
+NAMES = (*(m.name for m in CANDIDATES), COMPOSED)
+
+
 def cross_validate(rows: list[Residual], method: Method) -> dict[str, Score]:
     """Leave-one-deployment-out scores of ``method`` per metric (module doc)."""
-    hits: dict[str, list[tuple[str, int, float]]] = {m: [] for m in METRIC_GROUPS}  # (dep, where, width)
+    names = tuple((m, method.name) for m in METRIC_GROUPS)
+    return _judge(
+        rows, lambda train: ServedErrors(tuple(fit_groups(train, method)), "cv", "cv", methods=names)
+    )
+
+
+def cross_validate_composed(rows: list[Residual], ttft: Method, tpot: Method) -> dict[str, Score]:
+    """Leave-one-deployment-out scores of E2E's composed band (module doc): in each fold the TTFT
+    rows fitted by ``ttft`` and the TPOT rows by ``tpot``, the left-out deployment's rows of every
+    metric removed, and each left-out E2E row judged by the band composed at its run's split."""
+    names = (("E2E", COMPOSED), ("TPOT", tpot.name), ("TTFT", ttft.name))
+
+    def table(train: list[Residual]) -> ServedErrors:
+        groups = fit_groups([r for r in train if r.metric == "TTFT"], ttft)
+        groups += fit_groups([r for r in train if r.metric == "TPOT"], tpot)
+        return ServedErrors(tuple(groups), "cv", "cv", methods=names)
+
+    return _judge(rows, table, ("E2E",))
+
+
+def _judge(
+    rows: list[Residual],
+    table_of: Callable[[list[Residual]], ServedErrors],
+    metrics: tuple[str, ...] = METRIC_GROUPS,
+) -> dict[str, Score]:
+    """Each of ``metrics``' scores: every fold's left-out rows judged by ``table_of`` its other rows."""
+    hits: dict[str, list[tuple[str, int, float]]] = {m: [] for m in metrics}  # (dep, where, width)
     for dep, train, test in grouped_folds(rows):
-        names = tuple((m, method.name) for m in METRIC_GROUPS)
-        table = ServedErrors(tuple(fit_groups(train, method)), "cv", "cv", methods=names)
+        table = table_of(train)
         for r in test:
+            if r.metric not in hits:
+                continue
             try:
-                g, _ = table.like(r.metric, r.framework, r.device, r.moe, r.queue_share)
+                g, _ = table.like(r.metric, r.framework, r.device, r.moe, r.queue_share, r.ttft_share)
             except CostModelError:
                 hits[r.metric].append((dep, 2, float("nan")))
                 continue
@@ -137,7 +176,7 @@ def cross_validate(rows: list[Residual], method: Method) -> dict[str, Score]:
 def choose(scores: dict[str, dict[str, Score]], metric: str) -> tuple[str, bool]:
     """The chosen method's name for ``metric`` by the criterion (module doc), and whether it
     qualified (else: the highest coverage)."""
-    names = [m.name for m in CANDIDATES if metric in scores[m.name]]
+    names = [n for n in NAMES if metric in scores.get(n, {})]
     ok = [n for n in names if scores[n][metric].qualifies]
     if ok:
         return min(ok, key=lambda n: (scores[n][metric].width, names.index(n))), True
@@ -156,7 +195,10 @@ def section(
         f"metric, the narrowest median width among the candidates that answer every left-out row and hold "
         f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}). The `/regime` candidates (added after the "
         f"first run; the criterion unchanged) split every group by the simulated run's regime: `queued` when its "
-        f"queue share of TTFT is at least {QUEUE_SHARE_THRESHOLD:g}, else `light` (fixed a priori).",
+        f"queue share of TTFT is at least {QUEUE_SHARE_THRESHOLD:g}, else `light` (fixed a priori). E2E's "
+        f"`{COMPOSED}` candidate (added later; the criterion unchanged) is the run's TTFT band plus its TPOT band by "
+        f"its simulated split (`graphs.serving.sim.served_errors.compose`; the ends added, exact for comonotone "
+        f"errors), each by the method chosen here for that metric and refitted without the left-out deployment.",
         "",
         "| metric | method | left-out rows (deployments) | unanswered | inside (coverage) "
         "| below | above | mean per-deployment coverage | median width | chosen |",
@@ -166,16 +208,16 @@ def section(
         if metric not in chosen:
             continue
         pick, qualified = chosen[metric]
-        for m in CANDIDATES:
-            s = scores[m.name].get(metric)
+        for name in NAMES:
+            s = scores.get(name, {}).get(metric)
             if s is None:
                 continue
             mark = ""
-            if m.name == pick:
+            if name == pick:
                 mark = "**chosen**" if qualified else "**chosen** (none reaches 80 %: the highest coverage)"
             width = "n/a" if s.width != s.width else f"{100 * s.width:.1f} %"
             out.append(
-                f"| {metric} | {m.name} | {s.rows} ({s.deployments}) | {s.unanswered} "
+                f"| {metric} | {name} | {s.rows} ({s.deployments}) | {s.unanswered} "
                 f"| {s.inside} ({100 * s.coverage:.1f} %) | {s.below} | {s.above} "
                 f"| {100 * s.deployment_coverage:.1f} % | {width} | {mark} |"
             )
@@ -189,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = calibration_residuals()
     scores = {m.name: cross_validate(rows, m) for m in CANDIDATES}
     counts = {m: sum(r.metric == m for r in rows) for m in METRIC_GROUPS}
-    chosen = {m: choose(scores, m) for m in METRIC_GROUPS if counts[m] >= MIN_ROWS}
+    chosen = {m: choose(scores, m) for m in METRIC_GROUPS if counts[m] >= MIN_ROWS and m != "E2E"}
+    if counts["E2E"] >= MIN_ROWS:
+        if "TTFT" in chosen and "TPOT" in chosen:
+            parts = (Method.named(chosen["TTFT"][0]), Method.named(chosen["TPOT"][0]))
+            scores[COMPOSED] = cross_validate_composed(rows, *parts)
+        chosen["E2E"] = choose(scores, "E2E")
     text = section(scores, chosen, len(rows), len({r.deployment for r in rows}))
     if args.write:
         doc = {

@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.replay import FRAMEWORK, load_rows, metric_group, replace_section, simulated_errors
-from benchmarks.replay.results import simulated_queue_shares
+from benchmarks.replay.results import simulated_queue_shares, simulated_ttft_shares
 from benchmarks.replay.tables import SHARE_COLUMN
 from costmodel.errors import CostModelError
 from costmodel.outfiles import atomic_write
 from graphs.serving.sim.conformal import Method, Residual, fit_groups
 from graphs.serving.sim.served_errors import (
     ALPHA,
+    COMPOSED,
     DATA_FILE,
     METRIC_GROUPS,
     MIN_ROWS,
@@ -241,22 +242,47 @@ def _moe(model: str, cache: dict[str, bool]) -> bool:
     return cache[model]
 
 
+def published_ttft_shares(rows: list[dict[str, str]], ids: set[str]) -> dict[str, float]:
+    """The simulated TTFT share of E2E (``TTFT_hat / E2E_hat``) of the published E2E rows among
+    ``ids``: the per-row table carries no TTFT row of their runs (vLLM's latency tests publish E2E
+    alone), so each is replayed once in the ``simulated`` mode, as the table replayed it, and
+    both means are read from that one run (seconds of CPU per row)."""
+    from benchmarks.replay.run import row_workload, simulate_row
+
+    out = {}
+    for r in rows:
+        if r["id"] in ids and metric_group(r["metric"]) == "E2E":
+            run = simulate_row(row_workload(r), "simulated")
+            out[r["id"]] = float(statistics.fmean(run.ttft) / statistics.fmean(run.e2e))
+    return out
+
+
 def residual_rows() -> list[dict[str, Any]]:
     """Every compared row of both tables: id, deployment, metric group, framework, device,
-    dense/MoE, the simulated error and the simulated run's queue share of TTFT (None where the
-    table predates that column)."""
+    dense/MoE, the simulated error, the simulated run's queue share of TTFT (None where the
+    table predates that column) and, on an E2E row, its run's simulated TTFT share of E2E
+    (:func:`published_ttft_shares`, :func:`~benchmarks.replay.results.simulated_ttft_shares`;
+    None elsewhere)."""
+    published, published_errors = load_rows(subset="core"), table_errors(SERVING_DOC)
     sets = (
-        ("published", load_rows(subset="core"), table_errors(SERVING_DOC), table_queue_shares(SERVING_DOC)),
+        (
+            "published",
+            published,
+            published_errors,
+            table_queue_shares(SERVING_DOC),
+            published_ttft_shares(published, set(published_errors)),
+        ),
         (
             "silicon",
             silicon_row_dicts(),
             simulated_errors(SILICON_ROWS),
             simulated_queue_shares(SILICON_ROWS),
+            simulated_ttft_shares(SILICON_ROWS),
         ),
     )
     moe: dict[str, bool] = {}
     out = []
-    for name, rows, errs, shares in sets:
+    for name, rows, errs, shares, splits in sets:
         for r in rows:
             if r["id"] not in errs:
                 continue
@@ -271,6 +297,7 @@ def residual_rows() -> list[dict[str, Any]]:
                     "moe": _moe(r["model"], moe),
                     "error": errs[r["id"]],
                     "queue_share": shares.get(r["id"]),
+                    "ttft_share": splits.get(r["id"]),
                     "fitted_to": (r["engine"], r["model"], r["device"], r["precision_weights"]) in FITTED_TO,
                 }
             )
@@ -304,14 +331,21 @@ def heldout() -> frozenset[str]:
     return frozenset(d["deployments"])
 
 
-def chosen_methods() -> dict[str, Method]:
-    """Each calibrated metric's method, as ``interval_selection.py`` chose it (its choice file)."""
+def chosen_names() -> dict[str, str]:
+    """Each calibrated metric's method name, as ``interval_selection.py`` chose it (its choice
+    file): a :class:`~graphs.serving.sim.conformal.Method`'s, or E2E's ``composed``."""
     if not CHOICE_PATH.is_file():
         raise CostModelError(
             f"no interval choice at {CHOICE_PATH}: run benchmarks/interval_selection.py --write"
         )
     d = json.loads(CHOICE_PATH.read_text(encoding="utf-8"))
-    return {m: Method.named(name) for m, name in d["methods"].items()}
+    return {str(m): str(name) for m, name in d["methods"].items()}
+
+
+def chosen_methods() -> dict[str, Method]:
+    """The metrics whose own groups are fitted, each with its chosen method (:func:`chosen_names`);
+    a ``composed`` metric has none of its own (its band is its TTFT and TPOT groups')."""
+    return {m: Method.named(name) for m, name in chosen_names().items() if name != COMPOSED}
 
 
 def calibrate(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
@@ -330,7 +364,14 @@ def calibrate(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
 def residual(r: dict[str, Any]) -> Residual:
     """A compared row (:func:`residual_rows`) as a conformal residual."""
     return Residual(
-        r["deployment"], r["metric"], r["framework"], r["device"], r["moe"], r["error"], r["queue_share"]
+        r["deployment"],
+        r["metric"],
+        r["framework"],
+        r["device"],
+        r["moe"],
+        r["error"],
+        r["queue_share"],
+        r.get("ttft_share"),
     )
 
 
@@ -366,7 +407,9 @@ def coverage_rows(table: ServedErrors, held: list[dict[str, Any]]) -> list[str]:
         inside = below = 0
         widths = []
         for r in rows:
-            g, _ = table.like(metric, r["framework"], r["device"], r["moe"], r["queue_share"])
+            g, _ = table.like(
+                metric, r["framework"], r["device"], r["moe"], r["queue_share"], r.get("ttft_share")
+            )
             ratio = 1 / (1 + r["error"])  # y / y_hat
             if ratio < g.low:
                 below += 1
@@ -460,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             "heldout": f"benchmarks/data/heldout.toml: {len(out)} deployments",
             "alpha": ALPHA,
             "min_rows": MIN_ROWS,
-            "methods": {m: method.name for m, method in chosen_methods().items()},
+            "methods": chosen_names(),
             "support": [list(s) for s in support(cal)],
             "groups": [g.to_dict() for g in groups],
             "devices": [d.to_dict() for d in device_errors()],

@@ -34,6 +34,7 @@ __all__ = [
     "seconds_cell",
     "simulated_errors",
     "simulated_queue_shares",
+    "simulated_ttft_shares",
     "write_results",
 ]
 
@@ -241,3 +242,32 @@ def simulated_queue_shares(path: Path) -> dict[str, float]:
     return {
         r["id"]: float(r["simulated_queue_share"]) for r in read_results(path) if r["simulated_queue_share"]
     }
+
+
+def simulated_ttft_shares(path: Path) -> dict[str, float]:
+    """The simulated TTFT share of E2E of a results CSV's E2E rows: the simulated mean TTFT of the
+    same run (the row whose id ends ``-ttft`` where the E2E row's ends ``-e2e``) over the E2E
+    row's simulated mean E2E.
+
+    Parameters
+    ----------
+    path : Path
+        A results CSV (:func:`read_results`).
+
+    Returns
+    -------
+    dict
+        E2E row id to ``TTFT_hat / E2E_hat`` (from the CSV's rounded seconds); a row whose run
+        lacks either simulated value is left out.
+    """
+    rows = read_results(path)
+    sim = {r["id"]: r["simulated_s"] for r in rows}
+    out = {}
+    for r in rows:
+        if r["metric"] != "e2e_mean_s" or not r["id"].endswith("-e2e") or not r["simulated_s"]:
+            continue
+        ttft = sim.get(r["id"].removesuffix("-e2e") + "-ttft")
+        e2e = float(r["simulated_s"])
+        if ttft and e2e > 0:
+            out[r["id"]] = float(ttft) / e2e
+    return out

@@ -108,8 +108,10 @@ MIN_SCALE = 0.01
 @dataclass(frozen=True)
 class Residual(Result):
     """One compared validation row: its deployment key, metric group, lookup features, its
-    signed error ``e = y_hat / y - 1`` (the residual is ``s = -ln(1 + e)``) and its simulated run's
-    queue share of TTFT (None: the row's table predates the column)."""
+    signed error ``e = y_hat / y - 1`` (the residual is ``s = -ln(1 + e)``), its simulated run's
+    queue share of TTFT (None: the row's table predates the column) and, on an E2E row, its
+    simulated run's TTFT share of E2E, ``TTFT_hat / E2E_hat`` (None: not known; the ``composed``
+    band, :func:`~graphs.serving.sim.served_errors.compose`, needs it)."""
 
     deployment: str
     metric: str
@@ -118,6 +120,7 @@ class Residual(Result):
     moe: bool
     error: float
     queue_share: float | None = None
+    ttft_share: float | None = None
 
     @property
     def regime(self) -> str:

@@ -18,7 +18,10 @@ framework, device and dense/MoE as the method's chain allows; the held-out split
 the engine's, the workload's and the load's errors are in it; each mean metric (TTFT, TPOT, E2E means and the throughputs) takes it where its
 metric is calibrated, the hull of both intervals, since the run's kernels' own spread is
 known for this run and the residuals' for runs like it. A metric the validation tables do not
-calibrate (the P90s, E2E) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
+calibrate (the P90s) keeps the kernels' interval, and says so (:attr:`SimInterval.basis`).
+Where E2E's band is composed from the run's TTFT and TPOT bands
+(:func:`~graphs.serving.sim.served_errors.compose`), it is composed at the point run's own
+simulated split, its mean TTFT over its mean E2E.
 A metric whose method is regime-conditioned is judged by the groups of the point run's own regime
 (its simulated queue share of TTFT, :attr:`~graphs.serving.sim.simulator.SimResult.queue_share`),
 as its validation rows were.
@@ -148,7 +151,7 @@ class SimInterval(Result):
         table = served_errors()
         for label, group in CALIBRATED.items():
             if table.covers(group):
-                g, _ = table.like(group, *self.deployment, self._share(table, group))
+                g, _ = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
                 a, b = g.interval(self.value(label))
                 k_lo, k_hi = out[label]
                 out[label] = (min(a, k_lo), max(b, k_hi))
@@ -173,10 +176,12 @@ class SimInterval(Result):
         table = served_errors()
         for label, group in CALIBRATED.items():
             if table.covers(group):
-                g, like = table.like(group, *self.deployment, self._share(table, group))
-                out[label] = (
-                    f"{g.n} validation rows of {g.deployments} deployments: {g.label}; {table.method_words(group)}"
-                    + ("" if like else "; unlike this deployment")
+                g, like = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
+                rows = (
+                    "" if table.composed(group) else f"{g.n} validation rows of {g.deployments} deployments: "
+                )
+                out[label] = f"{rows}{g.label}; {table.method_words(group)}" + (
+                    "" if like else "; unlike this deployment"
                 )
         dev = self.device_error
         if dev is not None:
@@ -196,8 +201,18 @@ class SimInterval(Result):
         table = served_errors()
         groups = dict.fromkeys(CALIBRATED.values())
         return [
-            table.statement(g, *self.deployment, self._share(table, g)) for g in groups if table.covers(g)
+            table.statement(g, *self.deployment, self._share(table, g), self.ttft_share)
+            for g in groups
+            if table.covers(g)
         ]
+
+    @property
+    def ttft_share(self) -> float | None:
+        """The point run's simulated mean TTFT over its mean E2E (the split a composed E2E band is
+        taken at, :func:`~graphs.serving.sim.served_errors.compose`); None when it served no
+        request."""
+        e2e = self.value("E2E mean s")
+        return min(self.value("TTFT mean s") / e2e, 1.0) if e2e > 0 else None
 
     def _share(self, table: ServedErrors, group: str) -> float | None:
         """The point run's queue share of TTFT where ``group``'s method is regime-conditioned

@@ -54,6 +54,34 @@ conformal); a run, the validation rows and ``simulate --predict`` alike, is judg
 of its own bucket (:meth:`ServedErrors.like` takes its queue share), falling back to the metric's
 group of every regime.
 
+**E2E composed from TTFT and TPOT** (the method ``composed``, :data:`COMPOSED`; E2E only). A
+request's latency is its first token and then one token per TPOT, ``E2E = TTFT + (OSL - 1) TPOT``,
+and a run's mean likewise; the simulated run splits its own mean E2E the same way,
+``E2E_hat = TTFT_hat + D_hat`` with ``D_hat = E2E_hat - TTFT_hat`` its mean decode time (exactly
+``(OSL - 1) TPOT_hat`` at fixed lengths; where lengths vary, the mean over requests of each one's
+decode time, which the TPOT band scales as it scales ``TPOT_hat``). With the run's simulated TTFT
+share ``a = TTFT_hat / E2E_hat`` and the TTFT and TPOT groups the run is judged by (each metric's
+own method and chain, its regime where that method is regime-conditioned), factors ``l_T, h_T``
+and ``l_P, h_P``: the measured E2E splits the same way, so its ratio to the simulated one is
+``r_E = a r_T + (1 - a) r_P`` of the parts' ratios ``r = y / y_hat``, and the E2E band is
+
+.. math::
+
+    \\widehat{E2E} \\left[a\\, l_T + (1 - a)\\, l_P,\\; a\\, h_T + (1 - a)\\, h_P\\right]
+
+(:func:`compose`). Its ends are the sums of the parts' ends: the exact P10 and P90 of the sum when
+the two errors are comonotone (quantiles add over comonotone sums: Dhaene, Denuit, Goovaerts, Kaas
+& Vyncke, *Insurance: Mathematics and Economics* 31, 2002, "The concept of comonotonicity in
+actuarial science and finance: theory": the quantile of a comonotonic sum is the sum of the
+quantiles). Read against other dependence: for jointly normal errors of any correlation, whose
+P10-P90 is the mean +- 1.28 sd, ``sd(a X + (1 - a) Y) <= a sd(X) + (1 - a) sd(Y)``, so the band is
+at least as wide as the sum's own. Distribution-free it guarantees less: the sum lies in the band
+whenever both parts lie in theirs, with probability at least ``1 - 2 alpha`` (60 %,
+Bonferroni), which is why the cross-validation, not the argument, judges it. It rests on the TTFT
+and TPOT calibration rows (many more deployments than E2E's own), and its expected error is
+``a m_T + (1 - a) m_P`` of the parts' medians ``m`` (the median |error| of the sum when the
+errors are comonotone and of one sign).
+
 **Expected error.** The median of ``|y / \\hat y - 1|`` over the same group's rows (weighted as
 the metric's method weighs them: deployments alike where it weighs deployments): "expected
 error on deployments like this: +-X % (N validation rows: ...)". A run whose framework,
@@ -103,6 +131,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALPHA",
     "CHAINS",
+    "COMPOSED",
     "QUEUE_SHARE_THRESHOLD",
     "REGIMES",
     "DATA_FILE",
@@ -114,6 +143,7 @@ __all__ = [
     "ErrorGroup",
     "GenerationError",
     "ServedErrors",
+    "compose",
     "conformal_ranks",
     "memory_kind",
     "parse",
@@ -141,6 +171,9 @@ CHAINS: dict[str, tuple[Level, ...]] = {
     "engine": ((True, False, True), (False, False, False)),
     "metric": ((False, False, False),),
 }
+
+#: the E2E method that composes the run's TTFT and TPOT bands by its simulated split (module doc)
+COMPOSED = "composed"
 
 #: the regime buckets a regime-conditioned method (:mod:`graphs.serving.sim.conformal`) groups by
 REGIMES = ("light", "queued")
@@ -249,6 +282,60 @@ class ErrorGroup(Result):
         return point * self.low, point * self.high
 
 
+def compose(ttft: ErrorGroup, tpot: ErrorGroup, ttft_share: float) -> ErrorGroup:
+    """The E2E band of a run composed from its TTFT and TPOT groups by its simulated split (module
+    doc, ``composed``): factors ``a l_T + (1 - a) l_P`` and ``a h_T + (1 - a) h_P`` on the
+    simulated E2E, with ``a = TTFT_hat / E2E_hat``; expected error ``a m_T + (1 - a) m_P``.
+
+    Parameters
+    ----------
+    ttft : ErrorGroup
+        The TTFT group the run is judged by.
+    tpot : ErrorGroup
+        The TPOT group the run is judged by.
+    ttft_share : float
+        The run's simulated mean TTFT over its simulated mean E2E, in [0, 1].
+
+    Returns
+    -------
+    ErrorGroup
+        An E2E group (``n``: the rows of both parts; ``deployments``: the fewer of the two).
+
+    Raises
+    ------
+    CostModelError
+        When the groups are not a TTFT and a TPOT group, or ``ttft_share`` is not in [0, 1].
+
+    >>> t = ErrorGroup("TTFT", None, None, None, 9, 3, 0.5, 2.0, 0.3, "TTFT")
+    >>> p = ErrorGroup("TPOT", None, None, None, 9, 3, 0.9, 1.2, 0.1, "TPOT")
+    >>> g = compose(t, p, 0.25)  # 0.25*0.5 + 0.75*0.9 = 0.8; 0.25*2 + 0.75*1.2 = 1.4
+    >>> round(g.low, 6), round(g.high, 6), round(g.median_abs, 6)
+    (0.8, 1.4, 0.15)
+    """
+    if (ttft.metric, tpot.metric) != ("TTFT", "TPOT"):
+        raise CostModelError(
+            f"an E2E band composes a TTFT and a TPOT group, not {ttft.metric} and {tpot.metric}"
+        )
+    if not (isinstance(ttft_share, float | int) and 0.0 <= ttft_share <= 1.0):
+        raise CostModelError(f"TTFT share of E2E {ttft_share!r} not allowed; allowed: a fraction in [0, 1]")
+    a, b = float(ttft_share), 1.0 - float(ttft_share)
+    return ErrorGroup(
+        metric="E2E",
+        framework=ttft.framework if ttft.framework == tpot.framework else None,
+        device=ttft.device if ttft.device == tpot.device else None,
+        moe=ttft.moe if ttft.moe == tpot.moe else None,
+        n=ttft.n + tpot.n,
+        deployments=min(ttft.deployments, tpot.deployments),
+        low=a * ttft.low + b * tpot.low,
+        high=a * ttft.high + b * tpot.high,
+        median_abs=a * ttft.median_abs + b * tpot.median_abs,
+        label=(
+            f"E2E composed at the run's simulated TTFT share {a:.2f} from {ttft.label} ({ttft.n} rows of "
+            f"{ttft.deployments} deployments) and {tpot.label} ({tpot.n} rows of {tpot.deployments} deployments)"
+        ),
+    )
+
+
 def memory_kind(description: str) -> str:
     """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
     cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
@@ -347,7 +434,14 @@ class ServedErrors:
         tuple of Level
             The levels tried, most specific first: each whether the group keys on the
             framework, the device and the dense/MoE kind.
+
+        Raises
+        ------
+        CostModelError
+            When ``metric``'s band is composed (:meth:`composed`): its parts have the chains.
         """
+        if self.composed(metric):
+            raise CostModelError(f"{metric} is composed from TTFT and TPOT: it has no chain of its own")
         return CHAINS[self.method(metric).split("/")[1]]
 
     def method_words(self, metric: str) -> str:
@@ -362,6 +456,11 @@ class ServedErrors:
         -------
         str
         """
+        if self.composed(metric):
+            return (
+                f"composed from the run's TTFT band ({self.method_words('TTFT')}) and TPOT band "
+                f"({self.method_words('TPOT')}) by its simulated split, their ends added (comonotone errors)"
+            )
         weighting, _, rest = self.method(metric).partition("/")
         how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
         norm = ", normalised by its group's spread" if "/normalised" in rest else ""
@@ -373,9 +472,9 @@ class ServedErrors:
         )
         return f"conformal, {how}{norm}{by}"
 
-    def conditioned(self, metric: str) -> bool:
-        """Whether ``metric``'s method groups by the run's regime (:func:`regime`): its name ends
-        in ``/regime``.
+    def composed(self, metric: str) -> bool:
+        """Whether ``metric``'s band is composed from the run's TTFT and TPOT bands (:data:`COMPOSED`,
+        E2E only; module doc).
 
         Parameters
         ----------
@@ -386,6 +485,24 @@ class ServedErrors:
         -------
         bool
         """
+        return self.method(metric) == COMPOSED
+
+    def conditioned(self, metric: str) -> bool:
+        """Whether ``metric``'s method groups by the run's regime (:func:`regime`): its name ends
+        in ``/regime``; a composed band (:meth:`composed`) is when either part's method is, since
+        it then needs the run's queue share too.
+
+        Parameters
+        ----------
+        metric : str
+            One of :data:`METRIC_GROUPS`.
+
+        Returns
+        -------
+        bool
+        """
+        if self.composed(metric):
+            return self.conditioned("TTFT") or self.conditioned("TPOT")
         return self.method(metric).endswith("/regime")
 
     def neighbour(self, family: str, hw: Hardware) -> str | None:
@@ -549,10 +666,18 @@ class ServedErrors:
         -------
         bool
         """
+        if self.composed(metric):
+            return self.covers("TTFT") and self.covers("TPOT")
         return any(g.metric == metric and g.usable for g in self.groups)
 
     def like(
-        self, metric: str, framework: str, device: str, moe: bool, queue_share: float | None = None
+        self,
+        metric: str,
+        framework: str,
+        device: str,
+        moe: bool,
+        queue_share: float | None = None,
+        ttft_share: float | None = None,
     ) -> tuple[ErrorGroup, bool]:
         """The group a run is judged by, and whether it is like a validated deployment.
 
@@ -561,7 +686,9 @@ class ServedErrors:
         :data:`MIN_ROWS` rows of :data:`MIN_DEPLOYMENTS` deployments is taken. A metric whose
         method is regime-conditioned (:meth:`conditioned`) tries the chain's groups of the run's
         regime (:func:`regime` of ``queue_share``) and then the metric's group of every regime.
-        A run is *like* a
+        A metric whose band is composed (:meth:`composed`) gets :func:`compose` of the run's TTFT
+        and TPOT groups, each found so, at its ``ttft_share``; it is like a validated deployment
+        when both parts are. A run is *like* a
         validated deployment when at least :data:`MIN_DEPLOYMENTS` calibration deployments share
         its metric, framework and dense/MoE kind (:attr:`support`; without it, when the group
         found keys on its framework and kind).
@@ -580,6 +707,9 @@ class ServedErrors:
             The run's simulated queue share of TTFT
             (:attr:`~graphs.serving.sim.simulator.SimResult.queue_share`); needed when the
             metric's method is regime-conditioned.
+        ttft_share : float, optional
+            The run's simulated mean TTFT over its simulated mean E2E; needed when the metric's
+            band is composed.
 
         Returns
         -------
@@ -588,11 +718,19 @@ class ServedErrors:
         Raises
         ------
         CostModelError
-            When ``metric`` is not calibrated, or its method is regime-conditioned and no
-            ``queue_share`` is given.
+            When ``metric`` is not calibrated, its method is regime-conditioned and no
+            ``queue_share`` is given, or its band is composed and no ``ttft_share`` is given.
         """
         if metric not in METRIC_GROUPS:
             raise CostModelError(f"metric {metric!r} not calibrated; allowed: {', '.join(METRIC_GROUPS)}")
+        if self.composed(metric):
+            if ttft_share is None:
+                raise CostModelError(
+                    f"{metric} is composed from TTFT and TPOT: the run's simulated TTFT share of E2E is needed"
+                )
+            t, t_like = self.like("TTFT", framework, device, moe, queue_share)
+            p, p_like = self.like("TPOT", framework, device, moe, queue_share)
+            return compose(t, p, ttft_share), t_like and p_like
         levels: list[tuple[Level, str | None]] = [(level, None) for level in self.chain(metric)]
         if self.conditioned(metric):
             if queue_share is None:
@@ -614,7 +752,13 @@ class ServedErrors:
         raise CostModelError(f"{metric} is not calibrated: fewer than {MIN_ROWS} validation rows")
 
     def statement(
-        self, metric: str, framework: str, device: str, moe: bool, queue_share: float | None = None
+        self,
+        metric: str,
+        framework: str,
+        device: str,
+        moe: bool,
+        queue_share: float | None = None,
+        ttft_share: float | None = None,
     ) -> str:
         """One line: the expected error of ``metric`` on deployments like this one.
 
@@ -630,6 +774,8 @@ class ServedErrors:
             Whether the model routes tokens to experts.
         queue_share : float, optional
             The run's simulated queue share of TTFT (:meth:`like`).
+        ttft_share : float, optional
+            The run's simulated TTFT share of E2E (:meth:`like`; a composed band).
 
         Returns
         -------
@@ -642,12 +788,17 @@ class ServedErrors:
         CostModelError
             When ``metric`` is not calibrated (:meth:`like`).
         """
-        g, like = self.like(metric, framework, device, moe, queue_share)
+        g, like = self.like(metric, framework, device, moe, queue_share, ttft_share)
         alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
-        text = (
-            f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % "
-            f"(median over {g.n} validation rows of {g.deployments} deployments{alike}: {g.label})"
-        )
+        if self.composed(metric):
+            text = (
+                f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % ({g.label})"
+            )
+        else:
+            text = (
+                f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % "
+                f"(median over {g.n} validation rows of {g.deployments} deployments{alike}: {g.label})"
+            )
         if not like:
             kind = "MoE" if moe else "dense"
             text += (
@@ -737,13 +888,13 @@ def _list(d: dict[str, Any], key: str) -> list[Any]:
 
 
 def _methods(v: Any) -> tuple[tuple[str, str], ...]:
-    """Each metric's method name (``weighting/chain[/normalised]``), checked."""
+    """Each metric's method name (``weighting/chain[/normalised][/regime]``, or E2E's ``composed``), checked."""
     if not isinstance(v, dict):
         raise CostModelError("served_errors.json: 'methods' must map each metric to its method")
     out = []
     for metric, name in sorted(v.items()):
         parts = str(name).split("/")
-        ok = (
+        ok = (metric == "E2E" and name == COMPOSED) or (
             metric in METRIC_GROUPS
             and len(parts) in (2, 3, 4)
             and parts[0] in ("row", "deployment")
