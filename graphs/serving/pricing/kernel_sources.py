@@ -245,8 +245,8 @@ def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey
     from costmodel.measured.heldout import (
         fit_family,
         framework_offset,
-        prepared,
         prepared_framework,
+        prepared_where,
         shape_residuals,
     )
     from costmodel.measured.residual import combined
@@ -266,11 +266,16 @@ def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey
             start = framework_offset(family, dev, framework)
             draws = np.random.default_rng(HELDOUT_SEED).random(start + len(df))[start:]
         else:
-            df, x = prepared(family, dev)
-            sel = (df["dtype_group"] == src.key).to_numpy().copy()
-            if (sel & (df["framework"] == framework).to_numpy()).any():
-                sel = sel & (df["framework"] == framework).to_numpy()
-            draws = np.random.default_rng(HELDOUT_SEED).random(len(df))
+            # the framework has no rows of the key: every framework's, read one at a time and only
+            # the key's rows kept (heldout.prepared_where), each row's draw at its place among all
+            got = prepared_where(family, dev, lambda d: (d["dtype_group"] == src.key).to_numpy())
+            if got is None:
+                continue
+            df, x, pos = got
+            sel = np.ones(len(df), dtype=bool)
+            if (df["framework"] == framework).any():
+                sel = (df["framework"] == framework).to_numpy()
+            draws = np.random.default_rng(HELDOUT_SEED).random(int(pos[-1]) + 1)[pos]
         test = draws < HELDOUT_FRACTION
         y = df["latency_s"].to_numpy()
         for idx in df[sel].groupby(["framework", "group"]).indices.values():
