@@ -21,6 +21,7 @@ above which the command line warns. :mod:`graphs.serving.pricing.predict` compos
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -176,7 +177,7 @@ def fit_basis(device: str, family: str) -> str | list[str]:
 _SHARED: dict[str, Any] = {}
 
 
-def _shared(parts: tuple[Any, ...], compute: Any) -> Any:
+def _shared(parts: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
     """``compute()``, once per ``parts`` in this process (:data:`_SHARED`)."""
     import json
 
