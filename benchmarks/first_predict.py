@@ -7,12 +7,14 @@ and whatever they do not hold fitted, the residuals and held-out errors derived 
 the second reads everything back from the cache. Prints each run's CPU seconds (user + system)
 and peak resident memory, and the ratio first / second; the two outputs must be identical.
 
-    python -m benchmarks.first_predict [--repo PATH] [--no-shipped] [--search]
+    python -m benchmarks.first_predict [--repo PATH] [--no-shipped] [--search] [--device NAME]
 
 ``--repo`` runs another checkout's engine (``/work/main``: the code before the fits shipped);
 ``--no-shipped`` sets the shipped fits aside (``COSTMODEL_NO_SHIPPED_FITS=1``): what a first run
 costs where they do not apply. ``--search`` times a modest ``search --predict vllm`` instead
-(Llama-3.1-8B on H100 and H200, tp 1 and 2, 128 batches, 2 contexts).
+(Llama-3.1-8B on H100 and H200, tp 1 and 2, 128 batches, 2 contexts). ``--device`` prices on
+another device (a comma-separated list for ``--search``): ``a100`` (A100-SXM-40GB), which the
+corpus does not measure, is priced from every measured device's rows.
 """
 
 from __future__ import annotations
@@ -62,8 +64,11 @@ def main() -> None:
     ap.add_argument("--repo", default=str(Path(__file__).resolve().parent.parent))
     ap.add_argument("--no-shipped", action="store_true")
     ap.add_argument("--search", action="store_true")
+    ap.add_argument("--device", default=None, help="the device(s) priced (default: the command's own)")
     a = ap.parse_args()
-    args = SEARCH if a.search else DECODE
+    args = list(SEARCH if a.search else DECODE)
+    if a.device is not None:
+        args[args.index("--device") + 1] = a.device
     with tempfile.TemporaryDirectory(prefix="first-predict-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COSTMODEL_")}
         env["COSTMODEL_CACHE_DIR"] = str(Path(tmp) / "cache")

@@ -59,6 +59,7 @@ def predicted(kw: dict, bound_s: float) -> None:
         if label != labels[-1]:  # what a new process has in memory: nothing
             for f in (ks.calibration, ks.calibration_residuals, ks.heldout_log_errors, ks.kernel_source):
                 f.cache_clear()
+            ks._SHARED.clear()
             heldout.prepared.cache_clear()
         t, c = time.perf_counter(), time.process_time()
         res = search("llama-3.1-70b", predictor=pred, **kw)

@@ -243,3 +243,44 @@ def test_arrays_are_stored_as_their_bytes_compact_and_exact():
 def test_malformed_array_bytes_are_refused(bad):
     with pytest.raises(stored.BadEntry):
         stored.decode_array(bad)
+
+
+def test_unmeasured_devices_share_one_entry(cache, monkeypatch):
+    """Every device the corpus does not measure prices from the same rows (every measured
+    device's), so its residual table and held-out errors are one entry, keyed by those devices,
+    computed once for any number of such devices; a measured device keeps its own, and fused MoE
+    (a curve per device) stays keyed by the device."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.measured import systems_with_data
+    from graphs.serving.pricing import kernel_sources as ks
+
+    have = systems_with_data("gemm")
+    assert "a100-sxm-40gb" not in have and "h100-pcie" not in have and "h100-sxm" in have
+    assert ks.fit_basis("a100-sxm-40gb", "gemm") == ks.fit_basis("h100-pcie", "gemm") == list(have)
+    assert ks.fit_basis("h100-sxm", "gemm") == "h100-sxm"
+    assert ks.fit_basis("a100-sxm-40gb", "moe") == "a100-sxm-40gb"
+
+    calls: list[str] = []
+
+    def fake(device, framework, family, key, grey_box):
+        calls.append(device)
+        return np.array([-0.1, 0.2])
+
+    monkeypatch.setattr(ks, "_heldout_log_errors", fake)
+    monkeypatch.setattr(ks, "_SHARED", {})
+    ks.heldout_log_errors.cache_clear()
+    try:
+        a = ks.heldout_log_errors("a100-sxm-40gb", "vllm", "gemm", "bfloat16", True)
+        b = ks.heldout_log_errors("h100-pcie", "vllm", "gemm", "bfloat16", True)
+        assert calls == ["a100-sxm-40gb"]  # one computation for both unmeasured devices
+        assert a.tolist() == b.tolist() == [-0.1, 0.2]
+        # a new process (nothing in memory) reads the one stored entry back for a third device
+        monkeypatch.setattr(ks, "_SHARED", {})
+        ks.heldout_log_errors.cache_clear()
+        assert ks.heldout_log_errors("rtx-4090", "vllm", "gemm", "bfloat16", True).tolist() == [-0.1, 0.2]
+        assert calls == ["a100-sxm-40gb"]
+        ks.heldout_log_errors("h100-sxm", "vllm", "gemm", "bfloat16", True)  # measured: its own
+        assert calls == ["a100-sxm-40gb", "h100-sxm"]
+    finally:
+        ks.heldout_log_errors.cache_clear()

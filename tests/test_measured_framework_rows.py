@@ -123,3 +123,57 @@ def test_a_table_without_window_size_keeps_its_rows(heldout, family, framework):
     df, _ = heldout._kept(family, "a100-sxm-80gb", [framework])
     assert len(df) == len(shapes) > 1000  # none dropped by a missing window key
     assert (df["window"] == 0).all()
+
+
+@pytest.mark.parametrize(("family", "device"), CASES)
+def test_rows_selected_a_framework_at_a_time_are_those_of_every_frameworks(heldout, family, device):
+    # prepared_where reads one framework's rows at a time and keeps what the mask selects: the
+    # same rows, order, features and positions as the mask applied to every framework's rows
+    # (here every other row of the most common dtype group, so each framework keeps some and
+    # drops some)
+    import pandas as pd
+
+    every, x_every = heldout.prepared(family, device)
+    top = every["dtype_group"].value_counts().index[0]
+
+    def select(df):
+        return (df["dtype_group"] == top).to_numpy() & (np.arange(len(df)) % 2 == 0)
+
+    starts = every.groupby("framework").indices  # each framework's rows, to recount the parity
+    want = np.zeros(len(every), dtype=bool)
+    for idx in starts.values():
+        want[idx] = (every["dtype_group"].to_numpy()[idx] == top) & (np.arange(len(idx)) % 2 == 0)
+    at = np.flatnonzero(want)
+    df, x, pos = heldout.prepared_where(family, device, select)
+    assert len(at) and (pos == at).all()
+    pd.testing.assert_frame_equal(df, every.iloc[at].reset_index(drop=True), check_dtype=True)
+    for f in x.__dataclass_fields__:
+        a, b = getattr(x, f), getattr(x_every, f)[at]
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), f
+    assert heldout.prepared_where(family, device, lambda d: np.zeros(len(d), dtype=bool)) is None
+
+
+def test_residuals_of_groups_the_framework_does_not_run_equal_every_frameworks(heldout, monkeypatch):
+    # H100's all-reduce fits of NCCL's groups priced for vLLM: vLLM runs none of them, so their
+    # residuals come from the other frameworks' rows (prepared_where), equal to those taken
+    # from every framework's rows at once
+    from costmodel.measured import applied
+
+    monkeypatch.setenv("COSTMODEL_NO_CACHE", "1")
+    fits = applied.fit_groups("all_reduce", ["h100-sxm"], None)
+    alone = applied.group_residuals("all_reduce", fits, ["h100-sxm"], "vllm")
+    own = heldout.prepared_framework("all_reduce", "h100-sxm", "vllm")
+    assert own is not None and set(fits) - set(own[0]["group"])  # groups vLLM does not run
+
+    def every_frameworks(family, device, select):
+        df, x = heldout.prepared(family, device)
+        at = np.flatnonzero(np.asarray(select(df), dtype=bool))
+        return df.iloc[at].reset_index(drop=True), x.take(at), at
+
+    monkeypatch.setattr(applied, "prepared_where", every_frameworks)
+    every = applied.group_residuals("all_reduce", fits, ["h100-sxm"], "vllm")
+    assert sorted(alone) == sorted(every) == sorted(fits)
+    for grp in fits:
+        for a, b in zip(alone[grp], every[grp], strict=True):
+            assert a.keys == b.keys
+            assert np.array_equal(a.points, b.points) and np.array_equal(a.residuals, b.residuals)

@@ -10,6 +10,7 @@ by :func:`group_residuals` (the grey-box prediction, :mod:`.residual`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from .heldout import (
     kernel_variant,
     prepared,
     prepared_framework,
+    prepared_where,
     select_rows,
     shape_residuals,
 )
@@ -135,16 +137,27 @@ def group_residuals(
     """
     out: dict[str, list[ShapeResiduals]] = {}
     for d in devices:
+        # the framework's rows of a group from its rows alone (heldout.prepared_framework); every
+        # framework's rows of the groups it does not run, read a framework at a time and only
+        # those groups kept (heldout.prepared_where), let go once their residuals are taken
         own = prepared_framework(family, d, framework) if framework is not None else None
+        mine = {grp for grp in fits if own is not None and len(select_rows(own[0], None, "group", grp))}
+        others = [grp for grp in fits if grp not in mine]
+        rest = prepared_where(family, d, _in_groups(others)) if others else None
         for grp, f in fits.items():
-            # the framework's rows of the group from its rows alone (heldout.prepared_framework);
-            # every framework's rows only for a group it does not run
-            sel = select_rows(own[0], None, "group", grp) if own is not None else np.zeros(0, dtype=int)
-            df, x = own if len(sel) and own is not None else prepared(family, d)
-            if not len(sel):
-                sel = select_rows(df, framework, "group", grp)
+            part = own if grp in mine else (rest[:2] if rest is not None else None)
+            if part is None:
+                continue
+            df, x = part
+            sel = select_rows(df, None if grp in mine else framework, "group", grp)
             if not len(sel):
                 sel = select_rows(df, None, "group", grp)
             if len(sel):
                 out.setdefault(grp, []).append(shape_residuals(family, df, x, sel, f))
+        del rest
     return out
+
+
+def _in_groups(groups: list[str]) -> Callable[[Any], np.ndarray]:
+    """A row mask: the rows of a prepared frame whose kernel group is one of ``groups``."""
+    return lambda df: df["group"].isin(groups).to_numpy()

@@ -60,6 +60,7 @@ __all__ = [
     "generation_heldout",
     "prepared",
     "prepared_framework",
+    "prepared_where",
     "framework_offset",
     "evaluate",
     "ape_stats",
@@ -180,6 +181,58 @@ def framework_offset(family: str, device: str, framework: str) -> int:
             except MeasuredDataError:  # no table of this framework on the device
                 pass
     return total
+
+
+def prepared_where(
+    family: str, device: str, select: Callable[[Any], np.ndarray]
+) -> tuple[Any, Features, np.ndarray] | None:
+    """The rows of :func:`prepared` that ``select`` keeps, their features and their positions
+    there, read one framework at a time and let go (never every framework's rows at once, and
+    none kept for the process).
+
+    :func:`prepared`'s rows are each framework's in sorted order (:func:`prepared_framework`), so
+    concatenating what ``select`` keeps of each gives the same rows, features and order as
+    selecting from :func:`prepared`; a position is the row's index there (a seeded draw per row,
+    :func:`framework_offset`, needs it). What reads a few groups of every framework's rows (an
+    unmeasured device's residuals where the asked framework does not run a kernel) holds those
+    alone.
+
+    Parameters
+    ----------
+    family : str
+        A measured family.
+    device : str
+        A measured device.
+    select : callable
+        A boolean mask of the rows to keep, from one framework's prepared rows (a DataFrame).
+
+    Returns
+    -------
+    tuple of (DataFrame, Features, numpy.ndarray), or None
+        The kept rows (index 0..n-1), their features and their positions in :func:`prepared`;
+        None when no row is kept.
+    """
+    import pandas as pd
+
+    from .corpus import frameworks_with_data
+
+    frames, xs, pos, start = [], [], [], 0
+    for fw in frameworks_with_data(family, device):
+        got = _prepare_or_none(family, device, fw)
+        if got is None:
+            continue
+        df, x = got
+        keep = np.flatnonzero(np.asarray(select(df), dtype=bool))
+        if len(keep):
+            frames.append(df.iloc[keep])
+            xs.append(x.take(keep))
+            pos.append(start + keep)
+        start += len(df)
+        del df, x, got
+        release_unused()
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True), Features.concat(xs), np.concatenate(pos)
 
 
 def _prepare_or_none(

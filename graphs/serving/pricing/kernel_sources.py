@@ -21,6 +21,7 @@ above which the command line warns. :mod:`graphs.serving.pricing.predict` compos
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -34,6 +35,7 @@ __all__ = [
     "WARN_SHARE",
     "Coverage",
     "KernelSource",
+    "fit_basis",
     "calibration",
     "calibration_residuals",
     "CLAMPED",
@@ -127,13 +129,62 @@ def calibration_residuals(
 
     have = systems_with_data(family)
     devs = [device] if device in have else have
-    return stored(
-        "residuals",
-        [device, framework, family, None if dtypes is None else list(dtypes)],
-        lambda: group_residuals(family, calibration(device, framework, family, dtypes), devs, framework),
-        encode_residuals,
-        decode_residuals,
+    basis = fit_basis(device, family)
+    return _shared(
+        ("residuals", basis, framework, family, dtypes),
+        lambda: stored(
+            "residuals",
+            [basis, framework, family, None if dtypes is None else list(dtypes)],
+            lambda: group_residuals(family, calibration(device, framework, family, dtypes), devs, framework),
+            encode_residuals,
+            decode_residuals,
+        ),
     )
+
+
+def fit_basis(device: str, family: str) -> str | list[str]:
+    """What ``device``'s fits, residuals and held-out errors of ``family`` are computed from: the
+    device itself when the corpus measures it, else the list of every measured device (the same
+    for every unmeasured device: none of its own rows, and its datasheet enters only where a
+    prediction is priced, never the tables). Fused MoE is its curve per device
+    (:func:`moe_source`), so always the device.
+
+    The stored entries (:mod:`costmodel.measured.stored`, whose key adds the corpus wheel and the
+    engine's fingerprint) and this process's tables are keyed by it, so every unmeasured device
+    shares one residual table and one held-out array per framework, family and dtype.
+
+    Parameters
+    ----------
+    device : str
+        The device's catalog name.
+    family : str
+        The kernel family.
+
+    Returns
+    -------
+    str or list of str
+        ``device``, or the measured devices' names.
+    """
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
+    from costmodel.measured import systems_with_data
+
+    have = systems_with_data(family)
+    return device if family == "moe" or device in have else list(have)
+
+
+#: this process's residual tables and held-out arrays by (kind, :func:`fit_basis`, the rest of
+#: the call): one per basis, whichever device asked first
+_SHARED: dict[str, Any] = {}
+
+
+def _shared(parts: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+    """``compute()``, once per ``parts`` in this process (:data:`_SHARED`)."""
+    import json
+
+    key = json.dumps(parts)
+    if key not in _SHARED:
+        _SHARED[key] = compute()
+    return _SHARED[key]
 
 
 #: the held-out share of each (framework, kernel group)'s rows, and its seed (the ``shapes``
@@ -174,12 +225,16 @@ def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured.stored import decode_array, encode_array, stored
 
-    return stored(
-        "heldout",
-        [device, framework, family, key, grey_box],
-        lambda: _heldout_log_errors(device, framework, family, key, grey_box),
-        encode_array,
-        decode_array,
+    basis = fit_basis(device, family)
+    return _shared(
+        ("heldout", basis, framework, family, key, grey_box),
+        lambda: stored(
+            "heldout",
+            [basis, framework, family, key, grey_box],
+            lambda: _heldout_log_errors(device, framework, family, key, grey_box),
+            encode_array,
+            decode_array,
+        ),
     )
 
 
@@ -191,8 +246,8 @@ def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey
     from costmodel.measured.heldout import (
         fit_family,
         framework_offset,
-        prepared,
         prepared_framework,
+        prepared_where,
         shape_residuals,
     )
     from costmodel.measured.residual import combined
@@ -212,11 +267,16 @@ def _heldout_log_errors(device: str, framework: str, family: str, key: str, grey
             start = framework_offset(family, dev, framework)
             draws = np.random.default_rng(HELDOUT_SEED).random(start + len(df))[start:]
         else:
-            df, x = prepared(family, dev)
-            sel = (df["dtype_group"] == src.key).to_numpy().copy()
-            if (sel & (df["framework"] == framework).to_numpy()).any():
-                sel = sel & (df["framework"] == framework).to_numpy()
-            draws = np.random.default_rng(HELDOUT_SEED).random(len(df))
+            # the framework has no rows of the key: every framework's, read one at a time and only
+            # the key's rows kept (heldout.prepared_where), each row's draw at its place among all
+            got = prepared_where(family, dev, lambda d: (d["dtype_group"] == src.key).to_numpy())
+            if got is None:
+                continue
+            df, x, pos = got
+            sel = np.ones(len(df), dtype=bool)
+            if (df["framework"] == framework).any():
+                sel = (df["framework"] == framework).to_numpy()
+            draws = np.random.default_rng(HELDOUT_SEED).random(int(pos[-1]) + 1)[pos]
         test = draws < HELDOUT_FRACTION
         y = df["latency_s"].to_numpy()
         for idx in df[sel].groupby(["framework", "group"]).indices.values():
