@@ -448,6 +448,8 @@ def run_simulation(
     rates: Rates | None = None,
     check_context: ContextCheck | None = None,
     progress: Progress | None = None,
+    executor: Any = None,
+    at_once: int = 2,
 ) -> SimulationReport | MaxRateReport:
     """Run what ``request`` asks for on ``config`` and return its report (module doc).
 
@@ -470,6 +472,12 @@ def run_simulation(
         :meth:`ModelConfig.check_context`).
     progress : callable, optional
         ``progress(done, total)`` of the requests simulated (of the probes under ``max_rate``).
+    executor : Any, optional
+        A Dask ``Client`` or ``concurrent.futures`` executor ``max_rate``'s probes run on,
+        ``at_once`` a round (:func:`~graphs.serving.planning.capacity_search.max_rate`: the same
+        rate to its ``rel_tol``); None: this process.
+    at_once : int
+        With ``executor``: the rates probed at once.
 
     Returns
     -------
@@ -498,7 +506,8 @@ def run_simulation(
     topo = request.topology()
     profile = request.engine.for_device(get_device(request.device), topo.tp)  # the defaults it picks there
     if request.max_rate:
-        return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress)
+        where = (executor, at_once)
+        return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress, where)
     trace, replayed, replay_said, reqs = _requests(request, check_context)
     concurrency = replayed.concurrency if replayed is not None else request.concurrency
     eng = engine_config(request, config, profile, reqs)
@@ -730,8 +739,10 @@ def _max_rate_run(
     predictor: Predictor,
     rates: Rates,
     progress: Progress | None,
+    where: tuple[Any, int] = (None, 1),
 ) -> MaxRateReport:
-    """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine."""
+    """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine; ``where``:
+    the executor the probes run on and how many a round."""
     eng = engine_config(request, config, profile)
     m = max_rate(
         config,
@@ -749,6 +760,8 @@ def _max_rate_run(
         overheads=_overheads(request, profile, eng, fit),  # every probe with the same engine
         topology=topo,
         engine=eng,
+        executor=where[0],
+        at_once=where[1],
     )
     cost = sim_cost(m.at_rate, rates) if m.at_rate else None
     return MaxRateReport(request, config, m, profile, topo, cost, fit)
