@@ -144,7 +144,7 @@ def test_scheduler_dask_without_a_sweep_is_refused(capsys):
 
 
 @pytest.mark.slow
-def test_max_rate_and_a_fit_on_a_local_dask_cluster(tmp_path, capsys, one_process):
+def test_max_rate_a_sweep_and_a_fit_on_a_local_dask_cluster(tmp_path, capsys, one_process, sweep_one):
     """The command line's ``--scheduler dask``: the same rate to ``rel_tol`` (the default 0.02)."""
     pytest.importorskip("distributed")
     import json
@@ -162,4 +162,89 @@ def test_max_rate_and_a_fit_on_a_local_dask_cluster(tmp_path, capsys, one_proces
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cl, Client(cl) as c:
         two = fit_serving(runs, sim, **FIT, executor=c)
+        _same(_sweep(c), sweep_one)
     assert two.to_dict() == fit_serving(runs, sim, **FIT).to_dict()
+
+
+SWEEP = dict(device="h100", rates="1000,20000,60000", requests=100, slo_ttft=0.0012, slo_tpot=0.0003)
+
+
+def _sweep(executor=None, **kw):
+    from graphs.serving.present.simulation_report import run_simulation
+    from graphs.serving.sim.simulation_request import SimulationRequest
+    from models.catalog import get_model
+
+    return run_simulation(SimulationRequest(**{**SWEEP, **kw}), get_model("tiny"), executor=executor)
+
+
+def _same(a, b):
+    assert len(a.runs) == len(b.runs)
+    for x, y in zip(a.runs, b.runs, strict=True):
+        assert x.request.rate == y.request.rate and x.to_dict() == y.to_dict()
+        for k, v in x.result.per_request.items():
+            np.testing.assert_array_equal(v, y.result.per_request[k])  # request by request, exactly
+
+
+@pytest.fixture(scope="module")
+def sweep_one():
+    return _sweep()
+
+
+def test_a_sweep_is_one_run_a_rate(sweep_one):
+    """Each rate's run is the ``--rate`` run at that rate: the sweep adds nothing but the loop."""
+    from graphs.serving.present.simulation_report import RateSweepReport
+
+    assert isinstance(sweep_one, RateSweepReport)
+    assert [r.request.rate for r in sweep_one.runs] == [1000.0, 20000.0, 60000.0]  # the order given
+    alone = _sweep(rates=None, rate=20000.0)
+    x = sweep_one.runs[1]
+    assert x.to_dict() == alone.to_dict()
+    text = sweep_one.to_text()
+    assert "3 rate(s), 100 requests each" in text and "20,000" in text and "goodput" in text
+    assert [d["rate"] for d in sweep_one.to_dict()["rates"]] == [1000.0, 20000.0, 60000.0]
+
+
+def test_a_sweep_on_threads_is_the_one_process_sweep(sweep_one):
+    with ThreadPoolExecutor(3) as ex:
+        _same(_sweep(ex), sweep_one)
+
+
+def test_a_sweep_in_spawned_processes_knows_a_user_device(fresh_catalog):
+    """The runs pickle (request, config, predictor, prices) and carry the device as this process
+    resolved it: a fresh process that knows only the shipped catalog runs them."""
+    from costmodel.hardware import get_device, register_device
+
+    register_device(get_device("h100").replace(name="my-h100"))
+    one = _sweep(device="my-h100", rates="1000,60000")
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
+        _same(_sweep(ex, device="my-h100", rates="1000,60000"), one)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"rate": 5.0}, r"--rates simulates the drawn workload at each rate; drop --rate"),
+        ({"max_rate": True}, r"drop --max-rate"),
+        ({"concurrency": 4}, r"drop --concurrency"),
+        ({"rates": "10,x"}, r"--rates must be a comma list of rates \(requests/s\), got 'x'"),
+        ({"rates": "0"}, r"rates"),
+        ({"rates": ",".join(["1"] * 65)}, r"--rates takes at most 64 rates, got 65"),
+        ({"csv": "out.csv"}, r"--rates prints one line a rate; drop --csv"),
+    ],
+)
+def test_a_sweep_refuses_what_does_not_go_with_it(kw, message):
+    from graphs.serving.sim.simulation_request import SimulationRequest
+
+    with pytest.raises(CostModelError, match=message):
+        SimulationRequest(**{**SWEEP, **kw})
+
+
+def test_the_command_line_sweep(capsys, tmp_path):
+    import json
+
+    argv = ["simulate", "tiny", "--device", "h100", "--rates", "1000,60000", "--requests", "50", "--quiet"]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["rate"] for d in doc["rates"]] == [1000.0, 60000.0]
+    assert main([*argv, "--html", str(tmp_path / "x.html")]) == 2
+    assert "--html draws one run's page" in capsys.readouterr().err

@@ -57,11 +57,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     fit = load_predict_file(args)  # sets args.predict from the file
     _check_outputs(args)
     req = request_of(args)
-    if args.scheduler == "dask" and not req.max_rate:
+    if args.scheduler == "dask" and not (req.max_rate or req.rates):
         raise CostModelError(
-            "--scheduler dask runs --max-rate's probes: one simulation has nothing to spread (add --max-rate)"
+            "--scheduler dask runs --max-rate's probes or --rates' runs: one simulation has nothing to "
+            "spread (add --max-rate or --rates)"
         )
-    bar = ("max-rate", "probes") if req.max_rate else ("simulate", "requests")
+    if req.rates and args.html:
+        raise CostModelError("--html draws one run's page: give --rate (--rates prints one line a rate)")
+    bar = (
+        ("max-rate", "probes")
+        if req.max_rate
+        else ("rates", "runs")
+        if req.rates
+        else ("simulate", "requests")
+    )
     with dask_client(args, preload=_WORKER_MODULES, background=True) as client:
         cfg = apply_dtypes(resolve_model(args.model, args), args)
         report = run_simulation(
@@ -76,7 +85,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             at_once=max(1, args.workers),
         )
     keep(args, report=report)
-    if not req.max_rate:
+    if not (req.max_rate or req.rates):
         _write_files(args, report)
     print(dump(report.to_dict()) if args.json else report.to_text())
     if args.csv and not args.json:
@@ -156,6 +165,12 @@ def add_simulate_parser(sub: Any) -> None:
         type=float,
         default=None,
         help="requests per second (with --turns: conversations started per second)",
+    )
+    sp.add_argument(
+        "--rates",
+        default=None,
+        help="a rate sweep: comma list of requests/s, the same drawn workload simulated at each, one "
+        "line a rate (independent runs: with --scheduler dask all at once)",
     )
     sp.add_argument(
         "--requests",
@@ -305,4 +320,6 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_simulate)
     add_html_option(sp, "simulate")
-    add_dask_options(sp, "--max-rate's probes (--workers at once: a k-section of the bracket)")
+    add_dask_options(
+        sp, "--max-rate's probes (--workers at once: a k-section of the bracket) or --rates' runs"
+    )

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["map_ordered", "send_once", "submit"]
+from costmodel.hardware import Hardware, active_catalog, register_device
+
+__all__ = ["known_devices", "map_ordered", "send_once", "submit"]
 
 T = TypeVar("T")
 
@@ -73,7 +75,28 @@ def send_once(executor: Any, obj: Any) -> Any:
     return executor.scatter([obj], broadcast=True, hash=False)[0]
 
 
-def map_ordered(executor: Any | None, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> list[T]:
+def known_devices(devices: dict[str, Hardware]) -> None:
+    """The devices as the submitting process resolved them, registered here (in a worker) where
+    this process's catalog lacks or differs from them (a ``--hw-file`` device, or one replaced with
+    ``--hw-override``): a worker process knows only the shipped catalog.
+
+    Parameters
+    ----------
+    devices : dict of str to Hardware
+        Each name the task uses and its spec.
+    """
+    cat = active_catalog()
+    for name, hw in devices.items():
+        if name not in cat or cat.get(name) != hw:
+            register_device(hw, aliases=[name] if name != hw.name else None, replace=True)
+
+
+def map_ordered(
+    executor: Any | None,
+    fn: Callable[..., T],
+    calls: Sequence[tuple[Any, ...]],
+    each: Callable[[int], None] | None = None,
+) -> list[T]:
     """``[fn(*args) for args in calls]``, on ``executor`` when one is given (every call submitted
     at once, ranked in the given order, the results taken in that order: the list is the one
     this process computes).
@@ -86,17 +109,28 @@ def map_ordered(executor: Any | None, fn: Callable[..., T], calls: Sequence[tupl
         The task.
     calls : sequence of tuple
         Each call's arguments.
+    each : callable, optional
+        ``each(done)`` as each result is taken, in order (a progress bar).
 
     Returns
     -------
     list
         The results, in the order of ``calls``.
     """
+    out: list[T] = []
     if executor is None:
-        return [fn(*args) for args in calls]
+        for args in calls:
+            out.append(fn(*args))
+            if each is not None:
+                each(len(out))
+        return out
     futures = [submit(executor, float(i), fn, *args) for i, args in enumerate(calls)]
     try:
-        return [f.result() for f in futures]
+        for f in futures:
+            out.append(f.result())
+            if each is not None:
+                each(len(out))
+        return out
     finally:
         for f in futures:
             f.cancel()  # those not taken, after an error in one

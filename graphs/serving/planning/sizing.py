@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.hardware import Hardware, active_catalog, get_device, register_device
+from costmodel.hardware import Hardware, get_device
 from costmodel.results import Result, plain
 
 from ..engines import EngineOverheads, EngineProfile
@@ -79,7 +79,7 @@ from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
 from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, device_rates, totals_cost
-from .executors import send_once, submit
+from .executors import known_devices, send_once, submit
 from .run_cards import RunOutcome, load_outcome, requests_digest, run_key, save_outcome
 
 __all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
@@ -680,10 +680,7 @@ def _run_config(
     the submitting process resolved them registered where the worker's catalog lacks or differs
     from them (a ``--hw-file`` device, or one it replaced with ``--hw-override``)."""
     keep_ledgers(ledgers)
-    cat = active_catalog()
-    for name, hw in devices.items():
-        if name not in cat or cat.get(name) != hw:
-            register_device(hw, aliases=[name] if name != hw.name else None, replace=True)
+    known_devices(devices)
     return _run(as_workload(config), *args)
 
 
