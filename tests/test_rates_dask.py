@@ -64,6 +64,19 @@ def test_a_k_section_finds_the_one_process_rate_to_its_tolerance(one_process, at
     )
 
 
+@pytest.mark.parametrize("at_once", [2, 3])
+def test_a_first_probe_that_misses_brackets_downwards(at_once):
+    """Starting above the threshold (about 43,000/s) at 50,000/s: the rounds go
+    down by halvings from the lowest miss (the doublings probed with it are moot), and the rate
+    is the bisection's to rel_tol."""
+    one = max_rate("tiny", "h100", **MR, start=50_000.0)
+    with ThreadPoolExecutor(at_once) as ex:
+        m = max_rate("tiny", "h100", **MR, start=50_000.0, executor=ex, at_once=at_once)
+    assert not one.probes[0][1] and not m.probes[0][1]  # 50,000/s misses
+    assert len({p[0] for p in m.probes}) == len(m.probes)  # no rate probed twice
+    assert one.rate is not None and m.rate is not None and abs(m.rate / one.rate - 1) <= MR["rel_tol"]
+
+
 def test_probes_in_spawned_processes_know_a_user_device(fresh_catalog, one_process):
     """A device only this process knows (``--hw-file``) reaches fresh worker processes: each probe
     carries the device's spec, not its name; the rate is the one-process rate to rel_tol."""

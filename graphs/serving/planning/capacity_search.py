@@ -244,8 +244,9 @@ def max_rate(
             if chain[-1] >= ceiling:
                 break
             rate = min(chain[-1] * 2, ceiling)
-        else:  # every one missed: down
-            up, rate = False, chain[-1] / 2
+        else:  # the lowest probed missed: down from it (probes above it, taken with it, are moot)
+            assert hi is not None
+            up, rate = False, hi / 2
             if rate < RATE_RANGE[0]:
                 break
     if lo is not None and hi is not None:
