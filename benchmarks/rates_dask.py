@@ -67,6 +67,8 @@ def main() -> None:
                 assert isinstance(a1, float)
                 rel = [abs(float(x) / a1 - 1) for x in a2]  # type: ignore[arg-type]
                 print(f"  rate one process {a1:.4g} req/s; dask's within {max(rel):.2%} (tolerance 2 %)")
+                n1, n2 = (len(json.loads(x[2])["probes"]) for x in (one[0], two[0]))
+                print(f"  probes: {n1} one after another, {n2} two a round")
             else:
                 print(f"  runs identical: {all(x == a1 for x in a2)}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
