@@ -77,7 +77,7 @@ def test_a_client_that_cannot_be_made_raises_where_it_is_used():
 
 
 def test_the_requests_go_once_to_an_executor_that_scatters():
-    from graphs.serving.planning.sizing import _sent_once
+    from graphs.serving.planning.executors import send_once as _sent_once
 
     reqs = [object(), object()]
     with ThreadPoolExecutor(1) as ex:
@@ -98,7 +98,7 @@ def test_dask_tasks_queue_by_the_search_bound():
     highest priority first), no key derived from the arguments; a ``concurrent.futures`` executor
     takes neither keyword."""
     from graphs.cli.dask_option import _LOCAL_WORKER_CONFIG
-    from graphs.serving.planning.sizing import _submit
+    from graphs.serving.planning.executors import submit as _submit
 
     class Dask:
         def scatter(self, *a, **k): ...

@@ -17,12 +17,16 @@ from typing import Any
 from costmodel.measured.corpus import FRAMEWORKS  # stdlib only: --help stays light
 
 from .common import dump, progress_bar
+from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
 from .html_option import add_html_option, keep
 from .options import check_output_path
 from .predict_option import add_predict_option
 
 __all__ = ["add_calibrate_parser", "measured_devices", "request_of"]
+
+#: what a local Dask worker imports while it starts: the fit's simulations
+_WORKER_MODULES = ("graphs.serving.planning.serving_fit",)
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -160,13 +164,15 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
     check_output_path(args.out, "-o")
     req = request_of(args)
     bar = sys.stderr.isatty() and not args.quiet  # a terminal: one bar, else the step lines
-    report = run_serving_fit(
-        req,
-        resolve_config(args),
-        say=None if args.quiet else _say(False),
-        progress=_say(args.quiet or bar),
-        ticks=progress_bar("fit", args.quiet, unit="simulations (at most)") if bar else None,
-    )
+    with dask_client(args, preload=_WORKER_MODULES, background=True) as client:
+        report = run_serving_fit(
+            req,
+            resolve_config(args),
+            say=None if args.quiet else _say(False),
+            progress=_say(args.quiet or bar),
+            ticks=progress_bar("fit", args.quiet, unit="simulations (at most)") if bar else None,
+            executor=client,
+        )
     keep(args, report=report)
     print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
@@ -269,5 +275,6 @@ def add_calibrate_parser(sub: Any) -> None:
     )
     sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sv.add_argument("--json", action="store_true", help="machine-readable output")
+    add_dask_options(sv, "the fit's simulations (every run at one parameter vector at once)")
     sv.set_defaults(func=cmd_calibrate_serving)
     add_html_option(sv, "calibrate")

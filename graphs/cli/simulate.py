@@ -12,6 +12,7 @@ from graphs.serving.sim.simulation_request import DRAWN_DEFAULTS
 
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
+from .dask_option import add_dask_options, dask_client
 from .engine_option import LIST, add_engine_options, engine_list, profile_of
 from .group_options import add_group_options
 from .html_option import add_html_option, keep
@@ -21,6 +22,8 @@ from .spec_options import add_spec_options
 
 #: the timeline figure beside ``--plot``'s latency CDFs
 _TIMELINE = "timeline"
+#: what a local Dask worker imports while it starts: the probes' simulations
+_WORKER_MODULES = ("graphs.serving.planning.capacity_search",)
 
 __all__ = ["add_simulate_parser", "cmd_simulate", "request_of"]
 
@@ -54,19 +57,35 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     fit = load_predict_file(args)  # sets args.predict from the file
     _check_outputs(args)
     req = request_of(args)
-    cfg = apply_dtypes(resolve_model(args.model, args), args)
-    bar = ("max-rate", "probes") if req.max_rate else ("simulate", "requests")
-    report = run_simulation(
-        req,
-        cfg,
-        predictor=predictor_of(args),
-        fit=fit,
-        rates=rates_of(args, [args.device])[args.device],
-        check_context=lambda tokens, field: check_context(args, tokens, field),
-        progress=progress_bar(bar[0], args.quiet, bar[1]),
+    if args.scheduler == "dask" and not (req.max_rate or req.rates):
+        raise CostModelError(
+            "--scheduler dask runs --max-rate's probes or --rates' runs: one simulation has nothing to "
+            "spread (add --max-rate or --rates)"
+        )
+    if req.rates and args.html:
+        raise CostModelError("--html draws one run's page: give --rate (--rates prints one line a rate)")
+    bar = (
+        ("max-rate", "probes")
+        if req.max_rate
+        else ("rates", "runs")
+        if req.rates
+        else ("simulate", "requests")
     )
+    with dask_client(args, preload=_WORKER_MODULES, background=True) as client:
+        cfg = apply_dtypes(resolve_model(args.model, args), args)
+        report = run_simulation(
+            req,
+            cfg,
+            predictor=predictor_of(args),
+            fit=fit,
+            rates=rates_of(args, [args.device])[args.device],
+            check_context=lambda tokens, field: check_context(args, tokens, field),
+            progress=progress_bar(bar[0], args.quiet, bar[1]),
+            executor=client,
+            at_once=max(1, args.workers),
+        )
     keep(args, report=report)
-    if not req.max_rate:
+    if not (req.max_rate or req.rates):
         _write_files(args, report)
     print(dump(report.to_dict()) if args.json else report.to_text())
     if args.csv and not args.json:
@@ -146,6 +165,12 @@ def add_simulate_parser(sub: Any) -> None:
         type=float,
         default=None,
         help="requests per second (with --turns: conversations started per second)",
+    )
+    sp.add_argument(
+        "--rates",
+        default=None,
+        help="a rate sweep: comma list of requests/s, the same drawn workload simulated at each, one "
+        "line a rate (independent runs: with --scheduler dask all at once)",
     )
     sp.add_argument(
         "--requests",
@@ -295,3 +320,6 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_simulate)
     add_html_option(sp, "simulate")
+    add_dask_options(
+        sp, "--max-rate's probes (--workers at once: a k-section of the bracket) or --rates' runs"
+    )

@@ -1,4 +1,4 @@
-"""The highest request rate a deployment serves within its latency SLOs (bisection over rates).
+r"""The highest request rate a deployment serves within its latency SLOs (bisection over rates).
 
 A rate *meets* the SLOs when the ``percentile`` (default P99) of TTFT is at most ``slo_ttft``
 and that of TPOT at most ``slo_tpot``, over a simulation of ``requests`` requests whose lengths
@@ -14,6 +14,19 @@ mean tokens per request: prompt plus output minus one, since the first output to
 the prefill). When even the ceiling meets the SLOs, the
 workload was too small to load the deployment (a few requests never queue): the result says so
 (``saturated`` False) and gives no rate, rather than one no device could serve.
+
+With an ``executor`` (a Dask ``Client`` or any ``concurrent.futures`` executor,
+:mod:`graphs.serving.planning.executors`) the search probes ``at_once`` rates a round, each a task
+carrying the model's config, the device's spec and the drawn requests: the bracket goes up (or
+down) ``at_once`` doublings (halvings) a round, taken in order to the first miss (first meet),
+and the bracket is then cut into ``k = at_once + 1`` equal parts in log space (a k-section: the
+points :math:`lo\,(hi/lo)^{j/k}`, :math:`j = 1..k-1`), the new bracket the two points around the
+first miss. A round narrows the bracket by :math:`k` where a bisection narrows it by 2, so
+:math:`\lceil \log_k(\ln(hi/lo) / \ln(1 + rel\_tol)) \rceil` rounds instead of
+:math:`\lceil \log_2 ... \rceil`. Both searches end with a bracket ``[lo, hi]``, ``lo`` meeting
+and ``hi`` missing, ``hi / lo <= 1 + rel_tol``; where meeting the SLOs is monotone in the rate
+both brackets hold the threshold rate, so the two answers agree to ``rel_tol``:
+:math:`|lo_a / lo_b - 1| \le rel\_tol`. ``at_once = 1`` is the bisection, probe for probe.
 """
 
 from __future__ import annotations
@@ -34,8 +47,10 @@ from ..sim.data_parallel import rank_step
 from ..sim.engine import EngineConfig
 from ..sim.requests import RATE_RANGE, Request, synthetic
 from ..sim.simulator import SimResult, Topology, simulate
+from ..step.ledger_fit import keep_ledgers, ledgers_of
 from ..step.mixed import mixed_step
 from ..step.workload import as_workload
+from .executors import map_ordered, send_once
 
 __all__ = ["MaxRate", "max_rate", "ceiling_rate"]
 
@@ -119,9 +134,12 @@ def max_rate(
     rel_tol: float = 0.02,
     max_probes: int = 30,
     progress: Callable[[int, int], None] | None = None,
+    executor: Any = None,
+    at_once: int = 2,
     **sim: Any,
 ) -> MaxRate:
-    """Bisect the request rate (module doc); ``sim`` goes to :func:`simulate` (topology, engine).
+    """Bisect the request rate (module doc; with an ``executor``, ``at_once`` probes a round: a
+    k-section); ``sim`` goes to :func:`simulate` (topology, engine).
 
     Parameters
     ----------
@@ -149,6 +167,11 @@ def max_rate(
         The most simulations run.
     progress : callable, optional
         ``progress(done, total)`` in probes.
+    executor : Any, optional
+        A Dask ``Client`` or ``concurrent.futures`` executor the probes run on (None: this
+        process, one probe at a time: the bisection).
+    at_once : int
+        With ``executor``: the rates probed a round (module doc), in ``[1, 256]``.
     **sim
         The rest of :func:`simulate`'s keywords (topology, engine, predictor ...).
 
@@ -160,8 +183,12 @@ def max_rate(
     Raises
     ------
     CostModelError
-        When neither SLO is given or ``percentile`` is out of range.
+        When neither SLO is given, or ``percentile`` or ``at_once`` is out of range.
     """
+    if not (isinstance(at_once, int) and 1 <= at_once <= 256):
+        raise CostModelError(
+            f"max_rate's at_once (probes a round) must be a whole number in [1, 256], got {at_once!r}"
+        )
     if slo_ttft is None and slo_tpot is None:
         raise CostModelError("max_rate needs at least one SLO (slo_ttft or slo_tpot)")
     if not 0 < percentile <= 100:
@@ -171,41 +198,92 @@ def max_rate(
     settings = _Workload(requests=requests, seed=seed, prompt=prompt, output=output, arrival=arrival)
     probes: list[tuple[float, bool, float, float]] = []
     results: dict[float, SimResult] = {}
+    slos = (slo_ttft, slo_tpot, percentile)
+    width = at_once if executor is not None else 1
+    if executor is None:
+        where: tuple[Any, Any, Any] = (config, device, base)
+        ledgers: dict[tuple[Any, ...], Any] = {}
+    else:  # each task carries the config and the device's spec (a worker may know neither name)
+        where = (as_workload(config).config, get_device(device), send_once(executor, list(base)))
+        ledgers = ledgers_of(where[0])  # the ones ceiling_rate built: a worker keeps them
 
-    def meets(rate: float) -> bool:
-        reqs = [replace(r, arrival_s=r.arrival_s / rate) for r in base]
-        res = simulate(config, device, reqs, slo_ttft=slo_ttft, slo_tpot=slo_tpot, rate=rate, **sim)
-        t, p = _pct(res.per_request["ttft_s"], percentile), _pct(res.per_request["tpot_s"], percentile)
-        ok = (slo_ttft is None or t <= slo_ttft) and (slo_tpot is None or p <= slo_tpot)
-        probes.append((rate, ok, t, p))
-        results[rate] = res
-        if progress:
-            progress(len(probes), max_probes)
-        return ok
+    def meets(rates: list[float]) -> list[bool]:
+        """Probe ``rates`` (at once on the executor), each recorded in order."""
+        out = map_ordered(executor, _probe, [(*where, r, slos, ledgers, sim) for r in rates])
+        oks = []
+        for rate, (t, p, res) in zip(rates, out, strict=True):
+            ok = (slo_ttft is None or t <= slo_ttft) and (slo_tpot is None or p <= slo_tpot)
+            probes.append((rate, ok, t, p))
+            results[rate] = res
+            oks.append(ok)
+            if progress:
+                progress(len(probes), max_probes)
+        return oks
 
     lo, hi = None, None
-    rate = min(start, ceiling)
-    while len(probes) < max_probes:  # bracket
-        if meets(rate):
-            lo = rate
-            if rate >= ceiling:
+    rate, up = min(start, ceiling), True
+    while len(probes) < max_probes:  # bracket: doublings up to the first miss, then halvings to a meet
+        chain = [rate]
+        while len(chain) < min(width, max_probes - len(probes)):
+            nxt = min(chain[-1] * 2, ceiling) if up else chain[-1] / 2
+            if (up and chain[-1] >= ceiling) or (not up and nxt < RATE_RANGE[0]):
                 break
-            rate = min(rate * 2, ceiling)
-        else:
-            hi, rate = rate, rate / 2
+            chain.append(nxt)
+        for r, ok in zip(chain, meets(chain), strict=True):
+            if ok:
+                lo = r
+                if not up:
+                    break
+            else:
+                hi = r
+                if up:
+                    break
         if lo is not None and hi is not None:
             break
-        if rate < RATE_RANGE[0]:
-            break
+        if up and lo is not None:  # every one met
+            if chain[-1] >= ceiling:
+                break
+            rate = min(chain[-1] * 2, ceiling)
+        else:  # the lowest probed missed: down from it (probes above it, taken with it, are moot)
+            assert hi is not None
+            up, rate = False, hi / 2
+            if rate < RATE_RANGE[0]:
+                break
     if lo is not None and hi is not None:
         while hi / lo > 1 + rel_tol and len(probes) < max_probes:
-            mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+            n = min(width, max_probes - len(probes))
+            pts = (
+                [math.sqrt(lo * hi)] if n == 1 else [lo * (hi / lo) ** (j / (n + 1)) for j in range(1, n + 1)]
+            )
+            for r, ok in zip(pts, meets(pts), strict=True):
+                if not ok:
+                    hi = r
+                    break
+                lo = r
     common = (percentile, slo_ttft, slo_tpot, tuple(probes))
     if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
         return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)
     devices = results[lo].topology.devices
     return MaxRate(lo, lo / devices, *common, results[lo], ceiling, True, **settings)
+
+
+def _probe(
+    config: Any,
+    device: Any,
+    base: Sequence[Request],
+    rate: float,
+    slos: tuple[float | None, float | None, float],
+    ledgers: dict[tuple[Any, ...], Any],
+    sim: dict[str, Any],
+) -> tuple[float, float, SimResult]:
+    """One probe (here or in a worker): ``base``'s arrival times scaled to ``rate``, simulated;
+    its TTFT and TPOT at the percentile and the result. ``ledgers``: the memory ledgers the
+    submitting process built, kept here (a worker otherwise walks the model's graph for them)."""
+    keep_ledgers(ledgers)
+    slo_ttft, slo_tpot, q = slos
+    reqs = [replace(r, arrival_s=r.arrival_s / rate) for r in base]
+    res = simulate(config, device, reqs, slo_ttft=slo_ttft, slo_tpot=slo_tpot, rate=rate, **sim)
+    return _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q), res
 
 
 def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: Any) -> float:
@@ -236,8 +314,15 @@ def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: A
     step = mixed_step(w, hw, tp=topo.tp)
     if topo.dp > 1:  # a replica is a group of dp ranks stepping together: the group's ceiling
         group = rank_step(
-            w, hw, step, step, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel,
-            dispatch=topo.moe_dispatch, predictor=Predictor(),
+            w,
+            hw,
+            step,
+            step,
+            dp=topo.dp,
+            tp=topo.tp,
+            expert_parallel=topo.expert_parallel,
+            dispatch=topo.moe_dispatch,
+            predictor=Predictor(),
         )
         c = group.group_max_tokens_per_s(eng.max_num_batched_tokens, eng.iteration_overhead_s)
     else:

@@ -61,6 +61,7 @@ import numpy as np
 
 from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
+from costmodel.hardware import Hardware, get_device
 from costmodel.measured.corpus import FP8_SCALES
 from costmodel.outfiles import atomic_write
 from costmodel.safefile import read_user_file, unique_keys
@@ -71,7 +72,9 @@ from ..pricing.predictor import Predictor
 from ..sim.engine import EngineConfig
 from ..sim.simulator import Topology, simulate
 from ..step.mixed import mixed_step
+from ..step.workload import Workload
 from .bench_results import BenchRun
+from .executors import map_ordered, send_once
 
 __all__ = [
     "COLLINEAR_COS",
@@ -294,6 +297,13 @@ def _simulate(run: BenchRun, theta: dict[str, float], base: EngineOverheads, sim
     return sim(run.requests, base.with_terms(**theta), run.concurrency)
 
 
+def _simulate_one(
+    runs: Sequence[BenchRun], i: int, theta: dict[str, float], base: EngineOverheads, sim: Callable[..., Any]
+) -> Any:
+    """Run ``i`` of ``runs`` simulated at ``theta`` (here or in a worker, which takes ``runs`` once)."""
+    return _simulate(runs[i], theta, base, sim)
+
+
 #: ``simulate_run`` of :func:`fit_serving`: one simulator for every run, or one per run
 SimulateRun = Callable[[list[Any], EngineOverheads, int | None], Any]
 
@@ -422,6 +432,7 @@ def fit_serving(
     metrics: Sequence[str] = METRICS,
     min_tpot_s: float | None = None,
     ticks: Callable[[int, int], None] | None = None,
+    executor: Any = None,
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
@@ -438,7 +449,11 @@ def fit_serving(
     is refused, naming the run and the bound. ``ticks(done, most)`` is called after each run's
     simulation, ``most`` the simulations the fit takes at most (a progress bar). ``kernel_scale`` never goes below 1 when the kernels
     are priced at their bound (``predict`` None), and a term that ends at a bound of its range is
-    reported held there (:attr:`ServingFit.at_bound`), with no standard error.
+    reported held there (:attr:`ServingFit.at_bound`), with no standard error. With an
+    ``executor`` the simulations of one evaluation (every run at one parameter vector; every
+    Jacobian column's; every run at the fit) run there at once, each a task carrying its run,
+    the terms and ``simulate_run`` (picklable where the executor pickles: :func:`simulate_with`'s
+    is): the fit is the one this process computes, the same simulations taken in the same order.
 
     Parameters
     ----------
@@ -473,6 +488,9 @@ def fit_serving(
         The roofline's shortest TPOT (s); a faster run is refused.
     ticks : callable, optional
         ``ticks(done, most)`` after each simulation.
+    executor : Any, optional
+        A Dask ``Client`` or ``concurrent.futures`` executor the simulations run on
+        (:mod:`graphs.serving.planning.executors`; None: this process).
 
     Returns
     -------
@@ -524,16 +542,31 @@ def fit_serving(
     most = len(fit_idx) * (1 + iterations * (p + 3) + p) + len(runs)
     done = [0]
 
-    def sim(i: int, th: dict[str, float]) -> Any:
-        res = _simulate(runs[i], th, base, sims[i])
-        done[0] += 1
-        if ticks is not None:
-            ticks(done[0], most)
-        return res
+    sent = send_once(executor, list(runs)) if executor is not None else runs
+
+    def sim_all(calls: list[tuple[int, dict[str, float]]]) -> list[Any]:
+        """Run ``i`` simulated at terms ``th`` for each call (at once on the executor), in order."""
+        out = map_ordered(executor, _simulate_one, [(sent, i, th, base, sims[i]) for i, th in calls])
+        for _ in out:
+            done[0] += 1
+            if ticks is not None:
+                ticks(done[0], most)
+        return out
+
+    def residuals_at(ths: list[dict[str, float]]) -> list[np.ndarray]:
+        """The relative residuals of the fitted runs at each of ``ths``."""
+        res = sim_all([(i, th) for th in ths for i in fit_idx])
+        n = len(fit_idx)
+        out = []
+        for j in range(len(ths)):
+            pred = [
+                _predicted(runs[i], r, read) for i, r in zip(fit_idx, res[j * n : (j + 1) * n], strict=True)
+            ]
+            out.append((np.concatenate(pred) - y) / y)
+        return out
 
     def residuals(th: dict[str, float]) -> np.ndarray:
-        pred = [_predicted(runs[i], sim(i, th), read) for i in fit_idx]
-        return (np.concatenate(pred) - y) / y
+        return residuals_at([th])[0]
 
     h = np.array([_STEP[t] for t in terms])
     lows = _lower_bounds(predict)
@@ -547,11 +580,10 @@ def fit_serving(
     def jacobian(v: np.ndarray, r0: np.ndarray) -> np.ndarray:
         """Forward differences, in units of each term's step: columns of like size (backward for a
         term within a step of the top of its range)."""
-        cols = []
-        for k in range(p):
-            e = h * (np.arange(p) == k)
-            up = v[k] + h[k] <= hi[k]
-            cols.append(residuals(at(v + e)) - r0 if up else r0 - residuals(at(v - e)))
+        ups = [bool(v[k] + h[k] <= hi[k]) for k in range(p)]
+        ths = [at(v + h * (np.arange(p) == k) if ups[k] else v - h * (np.arange(p) == k)) for k in range(p)]
+        rs = residuals_at(ths)
+        cols = [rs[k] - r0 if ups[k] else r0 - rs[k] for k in range(p)]
         return np.stack(cols, axis=1)
 
     r = residuals(at(x))
@@ -605,9 +637,8 @@ def fit_serving(
             stderr[t] = None
     names = ", ".join(sorted({r.source for r in fitted}))
     fitted_ov = base.with_terms(**theta, basis=f"fitted to {len(fitted)} run(s) of {names}"[:300])
-    errs = []
-    for i, run in enumerate(runs):
-        errs.append(_errors(run, sim(i, theta), i in fit_idx))
+    final = sim_all([(i, theta) for i in range(len(runs))])
+    errs = [_errors(run, res, i in fit_idx) for i, (run, res) in enumerate(zip(runs, final, strict=True))]
     if ticks is not None:
         ticks(most, most)
     return ServingFit(
@@ -691,24 +722,38 @@ def simulate_with(
     Returns
     -------
     SimulateRun
-        ``simulate_run(requests, overheads, concurrency) -> SimResult``.
+        ``simulate_run(requests, overheads, concurrency) -> SimResult``, picklable (the config,
+        the device's spec and the predictor in it: a worker process runs it).
     """
-    pred = Predictor.of(predict, fp8_scales=fp8_scales)
-    topo = Topology(tp=tp)
+    return _SimulateWith(config, get_device(device), tp, Predictor.of(predict, fp8_scales=fp8_scales), engine)
 
-    def run(requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
+
+@dataclass(frozen=True)
+class _SimulateWith:
+    """:func:`simulate_with`'s simulator: plain values (the config, the device's spec, the
+    predictor), so that it pickles to a worker process that knows neither name."""
+
+    config: Any
+    device: Hardware
+    tp: int
+    predictor: Predictor
+    engine: EngineConfig | None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        config = self.config.config if isinstance(self.config, Workload) else self.config
+        return (_SimulateWith, (config, self.device, self.tp, self.predictor, self.engine))
+
+    def __call__(self, requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
         return simulate(
-            config,
-            device,
+            self.config,
+            self.device,
             requests,
-            topology=topo,
-            engine=engine,
-            predictor=pred,
+            topology=Topology(tp=self.tp),
+            engine=self.engine,
+            predictor=self.predictor,
             overheads=ov,
             concurrency=concurrency,
         )
-
-    return run
 
 
 def write_fit(fit: ServingFit, path: str, flag: str = "-o") -> None:

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.hardware import Hardware, active_catalog, get_device, register_device
+from costmodel.hardware import Hardware, get_device
 from costmodel.results import Result, plain
 
 from ..engines import EngineOverheads, EngineProfile
@@ -79,6 +79,7 @@ from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
 from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, device_rates, totals_cost
+from .executors import known_devices, send_once, submit
 from .run_cards import RunOutcome, load_outcome, requests_digest, run_key, save_outcome
 
 __all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
@@ -572,7 +573,7 @@ def size_deployment(
                 tie += 1
     done: list[Deployment] = []
     futures: dict[tuple[_Family, int, int], Any] = {}  #: submitted to ``executor``, not yet taken
-    sent: Any = None  #: the requests as the executor's tasks take them (:func:`_sent_once`)
+    sent: Any = None  #: the requests as the executor's tasks take them (:func:`send_once`)
     #: the ledgers the bounds built (one a tp), sent with each task: a worker keeps them
     ledgers = ledgers_of(w.config) if executor is not None else {}
     # the devices as this process resolves them (a --hw-file's too): a worker process knows only
@@ -603,10 +604,10 @@ def size_deployment(
                 reqs_id,
             )  # fmt: skip
         else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
-            sent = _sent_once(executor, reqs) if sent is None else sent
+            sent = send_once(executor, list(reqs)) if sent is None else sent
             for lb_2, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
                 if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
-                    futures[(f2, a2, b2)] = _submit(
+                    futures[(f2, a2, b2)] = submit(
                         executor, lb_2,
                         _run_config, w.config, ledgers, hw_by_name, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
                         engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
@@ -664,34 +665,9 @@ def _bound(fam: _Family, devices: int, objective: str) -> tuple[float, float]:
     return (usd, float(devices)) if objective == "cost" else (float(devices), usd)
 
 
-def _submit(executor: Any, bound: float, fn: Callable[..., Deployment], *args: Any) -> Any:
-    """``fn(*args)`` submitted to ``executor``; on a Dask client (it has ``scatter``) with the
-    priority ``-bound``, so that of the tasks waiting for a worker the one with the lowest
-    objective bound (the next the search takes) runs first, ties in submission order (a new
-    generation each call, ``fifo_timeout=0``: Dask's 100 ms default leaves the submissions of one
-    step of the search unordered, a speculative one then running before the awaited one): the
-    candidate the search waits for, or a successor pushed after a miss (its bound below the
-    speculative ones submitted before it), is never queued behind a speculative one (a running
-    task is not pre-empted). No key is derived from the arguments (``pure=False``): no candidate
-    is submitted twice. A ``concurrent.futures`` executor runs them in submission order."""
-    if hasattr(executor, "scatter"):
-        return executor.submit(fn, *args, priority=-bound, fifo_timeout=0, pure=False)
-    return executor.submit(fn, *args)
-
-
 def _key(d: Deployment, objective: str) -> tuple[float, float]:
     usd = d.cost.usd_per_hour if d.cost is not None else math.inf
     return (usd, float(d.devices)) if objective == "cost" else (float(d.devices), usd)
-
-
-def _sent_once(executor: Any, reqs: Sequence[Request]) -> Any:
-    """The requests as every task on ``executor`` takes them: on a Dask client (it has
-    ``scatter``), sent to every worker once, unhashed (a task's arguments are pickled and, to
-    name the task, tokenised: 30,000 requests pickle to 1.3 MB and tokenise in about 3.6 s, per
-    task), the scattered future in their place; else the requests themselves."""
-    if not hasattr(executor, "scatter"):
-        return reqs
-    return executor.scatter([list(reqs)], broadcast=True, hash=False)[0]
 
 
 def _run_config(
@@ -704,10 +680,7 @@ def _run_config(
     the submitting process resolved them registered where the worker's catalog lacks or differs
     from them (a ``--hw-file`` device, or one it replaced with ``--hw-override``)."""
     keep_ledgers(ledgers)
-    cat = active_catalog()
-    for name, hw in devices.items():
-        if name not in cat or cat.get(name) != hw:
-            register_device(hw, aliases=[name] if name != hw.name else None, replace=True)
+    known_devices(devices)
     return _run(as_workload(config), *args)
 
 

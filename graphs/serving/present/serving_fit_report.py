@@ -321,6 +321,7 @@ def run_serving_fit(
     say: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
     ticks: Callable[[int, int], None] | None = None,
+    executor: Any = None,
 ) -> ServingFitReport:
     """Fit the engine overheads of ``request`` to its runs replayed on ``config`` (module doc),
     and write the fit file when the request names one.
@@ -342,6 +343,9 @@ def run_serving_fit(
         ``progress(line)`` for the fit's step lines.
     ticks : callable, optional
         ``ticks(done, most)`` after each simulation (a progress bar).
+    executor : Any, optional
+        A Dask ``Client`` or ``concurrent.futures`` executor the candidate simulations run on
+        (:func:`~graphs.serving.planning.serving_fit.fit_serving`: the same fit; None: this process).
 
     Returns
     -------
@@ -387,6 +391,7 @@ def run_serving_fit(
         fp8_scales=scales,
         min_tpot_s=roofline_tpot_s(config, dev, tp=tp),
         ticks=ticks,
+        executor=executor,
     )
     if request.out is not None:
         write_fit(fit, request.out)

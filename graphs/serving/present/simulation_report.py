@@ -9,7 +9,9 @@ prints:
   ends (:func:`graphs.serving.sim.intervals.simulate_interval`), with ``compare`` the bound and a
   measured run beside it (:mod:`.comparison`), and its cost (:func:`graphs.serving.planning.cost.sim_cost`);
 * ``max_rate``'s search (:class:`MaxRateReport`): the probes and the simulation at the rate found
-  (:func:`graphs.serving.planning.capacity_search.max_rate`).
+  (:func:`graphs.serving.planning.capacity_search.max_rate`);
+* ``rates``' sweep (:class:`RateSweepReport`): one run a rate, the same drawn workload at each,
+  independent runs (on an ``executor`` at once: each the run this process computes).
 
 Each report has ``to_text()`` (what ``costmodel simulate`` prints), ``to_dict()`` (what its
 ``--json`` prints) and ``to_html()`` (the page ``--html`` writes,
@@ -36,6 +38,7 @@ from ..engines import EngineOverheads, EngineProfile
 from ..planning.bench_results import BenchRun, read_results, replay_text
 from ..planning.capacity_search import MaxRate, max_rate
 from ..planning.cost import Rates, TokenCost, device_rates, sim_cost
+from ..planning.executors import known_devices, map_ordered
 from ..planning.serving_fit import ServingFit, read_fit
 from ..pricing.predictor import Predictor
 from ..sim.engine import EngineConfig, profile_engine
@@ -46,7 +49,7 @@ from ..sim.simulator import SimResult, Topology, simulate, steady_stagger_s
 from .comparison import Comparison, compare, measured_column, sim_column
 from .report_text import cost_text, interval_text, predict_file_line, predicted_lines
 
-__all__ = ["MaxRateReport", "SimulationReport", "engine_config", "run_simulation"]
+__all__ = ["MaxRateReport", "RateSweepReport", "SimulationReport", "engine_config", "run_simulation"]
 
 #: ``check_context(tokens, field)``: refuse (or warn about) a sequence past the model's context
 ContextCheck = Callable[[int, str], None]
@@ -439,6 +442,78 @@ class MaxRateReport:
         )
 
 
+@dataclass(frozen=True)
+class RateSweepReport:
+    """``rates``' sweep: one :class:`SimulationReport` a rate, in the order given.
+
+    Attributes
+    ----------
+    request : SimulationRequest
+        The settings it ran with (``rates`` given).
+    runs : tuple of SimulationReport
+        Each rate's run (its request's ``rate`` that rate).
+    """
+
+    request: SimulationRequest
+    runs: tuple[SimulationReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sweep as plain values (what ``simulate --rates --json`` prints): each run's
+        :meth:`SimulationReport.to_dict` with its ``rate``.
+
+        Returns
+        -------
+        dict
+        """
+        return {"rates": [{"rate": r.request.rate, **r.to_dict()} for r in self.runs]}
+
+    def to_text(self) -> str:
+        """What ``costmodel simulate --rates`` prints: what ran (the first run's head: the
+        workload, engine, notes and pricing, the same at every rate) and one line a rate: its
+        TTFT and TPOT percentiles (s), steady-state output tokens/s, goodput where SLOs are given,
+        and USD per million tokens.
+
+        Returns
+        -------
+        str
+        """
+        first = self.runs[0]
+        res = first.result
+        head = first._head()
+        out = [
+            f"{res.model} on {res.device}: {len(self.runs)} rate(s), {res.requests:,} requests each, "
+            f"{first.topology.devices} device(s)",
+            *head[1:],
+        ]
+        slo = self.request.slo_ttft is not None or self.request.slo_tpot is not None
+        cols = f"  {'req/s':>10s} {'TTFT P50 s':>10s} {'TTFT P99 s':>10s} {'TPOT P50 s':>10s} {'TPOT P99 s':>10s} {'out tok/s':>10s}"
+        out.append(cols + (f" {'goodput':>8s}" if slo else "") + f" {'$/M tok':>8s}")
+
+        def pct(v: float) -> str:  # no samples: every request ended at its first token (no TPOT)
+            return f"{v:10.4g}" if v == v else f"{'-':>10s}"
+
+        for r in self.runs:
+            x = r.result
+            tok = (
+                x.steady_output_tokens_per_s
+                if x.steady_output_tokens_per_s is not None
+                else x.output_tokens_per_s
+            )
+            lats = " ".join(pct(v) for v in (x.ttft.p50, x.ttft.p99, x.tpot.p50, x.tpot.p99))
+            line = f"  {r.request.rate:10,.6g} {lats} {tok:10,.0f}"
+            if slo:
+                g = x.goodput_requests_per_s
+                line += f" {g:8,.1f}" if g is not None else f" {'-':>8s}"
+            c = r.cost
+            line += f" {c.usd_per_m_tokens:8.3g}" if c is not None else f" {'-':>8s}"
+            out.append(line)
+        out.append(
+            "  out tok/s: steady state (first to last arrival); goodput: requests/s meeting the SLOs; "
+            "$/M tok: the deployment's $/h over every served token"
+        )
+        return "\n".join(out)
+
+
 def run_simulation(
     request: SimulationRequest,
     config: ModelConfig,
@@ -448,7 +523,9 @@ def run_simulation(
     rates: Rates | None = None,
     check_context: ContextCheck | None = None,
     progress: Progress | None = None,
-) -> SimulationReport | MaxRateReport:
+    executor: Any = None,
+    at_once: int = 2,
+) -> SimulationReport | MaxRateReport | RateSweepReport:
     """Run what ``request`` asks for on ``config`` and return its report (module doc).
 
     Parameters
@@ -469,12 +546,20 @@ def run_simulation(
         ``check_context(tokens, field)`` refusing a request longer than the model's context (None:
         :meth:`ModelConfig.check_context`).
     progress : callable, optional
-        ``progress(done, total)`` of the requests simulated (of the probes under ``max_rate``).
+        ``progress(done, total)`` of the requests simulated (of the probes under ``max_rate``, the
+        runs under ``rates``).
+    executor : Any, optional
+        A Dask ``Client`` or ``concurrent.futures`` executor ``max_rate``'s probes run on,
+        ``at_once`` a round (:func:`~graphs.serving.planning.capacity_search.max_rate`: the same
+        rate to its ``rel_tol``), or ``rates``' runs, all at once (the same runs); None: this
+        process.
+    at_once : int
+        With ``executor``: the rates probed at once.
 
     Returns
     -------
-    SimulationReport or MaxRateReport
-        The run's report, or the search's with ``max_rate``.
+    SimulationReport, MaxRateReport or RateSweepReport
+        The run's report, the search's with ``max_rate``, the sweep's with ``rates``.
 
     Raises
     ------
@@ -495,10 +580,13 @@ def run_simulation(
         rates = device_rates(request.device)
     if check_context is None:
         check_context = config.check_context
+    if request.rates is not None:
+        return _sweep(request, config, predictor, fit, rates, check_context, progress, executor)
     topo = request.topology()
     profile = request.engine.for_device(get_device(request.device), topo.tp)  # the defaults it picks there
     if request.max_rate:
-        return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress)
+        where = (executor, at_once)
+        return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress, where)
     trace, replayed, replay_said, reqs = _requests(request, check_context)
     concurrency = replayed.concurrency if replayed is not None else request.concurrency
     eng = engine_config(request, config, profile, reqs)
@@ -528,6 +616,52 @@ def run_simulation(
         fit=fit,
         stagger_s=run.get("stagger_s"),
     )
+
+
+def _sweep(
+    request: SimulationRequest,
+    config: ModelConfig,
+    predictor: Predictor,
+    fit: ServingFit | None,
+    rates: Rates,
+    check_context: ContextCheck,
+    progress: Progress | None,
+    executor: Any,
+) -> RateSweepReport:
+    """``rates``: the request at each rate, its requests checked against the context here (the
+    check may be the caller's, which a worker lacks), each run where ``executor`` puts it."""
+    runs = [dataclasses.replace(request, rates=None, rate=r) for r in request.rate_list]
+    for one in runs:
+        _requests(one, check_context)
+    devices = {request.device: get_device(request.device)}  # as this process resolves it
+    total = len(runs)
+    reports = map_ordered(
+        executor,
+        _rate_run,
+        [(one, config, predictor, fit, rates, devices) for one in runs],
+        each=(lambda done: progress(done, total)) if progress else None,
+    )
+    return RateSweepReport(request, tuple(reports))
+
+
+def _rate_run(
+    request: SimulationRequest,
+    config: ModelConfig,
+    predictor: Predictor,
+    fit: ServingFit | None,
+    rates: Rates,
+    devices: dict[str, Any],
+) -> SimulationReport:
+    """One rate of a sweep (here or in a worker: the device registered there as the caller
+    resolved it; the requests' context checked by the caller)."""
+    known_devices(devices)
+    out = run_simulation(request, config, predictor=predictor, fit=fit, rates=rates, check_context=_checked)
+    assert isinstance(out, SimulationReport)  # a request of one rate
+    return out
+
+
+def _checked(tokens: int, field: str) -> None:
+    """The context check of a sweep's run: done by the caller before it was sent."""
 
 
 def _request_tokens(request: SimulationRequest, reqs: Sequence[Request] | None = None) -> int | None:
@@ -730,8 +864,10 @@ def _max_rate_run(
     predictor: Predictor,
     rates: Rates,
     progress: Progress | None,
+    where: tuple[Any, int] = (None, 1),
 ) -> MaxRateReport:
-    """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine."""
+    """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine; ``where``:
+    the executor the probes run on and how many a round."""
     eng = engine_config(request, config, profile)
     m = max_rate(
         config,
@@ -749,6 +885,8 @@ def _max_rate_run(
         overheads=_overheads(request, profile, eng, fit),  # every probe with the same engine
         topology=topo,
         engine=eng,
+        executor=where[0],
+        at_once=where[1],
     )
     cost = sim_cost(m.at_rate, rates) if m.at_rate else None
     return MaxRateReport(request, config, m, profile, topo, cost, fit)

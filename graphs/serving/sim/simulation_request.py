@@ -34,6 +34,7 @@ __all__ = [
     "DISPATCH_CHOICES",
     "DEFAULT_SPEC_K",
     "DEFAULT_PREFIX_EPS",
+    "MAX_SWEEP_RATES",
     "spec_config",
 ]
 
@@ -44,6 +45,8 @@ DRAWN_DEFAULTS: dict[str, Any] = {
     "output": "lognormal:250,1.0",
     "seed": 0,
 }
+#: the most rates one ``rates`` sweep simulates (each a whole run: a bound on the work one command asks)
+MAX_SWEEP_RATES = 64
 #: tokens drafted per step when ``spec_draft`` is given without ``spec_k``
 DEFAULT_SPEC_K = 3
 #: the prefix router's load bound when none is given (dimensionless: :mod:`.replica_routing`)
@@ -163,6 +166,9 @@ class SimulationRequest:
         but for ``max_rate``).
     rate : float, optional
         Requests (or conversations) per second.
+    rates : str, optional
+        A rate sweep: a comma list of rates (requests/s, at most :data:`MAX_SWEEP_RATES`), the
+        same drawn workload simulated at each (:meth:`rate_list`), instead of ``rate``.
     requests, prompt, output, arrival, seed : int, str, str, str, int
         The drawn workload: how many, the length distributions (``fixed:N``, ``uniform:LO,HI``,
         ``lognormal:MEAN,SIGMA``), the gaps of ``rate`` and the seed.
@@ -206,6 +212,7 @@ class SimulationRequest:
     compare: bool = False
     interval: bool | None = None
     rate: float | None = None
+    rates: str | None = None
     requests: int = DRAWN_DEFAULTS["requests"]
     arrival: str = "poisson"
     concurrency: int | None = None
@@ -347,6 +354,8 @@ class SimulationRequest:
             )
             if on
         ]
+        if self.rates is not None:
+            self._check_rates()
         if self.max_rate:
             closed = [
                 f for f, on in (("--concurrency", self.concurrency), ("--think-time", self.think_time)) if on
@@ -358,6 +367,57 @@ class SimulationRequest:
             return
         self._check_load(drawn)
 
+    @property
+    def rate_list(self) -> tuple[float, ...]:
+        """``rates`` as numbers (requests/s), in the order given (empty without ``rates``).
+
+        Returns
+        -------
+        tuple of float
+
+        Raises
+        ------
+        CostModelError
+            A part that is not a number.
+        """
+        if self.rates is None:
+            return ()
+        out = []
+        for part in self.rates.split(","):
+            try:
+                out.append(float(part))
+            except ValueError:
+                raise CostModelError(
+                    f"--rates must be a comma list of rates (requests/s), got {part.strip()[:40]!r}"
+                ) from None
+        return tuple(out)
+
+    def _check_rates(self) -> None:
+        """``rates``: numbers in ``rate``'s range, at most :data:`MAX_SWEEP_RATES`, and the drawn
+        open-loop workload (no other load)."""
+        if not isinstance(self.rates, str):
+            raise CostModelError(
+                f"--rates must be a comma list of rates (text), got {type(self.rates).__name__}"
+            )
+        rates = self.rate_list
+        if len(rates) > MAX_SWEEP_RATES:
+            raise CostModelError(f"--rates takes at most {MAX_SWEEP_RATES} rates, got {len(rates)}")
+        for r in rates:
+            check_number("rates", r, *FLOAT_RANGES["rate"][:2])
+        given = [
+            f
+            for f, on in (
+                ("--rate", self.rate is not None),
+                ("--max-rate", self.max_rate),
+                ("--trace", self.trace),
+                ("--workload-from", self.workload_from),
+                ("--concurrency", self.concurrency is not None),
+            )
+            if on
+        ]
+        if given:
+            raise CostModelError(f"--rates simulates the drawn workload at each rate; drop {'/'.join(given)}")
+
     def _check_load(self, drawn: list[str]) -> None:
         """The offered load: one way of sharing prefixes, a rate, clients, a trace or a replay."""
         if self.trace and (drawn or self.rate is not None):
@@ -368,11 +428,17 @@ class SimulationRequest:
                 f"{' and '.join(drawn)} do not combine: the engine caches one prefix per request "
                 "(a system prompt, a pool's whole prompt or a conversation's history)"
             )
-        if self.rate is None and not self.trace and self.concurrency is None and not self.workload_from:
+        if (
+            self.rate is None
+            and self.rates is None
+            and not self.trace
+            and self.concurrency is None
+            and not self.workload_from
+        ):
             raise CostModelError(
                 "give --rate (requests/s), --concurrency N (clients), --trace FILE or --max-rate"
             )
-        if self.arrival != "poisson" and self.rate is None:
+        if self.arrival != "poisson" and self.rate is None and self.rates is None:
             raise CostModelError(f"--arrival {self.arrival[:40]} shapes the gaps of --rate; give --rate")
         if self.stagger is not None:
             if self.concurrency is None:
@@ -406,8 +472,17 @@ class SimulationRequest:
                     "--compare sets the bound beside a prediction or a measured run: add --predict FRAMEWORK, "
                     "--predict-file FIT or --workload-from RESULT"
                 )
+        if self.rates is not None:
+            given = [f for f, on in (("--interval", self.interval), ("--compare", self.compare)) if on]
+            given += [f for f, on in (("--csv", self.csv), ("--plot", self.plot)) if on]
+            if given:
+                raise CostModelError(
+                    f"--rates prints one line a rate; drop {'/'.join(given)} (or give --rate for one run)"
+                )
         if self.interval is None:  # every predicted number carries its interval unless told not to
-            object.__setattr__(self, "interval", bool(self.predict) and not self.max_rate)
+            object.__setattr__(
+                self, "interval", bool(self.predict) and not self.max_rate and self.rates is None
+            )
         if self.max_rate and self.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
         if self.max_rate and (self.csv or self.plot):
@@ -509,7 +584,7 @@ class SimulationRequest:
         text = f"workload: {n} --seed {self.seed} --prompt {self.prompt} --output {self.output}"
         if self.max_rate:  # one draw, its arrival gaps scaled to each probed rate
             text += f" --arrival {self.arrival} (the same draw at every probed rate)"
-        elif self.rate is not None:
+        elif self.rate is not None or self.rates is not None:
             text += f" --arrival {self.arrival}"
         elif not self.concurrency:  # a closed loop sends as its clients free up (said below)
             text += " (all sent at once, no --rate)"

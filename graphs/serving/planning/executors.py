@@ -1,0 +1,136 @@
+"""Where independent simulations run: this process, or an ``executor`` (a Dask ``Client`` or any
+``concurrent.futures`` executor), as ``size``, ``simulate --max-rate``/``--rates`` and
+``calibrate serving`` use one (the command line makes it: :mod:`graphs.cli.dask_option`).
+
+A task carries everything it needs (the model's config, the device's spec, the engine's knobs, a
+predictor: each a small picklable value), so a worker process that knows only the shipped catalog
+runs it; its result is the one this process would compute. A Dask client is told which waiting
+task to run first (:func:`submit`), and objects every task reads are sent to its workers once
+(:func:`send_once`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from costmodel.hardware import Hardware, active_catalog, register_device
+
+__all__ = ["known_devices", "map_ordered", "send_once", "submit"]
+
+T = TypeVar("T")
+
+
+def submit(executor: Any, bound: float, fn: Callable[..., T], *args: Any) -> Any:
+    """``fn(*args)`` submitted to ``executor``; on a Dask client (it has ``scatter``) with the
+    priority ``-bound``, so that of the tasks waiting for a worker the one with the lowest bound
+    (the next the caller takes) runs first, ties in submission order (a new generation each call,
+    ``fifo_timeout=0``: Dask's 100 ms default leaves the submissions of one step of a search
+    unordered, a speculative one then running before the awaited one): the task a caller waits
+    for is never queued behind a speculative one (a running task is not pre-empted). No key is
+    derived from the arguments (``pure=False``): no task is submitted twice. A
+    ``concurrent.futures`` executor runs them in submission order.
+
+    Parameters
+    ----------
+    executor : Any
+        A Dask ``Client`` or a ``concurrent.futures`` executor.
+    bound : float
+        The task's rank: the lowest runs first on a Dask client.
+    fn : callable
+        The task (picklable where the executor pickles).
+    *args
+        Its arguments.
+
+    Returns
+    -------
+    Future
+        The executor's future of ``fn(*args)``.
+    """
+    if hasattr(executor, "scatter"):
+        return executor.submit(fn, *args, priority=-bound, fifo_timeout=0, pure=False)
+    return executor.submit(fn, *args)
+
+
+def send_once(executor: Any, obj: Any) -> Any:
+    """``obj`` as every task on ``executor`` takes it: on a Dask client (it has ``scatter``), sent
+    to every worker once, unhashed (a task's arguments are pickled and, to name the task,
+    tokenised: 30,000 requests pickle to 1.3 MB and tokenise in about 3.6 s, per task), the
+    scattered future in its place; else ``obj`` itself.
+
+    Parameters
+    ----------
+    executor : Any
+        A Dask ``Client`` or a ``concurrent.futures`` executor.
+    obj : Any
+        What every task reads (a list of requests).
+
+    Returns
+    -------
+    Any
+        The scattered future, or ``obj``.
+    """
+    if not hasattr(executor, "scatter"):
+        return obj
+    return executor.scatter([obj], broadcast=True, hash=False)[0]
+
+
+def known_devices(devices: dict[str, Hardware]) -> None:
+    """The devices as the submitting process resolved them, registered here (in a worker) where
+    this process's catalog lacks or differs from them (a ``--hw-file`` device, or one replaced with
+    ``--hw-override``): a worker process knows only the shipped catalog.
+
+    Parameters
+    ----------
+    devices : dict of str to Hardware
+        Each name the task uses and its spec.
+    """
+    cat = active_catalog()
+    for name, hw in devices.items():
+        if name not in cat or cat.get(name) != hw:
+            register_device(hw, aliases=[name] if name != hw.name else None, replace=True)
+
+
+def map_ordered(
+    executor: Any | None,
+    fn: Callable[..., T],
+    calls: Sequence[tuple[Any, ...]],
+    each: Callable[[int], None] | None = None,
+) -> list[T]:
+    """``[fn(*args) for args in calls]``, on ``executor`` when one is given (every call submitted
+    at once, ranked in the given order, the results taken in that order: the list is the one
+    this process computes).
+
+    Parameters
+    ----------
+    executor : Any or None
+        A Dask ``Client`` or ``concurrent.futures`` executor; None: this process, one after another.
+    fn : callable
+        The task.
+    calls : sequence of tuple
+        Each call's arguments.
+    each : callable, optional
+        ``each(done)`` as each result is taken, in order (a progress bar).
+
+    Returns
+    -------
+    list
+        The results, in the order of ``calls``.
+    """
+    out: list[T] = []
+    if executor is None:
+        for args in calls:
+            out.append(fn(*args))
+            if each is not None:
+                each(len(out))
+        return out
+    futures = [submit(executor, float(i), fn, *args) for i, args in enumerate(calls)]
+    try:
+        for f in futures:
+            out.append(f.result())
+            if each is not None:
+                each(len(out))
+        return out
+    finally:
+        for f in futures:
+            f.cancel()  # those not taken, after an error in one
