@@ -74,7 +74,8 @@ _SOURCES = {
     "reserve_full_prompt": "GUARANTEED_NO_EVICT reserves prompt + max output already: no separate gate",
     "kv_watermark": "TensorRT-LLM's capacity scheduler keeps no watermark: 0",
     "enable_prefix_caching": "ASSUMED off, as before profiles: KvCacheConfig.enable_block_reuse; give --enable-prefix-caching",
-    "kv_rule": "TensorRT-LLM sizes its KV pool from the free memory after the engine loads",
+    "kv_rule": "TensorRT-LLM sizes its KV pool from the free memory after the engine loads "
+    "(the vendor capacity stands for the driver's total less the runtime's own allocations: KVPool.vendor_bytes, ASSUMED)",
     "cudagraph_sizes": "DecodeCudaGraphConfig.enable_padding False: no padding",
     "small_kernels": "tensorrt_llm/_torch/attention_backend/trtllm.py: RoPE and KV append inside attention",
     "iteration_s": _FIT,

@@ -260,8 +260,10 @@ def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
     w = as_workload(config)
     led = build_ledger(w, "decode", 1, tp, None, None)
     saved = dp_weights_saved(w, tp, dp) if dp > 1 else 0.0
+    hw = get_device(device)
     return KVPool(
-        capacity_bytes=pool_memory(get_device(device)),
+        capacity_bytes=pool_memory(hw),
+        vendor_bytes=as_float(hw.capacity()),
         weights_bytes=as_float(led.weights_bytes) - saved,
         activation_bytes_per_token=as_float(led.activation_bytes_per_token),
         kv_bytes_per_token=as_float(led.kv_bytes_per_token),
