@@ -149,7 +149,10 @@ def _fields_of(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _value(cfg: Mapping[str, Any], field: str) -> Any:
-    return _fields_of(cfg).get(field)
+    """A field's value as the file states it (a nested mapping that a recording config wraps is
+    shown as its plain data, not as the wrapper's repr)."""
+    value = _fields_of(cfg).get(field)
+    return getattr(value, "data", value) if isinstance(value, Mapping) else value
 
 
 def neutral(value: Any) -> bool:

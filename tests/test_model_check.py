@@ -287,3 +287,23 @@ def test_cli_model_check_reports_a_misfit_assumption(capsys, acme_file):
     assert doc["refused"].endswith(
         "mixtral cannot read it (config.json is missing required field 'num_local_experts')"
     )
+
+
+def test_a_refusal_shows_a_nested_fields_value_not_the_wrapper(tmp_path):
+    """The loader reads a config through a recording wrapper; a nested field the nearest family
+    would ignore is named with the file's own value (here gemma-3-27b's rope_scaling, as written
+    in models/configs/gemma-3-27b.json), never the wrapper's repr."""
+    import json
+    from pathlib import Path
+
+    from graphs.serving.analysis.model_check import check_model
+
+    src = Path(__file__).resolve().parent.parent / "models" / "configs" / "gemma-3-27b.json"
+    cfg = json.loads(src.read_text())
+    cfg["model_type"] = "not_a_family"
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(cfg))
+    r = check_model(str(path))
+    assert r.family is None
+    assert "RecordingConfig" not in r.why
+    assert f"rope_scaling {cfg['text_config']['rope_scaling']!r}" in r.why

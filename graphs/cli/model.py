@@ -121,72 +121,14 @@ def cmd_model_forms(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shown(v: Any) -> str:
-    return f"{v!r:.40}"
-
-
 def cmd_model_check(args: argparse.Namespace) -> int:
-    """``costmodel model check CONFIG``: :func:`graphs.serving.analysis.model_check.check_model`, printed."""
-    from costmodel.report import fmt_si
+    """``costmodel model check CONFIG``: :func:`graphs.serving.analysis.model_check.check_model`,
+    printed as its :meth:`~graphs.serving.analysis.model_check.ModelCheck.to_text` (or ``--json``)."""
     from graphs.serving.analysis.model_check import check_model
-    from models.check import describe_families
 
     frameworks = tuple(args.framework) if args.framework else None
     r = check_model(args.model, assume_family=args.assume_family, device=args.device, frameworks=frameworks)
-    if args.json:
-        print(dump(r.to_dict()))
-        return 0
-    state = f"family {r.family}" + (" (assumed)" if r.assumed else "") if r.family else "refused"
-    print(f"{r.config}: model_type {str(r.model_type)[:80]!r} -> {state}")
-    print(f"  why: {r.why}")
-    best = r.nearest[0] if r.nearest else None  # a layer file has no family to be near
-    if r.family is None and best is not None:
-        print("  nearest families (Jaccard similarity of field names; `costmodel model check --help`):")
-        for n in r.nearest[:3]:
-            print(
-                f"    {n['family']:12s} {n['similarity']:.2f}  {n['why_not'] or 'fits: --assume-family ' + n['family']}"
-            )
-    elif best is not None:
-        same = [
-            n["family"]
-            for n in r.nearest
-            if n["family"] != r.family and n["similarity"] == best["similarity"]
-        ]
-        if same and best["family"] in (r.family, *same):
-            print(f"  equally near by fields: {', '.join(same)} (they differ in parts no field states)")
-    whose = "" if r.family or best is None else f" (as the nearest family, {best['family']}, reads it)"
-    print(f"fields read{whose} ({len(r.fields_read)}): {', '.join(r.fields_read)}")
-    if r.fields_defaulted:
-        print(f"looked up, not stated (defaults): {', '.join(r.fields_defaulted)}")
-    print(f"fields ignored ({len(r.fields_ignored)}):")
-    for f in r.fields_ignored:
-        who = f"read by {describe_families(tuple(f['read_by']))}" if f["read_by"] else "read by no family"
-        print(f"  {f['field']:34s} {_shown(f['value']):24s} {who}")
-    if r.family is None:
-        return 0
-    e = r.exact
-    print("exact for the structure built:")
-    print(
-        f"  parameters {fmt_si(e['params_total'])} total, {fmt_si(e['params_non_embedding'])} non-embedding, "
-        f"{fmt_si(e['params_active_per_token'])} active per token"
-    )
-    print(f"  KV cache {e['kv_bytes_per_token']} B per token; one sequence {e['kv_bytes_per_sequence']} B")
-    print(f"  FLOPs per token: decode {e['decode_flops_per_token']}; prefill {e['prefill_flops_per_token']}")
-    print("approximated:" + ("" if r.approximated else " nothing the loader knows of"))
-    for a in r.approximated:
-        print(f"  {a}")
-    print(f"--predict kernels on {r.device} (batch 1; shares of the predicted step time):")
-    for fw, phases in r.kernels.items():
-        for phase, k in phases.items():
-            where = ", ".join(f"{a} {b}" for a, b in k["point"].items() if a != "batch")
-            print(
-                f"  {fw:7s} {phase:8s} ({where}): {100 * k['measured_share']:.1f}% measured, "
-                f"{100 * k['neighbour_share']:.1f}% neighbour, {100 * k['bound_share']:.1f}% bound"
-            )
-            for g in k["families"]:
-                what = g["family"] or "unmeasured ops"
-                basis = f": {g['basis']}" if g["basis"] else ""
-                print(f"      {what}: {g['source']}{basis} ({g['nodes']} graph nodes)")
+    print(dump(r.to_dict()) if args.json else r.to_text())
     return 0
 
 

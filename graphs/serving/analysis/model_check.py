@@ -33,6 +33,11 @@ DECODE_CTX, PREFILL_SEQ = 4096, 1024
 _SOURCES = ("measured", "neighbour", "bound")
 
 
+def _shown(v: Any) -> str:
+    """A field's value as ``model check`` shows it: its repr, cut at 40 characters."""
+    return f"{v!r:.40}"
+
+
 @dataclass(frozen=True)
 class ModelCheck(Result):
     """The answer of :func:`check_model` (module doc); ``to_dict`` is the ``--json`` output.
@@ -82,6 +87,80 @@ class ModelCheck(Result):
     approximated: list[str] = field(default_factory=list)
     device: str = ""
     kernels: dict[str, Any] = field(default_factory=dict)
+
+    def to_text(self) -> str:
+        """What ``costmodel model check`` prints: the family and why, the nearest families when
+        refused, the fields read, defaulted and ignored, the exact closed forms, what is
+        approximated and the ``--predict`` kernels' sources.
+
+        Returns
+        -------
+        str
+        """
+        from costmodel.report import fmt_si
+        from models.check import describe_families
+
+        out: list[str] = []
+        state = f"family {self.family}" + (" (assumed)" if self.assumed else "") if self.family else "refused"
+        out.append(f"{self.config}: model_type {str(self.model_type)[:80]!r} -> {state}")
+        out.append(f"  why: {self.why}")
+        best = self.nearest[0] if self.nearest else None  # a layer file has no family to be near
+        if self.family is None and best is not None:
+            out.append(
+                "  nearest families (Jaccard similarity of field names; `costmodel model check --help`):"
+            )
+            for n in self.nearest[:3]:
+                out.append(
+                    f"    {n['family']:12s} {n['similarity']:.2f}  {n['why_not'] or 'fits: --assume-family ' + n['family']}"
+                )
+        elif best is not None:
+            same = [
+                n["family"]
+                for n in self.nearest
+                if n["family"] != self.family and n["similarity"] == best["similarity"]
+            ]
+            if same and best["family"] in (self.family, *same):
+                out.append(
+                    f"  equally near by fields: {', '.join(same)} (they differ in parts no field states)"
+                )
+        whose = "" if self.family or best is None else f" (as the nearest family, {best['family']}, reads it)"
+        out.append(f"fields read{whose} ({len(self.fields_read)}): {', '.join(self.fields_read)}")
+        if self.fields_defaulted:
+            out.append(f"looked up, not stated (defaults): {', '.join(self.fields_defaulted)}")
+        out.append(f"fields ignored ({len(self.fields_ignored)}):")
+        for f in self.fields_ignored:
+            who = f"read by {describe_families(tuple(f['read_by']))}" if f["read_by"] else "read by no family"
+            out.append(f"  {f['field']:34s} {_shown(f['value']):24s} {who}")
+        if self.family is None:
+            return "\n".join(out)
+        e = self.exact
+        out.append("exact for the structure built:")
+        out.append(
+            f"  parameters {fmt_si(e['params_total'])} total, {fmt_si(e['params_non_embedding'])} non-embedding, "
+            f"{fmt_si(e['params_active_per_token'])} active per token"
+        )
+        out.append(
+            f"  KV cache {e['kv_bytes_per_token']} B per token; one sequence {e['kv_bytes_per_sequence']} B"
+        )
+        out.append(
+            f"  FLOPs per token: decode {e['decode_flops_per_token']}; prefill {e['prefill_flops_per_token']}"
+        )
+        out.append("approximated:" + ("" if self.approximated else " nothing the loader knows of"))
+        for a in self.approximated:
+            out.append(f"  {a}")
+        out.append(f"--predict kernels on {self.device} (batch 1; shares of the predicted step time):")
+        for fw, phases in self.kernels.items():
+            for phase, k in phases.items():
+                where = ", ".join(f"{a} {b}" for a, b in k["point"].items() if a != "batch")
+                out.append(
+                    f"  {fw:7s} {phase:8s} ({where}): {100 * k['measured_share']:.1f}% measured, "
+                    f"{100 * k['neighbour_share']:.1f}% neighbour, {100 * k['bound_share']:.1f}% bound"
+                )
+                for g in k["families"]:
+                    what = g["family"] or "unmeasured ops"
+                    basis = f": {g['basis']}" if g["basis"] else ""
+                    out.append(f"      {what}: {g['source']}{basis} ({g['nodes']} graph nodes)")
+        return "\n".join(out)
 
 
 def _nearest_row(fit: Any, cfg: Mapping[str, Any]) -> dict[str, Any]:
