@@ -22,6 +22,7 @@ def _run(scale: float, coverage: Coverage | None) -> NS:
         output_tokens_per_s=1000 / scale,
         requests_per_s=4 / scale,
         coverage=coverage,
+        queue_share=0.1,  # a light run (the TTFT band may be conditioned on the regime)
     )
 
 
