@@ -132,6 +132,7 @@ def test_run_serving_fit_recovers_planted_terms_and_renders_its_report(tmp_path)
     assert doc["file"] == str(out) and doc["held_out"][0]["source"] == "run-10.csv"
     assert text.splitlines()[0].endswith("2 run(s) fitted, 1 held out")
     assert f"fit written to {out}; use it with --predict-file {out} on simulate" in text
+    pytest.importorskip("plotly")  # the page needs the html extra
     page = report.to_html("costmodel calibrate serving ...")
     assert "serving fit of llama-3.1-8b" in page and "run-10.csv" in page
 
