@@ -51,7 +51,7 @@ from typing import Any
 from benchmarks import served_errors as se
 from benchmarks.replay import load_rows, row_workload, simulate_row, steady_rate
 from benchmarks.replay.pages import write_page
-from benchmarks.replay.rows import WAVE_ENGINE
+from benchmarks.replay.rows import ENGINE
 from benchmarks.replay.workload import overheads_profile
 from graphs.serving.engines import get_engine
 from graphs.serving.sim.engine import profile_engine
@@ -146,7 +146,7 @@ def capacity_rps(row: dict[str, str]) -> float:
     isl, osl = int(row["isl"]), int(row["osl"])
     eng = w.engine
     if w.load == "batch":  # a wave's engine admits at most the wave: the engine's own limit here
-        prof = get_engine(row.get("engine_profile") or WAVE_ENGINE)
+        prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
         eng = profile_engine(prof, w.config, w.device, tp=w.topology.tp, request_tokens=isl + osl)
     full = eng.max_num_seqs * w.topology.replicas
     reqs = tuple(Request(i, 0.0, isl, osl) for i in range(3 * full))

@@ -14,7 +14,7 @@ The scripts import it as a package: run them from the repository root as
 from .pages import replace_section, strip_home, wrap, write_csv
 from .reasons import ROW_LIMIT, reason
 from .results import read_results, simulated_errors, write_results
-from .rows import CSV_PATH, ENGINE, FRAMEWORK, WAVE_ENGINE, error, excluded, load_rows, metric_group
+from .rows import CSV_PATH, ENGINE, FRAMEWORK, error, excluded, load_rows, metric_group
 from .run import MODES, Run, run_row, simulate_row, steady_rate
 from .tables import INTERVAL_MODE, TARGETS, Line, evaluate, fmt, interval_coverage, medians, pct, rank, table
 from .workload import RowWorkload, predictor, row_workload
@@ -27,7 +27,6 @@ __all__ = [
     "MODES",
     "ROW_LIMIT",
     "TARGETS",
-    "WAVE_ENGINE",
     "Line",
     "RowWorkload",
     "Run",

@@ -68,7 +68,7 @@ _SGLANG_TP1 = (
     "admission (prompt + max_new_tokens within the pool less 0.7-0.098 of the running outputs) fills with "
     "8 (2048x512) to 19 (1024x128) of these requests at once; the measured counts fit a pool of about 6,000 "
     "tokens (mem_fraction_static near 0.785, or a max_running_requests or memory the launch kept that the "
-    "sample does not state), and the replay's one wave (trtllm-bench's scheduler, rows.WAVE_ENGINE) runs "
+    "sample does not state), and the replay's one wave (SGLang's own profile: its pool and admission) runs "
     "them as its pool allows"
 )
 _POOL = (

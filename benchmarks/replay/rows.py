@@ -23,7 +23,6 @@ __all__ = [
     "ENGINE",
     "FRAMEWORK",
     "UNPUBLISHED",
-    "WAVE_ENGINE",
     "error",
     "excluded",
     "load_rows",
@@ -54,11 +53,6 @@ ENGINE = {
 FRAMEWORK: Mapping[str, str] = MappingProxyType(
     {col: get_engine(name).framework for col, name in ENGINE.items()}
 )
-
-#: one wave of requests sent together (``aiconfigurator_silicon``): every engine replayed with
-#: trtllm-bench's scheduler, a wave admitted as its requests' blocks can be reserved (the sample
-#: states no engine settings; ASSUMED)
-WAVE_ENGINE = "trtllm-bench"
 
 #: rows the sources do not fully specify: id prefix -> reason (left out of the medians)
 UNPUBLISHED = {

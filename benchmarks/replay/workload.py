@@ -25,7 +25,7 @@ from graphs.serving.sim.requests import Request, synthetic
 from graphs.serving.sim.simulator import Topology
 from models.resolver import resolve_model
 
-from .rows import ENGINE, FRAMEWORK, WAVE_ENGINE, excluded
+from .rows import ENGINE, FRAMEWORK, excluded
 
 __all__ = [
     "QUICK_MAX_REQUESTS",
@@ -212,7 +212,9 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         return RowWorkload(cfg, row["device"], topo, eng, fw, "batch", reqs, conc, notes=())
     if row["source_kind"] == "aiconfigurator_silicon":  # one wave of N requests (silicon_accuracy.py)
         assert conc is not None
-        eng = _engine(row, cfg, tp, isl, osl, cap=conc, profile=WAVE_ENGINE)
+        # the engine the sample names, at its profile's defaults (the sample states no settings):
+        # an SGLang run under SGLang's pool rule and PrefillAdder admission, not another engine's
+        eng = _engine(row, cfg, tp, isl, osl, cap=conc)
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
         notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
         if eng.max_num_seqs < conc:
