@@ -32,10 +32,10 @@ What the sample does not state, and what the replay assumes (said again in the o
   from a burst and as that client's steady state (:func:`load_check`);
 * whether TTFT and TPOT are means (read as means, AIPerf's default statistic);
 * the KV-cache dtype (:func:`kv_dtype`) and the FP8 activation scales (:func:`fp8_scales`);
-* the engine: a wave runs on the ``trtllm-bench`` profile for every engine (its requests admitted
-  as their prompt's and output's KV blocks can be reserved); a client's run on its engine's
-  profile (:mod:`graphs.serving.engines`: vLLM's and SGLang's allocate blocks as tokens come), with
-  only what InferenceX's scripts set (:func:`engine_settings`, :func:`kv_dtype`);
+* the engine: a wave and a client's run on the profile of the engine the sample names
+  (:mod:`graphs.serving.engines`: TensorRT-LLM's admits a request as its prompt's and output's KV
+  blocks can be reserved, vLLM's and SGLang's allocate blocks as tokens come, each from its own
+  pool rule), with only what InferenceX's scripts set (:func:`engine_settings`, :func:`kv_dtype`);
 * block-scaled FP8 (``fp8_block``) GEMMs priced as FP8 with dynamic scales.
 
     python -m benchmarks.silicon_accuracy                    # every eligible run
