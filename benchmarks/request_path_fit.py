@@ -52,7 +52,7 @@ from benchmarks import served_errors as se
 from benchmarks.replay import load_rows, row_workload, simulate_row, steady_rate
 from benchmarks.replay.pages import write_page
 from benchmarks.replay.rows import ENGINE
-from benchmarks.replay.workload import overheads_profile
+from benchmarks.replay.workload import overheads_profile, stated_settings
 from graphs.serving.engines import get_engine
 from graphs.serving.sim.engine import profile_engine
 from graphs.serving.sim.requests import Request
@@ -147,6 +147,7 @@ def capacity_rps(row: dict[str, str]) -> float:
     eng = w.engine
     if w.load == "batch":  # a wave's engine admits at most the wave: the engine's own limit here
         prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
+        prof = prof.with_overrides(**stated_settings(row)) if stated_settings(row) else prof
         eng = profile_engine(prof, w.config, w.device, tp=w.topology.tp, request_tokens=isl + osl)
     full = eng.max_num_seqs * w.topology.replicas
     reqs = tuple(Request(i, 0.0, isl, osl) for i in range(3 * full))

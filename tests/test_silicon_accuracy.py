@@ -287,6 +287,23 @@ def test_bad_jobs_are_refused() -> None:
         si.main(["--jobs", "0"])
 
 
+def test_a_wave_runs_on_the_engine_the_sample_names(converted: dict[str, dict[str, str]]) -> None:
+    """An SGLang run's wave replays under SGLang's own profile (1-token pages: its token pool,
+    server_args.py page_size 1), not TensorRT-LLM's 32-token blocks; an InferenceX TensorRT-LLM
+    run replayed as a wave (the load check) keeps what its scripts set (--max_num_tokens 16384,
+    no chunked prefill), so its 8,192-token prompts fit one iteration."""
+    w = replay.row_workload(converted[f"aicsil-{RID}-ttft"])
+    assert w.engine.block_size == 1 and w.framework == "sglang"
+    trt = next(
+        r for r in converted.values()
+        if r["source_kind"] == silicon.CLIENT and r["engine"] == "tensorrt-llm" and r["isl"] == "8192"
+    )
+    w = replay.row_workload({**trt, "source_kind": silicon.WAVE})
+    assert w.load == "batch"
+    assert (w.engine.max_num_batched_tokens, w.engine.enable_chunked_prefill) == (16384, False)
+    assert w.engine.block_size == 32
+
+
 def test_inferencex_trtllm_runs_with_its_scripts_settings(converted: dict[str, dict[str, str]]) -> None:
     """trtllm-serve --max_num_tokens 16384 without chunked prefill, an FP8 KV cache (InferenceX's
     70b_*_trt_slurm.sh); its vLLM runs keep 8,192 tokens per iteration, chunked."""

@@ -36,6 +36,7 @@ __all__ = [
     "overheads_profile",
     "predictor",
     "row_workload",
+    "stated_settings",
 ]
 
 WAVES, QUICK_WAVES = 5, 2  #: full batches an offline run simulates (then extrapolates)
@@ -212,9 +213,15 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         return RowWorkload(cfg, row["device"], topo, eng, fw, "batch", reqs, conc, notes=())
     if row["source_kind"] == "aiconfigurator_silicon":  # one wave of N requests (silicon_accuracy.py)
         assert conc is not None
-        # the engine the sample names, at its profile's defaults (the sample states no settings):
-        # an SGLang run under SGLang's pool rule and PrefillAdder admission, not another engine's
-        eng = _engine(row, cfg, tp, isl, osl, cap=conc)
+        # the engine the sample names, with only the settings its campaign states (as its
+        # client's replay): an SGLang run under SGLang's pool rule and PrefillAdder admission, not
+        # another engine's; vLLM and SGLang at least as many sequences as the wave (their launch
+        # limits are not stated), as the client's replay
+        stated = stated_settings(row)
+        prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
+        if prof.policy != "guaranteed_no_evict":
+            stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
+        eng = _engine(row, cfg, tp, isl, osl, cap=conc, **stated)
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
         notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
         if eng.max_num_seqs < conc:
@@ -267,6 +274,21 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     return RowWorkload(cfg, row["device"], topo, eng, fw, "rate", reqs, n, rate=rate, notes=tuple(notes))
 
 
+def stated_settings(row: dict[str, str]) -> dict[str, Any]:
+    """The engine settings a row's source states (its ``engine_*`` fields), as profile
+    overrides: only these override the profile's defaults."""
+    stated: dict[str, Any] = {}
+    if row.get("engine_max_tokens"):
+        stated["max_num_batched_tokens"] = int(row["engine_max_tokens"])
+    if row.get("engine_chunked_prefill"):
+        stated["enable_chunked_prefill"] = row["engine_chunked_prefill"] == "true"
+    wait = _int(row.get("engine_batch_wait_iters", ""))
+    if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
+        stated["batch_wait_timeout_iters"] = wait
+        stated["batch_wait_max_tokens_ratio"] = float(row["engine_batch_wait_ratio"])
+    return stated
+
+
 def _client_load(
     row: dict[str, str],
     cfg: Any,
@@ -284,15 +306,8 @@ def _client_load(
     sends spread over one cycle, the middle rounds read) rather than from a burst, read whole."""
     per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
     n = per * conc
-    stated: dict[str, Any] = {}  # only what the row's source states overrides its profile
-    if row.get("engine_max_tokens"):
-        stated["max_num_batched_tokens"] = int(row["engine_max_tokens"])
-    if row.get("engine_chunked_prefill"):
-        stated["enable_chunked_prefill"] = row["engine_chunked_prefill"] == "true"
-    wait = _int(row.get("engine_batch_wait_iters", ""))
-    if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
-        stated["batch_wait_timeout_iters"] = wait
-        stated["batch_wait_max_tokens_ratio"] = float(row["engine_batch_wait_ratio"])
+    stated = stated_settings(row)
+    wait = stated.get("batch_wait_timeout_iters")
     prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
     reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
     if prof.policy == "guaranteed_no_evict":  # a request's blocks reserved at admission
