@@ -32,6 +32,10 @@ parallelism, ambiguous precision) is listed with its reason and left out of the 
     python -m benchmarks.serving_accuracy --quick --rows nim-  # fewer requests (smoke)
     python -m benchmarks.serving_accuracy --write              # docs/serving_accuracy.md + README summary
 
+``--rows`` runs the replayable rows its prefixes match and names the others on stderr with why
+they are not replayed (:func:`not_replayed`); a prefix that matches no replayable row exits
+with one line.
+
 Request counts: offline runs simulate ``WAVES`` full batches (not the published tens of
 thousands) and extrapolate the makespan to the published count at the steady completion rate
 of the middle waves (the published metric includes ramp-up and drain, so does the
@@ -50,6 +54,7 @@ from benchmarks.replay import (
     ROW_LIMIT,
     Line,
     evaluate,
+    excluded,
     interval_coverage,
     load_rows,
     medians,
@@ -58,7 +63,7 @@ from benchmarks.replay import (
 )
 from benchmarks.replay.pages import DOCS, README
 
-__all__ = ["main", "markdown", "summary"]
+__all__ = ["main", "markdown", "not_replayed", "select_rows", "summary"]
 
 DOC_PATH = DOCS / "serving_accuracy.md"
 README_PATH = README
@@ -143,6 +148,98 @@ def summary(lines: list[Line]) -> str:
     )
 
 
+#: why a row that the sources publish (no :func:`~benchmarks.replay.rows.excluded` reason) is
+#: still not replayed: a replay sends fixed prompt and output lengths, and it has none
+NO_LENGTHS = "no fixed ISL/OSL in the row: its per-request lengths are not published"
+
+
+def not_replayed(row: dict[str, str]) -> str | None:
+    """Why ``row`` is not replayed, or None when it is.
+
+    Parameters
+    ----------
+    row : dict
+        A row of ``benchmarks/data/published_serving.csv``.
+
+    Returns
+    -------
+    str or None
+        Its :func:`~benchmarks.replay.rows.excluded` reason (a configuration the source does not
+        fully publish), else :data:`NO_LENGTHS` when its ``isl`` or ``osl`` is empty or not a
+        positive number (a replay sends fixed lengths), else None.
+    """
+    why = excluded(row)
+    if why:
+        return why
+    for field in ("isl", "osl"):
+        try:
+            ok = float(row.get(field) or "nan") >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            return NO_LENGTHS
+    return None
+
+
+def select_rows(
+    rows: list[dict[str, str]], prefixes: tuple[str, ...] | None, subset: str
+) -> tuple[list[dict[str, str]], list[str]]:
+    """The rows to evaluate and a line per matched row that is not replayed.
+
+    Without ``prefixes`` (the full table) every row is kept, an excluded one to be listed with its
+    reason; a row with no reason that cannot be replayed (:data:`NO_LENGTHS`) is kept as excluded
+    for that reason. With ``prefixes`` only the replayable rows whose id starts with one of them
+    are kept, and the others that match are said, grouped by reason.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The subset's rows (:func:`~benchmarks.replay.rows.load_rows`).
+    prefixes : tuple of str or None
+        ``--rows``' id prefixes; None: every row.
+    subset : str
+        ``--subset``, named in the messages.
+
+    Returns
+    -------
+    list of dict
+        The rows to pass to :func:`~benchmarks.replay.tables.evaluate`.
+    list of str
+        One line per reason: how many matched rows it holds back, the reason and their ids.
+
+    Raises
+    ------
+    SystemExit
+        With one line when ``prefixes`` match no row, or no replayable row.
+    """
+    if prefixes is None:
+        return [
+            r if excluded(r) or not not_replayed(r) else {**r, "excluded_reason": NO_LENGTHS} for r in rows
+        ], []
+    matched = [r for r in rows if r["id"].startswith(prefixes)]
+    shown = ",".join(prefixes)[:80]
+    if not matched:
+        raise SystemExit(f"--rows: no {subset} row starts with {shown!r}")
+    held: dict[str, list[str]] = {}
+    for r in matched:
+        why = not_replayed(r)
+        if why:
+            held.setdefault(why, []).append(r["id"])
+    notes = [
+        f"--rows: {len(ids)} matched row(s) not replayed ({why}): "
+        + ", ".join(ids[:5])
+        + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        for why, ids in held.items()
+    ]
+    keep = [r for r in matched if not not_replayed(r)]
+    if not keep:
+        reasons = "; ".join(f"{len(ids)}: {why}" for why, ids in held.items())
+        raise SystemExit(
+            f"--rows: none of the {len(matched)} {subset} row(s) starting with {shown!r} is replayed ({reasons})"
+        )
+    return keep, notes
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default=None, help="comma-separated id prefixes (default: every core row)")
@@ -170,12 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         if m not in MODES:
             raise SystemExit(f"--modes: {m!r} not allowed; allowed: {', '.join(MODES)}")
-    rows = load_rows(subset=None if args.subset == "all" else args.subset)
-    if args.rows:
-        prefixes = tuple(p for p in args.rows.split(",") if p)
-        rows = [r for r in rows if r["id"].startswith(prefixes)]
-        if not rows:
-            raise SystemExit(f"--rows: no {args.subset} row starts with {args.rows[:80]!r}")
+    prefixes = tuple(p for p in args.rows.split(",") if p) if args.rows else None
+    rows, notes = select_rows(
+        load_rows(subset=None if args.subset == "all" else args.subset), prefixes, args.subset
+    )
+    for note in notes:
+        sys.stderr.write(note + "\n")
     if args.write and (args.quick or args.rows or modes != MODES or args.no_interval):
         raise SystemExit("--write writes the full table: drop --quick, --rows, --modes and --no-interval")
     t = time.perf_counter()

@@ -274,8 +274,11 @@ def _candidates(g: nx.DiGraph) -> list[tuple[str, list[str]]]:
     from .fusion_legality import activation_gemm, get_legality
 
     leg = get_legality("default")
-    ops = set(op_nodes(g))
-    cls = {n: leg.class_of(g, n) for n in ops}
+    # a list in topological order, never a set: the candidates' order (and so which of two
+    # overlapping ones the greedy pass keeps) must not depend on the string hash seed
+    order = op_nodes(g)
+    ops = set(order)
+    cls = {n: leg.class_of(g, n) for n in order}
 
     def two_input_pointwise(n: str) -> bool:
         return cls.get(n) == "elementwise" and g.nodes[n][PARAMS].get("inputs") == 2
@@ -283,14 +286,14 @@ def _candidates(g: nx.DiGraph) -> list[tuple[str, list[str]]]:
     found: list[tuple[str, list[str]]] = []
     # the softmax chain into attention: S = QK^T -> softmax (a row reduction) -> PV, both
     # matmuls products of two activations
-    for n in ops:
+    for n in order:
         if cls[n] == "reduction":
             pre = [u for u in g.predecessors(n) if u in ops and activation_gemm(g, u, leg)]
             post = [v for v in g.successors(n) if v in ops and activation_gemm(g, v, leg)]
             if len(pre) == 1 and len(post) == 1 and list(g.successors(pre[0])) == [n]:
                 found.append(("attention: fuse the softmax chain (FlashAttention)", [pre[0], n, post[0]]))
     # gated MLP: gate and up matmuls read the same input, their product is the activation
-    for n in ops:
+    for n in order:
         if two_input_pointwise(n):
             pre = [u for u in g.predecessors(n) if cls.get(u) == "gemm" and not activation_gemm(g, u, leg)]
             if len(pre) == 2:
@@ -298,19 +301,19 @@ def _candidates(g: nx.DiGraph) -> list[tuple[str, list[str]]]:
                 if src[0] and src[0] == src[1] and all(list(g.successors(u)) == [n] for u in pre):
                     found.append(("gated MLP: gate*up into one kernel (x read once)", [*sorted(pre), n]))
     # elementwise epilogues: a matmul whose only consumer is elementwise
-    for n in ops:
+    for n in order:
         if cls[n] == "gemm":
             succ = list(g.successors(n))
             if len(succ) == 1 and cls.get(succ[0]) == "elementwise":
                 found.append(("matmul epilogue: elementwise fused into the producer", [n, succ[0]]))
     # residual add + the norm that reads it (fused add-norm)
-    for n in ops:
+    for n in order:
         if cls[n] == "norm":
             pre = [u for u in g.predecessors(n) if two_input_pointwise(u)]
             if len(pre) == 1:
                 found.append(("residual add + norm in one pass", [pre[0], n]))
     # chains of elementwise ops
-    for n in ops:
+    for n in order:
         if cls[n] == "elementwise":
             succ = list(g.successors(n))
             if len(succ) == 1 and cls.get(succ[0]) == "elementwise":
@@ -324,7 +327,23 @@ def suggest_fusions(g: nx.DiGraph, hw: Hardware) -> tuple[list[Suggestion], Fusi
     Patterns: the softmax chain into attention, a gated MLP's gate*up,
     elementwise epilogues into their producer matmul, a residual add with the
     norm that reads it, and elementwise chains. Each candidate is kept only if
-    convex and it saves bytes; each node joins one group at most.
+    convex and it saves bytes; each node joins one group at most. Candidates are tried pattern by
+    pattern in the graph's topological order, so the answer does not depend on the hash seed.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        The op graph (its nodes' costs numeric).
+    hw : Hardware
+        The device the savings are timed on.
+
+    Returns
+    -------
+    list of Suggestion
+        The kept fusions, by time saved (descending, to 9 significant digits), then bytes saved
+        (descending), then group name.
+    FusionPlan
+        The plan with every kept group.
     """
     taken: set[str] = set()
     groups: list[Group] = []
@@ -360,5 +379,7 @@ def suggest_fusions(g: nx.DiGraph, hw: Hardware) -> tuple[list[Suggestion], Fusi
         )
         groups.append(gr)
         taken |= set(members)
-    out.sort(key=lambda s: -s.time_saved_s)
+    # best first: time saved (to 9 significant digits: savings equal but for float rounding, as the
+    # q and o projections' epilogues, tie), then bytes saved (both descending), then the group's name
+    out.sort(key=lambda s: (-float(f"{s.time_saved_s:.9g}"), -s.bytes_saved, s.group.name))
     return out, plan_from_groups(g, groups)

@@ -104,3 +104,51 @@ def test_the_plan_is_the_commands() -> None:
 def test_a_plan_needs_its_model() -> None:
     with pytest.raises(CostModelError, match=r"give its config\.json"):
         run_plan(PlanRequest(hf_layer=True), get_model("tiny"))
+
+
+_AUDIT_JSON = """
+from graphs.cli.common import dump
+from graphs.serving.analysis.fusion_request import AuditRequest
+from graphs.serving.present.fusion_report import run_audit
+from models import get_model
+
+req = AuditRequest(device="h100", phase="decode", batch=8, ctx=1024)
+print(dump(run_audit(req, get_model("llama-3.1-8b")).to_dict()))
+"""
+
+
+def test_the_audits_suggestions_do_not_depend_on_the_hash_seed() -> None:
+    """``fusion audit --json`` under two string hash seeds, each in its own process: the same
+    document (seed 1 put the q projection's epilogue before the o projection's, seed 2 after, when
+    the candidates came from a set), best first by time saved, then bytes saved, then name."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    docs = [
+        subprocess.run(
+            [sys.executable, "-c", _AUDIT_JSON],
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert docs[0] == docs[1]
+    sugg = [(s["members"], s["bytes_saved"]) for s in json.loads(docs[0])["suggestions"]]
+    # decode at batch 8, bf16 (2 B): an epilogue saves its [8, width] intermediate written and read
+    # once: q and o projections 8 * 4096 * 2 * 2 = 131,072 B, k and v 8 * 1024 * 2 * 2 = 32,768 B;
+    # gate*up saves x read once (8 * 4096 * 2 = 65,536) and the two [8, 14336] products written
+    # and read (2 * 8 * 14336 * 2 * 2 = 917,504): 983,040 B
+    assert sugg == [
+        (["layer.mlp.gate_proj", "layer.mlp.up_proj", "layer.mlp.act"], 983_040),
+        (["layer.mlp.down_proj", "layer.mlp_residual"], 131_072),  # equal savings: by name, down <
+        (["layer.o_proj", "layer.attn_residual"], 131_072),  # o <
+        (["layer.q_proj", "layer.rope_q"], 131_072),  # q
+        (["layer.k_proj", "layer.rope_k"], 32_768),  # k <
+        (["layer.v_proj", "layer.v_cache_write"], 32_768),  # v
+    ]

@@ -477,6 +477,46 @@ def test_simulate_prints_the_interval_unless_told_not_to(fake_corpus, capsys):
     assert "prediction interval" not in capsys.readouterr().out
 
 
+def test_the_interval_block_fits_100_columns_and_says_each_basis_once(fake_corpus, capsys):
+    """The interval's metrics carry a short tag, ``(a)``, ``(b)``..., one per distinct basis; each
+    basis is said once below them, wrapped, every line of the block within 100 columns; the bases
+    read back (unwrapped) are the ``--json`` document's ``interval_basis``, tag for tag."""
+    import json
+    import re
+
+    from graphs.cli.main import main
+
+    argv = ["simulate", "llama-3.1-8b", "--rate", "5", "--requests", "40", "--predict", "vllm"]
+    argv += ["--prompt", "fixed:300", "--output", "fixed:40"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert main([*argv, "--json"]) == 0
+    basis = json.loads(capsys.readouterr().out)["interval_basis"]
+    start = next(i for i, ln in enumerate(lines) if "prediction interval" in ln)
+    end = max(i for i, ln in enumerate(lines) if ln.startswith("  expected ") or ln.startswith("    "))
+    block = lines[start : end + 1]
+    assert all(len(ln) <= 100 for ln in block), max(block, key=len)
+    tag_of = {}
+    for ln in block:
+        m = re.match(r"^    (\S.*?) +[-\d,.]+  \[[^]]+\]  \(([a-z])\)$", ln)
+        if m:
+            tag_of[m.group(1)] = m.group(2)
+    assert set(tag_of) == set(basis)  # every metric of the interval, tagged
+    # the notes: "    (a) text" then lines of 8 spaces, each tag said once
+    notes: dict[str, str] = {}
+    i = block.index("  what each interval rests on:") + 1
+    while i < len(block) and block[i].startswith("    ("):
+        tag, text = block[i][5], block[i][8:]
+        i += 1
+        while i < len(block) and block[i].startswith(" " * 8):
+            text += " " + block[i].strip()
+            i += 1
+        assert tag not in notes
+        notes[tag] = text
+    assert {label: notes[t] for label, t in tag_of.items()} == basis
+    assert len(notes) == len(set(basis.values()))  # one tag per distinct basis, none repeated
+
+
 def test_speculative_simulation_is_priced_by_the_predictor(fake_corpus):
     """Target and draft forwards both run on predicted steps (issue 25, item 1): each kernel at
     ``max(factor x bound, bound)``, so the run is never faster than the bound's, and what it rests

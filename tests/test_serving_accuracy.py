@@ -149,3 +149,55 @@ def test_a_low_rate_at_capacity_is_the_queues_too(rows: dict[str, dict[str, str]
     assert not replay.reason(rows["trt014srv-llama-3.1-70b-h100-sxm-tp4-467-256-qps16-out"], +0.3).startswith(
         "near"
     )
+
+
+def _csv_ids(prefix: str, subset: str) -> list[str]:
+    """The ids of the CSV's ``subset`` rows that start with ``prefix``, read with the csv module."""
+    import csv
+
+    with open(replay.CSV_PATH, newline="") as f:
+        return [r["id"] for r in csv.DictReader(f) if r["subset"] == subset and r["id"].startswith(prefix)]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "reason"),
+    [("mlperf", "the cited logs give no length distribution"), ("sglang060", "ShareGPT prompts")],
+)
+def test_rows_matching_only_unpublished_rows_exit_in_one_line(prefix: str, reason: str) -> None:
+    """``--rows mlperf`` / ``--rows sglang060``: every matched core row is excluded, so nothing is
+    replayed; one line says how many matched and why (it crashed in the replay's assert)."""
+    from benchmarks.serving_accuracy import main
+
+    n = len(_csv_ids(prefix, "core"))
+    assert n >= 1
+    with pytest.raises(SystemExit) as exc:
+        main(["--rows", prefix, "--modes", "bound", "--quick"])
+    msg = str(exc.value.code)
+    assert "\n" not in msg and reason in msg
+    assert msg.startswith(f"--rows: none of the {n} core row(s) starting with {prefix!r} is replayed ({n}: ")
+
+
+def test_rows_keep_the_replayable_and_name_the_others() -> None:
+    """vLLM CI build 9555's extended rows: the throughput and serving rows give no ISL/OSL (ShareGPT)
+    and no excluded reason, so they are named as not replayed; the rest of the prefix is kept."""
+    import csv
+
+    from benchmarks.serving_accuracy import NO_LENGTHS, not_replayed, select_rows
+
+    rows = replay.load_rows(subset="extended")
+    ids = _csv_ids("vllmci9555", "extended")
+    with open(replay.CSV_PATH, newline="") as f:
+        no_len = [r["id"] for r in csv.DictReader(f) if r["id"] in ids and not (r["isl"] and r["osl"])]
+    assert len(no_len) >= 1
+    keep, notes = select_rows(rows, ("vllmci9555",), "extended")
+    assert sorted(r["id"] for r in keep) == sorted(set(ids) - set(no_len))
+    assert all(not_replayed(r) is None for r in keep)
+    assert len(notes) == 1 and f"{len(no_len)} matched row(s) not replayed ({NO_LENGTHS})" in notes[0]
+    # the full table keeps every row: the unreplayable one listed as excluded for that reason
+    full, none = select_rows(rows, None, "extended")
+    assert none == [] and len(full) == len(rows)
+    assert {r["id"] for r in full if replay.excluded(r) == NO_LENGTHS} >= set(no_len)
+    # a synthetic row: lengths "0" or text are not fixed lengths either
+    for isl in ("", "0", "sharegpt"):
+        assert not_replayed({"id": "x", "isl": isl, "osl": "128"}) == NO_LENGTHS
+    assert not_replayed({"id": "x", "isl": "128", "osl": "128"}) is None

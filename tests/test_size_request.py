@@ -71,7 +71,7 @@ def test_the_report_text_by_hand() -> None:
     from graphs.serving.planning.sizing import Deployment, SizingResult
 
     shape = dict(device="h100-sxm", tp=1, replicas=2, prefill_replicas=0, decode_replicas=0, devices=2)
-    d = Deployment(**shape, ttft_p99=0.2, tpot_p99=0.015, meets=True, cost=None)
+    d = Deployment(**shape, ttft_at_percentile_s=0.2, tpot_at_percentile_s=0.015, meets=True, cost=None)
     res = SizingResult(
         model="tiny",
         rate=3.0,
@@ -103,3 +103,41 @@ def test_the_report_text_by_hand() -> None:
 
     none = dataclasses.replace(res, winner=None).to_text(engine=get_engine("vllm")).splitlines()
     assert none[2].startswith("  engine vllm@1 (vLLM V1") and none[-1].endswith("(raise --max-simulations)")
+
+
+def test_a_size_at_p90_names_p90_in_its_text_and_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """``--percentile 90``: every latency printed or in the JSON is the P90 and says so (none claims
+    P99), and the winner's two numbers are numpy's 90th percentiles of its own run's requests."""
+    import numpy as np
+
+    from graphs.serving.planning.sizing import size_deployment
+
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))  # its run cards, not a shared cache's
+    argv = ["size", "tiny", "--rate", "2", "--slo-ttft", "1", "--slo-tpot", "0.1", "--devices", "h100"]
+    argv += ["--tp", "1", "--requests", "40", "--objective", "gpus", "--quiet", "--percentile", "90"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "P90 TTFT <= 1 s" in text.splitlines()[0]
+    winner = next(line for line in text.splitlines() if line.startswith("  winner: "))
+    assert "P90 TTFT " in winner and "P90 TPOT " in winner
+    assert "P99" not in text and "p99" not in text
+    assert main([*argv, "--json"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    assert "p99" not in out.lower()
+    assert doc["percentile"] == doc["winner"]["percentile"] == 90
+    assert all(d["percentile"] == 90 for d in doc["candidates"])
+    # the same search in the library, its winner's run kept: numpy's (linear) P90 of that run
+    res = size_deployment(
+        get_model("tiny"), rate=2.0, slo_ttft=1.0, slo_tpot=0.1, devices=("h100",), tps=(1,), requests=40,
+        objective="gpus", percentile=90.0,
+    )  # fmt: skip
+    assert res.winner is not None and res.winner.sim is not None
+    per = res.winner.sim.per_request
+    ttft = float(np.percentile(per["ttft_s"][np.isfinite(per["ttft_s"])], 90))
+    tpot = float(np.percentile(per["tpot_s"][np.isfinite(per["tpot_s"])], 90))
+    assert doc["winner"]["ttft_at_percentile_s"] == pytest.approx(ttft, rel=1e-12)
+    assert doc["winner"]["tpot_at_percentile_s"] == pytest.approx(tpot, rel=1e-12)
+    assert doc["winner"]["label"] == res.winner.label

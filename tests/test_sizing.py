@@ -218,8 +218,8 @@ def test_sizing_winner_is_the_brute_force_winner(objective):
     assert res.simulated < 2 * 2 * 13  # the bounds spared simulations: brute force runs 52
     # margins: the winner's own simulated P99s, within the SLOs
     sim = res.winner.sim
-    assert res.winner.ttft_p99 == _pct(sim.per_request["ttft_s"], 99) <= GRID["slo_ttft"]
-    assert res.winner.tpot_p99 == _pct(sim.per_request["tpot_s"], 99) <= GRID["slo_tpot"]
+    assert res.winner.ttft_at_percentile_s == _pct(sim.per_request["ttft_s"], 99) <= GRID["slo_ttft"]
+    assert res.winner.tpot_at_percentile_s == _pct(sim.per_request["tpot_s"], 99) <= GRID["slo_tpot"]
 
 
 def test_sizing_prunes_what_cannot_serve():
@@ -402,7 +402,7 @@ def test_the_ttft_floor_never_prunes_a_deployment_that_meets():
     )
     assert not res.pruned
     assert res.winner is not None and res.winner.devices == 1
-    assert res.winner.ttft_p99 <= 0.25
+    assert res.winner.ttft_at_percentile_s <= 0.25
 
 
 def test_size_refuses_a_link_bandwidth_it_would_ignore(capsys):

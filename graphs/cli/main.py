@@ -106,7 +106,7 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "size": (
         "add_size_parser",
         {
-            "size": "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
+            "size": "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within TTFT/TPOT SLOs at the --percentile (default 99)"
         },
     ),
     "measure": (

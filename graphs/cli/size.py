@@ -1,4 +1,4 @@
-"""``costmodel size``: the cheapest (or fewest-device) deployment within P99 SLOs
+"""``costmodel size``: the cheapest (or fewest-device) deployment within TTFT/TPOT SLOs at a percentile
 (:func:`graphs.serving.planning.sizing.size_deployment`)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["add_size_parser", "cmd_size", "request_of"]
 #: what a Dask worker of ``size`` imports as it starts: the module its tasks run
 _WORKER_MODULES = ("graphs.serving.planning.sizing",)
 
-HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within P99 TTFT/TPOT SLOs"
+HELP = "sizing: cheapest deployment (device x tp x replicas, aggregated or P:D) within TTFT/TPOT SLOs at the --percentile (default 99)"
 
 
 def _add_workload_options(p: argparse.ArgumentParser, *, requests: int, requests_help: str) -> None:
@@ -94,8 +94,12 @@ def add_size_parser(sub: Any) -> None:
     sp = sub.add_parser("size", help=HELP)
     sp.add_argument("model", help="catalog name or path to a config.json")
     sp.add_argument("--rate", type=float, required=True, help="offered load (requests/s)")
-    sp.add_argument("--slo-ttft", type=float, required=True, help="P99 TTFT SLO (s)")
-    sp.add_argument("--slo-tpot", type=float, required=True, help="P99 TPOT SLO (s)")
+    sp.add_argument(
+        "--slo-ttft", type=float, required=True, help="TTFT SLO (s) at the --percentile (default 99)"
+    )
+    sp.add_argument(
+        "--slo-tpot", type=float, required=True, help="TPOT SLO (s) at the --percentile (default 99)"
+    )
     sp.add_argument(
         "--devices", default="h100,h200,b200", help="comma list of catalog devices to choose from"
     )
@@ -112,7 +116,12 @@ def add_size_parser(sub: Any) -> None:
         "400 Gb/s NIC per GPU)",
     )
     _add_workload_options(sp, requests=500, requests_help="requests each candidate simulates")
-    sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile")
+    sp.add_argument(
+        "--percentile",
+        type=float,
+        default=99.0,
+        help="the percentile the SLOs hold at, and the latencies printed (default 99)",
+    )
     add_engine_options(sp)
     sp.add_argument("--max-simulations", type=int, default=60, help="most candidates simulated")
     add_dask_options(sp, "the candidate simulations")

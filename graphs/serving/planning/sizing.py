@@ -1,4 +1,5 @@
-"""Sizing: the cheapest (or fewest-device) deployment that serves a load within P99 SLOs.
+"""Sizing: the cheapest (or fewest-device) deployment that serves a load within latency SLOs held
+at a percentile (``percentile``, P99 by default; "P99" below stands for it).
 
 A candidate is a device kind, a tensor-parallel degree ``tp`` and either ``n`` aggregated
 replicas or a disaggregated ``p:d`` split of prefill and decode replicas (each of ``tp``
@@ -92,7 +93,8 @@ DEFAULT_LINK_BANDWIDTH = 50e9
 
 @dataclass(frozen=True)
 class Deployment(Result):
-    """One simulated candidate: its shape, P99 latencies against the SLOs, and its cost."""
+    """One simulated candidate: its shape, its latencies at the sizing's percentile against the SLOs,
+    and its cost."""
 
     device: str
     tp: int
@@ -100,14 +102,15 @@ class Deployment(Result):
     prefill_replicas: int
     decode_replicas: int
     devices: int
-    ttft_p99: float
-    tpot_p99: float
+    ttft_at_percentile_s: float  #: TTFT at ``percentile`` over the requests (s)
+    tpot_at_percentile_s: float  #: TPOT at ``percentile`` over the requests (s)
     meets: bool
     cost: TokenCost | None  #: None: the device has no price
     #: the run (None: read from its card, :mod:`graphs.serving.planning.run_cards`)
     sim: SimResult | None = field(default=None, repr=False, compare=False)
     dp: int = 1  #: data-parallel ranks per replica (1: none)
     expert_parallel: bool = False  #: with dp > 1: whole experts per device
+    percentile: float = 99.0  #: the percentile the two latencies are (P99: 99)
 
     @property
     def label(self) -> str:
@@ -127,14 +130,16 @@ class Deployment(Result):
         return d
 
     def line(self, slo_ttft: float, slo_tpot: float) -> str:
-        """One line: its shape, its P99 latencies and their shares of the SLOs (``slo_ttft``,
+        """One line: its shape, its latencies at ``percentile`` (named: ``P95 TTFT`` at 95) and
+        their shares of the SLOs (``slo_ttft``,
         ``slo_tpot``, s), and its cost: the $/h over the tokens/s the run served, as ``simulate``
         prints it (:class:`~graphs.serving.planning.cost.TokenCost`), or why there is none.
 
         Parameters
         ----------
         slo_ttft, slo_tpot : float
-            The TTFT and TPOT service-level objectives (s) the P99s are shown as shares of.
+            The TTFT and TPOT service-level objectives (s) the percentile latencies are shown as
+            shares of.
 
         Returns
         -------
@@ -148,9 +153,10 @@ class Deployment(Result):
             if c is not None
             else NO_PRICE
         )
+        t, p, q = self.ttft_at_percentile_s, self.tpot_at_percentile_s, f"P{self.percentile:g}"
         return (
-            f"{self.label}: P99 TTFT {self.ttft_p99:.3f} s ({100 * self.ttft_p99 / slo_ttft:.0f}% of SLO), "
-            f"P99 TPOT {self.tpot_p99 * 1e3:.1f} ms ({100 * self.tpot_p99 / slo_tpot:.0f}% of SLO); {cost}"
+            f"{self.label}: {q} TTFT {t:.3f} s ({100 * t / slo_ttft:.0f}% of SLO), "
+            f"{q} TPOT {p * 1e3:.1f} ms ({100 * p / slo_tpot:.0f}% of SLO); {cost}"
         )
 
 
@@ -623,9 +629,9 @@ def size_deployment(
             continue
         nxt = [(a + 1, 0)] if not fam.disagg else []
         if fam.disagg:
-            if dep.ttft_p99 > slo_ttft:
+            if dep.ttft_at_percentile_s > slo_ttft:
                 nxt.append((a + 1, b))
-            if dep.tpot_p99 > slo_tpot:
+            if dep.tpot_at_percentile_s > slo_tpot:
                 nxt.append((a, b + 1))
         for na, nb in nxt:
             if max(na, nb) > MAX_REPLICAS:
@@ -748,11 +754,12 @@ def _run(
         prefill_replicas=a if fam.disagg else 0,
         decode_replicas=b if fam.disagg else 0,
         devices=topo.devices,
-        ttft_p99=t,
-        tpot_p99=p,
+        ttft_at_percentile_s=t,
+        tpot_at_percentile_s=p,
         meets=t <= slo_ttft and p <= slo_tpot,
         cost=totals_cost(out.totals, fam.rates),
         sim=res,
         dp=fam.dp,
         expert_parallel=topo.expert_parallel,
+        percentile=q,
     )

@@ -161,7 +161,7 @@ class SizeReport:
 
     def to_html(self, command: str = "") -> str:
         """The ``size --html`` page (:func:`graphs.serving.present.html_studies.report_page`): each
-        simulated candidate's P99s as shares of the SLOs, the printed lines, the candidates' table.
+        simulated candidate's latencies at the percentile as shares of the SLOs, the printed lines, the candidates' table.
 
         Parameters
         ----------
@@ -181,8 +181,11 @@ class SizeReport:
         winner = (
             res.winner.line(res.slo_ttft, res.slo_tpot) if res.winner is not None else "none meets the SLOs"
         )
-        # each candidate's P99 (at the request's percentile) over its SLO, in %: 100 is at the SLO
-        shares = [(100 * d.ttft_p99 / res.slo_ttft, 100 * d.tpot_p99 / res.slo_tpot) for d in res.candidates]
+        # each candidate's latency at the request's percentile over its SLO, in %: 100 is at the SLO
+        shares = [
+            (100 * d.ttft_at_percentile_s / res.slo_ttft, 100 * d.tpot_at_percentile_s / res.slo_tpot)
+            for d in res.candidates
+        ]
         figure = hbar_figure(
             [d.label for d in res.candidates],
             [max(s) for s in shares],

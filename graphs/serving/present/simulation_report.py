@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import string
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,19 +81,47 @@ def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
     )
 
 
+#: the columns the interval block's lines fit in (a 100-column terminal)
+TEXT_WIDTH = 100
+
+
+def _wrapped(text: str, indent: str, hanging: str) -> list[str]:
+    """``text`` in lines of at most :data:`TEXT_WIDTH` columns, the first after ``indent``, the
+    others after ``hanging``; names such as ``h100-sxm`` are never split."""
+    return textwrap.wrap(
+        text,
+        width=TEXT_WIDTH,
+        initial_indent=indent,
+        subsequent_indent=hanging,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 def _interval_lines(iv: SimInterval) -> list[str]:
-    """Each metric's P10-P90 interval beside its point value."""
+    """Each metric's P10-P90 interval beside its point value, tagged ``(a)``, ``(b)``... by what
+    it rests on; each basis said once, wrapped, below the metrics (one tag per distinct basis),
+    then the expected errors."""
     lo, hi = (round(100 * q) for q in iv.quantiles)
-    out = [
-        f"  P{lo}-P{hi} prediction interval (calibrated on whole simulations of validated deployments, "
-        "never narrower than every kernel at that quantile of its held-out error):"
-    ]
+    out = _wrapped(
+        f"P{lo}-P{hi} prediction interval (calibrated on whole simulations of validated deployments, "
+        "never narrower than every kernel at that quantile of its held-out error):",
+        "  ",
+        "  ",
+    )
     calibrated, basis = iv.calibrated, iv.basis
+    tags: dict[str, str] = {}  # basis -> its tag, in the order the metrics first name it
     for label, (a, b) in calibrated.items():
         v = iv.value(label)
         fmt = ".4f" if label.endswith(" s") else ",.1f"
-        out.append(f"    {label:16s} {v:{fmt}}  {interval_text(a, b, fmt)}  ({basis[label]})")
-    out += [f"  {line}" for line in iv.expected_errors()]
+        n = len(tags)  # a, b, ... z, then 27, 28 ... (the metrics are seven)
+        tag = tags.setdefault(basis[label], string.ascii_lowercase[n] if n < 26 else str(n + 1))
+        out.append(f"    {label:16s} {v:{fmt}}  {interval_text(a, b, fmt)}  ({tag})")
+    out.append("  what each interval rests on:")
+    for why, tag in tags.items():
+        out += _wrapped(f"({tag}) {why}", "    ", "        ")
+    for line in iv.expected_errors():
+        out += _wrapped(line, "  ", "    ")
     return out
 
 
