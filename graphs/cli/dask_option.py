@@ -159,7 +159,10 @@ class StartingClient:
 
 
 async def _stop(nannies: list[Any], timeout: float) -> None:
-    await asyncio.gather(*(n.kill(timeout=timeout) for n in nannies), return_exceptions=True)
+    # closed, not killed: a nanny whose worker is killed while it runs restarts the worker (a new
+    # process importing Dask and the preloaded modules, about 1.5 CPU s each, the cluster's close
+    # then waiting for it to come up); a closing nanny kills its worker and stays down
+    await asyncio.gather(*(n.close(timeout=timeout) for n in nannies), return_exceptions=True)
 
 
 def _close(c: Any, cluster: Any) -> None:
