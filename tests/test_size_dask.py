@@ -154,3 +154,38 @@ def test_a_user_device_reaches_worker_processes(fresh_catalog):
         two = size_deployment("tiny", **kw, executor=ex)
     assert _plain(two) == _plain(one) and one.simulated >= 1
     assert {c["device"] for c in two.to_dict()["candidates"]} == {"my-h100"}
+
+
+@pytest.mark.slow
+def test_a_local_cluster_closes_without_starting_a_worker_again(monkeypatch):
+    """Closing the local cluster starts no worker again (its nanny, the worker killed under it,
+    restarted it: a new process importing Dask, for nothing, the close waiting for it), and where
+    the platform forks workers from a server process, that server is stopped and waited for (its
+    workers' CPU counts as this process's children's; no process outlives the command)."""
+    pytest.importorskip("distributed")
+    import argparse
+    import multiprocessing
+    import os
+
+    from distributed.nanny import Nanny
+
+    from graphs.cli.dask_option import dask_client
+
+    started = []
+    instantiate = Nanny.instantiate
+
+    async def counted(self):
+        started.append(self)
+        return await instantiate(self)
+
+    monkeypatch.setattr(Nanny, "instantiate", counted)
+    args = argparse.Namespace(scheduler="dask", workers=2, dask_address=None)
+    with dask_client(args) as c:
+        assert c.submit(sum, [1, 2, 3], pure=False).result() == 6  # 1 + 2 + 3, on a worker
+        parents = set(c.run(os.getppid).values())
+    assert len(started) == 2  # one start a worker, none at the close
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        assert os.getpid() not in parents  # forked from the server, not spawned by this process
+        assert forkserver._forkserver._forkserver_pid is None  # the server stopped
