@@ -102,6 +102,18 @@ def test_where_the_replays_run() -> None:
             pass
 
 
+def test_no_scheduler_at_the_address_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client starts in the background: a scheduler not reached surfaces where the first task
+    is submitted, as the one-line refusal, not a traceback."""
+    pytest.importorskip("distributed")
+    from graphs.cli import dask_option
+
+    monkeypatch.setattr(dask_option, "DASK_CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(SystemExit, match=r"--dask-address 'tcp://127\.0\.0\.1:9': no scheduler reached"):
+        with parallel.executor_of(_args(scheduler="dask", dask_address="tcp://127.0.0.1:9")) as ex:
+            list(parallel.ordered(ex, abs, [(-1,)]))
+
+
 def test_the_scripts_take_the_dask_options() -> None:
     from benchmarks import serving_accuracy
 

@@ -66,7 +66,8 @@ def executor_of(args: argparse.Namespace, jobs: int = 1) -> Iterator[Any]:
     ------
     SystemExit
         ``--jobs`` above 1 with ``--scheduler dask`` (the workers are ``--workers`` or the
-        cluster's), ``--workers`` outside [1, 256], or no Dask installed.
+        cluster's), ``--workers`` outside [1, 256] or no Dask installed (at once), or no
+        scheduler reached at ``--dask-address`` (where the block first submits a task).
     """
     if args.scheduler == "dask":
         if jobs != 1:
@@ -74,17 +75,31 @@ def executor_of(args: argparse.Namespace, jobs: int = 1) -> Iterator[Any]:
                 f"--jobs {jobs} with --scheduler dask not allowed: --jobs is the local process pool; "
                 "on Dask the workers are --workers (a local cluster) or --dask-address's"
             )
-        try:
-            with dask_client(args, preload=WORKER_MODULES, background=True) as client:
+        with contextlib.ExitStack() as stack:
+            try:  # --workers out of range, no Dask installed: refused before the cluster starts
+                client = stack.enter_context(dask_client(args, preload=WORKER_MODULES, background=True))
+            except CostModelError as exc:
+                raise SystemExit(str(exc)) from None
+            try:
                 yield client
-        except CostModelError as exc:  # --workers out of range, no Dask, no scheduler reached
-            raise SystemExit(str(exc)) from None
+            except CostModelError:
+                _started(client)  # no scheduler at --dask-address: its one line, not the replay's error
+                raise
         return
     if jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
             yield pool
         return
     yield None
+
+
+def _started(client: Any) -> None:
+    """Raise the one-line ``SystemExit`` of a client that could not be made (first used in a task's
+    submission: the error then surfaced there); a client that is up: nothing."""
+    try:
+        client.wait()  # a StartingClient (dask_client's background start): its error, raised again
+    except CostModelError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def ordered(executor: Any | None, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> Iterator[T]:
