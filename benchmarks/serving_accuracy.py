@@ -31,6 +31,14 @@ parallelism, ambiguous precision) is listed with its reason and left out of the 
     python -m benchmarks.serving_accuracy --rows trt10-llama-3.1-8b-h100 --modes bound
     python -m benchmarks.serving_accuracy --quick --rows nim-  # fewer requests (smoke)
     python -m benchmarks.serving_accuracy --write              # docs/serving_accuracy.md + README summary
+    python -m benchmarks.serving_accuracy --write --scheduler dask --workers 2   # the rows on Dask
+
+``--scheduler dask`` replays the rows on a local Dask cluster of ``--workers`` worker processes
+(default 2), or on the cluster whose scheduler is at ``--dask-address`` (its workers need this
+repository on their path and the same install), a task per row (:mod:`benchmarks.replay.parallel`):
+the same lines as one process, in the same order; a row's progress lines print as its result is
+taken. ``--budget-s`` then counts from the start on the wall clock, and a row not started by then
+is listed as not run, wherever it would have run.
 
 ``--rows`` runs the replayable rows its prefixes match and names the others on stderr with why
 they are not replayed (:func:`not_replayed`); a prefix that matches no replayable row exits
@@ -62,6 +70,7 @@ from benchmarks.replay import (
     table,
 )
 from benchmarks.replay.pages import DOCS, README
+from benchmarks.replay.parallel import add_options, executor_of
 
 __all__ = ["main", "markdown", "not_replayed", "select_rows", "summary"]
 
@@ -262,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--write", action="store_true", help="write docs/serving_accuracy.md and the README summary"
     )
+    add_options(ap, "the rows' replays")
     args = ap.parse_args(argv)
     modes = tuple(m for m in args.modes.split(",") if m)
     for m in modes:
@@ -276,14 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.write and (args.quick or args.rows or modes != MODES or args.no_interval):
         raise SystemExit("--write writes the full table: drop --quick, --rows, --modes and --no-interval")
     t = time.perf_counter()
-    lines = evaluate(
-        rows,
-        modes,
-        quick=args.quick,
-        progress=lambda s: sys.stderr.write(s + "\n"),
-        budget_s=args.budget_s,
-        interval=not args.no_interval,
-    )
+    with executor_of(args) as executor:
+        lines = evaluate(
+            rows,
+            modes,
+            quick=args.quick,
+            progress=lambda s: sys.stderr.write(s + "\n"),
+            budget_s=args.budget_s,
+            interval=not args.no_interval,
+            executor=executor,
+        )
     text = markdown(lines, time.perf_counter() - t)
     if args.write:
         replace_section(DOC_PATH, BEGIN, END, text)

@@ -47,6 +47,16 @@ The page (``docs/silicon_accuracy.md``) keeps the method and the medians; every 
 CSV appendix (``docs/silicon_accuracy_rows.csv``, ``docs/silicon_load_check.csv``), which
 ``benchmarks/served_errors.py`` reads. On the terminal the row-by-row tables follow the section.
     python -m benchmarks.silicon_accuracy --write --jobs 2   # two processes side by side
+    python -m benchmarks.silicon_accuracy --write --scheduler dask --workers 2   # on Dask
+    python -m benchmarks.silicon_accuracy --check --scheduler dask --dask-address tcp://host:8786
+
+Where the replays run: ``--jobs N`` replays the deployments in a pool of N local processes;
+``--scheduler dask`` on a local Dask cluster of ``--workers`` worker processes (default 2) or on
+the cluster whose scheduler is at ``--dask-address`` (its workers need this repository on their
+path and the same install, the aiconfigurator-core wheel included); ``--jobs`` and Dask do not
+mix. Either way a task is one deployment's rows (they share its predictor and engine), or with
+``--check`` one run's six replays (:mod:`benchmarks.replay.parallel`), and the lines are those of
+one process, in its order; the progress lines print as each task's result is taken.
 """
 
 from __future__ import annotations
@@ -67,13 +77,13 @@ from benchmarks.replay import (
     medians,
     metric_group,
     pct,
-    rank,
     replace_section,
     run_row,
     table,
 )
 from benchmarks.replay import evaluate as evaluate_rows
 from benchmarks.replay.pages import DOCS, strip_home, wrap, write_csv
+from benchmarks.replay.parallel import add_options, executor_of, ordered
 from benchmarks.replay.results import pct_cell, seconds_cell, write_results
 from benchmarks.replay.silicon import (
     AIC_EVAL,
@@ -220,7 +230,11 @@ def judge_ttft(lines: list[Any], bad: dict[str, tuple[int, int]]) -> list[Any]:
 
 
 def sourced_lines(
-    rows: list[dict[str, str]], modes: tuple[str, ...], jobs: int = 1, progress: Any = None
+    rows: list[dict[str, str]],
+    modes: tuple[str, ...],
+    jobs: int = 1,
+    progress: Any = None,
+    executor: Any = None,
 ) -> tuple[list[Any], dict[str, tuple[int, int]]]:
     """``--protocol sourced``: the lines, and the campaigns whose TTFT is not compared.
 
@@ -235,13 +249,14 @@ def sourced_lines(
     (every other client sends once per cycle), where one wave's holds those still queued behind
     it, about ``C / 2``: the TPOT such runs measure grows as ``C x ISL / OSL`` above one wave's,
     the signature of the steady state. Their TTFT stays out of the medians (:func:`judge_ttft`);
-    so does that of any InferenceX campaign whose TTFTs undercut its client's roofline."""
+    so does that of any InferenceX campaign whose TTFTs undercut its client's roofline.
+    ``jobs`` and ``executor``: where the replays run (:func:`evaluate`)."""
     wave_ttft = [r for r in rows if r["source_kind"] == WAVE and metric_group(r["metric"]) == "TTFT"]
-    bad = not_waves(evaluate(wave_ttft, ("bound",), jobs)) if wave_ttft else {}
+    bad = not_waves(evaluate(wave_ttft, ("bound",), jobs, executor=executor)) if wave_ttft else {}
     rows = [
         {**r, "source_kind": STEADY} if r["source_kind"] == WAVE and campaign(r) in bad else r for r in rows
     ]
-    lines = evaluate(rows, modes, jobs, progress=progress)
+    lines = evaluate(rows, modes, jobs, progress=progress, executor=executor)
     if "bound" in modes:
         bad = {**not_waves([ln for ln in lines if ln.row["source_kind"] == CLIENT]), **bad}
         lines = judge_tpot(lines, tpot_not_as_replayed(lines))
@@ -301,21 +316,22 @@ def _check_one(pick: tuple[dict[str, str], dict[str, str]]) -> tuple[dict[str, f
     return vals, roof, time.perf_counter() - start
 
 
-def load_check(rows: list[dict[str, str]], progress: Any = None, jobs: int = 1) -> LoadCheck:
+def load_check(
+    rows: list[dict[str, str]], progress: Any = None, jobs: int = 1, executor: Any = None
+) -> LoadCheck:
     """How much the load changes TPOT and TTFT, and whether the benchmark client explains the
     misses: one run per deployment (:func:`_check_picks`) replayed (``simulated``) as one wave,
     as the client :func:`client` names (its requests from a burst, every one read) and as that
     client's loop in the steady state (:data:`STEADY`), with the client replay's roofline TTFT
     beside it (a measured TTFT below that is a run the client
     replay cannot be, unless its admission queued requests the engine did not). Medians per
-    client and over every run; ``jobs`` processes replay the runs side by side."""
+    client and over every run; ``jobs`` processes replay the runs side by side, or ``executor``
+    (a Dask client, :mod:`benchmarks.replay.parallel`) does, a task per run, taken in order."""
     picks = _check_picks(rows)
-    results: Any
-    if jobs == 1:
-        results = map(_check_one, picks)  # lazily: progress as each run ends
-    else:
+    if executor is None and jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
-            results = list(pool.map(_check_one, picks))
+            return load_check(rows, progress, executor=pool)
+    results = ordered(executor, _check_one, [(p,) for p in picks])  # progress as each run is taken
     out = [
         "| deployment | ISL/OSL, concurrency | measured TPOT | wave | error | client | error | steady | error "
         "| measured TTFT | wave | error | client | error | steady | error | client roofline TTFT |",
@@ -704,29 +720,23 @@ def check_summary(check: LoadCheck) -> str:
     )
 
 
-def _evaluate_part(part: tuple[list[dict[str, str]], tuple[str, ...], bool]) -> list[Any]:
-    rows, modes, show = part
-    prog = (lambda s: print(s, file=sys.stderr)) if show else None
-    return evaluate_rows(rows, modes, progress=prog, interval=False)
-
-
 def evaluate(
-    rows: list[dict[str, str]], modes: tuple[str, ...], jobs: int = 1, progress: Any = None
+    rows: list[dict[str, str]],
+    modes: tuple[str, ...],
+    jobs: int = 1,
+    progress: Any = None,
+    executor: Any = None,
 ) -> list[Any]:
-    """``serving_accuracy.evaluate`` over ``jobs`` processes, each a share of the deployments
-    (a deployment's runs share its predictor and engine, so they stay together), the lines in
-    the order one process gives them."""
-    if jobs == 1:
-        return evaluate_rows(rows, modes, progress=progress, interval=False)
-    share = {d: i % jobs for i, d in enumerate(sorted({deployment_key(r) for r in rows}))}
-    parts = [
-        ([r for r in rows if share[deployment_key(r)] == i], modes, progress is not None) for i in range(jobs)
-    ]
-    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
-        lines = [ln for part in pool.map(_evaluate_part, parts) for ln in part]
-    order = {id(r): i for i, r in enumerate(sorted(rows, key=rank))}
-    pos = {r["id"]: order[id(r)] for r in rows}
-    return sorted(lines, key=lambda ln: pos[ln.row["id"]])
+    """``serving_accuracy.evaluate`` (:func:`benchmarks.replay.evaluate`, no interval) in this
+    process, over ``jobs`` local processes or on ``executor`` (a Dask client,
+    :mod:`benchmarks.replay.parallel`): a task per deployment (a deployment's runs share its
+    predictor and engine, so they stay together), the lines those of one process, in its order."""
+    if executor is None and jobs > 1:
+        with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+            return evaluate(rows, modes, progress=progress, executor=pool)
+    return evaluate_rows(
+        rows, modes, progress=progress, interval=False, executor=executor, group=deployment_key
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -754,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         help="write docs/silicon_accuracy.md's section and its CSV appendix (the rows, or with --check the "
         "load check's runs) and the summary in docs/validation.md",
     )
+    add_options(ap, "the deployments' replays (not with --jobs)")
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         raise SystemExit(f"--limit: {args.limit} deployments not allowed; allowed: a whole number >= 1")
@@ -771,6 +782,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             "--check replays its own three loads in the simulated mode: drop --modes and --protocol"
         )
+    # a local Dask cluster starts while the sample loads
+    with executor_of(args, args.jobs) as executor:
+        return _run(args, modes, executor)
+
+
+def _run(args: argparse.Namespace, modes: tuple[str, ...], executor: Any) -> int:
+    """:func:`main` once its options are checked: the replays on ``executor`` (None: here)."""
     rows, left = silicon_rows(load_sample())
     if args.protocol != "sourced":
         rows = [{**r, "source_kind": WAVE if args.protocol == "wave" else STEADY} for r in rows]
@@ -785,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     prog = (lambda s: print(s, file=sys.stderr)) if sys.stderr.isatty() else None
     if args.check:
-        check = load_check(rows, progress=prog, jobs=args.jobs)
+        check = load_check(rows, progress=prog, executor=executor)
         text = check_markdown(check, time.perf_counter() - start, args.write)
         if args.write:
             replace_section(DOC_PATH, CHECK_BEGIN, CHECK_END, text)
@@ -795,9 +813,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     bad: dict[str, tuple[int, int]] = {}
     if args.protocol == "sourced":
-        lines, bad = sourced_lines(rows, modes, args.jobs, progress=prog)
+        lines, bad = sourced_lines(rows, modes, progress=prog, executor=executor)
     else:
-        lines = evaluate(rows, modes, args.jobs, progress=prog)
+        lines = evaluate(rows, modes, progress=prog, executor=executor)
         if "bound" in modes:
             lines = judge_tpot(lines, tpot_not_as_replayed(lines))
         if args.protocol == "wave" and "bound" in modes:
@@ -813,4 +831,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run as the importable module, not as __main__: a task's function (``_check_one``) then
+    # pickles by its name for Dask's workers, as the other tasks (benchmarks.replay) do
+    from benchmarks import silicon_accuracy
+
+    raise SystemExit(silicon_accuracy.main())

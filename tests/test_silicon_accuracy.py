@@ -397,7 +397,11 @@ def test_campaigns_that_were_not_waves_replay_in_the_steady_state(
     calls = []
 
     def fake(
-        rows: list[dict[str, str]], modes: tuple[str, ...], jobs: int = 1, progress: object = None
+        rows: list[dict[str, str]],
+        modes: tuple[str, ...],
+        jobs: int = 1,
+        progress: object = None,
+        executor: object = None,
     ) -> list:
         calls.append((modes, {r["source_kind"] for r in rows}))
         out = []

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from .parallel import ordered
 from .reasons import ROW_LIMIT, reason
 from .rows import error, excluded, metric_group
 from .run import MODES, run_row, simulate_row
@@ -22,6 +24,7 @@ __all__ = [
     "TARGETS",
     "Line",
     "cells",
+    "deployment",
     "evaluate",
     "fmt",
     "interval_coverage",
@@ -70,6 +73,37 @@ def rank(row: dict[str, str]) -> int:
     return next((i for i, p in enumerate(ORDER) if row["id"].startswith(p)), len(ORDER))
 
 
+#: the columns that name a row's deployment: its rows share the predictor's tables and the engine
+#: profile, built once per process (:func:`evaluate` on an executor runs them in one task)
+DEPLOYMENT = (
+    "engine",
+    "engine_version",
+    "model",
+    "precision_weights",
+    "precision_kv",
+    "device",
+    "tp",
+    "ep",
+    "num_gpus",
+)
+
+
+def deployment(row: dict[str, str]) -> tuple[str, ...]:
+    """The row's deployment (:data:`DEPLOYMENT`).
+
+    Parameters
+    ----------
+    row : dict
+        A published or silicon row.
+
+    Returns
+    -------
+    tuple of str
+        Its engine and version, model, dtypes, device and parallelism, as the row states them.
+    """
+    return tuple(row.get(k, "") for k in DEPLOYMENT)
+
+
 #: the mode whose prediction interval is run (its ends: :meth:`Predictor.interval`)
 INTERVAL_MODE = "simulated"
 #: the row-by-row table's header of :attr:`Line.queue_share`
@@ -84,23 +118,84 @@ def evaluate(
     progress: Any = None,
     budget_s: float | None = None,
     interval: bool = True,
+    executor: Any = None,
+    group: Callable[[dict[str, str]], Hashable] = deployment,
 ) -> list[Line]:
     """Every row replayed in every mode (excluded rows listed, not run), in :data:`ORDER`; past
     ``budget_s`` seconds the remaining rows are listed as not run. ``interval`` (with
-    :data:`INTERVAL_MODE` among ``modes``): that mode also at the interval's two ends."""
-    lines = []
-    start = time.perf_counter()
+    :data:`INTERVAL_MODE` among ``modes``): that mode also at the interval's two ends.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The rows (:func:`~benchmarks.replay.rows.load_rows`, or the silicon sample's).
+    modes : tuple of str
+        Of :data:`~benchmarks.replay.run.MODES`.
+    quick : bool
+        Fewer requests per run (smoke; not the tables' numbers).
+    progress : callable, optional
+        ``progress(line)``: a line per row and mode (on an executor, a row's lines as its task's
+        result is taken).
+    budget_s : float, optional
+        No row starts after this many seconds (wall clock, from the call).
+    interval : bool
+        Run :data:`INTERVAL_MODE` at the interval's ends too.
+    executor : Any, optional
+        A Dask client or ``concurrent.futures`` executor (:func:`benchmarks.replay.parallel.executor_of`):
+        the rows' replays run there, a task per ``group``, taken in the order of their first
+        rows: the lines those of one process, in the same order. None: this process.
+    group : callable
+        ``group(row)``: on an executor rows with the same key run in one task, in :data:`ORDER`
+        (default :func:`deployment`: a deployment's rows share the predictor's tables, which a
+        worker builds once, as one process does; a task per row built them on every worker).
+
+    Returns
+    -------
+    list of Line
+        One per row, in :data:`ORDER`.
+    """
     rows = sorted(rows, key=rank)
+    budget = None if budget_s is None else (time.time() + budget_s, budget_s)
+    job = _Job(len(rows), modes, quick, interval, budget)
+    if executor is None:
+        return [job.line(i, row, progress) for i, row in enumerate(rows)]
+    lines: list[Line | None] = [None] * len(rows)
+    tasks: dict[Hashable, list[tuple[int, dict[str, str]]]] = {}
     for i, row in enumerate(rows):
+        if excluded(row):  # listed here: nothing to run
+            lines[i] = job.line(i, row, None)
+        else:
+            tasks.setdefault(group(row), []).append((i, row))
+    for done in ordered(executor, _run_task, [(job, items) for items in tasks.values()]):
+        for i, ln, said in done:
+            lines[i] = ln
+            for s in said if progress else ():
+                progress(s)
+    assert all(ln is not None for ln in lines)
+    return [ln for ln in lines if ln is not None]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What :func:`evaluate` replays each row with (picklable: a task carries it)."""
+
+    n: int  #: rows in the whole evaluation (for the progress lines' ``[i/n]``)
+    modes: tuple[str, ...]
+    quick: bool
+    interval: bool
+    #: (the wall-clock time after which no row starts, the budget in seconds), or None
+    budget: tuple[float, float] | None
+
+    def line(self, i: int, row: dict[str, str], progress: Any) -> Line:
+        """Row ``i``'s line: excluded, not run (past the budget), or replayed in every mode."""
         why = excluded(row)
         if why:
-            lines.append(Line(row, {}, (), why))
-            continue
-        if budget_s is not None and time.perf_counter() - start > budget_s:
-            lines.append(
-                Line(row, {}, (), f"not run in this generation (the {budget_s:.0f} s budget ran out)")
+            return Line(row, {}, (), why)
+        if self.budget is not None and time.time() > self.budget[0]:
+            return Line(
+                row, {}, (), f"not run in this generation (the {self.budget[1]:.0f} s budget ran out)"
             )
-            continue
+        modes, quick = self.modes, self.quick
         w = row_workload(row, quick=quick)
         vals: dict[str, float | None] = {}
         for mode in modes:
@@ -108,22 +203,28 @@ def evaluate(
             vals[mode] = v = run_row(row, mode, quick=quick)
             if progress:
                 progress(
-                    f"[{i + 1}/{len(rows)}] {row['id']} {mode}: {v:.6g} (measured {row['value']}, "
+                    f"[{i + 1}/{self.n}] {row['id']} {mode}: {v:.6g} (measured {row['value']}, "
                     f"{100 * error(v, float(row['value'])):+.1f} %) {time.perf_counter() - t:.1f} s"
                 )
         ends = None
         # the same cached run run_row read (simulate_row's key: workload, mode, quantile)
         share = simulate_row(w, INTERVAL_MODE, None).res.queue_share if INTERVAL_MODE in modes else None
-        if interval and INTERVAL_MODE in modes:
+        if self.interval and INTERVAL_MODE in modes:
             lo, hi = (q.quantile for q in predictor(w).interval())
             a, b = (run_row(row, INTERVAL_MODE, quick=quick, quantile=q) for q in (lo, hi))
             ends = (min(a, b), max(a, b))
         # how the measured value was obtained, where the row says (a recovered silicon E2E)
         stated = (row["value_note"],) if row.get("value_note") else ()
-        lines.append(
-            Line(row, vals, stated + w.notes + _coverage(w, modes), interval=ends, queue_share=share)
-        )
-    return lines
+        return Line(row, vals, stated + w.notes + _coverage(w, modes), interval=ends, queue_share=share)
+
+
+def _run_task(job: _Job, items: list[tuple[int, dict[str, str]]]) -> list[tuple[int, Line, list[str]]]:
+    """A task of :func:`evaluate` on an executor: its rows' lines, each with its progress lines."""
+    out = []
+    for i, row in items:
+        said: list[str] = []
+        out.append((i, job.line(i, row, said.append), said))
+    return out
 
 
 def _coverage(w: RowWorkload, modes: tuple[str, ...]) -> tuple[str, ...]:
