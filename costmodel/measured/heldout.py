@@ -173,14 +173,26 @@ def framework_offset(family: str, device: str, framework: str) -> int:
     frameworks that sort before it (each counted in turn and let go, never all held at once)."""
     from .corpus import frameworks_with_data
 
-    total = 0
-    for fw in frameworks_with_data(family, device):
-        if fw < framework:
-            try:
-                total += int(_kept(family, device, [fw], compact=True)[1].sum())
-            except MeasuredDataError:  # no table of this framework on the device
-                pass
-    return total
+    return sum(
+        _kept_rows(family, device, fw) for fw in frameworks_with_data(family, device) if fw < framework
+    )
+
+
+#: the number of :func:`prepared` rows of each (family, device, framework) counted in this
+#: process: :func:`prepared_where` notes those it reads, so :func:`framework_offset` reads a
+#: framework's table once where both ask (an unmeasured device's residuals and held-out errors)
+_KEPT_ROWS: dict[tuple[str, str, str], int] = {}
+
+
+def _kept_rows(family: str, device: str, framework: str) -> int:
+    """The number of :func:`prepared` rows of one framework (0 without a table of it)."""
+    at = (family, device, framework)
+    if at not in _KEPT_ROWS:
+        try:
+            _KEPT_ROWS[at] = int(_kept(family, device, [framework], compact=True)[1].sum())
+        except MeasuredDataError:  # no table of this framework on the device
+            _KEPT_ROWS[at] = 0
+    return _KEPT_ROWS[at]
 
 
 def prepared_where(
@@ -218,17 +230,19 @@ def prepared_where(
 
     frames, xs, pos, start = [], [], [], 0
     for fw in frameworks_with_data(family, device):
-        got = _prepare_or_none(family, device, fw)
-        if got is None:
+        try:
+            df = _grouped(family, device, [fw], compact=False)
+        except MeasuredDataError:  # no table of this framework on the device
             continue
-        df, x = got
+        _KEPT_ROWS[(family, device, fw)] = len(df)
         keep = np.flatnonzero(np.asarray(select(df), dtype=bool))
         if len(keep):
+            # the features of the kept rows alone: they are computed row by row (_prepare)
             frames.append(df.iloc[keep])
-            xs.append(x.take(keep))
+            xs.append(_features(family, frames[-1].reset_index(drop=True), device))
             pos.append(start + keep)
         start += len(df)
-        del df, x, got
+        del df
         release_unused()
     if not frames:
         return None
@@ -255,16 +269,28 @@ def _prepare(
 ) -> tuple[Any, Features]:
     """:func:`prepared`'s rows of ``frameworks`` (None: every one) and their features;
     ``compact``: text columns as categories (:func:`_kept`)."""
+    df = _grouped(family, device, frameworks, compact=compact)
+    return df, _features(family, df, device)
+
+
+def _grouped(family: str, device: str, frameworks: list[str] | None, *, compact: bool) -> Any:
+    """:func:`_kept`'s rows that are kept, with their kernel group (column ``group``)."""
     df, keep = _kept(family, device, frameworks, compact=compact)
     if not keep.all():
         df = df[keep].reset_index(drop=True)
     group = group_of(family, df)  # row by row: the kept rows' groups
     df["group"] = group.astype("category") if compact else group
+    return df
+
+
+def _features(family: str, df: Any, device: str) -> Features:
+    """The model features of ``df``'s rows on ``device``, :data:`CHUNK_ROWS` rows at a time (row
+    by row: a row's features do not depend on the rows beside it)."""
     hw = get_device(device)
     starts = range(0, len(df), CHUNK_ROWS)
     if len(starts) < 2:
-        return df, features(family, df, hw)
-    return df, Features.concat([features(family, df.iloc[i : i + CHUNK_ROWS], hw) for i in starts])
+        return features(family, df, hw)
+    return Features.concat([features(family, df.iloc[i : i + CHUNK_ROWS], hw) for i in starts])
 
 
 def _kept(
