@@ -385,7 +385,9 @@ def test_simulated_interval_brackets_the_point(fake_corpus):
     from graphs.serving.sim.served_errors import served_errors
 
     assert iv.deployment == ("vllm", "h100-sxm", False)
-    band, _ = served_errors().like("TPOT", "vllm", "h100-sxm", False)
+    table = served_errors()  # a regime-conditioned method takes the run's own queue share
+    share = iv.point.queue_share if table.conditioned("TPOT") else None
+    band, _ = table.like("TPOT", "vllm", "h100-sxm", False, share)
     lo, hi = iv.calibrated["TPOT mean s"]
     k_lo, k_hi = iv.ranges["TPOT mean s"]
     p = iv.value("TPOT mean s")
