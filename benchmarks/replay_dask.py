@@ -18,41 +18,24 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchmarks import size_dask
 
 #: the default job: a script of benchmarks/ and its options
 JOB = ["silicon_accuracy", "--check", "--limit", "6"]
-_ROOT = Path(__file__).resolve().parent.parent
-#: a generated section's own timing ("... 3 runs, 31 s)"): masked before the outputs are compared
-_SECONDS = re.compile(r"\b\d+ s\)")
+#: a generated section's own timing ("... 3 runs, 31 s)", "... a TPOT, 2 s; ..."): masked before the outputs are compared
+_SECONDS = re.compile(r"\b\d+ s(?=[;)])")
 
 
 def run(job: list[str], cache: Path) -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user + system of the command and every process it reaped) and
-    stdout (its own timing masked) of ``python -m benchmarks.<job>`` over the cache ``cache``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COSTMODEL_")}
-    env["COSTMODEL_CACHE_DIR"] = str(cache)
-    env["PYTHONPATH"] = str(_ROOT)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{job[0]}", *job[1:]],
-        cwd=_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, _SECONDS.sub("N s)", out)
+    stdout (its own timing masked) of ``python -m benchmarks.<job>`` over the cache ``cache``
+    (:func:`benchmarks.size_dask.run`)."""
+    wall, cpu, out = size_dask.run(job[1:], cache, module=f"benchmarks.{job[0]}")
+    return wall, cpu, _SECONDS.sub("N s", out)
 
 
 def _line(label: str, xs: list[float], unit: str) -> str:

@@ -43,16 +43,17 @@ ARGV = [*JOB, "--requests", "3000"]
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(argv: list[str], cache: Path) -> tuple[float, float, str]:
+def run(argv: list[str], cache: Path, module: str = "costmodel") -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user + system of the command and every process it reaped: its
-    Dask workers) and stdout of ``costmodel argv`` over the cache directory ``cache``."""
+    Dask workers) and stdout of ``python -m module argv`` (``costmodel argv``) over the cache
+    directory ``cache``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COSTMODEL_")}
     env["COSTMODEL_CACHE_DIR"] = str(cache)
     env["PYTHONPATH"] = str(_ROOT)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-m", "costmodel", *argv],
+        [sys.executable, "-m", module, *argv],
         cwd=_ROOT,
         env=env,
         capture_output=True,
