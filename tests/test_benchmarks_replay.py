@@ -200,3 +200,24 @@ def test_the_row_table_carries_the_queue_share_and_it_reads_back(tmp_path: Path)
     why = missing_queue_shares(rows)
     assert why is not None and why.startswith("1 of 2 compared rows (silicon; first: s)")
     assert "silicon_accuracy.py --write" in why and missing_queue_shares(rows[:1]) is None
+
+
+def test_every_sharegpt_sample_without_lengths_is_left_out_by_its_workload() -> None:
+    """A row that samples ShareGPT and states no prompt length (the vLLM CI builds 9513, 9523 and
+    9555's throughput and serving tests: "200 prompts sampled with fixed seed", isl empty in the
+    CSV) cannot be replayed request by request, whatever its id; a fixed-length latency test
+    of the same build (isl 32, osl 128 in the CSV) is kept."""
+    from benchmarks.replay import rows
+
+    by_id = {r["id"]: r for r in rows.load_rows(subset=None)}
+    for rid in (
+        "vllmci9513-throughput-llama-3.1-8b-tp1",
+        "vllmci9523-throughput-mixtral-8x7b-tp2",
+        "vllmci9555-serving-llama-3.1-70b-tp4-qps1-ttft",
+    ):
+        assert rows.excluded(by_id[rid]) == rows.SAMPLED_LENGTHS
+    latency = by_id["vllmci9555-latency-llama-3.1-8b-tp1"]
+    assert (latency["isl"], latency["osl"]) == ("32", "128") and rows.excluded(latency) is None
+    made_up = {"id": "x-throughput", "workload": "ShareGPT v3, 500 prompts", "isl": ""}
+    assert rows.excluded(made_up) == rows.SAMPLED_LENGTHS
+    assert rows.excluded({**made_up, "isl": "1024"}) is None

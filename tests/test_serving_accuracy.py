@@ -178,10 +178,12 @@ def test_rows_matching_only_unpublished_rows_exit_in_one_line(prefix: str, reaso
 
 
 def test_rows_keep_the_replayable_and_name_the_others() -> None:
-    """vLLM CI build 9555's extended rows: the throughput and serving rows give no ISL/OSL (ShareGPT)
-    and no excluded reason, so they are named as not replayed; the rest of the prefix is kept."""
+    """vLLM CI build 9555's extended rows: the throughput and serving rows give no ISL/OSL (a ShareGPT
+    sample), so they are named as not replayed, with the reason every such sample gets
+    (``rows.SAMPLED_LENGTHS``); the rest of the prefix is kept."""
     import csv
 
+    from benchmarks.replay.rows import SAMPLED_LENGTHS
     from benchmarks.serving_accuracy import NO_LENGTHS, not_replayed, select_rows
 
     rows = replay.load_rows(subset="extended")
@@ -192,11 +194,11 @@ def test_rows_keep_the_replayable_and_name_the_others() -> None:
     keep, notes = select_rows(rows, ("vllmci9555",), "extended")
     assert sorted(r["id"] for r in keep) == sorted(set(ids) - set(no_len))
     assert all(not_replayed(r) is None for r in keep)
-    assert len(notes) == 1 and f"{len(no_len)} matched row(s) not replayed ({NO_LENGTHS})" in notes[0]
+    assert len(notes) == 1 and f"{len(no_len)} matched row(s) not replayed ({SAMPLED_LENGTHS})" in notes[0]
     # the full table keeps every row: the unreplayable one listed as excluded for that reason
     full, none = select_rows(rows, None, "extended")
     assert none == [] and len(full) == len(rows)
-    assert {r["id"] for r in full if replay.excluded(r) == NO_LENGTHS} >= set(no_len)
+    assert {r["id"] for r in full if replay.excluded(r) == SAMPLED_LENGTHS} >= set(no_len)
     # a synthetic row: lengths "0" or text are not fixed lengths either
     for isl in ("", "0", "sharegpt"):
         assert not_replayed({"id": "x", "isl": isl, "osl": "128"}) == NO_LENGTHS

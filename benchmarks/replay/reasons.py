@@ -52,6 +52,8 @@ REASONS: dict[str, str] = {
     "nim-llama33-70b-h100x2-fp8-5000-500-c1-": CPU_STEP,
     "nim-llama33-70b-h100x2-fp8-5000-500-c5-": CPU_STEP,
     "vllmci9513-latency": CPU_STEP,
+    "vllmci9523-latency": CPU_STEP,
+    "vllmci9555-latency": CPU_STEP,
     "trtL-deepseek-v3-h200-sxm-dep8-fp8-": "attention-DP x EP8 of DeepSeek's 128 x 128 block-scaled FP8 "
     "checkpoint on Hopper, resting 87-98 % on the corpus's own H200 rows of its kernels (the fused-MoE and "
     "dense GEMMs on fp8_block rows, MLA attention on the MLA rows, the dispatch and combine on NCCL's "

@@ -22,6 +22,7 @@ __all__ = [
     "CSV_PATH",
     "ENGINE",
     "FRAMEWORK",
+    "SAMPLED_LENGTHS",
     "UNPUBLISHED",
     "error",
     "excluded",
@@ -54,12 +55,16 @@ FRAMEWORK: Mapping[str, str] = MappingProxyType(
     {col: get_engine(name).framework for col, name in ENGINE.items()}
 )
 
-#: rows the sources do not fully specify: id prefix -> reason (left out of the medians)
+#: why a row whose prompts are sampled from ShareGPT, with no length published, is left out: a
+#: replay needs each request's prompt and output lengths, and a "200 prompts sampled with a fixed
+#: seed" names a draw, not the lengths (the vLLM CI builds' throughput and serving tests, SGLang's
+#: bench_serving runs)
+SAMPLED_LENGTHS = "ShareGPT prompts: the per-request lengths are not published with the result"
+
+#: rows the sources do not fully specify: id prefix -> reason (left out of the medians); besides
+#: these, every row whose workload samples ShareGPT and states no input length (:func:`excluded`)
 UNPUBLISHED = {
     "mlperf": "per-request ISL/OSL come from the MLPerf dataset; the cited logs give no length distribution",
-    "vllmci9513-throughput": "ShareGPT prompts: the per-request lengths are not published with the result",
-    "vllmci9513-serving": "ShareGPT prompts: the per-request lengths are not published with the result",
-    "sglang060": "ShareGPT prompts: the per-request lengths are not published with the result",
     "trtL-gpt-oss-120b": "the page's 'FP8' column for a model released with MXFP4 experts: which weights ran is not stated",
 }
 
@@ -73,9 +78,12 @@ def load_rows(path: Path = CSV_PATH, subset: str | None = "core") -> list[dict[s
 
 def excluded(row: dict[str, str]) -> str | None:
     """Why a row is left out of the medians (its configuration is not fully published: its id's
-    :data:`UNPUBLISHED` prefix, or the reason its own ``excluded_reason`` field gives), or None."""
+    :data:`UNPUBLISHED` prefix, a ShareGPT sample with no lengths stated (:data:`SAMPLED_LENGTHS`),
+    or the reason its own ``excluded_reason`` field gives), or None."""
     if row.get("excluded_reason"):
         return row["excluded_reason"]
+    if "sharegpt" in row.get("workload", "").lower() and not row.get("isl", "").strip():
+        return SAMPLED_LENGTHS
     for prefix, reason in UNPUBLISHED.items():
         if row["id"].startswith(prefix):
             return reason
