@@ -16,7 +16,9 @@ A profile holds what the simulator needs to run an engine as it runs by default:
 
   with ``C`` the device's capacity, ``W`` its weight shard, ``a`` live activation bytes per
   token at the token budget ``N``, ``b`` tokens per block, ``k`` KV bytes per token (bytes);
-  ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device;
+  ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device (with a
+  :attr:`EngineProfile.memory_reserve`, ``u (C - d) - W - a N - R``: of CUDA's total, ``d`` below
+  the driver's, less the non-torch memory ``R`` its profile sees; :mod:`.vllm`);
   ``free``: TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` ``f`` is a fraction of what the
   weights and activations leave; ``static``: SGLang's ``mem_fraction_static`` ``s`` of the
   device holds the weights and the KV pool, activations and CUDA graphs live in the rest,
