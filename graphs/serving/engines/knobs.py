@@ -216,6 +216,13 @@ class EngineConfig:
         Tokens per KV block.
     gpu_memory_utilization : float
         Fraction of the device's memory the engine takes (weights, activations, KV pool).
+    driver_reserved_bytes : float
+        What the device's driver-reported total exceeds the total CUDA's ``cudaMemGetInfo``
+        reports by (bytes): the ``gpu_memory_utilization`` fraction is of the smaller (vLLM;
+        0: of the driver's total).
+    non_torch_bytes : float
+        Memory the engine's start-up profile counts outside PyTorch's allocator and takes out
+        of its share before sizing the KV pool (bytes; vLLM's ``non_torch_increase``; 0: none).
     enable_chunked_prefill : bool
         A prompt may be split over iterations.
     enable_prefix_caching : bool
@@ -247,6 +254,11 @@ class EngineConfig:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
+    #: the driver's total less CUDA's ``mem_get_info`` total (bytes; module doc of
+    #: :mod:`graphs.serving.engines.vllm`): the utilisation is a fraction of the latter
+    driver_reserved_bytes: float = 0.0
+    #: memory outside PyTorch the engine's profile subtracts before the KV pool (bytes)
+    non_torch_bytes: float = 0.0
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
@@ -281,6 +293,10 @@ class EngineConfig:
             raise CostModelError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        for name in ("driver_reserved_bytes", "non_torch_bytes"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
+                raise CostModelError(f"{name} must be a finite number of bytes >= 0, got {v!r}")
         if not (math.isfinite(self.iteration_overhead_s) and self.iteration_overhead_s >= 0):
             raise CostModelError(f"iteration_overhead_s must be >= 0, got {self.iteration_overhead_s}")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 1):

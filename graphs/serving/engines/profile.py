@@ -16,7 +16,9 @@ A profile holds what the simulator needs to run an engine as it runs by default:
 
   with ``C`` the device's capacity, ``W`` its weight shard, ``a`` live activation bytes per
   token at the token budget ``N``, ``b`` tokens per block, ``k`` KV bytes per token (bytes);
-  ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device;
+  ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device (with a
+  :attr:`EngineProfile.memory_reserve`, ``u (C - d) - W - a N - R``: of CUDA's total, ``d`` below
+  the driver's, less the non-torch memory ``R`` its profile sees; :mod:`.vllm`);
   ``free``: TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` ``f`` is a fraction of what the
   weights and activations leave; ``static``: SGLang's ``mem_fraction_static`` ``s`` of the
   device holds the weights and the KV pool, activations and CUDA graphs live in the rest,
@@ -183,6 +185,13 @@ class EngineProfile:
         tensor parallelism), applied by :meth:`for_device` to the settings the user did not give;
         ``capacity_bytes`` is the memory the driver reports
         (:meth:`costmodel.hardware.Hardware.reported_memory`); None: the same on every device.
+    memory_reserve : callable or None
+        ``tp -> (driver_reserved_bytes, non_torch_bytes)``: under the ``device`` rule, what the
+        driver's total exceeds the total the engine reads from CUDA by (its fraction ``u`` is of
+        the latter) and the memory its start-up profile counts outside PyTorch, which it takes
+        out of ``u`` x that total before the KV pool (vLLM: :mod:`.vllm`); its source is
+        ``sources["memory_reserve"]``. None: neither (the pool is ``u`` x the driver's total less
+        weights and activations).
     new_token_ratio : tuple of (float, float, float) or None
         SGLang's admission estimate ``(init, min, decay)`` (:class:`~.knobs.EngineConfig`); None:
         no such rule. Its source is ``sources["new_token_ratio"]``.
@@ -213,6 +222,7 @@ class EngineProfile:
     enable_prefix_caching: bool = False
     device_defaults: Callable[[float, str, int], Mapping[str, Any]] | None = field(default=None, repr=False)
     new_token_ratio: tuple[float, float, float] | None = None
+    memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
     default_version: bool = True
     overridden: tuple[str, ...] = ()
 
@@ -245,6 +255,58 @@ class EngineProfile:
         check_new_token_ratio(self.new_token_ratio)
         if self.new_token_ratio is not None and not self.sources.get("new_token_ratio"):
             raise CostModelError(f"engine {self.ref}: default 'new_token_ratio' has no source")
+        if self.memory_reserve is not None and not self.sources.get("memory_reserve"):
+            raise CostModelError(f"engine {self.ref}: default 'memory_reserve' has no source")
+
+    def reserved_memory(self, tp: int = 1) -> tuple[float, float]:
+        """``(driver_reserved_bytes, non_torch_bytes)`` at tensor parallelism ``tp``: what the
+        ``device`` rule takes off the driver's total before the fraction and off the fraction
+        before the KV pool (:attr:`memory_reserve`; ``(0, 0)`` for any other rule or none).
+
+        Parameters
+        ----------
+        tp : int
+            Tensor-parallel degree (a whole number >= 1).
+
+        Returns
+        -------
+        tuple of (float, float)
+            Bytes, bytes.
+
+        Raises
+        ------
+        CostModelError
+            When ``tp`` is not a whole number >= 1.
+        """
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise CostModelError(f"engine {self.ref}: tp must be a whole number >= 1, got {tp!r}")
+        if self.kv_rule != "device" or self.memory_reserve is None:
+            return 0.0, 0.0
+        d, r = self.memory_reserve(tp)
+        return float(d), float(r)
+
+    def memory_note(self, tp: int = 1) -> str:
+        """What the simulation report says, once, about the memory the KV pool is sized from
+        beyond weights and activations (:meth:`reserved_memory`); empty when nothing is taken.
+
+        Parameters
+        ----------
+        tp : int
+            Tensor-parallel degree.
+
+        Returns
+        -------
+        str
+        """
+        d, r = self.reserved_memory(tp)
+        if not d and not r:
+            return ""
+        gib = 2**30
+        return (
+            f"{self.ref} KV pool: {self.kv_fraction:g} x CUDA's total (the driver's less {d / gib:.2f} GiB), "
+            f"less weights, activations and {r / gib:.2f} GiB of non-torch memory at tp {tp} "
+            f"({self.sources['memory_reserve']})"
+        )
 
     @property
     def ref(self) -> str:
@@ -327,14 +389,17 @@ class EngineProfile:
         _check(self.ref, {k: getattr(self, k) for k in OVERRIDES} | values)
         return replace(self, **values)
 
-    def kv_blocks(self, pool: KVPool) -> int:
+    def kv_blocks(self, pool: KVPool, tp: int = 1) -> int:
         """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
-        and block size); a pool with no room for one block is a one-line error.
+        and block size; the ``device`` rule less :meth:`reserved_memory` at ``tp``); a pool with
+        no room for one block is a one-line error.
 
         Parameters
         ----------
         pool : KVPool
             What one device's pool is sized from (capacity, weights, activation and KV bytes per token).
+        tp : int
+            Tensor-parallel degree (the ``device`` rule's non-torch memory may depend on it).
 
         Returns
         -------
@@ -352,7 +417,9 @@ class EngineProfile:
         act = pool.activation_bytes_per_token * self.max_num_batched_tokens
         k = pool.kv_bytes_per_token
         if self.kv_rule == "device":
-            free = self.kv_fraction * c - w - act
+            d, r = self.reserved_memory(tp)
+            c -= d
+            free = self.kv_fraction * c - w - act - r
             n = math.floor(free / (self.block_size * k)) if k > 0 else 0
         elif self.kv_rule == "static":  # activations live outside the static fraction
             act = 0.0
@@ -377,6 +444,7 @@ class EngineProfile:
         enable_prefix_caching: bool | None = None,
         iteration_overhead_s: float = 0.0,
         num_blocks: int | None = None,
+        tp: int = 1,
     ) -> EngineConfig:
         """The simulator's :class:`~.knobs.EngineConfig` for this profile on one device.
 
@@ -396,6 +464,9 @@ class EngineProfile:
             As :class:`~.knobs.EngineConfig`; None: the profile's default.
         iteration_overhead_s, num_blocks
             As :class:`~.knobs.EngineConfig` (``num_blocks`` replaces the rule's pool).
+        tp : int
+            Tensor-parallel degree: the ``device`` rule's :meth:`reserved_memory` at it travels
+            in the config (``driver_reserved_bytes``, ``non_torch_bytes``).
 
         Returns
         -------
@@ -418,6 +489,11 @@ class EngineProfile:
             enable_chunked_prefill=self.enable_chunked_prefill,
         )
         extra: dict[str, Any] = {}
+        d, r = self.reserved_memory(tp)
+        if d:
+            extra["driver_reserved_bytes"] = d
+        if r:
+            extra["non_torch_bytes"] = r
         if self.enable_prefix_caching if enable_prefix_caching is None else enable_prefix_caching:
             extra["enable_prefix_caching"] = True
         if iteration_overhead_s:
@@ -446,7 +522,7 @@ class EngineProfile:
                 f"engine {self.ref}: its {self.kv_rule} KV-pool rule needs the device and ledger"
             )
         else:
-            blocks = self.kv_blocks(pool)
+            blocks = self.kv_blocks(pool, tp)
         seqs = self.max_num_seqs
         if self.policy == "guaranteed_no_evict" and request_tokens is not None:
             per_request = -(-request_tokens // self.block_size)

@@ -7,22 +7,48 @@ Sources of every default (:data:`PROFILE`):
   ``default_max_num_batched_tokens = {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192}``); 2,048 on
   any other GPU (the same function's ``else`` branch: ``{LLM_CLASS: 8192, OPENAI_API_SERVER:
   2048}``), which :func:`vllm_device_defaults` applies. The budget sizes the profiled activation
-  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 1,607
-  blocks at 8,192 tokens, 2,382 at 2,048).
+  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 2,082
+  blocks at 8,192 tokens, 2,858 at 2,048: tests/test_overload.py).
 * ``max_num_seqs`` 256: the same function's value below 70 GiB (``{LLM_CLASS: 256,
   OPENAI_API_SERVER: 256}``) and V0's ``EngineArgs.max_num_seqs``; V1 on a >= 70 GiB GPU
   defaults to 1,024 (same function). Kept at 256, the simulator's default before profiles: a
   closed loop of ``C`` clients never runs more than ``C``, and the capture sizes below are the
   same for any limit >= 256 (``min(2 x 256, 512) = 512``); give ``--max-num-seqs 1024`` for V1's.
 * ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
-* KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights and a profiled
-  peak-activation forward pass (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of
-  :mod:`.profile`, :func:`graphs.serving.sim.engine.kv_blocks`). The whole device is the memory
-  CUDA reports (``vllm/v1/worker/gpu_worker.py``: ``requested_memory = total_memory *
-  gpu_memory_utilization``, ``total_memory`` from ``torch.cuda.mem_get_info``), taken as
-  nvidia-smi's total (:func:`graphs.serving.sim.engine.pool_memory`: 85.52e9 B on an H100 SXM, not
-  80e9); ``mem_get_info``'s total is 0.3-0.5 GiB below nvidia-smi's (vLLM logs
-  ``total_gpu_memory`` 79.11-79.33 GiB on 80 GB cards), not modelled.
+* KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights, a profiled
+  peak-activation forward pass and the non-torch memory the profile sees
+  (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of :mod:`.profile`,
+  :func:`graphs.serving.sim.engine.kv_blocks`; :func:`v1_memory_reserve`):
+
+  .. math::
+
+      n = \\left\\lfloor \\frac{u (C - d) - W - a N - R}{b k} \\right\\rfloor
+
+  (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``: ``available =
+  requested_memory - non_kv_cache_memory``, ``requested_memory = total_memory *
+  gpu_memory_utilization``; ``vllm/utils/mem_utils.py`` ``memory_profiling``:
+  ``non_kv_cache_memory = weights_memory + torch_peak_increase + non_torch_increase``).
+
+  - ``C - d``: ``total_memory`` is ``torch.cuda.mem_get_info``'s total, below nvidia-smi's
+    (:func:`graphs.serving.sim.engine.pool_memory`'s ``C``, 81,559 MiB on an H100 SXM): vLLM logs
+    ``total_gpu_memory 79.22GiB`` on an H100 80 GB (https://github.com/vllm-project/vllm/pull/10511
+    and /pull/12126, Llama-3-8B and Llama-3.2-11B-Vision), so ``d`` = 81,559 MiB - 79.22 GiB =
+    459.0e6 B (0.43 GiB; :data:`DRIVER_RESERVED_BYTES`). ASSUMED the same on every card (no other
+    card's pair is sourced; a 24 GB card's log, total 23.58 GiB in /pull/14447, is 0.41 GiB
+    below a 4090's 24,564 MiB);
+  - ``R``, the non-torch increase: memory that is neither PyTorch's nor there at the start-up
+    snapshot (cuBLAS workspaces, attention-backend buffers). Since
+    https://github.com/vllm-project/vllm/pull/25359 (merged 2025-09-22) the worker initialises
+    NCCL and the custom all-reduce before the snapshot ("This ensures NCCL buffers are allocated
+    before we measure available memory"), so they sit in the ``1 - u`` left over and ``R`` does
+    not grow with ``tp``: 0.16 GiB (:data:`V1_NON_TORCH_BYTES`; "non_torch_memory takes 0.16GiB",
+    Llama-3.2-11B-Vision at tp 1 on an H100, /pull/12126, the same ``memory_profiling``);
+  - not modelled: the CUDA-graph estimate that V1 adds to the activation peak from v0.21.0
+    (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, added off by
+    https://github.com/vllm-project/vllm/pull/30515; its log says "CUDA graph memory profiling is
+    enabled (default since v0.21.0)", 0.36 GiB for 16 piecewise graphs in
+    https://github.com/gpustack/runner/pull/251); it depends on the model and the capture sizes
+    and no source gives it as a function of them (the pool is that much too large here).
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it
@@ -95,10 +121,13 @@ from .profile import EngineProfile, register_engine
 
 __all__ = [
     "PROFILE",
+    "DRIVER_RESERVED_BYTES",
     "LARGE_GPU_BYTES",
+    "V1_NON_TORCH_BYTES",
     "REQUEST_FIT",
     "TOKENISE",
     "request_fit",
+    "v1_memory_reserve",
     "vllm_capture_sizes",
     "vllm_device_defaults",
 ]
@@ -106,6 +135,35 @@ __all__ = [
 
 #: ``get_batch_defaults``'s memory threshold (bytes): 70 GiB
 LARGE_GPU_BYTES = 70 * 2**30
+#: nvidia-smi's total less ``torch.cuda.mem_get_info``'s on an H100 80 GB (bytes): 81,559 MiB
+#: (the catalog's) less the 79.22 GiB vLLM logs as ``total_gpu_memory`` (vllm PR 10511, 12126)
+DRIVER_RESERVED_BYTES = 81_559 * 2**20 - round(79.22 * 2**30)
+#: V1's non-torch increase (bytes): "non_torch_memory takes 0.16GiB" (vllm PR 12126, tp 1, H100)
+V1_NON_TORCH_BYTES = round(0.16 * 2**30)
+#: the memory rule's source, in one line (``sources["memory_reserve"]``, printed with the note)
+MEMORY_RESERVE_SOURCE = (
+    "vllm PR 10511/12126 logs: mem_get_info total 79.22 GiB on an H100 (0.43 GiB below nvidia-smi's), "
+    "non-torch 0.16 GiB; NCCL before the snapshot (PR 25359); CUDA-graph estimate not modelled"
+)
+
+
+def v1_memory_reserve(tp: int) -> tuple[float, float]:
+    """vLLM V1's ``(d, R)`` (module doc): the driver's total less ``mem_get_info``'s, and the
+    non-torch increase its memory profile subtracts, the same at every ``tp`` (NCCL and the custom
+    all-reduce are set up before the start-up snapshot: vllm PR 25359).
+
+    Parameters
+    ----------
+    tp : int
+        Tensor-parallel degree (unused: the non-torch increase does not grow with it).
+
+    Returns
+    -------
+    tuple of (float, float)
+        :data:`DRIVER_RESERVED_BYTES`, :data:`V1_NON_TORCH_BYTES` (bytes).
+    """
+    del tp
+    return float(DRIVER_RESERVED_BYTES), float(V1_NON_TORCH_BYTES)
 
 
 def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
@@ -220,6 +278,7 @@ PROFILE = register_engine(
         device_defaults=vllm_device_defaults,
         kv_rule="device",
         kv_fraction=0.9,
+        memory_reserve=v1_memory_reserve,
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
         cpu_terms={
@@ -247,6 +306,7 @@ PROFILE = register_engine(
             "kv_watermark": "vllm/config/scheduler.py watermark: 0.0, off (vllm PR 44594)",
             "enable_prefix_caching": "on by default in V1 (blog.vllm.ai/2025/01/27/v1-alpha-release.html)",
             "kv_rule": "vLLM profiles weights and a peak forward, the rest of u x device to KV blocks",
+            "memory_reserve": MEMORY_RESERVE_SOURCE,
             "cudagraph_sizes": "vllm/config/compilation.py cudagraph_capture_sizes, max_cudagraph_capture_size",
             "small_kernels": "vllm/_custom_ops.py fused_add_rms_norm, rotary_embedding, reshape_and_cache_flash",
             "iteration_s": _FIT,

@@ -20,6 +20,11 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
   CUDA-graph capture sizes (``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)``,
   ``M = min(2 max_num_seqs, 512)``: 512 at 1,024 sequences) and the fused small kernels: V1's, as
   :mod:`.vllm` cites them;
+* the KV pool's memory terms, V1's (:func:`.vllm.v1_memory_reserve`): ``gpu_memory_utilization``
+  of ``mem_get_info``'s total, less weights, activations and a non-torch increase that does not
+  grow with ``tp`` (NCCL set up before the start-up snapshot: vllm PR 25359, merged 2025-09-22;
+  ASSUMED in this release, whose commit the search corpus does not hold); no CUDA-graph estimate
+  (added in vllm PR 30515, after this release, and off by default until v0.21.0);
 * ``reserve_full_prompt`` off: a waiting request is admitted when its first chunk's blocks are
   free (``allocate_slots`` for the tokens scheduled); the whole-prompt check
   (``scheduler_reserve_full_isl``) came with https://github.com/vllm-project/vllm/pull/37307, after
@@ -37,7 +42,14 @@ serving`` fits them to a user's runs).
 from __future__ import annotations
 
 from .profile import EngineProfile, register_engine
-from .vllm import FUSED_SMALL_KERNELS, LARGE_GPU_BYTES, TOKENISE, vllm_capture_sizes
+from .vllm import (
+    FUSED_SMALL_KERNELS,
+    LARGE_GPU_BYTES,
+    MEMORY_RESERVE_SOURCE,
+    TOKENISE,
+    v1_memory_reserve,
+    vllm_capture_sizes,
+)
 from .vllm import PROFILE as V1
 
 __all__ = ["PROFILE", "vllm011_device_defaults"]
@@ -93,6 +105,7 @@ PROFILE = register_engine(
         device_defaults=vllm011_device_defaults,
         kv_rule="device",
         kv_fraction=0.9,
+        memory_reserve=v1_memory_reserve,
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
         cpu_terms=dict(V1.cpu_terms),
@@ -113,6 +126,7 @@ PROFILE = register_engine(
             "kv_watermark": "vLLM V1 had no watermark before vllm PR 44594: 0, off",
             "enable_prefix_caching": f"{_ARGS}: V1 uses prefix caching by default (not for hybrid models)",
             "kv_rule": V1.sources["kv_rule"],
+            "memory_reserve": MEMORY_RESERVE_SOURCE + " (ASSUMED in 0.11; no CUDA-graph estimate then)",
             "cudagraph_sizes": V1.sources["cudagraph_sizes"],
             "small_kernels": V1.sources["small_kernels"],
             "iteration_s": _STAND_IN,

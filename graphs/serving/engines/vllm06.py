@@ -21,6 +21,14 @@ prefill and ``max_num_batched_tokens = max(max_model_len, 2048)``: give ``--no-c
   (``vllm/core/block_manager.py``, ``SelfAttnBlockSpaceManager(watermark=0.01)``,
   ``can_allocate``: ``num_free_gpu_blocks - num_required_blocks >= watermark_blocks``; the
   simulator, as V1, waives the watermark for the first admission into an idle pool);
+* the KV pool: ``gpu_memory_utilization`` of ``mem_get_info``'s total (``d`` = 0.43 GiB below
+  nvidia-smi's: :data:`.vllm.DRIVER_RESERVED_BYTES`), less weights, the activation peak and the
+  memory outside PyTorch that appeared since the worker's start (``vllm/worker/worker.py``
+  ``determine_num_available_blocks``: V0 measured its baseline before
+  ``init_worker_distributed_environment``, so NCCL and the custom all-reduce count), by ``tp``
+  (:func:`v0_memory_reserve`): V0's log of Meta-Llama-3-8B on an H100 reads "non_torch_memory
+  1.79GiB" at tp 1 and "3.58GiB" at tp 2 (https://github.com/vllm-project/vllm/pull/10511); held
+  at 3.58 GiB above tp 2 (ASSUMED: no log at tp 4 or 8);
 * CUDA-graph capture sizes ``[1, 2, 4] + [8 i for i in 1..32]`` up to the padded ``max_num_seqs``
   (``vllm/worker/model_runner.py``, ``_BATCH_SIZES_TO_CAPTURE``, ``_get_graph_batch_size``);
   decode-only batches run the graph, a batch with a prefill chunk runs eager;
@@ -36,10 +44,10 @@ fits them to a user's runs).
 from __future__ import annotations
 
 from .profile import EngineProfile, register_engine
-from .vllm import FUSED_SMALL_KERNELS
+from .vllm import DRIVER_RESERVED_BYTES, FUSED_SMALL_KERNELS
 from .vllm import PROFILE as V1
 
-__all__ = ["PROFILE", "v0_capture_sizes"]
+__all__ = ["PROFILE", "V0_NON_TORCH_BYTES", "v0_capture_sizes", "v0_memory_reserve"]
 
 
 def v0_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 512) -> tuple[int, ...]:
@@ -69,6 +77,27 @@ def v0_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 512)
     return tuple(s for s in [1, 2, 4] + [8 * i for i in range(1, 33)] if s <= top)
 
 
+#: V0's non-torch memory by tp (bytes): vllm PR 10511's log, Meta-Llama-3-8B on an H100
+V0_NON_TORCH_BYTES = {1: round(1.79 * 2**30), 2: round(3.58 * 2**30)}
+
+
+def v0_memory_reserve(tp: int) -> tuple[float, float]:
+    """vLLM V0's ``(d, R)`` (module doc): the driver's total less ``mem_get_info``'s, and the
+    non-torch memory at ``tp`` (:data:`V0_NON_TORCH_BYTES`; above tp 2 the tp-2 value, ASSUMED).
+
+    Parameters
+    ----------
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    tuple of (float, float)
+        Bytes, bytes.
+    """
+    return float(DRIVER_RESERVED_BYTES), float(V0_NON_TORCH_BYTES[min(tp, 2)])
+
+
 _ASSUMED = "ASSUMED: V1's value stands in (no source publishes V0's; costmodel calibrate serving fits it)"
 _V0 = "vllm/engine/arg_utils.py EngineArgs (v0.6)"
 
@@ -87,6 +116,7 @@ PROFILE = register_engine(
         kv_watermark=0.01,
         kv_rule="device",
         kv_fraction=0.9,
+        memory_reserve=v0_memory_reserve,
         cudagraph_sizes=v0_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
         cpu_terms=dict(V1.cpu_terms),
@@ -105,6 +135,8 @@ PROFILE = register_engine(
             "kv_watermark": "vllm/core/block_manager.py SelfAttnBlockSpaceManager watermark: 0.01",
             "enable_prefix_caching": f"{_V0}.enable_prefix_caching: False",
             "kv_rule": "V0 profiles weights and a peak forward, the rest of u x device to KV blocks",
+            "memory_reserve": "vllm PR 10511 log (V0, Llama-3-8B, H100): mem_get_info total 79.22 GiB "
+            "(0.43 GiB below nvidia-smi's), non-torch 1.79 GiB at tp 1, 3.58 GiB at tp 2 (held above: ASSUMED)",
             "cudagraph_sizes": "vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE, _get_graph_batch_size",
             "small_kernels": "vllm/_custom_ops.py fused_add_rms_norm, rotary_embedding, reshape_and_cache_flash",
             "iteration_s": _ASSUMED,

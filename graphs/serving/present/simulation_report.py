@@ -261,6 +261,9 @@ class SimulationReport:
         pool_note = pool_memory_note(res.device)
         if pool_note:
             out.append(f"  note: {pool_note}")
+        reserve_note = profile.memory_note(topo.tp)
+        if reserve_note:
+            out.append(f"  note: {reserve_note}")
         if req.predict and req.predict != profile.framework:
             out.append(
                 f"  note: {req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"

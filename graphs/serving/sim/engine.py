@@ -141,10 +141,13 @@ _Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | No
 
 
 def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
-    """KV-cache blocks on one device: ``floor((u C - W - a N) / (block_size k))`` with ``u`` the
-    memory utilisation, ``C`` the capacity, ``W`` the weights, ``a`` live activation bytes per
-    token at the full token budget ``N`` and ``k`` KV bytes per token (vLLM profiles the same
-    way: weights and a peak-activation forward pass first, the rest to KV blocks).
+    """KV-cache blocks on one device: ``floor((u (C - d) - W - a N - R) / (block_size k))`` with
+    ``u`` the memory utilisation, ``C`` the capacity, ``d`` what the driver's total exceeds CUDA's
+    ``mem_get_info`` total by, ``W`` the weights, ``a`` live activation bytes per token at the
+    full token budget ``N``, ``R`` the memory the engine's profile counts outside PyTorch and
+    ``k`` KV bytes per token (vLLM profiles the same way: weights, a peak-activation forward pass
+    and the non-torch increase first, the rest of ``u`` x its total to KV blocks; ``d`` and ``R``
+    are ``cfg``'s, 0 unless an engine profile sets them: :mod:`graphs.serving.engines.vllm`).
 
     Parameters
     ----------
@@ -154,7 +157,7 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
         The device's memory ``C`` (bytes).
     cfg : EngineConfig
         The engine's knobs: ``gpu_memory_utilization`` ``u``, ``max_num_batched_tokens`` ``N``,
-        ``block_size`` (tokens per block).
+        ``block_size`` (tokens per block), ``driver_reserved_bytes`` ``d``, ``non_torch_bytes`` ``R``.
 
     Returns
     -------
@@ -169,12 +172,15 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
     w = as_float(ledger.weights_bytes)
     a = as_float(ledger.activation_bytes_per_token)
     k = as_float(ledger.kv_bytes_per_token)
-    free = cfg.gpu_memory_utilization * capacity_bytes - w - a * cfg.max_num_batched_tokens
+    total = capacity_bytes - cfg.driver_reserved_bytes
+    r = cfg.non_torch_bytes
+    free = cfg.gpu_memory_utilization * total - w - a * cfg.max_num_batched_tokens - r
     n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
     if n < 1:
+        other = f", non-torch memory ({r / 1e9:.2f} GB)" if r else ""
         raise CostModelError(
-            f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {capacity_bytes / 1e9:.1f} GB minus "
-            f"weights ({w / 1e9:.1f} GB) and activations ({a * cfg.max_num_batched_tokens / 1e9:.2f} GB) "
+            f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {total / 1e9:.1f} GB minus "
+            f"weights ({w / 1e9:.1f} GB){other} and activations ({a * cfg.max_num_batched_tokens / 1e9:.2f} GB) "
             "leaves nothing (more devices, tp, or a smaller token budget)"
         )
     return n
@@ -336,6 +342,7 @@ def profile_engine(
         enable_prefix_caching=enable_prefix_caching,
         iteration_overhead_s=iteration_overhead_s,
         num_blocks=num_blocks,
+        tp=tp,
     )
 
 
