@@ -10,13 +10,15 @@ reads numbers back instead of fitting again. Beneath it, the fits themselves shi
 package (:mod:`.shipped`: read back by the digest of the rows they fit, verified against the
 installed wheel), so even a first process fits only what the shipped file does not hold; what
 it still derives from the corpus (the residual tables and held-out errors of those fits) is
-kept here.
+kept here. The entries every unmeasured device shares ship too (:mod:`.shipped_tables`): a miss
+here is answered from them before anything is derived.
 
 What is stored is plain data, never pickle: a :class:`~costmodel.measured.efficiency.Fit` as its
 parameter and standard-error floats (:func:`encode_fits`: JSON writes a float as the shortest
 text that reads back to the same double, ``repr``), shape residuals and sorted error arrays as
-their float64 bytes, compressed (:func:`encode_array`), so a loaded fit predicts bit for bit
-what the fresh one does.
+their float64 bytes in byte planes, compressed (:func:`encode_array`; a residual table's shape
+coordinates as the whole shape values they are computed from, :func:`encode_residuals`), so a
+loaded fit predicts bit for bit what the fresh one does.
 
 Key
     :func:`costmodel.formcache.cache_key` over ``kind`` (what is stored), the corpus wheel's
@@ -94,22 +96,55 @@ def stored(
     compute: Callable[[], T],
     encode: Callable[[T], Any],
     decode: Callable[[Any], T],
+    *,
+    family: str | None = None,
 ) -> T:
     """``compute()``'s value, read back from the entry of ``kind`` and ``parts`` when a valid one
-    exists, else computed and stored (module doc)."""
-    from ..formcache import load, save
+    exists, else (with ``family``) from the package's shipped entry of them (:mod:`.shipped_tables`),
+    else computed and stored (module doc).
 
-    if not enabled():
-        return compute()
-    key = fit_key(kind, parts)
-    entry = load(key)
-    if entry is not None and entry.get("kind") == kind:
-        try:
-            return decode(entry.get("value"))
-        except BadEntry:
-            pass  # a mismatched entry: refit and overwrite
+    Parameters
+    ----------
+    kind : str
+        What is stored (``groups``, ``residuals``, ``heldout``).
+    parts : sequence
+        The caller's parts (JSON-ready: names, lists of names, None).
+    compute : callable
+        Computes the value on a miss.
+    encode, decode : callable
+        The value to plain data and back (``decode`` raises :class:`BadEntry` on a mismatch).
+    family : str, optional
+        The corpus family the value is computed from: a shipped entry may answer a miss (and a
+        computed value is noted while :func:`.shipped_tables.recording`).
+
+    Returns
+    -------
+    object
+        The value, computed or read back (the same either way).
+    """
+    from ..formcache import load, save
+    from . import shipped_tables
+
+    key = fit_key(kind, parts) if enabled() else None
+    if key is not None:
+        entry = load(key)
+        if entry is not None and entry.get("kind") == kind:
+            try:
+                return decode(entry.get("value"))
+            except BadEntry:
+                pass  # a mismatched entry: refit and overwrite
+    if family is not None:
+        shipped_value = shipped_tables.read(kind, parts, family, decode)
+        if shipped_value is not None:
+            return shipped_value  # the package's: read again next time, never copied to the cache
     value = compute()
-    save(key, {"kind": kind, "value": encode(value)})
+    noting = family is not None and shipped_tables.recording_now()
+    if key is not None or noting:
+        encoded = encode(value)
+        if key is not None:
+            save(key, {"kind": kind, "value": encoded})
+        if noting:
+            shipped_tables.note(kind, parts, str(family), encoded)
     return value
 
 
