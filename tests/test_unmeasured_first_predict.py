@@ -34,11 +34,13 @@ def corpus() -> None:
 
 
 def _forget(monkeypatch) -> None:
-    """No persistent cache, and every in-process table computed afresh."""
-    from costmodel.measured import heldout
+    """No persistent cache, no shipped shared tables (they would answer both paths alike:
+    tests/test_shipped_tables.py pins them to these), and every in-process table computed afresh."""
+    from costmodel.measured import heldout, shipped_tables
     from graphs.serving.pricing import kernel_sources as ks
 
     monkeypatch.setenv("COSTMODEL_NO_CACHE", "1")
+    monkeypatch.setattr(shipped_tables, "read", lambda *a, **k: None)
     for f in (ks.calibration, ks.calibration_residuals, ks.heldout_log_errors, ks.kernel_source):
         f.cache_clear()
     for f in (heldout.prepared, heldout.prepared_framework, heldout.framework_offset):

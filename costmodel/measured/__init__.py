@@ -12,6 +12,8 @@ extra ``[measured]``).
 * :mod:`.moe` prices fused-MoE kernels from the measurements themselves (no fit);
 * :mod:`.stored` keeps those fits across processes (the persistent cache of :mod:`costmodel.formcache`);
 * :mod:`.shipped` reads the corpus's fits from the package (built once, verified at load);
+* :mod:`.shipped_tables` reads the tables every unmeasured device shares (its fits, residuals and
+  held-out errors) from the package, so its first run reads no corpus row;
 * :mod:`.report` writes the report tables, the calibrated hardware file and plots.
 
 Names load on first use (``costmodel.lazy``): the command line reads

@@ -48,6 +48,7 @@ def fit_groups(
         lambda: _fit_groups(family, devices, framework, dtypes),
         encode_fits,
         decode_fits,
+        family=family,
     )
 
 

@@ -138,6 +138,7 @@ def calibration_residuals(
             lambda: group_residuals(family, calibration(device, framework, family, dtypes), devs, framework),
             encode_residuals,
             decode_residuals,
+            family=family,
         ),
     )
 
@@ -234,6 +235,7 @@ def heldout_log_errors(device: str, framework: str, family: str, key: str, grey_
             lambda: _heldout_log_errors(device, framework, family, key, grey_box),
             encode_array,
             decode_array,
+            family=family,
         ),
     )
 
