@@ -13,10 +13,12 @@ with the published mean TTFT and ``E2E = TTFT + (OSL - 1) ITL``. The fit
 run is one group, so those per-request values carry exactly the published means and nothing else.
 
 The terms fitted are the defaults of ``calibrate serving`` (kernel scale, CPU time per
-iteration, request path), starting from the framework's defaults (CPU terms fitted to other
-runs, `docs/overhead_fit.md`; the rest assumed), on the load points
+iteration, request path), starting from the defaults of the engine profile the rows' engine
+column names (``triton-trtllm`` for these tables, as the accuracy table's replay of the same rows;
+CPU terms fitted to other runs, `docs/overhead_fit.md`; the rest sourced or assumed, each said
+in its profile), on the load points
 :data:`FIT_RATES`; the points :data:`HELD_OUT_RATES` are predicted with the fitted terms. Printed
-side by side: measured, uncalibrated (the framework's defaults) and calibrated TTFT and TPOT,
+side by side: measured, uncalibrated (the profile's defaults) and calibrated TTFT and TPOT,
 and the medians of the held-out errors.
 
     python -m benchmarks.serving_calibrated            # Markdown to stdout
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.replay import load_rows, predictor, replace_section, row_workload
+from benchmarks.replay.run import overheads_for
 from benchmarks.serving_accuracy import DOC_PATH
 from costmodel.errors import CostModelError
 from graphs.serving import simulate
@@ -88,7 +91,7 @@ class GroupResult:
     source: str  #: the published table's title (the CSV's source_title)
     rates: tuple[str, ...]
     measured: list[tuple[float, float]]  #: (TTFT, TPOT) per rate, s
-    default: list[tuple[float, float]]  #: uncalibrated (the framework's defaults)
+    default: list[tuple[float, float]]  #: uncalibrated (the row's engine profile's defaults)
     fit: ServingFit
 
 
@@ -105,11 +108,10 @@ def calibrate_group(prefix: str, progress: Any = None) -> GroupResult:
     runs = [p[0] for p in pairs]
     w = pairs[0][1]
     pred = predictor(w)
-    base = EngineOverheads.for_framework(
-        w.framework,
-        max_num_seqs=w.engine.max_num_seqs,
-        max_num_batched_tokens=w.engine.max_num_batched_tokens,
-    )
+    # the terms of the profile the row's engine column names (Triton's ensemble for these tables:
+    # its request path and CPU terms), exactly as the accuracy table's simulated replay prices
+    # the same rows
+    base = overheads_for(w, "simulated")
 
     def sim(requests: list[Any], ov: EngineOverheads, concurrency: int | None = None) -> Any:
         return simulate(
@@ -159,8 +161,9 @@ def markdown(results: list[GroupResult], seconds: float) -> str:
         "`graphs.serving.planning.serving_fit.fit_serving` (what `costmodel calibrate serving` runs) on the "
         f"load points {', '.join(q + ' req/s' for q in FIT_RATES)} of each published table, and the "
         f"points {', '.join(q + ' req/s' for q in HELD_OUT_RATES)} predicted with them (held out). "
-        "`default`: the same simulation with the framework's defaults (CPU terms fitted to other runs, "
-        "`docs/overhead_fit.md`; the rest assumed). Error = model / measured - 1.",
+        "`default`: the same simulation with the defaults of the profile the rows' engine column names "
+        "(as the accuracy table's replay; CPU terms fitted to other runs, `docs/overhead_fit.md`; the rest "
+        "sourced or assumed in the profile). Error = model / measured - 1.",
         "",
     ]
     held: dict[str, list[float]] = {

@@ -53,3 +53,27 @@ def test_fixed_lengths_make_every_group_mean_the_published_one(rows: dict[str, d
 def test_a_missing_load_point_is_named(rows: dict[str, dict[str, str]]) -> None:
     with pytest.raises(CostModelError, match=re.escape(f"no row '{PREFIX}-qps3-ttft'")):
         sc.bench_run(rows, PREFIX, "3")
+
+
+def test_the_defaults_are_the_accuracy_tables_own(rows: dict[str, dict[str, str]]) -> None:
+    """The uncalibrated column and the fit's starting point are the overheads the accuracy table's
+    ``simulated`` replay prices the same row with: the engine column "tensorrt-llm (Triton
+    tensorrtllm_backend)" names the ``triton-trtllm`` profile, whose request path is Triton's, not
+    the corpus framework's (trtllm-serve's) terms."""
+    from benchmarks.replay.rows import ENGINE
+    from benchmarks.replay.run import overheads_for
+    from graphs.serving.pricing.overheads import EngineOverheads
+
+    row = rows[f"{PREFIX}-qps4-ttft"]
+    assert ENGINE[row["engine"]] == "triton-trtllm"
+    _, w = sc.bench_run(rows, PREFIX, "4")
+    assert w.profile == "triton-trtllm"
+    eng = w.engine
+    want = EngineOverheads.for_framework(
+        "triton-trtllm", max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+    )
+    assert overheads_for(w, "simulated") == want
+    framework = EngineOverheads.for_framework(
+        "trtllm", max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+    )
+    assert want != framework  # the two differ: the page priced these rows with the wrong one before

@@ -22,12 +22,12 @@ from graphs.serving.sim.simulator import SimResult, simulate_steady_loop
 
 from .workload import RowWorkload, predictor, row_workload
 
-__all__ = ["MODES", "Run", "run_row", "simulate_row", "steady_rate"]
+__all__ = ["MODES", "Run", "overheads_for", "run_row", "simulate_row", "steady_rate"]
 
 MODES = ("bound", "predicted", "simulated")
 
 
-def _overheads(w: RowWorkload, mode: str) -> EngineOverheads:
+def overheads_for(w: RowWorkload, mode: str) -> EngineOverheads:
     """``overheads=`` for a mode: none at all for ``predicted`` (kernels only: ``simulate`` would
     otherwise add the framework's defaults), the profile's own (:meth:`EngineOverheads.for_framework`,
     with this engine's batch limits for its CUDA-graph sizes) for ``simulated``."""
@@ -95,7 +95,7 @@ def simulate_row(w: RowWorkload, mode: str, quantile: float | None = None) -> Ru
     pred = Predictor() if mode == "bound" else predictor(w).at(quantile)
     kw: dict[str, Any] = {}
     if mode != "bound":
-        kw["overheads"] = _overheads(w, mode)
+        kw["overheads"] = overheads_for(w, mode)
     run: Any = simulate
     if w.load == "client":  # the benchmark client: N clients sending back to back from a burst
         kw["concurrency"] = w.concurrency
