@@ -48,11 +48,6 @@ bound would be a few nanoseconds at a decode batch. Which of the graph's small o
 own kernels is the engine's (:data:`SMALL_KERNELS`, :func:`small_kernel_groups`); that time rests on
 a neighbour (a measured kernel of another op), said in the coverage.
 
-A measured kernel is priced at least its node's roofline bound, except an all-reduce: the graph
-costs it as NCCL's ring (``2 (p-1)`` link latencies), which the engines' one-shot/two-shot custom
-all-reduce kernels beat at decode sizes, so its floor is the collective's algorithm-independent
-lower bound (:func:`kernel_floor`); a node's ``bound_s`` stays its roofline.
-
 ``measured=True`` also composes the corpus's own measurements for the same
 kernels: each GEMM, attention and all-reduce looked up on the measured grid,
 interpolated linearly in log-latency over log-shape between grid points
@@ -121,7 +116,6 @@ __all__ = [
     "small_kernel_times",
     "small_kernel_floor",
     "kernel_row",
-    "kernel_floor",
     "predict_step",
     "price_rows",
     "unmeasured_basis",
@@ -442,46 +436,6 @@ def kernel_row(node: dict[str, Any], params: dict[str, Any]) -> tuple[str, dict[
         ``(family, corpus row)``, or None when no measured family prices it.
     """
     return _row(node, params)
-
-
-def kernel_floor(node: dict[str, Any]) -> dict[str, Any]:
-    """The node whose roofline floors the measured kernel of ``node``: ``node`` itself, except
-    an all-reduce, whose floor is its algorithm-independent lower bound (the ``in_network`` form of
-    :func:`costmodel.rules.comm.all_reduce`: ``n b`` bytes per direction in one link latency).
-
-    A graph's all-reduce node is costed as NCCL's ring (``2 (p-1)`` link latencies, 14 us at
-    TP 8 over NVLink's 1 us), which is a model of one algorithm, not a bound on the kernels the
-    engines run at decode sizes: TensorRT-LLM's one-shot/two-shot custom all-reduce
-    (``tensorrt_llm/_torch/distributed/ops.py``, ``AllReduceStrategy.AUTO``), vLLM's
-    ``custom_all_reduce.cuh`` one- and two-stage kernels and SGLang's copy of them read their
-    peers' buffers directly in one or two rounds. The corpus measures those kernels below the
-    ring's latency (``custom_allreduce_perf`` on 8 H100s, 128 Ki bf16 elements: 4.6 us
-    TensorRT-LLM, 4.8 us SGLang, 6.4 us vLLM), and its all-reduce fits are built on the
-    ``in_network`` terms (:mod:`costmodel.measured.kernels`), so flooring their prediction at the
-    ring would price a kernel the engines do not run.
-
-    Parameters
-    ----------
-    node : dict
-        A graph node's attributes (rule, role, cost, params, repeat).
-
-    Returns
-    -------
-    dict
-        ``node``, or for an all-reduce a copy whose cost is the ``in_network`` all-reduce of the
-        same elements, devices, dtype and link.
-    """
-    if _family(node) != "all_reduce":
-        return node
-    p = node.get("params") or {}
-    cost = all_reduce(
-        elements=p["elements"],
-        p=p["p"],
-        dtype=p.get("dtype", "bf16"),
-        link=p.get("link", "scale_up"),
-        algorithm="in_network",
-    )
-    return {**node, "cost": cost}
 
 
 def dtype_key(family: str, row: dict[str, Any]) -> str:
@@ -986,11 +940,9 @@ def predict_step(
             raise CostModelError("prefill prediction needs seq")
         point = {B_sym: batch, S_sym: seq}
         where = {"batch": batch, "seq": seq}
-    # one kernel each: (row, repeat, bound, member names, member shares, member bounds, member
-    # floors: what a measured price of each is clamped at, kernel_floor)
+    # one kernel each: (row, repeat, bound, member names, member shares, member bounds)
     by_key: dict[
-        tuple[str, str],
-        list[tuple[dict[str, Any], float, float, tuple[str, ...], list[float], list[float], list[float]]],
+        tuple[str, str], list[tuple[dict[str, Any], float, float, tuple[str, ...], list[float], list[float]]]
     ] = {}
     other_bound = 0.0
     total_bound = 0.0
@@ -1007,8 +959,6 @@ def predict_step(
             continue
         rep = float(_num(d.get("repeat", 1), point))
         b = as_float(bound(d["cost"].subs(point), hw).lower, what="node bound") * rep
-        fl = kernel_floor(d)  # what a measured kernel of it is floored at (an all-reduce's own)
-        f = b if fl is d else as_float(bound(fl["cost"].subs(point), hw).lower, what="node floor") * rep
         total_bound += b
         params = {k: _num(v, point) for k, v in (d.get("params") or {}).items()}
         hit = _row(d, params)
@@ -1028,7 +978,7 @@ def predict_step(
         members = fused.get(str(name))
         if members is None:
             by_key.setdefault((hit[0], _dtype_key(*hit)), []).append(
-                (hit[1], rep, b, (str(name),), [1.0], [b], [f])
+                (hit[1], rep, b, (str(name),), [1.0], [b])
             )
             continue
         got = pending.setdefault(members, [])
@@ -1038,22 +988,12 @@ def predict_step(
             got.sort(key=lambda g: order.index(g[3]))
             row, shares = fused_row([g[0][1] for g in got])
             by_key.setdefault((hit[0], _dtype_key(hit[0], row)), []).append(
-                (
-                    row,
-                    rep,
-                    sum(g[2] for g in got),
-                    tuple(g[3] for g in got),
-                    shares,
-                    [g[2] for g in got],
-                    [g[2] for g in got],  # projections or experts: each at its bound
-                )
+                (row, rep, sum(g[2] for g in got), tuple(g[3] for g in got), shares, [g[2] for g in got])
             )
     for members, got in pending.items():  # a group with an unmeasured member: the rest apart
         if len(got) < len(members):
             for hit, rep, b, n in got:
-                by_key.setdefault((hit[0], _dtype_key(*hit)), []).append(
-                    (hit[1], rep, b, (n,), [1.0], [b], [b])
-                )
+                by_key.setdefault((hit[0], _dtype_key(*hit)), []).append((hit[1], rep, b, (n,), [1.0], [b]))
     extra = 0.0  # what small kernels add over their bounds (module doc)
     if small_reps:
         floor = small_kernel_s(hw.name)
@@ -1110,14 +1050,13 @@ def predict_step(
         fam_bound = float(sum(it[2] for it in items))
         fam_pred = fam_corr = 0.0
         for it, pr, cr in zip(items, pred * reps, corr * reps, strict=True):
-            for n, share, b, f in zip(it[3], it[4], it[5], it[6], strict=True):
-                # every kernel (a fused member: its share by width) at least its own floor (its
-                # bound; an all-reduce's own, kernel_floor), as the simulator's tables price it;
-                # where the floor priced it, the coverage says so
-                p_n, c_n = max(float(pr) * share, f), max(float(cr) * share, f)
+            for n, share, b in zip(it[3], it[4], it[5], strict=True):
+                # every kernel (a fused member: its share by width) at least its own bound, as the
+                # simulator's tables price it; where the bound priced it, the coverage says so
+                p_n, c_n = max(float(pr) * share, b), max(float(cr) * share, b)
                 fam_pred += p_n
                 fam_corr += c_n
-                clamped = [w for w, v in (("predicted_s", pr), ("corrected_s", cr)) if float(v) * share < f]
+                clamped = [w for w, v in (("predicted_s", pr), ("corrected_s", cr)) if float(v) * share < b]
                 nodes[n] = {
                     "family": fam,
                     "bound_s": b,

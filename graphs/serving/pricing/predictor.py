@@ -27,9 +27,8 @@ iteration, and the iteration loop only interpolates:
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
 grid's ends. Each kernel's time is then clamped from below by its own roofline term of the
-same batch (:class:`graphs.serving.step.mixed.MixedStep`; an all-reduce by its
-algorithm-independent lower bound, :func:`~graphs.serving.pricing.predict.kernel_floor`, not the
-ring the bound prices), so a predicted iteration is never faster than its physics:
+same batch (:class:`graphs.serving.step.mixed.MixedStep`), so a predicted iteration is never
+faster than its bound:
 
 .. math:: t_k = \\max\\big(\\hat t_k(x),\\; t^{roof}_k(x)\\big)
 
@@ -72,7 +71,6 @@ from .predict import (
     expert_activations,
     expert_groups,
     fused_row,
-    kernel_floor,
     kernel_row,
     price_rows,
     projection_groups,
@@ -617,7 +615,7 @@ class PredictedStep:
                 i = ids("bound", t.basis)
                 bucket[i] = bucket.get(i, sympy.Integer(0)) + e
                 continue
-            exprs.append(node_time_expr(kernel_floor(d), hw))  # an all-reduce: its own floor
+            exprs.append(e)
             heads.append(is_head)
             logs.append(np.log(t.values))
             kid.append(ids(t.source, t.basis))
@@ -690,7 +688,7 @@ class PredictedStep:
                 i = ids("bound", t.basis)
                 lump[i] = lump.get(i, sympy.Integer(0)) + e
                 continue
-            exprs.append(node_time_expr(kernel_floor(g_pre.nodes[t.name]), hw).subs(B_sym, 1))
+            exprs.append(e)
             self._pre_body.append(
                 (ids(t.source, t.basis), ids("bound", t.below_bound), np.log(t.values).tolist())
             )

@@ -9,9 +9,7 @@ step time is the sum over the graph's op nodes of
 
 with ``t^roof_k`` the node's compiled roofline term (the bound's step is exactly
 ``sum_k t^roof_k``, :func:`graphs.serving.step.compiled.compile_step_time`), so a priced step is
-never faster than its physics (an all-reduce's measured price is floored at the collective's
-algorithm-independent lower bound instead of the ring the bound prices:
-:func:`graphs.serving.pricing.predict.kernel_floor`), and ``hat t_k`` the predictor's price of the node's measured
+never faster than its bound, and ``hat t_k`` the predictor's price of the node's measured
 kernel (:func:`graphs.serving.pricing.predictor.tabulate`, the corpus pricing of
 :func:`graphs.serving.pricing.predict.predict_step`). A node the corpus does not measure keeps its
 bound. Per call, a node's prediction depends on the dims its parameters read that vary in the
@@ -46,7 +44,6 @@ from costmodel.memo import BoundedCache
 from ..step.compiled import CompiledStep, compiled_step
 from ..step.mixed import node_time_expr
 from .kernel_sources import Coverage
-from .predict import kernel_floor
 from .predictor import CLAMPED, Predictor, tabulate, token_grid
 from .protocols import PointStep
 
@@ -123,10 +120,6 @@ class _Node:
     def __init__(self, name: str, d: dict[str, Any], hw: Hardware, syms: tuple[sympy.Symbol, ...]) -> None:
         self.name = name
         self.roof = compile_expr(node_time_expr(d, hw), syms)
-        #: what a measured price of it is floored at (an all-reduce: its own lower bound,
-        #: :func:`~graphs.serving.pricing.predict.kernel_floor`; else its roofline)
-        fl = kernel_floor(d)
-        self.floor = self.roof if fl is d else compile_expr(node_time_expr(fl, hw), syms)
         free: set[sympy.Symbol] = set()
         for v in [*(d.get("params") or {}).values(), d.get(REPEAT, 1)]:
             if isinstance(v, sympy.Basic):
@@ -223,9 +216,8 @@ class PricedStep:
             if pred is None:
                 yield roof, None, "bound", basis, below_basis
                 continue
-            floor = roof if nd.floor is nd.roof else nd.floor(*flat)
-            below = pred < floor
-            yield np.maximum(pred, floor), (below if below.any() else None), src, basis, below_basis
+            below = pred < roof
+            yield np.maximum(pred, roof), (below if below.any() else None), src, basis, below_basis
 
     @staticmethod
     def _flat(arrays: tuple[Any, ...]) -> tuple[tuple[int, ...], list[np.ndarray]]:
