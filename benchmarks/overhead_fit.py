@@ -115,11 +115,14 @@ class Run:
 
     def simulator(self) -> SimulateRun:
         """``simulate_run`` for :func:`fit_serving`: this run's model, GPU, engine and kernels,
-        with the terms given and this engine's own CUDA-graph sizes and policy."""
+        with the terms given and this engine's own CUDA-graph sizes and policy (the row's engine
+        profile's, :func:`benchmarks.replay.workload.overheads_profile`, else its framework's)."""
         w = self.workload
         eng = w.engine
         own = EngineOverheads.for_framework(
-            w.framework, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+            w.profile or w.framework,
+            max_num_seqs=eng.max_num_seqs,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
         )
         pred = predictor(w)
 

@@ -95,7 +95,10 @@ def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
         "engine_profile": "trtllm",
         "engine_max_tokens": "16384",
     }
-    assert silicon.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {}
+    # its vLLM scripts: no-enable-prefix-caching: true (V1 caches prefixes by default)
+    assert silicon.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {
+        "engine_prefix_caching": "false"
+    }
     nv = {
         "gemm_quant_mode": "fp8",
         "model_path": "nvidia/Llama-3.1-8B-Instruct-FP8",

@@ -89,13 +89,16 @@ def steady_rate(finish: np.ndarray, full: int) -> float:
 
 
 @cache
-def simulate_row(w: RowWorkload, mode: str, quantile: float | None = None) -> Run:
+def simulate_row(
+    w: RowWorkload, mode: str, quantile: float | None = None, overheads: EngineOverheads | None = None
+) -> Run:
     """The row's replay in ``mode``; ``quantile``: every kernel at that quantile of its held-out
-    error (:meth:`Predictor.at`), for the interval's ends."""
+    error (:meth:`Predictor.at`), for the interval's ends; ``overheads``: these engine terms in
+    place of the mode's (:func:`overheads_for`; a fit's trial values)."""
     pred = Predictor() if mode == "bound" else predictor(w).at(quantile)
     kw: dict[str, Any] = {}
     if mode != "bound":
-        kw["overheads"] = overheads_for(w, mode)
+        kw["overheads"] = overheads if overheads is not None else overheads_for(w, mode)
     run: Any = simulate
     if w.load == "client":  # the benchmark client: N clients sending back to back from a burst
         kw["concurrency"] = w.concurrency

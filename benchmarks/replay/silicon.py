@@ -165,6 +165,8 @@ def kv_dtype(row: dict[str, str]) -> str:
 
 #: InferenceX's trtllm-serve settings for its Llama-3.1-70B runs (:func:`engine_settings`)
 INFERENCEX_TRT_MAX_TOKENS = 16384
+#: the profile of the sample's vLLM 0.12.0 runs (synchronous scheduling: :func:`engine_settings`)
+VLLM_SYNC_PROFILE = "vllm@0.12"
 #: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
@@ -172,7 +174,7 @@ INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
     """The engine a run's campaign states and the settings it overrides, as row fields for
     ``serving_accuracy`` (``engine_profile``, ``engine_max_tokens``, ``engine_batch_wait_iters``,
-    ``engine_batch_wait_ratio``; absent: the engine column's profile and its defaults,
+    ``engine_batch_wait_ratio``, ``engine_prefix_caching``; absent: the engine column's profile and its defaults,
     :mod:`graphs.serving.engines`). InferenceX's Llama-3.1-70B TensorRT-LLM scripts
     (``benchmarks/70b_fp8_h200_trt_slurm.sh``, ``70b_fp8_b200_trt_slurm.sh``,
     ``70b_fp4_b200_trt_slurm.sh``; SemiAnalysisAI/InferenceX at a267b4bd and 73ef9225) launch
@@ -182,7 +184,16 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will improve the
     performance, by default they are all zeros"): new prompts wait up to 20 iterations to be
     prefilled together (:class:`graphs.serving.sim.engine.EngineConfig`). Its vLLM scripts pass
-    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults."""
+    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults,
+    ``async-scheduling: true`` (``70b_fp8_h200_slurm.sh``), which ``vllm@1``'s fitted CPU terms
+    assume, and ``no-enable-prefix-caching: true`` (every one of its vLLM scripts: the
+    ``engine_prefix_caching`` override; V1 caches prefixes by default). The sample's vLLM 0.12.0 runs (aiconfigurator's collector; its ``cli_args.0.12.0.j2``
+    passes no ``--async-scheduling``, off by default before v0.14.0) name ``vllm@0.12``
+    (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step."""
+    if row["backend"] == "vllm" and row.get("backend_version") == "0.12.0":
+        return {"engine_profile": VLLM_SYNC_PROFILE}
+    if client(row) is INFERENCEX and row["backend"] == "vllm":
+        return {"engine_prefix_caching": "false"}
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
     out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}

@@ -178,11 +178,14 @@ def overheads_profile(row: dict[str, str]) -> str | None:
     Returns
     -------
     str or None
-        The profile its engine column names (:data:`ENGINE`) for a published row; None for the
-        silicon sample's rows and rows that name an ``engine_profile`` (which sets their
-        scheduler): the corpus framework's own profile's terms price them.
+        The ``engine_profile`` a row names (it sets the row's scheduler, and its terms price it:
+        one engine per row, e.g. the sample's vLLM 0.12.0 runs' ``vllm@0.12``); else the profile
+        its engine column names (:data:`ENGINE`) for a published row; None for the silicon
+        sample's other rows: the corpus framework's own profile's terms price them.
     """
-    if row["source_kind"].startswith("aiconfigurator_silicon") or row.get("engine_profile"):
+    if row.get("engine_profile"):
+        return row["engine_profile"]
+    if row["source_kind"].startswith("aiconfigurator_silicon"):
         return None
     return ENGINE[row["engine"]]
 
@@ -282,6 +285,8 @@ def stated_settings(row: dict[str, str]) -> dict[str, Any]:
         stated["max_num_batched_tokens"] = int(row["engine_max_tokens"])
     if row.get("engine_chunked_prefill"):
         stated["enable_chunked_prefill"] = row["engine_chunked_prefill"] == "true"
+    if row.get("engine_prefix_caching"):
+        stated["enable_prefix_caching"] = row["engine_prefix_caching"] == "true"
     wait = _int(row.get("engine_batch_wait_iters", ""))
     if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
         stated["batch_wait_timeout_iters"] = wait

@@ -192,6 +192,9 @@ class EngineProfile:
         out of ``u`` x that total before the KV pool (vLLM: :mod:`.vllm`); its source is
         ``sources["memory_reserve"]``. None: neither (the pool is ``u`` x the driver's total less
         weights and activations).
+    cpu_fit : str
+        What the fitted CPU terms (``fitted`` but ``request_s``) were fitted to, in one phrase
+        (printed by :attr:`basis`).
     new_token_ratio : tuple of (float, float, float) or None
         SGLang's admission estimate ``(init, min, decay)`` (:class:`~.knobs.EngineConfig`); None:
         no such rule. Its source is ``sources["new_token_ratio"]``.
@@ -225,6 +228,7 @@ class EngineProfile:
     memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
     default_version: bool = True
     overridden: tuple[str, ...] = ()
+    cpu_fit: str = "InferenceX's H200 runs (inferred), docs/overhead_fit.md"
 
     def __post_init__(self) -> None:
         for key in ("name", "version", "label", "framework"):
@@ -320,11 +324,7 @@ class EngineProfile:
         if not self.fitted:
             return f"{who} defaults (assumed, not fitted: `costmodel calibrate serving` fits them)"
         cpu = [t for t in self.fitted if t != "request_s"]
-        fits = (
-            [f"{' and '.join(cpu)} fitted to InferenceX's H200 runs (inferred), docs/overhead_fit.md"]
-            if cpu
-            else []
-        )
+        fits = [f"{' and '.join(cpu)} fitted to {self.cpu_fit}"] if cpu else []
         if "request_s" in self.fitted:
             fits.append(
                 "request_s to the validation tables' TTFT, held-out split excluded, docs/request_path.md"
