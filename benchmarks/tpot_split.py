@@ -20,7 +20,11 @@ part of a deployment's TPOT error is the step (kernels, collectives, CPU per ite
 which is the prefills inside the window (their pricing, how many land there). ``P / (C - 1)``
 is printed as the window's cost per other client (a prefill's cost where every window holds
 ``C - 1``; in the simulation a few fewer do: clients that send in the same iteration finish and
-send again together).
+send again together). Per deployment the report gives the median TPOT error of the fitted lines
+as they are, with the measured step in place of the simulated one and with the measured window
+part (which of the two carries the error), and the step's gap fitted across concurrencies as
+``a + b C`` (:func:`step_gap`: a gap fixed per step, as a collective's latency, against one per
+scheduled sequence, as CPU time per request that no overlap hides).
 
 Only the calibration deployments are read: the held-out ones
 (``benchmarks/data/heldout.toml``) are left out before any number of theirs is looked at.
@@ -44,7 +48,7 @@ from benchmarks import served_errors as se
 from benchmarks.replay.results import read_results
 from costmodel.errors import CostModelError
 
-__all__ = ["Split", "groups", "main", "report", "split"]
+__all__ = ["Split", "groups", "main", "report", "split", "step_gap"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +59,21 @@ class Split:
     step_simulated_s: float  #: ``D`` of the simulated ones
     window_measured_s: float  #: ``P`` of the measured TPOTs
     window_simulated_s: float  #: ``P`` of the simulated ones
+    osls: tuple[int, ...] = ()  #: the runs' output lengths
+
+    def tpot_errors(self) -> dict[str, list[float]]:
+        """Per run of the fit (at its OSL), the TPOT error (simulated over measured, less 1) of the
+        fitted lines as they are (``now``), with the measured step in place of the simulated
+        (``step exact``: what the window part leaves) and with the measured window part
+        (``window exact``: what the step leaves)."""
+        out: dict[str, list[float]] = {"now": [], "step exact": [], "window exact": []}
+        for osl in self.osls:
+            n = osl - 1
+            meas = self.step_measured_s + self.window_measured_s / n
+            out["now"].append((self.step_simulated_s + self.window_simulated_s / n) / meas - 1)
+            out["step exact"].append((self.step_measured_s + self.window_simulated_s / n) / meas - 1)
+            out["window exact"].append((self.step_simulated_s + self.window_measured_s / n) / meas - 1)
+        return out
 
     @property
     def step_error(self) -> float:
@@ -100,7 +119,32 @@ def split(points: Sequence[tuple[int, float, float]]) -> Split:
         y = np.array([p[col] for p in points], dtype=float) * steps
         (d, w), *_ = np.linalg.lstsq(a, y, rcond=None)
         fits.append((float(d), float(w)))
-    return Split(fits[0][0], fits[1][0], fits[0][1], fits[1][1])
+    return Split(fits[0][0], fits[1][0], fits[0][1], fits[1][1], tuple(p[0] for p in points))
+
+
+def step_gap(points: Sequence[tuple[int, Split]]) -> tuple[float, float]:
+    """The measured step less the simulated, fitted across concurrencies as ``a + b C``.
+
+    Parameters
+    ----------
+    points : sequence of (int, Split)
+        One deployment's groups: their concurrency ``C`` and fit; at least two distinct ``C``.
+
+    Returns
+    -------
+    tuple of float
+        ``a`` (s per step) and ``b`` (s per step per client), by least squares: a gap fixed per
+        step (a collective's or a launch's latency) against one that grows with the batch (CPU
+        time per scheduled sequence, a batch-sized transfer).
+    """
+    if len({c for c, _ in points}) < 2:
+        raise CostModelError(
+            f"points: concurrencies {sorted({c for c, _ in points})!r}; at least two distinct ones are needed"
+        )
+    c = np.array([p[0] for p in points], dtype=float)
+    gap = np.array([f.step_measured_s - f.step_simulated_s for _, f in points])
+    (a, b), *_ = np.linalg.lstsq(np.vstack([np.ones_like(c), c]).T, gap, rcond=None)
+    return float(a), float(b)
 
 
 def groups(only: str = "") -> dict[tuple[str, int, int], Split]:
@@ -153,9 +197,9 @@ def report(fits: dict[tuple[str, int, int], Split]) -> str:
         "| per other client measured | simulated |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    per: dict[str, list[Split]] = collections.defaultdict(list)
+    per: dict[str, list[tuple[int, Split]]] = collections.defaultdict(list)
     for (key, isl, c), f in fits.items():
-        per[key].append(f)
+        per[key].append((c, f))
         others = max(c - 1, 1)
         lines.append(
             f"| {key} | {isl} | {c} | {1e3 * f.step_measured_s:.2f} | {1e3 * f.step_simulated_s:.2f} "
@@ -165,16 +209,28 @@ def report(fits: dict[tuple[str, int, int], Split]) -> str:
         )
     lines += [
         "",
-        "| deployment | groups | step error (median) | window part error (median) |",
-        "|---|---|---|---|",
+        "| deployment | groups | step error (median) | window part error (median) | TPOT error: now "
+        "| step exact | window exact | step gap (measured - simulated) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for key, fs in per.items():
+    for key, cf in per.items():
+        fs = [f for _, f in cf]
         win = [f.window_error for f in fs if math.isfinite(f.window_error)]
+        errs: dict[str, list[float]] = collections.defaultdict(list)
+        for f in fs:
+            for k, v in f.tpot_errors().items():
+                errs[k] += v
+        cells = " | ".join(
+            f"{100 * statistics.median(errs[k]):+.1f} %" for k in ("now", "step exact", "window exact")
+        )
+        if len({c for c, _ in cf}) >= 2:
+            a, b = step_gap(cf)
+            gap = f"{1e3 * a:.2f} ms + {1e6 * b:.1f} us x C"
+        else:
+            gap = "n/a"
         lines.append(
             f"| {key} | {len(fs)} | {100 * statistics.median(f.step_error for f in fs):+.1f} % "
-            f"| {100 * statistics.median(win):+.1f} % |"
-            if win
-            else f"| {key} | {len(fs)} | {100 * statistics.median(f.step_error for f in fs):+.1f} % | n/a |"
+            f"| {f'{100 * statistics.median(win):+.1f} %' if win else 'n/a'} | {cells} | {gap} |"
         )
     return "\n".join(lines)
 

@@ -60,3 +60,26 @@ def test_the_groups_leave_the_held_out_deployments_out():
     keys = {k[0] for k in fits}
     assert keys and not keys & held
     assert "silicon:tensorrt-llm|1.0.0rc3|qwen3-32b|h100-sxm|fp8|1|1" in keys
+
+
+def test_the_tpot_errors_attribute_the_error_to_the_window():
+    # the step is exact here, so making it exact changes nothing and the window part carries all:
+    # at OSL 128 simulated 0.020 + 3.0/127 against measured 0.020 + 4.8/127 = 5.54/7.34 - 1
+    e = ts.split(_points()).tpot_errors()
+    assert e["now"][0] == pytest.approx(5.54 / 7.34 - 1, rel=1e-9)
+    assert e["step exact"][0] == pytest.approx(5.54 / 7.34 - 1, rel=1e-9)
+    assert e["window exact"] == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+
+
+def _step_only(step_meas: float, step_sim: float) -> ts.Split:
+    return ts.Split(step_meas, step_sim, 1.0, 1.0, (128, 256))
+
+
+def test_the_step_gap_is_a_fixed_part_and_one_per_client():
+    # by hand: gaps of 1.0 ms + 40 us x C at C = 8 and 128: 1.32 ms and 6.12 ms
+    pts = [(8, _step_only(0.010 + 1.32e-3, 0.010)), (128, _step_only(0.020 + 6.12e-3, 0.020))]
+    a, b = ts.step_gap(pts)
+    assert a == pytest.approx(1.0e-3, rel=1e-9)
+    assert b == pytest.approx(40e-6, rel=1e-9)
+    with pytest.raises(CostModelError, match="concurrencies"):
+        ts.step_gap(pts[:1])
