@@ -34,6 +34,7 @@ __all__ = [
     "MODELS",
     "NO_LOAD",
     "PRECISION",
+    "SGLANG_VERSION_PROFILES",
     "SOURCE_URL",
     "STEADY",
     "SYSTEMS",
@@ -169,6 +170,12 @@ INFERENCEX_TRT_MAX_TOKENS = 16384
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
 
+#: SGLang releases whose memory defaults differ from the default ``sglang`` profile's (0.5.8's), and
+#: the profile that holds them: 0.5.1 (``0.5.1.post1``, ``0.5.1-rc0.pre1``) predates PR 10975's rule
+#: (:mod:`graphs.serving.engines.sglang051`); every other release the sample names is 0.5.5 or later
+SGLANG_VERSION_PROFILES = {"0.5.1": "sglang@0.5.1"}
+
+
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
     """The engine a run's campaign states and the settings it overrides, as row fields for
     ``serving_accuracy`` (``engine_profile``, ``engine_max_tokens``, ``engine_batch_wait_iters``,
@@ -182,7 +189,15 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``batch_wait_timeout_iters: 20`` into the engine's options (their comment: "will improve the
     performance, by default they are all zeros"): new prompts wait up to 20 iterations to be
     prefilled together (:class:`graphs.serving.sim.engine.EngineConfig`). Its vLLM scripts pass
-    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults."""
+    ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults.
+    An SGLang run names its version's profile where SGLang's defaults changed
+    (:data:`SGLANG_VERSION_PROFILES`: 0.5.1's ``mem_fraction_static`` rule, ``sglang@0.5.1``)."""
+    if row["backend"] == "sglang":
+        ver = row["backend_version"]
+        for prefix, ref in SGLANG_VERSION_PROFILES.items():
+            if ver == prefix or ver.startswith((prefix + ".", prefix + "-")):
+                return {"engine_profile": ref}
+        return {}
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
     out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}
