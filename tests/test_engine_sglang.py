@@ -1,4 +1,4 @@
-"""SGLang's own KV pool and admission (graphs/serving/engines/sglang.py, sglang04.py), pinned to
+"""SGLang's own KV pool and admission (graphs/serving/engines/sglang.py, sglang04.py, sglang051.py), pinned to
 hand derivations from SGLang's formulas (server_args.py ``_handle_gpu_memory_settings``,
 ``profile_max_num_token``, ``PrefillAdder``)."""
 
@@ -13,6 +13,7 @@ from costmodel.hardware import get_device
 from graphs.serving.engines import EngineConfig, get_engine
 from graphs.serving.engines.sglang import sglang_capture_sizes, sglang_memory_defaults
 from graphs.serving.engines.sglang04 import sglang04_device_defaults
+from graphs.serving.engines.sglang051 import sglang051_capture_sizes, sglang051_memory_defaults
 from graphs.serving.sim.engine import kv_pool, pool_memory, pool_memory_note, profile_engine
 from graphs.serving.sim.requests import Request
 from graphs.serving.sim.simulator import simulate
@@ -69,6 +70,52 @@ def test_version_04_fraction_by_tp():
     pool = kv_pool("qwen3-32b", "h100-sxm", 1)
     # 0.88 x 85,520,809,984 - 65,524,246,528 = 9,734,066,258 B: 37,132 tokens
     assert old.kv_blocks(pool) == math.floor((0.88 * 85_520_809_984 - pool.weights_bytes) / 262_144) == 37_132
+
+
+@pytest.mark.parametrize(
+    ("mib", "tp", "expect"),
+    [
+        # PR 7054's rule (sglang 0.5.1): 35-90 GiB, R = (9.5 + 1 / 2) x 1024 = 10,240;
+        # (81,559 - 10,240) / 81,559 = 0.874447
+        (H100_MIB, 1, (8192, 0.874)),
+        # TP 2: R = (9.5 + 2 / 2) x 1024 = 10,752; 70,807 / 81,559 = 0.868169
+        (H100_MIB, 2, (8192, 0.868)),
+        # H200 (143,771 MiB, 90-160 GiB) at TP 8: R = (12 + 8 / 2) x 1024 = 16,384; 127,387 / 143,771 = 0.886041
+        (143_771, 8, (8192, 0.886)),
+        # RTX 4090 (24,564 MiB, below 35 GiB): R = (2.8 + 1 / 10) x 1024 = 2,969.6; 21,594.4 / 24,564 = 0.879108
+        (24_564, 1, (2048, 0.879)),
+        # B200 (183,359 MiB, 160 GiB and above): R = 32 x 1024 = 32,768; 150,591 / 183,359 = 0.821290
+        (183_359, 8, (16384, 0.821)),
+    ],
+)
+def test_version_051_fraction_by_hand(mib, tp, expect):
+    assert sglang051_memory_defaults(mib, tp) == expect
+
+
+def test_version_051_pool_on_h100_by_hand():
+    """The silicon sample's SGLang 0.5.1.post1 Qwen3-32B rows at TP 2 on H100 SXM: 0.868 of the
+    81,559 MiB the driver reports (0.834 under 0.5.8's rule) for the weights and the pool."""
+    pool = kv_pool("qwen3-32b", "h100-sxm", 2)
+    assert pool.kv_bytes_per_token == 64 * 4 * 128 * 2 * 2  # 4 of the 8 KV heads per device
+    # the decode ledger's weights per device (twice them exceeds TP 1's 65,524,246,528 B by the
+    # 1,353,728 B every device holds whole)
+    assert pool.weights_bytes == 32_762_800_128
+    prof = get_engine("sglang@0.5.1").for_device(get_device("h100-sxm"), 2)
+    assert (prof.kv_fraction, prof.max_num_batched_tokens, prof.block_size) == (0.868, 8192, 1)
+    # 0.868 x 85,520,809,984 = 74,232,063,066; less 32,762,800,128 = 41,469,262,938 B / 131,072 B = 316,385.4
+    assert prof.kv_blocks(pool) == 316_385
+    new = get_engine("sglang").for_device(get_device("h100-sxm"), 2)
+    # 0.834 x 85,520,809,984 = 71,324,355,527; less the weights = 38,561,555,399 B / 131,072 B = 294,201.3
+    assert new.kv_fraction == 0.834 and new.kv_blocks(pool) == 294_201
+    # TP 1: 0.874 x 85,520,809,984 - 65,524,246,528 = 9,220,941,398 B / 262,144 B = 35,175.1 (22,451 at 0.835)
+    one = get_engine("sglang@0.5.1").for_device(get_device("h100-sxm"), 1)
+    assert one.kv_blocks(kv_pool("qwen3-32b", "h100-sxm", 1)) == 35_175
+
+
+def test_version_051_capture_sizes():
+    sizes = sglang051_capture_sizes()
+    assert sizes[:5] == (1, 2, 4, 8, 16) and sizes[-1] == 160 and len(sizes) == 4 + 19
+    assert sglang051_capture_sizes(10) == (1, 2, 4, 8)
 
 
 def test_capture_sizes():

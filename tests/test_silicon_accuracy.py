@@ -623,3 +623,14 @@ def test_an_e2e_goes_with_its_runs_ttft() -> None:
     judged = si.judge_ttft(lines, {"a": (1, 1)})
     assert [bool(ln.excluded) for ln in judged] == [True, False, True]
     assert judged[2].excluded.startswith("E2E = TTFT + (OSL - 1) TPOT holds this run's TTFT")
+
+
+def test_sglang_runs_name_their_version_profile() -> None:
+    """SGLang 0.5.1 predates PR 10975's mem_fraction_static rule: its runs replay on
+    ``sglang@0.5.1``; 0.5.5 and later (and 0.5.10, which starts with "0.5.1") on the default."""
+    gap = "source_file=/Users/x/aic-auto-gap-analysis/data/h100_sxm/sglang/0.5.1.post1/q.csv; silicon_concurrency=16"
+    base = {"backend": "sglang", "silicon_data_source": gap, "isl": "1024", "osl": "128", "tp_size": "2"}
+    for ver in ("0.5.1.post1", "0.5.1-rc0.pre1", "0.5.1"):
+        assert silicon.engine_settings({**base, "backend_version": ver}) == {"engine_profile": "sglang@0.5.1"}
+    for ver in ("0.5.8.post1", "0.5.10.post1", "0.5.5.post2", "nightly-dev", ""):
+        assert silicon.engine_settings({**base, "backend_version": ver}) == {}

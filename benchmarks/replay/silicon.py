@@ -34,6 +34,7 @@ __all__ = [
     "MODELS",
     "NO_LOAD",
     "PRECISION",
+    "SGLANG_VERSION_PROFILES",
     "SOURCE_URL",
     "STEADY",
     "SYSTEMS",
@@ -171,6 +172,12 @@ VLLM_SYNC_PROFILE = "vllm@0.12"
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
 
+#: SGLang releases whose memory defaults differ from the default ``sglang`` profile's (0.5.8's), and
+#: the profile that holds them: 0.5.1 (``0.5.1.post1``, ``0.5.1-rc0.pre1``) predates PR 10975's rule
+#: (:mod:`graphs.serving.engines.sglang051`); every other release the sample names is 0.5.5 or later
+SGLANG_VERSION_PROFILES = {"0.5.1": "sglang@0.5.1"}
+
+
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
     """The engine a run's campaign states and the settings it overrides, as row fields for
     ``serving_accuracy`` (``engine_profile``, ``engine_max_tokens``, ``engine_batch_wait_iters``,
@@ -187,13 +194,22 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults,
     ``async-scheduling: true`` (``70b_fp8_h200_slurm.sh``), which ``vllm@1``'s fitted CPU terms
     assume, and ``no-enable-prefix-caching: true`` (every one of its vLLM scripts: the
-    ``engine_prefix_caching`` override; V1 caches prefixes by default). The sample's vLLM 0.12.0 runs (aiconfigurator's collector; its ``cli_args.0.12.0.j2``
-    passes no ``--async-scheduling``, off by default before v0.14.0) name ``vllm@0.12``
-    (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step."""
-    if row["backend"] == "vllm" and row.get("backend_version") == "0.12.0":
+    ``engine_prefix_caching`` override; V1 caches prefixes by default). The sample's vLLM 0.12.0
+    runs (aiconfigurator's collector; its ``cli_args.0.12.0.j2`` passes no
+    ``--async-scheduling``, off by default before v0.14.0) name ``vllm@0.12``
+    (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step. An SGLang
+    run names its version's profile where SGLang's defaults changed
+    (:data:`SGLANG_VERSION_PROFILES`: 0.5.1's ``mem_fraction_static`` rule, ``sglang@0.5.1``)."""
+    ver = row.get("backend_version") or ""
+    if row["backend"] == "vllm" and ver == "0.12.0":
         return {"engine_profile": VLLM_SYNC_PROFILE}
     if client(row) is INFERENCEX and row["backend"] == "vllm":
         return {"engine_prefix_caching": "false"}
+    if row["backend"] == "sglang":
+        for prefix, ref in SGLANG_VERSION_PROFILES.items():
+            if ver == prefix or ver.startswith((prefix + ".", prefix + "-")):
+                return {"engine_profile": ref}
+        return {}
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
     out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}

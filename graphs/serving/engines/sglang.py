@@ -21,8 +21,12 @@ after PR 10975 "general heuristics for --mem-fraction-static"; each default sour
   (MiB) with ``P`` the chunked-prefill size and ``G`` ``cuda_graph_max_bs`` by GPU memory (below
   20 GiB: 2,048 and 8; 20-35: 2,048 and 24 (80 at TP >= 4); 35-60: 4,096 and 32 (160); 60-160:
   8,192 and 256 (512); above: 16,384 and 512), ``t`` the TP degree (pipeline parallelism 1; no
-  DP attention, speculative decoding or piecewise CUDA graphs, each off by default). On an H100
-  SXM (81,559 MiB) at TP 1: ``R`` = 512 + 12,288 + 512 + 128 = 13,440, ``s`` = 0.835.
+  DP attention, speculative decoding or piecewise CUDA graphs, each off by default in 0.5.8;
+  piecewise CUDA graphs, which add 8 MiB per captured token count to ``R`` (58 counts, 464 MiB,
+  up to 8,192 tokens), became the default with PR 16331, merged 2026-03-02, after 0.5.8: the
+  silicon sample ran its v0.5.8.post1 image on 2026-02-07). On an
+  H100 SXM (81,559 MiB) at TP 1: ``R`` = 512 + 12,288 + 512 + 128 = 13,440, ``s`` = 0.835.
+  SGLang 0.5.1's rule (before PR 10975): :mod:`.sglang051`.
 * ``max_num_batched_tokens``: ``chunked_prefill_size`` ``P`` by GPU memory (above).
 * ``max_num_seqs`` 2,048: ``max_running_requests`` unset is ``max_num_reqs = min(max(int(
   max_total_num_tokens / context_len * 512), 2048), 4096)`` (``model_runner`` ``init_memory_pool``):
