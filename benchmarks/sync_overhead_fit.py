@@ -11,13 +11,16 @@ iteration of ``n`` sequences) to the runs' mean TPOT, as the silicon table repla
 (:func:`benchmarks.replay.run.simulate_row`, mode ``simulated``, every other term the
 profile's): Gauss-Newton on the relative residuals ``TPOT_sim(a, b) / TPOT_measured - 1``
 (near affine in ``a`` and ``b``: each iteration adds ``a + b n``), the terms kept non-negative,
-standard errors from ``s^2 (J^T J)^-1``.
+standard errors from ``s^2 (J^T J)^-1`` at the last iterate's Jacobian (they treat the runs,
+all of one deployment, as independent: they understate). At one TP, ``a`` cannot be told from
+a fixed per-step latency on the GPU side that varies with TP (``graphs/serving/engines/vllm012.py``).
 
 The runs: every vLLM 0.12.0 TPOT row the silicon table compares
 (``docs/silicon_accuracy_rows.csv``; rows it lists but leaves out are not fitted), replayed as the
 table replays them (a campaign that was not one wave per run as its client's loop in the steady
 state, which that table's ``excluded`` column of the TTFT row says), whose deployment is not in
-``benchmarks/data/heldout.toml``: held-out runs are never fitted nor read here.
+``benchmarks/data/heldout.toml``: a held-out deployment's rows are dropped before anything of
+them is replayed or compared, never fitted.
 
     python -m benchmarks.sync_overhead_fit            # Markdown to stdout (minutes)
     python -m benchmarks.sync_overhead_fit --write    # docs/sync_overhead_fit.md
@@ -42,6 +45,7 @@ from benchmarks.replay.pages import write_page
 from benchmarks.replay.rows import excluded
 from benchmarks.replay.run import simulate_row
 from benchmarks.replay.silicon import STEADY, VLLM_SYNC_PROFILE, WAVE, load_sample, silicon_rows
+from costmodel.errors import CostModelError
 from graphs.serving.engines import get_engine
 from graphs.serving.pricing.overheads import EngineOverheads
 
@@ -69,19 +73,33 @@ class SyncFit:
 
 
 def runs() -> list[tuple[str, Any, float]]:
-    """The fitted runs: (label, workload, measured mean TPOT in s)."""
+    """The fitted runs (module doc), in the sample's order.
+
+    Returns
+    -------
+    list of (str, RowWorkload, float)
+        Each run's label, its replay's workload (:func:`benchmarks.replay.row_workload`, as the
+        silicon table replays it) and its measured mean TPOT (s).
+    """
     rows, _ = silicon_rows(load_sample())
     held = se.heldout()
+    rows = [
+        r
+        for r in rows
+        if r["engine"] == "vllm"
+        and r["engine_version"] == VERSION
+        and r["metric"] == "tpot_mean_s"
+        and f"silicon:{se.deployment(r)}" not in held
+        and not excluded(r)
+    ]
+    wanted = {r["id"] for r in rows} | {r["id"][: -len("-tpot")] + "-ttft" for r in rows}
     table: dict[str, dict[str, str]] = {}
     with se.SILICON_ROWS.open(newline="") as fh:
-        for r in csv.DictReader(fh):
-            table[r["id"]] = r
+        for t in csv.DictReader(fh):
+            if t["id"] in wanted:
+                table[t["id"]] = t
     out = []
     for r in rows:
-        if r["engine"] != "vllm" or r["engine_version"] != VERSION or r["metric"] != "tpot_mean_s":
-            continue
-        if excluded(r) or f"silicon:{se.deployment(r)}" in held:
-            continue
         got = table.get(r["id"])
         if got is None or got["excluded"] or not got["simulated_error_pct"]:
             continue  # listed but not compared (or not in the table)
@@ -103,7 +121,22 @@ def _tpot(w: Any, terms: dict[str, float]) -> float:
 
 
 def fit(progress: bool = False) -> SyncFit:
-    """Fit :data:`TERMS` (module doc) from ``vllm@1``'s values."""
+    """Fit :data:`TERMS` (module doc) from ``vllm@1``'s values.
+
+    Parameters
+    ----------
+    progress : bool
+        Print each iteration's terms, root mean square error and step on stderr.
+
+    Returns
+    -------
+    SyncFit
+
+    Raises
+    ------
+    CostModelError
+        When fewer runs than terms are left to fit.
+    """
     t0 = time.time()
     rs = runs()
     if len(rs) <= len(TERMS):
@@ -131,7 +164,7 @@ def fit(progress: bool = False) -> SyncFit:
         if progress:
             print(
                 f"  {VLLM_SYNC_PROFILE}: iteration {it + 1}: a = {x[0]:.3g} s, b = {x[1]:.3g} s, "
-                f"RMS {math.sqrt(float(np.mean(r * r))) * 100:.1f} %",
+                f"RMS {math.sqrt(float(np.mean(r * r))) * 100:.1f} %, step {np.abs(step).tolist()}",
                 file=sys.stderr,
             )
     at_bound = tuple(t for t, v in zip(TERMS, x, strict=True) if v == 0.0)
@@ -156,7 +189,19 @@ def _rms(xs: list[float]) -> str:
 
 
 def markdown(f: SyncFit) -> str:
-    """The fitted terms with their standard errors, and every fitted run's TPOT before and after."""
+    """The page: the fitted terms with their standard errors, and every fitted run's TPOT with the
+    start terms and the fitted ones.
+
+    Parameters
+    ----------
+    f : SyncFit
+        :func:`fit`'s result.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
     before = [b / m - 1 for _, m, b, _ in f.runs]
     after = [a / m - 1 for _, m, _, a in f.runs]
     out = [
@@ -169,7 +214,10 @@ def markdown(f: SyncFit) -> str:
         "table compares, outside the held-out split (`benchmarks/data/heldout.toml`: its runs are neither "
         "fitted nor read), replayed as that table replays them, kernels priced by the vLLM corpus; the "
         "two terms fitted to the runs' mean TPOT, starting from `vllm@1`'s (fitted to InferenceX's runs, "
-        "which pass `async-scheduling: true`). Error = model / measured - 1.",
+        "which pass `async-scheduling: true`). Error = model / measured - 1. The errors below are in "
+        "sample: the runs are one deployment at one TP, so `iteration_s` may hold a per-step latency that "
+        "varies with TP, and the standard errors, which treat the runs as independent, understate; the "
+        "held-out deployments' errors are in `docs/serving_accuracy.md`'s held-out table.",
         "",
         "| term | start (`vllm@1`) | fitted | standard error |",
         "|---|---|---|---|",
@@ -201,10 +249,26 @@ def markdown(f: SyncFit) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (module doc): the page to stdout, or ``--write`` it.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0, or 2 when too few runs are left to fit (the reason on stderr).
+    """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", action="store_true", help=f"write {DOC_PATH.name} in docs/")
     args = ap.parse_args(argv)
-    text = markdown(fit(progress=True))
+    try:
+        text = markdown(fit(progress=True))
+    except CostModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.write:
         write_page(DOC_PATH, text)
         print(f"wrote {DOC_PATH}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """Split the silicon table's TPOT error into the decode step and the decode window's fixed part.
 
 The gap-analysis campaigns of the silicon sample (``docs/silicon_accuracy.md``) run each
-deployment at every ISL and concurrency ``C`` with three output lengths (128, 256, 512), fixed,
+deployment at every ISL and concurrency ``C`` with several output lengths (128, 256 and 512, or
+128, 512 and 1024), fixed,
 sent with ``ignore_eos`` by a closed loop of ``C`` clients. Every request's TPOT is then
 ``(E2E - TTFT) / (OSL - 1)`` and its decode window, ``(OSL - 1) x TPOT``, holds its own
 ``OSL - 1`` decode steps and the prefills of the requests the other clients send meanwhile
@@ -12,8 +13,8 @@ ISL and ``C``, across the output lengths,
 
     (\\mathrm{OSL} - 1)\\,\\mathrm{TPOT} \\approx D\\,(\\mathrm{OSL} - 1) + P
 
-with ``D`` (s) the time of a decode step (its context grows little with the OSL next to the
-ISL) and ``P`` (s) what a window holds whatever its length: the other clients' prefills, each
+with ``D`` (s) the time of a decode step (the mean over the window: its context grows with the
+OSL, little next to a long ISL, by half at 1024/1024, which biases ``D`` and ``P`` there) and ``P`` (s) what a window holds whatever its length: the other clients' prefills, each
 as it lengthens the step it runs in. :func:`split` fits ``D`` and ``P`` by least squares, for
 the measured TPOTs and for the table's ``simulated`` column alike; comparing the two says which
 part of a deployment's TPOT error is the step (kernels, collectives, CPU per iteration) and
@@ -82,8 +83,13 @@ class Split:
 
     @property
     def window_error(self) -> float:
-        """Simulated fixed part of the window over measured, less 1 (NaN where the measured is 0)."""
-        return self.window_simulated_s / self.window_measured_s - 1 if self.window_measured_s else math.nan
+        """Simulated fixed part of the window over measured, less 1; NaN where the measured part is
+        not positive or is under 1 % of the measured window (the ratio would be noise)."""
+        n = sum(self.osls) / len(self.osls) - 1 if self.osls else 0.0
+        whole = self.step_measured_s * n + self.window_measured_s  # the measured window at the mean OSL
+        if self.window_measured_s <= 0.01 * max(whole, 0.0) or self.window_measured_s <= 0:
+            return math.nan
+        return self.window_simulated_s / self.window_measured_s - 1
 
 
 def split(points: Sequence[tuple[int, float, float]]) -> Split:

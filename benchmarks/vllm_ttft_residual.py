@@ -36,7 +36,11 @@ from pathlib import Path
 
 from benchmarks import served_errors as se
 
+__all__ = ["LIGHT", "MODEL", "PROMPTS", "residual_table", "residuals", "step_table", "main"]
+
 ROOT = Path(__file__).resolve().parents[1]
+#: the model of InferenceX's vLLM line-up (the only one whose rows it reads)
+MODEL = "llama-3.1-70b"
 ROWS = ROOT / "docs" / "silicon_accuracy_rows.csv"
 #: the prompt lengths of InferenceX's Llama-3.1-70B line-up (1k/1k, 1k/8k, 8k/1k)
 PROMPTS = (1024, 8192)
@@ -57,6 +61,8 @@ def residuals() -> dict[tuple[str, str, int, int], list[Row]]:
     for r in se.silicon_row_dicts():
         if r["engine"] != "vllm" or r["metric"] != "ttft_mean_s" or f"silicon:{se.deployment(r)}" in held:
             continue
+        if r["model"] != MODEL or not r["concurrency"].strip():
+            continue  # the step table prices Llama-3.1-70B; a rate-only row has no client count
         t = table.get(r["id"])
         if t is None or t["excluded"] or not t["simulated_s"]:
             continue
@@ -101,7 +107,7 @@ def step_table(keys: list[tuple[str, str, int]]) -> str:
     for dev, dt, tp in keys:
         mm = {"fp8": "fp8", "fp4": "nvfp4"}.get(dt)
         cfg = apply_dtypes(
-            resolve_model("llama-3.1-70b"),
+            resolve_model(MODEL),
             argparse.Namespace(weight_dtype=mm, matmul_dtype=mm, kv_dtype="fp8"),
         )
         for isl in PROMPTS:

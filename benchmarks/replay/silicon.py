@@ -35,6 +35,8 @@ __all__ = [
     "NO_LOAD",
     "PRECISION",
     "SGLANG_VERSION_PROFILES",
+    "VLLM_SYNC_PROFILE",
+    "VLLM_VERSION_PROFILES",
     "SOURCE_URL",
     "STEADY",
     "SYSTEMS",
@@ -168,6 +170,10 @@ def kv_dtype(row: dict[str, str]) -> str:
 INFERENCEX_TRT_MAX_TOKENS = 16384
 #: the profile of the sample's vLLM 0.12.0 runs (synchronous scheduling: :func:`engine_settings`)
 VLLM_SYNC_PROFILE = "vllm@0.12"
+#: vLLM releases whose runs name a version's profile (:func:`engine_settings`): those that schedule
+#: synchronously by default (before v0.14.0) and have one; any other (or an unstated) version keeps
+#: the default ``vllm`` profile
+VLLM_VERSION_PROFILES = {"0.11": "vllm@0.11", "0.12": VLLM_SYNC_PROFILE}
 #: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
@@ -176,6 +182,15 @@ INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 #: the profile that holds them: 0.5.1 (``0.5.1.post1``, ``0.5.1-rc0.pre1``) predates PR 10975's rule
 #: (:mod:`graphs.serving.engines.sglang051`); every other release the sample names is 0.5.5 or later
 SGLANG_VERSION_PROFILES = {"0.5.1": "sglang@0.5.1"}
+
+
+def _version_profile(version: str, profiles: dict[str, str]) -> str | None:
+    """The profile of the first release prefix ``version`` is (``0.5.1`` is ``0.5.1``,
+    ``0.5.1.post1`` and ``0.5.1-rc0``, not ``0.5.10``), or None."""
+    for prefix, ref in profiles.items():
+        if version == prefix or version.startswith((prefix + ".", prefix + "-")):
+            return ref
+    return None
 
 
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
@@ -201,15 +216,13 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     run names its version's profile where SGLang's defaults changed
     (:data:`SGLANG_VERSION_PROFILES`: 0.5.1's ``mem_fraction_static`` rule, ``sglang@0.5.1``)."""
     ver = row.get("backend_version") or ""
-    if row["backend"] == "vllm" and ver == "0.12.0":
-        return {"engine_profile": VLLM_SYNC_PROFILE}
+    if row["backend"] == "vllm" and (ref := _version_profile(ver, VLLM_VERSION_PROFILES)):
+        return {"engine_profile": ref}
     if client(row) is INFERENCEX and row["backend"] == "vllm":
         return {"engine_prefix_caching": "false"}
     if row["backend"] == "sglang":
-        for prefix, ref in SGLANG_VERSION_PROFILES.items():
-            if ver == prefix or ver.startswith((prefix + ".", prefix + "-")):
-                return {"engine_profile": ref}
-        return {}
+        ref = _version_profile(ver, SGLANG_VERSION_PROFILES)
+        return {"engine_profile": ref} if ref else {}
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
     out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}

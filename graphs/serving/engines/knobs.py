@@ -341,7 +341,9 @@ def check_new_token_ratio(ratio: Any) -> None:
     if ratio is None:
         return
     ok = isinstance(ratio, tuple) and len(ratio) == 3
-    ok = ok and all(not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in ratio)
+    ok = ok and all(
+        not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in ratio
+    )
     if not ok or not (0 <= ratio[1] <= ratio[0] <= 1 and 0 <= ratio[2] <= ratio[0]):
         raise CostModelError(
             f"new_token_ratio must be (init, min, decay) with 0 <= min <= init <= 1 and 0 <= decay <= init, got {ratio!r}"

@@ -85,7 +85,7 @@ _SOURCES = {
     "output_token_s": _ASSUMED,
     "per_prompt_token_s": TOKENISE,
     "prefix_lookup_per_token_s": "ASSUMED negligible: block reuse hashes its block keys in the C++ KV-cache manager",
-            "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 78 us/token on the calibration rows (TP 4 only at the bound); no source publishes trtllm-serve's ceiling",
+    "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 78 us/token on the calibration rows (TP 4 only at the bound); no source publishes trtllm-serve's ceiling",
 }
 
 PROFILE = register_engine(

@@ -121,6 +121,8 @@ from .profile import EngineProfile, register_engine
 
 __all__ = [
     "PROFILE",
+    "SYNC_CPU_TERMS",
+    "SYNC_FIT",
     "DRIVER_RESERVED_BYTES",
     "LARGE_GPU_BYTES",
     "V1_NON_TORCH_BYTES",
@@ -260,6 +262,17 @@ def request_fit(rows: int, engine: str) -> str:
 
 
 _FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
+
+#: CPU time per iteration ``a`` and per sequence ``b`` (s) of a V1 engine that schedules
+#: synchronously (the default before v0.14.0: :mod:`.vllm012`), FITTED by
+#: ``benchmarks/sync_overhead_fit.py`` (docs/sync_overhead_fit.md): a = 1.36e-03 (s.e. 1.2e-04),
+#: b = 4.60e-05 (s.e. 3.7e-06)
+SYNC_CPU_TERMS = {"iteration_s": 1.36e-3, "per_seq_s": 4.6e-5}
+#: what :data:`SYNC_CPU_TERMS` were fitted to, in one phrase (``EngineProfile.cpu_fit``)
+SYNC_FIT = (
+    "the silicon sample's vLLM 0.12.0 runs outside the held-out split (synchronous scheduling; "
+    "one deployment, TP 4), docs/sync_overhead_fit.md"
+)
 
 PROFILE = register_engine(
     EngineProfile(

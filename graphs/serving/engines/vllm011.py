@@ -34,9 +34,11 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
 * the request path's tokenisation (2 us per prompt token) and SHA-256 block hashing (150 ns per
   prompt token, the default since v0.10.2): :mod:`.vllm`'s sources, which hold for this release.
 
-ASSUMED: the CPU terms and the fixed request term (``vllm@1``'s values stand in: the same engine
-core and API-server process split, but fitted to runs of no named release; ``costmodel calibrate
-serving`` fits them to a user's runs).
+ASSUMED: the CPU time per iteration and per sequence are ``vllm@0.12``'s, fitted to runs that
+schedule synchronously (:mod:`.vllm012`): async scheduling, which hides them behind the GPU's
+step, was opt-in (``--async-scheduling``) until v0.14.0; the other CPU terms and the fixed request
+term are ``vllm@1``'s (the same engine core and API-server process split, but fitted to runs of no
+named release). ``costmodel calibrate serving`` fits them all to a user's runs.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from .vllm import (
     FUSED_SMALL_KERNELS,
     LARGE_GPU_BYTES,
     MEMORY_RESERVE_SOURCE,
+    SYNC_CPU_TERMS,
     TOKENISE,
     v1_memory_reserve,
     vllm_capture_sizes,
@@ -87,6 +90,10 @@ def vllm011_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1
 
 _ARGS = "vllm/engine/arg_utils.py EngineArgs._set_default_args (vllm 0.11, commit 99d7eb5)"
 _STAND_IN = "ASSUMED: vllm@1's value stands in (same V1 engine core; costmodel calibrate serving fits it)"
+_SYNC_STAND_IN = (
+    "ASSUMED: vllm@0.12's synchronous-scheduling fit stands in (async scheduling opt-in before v0.14.0; "
+    "benchmarks/sync_overhead_fit.py)"
+)
 
 PROFILE = register_engine(
     EngineProfile(
@@ -108,7 +115,7 @@ PROFILE = register_engine(
         memory_reserve=v1_memory_reserve,
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
-        cpu_terms=dict(V1.cpu_terms),
+        cpu_terms={**V1.cpu_terms, **SYNC_CPU_TERMS},
         fitted=(),
         default_version=False,
         sources={
@@ -129,8 +136,8 @@ PROFILE = register_engine(
             "memory_reserve": MEMORY_RESERVE_SOURCE + " (ASSUMED in 0.11; no CUDA-graph estimate then)",
             "cudagraph_sizes": V1.sources["cudagraph_sizes"],
             "small_kernels": V1.sources["small_kernels"],
-            "iteration_s": _STAND_IN,
-            "per_seq_s": _STAND_IN,
+            "iteration_s": _SYNC_STAND_IN,
+            "per_seq_s": _SYNC_STAND_IN,
             "per_token_s": _STAND_IN,
             "request_s": _STAND_IN,
             "output_token_s": _STAND_IN,

@@ -17,15 +17,22 @@ search corpus does not hold) with CPU terms of its own:
 * ``iteration_s`` and ``per_seq_s`` (``a + b n`` per iteration of ``n`` sequences, added to the
   GPU's step: :meth:`~.knobs.EngineOverheads.cpu_s`): FITTED by ``benchmarks/sync_overhead_fit.py``
   (``docs/sync_overhead_fit.md``) to the mean TPOT of the aiconfigurator silicon sample's vLLM
-  0.12.0 runs outside the held-out split (Qwen3-32B on H100; aiconfigurator's launch template for
-  0.12.0, ``cli_args.0.12.0.j2``, passes no ``--async-scheduling``), relative least squares, the
-  terms kept non-negative: ``a`` = 1.36 ms (standard error 0.12 ms), ``b`` = 46 us (3.7 us), against
-  ``vllm@1``'s 0 and 3.4 us; the 30 fitted runs' (Qwen3-32B, TP 4) median |TPOT error| 15.0 -> 1.6 %;
-  the sample's vLLM 0.12.0 runs at TP 2 and 8 are in the held-out split, never fitted;
-* ``request_s``: ``vllm@1``'s, fitted to the validation tables' vLLM TTFT rows (these runs among
-  them: ``benchmarks/request_path_fit.py``); the API server's path is not what async scheduling
-  changes;
-* the other CPU and request-path terms: ``vllm@0.11``'s (ASSUMED or sourced as it says).
+  0.12.0 runs outside the held-out split: one deployment, Qwen3-32B on 4 H100s, 30 runs. That
+  they ran without ``--async-scheduling`` is INFERRED: the sample states no launch arguments, the
+  flag was off unless passed, and aiconfigurator's own vLLM 0.12.0 launch template
+  (``src/aiconfigurator/generator/config/backend_templates/vllm/cli_args.0.12.0.j2``, its Dynamo
+  worker arguments) passes none. Relative least squares, the terms kept non-negative: ``a`` =
+  1.36 ms (standard error 0.12 ms), ``b`` = 46 us (3.7 us), against ``vllm@1``'s 0 and 3.4 us;
+  the fitted runs' median |TPOT error| 15.0 -> 1.6 % (in sample). At one TP, ``a`` cannot be told
+  from a fixed per-step latency of the GPU side that depends on TP (``benchmarks/tpot_split.py``
+  finds 0.4-0.9 ms at TP 2-4 in TensorRT-LLM's runs, near 0 at TP 8, which schedule
+  asynchronously): ``a`` is the CPU time per iteration only if no such gap is there, and the
+  standard errors treat 30 runs of one deployment as independent (they understate). The sample's
+  vLLM 0.12.0 runs at TP 2 and 8 are in the held-out split (``benchmarks/data/heldout.toml``),
+  never fitted: ``docs/serving_accuracy.md`` reports them;
+* ``request_s`` and the other CPU and request-path terms: ``vllm@0.11``'s, as it sources or
+  ASSUMES them (``request_s`` is ``vllm@1``'s fitted value; no vLLM 0.12.0 TTFT row is compared in
+  the validation tables, so none entered that fit).
 
 A 0.12 server started with ``--async-scheduling`` hides its CPU work as ``vllm@1`` does: its
 CPU terms are ``vllm@1``'s (fitted to runs that pass the flag, :mod:`.vllm`), or a user's own
@@ -37,16 +44,10 @@ from __future__ import annotations
 import dataclasses
 
 from .profile import register_engine
-from .vllm import PROFILE as V1
+from .vllm import SYNC_CPU_TERMS, SYNC_FIT
 from .vllm011 import PROFILE as V011
 
-__all__ = ["PROFILE", "SYNC_FIT"]
-
-#: the fitted terms' source (``sources``) and what :attr:`EngineProfile.basis` says they were fitted to
-SYNC_FIT = (
-    "the silicon sample's vLLM 0.12.0 runs outside the held-out split (synchronous scheduling), "
-    "docs/sync_overhead_fit.md"
-)
+__all__ = ["PROFILE"]
 _FITTED = f"fitted: benchmarks/sync_overhead_fit.py, {SYNC_FIT}"
 
 PROFILE = register_engine(
@@ -54,19 +55,13 @@ PROFILE = register_engine(
         V011,
         version="0.12",
         label="vLLM 0.12 (V1), vllm serve without --async-scheduling (the default before v0.14.0)",
-        cpu_terms={
-            **V011.cpu_terms,
-            "iteration_s": 1.36e-3,  # fitted: 1.36e-03 (s.e. 1.2e-04), benchmarks/sync_overhead_fit.py
-            "per_seq_s": 4.6e-5,  # fitted: 4.60e-05 (s.e. 3.7e-06), benchmarks/sync_overhead_fit.py
-            "request_s": V1.cpu_terms["request_s"],  # vllm@1's fit, these runs among its rows
-        },
-        fitted=("iteration_s", "per_seq_s", "request_s"),
+        cpu_terms={**V011.cpu_terms, **SYNC_CPU_TERMS},  # fitted: benchmarks/sync_overhead_fit.py
+        fitted=("iteration_s", "per_seq_s"),
         cpu_fit=SYNC_FIT,
         sources={
             **V011.sources,
             "iteration_s": _FITTED,
             "per_seq_s": _FITTED,
-            "request_s": V1.sources["request_s"],
         },
     )
 )
