@@ -4,8 +4,10 @@ vLLM 0.12.0 runs outside the held-out split.
 vLLM hides an iteration's CPU work behind the GPU's step only under async scheduling, opt-in
 before v0.14.0 (:mod:`graphs.serving.engines.vllm012`). ``vllm@1``'s CPU terms were fitted
 (``benchmarks/overhead_fit.py``) to InferenceX's runs, whose scripts pass ``async-scheduling:
-true``; the aiconfigurator silicon sample's vLLM 0.12.0 runs (aiconfigurator's collector, whose
-0.12.0 launch template passes no such flag) schedule synchronously. This script fits that
+true``; the aiconfigurator silicon sample's vLLM 0.12.0 runs state no launch arguments and,
+INFERRED, ran without the flag (off unless passed; aiconfigurator's own vLLM 0.12.0 launch
+template, its generator's ``backend_templates/vllm/cli_args.0.12.0.j2``, passes none): they
+schedule synchronously. This script fits that
 profile's ``iteration_s`` ``a`` and ``per_seq_s`` ``b`` (CPU time ``a + b n`` added to an
 iteration of ``n`` sequences) to the runs' mean TPOT, as the silicon table replays them
 (:func:`benchmarks.replay.run.simulate_row`, mode ``simulated``, every other term the

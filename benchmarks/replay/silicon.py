@@ -210,8 +210,9 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``async-scheduling: true`` (``70b_fp8_h200_slurm.sh``), which ``vllm@1``'s fitted CPU terms
     assume, and ``no-enable-prefix-caching: true`` (every one of its vLLM scripts: the
     ``engine_prefix_caching`` override; V1 caches prefixes by default). The sample's vLLM 0.12.0
-    runs (aiconfigurator's collector; its ``cli_args.0.12.0.j2`` passes no
-    ``--async-scheduling``, off by default before v0.14.0) name ``vllm@0.12``
+    runs (launch arguments not stated; INFERRED without ``--async-scheduling``, off by default
+    before v0.14.0, which aiconfigurator's own vLLM 0.12.0 launch template, its generator's
+    ``backend_templates/vllm/cli_args.0.12.0.j2``, does not pass) name ``vllm@0.12``
     (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step. An SGLang
     run names its version's profile where SGLang's defaults changed
     (:data:`SGLANG_VERSION_PROFILES`: 0.5.1's ``mem_fraction_static`` rule, ``sglang@0.5.1``)."""
