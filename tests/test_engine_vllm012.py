@@ -85,3 +85,33 @@ def test_fitted_terms_are_the_generated_fit() -> None:
     terms = get_engine("vllm@0.12").cpu_terms
     for term, v in rows.items():
         assert terms[term] == pytest.approx(float(v), rel=0.02), term
+
+
+def test_a_release_names_the_profile_that_describes_it() -> None:
+    from graphs.serving.engines import release_profile
+
+    # the longest registered version that is a release prefix (0.5.1 before 0.5; 0.12 not 0.120)
+    assert release_profile("vllm", "0.12.0").ref == "vllm@0.12"
+    assert release_profile("vllm", "0.11.2").ref == "vllm@0.11"
+    assert release_profile("sglang", "0.5.1.post1").ref == "sglang@0.5.1"
+    assert release_profile("sglang", "0.5.1-rc0.pre1").ref == "sglang@0.5.1"
+    assert release_profile("sglang", "0.5.10.post1").ref == "sglang@0.5"
+    for name, release in (
+        ("vllm", "0.120"),
+        ("vllm", "0.10.2"),
+        ("vllm", ""),
+        ("nope", "1.0"),
+        ("sglang", "nightly-dev"),
+    ):
+        assert release_profile(name, release) is None, (name, release)
+
+
+def test_sglang_051_refuses_a_gpu_smaller_than_its_reserve() -> None:
+    from costmodel.errors import CostModelError
+    from graphs.serving.engines.sglang051 import sglang051_memory_defaults
+
+    # below 35 GiB SGLang 0.5.1 reserves (2.8 + tp / 10) GiB: 2,969.6 MiB at tp 1
+    assert sglang051_memory_defaults(3000)[1] == round((3000 - 2969.6) / 3000, 3)
+    for mib, tp in ((2969.6, 1), (0, 1), (-5, 1), (float("nan"), 1), (81559, 0)):
+        with pytest.raises(CostModelError, match=r"sglang@0\.5\.1 memory defaults"):
+            sglang051_memory_defaults(mib, tp)

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from graphs.serving.engines import release_profile
 
 __all__ = [
     "AIC_EVAL",
@@ -34,9 +35,7 @@ __all__ = [
     "MODELS",
     "NO_LOAD",
     "PRECISION",
-    "SGLANG_VERSION_PROFILES",
     "VLLM_SYNC_PROFILE",
-    "VLLM_VERSION_PROFILES",
     "SOURCE_URL",
     "STEADY",
     "SYSTEMS",
@@ -170,27 +169,8 @@ def kv_dtype(row: dict[str, str]) -> str:
 INFERENCEX_TRT_MAX_TOKENS = 16384
 #: the profile of the sample's vLLM 0.12.0 runs (synchronous scheduling: :func:`engine_settings`)
 VLLM_SYNC_PROFILE = "vllm@0.12"
-#: vLLM releases whose runs name a version's profile (:func:`engine_settings`): those that schedule
-#: synchronously by default (before v0.14.0) and have one; any other (or an unstated) version keeps
-#: the default ``vllm`` profile
-VLLM_VERSION_PROFILES = {"0.11": "vllm@0.11", "0.12": VLLM_SYNC_PROFILE}
 #: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
-
-
-#: SGLang releases whose memory defaults differ from the default ``sglang`` profile's (0.5.8's), and
-#: the profile that holds them: 0.5.1 (``0.5.1.post1``, ``0.5.1-rc0.pre1``) predates PR 10975's rule
-#: (:mod:`graphs.serving.engines.sglang051`); every other release the sample names is 0.5.5 or later
-SGLANG_VERSION_PROFILES = {"0.5.1": "sglang@0.5.1"}
-
-
-def _version_profile(version: str, profiles: dict[str, str]) -> str | None:
-    """The profile of the first release prefix ``version`` is (``0.5.1`` is ``0.5.1``,
-    ``0.5.1.post1`` and ``0.5.1-rc0``, not ``0.5.10``), or None."""
-    for prefix, ref in profiles.items():
-        if version == prefix or version.startswith((prefix + ".", prefix + "-")):
-            return ref
-    return None
 
 
 def engine_settings(row: dict[str, str]) -> dict[str, str]:
@@ -213,17 +193,19 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     runs (launch arguments not stated; INFERRED without ``--async-scheduling``, off by default
     before v0.14.0, which aiconfigurator's own vLLM 0.12.0 launch template, its generator's
     ``backend_templates/vllm/cli_args.0.12.0.j2``, does not pass) name ``vllm@0.12``
-    (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step. An SGLang
-    run names its version's profile where SGLang's defaults changed
-    (:data:`SGLANG_VERSION_PROFILES`: 0.5.1's ``mem_fraction_static`` rule, ``sglang@0.5.1``)."""
-    ver = row.get("backend_version") or ""
-    if row["backend"] == "vllm" and (ref := _version_profile(ver, VLLM_VERSION_PROFILES)):
-        return {"engine_profile": ref}
+    (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step. A vLLM or
+    SGLang run whose stated release a non-default profile describes
+    (:func:`graphs.serving.engines.release_profile`: ``vllm@0.11``, ``vllm@0.12``, SGLang 0.5.1's
+    ``mem_fraction_static`` rule in ``sglang@0.5.1``) names that profile; any other keeps the
+    default one."""
+    if row["backend"] in ("vllm", "sglang"):  # the sample's names are the profiles' names
+        prof = release_profile(row["backend"], row.get("backend_version") or "")
+        if prof is not None and not prof.default_version:
+            return {"engine_profile": prof.ref}
     if client(row) is INFERENCEX and row["backend"] == "vllm":
         return {"engine_prefix_caching": "false"}
     if row["backend"] == "sglang":
-        ref = _version_profile(ver, SGLANG_VERSION_PROFILES)
-        return {"engine_profile": ref} if ref else {}
+        return {}
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
     out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}

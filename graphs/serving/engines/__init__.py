@@ -28,11 +28,13 @@ from .profile import (
     get_engine,
     load_engines,
     register_engine,
+    release_profile,
 )
 
 load_engines()  # importing each engine module registers its profile
 
 __all__ = [
+    "release_profile",
     "CPU_TERMS",
     "KERNEL_SCALE_RANGE",
     "TERM_RANGES",

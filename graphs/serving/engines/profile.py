@@ -803,6 +803,40 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
     return versions[version]
 
 
+def release_profile(name: str, release: str) -> EngineProfile | None:
+    """The registered profile of engine ``name`` that describes ``release``: the one whose version
+    is the longest release prefix of it (``0.12`` describes ``0.12``, ``0.12.0`` and
+    ``0.12.1-rc1``, not ``0.120``; ``0.5.1`` describes ``0.5.1.post1`` before ``0.5`` does).
+
+    Parameters
+    ----------
+    name : str
+        The engine's registered name (``vllm``, ``sglang``, ...).
+    release : str
+        A release string as a benchmark or a user states it (``0.12.0``, ``0.5.1.post1``).
+
+    Returns
+    -------
+    EngineProfile or None
+        None when no registered version is a prefix of ``release`` (an unknown name, a nightly
+        build, a release between profiles): the caller decides what stands in and says so.
+
+    >>> release_profile("vllm", "0.12.0").ref
+    'vllm@0.12'
+    >>> release_profile("sglang", "0.5.1.post1").ref, release_profile("sglang", "0.5.10").ref
+    ('sglang@0.5.1', 'sglang@0.5')
+    >>> release_profile("vllm", "0.10.2") is None
+    True
+    """
+    load_engines()
+    found = [
+        p
+        for v, p in _REGISTRY.get(name, {}).items()
+        if release == v or release.startswith((v + ".", v + "-", v + "rc", v + "post"))
+    ]
+    return max(found, key=lambda p: len(p.version), default=None)
+
+
 def engines() -> tuple[EngineProfile, ...]:
     """Every registered profile, by name then version.
 

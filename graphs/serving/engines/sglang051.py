@@ -37,6 +37,8 @@ CPU terms and the request path: :mod:`.sglang`'s, with its sources.
 
 from __future__ import annotations
 
+from costmodel.errors import CostModelError
+
 from .profile import EngineProfile, register_engine
 from .sglang import PROFILE as S05
 from .sglang import SGLANG_SOURCES
@@ -63,11 +65,18 @@ def sglang051_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, flo
     tuple of (int, float)
         ``(P, s)``.
 
+    Raises
+    ------
+    CostModelError
+        When ``tp`` is not a positive integer, or the GPU is no larger than the reserve.
+
     >>> sglang051_memory_defaults(81559)  # H100 SXM: R = 10 x 1024 = 10240; 71319 / 81559
     (8192, 0.874)
     >>> sglang051_memory_defaults(81559, 2)  # R = 10.5 x 1024 = 10752; 70807 / 81559
     (8192, 0.868)
     """
+    if not (isinstance(tp, int) and tp >= 1):
+        raise CostModelError(f"sglang@0.5.1 memory defaults: tp must be an integer >= 1, got {tp!r}")
     gib = 1024
     if gpu_mem_mib < 35 * gib:
         reserved = (2.8 + tp / 10) * gib
@@ -77,6 +86,11 @@ def sglang051_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, flo
         reserved = (12 + tp / 2) * gib
     else:
         reserved = 32 * gib
+    if not gpu_mem_mib > reserved:  # also NaN and <= 0
+        raise CostModelError(
+            f"sglang@0.5.1 memory defaults: a GPU of {gpu_mem_mib!r} MiB is no larger than the "
+            f"{reserved:g} MiB SGLang 0.5.1 reserves at tp {tp}; allowed: more than that"
+        )
     chunk = 2048 if gpu_mem_mib < 35 * gib else 8192 if gpu_mem_mib < 160 * gib else 16384
     return chunk, round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
