@@ -31,6 +31,7 @@ __all__ = [
     "INFERENCEX_FILES",
     "INFERENCEX_TRT_BATCH_WAIT",
     "INFERENCEX_TRT_MAX_TOKENS",
+    "INFERENCEX_VLLM_PROFILE",
     "MODELS",
     "NO_LOAD",
     "PRECISION",
@@ -174,6 +175,9 @@ VLLM_SYNC_PROFILE = "vllm@0.12"
 #: synchronously by default (before v0.14.0) and have one; any other (or an unstated) version keeps
 #: the default ``vllm`` profile
 VLLM_VERSION_PROFILES = {"0.11": "vllm@0.11", "0.12": VLLM_SYNC_PROFILE}
+#: the profile of InferenceX's Llama-3.1-70B vLLM runs, whose version the sample does not state: its
+#: workflow runs them in ``vllm/vllm-openai:v0.10.2`` (:func:`engine_settings`)
+INFERENCEX_VLLM_PROFILE = "vllm@0.10"
 #: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
@@ -209,7 +213,12 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults,
     ``async-scheduling: true`` (``70b_fp8_h200_slurm.sh``), which ``vllm@1``'s fitted CPU terms
     assume, and ``no-enable-prefix-caching: true`` (every one of its vLLM scripts: the
-    ``engine_prefix_caching`` override; V1 caches prefixes by default). The sample's vLLM 0.12.0
+    ``engine_prefix_caching`` override; V1 caches prefixes by default). Its Llama-3.1-70B vLLM
+    runs (no version in the sample) name ``vllm@0.10`` (:data:`INFERENCEX_VLLM_PROFILE`): the
+    workflow's image for them is ``vllm/vllm-openai:v0.10.2`` (``.github/configs/master.yaml`` at
+    78f6b8d2, ``.github/workflows/70b-tmpl.yml`` at 07e6e8a2), whose admission (first chunk) and
+    memory rule (NCCL inside the profiled non-torch memory) predate ``vllm@1``'s; its CPU terms are
+    ``vllm@1``'s, fitted to these runs. The sample's vLLM 0.12.0
     runs (aiconfigurator's collector; its ``cli_args.0.12.0.j2`` passes no
     ``--async-scheduling``, off by default before v0.14.0) name ``vllm@0.12``
     (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step. An SGLang
@@ -219,7 +228,10 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     if row["backend"] == "vllm" and (ref := _version_profile(ver, VLLM_VERSION_PROFILES)):
         return {"engine_profile": ref}
     if client(row) is INFERENCEX and row["backend"] == "vllm":
-        return {"engine_prefix_caching": "false"}
+        out = {"engine_prefix_caching": "false"}
+        if not ver and row["model_path"] == "meta-llama/Llama-3.1-70B":
+            out["engine_profile"] = INFERENCEX_VLLM_PROFILE
+        return out
     if row["backend"] == "sglang":
         ref = _version_profile(ver, SGLANG_VERSION_PROFILES)
         return {"engine_profile": ref} if ref else {}
