@@ -229,7 +229,7 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
         return {"engine_profile": ref}
     if client(row) is INFERENCEX and row["backend"] == "vllm":
         out = {"engine_prefix_caching": "false"}
-        if not ver and row["model_path"] == "meta-llama/Llama-3.1-70B":
+        if not ver and row.get("model_path") == "meta-llama/Llama-3.1-70B":
             out["engine_profile"] = INFERENCEX_VLLM_PROFILE
         return out
     if row["backend"] == "sglang":
