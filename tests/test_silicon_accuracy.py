@@ -95,9 +95,11 @@ def test_kv_dtype_and_fp8_scales_follow_the_checkpoint() -> None:
         "engine_profile": "trtllm",
         "engine_max_tokens": "16384",
     }
-    # its vLLM scripts: no-enable-prefix-caching: true (V1 caches prefixes by default)
+    # its vLLM scripts: no-enable-prefix-caching: true (V1 caches prefixes by default), in the
+    # workflow's image vllm/vllm-openai:v0.10.2 for Llama-3.1-70B: vllm@0.10
     assert silicon.engine_settings({**base, **run, "backend": "vllm", "silicon_data_source": ix}) == {
-        "engine_prefix_caching": "false"
+        "engine_prefix_caching": "false",
+        "engine_profile": "vllm@0.10",
     }
     nv = {
         "gemm_quant_mode": "fp8",

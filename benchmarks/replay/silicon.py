@@ -32,6 +32,7 @@ __all__ = [
     "INFERENCEX_FILES",
     "INFERENCEX_TRT_BATCH_WAIT",
     "INFERENCEX_TRT_MAX_TOKENS",
+    "INFERENCEX_VLLM_PROFILE",
     "MODELS",
     "NO_LOAD",
     "PRECISION",
@@ -169,6 +170,9 @@ def kv_dtype(row: dict[str, str]) -> str:
 INFERENCEX_TRT_MAX_TOKENS = 16384
 #: the profile of the sample's vLLM 0.12.0 runs (synchronous scheduling: :func:`engine_settings`)
 VLLM_SYNC_PROFILE = "vllm@0.12"
+#: the profile of InferenceX's Llama-3.1-70B vLLM runs, whose version the sample does not state: its
+#: workflow runs them in ``vllm/vllm-openai:v0.10.2`` (:func:`engine_settings`)
+INFERENCEX_VLLM_PROFILE = "vllm@0.10"
 #: InferenceX's TensorRT-LLM batch waiting at ISL/OSL 1024/1024 below TP 8 (:func:`engine_settings`)
 INFERENCEX_TRT_BATCH_WAIT = {"iters": 20, "ratio": 0.9}
 
@@ -189,7 +193,12 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``max-num-batched-tokens: 8192`` with chunked prefill, the ``vllm`` profile's defaults,
     ``async-scheduling: true`` (``70b_fp8_h200_slurm.sh``), which ``vllm@1``'s fitted CPU terms
     assume, and ``no-enable-prefix-caching: true`` (every one of its vLLM scripts: the
-    ``engine_prefix_caching`` override; V1 caches prefixes by default). The sample's vLLM 0.12.0
+    ``engine_prefix_caching`` override; V1 caches prefixes by default). Its Llama-3.1-70B vLLM
+    runs (no version in the sample) name ``vllm@0.10`` (:data:`INFERENCEX_VLLM_PROFILE`): the
+    workflow's image for them is ``vllm/vllm-openai:v0.10.2`` (``.github/configs/master.yaml`` at
+    78f6b8d2, ``.github/workflows/70b-tmpl.yml`` at 07e6e8a2), whose admission (first chunk) and
+    memory rule (NCCL inside the profiled non-torch memory) predate ``vllm@1``'s; its CPU terms are
+    ``vllm@1``'s, fitted to these runs. The sample's vLLM 0.12.0
     runs (launch arguments not stated; INFERRED without ``--async-scheduling``, off by default
     before v0.14.0, which aiconfigurator's own vLLM 0.12.0 launch template, its generator's
     ``backend_templates/vllm/cli_args.0.12.0.j2``, does not pass) name ``vllm@0.12``
@@ -198,12 +207,16 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     (:func:`graphs.serving.engines.release_profile`: ``vllm@0.11``, ``vllm@0.12``, SGLang 0.5.1's
     ``mem_fraction_static`` rule in ``sglang@0.5.1``) names that profile; any other keeps the
     default one."""
+    ver = row.get("backend_version") or ""
     if row["backend"] in ("vllm", "sglang"):  # the sample's names are the profiles' names
-        prof = release_profile(row["backend"], row.get("backend_version") or "")
+        prof = release_profile(row["backend"], ver)
         if prof is not None and not prof.default_version:
             return {"engine_profile": prof.ref}
     if client(row) is INFERENCEX and row["backend"] == "vllm":
-        return {"engine_prefix_caching": "false"}
+        out = {"engine_prefix_caching": "false"}
+        if not ver and row.get("model_path") == "meta-llama/Llama-3.1-70B":
+            out["engine_profile"] = INFERENCEX_VLLM_PROFILE
+        return out
     if row["backend"] == "sglang":
         return {}
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":

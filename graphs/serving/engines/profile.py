@@ -825,8 +825,8 @@ def release_profile(name: str, release: str) -> EngineProfile | None:
     'vllm@0.12'
     >>> release_profile("sglang", "0.5.1.post1").ref, release_profile("sglang", "0.5.10").ref
     ('sglang@0.5.1', 'sglang@0.5')
-    >>> release_profile("vllm", "0.10.2") is None
-    True
+    >>> release_profile("vllm", "0.10.2").ref, release_profile("vllm", "0.9.2") is None
+    ('vllm@0.10', True)
     """
     load_engines()
     found = [
