@@ -7,8 +7,8 @@ Sources of every default (:data:`PROFILE`):
   ``default_max_num_batched_tokens = {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192}``); 2,048 on
   any other GPU (the same function's ``else`` branch: ``{LLM_CLASS: 8192, OPENAI_API_SERVER:
   2048}``), which :func:`vllm_device_defaults` applies. The budget sizes the profiled activation
-  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 2,082
-  blocks at 8,192 tokens, 2,858 at 2,048: tests/test_overload.py).
+  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 1,772
+  blocks at 8,192 tokens, 2,548 at 2,048: tests/test_overload.py).
 * ``max_num_seqs`` 256: the same function's value below 70 GiB (``{LLM_CLASS: 256,
   OPENAI_API_SERVER: 256}``) and V0's ``EngineArgs.max_num_seqs``; V1 on a >= 70 GiB GPU
   defaults to 1,024 (same function). Kept at 256, the simulator's default before profiles: a
