@@ -72,8 +72,8 @@ Sources of every default (:data:`PROFILE`):
     :data:`V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER`). Checked on a third dense model: Gemma-4-E4B
     (42 layers), "Estimated CUDA graph memory: 0.79 GiB total" at the default 51 + 35 sizes (vLLM
     0.22.1, one 24 GB GPU), modelled 0.795 GiB (+0.6 %). ASSUMED: the same at every ``tp`` and on
-    every device (every log is at tp 1; the 7B's 0.53 GiB is logged on a 24 GB and on an 80 GB
-    GPU alike) and for MoE and hybrid models, whose logged estimates range far wider (3.1x less
+    every device (every log is at tp 1; a Qwen2.5-7B-Instruct on a 24 GB RTX 4090 logs the same
+    0.53 GiB, its capture sizes not shown) and for MoE and hybrid models, whose logged estimates range far wider (3.1x less
     KV on a B200 MoE: https://github.com/vllm-project/vllm/issues/45178; 118.65 GiB:
     /issues/53013). Llama-3.1-8B (32 layers) at the defaults: 0.606 GiB; Llama-3.1-70B (80
     layers): 1.51 GiB a device.
