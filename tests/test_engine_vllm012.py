@@ -42,13 +42,20 @@ def test_silicon_runs_of_vllm_0_11_and_0_12_name_their_profile() -> None:
     assert silicon.engine_settings(row) == {"engine_profile": "vllm@0.12"}
     assert silicon.engine_settings({**row, "backend_version": "0.12.1"}) == {"engine_profile": "vllm@0.12"}
     assert silicon.engine_settings({**row, "backend_version": "0.11.2"}) == {"engine_profile": "vllm@0.11"}
+    # 0.14 to 0.20: vllm@1 without the CUDA-graph estimate (vllm@0.20, one of its releases)
+    for ver in ("0.14.0", "0.19.0"):
+        assert silicon.engine_settings({**row, "backend_version": ver}) == {"engine_profile": "vllm@0.20"}, ver
     # another (or no) version states nothing: the default profile; 0.1 is not 0.12's prefix
-    for ver in ("0.14.0", "0.1", "0.120", "", "not stated"):
+    for ver in ("0.21.0", "0.1", "0.120", "", "not stated"):
         assert silicon.engine_settings({**row, "backend_version": ver}) == {}, ver
-    # a version's profile wins over InferenceX's prefix-cache setting only for versioned runs
+    # an InferenceX run's prefix caching is off (its scripts), beside its release's profile
     ix = "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=8; wip=False"
     assert silicon.engine_settings({**row, "backend_version": "", "silicon_data_source": ix}) == {
         "engine_prefix_caching": "false"
+    }
+    assert silicon.engine_settings({**row, "backend_version": "0.11.2", "silicon_data_source": ix}) == {
+        "engine_profile": "vllm@0.11",
+        "engine_prefix_caching": "false",
     }
     # the row's profile prices its CPU terms too (one engine per row)
     assert (
@@ -96,9 +103,14 @@ def test_a_release_names_the_profile_that_describes_it() -> None:
     assert release_profile("sglang", "0.5.1.post1").ref == "sglang@0.5.1"
     assert release_profile("sglang", "0.5.1-rc0.pre1").ref == "sglang@0.5.1"
     assert release_profile("sglang", "0.5.10.post1").ref == "sglang@0.5"
+    assert release_profile("vllm", "0.10.2").ref == "vllm@0.10"
+    # a profile's other release series: vllm@0.20 describes 0.14 to 0.20, not 0.21 (vllm@1's)
+    assert release_profile("vllm", "0.14.0").ref == release_profile("vllm", "0.20.1").ref == "vllm@0.20"
     for name, release in (
         ("vllm", "0.120"),
-        ("vllm", "0.10.2"),
+        ("vllm", "0.140"),
+        ("vllm", "0.21.0"),
+        ("vllm", "0.9.2"),
         ("vllm", ""),
         ("nope", "1.0"),
         ("sglang", "nightly-dev"),

@@ -64,11 +64,68 @@ def test_llama_8b_on_one_h100_blocks_before_and_after():
     #              / 2,097,152) = floor(58,154,868,211.3 / 2,097,152) = floor(27,730.4...) = 27,730
     after = math.floor((0.9 * (85_520_809_984 - 458_982_687) - 16_060_522_496 - act - 171_798_692) / block)
     assert after == 27_730
+    # with vLLM >= 0.21's CUDA-graph estimate, 32 layers x (12,794,261 + 89,644 x 84) B = 650,379,424 B
+    # (0.606 GiB; test_cudagraph_estimate_by_hand): floor((58,154,868,211.3 - 650,379,424) / 2,097,152)
+    #       = floor(57,504,488,787.3 / 2,097,152) = floor(27,420.3...) = 27,420
+    graphs = math.floor(
+        (0.9 * (85_520_809_984 - 458_982_687) - 16_060_522_496 - act - 171_798_692 - 650_379_424) / block
+    )
+    assert graphs == 27_420
     eng = profile_engine(get_engine("vllm"), "llama-3.1-8b", "h100-sxm", tp=1)
     assert (eng.driver_reserved_bytes, eng.non_torch_bytes) == (458_982_687.0, 171_798_692.0)
-    assert kv_blocks(pool, pool.capacity_bytes, eng) == after
-    plain = dataclasses.replace(eng, driver_reserved_bytes=0.0, non_torch_bytes=0.0)
-    assert kv_blocks(pool, pool.capacity_bytes, plain) == before  # 279 blocks (1.0 %) fewer now
+    assert kv_blocks(pool, pool.capacity_bytes, eng) == graphs
+    no_graphs = dataclasses.replace(eng, cudagraph_bytes_per_layer=0.0)
+    assert kv_blocks(pool, pool.capacity_bytes, no_graphs) == after  # 310 blocks (1.1 %) fewer with it
+    plain = dataclasses.replace(no_graphs, driver_reserved_bytes=0.0, non_torch_bytes=0.0)
+    assert kv_blocks(pool, pool.capacity_bytes, plain) == before  # 279 blocks (1.0 %) fewer with those
+    # vllm@0.11 predates the estimate (vllm PR 30515; on by default from v0.21.0): unchanged
+    old = profile_engine(get_engine("vllm@0.11"), "llama-3.1-8b", "h100-sxm", tp=1)
+    assert old.cudagraph_bytes_per_layer == 0.0
+
+
+def test_cudagraph_estimate_by_hand():
+    """V1's CUDA-graph estimate per decoder layer from two start-up logs of Qwen2.5-7B (28 layers):
+    0.35 GiB at PIECEWISE=5, FULL=4 (4 + 3 = 7 graphs extrapolated), 0.53 GiB at PIECEWISE=51,
+    FULL=35 (50 + 34 = 84). 28 g = 0.18 GiB / 77 = 2,510,045.8 B, g = 89,644.5 B; 28 f = 0.35 GiB -
+    7 x 2,510,045.8 B = 358,239,317.6 B, f = 12,794,261.3 B."""
+    from graphs.serving.engines.vllm import (
+        V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER,
+        V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER,
+        v1_cudagraph_memory,
+        vllm_capture_sizes,
+    )
+
+    assert V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER == 89_644
+    assert V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER == 12_794_261
+    # the defaults: 51 capture sizes (1, 2, 4, 8 ... 248, 256 ... 512), 35 of them <= 256 sequences
+    sizes = vllm_capture_sizes(256, 8192)
+    assert len(sizes) == 51 and sum(1 for s in sizes if s <= 256) == 35
+    # the logs it is fitted to: 28 x (12,794,261 + 89,644 x 84) = 569,081,996 B = 0.530 GiB;
+    # 28 x (12,794,261 + 89,644 x 7) = 375,809,532 B = 0.350 GiB (max_num_seqs 8: sizes 1, 2, 4, 8, 16)
+    assert v1_cudagraph_memory(28) == 569_081_996
+    assert v1_cudagraph_memory(28, max_num_seqs=8) == 375_809_532
+    assert round(569_081_996 / GIB, 2) == 0.53 and round(375_809_532 / GIB, 2) == 0.35
+    # Llama-3.1-8B (32 layers) 650,379,424 B = 0.606 GiB; Llama-3.1-70B (80) 1,625,948,560 B = 1.514 GiB
+    assert v1_cudagraph_memory(32) == 650_379_424
+    assert v1_cudagraph_memory(80) == 1_625_948_560
+    # per layer in the profile: the same law at one layer
+    assert get_engine("vllm").cudagraph_bytes_per_layer() == 12_794_261 + 89_644 * 84
+    assert get_engine("vllm@0.11").cudagraph_bytes_per_layer() == 0.0
+    assert get_engine("vllm@0.6").cudagraph_bytes_per_layer() == 0.0
+    assert get_engine("sglang").cudagraph_bytes_per_layer() == 0.0
+
+
+def test_cudagraph_log_reproduced():
+    """A third dense model's log, not fitted: google/gemma-4-E4B-it (42 layers: NVIDIA NeMo's Gemma 4
+    E4B recipe, gemma.cpp PR 919), vLLM 0.22.1 at tp 1 on a 24 GB GPU, "Profiling CUDA graph memory:
+    PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "Estimated CUDA graph memory: 0.79 GiB
+    total". Modelled 42 x (12,794,261 + 89,644 x 84) = 853,622,994 B = 0.795 GiB: within 2 %
+    (+0.6 %)."""
+    from graphs.serving.engines.vllm import v1_cudagraph_memory
+
+    g = v1_cudagraph_memory(42)
+    assert g == 853_622_994
+    assert abs(g / GIB - 0.79) / 0.79 < 0.02
 
 
 def test_vllm_log_kv_size_reproduced():
@@ -97,6 +154,10 @@ def test_report_states_the_deduction_once():
     prof = get_engine("vllm")
     note = prof.memory_note(2)
     assert "0.43 GiB" in note and "0.16 GiB of non-torch memory at tp 2" in note and "vllm PR 10511" in note
+    assert "19.4 MiB a layer of CUDA graphs (an ESTIMATE" in note  # 12,794,261 + 89,644 x 84 = 20,324,357 B (19.4 MiB)
+    assert "0.61 GiB for 32 layers of CUDA graphs" in prof.memory_note(1, 32)
+    assert note.count("ESTIMATE") == 1
+    assert "CUDA graphs" not in get_engine("vllm@0.11").memory_note(2)
     assert get_engine("sglang").memory_note(2) == ""
     assert get_engine("vllm@0.6").memory_note(2).count("3.58 GiB") == 2  # the value and its source
 
@@ -108,6 +169,7 @@ def test_report_prints_the_note(capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("non-torch memory at tp 1") == 1
+    assert out.count("of CUDA graphs (an ESTIMATE") == 1
 
 
 def test_bad_memory_terms_are_refused():
@@ -122,3 +184,20 @@ def test_bad_memory_terms_are_refused():
 
         pool = kv_pool("llama-3.1-8b", "h100-sxm", 1)
         kv_blocks(pool, 18.5e9, EngineConfig(non_torch_bytes=2e9))
+    with pytest.raises(CostModelError, match="cudagraph_bytes_per_layer must be a finite number of bytes >= 0"):
+        EngineConfig(cudagraph_bytes_per_layer=-5)
+    with pytest.raises(CostModelError, match="layers must be a whole number >= 1"):
+        from graphs.serving.engines.vllm import v1_cudagraph_memory
+
+        v1_cudagraph_memory(0)
+    with pytest.raises(CostModelError, match="per decoder layer: layers must be a whole number >= 1, got 0"):
+        from graphs.serving.engines.profile import KVPool
+        from graphs.serving.sim.engine import kv_blocks
+
+        bare = KVPool(capacity_bytes=85.5e9, weights_bytes=16e9, activation_bytes_per_token=0.0, kv_bytes_per_token=131072)
+        kv_blocks(bare, bare.capacity_bytes, EngineConfig(cudagraph_bytes_per_layer=2e7))
+    with pytest.raises(CostModelError, match="CUDA graphs"):
+        from graphs.serving.sim.engine import kv_pool
+
+        pool = kv_pool("llama-3.1-8b", "h100-sxm", 1)
+        kv_blocks(pool, 19.5e9, EngineConfig(cudagraph_bytes_per_layer=2e7))

@@ -204,21 +204,23 @@ def engine_settings(row: dict[str, str]) -> dict[str, str]:
     ``backend_templates/vllm/cli_args.0.12.0.j2``, does not pass) name ``vllm@0.12``
     (:data:`VLLM_SYNC_PROFILE`), whose CPU time is not hidden behind the GPU's step. A vLLM or
     SGLang run whose stated release a non-default profile describes
-    (:func:`graphs.serving.engines.release_profile`: ``vllm@0.11``, ``vllm@0.12``, SGLang 0.5.1's
-    ``mem_fraction_static`` rule in ``sglang@0.5.1``) names that profile; any other keeps the
-    default one."""
+    (:func:`graphs.serving.engines.release_profile`: ``vllm@0.11``, ``vllm@0.12``, ``vllm@0.20``
+    for 0.14 to 0.20, before the KV pool left room for CUDA graphs, SGLang 0.5.1's
+    ``mem_fraction_static`` rule in ``sglang@0.5.1``) names that profile, an InferenceX run's
+    prefix caching off as well; any other keeps the default one."""
     ver = row.get("backend_version") or ""
+    out: dict[str, str] = {}
     if row["backend"] in ("vllm", "sglang"):  # the sample's names are the profiles' names
         prof = release_profile(row["backend"], ver)
         if prof is not None and not prof.default_version:
-            return {"engine_profile": prof.ref}
+            out["engine_profile"] = prof.ref
     if client(row) is INFERENCEX and row["backend"] == "vllm":
-        out = {"engine_prefix_caching": "false"}
+        out["engine_prefix_caching"] = "false"
         if not ver and row.get("model_path") == "meta-llama/Llama-3.1-70B":
             out["engine_profile"] = INFERENCEX_VLLM_PROFILE
         return out
-    if row["backend"] == "sglang":
-        return {}
+    if row["backend"] in ("vllm", "sglang"):
+        return out
     if client(row) is not INFERENCEX or row["backend"] != "trtllm":
         return {}
     out = {"engine_profile": "trtllm", "engine_max_tokens": str(INFERENCEX_TRT_MAX_TOKENS)}

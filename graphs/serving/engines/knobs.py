@@ -223,6 +223,11 @@ class EngineConfig:
     non_torch_bytes : float
         Memory the engine's start-up profile counts outside PyTorch's allocator and takes out
         of its share before sizing the KV pool (bytes; vLLM's ``non_torch_increase``; 0: none).
+    cudagraph_bytes_per_layer : float
+        The CUDA graphs' memory the engine's start-up profile estimates, per decoder layer, and
+        takes out of its share before sizing the KV pool (bytes; vLLM's
+        ``cudagraph_memory_estimate_applied`` over the layers: :mod:`graphs.serving.engines.vllm`;
+        0: none).
     enable_chunked_prefill : bool
         A prompt may be split over iterations.
     enable_prefix_caching : bool
@@ -259,6 +264,8 @@ class EngineConfig:
     driver_reserved_bytes: float = 0.0
     #: memory outside PyTorch the engine's profile subtracts before the KV pool (bytes)
     non_torch_bytes: float = 0.0
+    #: the CUDA graphs' estimated memory per decoder layer the engine's profile subtracts (bytes)
+    cudagraph_bytes_per_layer: float = 0.0
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
@@ -293,7 +300,7 @@ class EngineConfig:
             raise CostModelError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for name in ("driver_reserved_bytes", "non_torch_bytes"):
+        for name in ("driver_reserved_bytes", "non_torch_bytes", "cudagraph_bytes_per_layer"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
                 raise CostModelError(f"{name} must be a finite number of bytes >= 0, got {v!r}")

@@ -18,7 +18,8 @@ A profile holds what the simulator needs to run an engine as it runs by default:
   token at the token budget ``N``, ``b`` tokens per block, ``k`` KV bytes per token (bytes);
   ``device``: vLLM's ``gpu_memory_utilization`` ``u`` is a fraction of the whole device (with a
   :attr:`EngineProfile.memory_reserve`, ``u (C - d) - W - a N - R``: of CUDA's total, ``d`` below
-  the driver's, less the non-torch memory ``R`` its profile sees; :mod:`.vllm`);
+  the driver's, less the non-torch memory ``R`` its profile sees; with an
+  :attr:`EngineProfile.cudagraph_memory`, less its CUDA graphs' estimate ``G`` too: :mod:`.vllm`);
   ``free``: TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` ``f`` is a fraction of what the
   weights and activations leave; ``static``: SGLang's ``mem_fraction_static`` ``s`` of the
   device holds the weights and the KV pool, activations and CUDA graphs live in the rest,
@@ -123,6 +124,8 @@ class KVPool:
         Live activation bytes ``a`` per token of an iteration.
     kv_bytes_per_token : float
         KV bytes ``k`` per cached token of one shard.
+    layers : int
+        The model's decoder layers (an engine's CUDA-graph estimate is per layer; 0: not known).
     vendor_bytes : float or None
         The device's vendor capacity (decimal GB, the catalog's), which the ``free`` rule sizes
         from: TensorRT-LLM's fraction is of the memory ``cudaMemGetInfo`` reports free after the
@@ -138,6 +141,7 @@ class KVPool:
     activation_bytes_per_token: float
     kv_bytes_per_token: float
     vendor_bytes: float | None = None
+    layers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,10 @@ class EngineProfile:
         Every :data:`~.knobs.CPU_TERMS` term (s); ``fitted`` names those fitted to measured runs.
     sources : mapping of str to str
         Where each :data:`SOURCED` default comes from.
+    releases : tuple of str
+        Release series beyond ``version`` that this profile describes (``("0.14", "0.15")``: every
+        ``0.14.x`` and ``0.15.x``), for :func:`release_profile`; their source is
+        ``sources["releases"]``. Empty: ``version``'s series alone.
     batch_wait_timeout_iters, batch_wait_max_tokens_ratio : int, float
         TensorRT-LLM's batch waiting (0: off).
     reserve_full_prompt : bool
@@ -198,6 +206,11 @@ class EngineProfile:
     new_token_ratio : tuple of (float, float, float) or None
         SGLang's admission estimate ``(init, min, decay)`` (:class:`~.knobs.EngineConfig`); None:
         no such rule. Its source is ``sources["new_token_ratio"]``.
+    cudagraph_memory : callable or None
+        ``(layers, max_num_seqs, max_num_batched_tokens) -> bytes``: under the ``device`` rule, the
+        CUDA graphs' memory the engine's start-up profile estimates and takes out of ``u`` x its
+        total before the KV pool (vLLM from v0.21.0: :func:`.vllm.v1_cudagraph_memory`), linear
+        in the decoder layers; its source is ``sources["cudagraph_memory"]``. None: none taken.
     overridden : tuple of str
         The defaults a user replaced (:meth:`with_overrides`), said with the profile.
     """
@@ -226,7 +239,9 @@ class EngineProfile:
     device_defaults: Callable[[float, str, int], Mapping[str, Any]] | None = field(default=None, repr=False)
     new_token_ratio: tuple[float, float, float] | None = None
     memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
+    cudagraph_memory: Callable[[int, int, int], float] | None = field(default=None, repr=False)
     default_version: bool = True
+    releases: tuple[str, ...] = ()
     overridden: tuple[str, ...] = ()
     cpu_fit: str = "InferenceX's H200 runs (inferred), docs/overhead_fit.md"
 
@@ -261,6 +276,28 @@ class EngineProfile:
             raise CostModelError(f"engine {self.ref}: default 'new_token_ratio' has no source")
         if self.memory_reserve is not None and not self.sources.get("memory_reserve"):
             raise CostModelError(f"engine {self.ref}: default 'memory_reserve' has no source")
+        if self.cudagraph_memory is not None and not self.sources.get("cudagraph_memory"):
+            raise CostModelError(f"engine {self.ref}: default 'cudagraph_memory' has no source")
+        if not isinstance(self.releases, tuple) or not all(
+            isinstance(r, str) and r and "@" not in r and " " not in r for r in self.releases
+        ):
+            raise CostModelError(f"engine {self.ref}: releases must be a tuple of release words, got {self.releases!r}")
+        if self.releases and not self.sources.get("releases"):
+            raise CostModelError(f"engine {self.ref}: 'releases' has no source")
+
+    def cudagraph_bytes_per_layer(self) -> float:
+        """The CUDA graphs' estimate per decoder layer (bytes) the ``device`` rule takes out of the
+        KV pool at this profile's ``max_num_seqs`` and ``max_num_batched_tokens``
+        (:attr:`cudagraph_memory` at one layer; 0 for any other rule or none).
+
+        Returns
+        -------
+        float
+            Bytes per decoder layer.
+        """
+        if self.kv_rule != "device" or self.cudagraph_memory is None:
+            return 0.0
+        return float(self.cudagraph_memory(1, self.max_num_seqs, self.max_num_batched_tokens))
 
     def reserved_memory(self, tp: int = 1) -> tuple[float, float]:
         """``(driver_reserved_bytes, non_torch_bytes)`` at tensor parallelism ``tp``: what the
@@ -289,28 +326,39 @@ class EngineProfile:
         d, r = self.memory_reserve(tp)
         return float(d), float(r)
 
-    def memory_note(self, tp: int = 1) -> str:
+    def memory_note(self, tp: int = 1, layers: int | None = None) -> str:
         """What the simulation report says, once, about the memory the KV pool is sized from
-        beyond weights and activations (:meth:`reserved_memory`); empty when nothing is taken.
+        beyond weights and activations (:meth:`reserved_memory`, and the CUDA graphs' estimate:
+        :meth:`cudagraph_bytes_per_layer`); empty when nothing is taken.
 
         Parameters
         ----------
         tp : int
             Tensor-parallel degree.
+        layers : int, optional
+            The model's decoder layers (the CUDA graphs' estimate in GiB; None: per layer).
 
         Returns
         -------
         str
         """
         d, r = self.reserved_memory(tp)
-        if not d and not r:
+        g = self.cudagraph_bytes_per_layer()
+        if not d and not r and not g:
             return ""
         gib = 2**30
-        return (
-            f"{self.ref} KV pool: {self.kv_fraction:g} x CUDA's total (the driver's less {d / gib:.2f} GiB), "
-            f"less weights, activations and {r / gib:.2f} GiB of non-torch memory at tp {tp} "
-            f"({self.sources['memory_reserve']})"
-        )
+        note = f"{self.ref} KV pool: {self.kv_fraction:g} x "
+        if d or r:
+            note += (
+                f"CUDA's total (the driver's less {d / gib:.2f} GiB), less weights, activations and "
+                f"{r / gib:.2f} GiB of non-torch memory at tp {tp} ({self.sources['memory_reserve']})"
+            )
+        else:
+            note += "the device, less weights, activations"
+        if g:
+            size = f"{layers * g / gib:.2f} GiB for {layers} layers" if layers else f"{g / 2**20:.1f} MiB a layer"
+            note += f", and {size} of CUDA graphs ({self.sources['cudagraph_memory']})"
+        return note
 
     @property
     def ref(self) -> str:
@@ -391,8 +439,8 @@ class EngineProfile:
 
     def kv_blocks(self, pool: KVPool, tp: int = 1) -> int:
         """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
-        and block size; the ``device`` rule less :meth:`reserved_memory` at ``tp``); a pool with
-        no room for one block is a one-line error.
+        and block size; the ``device`` rule less :meth:`reserved_memory` at ``tp`` and the CUDA
+        graphs' estimate for ``pool.layers``); a pool with no room for one block is a one-line error.
 
         Parameters
         ----------
@@ -409,7 +457,7 @@ class EngineProfile:
         Raises
         ------
         CostModelError
-            When no block fits.
+            When no block fits, or the rule's CUDA-graph estimate meets a pool with no layer count.
         """
         c, w = pool.capacity_bytes, pool.weights_bytes
         if self.kv_rule == "free" and pool.vendor_bytes is not None:  # KVPool.vendor_bytes
@@ -419,7 +467,13 @@ class EngineProfile:
         if self.kv_rule == "device":
             d, r = self.reserved_memory(tp)
             c -= d
-            free = self.kv_fraction * c - w - act - r
+            g = self.cudagraph_bytes_per_layer()
+            if g and pool.layers < 1:
+                raise CostModelError(
+                    f"engine {self.ref}: its CUDA-graph estimate is per decoder layer: the pool needs the "
+                    f"model's layers (KVPool.layers >= 1), got {pool.layers!r}"
+                )
+            free = self.kv_fraction * c - w - act - r - g * pool.layers
             n = math.floor(free / (self.block_size * k)) if k > 0 else 0
         elif self.kv_rule == "static":  # activations live outside the static fraction
             act = 0.0
@@ -466,7 +520,8 @@ class EngineProfile:
             As :class:`~.knobs.EngineConfig` (``num_blocks`` replaces the rule's pool).
         tp : int
             Tensor-parallel degree: the ``device`` rule's :meth:`reserved_memory` at it travels
-            in the config (``driver_reserved_bytes``, ``non_torch_bytes``).
+            in the config (``driver_reserved_bytes``, ``non_torch_bytes``), and the CUDA graphs'
+            estimate per layer (``cudagraph_bytes_per_layer``: :meth:`cudagraph_bytes_per_layer`).
 
         Returns
         -------
@@ -494,6 +549,9 @@ class EngineProfile:
             extra["driver_reserved_bytes"] = d
         if r:
             extra["non_torch_bytes"] = r
+        g = self.cudagraph_bytes_per_layer()
+        if g:
+            extra["cudagraph_bytes_per_layer"] = g
         if self.enable_prefix_caching if enable_prefix_caching is None else enable_prefix_caching:
             extra["enable_prefix_caching"] = True
         if iteration_overhead_s:
@@ -737,6 +795,10 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
         raise CostModelError(
             f"engine {profile.ref}: {profile.name} already defaults to version {_DEFAULT[profile.name]}"
         )
+    claimed = {r: p.ref for p in versions.values() for r in (p.version, *p.releases)}
+    twice = [r for r in (profile.version, *profile.releases) if r in claimed and claimed[r] != profile.ref]
+    if twice:
+        raise CostModelError(f"engine {profile.ref}: release {twice[0]!r} is already {claimed[twice[0]]}'s")
     versions[profile.version] = profile
     if profile.default_version:
         _DEFAULT[profile.name] = profile.version
@@ -804,9 +866,10 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
 
 
 def release_profile(name: str, release: str) -> EngineProfile | None:
-    """The registered profile of engine ``name`` that describes ``release``: the one whose version
-    is the longest release prefix of it (``0.12`` describes ``0.12``, ``0.12.0`` and
-    ``0.12.1-rc1``, not ``0.120``; ``0.5.1`` describes ``0.5.1.post1`` before ``0.5`` does).
+    """The registered profile of engine ``name`` that describes ``release``: the one whose version,
+    or one of whose :attr:`~EngineProfile.releases`, is the longest release prefix of it (``0.12``
+    describes ``0.12``, ``0.12.0`` and ``0.12.1-rc1``, not ``0.120``; ``0.5.1`` describes
+    ``0.5.1.post1`` before ``0.5`` does; ``vllm@0.20`` describes ``0.19.0``, one of its releases).
 
     Parameters
     ----------
@@ -825,16 +888,19 @@ def release_profile(name: str, release: str) -> EngineProfile | None:
     'vllm@0.12'
     >>> release_profile("sglang", "0.5.1.post1").ref, release_profile("sglang", "0.5.10").ref
     ('sglang@0.5.1', 'sglang@0.5')
-    >>> release_profile("vllm", "0.10.2").ref, release_profile("vllm", "0.9.2") is None
-    ('vllm@0.10', True)
+    >>> release_profile("vllm", "0.10.2").ref, release_profile("vllm", "0.19.0").ref
+    ('vllm@0.10', 'vllm@0.20')
+    >>> release_profile("vllm", "0.9.2") is None, release_profile("vllm", "0.21.0") is None
+    (True, True)
     """
     load_engines()
     found = [
-        p
-        for v, p in _REGISTRY.get(name, {}).items()
+        (len(v), p)
+        for p in _REGISTRY.get(name, {}).values()
+        for v in (p.version, *p.releases)
         if release == v or release.startswith((v + ".", v + "-", v + "rc", v + "post"))
     ]
-    return max(found, key=lambda p: len(p.version), default=None)
+    return max(found, key=lambda x: x[0], default=(0, None))[1]
 
 
 def engines() -> tuple[EngineProfile, ...]:

@@ -7,8 +7,8 @@ Sources of every default (:data:`PROFILE`):
   ``default_max_num_batched_tokens = {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192}``); 2,048 on
   any other GPU (the same function's ``else`` branch: ``{LLM_CLASS: 8192, OPENAI_API_SERVER:
   2048}``), which :func:`vllm_device_defaults` applies. The budget sizes the profiled activation
-  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 2,082
-  blocks at 8,192 tokens, 2,858 at 2,048: tests/test_overload.py).
+  peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 1,772
+  blocks at 8,192 tokens, 2,548 at 2,048: tests/test_overload.py).
 * ``max_num_seqs`` 256: the same function's value below 70 GiB (``{LLM_CLASS: 256,
   OPENAI_API_SERVER: 256}``) and V0's ``EngineArgs.max_num_seqs``; V1 on a >= 70 GiB GPU
   defaults to 1,024 (same function). Kept at 256, the simulator's default before profiles: a
@@ -16,18 +16,19 @@ Sources of every default (:data:`PROFILE`):
   same for any limit >= 256 (``min(2 x 256, 512) = 512``); give ``--max-num-seqs 1024`` for V1's.
 * ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
 * KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights, a profiled
-  peak-activation forward pass and the non-torch memory the profile sees
+  peak-activation forward pass, the non-torch memory the profile sees and the CUDA graphs' estimate
   (``CacheConfig.gpu_memory_utilization``; the ``device`` rule of :mod:`.profile`,
   :func:`graphs.serving.sim.engine.kv_blocks`; :func:`v1_memory_reserve`):
 
   .. math::
 
-      n = \\left\\lfloor \\frac{u (C - d) - W - a N - R}{b k} \\right\\rfloor
+      n = \\left\\lfloor \\frac{u (C - d) - W - a N - R - G}{b k} \\right\\rfloor
 
   (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``: ``available =
   requested_memory - non_kv_cache_memory``, ``requested_memory = total_memory *
   gpu_memory_utilization``; ``vllm/utils/mem_utils.py`` ``memory_profiling``:
-  ``non_kv_cache_memory = weights_memory + torch_peak_increase + non_torch_increase``).
+  ``non_kv_cache_memory = weights_memory + torch_peak_increase + non_torch_increase``; less
+  ``cudagraph_memory_estimate_applied`` since v0.21.0).
 
   - ``C - d``: ``total_memory`` is ``torch.cuda.mem_get_info``'s total, below nvidia-smi's
     (:func:`graphs.serving.sim.engine.pool_memory`'s ``C``, 81,559 MiB on an H100 SXM): vLLM logs
@@ -43,12 +44,39 @@ Sources of every default (:data:`PROFILE`):
     before we measure available memory"), so they sit in the ``1 - u`` left over and ``R`` does
     not grow with ``tp``: 0.16 GiB (:data:`V1_NON_TORCH_BYTES`; "non_torch_memory takes 0.16GiB",
     Llama-3.2-11B-Vision at tp 1 on an H100, /pull/12126, the same ``memory_profiling``);
-  - not modelled: the CUDA-graph estimate that V1 adds to the activation peak from v0.21.0
-    (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, added off by
-    https://github.com/vllm-project/vllm/pull/30515; its log says "CUDA graph memory profiling is
-    enabled (default since v0.21.0)", 0.36 GiB for 16 piecewise graphs in
-    https://github.com/gpustack/runner/pull/251); it depends on the model and the capture sizes
-    and no source gives it as a function of them (the pool is that much too large here).
+  - ``G``, the CUDA-graph estimate (:func:`v1_cudagraph_memory`, an ESTIMATE: vLLM measures it,
+    no source gives it as a formula). Since v0.21.0 V1 captures a few CUDA graphs during its
+    memory profile and subtracts their extrapolated memory before sizing the pool ("CUDA graph
+    memory profiling is enabled (default since v0.21.0)", the worker's start-up log, e.g.
+    https://github.com/gpustack/runner/pull/251; ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, added
+    off by https://github.com/vllm-project/vllm/pull/30515; ``gpu_worker.py``:
+    ``available_kv_cache_memory_bytes = requested_memory - non_kv_cache_memory -
+    cudagraph_memory_estimate_applied``). ``gpu_model_runner.py`` ``profile_cudagraph_memory``
+    captures the two largest sizes of each mode (``PIECEWISE`` for every capture size,
+    ``FULL`` for uniform decode batches) and takes ``max(first capture) + sum over modes of
+    (second capture) x (sizes - 1)``. Its two captures depend on the model, so ``G`` is
+    modelled from the logs, as that sum per decoder layer ``L``:
+
+    .. math::
+
+        G = L \\left(f + g \\left(n_{pw} - 1 + n_{full} - 1\\right)\\right)
+
+    with ``n_pw`` the capture sizes (:func:`vllm_capture_sizes`) and ``n_full`` those up to
+    ``max_num_seqs``; ``f`` and ``g`` from two logs of the same 28-layer dense backbone
+    (Qwen2.5-7B): "Profiling CUDA graph memory: PIECEWISE=5 (largest=16), FULL=4 (largest=8)",
+    "Estimated CUDA graph memory: 0.35 GiB" (vLLM 0.22.1, Qwen2.5-7B-Instruct-AWQ on an RTX 3090,
+    ``max_num_seqs`` 8; a Runpod lab's annotated start-up log) and "PIECEWISE=51 (largest=512),
+    FULL=35 (largest=256)", "0.53 GiB total" (vLLM 0.23.0, Qwen2.5-VL-7B-Instruct at tp 1 on an
+    80 GB GPU, the defaults), so ``28 g = (0.53 - 0.35) / (84 - 7)`` GiB = 2.39 MiB a graph and
+    ``28 f = 0.35 GiB - 7 x 28 g`` = 0.334 GiB (:data:`V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER`,
+    :data:`V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER`). Checked on a third dense model: Gemma-4-E4B
+    (42 layers), "Estimated CUDA graph memory: 0.79 GiB total" at the default 51 + 35 sizes (vLLM
+    0.22.1, one 24 GB GPU), modelled 0.795 GiB (+0.6 %). ASSUMED: the same at every ``tp`` and on
+    every device (every log is at tp 1; a Qwen2.5-7B-Instruct on a 24 GB RTX 4090 logs the same
+    0.53 GiB, its capture sizes not shown) and for MoE and hybrid models, whose logged estimates range far wider (3.1x less
+    KV on a B200 MoE: https://github.com/vllm-project/vllm/issues/45178; 118.65 GiB:
+    /issues/53013). Llama-3.1-8B (32 layers) at the defaults: 0.606 GiB; Llama-3.1-70B (80
+    layers): 1.51 GiB a device.
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it
@@ -115,6 +143,7 @@ Sources of every default (:data:`PROFILE`):
 
 from __future__ import annotations
 
+from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
 from .profile import EngineProfile, register_engine
@@ -125,10 +154,13 @@ __all__ = [
     "SYNC_FIT",
     "DRIVER_RESERVED_BYTES",
     "LARGE_GPU_BYTES",
+    "V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER",
+    "V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER",
     "V1_NON_TORCH_BYTES",
     "REQUEST_FIT",
     "TOKENISE",
     "request_fit",
+    "v1_cudagraph_memory",
     "v1_memory_reserve",
     "vllm_capture_sizes",
     "vllm_device_defaults",
@@ -145,7 +177,27 @@ V1_NON_TORCH_BYTES = round(0.16 * 2**30)
 #: the memory rule's source, in one line (``sources["memory_reserve"]``, printed with the note)
 MEMORY_RESERVE_SOURCE = (
     "vllm PR 10511/12126 logs: mem_get_info total 79.22 GiB on an H100 (0.43 GiB below nvidia-smi's), "
-    "non-torch 0.16 GiB; NCCL before the snapshot (PR 25359); CUDA-graph estimate not modelled"
+    "non-torch 0.16 GiB; NCCL before the snapshot (PR 25359)"
+)
+#: the two start-up logs of one 28-layer dense backbone (Qwen2.5-7B) the CUDA-graph estimate is
+#: modelled from (module doc): (graphs extrapolated, ``sum over modes of (sizes - 1)``; GiB logged)
+CUDAGRAPH_LOGS = ((4 + 3, 0.35), (50 + 34, 0.53))
+#: their decoder layers (Qwen2.5-7B's ``num_hidden_layers``)
+CUDAGRAPH_LOG_LAYERS = 28
+_g28 = (CUDAGRAPH_LOGS[1][1] - CUDAGRAPH_LOGS[0][1]) / (CUDAGRAPH_LOGS[1][0] - CUDAGRAPH_LOGS[0][0])
+#: ``g``: the estimate's bytes per decoder layer per extrapolated graph (module doc):
+#: (0.53 - 0.35) GiB / (84 - 7) / 28 layers = 89,644 B
+V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER = round(_g28 * 2**30 / CUDAGRAPH_LOG_LAYERS)
+#: ``f``: the estimate's first capture per decoder layer (module doc): (0.35 GiB - 7 x 28 g) / 28
+#: = 12,794,261 B
+V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER = round(
+    (CUDAGRAPH_LOGS[0][1] - CUDAGRAPH_LOGS[0][0] * _g28) * 2**30 / CUDAGRAPH_LOG_LAYERS
+)
+#: the CUDA-graph rule's source, in one line (``sources["cudagraph_memory"]``, printed with the note)
+CUDAGRAPH_MEMORY_SOURCE = (
+    "an ESTIMATE: vLLM >= 0.21.0 subtracts its measured CUDA-graph memory (gpu_model_runner.py "
+    "profile_cudagraph_memory); per layer from two Qwen2.5-7B start-up logs, 0.35 GiB at 5+4 graphs "
+    "and 0.53 GiB at 51+35 (Gemma-4-E4B's 0.79 GiB within 1 %); assumed the same at any tp and for MoE"
 )
 
 
@@ -166,6 +218,50 @@ def v1_memory_reserve(tp: int) -> tuple[float, float]:
     """
     del tp
     return float(DRIVER_RESERVED_BYTES), float(V1_NON_TORCH_BYTES)
+
+
+def v1_cudagraph_memory(layers: int, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> float:
+    """vLLM V1's CUDA-graph estimate ``G`` (bytes; module doc), taken out of the KV pool since
+    v0.21.0: ``L (f + g (n_pw - 1 + n_full - 1))`` with ``n_pw`` the capture sizes
+    (:func:`vllm_capture_sizes`), ``n_full`` those of at most ``max_num_seqs`` (the uniform
+    decode batches ``FULL`` graphs are captured for), ``f`` = 12,794,261 B and ``g`` = 89,644 B
+    per decoder layer (:data:`V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER`,
+    :data:`V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER`). An ESTIMATE: vLLM measures its two largest
+    captures per mode and extrapolates; the law per layer is fitted to two logs of one dense
+    model (module doc).
+
+    Parameters
+    ----------
+    layers : int
+        Decoder layers ``L`` of the model (``num_hidden_layers``).
+    max_num_seqs : int
+        Sequences per iteration (the largest ``FULL`` decode graph).
+    max_num_batched_tokens : int
+        Tokens per iteration (caps the capture sizes).
+
+    Returns
+    -------
+    float
+        Bytes (0 when no size is captured).
+
+    Raises
+    ------
+    CostModelError
+        When ``layers`` is not a whole number >= 1.
+
+    >>> round(v1_cudagraph_memory(28) / 2**30, 3)  # the 51 + 35 log it is fitted to: 0.53 GiB
+    0.53
+    >>> round(v1_cudagraph_memory(32) / 2**30, 3), round(v1_cudagraph_memory(80) / 2**30, 3)
+    (0.606, 1.514)
+    """
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise CostModelError(f"layers must be a whole number >= 1 (decoder layers), got {layers!r}")
+    sizes = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens)
+    if not sizes:
+        return 0.0
+    n_full = sum(1 for s in sizes if s <= max_num_seqs)
+    graphs = len(sizes) - 1 + max(n_full - 1, 0)
+    return float(layers * (V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER + V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER * graphs))
 
 
 def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
@@ -292,6 +388,7 @@ PROFILE = register_engine(
         kv_rule="device",
         kv_fraction=0.9,
         memory_reserve=v1_memory_reserve,
+        cudagraph_memory=v1_cudagraph_memory,
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
         cpu_terms={
@@ -320,6 +417,7 @@ PROFILE = register_engine(
             "enable_prefix_caching": "on by default in V1 (blog.vllm.ai/2025/01/27/v1-alpha-release.html)",
             "kv_rule": "vLLM profiles weights and a peak forward, the rest of u x device to KV blocks",
             "memory_reserve": MEMORY_RESERVE_SOURCE,
+            "cudagraph_memory": CUDAGRAPH_MEMORY_SOURCE,
             "cudagraph_sizes": "vllm/config/compilation.py cudagraph_capture_sizes, max_cudagraph_capture_size",
             "small_kernels": "vllm/_custom_ops.py fused_add_rms_norm, rotary_embedding, reshape_and_cache_flash",
             "iteration_s": _FIT,

@@ -132,10 +132,11 @@ PROFILE = register_engine(
         device_defaults=vllm011_device_defaults,
         memory_reserve=v010_memory_reserve,
         cudagraph_sizes=v010_capture_sizes,
+        cudagraph_memory=None,  # vLLM subtracts its CUDA graphs' estimate only from v0.21.0
         cpu_terms=dict(V1.cpu_terms),
         default_version=False,
         sources={
-            **V1.sources,
+            **{k: v for k, v in V1.sources.items() if k != "cudagraph_memory"},
             "max_num_batched_tokens": "vllm/engine/arg_utils.py _set_default_args (as in vllm 0.11, ASSUMED in "
             "0.10): OPENAI_API_SERVER 8192 (>= 70 GiB, not A100), else 2048",
             "max_num_seqs": "vllm/engine/arg_utils.py _set_default_args (as in vllm 0.11, ASSUMED in 0.10): "

@@ -261,7 +261,7 @@ class SimulationReport:
         pool_note = pool_memory_note(res.device)
         if pool_note:
             out.append(f"  note: {pool_note}")
-        reserve_note = profile.memory_note(topo.tp)
+        reserve_note = profile.memory_note(topo.tp, int(self.config.num_hidden_layers))
         if reserve_note:
             out.append(f"  note: {reserve_note}")
         if req.predict and req.predict != profile.framework:

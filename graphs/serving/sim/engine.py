@@ -140,14 +140,16 @@ RETRACT_DECODE_STEPS = 20
 _Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | None, list[tuple[float, float]]]
 
 
-def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
-    """KV-cache blocks on one device: ``floor((u (C - d) - W - a N - R) / (block_size k))`` with
-    ``u`` the memory utilisation, ``C`` the capacity, ``d`` what the driver's total exceeds CUDA's
-    ``mem_get_info`` total by, ``W`` the weights, ``a`` live activation bytes per token at the
-    full token budget ``N``, ``R`` the memory the engine's profile counts outside PyTorch and
-    ``k`` KV bytes per token (vLLM profiles the same way: weights, a peak-activation forward pass
-    and the non-torch increase first, the rest of ``u`` x its total to KV blocks; ``d`` and ``R``
-    are ``cfg``'s, 0 unless an engine profile sets them: :mod:`graphs.serving.engines.vllm`).
+def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int | None = None) -> int:
+    """KV-cache blocks on one device: ``floor((u (C - d) - W - a N - R - G) / (block_size k))``
+    with ``u`` the memory utilisation, ``C`` the capacity, ``d`` what the driver's total exceeds
+    CUDA's ``mem_get_info`` total by, ``W`` the weights, ``a`` live activation bytes per token at
+    the full token budget ``N``, ``R`` the memory the engine's profile counts outside PyTorch,
+    ``G = L g`` its CUDA graphs' estimate (``g`` per decoder layer, ``L`` layers) and ``k`` KV
+    bytes per token (vLLM profiles the same way: weights, a peak-activation forward pass, the
+    non-torch increase and, from v0.21.0, the CUDA graphs first, the rest of ``u`` x its total to
+    KV blocks; ``d``, ``R`` and ``g`` are ``cfg``'s, 0 unless an engine profile sets them:
+    :mod:`graphs.serving.engines.vllm`).
 
     Parameters
     ----------
@@ -157,7 +159,11 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
         The device's memory ``C`` (bytes).
     cfg : EngineConfig
         The engine's knobs: ``gpu_memory_utilization`` ``u``, ``max_num_batched_tokens`` ``N``,
-        ``block_size`` (tokens per block), ``driver_reserved_bytes`` ``d``, ``non_torch_bytes`` ``R``.
+        ``block_size`` (tokens per block), ``driver_reserved_bytes`` ``d``, ``non_torch_bytes`` ``R``,
+        ``cudagraph_bytes_per_layer`` ``g``.
+    layers : int, optional
+        The model's decoder layers ``L`` (None: the ledger's ``layers``, a :class:`KVPool`'s);
+        needed only when ``g`` > 0.
 
     Returns
     -------
@@ -167,17 +173,27 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig) -> int:
     Raises
     ------
     CostModelError
-        When no block fits.
+        When no block fits, or ``g`` > 0 and no layer count is known.
     """
     w = as_float(ledger.weights_bytes)
     a = as_float(ledger.activation_bytes_per_token)
     k = as_float(ledger.kv_bytes_per_token)
     total = capacity_bytes - cfg.driver_reserved_bytes
     r = cfg.non_torch_bytes
-    free = cfg.gpu_memory_utilization * total - w - a * cfg.max_num_batched_tokens - r
+    g = 0.0
+    if cfg.cudagraph_bytes_per_layer:
+        n_layers = getattr(ledger, "layers", None) if layers is None else layers
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+            raise CostModelError(
+                f"the engine's CUDA-graph estimate is per decoder layer: layers must be a whole number >= 1, "
+                f"got {n_layers!r}"
+            )
+        g = cfg.cudagraph_bytes_per_layer * n_layers
+    free = cfg.gpu_memory_utilization * total - w - a * cfg.max_num_batched_tokens - r - g
     n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
     if n < 1:
         other = f", non-torch memory ({r / 1e9:.2f} GB)" if r else ""
+        other += f", CUDA graphs ({g / 1e9:.2f} GB)" if g else ""
         raise CostModelError(
             f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {total / 1e9:.1f} GB minus "
             f"weights ({w / 1e9:.1f} GB){other} and activations ({a * cfg.max_num_batched_tokens / 1e9:.2f} GB) "
@@ -273,6 +289,7 @@ def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
         weights_bytes=as_float(led.weights_bytes) - saved,
         activation_bytes_per_token=as_float(led.activation_bytes_per_token),
         kv_bytes_per_token=as_float(led.kv_bytes_per_token),
+        layers=int(w.config.num_hidden_layers),
     )
 
 

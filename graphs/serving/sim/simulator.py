@@ -639,7 +639,7 @@ def simulate(
             activation_bytes_per_token=led.activation_bytes_per_token,
             kv_bytes_per_token=led.kv_bytes_per_token,
         )
-    blocks = cfg.num_blocks or kv_blocks(pool_led, pool_memory(hw), cfg)
+    blocks = cfg.num_blocks or kv_blocks(pool_led, pool_memory(hw), cfg, int(w.config.num_hidden_layers))
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:
