@@ -67,6 +67,49 @@ def test_deployment_weighting_counts_a_deployment_once_however_many_rows():
     assert fit_groups(_rows(deps), Method("deployment", "metric", False)) == []
 
 
+def test_sqrt_weighting_lies_between_row_and_deployment():
+    # nine deployments: "a" has four rows at the bottom (s = -4, -3, -2, -1), the eight others one
+    # row each (s = 0 .. 7). sqrt: "a" weighs sqrt(4) = 2, each other 1, of 10: "a"'s rows 2/10/4 =
+    # 0.05 each, the others 0.1 each; K = 9 units, ranks (floor(10 x 0.1), ceil(10 x 0.9)) = (1, 9),
+    # levels 1/9 and 1. The CDF is 0.05, 0.10, 0.15 at s = -4, -3, -2: the lower end is -2 (first
+    # >= 0.111); the upper end the largest, 7. Row-weighted (n = 12, ranks (1, 12)): -4 and 7.
+    # Deployment-weighted: "a"'s rows 1/36 each, the CDF reaches 4/36 = 1/9 at s = -1.
+    deps = {"a": [-4.0, -3.0, -2.0, -1.0], **{f"d{i}": [float(i)] for i in range(8)}}
+    rows = _rows(deps)
+    (row,) = fit_groups(rows, Method("row", "metric", False))
+    (sq,) = fit_groups(rows, Method("sqrt", "metric", False))
+    (dep,) = fit_groups(rows, Method("deployment", "metric", False))
+    assert (math.log(row.low), math.log(row.high)) == pytest.approx((-4.0, 7.0))
+    assert (math.log(sq.low), math.log(sq.high)) == pytest.approx((-2.0, 7.0))
+    assert (math.log(dep.low), math.log(dep.high)) == pytest.approx((-1.0, 7.0))
+    assert (sq.n, sq.deployments) == (12, 9)
+    # expected error, median |e| (e = exp(-s) - 1): the singles' |e| = 1 - e^-s (s = 0 .. 7) lie
+    # below "a"'s e^|s| - 1 >= e - 1; weighing 0.1 each, the CDF reaches 1/2 at the 5th, s = 4
+    assert sq.median_abs == pytest.approx(1 - math.exp(-4))
+    # eight deployments are too few for the upper rank, however many rows: no group
+    del deps["d7"]
+    assert fit_groups(_rows(deps), Method("sqrt", "metric", False)) == []
+
+
+def test_sqrt_weighting_equals_deployment_weighting_when_deployments_are_equal_in_size():
+    # n_j all 3: sqrt(3) / (12 sqrt(3)) = 1/12 per deployment, as 1/K: the same bands, plain and normalised
+    rng = np.random.default_rng(11)
+    rows = _rows({f"d{j}": list(rng.normal(0.1 * j, 0.2, size=3)) for j in range(12)})
+    for norm in (False, True):
+        (sq,) = fit_groups(rows, Method("sqrt", "metric", norm))
+        (dep,) = fit_groups(rows, Method("deployment", "metric", norm))
+        assert (sq.low, sq.high, sq.median_abs) == pytest.approx((dep.low, dep.high, dep.median_abs))
+
+
+def test_a_sqrt_weighted_table_parses_and_says_its_weighting():
+    table = parse(_table('{"TTFT": "sqrt/engine/normalised"}', '[["TTFT", "vllm", false, 3]]'))
+    assert table.like("TTFT", "vllm", "h100-sxm", False)[0].label == "TTFT vllm dense"
+    assert table.method_words("TTFT") == (
+        "conformal, each deployment weighing by the square root of its rows, normalised by its group's spread"
+    )
+    assert "weighing by the square root of its rows" in table.statement("TTFT", "vllm", "h100-sxm", False)
+
+
 def _coverage(
     rng: np.random.Generator, k: int, tau: float, sigma: float, weighting: str, trials: int
 ) -> float:
@@ -154,9 +197,12 @@ def test_grouped_folds_leave_whole_deployments_out():
 
 
 def test_candidates_are_named_and_parsed_back():
-    # the 10 fixed before the first run, then each split by regime
-    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 20
+    # the 10 fixed before the first run, then each split by regime, then the 10 sqrt-weighted last
+    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 30
     assert all(Method.named(m.name) == m for m in CANDIDATES)
+    assert [m.weighting for m in CANDIDATES[:20]].count("sqrt") == 0
+    assert all(m.weighting == "sqrt" for m in CANDIDATES[20:])
+    assert CANDIDATES[0].name == "row/full" and CANDIDATES[20].name == "sqrt/full"
     with pytest.raises(CostModelError, match="weighting"):
         Method("cluster", "full", False)
     with pytest.raises(CostModelError, match="expected weighting"):

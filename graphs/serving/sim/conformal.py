@@ -24,6 +24,27 @@ the ends are the smallest residuals whose weighted CDF reaches ``r_lo / k`` and 
 (:func:`weighted_ends`); with equal weights these are the order statistics ``s_(r_lo)`` and
 ``s_(r_hi)``. A group needs ``r_hi <= k``: 9 rows, or 9 deployments.
 
+``sqrt`` (added after the first selection run, the criterion unchanged): deployment ``j`` weighs
+``sqrt(n_j) / sum_l sqrt(n_l)`` and each of its rows ``1 / (sqrt(n_j) sum_l sqrt(n_l))``, the
+pooled CDF
+
+.. math::
+
+    \\hat F(t) = \\sum_{j=1}^{K} \\frac{\\sqrt{n_j}}{\\sum_l \\sqrt{n_l}}
+    \\frac{1}{n_j} \\sum_{i=1}^{n_j} 1\\{s_{ji} \\le t\\},
+
+with ``k = K`` (the deployments stay the units, as for ``deployment``). It lies between the two:
+under a one-way random-effects model of the residuals (a deployment effect plus row noise,
+intraclass correlation ``rho``), a deployment's mean has variance proportional to
+``(1 + (n_j - 1) rho) / n_j`` (Kish, *Survey Sampling*, 1965, the design effect), so its
+inverse-variance weight ``n_j / (1 + (n_j - 1) rho)`` runs from ``n_j`` (``rho = 0``: ``row``) to
+1 (``rho = 1``: ``deployment``); ``sqrt(n_j)`` is that weight at ``rho = 1 / (sqrt(n_j) + 1)``,
+the geometric middle of the two, fixed a priori rather than estimated. A deployment of many rows
+(a load sweep) counts more than a deployment of one, but not ``n_j`` times. Unlike
+``deployment`` it carries no finite-sample guarantee of Dunn et al.'s kind (a new deployment's
+rows do not weigh as one subsampled row of each calibration deployment); its coverage of new
+deployments is what the grouped cross-validation measures.
+
 **Groups** (``chain``). The lookup chain a run is judged by: ``full`` (metric, framework, device,
 dense/MoE) -> (metric, framework, dense/MoE) -> (metric, dense/MoE) -> (metric), ``engine``
 (metric, framework, dense/MoE) -> (metric), or ``metric`` alone. The first group of the chain
@@ -53,7 +74,7 @@ the scores is taken per regime too (the fallback group's over every row). A row 
 share cannot be calibrated this way and is refused.
 
 **Expected error.** Each group's median ``|y / y_hat - 1|``, weighted as its method weighs rows
-(deployment-weighted: the median over deployments alike), so the "expected error on
+(deployment- or sqrt-weighted: each row weighing as in the band), so the "expected error on
 deployments like this" is the same method's answer as the band.
 
 Every band is asymmetric: the lower and upper ends are taken separately from the signed
@@ -82,6 +103,7 @@ from .served_errors import (
     MIN_DEPLOYMENTS,
     MIN_ROWS,
     QUEUE_SHARE_THRESHOLD,
+    WEIGHTINGS,
     ErrorGroup,
     Level,
     conformal_ranks,
@@ -99,7 +121,6 @@ __all__ = [
     "weighted_ends",
 ]
 
-WEIGHTINGS = ("row", "deployment")  #: how rows weigh (module doc)
 #: the smallest scale a normalised group takes (log units: 1 %), so a group whose rows agree
 #: exactly still scores a new row finitely
 MIN_SCALE = 0.01
@@ -146,7 +167,7 @@ class Residual(Result):
 
 @dataclass(frozen=True)
 class Method(Result):
-    """A calibration method (module doc): ``weighting`` (``row`` or ``deployment``), ``chain``
+    """A calibration method (module doc): ``weighting`` (``row``, ``deployment`` or ``sqrt``), ``chain``
     (a key of :data:`CHAINS`), whether the groups are ``normalised`` and whether they are split
     by the run's ``regime``."""
 
@@ -197,14 +218,17 @@ class Method(Result):
 #: the candidates the grouped cross-validation chooses among, fixed before it was first run
 #: (``row/full`` is the calibration shipped before it; ``metric`` normalised equals ``metric``);
 #: the regime-conditioned ones (module doc) were added after, each of the first ones split by
-#: regime, listed last so that a tie goes to the unconditioned method
+#: regime, listed after them so that a tie goes to the unconditioned method; the ``sqrt``-weighted
+#: ones (module doc) were added after those, every chain, plain or normalised, alone or by
+#: regime, listed last so that a tie goes to an earlier method
 CANDIDATES = tuple(
     Method(w, c, norm, reg)
+    for first in (True, False)
     for reg in (False, True)
     for norm in (False, True)
     for w in WEIGHTINGS
     for c in CHAINS
-    if not (norm and c == "metric")
+    if not (norm and c == "metric") and (w != "sqrt") == first
 )
 
 
@@ -258,12 +282,17 @@ def weighted_ends(
 
 
 def _weights(rows: Sequence[Residual], weighting: str) -> tuple[list[float], int]:
-    """Each row's weight and the units ``k`` (module doc)."""
+    """Each row's weight and the units ``k`` (module doc): ``row`` ``1/n`` over ``n`` rows;
+    ``deployment`` ``1/(K n_j)`` and ``sqrt`` ``1/(sqrt(n_j) sum_l sqrt(n_l))``, over ``K``
+    deployments."""
     if weighting == "row":
         return [1 / len(rows)] * len(rows), len(rows)
     per: dict[str, int] = defaultdict(int)
     for r in rows:
         per[r.deployment] += 1
+    if weighting == "sqrt":
+        total = math.fsum(math.sqrt(n) for n in per.values())
+        return [1 / (math.sqrt(per[r.deployment]) * total) for r in rows], len(per)
     return [1 / (len(per) * per[r.deployment]) for r in rows], len(per)
 
 
@@ -305,7 +334,7 @@ def _label(key: _Key) -> str:
 
 def _group(key: _Key, rows: Sequence[Residual], weighting: str, low: float, high: float) -> ErrorGroup:
     """A group's band as factors, and its expected error: the median ``|e|`` of its rows,
-    weighted as the method weighs them (deployment-weighted: each deployment's rows ``1/(K n_j)``)."""
+    weighted as the method weighs them (deployment-weighted: each deployment's rows ``1/(K n_j)``; ``sqrt``: :func:`_weights`)."""
     metric, fw, dev, moe, reg = key
     w, _ = _weights(rows, weighting)
     err = [abs(r.error) for r in rows]
@@ -339,7 +368,7 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
 
     A plain group needs :data:`~graphs.serving.sim.served_errors.MIN_ROWS` rows of at least
     :data:`~graphs.serving.sim.served_errors.MIN_DEPLOYMENTS` deployments and, weighted by
-    deployment, as many deployments as the upper rank needs; a normalised group needs
+    deployment or ``sqrt``, as many deployments as the upper rank needs; a normalised group needs
     ``MIN_ROWS`` rows of ``MIN_DEPLOYMENTS`` deployments for its location and scale, and its
     metric (regime-conditioned: its metric and regime) enough units for the pooled quantile.
 

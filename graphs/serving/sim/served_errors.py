@@ -139,6 +139,7 @@ __all__ = [
     "METRIC_GROUPS",
     "MIN_DEPLOYMENTS",
     "MIN_ROWS",
+    "WEIGHTINGS",
     "DeviceError",
     "ErrorGroup",
     "GenerationError",
@@ -161,6 +162,16 @@ METRIC_GROUPS = ("throughput", "TPOT", "TTFT", "E2E")
 #: the shipped table, under this package
 DATA_FILE = ("data", "served_errors.json")
 _MAX_BYTES = 4 << 20  #: the data file is read whole; a larger one is not ours
+
+#: how a calibration method weighs rows (:mod:`graphs.serving.sim.conformal`): each row alike,
+#: each deployment alike, or each deployment by the square root of its row count
+WEIGHTINGS = ("row", "deployment", "sqrt")
+#: a weighting's words in a basis line
+_WEIGHTING_WORDS = {
+    "row": "each row weighing alike",
+    "deployment": "each deployment weighing alike",
+    "sqrt": "each deployment weighing by the square root of its rows",
+}
 
 #: one level of a lookup chain: whether its groups key on (framework, device, dense/MoE)
 Level = tuple[bool, bool, bool]
@@ -462,7 +473,7 @@ class ServedErrors:
                 f"({self.method_words('TPOT')}) by its simulated split, their ends added (comonotone errors)"
             )
         weighting, _, rest = self.method(metric).partition("/")
-        how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
+        how = _WEIGHTING_WORDS.get(weighting, _WEIGHTING_WORDS["row"])
         norm = ", normalised by its group's spread" if "/normalised" in rest else ""
         by = (
             f", within the run's regime (simulated queue share of TTFT below or at least "
@@ -789,7 +800,8 @@ class ServedErrors:
             When ``metric`` is not calibrated (:meth:`like`).
         """
         g, like = self.like(metric, framework, device, moe, queue_share, ttft_share)
-        alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
+        weighting = self.method(metric).partition("/")[0]
+        alike = f", {_WEIGHTING_WORDS[weighting]}" if weighting in ("deployment", "sqrt") else ""
         if self.composed(metric):
             text = (
                 f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % ({g.label})"
@@ -897,7 +909,7 @@ def _methods(v: Any) -> tuple[tuple[str, str], ...]:
         ok = (metric == "E2E" and name == COMPOSED) or (
             metric in METRIC_GROUPS
             and len(parts) in (2, 3, 4)
-            and parts[0] in ("row", "deployment")
+            and parts[0] in WEIGHTINGS
             and parts[1] in CHAINS
             and parts[2:] in ([], ["normalised"], ["regime"], ["normalised", "regime"])
         )
