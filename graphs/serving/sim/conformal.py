@@ -59,6 +59,18 @@ the metric's rows or deployments) give each group the band ``exp(m_g + sigma_g z
 ``exp(m_g + sigma_g z_hi)``: a group whose rows scatter little gets a narrow band, a biased group
 a shifted one, and the quantile rests on every deployment of the metric.
 
+The scale (added after the ``sqrt`` weighting, the criterion unchanged; the name's part,
+:data:`~graphs.serving.sim.served_errors.NORMALISATIONS`): ``normalised`` takes the MAD above;
+``normalised-iqr`` half the weighted interquartile range, ``sigma_g = (q_0.75 - q_0.25) / 2``
+(the weighted quantiles as :func:`weighted_ends` takes them; at least :data:`MIN_SCALE`), the
+other classical robust scale (Rousseeuw & Croux, JASA 1993, "Alternatives to the median absolute
+deviation": breakdown points 50 % and 25 %; for a symmetric distribution the two are equal,
+for a skewed one they differ); ``shifted`` takes ``sigma_g = 1``, so each group's band is the
+metric's pooled residuals ``s - m_g`` moved to its own median: its bias corrected, its spread the
+metric's. The scale enters the scores as the MAD does (a fixed function of the group's
+calibration rows), so the argument for the band's coverage is the MAD's; which is narrower is
+what the grouped cross-validation measures.
+
 **Regime** (Mondrian conformal, Vovk et al. 2005, section 4.5; ``/regime``). Every group of
 the chain is split by the run's regime, known from the simulation before anything is measured:
 ``queued`` when the simulated queue share of TTFT
@@ -102,6 +114,7 @@ from .served_errors import (
     CHAINS,
     MIN_DEPLOYMENTS,
     MIN_ROWS,
+    NORMALISATIONS,
     QUEUE_SHARE_THRESHOLD,
     WEIGHTINGS,
     ErrorGroup,
@@ -168,26 +181,37 @@ class Residual(Result):
 @dataclass(frozen=True)
 class Method(Result):
     """A calibration method (module doc): ``weighting`` (``row``, ``deployment`` or ``sqrt``), ``chain``
-    (a key of :data:`CHAINS`), whether the groups are ``normalised`` and whether they are split
-    by the run's ``regime``."""
+    (a key of :data:`CHAINS`), whether the groups are ``normalised``, whether they are split
+    by the run's ``regime``, and a normalised method's ``scale`` (``mad``, ``iqr`` or ``none``:
+    the module doc)."""
 
     weighting: str
     chain: str
     normalised: bool
     regime: bool = False
+    scale: str = "mad"
 
     def __post_init__(self) -> None:
         if self.weighting not in WEIGHTINGS:
             raise CostModelError(f"weighting {self.weighting!r} unknown; allowed: {', '.join(WEIGHTINGS)}")
         if self.chain not in CHAINS:
             raise CostModelError(f"chain {self.chain!r} unknown; allowed: {', '.join(CHAINS)}")
+        scales = [s for s, _ in NORMALISATIONS.values()]
+        if self.scale not in scales or (not self.normalised and self.scale != "mad"):
+            raise CostModelError(
+                f"scale {self.scale!r} unknown for a {'' if self.normalised else 'plain '}method; allowed: "
+                + (", ".join(scales) if self.normalised else "mad (a plain method has no scale)")
+            )
 
     @property
     def name(self) -> str:
-        """``weighting/chain`` plus ``/normalised`` and ``/regime``: how the tables name it."""
+        """``weighting/chain`` plus the normalisation (``/normalised``, ``/normalised-iqr`` or
+        ``/shifted``, :data:`~graphs.serving.sim.served_errors.NORMALISATIONS`) and ``/regime``:
+        how the tables name it."""
+        part = next(p for p, (s, _) in NORMALISATIONS.items() if s == self.scale)
         return (
             f"{self.weighting}/{self.chain}"
-            + ("/normalised" if self.normalised else "")
+            + (f"/{part}" if self.normalised else "")
             + ("/regime" if self.regime else "")
         )
 
@@ -198,7 +222,7 @@ class Method(Result):
         Parameters
         ----------
         name : str
-            ``weighting/chain[/normalised][/regime]`` (``deployment/full/normalised``).
+            ``weighting/chain[/normalisation][/regime]`` (``deployment/full/normalised``).
 
         Returns
         -------
@@ -210,9 +234,16 @@ class Method(Result):
             When ``name`` does not have that form.
         """
         parts = name.split("/")
-        if len(parts) < 2 or parts[2:] not in ([], ["normalised"], ["regime"], ["normalised", "regime"]):
-            raise CostModelError(f"method {name[:80]!r}: expected weighting/chain[/normalised][/regime]")
-        return cls(parts[0], parts[1], "normalised" in parts[2:], "regime" in parts[2:])
+        rest = parts[2:]
+        regime_ = rest[-1:] == ["regime"]
+        norm = rest[:-1] if regime_ else rest
+        if len(parts) < 2 or (norm and (len(norm) > 1 or norm[0] not in NORMALISATIONS)):
+            raise CostModelError(
+                f"method {name[:80]!r}: expected weighting/chain[/normalisation][/regime], the normalisation "
+                f"one of {', '.join(NORMALISATIONS)}"
+            )
+        scale = NORMALISATIONS[norm[0]][0] if norm else "mad"
+        return cls(parts[0], parts[1], bool(norm), regime_, scale)
 
 
 #: the candidates the grouped cross-validation chooses among, fixed before it was first run
@@ -220,7 +251,8 @@ class Method(Result):
 #: the regime-conditioned ones (module doc) were added after, each of the first ones split by
 #: regime, listed after them so that a tie goes to the unconditioned method; the ``sqrt``-weighted
 #: ones (module doc) were added after those, every chain, plain or normalised, alone or by
-#: regime, listed last so that a tie goes to an earlier method
+#: regime, then the normalised ones of the other scales, each listed after the earlier ones so
+#: that a tie goes to an earlier method
 CANDIDATES = tuple(
     Method(w, c, norm, reg)
     for first in (True, False)
@@ -229,6 +261,15 @@ CANDIDATES = tuple(
     for w in WEIGHTINGS
     for c in CHAINS
     if not (norm and c == "metric") and (w != "sqrt") == first
+) + tuple(
+    # the other scales of the normalised methods (module doc), added after the sqrt weighting:
+    # every weighting, chain (``metric`` normalised is ``metric``) and regime split, listed last
+    Method(w, c, True, reg, scale)
+    for scale in ("iqr", "none")
+    for reg in (False, True)
+    for w in WEIGHTINGS
+    for c in CHAINS
+    if c != "metric"
 )
 
 
@@ -296,15 +337,31 @@ def _weights(rows: Sequence[Residual], weighting: str) -> tuple[list[float], int
     return [1 / (len(per) * per[r.deployment]) for r in rows], len(per)
 
 
-def _wmedian(x: Sequence[float], w: Sequence[float]) -> float:
-    """The weighted median: the smallest ``x`` whose weighted CDF reaches 1/2."""
+def _wquantile(x: Sequence[float], w: Sequence[float], p: float) -> float:
+    """The weighted ``p`` quantile: the smallest ``x`` whose weighted CDF reaches ``p``."""
     order = sorted(range(len(x)), key=lambda i: x[i])
     total, acc = sum(w), 0.0
     for i in order:
         acc += w[i]
-        if acc >= total / 2 - 1e-12:
+        if acc >= total * p - 1e-12:
             return x[i]
     return x[order[-1]]
+
+
+def _wmedian(x: Sequence[float], w: Sequence[float]) -> float:
+    """The weighted median: the smallest ``x`` whose weighted CDF reaches 1/2."""
+    return _wquantile(x, w, 0.5)
+
+
+def _scale(s: Sequence[float], w: Sequence[float], m: float, how: str) -> float:
+    """A normalised group's scale (module doc): its residuals' weighted median absolute deviation
+    about ``m`` (``mad``) or half their weighted interquartile range (``iqr``), at least
+    :data:`MIN_SCALE`; 1 (``none``: the scores are shifted only)."""
+    if how == "none":
+        return 1.0
+    if how == "iqr":
+        return max((_wquantile(s, w, 0.75) - _wquantile(s, w, 0.25)) / 2, MIN_SCALE)
+    return max(_wmedian([abs(x - m) for x in s], w), MIN_SCALE)
 
 
 _Key = tuple[str, str | None, str | None, bool | None, str | None]  #: metric, framework, device, moe, regime
@@ -417,8 +474,9 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
     for key, v in keyed.items():
         if enough(v):
             w, _ = _weights(v, method.weighting)
-            m = _wmedian([r.s for r in v], w)
-            scale[key] = (m, max(_wmedian([abs(r.s - m) for r in v], w), MIN_SCALE))
+            s = [r.s for r in v]
+            m = _wmedian(s, w)
+            scale[key] = (m, _scale(s, w, m, method.scale))
     # the pooled scores: per metric, and per (metric, regime) when the method splits by regime
     pools: dict[tuple[str, str | None], list[tuple[Residual, float]]] = defaultdict(list)
     for r in rows:

@@ -139,6 +139,7 @@ __all__ = [
     "METRIC_GROUPS",
     "MIN_DEPLOYMENTS",
     "MIN_ROWS",
+    "NORMALISATIONS",
     "WEIGHTINGS",
     "DeviceError",
     "ErrorGroup",
@@ -166,6 +167,15 @@ _MAX_BYTES = 4 << 20  #: the data file is read whole; a larger one is not ours
 #: how a calibration method weighs rows (:mod:`graphs.serving.sim.conformal`): each row alike,
 #: each deployment alike, or each deployment by the square root of its row count
 WEIGHTINGS = ("row", "deployment", "sqrt")
+#: how a normalised method scores each group's residuals (:mod:`graphs.serving.sim.conformal`), by
+#: the name's part: about its median, over its median absolute deviation (``normalised``), over half
+#: its interquartile range (``normalised-iqr``), or not scaled at all (``shifted``); each with its
+#: scale's key and its words in a basis line
+NORMALISATIONS: dict[str, tuple[str, str]] = {
+    "normalised": ("mad", "normalised by its group's spread"),
+    "normalised-iqr": ("iqr", "normalised by its group's interquartile range"),
+    "shifted": ("none", "shifted by its group's median"),
+}
 #: a weighting's words in a basis line
 _WEIGHTING_WORDS = {
     "row": "each row weighing alike",
@@ -418,7 +428,7 @@ class ServedErrors:
     generations: tuple[GenerationError, ...] = ()  #: leave-one-generation-out kernel errors (module doc)
 
     def method(self, metric: str) -> str:
-        """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalised]``,
+        """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalisation][/regime]``,
         :class:`graphs.serving.sim.conformal.Method`); ``row/full`` when the table names none.
 
         Parameters
@@ -474,7 +484,9 @@ class ServedErrors:
             )
         weighting, _, rest = self.method(metric).partition("/")
         how = _WEIGHTING_WORDS.get(weighting, _WEIGHTING_WORDS["row"])
-        norm = ", normalised by its group's spread" if "/normalised" in rest else ""
+        norm = next(
+            (f", {words}" for part, (_, words) in NORMALISATIONS.items() if part in rest.split("/")), ""
+        )
         by = (
             f", within the run's regime (simulated queue share of TTFT below or at least "
             f"{QUEUE_SHARE_THRESHOLD:g})"
@@ -900,7 +912,8 @@ def _list(d: dict[str, Any], key: str) -> list[Any]:
 
 
 def _methods(v: Any) -> tuple[tuple[str, str], ...]:
-    """Each metric's method name (``weighting/chain[/normalised][/regime]``, or E2E's ``composed``), checked."""
+    """Each metric's method name (``weighting/chain[/normalisation][/regime]``, the normalisation a key of
+    :data:`NORMALISATIONS`, or E2E's ``composed``), checked."""
     if not isinstance(v, dict):
         raise CostModelError("served_errors.json: 'methods' must map each metric to its method")
     out = []
@@ -911,7 +924,8 @@ def _methods(v: Any) -> tuple[tuple[str, str], ...]:
             and len(parts) in (2, 3, 4)
             and parts[0] in WEIGHTINGS
             and parts[1] in CHAINS
-            and parts[2:] in ([], ["normalised"], ["regime"], ["normalised", "regime"])
+            and parts[2:]
+            in ([], ["regime"], *([n] for n in NORMALISATIONS), *([n, "regime"] for n in NORMALISATIONS))
         )
         if not ok:
             what = f"method {str(name)[:40]!r} of {str(metric)[:20]!r}"
