@@ -1,7 +1,8 @@
 """Choose the served-error interval by grouped cross-validation on the calibration rows alone.
 
-Every candidate of :data:`graphs.serving.sim.conformal.CANDIDATES` (row- or deployment-weighted
-conformal; lookup chain ``full``, ``engine`` or ``metric``; plain or normalised; alone or split
+Every candidate of :data:`graphs.serving.sim.conformal.CANDIDATES` (row-, deployment- or
+sqrt-weighted conformal; lookup chain ``full``, ``engine`` or ``metric``; plain or normalised by
+the MAD, half the IQR or the median alone; alone or split
 by the simulated run's regime, Mondrian on its queue share of TTFT) is fitted, for
 each calibration deployment in turn, on the other calibration deployments' rows and judged on
 the left-out deployment's rows (:func:`~graphs.serving.sim.conformal.grouped_folds`: leave one
@@ -16,7 +17,12 @@ counts them); the qualifying candidate with the smallest median width (``P90 end
 1`` over the left-out rows) is chosen, ties to the earlier in ``CANDIDATES``. When none
 qualifies, the one with the highest coverage (ties: narrower) is chosen, and the table says so.
 The regime-conditioned candidates were added to the list after its first run; the criterion is
-unchanged. So was E2E's ``composed`` candidate (:func:`~graphs.serving.sim.served_errors.compose`:
+unchanged. So were, later, the ``sqrt``-weighted ones (each deployment weighing by the square root of
+its rows, between ``row`` and ``deployment``; :mod:`graphs.serving.sim.conformal`), listed after
+every earlier candidate; their scores below were seen before they were kept, so the choice among them
+is not a fresh test (the held-out split is). After them, the same holds for the normalised
+candidates of two other scales, ``normalised-iqr`` (half the interquartile range) and ``shifted``
+(the group's median only). So was E2E's ``composed`` candidate (:func:`~graphs.serving.sim.served_errors.compose`:
 the run's TTFT and TPOT bands, each by the method this script chose for that metric, added by the
 run's simulated split), listed last: in each fold its TTFT and TPOT groups are refitted without the
 left-out deployment (:func:`cross_validate_composed`). Those two methods were themselves chosen on
@@ -195,7 +201,11 @@ def section(
         f"metric, the narrowest median width among the candidates that answer every left-out row and hold "
         f">= {100 * COVERAGE_TARGET:.0f} % of them (alpha {ALPHA}). The `/regime` candidates (added after the "
         f"first run; the criterion unchanged) split every group by the simulated run's regime: `queued` when its "
-        f"queue share of TTFT is at least {QUEUE_SHARE_THRESHOLD:g}, else `light` (fixed a priori). E2E's "
+        f"queue share of TTFT is at least {QUEUE_SHARE_THRESHOLD:g}, else `light` (fixed a priori). The `sqrt/` "
+        f"candidates (added later; the criterion unchanged) weigh each deployment by the square root of its row "
+        f"count, between `row` and `deployment` (the deployments still the conformal units); then the "
+        f"normalised ones scaled by half the group's interquartile range (`normalised-iqr`) or not scaled, "
+        f"shifted by its median only (`shifted`). E2E's "
         f"`{COMPOSED}` candidate (added later; the criterion unchanged) is the run's TTFT band plus its TPOT band by "
         f"its simulated split (`graphs.serving.sim.served_errors.compose`; the ends added, exact for comonotone "
         f"errors), each by the method chosen here for that metric and refitted without the left-out deployment.",

@@ -67,6 +67,101 @@ def test_deployment_weighting_counts_a_deployment_once_however_many_rows():
     assert fit_groups(_rows(deps), Method("deployment", "metric", False)) == []
 
 
+def test_sqrt_weighting_lies_between_row_and_deployment():
+    # nine deployments: "a" has four rows at the bottom (s = -4, -3, -2, -1), the eight others one
+    # row each (s = 0 .. 7). sqrt: "a" weighs sqrt(4) = 2, each other 1, of 10: "a"'s rows 2/10/4 =
+    # 0.05 each, the others 0.1 each; K = 9 units, ranks (floor(10 x 0.1), ceil(10 x 0.9)) = (1, 9),
+    # levels 1/9 and 1. The CDF is 0.05, 0.10, 0.15 at s = -4, -3, -2: the lower end is -2 (first
+    # >= 0.111); the upper end the largest, 7. Row-weighted (n = 12, ranks (1, 12)): -4 and 7.
+    # Deployment-weighted: "a"'s rows 1/36 each, the CDF reaches 4/36 = 1/9 at s = -1.
+    deps = {"a": [-4.0, -3.0, -2.0, -1.0], **{f"d{i}": [float(i)] for i in range(8)}}
+    rows = _rows(deps)
+    (row,) = fit_groups(rows, Method("row", "metric", False))
+    (sq,) = fit_groups(rows, Method("sqrt", "metric", False))
+    (dep,) = fit_groups(rows, Method("deployment", "metric", False))
+    assert (math.log(row.low), math.log(row.high)) == pytest.approx((-4.0, 7.0))
+    assert (math.log(sq.low), math.log(sq.high)) == pytest.approx((-2.0, 7.0))
+    assert (math.log(dep.low), math.log(dep.high)) == pytest.approx((-1.0, 7.0))
+    assert (sq.n, sq.deployments) == (12, 9)
+    # expected error, median |e| (e = exp(-s) - 1): the singles' |e| = 1 - e^-s (s = 0 .. 7) lie
+    # below "a"'s e^|s| - 1 >= e - 1; weighing 0.1 each, the CDF reaches 1/2 at the 5th, s = 4
+    assert sq.median_abs == pytest.approx(1 - math.exp(-4))
+    # eight deployments are too few for the upper rank, however many rows: no group
+    del deps["d7"]
+    assert fit_groups(_rows(deps), Method("sqrt", "metric", False)) == []
+
+
+def test_sqrt_weighting_equals_deployment_weighting_when_deployments_are_equal_in_size():
+    # n_j all 3: sqrt(3) / (12 sqrt(3)) = 1/12 per deployment, as 1/K: the same bands, plain and normalised
+    rng = np.random.default_rng(11)
+    rows = _rows({f"d{j}": list(rng.normal(0.1 * j, 0.2, size=3)) for j in range(12)})
+    for norm in (False, True):
+        (sq,) = fit_groups(rows, Method("sqrt", "metric", norm))
+        (dep,) = fit_groups(rows, Method("deployment", "metric", norm))
+        assert (sq.low, sq.high, sq.median_abs) == pytest.approx((dep.low, dep.high, dep.median_abs))
+
+
+def test_the_iqr_scale_is_half_the_interquartile_range():
+    # vllm: ten single-row deployments s = 0.01 i (i = -4 .. 5); trtllm: s = 1 + (-0.04, -0.03,
+    # -0.02, -0.01, 0, 0.01, 0.1, 0.2, 0.3, 0.4), skewed up. Row weighting, 1/10 per row within a
+    # group: the 0.25 and 0.75 quantiles are the 3rd and 8th smallest, the median the 5th.
+    # vllm: m = 0, (0.03 - (-0.02)) / 2 = 0.025; trtllm: m = 1, (0.2 - (-0.02)) / 2 = 0.11 (its MAD,
+    # the 5th smallest |s - m|, would be 0.03). Scores: vllm 0.4 i (-1.6 .. 2.0); trtllm (s - 1) / 0.11.
+    # Pooled over 20 rows, ranks (2, 19): the 2nd smallest is vllm's -1.2, the 19th trtllm's
+    # 0.3 / 0.11. Bands: vllm 0.025 x (-1.2, 0.3 / 0.11); trtllm 1 + 0.11 x (-1.2, 0.3 / 0.11).
+    vllm = _rows({f"v{i}": [0.01 * i] for i in range(-4, 6)}, framework="vllm")
+    up = (-0.04, -0.03, -0.02, -0.01, 0.0, 0.01, 0.1, 0.2, 0.3, 0.4)
+    trt = _rows({f"t{i}": [1 + x] for i, x in enumerate(up)}, framework="trtllm")
+    method = Method("row", "engine", True, scale="iqr")
+    assert method.name == "row/engine/normalised-iqr"
+    groups = {g.label: g for g in fit_groups(vllm + trt, method)}
+    v, t = groups["TPOT vllm dense"], groups["TPOT trtllm dense"]
+    assert (math.log(v.low), math.log(v.high)) == pytest.approx((-0.03, 0.025 * 0.3 / 0.11))
+    assert (math.log(t.low), math.log(t.high)) == pytest.approx((1 - 0.132, 1.3))
+
+
+def test_the_shifted_normalisation_moves_the_pooled_residuals_to_each_group_s_median():
+    # vllm s = 0.01 i, trtllm s = 1 + 0.02 i (i = -4 .. 5); medians (5th smallest) 0 and 1, so the
+    # scores s - m are vllm 0.01 i and trtllm 0.02 i. Pooled over 20 rows, ranks (2, 19): the 2nd
+    # smallest is -0.06, the 19th (2nd largest) 0.08. Bands: vllm (-0.06, 0.08), trtllm 1 + that.
+    vllm = _rows({f"v{i}": [0.01 * i] for i in range(-4, 6)}, framework="vllm")
+    trt = _rows({f"t{i}": [1 + 0.02 * i] for i in range(-4, 6)}, framework="trtllm")
+    method = Method.named("row/engine/shifted")
+    assert (method.normalised, method.scale) == (True, "none")
+    groups = {g.label: g for g in fit_groups(vllm + trt, method)}
+    v, t = groups["TPOT vllm dense"], groups["TPOT trtllm dense"]
+    assert (math.log(v.low), math.log(v.high)) == pytest.approx((-0.06, 0.08))
+    assert (math.log(t.low), math.log(t.high)) == pytest.approx((0.94, 1.08))
+
+
+def test_a_scale_is_named_and_checked():
+    assert Method.named("sqrt/full/normalised-iqr/regime") == Method("sqrt", "full", True, True, "iqr")
+    assert Method.named("row/full/shifted").name == "row/full/shifted"
+    with pytest.raises(CostModelError, match="a plain method has no scale"):
+        Method("row", "full", False, scale="iqr")
+    with pytest.raises(CostModelError, match="scale 'sd' unknown"):
+        Method("row", "full", True, scale="sd")
+    with pytest.raises(CostModelError, match="expected weighting"):
+        Method.named("row/full/shifted/normalised")
+    table = parse(_table('{"TTFT": "deployment/engine/shifted/regime"}'))
+    assert table.method_words("TTFT").startswith(
+        "conformal, each deployment weighing alike, shifted by its group's median, within the run's regime"
+    )
+    words = parse(_table('{"TTFT": "row/engine/normalised-iqr"}')).method_words("TTFT")
+    assert words == "conformal, each row weighing alike, normalised by its group's interquartile range"
+    with pytest.raises(CostModelError, match=r"served_errors\.json"):
+        parse(_table('{"TTFT": "row/engine/normalised-sd"}'))
+
+
+def test_a_sqrt_weighted_table_parses_and_says_its_weighting():
+    table = parse(_table('{"TTFT": "sqrt/engine/normalised"}', '[["TTFT", "vllm", false, 3]]'))
+    assert table.like("TTFT", "vllm", "h100-sxm", False)[0].label == "TTFT vllm dense"
+    assert table.method_words("TTFT") == (
+        "conformal, each deployment weighing by the square root of its rows, normalised by its group's spread"
+    )
+    assert "weighing by the square root of its rows" in table.statement("TTFT", "vllm", "h100-sxm", False)
+
+
 def _coverage(
     rng: np.random.Generator, k: int, tau: float, sigma: float, weighting: str, trials: int
 ) -> float:
@@ -120,10 +215,11 @@ def test_normalised_with_one_group_is_the_plain_band():
     # one group: z = (s - m) / sigma is increasing in s, so its ends map back to the plain ends
     rng = np.random.default_rng(5)
     rows = _rows({f"d{j}": list(rng.normal(0.2 * j, 0.1, size=j + 1)) for j in range(12)})
-    for w in ("row", "deployment"):
+    for w in ("row", "deployment", "sqrt"):
         (plain,) = fit_groups(rows, Method(w, "metric", False))
-        (norm,) = fit_groups(rows, Method(w, "metric", True))
-        assert (norm.low, norm.high) == pytest.approx((plain.low, plain.high))
+        for scale in ("mad", "iqr", "none"):
+            (norm,) = fit_groups(rows, Method(w, "metric", True, scale=scale))
+            assert (norm.low, norm.high) == pytest.approx((plain.low, plain.high))
 
 
 def test_normalised_groups_carry_their_own_location_and_scale():
@@ -154,9 +250,14 @@ def test_grouped_folds_leave_whole_deployments_out():
 
 
 def test_candidates_are_named_and_parsed_back():
-    # the 10 fixed before the first run, then each split by regime
-    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 20
+    # the 10 fixed before the first run, then each split by regime, then the 10 sqrt-weighted, then
+    # the 24 normalised of the other scales (2 scales x 2 regime x 3 weightings x 2 chains) last
+    assert len({m.name for m in CANDIDATES}) == len(CANDIDATES) == 54
+    assert all(m.normalised and m.scale != "mad" for m in CANDIDATES[30:])
     assert all(Method.named(m.name) == m for m in CANDIDATES)
+    assert [m.weighting for m in CANDIDATES[:20]].count("sqrt") == 0
+    assert all(m.weighting == "sqrt" for m in CANDIDATES[20:30])
+    assert CANDIDATES[0].name == "row/full" and CANDIDATES[20].name == "sqrt/full"
     with pytest.raises(CostModelError, match="weighting"):
         Method("cluster", "full", False)
     with pytest.raises(CostModelError, match="expected weighting"):

@@ -24,6 +24,27 @@ the ends are the smallest residuals whose weighted CDF reaches ``r_lo / k`` and 
 (:func:`weighted_ends`); with equal weights these are the order statistics ``s_(r_lo)`` and
 ``s_(r_hi)``. A group needs ``r_hi <= k``: 9 rows, or 9 deployments.
 
+``sqrt`` (added after the first selection run, the criterion unchanged): deployment ``j`` weighs
+``sqrt(n_j) / sum_l sqrt(n_l)`` and each of its rows ``1 / (sqrt(n_j) sum_l sqrt(n_l))``, the
+pooled CDF
+
+.. math::
+
+    \\hat F(t) = \\sum_{j=1}^{K} \\frac{\\sqrt{n_j}}{\\sum_l \\sqrt{n_l}}
+    \\frac{1}{n_j} \\sum_{i=1}^{n_j} 1\\{s_{ji} \\le t\\},
+
+with ``k = K`` (the deployments stay the units, as for ``deployment``). It lies between the two:
+under a one-way random-effects model of the residuals (a deployment effect plus row noise,
+intraclass correlation ``rho``), a deployment's mean has variance proportional to
+``(1 + (n_j - 1) rho) / n_j`` (Kish, *Survey Sampling*, 1965, the design effect), so its
+inverse-variance weight ``n_j / (1 + (n_j - 1) rho)`` runs from ``n_j`` (``rho = 0``: ``row``) to
+1 (``rho = 1``: ``deployment``); ``sqrt(n_j)`` is that weight at ``rho = 1 / (sqrt(n_j) + 1)``,
+the geometric middle of the two, fixed a priori rather than estimated. A deployment of many rows
+(a load sweep) counts more than a deployment of one, but not ``n_j`` times. Unlike
+``deployment`` it carries no finite-sample guarantee of Dunn et al.'s kind (a new deployment's
+rows do not weigh as one subsampled row of each calibration deployment); its coverage of new
+deployments is what the grouped cross-validation measures.
+
 **Groups** (``chain``). The lookup chain a run is judged by: ``full`` (metric, framework, device,
 dense/MoE) -> (metric, framework, dense/MoE) -> (metric, dense/MoE) -> (metric), ``engine``
 (metric, framework, dense/MoE) -> (metric), or ``metric`` alone. The first group of the chain
@@ -37,6 +58,18 @@ judged by, ``z = (s - m_g) / sigma_g``, and the ends of the pooled ``z`` (weight
 the metric's rows or deployments) give each group the band ``exp(m_g + sigma_g z_lo)`` to
 ``exp(m_g + sigma_g z_hi)``: a group whose rows scatter little gets a narrow band, a biased group
 a shifted one, and the quantile rests on every deployment of the metric.
+
+The scale (added after the ``sqrt`` weighting, the criterion unchanged; the name's part,
+:data:`~graphs.serving.sim.served_errors.NORMALISATIONS`): ``normalised`` takes the MAD above;
+``normalised-iqr`` half the weighted interquartile range, ``sigma_g = (q_0.75 - q_0.25) / 2``
+(the weighted quantiles as :func:`weighted_ends` takes them; at least :data:`MIN_SCALE`), the
+other classical robust scale (Rousseeuw & Croux, JASA 1993, "Alternatives to the median absolute
+deviation": breakdown points 50 % and 25 %; for a symmetric distribution the two are equal,
+for a skewed one they differ); ``shifted`` takes ``sigma_g = 1``, so each group's band is the
+metric's pooled residuals ``s - m_g`` moved to its own median: its bias corrected, its spread the
+metric's. The scale enters the scores as the MAD does (a fixed function of the group's
+calibration rows), so the argument for the band's coverage is the MAD's; which is narrower is
+what the grouped cross-validation measures.
 
 **Regime** (Mondrian conformal, Vovk et al. 2005, section 4.5; ``/regime``). Every group of
 the chain is split by the run's regime, known from the simulation before anything is measured:
@@ -53,7 +86,7 @@ the scores is taken per regime too (the fallback group's over every row). A row 
 share cannot be calibrated this way and is refused.
 
 **Expected error.** Each group's median ``|y / y_hat - 1|``, weighted as its method weighs rows
-(deployment-weighted: the median over deployments alike), so the "expected error on
+(deployment- or sqrt-weighted: each row weighing as in the band), so the "expected error on
 deployments like this" is the same method's answer as the band.
 
 Every band is asymmetric: the lower and upper ends are taken separately from the signed
@@ -81,7 +114,9 @@ from .served_errors import (
     CHAINS,
     MIN_DEPLOYMENTS,
     MIN_ROWS,
+    NORMALISATIONS,
     QUEUE_SHARE_THRESHOLD,
+    WEIGHTINGS,
     ErrorGroup,
     Level,
     conformal_ranks,
@@ -99,7 +134,6 @@ __all__ = [
     "weighted_ends",
 ]
 
-WEIGHTINGS = ("row", "deployment")  #: how rows weigh (module doc)
 #: the smallest scale a normalised group takes (log units: 1 %), so a group whose rows agree
 #: exactly still scores a new row finitely
 MIN_SCALE = 0.01
@@ -146,27 +180,38 @@ class Residual(Result):
 
 @dataclass(frozen=True)
 class Method(Result):
-    """A calibration method (module doc): ``weighting`` (``row`` or ``deployment``), ``chain``
-    (a key of :data:`CHAINS`), whether the groups are ``normalised`` and whether they are split
-    by the run's ``regime``."""
+    """A calibration method (module doc): ``weighting`` (``row``, ``deployment`` or ``sqrt``), ``chain``
+    (a key of :data:`CHAINS`), whether the groups are ``normalised``, whether they are split
+    by the run's ``regime``, and a normalised method's ``scale`` (``mad``, ``iqr`` or ``none``:
+    the module doc)."""
 
     weighting: str
     chain: str
     normalised: bool
     regime: bool = False
+    scale: str = "mad"
 
     def __post_init__(self) -> None:
         if self.weighting not in WEIGHTINGS:
             raise CostModelError(f"weighting {self.weighting!r} unknown; allowed: {', '.join(WEIGHTINGS)}")
         if self.chain not in CHAINS:
             raise CostModelError(f"chain {self.chain!r} unknown; allowed: {', '.join(CHAINS)}")
+        scales = [s for s, _ in NORMALISATIONS.values()]
+        if self.scale not in scales or (not self.normalised and self.scale != "mad"):
+            raise CostModelError(
+                f"scale {self.scale!r} unknown for a {'' if self.normalised else 'plain '}method; allowed: "
+                + (", ".join(scales) if self.normalised else "mad (a plain method has no scale)")
+            )
 
     @property
     def name(self) -> str:
-        """``weighting/chain`` plus ``/normalised`` and ``/regime``: how the tables name it."""
+        """``weighting/chain`` plus the normalisation (``/normalised``, ``/normalised-iqr`` or
+        ``/shifted``, :data:`~graphs.serving.sim.served_errors.NORMALISATIONS`) and ``/regime``:
+        how the tables name it."""
+        part = next(p for p, (s, _) in NORMALISATIONS.items() if s == self.scale)
         return (
             f"{self.weighting}/{self.chain}"
-            + ("/normalised" if self.normalised else "")
+            + (f"/{part}" if self.normalised else "")
             + ("/regime" if self.regime else "")
         )
 
@@ -177,7 +222,7 @@ class Method(Result):
         Parameters
         ----------
         name : str
-            ``weighting/chain[/normalised][/regime]`` (``deployment/full/normalised``).
+            ``weighting/chain[/normalisation][/regime]`` (``deployment/full/normalised``).
 
         Returns
         -------
@@ -189,22 +234,42 @@ class Method(Result):
             When ``name`` does not have that form.
         """
         parts = name.split("/")
-        if len(parts) < 2 or parts[2:] not in ([], ["normalised"], ["regime"], ["normalised", "regime"]):
-            raise CostModelError(f"method {name[:80]!r}: expected weighting/chain[/normalised][/regime]")
-        return cls(parts[0], parts[1], "normalised" in parts[2:], "regime" in parts[2:])
+        rest = parts[2:]
+        regime_ = rest[-1:] == ["regime"]
+        norm = rest[:-1] if regime_ else rest
+        if len(parts) < 2 or (norm and (len(norm) > 1 or norm[0] not in NORMALISATIONS)):
+            raise CostModelError(
+                f"method {name[:80]!r}: expected weighting/chain[/normalisation][/regime], the normalisation "
+                f"one of {', '.join(NORMALISATIONS)}"
+            )
+        scale = NORMALISATIONS[norm[0]][0] if norm else "mad"
+        return cls(parts[0], parts[1], bool(norm), regime_, scale)
 
 
 #: the candidates the grouped cross-validation chooses among, fixed before it was first run
 #: (``row/full`` is the calibration shipped before it; ``metric`` normalised equals ``metric``);
 #: the regime-conditioned ones (module doc) were added after, each of the first ones split by
-#: regime, listed last so that a tie goes to the unconditioned method
+#: regime, listed after them so that a tie goes to the unconditioned method; the ``sqrt``-weighted
+#: ones (module doc) were added after those, every chain, plain or normalised, alone or by
+#: regime, then the normalised ones of the other scales, each listed after the earlier ones so
+#: that a tie goes to an earlier method
 CANDIDATES = tuple(
     Method(w, c, norm, reg)
+    for first in (True, False)
     for reg in (False, True)
     for norm in (False, True)
     for w in WEIGHTINGS
     for c in CHAINS
-    if not (norm and c == "metric")
+    if not (norm and c == "metric") and (w != "sqrt") == first
+) + tuple(
+    # the other scales of the normalised methods (module doc), added after the sqrt weighting:
+    # every weighting, chain (``metric`` normalised is ``metric``) and regime split, listed last
+    Method(w, c, True, reg, scale)
+    for scale in ("iqr", "none")
+    for reg in (False, True)
+    for w in WEIGHTINGS
+    for c in CHAINS
+    if c != "metric"
 )
 
 
@@ -258,24 +323,45 @@ def weighted_ends(
 
 
 def _weights(rows: Sequence[Residual], weighting: str) -> tuple[list[float], int]:
-    """Each row's weight and the units ``k`` (module doc)."""
+    """Each row's weight and the units ``k`` (module doc): ``row`` ``1/n`` over ``n`` rows;
+    ``deployment`` ``1/(K n_j)`` and ``sqrt`` ``1/(sqrt(n_j) sum_l sqrt(n_l))``, over ``K``
+    deployments."""
     if weighting == "row":
         return [1 / len(rows)] * len(rows), len(rows)
     per: dict[str, int] = defaultdict(int)
     for r in rows:
         per[r.deployment] += 1
+    if weighting == "sqrt":
+        total = math.fsum(math.sqrt(n) for n in per.values())
+        return [1 / (math.sqrt(per[r.deployment]) * total) for r in rows], len(per)
     return [1 / (len(per) * per[r.deployment]) for r in rows], len(per)
 
 
-def _wmedian(x: Sequence[float], w: Sequence[float]) -> float:
-    """The weighted median: the smallest ``x`` whose weighted CDF reaches 1/2."""
+def _wquantile(x: Sequence[float], w: Sequence[float], p: float) -> float:
+    """The weighted ``p`` quantile: the smallest ``x`` whose weighted CDF reaches ``p``."""
     order = sorted(range(len(x)), key=lambda i: x[i])
     total, acc = sum(w), 0.0
     for i in order:
         acc += w[i]
-        if acc >= total / 2 - 1e-12:
+        if acc >= total * p - 1e-12:
             return x[i]
     return x[order[-1]]
+
+
+def _wmedian(x: Sequence[float], w: Sequence[float]) -> float:
+    """The weighted median: the smallest ``x`` whose weighted CDF reaches 1/2."""
+    return _wquantile(x, w, 0.5)
+
+
+def _scale(s: Sequence[float], w: Sequence[float], m: float, how: str) -> float:
+    """A normalised group's scale (module doc): its residuals' weighted median absolute deviation
+    about ``m`` (``mad``) or half their weighted interquartile range (``iqr``), at least
+    :data:`MIN_SCALE`; 1 (``none``: the scores are shifted only)."""
+    if how == "none":
+        return 1.0
+    if how == "iqr":
+        return max((_wquantile(s, w, 0.75) - _wquantile(s, w, 0.25)) / 2, MIN_SCALE)
+    return max(_wmedian([abs(x - m) for x in s], w), MIN_SCALE)
 
 
 _Key = tuple[str, str | None, str | None, bool | None, str | None]  #: metric, framework, device, moe, regime
@@ -305,7 +391,7 @@ def _label(key: _Key) -> str:
 
 def _group(key: _Key, rows: Sequence[Residual], weighting: str, low: float, high: float) -> ErrorGroup:
     """A group's band as factors, and its expected error: the median ``|e|`` of its rows,
-    weighted as the method weighs them (deployment-weighted: each deployment's rows ``1/(K n_j)``)."""
+    weighted as the method weighs them (deployment-weighted: each deployment's rows ``1/(K n_j)``; ``sqrt``: :func:`_weights`)."""
     metric, fw, dev, moe, reg = key
     w, _ = _weights(rows, weighting)
     err = [abs(r.error) for r in rows]
@@ -339,7 +425,7 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
 
     A plain group needs :data:`~graphs.serving.sim.served_errors.MIN_ROWS` rows of at least
     :data:`~graphs.serving.sim.served_errors.MIN_DEPLOYMENTS` deployments and, weighted by
-    deployment, as many deployments as the upper rank needs; a normalised group needs
+    deployment or ``sqrt``, as many deployments as the upper rank needs; a normalised group needs
     ``MIN_ROWS`` rows of ``MIN_DEPLOYMENTS`` deployments for its location and scale, and its
     metric (regime-conditioned: its metric and regime) enough units for the pooled quantile.
 
@@ -388,8 +474,9 @@ def fit_groups(rows: Sequence[Residual], method: Method, alpha: float = ALPHA) -
     for key, v in keyed.items():
         if enough(v):
             w, _ = _weights(v, method.weighting)
-            m = _wmedian([r.s for r in v], w)
-            scale[key] = (m, max(_wmedian([abs(r.s - m) for r in v], w), MIN_SCALE))
+            s = [r.s for r in v]
+            m = _wmedian(s, w)
+            scale[key] = (m, _scale(s, w, m, method.scale))
     # the pooled scores: per metric, and per (metric, regime) when the method splits by regime
     pools: dict[tuple[str, str | None], list[tuple[Residual, float]]] = defaultdict(list)
     for r in rows:

@@ -139,6 +139,8 @@ __all__ = [
     "METRIC_GROUPS",
     "MIN_DEPLOYMENTS",
     "MIN_ROWS",
+    "NORMALISATIONS",
+    "WEIGHTINGS",
     "DeviceError",
     "ErrorGroup",
     "GenerationError",
@@ -161,6 +163,25 @@ METRIC_GROUPS = ("throughput", "TPOT", "TTFT", "E2E")
 #: the shipped table, under this package
 DATA_FILE = ("data", "served_errors.json")
 _MAX_BYTES = 4 << 20  #: the data file is read whole; a larger one is not ours
+
+#: how a calibration method weighs rows (:mod:`graphs.serving.sim.conformal`): each row alike,
+#: each deployment alike, or each deployment by the square root of its row count
+WEIGHTINGS = ("row", "deployment", "sqrt")
+#: how a normalised method scores each group's residuals (:mod:`graphs.serving.sim.conformal`), by
+#: the name's part: about its median, over its median absolute deviation (``normalised``), over half
+#: its interquartile range (``normalised-iqr``), or not scaled at all (``shifted``); each with its
+#: scale's key and its words in a basis line
+NORMALISATIONS: dict[str, tuple[str, str]] = {
+    "normalised": ("mad", "normalised by its group's spread"),
+    "normalised-iqr": ("iqr", "normalised by its group's interquartile range"),
+    "shifted": ("none", "shifted by its group's median"),
+}
+#: a weighting's words in a basis line
+_WEIGHTING_WORDS = {
+    "row": "each row weighing alike",
+    "deployment": "each deployment weighing alike",
+    "sqrt": "each deployment weighing by the square root of its rows",
+}
 
 #: one level of a lookup chain: whether its groups key on (framework, device, dense/MoE)
 Level = tuple[bool, bool, bool]
@@ -407,7 +428,7 @@ class ServedErrors:
     generations: tuple[GenerationError, ...] = ()  #: leave-one-generation-out kernel errors (module doc)
 
     def method(self, metric: str) -> str:
-        """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalised]``,
+        """The name of the method ``metric`` was calibrated with (``weighting/chain[/normalisation][/regime]``,
         :class:`graphs.serving.sim.conformal.Method`); ``row/full`` when the table names none.
 
         Parameters
@@ -462,8 +483,10 @@ class ServedErrors:
                 f"({self.method_words('TPOT')}) by its simulated split, their ends added (comonotone errors)"
             )
         weighting, _, rest = self.method(metric).partition("/")
-        how = "each deployment weighing alike" if weighting == "deployment" else "each row weighing alike"
-        norm = ", normalised by its group's spread" if "/normalised" in rest else ""
+        how = _WEIGHTING_WORDS.get(weighting, _WEIGHTING_WORDS["row"])
+        norm = next(
+            (f", {words}" for part, (_, words) in NORMALISATIONS.items() if part in rest.split("/")), ""
+        )
         by = (
             f", within the run's regime (simulated queue share of TTFT below or at least "
             f"{QUEUE_SHARE_THRESHOLD:g})"
@@ -789,7 +812,8 @@ class ServedErrors:
             When ``metric`` is not calibrated (:meth:`like`).
         """
         g, like = self.like(metric, framework, device, moe, queue_share, ttft_share)
-        alike = ", each deployment weighing alike" if self.method(metric).startswith("deployment") else ""
+        weighting = self.method(metric).partition("/")[0]
+        alike = f", {_WEIGHTING_WORDS[weighting]}" if weighting in ("deployment", "sqrt") else ""
         if self.composed(metric):
             text = (
                 f"expected {metric} error on deployments like this: +-{100 * g.median_abs:.0f} % ({g.label})"
@@ -888,7 +912,8 @@ def _list(d: dict[str, Any], key: str) -> list[Any]:
 
 
 def _methods(v: Any) -> tuple[tuple[str, str], ...]:
-    """Each metric's method name (``weighting/chain[/normalised][/regime]``, or E2E's ``composed``), checked."""
+    """Each metric's method name (``weighting/chain[/normalisation][/regime]``, the normalisation a key of
+    :data:`NORMALISATIONS`, or E2E's ``composed``), checked."""
     if not isinstance(v, dict):
         raise CostModelError("served_errors.json: 'methods' must map each metric to its method")
     out = []
@@ -897,9 +922,10 @@ def _methods(v: Any) -> tuple[tuple[str, str], ...]:
         ok = (metric == "E2E" and name == COMPOSED) or (
             metric in METRIC_GROUPS
             and len(parts) in (2, 3, 4)
-            and parts[0] in ("row", "deployment")
+            and parts[0] in WEIGHTINGS
             and parts[1] in CHAINS
-            and parts[2:] in ([], ["normalised"], ["regime"], ["normalised", "regime"])
+            and parts[2:]
+            in ([], ["regime"], *([n] for n in NORMALISATIONS), *([n, "regime"] for n in NORMALISATIONS))
         )
         if not ok:
             what = f"method {str(name)[:40]!r} of {str(metric)[:20]!r}"
