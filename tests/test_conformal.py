@@ -309,14 +309,18 @@ def test_the_criterion_takes_the_narrowest_that_holds():
     finally:
         sys.path.pop(0)
 
-    def score(inside, width, unanswered=0):
-        return {"TPOT": Score(100, 10, unanswered, inside, 100 - inside - unanswered, 0, inside / 100, width)}
+    def score(inside, width, unanswered=0, per_deployment=None):
+        dep = inside / 100 if per_deployment is None else per_deployment
+        return {"TPOT": Score(100, 10, unanswered, inside, 100 - inside - unanswered, 0, dep, width)}
 
     names = [m.name for m in CANDIDATES]
     scores = {n: score(70, 0.1) for n in names}
     scores[names[3]] = score(85, 0.9)
     scores[names[5]] = score(81, 0.5)  # holds >= 80 % and narrower than names[3]
     scores[names[1]] = score(90, 0.2, unanswered=5)  # leaves rows unanswered: never qualifies
+    assert choose(scores, "TPOT") == (names[5], True)
+    # 81 % of the rows but 79 % of a left-out deployment's on average: does not qualify
+    scores[names[4]] = score(81, 0.3, per_deployment=0.79)
     assert choose(scores, "TPOT") == (names[5], True)
     scores = {n: score(70, 0.1) for n in names}
     scores[names[2]] = score(75, 0.3)  # none holds 80 %: the highest coverage
