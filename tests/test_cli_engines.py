@@ -70,3 +70,29 @@ def test_versions_list_in_numeric_order():
 
     vllm = [n for n in engine_names() if n.startswith("vllm@")]
     assert vllm.index("vllm@0.6") < vllm.index("vllm@0.11") < vllm.index("vllm@1")
+
+
+def test_a_profile_names_its_release_series_and_its_cuda_graph_memory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # vllm@0.20 describes 0.14-0.20 (async scheduling by default from v0.14.0, the CUDA-graph
+    # estimate from v0.21.0): its series printed with their source, no CUDA-graph row
+    assert main(["engines", "vllm@0.20"]) == 0
+    out = capsys.readouterr().out
+    assert "describes releases 0.14.x, 0.15.x, 0.16.x, 0.17.x, 0.18.x, 0.19.x, 0.20.x (vllm v0.14.0" in out
+    assert "cudagraph_memory" not in out
+    # vllm@1 (>= 0.21.0) takes the estimate out of the pool: a row with its source
+    assert main(["engines", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "describes releases" not in out
+    assert any(line.split()[:1] == ["cudagraph_memory"] and "MiB/layer" in line for line in out.splitlines())
+    assert main(["engines", "vllm@0.20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["releases"] == [
+        "0.14",
+        "0.15",
+        "0.16",
+        "0.17",
+        "0.18",
+        "0.19",
+        "0.20",
+    ]

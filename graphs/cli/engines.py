@@ -35,6 +35,9 @@ def engine_text(profile: Any, device: Any = None) -> str:
     shown = profile if device is None else profile.for_device(device)
     where = "" if device is None else f" on {device.name}"
     lines = [f"engine {profile.ref}{where}: {profile.label}; kernels from the {profile.framework} corpus"]
+    if profile.releases:
+        series = ", ".join(f"{r}.x" for r in (*profile.releases, profile.version))
+        lines.append(f"  describes releases {series} ({profile.sources['releases']})")
     if device is not None:
         moved = [k for k, v in shown.defaults().items() if v != profile.defaults()[k]]
         said = ", ".join(f"{k} {profile.defaults()[k]} -> {shown.defaults()[k]}" for k in moved)
@@ -45,6 +48,10 @@ def engine_text(profile: Any, device: Any = None) -> str:
         ("cudagraph_sizes", f"<= {sizes[-1]}" if sizes else "none", profile.sources["cudagraph_sizes"])
     )
     rows.append(("small_kernels", f"{len(shown.small_kernels)} roles", profile.sources["small_kernels"]))
+    if (per_layer := shown.cudagraph_bytes_per_layer()) > 0:  # taken out of the KV pool, per decoder layer
+        rows.append(
+            ("cudagraph_memory", f"{per_layer / 2**20:.1f} MiB/layer", profile.sources["cudagraph_memory"])
+        )
     rows += [(k, f"{v:g} s", profile.sources[k]) for k, v in shown.cpu_terms.items()]
     width, vw = max(len(k) for k, _, _ in rows), max(len(str(v)) for _, v, _ in rows)
     lines.append(f"  {'setting':{width}s}  {'value':>{vw}s}  source")

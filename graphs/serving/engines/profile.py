@@ -667,7 +667,8 @@ class EngineProfile:
         return text + (f"; given: {', '.join(given)}" if given else "")
 
     def to_dict(self) -> dict[str, Any]:
-        """The profile as plain values (for ``--json``): its name, settings, overrides and sources.
+        """The profile as plain values (for ``--json``): its name, the release series it describes
+        (its version's and :attr:`releases`), settings, overrides and sources.
 
         Returns
         -------
@@ -676,6 +677,7 @@ class EngineProfile:
         return {
             "engine": self.ref,
             "label": self.label,
+            "releases": [*self.releases, self.version],
             "framework": self.framework,
             "settings": self.defaults(),
             "overridden": list(self.overridden),
