@@ -28,8 +28,10 @@ def test_an_executor_gives_the_one_process_answer(lookahead):
 
 
 def test_at_most_lookahead_tasks_beside_the_awaited_one_are_in_flight():
-    """A task is submitted only while fewer than ``lookahead + 1`` are unfinished (a Dask task
-    submitted beyond the workers may be put on a busy one at once), the answer unchanged."""
+    """A speculative task is submitted only while fewer than ``lookahead + 1`` are unfinished (a
+    Dask task submitted beyond the workers may be put on a busy one at once); the awaited one,
+    a successor not yet submitted, goes whatever is in flight: at most ``lookahead + 2``. The
+    answer is unchanged."""
     one = size_deployment("tiny", **KW)
     in_flight: list[int] = []
 
@@ -46,7 +48,7 @@ def test_at_most_lookahead_tasks_beside_the_awaited_one_are_in_flight():
     with ThreadPoolExecutor(4) as ex:
         two = size_deployment("tiny", **KW, executor=Counting(ex), lookahead=1)
     assert _plain(two) == _plain(one)
-    assert len(in_flight) >= one.simulated >= 2 and max(in_flight) <= 2  # lookahead 1: two at most
+    assert len(in_flight) >= one.simulated >= 2 and max(in_flight) <= 3  # lookahead 1: 1 + 1 + the awaited
 
 
 def test_lookahead_is_checked():

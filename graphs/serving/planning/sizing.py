@@ -45,8 +45,9 @@ deployment of each other (device, tp, dp, aggregated/disaggregated) family.
 
 With an ``executor`` (a Dask ``Client`` or any ``concurrent.futures`` executor) the candidate
 simulations run there, speculatively: while the search waits for a candidate, up to ``lookahead``
-more of the queue, in its order, are in flight beside it, each submitted as another task ends (so
-``lookahead + 1`` tasks keep as many workers busy and none waits behind a busy worker: Dask
+more of the queue, in its order, are in flight beside it, each submitted as another task ends
+(the awaited one, a successor not yet submitted, goes whatever is in flight; so
+``lookahead + 1`` tasks keep as many workers busy and, but for such a successor, none waits behind a busy worker: Dask
 assigns a task of a group smaller than twice the cluster's threads to a worker at once, busy or
 not, where it waits while another worker, freed, takes a later one). The search itself is unchanged (it
 takes each candidate's result in the same order, and a speculative result it never reaches is
@@ -633,8 +634,8 @@ def size_deployment(
             awaited = futures[(fam, a, b)]
             while True:
                 finished.clear()  # before the states are read: a task ending after sets it again
-                if awaited.done():
-                    break
+                # topped up first, also when the awaited one is done: its worker is free now, not
+                # when the search has read its result and the ones after it
                 free = lookahead + 1 - sum(not f.done() for f in futures.values())
                 for _lb, _, _, f2, a2, b2 in sorted(heap) if free > 0 else ():
                     if free <= 0:
@@ -642,6 +643,8 @@ def size_deployment(
                     if (f2, a2, b2) not in futures and f2 not in best and (f2, a2, b2) not in seen:
                         launch(_lb, f2, a2, b2, sent)
                         free -= 1
+                if awaited.done():
+                    break
                 finished.wait()
             dep = futures.pop((fam, a, b)).result()
         done.append(dep)
