@@ -27,6 +27,30 @@ def test_an_executor_gives_the_one_process_answer(lookahead):
     assert _plain(two) == _plain(one) and one.simulated >= 2
 
 
+def test_at_most_lookahead_tasks_beside_the_awaited_one_are_in_flight():
+    """A speculative task is submitted only while fewer than ``lookahead + 1`` are unfinished (a
+    Dask task submitted beyond the workers may be put on a busy one at once); the awaited one,
+    a successor not yet submitted, goes whatever is in flight: at most ``lookahead + 2``. The
+    answer is unchanged."""
+    one = size_deployment("tiny", **KW)
+    in_flight: list[int] = []
+
+    class Counting:
+        def __init__(self, ex):
+            self.ex, self.futures = ex, []
+
+        def submit(self, fn, *args):
+            in_flight.append(1 + sum(not f.done() for f in self.futures))  # with this one
+            fut = self.ex.submit(fn, *args)
+            self.futures.append(fut)
+            return fut
+
+    with ThreadPoolExecutor(4) as ex:
+        two = size_deployment("tiny", **KW, executor=Counting(ex), lookahead=1)
+    assert _plain(two) == _plain(one)
+    assert len(in_flight) >= one.simulated >= 2 and max(in_flight) <= 3  # lookahead 1: 1 + 1 + the awaited
+
+
 def test_lookahead_is_checked():
     from costmodel.errors import CostModelError
 

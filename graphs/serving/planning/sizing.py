@@ -44,8 +44,12 @@ count (ties broken by cost). Runners-up are the best confirmed
 deployment of each other (device, tp, dp, aggregated/disaggregated) family.
 
 With an ``executor`` (a Dask ``Client`` or any ``concurrent.futures`` executor) the candidate
-simulations run there, speculatively: when a candidate is taken, the next ``lookahead`` candidates
-of the queue are submitted too, so they simulate while it does. The search itself is unchanged (it
+simulations run there, speculatively: while the search waits for a candidate, up to ``lookahead``
+more of the queue, in its order, are in flight beside it, each submitted as another task ends
+(the awaited one, a successor not yet submitted, goes whatever is in flight; so
+``lookahead + 1`` tasks keep as many workers busy and, but for such a successor, none waits behind a busy worker: Dask
+assigns a task of a group smaller than twice the cluster's threads to a worker at once, busy or
+not, where it waits while another worker, freed, takes a later one). The search itself is unchanged (it
 takes each candidate's result in the same order, and a speculative result it never reaches is
 dropped), so the answer is the one-process answer: the same deployments, and the same numbers
 but for the last digits where a worker reads a step from its card (checked to 1e-9) that this
@@ -59,6 +63,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -392,8 +397,9 @@ def size_deployment(
     (:mod:`graphs.serving.engines`) whose scheduler and KV-pool rule every (device, tp) runs,
     its pool sized there (:func:`graphs.serving.sim.engine.profile_engine`; a pair it leaves no room
     is pruned), instead of ``engine``. ``executor``: where the candidate simulations run (a Dask
-    ``Client`` or a ``concurrent.futures`` executor; module doc), ``lookahead`` candidates ahead of
-    the one the search waits for (at least 1). ``dps``: data-parallel ranks per replica to try
+    ``Client`` or a ``concurrent.futures`` executor; module doc), up to ``lookahead`` candidates in
+    flight beside the one the search waits for (at least 1; a worker's count less one keeps every
+    worker busy). ``dps``: data-parallel ranks per replica to try
     (an MoE model; 1: plain replicas), each group's experts whole per device (``expert_parallel``)
     or split ``dp x tp`` ways, reached by ``moe_dispatch`` (module doc; aggregated only).
     ``run_cards``: read each candidate's run from its card when the form cache holds one, and
@@ -453,7 +459,8 @@ def size_deployment(
         A Dask ``Client`` or ``concurrent.futures`` executor the simulations run on; None: this
         process.
     lookahead : int
-        Candidates submitted ahead of the one the search waits for (in [1, 1024]).
+        Candidates in flight beside the one the search waits for, each submitted as a task ends
+        (in [1, 1024]; the workers less one: every worker busy, none with a task waiting).
     dps : sequence of int
         The data-parallel ranks per replica to try (whole numbers in [1, ``MAX_REPLICAS``]; > 1
         needs an MoE model).
@@ -579,6 +586,7 @@ def size_deployment(
                 tie += 1
     done: list[Deployment] = []
     futures: dict[tuple[_Family, int, int], Any] = {}  #: submitted to ``executor``, not yet taken
+    finished = threading.Event()  #: set as each submitted task ends (its future's callback)
     sent: Any = None  #: the requests as the executor's tasks take them (:func:`send_once`)
     #: the ledgers the bounds built (one a tp), sent with each task: a worker keeps them
     ledgers = ledgers_of(w.config) if executor is not None else {}
@@ -609,15 +617,35 @@ def size_deployment(
                 w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth, grouping,
                 reqs_id,
             )  # fmt: skip
-        else:  # this candidate and the next ones in the queue, submitted; this one's result awaited
+        else:  # this candidate awaited, at most ``lookahead`` of the queue's next beside it in flight
             sent = send_once(executor, list(reqs)) if sent is None else sent
-            for lb_2, _, _, f2, a2, b2 in [(lb, lb2, 0, fam, a, b), *heapq.nsmallest(lookahead, heap)]:
-                if (f2, a2, b2) not in futures and f2 not in best and (f2 is fam or (f2, a2, b2) not in seen):
-                    futures[(f2, a2, b2)] = submit(
-                        executor, lb_2,
-                        _run_config, w.config, ledgers, hw_by_name, f2, a2, b2, sent, rate, slo_ttft, slo_tpot, percentile,
-                        engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
-                    )  # fmt: skip
+
+            def launch(lb_2: float, f2: _Family, a2: int, b2: int, to: Any) -> None:
+                fut = submit(
+                    executor, lb_2,
+                    _run_config, w.config, ledgers, hw_by_name, f2, a2, b2, to, rate, slo_ttft, slo_tpot, percentile,
+                    engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
+                )  # fmt: skip
+                fut.add_done_callback(lambda _: finished.set())
+                futures[(f2, a2, b2)] = fut
+
+            if (fam, a, b) not in futures:
+                launch(lb, fam, a, b, sent)
+            awaited = futures[(fam, a, b)]
+            while True:
+                finished.clear()  # before the states are read: a task ending after sets it again
+                # topped up first, also when the awaited one is done: its worker is free now, not
+                # when the search has read its result and the ones after it
+                free = lookahead + 1 - sum(not f.done() for f in futures.values())
+                for _lb, _, _, f2, a2, b2 in sorted(heap) if free > 0 else ():
+                    if free <= 0:
+                        break
+                    if (f2, a2, b2) not in futures and f2 not in best and (f2, a2, b2) not in seen:
+                        launch(_lb, f2, a2, b2, sent)
+                        free -= 1
+                if awaited.done():
+                    break
+                finished.wait()
             dep = futures.pop((fam, a, b)).result()
         done.append(dep)
         if progress:
