@@ -60,6 +60,7 @@ process built for the bounds (a worker keeps them rather than build its own).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -404,7 +405,7 @@ def size_deployment(
     or split ``dp x tp`` ways, reached by ``moe_dispatch`` (module doc; aggregated only).
     ``run_cards``: read each candidate's run from its card when the form cache holds one, and
     card the runs it simulates (:mod:`graphs.serving.planning.run_cards`; the deployments of a
-    run read from a card carry ``sim=None``).
+    run read from a card, or simulated on an ``executor``, carry ``sim=None``).
 
     Parameters
     ----------
@@ -712,10 +713,13 @@ def _run_config(
     there (:func:`~graphs.serving.step.ledger_fit.keep_ledgers`: a worker's first run at a tp
     otherwise walks the model's graph for one, about 0.5 CPU s), and the candidates' devices as
     the submitting process resolved them registered where the worker's catalog lacks or differs
-    from them (a ``--hw-file`` device, or one it replaced with ``--hw-override``)."""
+    from them (a ``--hw-file`` device, or one it replaced with ``--hw-override``). The deployment
+    comes back without its run (``sim=None``, as from a run card): the search reads only the
+    outcome, and a run's per-request arrays (4-11 MB pickled at 30,000 requests) would cross
+    the process boundary for every candidate."""
     keep_ledgers(ledgers)
     known_devices(devices)
-    return _run(as_workload(config), *args)
+    return dataclasses.replace(_run(as_workload(config), *args), sim=None)
 
 
 def _run(
