@@ -26,7 +26,9 @@ def test_an_executor_gives_the_one_process_answer(lookahead):
         two = size_deployment("tiny", **KW, executor=ex, lookahead=lookahead)
     assert _plain(two) == _plain(one) and one.simulated >= 2
     # the runs stay where they ran: the search reads only their outcome (sizing._run_config)
-    assert all(d.sim is None for d in two.candidates) and one.winner is not None and one.winner.sim is not None
+    assert (
+        all(d.sim is None for d in two.candidates) and one.winner is not None and one.winner.sim is not None
+    )
 
 
 def test_at_most_lookahead_tasks_beside_the_awaited_one_are_in_flight():
