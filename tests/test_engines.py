@@ -56,7 +56,11 @@ def test_vllm_and_sglang_defaults_are_their_sources():
     assert s.fitted == () and "assumed, not fitted" in s.basis
     # SGLang's own pool and scheduler (tests/test_engine_sglang.py): nothing stands in for them now
     assert (s.ref, s.kv_rule, s.block_size) == ("sglang@0.5", "static", 1)
-    assert not any(src.startswith("ASSUMED") for k, src in s.sources.items() if k in ("block_size", "kv_rule", "kv_fraction"))
+    assert not any(
+        src.startswith("ASSUMED")
+        for k, src in s.sources.items()
+        if k in ("block_size", "kv_rule", "kv_fraction")
+    )
 
 
 def test_every_profile_is_priced_and_sourced():
@@ -86,6 +90,19 @@ def test_registry_names_versions_and_refusals():
     with pytest.raises(CostModelError, match="default 'block_size' has no source"):
         p = get_engine("vllm")
         dataclasses.replace(p, sources={k: v for k, v in p.sources.items() if k != "block_size"})
+    # a release series is one profile's: a copy of vllm@0.20 keeps its releases, and is refused
+    with pytest.raises(CostModelError, match=r"release series '0\.14' is already vllm@0\.20's"):
+        register_engine(dataclasses.replace(get_engine("vllm@0.20"), version="0.99"))
+    with pytest.raises(CostModelError, match="releases must be a tuple of release words"):
+        dataclasses.replace(get_engine("vllm@0.20"), releases=("0 14",))
+    with pytest.raises(CostModelError, match="'releases' has no source"):
+        dataclasses.replace(get_engine("vllm"), releases=("0.99",))
+    with pytest.raises(CostModelError, match="default 'cudagraph_memory' has no source"):
+        dataclasses.replace(get_engine("vllm@0.20"), cudagraph_memory=get_engine("vllm").cudagraph_memory)
+    from graphs.serving.engines import release_profile
+
+    with pytest.raises(CostModelError, match="a release must be text"):
+        release_profile("vllm", None)  # type: ignore[arg-type]
 
 
 def test_overrides_are_checked():

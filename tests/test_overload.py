@@ -28,8 +28,8 @@ load being above capacity, less queueing: E2E falls. Once S admits more than the
 outputs grow, the newest running request is preempted each time one runs out of blocks and is
 prefilled again on resumption (with prefix caching on, only its evicted tail): preemptions
 climb. Whether E2E then rises again depends on the pool: with the 2,548 blocks of CUDA's total
-less the non-torch memory and the CUDA graphs, S = 256 still beats S = 75 (the larger batch gains
-more than the recompute costs: 11.9 s against 13.3 s mean E2E, 435 preemptions); with the 2,382
+less the non-torch memory and the CUDA graphs, S = 256 still beats S = 67 (the larger batch gains
+more than the recompute costs: 11.9 s against 15.4 s mean E2E, 435 preemptions); with the 2,382
 of the vendor's 24 GB (no non-torch memory or graphs then) it did not. vLLM's own measurement of the second regime
 (https://github.com/vllm-project/vllm/pull/44594: a watermark that stops over-admission cut
 preemptions 1,065 -> 187 and raised throughput 5 %) is reproduced by the slow test below.

@@ -217,3 +217,32 @@ def test_a_local_cluster_closes_without_starting_a_worker_again(monkeypatch):
 
         assert os.getpid() not in parents  # forked from the server, not spawned by this process
         assert forkserver._forkserver._forkserver_pid is None  # the server stopped
+
+
+def _boom(*args):
+    from costmodel.errors import CostModelError
+
+    raise CostModelError("the run failed")
+
+
+def test_a_failed_run_is_raised_and_cancels_the_speculative_ones():
+    """The awaited run's error reaches the caller as raised, and the runs submitted beside it are
+    cancelled, not left to run after the search has given up."""
+    from costmodel.errors import CostModelError
+
+    submitted = []
+
+    class FailingFirst:
+        def __init__(self, ex):
+            self.ex = ex
+
+        def submit(self, fn, *args):
+            fut = self.ex.submit(_boom if not submitted else fn, *args)
+            submitted.append(fut)
+            return fut
+
+    with ThreadPoolExecutor(1) as ex:  # one thread: the speculative runs queue behind the failing one
+        with pytest.raises(CostModelError, match="the run failed"):
+            size_deployment("tiny", **KW, executor=FailingFirst(ex), lookahead=3)
+    assert len(submitted) >= 3
+    assert any(f.cancelled() for f in submitted[1:])

@@ -84,9 +84,11 @@ def cmd_size(args: argparse.Namespace) -> int:
         cfg = apply_dtypes(resolve_model(args.model, args), args)
         req = request_of(args)
         progress = progress_bar("size", args.quiet, "simulations")
-        # a task a worker (the awaited one and the workers less one ahead): a task submitted
-        # beyond them would wait on a busy worker (sizing's module doc)
-        report = run_size(req, cfg, executor=client, lookahead=max(1, args.workers - 1), progress=progress)
+        # a task a worker thread (the awaited one and the threads less one ahead): a task submitted
+        # beyond them would wait on a busy worker (sizing's module doc); a scheduler at
+        # --dask-address says how many threads its workers have, a local cluster has --workers
+        threads = sum(client.nthreads().values()) if args.dask_address else args.workers
+        report = run_size(req, cfg, executor=client, lookahead=max(1, threads - 1), progress=progress)
     keep(args, report=report)
     print(dump(report.to_dict()) if args.json else report.to_text())
     return 0

@@ -281,7 +281,9 @@ class EngineProfile:
         if not isinstance(self.releases, tuple) or not all(
             isinstance(r, str) and r and "@" not in r and " " not in r for r in self.releases
         ):
-            raise CostModelError(f"engine {self.ref}: releases must be a tuple of release words, got {self.releases!r}")
+            raise CostModelError(
+                f"engine {self.ref}: releases must be a tuple of release words, got {self.releases!r}"
+            )
         if self.releases and not self.sources.get("releases"):
             raise CostModelError(f"engine {self.ref}: 'releases' has no source")
 
@@ -356,7 +358,11 @@ class EngineProfile:
         else:
             note += "the device, less weights, activations"
         if g:
-            size = f"{layers * g / gib:.2f} GiB for {layers} layers" if layers else f"{g / 2**20:.1f} MiB a layer"
+            size = (
+                f"{layers * g / gib:.2f} GiB for {layers} layers"
+                if layers
+                else f"{g / 2**20:.1f} MiB a layer"
+            )
             note += f", and {size} of CUDA graphs ({self.sources['cudagraph_memory']})"
         return note
 
@@ -763,8 +769,9 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     """Add ``profile`` to the registry (returned, so a module can assign it).
 
     Refused, in one line: a ``name@version`` already registered, a second default version of a
-    name, or a corpus framework the measured corpus does not hold (its kernels could not be
-    priced: :data:`costmodel.measured.corpus.FRAMEWORKS`).
+    name, a release series (its version or one of :attr:`EngineProfile.releases`) another
+    profile of the name describes, or a corpus framework the measured corpus does not hold (its
+    kernels could not be priced: :data:`costmodel.measured.corpus.FRAMEWORKS`).
 
     Parameters
     ----------
@@ -779,8 +786,9 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     Raises
     ------
     CostModelError
-        When its ``name@version`` is taken, a second default version of its name is given, or its
-        corpus framework is not in the measured corpus.
+        When its ``name@version`` is taken, a second default version of its name is given, a
+        release series of it is another profile's, or its corpus framework is not in the
+        measured corpus.
     """
     # loaded on use: the engine registry imports only the stdlib and light core modules
     from costmodel.measured.corpus import FRAMEWORKS
@@ -800,7 +808,10 @@ def register_engine(profile: EngineProfile) -> EngineProfile:
     claimed = {r: p.ref for p in versions.values() for r in (p.version, *p.releases)}
     twice = [r for r in (profile.version, *profile.releases) if r in claimed and claimed[r] != profile.ref]
     if twice:
-        raise CostModelError(f"engine {profile.ref}: release {twice[0]!r} is already {claimed[twice[0]]}'s")
+        raise CostModelError(
+            f"engine {profile.ref}: release series {twice[0]!r} is already {claimed[twice[0]]}'s (a profile's "
+            "version and its releases, also one copied with dataclasses.replace, name the series it describes)"
+        )
     versions[profile.version] = profile
     if profile.default_version:
         _DEFAULT[profile.name] = profile.version
@@ -895,6 +906,8 @@ def release_profile(name: str, release: str) -> EngineProfile | None:
     >>> release_profile("vllm", "0.9.2") is None, release_profile("vllm", "0.21.0") is None
     (True, True)
     """
+    if not isinstance(release, str):
+        raise CostModelError(f"a release must be text such as '0.12.0', got {release!r}"[:200])
     load_engines()
     found = [
         (len(v), p)

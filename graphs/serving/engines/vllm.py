@@ -228,7 +228,8 @@ def v1_cudagraph_memory(layers: int, max_num_seqs: int = 256, max_num_batched_to
     per decoder layer (:data:`V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER`,
     :data:`V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER`). An ESTIMATE: vLLM measures its two largest
     captures per mode and extrapolates; the law per layer is fitted to two logs of one dense
-    model (module doc).
+    model (module doc). The capture sizes are vLLM V1's defaults (:func:`vllm_capture_sizes`),
+    not a profile's own ``cudagraph_sizes``: a profile with other sizes needs a rule of its own.
 
     Parameters
     ----------

@@ -12,10 +12,16 @@ It describes the releases from v0.14.0, whose release notes list "Async scheduli
 by default" under breaking changes (https://github.com/vllm-project/vllm/releases/tag/v0.14.0),
 so ``vllm@1``'s CPU terms, fitted to runs that pass ``--async-scheduling``
 (``docs/overhead_fit.md``), carry; an earlier V1 release schedules synchronously
-(:mod:`.vllm012`). Every other rule (the batch defaults by GPU, admission with the full prompt's
-blocks reserved, the watermark, the memory reserve ``(d, R)``, the capture sizes, the fused
-kernels) is ``vllm@1``'s: ASSUMED for these releases, as the silicon replay already assumed them
-for its vLLM 0.15.1 to 0.19.0 runs.
+(:mod:`.vllm012`). Every other rule (the batch defaults by GPU, the watermark, the memory
+reserve ``(d, R)``, the capture sizes, the fused kernels) is ``vllm@1``'s: ASSUMED for these
+releases, as the silicon replay already assumed them for its vLLM 0.15.1 to 0.19.0 runs.
+
+Admission is ``vllm@1``'s too (``reserve_full_prompt``: the whole prompt's blocks reserved, vllm
+PR 37307's ``scheduler_reserve_full_isl``), and that is likely WRONG for the earlier releases of
+the series: the PR was opened on 2026-03-17, first as an opt-in, and releases before it reserved
+only the first chunk's blocks (as ``vllm@0.10`` and ``vllm@0.11`` do). Which release first
+shipped it is not known here, so the series is not split at it; the profile's source for the
+setting says so, and ``--no-reserve-full-prompt`` describes such a server.
 
 >>> from graphs.serving.engines import release_profile
 >>> release_profile("vllm", "0.19.0").ref, PROFILE.cudagraph_bytes_per_layer()
@@ -46,6 +52,9 @@ PROFILE = register_engine(
         releases=RELEASES,
         sources={
             **{k: v for k, v in V1.sources.items() if k != "cudagraph_memory"},
+            "reserve_full_prompt": "vllm@1's (scheduler_reserve_full_isl, vllm PR 37307, opened 2026-03-17 as "
+            "an opt-in): likely WRONG for the releases of 0.14-0.20 before it shipped, which reserved the first "
+            "chunk's blocks (as vllm@0.11); the release that shipped it is not known here",
             "releases": "vllm v0.14.0 release notes: async scheduling on by default; the CUDA-graph "
             "estimate in the KV pool default from v0.21.0 (its start-up log); the other rules vllm@1's, "
             "ASSUMED for 0.14-0.20",

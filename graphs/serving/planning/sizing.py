@@ -633,21 +633,26 @@ def size_deployment(
             if (fam, a, b) not in futures:
                 launch(lb, fam, a, b, sent)
             awaited = futures[(fam, a, b)]
-            while True:
-                finished.clear()  # before the states are read: a task ending after sets it again
-                # topped up first, also when the awaited one is done: its worker is free now, not
-                # when the search has read its result and the ones after it
-                free = lookahead + 1 - sum(not f.done() for f in futures.values())
-                for _lb, _, _, f2, a2, b2 in sorted(heap) if free > 0 else ():
-                    if free <= 0:
+            try:
+                while True:
+                    finished.clear()  # before the states are read: a task ending after sets it again
+                    # topped up first, also when the awaited one is done: its worker is free now, not
+                    # when the search has read its result and the ones after it
+                    free = lookahead + 1 - sum(not f.done() for f in futures.values())
+                    for _lb, _, _, f2, a2, b2 in sorted(heap) if free > 0 else ():
+                        if free <= 0:
+                            break
+                        if (f2, a2, b2) not in futures and f2 not in best and (f2, a2, b2) not in seen:
+                            launch(_lb, f2, a2, b2, sent)
+                            free -= 1
+                    if awaited.done():
                         break
-                    if (f2, a2, b2) not in futures and f2 not in best and (f2, a2, b2) not in seen:
-                        launch(_lb, f2, a2, b2, sent)
-                        free -= 1
-                if awaited.done():
-                    break
-                finished.wait()
-            dep = futures.pop((fam, a, b)).result()
+                    finished.wait()
+                dep = futures.pop((fam, a, b)).result()
+            except BaseException:  # the awaited run failed (or the wait was interrupted): no run left behind
+                for fut in futures.values():
+                    fut.cancel()
+                raise
         done.append(dep)
         if progress:
             progress(len(done), max_simulations)
