@@ -897,6 +897,11 @@ def release_profile(name: str, release: str) -> EngineProfile | None:
         None when no registered version is a prefix of ``release`` (an unknown name, a nightly
         build, a release between profiles): the caller decides what stands in and says so.
 
+    Raises
+    ------
+    CostModelError
+        When ``release`` is not text.
+
     >>> release_profile("vllm", "0.12.0").ref
     'vllm@0.12'
     >>> release_profile("sglang", "0.5.1.post1").ref, release_profile("sglang", "0.5.10").ref
