@@ -92,6 +92,31 @@ def test_a_starting_client_is_the_client_once_made():
         assert starting.wait() == (ex, None)
 
 
+def test_a_starting_client_switches_threads_often_only_while_it_is_made():
+    import sys
+    import threading
+
+    from graphs.cli.dask_option import STARTING_SWITCH_INTERVAL_S, StartingClient
+
+    before = sys.getswitchinterval()
+    go = threading.Event()
+    seen: list[float] = []
+
+    def make():
+        seen.append(sys.getswitchinterval())
+        go.wait(5)
+        return "client", None
+
+    starting = StartingClient(make)
+    try:
+        assert starting._thread.is_alive()
+    finally:
+        go.set()
+    assert starting.wait() == ("client", None)
+    assert seen == [min(before, STARTING_SWITCH_INTERVAL_S)]
+    assert sys.getswitchinterval() == before  # restored once made (or failed)
+
+
 def test_a_client_that_cannot_be_made_raises_where_it_is_used():
     from costmodel.errors import CostModelError
     from graphs.cli.dask_option import StartingClient
@@ -105,7 +130,11 @@ def test_a_client_that_cannot_be_made_raises_where_it_is_used():
 
 
 def test_the_requests_go_once_to_an_executor_that_scatters():
+    import pickle
+
+    from graphs.serving.planning.executors import Packed, received
     from graphs.serving.planning.executors import send_once as _sent_once
+    from graphs.serving.sim.requests import Request
 
     reqs = [object(), object()]
     with ThreadPoolExecutor(1) as ex:
@@ -117,8 +146,19 @@ def test_the_requests_go_once_to_an_executor_that_scatters():
             return ["future"]
 
     ex2 = Scatters()
+    reqs = [Request(i, 0.1 * i, 100 + i, 10) for i in range(1000)]
     assert _sent_once(ex2, reqs) == "future"
-    assert ex2.seen == ([reqs], True, False)  # one object, to every worker, not tokenised
+    (packed,), broadcast, hashed = ex2.seen
+    assert (broadcast, hashed) == (True, False)  # one object, to every worker, not tokenised
+    # one blob, not a list Dask would send item by item: a worker holds the bytes and passes
+    # them on as they are, and its task reads the requests themselves, unpickled once
+    assert isinstance(packed, Packed) and received(packed) is reqs
+    there = pickle.loads(pickle.dumps(packed))
+    assert isinstance(there, Packed) and there.blob == packed.blob
+    assert pickle.loads(pickle.dumps(there)).blob == packed.blob  # passed on as the same bytes
+    got = received(there)
+    assert got == reqs and got is not reqs and received(there) is got  # unpickled once there
+    assert received(reqs) is reqs  # what was not packed is read as it is
 
 
 def test_dask_tasks_queue_by_the_search_bound():

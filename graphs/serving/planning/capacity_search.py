@@ -50,7 +50,7 @@ from ..sim.simulator import SimResult, Topology, simulate
 from ..step.ledger_fit import keep_ledgers, ledgers_of
 from ..step.mixed import mixed_step
 from ..step.workload import as_workload
-from .executors import map_ordered, send_once
+from .executors import map_ordered, received, send_once
 
 __all__ = ["MaxRate", "max_rate", "ceiling_rate"]
 
@@ -281,7 +281,7 @@ def _probe(
     submitting process built, kept here (a worker otherwise walks the model's graph for them)."""
     keep_ledgers(ledgers)
     slo_ttft, slo_tpot, q = slos
-    reqs = [replace(r, arrival_s=r.arrival_s / rate) for r in base]
+    reqs = [replace(r, arrival_s=r.arrival_s / rate) for r in received(base)]
     res = simulate(config, device, reqs, slo_ttft=slo_ttft, slo_tpot=slo_tpot, rate=rate, **sim)
     return _pct(res.per_request["ttft_s"], q), _pct(res.per_request["tpot_s"], q), res
 

@@ -74,7 +74,7 @@ from ..sim.simulator import Topology, simulate
 from ..step.mixed import mixed_step
 from ..step.workload import Workload
 from .bench_results import BenchRun
-from .executors import map_ordered, send_once
+from .executors import map_ordered, received, send_once
 
 __all__ = [
     "COLLINEAR_COS",
@@ -301,7 +301,7 @@ def _simulate_one(
     runs: Sequence[BenchRun], i: int, theta: dict[str, float], base: EngineOverheads, sim: Callable[..., Any]
 ) -> Any:
     """Run ``i`` of ``runs`` simulated at ``theta`` (here or in a worker, which takes ``runs`` once)."""
-    return _simulate(runs[i], theta, base, sim)
+    return _simulate(received(runs)[i], theta, base, sim)
 
 
 #: ``simulate_run`` of :func:`fit_serving`: one simulator for every run, or one per run

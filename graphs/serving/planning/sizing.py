@@ -86,7 +86,7 @@ from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
 from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, device_rates, totals_cost
-from .executors import known_devices, send_once, submit
+from .executors import known_devices, received, send_once, submit
 from .run_cards import RunOutcome, load_outcome, requests_digest, run_key, save_outcome
 
 __all__ = ["Deployment", "SizingResult", "size_deployment", "OBJECTIVES", "DEFAULT_LINK_BANDWIDTH"]
@@ -724,7 +724,8 @@ def _run_config(
     the process boundary for every candidate."""
     keep_ledgers(ledgers)
     known_devices(devices)
-    return dataclasses.replace(_run(as_workload(config), *args), sim=None)
+    fam, a, b, reqs, *rest = args
+    return dataclasses.replace(_run(as_workload(config), fam, a, b, received(reqs), *rest), sim=None)
 
 
 def _run(
