@@ -156,9 +156,11 @@ def _start_method(preload: Sequence[str]) -> str:
 #: Python's thread switch interval (s) while a :class:`StartingClient` is being made. The making
 #: thread runs the local cluster's event loop (the scheduler and the nannies live in this
 #: process) while the command's own work holds the interpreter lock: at Python's default 5 ms
-#: each of the loop's many short wake-ups waits up to that long for the lock, and two workers
-#: were up 4.5 s after the start instead of 1.5 s idle; at 0.5 ms, 2.7-2.9 s (measured by
-#: timing ``size``'s start, the machine otherwise idle). Restored once the client is made.
+#: each of the loop's many short wake-ups waits up to that long for the lock: with ``size``'s
+#: parent rebuilding its mixed-step cards beside it (a first run after an install or a code
+#: change, about 2.8 CPU s), two workers were up 4.5 s after the start; at 0.5 ms, 2.7-2.9 s (the
+#: machine otherwise idle; with the cards written the parent's work is short and the interval
+#: makes no difference). Restored once the client is made.
 STARTING_SWITCH_INTERVAL_S = 0.0005
 
 
