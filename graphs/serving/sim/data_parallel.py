@@ -926,7 +926,8 @@ class LockstepGroup:
         """
         if batch_size == 0:
             for m in self.members:
-                if not m.samples or m.samples[-1][1] != 0:
+                last = m.samples.last()
+                if last is None or last[1] != 0:
                     m.sample(now, 0)
             return
         for m, k in zip(self.members, self._sizes, strict=True):

@@ -950,16 +950,19 @@ def _summarise(
     if slo_tpot is not None:
         ok &= ~multi | (tpot <= slo_tpot)
     has_slo = slo_ttft is not None or slo_tpot is not None
-    samples = [x for r in replicas for x in r.samples]
-    samples.sort()
-    tl = np.array(samples, dtype=float).reshape(-1, 5)
-    its = tl[tl[:, 1] > 0]  # iteration records (the others mark a replica going idle)
+    # every replica's records, ordered as their tuples sort (time, then batch, waiting, ...)
+    tl = np.concatenate([r.samples.array() for r in replicas]) if replicas else np.zeros((0, 5))
+    tl = tl[np.lexsort(tl.T[::-1])]
+    busy = tl[:, 1] > 0  # iteration records (the others mark a replica going idle)
+    # their means, each column taken alone (a copy of every busy row is the run's size again)
+    mean_batch = float(tl[busy, 1].mean()) if busy.any() else 0.0
+    mean_kv = float(tl[busy, 4].mean()) if busy.any() else 0.0
     # Little's L, from the replicas' own queue records (waiting + running at each iteration start,
     # held until the next record): an independent check of rate x mean latency
     end = float(finish.max())
     area = 0.0
     for r in replicas:
-        rec = np.array(r.samples, dtype=float).reshape(-1, 5)
+        rec = r.samples.array()
         if len(rec):
             dt = np.diff(rec[:, 0], append=end)
             area += float(np.sum((rec[:, 2] + rec[:, 3]) * dt))
@@ -1001,8 +1004,8 @@ def _summarise(
         preemptions=sum(r.preemptions for r in replicas),
         prefix_cache_hits=sum(r.prefix_hits for r in replicas),
         iterations=sum(r.iterations for r in replicas),
-        mean_batch=float(its[:, 1].mean()) if len(its) else 0.0,
-        mean_kv_utilisation=float(its[:, 4].mean()) if len(its) else 0.0,
+        mean_batch=mean_batch,
+        mean_kv_utilisation=mean_kv,
         mean_in_system=mean_in,
         per_request={
             "arrival_s": arrival,
