@@ -3,6 +3,8 @@ simulations run elsewhere, the answer is the one-process answer (issue 44 item 5
 
 import multiprocessing
 import pickle
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
@@ -97,6 +99,54 @@ def test_map_ordered_keeps_the_order():
     with ThreadPoolExecutor(3) as ex:
         assert map_ordered(ex, pow, [(2, k) for k in range(6)]) == [1, 2, 4, 8, 16, 32]  # 2**k
     assert map_ordered(None, pow, [(3, 2)]) == [9]  # 3**2, in this process
+
+
+class _TwoThreadClient:
+    """Dask-like (``scatter``, ``nthreads``, ``submit`` with a priority) over a pool of eight
+    threads, so that every call would run at once but for :func:`map_ordered`'s window; it
+    records the order calls start in and the most that ran together."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(8)
+        self.lock = threading.Lock()
+        self.started: list[int] = []
+        self.running = self.most = 0
+
+    def scatter(self, *a, **k):  # pragma: no cover - map_ordered sends nothing
+        raise AssertionError
+
+    def nthreads(self) -> dict[str, int]:
+        return {"tcp://a": 1, "tcp://b": 1}
+
+    def _run(self, fn, *args):
+        with self.lock:
+            self.started.append(args[1])
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.01)  # long enough that an unwindowed submission overlaps (not a timing assertion)
+        with self.lock:
+            self.running -= 1
+        return fn(*args)
+
+    def submit(self, fn, *args, priority, fifo_timeout, pure):
+        return self.pool.submit(self._run, fn, *args)
+
+
+def test_on_a_dask_client_a_freed_worker_takes_the_next_call():
+    """At most the cluster's two threads run at once, started in ``first``'s order (the longest
+    first), the results in the calls' order: 2**k for k = 0..5."""
+    c = _TwoThreadClient()
+    with c.pool:
+        out = map_ordered(c, pow, [(2, k) for k in range(6)], first=[5, 4, 3, 2, 1, 0])
+    assert out == [1, 2, 4, 8, 16, 32]
+    assert c.started == [5, 4, 3, 2, 1, 0] and c.most <= 2
+
+
+def test_first_must_order_every_call_once():
+    with pytest.raises(
+        CostModelError, match=r"first must order the 3 calls' indices, each once, got \[0, 0, 2\]"
+    ):
+        map_ordered(None, pow, [(2, 1), (2, 2), (2, 3)], first=[0, 0, 2])
 
 
 def _runs(model="tiny"):

@@ -208,8 +208,10 @@ def max_rate(
         ledgers = ledgers_of(where[0])  # the ones ceiling_rate built: a worker keeps them
 
     def meets(rates: list[float]) -> list[bool]:
-        """Probe ``rates`` (at once on the executor), each recorded in order."""
-        out = map_ordered(executor, _probe, [(*where, r, slos, ledgers, sim) for r in rates])
+        """Probe ``rates`` (at once on the executor, the lowest started first: the same requests
+        spread over a longer time cost at least as much to simulate), each recorded in order."""
+        calls = [(*where, r, slos, ledgers, sim) for r in rates]
+        out = map_ordered(executor, _probe, calls, first=sorted(range(len(rates)), key=rates.__getitem__))
         oks = []
         for rate, (t, p, res) in zip(rates, out, strict=True):
             ok = (slo_ttft is None or t <= slo_ttft) and (slo_tpot is None or p <= slo_tpot)

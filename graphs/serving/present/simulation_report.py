@@ -662,7 +662,11 @@ def _sweep(
     executor: Any,
 ) -> RateSweepReport:
     """``rates``: the request at each rate, its requests checked against the context here (the
-    check may be the caller's, which a worker lacks), each run where ``executor`` puts it."""
+    check may be the caller's, which a worker lacks), each run where ``executor`` puts it, the
+    lowest rate started first: the same requests at a lower rate span a longer time in more,
+    smaller iterations, so it costs at least as much to simulate (``--rates 5,10,20,40``, 30,000
+    requests: 8.2, 6.1, 3.7 and 1.6 s), and the longest first end soonest on a few workers
+    (:func:`~graphs.serving.planning.executors.map_ordered`)."""
     runs = [dataclasses.replace(request, rates=None, rate=r) for r in request.rate_list]
     for one in runs:
         _requests(one, check_context)
@@ -673,6 +677,7 @@ def _sweep(
         _rate_run,
         [(one, config, predictor, fit, rates, devices) for one in runs],
         each=(lambda done: progress(done, total)) if progress else None,
+        first=sorted(range(total), key=lambda i: runs[i].rate or 0.0),
     )
     return RateSweepReport(request, tuple(reports))
 
