@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from costmodel.errors import CostModelError
 from graphs.cli.dask_option import add_dask_options, dask_client
-from graphs.serving.planning.executors import submit
+from graphs.serving.planning.executors import iter_ordered
 
 __all__ = ["WORKER_MODULES", "add_options", "executor_of", "ordered"]
 
@@ -104,9 +104,10 @@ def _started(client: Any) -> None:
 
 def ordered(executor: Any | None, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> Iterator[T]:
     """``fn(*args)`` for each of ``calls``, yielded in their order: in this process one after
-    another as each is asked for, or on ``executor`` every call submitted at once (on Dask ranked
-    in the given order, :func:`graphs.serving.planning.executors.submit`) and each result taken in
-    turn (a progress line as each is taken); those not taken are cancelled when the iteration stops.
+    another as each is asked for, or on ``executor`` as
+    :func:`graphs.serving.planning.executors.iter_ordered` runs them (on Dask one task a worker
+    thread in flight, the next submitted as one ends); those not taken are cancelled when the
+    iteration stops.
 
     Parameters
     ----------
@@ -122,14 +123,4 @@ def ordered(executor: Any | None, fn: Callable[..., T], calls: Sequence[tuple[An
     Any
         ``fn(*args)``, in the order of ``calls``.
     """
-    if executor is None:
-        for args in calls:
-            yield fn(*args)
-        return
-    futures = [submit(executor, float(i), fn, *args) for i, args in enumerate(calls)]
-    try:
-        for f in futures:
-            yield f.result()
-    finally:
-        for f in futures:
-            f.cancel()  # those not taken, after an error in one or an early stop
+    return iter_ordered(executor, fn, calls)

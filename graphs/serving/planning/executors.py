@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import pickle
 import queue
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, active_catalog, register_device
 
-__all__ = ["Packed", "known_devices", "map_ordered", "received", "send_once", "submit"]
+__all__ = ["Packed", "iter_ordered", "known_devices", "map_ordered", "received", "send_once", "submit"]
 
 T = TypeVar("T")
 
@@ -96,16 +96,16 @@ def known_devices(devices: dict[str, Hardware]) -> None:
             register_device(hw, aliases=[name] if name != hw.name else None, replace=True)
 
 
-def map_ordered(
+def iter_ordered(
     executor: Any | None,
     fn: Callable[..., T],
     calls: Sequence[tuple[Any, ...]],
-    each: Callable[[int], None] | None = None,
     *,
     first: Sequence[int] | None = None,
-) -> list[T]:
-    """``[fn(*args) for args in calls]``, on ``executor`` when one is given, the results taken in
-    the order of ``calls``: the list is the one this process computes.
+) -> Iterator[T]:
+    """``fn(*args)`` for each of ``calls``, on ``executor`` when one is given, yielded in the order
+    of ``calls``: the results this process computes. Those not taken are cancelled when the
+    iteration stops (an error in one, or the caller's early stop).
 
     On a Dask client (it has ``scatter``) at most as many tasks are in flight as the cluster has
     worker threads, the next submitted as one ends: a worker that frees takes the next call. All
@@ -117,25 +117,24 @@ def map_ordered(
     multiprocessing timing anomalies", SIAM J. Appl. Math. 1969: within ``2 - 1/m`` of the best on
     ``m`` workers, within ``4/3 - 1/(3m)`` when the longest go first). A ``concurrent.futures``
     executor queues the calls itself and its workers take them as they free: all are submitted.
+    Without an executor each call runs here as its result is asked for.
 
     Parameters
     ----------
     executor : Any or None
         A Dask ``Client`` or ``concurrent.futures`` executor; None: this process, one after another.
     fn : callable
-        The task.
+        The task (picklable where the executor pickles).
     calls : sequence of tuple
         Each call's arguments.
-    each : callable, optional
-        ``each(done)`` as each result is taken, in order (a progress bar).
     first : sequence of int, optional
         The calls' indices in the order to start them (the longest first, where the caller knows
         which; default the given order). Results stay in the order of ``calls``.
 
-    Returns
-    -------
-    list
-        The results, in the order of ``calls``.
+    Yields
+    ------
+    Any
+        ``fn(*args)``, in the order of ``calls``.
 
     Raises
     ------
@@ -145,13 +144,10 @@ def map_ordered(
     order = list(range(len(calls))) if first is None else list(first)
     if sorted(order) != list(range(len(calls))):
         raise CostModelError(f"first must order the {len(calls)} calls' indices, each once, got {order[:8]}")
-    out: list[T] = []
     if executor is None:
         for args in calls:
-            out.append(fn(*args))
-            if each is not None:
-                each(len(out))
-        return out
+            yield fn(*args)
+        return
     rank = {i: float(k) for k, i in enumerate(order)}
     futures: dict[int, Any] = {}
     todo = iter(order)
@@ -176,13 +172,53 @@ def map_ordered(
             while i not in futures or not futures[i].done():
                 ended.get()
                 top_up()
-            out.append(futures[i].result())
-            if each is not None:
-                each(len(out))
-        return out
+            yield futures[i].result()
     finally:
         for f in futures.values():
-            f.cancel()  # those not taken, after an error in one
+            f.cancel()  # those not taken
+
+
+def map_ordered(
+    executor: Any | None,
+    fn: Callable[..., T],
+    calls: Sequence[tuple[Any, ...]],
+    each: Callable[[int], None] | None = None,
+    *,
+    first: Sequence[int] | None = None,
+) -> list[T]:
+    """``[fn(*args) for args in calls]``, on ``executor`` when one is given (:func:`iter_ordered`:
+    one task a worker thread in flight on Dask, started in ``first``'s order), the results taken
+    in the order of ``calls``: the list is the one this process computes.
+
+    Parameters
+    ----------
+    executor : Any or None
+        A Dask ``Client`` or ``concurrent.futures`` executor; None: this process, one after another.
+    fn : callable
+        The task.
+    calls : sequence of tuple
+        Each call's arguments.
+    each : callable, optional
+        ``each(done)`` as each result is taken, in order (a progress bar).
+    first : sequence of int, optional
+        The calls' indices in the order to start them (default the given order).
+
+    Returns
+    -------
+    list
+        The results, in the order of ``calls``.
+
+    Raises
+    ------
+    CostModelError
+        ``first`` not a permutation of the calls' indices.
+    """
+    out: list[T] = []
+    for result in iter_ordered(executor, fn, calls, first=first):
+        out.append(result)
+        if each is not None:
+            each(len(out))
+    return out
 
 
 def _threads(client: Any) -> int:
