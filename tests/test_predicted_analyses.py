@@ -609,3 +609,69 @@ def test_speculative_search_is_priced_by_the_predictor(fake_corpus):
     for r in mp.frontier:
         if r["batch"] in fm:
             assert r["tpot_s"] >= fm[r["batch"]]["tpot_s"] * (1 - 1e-12)
+
+
+def test_the_max_rates_band_is_the_search_with_the_tpot_bands_kernel_scales(fake_corpus):
+    """``max_rate(..., interval=True)``: its kernel scales are the shipped table's TPOT band at the
+    rate found over that run's mean TPOT (read here from the table, not from the search), and each
+    end is the plain search from the rate found with every kernel that many times slower."""
+    from dataclasses import replace
+
+    from graphs.serving.planning.capacity_search import max_rate
+    from graphs.serving.pricing.overheads import EngineOverheads
+    from graphs.serving.sim.served_errors import served_errors
+
+    kw = dict(slo_ttft=2.0, slo_tpot=0.012, requests=60, prompt="fixed:300", output="fixed:40", seed=1)
+    m = max_rate("llama-3.1-8b", "h100", **kw, predictor=PRED, interval=True)
+    assert m.rate is not None and m.rate_band is not None and m.band_scales is not None
+    run = m.at_rate
+    table = served_errors()
+    share = run.queue_share if table.conditioned("TPOT") else None
+    band, _ = table.like("TPOT", "vllm", "h100-sxm", False, share)
+    assert m.band_scales == pytest.approx((band.low, band.high), rel=1e-12)  # the band's ends over the point
+    ov = EngineOverheads.default("vllm")
+    for k, end in zip((band.high, band.low), m.rate_band, strict=True):
+        alone = max_rate("llama-3.1-8b", "h100", **kw, predictor=PRED, start=m.rate,
+                         overheads=replace(ov, kernel_scale=k))  # fmt: skip
+        assert alone.rate == end
+    lo, hi = m.rate_band
+    assert lo is not None and hi is not None and lo <= m.rate <= hi  # slower kernels serve less
+    assert {p[0] for p in m.band_probes} == set(m.band_scales)
+    bound = max_rate("llama-3.1-8b", "h100", **kw, interval=True)  # the bound: no band
+    assert bound.rate_band is None and bound.band_probes == ()
+
+
+def test_a_predicted_sweep_and_rate_search_print_their_bands_and_expected_errors(fake_corpus, capsys):
+    """Issue 42 items 6 and 7 on the commands that run many simulations: ``--rates --predict``
+    prints each rate's calibrated band of its means (the shipped table's, at the run's own regime)
+    and the expected errors, within 100 columns, and ``--json`` carries them per rate;
+    ``--max-rate --predict`` prints the max rate's P10-P90 and the expected errors at the rate."""
+    import json
+
+    from graphs.cli.main import main
+    from graphs.serving.sim.served_errors import served_errors
+
+    base = ["simulate", "llama-3.1-8b", "--requests", "40", "--prompt", "fixed:300", "--output", "fixed:40"]
+    argv = [*base, "--rates", "2,8", "--predict", "vllm"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    block = text[text.index("P10-P90 of each rate's means") :].splitlines()
+    assert all(len(ln) <= 100 for ln in block), max(block, key=len)
+    assert "expected TPOT error on deployments like this" in text
+    assert main([*argv, "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["rates"]
+    table = served_errors()
+    for run in runs:
+        tpot = run["tpot"]["mean"]
+        share = run["queue_share"] if table.conditioned("TPOT") else None
+        band, _ = table.like("TPOT", "vllm", "h100-sxm", False, share)
+        assert run["interval"]["TPOT mean s"] == pytest.approx([band.low * tpot, band.high * tpot], rel=1e-9)
+        assert any(e.startswith("expected TTFT error") for e in run["expected_error"])
+    assert main([*base, "--rates", "2,8"]) == 0  # the bound: no band
+    assert "P10-P90" not in capsys.readouterr().out
+    mr = [*base, "--max-rate", "--slo-tpot", "0.012", "--predict", "vllm"]
+    assert main(mr) == 0
+    text = capsys.readouterr().out
+    assert "P10-P90 of the max rate: [" in text and "at that rate, expected TPOT error" in text
+    assert main([*mr, "--no-interval"]) == 0
+    assert "P10-P90 of the max rate" not in capsys.readouterr().out

@@ -96,7 +96,6 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
         {"rate": 1, "host_kv_bytes": 1e9, "ssd_kv_bytes": 1e9},
         "--ssd-kv-bytes needs --ssd-bandwidth (bytes/s of the drive)",
     ),
-    ({"max_rate": True, "interval": True}, "--max-rate with --interval: give --rate for an interval run"),
     ({"rate": 1, "interval": True}, "--interval needs --predict FRAMEWORK (the bound has no interval)"),
     ({"max_rate": True, "compare": True}, "--compare compares one run: drop --max-rate (or --compare)"),
     ({"rate": 1, "compare": True}, "--compare sets the bound beside a prediction or a measured run"),
@@ -182,7 +181,7 @@ def test_the_command_builds_the_same_request() -> None:
 
 def test_defaults_settled_and_pieces_built() -> None:
     r = SimulationRequest(max_rate=True, predict="trtllm", slo_ttft=1.0, slo_tpot=0.1)
-    assert r.interval is False and r.engine is get_engine("trtllm")  # --max-rate runs no interval
+    assert r.interval is True and r.engine is get_engine("trtllm")  # --max-rate's band, on with --predict
     assert SimulationRequest(rate=1.0).interval is False  # the bound has none
     # --disagg 1:2 over tp 4: (1 + 2) replicas x 4 devices = 12
     t = SimulationRequest(rate=1.0, tp=4, disagg="1:2", link_bandwidth=5e10).topology()

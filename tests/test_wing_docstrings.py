@@ -167,7 +167,10 @@ def problems(fn: ast.FunctionDef) -> list[str]:
             if stale := sorted(have - want):
                 out.append(f"Parameters names {stale}, not in the signature")
     returns_none = isinstance(fn.returns, ast.Constant) and fn.returns.value is None
-    if not returns_none and "Returns" not in secs:
+    generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
+    if generator and "Yields" not in secs:  # numpydoc: a generator's section is Yields
+        out.append("a generator with no Yields section")
+    elif not generator and not returns_none and "Returns" not in secs:
         out.append("no Returns section")
     if _raises_ours(fn) and "Raises" not in secs:
         out.append("raises CostModelError but has no Raises section")

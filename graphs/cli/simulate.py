@@ -158,7 +158,9 @@ def add_simulate_parser(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also run the optimistic and pessimistic ends (P10, P90 of the kernels' held-out errors) "
-        "and print each metric's interval (default: on with --predict, but for --max-rate)",
+        "and print each metric's interval; with --max-rate, search the max rate's P10 and P90 ends "
+        "(each probe's SLO metrics at their calibrated band's ends: up to twice the probes again) "
+        "(default: on with --predict; --rates prints each run's calibrated bands without it)",
     )
     sp.add_argument(
         "--rate",

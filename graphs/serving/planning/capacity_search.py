@@ -27,6 +27,21 @@ first miss. A round narrows the bracket by :math:`k` where a bisection narrows i
 and ``hi`` missing, ``hi / lo <= 1 + rel_tol``; where meeting the SLOs is monotone in the rate
 both brackets hold the threshold rate, so the two answers agree to ``rel_tol``:
 :math:`|lo_a / lo_b - 1| \le rel\_tol`. ``at_once = 1`` is the bisection, probe for probe.
+
+**The max rate's P10-P90** (``interval``, with a predictor: issue 42's "the max rate under SLOs").
+The served-error table (:mod:`graphs.serving.sim.served_errors`) calibrates the mean TPOT of a
+run like the one at the rate found ``r*``: measured over simulated lies in
+:math:`[k_{lo}, k_{hi}]` with 80 % (:class:`~graphs.serving.sim.intervals.RunBands`, at that
+run's regime; widened on an unmeasured device). TPOT is what a decode step takes, so that error
+is taken as every iteration's: each end is the same search, started at ``r*``, with every
+iteration's kernels :math:`k_{hi}` times (the P10 rate) and :math:`k_{lo}` times (the P90 rate)
+their price (:attr:`~graphs.serving.pricing.overheads.EngineOverheads.kernel_scale`, never below
+the roofline), so the scheduler's reaction, the queueing and TTFT follow in each run rather than
+scaling a metric after the fact: near saturation a few per cent of step time moves the P99s by far
+more, and the max rate by about as much as the step time. What it leaves out: the TTFT band's
+request-path part (where a TTFT SLO binds at light load the band is narrower than it should be),
+and the P99s' own error beyond the means' (the validation tables compare means). Up to
+``2 max_probes`` more simulations (:attr:`MaxRate.band_probes`).
 """
 
 from __future__ import annotations
@@ -42,6 +57,8 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.results import Result
 
+from ..engines.knobs import KERNEL_SCALE_RANGE
+from ..pricing.overheads import EngineOverheads
 from ..pricing.predictor import Predictor
 from ..sim.data_parallel import rank_step
 from ..sim.engine import EngineConfig
@@ -85,6 +102,12 @@ class MaxRate(Result):
         The length distributions.
     arrival : str
         The arrival process.
+    rate_band : tuple of (float or None, float or None) or None
+        With ``interval``: the max rate's P10 and P90 ends (module doc).
+    band_scales : tuple of (float, float) or None
+        The kernel scales of the two band searches (module doc).
+    band_probes : tuple of (float, float, float, float)
+        The band searches' simulations: kernel scale, rate, TTFT and TPOT at the percentile.
     """
 
     rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
@@ -101,6 +124,14 @@ class MaxRate(Result):
     prompt: str
     output: str
     arrival: str
+    #: with ``interval``: the max rate's P10 and P90 ends (requests/s; module doc; an end is None
+    #: where no probed rate met the SLOs at that end)
+    rate_band: tuple[float | None, float | None] | None = None
+    #: the kernel scales of the two band searches: the calibrated TPOT band's ends over the run's
+    #: own TPOT at the rate found (module doc)
+    band_scales: tuple[float, float] | None = None
+    #: the band searches' simulations: ``(kernel scale, rate, TTFT and TPOT at the percentile)``
+    band_probes: tuple[tuple[float, float, float, float], ...] = ()
 
 
 class _Workload(TypedDict):
@@ -136,6 +167,7 @@ def max_rate(
     progress: Callable[[int, int], None] | None = None,
     executor: Any = None,
     at_once: int = 2,
+    interval: bool = False,
     **sim: Any,
 ) -> MaxRate:
     """Bisect the request rate (module doc; with an ``executor``, ``at_once`` probes a round: a
@@ -172,6 +204,9 @@ def max_rate(
         process, one probe at a time: the bisection).
     at_once : int
         With ``executor``: the rates probed a round (module doc), in ``[1, 256]``.
+    interval : bool
+        Also find the max rate's P10 and P90 ends (module doc; a predictor in ``sim`` prices the
+        probes: the bound has none): up to ``2 max_probes`` more simulations.
     **sim
         The rest of :func:`simulate`'s keywords (topology, engine, predictor ...).
 
@@ -207,26 +242,90 @@ def max_rate(
         where = (as_workload(config).config, get_device(device), send_once(executor, list(base)))
         ledgers = ledgers_of(where[0])  # the ones ceiling_rate built: a worker keeps them
 
+    def run(rates: list[float], kw: dict[str, Any]) -> list[tuple[float, float, SimResult]]:
+        """Simulate ``rates`` with ``simulate``'s keywords ``kw`` (at once on the executor, the
+        lowest started first: the same requests spread over a longer time cost at least as much to
+        simulate): each one's TTFT and TPOT at the percentile and its run."""
+        calls = [(*where, r, slos, ledgers, kw) for r in rates]
+        return map_ordered(executor, _probe, calls, first=sorted(range(len(rates)), key=rates.__getitem__))
+
+    def ok(t: float, p: float) -> bool:
+        return (slo_ttft is None or t <= slo_ttft) and (slo_tpot is None or p <= slo_tpot)
+
     def meets(rates: list[float]) -> list[bool]:
-        """Probe ``rates`` (at once on the executor, the lowest started first: the same requests
-        spread over a longer time cost at least as much to simulate), each recorded in order."""
-        calls = [(*where, r, slos, ledgers, sim) for r in rates]
-        out = map_ordered(executor, _probe, calls, first=sorted(range(len(rates)), key=rates.__getitem__))
+        """Probe ``rates``, each recorded in order."""
         oks = []
-        for rate, (t, p, res) in zip(rates, out, strict=True):
-            ok = (slo_ttft is None or t <= slo_ttft) and (slo_tpot is None or p <= slo_tpot)
-            probes.append((rate, ok, t, p))
+        for rate, (t, p, res) in zip(rates, run(rates, sim), strict=True):
+            probes.append((rate, ok(t, p), t, p))
             results[rate] = res
-            oks.append(ok)
+            oks.append(ok(t, p))
             if progress:
                 progress(len(probes), max_probes)
         return oks
 
+    lo, hi = _bracket(meets, start, ceiling, width, max_probes, rel_tol, lambda: len(probes))
+    band: tuple[float | None, float | None] | None = None
+    scales = (
+        _band_scales(config, results[lo], sim) if interval and lo is not None and hi is not None else None
+    )
+    extra: list[
+        tuple[float, float, float, float]
+    ] = []  # the band searches' probes: (scale, rate, TTFT, TPOT)
+    if scales is not None:
+        assert lo is not None
+        ends = []
+        for k in (scales[1], scales[0]):  # the slow end gives the P10 rate, the fast end the P90
+            kw = {**sim, "overheads": _scaled(_overheads_of(sim), k)}
+
+            def meets_k(rates: list[float], kw: dict[str, Any] = kw, k: float = k) -> list[bool]:
+                out = run(rates, kw)
+                extra.extend((k, r, t, p) for r, (t, p, _) in zip(rates, out, strict=True))
+                return [ok(t, p) for t, p, _ in out]
+
+            before = len(extra)
+
+            def used(before: int = before) -> int:
+                return len(extra) - before
+
+            end_lo, _ = _bracket(meets_k, lo, ceiling, width, max_probes, rel_tol, used)
+            ends.append(end_lo)
+        band = (ends[0], ends[1])
+    common = (percentile, slo_ttft, slo_tpot, tuple(probes))
+    if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
+        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)
+    devices = results[lo].topology.devices
+    return MaxRate(
+        lo,
+        lo / devices,
+        *common,
+        results[lo],
+        ceiling,
+        True,
+        **settings,
+        rate_band=band,
+        band_scales=scales,
+        band_probes=tuple(extra),
+    )
+
+
+def _bracket(
+    meets: Callable[[list[float]], list[bool]],
+    start: float,
+    ceiling: float,
+    width: int,
+    max_probes: int,
+    rel_tol: float,
+    used: Callable[[], int],
+) -> tuple[float | None, float | None]:
+    """The search of the module doc: doublings from ``start`` (at most ``ceiling``) to a miss, or
+    halvings to a meet, then k-sections of the bracket to ``rel_tol``, ``width`` rates a round, until
+    ``used()`` reaches ``max_probes``. Returns ``(lo, hi)``: the highest rate met and the lowest
+    missed above it (None where none was)."""
     lo, hi = None, None
     rate, up = min(start, ceiling), True
-    while len(probes) < max_probes:  # bracket: doublings up to the first miss, then halvings to a meet
+    while used() < max_probes:  # bracket: doublings up to the first miss, then halvings to a meet
         chain = [rate]
-        while len(chain) < min(width, max_probes - len(probes)):
+        while len(chain) < min(width, max_probes - used()):
             nxt = min(chain[-1] * 2, ceiling) if up else chain[-1] / 2
             if (up and chain[-1] >= ceiling) or (not up and nxt < RATE_RANGE[0]):
                 break
@@ -252,8 +351,8 @@ def max_rate(
             if rate < RATE_RANGE[0]:
                 break
     if lo is not None and hi is not None:
-        while hi / lo > 1 + rel_tol and len(probes) < max_probes:
-            n = min(width, max_probes - len(probes))
+        while hi / lo > 1 + rel_tol and used() < max_probes:
+            n = min(width, max_probes - used())
             pts = (
                 [math.sqrt(lo * hi)] if n == 1 else [lo * (hi / lo) ** (j / (n + 1)) for j in range(1, n + 1)]
             )
@@ -262,11 +361,47 @@ def max_rate(
                     hi = r
                     break
                 lo = r
-    common = (percentile, slo_ttft, slo_tpot, tuple(probes))
-    if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
-        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)
-    devices = results[lo].topology.devices
-    return MaxRate(lo, lo / devices, *common, results[lo], ceiling, True, **settings)
+    return lo, hi
+
+
+def _band_scales(config: Any, at_rate: SimResult, sim: dict[str, Any]) -> tuple[float, float] | None:
+    """The kernel scales of the max rate's P10-P90 (module doc): the ends of the calibrated TPOT
+    band of the run at the rate found over its own mean TPOT (a decode step's time is what TPOT
+    measures, so its calibrated error is taken as every iteration's). None when no predictor priced
+    the probes (the bound has no band) or TPOT is not calibrated."""
+    from ..sim.intervals import run_bands  # the served-error table loads on use
+
+    pred = sim.get("predictor")
+    if not isinstance(pred, Predictor) or pred.is_bound:
+        return None
+    bands = run_bands(at_rate, pred, as_workload(config).config.is_moe)
+    cal = bands.calibrated if bands is not None else {}
+    if bands is None or "TPOT mean s" not in cal or not bands.value("TPOT mean s") > 0:
+        return None
+    v = bands.value("TPOT mean s")
+    lo, hi = cal["TPOT mean s"]
+    return lo / v, hi / v
+
+
+def _overheads_of(sim: dict[str, Any]) -> EngineOverheads:
+    """The engine overheads the probes run with: ``sim``'s, else what :func:`simulate` takes for
+    none (the predictor framework's defaults)."""
+    ov = sim.get("overheads")
+    if ov is not None:
+        return ov
+    eng = sim.get("engine") or EngineConfig()
+    pred = sim.get("predictor") or Predictor()
+    return EngineOverheads.default(
+        pred.framework, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
+    )
+
+
+def _scaled(ov: EngineOverheads, k: float) -> EngineOverheads:
+    """``ov`` with its kernels ``k`` times slower (``kernel_scale`` times ``k``, within the range
+    :data:`~graphs.serving.engines.knobs.KERNEL_SCALE_RANGE` accepts; the simulation still prices
+    no step below its roofline)."""
+    lo, hi = KERNEL_SCALE_RANGE
+    return replace(ov, kernel_scale=min(max(ov.kernel_scale * k, lo), hi))
 
 
 def _probe(

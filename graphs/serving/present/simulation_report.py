@@ -44,7 +44,7 @@ from ..planning.executors import known_devices, map_ordered
 from ..planning.serving_fit import ServingFit, read_fit
 from ..pricing.predictor import Predictor
 from ..sim.engine import EngineConfig, profile_engine
-from ..sim.intervals import SimInterval, simulate_interval
+from ..sim.intervals import RunBands, SimInterval, run_bands, simulate_interval
 from ..sim.requests import Request, Trace, read_trace, synthetic
 from ..sim.simulation_request import SimulationRequest
 from ..sim.simulator import SimResult, Topology, simulate, steady_stagger_s
@@ -409,7 +409,22 @@ class MaxRateReport:
         -------
         dict
         """
-        return {**self.search.to_dict(), "engine": self.profile.to_dict(), "cost": self.cost}
+        bands = self.at_rate_bands
+        return {
+            **self.search.to_dict(),
+            "engine": self.profile.to_dict(),
+            "cost": self.cost,
+            **({"at_rate_" + k: v for k, v in bands.to_dict().items()} if bands is not None else {}),
+        }
+
+    @property
+    def at_rate_bands(self) -> RunBands | None:
+        """The calibrated bands and expected errors of the simulation at the rate found (with
+        ``--predict``; None otherwise, or with no rate)."""
+        m = self.search
+        if m.at_rate is None or not self.request.predict:
+            return None
+        return run_bands(m.at_rate, Predictor.of(str(self.request.predict)), self.config.is_moe)
 
     def to_text(self) -> str:
         """What ``costmodel simulate --max-rate`` prints: the SLOs, the workload, the physical
@@ -446,8 +461,14 @@ class MaxRateReport:
             out.append("  no probed rate meets the SLOs")
         else:
             out.append(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+            if m.rate_band is not None:
+                out += _rate_band_lines(m)
             if m.at_rate is not None:
                 out.append(f"  at that rate, {cost_text(self.cost)}")
+            bands = self.at_rate_bands
+            if bands is not None:
+                for line in bands.expected_errors():
+                    out += _wrapped(f"at that rate, {line}", "  ", "    ")
         return "\n".join(out)
 
     def to_html(self, command: str = "") -> str:
@@ -475,6 +496,30 @@ class MaxRateReport:
         )
 
 
+def _rate_band_lines(m: MaxRate) -> list[str]:
+    """The max rate's P10-P90 (:attr:`MaxRate.rate_band`), what it rests on and the probes it took."""
+    assert m.rate_band is not None and m.band_scales is not None
+    lo, hi = m.rate_band
+
+    def end(r: float | None) -> str:
+        if r is None:
+            return "none (missed at every rate)"
+        return f"{r:,.3f}" + (" (the physical ceiling)" if r >= m.ceiling_rate else "")
+
+    k_lo, k_hi = m.band_scales
+    return [
+        f"  P10-P90 of the max rate: [{end(lo)}, {end(hi)}] requests/s",
+        *_wrapped(
+            f"the same search with every iteration's kernels x{k_hi:.3f} (P10 rate) and x{k_lo:.3f} (P90 "
+            "rate): the ends of the calibrated TPOT band at the rate found over its simulated TPOT, a "
+            "decode step's time being what TPOT measures; the scheduler's reaction, queueing and TTFT "
+            f"follow in each run; {len(m.band_probes)} more simulation(s)",
+            "    ",
+            "    ",
+        ),
+    ]
+
+
 @dataclass(frozen=True)
 class RateSweepReport:
     """``rates``' sweep: one :class:`SimulationReport` a rate, in the order given.
@@ -489,16 +534,25 @@ class RateSweepReport:
 
     request: SimulationRequest
     runs: tuple[SimulationReport, ...]
+    #: with ``--predict``, each run's calibrated bands and expected errors (one a run, in order)
+    bands: tuple[RunBands, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The sweep as plain values (what ``simulate --rates --json`` prints): each run's
-        :meth:`SimulationReport.to_dict` with its ``rate``.
+        :meth:`SimulationReport.to_dict` with its ``rate`` and, with ``--predict``, its calibrated
+        ``interval``, ``interval_basis`` and ``expected_error`` (:class:`RunBands`).
 
         Returns
         -------
         dict
         """
-        return {"rates": [{"rate": r.request.rate, **r.to_dict()} for r in self.runs]}
+        bands = self.bands or (None,) * len(self.runs)
+        return {
+            "rates": [
+                {"rate": r.request.rate, **r.to_dict(), **(b.to_dict() if b is not None else {})}
+                for r, b in zip(self.runs, bands, strict=True)
+            ]
+        }
 
     def to_text(self) -> str:
         """What ``costmodel simulate --rates`` prints: what ran (the first run's head: the
@@ -544,7 +598,62 @@ class RateSweepReport:
             "  out tok/s: steady state (first to last arrival); goodput: requests/s meeting the SLOs; "
             "$/M tok: the deployment's $/h over every served token"
         )
+        if self.bands:
+            out += _sweep_band_lines(self.runs, self.bands)
         return "\n".join(out)
+
+
+#: the sweep's banded metrics: (label in :data:`~graphs.serving.sim.intervals.METRICS`, column, format)
+_SWEEP_BANDS = (
+    ("TTFT mean s", "TTFT mean s", ".4g"),
+    ("TPOT mean s", "TPOT mean s", ".4g"),
+    ("E2E mean s", "E2E mean s", ".4g"),
+    ("output tokens/s", "output tokens/s", ",.0f"),
+)
+
+
+def _sweep_band_lines(runs: Sequence[SimulationReport], bands: Sequence[RunBands]) -> list[str]:
+    """A sweep's calibrated P10-P90 of each rate's means, one line a rate, then what they rest on
+    and the expected errors, each distinct line said once with the rates it holds for."""
+    out = _wrapped(
+        "P10-P90 of each rate's means, as the value and its ends in % of it (calibrated on whole "
+        "simulations of validated deployments, at each run's own regime; the kernels' own interval "
+        "is not run in a sweep: --rate R adds it):",
+        "  ",
+        "  ",
+    )
+    out.append(f"  {'req/s':>10s}" + "".join(f"  {col:>20s}" for _, col, _ in _SWEEP_BANDS))
+    said: dict[str, list[str]] = {}  # a basis or an expected error -> the rates it holds for
+    for r, b in zip(runs, bands, strict=True):
+        cal = b.calibrated
+        cells = []
+        for label, _, fmt in _SWEEP_BANDS:
+            v = b.value(label)
+            if label in cal and v > 0:
+                lo, hi = cal[label]
+                cells.append(f"{v:{fmt}} {100 * (lo / v - 1):+.0f}/{100 * (hi / v - 1):+.0f}%")
+            else:
+                cells.append("-")
+        out.append(f"  {r.request.rate:10,.6g}" + "".join(f"  {c:>20s}" for c in cells))
+        rate = f"{r.request.rate:,.6g}"
+        shown = {label for label, _, _ in _SWEEP_BANDS}
+        for label, why in b.basis.items():
+            if label in shown:
+                said.setdefault(f"{label}: {why}", []).append(rate)
+        for line in b.expected_errors():
+            said.setdefault(line, []).append(rate)
+    everyone = len(runs)
+    out += _wrapped(
+        "output tokens/s: over the run's duration (the drain after the last arrival included), as "
+        "validated; the table's out tok/s is the steady state",
+        "  ",
+        "    ",
+    )
+    out.append("  what each band rests on, and the expected error on deployments like these:")
+    for line, at in said.items():
+        where = "" if len(at) == everyone else f"at {', '.join(at)} req/s: "
+        out += _wrapped(f"{where}{line}", "    ", "        ")
+    return out
 
 
 def run_simulation(
@@ -679,7 +788,12 @@ def _sweep(
         each=(lambda done: progress(done, total)) if progress else None,
         first=sorted(range(total), key=lambda i: runs[i].rate or 0.0),
     )
-    return RateSweepReport(request, tuple(reports))
+    bands = (
+        tuple(b for r in reports if (b := run_bands(r.result, predictor, config.is_moe)) is not None)
+        if request.predict
+        else ()
+    )
+    return RateSweepReport(request, tuple(reports), bands if len(bands) == len(reports) else ())
 
 
 def _rate_run(
@@ -925,6 +1039,7 @@ def _max_rate_run(
         engine=eng,
         executor=where[0],
         at_once=where[1],
+        interval=bool(request.interval),
     )
     cost = sim_cost(m.at_rate, rates) if m.at_rate else None
     return MaxRateReport(request, config, m, profile, topo, cost, fit)

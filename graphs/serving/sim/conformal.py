@@ -507,10 +507,12 @@ def grouped_folds(rows: Sequence[Residual]) -> Iterator[tuple[str, list[Residual
     Parameters
     ----------
     rows : sequence of Residual
+        The calibration rows.
 
-    Returns
-    -------
-    iterator of (str, list of Residual, list of Residual)
+    Yields
+    ------
+    tuple of (str, list of Residual, list of Residual)
+        A deployment, the other deployments' rows and its own.
     """
     for dep in sorted({r.deployment for r in rows}):
         yield dep, [r for r in rows if r.deployment != dep], [r for r in rows if r.deployment == dep]

@@ -53,7 +53,7 @@ from ..step.workload import as_workload
 from .served_errors import ServedErrors, served_errors
 from .simulator import SimResult, simulate
 
-__all__ = ["METRICS", "SimInterval", "simulate_interval", "P90_PER_MEDIAN"]
+__all__ = ["METRICS", "RunBands", "SimInterval", "run_bands", "simulate_interval", "P90_PER_MEDIAN"]
 
 #: a normal error's P90 over its median absolute value: ``Phi^-1(0.9) / Phi^-1(0.75)``
 P90_PER_MEDIAN = 1.2815515655446004 / 0.6744897501960817
@@ -88,6 +88,201 @@ def _get(res: SimResult, path: str) -> float:
 
 
 @dataclass(frozen=True)
+class RunBands(Result):
+    """A predicted run's calibrated P10-P90 and expected errors from the run alone: the
+    whole-simulation residuals' band of each calibrated mean metric (module doc) at the run's own
+    regime and split, on an unmeasured device widened by the transfer's error; no kernel-end
+    runs (a rate sweep's runs and a rate search's probes: :class:`SimInterval` adds them for one
+    run).
+
+    Attributes
+    ----------
+    point : SimResult
+        The predicted run.
+    deployment : tuple of (str, str, bool)
+        The served-error lookup: framework, device name and whether the model is MoE.
+    """
+
+    point: SimResult
+    deployment: tuple[str, str, bool]
+
+    def value(self, label: str) -> float:
+        """The run's value of one of :data:`METRICS`.
+
+        Parameters
+        ----------
+        label : str
+            A metric's label in :data:`METRICS` (its unit is the metric's).
+
+        Returns
+        -------
+        float
+            The run's value of that metric.
+        """
+        return _get(self.point, dict(METRICS)[label])
+
+    @property
+    def ttft_share(self) -> float | None:
+        """The run's simulated mean TTFT over its mean E2E (the split a composed E2E band is
+        taken at, :func:`~graphs.serving.sim.served_errors.compose`); None when it served no
+        request."""
+        e2e = self.value("E2E mean s")
+        return min(self.value("TTFT mean s") / e2e, 1.0) if e2e > 0 else None
+
+    def _share(self, table: ServedErrors, group: str) -> float | None:
+        """The run's queue share of TTFT where ``group``'s method is regime-conditioned (module
+        doc), else None (not needed)."""
+        return self.point.queue_share if table.conditioned(group) else None
+
+    @property
+    def device_error(self) -> tuple[float, str] | None:
+        """``(m, family)``: the largest leave-one-device-out (new generation: leave-one-generation-out)
+        median error (a fraction) of the kernel families this run priced from other devices' fits,
+        or None on a measured device (module doc)."""
+        cov = self.point.coverage
+        if cov is None:
+            return None
+        hw = get_device(self.deployment[1])
+        table = served_errors()
+        found = [
+            (pct / 100, fam)
+            for fam in unmeasured_device_families(cov)
+            if (pct := table.neighbour_pct(fam, hw)) is not None
+        ]
+        return max(found) if found else None
+
+    @property
+    def conformal(self) -> dict[str, tuple[float, float]]:
+        """Each calibrated metric's whole-simulation band (P10 and P90 ends, the metric's unit),
+        before any widening: the metrics of :data:`CALIBRATED` the table covers."""
+        table = served_errors()
+        out = {}
+        for label, group in CALIBRATED.items():
+            if table.covers(group):
+                g, _ = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
+                out[label] = g.interval(self.value(label))
+        return out
+
+    def widened(self, bands: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        """``bands`` on an unmeasured device widened by the transfer's error (module doc: each end's
+        half-width in log space combined with ``ln(1 + 1.90 m)``); on a measured one unchanged.
+
+        Parameters
+        ----------
+        bands : dict of str to (float, float)
+            Metric label to its ``(lo, hi)`` (the point inside or not).
+
+        Returns
+        -------
+        dict of str to (float, float)
+        """
+        dev = self.device_error
+        if dev is None:
+            return dict(bands)
+        extra = math.log1p(P90_PER_MEDIAN * dev[0])
+        out = {}
+        for label, (lo, hi) in bands.items():
+            p = self.value(label)
+            if p > 0 and lo > 0:
+                w_lo = math.hypot(math.log(p / min(lo, p)), extra)
+                w_hi = math.hypot(math.log(max(hi, p) / p), extra)
+                out[label] = (p * math.exp(-w_lo), p * math.exp(w_hi))
+            else:
+                out[label] = (lo, hi)
+        return out
+
+    @property
+    def calibrated(self) -> dict[str, tuple[float, float]]:
+        """Each calibrated metric's P10-P90 to plan with: :attr:`conformal`, widened on an
+        unmeasured device (:meth:`widened`)."""
+        return self.widened(self.conformal)
+
+    def plain_basis(self) -> dict[str, str]:
+        """What each calibrated metric's whole-simulation band rests on, in a few words (without
+        the widening of :attr:`device_words`).
+
+        Returns
+        -------
+        dict of str to str
+        """
+        table = served_errors()
+        out = {}
+        for label, group in CALIBRATED.items():
+            if table.covers(group):
+                g, like = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
+                rows = (
+                    "" if table.composed(group) else f"{g.n} validation rows of {g.deployments} deployments: "
+                )
+                out[label] = f"{rows}{g.label}; {table.method_words(group)}" + (
+                    "" if like else "; unlike this deployment"
+                )
+        return out
+
+    @property
+    def device_words(self) -> str | None:
+        """How an unmeasured device's transfer error widens every band, or None (measured)."""
+        dev = self.device_error
+        if dev is None:
+            return None
+        m, fam = dev
+        split = served_errors().neighbour_basis(fam, get_device(self.deployment[1]))
+        return (
+            f"widened for {self.deployment[1]}'s kernels priced from other devices: "
+            f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, {split} median {100 * m:.0f} %)"
+        )
+
+    @property
+    def basis(self) -> dict[str, str]:
+        """What each calibrated metric's band rests on, in a few words."""
+        words = self.device_words
+        return {k: v if words is None else f"{v}; {words}" for k, v in self.plain_basis().items()}
+
+    def expected_errors(self) -> list[str]:
+        """One line per calibrated metric: the expected error on deployments like this one.
+
+        Returns
+        -------
+        list of str
+        """
+        table = served_errors()
+        groups = dict.fromkeys(CALIBRATED.values())
+        return [
+            table.statement(g, *self.deployment, self._share(table, g), self.ttft_share)
+            for g in groups
+            if table.covers(g)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "interval": {k: list(v) for k, v in self.calibrated.items()},
+            "interval_basis": self.basis,
+            "expected_error": self.expected_errors(),
+        }
+
+
+def run_bands(res: SimResult, predictor: Predictor, moe: bool) -> RunBands | None:
+    """The calibrated bands of a run ``predictor`` priced (:class:`RunBands`), or None for the
+    bound (it predicts nothing: no band).
+
+    Parameters
+    ----------
+    res : SimResult
+        The run.
+    predictor : Predictor
+        What priced its iterations.
+    moe : bool
+        Whether the model is MoE (the lookup's dense/MoE kind).
+
+    Returns
+    -------
+    RunBands or None
+    """
+    if predictor.is_bound or predictor.framework is None:
+        return None
+    return RunBands(res, (predictor.framework, get_device(res.device).name, moe))
+
+
+@dataclass(frozen=True)
 class SimInterval(Result):
     """A predicted run (``point``) with its runs at the optimistic (``low``: P10 of the kernels'
     held-out errors) and pessimistic (``high``: P90) ends; ``ranges`` maps each of
@@ -116,6 +311,11 @@ class SimInterval(Result):
         return _get(self.point, dict(METRICS)[label])
 
     @property
+    def bands(self) -> RunBands | None:
+        """The point run's whole-simulation bands (:class:`RunBands`); None without a lookup key."""
+        return None if self.deployment is None else RunBands(self.point, self.deployment)
+
+    @property
     def ranges(self) -> dict[str, tuple[float, float]]:
         out = {}
         for label, path in METRICS:
@@ -128,17 +328,8 @@ class SimInterval(Result):
         """``(m, family)``: the largest leave-one-device-out (new generation: leave-one-generation-out)
         median error (a fraction) of the kernel families this run priced from other devices' fits,
         or None on a measured device (module doc)."""
-        cov = self.point.coverage
-        if cov is None or self.deployment is None:
-            return None
-        hw = get_device(self.deployment[1])
-        table = served_errors()
-        found = [
-            (pct / 100, fam)
-            for fam in unmeasured_device_families(cov)
-            if (pct := table.neighbour_pct(fam, hw)) is not None
-        ]
-        return max(found) if found else None
+        bands = self.bands
+        return None if bands is None else bands.device_error
 
     @property
     def calibrated(self) -> dict[str, tuple[float, float]]:
@@ -146,65 +337,30 @@ class SimInterval(Result):
         and the whole-simulation residuals' where the metric is calibrated, else the kernels';
         on an unmeasured device widened by the transfer's error (:attr:`device_error`)."""
         out = dict(self.ranges)
-        if self.deployment is None:
+        bands = self.bands
+        if bands is None:
             return out
-        table = served_errors()
-        for label, group in CALIBRATED.items():
-            if table.covers(group):
-                g, _ = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
-                a, b = g.interval(self.value(label))
-                k_lo, k_hi = out[label]
-                out[label] = (min(a, k_lo), max(b, k_hi))
-        dev = self.device_error
-        if dev is not None:
-            extra = math.log1p(P90_PER_MEDIAN * dev[0])
-            for label, (lo, hi) in out.items():
-                p = self.value(label)
-                if p > 0 and lo > 0:
-                    w_lo = math.hypot(math.log(p / min(lo, p)), extra)
-                    w_hi = math.hypot(math.log(max(hi, p) / p), extra)
-                    out[label] = (p * math.exp(-w_lo), p * math.exp(w_hi))
-        return out
+        for label, (a, b) in bands.conformal.items():
+            k_lo, k_hi = out[label]
+            out[label] = (min(a, k_lo), max(b, k_hi))
+        return bands.widened(out)
 
     @property
     def basis(self) -> dict[str, str]:
         """What each metric's :attr:`calibrated` interval rests on, in a few words."""
         kernels = "kernels' held-out errors alone: not calibrated on whole simulations"
         out = dict.fromkeys((label for label, _ in METRICS), kernels)
-        if self.deployment is None:
+        bands = self.bands
+        if bands is None:
             return out
-        table = served_errors()
-        for label, group in CALIBRATED.items():
-            if table.covers(group):
-                g, like = table.like(group, *self.deployment, self._share(table, group), self.ttft_share)
-                rows = (
-                    "" if table.composed(group) else f"{g.n} validation rows of {g.deployments} deployments: "
-                )
-                out[label] = f"{rows}{g.label}; {table.method_words(group)}" + (
-                    "" if like else "; unlike this deployment"
-                )
-        dev = self.device_error
-        if dev is not None:
-            m, fam = dev
-            split = served_errors().neighbour_basis(fam, get_device(self.deployment[1]))
-            words = (
-                f"widened for {self.deployment[1]}'s kernels priced from other devices: "
-                f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, {split} median {100 * m:.0f} %)"
-            )
-            out = {k: f"{v}; {words}" for k, v in out.items()}
-        return out
+        out.update(bands.plain_basis())
+        words = bands.device_words
+        return out if words is None else {k: f"{v}; {words}" for k, v in out.items()}
 
     def expected_errors(self) -> list[str]:
         """One line per calibrated metric: the expected error on deployments like this one."""
-        if self.deployment is None:
-            return []
-        table = served_errors()
-        groups = dict.fromkeys(CALIBRATED.values())
-        return [
-            table.statement(g, *self.deployment, self._share(table, g), self.ttft_share)
-            for g in groups
-            if table.covers(g)
-        ]
+        bands = self.bands
+        return [] if bands is None else bands.expected_errors()
 
     @property
     def ttft_share(self) -> float | None:
@@ -213,11 +369,6 @@ class SimInterval(Result):
         request."""
         e2e = self.value("E2E mean s")
         return min(self.value("TTFT mean s") / e2e, 1.0) if e2e > 0 else None
-
-    def _share(self, table: ServedErrors, group: str) -> float | None:
-        """The point run's queue share of TTFT where ``group``'s method is regime-conditioned
-        (module doc), else None (not needed)."""
-        return self.point.queue_share if table.conditioned(group) else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -459,9 +459,8 @@ class SimulationRequest:
 
     def _check_modes(self) -> None:
         """``max_rate``, ``interval`` and ``compare`` together, refused where they contradict;
-        ``interval`` None becomes on with ``predict`` (but for ``max_rate``)."""
-        if self.max_rate and self.interval:
-            raise CostModelError("--max-rate with --interval: give --rate for an interval run")
+        ``interval`` None becomes on with ``predict`` (with ``max_rate``: the max rate's P10-P90,
+        two more searches; a sweep prints its runs' calibrated bands without it)."""
         if self.interval and not self.predict:
             raise CostModelError("--interval needs --predict FRAMEWORK (the bound has no interval)")
         if self.compare:
@@ -480,9 +479,7 @@ class SimulationRequest:
                     f"--rates prints one line a rate; drop {'/'.join(given)} (or give --rate for one run)"
                 )
         if self.interval is None:  # every predicted number carries its interval unless told not to
-            object.__setattr__(
-                self, "interval", bool(self.predict) and not self.max_rate and self.rates is None
-            )
+            object.__setattr__(self, "interval", bool(self.predict) and self.rates is None)
         if self.max_rate and self.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
         if self.max_rate and (self.csv or self.plot):
