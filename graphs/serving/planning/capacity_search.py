@@ -268,14 +268,16 @@ def max_rate(
     scales = (
         _band_scales(config, results[lo], sim) if interval and lo is not None and hi is not None else None
     )
-    extra: list[
-        tuple[float, float, float, float]
-    ] = []  # the band searches' probes: (scale, rate, TTFT, TPOT)
+    # the band searches' probes: (kernel factor, rate, TTFT, TPOT)
+    extra: list[tuple[float, float, float, float]] = []
     if scales is not None:
         assert lo is not None
+        base_ov = _overheads_of(sim)
+        k_lo, k_hi = (_scaled(base_ov, k).kernel_scale / base_ov.kernel_scale for k in scales)
+        scales = (k_lo, k_hi)  # the factors as run
         ends = []
         for k in (scales[1], scales[0]):  # the slow end gives the P10 rate, the fast end the P90
-            kw = {**sim, "overheads": _scaled(_overheads_of(sim), k)}
+            kw = {**sim, "overheads": _scaled(base_ov, k)}
 
             def meets_k(rates: list[float], kw: dict[str, Any] = kw, k: float = k) -> list[bool]:
                 out = run(rates, kw)
@@ -397,9 +399,10 @@ def _overheads_of(sim: dict[str, Any]) -> EngineOverheads:
 
 
 def _scaled(ov: EngineOverheads, k: float) -> EngineOverheads:
-    """``ov`` with its kernels ``k`` times slower (``kernel_scale`` times ``k``, within the range
-    :data:`~graphs.serving.engines.knobs.KERNEL_SCALE_RANGE` accepts; the simulation still prices
-    no step below its roofline)."""
+    """``ov`` with its kernels ``k`` times slower (``kernel_scale`` times ``k``, held within the
+    range :data:`~graphs.serving.engines.knobs.KERNEL_SCALE_RANGE` accepts: the factors
+    :attr:`MaxRate.band_scales` reports are the ones run; the simulation still prices no step
+    below its roofline)."""
     lo, hi = KERNEL_SCALE_RANGE
     return replace(ov, kernel_scale=min(max(ov.kernel_scale * k, lo), hi))
 
