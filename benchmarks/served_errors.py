@@ -610,7 +610,8 @@ def report(
             *header,
             *coverage_rows(before, held),
             "",
-            "How narrow a band can be: the narrowest band holding 80 % of the rows (`narrowest()`), its "
+            "How narrow a band can be: the narrowest band holding at least 80 % of the rows (`narrowest()`: "
+            "`ceil(0.8 n)` of `n`, so all of a group of four or fewer), its "
             "median width over the rows, when one band serves every row of a metric, when each group of "
             "the finest keys a method here uses (engine, device, dense/MoE and the simulated run's regime) "
             "has its own, and when each deployment has its own. Each is fitted to the very rows it is "
@@ -619,7 +620,7 @@ def report(
             "by different amounts: it must hold their spread, where the floor of a group holds only its "
             f"rows here. {_metric_floor_words(held, cal)}",
             "",
-            "| metric | rows | rows (deployments) | one band a metric | one band a group | one band a deployment |",
+            "| metric | split | rows (deployments) | one band a metric | one band a group | one band a deployment |",
             "|---|---|---|---|---|---|",
             *floor_rows(held, "held out"),
             *floor_rows(cal, "calibration"),

@@ -639,6 +639,13 @@ def test_the_max_rates_band_is_the_search_with_the_tpot_bands_kernel_scales(fake
     assert {p[0] for p in m.band_probes} == set(m.band_scales)
     bound = max_rate("llama-3.1-8b", "h100", **kw, interval=True)  # the bound: no band
     assert bound.rate_band is None and bound.band_probes == ()
+    # an end that is not a rate prints why, not a number
+    from graphs.serving.planning.capacity_search import NOT_DETERMINED
+    from graphs.serving.present.simulation_report import _rate_band_lines
+
+    odd = replace(m, rate_band=(None, None), band_notes=("missed at every rate", NOT_DETERMINED))
+    text = " ".join(" ".join(_rate_band_lines(odd)).split())  # unwrapped
+    assert "[missed at every rate, not determined: met at every rate up to the physical ceiling" in text
 
 
 def test_a_predicted_sweep_and_rate_search_print_their_bands_and_expected_errors(fake_corpus, capsys):
@@ -668,6 +675,8 @@ def test_a_predicted_sweep_and_rate_search_print_their_bands_and_expected_errors
         assert run["interval"]["TPOT mean s"] == pytest.approx([band.low * tpot, band.high * tpot], rel=1e-9)
         assert any(e.startswith("expected TTFT error") for e in run["expected_error"])
     assert main([*base, "--rates", "2,8"]) == 0  # the bound: no band
+    assert "P10-P90" not in capsys.readouterr().out
+    assert main([*argv, "--no-interval"]) == 0  # told not to
     assert "P10-P90" not in capsys.readouterr().out
     mr = [*base, "--max-rate", "--slo-tpot", "0.012", "--predict", "vllm"]
     assert main(mr) == 0

@@ -312,3 +312,114 @@ def test_the_command_line_sweep(capsys, tmp_path):
     pytest.importorskip("plotly")  # without the html extra --html stops first, naming the extra
     assert main([*argv, "--html", str(tmp_path / "x.html")]) == 2
     assert "--html draws one run's page" in capsys.readouterr().err
+
+
+class _Future:
+    """A future a test finishes by hand (Dask's surface: ``done``, ``result``, ``cancel``,
+    ``add_done_callback``, each callback called once, when it first ends)."""
+
+    def __init__(self, value: int) -> None:
+        self.value, self.state, self.callbacks = value, "pending", []
+        self.cancelled = False
+
+    def done(self) -> bool:
+        return self.state in ("done", "error")
+
+    def result(self) -> int:
+        if self.state == "error":
+            raise ValueError(f"call {self.value} failed")
+        return self.value
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def add_done_callback(self, fn) -> None:
+        self.callbacks.append(fn)
+
+    def end(self, state: str = "done") -> None:
+        self.state = state
+        for fn in self.callbacks:
+            fn(self)
+
+
+class _HandClient:
+    """Dask-like, one worker thread each for two workers; its futures end when the test says."""
+
+    def __init__(self) -> None:
+        self.futures: list[_Future] = []
+
+    def scatter(self, *a, **k):  # pragma: no cover - map_ordered sends nothing
+        raise AssertionError
+
+    def nthreads(self) -> dict[str, int]:
+        return {"tcp://a": 1, "tcp://b": 1}
+
+    def submit(self, fn, *args, priority, fifo_timeout, pure):
+        f = _Future(fn(*args))
+        self.futures.append(f)
+        return f
+
+
+def _drain(gen, out: list) -> threading.Thread:
+    t = threading.Thread(target=lambda: out.extend(gen), daemon=True)
+    t.start()
+    return t
+
+
+def test_a_result_lost_with_its_worker_is_waited_for_without_a_second_callback(monkeypatch):
+    """Dask puts a finished future back to pending when the worker holding its result dies and
+    recomputes it, calling no callback again: the wait looks at the futures every POLL_S and ends."""
+    from graphs.serving.planning import executors
+
+    monkeypatch.setattr(executors, "POLL_S", 0.01)
+    c = _HandClient()
+    out: list[int] = []
+    t = _drain(executors.iter_ordered(c, abs, [(-1,), (-2,)]), out)
+    while len(c.futures) < 2:
+        time.sleep(0.001)
+    c.futures[1].end()  # the second ends first, its token taken ...
+    c.futures[1].state = "pending"  # ... and its result is lost with its worker
+    c.futures[0].end()
+    time.sleep(0.05)
+    c.futures[1].state = "done"  # recomputed elsewhere: no callback this time
+    t.join(timeout=10)
+    assert not t.is_alive() and out == [1, 2]
+
+
+def test_an_error_in_one_call_cancels_the_rest_and_raises():
+    from graphs.serving.planning.executors import iter_ordered
+
+    c = _HandClient()
+    gen = iter_ordered(c, abs, [(-1,), (-2,), (-3,)])
+    box: list = []
+
+    def take() -> None:
+        try:
+            box.extend(gen)
+        except ValueError as exc:
+            box.append(exc)
+
+    t = threading.Thread(target=take, daemon=True)
+    t.start()
+    while len(c.futures) < 2:
+        time.sleep(0.001)
+    c.futures[0].end("error")
+    t.join(timeout=10)
+    assert not t.is_alive() and isinstance(box[0], ValueError)
+    assert all(f.cancelled for f in c.futures[1:])  # the ones after it, submitted or not, cancelled
+
+
+def test_a_consumer_that_stops_early_cancels_what_it_did_not_take():
+    from graphs.serving.planning.executors import iter_ordered
+
+    c = _HandClient()
+    gen = iter_ordered(c, abs, [(-1,), (-2,), (-3,)])
+    out = []
+    t = threading.Thread(target=lambda: out.append(next(gen)), daemon=True)
+    t.start()
+    while len(c.futures) < 2:
+        time.sleep(0.001)
+    c.futures[0].end()
+    t.join(timeout=10)
+    gen.close()
+    assert out == [1] and c.futures[1].cancelled

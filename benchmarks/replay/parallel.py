@@ -118,9 +118,9 @@ def ordered(executor: Any | None, fn: Callable[..., T], calls: Sequence[tuple[An
     calls : sequence of tuple
         Each call's arguments.
 
-    Yields
-    ------
-    Any
-        ``fn(*args)``, in the order of ``calls``.
+    Returns
+    -------
+    Iterator
+        ``fn(*args)``, in the order of ``calls``, as each is asked for.
     """
     return iter_ordered(executor, fn, calls)

@@ -158,9 +158,10 @@ def add_simulate_parser(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also run the optimistic and pessimistic ends (P10, P90 of the kernels' held-out errors) "
-        "and print each metric's interval; with --max-rate, search the max rate's P10 and P90 ends "
-        "(each probe's SLO metrics at their calibrated band's ends: up to twice the probes again) "
-        "(default: on with --predict; --rates prints each run's calibrated bands without it)",
+        "and print each metric's interval; with --max-rate, the max rate's P10 and P90 ends (the "
+        "search again with every iteration's kernels at the calibrated TPOT band's ends: up to twice "
+        "the probes again); with --rates, each rate's calibrated bands (no extra runs) "
+        "(default: on with --predict)",
     )
     sp.add_argument(
         "--rate",
@@ -172,7 +173,8 @@ def add_simulate_parser(sub: Any) -> None:
         "--rates",
         default=None,
         help="a rate sweep: comma list of requests/s, the same drawn workload simulated at each, one "
-        "line a rate (independent runs: with --scheduler dask all at once)",
+        "line a rate (independent runs: with --scheduler dask one a worker at a time, the lowest "
+        "rate first)",
     )
     sp.add_argument(
         "--requests",

@@ -103,11 +103,16 @@ class MaxRate(Result):
     arrival : str
         The arrival process.
     rate_band : tuple of (float or None, float or None) or None
-        With ``interval``: the max rate's P10 and P90 ends (module doc).
+        With ``interval``: the max rate's P10 and P90 ends (module doc; None: not a rate, see
+        ``band_notes``).
     band_scales : tuple of (float, float) or None
-        The kernel scales of the two band searches (module doc).
-    band_probes : tuple of (float, float, float, float)
-        The band searches' simulations: kernel scale, rate, TTFT and TPOT at the percentile.
+        ``(k_lo, k_hi)``, the kernel factors of the band searches (module doc): ``k_hi`` gives the
+        P10 rate, ``k_lo`` the P90 rate.
+    band_probes : tuple of tuple of (float, float, float, float)
+        The band searches' simulations: kernel factor, rate, TTFT and TPOT at the percentile.
+    band_notes : tuple of (str, str)
+        Why an end of ``rate_band`` is None: every rate missed at that end, or every rate up to
+        the physical ceiling met (the workload too small to load the deployment there).
     """
 
     rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
@@ -125,13 +130,15 @@ class MaxRate(Result):
     output: str
     arrival: str
     #: with ``interval``: the max rate's P10 and P90 ends (requests/s; module doc; an end is None
-    #: where no probed rate met the SLOs at that end)
+    #: where it is not a rate, :attr:`band_notes` saying why)
     rate_band: tuple[float | None, float | None] | None = None
-    #: the kernel scales of the two band searches: the calibrated TPOT band's ends over the run's
-    #: own TPOT at the rate found (module doc)
+    #: the kernel factors of the band searches, ``(k_lo, k_hi)``: the calibrated TPOT band's ends
+    #: over the run's own TPOT at the rate found; ``k_hi`` gives the P10 rate, ``k_lo`` the P90 rate
     band_scales: tuple[float, float] | None = None
-    #: the band searches' simulations: ``(kernel scale, rate, TTFT and TPOT at the percentile)``
+    #: the band searches' simulations: ``(kernel factor, rate, TTFT and TPOT at the percentile)``
     band_probes: tuple[tuple[float, float, float, float], ...] = ()
+    #: why an end of :attr:`rate_band` is None (``""`` where it is a rate)
+    band_notes: tuple[str, str] = ("", "")
 
 
 class _Workload(TypedDict):
@@ -242,6 +249,10 @@ def max_rate(
         where = (as_workload(config).config, get_device(device), send_once(executor, list(base)))
         ledgers = ledgers_of(where[0])  # the ones ceiling_rate built: a worker keeps them
 
+    pred = sim.get("predictor")
+    banded = interval and isinstance(pred, Predictor) and not pred.is_bound
+    total = 3 * max_probes if banded else max_probes  # the progress bar's: the band searches' too
+
     def run(rates: list[float], kw: dict[str, Any]) -> list[tuple[float, float, SimResult]]:
         """Simulate ``rates`` with ``simulate``'s keywords ``kw`` (at once on the executor, the
         lowest started first: the same requests spread over a longer time cost at least as much to
@@ -260,7 +271,7 @@ def max_rate(
             results[rate] = res
             oks.append(ok(t, p))
             if progress:
-                progress(len(probes), max_probes)
+                progress(len(probes), total)
         return oks
 
     lo, hi = _bracket(meets, start, ceiling, width, max_probes, rel_tol, lambda: len(probes))
@@ -270,18 +281,21 @@ def max_rate(
     )
     # the band searches' probes: (kernel factor, rate, TTFT, TPOT)
     extra: list[tuple[float, float, float, float]] = []
+    notes: list[str] = []  # each end's, where it is not a rate (None)
     if scales is not None:
         assert lo is not None
         base_ov = _overheads_of(sim)
         k_lo, k_hi = (_scaled(base_ov, k).kernel_scale / base_ov.kernel_scale for k in scales)
         scales = (k_lo, k_hi)  # the factors as run
-        ends = []
+        ends: list[float | None] = []
         for k in (scales[1], scales[0]):  # the slow end gives the P10 rate, the fast end the P90
             kw = {**sim, "overheads": _scaled(base_ov, k)}
 
             def meets_k(rates: list[float], kw: dict[str, Any] = kw, k: float = k) -> list[bool]:
                 out = run(rates, kw)
                 extra.extend((k, r, t, p) for r, (t, p, _) in zip(rates, out, strict=True))
+                if progress:
+                    progress(len(probes) + len(extra), total)
                 return [ok(t, p) for t, p, _ in out]
 
             before = len(extra)
@@ -289,8 +303,14 @@ def max_rate(
             def used(before: int = before) -> int:
                 return len(extra) - before
 
-            end_lo, _ = _bracket(meets_k, lo, ceiling, width, max_probes, rel_tol, used)
-            ends.append(end_lo)
+            end_lo, end_hi = _bracket(meets_k, lo, ceiling, width, max_probes, rel_tol, used)
+            ends.append(end_lo if end_hi is not None else None)
+            if end_lo is None:
+                notes.append("missed at every rate")
+            elif end_hi is None:
+                notes.append(NOT_DETERMINED)
+            else:
+                notes.append("")
         band = (ends[0], ends[1])
     common = (percentile, slo_ttft, slo_tpot, tuple(probes))
     if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
@@ -307,7 +327,12 @@ def max_rate(
         rate_band=band,
         band_scales=scales,
         band_probes=tuple(extra),
+        band_notes=(notes[0], notes[1]) if notes else ("", ""),
     )
+
+
+#: an end of the band whose search met the SLOs at every rate up to the physical ceiling
+NOT_DETERMINED = "not determined: met at every rate up to the physical ceiling (too few requests to load it)"
 
 
 def _bracket(

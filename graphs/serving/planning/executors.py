@@ -117,7 +117,9 @@ def iter_ordered(
     multiprocessing timing anomalies", SIAM J. Appl. Math. 1969: within ``2 - 1/m`` of the best on
     ``m`` workers, within ``4/3 - 1/(3m)`` when the longest go first). A ``concurrent.futures``
     executor queues the calls itself and its workers take them as they free: all are submitted.
-    Without an executor each call runs here as its result is asked for.
+    Without an executor each call runs here as its result is asked for. The threads are counted
+    as tasks end (and every :data:`POLL_S` while none does): a cluster that grows takes more; an
+    adaptive one, which scales on its backlog, sees none beyond them.
 
     Parameters
     ----------
@@ -168,9 +170,14 @@ def iter_ordered(
     try:
         top_up()
         for i in range(len(calls)):
-            # after top_up either call i is submitted or a task runs whose end puts a token
+            # after top_up either call i is submitted or a task runs whose end puts a token; the
+            # wait is bounded: a Dask future whose result a dying worker held goes back to pending
+            # and ends again without a second callback, and workers that join are counted
             while i not in futures or not futures[i].done():
-                ended.get()
+                try:
+                    ended.get(timeout=POLL_S)
+                except queue.Empty:
+                    pass
                 top_up()
             yield futures[i].result()
     finally:
@@ -219,6 +226,11 @@ def map_ordered(
         if each is not None:
             each(len(out))
     return out
+
+
+#: the longest :func:`iter_ordered` waits for a task's end before it looks again at its futures
+#: and the cluster's threads (s): a result lost with a worker and recomputed calls no callback
+POLL_S = 1.0
 
 
 def _threads(client: Any) -> int:

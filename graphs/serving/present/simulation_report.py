@@ -501,14 +501,16 @@ def _rate_band_lines(m: MaxRate) -> list[str]:
     assert m.rate_band is not None and m.band_scales is not None
     lo, hi = m.rate_band
 
-    def end(r: float | None) -> str:
-        if r is None:
-            return "none (missed at every rate)"
-        return f"{r:,.3f}" + (" (the physical ceiling)" if r >= m.ceiling_rate else "")
+    def end(r: float | None, note: str) -> str:
+        return note if r is None else f"{r:,.3f}"
 
     k_lo, k_hi = m.band_scales
     return [
-        f"  P10-P90 of the max rate: [{end(lo)}, {end(hi)}] requests/s",
+        *_wrapped(
+            f"P10-P90 of the max rate: [{end(lo, m.band_notes[0])}, {end(hi, m.band_notes[1])}] requests/s",
+            "  ",
+            "    ",
+        ),
         *_wrapped(
             f"the same search with every iteration's kernels x{k_hi:.3f} (P10 rate) and x{k_lo:.3f} (P90 "
             "rate): the ends of the calibrated TPOT band at the rate found over its simulated TPOT, a "
@@ -776,7 +778,8 @@ def _sweep(
     smaller iterations, so it costs at least as much to simulate (``--rates 5,10,20,40``, 30,000
     requests: 8.2, 6.1, 3.7 and 1.6 s), and the longest first end soonest on a few workers
     (:func:`~graphs.serving.planning.executors.map_ordered`)."""
-    runs = [dataclasses.replace(request, rates=None, rate=r) for r in request.rate_list]
+    # each rate one run (no kernel-end runs: the sweep's bands are the calibrated ones alone)
+    runs = [dataclasses.replace(request, rates=None, rate=r, interval=False) for r in request.rate_list]
     for one in runs:
         _requests(one, check_context)
     devices = {request.device: get_device(request.device)}  # as this process resolves it
@@ -790,7 +793,7 @@ def _sweep(
     )
     bands = (
         tuple(b for r in reports if (b := run_bands(r.result, predictor, config.is_moe)) is not None)
-        if request.predict
+        if request.predict and request.interval
         else ()
     )
     return RateSweepReport(request, tuple(reports), bands if len(bands) == len(reports) else ())

@@ -162,8 +162,9 @@ class SimulationRequest:
     predict, predict_file : str, optional
         The corpus framework pricing the kernels (None: the roofline bound); a fit file's path.
     compare, interval : bool
-        Also run the bound beside the prediction; the P10-P90 interval (None: on with ``predict``,
-        but for ``max_rate``).
+        Also run the bound beside the prediction; the P10-P90 interval (None: on with ``predict``;
+        with ``max_rate`` the max rate's band, with ``rates`` each rate's calibrated bands, which
+        ``False`` leaves out).
     rate : float, optional
         Requests (or conversations) per second.
     rates : str, optional
@@ -472,14 +473,14 @@ class SimulationRequest:
                     "--predict-file FIT or --workload-from RESULT"
                 )
         if self.rates is not None:
-            given = [f for f, on in (("--interval", self.interval), ("--compare", self.compare)) if on]
+            given = [f for f, on in (("--compare", self.compare),) if on]
             given += [f for f, on in (("--csv", self.csv), ("--plot", self.plot)) if on]
             if given:
                 raise CostModelError(
                     f"--rates prints one line a rate; drop {'/'.join(given)} (or give --rate for one run)"
                 )
         if self.interval is None:  # every predicted number carries its interval unless told not to
-            object.__setattr__(self, "interval", bool(self.predict) and self.rates is None)
+            object.__setattr__(self, "interval", bool(self.predict))
         if self.max_rate and self.trace:
             raise CostModelError("--max-rate draws its own requests; it does not take --trace")
         if self.max_rate and (self.csv or self.plot):
