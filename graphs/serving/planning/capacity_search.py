@@ -63,7 +63,7 @@ from ..pricing.predictor import Predictor
 from ..sim.data_parallel import rank_step
 from ..sim.engine import EngineConfig
 from ..sim.requests import RATE_RANGE, Request, synthetic
-from ..sim.simulator import SimResult, Topology, simulate
+from ..sim.simulator import SimResult, Topology, default_overheads, simulate
 from ..step.ledger_fit import keep_ledgers, ledgers_of
 from ..step.mixed import mixed_step
 from ..step.workload import as_workload
@@ -416,11 +416,7 @@ def _overheads_of(sim: dict[str, Any]) -> EngineOverheads:
     ov = sim.get("overheads")
     if ov is not None:
         return ov
-    eng = sim.get("engine") or EngineConfig()
-    pred = sim.get("predictor") or Predictor()
-    return EngineOverheads.default(
-        pred.framework, max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens
-    )
+    return default_overheads(sim.get("predictor") or Predictor(), sim.get("engine") or EngineConfig())
 
 
 def _scaled(ov: EngineOverheads, k: float) -> EngineOverheads:

@@ -87,6 +87,18 @@ def _get(res: SimResult, path: str) -> float:
     return float(v)
 
 
+def _value(res: SimResult, label: str) -> float:
+    """``res``'s value of the metric labelled ``label`` in :data:`METRICS`."""
+    return _get(res, dict(METRICS)[label])
+
+
+def _ttft_share(res: SimResult) -> float | None:
+    """``res``'s mean TTFT over its mean E2E (the split a composed E2E band is taken at,
+    :func:`~graphs.serving.sim.served_errors.compose`); None when it served no request."""
+    e2e = _value(res, "E2E mean s")
+    return min(_value(res, "TTFT mean s") / e2e, 1.0) if e2e > 0 else None
+
+
 @dataclass(frozen=True)
 class RunBands(Result):
     """A predicted run's calibrated P10-P90 and expected errors from the run alone: the
@@ -119,15 +131,14 @@ class RunBands(Result):
         float
             The run's value of that metric.
         """
-        return _get(self.point, dict(METRICS)[label])
+        return _value(self.point, label)
 
     @property
     def ttft_share(self) -> float | None:
         """The run's simulated mean TTFT over its mean E2E (the split a composed E2E band is
         taken at, :func:`~graphs.serving.sim.served_errors.compose`); None when it served no
         request."""
-        e2e = self.value("E2E mean s")
-        return min(self.value("TTFT mean s") / e2e, 1.0) if e2e > 0 else None
+        return _ttft_share(self.point)
 
     def _share(self, table: ServedErrors, group: str) -> float | None:
         """The run's queue share of TTFT where ``group``'s method is regime-conditioned (module
@@ -308,7 +319,7 @@ class SimInterval(Result):
         float
             The point run's value of that metric.
         """
-        return _get(self.point, dict(METRICS)[label])
+        return _value(self.point, label)
 
     @property
     def bands(self) -> RunBands | None:
@@ -364,11 +375,9 @@ class SimInterval(Result):
 
     @property
     def ttft_share(self) -> float | None:
-        """The point run's simulated mean TTFT over its mean E2E (the split a composed E2E band is
-        taken at, :func:`~graphs.serving.sim.served_errors.compose`); None when it served no
-        request."""
-        e2e = self.value("E2E mean s")
-        return min(self.value("TTFT mean s") / e2e, 1.0) if e2e > 0 else None
+        """The point run's simulated mean TTFT over its mean E2E (:attr:`RunBands.ttft_share`);
+        None when it served no request."""
+        return _ttft_share(self.point)
 
     def to_dict(self) -> dict[str, Any]:
         return {

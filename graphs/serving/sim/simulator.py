@@ -102,6 +102,7 @@ __all__ = [
     "simulate_steady_loop",
     "steady_stagger_s",
     "closed_loop_cycle",
+    "default_overheads",
     "Summary",
 ]
 
@@ -501,6 +502,26 @@ def simulate_steady_loop(
     return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
 
 
+def default_overheads(predictor: Predictor, engine: EngineConfig) -> EngineOverheads:
+    """The engine overheads :func:`simulate` takes when given none: the predictor framework's
+    defaults (none for the bound), with the engine's sequence and token limits.
+
+    Parameters
+    ----------
+    predictor : Predictor
+        What prices the iterations.
+    engine : EngineConfig
+        The scheduler's settings.
+
+    Returns
+    -------
+    EngineOverheads
+    """
+    return EngineOverheads.default(
+        predictor.framework, max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens
+    )
+
+
 def simulate(
     config: ModelConfig | str | Workload,
     device: Hardware | str,
@@ -610,11 +631,7 @@ def simulate(
         bad = next(r for r in requests if not lo <= r.think_s <= hi)
         raise CostModelError(f"request {bad.rid}: think_s must be in [{lo:g}, {hi:g}] s, got {bad.think_s!r}")
     pred = predictor or Predictor()
-    ov = overheads
-    if ov is None:
-        ov = EngineOverheads.default(
-            pred.framework, max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
-        )
+    ov = overheads if overheads is not None else default_overheads(pred, cfg)
     step: IterationStep = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
     if topo.dp > 1:  # data-parallel attention, the experts over the group (graphs.serving.sim.data_parallel)
