@@ -57,11 +57,13 @@ def test_the_report_is_what_the_command_prints():
 
 def test_the_predict_line_comes_from_the_step_prediction():
     """``--predict``: the per-node columns and the one-line prediction are the StepPrediction's,
-    priced without an interval (the command never printed one, and its JSON has none)."""
+    priced without an interval (the command never printed one, and its JSON has none), then the
+    step as the engine serves it."""
     cfg = get_model(M)
     pred = predict_step_report(
-        cfg, "h100-sxm", "decode", batch=1, ctx=4096, tp=1, framework="vllm", interval=False
+        cfg, "h100-sxm", "decode", batch=1, ctx=4096, tp=1, framework="vllm", interval=False, served=True
     )
+    assert pred.served is not None and pred.served.to_text() in pred.brief_text()
     assert pred.interval_s is None and "interval_s" not in pred.to_dict()["prediction"]
     p = pred.prediction
     assert p is not None and p.corrected_s >= p.bound_s * (1 - 1e-9)  # physics is a floor

@@ -97,6 +97,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
             framework=args.predict,
             fp8_scales=scales,
             interval=False,
+            served=True,
             **point,
         )
     report = AnalysisReport(

@@ -138,5 +138,6 @@ def _step_prediction(args: argparse.Namespace, phase: str, fit: Any) -> Any:
         fp8_scales=fp8_scales_of(args),
         fit=fit,
         fit_path=getattr(args, "predict_file", None) or "",
+        served=True,
         **kw,
     )

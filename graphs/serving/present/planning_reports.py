@@ -40,11 +40,16 @@ class SearchReport:
         Its points and Pareto frontier.
     top : int
         Frontier rows the text shows (0: all).
+    expected_errors : tuple of (str, str)
+        With ``--predict``: ``(device, statement)``, the expected error of the served TPOT and
+        light-load TTFT on deployments like each frontier device's
+        (:func:`graphs.serving.sim.served_step.step_expected_errors`).
     """
 
     request: SearchRequest
     result: SearchResult
     top: int = 20
+    expected_errors: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """What ``search --json`` prints: the result's fields.
@@ -53,7 +58,10 @@ class SearchReport:
         -------
         dict
         """
-        return self.result.to_dict()
+        doc = self.result.to_dict()
+        if self.expected_errors:
+            doc["expected_error"] = [{"device": d, "statement": s} for d, s in self.expected_errors]
+        return doc
 
     def to_text(self) -> str:
         """What ``costmodel search`` prints: the frontier, with ``predict``'s lines.
@@ -72,6 +80,13 @@ class SearchReport:
             )
             predicted = predicted_lines(str(req.predict), ",".join(req.devices), res.coverage, what=what)
             predicted.append("  (coverage of the frontier's decode steps)")
+        if self.expected_errors:
+            predicted.append(
+                "  these TTFT and TPOT are the GPU's steps alone: an engine adds its CPU terms, request path "
+                "and streaming (`decode` / `prefill --predict` print a point as served), whose expected errors "
+                "are:"
+            )
+            predicted += [f"    {d}: {s}" for d, s in self.expected_errors]
         return res.to_text(top=self.top, predicted=predicted, spec=req.spec())
 
     def to_html(self, command: str = "") -> str:
@@ -123,7 +138,13 @@ def run_search(
     SearchReport
     """
     res = request.run(config, predictor=predictor, client=client, progress=progress)
-    return SearchReport(request, res, top)
+    errors: list[tuple[str, str]] = []
+    if res.coverage is not None and request.predict:  # a predicted search: its served errors
+        from ..sim.served_step import step_expected_errors
+
+        for device in dict.fromkeys(str(r["device"]) for r in res.frontier):
+            errors += [(device, s) for s in step_expected_errors(str(request.predict), device, config.is_moe)]
+    return SearchReport(request, res, top, tuple(errors))
 
 
 @dataclass(frozen=True)

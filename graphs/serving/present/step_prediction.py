@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from ..planning.serving_fit import ServingFit
     from ..pricing.predict import Prediction
+    from ..sim.served_step import ServedStep
 
 __all__ = ["FittedStep", "StepPrediction", "predict_step_report", "prediction_label", "step_interval"]
 
@@ -204,12 +205,17 @@ class StepPrediction:
         Its (P10, P90) step time, seconds.
     fitted : FittedStep, optional
         The fit's engine overheads on the step (None without a fit).
+    served : ServedStep, optional
+        The step as the framework's engine profile serves it, with its calibrated band and
+        expected error (:mod:`graphs.serving.sim.served_step`; None: not asked, or a fit's
+        overheads price it instead).
     """
 
     phase: str
     prediction: Prediction | None = None
     interval_s: tuple[float, float] | None = None
     fitted: FittedStep | None = None
+    served: ServedStep | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``"prediction"`` (with its ``"interval_s"``) and ``"engine_overheads"`` entries that
@@ -226,11 +232,13 @@ class StepPrediction:
             doc["prediction"] = {**self.prediction.to_dict(), **span}
         if self.fitted is not None:
             doc["engine_overheads"] = self.fitted.to_dict()
+        if self.served is not None:
+            doc["served"] = self.served.to_dict()
         return doc
 
     def brief_text(self) -> str:
-        """The prediction in one line and what it rests on: what ``model analyze`` prints after
-        the step's totals (empty without a prediction).
+        """The prediction in one line and what it rests on, then the step as served (when priced
+        so): what ``model analyze`` prints after the step's totals (empty without a prediction).
 
         Returns
         -------
@@ -244,7 +252,8 @@ class StepPrediction:
             f"{p.corrected_s * 1e3:.3f} ms, {p.corrected_s / p.bound_s:.2f}x the bound; "
             f"the fits alone {p.predicted_s * 1e3:.3f} ms"
         )
-        return "\n".join([head, "\n".join(coverage_lines(p))])
+        served = [] if self.served is None else [self.served.to_text()]
+        return "\n".join([head, "\n".join(coverage_lines(p)), *served])
 
     def to_text(self) -> str:
         """The lines printed after the step's summary, each block after a blank line.
@@ -277,6 +286,8 @@ class StepPrediction:
             out.append("\n".join(coverage_lines(p)))
         if self.fitted is not None:
             out += ["", self.fitted.to_text()]
+        if self.served is not None:
+            out += ["", self.served.to_text()]
         return "\n".join(out)
 
 
@@ -294,6 +305,7 @@ def predict_step_report(
     fit: ServingFit | None = None,
     fit_path: str = "",
     interval: bool = True,
+    served: bool = False,
 ) -> StepPrediction:
     """Price one decode or prefill step with ``framework``'s measured kernels and/or a fit's engine
     overheads: what ``decode`` and ``prefill`` print beside the bound.
@@ -324,6 +336,10 @@ def predict_step_report(
     interval : bool
         Also price the P10-P90 interval (:func:`step_interval`: two more priced steps); False
         leaves :attr:`StepPrediction.interval_s` None.
+    served : bool
+        Also the step as ``framework``'s engine profile serves it, with the expected error of
+        deployments like it (:func:`graphs.serving.sim.served_step.served_step`); only without a
+        fit, whose overheads are not those the validation tables were measured with.
 
     Returns
     -------
@@ -389,4 +405,18 @@ def predict_step_report(
             config.name,
             get_device(device).name,
         )
-    return StepPrediction(phase, prediction, span, fitted)
+    as_served = None
+    if served and framework is not None and fit is None:
+        from ..pricing.predictor import Predictor
+        from ..sim.served_step import served_step
+
+        as_served = served_step(
+            config,
+            device,
+            phase,
+            batch=batch,
+            tokens=x,
+            tp=tp,
+            predictor=Predictor.of(framework, fp8_scales=fp8_scales),
+        )
+    return StepPrediction(phase, prediction, span, fitted, as_served)

@@ -53,7 +53,17 @@ from ..step.workload import as_workload
 from .served_errors import ServedErrors, served_errors
 from .simulator import SimResult, simulate
 
-__all__ = ["METRICS", "RunBands", "SimInterval", "run_bands", "simulate_interval", "P90_PER_MEDIAN"]
+__all__ = [
+    "METRICS",
+    "P90_PER_MEDIAN",
+    "RunBands",
+    "SimInterval",
+    "run_bands",
+    "simulate_interval",
+    "transfer_error",
+    "transfer_words",
+    "widen",
+]
 
 #: a normal error's P90 over its median absolute value: ``Phi^-1(0.9) / Phi^-1(0.75)``
 P90_PER_MEDIAN = 1.2815515655446004 / 0.6744897501960817
@@ -97,6 +107,95 @@ def _ttft_share(res: SimResult) -> float | None:
     :func:`~graphs.serving.sim.served_errors.compose`); None when it served no request."""
     e2e = _value(res, "E2E mean s")
     return min(_value(res, "TTFT mean s") / e2e, 1.0) if e2e > 0 else None
+
+
+def transfer_error(cov: Any, device: str) -> tuple[float, str] | None:
+    """``(m, family)``: the largest leave-one-device-out (new generation: leave-one-generation-out)
+    median error ``m`` (a fraction) of the kernel families a priced run or step took from other
+    devices' fits (:func:`~graphs.serving.pricing.kernel_sources.unmeasured_device_families`), or
+    None when every kernel was priced from ``device``'s own measurements (module doc).
+
+    Parameters
+    ----------
+    cov : Coverage or None
+        The run's or step's seconds by source (None: priced at the bound, nothing transferred).
+    device : str
+        The catalog device name.
+
+    Returns
+    -------
+    tuple of (float, str) or None
+    """
+    if cov is None:
+        return None
+    hw = get_device(device)
+    table = served_errors()
+    found = [
+        (pct / 100, fam)
+        for fam in unmeasured_device_families(cov)
+        if (pct := table.neighbour_pct(fam, hw)) is not None
+    ]
+    return max(found) if found else None
+
+
+def widen(point: float, band: tuple[float, float], m: float) -> tuple[float, float]:
+    """``band`` around ``point`` widened by a transfer error of median ``m`` (module doc): each
+    end's half-width in log space combined with the transfer's P90,
+
+    .. math::
+
+        w = \\sqrt{\\ln(\\text{end} / \\text{point})^2 + \\ln(1 + 1.90\\, m)^2}
+
+    (an end on the wrong side of the point counts as the point; a band that does not reach zero
+    or a point that is not positive is returned as it is).
+
+    Parameters
+    ----------
+    point : float
+        The predicted value (any unit).
+    band : tuple of float
+        Its ``(lo, hi)``, in the same unit.
+    m : float
+        The transfer's median absolute error (a fraction).
+
+    Returns
+    -------
+    tuple of float
+        The widened ``(lo, hi)``.
+
+    >>> lo, hi = widen(10.0, (9.0, 11.0), 0.0)
+    >>> round(lo, 9), round(hi, 9)
+    (9.0, 11.0)
+    """
+    lo, hi = band
+    if not (point > 0 and lo > 0):
+        return band
+    extra = math.log1p(P90_PER_MEDIAN * m)
+    w_lo = math.hypot(math.log(point / min(lo, point)), extra)
+    w_hi = math.hypot(math.log(max(hi, point) / point), extra)
+    return point * math.exp(-w_lo), point * math.exp(w_hi)
+
+
+def transfer_words(dev: tuple[float, str], device: str) -> str:
+    """How a transfer error ``dev`` (:func:`transfer_error`) widens a band, in a few words.
+
+    Parameters
+    ----------
+    dev : tuple of (float, str)
+        ``(m, family)``.
+    device : str
+        The catalog device name.
+
+    Returns
+    -------
+    str
+    """
+    m, fam = dev
+    split = served_errors().neighbour_basis(fam, get_device(device))
+    return (
+        f"widened for {device}'s kernels priced from other devices: "
+        f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, {split} median {100 * m:.0f} %)"
+    )
 
 
 @dataclass(frozen=True)
@@ -149,18 +248,8 @@ class RunBands(Result):
     def device_error(self) -> tuple[float, str] | None:
         """``(m, family)``: the largest leave-one-device-out (new generation: leave-one-generation-out)
         median error (a fraction) of the kernel families this run priced from other devices' fits,
-        or None on a measured device (module doc)."""
-        cov = self.point.coverage
-        if cov is None:
-            return None
-        hw = get_device(self.deployment[1])
-        table = served_errors()
-        found = [
-            (pct / 100, fam)
-            for fam in unmeasured_device_families(cov)
-            if (pct := table.neighbour_pct(fam, hw)) is not None
-        ]
-        return max(found) if found else None
+        or None on a measured device (module doc; :func:`transfer_error`)."""
+        return transfer_error(self.point.coverage, self.deployment[1])
 
     @property
     def conformal(self) -> dict[str, tuple[float, float]]:
@@ -190,17 +279,7 @@ class RunBands(Result):
         dev = self.device_error
         if dev is None:
             return dict(bands)
-        extra = math.log1p(P90_PER_MEDIAN * dev[0])
-        out = {}
-        for label, (lo, hi) in bands.items():
-            p = self.value(label)
-            if p > 0 and lo > 0:
-                w_lo = math.hypot(math.log(p / min(lo, p)), extra)
-                w_hi = math.hypot(math.log(max(hi, p) / p), extra)
-                out[label] = (p * math.exp(-w_lo), p * math.exp(w_hi))
-            else:
-                out[label] = (lo, hi)
-        return out
+        return {label: widen(self.value(label), band, dev[0]) for label, band in bands.items()}
 
     @property
     def calibrated(self) -> dict[str, tuple[float, float]]:
@@ -233,14 +312,7 @@ class RunBands(Result):
     def device_words(self) -> str | None:
         """How an unmeasured device's transfer error widens every band, or None (measured)."""
         dev = self.device_error
-        if dev is None:
-            return None
-        m, fam = dev
-        split = served_errors().neighbour_basis(fam, get_device(self.deployment[1]))
-        return (
-            f"widened for {self.deployment[1]}'s kernels priced from other devices: "
-            f"+-{100 * P90_PER_MEDIAN * m:.0f} % at P90 ({fam}, {split} median {100 * m:.0f} %)"
-        )
+        return None if dev is None else transfer_words(dev, self.deployment[1])
 
     @property
     def basis(self) -> dict[str, str]:

@@ -1,0 +1,143 @@
+"""A step as an engine serves it (graphs.serving.sim.served_step): the served TPOT of a steady decode
+batch equals what the simulator gives such a batch, the served TTFT at idle is the request path
+plus the prefill step (issue 42, item 2's check), and the expected error is the shipped table's
+group (issue 42, item 7: ``decode`` and ``prefill`` with ``--predict``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiconfigurator_core", reason="the measured extra prices the kernels")
+
+from costmodel.errors import CostModelError
+from graphs.serving.engines import get_engine
+from graphs.serving.pricing.predictor import Predictor
+from graphs.serving.pricing.priced import priced_step
+from graphs.serving.sim.engine import profile_engine
+from graphs.serving.sim.requests import Request
+from graphs.serving.sim.served_step import served_step
+from graphs.serving.sim.simulator import default_overheads, simulate
+
+MODEL, DEVICE = "llama-3.1-8b", "h100"
+TABLE = Path(__file__).resolve().parent.parent / "graphs/serving/sim/data/served_errors.json"
+
+
+@pytest.fixture(scope="module")
+def vllm() -> Predictor:
+    return Predictor.of("vllm")
+
+
+@pytest.mark.parametrize("batch", [4, 3])
+def test_decode_tpot_is_the_simulators_decode_iteration(vllm: Predictor, batch: int) -> None:
+    """``batch + 1`` prompts of 1,000 tokens sent together to an idle vLLM: the first arrival
+    starts an iteration alone (the engine does not wait), the other ``batch`` prefill together in
+    the next (under the 8,192-token budget) beside the first one's decode, and their second token
+    is one decode-only iteration of ``batch`` sequences at 1,001 tokens of KV each, streamed after
+    ``d``: their TPOT in the simulator. Batch 3 runs at the capture size 4."""
+    prompt = 1000
+    cfg = profile_engine(get_engine("vllm"), MODEL, DEVICE)
+    reqs = [Request(rid=i, arrival_s=0.0, prompt=prompt, output=2) for i in range(batch + 1)]
+    res = simulate(MODEL, DEVICE, reqs, engine=cfg, predictor=vllm)
+    assert res.iterations == 3
+    tpots = sorted(float(x) for x in res.per_request["tpot_s"])
+    got = served_step(MODEL, DEVICE, "decode", batch=batch, tokens=prompt + 1, predictor=vllm)
+    assert got.padded_batch == default_overheads(vllm, cfg).padded(batch)
+    # the simulator prices the iteration from tables of the same kernels (module doc: within 0.1 %)
+    for t in tpots[:batch]:  # the first request's second token came with the others' prefill: slower
+        assert got.value_s == pytest.approx(t, rel=1e-3)
+    assert tpots[-1] > 2 * tpots[0]
+
+
+def test_prefill_ttft_at_idle_is_request_path_plus_prefill(vllm: Predictor) -> None:
+    """One prompt of 2,048 tokens on an idle vLLM: TTFT = r + p S + h S (prefix caching on) +
+    the prefill step (priced as ``prefill --predict`` prices it) + the CPU terms + d."""
+    seq = 2048
+    got = served_step(MODEL, DEVICE, "prefill", batch=1, tokens=seq, predictor=vllm)
+    cfg = profile_engine(get_engine("vllm"), MODEL, DEVICE)
+    ov = default_overheads(vllm, cfg)
+    kernels = priced_step(MODEL, DEVICE, "prefill", tp=1, predictor=vllm).step(1, seq)
+    expect = ov.request_path_s(seq, True) + kernels + ov.cpu_s(1, seq) + ov.output_token_s
+    assert got.iterations == 1 and got.queue_share == 0.0
+    assert got.value_s == pytest.approx(expect, rel=2e-3)
+    assert got.request_path_s == pytest.approx(
+        ov.request_s + (ov.per_prompt_token_s + ov.prefix_lookup_per_token_s) * seq
+    )
+
+
+def _group(metric: str, regime: str | None) -> dict:
+    doc = json.loads(TABLE.read_text())
+    (g,) = [
+        g
+        for g in doc["groups"]
+        if (g["metric"], g["framework"], g["device"], g["moe"], g["regime"])
+        == (metric, "vllm", "h100-sxm", False, regime)
+    ]
+    return g
+
+
+def test_expected_error_and_band_are_the_shipped_tables(vllm: Predictor) -> None:
+    dec = served_step(MODEL, DEVICE, "decode", batch=8, tokens=2048, predictor=vllm)
+    g = _group("TPOT", None)
+    assert f"+-{100 * g['median_abs']:.0f} %" in dec.expected_error
+    assert f"{g['n']} validation rows of {g['deployments']} deployments" in dec.expected_error
+    assert dec.band_s is not None and dec.value_s is not None
+    lo, hi = dec.band_s
+    assert lo == pytest.approx(g["low"] * dec.value_s) and hi == pytest.approx(g["high"] * dec.value_s)
+    pre = served_step(MODEL, DEVICE, "prefill", batch=1, tokens=1024, predictor=vllm)
+    light = _group("TTFT", "light")  # one request on an idle engine waits for nothing
+    assert f"+-{100 * light['median_abs']:.0f} %" in pre.expected_error and "light runs" in pre.expected_error
+
+
+def test_steps_the_engine_never_runs_say_why(vllm: Predictor) -> None:
+    many = served_step(MODEL, DEVICE, "decode", batch=300, tokens=1024, predictor=vllm)
+    assert many.value_s is None and "max_num_seqs (256)" in many.refused
+    big = served_step(MODEL, DEVICE, "decode", batch=200, tokens=4096, predictor=vllm)
+    assert big.value_s is None and "pool holds" in big.refused
+    assert "none: " in big.to_text() and big.expected_error == ""
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"phase": "mixed"}, "phase 'mixed'"),
+        ({"batch": 0}, "batch must be"),
+        ({"tokens": 1.5}, "tokens must be"),
+        ({"predictor": Predictor()}, "not the bound"),
+        ({"engine": "nope"}, "nope"),
+    ],
+)
+def test_bad_input_is_refused(vllm: Predictor, kw: dict, words: str) -> None:
+    args = {"phase": "decode", "batch": 1, "tokens": 1024, "predictor": vllm} | kw
+    phase = args.pop("phase")
+    with pytest.raises(CostModelError, match=words):
+        served_step(MODEL, DEVICE, phase, **args)
+
+
+def test_decode_command_prints_and_dumps_the_served_tpot() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "costmodel", "decode", MODEL, "--device", DEVICE, "--predict", "vllm",
+         "--batch", "8", "--ctx", "2048", "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    served = json.loads(out)["served"]
+    assert served["profile"] == "vllm@1" and served["phase"] == "decode"
+    assert served["value_s"] > json.loads(out)["prediction"]["corrected_s"]  # the engine adds to the kernels
+    assert served["expected_error"].startswith("expected TPOT error on deployments like this")
+
+
+def test_predicted_search_says_its_steps_are_not_served_and_their_served_error() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "costmodel", "search", MODEL, "--device", DEVICE, "--predict", "vllm",
+         "--batches", "1,8", "--ctxs", "2048", "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    errors = json.loads(out)["expected_error"]
+    tpot, ttft = _group("TPOT", None), _group("TTFT", "light")
+    assert [e["device"] for e in errors] == ["h100-sxm", "h100-sxm"]
+    assert f"+-{100 * tpot['median_abs']:.0f} %" in errors[0]["statement"]
+    assert f"+-{100 * ttft['median_abs']:.0f} %" in errors[1]["statement"]
