@@ -141,3 +141,30 @@ def test_predicted_search_says_its_steps_are_not_served_and_their_served_error()
     assert [e["device"] for e in errors] == ["h100-sxm", "h100-sxm"]
     assert f"+-{100 * tpot['median_abs']:.0f} %" in errors[0]["statement"]
     assert f"+-{100 * ttft['median_abs']:.0f} %" in errors[1]["statement"]
+
+
+STEPS_NOT_SERVED = "these TTFT and TPOT are the GPU's steps alone"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sweep", MODEL, "--device", DEVICE, "--batches", "1,8", "--ctxs", "2048"],
+        ["serve", "plans", MODEL, "--device", DEVICE, "--batches", "1,8", "--ctx", "2048"],
+        ["serve", "disagg", MODEL, "--prefill-device", DEVICE, "--decode-device", DEVICE],
+    ],
+    ids=["sweep", "serve-plans", "serve-disagg"],
+)
+def test_step_commands_say_they_are_steps_with_the_served_errors(argv: list[str]) -> None:
+    """Every other ``--predict`` command whose TTFT and TPOT are steps (issue 42 item 7)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "costmodel", *argv, "--predict", "vllm"], capture_output=True, text=True, check=True
+    ).stdout
+    tpot = _group("TPOT", None)
+    assert STEPS_NOT_SERVED in out
+    assert ("no validated deployment was disaggregated" in out) == ("disagg" in argv)
+    assert f"h100-sxm: expected TPOT error on deployments like this: +-{100 * tpot['median_abs']:.0f} %" in out
+    plain = subprocess.run(
+        [sys.executable, "-m", "costmodel", *argv], capture_output=True, text=True, check=True
+    ).stdout
+    assert STEPS_NOT_SERVED not in plain  # the bound predicts nothing served

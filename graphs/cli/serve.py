@@ -57,14 +57,17 @@ def _predictor(args: argparse.Namespace) -> Any:
     return predictor_of(args)
 
 
-def _predicted(args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx: int) -> list[str]:
-    """With ``--predict``: what priced the steps, and what the decode step at ``(batch, ctx)``
-    rests on (:func:`graphs.serving.present.serve_summaries.decode_coverage_lines`)."""
+def _predicted(
+    args: argparse.Namespace, cfg: Any, device: str, batch: int, ctx: int, unlike: str | None = None
+) -> list[str]:
+    """With ``--predict``: what priced the steps, what the decode step at ``(batch, ctx)`` rests
+    on and the served expected errors (:func:`graphs.serving.present.serve_summaries.decode_coverage_lines`;
+    ``unlike``: what no validated deployment was)."""
     if not getattr(args, "predict", None):
         return []
     from graphs.serving.present.serve_summaries import decode_coverage_lines
 
-    return decode_coverage_lines(args.predict, cfg, device, batch, ctx, _predictor(args))
+    return decode_coverage_lines(args.predict, cfg, device, batch, ctx, _predictor(args), unlike)
 
 
 def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
@@ -129,7 +132,9 @@ def cmd_specdec(args: argparse.Namespace) -> int:
         ),
     )
     text += f"\nbest k = {r.best_k} -> {r.best_speedup:.2f}x; S = {r.closed_form}  (gamma = k)"
-    text += "".join("\n" + x for x in _predicted(args, target, args.device, args.batch, args.ctx))
+    text += "".join(
+        "\n" + x for x in _predicted(args, target, args.device, args.batch, args.ctx, unlike="speculating")
+    )
     return emit(args, r.to_dict(), text)
 
 

@@ -20,7 +20,7 @@ from ..planning.design_search import SearchResult
 from ..planning.search_request import SearchRequest
 from ..planning.size_request import SizeRequest
 from ..planning.sizing import SizingResult
-from .report_text import predicted_lines
+from .report_text import predicted_lines, served_error_lines, step_error_pairs
 
 __all__ = ["SearchReport", "SizeReport", "run_search", "run_size"]
 
@@ -80,13 +80,7 @@ class SearchReport:
             )
             predicted = predicted_lines(str(req.predict), ",".join(req.devices), res.coverage, what=what)
             predicted.append("  (coverage of the frontier's decode steps)")
-        if self.expected_errors:
-            predicted.append(
-                "  these TTFT and TPOT are the GPU's steps alone: an engine adds its CPU terms, request path "
-                "and streaming (`decode` / `prefill --predict` print a point as served), whose expected errors "
-                "are:"
-            )
-            predicted += [f"    {d}: {s}" for d, s in self.expected_errors]
+        predicted += served_error_lines(self.expected_errors)
         return res.to_text(top=self.top, predicted=predicted, spec=req.spec())
 
     def to_html(self, command: str = "") -> str:
@@ -138,13 +132,12 @@ def run_search(
     SearchReport
     """
     res = request.run(config, predictor=predictor, client=client, progress=progress)
-    errors: list[tuple[str, str]] = []
+    errors: tuple[tuple[str, str], ...] = ()
     if res.coverage is not None and request.predict:  # a predicted search: its served errors
-        from ..sim.served_step import step_expected_errors
-
-        for device in dict.fromkeys(str(r["device"]) for r in res.frontier):
-            errors += [(device, s) for s in step_expected_errors(str(request.predict), device, config.is_moe)]
-    return SearchReport(request, res, top, tuple(errors))
+        errors = step_error_pairs(
+            str(request.predict), [str(r["device"]) for r in res.frontier], config.is_moe
+        )
+    return SearchReport(request, res, top, errors)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,19 @@ has always printed; the command line's option modules re-export them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["coverage_lines", "cost_text", "interval_text", "predict_file_line", "predicted_lines"]
+__all__ = [
+    "coverage_lines",
+    "cost_text",
+    "interval_text",
+    "predict_file_line",
+    "predicted_lines",
+    "served_error_lines",
+    "step_error_pairs",
+]
 
 
 def coverage_lines(p: Any) -> list[str]:
@@ -57,11 +66,76 @@ def coverage_lines(p: Any) -> list[str]:
     return out
 
 
+def step_error_pairs(framework: str, devices: Sequence[str], moe: bool) -> tuple[tuple[str, str], ...]:
+    """``(device, statement)`` for each of ``devices`` (by catalog name, each once, in order): the
+    expected error of a served TPOT and light-load TTFT on deployments like it
+    (:func:`graphs.serving.sim.served_step.step_expected_errors`).
+
+    Parameters
+    ----------
+    framework : str
+        The corpus framework whose kernels priced the steps.
+    devices : sequence of str
+        Catalog device names.
+    moe : bool
+        Whether the model routes tokens to experts.
+
+    Returns
+    -------
+    tuple of (str, str)
+    """
+    from costmodel.hardware import get_device
+    from graphs.serving.sim.served_step import step_expected_errors
+
+    names = dict.fromkeys(get_device(d).name for d in devices)  # an alias and its name: once
+    return tuple((d, statement) for d in names for statement in step_expected_errors(framework, d, moe))
+
+
+def served_error_lines(errors: Sequence[tuple[str, str]], unlike: str | None = None) -> list[str]:
+    """What a command whose TTFT and TPOT are steps, not served runs, says beside them: that they
+    are steps, and the served expected errors ``errors`` (:func:`step_error_pairs`) of deployments
+    like its devices (none: nothing).
+
+    Parameters
+    ----------
+    errors : sequence of (str, str)
+        ``(device, statement)`` pairs.
+    unlike : str, optional
+        What the deployment is that no validated one was (``disaggregated``, ``speculating``): said
+        once, after the statements.
+
+    Returns
+    -------
+    list of str
+    """
+    if not errors:
+        return []
+    out = [
+        "  these TTFT and TPOT are the GPU's steps alone: an engine adds its CPU terms, request path "
+        "and streaming (`decode` / `prefill --predict` print a point as served), whose expected errors are:",
+        *(f"    {d}: {statement}" for d, statement in errors),
+    ]
+    if unlike:
+        out.append(
+            f"    no validated deployment was {unlike}: these are the errors of aggregated deployments "
+            "decoding plainly on the same devices"
+        )
+    return out
+
+
 def predicted_lines(
-    framework: str, device: str, coverage: Any, *, what: str, clamped_s: float | None = None
+    framework: str,
+    device: str,
+    coverage: Any,
+    *,
+    what: str,
+    clamped_s: float | None = None,
+    served: Sequence[tuple[str, str]] = (),
+    unlike: str | None = None,
 ) -> list[str]:
     """What priced ``what`` (e.g. "every iteration's kernels"): ``framework``'s kernels of the
-    corpus, what their seconds rest on (:func:`coverage_lines`) and the share clamped to the bound.
+    corpus, what their seconds rest on (:func:`coverage_lines`) and the share clamped to the bound;
+    for steps, not served runs, the served expected errors ``served`` (:func:`served_error_lines`).
 
     Parameters
     ----------
@@ -75,6 +149,11 @@ def predicted_lines(
         What was priced, in words.
     clamped_s : float, optional
         Seconds of kernels whose prediction fell below their bound (None: from ``coverage``).
+    served : sequence of (str, str)
+        ``(device, statement)`` pairs (:func:`step_error_pairs`; empty: a served run's report,
+        which states its own).
+    unlike : str, optional
+        What the steps' deployment is that no validated one was (:func:`served_error_lines`).
 
     Returns
     -------
@@ -87,7 +166,7 @@ def predicted_lines(
         f"({calibration_source()}), each at least its roofline bound"
     ]
     if coverage is None:
-        return out
+        return out + served_error_lines(served, unlike)
     out += coverage_lines(SimpleNamespace(coverage=coverage, device=device, framework=framework))
     if coverage.total_s > 0:
         if clamped_s is None:
@@ -98,7 +177,7 @@ def predicted_lines(
             f"  clamped: {100 * clamped_s / coverage.total_s:.1f}% of the time is kernels whose "
             "prediction fell below their bound (the bound priced them)"
         )
-    return out
+    return out + served_error_lines(served, unlike)
 
 
 def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:

@@ -28,7 +28,7 @@ from ..analysis.parallel import PlanPoint, plan_frontier
 from ..analysis.serve_requests import DisaggRequest, PlansRequest
 from ..planning.cost import NO_PRICE, Rates, decode_cost, disagg_cost, prefill_cost
 from ..pricing.predictor import Predictor
-from .report_text import cost_text, predicted_lines
+from .report_text import cost_text, predicted_lines, step_error_pairs
 
 __all__ = ["DisaggSummary", "PlansSummary", "run_disagg", "run_plans", "decode_coverage_lines"]
 
@@ -37,10 +37,17 @@ _CHECKED = 1 << 20
 
 
 def decode_coverage_lines(
-    predict: str | None, config: ModelConfig, device: str, batch: int, ctx: int, predictor: Predictor | None
+    predict: str | None,
+    config: ModelConfig,
+    device: str,
+    batch: int,
+    ctx: int,
+    predictor: Predictor | None,
+    unlike: str | None = None,
 ) -> list[str]:
-    """With a predictor: what priced the steps, and what the decode step at ``(batch, ctx)`` rests
-    on (the coverage lines ``simulate`` prints); none without one.
+    """With a predictor: what priced the steps, what the decode step at ``(batch, ctx)`` rests on
+    (the coverage lines ``simulate`` prints) and the served expected errors of deployments like
+    ``device``'s (:func:`.report_text.served_error_lines`); none without one.
 
     Parameters
     ----------
@@ -54,6 +61,8 @@ def decode_coverage_lines(
         The decode step whose coverage is shown.
     predictor : Predictor or None
         The predictor that priced the steps.
+    unlike : str, optional
+        What the deployment is that no validated one was (``disaggregated``, ``speculating``).
 
     Returns
     -------
@@ -68,7 +77,12 @@ def decode_coverage_lines(
     assert isinstance(step, MeteredPointStep)  # a predictor that is not the bound meters its seconds
     cov = step.coverage_array(batch, ctx)
     return predicted_lines(
-        predict, device, cov, what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})"
+        predict,
+        device,
+        cov,
+        what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})",
+        served=step_error_pairs(predict, [device], config.is_moe),
+        unlike=unlike,
     )
 
 
@@ -266,7 +280,9 @@ def run_disagg(
             "decode": decode_cost(dec_rates, devices=1, batch=r.decode_batch, tpot_s=r.tpot_s),
         }
     ctx = r.prompt + r.output // 2 + 1  # the decode step halfway through the output
-    predicted = decode_coverage_lines(req.predict, config, req.decode_device, r.decode_batch, ctx, predictor)
+    predicted = decode_coverage_lines(
+        req.predict, config, req.decode_device, r.decode_batch, ctx, predictor, unlike="disaggregated"
+    )
     return DisaggSummary(req, r, span, cost, tuple(predicted))
 
 
@@ -287,6 +303,9 @@ class PlansSummary:
         Devices without a price.
     balanced : bool
         The rows hold ``x_balanced`` (a skewed routing, compared with uniform).
+    expected_errors : tuple of (str, str)
+        With a predictor: ``(device, statement)``, the served expected errors of deployments like
+        each device's (:func:`.report_text.step_error_pairs`).
     """
 
     request: PlansRequest
@@ -294,6 +313,7 @@ class PlansSummary:
     errors: tuple[PlanPoint, ...] = ()
     unpriced: tuple[str, ...] = ()
     balanced: bool = False
+    expected_errors: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> list[dict[str, Any]]:
         """What ``serve plans --json`` prints: one row per point (a list, as it always has), the
@@ -348,7 +368,13 @@ class PlansSummary:
         if req.predict:
             devices = ",".join(req.devices)
             text += "\n" + "\n".join(
-                predicted_lines(req.predict, devices, None, what="every plan's decode kernels")
+                predicted_lines(
+                    req.predict,
+                    devices,
+                    None,
+                    what="every plan's decode kernels",
+                    served=self.expected_errors,
+                )
             )
         return text
 
@@ -464,4 +490,7 @@ def run_plans(
     )
     unpriced = tuple(sorted({r.device for r in rates.values() if r.price_usd_per_hour is None}))
     errors = tuple(pt for pt in points if pt.error is not None)
-    return PlansSummary(req, rows, errors, unpriced, bool(balanced))
+    served: tuple[tuple[str, str], ...] = ()
+    if req.predict and predictor is not None and not predictor.is_bound:
+        served = step_error_pairs(req.predict, devices, config.is_moe)
+    return PlansSummary(req, rows, errors, unpriced, bool(balanced), served)

@@ -21,7 +21,7 @@ from models.config import ModelConfig
 from ..analysis.sweep_request import SweepRequest
 from ..analysis.sweeps import DecodeForms, SweepResult, sweep, sweep_forms
 from ..pricing.predictor import Predictor
-from .report_text import predicted_lines
+from .report_text import predicted_lines, served_error_lines, step_error_pairs
 
 __all__ = ["SweepSummary", "run_sweep"]
 
@@ -48,10 +48,14 @@ class SweepSummary:
         The checked grid.
     result : SweepResult
         Every point, its frontier and notes.
+    expected_errors : tuple of (str, str)
+        With a predictor: ``(device, statement)``, the served expected errors of deployments like
+        each frontier device's (:func:`.report_text.step_error_pairs`).
     """
 
     request: SweepRequest
     result: SweepResult
+    expected_errors: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """What ``sweep --json`` prints: every point's columns.
@@ -60,7 +64,10 @@ class SweepSummary:
         -------
         dict
         """
-        return self.result.to_dict()
+        doc = self.result.to_dict()
+        if self.expected_errors:
+            doc["expected_error"] = [{"device": d, "statement": st} for d, st in self.expected_errors]
+        return doc
 
     def to_text(self) -> str:
         """What ``costmodel sweep`` prints: the counts, the notes, with a predictor what priced the
@@ -81,6 +88,7 @@ class SweepSummary:
             devices = ",".join(req.devices)
             out += predicted_lines(str(req.predict), devices, res.coverage, what="every step's kernels")
             out.append("  (coverage of the frontier's steps)")
+            out += served_error_lines(self.expected_errors)
         out.append(format_table(front[: req.top] if req.top else front, _COLUMNS))
         return "\n".join(out)
 
@@ -189,4 +197,9 @@ def run_sweep(
             predictor=predictor,
             **grid,
         )
-    return SweepSummary(req, res)
+    errors: tuple[tuple[str, str], ...] = ()
+    if predictor is not None and predictor.framework is not None and config is not None:
+        errors = step_error_pairs(
+            predictor.framework, [str(p["device"]) for p in res.frontier()], config.is_moe
+        )
+    return SweepSummary(req, res, errors)
