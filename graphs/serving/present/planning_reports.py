@@ -20,7 +20,7 @@ from ..planning.design_search import SearchResult
 from ..planning.search_request import SearchRequest
 from ..planning.size_request import SizeRequest
 from ..planning.sizing import SizingResult
-from .report_text import predicted_lines, served_error_lines, step_error_pairs
+from .report_text import predicted_lines, served_error_dicts, served_error_lines, step_error_pairs
 
 __all__ = ["SearchReport", "SizeReport", "run_search", "run_size"]
 
@@ -60,7 +60,7 @@ class SearchReport:
         """
         doc = self.result.to_dict()
         if self.expected_errors:
-            doc["expected_error"] = [{"device": d, "statement": s} for d, s in self.expected_errors]
+            doc["served_expected_error"] = served_error_dicts(self.expected_errors)
         return doc
 
     def to_text(self) -> str:

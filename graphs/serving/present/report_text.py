@@ -14,14 +14,19 @@ from types import SimpleNamespace
 from typing import Any
 
 __all__ = [
+    "SERVED_APPLIES_TO",
     "coverage_lines",
     "cost_text",
     "interval_text",
     "predict_file_line",
     "predicted_lines",
+    "served_error_dicts",
     "served_error_lines",
     "step_error_pairs",
 ]
+
+#: what a step command's served expected error applies to, in its ``--json``
+SERVED_APPLIES_TO = "the served TPOT and light-load TTFT of such a deployment, not these steps"
 
 
 def coverage_lines(p: Any) -> list[str]:
@@ -66,7 +71,9 @@ def coverage_lines(p: Any) -> list[str]:
     return out
 
 
-def step_error_pairs(framework: str, devices: Sequence[str], moe: bool) -> tuple[tuple[str, str], ...]:
+def step_error_pairs(
+    framework: str, devices: Sequence[str], moe: bool, metrics: Sequence[str] = ("TPOT", "TTFT")
+) -> tuple[tuple[str, str], ...]:
     """``(device, statement)`` for each of ``devices`` (by catalog name, each once, in order): the
     expected error of a served TPOT and light-load TTFT on deployments like it
     (:func:`graphs.serving.sim.served_step.step_expected_errors`).
@@ -79,6 +86,8 @@ def step_error_pairs(framework: str, devices: Sequence[str], moe: bool) -> tuple
         Catalog device names.
     moe : bool
         Whether the model routes tokens to experts.
+    metrics : sequence of str
+        Which of ``TPOT`` and ``TTFT``.
 
     Returns
     -------
@@ -88,7 +97,24 @@ def step_error_pairs(framework: str, devices: Sequence[str], moe: bool) -> tuple
     from graphs.serving.sim.served_step import step_expected_errors
 
     names = dict.fromkeys(get_device(d).name for d in devices)  # an alias and its name: once
-    return tuple((d, statement) for d in names for statement in step_expected_errors(framework, d, moe))
+    return tuple(
+        (d, statement) for d in names for statement in step_expected_errors(framework, d, moe, metrics)
+    )
+
+
+def served_error_dicts(errors: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """``errors`` (:func:`step_error_pairs`) as ``--json`` gives them, each saying what it applies to.
+
+    Parameters
+    ----------
+    errors : sequence of (str, str)
+        ``(device, statement)`` pairs.
+
+    Returns
+    -------
+    list of dict
+    """
+    return [{"device": d, "statement": st, "applies_to": SERVED_APPLIES_TO} for d, st in errors]
 
 
 def served_error_lines(errors: Sequence[tuple[str, str]], unlike: str | None = None) -> list[str]:
@@ -111,8 +137,9 @@ def served_error_lines(errors: Sequence[tuple[str, str]], unlike: str | None = N
     if not errors:
         return []
     out = [
-        "  these TTFT and TPOT are the GPU's steps alone: an engine adds its CPU terms, request path "
-        "and streaming (`decode` / `prefill --predict` print a point as served), whose expected errors are:",
+        "  these figures rest on the GPU's steps alone: an engine adds its CPU terms, request path and "
+        "streaming (`decode` / `prefill --predict` print a step as served); served, deployments like "
+        "these have been off by:",
         *(f"    {d}: {statement}" for d, statement in errors),
     ]
     if unlike:

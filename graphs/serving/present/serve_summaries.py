@@ -44,6 +44,7 @@ def decode_coverage_lines(
     ctx: int,
     predictor: Predictor | None,
     unlike: str | None = None,
+    prefill_device: str | None = None,
 ) -> list[str]:
     """With a predictor: what priced the steps, what the decode step at ``(batch, ctx)`` rests on
     (the coverage lines ``simulate`` prints) and the served expected errors of deployments like
@@ -63,6 +64,9 @@ def decode_coverage_lines(
         The predictor that priced the steps.
     unlike : str, optional
         What the deployment is that no validated one was (``disaggregated``, ``speculating``).
+    prefill_device : str, optional
+        The device the prompts are prefilled on, when not ``device`` (disaggregated): the TTFT's
+        expected error is its.
 
     Returns
     -------
@@ -81,7 +85,8 @@ def decode_coverage_lines(
         device,
         cov,
         what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})",
-        served=step_error_pairs(predict, [device], config.is_moe),
+        served=step_error_pairs(predict, [device], config.is_moe, ("TPOT",))
+        + step_error_pairs(predict, [prefill_device or device], config.is_moe, ("TTFT",)),
         unlike=unlike,
     )
 
@@ -281,7 +286,14 @@ def run_disagg(
         }
     ctx = r.prompt + r.output // 2 + 1  # the decode step halfway through the output
     predicted = decode_coverage_lines(
-        req.predict, config, req.decode_device, r.decode_batch, ctx, predictor, unlike="disaggregated"
+        req.predict,
+        config,
+        req.decode_device,
+        r.decode_batch,
+        ctx,
+        predictor,
+        unlike="disaggregated",
+        prefill_device=req.prefill_device,
     )
     return DisaggSummary(req, r, span, cost, tuple(predicted))
 

@@ -21,7 +21,7 @@ from models.config import ModelConfig
 from ..analysis.sweep_request import SweepRequest
 from ..analysis.sweeps import DecodeForms, SweepResult, sweep, sweep_forms
 from ..pricing.predictor import Predictor
-from .report_text import predicted_lines, served_error_lines, step_error_pairs
+from .report_text import predicted_lines, served_error_dicts, served_error_lines, step_error_pairs
 
 __all__ = ["SweepSummary", "run_sweep"]
 
@@ -66,7 +66,7 @@ class SweepSummary:
         """
         doc = self.result.to_dict()
         if self.expected_errors:
-            doc["expected_error"] = [{"device": d, "statement": st} for d, st in self.expected_errors]
+            doc["served_expected_error"] = served_error_dicts(self.expected_errors)
         return doc
 
     def to_text(self) -> str:

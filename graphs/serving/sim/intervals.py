@@ -146,8 +146,8 @@ def widen(point: float, band: tuple[float, float], m: float) -> tuple[float, flo
 
         w = \\sqrt{\\ln(\\text{end} / \\text{point})^2 + \\ln(1 + 1.90\\, m)^2}
 
-    (an end on the wrong side of the point counts as the point; a band that does not reach zero
-    or a point that is not positive is returned as it is).
+    (an end on the wrong side of the point counts as the point; a band whose low end is not
+    positive, or a point that is not positive, is returned as it is).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""One step as an engine serves it: the TPOT of a steady decode batch and the TTFT of prompts
+"""One step as an engine serves it: the TPOT of a steady decode batch and the mean TTFT of prompts
 reaching an idle engine, each with the expected error of deployments like it.
 
 A ``decode`` or ``prefill`` step priced with measured kernels (:mod:`graphs.serving.pricing.predict`)
@@ -9,72 +9,77 @@ what the validation tables' residuals (:mod:`graphs.serving.sim.served_errors`) 
 
 **Decode.** ``B`` sequences decoding steadily, each with ``C`` tokens of KV (the token being
 processed included): every iteration is the simulator's decode-only iteration
-(:meth:`graphs.serving.sim.engine.Replica.iteration_time`), and in steady state the engine hands
-over one iteration's tokens each period, each token then streamed after ``d``
-(:mod:`graphs.serving.engines.knobs`):
+(:meth:`graphs.serving.sim.engine.Replica.iteration_time`, the same computation: the simulator's
+own priced iteration, :func:`graphs.serving.pricing.predictor.predicted_mixed_step`), and in steady
+state the engine hands over one iteration's tokens each period, each token then streamed after
+``d`` (:mod:`graphs.serving.engines.knobs`):
 
 .. math::
 
     g = \\max\\big(s\\, t_{step}(P(B), B C),\\; [s < 1]\\, t_{bound}(P(B), B C)\\big) + o + a + b B + c B,
     \\qquad \\mathrm{TPOT} = \\max(g,\\; B f / m) + d
 
-with ``t_step(rows, sum of KV lengths)`` the decode step priced by the predictor at ``P(B)``
-rows of ``B C / P(B)`` tokens of KV each (:func:`graphs.serving.pricing.priced.priced_step`, what
-``decode --predict`` prices; its roofline ``t_bound``), ``P(B)`` the CUDA-graph capture size the
-batch is padded to (padding slots read no KV), ``s`` the kernel
-scale, ``o`` the engine config's iteration overhead, ``a, b, c`` the CPU terms, ``f / m`` the
-shared front end's seconds per token and ``d`` the detokenisation and streaming per output token
-(seconds). The simulator prices the same iteration from tables of these kernels over a grid
-(:class:`~graphs.serving.pricing.predictor.PredictedStep`), equal at the grid's points and within
-0.1 % between them (Llama-3.1-8B, Mixtral-8x7B, Qwen3-30B-A3B on H100, batch 1-200). A batch the engine never runs (more than its ``max_num_seqs`` or token budget, or KV
-beyond its pool) gets no served figure, and the answer says why.
+with ``t_step(rows, sum of KV lengths)`` the iteration's kernels (its roofline ``t_bound``; a
+sliding-window layer reads ``min(W, C)`` of each sequence), ``P(B)`` the CUDA-graph capture size the
+batch is padded to (padding slots read no KV), ``s`` the kernel scale, ``o`` the engine config's
+iteration overhead, ``a, b, c`` the CPU terms, ``f / m`` the shared front end's seconds per token
+and ``d`` the detokenisation and streaming per output token (seconds). A batch the engine never
+runs (more sequences than the profile's ``max_num_seqs`` or tokens than its budget, KV beyond its
+pool, a model the simulator cannot serve) gets no served figure, and the answer says why.
 
-**Prefill.** ``B`` requests of ``S`` prompt tokens sent together to an idle replica: their mean
-TTFT as :func:`~graphs.serving.sim.simulator.simulate` serves them (one output token each):
+**Prefill.** ``B`` requests of ``S`` prompt tokens sent at the same instant to an idle replica of
+``tp`` devices: their mean TTFT as :func:`~graphs.serving.sim.simulator.simulate` serves them (one
+output token each). The engine starts on the first arrival alone (it does not wait for others),
+the rest follow in the next iterations; for each request
 
 .. math::
 
     \\mathrm{TTFT} = \\underbrace{r + p\\,S + [\\text{prefix caching}]\\,h\\,S}_{\\text{request path}}
-    + \\sum_{\\text{its iterations}} g_k + d
+    + w + \\sum_{\\text{its iterations}} g_k + \\frac{(n + 1) f}{2 m} + d
 
-(the engine's chunked prefill, its token budget and its scheduler as the profile sets them; a
-request whose prompt waits for an earlier one's chunks waits in the mean too). At light load the
-validation tables' TTFT is exactly this: request path plus prefill (issue 42's check).
+(``w`` the wait for earlier requests' iterations, ``n`` the tokens its last iteration emitted; the
+engine's chunked prefill, token budget and scheduler as the profile sets them). At light load the
+validation tables' TTFT is exactly this: request path plus prefill (issue 42's check). What the
+run's kernels rest on is said with it: a chunk after a cached prefix has no measured attention
+kernel and is priced at its bound, so a prompt longer than the token budget leans on the bound.
 
 **Expected error.** The served TPOT is judged by the TPOT rows, the served TTFT by the TTFT rows
 of the run's regime (its simulated queue share of TTFT): the group of deployments like it
 (:meth:`~graphs.serving.sim.served_errors.ServedErrors.like`: framework, device, dense/MoE), its
 median |error| and its calibrated P10-P90 around the served value, widened where the step's
-kernels were priced from other devices' fits (:func:`~graphs.serving.sim.intervals.widen`).
+kernels were priced from other devices' fits (:func:`~graphs.serving.sim.intervals.widen`, and the
+statement says so).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import get_device
 from costmodel.results import Result
 
-from ..engines import EngineOverheads, get_engine
+from ..engines import EngineOverheads, EngineProfile, get_engine
 from ..engines.knobs import scaled_kernels_s
-from ..pricing.predictor import Predictor
-from ..pricing.priced import PricedStep, priced_step
+from ..pricing.kernel_sources import Coverage
+from ..pricing.predictor import Predictor, predicted_mixed_step
+from ..pricing.protocols import MeteredIterationStep
 from ..step.ledger_fit import build_ledger
-from ..step.workload import as_workload
-from .engine import EngineConfig, kv_blocks, pool_memory, profile_engine
+from ..step.workload import Workload, as_workload
+from .engine import EngineConfig, profile_engine
 from .intervals import transfer_error, transfer_words, widen
 from .requests import Request
 from .served_errors import served_errors
-from .simulator import default_overheads, simulate
+from .simulator import Topology, pool_blocks, simulate
 
 __all__ = ["ServedStep", "served_step", "step_expected_errors"]
 
 #: the served metric each phase's step is
 _METRIC = {"decode": "TPOT", "prefill": "TTFT"}
+#: a refusal's reason is at most about this many characters (a symbolic form can be long)
+_REASON_CHARS = 240
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class ServedStep(Result):
     Attributes
     ----------
     phase : str
-        ``"decode"`` (the value is a TPOT) or ``"prefill"`` (a TTFT).
+        ``"decode"`` (the value is a TPOT) or ``"prefill"`` (a mean TTFT).
     profile : str
         The engine profile (``NAME@VERSION``) whose scheduler and overheads serve it.
     batch : int
@@ -92,10 +97,11 @@ class ServedStep(Result):
     tokens : int
         KV length of each decode (``C``) or prompt length (``S``).
     value_s : float or None
-        The served TPOT or TTFT (s); None when the engine never runs the step (``refused``).
+        The served TPOT or mean TTFT (s); None when the engine never runs the step (``refused``).
     kernels_s : float
-        The iteration's kernels as served (decode: at the padded batch, scaled, floored; prefill:
-        the iterations' kernels and CPU together, the request path and streaming apart) (s).
+        Decode: the iteration's kernels at the padded batch, scaled and floored. Prefill: the mean
+        time from a request's arrival in the queue to its first token's hand-over (waiting,
+        iterations' kernels and CPU). Seconds.
     cpu_s : float
         CPU and iteration overhead of one decode iteration (prefill: 0, inside ``kernels_s``) (s).
     request_path_s : float
@@ -110,6 +116,10 @@ class ServedStep(Result):
         Engine iterations the prefill took (decode: 1).
     queue_share : float
         The prefill run's queue share of TTFT (decode: 0).
+    bound_share : float
+        The share of the kernels' seconds priced at the roofline bound alone.
+    bound_reason : str
+        The largest of those reasons (empty when none).
     band_s : tuple of float or None
         The calibrated P10-P90 of the served value (s); None without one.
     basis : str
@@ -135,6 +145,8 @@ class ServedStep(Result):
     padded_batch: int = 0
     iterations: int = 0
     queue_share: float = 0.0
+    bound_share: float = 0.0
+    bound_reason: str = ""
     band_s: tuple[float, float] | None = None
     basis: str = ""
     expected_error: str = ""
@@ -148,7 +160,7 @@ class ServedStep(Result):
 
     def to_text(self) -> str:
         """The lines ``decode`` and ``prefill`` print with ``--predict``: the served value, how it
-        is made, its calibrated P10-P90 and the expected error.
+        is made, what its kernels rest on, its calibrated P10-P90 and the expected error.
 
         Returns
         -------
@@ -157,7 +169,7 @@ class ServedStep(Result):
         what = (
             f"{self.batch} sequence(s) decoding at {self.tokens:,} tokens of KV each"
             if self.phase == "decode"
-            else f"{self.batch} request(s) of {self.tokens:,} prompt tokens sent together to an idle engine"
+            else f"mean of {self.batch} request(s) of {self.tokens:,} prompt tokens sent at once to an idle engine"
         )
         head = f"{self.metric} as {self.profile} serves it ({what}):"
         if self.value_s is None:
@@ -174,12 +186,18 @@ class ServedStep(Result):
                 f"{self.padded_batch} + CPU {self.cpu_s * ms:.4g} ms + streaming {self.streaming_s * ms:.4g} ms{front}"
             )
         else:
+            waits = " (the engine starts the first alone; the others wait for it)" if self.batch > 1 else ""
             how = (
                 f"  {self.value_s * ms:.3f} ms = request path {self.request_path_s * ms:.4g} ms + "
-                f"{self.iterations} iteration(s) {self.kernels_s * ms:.3f} ms (kernels, CPU, waiting for "
-                f"earlier chunks) + streaming {self.streaming_s * ms:.4g} ms"
+                f"{self.kernels_s * ms:.3f} ms in the engine over {self.iterations} iteration(s){waits} + "
+                f"streaming {self.streaming_s * ms:.4g} ms"
             )
         lines = [head, how, f"  {self.overheads}"]
+        if self.bound_share > 0.1:
+            lines.append(
+                f"  note: {100 * self.bound_share:.0f}% of its kernels' seconds are priced at the roofline bound "
+                f"alone (largest: {self.bound_reason}): the served figure may be optimistic"
+            )
         if self.band_s is not None:
             lo, hi = self.band_s
             lines.append(f"  P10-P90 [{lo * ms:.3f}, {hi * ms:.3f}] ms ({self.basis})")
@@ -189,7 +207,16 @@ class ServedStep(Result):
 
 
 def _refused(phase: str, ref: str, batch: int, tokens: int, why: str) -> ServedStep:
-    return ServedStep(phase, ref, batch, tokens, None, refused=why)
+    """No served figure, and why: ``why``'s ``": "``-separated parts while they fit
+    :data:`_REASON_CHARS` (a symbolic form the simulator could not use is left out, marked ``...``)."""
+    kept = ""
+    for part in why.split(": "):
+        joined = f"{kept}: {part}" if kept else part
+        if len(joined) > _REASON_CHARS:
+            kept = f"{kept}: ..." if kept else part[: _REASON_CHARS - 3] + "..."
+            break
+        kept = joined
+    return ServedStep(phase, ref, batch, tokens, None, refused=kept)
 
 
 def served_step(
@@ -220,7 +247,7 @@ def served_step(
         Each decode's KV length ``C`` (the token being processed included), or each prompt's
         length ``S``.
     tp : int
-        Tensor-parallel degree.
+        Tensor-parallel degree of the replica.
     predictor : Predictor
         Prices the kernels (a framework's measured kernels: the bound predicts nothing served and
         is refused).
@@ -235,38 +262,32 @@ def served_step(
     Raises
     ------
     CostModelError
-        ``phase`` unknown, ``batch`` or ``tokens`` below 1, the bound as predictor, or an unknown
-        engine profile.
+        ``phase`` unknown, ``batch``, ``tokens`` or ``tp`` below 1, the bound as predictor, or an
+        unknown engine profile.
     """
     if phase not in _METRIC:
         raise CostModelError(f"phase {phase!r}: a served step is of 'decode' or 'prefill'")
-    for name, v in (("batch", batch), ("tokens", tokens)):
+    for name, v in (("batch", batch), ("tokens", tokens), ("tp", tp)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise CostModelError(f"{name} must be a whole number >= 1, got {v!r}")
     if predictor.is_bound or predictor.framework is None:
         raise CostModelError("a served step needs a framework's measured kernels (--predict), not the bound")
     profile = get_engine(engine or predictor.framework)
+    ref = profile.ref
     w = as_workload(config)
     hw = get_device(device)
-    cfg = profile_engine(profile, w, hw, tp=tp)
-    ov = (
-        default_overheads(predictor, cfg)
-        if engine is None
-        else profile.for_device(hw, tp).overheads(
-            max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens
-        )
-    )
-    ref = profile.ref
-    if phase == "decode":
-        why = _decode_refusal(w, hw, tp, cfg, batch, tokens)
-        if why:
-            return _refused(phase, ref, batch, tokens, why)
-        return _with_band(*_decode(w, hw, tp, predictor, cfg, ov, ref, batch, tokens), w, hw, predictor)
-    reqs = [Request(rid=i, arrival_s=0.0, prompt=tokens, output=1) for i in range(batch)]
-    try:
-        res = simulate(w, hw, reqs, engine=cfg, predictor=predictor, overheads=ov)
-    except CostModelError as exc:  # a prompt the engine refuses (no chunking, KV beyond the pool)
-        return _refused(phase, ref, batch, tokens, str(exc))
+    try:  # what the engine cannot run (no KV block fits, a model the simulator cannot serve): said
+        cfg = profile_engine(profile, w, hw, tp=tp)
+        ov = _overheads(profile, cfg)
+        if phase == "decode":
+            why = _decode_refusal(w, hw, tp, profile, cfg, batch, tokens)
+            if why:
+                return _refused(phase, ref, batch, tokens, why)
+            return _with_band(*_decode(w, hw, tp, predictor, cfg, ov, ref, batch, tokens), w, hw, predictor)
+        reqs = [Request(rid=i, arrival_s=0.0, prompt=tokens, output=1) for i in range(batch)]
+        res = simulate(w, hw, reqs, topology=Topology(tp=tp), engine=cfg, predictor=predictor, overheads=ov)
+    except CostModelError as exc:
+        return _refused(phase, ref, batch, tokens, f"the simulator cannot serve it: {exc}")
     path = ov.request_path_s(tokens, cfg.enable_prefix_caching)
     ttft = float(res.ttft.mean)
     out = ServedStep(
@@ -286,21 +307,30 @@ def served_step(
     return _with_band(out, res.coverage, w, hw, predictor)
 
 
-def _decode_refusal(w: Any, hw: Any, tp: int, cfg: EngineConfig, batch: int, ctx: int) -> str:
+def _overheads(profile: EngineProfile, cfg: EngineConfig) -> EngineOverheads:
+    """The profile's CPU terms, capture sizes and policy at ``cfg``'s limits: what ``simulate
+    --predict`` runs with (:mod:`graphs.serving.present.simulation_report`)."""
+    return profile.overheads(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens)
+
+
+def _decode_refusal(
+    w: Workload, hw: Any, tp: int, profile: EngineProfile, cfg: EngineConfig, batch: int, ctx: int
+) -> str:
     """Why the engine of ``cfg`` never runs ``batch`` decodes of KV length ``ctx`` (empty: it does):
     more sequences than it schedules or tokens than its budget, or KV beyond the pool a replica
-    has (its blocks as :func:`~graphs.serving.sim.simulator.simulate` sizes them)."""
+    has (:func:`~graphs.serving.sim.simulator.pool_blocks`, as the simulator sizes it)."""
     if batch > cfg.max_num_seqs:
-        return f"batch {batch} exceeds the engine's max_num_seqs ({cfg.max_num_seqs}): it never runs it"
+        return (
+            f"batch {batch} exceeds the {profile.ref} profile's max_num_seqs on {hw.name} "
+            f"({cfg.max_num_seqs}): it never runs it"
+        )
     if batch > cfg.max_num_batched_tokens:
         return (
-            f"batch {batch} exceeds the engine's token budget, max_num_batched_tokens "
+            f"batch {batch} exceeds the {profile.ref} profile's token budget, max_num_batched_tokens "
             f"({cfg.max_num_batched_tokens}): it never runs it"
         )
     need = batch * -(-ctx // cfg.block_size)
-    blocks = cfg.num_blocks or kv_blocks(
-        build_ledger(w, "decode", 1, tp, None, None), pool_memory(hw), cfg, int(w.config.num_hidden_layers)
-    )
+    blocks = pool_blocks(w, hw, cfg, build_ledger(w, "decode", 1, tp, None, None))
     if need > blocks:
         return (
             f"{batch} x {ctx:,} tokens of KV need {need:,} blocks of {cfg.block_size} tokens; the engine's "
@@ -310,7 +340,7 @@ def _decode_refusal(w: Any, hw: Any, tp: int, cfg: EngineConfig, batch: int, ctx
 
 
 def _decode(
-    w: Any,
+    w: Workload,
     hw: Any,
     tp: int,
     predictor: Predictor,
@@ -319,17 +349,20 @@ def _decode(
     ref: str,
     batch: int,
     ctx: int,
-) -> tuple[ServedStep, Any]:
-    """The served TPOT of ``batch`` steady decodes at KV length ``ctx`` (module doc), and the
-    coverage of its kernels."""
+) -> tuple[ServedStep, Coverage | None]:
+    """The served TPOT of ``batch`` steady decodes at KV length ``ctx`` (module doc), and what its
+    kernels rest on."""
+    step = predicted_mixed_step(w, hw, tp=tp, predictor=predictor)
     rows = ov.padded(batch)
-    per_row = batch * ctx / rows  # padding slots read no KV: the batch's KV over the padded rows
-    step = priced_step(w, hw, "decode", tp=tp, predictor=predictor)
-    assert isinstance(step, PricedStep)  # a framework's kernels (served_step refuses the bound)
-    t = step.step(rows, per_row)
-    coverage = step.coverage_array(np.array([rows]), np.array([per_row]))
+    ctxs = [float(ctx)] * batch if step.windowed else None
+    metered = step if isinstance(step, MeteredIterationStep) else None
+    if metered is not None:
+        metered.reset()  # its seconds by source counted afresh, as simulate() does
+    t = step.time_sums(rows, float(batch * ctx), (), ctxs)
+    coverage = metered.coverage() if metered is not None else None
     if ov.kernel_scale != 1:  # never below the iteration's roofline (Replica.iteration_time)
-        floor = priced_step(w, hw, "decode", tp=tp).step(rows, per_row) if ov.kernel_scale < 1 else 0.0
+        bound = getattr(step, "bound", step)
+        floor = bound.time_sums(rows, float(batch * ctx), (), ctxs) if ov.kernel_scale < 1 else 0.0
         t = scaled_kernels_s(ov.kernel_scale, t, floor)[0]
     cpu = cfg.iteration_overhead_s + (0.0 if ov.is_zero else ov.cpu_s(batch, batch))
     front = batch * ov.frontend_token_s / cfg.api_server_count
@@ -350,8 +383,14 @@ def _decode(
     return served, coverage
 
 
-def _with_band(out: ServedStep, coverage: Any, w: Any, hw: Any, predictor: Predictor) -> ServedStep:
-    """``out`` with its calibrated band, what it rests on and its expected error (module doc)."""
+def _with_band(
+    out: ServedStep, coverage: Coverage | None, w: Workload, hw: Any, predictor: Predictor
+) -> ServedStep:
+    """``out`` with what its kernels rest on, its calibrated band, what the band rests on and its
+    expected error (module doc)."""
+    if coverage is not None and coverage.total_s > 0:
+        reason = max(coverage.bounds.items(), key=lambda kv: kv[1])[0] if coverage.bounds else ""
+        out = replace(out, bound_share=coverage.bound_s / coverage.total_s, bound_reason=reason)
     table = served_errors()
     metric = out.metric
     if not table.covers(metric) or out.value_s is None:
@@ -364,15 +403,22 @@ def _with_band(out: ServedStep, coverage: Any, w: Any, hw: Any, predictor: Predi
     basis = f"{g.n} validation rows of {g.deployments} deployments: {g.label}; {table.method_words(metric)}"
     if not like:
         basis += "; unlike this deployment"
+    statement = table.statement(metric, predictor.framework, hw.name, moe, share)
     dev = transfer_error(coverage, hw.name)
     if dev is not None:
         band = widen(out.value_s, band, dev[0])
         basis += f"; {transfer_words(dev, hw.name)}"
-    statement = table.statement(metric, predictor.framework, hw.name, moe, share)
+        statement += f"; measured on other devices: {hw.name}'s kernels are priced from their fits, which widens the band"
+    lo, hi = band
+    if lo > out.value_s or hi < out.value_s:  # a group whose deployments all ran to one side
+        side = "slower" if lo > out.value_s else "faster"
+        basis += f"; the band lies {'above' if side == 'slower' else 'below'} the value: deployments like this ran {side}"
     return replace(out, band_s=band, basis=basis, expected_error=statement)
 
 
-def step_expected_errors(framework: str, device: str, moe: bool) -> list[str]:
+def step_expected_errors(
+    framework: str, device: str, moe: bool, metrics: Sequence[str] = ("TPOT", "TTFT")
+) -> list[str]:
     """The expected error of a served TPOT and of a light-load TTFT (nothing queued) on deployments
     like ``framework`` on ``device`` (module doc): what a command whose numbers are steps, not
     served runs (``search --predict``), says beside them.
@@ -385,6 +431,8 @@ def step_expected_errors(framework: str, device: str, moe: bool) -> list[str]:
         A catalog device name.
     moe : bool
         Whether the model routes tokens to experts.
+    metrics : sequence of str
+        Which of ``TPOT`` and ``TTFT`` (a disaggregated deployment's TTFT is its prefill device's).
 
     Returns
     -------
@@ -396,6 +444,6 @@ def step_expected_errors(framework: str, device: str, moe: bool) -> list[str]:
     name = get_device(device).name
     return [
         table.statement(metric, framework, name, moe, 0.0 if table.conditioned(metric) else None)
-        for metric in _METRIC.values()
+        for metric in metrics
         if table.covers(metric)
     ]

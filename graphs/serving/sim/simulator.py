@@ -103,6 +103,7 @@ __all__ = [
     "steady_stagger_s",
     "closed_loop_cycle",
     "default_overheads",
+    "pool_blocks",
     "Summary",
 ]
 
@@ -502,6 +503,34 @@ def simulate_steady_loop(
     return simulate(config, device, requests, concurrency=concurrency, stagger_s=cycle, **kw)
 
 
+def pool_blocks(w: Workload, hw: Hardware, cfg: EngineConfig, ledger: Any) -> int:
+    """KV blocks of one replica as :func:`simulate` sizes its pool: ``cfg.num_blocks`` when given,
+    else :func:`~graphs.serving.sim.engine.kv_blocks` of the decode ``ledger`` on ``hw``'s memory.
+
+    Parameters
+    ----------
+    w : Workload
+        The model.
+    hw : Hardware
+        The device.
+    cfg : EngineConfig
+        The engine's knobs.
+    ledger : MemoryLedger
+        One device's decode ledger (weights, activation and KV bytes per token).
+
+    Returns
+    -------
+    int
+        Blocks.
+
+    Raises
+    ------
+    CostModelError
+        When no block fits (:func:`~graphs.serving.sim.engine.kv_blocks`).
+    """
+    return cfg.num_blocks or kv_blocks(ledger, pool_memory(hw), cfg, int(w.config.num_hidden_layers))
+
+
 def default_overheads(predictor: Predictor, engine: EngineConfig) -> EngineOverheads:
     """The engine overheads :func:`simulate` takes when given none: the predictor framework's
     defaults (none for the bound), with the engine's sequence and token limits.
@@ -656,7 +685,7 @@ def simulate(
             activation_bytes_per_token=led.activation_bytes_per_token,
             kv_bytes_per_token=led.kv_bytes_per_token,
         )
-    blocks = cfg.num_blocks or kv_blocks(pool_led, pool_memory(hw), cfg, int(w.config.num_hidden_layers))
+    blocks = pool_blocks(w, hw, cfg, pool_led)
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:
