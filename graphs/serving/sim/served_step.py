@@ -318,7 +318,9 @@ def _decode_refusal(
 ) -> str:
     """Why the engine of ``cfg`` never runs ``batch`` decodes of KV length ``ctx`` (empty: it does):
     more sequences than it schedules or tokens than its budget, or KV beyond the pool a replica
-    has (:func:`~graphs.serving.sim.simulator.pool_blocks`, as the simulator sizes it)."""
+    has (:func:`~graphs.serving.sim.simulator.pool_blocks`, as the simulator sizes it). Only the KV
+    the batch holds is checked: a no-evict scheduler also reserves each request's remaining output,
+    which a step does not know."""
     if batch > cfg.max_num_seqs:
         return (
             f"batch {batch} exceeds the {profile.ref} profile's max_num_seqs on {hw.name} "
