@@ -205,3 +205,13 @@ def test_disaggregated_ttft_error_is_the_prefill_devices() -> None:
     ).stdout  # fmt: skip
     assert "h200-sxm: expected TPOT error" in out and "h100-sxm: expected TTFT error" in out
     assert "h200-sxm: expected TTFT" not in out and "h100-sxm: expected TPOT" not in out
+    doc = subprocess.run(
+        [sys.executable, "-m", "costmodel", "serve", "disagg", MODEL, "--prefill-device", "h100",
+         "--decode-device", "h200", "--predict", "vllm", "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    errors = json.loads(doc)["served_expected_error"]
+    assert [(e["device"], e["statement"].split()[1]) for e in errors] == [
+        ("h200-sxm", "TPOT"),
+        ("h100-sxm", "TTFT"),
+    ]

@@ -16,7 +16,7 @@ What stays with the caller: resolving the model, the predictor and the prices (`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from ..analysis.parallel import PlanPoint, plan_frontier
 from ..analysis.serve_requests import DisaggRequest, PlansRequest
 from ..planning.cost import NO_PRICE, Rates, decode_cost, disagg_cost, prefill_cost
 from ..pricing.predictor import Predictor
-from .report_text import cost_text, predicted_lines, step_error_pairs
+from .report_text import cost_text, predicted_lines, served_error_dicts, step_error_pairs
 
 __all__ = ["DisaggSummary", "PlansSummary", "run_disagg", "run_plans", "decode_coverage_lines"]
 
@@ -44,7 +44,7 @@ def decode_coverage_lines(
     ctx: int,
     predictor: Predictor | None,
     unlike: str | None = None,
-    prefill_device: str | None = None,
+    served: Sequence[tuple[str, str]] | None = None,
 ) -> list[str]:
     """With a predictor: what priced the steps, what the decode step at ``(batch, ctx)`` rests on
     (the coverage lines ``simulate`` prints) and the served expected errors of deployments like
@@ -64,9 +64,9 @@ def decode_coverage_lines(
         The predictor that priced the steps.
     unlike : str, optional
         What the deployment is that no validated one was (``disaggregated``, ``speculating``).
-    prefill_device : str, optional
-        The device the prompts are prefilled on, when not ``device`` (disaggregated): the TTFT's
-        expected error is its.
+    served : sequence of (str, str), optional
+        The served expected errors to print (:func:`.report_text.step_error_pairs`); None: the TPOT
+        and TTFT ones of ``device``.
 
     Returns
     -------
@@ -85,8 +85,7 @@ def decode_coverage_lines(
         device,
         cov,
         what=f"every step's kernels (coverage: decode at batch {batch}, ctx {ctx})",
-        served=step_error_pairs(predict, [device], config.is_moe, ("TPOT",))
-        + step_error_pairs(predict, [prefill_device or device], config.is_moe, ("TTFT",)),
+        served=step_error_pairs(predict, [device], config.is_moe) if served is None else served,
         unlike=unlike,
     )
 
@@ -116,6 +115,9 @@ class DisaggSummary:
         Both pools' cost at the rate, or each device alone (``prefill``, ``decode``).
     predicted : tuple of str
         What priced the steps (with a predictor).
+    served : tuple of (str, str)
+        With a predictor: ``(device, statement)``, the served expected errors (TPOT of the decode
+        device, TTFT of the prefill device; :func:`.report_text.step_error_pairs`).
     """
 
     request: DisaggRequest
@@ -123,6 +125,7 @@ class DisaggSummary:
     span: tuple[int, int] | None = None
     cost: Any = None
     predicted: tuple[str, ...] = ()
+    served: tuple[tuple[str, str], ...] = ()
 
     @property
     def capacity(self) -> dict[str, Any]:
@@ -142,6 +145,7 @@ class DisaggSummary:
             "kv_transfer_dominates_from_prompt": span[0] if span else None,
             "kv_transfer_dominates_to_prompt": span[1] if span else None,
             "cost": self.cost,
+            **({"served_expected_error": served_error_dicts(self.served)} if self.served else {}),
         }
 
     def to_text(self) -> str:
@@ -285,17 +289,14 @@ def run_disagg(
             "decode": decode_cost(dec_rates, devices=1, batch=r.decode_batch, tpot_s=r.tpot_s),
         }
     ctx = r.prompt + r.output // 2 + 1  # the decode step halfway through the output
+    served: tuple[tuple[str, str], ...] = ()
+    if req.predict:  # the TPOT is the decode device's, the TTFT the prefill device's
+        served = step_error_pairs(req.predict, [req.decode_device], config.is_moe, ("TPOT",))
+        served += step_error_pairs(req.predict, [req.prefill_device], config.is_moe, ("TTFT",))
     predicted = decode_coverage_lines(
-        req.predict,
-        config,
-        req.decode_device,
-        r.decode_batch,
-        ctx,
-        predictor,
-        unlike="disaggregated",
-        prefill_device=req.prefill_device,
+        req.predict, config, req.decode_device, r.decode_batch, ctx, predictor, "disaggregated", served
     )
-    return DisaggSummary(req, r, span, cost, tuple(predicted))
+    return DisaggSummary(req, r, span, cost, tuple(predicted), served)
 
 
 @dataclass(frozen=True)
