@@ -27,6 +27,14 @@ MODEL, DEVICE = "llama-3.1-8b", "h100"
 TABLE = Path(__file__).resolve().parent.parent / "graphs/serving/sim/data/served_errors.json"
 
 
+def _costmodel(*argv: str) -> str:
+    """The standard output of ``costmodel argv`` (it must succeed)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "costmodel", *argv], capture_output=True, text=True, check=True
+    )
+    return run.stdout
+
+
 @pytest.fixture(scope="module")
 def vllm() -> Predictor:
     return Predictor.of("vllm")
@@ -140,11 +148,9 @@ def test_bad_input_is_refused(vllm: Predictor, kw: dict, words: str) -> None:
 
 
 def test_decode_command_prints_and_dumps_the_served_tpot() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "costmodel", "decode", MODEL, "--device", DEVICE, "--predict", "vllm",
-         "--batch", "8", "--ctx", "2048", "--json"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = _costmodel(
+        "decode", MODEL, "--device", DEVICE, "--predict", "vllm", "--batch", "8", "--ctx", "2048", "--json"
+    )
     served = json.loads(out)["served"]
     assert served["profile"] == "vllm@1" and served["phase"] == "decode"
     assert served["value_s"] > json.loads(out)["prediction"]["corrected_s"]  # the engine adds to the kernels
@@ -152,11 +158,19 @@ def test_decode_command_prints_and_dumps_the_served_tpot() -> None:
 
 
 def test_predicted_search_says_its_steps_are_not_served_and_their_served_error() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "costmodel", "search", MODEL, "--device", DEVICE, "--predict", "vllm",
-         "--batches", "1,8", "--ctxs", "2048", "--json"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = _costmodel(
+        "search",
+        MODEL,
+        "--device",
+        DEVICE,
+        "--predict",
+        "vllm",
+        "--batches",
+        "1,8",
+        "--ctxs",
+        "2048",
+        "--json",
+    )
     errors = json.loads(out)["served_expected_error"]
     tpot, ttft = _group("TPOT", None), _group("TTFT", "light")
     assert [e["device"] for e in errors] == ["h100-sxm", "h100-sxm"]
@@ -179,37 +193,35 @@ STEPS_NOT_SERVED = "these figures rest on the GPU's steps alone"
 )
 def test_step_commands_say_they_are_steps_with_the_served_errors(argv: list[str]) -> None:
     """Every other ``--predict`` command whose TTFT and TPOT are steps (issue 42 item 7)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "costmodel", *argv, "--predict", "vllm"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = _costmodel(*argv, "--predict", "vllm")
     tpot = _group("TPOT", None)
     assert STEPS_NOT_SERVED in out
     assert ("no validated deployment was disaggregated" in out) == ("disagg" in argv)
     assert (
         f"h100-sxm: expected TPOT error on deployments like this: +-{100 * tpot['median_abs']:.0f} %" in out
     )
-    plain = subprocess.run(
-        [sys.executable, "-m", "costmodel", *argv], capture_output=True, text=True, check=True
-    ).stdout
+    plain = _costmodel(*argv)
     assert STEPS_NOT_SERVED not in plain  # the bound predicts nothing served
 
 
 def test_disaggregated_ttft_error_is_the_prefill_devices() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "costmodel", "serve", "disagg", MODEL, "--prefill-device", "h100",
-         "--decode-device", "h200", "--predict", "vllm"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = _costmodel(
+        "serve", "disagg", MODEL, "--prefill-device", "h100", "--decode-device", "h200", "--predict", "vllm"
+    )
     assert "h200-sxm: expected TPOT error" in out and "h100-sxm: expected TTFT error" in out
     assert "h200-sxm: expected TTFT" not in out and "h100-sxm: expected TPOT" not in out
-    doc = subprocess.run(
-        [sys.executable, "-m", "costmodel", "serve", "disagg", MODEL, "--prefill-device", "h100",
-         "--decode-device", "h200", "--predict", "vllm", "--json"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    doc = _costmodel(
+        "serve",
+        "disagg",
+        MODEL,
+        "--prefill-device",
+        "h100",
+        "--decode-device",
+        "h200",
+        "--predict",
+        "vllm",
+        "--json",
+    )
     errors = json.loads(doc)["served_expected_error"]
     assert [(e["device"], e["statement"].split()[1]) for e in errors] == [
         ("h200-sxm", "TPOT"),
