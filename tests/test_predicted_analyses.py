@@ -96,7 +96,8 @@ def _reference(model, device, phase, point, tp=1, q=None):
     total = 0.0
     for n in op_nodes(g):
         d = g.nodes[n]
-        rep = float(sympy.sympify(d.get("repeat", 1)).subs(sub))
+        repeat = d.get("repeat", 1)  # a whole number or the graph's own expression (no text parsed)
+        rep = float(repeat.subs(sub)) if isinstance(repeat, sympy.Basic) else float(repeat)
         b = float(bound(d["cost"].subs(sub), cs.hardware).lower) * rep
         p = {k: (float(v.subs(sub)) if isinstance(v, sympy.Basic) else v) for k, v in d["params"].items()}
         f = _factor(str(n)) * (Q_FACTOR[q] if q else 1.0) if kernel_row(d, p) is not None else 1.0

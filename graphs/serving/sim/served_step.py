@@ -276,18 +276,25 @@ def served_step(
     ref = profile.ref
     w = as_workload(config)
     hw = get_device(device)
-    try:  # what the engine cannot run (no KV block fits, a model the simulator cannot serve): said
+    # what the engine cannot run (no KV block fits, a model the simulator cannot serve) is said;
+    # the calibration lookup after it stays outside, so its own error is not blamed on the simulator
+    try:
         cfg = profile_engine(profile, w, hw, tp=tp)
         ov = _overheads(profile, cfg)
         if phase == "decode":
             why = _decode_refusal(w, hw, tp, profile, cfg, batch, tokens)
             if why:
                 return _refused(phase, ref, batch, tokens, why)
-            return _with_band(*_decode(w, hw, tp, predictor, cfg, ov, ref, batch, tokens), w, hw, predictor)
-        reqs = [Request(rid=i, arrival_s=0.0, prompt=tokens, output=1) for i in range(batch)]
-        res = simulate(w, hw, reqs, topology=Topology(tp=tp), engine=cfg, predictor=predictor, overheads=ov)
+            decoded = _decode(w, hw, tp, predictor, cfg, ov, ref, batch, tokens)
+        else:
+            reqs = [Request(rid=i, arrival_s=0.0, prompt=tokens, output=1) for i in range(batch)]
+            res = simulate(
+                w, hw, reqs, topology=Topology(tp=tp), engine=cfg, predictor=predictor, overheads=ov
+            )
     except CostModelError as exc:
         return _refused(phase, ref, batch, tokens, f"the simulator cannot serve it: {exc}")
+    if phase == "decode":
+        return _with_band(*decoded, w, hw, predictor)
     path = ov.request_path_s(tokens, cfg.enable_prefix_caching)
     ttft = float(res.ttft.mean)
     out = ServedStep(
