@@ -179,6 +179,15 @@ def test_predicted_search_says_its_steps_are_not_served_and_their_served_error()
     assert f"+-{100 * ttft['median_abs']:.0f} %" in errors[1]["statement"]
 
 
+def test_predicted_search_of_pipelined_plans_says_no_validated_deployment_was() -> None:
+    argv = ["search", MODEL, "--device", DEVICE, "--predict", "vllm", "--batches", "8", "--ctxs", "2048"]
+    doc = json.loads(_costmodel(*argv, "--pp", "2", "--json"))
+    assert doc["served_unlike"] == (
+        "no validated deployment was pipelined, as the plan is (h100-sxm bf16/bf16 tp1 pp2 ep1 m1)"
+    )
+    assert "served_unlike" not in json.loads(_costmodel(*argv, "--json"))
+
+
 STEPS_NOT_SERVED = "these figures rest on the GPU's steps alone"
 
 
@@ -202,6 +211,40 @@ def test_step_commands_say_they_are_steps_with_the_served_errors(argv: list[str]
     )
     plain = _costmodel(*argv)
     assert STEPS_NOT_SERVED not in plain  # the bound predicts nothing served
+
+
+def test_plans_json_carries_each_rows_served_error_and_flags_plans_unlike_the_validated() -> None:
+    """``serve plans --json`` stays a list; each row carries its device's served errors, and a
+    pipelined or micro-batched plan (no validated deployment was: published_serving.csv's ``pp`` is
+    1 or blank on every row) says so, as the text does once."""
+    argv = [
+        "serve",
+        "plans",
+        MODEL,
+        "--device",
+        DEVICE,
+        "--batches",
+        "8",
+        "--ctx",
+        "2048",
+        "--predict",
+        "vllm",
+    ]
+    argv += ["--plans", "1x1x1x1,1x2x1x1,1x2x1x2"]
+    rows = json.loads(_costmodel(*argv, "--json"))
+    tpot = _group("TPOT", None)
+    assert [r["served_unlike"] if "served_unlike" in r else None for r in rows] == [
+        None,
+        "pipelined (pp 2)",
+        "pipelined (pp 2) and micro-batched (2)",
+    ]
+    for r in rows:
+        assert [e["statement"].split()[1] for e in r["served_expected_error"]] == ["TPOT", "TTFT"]
+        assert f"+-{100 * tpot['median_abs']:.0f} %" in r["served_expected_error"][0]["statement"]
+    text = _costmodel(*argv)
+    assert "no validated deployment was pipelined or micro-batched, as 2 of the 3 plans are (" in text
+    plain = json.loads(_costmodel(*[a for a in argv if a not in ("--predict", "vllm")], "--json"))
+    assert all("served_expected_error" not in r for r in plain)
 
 
 def test_disaggregated_ttft_error_is_the_prefill_devices() -> None:

@@ -20,7 +20,13 @@ from ..planning.design_search import SearchResult
 from ..planning.search_request import SearchRequest
 from ..planning.size_request import SizeRequest
 from ..planning.sizing import SizingResult
-from .report_text import predicted_lines, served_error_dicts, served_error_lines, step_error_pairs
+from .report_text import (
+    plans_unlike,
+    predicted_lines,
+    served_error_dicts,
+    served_error_lines,
+    step_error_pairs,
+)
 
 __all__ = ["SearchReport", "SizeReport", "run_search", "run_size"]
 
@@ -61,6 +67,9 @@ class SearchReport:
         doc = self.result.to_dict()
         if self.expected_errors:
             doc["served_expected_error"] = served_error_dicts(self.expected_errors)
+            unlike = plans_unlike(self.result.frontier)
+            if unlike:
+                doc["served_unlike"] = f"no validated deployment was {unlike}"
         return doc
 
     def to_text(self) -> str:
@@ -80,7 +89,7 @@ class SearchReport:
             )
             predicted = predicted_lines(str(req.predict), ",".join(req.devices), res.coverage, what=what)
             predicted.append("  (coverage of the frontier's decode steps)")
-        predicted += served_error_lines(self.expected_errors)
+        predicted += served_error_lines(self.expected_errors, plans_unlike(self.result.frontier))
         return res.to_text(top=self.top, predicted=predicted, spec=req.spec())
 
     def to_html(self, command: str = "") -> str:

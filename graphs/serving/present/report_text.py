@@ -18,6 +18,8 @@ __all__ = [
     "coverage_lines",
     "cost_text",
     "interval_text",
+    "plan_unlike",
+    "plans_unlike",
     "predict_file_line",
     "predicted_lines",
     "served_error_dicts",
@@ -100,6 +102,94 @@ def step_error_pairs(
     return tuple(
         (d, statement) for d in names for statement in step_expected_errors(framework, d, moe, metrics)
     )
+
+
+def plan_unlike(pp: int, ep: int, microbatches: int, dp: int = 1) -> str | None:
+    """What a parallel plan is that no validated deployment was: every deployment whose served
+    TPOT and TTFT calibrate :func:`step_error_pairs` ran one pipeline stage, no micro-batches, no
+    expert parallelism and no attention data parallelism (``benchmarks/data/published_serving.csv``'s
+    ``pp`` is 1 or blank on every row and its expert-parallel rows are throughput only; the
+    silicon sample states only ``tp`` and ``ep`` 1). ``None`` for a plan like them.
+
+    Parameters
+    ----------
+    pp : int
+        Pipeline stages.
+    ep : int
+        Expert-parallel ranks.
+    microbatches : int
+        Micro-batches in flight through the stages.
+    dp : int
+        Attention data-parallel ranks per replica.
+
+    Returns
+    -------
+    str or None
+        The words, e.g. ``pipelined (pp 2) and micro-batched (4)``.
+
+    Examples
+    --------
+    >>> plan_unlike(2, 1, 4)
+    'pipelined (pp 2) and micro-batched (4)'
+    >>> plan_unlike(1, 1, 1) is None
+    True
+    """
+    parts = [
+        f"{word} ({label}{n})"
+        for word, label, n in (
+            ("pipelined", "pp ", pp),
+            ("expert-parallel", "ep ", ep),
+            ("attention data-parallel", "dp ", dp),
+            ("micro-batched", "", microbatches),
+        )
+        if n > 1
+    ]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def plans_unlike(rows: Sequence[Any]) -> str | None:
+    """What the plans of ``rows`` are that no validated deployment was (:func:`plan_unlike`), and
+    how many of them: the ``unlike`` words of :func:`served_error_lines`.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Each with ``plan`` and the integers ``pp``, ``ep``, ``microbatches`` (``dp`` optional).
+
+    Returns
+    -------
+    str or None
+        None when every plan is like a validated deployment.
+
+    Examples
+    --------
+    >>> plans_unlike([{"plan": "tp8", "pp": 1, "ep": 1, "microbatches": 1},
+    ...               {"plan": "tp4 pp2", "pp": 2, "ep": 1, "microbatches": 1}])
+    'pipelined, as 1 of the 2 plans is (tp4 pp2)'
+    """
+    plans = {r["plan"]: r for r in rows}
+    odd = [r for r in plans.values() if plan_unlike(r["pp"], r["ep"], r["microbatches"], r.get("dp", 1))]
+    if not odd:
+        return None
+    kinds = [
+        word
+        for word, key in (
+            ("pipelined", "pp"),
+            ("expert-parallel", "ep"),
+            ("attention data-parallel", "dp"),
+            ("micro-batched", "microbatches"),
+        )
+        if any(r.get(key, 1) > 1 for r in odd)
+    ]
+    words = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
+    shown = ", ".join(r["plan"] for r in odd[:4]) + (", ..." if len(odd) > 4 else "")
+    if len(odd) == len(plans):
+        share = "the plan is" if len(plans) == 1 else "every plan is"
+    else:
+        share = f"{len(odd)} of the {len(plans)} plans " + ("is" if len(odd) == 1 else "are")
+    return f"{words}, as {share} ({shown})"
 
 
 def served_error_dicts(errors: Sequence[tuple[str, str]]) -> list[dict[str, str]]:

@@ -28,7 +28,14 @@ from ..analysis.parallel import PlanPoint, plan_frontier
 from ..analysis.serve_requests import DisaggRequest, PlansRequest
 from ..planning.cost import NO_PRICE, Rates, decode_cost, disagg_cost, prefill_cost
 from ..pricing.predictor import Predictor
-from .report_text import cost_text, predicted_lines, served_error_dicts, step_error_pairs
+from .report_text import (
+    cost_text,
+    plan_unlike,
+    plans_unlike,
+    predicted_lines,
+    served_error_dicts,
+    step_error_pairs,
+)
 
 __all__ = ["DisaggSummary", "PlansSummary", "run_disagg", "run_plans", "decode_coverage_lines"]
 
@@ -330,7 +337,9 @@ class PlansSummary:
 
     def to_dict(self) -> list[dict[str, Any]]:
         """What ``serve plans --json`` prints: one row per point (a list, as it always has), the
-        invalid ones with their ``error``.
+        invalid ones with their ``error``. With a predictor, each row also carries its device's
+        ``served_expected_error`` (:func:`.report_text.served_error_dicts`) and, for a plan no
+        validated deployment was like, ``served_unlike`` (:func:`.report_text.plan_unlike`).
 
         Returns
         -------
@@ -339,7 +348,20 @@ class PlansSummary:
         errors = [
             {"device": p.device, "plan": p.plan, "batch": p.batch, "error": p.error} for p in self.errors
         ]
-        return list(self.rows) + errors
+        if not self.expected_errors:
+            return list(self.rows) + errors
+        rows = []
+        for row in self.rows:
+            mine = [pair for pair in self.expected_errors if pair[0] == row["device"]]
+            unlike = plan_unlike(row["pp"], row["ep"], row["microbatches"])
+            rows.append(
+                {
+                    **row,
+                    "served_expected_error": served_error_dicts(mine),
+                    **({"served_unlike": unlike} if unlike else {}),
+                }
+            )
+        return rows + errors
 
     def to_text(self) -> str:
         """What ``costmodel serve plans`` prints.
@@ -387,6 +409,7 @@ class PlansSummary:
                     None,
                     what="every plan's decode kernels",
                     served=self.expected_errors,
+                    unlike=plans_unlike(self.rows),
                 )
             )
         return text
