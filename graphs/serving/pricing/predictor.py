@@ -63,7 +63,7 @@ from costmodel.symbols import dim
 from models.config import ModelConfig
 
 from ..step.compiled import compiled_step
-from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr, time_from_contexts
+from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr, split_bodies, time_from_contexts
 from ..step.workload import Workload, as_workload
 from .kernel_sources import CLAMPED, Coverage, heldout_log_quantile, kernel_source
 from .predict import (
@@ -601,22 +601,27 @@ class PredictedStep:
         self.token_grid = grid
         self._lgrid = np.log(grid).tolist()
         tok_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) != Role.ATTENTION]
+        #: MLA: the token-wise kernels decode and prefill tokens share (run once over an
+        #: iteration's tokens; :func:`graphs.serving.step.mixed.split_bodies`)
+        self._shared_names = frozenset() if self.shared_body else split_bodies(g_dec, g_pre, hw)
         pts = np.stack([grid, np.full_like(grid, 1.0)], axis=1)  # (B, ctx): ctx enters no token-wise kernel
         tables = tabulate(hw, predictor, g_dec, (B_sym, ctx_sym), tok_names, pts)
         lumps: dict[int, sympy.Expr] = {}
         lumps_head: dict[int, sympy.Expr] = {}
-        exprs, heads, logs, kid, cid = [], [], [], [], []
+        lumps_shared: dict[int, sympy.Expr] = {}
+        exprs, heads, logs, kid, cid, shared = [], [], [], [], [], []
         for t in tables:
             d = g_dec.nodes[t.name]
             e = node_time_expr(d, hw)
             is_head = d.get(GROUP) == HEAD_GROUP
             if t.values is None:
-                bucket = lumps_head if is_head else lumps
+                bucket = lumps_head if is_head else lumps_shared if t.name in self._shared_names else lumps
                 i = ids("bound", t.basis)
                 bucket[i] = bucket.get(i, sympy.Integer(0)) + e
                 continue
             exprs.append(e)
             heads.append(is_head)
+            shared.append(t.name in self._shared_names)
             logs.append(np.log(t.values))
             kid.append(ids(t.source, t.basis))
             cid.append(ids("bound", t.below_bound))
@@ -625,6 +630,7 @@ class PredictedStep:
         # iteration are cheaper in floats than in numpy calls
         self._rows = [(h, i, row.tolist()) for h, i, row in zip(heads, kid, logs, strict=True)]
         self._clamp_ids = cid  #: per kernel row, where its clamped seconds go
+        self._row_shared = shared  #: per kernel row: one both paths share (MLA)
         rows_sym = dim("rows")
         self._roof = sympy.lambdify(
             (B_sym, rows_sym),
@@ -633,6 +639,9 @@ class PredictedStep:
         )
         self._lumps = [(i, sympy.lambdify(B_sym, e, "math"), False) for i, e in lumps.items()]
         self._lumps += [(i, sympy.lambdify(B_sym, e, "math"), True) for i, e in lumps_head.items()]
+        #: MLA: the bound-priced shared kernels (with the split, a mixed iteration prices them at
+        #: all its tokens; otherwise as the decode body's others)
+        self._lumps_shared = [(i, sympy.lambdify(B_sym, e, "math")) for i, e in lumps_shared.items()]
         # ---- attention: decode at (D, mean ctx), prefill chunks at c (no prefix)
         a_names = [n for n in op_nodes(g_dec) if g_dec.nodes[n].get(ROLE) == Role.ATTENTION]
         if len(a_names) != len(self.bound.attention):
@@ -681,20 +690,92 @@ class PredictedStep:
             if g_pre.nodes[n].get(ROLE) != Role.ATTENTION and g_pre.nodes[n].get(GROUP) != HEAD_GROUP
         ]
         lump: dict[int, sympy.Expr] = {}
-        exprs = []
+        lump_own: dict[int, sympy.Expr] = {}
+        exprs, own = [], []
         for t in tabulate(hw, self.predictor, g_pre, (B_sym, S_sym), names, pre_pts):
             e = node_time_expr(g_pre.nodes[t.name], hw).subs(B_sym, 1)
+            mine = t.name not in self._shared_names  # the prefill path's own kernel
             if t.values is None:
                 i = ids("bound", t.basis)
                 lump[i] = lump.get(i, sympy.Integer(0)) + e
+                if mine:
+                    lump_own[i] = lump_own.get(i, sympy.Integer(0)) + e
                 continue
             exprs.append(e)
-            self._pre_body.append(
-                (ids(t.source, t.basis), ids("bound", t.below_bound), np.log(t.values).tolist())
-            )
+            entry = (ids(t.source, t.basis), ids("bound", t.below_bound), np.log(t.values).tolist())
+            self._pre_body.append(entry)
+            if mine:
+                own.append((entry, e))
         self._pre_roof = sympy.lambdify(S_sym, exprs, "math")
         self._pre_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump.items()]
         self._pre_prefix_id = ids("bound", _CHUNK_BODY_PREFIX)
+        #: the prefill path's own kernels alone (MLA's K/V decompression), as the three above
+        self._pre_own = [entry for entry, _ in own]
+        self._pre_own_roof = sympy.lambdify(S_sym, [e for _, e in own], "math")
+        self._pre_own_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump_own.items()]
+
+    def _pre_own_body(self, c: float, pre: float) -> float:
+        """Seconds of the prefill path's own token-wise kernels (MLA's K/V decompression) over
+        ``c`` new tokens of an iteration's chunks after ``pre`` cached ones: measured at ``c``
+        without a prefix, else the bound (:meth:`_chunk_body_tables`)."""
+        acc = self._acc
+        if pre:
+            x = float(self.bound._split[2](c, pre))
+            acc[self._pre_prefix_id] += x
+            return x
+        i, w = lerp_at(self._lgrid, math.log(c))
+        total = 0.0
+        for (kid, cid, lt), r in zip(self._pre_own, self._pre_own_roof(c), strict=True):
+            p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
+            if p < r:
+                acc[cid] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i_, f in self._pre_own_lumps:
+            x = float(f(c))
+            acc[i_] += x
+            total += x
+        return total
+
+    def _split_body(self, n_dec: int, chunks: Sequence[tuple[float, float]], rows: int) -> float:
+        """MLA's token-wise kernels and head of an iteration with decodes and chunks, or several
+        chunks (:meth:`graphs.serving.step.mixed.MixedStep.time_sums`): the kernels both paths
+        share at all ``N = D + sum c`` tokens, the decode's own at ``D``, the prefill's own at the
+        chunks' ``sum c`` (after their ``sum p`` cached tokens), the head at ``rows``; each measured
+        kernel at ``max(prediction, bound)``."""
+        acc = self._acc
+        c_tok = sum(c for c, _ in chunks)
+        n_all = n_dec + c_tok
+        at_all = zip(self._token_preds(n_all, rows), self._roof(n_all, rows), strict=True)
+        at_dec = zip(self._token_preds(n_dec, rows), self._roof(n_dec, rows), strict=True) if n_dec else None
+        total = 0.0
+        for (head, kid, _), shared, clamped, (p, r) in zip(
+            self._rows, self._row_shared, self._clamp_ids, at_all, strict=True
+        ):
+            pd = next(at_dec) if at_dec is not None else None
+            if not (head or shared):  # the decode's own kernel, at its tokens
+                if pd is None:
+                    continue
+                p, r = pd
+            if p < r:
+                acc[clamped] += r
+                total += r
+            else:
+                acc[kid] += p
+                total += p
+        for i, f, head in self._lumps:
+            if not (head or n_dec):
+                continue
+            x = float(f(rows if head else n_dec))
+            acc[i] += x
+            total += x
+        for i, f in self._lumps_shared:
+            x = float(f(n_all))
+            acc[i] += x
+            total += x
+        return total + self._pre_own_body(c_tok, sum(p for _, p in chunks))
 
     def _chunk_body(self, c: float, pre: float) -> float:
         """Seconds of one chunk's own token-wise kernels (MLA, :meth:`_chunk_body_tables`)."""
@@ -919,6 +1000,8 @@ class PredictedStep:
         if n_dec + len(chunks) == 0:
             return 0.0
         rows = n_dec + len(chunks) + logit_rows  # the head's rows
+        if not self.shared_body and chunks and (n_dec or len(chunks) > 1):
+            return self._split_body(n_dec, chunks, rows) + self._attention(n_dec, sum_ctx, chunks, ctxs)
         # the token-wise body: every token's (one path), or the decodes' (MLA: each chunk its own)
         n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
         m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
@@ -941,9 +1024,21 @@ class PredictedStep:
             x = float(f(rows if head else n))
             acc[i] += x
             total += x
+        for i, f in self._lumps_shared if n else ():  # MLA's shared ones: the decode body's here
+            x = float(f(n))
+            acc[i] += x
+            total += x
         if not self.shared_body:
-            for c, pre in chunks:
+            for c, pre in chunks:  # MLA: at most one chunk, alone (the others: _split_body)
                 total += self._chunk_body(c, pre)
+        return total + self._attention(n_dec, sum_ctx, chunks, ctxs)
+
+    def _attention(
+        self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]], ctxs: Sequence[float] | None
+    ) -> float:
+        """The iteration's attention kernels (:meth:`time_sums`), each at ``max(prediction, bound)``."""
+        acc = self._acc
+        total = 0.0
         for k, (kern, dtab, did, ptab, pid) in enumerate(self._attn):
             roof_k = kern.time(n_dec, sum_ctx, chunks, ctxs)
             if dtab is None and ptab is None:

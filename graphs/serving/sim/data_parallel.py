@@ -429,9 +429,9 @@ class RankStep:
         return bool(self.rank.windowed)
 
     def _own(self, n_dec: int, chunks: Sequence[tuple[float, float]]) -> float:
-        if self.shared_body:
-            return self.own.time(n_dec + sum(c for c, _ in chunks))
-        return self.own.time(n_dec) + sum(self.own.time(c) for c, _ in chunks)
+        # the routed experts are a kernel both paths share (MLA too: split_bodies), run once over
+        # every token of the iteration, as the rank's step prices them
+        return self.own.time(n_dec + sum(c for c, _ in chunks))
 
     def time_sums(
         self,

@@ -24,6 +24,14 @@ their attention nodes depend on a context. Overlap and launch overhead blend as 
 
 A batch of ``D`` decodes at one context equals the compiled decode step at ``(D, ctx)``, and a
 lone chunk the compiled chunked-prefill step: tests check both.
+
+Where a model's prefill tokens take other token-wise kernels than its decode tokens (MLA: K/V
+decompressed for prefill, the projections absorbed for decode), the body splits by kernel
+(:func:`split_bodies`): the kernels both paths share (projections, experts, norms, collectives)
+at all ``N`` tokens, the decode's own at ``D`` and the prefill's own at ``sum c_j`` new tokens
+after ``sum p_j`` cached ones, so ``k`` chunks of ``c`` tokens cost the compiled chunked-prefill
+step of ``k`` prompts, ``(B, S) = (k, c)`` (a test checks it), and decodes beside a chunk read
+the shared weights once.
 """
 
 from __future__ import annotations
@@ -264,6 +272,54 @@ def node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
     return d.get(REPEAT, 1) * bound(d[COST], hw).compile_time
 
 
+def split_bodies(g_dec: Any, g_chunk: Any, hw: Hardware) -> frozenset[str]:
+    """The token-wise kernels a model's decode and prefill tokens share: the names of the body
+    nodes (neither attention nor head) that both graphs have, each the same function of the
+    tokens it processes (the decode node at ``B`` tokens and the prefill node at ``(B, S) = (1,
+    S)`` agree at ``B = S`` in 1, 7, 512 and 4099, to 1e-12) and free of the cached prefix. In an
+    iteration these run once over every token of it (an engine's forward takes the decodes' and
+    the chunks' tokens together); the other body nodes are one path's own (MLA: the decode's
+    absorbed ``q_absorb``/``v_absorb``, the prefill's ``kv_b_proj`` decompressing K/V).
+
+    Parameters
+    ----------
+    g_dec : networkx.DiGraph
+        The compiled decode graph.
+    g_chunk : networkx.DiGraph
+        The compiled (chunked-)prefill graph.
+    hw : Hardware
+        The device.
+
+    Returns
+    -------
+    frozenset of str
+        The shared nodes' names.
+    """
+
+    def body(g: Any) -> list[str]:
+        return [
+            n
+            for n in op_nodes(g)
+            if g.nodes[n].get(ROLE) != Role.ATTENTION and g.nodes[n].get(GROUP) != HEAD_GROUP
+        ]
+
+    pre = set(body(g_chunk))
+    out = set()
+    for n in body(g_dec):
+        if n not in pre:
+            continue
+        e_dec = node_time_expr(g_dec.nodes[n], hw)
+        e_pre = node_time_expr(g_chunk.nodes[n], hw).subs(B_sym, 1)
+        if PREFIX in e_pre.free_symbols:
+            continue
+        if all(
+            math.isclose(float(e_dec.subs(B_sym, x)), float(e_pre.subs(S_sym, x)), rel_tol=1e-12)
+            for x in (1, 7, 512, 4099)
+        ):
+            out.add(n)
+    return frozenset(out)
+
+
 class MixedStep:
     """The compiled cost of a mixed iteration for one (model, device, tp) (module doc)."""
 
@@ -333,15 +389,43 @@ class MixedStep:
             )
         ).subs(B_sym, 1)
         self._pre_body = sympy.lambdify((S_sym, PREFIX), pre_body, "math")
-        self._forms: tuple[Any, ...] = (body, head, pre_body)  #: kept for :meth:`to_card`
         self.shared_body = PREFIX not in pre_body.free_symbols and all(
             math.isclose(float(self._body(n)), float(self._pre_body(n, 0)), rel_tol=1e-12)
             for n in (1, 7, 512, 4099)
         )
+        # MLA: the kernels both paths share run once over every token of an iteration, each
+        # path's own over its tokens (:func:`split_bodies`)
+        shared_names = frozenset() if self.shared_body else split_bodies(g_dec, g_chunk, hw)
+        shared = sympy.Add(*(node_time_expr(g_dec.nodes[n], hw) for n in shared_names))
+        dec_only = sympy.Add(
+            *(
+                node_time_expr(g_dec.nodes[n], hw)
+                for n in op_nodes(g_dec)
+                if n not in shared_names
+                and g_dec.nodes[n].get(ROLE) != Role.ATTENTION
+                and g_dec.nodes[n].get(GROUP) != HEAD_GROUP
+            )
+        )
+        pre_only = sympy.Add(
+            *(
+                node_time_expr(g_chunk.nodes[n], hw)
+                for n in op_nodes(g_chunk)
+                if n not in shared_names
+                and g_chunk.nodes[n].get(ROLE) != Role.ATTENTION
+                and g_chunk.nodes[n].get(GROUP) != HEAD_GROUP
+            )
+        ).subs(B_sym, 1)
+        self._split = (
+            sympy.lambdify(B_sym, shared, "math"),
+            sympy.lambdify(B_sym, dec_only, "math"),
+            sympy.lambdify((S_sym, PREFIX), pre_only, "math"),
+        )
+        #: kept for :meth:`to_card`
+        self._forms: tuple[Any, ...] = (body, head, pre_body, shared, dec_only, pre_only)
 
     #: the card layout's version (:meth:`to_card`); a card of another is rebuilt (2: the forms'
     #: text is what lambdify compiled, :func:`~graphs.serving.step.card_format.lambdified_text`)
-    CARD_VERSION = 2
+    CARD_VERSION = 3
     #: iterations a card is checked at when read back: (decodes, sum of contexts, chunks, contexts)
     _CHECKS: tuple[tuple[int, float, tuple[tuple[float, float], ...]], ...] = (
         (1, 100.0, ()),
@@ -373,7 +457,7 @@ class MixedStep:
         CardError
             For a form the card's text cannot hold.
         """
-        body, head, pre_body = self._forms
+        body, head, pre_body, shared, dec_only, pre_only = self._forms
         return {
             "kind": "mixed",
             "version": self.CARD_VERSION,
@@ -382,6 +466,11 @@ class MixedStep:
             "head": lambdified_text(head, (B_sym,), "math"),
             "pre_body": lambdified_text(pre_body, (S_sym, PREFIX), "math"),
             "shared_body": self.shared_body,
+            "split": [
+                lambdified_text(shared, (B_sym,), "math"),
+                lambdified_text(dec_only, (B_sym,), "math"),
+                lambdified_text(pre_only, (S_sym, PREFIX), "math"),
+            ],
             "attention": [
                 {
                     "repeat": k.repeat,
@@ -438,6 +527,12 @@ class MixedStep:
             self._memos = (_Memo(self._body), _Memo(self._head))
             self._pre_body = compile_numeric(card["pre_body"], ("S", "prefix"))
             self.shared_body = card["shared_body"] is True
+            sh, do, po = card["split"]
+            self._split = (
+                compile_numeric(sh, ("B",)),
+                compile_numeric(do, ("B",)),
+                compile_numeric(po, ("S", "prefix")),
+            )
             self.attention = [
                 _AttentionKernel(
                     repeat=num(k["repeat"]),
@@ -570,10 +665,13 @@ class MixedStep:
         all ``k + 1`` positions of its chunk: ``k`` more rows each, :mod:`graphs.serving.sim.specdec_sim`).
 
         When a model's prefill tokens take other token-wise kernels than its decode tokens (MLA:
-        K/V decompressed for prefill, projections absorbed for decode), the two bodies are
-        summed: a mixed batch then counts the weights both paths share twice (an upper bound on
-        that part; pure-decode and single-chunk iterations stay exact), and each chunk runs its own
-        token-wise kernels (MLA decompresses its cached prefix too).
+        K/V decompressed for prefill, projections absorbed for decode), the kernels both paths
+        share (:func:`split_bodies`) run once over all ``N = D + sum c_j`` tokens, the decode's own
+        over its ``D`` tokens and the prefill's own once over the chunks' ``sum c_j`` new tokens
+        after their ``sum p_j`` cached ones (an engine's varlen prefill batches its chunks; MLA
+        decompresses the cached prefixes too): ``T_shared(N) + T_dec(D) + T_pre(sum c, sum p)``. A
+        pure-decode iteration and a lone chunk are priced by the whole decode and prefill bodies
+        (the same sums, exactly as the compiled steps).
 
         Parameters
         ----------
@@ -600,9 +698,14 @@ class MixedStep:
         body, head = self._memos  # the forms' values, each computed once per argument
         if self.shared_body:
             t = body(n_dec + chunk_tokens)
+        elif not chunks:
+            t = body(n_dec)
+        elif not n_dec and len(chunks) == 1:
+            t = float(self._pre_body(*chunks[0]))
         else:
-            t = body(n_dec) if n_dec else 0.0
-            t += sum(float(self._pre_body(c, p)) for c, p in chunks)
+            shared, dec_only, pre_only = self._split
+            t = float(shared(n_dec + chunk_tokens)) + (float(dec_only(n_dec)) if n_dec else 0.0)
+            t += float(pre_only(chunk_tokens, sum(p for _, p in chunks)))
         t += head(rows + logit_rows)
         for k in self.attention:
             t += k.time(n_dec, sum_ctx, chunks, ctxs)
