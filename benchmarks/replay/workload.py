@@ -257,7 +257,8 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             fp8_scales=row.get("fp8_scales") or None,
             notes=tuple(notes),
         )
-    eng = _engine(row, cfg, tp, isl, osl, dp=dp)
+    eng = _engine(row, cfg, tp, isl, osl, dp=dp, **stated_settings(row))
+    scales = row.get("fp8_scales") or None
     if rate is None or math.isinf(rate):  # offline: everything at t = 0
         if n_pub is None:
             n_pub = 3000
@@ -269,12 +270,16 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         if n < n_pub:
             notes.append(f"{n} of {n_pub} requests simulated, makespan extrapolated")
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
-        return RowWorkload(cfg, row["device"], topo, eng, fw, "offline", reqs, n_pub, notes=tuple(notes))
+        return RowWorkload(
+            cfg, row["device"], topo, eng, fw, "offline", reqs, n_pub, fp8_scales=scales, notes=tuple(notes)
+        )
     assert n_pub is not None
     n = min(n_pub, QUICK_MAX_REQUESTS) if quick else n_pub
     notes.append("Poisson arrivals and fixed lengths assumed (the page states neither)")
     reqs = tuple(synthetic(n, rate=rate, prompt=f"fixed:{isl}", output=f"fixed:{osl}", seed=0))
-    return RowWorkload(cfg, row["device"], topo, eng, fw, "rate", reqs, n, rate=rate, notes=tuple(notes))
+    return RowWorkload(
+        cfg, row["device"], topo, eng, fw, "rate", reqs, n, rate=rate, fp8_scales=scales, notes=tuple(notes)
+    )
 
 
 def stated_settings(row: dict[str, str]) -> dict[str, Any]:
