@@ -55,3 +55,14 @@ def test_predicted_chunks_read_the_experts_once() -> None:
     assert 0.8 < many / one < 1.2
     mixed = step.time_sums(64, 64 * 2000.0, [(512.0, 0.0)])
     assert mixed < step.time_sums(64, 64 * 2000.0) + step.time_sums(0, 0.0, [(512.0, 0.0)])
+
+
+def test_predicted_chunk_after_a_cached_prefix_keeps_its_measured_kernels() -> None:
+    """A chunk after a cached prefix runs the same shared kernels as one without (measured), and
+    only its K/V decompression of the prefix and its attention more: never cheaper."""
+    pytest.importorskip("aiconfigurator_core")
+    from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step
+
+    step = predicted_mixed_step(MLA, "h200", tp=8, predictor=Predictor.of("vllm"))
+    assert step.time_sums(0, 0.0, [(512.0, 3000.0)]) >= step.time_sums(0, 0.0, [(512.0, 0.0)])
+    assert step.time_sums(0, 0.0, [(100.0, 50.0)]) <= step.time_sums(0, 0.0, [(100.0, 50.0), (30.0, 0.0)])

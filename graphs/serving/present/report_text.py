@@ -108,7 +108,7 @@ def plan_unlike(pp: int, ep: int, microbatches: int, dp: int = 1) -> str | None:
     """What a parallel plan is that no validated deployment was: every deployment whose served
     TPOT and TTFT calibrate :func:`step_error_pairs` ran one pipeline stage, no micro-batches, no
     expert parallelism and no attention data parallelism (``benchmarks/data/published_serving.csv``'s
-    ``pp`` is 1 or blank on every row and its expert-parallel rows are throughput only; the
+    ``pp`` is 1 or blank on every row and its replayed expert-parallel rows are throughput only; the
     silicon sample states only ``tp`` and ``ep`` 1). ``None`` for a plan like them.
 
     Parameters

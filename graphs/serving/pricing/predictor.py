@@ -740,8 +740,9 @@ class PredictedStep:
         return total
 
     def _split_body(self, n_dec: int, chunks: Sequence[tuple[float, float]], rows: int) -> float:
-        """MLA's token-wise kernels and head of an iteration with decodes and chunks, or several
-        chunks (:meth:`graphs.serving.step.mixed.MixedStep.time_sums`): the kernels both paths
+        """MLA's token-wise kernels and head of an iteration with decodes and chunks, several
+        chunks, or a chunk after a cached prefix (:meth:`graphs.serving.step.mixed.MixedStep.time_sums`;
+        before, such a chunk's whole body was priced at its bound): the kernels both paths
         share at all ``N = D + sum c`` tokens, the decode's own at ``D``, the prefill's own at the
         chunks' ``sum c`` (after their ``sum p`` cached tokens), the head at ``rows``; each measured
         kernel at ``max(prediction, bound)``."""
@@ -1000,9 +1001,12 @@ class PredictedStep:
         if n_dec + len(chunks) == 0:
             return 0.0
         rows = n_dec + len(chunks) + logit_rows  # the head's rows
-        if not self.shared_body and chunks and (n_dec or len(chunks) > 1):
+        if not self.shared_body and chunks and (n_dec or len(chunks) > 1 or chunks[0][1]):
+            # MLA with decodes beside its chunks, several chunks, or a chunk after a cached prefix
+            # (its shared kernels measured, only the K/V decompression at its bound)
             return self._split_body(n_dec, chunks, rows) + self._attention(n_dec, sum_ctx, chunks, ctxs)
-        # the token-wise body: every token's (one path), or the decodes' (MLA: each chunk its own)
+        # the token-wise body: every token's (one path), or the decodes' (MLA: one chunk alone,
+        # without a cached prefix: _chunk_body)
         n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
         m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
         acc = self._acc
@@ -1029,7 +1033,7 @@ class PredictedStep:
             acc[i] += x
             total += x
         if not self.shared_body:
-            for c, pre in chunks:  # MLA: at most one chunk, alone (the others: _split_body)
+            for c, pre in chunks:  # MLA: at most one chunk, alone, no prefix (the others: _split_body)
                 total += self._chunk_body(c, pre)
         return total + self._attention(n_dec, sum_ctx, chunks, ctxs)
 
