@@ -53,6 +53,7 @@ __all__ = [
     "release_unused",
     "systems_with_data",
     "frameworks_with_data",
+    "framework_release",
     "table_files",
 ]
 
@@ -199,6 +200,30 @@ def _current_versions() -> dict[tuple[str, str], str]:
             if v:
                 out[(system, fw)] = str(v)
     return out
+
+
+def framework_release(device: str, framework: str) -> str | None:
+    """The release of ``framework`` whose kernels the corpus measured on ``device``: the wheel's
+    declared current version for that system (``systems/query_versions.yaml``; e.g. vLLM 0.24.0 on
+    H100, 0.14.0 on A100 in aiconfigurator-core 0.12.0), or None where the corpus does not measure
+    the device or declares no version for it.
+
+    Parameters
+    ----------
+    device : str
+        A catalog device name (``h100-sxm``).
+    framework : str
+        A corpus framework (``vllm``, ``sglang``, ``trtllm``).
+
+    Returns
+    -------
+    str or None
+        The release, as the wheel writes it.
+    """
+    systems = [s for s, d in SYSTEMS.items() if d == device]
+    if not systems:
+        return None
+    return _current_versions().get((systems[0], framework))
 
 
 def _table_paths(system: str, table: str) -> list[tuple[str, str, str]]:

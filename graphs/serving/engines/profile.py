@@ -672,6 +672,52 @@ class EngineProfile:
         )
         return text + (f"; given: {', '.join(given)}" if given else "")
 
+    def kernel_release_note(self, kernels: str | None) -> str | None:
+        """What to say when the corpus's kernels that price this profile were measured on a later
+        release of its framework than every one the profile describes (``vllm@0.10`` priced by
+        vLLM 0.24.0's kernels): a release's kernels can differ from a later one's (MoE kernels
+        above all), and nothing in the corpus measures the earlier release. None when ``kernels``
+        is None, not a release, or one the profile describes or predates.
+
+        Parameters
+        ----------
+        kernels : str or None
+            The release the corpus measured (:func:`costmodel.measured.corpus.framework_release`).
+
+        Returns
+        -------
+        str or None
+            The note's words.
+
+        Examples
+        --------
+        >>> from graphs.serving.engines import get_engine
+        >>> get_engine("vllm@0.10").kernel_release_note("0.24.0")[:60]
+        'its kernels are priced from vllm 0.24.0 measurements; vllm@0'
+        >>> get_engine("vllm@0.20").kernel_release_note("0.19.0") is None
+        True
+        """
+        from packaging.version import InvalidVersion, Version
+
+        if not kernels:
+            return None
+        try:
+            measured = Version(kernels)
+            mine = [Version(v) for v in (self.version, *self.releases)]
+        except InvalidVersion:
+            return None  # a profile named for a line (vllm@1), not a release: no comparison
+        if release_profile(self.name, kernels) is self or any(
+            measured.release[:2] <= v.release[:2] for v in mine
+        ):
+            return None
+        described = ", ".join(sorted({str(v) for v in mine}, key=Version))
+        return (
+            f"its kernels are priced from {self.framework} {kernels} measurements; {self.ref} describes "
+            f"{self.name} {described}, whose kernels the corpus does not measure and may be slower "
+            "(docs/serving_accuracy.md: held-out vLLM 0.10-0.11 runs of gpt-oss on H100 took about twice "
+            "as long as the corpus's vLLM 0.24.0 kernels for H100 price them)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The profile as plain values (for ``--json``): its name, the release series it describes
         (its version's and :attr:`releases`), settings, overrides and sources.

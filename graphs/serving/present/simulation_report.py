@@ -69,6 +69,37 @@ def _priced_by(request: SimulationRequest) -> str:
     return "bound (kernels at their roofline)"
 
 
+def kernel_release_note(profile: Any, predict: str | None, device: str) -> str | None:
+    """The note a predicted run prints when its engine profile describes an earlier release of
+    the framework than the one whose kernels the corpus measured on ``device``
+    (:meth:`graphs.serving.engines.EngineProfile.kernel_release_note`); None without a predictor,
+    with another framework's kernels (said apart), or without the corpus.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The run's engine profile.
+    predict : str or None
+        The corpus framework pricing the kernels.
+    device : str
+        The catalog device.
+
+    Returns
+    -------
+    str or None
+    """
+    if not predict or predict != profile.framework:
+        return None
+    from costmodel.measured.corpus import MeasuredDataError, framework_release
+
+    try:
+        measured = framework_release(device, predict)
+    except MeasuredDataError:
+        return None
+    note: str | None = profile.kernel_release_note(measured)
+    return note
+
+
 def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
     """What priced the iterations: the request's kernels, what their seconds rest on and the share
     clamped to the bound."""
@@ -199,6 +230,9 @@ class SimulationReport:
             **self.result.to_dict(),
             "cost": self.cost,
         }
+        release_note = kernel_release_note(self.profile, self.request.predict, self.result.device)
+        if release_note:
+            doc["engine"]["kernel_release_note"] = release_note
         if self.interval is not None:
             doc.update({k: v for k, v in self.interval.to_dict().items() if k not in ("point", "quantiles")})
         if self.comparison is not None:
@@ -268,6 +302,9 @@ class SimulationReport:
             out.append(
                 f"  note: {req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
             )
+        release_note = kernel_release_note(profile, req.predict, res.device)
+        if release_note:
+            out.append(f"  note: {release_note}")
         if self.stagger_s is not None:
             out.append(
                 f"  closed loop: the clients' first sends drawn uniformly over {self.stagger_s:.3f} s (--seed {req.seed})"

@@ -1,0 +1,52 @@
+"""A predicted run whose engine profile describes an earlier release than the corpus measured says
+so once, in the text and in ``--json`` (issue 42: GPUStack's held-out vLLM 0.10-0.11 runs were
+priced by vLLM 0.24.0's H100 kernels)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from graphs.serving.engines import get_engine
+
+NOTE = "its kernels are priced from vllm 0.24.0 measurements; vllm@0.11 describes vllm 0.11"
+
+
+def test_the_corpus_releases_are_the_wheels() -> None:
+    """aiconfigurator-core 0.12.0's ``systems/query_versions.yaml``: vLLM ``current`` 0.24.0 by
+    default, 0.14.0 for ``a100_sxm``; no device it does not measure."""
+    pytest.importorskip("aiconfigurator_core")
+    from costmodel.measured.corpus import framework_release
+
+    assert framework_release("h100-sxm", "vllm") == "0.24.0"
+    assert framework_release("a100-sxm-80gb", "vllm") == "0.14.0"
+    assert framework_release("a100-sxm-40gb", "vllm") is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "kernels", "noted"),
+    [("vllm@0.11", "0.24.0", True), ("vllm@0.11", "0.11.2", False), ("vllm@0.20", "0.19.0", False),
+     ("vllm@0.12", "0.14.0", True), ("vllm@1", "0.24.0", False), ("vllm@0.10", None, False)],
+)  # fmt: skip
+def test_only_an_earlier_profile_than_the_kernels_is_noted(
+    ref: str, kernels: str | None, noted: bool
+) -> None:
+    assert (get_engine(ref).kernel_release_note(kernels) is not None) is noted
+
+
+def _simulate(*extra: str) -> str:
+    argv = ["simulate", "gpt-oss-20b", "--device", "h100", "--predict", "vllm", "--requests", "20"]
+    argv += ["--rate", "2", "--no-interval", *extra]
+    cmd = [sys.executable, "-m", "costmodel", *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+def test_simulate_says_it_once_in_text_and_json() -> None:
+    pytest.importorskip("aiconfigurator_core")
+    assert _simulate("--engine", "vllm@0.11").count(NOTE) == 1
+    doc = json.loads(_simulate("--engine", "vllm@0.11", "--json"))
+    assert doc["engine"]["kernel_release_note"].startswith(NOTE)
+    assert NOTE not in _simulate()  # vllm@1: the current line, no release to compare
