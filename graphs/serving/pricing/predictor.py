@@ -99,7 +99,7 @@ KINDS = ("bound", "calibrated", "grey-box")
 #: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
 INTERVAL = (0.1, 0.9)
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
-_CHUNK_BODY_PREFIX = "MLA chunk token-wise kernels after a cached prefix (it is decompressed too): bound"
+_CHUNK_BODY_PREFIX = "MLA K/V decompression of chunks after a cached prefix (kv_b_proj over the prefix too): not measured"
 
 
 def _frameworks() -> tuple[str, ...]:
@@ -714,18 +714,14 @@ class PredictedStep:
         self._pre_own_roof = sympy.lambdify(S_sym, [e for _, e in own], "math")
         self._pre_own_lumps = [(i, sympy.lambdify(S_sym, e, "math")) for i, e in lump_own.items()]
 
-    def _pre_own_body(self, c: float, pre: float) -> float:
-        """Seconds of the prefill path's own token-wise kernels (MLA's K/V decompression) over
-        ``c`` new tokens of an iteration's chunks after ``pre`` cached ones: measured at ``c``
-        without a prefix, else the bound (:meth:`_chunk_body_tables`)."""
+    def _tabled(self, c: float, entries: list[Any], roof: Any, lumps: list[Any]) -> float:
+        """Seconds of prefill-graph kernels over ``c`` new tokens without a prefix: each tabled
+        kernel ``(id, clamped id, log-seconds on the token grid)`` of ``entries`` interpolated at
+        ``c`` and held at its bound ``roof(c)``, the unmeasured ones (``lumps``) at their bound."""
         acc = self._acc
-        if pre:
-            x = float(self.bound._split[2](c, pre))
-            acc[self._pre_prefix_id] += x
-            return x
         i, w = lerp_at(self._lgrid, math.log(c))
         total = 0.0
-        for (kid, cid, lt), r in zip(self._pre_own, self._pre_own_roof(c), strict=True):
+        for (kid, cid, lt), r in zip(entries, roof(c), strict=True):
             p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
             if p < r:
                 acc[cid] += r
@@ -733,11 +729,21 @@ class PredictedStep:
             else:
                 acc[kid] += p
                 total += p
-        for i_, f in self._pre_own_lumps:
+        for i_, f in lumps:
             x = float(f(c))
             acc[i_] += x
             total += x
         return total
+
+    def _pre_own_body(self, c: float, pre: float) -> float:
+        """Seconds of the prefill path's own token-wise kernels (MLA's K/V decompression) over
+        ``c`` new tokens of an iteration's chunks after ``pre`` cached ones: measured at ``c``
+        without a prefix, else the bound (:meth:`_chunk_body_tables`)."""
+        if pre:
+            x = float(self.bound._split[2](c, pre))
+            self._acc[self._pre_prefix_id] += x
+            return x
+        return self._tabled(c, self._pre_own, self._pre_own_roof, self._pre_own_lumps)
 
     def _split_body(self, n_dec: int, chunks: Sequence[tuple[float, float]], rows: int) -> float:
         """MLA's token-wise kernels and head of an iteration with decodes and chunks, several
@@ -778,28 +784,10 @@ class PredictedStep:
             total += x
         return total + self._pre_own_body(c_tok, sum(p for _, p in chunks))
 
-    def _chunk_body(self, c: float, pre: float) -> float:
-        """Seconds of one chunk's own token-wise kernels (MLA, :meth:`_chunk_body_tables`)."""
-        acc = self._acc
-        if pre:
-            x = float(self.bound._pre_body(c, pre))
-            acc[self._pre_prefix_id] += x
-            return x
-        i, w = lerp_at(self._lgrid, math.log(c))
-        total = 0.0
-        for (kid, cid, lt), r in zip(self._pre_body, self._pre_roof(c), strict=True):
-            p = math.exp(lt[i] + (lt[i + 1] - lt[i]) * w)
-            if p < r:
-                acc[cid] += r
-                total += r
-            else:
-                acc[kid] += p
-                total += p
-        for i_, f in self._pre_lumps:
-            x = float(f(c))
-            acc[i_] += x
-            total += x
-        return total
+    def _chunk_body(self, c: float) -> float:
+        """Seconds of a lone chunk's token-wise kernels without a cached prefix (MLA: the whole
+        prefill body, :meth:`_chunk_body_tables`; any other chunk: :meth:`_split_body`)."""
+        return self._tabled(c, self._pre_body, self._pre_roof, self._pre_lumps)
 
     # ------------------------------------------------------------------ the iteration loop
     def reset(self) -> None:
@@ -1033,8 +1021,8 @@ class PredictedStep:
             acc[i] += x
             total += x
         if not self.shared_body:
-            for c, pre in chunks:  # MLA: at most one chunk, alone, no prefix (the others: _split_body)
-                total += self._chunk_body(c, pre)
+            for c, _ in chunks:  # MLA: at most one chunk, alone, no prefix (the others: _split_body)
+                total += self._chunk_body(c)
         return total + self._attention(n_dec, sum_ctx, chunks, ctxs)
 
     def _attention(

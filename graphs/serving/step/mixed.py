@@ -272,6 +272,24 @@ def node_time_expr(d: dict[str, Any], hw: Hardware) -> sympy.Expr:
     return d.get(REPEAT, 1) * bound(d[COST], hw).compile_time
 
 
+def body_nodes(g: Any) -> list[str]:
+    """A step graph's token-wise kernels: its op nodes that are neither attention nor the head.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A compiled step graph.
+
+    Returns
+    -------
+    list of str
+        Their names, in the graph's order.
+    """
+    return [
+        n for n in op_nodes(g) if g.nodes[n].get(ROLE) != Role.ATTENTION and g.nodes[n].get(GROUP) != HEAD_GROUP
+    ]
+
+
 def split_bodies(g_dec: Any, g_chunk: Any, hw: Hardware) -> frozenset[str]:
     """The token-wise kernels a model's decode and prefill tokens share: the names of the body
     nodes (neither attention nor head) that both graphs have, each the same function of the
@@ -296,16 +314,9 @@ def split_bodies(g_dec: Any, g_chunk: Any, hw: Hardware) -> frozenset[str]:
         The shared nodes' names.
     """
 
-    def body(g: Any) -> list[str]:
-        return [
-            n
-            for n in op_nodes(g)
-            if g.nodes[n].get(ROLE) != Role.ATTENTION and g.nodes[n].get(GROUP) != HEAD_GROUP
-        ]
-
-    pre = set(body(g_chunk))
+    pre = set(body_nodes(g_chunk))
     out = set()
-    for n in body(g_dec):
+    for n in body_nodes(g_dec):
         if n not in pre:
             continue
         e_dec = node_time_expr(g_dec.nodes[n], hw)
@@ -397,24 +408,11 @@ class MixedStep:
         # path's own over its tokens (:func:`split_bodies`)
         shared_names = frozenset() if self.shared_body else split_bodies(g_dec, g_chunk, hw)
         shared = sympy.Add(*(node_time_expr(g_dec.nodes[n], hw) for n in shared_names))
-        dec_only = sympy.Add(
-            *(
-                node_time_expr(g_dec.nodes[n], hw)
-                for n in op_nodes(g_dec)
-                if n not in shared_names
-                and g_dec.nodes[n].get(ROLE) != Role.ATTENTION
-                and g_dec.nodes[n].get(GROUP) != HEAD_GROUP
-            )
+        dec_only, pre_only = (
+            sympy.Add(*(node_time_expr(g.nodes[n], hw) for n in body_nodes(g) if n not in shared_names))
+            for g in (g_dec, g_chunk)
         )
-        pre_only = sympy.Add(
-            *(
-                node_time_expr(g_chunk.nodes[n], hw)
-                for n in op_nodes(g_chunk)
-                if n not in shared_names
-                and g_chunk.nodes[n].get(ROLE) != Role.ATTENTION
-                and g_chunk.nodes[n].get(GROUP) != HEAD_GROUP
-            )
-        ).subs(B_sym, 1)
+        pre_only = pre_only.subs(B_sym, 1)
         self._split = (
             sympy.lambdify(B_sym, shared, "math"),
             sympy.lambdify(B_sym, dec_only, "math"),
