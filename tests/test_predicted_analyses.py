@@ -447,7 +447,8 @@ def test_heldout_quantiles_bracket_the_median():
 def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monkeypatch, it):
     """deepseek-v3's prefill tokens run their own token-wise kernels (K/V decompressed): with
     every measured kernel predicted at exactly its roofline, the predicted iteration is the
-    bound's (MixedStep's own sum of the decode body and each chunk's body), and at FACTORS it is
+    bound's (MixedStep's split: the kernels both paths share over all tokens, each path's own over
+    its tokens), and at FACTORS it is
     never below it. Its decode attention is the corpus's MLA kernel (``generation_mla``), tabulated
     on the (D, ctx) mesh: between mesh points the log-bilinear value of its roofline sits within
     1e-4 of the roofline itself (the attention's bound is near-affine in ctx over a mesh step)."""
@@ -461,8 +462,8 @@ def test_mla_predicted_iteration_is_the_bound_at_unit_factors(fake_corpus, monke
     assert s.time_sums(*it) == pytest.approx(bound_t, rel=1e-4)
     cov = s.coverage()
     assert cov.measured_s > 0  # its GEMMs and MLA attention are priced from the (synthetic) corpus
-    if any(p for _, p in it[2]):  # a chunk after a cached prefix: its own kernels bound, said
-        assert any("MLA chunk" in why for why in cov.bounds)
+    if any(p for _, p in it[2]):  # a chunk after a cached prefix: its K/V decompression bound, said
+        assert any("MLA K/V decompression" in why for why in cov.bounds)
 
 
 def test_simulate_prints_the_interval_unless_told_not_to(fake_corpus, capsys):
