@@ -99,7 +99,9 @@ KINDS = ("bound", "calibrated", "grey-box")
 #: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
 INTERVAL = (0.1, 0.9)
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
-_CHUNK_BODY_PREFIX = "MLA K/V decompression of chunks after a cached prefix (kv_b_proj over the prefix too): not measured"
+_CHUNK_BODY_PREFIX = (
+    "MLA K/V decompression of chunks after a cached prefix (kv_b_proj over the prefix too): not measured"
+)
 
 
 def _frameworks() -> tuple[str, ...]:
@@ -752,20 +754,33 @@ class PredictedStep:
         share at all ``N = D + sum c`` tokens, the decode's own at ``D``, the prefill's own at the
         chunks' ``sum c`` (after their ``sum p`` cached tokens), the head at ``rows``; each measured
         kernel at ``max(prediction, bound)``."""
-        acc = self._acc
         c_tok = sum(c for c, _ in chunks)
-        n_all = n_dec + c_tok
-        at_all = zip(self._token_preds(n_all, rows), self._roof(n_all, rows), strict=True)
-        at_dec = zip(self._token_preds(n_dec, rows), self._roof(n_dec, rows), strict=True) if n_dec else None
+        return self._token_wise(n_dec + c_tok, n_dec, rows) + self._pre_own_body(
+            c_tok, sum(p for _, p in chunks)
+        )
+
+    def _token_wise(self, n_shared: float, n_own: float, rows: int) -> float:
+        """The decode graph's token-wise kernels and head: the kernels both paths share (MLA,
+        :attr:`_row_shared`; none for other models) at ``n_shared`` tokens, the others at ``n_own``
+        (none at 0), the head at ``rows``; each measured kernel at ``max(prediction, bound)``, the
+        unmeasured ones at their bound."""
+        acc = self._acc
+        m = max(n_shared, 1)  # no token: only the head's kernels of the table run
+        at = zip(self._token_preds(m, rows), self._roof(m, rows), strict=True)
+        own = (
+            zip(self._token_preds(n_own, rows), self._roof(n_own, rows), strict=True)
+            if n_own and n_own != n_shared
+            else None
+        )
         total = 0.0
         for (head, kid, _), shared, clamped, (p, r) in zip(
-            self._rows, self._row_shared, self._clamp_ids, at_all, strict=True
+            self._rows, self._row_shared, self._clamp_ids, at, strict=True
         ):
-            pd = next(at_dec) if at_dec is not None else None
-            if not (head or shared):  # the decode's own kernel, at its tokens
-                if pd is None:
-                    continue
-                p, r = pd
+            po = next(own) if own is not None else None
+            if not head and not (n_shared if shared else n_own):
+                continue
+            if not (head or shared) and po is not None:  # this path's own kernel, at its tokens
+                p, r = po
             if p < r:
                 acc[clamped] += r
                 total += r
@@ -773,16 +788,16 @@ class PredictedStep:
                 acc[kid] += p
                 total += p
         for i, f, head in self._lumps:
-            if not (head or n_dec):
+            if not (head or n_own):
                 continue
-            x = float(f(rows if head else n_dec))
+            x = float(f(rows if head else n_own))
             acc[i] += x
             total += x
-        for i, f in self._lumps_shared:
-            x = float(f(n_all))
+        for i, f in self._lumps_shared if n_shared else ():
+            x = float(f(n_shared))
             acc[i] += x
             total += x
-        return total + self._pre_own_body(c_tok, sum(p for _, p in chunks))
+        return total
 
     def _chunk_body(self, c: float) -> float:
         """Seconds of a lone chunk's token-wise kernels without a cached prefix (MLA: the whole
@@ -996,30 +1011,7 @@ class PredictedStep:
         # the token-wise body: every token's (one path), or the decodes' (MLA: one chunk alone,
         # without a cached prefix: _chunk_body)
         n = n_dec + sum(c for c, _ in chunks) if self.shared_body else n_dec
-        m = max(n, 1)  # no decode in an MLA iteration: only the head's kernels of the table run
-        acc = self._acc
-        total = 0.0
-        for (head, kid, _), clamped, p, r in zip(
-            self._rows, self._clamp_ids, self._token_preds(m, rows), self._roof(m, rows), strict=True
-        ):
-            if not (head or n):
-                continue
-            if p < r:
-                acc[clamped] += r
-                total += r
-            else:
-                acc[kid] += p
-                total += p
-        for i, f, head in self._lumps:
-            if not (head or n):
-                continue
-            x = float(f(rows if head else n))
-            acc[i] += x
-            total += x
-        for i, f in self._lumps_shared if n else ():  # MLA's shared ones: the decode body's here
-            x = float(f(n))
-            acc[i] += x
-            total += x
+        total = self._token_wise(n, n, rows)
         if not self.shared_body:
             for c, _ in chunks:  # MLA: at most one chunk, alone, no prefix (the others: _split_body)
                 total += self._chunk_body(c)
