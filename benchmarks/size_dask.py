@@ -17,7 +17,11 @@ removed, so each run simulates every candidate (a run card would answer it witho
 Target (issue 44): >= 1.6x on this 2-core machine, so run it with the machine otherwise idle (the
 load average is printed).
 
-    python -m benchmarks.size_dask [--rounds 3] [--requests 30000]
+``--ceiling`` also starts two copies of the one-process command together each round: twice one
+copy's wall over theirs is what this machine's two cores give any split of the job in two (two
+processes at once each run slower here than one alone), the yardstick for the Dask ratio.
+
+    python -m benchmarks.size_dask [--rounds 3] [--requests 30000] [--ceiling]
 """
 
 from __future__ import annotations
@@ -65,6 +69,29 @@ def run(argv: list[str], cache: Path, module: str = "costmodel") -> tuple[float,
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
 
 
+def run_two(argv: list[str], caches: tuple[Path, Path]) -> float:
+    """Wall seconds of two copies of ``costmodel argv`` started together, each over its own cache
+    (the later to end): what this machine's two cores give two independent copies of the
+    one-process command. Their ratio to one copy alone bounds any split of the work in two here
+    (two processes at once each run slower than one alone on this virtual machine: docs/speed.md)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COSTMODEL_")}
+    env["PYTHONPATH"] = str(_ROOT)
+    t0 = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "costmodel", *argv],
+            cwd=_ROOT,
+            env={**env, "COSTMODEL_CACHE_DIR": str(c)},
+            stdout=subprocess.DEVNULL,
+        )
+        for c in caches
+    ]
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit(f"a copy failed: exit {p.returncode}")
+    return time.perf_counter() - t0
+
+
 def _fresh(base: Path, to: Path) -> Path:
     """A copy of ``base`` (the mixed steps' cards, no run cards) at ``to``."""
     shutil.copytree(base, to)
@@ -79,11 +106,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=30_000, help="requests each candidate simulates")
+    ap.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also run two one-process copies at once each round: the machine's own 2-core ceiling",
+    )
     args = ap.parse_args()
     argv = [*JOB, "--requests", str(args.requests)]
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     one: list[tuple[float, float, str]] = []
     two: list[tuple[float, float, str]] = []
+    copies: list[float] = []
     with tempfile.TemporaryDirectory(prefix="size-dask-") as tmp:
         base = Path(tmp) / "base"
         run(argv, base)  # fills the mixed steps' cards ...
@@ -94,6 +127,9 @@ def main() -> None:
             two.append(
                 run([*argv, "--scheduler", "dask", "--workers", "2"], _fresh(base, Path(tmp) / f"two-{i}"))
             )
+            if args.ceiling:
+                pair = (_fresh(base, Path(tmp) / f"a-{i}"), _fresh(base, Path(tmp) / f"b-{i}"))
+                copies.append(run_two(argv, pair))
     same = all(b[2] == one[0][2] for b in one + two)
     print(f"size, {args.requests:,} requests a candidate, {args.rounds} interleaved pairs")
     print(_line("one process, wall", [x[0] for x in one], "s"))
@@ -102,6 +138,11 @@ def main() -> None:
     print(_line("dask x 2, CPU", [x[1] for x in two], "s"))
     ratios = [a[0] / b[0] for a, b in zip(one, two, strict=True)]
     print(_line("speed-up (wall)", ratios, "x"))
+    if copies:
+        # two copies' work in the wall of the slower: the best a split in two reaches on this machine
+        ceiling = [2 * a[0] / c for a, c in zip(one, copies, strict=True)]
+        print(_line("two copies at once", copies, "s"))
+        print(_line("2-core ceiling", ceiling, "x") + "  (2 x one process / two copies at once)")
     print(f"answers identical: {same}; load average after: {os.getloadavg()[0]:.1f}")
 
 

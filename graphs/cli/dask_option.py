@@ -4,11 +4,15 @@ pieces of work run (``search``'s blocks, ``size``'s candidate simulations).
 A local cluster is ``--workers`` single-threaded worker processes, forked (where the platform
 can) from one server process that imported Dask and the modules the tasks need once, not each
 worker importing them (about 1.1 CPU s a worker). Its start can overlap the command's own
-preparation: :func:`dask_client` with ``background`` starts it in a thread and
-yields a :class:`StartingClient` whose first use waits for it; ``preload`` names the modules each
-worker imports while it starts, not on its first task. When the block ends, the local cluster's
-workers are stopped at once (a speculative task still running is of no use any more): a worker
-busy with one otherwise holds the close for the nanny's 4 s grace.
+preparation: :func:`prestart_workers`, called before the command's own imports, starts that
+server at once (its imports then run in its own process on another core); :func:`dask_client`
+with ``background`` starts the cluster in a thread and yields a :class:`StartingClient` whose
+first use waits for it; ``preload`` names the modules each worker imports while it starts, not
+on its first task. When the block ends, the local cluster's workers are stopped at once (a
+speculative task still running is of no use any more): each is given :data:`WORKER_STOP_S` to
+stop, then killed (a worker busy with a task otherwise holds the close for the nanny's 4 s
+grace), and what a stopped worker logs about its cut-off task stays off the terminal
+(:mod:`graphs.cli.dask_worker`).
 """
 
 from __future__ import annotations
@@ -25,18 +29,24 @@ from typing import Any
 
 __all__ = [
     "DASK_CONNECT_TIMEOUT_S",
+    "WORKER_SETUP",
     "WORKER_STOP_S",
     "STARTING_SWITCH_INTERVAL_S",
     "StartingClient",
     "add_dask_options",
     "client",
     "dask_client",
+    "prestart_workers",
 ]
 
 #: seconds to reach a ``--dask-address`` scheduler before giving up
 DASK_CONNECT_TIMEOUT_S = 10
-#: seconds a local worker is given to stop when the command is done before it is killed
-WORKER_STOP_S = 0.5
+#: the module each local worker runs as it starts (:mod:`graphs.cli.dask_worker`: its log)
+WORKER_SETUP = "graphs.cli.dask_worker"
+#: seconds a local worker is given to stop when the command is done before it is killed: an idle
+#: one stops within it, one still on a speculative task is killed (at 0.5 s the close held the
+#: command 0.6 s for that task, traced; 0.23 s now)
+WORKER_STOP_S = 0.05
 #: a local cluster's workers with less housekeeping on their event loop, each call of which takes
 #: the GIL a pure-Python task (a simulation) needs: no statistical profiler (it feeds the
 #: dashboard, none here, by sampling every running task's stack each 10 ms), the blocked-loop
@@ -118,9 +128,50 @@ def client(args: argparse.Namespace, *, preload: Sequence[str] = ()) -> tuple[An
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            preload=list(preload),
+            preload=[*preload, WORKER_SETUP],
         )
     return Client(cluster), cluster
+
+
+def _prestart(preload: Sequence[str]) -> None:
+    """Start the forkserver of :func:`_start_method` now, its imports (Dask and ``preload``, about
+    1.5 CPU s) running in its own process beside this one's preparation, before this process has
+    imported Dask to make the cluster (about 0.4 CPU s, competing with the command's own imports
+    for this process's interpreter lock): ``size``'s two workers were up 1.8-2.3 s after the
+    cluster's start, the forkserver started last. The cluster's nannies later find it running.
+    Nothing without a forkserver (Windows: spawned workers).
+
+    Parameters
+    ----------
+    preload : sequence of str
+        The modules each worker's tasks need (as :func:`_start_method` names them).
+    """
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *preload, WORKER_SETUP])
+    forkserver.ensure_running()
+
+
+def prestart_workers(args: argparse.Namespace, preload: Sequence[str]) -> None:
+    """For ``--scheduler dask`` on a local cluster, start the server its workers fork from now
+    (:func:`_prestart`), before the command's own imports: its imports run in its own process,
+    on another core, while this one's run here. Nothing otherwise (``--scheduler local``, a
+    ``--dask-address``, no Dask installed: :func:`dask_client` says so).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command line (:func:`add_dask_options`'s options).
+    preload : sequence of str
+        The modules each worker's tasks need (``dask_client``'s ``preload``).
+    """
+    if args.scheduler != "dask" or args.dask_address or importlib.util.find_spec("distributed") is None:
+        return
+    _prestart(preload)
 
 
 def _start_method(preload: Sequence[str]) -> str:
@@ -148,7 +199,7 @@ def _start_method(preload: Sequence[str]) -> str:
     # the server's imports, set before Dask's first use of the context, which would otherwise
     # set its own list once (Dask's optional packages, pandas among them, imported in this
     # process to see which are installed: about 0.4 CPU s here and again in the server)
-    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *preload])
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *preload, WORKER_SETUP])
     distributed.utils._forkserver_preload_set = True
     return "forkserver"
 
@@ -285,6 +336,8 @@ def dask_client(
             _close(c, cluster)
         return
     _check(args)  # refused at once, not at the first use
+    if not args.dask_address:
+        _prestart(preload)
     starting = StartingClient(lambda: client(args, preload=preload))
     try:
         yield starting
@@ -296,3 +349,5 @@ def dask_client(
             made = None  # its error was raised where the client was used, or the block never used it
         if made is not None:
             _close(*made)
+        elif not args.dask_address:
+            _stop_forkserver()  # the one :func:`_prestart` started, no cluster made on it

@@ -8,7 +8,7 @@ from typing import Any
 
 from .common import dump, progress_bar
 from .cost_option import add_cost_options
-from .dask_option import add_dask_options, dask_client
+from .dask_option import add_dask_options, dask_client, prestart_workers
 from .engine_option import add_engine_options
 from .group_options import add_group_options
 from .html_option import add_html_option, keep
@@ -76,6 +76,7 @@ def cmd_size(args: argparse.Namespace) -> int:
 
     With ``--scheduler dask`` the local cluster starts while the model resolves and the bounds
     prune (its workers importing the sizing as they start), and the candidates simulate on it."""
+    prestart_workers(args, _WORKER_MODULES)
     from graphs.serving.present.planning_reports import run_size
 
     from .model_option import resolve_model

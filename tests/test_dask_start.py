@@ -1,0 +1,79 @@
+"""A local Dask cluster's start and stop as a command sees them (issue 44 item 5): the server its
+workers fork from starts before the command's own imports, is the one the cluster uses, and never
+outlives the command; a worker's stop leaves nothing on the terminal."""
+
+import argparse
+import logging
+import multiprocessing
+import os
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    "forkserver" not in multiprocessing.get_all_start_methods(), reason="no forkserver on this platform"
+)
+
+
+def _args(**kw):
+    return argparse.Namespace(**{"scheduler": "dask", "workers": 2, "dask_address": None, **kw})
+
+
+def _server_pid():
+    from multiprocessing import forkserver
+
+    return forkserver._forkserver._forkserver_pid
+
+
+def test_prestart_is_nothing_without_a_local_cluster():
+    pytest.importorskip("distributed")
+    from graphs.cli.dask_option import prestart_workers
+
+    before = _server_pid()
+    prestart_workers(_args(scheduler="local"), ())
+    prestart_workers(_args(dask_address="tcp://127.0.0.1:1"), ())
+    assert _server_pid() == before  # no process started for a command that runs here or elsewhere
+
+
+def test_the_prestarted_server_is_the_one_the_workers_fork_from_and_it_stops():
+    pytest.importorskip("distributed")
+    from graphs.cli.dask_option import dask_client, prestart_workers
+
+    args = _args()
+    prestart_workers(args, ())
+    server = _server_pid()
+    assert server is not None and server != os.getpid()
+    with dask_client(args, background=True) as c:
+        parents = set(c.run(os.getppid).values())
+    assert parents == {server}  # both workers forked from it: nothing imported twice
+    assert _server_pid() is None  # stopped with the cluster
+
+
+def test_a_cluster_that_cannot_start_stops_the_prestarted_server(monkeypatch):
+    pytest.importorskip("distributed")
+    from costmodel.errors import CostModelError
+    from graphs.cli import dask_option
+
+    def refuse(args, *, preload=()):
+        raise CostModelError("no cluster")
+
+    monkeypatch.setattr(dask_option, "client", refuse)
+    args = _args()
+    with pytest.raises(CostModelError, match="no cluster"):
+        with dask_option.dask_client(args, background=True) as c:
+            c.submit  # noqa: B018 - the first use raises the start's error
+    assert _server_pid() is None  # the server _prestart started is not left running
+
+
+def test_a_workers_stop_leaves_no_warning_on_the_terminal():
+    """The worker runs :mod:`graphs.cli.dask_worker` as it starts: its task-state log is kept to
+    errors, so the "Async instruction ... ended with CancelledError" a speculative task cut off
+    at the stop writes stays off the terminal."""
+    pytest.importorskip("distributed")
+    from graphs.cli.dask_option import dask_client
+    from graphs.cli.dask_worker import QUIET_LOGGERS, dask_setup
+
+    dask_setup(None)
+    assert all(logging.getLogger(n).level == logging.ERROR for n in QUIET_LOGGERS)
+    with dask_client(_args()) as c:
+        levels = c.run(lambda: [logging.getLogger(n).level for n in QUIET_LOGGERS])
+    assert len(levels) == 2 and all(v == [logging.ERROR] * len(QUIET_LOGGERS) for v in levels.values())
