@@ -50,3 +50,20 @@ def test_simulate_says_it_once_in_text_and_json() -> None:
     doc = json.loads(_simulate("--engine", "vllm@0.11", "--json"))
     assert doc["engine"]["kernel_release_note"].startswith(NOTE)
     assert NOTE not in _simulate()  # vllm@1: the current line, no release to compare
+
+
+def test_calibrate_serving_says_it_too() -> None:
+    """A fit of a vLLM 0.11 run priced by vLLM 0.24.0's kernels absorbs what the releases' kernels
+    differ by into its terms: ``calibrate serving`` says so (text and ``--json``'s engine)."""
+    pytest.importorskip("aiconfigurator_core")
+    from types import SimpleNamespace
+
+    from graphs.serving.present.serving_fit_report import ServingFitReport
+
+    def report(ref: str, predict: str | None) -> SimpleNamespace:
+        req = SimpleNamespace(engine=get_engine(ref), predict=predict)
+        return SimpleNamespace(request=req, fit=SimpleNamespace(device="h100-sxm"))
+
+    assert ServingFitReport.kernel_release_note(report("vllm@0.11", "vllm")).startswith(NOTE)  # type: ignore[arg-type]
+    assert ServingFitReport.kernel_release_note(report("vllm@0.11", None)) is None  # type: ignore[arg-type]
+    assert ServingFitReport.kernel_release_note(report("vllm", "vllm")) is None  # type: ignore[arg-type]

@@ -146,9 +146,13 @@ class ServingFitReport:
         """
         fit, runs = self.fit, self.runs
         held_out = [{"source": runs[i].source, "rate": runs[i].rate, "why": self.why_held} for i in self.held]
+        engine = self.request.engine.to_dict()
+        release_note = self.kernel_release_note()
+        if release_note:
+            engine["kernel_release_note"] = release_note
         return {
             "file": self.request.out,
-            "engine": self.request.engine.to_dict(),
+            "engine": engine,
             **fit.to_dict(),
             "held_out": held_out,
             "at_bound": {t: getattr(fit.overheads, t) for t in fit.at_bound},
@@ -156,6 +160,20 @@ class ServingFitReport:
             "replay": self.replay_lines(),
             "assumed": {r.source: list(r.summary.assumed) for r in runs if r.summary is not None},
         }
+
+    def kernel_release_note(self) -> str | None:
+        """With measured kernels, the note that the engine profile describes an earlier release of
+        the framework than the one the corpus measured them on
+        (:func:`.simulation_report.kernel_release_note`): a fit then absorbs what the releases'
+        kernels differ by into its terms (the kernel scale first). None otherwise.
+
+        Returns
+        -------
+        str or None
+        """
+        from .simulation_report import kernel_release_note
+
+        return kernel_release_note(self.request.engine, self.request.predict, self.fit.device)
 
     def term_rows(self) -> list[tuple[str, float, str, str]]:
         """Each fitted term: (name, value in its printed unit, unit, its standard error or why it
@@ -202,6 +220,11 @@ class ServingFitReport:
             f"  {req.engine.summary()}",
             *(f"  {line}" for line in self.replay_lines()),
         ]
+        release_note = self.kernel_release_note()
+        if release_note:
+            out.append(
+                f"  note: {release_note}; the fitted terms absorb what the two releases' kernels differ by"
+            )
         if held:
             out.append(f"  held out: {', '.join(runs[i].label for i in held)}; {self.why_held}")
         for run in runs:
