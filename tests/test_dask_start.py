@@ -72,8 +72,45 @@ def test_a_workers_stop_leaves_no_warning_on_the_terminal():
     from graphs.cli.dask_option import dask_client
     from graphs.cli.dask_worker import QUIET_LOGGERS, dask_setup
 
-    dask_setup(None)
-    assert all(logging.getLogger(n).level == logging.ERROR for n in QUIET_LOGGERS)
+    before = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
+    try:
+        dask_setup(None)
+        assert all(logging.getLogger(n).level == logging.ERROR for n in QUIET_LOGGERS)
+    finally:
+        for n, level in before.items():
+            logging.getLogger(n).setLevel(level)
     with dask_client(_args()) as c:
         levels = c.run(lambda: [logging.getLogger(n).level for n in QUIET_LOGGERS])
     assert len(levels) == 2 and all(v == [logging.ERROR] * len(QUIET_LOGGERS) for v in levels.values())
+
+
+def test_the_prestarted_server_starts_in_the_environment_a_nanny_gives_its_workers():
+    """Dask's nanny sets one BLAS thread a worker (and memory trimming) in this process's
+    environment before it starts one; a server started earlier must start in it too: numpy,
+    imported in the server, reads it there, and every worker forked from it has its BLAS pools."""
+    pytest.importorskip("distributed")
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import dask
+    import distributed  # noqa: F401 - registers the nanny's defaults
+
+    from graphs.cli.dask_option import PRE_SPAWN_ENV, dask_client, prestart_workers
+
+    assert PRE_SPAWN_ENV == {
+        k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
+    }
+    args = _args()
+    prestart_workers(args, ("numpy",))
+    with dask_client(args, preload=("numpy",), background=True) as c:
+        pools = c.run(lambda: [p["num_threads"] for p in threadpoolctl.threadpool_info()])
+    assert all(all(n == 1 for n in v) for v in pools.values())
+
+
+def test_prestart_refuses_what_the_cluster_would_refuse_without_starting_a_server():
+    pytest.importorskip("distributed")
+    from costmodel.errors import CostModelError
+    from graphs.cli.dask_option import prestart_workers
+
+    before = _server_pid()
+    with pytest.raises(CostModelError, match="--workers must be in"):
+        prestart_workers(_args(workers=0), ())
+    assert _server_pid() == before

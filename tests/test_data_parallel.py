@@ -181,7 +181,9 @@ def test_devices_reached_is_between_one_and_k(ek, g):
     [
         ({"dp": 2, "expert_parallel": "yes"}, "expert_parallel must be true or false"),
         ({"dp": 2, "moe_dispatch": "deepep"}, "moe_dispatch must be one of"),
-        ({"dp": 1, "expert_parallel": True}, "needs dp > 1"),
+        ({"dp": 1, "expert_parallel": True}, "needs dp > 1 or tp > 1"),
+        ({"tp": 2, "expert_parallel": True, "moe_dispatch": "all_to_all"}, "needs dp > 1"),
+        ({"tp": 2, "expert_parallel": True, "router": "prefix"}, "inside the tp group runs aggregated"),
         ({"dp": 2, "router": "prefix"}, "least_outstanding or round_robin"),
         ({"dp": 0}, "dp must be a whole number"),
     ],
@@ -232,7 +234,9 @@ def test_the_simulator_sizes_each_rank_pool_without_the_spread_experts():
     [
         (["--dp", "2", "--disagg", "1:1", "--link-bandwidth", "50e9"], "runs aggregated"),
         (["--dp", "2", "--router", "prefix"], "runs aggregated"),
-        (["--enable-expert-parallel"], "needs dp > 1"),
+        (["--enable-expert-parallel"], "needs dp > 1 or tp > 1"),
+        (["--enable-expert-parallel", "--tp", "2", "--moe-dispatch", "all_to_all"], "needs dp > 1"),
+        (["--enable-expert-parallel", "--tp", "2", "--router", "prefix"], "runs aggregated"),
         (["--dp", "2", "--spec-draft", "ngram", "--spec-accept", "0.7"], "speculative decoding with data-parallel"),
     ],
 )

@@ -82,6 +82,9 @@ def excluded(row: dict[str, str]) -> str | None:
     or the reason its own ``excluded_reason`` field gives), or None."""
     if row.get("excluded_reason"):
         return row["excluded_reason"]
+    ep, tp = row.get("ep", "").strip(), row.get("tp", "").strip()
+    if ep.isdigit() and tp.isdigit() and int(ep) > 1 and int(ep) != int(tp):
+        return f"EP {ep} inside TP {tp}: the replay runs an EP degree as the whole tp group's or as attention DP"
     if "sharegpt" in row.get("workload", "").lower() and not row.get("isl", "").strip():
         return SAMPLED_LENGTHS
     for prefix, reason in UNPUBLISHED.items():

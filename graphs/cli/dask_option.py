@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +44,17 @@ __all__ = [
 DASK_CONNECT_TIMEOUT_S = 10
 #: the module each local worker runs as it starts (:mod:`graphs.cli.dask_worker`: its log)
 WORKER_SETUP = "graphs.cli.dask_worker"
+#: the environment a Dask nanny sets before it starts a worker (``distributed.yaml``'s
+#: ``distributed.nanny.pre-spawn-environ`` defaults: memory trimming, one BLAS thread a worker),
+#: set before :func:`_prestart` starts the server the workers fork from
+PRE_SPAWN_ENV = {
+    "MALLOC_TRIM_THRESHOLD_": "65536",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+#: the hash seed a nanny gives its workers when none (or 0) is set (``distributed.nanny.Nanny``)
+DASK_HASH_SEED = "6640"
 #: seconds a local worker is given to stop when the command is done before it is killed: an idle
 #: one stops within it, one still on a speculative task is killed (at 0.5 s the close held the
 #: command 0.6 s for that task, traced; 0.23 s now)
@@ -152,6 +164,13 @@ def _prestart(preload: Sequence[str]) -> None:
         return
     from multiprocessing import forkserver
 
+    # what a nanny sets in this process's environment before it starts a worker (Dask's
+    # ``distributed.nanny.pre-spawn-environ`` defaults, and the hash seed it fixes): the server and
+    # every worker forked from it read them as they start (numpy's BLAS threads at its import, in
+    # the server), so they are set before it starts, as the nanny would have
+    os.environ.update(PRE_SPAWN_ENV)
+    if os.environ.get("PYTHONHASHSEED") in (None, "0"):
+        os.environ["PYTHONHASHSEED"] = DASK_HASH_SEED
     multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *preload, WORKER_SETUP])
     forkserver.ensure_running()
 
@@ -160,7 +179,7 @@ def prestart_workers(args: argparse.Namespace, preload: Sequence[str]) -> None:
     """For ``--scheduler dask`` on a local cluster, start the server its workers fork from now
     (:func:`_prestart`), before the command's own imports: its imports run in its own process,
     on another core, while this one's run here. Nothing otherwise (``--scheduler local``, a
-    ``--dask-address``, no Dask installed: :func:`dask_client` says so).
+    ``--dask-address``).
 
     Parameters
     ----------
@@ -168,9 +187,15 @@ def prestart_workers(args: argparse.Namespace, preload: Sequence[str]) -> None:
         The command line (:func:`add_dask_options`'s options).
     preload : sequence of str
         The modules each worker's tasks need (``dask_client``'s ``preload``).
+
+    Raises
+    ------
+    CostModelError
+        ``--workers`` out of range or no Dask installed (:func:`dask_client`'s refusals, at once).
     """
-    if args.scheduler != "dask" or args.dask_address or importlib.util.find_spec("distributed") is None:
+    if args.scheduler != "dask" or args.dask_address:
         return
+    _check(args)  # refused at once (no server started for a command that cannot run)
     _prestart(preload)
 
 

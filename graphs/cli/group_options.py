@@ -23,8 +23,9 @@ def add_group_options(sp: argparse.ArgumentParser, *, many: bool) -> None:
     sp.add_argument(
         "--enable-expert-parallel",
         action="store_true",
-        help="with --dp: each device holds whole experts (expert parallel) instead of every expert "
-        "split dp x tp ways (vLLM's flag of the same name)",
+        help="each device holds whole experts (expert parallel) instead of every expert split dp x tp "
+        "ways (vLLM's flag of the same name); with --dp 1 (simulate) over the tp group alone, as "
+        "vLLM's flag beside --tensor-parallel-size or SGLang's --ep-size equal to --tp-size",
     )
     sp.add_argument(
         "--moe-dispatch",

@@ -60,7 +60,7 @@ from costmodel.results import Result
 from ..engines.knobs import KERNEL_SCALE_RANGE
 from ..pricing.overheads import EngineOverheads
 from ..pricing.predictor import Predictor
-from ..sim.data_parallel import rank_step
+from ..sim.data_parallel import check_group, rank_step
 from ..sim.engine import EngineConfig
 from ..sim.requests import RATE_RANGE, Request, synthetic
 from ..sim.simulator import SimResult, Topology, default_overheads, simulate
@@ -473,7 +473,8 @@ def ceiling_rate(config: Any, device: Any, requests: Sequence[Request], **sim: A
     eng = sim.get("engine") or EngineConfig()
     w, hw = as_workload(config), get_device(device)
     step = mixed_step(w, hw, tp=topo.tp)
-    if topo.dp > 1:  # a replica is a group of dp ranks stepping together: the group's ceiling
+    if topo.grouped:  # a replica is a group of dp ranks (or one EP rank) stepping together: its ceiling
+        check_group(topo.dp, w.config.is_moe, topo.expert_parallel)  # as the simulation refuses it
         group = rank_step(
             w,
             hw,

@@ -289,7 +289,7 @@ class SimulationReport:
             f"{topo.devices} device(s), {res.iterations:,} iterations, {res.preemptions} preemption(s)",
             f"  {self.settings}",
         ]
-        if topo.dp > 1:
+        if topo.grouped:
             out.append(f"  {dp_line(topo)}")
         out.append(f"  {profile.summary()}")
         pool_note = pool_memory_note(res.device)

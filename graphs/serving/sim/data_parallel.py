@@ -42,6 +42,14 @@ not NCCL's; a device or GPU count the corpus does not time) and the bound predic
 bound, and the coverage line says which. A fitted kernel scale applies to the stage as to the
 ranks' kernels, never below the stage's bound.
 
+**Expert parallelism inside the tp group** (``D = 1``: vLLM's ``--enable-expert-parallel``
+beside ``--tensor-parallel-size t`` alone, SGLang's ``--ep-size t`` with ``--tp-size t``): the one
+rank's attention and dense layers are tensor-parallel as ever, its experts whole on the ``t``
+devices; every device holds every token after the attention's all-reduce and the experts'
+outputs are summed by the same all-reduce that ends the tensor-parallel MoE layer, so the
+iteration is ``t_rank(b) - X_t(n) + o + X_t^{EP}(n)``: the width-split experts swapped for the
+busiest device's whole ones, no dispatch or combine (an all-to-all needs ``D > 1``).
+
 **Load balancing.** A request goes to the rank with the smallest ``4 waiting + running``
 (vLLM's ``DPLBAsyncMPClient``, ``vllm/v1/engine/core_client.py``: ``score = waiting * 4 +
 running``; ties to the lower rank), read live (vLLM's coordinator publishes the counts every
@@ -698,7 +706,7 @@ def group_step(
     RankStep
         A :class:`MeteredRankStep` for a predictor, else the bound's :class:`RankStep`.
     """
-    check_group(dp, w.config.is_moe)
+    check_group(dp, w.config.is_moe, expert_parallel)
     own = rank if rank is not None else predicted_mixed_step(w, hw, tp=tp, predictor=predictor)
     return rank_step(
         w, hw, own, predicted_mixed_step(w, hw, tp=tp), dp=dp, tp=tp, expert_parallel=expert_parallel,
@@ -711,7 +719,8 @@ class LockstepGroup:
     simulator's loop drives it as one replica."""
 
     def __init__(self, members: list[Replica], stage: ExpertStage, index: int) -> None:
-        if len(members) < 2:
+        one = stage is not None and stage.dp == 1 and stage.expert_parallel  # D = 1: the tp group's EP
+        if len(members) < (1 if one else 2):
             raise CostModelError("a data-parallel group needs at least 2 ranks")
         self.members = members
         self.stage = stage
@@ -981,6 +990,12 @@ def dp_line(topo: Any) -> str:
     -------
     str
     """
+    if topo.dp == 1:  # the tp group's own expert parallelism: no data-parallel ranks, no dispatch
+        return (
+            f"expert parallel inside tp {topo.tp}: attention tensor-parallel, whole experts spread over the "
+            f"{topo.tp} devices (the busiest device's share of the routed tokens under uniform routing), "
+            "their outputs summed by the tp all-reduce (no dispatch)"
+        )
     return (
         f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
         f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); "
@@ -988,23 +1003,27 @@ def dp_line(topo: Any) -> str:
     )
 
 
-def check_group(dp: int, moe: bool) -> None:
+def check_group(dp: int, moe: bool, expert_parallel: bool = False) -> None:
     """Refuse a group the deployment cannot have (one line: which, why).
 
     Parameters
     ----------
     dp : int
-        Data-parallel ranks per group (1: no group).
+        Data-parallel ranks per group (1: no data parallelism).
     moe : bool
         Whether the model routes tokens to experts.
+    expert_parallel : bool
+        Whether the experts are held whole per device.
 
     Raises
     ------
     CostModelError
-        When ``dp > 1`` on a dense model.
+        When ``dp > 1`` or expert parallelism on a dense model.
     """
     if not moe and dp > 1:
         raise CostModelError(
             "data-parallel attention (dp > 1) synchronises MoE layers across ranks; for a dense model "
             "the ranks are independent replicas: use replicas instead"
         )
+    if not moe and expert_parallel:
+        raise CostModelError("expert parallelism spreads a mixture-of-experts model's experts: this model has none")

@@ -129,7 +129,10 @@ class Topology(Result):
     #: data-parallel attention ranks per replica, the MoE layers over all dp x tp devices
     #: (:mod:`graphs.serving.sim.data_parallel`); 1: none
     dp: int = 1
-    expert_parallel: bool = False  #: with dp > 1: experts whole per device (EP), else width-split
+    #: experts whole per device (EP) over the dp x tp devices, else width-split; with dp 1 the tp
+    #: group's own expert parallelism (vLLM's ``--enable-expert-parallel`` beside TP alone, SGLang's
+    #: ``--ep-size`` equal to ``--tp-size``: :mod:`graphs.serving.sim.data_parallel`, D = 1)
+    expert_parallel: bool = False
     moe_dispatch: str = "allgather_reducescatter"  #: with dp > 1: how tokens reach their experts
 
     def __post_init__(self) -> None:
@@ -164,13 +167,19 @@ class Topology(Result):
             raise CostModelError(
                 f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {self.moe_dispatch!r}"
             )
-        if self.dp > 1 and (self.disaggregated or self.router == "prefix"):
+        if self.grouped and (self.disaggregated or self.router == "prefix"):
+            what = "data-parallel attention (dp > 1)" if self.dp > 1 else "expert parallelism inside the tp group"
+            raise CostModelError(f"{what} runs aggregated, behind a least_outstanding or round_robin router")
+        if self.dp == 1 and self.tp == 1 and self.expert_parallel:
             raise CostModelError(
-                "data-parallel attention (dp > 1) runs aggregated, behind a least_outstanding or round_robin router"
+                "expert_parallel spreads the experts over a group of devices: it needs dp > 1 or tp > 1 "
+                "(one device holds every expert)"
             )
-        if self.dp == 1 and self.expert_parallel:
+        if self.dp == 1 and self.expert_parallel and self.moe_dispatch != "allgather_reducescatter":
             raise CostModelError(
-                "expert_parallel spreads the experts over a data-parallel group: it needs dp > 1"
+                f"moe_dispatch {self.moe_dispatch!r} needs dp > 1: with dp 1 every device of the tp "
+                "group holds every token after the attention's all-reduce, and the experts' outputs "
+                "are summed by the tp all-reduce (no dispatch)"
             )
         lat = self.link_latency
         if not (isinstance(lat, int | float) and 0 <= lat <= 1):
@@ -179,6 +188,13 @@ class Topology(Result):
     @property
     def disaggregated(self) -> bool:
         return self.prefill_replicas > 0
+
+    @property
+    def grouped(self) -> bool:
+        """Whether a replica's MoE layers span a group priced by
+        :mod:`graphs.serving.sim.data_parallel`: data-parallel attention (``dp > 1``) or the tp
+        group's expert parallelism (``dp`` 1, ``expert_parallel``)."""
+        return self.dp > 1 or self.expert_parallel
 
     @property
     def devices(self) -> int:
@@ -663,10 +679,12 @@ def simulate(
     ov = overheads if overheads is not None else default_overheads(pred, cfg)
     step: IterationStep = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
     led = build_ledger(w, "decode", 1, topo.tp, None, None)
-    if topo.dp > 1:  # data-parallel attention, the experts over the group (graphs.serving.sim.data_parallel)
-        check_group(topo.dp, w.config.is_moe)
+    if topo.grouped:  # attention DP or EP, the experts over the group (graphs.serving.sim.data_parallel)
+        check_group(topo.dp, w.config.is_moe, topo.expert_parallel)
         if spec is not None:
-            raise CostModelError("speculative decoding with data-parallel attention (dp > 1) is not modelled")
+            raise CostModelError(
+                "speculative decoding with data-parallel attention (dp > 1) or expert parallelism is not modelled"
+            )
         step = group_step(
             w, hw, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch,
             predictor=pred, rank=step,
@@ -714,7 +732,7 @@ def simulate(
         ]
 
     groups: list[Any] = []
-    if topo.dp > 1:
+    if topo.grouped:
         assert isinstance(step, RankStep)
         groups = [LockstepGroup(pool(topo.dp, i * topo.dp), step.stage, i) for i in range(topo.replicas)]
     if groups:
