@@ -135,8 +135,11 @@ def test_one_request_is_faster_on_two_ranks_than_on_one_device():
 class _Rank:
     """A rank as the balancer sees it: its waiting and running lists."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, balance: str = "score") -> None:
+        from graphs.serving.sim.engine import EngineConfig
+
         self.index, self.waiting, self.running = index, [], []
+        self.cfg = EngineConfig(dp_load_balance=balance)
         self.step_cost = RankStep.__new__(RankStep)
         self.step_cost.bound = self.step_cost  # type: ignore[misc]
 
@@ -158,6 +161,35 @@ def test_balancer_scores_waiting_four_times_running():
         group.add(object())  # type: ignore[arg-type]
         picks.append(next(i for i, r in enumerate(ranks) if len(r.waiting) > before[i]))
     assert picks == [0, 1, 0]  # scores (3, 4) -> (7, 4) -> (7, 8)
+
+
+def test_sglang_deals_requests_to_the_ranks_in_turn():
+    """SGLang's data-parallel controller (``--load-balance-method`` round_robin, its default):
+    whatever the ranks hold, the requests go 0, 1, 2, 0, 1, ... (the vLLM score above would send
+    all three of the first to the idle ranks 1 and 2)."""
+    ranks = [_Rank(i, "round_robin") for i in range(3)]
+    ranks[0].running = [object()] * 5
+    group = LockstepGroup(ranks, stage=None, index=0)  # type: ignore[arg-type]
+    picks = []
+    for _ in range(5):
+        before = [len(r.waiting) for r in ranks]
+        group.add(object())  # type: ignore[arg-type]
+        picks.append(next(i for i, r in enumerate(ranks) if len(r.waiting) > before[i]))
+    assert picks == [0, 1, 2, 0, 1]
+
+
+def test_an_sglang_rank_under_attention_dp_takes_its_share_of_the_chunk_and_admits_boldly():
+    """SGLang's server_args ``_handle_data_parallelism``: with DP attention over 8 ranks each rank
+    prefills at most 8192 // 8 = 1024 tokens an iteration, and its admission estimate is 0.3 x
+    (0.7, 0.098, 0.001003) (scheduler.py: init, floor and decay linear in the conservativeness);
+    vLLM's ranks keep their own budget."""
+    from graphs.serving.engines import get_engine
+    from graphs.serving.sim.engine import profile_engine
+
+    cfg = profile_engine(get_engine("sglang"), "deepseek-v3", "h200", tp=1, dp=8)
+    assert cfg.max_num_batched_tokens == 1024 and cfg.dp_load_balance == "round_robin"
+    assert cfg.new_token_ratio == pytest.approx((0.21, 0.0294, 0.0003009), rel=1e-3)
+    assert profile_engine(get_engine("vllm"), MODEL, DEVICE, tp=1, dp=2).max_num_batched_tokens == 8192
 
 
 @given(

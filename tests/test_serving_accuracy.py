@@ -94,6 +94,32 @@ def test_closed_loop_sends_after_a_completion(rows: dict[str, dict[str, str]]) -
     assert max(run.ttft) == pytest.approx(min(run.ttft), rel=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("rid", "tp", "dp", "ep", "chunk"),
+    [
+        # SGLang --tp-size 4 --ep-size 4: expert parallelism inside the tp group, no data parallelism
+        ("gpustack-glm-4.5-air-a100-sxm-80gb-tp4-opt-4000-200-tput", 4, 1, True, None),
+        # SGLang --tp-size 8 --dp-size 8 --enable-dp-attention: 8 ranks of one device, the MoE layers
+        # tensor-parallel over the 8, each rank 8192 // 8 tokens a chunk (server_args.py)
+        ("gpustack-deepseek-v3.2-h200-sxm-tp8-opt-4000-200-tput", 1, 8, False, 1024),
+        # SGLang --tp 8 --enable-dp-attention with no --dp-size: DP attention off, plain TP 8
+        ("gpustack-deepseek-v3-h200-sxm-tp8-opt-4000-200-tput", 8, 1, False, None),
+    ],
+)
+def test_a_row_states_its_parallelism_as_its_launch_command_does(rows, rid, tp, dp, ep, chunk) -> None:
+    """GPUStack's SGLang launch commands (the rows' notes) replayed as the engine runs them."""
+    w = replay.row_workload(rows[rid], quick=True)
+    topo = w.topology
+    assert (topo.tp, topo.dp, topo.expert_parallel, topo.devices) == (
+        tp,
+        dp,
+        ep,
+        8 if dp == 8 or tp == 8 else 4,
+    )
+    if chunk is not None:
+        assert w.engine.max_num_batched_tokens == chunk and w.engine.dp_load_balance == "round_robin"
+
+
 def test_unpublished_row_is_refused_with_its_reason(rows: dict[str, dict[str, str]]) -> None:
     row = rows["mlperf41-llama2-70b-h200x8-offline-tok"]
     assert replay.excluded(row) is not None

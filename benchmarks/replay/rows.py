@@ -82,8 +82,12 @@ def excluded(row: dict[str, str]) -> str | None:
     or the reason its own ``excluded_reason`` field gives), or None."""
     if row.get("excluded_reason"):
         return row["excluded_reason"]
-    ep, tp = row.get("ep", "").strip(), row.get("tp", "").strip()
-    if ep.isdigit() and tp.isdigit() and int(ep) > 1 and int(ep) != int(tp):
+    ep, tp, adp = row.get("ep", "").strip(), row.get("tp", "").strip(), row.get("attention_dp", "").strip()
+    if adp.isdigit() and int(adp) > 1 and not (tp.isdigit() and int(tp) % int(adp) == 0):
+        return f"attention DP {adp} beside TP {tp or '(none)'}: the ranks' TP degree is not a whole number"
+    if adp.isdigit() and int(adp) > 1 and ep.isdigit() and int(ep) > 1 and int(ep) != int(tp):
+        return f"attention DP {adp} with EP {ep} inside TP {tp}: the experts span the whole group or none"
+    if not (adp.isdigit() and int(adp) > 1) and ep.isdigit() and tp.isdigit() and int(ep) > 1 and int(ep) != int(tp):
         return f"EP {ep} inside TP {tp}: the replay runs an EP degree as the whole tp group's or as attention DP"
     if "sharegpt" in row.get("workload", "").lower() and not row.get("isl", "").strip():
         return SAMPLED_LENGTHS

@@ -391,6 +391,7 @@ def silicon_rows(sample: list[dict[str, str]]) -> tuple[list[dict[str, str]], Co
             "tp": r["tp_size"],
             "pp": "1",
             "ep": "",
+            "attention_dp": "",
             "workload": "batch_size concurrent requests, fixed ISL/OSL",
             "campaign": f"{r['silicon_data_source'].split(';')[0].strip()} ({r['backend']})",
             "isl": r["isl"],

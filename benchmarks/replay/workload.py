@@ -198,13 +198,23 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     tp = _int(row["tp"]) or 1
     gpus = _int(row["num_gpus"]) or tp
     ep = _int(row["ep"]) or 1
-    # attention data parallel: the row gives an EP degree and no TP (its notes read the page's
-    # "DEP" so); the ranks run TP 1, the experts whole over all of them (Topology's dp)
-    dp = ep if ep > 1 and not row["tp"].strip() else 1
-    # an EP degree equal to the TP degree: expert parallelism inside the tp group (SGLang's
-    # --ep-size beside the same --tp-size, vLLM's --enable-expert-parallel beside TP alone)
-    in_tp = ep > 1 and dp == 1 and ep == tp  # any other EP beside a TP degree: rows.excluded
-    topo = Topology(replicas=gpus // (tp * dp), tp=tp, dp=dp, expert_parallel=dp > 1 or in_tp)
+    adp = _int(row.get("attention_dp", "")) or 1
+    if adp > 1:
+        # attention data parallel stated beside the TP group (SGLang's --enable-dp-attention with
+        # --dp-size D inside --tp-size T): D ranks of T / D devices for attention, the MoE layers
+        # over all T (tensor-parallel unless an EP degree is stated: Topology's dp)
+        tp, dp = tp // adp, adp
+        in_tp = False
+        expert_parallel = ep > 1
+    else:
+        # attention data parallel: the row gives an EP degree and no TP (its notes read the page's
+        # "DEP" so); the ranks run TP 1, the experts whole over all of them (Topology's dp)
+        dp = ep if ep > 1 and not row["tp"].strip() else 1
+        # an EP degree equal to the TP degree: expert parallelism inside the tp group (SGLang's
+        # --ep-size beside the same --tp-size, vLLM's --enable-expert-parallel beside TP alone)
+        in_tp = ep > 1 and dp == 1 and ep == tp  # any other EP beside a TP degree: rows.excluded
+        expert_parallel = dp > 1 or in_tp
+    topo = Topology(replicas=gpus // (tp * dp), tp=tp, dp=dp, expert_parallel=expert_parallel)
     isl, osl = _int(row["isl"]), _int(row["osl"])
     assert isl and osl  # every replayed row has fixed lengths (UNPUBLISHED holds the others)
     fw = FRAMEWORK[row["engine"]]

@@ -84,6 +84,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 
 __all__ = [
+    "DP_LOAD_BALANCE",
     "EngineConfig",
     "EngineOverheads",
     "KERNEL_SCALE_RANGE",
@@ -101,6 +102,9 @@ __all__ = [
 
 #: scheduler policies: vLLM's recompute preemption, TensorRT-LLM's reserve-at-admission
 POLICIES = ("recompute", "guaranteed_no_evict")
+#: how a data-parallel group's requests pick a rank: vLLM's score (fewest ``4 x waiting +
+#: running``, ``DPLBAsyncMPClient``), SGLang's round robin (``--load-balance-method``'s default)
+DP_LOAD_BALANCE = ("score", "round_robin")
 #: the fitted terms (s; ``kernel_scale`` dimensionless), in the order they print
 TERMS = (
     "kernel_scale",
@@ -252,6 +256,10 @@ class EngineConfig:
         SGLang's admission estimate ``(init, min, decay)``: the share of the running requests'
         remaining outputs a new request's admission keeps room for, its floor, and its fall per
         decode iteration (None: off; :mod:`graphs.serving.sim.engine`).
+    dp_load_balance : str
+        How a data-parallel group's requests pick a rank (:data:`DP_LOAD_BALANCE`): ``score``,
+        vLLM's fewest ``4 x waiting + running``; ``round_robin``, SGLang's default
+        (:mod:`graphs.serving.sim.data_parallel`).
     """
 
     max_num_batched_tokens: int = 8192
@@ -285,6 +293,8 @@ class EngineConfig:
     api_server_count: int = 1
     #: SGLang's PrefillAdder estimate (module doc): (init, min, decay per decode iteration); None: off
     new_token_ratio: tuple[float, float, float] | None = None
+    #: how a data-parallel group's requests pick a rank (:data:`DP_LOAD_BALANCE`)
+    dp_load_balance: str = "score"
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -329,6 +339,10 @@ class EngineConfig:
                 f"scheduler_policy {self.scheduler_policy!r} not allowed; allowed: {', '.join(POLICIES)}"
             )
         check_new_token_ratio(self.new_token_ratio)
+        if self.dp_load_balance not in DP_LOAD_BALANCE:
+            raise CostModelError(
+                f"dp_load_balance {self.dp_load_balance!r} not allowed; allowed: {', '.join(DP_LOAD_BALANCE)}"
+            )
 
 
 def check_new_token_ratio(ratio: Any) -> None:

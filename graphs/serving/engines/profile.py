@@ -65,6 +65,7 @@ from costmodel.keys import Role
 
 from .knobs import (
     CPU_TERMS,
+    DP_LOAD_BALANCE,
     POLICIES,
     EngineConfig,
     EngineOverheads,
@@ -206,6 +207,17 @@ class EngineProfile:
     new_token_ratio : tuple of (float, float, float) or None
         SGLang's admission estimate ``(init, min, decay)`` (:class:`~.knobs.EngineConfig`); None:
         no such rule. Its source is ``sources["new_token_ratio"]``.
+    dp_load_balance : str
+        How a data-parallel group's requests pick a rank (:data:`~.knobs.DP_LOAD_BALANCE`); its
+        source is ``sources["dp_load_balance"]``.
+    dp_chunk_split : bool
+        Under attention data parallelism (``dp > 1``) the engine divides its chunked-prefill
+        budget by ``dp`` for each rank (SGLang: ``chunked_prefill_size // dp_size``); source
+        ``sources["dp_chunk_split"]`` (:meth:`for_data_parallel`).
+    dp_conservativeness : float
+        Under attention data parallelism, the factor on the admission estimate
+        ``new_token_ratio`` (SGLang: ``schedule_conservativeness * 0.3``, the ratio's init, floor
+        and decay all linear in it); 1: none. Source ``sources["dp_conservativeness"]``.
     cudagraph_memory : callable or None
         ``(layers, max_num_seqs, max_num_batched_tokens) -> bytes``: under the ``device`` rule, the
         CUDA graphs' memory the engine's start-up profile estimates and takes out of ``u`` x its
@@ -238,6 +250,9 @@ class EngineProfile:
     enable_prefix_caching: bool = False
     device_defaults: Callable[[float, str, int], Mapping[str, Any]] | None = field(default=None, repr=False)
     new_token_ratio: tuple[float, float, float] | None = None
+    dp_load_balance: str = "score"
+    dp_chunk_split: bool = False
+    dp_conservativeness: float = 1.0
     memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
     cudagraph_memory: Callable[[int, int, int], float] | None = field(default=None, repr=False)
     default_version: bool = True
@@ -274,6 +289,19 @@ class EngineProfile:
         check_new_token_ratio(self.new_token_ratio)
         if self.new_token_ratio is not None and not self.sources.get("new_token_ratio"):
             raise CostModelError(f"engine {self.ref}: default 'new_token_ratio' has no source")
+        if self.dp_load_balance not in DP_LOAD_BALANCE:
+            raise CostModelError(
+                f"engine {self.ref}: dp_load_balance {self.dp_load_balance!r} not allowed; "
+                f"allowed: {', '.join(DP_LOAD_BALANCE)}"
+            )
+        if self.dp_load_balance != "score" and not self.sources.get("dp_load_balance"):
+            raise CostModelError(f"engine {self.ref}: default 'dp_load_balance' has no source")
+        c = self.dp_conservativeness
+        if isinstance(c, bool) or not isinstance(c, int | float) or not (math.isfinite(c) and 0 < c <= 10):
+            raise CostModelError(f"engine {self.ref}: dp_conservativeness must be in (0, 10], got {c!r}")
+        for k in ("dp_chunk_split", "dp_conservativeness"):
+            if getattr(self, k) not in (False, 1.0) and not self.sources.get(k):
+                raise CostModelError(f"engine {self.ref}: default {k!r} has no source")
         if self.memory_reserve is not None and not self.sources.get("memory_reserve"):
             raise CostModelError(f"engine {self.ref}: default 'memory_reserve' has no source")
         if self.cudagraph_memory is not None and not self.sources.get("cudagraph_memory"):
@@ -443,6 +471,43 @@ class EngineProfile:
         _check(self.ref, {k: getattr(self, k) for k in OVERRIDES} | values)
         return replace(self, **values)
 
+    def for_data_parallel(self, dp: int) -> EngineProfile:
+        r"""The profile of one rank of ``dp`` attention data-parallel ranks: the chunked-prefill
+        budget divided by ``dp`` where the engine divides it (:attr:`dp_chunk_split`, at least one
+        KV block) and the admission estimate scaled by :attr:`dp_conservativeness` (SGLang's
+        ``_handle_data_parallelism`` in ``server_args.py``; its scheduler's ``new_token_ratio``
+        init, floor and decay are each linear in the conservativeness). A setting the user gave
+        (:attr:`overridden`) is kept as given.
+
+        .. math:: C_{rank} = \lfloor C / D \rfloor, \qquad r_{rank} = c\,r
+
+        Parameters
+        ----------
+        dp : int
+            Data-parallel ranks (1: the profile itself).
+
+        Returns
+        -------
+        EngineProfile
+
+        Examples
+        --------
+        >>> from graphs.serving.engines import get_engine
+        >>> rank = get_engine("sglang").for_data_parallel(8)
+        >>> rank.max_num_batched_tokens, round(rank.new_token_ratio[0], 4)
+        (1024, 0.21)
+        """
+        if dp <= 1:
+            return self
+        values: dict[str, Any] = {}
+        if self.dp_chunk_split and "max_num_batched_tokens" not in self.overridden:
+            values["max_num_batched_tokens"] = max(self.block_size, self.max_num_batched_tokens // dp)
+        if self.dp_conservativeness != 1.0 and self.new_token_ratio is not None:
+            c = self.dp_conservativeness
+            init, floor, decay = self.new_token_ratio
+            values["new_token_ratio"] = (min(c * init, 1.0), min(c * floor, 1.0), c * decay)
+        return replace(self, **values) if values else self
+
     def kv_blocks(self, pool: KVPool, tp: int = 1) -> int:
         """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
         and block size; the ``device`` rule less :meth:`reserved_memory` at ``tp`` and the CUDA
@@ -571,6 +636,8 @@ class EngineProfile:
             extra["kv_watermark"] = self.kv_watermark
         if self.new_token_ratio is not None:
             extra["new_token_ratio"] = self.new_token_ratio
+        if self.dp_load_balance != "score":
+            extra["dp_load_balance"] = self.dp_load_balance
         if self.kv_rule == "device" and self.policy != "guaranteed_no_evict":
             return EngineConfig(
                 max_num_seqs=self.max_num_seqs,

@@ -179,6 +179,12 @@ def sglang_capture_sizes(max_num_seqs: int = 2048, max_num_batched_tokens: int =
 _ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
 #: the sources both SGLang profiles share
 SGLANG_SOURCES = {
+    "dp_chunk_split": "python/sglang/srt/server_args.py _handle_data_parallelism: with --enable-dp-attention "
+    "chunked_prefill_size //= dp_size (each rank's budget; dp_size 1 turns DP attention off)",
+    "dp_conservativeness": "python/sglang/srt/server_args.py _handle_data_parallelism: with --enable-dp-attention "
+    "schedule_conservativeness *= 0.3; scheduler.py init_new_token_ratio = min(0.7 x it, 1), the floor and decay linear in it",
+    "dp_load_balance": "python/sglang/srt/server_args.py load_balance_method 'round_robin' (the data-parallel "
+    "controller deals requests to the ranks in turn; --load-balance-method)",
     "block_size": "python/sglang/srt/server_args.py page_size 1: the token-to-KV pool holds 1-token pages",
     "enable_chunked_prefill": "python/sglang/srt/server_args.py chunked_prefill_size > 0 by default: chunked",
     "batch_wait_timeout_iters": "SGLang has no batch waiting: 0, off",
@@ -216,6 +222,9 @@ PROFILE = register_engine(
         kv_rule="static",
         kv_fraction=0.835,
         new_token_ratio=NEW_TOKEN_RATIO,
+        dp_load_balance="round_robin",
+        dp_chunk_split=True,
+        dp_conservativeness=0.3,
         device_defaults=sglang_device_defaults,
         cudagraph_sizes=sglang_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,

@@ -91,6 +91,7 @@ PROFILE = register_engine(
         kv_rule="static",
         kv_fraction=0.88,
         new_token_ratio=(0.7, 0.1, 0.001),
+        dp_load_balance="round_robin",
         device_defaults=sglang04_device_defaults,
         cudagraph_sizes=sglang04_capture_sizes,
         small_kernels=S05.small_kernels,

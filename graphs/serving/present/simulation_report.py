@@ -290,7 +290,7 @@ class SimulationReport:
             f"  {self.settings}",
         ]
         if topo.grouped:
-            out.append(f"  {dp_line(topo)}")
+            out.append(f"  {dp_line(topo, profile.dp_load_balance)}")
         out.append(f"  {profile.summary()}")
         pool_note = pool_memory_note(res.device)
         if pool_note:

@@ -53,7 +53,9 @@ busiest device's whole ones, no dispatch or combine (an all-to-all needs ``D > 1
 **Load balancing.** A request goes to the rank with the smallest ``4 waiting + running``
 (vLLM's ``DPLBAsyncMPClient``, ``vllm/v1/engine/core_client.py``: ``score = waiting * 4 +
 running``; ties to the lower rank), read live (vLLM's coordinator publishes the counts every
-100 ms: not modelled). A rank's dummy forward passes are not priced: they are never the
+100 ms: not modelled). SGLang's data-parallel controller deals them in turn instead
+(``--load-balance-method`` ``round_robin``, its default: ``python/sglang/srt/server_args.py``), the
+SGLang profiles' ``dp_load_balance`` (:class:`~graphs.serving.engines.knobs.EngineConfig`). A rank's dummy forward passes are not priced: they are never the
 slowest of a step where another rank has work.
 """
 
@@ -140,6 +142,11 @@ def dispatch_basis(all_to_all: bool, device: str, gpus: int) -> str:
         return "MoE dispatch and combine by all-to-all (DeepEP, pplx, TensorRT-LLM's kernels): not measured"
     return f"MoE dispatch and combine by all-gather / reduce-scatter: no NCCL measurements of {gpus} {device} GPUs"
 
+#: how each ``dp_load_balance`` picks a rank, as the output says it
+BALANCERS = {
+    "score": "vLLM's balancer: fewest 4 x waiting + running",
+    "round_robin": "SGLang's balancer: each rank in turn",
+}
 #: vLLM's load-balancing score weight of a waiting request against a running one (module doc)
 WAITING_WEIGHT = 4
 
@@ -725,6 +732,9 @@ class LockstepGroup:
         self.members = members
         self.stage = stage
         self.index = index
+        self._next_rank = 0  #: the round robin's next rank (``dp_load_balance`` round_robin)
+        #: how a request picks a rank: the engine's ``dp_load_balance`` (every rank runs one engine)
+        self.balance: str = members[0].cfg.dp_load_balance
         self.busy_until: float | None = None
         self._parts: list[list[tuple[Seq, int]]] = []
         self._sizes: list[int] = []  #: each rank's sequences in its last batch (Replica.batch_len)
@@ -852,14 +862,19 @@ class LockstepGroup:
         return self.members[0].fits_ever(seq)
 
     def add(self, seq: Seq) -> None:
-        """To the rank with the smallest ``4 waiting + running`` (vLLM's balancer; module doc).
+        """To the rank with the smallest ``4 waiting + running`` (vLLM's balancer), or the next in
+        turn under ``dp_load_balance`` ``round_robin`` (SGLang's; module doc).
 
         Parameters
         ----------
         seq : Sequence
             The arriving request's sequence (ties go to the lowest rank index).
         """
-        rank = min(self.members, key=lambda m: (WAITING_WEIGHT * len(m.waiting) + len(m.running), m.index))
+        if self.balance == "round_robin":  # SGLang's default (module doc)
+            rank = self.members[self._next_rank % len(self.members)]
+            self._next_rank += 1
+        else:
+            rank = min(self.members, key=lambda m: (WAITING_WEIGHT * len(m.waiting) + len(m.running), m.index))
         rank.add(seq)
 
     def schedule(self) -> list[tuple[Seq, int]]:
@@ -977,7 +992,7 @@ def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
     return f"experts {how}; dispatch and combine by {disp}, at the bound"
 
 
-def dp_line(topo: Any) -> str:
+def dp_line(topo: Any, balance: str = "score") -> str:
     """The group a ``--dp`` run simulates, in one line (the output names what it assumed).
 
     Parameters
@@ -985,6 +1000,8 @@ def dp_line(topo: Any) -> str:
     topo : Any
         The run's topology (:class:`~graphs.serving.sim.simulator.Topology`: ``dp``, ``tp``,
         ``expert_parallel``, ``moe_dispatch``).
+    balance : str
+        The engine's ``dp_load_balance`` (how a request picks a rank).
 
     Returns
     -------
@@ -998,7 +1015,7 @@ def dp_line(topo: Any) -> str:
         )
     return (
         f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
-        f"cache, stepping together (vLLM's balancer: fewest 4 x waiting + running); "
+        f"cache, stepping together ({BALANCERS[balance]}); "
         + experts_line(topo.expert_parallel, topo.moe_dispatch, str(topo.dp * topo.tp))
     )
 
