@@ -192,6 +192,33 @@ def test_an_sglang_rank_under_attention_dp_takes_its_share_of_the_chunk_and_admi
     assert profile_engine(get_engine("vllm"), MODEL, DEVICE, tp=1, dp=2).max_num_batched_tokens == 8192
 
 
+def test_sglangs_budget_rule_divides_a_given_budget_and_nothing_without_chunked_prefill():
+    """SGLang divides ``--chunked-prefill-size`` by ``dp_size`` whatever set it (a given 16,384 is
+    2,048 a rank at DP 8), and with chunked prefill off (-1) nothing is divided."""
+    from graphs.serving.engines import get_engine
+
+    given = get_engine("sglang").with_overrides(max_num_batched_tokens=16384).for_data_parallel(8)
+    assert given.max_num_batched_tokens == 2048
+    off = get_engine("sglang").with_overrides(enable_chunked_prefill=False).for_data_parallel(8)
+    assert off.max_num_batched_tokens == get_engine("sglang").max_num_batched_tokens
+
+
+def test_simulate_reports_what_one_sglang_rank_runs(capsys):
+    """The text and --json give a rank's settings (8192 // 2 = 4096 tokens a chunk at DP 2) and the
+    engine's data-parallel rules, not the undivided profile's."""
+    import json
+
+    from graphs.cli import main
+
+    argv = ["simulate", MODEL, "--device", DEVICE, "--engine", "sglang", "--dp", "2", "--requests", "6"]
+    assert main([*argv, "--rate", "2", "--no-interval", "--json"]) == 0
+    engine = json.loads(capsys.readouterr().out)["engine"]
+    assert engine["settings"]["max_num_batched_tokens"] == 4096
+    assert engine["data_parallel"] == {"load_balance": "round_robin", "chunk_split": True, "conservativeness": 0.3}
+    assert main([*argv, "--rate", "2", "--no-interval"]) == 0
+    assert "SGLang's balancer: each rank in turn" in capsys.readouterr().out
+
+
 @given(
     st.integers(2, 256).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, min(e, 16)))),
     st.sampled_from([1, 2, 4, 8, 16]),

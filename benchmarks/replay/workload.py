@@ -252,7 +252,7 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes, steady=steady)
             load = "steady" if steady else "client"
         else:
-            eng = _engine(row, cfg, tp, isl, osl)
+            eng = _engine(row, cfg, tp, isl, osl, dp=dp)
             n = ROUNDS * conc
             notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
             reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))

@@ -248,7 +248,9 @@ class EngineProfile:
     reserve_full_prompt: bool = False
     kv_watermark: float = 0.0
     enable_prefix_caching: bool = False
-    device_defaults: Callable[[float, str, int], Mapping[str, Any]] | None = field(default=None, repr=False)
+    device_defaults: Callable[[float, str, int, int], Mapping[str, Any]] | None = field(
+        default=None, repr=False
+    )
     new_token_ratio: tuple[float, float, float] | None = None
     dp_load_balance: str = "score"
     dp_chunk_split: bool = False
@@ -441,7 +443,7 @@ class EngineProfile:
         changed = tuple(k for k in OVERRIDES if k in values or k in self.overridden)
         return replace(self, **values, overridden=changed)
 
-    def for_device(self, device: Any, tp: int = 1) -> EngineProfile:
+    def for_device(self, device: Any, tp: int = 1, dp: int = 1) -> EngineProfile:
         """The profile as the engine sets itself up on ``device`` (a
         :class:`~costmodel.hardware.Hardware`) at tensor parallelism ``tp``: its
         :attr:`device_defaults` for that device's reported memory
@@ -454,6 +456,9 @@ class EngineProfile:
             The device (its reported memory in bytes and its name).
         tp : int
             Tensor-parallel degree (SGLang's memory fraction depends on it).
+        dp : int
+            Attention data-parallel ranks of ``tp`` devices each (SGLang's memory fraction sees
+            the whole group's TP and reserves more for DP attention).
 
         Returns
         -------
@@ -464,7 +469,7 @@ class EngineProfile:
         # loaded on use: the engine registry imports only the stdlib and light core modules
         from costmodel.cost import as_float
 
-        picked = self.device_defaults(as_float(device.reported_memory()[0]), str(device.name), tp)
+        picked = self.device_defaults(as_float(device.reported_memory()[0]), str(device.name), tp, dp)
         values = {k: v for k, v in picked.items() if k not in self.overridden and getattr(self, k) != v}
         if not values:
             return self
@@ -476,8 +481,9 @@ class EngineProfile:
         budget divided by ``dp`` where the engine divides it (:attr:`dp_chunk_split`, at least one
         KV block) and the admission estimate scaled by :attr:`dp_conservativeness` (SGLang's
         ``_handle_data_parallelism`` in ``server_args.py``; its scheduler's ``new_token_ratio``
-        init, floor and decay are each linear in the conservativeness). A setting the user gave
-        (:attr:`overridden`) is kept as given.
+        init, floor and decay are each linear in the conservativeness). A budget the user gave is
+        the engine's whole and is divided too (SGLang divides ``--chunked-prefill-size`` whatever
+        set it); without chunked prefill nothing is divided (SGLang's ``-1 // dp`` stays off).
 
         .. math:: C_{rank} = \lfloor C / D \rfloor, \qquad r_{rank} = c\,r
 
@@ -500,7 +506,7 @@ class EngineProfile:
         if dp <= 1:
             return self
         values: dict[str, Any] = {}
-        if self.dp_chunk_split and "max_num_batched_tokens" not in self.overridden:
+        if self.dp_chunk_split and self.enable_chunked_prefill:  # a given budget too: the engine's whole
             values["max_num_batched_tokens"] = max(self.block_size, self.max_num_batched_tokens // dp)
         if self.dp_conservativeness != 1.0 and self.new_token_ratio is not None:
             c = self.dp_conservativeness
@@ -799,6 +805,11 @@ class EngineProfile:
             "releases": [*self.releases, self.version],
             "framework": self.framework,
             "settings": self.defaults(),
+            "data_parallel": {
+                "load_balance": self.dp_load_balance,
+                "chunk_split": self.dp_chunk_split,
+                "conservativeness": self.dp_conservativeness,
+            },
             "overridden": list(self.overridden),
             "cpu_terms": dict(self.cpu_terms),
             "fitted": list(self.fitted),

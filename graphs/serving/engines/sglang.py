@@ -18,7 +18,8 @@ after PR 10975 "general heuristics for --mem-fraction-static"; each default sour
       R = 512 + 1.5 \\max(P, 2048) + 2 G + 1024 \\, t / 8, \\quad R \\leftarrow \\max(R, 10240)
       \\text{ if } M > 60 \\cdot 1024, \\qquad s = \\mathrm{round}((M - R) / M, 3)
 
-  (MiB) with ``P`` the chunked-prefill size and ``G`` ``cuda_graph_max_bs`` by GPU memory (below
+  (MiB; with DP attention, ``t`` is the whole group's and ``3 G D`` MiB more are held,
+  :func:`sglang_memory_defaults`) with ``P`` the chunked-prefill size and ``G`` ``cuda_graph_max_bs`` by GPU memory (below
   20 GiB: 2,048 and 8; 20-35: 2,048 and 24 (80 at TP >= 4); 35-60: 4,096 and 32 (160); 60-160:
   8,192 and 256 (512); above: 16,384 and 512), ``t`` the TP degree (pipeline parallelism 1; no
   DP attention, speculative decoding or piecewise CUDA graphs, each off by default in 0.5.8;
@@ -86,18 +87,24 @@ CUDA_GRAPH_MAX_BS = 256
 NEW_TOKEN_RATIO = (0.7, 0.7 * 0.14, (0.7 - 0.7 * 0.14) / 600)
 
 
-def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, int, float]:
+def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1, dp: int = 1) -> tuple[int, int, float]:
     """SGLang 0.5's chunked-prefill size ``P``, ``cuda_graph_max_bs`` ``G`` and
     ``mem_fraction_static`` ``s`` for a GPU of ``M`` MiB at TP ``t`` (module doc:
     ``R = 512 + 1.5 max(P, 2048) + 2 G + 1024 t / 8`` MiB, at least 10,240 above 60 GiB;
-    ``s = round((M - R) / M, 3)``).
+    ``s = round((M - R) / M, 3)``). With DP attention over ``D`` ranks (``--dp-size D``,
+    ``--tp-size`` the whole group's ``t = D t_rank``) ``R`` also holds ``3 G D`` MiB, and
+    ``1.5 G D`` more when ``G > 300`` (``_handle_gpu_memory_settings``: "DP attention needs more
+    padding"), before the 10,240 floor; ``P`` is the engine's whole budget (each rank takes
+    ``P // D``: :meth:`~.profile.EngineProfile.for_data_parallel`).
 
     Parameters
     ----------
     gpu_mem_mib : float
         The GPU's memory ``M`` as nvidia-smi reports it (MiB).
     tp : int
-        Tensor-parallel degree ``t``.
+        Tensor-parallel degree of a rank (the whole group's divided by ``dp``).
+    dp : int
+        Attention data-parallel ranks ``D`` (1: no DP attention).
 
     Returns
     -------
@@ -108,8 +115,11 @@ def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, int, f
     (8192, 256, 0.835)
     >>> sglang_memory_defaults(183359, 8)  # B200 at TP 8: R = 512 + 24576 + 1024 + 1024 = 27136
     (16384, 512, 0.852)
+    >>> sglang_memory_defaults(143771, 1, 8)  # H200, DP 8: + 3 x 512 x 8 + 1.5 x 512 x 8 = 33280
+    (8192, 512, 0.769)
     """
     gib = 1024
+    tp = tp * dp  # --tp-size: the whole group
     big = tp >= 4
     if gpu_mem_mib < 20 * gib:
         chunk, graphs = 2048, 8
@@ -122,12 +132,16 @@ def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, int, f
     else:
         chunk, graphs = 16384, 512
     reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + tp / 8 * 1024
+    if dp > 1:  # DP attention's padding (and more above 300 graphs)
+        reserved += graphs * dp * 3 + (graphs * dp * 1.5 if graphs > 300 else 0.0)
     if gpu_mem_mib > 60 * gib:
         reserved = max(reserved, 10 * gib)
     return chunk, graphs, round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
-def sglang_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, float]:
+def sglang_device_defaults(
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+) -> dict[str, float]:
     """SGLang 0.5's token budget (``chunked_prefill_size``) and ``mem_fraction_static`` on a device
     (:func:`sglang_memory_defaults` of its reported memory in MiB).
 
@@ -138,7 +152,9 @@ def sglang_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1)
     device_name : str
         Its catalog name (SGLang's rule reads memory only).
     tp : int
-        Tensor-parallel degree.
+        Tensor-parallel degree of a rank.
+    dp : int
+        Attention data-parallel ranks (:func:`sglang_memory_defaults`).
 
     Returns
     -------
@@ -148,7 +164,7 @@ def sglang_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1)
     >>> sglang_device_defaults(81559 * 2**20, "h100-sxm")
     {'max_num_batched_tokens': 8192, 'kv_fraction': 0.835}
     """
-    chunk, _, frac = sglang_memory_defaults(capacity_bytes / 2**20, tp)
+    chunk, _, frac = sglang_memory_defaults(capacity_bytes / 2**20, tp, dp)
     return {"max_num_batched_tokens": chunk, "kv_fraction": frac}
 
 
@@ -180,7 +196,8 @@ _ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it
 #: the sources both SGLang profiles share
 SGLANG_SOURCES = {
     "dp_chunk_split": "python/sglang/srt/server_args.py _handle_data_parallelism: with --enable-dp-attention "
-    "chunked_prefill_size //= dp_size (each rank's budget; dp_size 1 turns DP attention off)",
+    "chunked_prefill_size //= dp_size (each rank's budget; dp_size 1 turns DP attention off); "
+    "_handle_gpu_memory_settings: mem_fraction_static by the whole --tp-size plus 3 x cuda_graph_max_bs x dp_size MiB",
     "dp_conservativeness": "python/sglang/srt/server_args.py _handle_data_parallelism: with --enable-dp-attention "
     "schedule_conservativeness *= 0.3; scheduler.py init_new_token_ratio = min(0.7 x it, 1), the floor and decay linear in it",
     "dp_load_balance": "python/sglang/srt/server_args.py load_balance_method 'round_robin' (the data-parallel "

@@ -28,7 +28,9 @@ __all__ = ["PROFILE", "sglang04_capture_sizes", "sglang04_device_defaults"]
 _ARGS = "python/sglang/srt/server_args.py ServerArgs.__post_init__ (sglang 0.4.x)"
 
 
-def sglang04_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, float]:
+def sglang04_device_defaults(
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+) -> dict[str, float]:
     """SGLang 0.4's ``mem_fraction_static`` by TP (0.88, 0.87 from 2, 0.85 from 4, 0.81 from 8,
     0.79 from 16) and ``chunked_prefill_size`` by GPU memory (2,048 below 25,000 MiB, else 8,192).
 
@@ -40,6 +42,9 @@ def sglang04_device_defaults(capacity_bytes: float, device_name: str, tp: int = 
         Its catalog name (not read).
     tp : int
         Tensor-parallel degree.
+
+    dp : int
+        Attention data-parallel ranks (unused: the defaults are each rank's own).
 
     Returns
     -------
@@ -92,6 +97,7 @@ PROFILE = register_engine(
         kv_fraction=0.88,
         new_token_ratio=(0.7, 0.1, 0.001),
         dp_load_balance="round_robin",
+        dp_conservativeness=0.3,
         device_defaults=sglang04_device_defaults,
         cudagraph_sizes=sglang04_capture_sizes,
         small_kernels=S05.small_kernels,
@@ -100,6 +106,10 @@ PROFILE = register_engine(
         default_version=False,
         sources={
             **SGLANG_SOURCES,
+            # SGLang 0.4's DP attention halved the budget early in the series and divided it by
+            # dp_size later (server_args.py of each): no one rule for the series, so none applied
+            "dp_chunk_split": "not applied: SGLang 0.4 halved chunked_prefill_size under DP attention early in "
+            "the series, divided it by dp_size later (server_args.py)",
             "max_num_batched_tokens": f"{_ARGS}: chunked_prefill_size 2048 below 25,000 MiB, else 8192",
             "max_num_seqs": S05.sources["max_num_seqs"],
             "kv_fraction": f"{_ARGS}: mem_fraction_static 0.88 at TP 1 (0.87 TP 2, 0.85 TP 4, 0.81 TP 8, 0.79 TP 16)",

@@ -95,7 +95,9 @@ def sglang051_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, flo
     return chunk, round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
-def sglang051_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, float]:
+def sglang051_device_defaults(
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+) -> dict[str, float]:
     """SGLang 0.5.1's token budget (``chunked_prefill_size``) and ``mem_fraction_static`` on a
     device (:func:`sglang051_memory_defaults` of its reported memory in MiB).
 
@@ -106,7 +108,11 @@ def sglang051_device_defaults(capacity_bytes: float, device_name: str, tp: int =
     device_name : str
         Its catalog name (SGLang's rule reads memory only).
     tp : int
-        Tensor-parallel degree.
+        Tensor-parallel degree of a rank.
+    dp : int
+        Attention data-parallel ranks: the rule reads the whole group's ``--tp-size``
+        (``tp x dp``); a DP-attention reserve of its own is not modelled for 0.5.1 (ASSUMED none:
+        the reserve came with PR 10975, after it).
 
     Returns
     -------
@@ -116,7 +122,7 @@ def sglang051_device_defaults(capacity_bytes: float, device_name: str, tp: int =
     >>> sglang051_device_defaults(81559 * 2**20, "h100-sxm", 2)
     {'max_num_batched_tokens': 8192, 'kv_fraction': 0.868}
     """
-    chunk, frac = sglang051_memory_defaults(capacity_bytes / 2**20, tp)
+    chunk, frac = sglang051_memory_defaults(capacity_bytes / 2**20, tp * dp)
     return {"max_num_batched_tokens": chunk, "kv_fraction": frac}
 
 

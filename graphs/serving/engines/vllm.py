@@ -265,7 +265,7 @@ def v1_cudagraph_memory(layers: int, max_num_seqs: int = 256, max_num_batched_to
     return float(layers * (V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER + V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER * graphs))
 
 
-def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
+def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1) -> dict[str, int]:
     """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
     on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
 
@@ -277,6 +277,9 @@ def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -
         The device's catalog name.
     tp : int
         Tensor-parallel degree (vLLM's defaults do not depend on it).
+
+    dp : int
+        Attention data-parallel ranks (unused: the defaults are each rank's own).
 
     Returns
     -------

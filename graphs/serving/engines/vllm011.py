@@ -58,7 +58,9 @@ from .vllm import PROFILE as V1
 __all__ = ["PROFILE", "vllm011_device_defaults"]
 
 
-def vllm011_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1) -> dict[str, int]:
+def vllm011_device_defaults(
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+) -> dict[str, int]:
     """vLLM 0.11's batch limits for ``vllm serve`` on a device (``EngineArgs._set_default_args``):
     on a GPU of at least 70 GiB whose name does not contain "a100", a token budget ``N`` = 8,192
     and ``S`` = 1,024 sequences, else ``N`` = 2,048 and ``S`` = 256; the sequences are then capped
@@ -72,6 +74,9 @@ def vllm011_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1
         Its catalog name (an A100 takes the small branch whatever its memory).
     tp : int
         Tensor-parallel degree (vLLM's defaults do not depend on it).
+
+    dp : int
+        Attention data-parallel ranks (unused: the defaults are each rank's own).
 
     Returns
     -------

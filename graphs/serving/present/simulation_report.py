@@ -764,7 +764,10 @@ def run_simulation(
     if request.rates is not None:
         return _sweep(request, config, predictor, fit, rates, check_context, progress, executor)
     topo = request.topology()
-    profile = request.engine.for_device(get_device(request.device), topo.tp)  # the defaults it picks there
+    # the defaults it picks there, as one data-parallel rank runs them
+    profile = request.engine.for_device(get_device(request.device), topo.tp, topo.dp).for_data_parallel(
+        topo.dp
+    )
     if request.max_rate:
         where = (executor, at_once)
         return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress, where)

@@ -349,7 +349,7 @@ def profile_engine(
     """
     from costmodel.hardware import get_device  # the catalog only when a profile meets a device
 
-    profile = profile.for_device(get_device(device), tp).for_data_parallel(dp)
+    profile = profile.for_device(get_device(device), tp, dp).for_data_parallel(dp)
     pool = (
         kv_pool(config, device, tp, dp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
     )
