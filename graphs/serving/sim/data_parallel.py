@@ -982,10 +982,10 @@ def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
     how = (
         f"expert parallel: whole experts spread over the {devices} devices"
         if expert_parallel
-        else f"every expert split {devices} ways (vLLM's default without --enable-expert-parallel)"
+        else f"every expert split {devices} ways (vLLM's default without --enable-expert-parallel; SGLang's MoE under DP attention)"
     )
     disp = (
-        "all-gather / reduce-scatter (vLLM's default all2all backend)"
+        "all-gather / reduce-scatter (vLLM's default all2all backend; SGLang's DP-attention gather and scatter)"
         if dispatch == "allgather_reducescatter"
         else "all-to-all, each token once to every device of its experts"
     )
