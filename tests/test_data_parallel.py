@@ -147,6 +147,17 @@ class _Rank:
         self.waiting.append(seq)
 
 
+def _picks(ranks: list[_Rank], n: int) -> list[int]:
+    """The rank each of ``n`` requests added to a group of ``ranks`` went to, in order."""
+    group = LockstepGroup(ranks, stage=None, index=0)  # type: ignore[arg-type]
+    picks = []
+    for _ in range(n):
+        before = [len(r.waiting) for r in ranks]
+        group.add(object())  # type: ignore[arg-type]
+        picks.append(next(i for i, r in enumerate(ranks) if len(r.waiting) > before[i]))
+    return picks
+
+
 def test_balancer_scores_waiting_four_times_running():
     """vLLM's DPLBAsyncMPClient: the rank with the smallest 4 x waiting + running, ties to the
     lower index. Rank 0 runs 3 and has none waiting (score 3), rank 1 has one waiting (4): the
@@ -154,13 +165,7 @@ def test_balancer_scores_waiting_four_times_running():
     ranks = [_Rank(0), _Rank(1)]
     ranks[0].running = [object()] * 3
     ranks[1].waiting = [object()]
-    group = LockstepGroup(ranks, stage=None, index=0)  # type: ignore[arg-type]
-    picks = []
-    for _ in range(3):
-        before = [len(r.waiting) for r in ranks]
-        group.add(object())  # type: ignore[arg-type]
-        picks.append(next(i for i, r in enumerate(ranks) if len(r.waiting) > before[i]))
-    assert picks == [0, 1, 0]  # scores (3, 4) -> (7, 4) -> (7, 8)
+    assert _picks(ranks, 3) == [0, 1, 0]  # scores (3, 4) -> (7, 4) -> (7, 8)
 
 
 def test_sglang_deals_requests_to_the_ranks_in_turn():
@@ -169,13 +174,7 @@ def test_sglang_deals_requests_to_the_ranks_in_turn():
     all three of the first to the idle ranks 1 and 2)."""
     ranks = [_Rank(i, "round_robin") for i in range(3)]
     ranks[0].running = [object()] * 5
-    group = LockstepGroup(ranks, stage=None, index=0)  # type: ignore[arg-type]
-    picks = []
-    for _ in range(5):
-        before = [len(r.waiting) for r in ranks]
-        group.add(object())  # type: ignore[arg-type]
-        picks.append(next(i for i, r in enumerate(ranks) if len(r.waiting) > before[i]))
-    assert picks == [0, 1, 2, 0, 1]
+    assert _picks(ranks, 5) == [0, 1, 2, 0, 1]
 
 
 def test_an_sglang_rank_under_attention_dp_takes_its_share_of_the_chunk_and_admits_boldly():

@@ -120,6 +120,24 @@ def test_a_row_states_its_parallelism_as_its_launch_command_does(rows, rid, tp, 
         assert w.engine.max_num_batched_tokens == chunk and w.engine.dp_load_balance == "round_robin"
 
 
+@pytest.mark.parametrize(
+    ("tp", "ep", "adp", "why"),
+    [
+        ("4", "4", "", None),  # EP over the whole tp group
+        ("", "8", "", None),  # DEP: EP with no TP stated
+        ("8", "", "8", None),  # attention DP 8 of TP 8, the MoE tensor-parallel
+        ("8", "8", "8", None),  # ... with EP over the whole group
+        ("4", "2", "", "EP 2 inside TP 4"),
+        ("8", "", "3", "attention DP 3 beside TP 8"),
+        ("8", "4", "2", "attention DP 2 with EP 4 inside TP 8"),
+    ],
+)
+def test_a_parallel_layout_the_replay_does_not_run_is_excluded(tp, ep, adp, why) -> None:
+    row = {"id": "x", "tp": tp, "ep": ep, "attention_dp": adp, "workload": "random", "isl": "1000"}
+    reason = replay.excluded(row)
+    assert reason is None if why is None else (reason is not None and reason.startswith(why))
+
+
 def test_unpublished_row_is_refused_with_its_reason(rows: dict[str, dict[str, str]]) -> None:
     row = rows["mlperf41-llama2-70b-h200x8-offline-tok"]
     assert replay.excluded(row) is not None

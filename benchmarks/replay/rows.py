@@ -76,18 +76,25 @@ def load_rows(path: Path = CSV_PATH, subset: str | None = "core") -> list[dict[s
     return [r for r in rows if subset is None or r["subset"] == subset]
 
 
+def whole(text: str) -> int | None:
+    """A column's whole number (``"8"``, ``"8.0"``), or None when the cell is empty."""
+    return int(float(text)) if text.strip() else None
+
+
 def excluded(row: dict[str, str]) -> str | None:
     """Why a row is left out of the medians (its configuration is not fully published: its id's
     :data:`UNPUBLISHED` prefix, a ShareGPT sample with no lengths stated (:data:`SAMPLED_LENGTHS`),
-    or the reason its own ``excluded_reason`` field gives), or None."""
+    the reason its own ``excluded_reason`` field gives, or a parallel layout the replay does not
+    run: an attention-DP degree that does not divide the TP one, or an EP degree other than the
+    whole tp group's), or None."""
     if row.get("excluded_reason"):
         return row["excluded_reason"]
-    ep, tp, adp = row.get("ep", "").strip(), row.get("tp", "").strip(), row.get("attention_dp", "").strip()
-    if adp.isdigit() and int(adp) > 1 and not (tp.isdigit() and int(tp) % int(adp) == 0):
+    ep, tp, adp = (whole(row.get(k, "")) or 0 for k in ("ep", "tp", "attention_dp"))
+    if adp > 1 and (not tp or tp % adp):
         return f"attention DP {adp} beside TP {tp or '(none)'}: the ranks' TP degree is not a whole number"
-    if adp.isdigit() and int(adp) > 1 and ep.isdigit() and int(ep) > 1 and int(ep) != int(tp):
+    if adp > 1 and ep > 1 and ep != tp:
         return f"attention DP {adp} with EP {ep} inside TP {tp}: the experts span the whole group or none"
-    if not (adp.isdigit() and int(adp) > 1) and ep.isdigit() and tp.isdigit() and int(ep) > 1 and int(ep) != int(tp):
+    if adp <= 1 and tp and ep > 1 and ep != tp:
         return f"EP {ep} inside TP {tp}: the replay runs an EP degree as the whole tp group's or as attention DP"
     if "sharegpt" in row.get("workload", "").lower() and not row.get("isl", "").strip():
         return SAMPLED_LENGTHS

@@ -26,6 +26,7 @@ from graphs.serving.sim.simulator import Topology
 from models.resolver import resolve_model
 
 from .rows import ENGINE, FRAMEWORK, excluded
+from .rows import whole as _int
 
 __all__ = [
     "QUICK_MAX_REQUESTS",
@@ -81,10 +82,6 @@ class RowWorkload:
             self.rate,
             self.fp8_scales,
         )
-
-
-def _int(text: str) -> int | None:
-    return int(float(text)) if text.strip() else None
 
 
 def _dtypes(row: dict[str, str]) -> SimpleNamespace:
