@@ -213,7 +213,9 @@ def test_simulate_reports_what_one_sglang_rank_runs(capsys):
     assert main([*argv, "--rate", "2", "--no-interval", "--json"]) == 0
     engine = json.loads(capsys.readouterr().out)["engine"]
     assert engine["settings"]["max_num_batched_tokens"] == 4096
-    assert engine["data_parallel"] == {"load_balance": "round_robin", "chunk_split": True, "conservativeness": 0.3}
+    assert engine["data_parallel"] == {
+        "load_balance": "round_robin", "chunk_split": True, "conservativeness": 0.3, "seqs_split": True
+    }
     assert main([*argv, "--rate", "2", "--no-interval"]) == 0
     assert "SGLang's balancer: each rank in turn" in capsys.readouterr().out
 
@@ -324,3 +326,22 @@ def test_the_group_ceiling_bounds_a_saturated_group_and_counts_every_rank():
 def test_devices_reached_refuses_an_uneven_split():
     with pytest.raises(CostModelError, match="do not split evenly over 4 devices"):
         devices_reached(10, 2, 4)
+
+
+def test_sglang_divides_a_given_max_running_requests_among_its_attention_ranks():
+    """SGLang's ``TpModelWorker`` (tp_worker.py): ``--max-running-requests // dp_size`` a rank under
+    DP attention (256 given at DP 8: 32 a rank); the default is each rank's own and stays; a given
+    value below the ranks is refused (SGLang's "max_running_request is zero"); vLLM's ranks each
+    keep the value given, and SGLang 0.4's rule is not applied (not verified for the series)."""
+    from graphs.serving.engines import get_engine
+
+    sglang = get_engine("sglang")
+    assert sglang.with_overrides(max_num_seqs=256).for_data_parallel(8).max_num_seqs == 32
+    assert sglang.with_overrides(max_num_seqs=100).for_data_parallel(8).max_num_seqs == 12
+    assert sglang.for_data_parallel(8).max_num_seqs == sglang.max_num_seqs
+    assert get_engine("sglang@0.5.1").with_overrides(max_num_seqs=64).for_data_parallel(4).max_num_seqs == 16
+    with pytest.raises(CostModelError, match=r"max_num_seqs 4 is the engine's whole under 8 .*give at least 8"):
+        sglang.with_overrides(max_num_seqs=4).for_data_parallel(8)
+    assert get_engine("vllm").with_overrides(max_num_seqs=256).for_data_parallel(8).max_num_seqs == 256
+    assert get_engine("sglang@0.4").with_overrides(max_num_seqs=256).for_data_parallel(8).max_num_seqs == 256
+    assert sglang.to_dict()["data_parallel"]["seqs_split"] is True

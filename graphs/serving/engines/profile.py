@@ -218,6 +218,11 @@ class EngineProfile:
         Under attention data parallelism, the factor on the admission estimate
         ``new_token_ratio`` (SGLang: ``schedule_conservativeness * 0.3``, the ratio's init, floor
         and decay all linear in it); 1: none. Source ``sources["dp_conservativeness"]``.
+    dp_seqs_split : bool
+        Under attention data parallelism, a ``max_num_seqs`` the user gave is the engine's whole
+        and each rank runs ``max_num_seqs // dp`` of it (SGLang: ``--max-running-requests //
+        dp_size``); the default is already a rank's own. Source ``sources["dp_seqs_split"]``
+        (:meth:`for_data_parallel`).
     cudagraph_memory : callable or None
         ``(layers, max_num_seqs, max_num_batched_tokens) -> bytes``: under the ``device`` rule, the
         CUDA graphs' memory the engine's start-up profile estimates and takes out of ``u`` x its
@@ -255,6 +260,7 @@ class EngineProfile:
     dp_load_balance: str = "score"
     dp_chunk_split: bool = False
     dp_conservativeness: float = 1.0
+    dp_seqs_split: bool = False
     memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
     cudagraph_memory: Callable[[int, int, int], float] | None = field(default=None, repr=False)
     default_version: bool = True
@@ -301,7 +307,7 @@ class EngineProfile:
         c = self.dp_conservativeness
         if isinstance(c, bool) or not isinstance(c, int | float) or not (math.isfinite(c) and 0 < c <= 10):
             raise CostModelError(f"engine {self.ref}: dp_conservativeness must be in (0, 10], got {c!r}")
-        for k in ("dp_chunk_split", "dp_conservativeness"):
+        for k in ("dp_chunk_split", "dp_conservativeness", "dp_seqs_split"):
             if getattr(self, k) not in (False, 1.0) and not self.sources.get(k):
                 raise CostModelError(f"engine {self.ref}: default {k!r} has no source")
         if self.memory_reserve is not None and not self.sources.get("memory_reserve"):
@@ -483,9 +489,12 @@ class EngineProfile:
         ``_handle_data_parallelism`` in ``server_args.py``; its scheduler's ``new_token_ratio``
         init, floor and decay are each linear in the conservativeness). A budget the user gave is
         the engine's whole and is divided too (SGLang divides ``--chunked-prefill-size`` whatever
-        set it); without chunked prefill nothing is divided (SGLang's ``-1 // dp`` stays off).
+        set it); without chunked prefill nothing is divided (SGLang's ``-1 // dp`` stays off). A
+        ``max_num_seqs`` the user gave is divided too where the engine divides it
+        (:attr:`dp_seqs_split`); the default is a rank's own (SGLang sizes it from each rank's pool).
 
-        .. math:: C_{rank} = \lfloor C / D \rfloor, \qquad r_{rank} = c\,r
+        .. math:: C_{rank} = \lfloor C / D \rfloor, \qquad r_{rank} = c\,r, \qquad
+                  S_{rank} = \lfloor S / D \rfloor \ (S \text{ given})
 
         Parameters
         ----------
@@ -495,6 +504,12 @@ class EngineProfile:
         Returns
         -------
         EngineProfile
+
+        Raises
+        ------
+        CostModelError
+            A given ``max_num_seqs`` the engine divides is below ``dp`` (a rank would run none:
+            SGLang refuses to start).
 
         Examples
         --------
@@ -508,6 +523,14 @@ class EngineProfile:
         values: dict[str, Any] = {}
         if self.dp_chunk_split and self.enable_chunked_prefill:  # a given budget too: the engine's whole
             values["max_num_batched_tokens"] = max(self.block_size, self.max_num_batched_tokens // dp)
+        if self.dp_seqs_split and "max_num_seqs" in self.overridden:
+            if self.max_num_seqs < dp:
+                raise CostModelError(
+                    f"engine {self.ref}: max_num_seqs {self.max_num_seqs} is the engine's whole under "
+                    f"{dp} attention data-parallel ranks ({self.max_num_seqs} // {dp} = 0 a rank: the "
+                    f"engine refuses to start); give at least {dp}"
+                )
+            values["max_num_seqs"] = self.max_num_seqs // dp
         if self.dp_conservativeness != 1.0 and self.new_token_ratio is not None:
             c = self.dp_conservativeness
             init, floor, decay = self.new_token_ratio
@@ -809,6 +832,7 @@ class EngineProfile:
                 "load_balance": self.dp_load_balance,
                 "chunk_split": self.dp_chunk_split,
                 "conservativeness": self.dp_conservativeness,
+                "seqs_split": self.dp_seqs_split,
             },
             "overridden": list(self.overridden),
             "cpu_terms": dict(self.cpu_terms),

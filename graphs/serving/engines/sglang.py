@@ -200,6 +200,10 @@ SGLANG_SOURCES = {
     "_handle_gpu_memory_settings: mem_fraction_static by the whole --tp-size plus 3 x cuda_graph_max_bs x dp_size MiB",
     "dp_conservativeness": "python/sglang/srt/server_args.py _handle_data_parallelism: with --enable-dp-attention "
     "schedule_conservativeness *= 0.3; scheduler.py init_new_token_ratio = min(0.7 x it, 1), the floor and decay linear in it",
+    "dp_seqs_split": "python/sglang/srt/managers/tp_worker.py TpModelWorker: max_running_requests = "
+    "min(--max-running-requests // (dp_size if enable_dp_attention else 1), req_to_token_pool.size): a "
+    "given value is the engine's whole, each DP-attention rank runs its share (0 fails its "
+    "'max_running_request is zero' assert); unset, each rank's own pool sets its limit",
     "dp_load_balance": "python/sglang/srt/server_args.py load_balance_method 'round_robin' (the data-parallel "
     "controller deals requests to the ranks in turn; --load-balance-method)",
     "block_size": "python/sglang/srt/server_args.py page_size 1: the token-to-KV pool holds 1-token pages",
@@ -242,6 +246,7 @@ PROFILE = register_engine(
         dp_load_balance="round_robin",
         dp_chunk_split=True,
         dp_conservativeness=0.3,
+        dp_seqs_split=True,
         device_defaults=sglang_device_defaults,
         cudagraph_sizes=sglang_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,

@@ -110,6 +110,8 @@ PROFILE = register_engine(
             # dp_size later (server_args.py of each): no one rule for the series, so none applied
             "dp_chunk_split": "not applied: SGLang 0.4 halved chunked_prefill_size under DP attention early in "
             "the series, divided it by dp_size later (server_args.py)",
+            "dp_seqs_split": "not applied: the later 0.4 releases' tp_worker.py divide --max-running-requests "
+            "by dp_size under DP attention; that the series' first ones did is not verified",
             "max_num_batched_tokens": f"{_ARGS}: chunked_prefill_size 2048 below 25,000 MiB, else 8192",
             "max_num_seqs": S05.sources["max_num_seqs"],
             "kv_fraction": f"{_ARGS}: mem_fraction_static 0.88 at TP 1 (0.87 TP 2, 0.85 TP 4, 0.81 TP 8, 0.79 TP 16)",

@@ -164,6 +164,7 @@ PROFILE = register_engine(
         dp_load_balance="round_robin",
         dp_chunk_split=True,
         dp_conservativeness=0.3,
+        dp_seqs_split=True,
         device_defaults=sglang051_device_defaults,
         cudagraph_sizes=sglang051_capture_sizes,
         small_kernels=S05.small_kernels,
