@@ -247,3 +247,18 @@ def test_rows_keep_the_replayable_and_name_the_others() -> None:
     for isl in ("", "0", "sharegpt"):
         assert not_replayed({"id": "x", "isl": isl, "osl": "128"}) == NO_LENGTHS
     assert not_replayed({"id": "x", "isl": "128", "osl": "128"}) is None
+
+
+def test_a_block_scaled_fp8_row_is_priced_with_its_checkpoints_block(rows) -> None:
+    """Qwen3-235B-A22B-Instruct-2507-FP8 is fine-grained FP8 with 128 x 128 weight blocks (its model
+    card): the row's ``weight_block`` column gives the model config that block, as a config.json
+    with that ``quantization_config`` does; a per-channel FP8 checkpoint's row (GLM-4.6-FP8) has
+    none; a block on a row that is not FP8, or not ``RxC``, is refused in one line."""
+    qwen = rows["gpustack-qwen3-235b-a22b-h100-tp4-opt-2000-100-tput"]
+    assert replay.row_workload(qwen, quick=True).config.weight_scale_block == (128, 128)
+    glm = rows["gpustack-glm-4.5-h200-sxm-tp4-opt-2000-100-tput"]
+    assert replay.row_workload(glm, quick=True).config.weight_scale_block is None
+    with pytest.raises(CostModelError, match="is not RxC"):
+        replay.row_workload({**qwen, "weight_block": "128"}, quick=True)
+    with pytest.raises(CostModelError, match="needs precision_weights fp8, got 'bf16'"):
+        replay.row_workload({**qwen, "precision_weights": "bf16"}, quick=True)

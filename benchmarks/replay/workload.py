@@ -104,6 +104,24 @@ def _dtypes(row: dict[str, str]) -> SimpleNamespace:
     return SimpleNamespace(weight_dtype=None, matmul_dtype=None, kv_dtype=None)
 
 
+def _weight_block(row: dict[str, str], cfg: Any) -> Any:
+    """``cfg`` with the weight-scale block a row's ``weight_block`` column states (``128x128``: a
+    block-scaled FP8 checkpoint's ``weight_block_size``), as a config.json with that
+    ``quantization_config`` gives it (:mod:`models.quantization`); the column empty: ``cfg``. Only
+    FP8 weights have such a block: another precision with one is refused."""
+    text = row.get("weight_block", "")
+    if not text:
+        return cfg
+    parts = text.split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise CostModelError(f"row {row['id']}: weight_block {text[:20]!r} is not RxC (e.g. 128x128)")
+    if row["precision_weights"] != "fp8":
+        raise CostModelError(
+            f"row {row['id']}: weight_block {text!r} needs precision_weights fp8, got {row['precision_weights']!r}"
+        )
+    return cfg.replace(weight_scale_block=(int(parts[0]), int(parts[1])))
+
+
 def predictor(w: RowWorkload) -> Predictor:
     """The source engine's kernels for a row: FP8 rows are ModelOpt checkpoints (:func:`_dtypes`),
     whose per-tensor activation scales are calibrated (static), so their FP8 GEMMs do not compute a
@@ -191,7 +209,7 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     why = excluded(row)
     if why:
         raise CostModelError(f"row {row['id']}: not replayed ({why})")
-    cfg = apply_dtypes(resolve_model(row["model"]), _dtypes(row))
+    cfg = _weight_block(row, apply_dtypes(resolve_model(row["model"]), _dtypes(row)))
     tp = _int(row["tp"]) or 1
     gpus = _int(row["num_gpus"]) or tp
     ep = _int(row["ep"]) or 1
