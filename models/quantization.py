@@ -447,9 +447,17 @@ def native_matmul(cfg: Any, devices: list[Any]) -> tuple[Any, str | None]:
     names = ", ".join(hw.name for hw in devices)
     if all(has):
         a = "W8A8" if w.roof == "fp8" else "W4A4"
+        block = ""
+        if w.name.startswith("fp8") and cfg.weight_scale_block is None:
+            # the corpus prices per-tensor and 128 x 128 block-scaled FP8 with different kernels
+            # (vLLM's MoE: up to 2x apart at prefill shapes); only a checkpoint's config says which
+            block = (
+                "; per-tensor scales: a block-scaled FP8 checkpoint (DeepSeek's, Qwen's FP8 releases) "
+                "is priced with its own kernels from its config.json"
+            )
         return cfg.replace(matmul_dtype=w.name), (
             f"matmuls in {w.name} ({a}), as serving engines run {w.name} weights on {names} "
-            f"(tensor cores with a {w.roof} roof); --matmul-dtype bf16 prices them weight-only"
+            f"(tensor cores with a {w.roof} roof); --matmul-dtype bf16 prices them weight-only{block}"
         )
     if not any(has):
         return cfg, (

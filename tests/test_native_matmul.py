@@ -62,6 +62,8 @@ def test_decode_weight_dtype_fp8_is_w8a8_on_h100_and_says_so(capsys):
     assert main([*args, "--weight-dtype", "fp8"]) == 0
     implied = capsys.readouterr()
     assert "matmuls in fp8_e4m3 (W8A8)" in implied.err
+    # which FP8 kernels price it: per-tensor scales unless a config gives a block (models.quantization)
+    assert "per-tensor scales: a block-scaled FP8 checkpoint" in implied.err
     assert main([*args, "--weight-dtype", "fp8", "--matmul-dtype", "fp8_e4m3"]) == 0
     assert capsys.readouterr().out == implied.out  # the same step as asking for W8A8
     assert main([*args, "--weight-dtype", "fp8", "--matmul-dtype", "bf16"]) == 0
