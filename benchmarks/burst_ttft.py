@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from benchmarks.replay.pages import DOCS, write_page
 from benchmarks.replay.rows import excluded, load_rows
+from costmodel.errors import CostModelError
 
 __all__ = ["Burst", "bursts", "main", "report"]
 
@@ -80,8 +81,10 @@ def bursts() -> list[Burst]:
         if r["source_kind"] != SOURCE or r["metric"] != "ttft_mean_s" or excluded(r):
             continue
         m = _DURATION.search(r["notes"])
-        if m is None:
-            continue
+        if m is None:  # every run of the source prints it: a row without it is a transcription fault
+            raise CostModelError(
+                f"row {r['id']}: its notes quote no 'Benchmark duration <seconds> s' (every {SOURCE} run prints one)"
+            )
         out.append(
             Burst(
                 id=r["id"],
@@ -109,8 +112,12 @@ def _simulated(b: Burst) -> tuple[float, float]:
     return float(np.mean(run.ttft)), float(run.res.duration_s)
 
 
-def _span(xs: list[float]) -> str:
-    return f"{min(xs):.2f}-{max(xs):.2f} (median {statistics.median(xs):.2f})" if xs else "-"
+def _span(xs: list[float], pct: bool = False) -> str:
+    if not xs:
+        return "-"
+    if pct:
+        return f"{min(xs):+.0%} to {max(xs):+.0%} (median {statistics.median(xs):+.0%})".replace("%", " %")
+    return f"{min(xs):.2f}-{max(xs):.2f} (median {statistics.median(xs):.2f})"
 
 
 def report(simulate: bool = False) -> str:
@@ -128,11 +135,13 @@ def report(simulate: bool = False) -> str:
         "what a ratio above one half means). Each GPUStack run (every request sent at once; held out) "
         "with its mean TTFT over the benchmark's duration, measured and simulated. An engine that "
         "prefills a burst first come, first served hands out the first tokens evenly over its prefill, "
-        "so a prefill-bound run has a ratio near 0.5; `D / N` bounds the per-request time of any serial "
-        "stage.",
+        "so a prefill-bound run has a ratio near 0.5; `simulated ratio / measured - 1` is the TTFT "
+        "error the hand-out alone would leave were the simulated run as long as the measured one; "
+        "`D / N` bounds the per-request time of any serial stage.",
         "",
-        "| prompt | engine | runs | measured TTFT / duration | simulated TTFT / duration | D / N (ms) |",
-        "|---|---|---|---|---|---|",
+        "| prompt | engine | runs | measured TTFT / duration | simulated TTFT / duration | "
+        "simulated ratio / measured - 1 | D / N (ms) |",
+        "|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple[str, str], list[Burst]] = {}
     for b in rows:
@@ -145,9 +154,11 @@ def report(simulate: bool = False) -> str:
         groups.setdefault((size, b.engine), []).append(b)
     for (size, engine), bs in sorted(groups.items()):
         sim = [sims[b.id][0] / sims[b.id][1] for b in bs if b.id in sims]
+        # the TTFT error the hand-out alone leaves at the simulated duration (a run as long as measured)
+        off = [sims[b.id][0] / sims[b.id][1] / b.ratio - 1 for b in bs if b.id in sims]
         lines.append(
             f"| {size} | {engine} | {len(bs)} | {_span([b.ratio for b in bs])} | {_span(sim)} | "
-            f"{_span([b.per_request_ms for b in bs])} |"
+            f"{_span(off, pct=True)} | {_span([b.per_request_ms for b in bs])} |"
         )
     lines += [
         "",

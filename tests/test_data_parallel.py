@@ -214,7 +214,11 @@ def test_simulate_reports_what_one_sglang_rank_runs(capsys):
     engine = json.loads(capsys.readouterr().out)["engine"]
     assert engine["settings"]["max_num_batched_tokens"] == 4096
     assert engine["data_parallel"] == {
-        "load_balance": "round_robin", "chunk_split": True, "conservativeness": 0.3, "seqs_split": True
+        "load_balance": "round_robin",
+        "chunk_split": True,
+        "conservativeness": 0.3,
+        "seqs_split": True,
+        "ranks": 2,
     }
     assert main([*argv, "--rate", "2", "--no-interval"]) == 0
     assert "SGLang's balancer: each rank in turn" in capsys.readouterr().out
@@ -345,3 +349,37 @@ def test_sglang_divides_a_given_max_running_requests_among_its_attention_ranks()
     assert get_engine("vllm").with_overrides(max_num_seqs=256).for_data_parallel(8).max_num_seqs == 256
     assert get_engine("sglang@0.4").with_overrides(max_num_seqs=256).for_data_parallel(8).max_num_seqs == 256
     assert sglang.to_dict()["data_parallel"]["seqs_split"] is True
+
+
+def test_simulate_runs_one_rank_split_once(monkeypatch):
+    """The engine the simulator runs at ``--engine sglang --dp 2 --max-num-seqs 64`` is one rank's,
+    divided once: 32 sequences, 8192 // 2 tokens a chunk and 0.3 x 0.7 = 0.21 of the admission
+    estimate (it was divided twice: 16, 2048 and 0.063); ``--max-num-seqs 2`` runs 1 a rank where
+    it was refused; a rank's profile is not divided or set up for a device again."""
+    import graphs.serving.sim.engine as sim_engine
+    from graphs.cli import main
+    from graphs.serving.engines import get_engine
+    from graphs.serving.present import simulation_report
+
+    seen = []
+    real = sim_engine.profile_engine
+
+    def spy(*args, **kwargs):
+        cfg = real(*args, **kwargs)
+        seen.append(cfg)
+        return cfg
+
+    monkeypatch.setattr(simulation_report, "profile_engine", spy)
+    argv = ["simulate", MODEL, "--device", DEVICE, "--engine", "sglang", "--dp", "2", "--requests", "6"]
+    assert main([*argv, "--rate", "2", "--no-interval", "--max-num-seqs", "64"]) == 0
+    cfg = seen[-1]
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (32, 4096)
+    assert cfg.new_token_ratio[0] == pytest.approx(0.21)
+    assert main([*argv, "--rate", "2", "--no-interval", "--max-num-seqs", "2"]) == 0
+    assert seen[-1].max_num_seqs == 1
+    rank = get_engine("sglang").with_overrides(max_num_seqs=64).for_data_parallel(2)
+    with pytest.raises(CostModelError, match="already one rank's profile of 2"):
+        rank.for_data_parallel(2)
+    with pytest.raises(CostModelError, match="set up for its device already"):
+        rank.for_device(get_device(DEVICE))
+    assert "max_num_seqs 32 a rank (the value given // 2)" in rank.summary()

@@ -223,6 +223,9 @@ class EngineProfile:
         and each rank runs ``max_num_seqs // dp`` of it (SGLang: ``--max-running-requests //
         dp_size``); the default is already a rank's own. Source ``sources["dp_seqs_split"]``
         (:meth:`for_data_parallel`).
+    dp_ranks : int
+        1, or the ranks this is one rank's profile of where :meth:`for_data_parallel` divided
+        something (set there; a rank's profile is not split or set up for a device again).
     cudagraph_memory : callable or None
         ``(layers, max_num_seqs, max_num_batched_tokens) -> bytes``: under the ``device`` rule, the
         CUDA graphs' memory the engine's start-up profile estimates and takes out of ``u`` x its
@@ -261,6 +264,7 @@ class EngineProfile:
     dp_chunk_split: bool = False
     dp_conservativeness: float = 1.0
     dp_seqs_split: bool = False
+    dp_ranks: int = 1
     memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
     cudagraph_memory: Callable[[int, int, int], float] | None = field(default=None, repr=False)
     default_version: bool = True
@@ -470,6 +474,11 @@ class EngineProfile:
         -------
         EngineProfile
         """
+        if self.dp_ranks != 1:  # its device defaults would undo the rank's split
+            raise CostModelError(
+                f"engine {self.ref}: one rank's profile of {self.dp_ranks} data-parallel ranks is set up "
+                "for its device already (for_device comes before for_data_parallel)"
+            )
         if self.device_defaults is None:
             return self
         # loaded on use: the engine registry imports only the stdlib and light core modules
@@ -518,6 +527,11 @@ class EngineProfile:
         >>> rank.max_num_batched_tokens, round(rank.new_token_ratio[0], 4)
         (1024, 0.21)
         """
+        if self.dp_ranks != 1:
+            raise CostModelError(
+                f"engine {self.ref}: already one rank's profile of {self.dp_ranks} data-parallel ranks "
+                "(for_data_parallel divides the engine's whole once)"
+            )
         if dp <= 1:
             return self
         values: dict[str, Any] = {}
@@ -535,7 +549,7 @@ class EngineProfile:
             c = self.dp_conservativeness
             init, floor, decay = self.new_token_ratio
             values["new_token_ratio"] = (min(c * init, 1.0), min(c * floor, 1.0), c * decay)
-        return replace(self, **values) if values else self
+        return replace(self, **values, dp_ranks=dp) if values else self
 
     def kv_blocks(self, pool: KVPool, tp: int = 1) -> int:
         """Blocks of one device's KV pool by the profile's rule (module doc; at its token budget
@@ -750,7 +764,21 @@ class EngineProfile:
         str
         """
         assumed = [f"{k} {_text(v)}" for k, v in self.defaults().items() if k not in self.overridden]
-        given = [f"{k} {_text(getattr(self, k))}" for k in self.overridden]
+        split = set()  # the given values a data-parallel rank holds its share of
+        if self.dp_ranks > 1:
+            split = {
+                k
+                for k, on in (
+                    ("max_num_seqs", self.dp_seqs_split),
+                    ("max_num_batched_tokens", self.dp_chunk_split and self.enable_chunked_prefill),
+                )
+                if on
+            }
+        given = [
+            f"{k} {_text(getattr(self, k))}"
+            + (f" a rank (the value given // {self.dp_ranks})" if k in split else "")
+            for k in self.overridden
+        ]
         pool = {
             "device": "of the whole device",
             "free": "of the memory left after weights and activations",
@@ -833,6 +861,7 @@ class EngineProfile:
                 "chunk_split": self.dp_chunk_split,
                 "conservativeness": self.dp_conservativeness,
                 "seqs_split": self.dp_seqs_split,
+                "ranks": self.dp_ranks,
             },
             "overridden": list(self.overridden),
             "cpu_terms": dict(self.cpu_terms),

@@ -773,7 +773,7 @@ def run_simulation(
         return _max_rate_run(request, config, profile, topo, fit, predictor, rates, progress, where)
     trace, replayed, replay_said, reqs = _requests(request, check_context)
     concurrency = replayed.concurrency if replayed is not None else request.concurrency
-    eng = engine_config(request, config, profile, reqs)
+    eng = engine_config(request, config, request.engine, reqs)  # its rank's split made once, there
     overheads = _overheads(request, profile, eng, fit)
     run = _run_settings(request, config, reqs, eng, topo, overheads, predictor, concurrency)
     run["progress"] = progress
@@ -894,7 +894,9 @@ def engine_config(
     config : ModelConfig
         The model.
     profile : EngineProfile
-        The engine profile.
+        The engine profile as registered (with the user's settings), not set up for a device or
+        a data-parallel rank: :func:`~graphs.serving.sim.engine.profile_engine` does both, once
+        (a rank's profile is refused there).
     reqs : sequence of Request, optional
         The requests (their common length caps a no-evict engine's admission); None: from the
         request's ``fixed:`` lengths, as ``max_rate`` draws them.
@@ -1063,7 +1065,7 @@ def _max_rate_run(
 ) -> MaxRateReport:
     """``max_rate``: the highest rate meeting the SLOs, every probe on the same engine; ``where``:
     the executor the probes run on and how many a round."""
-    eng = engine_config(request, config, profile)
+    eng = engine_config(request, config, request.engine)  # the undivided profile: split once, there
     m = max_rate(
         config,
         request.device,
