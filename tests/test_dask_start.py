@@ -70,12 +70,14 @@ def test_a_workers_stop_leaves_no_warning_on_the_terminal():
     at the stop writes stays off the terminal."""
     pytest.importorskip("distributed")
     from graphs.cli.dask_option import dask_client
-    from graphs.cli.dask_worker import QUIET_LOGGERS, dask_setup
+    from graphs.cli.dask_worker import QUIET_LOGGERS, TASK_LOGGERS, dask_setup
 
-    before = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
+    before = {n: logging.getLogger(n).level for n in (*QUIET_LOGGERS, *TASK_LOGGERS)}
     try:
         dask_setup(None)
         assert all(logging.getLogger(n).level == logging.ERROR for n in QUIET_LOGGERS)
+        # a failed task's "Compute Failed" traceback stays off: the command raises it in one line
+        assert all(logging.getLogger(n).level == logging.CRITICAL for n in TASK_LOGGERS)
     finally:
         for n, level in before.items():
             logging.getLogger(n).setLevel(level)
@@ -84,7 +86,7 @@ def test_a_workers_stop_leaves_no_warning_on_the_terminal():
     assert len(levels) == 2 and all(v == [logging.ERROR] * len(QUIET_LOGGERS) for v in levels.values())
 
 
-def test_the_prestarted_server_starts_in_the_environment_a_nanny_gives_its_workers():
+def test_the_prestarted_server_starts_in_the_environment_a_nanny_gives_its_workers(monkeypatch):
     """Dask's nanny sets one BLAS thread a worker (and memory trimming) in this process's
     environment before it starts one; a server started earlier must start in it too: numpy,
     imported in the server, reads it there, and every worker forked from it has its BLAS pools."""
@@ -98,6 +100,8 @@ def test_the_prestarted_server_starts_in_the_environment_a_nanny_gives_its_worke
     assert PRE_SPAWN_ENV == {
         k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
     }
+    for k in PRE_SPAWN_ENV:  # unset, as a nanny finds them; a value the user set would stay
+        monkeypatch.delenv(k, raising=False)
     args = _args()
     prestart_workers(args, ("numpy",))
     with dask_client(args, preload=("numpy",), background=True) as c:

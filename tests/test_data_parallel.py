@@ -383,3 +383,16 @@ def test_simulate_runs_one_rank_split_once(monkeypatch):
     with pytest.raises(CostModelError, match="set up for its device already"):
         rank.for_device(get_device(DEVICE))
     assert "max_num_seqs 32 a rank (the value given // 2)" in rank.summary()
+
+
+def test_every_engine_states_its_balancer_and_an_assumed_one_is_said(capsys):
+    """Every registered profile's ``dp_load_balance`` has a source (vLLM's score rule too); where
+    it stands in for an engine's own (TensorRT-LLM's attention-DP router sends a request to the
+    rank with the fewest active tokens), the group line says it is ASSUMED."""
+    from graphs.cli import main
+    from graphs.serving.engines import engines
+
+    assert all(p.sources.get("dp_load_balance") for p in engines())
+    argv = ["simulate", MODEL, "--device", DEVICE, "--engine", "trtllm", "--dp", "2", "--requests", "6"]
+    assert main([*argv, "--rate", "2", "--no-interval"]) == 0
+    assert "fewest 4 x waiting + running, ASSUMED for trtllm@1.0" in capsys.readouterr().out

@@ -63,9 +63,25 @@ def test_qwen3_32b_pool_on_h100_by_hand():
     assert eng.new_token_ratio == pytest.approx((0.7, 0.098, 0.602 / 600))
 
 
+def test_a_given_chunk_is_what_the_fraction_reserves_for():
+    """SGLang 0.5's ``_handle_gpu_memory_settings`` reserves ``1.5 max(P, 2048)`` MiB for the
+    chunked-prefill size in force, a given one too: on an H100 (81,559 MiB) a given 16,384 makes
+    R = 512 + 24,576 + 2 x 256 + 128 = 25,728 MiB, s = 55,831 / 81,559 = 0.685 (by memory alone
+    8,192 and 0.835); a given 2,048 makes R = 10,240 (the floor), s = 0.874. The profile set up
+    on the device keeps the given budget and takes that fraction."""
+    assert sglang_memory_defaults(H100_MIB, chunk=16384) == (16384, 256, 0.685)
+    assert sglang_memory_defaults(H100_MIB, chunk=2048)[2] == 0.874
+    h100 = get_device("h100")
+    given = get_engine("sglang").with_overrides(max_num_batched_tokens=16384).for_device(h100)
+    assert (given.max_num_batched_tokens, given.kv_fraction) == (16384, 0.685)
+    assert get_engine("sglang").for_device(h100).kv_fraction == 0.835
+
+
 def test_version_04_fraction_by_tp():
     assert sglang04_device_defaults(H100_MIB * 2**20, "h100-sxm", 1)["kv_fraction"] == 0.88
     assert sglang04_device_defaults(H100_MIB * 2**20, "h100-sxm", 8)["kv_fraction"] == 0.81
+    # --tp-size 8 --dp-size 8: the whole group's TP reads the fraction, as 0.5's rule
+    assert sglang04_device_defaults(H100_MIB * 2**20, "h100-sxm", 1, 8)["kv_fraction"] == 0.81
     old = get_engine("sglang@0.4").for_device(get_device("h100-sxm"), 1)
     pool = kv_pool("qwen3-32b", "h100-sxm", 1)
     # 0.88 x 85,520,809,984 - 65,524,246,528 = 9,734,066,258 B: 37,132 tokens

@@ -29,7 +29,9 @@ def test_the_corpus_releases_are_the_wheels() -> None:
 @pytest.mark.parametrize(
     ("ref", "kernels", "noted"),
     [("vllm@0.11", "0.24.0", True), ("vllm@0.11", "0.11.2", False), ("vllm@0.20", "0.19.0", False),
-     ("vllm@0.12", "0.14.0", True), ("vllm@1", "0.24.0", False), ("vllm@0.10", None, False)],
+     ("vllm@0.12", "0.14.0", True), ("vllm@1", "0.24.0", False), ("vllm@0.10", None, False),
+     # compared at the profile's own precision: 0.5.14 is later than 0.5.1, within the 0.5 line
+     ("sglang@0.5.1", "0.5.14", True), ("sglang@0.5", "0.5.10", False)],
 )  # fmt: skip
 def test_only_an_earlier_profile_than_the_kernels_is_noted(
     ref: str, kernels: str | None, noted: bool

@@ -411,3 +411,26 @@ def test_size_refuses_a_link_bandwidth_it_would_ignore(capsys):
     assert main([*args, "--link-bandwidth", "1e9"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--link-bandwidth" in err and "--no-disagg" in err
+
+
+def test_expert_parallelism_inside_the_tp_group_is_sized_as_simulate_runs_it():
+    """``size --tp 2 --enable-expert-parallel`` (no ``--dp``) sizes the tp group's own expert
+    parallelism (it dropped the EP for dp-1 candidates before, or refused with tps alone): the
+    candidate is labelled EP and its P99 TTFT and TPOT are those of ``simulate`` on the same
+    requests with ``Topology(tp=2, expert_parallel=True)``; one device has nothing to spread, and
+    EP with tp 1 and dp 1 only is refused."""
+    cfg = "qwen3-30b-a3b"
+    res = size_deployment(
+        cfg, rate=5.0, slo_ttft=2.0, slo_tpot=0.1, devices=["h100"], tps=(2,), expert_parallel=True,
+        requests=200, disaggregated=False,
+    )  # fmt: skip
+    dep = res.candidates[0]
+    assert dep.expert_parallel and "tp2 EP x" in dep.label
+    reqs = synthetic(200, rate=5.0, prompt="lognormal:1000,1.0", output="lognormal:250,1.0", seed=0)
+    sim = simulate(cfg, "h100", reqs, topology=Topology(tp=2, expert_parallel=True))
+    assert dep.ttft_at_percentile_s == pytest.approx(_pct(sim.per_request["ttft_s"], 99.0), rel=1e-9)
+    assert dep.tpot_at_percentile_s == pytest.approx(_pct(sim.per_request["tpot_s"], 99.0), rel=1e-9)
+    with pytest.raises(CostModelError, match="needs dps > 1 or tps > 1"):
+        size_deployment(
+            cfg, rate=5.0, slo_ttft=2.0, slo_tpot=0.1, devices=["h100"], tps=(1,), expert_parallel=True
+        )

@@ -168,7 +168,8 @@ def _prestart(preload: Sequence[str]) -> None:
     # ``distributed.nanny.pre-spawn-environ`` defaults, and the hash seed it fixes): the server and
     # every worker forked from it read them as they start (numpy's BLAS threads at its import, in
     # the server), so they are set before it starts, as the nanny would have
-    os.environ.update(PRE_SPAWN_ENV)
+    for k, v in PRE_SPAWN_ENV.items():  # a value the user set stays, as a nanny keeps it
+        os.environ.setdefault(k, v)
     if os.environ.get("PYTHONHASHSEED") in (None, "0"):
         os.environ["PYTHONHASHSEED"] = DASK_HASH_SEED
     multiprocessing.get_context("forkserver").set_forkserver_preload(["distributed", *preload, WORKER_SETUP])

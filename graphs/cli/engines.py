@@ -16,6 +16,10 @@ from .common import add_json, dump
 __all__ = ["add_engines_parser", "cmd_engines", "engine_text"]
 
 
+#: the data-parallel rules a profile may carry beyond its balancer (each shown with its source)
+DP_RULES = ("dp_chunk_split", "dp_conservativeness", "dp_seqs_split")
+
+
 def engine_text(profile: Any, device: Any = None) -> str:
     """One profile's settings and CPU terms, each with its value and source, in lines.
 
@@ -52,6 +56,9 @@ def engine_text(profile: Any, device: Any = None) -> str:
         rows.append(
             ("cudagraph_memory", f"{per_layer / 2**20:.1f} MiB/layer", profile.sources["cudagraph_memory"])
         )
+    # the data-parallel rules: the balancer always, the rest where the engine has them
+    rows.append(("dp_load_balance", shown.dp_load_balance, profile.sources["dp_load_balance"]))
+    rows += [(k, getattr(shown, k), profile.sources[k]) for k in DP_RULES if k in profile.sources]
     rows += [(k, f"{v:g} s", profile.sources[k]) for k, v in shown.cpu_terms.items()]
     width, vw = max(len(k) for k, _, _ in rows), max(len(str(v)) for _, v, _ in rows)
     lines.append(f"  {'setting':{width}s}  {'value':>{vw}s}  source")

@@ -189,9 +189,11 @@ class EngineProfile:
         Whether full KV blocks stay cached for reuse by default (shared prefixes, and a preempted
         sequence's own blocks: :mod:`graphs.serving.sim.engine`).
     device_defaults : callable or None
-        ``(capacity_bytes, device_name, tp) -> {setting: value}``: the defaults the engine picks
-        by device (vLLM's token budget by GPU memory, SGLang's memory fraction by GPU memory and
-        tensor parallelism), applied by :meth:`for_device` to the settings the user did not give;
+        ``(capacity_bytes, device_name, tp, dp, budget) -> {setting: value}``: the defaults the
+        engine picks by device (vLLM's token budget by GPU memory, SGLang's memory fraction by GPU
+        memory, tensor parallelism, attention data parallelism and the token budget in force:
+        ``budget`` the one the user gave, else None), applied by :meth:`for_device` to the settings
+        the user did not give;
         ``capacity_bytes`` is the memory the driver reports
         (:meth:`costmodel.hardware.Hardware.reported_memory`); None: the same on every device.
     memory_reserve : callable or None
@@ -256,7 +258,7 @@ class EngineProfile:
     reserve_full_prompt: bool = False
     kv_watermark: float = 0.0
     enable_prefix_caching: bool = False
-    device_defaults: Callable[[float, str, int, int], Mapping[str, Any]] | None = field(
+    device_defaults: Callable[[float, str, int, int, int | None], Mapping[str, Any]] | None = field(
         default=None, repr=False
     )
     new_token_ratio: tuple[float, float, float] | None = None
@@ -306,7 +308,7 @@ class EngineProfile:
                 f"engine {self.ref}: dp_load_balance {self.dp_load_balance!r} not allowed; "
                 f"allowed: {', '.join(DP_LOAD_BALANCE)}"
             )
-        if self.dp_load_balance != "score" and not self.sources.get("dp_load_balance"):
+        if not self.sources.get("dp_load_balance"):  # every engine's rule, the score one too
             raise CostModelError(f"engine {self.ref}: default 'dp_load_balance' has no source")
         c = self.dp_conservativeness
         if isinstance(c, bool) or not isinstance(c, int | float) or not (math.isfinite(c) and 0 < c <= 10):
@@ -484,7 +486,9 @@ class EngineProfile:
         # loaded on use: the engine registry imports only the stdlib and light core modules
         from costmodel.cost import as_float
 
-        picked = self.device_defaults(as_float(device.reported_memory()[0]), str(device.name), tp, dp)
+        # a budget the user gave is the one the engine reserves memory for (SGLang 0.5's fraction)
+        budget = self.max_num_batched_tokens if "max_num_batched_tokens" in self.overridden else None
+        picked = self.device_defaults(as_float(device.reported_memory()[0]), str(device.name), tp, dp, budget)
         values = {k: v for k, v in picked.items() if k not in self.overridden and getattr(self, k) != v}
         if not values:
             return self
@@ -820,6 +824,10 @@ class EngineProfile:
         'its kernels are priced from vllm 0.24.0 measurements; vllm@0'
         >>> get_engine("vllm@0.20").kernel_release_note("0.19.0") is None
         True
+        >>> "sglang 0.5.14 measurements" in get_engine("sglang@0.5.1").kernel_release_note("0.5.14")
+        True
+        >>> get_engine("sglang").kernel_release_note("0.5.10") is None  # the 0.5 line's own
+        True
         """
         from packaging.version import InvalidVersion, Version
 
@@ -831,7 +839,8 @@ class EngineProfile:
         except InvalidVersion:
             return None  # a profile named for a line (vllm@1), not a release: no comparison
         if release_profile(self.name, kernels) is self or any(
-            measured.release[:2] <= v.release[:2] for v in mine
+            measured.release[: len(v.release)] <= v.release
+            for v in mine  # at the profile's precision
         ):
             return None
         described = ", ".join(sorted({str(v) for v in mine}, key=Version))

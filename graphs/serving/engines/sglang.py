@@ -87,7 +87,9 @@ CUDA_GRAPH_MAX_BS = 256
 NEW_TOKEN_RATIO = (0.7, 0.7 * 0.14, (0.7 - 0.7 * 0.14) / 600)
 
 
-def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1, dp: int = 1) -> tuple[int, int, float]:
+def sglang_memory_defaults(
+    gpu_mem_mib: float, tp: int = 1, dp: int = 1, chunk: int | None = None
+) -> tuple[int, int, float]:
     """SGLang 0.5's chunked-prefill size ``P``, ``cuda_graph_max_bs`` ``G`` and
     ``mem_fraction_static`` ``s`` for a GPU of ``M`` MiB at TP ``t`` (module doc:
     ``R = 512 + 1.5 max(P, 2048) + 2 G + 1024 t / 8`` MiB, at least 10,240 above 60 GiB;
@@ -105,6 +107,9 @@ def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1, dp: int = 1) -> tupl
         Tensor-parallel degree of a rank (the whole group's divided by ``dp``).
     dp : int
         Attention data-parallel ranks ``D`` (1: no DP attention).
+    chunk : int, optional
+        A ``--chunked-prefill-size`` the user gave (the engine's whole): ``P`` is it, in ``R``
+        too (``_handle_gpu_memory_settings`` reserves for the value in force); None: by memory.
 
     Returns
     -------
@@ -117,7 +122,10 @@ def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1, dp: int = 1) -> tupl
     (16384, 512, 0.852)
     >>> sglang_memory_defaults(143771, 1, 8)  # H200, DP 8: + 3 x 512 x 8 + 1.5 x 512 x 8 = 33280
     (8192, 512, 0.769)
+    >>> sglang_memory_defaults(81559, chunk=16384)  # a given 16,384: R = 512 + 24576 + 512 + 128
+    (16384, 256, 0.685)
     """
+    given = chunk
     gib = 1024
     tp = tp * dp  # --tp-size: the whole group
     big = tp >= 4
@@ -131,6 +139,7 @@ def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1, dp: int = 1) -> tupl
         chunk, graphs = 8192, 512 if big else 256
     else:
         chunk, graphs = 16384, 512
+    chunk = chunk if given is None else given  # a given --chunked-prefill-size is reserved for as it is
     reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + tp / 8 * 1024
     if dp > 1:  # DP attention's padding (and more above 300 graphs)
         reserved += graphs * dp * 3 + (graphs * dp * 1.5 if graphs > 300 else 0.0)
@@ -140,7 +149,7 @@ def sglang_memory_defaults(gpu_mem_mib: float, tp: int = 1, dp: int = 1) -> tupl
 
 
 def sglang_device_defaults(
-    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1, budget: int | None = None
 ) -> dict[str, float]:
     """SGLang 0.5's token budget (``chunked_prefill_size``) and ``mem_fraction_static`` on a device
     (:func:`sglang_memory_defaults` of its reported memory in MiB).
@@ -155,6 +164,8 @@ def sglang_device_defaults(
         Tensor-parallel degree of a rank.
     dp : int
         Attention data-parallel ranks (:func:`sglang_memory_defaults`).
+    budget : int, optional
+        A token budget the user gave (the engine's whole): the fraction reserves for it.
 
     Returns
     -------
@@ -164,7 +175,7 @@ def sglang_device_defaults(
     >>> sglang_device_defaults(81559 * 2**20, "h100-sxm")
     {'max_num_batched_tokens': 8192, 'kv_fraction': 0.835}
     """
-    chunk, _, frac = sglang_memory_defaults(capacity_bytes / 2**20, tp, dp)
+    chunk, _, frac = sglang_memory_defaults(capacity_bytes / 2**20, tp, dp, budget)
     return {"max_num_batched_tokens": chunk, "kv_fraction": frac}
 
 

@@ -29,7 +29,7 @@ _ARGS = "python/sglang/srt/server_args.py ServerArgs.__post_init__ (sglang 0.4.x
 
 
 def sglang04_device_defaults(
-    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1, budget: int | None = None
 ) -> dict[str, float]:
     """SGLang 0.4's ``mem_fraction_static`` by TP (0.88, 0.87 from 2, 0.85 from 4, 0.81 from 8,
     0.79 from 16) and ``chunked_prefill_size`` by GPU memory (2,048 below 25,000 MiB, else 8,192).
@@ -44,7 +44,10 @@ def sglang04_device_defaults(
         Tensor-parallel degree.
 
     dp : int
-        Attention data-parallel ranks (unused: the defaults are each rank's own).
+        Attention data-parallel ranks of ``tp`` devices each: SGLang's ``--tp-size`` is the whole
+        group's, ``tp x dp``, and the fraction is read by it (as 0.5's: :mod:`.sglang`).
+    budget : int, optional
+        A token budget the user gave (not read: this rule's fraction does not depend on it).
 
     Returns
     -------
@@ -55,8 +58,11 @@ def sglang04_device_defaults(
     {'max_num_batched_tokens': 8192, 'kv_fraction': 0.85}
     >>> sglang04_device_defaults(24564 * 2**20, "rtx-4090")
     {'max_num_batched_tokens': 2048, 'kv_fraction': 0.88}
+    >>> sglang04_device_defaults(143771 * 2**20, "h200-sxm", 1, 8)["kv_fraction"]  # --tp-size 8 --dp-size 8
+    0.81
     """
-    frac = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
+    t = tp * dp  # --tp-size: the whole group's under DP attention
+    frac = 0.79 if t >= 16 else 0.81 if t >= 8 else 0.85 if t >= 4 else 0.87 if t >= 2 else 0.88
     chunk = 2048 if capacity_bytes / 2**20 < 25_000 else 8192
     return {"max_num_batched_tokens": chunk, "kv_fraction": frac}
 

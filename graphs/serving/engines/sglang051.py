@@ -96,7 +96,7 @@ def sglang051_memory_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, flo
 
 
 def sglang051_device_defaults(
-    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1, budget: int | None = None
 ) -> dict[str, float]:
     """SGLang 0.5.1's token budget (``chunked_prefill_size``) and ``mem_fraction_static`` on a
     device (:func:`sglang051_memory_defaults` of its reported memory in MiB).
@@ -113,6 +113,8 @@ def sglang051_device_defaults(
         Attention data-parallel ranks: the rule reads the whole group's ``--tp-size``
         (``tp x dp``); a DP-attention reserve of its own is not modelled for 0.5.1 (ASSUMED none:
         the reserve came with PR 10975, after it).
+    budget : int, optional
+        A token budget the user gave (not read: this rule's fraction does not depend on it).
 
     Returns
     -------

@@ -63,6 +63,9 @@ __all__ = ["PROFILE", "BENCH"]
 _ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
 _FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
 _SOURCES = {
+    "dp_load_balance": "ASSUMED: vLLM's score rule (fewest 4 x waiting + running) stands in; TensorRT-LLM's "
+    "attention-DP router (_balance_requests_across_ranks) sends a new request to the rank with the "
+    "fewest active tokens, not modelled",
     "max_num_batched_tokens": "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_num_tokens: 8192",
     "max_num_seqs": "tensorrt_llm/llmapi/llm_args.py BaseLlmArgs.max_batch_size: 2048",
     "block_size": "KvCacheConfig.tokens_per_block: 32",

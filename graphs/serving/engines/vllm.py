@@ -265,7 +265,9 @@ def v1_cudagraph_memory(layers: int, max_num_seqs: int = 256, max_num_batched_to
     return float(layers * (V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER + V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER * graphs))
 
 
-def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1) -> dict[str, int]:
+def vllm_device_defaults(
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1, budget: int | None = None
+) -> dict[str, int]:
     """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
     on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
 
@@ -280,6 +282,8 @@ def vllm_device_defaults(capacity_bytes: float, device_name: str, tp: int = 1, d
 
     dp : int
         Attention data-parallel ranks (unused: the defaults are each rank's own).
+    budget : int, optional
+        A token budget the user gave (not read: this rule's fraction does not depend on it).
 
     Returns
     -------
@@ -407,6 +411,8 @@ PROFILE = register_engine(
         },
         fitted=("iteration_s", "per_seq_s", "request_s"),
         sources={
+            "dp_load_balance": "vllm/v1/engine/core_client.py DPLBAsyncMPClient: a request goes to the rank "
+            "with the least score = waiting * 4 + running",
             "max_num_batched_tokens": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 8192 "
             "(>= 70 GiB, not A100), else 2048",
             "max_num_seqs": "vllm/engine/arg_utils.py get_batch_defaults: 256 below 70 GiB (V1 takes 1024 above)",

@@ -59,7 +59,7 @@ __all__ = ["PROFILE", "vllm011_device_defaults"]
 
 
 def vllm011_device_defaults(
-    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1
+    capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1, budget: int | None = None
 ) -> dict[str, int]:
     """vLLM 0.11's batch limits for ``vllm serve`` on a device (``EngineArgs._set_default_args``):
     on a GPU of at least 70 GiB whose name does not contain "a100", a token budget ``N`` = 8,192
@@ -77,6 +77,8 @@ def vllm011_device_defaults(
 
     dp : int
         Attention data-parallel ranks (unused: the defaults are each rank's own).
+    budget : int, optional
+        A token budget the user gave (not read: this rule's fraction does not depend on it).
 
     Returns
     -------
@@ -124,6 +126,8 @@ PROFILE = register_engine(
         fitted=(),
         default_version=False,
         sources={
+            "dp_load_balance": "vllm/v1/engine/core_client.py DPLBAsyncMPClient: a request goes to the rank "
+            "with the least score = waiting * 4 + running",
             "max_num_batched_tokens": f"{_ARGS}: OPENAI_API_SERVER 8192 (>= 70 GiB, not A100), else 2048",
             "max_num_seqs": f"{_ARGS}: OPENAI_API_SERVER 1024 (>= 70 GiB, not A100), else 256; "
             "min(that, max_num_batched_tokens)",

@@ -123,6 +123,8 @@ PROFILE = register_engine(
         fitted=(),
         default_version=False,
         sources={
+            "dp_load_balance": "ASSUMED: V1's score rule (vllm/v1/engine/core_client.py DPLBAsyncMPClient); "
+            "v0.6 ran no data-parallel ranks of its own",
             "max_num_batched_tokens": "vllm/config.py SchedulerConfig: 512 with chunked prefill (v0.6)",
             "max_num_seqs": f"{_V0}.max_num_seqs: 256",
             "block_size": f"{_V0}.block_size: 16",

@@ -669,6 +669,13 @@ def search(
         raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {moe_dispatch!r}")
     if (expert_parallel or moe_dispatch != DISPATCHES[0]) and not (dps > 1).any():
         raise CostModelError("expert_parallel and moe_dispatch shape a data-parallel group: they need dp > 1")
+    if (dps > 1).all() and not ((pps == 1).any() and (mbs == 1).any()):
+        # a group's points are valid at pp 1 and one micro-batch only (_evaluate_group)
+        raise CostModelError(
+            f"dp {sorted(set(dps.tolist()))} with pp {sorted(set(pps.tolist()))} and microbatches "
+            f"{sorted(set(mbs.tolist()))}: a data-parallel group runs pp 1 and one micro-batch, so every point "
+            "would be invalid; give pp 1 and microbatches 1 among them"
+        )
     plans, beyond, dups, dtype_notes = plans_of(
         cfg,
         devices,

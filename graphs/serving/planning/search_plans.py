@@ -191,6 +191,11 @@ def plans_of(
             plans.append(Plan(c, hw, int(t), int(e), int(d), expert_parallel, dispatch))
         else:
             plans.append(Plan(c, hw, int(t), int(e)))
+    if not plans and not beyond:  # every (ep, dp) pair had both above 1
+        raise CostModelError(
+            f"ep {sorted(set(eps))} with dp {sorted(set(dps))}: a data-parallel group spreads its experts over its "
+            "own devices (--enable-expert-parallel), so a plan with dp > 1 takes ep 1; give ep 1 among the eps"
+        )
     if not plans:
         raise CostModelError(
             "every plan spans more devices than its scale-up domain joins: " + "; ".join(beyond)

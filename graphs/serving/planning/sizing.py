@@ -115,7 +115,7 @@ class Deployment(Result):
     #: the run (None: read from its card, :mod:`graphs.serving.planning.run_cards`)
     sim: SimResult | None = field(default=None, repr=False, compare=False)
     dp: int = 1  #: data-parallel ranks per replica (1: none)
-    expert_parallel: bool = False  #: with dp > 1: whole experts per device
+    expert_parallel: bool = False  #: whole experts per device (dp > 1, or inside the tp group)
     percentile: float = 99.0  #: the percentile the two latencies are (P99: 99)
 
     @property
@@ -125,10 +125,10 @@ class Deployment(Result):
             if self.prefill_replicas
             else f"{self.replicas} replica(s)"
         )
+        ep = " EP" if self.expert_parallel else ""
         if self.dp > 1:
-            ep = " EP" if self.expert_parallel else ""
             return f"{self.device} dp{self.dp} x tp{self.tp}{ep} x {shape} = {self.devices} device(s)"
-        return f"{self.device} tp{self.tp} x {shape} = {self.devices} device(s)"
+        return f"{self.device} tp{self.tp}{ep} x {shape} = {self.devices} device(s)"
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: plain(getattr(self, k)) for k in self.__dataclass_fields__ if k != "sim"}
@@ -262,9 +262,11 @@ class _Group:
     dispatch: str = DISPATCHES[0]
 
     def topology(self, fam: _Family, replicas: int) -> Topology:
-        """``replicas`` aggregated replicas of ``fam`` (groups of ``fam.dp`` ranks when > 1)."""
+        """``replicas`` aggregated replicas of ``fam`` (groups of ``fam.dp`` ranks when > 1; at
+        ``dp`` 1 and ``tp`` > 1 with expert parallelism, the tp group's own: whole experts spread
+        over its devices, as ``simulate --tp N --enable-expert-parallel`` runs it)."""
         if fam.dp == 1:
-            return Topology(replicas=replicas, tp=fam.tp)
+            return Topology(replicas=replicas, tp=fam.tp, expert_parallel=self._in_tp(fam.tp))
         return Topology(
             replicas=replicas,
             tp=fam.tp,
@@ -273,9 +275,13 @@ class _Group:
             moe_dispatch=self.dispatch,
         )
 
+    def _in_tp(self, tp: int) -> bool:
+        """Expert parallelism inside a ``dp`` 1 family's tp group (one device: nothing to spread)."""
+        return self.expert_parallel and tp > 1
+
     def step(self, w: Any, hw: Any, tp: int, dp: int) -> RankStep | None:
         """The bound's group step of ``dp`` ranks at ``tp`` (None: no group)."""
-        if dp == 1:
+        if dp == 1 and not self._in_tp(tp):
             return None
         return group_step(
             w,
@@ -283,7 +289,7 @@ class _Group:
             dp=dp,
             tp=tp,
             expert_parallel=self.expert_parallel,
-            dispatch=self.dispatch,
+            dispatch=self.dispatch if dp > 1 else DISPATCHES[0],  # no dispatch inside the tp group
             predictor=Predictor(),
         )
 
@@ -466,7 +472,9 @@ def size_deployment(
         The data-parallel ranks per replica to try (whole numbers in [1, ``MAX_REPLICAS``]; > 1
         needs an MoE model).
     expert_parallel : bool
-        With ``dps > 1``: whole experts per device, else each expert split ``dp x tp`` ways.
+        Whole experts per device, else each expert split ``dp x tp`` ways: with ``dps > 1`` over
+        a data-parallel group, at ``dp`` 1 over the tp group (``tp`` > 1; aggregated candidates:
+        a disaggregated pool keeps its experts split).
     moe_dispatch : str
         With ``dps > 1``: how tokens reach the experts, one of
         :data:`graphs.serving.sim.data_parallel.DISPATCHES`.
@@ -513,9 +521,11 @@ def size_deployment(
     check_group(dp_list[-1], w.config.is_moe)
     if moe_dispatch not in DISPATCHES:
         raise CostModelError(f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {moe_dispatch!r}")
-    if (expert_parallel or moe_dispatch != DISPATCHES[0]) and dp_list[-1] == 1:
+    if moe_dispatch != DISPATCHES[0] and dp_list[-1] == 1:
+        raise CostModelError("moe_dispatch shapes a data-parallel group's dispatch: it needs dps > 1")
+    if expert_parallel and dp_list[-1] == 1 and max(tps) == 1:
         raise CostModelError(
-            "expert_parallel and moe_dispatch shape a data-parallel group: they need dps > 1"
+            "expert_parallel spreads whole experts over a group's devices: it needs dps > 1 or tps > 1"
         )
     grouping = _Group(bool(expert_parallel), moe_dispatch)
     #: (device, tp, dp) -> the engine config and overheads its runs take (a profile's, sized per family)

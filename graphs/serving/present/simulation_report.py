@@ -290,7 +290,10 @@ class SimulationReport:
             f"  {self.settings}",
         ]
         if topo.grouped:
-            out.append(f"  {dp_line(topo, profile.dp_load_balance)}")
+            said = profile.sources.get("dp_load_balance", "")
+            out.append(
+                f"  {dp_line(topo, profile.dp_load_balance, profile.ref if said.startswith('ASSUMED') else '')}"
+            )
         out.append(f"  {profile.summary()}")
         pool_note = pool_memory_note(res.device)
         if pool_note:
@@ -472,9 +475,12 @@ class MaxRateReport:
         str
         """
         req, m = self.request, self.search
+        slos = " and ".join(
+            f"{name} <= {v} s" for name, v in (("TTFT", req.slo_ttft), ("TPOT", req.slo_tpot)) if v is not None
+        )  # only the SLOs given (the rate search needs one at least)
         out = [
             f"{self.config.name} on {req.device}, {self.topology.devices} device(s): highest rate with "
-            f"P{req.percentile:g} TTFT <= {req.slo_ttft} s and TPOT <= {req.slo_tpot} s",
+            f"P{req.percentile:g} {slos}",
             f"  {req.workload_text()}",
             f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)",
             f"  {self.profile.summary()}",

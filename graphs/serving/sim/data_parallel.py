@@ -992,7 +992,7 @@ def experts_line(expert_parallel: bool, dispatch: str, devices: str) -> str:
     return f"experts {how}; dispatch and combine by {disp}, at the bound"
 
 
-def dp_line(topo: Any, balance: str = "score") -> str:
+def dp_line(topo: Any, balance: str = "score", assumed: str = "") -> str:
     """The group a ``--dp`` run simulates, in one line (the output names what it assumed).
 
     Parameters
@@ -1002,6 +1002,9 @@ def dp_line(topo: Any, balance: str = "score") -> str:
         ``expert_parallel``, ``moe_dispatch``).
     balance : str
         The engine's ``dp_load_balance`` (how a request picks a rank).
+    assumed : str
+        The engine whose rule ``balance`` stands in for (its profile's source is ASSUMED), said
+        beside it; empty: the engine's own rule.
 
     Returns
     -------
@@ -1015,7 +1018,7 @@ def dp_line(topo: Any, balance: str = "score") -> str:
         )
     return (
         f"data-parallel attention: {topo.dp} ranks x tp {topo.tp} per replica, each its own scheduler and KV "
-        f"cache, stepping together ({BALANCERS[balance]}); "
+        f"cache, stepping together ({BALANCERS[balance]}{f', ASSUMED for {assumed}' if assumed else ''}); "
         + experts_line(topo.expert_parallel, topo.moe_dispatch, str(topo.dp * topo.tp))
     )
 
