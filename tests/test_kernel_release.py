@@ -54,6 +54,18 @@ def test_simulate_says_it_once_in_text_and_json() -> None:
     assert NOTE not in _simulate()  # vllm@1: the current line, no release to compare
 
 
+def test_the_max_rate_search_says_it_once_in_text_and_json() -> None:
+    """``--max-rate`` runs every probe on the same engine: its report says the note once (it said
+    none), in the text and in ``--json``'s engine."""
+    pytest.importorskip("aiconfigurator_core")
+    args = "simulate gpt-oss-20b --device h100 --predict vllm --requests 20 --max-rate".split()
+    args += ["--slo-tpot", "0.05", "--engine", "vllm@0.11"]
+    run = [sys.executable, "-m", "costmodel", *args]
+    assert subprocess.run(run, capture_output=True, text=True, check=True).stdout.count(NOTE) == 1
+    doc = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert doc["engine"]["kernel_release_note"].startswith(NOTE)
+
+
 def test_calibrate_serving_says_it_too() -> None:
     """A fit of a vLLM 0.11 run priced by vLLM 0.24.0's kernels absorbs what the releases' kernels
     differ by into its terms: ``calibrate serving`` says so (text and ``--json``'s engine)."""

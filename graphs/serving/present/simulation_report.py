@@ -450,12 +450,18 @@ class MaxRateReport:
         dict
         """
         bands = self.at_rate_bands
-        return {
+        doc = {
             **self.search.to_dict(),
             "engine": self.profile.to_dict(),
             "cost": self.cost,
             **({"at_rate_" + k: v for k, v in bands.to_dict().items()} if bands is not None else {}),
         }
+        release_note = kernel_release_note(
+            self.profile, self.request.predict, get_device(self.request.device).name
+        )
+        if release_note:  # as a single run's engine says it (every probe runs the same engine)
+            doc["engine"]["kernel_release_note"] = release_note
+        return doc
 
     @property
     def at_rate_bands(self) -> RunBands | None:
@@ -476,7 +482,9 @@ class MaxRateReport:
         """
         req, m = self.request, self.search
         slos = " and ".join(
-            f"{name} <= {v} s" for name, v in (("TTFT", req.slo_ttft), ("TPOT", req.slo_tpot)) if v is not None
+            f"{name} <= {v} s"
+            for name, v in (("TTFT", req.slo_ttft), ("TPOT", req.slo_tpot))
+            if v is not None
         )  # only the SLOs given (the rate search needs one at least)
         out = [
             f"{self.config.name} on {req.device}, {self.topology.devices} device(s): highest rate with "
@@ -485,6 +493,9 @@ class MaxRateReport:
             f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)",
             f"  {self.profile.summary()}",
         ]
+        release_note = kernel_release_note(self.profile, req.predict, get_device(req.device).name)
+        if release_note:
+            out.append(f"  note: {release_note}")
         if self.fit is not None:
             out.append(predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device))
         if m.at_rate is not None and m.at_rate.coverage is not None:
