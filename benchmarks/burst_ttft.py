@@ -100,14 +100,13 @@ def bursts() -> list[Burst]:
     return out
 
 
-def _simulated(b: Burst) -> tuple[float, float]:
-    """The replay's mean TTFT and run duration (s) for ``b``'s row."""
+def _simulated(row: dict[str, str]) -> tuple[float, float]:
+    """The replay's mean TTFT and run duration (s) for ``row``."""
     import numpy as np
 
     from benchmarks.replay.run import simulate_row
     from benchmarks.replay.workload import row_workload
 
-    row = next(r for r in load_rows(subset=None) if r["id"] == b.id)
     run = simulate_row(row_workload(row), "simulated")
     return float(np.mean(run.ttft)), float(run.res.duration_s)
 
@@ -125,9 +124,10 @@ def report(simulate: bool = False) -> str:
     rows = bursts()
     sims: dict[str, tuple[float, float]] = {}
     if simulate:
+        by_id = {r["id"]: r for r in load_rows(subset=None)}
         for i, b in enumerate(rows, 1):
             print(f"[{i}/{len(rows)}] {b.id}", file=sys.stderr, flush=True)
-            sims[b.id] = _simulated(b)
+            sims[b.id] = _simulated(by_id[b.id])
     lines = [
         "# When a burst's first tokens reach the client",
         "",

@@ -434,3 +434,39 @@ def test_expert_parallelism_inside_the_tp_group_is_sized_as_simulate_runs_it():
         size_deployment(
             cfg, rate=5.0, slo_ttft=2.0, slo_tpot=0.1, devices=["h100"], tps=(1,), expert_parallel=True
         )
+
+
+def test_expert_parallelism_inside_tp_leaves_the_disaggregated_families_as_they_were(monkeypatch):
+    """A disaggregated family's pools keep their experts split (EP inside the tp group prices the
+    aggregated family only): its floors are the plain tp step's and its starting P:D comes from a
+    plain tp replica's ceiling (both were the EP group's), and its simulated candidates are those
+    of the same sizing without ``expert_parallel``."""
+    import graphs.serving.planning.sizing as sizing
+
+    kw = dict(rate=5.0, slo_ttft=2.0, slo_tpot=0.1, devices=["h100"], tps=(2,), requests=200, runners_up=8)
+    plain = size_deployment("qwen3-30b-a3b", **kw)  # type: ignore[arg-type]
+    ceilings, floors = [], []
+    real_ceiling, real_floors = sizing.ceiling_rate, sizing._floors
+
+    def ceiling(*a, topology, **k):
+        ceilings.append(topology.expert_parallel)
+        return real_ceiling(*a, topology=topology, **k)
+
+    def floor(*a):
+        floors.append(a[-1] is None)
+        return real_floors(*a)
+
+    monkeypatch.setattr(sizing, "ceiling_rate", ceiling)
+    monkeypatch.setattr(sizing, "_floors", floor)
+    ep = size_deployment("qwen3-30b-a3b", expert_parallel=True, **kw)  # type: ignore[arg-type]
+    assert ceilings == [True, False] and floors == [False, True]  # the EP group's, then the plain step's
+
+    def disagg(res):
+        return [
+            (d.label, d.ttft_at_percentile_s, d.tpot_at_percentile_s)
+            for d in res.candidates
+            if d.prefill_replicas
+        ]
+
+    assert disagg(plain) and disagg(ep) == disagg(plain)
+    assert any(d.expert_parallel and not d.prefill_replicas for d in ep.candidates)

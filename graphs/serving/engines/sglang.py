@@ -125,21 +125,20 @@ def sglang_memory_defaults(
     >>> sglang_memory_defaults(81559, chunk=16384)  # a given 16,384: R = 512 + 24576 + 512 + 128
     (16384, 256, 0.685)
     """
-    given = chunk
     gib = 1024
     tp = tp * dp  # --tp-size: the whole group
     big = tp >= 4
     if gpu_mem_mib < 20 * gib:
-        chunk, graphs = 2048, 8
+        by_memory, graphs = 2048, 8
     elif gpu_mem_mib < 35 * gib:
-        chunk, graphs = 2048, 80 if big else 24
+        by_memory, graphs = 2048, 80 if big else 24
     elif gpu_mem_mib < 60 * gib:
-        chunk, graphs = 4096, 160 if big else 32
+        by_memory, graphs = 4096, 160 if big else 32
     elif gpu_mem_mib < 160 * gib:
-        chunk, graphs = 8192, 512 if big else 256
+        by_memory, graphs = 8192, 512 if big else 256
     else:
-        chunk, graphs = 16384, 512
-    chunk = chunk if given is None else given  # a given --chunked-prefill-size is reserved for as it is
+        by_memory, graphs = 16384, 512
+    chunk = by_memory if chunk is None else chunk  # a given --chunked-prefill-size is reserved for as it is
     reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + tp / 8 * 1024
     if dp > 1:  # DP attention's padding (and more above 300 graphs)
         reserved += graphs * dp * 3 + (graphs * dp * 1.5 if graphs > 300 else 0.0)

@@ -560,27 +560,36 @@ def size_deployment(
                 continue
             engines[(name, tp, dp)] = pair
             group = grouping.step(w, hw, tp, dp)
-            ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, pair[0], percentile, group)
-            if why is None and tpot_lo > slo_tpot:
-                why = f"TPOT floor {tpot_lo:.4g} s (one decode at batch 1) > SLO {slo_tpot:g} s"
-            if why is None and ttft_lo > slo_ttft:
-                why = f"TTFT floor {ttft_lo:.4g} s (the P{percentile:g} prompt alone) > SLO {slo_ttft:g} s"
-            if why is not None:
+            # EP inside the tp group prices the aggregated family only: a disaggregated family's
+            # pools keep their experts split, so its floors and ceiling are the plain tp step's
+            split = dp == 1 and group is not None
+            slos = (slo_ttft, slo_tpot, percentile)
+            why = _ruled_out(w, hw, tp, reqs, pair[0], slos, group)
+            why_disagg = _ruled_out(w, hw, tp, reqs, pair[0], slos, None) if split else why
+            if why is not None and why_disagg is not None and not split:
                 pruned.append(f"{at}: {why}")
                 continue
-            fam = _Family(name, tp, False, rates, dp)
-            per_replica = ceiling_rate(w, hw, reqs, topology=grouping.topology(fam, 1), engine=pair[0])
-            n0 = max(1, math.ceil(rate / per_replica))
-            if n0 > MAX_REPLICAS:
-                pruned.append(
-                    f"{at}: {rate:g} requests/s needs at least {n0:,} replicas "
-                    f"(capacity bound), more than a pool holds ({MAX_REPLICAS})"
-                )
+            if why is not None:
+                pruned.append(f"{at} EP: {why}")
             else:
-                fams.append(fam)
-                heapq.heappush(heap, (*_bound(fam, n0 * tp * dp, objective), tie, fam, n0, 0))
-                tie += 1
+                fam = _Family(name, tp, False, rates, dp)
+                per_replica = ceiling_rate(w, hw, reqs, topology=grouping.topology(fam, 1), engine=pair[0])
+                n0 = max(1, math.ceil(rate / per_replica))
+                if n0 > MAX_REPLICAS:
+                    pruned.append(
+                        f"{at}: {rate:g} requests/s needs at least {n0:,} replicas "
+                        f"(capacity bound), more than a pool holds ({MAX_REPLICAS})"
+                    )
+                else:
+                    fams.append(fam)
+                    heapq.heappush(heap, (*_bound(fam, n0 * tp * dp, objective), tie, fam, n0, 0))
+                    tie += 1
             if disaggregated and dp == 1:  # a data-parallel group runs aggregated (module doc)
+                if why_disagg is not None:
+                    pruned.append(f"{name} tp{tp} disaggregated: {why_disagg}")
+                    continue
+                if split:  # the plain tp replica's ceiling
+                    per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=pair[0])
                 mean_p = float(np.mean([r.prompt for r in reqs]))
                 mean_d = float(np.mean([r.output - 1 for r in reqs]))
                 c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
@@ -706,6 +715,26 @@ def size_deployment(
         workload=f"--requests {requests} --seed {seed} --prompt {prompt} --output {output} --arrival {arrival}",
         candidates=tuple(done),
     )
+
+
+def _ruled_out(
+    w: Any,
+    hw: Hardware,
+    tp: int,
+    reqs: Sequence[Request],
+    eng: EngineConfig,
+    slos: tuple[float, float, float],
+    group: RankStep | None,
+) -> str | None:
+    """Why a family's floors (:func:`_floors` with ``group``) rule it out under ``slos`` =
+    ``(slo_ttft, slo_tpot, percentile)``; None: they do not."""
+    slo_ttft, slo_tpot, percentile = slos
+    ttft_lo, tpot_lo, why = _floors(w, hw, tp, reqs, eng, percentile, group)
+    if why is None and tpot_lo > slo_tpot:
+        why = f"TPOT floor {tpot_lo:.4g} s (one decode at batch 1) > SLO {slo_tpot:g} s"
+    if why is None and ttft_lo > slo_ttft:
+        why = f"TTFT floor {ttft_lo:.4g} s (the P{percentile:g} prompt alone) > SLO {slo_ttft:g} s"
+    return why
 
 
 def _bound(fam: _Family, devices: int, objective: str) -> tuple[float, float]:
