@@ -16,8 +16,15 @@ from graphs.serving.engines import get_engine
 def test_scheduler_is_vllm_011s_and_the_cpu_terms_are_fitted() -> None:
     new, old = get_engine("vllm@0.12"), get_engine("vllm@0.11")
     fields = {f.name for f in dataclasses.fields(new)} - {"version", "label", "fitted", "sources", "cpu_fit"}
-    for name in fields:  # the same scheduler, pool rule, capture sizes, fused kernels and terms
+    for name in fields - {
+        "moe_kernels"
+    }:  # the same scheduler, pool rule, capture sizes, fused kernels and terms
         assert getattr(new, name) == getattr(old, name), name
+    # but not the same MoE kernel on Hopper: 0.12 vendored triton_kernels (vllm PR 28788), 0.11 ran Marlin
+    assert (
+        old.moe_kernel("w4a16_mxfp4", "Hopper") is not None
+        and new.moe_kernel("w4a16_mxfp4", "Hopper") is None
+    )
     # 0.12 states its synchronous terms as fitted; 0.11 (synchronous by default too) borrows them, ASSUMED
     assert new.fitted == ("iteration_s", "per_seq_s") and old.fitted == ()
     assert old.sources["iteration_s"].startswith("ASSUMED: vllm@0.12's")
@@ -44,7 +51,9 @@ def test_silicon_runs_of_vllm_0_11_and_0_12_name_their_profile() -> None:
     assert silicon.engine_settings({**row, "backend_version": "0.11.2"}) == {"engine_profile": "vllm@0.11"}
     # 0.14 to 0.20: vllm@1 without the CUDA-graph estimate (vllm@0.20, one of its releases)
     for ver in ("0.14.0", "0.19.0"):
-        assert silicon.engine_settings({**row, "backend_version": ver}) == {"engine_profile": "vllm@0.20"}, ver
+        assert silicon.engine_settings({**row, "backend_version": ver}) == {"engine_profile": "vllm@0.20"}, (
+            ver
+        )
     # another (or no) version states nothing: the default profile; 0.1 is not 0.12's prefix
     for ver in ("0.21.0", "0.1", "0.120", "", "not stated"):
         assert silicon.engine_settings({**row, "backend_version": ver}) == {}, ver

@@ -81,6 +81,7 @@ class RowWorkload:
             self.concurrency,
             self.rate,
             self.fp8_scales,
+            self.profile,  # its CPU terms and the MoE kernels it runs
         )
 
 
@@ -126,10 +127,13 @@ def predictor(w: RowWorkload) -> Predictor:
     """The source engine's kernels for a row: FP8 rows are ModelOpt checkpoints (:func:`_dtypes`),
     whose per-tensor activation scales are calibrated (static), so their FP8 GEMMs do not compute a
     scale per call (:func:`graphs.serving.pricing.predict.price_rows`); a row that says otherwise
-    (:attr:`RowWorkload.fp8_scales`) is priced as it says."""
+    (:attr:`RowWorkload.fp8_scales`) is priced as it says. The fused MoE runs the kernels of the
+    row's engine profile (:meth:`Predictor.for_engine`)."""
     fp8 = str(w.config.matmul_dtype or "").startswith("fp8")
     scales = w.fp8_scales or ("static" if fp8 else "dynamic")
-    return Predictor.of(w.framework, fp8_scales=scales if fp8 else "dynamic")
+    # the fused-MoE kernels the row's engine runs (vLLM 0.10-0.11: Marlin for MXFP4 on Hopper)
+    engine = get_engine(w.profile or w.framework)
+    return Predictor.of(w.framework, fp8_scales=scales if fp8 else "dynamic").for_engine(engine)
 
 
 def _engine(

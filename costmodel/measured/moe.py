@@ -38,6 +38,19 @@ bounds beside the kernel (:func:`graphs.serving.pricing.predict.expert_activatio
 no small kernel of its own), a few nanoseconds each at decode batches: a lower bound counted
 twice, not a launch.
 
+The kernel the engine runs: a shape may name one (``kernel``, a word of the corpus's
+``kernel_source``, with the padding ``pad`` = (hidden multiple, expert-width multiple) it runs
+the weights at), where the engine's own choice is not the corpus's fastest: vLLM 0.10-0.11 ran
+gpt-oss's MXFP4 experts on Hopper with Marlin, not OpenAI's Triton kernel the corpus measures
+for H100 (the engine profiles' :attr:`~graphs.serving.engines.EngineProfile.moe_kernels` say
+when, with sources). Its rows are taken before any other kernel's, the device's own first (its
+measured shape, else the nearest, scaled), then the other devices' nearest the DRAM bandwidth
+(each its own shape first): a kernel's efficiency is a property of the device it runs on, which
+the bound ratio of two shapes keeps and that of two devices does not. A padded kernel computes
+on its padded matrices, so the bound ratios that scale its rows are of the padded shapes
+(:meth:`MoEShape.padded`). Where the corpus has no rows of the kernel for the shape's dtype,
+the search above prices it, and the basis says so.
+
 Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
 measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law
 of the nearest exponent, 1.01 or 1.2). A shape measured without that distribution takes the
@@ -46,8 +59,10 @@ balanced rows (a neighbour, said).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +78,9 @@ DISTRIBUTIONS = ("balanced", "power_law_1.01", "power_law_1.2")
 
 #: a dtype the corpus may not measure for a shape -> the one whose kernels price it (named)
 _SUBSTITUTES = {"fp8": "fp8_block", "float16": "bfloat16"}
+
+#: a kernel's name: a word of the corpus's ``kernel_source`` (``marlin``)
+_KERNEL_WORD = re.compile(r"[a-z0-9_]{1,40}")
 
 
 def distribution_for(kind: str = "uniform", exponent: float = 0.0) -> str:
@@ -92,6 +110,8 @@ class MoEShape:
     dtype: str = "bfloat16"
     gated: bool = True
     distribution: str = "balanced"
+    kernel: str = ""
+    pad: tuple[int, int] = (1, 1)
 
     def __post_init__(self) -> None:
         for f in ("hidden", "inter", "topk", "experts", "ep"):
@@ -102,28 +122,66 @@ class MoEShape:
             raise CostModelError(
                 f"MoE distribution {self.distribution!r} not measured; measured: {', '.join(DISTRIBUTIONS)}"
             )
+        if self.kernel and not _KERNEL_WORD.fullmatch(self.kernel):
+            raise CostModelError(
+                f"MoE kernel {self.kernel[:40]!r} must be a word of a kernel_source (lower-case letters, "
+                "digits, '_')"
+            )
+        if (
+            not isinstance(self.pad, tuple)
+            or len(self.pad) != 2
+            or not all(isinstance(m, int) and not isinstance(m, bool) and 1 <= m <= 4096 for m in self.pad)
+        ):
+            raise CostModelError(f"MoE pad must be two whole multiples in [1, 4096], got {self.pad!r}")
+        if self.pad != (1, 1) and not self.kernel:
+            raise CostModelError(f"MoE pad {self.pad} is a named kernel's: give the kernel")
 
     @property
     def key(self) -> str:
-        """This shape as one string (a kernel source's key: :meth:`from_key` reads it back)."""
+        """This shape as one string (a kernel source's key: :meth:`from_key` reads it back); a
+        named kernel adds ``kernel=K,pad=HxI`` at the end."""
         gated = "gated" if self.gated else "nongated"
-        return (
+        key = (
             f"{self.dtype} h{self.hidden} i{self.inter} k{self.topk} e{self.experts} ep{self.ep} "
             f"{gated} {self.distribution}"
         )
+        if self.kernel:
+            key += f" kernel={self.kernel},pad={self.pad[0]}x{self.pad[1]}"
+        return key
 
     @classmethod
     def from_key(cls, key: str) -> MoEShape:
         """The shape of a :attr:`key`."""
         parts = key.split(" ")
-        if len(parts) != 8:
-            raise CostModelError(f"MoE kernel key {key[:80]!r} is not 'dtype hH iI kK eE epP gated dist'")
-        dtype, h, i, k, e, ep, gated, dist = parts
+        if len(parts) not in (8, 9):
+            raise CostModelError(
+                f"MoE kernel key {key[:80]!r} is not 'dtype hH iI kK eE epP gated dist [kernel=K,pad=HxI]'"
+            )
+        dtype, h, i, k, e, ep, gated, dist = parts[:8]
+        kernel, pad = "", (1, 1)
         try:
             hid, inter, topk, experts, ranks = (int(x.lstrip("hikep")) for x in (h, i, k, e, ep))
-        except ValueError as exc:
-            raise CostModelError(f"MoE kernel key {key[:80]!r} has a non-integer dim") from exc
-        return cls(hid, inter, topk, experts, ranks, dtype, gated == "gated", dist)
+            if len(parts) == 9:
+                got = dict(kv.split("=", 1) for kv in parts[8].split(","))
+                kernel = got["kernel"]
+                ph, _, pi = got["pad"].partition("x")
+                pad = (int(ph), int(pi))
+        except (ValueError, KeyError) as exc:
+            raise CostModelError(
+                f"MoE kernel key {key[:80]!r} has a non-integer dim or a malformed kernel"
+            ) from exc
+        return cls(hid, inter, topk, experts, ranks, dtype, gated == "gated", dist, kernel, pad)
+
+    def padded(self) -> MoEShape:
+        """The shape the named kernel computes on: ``hidden`` and ``inter`` rounded up to the
+        multiples of :attr:`pad` (vLLM's Marlin MXFP4 MoE pads its weights to ``n % 256 == 0``,
+        ``k % 128 == 0``: ``hidden`` to 256, the rank's expert width to 128), the kernel dropped.
+
+        >>> MoEShape(2880, 1440, 4, 128, dtype="w4a16_mxfp4", kernel="marlin", pad=(256, 128)).padded().label
+        'h 3072, I/tp 1536, top-4 of 128, ep 1'
+        """
+        up = [-(-v // m) * m for v, m in zip((self.hidden, self.inter), self.pad, strict=True)]
+        return dataclasses.replace(self, hidden=up[0], inter=up[1], kernel="", pad=(1, 1))
 
     @property
     def label(self) -> str:
@@ -208,8 +266,8 @@ def _others(device: str) -> list[str]:
 
 
 def _pool(system: str, framework: str | None, exclude: str | None, shape: MoEShape) -> Any:
-    """Rows of ``system`` (one framework, or every other than ``exclude``) of the shape's gating
-    and ``ep``, or None."""
+    """Rows of ``system`` (one framework, or every other than ``exclude``) of the shape's gating,
+    ``ep`` and named kernel (its word in ``kernel_source``), or None."""
     df = _table(system)
     if df is None:
         return None
@@ -218,6 +276,8 @@ def _pool(system: str, framework: str | None, exclude: str | None, shape: MoESha
     if exclude is not None:
         df = df[df["framework"] != exclude]
     df = df[(df["gated"] == shape.gated) & (df["ep"] == shape.ep)]
+    if shape.kernel:
+        df = df[df["kernel_source"].str.contains(shape.kernel, regex=False)]
     return df if len(df) else None
 
 
@@ -288,8 +348,20 @@ def _distance(df: Any, shape: MoEShape) -> np.ndarray:
 @functools.cache
 def moe_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | None:
     """The measured curve pricing ``shape`` for ``framework`` on ``device`` (module doc: own
-    rows, another framework's, another device's, then the nearest shape), or None when the corpus
+    rows, another framework's, another device's, then the nearest shape; a named kernel's rows
+    first, the device's own at any shape before another device's), or None when the corpus
     has no fused-MoE rows of the shape's dtype (or its substitute), gating and ``ep`` at all."""
+    if shape.kernel:
+        got = _kernel_curve(device, framework, shape)
+        if got is not None:
+            return got
+        plain = moe_curve(device, framework, dataclasses.replace(shape, kernel="", pad=(1, 1)))
+        if plain is None:
+            return None
+        lack = f"moe: no {shape.kernel} {shape.dtype} kernels measured (the engine runs them): the search prices it"
+        return dataclasses.replace(
+            plain, source="neighbour", basis="; ".join(b for b in (lack, plain.basis) if b)
+        )
     own = _systems(device)
     pools: list[tuple[str, str | None, str | None, list[str]]] = []
     for s in own:
@@ -326,12 +398,37 @@ def moe_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | None:
     return None
 
 
+def _kernel_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | None:
+    """The curve of the shape's named kernel (module doc): each system's rows in turn, the
+    device's own first, then the others nearest its DRAM bandwidth; in each, the framework's
+    rows before other frameworks', the shape's own before the nearest one's. The dtype is the
+    shape's own (a substitute would be another kernel)."""
+    said = f"moe: {shape.kernel} kernels (the engine's)"
+    for system in [*_systems(device), *_others(device)]:
+        where = "" if SYSTEMS[system] == device else f"; moe: {SYSTEMS[system]}'s, scaled by the bound ratio"
+        for fw, exclude in ((framework, None), (None, framework)):
+            base = _pool(system, fw, exclude, shape)
+            if base is None:
+                continue
+            rows = base[base["dtype"] == shape.dtype]
+            if not len(rows):
+                continue
+            other = "" if fw else f"; moe: other frameworks' {shape.kernel} kernels"
+            for exact in (True, False):
+                # the device's own rows of the framework's kernel at the shape: measured
+                basis = [said + where + other] if where or other or not exact else []
+                got = _priced(device, SYSTEMS[system], shape, shape.dtype, rows, exact, basis)
+                if got is not None:
+                    return got
+    return None
+
+
 def _priced(
     device: str, measured_on: str, shape: MoEShape, dt: str, rows: Any, exact: bool, basis: list[str]
 ) -> MoECurve | None:
     """The curve of ``rows`` (measured on ``measured_on``) for ``shape``: its own rows
     (``exact``) or the nearest shape's, scaled by the bound ratio where the shape or the device
-    differs (module doc)."""
+    differs (module doc: a named kernel's ratio is of the padded shapes it computes on)."""
     target = MoEShape(shape.hidden, shape.inter, shape.topk, shape.experts, shape.ep, dt, shape.gated)
     measured = target
     if not exact:
@@ -357,8 +454,14 @@ def _priced(
         basis = [*basis, f"moe: {why}"]
     tokens, seconds = _curve(hit)
     if measured != target or measured_on != device:
-        # t(T) bound(target on device, T) / bound(measured shape on its device, T)
-        seconds = seconds * moe_bound_s(device, target, tokens) / moe_bound_s(measured_on, measured, tokens)
+        # t(T) bound(target on device, T) / bound(measured shape on its device, T), a named
+        # kernel's at the padded shapes it runs
+        num, den = target, measured
+        if shape.kernel:
+            pad = dataclasses.replace(target, kernel=shape.kernel, pad=shape.pad)
+            num = pad.padded()
+            den = dataclasses.replace(measured, kernel=shape.kernel, pad=shape.pad).padded()
+        seconds = seconds * moe_bound_s(device, num, tokens) / moe_bound_s(measured_on, den, tokens)
     if not (np.all(np.isfinite(seconds)) and np.all(seconds > 0)):
         return None
     return MoECurve(

@@ -232,6 +232,10 @@ class EngineConfig:
         takes out of its share before sizing the KV pool (bytes; vLLM's
         ``cudagraph_memory_estimate_applied`` over the layers: :mod:`graphs.serving.engines.vllm`;
         0: none).
+    kernel_weight_bytes : float
+        Weight bytes one device holds beyond the checkpoint's because of the kernels the engine
+        runs, taken out of the KV pool like the weights (a fused-MoE kernel's padded experts:
+        :func:`graphs.serving.engines.moe_kernels.padded_expert_bytes`; 0: none).
     enable_chunked_prefill : bool
         A prompt may be split over iterations.
     enable_prefix_caching : bool
@@ -274,6 +278,8 @@ class EngineConfig:
     non_torch_bytes: float = 0.0
     #: the CUDA graphs' estimated memory per decoder layer the engine's profile subtracts (bytes)
     cudagraph_bytes_per_layer: float = 0.0
+    #: weights the engine's kernels add to the checkpoint's on one device (padded MoE experts, bytes)
+    kernel_weight_bytes: float = 0.0
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
@@ -310,7 +316,12 @@ class EngineConfig:
             raise CostModelError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for name in ("driver_reserved_bytes", "non_torch_bytes", "cudagraph_bytes_per_layer"):
+        for name in (
+            "driver_reserved_bytes",
+            "non_torch_bytes",
+            "cudagraph_bytes_per_layer",
+            "kernel_weight_bytes",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
                 raise CostModelError(f"{name} must be a finite number of bytes >= 0, got {v!r}")

@@ -72,6 +72,7 @@ from .knobs import (
     check_new_token_ratio,
     install_overheads_lookup,
 )
+from .moe_kernels import MoEKernelRule, moe_kernel_for
 
 __all__ = [
     "EngineProfile",
@@ -235,6 +236,10 @@ class EngineProfile:
         in the decoder layers; its source is ``sources["cudagraph_memory"]``. None: none taken.
     overridden : tuple of str
         The defaults a user replaced (:meth:`with_overrides`), said with the profile.
+    moe_kernels : tuple of MoEKernelRule
+        The fused-MoE kernels the engine runs where they are not the corpus's fastest, each rule
+        sourced (:mod:`.moe_kernels`: vLLM 0.10-0.11's Marlin for MXFP4 experts on Hopper); the
+        predictor prices the experts with them (:meth:`moe_kernel`).
     """
 
     name: str
@@ -272,6 +277,7 @@ class EngineProfile:
     default_version: bool = True
     releases: tuple[str, ...] = ()
     overridden: tuple[str, ...] = ()
+    moe_kernels: tuple[MoEKernelRule, ...] = ()
     cpu_fit: str = "InferenceX's H200 runs (inferred), docs/overhead_fit.md"
 
     def __post_init__(self) -> None:
@@ -328,6 +334,12 @@ class EngineProfile:
             )
         if self.releases and not self.sources.get("releases"):
             raise CostModelError(f"engine {self.ref}: 'releases' has no source")
+        if not isinstance(self.moe_kernels, tuple) or not all(
+            isinstance(r, MoEKernelRule) for r in self.moe_kernels
+        ):
+            raise CostModelError(
+                f"engine {self.ref}: moe_kernels must be a tuple of MoEKernelRule, got {self.moe_kernels!r}"
+            )
 
     def cudagraph_bytes_per_layer(self) -> float:
         """The CUDA graphs' estimate per decoder layer (bytes) the ``device`` rule takes out of the
@@ -617,6 +629,7 @@ class EngineProfile:
         iteration_overhead_s: float = 0.0,
         num_blocks: int | None = None,
         tp: int = 1,
+        kernel_weight_bytes: float = 0.0,
     ) -> EngineConfig:
         """The simulator's :class:`~.knobs.EngineConfig` for this profile on one device.
 
@@ -640,6 +653,9 @@ class EngineProfile:
             Tensor-parallel degree: the ``device`` rule's :meth:`reserved_memory` at it travels
             in the config (``driver_reserved_bytes``, ``non_torch_bytes``), and the CUDA graphs'
             estimate per layer (``cudagraph_bytes_per_layer``: :meth:`cudagraph_bytes_per_layer`).
+        kernel_weight_bytes : float
+            Weight bytes the engine's kernels add on one device (padded MoE experts:
+            :func:`graphs.serving.sim.engine.moe_kernel_padding`), out of the pool like the weights.
 
         Returns
         -------
@@ -670,6 +686,10 @@ class EngineProfile:
         g = self.cudagraph_bytes_per_layer()
         if g:
             extra["cudagraph_bytes_per_layer"] = g
+        if kernel_weight_bytes:
+            extra["kernel_weight_bytes"] = kernel_weight_bytes
+            if pool is not None:
+                pool = replace(pool, weights_bytes=pool.weights_bytes + kernel_weight_bytes)
         if self.enable_prefix_caching if enable_prefix_caching is None else enable_prefix_caching:
             extra["enable_prefix_caching"] = True
         if iteration_overhead_s:
@@ -800,6 +820,31 @@ class EngineProfile:
         )
         return text + (f"; given: {', '.join(given)}" if given else "")
 
+    def moe_kernel(self, dtype: str, architecture: str) -> MoEKernelRule | None:
+        """The fused-MoE kernel this engine runs for experts of corpus ``dtype`` on a device of
+        ``architecture`` where it is not the corpus's fastest (:attr:`moe_kernels`), or None.
+
+        Parameters
+        ----------
+        dtype : str
+            The experts' corpus dtype (``w4a16_mxfp4`` ...).
+        architecture : str
+            The device's architecture (:attr:`costmodel.hardware.Hardware.architecture`).
+
+        Returns
+        -------
+        MoEKernelRule or None
+
+        Examples
+        --------
+        >>> from graphs.serving.engines import get_engine
+        >>> get_engine("vllm@0.11").moe_kernel("w4a16_mxfp4", "Hopper").kernel
+        'marlin'
+        >>> get_engine("vllm@0.12").moe_kernel("w4a16_mxfp4", "Hopper") is None
+        True
+        """
+        return moe_kernel_for(self.moe_kernels, dtype, architecture)
+
     def kernel_release_note(self, kernels: str | None) -> str | None:
         """What to say when the corpus's kernels that price this profile were measured on a later
         release of its framework than every one the profile describes (``vllm@0.10`` priced by
@@ -846,9 +891,9 @@ class EngineProfile:
         described = ", ".join(sorted({str(v) for v in mine}, key=Version))
         return (
             f"its kernels are priced from {self.framework} {kernels} measurements; {self.ref} describes "
-            f"{self.name} {described}, whose kernels the corpus does not measure and may be slower "
-            "(docs/serving_accuracy.md: held-out vLLM 0.10-0.11 runs of gpt-oss on H100 took about twice "
-            "as long as the corpus's vLLM 0.24.0 kernels for H100 price them)"
+            f"{self.name} {described}, whose kernels the corpus does not measure and may be slower; "
+            "where the release runs another kernel and a source says so, that kernel prices it "
+            "(moe_kernels: vLLM 0.10-0.11 ran gpt-oss's MXFP4 experts on Hopper with Marlin)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -873,6 +918,7 @@ class EngineProfile:
                 "ranks": self.dp_ranks,
             },
             "overridden": list(self.overridden),
+            "moe_kernels": [r.to_dict() for r in self.moe_kernels],
             "cpu_terms": dict(self.cpu_terms),
             "fitted": list(self.fitted),
             "sources": dict(self.sources),

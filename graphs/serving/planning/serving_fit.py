@@ -700,9 +700,11 @@ def simulate_with(
     predict: str | None = None,
     engine: EngineConfig | None = None,
     fp8_scales: str = "dynamic",
+    profile: Any = None,
 ) -> SimulateRun:
     """The ``simulate_run`` of :func:`fit_serving` for one model, device, tp and predictor (its
-    FP8 GEMMs with ``fp8_scales`` activation scales).
+    FP8 GEMMs with ``fp8_scales`` activation scales, its fused MoE with the kernels ``profile``
+    runs).
 
     Parameters
     ----------
@@ -718,6 +720,10 @@ def simulate_with(
         The engine's knobs (default vLLM V1's).
     fp8_scales : str
         ``"dynamic"`` or ``"static"`` FP8 activation scales.
+    profile : EngineProfile, optional
+        The engine profile whose fused-MoE kernels price the experts
+        (:meth:`~graphs.serving.pricing.predictor.Predictor.for_engine`); None: the framework's
+        default profile's.
 
     Returns
     -------
@@ -725,7 +731,9 @@ def simulate_with(
         ``simulate_run(requests, overheads, concurrency) -> SimResult``, picklable (the config,
         the device's spec and the predictor in it: a worker process runs it).
     """
-    return _SimulateWith(config, get_device(device), tp, Predictor.of(predict, fp8_scales=fp8_scales), engine)
+    pred = Predictor.of(predict, fp8_scales=fp8_scales)
+    pred = pred.for_engine(profile) if profile is not None else pred
+    return _SimulateWith(config, get_device(device), tp, pred, engine)
 
 
 @dataclass(frozen=True)

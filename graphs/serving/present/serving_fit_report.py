@@ -402,7 +402,7 @@ def run_serving_fit(
             )
     fit = fit_serving(
         runs,
-        simulate_with(config, dev, tp=tp, predict=predict, engine=eng, fp8_scales=scales),
+        simulate_with(config, dev, tp=tp, predict=predict, engine=eng, fp8_scales=scales, profile=profile),
         base=base,
         held_out=held,
         terms=request.terms,

@@ -100,6 +100,46 @@ def kernel_release_note(profile: Any, predict: str | None, device: str) -> str |
     return note
 
 
+def moe_kernel_note(profile: Any, config: Any, device: str, tp: int = 1, dp: int = 1) -> str | None:
+    """The note a run prints when its engine runs another fused-MoE kernel than the corpus's
+    fastest for the model's experts on ``device`` (:meth:`~graphs.serving.engines.EngineProfile.moe_kernel`):
+    which, why (the rule's first clause of source), and the weight bytes its padding adds to a
+    device (:func:`graphs.serving.sim.engine.moe_kernel_padding`), out of the KV pool; said for
+    the bound too, whose pool holds them. None where no rule applies.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The run's engine profile.
+    config : ModelConfig
+        The model.
+    device : str
+        The catalog device.
+    tp, dp : int
+        Tensor-parallel degree, and data-parallel ranks sharing the experts.
+
+    Returns
+    -------
+    str or None
+    """
+    from ..sim.engine import moe_kernel_padding
+
+    rule, padded = moe_kernel_padding(profile, config, device, tp=tp, dp=dp)
+    if rule is None:
+        return None
+    arch = get_device(device).architecture
+    text = (
+        f"engine {profile.ref} runs {rule.dtype} experts with {rule.kernel} kernels on {arch} "
+        f"({rule.source.split(';')[0]}): with --predict their measured rows price the experts"
+    )
+    if padded > 0:
+        text += (
+            f"; their weights padded to multiples of {rule.pad[0]} (hidden) and {rule.pad[1]} (expert width) "
+            f"hold {padded / 1e9:.2f} GB more a device, out of the KV pool"
+        )
+    return text
+
+
 def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
     """What priced the iterations: the request's kernels, what their seconds rest on and the share
     clamped to the bound."""
@@ -233,6 +273,11 @@ class SimulationReport:
         release_note = kernel_release_note(self.profile, self.request.predict, self.result.device)
         if release_note:
             doc["engine"]["kernel_release_note"] = release_note
+        moe_note = moe_kernel_note(
+            self.profile, self.config, self.result.device, self.topology.tp, self.topology.dp
+        )
+        if moe_note:
+            doc["engine"]["moe_kernel_note"] = moe_note
         if self.interval is not None:
             doc.update({k: v for k, v in self.interval.to_dict().items() if k not in ("point", "quantiles")})
         if self.comparison is not None:
@@ -308,6 +353,9 @@ class SimulationReport:
         release_note = kernel_release_note(profile, req.predict, res.device)
         if release_note:
             out.append(f"  note: {release_note}")
+        moe_note = moe_kernel_note(profile, self.config, res.device, topo.tp, topo.dp)
+        if moe_note:
+            out.append(f"  note: {moe_note}")
         if self.stagger_s is not None:
             out.append(
                 f"  closed loop: the clients' first sends drawn uniformly over {self.stagger_s:.3f} s (--seed {req.seed})"
@@ -461,6 +509,11 @@ class MaxRateReport:
         )
         if release_note:  # as a single run's engine says it (every probe runs the same engine)
             doc["engine"]["kernel_release_note"] = release_note
+        moe_note = moe_kernel_note(
+            self.profile, self.config, self.request.device, self.topology.tp, self.topology.dp
+        )
+        if moe_note:
+            doc["engine"]["moe_kernel_note"] = moe_note
         return doc
 
     @property
@@ -496,6 +549,9 @@ class MaxRateReport:
         release_note = kernel_release_note(self.profile, req.predict, get_device(req.device).name)
         if release_note:
             out.append(f"  note: {release_note}")
+        moe_note = moe_kernel_note(self.profile, self.config, req.device, self.topology.tp, self.topology.dp)
+        if moe_note:
+            out.append(f"  note: {moe_note}")
         if self.fit is not None:
             out.append(predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device))
         if m.at_rate is not None and m.at_rate.coverage is not None:
@@ -774,6 +830,7 @@ def run_simulation(
         )
     if predictor is None:
         predictor = Predictor.of(request.predict)
+    predictor = predictor.for_engine(request.engine)  # the MoE kernels the engine runs
     if rates is None:
         rates = device_rates(request.device)
     if check_context is None:

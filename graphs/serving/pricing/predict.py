@@ -280,6 +280,56 @@ def _moe_row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]]
     return "moe", {**row, "dtype": key, "ep": ep, "distribution": dist}
 
 
+def moe_dtype_key(act: str, weights: str) -> str | None:
+    """The corpus's fused-MoE ``moe_dtype`` of experts with ``act`` activations and ``weights``
+    weights (catalog dtype names: ``bf16`` x ``mxfp4`` -> ``w4a16_mxfp4``), or None where the
+    corpus measures no such kernel.
+
+    Parameters
+    ----------
+    act, weights : str
+        The activations' and the expert weights' dtypes.
+
+    Returns
+    -------
+    str or None
+    """
+    return _MOE_DTYPE.get((get_dtype(act).name, get_dtype(weights).name))
+
+
+def moe_kernel_key(key: str, hw: Hardware, rules: tuple[Any, ...]) -> str:
+    """The fused-MoE shape ``key`` (:attr:`costmodel.measured.moe.MoEShape.key`) with the kernel
+    an engine runs for its dtype on ``hw``'s architecture (the first of ``rules``, an engine
+    profile's :attr:`~graphs.serving.engines.EngineProfile.moe_kernels`, that applies), or ``key``
+    when none does (the corpus's fastest prices it).
+
+    Parameters
+    ----------
+    key : str
+        The shape's key.
+    hw : Hardware
+        The device.
+    rules : tuple of MoEKernelRule
+        The engine's rules.
+
+    Returns
+    -------
+    str
+    """
+    if not rules:
+        return key
+    # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
+    from costmodel.measured.moe import MoEShape
+
+    from ..engines.moe_kernels import moe_kernel_for
+
+    shape = MoEShape.from_key(key)
+    rule = moe_kernel_for(rules, shape.dtype, hw.architecture)
+    if rule is None:
+        return key
+    return dataclasses.replace(shape, kernel=rule.kernel, pad=rule.pad).key
+
+
 def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
     """Why a node has no measured kernel (the bound prices it)."""
     fam = _family(d)
@@ -883,6 +933,7 @@ def predict_step(
     fp8_scales: str = "dynamic",
     fuse_projections: bool = True,
     small_kernels: bool = True,
+    moe_kernels: tuple[Any, ...] | None = None,
 ) -> Prediction:
     """Bound, calibrated prediction and (optionally) measured composition of one step
     (``fp8_scales``: how FP8 activations are scaled, :func:`price_rows`; ``fuse_projections``:
@@ -917,6 +968,9 @@ def predict_step(
         Price sibling projections as one GEMM.
     small_kernels : bool
         Floor each small unmeasured engine kernel at the device's shortest measured kernel.
+    moe_kernels : tuple of MoEKernelRule, optional
+        The fused-MoE kernels the engine runs (:func:`moe_kernel_key`); None: those of the
+        framework's default engine profile.
 
     Returns
     -------
@@ -1018,8 +1072,9 @@ def predict_step(
     own_device = False
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {UNMEASURED: {"bound_s": other_bound}}
+    rules = get_engine(framework).moe_kernels if moe_kernels is None else moe_kernels
     for (fam, key), items in by_key.items():
-        src = kernel_source(hw.name, framework, fam, key)
+        src = kernel_source(hw.name, framework, fam, moe_kernel_key(key, hw, rules) if fam == "moe" else key)
         priced, fits, source, basis = src.key, src.fits, src.source, src.basis
         own_device |= src.own_device
         if not fits:  # nothing measured for this dtype: the bounds stand

@@ -62,6 +62,8 @@ from costmodel.symbols import ctx as ctx_sym
 from costmodel.symbols import dim
 from models.config import ModelConfig
 
+from ..engines import get_engine
+from ..engines.moe_kernels import MoEKernelRule
 from ..step.compiled import compiled_step
 from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr, split_bodies, time_from_contexts
 from ..step.workload import Workload, as_workload
@@ -72,6 +74,7 @@ from .predict import (
     expert_groups,
     fused_row,
     kernel_row,
+    moe_kernel_key,
     price_rows,
     projection_groups,
     small_kernel_basis,
@@ -136,6 +139,10 @@ class Predictor:
     fuse_projections: bool = True
     #: each engine kernel of the small unmeasured ops at least the device's shortest measured kernel
     small_kernels: bool = True
+    #: the fused-MoE kernels the engine runs where they are not the corpus's fastest (an engine
+    #: profile's :attr:`~graphs.serving.engines.EngineProfile.moe_kernels`; None: the framework's
+    #: default profile's, set so here; :meth:`for_engine`)
+    moe_kernels: tuple[Any, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -154,11 +161,22 @@ class Predictor:
                 raise CostModelError("the bound predictor has no error quantile (it is a lower bound)")
             if self.fp8_scales != "dynamic":
                 raise CostModelError("the bound predictor prices no measured kernel: fp8_scales is theirs")
+            if self.moe_kernels:
+                raise CostModelError("the bound predictor prices no measured kernel: moe_kernels are theirs")
+            object.__setattr__(self, "moe_kernels", ())  # one bound predictor, whatever was given
             return
         fws = _frameworks()
         if self.framework not in fws:
             raise CostModelError(
                 f"predictor framework {self.framework!r} not allowed; allowed: {', '.join(fws)}"
+            )
+        if self.moe_kernels is None:  # the framework's default engine's (one predictor, one key)
+            object.__setattr__(self, "moe_kernels", get_engine(self.framework).moe_kernels)
+        elif not isinstance(self.moe_kernels, tuple) or not all(
+            isinstance(r, MoEKernelRule) for r in self.moe_kernels
+        ):
+            raise CostModelError(
+                f"predictor moe_kernels must be a tuple of MoEKernelRule, got {self.moe_kernels!r}"
             )
 
     @classmethod
@@ -206,6 +224,33 @@ class Predictor:
         return cls(
             "grey-box" if grey_box else "calibrated", framework, quantile=quantile, fp8_scales=fp8_scales
         )
+
+    def for_engine(self, profile: Any) -> Predictor:
+        """This predictor with the fused-MoE kernels ``profile`` runs (its
+        :attr:`~graphs.serving.engines.EngineProfile.moe_kernels`: vLLM 0.11's Marlin for MXFP4
+        experts on Hopper); the bound: itself (it prices no measured kernel).
+
+        Parameters
+        ----------
+        profile : EngineProfile
+            The engine the steps run on.
+
+        Returns
+        -------
+        Predictor
+
+        Examples
+        --------
+        >>> from graphs.serving.engines import get_engine
+        >>> p = Predictor.of("vllm").for_engine(get_engine("vllm@0.11"))
+        >>> [r.architectures for r in p.moe_kernels]
+        [('Hopper',), ('Ampere', 'Ada Lovelace')]
+        >>> Predictor().for_engine(get_engine("vllm@0.11")).moe_kernels
+        ()
+        """
+        if self.is_bound:
+            return self
+        return dataclasses.replace(self, moe_kernels=tuple(profile.moe_kernels))
 
     def at(self, quantile: float | None) -> Predictor:
         """This predictor at another held-out error quantile (None: the point prediction).
@@ -480,8 +525,11 @@ def _tabulate_point(
             groups.setdefault((fam, dtype_key(fam, row)), []).append(
                 (list(zip(members, shares, strict=True)), pi, row, rep)
             )
+    rules = pred.moe_kernels or ()
     for (fam, key), items in groups.items():
-        src = kernel_source(hw.name, pred.framework, fam, key)
+        src = kernel_source(
+            hw.name, pred.framework, fam, moe_kernel_key(key, hw, rules) if fam == "moe" else key
+        )
         if not src.fits:
             for targets, *_ in items:
                 for ni, _ in targets:

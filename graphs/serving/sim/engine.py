@@ -127,6 +127,7 @@ __all__ = [
     "pool_memory",
     "pool_memory_note",
     "profile_engine",
+    "moe_kernel_padding",
 ]
 
 #: SGLang's clip of a request's remaining output in its admission estimate (tokens;
@@ -144,7 +145,8 @@ _Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | No
 def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int | None = None) -> int:
     """KV-cache blocks on one device: ``floor((u (C - d) - W - a N - R - G) / (block_size k))``
     with ``u`` the memory utilisation, ``C`` the capacity, ``d`` what the driver's total exceeds
-    CUDA's ``mem_get_info`` total by, ``W`` the weights, ``a`` live activation bytes per token at
+    CUDA's ``mem_get_info`` total by, ``W`` the weights (and what the engine's kernels pad them
+    by, ``cfg.kernel_weight_bytes``), ``a`` live activation bytes per token at
     the full token budget ``N``, ``R`` the memory the engine's profile counts outside PyTorch,
     ``G = L g`` its CUDA graphs' estimate (``g`` per decoder layer, ``L`` layers) and ``k`` KV
     bytes per token (vLLM profiles the same way: weights, a peak-activation forward pass, the
@@ -176,7 +178,7 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int
     CostModelError
         When no block fits, or ``g`` > 0 and no layer count is known.
     """
-    w = as_float(ledger.weights_bytes)
+    w = as_float(ledger.weights_bytes) + cfg.kernel_weight_bytes  # padded by its kernels
     a = as_float(ledger.activation_bytes_per_token)
     k = as_float(ledger.kv_bytes_per_token)
     total = capacity_bytes - cfg.driver_reserved_bytes
@@ -349,10 +351,12 @@ def profile_engine(
     """
     from costmodel.hardware import get_device  # the catalog only when a profile meets a device
 
-    profile = profile.for_device(get_device(device), tp, dp).for_data_parallel(dp)
+    hw = get_device(device)
+    profile = profile.for_device(hw, tp, dp).for_data_parallel(dp)
     pool = (
         kv_pool(config, device, tp, dp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
     )
+    _, padded = moe_kernel_padding(profile, config, hw, tp=tp, dp=dp)
     return profile.engine_config(
         pool,
         request_tokens=request_tokens,
@@ -361,7 +365,63 @@ def profile_engine(
         iteration_overhead_s=iteration_overhead_s,
         num_blocks=num_blocks,
         tp=tp,
+        kernel_weight_bytes=padded,
     )
+
+
+def moe_kernel_padding(profile: EngineProfile, config: Any, device: Any, *, tp: int = 1, dp: int = 1) -> tuple[Any, float]:
+    """The fused-MoE kernel ``profile`` runs for ``config``'s routed experts on ``device``
+    (:meth:`~graphs.serving.engines.EngineProfile.moe_kernel`: vLLM 0.11's Marlin for MXFP4
+    experts on Hopper) and the bytes its padded weights add on one device
+    (:func:`graphs.serving.engines.moe_kernels.padded_expert_bytes`): each device holds every
+    expert at ``I / tp`` wide, or with ``dp > 1`` (the experts over the ``dp x tp`` group) ``E /
+    (dp tp)`` experts at the full ``I``. ``(None, 0.0)`` for a dense model or where no rule applies.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The engine.
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    tp, dp : int
+        Tensor-parallel degree, and data-parallel ranks sharing the experts.
+
+    Returns
+    -------
+    tuple of (MoEKernelRule or None, float)
+        The rule, and the bytes (0.0 without one).
+    """
+    from costmodel.dtypes import get_dtype
+    from costmodel.hardware import get_device
+
+    from ..engines.moe_kernels import padded_expert_bytes
+    from ..pricing.predict import moe_dtype_key
+    from ..step.workload import as_workload
+
+    cfg = as_workload(config).config
+    moe = cfg.moe
+    if moe is None or not profile.moe_kernels:
+        return None, 0.0
+    key = moe_dtype_key(cfg.matmul_dtype or cfg.activation_dtype, cfg.expert_weight_dtype)
+    rule = profile.moe_kernel(key, get_device(device).architecture) if key is not None else None
+    if rule is None:
+        return None, 0.0
+    inter, experts = int(moe.moe_intermediate_size), int(moe.num_experts)
+    split = dict(inter_rank=inter, experts_rank=max(1, experts // (dp * tp))) if dp > 1 else dict(
+        inter_rank=max(1, inter // tp), experts_rank=experts
+    )
+    padded = padded_expert_bytes(
+        rule,
+        hidden=int(cfg.hidden_size),
+        moe_layers=int(cfg.n_moe_layers),
+        weight_bits=float(get_dtype(cfg.expert_weight_dtype).bits),
+        gated=cfg.mlp in ("swiglu", "geglu"),
+        bias_bytes=float(get_dtype(cfg.dtype).bytes) if cfg.mlp_bias else 0.0,
+        **split,
+    )
+    return rule, padded
 
 
 @dataclass(eq=False, slots=True)  # slots: the scheduler reads its fields ~10^8 times a long run

@@ -273,6 +273,7 @@ def served_step(
     if predictor.is_bound or predictor.framework is None:
         raise CostModelError("a served step needs a framework's measured kernels (--predict), not the bound")
     profile = get_engine(engine or predictor.framework)
+    predictor = predictor.for_engine(profile)  # the MoE kernels the engine runs
     ref = profile.ref
     w = as_workload(config)
     hw = get_device(device)

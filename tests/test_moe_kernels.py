@@ -1,0 +1,252 @@
+"""The fused-MoE kernel an engine runs where it is not the corpus's fastest
+(graphs/serving/engines/moe_kernels.py): vLLM 0.10-0.11 ran gpt-oss's MXFP4 experts on Hopper
+with Marlin (no ``triton_kernels`` in the wheel), every vLLM release does on Ampere and Ada.
+The rules, the padded weights they hold (pinned to the tensor shapes of vLLM's
+``Mxfp4MoEMethod.create_weights``), the curve of the named kernel (pinned to the parquet rows),
+and what a run prices and says."""
+
+import json
+
+import pytest
+
+from costmodel.errors import CostModelError
+from costmodel.measured.moe import MoEShape
+from graphs.serving.engines import get_engine
+from graphs.serving.engines.moe_kernels import (
+    VLLM_MXFP4_MARLIN_HOPPER,
+    VLLM_MXFP4_MARLIN_PRE_HOPPER,
+    MoEKernelRule,
+    padded_expert_bytes,
+)
+from graphs.serving.pricing.predictor import Predictor
+
+MARLIN = dict(dtype="w4a16_mxfp4", kernel="marlin", pad=(256, 128))
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _create_weights_bytes(hidden: int, inter: int, experts: int, marlin: bool) -> int:
+    """The bytes of one MoE layer's expert tensors as vLLM's ``Mxfp4MoEMethod.create_weights``
+    (``vllm/model_executor/layers/quantization/mxfp4.py``) allocates them: uint8 weights packing
+    two FP4 values, one uint8 E8M0 scale per 32 values, bf16 biases; Marlin pads the hidden size
+    to 256 and the rank's expert width to 128 first."""
+    if marlin:
+        hidden, inter = _round_up(hidden, 256), _round_up(inter, 128)
+    w13 = experts * 2 * inter * hidden // 2
+    w13_scale = experts * 2 * inter * hidden // 32
+    w13_bias = experts * 2 * inter * 2
+    w2 = experts * hidden * inter // 2
+    w2_scale = experts * hidden * inter // 32
+    w2_bias = experts * hidden * 2
+    return w13 + w13_scale + w13_bias + w2 + w2_scale + w2_bias
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_padded_bytes_are_vllm_create_weights_tensors(tp):
+    """gpt-oss-120b (config.json: hidden 2,880, intermediate 2,880, 128 experts, 36 layers)."""
+    want = 36 * (
+        _create_weights_bytes(2880, 2880 // tp, 128, True)
+        - _create_weights_bytes(2880, 2880 // tp, 128, False)
+    )
+    got = padded_expert_bytes(
+        VLLM_MXFP4_MARLIN_HOPPER,
+        hidden=2880,
+        inter_rank=2880 // tp,
+        experts_rank=128,
+        moe_layers=36,
+        weight_bits=4.25,
+        bias_bytes=2,
+    )
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_rules_follow_the_releases():
+    """Marlin on Hopper for vLLM 0.10 and 0.11 only; on Ampere and Ada for every V1 release that
+    runs MXFP4; no rule for vLLM 0.6 (no MXFP4), SGLang or TensorRT-LLM."""
+    hopper = {p: get_engine(p).moe_kernel("w4a16_mxfp4", "Hopper") for p in ("vllm@0.10", "vllm@0.11")}
+    assert all(r is not None and r.kernel == "marlin" for r in hopper.values())
+    for ref in ("vllm@0.12", "vllm@0.20", "vllm@1"):
+        assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Hopper") is None
+        assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Ampere") is VLLM_MXFP4_MARLIN_PRE_HOPPER
+        assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Blackwell") is None
+    for ref in ("vllm@0.6", "sglang", "trtllm"):
+        assert get_engine(ref).moe_kernels == ()
+    assert get_engine("vllm@0.11").moe_kernel("bfloat16", "Hopper") is None  # MXFP4 experts only
+    doc = get_engine("vllm@0.11").to_dict()["moe_kernels"]
+    assert [d["architectures"] for d in doc] == [["Hopper"], ["Ampere", "Ada Lovelace"]]
+    assert "has_triton_kernels" in doc[0]["source"]
+
+
+def test_rule_and_shape_refuse_bad_values():
+    with pytest.raises(CostModelError, match="source"):
+        MoEKernelRule("w4a16_mxfp4", ("Hopper",), "marlin", (256, 128), " ")
+    with pytest.raises(CostModelError, match="pad"):
+        MoEKernelRule("w4a16_mxfp4", ("Hopper",), "marlin", (0, 128), "a source")
+    with pytest.raises(CostModelError, match="corpus words"):
+        MoEKernelRule("w4a16_mxfp4", ("Hopper",), "Marlin Kernel", (256, 128), "a source")
+    with pytest.raises(CostModelError, match="give the kernel"):
+        MoEShape(2880, 2880, 4, 128, dtype="w4a16_mxfp4", pad=(256, 128))
+    s = MoEShape(2880, 1440, 4, 128, **MARLIN)
+    assert MoEShape.from_key(s.key) == s
+    assert MoEShape.from_key(MoEShape(2880, 1440, 4, 128).key).kernel == ""  # the plain key unchanged
+    with pytest.raises(CostModelError, match="malformed kernel"):
+        MoEShape.from_key(s.key.replace("pad=256x128", "pad=256"))
+    assert (s.padded().hidden, s.padded().inter, s.padded().kernel) == (3072, 1536, "")
+
+
+def test_predictor_carries_the_engines_kernels():
+    default = Predictor.of("vllm")
+    assert default.moe_kernels == get_engine("vllm").moe_kernels  # the framework's default engine's
+    assert default == Predictor.of("vllm").for_engine(get_engine("vllm@1"))
+    old = default.for_engine(get_engine("vllm@0.11"))
+    assert old != default and old.moe_kernels[0] is VLLM_MXFP4_MARLIN_HOPPER
+    assert Predictor().for_engine(get_engine("vllm@0.11")).moe_kernels == ()  # the bound prices none
+    with pytest.raises(CostModelError, match="moe_kernels"):
+        Predictor("grey-box", "vllm", moe_kernels=("marlin",))
+    with pytest.raises(CostModelError, match="moe_kernels"):
+        Predictor(moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER,))
+
+
+# ------------------------------------------------------------------ on the measured corpus
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import pandas as pd
+
+    from costmodel.measured.corpus import _table_paths
+
+    def rows(system: str) -> "pd.DataFrame":
+        (path,) = [p for fw, _, p in _table_paths(system, "moe") if fw == "vllm"]
+        return pd.read_parquet(path)
+
+    return rows
+
+
+def test_named_kernel_on_its_own_device_is_its_parquet_rows(corpus):
+    """On an L40S the corpus times vLLM's Marlin MXFP4 kernel at gpt-oss-120b's shape: the curve
+    is those rows (the fastest per token count), measured, not a neighbour."""
+    from costmodel.measured.moe import moe_curve
+
+    df = corpus("l40s")
+    sel = (
+        df["kernel_source"].str.contains("marlin")
+        & (df["moe_dtype"] == "w4a16_mxfp4")
+        & (df["hidden_size"] == 2880)
+        & (df["inter_size"] / df["moe_tp_size"] == 2880)
+        & (df["topk"] == 4)
+        & (df["num_experts"] == 128)
+        & (df["moe_ep_size"] == 1)
+        & (df["distribution"] == "balanced")
+    )
+    want = (df[sel].groupby("num_tokens")["latency"].min() * 1e-3).to_dict()
+    assert len(want) > 10
+    c = moe_curve("l40s", "vllm", MoEShape(2880, 2880, 4, 128, **MARLIN))
+    assert c.source == "measured" and c.own_device
+    for t, s in want.items():
+        assert float(c.at(t)) == pytest.approx(s, rel=1e-12)
+
+
+def test_hopper_marlin_is_the_devices_own_kernel_at_the_nearest_shape(corpus):
+    """On an H100 the corpus times Marlin for MXFP4 only at another shape (h 3,584, I/tp 3,072,
+    top-16 of 896): the curve is those rows scaled by the bound ratio of the padded shapes,
+    before any other device's rows of the exact shape; not the Triton kernel's (about 3x slower
+    at 8,192 tokens, a little faster at 16)."""
+    from costmodel.measured.moe import moe_bound_s, moe_curve
+
+    df = corpus("h100_sxm")
+    sel = (
+        df["kernel_source"].str.contains("marlin")
+        & (df["moe_dtype"] == "w4a16_mxfp4")
+        & (df["hidden_size"] == 3584)
+        & (df["inter_size"] / df["moe_tp_size"] == 3072)
+        & (df["num_experts"] == 896)
+        & (df["moe_ep_size"] == 1)
+        & (df["distribution"] == "balanced")
+    )
+    meas = df[sel].groupby("num_tokens")["latency"].min() * 1e-3
+    shape = MoEShape(2880, 2880, 4, 128, **MARLIN)
+    c = moe_curve("h100-sxm", "vllm", shape)
+    assert c.own_device and c.source == "neighbour"
+    assert "marlin kernels (the engine's)" in c.basis and "h 3584, I/tp 3072, top-16 of 896" in c.basis
+    t = 8192.0
+    target = MoEShape(3072, 2944, 4, 128, dtype="w4a16_mxfp4")  # 2,880 padded to 256 and 128
+    measured = MoEShape(3584, 3072, 16, 896, dtype="w4a16_mxfp4")  # already whole multiples
+    want = meas[t] * moe_bound_s("h100-sxm", target, [t])[0] / moe_bound_s("h100-sxm", measured, [t])[0]
+    assert float(c.at(t)) == pytest.approx(want, rel=1e-9)
+    triton = moe_curve("h100-sxm", "vllm", MoEShape(2880, 2880, 4, 128, dtype="w4a16_mxfp4"))
+    assert float(c.at(8192)) > 2.5 * float(triton.at(8192))
+    assert float(c.at(16)) < float(triton.at(16))
+
+
+def test_a_kernel_the_corpus_lacks_says_so(corpus):
+    from costmodel.measured.moe import moe_curve
+
+    c = moe_curve(
+        "h100-sxm", "vllm", MoEShape(4096, 7168, 2, 8, dtype="bfloat16", kernel="marlin", pad=(256, 128))
+    )
+    plain = moe_curve("h100-sxm", "vllm", MoEShape(4096, 7168, 2, 8))
+    assert c.source == "neighbour" and c.basis.startswith("moe: no marlin bfloat16 kernels measured")
+    assert float(c.at(512)) == float(plain.at(512))
+
+
+def test_engine_prices_and_says_its_kernel(corpus):
+    """A vllm@0.11 run of gpt-oss-120b on an H100 prices the experts with Marlin and holds its
+    padded weights out of the KV pool; vllm@0.12 runs the Triton kernel: neither."""
+    from graphs.serving.pricing.predict import predict_step
+    from graphs.serving.sim.engine import profile_engine
+
+    old, new = get_engine("vllm@0.11"), get_engine("vllm@0.12")
+    slow = predict_step("gpt-oss-120b", "h100", "prefill", batch=1, seq=4096, moe_kernels=old.moe_kernels)
+    fast = predict_step("gpt-oss-120b", "h100", "prefill", batch=1, seq=4096, moe_kernels=new.moe_kernels)
+    assert slow.corrected_s > 1.5 * fast.corrected_s
+    bases = {n["basis"] for n in slow.nodes.values() if "marlin" in n["basis"]}
+    assert bases and not any("marlin" in n["basis"] for n in fast.nodes.values())
+    want = padded_expert_bytes(
+        VLLM_MXFP4_MARLIN_HOPPER,
+        hidden=2880,
+        inter_rank=2880,
+        experts_rank=128,
+        moe_layers=36,
+        weight_bits=4.25,
+        bias_bytes=2,
+    )
+    assert profile_engine(old, "gpt-oss-120b", "h100").kernel_weight_bytes == pytest.approx(want)
+    assert profile_engine(new, "gpt-oss-120b", "h100").kernel_weight_bytes == 0.0
+    assert profile_engine(old, "llama-3.1-8b", "h100").kernel_weight_bytes == 0.0  # dense: no experts
+
+
+def test_kv_pool_gives_up_the_padded_weights():
+    """The simulator's pool (vLLM's rule): the padded bytes come out of it as weights do."""
+    from costmodel.hardware import get_device
+    from graphs.serving.sim.engine import kv_blocks, pool_memory, profile_engine
+    from graphs.serving.step.ledger_fit import build_ledger
+    from graphs.serving.step.workload import as_workload
+
+    hw = get_device("h100")
+    led = build_ledger(as_workload("gpt-oss-120b"), "decode", 1, 1, None, None)
+    cfg = profile_engine(get_engine("vllm@0.11"), "gpt-oss-120b", hw)
+    plain = profile_engine(get_engine("vllm@0.12"), "gpt-oss-120b", hw)
+    k = float(led.kv_bytes_per_token) * cfg.block_size
+    fewer = kv_blocks(led, pool_memory(hw), plain) - kv_blocks(led, pool_memory(hw), cfg)
+    assert abs(fewer - cfg.kernel_weight_bytes / k) <= 1
+
+
+def test_simulate_says_the_kernel_once(capsys, corpus):
+    from graphs.cli.main import main
+
+    argv = [
+        "simulate", "gpt-oss-20b", "--device", "h100", "--engine", "vllm@0.11", "--predict", "vllm",
+        "--requests", "8", "--prompt", "fixed:256", "--output", "fixed:8", "--rate", "4",
+    ]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    note = json.loads(capsys.readouterr().out)["engine"]["moe_kernel_note"]
+    assert "marlin kernels on Hopper" in note and "get_mxfp4_backend" in note and "GB more a device" in note
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.count("marlin kernels on Hopper") == 1  # once, as a note
+    assert "moe: marlin kernels (the engine's)" in text  # and what the experts' seconds rest on
