@@ -168,6 +168,8 @@ def test_reported_memory_and_the_note_when_unsourced():
     assert pool_memory("h100-sxm") == 81_559 * 2**20
     assert pool_memory_note("h100-sxm") == ""
     assert pool_memory("h200-sxm") == 143_771 * 2**20
-    note = pool_memory_note("a100-sxm-80gb")  # no sourced nvidia-smi figure in the catalog
+    # nvidia-smi on an A100 SXM 80GB: 81,920 MiB (github.com/allenai/PeerRead/issues/40)
+    assert pool_memory("a100-sxm-80gb") == 81_920 * 2**20
+    note = pool_memory_note("a100-pcie-80gb")  # no sourced nvidia-smi figure in the catalog
     assert "NOT SOURCED" in note and "80 GB" in note
-    assert pool_memory("a100-sxm-80gb") == 80e9
+    assert pool_memory("a100-pcie-80gb") == 80e9

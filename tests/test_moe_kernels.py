@@ -70,12 +70,15 @@ def test_rules_follow_the_releases():
     for ref in ("vllm@0.12", "vllm@0.20", "vllm@1"):
         assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Hopper") is None
         assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Ampere") is VLLM_MXFP4_MARLIN_PRE_HOPPER
-        assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Blackwell") is None
+        assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Blackwell", "b200") is None  # SM 10.0: FlashInfer
+        # SM 12.x cards share the catalog's "Blackwell" but run Marlin (vllm PR 37751): named by device
+        assert get_engine(ref).moe_kernel("w4a16_mxfp4", "Blackwell", "rtx-5090").kernel == "marlin"
     for ref in ("vllm@0.6", "sglang", "trtllm"):
         assert get_engine(ref).moe_kernels == ()
     assert get_engine("vllm@0.11").moe_kernel("bfloat16", "Hopper") is None  # MXFP4 experts only
     doc = get_engine("vllm@0.11").to_dict()["moe_kernels"]
-    assert [d["architectures"] for d in doc] == [["Hopper"], ["Ampere", "Ada Lovelace"]]
+    assert [d["architectures"] for d in doc] == [["Hopper"], ["Ampere", "Ada Lovelace"], []]
+    assert doc[2]["devices"] == ["rtx-5090", "rtx-pro-6000"]
     assert "has_triton_kernels" in doc[0]["source"]
 
 
@@ -86,7 +89,14 @@ def test_rule_and_shape_refuse_bad_values():
         MoEKernelRule("w4a16_mxfp4", ("Hopper",), "marlin", (0, 128), "a source")
     with pytest.raises(CostModelError, match="corpus words"):
         MoEKernelRule("w4a16_mxfp4", ("Hopper",), "Marlin Kernel", (256, 128), "a source")
-    with pytest.raises(CostModelError, match="give the kernel"):
+    with pytest.raises(CostModelError, match="tuple of names"):
+        MoEKernelRule("w4a16_mxfp4", "Hopper", "marlin", (256, 128), "a source")  # type: ignore[arg-type]
+    with pytest.raises(CostModelError, match="tuple of two"):
+        MoEKernelRule("w4a16_mxfp4", ("Hopper",), "marlin", [256, 128], "a source")  # type: ignore[arg-type]
+    with pytest.raises(CostModelError, match="architectures or devices"):
+        MoEKernelRule("w4a16_mxfp4", (), "marlin", (256, 128), "a source")
+    assert not VLLM_MXFP4_MARLIN_HOPPER.applies("w4a16_mxfp4", "", "")  # nothing given: no rule
+    with pytest.raises(CostModelError, match="without a kernel"):
         MoEShape(2880, 2880, 4, 128, dtype="w4a16_mxfp4", pad=(256, 128))
     s = MoEShape(2880, 1440, 4, 128, **MARLIN)
     assert MoEShape.from_key(s.key) == s
@@ -250,3 +260,72 @@ def test_simulate_says_the_kernel_once(capsys, corpus):
     text = capsys.readouterr().out
     assert text.count("marlin kernels on Hopper") == 1  # once, as a note
     assert "moe: marlin kernels (the engine's)" in text  # and what the experts' seconds rest on
+
+
+def test_release_note_names_only_the_profiles_own_rules():
+    old = get_engine("vllm@0.11").kernel_release_note("0.24.0")
+    assert "marlin for w4a16_mxfp4 experts on Hopper" in old
+    assert "marlin" not in get_engine("sglang@0.5.1").kernel_release_note("0.5.14")  # SGLang has none
+
+
+@pytest.mark.parametrize(
+    ("tp", "dp", "ep", "experts", "inter"),
+    [
+        (1, 1, False, 128, 2880),
+        (2, 1, False, 128, 1440),  # every expert split by width over the tp group
+        (1, 2, False, 128, 1440),  # ... over the dp x tp group without EP (as ExpertStage prices it)
+        (2, 1, True, 64, 2880),  # EP inside TP: whole experts, half of them a device
+        (2, 2, True, 32, 2880),
+        (1, 3, True, 43, 2880),  # the busiest device holds ceil(128 / 3)
+    ],
+)
+def test_padding_follows_the_expert_split(tp, dp, ep, experts, inter):
+    from graphs.serving.sim.engine import moe_kernel_padding
+
+    rule, got = moe_kernel_padding(
+        get_engine("vllm@0.11"), "gpt-oss-120b", "h100", tp=tp, dp=dp, expert_parallel=ep
+    )
+    want = 36 * (
+        _create_weights_bytes(2880, inter, experts, True) - _create_weights_bytes(2880, inter, experts, False)
+    )
+    assert rule is VLLM_MXFP4_MARLIN_HOPPER and got == pytest.approx(want, rel=1e-12)
+
+
+def test_a_fit_applies_only_to_the_kernel_it_priced():
+    from graphs.serving.engines import EngineOverheads
+    from graphs.serving.planning.serving_fit import ServingFit, check_fit_kernel
+
+    def fit(kernel):
+        return ServingFit("gpt-oss-120b", "h100-sxm", 1, "vllm", EngineOverheads(), {}, moe_kernel=kernel)
+
+    check_fit_kernel(fit("marlin"), get_engine("vllm@0.11"), "gpt-oss-120b", "h100")
+    check_fit_kernel(fit(None), get_engine("vllm@0.12"), "gpt-oss-120b", "h100")
+    with pytest.raises(
+        CostModelError, match=r"the corpus.s fastest MoE kernel, but engine vllm@0\.11 runs the marlin"
+    ):
+        check_fit_kernel(fit(None), get_engine("vllm@0.11"), "gpt-oss-120b", "h100")
+    with pytest.raises(CostModelError, match="refit under this engine"):
+        check_fit_kernel(fit("marlin"), get_engine("vllm@0.12"), "gpt-oss-120b", "h100")
+    bound = ServingFit("gpt-oss-120b", "h100-sxm", 1, None, EngineOverheads(), {})
+    check_fit_kernel(bound, get_engine("vllm@0.11"), "gpt-oss-120b", "h100")  # the bound prices none
+    check_fit_kernel(fit(None), get_engine("vllm@0.11"), "llama-3.1-8b", "h100")  # no experts: no kernel
+
+
+def test_fit_files_record_the_kernel(tmp_path):
+    from graphs.serving.engines import EngineOverheads
+    from graphs.serving.planning.serving_fit import ServingFit, read_fit, write_fit
+
+    path = tmp_path / "fit.json"
+    write_fit(
+        ServingFit("gpt-oss-120b", "h100-sxm", 1, "vllm", EngineOverheads(), {}, moe_kernel="marlin"),
+        str(path),
+    )
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 4 and doc["moe_kernel"] == "marlin"
+    assert read_fit(str(path)).moe_kernel == "marlin"
+    old = {k: v for k, v in doc.items() if k != "moe_kernel"} | {"version": 3}
+    path.write_text(json.dumps(old))
+    assert read_fit(str(path)).moe_kernel is None  # a 3 file: the corpus's fastest priced it
+    path.write_text(json.dumps(doc | {"moe_kernel": "Marlin Kernel"}))
+    with pytest.raises(CostModelError, match="moe_kernel must be"):
+        read_fit(str(path))

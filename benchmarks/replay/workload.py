@@ -147,6 +147,7 @@ def _engine(
     profile: str | None = None,
     dp: int = 1,
     fixed: bool = True,
+    expert_parallel: bool = False,
     **overrides: Any,
 ) -> EngineConfig:
     """The row's engine: its profile (``profile``, else the row's ``engine_profile`` field, else
@@ -154,7 +155,8 @@ def _engine(
     row's device (:func:`graphs.serving.sim.engine.profile_engine`: the profile's own KV-pool rule;
     under GUARANTEED_NO_EVICT fixed ``ISL + OSL`` requests cap the running sequences at
     ``floor(blocks / ceil((ISL + OSL) / b))``, never preempted); ``cap``: at most that many
-    requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool).
+    requests exist (a wave); ``dp``: data-parallel ranks sharing the experts (each rank's pool),
+    whole experts per device with ``expert_parallel``.
     ``fixed`` False: the requests' lengths vary (``ISL`` and ``OSL`` are their maxima), so no
     cap by one length: the simulator reserves each request's own prompt + output blocks as it
     admits it (:meth:`graphs.serving.engines.EngineProfile.engine_config`), as the engine's
@@ -170,6 +172,7 @@ def _engine(
             dp=dp,
             request_tokens=isl + osl if fixed else None,
             max_running=cap,
+            expert_parallel=expert_parallel,
         )
     except CostModelError as exc:
         raise CostModelError(f"{cfg.name} on {tp} x {row['device']}: {exc}") from None
@@ -256,7 +259,7 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
         if prof.policy != "guaranteed_no_evict":
             stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
-        eng = _engine(row, cfg, tp, isl, osl, cap=conc, **stated)
+        eng = _engine(row, cfg, tp, isl, osl, cap=conc, expert_parallel=expert_parallel, **stated)
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
         notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
         if eng.max_num_seqs < conc:
@@ -271,7 +274,7 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes, steady=steady)
             load = "steady" if steady else "client"
         else:
-            eng = _engine(row, cfg, tp, isl, osl, dp=dp)
+            eng = _engine(row, cfg, tp, isl, osl, dp=dp, expert_parallel=expert_parallel)
             n = ROUNDS * conc
             notes.append(f"{n} requests ({ROUNDS} per client; the count is not published)")
             reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
@@ -289,7 +292,7 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             fp8_scales=row.get("fp8_scales") or None,
             notes=tuple(notes),
         )
-    eng = _engine(row, cfg, tp, isl, osl, dp=dp, **stated_settings(row))
+    eng = _engine(row, cfg, tp, isl, osl, dp=dp, expert_parallel=expert_parallel, **stated_settings(row))
     scales = row.get("fp8_scales") or None
     if rate is None or math.isinf(rate):  # offline: everything at t = 0
         if n_pub is None:

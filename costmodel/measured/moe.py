@@ -134,7 +134,9 @@ class MoEShape:
         ):
             raise CostModelError(f"MoE pad must be two whole multiples in [1, 4096], got {self.pad!r}")
         if self.pad != (1, 1) and not self.kernel:
-            raise CostModelError(f"MoE pad {self.pad} is a named kernel's: give the kernel")
+            raise CostModelError(
+                f"MoE pad {self.pad} without a kernel: pad is the padding a named kernel runs its weights at"
+            )
 
     @property
     def key(self) -> str:
@@ -276,8 +278,8 @@ def _pool(system: str, framework: str | None, exclude: str | None, shape: MoESha
     if exclude is not None:
         df = df[df["framework"] != exclude]
     df = df[(df["gated"] == shape.gated) & (df["ep"] == shape.ep)]
-    if shape.kernel:
-        df = df[df["kernel_source"].str.contains(shape.kernel, regex=False)]
+    if shape.kernel:  # the kernel's name as whole '_'-separated words of the kernel_source
+        df = df[df["kernel_source"].str.contains(rf"(?:^|_){re.escape(shape.kernel)}(?:_|$)", regex=True)]
     return df if len(df) else None
 
 

@@ -53,10 +53,7 @@ def engine_text(profile: Any, device: Any = None) -> str:
     )
     rows.append(("small_kernels", f"{len(shown.small_kernels)} roles", profile.sources["small_kernels"]))
     # the fused-MoE kernels it runs where they are not the corpus's fastest, each rule sourced
-    rows += [
-        ("moe_kernels", f"{r.dtype} on {'/'.join(r.architectures)}: {r.kernel}", r.source)
-        for r in shown.moe_kernels
-    ]
+    rows += [("moe_kernels", f"{r.dtype} on {r.where}: {r.kernel}", r.source) for r in shown.moe_kernels]
     if (per_layer := shown.cudagraph_bytes_per_layer()) > 0:  # taken out of the KV pool, per decoder layer
         rows.append(
             ("cudagraph_memory", f"{per_layer / 2**20:.1f} MiB/layer", profile.sources["cudagraph_memory"])

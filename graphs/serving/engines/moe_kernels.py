@@ -6,22 +6,35 @@ always have that choice: vLLM picks its MXFP4 MoE backend from the GPU's compute
 from what is installed (``get_mxfp4_backend`` in ``vllm/model_executor/layers/quantization/mxfp4.py``),
 and falls back to Marlin, a weight-only kernel that dequantises to BF16, where OpenAI's Triton
 kernels are not available. A :class:`MoEKernelRule` says so for one corpus dtype on devices of
-named architectures, with the kernel's word in the corpus's ``kernel_source`` and the padding its
-weights take, each rule with its source. An engine profile lists its rules
-(:attr:`~graphs.serving.engines.EngineProfile.moe_kernels`); the predictor prices the MoE with
-that kernel's rows (:class:`costmodel.measured.moe.MoEShape` ``kernel``), and the KV pool gives up
-the padded weights' extra bytes (:func:`padded_expert_bytes`).
+named architectures (or named catalog devices, where an architecture's name spans compute
+capabilities: the catalog's "Blackwell" is SM 10.x and SM 12.x), with the kernel's word in the
+corpus's ``kernel_source`` and the padding its weights take, each rule with its source. An engine
+profile lists its rules (:attr:`~graphs.serving.engines.EngineProfile.moe_kernels`); the
+predictor prices the MoE with that kernel's rows (:class:`costmodel.measured.moe.MoEShape`
+``kernel``), and the KV pool gives up the padded weights' extra bytes (:func:`padded_expert_bytes`).
 
 The rules here (vLLM's MXFP4 experts, gpt-oss):
 
 * :data:`VLLM_MXFP4_MARLIN_PRE_HOPPER`: on a GPU of compute capability below 9 (Ampere, Ada
   Lovelace) every vLLM release with MXFP4 runs Marlin (``get_mxfp4_backend``: ``Marlin`` when
   ``current_platform.get_device_capability()[0] < 9``);
-* :data:`VLLM_MXFP4_MARLIN_HOPPER`: on Hopper, vLLM 0.10 and 0.11 ran Marlin too, since their
-  wheels did not install ``triton_kernels`` (``get_mxfp4_backend``: ``Marlin`` when ``not
-  has_triton_kernels()``; vllm PR 27370: "users have to install `triton_kernels` manually";
-  PR 28788 vendored it, merged 2025-11-18, after v0.11.0; vllm issue 23278's H100 log:
-  "Weight-only FP4 compression will be used leveraging the Marlin kernel").
+* :data:`VLLM_MXFP4_MARLIN_SM120`: on SM 12.x Blackwell cards (RTX 5090, RTX PRO 6000) vLLM runs
+  Marlin too: its Triton and FlashInfer MXFP4 paths are SM 9.0 / 10.x only (vllm PR 37751,
+  2026-03-21: "SM120 GPUs (RTX PRO 6000 Blackwell, RTX 5090) fall back to the slow Marlin
+  backend for MXFP4 MoE models"; Triton fails there with a PTX codegen error), and the corpus's
+  own vLLM 0.24.0 MXFP4 rows on the RTX PRO 6000 are Marlin's alone;
+* :data:`VLLM_MXFP4_MARLIN_HOPPER`: on Hopper, vLLM 0.10.1-0.11.x ran Marlin as installed from
+  PyPI, whose wheel did not bring OpenAI's ``triton_kernels`` (``get_mxfp4_backend``:
+  ``Marlin`` when ``not has_triton_kernels()``; vllm PR 27370: "users have to install
+  `triton_kernels` manually"; PR 27523: adding the dependency "caused SM90 to default to Triton
+  instead of Marlin"; PR 28788 vendored it, merged 2025-11-18, after v0.11.0; vllm issue 23278's
+  H100 log under 0.10.1: "Weight-only FP4 compression will be used leveraging the Marlin kernel").
+  ASSUMED for a deployment of those releases without ``triton_kernels`` installed by hand
+  (vLLM's own ``0.10.1+gptoss`` launch build ran Triton); ``--engine vllm@0.12`` prices the
+  Triton kernel. vLLM 0.10.0 ran no MXFP4 at all. GPUStack's held-out gpt-oss runs on H100
+  (vLLM 0.10.2 and 0.11.0), which took about twice as long as the Triton kernel prices them,
+  are what sent this project to read that code: the rule states vLLM's sources, nothing in it is
+  fitted, and those runs' pages do not say which kernel ran.
 
 Marlin's padding (``Mxfp4MoEMethod.create_weights``: "The moe marlin kernel requires that for
 each linear n % 256 == 0 and k % 128 == 0"): the hidden size rounded up to 256, each rank's
@@ -41,6 +54,7 @@ __all__ = [
     "MoEKernelRule",
     "VLLM_MXFP4_MARLIN_HOPPER",
     "VLLM_MXFP4_MARLIN_PRE_HOPPER",
+    "VLLM_MXFP4_MARLIN_SM120",
     "moe_kernel_for",
     "padded_expert_bytes",
 ]
@@ -52,15 +66,16 @@ _WORD = re.compile(r"[a-z0-9_]{1,40}")
 class MoEKernelRule:
     """An engine runs the fused-MoE ``kernel`` (a word of the corpus's ``kernel_source``) for
     experts of the corpus ``dtype`` (``w4a16_mxfp4`` ...) on devices whose architecture is one of
-    ``architectures`` (the catalog's :attr:`~costmodel.hardware.Hardware.architecture`), its
-    weights padded to ``pad`` = (hidden multiple, expert-width multiple); ``source`` says where
-    the engine does so (module doc)."""
+    ``architectures`` (the catalog's :attr:`~costmodel.hardware.Hardware.architecture`) or whose
+    catalog name is one of ``devices``, its weights padded to ``pad`` = (hidden multiple,
+    expert-width multiple); ``source`` says where the engine does so (module doc)."""
 
     dtype: str
     architectures: tuple[str, ...]
     kernel: str
     pad: tuple[int, int]
     source: str
+    devices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _WORD.fullmatch(self.dtype) or not _WORD.fullmatch(self.kernel):
@@ -68,21 +83,29 @@ class MoEKernelRule:
                 f"MoE kernel rule: dtype {self.dtype!r} and kernel {self.kernel!r} must be corpus words "
                 "(lower-case letters, digits, '_')"
             )
-        if not self.architectures or not all(isinstance(a, str) and a for a in self.architectures):
+        for name in ("architectures", "devices"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or not all(isinstance(a, str) and a for a in v):
+                raise CostModelError(
+                    f"MoE kernel rule {self.kernel}: {name} must be a tuple of names, got {v!r}"
+                )
+        if not self.architectures and not self.devices:
             raise CostModelError(
-                f"MoE kernel rule {self.kernel}: architectures must be names, got {self.architectures!r}"
+                f"MoE kernel rule {self.kernel}: give architectures or devices it applies on"
             )
-        if len(self.pad) != 2 or not all(
-            isinstance(m, int) and not isinstance(m, bool) and 1 <= m <= 4096 for m in self.pad
+        if (
+            not isinstance(self.pad, tuple)
+            or len(self.pad) != 2
+            or not all(isinstance(m, int) and not isinstance(m, bool) and 1 <= m <= 4096 for m in self.pad)
         ):
             raise CostModelError(
-                f"MoE kernel rule {self.kernel}: pad must be two multiples in [1, 4096], got {self.pad!r}"
+                f"MoE kernel rule {self.kernel}: pad must be a tuple of two multiples in [1, 4096], got {self.pad!r}"
             )
         if not isinstance(self.source, str) or not self.source.strip():
             raise CostModelError(f"MoE kernel rule {self.kernel} for {self.dtype}: no source")
 
-    def applies(self, dtype: str, architecture: str) -> bool:
-        """Whether the rule picks the kernel for experts of corpus ``dtype`` on a device of
+    def applies(self, dtype: str, architecture: str, device: str = "") -> bool:
+        """Whether the rule picks the kernel for experts of corpus ``dtype`` on ``device`` of
         ``architecture``.
 
         Parameters
@@ -90,13 +113,19 @@ class MoEKernelRule:
         dtype : str
             The experts' corpus dtype (``w4a16_mxfp4`` ...).
         architecture : str
-            The device's architecture (``Hopper``).
+            The device's architecture (``Hopper``; ``""``: not given).
+        device : str
+            The device's catalog name (``rtx-5090``; ``""``: not given).
 
         Returns
         -------
         bool
         """
-        return dtype == self.dtype and architecture in self.architectures
+        if dtype != self.dtype:
+            return False
+        return bool(architecture and architecture in self.architectures) or bool(
+            device and device in self.devices
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as plain values (for ``--json``).
@@ -108,15 +137,23 @@ class MoEKernelRule:
         return {
             "dtype": self.dtype,
             "architectures": list(self.architectures),
+            "devices": list(self.devices),
             "kernel": self.kernel,
             "pad": list(self.pad),
             "source": self.source,
         }
 
+    @property
+    def where(self) -> str:
+        """Where it applies, in words (``Ampere/Ada Lovelace``, ``rtx-5090/rtx-pro-6000``)."""
+        return "/".join((*self.architectures, *self.devices))
 
-def moe_kernel_for(rules: tuple[MoEKernelRule, ...], dtype: str, architecture: str) -> MoEKernelRule | None:
-    """The first of ``rules`` that picks a kernel for corpus ``dtype`` on ``architecture``, or
-    None (the corpus's fastest prices it).
+
+def moe_kernel_for(
+    rules: tuple[MoEKernelRule, ...], dtype: str, architecture: str, device: str = ""
+) -> MoEKernelRule | None:
+    """The first of ``rules`` that picks a kernel for corpus ``dtype`` on ``device`` of
+    ``architecture``, or None (the corpus's fastest prices it).
 
     Parameters
     ----------
@@ -125,13 +162,15 @@ def moe_kernel_for(rules: tuple[MoEKernelRule, ...], dtype: str, architecture: s
     dtype : str
         The experts' corpus dtype (``w4a16_mxfp4`` ...).
     architecture : str
-        The device's architecture (``Hopper``; ``""``: not given, no rule applies).
+        The device's architecture (``Hopper``; ``""``: not given).
+    device : str
+        The device's catalog name (``""``: not given).
 
     Returns
     -------
     MoEKernelRule or None
     """
-    return next((r for r in rules if r.applies(dtype, architecture)), None)
+    return next((r for r in rules if r.applies(dtype, architecture, device)), None)
 
 
 def padded_expert_bytes(
@@ -202,15 +241,30 @@ VLLM_MXFP4_MARLIN_PRE_HOPPER = MoEKernelRule(
     source=f"{_MXFP4} get_mxfp4_backend: Marlin when get_device_capability()[0] < 9; {_PAD}",
 )
 
+VLLM_MXFP4_MARLIN_SM120 = MoEKernelRule(
+    dtype="w4a16_mxfp4",
+    architectures=(),
+    devices=("rtx-5090", "rtx-pro-6000"),
+    kernel="marlin",
+    pad=(256, 128),
+    source=(
+        f"{_MXFP4} get_mxfp4_backend: Triton and FlashInfer MXFP4 on SM 9.0 / 10.x only, Marlin on SM 12.x "
+        "(vllm PR 37751: 'SM120 GPUs (RTX PRO 6000 Blackwell, RTX 5090) fall back to the slow Marlin backend'; "
+        f"the corpus's vLLM 0.24.0 MXFP4 rows on the RTX PRO 6000 are Marlin's alone); {_PAD}"
+    ),
+)
+
 VLLM_MXFP4_MARLIN_HOPPER = MoEKernelRule(
     dtype="w4a16_mxfp4",
     architectures=("Hopper",),
     kernel="marlin",
     pad=(256, 128),
     source=(
-        f"{_MXFP4} get_mxfp4_backend: Marlin when not has_triton_kernels(); vLLM 0.10-0.11 did not install "
-        "triton_kernels (vllm PR 27370 'users have to install triton_kernels manually'; PR 28788 vendored it, "
-        "merged 2025-11-18, after v0.11.0; vllm issue 23278's H100 log: 'Weight-only FP4 compression will be "
-        f"used leveraging the Marlin kernel'); {_PAD}"
+        f"{_MXFP4} get_mxfp4_backend: Marlin when not has_triton_kernels(); ASSUMED for a PyPI install of "
+        "vLLM 0.10.1-0.11.x, whose wheel did not bring triton_kernels (vllm PR 27370 'users have to install "
+        "triton_kernels manually'; PR 27523: the dependency 'caused SM90 to default to Triton instead of Marlin'; "
+        "PR 28788 vendored it, merged 2025-11-18, after v0.11.0; vllm issue 23278's H100 log under 0.10.1: "
+        "'Weight-only FP4 compression will be used leveraging the Marlin kernel'; vLLM's 0.10.1+gptoss build "
+        f"ran Triton: --engine vllm@0.12 prices that); {_PAD}"
     ),
 )

@@ -820,8 +820,8 @@ class EngineProfile:
         )
         return text + (f"; given: {', '.join(given)}" if given else "")
 
-    def moe_kernel(self, dtype: str, architecture: str) -> MoEKernelRule | None:
-        """The fused-MoE kernel this engine runs for experts of corpus ``dtype`` on a device of
+    def moe_kernel(self, dtype: str, architecture: str, device: str = "") -> MoEKernelRule | None:
+        """The fused-MoE kernel this engine runs for experts of corpus ``dtype`` on ``device`` of
         ``architecture`` where it is not the corpus's fastest (:attr:`moe_kernels`), or None.
 
         Parameters
@@ -830,6 +830,8 @@ class EngineProfile:
             The experts' corpus dtype (``w4a16_mxfp4`` ...).
         architecture : str
             The device's architecture (:attr:`costmodel.hardware.Hardware.architecture`).
+        device : str
+            The device's catalog name (a rule may name devices: SM 12.x cards).
 
         Returns
         -------
@@ -843,7 +845,7 @@ class EngineProfile:
         >>> get_engine("vllm@0.12").moe_kernel("w4a16_mxfp4", "Hopper") is None
         True
         """
-        return moe_kernel_for(self.moe_kernels, dtype, architecture)
+        return moe_kernel_for(self.moe_kernels, dtype, architecture, device)
 
     def kernel_release_note(self, kernels: str | None) -> str | None:
         """What to say when the corpus's kernels that price this profile were measured on a later
@@ -889,11 +891,11 @@ class EngineProfile:
         ):
             return None
         described = ", ".join(sorted({str(v) for v in mine}, key=Version))
+        own = "; ".join(f"{r.kernel} for {r.dtype} experts on {r.where}" for r in self.moe_kernels)
         return (
             f"its kernels are priced from {self.framework} {kernels} measurements; {self.ref} describes "
-            f"{self.name} {described}, whose kernels the corpus does not measure and may be slower; "
-            "where the release runs another kernel and a source says so, that kernel prices it "
-            "(moe_kernels: vLLM 0.10-0.11 ran gpt-oss's MXFP4 experts on Hopper with Marlin)"
+            f"{self.name} {described}, whose kernels the corpus does not measure and may be slower"
+            + (f" (the MoE kernels its sources say it runs price those experts: {own})" if own else "")
         )
 
     def to_dict(self) -> dict[str, Any]:

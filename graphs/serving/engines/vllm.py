@@ -146,7 +146,7 @@ from __future__ import annotations
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
-from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER
+from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import EngineProfile, register_engine
 
 __all__ = [
@@ -384,7 +384,7 @@ PROFILE = register_engine(
         name="vllm",
         version="1",
         label="vLLM V1, vllm serve",
-        moe_kernels=(VLLM_MXFP4_MARLIN_PRE_HOPPER,),
+        moe_kernels=(VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
         framework="vllm",
         max_num_batched_tokens=8192,
         max_num_seqs=256,

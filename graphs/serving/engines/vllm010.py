@@ -38,10 +38,11 @@ scheduler and memory rules:
   batch of at most 256 pads the same under both. InferenceX's B200 script sets
   ``cudagraph_mode: FULL_DECODE_ONLY`` (decode batches run one full graph; the simulator pads a
   decode-only batch either way);
-* the fused MoE of MXFP4 experts (gpt-oss) on Hopper: Marlin, not OpenAI's Triton kernel the
-  corpus measures for H100 (the release's wheel did not install ``triton_kernels``, so
-  ``get_mxfp4_backend`` fell back: :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on
-  Ampere and Ada as every release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`);
+* the fused MoE of MXFP4 experts (gpt-oss, from 0.10.1) on Hopper: Marlin, not OpenAI's Triton
+  kernel the corpus measures for H100 (ASSUMED for a PyPI install: the wheel did not bring
+  ``triton_kernels``, so ``get_mxfp4_backend`` fell back:
+  :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on Ampere, Ada and SM 12.x cards as every
+  release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`, :data:`.moe_kernels.VLLM_MXFP4_MARLIN_SM120`);
 * batch limits by device (:func:`.vllm011.vllm011_device_defaults`: 8,192 tokens and 1,024
   sequences on a GPU of >= 70 GiB that is not an A100): 0.11's ``_set_default_args``, ASSUMED the
   same in 0.10. InferenceX's scripts pass ``max-num-batched-tokens: 8192`` and ``--max-num-seqs``
@@ -63,7 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER
+from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import register_engine
 from .vllm import DRIVER_RESERVED_BYTES, V1_NON_TORCH_BYTES
 from .vllm import PROFILE as V1
@@ -138,7 +139,7 @@ PROFILE = register_engine(
         memory_reserve=v010_memory_reserve,
         cudagraph_sizes=v010_capture_sizes,
         cudagraph_memory=None,  # vLLM subtracts its CUDA graphs' estimate only from v0.21.0
-        moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER),  # no triton_kernels: Marlin
+        moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
         cpu_terms=dict(V1.cpu_terms),
         default_version=False,
         sources={

@@ -31,10 +31,11 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
   this release;
 * ``kv_watermark`` 0: V1 had no admission watermark before
   https://github.com/vllm-project/vllm/pull/44594;
-* the fused MoE of MXFP4 experts (gpt-oss) on Hopper: Marlin, not OpenAI's Triton kernel the
-  corpus measures for H100 (the release's wheel did not install ``triton_kernels``, so
-  ``get_mxfp4_backend`` fell back: :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on
-  Ampere and Ada as every release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`);
+* the fused MoE of MXFP4 experts (gpt-oss, from 0.10.1) on Hopper: Marlin, not OpenAI's Triton
+  kernel the corpus measures for H100 (ASSUMED for a PyPI install: the wheel did not bring
+  ``triton_kernels``, so ``get_mxfp4_backend`` fell back:
+  :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on Ampere, Ada and SM 12.x cards as every
+  release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`, :data:`.moe_kernels.VLLM_MXFP4_MARLIN_SM120`);
 * the request path's tokenisation (2 us per prompt token) and SHA-256 block hashing (150 ns per
   prompt token, the default since v0.10.2): :mod:`.vllm`'s sources, which hold for this release.
 
@@ -47,7 +48,7 @@ named release). ``costmodel calibrate serving`` fits them all to a user's runs.
 
 from __future__ import annotations
 
-from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER
+from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import EngineProfile, register_engine
 from .vllm import (
     FUSED_SMALL_KERNELS,
@@ -127,7 +128,7 @@ PROFILE = register_engine(
         memory_reserve=v1_memory_reserve,
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
-        moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER),  # no triton_kernels: Marlin
+        moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
         cpu_terms={**V1.cpu_terms, **SYNC_CPU_TERMS},
         fitted=(),
         default_version=False,

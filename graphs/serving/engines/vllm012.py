@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER
+from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import register_engine
 from .vllm import SYNC_CPU_TERMS, SYNC_FIT
 from .vllm011 import PROFILE as V011
@@ -57,7 +57,10 @@ PROFILE = register_engine(
         version="0.12",
         label="vLLM 0.12 (V1), vllm serve without --async-scheduling (the default before v0.14.0)",
         cpu_terms={**V011.cpu_terms, **SYNC_CPU_TERMS},  # fitted: benchmarks/sync_overhead_fit.py
-        moe_kernels=(VLLM_MXFP4_MARLIN_PRE_HOPPER,),  # triton_kernels vendored (vllm PR 28788): Hopper's own
+        moe_kernels=(
+            VLLM_MXFP4_MARLIN_PRE_HOPPER,
+            VLLM_MXFP4_MARLIN_SM120,
+        ),  # triton_kernels vendored (vllm PR 28788): Hopper's own
         fitted=("iteration_s", "per_seq_s"),
         cpu_fit=SYNC_FIT,
         sources={

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -83,6 +84,7 @@ __all__ = [
     "fp8_matmuls",
     "FIT_FORMAT",
     "FIT_VERSION",
+    "check_fit_kernel",
     "DEFAULT_TERMS",
     "MAX_FIT_REQUESTS",
     "RunError",
@@ -96,8 +98,10 @@ __all__ = [
 
 FIT_FORMAT = "costmodel-serving-fit"
 #: 2: kernels priced grey-box (Predictor.of's default), whose kernel_scale a 1 file does not fit;
-#: 3: the FP8 activation-scale mode the kernels were priced with (``fp8_scales``; a 2 file: dynamic)
-FIT_VERSION = 3
+#: 3: the FP8 activation-scale mode the kernels were priced with (``fp8_scales``; a 2 file: dynamic);
+#: 4: the fused-MoE kernel an engine rule priced the experts with (``moe_kernel``; a 2 or 3 file:
+#: none, the corpus's fastest, as every fit was priced before engine profiles named one)
+FIT_VERSION = 4
 #: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
 #: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
 _STEP = {
@@ -251,6 +255,9 @@ class ServingFit:
         The FP8 activation scales the kernels were priced with.
     collinear : tuple of (str, str)
         Pairs of fitted terms the runs cannot tell apart.
+    moe_kernel : str or None
+        The fused-MoE kernel the engine's rules named for the experts, which priced them
+        (:meth:`graphs.serving.engines.EngineProfile.moe_kernel`; None: the corpus's fastest).
     """
 
     model: str
@@ -267,6 +274,8 @@ class ServingFit:
     fp8_scales: str = "dynamic"  #: the FP8 activation scales the kernels were priced with
     #: pairs of fitted terms the runs cannot tell apart (:data:`COLLINEAR_COS`; no standard errors)
     collinear: tuple[tuple[str, str], ...] = ()
+    #: the fused-MoE kernel an engine rule priced the experts with (None: the corpus's fastest)
+    moe_kernel: str | None = None
 
     @property
     def held_out(self) -> list[RunError]:
@@ -281,6 +290,7 @@ class ServingFit:
             "tp": self.tp,
             "predict": self.predict,
             "fp8_scales": self.fp8_scales,
+            "moe_kernel": self.moe_kernel,
             "overheads": self.overheads.to_dict(),
             "stderr": self.stderr,
             "runs": [{k: _finite(v) for k, v in asdict(r).items()} for r in self.runs],
@@ -433,6 +443,7 @@ def fit_serving(
     min_tpot_s: float | None = None,
     ticks: Callable[[int, int], None] | None = None,
     executor: Any = None,
+    moe_kernel: str | None = None,
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
@@ -480,6 +491,9 @@ def fit_serving(
         ``progress(line)``, one line per iteration.
     fp8_scales : str
         The FP8 activation-scale mode the kernels were priced with, recorded.
+    moe_kernel : str, optional
+        The fused-MoE kernel an engine rule priced the experts with, recorded (None: the corpus's
+        fastest).
     bins : int
         Groups per run (by prompt length for TTFT, output length for TPOT).
     metrics : sequence of str
@@ -654,6 +668,7 @@ def fit_serving(
         rms_residual=math.sqrt(float(r @ r) / len(r)),
         at_bound=tuple(terms[k] for k in bound),
         collinear=collinear,
+        moe_kernel=moe_kernel,
     )
 
 
@@ -798,6 +813,7 @@ _KEYS = {
     "tp",
     "predict",
     "fp8_scales",
+    "moe_kernel",
     "overheads",
     "stderr",
     "runs",
@@ -805,6 +821,61 @@ _KEYS = {
     "rms_residual",
 }
 MAX_FIT_BYTES = 4 * 2**20
+
+
+def check_fit_kernel(
+    fit: ServingFit,
+    profile: Any,
+    config: Any,
+    device: str,
+    *,
+    tp: int = 1,
+    dp: int = 1,
+    expert_parallel: bool = False,
+    where: str = "--predict-file",
+) -> None:
+    """Refuse a fit whose experts were priced with another fused-MoE kernel than the one
+    ``profile`` runs for ``config`` on ``device`` (:func:`graphs.serving.sim.engine.moe_kernel_padding`):
+    its kernel scale absorbed that kernel's time, so applied to the other it would count the gap
+    twice or not at all. A bound fit prices no kernel and is never refused.
+
+    Parameters
+    ----------
+    fit : ServingFit
+        The fit (its ``moe_kernel``).
+    profile : EngineProfile
+        The engine the prediction runs.
+    config : ModelConfig
+        The model.
+    device : str
+        The device.
+    tp, dp : int
+        Tensor-parallel degree, and data-parallel ranks sharing the experts.
+    expert_parallel : bool
+        Whole experts per device.
+    where : str
+        What to name the fit by in the error.
+
+    Raises
+    ------
+    CostModelError
+        When the two kernels differ.
+    """
+    from ..sim.engine import moe_kernel_padding
+
+    if fit.predict is None:
+        return
+    rule, _ = moe_kernel_padding(profile, config, device, tp=tp, dp=dp, expert_parallel=expert_parallel)
+    runs = rule.kernel if rule is not None else None
+    if fit.moe_kernel != runs:
+
+        def said(k: str | None) -> str:
+            return f"the {k} MoE kernel" if k else "the corpus's fastest MoE kernel"
+
+        raise CostModelError(
+            f"{where[:200]} priced the experts with {said(fit.moe_kernel)}, but engine {profile.ref} runs "
+            f"{said(runs)} for them on {device}: refit under this engine (calibrate serving --engine {profile.ref})"
+        )
 
 
 def read_fit(path: str) -> ServingFit:
@@ -832,12 +903,14 @@ def read_fit(path: str) -> ServingFit:
         raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
         raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
-    if doc.get("version") not in (2, FIT_VERSION):
+    if doc.get("version") not in (2, 3, FIT_VERSION):
         raise CostModelError(
-            f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 and {FIT_VERSION})"
+            f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 to {FIT_VERSION})"
         )
     if doc.get("version") == 2:  # before the scale mode was recorded: every fit priced dynamic scales
         doc = {"fp8_scales": "dynamic", **doc}
+    if doc.get("version") in (2, 3):  # before engines named MoE kernels: the corpus's fastest priced them
+        doc = {"moe_kernel": None, **doc}
     extra, missing = sorted(set(doc) - _KEYS), sorted(_KEYS - set(doc))
     if extra or missing:
         raise CostModelError(
@@ -850,6 +923,11 @@ def read_fit(path: str) -> ServingFit:
         raise CostModelError(f"{where}: tp must be a whole number in [1, 4096]")
     if doc["fp8_scales"] not in FP8_SCALES:
         raise CostModelError(f"{where}: fp8_scales must be one of {', '.join(FP8_SCALES)}")
+    mk = doc["moe_kernel"]
+    if mk is not None and not (isinstance(mk, str) and re.fullmatch(r"[a-z0-9_]{1,40}", mk)):
+        raise CostModelError(
+            f"{where}: moe_kernel must be a kernel's name (lower-case letters, digits, '_') or null"
+        )
     if doc["predict"] is not None:
         Predictor.of(doc["predict"])  # a framework the corpus knows, else its one-line error
     ov = EngineOverheads.from_dict(doc["overheads"], f"{where}: overheads")
@@ -865,6 +943,7 @@ def read_fit(path: str) -> ServingFit:
         tp=doc["tp"],
         predict=doc["predict"],
         fp8_scales=doc["fp8_scales"],
+        moe_kernel=mk,
         overheads=ov,
         stderr={k: (None if v is None else float(v)) for k, v in se.items()},
         sources=[str(s)[:200] for s in doc["sources"]] if isinstance(doc["sources"], list) else [],

@@ -302,15 +302,23 @@ def _pair_engine(
     tp: int,
     reqs: Sequence[Request],
     dp: int = 1,
+    expert_parallel: bool = False,
 ) -> tuple[EngineConfig, EngineOverheads | None]:
     """The engine config and overheads a (device, tp, dp) family runs: ``eng`` and none without a
     profile; else the profile's, its pool sized for the family (the no-evict cap for equal
-    requests) and, the bound having no CPU terms, its policy alone where it is not recompute."""
+    requests; its experts whole per device with ``expert_parallel``) and, the bound having no CPU
+    terms, its policy alone where it is not recompute."""
     if profile is None:
         return eng, None
     sizes = {r.prompt + r.output for r in reqs}
     cfg = profile_engine(
-        profile, w, hw, tp=tp, dp=dp, request_tokens=sizes.pop() if len(sizes) == 1 else None
+        profile,
+        w,
+        hw,
+        tp=tp,
+        dp=dp,
+        request_tokens=sizes.pop() if len(sizes) == 1 else None,
+        expert_parallel=expert_parallel,
     )
     return cfg, profile.overheads(terms=False) if profile.policy != "recompute" else None
 
@@ -554,7 +562,8 @@ def size_deployment(
                 pruned.append(f"{at}: wider than its scale-up domain ({domain})")
                 continue
             try:
-                pair = _pair_engine(profile, eng, w, hw, tp, reqs, dp)
+                whole = grouping.expert_parallel and (dp > 1 or tp > 1)  # as its topology runs it
+                pair = _pair_engine(profile, eng, w, hw, tp, reqs, dp, whole)
             except CostModelError as e:
                 pruned.append(f"{at}: does not fit: {e}")
                 continue

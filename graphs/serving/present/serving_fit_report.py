@@ -34,7 +34,7 @@ from ..planning.serving_fit import (
     write_fit,
 )
 from ..planning.serving_fit_request import ServingFitRequest
-from ..sim.engine import EngineConfig, profile_engine
+from ..sim.engine import EngineConfig, moe_kernel_padding, profile_engine
 
 __all__ = ["ServingFitReport", "run_serving_fit", "TERM_UNITS"]
 
@@ -337,6 +337,12 @@ class ServingFitReport:
         return page_html(f"serving fit of {fit.model}", head, headline, sections)
 
 
+def _priced_moe_kernel(profile: Any, config: Any, device: str, tp: int) -> str | None:
+    """The fused-MoE kernel ``profile``'s rules price the experts with (recorded in the fit)."""
+    rule, _ = moe_kernel_padding(profile, config, device, tp=tp)
+    return rule.kernel if rule is not None else None
+
+
 def run_serving_fit(
     request: ServingFitRequest,
     config: ModelConfig,
@@ -412,6 +418,7 @@ def run_serving_fit(
         predict=predict,
         progress=progress,
         fp8_scales=scales,
+        moe_kernel=_priced_moe_kernel(profile, config, dev, tp) if predict else None,
         min_tpot_s=roofline_tpot_s(config, dev, tp=tp),
         ticks=ticks,
         executor=executor,

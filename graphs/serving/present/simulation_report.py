@@ -41,7 +41,7 @@ from ..planning.bench_results import BenchRun, read_results, replay_text
 from ..planning.capacity_search import MaxRate, max_rate
 from ..planning.cost import Rates, TokenCost, device_rates, sim_cost
 from ..planning.executors import known_devices, map_ordered
-from ..planning.serving_fit import ServingFit, read_fit
+from ..planning.serving_fit import ServingFit, check_fit_kernel, read_fit
 from ..pricing.predictor import Predictor
 from ..sim.engine import EngineConfig, profile_engine
 from ..sim.intervals import RunBands, SimInterval, run_bands, simulate_interval
@@ -100,7 +100,9 @@ def kernel_release_note(profile: Any, predict: str | None, device: str) -> str |
     return note
 
 
-def moe_kernel_note(profile: Any, config: Any, device: str, tp: int = 1, dp: int = 1) -> str | None:
+def moe_kernel_note(
+    profile: Any, config: Any, device: str, tp: int = 1, dp: int = 1, expert_parallel: bool = False
+) -> str | None:
     """The note a run prints when its engine runs another fused-MoE kernel than the corpus's
     fastest for the model's experts on ``device`` (:meth:`~graphs.serving.engines.EngineProfile.moe_kernel`):
     which, why (the rule's first clause of source), and the weight bytes its padding adds to a
@@ -117,6 +119,8 @@ def moe_kernel_note(profile: Any, config: Any, device: str, tp: int = 1, dp: int
         The catalog device.
     tp, dp : int
         Tensor-parallel degree, and data-parallel ranks sharing the experts.
+    expert_parallel : bool
+        Whole experts spread over the ``dp x tp`` devices (else split by width).
 
     Returns
     -------
@@ -124,12 +128,13 @@ def moe_kernel_note(profile: Any, config: Any, device: str, tp: int = 1, dp: int
     """
     from ..sim.engine import moe_kernel_padding
 
-    rule, padded = moe_kernel_padding(profile, config, device, tp=tp, dp=dp)
+    rule, padded = moe_kernel_padding(profile, config, device, tp=tp, dp=dp, expert_parallel=expert_parallel)
     if rule is None:
         return None
-    arch = get_device(device).architecture
+    hw = get_device(device)
+    where = hw.architecture if hw.architecture in rule.architectures else hw.name
     text = (
-        f"engine {profile.ref} runs {rule.dtype} experts with {rule.kernel} kernels on {arch} "
+        f"engine {profile.ref} runs {rule.dtype} experts with {rule.kernel} kernels on {where} "
         f"({rule.source.split(';')[0]}): with --predict their measured rows price the experts"
     )
     if padded > 0:
@@ -273,8 +278,9 @@ class SimulationReport:
         release_note = kernel_release_note(self.profile, self.request.predict, self.result.device)
         if release_note:
             doc["engine"]["kernel_release_note"] = release_note
+        topo = self.topology
         moe_note = moe_kernel_note(
-            self.profile, self.config, self.result.device, self.topology.tp, self.topology.dp
+            self.profile, self.config, self.result.device, topo.tp, topo.dp, topo.expert_parallel
         )
         if moe_note:
             doc["engine"]["moe_kernel_note"] = moe_note
@@ -353,7 +359,7 @@ class SimulationReport:
         release_note = kernel_release_note(profile, req.predict, res.device)
         if release_note:
             out.append(f"  note: {release_note}")
-        moe_note = moe_kernel_note(profile, self.config, res.device, topo.tp, topo.dp)
+        moe_note = moe_kernel_note(profile, self.config, res.device, topo.tp, topo.dp, topo.expert_parallel)
         if moe_note:
             out.append(f"  note: {moe_note}")
         if self.stagger_s is not None:
@@ -509,8 +515,9 @@ class MaxRateReport:
         )
         if release_note:  # as a single run's engine says it (every probe runs the same engine)
             doc["engine"]["kernel_release_note"] = release_note
+        topo = self.topology
         moe_note = moe_kernel_note(
-            self.profile, self.config, self.request.device, self.topology.tp, self.topology.dp
+            self.profile, self.config, self.request.device, topo.tp, topo.dp, topo.expert_parallel
         )
         if moe_note:
             doc["engine"]["moe_kernel_note"] = moe_note
@@ -549,7 +556,10 @@ class MaxRateReport:
         release_note = kernel_release_note(self.profile, req.predict, get_device(req.device).name)
         if release_note:
             out.append(f"  note: {release_note}")
-        moe_note = moe_kernel_note(self.profile, self.config, req.device, self.topology.tp, self.topology.dp)
+        topo = self.topology
+        moe_note = moe_kernel_note(
+            self.profile, self.config, req.device, topo.tp, topo.dp, topo.expert_parallel
+        )
         if moe_note:
             out.append(f"  note: {moe_note}")
         if self.fit is not None:
@@ -828,6 +838,17 @@ def run_simulation(
             f"--predict-file {str(request.predict_file)[:200]!r} was fitted with {fit.predict or 'the bound'}: "
             f"give predict={fit.predict!r} with it"
         )
+    if fit is not None:  # its kernel scale absorbed the MoE kernel it was priced with
+        check_fit_kernel(
+            fit,
+            request.engine,
+            config,
+            request.device,
+            tp=request.tp,
+            dp=request.dp,
+            expert_parallel=request.enable_expert_parallel,
+            where=f"--predict-file {str(request.predict_file)[:200]!r}",
+        )
     if predictor is None:
         predictor = Predictor.of(request.predict)
     predictor = predictor.for_engine(request.engine)  # the MoE kernels the engine runs
@@ -989,6 +1010,7 @@ def engine_config(
         enable_prefix_caching=request.enable_prefix_caching,  # None: the profile's
         iteration_overhead_s=request.overhead_s,
         num_blocks=request.num_blocks,
+        expert_parallel=request.enable_expert_parallel,
     )
     if request.scheduler_policy:  # an explicit policy holds whatever overheads the run takes
         eng = dataclasses.replace(eng, scheduler_policy=request.scheduler_policy)

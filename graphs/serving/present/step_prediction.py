@@ -361,6 +361,13 @@ def predict_step_report(
         raise CostModelError(
             f"framework {framework} but the fit {fit_path[:200]!r} was fitted with {fit.predict or 'the bound'}"
         )
+    if fit is not None and framework is not None:  # the step runs the framework's default engine
+        from ..engines import get_engine
+        from ..planning.serving_fit import check_fit_kernel
+
+        check_fit_kernel(
+            fit, get_engine(framework), config, str(device), tp=tp, where=f"the fit {fit_path[:200]!r}"
+        )
     prediction, span = None, None
     if framework is not None:
         from ..pricing.predict import predict_step  # numpy and the corpus: only when a step is priced

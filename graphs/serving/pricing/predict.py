@@ -324,7 +324,7 @@ def moe_kernel_key(key: str, hw: Hardware, rules: tuple[Any, ...]) -> str:
     from ..engines.moe_kernels import moe_kernel_for
 
     shape = MoEShape.from_key(key)
-    rule = moe_kernel_for(rules, shape.dtype, hw.architecture)
+    rule = moe_kernel_for(rules, shape.dtype, hw.architecture, hw.name)
     if rule is None:
         return key
     return dataclasses.replace(shape, kernel=rule.kernel, pad=rule.pad).key

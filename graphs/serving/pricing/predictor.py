@@ -162,7 +162,9 @@ class Predictor:
             if self.fp8_scales != "dynamic":
                 raise CostModelError("the bound predictor prices no measured kernel: fp8_scales is theirs")
             if self.moe_kernels:
-                raise CostModelError("the bound predictor prices no measured kernel: moe_kernels are theirs")
+                raise CostModelError(
+                    "the bound predictor takes no moe_kernels: it prices no measured kernel (give a framework)"
+                )
             object.__setattr__(self, "moe_kernels", ())  # one bound predictor, whatever was given
             return
         fws = _frameworks()
@@ -243,8 +245,8 @@ class Predictor:
         --------
         >>> from graphs.serving.engines import get_engine
         >>> p = Predictor.of("vllm").for_engine(get_engine("vllm@0.11"))
-        >>> [r.architectures for r in p.moe_kernels]
-        [('Hopper',), ('Ampere', 'Ada Lovelace')]
+        >>> [r.where for r in p.moe_kernels]
+        ['Hopper', 'Ampere/Ada Lovelace', 'rtx-5090/rtx-pro-6000']
         >>> Predictor().for_engine(get_engine("vllm@0.11")).moe_kernels
         ()
         """

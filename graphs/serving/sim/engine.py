@@ -308,6 +308,7 @@ def profile_engine(
     enable_prefix_caching: bool | None = None,
     iteration_overhead_s: float = 0.0,
     num_blocks: int | None = None,
+    expert_parallel: bool = False,
 ) -> EngineConfig:
     """The :class:`EngineConfig` an engine profile runs ``config`` on ``device`` with (its KV
     pool sized by its own rule from :func:`kv_pool`, the no-evict cap where its scheduler
@@ -339,6 +340,9 @@ def profile_engine(
         CPU seconds added to every iteration (s).
     num_blocks : int, optional
         KV blocks, replacing the profile's sizing rule.
+    expert_parallel : bool
+        Whole experts spread over the ``dp x tp`` group (else each expert split by width): where
+        its MoE kernel's padded weights fall (:func:`moe_kernel_padding`).
 
     Returns
     -------
@@ -356,7 +360,7 @@ def profile_engine(
     pool = (
         kv_pool(config, device, tp, dp) if profile.kv_rule != "device" or profile.policy != "recompute" else None
     )
-    _, padded = moe_kernel_padding(profile, config, hw, tp=tp, dp=dp)
+    _, padded = moe_kernel_padding(profile, config, hw, tp=tp, dp=dp, expert_parallel=expert_parallel)
     return profile.engine_config(
         pool,
         request_tokens=request_tokens,
@@ -369,13 +373,17 @@ def profile_engine(
     )
 
 
-def moe_kernel_padding(profile: EngineProfile, config: Any, device: Any, *, tp: int = 1, dp: int = 1) -> tuple[Any, float]:
+def moe_kernel_padding(
+    profile: EngineProfile, config: Any, device: Any, *, tp: int = 1, dp: int = 1, expert_parallel: bool = False
+) -> tuple[Any, float]:
     """The fused-MoE kernel ``profile`` runs for ``config``'s routed experts on ``device``
     (:meth:`~graphs.serving.engines.EngineProfile.moe_kernel`: vLLM 0.11's Marlin for MXFP4
     experts on Hopper) and the bytes its padded weights add on one device
-    (:func:`graphs.serving.engines.moe_kernels.padded_expert_bytes`): each device holds every
-    expert at ``I / tp`` wide, or with ``dp > 1`` (the experts over the ``dp x tp`` group) ``E /
-    (dp tp)`` experts at the full ``I``. ``(None, 0.0)`` for a dense model or where no rule applies.
+    (:func:`graphs.serving.engines.moe_kernels.padded_expert_bytes`), the experts split as the
+    simulator prices them (:class:`graphs.serving.sim.data_parallel.ExpertStage`, as vLLM's
+    FusedMoE splits them): with ``expert_parallel`` the ``ceil(E / (dp tp))`` whole experts of the
+    busiest device, else every expert at ``I / (dp tp)`` wide. ``(None, 0.0)`` for a dense model
+    or where no rule applies.
 
     Parameters
     ----------
@@ -387,6 +395,8 @@ def moe_kernel_padding(profile: EngineProfile, config: Any, device: Any, *, tp: 
         The device.
     tp, dp : int
         Tensor-parallel degree, and data-parallel ranks sharing the experts.
+    expert_parallel : bool
+        Whole experts spread over the ``dp x tp`` devices (else split by width).
 
     Returns
     -------
@@ -405,19 +415,22 @@ def moe_kernel_padding(profile: EngineProfile, config: Any, device: Any, *, tp: 
     if moe is None or not profile.moe_kernels:
         return None, 0.0
     key = moe_dtype_key(cfg.matmul_dtype or cfg.activation_dtype, cfg.expert_weight_dtype)
-    rule = profile.moe_kernel(key, get_device(device).architecture) if key is not None else None
+    hw = get_device(device)
+    rule = profile.moe_kernel(key, hw.architecture, hw.name) if key is not None else None
     if rule is None:
         return None, 0.0
-    inter, experts = int(moe.moe_intermediate_size), int(moe.num_experts)
-    split = dict(inter_rank=inter, experts_rank=max(1, experts // (dp * tp))) if dp > 1 else dict(
-        inter_rank=max(1, inter // tp), experts_rank=experts
+    inter, experts, group = int(moe.moe_intermediate_size), int(moe.num_experts), dp * tp
+    split = (
+        dict(inter_rank=inter, experts_rank=-(-experts // group))
+        if expert_parallel
+        else dict(inter_rank=max(1, inter // group), experts_rank=experts)
     )
     padded = padded_expert_bytes(
         rule,
         hidden=int(cfg.hidden_size),
         moe_layers=int(cfg.n_moe_layers),
         weight_bits=float(get_dtype(cfg.expert_weight_dtype).bits),
-        gated=cfg.mlp in ("swiglu", "geglu"),
+        gated=cfg.gated_mlp,
         bias_bytes=float(get_dtype(cfg.dtype).bytes) if cfg.mlp_bias else 0.0,
         **split,
     )
