@@ -39,6 +39,19 @@ def test_only_an_earlier_profile_than_the_kernels_is_noted(
     assert (get_engine(ref).kernel_release_note(kernels) is not None) is noted
 
 
+def test_a_device_the_corpus_lacks_compares_the_releases_pricing_it() -> None:
+    """An H100 PCIe (no corpus rows) is priced from the measured devices' fits: vLLM 0.14.0 (A100)
+    to 0.24.0 (the rest), so a profile before 0.14 is noted, naming that span; one after it is not."""
+    pytest.importorskip("aiconfigurator_core")
+    from graphs.serving.present.simulation_report import kernel_release_note
+
+    note = kernel_release_note(get_engine("vllm@0.11"), "vllm", "h100-pcie")
+    assert note is not None and note.startswith(
+        "its kernels are priced from vllm 0.14.0 to 0.24.0 (other devices')"
+    )
+    assert kernel_release_note(get_engine("vllm@0.20"), "vllm", "h100-pcie") is None
+
+
 def _simulate(*extra: str) -> str:
     argv = ["simulate", "gpt-oss-20b", "--device", "h100", "--predict", "vllm", "--requests", "20"]
     argv += ["--rate", "2", "--no-interval", *extra]

@@ -847,7 +847,7 @@ class EngineProfile:
         """
         return moe_kernel_for(self.moe_kernels, dtype, architecture, device)
 
-    def kernel_release_note(self, kernels: str | None) -> str | None:
+    def kernel_release_note(self, kernels: str | None, label: str | None = None) -> str | None:
         """What to say when the corpus's kernels that price this profile were measured on a later
         release of its framework than every one the profile describes (``vllm@0.10`` priced by
         vLLM 0.24.0's kernels): a release's kernels can differ from a later one's (MoE kernels
@@ -857,7 +857,11 @@ class EngineProfile:
         Parameters
         ----------
         kernels : str or None
-            The release the corpus measured (:func:`costmodel.measured.corpus.framework_release`).
+            The release the corpus measured (:func:`costmodel.measured.corpus.framework_release`;
+            of several, the earliest).
+        label : str, optional
+            How to name the measured releases in the note (default ``kernels``: ``0.14.0 to
+            0.24.0 (other devices')`` where a device the corpus lacks is priced from several).
 
         Returns
         -------
@@ -893,7 +897,7 @@ class EngineProfile:
         described = ", ".join(sorted({str(v) for v in mine}, key=Version))
         own = "; ".join(f"{r.kernel} for {r.dtype} experts on {r.where}" for r in self.moe_kernels)
         return (
-            f"its kernels are priced from {self.framework} {kernels} measurements; {self.ref} describes "
+            f"its kernels are priced from {self.framework} {label or kernels} measurements; {self.ref} describes "
             f"{self.name} {described}, whose kernels the corpus does not measure and may be slower"
             + (f" (the MoE kernels its sources say it runs price those experts: {own})" if own else "")
         )

@@ -72,8 +72,9 @@ def _priced_by(request: SimulationRequest) -> str:
 def kernel_release_note(profile: Any, predict: str | None, device: str) -> str | None:
     """The note a predicted run prints when its engine profile describes an earlier release of
     the framework than the one whose kernels the corpus measured on ``device``
-    (:meth:`graphs.serving.engines.EngineProfile.kernel_release_note`); None without a predictor,
-    with another framework's kernels (said apart), or without the corpus.
+    (:meth:`graphs.serving.engines.EngineProfile.kernel_release_note`); a device the corpus does
+    not measure is priced from the others' fits, so their releases, the earliest compared; None
+    without a predictor, with another framework's kernels (said apart), or without the corpus.
 
     Parameters
     ----------
@@ -90,13 +91,27 @@ def kernel_release_note(profile: Any, predict: str | None, device: str) -> str |
     """
     if not predict or predict != profile.framework:
         return None
-    from costmodel.measured.corpus import MeasuredDataError, framework_release
+    from packaging.version import InvalidVersion, Version
 
+    from costmodel.measured.corpus import SYSTEMS, MeasuredDataError, framework_release
+
+    label = None
     try:
         measured = framework_release(device, predict)
-    except MeasuredDataError:
+        if measured is None and device not in SYSTEMS.values():  # priced from other devices' fits
+            rels = sorted(
+                {r for d in set(SYSTEMS.values()) if (r := framework_release(d, predict))}, key=Version
+            )
+            if rels:  # the earliest: where the profile predates it, it predates every one
+                measured = rels[0]
+                label = (
+                    f"{rels[0]} to {rels[-1]} (other devices')"
+                    if len(rels) > 1
+                    else f"{rels[0]} (other devices')"
+                )
+    except (MeasuredDataError, InvalidVersion):
         return None
-    note: str | None = profile.kernel_release_note(measured)
+    note: str | None = profile.kernel_release_note(measured, label)
     return note
 
 
