@@ -50,6 +50,9 @@ def test_a_device_the_corpus_lacks_compares_the_releases_pricing_it() -> None:
         "its kernels are priced from vllm 0.14.0 to 0.24.0 (other devices')"
     )
     assert kernel_release_note(get_engine("vllm@0.20"), "vllm", "h100-pcie") is None
+    assert kernel_release_note(get_engine("vllm@0.11"), "vllm", "h100").startswith(
+        NOTE
+    )  # an alias: h100-sxm's own
 
 
 def _simulate(*extra: str) -> str:

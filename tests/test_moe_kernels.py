@@ -292,23 +292,60 @@ def test_padding_follows_the_expert_split(tp, dp, ep, experts, inter):
 
 
 def test_a_fit_applies_only_to_the_kernel_it_priced():
+    """A fit is judged on its own model and device, where its kernel scale was learnt: refused only
+    where the run's engine would price that model's experts there with another kernel."""
     from graphs.serving.engines import EngineOverheads
     from graphs.serving.planning.serving_fit import ServingFit, check_fit_kernel
 
-    def fit(kernel):
-        return ServingFit("gpt-oss-120b", "h100-sxm", 1, "vllm", EngineOverheads(), {}, moe_kernel=kernel)
+    def fit(kernel, model="gpt-oss-120b", device="h100-sxm"):
+        return ServingFit(model, device, 1, "vllm", EngineOverheads(), {}, moe_kernel=kernel)
 
     check_fit_kernel(fit("marlin"), get_engine("vllm@0.11"), "gpt-oss-120b", "h100")
     check_fit_kernel(fit(None), get_engine("vllm@0.12"), "gpt-oss-120b", "h100")
     with pytest.raises(
-        CostModelError, match=r"the corpus.s fastest MoE kernel, but engine vllm@0\.11 runs the marlin"
+        CostModelError, match=r"with the corpus.s fastest MoE kernel, but engine vllm@0\.11 runs the marlin"
     ):
         check_fit_kernel(fit(None), get_engine("vllm@0.11"), "gpt-oss-120b", "h100")
     with pytest.raises(CostModelError, match="refit under this engine"):
         check_fit_kernel(fit("marlin"), get_engine("vllm@0.12"), "gpt-oss-120b", "h100")
     bound = ServingFit("gpt-oss-120b", "h100-sxm", 1, None, EngineOverheads(), {})
     check_fit_kernel(bound, get_engine("vllm@0.11"), "gpt-oss-120b", "h100")  # the bound prices none
-    check_fit_kernel(fit(None), get_engine("vllm@0.11"), "llama-3.1-8b", "h100")  # no experts: no kernel
+    # applied elsewhere, a fit is judged where it was made: a dense model's fit priced no experts,
+    # an H100 fit under vllm@0.12 priced Triton there (an A100 run's Marlin is not its concern)
+    check_fit_kernel(fit(None, "llama-3.1-8b"), get_engine("vllm@0.11"), "gpt-oss-120b", "h100")
+    check_fit_kernel(fit(None), get_engine("vllm@0.12"), "gpt-oss-120b", "a100-sxm-80gb")
+    check_fit_kernel(fit("marlin"), get_engine("vllm@0.11"), "llama-3.1-8b", "h100")
+
+
+def test_size_pads_each_family_as_it_runs_its_experts(monkeypatch):
+    """``size --enable-expert-parallel`` of gpt-oss-20b (24 MoE layers, 32 experts of 2,880) at
+    TP 2 under vllm@0.11: the aggregated EP family holds 16 whole experts a device, the
+    disaggregated family's pools every expert at 1,440 wide (Marlin pads it to 1,536); each KV
+    pool gives up its own padding (pinned to vLLM's create_weights tensors). A sliding-window
+    model sizes at all (its floors read each decode's context)."""
+    import graphs.serving.planning.sizing as sizing
+
+    seen = []
+    real = sizing.ceiling_rate
+
+    def ceiling(*a, topology, engine, **k):
+        seen.append((topology.expert_parallel, engine.kernel_weight_bytes))
+        return real(*a, topology=topology, engine=engine, **k)
+
+    monkeypatch.setattr(sizing, "ceiling_rate", ceiling)
+    res = sizing.size_deployment(
+        "gpt-oss-20b", rate=5.0, slo_ttft=2.0, slo_tpot=0.1, devices=["h100"], tps=(2,), requests=200,
+        runners_up=8, profile=get_engine("vllm@0.11"), expert_parallel=True,
+    )  # fmt: skip
+
+    def pad(inter, experts):
+        return 24 * (
+            _create_weights_bytes(2880, inter, experts, True)
+            - _create_weights_bytes(2880, inter, experts, False)
+        )
+
+    assert seen == [(True, pytest.approx(pad(2880, 16))), (False, pytest.approx(pad(1440, 32)))]
+    assert {bool(d.prefill_replicas) for d in res.candidates} == {False, True}
 
 
 def test_fit_files_record_the_kernel(tmp_path):

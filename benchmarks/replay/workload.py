@@ -247,7 +247,14 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     if row["source_kind"] == "vllm_ci_benchmark":  # benchmark_latency: one batch generated together
         assert conc is not None
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
-        eng = profile_engine(get_engine(ENGINE[row["engine"]]), cfg, row["device"], tp=tp)
+        eng = profile_engine(
+            get_engine(ENGINE[row["engine"]]),
+            cfg,
+            row["device"],
+            tp=tp,
+            dp=dp,
+            expert_parallel=expert_parallel,
+        )
         return RowWorkload(cfg, row["device"], topo, eng, fw, "batch", reqs, conc, notes=())
     if row["source_kind"] == "aiconfigurator_silicon":  # one wave of N requests (silicon_accuracy.py)
         assert conc is not None
@@ -259,7 +266,7 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
         prof = get_engine(row.get("engine_profile") or ENGINE[row["engine"]])
         if prof.policy != "guaranteed_no_evict":
             stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
-        eng = _engine(row, cfg, tp, isl, osl, cap=conc, expert_parallel=expert_parallel, **stated)
+        eng = _engine(row, cfg, tp, isl, osl, cap=conc, dp=dp, expert_parallel=expert_parallel, **stated)
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(conc))
         notes.append(f"one wave of {conc} requests sent together (inferred; the sample does not say)")
         if eng.max_num_seqs < conc:
@@ -271,7 +278,9 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
     if conc is not None:  # a closed loop: NIM / AIPerf, or a benchmark client (silicon_accuracy.py)
         if row["source_kind"] in ("aiconfigurator_silicon_client", "aiconfigurator_silicon_steady"):
             steady = row["source_kind"] == "aiconfigurator_silicon_steady"
-            eng, reqs, n = _client_load(row, cfg, tp, isl, osl, conc, fw, notes, steady=steady)
+            eng, reqs, n = _client_load(
+                row, cfg, tp, isl, osl, conc, fw, notes, steady=steady, dp=dp, expert_parallel=expert_parallel
+            )
             load = "steady" if steady else "client"
         else:
             eng = _engine(row, cfg, tp, isl, osl, dp=dp, expert_parallel=expert_parallel)
@@ -344,11 +353,14 @@ def _client_load(
     fw: str,
     notes: list[str],
     steady: bool = False,
+    dp: int = 1,
+    expert_parallel: bool = False,
 ) -> tuple[EngineConfig, tuple[Request, ...], int]:
     """A benchmark client's engine, requests and count (``row``'s ``requests_per_client`` per
     client, lengths by ``length_range_ratio``, the engine settings the row states); its
     assumptions go to ``notes``. ``steady``: the client's loop in its steady state (its first
-    sends spread over one cycle, the middle rounds read) rather than from a burst, read whole."""
+    sends spread over one cycle, the middle rounds read) rather than from a burst, read whole.
+    ``dp`` and ``expert_parallel``: the group the engine's pool is sized for (:func:`_engine`)."""
     per, ratio = int(row["requests_per_client"]), float(row["length_range_ratio"])
     n = per * conc
     stated = stated_settings(row)
@@ -357,7 +369,9 @@ def _client_load(
     reqs = tuple(synthetic(n, rate=None, prompt=_lengths(isl, ratio), output=_lengths(osl, ratio), seed=0))
     if prof.policy == "guaranteed_no_evict":  # a request's blocks reserved at admission
         # lengths drawn per request: each reserves its own prompt + output (not the maxima's)
-        eng = _engine(row, cfg, tp, isl, osl, fixed=ratio == 1, **stated)
+        eng = _engine(
+            row, cfg, tp, isl, osl, fixed=ratio == 1, dp=dp, expert_parallel=expert_parallel, **stated
+        )
         if ratio == 1 and eng.max_num_seqs < conc:
             notes.append(f"the KV pool reserves {eng.max_num_seqs} requests' blocks at once (the rest wait)")
         elif ratio != 1 and eng.num_blocks is not None:
@@ -377,7 +391,9 @@ def _client_load(
         # at least as many sequences per iteration as clients (the sources' launch limits are
         # not stated), the pool by the profile's own rule (SGLang's: vLLM's stands in)
         stated["max_num_seqs"] = max(conc, prof.max_num_seqs)
-        eng = profile_engine(prof.with_overrides(**stated), cfg, row["device"], tp=tp)
+        eng = profile_engine(
+            prof.with_overrides(**stated), cfg, row["device"], tp=tp, dp=dp, expert_parallel=expert_parallel
+        )
     spread = (
         "fixed lengths"
         if ratio == 1

@@ -835,9 +835,12 @@ def check_fit_kernel(
     where: str = "--predict-file",
 ) -> None:
     """Refuse a fit whose experts were priced with another fused-MoE kernel than the one
-    ``profile`` runs for ``config`` on ``device`` (:func:`graphs.serving.sim.engine.moe_kernel_padding`):
-    its kernel scale absorbed that kernel's time, so applied to the other it would count the gap
-    twice or not at all. A bound fit prices no kernel and is never refused.
+    ``profile`` runs for the fit's own model and device (:func:`graphs.serving.sim.engine.moe_kernel_padding`):
+    its kernel scale absorbed that kernel's time on its own runs, so under an engine that runs
+    another it would count the gap twice or not at all. A fit applied to another model or device
+    (said apart, where it is applied) is judged on its own model and device, which is where its
+    scale was learnt; a fit of a model this process cannot resolve is judged on ``config`` when it
+    names it, else not at all. A bound fit prices no kernel and is never refused.
 
     Parameters
     ----------
@@ -846,11 +849,12 @@ def check_fit_kernel(
     profile : EngineProfile
         The engine the prediction runs.
     config : ModelConfig
-        The model.
+        The run's model (judged on when the fit's own model cannot be resolved but is this one).
     device : str
-        The device.
+        The run's device (the error names it when it is the fit's).
     tp, dp : int
-        Tensor-parallel degree, and data-parallel ranks sharing the experts.
+        Tensor-parallel degree, and data-parallel ranks sharing the experts (which kernel runs
+        does not depend on them).
     expert_parallel : bool
         Whole experts per device.
     where : str
@@ -865,7 +869,13 @@ def check_fit_kernel(
 
     if fit.predict is None:
         return
-    rule, _ = moe_kernel_padding(profile, config, device, tp=tp, dp=dp, expert_parallel=expert_parallel)
+    model: Any = fit.model
+    try:
+        rule, _ = moe_kernel_padding(profile, model, fit.device, tp=fit.tp)
+    except CostModelError:  # a model or device of a file this process cannot resolve
+        if fit.model != getattr(config, "name", None):
+            return
+        rule, _ = moe_kernel_padding(profile, config, device, tp=tp, dp=dp, expert_parallel=expert_parallel)
     runs = rule.kernel if rule is not None else None
     if fit.moe_kernel != runs:
 
@@ -873,8 +883,9 @@ def check_fit_kernel(
             return f"the {k} MoE kernel" if k else "the corpus's fastest MoE kernel"
 
         raise CostModelError(
-            f"{where[:200]} priced the experts with {said(fit.moe_kernel)}, but engine {profile.ref} runs "
-            f"{said(runs)} for them on {device}: refit under this engine (calibrate serving --engine {profile.ref})"
+            f"{where[:200]} priced {fit.model[:80]}'s experts on {fit.device[:40]} with {said(fit.moe_kernel)}, "
+            f"but engine {profile.ref} runs {said(runs)} for them: refit under this engine "
+            f"(calibrate serving --engine {profile.ref})"
         )
 
 

@@ -350,7 +350,9 @@ def _floors(
         )
     step: Any = mixed_step(w, hw, tp=tp) if group is None else _Alone(group)
     o = eng.iteration_overhead_s
-    tpot = step.time_sums(1, float(min(r.prompt for r in reqs) + 1)) + o
+    ctx = float(min(r.prompt for r in reqs) + 1)
+    # a sliding-window model's attention reads min(W, ctx) of each decode's context: it needs them
+    tpot = step.time_sums(1, ctx, (), [ctx] if step.windowed else None) + o
     # the order statistic at floor(q/100 (n - 1)): the lower of the two the P99 interpolates
     # between, so at least n - that index requests have a prompt this long and the interpolated
     # TTFT percentile is at least its prefill (inverted_cdf took the upper one: with n < 100,
@@ -368,8 +370,18 @@ class _Alone:
     def __init__(self, group: RankStep) -> None:
         self.group = group
 
-    def time_sums(self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = ()) -> float:
-        return self.group.lockstep_s(n_dec, sum_ctx, chunks, busy=1)
+    @property
+    def windowed(self) -> bool:
+        return bool(self.group.windowed)
+
+    def time_sums(
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]] = (),
+        ctxs: Sequence[float] | None = None,
+    ) -> float:
+        return self.group.lockstep_s(n_dec, sum_ctx, chunks, busy=1, ctxs=ctxs)
 
 
 def size_deployment(
@@ -537,7 +549,10 @@ def size_deployment(
         )
     grouping = _Group(bool(expert_parallel), moe_dispatch)
     #: (device, tp, dp) -> the engine config and overheads its runs take (a profile's, sized per family)
-    engines: dict[tuple[str, int, int], tuple[EngineConfig, EngineOverheads | None]] = {}
+    #: (device, tp, dp, disaggregated) -> the engine its families run (a disaggregated family's
+    #: pools keep their experts split, so its KV pool holds another MoE kernel padding than the
+    #: aggregated family's with EP inside the tp group)
+    engines: dict[tuple[str, int, int, bool], tuple[EngineConfig, EngineOverheads | None]] = {}
     reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
     w.config.check_context(
         max(r.prompt + r.output for r in reqs),
@@ -567,14 +582,28 @@ def size_deployment(
             except CostModelError as e:
                 pruned.append(f"{at}: does not fit: {e}")
                 continue
-            engines[(name, tp, dp)] = pair
+            engines[(name, tp, dp, False)] = pair
             group = grouping.step(w, hw, tp, dp)
             # EP inside the tp group prices the aggregated family only: a disaggregated family's
-            # pools keep their experts split, so its floors and ceiling are the plain tp step's
+            # pools keep their experts split, so its floors, ceiling and engine are the plain tp step's
             split = dp == 1 and group is not None
             slos = (slo_ttft, slo_tpot, percentile)
             why = _ruled_out(w, hw, tp, reqs, pair[0], slos, group)
-            why_disagg = _ruled_out(w, hw, tp, reqs, pair[0], slos, None) if split else why
+            plain: tuple[EngineConfig, EngineOverheads | None] | None = pair
+            why_plain: str | None = None
+            if split and disaggregated:  # its experts split by width: another padding in its pool
+                try:
+                    plain = _pair_engine(profile, eng, w, hw, tp, reqs, dp, False)
+                except CostModelError as e:
+                    plain, why_plain = None, f"does not fit: {e}"
+            if dp == 1 and plain is not None:
+                engines[(name, tp, dp, True)] = plain
+            if not split:
+                why_disagg = why
+            elif plain is None:
+                why_disagg = why_plain
+            else:
+                why_disagg = _ruled_out(w, hw, tp, reqs, plain[0], slos, None)
             if why is not None and why_disagg is not None and not split:
                 pruned.append(f"{at}: {why}")
                 continue
@@ -597,8 +626,9 @@ def size_deployment(
                 if why_disagg is not None:
                     pruned.append(f"{name} tp{tp} disaggregated: {why_disagg}")
                     continue
-                if split:  # the plain tp replica's ceiling
-                    per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=pair[0])
+                if split:  # the plain tp replica's ceiling, on its own engine
+                    plain_engine = engines[(name, tp, dp, True)][0]
+                    per_replica = ceiling_rate(w, hw, reqs, topology=Topology(tp=tp), engine=plain_engine)
                 mean_p = float(np.mean([r.prompt for r in reqs]))
                 mean_d = float(np.mean([r.output - 1 for r in reqs]))
                 c = per_replica * (mean_p + mean_d)  # the token-wise ceiling C of one replica
@@ -641,7 +671,7 @@ def size_deployment(
             break
         seen.add((fam, a, b))
         if executor is None:
-            pair = engines[(fam.device, fam.tp, fam.dp)]
+            pair = engines[(fam.device, fam.tp, fam.dp, fam.disagg)]
             dep = _run(
                 w, fam, a, b, reqs, rate, slo_ttft, slo_tpot, percentile, pair, link_bandwidth, grouping,
                 reqs_id,
@@ -653,7 +683,7 @@ def size_deployment(
                 fut = submit(
                     executor, lb_2,
                     _run_config, w.config, ledgers, hw_by_name, f2, a2, b2, to, rate, slo_ttft, slo_tpot, percentile,
-                    engines[(f2.device, f2.tp, f2.dp)], link_bandwidth, grouping, reqs_id,
+                    engines[(f2.device, f2.tp, f2.dp, f2.disagg)], link_bandwidth, grouping, reqs_id,
                 )  # fmt: skip
                 fut.add_done_callback(lambda _: finished.set())
                 futures[(f2, a2, b2)] = fut

@@ -93,10 +93,11 @@ def kernel_release_note(profile: Any, predict: str | None, device: str) -> str |
         return None
     from packaging.version import InvalidVersion, Version
 
-    from costmodel.measured.corpus import SYSTEMS, MeasuredDataError, framework_release
+    from costmodel.measured.corpus import SYSTEMS, framework_release
 
     label = None
     try:
+        device = get_device(device).name  # an alias (h100) is the measured device it names
         measured = framework_release(device, predict)
         if measured is None and device not in SYSTEMS.values():  # priced from other devices' fits
             rels = sorted(
@@ -109,7 +110,7 @@ def kernel_release_note(profile: Any, predict: str | None, device: str) -> str |
                     if len(rels) > 1
                     else f"{rels[0]} (other devices')"
                 )
-    except (MeasuredDataError, InvalidVersion):
+    except (CostModelError, InvalidVersion):  # no corpus, or a device this process cannot name
         return None
     note: str | None = profile.kernel_release_note(measured, label)
     return note

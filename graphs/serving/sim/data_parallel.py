@@ -573,7 +573,12 @@ class RankStep:
         return np.maximum(times(n_dec, sum_ctx) - self._own(n_dec, ()), 0.0)
 
     def lockstep_s(
-        self, n_dec: int, sum_ctx: float, chunks: Sequence[tuple[float, float]] = (), busy: int | None = None
+        self,
+        n_dec: int,
+        sum_ctx: float,
+        chunks: Sequence[tuple[float, float]] = (),
+        busy: int | None = None,
+        ctxs: Sequence[float] | None = None,
     ) -> float:
         r"""One group iteration (s, no CPU terms) in which ``busy`` ranks (default all ``D``) each
         run the same batch (``n_dec`` decodes of KV lengths summing to ``sum_ctx``, prefill
@@ -597,6 +602,8 @@ class RankStep:
             Each busy rank's prefill chunks, each (tokens, cached tokens).
         busy : int or None
             Ranks running the batch (None: all ``D``).
+        ctxs : sequence of float or None
+            Each decode's KV length (tokens), for a windowed-attention step; None otherwise.
 
         Returns
         -------
@@ -606,7 +613,7 @@ class RankStep:
         d = self.stage.dp
         busy = d if busy is None else busy
         tokens = n_dec + sum(c for c, _ in chunks)
-        return self.time_sums(n_dec, sum_ctx, chunks) + self.stage.time(float(busy * tokens), d)
+        return self.time_sums(n_dec, sum_ctx, chunks, ctxs) + self.stage.time(float(busy * tokens), d)
 
 
 class MeteredRankStep(RankStep):
