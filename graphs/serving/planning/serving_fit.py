@@ -851,7 +851,7 @@ def check_fit_kernel(
     config : ModelConfig
         The run's model (judged on when the fit's own model cannot be resolved but is this one).
     device : str
-        The run's device (the error names it when it is the fit's).
+        The run's device (judged on with ``config`` when the fit's own cannot be resolved).
     tp, dp : int
         Tensor-parallel degree, and data-parallel ranks sharing the experts (which kernel runs
         does not depend on them).

@@ -548,10 +548,9 @@ def size_deployment(
             "expert_parallel spreads whole experts over a group's devices: it needs dps > 1 or tps > 1"
         )
     grouping = _Group(bool(expert_parallel), moe_dispatch)
-    #: (device, tp, dp) -> the engine config and overheads its runs take (a profile's, sized per family)
-    #: (device, tp, dp, disaggregated) -> the engine its families run (a disaggregated family's
-    #: pools keep their experts split, so its KV pool holds another MoE kernel padding than the
-    #: aggregated family's with EP inside the tp group)
+    #: (device, tp, dp, disaggregated) -> the engine config and overheads its runs take (a
+    #: profile's, sized per family: a disaggregated family's pools keep their experts split, so
+    #: its KV pool holds another MoE kernel padding than the aggregated family's with EP inside tp)
     engines: dict[tuple[str, int, int, bool], tuple[EngineConfig, EngineOverheads | None]] = {}
     reqs = synthetic(requests, rate=rate, prompt=prompt, output=output, arrival=arrival, seed=seed)
     w.config.check_context(
