@@ -216,15 +216,8 @@ def test_engine_prices_and_says_its_kernel(corpus):
     assert slow.corrected_s > 1.5 * fast.corrected_s
     bases = {n["basis"] for n in slow.nodes.values() if "marlin" in n["basis"]}
     assert bases and not any("marlin" in n["basis"] for n in fast.nodes.values())
-    want = padded_expert_bytes(
-        VLLM_MXFP4_MARLIN_HOPPER,
-        hidden=2880,
-        inter_rank=2880,
-        experts_rank=128,
-        moe_layers=36,
-        weight_bits=4.25,
-        bias_bytes=2,
-    )
+    # 36 MoE layers of 128 experts at 2,880 x 2,880, as vLLM's create_weights allocates them
+    want = 36 * (_create_weights_bytes(2880, 2880, 128, True) - _create_weights_bytes(2880, 2880, 128, False))
     assert profile_engine(old, "gpt-oss-120b", "h100").kernel_weight_bytes == pytest.approx(want)
     assert profile_engine(new, "gpt-oss-120b", "h100").kernel_weight_bytes == 0.0
     assert profile_engine(old, "llama-3.1-8b", "h100").kernel_weight_bytes == 0.0  # dense: no experts

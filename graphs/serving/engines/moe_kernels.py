@@ -51,6 +51,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 
 __all__ = [
+    "KERNEL_WORD",
     "MoEKernelRule",
     "VLLM_MXFP4_MARLIN_HOPPER",
     "VLLM_MXFP4_MARLIN_PRE_HOPPER",
@@ -59,7 +60,9 @@ __all__ = [
     "padded_expert_bytes",
 ]
 
-_WORD = re.compile(r"[a-z0-9_]{1,40}")
+#: a kernel's or dtype's name: a word of the corpus's ``kernel_source`` / ``moe_dtype`` (``marlin``;
+#: :class:`costmodel.measured.moe.MoEShape` checks its own the same way, the core importing no wing)
+KERNEL_WORD = re.compile(r"[a-z0-9_]{1,40}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ class MoEKernelRule:
     devices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not _WORD.fullmatch(self.dtype) or not _WORD.fullmatch(self.kernel):
+        if not KERNEL_WORD.fullmatch(self.dtype) or not KERNEL_WORD.fullmatch(self.kernel):
             raise CostModelError(
                 f"MoE kernel rule: dtype {self.dtype!r} and kernel {self.kernel!r} must be corpus words "
                 "(lower-case letters, digits, '_')"

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -68,6 +67,7 @@ from costmodel.outfiles import atomic_write
 from costmodel.safefile import read_user_file, unique_keys
 
 from ..engines.knobs import FIT_DEFAULT_TERMS
+from ..engines.moe_kernels import KERNEL_WORD
 from ..pricing.overheads import TERM_RANGES, TERMS, EngineOverheads
 from ..pricing.predictor import Predictor
 from ..sim.engine import EngineConfig
@@ -935,7 +935,7 @@ def read_fit(path: str) -> ServingFit:
     if doc["fp8_scales"] not in FP8_SCALES:
         raise CostModelError(f"{where}: fp8_scales must be one of {', '.join(FP8_SCALES)}")
     mk = doc["moe_kernel"]
-    if mk is not None and not (isinstance(mk, str) and re.fullmatch(r"[a-z0-9_]{1,40}", mk)):
+    if mk is not None and not (isinstance(mk, str) and KERNEL_WORD.fullmatch(mk)):
         raise CostModelError(
             f"{where}: moe_kernel must be a kernel's name (lower-case letters, digits, '_') or null"
         )

@@ -161,6 +161,38 @@ def moe_kernel_note(
     return text
 
 
+def engine_kernel_notes(
+    profile: Any, predict: str | None, config: Any, device: str, topology: Topology
+) -> dict[str, str]:
+    """The kernel notes a run's engine says once (:func:`kernel_release_note`,
+    :func:`moe_kernel_note`), by their ``--json`` key under ``engine``; those that do not apply
+    left out.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+        The run's engine profile.
+    predict : str or None
+        The corpus framework pricing the kernels.
+    config : ModelConfig
+        The model.
+    device : str
+        The catalog device.
+    topology : Topology
+        Its tp, dp and expert parallelism.
+
+    Returns
+    -------
+    dict of str to str
+    """
+    t = topology
+    notes = {
+        "kernel_release_note": kernel_release_note(profile, predict, device),
+        "moe_kernel_note": moe_kernel_note(profile, config, device, t.tp, t.dp, t.expert_parallel),
+    }
+    return {k: v for k, v in notes.items() if v}
+
+
 def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
     """What priced the iterations: the request's kernels, what their seconds rest on and the share
     clamped to the bound."""
@@ -291,15 +323,11 @@ class SimulationReport:
             **self.result.to_dict(),
             "cost": self.cost,
         }
-        release_note = kernel_release_note(self.profile, self.request.predict, self.result.device)
-        if release_note:
-            doc["engine"]["kernel_release_note"] = release_note
-        topo = self.topology
-        moe_note = moe_kernel_note(
-            self.profile, self.config, self.result.device, topo.tp, topo.dp, topo.expert_parallel
+        doc["engine"].update(
+            engine_kernel_notes(
+                self.profile, self.request.predict, self.config, self.result.device, self.topology
+            )
         )
-        if moe_note:
-            doc["engine"]["moe_kernel_note"] = moe_note
         if self.interval is not None:
             doc.update({k: v for k, v in self.interval.to_dict().items() if k not in ("point", "quantiles")})
         if self.comparison is not None:
@@ -372,12 +400,8 @@ class SimulationReport:
             out.append(
                 f"  note: {req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
             )
-        release_note = kernel_release_note(profile, req.predict, res.device)
-        if release_note:
-            out.append(f"  note: {release_note}")
-        moe_note = moe_kernel_note(profile, self.config, res.device, topo.tp, topo.dp, topo.expert_parallel)
-        if moe_note:
-            out.append(f"  note: {moe_note}")
+        notes = engine_kernel_notes(profile, req.predict, self.config, res.device, topo)
+        out += [f"  note: {note}" for note in notes.values()]
         if self.stagger_s is not None:
             out.append(
                 f"  closed loop: the clients' first sends drawn uniformly over {self.stagger_s:.3f} s (--seed {req.seed})"
@@ -526,17 +550,11 @@ class MaxRateReport:
             "cost": self.cost,
             **({"at_rate_" + k: v for k, v in bands.to_dict().items()} if bands is not None else {}),
         }
-        release_note = kernel_release_note(
-            self.profile, self.request.predict, get_device(self.request.device).name
+        # as a single run's engine says them (every probe runs the same engine)
+        device = get_device(self.request.device).name
+        doc["engine"].update(
+            engine_kernel_notes(self.profile, self.request.predict, self.config, device, self.topology)
         )
-        if release_note:  # as a single run's engine says it (every probe runs the same engine)
-            doc["engine"]["kernel_release_note"] = release_note
-        topo = self.topology
-        moe_note = moe_kernel_note(
-            self.profile, self.config, self.request.device, topo.tp, topo.dp, topo.expert_parallel
-        )
-        if moe_note:
-            doc["engine"]["moe_kernel_note"] = moe_note
         return doc
 
     @property
@@ -569,15 +587,10 @@ class MaxRateReport:
             f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)",
             f"  {self.profile.summary()}",
         ]
-        release_note = kernel_release_note(self.profile, req.predict, get_device(req.device).name)
-        if release_note:
-            out.append(f"  note: {release_note}")
-        topo = self.topology
-        moe_note = moe_kernel_note(
-            self.profile, self.config, req.device, topo.tp, topo.dp, topo.expert_parallel
+        notes = engine_kernel_notes(
+            self.profile, req.predict, self.config, get_device(req.device).name, self.topology
         )
-        if moe_note:
-            out.append(f"  note: {moe_note}")
+        out += [f"  note: {note}" for note in notes.values()]
         if self.fit is not None:
             out.append(predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device))
         if m.at_rate is not None and m.at_rate.coverage is not None:
