@@ -202,3 +202,74 @@ def test_a_routing_histogram_keeps_the_bound_and_says_why():
             p = {**d["params"], "tokens": 8}
             assert kernel_row(d, p) is None
             assert "routed-expert GEMMs of an unmeasured kind" in unmeasured_basis(d, p)
+
+
+# ------------------------------------------------- a harness that times rank 0's clamped workload
+
+
+def test_rank0_work_ratio_follows_the_collectors_balanced_routing():
+    """Counted by hand on ``balanced_logits`` (pick i of token t: (t + i s) mod E, s = ceil(E/k)):
+    where rank 0 holds at least s experts every token keeps all k picks, so the row times ep
+    times one rank's share; where it holds fewer, tokens are dropped and the ep is not read."""
+    from costmodel.measured.moe import rank0_work_ratio
+
+    assert rank0_work_ratio(16384, 8, 2, 2) == 2.0  # Mixtral: s = 4, 4 experts a rank
+    assert rank0_work_ratio(16384, 8, 2, 4) is None  # 2 experts a rank < s = 4
+    assert rank0_work_ratio(16384, 256, 8, 8) == 8.0  # DeepSeek: s = 32, 32 a rank
+    assert rank0_work_ratio(16384, 256, 8, 16) is None
+    # fewer tokens than s: pick i of token t is t s / T + i s; T = 1 picks 0, 16, ..., 112 of 128,
+    # two of them on rank 0's 32 experts: k / 2 = 4 times the share
+    assert rank0_work_ratio(1, 128, 8, 4) == 4.0
+    # 20 tokens (not a whole period of 128): every one has two picks below 32
+    assert rank0_work_ratio(20, 128, 8, 4) == 4.0
+    assert rank0_work_ratio(20, 128, 8, 1) == 1.0
+
+
+@pytest.fixture(scope="module")
+def a100_sglang_rows():
+    """A100 SGLang 0.5.10's balanced bf16 rows of DeepSeek-V3's expert shape (h 7168, I 2048,
+    top-8 of 256), ms by (ep, tokens), read straight from the parquet file."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import pandas as pd
+
+    from costmodel.measured.corpus import _table_paths
+
+    (path,) = [p for fw, _, p in _table_paths("a100_sxm", "moe") if fw == "sglang"]
+    df = pd.read_parquet(path)
+    assert set(df["version"].astype(str)) == {"0.5.10"}
+    sel = (
+        (df["hidden_size"] == 7168)
+        & (df["inter_size"] == 2048)
+        & (df["moe_tp_size"] == 1)
+        & (df["topk"] == 8)
+        & (df["num_experts"] == 256)
+        & (df["moe_dtype"] == "bfloat16")
+        & (df["distribution"] == "balanced")
+    )
+    return df[sel].groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
+
+
+def test_the_clamped_harness_rows_are_flat_in_ep_and_read_as_ep_times_the_share(a100_sglang_rows):
+    from costmodel.measured.moe import moe_curve
+
+    rows = a100_sglang_rows
+    # the data: ep 2, 4, 8 take ep 1's time at 16,384 tokens (the clamped work is the whole T k)
+    for ep in (2, 4, 8):
+        assert rows[(ep, 16384)] == pytest.approx(rows[(1, 16384)], rel=0.05)
+    shape = MoEShape(7168, 2048, 8, 256, ep=4)
+    c = moe_curve("a100-sxm-80gb", "sglang", shape)
+    assert c.source == "measured" and c.own_device
+    # read as one rank's share at 4 T tokens: the row itself ...
+    assert float(c.at([4 * 16384])[0]) == pytest.approx(rows[(4, 16384)] * 1e-3, rel=1e-12)
+    # ... which is ep 1's 1/4-as-many tokens (the same token-expert rows, a quarter of the
+    # weights), not 4x a rank's work
+    assert float(c.at([4 * 8192])[0]) == pytest.approx(rows[(1, 8192)] * 1e-3, rel=0.15)
+
+
+def test_an_ep_the_clamped_harness_drops_tokens_at_is_priced_elsewhere(a100_sglang_rows):
+    from costmodel.measured.moe import moe_curve
+
+    assert (16, 16384) in a100_sglang_rows  # measured, but with half the tokens dropped
+    c = moe_curve("a100-sxm-80gb", "sglang", MoEShape(7168, 2048, 8, 256, ep=16))
+    assert c is None or c.source == "neighbour"
