@@ -207,24 +207,6 @@ def test_a_routing_histogram_keeps_the_bound_and_says_why():
 # ------------------------------------------------- a harness that times rank 0's clamped workload
 
 
-def test_rank0_work_ratio_follows_the_collectors_balanced_routing():
-    """Counted by hand on ``balanced_logits`` (pick i of token t: (t + i s) mod E, s = ceil(E/k)):
-    where rank 0 holds at least s experts every token keeps all k picks, so the row times ep
-    times one rank's share; where it holds fewer, tokens are dropped and the ep is not read."""
-    from costmodel.measured.moe import rank0_work_ratio
-
-    assert rank0_work_ratio(16384, 8, 2, 2) == 2.0  # Mixtral: s = 4, 4 experts a rank
-    assert rank0_work_ratio(16384, 8, 2, 4) is None  # 2 experts a rank < s = 4
-    assert rank0_work_ratio(16384, 256, 8, 8) == 8.0  # DeepSeek: s = 32, 32 a rank
-    assert rank0_work_ratio(16384, 256, 8, 16) is None
-    # fewer tokens than s: pick i of token t is t s / T + i s; T = 1 picks 0, 16, ..., 112 of 128,
-    # two of them on rank 0's 32 experts: k / 2 = 4 times the share
-    assert rank0_work_ratio(1, 128, 8, 4) == 4.0
-    # 20 tokens (not a whole period of 128): every one has two picks below 32
-    assert rank0_work_ratio(20, 128, 8, 4) == 4.0
-    assert rank0_work_ratio(20, 128, 8, 1) == 1.0
-
-
 @pytest.fixture(scope="module")
 def a100_sglang_rows():
     """A100 SGLang 0.5.10's balanced bf16 rows of DeepSeek-V3's expert shape (h 7168, I 2048,
@@ -233,9 +215,10 @@ def a100_sglang_rows():
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     import pandas as pd
 
-    from costmodel.measured.corpus import _table_paths
+    from costmodel.measured.corpus import corpus_info, table_files
 
-    (path,) = [p for fw, _, p in _table_paths("a100_sxm", "moe") if fw == "sglang"]
+    (rel,) = [p for p in table_files("moe") if "/a100_sxm/moe/sglang/" in f"/{p}"]
+    path = f"{corpus_info().root}/{rel}"
     df = pd.read_parquet(path)
     assert set(df["version"].astype(str)) == {"0.5.10"}
     sel = (
@@ -250,26 +233,52 @@ def a100_sglang_rows():
     return df[sel].groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
 
 
-def test_the_clamped_harness_rows_are_flat_in_ep_and_read_as_ep_times_the_share(a100_sglang_rows):
-    from costmodel.measured.moe import moe_curve
+def test_the_clamped_harness_rows_are_a_share_when_memory_bound_and_ep_times_it_when_not(a100_sglang_rows):
+    """What the collector's clamp predicts (every kept token runs all k rows on rank 0's experts,
+    the remote picks on expert 0), read in the data: at 4,096-16,384 tokens (compute-bound) ep 2,
+    4 and 8 take about ep 1's time, ep times a rank's share; at 32 tokens (the weights) 1/ep of it and a
+    little more, a share. ep 4's row at T is ep 1's at 4 T / 4 where compute-bound."""
+    rows = a100_sglang_rows
+    for ep in (2, 4, 8):
+        for t in (4096, 8192, 16384):  # the same T k rows on 1/ep of the weights
+            assert 0.85 * rows[(1, t)] <= rows[(ep, t)] <= rows[(1, t)]
+        # a share, and a little more: rank 0 also reads expert 0, where the remote picks land
+        assert rows[(1, 32)] / ep <= rows[(ep, 32)] <= 1.35 * rows[(1, 32)] / ep
+
+
+def test_the_clamped_harness_prices_a_rank_from_its_ep1_rows(a100_sglang_rows):
+    from costmodel.measured.moe import moe_bound_s, moe_curve
 
     rows = a100_sglang_rows
-    # the data: ep 2, 4, 8 take ep 1's time at 16,384 tokens (the clamped work is the whole T k)
-    for ep in (2, 4, 8):
-        assert rows[(ep, 16384)] == pytest.approx(rows[(1, 16384)], rel=0.05)
     shape = MoEShape(7168, 2048, 8, 256, ep=4)
     c = moe_curve("a100-sxm-80gb", "sglang", shape)
-    assert c.source == "measured" and c.own_device
-    # read as one rank's share at 4 T tokens: the row itself ...
-    assert float(c.at([4 * 16384])[0]) == pytest.approx(rows[(4, 16384)] * 1e-3, rel=1e-12)
-    # ... which is ep 1's 1/4-as-many tokens (the same token-expert rows, a quarter of the
-    # weights), not 4x a rank's work
-    assert float(c.at([4 * 8192])[0]) == pytest.approx(rows[(1, 8192)] * 1e-3, rel=0.15)
+    assert c.own_device and c.source == "neighbour"
+    assert "sglang 0.5.10's ep 1 rows at 1/ep" in c.basis and "clamped" in c.basis
+    tokens = [1, 32, 1024, 16384]
+    assert list(c.at(tokens)) == pytest.approx([rows[(1, t)] * 1e-3 / 4 for t in tokens], rel=1e-12)
+    # never below the bound where ep 1's rows are not (the bound ratio of the two is 1/ep)
+    assert all(c.at(tokens) >= moe_bound_s("a100-sxm-80gb", shape, tokens))
+    # ep 1 itself is the rows, measured
+    one = moe_curve("a100-sxm-80gb", "sglang", MoEShape(7168, 2048, 8, 256))
+    assert one.source == "measured" and float(one.at([32])[0]) == rows[(1, 32)] * 1e-3
 
 
-def test_an_ep_the_clamped_harness_drops_tokens_at_is_priced_elsewhere(a100_sglang_rows):
+def test_power_law_rows_of_the_clamped_harness_fall_back_to_the_balanced_share():
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     from costmodel.measured.moe import moe_curve
 
-    assert (16, 16384) in a100_sglang_rows  # measured, but with half the tokens dropped
-    c = moe_curve("a100-sxm-80gb", "sglang", MoEShape(7168, 2048, 8, 256, ep=16))
-    assert c is None or c.source == "neighbour"
+    zipf = MoEShape(7168, 2048, 8, 256, ep=4, distribution="power_law_1.2")
+    c = moe_curve("a100-sxm-80gb", "sglang", zipf)
+    assert "balanced rows for power_law_1.2 routing" in c.basis and "ep 1 rows at 1/ep" in c.basis
+    # other harnesses' ep > 1 rows are read as they are: H200's SGLang 0.5.14 measures this at ep 4
+    h200 = moe_curve("h200-sxm", "sglang", MoEShape(2048, 640, 22, 512, ep=4))
+    assert h200.source == "measured" and h200.basis == ""
+
+
+def test_the_fits_leave_the_clamped_harness_ep_rows_out():
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.measured.corpus import load
+
+    df = load("moe", devices=["a100-sxm-80gb"])
+    sg = df[df["framework"] == "sglang"]
+    assert len(sg) and set(sg["ep"]) == {1}

@@ -47,6 +47,7 @@ __all__ = [
     "corpus_info",
     "compute_scale_s",
     "FP8_SCALES",
+    "RANK0_CLAMPED",
     "small_kernel_s",
     "small_kernel_measured",
     "load",
@@ -85,6 +86,12 @@ FRAMEWORKS = ("vllm", "sglang", "trtllm")
 #: (``static``: ModelOpt/TensorRT-LLM FP8 checkpoints, ``activation_scheme: static``),
 #: :func:`compute_scale_s`; stdlib only, as the command line reads it for ``--fp8-scales``
 FP8_SCALES = ("dynamic", "static")
+
+#: (framework, version) of the harnesses whose ``moe`` rows at ``ep`` > 1 time rank 0's kept
+#: tokens with all ``k`` picks each, the remote ones clamped to expert 0, not one rank's share of
+#: the routed work (ai-dynamo/aiconfigurator ``collector/sglang/collect_moe.py`` at 006afd78:
+#: ``build_rank0_workloads`` and ``topk_ids.clamp(min=0)``; :mod:`.moe`'s module doc)
+RANK0_CLAMPED = frozenset({("sglang", "0.5.10")})
 
 FAMILIES = (
     "gemm",
@@ -379,8 +386,11 @@ def _load_one(family: str, system: str, frameworks: list[str] | None = None) -> 
         if df is None:
             return None
         # power-law routing loads ranks unevenly in a way the tables do not state; the
-        # balanced rows are the ones whose per-rank work the shape determines
+        # balanced rows are the ones whose per-rank work the shape determines, except a
+        # RANK0_CLAMPED harness's at ep > 1 (more than a rank's share of the work)
         df = df[df["distribution"] == "balanced"].rename(columns=_MOE_RENAME)
+        for fw, ver in RANK0_CLAMPED:
+            df = df[~((df["framework"] == fw) & (df["version"].astype(str) == ver) & (df["ep"] > 1))]
         df = df[["framework", "version", "kernel_source", *_MOE_RENAME.values()]]
     else:
         parts = []

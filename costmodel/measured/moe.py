@@ -53,24 +53,25 @@ the search above prices it, and the basis says so.
 
 How a harness's ``ep`` > 1 rows are read: a row is one rank's share of the routed work, ``T k /
 ep`` token-expert rows on ``E / ep`` experts, except where the collector's own code says it times
-something else. SGLang 0.5.10's (:data:`RANK0_CLAMPED`: ``collector/sglang/collect_moe.py`` of
-ai-dynamo/aiconfigurator, ``build_rank0_workloads`` from PR 753, the data from PR 963) keeps the
-tokens that route to any of rank 0's experts, sets their other picks to expert ``-1`` with weight 0
-and clamps ``-1`` to expert 0 ("the zero weight ensures no contribution"), so each kept token still
-runs all ``k`` of its rows. Under the balanced routing (``balanced_logits``: token ``t``'s ``i``-th
-pick is ``(t + i s) mod E``, ``s = ceil(E / k)``) a rank holding ``E/ep >= s`` experts keeps every
-token: the row times ``T k`` rows, ``ep`` times one rank's share, and A100's rows are flat in ``ep``
-up to ``ep = k`` as that predicts (h 7168, I 2048, top-8 of 256 at 16,384 tokens: 155 / 150 / 149 /
-149 ms at ep 1 / 2 / 4 / 8). Such a row is read as one rank's share at
-
-.. math:: T' = T\\,\\frac{k\\,T_0(T)}{L_0(T)}
-
-tokens (:func:`rank0_work_ratio`: ``T_0`` the kept tokens, ``L_0`` the picks that land on rank 0's
-experts, both counted on the collector's routing), which is ``ep T`` where every token is kept.
-Rows of an ``ep`` where tokens are dropped (``E/ep < s``) sit 1.6-2.6x below what the clamped work
-predicts (not understood), and the power-law rows' rank-0 workload comes from a random draw this
-module does not reproduce: both are left out for ``ep`` > 1, and the search above prices those
-shapes from other rows (the basis says which).
+something else. SGLang 0.5.10's (:data:`~.corpus.RANK0_CLAMPED`; ``collector/sglang/collect_moe.py``
+of ai-dynamo/aiconfigurator at 006afd78: ``build_rank0_workloads``, from PR 753; the A100 data from
+PR 963) keeps the tokens that route to any of rank 0's experts, sets their other picks to expert
+``-1`` with weight 0 and clamps ``-1`` to expert 0 ("the zero weight ensures no contribution"), so
+each kept token still runs all ``k`` of its rows. Under its balanced routing (``balanced_logits``:
+token ``t``'s ``i``-th pick is ``(t + i s) mod E``, ``s = ceil(E / k)``) a rank holding ``E/ep >= s``
+experts keeps every token and computes ``T k`` rows, ``ep`` times one rank's share, while it reads
+the weights of about one rank's share of experts: the rows are a rank's share where the kernel is
+memory-bound and ``ep`` times it where it is compute-bound, and A100's rows show both (h 7168, I
+2048, top-8 of 256: 155 / 150 / 149 / 149 ms at ep 1 / 2 / 4 / 8 and 16,384 tokens; 12.6 / 6.5 /
+3.5 / 2.0 ms at 32 tokens). No one token count reads them right at every ``T``, so the harness's
+``ep`` > 1 rows are left out and its ``ep = 1`` rows of the shape price the rank at ``1/ep`` of
+their time, the bound ratio of the two (:func:`moe_bound_s` divides by ``ep`` alone): the same
+per-expert loads on ``1/ep`` of the experts (the basis says so). That agrees with the clamped rows
+where they can be read: 3.15 against 3.5 ms at 32 tokens and ep 4 (rank 0 also reads expert 0,
+where the remote picks land), while at 4,096-16,384 tokens the clamped rows take 0.91-0.97 of ep
+1's time at the same ``T``: the same rows on ``1/ep`` of the weights. SGLang 0.5.14's tables
+(every other system) fall with ``ep`` for most shapes and are read as shares; Mixtral's Triton
+rows on H100 and L40S follow the clamp there too (not resolved).
 
 Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
 measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law
@@ -90,17 +91,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import CostModelError
-from .corpus import SYSTEMS, MeasuredDataError, table_frame
+from .corpus import RANK0_CLAMPED, SYSTEMS, MeasuredDataError, table_frame
 
 __all__ = [
     "DISTRIBUTIONS",
-    "RANK0_CLAMPED",
     "MoEShape",
     "MoECurve",
     "distribution_for",
     "moe_curve",
     "moe_bound_s",
-    "rank0_work_ratio",
 ]
 
 #: the per-expert loads the corpus measures (the ``distribution`` column)
@@ -108,11 +107,6 @@ DISTRIBUTIONS = ("balanced", "power_law_1.01", "power_law_1.2")
 
 #: a dtype the corpus may not measure for a shape -> the one whose kernels price it (named)
 _SUBSTITUTES = {"fp8": "fp8_block", "float16": "bfloat16"}
-
-#: (framework, version) of the corpus harnesses whose ``ep`` > 1 rows time rank 0's kept tokens
-#: with every pick, the remote ones clamped to expert 0 (module doc; ai-dynamo/aiconfigurator
-#: ``collector/sglang/collect_moe.py``: ``build_rank0_workloads`` and ``topk_ids.clamp(min=0)``)
-RANK0_CLAMPED = frozenset({("sglang", "0.5.10")})
 
 #: a kernel's name: a word of the corpus's ``kernel_source`` (``marlin``)
 _KERNEL_WORD = re.compile(r"[a-z0-9_]{1,40}")
@@ -261,6 +255,7 @@ _COLUMNS = (
     "experts",
     "ep",
     "latency_s",
+    "ep_note",
 )
 
 
@@ -290,75 +285,30 @@ def _table(system: str) -> Any:
     return out[list(_COLUMNS)].reset_index(drop=True)
 
 
-def _balanced_picks(tokens: int, experts: int, topk: int) -> np.ndarray:
-    """The experts each of ``tokens`` tokens picks under the collector's balanced routing
-    (``balanced_logits`` of ai-dynamo/aiconfigurator's collector): with ``s = ceil(E / k)``, token
-    ``t``'s ``i``-th pick is ``(t + i s) mod E`` where ``T >= s``, else ``(t s / T + i s) mod E``
-    truncated (stored as float32, then ``.long()``), shape ``[T, k]``."""
-    stride = -(-experts // topk)
-    t = np.arange(tokens, dtype=np.float64)[:, None]
-    i = np.arange(topk, dtype=np.float64)[None, :]
-    if tokens >= stride:
-        return ((t + i * stride) % experts).astype(np.int64)
-    return np.mod(t * stride / tokens + i * stride, experts).astype(np.float32).astype(np.int64)
-
-
-@functools.cache
-def rank0_work_ratio(tokens: int, experts: int, topk: int, ep: int) -> float | None:
-    """How many times one rank's share of the routed work a :data:`RANK0_CLAMPED` row at
-    ``tokens`` times (module doc): ``k T_0 / L_0``, with ``T_0`` the tokens that pick any of rank
-    0's ``E / ep`` experts (each runs all ``k`` rows, the remote picks clamped to expert 0) and
-    ``L_0`` their picks on rank 0 (one rank's share). None where some token picks none of rank
-    0's experts at some token count, ``E / ep < s`` (none of that ``ep``'s rows are read: module
-    doc), or picks one expert twice.
-
-    >>> rank0_work_ratio(8192, 128, 8, 4)  # s = 16 <= 32 experts a rank: every token kept
-    4.0
-    >>> rank0_work_ratio(8192, 128, 8, 16) is None  # 8 experts a rank < s: half the tokens dropped
-    True
-    """
-    if ep == 1:
-        return 1.0
-    stride = -(-experts // topk)
-    if experts % ep or experts // ep < stride:
-        return None
-    # the picks repeat with period E in t where T >= s: count one period and the remainder
-    if tokens >= stride and tokens > experts:
-        one = _balanced_picks(experts, experts, topk)
-        whole, rest = divmod(tokens, experts)
-        picks = np.concatenate([one] + ([one[:rest]] if rest else []))
-        weight = np.concatenate([np.full(experts, whole)] + ([np.ones(rest, dtype=np.int64)] if rest else []))
-    else:
-        picks = _balanced_picks(tokens, experts, topk)
-        weight = np.ones(tokens, dtype=np.int64)
-    if any(len(set(row)) != topk for row in picks.tolist()):
-        return None
-    local = (picks < experts // ep).sum(axis=1)
-    if np.any(local == 0):
-        return None
-    return float(topk * weight.sum() / (weight * local).sum())
-
-
 def _rank0_read(df: Any) -> Any:
-    """``df`` (one system's rows, with ``version``) with the :data:`RANK0_CLAMPED` harnesses'
-    ``ep`` > 1 rows read as one rank's share (module doc): balanced rows at ``T k T_0 / L_0``
-    tokens, the rest left out."""
+    """``df`` (one system's rows, with ``version``) with the :data:`~.corpus.RANK0_CLAMPED`
+    harnesses' ``ep`` > 1 rows replaced (module doc): for each balanced shape they measured at an
+    ``ep``, the harness's ``ep = 1`` rows of the shape at ``1/ep`` of their time, ``ep_note``
+    naming the harness; their power-law ``ep`` > 1 rows are left out."""
     harness = np.zeros(len(df), dtype=bool)
-    for fw, ver in RANK0_CLAMPED:
-        harness |= ((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()
+    label = np.full(len(df), "", dtype=object)
+    for fw, ver in sorted(RANK0_CLAMPED):
+        hit = ((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()
+        harness |= hit
+        label[hit] = f"{fw} {ver}"
+    out = df.assign(ep_note="")
     clamped = harness & (df["ep"].to_numpy() > 1)
     if not clamped.any():
-        return df
-    ratio = np.ones(len(df))
-    ratio[clamped] = np.nan
-    dims = np.stack([df[c].to_numpy(dtype=np.int64) for c in ("tokens", "experts", "topk", "ep")], axis=1)
-    read = clamped & (df["distribution"] == "balanced").to_numpy()
-    combos, where = np.unique(dims[read], axis=0, return_inverse=True)
-    got = [rank0_work_ratio(*(int(v) for v in c)) for c in combos]
-    ratio[read] = np.array([np.nan if r is None else r for r in got])[where.ravel()]
-    out = df.copy()
-    out["tokens"] = out["tokens"].to_numpy(dtype=float) * ratio
-    return out[np.isfinite(out["tokens"].to_numpy(dtype=float))]
+        return out
+    keys = ["framework", "kernel_source", "dtype", "distribution", "hidden", "inter_rank", "topk", "experts"]
+    wanted = df[clamped & (df["distribution"] == "balanced").to_numpy()][[*keys, "ep"]].drop_duplicates()
+    first = harness & (df["ep"].to_numpy() == 1)
+    one = out[first].assign(ep_note=label[first])
+    made = one.drop(columns="ep").merge(wanted, on=keys)
+    made["latency_s"] = made["latency_s"] / made["ep"]
+    import pandas as pd
+
+    return pd.concat([out[~clamped], made[out.columns]], ignore_index=True)
 
 
 def _systems(device: str) -> list[str]:
@@ -561,6 +511,12 @@ def _priced(
         return None
     if why:
         basis = [*basis, f"moe: {why}"]
+    for note in sorted(set(hit["ep_note"]) - {""}):
+        basis = [
+            *basis,
+            f"moe: {note}'s ep 1 rows at 1/ep (its ep > 1 rows time rank 0's clamped workload, "
+            "not a rank's share)",
+        ]
     tokens, seconds = _curve(hit)
     if measured != target or measured_on != device:
         # t(T) bound(target on device, T) / bound(measured shape on its device, T), a named
