@@ -686,3 +686,25 @@ def test_a_predicted_sweep_and_rate_search_print_their_bands_and_expected_errors
     assert "P10-P90 of the max rate: [" in text and "at that rate, expected TPOT error" in text
     assert main([*mr, "--no-interval"]) == 0
     assert "P10-P90 of the max rate" not in capsys.readouterr().out
+
+
+def test_a_chunk_after_a_cached_prefix_is_the_q_eq_kv_kernel_at_its_kv_length_scaled(fake_corpus):
+    """With every measured kernel at FACTORS x its roofline, the q = kv kernel at p + c tokens
+    scaled by the bound ratio bound(c | p) / bound(p + c | 0) is that factor x bound(c | p): the
+    chunk keeps its q = kv kernel's efficiency (p + c on the whole-count token grid, so no
+    interpolation), is never below its bound, and is counted as a neighbour that says so."""
+    from graphs.serving.pricing.predictor import _CHUNK_PREFIX_SCALED, predicted_mixed_step
+
+    s = predicted_mixed_step("llama-3.1-8b", "h100", predictor=PRED)
+    c, pre = 512.0, 3584.0
+    for k, name in enumerate(s.attention_names):
+        kern = s._attn[k][0]
+        own = kern.time(0, 0.0, ((c, pre),))
+        assert s.prefix_chunk_attention(k, c, pre) == pytest.approx(_factor(name) * own, rel=1e-9)
+    s.reset()
+    bound_t = s.bound.time_sums(0, 0.0, [(c, pre)])
+    assert s.time_sums(0, 0.0, [(c, pre)]) >= bound_t
+    cov = s.coverage()
+    if any(_factor(n) >= 1 for n in s.attention_names):
+        assert _CHUNK_PREFIX_SCALED in cov.neighbours
+    assert not any("not measured (q < kv)" in why for why in cov.bounds)

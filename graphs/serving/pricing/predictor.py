@@ -22,7 +22,15 @@ iteration, and the iteration loop only interpolates:
   context ``round(2^{j/2})`` for ``2 <= ctx <= 2^18``;
 * a prefill chunk's attention at ``c`` new tokens with no cached prefix (the corpus measures
   context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``, on the
-  token grid; a chunk after a cached prefix keeps its bound (and is counted as bound).
+  token grid. A chunk of ``c`` after ``p`` cached tokens (a prompt longer than the token budget,
+  or a prefix-cache hit) is its nearest measured shape, the ``q = kv`` kernel at its KV length
+  ``p + c``, scaled by the ratio of the two roofline bounds (a neighbour, said):
+
+  .. math:: \\hat t(c \\mid p) = \\hat t(p + c \\mid 0)\\,\\frac{t^{roof}(c \\mid p)}{t^{roof}(p + c \\mid 0)}.
+
+  The two run the same KV loop per query tile; the chunk launches ``c / (p + c)`` of the tiles,
+  which fill the device at the chunk sizes engines schedule (2,048 tokens x 8 heads is 128 tiles of
+  128 rows) and may not for a short chunk after a long prefix (the bound is its floor).
 
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
@@ -102,6 +110,7 @@ KINDS = ("bound", "calibrated", "grey-box")
 #: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
 INTERVAL = (0.1, 0.9)
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
+_CHUNK_PREFIX_SCALED = "chunk attention after a cached prefix (q < kv): the q = kv kernel at its KV length, scaled by the bound ratio"
 _CHUNK_BODY_PREFIX = (
     "MLA K/V decompression of chunks after a cached prefix (kv_b_proj over the prefix too): not measured"
 )
@@ -724,6 +733,7 @@ class PredictedStep:
             )
         self.attention_names = a_names
         self._prefix_id = ids("bound", _CHUNK_PREFIX)
+        self._prefix_scaled_id = ids("neighbour", _CHUNK_PREFIX_SCALED)
         self._pre_body: list[tuple[int, int, list[float]]] = []
         if not self.shared_body:
             self._chunk_body_tables(g_pre, grid, pre_pts)
@@ -985,6 +995,31 @@ class PredictedStep:
         i, w = lerp_at(self._lgrid, math.log(c))
         return math.exp(tab[i] * (1 - w) + tab[i + 1] * w)
 
+    def prefix_chunk_attention(self, k: int, c: float, pre: float) -> float | None:
+        """Attention node ``k``'s price (s) for a chunk of ``c`` tokens after ``pre`` cached ones:
+        the ``q = kv`` kernel at ``pre + c`` tokens scaled by the ratio of the two roofline bounds
+        (module doc).
+
+        Parameters
+        ----------
+        k : int
+            The attention node's index.
+        c : float
+            Chunk tokens.
+        pre : float
+            Cached tokens before the chunk.
+
+        Returns
+        -------
+        float or None
+            Seconds, or None when no measured kernel prices the ``q = kv`` shape.
+        """
+        whole = self.chunk_attention(k, c + pre)
+        if whole is None:
+            return None
+        kern = self._attn[k][0]
+        return whole * kern.time(0, 0.0, ((c, pre),)) / kern.time(0, 0.0, ((c + pre, 0.0),))
+
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """The bound's ceiling (:meth:`MixedStep.max_tokens_per_s`): a predicted iteration is
         never faster than its bound, so the ceiling holds for it too.
@@ -1084,11 +1119,15 @@ class PredictedStep:
                 pd = self.decode_attention(k, n_dec, sum_ctx / n_dec)
                 parts.append((did, pd if pd is not None else kern.time(n_dec, sum_ctx, (), ctxs)))
             for c, pre in chunks:
-                pc = self.chunk_attention(k, c) if pre == 0 else None
+                if pre == 0:
+                    pc = self.chunk_attention(k, c)
+                    parts.append((pid, pc if pc is not None else kern.time(0, 0.0, ((c, pre),))))
+                    continue
+                pc = self.prefix_chunk_attention(k, c, pre)
                 if pc is None:
-                    parts.append((pid if pre == 0 else self._prefix_id, kern.time(0, 0.0, ((c, pre),))))
+                    parts.append((self._prefix_id, kern.time(0, 0.0, ((c, pre),))))
                 else:
-                    parts.append((pid, pc))
+                    parts.append((self._prefix_scaled_id, pc))
             s = sum(x for _, x in parts)
             if s < roof_k:
                 acc[self.clamped_id] += roof_k

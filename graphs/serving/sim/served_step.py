@@ -41,7 +41,8 @@ the rest follow in the next iterations; for each request
 engine's chunked prefill, token budget and scheduler as the profile sets them). At light load the
 validation tables' TTFT is exactly this: request path plus prefill (issue 42's check). What the
 run's kernels rest on is said with it: a chunk after a cached prefix has no measured attention
-kernel and is priced at its bound, so a prompt longer than the token budget leans on the bound.
+kernel of its shape and is priced from the ``q = kv`` kernel at its KV length, scaled by the bound
+ratio (a neighbour: :mod:`graphs.serving.pricing.predictor`).
 
 **Expected error.** The served TPOT is judged by the TPOT rows, the served TTFT by the TTFT rows
 of the run's regime (its simulated queue share of TTFT): the group of deployments like it
