@@ -708,3 +708,23 @@ def test_a_chunk_after_a_cached_prefix_is_the_q_eq_kv_kernel_at_its_kv_length_sc
     if any(_factor(n) >= 1 for n in s.attention_names):
         assert _CHUNK_PREFIX_SCALED in cov.neighbours
     assert not any("not measured (q < kv)" in why for why in cov.bounds)
+
+
+def test_a_prefix_chunk_on_the_corpus_contains_its_parts_and_is_contained_by_the_whole():
+    """On the corpus's own kernels (vLLM, H100, Llama-3.1-8B): a chunk of c after p cached tokens
+    costs at least the q = kv kernel at c (the same query tiles with shorter KV loops) and one
+    decode at p + c (the same KV read), at most the q = kv kernel at p + c (all of its tiles,
+    the chunk's among them), and grows with p (to within the q = kv tables' staircase)."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from graphs.serving.pricing.predictor import predicted_mixed_step
+
+    s = predicted_mixed_step("llama-3.1-8b", "h100", predictor=PRED)
+    (k,) = range(len(s.attention_names))
+    for c in (2, 16, 128, 512, 2048):
+        prev = 0.0
+        for p in (1, 16, 128, 1024, 4096, 16384, 100000):
+            t = s.prefix_chunk_attention(k, c, p)
+            assert t >= s.chunk_attention(k, c) and t >= s.decode_attention(k, 1, p + c)
+            assert t <= s.chunk_attention(k, c + p) * (1 + 1e-12)
+            assert t >= 0.95 * prev, (c, p)
+            prev = t

@@ -23,14 +23,20 @@ iteration, and the iteration loop only interpolates:
 * a prefill chunk's attention at ``c`` new tokens with no cached prefix (the corpus measures
   context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``, on the
   token grid. A chunk of ``c`` after ``p`` cached tokens (a prompt longer than the token budget,
-  or a prefix-cache hit) is its nearest measured shape, the ``q = kv`` kernel at its KV length
-  ``p + c``, scaled by the ratio of the two roofline bounds (a neighbour, said):
+  a prefix-cache hit, a speculative verify chunk) is its nearest measured shape, the ``q = kv``
+  kernel at its KV length ``p + c``, scaled by the ratio of the two roofline bounds, and never
+  less than what it contains: the ``q = kv`` kernel at ``c`` (the same query tiles, each with a
+  shorter KV loop) and one decode at ``p + c`` (the same KV read, one query):
 
-  .. math:: \\hat t(c \\mid p) = \\hat t(p + c \\mid 0)\\,\\frac{t^{roof}(c \\mid p)}{t^{roof}(p + c \\mid 0)}.
+  .. math:: \\hat t(c \\mid p) = \\max\\Big(\\hat t(p + c \\mid 0)\\,\\frac{t^{roof}(c \\mid p)}{t^{roof}(p + c \\mid 0)},\\;
+     \\hat t(c \\mid 0),\\; \\hat t_{dec}(1, p + c)\\Big).
 
-  The two run the same KV loop per query tile; the chunk launches ``c / (p + c)`` of the tiles,
-  which fill the device at the chunk sizes engines schedule (2,048 tokens x 8 heads is 128 tiles of
-  128 rows) and may not for a short chunk after a long prefix (the bound is its floor).
+  The chunk's query tiles are the last ``c / (p + c)`` of the ``q = kv`` kernel's, each with the
+  same causal KV loop, so the bound ratio keeps the loop lengths. What it does not keep is the
+  fill: a chunk launches ``heads x ceil(c / 128)`` tiles, 32 for one 128-token chunk of 32 heads,
+  a quarter of an H100's 132 SMs, where the long kernel fills them; without split-KV such a chunk
+  may be priced optimistically (a neighbour, said as such; the MLA prefix path's extra launches
+  and merges, vLLM's and SGLang's, are not counted either).
 
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
@@ -110,7 +116,10 @@ KINDS = ("bound", "calibrated", "grey-box")
 #: the quantiles of a prediction interval (P10-P90): its optimistic and pessimistic ends
 INTERVAL = (0.1, 0.9)
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
-_CHUNK_PREFIX_SCALED = "chunk attention after a cached prefix (q < kv): the q = kv kernel at its KV length, scaled by the bound ratio"
+_CHUNK_PREFIX_SCALED = (
+    "chunk attention after a cached prefix (q < kv): the q = kv kernel at its KV length, scaled by the "
+    "bound ratio (at least the q = kv kernel at its own tokens and one decode at its KV length)"
+)
 _CHUNK_BODY_PREFIX = (
     "MLA K/V decompression of chunks after a cached prefix (kv_b_proj over the prefix too): not measured"
 )
@@ -733,7 +742,12 @@ class PredictedStep:
             )
         self.attention_names = a_names
         self._prefix_id = ids("bound", _CHUNK_PREFIX)
-        self._prefix_scaled_id = ids("neighbour", _CHUNK_PREFIX_SCALED)
+        #: per attention node, where a prefix chunk's seconds go: this neighbour and what the
+        #: q = kv kernel it is scaled from rests on
+        self._prefix_scaled_ids = [
+            ids("neighbour", "; ".join(b for b in (_CHUNK_PREFIX_SCALED, pre_tabs[n].basis) if b))
+            for n in a_names
+        ]
         self._pre_body: list[tuple[int, int, list[float]]] = []
         if not self.shared_body:
             self._chunk_body_tables(g_pre, grid, pre_pts)
@@ -997,8 +1011,8 @@ class PredictedStep:
 
     def prefix_chunk_attention(self, k: int, c: float, pre: float) -> float | None:
         """Attention node ``k``'s price (s) for a chunk of ``c`` tokens after ``pre`` cached ones:
-        the ``q = kv`` kernel at ``pre + c`` tokens scaled by the ratio of the two roofline bounds
-        (module doc).
+        the ``q = kv`` kernel at ``pre + c`` tokens scaled by the ratio of the two roofline bounds,
+        at least the ``q = kv`` kernel at ``c`` and one decode at ``pre + c`` (module doc).
 
         Parameters
         ----------
@@ -1018,7 +1032,10 @@ class PredictedStep:
         if whole is None:
             return None
         kern = self._attn[k][0]
-        return whole * kern.time(0, 0.0, ((c, pre),)) / kern.time(0, 0.0, ((c + pre, 0.0),))
+        scaled = whole * kern.time(0, 0.0, ((c, pre),)) / kern.time(0, 0.0, ((c + pre, 0.0),))
+        own = self.chunk_attention(k, c) if c >= 2 else None  # the q = kv grid starts at 2 tokens
+        one = self.decode_attention(k, 1, c + pre)
+        return max(x for x in (scaled, own, one) if x is not None)
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """The bound's ceiling (:meth:`MixedStep.max_tokens_per_s`): a predicted iteration is
@@ -1127,7 +1144,7 @@ class PredictedStep:
                 if pc is None:
                     parts.append((self._prefix_id, kern.time(0, 0.0, ((c, pre),))))
                 else:
-                    parts.append((self._prefix_scaled_id, pc))
+                    parts.append((self._prefix_scaled_ids[k], pc))
             s = sum(x for _, x in parts)
             if s < roof_k:
                 acc[self.clamped_id] += roof_k

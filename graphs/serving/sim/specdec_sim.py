@@ -44,7 +44,9 @@ A draft model's weights and KV (``kv_d`` bytes per token) share the device: the 
 
 With a predictor (:class:`graphs.serving.pricing.predictor.Predictor`) ``T_target`` and ``F`` are its
 predicted mixed steps, each kernel at ``max(prediction, bound)`` (a verify chunk's attention
-after its cached prefix is not measured: its bound, counted as such); ``mtp``'s ``F`` is then the
+after its cached prefix has no measured kernel of its shape: the ``q = kv`` kernel at its KV
+length scaled by the bound ratio, at least one decode at that length, counted as a neighbour:
+:meth:`graphs.serving.pricing.predictor.PredictedStep.prefix_chunk_attention`); ``mtp``'s ``F`` is then the
 difference of the two predicted steps, each kernel clamped to its own bound: the plain step's
 kernels are the full step's but the module's, priced alike, so the difference is the module's
 kernels, and the plain step's seconds come off the full step's coverage (:meth:`PredictedStep.take_off`).
