@@ -70,8 +70,10 @@ per-expert loads on ``1/ep`` of the experts (the basis says so). That agrees wit
 where they can be read: 3.15 against 3.5 ms at 32 tokens and ep 4 (rank 0 also reads expert 0,
 where the remote picks land), while at 4,096-16,384 tokens the clamped rows take 0.91-0.97 of ep
 1's time at the same ``T``: the same rows on ``1/ep`` of the weights. SGLang 0.5.14's tables
-(every other system) fall with ``ep`` for most shapes and are read as shares; Mixtral's Triton
-rows on H100 and L40S follow the clamp there too (not resolved).
+(every other system) fall with ``ep`` for most shapes and are read as shares, though some of
+their rows follow the clamp too and are then priced high (NOT RESOLVED: the collector's version
+for them is not recorded): Mixtral's Triton rows on H100 and L40S, and DeepSeek-V3's ``fp8_block``
+rows on H100 and H200, whose ``ep 2`` takes ``ep 1``'s time (``ep 8`` is priced at 14x its bound).
 
 Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
 measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law

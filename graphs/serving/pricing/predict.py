@@ -213,7 +213,10 @@ def _mla_row(p: dict[str, Any], a: str, kv: str) -> tuple[str, dict[str, Any]] |
     per sequence over the shared latent cache, ``head_dim = 576``, ``v_head_dim = 512``) is a
     ``generation_mla`` row at ``step = kv_len - 1``; a prefill node with no cached prefix (keys and
     values decompressed: ``head_dim = 192``, ``v_head_dim = 128``, ``q_len = kv_len``) a
-    ``context_mla`` row. Other head dims, or a chunk after a cached prefix, are not measured."""
+    ``context_mla`` row. Other head dims, or a chunk after a cached prefix, are not measured: a
+    step priced node by node here keeps such a chunk at its bound, where the simulator's iteration
+    (:meth:`graphs.serving.pricing.predictor.PredictedStep.prefix_chunk_attention`) prices it
+    from the ``q = kv`` kernel at its KV length."""
     from costmodel.measured.kernels import MLA_HEADS, MLA_LATENT, MLA_QK, MLA_ROPE, MLA_V
 
     heads, q, kvl = p["heads"], p["q_len"], p["kv_len"]

@@ -36,7 +36,11 @@ iteration, and the iteration loop only interpolates:
   fill: a chunk launches ``heads x ceil(c / 128)`` tiles, 32 for one 128-token chunk of 32 heads,
   a quarter of an H100's 132 SMs, where the long kernel fills them; without split-KV such a chunk
   may be priced optimistically (a neighbour, said as such; the MLA prefix path's extra launches
-  and merges, vLLM's and SGLang's, are not counted either).
+  and merges, vLLM's and SGLang's, are not counted either). The other way, a chunk of a few
+  tokens whose bound is its KV read inherits the long kernel's compute inefficiency: on H200 with
+  SGLang's context-MLA kernel (5.6x its bound at 16,384 tokens) a 1-token chunk after 4,096 is
+  priced at 3.3x one decode at that length (NOT RESOLVED; a cap at ``c`` decodes is the
+  candidate).
 
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
@@ -1033,7 +1037,7 @@ class PredictedStep:
             return None
         kern = self._attn[k][0]
         scaled = whole * kern.time(0, 0.0, ((c, pre),)) / kern.time(0, 0.0, ((c + pre, 0.0),))
-        own = self.chunk_attention(k, c) if c >= 2 else None  # the q = kv grid starts at 2 tokens
+        own = self.chunk_attention(k, c) if c >= 2 else None  # a 1-token chunk: the decode floor alone
         one = self.decode_attention(k, 1, c + pre)
         return max(x for x in (scaled, own, one) if x is not None)
 
