@@ -708,6 +708,9 @@ def test_a_chunk_after_a_cached_prefix_is_the_q_eq_kv_kernel_at_its_kv_length_sc
     if any(_factor(n) >= 1 for n in s.attention_names):
         assert _CHUNK_PREFIX_SCALED in cov.neighbours
     assert not any("not measured (q < kv)" in why for why in cov.bounds)
+    # the prefix is priced, not dropped: the same chunk after 3,584 cached tokens costs more
+    with_prefix = s.time_sums(0, 0.0, [(c, pre)])
+    assert with_prefix > s.time_sums(0, 0.0, [(c, 0.0)])
 
 
 def test_a_prefix_chunk_on_the_corpus_contains_its_parts_and_is_contained_by_the_whole():

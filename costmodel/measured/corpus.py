@@ -48,6 +48,7 @@ __all__ = [
     "compute_scale_s",
     "FP8_SCALES",
     "RANK0_CLAMPED",
+    "rank0_clamped",
     "small_kernel_s",
     "small_kernel_measured",
     "load",
@@ -92,6 +93,17 @@ FP8_SCALES = ("dynamic", "static")
 #: the routed work (ai-dynamo/aiconfigurator ``collector/sglang/collect_moe.py`` at 006afd78:
 #: ``build_rank0_workloads`` and ``topk_ids.clamp(min=0)``; :mod:`.moe`'s module doc)
 RANK0_CLAMPED = frozenset({("sglang", "0.5.10")})
+
+
+def rank0_clamped(df: Any) -> Any:
+    """Per row of ``df`` (with ``framework`` and ``version`` columns), the :data:`RANK0_CLAMPED`
+    harness it was measured by as ``"framework version"``, or ``""`` (a numpy object array)."""
+    import numpy as np
+
+    label = np.full(len(df), "", dtype=object)
+    for fw, ver in sorted(RANK0_CLAMPED):
+        label[((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()] = f"{fw} {ver}"
+    return label
 
 FAMILIES = (
     "gemm",
@@ -389,8 +401,7 @@ def _load_one(family: str, system: str, frameworks: list[str] | None = None) -> 
         # balanced rows are the ones whose per-rank work the shape determines, except a
         # RANK0_CLAMPED harness's at ep > 1 (more than a rank's share of the work)
         df = df[df["distribution"] == "balanced"].rename(columns=_MOE_RENAME)
-        for fw, ver in RANK0_CLAMPED:
-            df = df[~((df["framework"] == fw) & (df["version"].astype(str) == ver) & (df["ep"] > 1))]
+        df = df[~((rank0_clamped(df) != "") & (df["ep"] > 1).to_numpy())]
         df = df[["framework", "version", "kernel_source", *_MOE_RENAME.values()]]
     else:
         parts = []

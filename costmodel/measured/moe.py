@@ -93,7 +93,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CostModelError
-from .corpus import RANK0_CLAMPED, SYSTEMS, MeasuredDataError, table_frame
+from .corpus import SYSTEMS, MeasuredDataError, rank0_clamped, table_frame
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -292,12 +292,10 @@ def _rank0_read(df: Any) -> Any:
     harnesses' ``ep`` > 1 rows replaced (module doc): for each balanced shape they measured at an
     ``ep``, the harness's ``ep = 1`` rows of the shape at ``1/ep`` of their time, ``ep_note``
     naming the harness; their power-law ``ep`` > 1 rows are left out."""
-    harness = np.zeros(len(df), dtype=bool)
-    label = np.full(len(df), "", dtype=object)
-    for fw, ver in sorted(RANK0_CLAMPED):
-        hit = ((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()
-        harness |= hit
-        label[hit] = f"{fw} {ver}"
+    import pandas as pd
+
+    label = rank0_clamped(df)
+    harness = label != ""
     out = df.assign(ep_note="")
     clamped = harness & (df["ep"].to_numpy() > 1)
     if not clamped.any():
@@ -308,8 +306,6 @@ def _rank0_read(df: Any) -> Any:
     one = out[first].assign(ep_note=label[first])
     made = one.drop(columns="ep").merge(wanted, on=keys)
     made["latency_s"] = made["latency_s"] / made["ep"]
-    import pandas as pd
-
     return pd.concat([out[~clamped], made[out.columns]], ignore_index=True)
 
 
