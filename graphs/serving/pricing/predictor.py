@@ -24,12 +24,13 @@ iteration, and the iteration loop only interpolates:
   context attention with ``q = kv`` only): the whole-prompt prefill graph at ``(1, c)``, on the
   token grid. A chunk of ``c`` after ``p`` cached tokens (a prompt longer than the token budget,
   a prefix-cache hit, a speculative verify chunk) is its nearest measured shape, the ``q = kv``
-  kernel at its KV length ``p + c``, scaled by the ratio of the two roofline bounds, and never
+  kernel at its KV length ``p + c``, scaled by the ratio of the two roofline bounds; at most
+  ``c`` decodes at ``p + c`` (where ``c`` is on the decode table, ``c <= 4096``); and never
   less than what it contains: the ``q = kv`` kernel at ``c`` (the same query tiles, each with a
   shorter KV loop) and one decode at ``p + c`` (the same KV read, one query):
 
-  .. math:: \\hat t(c \\mid p) = \\max\\Big(\\hat t(p + c \\mid 0)\\,\\frac{t^{roof}(c \\mid p)}{t^{roof}(p + c \\mid 0)},\\;
-     \\hat t(c \\mid 0),\\; \\hat t_{dec}(1, p + c)\\Big).
+  .. math:: \\hat t(c \\mid p) = \\max\\Big(\\min\\Big(\\hat t(p + c \\mid 0)\\,\\frac{t^{roof}(c \\mid p)}{t^{roof}(p + c \\mid 0)},\\;
+     \\hat t_{dec}(c, p + c)\\Big),\\; \\hat t(c \\mid 0),\\; \\hat t_{dec}(1, p + c)\\Big).
 
   The chunk's query tiles are the last ``c / (p + c)`` of the ``q = kv`` kernel's, each with the
   same causal KV loop, so the bound ratio keeps the loop lengths. What it does not keep is the
@@ -37,10 +38,15 @@ iteration, and the iteration loop only interpolates:
   a quarter of an H100's 132 SMs, where the long kernel fills them; without split-KV such a chunk
   may be priced optimistically (a neighbour, said as such; the MLA prefix path's extra launches
   and merges, vLLM's and SGLang's, are not counted either). The other way, a chunk of a few
-  tokens whose bound is its KV read inherits the long kernel's compute inefficiency: on H200 with
-  SGLang's context-MLA kernel (5.6x its bound at 16,384 tokens) a 1-token chunk after 4,096 is
-  priced at 3.3x one decode at that length (NOT RESOLVED; a cap at ``c`` decodes is the
-  candidate).
+  tokens whose bound is its KV read would inherit the long kernel's compute inefficiency: on
+  H200 with SGLang's context-MLA kernel (5.6x its bound at 16,384 tokens) the scaled term prices
+  a 1-token chunk after 4,096 at 3.7x one decode at that length. The cap at ``c`` decodes (each
+  query its own KV read, which a chunk kernel need not exceed) takes the decode path engines run for a
+  few tokens after a long prefix: vLLM's MLA backends treat a request of at most
+  ``1 + num_speculative_tokens`` query tokens as a decode, and SGLang verifies drafts with its
+  decode kernels. The 1-token chunk is then one decode; a 64-token chunk keeps the scaled term
+  (64 decodes cost more). Where the chunk's bound is the non-absorbed MLA path's (the prefix's
+  K/V decompressed) and the decodes cost less, the sum is clamped at that bound and counted so.
 
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
@@ -122,7 +128,8 @@ INTERVAL = (0.1, 0.9)
 _CHUNK_PREFIX = "chunk attention after a cached prefix: not measured (q < kv)"
 _CHUNK_PREFIX_SCALED = (
     "chunk attention after a cached prefix (q < kv): the q = kv kernel at its KV length, scaled by the "
-    "bound ratio (at least the q = kv kernel at its own tokens and one decode at its KV length)"
+    "bound ratio (at most its tokens' decodes, at least the q = kv kernel at its own tokens and one "
+    "decode at its KV length)"
 )
 _CHUNK_BODY_PREFIX = (
     "MLA K/V decompression of chunks after a cached prefix (kv_b_proj over the prefix too): not measured"
@@ -1016,7 +1023,8 @@ class PredictedStep:
     def prefix_chunk_attention(self, k: int, c: float, pre: float) -> float | None:
         """Attention node ``k``'s price (s) for a chunk of ``c`` tokens after ``pre`` cached ones:
         the ``q = kv`` kernel at ``pre + c`` tokens scaled by the ratio of the two roofline bounds,
-        at least the ``q = kv`` kernel at ``c`` and one decode at ``pre + c`` (module doc).
+        at most ``c`` decodes at ``pre + c`` (where ``c`` is on the decode table), and at least
+        the ``q = kv`` kernel at ``c`` and one decode at ``pre + c`` (module doc).
 
         Parameters
         ----------
@@ -1037,6 +1045,12 @@ class PredictedStep:
             return None
         kern = self._attn[k][0]
         scaled = whole * kern.time(0, 0.0, ((c, pre),)) / kern.time(0, 0.0, ((c + pre, 0.0),))
+        if c <= self.decode_grid[0][-1]:  # within the decode table: no extrapolation
+            # at most c decodes at p + c (each query its own KV read): the decode path engines
+            # take for a few tokens after a long prefix
+            many = self.decode_attention(k, max(1, round(c)), c + pre)
+            if many is not None:
+                scaled = min(scaled, many)
         own = self.chunk_attention(k, c) if c >= 2 else None  # a 1-token chunk: the decode floor alone
         one = self.decode_attention(k, 1, c + pre)
         return max(x for x in (scaled, own, one) if x is not None)
