@@ -282,3 +282,58 @@ def test_the_fits_leave_the_clamped_harness_ep_rows_out():
     df = load("moe", devices=["a100-sxm-80gb"])
     sg = df[df["framework"] == "sglang"]
     assert len(sg) and set(sg["ep"]) == {1}
+
+
+def test_a_group_whose_ep2_rows_do_not_halve_is_priced_from_its_ep1_rows():
+    """H200's SGLang 0.5.14 fp8_block rows of DeepSeek-V3's expert shape (h 7168, I 2048, top-8 of
+    256), read straight from the parquet file, take ep 1's time at ep 2 from 4,096 tokens, where a
+    rank's share (half the rows on half the experts) takes half: DeepSeek's grouped top-k over the
+    collector's strided logits puts every pick on rank 0's experts. So the group is read as the
+    clamped harness is: a rank at ep 8 is priced at ep 1's rows / 8, the basis giving the ratio
+    (priced at 14x its bound before). A group whose ep 2 rows halve is still read as measured."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import pandas as pd
+
+    from costmodel.measured.corpus import NOT_A_SHARE, corpus_info, table_files
+    from costmodel.measured.moe import moe_bound_s, moe_curve
+
+    (rel,) = [p for p in table_files("moe") if "/h200_sxm/moe/sglang/" in f"/{p}"]
+    df = pd.read_parquet(f"{corpus_info().root}/{rel}")
+    sel = (
+        (df["hidden_size"] == 7168)
+        & (df["inter_size"] == 2048)
+        & (df["moe_tp_size"] == 1)
+        & (df["topk"] == 8)
+        & (df["num_experts"] == 256)
+        & (df["moe_dtype"] == "fp8_block")
+        & (df["distribution"] == "balanced")
+    )
+    rows = df[sel].groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
+    big = [t for (e, t) in rows if e == 1 and t >= 4096 and (2, t) in rows]
+    assert big and all(rows[(2, t)] / rows[(1, t)] >= max(NOT_A_SHARE, 0.95) for t in big)
+    shape = MoEShape(7168, 2048, 8, 256, ep=8, dtype="fp8_block")
+    c = moe_curve("h200-sxm", "sglang", shape)
+    assert c.own_device and c.source == "neighbour"
+    assert "ep 1 rows at 1/ep (its ep 2 rows take 1.0" in c.basis and "not a rank's half" in c.basis
+    tokens = [1, 64, 4096]
+    assert list(c.at(tokens)) == pytest.approx([rows[(1, t)] * 1e-3 / 8 for t in tokens], rel=1e-12)
+    # where it computes, above the bound; at a few tokens the ep 1 rows read only experts 0-127's
+    # weights (the same routing), so 1/ep of them can fall under a rank's bound: the caller clamps
+    assert c.at([4096])[0] >= moe_bound_s("h200-sxm", shape, [4096])[0]
+    # a share: Qwen3.5-397B's bf16 Triton shape (h 4096, I 1024, top-10 of 512) halves at ep 2
+    # and keeps its own ep rows
+    q = df[
+        (df["hidden_size"] == 4096)
+        & (df["inter_size"] == 1024)
+        & (df["moe_tp_size"] == 1)
+        & (df["num_experts"] == 512)
+        & (df["topk"] == 10)
+        & (df["kernel_source"] == "sglang_fused_moe_triton")
+        & (df["moe_dtype"] == "bfloat16")
+        & (df["distribution"] == "balanced")
+    ]
+    qr = q.groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
+    assert all(qr[(2, t)] / qr[(1, t)] < NOT_A_SHARE for (e, t) in qr if e == 1 and t >= 4096 and (2, t) in qr)
+    own = moe_curve("h200-sxm", "sglang", MoEShape(4096, 1024, 10, 512, ep=2))
+    assert own.source == "measured" and own.basis == ""

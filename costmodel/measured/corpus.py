@@ -48,6 +48,8 @@ __all__ = [
     "compute_scale_s",
     "FP8_SCALES",
     "RANK0_CLAMPED",
+    "NOT_A_SHARE",
+    "SHARE_TOKENS",
     "rank0_clamped",
     "small_kernel_s",
     "small_kernel_measured",
@@ -94,16 +96,78 @@ FP8_SCALES = ("dynamic", "static")
 #: ``build_rank0_workloads`` and ``topk_ids.clamp(min=0)``; :mod:`.moe`'s module doc)
 RANK0_CLAMPED = frozenset({("sglang", "0.5.10")})
 
+#: A group of ``moe`` rows (one harness, kernel, dtype and expert shape) whose ``ep = 2`` rows
+#: do not time one rank's balanced share: the median of ``t_2(T) / t_1(T)`` over ``T >=``
+#: :data:`SHARE_TOKENS` at or above this. Under balanced routing a rank at ``ep = 2`` computes half
+#: the token-expert rows on half the experts, the same rows per expert (the same GEMM tiles), so a
+#: share takes half of ``ep 1``'s time where the kernel computes (the corpus's groups cluster
+#: there: the middle half of those below this at 0.52-0.58). Two sourced harness paths give rows
+#: that do not fall, a second cluster at 0.95-1.1 (module doc of :mod:`.moe`): the
+#: collector's rank-0 clamp, kept for SGLang's raw Triton path in later releases (PR 1342: the
+#: Mixtral, Gemma-4 and Nemotron-3-Super shapes, 0.96-1.0), and DeepSeek's grouped top-k over the
+#: strided balanced logits, whose tied group scores put every pick on experts 0-127, rank 0's at
+#: ``ep = 2`` (1.0 at every ``T``, in every framework's rows). 0.8 sits between the two.
+NOT_A_SHARE = 0.8
+#: the token counts where a share's half is read (every kernel compute-bound there)
+SHARE_TOKENS = 4096
+
 
 def rank0_clamped(df: Any) -> Any:
-    """Per row of ``df`` (with ``framework`` and ``version`` columns), the :data:`RANK0_CLAMPED`
-    harness it was measured by as ``"framework version"``, or ``""`` (a numpy object array)."""
+    """Per row of ``df`` (a ``moe`` frame with ``framework``, ``version``, ``ep``, ``tokens``, the
+    shape's columns and a latency), why its group's ``ep`` > 1 rows are not one rank's share, as
+    the basis of pricing the rank from the group's ``ep = 1`` rows at ``1/ep``, or ``""`` (a numpy
+    object array): the :data:`RANK0_CLAMPED` harnesses' rows, and any group whose ``ep = 2`` rows
+    fail the share test of :data:`NOT_A_SHARE` (the ratio said in the phrase).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        MoE rows: ``framework``, ``version``, ``kernel_source``, ``dtype``, ``hidden``, the rank's
+        width (``inter_rank``, or ``inter`` and ``tp``), ``topk``, ``experts``, ``ep``,
+        ``tokens``, ``latency_s`` or ``latency``; ``distribution`` where present (the test reads
+        the balanced rows; the phrase marks every row of the group).
+
+    Returns
+    -------
+    numpy.ndarray
+        One phrase per row (``""``: read as measured).
+    """
     import numpy as np
 
     label = np.full(len(df), "", dtype=object)
     for fw, ver in sorted(RANK0_CLAMPED):
-        label[((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()] = f"{fw} {ver}"
+        label[((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()] = (
+            f"{fw} {ver}'s ep 1 rows at 1/ep (its ep > 1 rows time rank 0's clamped workload, not a rank's share)"
+        )
+    width = ["inter_rank"] if "inter_rank" in df.columns else ["inter", "tp"]
+    keys = ["framework", "version", "kernel_source", "dtype", "hidden", *width, "topk", "experts"]
+    lat = "latency_s" if "latency_s" in df.columns else "latency"
+    sel = (label == "") & (df["tokens"].to_numpy() >= SHARE_TOKENS)
+    if "distribution" in df.columns:
+        sel &= (df["distribution"] == "balanced").to_numpy()
+    big = df[sel]
+    if not len(big):
+        return label
+    best = big.groupby([*keys, "ep", "tokens"], observed=True)[lat].min().reset_index()
+    one = best[best["ep"] == 1].drop(columns="ep").rename(columns={lat: "_t1"})
+    both = best[best["ep"] == 2].merge(one, on=[*keys, "tokens"])
+    if not len(both):
+        return label
+    both["_r"] = both[lat].to_numpy(dtype=float) / both["_t1"].to_numpy(dtype=float)
+    test = both.groupby(keys, observed=True).agg(_r=("_r", "median")).reset_index()
+    test = test[test["_r"] >= NOT_A_SHARE]
+    if not len(test):
+        return label
+    hit = df[keys].reset_index(drop=True).merge(test, on=keys, how="left")
+    flagged = hit["_r"].notna().to_numpy() & (label == "")
+    for i in np.flatnonzero(flagged):
+        fw, ver, r = hit.at[i, "framework"], hit.at[i, "version"], hit.at[i, "_r"]
+        label[i] = (
+            f"{fw} {ver}'s ep 1 rows at 1/ep (its ep 2 rows take {r:.2f} of ep 1's time from "
+            f"{SHARE_TOKENS:,} tokens, not a rank's half)"
+        )
     return label
+
 
 FAMILIES = (
     "gemm",
@@ -398,8 +462,8 @@ def _load_one(family: str, system: str, frameworks: list[str] | None = None) -> 
         if df is None:
             return None
         # power-law routing loads ranks unevenly in a way the tables do not state; the
-        # balanced rows are the ones whose per-rank work the shape determines, except a
-        # RANK0_CLAMPED harness's at ep > 1 (more than a rank's share of the work)
+        # balanced rows are the ones whose per-rank work the shape determines, except the ep > 1
+        # rows of a group that are not a rank's share of the work (rank0_clamped)
         df = df[df["distribution"] == "balanced"].rename(columns=_MOE_RENAME)
         df = df[~((rank0_clamped(df) != "") & (df["ep"] > 1).to_numpy())]
         df = df[["framework", "version", "kernel_source", *_MOE_RENAME.values()]]

@@ -69,11 +69,25 @@ their time, the bound ratio of the two (:func:`moe_bound_s` divides by ``ep`` al
 per-expert loads on ``1/ep`` of the experts (the basis says so). That agrees with the clamped rows
 where they can be read: 3.15 against 3.5 ms at 32 tokens and ep 4 (rank 0 also reads expert 0,
 where the remote picks land), while at 4,096-16,384 tokens the clamped rows take 0.91-0.97 of ep
-1's time at the same ``T``: the same rows on ``1/ep`` of the weights. SGLang 0.5.14's tables
-(every other system) fall with ``ep`` for most shapes and are read as shares, though some of
-their rows follow the clamp too and are then priced high (NOT RESOLVED: the collector's version
-for them is not recorded): Mixtral's Triton rows on H100 and L40S, and DeepSeek-V3's ``fp8_block``
-rows on H100 and H200, whose ``ep 2`` takes ``ep 1``'s time (``ep 8`` is priced at 14x its bound).
+1's time at the same ``T``: the same rows on ``1/ep`` of the weights.
+
+Later harnesses' ``ep`` rows mostly fall as shares do, but not all, and no column says which
+path timed a table. So every group of rows (harness, kernel, dtype, shape) is also read by what a
+share must do (:func:`~.corpus.rank0_clamped`, :data:`~.corpus.NOT_A_SHARE`): at ``ep = 2`` a rank
+computes half the token-expert rows on half the experts, the same rows per expert, so where the
+kernel computes (``T >= 4096``) a share takes about half of ``ep 1``'s time; a group whose ``ep 2``
+rows take 0.8 of it or more is read as the clamped harness is, its ``ep 1`` rows at ``1/ep`` (the
+basis gives the ratio). The corpus's groups split in two clusters, shares at 0.52-0.58 (the middle
+half) and 0.95-1.1, and two sourced paths make the second: SGLang 0.5.14's collector keeps the
+rank-0 clamp for its raw Triton path (ai-dynamo/aiconfigurator PR 1342, ``run_moe_torch``: the
+framework's own ``FusedMoE`` layer for quantised types, non-softmax routing and other backends,
+``build_rank0_workloads`` otherwise; Mixtral's, Gemma-4's and Nemotron-3-Super's shapes), and
+DeepSeek's grouped top-k (8 groups, top 4) over the strided balanced logits, whose tied group
+scores put every pick on experts 0-127, all of them rank 0's at ``ep = 2``, in every framework's
+rows (DeepSeek-V3 ``fp8_block`` on H100 and H200: ``ep 2`` takes ``ep 1``'s time at every ``T``,
+``ep 8`` 0.64 of it, priced at 14x its bound before this reading). TensorRT-LLM's min-latency
+NVFP4 rows on B200 and GB200 fall in the second cluster for most shapes too (their harness not
+read here). A group measured without ``ep = 2`` rows is read as measured.
 
 Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
 measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law
@@ -510,11 +524,7 @@ def _priced(
     if why:
         basis = [*basis, f"moe: {why}"]
     for note in sorted(set(hit["ep_note"]) - {""}):
-        basis = [
-            *basis,
-            f"moe: {note}'s ep 1 rows at 1/ep (its ep > 1 rows time rank 0's clamped workload, "
-            "not a rank's share)",
-        ]
+        basis = [*basis, f"moe: {note}"]
     tokens, seconds = _curve(hit)
     if measured != target or measured_on != device:
         # t(T) bound(target on device, T) / bound(measured shape on its device, T), a named
