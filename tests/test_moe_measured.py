@@ -334,6 +334,8 @@ def test_a_group_whose_ep2_rows_do_not_halve_is_priced_from_its_ep1_rows():
         & (df["distribution"] == "balanced")
     ]
     qr = q.groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
-    assert all(qr[(2, t)] / qr[(1, t)] < NOT_A_SHARE for (e, t) in qr if e == 1 and t >= 4096 and (2, t) in qr)
+    assert all(
+        qr[(2, t)] / qr[(1, t)] < NOT_A_SHARE for (e, t) in qr if e == 1 and t >= 4096 and (2, t) in qr
+    )
     own = moe_curve("h200-sxm", "sglang", MoEShape(4096, 1024, 10, 512, ep=2))
     assert own.source == "measured" and own.basis == ""
