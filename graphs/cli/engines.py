@@ -54,6 +54,10 @@ def engine_text(profile: Any, device: Any = None) -> str:
     rows.append(("small_kernels", f"{len(shown.small_kernels)} roles", profile.sources["small_kernels"]))
     # the fused-MoE kernels it runs where they are not the corpus's fastest, each rule sourced
     rows += [("moe_kernels", f"{r.dtype} on {r.where}: {r.kernel}", r.source) for r in shown.moe_kernels]
+    # the attention kernels it runs where the corpus's rows time another (counted as neighbours)
+    rows += [
+        ("attention_kernels", f"sinks on {r.where}: {r.backend}", r.source) for r in shown.attention_kernels
+    ]
     if (per_layer := shown.cudagraph_bytes_per_layer()) > 0:  # taken out of the KV pool, per decoder layer
         rows.append(
             ("cudagraph_memory", f"{per_layer / 2**20:.1f} MiB/layer", profile.sources["cudagraph_memory"])

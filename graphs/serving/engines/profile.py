@@ -63,6 +63,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
+from .attention_kernels import AttentionKernelRule
 from .knobs import (
     CPU_TERMS,
     DP_LOAD_BALANCE,
@@ -240,6 +241,10 @@ class EngineProfile:
         The fused-MoE kernels the engine runs where they are not the corpus's fastest, each rule
         sourced (:mod:`.moe_kernels`: vLLM 0.10-0.11's Marlin for MXFP4 experts on Hopper); the
         predictor prices the experts with them (:meth:`moe_kernel`).
+    attention_kernels : tuple of AttentionKernelRule
+        The attention kernels the engine runs where the corpus's rows time another, each rule
+        sourced (:mod:`.attention_kernels`: vLLM 0.10-0.11's Triton attention for sinks off
+        Hopper); the predictor counts such attention as a neighbour that names it.
     """
 
     name: str
@@ -278,6 +283,7 @@ class EngineProfile:
     releases: tuple[str, ...] = ()
     overridden: tuple[str, ...] = ()
     moe_kernels: tuple[MoEKernelRule, ...] = ()
+    attention_kernels: tuple[AttentionKernelRule, ...] = ()
     cpu_fit: str = "InferenceX's H200 runs (inferred), docs/overhead_fit.md"
 
     def __post_init__(self) -> None:
@@ -339,6 +345,13 @@ class EngineProfile:
         ):
             raise CostModelError(
                 f"engine {self.ref}: moe_kernels must be a tuple of MoEKernelRule, got {self.moe_kernels!r}"
+            )
+        if not isinstance(self.attention_kernels, tuple) or not all(
+            isinstance(r, AttentionKernelRule) for r in self.attention_kernels
+        ):
+            raise CostModelError(
+                f"engine {self.ref}: attention_kernels must be a tuple of AttentionKernelRule, "
+                f"got {self.attention_kernels!r}"
             )
 
     def cudagraph_bytes_per_layer(self) -> float:
@@ -925,6 +938,7 @@ class EngineProfile:
             },
             "overridden": list(self.overridden),
             "moe_kernels": [r.to_dict() for r in self.moe_kernels],
+            "attention_kernels": [r.to_dict() for r in self.attention_kernels],
             "cpu_terms": dict(self.cpu_terms),
             "fitted": list(self.fitted),
             "sources": dict(self.sources),

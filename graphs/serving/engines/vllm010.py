@@ -43,6 +43,10 @@ scheduler and memory rules:
   ``triton_kernels``, so ``get_mxfp4_backend`` fell back:
   :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on Ampere, Ada and SM 12.x cards as every
   release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`, :data:`.moe_kernels.VLLM_MXFP4_MARLIN_SM120`);
+* attention with learned sinks (gpt-oss) off Hopper and SM 10.0: vLLM's Triton kernel
+  (``TRITON_ATTN``, :data:`.attention_kernels.VLLM_SINKS_TRITON_010`, ASSUMED for 0.10.1-0.10.2
+  as read in 0.11.0), which no corpus row times: the predictor counts it as a neighbour of the
+  FlashAttention rows that price it;
 * batch limits by device (:func:`.vllm011.vllm011_device_defaults`: 8,192 tokens and 1,024
   sequences on a GPU of >= 70 GiB that is not an A100): 0.11's ``_set_default_args``, ASSUMED the
   same in 0.10. InferenceX's scripts pass ``max-num-batched-tokens: 8192`` and ``--max-num-seqs``
@@ -64,6 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .attention_kernels import VLLM_SINKS_TRITON_010
 from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import register_engine
 from .vllm import DRIVER_RESERVED_BYTES, V1_NON_TORCH_BYTES
@@ -140,6 +145,7 @@ PROFILE = register_engine(
         cudagraph_sizes=v010_capture_sizes,
         cudagraph_memory=None,  # vLLM subtracts its CUDA graphs' estimate only from v0.21.0
         moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
+        attention_kernels=(VLLM_SINKS_TRITON_010,),
         cpu_terms=dict(V1.cpu_terms),
         default_version=False,
         sources={

@@ -36,6 +36,9 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
   ``triton_kernels``, so ``get_mxfp4_backend`` fell back:
   :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on Ampere, Ada and SM 12.x cards as every
   release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`, :data:`.moe_kernels.VLLM_MXFP4_MARLIN_SM120`);
+* attention with learned sinks (gpt-oss) off Hopper and SM 10.0: vLLM's Triton kernel
+  (``TRITON_ATTN``, :data:`.attention_kernels.VLLM_SINKS_TRITON`), which no corpus row times: the
+  predictor counts it as a neighbour of the FlashAttention rows that price it;
 * the request path's tokenisation (2 us per prompt token) and SHA-256 block hashing (150 ns per
   prompt token, the default since v0.10.2): :mod:`.vllm`'s sources, which hold for this release.
 
@@ -48,6 +51,7 @@ named release). ``costmodel calibrate serving`` fits them all to a user's runs.
 
 from __future__ import annotations
 
+from .attention_kernels import VLLM_SINKS_TRITON
 from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import EngineProfile, register_engine
 from .vllm import (
@@ -129,6 +133,7 @@ PROFILE = register_engine(
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
         moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
+        attention_kernels=(VLLM_SINKS_TRITON,),
         cpu_terms={**V1.cpu_terms, **SYNC_CPU_TERMS},
         fitted=(),
         default_version=False,

@@ -333,6 +333,39 @@ def moe_kernel_key(key: str, hw: Hardware, rules: tuple[Any, ...]) -> str:
     return dataclasses.replace(shape, kernel=rule.kernel, pad=rule.pad).key
 
 
+def attention_kernel_note(
+    d: dict[str, Any], hw: Hardware, rules: tuple[Any, ...], framework: str
+) -> str | None:
+    """The basis of an attention node whose kernel the corpus's rows do not time on ``hw``: the
+    first of ``rules`` (an engine profile's
+    :attr:`~graphs.serving.engines.EngineProfile.attention_kernels`) that applies to the node
+    (its learned ``sinks``) on the device (vLLM's Triton attention for sinks off Hopper), or None.
+    The node stays priced from the framework's measured attention rows, counted as a neighbour.
+
+    Parameters
+    ----------
+    d : dict
+        The graph node (its ``params``' ``sinks``).
+    hw : Hardware
+        The device.
+    rules : tuple of AttentionKernelRule
+        The engine's rules.
+    framework : str
+        The corpus framework whose rows price it.
+
+    Returns
+    -------
+    str or None
+    """
+    if not rules:
+        return None
+    from ..engines.attention_kernels import attention_kernel_for
+
+    sinks = d.get("params", {}).get("sinks", 0)
+    rule = attention_kernel_for(rules, bool(as_float(sinks)), hw.architecture, hw.name)
+    return rule.note(framework, hw.name) if rule is not None else None
+
+
 def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
     """Why a node has no measured kernel (the bound prices it)."""
     fam = _family(d)
@@ -937,6 +970,7 @@ def predict_step(
     fuse_projections: bool = True,
     small_kernels: bool = True,
     moe_kernels: tuple[Any, ...] | None = None,
+    attention_kernels: tuple[Any, ...] | None = None,
 ) -> Prediction:
     """Bound, calibrated prediction and (optionally) measured composition of one step
     (``fp8_scales``: how FP8 activations are scaled, :func:`price_rows`; ``fuse_projections``:
@@ -974,6 +1008,9 @@ def predict_step(
     moe_kernels : tuple of MoEKernelRule, optional
         The fused-MoE kernels the engine runs (:func:`moe_kernel_key`); None: those of the
         framework's default engine profile.
+    attention_kernels : tuple of AttentionKernelRule, optional
+        The attention kernels the engine runs where the corpus's rows time another
+        (:func:`attention_kernel_note`); None: those of the framework's default engine profile.
 
     Returns
     -------
@@ -1076,6 +1113,7 @@ def predict_step(
     meas_total = other_bound if measured else None
     summary: dict[str, dict[str, float]] = {UNMEASURED: {"bound_s": other_bound}}
     rules = get_engine(framework).moe_kernels if moe_kernels is None else moe_kernels
+    attn_rules = get_engine(framework).attention_kernels if attention_kernels is None else attention_kernels
     for (fam, key), items in by_key.items():
         src = kernel_source(hw.name, framework, fam, moe_kernel_key(key, hw, rules) if fam == "moe" else key)
         priced, fits, source, basis = src.key, src.fits, src.source, src.basis
@@ -1115,13 +1153,18 @@ def predict_step(
                 fam_pred += p_n
                 fam_corr += c_n
                 clamped = [w for w, v in (("predicted_s", pr), ("corrected_s", cr)) if float(v) * share < b]
+                other = (
+                    attention_kernel_note(cs.graph.nodes[n], hw, attn_rules, framework)
+                    if fam in ("context_attention", "generation_attention")
+                    else None
+                )
                 nodes[n] = {
                     "family": fam,
                     "bound_s": b,
                     "predicted_s": p_n,
                     "corrected_s": c_n,
-                    "source": source,
-                    "basis": basis,
+                    "source": "neighbour" if other else source,
+                    "basis": "; ".join(x for x in (basis, other) if x) if other else basis,
                     **({"fused_with": [m for m in it[3] if m != n]} if len(it[3]) > 1 else {}),
                     **({"clamped": clamped} if clamped else {}),
                 }

@@ -87,12 +87,14 @@ from costmodel.symbols import dim
 from models.config import ModelConfig
 
 from ..engines import get_engine
+from ..engines.attention_kernels import AttentionKernelRule
 from ..engines.moe_kernels import MoEKernelRule
 from ..step.compiled import compiled_step
 from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr, split_bodies, time_from_contexts
 from ..step.workload import Workload, as_workload
 from .kernel_sources import CLAMPED, Coverage, heldout_log_quantile, kernel_source
 from .predict import (
+    attention_kernel_note,
     dtype_key,
     expert_activations,
     expert_groups,
@@ -172,6 +174,10 @@ class Predictor:
     #: profile's :attr:`~graphs.serving.engines.EngineProfile.moe_kernels`; None: the framework's
     #: default profile's, set so here; :meth:`for_engine`)
     moe_kernels: tuple[Any, ...] | None = None
+    #: the attention kernels the engine runs where the corpus's rows time another (a profile's
+    #: :attr:`~graphs.serving.engines.EngineProfile.attention_kernels`; None: the framework's
+    #: default profile's; :meth:`for_engine`): the attention is then a neighbour that names it
+    attention_kernels: tuple[Any, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -194,7 +200,12 @@ class Predictor:
                 raise CostModelError(
                     "the bound predictor takes no moe_kernels: it prices no measured kernel (give a framework)"
                 )
+            if self.attention_kernels:
+                raise CostModelError(
+                    "the bound predictor takes no attention_kernels: it prices no measured kernel (give a framework)"
+                )
             object.__setattr__(self, "moe_kernels", ())  # one bound predictor, whatever was given
+            object.__setattr__(self, "attention_kernels", ())
             return
         fws = _frameworks()
         if self.framework not in fws:
@@ -208,6 +219,14 @@ class Predictor:
         ):
             raise CostModelError(
                 f"predictor moe_kernels must be a tuple of MoEKernelRule, got {self.moe_kernels!r}"
+            )
+        if self.attention_kernels is None:
+            object.__setattr__(self, "attention_kernels", get_engine(self.framework).attention_kernels)
+        elif not isinstance(self.attention_kernels, tuple) or not all(
+            isinstance(r, AttentionKernelRule) for r in self.attention_kernels
+        ):
+            raise CostModelError(
+                f"predictor attention_kernels must be a tuple of AttentionKernelRule, got {self.attention_kernels!r}"
             )
 
     @classmethod
@@ -257,9 +276,11 @@ class Predictor:
         )
 
     def for_engine(self, profile: Any) -> Predictor:
-        """This predictor with the fused-MoE kernels ``profile`` runs (its
+        """This predictor with the fused-MoE and attention kernels ``profile`` runs (its
         :attr:`~graphs.serving.engines.EngineProfile.moe_kernels`: vLLM 0.11's Marlin for MXFP4
-        experts on Hopper); the bound: itself (it prices no measured kernel).
+        experts on Hopper; its :attr:`~graphs.serving.engines.EngineProfile.attention_kernels`:
+        vLLM 0.11's Triton attention for sinks off Hopper); the bound: itself (it prices no
+        measured kernel).
 
         Parameters
         ----------
@@ -281,7 +302,9 @@ class Predictor:
         """
         if self.is_bound:
             return self
-        return dataclasses.replace(self, moe_kernels=tuple(profile.moe_kernels))
+        return dataclasses.replace(
+            self, moe_kernels=tuple(profile.moe_kernels), attention_kernels=tuple(profile.attention_kernels)
+        )
 
     def at(self, quantile: float | None) -> Predictor:
         """This predictor at another held-out error quantile (None: the point prediction).
@@ -584,6 +607,11 @@ def _tabulate_point(
                     t.values = np.full(len(points), np.nan)
                     t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
                 t.values[pi] = float(s) * rep * share
+    for ni, t in enumerate(out):  # attention the engine runs on a kernel no corpus row times
+        if t.values is not None and t.family in ("context_attention", "generation_attention"):
+            note = attention_kernel_note(forms[ni][1].node, hw, pred.attention_kernels or (), pred.framework)
+            if note is not None:
+                t.source, t.basis = "neighbour", "; ".join(b for b in (t.basis, note) if b)
     small = (
         small_kernel_groups(((n, nf.node) for n, nf in forms), pred.framework) if pred.small_kernels else {}
     )

@@ -1,0 +1,190 @@
+"""Which attention kernel an engine runs where the corpus's rows time another (sourced rules).
+
+The corpus (:mod:`costmodel.measured`) times each framework's attention with the kernel its
+collector ran: vLLM's rows are its FlashAttention build (``vllm_flash_attn`` in their
+``kernel_source``). An engine does not always run that kernel: vLLM picks its attention backend
+from the GPU and the model (``CudaPlatform.get_attn_backend_cls`` in ``vllm/platforms/cuda.py``),
+and for attention with learned sinks (gpt-oss) on a GPU that is neither SM 9.0 nor SM 10.0 it
+runs its Triton kernel (``TRITON_ATTN``), which no corpus row times. An
+:class:`AttentionKernelRule` says so for devices of named architectures or named catalog devices;
+the predictor then still prices the attention from the framework's measured rows, the nearest
+shapes it has, but counts it as a neighbour whose basis names the kernel that runs
+(:func:`attention_kernel_note`), never as measured. No number moves: nothing in the corpus
+says how much slower or faster the other kernel is.
+
+The rule here:
+
+* :data:`VLLM_SINKS_TRITON`: vLLM 0.11.0's ``get_attn_backend_cls`` (read in the 0.11.0 wheel
+  from PyPI): Blackwell SM 10.0 takes FlashInfer when it is installed (a dependency of the
+  wheel); otherwise on SM 8.0 and later, ``if (has_sink or use_fp8_kv_cache) and not
+  cls.is_device_capability(90)``: "Using Triton backend on V1 engine" (``TRITON_ATTN``;
+  ``is_device_capability`` tests the capability exactly). So attention with sinks runs Triton on
+  Ampere (SM 8.0, 8.6), Ada Lovelace (SM 8.9), B300 and GB300 (SM 10.3) and the SM 12.x
+  Blackwell cards (RTX 5090, RTX PRO 6000), FlashAttention 3 with sinks on Hopper. The vLLM
+  recipe for gpt-oss says the same ("GPT-OSS works on Ampere devices by default, using the
+  ``TRITON_ATTN`` attention backend"). The argument came with gpt-oss's support in 0.10.1; the
+  0.10 profile carries the rule as ASSUMED for 0.10.1-0.10.2. The FP8 KV-cache half of the
+  condition is not a rule here: the corpus's FP8-KV rows may be Triton's own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from costmodel.errors import CostModelError
+
+__all__ = ["AttentionKernelRule", "VLLM_SINKS_TRITON", "VLLM_SINKS_TRITON_010", "attention_kernel_for"]
+
+#: an attention backend's name as the engine spells it (``TRITON_ATTN``)
+BACKEND_WORD = re.compile(r"[A-Za-z0-9_]{1,40}")
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionKernelRule:
+    """An engine runs the attention ``backend`` for attention with learned sinks on devices whose
+    architecture is one of ``architectures`` (the catalog's
+    :attr:`~costmodel.hardware.Hardware.architecture`) or whose catalog name is one of
+    ``devices``; ``source`` says where the engine does so (module doc)."""
+
+    backend: str
+    architectures: tuple[str, ...]
+    source: str
+    devices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend, str) or not BACKEND_WORD.fullmatch(self.backend):
+            raise CostModelError(
+                f"attention kernel rule: backend {self.backend!r} must be a word (letters, digits, '_')"
+            )
+        for name in ("architectures", "devices"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or not all(isinstance(a, str) and a for a in v):
+                raise CostModelError(
+                    f"attention kernel rule {self.backend}: {name} must be a tuple of names, got {v!r}"
+                )
+        if not self.architectures and not self.devices:
+            raise CostModelError(
+                f"attention kernel rule {self.backend}: give architectures or devices it applies on"
+            )
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise CostModelError(f"attention kernel rule {self.backend}: no source")
+
+    def applies(self, sinks: bool, architecture: str, device: str = "") -> bool:
+        """Whether the rule picks the backend for attention with (``sinks``) or without learned
+        sinks on ``device`` of ``architecture``.
+
+        Parameters
+        ----------
+        sinks : bool
+            The attention has learned sinks (gpt-oss).
+        architecture : str
+            The device's architecture (``Ampere``; ``""``: not given).
+        device : str
+            The device's catalog name (``rtx-pro-6000``; ``""``: not given).
+
+        Returns
+        -------
+        bool
+
+        >>> VLLM_SINKS_TRITON.applies(True, "Ampere"), VLLM_SINKS_TRITON.applies(True, "Hopper")
+        (True, False)
+        >>> VLLM_SINKS_TRITON.applies(False, "Ampere")
+        False
+        """
+        if not sinks:
+            return False
+        return bool(architecture and architecture in self.architectures) or bool(
+            device and device in self.devices
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as plain values (for ``--json``).
+
+        Returns
+        -------
+        dict
+        """
+        return {
+            "backend": self.backend,
+            "architectures": list(self.architectures),
+            "devices": list(self.devices),
+            "source": self.source,
+        }
+
+    @property
+    def where(self) -> str:
+        """Where it applies, in words (``Ampere/Ada Lovelace/b300/...``)."""
+        return "/".join((*self.architectures, *self.devices))
+
+    def note(self, framework: str, device: str) -> str:
+        """The basis a node it applies to is priced on: the kernel that runs, and which rows price it.
+
+        Parameters
+        ----------
+        framework : str
+            The corpus framework whose attention rows price it.
+        device : str
+            The device's catalog name.
+
+        Returns
+        -------
+        str
+
+        >>> VLLM_SINKS_TRITON.note("vllm", "a100-sxm-80gb")[:80]
+        'attention: the engine runs TRITON_ATTN for attention with sinks on a100-sxm-80gb'
+        """
+        return (
+            f"attention: the engine runs {self.backend} for attention with sinks on {device}, which no "
+            f"corpus row times; priced from {framework}'s measured attention rows"
+        )
+
+
+def attention_kernel_for(
+    rules: tuple[AttentionKernelRule, ...], sinks: bool, architecture: str, device: str = ""
+) -> AttentionKernelRule | None:
+    """The first of ``rules`` that picks another attention kernel on ``device`` of
+    ``architecture``, or None (the corpus's rows time the kernel that runs).
+
+    Parameters
+    ----------
+    rules : tuple of AttentionKernelRule
+        An engine profile's rules.
+    sinks : bool
+        The attention has learned sinks.
+    architecture : str
+        The device's architecture (``""``: not given).
+    device : str
+        The device's catalog name (``""``: not given).
+
+    Returns
+    -------
+    AttentionKernelRule or None
+    """
+    return next((r for r in rules if r.applies(sinks, architecture, device)), None)
+
+
+_CUDA = "vllm/platforms/cuda.py CudaPlatform.get_attn_backend_cls"
+
+VLLM_SINKS_TRITON = AttentionKernelRule(
+    backend="TRITON_ATTN",
+    architectures=("Ampere", "Ada Lovelace"),
+    devices=("b300", "gb300", "rtx-5090", "rtx-pro-6000"),
+    source=(
+        f"{_CUDA} (vLLM 0.11.0 wheel): SM 10.0 exactly takes FlashInfer; on SM 8.0+ '(has_sink or use_fp8_kv_cache) "
+        "and not cls.is_device_capability(90)' returns TRITON_ATTN ('Using Triton backend on V1 engine'); "
+        "the vLLM gpt-oss recipe: 'GPT-OSS works on Ampere devices by default, using the TRITON_ATTN "
+        "attention backend'"
+    ),
+)
+
+VLLM_SINKS_TRITON_010 = AttentionKernelRule(
+    backend="TRITON_ATTN",
+    architectures=VLLM_SINKS_TRITON.architectures,
+    devices=VLLM_SINKS_TRITON.devices,
+    source=(
+        "ASSUMED for vLLM 0.10.1-0.10.2 as read in 0.11.0 (the has_sink argument came with gpt-oss's "
+        f"support in 0.10.1): {VLLM_SINKS_TRITON.source}"
+    ),
+)

@@ -1,0 +1,117 @@
+"""Attention an engine runs on a kernel the corpus does not time (graphs/serving/engines/attention_kernels.py):
+vLLM 0.11.0's ``CudaPlatform.get_attn_backend_cls`` (read in the 0.11.0 wheel) runs its Triton
+kernel for attention with learned sinks on every SM 8.0+ GPU but SM 9.0 and (with FlashInfer)
+SM 10.0 exactly; the corpus's vLLM attention rows are its FlashAttention build. Nothing moves
+the price; the coverage stops calling such attention measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import get_device
+from graphs.serving.engines import get_engine
+from graphs.serving.engines.attention_kernels import (
+    VLLM_SINKS_TRITON,
+    VLLM_SINKS_TRITON_010,
+    AttentionKernelRule,
+    attention_kernel_for,
+)
+from graphs.serving.pricing.predictor import Predictor
+
+
+@pytest.mark.parametrize(
+    "device, triton",
+    [
+        ("a100-sxm-80gb", True),  # SM 8.0
+        ("l40s", True),  # SM 8.9
+        ("rtx-4090", True),
+        ("rtx-pro-6000", True),  # SM 12.0: not 10.0 exactly
+        ("rtx-5090", True),
+        ("b300", True),  # SM 10.3: is_device_capability(100) tests equality
+        ("gb300", True),
+        ("h100", False),  # SM 9.0: FlashAttention 3 with sinks
+        ("h200", False),
+        ("b200", False),  # SM 10.0: FlashInfer
+        ("gb200", False),
+    ],
+)
+def test_the_rule_follows_vllm_0_11_s_backend_choice(device, triton):
+    hw = get_device(device)
+    assert VLLM_SINKS_TRITON.applies(True, hw.architecture, hw.name) is triton
+    assert not VLLM_SINKS_TRITON.applies(False, hw.architecture, hw.name)  # no sinks: FlashAttention
+
+
+def test_profiles_that_carry_it():
+    assert get_engine("vllm@0.11").attention_kernels == (VLLM_SINKS_TRITON,)
+    assert get_engine("vllm@0.10").attention_kernels == (VLLM_SINKS_TRITON_010,)
+    assert VLLM_SINKS_TRITON_010.source.startswith("ASSUMED")
+    for ref in ("vllm@0.6", "sglang", "trtllm"):
+        assert get_engine(ref).attention_kernels == ()
+    doc = get_engine("vllm@0.11").to_dict()["attention_kernels"]
+    assert doc[0]["backend"] == "TRITON_ATTN" and "has_sink" in doc[0]["source"]
+    a100 = get_device("a100-sxm-80gb")
+    assert (
+        attention_kernel_for(get_engine("vllm@0.11").attention_kernels, True, a100.architecture) is not None
+    )
+
+
+def test_bad_rules_and_predictors_are_refused():
+    with pytest.raises(CostModelError, match="backend"):
+        AttentionKernelRule("TRITON ATTN", ("Ampere",), "a source")
+    with pytest.raises(CostModelError, match="no source"):
+        AttentionKernelRule("TRITON_ATTN", ("Ampere",), " ")
+    with pytest.raises(CostModelError, match="architectures or devices"):
+        AttentionKernelRule("TRITON_ATTN", (), "a source")
+    with pytest.raises(CostModelError, match="tuple of names"):
+        AttentionKernelRule("TRITON_ATTN", "Ampere", "a source")  # type: ignore[arg-type]
+    with pytest.raises(CostModelError, match="attention_kernels"):
+        Predictor("calibrated", "vllm", attention_kernels=("triton",))
+    with pytest.raises(CostModelError, match="attention_kernels"):
+        Predictor(attention_kernels=(VLLM_SINKS_TRITON,))  # the bound prices no measured kernel
+    p = Predictor.of("vllm").for_engine(get_engine("vllm@0.11"))
+    assert p.attention_kernels == (VLLM_SINKS_TRITON,)
+    assert Predictor().for_engine(get_engine("vllm@0.11")).attention_kernels == ()
+
+
+# ------------------------------------------------------------------ on the measured corpus
+
+
+def _attention_basis(model: str, device: str, ref: str) -> list[str]:
+    """The neighbour bases of a mixed iteration's kernels."""
+    from graphs.serving.pricing.predictor import predicted_mixed_step
+
+    pred = Predictor("calibrated", "vllm").for_engine(get_engine(ref))
+    s = predicted_mixed_step(model, device, predictor=pred)
+    s.reset()
+    s.time_sums(16, 16 * 2000.0, [(512.0, 0.0)], [2000.0] * 16)
+    cov = s.coverage()
+    return list(cov.neighbours)
+
+
+def test_gpt_oss_attention_on_an_a100_is_a_neighbour_that_names_the_kernel():
+    """gpt-oss-20b (learned sinks) under vllm@0.11: on an A100 its attention is counted as a
+    neighbour naming TRITON_ATTN, at the same price as before; on an H100 it stays measured; a
+    model without sinks (Llama-3.1-8B) on the A100 stays measured."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from graphs.serving.pricing.predict import predict_step
+
+    bases = _attention_basis("gpt-oss-20b", "a100-sxm-80gb", "vllm@0.11")
+    said = [b for b in bases if "TRITON_ATTN" in b]
+    assert said and "a100-sxm-80gb" in said[0] and "vllm's measured attention rows" in said[0]
+    bases = _attention_basis("gpt-oss-20b", "h100", "vllm@0.11")
+    assert not any("TRITON_ATTN" in b for b in bases)
+    bases = _attention_basis("llama-3.1-8b", "a100-sxm-80gb", "vllm@0.11")
+    assert not any("TRITON_ATTN" in b for b in bases)
+    # the node-by-node step says the same, at the same seconds as without the rule
+    rules = get_engine("vllm@0.11").attention_kernels
+    with_rule = predict_step(
+        "gpt-oss-20b", "a100-sxm-80gb", "decode", batch=8, ctx=2000, attention_kernels=rules
+    )
+    without = predict_step("gpt-oss-20b", "a100-sxm-80gb", "decode", batch=8, ctx=2000, attention_kernels=())
+    att = [n for n, v in with_rule.nodes.items() if v.get("family") == "generation_attention"]
+    assert att
+    for n in att:
+        assert with_rule.nodes[n]["source"] == "neighbour" and "TRITON_ATTN" in with_rule.nodes[n]["basis"]
+        assert without.nodes[n]["source"] == "measured"
+        assert with_rule.nodes[n]["predicted_s"] == without.nodes[n]["predicted_s"]
