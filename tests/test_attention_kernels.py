@@ -1,7 +1,7 @@
 """Attention an engine runs on a kernel the corpus does not time (graphs/serving/engines/attention_kernels.py):
 vLLM 0.11.0's ``CudaPlatform.get_attn_backend_cls`` (read in the 0.11.0 wheel) runs its Triton
 kernel for attention with learned sinks on every SM 8.0+ GPU but SM 9.0 and (with FlashInfer)
-SM 10.0 exactly; the corpus's vLLM attention rows are its FlashAttention build. Nothing moves
+SM 10.0 exactly; the corpus's vLLM rows at gpt-oss's shape are another backend's. Nothing moves
 the price; the coverage stops calling such attention measured."""
 
 from __future__ import annotations
@@ -115,3 +115,40 @@ def test_gpt_oss_attention_on_an_a100_is_a_neighbour_that_names_the_kernel():
         assert with_rule.nodes[n]["source"] == "neighbour" and "TRITON_ATTN" in with_rule.nodes[n]["basis"]
         assert without.nodes[n]["source"] == "measured"
         assert with_rule.nodes[n]["predicted_s"] == without.nodes[n]["predicted_s"]
+
+
+def test_sglang_context_mla_rows_of_the_absorbed_form_are_left_out():
+    """aiconfigurator's SGLang collector times DeepSeek's absorbed form (576 / 512 dims) on FA3
+    (Hopper); TensorRT-LLM's collector the decompressed MHA form (192 / 128) SGLang runs for a
+    fresh prefill. Read straight from the H200 parquet files: at 16,384 tokens and 16 heads the
+    SGLang row takes the FLOP ratio of the two forms, (576 + 512) / (192 + 128) = 3.4, times
+    TensorRT-LLM's (within 10 %); on B200 (SGLang's trtllm_mla, MHA) about the same time. The
+    family leaves the absorbed rows out, and SGLang's context MLA on H200 is priced from the
+    device's MHA rows, a neighbour that says why; on B200 it stays SGLang's own."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import pandas as pd
+
+    from costmodel.measured.corpus import ABSORBED_CONTEXT_MLA, corpus_info, load, table_files
+    from graphs.serving.pricing.kernel_sources import kernel_source
+
+    def row(system: str, fw: str) -> tuple[str, float]:
+        (rel,) = [p for p in table_files("context_mla") if f"/{system}/mla/{fw}/" in f"/{p}"]
+        df = pd.read_parquet(f"{corpus_info().root}/{rel}")
+        sel = (df["isl"] == 16384) & (df["batch_size"] == 1) & (df["num_heads"] == 16)
+        sel &= (df["mla_dtype"] == "bfloat16") & (df["kv_cache_dtype"] == "bfloat16")
+        got = df[sel]
+        return str(got["kernel_source"].iloc[0]), float(got["latency"].min())
+
+    src, sg = row("h200_sxm", "sglang")
+    _, trt = row("h200_sxm", "trtllm")
+    assert ("sglang", src) in ABSORBED_CONTEXT_MLA
+    assert sg / trt == pytest.approx((576 + 512) / (192 + 128), rel=0.1)
+    src_b, sg_b = row("b200_sxm", "sglang")
+    _, trt_b = row("b200_sxm", "trtllm")
+    assert ("sglang", src_b) not in ABSORBED_CONTEXT_MLA and sg_b / trt_b == pytest.approx(1.0, abs=0.1)
+    h200 = load("context_mla", devices=["h200-sxm"])
+    assert "sglang" not in set(h200["framework"])
+    got = kernel_source("h200-sxm", "sglang", "context_mla", "bfloat16/bfloat16")
+    assert got.source == "neighbour" and "absorbed form left out" in got.basis and "trtllm" in got.basis
+    assert kernel_source("b200", "sglang", "context_mla", "bfloat16/bfloat16").source == "measured"

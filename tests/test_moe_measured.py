@@ -315,7 +315,9 @@ def test_a_group_whose_ep2_rows_do_not_halve_is_priced_from_its_ep1_rows():
     shape = MoEShape(7168, 2048, 8, 256, ep=8, dtype="fp8_block")
     c = moe_curve("h200-sxm", "sglang", shape)
     assert c.own_device and c.source == "neighbour"
-    assert "ep 1 rows at 1/ep (its ep 2 rows take 1.0" in c.basis and "not a rank's half" in c.basis
+    assert (
+        "ep 1 rows at 1/ep (its ep 2 rows of the shape take 1.0" in c.basis and "not a rank's half" in c.basis
+    )
     tokens = [1, 64, 4096]
     assert list(c.at(tokens)) == pytest.approx([rows[(1, t)] * 1e-3 / 8 for t in tokens], rel=1e-12)
     # where it computes, above the bound; at a few tokens the ep 1 rows read only experts 0-127's
@@ -339,3 +341,22 @@ def test_a_group_whose_ep2_rows_do_not_halve_is_priced_from_its_ep1_rows():
     )
     own = moe_curve("h200-sxm", "sglang", MoEShape(4096, 1024, 10, 512, ep=2))
     assert own.source == "measured" and own.basis == ""
+
+
+def test_the_share_test_reads_sglang_at_tp1_and_keeps_a_narrow_share():
+    """The verdict is the shape's at moe_tp 1: SGLang's Triton rows of h 2048, I 768, top-8 of 128
+    on H100 run from about two thirds of ep 1's time at tp 1 toward 0.8 at tp 16-32 (per-token work
+    over every token weighs more as the width narrows), a share, so no tp of the shape is
+    replaced; and another harness's rows that do not halve (TensorRT-LLM's min-latency NVFP4 on
+    B200, no source saying why) are read as measured."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.measured.corpus import SHARE_TESTED
+    from costmodel.measured.moe import _table
+
+    h100 = _table("h100_sxm")
+    shape = (h100["framework"] == "sglang") & (h100["hidden"] == 2048) & (h100["experts"] == 128)
+    shape &= (h100["topk"] == 8) & (h100["dtype"] == "bfloat16")
+    assert (h100.loc[shape, "ep"] > 1).any() and not (h100.loc[shape, "ep_note"] != "").any()
+    b200 = _table("b200_sxm")
+    assert SHARE_TESTED == ("sglang",)
+    assert not (b200.loc[b200["framework"] == "trtllm", "ep_note"] != "").any()

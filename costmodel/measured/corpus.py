@@ -48,7 +48,9 @@ __all__ = [
     "compute_scale_s",
     "FP8_SCALES",
     "RANK0_CLAMPED",
+    "ABSORBED_CONTEXT_MLA",
     "NOT_A_SHARE",
+    "SHARE_TESTED",
     "SHARE_TOKENS",
     "rank0_clamped",
     "small_kernel_s",
@@ -96,18 +98,42 @@ FP8_SCALES = ("dynamic", "static")
 #: ``build_rank0_workloads`` and ``topk_ids.clamp(min=0)``; :mod:`.moe`'s module doc)
 RANK0_CLAMPED = frozenset({("sglang", "0.5.10")})
 
-#: A group of ``moe`` rows (one harness, kernel, dtype and expert shape) whose ``ep = 2`` rows
-#: do not time one rank's balanced share: the median of ``t_2(T) / t_1(T)`` over ``T >=``
-#: :data:`SHARE_TOKENS` at or above this. Under balanced routing a rank at ``ep = 2`` computes half
-#: the token-expert rows on half the experts, the same rows per expert (the same GEMM tiles), so a
-#: share takes half of ``ep 1``'s time where the kernel computes (the corpus's groups cluster
-#: there: the middle half of those below this at 0.52-0.58). Two sourced harness paths give rows
-#: that do not fall, a second cluster at 0.95-1.1 (module doc of :mod:`.moe`): the
-#: collector's rank-0 clamp, kept for SGLang's raw Triton path in later releases (PR 1342: the
-#: Mixtral, Gemma-4 and Nemotron-3-Super shapes, 0.96-1.0), and DeepSeek's grouped top-k over the
-#: strided balanced logits, whose tied group scores put every pick on experts 0-127, rank 0's at
-#: ``ep = 2`` (1.0 at every ``T``, in every framework's rows). 0.8 sits between the two.
-NOT_A_SHARE = 0.8
+#: (framework, kernel_source) whose ``context_mla`` rows time DeepSeek's absorbed form, MQA over
+#: the shared latent (query/key dim 512 + 64 = 576, value dim 512), where the engine runs a fresh
+#: prefill in the decompressed MHA form the family stands for (192 / 128, one K/V head per query
+#: head: :mod:`graphs.serving.pricing.predict`'s MLA rows): ai-dynamo/aiconfigurator's
+#: ``collector/sglang/collect_mla.py`` (``__compat__ = "sglang==0.5.14"``) builds
+#: ``RadixAttention(head_dim=576, num_kv_heads=1, v_head_dim=512)`` for every backend but
+#: ``trtllm_mla`` (Blackwell: 192 / 128), and its FA3 (Hopper) and Triton (Ada, SM 12.x) calls take
+#: the absorbed branch of ``forward_extend``; SGLang's own dispatch sends an extend with no cached
+#: prefix to MHA on both backends (``models/deepseek_common/attention_backend_handler.py``,
+#: 0.5.10: ``_handle_attention_backend``, ``handle_attention_triton``). The rows agree: on H100
+#: and H200 they take 3.2-3.4x TensorRT-LLM's MHA rows from 8,192 tokens, the FLOP ratio of the
+#: two forms (1088 / 320 = 3.4); on B200, where SGLang's collector runs MHA, 0.87-1.05x. They are
+#: left out of the family, so SGLang's context MLA on those devices is priced from the device's
+#: other (MHA) rows, a neighbour.
+ABSORBED_CONTEXT_MLA = frozenset({("sglang", "flash_attention"), ("sglang", "triton")})
+
+#: An expert shape of a :data:`SHARE_TESTED` harness (harness, kernel, dtype, full expert width)
+#: whose ``ep = 2`` rows at ``moe_tp = 1`` do not time one rank's balanced share: the median of
+#: ``t_2(T) / t_1(T)`` over ``T >=`` :data:`SHARE_TOKENS` at or above this. Under balanced routing a
+#: rank at ``ep = 2`` computes half the token-expert rows on half the experts, the same rows per
+#: expert (the same GEMM tiles), so where the kernel computes a share takes about half of ``ep
+#: 1``'s time. At ``moe_tp = 1`` (an expert's whole width: the work per row largest, the per-token
+#: overheads least) the corpus's groups, every framework's, split in two: 767 of 1,154 at
+#: 0.45-0.55 and 150 at 0.55-0.6; 123 at 0.85 or more (94 of them at 0.95-1.05); 13 between 0.75
+#: and 0.85. SGLang's collector makes the second cluster by two sourced paths (module doc of
+#: :mod:`.moe`): its rank-0 clamp, kept for the raw Triton path in 0.5.14 (ai-dynamo/aiconfigurator
+#: PR 1342: Mixtral's, Gemma-4's and Nemotron-3-Super's shapes), and DeepSeek's grouped top-k over
+#: its strided balanced logits, whose tied group scores put every pick on experts 0-127, rank 0's
+#: at ``ep = 2``. The verdict at ``moe_tp = 1`` holds for the shape at every ``moe_tp`` (narrower
+#: widths raise a share's ratio: SGLang's Triton rows of one shape on H100 run 0.66 to 0.83 from
+#: ``moe_tp`` 1 to 32, per-token work over all ``T`` tokens weighing more).
+NOT_A_SHARE = 0.85
+#: the harnesses the test reads: SGLang's collector, whose code makes such rows (other frameworks'
+#: groups in the second cluster, TensorRT-LLM's min-latency and some cutlass rows, vLLM 0.24's
+#: DeepSeek FlashInfer rows, have no source saying why and are read as measured)
+SHARE_TESTED = ("sglang",)
 #: the token counts where a share's half is read (every kernel compute-bound there)
 SHARE_TOKENS = 4096
 
@@ -116,16 +142,18 @@ def rank0_clamped(df: Any) -> Any:
     """Per row of ``df`` (a ``moe`` frame with ``framework``, ``version``, ``ep``, ``tokens``, the
     shape's columns and a latency), why its group's ``ep`` > 1 rows are not one rank's share, as
     the basis of pricing the rank from the group's ``ep = 1`` rows at ``1/ep``, or ``""`` (a numpy
-    object array): the :data:`RANK0_CLAMPED` harnesses' rows, and any group whose ``ep = 2`` rows
-    fail the share test of :data:`NOT_A_SHARE` (the ratio said in the phrase).
+    object array): the :data:`RANK0_CLAMPED` harnesses' rows, and every row of an expert shape of
+    a :data:`SHARE_TESTED` harness whose ``ep = 2`` rows at ``moe_tp = 1`` fail the share test of
+    :data:`NOT_A_SHARE` (the ratio said in the phrase).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        MoE rows: ``framework``, ``version``, ``kernel_source``, ``dtype``, ``hidden``, the rank's
-        width (``inter_rank``, or ``inter`` and ``tp``), ``topk``, ``experts``, ``ep``,
-        ``tokens``, ``latency_s`` or ``latency``; ``distribution`` where present (the test reads
-        the balanced rows; the phrase marks every row of the group).
+        MoE rows: ``framework``, ``version``, ``kernel_source``, ``dtype``, ``hidden``, the full
+        expert width and its split (``inter`` and ``tp``, or the table's ``inter_size`` and
+        ``moe_tp_size``), ``topk``, ``experts``, ``ep``, ``tokens``, ``latency_s`` or
+        ``latency``; ``distribution`` where present (the test reads the balanced rows; the
+        phrase marks every row of the shape).
 
     Returns
     -------
@@ -140,10 +168,16 @@ def rank0_clamped(df: Any) -> Any:
         label[((df["framework"] == fw) & (df["version"].astype(str) == ver)).to_numpy()] = (
             f"{fw} {ver}'s ep 1 rows at 1/ep (its ep > 1 rows time rank 0's clamped workload, not a rank's share)"
         )
-    width = ["inter_rank"] if "inter_rank" in df.columns else ["inter", "tp"]
-    keys = ["framework", "version", "kernel_source", "dtype", "hidden", *width, "topk", "experts"]
+    # the shape's full width and its split (corpus.load's names, else the table's own)
+    full, split = ("inter", "tp") if "inter" in df.columns else ("inter_size", "moe_tp_size")
+    keys = ["framework", "version", "kernel_source", "dtype", "hidden", full, "topk", "experts"]
     lat = "latency_s" if "latency_s" in df.columns else "latency"
-    sel = (label == "") & (df["tokens"].to_numpy() >= SHARE_TOKENS)
+    sel = (
+        (label == "")
+        & df["framework"].isin(SHARE_TESTED).to_numpy()
+        & (df["tokens"].to_numpy() >= SHARE_TOKENS)
+        & (df[split].to_numpy() == 1)
+    )
     if "distribution" in df.columns:
         sel &= (df["distribution"] == "balanced").to_numpy()
     big = df.loc[sel, [*keys, "ep", "tokens", lat]]
@@ -160,8 +194,8 @@ def rank0_clamped(df: Any) -> Any:
     if not len(test):
         return label
     test["_why"] = [
-        f"{fw} {ver}'s ep 1 rows at 1/ep (its ep 2 rows take {r:.2f} of ep 1's time from "
-        f"{SHARE_TOKENS:,} tokens, not a rank's half)"
+        f"{fw} {ver}'s ep 1 rows at 1/ep (its ep 2 rows of the shape take {r:.2f} of ep 1's time from "
+        f"{SHARE_TOKENS:,} tokens at tp 1, not a rank's half)"
         for fw, ver, r in zip(test["framework"], test["version"], test["_r"], strict=True)
     ]
     # the flagged groups' rows: a numeric pre-selection, then the whole key on those alone
@@ -462,6 +496,9 @@ def _load_one(family: str, system: str, frameworks: list[str] | None = None) -> 
         if df is None:
             return None
         df = df.rename(columns={**_ATTN_RENAME, "mla_dtype": "attn_dtype", "tp_size": "tp"})
+        if family == "context_mla":  # the absorbed form's rows are another kernel (ABSORBED_CONTEXT_MLA)
+            pairs = zip(df["framework"].astype(str), df["kernel_source"].astype(str), strict=True)
+            df = df[[p not in ABSORBED_CONTEXT_MLA for p in pairs]]
         cols = ["framework", "version", "kernel_source", "batch", "isl", "heads", "tp", "step"]
         df = df[[*cols, "attn_dtype", "kv_dtype", "latency"]]
     elif family == "moe":

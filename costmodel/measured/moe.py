@@ -72,22 +72,26 @@ where the remote picks land), while at 4,096-16,384 tokens the clamped rows take
 1's time at the same ``T``: the same rows on ``1/ep`` of the weights.
 
 Later harnesses' ``ep`` rows mostly fall as shares do, but not all, and no column says which
-path timed a table. So every group of rows (harness, kernel, dtype, shape) is also read by what a
-share must do (:func:`~.corpus.rank0_clamped`, :data:`~.corpus.NOT_A_SHARE`): at ``ep = 2`` a rank
-computes half the token-expert rows on half the experts, the same rows per expert, so where the
-kernel computes (``T >= 4096``) a share takes about half of ``ep 1``'s time; a group whose ``ep 2``
-rows take 0.8 of it or more is read as the clamped harness is, its ``ep 1`` rows at ``1/ep`` (the
-basis gives the ratio). The corpus's groups split in two clusters, shares at 0.52-0.58 (the middle
-half) and 0.95-1.1, and two sourced paths make the second: SGLang 0.5.14's collector keeps the
-rank-0 clamp for its raw Triton path (ai-dynamo/aiconfigurator PR 1342, ``run_moe_torch``: the
+path timed a table. So every expert shape of SGLang's harness (kernel, dtype, full width) is also
+read by what a share must do (:func:`~.corpus.rank0_clamped`, :data:`~.corpus.NOT_A_SHARE`): at
+``ep = 2`` a rank computes half the token-expert rows on half the experts, the same rows per
+expert, so where the kernel computes (``T >= 4096``) a share takes about half of ``ep 1``'s time.
+At ``moe_tp = 1`` the corpus's groups split in two clusters (0.45-0.6 and 0.95-1.05, 13 of 1,154
+between 0.75 and 0.85); a shape whose ``ep 2`` rows there take 0.85 of ``ep 1``'s time or more is
+read, at every ``moe_tp``, as the clamped harness is: its ``ep 1`` rows at ``1/ep`` (the basis
+gives the ratio). Two sourced paths of SGLang's collector make such rows: the rank-0 clamp, kept
+for the raw Triton path in 0.5.14 (ai-dynamo/aiconfigurator PR 1342, ``run_moe_torch``: the
 framework's own ``FusedMoE`` layer for quantised types, non-softmax routing and other backends,
 ``build_rank0_workloads`` otherwise; Mixtral's, Gemma-4's and Nemotron-3-Super's shapes), and
 DeepSeek's grouped top-k (8 groups, top 4) over the strided balanced logits, whose tied group
-scores put every pick on experts 0-127, all of them rank 0's at ``ep = 2``, in every framework's
-rows (DeepSeek-V3 ``fp8_block`` on H100 and H200: ``ep 2`` takes ``ep 1``'s time at every ``T``,
-``ep 8`` 0.64 of it, priced at 14x its bound before this reading). TensorRT-LLM's min-latency
-NVFP4 rows on B200 and GB200 fall in the second cluster for most shapes too (their harness not
-read here). A group measured without ``ep = 2`` rows is read as measured.
+scores put every pick on experts 0-127, all of them rank 0's at ``ep = 2`` (DeepSeek-V3
+``fp8_block`` on H100 and H200: ``ep 2`` takes ``ep 1``'s time at every ``T``, ``ep 8`` 0.64 of
+it, priced at 14x its bound before this reading). At a few tokens the DeepSeek shape's ``ep 1``
+rows read only those 128 experts' weights, so ``1/ep`` of them can fall under a rank's bound,
+where the caller's clamp holds it. Other harnesses' rows in the second cluster (TensorRT-LLM's
+min-latency NVFP4 and some cutlass rows on B200 and GB200, vLLM 0.24's DeepSeek FlashInfer rows)
+have no source saying why and are read as measured (NOT RESOLVED); a shape measured without
+``ep = 2`` rows at ``moe_tp = 1`` is read as measured.
 
 Per-expert load: :func:`distribution_for` maps the engine's routing model to the nearest
 measured ``distribution`` (uniform: ``balanced``; Zipf with exponent ``s > 0``: the power law
@@ -314,7 +318,7 @@ def _rank0_read(df: Any) -> Any:
     clamped = harness & (df["ep"].to_numpy() > 1)
     if not clamped.any():
         return out
-    keys = ["framework", "kernel_source", "dtype", "distribution", "hidden", "inter_rank", "topk", "experts"]
+    keys = ["framework", "version", "kernel_source", "dtype", "distribution", "hidden", "inter_rank", "topk", "experts"]
     wanted = df[clamped & (df["distribution"] == "balanced").to_numpy()][[*keys, "ep"]].drop_duplicates()
     first = harness & (df["ep"].to_numpy() == 1)
     one = out[first].assign(ep_note=label[first])

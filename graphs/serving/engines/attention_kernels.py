@@ -1,16 +1,18 @@
 """Which attention kernel an engine runs where the corpus's rows time another (sourced rules).
 
-The corpus (:mod:`costmodel.measured`) times each framework's attention with the kernel its
-collector ran: vLLM's rows are its FlashAttention build (``vllm_flash_attn`` in their
-``kernel_source``). An engine does not always run that kernel: vLLM picks its attention backend
-from the GPU and the model (``CudaPlatform.get_attn_backend_cls`` in ``vllm/platforms/cuda.py``),
-and for attention with learned sinks (gpt-oss) on a GPU that is neither SM 9.0 nor SM 10.0 it
-runs its Triton kernel (``TRITON_ATTN``), which no corpus row times. An
-:class:`AttentionKernelRule` says so for devices of named architectures or named catalog devices;
-the predictor then still prices the attention from the framework's measured rows, the nearest
-shapes it has, but counts it as a neighbour whose basis names the kernel that runs
-(:func:`attention_kernel_note`), never as measured. No number moves: nothing in the corpus
-says how much slower or faster the other kernel is.
+The corpus (:mod:`costmodel.measured`) times each framework's attention with the kernels its
+collector ran, and not at every shape: vLLM's rows at gpt-oss's shape (head dim 64, a BF16 KV
+cache) are FlashAttention's on A100 and FlashAttention's or FlashInfer's elsewhere, while its
+Triton rows (``vllm_triton_attn``: L40S, RTX PRO 6000, Blackwell) are of head dim 192 with an FP8
+KV cache only. An engine does not always run the kernel whose rows price it: vLLM picks its
+attention backend from the GPU and the model (``CudaPlatform.get_attn_backend_cls`` in
+``vllm/platforms/cuda.py``), and for attention with learned sinks (gpt-oss) on a GPU that is
+neither SM 9.0 nor SM 10.0 it runs its Triton kernel (``TRITON_ATTN``), which the corpus does
+not time at such a shape. An :class:`AttentionKernelRule` says so for devices of named
+architectures or named catalog devices; the predictor then still prices the attention from the
+framework's measured rows, but counts it as a neighbour whose basis names the kernel that runs
+(:func:`graphs.serving.pricing.predict.attention_kernel_note`), never as measured. No number
+moves: nothing in the corpus says how much slower or faster the other kernel is there.
 
 The rule here:
 
@@ -24,7 +26,9 @@ The rule here:
   recipe for gpt-oss says the same ("GPT-OSS works on Ampere devices by default, using the
   ``TRITON_ATTN`` attention backend"). The argument came with gpt-oss's support in 0.10.1; the
   0.10 profile carries the rule as ASSUMED for 0.10.1-0.10.2. The FP8 KV-cache half of the
-  condition is not a rule here: the corpus's FP8-KV rows may be Triton's own.
+  condition is not a rule here: the corpus's FP8-KV rows may be Triton's own. Later vLLM
+  profiles (``vllm@0.12``, ``vllm@0.20``, ``vllm@1``) carry no rule: their backend choice is not
+  read here, so gpt-oss's attention off Hopper is counted as measured under them.
 """
 
 from __future__ import annotations
@@ -136,8 +140,8 @@ class AttentionKernelRule:
         'attention: the engine runs TRITON_ATTN for attention with sinks on a100-sxm-80gb'
         """
         return (
-            f"attention: the engine runs {self.backend} for attention with sinks on {device}, which no "
-            f"corpus row times; priced from {framework}'s measured attention rows"
+            f"attention: the engine runs {self.backend} for attention with sinks on {device}, which the "
+            f"corpus does not time at this shape; priced from {framework}'s measured attention rows"
         )
 
 

@@ -45,8 +45,8 @@ scheduler and memory rules:
   release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`, :data:`.moe_kernels.VLLM_MXFP4_MARLIN_SM120`);
 * attention with learned sinks (gpt-oss) off Hopper and SM 10.0: vLLM's Triton kernel
   (``TRITON_ATTN``, :data:`.attention_kernels.VLLM_SINKS_TRITON_010`, ASSUMED for 0.10.1-0.10.2
-  as read in 0.11.0), which no corpus row times: the predictor counts it as a neighbour of the
-  FlashAttention rows that price it;
+  as read in 0.11.0), which the corpus does not time at gpt-oss's shape: the predictor
+  counts it as a neighbour of the rows that price it;
 * batch limits by device (:func:`.vllm011.vllm011_device_defaults`: 8,192 tokens and 1,024
   sequences on a GPU of >= 70 GiB that is not an A100): 0.11's ``_set_default_args``, ASSUMED the
   same in 0.10. InferenceX's scripts pass ``max-num-batched-tokens: 8192`` and ``--max-num-seqs``

@@ -37,8 +37,8 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
   :data:`.moe_kernels.VLLM_MXFP4_MARLIN_HOPPER`), and on Ampere, Ada and SM 12.x cards as every
   release (:data:`.moe_kernels.VLLM_MXFP4_MARLIN_PRE_HOPPER`, :data:`.moe_kernels.VLLM_MXFP4_MARLIN_SM120`);
 * attention with learned sinks (gpt-oss) off Hopper and SM 10.0: vLLM's Triton kernel
-  (``TRITON_ATTN``, :data:`.attention_kernels.VLLM_SINKS_TRITON`), which no corpus row times: the
-  predictor counts it as a neighbour of the FlashAttention rows that price it;
+  (``TRITON_ATTN``, :data:`.attention_kernels.VLLM_SINKS_TRITON`), which the corpus does not time at gpt-oss's shape:
+  the predictor counts it as a neighbour of the rows that price it;
 * the request path's tokenisation (2 us per prompt token) and SHA-256 block hashing (150 ns per
   prompt token, the default since v0.10.2): :mod:`.vllm`'s sources, which hold for this release.
 

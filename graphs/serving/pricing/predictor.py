@@ -38,15 +38,18 @@ iteration, and the iteration loop only interpolates:
   a quarter of an H100's 132 SMs, where the long kernel fills them; without split-KV such a chunk
   may be priced optimistically (a neighbour, said as such; the MLA prefix path's extra launches
   and merges, vLLM's and SGLang's, are not counted either). The other way, a chunk of a few
-  tokens whose bound is its KV read would inherit the long kernel's compute inefficiency: on
-  H200 with SGLang's context-MLA kernel (5.6x its bound at 16,384 tokens) the scaled term prices
-  a 1-token chunk after 4,096 at 3.7x one decode at that length. The cap at ``c`` decodes (each
-  query its own KV read, which a chunk kernel need not exceed) takes the decode path engines run for a
-  few tokens after a long prefix: vLLM's MLA backends treat a request of at most
-  ``1 + num_speculative_tokens`` query tokens as a decode, and SGLang verifies drafts with its
-  decode kernels. The 1-token chunk is then one decode; a 64-token chunk keeps the scaled term
-  (64 decodes cost more). Where the chunk's bound is the non-absorbed MLA path's (the prefix's
-  K/V decompressed) and the decodes cost less, the sum is clamped at that bound and counted so.
+  tokens would inherit the long kernel's per-token cost where a decode kernel reads its KV
+  cheaper: for MLA the ``q = kv`` kernel is the decompressed form (every head's K/V of ``p + c``
+  tokens), while ``c`` absorbed decodes read the shared latent ``c`` times. The cap at ``c``
+  decodes is the decode path engines take for a few tokens after a prefix: vLLM 0.11.0's MLA
+  backends reorder a request of at most ``reorder_batch_threshold`` query tokens as a decode
+  (1 in ``mla/common.py``, 512 for FlashAttention-MLA), SGLang runs an extend after a cached
+  prefix of fewer than 8,192 tokens in the absorbed form (``chunked_prefix_cache_threshold``)
+  and verifies drafts on its decode kernels. The iteration's attention is still clamped at its
+  bound, the decompressed form's for an MLA chunk after a prefix: past about 8K cached tokens
+  that bound exceeds a few decodes (3x one decode at 32,768) and prices the chunk, as SGLang
+  runs it there (decompressed, from 8,192 cached tokens); vLLM's decode path is then priced
+  high (NOT RESOLVED: which form runs is the engine's, not the step's).
 
 Interpolation is piecewise linear in ``(log x, log t)`` (bilinear in the logs for decode
 attention), which keeps the tabulated values' monotonicity, extended linearly beyond the
