@@ -14,6 +14,7 @@ from graphs.serving.engines import get_engine
 from graphs.serving.engines.attention_kernels import (
     VLLM_SINKS_TRITON,
     VLLM_SINKS_TRITON_010,
+    VLLM_SINKS_TRITON_012,
     AttentionKernelRule,
     attention_kernel_for,
 )
@@ -45,7 +46,12 @@ def test_the_rule_follows_vllm_0_11_s_backend_choice(device, triton):
 def test_profiles_that_carry_it():
     assert get_engine("vllm@0.11").attention_kernels == (VLLM_SINKS_TRITON,)
     assert get_engine("vllm@0.10").attention_kernels == (VLLM_SINKS_TRITON_010,)
-    assert VLLM_SINKS_TRITON_010.source.startswith("ASSUMED")
+    assert get_engine("vllm@0.12").attention_kernels == (VLLM_SINKS_TRITON_012,)
+    assert VLLM_SINKS_TRITON_010.source.startswith("ASSUMED") and VLLM_SINKS_TRITON_012.source.startswith(
+        "ASSUMED"
+    )
+    for ref in ("vllm@0.20", "vllm@1"):  # their backend choice not read: no rule
+        assert get_engine(ref).attention_kernels == ()
     for ref in ("vllm@0.6", "sglang", "trtllm"):
         assert get_engine(ref).attention_kernels == ()
     doc = get_engine("vllm@0.11").to_dict()["attention_kernels"]
@@ -150,5 +156,7 @@ def test_sglang_context_mla_rows_of_the_absorbed_form_are_left_out():
     h200 = load("context_mla", devices=["h200-sxm"])
     assert "sglang" not in set(h200["framework"])
     got = kernel_source("h200-sxm", "sglang", "context_mla", "bfloat16/bfloat16")
-    assert got.source == "neighbour" and "absorbed form left out" in got.basis and "trtllm" in got.basis
+    assert got.source == "neighbour" and "absorbed form, left out" in got.basis and "trtllm" in got.basis
+    a100 = kernel_source("a100-sxm-80gb", "sglang", "context_mla", "bfloat16/bfloat16")
+    assert "absorbed" not in a100.basis  # no SGLang rows there at all: nothing was left out
     assert kernel_source("b200", "sglang", "context_mla", "bfloat16/bfloat16").source == "measured"

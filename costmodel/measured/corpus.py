@@ -52,6 +52,8 @@ __all__ = [
     "NOT_A_SHARE",
     "SHARE_TESTED",
     "SHARE_TOKENS",
+    "FEW_TOKENS",
+    "clamp_kept",
     "rank0_clamped",
     "small_kernel_s",
     "small_kernel_measured",
@@ -115,20 +117,26 @@ RANK0_CLAMPED = frozenset({("sglang", "0.5.10")})
 ABSORBED_CONTEXT_MLA = frozenset({("sglang", "flash_attention"), ("sglang", "triton")})
 
 #: An expert shape of a :data:`SHARE_TESTED` harness (harness, kernel, dtype, full expert width)
-#: whose ``ep = 2`` rows at ``moe_tp = 1`` do not time one rank's balanced share: the median of
-#: ``t_2(T) / t_1(T)`` over ``T >=`` :data:`SHARE_TOKENS` at or above this. Under balanced routing a
-#: rank at ``ep = 2`` computes half the token-expert rows on half the experts, the same rows per
-#: expert (the same GEMM tiles), so where the kernel computes a share takes about half of ``ep
-#: 1``'s time. At ``moe_tp = 1`` (an expert's whole width: the work per row largest, the per-token
-#: overheads least) the corpus's groups, every framework's, split in two: 767 of 1,154 at
-#: 0.45-0.55 and 150 at 0.55-0.6; 123 at 0.85 or more (94 of them at 0.95-1.05); 13 between 0.75
-#: and 0.85. SGLang's collector makes the second cluster by two sourced paths (module doc of
-#: :mod:`.moe`): its rank-0 clamp, kept for the raw Triton path in 0.5.14 (ai-dynamo/aiconfigurator
-#: PR 1342: Mixtral's, Gemma-4's and Nemotron-3-Super's shapes), and DeepSeek's grouped top-k over
-#: its strided balanced logits, whose tied group scores put every pick on experts 0-127, rank 0's
-#: at ``ep = 2``. The verdict at ``moe_tp = 1`` holds for the shape at every ``moe_tp`` (narrower
-#: widths raise a share's ratio: SGLang's Triton rows of one shape on H100 run 0.66 to 0.83 from
-#: ``moe_tp`` 1 to 32, per-token work over all ``T`` tokens weighing more).
+#: whose ``ep`` rows at ``moe_tp = 1`` do not time one rank's balanced share. Under balanced
+#: routing a rank at ``ep = 2`` computes half the token-expert rows on half the experts, the same
+#: rows per expert, so where the kernel computes (``T >=`` :data:`SHARE_TOKENS`) a share takes
+#: about half of ``ep 1``'s time. At ``moe_tp = 1`` (an expert's whole width: the work per row
+#: largest, the per-token overheads least) the median ``t_2(T) / t_1(T)`` of the corpus's groups,
+#: every framework's, has two modes: 767 of 1,154 at 0.45-0.55 and 150 at 0.55-0.6; 123 at 0.85 or
+#: more (94 of them at 0.95-1.05); 13 between 0.75 and 0.85 and the other 101 below 0.45 or at
+#: 0.6-0.75. A shape whose ``ep 2`` median is at or above this is read as not a share when its rows
+#: also show one of the two sourced paths of SGLang's collector that make such rows (module doc
+#: of :mod:`.moe`): every ``ep`` row at least this fraction of what the collector's rank-0 clamp
+#: keeps (:func:`clamp_kept`; kept for the raw Triton path in 0.5.14, ai-dynamo/aiconfigurator PR
+#: 1342: Mixtral's, Gemma-4's and Nemotron-3-Super's shapes), or ``ep 2`` at ``ep 1``'s time at
+#: :data:`FEW_TOKENS` or fewer too, where a share reads half the weights (DeepSeek's grouped top-k
+#: over the strided balanced logits puts every pick on experts 0-127, all rank 0's at ``ep 2``).
+#: Anything else is read as measured: SGLang 0.5.14's Triton rows of h 2048, I 768, top-8 of 128
+#: on H200 take 1.11 of ``ep 1``'s time at ``ep 2`` but 0.67 and 0.46 at ``ep 4`` and ``ep 8``
+#: (the clamp would keep every token), like H100's rows of the shape (0.66, 0.74, 0.51). The
+#: verdict at ``moe_tp = 1`` is the shape's at every ``moe_tp`` (the same harness path; narrower
+#: widths raise even a share's ratio: SGLang's Triton rows of one shape on H100 run 0.66 at ``moe_tp
+#: 1`` to 0.83 at 16, per-token work over all ``T`` tokens weighing more).
 NOT_A_SHARE = 0.85
 #: the harnesses the test reads: SGLang's collector, whose code makes such rows (other frameworks'
 #: groups in the second cluster, TensorRT-LLM's min-latency and some cutlass rows, vLLM 0.24's
@@ -136,6 +144,42 @@ NOT_A_SHARE = 0.85
 SHARE_TESTED = ("sglang",)
 #: the token counts where a share's half is read (every kernel compute-bound there)
 SHARE_TOKENS = 4096
+#: the token counts where a kernel reads its experts' weights (a share: about half at ``ep 2``)
+FEW_TOKENS = 64
+
+
+def clamp_kept(experts: int, topk: int, ep: int) -> float:
+    """The share of tokens the collector's clamp keeps on rank 0 at ``ep``, under its balanced
+    routing: token ``t``'s ``i``-th pick is ``(t + i s) mod E`` with ``s = ceil(E / k)`` (the
+    collector's ``balanced_logits``, :mod:`.moe`'s module doc), rank 0 holds experts ``0 ..
+    E/ep - 1``, and a token is kept when any pick is one of them; a kept token runs all ``k`` rows,
+    so where the kernel computes its ``ep`` rows take this share of ``ep 1``'s time (a rank's
+    share takes ``1/ep``).
+
+    Parameters
+    ----------
+    experts : int
+        Routed experts ``E``.
+    topk : int
+        Experts per token ``k``.
+    ep : int
+        Expert-parallel ranks.
+
+    Returns
+    -------
+    float
+        The kept share, in ``(0, 1]``.
+
+    >>> clamp_kept(8, 2, 2), clamp_kept(8, 2, 4), clamp_kept(8, 2, 8)  # Mixtral's shape
+    (1.0, 0.5, 0.25)
+    >>> clamp_kept(256, 8, 8), clamp_kept(256, 8, 16)  # DeepSeek's: s = 32
+    (1.0, 0.5)
+    """
+    import numpy as np
+
+    stride = -(-experts // topk)
+    picks = (np.arange(experts)[:, None] + stride * np.arange(topk)[None, :]) % experts
+    return float((picks < max(1, experts // ep)).any(axis=1).mean())
 
 
 def rank0_clamped(df: Any) -> Any:
@@ -172,39 +216,57 @@ def rank0_clamped(df: Any) -> Any:
     full, split = ("inter", "tp") if "inter" in df.columns else ("inter_size", "moe_tp_size")
     keys = ["framework", "version", "kernel_source", "dtype", "hidden", full, "topk", "experts"]
     lat = "latency_s" if "latency_s" in df.columns else "latency"
+    tokens = df["tokens"].to_numpy()
     sel = (
         (label == "")
         & df["framework"].isin(SHARE_TESTED).to_numpy()
-        & (df["tokens"].to_numpy() >= SHARE_TOKENS)
+        & ((tokens >= SHARE_TOKENS) | (tokens <= FEW_TOKENS))
         & (df[split].to_numpy() == 1)
     )
     if "distribution" in df.columns:
         sel &= (df["distribution"] == "balanced").to_numpy()
-    big = df.loc[sel, [*keys, "ep", "tokens", lat]]
-    if not len(big):
+    rows = df.loc[sel, [*keys, "ep", "tokens", lat]]
+    if not len(rows):
         return label
-    best = big.groupby([*keys, "ep", "tokens"], observed=True)[lat].min().reset_index()
+    best = rows.groupby([*keys, "ep", "tokens"], observed=True)[lat].min().reset_index()
     one = best[best["ep"] == 1].drop(columns="ep").rename(columns={lat: "_t1"})
-    both = best[best["ep"] == 2].merge(one, on=[*keys, "tokens"])
+    both = best[best["ep"] > 1].merge(one, on=[*keys, "tokens"])
     if not len(both):
         return label
     both["_r"] = both[lat].to_numpy(dtype=float) / both["_t1"].to_numpy(dtype=float)
-    test = both.groupby(keys, observed=True).agg(_r=("_r", "median")).reset_index()
-    test = test[test["_r"] >= NOT_A_SHARE]
-    if not len(test):
+    both["_big"] = both["tokens"].to_numpy() >= SHARE_TOKENS
+    ratio = both.groupby([*keys, "ep", "_big"], observed=True)["_r"].median()
+    verdicts = []
+    for key, per in ratio.groupby(level=list(range(len(keys))), observed=True):
+        big = {int(e): float(r) for (*_, e, b), r in per.items() if b}
+        few = {int(e): float(r) for (*_, e, b), r in per.items() if not b}
+        if big.get(2, 0.0) < NOT_A_SHARE:
+            continue  # ep 2 halves (or is not measured): a share
+        experts, topk = int(key[keys.index("experts")]), int(key[keys.index("topk")])
+        clamp = all(r >= NOT_A_SHARE * clamp_kept(experts, topk, e) for e, r in big.items())
+        if clamp:
+            why = "at every ep at least the tokens the collector's clamp keeps on rank 0"
+        elif few.get(2, 0.0) >= NOT_A_SHARE:
+            why = f"ep 1's time at {FEW_TOKENS} tokens or fewer too: every pick on rank 0's experts"
+        else:
+            continue  # neither path's signature: read as measured
+        verdicts.append(
+            (
+                *key,
+                f"{key[0]} {key[1]}'s ep 1 rows at 1/ep (its ep 2 rows of the shape take {big[2]:.2f} of ep 1's "
+                f"time from {SHARE_TOKENS:,} tokens at tp 1, not a rank's half: {why})",
+            )
+        )
+    if not verdicts:
         return label
-    test["_why"] = [
-        f"{fw} {ver}'s ep 1 rows at 1/ep (its ep 2 rows of the shape take {r:.2f} of ep 1's time from "
-        f"{SHARE_TOKENS:,} tokens at tp 1, not a rank's half)"
-        for fw, ver, r in zip(test["framework"], test["version"], test["_r"], strict=True)
-    ]
+    test = pd.DataFrame(verdicts, columns=[*keys, "_why"])
     # the flagged groups' rows: a numeric pre-selection, then the whole key on those alone
     near = np.flatnonzero(
         (label == "")
         & np.isin(df["hidden"].to_numpy(), test["hidden"].to_numpy())
         & np.isin(df["experts"].to_numpy(), test["experts"].to_numpy())
     )
-    why = df.iloc[near][keys].merge(test[[*keys, "_why"]], on=keys, how="left")["_why"].to_numpy(dtype=object)
+    why = df.iloc[near][keys].merge(test, on=keys, how="left")["_why"].to_numpy(dtype=object)
     got = pd.notna(why)
     label[near[got]] = why[got]
     return label

@@ -76,10 +76,12 @@ path timed a table. So every expert shape of SGLang's harness (kernel, dtype, fu
 read by what a share must do (:func:`~.corpus.rank0_clamped`, :data:`~.corpus.NOT_A_SHARE`): at
 ``ep = 2`` a rank computes half the token-expert rows on half the experts, the same rows per
 expert, so where the kernel computes (``T >= 4096``) a share takes about half of ``ep 1``'s time.
-At ``moe_tp = 1`` the corpus's groups split in two clusters (0.45-0.6 and 0.95-1.05, 13 of 1,154
-between 0.75 and 0.85); a shape whose ``ep 2`` rows there take 0.85 of ``ep 1``'s time or more is
-read, at every ``moe_tp``, as the clamped harness is: its ``ep 1`` rows at ``1/ep`` (the basis
-gives the ratio). Two sourced paths of SGLang's collector make such rows: the rank-0 clamp, kept
+At ``moe_tp = 1`` the corpus's groups have two modes (0.45-0.6 and 0.95-1.05, 13 of 1,154
+between 0.75 and 0.85); a shape whose ``ep 2`` rows there take 0.85 of ``ep 1``'s time or more,
+and whose rows show one of the two sourced paths below (every ``ep`` at least 0.85 of what the
+clamp keeps, :func:`~.corpus.clamp_kept`; or ``ep 2`` at ``ep 1``'s time at 64 tokens or fewer
+too), is read, at every ``moe_tp``, as the clamped harness is: its ``ep 1`` rows at ``1/ep`` (the
+basis gives the ratio and the path). Two sourced paths of SGLang's collector make such rows: the rank-0 clamp, kept
 for the raw Triton path in 0.5.14 (ai-dynamo/aiconfigurator PR 1342, ``run_moe_torch``: the
 framework's own ``FusedMoE`` layer for quantised types, non-softmax routing and other backends,
 ``build_rank0_workloads`` otherwise; Mixtral's, Gemma-4's and Nemotron-3-Super's shapes), and

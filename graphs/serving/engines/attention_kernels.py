@@ -1,10 +1,10 @@
 """Which attention kernel an engine runs where the corpus's rows time another (sourced rules).
 
 The corpus (:mod:`costmodel.measured`) times each framework's attention with the kernels its
-collector ran, and not at every shape: vLLM's rows at gpt-oss's shape (head dim 64, a BF16 KV
-cache) are FlashAttention's on A100 and FlashAttention's or FlashInfer's elsewhere, while its
-Triton rows (``vllm_triton_attn``: L40S, RTX PRO 6000, Blackwell) are of head dim 192 with an FP8
-KV cache only. An engine does not always run the kernel whose rows price it: vLLM picks its
+collector ran, and not at every shape: vLLM's rows with a BF16 KV cache are FlashAttention's
+(FA3 on H100 and H200, FA2 on L40S and the RTX PRO 6000; on A100 at head dim 128 only, none at
+gpt-oss's 64) or FlashInfer's (B200, GB200, GB300), while its Triton rows (``vllm_triton_attn``:
+L40S, RTX PRO 6000, B200, GB200, GB300) are of head dim 192 with an FP8 KV cache only. An engine does not always run the kernel whose rows price it: vLLM picks its
 attention backend from the GPU and the model (``CudaPlatform.get_attn_backend_cls`` in
 ``vllm/platforms/cuda.py``), and for attention with learned sinks (gpt-oss) on a GPU that is
 neither SM 9.0 nor SM 10.0 it runs its Triton kernel (``TRITON_ATTN``), which the corpus does
@@ -26,9 +26,10 @@ The rule here:
   recipe for gpt-oss says the same ("GPT-OSS works on Ampere devices by default, using the
   ``TRITON_ATTN`` attention backend"). The argument came with gpt-oss's support in 0.10.1; the
   0.10 profile carries the rule as ASSUMED for 0.10.1-0.10.2. The FP8 KV-cache half of the
-  condition is not a rule here: the corpus's FP8-KV rows may be Triton's own. Later vLLM
-  profiles (``vllm@0.12``, ``vllm@0.20``, ``vllm@1``) carry no rule: their backend choice is not
-  read here, so gpt-oss's attention off Hopper is counted as measured under them.
+  condition is not a rule here: the corpus's FP8-KV rows may be Triton's own. ``vllm@0.12``
+  carries it as ASSUMED (:data:`VLLM_SINKS_TRITON_012`: 0.12.0's choice not read); the later
+  profiles (``vllm@0.20``, ``vllm@1``) carry none: their backend choice is not read here, so
+  gpt-oss's attention off Hopper is counted as measured under them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
-__all__ = ["AttentionKernelRule", "VLLM_SINKS_TRITON", "VLLM_SINKS_TRITON_010", "attention_kernel_for"]
+__all__ = [
+    "AttentionKernelRule",
+    "VLLM_SINKS_TRITON",
+    "VLLM_SINKS_TRITON_010",
+    "VLLM_SINKS_TRITON_012",
+    "attention_kernel_for",
+]
 
 #: an attention backend's name as the engine spells it (``TRITON_ATTN``)
 BACKEND_WORD = re.compile(r"[A-Za-z0-9_]{1,40}")
@@ -191,4 +198,11 @@ VLLM_SINKS_TRITON_010 = AttentionKernelRule(
         "ASSUMED for vLLM 0.10.1-0.10.2 as read in 0.11.0 (the has_sink argument came with gpt-oss's "
         f"support in 0.10.1): {VLLM_SINKS_TRITON.source}"
     ),
+)
+
+VLLM_SINKS_TRITON_012 = AttentionKernelRule(
+    backend="TRITON_ATTN",
+    architectures=VLLM_SINKS_TRITON.architectures,
+    devices=VLLM_SINKS_TRITON.devices,
+    source=f"ASSUMED for vLLM 0.12 as read in 0.11.0 (0.12.0's backend choice not read): {VLLM_SINKS_TRITON.source}",
 )

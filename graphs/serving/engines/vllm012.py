@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .attention_kernels import VLLM_SINKS_TRITON_012
 from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import register_engine
 from .vllm import SYNC_CPU_TERMS, SYNC_FIT
@@ -61,6 +62,7 @@ PROFILE = register_engine(
             VLLM_MXFP4_MARLIN_PRE_HOPPER,
             VLLM_MXFP4_MARLIN_SM120,
         ),  # triton_kernels vendored (vllm PR 28788): Hopper's own
+        attention_kernels=(VLLM_SINKS_TRITON_012,),  # 0.11.0's rule, ASSUMED
         fitted=("iteration_s", "per_seq_s"),
         cpu_fit=SYNC_FIT,
         sources={

@@ -405,7 +405,7 @@ def kernel_source(device: str, framework: str, family: str, key: str) -> KernelS
     """
     # the measured corpus (the [measured] extra: pandas) loads on use: a bound-priced step never needs it
     from costmodel.measured import systems_with_data
-    from costmodel.measured.corpus import ABSORBED_CONTEXT_MLA
+    from costmodel.measured.corpus import ABSORBED_CONTEXT_MLA, frameworks_with_data
 
     if family == "moe":
         return moe_source(device, framework, key)
@@ -424,8 +424,12 @@ def kernel_source(device: str, framework: str, family: str, key: str) -> KernelS
         fws = sorted({fw for f in fits.values() for fw in f.frameworks})
         if fws != [framework]:
             why = f"no {framework} {k} measured"
-            if family == "context_mla" and any(fw == framework for fw, _ in ABSORBED_CONTEXT_MLA):
-                why += f"; {framework}'s rows of the absorbed form left out: it runs a fresh prefill decompressed"
+            if (
+                family == "context_mla"
+                and any(fw == framework for fw, _ in ABSORBED_CONTEXT_MLA)
+                and framework in frameworks_with_data(family, device)
+            ):  # its rows here were the absorbed form's, left out
+                why += f"; {framework}'s rows here time the absorbed form, left out: it runs a fresh prefill decompressed"
             basis.append(f"{family}: {'/'.join(fws)} kernels ({why})")
         return KernelSource(k, fits, "neighbour" if basis else "measured", "; ".join(basis), device in have)
     return KernelSource(key, {}, "bound", f"no {family} {key} kernels measured", False)

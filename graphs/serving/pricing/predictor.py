@@ -47,7 +47,8 @@ iteration, and the iteration loop only interpolates:
   prefix of fewer than 8,192 tokens in the absorbed form (``chunked_prefix_cache_threshold``)
   and verifies drafts on its decode kernels. The iteration's attention is still clamped at its
   bound, the decompressed form's for an MLA chunk after a prefix: past about 8K cached tokens
-  that bound exceeds a few decodes (3x one decode at 32,768) and prices the chunk, as SGLang
+  that bound exceeds one decode (1.1x at 8,192, 3x at 32,768; four decodes near 16K) and prices
+  the chunk, as SGLang
   runs it there (decompressed, from 8,192 cached tokens); vLLM's decode path is then priced
   high (NOT RESOLVED: which form runs is the engine's, not the step's).
 
