@@ -207,30 +207,42 @@ def test_a_routing_histogram_keeps_the_bound_and_says_why():
 # ------------------------------------------------- a harness that times rank 0's clamped workload
 
 
-@pytest.fixture(scope="module")
-def a100_sglang_rows():
-    """A100 SGLang 0.5.10's balanced bf16 rows of DeepSeek-V3's expert shape (h 7168, I 2048,
-    top-8 of 256), ms by (ep, tokens), read straight from the parquet file."""
+def _sglang_rows(
+    system: str, hidden: int, inter: int, topk: int, experts: int, dtype: str, kernel: str = ""
+) -> tuple[set[str], dict]:
+    """A system's SGLang balanced rows of one expert shape at moe_tp 1 (``kernel``: only that
+    kernel_source): their versions, and ms by (ep, tokens), read straight from the parquet file."""
     pytest.importorskip("pandas", reason="the [measured] extra is not installed")
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     import pandas as pd
 
     from costmodel.measured.corpus import corpus_info, table_files
 
-    (rel,) = [p for p in table_files("moe") if "/a100_sxm/moe/sglang/" in f"/{p}"]
-    path = f"{corpus_info().root}/{rel}"
-    df = pd.read_parquet(path)
-    assert set(df["version"].astype(str)) == {"0.5.10"}
+    (rel,) = [p for p in table_files("moe") if f"/{system}/moe/sglang/" in f"/{p}"]
+    df = pd.read_parquet(f"{corpus_info().root}/{rel}")
     sel = (
-        (df["hidden_size"] == 7168)
-        & (df["inter_size"] == 2048)
+        (df["hidden_size"] == hidden)
+        & (df["inter_size"] == inter)
         & (df["moe_tp_size"] == 1)
-        & (df["topk"] == 8)
-        & (df["num_experts"] == 256)
-        & (df["moe_dtype"] == "bfloat16")
+        & (df["topk"] == topk)
+        & (df["num_experts"] == experts)
+        & (df["moe_dtype"] == dtype)
         & (df["distribution"] == "balanced")
     )
-    return df[sel].groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
+    if kernel:
+        sel &= df["kernel_source"] == kernel
+    got = df[sel]
+    versions = set(got["version"].astype(str))
+    return versions, got.groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
+
+
+@pytest.fixture(scope="module")
+def a100_sglang_rows():
+    """A100 SGLang 0.5.10's balanced bf16 rows of DeepSeek-V3's expert shape (h 7168, I 2048,
+    top-8 of 256), ms by (ep, tokens), read straight from the parquet file."""
+    versions, rows = _sglang_rows("a100_sxm", 7168, 2048, 8, 256, "bfloat16")
+    assert versions == {"0.5.10"}
+    return rows
 
 
 def test_the_clamped_harness_rows_are_a_share_when_memory_bound_and_ep_times_it_when_not(a100_sglang_rows):
@@ -291,25 +303,10 @@ def test_a_group_whose_ep2_rows_do_not_halve_is_priced_from_its_ep1_rows():
     collector's strided logits puts every pick on rank 0's experts. So the group is read as the
     clamped harness is: a rank at ep 8 is priced at ep 1's rows / 8, the basis giving the ratio
     (priced at 14x its bound before). A group whose ep 2 rows halve is still read as measured."""
-    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
-    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
-    import pandas as pd
-
-    from costmodel.measured.corpus import NOT_A_SHARE, corpus_info, table_files
+    from costmodel.measured.corpus import NOT_A_SHARE
     from costmodel.measured.moe import moe_bound_s, moe_curve
 
-    (rel,) = [p for p in table_files("moe") if "/h200_sxm/moe/sglang/" in f"/{p}"]
-    df = pd.read_parquet(f"{corpus_info().root}/{rel}")
-    sel = (
-        (df["hidden_size"] == 7168)
-        & (df["inter_size"] == 2048)
-        & (df["moe_tp_size"] == 1)
-        & (df["topk"] == 8)
-        & (df["num_experts"] == 256)
-        & (df["moe_dtype"] == "fp8_block")
-        & (df["distribution"] == "balanced")
-    )
-    rows = df[sel].groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
+    _, rows = _sglang_rows("h200_sxm", 7168, 2048, 8, 256, "fp8_block")
     big = [t for (e, t) in rows if e == 1 and t >= 4096 and (2, t) in rows]
     assert big and all(rows[(2, t)] / rows[(1, t)] >= max(NOT_A_SHARE, 0.95) for t in big)
     shape = MoEShape(7168, 2048, 8, 256, ep=8, dtype="fp8_block")
@@ -325,20 +322,9 @@ def test_a_group_whose_ep2_rows_do_not_halve_is_priced_from_its_ep1_rows():
     assert c.at([4096])[0] >= moe_bound_s("h200-sxm", shape, [4096])[0]
     # a share: Qwen3.5-397B's bf16 Triton shape (h 4096, I 1024, top-10 of 512) halves at ep 2
     # and keeps its own ep rows
-    q = df[
-        (df["hidden_size"] == 4096)
-        & (df["inter_size"] == 1024)
-        & (df["moe_tp_size"] == 1)
-        & (df["num_experts"] == 512)
-        & (df["topk"] == 10)
-        & (df["kernel_source"] == "sglang_fused_moe_triton")
-        & (df["moe_dtype"] == "bfloat16")
-        & (df["distribution"] == "balanced")
-    ]
-    qr = q.groupby(["moe_ep_size", "num_tokens"])["latency"].min().to_dict()
-    assert all(
-        qr[(2, t)] / qr[(1, t)] < NOT_A_SHARE for (e, t) in qr if e == 1 and t >= 4096 and (2, t) in qr
-    )
+    _, qr = _sglang_rows("h200_sxm", 4096, 1024, 10, 512, "bfloat16", kernel="sglang_fused_moe_triton")
+    halves = [qr[(2, t)] / qr[(1, t)] for (e, t) in qr if e == 1 and t >= 4096 and (2, t) in qr]
+    assert halves and all(r < NOT_A_SHARE for r in halves)
     own = moe_curve("h200-sxm", "sglang", MoEShape(4096, 1024, 10, 512, ep=2))
     assert own.source == "measured" and own.basis == ""
 
@@ -367,3 +353,19 @@ def test_the_share_test_reads_sglang_at_tp1_and_keeps_a_narrow_share():
     b200 = _table("b200_sxm")
     assert SHARE_TESTED == ("sglang",)
     assert not (b200.loc[b200["framework"] == "trtllm", "ep_note"] != "").any()
+
+
+def test_clamp_kept_by_enumeration_and_its_refusals():
+    """The clamp's kept share under the strided routing, counted by hand: Nemotron-3-Super's 512
+    experts, top-22 (stride 24): at ep 32 rank 0 holds experts 0-15; token t keeps when some
+    t + 24 i (mod 512), i < 22, falls below 16. Bad counts are refused by name."""
+    from costmodel.errors import CostModelError
+    from costmodel.measured.corpus import clamp_kept
+
+    kept = sum(any((t + 24 * i) % 512 < 16 for i in range(22)) for t in range(512)) / 512
+    assert clamp_kept(512, 22, 32) == kept and 0 < kept < 1
+    assert clamp_kept(512, 22, 16) == 1.0  # 32 experts a rank >= the stride: every token
+    for bad in ({"experts": 0}, {"topk": 2.5}, {"ep": True}):
+        args = {"experts": 8, "topk": 2, "ep": 2, **bad}
+        with pytest.raises(CostModelError, match=next(iter(bad))):
+            clamp_kept(**args)

@@ -170,6 +170,11 @@ def clamp_kept(experts: int, topk: int, ep: int) -> float:
     float
         The kept share, in ``(0, 1]``.
 
+    Raises
+    ------
+    CostModelError
+        When a count is not a positive whole number.
+
     >>> clamp_kept(8, 2, 2), clamp_kept(8, 2, 4), clamp_kept(8, 2, 8)  # Mixtral's shape
     (1.0, 0.5, 0.25)
     >>> clamp_kept(256, 8, 8), clamp_kept(256, 8, 16)  # DeepSeek's: s = 32
@@ -177,6 +182,9 @@ def clamp_kept(experts: int, topk: int, ep: int) -> float:
     """
     import numpy as np
 
+    for name, v in (("experts", experts), ("topk", topk), ("ep", ep)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise CostModelError(f"clamp_kept: {name} must be a positive whole number, got {v!r}")
     stride = -(-experts // topk)
     picks = (np.arange(experts)[:, None] + stride * np.arange(topk)[None, :]) % experts
     return float((picks < max(1, experts // ep)).any(axis=1).mean())

@@ -40,6 +40,8 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
+from .device_scope import check_scope, in_scope, scope_words
+
 __all__ = [
     "AttentionKernelRule",
     "VLLM_SINKS_TRITON",
@@ -69,16 +71,7 @@ class AttentionKernelRule:
             raise CostModelError(
                 f"attention kernel rule: backend {self.backend!r} must be a word (letters, digits, '_')"
             )
-        for name in ("architectures", "devices"):
-            v = getattr(self, name)
-            if not isinstance(v, tuple) or not all(isinstance(a, str) and a for a in v):
-                raise CostModelError(
-                    f"attention kernel rule {self.backend}: {name} must be a tuple of names, got {v!r}"
-                )
-        if not self.architectures and not self.devices:
-            raise CostModelError(
-                f"attention kernel rule {self.backend}: give architectures or devices it applies on"
-            )
+        check_scope(f"attention kernel rule {self.backend}", self.architectures, self.devices)
         if not isinstance(self.source, str) or not self.source.strip():
             raise CostModelError(f"attention kernel rule {self.backend}: no source")
 
@@ -104,11 +97,7 @@ class AttentionKernelRule:
         >>> VLLM_SINKS_TRITON.applies(False, "Ampere")
         False
         """
-        if not sinks:
-            return False
-        return bool(architecture and architecture in self.architectures) or bool(
-            device and device in self.devices
-        )
+        return sinks and in_scope(self.architectures, self.devices, architecture, device)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as plain values (for ``--json``).
@@ -127,7 +116,7 @@ class AttentionKernelRule:
     @property
     def where(self) -> str:
         """Where it applies, in words (``Ampere/Ada Lovelace/b300/...``)."""
-        return "/".join((*self.architectures, *self.devices))
+        return scope_words(self.architectures, self.devices)
 
     def note(self, framework: str, device: str) -> str:
         """The basis a node it applies to is priced on: the kernel that runs, and which rows price it.

@@ -50,6 +50,8 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
+from .device_scope import check_scope, in_scope, scope_words
+
 __all__ = [
     "KERNEL_WORD",
     "MoEKernelRule",
@@ -86,16 +88,7 @@ class MoEKernelRule:
                 f"MoE kernel rule: dtype {self.dtype!r} and kernel {self.kernel!r} must be corpus words "
                 "(lower-case letters, digits, '_')"
             )
-        for name in ("architectures", "devices"):
-            v = getattr(self, name)
-            if not isinstance(v, tuple) or not all(isinstance(a, str) and a for a in v):
-                raise CostModelError(
-                    f"MoE kernel rule {self.kernel}: {name} must be a tuple of names, got {v!r}"
-                )
-        if not self.architectures and not self.devices:
-            raise CostModelError(
-                f"MoE kernel rule {self.kernel}: give architectures or devices it applies on"
-            )
+        check_scope(f"MoE kernel rule {self.kernel}", self.architectures, self.devices)
         if (
             not isinstance(self.pad, tuple)
             or len(self.pad) != 2
@@ -124,11 +117,7 @@ class MoEKernelRule:
         -------
         bool
         """
-        if dtype != self.dtype:
-            return False
-        return bool(architecture and architecture in self.architectures) or bool(
-            device and device in self.devices
-        )
+        return dtype == self.dtype and in_scope(self.architectures, self.devices, architecture, device)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as plain values (for ``--json``).
@@ -149,7 +138,7 @@ class MoEKernelRule:
     @property
     def where(self) -> str:
         """Where it applies, in words (``Ampere/Ada Lovelace``, ``rtx-5090/rtx-pro-6000``)."""
-        return "/".join((*self.architectures, *self.devices))
+        return scope_words(self.architectures, self.devices)
 
 
 def moe_kernel_for(
