@@ -4,9 +4,9 @@ priced by vLLM 0.24.0's H100 kernels)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -55,11 +55,19 @@ def test_a_device_the_corpus_lacks_compares_the_releases_pricing_it() -> None:
     )  # an alias: h100-sxm's own
 
 
+def _costmodel(*argv: str) -> str:
+    """The standard output of ``costmodel argv``, run in this process (it must succeed)."""
+    from graphs.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(list(argv)) == 0
+    return buf.getvalue()
+
+
 def _simulate(*extra: str) -> str:
     argv = ["simulate", "gpt-oss-20b", "--device", "h100", "--predict", "vllm", "--requests", "20"]
-    argv += ["--rate", "2", "--no-interval", *extra]
-    cmd = [sys.executable, "-m", "costmodel", *argv]
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return _costmodel(*argv, "--rate", "2", "--no-interval", *extra)
 
 
 def test_simulate_says_it_once_in_text_and_json() -> None:
@@ -76,9 +84,8 @@ def test_the_max_rate_search_says_it_once_in_text_and_json() -> None:
     pytest.importorskip("aiconfigurator_core")
     args = "simulate gpt-oss-20b --device h100 --predict vllm --requests 20 --max-rate".split()
     args += ["--slo-tpot", "0.05", "--engine", "vllm@0.11"]
-    run = [sys.executable, "-m", "costmodel", *args]
-    assert subprocess.run(run, capture_output=True, text=True, check=True).stdout.count(NOTE) == 1
-    doc = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert _costmodel(*args).count(NOTE) == 1
+    doc = json.loads(_costmodel(*args, "--json"))
     assert doc["engine"]["kernel_release_note"].startswith(NOTE)
 
 

@@ -5,9 +5,9 @@ group (issue 42, item 7: ``decode`` and ``prefill`` with ``--predict``)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,11 +28,13 @@ TABLE = Path(__file__).resolve().parent.parent / "graphs/serving/sim/data/served
 
 
 def _costmodel(*argv: str) -> str:
-    """The standard output of ``costmodel argv`` (it must succeed)."""
-    run = subprocess.run(
-        [sys.executable, "-m", "costmodel", *argv], capture_output=True, text=True, check=True
-    )
-    return run.stdout
+    """The standard output of ``costmodel argv``, run in this process (it must succeed)."""
+    from graphs.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(list(argv)) == 0
+    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
