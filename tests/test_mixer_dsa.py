@@ -14,6 +14,7 @@ import pytest
 from costmodel import op_cost
 from costmodel.hardware import get_device
 from costmodel.keys import BYTES, KIND, REPEAT, ROLE, Role
+from costmodel.symbols import B, S
 from graphs.blocks import build_model
 from graphs.cli import main
 from graphs.serving.step.compiled import compiled_step
@@ -114,23 +115,109 @@ def test_decode_at_100k_reads_a_fraction_of_v3_attention_kv():
     assert ratio == pytest.approx(15_559_296 / 115_200_000, rel=1e-12)
 
 
-def test_prefill_attention_scores_min_t_k_pairs():
-    """Prefill of S = 256 tokens with k = 64: attention pairs sum_t min(t, 64) = 64*65/2 + 64*192
-    = 2080 + 12288 = 14368 per head (not 256*257/2 = 32896); per layer 2 * H 4 * P * (24 + 16) FLOPs
-    (absorbed-free prefill: q.k over nope + rope = 24, p.v over 16). The indexer scores all 32896
-    causal pairs: 2 * 4 heads * 32896 * 16 = 4,210,688 tensor FLOPs per layer."""
+def test_prefill_attention_runs_mqa_mode_over_k_slots():
+    """Prefill of S = 256 tokens with k = 64, in MLA's MQA mode (the DeepSeek-V3.2 paper, sec. 2.1):
+    every query computes all k slots (FlashMLA's sparse kernel masks the invalid ones), 256 * 64 =
+    16,384 pairs per head (not sum_t min(t, 64) = 14,368, nor 256*257/2 = 32,896); per layer
+    2 * H 4 * P * (40 + 32) FLOPs (q.k over the latent and rope, r_kv 32 + 8 = 40; p.v over the
+    latent, 32) = 9,437,184. No kv_b_proj decompression: the absorbed projections run instead,
+    q_absorb 2 * 4 heads * 256 * 16 * 32 = 1,048,576 FLOPs and v_absorb the same. The indexer
+    scores all 32,896 causal pairs: 2 * 4 heads * 32,896 * 16 = 4,210,688 tensor FLOPs per layer."""
     g = build_model(config_from_hf_dict(TOY, "toy"), "prefill", batch=1, seq=256)
     by = {n.rsplit(".", 1)[-1]: d for n, d in g.nodes(data=True) if d.get(ROLE) == Role.ATTENTION}
     assert sorted(by) == ["attention", "index_logits", "index_topk"]
     reps = [d[REPEAT] for n, d in g.nodes(data=True) if n.endswith(".attention")]
-    att = sum(
-        d["cost"].flops_on("tensor") * d[REPEAT] for n, d in g.nodes(data=True) if n.endswith(".attention")
-    )
-    assert att == 2 * 4 * 14368 * 40 * sum(reps)
-    idx = sum(
-        d["cost"].flops_on("tensor") * d[REPEAT] for n, d in g.nodes(data=True) if n.endswith(".index_logits")
-    )
-    assert idx == 4_210_688 * sum(reps)
+
+    def tensor(suffix: str) -> float:
+        return sum(
+            d["cost"].flops_on("tensor") * d[REPEAT] for n, d in g.nodes(data=True) if n.endswith(suffix)
+        )
+
+    assert tensor(".attention") == 9_437_184 * sum(reps)
+    assert tensor(".q_absorb") == tensor(".v_absorb") == 1_048_576 * sum(reps)
+    assert not [n for n in g.nodes if n.endswith(".kv_b_proj")]
+    assert tensor(".index_logits") == 4_210_688 * sum(reps)
+
+
+def test_the_slots_rule_by_hand():
+    """``slots=k``: every query computes k slots, N k pairs; K/V read for min(N_kv, N + k - 1)
+    positions. 4 queries after 6 cached tokens (N_kv 10), k 3, 2 query heads of d 8 / d_v 8 over one
+    KV head, bf16: pairs 4 * 3 = 12 per head, tensor FLOPs 2 * 2 * 12 * (8 + 8) = 768; K/V of
+    min(10, 6) = 6 positions, 6 * (8 + 8) * 2 B = 192 B, with Q 2 * 4 * 8 * 2 = 128 B read."""
+    c = op_cost("attention", heads=2, kv_heads=1, q_len=4, kv_len=10, head_dim=8, causal=True, slots=3)
+    assert c.flops_on("tensor") == 768
+    assert c.bytes_read() == 192 + 128
+    with pytest.raises(Exception, match="slots applies to causal=True"):
+        op_cost("attention", heads=2, q_len=4, kv_len=10, head_dim=8, slots=3)
+    with pytest.raises(Exception, match="slots applies to"):
+        op_cost("attention", heads=2, q_len=4, kv_len=10, head_dim=8, causal=True, slots=3, window=3)
+
+
+@pytest.mark.parametrize(
+    ("device", "heads"),
+    [("h100", 64), ("h200", 64), ("b200", 128), ("gb300", 128), ("rtx-pro-6000", 4), ("l40s", 4)],
+)
+def test_the_device_sparse_kernel_pads_the_heads(device, heads):
+    """vLLM 0.13.0 pads a rank's query heads to 64 on SM 9.0 and 128 on SM 10.x for FlashMLA's sparse
+    kernels (``flashmla_sparse.py``: ``self.padding = 128 if ... family(100) else 64``): the toy's
+    4 heads compute as 64 or 128 there, in prefill and decode; elsewhere as they are. Prefill of
+    256 tokens: 2 * heads * 16,384 * 72 FLOPs per layer."""
+    cfg = config_from_hf_dict(TOY, "toy")
+    for phase in ("prefill", "decode"):
+        g = compiled_step(cfg, device, phase).graph
+        att = [d for n, d in g.nodes(data=True) if n.endswith(".attention")]
+        assert {d["params"]["heads"] for d in att} == {heads}
+    g = compiled_step(cfg, device, "prefill").graph
+    n = next(n for n in g.nodes if n.endswith(".attention"))
+    assert g.nodes[n]["cost"].flops_on("tensor").subs({B: 1, S: 256}) == 2 * heads * 16_384 * 72
+
+
+@pytest.mark.parametrize("tile", [1, 64])
+def test_a_chunk_after_a_long_prefix_reads_what_its_kernel_charges(tile):
+    """A chunk of 256 after 1,024 cached tokens (k = 64): the latent edges into the attention carry
+    the 256 new latents and min(1024, k - 1) = 63 cached ones, what the rule's K/V read is
+    (min(N_kv, N + k - 1) = 319 positions): the graph validates, padded or not."""
+    from costmodel.graph import validate_graph
+
+    cfg = config_from_hf_dict(TOY, "toy")
+    validate_graph(build_model(cfg, "prefill", batch=1, seq=256, prefix=1024, sparse_head_tile=tile))
+    validate_graph(build_model(cfg, "decode", batch=3, ctx=1000, sparse_head_tile=tile))
+
+
+@pytest.mark.parametrize("bad", [0, -64, 1.5, True, "64"])
+def test_a_bad_head_tile_is_refused_by_name(bad):
+    with pytest.raises(Exception, match="sparse_head_tile must be a whole number >= 1"):
+        build_model(config_from_hf_dict(TOY, "toy"), "decode", sparse_head_tile=bad)
+
+
+@pytest.mark.parametrize(
+    ("heads", "prefill", "decode"),
+    [(4, 4, 4), (32, 64, 32)],
+)
+def test_an_fp8_cache_pads_only_a_wide_ranks_prefill(heads, prefill, decode):
+    """vLLM 0.13.0 with an FP8 KV cache (``fp8_ds_mla``): a rank of fewer than 32 heads runs every
+    token on the FP8 decode kernel, unpadded; a rank of 32 or more pads its prefill (the BF16
+    kernel) to 64 on an H100, not its decodes."""
+    import dataclasses
+
+    cfg = config_from_hf_dict({**TOY, "num_attention_heads": heads, "num_key_value_heads": heads}, "toy")
+    cfg = dataclasses.replace(cfg, kv_dtype="fp8_e4m3")
+    for phase, want in (("prefill", prefill), ("decode", decode)):
+        g = compiled_step(cfg, "h100", phase).graph
+        assert {d["params"]["heads"] for n, d in g.nodes(data=True) if n.endswith(".attention")} == {want}
+
+
+def test_the_fusion_audit_builds_the_step_the_device_runs():
+    """``fusion audit --device h100`` of a DSA model prices the padded heads the compiled step does."""
+    from costmodel.hardware import get_device
+    from graphs.serving.analysis.fusion_request import FusionStep
+
+    cfg = config_from_hf_dict(TOY, "toy")
+    g = FusionStep(device="h100", phase="prefill", seq=256).graph(cfg, get_device("h100"))
+    assert {d["params"]["heads"] for n, d in g.nodes(data=True) if n.endswith(".attention")} == {64}
+    assert {
+        d["params"]["heads"] for n, d in FusionStep().graph(cfg).nodes(data=True) if n.endswith(".attention")
+    } == {4}
 
 
 @pytest.mark.parametrize(

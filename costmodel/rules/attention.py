@@ -169,6 +169,7 @@ def attention(
     window: object | None = None,
     chunk: object | None = None,
     sinks: object = 0,
+    slots: object | None = None,
 ) -> Cost:
     """Attention of ``heads`` query heads over ``kv_heads`` KV heads (module doc).
 
@@ -190,6 +191,16 @@ def attention(
     logits per head join every query's softmax (gpt-oss; Xiao et al. 2023 keep
     sink *tokens*, which a window policy retains as ordinary keys): ``s``
     more exponentials and adds per query row, and the ``H s`` logits read.
+    ``slots=k`` (causal flash only, no ``q_block``, window or chunk): a sparse
+    kernel that scores each query
+    against ``k`` selected key slots, computing every slot whether a key fills it
+    or not, :math:`P = N k` pairs, and reading the K/V of the valid ones, the
+    last ``min(N_kv, N + k - 1)`` positions as ``window=k`` does (a lower bound
+    when the selected keys spread wider). FlashMLA's sparse prefill kernel, which
+    runs DeepSeek Sparse Attention in vLLM 0.13.0, loops over
+    ``topk / 64`` blocks of every query and masks the invalid slots to
+    :math:`-\\infty` after :math:`QK^T` (``csrc/sm90/prefill/sparse/fwd.cu``:
+    ``num_topk_blocks = params.topk / B_TOPK``); their loads are predicated off.
 
     >>> from costmodel.symbols import dim
     >>> n, d = dim("n"), dim("d")
@@ -241,6 +252,14 @@ def attention(
         c = check_dim(chunk, "chunk")
         pairs = chunk_pairs(n, nkv, c)
         kv_read = chunk_keys(n, nkv, c)
+    if slots is not None:
+        if window is not None or chunk is not None or not (causal and variant == "flash" and q_block is None):
+            raise RuleArgumentError(
+                "attention: slots applies to causal=True, variant='flash', no q_block, no window and no chunk"
+            )
+        k = check_dim(slots, "slots")
+        pairs = n * k
+        kv_read = sympy.Min(nkv, n + k - 1)
     ns = check_dim(sinks, "sinks", allow_zero=True)
     flops = (
         Cost.compute("tensor", prec, nb * h * pairs * (2 * d + 2 * dv))  # QK^T and PV per pair

@@ -26,7 +26,9 @@ class PhaseDims:
     ``kv_len`` keys, of which ``prefix`` were cached before the step; ``tp``
     devices share every layer (tensor parallelism), whose collectives cross ``link``
     (``scale_up`` within a scale-up domain, ``scale_out`` for a group wider than it:
-    :meth:`costmodel.hardware.Hardware.group_link`).
+    :meth:`costmodel.hardware.Hardware.group_link`). ``sparse_head_tile`` is the query-head
+    multiple the device's sparse-attention kernel computes (1: none; a DSA layer's heads are
+    padded to it, :func:`models.mixers.dsa.sparse_head_tile`).
     """
 
     phase: str
@@ -37,6 +39,7 @@ class PhaseDims:
     prefix: sympy.Expr
     tp: sympy.Expr
     link: str = "scale_up"
+    sparse_head_tile: int = 1
 
 
 def phase_dims(
@@ -48,6 +51,7 @@ def phase_dims(
     prefix: object = 0,
     tp: object = 1,
     link: str = "scale_up",
+    sparse_head_tile: int = 1,
 ) -> PhaseDims:
     """``prefill``: ``T = B*S`` new tokens after ``prefix`` cached ones (a chunk of a
     longer prompt when ``prefix > 0``), ``kv_len = prefix + S``; ``decode``:
@@ -58,11 +62,13 @@ def phase_dims(
     p = check_dim(tp, "tp")
     if link not in tuple(LinkName):
         raise CostModelError(f"link {link!r} not allowed; allowed: {tuple(str(k) for k in LinkName)}")
+    if isinstance(sparse_head_tile, bool) or not isinstance(sparse_head_tile, int) or sparse_head_tile < 1:
+        raise CostModelError(f"sparse_head_tile must be a whole number >= 1, got {sparse_head_tile!r}")
     if phase == "prefill":
         s = check_dim(seq, "seq")
         pre = check_dim(prefix, "prefix", allow_zero=True)
-        return PhaseDims(phase, b, b * s, s, pre + s, pre, p, link)
+        return PhaseDims(phase, b, b * s, s, pre + s, pre, p, link, sparse_head_tile)
     if prefix != 0:
         raise CostModelError("prefix applies to prefill (chunked prefill); decode attends over ctx")
     c = check_dim(ctx, "ctx")
-    return PhaseDims(phase, b, b, sympy.Integer(1), c, c - 1, p, link)
+    return PhaseDims(phase, b, b, sympy.Integer(1), c, c - 1, p, link, sparse_head_tile)

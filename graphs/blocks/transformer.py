@@ -105,13 +105,14 @@ def build_layer(
     tp: object = 1,
     spec: LayerSpec | None = None,
     link: str = "scale_up",
+    sparse_head_tile: int = 1,
 ) -> nx.DiGraph:
     """One Transformer layer of ``config`` for ``phase`` (see module doc).
 
     ``spec`` names its mixer and MLP (default: the config's last layer group);
     ``kind`` (``"dense"`` or ``"moe"``) only swaps the MLP of that default.
     The layer input is an ``input`` node ``x`` of shape ``[T, d]``. ``prefix``,
-    ``tp`` and ``link`` as in :func:`build_model`.
+    ``tp``, ``link`` and ``sparse_head_tile`` as in :func:`build_model`.
     """
     if spec is None:
         spec = layer_groups(config)[-1].spec
@@ -128,7 +129,9 @@ def build_layer(
     missing = get_mixer(spec.mixer).missing(config)
     if missing:
         raise CostModelError(f"{config.name}: a {spec.mixer} layer needs {', '.join(missing)}")
-    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link)
+    dims = phase_dims(
+        phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link, sparse_head_tile=sparse_head_tile
+    )
     g = nx.DiGraph(model=config.name, phase=phase)
     xb = GraphBuilder(g, phase=phase, group="input")
     x = xb.source(
@@ -155,6 +158,7 @@ def build_model(
     prefix: object = 0,
     tp: object = 1,
     link: str = "scale_up",
+    sparse_head_tile: int = 1,
 ) -> nx.DiGraph:
     """The whole model: embedding gather, layer groups (repeated), final norm, lm_head.
 
@@ -171,10 +175,14 @@ def build_model(
     layer), a vocab-parallel embedding (all-reduce) and lm_head (all-gather). ``link`` is the
     link those collectives cross: ``scale_up``, or ``scale_out`` for a ``tp`` group wider than
     the device's scale-up domain (:meth:`costmodel.hardware.Hardware.group_link` chooses).
+    ``sparse_head_tile`` is the query-head multiple of the device's sparse-attention kernel (a
+    DSA layer's heads padded to it; :func:`models.mixers.dsa.sparse_head_tile` chooses).
     """
     if logits not in ("last", "all"):
         raise CostModelError(f"logits {logits!r} not allowed; allowed: ('last', 'all')")
-    dims = phase_dims(phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link)
+    dims = phase_dims(
+        phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link, sparse_head_tile=sparse_head_tile
+    )
     p = dims.tp
     if p.is_number and config.vocab_size.is_number and config.vocab_size % p != 0:
         raise CostModelError(f"{config.name}: vocab_size ({config.vocab_size}) is not divisible by tp ({p})")

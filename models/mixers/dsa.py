@@ -1,8 +1,8 @@
 r"""DeepSeek Sparse Attention (``dsa``; DeepSeek-V3.2-Exp report, sec. 2.1; transformers'
 ``DeepseekV32Attention`` and ``DeepseekV32Indexer``, ``model_type: deepseek_v32``).
 
-A DSA layer is DeepSeek's MLA (:class:`~models.mixers.mla.MLA`, reused as is) whose attention
-sees only ``k = index_topk`` keys per query, chosen by a *lightning indexer*::
+A DSA layer is DeepSeek's MLA (:class:`~models.mixers.mla.MLA`) run in its *MQA mode* whose
+attention sees only ``k = index_topk`` keys per query, chosen by a *lightning indexer*::
 
     q_resid = q_a_norm(q_a_proj(h))                         # MLA's own low-rank query
     q_I     = rope(wq_b(q_resid))        [T, H_I, d_I]      # rope on the first qk_rope_head_dim
@@ -10,9 +10,39 @@ sees only ``k = index_topk`` keys per query, chosen by a *lightning indexer*::
     w       = weights_proj(h)            [T, H_I]
     I[t, s] = sum_j w[t, j] ReLU(q_I[t, j] . k_I[s])        # lightning_indexer, causal
     idx     = topk(I, k)                                    # topk
-    out     = MLA attention of each query over its idx keys # attention rule, window=k pairs
+    out     = MLA attention of each query over its idx keys # attention rule, slots=k
 
-Costs, per layer (``H_I`` index heads of ``d_I``, ``r_q`` = ``q_lora_rank``):
+**MQA mode in both phases.** "We implement DSA based on the MQA mode of MLA, where each latent
+vector (the key-value entry of MLA) will be shared across all query heads of the query token"
+(the DeepSeek-V3.2 paper, arXiv:2512.02556, sec. 2.1, "Instantiate DSA Under MLA"). A prefill
+therefore runs as a decode does: ``W_UK`` absorbed into the query (``q_absorb``), attention of
+``H`` heads over the shared latent (``d = kv_lora_rank + qk_rope_head_dim``, ``d_v =
+kv_lora_rank``, 576 / 512 for DeepSeek-V3.2), ``W_UV`` on the way out (``v_absorb``); no
+``kv_b_proj`` decompression. vLLM 0.13.0's only sparse MLA backend on SM 9.0 and 10.x does
+exactly this for every token ("the kernels want to use MQA 576/512 approach for both prefill
+and decode", ``v1/attention/backends/mla/flashmla_sparse.py``). SGLang 0.5.5 and later run a
+batch whose longest KV is at most ``k`` in the decompressed MHA form instead (``MHA_ONE_SHOT``,
+its indexer skipping the logits) and its ``fa3`` NSA backend scores only the valid slots: neither
+is modelled, so SGLang's short prefills are priced as the MQA-mode kernel runs them (higher).
+
+**Every slot is computed.** FlashMLA's sparse kernels as vLLM 0.13.0 builds them loop over
+all ``k / 64`` blocks of a query's indices and mask the invalid ones (a query with fewer than
+``k`` preceding tokens) to :math:`-\infty` after :math:`QK^T` (``csrc/sm90/prefill/sparse/
+fwd.cu``: ``num_topk_blocks = params.topk / B_TOPK``; the sparse decode kernel likewise), their
+loads predicated off: the ``attention`` rule's ``slots = k``, :math:`N k` pairs per head, the
+K/V of the valid ones read. Later FlashMLA takes a ``topk_length`` to stop early, which vLLM
+0.13.0 does not pass (SGLang's build is assumed the same).
+
+**Padded heads.** The same kernels compute a whole tile of query heads: vLLM 0.13.0 pads a
+rank's heads to 64 on SM 9.0 and to 128 on SM 10.x (:data:`SPARSE_HEAD_TILES`), so at TP 8
+DeepSeek-V3.2's 16 heads per rank compute as 64 on an H200. The device's tile reaches the graph
+as the build's ``sparse_head_tile`` (:func:`sparse_head_tile`; the compiled serving steps pass
+it); a graph built without a device keeps the model's heads. With an FP8 KV cache (vLLM's
+``fp8_ds_mla``) vLLM 0.13.0 runs a rank of fewer than 32 heads wholly on the FP8 decode kernel,
+which it does not pad, and pads only the prefill of a wider rank (:func:`padded_tile`).
+
+Costs, per layer (``H_I`` index heads of ``d_I``, ``r_q`` = ``q_lora_rank``, ``H_p`` the
+padded heads):
 
 * weights: MLA's plus :math:`r_q H_I d_I + d\,d_I + 2 d_I + d H_I`;
 * cache per token: MLA's latent ``(kv_lora_rank + qk_rope_head_dim)`` values of the KV dtype
@@ -20,14 +50,14 @@ Costs, per layer (``H_I`` index heads of ``d_I``, ``r_q`` = ``q_lora_rank``):
   FP32 scale, ``d_I + 4`` bytes (132 B at ``d_I = 128``; DeepGEMM's ``fp8_mqa_logits``, vLLM);
 * decode, per token: the indexer projections :math:`2 (r_q H_I d_I + d\,d_I + d H_I)` FLOPs,
   the logits :math:`2 H_I d_I\,ctx` tensor FLOPs reading ``ctx (d_I + 4)`` bytes of keys, the
-  top-k over ``ctx`` logits, then MLA's absorbed attention over ``min(ctx, k)`` latents (only
-  those are read);
+  top-k over ``ctx`` logits, then MLA's absorbed attention of :math:`2 H_p k (d + d_v)` FLOPs
+  reading ``min(ctx, k)`` latents (only those are read);
 * prefill of ``S`` tokens: logits over the :math:`S(S+1)/2` causal pairs
-  (:math:`H_I d_I S(S+1)` tensor FLOPs) and attention over :math:`\sum_t \min(t, k)` pairs per
-  head (the ``attention`` rule's ``window=k`` pair count) instead of :math:`S(S+1)/2`.
+  (:math:`H_I d_I S(S+1)` tensor FLOPs), the absorbed projections, and attention of
+  :math:`2 H_p S k (d + d_v)` FLOPs.
 
-The main attention node is the ``attention`` rule with ``window = k`` pairs, so the serving
-mixed step and the predictor take it as a windowed kernel, affine in ``min(k, ctx)``; the
+The main attention node is the ``attention`` rule with ``slots = k``, so the serving mixed step
+and the predictor take it as a windowed kernel, its bytes affine in ``min(k, ctx)``; the
 indexer and the top-k are attention-role nodes too (they read every cached token), affine in
 ``ctx``. Under tensor parallelism the indexer is replicated on every device (vLLM builds its
 three projections as ``ReplicatedLinear``); MLA's heads split as in ``mla``. ``weights_proj``
@@ -52,7 +82,16 @@ from ..specs import register_spec
 from .base import ConfigSpec, ConfigView, Dim, EdgeRef, LayerContext, Mixer, Ref, register_mixer
 from .mla import MLA, MLASpec
 
-__all__ = ["DSA", "indexer_params", "INDEX_KEY_DTYPE", "INDEX_SCALE_BYTES"]
+__all__ = [
+    "DSA",
+    "indexer_params",
+    "INDEX_KEY_DTYPE",
+    "INDEX_SCALE_BYTES",
+    "SPARSE_HEAD_TILES",
+    "MIN_HEADS_FOR_BF16_PREFILL",
+    "padded_tile",
+    "sparse_head_tile",
+]
 
 #: the index-key cache dtype of the reference kernels (DeepGEMM fp8_mqa_logits, vLLM)
 INDEX_KEY_DTYPE = "fp8_e4m3"
@@ -87,8 +126,81 @@ def indexer_params(cfg: ConfigView) -> sympy.Expr:
     return r_q * n_i * d_i + cfg.hidden_size * d_i + 2 * d_i + cfg.hidden_size * n_i
 
 
+class _MQAModeMLA(MLA):
+    """MLA run in its MQA mode in both phases: the absorbed query over the shared latent (the
+    DeepSeek-V3.2 paper, sec. 2.1, "Instantiate DSA Under MLA"; vLLM 0.13.0's FlashMLA sparse
+    backend, "MQA 576/512 approach for both prefill and decode")."""
+
+    absorbed_prefill = True
+
+
 #: MLA's formula and block, which a DSA layer runs with the indexer added (module doc)
-_MLA = MLA()
+_MLA = _MQAModeMLA()
+
+#: the query-head multiple of FlashMLA's sparse kernels per device (module doc): vLLM 0.13.0
+#: ``v1/attention/backends/mla/flashmla_sparse.py``, ``self.padding = 128 if
+#: current_platform.is_device_capability_family(100) else 64`` ("kernel requires num_local_head
+#: to be a multiple of 64 on hopper and 128 on blackwell"); SM 9.0 is the catalog's Hopper, SM 10.x
+#: its B200, GB200, B300 and GB300 (its other Blackwell devices are SM 12.x)
+SPARSE_HEAD_TILES: dict[str, int] = {"Hopper": 64, "b200": 128, "gb200": 128, "b300": 128, "gb300": 128}
+
+
+#: vLLM 0.13.0 (``flashmla_sparse.py``): with an FP8 KV cache, a rank of fewer query heads runs
+#: every token on the FP8 decode kernel ("mixed batch mode"), which is not padded; from this many
+#: its prefill tokens run the padded BF16 kernel (on the up-converted cache), its decodes the FP8
+MIN_HEADS_FOR_BF16_PREFILL = 32
+
+
+def padded_tile(dims: Any, kv_dtype: str, heads: Any) -> int:
+    """The head tile a DSA attention node of this phase is padded to (module doc): the device's
+    ``sparse_head_tile`` wherever the BF16 sparse kernel runs, every token with a BF16 KV cache;
+    with an FP8 cache (vLLM 0.13.0's ``fp8_ds_mla``) only a prefill of at least
+    :data:`MIN_HEADS_FOR_BF16_PREFILL` heads per rank, else 1.
+
+    Parameters
+    ----------
+    dims : PhaseLike
+        The phase dimensions (``phase``, ``sparse_head_tile``).
+    kv_dtype : str
+        The KV-cache dtype.
+    heads : int or sympy.Expr
+        The rank's query heads (a symbolic count is taken as at least the threshold).
+
+    Returns
+    -------
+    int
+        The tile, or 1 (no padding).
+    """
+    tile = int(dims.sparse_head_tile)
+    if tile == 1 or not str(kv_dtype).startswith("fp8"):
+        return tile
+    h = sympy.sympify(heads)
+    many = not h.is_number or h >= MIN_HEADS_FOR_BF16_PREFILL
+    return tile if dims.phase == "prefill" and many else 1
+
+
+def sparse_head_tile(architecture: str, device: str) -> int:
+    """The query-head multiple a DSA layer's sparse kernels compute on a device
+    (:data:`SPARSE_HEAD_TILES`; 1 where none is known: the heads as they are).
+
+    Parameters
+    ----------
+    architecture : str
+        The device's catalog architecture (``Hopper``).
+    device : str
+        The device's catalog name (``b200``).
+
+    Returns
+    -------
+    int
+        The tile: 64, 128, or 1.
+
+    >>> sparse_head_tile("Hopper", "h200-sxm"), sparse_head_tile("Blackwell", "b200")
+    (64, 128)
+    >>> sparse_head_tile("Blackwell", "rtx-pro-6000"), sparse_head_tile("Ampere", "a100-sxm-80gb")
+    (1, 1)
+    """
+    return SPARSE_HEAD_TILES.get(device, SPARSE_HEAD_TILES.get(architecture, 1))
 
 
 @register_mixer
@@ -138,7 +250,9 @@ class DSA(Mixer):
 
 class _SparseBuilder:
     """The layer's graph builder, but an attention-role op gets the indexer's top-k first: its
-    indices as one more input and ``window = index_topk`` (each query scores ``min(t, k)`` keys)."""
+    indices as one more input, ``slots = index_topk`` (each query computes ``k`` slots and reads
+    the keys of its ``min(t, k)`` valid ones) and its heads padded to the device's
+    ``sparse_head_tile``."""
 
     def __init__(self, sparse: _SparseLayer) -> None:
         self._sparse = sparse
@@ -156,7 +270,10 @@ class _SparseBuilder:
         if role == Role.ATTENTION:
             idx = self._sparse.indexer()
             ins = [*ins, idx]
-            params["window"] = self._sparse.inner.cfg.need(DSASpec).index_topk
+            params["slots"] = self._sparse.inner.cfg.need(DSASpec).index_topk
+            tile = padded_tile(self._sparse.inner.dims, self._sparse.inner.kvd, params["heads"])
+            if tile != 1:  # the kernel computes whole tiles of query heads (module doc)
+                params["heads"] = sympy.ceiling(params["heads"] / tile) * tile
             read = Cost.traffic(read=idx[1].bytes)  # the selected positions, int32 per query and slot
             extra = read if extra is None else extra + read
         return self._b.op(local, rule, role, ins, outs, extra=extra, **params)
@@ -183,10 +300,14 @@ class _SparseLayer:
         return out
 
     def cache(self, local: str, width: Any, tokens: Any) -> tuple[str, Tensor, Any]:
-        n, t, nbytes = self.inner.cache(local, width, tokens)  # the cache holds every position
-        if self.inner.dims.phase == "decode":  # the sparse kernel gathers the selected latents only
-            nbytes = nbytes / tokens * sympy.Min(tokens, self.inner.cfg.need(DSASpec).index_topk)
-        return n, t, nbytes
+        """The latent cache as the sparse kernel reads it: the cache holds every position, the
+        kernel gathers the selected ones, ``min(ctx, k)`` in decode and, before a chunk of new
+        tokens (each a key of its own), ``min(prefix, k - 1)`` of the prefix: the positions the
+        ``slots`` rule charges (``min(N_kv, N + k - 1)``)."""
+        n, t, nbytes = self.inner.cache(local, width, tokens)
+        k = self.inner.cfg.need(DSASpec).index_topk
+        read = k if self.inner.dims.phase == "decode" else k - 1
+        return n, t, nbytes / tokens * sympy.Min(tokens, read)
 
     def indexer(self) -> Ref:
         """The lightning indexer and the top-k (module doc): returns the ``[T, k]`` int32 indices."""

@@ -67,6 +67,10 @@ class MLA(Mixer):
     name = "mla"
     spec_slot = "mla"
     needs = ("kv_lora_rank",)
+    #: whether a prefill runs the absorbed (MQA) form as decode does, over the latent cache,
+    #: instead of decompressing K/V with ``kv_b_proj`` (False: DeepSeek's MLA; a DSA layer's
+    #: sparse kernels run the absorbed form in both phases, :mod:`.dsa`)
+    absorbed_prefill: ClassVar[bool] = False
 
     def params(self, cfg: ConfigView) -> sympy.Expr:
         """Multi-head latent attention weights of one layer (module doc)."""
@@ -102,7 +106,8 @@ class MLA(Mixer):
 
         Every edge carries the slice its consumer reads: the rope ops read the
         ``qk_rope_head_dim`` part of q and of ``kv_a``; the latent norm reads the
-        ``kv_lora_rank`` part; in decode the absorbed query reads ``q_nope``.
+        ``kv_lora_rank`` part; in decode (and in a prefill of the absorbed form,
+        :attr:`absorbed_prefill`) the absorbed query reads ``q_nope``.
         """
         cfg, dims = layer.cfg, layer.dims
         T, H = dims.tokens, layer.split(cfg.num_attention_heads, "num_attention_heads")
@@ -157,7 +162,7 @@ class MLA(Mixer):
         kvb_w = layer.weight("kv_b_proj.weight", (r_kv, H * (nope + vd)))
         wd_bytes = kvb_w[1].dtype.bytes
         q_nope = (*q, T * H * nope * b)
-        if dims.phase == "prefill":
+        if dims.phase == "prefill" and not self.absorbed_prefill:
             # decompress the latent of every key position: the new tokens and any cached prefix
             rows = dims.batch * dims.kv_len
             ins: list[Any] = [lat, kvb_w]
@@ -209,18 +214,25 @@ class MLA(Mixer):
                 dtype=layer.act,
                 w_dtype=layer.wd,
             )[0]
-            cache = layer.cache("latent_cache", r_kv + rope_d, dims.kv_len)
+            if dims.phase == "prefill":
+                # the absorbed form in prefill: the new tokens' latents from the write, the cached
+                # prefix's from the cache
+                latents: list[Any] = [lw]
+                if dims.prefix != 0:
+                    latents.insert(0, layer.cache("latent_cache", r_kv + rope_d, dims.prefix))
+            else:
+                latents = [layer.cache("latent_cache", r_kv + rope_d, dims.kv_len), (*lw, 0)]
             out = Tensor(layer.b.name("attention"), (T, H * r_kv), layer.act)
             o = layer.b.op(
                 "attention",
                 "attention",
                 Role.ATTENTION,
-                [qn, q_pe, cache, (*lw, 0)],
+                [qn, q_pe, *latents],
                 [out],
                 batch=dims.batch,
                 heads=H,
                 kv_heads=1,
-                q_len=1,
+                q_len=dims.q_len,
                 kv_len=dims.kv_len,
                 head_dim=r_kv + rope_d,
                 v_head_dim=r_kv,

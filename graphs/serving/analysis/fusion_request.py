@@ -25,6 +25,7 @@ from .phase_request import INT_RANGES, PHASES
 if TYPE_CHECKING:
     import networkx as nx
 
+    from costmodel.hardware import Hardware
     from models.config import ModelConfig
 
 __all__ = ["FusionStep", "AuditRequest", "PlanRequest", "AUDIT_PLANS", "OBJECTIVES", "METHODS"]
@@ -79,13 +80,16 @@ class FusionStep:
         at = f"seq {self.seq}" if self.phase == "prefill" else f"ctx {self.ctx}"
         return f"batch {self.batch}, {at}"
 
-    def graph(self, config: ModelConfig) -> nx.DiGraph:
-        """The step's graph of ``config``: one layer, or the whole model.
+    def graph(self, config: ModelConfig, hw: Hardware | None = None) -> nx.DiGraph:
+        """The step's graph of ``config``: one layer, or the whole model, as it runs on ``hw``
+        (the build keywords the device decides, :func:`graphs.serving.step.compiled.device_dims`).
 
         Parameters
         ----------
         config : ModelConfig
             The model.
+        hw : Hardware, optional
+            The device (None: the model's graph alone).
 
         Returns
         -------
@@ -94,8 +98,11 @@ class FusionStep:
         """
         from graphs.blocks.transformer import build_layer, build_model
 
+        from ..step.compiled import device_dims
+
         build = build_model if self.whole_model else build_layer
-        return build(config, self.phase, batch=self.batch, seq=self.seq, ctx=self.ctx)
+        at = device_dims(config, hw) if hw is not None else {}
+        return build(config, self.phase, batch=self.batch, seq=self.seq, ctx=self.ctx, **at)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from costmodel.roofline import bound
 from models.config import ModelConfig
 from models.params import param_bytes
 
+from ..step.compiled import device_dims
 from ..step.workload import Workload, as_workload
 
 __all__ = ["attention_ffn_split", "sram_residency", "FFN_PREFIXES", "SplitReport", "SramReport"]
@@ -130,7 +131,7 @@ def attention_ffn_split(
     w = as_workload(config)
     cfg = w.config
     a, b = get_device(attention_device), get_device(ffn_device)
-    g = w.graph(Phase.DECODE, batch=batch, ctx=ctx)
+    g = w.graph(Phase.DECODE, batch=batch, ctx=ctx, **device_dims(cfg, a))  # the attention device's kernels
     t_attn = t_ffn = 0.0
     ffn_weights = 0.0
     for n in op_nodes(g):

@@ -177,7 +177,7 @@ def run_audit(request: AuditRequest, config: ModelConfig) -> FusionAuditReport:
     FusionAuditReport
     """
     hw = get_device(request.device)
-    g = request.graph(config)
+    g = request.graph(config, hw)
     suggestions, plan = suggest_fusions(g, hw)
     if request.plan == "unfused":
         plan = unfused_plan(g)
@@ -356,7 +356,7 @@ def run_plan(
     else:
         if config is None:
             raise CostModelError("fusion plan needs a model (config)")
-        name, g = config.name, request.graph(config)
+        name, g = config.name, request.graph(config, hw)
     res = plan_fusions(
         g,
         hw,

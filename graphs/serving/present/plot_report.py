@@ -138,8 +138,17 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
         from costmodel.graph import classify_graph
         from graphs.blocks.transformer import build_model
 
-        link = hw.group_link(req.tp)  # a tp group wider than the scale-up domain crosses the network
-        g = build_model(config, req.phase, batch=req.batch, seq=req.seq, ctx=req.ctx, tp=req.tp, link=link)
+        from ..step.compiled import device_dims
+
+        g = build_model(
+            config,
+            req.phase,
+            batch=req.batch,
+            seq=req.seq,
+            ctx=req.ctx,
+            tp=req.tp,
+            **device_dims(config, hw, req.tp),
+        )
         rows = classify_graph(g, hw)
         where: dict[str, Any] = {"phase": req.phase, "batch": req.batch, "seq": seq, "ctx": ctx}
         name = title(f"{req.kind} ({req.precision})", **where)

@@ -170,8 +170,8 @@ def _row(d: dict[str, Any], p: dict[str, Any]) -> tuple[str, dict[str, Any]] | N
             a = "fp8_block"
         return "gemm", {"m": p["M"], "n": p["N"], "k": p["K"], "dtype": a}
     if fam == "attention":
-        if p.get("window") is not None or p.get("variant", "flash") != "flash":
-            return None
+        if p.get("window") is not None or p.get("slots") is not None or p.get("variant", "flash") != "flash":
+            return None  # a sliding window, a sparse kernel's slots (DSA): no corpus kernel of either
         a = _CORPUS_DTYPE.get(str(p.get("dtype", "bf16")))
         kv = _CORPUS_DTYPE.get(str(p.get("kv_dtype") or p.get("dtype", "bf16")))
         if a is None or kv is None:
@@ -374,6 +374,8 @@ def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
         hint = f" (W8A8/W4A4 kernels are: --matmul-dtype {w})" if w in ("fp8_e4m3", "nvfp4") else ""
         return f"gemm of {a} x {w} weights: not measured{hint}"
     if fam == "attention":
+        if p.get("slots") is not None:
+            return "sparse attention over selected key slots (DSA's MQA-mode kernel): not measured"
         if p.get("kv_shared") or p.get("v_head_dim", p.get("head_dim")) != p.get("head_dim"):
             return "latent attention (MLA) of another shape than the corpus's DeepSeek-V3 kernel, or after a cached prefix: not measured"
         return "attention of an unmeasured variant or dtype (window, non-flash, chunked prefix)"

@@ -51,6 +51,7 @@ from costmodel.symbols import S as S_sym
 from costmodel.symbols import check_dim, count
 from costmodel.symbols import ctx as ctx_sym
 from models.config import ModelConfig
+from models.mixers.dsa import sparse_head_tile
 
 from .expert_routing import Routing, skew_experts
 from .reports import STEP_FIELDS
@@ -394,6 +395,38 @@ def compiled_step(
     return _CACHE.get_or_build(key, lambda: _compile(w, hw, ph, tp, ep, chunked, logits, routing))
 
 
+def device_dims(config: ModelConfig, hw: Hardware, tp: int = 1) -> dict[str, Any]:
+    """The graph-build keywords a device decides (:func:`graphs.blocks.transformer.build_model`),
+    only those that differ from their defaults (so a graph's cache entry is shared): ``link``,
+    ``scale_out`` for a ``tp`` group wider than the scale-up domain
+    (:meth:`costmodel.hardware.Hardware.group_link`); ``sparse_head_tile``, the query-head tile of
+    the device's sparse-attention kernel for a model with DSA layers
+    (:func:`models.mixers.dsa.sparse_head_tile`).
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The model.
+    hw : Hardware
+        The device.
+    tp : int
+        The tensor-parallel degree.
+
+    Returns
+    -------
+    dict
+        The keywords.
+    """
+    out: dict[str, Any] = {}
+    link = hw.group_link(tp)  # a tp group wider than the scale-up domain crosses the network
+    if link != "scale_up":
+        out["link"] = link
+    tile = sparse_head_tile(hw.architecture, hw.name) if config.dsa is not None else 1
+    if tile != 1:
+        out["sparse_head_tile"] = tile
+    return out
+
+
 def _compile(
     w: Workload,
     hw: Hardware,
@@ -404,8 +437,7 @@ def _compile(
     logits: str,
     routing: Routing | None,
 ) -> CompiledStep:
-    link = hw.group_link(tp)  # a tp group wider than the scale-up domain crosses the network
-    span: dict[str, Any] = {"link": link} if link != "scale_up" else {}
+    span = device_dims(w.config, hw, tp)
     if ph == Phase.DECODE:
         syms: tuple[sympy.Symbol, ...] = (B_sym, ctx_sym)
         dims: tuple[str, ...] = ("batch", "ctx")
