@@ -2,7 +2,7 @@
 engine (the row's profile with only the overrides its source states), the requests and the load.
 
 Loads (``RowWorkload.load``): ``offline`` (every request at t = 0; a throughput extrapolated from
-:data:`WAVES` full batches to the published count), ``rate`` (Poisson arrivals at the published
+:data:`WAVES` full batches to the published count, a latency row's every request simulated), ``rate`` (Poisson arrivals at the published
 QPS), ``concurrency`` (a closed loop of N clients, :data:`ROUNDS` x N requests), ``batch`` (one
 fixed batch, or one wave of the silicon sample's requests), ``client`` (a benchmark client's closed
 loop from a burst, every request read) and ``steady`` (that loop in its steady state).
@@ -25,7 +25,7 @@ from graphs.serving.sim.requests import Request, synthetic
 from graphs.serving.sim.simulator import Topology
 from models.resolver import resolve_model
 
-from .rows import ENGINE, FRAMEWORK, excluded
+from .rows import ENGINE, FRAMEWORK, excluded, metric_group
 from .rows import whole as _int
 
 __all__ = [
@@ -309,8 +309,12 @@ def _row_workload(row: dict[str, str], *, quick: bool = False) -> RowWorkload:
             notes.append("num_requests not published for 1000/1000; 3000 assumed (as 1024/1024)")
         full = eng.max_num_seqs * topo.replicas * topo.dp
         waves = QUICK_WAVES if quick else WAVES
-        # the published count's last, partial batch kept (its drain), N - n whole batches added
+        # the published count's last, partial batch kept (its drain), N - n whole batches added;
+        # a latency (TTFT, TPOT) is a mean over every request of the burst, each at its own place
+        # in the queue: no subset stands for it, so such a row simulates every published request
         n = n_pub if n_pub <= waves * full else (waves - 1) * full + n_pub - full * ((n_pub - 1) // full)
+        if metric_group(row["metric"]) != "throughput":
+            n = n_pub
         if n < n_pub:
             notes.append(f"{n} of {n_pub} requests simulated, makespan extrapolated")
         reqs = tuple(Request(i, 0.0, isl, osl) for i in range(n))
