@@ -663,8 +663,9 @@ def report(
             *kind_rows(held),
             "",
             "The same held-out rows by source (the published CSV's id prefix; `silicon`: NVIDIA's silicon sample). "
-            "`gpustack` is a source added after the calibration, all of it held out: MoE deployments nobody "
-            "tuned the simulator to, at their engines' defaults (`benchmarks/data/README.md` source 7). Signed error: "
+            "`gpustack` is a source added after the calibration, all of it held out: MoE deployments and a dense "
+            "one (Qwen3-32B on an A100) nobody tuned the simulator to, mostly at their engines' defaults "
+            "(`benchmarks/data/README.md` source 7). Signed error: "
             "simulated / measured - 1 (negative: the simulation is faster or, for throughput, lower).",
             "",
             "| source | metric | held-out rows (deployments) | of them MoE | median abs. error | median signed error "

@@ -47,7 +47,8 @@ with one line.
 Request counts: offline runs simulate ``WAVES`` full batches (not the published tens of
 thousands) and extrapolate the makespan to the published count at the steady completion rate
 of the middle waves (the published metric includes ramp-up and drain, so does the
-extrapolation); rate-driven runs send the published count.
+extrapolation); a latency row (TTFT, TPOT) of such a run simulates every published request, its
+mean being over all of them; rate-driven runs send the published count.
 """
 
 from __future__ import annotations

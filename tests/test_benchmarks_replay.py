@@ -221,3 +221,19 @@ def test_every_sharegpt_sample_without_lengths_is_left_out_by_its_workload() -> 
     made_up = {"id": "x-throughput", "workload": "ShareGPT v3, 500 prompts", "isl": ""}
     assert rows.excluded(made_up) == rows.SAMPLED_LENGTHS
     assert rows.excluded({**made_up, "isl": "1024"}) is None
+
+
+def test_a_bursts_latency_row_simulates_every_request() -> None:
+    """An offline run's throughput is extrapolated from five full batches; its TTFT and TPOT are
+    means over every request, each at its place in the queue, so their rows simulate all of them:
+    GPUStack's TensorRT-LLM Qwen3-32B run on an A100 at 4000/200 (500 prompts, the page's block)."""
+    pytest.importorskip("aiconfigurator_core", reason="the replay prices the kernels")
+    from benchmarks.replay.rows import load_rows
+    from benchmarks.replay.workload import row_workload
+
+    rows = {r["id"]: r for r in load_rows()}
+    rid = "gpustack-qwen3-32b-a100-80gb-tp1-opt-4000-200"
+    tput = row_workload(rows[f"{rid}-tput"])
+    assert len(tput.requests) < 500 and tput.published_requests == 500  # five batches, extrapolated
+    for metric in ("ttft", "tpot"):
+        assert len(row_workload(rows[f"{rid}-{metric}"]).requests) == 500
