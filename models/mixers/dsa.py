@@ -147,7 +147,8 @@ SPARSE_HEAD_TILES: dict[str, int] = {"Hopper": 64, "b200": 128, "gb200": 128, "b
 
 #: vLLM 0.13.0 (``flashmla_sparse.py``): with an FP8 KV cache, a rank of fewer query heads runs
 #: every token on the FP8 decode kernel ("mixed batch mode"), which is not padded; from this many
-#: its prefill tokens run the padded BF16 kernel (on the up-converted cache), its decodes the FP8
+#: its prefill tokens run the padded BF16 kernel (on the up-converted cache) and its decodes the
+#: FP8 one, unpadded
 MIN_HEADS_FOR_BF16_PREFILL = 32
 
 
@@ -174,8 +175,8 @@ def padded_tile(dims: Any, kv_dtype: str, heads: Any) -> int:
     tile = int(dims.sparse_head_tile)
     if tile == 1 or not str(kv_dtype).startswith("fp8"):
         return tile
-    h = sympy.sympify(heads)
-    many = not h.is_number or h >= MIN_HEADS_FOR_BF16_PREFILL
+    h = heads if isinstance(heads, sympy.Basic) else sympy.Integer(heads)
+    many = not h.is_number or bool(h >= MIN_HEADS_FOR_BF16_PREFILL)
     return tile if dims.phase == "prefill" and many else 1
 
 
