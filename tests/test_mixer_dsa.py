@@ -273,3 +273,15 @@ def test_command_line_predict(config_json, capsys):
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     assert main(["decode", config_json, "--batch", "8", "--ctx", "2048", "--predict", "vllm"]) == 0
     assert "predicted" in capsys.readouterr().out
+
+
+def test_a_report_says_once_which_kernel_priced_the_sparse_attention(config_json, capsys):
+    """The padding and the slots are the engine kernel's, not the model's: a device's report says
+    so once (the toy's 4 heads computed as 64 on an H100); an RTX PRO 6000 pads nothing."""
+    assert main(["prefill", config_json, "--device", "h100", "--seq", "256"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("sparse attention priced as FlashMLA runs it") == 1
+    assert "a rank's 4 query heads computed as 64" in out
+    assert main(["prefill", config_json, "--device", "rtx-pro-6000", "--seq", "256"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("sparse attention priced as FlashMLA runs it") == 1 and "computed as" not in out

@@ -90,6 +90,7 @@ __all__ = [
     "SPARSE_HEAD_TILES",
     "MIN_HEADS_FOR_BF16_PREFILL",
     "padded_tile",
+    "dsa_notes",
     "sparse_head_tile",
 ]
 
@@ -178,6 +179,50 @@ def padded_tile(dims: Any, kv_dtype: str, heads: Any) -> int:
     h = heads if isinstance(heads, sympy.Basic) else sympy.Integer(heads)
     many = not h.is_number or bool(h >= MIN_HEADS_FOR_BF16_PREFILL)
     return tile if dims.phase == "prefill" and many else 1
+
+
+def dsa_notes(cfg: Any, tile: int, tp: int = 1) -> tuple[str, ...]:
+    """What a device's answer says once about a DSA model's attention: the kernel form it priced
+    (MQA mode, every top-k slot) and, where the device's tile pads them, the heads a rank computes
+    (:func:`padded_tile`; ``()`` for a model without DSA layers).
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model.
+    tile : int
+        The device's :func:`sparse_head_tile`.
+    tp : int
+        The tensor-parallel degree (a rank's heads: ``num_attention_heads / tp``).
+
+    Returns
+    -------
+    tuple of str
+        One line, or none.
+
+    >>> from models.resolver import resolve_model
+    >>> dsa_notes(resolve_model("deepseek-v3.2"), 64, 8)[0].split("; ")[1]
+    "a rank's 16 query heads computed as 64, the kernel's tile on this device"
+    >>> len(dsa_notes(resolve_model("deepseek-v3.2"), 64, 1)[0].split("; "))  # 128 heads: no padding
+    1
+    >>> dsa_notes(resolve_model("llama-3.1-8b"), 64, 8)
+    ()
+    """
+    ix, m = cfg.spec(DSASpec), cfg.spec(MLASpec)
+    if ix is None or m is None:
+        return ()
+    line = (
+        f"{cfg.name}: sparse attention priced as FlashMLA runs it (vLLM 0.13.0): MQA mode over the latent "
+        f"({m.kv_lora_rank + m.qk_rope_head_dim} / {m.kv_lora_rank}), all {ix.index_topk} top-k slots of every "
+        "query computed"
+    )
+    heads = sympy.Integer(cfg.num_attention_heads) / tp
+    pad = sympy.ceiling(heads / tile) * tile
+    fp8 = str(cfg.cache_dtype).startswith("fp8")
+    if tile != 1 and pad != heads and not (fp8 and heads < MIN_HEADS_FOR_BF16_PREFILL):
+        line += f"; a rank's {heads} query heads computed as {pad}, the kernel's tile on this device"
+        line += " (in prefill only, with this FP8 cache)" if fp8 else ""
+    return (line,)
 
 
 def sparse_head_tile(architecture: str, device: str) -> int:

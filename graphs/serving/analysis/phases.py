@@ -27,6 +27,7 @@ from costmodel.hardware.fallback import roof_notes
 from costmodel.keys import Phase
 from graphs.blocks.mtp import mtp_notes
 from models.config import ModelConfig
+from models.mixers.dsa import dsa_notes, sparse_head_tile
 from models.params import param_bytes, param_counts
 from models.quantization import weight_format_notes
 
@@ -61,7 +62,8 @@ def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
     """What a report says once about its inputs: the device's roof substitutions and
     preliminary figures (:func:`costmodel.hardware.fallback.roof_notes`), the weight format it
     priced (:func:`models.quantization.weight_format_notes`), MTP modules left out
-    (:func:`graphs.blocks.mtp.mtp_notes`) and a tensor-parallel group across domains.
+    (:func:`graphs.blocks.mtp.mtp_notes`), a DSA model's sparse-attention kernel
+    (:func:`models.mixers.dsa.dsa_notes`) and a tensor-parallel group across domains.
 
     Parameters
     ----------
@@ -74,7 +76,14 @@ def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
     -------
     tuple of str
     """
-    return roof_notes(hw) + weight_format_notes(config) + mtp_notes(config) + hw.group_notes(tp)
+    tile = sparse_head_tile(hw.architecture, hw.name) if config.dsa is not None else 1
+    return (
+        roof_notes(hw)
+        + weight_format_notes(config)
+        + mtp_notes(config)
+        + dsa_notes(config, tile, tp)
+        + hw.group_notes(tp)
+    )
 
 
 def _report_fields(
