@@ -285,3 +285,11 @@ def test_a_report_says_once_which_kernel_priced_the_sparse_attention(config_json
     assert main(["prefill", config_json, "--device", "rtx-pro-6000", "--seq", "256"]) == 0
     out = capsys.readouterr().out
     assert out.count("sparse attention priced as FlashMLA runs it") == 1 and "computed as" not in out
+
+
+def test_a_simulation_says_it_once_too(config_json, capsys):
+    """``simulate`` on an H100 says the same note once, as the step reports do."""
+    assert main(["simulate", config_json, "--device", "h100", *_SIM]) == 0
+    out = capsys.readouterr().out
+    assert out.count("sparse attention priced as FlashMLA runs it") == 1
+    assert "a rank's 4 query heads computed as 64" in out
