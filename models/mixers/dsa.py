@@ -89,6 +89,7 @@ __all__ = [
     "INDEX_SCALE_BYTES",
     "SPARSE_HEAD_TILES",
     "MIN_HEADS_FOR_BF16_PREFILL",
+    "padded_heads",
     "padded_tile",
     "dsa_notes",
     "sparse_head_tile",
@@ -153,7 +154,16 @@ SPARSE_HEAD_TILES: dict[str, int] = {"Hopper": 64, "b200": 128, "gb200": 128, "b
 MIN_HEADS_FOR_BF16_PREFILL = 32
 
 
-def padded_tile(dims: Any, kv_dtype: str, heads: Any) -> int:
+def padded_heads(heads: Any, tile: int) -> Any:
+    """``heads`` rounded up to whole tiles of ``tile`` (the heads as they are at ``tile`` 1).
+
+    >>> padded_heads(16, 64), padded_heads(128, 64), padded_heads(16, 1)
+    (64, 128, 16)
+    """
+    return heads if tile == 1 else sympy.ceiling(sympy.Rational(1, tile) * heads) * tile
+
+
+def padded_tile(phase: str, tile: int, kv_dtype: str, heads: Any) -> int:
     """The head tile a DSA attention node of this phase is padded to (module doc): the device's
     ``sparse_head_tile`` wherever the BF16 sparse kernel runs, every token with a BF16 KV cache;
     with an FP8 cache (vLLM 0.13.0's ``fp8_ds_mla``) only a prefill of at least
@@ -161,8 +171,10 @@ def padded_tile(dims: Any, kv_dtype: str, heads: Any) -> int:
 
     Parameters
     ----------
-    dims : PhaseLike
-        The phase dimensions (``phase``, ``sparse_head_tile``).
+    phase : str
+        ``prefill`` or ``decode``.
+    tile : int
+        The device's :func:`sparse_head_tile`.
     kv_dtype : str
         The KV-cache dtype.
     heads : int or sympy.Expr
@@ -173,12 +185,11 @@ def padded_tile(dims: Any, kv_dtype: str, heads: Any) -> int:
     int
         The tile, or 1 (no padding).
     """
-    tile = int(dims.sparse_head_tile)
     if tile == 1 or not str(kv_dtype).startswith("fp8"):
         return tile
     h = heads if isinstance(heads, sympy.Basic) else sympy.Integer(heads)
     many = not h.is_number or bool(h >= MIN_HEADS_FOR_BF16_PREFILL)
-    return tile if dims.phase == "prefill" and many else 1
+    return tile if phase == "prefill" and many else 1
 
 
 def dsa_notes(cfg: Any, tile: int, tp: int = 1) -> tuple[str, ...]:
@@ -217,11 +228,13 @@ def dsa_notes(cfg: Any, tile: int, tp: int = 1) -> tuple[str, ...]:
         "query computed"
     )
     heads = sympy.Integer(cfg.num_attention_heads) / tp
-    pad = sympy.ceiling(heads / tile) * tile
-    fp8 = str(cfg.cache_dtype).startswith("fp8")
-    if tile != 1 and pad != heads and not (fp8 and heads < MIN_HEADS_FOR_BF16_PREFILL):
-        line += f"; a rank's {heads} query heads computed as {pad}, the kernel's tile on this device"
-        line += " (in prefill only, with this FP8 cache)" if fp8 else ""
+    pre, dec = (
+        padded_heads(heads, padded_tile(phase, tile, cfg.cache_dtype, heads))
+        for phase in ("prefill", "decode")
+    )
+    if pre != heads:
+        line += f"; a rank's {heads} query heads computed as {pre}, the kernel's tile on this device"
+        line += " (in prefill only, with this FP8 cache)" if dec == heads else ""
     return (line,)
 
 
@@ -317,9 +330,9 @@ class _SparseBuilder:
             idx = self._sparse.indexer()
             ins = [*ins, idx]
             params["slots"] = self._sparse.inner.cfg.need(DSASpec).index_topk
-            tile = padded_tile(self._sparse.inner.dims, self._sparse.inner.kvd, params["heads"])
-            if tile != 1:  # the kernel computes whole tiles of query heads (module doc)
-                params["heads"] = sympy.ceiling(params["heads"] / tile) * tile
+            dims = self._sparse.inner.dims  # the kernel computes whole tiles of query heads (module doc)
+            tile = padded_tile(dims.phase, dims.sparse_head_tile, self._sparse.inner.kvd, params["heads"])
+            params["heads"] = padded_heads(params["heads"], tile)
             read = Cost.traffic(read=idx[1].bytes)  # the selected positions, int32 per query and slot
             extra = read if extra is None else extra + read
         return self._b.op(local, rule, role, ins, outs, extra=extra, **params)

@@ -27,11 +27,11 @@ from costmodel.hardware.fallback import roof_notes
 from costmodel.keys import Phase
 from graphs.blocks.mtp import mtp_notes
 from models.config import ModelConfig
-from models.mixers.dsa import dsa_notes, sparse_head_tile
+from models.mixers.dsa import dsa_notes
 from models.params import param_bytes, param_counts
 from models.quantization import weight_format_notes
 
-from ..step.compiled import CompiledStep, compiled_step, positive_int, step_time
+from ..step.compiled import CompiledStep, compiled_step, positive_int, sparse_tile, step_time
 from ..step.expert_routing import Routing
 from ..step.reports import (
     DecodeReport,
@@ -76,12 +76,11 @@ def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
     -------
     tuple of str
     """
-    tile = sparse_head_tile(hw.architecture, hw.name) if config.dsa is not None else 1
     return (
         roof_notes(hw)
         + weight_format_notes(config)
         + mtp_notes(config)
-        + dsa_notes(config, tile, tp)
+        + dsa_notes(config, sparse_tile(config, hw), tp)
         + hw.group_notes(tp)
     )
 

@@ -374,10 +374,11 @@ class SimulationReport:
         """The first lines: what ran, the workload, the engine, notes, what priced it."""
         from costmodel.hardware.fallback import roof_notes
         from graphs.blocks.mtp import mtp_notes
-        from models.mixers.dsa import dsa_notes, sparse_head_tile
+        from models.mixers.dsa import dsa_notes
 
         from ..sim.data_parallel import dp_line
         from ..sim.engine import pool_memory_note
+        from ..step.compiled import sparse_tile
 
         res, topo, profile, req = self.result, self.topology, self.profile, self.request
         out = [
@@ -412,8 +413,8 @@ class SimulationReport:
             mtp_notes(self.config) if spec is None or spec.draft != "mtp" else ()
         )  # MTP left out, said
         hw = get_device(res.device)  # a unit priced on another unit's roof; a tp group across domains
-        tile = sparse_head_tile(hw.architecture, hw.name) if self.config.dsa is not None else 1
-        sparse = dsa_notes(self.config, tile, topo.tp)  # a DSA model's kernel form and padded heads
+        # a DSA model's sparse-attention kernel: its form and the heads the device's tile pads
+        sparse = dsa_notes(self.config, sparse_tile(self.config, hw), topo.tp)
         out += [f"  note: {note}" for note in roof_notes(hw) + plain_mtp + sparse + hw.group_notes(topo.tp)]
         if self.fit is not None:
             out.append(predict_file_line(str(req.predict_file), self.fit, res.model, res.device))

@@ -421,10 +421,28 @@ def device_dims(config: ModelConfig, hw: Hardware, tp: int = 1) -> dict[str, Any
     link = hw.group_link(tp)  # a tp group wider than the scale-up domain crosses the network
     if link != "scale_up":
         out["link"] = link
-    tile = sparse_head_tile(hw.architecture, hw.name) if config.dsa is not None else 1
+    tile = sparse_tile(config, hw)
     if tile != 1:
         out["sparse_head_tile"] = tile
     return out
+
+
+def sparse_tile(config: ModelConfig, hw: Hardware) -> int:
+    """The query-head tile ``config``'s sparse attention runs at on ``hw``: the device's
+    (:func:`models.mixers.dsa.sparse_head_tile`) for a model with DSA layers, else 1.
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The model.
+    hw : Hardware
+        The device.
+
+    Returns
+    -------
+    int
+    """
+    return sparse_head_tile(hw.architecture, hw.name) if config.dsa is not None else 1
 
 
 def _compile(
