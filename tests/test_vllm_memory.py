@@ -201,3 +201,94 @@ def test_bad_memory_terms_are_refused():
 
         pool = kv_pool("llama-3.1-8b", "h100-sxm", 1)
         kv_blocks(pool, 19.5e9, EngineConfig(cudagraph_bytes_per_layer=2e7))
+
+
+def test_sampler_peak_by_hand():
+    """vLLM 0.11's sampler profile run (graphs/serving/engines/vllm.py V1_TORCH_SAMPLER_BYTES_PER_LOGIT):
+    2 (BF16 logits) + 4 (float32 copy) + 4 + 8 (sort values, int64 indices) + 8 + 4 + 8 (sort
+    scratch: reverse indices, CUB's alternate keys and values) = 38 B a logit, over min(N, R) rows."""
+    from graphs.serving.engines.knobs import profile_peak_bytes
+    from graphs.serving.engines.vllm import V1_TORCH_SAMPLER_BYTES_PER_LOGIT
+
+    assert V1_TORCH_SAMPLER_BYTES_PER_LOGIT == 2 + 4 + 4 + 8 + 8 + 4 + 8 == 38
+    # gpt-oss-120b's 201,088-token vocabulary at 1,024 sequences: 7,824,736,256 B (7.29 GiB)
+    assert profile_peak_bytes(407_936, 8192, 38, 1024, 201_088) == 38 * 1024 * 201_088 == 7_824_736_256
+    # rows are min(N, R): a 512-token budget samples 512 dummy requests
+    assert profile_peak_bytes(0, 512, 38, 1024, 201_088) == 38 * 512 * 201_088
+    # the forward pass sets the peak when it is larger, and nothing is counted without the rule
+    assert profile_peak_bytes(10**6, 8192, 38, 256, 32_000) == 10**6 * 8192
+    assert profile_peak_bytes(407_936, 8192, 0, 1024, 201_088) == 407_936 * 8192
+    assert get_engine("vllm@0.11").sampler_bytes_per_logit == 38
+    for ref in ("vllm", "vllm@0.10", "vllm@0.12", "sglang", "trtllm"):
+        assert get_engine(ref).sampler_bytes_per_logit == 0
+    # FlashInfer's top_k_top_p_sampling_from_logits: BF16 and float32 logits, masked logits, softmax
+    from graphs.serving.engines.sampler_memory import SAMPLERS
+
+    assert SAMPLERS == {"torch": 38.0, "flashinfer": 2 + 4 + 4 + 4}
+
+
+def test_sampler_override_checked():
+    prof = get_engine("vllm@0.11")
+    fi = prof.with_overrides(sampler="flashinfer")
+    assert fi.sampler_bytes_per_logit == 14 and "sampler" in fi.overridden
+    assert "sampler torch" in prof.summary() and "sampler" not in get_engine("vllm").summary()
+    with pytest.raises(CostModelError, match="sampler 'fast' not allowed; allowed: torch, flashinfer"):
+        prof.with_overrides(sampler="fast")
+    with pytest.raises(CostModelError, match="does not count the sampler's profile run"):
+        get_engine("vllm@0.12").with_overrides(sampler="torch")
+
+
+def test_cli_sampler_flag(capsys):
+    from graphs.cli import main
+
+    args = ["simulate", "gpt-oss-120b", "--device", "h100", "--engine", "vllm@0.11", "--requests", "4", "--rate", "1"]
+    assert main(args) != 0
+    assert "the sampler's profile run" in capsys.readouterr().err
+    assert main([*args, "--sampler", "flashinfer", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"sampler": "flashinfer"' in out
+
+
+def _gpt_oss_h100(**overrides):
+    from costmodel.hardware import get_device
+    from graphs.serving.sim.engine import kv_pool, moe_kernel_padding
+
+    prof = get_engine("vllm@0.11").for_device(get_device("h100-sxm"))
+    if overrides:
+        prof = prof.with_overrides(**overrides)
+    pool = kv_pool("gpt-oss-120b", "h100-sxm", 1)
+    pad = moe_kernel_padding(prof, "gpt-oss-120b", "h100-sxm")[1]
+    return prof, dataclasses.replace(pool, weights_bytes=pool.weights_bytes + pad)
+
+
+def test_gpt_oss_120b_logs_on_one_h100_reproduced():
+    """Two vLLM logs of gpt-oss-120b (Marlin MXFP4 experts) on one H100 80 GB, not fitted:
+    vllm issue 23278 (0.10.1, the defaults): "Model loading took 65.9651 GiB", "Available KV
+    cache memory: -2.14 GiB" (the engine does not start); vllm issue 27508 (0.11.0,
+    ``--gpu-memory-utilization 0.95 --max-num-batched-tokens 1024``): "Available KV cache memory:
+    1.71 GiB". The model: weights 65.90 GiB with Marlin's padding (the log's 65.97), the sampler's
+    profile run 38 x 1,024 x 201,088 B = 7.29 GiB; 0.9 x 79.22 - 65.90 - 7.29 - 0.16 = -2.04 GiB
+    (no room), 0.95 x 79.22 - 65.90 - 7.29 - 0.16 = 1.91 GiB (+0.20 GiB). Without the sampler's
+    run the pools were +3.2 GiB (it would start) and 8.8 GiB."""
+    prof, pool = _gpt_oss_h100()
+    assert (prof.max_num_seqs, prof.max_num_batched_tokens) == (1024, 8192)
+    assert abs(pool.weights_bytes / GIB - 65.9651) < 0.1
+    with pytest.raises(CostModelError, match=r"activations \(7\.82 GB: the sampler's profile run\)"):
+        prof.kv_blocks(pool, 1)
+    prof, pool = _gpt_oss_h100(kv_fraction=0.95, max_num_batched_tokens=1024)
+    kv = prof.kv_blocks(pool, 1) * prof.block_size * pool.kv_bytes_per_token
+    assert abs(kv / GIB - 1.71) < 0.25
+    before = dataclasses.replace(prof, sampler="")
+    kv_before = before.kv_blocks(pool, 1) * prof.block_size * pool.kv_bytes_per_token
+    assert 8.5 < kv_before / GIB < 9  # 8.81 GiB: the forward pass alone at 1,024 tokens is 0.39 GiB
+
+
+def test_simulator_pool_counts_the_sampler():
+    """The simulator sizes its own pool by the same rule (graphs.serving.sim.engine.kv_blocks)."""
+    from graphs.serving.sim.engine import kv_blocks
+
+    prof, pool = _gpt_oss_h100(kv_fraction=0.95, max_num_batched_tokens=1024)
+    cfg = prof.engine_config(None, tp=1)
+    assert cfg.sampler_bytes_per_logit == 38
+    assert kv_blocks(pool, pool.capacity_bytes, cfg) == prof.kv_blocks(pool, 1)
+    assert "sampler's profile run over 1,024 rows of the vocabulary (7.29 GiB" in prof.memory_note(1, 36, 201_088)

@@ -340,6 +340,8 @@ def stated_settings(row: dict[str, str]) -> dict[str, Any]:
         stated["enable_chunked_prefill"] = row["engine_chunked_prefill"] == "true"
     if row.get("engine_prefix_caching"):
         stated["enable_prefix_caching"] = row["engine_prefix_caching"] == "true"
+    if row.get("engine_sampler"):
+        stated["sampler"] = row["engine_sampler"]
     wait = _int(row.get("engine_batch_wait_iters", ""))
     if wait:  # TensorRT-LLM's batch waiting, as the source's engine options set it
         stated["batch_wait_timeout_iters"] = wait

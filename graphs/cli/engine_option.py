@@ -28,6 +28,7 @@ _FLAGS = {
     "reserve_full_prompt": "reserve_full_prompt",
     "kv_watermark": "kv_watermark",
     "enable_prefix_caching": "enable_prefix_caching",  # simulate's --enable-prefix-caching
+    "sampler": "sampler",
 }
 
 
@@ -93,6 +94,14 @@ def add_engine_options(sp: argparse.ArgumentParser) -> None:
         default=None,
         help="vLLM's scheduler_reserve_full_isl: admit a waiting request only when blocks for all its "
         "tokens are free, or (--no-reserve-full-prompt) when its first chunk's are (default: the engine's)",
+    )
+    sp.add_argument(
+        "--sampler",
+        choices=("torch", "flashinfer"),
+        default=None,
+        help="the sampler whose start-up profile run sizes vLLM's KV pool beside the forward pass: torch "
+        "(a PyPI install, 38 B a logit) or flashinfer (FlashInfer installed: vLLM's Docker image, 14 B) "
+        "(default: the engine's; vllm@0.11 counts it)",
     )
     sp.add_argument(
         "--kv-watermark",

@@ -98,6 +98,8 @@ __all__ = [
     "scaled_kernels_s",
     "frontend_end_s",
     "install_overheads_lookup",
+    "profile_peak_bytes",
+    "sampler_words",
 ]
 
 #: scheduler policies: vLLM's recompute preemption, TensorRT-LLM's reserve-at-admission
@@ -174,6 +176,81 @@ def frontend_end_s(start_s: float, step_s: float, drained_s: float) -> float:
     return max(start_s + step_s, drained_s)
 
 
+def profile_peak_bytes(
+    activation_bytes_per_token: float,
+    max_num_batched_tokens: int,
+    sampler_bytes_per_logit: float = 0.0,
+    max_num_seqs: int = 0,
+    vocab_size: int = 0,
+) -> float:
+    """The activation peak an engine's start-up memory profile takes out of its KV pool (bytes):
+    the larger of the forward pass at the full token budget and the sampler's dummy run,
+
+    .. math::
+
+        P = \\max\\big(a N,\\; s \\min(N, R)\\, V\\big)
+
+    with ``a`` live activation bytes per token, ``N`` the token budget, ``s`` the sampler's peak
+    bytes per logit, ``R`` the sequence limit and ``V`` the vocabulary. vLLM V1 runs its dummy
+    forward at ``N`` tokens and then samples the last hidden state of each of its ``min(N, R)``
+    dummy requests; one peak counter spans both, and the forward's activations are freed before
+    the sampler runs, so the profile takes the larger (``vllm/v1/worker/gpu_model_runner.py``
+    ``profile_run`` and ``_dummy_sampler_run``; ``gpu_worker.py`` ``determine_available_memory``:
+    ``torch_peak_increase`` of ``allocated_bytes.all.peak``). ``s`` is the engine's
+    (:data:`graphs.serving.engines.vllm.V1_TORCH_SAMPLER_BYTES_PER_LOGIT`; 0: not counted).
+
+    Parameters
+    ----------
+    activation_bytes_per_token : float
+        ``a`` (bytes).
+    max_num_batched_tokens : int
+        ``N``.
+    sampler_bytes_per_logit : float
+        ``s`` (bytes; 0: the sampler's run is not counted).
+    max_num_seqs : int
+        ``R``.
+    vocab_size : int
+        ``V`` (0: not known; the sampler is then not counted).
+
+    Returns
+    -------
+    float
+        Bytes.
+
+    >>> profile_peak_bytes(1000.0, 8192)  # the forward alone
+    8192000.0
+    >>> profile_peak_bytes(1000.0, 8192, 38.0, 1024, 201_088)  # 38 x 1,024 x 201,088
+    7824736256.0
+    """
+    forward = float(activation_bytes_per_token) * max_num_batched_tokens
+    if sampler_bytes_per_logit <= 0 or vocab_size <= 0 or max_num_seqs <= 0:
+        return forward
+    rows = min(max_num_batched_tokens, max_num_seqs)
+    return max(forward, float(sampler_bytes_per_logit) * rows * vocab_size)
+
+
+def sampler_words(peak: float, forward: float) -> tuple[str, str]:
+    """What a no-room message says when the sampler's dummy run, not the forward pass
+    (``forward`` bytes), sets the profiled activation ``peak`` (:func:`profile_peak_bytes`): the
+    peak's name and the remedy it adds; two empty strings otherwise.
+
+    Parameters
+    ----------
+    peak, forward : float
+        Bytes.
+
+    Returns
+    -------
+    tuple of (str, str)
+
+    >>> sampler_words(2.0, 1.0)[0]
+    ": the sampler's profile run"
+    """
+    if peak <= forward:
+        return "", ""
+    return ": the sampler's profile run", ", or fewer sequences: max_num_seqs sets the sampler's rows"
+
+
 def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:
     """The kernels' seconds times a fitted or given ``scale``, floored at the step's roofline
     bound (physics is a floor: no scale prices a kernel below its roofline):
@@ -236,6 +313,11 @@ class EngineConfig:
         Weight bytes one device holds beyond the checkpoint's because of the kernels the engine
         runs, taken out of the KV pool like the weights (a fused-MoE kernel's padded experts:
         :func:`graphs.serving.engines.moe_kernels.padded_expert_bytes`; 0: none).
+    sampler_bytes_per_logit : float
+        The peak bytes per logit of the sampler's dummy run in the engine's start-up profile,
+        over ``min(max_num_batched_tokens, max_num_seqs)`` rows of the vocabulary; the profile
+        takes the larger of it and the forward's activations (:func:`profile_peak_bytes`; 0: not
+        counted).
     enable_chunked_prefill : bool
         A prompt may be split over iterations.
     enable_prefix_caching : bool
@@ -280,6 +362,8 @@ class EngineConfig:
     cudagraph_bytes_per_layer: float = 0.0
     #: weights the engine's kernels add to the checkpoint's on one device (padded MoE experts, bytes)
     kernel_weight_bytes: float = 0.0
+    #: the sampler's profiled peak per logit (bytes; :func:`profile_peak_bytes`; 0: not counted)
+    sampler_bytes_per_logit: float = 0.0
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
@@ -321,6 +405,7 @@ class EngineConfig:
             "non_torch_bytes",
             "cudagraph_bytes_per_layer",
             "kernel_weight_bytes",
+            "sampler_bytes_per_logit",
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):

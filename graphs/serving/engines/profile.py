@@ -72,8 +72,11 @@ from .knobs import (
     EngineOverheads,
     check_new_token_ratio,
     install_overheads_lookup,
+    profile_peak_bytes,
+    sampler_words,
 )
 from .moe_kernels import MoEKernelRule, moe_kernel_for
+from .sampler_memory import SAMPLER_SOURCES, SAMPLERS
 
 __all__ = [
     "EngineProfile",
@@ -107,10 +110,17 @@ OVERRIDES: dict[str, tuple[float, float] | None] = {
     "reserve_full_prompt": None,
     "kv_watermark": (0.0, 1.0),
     "enable_prefix_caching": None,
+    "sampler": None,
 }
 _FLOATS = ("batch_wait_max_tokens_ratio", "kv_fraction", "kv_watermark")
 #: every default that must name its source
-SOURCED = (*OVERRIDES, "kv_rule", "cudagraph_sizes", "small_kernels", *CPU_TERMS)
+SOURCED = (
+    *(k for k in OVERRIDES if k != "sampler"),
+    "kv_rule",
+    "cudagraph_sizes",
+    "small_kernels",
+    *CPU_TERMS,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +139,8 @@ class KVPool:
         KV bytes ``k`` per cached token of one shard.
     layers : int
         The model's decoder layers (an engine's CUDA-graph estimate is per layer; 0: not known).
+    vocab_size : int
+        The model's vocabulary (an engine's sampler profile run is over it; 0: not known).
     vendor_bytes : float or None
         The device's vendor capacity (decimal GB, the catalog's), which the ``free`` rule sizes
         from: TensorRT-LLM's fraction is of the memory ``cudaMemGetInfo`` reports free after the
@@ -145,6 +157,7 @@ class KVPool:
     kv_bytes_per_token: float
     vendor_bytes: float | None = None
     layers: int = 0
+    vocab_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +218,13 @@ class EngineProfile:
         out of ``u`` x that total before the KV pool (vLLM: :mod:`.vllm`); its source is
         ``sources["memory_reserve"]``. None: neither (the pool is ``u`` x the driver's total less
         weights and activations).
+    sampler : str
+        Under the ``device`` rule, the sampler whose dummy run the engine's start-up memory
+        profile counts, over ``min(max_num_batched_tokens, max_num_seqs)`` rows of the
+        vocabulary: a key of :data:`.sampler_memory.SAMPLERS` (``torch``, ``flashinfer``), its
+        peak bytes per logit :attr:`sampler_bytes_per_logit`; the profile takes the larger of it
+        and the forward pass's activations (:func:`~.knobs.profile_peak_bytes`). Its source is
+        ``sources["sampler"]``; a user may override it (``--sampler``). ``""``: not counted.
     cpu_fit : str
         What the fitted CPU terms (``fitted`` but ``request_s``) were fitted to, in one phrase
         (printed by :attr:`basis`).
@@ -279,6 +299,7 @@ class EngineProfile:
     dp_ranks: int = 1
     memory_reserve: Callable[[int], tuple[float, float]] | None = field(default=None, repr=False)
     cudagraph_memory: Callable[[int, int, int], float] | None = field(default=None, repr=False)
+    sampler: str = ""
     default_version: bool = True
     releases: tuple[str, ...] = ()
     overridden: tuple[str, ...] = ()
@@ -332,6 +353,8 @@ class EngineProfile:
             raise CostModelError(f"engine {self.ref}: default 'memory_reserve' has no source")
         if self.cudagraph_memory is not None and not self.sources.get("cudagraph_memory"):
             raise CostModelError(f"engine {self.ref}: default 'cudagraph_memory' has no source")
+        if self.sampler and not self.sources.get("sampler"):
+            raise CostModelError(f"engine {self.ref}: default 'sampler' has no source")
         if not isinstance(self.releases, tuple) or not all(
             isinstance(r, str) and r and "@" not in r and " " not in r for r in self.releases
         ):
@@ -368,6 +391,12 @@ class EngineProfile:
             return 0.0
         return float(self.cudagraph_memory(1, self.max_num_seqs, self.max_num_batched_tokens))
 
+    @property
+    def sampler_bytes_per_logit(self) -> float:
+        """Peak bytes per logit of the sampler's profile run the ``device`` rule counts
+        (:data:`.sampler_memory.SAMPLERS` of :attr:`sampler`; 0 when none or another rule)."""
+        return SAMPLERS[self.sampler] if self.sampler and self.kv_rule == "device" else 0.0
+
     def reserved_memory(self, tp: int = 1) -> tuple[float, float]:
         """``(driver_reserved_bytes, non_torch_bytes)`` at tensor parallelism ``tp``: what the
         ``device`` rule takes off the driver's total before the fraction and off the fraction
@@ -395,10 +424,11 @@ class EngineProfile:
         d, r = self.memory_reserve(tp)
         return float(d), float(r)
 
-    def memory_note(self, tp: int = 1, layers: int | None = None) -> str:
+    def memory_note(self, tp: int = 1, layers: int | None = None, vocab_size: int | None = None) -> str:
         """What the simulation report says, once, about the memory the KV pool is sized from
-        beyond weights and activations (:meth:`reserved_memory`, and the CUDA graphs' estimate:
-        :meth:`cudagraph_bytes_per_layer`); empty when nothing is taken.
+        beyond weights and activations (:meth:`reserved_memory`, the CUDA graphs' estimate:
+        :meth:`cudagraph_bytes_per_layer`, and the sampler's profile run:
+        :attr:`sampler_bytes_per_logit`); empty when nothing is taken.
 
         Parameters
         ----------
@@ -406,6 +436,8 @@ class EngineProfile:
             Tensor-parallel degree.
         layers : int, optional
             The model's decoder layers (the CUDA graphs' estimate in GiB; None: per layer).
+        vocab_size : int, optional
+            The model's vocabulary (the sampler's run in GiB; None: per logit).
 
         Returns
         -------
@@ -413,7 +445,8 @@ class EngineProfile:
         """
         d, r = self.reserved_memory(tp)
         g = self.cudagraph_bytes_per_layer()
-        if not d and not r and not g:
+        sb = self.sampler_bytes_per_logit if self.kv_rule == "device" else 0.0
+        if not d and not r and not g and not sb:
             return ""
         gib = 2**30
         note = f"{self.ref} KV pool: {self.kv_fraction:g} x "
@@ -431,6 +464,13 @@ class EngineProfile:
                 else f"{g / 2**20:.1f} MiB a layer"
             )
             note += f", and {size} of CUDA graphs ({self.sources['cudagraph_memory']})"
+        if sb:
+            rows = min(self.max_num_batched_tokens, self.max_num_seqs)
+            size = f"{sb * rows * vocab_size / gib:.2f} GiB" if vocab_size else f"{sb:g} B a logit"
+            note += (
+                f"; its activations are the larger of the forward pass and the sampler's profile run over "
+                f"{rows:,} rows of the vocabulary ({size}: {SAMPLER_SOURCES[self.sampler]}; {self.sources['sampler']})"
+            )
         return note
 
     @property
@@ -474,6 +514,11 @@ class EngineProfile:
         if unknown:
             raise CostModelError(
                 f"engine setting {unknown[0][:40]!r} not known; allowed: {', '.join(OVERRIDES)}"
+            )
+        if "sampler" in values and not self.sampler:
+            raise CostModelError(
+                f"engine {self.ref}: its KV pool does not count the sampler's profile run, so sampler "
+                f"{str(values['sampler'])[:40]!r} changes nothing (vllm@0.11's does)"
             )
         merged = {k: getattr(self, k) for k in OVERRIDES} | values
         _check(self.ref, merged, given=set(values))
@@ -606,8 +651,16 @@ class EngineProfile:
         if self.kv_rule == "free" and pool.vendor_bytes is not None:  # KVPool.vendor_bytes
             c = pool.vendor_bytes
         act = pool.activation_bytes_per_token * self.max_num_batched_tokens
+        forward = act
         k = pool.kv_bytes_per_token
         if self.kv_rule == "device":
+            act = profile_peak_bytes(
+                pool.activation_bytes_per_token,
+                self.max_num_batched_tokens,
+                self.sampler_bytes_per_logit,
+                self.max_num_seqs,
+                pool.vocab_size,
+            )
             d, r = self.reserved_memory(tp)
             c -= d
             g = self.cudagraph_bytes_per_layer()
@@ -625,10 +678,11 @@ class EngineProfile:
             n = math.floor(self.kv_fraction * (c - w - act) / (self.block_size * k)) if k > 0 else 0
         if n < 1:
             share = f"{self.kv_fraction:.1%} of " + ("what is left of " if self.kv_rule == "free" else "")
+            which, remedy = sampler_words(act, forward)
             raise CostModelError(
                 f"no room for a KV block ({self.ref}): {share}{c / 1e9:.1f} GB after weights "
-                f"({w / 1e9:.1f} GB) and activations ({act / 1e9:.2f} GB) leaves nothing "
-                "(more devices, tp, or a smaller token budget)"
+                f"({w / 1e9:.1f} GB) and activations ({act / 1e9:.2f} GB{which}) leaves nothing "
+                f"(more devices, tp, or a smaller token budget{remedy})"
             )
         return n
 
@@ -699,6 +753,8 @@ class EngineProfile:
         g = self.cudagraph_bytes_per_layer()
         if g:
             extra["cudagraph_bytes_per_layer"] = g
+        if self.kv_rule == "device" and self.sampler_bytes_per_logit:
+            extra["sampler_bytes_per_logit"] = float(self.sampler_bytes_per_logit)
         if kernel_weight_bytes:
             extra["kernel_weight_bytes"] = kernel_weight_bytes
             if pool is not None:
@@ -789,7 +845,7 @@ class EngineProfile:
         -------
         dict
         """
-        out: dict[str, Any] = {k: getattr(self, k) for k in OVERRIDES}
+        out: dict[str, Any] = {k: getattr(self, k) for k in OVERRIDES if k != "sampler" or self.sampler}
         out["kv_rule"] = self.kv_rule
         return out
 
@@ -980,6 +1036,12 @@ def _check(ref: str, values: Mapping[str, Any], given: set[str] | None = None) -
             if v not in POLICIES:
                 raise CostModelError(
                     f"engine {ref}: policy {v!r} not allowed; allowed: {', '.join(POLICIES)}"
+                )
+            continue
+        if key == "sampler":  # "" (not counted) only as a profile's own default
+            if v not in SAMPLERS and (v != "" or (given is not None and key in given)):
+                raise CostModelError(
+                    f"engine {ref}: sampler {str(v)[:40]!r} not allowed; allowed: {', '.join(SAMPLERS)}"
                 )
             continue
         if rng is None:

@@ -24,7 +24,14 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
   of ``mem_get_info``'s total, less weights, activations and a non-torch increase that does not
   grow with ``tp`` (NCCL set up before the start-up snapshot: vllm PR 25359, merged 2025-09-22;
   ASSUMED in this release, whose commit the search corpus does not hold); no CUDA-graph estimate
-  (added in vllm PR 30515, after this release, and off by default until v0.21.0);
+  (added in vllm PR 30515, after this release, and off by default until v0.21.0); the activations
+  are the larger of the forward pass at the token budget and the sampler's dummy run over
+  ``min(N, max_num_seqs)`` rows of the vocabulary (:mod:`.sampler_memory`, read in the 0.11.0
+  sdist): ``sampler`` ``torch``, 38 B a logit on the PyTorch top-k/top-p path a PyPI install runs
+  (FlashInfer is an extra of the wheel), 7.29 GiB for a 201,088-token vocabulary at 1,024
+  sequences, which on one H100 leaves gpt-oss-120b no room (vllm issues 23278 and 27508's logs
+  reproduced: tests/test_vllm_memory.py); ``--sampler flashinfer`` where FlashInfer is installed
+  (vLLM's Docker image, GPUStack's runners), 14 B a logit;
 * ``reserve_full_prompt`` off: a waiting request is admitted when its first chunk's blocks are
   free (``allocate_slots`` for the tokens scheduled); the whole-prompt check
   (``scheduler_reserve_full_isl``) came with https://github.com/vllm-project/vllm/pull/37307, after
@@ -130,6 +137,7 @@ PROFILE = register_engine(
         kv_rule="device",
         kv_fraction=0.9,
         memory_reserve=v1_memory_reserve,
+        sampler="torch",
         cudagraph_sizes=vllm_capture_sizes,
         small_kernels=FUSED_SMALL_KERNELS,
         moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
@@ -155,6 +163,8 @@ PROFILE = register_engine(
             "enable_prefix_caching": f"{_ARGS}: V1 uses prefix caching by default (not for hybrid models)",
             "kv_rule": V1.sources["kv_rule"],
             "memory_reserve": MEMORY_RESERVE_SOURCE + " (ASSUMED in 0.11; no CUDA-graph estimate then)",
+            "sampler": "a PyPI install: flashinfer is an extra of the 0.11.0 wheel, so the PyTorch sampler runs "
+            "(vllm/v1/sample/ops/topk_topp_sampler.py; --sampler flashinfer where it is installed)",
             "cudagraph_sizes": V1.sources["cudagraph_sizes"],
             "small_kernels": V1.sources["small_kernels"],
             "iteration_s": _SYNC_STAND_IN,

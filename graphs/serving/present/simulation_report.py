@@ -395,7 +395,9 @@ class SimulationReport:
         pool_note = pool_memory_note(res.device)
         if pool_note:
             out.append(f"  note: {pool_note}")
-        reserve_note = profile.memory_note(topo.tp, int(self.config.num_hidden_layers))
+        reserve_note = profile.memory_note(
+            topo.tp, int(self.config.num_hidden_layers), int(getattr(self.config, "vocab_size", 0) or 0)
+        )
         if reserve_note:
             out.append(f"  note: {reserve_note}")
         if req.predict and req.predict != profile.framework:

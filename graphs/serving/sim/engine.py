@@ -106,6 +106,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 
 from ..engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
+from ..engines.knobs import profile_peak_bytes, sampler_words
 from ..pricing.overheads import scaled_kernels_s
 from .skipping import LazyDecodes, window_ends
 
@@ -142,12 +143,16 @@ RETRACT_DECODE_STEPS = 20
 _Planned = tuple[list[tuple["Sequence", int]], int, int, float, list[float] | None, list[tuple[float, float]]]
 
 
-def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int | None = None) -> int:
-    """KV-cache blocks on one device: ``floor((u (C - d) - W - a N - R - G) / (block_size k))``
+def kv_blocks(
+    ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int | None = None, vocab_size: int | None = None
+) -> int:
+    """KV-cache blocks on one device: ``floor((u (C - d) - W - P - R - G) / (block_size k))``
     with ``u`` the memory utilisation, ``C`` the capacity, ``d`` what the driver's total exceeds
     CUDA's ``mem_get_info`` total by, ``W`` the weights (and what the engine's kernels pad them
-    by, ``cfg.kernel_weight_bytes``), ``a`` live activation bytes per token at
-    the full token budget ``N``, ``R`` the memory the engine's profile counts outside PyTorch,
+    by, ``cfg.kernel_weight_bytes``), ``P`` the profiled activation peak: ``a N``, ``a`` live
+    activation bytes per token at the full token budget ``N``, or the sampler's dummy run over
+    ``min(N, max_num_seqs)`` rows of the vocabulary where the engine counts it and it is larger
+    (:func:`~graphs.serving.engines.knobs.profile_peak_bytes`, ``cfg.sampler_bytes_per_logit``), ``R`` the memory the engine's profile counts outside PyTorch,
     ``G = L g`` its CUDA graphs' estimate (``g`` per decoder layer, ``L`` layers) and ``k`` KV
     bytes per token (vLLM profiles the same way: weights, a peak-activation forward pass, the
     non-torch increase and, from v0.21.0, the CUDA graphs first, the rest of ``u`` x its total to
@@ -167,6 +172,9 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int
     layers : int, optional
         The model's decoder layers ``L`` (None: the ledger's ``layers``, a :class:`KVPool`'s);
         needed only when ``g`` > 0.
+    vocab_size : int, optional
+        The model's vocabulary (None: the ledger's ``vocab_size``, a :class:`KVPool`'s; 0 or
+        none: the sampler's run not counted).
 
     Returns
     -------
@@ -179,7 +187,15 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int
         When no block fits, or ``g`` > 0 and no layer count is known.
     """
     w = as_float(ledger.weights_bytes) + cfg.kernel_weight_bytes  # padded by its kernels
+    vocab = int(getattr(ledger, "vocab_size", 0) or 0) if vocab_size is None else int(vocab_size)
     a = as_float(ledger.activation_bytes_per_token)
+    peak = profile_peak_bytes(
+        a,
+        cfg.max_num_batched_tokens,
+        cfg.sampler_bytes_per_logit,
+        cfg.max_num_seqs,
+        vocab,
+    )
     k = as_float(ledger.kv_bytes_per_token)
     total = capacity_bytes - cfg.driver_reserved_bytes
     r = cfg.non_torch_bytes
@@ -192,15 +208,16 @@ def kv_blocks(ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int
                 f"got {n_layers!r}"
             )
         g = cfg.cudagraph_bytes_per_layer * n_layers
-    free = cfg.gpu_memory_utilization * total - w - a * cfg.max_num_batched_tokens - r - g
+    free = cfg.gpu_memory_utilization * total - w - peak - r - g
     n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
     if n < 1:
         other = f", non-torch memory ({r / 1e9:.2f} GB)" if r else ""
         other += f", CUDA graphs ({g / 1e9:.2f} GB)" if g else ""
+        which, remedy = sampler_words(peak, a * cfg.max_num_batched_tokens)
         raise CostModelError(
             f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {total / 1e9:.1f} GB minus "
-            f"weights ({w / 1e9:.1f} GB){other} and activations ({a * cfg.max_num_batched_tokens / 1e9:.2f} GB) "
-            "leaves nothing (more devices, tp, or a smaller token budget)"
+            f"weights ({w / 1e9:.1f} GB){other} and activations ({peak / 1e9:.2f} GB{which}) "
+            f"leaves nothing (more devices, tp, or a smaller token budget{remedy})"
         )
     return n
 
@@ -293,6 +310,7 @@ def kv_pool(config: Any, device: Any, tp: int = 1, dp: int = 1) -> KVPool:
         activation_bytes_per_token=as_float(led.activation_bytes_per_token),
         kv_bytes_per_token=as_float(led.kv_bytes_per_token),
         layers=int(w.config.num_hidden_layers),
+        vocab_size=int(getattr(w.config, "vocab_size", 0) or 0),
     )
 
 

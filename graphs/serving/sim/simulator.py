@@ -544,7 +544,13 @@ def pool_blocks(w: Workload, hw: Hardware, cfg: EngineConfig, ledger: Any) -> in
     CostModelError
         When no block fits (:func:`~graphs.serving.sim.engine.kv_blocks`).
     """
-    return cfg.num_blocks or kv_blocks(ledger, pool_memory(hw), cfg, int(w.config.num_hidden_layers))
+    return cfg.num_blocks or kv_blocks(
+        ledger,
+        pool_memory(hw),
+        cfg,
+        int(w.config.num_hidden_layers),
+        int(getattr(w.config, "vocab_size", 0) or 0),
+    )
 
 
 def default_overheads(predictor: Predictor, engine: EngineConfig) -> EngineOverheads:
