@@ -267,9 +267,10 @@ def test_gpt_oss_120b_logs_on_one_h100_reproduced():
     cache memory: -2.14 GiB" (the engine does not start); vllm issue 27508 (0.11.0,
     ``--gpu-memory-utilization 0.95 --max-num-batched-tokens 1024``): "Available KV cache memory:
     1.71 GiB". The model: weights 65.90 GiB with Marlin's padding (the log's 65.97), the sampler's
-    profile run 38 x 1,024 x 201,088 B = 7.29 GiB; 0.9 x 79.22 - 65.90 - 7.29 - 0.16 = -2.04 GiB
+    profile run 38 x 1,024 x 201,088 B = 7.29 GiB; 0.9 x 79.22 - 65.90 - 7.29 - 0.16 = -2.05 GiB
     (no room), 0.95 x 79.22 - 65.90 - 7.29 - 0.16 = 1.91 GiB (+0.20 GiB). Without the sampler's
-    run the pools were +3.2 GiB (it would start) and 8.8 GiB."""
+    run (the forward pass: 3.11 GiB at 8,192 tokens, 0.39 at 1,024) the pools were 2.13 GiB (it
+    would start) and 8.8 GiB."""
     prof, pool = _gpt_oss_h100()
     assert (prof.max_num_seqs, prof.max_num_batched_tokens) == (1024, 8192)
     assert abs(pool.weights_bytes / GIB - 65.9651) < 0.1
@@ -292,3 +293,17 @@ def test_simulator_pool_counts_the_sampler():
     assert cfg.sampler_bytes_per_logit == 38
     assert kv_blocks(pool, pool.capacity_bytes, cfg) == prof.kv_blocks(pool, 1)
     assert "sampler's profile run over 1,024 rows of the vocabulary (7.29 GiB" in prof.memory_note(1, 36, 201_088)
+    # a given sampler is said given, not the default's source
+    note = prof.with_overrides(sampler="flashinfer").memory_note(1, 36, 201_088)
+    assert "(2.68 GiB: 14 B a logit" in note and note.endswith("; given)") and "PyPI" not in note
+
+
+def test_sampler_rows_are_the_configured_limit():
+    """A pool sized after guaranteed_no_evict lowers max_num_seqs to what fits still samples over
+    the limit the engine was started with (both pool paths agree)."""
+    from graphs.serving.sim.engine import kv_blocks
+
+    prof, pool = _gpt_oss_h100(kv_fraction=0.95, max_num_batched_tokens=1024, policy="guaranteed_no_evict")
+    cfg = prof.engine_config(pool, tp=1, request_tokens=4096)
+    assert cfg.max_num_seqs < 1024 and cfg.sampler_rows == 1024
+    assert kv_blocks(pool, pool.capacity_bytes, cfg) == prof.kv_blocks(pool, 1)

@@ -248,7 +248,10 @@ def sampler_words(peak: float, forward: float) -> tuple[str, str]:
     """
     if peak <= forward:
         return "", ""
-    return ": the sampler's profile run", ", or fewer sequences: max_num_seqs sets the sampler's rows"
+    return ": the sampler's profile run", (
+        "; the sampler's run is the larger: fewer sequences (max_num_seqs sets its rows; every rank "
+        "samples the whole vocabulary), or FlashInfer's sampler where it is installed"
+    )
 
 
 def scaled_kernels_s(scale: float, kernels_s: float, bound_s: float) -> tuple[float, bool]:
@@ -315,9 +318,12 @@ class EngineConfig:
         :func:`graphs.serving.engines.moe_kernels.padded_expert_bytes`; 0: none).
     sampler_bytes_per_logit : float
         The peak bytes per logit of the sampler's dummy run in the engine's start-up profile,
-        over ``min(max_num_batched_tokens, max_num_seqs)`` rows of the vocabulary; the profile
-        takes the larger of it and the forward's activations (:func:`profile_peak_bytes`; 0: not
-        counted).
+        over ``min(max_num_batched_tokens, R)`` rows of the vocabulary; the profile takes the
+        larger of it and the forward's activations (:func:`profile_peak_bytes`; 0: not counted).
+    sampler_rows : int
+        ``R``: the sequence limit the engine was started with, which its profile samples over
+        (0: ``max_num_seqs``; a profile that lowers ``max_num_seqs`` to fit its pool or a wave of
+        requests keeps the configured limit here).
     enable_chunked_prefill : bool
         A prompt may be split over iterations.
     enable_prefix_caching : bool
@@ -364,6 +370,8 @@ class EngineConfig:
     kernel_weight_bytes: float = 0.0
     #: the sampler's profiled peak per logit (bytes; :func:`profile_peak_bytes`; 0: not counted)
     sampler_bytes_per_logit: float = 0.0
+    #: the configured sequence limit the sampler's profile run samples over (0: ``max_num_seqs``)
+    sampler_rows: int = 0
     enable_prefix_caching: bool = False
     iteration_overhead_s: float = 0.0
     num_blocks: int | None = None  #: override the ledger's block count
@@ -387,6 +395,9 @@ class EngineConfig:
     dp_load_balance: str = "score"
 
     def __post_init__(self) -> None:
+        rows = self.sampler_rows
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise CostModelError(f"sampler_rows must be a whole number >= 0, got {rows!r}")
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

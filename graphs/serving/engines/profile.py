@@ -466,10 +466,11 @@ class EngineProfile:
             note += f", and {size} of CUDA graphs ({self.sources['cudagraph_memory']})"
         if sb:
             rows = min(self.max_num_batched_tokens, self.max_num_seqs)
+            why = "given" if "sampler" in self.overridden else self.sources["sampler"]
             size = f"{sb * rows * vocab_size / gib:.2f} GiB" if vocab_size else f"{sb:g} B a logit"
             note += (
                 f"; its activations are the larger of the forward pass and the sampler's profile run over "
-                f"{rows:,} rows of the vocabulary ({size}: {SAMPLER_SOURCES[self.sampler]}; {self.sources['sampler']})"
+                f"{rows:,} rows of the vocabulary ({size}: {SAMPLER_SOURCES[self.sampler]}; {why})"
             )
         return note
 
@@ -755,6 +756,7 @@ class EngineProfile:
             extra["cudagraph_bytes_per_layer"] = g
         if self.kv_rule == "device" and self.sampler_bytes_per_logit:
             extra["sampler_bytes_per_logit"] = float(self.sampler_bytes_per_logit)
+            extra["sampler_rows"] = self.max_num_seqs  # the configured limit, before any cap below
         if kernel_weight_bytes:
             extra["kernel_weight_bytes"] = kernel_weight_bytes
             if pool is not None:

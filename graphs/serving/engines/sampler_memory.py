@@ -11,14 +11,16 @@ Read in the 0.10.1.1, 0.10.2, 0.11.0 and 0.12.0 sdists from PyPI. Which sampler 
 (``vllm/v1/sample/ops/topk_topp_sampler.py``): FlashInfer's when ``flashinfer`` imports and
 ``VLLM_USE_FLASHINFER_SAMPLER`` is not set false (0.10-0.11; opt-in from 0.12), else PyTorch's.
 FlashInfer is an extra of the 0.10 and 0.11 wheels (``flashinfer-python`` 0.3.0, 0.3.1), which
-vLLM's Docker image and GPUStack's runner images install; a plain ``pip install vllm`` has none.
+vLLM's Docker image installs (its ``docker/Dockerfile``); a plain ``pip install vllm`` has none.
 
 * :data:`SAMPLERS` ``torch``: 38 B a logit, the PyTorch top-k/top-p path
   (``apply_top_k_top_p``): live at the sort's peak, the BF16 logits from ``compute_logits``
   (2 B), their float32 copy (``sampler.py`` ``logits.to(torch.float32)``, 4 B; the temperature
   divides in place), the sort's float32 values and int64 indices (4 + 8 B) and its scratch
   (PyTorch's segmented radix sort for 128 or more rows: int64 reverse indices 8 B, CUB's
-  alternate key and value buffers 4 + 8 B): 2 + 4 + 12 + 20 = 38 B. Checked on two logs of
+  alternate key and value buffers 4 + 8 B): 2 + 4 + 12 + 20 = 38 B. Below 128 rows PyTorch sorts
+  by another branch whose scratch is larger (not modelled: 38 B stands in, an underestimate of
+  about a tenth of a GiB at 64 rows of a 200,000-token vocabulary). Checked on two logs of
   gpt-oss-120b (V = 201,088) on one H100 at R = 1,024 (7.29 GiB): vllm issue 23278 (0.10.1,
   "Available KV cache memory: -2.14 GiB") and issue 27508 (0.11.0, ``--gpu-memory-utilization
   0.95 --max-num-batched-tokens 1024``: "1.71 GiB"), both reproduced within 0.25 GiB
@@ -43,5 +45,5 @@ SAMPLER_SOURCES: dict[str, str] = {
     "torch": f"38 B a logit: vLLM's PyTorch top-k/top-p sort ({_READ}; FlashInfer not installed: a PyPI "
     "wheel's default); vllm issues 23278 and 27508's gpt-oss-120b logs reproduced within 0.25 GiB",
     "flashinfer": f"14 B a logit: FlashInfer 0.3's top_k_top_p_sampling_from_logits ({_READ}; FlashInfer "
-    "installed: vLLM's Docker image, GPUStack's runners); from the code, no log checks it",
+    "installed: vLLM's Docker image); from the code, no log checks it",
 }

@@ -77,6 +77,8 @@ Sources of every default (:data:`PROFILE`):
     KV on a B200 MoE: https://github.com/vllm-project/vllm/issues/45178; 118.65 GiB:
     /issues/53013). Llama-3.1-8B (32 layers) at the defaults: 0.606 GiB; Llama-3.1-70B (80
     layers): 1.51 GiB a device.
+* the sampler's start-up profile run (:mod:`.sampler_memory`) is not counted here: read in
+  0.10.1-0.12.0 only, not in the releases this profile describes (``vllm@0.11`` counts it)
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it

@@ -31,7 +31,7 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
   (FlashInfer is an extra of the wheel), 7.29 GiB for a 201,088-token vocabulary at 1,024
   sequences, which on one H100 leaves gpt-oss-120b no room (vllm issues 23278 and 27508's logs
   reproduced: tests/test_vllm_memory.py); ``--sampler flashinfer`` where FlashInfer is installed
-  (vLLM's Docker image, GPUStack's runners), 14 B a logit;
+  (vLLM's Docker image), 14 B a logit;
 * ``reserve_full_prompt`` off: a waiting request is admitted when its first chunk's blocks are
   free (``allocate_slots`` for the tokens scheduled); the whole-prompt check
   (``scheduler_reserve_full_isl``) came with https://github.com/vllm-project/vllm/pull/37307, after

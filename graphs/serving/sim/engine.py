@@ -193,7 +193,7 @@ def kv_blocks(
         a,
         cfg.max_num_batched_tokens,
         cfg.sampler_bytes_per_logit,
-        cfg.max_num_seqs,
+        cfg.sampler_rows or cfg.max_num_seqs,
         vocab,
     )
     k = as_float(ledger.kv_bytes_per_token)
