@@ -18,11 +18,12 @@ def test_scheduler_is_vllm_011s_and_the_cpu_terms_are_fitted() -> None:
     fields = {f.name for f in dataclasses.fields(new)} - {"version", "label", "fitted", "sources", "cpu_fit"}
     # the same scheduler, pool rule, capture sizes, fused kernels and terms; the attention rule is
     # read in 0.11.0's source only (graphs/serving/engines/attention_kernels.py)
-    for name in fields - {"moe_kernels", "attention_kernels", "sampler"}:
+    for name in fields - {"moe_kernels", "attention_kernels"}:
         assert getattr(new, name) == getattr(old, name), name
-    # the sampler's profile run (graphs/serving/engines/vllm.py): read in 0.12.0 too, but not
-    # counted until the fitted terms below are refitted with it
-    assert (new.sampler, old.sampler, new.sampler_bytes_per_logit) == ("", "torch", 0.0)
+    # the sampler's profile run (graphs/serving/engines/sampler_memory.py): PyTorch's in both,
+    # FlashInfer's opt-in in 0.12.0
+    assert (new.sampler, new.sampler_bytes_per_logit) == ("torch", 38.0)
+    assert "VLLM_USE_FLASHINFER_SAMPLER" in new.sources["sampler"]
     # but not the same MoE kernel on Hopper: 0.12 vendored triton_kernels (vllm PR 28788), 0.11 ran Marlin
     assert (
         old.moe_kernel("w4a16_mxfp4", "Hopper") is not None

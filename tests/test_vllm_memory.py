@@ -218,8 +218,8 @@ def test_sampler_peak_by_hand():
     # the forward pass sets the peak when it is larger, and nothing is counted without the rule
     assert profile_peak_bytes(10**6, 8192, 38, 256, 32_000) == 10**6 * 8192
     assert profile_peak_bytes(407_936, 8192, 0, 1024, 201_088) == 407_936 * 8192
-    assert get_engine("vllm@0.11").sampler_bytes_per_logit == 38
-    for ref in ("vllm", "vllm@0.10", "vllm@0.12", "sglang", "trtllm"):
+    assert get_engine("vllm@0.11").sampler_bytes_per_logit == get_engine("vllm@0.12").sampler_bytes_per_logit == 38
+    for ref in ("vllm", "vllm@0.10", "vllm@0.20", "sglang", "trtllm"):
         assert get_engine(ref).sampler_bytes_per_logit == 0
     # FlashInfer's top_k_top_p_sampling_from_logits: BF16 and float32 logits, masked logits, softmax
     from graphs.serving.engines.sampler_memory import SAMPLERS
@@ -235,7 +235,7 @@ def test_sampler_override_checked():
     with pytest.raises(CostModelError, match="sampler 'fast' not allowed; allowed: torch, flashinfer"):
         prof.with_overrides(sampler="fast")
     with pytest.raises(CostModelError, match="does not count the sampler's profile run"):
-        get_engine("vllm@0.12").with_overrides(sampler="torch")
+        get_engine("vllm").with_overrides(sampler="torch")
 
 
 def test_cli_sampler_flag(capsys):

@@ -101,7 +101,7 @@ def add_engine_options(sp: argparse.ArgumentParser) -> None:
         default=None,
         help="the sampler whose start-up profile run sizes vLLM's KV pool beside the forward pass: torch "
         "(a PyPI install, 38 B a logit) or flashinfer (FlashInfer installed: vLLM's Docker image, 14 B) "
-        "(default: the engine's; vllm@0.11 counts it)",
+        "(default: the engine's; vllm@0.11 and vllm@0.12 count it)",
     )
     sp.add_argument(
         "--kv-watermark",

@@ -519,7 +519,7 @@ class EngineProfile:
         if "sampler" in values and not self.sampler:
             raise CostModelError(
                 f"engine {self.ref}: its KV pool does not count the sampler's profile run, so sampler "
-                f"{str(values['sampler'])[:40]!r} changes nothing (vllm@0.11's does)"
+                f"{str(values['sampler'])[:40]!r} changes nothing (vllm@0.11's and vllm@0.12's do)"
             )
         merged = {k: getattr(self, k) for k in OVERRIDES} | values
         _check(self.ref, merged, given=set(values))

@@ -78,7 +78,8 @@ Sources of every default (:data:`PROFILE`):
     /issues/53013). Llama-3.1-8B (32 layers) at the defaults: 0.606 GiB; Llama-3.1-70B (80
     layers): 1.51 GiB a device.
 * the sampler's start-up profile run (:mod:`.sampler_memory`) is not counted here: read in
-  0.10.1-0.12.0 only, not in the releases this profile describes (``vllm@0.11`` counts it)
+  0.10.1-0.12.0 only, not in the releases this profile describes (``vllm@0.11`` and ``vllm@0.12``
+  count it)
 * chunked prefill on: V1 always schedules chunked prefill
   (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, "chunked prefill ... enabled by default").
 * ``recompute``: V1's scheduler preempts the latest running request and recomputes it

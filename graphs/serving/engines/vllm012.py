@@ -22,14 +22,20 @@ search corpus does not hold) with CPU terms of its own:
   flag was off unless passed, and aiconfigurator's own vLLM 0.12.0 launch template
   (``src/aiconfigurator/generator/config/backend_templates/vllm/cli_args.0.12.0.j2``, its Dynamo
   worker arguments) passes none. Relative least squares, the terms kept non-negative: ``a`` =
-  1.36 ms (standard error 0.12 ms), ``b`` = 46 us (3.7 us), against ``vllm@1``'s 0 and 3.4 us;
-  the fitted runs' median |TPOT error| 15.0 -> 1.6 % (in sample). At one TP, ``a`` cannot be told
+  1.36 ms (standard error 0.12 ms), ``b`` = 46 us (3.6 us), against ``vllm@1``'s 0 and 3.4 us;
+  the fitted runs' median |TPOT error| 15.2 -> 1.5 % (in sample; refitted with the sampler's run in
+  the pool: ``b`` 45.9 us, the stored 46 us). At one TP, ``a`` cannot be told
   from a fixed per-step latency of the GPU side that depends on TP (``benchmarks/tpot_split.py``
   finds 0.4-0.9 ms at TP 2-4 in TensorRT-LLM's runs, near 0 at TP 8, which schedule
   asynchronously): ``a`` is the CPU time per iteration only if no such gap is there, and the
   standard errors treat 30 runs of one deployment as independent (they understate). The sample's
   vLLM 0.12.0 runs at TP 2 and 8 are in the held-out split (``benchmarks/data/heldout.toml``),
   never fitted: ``docs/serving_accuracy.md`` reports them;
+* the sampler's start-up profile run in the KV pool (:mod:`.sampler_memory`): PyTorch's, 38 B a
+  logit, as in 0.11, but FlashInfer's sampler is opt-in in 0.12.0 (``VLLM_USE_FLASHINFER_SAMPLER``),
+  so it holds with FlashInfer installed too. It moves the fit below at the third digit only
+  (``b`` 45.9 us, stored as 46 us): the fitted runs (Qwen3-32B at TP 4) hold at most 655,360
+  tokens, inside the pool either way (868,064 tokens without the sampler's run, 825,328 with it);
 * ``request_s`` and the other CPU and request-path terms: ``vllm@0.11``'s, as it sources or
   ASSUMES them (``request_s`` is ``vllm@1``'s fitted value; no vLLM 0.12.0 TTFT row is compared in
   the validation tables, so none entered that fit).
@@ -63,15 +69,16 @@ PROFILE = register_engine(
             VLLM_MXFP4_MARLIN_SM120,
         ),  # triton_kernels vendored (vllm PR 28788): Hopper's own
         attention_kernels=(VLLM_SINKS_TRITON_012,),  # 0.11.0's rule, ASSUMED
-        # 0.12.0's sampler profile is 0.11.0's (read in its sdist), but the fitted CPU terms above
-        # were fitted with the pool before it was counted: not counted until they are refitted
-        sampler="",
+        sampler="torch",  # 0.11.0's rule, read in the 0.12.0 sdist too (FlashInfer's sampler opt-in)
         fitted=("iteration_s", "per_seq_s"),
         cpu_fit=SYNC_FIT,
         sources={
             **V011.sources,
             "iteration_s": _FITTED,
             "per_seq_s": _FITTED,
+            "sampler": "0.12.0's topk_topp_sampler.py takes FlashInfer's sampler only when VLLM_USE_FLASHINFER_SAMPLER "
+            "is set (opt-in; flashinfer-python became a dependency), so the PyTorch sampler runs (--sampler "
+            "flashinfer where the variable is set)",
         },
     )
 )
