@@ -204,7 +204,7 @@ def test_bad_memory_terms_are_refused():
 
 
 def test_sampler_peak_by_hand():
-    """vLLM 0.11's sampler profile run (graphs/serving/engines/vllm.py V1_TORCH_SAMPLER_BYTES_PER_LOGIT):
+    """vLLM's sampler profile run (graphs/serving/engines/sampler_memory.py, V1_TORCH_SAMPLER_BYTES_PER_LOGIT):
     2 (BF16 logits) + 4 (float32 copy) + 4 + 8 (sort values, int64 indices) + 8 + 4 + 8 (sort
     scratch: reverse indices, CUB's alternate keys and values) = 38 B a logit, over min(N, R) rows."""
     from graphs.serving.engines.knobs import profile_peak_bytes

@@ -100,7 +100,8 @@ def add_engine_options(sp: argparse.ArgumentParser) -> None:
         choices=("torch", "flashinfer"),
         default=None,
         help="the sampler whose start-up profile run sizes vLLM's KV pool beside the forward pass: torch "
-        "(a PyPI install, 38 B a logit) or flashinfer (FlashInfer installed: vLLM's Docker image, 14 B) "
+        "(38 B a logit: 0.11 without FlashInfer installed, as a PyPI wheel; 0.12 by default) or flashinfer "
+        "(14 B: 0.11 with FlashInfer installed, as vLLM's Docker image; 0.12 with VLLM_USE_FLASHINFER_SAMPLER) "
         "(default: the engine's; vllm@0.11 and vllm@0.12 count it)",
     )
     sp.add_argument(

@@ -250,7 +250,8 @@ def sampler_words(peak: float, forward: float) -> tuple[str, str]:
         return "", ""
     return ": the sampler's profile run", (
         "; the sampler's run is the larger: fewer sequences (max_num_seqs sets its rows; every rank "
-        "samples the whole vocabulary), or FlashInfer's sampler where it is installed"
+        "samples the whole vocabulary), or FlashInfer's sampler (installed, in 0.10-0.11; "
+        "VLLM_USE_FLASHINFER_SAMPLER=1 in 0.12)"
     )
 
 

@@ -42,8 +42,10 @@ SAMPLERS: dict[str, float] = {"torch": 38.0, "flashinfer": 14.0}
 _READ = "gpu_model_runner.py _dummy_sampler_run over min(N, max_num_seqs) rows, read in vLLM 0.10.1-0.12.0"
 #: each sampler's rule in one line (printed with the memory note)
 SAMPLER_SOURCES: dict[str, str] = {
-    "torch": f"38 B a logit: vLLM's PyTorch top-k/top-p sort ({_READ}; FlashInfer not installed: a PyPI "
-    "wheel's default); vllm issues 23278 and 27508's gpt-oss-120b logs reproduced within 0.25 GiB",
-    "flashinfer": f"14 B a logit: FlashInfer 0.3's top_k_top_p_sampling_from_logits ({_READ}; FlashInfer "
-    "installed: vLLM's Docker image); from the code, no log checks it",
+    "torch": f"38 B a logit: vLLM's PyTorch top-k/top-p sort ({_READ}; 0.10-0.11 without FlashInfer installed, "
+    "as a PyPI wheel; 0.12 unless VLLM_USE_FLASHINFER_SAMPLER is set); vllm issues 23278 and 27508's "
+    "gpt-oss-120b logs reproduced within 0.25 GiB",
+    "flashinfer": f"14 B a logit: FlashInfer 0.3's top_k_top_p_sampling_from_logits ({_READ}; 0.10-0.11 with "
+    "FlashInfer installed, as in vLLM's Docker image; 0.12 with VLLM_USE_FLASHINFER_SAMPLER set); from the "
+    "code, no log checks it",
 }

@@ -23,8 +23,8 @@ search corpus does not hold) with CPU terms of its own:
   (``src/aiconfigurator/generator/config/backend_templates/vllm/cli_args.0.12.0.j2``, its Dynamo
   worker arguments) passes none. Relative least squares, the terms kept non-negative: ``a`` =
   1.36 ms (standard error 0.12 ms), ``b`` = 46 us (3.6 us), against ``vllm@1``'s 0 and 3.4 us;
-  the fitted runs' median |TPOT error| 15.2 -> 1.5 % (in sample; refitted with the sampler's run in
-  the pool: ``b`` 45.9 us, the stored 46 us). At one TP, ``a`` cannot be told
+  the fitted runs' median |TPOT error| 15.2 -> 1.5 % (in sample; the page's latest refit reads
+  ``b`` 45.9 us, the stored 46 us within 0.3 % of it). At one TP, ``a`` cannot be told
   from a fixed per-step latency of the GPU side that depends on TP (``benchmarks/tpot_split.py``
   finds 0.4-0.9 ms at TP 2-4 in TensorRT-LLM's runs, near 0 at TP 8, which schedule
   asynchronously): ``a`` is the CPU time per iteration only if no such gap is there, and the
@@ -33,8 +33,8 @@ search corpus does not hold) with CPU terms of its own:
   never fitted: ``docs/serving_accuracy.md`` reports them;
 * the sampler's start-up profile run in the KV pool (:mod:`.sampler_memory`): PyTorch's, 38 B a
   logit, as in 0.11, but FlashInfer's sampler is opt-in in 0.12.0 (``VLLM_USE_FLASHINFER_SAMPLER``),
-  so it holds with FlashInfer installed too. It moves the fit below at the third digit only
-  (``b`` 45.9 us, stored as 46 us): the fitted runs (Qwen3-32B at TP 4) hold at most 655,360
+  so it holds with FlashInfer installed too. It changes nothing in the fit above (refitted with
+  and without it, the page is the same): the fitted runs (Qwen3-32B at TP 4) hold at most 655,360
   tokens, inside the pool either way (868,064 tokens without the sampler's run, 825,328 with it);
 * ``request_s`` and the other CPU and request-path terms: ``vllm@0.11``'s, as it sources or
   ASSUMES them (``request_s`` is ``vllm@1``'s fitted value; no vLLM 0.12.0 TTFT row is compared in
