@@ -204,13 +204,13 @@ def test_bad_memory_terms_are_refused():
 
 
 def test_sampler_peak_by_hand():
-    """vLLM's sampler profile run (graphs/serving/engines/sampler_memory.py, V1_TORCH_SAMPLER_BYTES_PER_LOGIT):
+    """vLLM's sampler profile run (graphs/serving/engines/sampler_memory.py, SAMPLERS["torch"]):
     2 (BF16 logits) + 4 (float32 copy) + 4 + 8 (sort values, int64 indices) + 8 + 4 + 8 (sort
     scratch: reverse indices, CUB's alternate keys and values) = 38 B a logit, over min(N, R) rows."""
     from graphs.serving.engines.knobs import profile_peak_bytes
-    from graphs.serving.engines.vllm import V1_TORCH_SAMPLER_BYTES_PER_LOGIT
+    from graphs.serving.engines.sampler_memory import SAMPLERS
 
-    assert V1_TORCH_SAMPLER_BYTES_PER_LOGIT == 2 + 4 + 4 + 8 + 8 + 4 + 8 == 38
+    assert SAMPLERS["torch"] == 2 + 4 + 4 + 8 + 8 + 4 + 8 == 38
     # gpt-oss-120b's 201,088-token vocabulary at 1,024 sequences: 7,824,736,256 B (7.29 GiB)
     assert profile_peak_bytes(407_936, 8192, 38, 1024, 201_088) == 38 * 1024 * 201_088 == 7_824_736_256
     # rows are min(N, R): a 512-token budget samples 512 dummy requests
@@ -222,8 +222,6 @@ def test_sampler_peak_by_hand():
     for ref in ("vllm", "vllm@0.10", "vllm@0.20", "sglang", "trtllm"):
         assert get_engine(ref).sampler_bytes_per_logit == 0
     # FlashInfer's top_k_top_p_sampling_from_logits: BF16 and float32 logits, masked logits, softmax
-    from graphs.serving.engines.sampler_memory import SAMPLERS
-
     assert SAMPLERS == {"torch": 38.0, "flashinfer": 2 + 4 + 4 + 4}
 
 

@@ -197,7 +197,7 @@ def profile_peak_bytes(
     the sampler runs, so the profile takes the larger (``vllm/v1/worker/gpu_model_runner.py``
     ``profile_run`` and ``_dummy_sampler_run``; ``gpu_worker.py`` ``determine_available_memory``:
     ``torch_peak_increase`` of ``allocated_bytes.all.peak``). ``s`` is the engine's
-    (:data:`graphs.serving.engines.vllm.V1_TORCH_SAMPLER_BYTES_PER_LOGIT`; 0: not counted).
+    (:data:`graphs.serving.engines.sampler_memory.SAMPLERS`; 0: not counted).
 
     Parameters
     ----------

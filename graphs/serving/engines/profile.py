@@ -445,7 +445,7 @@ class EngineProfile:
         """
         d, r = self.reserved_memory(tp)
         g = self.cudagraph_bytes_per_layer()
-        sb = self.sampler_bytes_per_logit if self.kv_rule == "device" else 0.0
+        sb = self.sampler_bytes_per_logit  # 0 under any rule but ``device``
         if not d and not r and not g and not sb:
             return ""
         gib = 2**30

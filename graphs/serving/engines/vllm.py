@@ -151,7 +151,6 @@ from costmodel.keys import Role
 
 from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import EngineProfile, register_engine
-from .sampler_memory import SAMPLERS
 
 __all__ = [
     "PROFILE",
@@ -162,7 +161,6 @@ __all__ = [
     "V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER",
     "V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER",
     "V1_NON_TORCH_BYTES",
-    "V1_TORCH_SAMPLER_BYTES_PER_LOGIT",
     "REQUEST_FIT",
     "TOKENISE",
     "request_fit",
@@ -199,9 +197,6 @@ V1_CUDAGRAPH_GRAPH_BYTES_PER_LAYER = round(_g28 * 2**30 / CUDAGRAPH_LOG_LAYERS)
 V1_CUDAGRAPH_FIRST_BYTES_PER_LAYER = round(
     (CUDAGRAPH_LOGS[0][1] - CUDAGRAPH_LOGS[0][0] * _g28) * 2**30 / CUDAGRAPH_LOG_LAYERS
 )
-#: the peak bytes per logit of vLLM V1's sampler in its start-up profile on the PyTorch top-k/top-p
-#: path a PyPI wheel runs (:mod:`.sampler_memory`: 38 B)
-V1_TORCH_SAMPLER_BYTES_PER_LOGIT = SAMPLERS["torch"]
 #: the CUDA-graph rule's source, in one line (``sources["cudagraph_memory"]``, printed with the note)
 CUDAGRAPH_MEMORY_SOURCE = (
     "an ESTIMATE: vLLM >= 0.21.0 subtracts its measured CUDA-graph memory (gpu_model_runner.py "
