@@ -221,3 +221,35 @@ def test_the_workload_in_the_command_lines_words() -> None:
     )
     m = SimulationRequest(max_rate=True, slo_ttft=1.0, slo_tpot=0.1, arrival="constant")
     assert m.workload_text().endswith("--arrival constant (the same draw at every probed rate)")
+
+
+def test_an_infinite_rate_is_told_how_to_send_everything_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """``vllm bench serve``'s default ``--request-rate inf`` sends every request at t = 0; the
+    refusal of ``--rate inf`` names the closed loop that does (the library's and the parser's
+    line alike; ``size``, which takes no clients, is not told to give them)."""
+    from graphs.serving.sim.requests import ALL_AT_ONCE
+
+    with pytest.raises(CostModelError) as exc:
+        SimulationRequest(rate=math.inf)
+    assert str(exc.value) == f"--rate must be a finite number, got inf; {ALL_AT_ONCE}"
+    assert main(["simulate", "tiny", "--rate", "inf"]) == 2
+    assert ALL_AT_ONCE in capsys.readouterr().err
+    assert main(["size", "tiny", "--rate", "inf"]) == 2
+    err = capsys.readouterr().err
+    assert "--rate must be a finite number" in err and "--concurrency" not in err
+
+
+def test_as_many_clients_as_requests_is_every_request_at_once() -> None:
+    """What the hint above promises: a closed loop of N clients over N requests (none waits for
+    a client) simulates the same requests, to the second, as the open loop that sends all N at
+    t = 0 (:func:`~graphs.serving.sim.requests.synthetic` with ``rate=None``)."""
+    from graphs.serving.sim.requests import synthetic
+    from graphs.serving.sim.simulator import simulate
+
+    reqs = synthetic(40, rate=None, prompt="uniform:100,900", output="uniform:5,60", seed=3)
+    opened = simulate("tiny", "h100-sxm", reqs)
+    closed = simulate("tiny", "h100-sxm", reqs, concurrency=len(reqs))
+    for key in ("arrival_s", "ttft_s", "e2e_s", "prompt", "output"):
+        a, b = opened.per_request[key], closed.per_request[key]
+        assert a.shape == b.shape == (len(reqs),) and float(abs(a - b).max()) <= 1e-9, key
+    assert opened.duration_s == pytest.approx(closed.duration_s, abs=1e-9)

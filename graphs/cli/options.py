@@ -165,14 +165,24 @@ def _int_type(flag: str, lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
-def _float_type(flag: str, lo: float, hi: float, lo_inclusive: bool) -> Callable[[str], float]:
+def _float_type(
+    flag: str, lo: float, hi: float, lo_inclusive: bool, *, closed_loop: bool = False
+) -> Callable[[str], float]:
+    """A float option's parser: finite and in range; ``closed_loop``: the command takes
+    ``--concurrency``, so an infinite ``--rate`` is told how to send every request at once."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}")
+            hint = ""
+            if closed_loop and flag == "--rate" and value > 0:
+                from graphs.serving.sim.requests import ALL_AT_ONCE
+
+                hint = f"; {ALL_AT_ONCE}"
+            raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}{hint}")
         if value > hi or value < lo or (value == lo and not lo_inclusive):
             left = "[" if lo_inclusive else "("
             raise argparse.ArgumentTypeError(f"{flag} must be in {left}{lo:g}, {hi:g}], got {value:g}")
@@ -228,7 +238,11 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
             if action.type is int and action.dest in INT_RANGES:
                 action.type = _int_type(_flag(action), *INT_RANGES[action.dest])
             elif action.type is float and action.dest in FLOAT_RANGES:
-                action.type = _float_type(_flag(action), *FLOAT_RANGES[action.dest])
+                action.type = _float_type(
+                    _flag(action),
+                    *FLOAT_RANGES[action.dest],
+                    closed_loop="--concurrency" in p._option_string_actions,
+                )
     return parser
 
 

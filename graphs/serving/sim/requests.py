@@ -61,6 +61,7 @@ __all__ = [
     "arrival_times",
     "MAX_TOKENS",
     "RATE_RANGE",
+    "ALL_AT_ONCE",
     "MAX_TURNS",
     "THINK_RANGE",
 ]
@@ -68,6 +69,13 @@ __all__ = [
 MAX_TOKENS = 10**7  #: longest prompt or output a request may have
 #: request rates accepted (requests/s): one in about 12 days to a billion a second
 RATE_RANGE = (1e-6, 1e9)
+#: what an infinite rate asks for, and how to ask for it: every request at ``t = 0`` is a closed
+#: loop of as many clients as requests (no client waits), as ``vllm bench serve``'s default
+#: ``--request-rate inf`` sends them (``simulate(..., concurrency=N)``)
+ALL_AT_ONCE = (
+    "every request at once (vllm bench serve's default --request-rate inf) is a closed loop of as many "
+    "clients as requests: give --concurrency N with N = --requests instead"
+)
 MAX_TURNS = 10_000  #: most turns one conversation may have
 #: think times accepted (s): none to about 12 days
 THINK_RANGE = (0.0, 1e6)

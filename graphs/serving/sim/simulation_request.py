@@ -139,6 +139,10 @@ def _check_range(name: str, value: Any) -> None:
     if name in INT_RANGES:
         check_number(name, value, *INT_RANGES[name], whole=True)
     else:
+        if name == "rate" and value == float("inf"):
+            from .requests import ALL_AT_ONCE
+
+            raise CostModelError(f"--rate must be a finite number, got inf; {ALL_AT_ONCE}")
         lo, hi, inclusive = FLOAT_RANGES[name]
         check_number(name, value, lo, hi, inclusive=inclusive)
 
