@@ -66,6 +66,22 @@ def test_decode_times_energy_and_device_hours():
     assert rep.device_hours_per_million_tokens == pytest.approx(0.0834, rel=0.02)
 
 
+def test_energy_counts_every_device_of_the_tensor_parallel_group():
+    """A TP group draws every device's power for the step (NVIDIA's H100 SXM datasheet: 700 W
+    TDP), as its device-hours count every device: J/token = TDP x tp x TPOT / batch, one number
+    in ``decode``, ``prefill`` and ``search``'s table (a review found ``decode`` at one device's
+    share, 1/tp of ``search``'s)."""
+    for tp in (1, 8):
+        rep = decode_report("llama-3.1-8b", "h100", batch=8, ctx=4096, tp=tp)
+        assert rep.energy_per_token_j == pytest.approx(700 * tp * rep.step_s / 8, rel=1e-12)
+        # the device-hours of the same tokens at 700 W: the same energy
+        assert rep.energy_per_token_j == pytest.approx(700 * rep.device_hours_per_million_tokens * 3600 / 1e6)
+        pre = prefill_report("llama-3.1-8b", "h100", batch=1, seq=4096, tp=tp)
+        assert pre.energy_per_token_j == pytest.approx(700 * tp * pre.step_s / 4096, rel=1e-12)
+        (row,) = sweep("llama-3.1-8b", devices=["h100"], batches=[8], ctxs=[4096], tp=tp).rows()
+        assert row["energy_per_token_j"] == pytest.approx(700 * tp * row["tpot_s"] / 8, rel=1e-12)
+
+
 def test_knee_batch_and_context_ceiling_are_where_the_bound_flips():
     hw = get_device("h100")
     lim = decode_limits("llama-3.1-8b", hw, ctx=128)

@@ -373,9 +373,9 @@ def sweep_forms(
     chunk: int = 65536,
 ) -> SweepResult:
     """Evaluate each configuration's :class:`DecodeForms` on the batch x context grid: time
-    per output token ``T``, ``1/T`` tokens/s per user, ``B/(tp T)`` per device, ``P T / B``
-    joules per token at the device's power ``P`` (NaN without one), memory against capacity,
-    and the Pareto frontier among the points that fit.
+    per output token ``T``, ``1/T`` tokens/s per user, ``B/(tp T)`` per device, ``P tp T / B``
+    joules per token at the device's power ``P``, every device of the group (NaN without one),
+    memory against capacity, and the Pareto frontier among the points that fit.
 
     Parameters
     ----------
@@ -441,7 +441,7 @@ def sweep_forms(
         out["kv_dtype"][part] = f.kv_dtype
         np.divide(1.0, tpot, out=out["tokens_per_s_per_user"][part])
         np.divide(bg / tp, tpot, out=out["tokens_per_s_per_device"][part])
-        np.divide(power * tpot, bg, out=out["energy_per_token_j"][part])
+        np.divide(power * tp * tpot, bg, out=out["energy_per_token_j"][part])  # every device of the tp group
         np.less_equal(mem, f.capacity_bytes, out=out["fits"][part])
     fits = out["fits"]
     if fits.any():

@@ -288,7 +288,7 @@ def phase_page(
         if getattr(report, "chunk", None):
             headline["chunks"] = f"{report.chunks} of {report.chunk} tokens (the nodes show the whole prompt)"
     if report.energy_per_token_j is not None:
-        headline["energy"] = f"{report.energy_per_token_j:.4f} J/token (TDP x time)"
+        headline["energy"] = f"{report.energy_per_token_j:.4f} J/token (TDP x {report.tp} device(s) x time)"
     if prediction is not None:
         headline["calibrated prediction"] = (
             f"{prediction.predicted_s * 1e3:.3f} ms ({prediction.predicted_s / prediction.bound_s:.2f}x the bound)"

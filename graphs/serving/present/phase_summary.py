@@ -242,7 +242,8 @@ class DecodeSummary(_PhasePage):
         )
         if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
             out.append(
-                f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x TPOT / batch: an estimate at full power); "
+                f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x {rep.tp} device(s) x TPOT / batch: an estimate at "
+                "full power); "
                 f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
             )
         if self.limits is not None:
@@ -315,7 +316,7 @@ class PrefillSummary(_PhasePage):
         out.append(
             f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
             + (
-                f", {rep.energy_per_token_j * 1e3:.3f} mJ/token (TDP x time)"
+                f", {rep.energy_per_token_j * 1e3:.3f} mJ/token (TDP x {rep.tp} device(s) x time)"
                 if rep.energy_per_token_j
                 else ""
             )

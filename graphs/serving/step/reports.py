@@ -143,7 +143,8 @@ class PhaseReport(Result):
     attention_flop_share : float
         Attention's share of the step's FLOPs.
     energy_per_token_j : float or None
-        TDP x step time / tokens: an estimate at full power (J; None: no TDP).
+        TDP x devices x step time / tokens, every device of the tensor-parallel group at full
+        power: an estimate (J; None: no TDP).
     notes : tuple of str
         What the device's roofs substituted, said once.
     """
@@ -160,7 +161,7 @@ class PhaseReport(Result):
     weight_read_s: float  #: weight bytes the graph reads, over DRAM bandwidth
     kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
     attention_flop_share: float
-    energy_per_token_j: float | None  #: TDP x step time / tokens: an estimate at full power
+    energy_per_token_j: float | None  #: TDP x tp x step time / tokens: an estimate at full power
     #: what the device's roofs substituted (:func:`costmodel.hardware.fallback.roof_notes`)
     notes: tuple[str, ...] = ()
 
@@ -358,7 +359,8 @@ def phase_fields(
 ) -> dict[str, Any]:
     """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
     ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
-    and the TDP energy estimate ``P T / tokens`` (J) are derived here.
+    and the TDP energy estimate ``P tp T / tokens`` (J: every device of the tensor-parallel group
+    at its TDP ``P`` for the step's ``T`` seconds, as the device-hours count them) are derived here.
 
     Parameters
     ----------
@@ -401,7 +403,7 @@ def phase_fields(
         "weight_read_s": values["weight_read_s"],
         "kv_read_s": values["kv_read_s"],
         "attention_flop_share": values["attention_flops"] / flops if flops else 0.0,
-        "energy_per_token_j": power_w * step / tokens if power_w is not None else None,
+        "energy_per_token_j": power_w * tp * step / tokens if power_w is not None else None,
         "notes": tuple(notes),
     }
 
@@ -597,7 +599,7 @@ def prefill_from_fields(
     chunked_s : float, optional
         The sum of the chunk steps (s); replaces the one-step time.
     power_w : float, optional
-        The device's TDP (W), for the energy of the chunked time.
+        The device's TDP (W), for the energy of the chunked time (every device of the tp group).
 
     Returns
     -------
@@ -606,7 +608,7 @@ def prefill_from_fields(
     if chunked_s is None:
         return PrefillReport(**fields)
     tokens = fields["tokens"]
-    energy = power_w * chunked_s / tokens if power_w is not None else None
+    energy = power_w * fields["tp"] * chunked_s / tokens if power_w is not None else None
     return PrefillReport(
         **{**fields, "step_s": chunked_s, "energy_per_token_j": energy},
         chunks=chunks,
