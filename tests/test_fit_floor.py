@@ -181,6 +181,20 @@ def test_an_ordinary_run_held_at_a_bound_is_written_and_read_back(tmp_path, caps
     assert json.loads(out.read_text())["stderr"]["kernel_scale"] is None
 
 
+def test_a_term_at_the_top_of_its_range_is_said_so(tmp_path, capsys):
+    """Latencies in milliseconds written as seconds (a 30 s TTFT for a 500-token prompt that an
+    H100 prefills in about 30 ms): the fit takes kernel_scale to the top of its range (20,
+    graphs.serving.pricing.overheads.TERM_RANGES) and says so, with the likely cause, where it
+    once named the roofline's bound of 1 (a review found it)."""
+    f = _csv(tmp_path / "slow.csv", [(0.0, 500, 100, 30.0, 650.0), (0.5, 800, 120, 40.0, 800.0)])
+    out = tmp_path / "fit.json"
+    args = ["calibrate", "serving", f, "--model", M, "--device", "h100", "--terms", "kernel_scale"]
+    assert main([*args, "-o", str(out), "--quiet"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("kernel_scale"))
+    assert "held at the top of its range, 20" in line and "time units" in line and "roofline" not in line
+    assert read_fit(str(out)).overheads.kernel_scale == 20.0
+
+
 def _linear_runs():
     """Two synthetic runs and a simulator linear in the terms: TTFT = s a + r, TPOT = s b."""
     runs = []

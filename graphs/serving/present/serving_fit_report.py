@@ -34,6 +34,7 @@ from ..planning.serving_fit import (
     write_fit,
 )
 from ..planning.serving_fit_request import ServingFitRequest
+from ..pricing.overheads import TERM_RANGES
 from ..sim.engine import EngineConfig, moe_kernel_padding, profile_engine
 
 __all__ = ["ServingFitReport", "run_serving_fit", "TERM_UNITS"]
@@ -190,11 +191,16 @@ class ServingFitReport:
             v, se = getattr(fit.overheads, t), fit.stderr[t]
             other = next((a if b == t else b for a, b in fit.collinear if t in (a, b)), None)
             if t in fit.at_bound:
-                err = (
-                    "held at its bound 1: the roofline (a smaller scale would price kernels below it)"
-                    if t == "kernel_scale" and not predict
-                    else f"held at its bound {v * k:.4g}{unit} (no standard error)"
-                )
+                top = v >= TERM_RANGES[t][1]
+                if top:  # the runs ask for more than the term's range allows: said, not hidden
+                    err = (
+                        f"held at the top of its range, {v * k:.4g}{unit} (no standard error): the runs "
+                        "are slower than these terms can make them (check the runs' time units)"
+                    )
+                elif t == "kernel_scale" and not predict:
+                    err = "held at its bound 1: the roofline (a smaller scale would price kernels below it)"
+                else:
+                    err = f"held at its bound {v * k:.4g}{unit} (no standard error)"
             elif other is not None:
                 err = f"not told apart from {other} by these runs: {_why_collinear(t, other)}"
             else:
