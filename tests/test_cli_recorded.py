@@ -78,6 +78,7 @@ RECORDED = [
             "--rate",
             "2",
             "--ignore-capacity",  # decode batch 32 at 8704 tokens does not fit one H100: refused without it
+            "--allow-long-context",  # 8,704 tokens past Llama-2's 4,096: refused without it
         ],
         "ttft.ttft_s",
         0.4512197545607704,

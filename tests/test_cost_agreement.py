@@ -130,6 +130,7 @@ def test_serve_disagg_prices_every_device_it_sizes(capsys):
     requests/s of 8192 + 512 tokens: 1 B200 ($6.03/h) + 2 H100 ($4.916/h) = $15.862/h over
     2 x 512 = 1,024 output tokens/s (and 16,384 input)."""
     argv = ["serve", "disagg", "llama-2-7b", "--prefill-device", "b200", "--decode-device", "h100"]
+    argv.append("--allow-long-context")  # 8,192 + 512 tokens past Llama-2's 4,096: the pricing, not the limit
     argv += ["--link-bandwidth", "12.5e9", "--rate", "2", "--decode-batch", "8"]
     doc = _json(capsys, argv)
     assert (doc["prefill_devices"], doc["decode_devices"]) == (1, 2)

@@ -161,6 +161,9 @@ def test_serve_disagg_says_where_the_transfer_is_largest(capsys):
     from graphs.cli import main
 
     argv = ["serve", "disagg", "llama-2-7b", "--prefill-device", "b200", "--decode-device", "h100"]
+    argv.append(
+        "--allow-long-context"
+    )  # 8,192 + 512 tokens past Llama-2's 4,096: the transfer's range, not the limit
     assert main([*argv, "--link-bandwidth", "12.5e9", "--decode-batch", "8"]) == 0
     out = capsys.readouterr().out
     first, last = kv_transfer_range(

@@ -116,7 +116,16 @@ def test_json_output_is_strict_json(capsys):
     """Infinite or undefined values become null: every --json output parses with a strict parser."""
     for argv in (
         ["fusion", "tiling", "--json"],
-        ["serve", "disagg", "llama-2-7b", "--rate", "1000", "--json", "--ignore-capacity"],
+        [
+            "serve",
+            "disagg",
+            "llama-2-7b",
+            "--rate",
+            "1000",
+            "--json",
+            "--ignore-capacity",
+            "--allow-long-context",
+        ],
     ):
         assert main(argv) == 0
         json.loads(capsys.readouterr().out, parse_constant=_refuse_constant)

@@ -112,10 +112,10 @@ def test_prefill_and_model_analyze_refuse_what_does_not_fit(capsys):
 def test_serve_disagg_refuses_a_decode_pool_that_does_not_fit(capsys):
     # Llama-2-7B KV: 32 layers x 32 heads x 128 x 2 x 2 B = 524,288 B/token; 32 sequences x
     # (8192 + 512) tokens = 146 GB of KV alone, over an H200's 141 GB
-    code, out, _ = run(capsys, "serve", "disagg", "llama-2-7b")
+    code, out, _ = run(capsys, "serve", "disagg", "llama-2-7b", "--allow-long-context")
     assert code == 1 and out.splitlines()[0].startswith("decode: does not fit on 1×h200-sxm: needs ≥ 2")
     assert "TPOT" not in out and "J/token" not in out
-    code, out, _ = run(capsys, "serve", "disagg", "llama-2-7b", "--ignore-capacity")
+    code, out, _ = run(capsys, "serve", "disagg", "llama-2-7b", "--ignore-capacity", "--allow-long-context")
     assert code == 0 and out.startswith("decode: does not fit") and "TPOT" in out
 
 
@@ -395,3 +395,33 @@ def test_serve_plans_refuse_plans_the_memory_cannot_hold():
     two = plan_memory_bytes(cfg, "h100", batch=16, ctx=4096, tp=8, pp=2, ep=1)
     assert two == pytest.approx(one / 2)
     assert one >= 2 * float(param_counts(cfg).total) / 8  # at least its share of the weights
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "anyway"),
+    [
+        (
+            ["serve", "disagg", "llama-2-7b"],
+            "--prompt + --output 8,704",
+            ["--ignore-capacity"],
+        ),  # 8,192 + 512
+        (
+            ["serve", "specdec", "llama-2-70b", "llama-3.1-8b", "--ctx", "8192"],
+            "llama-2-70b: --ctx 8,192",
+            ["--ignore-capacity"],
+        ),
+        (["serve", "split", "llama-2-7b"], "--ctx 8,192", []),  # its default
+        (["serve", "plans", "llama-2-7b", "--ctx", "100000"], "--ctx 100,000", []),
+    ],
+)
+def test_serve_refuses_a_context_beyond_the_model_limit_as_decode_does(capsys, argv, field, anyway):
+    """Llama-2's limit is 4,096 tokens (max_position_embeddings; the Llama 2 paper's context
+    length). ``decode --ctx 8192`` refused it; the serve subcommands costed it silently (a
+    review found it, their defaults among them). Now each refuses before any work, naming the
+    model and the field, and ``--allow-long-context`` costs it with a warning."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{field} exceeds the model's context limit of 4,096 tokens" in err
+    assert "--allow-long-context" in err and err.count("\n") == 1
+    assert main([*argv, *anyway, "--allow-long-context"]) in (0, 1)  # 1: a point that does not fit
+    assert "costed anyway (--allow-long-context)" in capsys.readouterr().err

@@ -30,7 +30,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     from graphs.serving.present.serve_summaries import run_disagg
 
     from .cost_option import rates_of
-    from .model_option import resolve_model
+    from .model_option import check_context, resolve_model
 
     settings = ("prefill_device", "decode_device", "prompt", "output", "decode_batch", "link_bandwidth")
     req = DisaggRequest(
@@ -41,6 +41,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         ignore_capacity=args.ignore_capacity,
         predict=args.predict,
     )
+    check_context(args, args.prompt + args.output, "--prompt + --output")
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     rates = rates_of(args, [args.prefill_device, args.decode_device])
     report = run_disagg(req, cfg, rates=rates, predictor=_predictor(args))
@@ -99,8 +100,10 @@ def cmd_specdec(args: argparse.Namespace) -> int:
     from graphs.serving.analysis.specdec import speculative_decoding
     from graphs.serving.step.ledger_fit import capacity_check
 
-    from .model_option import resolve_model
+    from .model_option import check_context, resolve_model
 
+    for m in (args.target, args.draft):  # each model's own context limit, before any work
+        check_context(argparse.Namespace(**{**vars(args), "model": m}), args.ctx, "--ctx")
     target, draft = (apply_dtypes(resolve_model(m, args), args) for m in (args.target, args.draft))
     checks = {
         "target": capacity_check(target, args.device, phase="decode", batch=args.batch, tokens=args.ctx),
@@ -142,8 +145,9 @@ def cmd_split(args: argparse.Namespace) -> int:
     from costmodel.report import fmt_time
     from graphs.serving.analysis.split import attention_ffn_split
 
-    from .model_option import resolve_model
+    from .model_option import check_context, resolve_model
 
+    check_context(args, args.ctx, "--ctx")
     r = attention_ffn_split(
         apply_dtypes(resolve_model(args.model, args), args),
         args.attention_device,
@@ -185,8 +189,9 @@ def cmd_plans(args: argparse.Namespace) -> int:
     from graphs.serving.present.serve_summaries import run_plans
 
     from .cost_option import rates_of
-    from .model_option import resolve_model
+    from .model_option import check_context, resolve_model
 
+    check_context(args, args.ctx, "--ctx")
     req = PlansRequest(
         devices=tuple(args.device.split(",")),
         batches=tuple(int_list(args.batches, "--batches")),
@@ -200,6 +205,15 @@ def cmd_plans(args: argparse.Namespace) -> int:
     report = run_plans(req, cfg, rates=rates, predictor=_predictor(args))
     keep(args, report=report)
     return emit(args, report.to_dict(), report.to_text())
+
+
+def _add_long_context(p: argparse.ArgumentParser) -> None:
+    """``--allow-long-context``: a context beyond the model's limit is refused unless this is given."""
+    p.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="cost a context beyond the model's limit (max_position_embeddings) with a warning",
+    )
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -231,6 +245,7 @@ def add_serve_parser(sub: Any) -> None:
     )
     add_predict_option(d, help=_PREDICT_HELP)
     d.add_argument("--json", action="store_true")
+    _add_long_context(d)
     add_ignore_capacity(d)
     add_cost_options(d)
     d.set_defaults(func=cmd_disagg)
@@ -249,6 +264,7 @@ def add_serve_parser(sub: Any) -> None:
     sp.add_argument("--k-max", type=int, default=12, help="largest number of drafted tokens per step to try")
     add_predict_option(sp, help=_PREDICT_HELP)
     sp.add_argument("--json", action="store_true")
+    _add_long_context(sp)
     add_ignore_capacity(sp)
     sp.set_defaults(func=cmd_specdec)
     sl = ssub.add_parser("split", help="attention on one device type, FFN on another")
@@ -263,6 +279,7 @@ def add_serve_parser(sub: Any) -> None:
     )
     sl.add_argument("--hop-latency", type=float, default=2e-6, help="latency per hop between devices (s)")
     sl.add_argument("--json", action="store_true")
+    _add_long_context(sl)
     sl.set_defaults(func=cmd_split)
     sr = ssub.add_parser("sram", help="a model held in on-chip SRAM devices: count and hop-latency floor")
     sr.add_argument("model")
@@ -284,6 +301,7 @@ def add_serve_parser(sub: Any) -> None:
     )
     add_predict_option(pl, help=_PREDICT_HELP)
     pl.add_argument("--json", action="store_true")
+    _add_long_context(pl)
     add_cost_options(pl)
     add_routing_options(pl)
     pl.set_defaults(func=cmd_plans)
