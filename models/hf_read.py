@@ -82,7 +82,19 @@ SUPPORTED_MODEL_TYPES = (
 #: DeepSeek-V3.2's adds the sparse-attention indexer: models.families.deepseek_v32)
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 
-_GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+#: GELU's spellings in transformers' ``ACT2FN`` (activations.py): a gated MLP with one is GeGLU
+_GELU = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "gelu_python",
+    "gelu_accurate",
+    "gelu_10",
+    "quick_gelu",
+)
+#: SiLU's (``swish`` is its other name there): a gated MLP with one is SwiGLU
+_SILU = ("silu", "swish")
 
 
 #: ``hint(config, name)``: a clause for the refusal of an unknown ``model_type`` (the nearest family)
@@ -137,6 +149,11 @@ def read_hf_dict(
             f"{name}: config field 'hidden_act' must be a string naming the activation (silu, gelu ...), "
             f"got {act!r:.60}"
         )
+    if act not in _SILU + _GELU:  # any other name once fell through to SwiGLU, unsaid
+        raise ModelConfigError(
+            f"{name}: config field 'hidden_act' {act[:40]!r} is not an activation the MLP is costed "
+            f"with; known: {', '.join(_SILU + _GELU)}"
+        )
     if mt == "mamba2":
         # no attention and no MLP: the attention fields take the SSM heads, the MLP width d_inner
         d = _get(cfg, "hidden_size", name)
@@ -158,7 +175,10 @@ def read_hf_dict(
         "intermediate_size": _get(cfg, "intermediate_size", name),
         "vocab_size": _get(cfg, "vocab_size", name),
         "tie_word_embeddings": bool_field(cfg, "tie_word_embeddings", name, False),
-        "mlp": "gelu" if act in _GELU else "swiglu",
+        # gated (gate_proj, up_proj, down_proj) whatever the activation, as transformers' Llama,
+        # Qwen, Mistral ... MLPs are; the plain two-matrix GELU MLPs' families say so themselves
+        # (hf_families.gpt2_style: Phi-2, Falcon, StarCoder2)
+        "mlp": "geglu" if act in _GELU else "swiglu",
         "dtype": float_dtype(cfg, name),
         "source": source,
     }

@@ -272,3 +272,25 @@ def test_llama4_layer_lists_are_typed():
 def test_the_activation_is_a_name(act):
     with pytest.raises(ModelConfigError, match="'hidden_act' must be a string naming the activation"):
         config_from_hf_dict({**_catalog("llama-3.1-8b"), "hidden_act": act}, "m")
+
+
+def test_a_gated_mlp_stays_gated_whatever_its_activation():
+    """transformers' LlamaMLP is ``down(act(gate(x)) * up(x))`` for any ``hidden_act``
+    (modeling_llama.py: ``ACT2FN[config.hidden_act]`` picks the function only), so a GELU
+    activation is GeGLU with all three matrices: Llama-3.1-8B's 8,030,261,248 parameters either
+    way (a review found ``gelu`` read as a plain two-matrix MLP: 6.15 G)."""
+    silu = _catalog("llama-3.1-8b")
+    gelu = {**silu, "hidden_act": "gelu"}
+    a, b = config_from_hf_dict(silu, "silu"), config_from_hf_dict(gelu, "gelu")
+    assert (a.mlp, b.mlp) == ("swiglu", "geglu")
+    assert param_counts(a).total == param_counts(b).total == 8_030_261_248
+
+
+@pytest.mark.parametrize("act", ["weird", "relu", "swigluoai", ""])
+def test_an_activation_the_mlp_is_not_costed_with_is_refused(act):
+    """Any other name once fell through to SwiGLU unsaid; now one line names the field, the value
+    and the names known."""
+    with pytest.raises(ModelConfigError) as exc:
+        config_from_hf_dict({**_catalog("llama-3.1-8b"), "hidden_act": act}, "m")
+    msg = str(exc.value)
+    assert f"m: config field 'hidden_act' {act!r}" in msg and "known: silu, swish, gelu" in msg
