@@ -100,6 +100,9 @@ MLPKind = Literal["swiglu", "geglu", "gelu", "relu2"]
 NormKind = Literal["rmsnorm", "layernorm"]
 _MLPS: tuple[str, ...] = get_args(MLPKind)
 _NORMS: tuple[str, ...] = get_args(NormKind)
+#: dtypes the catalog registers for index, mask and complex tensors, none a model's storage or
+#: compute format (``--weight-dtype bool`` once priced a 1-byte-per-weight model)
+NOT_A_TENSOR_FORMAT = frozenset({"bool", "complex64", "complex128", "int32", "int64", "uint8"})
 _DIM_FIELDS = (
     "hidden_size",
     "num_hidden_layers",
@@ -299,7 +302,24 @@ class ModelConfig:
                 try:
                     set_(f, get_dtype(v).name)
                 except CostModelError as exc:
+                    from costmodel.dtypes import DTYPES
+                    from costmodel.errors import UnknownDTypeError
+
+                    if str(exc).startswith("unknown dtype") and isinstance(
+                        v, str
+                    ):  # the formats a model takes
+                        allowed = ", ".join(sorted(set(DTYPES) - NOT_A_TENSOR_FORMAT))
+                        exc = UnknownDTypeError(
+                            f"unknown dtype {v[:80]!r}; allowed: {allowed}, or group-quantised "
+                            "int<b>_g<G>[_asym] (e.g. int4_g128)"
+                        )
                     raise ModelConfigError(f"{self.name}.{f}: {exc}") from None
+                if getattr(self, f) in NOT_A_TENSOR_FORMAT:  # registered for index and mask tensors
+                    raise ModelConfigError(
+                        f"{self.name}.{f}: {getattr(self, f)} is not a format weights, caches or "
+                        "activations are stored or computed in (floats, fp8, int8, int4, nvfp4, mxfp4, "
+                        "mxfp8, nf4 or group-quantised int<b>_g<G>)"
+                    )
         classes = spec_classes()
         for slot, spec in self.specs.items():
             if not isinstance(spec, classes[slot]):

@@ -294,3 +294,22 @@ def test_an_activation_the_mlp_is_not_costed_with_is_refused(act):
         config_from_hf_dict({**_catalog("llama-3.1-8b"), "hidden_act": act}, "m")
     msg = str(exc.value)
     assert f"m: config field 'hidden_act' {act!r}" in msg and "known: silu, swish, gelu" in msg
+
+
+@pytest.mark.parametrize("flag", ["--weight-dtype", "--kv-dtype", "--matmul-dtype"])
+@pytest.mark.parametrize("value", ["bool", "complex128", "int64", "uint8"])
+def test_a_dtype_option_takes_only_a_tensor_format_and_its_error_names_the_flag(capsys, flag, value):
+    """``--weight-dtype bool`` once priced Llama-3.1-8B at one byte a weight, and a bad name's
+    error named ``llama-3.1-8b.dtype`` (a review found both): the registry's index, mask and
+    complex types are refused, each error naming the option."""
+    from graphs.cli import main
+
+    assert main(["decode", "llama-3.1-8b", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"costmodel: error: {flag} {value!r}: {value} is not a format")
+        and err.count("\n") == 1
+    )
+    assert main(["decode", "llama-3.1-8b", flag, "int3"]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} 'int3': unknown dtype 'int3'; allowed: bf16, fp16" in err and "bool" not in err

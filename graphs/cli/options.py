@@ -418,6 +418,15 @@ def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
     if not changes:
         return _checkpoint_matmul(cfg, args)
+    from models.config import ModelConfigError
+
+    for d, f in DTYPE_OPTIONS.items():  # each flag checked alone, so its error names the flag
+        if f in changes:
+            try:
+                cfg.replace(**{f: changes[f]})
+            except ModelConfigError as exc:
+                why = str(exc).split(": ", 1)[-1]
+                raise ModelConfigError(f"--{d.replace('_', '-')} {str(changes[f])[:40]!r}: {why}") from None
     cfg = cfg.replace(**changes)
     if "dtype" in changes and "matmul_dtype" not in changes:
         cfg = _native_matmul(cfg, args)
