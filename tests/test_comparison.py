@@ -15,6 +15,8 @@ def _run():
     # three requests sent at 0, 1, 2 s; TTFT 0.1/0.2/0.3 s; E2E 1.1/2.2/0.3 s; outputs 11, 21, 1
     return NS(
         summary=None,
+        drawn=False,  # the file's own send times
+        duration_s=None,
         arrival_s=np.array([0.0, 1.0, 2.0]),
         ttft_s=np.array([0.1, 0.2, 0.3]),
         e2e_s=np.array([1.1, 2.2, 0.3]),

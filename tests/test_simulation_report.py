@@ -130,3 +130,47 @@ def test_a_prediction_with_its_interval_and_the_bound_beside_it(tmp_path, capsys
     # physics is a floor: no predicted mean below the bound's on the same requests
     bound, predicted = report.comparison.columns[0], report.comparison.columns[1]
     assert predicted.values["TTFT mean"] >= bound.values["TTFT mean"]
+
+
+def test_a_vllm_result_without_send_times_states_its_own_throughput(tmp_path):
+    """A ``vllm bench serve`` result holds no send times, so the replay draws them (the seed's);
+    the measured column's requests/s is the file's own, ``completed / duration`` (20 / 8.0 s =
+    2.5), never one read off the draw (a review found 2.774 / 3.884 / 3.731 at seeds 0, 1, 2);
+    and its successful requests of no prompt or no output tokens are said left out."""
+    n = 20
+    doc = {
+        "request_rate": 4.0,
+        "duration": 8.0,
+        "completed": n,
+        "input_lens": [64 + i for i in range(n - 2)] + [0, 70],
+        "output_lens": [16] * (n - 1) + [0],
+        "ttfts": [0.02] * n,
+        "itls": [[0.01] * 15] * (n - 1) + [[]],
+    }
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps(doc))
+    seen = set()
+    for seed in (0, 1, 2):
+        report = run_simulation(SimulationRequest(workload_from=str(path), compare=True, seed=seed), TINY)
+        measured = next(c for c in report.comparison.columns if c.name == report.comparison.measured)
+        seen.add(measured.values["requests/s"])
+        assert "2 successful request(s) of no prompt or no output tokens left out" in report.settings
+    assert seen == {18 / 8.0}  # the 18 replayed requests over the stated 8.0 s
+
+
+def test_an_interval_always_holds_its_point():
+    """A finite run's percentile (TTFT P90) need not move with every kernel's speed, so the
+    runs at both kernel ends may both sit on one side of the point: the interval printed beside
+    it is the range of the two ends and the point (a review found ``TTFT P90 s 0.0808 [0.0692,
+    0.0767]``)."""
+    from types import SimpleNamespace as NS
+
+    from graphs.serving.sim.intervals import METRICS, SimInterval
+
+    def run(p90: float):
+        s = NS(mean=1.0, p90=p90)
+        return NS(ttft=s, tpot=s, e2e=s, output_tokens_per_s=1.0, requests_per_s=1.0)
+
+    iv = SimInterval(point=run(0.0808), low=run(0.0692), high=run(0.0767), quantiles=(0.1, 0.9))
+    assert iv.ranges["TTFT P90 s"] == (0.0692, 0.0808)
+    assert all(lo <= iv.value(label) <= hi for label, _ in METRICS for lo, hi in [iv.ranges[label]])

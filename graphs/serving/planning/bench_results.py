@@ -145,6 +145,10 @@ class BenchRun:
     prefix: np.ndarray | None = None
     summary: Summary | None = None  #: a summary-only result: its aggregates (the latencies are NaN)
     burstiness: float = 1.0  #: the gamma shape of redrawn gaps (vllm's --burstiness; 1: Poisson)
+    #: successful requests of no prompt or no output tokens, left out (said by :func:`replay_text`)
+    empty: int = 0
+    #: the run's own duration as the file states it (s; vllm's ``duration``), or None
+    duration_s: float | None = None
 
     def first(self, n: int) -> BenchRun:
         """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
@@ -330,7 +334,7 @@ def _run(
             f"{source}: request {int(bad[0])} ends ({e[bad[0]]!r} s) before its first token ({t[bad[0]]!r} s)"
         )
     a = a - a.min()
-    run = BenchRun(source, rate, a, p.astype(int), o.astype(int), t, e, drawn)
+    run = BenchRun(source, rate, a, p.astype(int), o.astype(int), t, e, drawn, empty=len(rows) - len(keep))
     if prefixes is None or all(prefixes[i][0] < 0 for i in keep):
         return run
     ids, toks = (np.array(c, dtype=int) for c in zip(*(prefixes[i] for i in keep), strict=True))
@@ -396,7 +400,9 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
             _tokens(doc["output_lens"][i], f"{source}: output_lens[{i}]"),
         )
         rows.append((arr, p, o, ttft, ttft + gaps))
-    run = dataclasses.replace(_run(source, rate, rows, drawn), burstiness=burst)
+    dur = doc.get("duration")
+    stated = None if dur is None else _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
+    run = dataclasses.replace(_run(source, rate, rows, drawn), burstiness=burst, duration_s=stated)
     if mc is None or mc >= len(run.prompt):
         return run
     return dataclasses.replace(run, concurrency=mc)
@@ -741,6 +747,8 @@ def replay_text(run: BenchRun, seed: int = 0) -> str:
         return f"{lo} tokens each" if lo == hi else f"{lo}-{hi} tokens (mean {float(x.mean()):.4g})"
 
     parts = [f"{n:,} requests", f"prompts {spread(run.prompt)}", f"outputs {spread(run.output)}"]
+    if run.empty:
+        parts.append(f"{run.empty:,} successful request(s) of no prompt or no output tokens left out")
     if run.rate is None and not run.arrival_s.any():
         parts.append("all sent at once")
     elif run.drawn:

@@ -13,7 +13,9 @@ same metrics, defined as a client measures them:
   tokens, then the mean (``vllm bench serve``'s per-request TPOT);
 * requests/s and output tokens/s: completed requests and their output tokens over the span from
   the first send to the last completion (the drain included, as
-  :attr:`~graphs.serving.sim.simulator.SimResult.requests_per_s` counts it).
+  :attr:`~graphs.serving.sim.simulator.SimResult.requests_per_s` counts it); for a result whose
+  send times the replay drew (a ``vllm bench serve`` file holds none), over the run's own
+  ``duration`` as the file states it, and not measured without one.
 
 A summary-only result fills only what it states. Each column's error against the measured one is
 ``value / measured - 1`` (signed).
@@ -138,17 +140,21 @@ def measured_column(name: str, run: Any) -> Column:
     out = np.asarray(run.output, dtype=float)
     many = out > 1
     tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
-    arrival = np.asarray(run.arrival_s, dtype=float)
-    span = float(np.max(arrival + e2e) - np.min(arrival))
-    if not span > 0:
-        raise CostModelError(f"{name}: the run's requests span no time (first send to last completion)")
     values = {
         "TTFT mean": float(ttft.mean()),
         "TTFT P90": float(np.percentile(ttft, 90)),
         "E2E mean": float(e2e.mean()),
-        "requests/s": len(ttft) / span,
-        "output tokens/s": float(out.sum()) / span,
     }
+    if run.drawn:  # the arrivals are this replay's draw, not the run's: its span is the file's duration
+        span = run.duration_s
+    else:
+        arrival = np.asarray(run.arrival_s, dtype=float)
+        span = float(np.max(arrival + e2e) - np.min(arrival))
+        if not span > 0:
+            raise CostModelError(f"{name}: the run's requests span no time (first send to last completion)")
+    if span is not None:
+        values["requests/s"] = len(ttft) / span
+        values["output tokens/s"] = float(out.sum()) / span
     if tpot.size:
         values["TPOT mean"] = float(tpot.mean())
     return Column(name, values, {}, {"TTFT": ttft, "TPOT": tpot, "E2E": e2e})
