@@ -174,3 +174,23 @@ def test_an_interval_always_holds_its_point():
     iv = SimInterval(point=run(0.0808), low=run(0.0692), high=run(0.0767), quantiles=(0.1, 0.9))
     assert iv.ranges["TTFT P90 s"] == (0.0692, 0.0808)
     assert all(lo <= iv.value(label) <= hi for label, _ in METRICS for lo, hi in [iv.ranges[label]])
+
+
+def test_a_replayed_run_beyond_the_context_names_the_run_not_flags(tmp_path):
+    """A replayed request past the model's limit is refused naming the file's requests, not
+    ``--prompt + --output`` (neither given; a review found the wrong names)."""
+    doc = {
+        "request_rate": 4.0,
+        "duration": 3.0,
+        "completed": 2,
+        "input_lens": [200_000, 150],
+        "output_lens": [195, 12],
+        "ttfts": [0.03, 0.03],
+        "itls": [[0.006] * 194, [0.006] * 11],
+    }
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CostModelError) as exc:
+        run_simulation(SimulationRequest(workload_from=str(path)), get_model("llama-2-7b"))
+    assert "long.json's prompt + output 200,195 exceeds the model's context limit" in str(exc.value)
+    assert "--prompt" not in str(exc.value)

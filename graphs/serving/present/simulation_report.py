@@ -1111,7 +1111,14 @@ def _requests(
             )
         )
     longest = max(r.prompt + r.output for r in reqs)  # the most a sequence holds: its prompt and answer
-    check_context(longest, "--prompt + --output" if trace is None else "the trace's prompt + output")
+    field = (
+        "the trace's prompt + output"
+        if trace is not None
+        else f"{replayed.source}'s prompt + output"
+        if replayed is not None
+        else "--prompt + --output"
+    )
+    check_context(longest, field)
     return trace, replayed, replay_said, reqs
 
 
