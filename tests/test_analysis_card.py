@@ -129,3 +129,30 @@ def test_a_sweep_from_cards_equals_the_library_sweep():
             assert (got.columns[k] == col).all(), k
         else:
             np.testing.assert_allclose(got.columns[k], col, rtol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "tiny", "--weight-dtype", "fp8", "--batch", "4"],
+        ["prefill", "tiny", "--weight-dtype", "fp8"],
+        ["ledger", "tiny", "--weight-dtype", "fp8"],
+        ["model", "analyze", "tiny", "--weight-dtype", "fp8"],
+    ],
+)
+def test_a_dtype_assumption_is_said_on_every_run_not_only_the_one_that_built_the_card(
+    tmp_path, monkeypatch, capsys, argv
+):
+    """FP8 weights on an H100 run W8A8 (vLLM's FP8 docs: Hopper supports W8A8), said once: on
+    the run that builds the card and on every later run the card answers (a review found the
+    note only on a cache miss)."""
+    from graphs.cli import main
+
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
+    outs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        cap = capsys.readouterr()
+        assert cap.err.count("note: matmuls in fp8_e4m3 (W8A8)") == 1
+        outs.append(cap.out)
+    assert outs[0] == outs[1]

@@ -171,6 +171,18 @@ def served(
     return out
 
 
+def _say_dtype_notes(args: argparse.Namespace, cfg: Callable[[], Any]) -> None:
+    """With a dtype option given, the model as the options make it (``cfg()``, cached by the
+    caller), so the assumptions :func:`graphs.cli.options.apply_dtypes` says (W8A8 where the
+    device's tensor cores have the roof, weight-only where not) are said on a card's answer as
+    on a miss: said once on every run, not only on the one that built the card (a review found
+    them only on a cache miss). Without one, nothing is built (the sympy-free path)."""
+    from .options import DTYPE_OPTIONS
+
+    if any(getattr(args, d, None) for d in DTYPE_OPTIONS):
+        cfg()
+
+
 def decode_reports(
     args: argparse.Namespace, config: Callable[[argparse.Namespace], Any], max_batch: int | None = None
 ) -> tuple[Any, Any, Any]:
@@ -179,6 +191,7 @@ def decode_reports(
     from graphs.serving.present.cards import build_decode_card, decode_from_card
 
     cfg = functools.cache(lambda: config(args))
+    _say_dtype_notes(args, cfg)
     if routed(args):  # not the step a card holds: the library's, knee and ctx ceiling not solved
         from graphs import decode_report, near_far_memory
 
@@ -225,6 +238,7 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
     from graphs.serving.present.cards import build_prefill_card, prefill_from_card
 
     cfg = functools.cache(lambda: config(args))
+    _say_dtype_notes(args, cfg)
 
     def library() -> Any:
         from graphs import prefill_report as library_prefill
@@ -277,6 +291,7 @@ def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], An
     from graphs.serving.present.cards import analysis_from_card, build_analysis_card, card_notes
 
     cfg = functools.cache(lambda: config(args))
+    _say_dtype_notes(args, cfg)
     point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
 
     def library() -> Any:
@@ -324,10 +339,12 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
     except (CostModelError, OSError, ValueError):
         return None
     limit = lim.tokens if lim is not None else None
+    cfg = functools.cache(lambda: config(args))
+    _say_dtype_notes(args, cfg)
     return served(
         card_key(args, "decode"),
         lambda card: capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit),
-        lambda: build_decode_card(config(args), args.device, tp=args.tp),
+        lambda: build_decode_card(cfg(), args.device, tp=args.tp),
         lambda: None,
         functools.partial(shipped_card, args, "decode"),
     )
