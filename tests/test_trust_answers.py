@@ -425,3 +425,23 @@ def test_serve_refuses_a_context_beyond_the_model_limit_as_decode_does(capsys, a
     assert "--allow-long-context" in err and err.count("\n") == 1
     assert main([*argv, *anyway, "--allow-long-context"]) in (0, 1)  # 1: a point that does not fit
     assert "costed anyway (--allow-long-context)" in capsys.readouterr().err
+
+
+def test_a_config_of_no_torch_dtype_is_said_to_be_read_as_bf16(tmp_path, capsys):
+    """The loader reads a config.json that states no ``torch_dtype`` as BF16; every command
+    says so once before its answer (a review found only ``model check`` said it), and
+    ``--weight-dtype`` silences it by giving the format."""
+    import json
+
+    from models.resolver import config_data
+
+    data = config_data("llama-3.1-8b")
+    data.pop("torch_dtype")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    code, _, err = run(capsys, "decode", str(path), "--batch", "2")
+    assert code == 0 and err.count("states no torch_dtype") == 1 and "taken as bf16" in err
+    code, _, err = run(capsys, "decode", str(path), "--batch", "2", "--weight-dtype", "bf16")
+    assert code == 0 and "torch_dtype" not in err
+    code, _, err = run(capsys, "decode", "llama-3.1-8b", "--batch", "2")  # the catalog's states it
+    assert code == 0 and "torch_dtype" not in err

@@ -304,9 +304,10 @@ def _main(argv: Sequence[str] | None) -> int:
                     *(["--json"] if args.json else []),
                 ]
             )
-        from .options import assumed_family
+        from .options import assumed_family, dtype_assumption
 
         assumed_family(args)  # --assume-family: checked, and said once, before any work
+        dtype_assumption(args)  # a config.json of no torch_dtype: bf16, said once
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
         if isinstance(exc.code, int):

@@ -413,6 +413,35 @@ def assumed_family(args: argparse.Namespace) -> None:
             note_once(args, assumed_family_note(mt, family))
 
 
+def dtype_assumption(args: argparse.Namespace) -> None:
+    """A ``config.json`` that states no ``torch_dtype`` (nor ``dtype``) is read as BF16
+    (:func:`models.quantization.float_dtype`), said once on stderr before any work, unless
+    ``--weight-dtype`` gives the weights' (a review found it said by ``model check`` only).
+    Light: the JSON is read, no model built."""
+    if getattr(args, "weight_dtype", None):
+        return
+    from costmodel.errors import CostModelError
+    from models.resolver import config_data
+
+    for name in (getattr(args, k, None) for k in ("model", "target", "draft")):
+        if not isinstance(name, str):
+            continue
+        try:
+            data = config_data(name)
+        except (CostModelError, OSError, ValueError):
+            continue  # the command's own resolution says what is wrong with it
+        inner = data.get("text_config")
+        stated = [
+            d for d in (data, inner if isinstance(inner, dict) else {}) if "torch_dtype" in d or "dtype" in d
+        ]
+        if not stated:
+            note_once(
+                args,
+                f"{name[:200]}: the config states no torch_dtype: its unquantised weights and "
+                "activations are taken as bf16 (give --weight-dtype for another)",
+            )
+
+
 def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     """``cfg`` with the dtypes the options of :func:`add_dtype_options` give (a bad name: one-line error)."""
     changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
