@@ -51,10 +51,38 @@ def _opt(e: Any) -> float | None:
 
 
 def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> list[DeviceRow]:
-    """One row per device at ``precision`` (tensor roof); missing roofs are ``None``, not guessed."""
+    """One row per device at ``precision`` (tensor roof); missing roofs are ``None``, not guessed.
+    A precision no device of the catalog or of ``devices`` has a tensor roof for (``int3``, a
+    typo) is refused naming those that exist, where it once printed a table of dashes.
+
+    Parameters
+    ----------
+    devices : list of str or Hardware
+        Catalog names, aliases or device specs.
+    precision : str
+        A tensor roof's precision (``bf16``, ``fp8``, ``fp4`` ...).
+
+    Returns
+    -------
+    list of DeviceRow
+    """
+    from .errors import CostModelError
+    from .hardware.catalog import device_names
+
+    hws = [get_device(d) for d in devices]
+    known = {
+        r.precision
+        for hw in [*hws, *(get_device(n) for n in device_names())]
+        for r in hw.roofs
+        if r.unit == "tensor"
+    }
+    if precision not in known:
+        raise CostModelError(
+            f"--precision {str(precision)[:40]!r} is no tensor roof's precision; the devices' are: "
+            + ", ".join(sorted(known))
+        )
     rows = []
-    for d in devices:
-        hw = get_device(d)
+    for hw in hws:
         p = _opt(hw.peak(Unit.TENSOR, precision))
         bw, cap = as_float(hw.bandwidth()), as_float(hw.capacity())
         power = _opt(hw.power_w)

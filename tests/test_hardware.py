@@ -292,3 +292,17 @@ def test_the_example_device_file_loads():
     assert float(hw.balance("tensor", "bf16")) == 200.0
     assert float(hw.capacity()) == 64 * 1024**3
     assert get_device("box") is hw  # its alias
+
+
+@pytest.mark.parametrize("precision", ["int3", "inf", "FP8x", ""])
+def test_compare_refuses_a_precision_no_device_has(precision):
+    """``hw compare --precision int3`` printed a table of dashes (a review found it): a name no
+    catalog device has a tensor roof for is refused naming those that exist; one that exists
+    but a device lacks (FP4 on an H100, whose datasheet lists none) is that device's dash."""
+    from costmodel.compare import compare_devices
+    from costmodel.errors import CostModelError
+
+    with pytest.raises(CostModelError, match="is no tensor roof's precision; the devices' are: bf16"):
+        compare_devices(["h100", "a100"], precision)
+    h100, b200 = compare_devices(["h100", "b200"], "fp4")
+    assert h100.peak_flops_per_s is None and b200.peak_flops_per_s == 9e15
