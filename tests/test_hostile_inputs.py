@@ -25,6 +25,10 @@ def files(tmp_path):
         '[devices.huge]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = "9**9**9" }]\n'
         'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12, capacity_bytes = 80e9 }]\n'
     )
+    (tmp_path / "symbolic.toml").write_text(
+        '[devices.symbox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15 }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = "abc", capacity_bytes = 80e9 }]\n'
+    )
     (tmp_path / "deep.json").write_text("[" * 2000 + "]" * 2000)
     digits = "9" * 5000
     (tmp_path / "config.json").write_text(
@@ -42,6 +46,11 @@ REFUSED = [
     (["derive", "crossover", "--N", "10**(10**7)"], 'N "10**(10**7)": exponent'),
     ([*RAW, "--capacity-bytes", "9**9**9"], "--capacity-bytes"),
     (["--hw-file", "{d}/huge.toml", "hw", "show", "huge"], "peak_flops_per_s"),
+    # a bare name keeps a device symbolic: a numeric command names its file, device and field
+    (
+        ["--hw-file", "{d}/symbolic.toml", "decode", "llama-3.1-8b", "--device", "symbox"],
+        "symbolic.toml: device 'symbox' memory dram.bandwidth_bytes_per_s = abc",
+    ),
     (["fusion", "tiling", "--sram-bytes", "1e18"], "--sram-bytes must be in"),
     (["serve", "specdec", "llama-3.1-8b", "tiny", "--k-max", "2147483648"], "--k-max must be in [1, 256]"),
     (["op", "gemm", "M=1e999", "N=1", "K=1"], 'M "1e999": inf is not a finite number'),

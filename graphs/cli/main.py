@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from .options import Parser, finish
 
@@ -230,9 +231,15 @@ def _hoist_global_options(argv: Sequence[str]) -> list[str]:
     return front + rest
 
 
+#: each symbol a ``--hw-file`` device keeps (a bare name in a value keeps it symbolic) -> where:
+#: the file, the device and the field, for the error of a command that needs a number there
+SYMBOL_ORIGINS: dict[str, str] = {}
+
+
 def _load_hw_files(paths: Sequence[str], override: bool) -> None:
     """Register each ``--hw-file``'s devices; with ``--hw-override`` one may replace a catalog
-    device, and stderr names every device replaced (without it that is an error)."""
+    device, and stderr names every device replaced (without it that is an error). Each symbol
+    a device keeps is recorded with its file, device and field (:data:`SYMBOL_ORIGINS`)."""
     from costmodel.hardware import device_names, load_hardware_file
 
     for path in paths:
@@ -241,7 +248,38 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
             for hw in load_hardware_file(path, register=False):
                 if hw.name.lower() in known:
                     print(f"costmodel: note: {path} replaces catalog device {hw.name!r}", file=sys.stderr)
-        load_hardware_file(path, replace=override)
+        for hw in load_hardware_file(path, replace=override):
+            _record_symbols(path, hw)
+
+
+def _record_symbols(path: str, hw: Any) -> None:
+    fields: list[tuple[str, Any]] = [(f"roofs {r.unit} {r.precision}.peak_flops_per_s", r.peak_flops_per_s) for r in hw.roofs]
+    for m in hw.memory:
+        fields += [(f"memory {m.name}.bandwidth_bytes_per_s", m.bandwidth_bytes_per_s)]
+        fields += [(f"memory {m.name}.capacity_bytes", m.capacity_bytes)]
+    for lk in hw.links:
+        fields += [(f"links {lk.name}.bandwidth_bytes_per_s", lk.bandwidth_bytes_per_s)]
+        fields += [(f"links {lk.name}.latency_s", lk.latency_s)]
+    fields += [("power_w", hw.power_w), ("price_usd_per_hour", hw.price_usd_per_hour)]
+    for where, v in fields:
+        for sym in getattr(v, "free_symbols", ()):
+            SYMBOL_ORIGINS.setdefault(str(sym), f"{path}: device {hw.name!r} {where} = {v}")
+
+
+def _symbol_origins(message: str) -> str:
+    """Where the unbound symbols an error names come from, when a ``--hw-file`` gave them."""
+    import re
+
+    m = re.search(r"unbound symbols: ([^;]+);", message)
+    if m is None:
+        return ""
+    found = [SYMBOL_ORIGINS[n.strip()] for n in m.group(1).split(",") if n.strip() in SYMBOL_ORIGINS]
+    if not found:
+        return ""
+    return (
+        f" ({'; '.join(found)[:400]}: a bare name keeps the device symbolic; give a number for a numeric "
+        "answer)"
+    )
 
 
 #: the Arrow allocator a command's process reads the measured corpus with (unless the user's
@@ -292,6 +330,7 @@ def _main(argv: Sequence[str] | None) -> int:
             parser = build_parser((args.unbuilt,))
             args = parser.parse_args(argv)
         args._typed_argv = list(argv)  # html_option.ARGV: the page shows what was typed
+        SYMBOL_ORIGINS.clear()  # this run's files' symbols only
         if args.hw_file:
             _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
@@ -317,7 +356,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         return 0
     except CostModelError as exc:
-        print(f"costmodel: error: {exc}", file=sys.stderr)
+        print(f"costmodel: error: {exc}{_symbol_origins(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly
         try:  # further writes (the interpreter's flush at exit) go nowhere instead of failing
