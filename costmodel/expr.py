@@ -39,6 +39,11 @@ _MAX_LEN = 500
 _GRAMMAR = "use numbers, names, + - * / ** and parentheses"
 
 
+#: names that read as a non-finite number (Python's, NumPy's and sympy's spellings): refused as
+#: symbols, whose results read like NaN or infinity ("T >= 4.776 ps*oo")
+_NOT_FINITE_NAMES = frozenset({"nan", "inf", "infinity", "oo", "zoo"})
+
+
 def parse_expr(
     text: str, symbols: Mapping[str, sympy.Expr] | None = None, *, field: str = "expression"
 ) -> sympy.Expr:
@@ -122,6 +127,10 @@ def _build(
     if isinstance(node, ast.Name):
         if node.id in symbols:
             return symbols[node.id]
+        if node.id.lower() in _NOT_FINITE_NAMES:  # read as a symbol it printed as a result ("32*nan")
+            raise ExpressionSyntaxError(
+                f'{field} "{text}": {node.id} is not a finite number (a name that reads as one is not a dimension)'
+            )
         return symbol(node.id)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left = _build(node.left, text, symbols, field, depth + 1)

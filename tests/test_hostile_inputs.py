@@ -54,7 +54,7 @@ REFUSED = [
     (["fusion", "tiling", "--sram-bytes", "1e18"], "--sram-bytes must be in"),
     (["serve", "specdec", "llama-3.1-8b", "tiny", "--k-max", "2147483648"], "--k-max must be in [1, 256]"),
     (["op", "gemm", "M=1e999", "N=1", "K=1"], 'M "1e999": inf is not a finite number'),
-    ([*RAW, "--capacity-bytes", "nan"], "--capacity-bytes needs a number"),
+    ([*RAW, "--capacity-bytes", "nan"], '--capacity-bytes "nan": nan is not a finite number'),
     ([*RAW, "--capacity-bytes", "(-1)**0.5"], "not a real number"),
     (
         ["ledger", "--weights-bytes", "B", "--kv-bytes-per-token", "1", "--capacity-bytes", "8e10"],
@@ -166,3 +166,14 @@ def test_a_sweep_too_large_for_memory_is_refused_before_work(capsys, monkeypatch
     ctxs = ",".join(str(i) for i in range(1, 5001))
     code = main(["sweep", "tiny", "--batches", batches, "--ctxs", ctxs, "--quiet"])
     assert code == 2 and "50,000,000 points" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["nan", "NaN", "inf", "Infinity", "oo", "zoo"])
+def test_a_name_that_reads_as_a_non_finite_number_is_no_dimension(capsys, name):
+    """``op gemm M=nan`` printed "FLOPs : 32*nan" and ``M=oo`` "T >= 4.776 ps*oo" (a review found
+    them): such names were taken as symbols; now refused, naming the field. ``M=B`` stays a
+    dimension."""
+    assert main(["op", "gemm", f"M={name}", "N=4", "K=4"]) == 2
+    err = capsys.readouterr().err
+    assert f'M "{name}": {name} is not a finite number' in err and err.count("\n") == 1
+    assert main(["op", "gemm", "M=B", "N=4", "K=4"]) == 0 and "32*B" in capsys.readouterr().out
