@@ -445,3 +445,23 @@ def test_a_probe_spec_replaces_a_link_and_checks_its_suffix(tmp_path):
     assert "devices" in json.loads((tmp_path / "probe.json").read_text())
     with pytest.raises(CostModelError, match=r"--out '.*probe.toml': the file name must end in one of .json"):
         res.write(tmp_path / "probe.toml")
+
+
+def test_too_few_measurements_say_why_for_the_runs_given(tmp_path, capsys):
+    """One run of 50-120-token outputs gives two group means (its TTFT and TPOT) for three
+    terms: the refusal counts the runs and asks for more or fewer terms; it once blamed
+    one-token outputs, which this run has none of (a review found it)."""
+    rows = [
+        (0.0, 500, 50, 0.05, 0.4),
+        (0.5, 800, 120, 0.07, 0.9),
+        (1.0, 300, 80, 0.04, 0.6),
+        (1.5, 600, 100, 0.06, 0.8),
+    ]
+    f = _csv(tmp_path / "four.csv", rows)
+    assert (
+        main(["calibrate", "serving", f, "--model", M, "--device", "h100", "-o", str(tmp_path / "f.json")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "2 measured group mean(s) from 1 fitted run(s), for 3 term(s): nothing to fit" in err
+    assert "one-token" not in err and "--terms" in err

@@ -544,9 +544,12 @@ def fit_serving(
     obs = [_observed(r, read) for r in fitted]
     y = np.concatenate(obs)
     if y.size <= len(terms):
+        one_token = sum(1 for r in fitted if np.all(np.asarray(r.output) <= 1))
+        why = f"; {one_token} of them of one-token outputs, which have no TPOT" if one_token else ""
         raise CostModelError(
-            f"{y.size} measured group mean(s) for {len(terms)} term(s): nothing to fit (runs of "
-            "one-token outputs have no TPOT; fit fewer terms or give more runs)"
+            f"{y.size} measured group mean(s) from {len(fitted)} fitted run(s){why}, for {len(terms)} "
+            "term(s): nothing to fit; give more runs (another load, or a file of several runs) or fewer terms "
+            "(--terms)"
         )
     if not (np.all(np.isfinite(y)) and np.all(y > 0)):
         raise CostModelError("measured TTFTs and TPOTs must be finite and > 0 to fit relative residuals")
