@@ -194,3 +194,19 @@ def test_a_replayed_run_beyond_the_context_names_the_run_not_flags(tmp_path):
         run_simulation(SimulationRequest(workload_from=str(path)), get_model("llama-2-7b"))
     assert "long.json's prompt + output 200,195 exceeds the model's context limit" in str(exc.value)
     assert "--prompt" not in str(exc.value)
+
+
+def test_a_max_rate_no_rate_meets_says_what_one_request_alone_takes(capsys):
+    """An SLO below what a request alone takes (a 1 us TTFT) once probed rates down to
+    micro-requests per second, printed as 0.000 req/s, and ended "no probed rate meets the
+    SLOs" (a review found it). The search now says what the same requests take one at a time
+    (one client), the floor no rate beats, and that the TTFT SLO is below it; each probe's rate
+    prints with its significant digits."""
+    args = ["--max-rate", "--slo-ttft", "1e-6", "--slo-tpot", "0.05", "--requests", "50"]
+    out = _command(capsys, args)
+    report = run_simulation(SimulationRequest(max_rate=True, slo_ttft=1e-6, slo_tpot=0.05, requests=50), TINY)
+    t, p = report.search.alone
+    assert t > 1e-6 and p < 0.05
+    assert "no probed rate meets the SLOs" in out and "each request alone (one client): P99 TTFT" in out
+    assert "an SLO below what one request alone takes, which no rate meets" in out
+    assert " 0.000 req/s" not in out

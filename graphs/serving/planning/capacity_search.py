@@ -113,6 +113,10 @@ class MaxRate(Result):
     band_notes : tuple of (str, str)
         Why an end of ``rate_band`` is None: every rate missed at that end, or every rate up to
         the physical ceiling met (the workload too small to load the deployment there).
+    alone : tuple of (float, float) or None
+        When no probed rate met the SLOs: the TTFT and TPOT at the percentile (s) of the same
+        requests each sent alone, one after another (one client): what no rate can beat, so an
+        SLO below it is one no rate meets (None otherwise).
     """
 
     rate: float | None  #: requests/s; None when even the lowest probe misses, or nothing missed
@@ -139,6 +143,8 @@ class MaxRate(Result):
     band_probes: tuple[tuple[float, float, float, float], ...] = ()
     #: why an end of :attr:`rate_band` is None (``""`` where it is a rate)
     band_notes: tuple[str, str] = ("", "")
+    #: no probed rate met the SLOs: the TTFT and TPOT at the percentile of each request alone (s)
+    alone: tuple[float, float] | None = None
 
 
 class _Workload(TypedDict):
@@ -314,7 +320,11 @@ def max_rate(
         band = (ends[0], ends[1])
     common = (percentile, slo_ttft, slo_tpot, tuple(probes))
     if lo is None or hi is None:  # nothing met the SLOs, or nothing missed them
-        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings)
+        alone = None
+        if lo is None:  # what the same requests take one at a time: a floor no rate beats
+            one = simulate(config, device, list(base), concurrency=1, **sim)
+            alone = (_pct(one.per_request["ttft_s"], percentile), _pct(one.per_request["tpot_s"], percentile))
+        return MaxRate(None, None, *common, None, ceiling, hi is not None, **settings, alone=alone)
     devices = results[lo].topology.devices
     return MaxRate(
         lo,

@@ -604,7 +604,7 @@ class MaxRateReport:
             out.append("  (coverage of the simulation at the max rate)")
         for rate, ok, t, p in m.probes:
             out.append(
-                f"  {rate:10.3f} req/s  P{req.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
+                f"  {rate:10.4g} req/s  P{req.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
             )
         if m.rate is None and not m.saturated:
             out.append(
@@ -614,6 +614,21 @@ class MaxRateReport:
             )
         elif m.rate is None:
             out.append("  no probed rate meets the SLOs")
+            if m.alone is not None:
+                t, p = m.alone
+                missed = [
+                    f"{name} {v:.4g} s > {slo:g} s"
+                    for name, v, slo in (("TTFT", t, req.slo_ttft), ("TPOT", p, req.slo_tpot))
+                    if slo is not None and v > slo
+                ]
+                out.append(
+                    f"  each request alone (one client): P{req.percentile:g} TTFT {t:.4g} s, TPOT {p:.4g} s"
+                    + (
+                        f": {', '.join(missed)}, an SLO below what one request alone takes, which no rate meets"
+                        if missed
+                        else ": one at a time meets the SLOs; the lowest rates probed still queued"
+                    )
+                )
         else:
             out.append(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
             if m.rate_band is not None:
