@@ -445,3 +445,20 @@ def test_a_config_of_no_torch_dtype_is_said_to_be_read_as_bf16(tmp_path, capsys)
     assert code == 0 and "torch_dtype" not in err
     code, _, err = run(capsys, "decode", "llama-3.1-8b", "--batch", "2")  # the catalog's states it
     assert code == 0 and "torch_dtype" not in err
+
+
+@pytest.mark.parametrize("command", ["decode", "prefill"])
+def test_a_routed_plan_s_caveat_is_in_the_json_notes_as_in_the_text(capsys, command):
+    """``--ep 8``: the step is the busiest EP rank's and the all-to-all is not in it; the text
+    said so and ``--json``'s notes were empty (a review found it)."""
+    import json
+
+    code, out, _ = run(capsys, command, "mixtral-8x7b", "--ep", "8", "--ignore-capacity", "--json")
+    assert code == 0
+    (note,) = json.loads(out)["notes"]
+    assert (
+        note.startswith("ep 8, routing uniform")
+        and "the all-to-all between ranks is not in this step" in note
+    )
+    code, text, _ = run(capsys, command, "mixtral-8x7b", "--ep", "8", "--ignore-capacity")
+    assert note in text

@@ -61,6 +61,20 @@ def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = F
     )
 
 
+#: what decode does not solve for a routed plan (its text's and its JSON's plan note)
+_DECODE_PLAN_EXTRA = (
+    "knee batch and ctx ceiling not solved for this plan; per-device rates count the tp group only"
+)
+
+
+def _with_plan_note(doc: dict[str, Any], plan: str | None) -> dict[str, Any]:
+    """``doc`` with the routed plan's caveat (:func:`expert_plan_line`) among its ``notes``, as
+    the text says it (a review found ``--json`` without it)."""
+    if plan is None:
+        return doc
+    return {**doc, "notes": [*doc.get("notes", ()), plan.strip()]}
+
+
 def _kernels(prediction: StepPrediction | None) -> Any:
     """The calibrated kernel prediction a page draws (None: none, or a fit made on the bound)."""
     return None if prediction is None else prediction.prediction
@@ -196,7 +210,10 @@ class DecodeSummary(_PhasePage):
             "near_far_memory": self.near_far.to_dict(),
             **self.expert_plan,
         }
-        return {**doc, "capacity": self.capacity.to_dict()}
+        return {
+            **_with_plan_note(doc, expert_plan_line(self.expert_plan, _DECODE_PLAN_EXTRA)),
+            "capacity": self.capacity.to_dict(),
+        }
 
     def to_text(self) -> str:
         """What ``costmodel decode`` prints (before ``--predict``'s lines).
@@ -210,10 +227,7 @@ class DecodeSummary(_PhasePage):
         links = {k: v for k, v in rep.terms_s.items() if k.startswith("link:")}
         out = [f"{rep.model} decode on {rep.device}: batch {rep.batch}, ctx {ctx}, tp={rep.tp}"]
         out += _notes(rep.notes)
-        plan = expert_plan_line(
-            self.expert_plan,
-            "knee batch and ctx ceiling not solved for this plan; per-device rates count the tp group only",
-        )
+        plan = expert_plan_line(self.expert_plan, _DECODE_PLAN_EXTRA)
         out += [plan] if plan else []
         out.append(
             f"  weight read {fmt_time(rep.weight_read_s)} | KV read {fmt_time(rep.kv_read_s)} | "
@@ -288,7 +302,8 @@ class PrefillSummary(_PhasePage):
         -------
         dict
         """
-        return {**self.report.to_dict(), "capacity": self.capacity.to_dict(), **self.expert_plan}
+        doc = {**self.report.to_dict(), "capacity": self.capacity.to_dict(), **self.expert_plan}
+        return _with_plan_note(doc, expert_plan_line(self.expert_plan))
 
     def to_text(self) -> str:
         """What ``costmodel prefill`` prints (before ``--predict``'s lines).
