@@ -35,12 +35,8 @@ alike, in the mix the operating point serves (``r_in : r_out``, printed with it)
   behind takes its backlog's time, so the rate is what it can serve. Neither the drain tail after
   the last arrival (a finite run's artefact: its length is the longest request's decode, not the
   load) nor the busy time (which counts the tail's small batches: a deployment that met the SLOs
-  at a lower $/h printed a higher $/M than a dearer one) enters. But a run's decode tokens take at
-  least their count over the fastest rate it emitted them (:func:`decode_floor_s`), so a
-  deployment that admits every prompt and falls behind in decode (its last first token early, its
-  answers late) is priced over that floor, not over a window in which most of its output was not
-  yet made (a review found a run of 10 s iterations priced at 40x the rate its full batch serves).
-  Every request sent at once, or a closed loop: the whole run;
+  at a lower $/h printed a higher $/M than a dearer one) enters. Every request sent at once, or a
+  closed loop: the whole run;
 * an analytic decode point (``search --cost``, ``serve plans``; :func:`decode_cost`): batch ``B``
   back to back at ``TPOT``, ``r_out = B / TPOT`` and no input: the devices **100 % busy**
   decoding, labelled so wherever it prints;
@@ -429,44 +425,7 @@ def served_seconds(res: Any) -> float:
     if res.offered_requests_per_s is None:  # all at once, or a closed loop
         return float(res.duration_s)
     arrival = pr["arrival_s"]
-    window = float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
-    return max(window, decode_floor_s(res))
-
-
-def decode_floor_s(res: Any) -> float:
-    r"""The least time a run's decode tokens take at the fastest rate it emitted them (module
-    doc): ``sum_i (o_i - 1)`` over the peak of ``sum_i (o_i - 1) / (e2e_i - ttft_i)``, each
-    request emitting at its own mean rate between its first token and its last,
-
-    .. math:: t_{dec} = \frac{\sum_i (o_i - 1)}{\max_t \sum_{i:\, a_i + f_i \le t < a_i + e_i} \frac{o_i - 1}{e_i - f_i}}
-
-    (``a`` arrival, ``f`` TTFT, ``e`` E2E, ``o`` output tokens; 0 when no request decodes). A
-    run that keeps up has its peak above its mean, so this is shorter than its window; one that
-    admits every prompt and falls behind in decode is priced over it.
-
-    Parameters
-    ----------
-    res : SimResult
-        A simulated run.
-
-    Returns
-    -------
-    float
-        Seconds.
-    """
-    pr = res.per_request
-    a, f, e = (np.asarray(pr[k], dtype=float) for k in ("arrival_s", "ttft_s", "e2e_s"))
-    tokens = np.asarray(pr["output"], dtype=float) - 1
-    start, end = a + f, a + e
-    live = (tokens > 0) & (end > start)
-    if not live.any():
-        return 0.0
-    rate = tokens[live] / (end[live] - start[live])
-    times = np.concatenate([start[live], end[live]])
-    steps = np.concatenate([rate, -rate])
-    order = np.lexsort((steps, times))  # at a tie an end (negative) first: no double count
-    peak = float(np.max(np.cumsum(steps[order])))
-    return float(tokens[live].sum()) / peak if peak > 0 else 0.0
+    return float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,9 +450,6 @@ class ServedTotals:
         Requests served.
     whole_run : bool
         True when ``served_s`` is the whole run (every request sent at once, or a closed loop).
-    decode_floor : bool
-        True when ``served_s`` is the run's decode floor (:func:`decode_floor_s`): it fell behind
-        in decode.
     """
 
     devices: int
@@ -504,7 +460,6 @@ class ServedTotals:
     output_tokens: float
     requests: int
     whole_run: bool
-    decode_floor: bool = False
 
     @classmethod
     def of(cls, res: Any) -> ServedTotals:
@@ -520,17 +475,15 @@ class ServedTotals:
         ServedTotals
             Its devices, served and busy seconds, duration, tokens and requests.
         """
-        served = served_seconds(res)
         return cls(
             devices=res.topology.devices,
-            served_s=served,
+            served_s=served_seconds(res),
             busy_device_s=float(res.busy_device_s),
             duration_s=float(res.duration_s),
             input_tokens=float(res.per_request["prompt"].sum()),
             output_tokens=float(res.per_request["output"].sum()),
             requests=int(res.requests),
             whole_run=res.offered_requests_per_s is None,
-            decode_floor=res.offered_requests_per_s is not None and served == decode_floor_s(res) > 0,
         )
 
 
@@ -567,13 +520,7 @@ def totals_cost(t: ServedTotals, rates: Rates) -> TokenCost | None:
         output_tokens_per_s=t.output_tokens / seconds,
         basis=(
             f"serving {t.requests / seconds:,.4g} requests/s ({t.requests:,} in {seconds:,.1f} s, "
-            + (
-                "the whole run)"
-                if t.whole_run
-                else "its decode tokens at the fastest rate it emitted them: it fell behind in decode)"
-                if t.decode_floor
-                else "first arrival to last first token)"
-            )
+            + ("the whole run)" if t.whole_run else "first arrival to last first token)")
         ),
         utilisation=util,
     )

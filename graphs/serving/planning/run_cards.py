@@ -170,7 +170,6 @@ def load_outcome(key: str, reqs: Sequence[Request]) -> RunOutcome | None:
         and type(t["devices"]) is int
         and 1 <= t["devices"] <= 2**31
         and type(t["whole_run"]) is bool
-        and type(t["decode_floor"]) is bool
         and type(t["requests"]) is int
         and t["served_s"] > 0
     ):
