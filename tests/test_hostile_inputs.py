@@ -51,6 +51,14 @@ REFUSED = [
         ["--hw-file", "{d}/symbolic.toml", "decode", "llama-3.1-8b", "--device", "symbox"],
         "symbolic.toml: device 'symbox' memory dram.bandwidth_bytes_per_s = abc",
     ),
+    (  # once a NameError from a compiled form (an internal error)
+        ["--hw-file", "{d}/symbolic.toml", "prefill", "llama-3.1-8b", "--device", "symbox"],
+        "--device symbox: ",
+    ),
+    (
+        ["--hw-file", "{d}/symbolic.toml", "search", "llama-3.1-8b", "--device", "symbox"],
+        "search needs numbers",
+    ),
     (["fusion", "tiling", "--sram-bytes", "1e18"], "--sram-bytes must be in"),
     (["serve", "specdec", "llama-3.1-8b", "tiny", "--k-max", "2147483648"], "--k-max must be in [1, 256]"),
     (["op", "gemm", "M=1e999", "N=1", "K=1"], 'M "1e999": inf is not a finite number'),
@@ -177,3 +185,17 @@ def test_a_name_that_reads_as_a_non_finite_number_is_no_dimension(capsys, name):
     err = capsys.readouterr().err
     assert f'M "{name}": {name} is not a finite number' in err and err.count("\n") == 1
     assert main(["op", "gemm", "M=B", "N=4", "K=4"]) == 0 and "32*B" in capsys.readouterr().out
+
+
+def test_a_symbolic_device_is_shown_as_written(files, capsys):
+    """``hw show`` of a --hw-file device kept symbolic printed an internal error (a review found
+    it: the symbol reached the SI formatter); it shows the value as written, and ``op`` still
+    prints the bound with the symbol."""
+    d = str(files)
+    assert main(["--hw-file", f"{d}/symbolic.toml", "hw", "show", "symbox"]) == 0
+    assert "bw          abc" in capsys.readouterr().out
+    assert (
+        main(["--hw-file", f"{d}/symbolic.toml", "op", "gemm", "M=B", "N=4", "K=4", "--device", "symbox"])
+        == 0
+    )
+    assert "abc" in capsys.readouterr().out

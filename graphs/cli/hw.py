@@ -66,6 +66,11 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     if args.json:
         print(dump(d))
         return 0
+
+    def si(v: Any, unit: str) -> str:
+        """A number with its SI prefix; a symbolic value (a bare name in a --hw-file) as written."""
+        return v if isinstance(v, str) else fmt_si(v, unit)
+
     print(f"{hw.name}: {hw.description}")
     if hw.preliminary:
         print(f"  preliminary figures: {hw.preliminary}")
@@ -73,21 +78,22 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         print(f"  architecture: {hw.generation}  [{hw.architecture_source}]")
     for r in d["roofs"]:
         print(
-            f"  {r['unit']:6s} {r['precision']:6s} {fmt_si(r['peak_flops_per_s'], 'FLOP/s'):>16s}  [{r['source']}]"
+            f"  {r['unit']:6s} {r['precision']:6s} {si(r['peak_flops_per_s'], 'FLOP/s'):>16s}  [{r['source']}]"
         )
     for m in d["memory"]:
-        bw = fmt_si(m["bandwidth_bytes_per_s"], "B/s") if m["bandwidth_bytes_per_s"] else "-"
-        cap = fmt_si(m["capacity_bytes"], "B") if m["capacity_bytes"] else "-"
+        bw = si(m["bandwidth_bytes_per_s"], "B/s") if m["bandwidth_bytes_per_s"] else "-"
+        cap = si(m["capacity_bytes"], "B") if m["capacity_bytes"] else "-"
         print(f"  {m['name']:6s} bw {bw:>12s}  capacity {cap:>10s} per {m['per']}  [{m['source']}]")
     for lk in d["links"]:
         print(
-            f"  link {lk['name']}: {fmt_si(lk['bandwidth_bytes_per_s'], 'B/s')} per direction, "
+            f"  link {lk['name']}: {si(lk['bandwidth_bytes_per_s'], 'B/s')} per direction, "
             f"latency {lk['latency_s']} s"
             + (f", {lk['domain']} devices per domain" if lk.get("domain") else "")
             + f"  [{lk['source']}]"
         )
     if d["power_w"]:
-        print(f"  power {d['power_w']:.0f} W  [{d['power_source']}]")
+        p = d["power_w"]
+        print(f"  power {p if isinstance(p, str) else format(p, '.0f')} W  [{d['power_source']}]")
     if hw.notes:
         print(f"  note: {hw.notes}")
     return 0

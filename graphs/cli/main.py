@@ -266,6 +266,37 @@ def _record_symbols(path: str, hw: Any) -> None:
             SYMBOL_ORIGINS.setdefault(str(sym), f"{path}: device {hw.name!r} {where} = {v}")
 
 
+#: the commands that take a symbolic device as it is (``op`` prints its cost's bound with the
+#: symbols; ``hw`` shows and lists it); every other needs its numbers
+SYMBOLIC_OK = frozenset({"op", "hw"})
+#: the options that name devices (a comma list where the command takes several)
+DEVICE_OPTIONS = ("device", "devices", "prefill_device", "decode_device", "attention_device", "ffn_device", "draft_device")
+
+
+def _refuse_symbolic_devices(args: argparse.Namespace) -> None:
+    """A numeric command on a device a ``--hw-file`` kept symbolic (a bare name in a value) is
+    refused before any work, naming the file, device and field, where it once failed deep in a
+    compiled form (``prefill``: a ``NameError``) or with another command's words."""
+    if not SYMBOL_ORIGINS or getattr(args, "command", None) in SYMBOLIC_OK:
+        return
+    from costmodel.errors import CostModelError
+    from costmodel.hardware import get_device
+
+    for opt in DEVICE_OPTIONS:
+        value = getattr(args, opt, None)
+        for name in value.split(",") if isinstance(value, str) else ():
+            try:
+                hw = get_device(name.strip())
+            except CostModelError:
+                continue  # the command says what is wrong with the name
+            why = [w for w in SYMBOL_ORIGINS.values() if w.split(": device ", 1)[-1].startswith(repr(hw.name))]
+            if why:
+                raise CostModelError(
+                    f"--{opt.replace('_', '-')} {hw.name}: {why[0][:300]}: a bare name keeps the device "
+                    f"symbolic, which `costmodel op` evaluates as such; {args.command} needs numbers"
+                )
+
+
 def _symbol_origins(message: str) -> str:
     """Where the unbound symbols an error names come from, when a ``--hw-file`` gave them."""
     import re
@@ -347,6 +378,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         assumed_family(args)  # --assume-family: checked, and said once, before any work
         dtype_assumption(args)  # a config.json of no torch_dtype: bf16, said once
+        _refuse_symbolic_devices(args)
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
         if isinstance(exc.code, int):

@@ -77,6 +77,21 @@ PREFIX = count("prefix")
 FIELDS = STEP_FIELDS
 
 
+def _all_bound(exprs: Any, symbols: Any) -> None:
+    """Refuse forms that depend on symbols other than the step's dims (a device a ``--hw-file``
+    kept symbolic by a bare name), naming them, before they are compiled: a compiled form would
+    fail with a ``NameError`` when called (a review found ``prefill`` doing so)."""
+    from costmodel.errors import UnboundSymbolError
+
+    free: set[Any] = set()
+    for e in exprs:
+        free |= set(getattr(e, "free_symbols", ()))
+    free -= set(symbols)
+    if free:
+        names = ", ".join(sorted(str(x) for x in free))
+        raise UnboundSymbolError(f"value still depends on unbound symbols: {names}; bind them first")
+
+
 @dataclass(frozen=True)
 class StepForms:
     """The symbolic quantities of one step, read off its graph once (seconds, FLOPs, bytes).
@@ -243,6 +258,7 @@ class CompiledStep:
             Every field of :data:`FIELDS` (s, FLOP, bytes) and ``terms_s``.
         """
         if self._point is None:
+            _all_bound(self.forms.exprs(), self.forms.symbols)
             self._point = sympy.lambdify(self.forms.symbols, self.forms.exprs(), "math")
         out = self._point(*values)
         n = len(FIELDS)
@@ -264,6 +280,7 @@ class CompiledStep:
             Seconds.
         """
         if self._step is None:
+            _all_bound([self.forms.step_s], self.forms.symbols)
             self._step = sympy.lambdify(self.forms.symbols, self.forms.step_s, "math")
         return float(self._step(*values))
 
