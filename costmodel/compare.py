@@ -70,13 +70,17 @@ def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> l
     from .hardware.catalog import device_names
 
     hws = [get_device(d) for d in devices]
-    known = {
+    tensor = [
         r.precision
         for hw in [*hws, *(get_device(n) for n in device_names())]
         for r in hw.roofs
         if r.unit == "tensor"
-    }
-    if precision not in known:
+    ]
+    wildcard = any(
+        r.precision == "*" and r.unit == "tensor" for hw in hws for r in hw.roofs
+    )  # serves any precision
+    known = set(tensor) - {"*"}
+    if precision not in known and not wildcard:
         raise CostModelError(
             f"--precision {str(precision)[:40]!r} is no tensor roof's precision; the devices' are: "
             + ", ".join(sorted(known))

@@ -112,7 +112,11 @@ def test_every_number_has_a_source():
         sources += [("power_w", hw.power_source)] if hw.power_w is not None else []
         sources += [("price_usd_per_hour", hw.price_source)] if hw.price_usd_per_hour is not None else []
         sources += [("architecture", hw.architecture_source)] if hw.architecture else []
-        sources += [("reported_memory_bytes", hw.reported_memory_source)] if hw.reported_memory_bytes is not None else []
+        sources += (
+            [("reported_memory_bytes", hw.reported_memory_source)]
+            if hw.reported_memory_bytes is not None
+            else []
+        )
         for what, src in sources:
             assert src, f"{hw.name} {what}: no source"
             if src in texts:  # the loader resolved a key to its entry
@@ -306,3 +310,19 @@ def test_compare_refuses_a_precision_no_device_has(precision):
         compare_devices(["h100", "a100"], precision)
     h100, b200 = compare_devices(["h100", "b200"], "fp4")
     assert h100.peak_flops_per_s is None and b200.peak_flops_per_s == 9e15
+
+
+def test_compare_takes_any_precision_a_wildcard_roof_serves():
+    """A device's ``precision = "*"`` tensor roof serves every precision (costmodel.hardware.spec):
+    ``hw compare`` with such a device takes a precision no catalog device has, and '*' is never
+    listed as a precision (an independent review found both)."""
+    from costmodel.compare import compare_devices
+    from costmodel.errors import CostModelError
+    from costmodel.hardware import Hardware, MemoryLevel, Roof
+
+    wild = Hardware("wildbox", (Roof("tensor", "*", 4e14),), (MemoryLevel("dram", 2e12, 64e9),))
+    box, h100 = compare_devices([wild, "h100"], "fp6")
+    assert box.peak_flops_per_s == 4e14 and h100.peak_flops_per_s is None
+    with pytest.raises(CostModelError) as exc:
+        compare_devices(["h100"], "fp6")
+    assert "*" not in str(exc.value)
