@@ -462,3 +462,22 @@ def test_a_routed_plan_s_caveat_is_in_the_json_notes_as_in_the_text(capsys, comm
     )
     code, text, _ = run(capsys, command, "mixtral-8x7b", "--ep", "8", "--ignore-capacity")
     assert note in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["sweep", "llama-2-7b"], "--ctxs 65,536"),  # its default contexts reach 65,536
+        (["search", "llama-2-7b", "--ctxs", "65536"], "--ctxs/--prompt 65,536"),
+        (["search", "llama-2-7b", "--ctxs", "2048", "--prompt", "8000"], "--ctxs/--prompt 8,000"),
+    ],
+)
+def test_sweep_and_search_refuse_a_context_beyond_the_model_limit(capsys, argv, field):
+    """``sweep`` and ``search`` costed Llama-2 (4,096 tokens) at 65,536 with no word (an
+    independent review found it after the serve commands' fix); each refuses the longest
+    context before any work and ``--allow-long-context`` costs it with a warning."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"llama-2-7b: {field} exceeds the model's context limit of 4,096 tokens" in err
+    assert main([*argv, "--allow-long-context", "--batches", "1,8"]) == 0
+    assert "costed anyway (--allow-long-context)" in capsys.readouterr().err

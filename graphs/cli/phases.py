@@ -232,6 +232,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.csv:
         check_output_path(args.csv, "--csv")  # before the work, not after it
+    check_context(args, max(int_list(args.ctxs, "--ctxs")), "--ctxs")  # the longest, before any work
     req = SweepRequest(
         devices=tuple(args.device.split(",")),
         batches=tuple(int_list(args.batches, "--batches")),

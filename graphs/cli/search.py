@@ -61,13 +61,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     (:func:`graphs.serving.present.planning_reports.run_search`), the frontier printed."""
     from graphs.serving.present.planning_reports import run_search
 
-    from .model_option import resolve_model
+    from .model_option import check_context, resolve_model
     from .predict_option import predictor_of
 
     if args.csv:
         check_output_path(args.csv, "--csv")
 
     req = request_of(args)
+    check_context(args, max(max(req.ctxs), req.prompt or 0), "--ctxs/--prompt")  # before any work
     predictor = predictor_of(args)
     cfg = apply_dtypes(resolve_model(args.model, args), args)
     with dask_client(args) as client:
@@ -99,6 +100,11 @@ def add_search_parser(sub: Any) -> None:
         help="design-space search: devices x dtypes x tp/pp/ep/dp x batch x ctx, Pareto frontier under SLOs",
     )
     sp.add_argument("model", help="catalog name or path to a config.json")
+    sp.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="search contexts beyond the model's limit (max_position_embeddings) with a warning",
+    )
     sp.add_argument("--devices", default="h100-sxm", help="comma list of catalog devices")
     sp.add_argument("--tp", default="1", help="tensor-parallel degrees: list or range (1:8:2)")
     sp.add_argument("--pp", default="1", help="pipeline stages: list or range")
