@@ -26,6 +26,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 
 __all__ = [
+    "GELU_NAMES",
     "ModelConfigError",
     "bool_field",
     "int_field",
@@ -33,6 +34,18 @@ __all__ = [
     "first_field",
     "INT_MAX",
 ]
+
+#: GELU's spellings in transformers' ``ACT2FN`` (activations.py), which config files name
+GELU_NAMES = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "gelu_python",
+    "gelu_accurate",
+    "gelu_10",
+    "quick_gelu",
+)
 
 #: the largest integer a config field may state (a signed 32-bit int: module doc)
 INT_MAX = 2**31 - 1

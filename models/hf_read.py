@@ -51,7 +51,7 @@ from .config import ModelConfig, ModelConfigError
 from .context import context_limit
 from .families import MODEL_TYPES
 from .fieldlog import layered
-from .fields import bool_field
+from .fields import GELU_NAMES, bool_field
 from .fields import int_field as _get
 from .hf_families import (
     FAMILIES,
@@ -82,17 +82,8 @@ SUPPORTED_MODEL_TYPES = (
 #: DeepSeek-V3.2's adds the sparse-attention indexer: models.families.deepseek_v32)
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 
-#: GELU's spellings in transformers' ``ACT2FN`` (activations.py): a gated MLP with one is GeGLU
-_GELU = (
-    "gelu",
-    "gelu_new",
-    "gelu_pytorch_tanh",
-    "gelu_fast",
-    "gelu_python",
-    "gelu_accurate",
-    "gelu_10",
-    "quick_gelu",
-)
+#: GELU's spellings (:data:`models.fields.GELU_NAMES`): a gated MLP with one is GeGLU
+_GELU = GELU_NAMES
 #: SiLU's (``swish`` is its other name there): a gated MLP with one is SwiGLU
 _SILU = ("silu", "swish")
 
@@ -143,15 +134,18 @@ def read_hf_dict(
         )
     if mt in FIELD_ALIASES:
         cfg = FIELD_ALIASES[mt](cfg, name)
-    act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
+    act_field = (
+        "hidden_activation" if "hidden_act" not in cfg and "hidden_activation" in cfg else "hidden_act"
+    )
+    act = cfg.get(act_field, "silu")
     if not isinstance(act, str):  # a list or number once fell through to SwiGLU
         raise ModelConfigError(
-            f"{name}: config field 'hidden_act' must be a string naming the activation (silu, gelu ...), "
+            f"{name}: config field {act_field!r} must be a string naming the activation (silu, gelu ...), "
             f"got {act!r:.60}"
         )
     if act not in _SILU + _GELU:  # any other name once fell through to SwiGLU, unsaid
         raise ModelConfigError(
-            f"{name}: config field 'hidden_act' {act[:40]!r} is not an activation the MLP is costed "
+            f"{name}: config field {act_field!r} {act[:40]!r} is not an activation the MLP is costed "
             f"with; known: {', '.join(_SILU + _GELU)}"
         )
     if mt == "mamba2":

@@ -313,3 +313,25 @@ def test_a_dtype_option_takes_only_a_tensor_format_and_its_error_names_the_flag(
     assert main(["decode", "llama-3.1-8b", flag, "int3"]) == 2
     err = capsys.readouterr().err
     assert f"{flag} 'int3': unknown dtype 'int3'; allowed: bf16, fp16" in err and "bool" not in err
+
+
+def test_nemotron_h_mlp_activation_keeps_its_ungated_shape_or_is_refused():
+    """transformers' NemotronHMLP is up_proj, act, down_proj for any ``mlp_hidden_act``: a
+    squared ReLU (the released configs) or a GELU keeps that two-matrix shape, another name is
+    refused (it once fell through to a gated SwiGLU; an independent review found it)."""
+    base = _catalog("nemotron-h-8b")
+    assert config_from_hf_dict(base, "n").mlp == "relu2"
+    assert config_from_hf_dict({**base, "mlp_hidden_act": "gelu_pytorch_tanh"}, "n").mlp == "gelu"
+    with pytest.raises(
+        ModelConfigError, match="n: config field 'mlp_hidden_act' 'silu' is not an activation"
+    ):
+        config_from_hf_dict({**base, "mlp_hidden_act": "silu"}, "n")
+
+
+def test_a_gemma_activation_error_names_its_own_field():
+    """Gemma's configs name the activation ``hidden_activation``; an unknown one is refused
+    naming that field, not ``hidden_act``."""
+    base = _catalog("gemma-3-27b")  # its text model's config under text_config
+    base = {**base, "text_config": {**base["text_config"], "hidden_activation": "weird"}}
+    with pytest.raises(ModelConfigError, match="config field 'hidden_activation' 'weird'"):
+        config_from_hf_dict(base, "g")

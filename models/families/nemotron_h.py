@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..fields import ModelConfigError, bool_field, first_field
+from ..fields import GELU_NAMES, ModelConfigError, bool_field, first_field
 from ..hf_families import (
     Getter,
     built_as,
@@ -37,11 +37,19 @@ def read_nemotron_h(cfg: Mapping[str, Any], common: dict[str, Any], get: Getter,
             f"{name}: hybrid_override_pattern must be {n} characters of {''.join(_NEMOTRON)}, got {pattern!r}"
         )
     act = cfg.get("mlp_hidden_act", "relu2")
+    # transformers' NemotronHMLP is up_proj, act, down_proj (no gate) whatever the activation: a
+    # squared ReLU or a GELU has that shape here; another name once fell through to SwiGLU, unsaid
+    kinds = {"relu2": "relu2", **dict.fromkeys(GELU_NAMES, "gelu")}
+    if not isinstance(act, str) or act not in kinds:
+        raise ModelConfigError(
+            f"{name}: config field 'mlp_hidden_act' {str(act)[:40]!r} is not an activation the MLP is "
+            f"costed with; known: {', '.join(kinds)}"
+        )
     built_as(cfg, name, {"use_conv_bias": True, "use_bias": False}, "the Mamba-2 mixer")
     common.update(
         mlp_bias=bool_field(cfg, "mlp_bias", name, False),
         head_dim=get(cfg, "attention_head_dim", name, common["head_dim"]),
-        mlp="relu2" if act == "relu2" else common["mlp"],
+        mlp=kinds[act],
         ssm_state_size=get(cfg, "ssm_state_size", name),
         ssm_num_heads=get(cfg, "mamba_num_heads", name),
         ssm_head_dim=get(cfg, "mamba_head_dim", name),
