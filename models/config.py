@@ -103,6 +103,43 @@ _NORMS: tuple[str, ...] = get_args(NormKind)
 #: dtypes the catalog registers for index, mask and complex tensors, none a model's storage or
 #: compute format (``--weight-dtype bool`` once priced a 1-byte-per-weight model)
 NOT_A_TENSOR_FORMAT = frozenset({"bool", "complex64", "complex128", "int32", "int64", "uint8"})
+
+
+def model_dtype_name(value: Any) -> str:
+    """The canonical name of a dtype a model's tensors may be stored or computed in (``bf16``,
+    ``fp8_e4m3``, ``int4_g128`` ...), or a :class:`ModelConfigError` (unprefixed: the caller names
+    the field or the option) for an unknown name, listing the formats a model takes, or for an
+    index, mask or complex type (:data:`NOT_A_TENSOR_FORMAT`).
+
+    Parameters
+    ----------
+    value : str or DType
+        The dtype's name or alias.
+
+    Returns
+    -------
+    str
+    """
+    from costmodel.dtypes import DTYPES
+
+    try:
+        name = get_dtype(value).name
+    except CostModelError as exc:
+        if str(exc).startswith("unknown dtype") and isinstance(value, str):
+            allowed = ", ".join(sorted(set(DTYPES) - NOT_A_TENSOR_FORMAT))
+            raise ModelConfigError(
+                f"unknown dtype {value[:80]!r}; allowed: {allowed}, or group-quantised "
+                "int<b>_g<G>[_asym] (e.g. int4_g128)"
+            ) from None
+        raise ModelConfigError(str(exc)) from None
+    if name in NOT_A_TENSOR_FORMAT:  # registered for index and mask tensors
+        raise ModelConfigError(
+            f"{name} is not a format weights, caches or activations are stored or computed in "
+            "(floats, fp8, int8, int4, nvfp4, mxfp4, mxfp8, nf4 or group-quantised int<b>_g<G>)"
+        )
+    return name
+
+
 _DIM_FIELDS = (
     "hidden_size",
     "num_hidden_layers",
@@ -300,26 +337,9 @@ class ModelConfig:
             v = getattr(self, f)
             if v is not None:
                 try:
-                    set_(f, get_dtype(v).name)
+                    set_(f, model_dtype_name(v))
                 except CostModelError as exc:
-                    from costmodel.dtypes import DTYPES
-                    from costmodel.errors import UnknownDTypeError
-
-                    if str(exc).startswith("unknown dtype") and isinstance(
-                        v, str
-                    ):  # the formats a model takes
-                        allowed = ", ".join(sorted(set(DTYPES) - NOT_A_TENSOR_FORMAT))
-                        exc = UnknownDTypeError(
-                            f"unknown dtype {v[:80]!r}; allowed: {allowed}, or group-quantised "
-                            "int<b>_g<G>[_asym] (e.g. int4_g128)"
-                        )
                     raise ModelConfigError(f"{self.name}.{f}: {exc}") from None
-                if getattr(self, f) in NOT_A_TENSOR_FORMAT:  # registered for index and mask tensors
-                    raise ModelConfigError(
-                        f"{self.name}.{f}: {getattr(self, f)} is not a format weights, caches or "
-                        "activations are stored or computed in (floats, fp8, int8, int4, nvfp4, mxfp4, "
-                        "mxfp8, nf4 or group-quantised int<b>_g<G>)"
-                    )
         classes = spec_classes()
         for slot, spec in self.specs.items():
             if not isinstance(spec, classes[slot]):

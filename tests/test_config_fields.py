@@ -335,3 +335,15 @@ def test_a_gemma_activation_error_names_its_own_field():
     base = {**base, "text_config": {**base["text_config"], "hidden_activation": "weird"}}
     with pytest.raises(ModelConfigError, match="config field 'hidden_activation' 'weird'"):
         config_from_hf_dict(base, "g")
+
+
+@pytest.mark.parametrize(("command", "flag"), [("sweep", "--weight-dtypes"), ("search", "--kv-dtypes")])
+def test_the_plural_dtype_options_refuse_as_the_singular_ones(capsys, command, flag):
+    """``sweep --weight-dtypes bool`` and ``search --weight-dtypes int64`` still said
+    ``llama-3.1-8b.dtype: ...`` after the singular options were fixed (an independent review
+    found it): each entry is checked as a model format, the error naming the option."""
+    from graphs.cli import main
+
+    assert main([command, "llama-3.1-8b", flag, "bf16,bool"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"costmodel: error: {flag} 'bool': bool is not a format") and err.count("\n") == 1

@@ -418,8 +418,9 @@ def dtype_assumption(args: argparse.Namespace) -> None:
     (:func:`models.quantization.float_dtype`), said once on stderr before any work, unless
     ``--weight-dtype`` gives the weights' (a review found it said by ``model check`` only).
     Light: the JSON is read, no model built."""
-    if getattr(args, "weight_dtype", None):
-        return
+    plural = getattr(args, "weight_dtypes", None)
+    if getattr(args, "weight_dtype", None) or (plural and all(d.strip() for d in plural.split(","))):
+        return  # the weights' format given (every one of a list: an empty entry is the model's own)
     from costmodel.errors import CostModelError
     from models.resolver import config_data
 
@@ -442,20 +443,34 @@ def dtype_assumption(args: argparse.Namespace) -> None:
             )
 
 
+def check_dtype_option(flag: str, value: str) -> str:
+    """``value`` of a dtype option (``--weight-dtype``, ``--kv-dtypes`` ...) as a model format's
+    canonical name (:func:`models.config.model_dtype_name`), or one line naming the option."""
+    from models.config import ModelConfigError, model_dtype_name
+
+    try:
+        return model_dtype_name(value)
+    except ModelConfigError as exc:
+        raise ModelConfigError(f"{flag} {str(value)[:40]!r}: {exc}") from None
+
+
+def dtype_list(text: str | None, flag: str) -> list[str | None]:
+    """A comma list of dtypes (``--weight-dtypes``, ``--kv-dtypes``); an empty entry or none given:
+    the model's own (None); each other checked as a model format (:func:`check_dtype_option`),
+    the error naming ``flag``."""
+    if not text:
+        return [None]
+    return [check_dtype_option(flag, d.strip()) if d.strip() else None for d in text.split(",")]
+
+
 def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     """``cfg`` with the dtypes the options of :func:`add_dtype_options` give (a bad name: one-line error)."""
     changes = {f: getattr(args, d) for d, f in DTYPE_OPTIONS.items() if getattr(args, d, None)}
     if not changes:
         return _checkpoint_matmul(cfg, args)
-    from models.config import ModelConfigError
-
     for d, f in DTYPE_OPTIONS.items():  # each flag checked alone, so its error names the flag
         if f in changes:
-            try:
-                cfg.replace(**{f: changes[f]})
-            except ModelConfigError as exc:
-                why = str(exc).split(": ", 1)[-1]
-                raise ModelConfigError(f"--{d.replace('_', '-')} {str(changes[f])[:40]!r}: {why}") from None
+            check_dtype_option("--" + d.replace("_", "-"), changes[f])
     cfg = cfg.replace(**changes)
     if "dtype" in changes and "matmul_dtype" not in changes:
         cfg = _native_matmul(cfg, args)

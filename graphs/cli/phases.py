@@ -13,7 +13,7 @@ from .common import dump, progress_bar
 from .html_option import add_html_option, keep
 from .ledger_view import capacity_verdict, print_fits, print_kv_split, print_terms
 from .model_option import check_context, resolve_config
-from .options import add_dtype_options, check_output_path, int_list, number
+from .options import add_dtype_options, check_output_path, dtype_list, int_list, number
 
 if TYPE_CHECKING:
     from costmodel.ledger import Overhead
@@ -237,8 +237,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         devices=tuple(args.device.split(",")),
         batches=tuple(int_list(args.batches, "--batches")),
         ctxs=tuple(int_list(args.ctxs, "--ctxs")),
-        weight_dtypes=tuple(_dtypes(args.weight_dtypes)),
-        kv_dtypes=tuple(_dtypes(args.kv_dtypes)),
+        weight_dtypes=tuple(dtype_list(args.weight_dtypes, "--weight-dtypes")),
+        kv_dtypes=tuple(dtype_list(args.kv_dtypes, "--kv-dtypes")),
         tp=args.tp,
         top=args.top,
         predict=args.predict,
@@ -257,12 +257,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv and not args.json:
         print(f"all points written to {args.csv}")
     return 0
-
-
-def _dtypes(text: str | None) -> list[str | None]:
-    """A comma list of dtypes (``--weight-dtypes``, ``--kv-dtypes``); an empty entry or none given:
-    the model's own (None)."""
-    return [d or None for d in text.split(",")] if text else [None]
 
 
 def add_phase_parsers(sub: Any) -> None:

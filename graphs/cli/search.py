@@ -12,15 +12,11 @@ from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
 from .group_options import add_group_options
 from .html_option import add_html_option, keep
-from .options import add_dtype_options, apply_dtypes, check_output_path, int_list
+from .options import add_dtype_options, apply_dtypes, check_output_path, dtype_list, int_list
 from .predict_option import add_predict_option
 from .spec_options import add_spec_options
 
 __all__ = ["add_search_parser", "cmd_search", "request_of"]
-
-
-def _dtypes(text: str | None) -> list[str | None]:
-    return [d.strip() or None for d in text.split(",")] if text else [None]
 
 
 def request_of(args: argparse.Namespace) -> Any:
@@ -36,8 +32,8 @@ def request_of(args: argparse.Namespace) -> Any:
         microbatches=tuple(int_list(args.microbatches, "--microbatches", hi=4096)),
         batches=tuple(int_list(args.batches, "--batches", hi=10**7, most=100_000)),
         ctxs=tuple(int_list(args.ctxs, "--ctxs", hi=10**8, most=100_000)),
-        weight_dtypes=tuple(_dtypes(args.weight_dtypes)),
-        kv_dtypes=tuple(_dtypes(args.kv_dtypes)),
+        weight_dtypes=tuple(dtype_list(args.weight_dtypes, "--weight-dtypes")),
+        kv_dtypes=tuple(dtype_list(args.kv_dtypes, "--kv-dtypes")),
         prompt=args.prompt,
         slo_ttft=args.slo_ttft,
         slo_tpot=args.slo_tpot,
