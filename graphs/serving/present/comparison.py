@@ -14,8 +14,9 @@ same metrics, defined as a client measures them:
 * requests/s and output tokens/s: completed requests and their output tokens over the span from
   the first send to the last completion (the drain included, as
   :attr:`~graphs.serving.sim.simulator.SimResult.requests_per_s` counts it); for a result whose
-  send times the replay drew (a ``vllm bench serve`` file holds none), over the run's own
-  ``duration`` as the file states it, and not measured without one.
+  send times the replay drew (a ``vllm bench serve`` file holds none), the replayed requests
+  over the run's own ``duration`` as the file states it (its ``completed`` also counts the
+  requests of no prompt or output tokens the replay leaves out), and not measured without one.
 
 A summary-only result fills only what it states. Each column's error against the measured one is
 ``value / measured - 1`` (signed).

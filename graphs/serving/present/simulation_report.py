@@ -604,7 +604,7 @@ class MaxRateReport:
             out.append("  (coverage of the simulation at the max rate)")
         for rate, ok, t, p in m.probes:
             out.append(
-                f"  {rate:10.4g} req/s  P{req.percentile:g} TTFT {t:8.4f} s  TPOT {p:8.4f} s  {'meets' if ok else 'misses'}"
+                f"  {rate:10.4g} req/s  P{req.percentile:g} TTFT {t:8.4g} s  TPOT {p:8.4g} s  {'meets' if ok else 'misses'}"
             )
         if m.rate is None and not m.saturated:
             out.append(
@@ -630,7 +630,7 @@ class MaxRateReport:
                     )
                 )
         else:
-            out.append(f"  max rate {m.rate:.3f} requests/s = {m.rate_per_device:.3f} requests/s per device")
+            out.append(f"  max rate {m.rate:.4g} requests/s = {m.rate_per_device:.4g} requests/s per device")
             if m.rate_band is not None:
                 out += _rate_band_lines(m)
             if m.at_rate is not None:
