@@ -234,6 +234,8 @@ def _hoist_global_options(argv: Sequence[str]) -> list[str]:
 #: each symbol a ``--hw-file`` device keeps (a bare name in a value keeps it symbolic) -> where:
 #: the file, the device and the field, for the error of a command that needs a number there
 SYMBOL_ORIGINS: dict[str, str] = {}
+#: each such device's name (lower case) -> where its first symbol is
+SYMBOLIC_DEVICES: dict[str, str] = {}
 
 
 def _load_hw_files(paths: Sequence[str], override: bool) -> None:
@@ -263,7 +265,9 @@ def _record_symbols(path: str, hw: Any) -> None:
     fields += [("power_w", hw.power_w), ("price_usd_per_hour", hw.price_usd_per_hour)]
     for where, v in fields:
         for sym in getattr(v, "free_symbols", ()):
-            SYMBOL_ORIGINS.setdefault(str(sym), f"{path}: device {hw.name!r} {where} = {v}")
+            origin = f"{path}: device {hw.name!r} {where} = {v}"
+            SYMBOL_ORIGINS.setdefault(str(sym), origin)
+            SYMBOLIC_DEVICES.setdefault(hw.name.lower(), origin)
 
 
 #: the commands that take a symbolic device as it is (``op`` prints its cost's bound with the
@@ -277,7 +281,7 @@ def _refuse_symbolic_devices(args: argparse.Namespace) -> None:
     """A numeric command on a device a ``--hw-file`` kept symbolic (a bare name in a value) is
     refused before any work, naming the file, device and field, where it once failed deep in a
     compiled form (``prefill``: a ``NameError``) or with another command's words."""
-    if not SYMBOL_ORIGINS or getattr(args, "command", None) in SYMBOLIC_OK:
+    if not SYMBOLIC_DEVICES or getattr(args, "command", None) in SYMBOLIC_OK:
         return
     from costmodel.errors import CostModelError
     from costmodel.hardware import get_device
@@ -289,11 +293,11 @@ def _refuse_symbolic_devices(args: argparse.Namespace) -> None:
                 hw = get_device(name.strip())
             except CostModelError:
                 continue  # the command says what is wrong with the name
-            why = [w for w in SYMBOL_ORIGINS.values() if w.split(": device ", 1)[-1].startswith(repr(hw.name))]
+            why = SYMBOLIC_DEVICES.get(hw.name.lower())
             if why:
                 raise CostModelError(
-                    f"--{opt.replace('_', '-')} {hw.name}: {why[0][:300]}: a bare name keeps the device "
-                    f"symbolic, which `costmodel op` evaluates as such; {args.command} needs numbers"
+                    f"--{opt.replace('_', '-')} {hw.name}: {why[:300]}: a bare name keeps the device "
+                    f"symbolic, which `costmodel op` and `hw` take as such; {args.command} needs numbers"
                 )
 
 
@@ -362,6 +366,7 @@ def _main(argv: Sequence[str] | None) -> int:
             args = parser.parse_args(argv)
         args._typed_argv = list(argv)  # html_option.ARGV: the page shows what was typed
         SYMBOL_ORIGINS.clear()  # this run's files' symbols only
+        SYMBOLIC_DEVICES.clear()
         if args.hw_file:
             _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
