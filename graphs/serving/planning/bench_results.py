@@ -181,7 +181,6 @@ class BenchRun:
         return dataclasses.replace(
             self,
             duration_s=None,  # the file's duration is the whole run's, not these requests'
-            empty=0,
             arrival_s=self.arrival_s[keep],
             prompt=self.prompt[keep],
             output=self.output[keep],
