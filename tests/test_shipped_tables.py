@@ -160,8 +160,8 @@ def test_the_shipped_store_is_installed_small_and_current():
 def test_the_shipped_tables_are_what_the_rows_give(monkeypatch):
     """An unmeasured device's first grey-box ``--predict vllm`` of a decode step (BF16 GEMMs and
     decode attention): its fit groups, residual tables and held-out errors read from the store
-    (none derived: no row read) equal those derived from every measured device's rows with the
-    shipped files set aside, exactly."""
+    (none derived: no row read) equal those derived from every measured device's rows and the
+    shipped fits with the store set aside, exactly."""
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     from costmodel.measured import heldout
     from graphs.serving.pricing import kernel_sources as ks
@@ -204,7 +204,13 @@ def test_the_shipped_tables_are_what_the_rows_give(monkeypatch):
         read = tables()
     with monkeypatch.context() as m:
         forget(m)
-        m.setenv("COSTMODEL_NO_SHIPPED_FITS", "1")
+        # the store set aside, the shipped per-device fits kept: what the build derives the tables
+        # from (benchmarks/build_fits.py --extend reads them, not refitted). A refit of those fits
+        # reproduces only where BLAS sums in the same order: on another CPU one of decode
+        # attention's fits lands in another optimum (e_c 0.54 against 1.00), so refitting here
+        # tested the machine, not the store (it failed on this CI machine for a tree, 891da26,
+        # that had passed it on another)
+        m.setattr(shipped_tables, "read", lambda *a, **k: None)
         fresh = tables()
     assert read.keys() == fresh.keys() and all(read[k] for k in read)
     for k, v in fresh.items():
