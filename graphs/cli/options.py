@@ -423,13 +423,14 @@ def dtype_assumption(args: argparse.Namespace) -> None:
     if getattr(args, "weight_dtype", None) or (plural and all(d.strip() for d in plural.split(","))):
         return  # the weights' format given (every one of a list: an empty entry is the model's own)
     from costmodel.errors import CostModelError
-    from models.layer_file import is_layer_file
-    from models.resolver import config_data, resolve_model
     from models.sources import is_catalog_name
 
     for name in (getattr(args, k, None) for k in ("model", "target", "draft")):
         if not isinstance(name, str) or is_catalog_name(name):
-            continue
+            continue  # light: a catalog name imports nothing more (the cold path stays sympy-free)
+        from models.layer_file import is_layer_file
+        from models.resolver import config_data, resolve_model
+
         try:
             data = config_data(name)
             resolve_model(name, assume_family=getattr(args, "assume_family", None))
