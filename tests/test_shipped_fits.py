@@ -231,10 +231,17 @@ def test_the_shipped_file_is_small_installed_and_current():
     assert set(corpus.FAMILIES) - {"moe"} <= set(h["fits"]) and all(n > 0 for n in h["fits"].values())
 
 
+#: how closely a refit reproduces a shipped fit on another CPU (its BLAS's summation order): a
+#: millionth, where this machine's (AMD EPYC, OpenBLAS Haswell kernels) GEMM refit moved 1.5e-10
+REFIT_RTOL = 1e-6
+
+
 @pytest.mark.slow
 def test_the_shipped_fits_are_what_a_fresh_fit_gives(monkeypatch):
     """One device and framework refitted from the corpus with the file set aside: the shipped fits
-    (all-reduce: every backend; GEMM: BF16) equal the fresh ones to 1e-12 (in fact exactly)."""
+    (all-reduce: every backend; GEMM: BF16) equal the fresh ones to :data:`REFIT_RTOL` (exactly
+    on the machine that built them; on this CI machine, another CPU whose BLAS sums in another
+    order, the GEMM fit's t0_s by 1.5e-10)."""
     pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
     from costmodel.measured.applied import _fit_groups
 
@@ -251,8 +258,8 @@ def test_the_shipped_fits_are_what_a_fresh_fit_gives(monkeypatch):
             g = read[grp]
             assert (g.rows, g.devices, g.frameworks) == (f.rows, f.devices, f.frameworks)
             for n, v in f.params.items():
-                assert g.params[n] == pytest.approx(v, rel=1e-12, abs=0), (grp, n)
-            assert g.rms_log == pytest.approx(f.rms_log, rel=1e-12)
+                assert g.params[n] == pytest.approx(v, rel=REFIT_RTOL, abs=0), (grp, n)
+            assert g.rms_log == pytest.approx(f.rms_log, rel=REFIT_RTOL)
 
 
 def test_the_build_skips_the_families_priced_without_fits(capsys):
