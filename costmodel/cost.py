@@ -79,12 +79,18 @@ def bind(bindings: Bindings | None) -> dict[sympy.Symbol, sympy.Expr]:
     return out
 
 
+def unbound_error(symbols: Iterable[Any], what: str = "value") -> UnboundSymbolError:
+    """The one error of a value that still depends on ``symbols`` (named, sorted): its wording
+    is what the command line reads to say where a ``--hw-file`` symbol came from."""
+    names = ", ".join(sorted(str(s) for s in symbols))
+    return UnboundSymbolError(f"{what} still depends on unbound symbols: {names}; bind them first")
+
+
 def as_float(expr: sympy.Expr, *, what: str = "value") -> float:
     """Convert a numeric expression to float, naming unbound symbols if any."""
     expr = to_expr(expr, field=what)
     if expr.free_symbols:
-        names = ", ".join(sorted(str(s) for s in expr.free_symbols))
-        raise UnboundSymbolError(f"{what} still depends on unbound symbols: {names}; bind them first")
+        raise unbound_error(expr.free_symbols, what)
     value = float(expr)
     if value != value:
         raise CostModelError(f"{what} evaluated to NaN ({expr})")
@@ -210,8 +216,7 @@ class Cost:
         c = self.subs(bindings or {})
         free = c.free_symbols
         if free:
-            names = ", ".join(sorted(str(s) for s in free))
-            raise UnboundSymbolError(f"cost still depends on unbound symbols: {names}; bind them first")
+            raise unbound_error(free, "cost")
         return c
 
     # ------------------------------------------------------------ queries

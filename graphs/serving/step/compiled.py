@@ -81,15 +81,14 @@ def _all_bound(exprs: Any, symbols: Any) -> None:
     """Refuse forms that depend on symbols other than the step's dims (a device a ``--hw-file``
     kept symbolic by a bare name), naming them, before they are compiled: a compiled form would
     fail with a ``NameError`` when called (a review found ``prefill`` doing so)."""
-    from costmodel.errors import UnboundSymbolError
+    from costmodel.cost import unbound_error
 
     free: set[Any] = set()
     for e in exprs:
         free |= set(getattr(e, "free_symbols", ()))
     free -= set(symbols)
     if free:
-        names = ", ".join(sorted(str(x) for x in free))
-        raise UnboundSymbolError(f"value still depends on unbound symbols: {names}; bind them first")
+        raise unbound_error(free)
 
 
 @dataclass(frozen=True)
