@@ -172,6 +172,13 @@ def test_readers(tmp_path):
     )
     (run,) = read_results(str(v))  # two clients for four requests: a closed loop
     assert run.concurrency == 2 and run.rate == 4.0 and run.drawn
+    # vllm's bench records one gap per streamed chunk after the first: a chunk may carry several
+    # tokens (fewer gaps: read), but never more gaps than tokens
+    doc = json.loads(v.read_text())
+    doc["itls"] = [[0.01], [], [0.01, 0.01], [0.01] * 3]
+    v.write_text(json.dumps(doc))
+    with pytest.raises(CostModelError, match=r"itls\[3\] has 3 inter-token gaps for output_lens\[3\] = 2"):
+        read_results(str(v))
     bad = tmp_path / "fit.json"
     bad.write_text(json.dumps({"format": "costmodel-serving-fit", "version": 9}))
     with pytest.raises(CostModelError, match="version 9 not supported"):

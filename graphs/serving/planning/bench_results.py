@@ -400,6 +400,13 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
             _tokens(doc["input_lens"][i], f"{source}: input_lens[{i}]"),
             _tokens(doc["output_lens"][i], f"{source}: output_lens[{i}]"),
         )
+        if len(itl) > o:
+            # a streamed token after the first is one gap: at most o - 1 of them (one more allowed
+            # where the output lengths were counted by re-tokenising the text, not the usage)
+            raise CostModelError(
+                f"{source}: itls[{i}] has {len(itl)} inter-token gaps for output_lens[{i}] = {o} tokens "
+                f"(at most {o} allowed: one gap a token after the first); the file's requests do not match"
+            )
         rows.append((arr, p, o, ttft, ttft + gaps))
     dur = doc.get("duration")
     stated = None if dur is None else _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
