@@ -470,3 +470,40 @@ def test_expert_parallelism_inside_tp_leaves_the_disaggregated_families_as_they_
 
     assert disagg(plain) and disagg(ep) == disagg(plain)
     assert any(d.expert_parallel and not d.prefill_replicas for d in ep.candidates)
+
+
+def test_a_run_that_falls_behind_in_decode_is_priced_at_its_decode_capacity():
+    """A review's case: 30 requests at 2/s, every iteration 10 s of CPU. Every prompt is
+    prefilled within the first minute, so the window to the last first token priced the 30
+    answers over about a minute while they took hours. No steady load draws more output from a
+    replica than its largest batch every iteration: ``max_num_seqs`` (the KV pool holds more
+    sequences of 1,125 tokens: 1,000 of prompt and half of the 250 of output) over 10 s and the
+    kernels (a few ms). The run is priced over its output at that rate, and says so; a run that
+    keeps up keeps its window, and a whole-run (all at once) basis is untouched."""
+    from graphs.serving.engines import get_engine
+    from graphs.serving.planning.cost import ServedTotals, decode_bound_seconds, served_seconds
+    from graphs.serving.sim.engine import profile_engine
+
+    reqs = synthetic(30, rate=2.0, prompt="fixed:1000", output="fixed:250", seed=0)
+    eng = profile_engine(get_engine("vllm"), "llama-3.1-8b", "h100", iteration_overhead_s=10.0)
+    slow = simulate("llama-3.1-8b", "h100", reqs, engine=eng)
+    b = eng.max_num_seqs
+    assert b / 10.1 < slow.decode_capacity_tokens_per_s < b / 10.0
+    pr = slow.per_request
+    window = float((pr["arrival_s"] + pr["ttft_s"]).max() - pr["arrival_s"].min())
+    assert window < 100
+    assert served_seconds(slow) == decode_bound_seconds(slow) == pytest.approx(
+        30 * 250 / slow.decode_capacity_tokens_per_s, rel=1e-12
+    )
+    totals = ServedTotals.of(slow)
+    assert totals.decode_bound and not totals.whole_run
+    assert "it falls behind in decode" in sim_cost(slow, device_rates("h100", 2.0)).basis
+    # keeping up: the window, as before (its output at capacity takes a small part of it)
+    ok = simulate(
+        "llama-3.1-8b", "h100", synthetic(200, rate=5.0, prompt="fixed:500", output="fixed:100", seed=1)
+    )
+    assert decode_bound_seconds(ok) < 0.1 * served_seconds(ok)
+    assert not ServedTotals.of(ok).decode_bound
+    assert "first arrival to last first token" in sim_cost(ok, device_rates("h100", 2.0)).basis
+    burst = simulate("llama-3.1-8b", "h100", [Request(i, 0.0, 1000, 250) for i in range(30)], engine=eng)
+    assert served_seconds(burst) == burst.duration_s and not ServedTotals.of(burst).decode_bound

@@ -35,8 +35,13 @@ alike, in the mix the operating point serves (``r_in : r_out``, printed with it)
   behind takes its backlog's time, so the rate is what it can serve. Neither the drain tail after
   the last arrival (a finite run's artefact: its length is the longest request's decode, not the
   load) nor the busy time (which counts the tail's small batches: a deployment that met the SLOs
-  at a lower $/h printed a higher $/M than a dearer one) enters. Every request sent at once, or a
-  closed loop: the whole run;
+  at a lower $/h printed a higher $/M than a dearer one) enters. But the window is never shorter
+  than the run's output tokens at the most its decoding replicas can emit (``decode capacity``:
+  each at its best batch up to ``max_num_seqs`` or the KV pool, pure decode, prefill not charged;
+  :attr:`~graphs.serving.sim.simulator.SimResult.decode_capacity_tokens_per_s`): a deployment that
+  admits every prompt but decodes slower than the load asks prints its first tokens early while
+  most of its output is not yet made, and no steady load gets more out of it than that rate.
+  Every request sent at once, or a closed loop: the whole run;
 * an analytic decode point (``search --cost``, ``serve plans``; :func:`decode_cost`): batch ``B``
   back to back at ``TPOT``, ``r_out = B / TPOT`` and no input: the devices **100 % busy**
   decoding, labelled so wherever it prints;
@@ -77,6 +82,7 @@ __all__ = [
     "token_cost",
     "usd_per_m",
     "served_seconds",
+    "decode_bound_seconds",
     "ServedTotals",
     "totals_cost",
     "sim_cost",
@@ -425,7 +431,29 @@ def served_seconds(res: Any) -> float:
     if res.offered_requests_per_s is None:  # all at once, or a closed loop
         return float(res.duration_s)
     arrival = pr["arrival_s"]
-    return float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
+    window = float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
+    return max(window, decode_bound_seconds(res))
+
+
+def decode_bound_seconds(res: Any) -> float:
+    """The least time a run's output tokens take at its decode capacity (module doc): the
+    output tokens over :attr:`~graphs.serving.sim.simulator.SimResult.decode_capacity_tokens_per_s`,
+    0 where the run states none.
+
+    Parameters
+    ----------
+    res : SimResult
+        A simulated run.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    cap = getattr(res, "decode_capacity_tokens_per_s", None)
+    if not cap:
+        return 0.0
+    return float(res.per_request["output"].sum()) / float(cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +478,9 @@ class ServedTotals:
         Requests served.
     whole_run : bool
         True when ``served_s`` is the whole run (every request sent at once, or a closed loop).
+    decode_bound : bool
+        True when ``served_s`` is the output tokens at the decode capacity (module doc), longer
+        than the window to the last first token.
     """
 
     devices: int
@@ -460,6 +491,7 @@ class ServedTotals:
     output_tokens: float
     requests: int
     whole_run: bool
+    decode_bound: bool = False
 
     @classmethod
     def of(cls, res: Any) -> ServedTotals:
@@ -475,15 +507,18 @@ class ServedTotals:
         ServedTotals
             Its devices, served and busy seconds, duration, tokens and requests.
         """
+        served = served_seconds(res)
+        whole = res.offered_requests_per_s is None
         return cls(
             devices=res.topology.devices,
-            served_s=served_seconds(res),
+            served_s=served,
             busy_device_s=float(res.busy_device_s),
             duration_s=float(res.duration_s),
             input_tokens=float(res.per_request["prompt"].sum()),
             output_tokens=float(res.per_request["output"].sum()),
             requests=int(res.requests),
-            whole_run=res.offered_requests_per_s is None,
+            whole_run=whole,
+            decode_bound=not whole and served == decode_bound_seconds(res),
         )
 
 
@@ -520,7 +555,13 @@ def totals_cost(t: ServedTotals, rates: Rates) -> TokenCost | None:
         output_tokens_per_s=t.output_tokens / seconds,
         basis=(
             f"serving {t.requests / seconds:,.4g} requests/s ({t.requests:,} in {seconds:,.1f} s, "
-            + ("the whole run)" if t.whole_run else "first arrival to last first token)")
+            + (
+                "the whole run)"
+                if t.whole_run
+                else "its output at the decode capacity: it falls behind in decode)"
+                if t.decode_bound
+                else "first arrival to last first token)"
+            )
         ),
         utilisation=util,
     )

@@ -40,8 +40,9 @@ from .cost import ServedTotals
 __all__ = ["CARD_VERSION", "RunOutcome", "requests_digest", "run_key", "load_outcome", "save_outcome"]
 
 #: the layout of a run card (a card of another is simulated again)
-CARD_VERSION = 1
-#: the totals' numeric fields (the rest are ``devices``, ``requests``: whole, ``whole_run``: bool)
+CARD_VERSION = 2
+#: the totals' numeric fields (the rest are ``devices``, ``requests``: whole, ``whole_run`` and
+#: ``decode_bound``: bool)
 _FLOATS = ("served_s", "busy_device_s", "duration_s", "input_tokens", "output_tokens")
 
 
@@ -170,6 +171,7 @@ def load_outcome(key: str, reqs: Sequence[Request]) -> RunOutcome | None:
         and type(t["devices"]) is int
         and 1 <= t["devices"] <= 2**31
         and type(t["whole_run"]) is bool
+        and type(t["decode_bound"]) is bool
         and type(t["requests"]) is int
         and t["served_s"] > 0
     ):

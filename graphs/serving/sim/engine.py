@@ -1077,6 +1077,49 @@ class Replica:
         self._waited += 1
         return True
 
+    def decode_capacity(self, ctx: float) -> tuple[float, int] | None:
+        """The most output tokens per second this replica can emit decoding, and the batch that
+        does it: ``max_b b / T(b)`` over batches ``b`` up to its largest, where ``T(b)`` is a
+        pure-decode iteration of ``b`` sequences each holding ``ctx`` tokens of KV, priced as
+        :meth:`iteration_time` prices one (the kernels with the overheads' scale and padding,
+        floored at the roofline, plus the iteration's CPU terms) and the largest batch is
+        ``min(max_num_seqs, max_num_batched_tokens, KV pool tokens / ctx)``. The batches tried
+        are the largest and every power of two below it. Prefill is not charged: an upper bound
+        on what a steady load can draw from the replica (:func:`graphs.serving.planning.cost.served_seconds`).
+        Nothing is recorded (no busy time, no iteration).
+
+        Parameters
+        ----------
+        ctx : float
+            The mean KV length of a decoding sequence (tokens, > 0): its output tokens' mean
+            ``prompt + position``.
+
+        Returns
+        -------
+        tuple of (float, int) or None
+            Tokens/s and the batch; None when speculating (a step emits a variable number of
+            tokens) or when not one sequence of ``ctx`` fits the pool.
+        """
+        if self.spec is not None or not (ctx > 0 and math.isfinite(ctx)):
+            return None
+        cfg, ov = self.cfg, self.overheads
+        largest = min(cfg.max_num_seqs, cfg.max_num_batched_tokens, int(self.num_blocks * cfg.block_size // ctx))
+        if largest < 1:
+            return None
+        best: tuple[float, int] | None = None
+        for n in sorted({largest, *(2**k for k in range(largest.bit_length()) if 2**k < largest)}):
+            o = cfg.iteration_overhead_s + (0.0 if ov.is_zero else ov.cpu_s(n, n))
+            rows, sums = ov.padded(n), n * ctx
+            ctxs = [ctx] * rows if self.step_cost.windowed else None
+            t = self.step_cost.time_sums(rows, sums, (), ctxs)
+            if ov.kernel_scale != 1:
+                floor = self._phase_step.time_sums(rows, sums, (), ctxs) if ov.kernel_scale < 1 else 0.0
+                t, _ = scaled_kernels_s(ov.kernel_scale, t, floor)
+            t += o
+            if t > 0 and (best is None or n / t > best[0]):
+                best = (n / t, n)
+        return best
+
     def iteration_time(self, batch: list[tuple[Sequence, int]]) -> float:
         """The mixed-batch step cost of ``batch`` times ``kernel_scale``, plus the per-iteration
         overhead and the CPU terms (s); a decode-only batch runs at its CUDA-graph capture size

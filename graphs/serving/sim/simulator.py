@@ -323,6 +323,12 @@ class SimResult(Result):
         Prefix hits from host memory / SSD and their load time.
     overheads : str or None
         The engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none).
+    decode_capacity_tokens_per_s : float or None
+        The most output tokens per second the decoding replicas can emit in a steady load of these
+        requests: each at its best batch up to its largest (``max_num_seqs``, the token budget,
+        the KV pool at the requests' mean decoding context), pure decode with its CPU terms,
+        prefill not charged (an upper bound; :func:`graphs.serving.planning.cost.served_seconds`
+        reads it). None when speculating, for DP/EP groups, or with no output tokens.
     """
 
     model: str
@@ -373,6 +379,9 @@ class SimResult(Result):
     kv_tiers: TierStats | None = None  #: prefix hits from host memory / SSD and their load time
     #: the engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none)
     overheads: str | None = None
+    #: the most output tokens/s the decoding replicas can emit in a steady load of these requests
+    #: (:func:`_decode_capacity`; None: speculating, DP/EP groups, or no output)
+    decode_capacity_tokens_per_s: float | None = None
 
     @property
     def queue_share(self) -> float:
@@ -768,6 +777,9 @@ def simulate(
                 f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) needs more KV blocks than a "
                 f"replica has ({blocks} of {cfg.block_size} tokens)"
             )
+    capacity = _decode_capacity(seqs, back, ov, cfg) if not groups and not specs else None
+    if isinstance(step, MeteredIterationStep):
+        step.reset()  # the capacity's steps priced nothing the run iterates
     events: list[tuple[float, int, str, Any]] = []
     counter = itertools.count()
     heads, follow = _chains(seqs)
@@ -894,6 +906,8 @@ def simulate(
     res = _summarise(
         w.name, hw.name, topo, rate, seqs, replicas, slo_ttft, slo_tpot, emitted, t0, concurrency
     )
+    if capacity is not None:
+        res = dataclasses.replace(res, decode_capacity_tokens_per_s=capacity)
     if specs:
         res = dataclasses.replace(res, spec=specs[0].stats())
     if tiered:
@@ -924,6 +938,27 @@ def simulate(
     if not isinstance(step, MeteredIterationStep):
         return res
     return dataclasses.replace(res, predictor=pred.label, coverage=step.coverage(), clamped_s=step.clamped_s)
+
+
+def _decode_capacity(seqs: list[Seq], back: list[Replica], ov: EngineOverheads, cfg: EngineConfig) -> float | None:
+    """The most output tokens per second the decoding replicas ``back`` can emit in a steady
+    load of these requests (:attr:`SimResult.decode_capacity_tokens_per_s`): each replica's
+    :meth:`~graphs.serving.sim.engine.Replica.decode_capacity` at the requests' mean decoding KV
+    length, the output-token-weighted mean of ``prompt + output / 2`` (a decode of the ``j``-th
+    token holds ``prompt + j`` tokens), capped at the shared front end's
+    ``api_server_count / frontend_token_s`` tokens/s where it has one, times the replicas."""
+    out = np.array([s.req.output for s in seqs], dtype=float)
+    total = float(out.sum())
+    if total <= 0:
+        return None
+    prompt = np.array([s.req.prompt for s in seqs], dtype=float)
+    got = back[0].decode_capacity(float((out * (prompt + out / 2)).sum() / total))
+    if got is None:
+        return None
+    per = got[0]
+    if ov.frontend_token_s > 0:
+        per = min(per, cfg.api_server_count / ov.frontend_token_s)
+    return per * len(back)
 
 
 def _stream(batch: list[tuple[Seq, int]], done: list[Seq], now: float, delay_s: float) -> None:
