@@ -101,6 +101,29 @@ def test_knee_batch_and_context_ceiling_are_where_the_bound_flips():
     assert high.knee_batch is None and high.batch_for_90pct_of_ceiling > 0
 
 
+def test_decode_limits_count_the_tensor_parallel_collectives():
+    """At tp 4 the all-reduces over the link are their own nodes, in series with the rest: the
+    memory-bound ceiling is ``1 / (b + l_b)`` with ``b`` the DRAM and ``l_b`` the link seconds a
+    sequence adds (read here off the graph's aggregate terms, not the compiled step), and the
+    throughput at the largest batch that fits is that batch over the report's own TPOT there (a
+    review found 5,282 tokens/s printed, the DRAM term alone, where TPOT gave 4,898)."""
+    hw = get_device("h100")
+    g = build_model(get_model("llama-3.1-70b"), "decode", batch=B, ctx=ctx, tp=4)
+    terms = bound(op_total(g), hw).terms
+
+    def per_sequence(key):
+        at = {ctx: 4096}
+        return as_float(terms[key].subs({**at, B: 2})) - as_float(terms[key].subs({**at, B: 1}))
+
+    lim = decode_limits("llama-3.1-70b", hw, ctx=4096, tp=4, max_batch=133)
+    assert lim.knee_batch is None
+    ceiling = 1 / (per_sequence("dram") + per_sequence("link:scale_up"))
+    assert lim.throughput_ceiling_tokens_per_s == pytest.approx(ceiling, rel=1e-9)
+    assert 1 / per_sequence("dram") > 1.05 * ceiling  # the link's share is not negligible here
+    at_max = decode_report("llama-3.1-70b", hw, batch=133, ctx=4096, tp=4)
+    assert lim.throughput_at_max_batch_tokens_per_s == pytest.approx(133 / at_max.step_s, rel=1e-12)
+
+
 def test_prefill_ttft_attention_share_and_chunking():
     short = prefill_report("llama-3.1-8b", "h100", seq=512)
     long = prefill_report("llama-3.1-8b", "h100", seq=32768)

@@ -38,12 +38,14 @@ def decode_limits(
 ) -> DecodeLimits:
     """Where batching stops paying, solved from the graph's totals.
 
-    The whole decode step is ``T(B) = max(a + b B, c B)``: ``a`` the fixed
+    The whole decode step is ``T(B) = max(a + b B, c B) + l_a + l_b B``: ``a`` the fixed
     weight traffic, ``b`` the per-sequence memory time (KV read at ``ctx``,
-    activations), ``c`` the per-sequence compute time on the binding unit.
+    activations), ``c`` the per-sequence compute time on the binding unit, and the
+    tensor-parallel collectives over the links in series with them (their own nodes: ``l_a``
+    their latency, ``l_b`` a sequence's bytes; 0 at ``tp = 1``).
     When ``c > b`` the step turns compute-bound at the knee ``B* = a/(c - b)``
-    and throughput saturates at ``1/c``; otherwise no batch is compute-bound
-    and throughput creeps towards ``1/b`` (90% of it at ``B = 9a/b``). Both
+    and throughput saturates at ``1/(c + l_b)``; otherwise no batch is compute-bound
+    and throughput creeps towards ``1/(b + l_b)`` (90% of it at ``B = 9 (a + l_a)/(b + l_b)``). Both
     ``b`` and ``c`` grow linearly with ``ctx``; the context ceiling solves
     ``b(ctx) = c(ctx)``: beyond it, no batch reaches compute-bound.
 
@@ -54,7 +56,8 @@ def decode_limits(
 
     With ``max_batch`` (the largest batch the memory holds at ``ctx``,
     :func:`graphs.serving.step.ledger_fit.capacity_check`) the limits also carry the throughput at
-    that batch, ``B_max / T(B_max)``: what batching reaches when the knee lies beyond it.
+    that batch, ``B_max / T(B_max)`` with ``T`` the whole step (the report's TPOT): what
+    batching reaches when the knee lies beyond it.
 
     Parameters
     ----------
@@ -97,6 +100,7 @@ class LimitForms:
     b_f: Any
     mem_f: Any
     comp_f: dict[str, Any]
+    link_f: Any = None
 
     @classmethod
     def of(cls, c: CompiledStep) -> LimitForms:
@@ -114,6 +118,7 @@ class LimitForms:
         terms = c.forms.terms_s
         mem = sympy.expand(sum(v for k, v in terms.items() if k == Level.DRAM))
         comp = {k: sympy.expand(v) for k, v in terms.items() if k in tuple(Unit)}
+        links = [v for k, v in terms.items() if str(k).startswith("link:")]
         a = mem.subs(B_sym, 0)
         b_per = sympy.expand((mem - a) / B_sym)
         linear = B_sym not in b_per.free_symbols
@@ -128,6 +133,7 @@ class LimitForms:
             b_f=sympy.lambdify(ctx_sym, b_per, "math"),
             mem_f=sympy.lambdify((B_sym, ctx_sym), mem, "math"),
             comp_f={k: sympy.lambdify((B_sym, ctx_sym), v, "math") for k, v in comp.items()},
+            link_f=sympy.lambdify((B_sym, ctx_sym), sympy.Add(*links), "math") if links else None,
         )
 
     def numbers(self, c: CompiledStep) -> LimitNumbers:
@@ -150,6 +156,8 @@ class LimitForms:
             linear=self.linear,
             b_form=self.b_per,
             unit_forms=lambda u: c.memo(f"limits:{u}", lambda: self.ceiling(u)),
+            link=self.link_f,
+            step=c.step,
         )
 
     def ceiling(self, unit: str) -> tuple[sympy.Expr, float | None]:

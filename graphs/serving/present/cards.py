@@ -368,6 +368,8 @@ def decode_from_card(
             linear=bool(lim["linear"]),
             b_form=str(lim["b_per_sequence"]),
             unit_forms=lambda u: (str(units[u]["per_sequence"]), ceilings[u]),
+            link=_links(terms),
+            step=fields["step_s"],
         )
         nf = _near_far(card["near_far"], bandwidth)
         limits = limits_at(numbers, ctx, max_batch)
@@ -377,6 +379,14 @@ def decode_from_card(
         raise
     except (ArithError, KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise CardError(f"unreadable decode card: {type(exc).__name__}: {exc}") from None
+
+
+def _links(terms: dict[str, Any]) -> Any:
+    """The sum of a step's ``link:*`` terms as a function of its point (None: no collective)."""
+    links = [f for k, f in terms.items() if k.startswith("link:")]
+    if not links:
+        return None
+    return lambda *at: sum(f(*at) for f in links)
 
 
 _PREFILL = ("B", "S")

@@ -99,23 +99,24 @@ def _cache_line(caps: Mapping[str, Any], batch: int, ctx: int) -> list[str]:
     return [f"  cache held {fmt_si(held, 'B')} at ctx {ctx} (" + "; ".join(parts) + ")"]
 
 
-def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int) -> list[str]:
-    """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds."""
+def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int, tp: int = 1) -> list[str]:
+    """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds
+    (throughputs of the whole tensor-parallel group, said when it has several devices)."""
     ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
+    unit = "tokens/s" + (f" over the {tp} devices" if tp > 1 else "")
     if lim.knee_batch is not None:
-        out = [
-            f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} tokens/s"
-        ]
+        out = [f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} {unit}"]
     else:
         out = [
-            f"  no batch is compute-bound at ctx {ctx}: throughput creeps to "
-            f"{ceiling:,.0f} tokens/s (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f})"
+            f"  no batch is compute-bound at ctx {ctx}: throughput creeps towards the whole step's "
+            f"roofline, {ceiling:,.0f} {unit} (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f}; "
+            "every kernel's bytes and FLOPs overlapped: an upper bound)"
         ]
     if lim.capped_by_memory:
         reach = lim.throughput_at_max_batch_tokens_per_s
         out.append(
             f"    capped by memory: at most batch {lim.max_batch_fits} fits at ctx {ctx}, "
-            + (f"where throughput reaches {reach:,.0f} tokens/s" if reach else "so no batch runs")
+            + (f"where throughput reaches {reach:,.0f} {unit}" if reach else "so no batch runs")
         )
     if lim.ctx_ceiling is not None:
         cap = ""
@@ -261,7 +262,7 @@ class DecodeSummary(_PhasePage):
                 f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
             )
         if self.limits is not None:
-            out += _knee_lines(self.limits, self.capacity, self.request.batch, ctx)
+            out += _knee_lines(self.limits, self.capacity, self.request.batch, ctx, rep.tp)
         out.append(
             f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
             f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "

@@ -462,14 +462,19 @@ class LimitNumbers:
     linear: bool
     b_form: sympy.Expr | str
     unit_forms: Callable[[str], tuple[sympy.Expr | str, float | None]]
+    #: the step's collectives over the links (s: its ``link:*`` terms, their own nodes, so in
+    #: series with the rest), and the whole step's seconds (the report's TPOT); None: none
+    link: Callable[[float, float], float] | None = None
+    step: Callable[[float, float], float] | None = None
 
 
 def limits_at(n: LimitNumbers, ctx: int | None, max_batch: int | None = None) -> DecodeLimits:
     """Where batching stops paying (:func:`graphs.serving.analysis.limits.decode_limits` has the math).
 
     With ``max_batch`` (the largest batch the memory holds at ``ctx``) the limits also give the
-    throughput at that batch, ``B_max / max(T_mem(B_max), c_u B_max)``, the ceiling batching can
-    actually reach when the knee or the 90 % batch lies beyond it.
+    throughput at that batch, ``B_max / T(B_max)`` with ``T`` the whole step (the report's TPOT,
+    ``n.step``; without it ``max(T_mem, c_u B) + L``), the ceiling batching can actually reach
+    when the knee or the 90 % batch lies beyond it.
 
     Parameters
     ----------
@@ -491,7 +496,11 @@ def limits_at(n: LimitNumbers, ctx: int | None, max_batch: int | None = None) ->
         return lim
     reach = None
     if max_batch > 0:
-        step = max(n.mem(max_batch, ctx), *(f(max_batch, ctx) for f in n.comp.values()))
+        if n.step is not None:
+            step = n.step(max_batch, ctx)
+        else:
+            step = max(n.mem(max_batch, ctx), *(f(max_batch, ctx) for f in n.comp.values()))
+            step += n.link(max_batch, ctx) if n.link is not None else 0.0
         reach = max_batch / step
     return dataclasses.replace(lim, max_batch_fits=max_batch, throughput_at_max_batch_tokens_per_s=reach)
 
@@ -510,6 +519,9 @@ def _limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
     if ctx is None:
         return base
     a_n, b_n, c_n = n.a(ctx), n.b(ctx), n.comp[c_unit](1, ctx)
+    # the collectives, in series: L(B) = l_a + l_b B (bytes a sequence, plus per-message latency)
+    l_b = n.link(2, ctx) - n.link(1, ctx) if n.link is not None else 0.0
+    l_a = n.link(1, ctx) - l_b if n.link is not None else 0.0
 
     def t_mem(bb: float) -> float:
         return n.mem(bb, ctx)
@@ -526,17 +538,17 @@ def _limits_at(n: LimitNumbers, ctx: int | None) -> DecodeLimits:
             ctx=ctx,
             regime=Regime.COMPUTE_BEYOND_KNEE,
             knee_batch=knee,
-            throughput_ceiling_tokens_per_s=1 / c_n,
+            throughput_ceiling_tokens_per_s=1 / (c_n + l_b),
         )
-    if n.linear:
-        b90 = 9 * a_n / b_n
-    else:  # B / T_mem(B) reaches 90 % of 1 / b
-        b90 = _root(lambda bb: bb / t_mem(bb) - 0.9 / b_n, 1e-9, 1e12)
+    if n.linear:  # B / (a + l_a + (b + l_b) B) = 0.9 / (b + l_b)
+        b90 = 9 * (a_n + l_a) / (b_n + l_b)
+    else:  # B / (T_mem(B) + L(B)) reaches 90 % of 1 / (b + l_b)
+        b90 = _root(lambda bb: bb / (t_mem(bb) + l_a + l_b * bb) - 0.9 / (b_n + l_b), 1e-9, 1e12)
     return dataclasses.replace(
         base,
         ctx=ctx,
         regime=Regime.MEMORY_AT_EVERY_BATCH,
-        throughput_ceiling_tokens_per_s=1 / b_n,
+        throughput_ceiling_tokens_per_s=1 / (b_n + l_b),
         batch_for_90pct_of_ceiling=b90,
     )
 
