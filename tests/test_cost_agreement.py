@@ -30,9 +30,11 @@ def _json(capsys, argv):
 
 def _hand(devices, per_request):
     """price x devices / served output tok/s / 3600 x 1e6, the served rate read off the run:
-    its output tokens over first arrival to last first token (graphs.serving.planning.cost)."""
+    its output tokens over first arrival to last first token plus one mean gap between the
+    arrivals, n requests arriving over n - 1 gaps (graphs.serving.planning.cost)."""
     arrival = per_request["arrival_s"]
-    seconds = float(np.max(arrival + per_request["ttft_s"]) - np.min(arrival))
+    gap = (arrival.max() - arrival.min()) / (len(arrival) - 1)
+    seconds = float(np.max(arrival + per_request["ttft_s"]) - np.min(arrival) + gap)
     out_per_s = float(per_request["output"].sum()) / seconds
     in_per_s = float(per_request["prompt"].sum()) / seconds
     return (

@@ -507,3 +507,18 @@ def test_a_run_that_falls_behind_in_decode_is_priced_at_its_decode_capacity():
     assert "first arrival to last first token" in sim_cost(ok, device_rates("h100", 2.0)).basis
     burst = simulate("llama-3.1-8b", "h100", [Request(i, 0.0, 1000, 250) for i in range(30)], engine=eng)
     assert served_seconds(burst) == burst.duration_s and not ServedTotals.of(burst).decode_bound
+
+
+def test_a_few_requests_at_a_constant_rate_are_priced_at_that_rate():
+    """A review's case: 5 requests at 1/s (constant arrivals) printed 'serving 1.245
+    requests/s' in the cost line, while they arrived at 1.00/s: n requests over n - 1 gaps. With
+    one mean gap added the served rate is the offered one, less the last request's TTFT."""
+    from graphs.serving.planning.cost import served_seconds
+
+    reqs = [Request(i, float(i), 1000, 100) for i in range(5)]
+    res = simulate("llama-3.1-8b", "h100", reqs)
+    ttft_last = float(res.per_request["ttft_s"][-1])
+    assert ttft_last < 0.2
+    assert served_seconds(res) == pytest.approx(4.0 + ttft_last + 1.0, rel=1e-12)
+    assert 5 / served_seconds(res) == pytest.approx(1.0, rel=0.05)
+    assert "serving 0.9" in sim_cost(res, device_rates("h100", 2.0)).basis

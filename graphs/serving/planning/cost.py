@@ -30,8 +30,10 @@ alike, in the mix the operating point serves (``r_in : r_out``, printed with it)
 
 * a simulation (``simulate``, ``simulate --max-rate`` at the rate found, ``size``;
   :func:`sim_cost`): the tokens of its requests over the time it took to take them in, from the
-  first arrival to the last first token (every prompt prefilled). A deployment that keeps up
-  does that one TTFT after the last arrival, so the rate is the offered load's; one that falls
+  first arrival to the last first token (every prompt prefilled), plus one mean gap between
+  arrivals (``n`` requests arrive over ``n - 1`` gaps: without it ``n`` requests at ``r``/s would be
+  priced as served at ``n r / (n - 1)``). A deployment that keeps up does that one TTFT after
+  the last arrival, so the rate is the offered load's; one that falls
   behind takes its backlog's time, so the rate is what it can serve. Neither the drain tail after
   the last arrival (a finite run's artefact: its length is the longest request's decode, not the
   load) nor the busy time (which counts the tail's small batches: a deployment that met the SLOs
@@ -431,7 +433,10 @@ def served_seconds(res: Any) -> float:
     if res.offered_requests_per_s is None:  # all at once, or a closed loop
         return float(res.duration_s)
     arrival = pr["arrival_s"]
-    window = float(np.max(arrival + pr["ttft_s"]) - np.min(arrival))
+    first = float(np.min(arrival))
+    # n requests arrive over n - 1 gaps: each takes one mean gap of the time (module doc)
+    gap = (float(np.max(arrival)) - first) / (len(arrival) - 1) if len(arrival) > 1 else 0.0
+    window = float(np.max(arrival + pr["ttft_s"])) - first + gap
     return max(window, decode_bound_seconds(res))
 
 
@@ -560,7 +565,7 @@ def totals_cost(t: ServedTotals, rates: Rates) -> TokenCost | None:
                 if t.whole_run
                 else "its output at the decode capacity: it falls behind in decode)"
                 if t.decode_bound
-                else "first arrival to last first token)"
+                else "first arrival to last first token, plus a mean gap between arrivals)"
             )
         ),
         utilisation=util,
