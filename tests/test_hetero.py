@@ -106,7 +106,11 @@ def test_disaggregated_terms_and_pools():
     # 2 req/s x 29 ms of prefill keeps one B200 6 % busy; decode: 1024 tokens/s against
     # 16 / 14.9 ms = 1075 tokens/s per H100: one device each
     assert (r.prefill_devices, r.decode_devices) == (1, 1)
-    assert r.energy_per_token_j == pytest.approx((1000 + 700) / (2.0 * 512))  # TDPs over tokens/s
+    # busy energy at the TDPs (docs/conventions.md): the prefill's on B200 over its 512 outputs,
+    # one decode step's on H100 over the batch of 16 (the provisioned devices' idle time is not
+    # energy: (1000 + 700) W over 1024 tokens/s was printed before)
+    assert r.energy_per_token_j == pytest.approx(t.prefill_s * 1000 / 512 + r.tpot_s * 700 / 16, rel=1e-12)
+    assert r.energy_per_token_j < (1000 + 700) / (2.0 * 512)
     assert r.colocated is not None and r.colocated.tpot_s > r.tpot_s  # prefills stall colocated decode
     lw = disaggregated(
         "llama-2-7b",

@@ -101,7 +101,9 @@ class Colocated(Result):
     ttft_s : float
         Prefill on the decode-type device, plus a decode step, plus one TPOT of waiting (s).
     energy_per_token_j : float or None
-        TDP x devices over output tokens per second (J); None when the device has no TDP figure.
+        The devices' busy energy per output token at TDP (J; docs/conventions.md): a request's
+        prefill on the decode-type device plus its decode steps, ``(T_pf P + O TPOT P / b) / O``;
+        None when the device has no TDP figure.
     device_hours_per_million_tokens : float
         Device-hours per million output tokens.
     """
@@ -143,7 +145,9 @@ class DisaggReport(Result):
     prefill_devices, decode_devices : int or None
         ``ceil(rate T_pf)`` and ``ceil(rate O / (b / TPOT))``.
     energy_per_token_j : float or None
-        TDP x devices over output tokens per second (J).
+        Both pools' busy energy per output token at TDP (J; docs/conventions.md): a request's
+        prefill on A and its share of the decode steps on B, ``T_pf P_A / O + TPOT P_B / b``
+        (idle provisioned devices draw no TDP here; their hours are in the device-hours).
     device_hours_per_million_tokens : float or None
         Both pools' device-hours per million output tokens.
     colocated : Colocated or None
@@ -167,7 +171,7 @@ class DisaggReport(Result):
     rate: float | None = None  #: requests per second the pools are sized for
     prefill_devices: int | None = None
     decode_devices: int | None = None
-    energy_per_token_j: float | None = None  #: TDP x devices / tokens per second
+    energy_per_token_j: float | None = None  #: busy energy at TDP per output token (J)
     device_hours_per_million_tokens: float | None = None
     colocated: Colocated | None = None
     #: the decode pool's point (decode_batch sequences at prompt + output) against its memory
@@ -315,7 +319,7 @@ def disaggregated(
         prefill_share=rho,
         tpot_s=tpot / (1 - rho) if rho < 1 else float("inf"),
         ttft_s=t_pf_b + terms.first_decode_s + tpot,
-        energy_per_token_j=None if pb is None else n_col * pb / tokens_per_s,
+        energy_per_token_j=None if pb is None else (t_pf_b * pb + output * tpot * pb / decode_batch) / output,
         device_hours_per_million_tokens=n_col / tokens_per_s * 1e6 / 3600,
     )
     return dataclasses.replace(
@@ -323,7 +327,9 @@ def disaggregated(
         rate=rate,
         prefill_devices=n_pf,
         decode_devices=n_dec,
-        energy_per_token_j=None if pa is None or pb is None else (n_pf * pa + n_dec * pb) / tokens_per_s,
+        energy_per_token_j=None
+        if pa is None or pb is None
+        else (terms.prefill_s * pa + output * tpot * pb / decode_batch) / output,
         device_hours_per_million_tokens=(n_pf + n_dec) / tokens_per_s * 1e6 / 3600,
         colocated=col,
     )

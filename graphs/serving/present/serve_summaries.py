@@ -178,7 +178,8 @@ class DisaggSummary:
             lines.append(
                 f"  at {r.rate} req/s: {r.prefill_devices} prefill + {r.decode_devices} decode devices, "
                 + (
-                    f"{r.energy_per_token_j:.3f} J/output token, "
+                    f"{r.energy_per_token_j:.3f} J/output token (busy at TDP: prefill on one, decode steps "
+                    "on the other), "
                     if r.energy_per_token_j is not None
                     else "energy not priced (a device without a TDP figure), "
                 )
