@@ -88,7 +88,7 @@ def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> l
     rows = []
     for hw in hws:
         p = _opt(hw.peak(Unit.TENSOR, precision))
-        bw, cap = as_float(hw.bandwidth()), as_float(hw.capacity())
+        bw, cap = as_float(hw.bandwidth()), as_float(hw.memory_bytes())
         power = _opt(hw.power_w)
         rows.append(
             DeviceRow(

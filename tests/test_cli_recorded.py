@@ -4,6 +4,11 @@ Every value below was recorded from ``costmodel ... --json`` at commit dc291a3
 (the last layout before the redesign into ``costmodel/cli/`` (since moved to ``graphs/cli/``), ``graphs/blocks/``,
 ``graphs/importers/`` and ``graphs/serving/``). A move of code must not move a
 number; a deliberate model change updates this table with a reason.
+
+2026-12-07: capacity checks divide the memory the driver reports where the catalog sources it
+(``Hardware.memory_bytes``: an H100 SXM's 81,559 MiB = 85.52e9 B, not the datasheet's 80e9), as
+the engines' KV pools always did: the 70B ledger at tp 4 holds batch 74 (was 66) and context
+76,659 (was 68,235) per the same terms (``terms.total`` unchanged).
 """
 
 import json
@@ -45,12 +50,12 @@ RECORDED = [
     (
         ["ledger", "llama-3.1-70b", "--device", "h100", "--batch", "8", "--ctx", "8192", "--tp", "4"],
         "max_batch.value",
-        66,
+        74,
     ),
     (
         ["ledger", "llama-3.1-70b", "--device", "h100", "--batch", "8", "--ctx", "8192", "--tp", "4"],
         "max_context.value",
-        68235,
+        76659,
     ),
     (["prefill", "llama-3.1-8b", "--seq", "32768", "--chunk", "8192"], "step_s", 0.8103931215678377),
     (["prefill", "llama-3.1-8b", "--seq", "32768", "--chunk", "8192"], "terms_s.sfu", 0.14482232661358974),

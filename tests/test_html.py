@@ -220,9 +220,10 @@ def test_decode_page_holds_the_nodes_and_the_ledger(pages):
     assert "layers.q_proj" in page and "FLOPs 33.55 MFLOP" in page
     assert "attn_norm[1, 4096] bf16" in page  # its input's shape at this point, on hover
     # ledger at ctx 4096: weights 8.03e9 params x 2 B = 16.06e9 B; KV 2 (K, V) x 32 layers x 8 heads
-    # x 128 x 2 B = 131,072 B/token = 536.9e6 B per sequence; (80e9 - 16.06e9) / 536.9e6 = 119.1
-    assert "largest batch that fits = 119" in page
-    assert "batch 120 (overflows on kv_cache)" in page
+    # x 128 x 2 B = 131,072 B/token = 536.9e6 B per sequence; (85.52e9 (the H100's 81,559 MiB,
+    # nvidia-smi) - 16.06e9) / 536.9e6 = 129.4
+    assert "largest batch that fits = 129" in page
+    assert "batch 130 (overflows on kv_cache)" in page
 
 
 def test_fusion_page_draws_the_graph(pages):

@@ -43,7 +43,7 @@ def _brute_force(model: str, energy: bool = False, slo_tpot: float | None = None
                             if b % m:
                                 continue
                             if not capacity(cfg, hw, batch=b, ctx=ctx, tp=tp).terms["total"] <= pp * as_float(
-                                hw.capacity()
+                                hw.memory_bytes()
                             ):
                                 continue
                             r = parallel_plan(cfg, hw, batch=b, ctx=ctx, tp=tp, pp=pp, microbatches=m)
@@ -123,7 +123,7 @@ def test_slos_and_fit_are_respected():
         slo_ttft=1.0,
     )
     assert res.frontier and all(r["tpot_s"] <= 0.03 and r["ttft_s"] <= 1.0 for r in res.frontier)
-    assert all(r["memory_bytes"] <= as_float(get_device("h100").capacity()) for r in res.frontier)
+    assert all(r["memory_bytes"] <= as_float(get_device("h100").memory_bytes()) for r in res.frontier)
     assert res.meets_slo <= res.fits <= res.valid <= res.points
     # 70B in bf16 (141 GB of weights) fits no single 80 GB H100
     assert all(r["tp"] >= 2 for r in res.frontier)

@@ -28,12 +28,13 @@ def run(capsys, *argv):
 
 def test_decode_that_does_not_fit_is_refused_with_the_devices_it_needs(capsys):
     # Llama-3.1-405B bf16: 405.85e9 params x 2 B = 811.7 GB of weights, + KV 126 layers x 8 kv heads
-    # x 128 x 2 (K, V) x 2 B = 516,096 B/token x 4096 = 2.1 GB: 813.8 GB / 80 GB = 10.2 -> >= 11
-    # devices; tp must divide 128 heads (and the 128,256-row vocab): 16 is the first degree >= 11
+    # x 128 x 2 (K, V) x 2 B = 516,096 B/token x 4096 = 2.1 GB: 813.8 GB / 85.52 GB (the H100's
+    # 81,559 MiB, nvidia-smi) = 9.5 -> >= 10 devices; tp must divide 128 heads (and the
+    # 128,256-row vocab): 16 is the first degree >= 10
     code, out, _ = run(capsys, "decode", "llama-3.1-405b", "--device", "h100")
     lines = out.splitlines()
     assert code == 1
-    assert lines[0] == "does not fit on 1×h100-sxm: needs ≥ 11 devices (try --tp 16)"
+    assert lines[0] == "does not fit on 1×h100-sxm: needs ≥ 10 devices (try --tp 16)"
     assert "TPOT" not in out and "compute-bound" not in out and "--ignore-capacity" in out
     code, out, _ = run(capsys, "decode", "llama-3.1-405b", "--device", "h100", "--tp", "16")
     assert code == 0 and out.startswith("llama-3.1-405b decode on h100-sxm") and "TPOT bound" in out
@@ -42,7 +43,7 @@ def test_decode_that_does_not_fit_is_refused_with_the_devices_it_needs(capsys):
 def test_ignore_capacity_prints_the_point_after_the_verdict(capsys):
     code, out, _ = run(capsys, "decode", "llama-3.1-405b", "--device", "h100", "--ignore-capacity")
     first, *rest = out.splitlines()
-    assert code == 0 and first.startswith("does not fit on 1×h100-sxm: needs ≥ 11 devices")
+    assert code == 0 and first.startswith("does not fit on 1×h100-sxm: needs ≥ 10 devices")
     assert any("TPOT bound" in line for line in rest)
     assert "capped by memory: at most batch 0 fits at ctx 4096, so no batch runs" in out
 
@@ -61,12 +62,13 @@ def test_the_refusal_holds_on_the_cached_card_path(capsys, monkeypatch, tmp_path
     monkeypatch.setattr(cards, "build_decode_card", no_build)
     code, out, _ = run(capsys, *argv)
     # 7.615e9 x 2 B weights; 28 layers x 4 kv heads x 128 x 2 x 2 B = 57,344 B per token: at ctx
-    # 1024, 1810 sequences hold 106 GB of KV alone, over the 80 GB; `ledger` says 1097 fit
+    # 1024, 1810 sequences hold 106 GB of KV alone, over the 85.52 GB (81,559 MiB); (85.52e9 - 15.23e9
+    # of weights - activations) / 58.72e6 B a sequence: `ledger` says 1190 fit
     assert code == 1 and out.splitlines()[0].startswith("does not fit on 1×h100-sxm: needs ≥ 2 devices")
-    assert "at most batch 1097" in out
+    assert "at most batch 1190" in out
     code, out, _ = run(capsys, *argv, "--json")
     doc = json.loads(out)
-    assert code == 1 and doc["capacity"]["fits"] is False and doc["capacity"]["max_batch"] == 1097
+    assert code == 1 and doc["capacity"]["fits"] is False and doc["capacity"]["max_batch"] == 1190
     assert "tpot_s" not in doc
 
 
@@ -76,7 +78,7 @@ def test_card_ledger_agrees_with_the_library():
     from graphs.serving.step.ledger_fit import capacity_check
 
     card = build_decode_card("qwen2.5-7b", "h100", tp=1)
-    for batch, ctx in ((1, 1024), (1097, 1024), (1098, 1024), (64, 32768)):
+    for batch, ctx in ((1, 1024), (1190, 1024), (1191, 1024), (64, 32768)):
         a = capacity_from_card(card, batch=batch, tokens=ctx)
         b = capacity_check("qwen2.5-7b", "h100", phase="decode", batch=batch, tokens=ctx, suggest=False)
         assert (a.fits, a.max_batch, a.max_context) == (b.fits, b.max_batch, b.max_context)
@@ -91,11 +93,11 @@ def test_card_ledger_agrees_with_the_library():
 def test_knee_is_capped_at_the_largest_batch_that_fits(capsys):
     code, out, _ = run(capsys, "decode", "qwen2.5-7b", "--ctx", "1024")
     assert code == 0 and out.startswith("qwen2.5-7b decode on h100-sxm")  # fits: no verdict line
-    assert "90% at batch 1810" in out and "capped by memory: at most batch 1097 fits at ctx 1024" in out
+    assert "90% at batch 1810" in out and "capped by memory: at most batch 1190 fits at ctx 1024" in out
     code, out, _ = run(capsys, "decode", "qwen2.5-7b", "--ctx", "1024", "--json")
     lim = json.loads(out)["limits"]
-    assert lim["max_batch_fits"] == 1097
-    # 1097 sequences reach less than the asymptote 1/b the 90 % batch is quoted against
+    assert lim["max_batch_fits"] == 1190
+    # 1190 sequences reach less than the asymptote 1/b the 90 % batch is quoted against
     assert 0 < lim["throughput_at_max_batch_tokens_per_s"] < lim["throughput_ceiling_tokens_per_s"]
 
 
@@ -124,9 +126,9 @@ def test_serve_disagg_refuses_a_decode_pool_that_does_not_fit(capsys):
 
 def test_ledger_exit_code_is_one_when_the_point_does_not_fit(capsys):
     code, out, _ = run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1810")
-    assert code == 1 and "does NOT fit" in out and "max batch at ctx 1024: 1097" in out
+    assert code == 1 and "does NOT fit" in out and "max batch at ctx 1024: 1190" in out
     assert run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1810", "--json")[0] == 1
-    assert run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1097")[0] == 0
+    assert run(capsys, "ledger", "qwen2.5-7b", "--ctx", "1024", "--batch", "1190")[0] == 0
     raw = ("ledger", "--weights-bytes", "14e9", "--kv-bytes-per-token", "524288", "--capacity-bytes", "1e9")
     assert run(capsys, *raw)[0] == 1  # 14 GB of weights on a 1 GB device: nothing fits
     roomy = (

@@ -294,6 +294,20 @@ class Hardware:
             raise MissingRoofError(f"device {self.name!r}: memory level {str(level)!r} has no capacity")
         return cap
 
+    def memory_bytes(self) -> sympy.Expr:
+        """The bytes the device holds, what every capacity check (the ledger, ``decode``'s and
+        ``search``'s fits, the engines' KV pools) divides: the driver's report where the catalog
+        sources one (:meth:`reported_memory`: nvidia-smi's 81,559 MiB = 85.52e9 B on an H100
+        SXM), else the vendor capacity (:meth:`capacity`). One figure, so that no command says a
+        point does not fit where another runs it.
+
+        Returns
+        -------
+        sympy.Expr
+            Bytes.
+        """
+        return self.reported_memory()[0]
+
     def reported_memory(self) -> tuple[sympy.Expr, str]:
         """The memory the driver reports for the device (bytes), which serving engines size their
         KV pools from (SGLang's ``mem_fraction_static`` and vLLM's ``gpu_memory_utilization`` are

@@ -84,6 +84,15 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         bw = si(m["bandwidth_bytes_per_s"], "B/s") if m["bandwidth_bytes_per_s"] else "-"
         cap = si(m["capacity_bytes"], "B") if m["capacity_bytes"] else "-"
         print(f"  {m['name']:6s} bw {bw:>12s}  capacity {cap:>10s} per {m['per']}  [{m['source']}]")
+    rep = d.get("reported_memory_bytes")
+    if rep is not None:  # what every capacity check divides (Hardware.memory_bytes)
+        mib = f" ({rep / 2**20:,.0f} MiB)" if not isinstance(rep, str) else ""
+        print(
+            f"  memory the driver reports: {si(rep, 'B')}{mib} per device, what the capacity checks "
+            f"and KV pools use  [{d['reported_memory_source']}]"
+        )
+    elif any(m["name"] == "dram" and m["capacity_bytes"] for m in d["memory"]):
+        print("  memory the driver reports: not in the catalog; the dram capacity above stands in for the capacity checks")
     for lk in d["links"]:
         print(
             f"  link {lk['name']}: {si(lk['bandwidth_bytes_per_s'], 'B/s')} per direction, "
@@ -94,6 +103,9 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     if d["power_w"]:
         p = d["power_w"]
         print(f"  power {p if isinstance(p, str) else format(p, '.0f')} W  [{d['power_source']}]")
+    if d.get("price_usd_per_hour") is not None:
+        pr = d["price_usd_per_hour"]
+        print(f"  price {pr if isinstance(pr, str) else format(pr, '.3f')} USD per device-hour  [{d['price_source']}]")
     if hw.notes:
         print(f"  note: {hw.notes}")
     return 0

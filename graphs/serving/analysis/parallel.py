@@ -498,11 +498,11 @@ def plan_frontier(
                 label = f"tp{tp} pp{pp} ep{ep} m{m}"
                 try:
                     held = plan_memory_bytes(w, hw, batch=b, ctx=ctx, tp=tp, pp=pp, ep=ep)
-                    if held > as_float(hw.capacity()):
+                    if held > as_float(hw.memory_bytes()):
                         gib = 2**30
                         raise CostModelError(
                             f"does not fit: {held / gib:.2f} GiB per device, the device holds "
-                            f"{as_float(hw.capacity()) / gib:.2f} GiB"
+                            f"{as_float(hw.memory_bytes()) / gib:.2f} GiB"
                         )
                     r = parallel_plan(
                         w,

@@ -283,6 +283,6 @@ def near_far_memory(config: ModelConfig | str | Workload, device: Hardware | str
     cfg = as_workload(config).config
     hw = get_device(device)
     weights = as_float(param_bytes(cfg))
-    cap, bw = as_float(hw.capacity()), as_float(hw.bandwidth())
+    cap, bw = as_float(hw.memory_bytes()), as_float(hw.bandwidth())
     n = max(1, math.ceil(weights / cap))
     return NearFarMemory(cfg.name, hw.name, weights, bw / cap, n, weights / (n * bw))

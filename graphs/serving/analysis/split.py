@@ -150,7 +150,7 @@ def attention_ffn_split(
     layers = as_float(cfg.num_hidden_layers)
     hidden_bytes = batch * as_float(cfg.hidden_size * get_dtype(cfg.activation_dtype).bytes)
     t_xfer = 2 * layers * (hidden_bytes / link_bandwidth + hop_latency)
-    cap_b = as_float(b.capacity())
+    cap_b = as_float(b.memory_bytes())
     return SplitReport(
         model=cfg.name,
         attention_device=a.name,
@@ -228,7 +228,7 @@ def sram_residency(
     cfg = as_workload(config).config
     hw = get_device(device)
     weights = as_float(param_bytes(cfg))
-    n = max(1, math.ceil(weights / as_float(hw.capacity())))
+    n = max(1, math.ceil(weights / as_float(hw.memory_bytes())))
     layers = int(as_float(cfg.num_hidden_layers))
     return SramReport(
         model=cfg.name,

@@ -218,7 +218,7 @@ def decode_forms(
     tpot, mem = compile_decode(cfg, device, tp, overhead, predictor)
     power = as_float(hw.power_w) if hw.power_w is not None else None
     return DecodeForms(
-        cfg.name, hw.name, cfg.weight_dtype, cfg.cache_dtype, power, as_float(hw.capacity()), tpot, mem
+        cfg.name, hw.name, cfg.weight_dtype, cfg.cache_dtype, power, as_float(hw.memory_bytes()), tpot, mem
     )
 
 

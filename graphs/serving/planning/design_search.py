@@ -284,7 +284,7 @@ class _Compiled:
             self.hop = compile_expr(hop, (MICROBATCH,))
             self.a2a = compile_expr(a2a, (MICROBATCH,))
         self.moe_layers = as_float(cfg.n_moe_layers) if cfg.is_moe else 0.0
-        self.capacity = as_float(hw.capacity())
+        self.capacity = as_float(hw.memory_bytes())
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 
 
@@ -305,7 +305,7 @@ class _CompiledGroup:
         )
         self.memory = decode_memory(cfg, hw, tp=plan.tp)
         self.saved_bytes = dp_weights_saved(cfg, plan.tp, plan.dp)
-        self.capacity = as_float(hw.capacity())
+        self.capacity = as_float(hw.memory_bytes())
         self.power = as_float(hw.power_w) if hw.power_w is not None else math.nan
 
     def decode_s(self, per_rank: float, ctx: float) -> float:

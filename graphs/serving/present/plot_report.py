@@ -159,7 +159,7 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
     elif req.kind == "ledger":
         terms = {b: capacity(config, hw, batch=b, ctx=req.ctx, tp=req.tp).terms for b in _LEDGER_BATCHES}
         name = title("memory ledger", ctx=req.ctx)
-        plots.ledger_plot(terms, float(hw.capacity()), path, title=name)
+        plots.ledger_plot(terms, float(hw.memory_bytes()), path, title=name)
     elif req.kind == "frontier":
         res = sweep(
             config, devices=[hw.name], batches=list(BATCHES[:-1]), ctxs=[1024, 4096, 16384], tp=req.tp

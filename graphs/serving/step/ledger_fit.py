@@ -345,7 +345,7 @@ def capacity_check(
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
     batch, tokens, tp = positive_int(batch, "batch"), positive_int(tokens, "tokens"), positive_int(tp, "tp")
     led = ledger_terms(w, phase=phase, tp=tp, seq=tokens)
-    cap = as_float(hw.capacity())
+    cap = as_float(hw.memory_bytes())
     prefill = phase == Phase.PREFILL
 
     def terms(b: float, t: float) -> dict[str, float]:
@@ -429,7 +429,7 @@ def capacity(
     s = seq if seq is not None else ctx
     active = s if phase == "prefill" else 1
     led = build_ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
-    cap = hw.capacity()
+    cap = hw.memory_bytes()
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
     terms = led.numeric_terms(batch, ctx, active * batch, as_float(cap))
     split = {
@@ -493,7 +493,7 @@ def what_if(
         fields = dict(change)
         ov = fields.pop("overhead", overhead)
         led = model_ledger(cfg.replace(**fields), tp=tp, overhead=ov)
-        out[label] = max_batch(led, hw.capacity(), ctx=ctx).value
+        out[label] = max_batch(led, hw.memory_bytes(), ctx=ctx).value
     return out
 
 
@@ -526,7 +526,7 @@ def ledger_card(w: Any, hw: Any, phase: Phase, tp: int, at: dict[str, int]) -> d
         When a prefill's activations per token depend on the prompt length (a card cannot hold it).
     """
     b, t = (dim(n) for n in at)  # B and ctx (decode) or S (prefill)
-    cap = as_float(hw.capacity())
+    cap = as_float(hw.memory_bytes())
     if phase == Phase.PREFILL:
         led = ledger_terms(w, phase=phase, tp=tp, seq=at["S"])
         if (
@@ -616,7 +616,7 @@ def decode_memory_form(
     def build() -> sympy.Expr:
         led = model_ledger(w, tp=tp, overhead=overhead)
         total: sympy.Expr = led.total(
-            batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.capacity()
+            batch=B_sym, cached_tokens=ctx_sym, active_tokens=B_sym, capacity=hw.memory_bytes()
         )
         return total
 
