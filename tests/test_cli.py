@@ -281,3 +281,23 @@ def test_plot_commands(capsys, tmp_path):
         out = tmp_path / f"{kind}.svg"
         code, _, _ = run(capsys, "plot", kind, *extra, "--out", str(out))
         assert code == 0 and out.read_text().lstrip().startswith("<?xml")
+
+
+def test_a_prefill_ledger_holds_its_prompts_kv(capsys):
+    """A review found `ledger --phase prefill --seq 32768` holding the KV of 4,096 tokens beside
+    the activations of 32,768 (its --ctx default), so its max batch was not prefill's. The cache
+    holds the prompt: 8.03e9 x 2 B of weights, 131,072 B a token x 32,768 = 4.00 GiB of KV, and
+    the largest batch is the one `prefill` reports; --seq with a decode, a cache shorter than the
+    prompt and the raw-mode flags beside a model are refused."""
+    code, out, _ = run(capsys, "ledger", "llama-3.1-8b", "--phase", "prefill", "--seq", "32768", "--json")
+    led = json.loads(out)
+    assert code == 0 and led["terms"]["kv_cache"] == 32768 * 131072
+    code, out, _ = run(capsys, "prefill", "llama-3.1-8b", "--seq", "32768", "--json")
+    assert led["max_batch"]["value"] == json.loads(out)["capacity"]["max_batch"]
+    for argv, msg in (
+        (("--seq", "100"), "--seq is a prefill's prompt"),
+        (("--phase", "prefill", "--seq", "32768", "--ctx", "1000"), "--ctx 1000 is below --seq 32768"),
+        (("--weights-bytes", "5"), "--weights-bytes is for a ledger without a model"),
+    ):
+        code, _, err = run(capsys, "ledger", "llama-3.1-8b", *argv)
+        assert code == 2 and msg in err

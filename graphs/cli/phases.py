@@ -29,13 +29,29 @@ def _overhead(args: argparse.Namespace) -> Overhead:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     if args.model is None:
+        _ledger_point(args)
         return _ledger_raw(args)
+    raw = [
+        f
+        for f, v in (
+            ("--weights-bytes", args.weights_bytes),
+            ("--kv-bytes-per-token", args.kv_bytes_per_token),
+            ("--capacity-bytes", args.capacity_bytes),
+            ("--batches", args.batches),
+        )
+        if v is not None
+    ]
+    if raw:
+        from costmodel.errors import CostModelError
+
+        raise CostModelError(f"{raw[0]} is for a ledger without a model (raw mode); the model gives its own")
     from .cached import default_overhead, ledger_report
 
     if not default_overhead(args):
         _overhead(args)  # flag errors first, then the model's limit
+    _ledger_point(args)
     if args.phase == "prefill":
-        check_context(args, args.seq or args.ctx, "--seq")
+        check_context(args, args.ctx, "--ctx")
     else:
         check_context(args, args.ctx, "--ctx")
     rep = ledger_report(args, resolve_config) or _library_ledger(args)
@@ -43,14 +59,37 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     if args.json:
         print(dump(rep.to_dict()))
         return code
-    print(f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}, {args.phase}")
+    prompt = f", a {args.seq:,}-token prompt" if args.phase == "prefill" else ""
+    print(
+        f"{rep.model} on {rep.device} (tp={args.tp}): batch {args.batch}, ctx {args.ctx}{prompt}, {args.phase}"
+    )
     print_terms(rep.terms, rep.capacity_bytes)
     print_kv_split(rep)
     print_fits(rep.max_batch, "batch", f"ctx {args.ctx}")
-    print_fits(rep.max_context, "context", f"batch {args.batch}")
+    # prefill: the cache grows beside a prompt of --seq tokens (prefill's own max context grows the prompt)
+    print_fits(rep.max_context, "context" if not prompt else "cached context", f"batch {args.batch}{prompt}")
     if rep.model_limit is not None and rep.max_context.value > rep.model_limit:
         print(f"    (memory allows it; the model itself stops at {rep.model_limit} tokens)")
     return code
+
+
+def _ledger_point(args: argparse.Namespace) -> None:
+    """Resolve ``ledger``'s ``--ctx`` and ``--seq`` (in place): decode holds ``--ctx`` (default
+    4096) cached tokens a sequence and takes no ``--seq``; prefill's prompt is ``--seq`` (default
+    ``--ctx``, else 4096) and its cache holds at least the prompt (``--ctx`` defaults to it)."""
+    from costmodel.errors import CostModelError
+
+    if args.phase == "decode":
+        if args.seq is not None:
+            raise CostModelError("--seq is a prefill's prompt (--phase prefill); a decode's cache is --ctx")
+        args.ctx = 4096 if args.ctx is None else args.ctx
+        return
+    args.seq = args.seq if args.seq is not None else (args.ctx if args.ctx is not None else 4096)
+    args.ctx = args.seq if args.ctx is None else args.ctx
+    if type(args.seq) is int and type(args.ctx) is int and args.ctx < args.seq:
+        raise CostModelError(
+            f"--ctx {args.ctx} is below --seq {args.seq}: a prefill's cache holds at least its prompt's tokens"
+        )
 
 
 def _library_ledger(args: argparse.Namespace) -> Any:
@@ -284,8 +323,12 @@ def add_phase_parsers(sub: Any) -> None:
     common(lg, model_required=False)
     lg.add_argument("--batch", type=int, default=1)
     lg.add_argument("--batches", default=None, help="raw mode: list, e.g. 1,8,16,24,32")
-    lg.add_argument("--ctx", type=int, default=4096)
-    lg.add_argument("--seq", type=int, default=None, help="prefill prompt length (default ctx)")
+    lg.add_argument(
+        "--ctx", type=int, default=None, help="cached tokens a sequence (prefill: at least --seq, its default) (default: 4096)"
+    )
+    lg.add_argument(
+        "--seq", type=int, default=None, help="prefill prompt length (--phase prefill; default --ctx)"
+    )
     lg.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     lg.add_argument(
         "--overhead-policy",
