@@ -60,15 +60,21 @@ class BoundBy:
     kind: str
     what: str
     share: float
+    #: the named part's own share of the step (memory: the weight read, KV read or activations
+    #: alone; else the term's ``share``)
+    what_share: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def line(self) -> str:
-        """``bound by: weight read (memory: dram, 93% of the step)``, ``bound by: compute (tensor, 88% of
-        the step)``."""
-        head = f"{self.what} (memory: " if self.kind == "memory" else f"{self.kind} ("
-        return f"bound by: {head}{self.resource}, {100 * self.share:.0f}% of the step)"
+        """``bound by: memory (dram, 93% of the step; weight read 77% of it)``, ``bound by:
+        compute (tensor, 88% of the step)``: the share printed first is the whole term's, the
+        named part's own beside it."""
+        tail = ""
+        if self.kind == "memory":
+            tail = f"; {self.what} {100 * self.what_share:.0f}% of the step"
+        return f"bound by: {self.kind} ({self.resource}, {100 * self.share:.0f}% of the step{tail})"
 
 
 def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, kv_read_s: float) -> BoundBy | None:
@@ -111,7 +117,9 @@ def bound_by(terms_s: Mapping[str, float], step_s: float, weight_read_s: float, 
         parts = {"weight read": weight_read_s, "KV read": kv_read_s}
         parts["activations"] = max(t - weight_read_s - kv_read_s, 0.0) if resource == "dram" else t
         kind, what = "memory", max(parts, key=lambda k: parts[k])
-    return BoundBy(resource=resource, kind=kind, what=what, share=min(t / step_s, 1.0))
+        part = min(parts[what] / step_s, 1.0)
+        return BoundBy(resource=resource, kind=kind, what=what, share=min(t / step_s, 1.0), what_share=part)
+    return BoundBy(resource=resource, kind=kind, what=what, share=min(t / step_s, 1.0), what_share=min(t / step_s, 1.0))
 
 
 @dataclass(frozen=True)
