@@ -102,3 +102,16 @@ def test_the_pages_are_the_ones_html_writes(tmp_path, capsys):
     assert main([*argv, "--html", str(page)]) == 0
     s = _decode("llama-3.1-8b", "h100-sxm", 8, 8192)
     assert s.to_html(get_model("llama-3.1-8b"), command="costmodel " + " ".join(argv)) == page.read_text()
+
+
+def test_a_chunked_prefill_says_its_terms_are_the_one_steps(capsys):
+    """A review read the chunked prefill's terms (the whole prompt as one step) as the chunks':
+    the TTFT sums 4 chunk steps of 8,192 tokens, each reading the weights again, while the terms
+    are byte-identical to the unchunked run's. The output says which is which."""
+    from graphs.cli import main
+
+    assert main(["prefill", "llama-3.1-8b", "--seq", "32768", "--chunk", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "the whole prompt as one step (the TTFT above sums 4 chunk steps" in out
+    assert main(["prefill", "llama-3.1-8b", "--seq", "32768"]) == 0
+    assert "the whole prompt as one step" not in capsys.readouterr().out

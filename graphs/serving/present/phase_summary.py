@@ -325,6 +325,11 @@ class PrefillSummary(_PhasePage):
             f"  TTFT lower bound (sum of kernel bounds): {fmt_time(rep.step_s)}"
             f"  [whole prompt as one roofline: {fmt_time(rep.optimistic_step_s)}]"
         )
+        if req.chunk and rep.chunks > 1:  # the terms below are the one step's, the time the chunks' sum
+            out.append(
+                f"  the whole prompt as one step (the TTFT above sums {rep.chunks} chunk steps, each reading "
+                "the weights again and the KV of the chunks before it):"
+            )
         out += [f"    {k:16s} {v * 1e3:10.3f} ms" for k, v in rep.terms_s.items()]
         if (b := rep.bound_by) is not None:
             out.append(f"  {b.line()}")
