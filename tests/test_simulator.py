@@ -284,3 +284,24 @@ def test_a_run_is_the_same_whatever_its_records_fold_at(monkeypatch):
         one.mean_in_system,
     )
     assert np.all(np.diff(one.timeline["t"]) >= 0)  # in time order across the two replicas
+
+
+def test_a_pure_state_space_model_is_simulated_its_state_bounding_the_batch():
+    """A review found `simulate mamba2-2.7b` refused with "no room for a KV block ... leaves
+    nothing" on an H100 with some 70 GB free: the model caches nothing per token, so the token
+    pool was empty. Its sequences' recurrent state fills the memory instead: by hand, 0.9 x 20e9
+    B - 10e9 B of weights = 8e9 B free holds 8 states of 1e9 B, and tokens never bind."""
+    from types import SimpleNamespace
+
+    from graphs.serving.sim.engine import UNBOUND_BLOCKS, EngineConfig, kv_blocks, state_sequences
+
+    led = SimpleNamespace(
+        weights_bytes=10e9, kv_bytes_per_token=0.0, activation_bytes_per_token=0.0, state_bytes_per_sequence=1e9
+    )
+    cfg = EngineConfig(gpu_memory_utilization=0.9)
+    assert kv_blocks(led, 20e9, cfg) == UNBOUND_BLOCKS
+    assert state_sequences(led, 20e9, cfg) == 8
+    with pytest.raises(CostModelError, match="no room for one sequence's recurrent state"):
+        state_sequences(SimpleNamespace(**{**vars(led), "state_bytes_per_sequence": 9e9}), 20e9, cfg)
+    res = simulate("mamba2-2.7b", "h100", synthetic(20, rate=5.0, prompt="fixed:500", output="fixed:50", seed=0))
+    assert res.requests == 20 and np.isfinite(res.per_request["e2e_s"]).all()

@@ -124,6 +124,8 @@ __all__ = [
     "Sequence",
     "Replica",
     "kv_blocks",
+    "state_sequences",
+    "UNBOUND_BLOCKS",
     "kv_pool",
     "pool_memory",
     "pool_memory_note",
@@ -186,6 +188,63 @@ def kv_blocks(
     CostModelError
         When no block fits, or ``g`` > 0 and no layer count is known.
     """
+    free, k, why = _pool_free(ledger, capacity_bytes, cfg, layers, vocab_size)
+    if k <= 0 and free > 0:
+        # nothing cached per token (a pure state-space model): tokens never fill the pool, the
+        # sequences' recurrent state does (state_sequences caps them); the blocks do not bind
+        return UNBOUND_BLOCKS
+    n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
+    if n < 1:
+        raise CostModelError(f"no room for a KV block: {why}")
+    return n
+
+
+#: the blocks of a pool whose tokens hold no KV (a pure state-space model): more than any run takes
+UNBOUND_BLOCKS = 2**40
+
+
+def state_sequences(
+    ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int | None = None, vocab_size: int | None = None
+) -> int | None:
+    """The sequences whose recurrent state fits one device's pool when its tokens hold no KV (a
+    pure state-space model: :func:`kv_blocks`' free memory over ``state_bytes_per_sequence``,
+    as vLLM allots each running request one state slot); None when the model caches per token.
+
+    Parameters
+    ----------
+    ledger : MemoryLedger
+        One device's decode ledger.
+    capacity_bytes : float
+        The device's memory (bytes).
+    cfg : EngineConfig
+        The engine's knobs.
+    layers, vocab_size : int, optional
+        As :func:`kv_blocks`.
+
+    Returns
+    -------
+    int or None
+        Sequences (at least 1).
+
+    Raises
+    ------
+    CostModelError
+        When not one sequence's state fits.
+    """
+    free, k, why = _pool_free(ledger, capacity_bytes, cfg, layers, vocab_size)
+    state = as_float(getattr(ledger, "state_bytes_per_sequence", 0) or 0)
+    if k > 0 or state <= 0:
+        return None
+    n = math.floor(free / state)
+    if n < 1:
+        raise CostModelError(f"no room for one sequence's recurrent state ({state / 1e6:.1f} MB): {why}")
+    return n
+
+
+def _pool_free(
+    ledger: Any, capacity_bytes: float, cfg: EngineConfig, layers: int | None, vocab_size: int | None
+) -> tuple[float, float, str]:
+    """:func:`kv_blocks`' free bytes, KV bytes per token and, in words, what took the memory."""
     w = as_float(ledger.weights_bytes) + cfg.kernel_weight_bytes  # padded by its kernels
     vocab = int(getattr(ledger, "vocab_size", 0) or 0) if vocab_size is None else int(vocab_size)
     a = as_float(ledger.activation_bytes_per_token)
@@ -209,17 +268,15 @@ def kv_blocks(
             )
         g = cfg.cudagraph_bytes_per_layer * n_layers
     free = cfg.gpu_memory_utilization * total - w - peak - r - g
-    n = math.floor(free / (cfg.block_size * k)) if k > 0 else 0
-    if n < 1:
-        other = f", non-torch memory ({r / 1e9:.2f} GB)" if r else ""
-        other += f", CUDA graphs ({g / 1e9:.2f} GB)" if g else ""
-        which, remedy = sampler_words(peak, a * cfg.max_num_batched_tokens)
-        raise CostModelError(
-            f"no room for a KV block: {cfg.gpu_memory_utilization:.0%} of {total / 1e9:.1f} GB minus "
-            f"weights ({w / 1e9:.1f} GB){other} and activations ({peak / 1e9:.2f} GB{which}) "
-            f"leaves nothing (more devices, tp, or a smaller token budget{remedy})"
-        )
-    return n
+    other = f", non-torch memory ({r / 1e9:.2f} GB)" if r else ""
+    other += f", CUDA graphs ({g / 1e9:.2f} GB)" if g else ""
+    which, remedy = sampler_words(peak, a * cfg.max_num_batched_tokens)
+    why = (
+        f"{cfg.gpu_memory_utilization:.0%} of {total / 1e9:.1f} GB minus "
+        f"weights ({w / 1e9:.1f} GB){other} and activations ({peak / 1e9:.2f} GB{which}) "
+        f"leaves {'nothing' if free <= 0 else f'{free / 1e9:.2f} GB'} (more devices, tp, or a smaller token budget{remedy})"
+    )
+    return free, k, why
 
 
 def pool_memory(device: Any) -> float:

@@ -88,7 +88,7 @@ from ..pricing.protocols import IterationStep, MeteredIterationStep
 from ..step.ledger_fit import build_ledger
 from ..step.workload import Workload, as_workload
 from .data_parallel import DISPATCHES, LockstepGroup, RankStep, check_group, group_step
-from .engine import EngineConfig, Replica, kv_blocks, pool_memory
+from .engine import EngineConfig, Replica, kv_blocks, pool_memory, state_sequences
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .replica_routing import PrefixRouter, least_outstanding
@@ -719,6 +719,12 @@ def simulate(
             kv_bytes_per_token=led.kv_bytes_per_token,
         )
     blocks = pool_blocks(w, hw, cfg, pool_led)
+    if not cfg.num_blocks:  # a pure state-space model: its sequences' state fills the pool, not tokens
+        states = state_sequences(
+            pool_led, pool_memory(hw), cfg, int(w.config.num_hidden_layers), int(getattr(w.config, "vocab_size", 0) or 0)
+        )
+        if states is not None and states < cfg.max_num_seqs:
+            cfg = dataclasses.replace(cfg, max_num_seqs=states)
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:

@@ -167,7 +167,7 @@ class _AttentionKernel:
             acc = acc + t
         ov = self.overlap
         out: np.ndarray = self.repeat * (ov * top + (1 - ov) * acc + self.launch)
-        return out
+        return np.array(np.broadcast_to(out, np.shape(sum_ctx)))
 
 
 def window_cap(terms: Sequence[sympy.Expr], x: sympy.Symbol, where: str) -> float | None:
@@ -589,7 +589,8 @@ class MixedStep:
         t += head(n_dec + 0)
         for k in self.attention:
             t = t + k.decode_times(n_dec, sum_ctx)
-        return np.asarray(t, dtype=float)
+        # one value an iteration even where no kernel reads the KV (a pure state-space model)
+        return np.array(np.broadcast_to(np.asarray(t, dtype=float), np.shape(sum_ctx)))
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """Tokens per second one replica can never exceed with at most ``budget`` tokens an
