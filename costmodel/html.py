@@ -223,7 +223,9 @@ def write_html(path: str | Path, text: str, flag: str = "--html") -> Path:
     never sees half a page; on a failure the old file stays and the error is one line naming
     ``flag``."""
     from .outfiles import atomic_write
+    from .text import escape_controls
 
     with atomic_write(path, flag) as f:
-        f.write(text)
+        # no control character reaches a page (a user's name with ESC or BEL), as on the terminal
+        f.write(escape_controls(text))
     return Path(path)

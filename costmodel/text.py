@@ -15,12 +15,28 @@ from typing import Any
 
 from .results import plain
 
-__all__ = ["fmt_si", "fmt_time", "format_table", "escape_controls", "EscapedStream"]
+__all__ = ["fmt_si", "fmt_time", "format_table", "escape_controls", "has_controls", "EscapedStream"]
 
 #: what a terminal acts on rather than shows: C0 controls but newline and tab (escape sequences,
 #: bell, carriage return, backspace), DEL, C1 controls, and the bidirectional overrides that
 #: reorder what is shown (Unicode TR9's embeddings, overrides and isolates, and the marks)
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+#: what a name (a model's, a device's, a description) may not hold: every control above, and the
+#: newline and tab a multi-line text may (a name printed in a line or a title would break it)
+_NAME_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds a character a name may not: a control (newline and tab included)
+    or a bidirectional override (:data:`_NAME_CONTROLS`). Readers of user files refuse such a
+    name, naming its field, rather than print a line it could forge.
+
+    >>> has_controls("llama-3.1-8b"), has_controls("a\nb"), has_controls("x\u202ey")
+    (False, True, True)
+    """
+    return _NAME_CONTROLS.search(text) is not None
 
 
 def escape_controls(text: str) -> str:

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from costmodel.errors import CostModelError
+from costmodel.text import has_controls
 
 from .config import ModelConfig
 from .context import context_limit
@@ -211,9 +212,10 @@ def config_from_layer_file(data: Mapping[str, Any], name: str = "model", source:
     if not isinstance(data, Mapping):
         raise ModelConfigError(f"{name}: a layer file must be a JSON object")
     given = data.get("name", name)
-    if not isinstance(given, str) or not given:
+    if not isinstance(given, str) or not given or has_controls(given):
         raise ModelConfigError(
-            f"{name}: layer file field 'name' must be a non-empty string, got {given!r:.60}"
+            f"{name}: layer file field 'name' must be a non-empty string of printable characters "
+            f"(no newline, tab or control), got {given!r:.60}"
         )
     name = given
     kinds = _fields()

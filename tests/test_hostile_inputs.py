@@ -199,3 +199,33 @@ def test_a_symbolic_device_is_shown_as_written(files, capsys):
         == 0
     )
     assert "abc" in capsys.readouterr().out
+
+
+def test_a_name_with_controls_is_refused_and_no_page_holds_one(tmp_path, capsys):
+    """A review wrote a layer file named 'evil<ESC>[31mRED<BEL><script>' and 'line1\\nline2':
+    the terminal escaped ESC but printed the newline (a forged line), and --html wrote ESC and BEL
+    raw into the page's title (an SVG of them did not parse). Names are printable text, refused
+    otherwise naming the field (layer files, --hw-file devices, probe --name); a page never holds
+    a control character whatever reaches it."""
+    from costmodel.errors import CostModelError
+    from costmodel.html import write_html
+    from costmodel.measure.probe_report import ProbeRequest
+
+    layer = json.loads(open("examples/hybrid-layers.json").read())
+    for bad in ("evil\x1b[31mRED\x07<script>", "line1\nline2", "tab\there", "rtl\u202eoverride"):
+        f = tmp_path / "lf.json"
+        f.write_text(json.dumps({**layer, "name": bad}))
+        assert main(["decode", str(f)]) == 2
+        assert "field 'name' must be a non-empty string of printable characters" in capsys.readouterr().err
+    hw = tmp_path / "hw.toml"
+    hw.write_text(
+        '[devices.box]\ndescription = "my\\nbox"\nroofs = [{unit = "tensor", precision = "bf16", '
+        'peak_flops_per_s = 1e15, source = "x"}]\nmemory = [{name = "dram", bandwidth_bytes_per_s = 1e12, '
+        'capacity_bytes = 8e10, source = "x"}]\n'
+    )
+    assert main(["--hw-file", str(hw), "hw", "show", "box"]) == 2
+    assert "description must be text of printable characters" in capsys.readouterr().err
+    with pytest.raises(CostModelError, match="--name must name the device in printable characters"):
+        ProbeRequest(name="a\nb")
+    page = write_html(tmp_path / "p.html", "<title>a\x1bb\x07</title>\n")
+    assert page.read_text() == "<title>a\\x1bb\\x07</title>\n"

@@ -17,7 +17,10 @@ from costmodel.measure.probe_report import ProbeReport, ProbeRequest
 REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"repeats": 0}, "--repeats must be a whole number in [1, 1000], got 0"),
     ({"repeats": 2.5}, "--repeats must be a whole number in [1, 1000], got 2.5"),
-    ({"name": " "}, "--name must name the device, got ' '"),
+    (
+        {"name": " "},
+        "--name must name the device in printable characters (no newline, tab or control), got ' '",
+    ),
     ({"calibrated_out": "probe.json"}, "--calibrated-out 'probe.json' is --out's file: give another path"),
 ]
 

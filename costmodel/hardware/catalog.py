@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import HardwareSpecError, UnknownDeviceError
 from ..safefile import read_user_file, unique_keys
+from ..text import has_controls
 from .spec import Hardware, Link, MemoryLevel, Roof
 
 __all__ = [
@@ -104,6 +105,15 @@ def hardware_from_dict(
     src = dict(sources or {})
     where = f"device {name!r}"
     _check_keys(entry, _DEVICE_KEYS, where)
+    for key, text in (
+        ("name", name),
+        ("description", entry.get("description", "")),
+        ("vendor", entry.get("vendor", "")),
+    ):
+        if not isinstance(text, str) or has_controls(text):
+            raise HardwareSpecError(
+                f"{where}: {key} must be text of printable characters (no newline, tab or control), got {text!r:.60}"
+            )
 
     def roofs(key: str) -> tuple[Roof, ...]:
         out = []

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import CostModelError
 from ..outfiles import atomic_write
 from ..report import format_table
+from ..text import has_controls
 from .calibrate import Calibration, calibrate
 from .microbench import BenchRow, run_benchmarks
 from .probe import ProbeResult, Progress, probe
@@ -65,8 +66,10 @@ class ProbeRequest:
             raise CostModelError(
                 f"--repeats must be a whole number in [{REPEATS_RANGE[0]}, {REPEATS_RANGE[1]}], got {r!r}"
             )
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise CostModelError(f"--name must name the device, got {self.name!r}")
+        if not isinstance(self.name, str) or not self.name.strip() or has_controls(self.name):
+            raise CostModelError(
+                f"--name must name the device in printable characters (no newline, tab or control), got {self.name!r:.60}"
+            )
         if self.calibrated_out is not None and self.calibrated_out == self.out:
             raise CostModelError(f"--calibrated-out {self.out!r} is --out's file: give another path")
 
