@@ -111,3 +111,26 @@ def test_the_bound_is_never_below_a_term_it_prints(ep, routing, placement, batch
     rep = decode_report(M, "h100", batch=batch, ctx=ctx, ep=ep, routing=parse_routing(routing, placement))
     for term in (rep.weight_read_s, rep.kv_read_s, *rep.terms_s.values()):
         assert rep.step_s >= term * (1 - 1e-12)
+
+
+def test_huge_histogram_counts_price_like_their_ratios(capsys):
+    """hist:1e308,1e308,1,... summed to inf in numpy (every inclusion 0, a TPOT of 4.411 ms
+    below the 7.611 ms weight read of hist:1,1,0,...): only the ratios count. Two experts take
+    every token (k = 2), both on rank 0 of ep 2, so the step reads, per token, by hand:
+    experts 2 x 32 layers x 3 x 4096 x 14336 = 11,274,289,152 params, attention 32 x (2 x 4096^2
+    + 2 x 4096 x 1024) = 1,342,177,280, router 32 x 4096 x 8 = 1,048,576, LM head 32000 x 4096 =
+    131,072,000, norms 4096 x 65 = 266,240, one embedding row 4096: 12,748,857,344 params x 2 B
+    = 25,497,714,688 B over 3.35 TB/s = 7.6113 ms."""
+    import warnings
+
+    argv = [*DECODE, "--ep", "2", "--routing"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow RuntimeWarning fails the test
+        huge = _step(capsys, [*argv, "hist:1e308,1e308,1,1,1,1,1,1"])
+    small = _step(capsys, [*argv, "hist:1,1,0,0,0,0,0,0"])
+    assert huge["weight_read_s"] == pytest.approx(25_497_714_688 / 3.35e12, rel=1e-9)
+    assert huge["step_s"] == pytest.approx(small["step_s"], rel=1e-12)
+    assert huge["step_s"] >= huge["weight_read_s"]
+    assert main([*argv, "hist:inf,1,1,1,1,1,1,1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--routing" in err and "inf" in err

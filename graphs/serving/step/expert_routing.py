@@ -141,7 +141,10 @@ class Routing(Result):
             or any(not (math.isfinite(w) and w >= 0) for w in self.weights)
             or sum(self.weights) <= 0
         ):
-            raise CostModelError("a routing histogram needs non-negative counts, not all zero")
+            shown = ",".join(f"{w:g}" for w in self.weights[:8]) + ("..." if len(self.weights) > 8 else "")
+            raise CostModelError(
+                f"--routing hist: needs finite non-negative counts, not all zero; got hist:{shown}"
+            )
         if self.placement not in PLACEMENTS:
             raise CostModelError(
                 f"placement {self.placement!r} not allowed; allowed: {', '.join(PLACEMENTS)}"
@@ -229,6 +232,12 @@ def inclusion(routing: Routing, experts: int, top_k: int) -> np.ndarray:
                 f"the routing histogram has {len(routing.weights)} counts for {experts} experts"
             )
         w = np.array(routing.weights, dtype=float)
+        # only the ratios matter (pi is proportional to w): scale the hottest to 1 so that huge
+        # counts (hist:1e308,1e308,...) cannot overflow the sums below to inf (every pi 0, a
+        # step priced below its roofline); counts are finite and the largest > 0 (Routing checks)
+        w = w / w.max()
+        if not np.isfinite(w).all():  # pragma: no cover - finite counts over a finite max > 0
+            raise CostModelError("--routing hist: counts are not finite after scaling by the largest")
     elif routing.kind == "zipf":
         w = np.arange(1, experts + 1, dtype=float) ** -routing.exponent
     else:
