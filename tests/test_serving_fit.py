@@ -328,3 +328,27 @@ def test_a_step_that_would_cross_a_bound_holds_that_term_there():
     # inside the bounds it is the plain Gauss-Newton step: the exact solution of a linear problem
     b2 = A @ np.array([0.5, 2.0])
     assert _bounded_step(A, A @ x - b2, x, np.zeros(2), np.ones(2)) == pytest.approx([0.5, 2.0])
+
+
+def test_csv_reader_refuses_a_repeated_column_and_reads_a_bom(tmp_path):
+    """A repeated header column was read silently from its last copy, a UTF-8 byte-order mark
+    (a spreadsheet's export) hid arrival_s, and the errors printed np.float64(...) or named no
+    column."""
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"
+    c = tmp_path / "runs.csv"
+    c.write_text(head + ",ttft_s\n0,10,3,0.1,0.3,9.9\n2,20,2,0.2,0.25,9.9\n")
+    with pytest.raises(CostModelError, match="column 'ttft_s' appears 2 times"):
+        read_results(str(c))
+    c.write_bytes(b"\xef\xbb\xbf" + f"{head}\n0,10,3,0.1,0.3\n2,20,2,0.2,0.25\n".encode())
+    (run,) = read_results(str(c))
+    # by hand: arrivals 0 and 2 s, rate (2 - 1) / 2 = 0.5 req/s, TTFTs as written
+    assert run.rate == pytest.approx(0.5) and run.ttft_s.tolist() == [0.1, 0.2]
+    c.write_text(f"{head}\n0,10,3,0.1,0.3\n2,20,2,0.01202,0.005\n")
+    with pytest.raises(CostModelError) as exc:
+        read_results(str(c))
+    msg = str(exc.value)
+    assert "line 3 ends (0.005 s) before its first token (0.01202 s)" in msg and "np." not in msg
+    for body, column, got in (("2,20,,0.2,0.25", "output_tokens", "''"), ("2,20,2", "ttft_s", "short")):
+        c.write_text(f"{head}\n0,10,3,0.1,0.3\n{body}\n")
+        with pytest.raises(CostModelError, match=f"line 3: {column} must be a number, got .*{got}"):
+            read_results(str(c))

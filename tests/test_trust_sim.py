@@ -518,3 +518,11 @@ def test_simulate_names_a_roof_substitution_and_titles_its_figures(tmp_path, mon
     out = capsys.readouterr().out
     assert "note: gb200 publishes no sfu roof" in out
     assert len(titles) == 2 and all("tiny on gb200" in t and "tp 1" in t for t in titles), titles
+
+
+def test_trace_refuses_a_repeated_column(tmp_path):
+    # csv.DictReader keeps the last of two equal header names: prompt_tokens 99, not 10
+    path = tmp_path / "dup.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,prompt_tokens\n0,10,5,99\n")
+    with pytest.raises(CostModelError, match="column 'prompt_tokens' appears 2 times"):
+        load_trace(path)

@@ -322,17 +322,21 @@ def _run(
     rows: list[tuple[float, int, int, float, float]],
     drawn: bool,
     prefixes: list[tuple[int, int]] | None = None,
+    where: list[str] | None = None,
 ) -> BenchRun:
     """A run from ``(arrival, prompt, output, ttft, e2e)`` rows of successful requests (with
-    ``prefixes``, each row's ``(prefix id or -1, prefix tokens)``)."""
+    ``prefixes``, each row's ``(prefix id or -1, prefix tokens)``; ``where``, each row's place in
+    the file for an error, default ``request i``)."""
     keep = [i for i, r in enumerate(rows) if r[1] >= 1 and r[2] >= 1]
     if not keep:
         raise CostModelError(f"{source}: no successful request with prompt and output tokens")
     a, p, o, t, e = (np.array(c) for c in zip(*(rows[i] for i in keep), strict=True))
     bad = np.flatnonzero(e < t)
     if bad.size:
+        j = int(bad[0])
+        at = f"request {keep[j]}" if where is None else where[keep[j]]
         raise CostModelError(
-            f"{source}: request {int(bad[0])} ends ({e[bad[0]]!r} s) before its first token ({t[bad[0]]!r} s)"
+            f"{source}: {at} ends ({float(e[j])} s) before its first token ({float(t[j])} s)"
         )
     a = a - a.min()
     run = BenchRun(source, rate, a, p.astype(int), o.astype(int), t, e, drawn, empty=len(rows) - len(keep))
@@ -386,10 +390,11 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         or len(errors) != n
     ):
         raise CostModelError(f"{source}: start_times and errors must be lists as long as input_lens ({n})")
-    rows = []
+    rows, where = [], []
     for i in range(n):
         if errors[i]:
             continue
+        where.append(f"request {i}")
         itl = doc["itls"][i]
         if not isinstance(itl, list):
             raise CostModelError(f"{source}: itls[{i}] must be a list of seconds")
@@ -410,7 +415,9 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         rows.append((arr, p, o, ttft, ttft + gaps))
     dur = doc.get("duration")
     stated = None if dur is None else _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
-    run = dataclasses.replace(_run(source, rate, rows, drawn), burstiness=burst, duration_s=stated)
+    run = dataclasses.replace(
+        _run(source, rate, rows, drawn, where=where), burstiness=burst, duration_s=stated
+    )
     if mc is None or mc >= len(run.prompt):
         return run
     return dataclasses.replace(run, concurrency=mc)
@@ -655,35 +662,53 @@ def _csv_prefix(row: dict[str, Any], prompt: int, w: str, ids: dict[str, tuple[i
 
 
 def _csv(path: str) -> BenchRun:
-    text = read_user_file(path, what="result file", max_bytes=MAX_BYTES).decode("utf-8", errors="replace")
+    raw = read_user_file(path, what="result file", max_bytes=MAX_BYTES)
+    # utf-8-sig: a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first column
+    text = raw.decode("utf-8-sig", errors="replace")
     reader = csv.DictReader(io.StringIO(text))
-    fields = set(reader.fieldnames or ())
+    header = list(reader.fieldnames or ())
+    fields = set(header)
+    for k in (*CSV_COLUMNS, *CSV_PREFIX_COLUMNS):
+        if header.count(k) > 1:  # DictReader would keep the last one silently
+            raise CostModelError(
+                f"result CSV {path[:200]!r}: column {k!r} appears {header.count(k)} times in the header; "
+                "give each column once"
+            )
     if not set(CSV_COLUMNS) <= fields:
-        raise CostModelError(f"result CSV {path[:200]!r} needs the columns {','.join(CSV_COLUMNS)}")
+        missing = [k for k in CSV_COLUMNS if k not in fields]
+        raise CostModelError(
+            f"result CSV {path[:200]!r} needs the columns {','.join(CSV_COLUMNS)} (missing {','.join(missing)})"
+        )
     with_prefix = "prefix_id" in fields or "prefix_tokens" in fields
     if with_prefix and not set(CSV_PREFIX_COLUMNS) <= fields:
         raise CostModelError(
             f"result CSV {path[:200]!r}: the prefix columns go together: {','.join(CSV_PREFIX_COLUMNS)}"
         )
-    rows, prefixes = [], []
+    rows, prefixes, lines = [], [], []
     ids: dict[str, tuple[int, int]] = {}
     try:
-        for i, row in enumerate(reader, start=2):
-            w = f"{path[:200]} line {i}"
-            try:
-                vals = [float(row[k]) for k in CSV_COLUMNS]
-            except (TypeError, ValueError):
-                raise CostModelError(f"{w}: every column must be a number") from None
+        for row in reader:
+            w = f"{path[:200]} line {reader.line_num}"
+            vals = []
+            for k in CSV_COLUMNS:
+                v = row[k]
+                try:
+                    vals.append(float(v))
+                except (TypeError, ValueError):  # None: the row is shorter than the header
+                    got = "nothing (the row is short)" if v is None else repr(v[:40])
+                    raise CostModelError(f"{w}: {k} must be a number, got {got}") from None
             a, p, o, t, e = vals
             _num(a, f"{w}: arrival_s", 0.0, 1e12)
             _latency(t, f"{w}: ttft_s")
             _latency(e, f"{w}: e2e_s")
             rows.append((a, _whole(p, f"{w}: prompt_tokens"), _whole(o, f"{w}: output_tokens"), t, e))
+            lines.append(f"the request on line {reader.line_num}")
             if with_prefix:
                 prefixes.append(_csv_prefix(row, rows[-1][1], w, ids))
     except csv.Error as exc:
         raise CostModelError(f"result CSV {path[:200]!r}: {exc}") from None
-    return _with_rate(_run(Path(path).name, None, rows, False, prefixes if with_prefix else None), None)
+    run = _run(Path(path).name, None, rows, False, prefixes if with_prefix else None, lines)
+    return _with_rate(run, None)
 
 
 def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -> list[BenchRun]:

@@ -446,6 +446,14 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[st
             limit = csv.field_size_limit()
             why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
             raise CostModelError(f"{where} row {i + 1}: not a CSV row ({why})") from None
+        if i == 0:
+            header = list(reader.fieldnames or ())
+            for name in ("arrival_s", "prompt_tokens", "output_tokens", "prefix_id", "prefix_tokens"):
+                if header.count(name) > 1:  # DictReader would keep the last one silently
+                    raise CostModelError(
+                        f"{where}: column {name!r} appears {header.count(name)} times in the header; "
+                        "give each column once"
+                    )
         i += 1
         yield i, row
 
