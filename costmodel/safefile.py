@@ -96,12 +96,17 @@ def read_user_file(
         raise error(f"{what} {name!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         raise error(f"{what} {name!r} is not a regular file (a directory, FIFO or device)")
-    if st.st_size > max_bytes:
-        raise error(f"{what} {name!r} is larger than {max_bytes} bytes")
+    if st.st_size > max_bytes:  # refused before a byte is read
+        raise error(f"{what} {name!r} is {_size(st.st_size)}, larger than the {_size(max_bytes)} allowed")
     data = read_regular_file(path, max_bytes, follow_links=True)
     if data is None:
         raise error(f"{what} {name!r} cannot be read (changed while read, or larger than {max_bytes} bytes)")
     return data
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in words: ``67,108,864 bytes (64.0 MiB)``."""
+    return f"{n:,} bytes ({n / 2**20:.1f} MiB)"
 
 
 def unique_keys(error: type[Exception] = CostModelError) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:

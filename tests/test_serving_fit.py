@@ -352,3 +352,18 @@ def test_csv_reader_refuses_a_repeated_column_and_reads_a_bom(tmp_path):
         c.write_text(f"{head}\n0,10,3,0.1,0.3\n{body}\n")
         with pytest.raises(CostModelError, match=f"line 3: {column} must be a number, got .*{got}"):
             read_results(str(c))
+
+
+def test_an_oversized_result_csv_is_refused_before_it_is_read(tmp_path):
+    """A result CSV was read up to 256 MiB (1.26 GB of memory for 64 MiB, measured); the cap is
+    64 MiB = 67,108,864 bytes, said with the file's own size: a sparse file one byte over."""
+    from graphs.serving.planning import bench_results
+
+    assert bench_results.MAX_CSV_BYTES == 64 * 1024 * 1024
+    c = tmp_path / "big.csv"
+    with open(c, "wb") as f:
+        f.truncate(67_108_865)
+    with pytest.raises(
+        CostModelError, match=r"big.csv' is 67,108,865 bytes \(64.0 MiB\), larger than the 67,108,864"
+    ):
+        read_results(str(c))

@@ -391,7 +391,9 @@ def test_trace_reads_are_bounded(tmp_path, monkeypatch, capsys):
     with pytest.raises(CostModelError, match="more than 5 requests"):
         load_trace(path)
     monkeypatch.setattr(rq, "MAX_TRACE_BYTES", 40)
-    with pytest.raises(CostModelError, match="larger than 40 characters"):
+    with pytest.raises(
+        CostModelError, match=f"the file is {path.stat().st_size:,} bytes, larger than the 40 bytes"
+    ):
         load_trace(path)
     if os.path.exists("/dev/zero"):  # endless input without a newline: stops at one line's limit
         _one_line_error(
@@ -525,4 +527,21 @@ def test_trace_refuses_a_repeated_column(tmp_path):
     path = tmp_path / "dup.csv"
     path.write_text("arrival_s,prompt_tokens,output_tokens,prompt_tokens\n0,10,5,99\n")
     with pytest.raises(CostModelError, match="column 'prompt_tokens' appears 2 times"):
+        load_trace(path)
+
+
+def test_an_oversized_trace_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """simulate --trace read up to 1 GiB (a 100 MB CSV took 1.5 GB of memory); the cap is now
+    64 MiB = 67,108,864 bytes, checked on the file's size: a sparse file one byte over it is
+    refused without reading its 64 MiB of zeros (open is never asked for a line)."""
+    import graphs.serving.sim.requests as rq
+
+    assert rq.MAX_TRACE_BYTES == 64 * 1024 * 1024
+    path = tmp_path / "big.csv"
+    with open(path, "wb") as f:
+        f.truncate(67_108_865)
+    monkeypatch.setattr(rq, "_records", None)  # reading a row would fail with a TypeError
+    with pytest.raises(
+        CostModelError, match=r"big.csv: the file is 67,108,865 bytes, larger than the 67,108,864"
+    ):
         load_trace(path)

@@ -41,8 +41,9 @@ Three formats:
   share, as ``simulate --trace`` reads them (:mod:`graphs.serving.sim.requests`): with prefix caching
   replayed, a request whose prefix is cached starts after its full blocks.
 
-Bounds: a result file is read to at most :data:`MAX_BYTES`, and a JSON file's objects and values
-are counted (``{`` and ``,`` bytes, an upper bound of what a parse builds) before it is parsed:
+Bounds: a result file is read to at most :data:`MAX_BYTES` (a CSV to :data:`MAX_CSV_BYTES`), and
+a JSON file's objects and values are counted (``{`` and ``,`` bytes, an upper bound of what a
+parse builds) before it is parsed:
 :data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` keep the parse's memory near a few hundred MB
 (a ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values). Every latency
 is at least :data:`MIN_LATENCY_S` and every rate in ``[1e-6, 1e9]`` requests/s. A run of more
@@ -74,6 +75,7 @@ __all__ = [
     "CSV_PREFIX_COLUMNS",
     "Summary",
     "MAX_BYTES",
+    "MAX_CSV_BYTES",
     "MAX_JSON_OBJECTS",
     "MAX_JSON_VALUES",
     "MIN_LATENCY_S",
@@ -85,6 +87,11 @@ __all__ = [
 #: the header of a plain per-request CSV
 CSV_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s")
 MAX_BYTES = 256 * 2**20  #: the largest result file read
+#: the largest result CSV read (64 MiB): about 1.8 M requests of 37-byte rows, read at about 20
+#: bytes of Python objects per byte of file (1.26 GB peak for 64 MiB, measured); a fit replays at
+#: most a few thousand requests of a run (``--max-requests``), so a larger CSV is not a run's
+#: results. JSON files keep :data:`MAX_BYTES`, their parse bounded by the counts below
+MAX_CSV_BYTES = 64 * 2**20
 #: the most JSON objects and values (module doc) a result file may hold: a parse builds each as
 #: a Python object (tens of bytes apiece), so these bound its memory, checked before it runs
 MAX_JSON_OBJECTS = 2_000_000
@@ -662,7 +669,7 @@ def _csv_prefix(row: dict[str, Any], prompt: int, w: str, ids: dict[str, tuple[i
 
 
 def _csv(path: str) -> BenchRun:
-    raw = read_user_file(path, what="result file", max_bytes=MAX_BYTES)
+    raw = read_user_file(path, what="result CSV", max_bytes=MAX_CSV_BYTES)
     # utf-8-sig: a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first column
     text = raw.decode("utf-8-sig", errors="replace")
     reader = csv.DictReader(io.StringIO(text))
