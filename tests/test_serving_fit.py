@@ -367,3 +367,27 @@ def test_an_oversized_result_csv_is_refused_before_it_is_read(tmp_path):
         CostModelError, match=r"big.csv' is 67,108,865 bytes \(64.0 MiB\), larger than the 67,108,864"
     ):
         read_results(str(c))
+
+
+def test_requests_of_no_tokens_left_out_are_said(tmp_path, capsys):
+    """Rows of 0 prompt or 0 output tokens were dropped without a word (--json assumed {}): 24
+    rows, rows 3 and 7 of them zero, leave 22 to fit; and when the rest is too few to fit, the
+    error says how many were left out (23 of 24 here, 1 kept)."""
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"
+    rows = []
+    for i in range(24):
+        p, o = 100 + 37 * i, 10 + 3 * i
+        p, o = (0 if i == 3 else p), (0 if i == 7 else o)
+        rows.append(f"{0.5 * i},{p},{o},{0.02 + 2e-5 * p:.6f},{0.02 + 2e-5 * p + 0.006 * o:.6f}")
+    c = tmp_path / "runs.csv"
+    c.write_text("\n".join([head, *rows]) + "\n")
+    args = ["calibrate", "serving", str(c), "--model", M, "--device", "h100", "-o", str(tmp_path / "f.json")]
+    said = "2 request(s) of 0 prompt or 0 output tokens left out (nothing to replay: 22 kept)"
+    assert main([*args, "--quiet"]) == 0
+    assert capsys.readouterr().out.count(said) == 1
+    assert main([*args, "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["assumed"] == {"runs.csv": [said]}
+    c.write_text("\n".join([head, rows[0], *(f"{0.5 * i},0,5,0.1,0.2" for i in range(1, 24))]) + "\n")
+    assert main([*args, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "23 request(s) of 0 prompt or 0 output tokens were left out of the runs, 1 kept" in err

@@ -252,6 +252,17 @@ class BenchRun:
         return np.where(multi, (self.e2e_s - self.ttft_s) / np.maximum(self.output - 1, 1), np.nan)
 
     @property
+    def left_out(self) -> str:
+        """The successful requests of 0 prompt or 0 output tokens left out, in words (empty: none):
+        nothing to replay of them, and said wherever the run is fitted or replayed."""
+        if not self.empty:
+            return ""
+        return (
+            f"{self.empty:,} request(s) of 0 prompt or 0 output tokens left out (nothing to replay: "
+            f"{len(self.prompt):,} kept)"
+        )
+
+    @property
     def label(self) -> str:
         rate = "all at once" if self.rate is None else f"{self.rate:.4g} req/s"
         return f"{self.source} ({rate}, {len(self.prompt)} requests)"
@@ -336,7 +347,8 @@ def _run(
     the file for an error, default ``request i``)."""
     keep = [i for i, r in enumerate(rows) if r[1] >= 1 and r[2] >= 1]
     if not keep:
-        raise CostModelError(f"{source}: no successful request with prompt and output tokens")
+        dropped = f" (all {len(rows):,} of 0 prompt or 0 output tokens, left out)" if rows else ""
+        raise CostModelError(f"{source}: no successful request with prompt and output tokens{dropped}")
     a, p, o, t, e = (np.array(c) for c in zip(*(rows[i] for i in keep), strict=True))
     bad = np.flatnonzero(e < t)
     if bad.size:

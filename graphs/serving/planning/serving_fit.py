@@ -546,9 +546,16 @@ def fit_serving(
     if y.size <= len(terms):
         one_token = sum(1 for r in fitted if np.all(np.asarray(r.output) <= 1))
         why = f"; {one_token} of them of one-token outputs, which have no TPOT" if one_token else ""
+        dropped = sum(r.empty for r in fitted)
+        left = (
+            f" ({dropped:,} request(s) of 0 prompt or 0 output tokens were left out of the runs, "
+            f"{sum(len(r.prompt) for r in fitted):,} kept)"
+            if dropped
+            else ""
+        )
         raise CostModelError(
             f"{y.size} measured group mean(s) from {len(fitted)} fitted run(s){why}, for {len(terms)} "
-            "term(s): nothing to fit; give more runs (another load, or a file of several runs) or fewer terms "
+            f"term(s): nothing to fit{left}; give more runs (another load, or a file of several runs) or fewer terms "
             "(--terms)"
         )
     if not (np.all(np.isfinite(y)) and np.all(y > 0)):

@@ -139,7 +139,8 @@ class ServingFitReport:
     def to_dict(self) -> dict[str, Any]:
         """The report as plain values (what ``calibrate serving --json`` prints): the fit file's
         path, the engine profile, the fit, the runs held out and why, the terms held at a bound,
-        the pairs not told apart, the replay and what each summary-only run assumed.
+        the pairs not told apart, the replay and what each summary-only run assumed (and each run's
+        requests of 0 prompt or 0 output tokens left out).
 
         Returns
         -------
@@ -159,7 +160,11 @@ class ServingFitReport:
             "at_bound": {t: getattr(fit.overheads, t) for t in fit.at_bound},
             "collinear": [list(p) for p in fit.collinear],
             "replay": self.replay_lines(),
-            "assumed": {r.source: list(r.summary.assumed) for r in runs if r.summary is not None},
+            "assumed": {
+                r.source: [*(r.summary.assumed if r.summary is not None else ()), *filter(None, [r.left_out])]
+                for r in runs
+                if r.summary is not None or r.left_out
+            },
         }
 
     def kernel_release_note(self) -> str | None:
@@ -236,6 +241,9 @@ class ServingFitReport:
         for run in runs:
             for said in run.summary.assumed if run.summary is not None else ():
                 out.append(f"  assumed for {run.source} (a summary without per-request rows): {said}")
+        for run in runs:
+            if run.left_out:
+                out.append(f"  note: {run.source}: {run.left_out}")
         for c in self.cut:
             out.append(
                 f"  note: {c.source} holds {c.in_file:,} requests; the first {len(c.prompt):,} by arrival were fitted"
