@@ -391,3 +391,38 @@ def test_requests_of_no_tokens_left_out_are_said(tmp_path, capsys):
     assert main([*args, "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "23 request(s) of 0 prompt or 0 output tokens were left out of the runs, 1 kept" in err
+
+
+def test_a_request_past_the_context_limit_is_refused_as_simulate_does(tmp_path, capsys):
+    """A row of 500,000 prompt tokens on llama-3.2-1b (its limit is far less: 131,072, stated
+    in its config.json) was fitted, its mean TTFT error +603,507 %; now refused naming the file
+    and line (the header is line 1, so the third request is line 4), unless
+    --allow-long-context, which fits it with a warning."""
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"
+    rows = [f"{0.5 * i},{100 + 37 * i},{10 + 3 * i},{0.02 + 0.001 * i},{0.2 + 0.01 * i}" for i in range(24)]
+    rows[2] = "1.0,500000,37,0.03,0.4"
+    c = tmp_path / "long.csv"
+    c.write_text("\n".join([head, *rows]) + "\n")
+    out = str(tmp_path / "f.json")
+    args = [
+        "calibrate",
+        "serving",
+        str(c),
+        "--model",
+        "llama-3.2-1b",
+        "--device",
+        "h100",
+        "-o",
+        out,
+        "--quiet",
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert (
+        "long.csv line 4: prompt_tokens 500,000 + output_tokens 37 = 500,037 exceeds the model's context limit"
+        in err
+    )
+    assert "--allow-long-context" in err
+    assert main([*args, "--allow-long-context"]) == 0
+    assert "costed anyway (--allow-long-context)" in capsys.readouterr().err

@@ -150,6 +150,7 @@ def request_of(args: argparse.Namespace) -> Any:
         shared_prefix=args.shared_prefix,
         num_blocks=args.num_blocks,
         engine_named=bool(args.engine),
+        allow_long_context=bool(args.allow_long_context),
     )
 
 
@@ -272,6 +273,11 @@ def add_calibrate_parser(sub: Any) -> None:
         type=int,
         default=None,
         help="KV blocks the engine ran with (default: the profile's pool rule)",
+    )
+    sv.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="replay requests whose prompt + output exceed the model's context limit, with a warning",
     )
     sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sv.add_argument("--json", action="store_true", help="machine-readable output")

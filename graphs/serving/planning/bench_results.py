@@ -156,6 +156,8 @@ class BenchRun:
     empty: int = 0
     #: the run's own duration as the file states it (s; vllm's ``duration``), or None
     duration_s: float | None = None
+    #: each request's line in a CSV (None: not a CSV), to name a request in an error
+    line: np.ndarray | None = None
 
     def first(self, n: int) -> BenchRun:
         """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
@@ -196,6 +198,7 @@ class BenchRun:
             in_file=self.in_file or len(self.prompt),
             prefix_id=None if self.prefix_id is None else self.prefix_id[keep],
             prefix=None if self.prefix is None else self.prefix[keep],
+            line=None if self.line is None else self.line[keep],
         )
 
     def with_shared_prefix(self, tokens: int) -> BenchRun:
@@ -261,6 +264,11 @@ class BenchRun:
             f"{self.empty:,} request(s) of 0 prompt or 0 output tokens left out (nothing to replay: "
             f"{len(self.prompt):,} kept)"
         )
+
+    def where(self, i: int) -> str:
+        """Request ``i`` of the run in words, as its file places it: ``line 7`` of a CSV, else
+        ``request 3`` (of those kept, by arrival)."""
+        return f"line {int(self.line[i])}" if self.line is not None else f"request {i}"
 
     @property
     def label(self) -> str:
@@ -703,7 +711,7 @@ def _csv(path: str) -> BenchRun:
         raise CostModelError(
             f"result CSV {path[:200]!r}: the prefix columns go together: {','.join(CSV_PREFIX_COLUMNS)}"
         )
-    rows, prefixes, lines = [], [], []
+    rows, prefixes, lines = [], [], []  # lines: each row's line in the file
     ids: dict[str, tuple[int, int]] = {}
     try:
         for row in reader:
@@ -721,13 +729,15 @@ def _csv(path: str) -> BenchRun:
             _latency(t, f"{w}: ttft_s")
             _latency(e, f"{w}: e2e_s")
             rows.append((a, _whole(p, f"{w}: prompt_tokens"), _whole(o, f"{w}: output_tokens"), t, e))
-            lines.append(f"the request on line {reader.line_num}")
+            lines.append(reader.line_num)
             if with_prefix:
                 prefixes.append(_csv_prefix(row, rows[-1][1], w, ids))
     except csv.Error as exc:
         raise CostModelError(f"result CSV {path[:200]!r}: {exc}") from None
-    run = _run(Path(path).name, None, rows, False, prefixes if with_prefix else None, lines)
-    return _with_rate(run, None)
+    where = [f"the request on line {n}" for n in lines]
+    run = _run(Path(path).name, None, rows, False, prefixes if with_prefix else None, where)
+    kept = [n for n, r in zip(lines, rows, strict=True) if r[1] >= 1 and r[2] >= 1]  # as _run keeps
+    return _with_rate(dataclasses.replace(run, line=np.array(kept, dtype=int)), None)
 
 
 def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -> list[BenchRun]:

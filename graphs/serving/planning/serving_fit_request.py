@@ -105,6 +105,9 @@ class ServingFitRequest:
     engine_named : bool
         The caller named the engine (the command line's ``--engine``): the report's last line
         repeats it for the ``simulate`` that uses the fit.
+    allow_long_context : bool
+        Replay a request whose prompt + output exceed the model's context limit, with a warning
+        (``--allow-long-context``; default: refused, naming the file and request).
     """
 
     results: tuple[str, ...]
@@ -122,6 +125,7 @@ class ServingFitRequest:
     shared_prefix: int | None = None
     num_blocks: int | None = None
     engine_named: bool = False
+    allow_long_context: bool = False
 
     def __post_init__(self) -> None:
         from costmodel.measured.corpus import FP8_SCALES, FRAMEWORKS  # stdlib only
@@ -151,6 +155,10 @@ class ServingFitRequest:
         bad = [t for t in self.terms if t not in TERMS]
         if bad:
             raise CostModelError(f"--terms: {str(bad[0])[:40]!r} is not a term; terms: {', '.join(TERMS)}")
+        if not isinstance(self.allow_long_context, bool):
+            raise CostModelError(
+                f"allow_long_context must be True or False, got {str(self.allow_long_context)[:40]!r}"
+            )
         if self.holdout is not None:
             _holdout_rates(self.holdout)
         if self.profile is None:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from costmodel.hardware import get_device
 from models.config import ModelConfig
 
@@ -397,10 +399,20 @@ def run_serving_fit(
     Raises
     ------
     CostModelError
-        A result file unreadable, a ``holdout`` rate no run has, a run faster than the roofline,
-        or the fit file not writable.
+        A result file unreadable, a request longer than the model's context (unless
+        ``request.allow_long_context``), a ``holdout`` rate no run has, a run faster than the
+        roofline, or the fit file not writable.
     """
     runs = request.read_runs()
+    for run in runs:  # as simulate --trace: a sequence past the model's context is refused
+        longest = run.prompt + run.output
+        j = int(np.argmax(longest))
+        config.check_context(
+            int(longest[j]),
+            f"{run.source} {run.where(j)}: prompt_tokens {int(run.prompt[j]):,} + output_tokens "
+            f"{int(run.output[j]):,} =",
+            allow=request.allow_long_context,
+        )
     held, why_held = request.held_out(runs)
     dev = get_device(request.device).name
     profile, tp, predict, scales = request.engine, request.tp, request.predict, request.scales
