@@ -3,8 +3,14 @@
 ``max_position_embeddings`` is the longest sequence the model was trained or
 extended for. Hugging Face configs state RoPE extensions in ``rope_scaling``:
 
-* with ``original_max_position_embeddings`` (Llama-3.1's ``llama3``, DeepSeek's
-  ``yarn``), ``max_position_embeddings`` is already the extended length, and
+* ``llama3`` (Llama-3.1, 3.2, 4): ``max_position_embeddings`` is the limit. The
+  factor rescales the frequencies of the ``original_max_position_embeddings``
+  model (transformers' ``_compute_llama3_parameters``) and leaves the field as the
+  served length (vLLM does not scale ``llama3`` either): Llama-3.2-1B states
+  131,072, not its 8,192 x 32 = 262,144; Llama-4-Scout 10,485,760, more than
+  8,192 x 16;
+* with ``original_max_position_embeddings`` otherwise (DeepSeek's ``yarn``),
+  ``max_position_embeddings`` is already the extended length, and
   ``factor x original`` is taken when it is larger;
 * without it (Qwen's optional ``yarn`` block, ``linear``, ``dynamic``), the
   extension multiplies ``max_position_embeddings`` by ``factor`` (the Qwen2.5
@@ -93,6 +99,8 @@ def context_limit(cfg: Mapping[str, Any], name: str = "config.json") -> ContextL
     if factor is None:
         return ContextLimit(base, f"max_position_embeddings {base:,}")
     kind = rs.get("rope_type") or rs.get("type") or "rope"
+    if kind == "llama3":  # the factor rescales the original's frequencies, not the limit (module doc)
+        return ContextLimit(base, f"max_position_embeddings {base:,} (llama3 rope scaling)")
     if orig is not None:
         ext = int(orig * factor)
         if ext > base:

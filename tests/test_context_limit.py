@@ -87,3 +87,22 @@ def test_cli_override():
         text=True,
     )
     assert r.returncode == 0 and "warning:" in r.stderr and "TPOT bound" in r.stdout
+
+
+def test_llama3_rope_scaling_keeps_the_stated_limit():
+    """llama3 rope scaling rescales the frequencies of the original 8,192-token model; the served
+    limit is max_position_embeddings (transformers' llama3 parameters, vLLM's max_model_len).
+    Llama-3.2-1B's config.json (meta-llama/Llama-3.2-1B) states 131,072 with factor 32: it was
+    read as 8,192 x 32 = 262,144. Llama-3.1-8B states 131,072, Llama-4-Scout 10,485,760 (more than
+    8,192 x 16 = 131,072): both unchanged."""
+    d = {
+        "max_position_embeddings": 131072,
+        "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "original_max_position_embeddings": 8192},
+    }
+    assert context_limit(d).tokens == 131_072
+    assert get_model("llama-3.2-1b").max_context == 131_072
+    assert get_model("llama-3.1-8b").max_context == 131_072
+    assert get_model("llama-4-scout").max_context == 10_485_760
+    # yarn with an original length is unchanged: the larger of the field and original x factor
+    yarn = {**d, "rope_scaling": {"type": "yarn", "factor": 32.0, "original_max_position_embeddings": 8192}}
+    assert context_limit(yarn).tokens == 262_144
