@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import models
 from models import ModelConfigError, config_from_hf_dict, get_model
 from models.context import ContextLimitError, check_context, context_limit
 
@@ -106,3 +108,22 @@ def test_llama3_rope_scaling_keeps_the_stated_limit():
     # yarn with an original length is unchanged: the larger of the field and original x factor
     yarn = {**d, "rope_scaling": {"type": "yarn", "factor": 32.0, "original_max_position_embeddings": 8192}}
     assert context_limit(yarn).tokens == 262_144
+
+
+def test_a_bad_limit_field_names_the_file_given(tmp_path, capsys):
+    """The command line's context check read the file's fields as 'config.json:' whatever the
+    file was called."""
+    import json
+
+    from graphs.cli import main
+
+    base = json.loads((Path(models.__file__).parent / "configs" / "llama-3.1-8b.json").read_text())
+    for field, value, message in (
+        ("max_position_embeddings", "big", "config field 'max_position_embeddings' must be an integer"),
+        ("rope_scaling", "yarn", "config field 'rope_scaling' must be an object or null"),
+    ):
+        path = tmp_path / "mymodel.json"
+        path.write_text(json.dumps({**base, field: value}))
+        assert main(["decode", str(path), "--ctx", "100"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{path}: {message}" in err and "config.json" not in err and len(err.splitlines()) == 1

@@ -335,7 +335,7 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
     if not (type(args.batch) is int and args.batch >= 1 and type(args.ctx) is int and args.ctx >= 1):
         return None  # the library says what is wrong with them
     try:
-        lim = context_limit(config_data(args.model))
+        lim = context_limit(config_data(args.model), str(args.model)[:200])
     except (CostModelError, OSError, ValueError):
         return None
     limit = lim.tokens if lim is not None else None

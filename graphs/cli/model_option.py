@@ -48,7 +48,7 @@ def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
     except CostModelError:
         data = None
     if data is not None:
-        lim = context_limit(data)
+        lim = context_limit(data, name[:200])  # its errors name the file (or catalog name) given
         if lim is not None:
             check(
                 Path(name).stem if name.endswith(".json") else name,
