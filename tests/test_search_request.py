@@ -36,7 +36,7 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"ctxs": (1024.0,)}, "--ctxs must list 1 to 100000 whole numbers in [1, 100000000], got (1024.0,)"),
     ({"prompt": 0}, "--prompt must be in [1, 100000000], got 0"),
     ({"slo_tpot": -1.0}, "--slo-tpot must be in [1e-06, 1e+06], got -1"),
-    ({"devices": ()}, "--devices must name at least one device, got ()"),
+    ({"devices": ()}, "--device must name at least one device, got ()"),
 ]
 
 
@@ -119,3 +119,11 @@ def test_the_report_text_by_hand() -> None:
     assert lines[-1] == "  fastest user: h100-sxm bf16/bf16 tp1 pp1 ep1 m1, batch 1"
     all_rows = res.to_text(top=0).splitlines()
     assert len(all_rows) == len(lines) and "showing" not in res.to_text(top=0)  # one row more, no "showing"
+
+
+def test_an_empty_device_list_names_the_option_as_typed(capsys):
+    """search's option is documented as --device (--devices is its other spelling,
+    graphs.cli.options.SPELLINGS): `search --device ,,` said '--devices must name ...'."""
+    assert main(["search", "llama-3.1-8b", "--device", ",,"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--device must name at least one device, got ()") and len(err.splitlines()) == 1

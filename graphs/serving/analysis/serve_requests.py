@@ -92,7 +92,8 @@ class DisaggRequest:
     predict: str | None = None
 
     def __post_init__(self) -> None:
-        check_devices((self.prefill_device, self.decode_device))
+        check_devices((self.prefill_device,), "--prefill-device")
+        check_devices((self.decode_device,), "--decode-device")
         _check(self, ("prompt", "output", "decode_batch", "link_bandwidth", "link_latency", "rate"))
         check_choice("overlap", self.overlap, OVERLAPS)
 

@@ -98,13 +98,16 @@ def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
         raise CostModelError(f"{flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
 
 
-def check_devices(devices: Any) -> None:
+def check_devices(devices: Any, option: str = "--device") -> None:
     """Refuse a ``devices`` setting that names no device (each a non-empty name).
 
     Parameters
     ----------
     devices : Any
         The setting's value (a tuple of catalog device names or aliases).
+    option : str
+        The option as the command line spells it, named in the error (``--device``: the
+        documented spelling of ``--devices``, :data:`graphs.cli.options.SPELLINGS`).
 
     Raises
     ------
@@ -116,7 +119,7 @@ def check_devices(devices: Any) -> None:
         or not devices
         or not all(isinstance(d, str) and d.strip() for d in devices)
     ):
-        raise CostModelError(f"--devices must name at least one device, got {devices!r}")
+        raise CostModelError(f"{option} must name at least one device, got {devices!r}")
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
