@@ -63,8 +63,9 @@ def check_output(path: str | Path, flag: str, *, suffixes: Sequence[str] = ()) -
     if not str(path):
         raise CostModelError(f"{flag}: give a file path, got an empty one")
     if suffixes and p.suffix.lower() not in suffixes and _regular_or_absent(p):
-        shown = ", ".join(s or "none" for s in suffixes)
-        raise CostModelError(f"{flag} {_show(p)}: the file name must end in one of {shown}")
+        shown = ", ".join(s for s in suffixes if s)  # "" (no suffix) is said in words, not as 'none'
+        bare = ", or have no suffix" if "" in suffixes else ""
+        raise CostModelError(f"{flag} {_show(p)}: the file name must end in one of {shown}{bare}")
     parent = p.parent if str(p.parent) else Path(".")
     try:
         if not parent.exists():

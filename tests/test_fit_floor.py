@@ -393,7 +393,10 @@ def test_two_outputs_to_one_path_are_refused_before_the_work(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert "is also" not in err
     assert main([*argv, "--plot", "x.xyz"]) == 2
-    assert "--plot 'x.xyz': the file name must end in one of" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--plot 'x.xyz': the file name must end in one of .png, .svg" in err
+    # a bare name is a PNG: said in words, not listed as an extension 'none' (plot --out said it)
+    assert err.rstrip().endswith(".webp, or have no suffix") and "none" not in err
 
 
 # -- terminal output --------------------------------------------------------------------------
