@@ -44,6 +44,10 @@ RAW = ["ledger", "--weights-bytes", "14e9", "--kv-bytes-per-token", "1000", "--c
 REFUSED = [
     (["op", "gemm", "M=9**9**9", "N=1", "K=1"], "exponent 387420489 is out of range"),
     (["derive", "crossover", "--N", "10**(10**7)"], 'N "10**(10**7)": exponent'),
+    # an index or mask type is no tensor format (it priced as 1 byte a value: 14 FLOP/B, as fp8)
+    (["derive", "decode-attention", "--dtype", "bool"], "--dtype 'bool': bool is not a format"),
+    (["derive", "tile", "--dtype", "bool"], "--dtype 'bool': bool is not a format"),
+    (["derive", "crossover", "--w-dtype", "int32"], "--w-dtype 'int32': int32 is not a format"),
     ([*RAW, "--capacity-bytes", "9**9**9"], "--capacity-bytes"),
     (["--hw-file", "{d}/huge.toml", "hw", "show", "huge"], "peak_flops_per_s"),
     # a bare name keeps a device symbolic: a numeric command names its file, device and field

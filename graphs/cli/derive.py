@@ -10,7 +10,21 @@ from .common import add_json, dump
 __all__ = ["add_derive_parser"]
 
 
+def _check_dtypes(args: argparse.Namespace) -> None:
+    """``--dtype`` and ``--w-dtype`` as every command checks a dtype option
+    (:func:`graphs.cli.options.check_dtype_option`): a tensor format, not ``bool`` or ``int32``
+    (read as 1 and 4 bytes a value), one line naming the option otherwise. The names stay as
+    given (the output repeats them)."""
+    from .options import check_dtype_option
+
+    for dest in ("dtype", "w_dtype"):
+        value = getattr(args, dest, None)
+        if value is not None:
+            check_dtype_option("--" + dest.replace("_", "-"), value)
+
+
 def cmd_crossover(args: argparse.Namespace) -> int:
+    _check_dtypes(args)
     from costmodel.cost import as_float
     from costmodel.derive import gemm_crossover, gemm_crossover_form, latex
     from costmodel.expr import parse_expr
@@ -111,6 +125,7 @@ def cmd_balance(args: argparse.Namespace) -> int:
 
 
 def cmd_decode_attention(args: argparse.Namespace) -> int:
+    _check_dtypes(args)
     from costmodel.derive import (
         decode_attention_intensity,
         latex,
@@ -130,6 +145,7 @@ def cmd_decode_attention(args: argparse.Namespace) -> int:
 
 
 def cmd_tile(args: argparse.Namespace) -> int:
+    _check_dtypes(args)
     from costmodel.cost import as_float
     from costmodel.derive import (
         tile_intensity,
