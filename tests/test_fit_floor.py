@@ -404,7 +404,8 @@ def test_two_outputs_to_one_path_are_refused_before_the_work(tmp_path, capsys, m
 
 def test_control_characters_from_a_hardware_file_are_escaped_on_the_terminal(tmp_path, capsys):
     """The reproducer: a --hw-file description of ``esc ESC]0;PWNED BEL ESC[2J`` reached the
-    terminal raw through ``hw show`` and ``hw list``."""
+    terminal raw through ``hw show`` and ``hw list``. Since 2026-12-07 such a description is
+    refused when the file is read (names are printable text); the refusal shows it escaped."""
     evil = "esc\u001b]0;PWNED\u0007\u001b[2J\u202e"
     f = tmp_path / "hw.toml"
     f.write_text(
@@ -414,10 +415,11 @@ def test_control_characters_from_a_hardware_file_are_escaped_on_the_terminal(tmp
         "memory = [{ name = 'dram', bandwidth_bytes_per_s = 3e12, capacity_bytes = 8e10, source = 's' }]\n"
     )
     for cmd in (["hw", "show", "evil"], ["hw", "list"]):
-        assert main(["--hw-file", str(f), *cmd]) == 0
+        assert main(["--hw-file", str(f), *cmd]) == 2
         out, err = capsys.readouterr()
         assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out + err
-        assert "esc\\x1b]0;PWNED\\x07\\x1b[2J\\u202e" in out
+        assert "description must be text of printable characters" in err
+        assert "esc\\x1b]0;PWNED\\x07\\x1b[2J\\u202e" in err
 
 
 def test_an_error_names_a_missing_link_by_its_value():

@@ -267,7 +267,17 @@ class BenchRun:
 
     def where(self, i: int) -> str:
         """Request ``i`` of the run in words, as its file places it: ``line 7`` of a CSV, else
-        ``request 3`` (of those kept, by arrival)."""
+        ``request 3`` (of those kept, by arrival).
+
+        Parameters
+        ----------
+        i : int
+            The request's index among the run's kept requests.
+
+        Returns
+        -------
+        str
+        """
         return f"line {int(self.line[i])}" if self.line is not None else f"request {i}"
 
     @property
