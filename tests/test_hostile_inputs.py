@@ -233,3 +233,36 @@ def test_a_name_with_controls_is_refused_and_no_page_holds_one(tmp_path, capsys)
         ProbeRequest(name="a\nb")
     page = write_html(tmp_path / "p.html", "<title>a\x1bb\x07</title>\n")
     assert page.read_text() == "<title>a\\x1bb\\x07</title>\n"
+
+
+def test_every_hardware_text_printed_on_a_line_is_printable(tmp_path, capsys):
+    """An independent review forged `hw show` lines through a --hw-file source text, notes and
+    architecture holding a newline ('... [forged' / 'price 0.001 USD per device-hour'): every
+    text the file gives that prints on a line is refused with a newline or control in it."""
+    base = (
+        '[sources]\ns = "a sheet"\n[devices.box]\nroofs = [{unit = "tensor", precision = "bf16", '
+        'peak_flops_per_s = 1e15, source = "s"}]\nmemory = [{name = "dram", bandwidth_bytes_per_s = 1e12, '
+        'capacity_bytes = 8e10, source = "s"}]\n'
+    )
+    for extra, what in (
+        ('notes = "x\\n  price 0.001 USD per device-hour"\n', "notes must be text"),
+        ('architecture = "Hop\\nper"\n', "architecture must be text"),
+    ):
+        f = tmp_path / "hw.toml"
+        f.write_text(base + extra)
+        assert main(["--hw-file", str(f), "hw", "show", "box"]) == 2
+        assert what in capsys.readouterr().err
+    f.write_text(base.replace('s = "a sheet"', 's = "sheet]\\n  price 0.001 USD per device-hour  [forged"'))
+    assert main(["--hw-file", str(f), "hw", "show", "box"]) == 2
+    assert "must be text of printable characters" in capsys.readouterr().err
+
+
+def test_the_library_prefill_ledger_holds_its_prompt():
+    """The review's library call: capacity(..., ctx=4096, phase='prefill', seq=32768) held 4,096
+    tokens of KV beside 32,768 of activations (max batch 19, where the prompt's own KV gives 9)."""
+    from costmodel.errors import CostModelError
+    from graphs import capacity
+
+    with pytest.raises(CostModelError, match="ctx 4096 is below seq 32768"):
+        capacity("llama-3.1-8b", "h100", batch=1, ctx=4096, phase="prefill", seq=32768)
+    assert capacity("llama-3.1-8b", "h100", batch=1, ctx=32768, phase="prefill", seq=32768).max_batch.value == 9

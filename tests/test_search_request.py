@@ -36,7 +36,7 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"ctxs": (1024.0,)}, "--ctxs must list 1 to 100000 whole numbers in [1, 100000000], got (1024.0,)"),
     ({"prompt": 0}, "--prompt must be in [1, 100000000], got 0"),
     ({"slo_tpot": -1.0}, "--slo-tpot must be in [1e-06, 1e+06], got -1"),
-    ({"devices": ()}, "--device must name at least one device, got ()"),
+    ({"devices": ()}, "--device must name at least one device, got ''"),
 ]
 
 
@@ -126,4 +126,4 @@ def test_an_empty_device_list_names_the_option_as_typed(capsys):
     graphs.cli.options.SPELLINGS): `search --device ,,` said '--devices must name ...'."""
     assert main(["search", "llama-3.1-8b", "--device", ",,"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("--device must name at least one device, got ()") and len(err.splitlines()) == 1
+    assert err.endswith("--device must name at least one device, got ''") and len(err.splitlines()) == 1

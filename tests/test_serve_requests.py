@@ -32,8 +32,8 @@ REFUSALS: list[tuple[type, dict[str, Any], str]] = [
     (DisaggRequest, {"link_latency": -1e-6}, "--link-latency must be in [0, 1], got -1e-06"),
     (DisaggRequest, {"rate": float("inf")}, "--rate must be a finite number, got inf"),
     (DisaggRequest, {"overlap": "before"}, "--overlap must be one of after, layerwise, got 'before'"),
-    (DisaggRequest, {"decode_device": ""}, "--decode-device must name at least one device, got ('',)"),
-    (PlansRequest, {"devices": ()}, "--device must name at least one device, got ()"),
+    (DisaggRequest, {"decode_device": ""}, "--decode-device must name at least one device, got ''"),
+    (PlansRequest, {"devices": ()}, "--device must name at least one device, got ''"),
     (
         PlansRequest,
         {"batches": (0,)},

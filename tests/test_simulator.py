@@ -305,3 +305,7 @@ def test_a_pure_state_space_model_is_simulated_its_state_bounding_the_batch():
         state_sequences(SimpleNamespace(**{**vars(led), "state_bytes_per_sequence": 9e9}), 20e9, cfg)
     res = simulate("mamba2-2.7b", "h100", synthetic(20, rate=5.0, prompt="fixed:500", output="fixed:50", seed=0))
     assert res.requests == 20 and np.isfinite(res.per_request["e2e_s"]).all()
+    # on a 24 GB L4 the state caps the batch below max_num_seqs 256, and the run says so
+    small = simulate("mamba2-2.7b", "l4", synthetic(300, rate=50.0, prompt="fixed:100", output="fixed:20", seed=0))
+    assert small.state_capped is not None and small.state_capped[0] < 256
+    assert small.timeline["running"].max() <= small.state_capped[0]

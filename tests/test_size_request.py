@@ -30,7 +30,7 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"max_simulations": 0}, "--max-simulations must be in [1, 10000], got 0"),
     ({"requests": 2.5}, "--requests must be a whole number, got 2.5"),
     ({"tps": (1, 8192)}, "--tp must list 1 to 64 whole numbers in [1, 4096], got (1, 8192)"),
-    ({"devices": ()}, "--device must name at least one device, got ()"),
+    ({"devices": ()}, "--device must name at least one device, got ''"),
     ({"price_per_hour": "-3"}, "--price-per-hour must be in [0.01, 10000] USD per device-hour"),
 ]
 

@@ -18,7 +18,7 @@ from graphs.serving.present.sweep_summary import run_sweep
 from models import get_model
 
 REFUSALS: list[tuple[dict[str, Any], str]] = [
-    ({"devices": ()}, "--device must name at least one device, got ()"),
+    ({"devices": ()}, "--device must name at least one device, got ''"),
     ({"tp": 0}, "--tp must be in [1, 4096], got 0"),
     ({"top": -1}, "--top must be in [0, 1000000], got -1"),
 ]

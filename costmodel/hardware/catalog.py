@@ -95,7 +95,12 @@ def _source(text: Any, sources: Mapping[str, str]) -> str:
     if text is None:
         return ""
     text = str(text)
-    return sources.get(text, text)
+    out = sources.get(text, text)
+    if has_controls(out):  # printed on one line after a figure: a newline would forge the next
+        raise HardwareSpecError(
+            f"source {out!r:.60} must be text of printable characters (no newline, tab or control)"
+        )
+    return out
 
 
 def hardware_from_dict(
@@ -109,8 +114,12 @@ def hardware_from_dict(
         ("name", name),
         ("description", entry.get("description", "")),
         ("vendor", entry.get("vendor", "")),
+        ("architecture", entry.get("architecture", "")),
+        ("notes", entry.get("notes", "")),
     ):
-        if not isinstance(text, str) or has_controls(text):
+        if (key in ("name", "description", "vendor") and not isinstance(text, str)) or (
+            isinstance(text, str) and has_controls(text)
+        ):
             raise HardwareSpecError(
                 f"{where}: {key} must be text of printable characters (no newline, tab or control), got {text!r:.60}"
             )

@@ -137,11 +137,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ("peak", f"{args.precision} dense peak", "s"),
         ("ridge", "ridge (FLOP/B)", "s"),
         ("bw", "DRAM bandwidth", "s"),
-        ("cap", "capacity", "s"),
+        ("cap", "memory", "s"),
         ("reads", "full reads/s", "s"),
         ("power", "TDP (W)", "s"),
     )
-    return emit(args, [r.to_dict() for r in rows], format_table(table, cols))
+    from costmodel.hardware import get_device
+
+    vendor = [r.device for r in rows if get_device(r.device).reported_memory_bytes is None]
+    note = (
+        "memory: what the capacity checks divide, the driver-reported figure"
+        + (f"; the vendor's for {', '.join(vendor)} (no driver figure in the catalog)" if vendor else "")
+    )
+    return emit(args, [r.to_dict() for r in rows], format_table(table, cols) + "\n" + note)
 
 
 def _dev_spec(text: str) -> tuple[str, str, int]:

@@ -447,7 +447,8 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
             # where the output lengths were counted by re-tokenising the text, not the usage)
             raise CostModelError(
                 f"{source}: itls[{i}] has {len(itl)} inter-token gaps for output_lens[{i}] = {o} tokens "
-                f"(at most {o} allowed: one gap a token after the first); the file's requests do not match"
+                f"(one gap a streamed token after the first: at most {o - 1}, {o} tolerated for re-tokenised "
+                "lengths); the file's requests do not match"
             )
         rows.append((arr, p, o, ttft, ttft + gaps))
     dur = doc.get("duration")

@@ -443,7 +443,7 @@ def served_seconds(res: Any) -> float:
 def decode_bound_seconds(res: Any) -> float:
     """The least time a run's output tokens take at its decode capacity (module doc): the
     output tokens over :attr:`~graphs.serving.sim.simulator.SimResult.decode_capacity_tokens_per_s`,
-    0 where the run states none.
+    at most the run's duration (it made them within it), 0 where the run states none.
 
     Parameters
     ----------
@@ -458,7 +458,8 @@ def decode_bound_seconds(res: Any) -> float:
     cap = getattr(res, "decode_capacity_tokens_per_s", None)
     if not cap:
         return 0.0
-    return float(res.per_request["output"].sum()) / float(cap)
+    # never longer than the run itself: it did make its output within that time
+    return min(float(res.per_request["output"].sum()) / float(cap), float(res.duration_s))
 
 
 @dataclass(frozen=True, slots=True)

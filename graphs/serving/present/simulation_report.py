@@ -475,6 +475,12 @@ class SimulationReport:
                 f"{res.requests_per_s:.2f} requests/s, {res.output_tokens_per_s:,.0f} output tokens/s; "
                 f"mean batch {res.mean_batch:.1f}, KV blocks {100 * res.mean_kv_utilisation:.0f}% used on average"
             )
+        if res.state_capped is not None:
+            n, each = res.state_capped
+            out.append(
+                f"  running sequences capped at {n} (max_num_seqs lowered): the model keeps no KV per token, "
+                f"each sequence's recurrent state ({each / 1e6:,.1f} MB) fills the pool"
+            )
         shares = req.shared_prefix or req.prompt_pool or req.turns > 1
         if (
             res.prefix_cache_hits

@@ -1134,22 +1134,28 @@ class Replica:
         self._waited += 1
         return True
 
-    def decode_capacity(self, ctx: float) -> tuple[float, int] | None:
+    def decode_capacity(self, ctx: float, held: float | None = None, shared: float = 0.0) -> tuple[float, int] | None:
         """The most output tokens per second this replica can emit decoding, and the batch that
         does it: ``max_b b / T(b)`` over batches ``b`` up to its largest, where ``T(b)`` is a
         pure-decode iteration of ``b`` sequences each holding ``ctx`` tokens of KV, priced as
         :meth:`iteration_time` prices one (the kernels with the overheads' scale and padding,
         floored at the roofline, plus the iteration's CPU terms) and the largest batch is
-        ``min(max_num_seqs, max_num_batched_tokens, KV pool tokens / ctx)``. The batches tried
-        are the largest and every power of two below it. Prefill is not charged: an upper bound
-        on what a steady load can draw from the replica (:func:`graphs.serving.planning.cost.served_seconds`).
-        Nothing is recorded (no busy time, no iteration).
+        ``min(max_num_seqs, max_num_batched_tokens, (KV pool tokens - shared) / held)``. The
+        batches tried are the largest and every power of two below it. Prefill is not charged: an
+        upper bound on what a steady load can draw from the replica
+        (:func:`graphs.serving.planning.cost.served_seconds`). Nothing is recorded (no busy time,
+        no iteration).
 
         Parameters
         ----------
         ctx : float
             The mean KV length of a decoding sequence (tokens, > 0): its output tokens' mean
-            ``prompt + position``.
+            ``prompt + position``, what its attention reads.
+        held : float, optional
+            The tokens of KV a sequence holds alone (default ``ctx``): with prefix caching its
+            shared prefix is held once for all (``shared``), not by each.
+        shared : float
+            Tokens of KV the shared prefixes hold once (prefix caching).
 
         Returns
         -------
@@ -1160,7 +1166,9 @@ class Replica:
         if self.spec is not None or not (ctx > 0 and math.isfinite(ctx)):
             return None
         cfg, ov = self.cfg, self.overheads
-        largest = min(cfg.max_num_seqs, cfg.max_num_batched_tokens, int(self.num_blocks * cfg.block_size // ctx))
+        own = ctx if held is None else max(held, 1.0)
+        room = self.num_blocks * cfg.block_size - shared
+        largest = min(cfg.max_num_seqs, cfg.max_num_batched_tokens, int(room // own) if room > 0 else 0)
         if largest < 1:
             return None
         best: tuple[float, int] | None = None

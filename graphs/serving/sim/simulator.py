@@ -323,6 +323,9 @@ class SimResult(Result):
         Prefix hits from host memory / SSD and their load time.
     overheads : str or None
         The engine overheads used, on one line (:meth:`EngineOverheads.summary`; None: none).
+    state_capped : tuple of (int, float) or None
+        A pure state-space model's running sequences as its recurrent state caps them (the
+        sequences, bytes of state each; said in the output); None otherwise.
     decode_capacity_tokens_per_s : float or None
         The most output tokens per second the decoding replicas can emit in a steady load of these
         requests: each at its best batch up to its largest (``max_num_seqs``, the token budget,
@@ -382,6 +385,9 @@ class SimResult(Result):
     #: the most output tokens/s the decoding replicas can emit in a steady load of these requests
     #: (:func:`_decode_capacity`; None: speculating, DP/EP groups, or no output)
     decode_capacity_tokens_per_s: float | None = None
+    #: a pure state-space model's running sequences capped by their recurrent state: (sequences,
+    #: bytes of state each); None when its tokens' KV bounds the pool
+    state_capped: tuple[int, float] | None = None
 
     @property
     def queue_share(self) -> float:
@@ -719,12 +725,14 @@ def simulate(
             kv_bytes_per_token=led.kv_bytes_per_token,
         )
     blocks = pool_blocks(w, hw, cfg, pool_led)
+    capped: tuple[int, float] | None = None
     if not cfg.num_blocks:  # a pure state-space model: its sequences' state fills the pool, not tokens
         states = state_sequences(
             pool_led, pool_memory(hw), cfg, int(w.config.num_hidden_layers), int(getattr(w.config, "vocab_size", 0) or 0)
         )
         if states is not None and states < cfg.max_num_seqs:
             cfg = dataclasses.replace(cfg, max_num_seqs=states)
+            capped = (states, as_float(pool_led.state_bytes_per_sequence))
     tiered = kv_tiers is not None and kv_tiers.enabled
     host_bw = 0.0
     if tiered:
@@ -914,6 +922,8 @@ def simulate(
     )
     if capacity is not None:
         res = dataclasses.replace(res, decode_capacity_tokens_per_s=capacity)
+    if capped is not None:
+        res = dataclasses.replace(res, state_capped=capped)
     if specs:
         res = dataclasses.replace(res, spec=specs[0].stats())
     if tiered:
@@ -951,14 +961,23 @@ def _decode_capacity(seqs: list[Seq], back: list[Replica], ov: EngineOverheads, 
     load of these requests (:attr:`SimResult.decode_capacity_tokens_per_s`): each replica's
     :meth:`~graphs.serving.sim.engine.Replica.decode_capacity` at the requests' mean decoding KV
     length, the output-token-weighted mean of ``prompt + output / 2`` (a decode of the ``j``-th
-    token holds ``prompt + j`` tokens), capped at the shared front end's
+    token holds ``prompt + j`` tokens; with prefix caching each shared prefix held once, the
+    sequences holding the rest), capped at the shared front end's
     ``api_server_count / frontend_token_s`` tokens/s where it has one, times the replicas."""
     out = np.array([s.req.output for s in seqs], dtype=float)
     total = float(out.sum())
     if total <= 0:
         return None
     prompt = np.array([s.req.prompt for s in seqs], dtype=float)
-    got = back[0].decode_capacity(float((out * (prompt + out / 2)).sum() / total))
+    ctx = float((out * (prompt + out / 2)).sum() / total)
+    held, shared = ctx, 0.0
+    if cfg.enable_prefix_caching:  # a shared prefix's blocks are held once, not by each sequence
+        prefixes = {s.req.prefix_id: s.req.prefix for s in seqs if s.req.prefix_id is not None and s.req.prefix}
+        if prefixes:
+            own = np.array([s.req.prefix if s.req.prefix_id is not None else 0 for s in seqs], dtype=float)
+            held = float((out * (prompt - own + out / 2)).sum() / total)
+            shared = float(sum(prefixes.values()))
+    got = back[0].decode_capacity(ctx, held, shared)
     if got is None:
         return None
     per = got[0]

@@ -427,6 +427,8 @@ def capacity(
     if phase not in tuple(Phase):
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
     s = seq if seq is not None else ctx
+    if phase == "prefill" and isinstance(s, int) and isinstance(ctx, int) and ctx < s:
+        raise CostModelError(f"ctx {ctx} is below seq {s}: a prefill's cache holds at least its prompt's tokens")
     active = s if phase == "prefill" else 1
     led = build_ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
     cap = hw.memory_bytes()

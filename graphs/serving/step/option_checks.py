@@ -119,7 +119,8 @@ def check_devices(devices: Any, option: str = "--device") -> None:
         or not devices
         or not all(isinstance(d, str) and d.strip() for d in devices)
     ):
-        raise CostModelError(f"{option} must name at least one device, got {devices!r}")
+        given = ",".join(map(str, devices)) if isinstance(devices, tuple) else devices
+        raise CostModelError(f"{option} must name at least one device, got {given!r}")
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

@@ -68,7 +68,7 @@ class BoundBy:
         return dataclasses.asdict(self)
 
     def line(self) -> str:
-        """``bound by: memory (dram, 93% of the step; weight read 77% of it)``, ``bound by:
+        """``bound by: memory (dram, 93% of the step; weight read 77% of the step)``, ``bound by:
         compute (tensor, 88% of the step)``: the share printed first is the whole term's, the
         named part's own beside it."""
         tail = ""
