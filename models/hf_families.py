@@ -95,6 +95,11 @@ def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     """A multimodal config's ``text_config`` (Gemma 3, Llama 4), keeping the top-level type,
     ``torch_dtype`` and ``quantization_config`` (they describe the whole checkpoint)."""
     text = cfg.get("text_config")
+    if text is not None and not isinstance(text, Mapping):
+        raise ModelConfigError(
+            f"config field 'text_config' must be an object (the language model's fields), got {type(text).__name__} "
+            f"{str(text)[:40]!r}"
+        )
     if isinstance(text, Mapping) and cfg.get("model_type") in ("gemma3", "llama4", "qwen3_5", "qwen3_5_moe"):
         top: dict[str, Any] = {}
         if text.get("tie_word_embeddings") is None:

@@ -103,6 +103,12 @@ _ATTENTION = ("self_attn", "attn", "attention")
 def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
     """The unquantised weights' dtype: ``torch_dtype`` (or ``dtype``), bf16 when neither is given."""
     raw = cfg.get("torch_dtype", cfg.get("dtype"))
+    both = (cfg.get("torch_dtype"), cfg.get("dtype"))
+    if None not in both and str(both[0]).removeprefix("torch.") != str(both[1]).removeprefix("torch."):
+        raise ModelConfigError(
+            f"{name}: torch_dtype {str(both[0])[:40]!r} and dtype {str(both[1])[:40]!r} disagree (dtype is "
+            "torch_dtype's name since transformers 4.56): give one, or the weights' with --weight-dtype"
+        )
     if raw is None:
         return "bf16"
     text = str(raw).removeprefix("torch.")

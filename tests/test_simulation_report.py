@@ -210,3 +210,13 @@ def test_a_max_rate_no_rate_meets_says_what_one_request_alone_takes(capsys):
     assert "no probed rate meets the SLOs" in out and "each request alone (one client): P99 TTFT" in out
     assert "an SLO below what one request alone takes, which no rate meets" in out
     assert " 0.000 req/s" not in out
+
+
+def test_interval_ends_keep_four_significant_digits():
+    """A review read 'requests/s 0.2 [0.1, 0.2]' beside '0.15 requests/s' elsewhere in the same
+    output (JSON 0.1514 [0.1253, 0.1716]): rates print with four significant digits."""
+    from graphs.serving.present.simulation_report import _four_digits
+
+    assert f"{0.1514:{_four_digits(0.1514)}}" == "0.1514"
+    assert f"{2071.4:{_four_digits(2071.4)}}" == "2,071"
+    assert f"{51.349:{_four_digits(51.349)}}" == "51.35"
