@@ -24,9 +24,8 @@ What stays with the caller: resolving the model from a name or file, output file
 
 from __future__ import annotations
 
-import math
-
 import dataclasses
+import math
 import os
 import string
 import textwrap
