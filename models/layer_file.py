@@ -183,13 +183,15 @@ def _layers(value: Any, name: str) -> tuple[LayerSpec | str, ...]:
             out.append(v)
         elif (
             isinstance(v, Mapping)
+            and "mixer" in v  # the MLP kind has a default (dense), the mixer none (the docs)
             and set(v) <= {"mixer", "mlp"}
             and all(isinstance(x, str) for x in v.values())
         ):
             out.append(LayerSpec(**v))
         else:
             raise ModelConfigError(
-                f"{name}: layer_types[{i}] must be a mixer name or an object with 'mixer' and 'mlp' names, "
+                f"{name}: layer_types[{i}] must be a mixer name or an object with a 'mixer' name (and an "
+                "'mlp' name, dense when left out), "
                 f"got {v!r:.60}"
             )
     return tuple(out)

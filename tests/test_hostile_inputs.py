@@ -286,3 +286,16 @@ def test_a_config_that_contradicts_itself_is_refused(tmp_path, capsys, change, f
     assert fragment in capsys.readouterr().err
     f.write_text(json.dumps({**cfg, "torch_dtype": "bfloat16", "dtype": "torch.bfloat16"}))
     assert main(["decode", str(f)]) == 0
+
+
+def test_a_config_of_no_context_limit_says_it_is_not_checked(tmp_path, capsys):
+    """A review: a config with no max_position_embeddings took --ctx 10,000,000 without a word
+    (HF's LlamaConfig would default it to 2,048). The check cannot run; the output says so once."""
+    cfg = json.loads(open("models/configs/llama-3.1-8b.json").read())
+    cfg.pop("max_position_embeddings")
+    cfg.pop("rope_scaling", None)
+    f = tmp_path / "nomax.json"
+    f.write_text(json.dumps(cfg))
+    assert main(["decode", str(f), "--ctx", "1000"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("states no max_position_embeddings: --ctx is not checked") == 1

@@ -74,6 +74,8 @@ def test_a_new_field_reaches_the_model_and_context_limits_apply(tmp_path: Path) 
         ({"tie_word_embeddings": "yes"}, "layer file field 'tie_word_embeddings' must be true or false"),
         ({"layer_types": ["gqa", "swirl"]}, "layer mixer 'swirl' not allowed; allowed: "),
         ({"layer_types": ["gqa", 3]}, r"layer_types\[1\] must be a mixer name or an object"),
+        # a review: an object without 'mixer' became gqa silently (only the MLP has a default)
+        ({"layer_types": ["gqa", {"mlp": "dense"}]}, r"layer_types\[1\] must be a mixer name or an object with a 'mixer'"),
         ({"layer_types": []}, "layer_types' must be a list of 1 to 4096 layers"),
         ({"max_context": 10}, "the limit is max_position_embeddings"),
         ({"sliding_window": None}, "sliding layers need sliding_window"),

@@ -426,3 +426,16 @@ def test_a_request_past_the_context_limit_is_refused_as_simulate_does(tmp_path, 
     assert "--allow-long-context" in err
     assert main([*args, "--allow-long-context"]) == 0
     assert "costed anyway (--allow-long-context)" in capsys.readouterr().err
+
+
+def test_a_fit_applied_at_another_tp_says_so():
+    """A review edited a fit file to tp 8 and applied it at tp 1: no note, where a fit of
+    another model or device is said. The tp is part of where a fit was made."""
+    from types import SimpleNamespace
+
+    from graphs.serving.present.report_text import predict_file_line
+
+    fit = SimpleNamespace(model="llama-3.2-1b", device="h100-sxm", tp=8, predict="vllm")
+    line = predict_file_line("f.json", fit, "llama-3.2-1b", "h100-sxm", 1)
+    assert "the fit was made for llama-3.2-1b on h100-sxm (tp 8), applied here to llama-3.2-1b on h100-sxm (tp 1)" in line
+    assert "note" not in predict_file_line("f.json", fit, "llama-3.2-1b", "h100-sxm", 8)

@@ -58,6 +58,16 @@ def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
                 allow=allow,
                 why=lim.why,
             )
+        elif data.get("model_type") not in ("mamba", "mamba2"):
+            # said once: the context is not checked (a config of no max_position_embeddings; a
+            # state-space model has no positions to run out of)
+            from .options import note_once
+
+            note_once(
+                args,
+                f"{name[:200]} states no max_position_embeddings: {field} is not checked against a context "
+                "limit of the model's",
+            )
         return
     cfg = resolve_config(args)
     cfg.check_context(tokens, field, allow=allow)

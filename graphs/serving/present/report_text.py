@@ -315,7 +315,7 @@ def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:
     return f"[{a:{fmt}}, {b:{fmt}}]"
 
 
-def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
+def predict_file_line(path: str, fit: Any, model: str, device: str, tp: int | None = None) -> str:
     """What a ``calibrate serving`` fit file set, and a note when it was fitted elsewhere.
 
     Parameters
@@ -326,6 +326,8 @@ def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
         The fit read from it (:func:`graphs.serving.planning.serving_fit.read_fit`).
     model, device : str
         Where it is applied.
+    tp : int, optional
+        The tensor-parallel degree it is applied at (None: not known here).
 
     Returns
     -------
@@ -333,8 +335,12 @@ def predict_file_line(path: str, fit: Any, model: str, device: str) -> str:
         One line, or two with the note.
     """
     line = f"  --predict-file {path[:200]}: kernels priced by {fit.predict or 'the roofline bound'}"
-    if (fit.model, fit.device) != (model, device):
-        line += f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to {model} on {device}"
+    if (fit.model, fit.device) != (model, device) or (tp is not None and tp != fit.tp):
+        at = f" (tp {tp})" if tp is not None else ""
+        line += (
+            f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to "
+            f"{model} on {device}{at}"
+        )
     return line
 
 

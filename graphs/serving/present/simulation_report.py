@@ -427,7 +427,9 @@ class SimulationReport:
         sparse = dsa_notes(self.config, sparse_tile(self.config, hw), topo.tp)
         out += [f"  note: {note}" for note in roof_notes(hw) + plain_mtp + sparse + hw.group_notes(topo.tp)]
         if self.fit is not None:
-            out.append(predict_file_line(str(req.predict_file), self.fit, res.model, res.device))
+            out.append(
+                predict_file_line(str(req.predict_file), self.fit, res.model, res.device, res.topology.tp)
+            )
         if res.overheads is not None:
             out.append(f"  {res.overheads}")
         if res.coverage is not None:
@@ -520,7 +522,8 @@ class SimulationReport:
             )
         if res.goodput_requests_per_s is not None:
             out.append(
-                f"  goodput {res.goodput_requests_per_s:.2f} requests/s ({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
+                f"  goodput {res.goodput_requests_per_s:.2f} requests/s over the whole run, drain tail included "
+                f"({100 * (res.slo_attainment or 0):.1f}% meet the SLOs)"
             )
         out.append(f"  {cost_text(self.cost)}")
         return out
@@ -612,7 +615,9 @@ class MaxRateReport:
         )
         out += [f"  note: {note}" for note in notes.values()]
         if self.fit is not None:
-            out.append(predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device))
+            out.append(
+                predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device, self.topology.tp)
+            )
         if m.at_rate is not None and m.at_rate.coverage is not None:
             out += _predicted(req, m.at_rate)
             out.append("  (coverage of the simulation at the max rate)")
@@ -781,7 +786,8 @@ class RateSweepReport:
             line += f" {c.usd_per_m_tokens:8.3g}" if c is not None else f" {'-':>8s}"
             out.append(line)
         out.append(
-            "  out tok/s: steady state (first to last arrival); goodput: requests/s meeting the SLOs; "
+            "  out tok/s: steady state (first to last arrival); goodput: requests/s meeting the SLOs over "
+            "the whole run, drain tail included (its window is not out tok/s's); "
             "$/M tok: the deployment's $/h over every served token"
         )
         if self.bands:

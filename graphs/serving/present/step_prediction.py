@@ -121,6 +121,8 @@ class FittedStep:
         bound, seconds.
     model, device : str
         Where the fit is applied (its note says when it was made elsewhere).
+    tp : int
+        The tensor-parallel degree it is applied at (said when the fit's differs).
     """
 
     path: str
@@ -132,6 +134,7 @@ class FittedStep:
     bound_s: float
     model: str
     device: str
+    tp: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """The ``"engine_overheads"`` entry of ``--json``: kernels, scale, floor, CPU and step (s).
@@ -166,7 +169,7 @@ class FittedStep:
         d, ov = self.to_dict(), self.fit.overheads
         out = [
             f"{_what(self.phase)} with the engine overheads of --predict-file {self.path[:200]}:",
-            predict_file_line(self.path, self.fit, self.model, self.device),
+            predict_file_line(self.path, self.fit, self.model, self.device, self.tp),
             f"  {ov.summary()}",
         ]
         extra = (
@@ -411,6 +414,7 @@ def predict_step_report(
             bound,
             config.name,
             get_device(device).name,
+            tp,
         )
     as_served = None
     if served and framework is not None and fit is None:
