@@ -33,7 +33,7 @@ def has_controls(text: str) -> bool:
     or a bidirectional override (:data:`_NAME_CONTROLS`). Readers of user files refuse such a
     name, naming its field, rather than print a line it could forge.
 
-    >>> has_controls("llama-3.1-8b"), has_controls("a\nb"), has_controls("x\u202ey")
+    >>> has_controls("llama-3.1-8b"), has_controls("a\\nb"), has_controls("x\\u202ey")
     (False, True, True)
     """
     return _NAME_CONTROLS.search(text) is not None

@@ -107,7 +107,7 @@ def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
     if None not in both and str(both[0]).removeprefix("torch.") != str(both[1]).removeprefix("torch."):
         raise ModelConfigError(
             f"{name}: torch_dtype {str(both[0])[:40]!r} and dtype {str(both[1])[:40]!r} disagree (dtype is "
-            "torch_dtype's name since transformers 4.56): give one, or the weights' with --weight-dtype"
+            "torch_dtype's name since transformers 4.56): keep the one the checkpoint was saved in"
         )
     if raw is None:
         return "bf16"

@@ -299,3 +299,9 @@ def test_a_config_of_no_context_limit_says_it_is_not_checked(tmp_path, capsys):
     assert main(["decode", str(f), "--ctx", "1000"]) == 0
     err = capsys.readouterr().err
     assert err.count("states no max_position_embeddings: --ctx is not checked") == 1
+
+
+def test_an_engine_with_an_empty_version_is_refused(capsys):
+    """A review: --engine vllm@ (an empty version) ran as vllm@1 without a word."""
+    assert main(["simulate", "llama-3.1-8b", "--engine", "vllm@", "--requests", "5"]) == 2
+    assert "names no version after '@'" in capsys.readouterr().err

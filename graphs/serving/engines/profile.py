@@ -1178,7 +1178,9 @@ def get_engine(ref: str, *, what: str = "engine profile") -> EngineProfile:
     load_engines()
     if not isinstance(ref, str):
         raise CostModelError(f"{what} must be NAME or NAME@VERSION, got {ref!r}")
-    name, _, version = ref.partition("@")
+    name, at, version = ref.partition("@")
+    if at and not version:  # 'vllm@' was read as the default version, unsaid
+        raise CostModelError(f"{what} {ref[:60]!r} names no version after '@': give NAME or NAME@VERSION")
     versions = _REGISTRY.get(name)
     if versions is None:
         raise CostModelError(f"no {what} {ref[:60]!r}; known: {', '.join(engine_names())}")
