@@ -305,3 +305,9 @@ def test_an_engine_with_an_empty_version_is_refused(capsys):
     """A review: --engine vllm@ (an empty version) ran as vllm@1 without a word."""
     assert main(["simulate", "llama-3.1-8b", "--engine", "vllm@", "--requests", "5"]) == 2
     assert "names no version after '@'" in capsys.readouterr().err
+
+
+def test_an_empty_html_path_is_refused(capsys):
+    """A review: decode --html '' wrote no page and said nothing (plot --out '' is refused)."""
+    assert main(["decode", "llama-3.1-8b", "--html", ""]) == 2
+    assert "--html: give a file path, got an empty one" in capsys.readouterr().err

@@ -530,6 +530,13 @@ def test_a_shared_prefix_is_held_once_in_the_decode_capacity():
     assert res.decode_capacity_tokens_per_s > made  # an upper bound on what it makes
     assert not ServedTotals.of(res).decode_bound and decode_bound_seconds(res) <= res.duration_s
     assert served_seconds(res) < res.duration_s
+    # a floor held at the run's duration prices the whole run, and says so
+    from graphs.serving.planning.cost import totals_cost
+
+    held = dataclasses.replace(ServedTotals.of(res), served_s=res.duration_s, decode_bound=True)
+    assert "the whole run: its output at the decode capacity would take longer" in totals_cost(
+        held, device_rates("h100", 2.0)
+    ).basis
 
 
 def test_a_few_requests_at_a_constant_rate_are_priced_at_that_rate():

@@ -106,7 +106,7 @@ def _with_html(
 ) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         path = getattr(args, "html", None)
-        if not path:
+        if path is None:  # an empty --html '' is refused below, not taken as no page
             return cmd(args)
         from costmodel.errors import CostModelError
         from costmodel.html import require_plotly, write_html

@@ -564,6 +564,8 @@ def totals_cost(t: ServedTotals, rates: Rates) -> TokenCost | None:
             + (
                 "the whole run)"
                 if t.whole_run
+                else "the whole run: its output at the decode capacity would take longer)"
+                if t.decode_bound and t.served_s >= t.duration_s
                 else "its output at the decode capacity: it falls behind in decode)"
                 if t.decode_bound
                 else "first arrival to last first token, plus a mean gap between arrivals)"
