@@ -20,12 +20,13 @@ __all__ = ["fmt_si", "fmt_time", "format_table", "escape_controls", "has_control
 #: what a terminal acts on rather than shows: C0 controls but newline and tab (escape sequences,
 #: bell, carriage return, backspace), DEL, C1 controls, and the bidirectional overrides that
 #: reorder what is shown (Unicode TR9's embeddings, overrides and isolates, and the marks)
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_BEYOND_C0 = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")
 
 
 #: what a name (a model's, a device's, a description) may not hold: every control above, and the
 #: newline and tab a multi-line text may (a name printed in a line or a title would break it)
-_NAME_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAME_CONTROLS = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
 
 
 def has_controls(text: str) -> bool:

@@ -416,8 +416,10 @@ def token_cost(
 
 def served_seconds(res: Any) -> float:
     """The seconds over which a :class:`graphs.serving.sim.simulator.SimResult` serves its tokens
-    (module doc): first arrival to last first token for an open loop whose requests arrive over
-    time; the whole run when they are all sent at once, and for a closed loop.
+    (module doc): for an open loop whose requests arrive over time, first arrival to last first
+    token plus one mean gap between arrivals, and never less than its output at the decode
+    capacity (:func:`decode_bound_seconds`); the whole run when they are all sent at once, and for
+    a closed loop.
 
     Parameters
     ----------
