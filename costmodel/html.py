@@ -76,9 +76,10 @@ def plotly_js() -> str:
     installed plotly's full bundle, with a note on stderr (once per process) saying why the page
     is larger."""
     import gzip
-    import sys
 
     from plotly.offline import get_plotlyjs
+
+    from .notes import say
 
     full = get_plotlyjs()
     basic = gzip.decompress(BASIC_BUNDLE.read_bytes()).decode()
@@ -87,10 +88,9 @@ def plotly_js() -> str:
         return basic
     if not getattr(plotly_js, "_said", False):
         plotly_js._said = True  # type: ignore[attr-defined]
-        print(
-            f"note: the installed plotly expects plotly.js {want}, the shipped basic bundle is {have}: "
-            "pages inline the full bundle (about 4.8 MB)",
-            file=sys.stderr,
+        say(
+            f"the installed plotly expects plotly.js {want}, the shipped basic bundle is {have}: "
+            "pages inline the full bundle (about 4.8 MB)"
         )
     return full
 

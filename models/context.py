@@ -27,12 +27,12 @@ since a bound past the trained length says nothing about quality.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from costmodel.errors import CostModelError
+from costmodel.notes import say
 
 from .fields import ModelConfigError, float_field, int_field
 
@@ -120,4 +120,4 @@ def check_context(
     msg = f"{name}: {field} {tokens:,} exceeds the model's context limit of {limit:,} tokens{src}"
     if not allow:
         raise ContextLimitError(f"{msg}; pass --allow-long-context to cost it anyway")
-    sys.stderr.write(f"warning: {msg}; costed anyway (--allow-long-context)\n")
+    say(f"{msg}; costed anyway (--allow-long-context)", kind="warning")

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ..notes import say
 from ..safefile import read_regular_file, unique_keys
 from .efficiency import MAX_ROWS, PARAMS, Features, Fit, fit, kind_of
 
@@ -122,7 +123,7 @@ def _say(why: str) -> None:
     """``why`` once per process on stderr."""
     if why not in _said:
         _said.add(why)
-        sys.stderr.write(f"note: {why}\n")
+        say(why)
 
 
 def _inflate(raw: bytes) -> bytes | None:

@@ -28,8 +28,24 @@ def _strict(obj: Any) -> Any:
 
 def dump(obj: Any) -> str:
     """Strict JSON text of a command's result: infinite or undefined numbers become ``null``,
-    other non-JSON values their string form."""
-    return json.dumps(_strict(obj), indent=2, default=str, allow_nan=False)
+    other non-JSON values their string form. The notes the command said on stderr
+    (:func:`costmodel.notes.said`: what it assumed or substituted) are kept in it: after a
+    ``"notes"`` list of the result's own, else as one, or as ``"notes_said"`` where the result's
+    ``"notes"`` is something else (a device's own notes text), in a result that is an object (a
+    list result, ``hw list``'s, has no place for them; they stay on stderr)."""
+    from costmodel.notes import said
+
+    data = _strict(obj)
+    extra = said()
+    if extra and isinstance(data, dict):
+        own = data.get("notes")
+        if own is None:
+            data = {**data, "notes": list(extra)}
+        elif isinstance(own, list):
+            data = {**data, "notes": own + [n for n in extra if n not in own]}
+        else:
+            data = {**data, "notes_said": list(extra)}
+    return json.dumps(data, indent=2, default=str, allow_nan=False)
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> int:

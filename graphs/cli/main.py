@@ -243,13 +243,14 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
     device, and stderr names every device replaced (without it that is an error). Each symbol
     a device keeps is recorded with its file, device and field (:data:`SYMBOL_ORIGINS`)."""
     from costmodel.hardware import device_names, load_hardware_file
+    from costmodel.notes import say
 
     for path in paths:
         if override:
             known = set(n.lower() for n in device_names())
             for hw in load_hardware_file(path, register=False):
                 if hw.name.lower() in known:
-                    print(f"costmodel: note: {path} replaces catalog device {hw.name!r}", file=sys.stderr)
+                    say(f"{path} replaces catalog device {hw.name!r}")
         for hw in load_hardware_file(path, replace=override):
             _record_symbols(path, hw)
 
@@ -339,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see :data:`options.EXIT_CODES`). What it prints
     on stdout and stderr has its control characters escaped (:class:`costmodel.text.EscapedStream`:
     a device description or a file name from the user never drives the terminal)."""
+    from costmodel.notes import clear as clear_notes
     from costmodel.text import EscapedStream
 
     from .options import reset_outputs
@@ -347,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapedStream(out), EscapedStream(err)
     reset_outputs()  # the output paths this command claims (options.check_output_path)
+    clear_notes()  # the notes this command says (kept for its --json output)
     try:
         return _main(argv)
     finally:

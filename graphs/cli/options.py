@@ -524,10 +524,8 @@ def _native_matmul(cfg: Any, args: argparse.Namespace) -> Any:
 
 
 def note_once(args: argparse.Namespace, note: str | None) -> None:
-    """Print ``note`` on stderr as ``costmodel: note: ...``, once per command run."""
-    import sys
+    """Print ``note`` on stderr as ``costmodel: note: ...``, once per command run, and keep it for
+    ``--json`` (:func:`costmodel.notes.say`; ``args`` is the command's, kept for its callers)."""
+    from costmodel.notes import say
 
-    said = args.__dict__.setdefault("_notes_said", set())
-    if note and note not in said:
-        print(f"costmodel: note: {note}", file=sys.stderr)
-        said.add(note)
+    say(note)

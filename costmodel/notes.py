@@ -1,0 +1,59 @@
+"""What the engine assumed or substituted, said once on stderr and kept for ``--json``.
+
+A note (``note: the model states no torch_dtype: read as bf16``) tells a person what the
+answer rests on. It goes to stderr, so a table or a JSON document on stdout stays clean; and a
+program reading ``--json`` must not lose it, so every note said is also kept here, and the
+command line's JSON output carries the notes of its run under ``"notes"``
+(``graphs.cli.common.dump``). Each text is said once: once per command run on the command line
+(:func:`clear` starts a run), once per process for a program using the library.
+
+>>> import contextlib, io
+>>> clear()
+>>> err = io.StringIO()
+>>> with contextlib.redirect_stderr(err):
+...     say("weights read as bf16")
+...     say("weights read as bf16")
+>>> err.getvalue()
+'costmodel: note: weights read as bf16\\n'
+>>> said()
+('note: weights read as bf16',)
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["clear", "said", "say"]
+
+_said: dict[str, None] = {}  # insertion-ordered: the order they were said
+
+
+def say(text: str | None, kind: str = "note") -> None:
+    """Write ``costmodel: {kind}: {text}`` on stderr once and keep ``{kind}: {text}``.
+
+    Parameters
+    ----------
+    text : str or None
+        What was assumed or substituted, one line; ``None`` or ``""`` says nothing (callers pass
+        an optional note straight through).
+    kind : str
+        ``"note"`` (an assumption or substitution) or ``"warning"`` (a result outside what the
+        engine checks, costed because the user asked).
+    """
+    if not text:
+        return
+    kept = f"{kind}: {text}"
+    if kept in _said:
+        return
+    _said[kept] = None
+    print(f"costmodel: {kept}", file=sys.stderr)
+
+
+def said() -> tuple[str, ...]:
+    """Every note said since the last :func:`clear`, in order, each ``"{kind}: {text}"``."""
+    return tuple(_said)
+
+
+def clear() -> None:
+    """Forget what was said (the command line calls it as each command starts)."""
+    _said.clear()
