@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from costmodel.errors import CostModelError
@@ -26,10 +27,11 @@ def _run_csv(tmp_path):
     return str(path)
 
 
-def _command(capsys, argv):
-    """What ``costmodel simulate ARGV --quiet`` prints on stdout (its last newline: print's)."""
+def _command(capsys, argv, code=0):
+    """What ``costmodel simulate ARGV --quiet`` prints on stdout (its last newline: print's);
+    ``code`` the exit code it must end with."""
     capsys.readouterr()
-    assert main(["simulate", "tiny", *argv, "--quiet"]) == 0
+    assert main(["simulate", "tiny", *argv, "--quiet"]) == code
     out = capsys.readouterr().out
     assert out.endswith("\n")
     return out[:-1]
@@ -203,7 +205,7 @@ def test_a_max_rate_no_rate_meets_says_what_one_request_alone_takes(capsys):
     (one client), the floor no rate beats, and that the TTFT SLO is below it; each probe's rate
     prints with its significant digits."""
     args = ["--max-rate", "--slo-ttft", "1e-6", "--slo-tpot", "0.05", "--requests", "50"]
-    out = _command(capsys, args)
+    out = _command(capsys, args, code=1)  # nothing meets the SLOs: exit 1 (options.EXIT_CODES)
     report = run_simulation(SimulationRequest(max_rate=True, slo_ttft=1e-6, slo_tpot=0.05, requests=50), TINY)
     t, p = report.search.alone
     assert t > 1e-6 and p < 0.05
@@ -220,3 +222,38 @@ def test_interval_ends_keep_four_significant_digits():
     assert f"{0.1514:{_four_digits(0.1514)}}" == "0.1514"
     assert f"{2071.4:{_four_digits(2071.4)}}" == "2,071"
     assert f"{51.349:{_four_digits(51.349)}}" == "51.35"
+
+
+def test_the_max_rate_printed_replays_its_run():
+    """The max rate printed to four digits (23.37) did not replay the run the search found at
+    23.3747: another P99. The line now gives the rate in full, and ``--rate`` of it (the same
+    seed: the search scales one draw's gaps) gives the probe's own P99s, exactly."""
+    import re
+
+    req = SimulationRequest(max_rate=True, slo_ttft=0.3, slo_tpot=0.02, requests=300, device="h100")
+    report = run_simulation(req, get_model("llama-3.1-8b"))
+    m = report.search
+    assert m.rate is not None
+    printed = re.search(r"\(--rate (\S+) replays the run at it\)", report.to_text()).group(1)
+    assert float(printed) == m.rate
+    _, ok, ttft, tpot = next(p for p in m.probes if p[0] == m.rate)
+    one = run_simulation(
+        SimulationRequest(rate=float(printed), requests=300, device="h100"), get_model("llama-3.1-8b")
+    )
+    run = one.result.per_request
+    assert (
+        ok
+        and float(np.percentile(run["ttft_s"], 99)) == ttft
+        and float(np.percentile(run["tpot_s"], 99)) == tpot
+    )
+
+
+def test_a_bound_run_says_its_latencies_are_a_floor(capsys):
+    """Without --predict every kernel is at its roofline and the engine has no CPU time: the
+    latencies are a lower bound, said once in the head (size's and the max rate's too)."""
+    from graphs.serving.present.simulation_report import BOUND_LINE
+
+    out = _command(capsys, ["--rate", "2", "--requests", "10"])
+    assert out.count(BOUND_LINE) == 1
+    ceiling = _command(capsys, ["--max-rate", "--slo-ttft", "1", "--requests", "20"])
+    assert f"{BOUND_LINE} (a rate found is a ceiling)" in ceiling

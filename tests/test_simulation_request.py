@@ -107,6 +107,9 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"rate": 1, "tp": 0}, "--tp must be in [1, 4096], got 0"),
     ({"rate": 1, "tp": "2"}, "--tp must be a whole number, got '2'"),
     ({"rate": 1, "percentile": 0.0}, "--percentile must be in (0, 100], got 0"),
+    # only the rate search reads the percentile: a run prints P50 and P99 (found ignored, 2026-12-07)
+    ({"rate": 1, "percentile": 90.0}, "--percentile 90 is the percentile --max-rate holds the SLOs at"),
+    ({"rates": "1,2", "percentile": 95.0}, "without --max-rate nothing reads it"),
     (
         {"rate": 1, "router": "random"},
         "--router must be one of round_robin, least_outstanding, prefix, got 'random'",
@@ -253,3 +256,9 @@ def test_as_many_clients_as_requests_is_every_request_at_once() -> None:
         a, b = opened.per_request[key], closed.per_request[key]
         assert a.shape == b.shape == (len(reqs),) and float(abs(a - b).max()) <= 1e-9, key
     assert opened.duration_s == pytest.approx(closed.duration_s, abs=1e-9)
+
+
+def test_the_rate_search_holds_p99_unless_told() -> None:
+    assert SimulationRequest(max_rate=True, slo_ttft=1.0).slo_percentile == 99.0
+    assert SimulationRequest(max_rate=True, slo_ttft=1.0, percentile=90.0).slo_percentile == 90.0
+    assert SimulationRequest(rate=1.0).percentile is None  # nothing reads it

@@ -92,13 +92,15 @@ def test_the_report_text_by_hand() -> None:
         lines[0]
         == "tiny at 3 requests/s, P99 TTFT <= 0.4 s and TPOT <= 0.03 s: fewest devices, 7 candidate(s) simulated"
     )
-    assert lines[2] == "  pruned by the bounds: h100-sxm tp8: wider than it needs"
+    # every candidate ran on the bound: the latencies are a floor, said (found unsaid 2026-12-06)
+    assert lines[2].startswith("  latencies: the bound (every kernel at its roofline, no engine CPU time)")
+    assert lines[3] == "  pruned by the bounds: h100-sxm tp8: wider than it needs"
     # 0.2 / 0.4 = 50 % of the TTFT SLO; 0.015 s = 15.0 ms, 0.015 / 0.03 = 50 % of the TPOT SLO
-    assert lines[3] == (
+    assert lines[4] == (
         "  winner: h100-sxm tp1 x 2 replica(s) = 2 device(s): P99 TTFT 0.200 s (50% of SLO), "
         f"P99 TPOT 15.0 ms (50% of SLO); {NO_PRICE}"
     )
-    assert lines[4].startswith("  note: stopped after --max-simulations 7: the best confirmed so far")
+    assert lines[5].startswith("  note: stopped after --max-simulations 7: the best confirmed so far")
     import dataclasses
 
     none = dataclasses.replace(res, winner=None).to_text(engine=get_engine("vllm")).splitlines()
@@ -141,3 +143,11 @@ def test_a_size_at_p90_names_p90_in_its_text_and_json(
     assert doc["winner"]["ttft_at_percentile_s"] == pytest.approx(ttft, rel=1e-12)
     assert doc["winner"]["tpot_at_percentile_s"] == pytest.approx(tpot, rel=1e-12)
     assert doc["winner"]["label"] == res.winner.label
+
+
+def test_the_command_exits_1_when_none_meets_the_slos(capsys: pytest.CaptureFixture[str]) -> None:
+    # a 1 us TTFT is below the tiny model's P99 prompt alone: pruned, none meets; exit 1 as a
+    # point that does not fit does (options.EXIT_CODES; it exited 0, found 2026-12-06)
+    argv = ["size", "tiny", "--rate", "1", "--slo-ttft", "1e-6", "--slo-tpot", "1e-6", "--devices", "h100"]
+    assert main([*argv, "--tp", "1", "--requests", "20", "--quiet", "--no-disagg"]) == 1
+    assert "no simulated deployment meets the SLOs" in capsys.readouterr().out

@@ -44,7 +44,10 @@ __all__ = [
 ]
 
 #: "does not fit": ``ledger``, and a point refused for memory (``--ignore-capacity``)
-EXIT_CODES = "exit codes: 0 ok, 1 does not fit (memory), 2 bad input, 141 output pipe closed"
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 does not fit (memory) or nothing meets the SLOs (size, simulate --max-rate), "
+    "2 bad input, 141 output pipe closed"
+)
 
 #: help for options many commands share, by destination name
 HELP: dict[str, str] = {

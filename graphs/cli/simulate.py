@@ -90,7 +90,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(dump(report.to_dict()) if args.json else report.to_text())
     if args.csv and not args.json:
         print(f"per-request rows written to {args.csv}")
-    return 0
+    search = getattr(report, "search", None)  # --max-rate's: no probed rate met the SLOs
+    return 1 if search is not None and search.rate is None and search.saturated else 0
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -317,7 +318,12 @@ def add_simulate_parser(sub: Any) -> None:
     sp.add_argument("--slo-tpot", type=float, default=None, help="TPOT SLO (s)")
     sp.add_argument("--max-rate", action="store_true", help="search the highest rate within the SLOs")
     add_cost_options(sp)
-    sp.add_argument("--percentile", type=float, default=99.0, help="the SLO percentile for --max-rate")
+    sp.add_argument(
+        "--percentile",
+        type=float,
+        default=None,
+        help="the SLO percentile for --max-rate (default 99; only --max-rate)",
+    )
     sp.add_argument("--csv", default=None, help="write one row per request")
     sp.add_argument("--plot", default=None, help="latency CDFs (PNG/SVG) and a -timeline figure (plot extra)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -92,7 +92,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         report = run_size(req, cfg, executor=client, lookahead=max(1, threads - 1), progress=progress)
     keep(args, report=report)
     print(dump(report.to_dict()) if args.json else report.to_text())
-    return 0
+    return 1 if report.result.winner is None else 0  # none meets the SLOs: options.EXIT_CODES
 
 
 def add_size_parser(sub: Any) -> None:

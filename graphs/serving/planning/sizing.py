@@ -210,6 +210,12 @@ class SizingResult(Result):
         ]
         if engine is not None:
             out.append(f"  {engine.summary()}")
+        # every candidate is simulated on the bound: said, so a winner is read as the optimist it is
+        out.append(
+            "  latencies: the bound (every kernel at its roofline, no engine CPU time): a floor on what "
+            "each candidate takes, so the winner is optimistic; `simulate --predict FRAMEWORK` checks it "
+            "on measured kernels"
+        )
         out += [f"  pruned by the bounds: {why}" for why in self.pruned]
         if self.winner is None:
             out.append(

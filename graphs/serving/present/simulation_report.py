@@ -70,6 +70,13 @@ def _priced_by(request: SimulationRequest) -> str:
     return "bound (kernels at their roofline)"
 
 
+#: what a run priced by the bound says once: its latencies are a floor, not a prediction
+BOUND_LINE = (
+    "kernels: the bound (every kernel at its roofline, no engine CPU time): a floor on each latency, "
+    "not a prediction; --predict FRAMEWORK prices them from measured kernels"
+)
+
+
 def kernel_release_note(profile: Any, predict: str | None, device: str) -> str | None:
     """The note a predicted run prints when its engine profile describes an earlier release of
     the framework than the one whose kernels the corpus measured on ``device``
@@ -434,6 +441,8 @@ class SimulationReport:
             out.append(f"  {res.overheads}")
         if res.coverage is not None:
             out += _predicted(req, res)
+        elif self.fit is None and not req.predict:
+            out.append(f"  {BOUND_LINE}")
         return out
 
     def _latencies(self) -> list[str]:
@@ -605,11 +614,13 @@ class MaxRateReport:
         )  # only the SLOs given (the rate search needs one at least)
         out = [
             f"{self.config.name} on {req.device}, {self.topology.devices} device(s): highest rate with "
-            f"P{req.percentile:g} {slos}",
+            f"P{req.slo_percentile:g} {slos}",
             f"  {req.workload_text()}",
             f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)",
             f"  {self.profile.summary()}",
         ]
+        if self.fit is None and not req.predict:
+            out.append(f"  {BOUND_LINE} (a rate found is a ceiling)")
         notes = engine_kernel_notes(
             self.profile, req.predict, self.config, get_device(req.device).name, self.topology
         )
@@ -623,7 +634,7 @@ class MaxRateReport:
             out.append("  (coverage of the simulation at the max rate)")
         for rate, ok, t, p in m.probes:
             out.append(
-                f"  {rate:10.4g} req/s  P{req.percentile:g} TTFT {t:8.4g} s  TPOT {p:8.4g} s  {'meets' if ok else 'misses'}"
+                f"  {rate:10.4g} req/s  P{req.slo_percentile:g} TTFT {t:8.4g} s  TPOT {p:8.4g} s  {'meets' if ok else 'misses'}"
             )
         if m.rate is None and not m.saturated:
             out.append(
@@ -641,7 +652,7 @@ class MaxRateReport:
                     if slo is not None and v > slo
                 ]
                 out.append(
-                    f"  each request alone (one client): P{req.percentile:g} TTFT {t:.4g} s, TPOT {p:.4g} s"
+                    f"  each request alone (one client): P{req.slo_percentile:g} TTFT {t:.4g} s, TPOT {p:.4g} s"
                     + (
                         f": {', '.join(missed)}, an SLO below what one request alone takes, which no rate meets"
                         if missed
@@ -649,7 +660,11 @@ class MaxRateReport:
                     )
                 )
         else:
-            out.append(f"  max rate {m.rate:.4g} requests/s = {m.rate_per_device:.4g} requests/s per device")
+            # the rate as found, in full: the one --rate that replays the run at it (4 digits did not)
+            out.append(
+                f"  max rate {m.rate:.4g} requests/s = {m.rate_per_device:.4g} requests/s per device "
+                f"(--rate {m.rate!r} replays the run at it)"
+            )
             if m.rate_band is not None:
                 out += _rate_band_lines(m)
             if m.at_rate is not None:
@@ -1249,7 +1264,7 @@ def _max_rate_run(
         output=request.output,
         arrival=request.arrival,
         seed=request.seed,
-        percentile=request.percentile,
+        percentile=request.slo_percentile,
         progress=progress,
         predictor=predictor,
         overheads=_overheads(request, profile, eng, fit),  # every probe with the same engine

@@ -201,8 +201,13 @@ class SimulationRequest:
         Speculative decoding (:func:`spec_config`).
     host_kv_bytes, host_link_bandwidth, ssd_kv_bytes, ssd_bandwidth : float
         KV tiers below the GPU per replica (bytes, bytes/s; 0 or None: none).
-    slo_ttft, slo_tpot, percentile : float, optional
-        SLOs (s) and the percentile ``max_rate`` holds them at.
+    slo_ttft, slo_tpot : float, optional
+        SLOs (s): ``max_rate`` holds them at ``percentile``; a single run or ``rates`` counts the
+        requests that meet both (goodput).
+    percentile : float, optional
+        The percentile ``max_rate`` holds the SLOs at (default 99). Only ``max_rate`` reads it:
+        given without it, it is refused (a run prints its P50 and P99 and counts goodput per
+        request, so a percentile would change nothing it says).
     max_rate : bool
         Search the highest rate within the SLOs.
     csv, plot : str, optional
@@ -256,7 +261,7 @@ class SimulationRequest:
     slo_ttft: float | None = None
     slo_tpot: float | None = None
     max_rate: bool = False
-    percentile: float = 99.0
+    percentile: float | None = None
     csv: str | None = None
     plot: str | None = None
 
@@ -273,6 +278,14 @@ class SimulationRequest:
         self._check_workload()
         self.topology()  # --disagg's counts and the topology's own checks
         self.spec()
+        if self.percentile is not None and not self.max_rate:
+            raise CostModelError(
+                f"--percentile {self.percentile:g} is the percentile --max-rate holds the SLOs at; without "
+                "--max-rate nothing reads it (a run prints P50 and P99, and its goodput counts each request "
+                "against the SLOs): add --max-rate or drop --percentile"
+            )
+        if self.max_rate and self.percentile is None:
+            object.__setattr__(self, "percentile", 99.0)
         if self.spec_draft is not None and self.max_rate:
             raise CostModelError(
                 "--max-rate searches plain decoding only so far; drop --spec-draft (or give --rate)"
@@ -294,6 +307,11 @@ class SimulationRequest:
         if self.scheduler_policy is not None and "policy" not in prof.overridden:
             given["policy"] = self.scheduler_policy
         object.__setattr__(self, "profile", prof.with_overrides(**given) if given else prof)
+
+    @property
+    def slo_percentile(self) -> float:
+        """The percentile the SLOs are held at by ``max_rate`` (``percentile``, default 99)."""
+        return 99.0 if self.percentile is None else self.percentile
 
     @property
     def engine(self) -> EngineProfile:
