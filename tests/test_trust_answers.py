@@ -174,6 +174,16 @@ def test_int8_weights_crossover_by_hand(capsys):
     assert "closed form    : M* = K*N*P*w/(2*K*N*beta - K*P*a - N*P*o)" in out  # as the comment writes it
 
 
+def test_a_shape_that_never_turns_compute_bound_says_so_once(capsys):
+    # [M,1] x [1,4096] in bf16: I(M) = 2 M N K / (2 (M K + K N + M N)) -> N K / (N + K) = 4096 / 4097
+    # FLOP/B as M -> oo, below H100's ridge 295.34: no M*. The large-N,K limit is printed as
+    # that, not as this shape's crossover (it was printed bare after "never compute-bound").
+    code, out, _ = run(capsys, "derive", "crossover", "--N", "4096", "--K", "1")
+    assert code == 0 and f"ceiling (M -> oo) {4096 / 4097:.2f} FLOP/B is below the ridge point" in out
+    assert "exact M*" not in out
+    assert "M* = 295.34  (the limit N, K -> oo, not this shape's)" in out
+
+
 # ------------------------------------------------------------ 4. calibrate report devices
 
 
@@ -483,3 +493,32 @@ def test_sweep_and_search_refuse_a_context_beyond_the_model_limit(capsys, argv, 
     assert f"llama-2-7b: {field} exceeds the model's context limit of 4,096 tokens" in err
     assert main([*argv, "--allow-long-context", "--batches", "1,8"]) == 0
     assert "costed anyway (--allow-long-context)" in capsys.readouterr().err
+
+
+def test_hw_show_prints_on_chip_capacities_as_their_whitepapers_mean_them(capsys):
+    # H100 whitepaper: "50 MB L2", "up to 228 KB shared memory per SM" -- binary sizes (the
+    # catalog stores 50 x 2**20 and 228 x 2**10 bytes; decimally they printed 52.43 MB, 233.47 KB);
+    # the datasheet's 80 GB of HBM3 stays decimal
+    code, out, _ = run(capsys, "hw", "show", "h100")
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and ln.split()}
+    assert code == 0
+    assert "capacity  50.00 MiB per device" in lines["l2"]
+    assert "capacity 228.00 KiB per sm" in lines["smem"]
+    assert "capacity   80.00 GB per device" in lines["dram"]
+
+
+def test_model_analyze_labels_what_each_part_counts_at_tp(capsys):
+    # Llama-3.1-70B: K and V of 8 heads x 128 x 80 layers in bf16 = 327,680 B a token for the
+    # whole model; at tp 4 the table and the step hold one device's quarter (81,920), while the
+    # closed forms stay the whole model's: both were printed unlabelled side by side
+    code, out, _ = run(capsys, "model", "analyze", "llama-3.1-70b", "--device", "h100", "--tp", "4")
+    assert code == 0
+    assert "step (one device's share at tp 4, as the table): " in out and "KV 81920 B/token" in out
+    assert "closed forms (the whole model, not divided by tp;" in out
+    assert "kv_bytes_per_token           = 327680" in out
+    code, out, _ = run(capsys, "model", "analyze", "llama-3.1-70b", "--device", "h100", "--tp", "4", "--json")
+    doc = json.loads(out)
+    assert doc["scope"] == {
+        "nodes_and_totals": "one device's share at tp 4",
+        "closed_forms": "the whole model, not divided by tp",
+    }

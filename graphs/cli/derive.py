@@ -25,6 +25,8 @@ def _check_dtypes(args: argparse.Namespace) -> None:
 
 def cmd_crossover(args: argparse.Namespace) -> int:
     _check_dtypes(args)
+    import sympy
+
     from costmodel.cost import as_float
     from costmodel.derive import gemm_crossover, gemm_crossover_form, latex
     from costmodel.expr import parse_expr
@@ -70,9 +72,14 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     if xo.exact is not None:
         print(f"  exact M*       = {as_float(xo.exact):.2f}  (smallest compute-bound M = {xo.integer})")
     else:
-        print("  never compute-bound: the intensity ceiling is below the ridge point")
+        top = as_float(sympy.limit(xo.intensity, xo.variable, sympy.oo))
+        print(
+            f"  never compute-bound: the intensity's ceiling (M -> oo) {top:.2f} FLOP/B is below the ridge point"
+        )
     if xo.asymptotic is not None:
-        print(f"  M << N,K       : M* = {as_float(xo.asymptotic):.2f}")
+        # the limit of large N and K: a shape that never turns compute-bound is not in it
+        limit = "" if xo.exact is not None else "  (the limit N, K -> oo, not this shape's)"
+        print(f"  M << N,K       : M* = {as_float(xo.asymptotic):.2f}{limit}")
     print(f"  closed form    : M* = {tidy_signs(sym.exact)}")
     print(f"                   -> {sym.asymptotic} (N, K -> oo)")
     print("  evaluated at   : " + ", ".join(f"{name} = {_num(v)}" for name, v in at.items()))

@@ -57,6 +57,22 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capacity(level: str, capacity: Any) -> str:
+    """A memory level's capacity as printed: DRAM in decimal units (its datasheets' GB), an
+    on-chip level (L2, shared memory) in binary ones, as it is built and its whitepapers'
+    "50 MB L2" / "228 KB" mean: the catalog stores 50 x 2**20 B, which read decimally is 52.43 MB."""
+    from costmodel.report import fmt_si
+
+    if not capacity:
+        return "-"
+    if isinstance(capacity, str):  # a symbolic value (a bare name in a --hw-file) as written
+        return capacity
+    if level == "dram":
+        return fmt_si(capacity, "B")
+    c = float(capacity)
+    return f"{c / 2**20:.2f} MiB" if c >= 2**20 else f"{c / 2**10:.2f} KiB"
+
+
 def cmd_hw_show(args: argparse.Namespace) -> int:
     from costmodel.hardware import get_device
     from costmodel.report import fmt_si
@@ -82,7 +98,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         )
     for m in d["memory"]:
         bw = si(m["bandwidth_bytes_per_s"], "B/s") if m["bandwidth_bytes_per_s"] else "-"
-        cap = si(m["capacity_bytes"], "B") if m["capacity_bytes"] else "-"
+        cap = _capacity(m["name"], m["capacity_bytes"])
         print(f"  {m['name']:6s} bw {bw:>12s}  capacity {cap:>10s} per {m['per']}  [{m['source']}]")
     rep = d.get("reported_memory_bytes")
     if rep is not None:  # what every capacity check divides (Hardware.memory_bytes)

@@ -20,6 +20,9 @@ from .step_prediction import StepPrediction
 __all__ = ["AnalysisReport"]
 
 
+#: what the closed forms count, at any tp: the model's whole step (tp 1 terms, no collectives)
+_WHOLE = "the whole model, not divided by tp"
+
 #: the node table's cell for a node the predictor did not price (it has no kernel of its own)
 UNPRICED = "not priced"
 
@@ -69,7 +72,12 @@ class AnalysisReport:
         dict
         """
         pred = {} if self.prediction is None else self.prediction.to_dict()
-        return {**self.analysis.to_dict(), "capacity": self.capacity.to_dict(), **pred}
+        scope = {"nodes_and_totals": self._per_device(), "closed_forms": _WHOLE}
+        return {**self.analysis.to_dict(), "capacity": self.capacity.to_dict(), **pred, "scope": scope}
+
+    def _per_device(self) -> str:
+        """What the node table and the step's totals count: one device's share at ``tp``."""
+        return "one device" if self.tp == 1 else f"one device's share at tp {self.tp}"
 
     def to_text(self) -> str:
         """What ``model analyze`` prints: the point, the notes, the node table (with each node's
@@ -85,7 +93,7 @@ class AnalysisReport:
         out += [f"  note: {note}" for note in self.notes]
         out.append(format_table(*self._table()))
         out += [
-            f"\nstep: {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
+            f"\nstep ({self._per_device()}, as the table): {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
             f"weights read {fmt_si(t.weight_bytes_read, 'B')}, KV {t.kv_bytes_per_token:.0f} B/token",
             f"bound (sum over nodes): {t.sum_of_node_bounds_s * 1e3:.3f} ms -> "
             f"{t.tokens_per_s:.1f} tokens/s; whole step as one roofline: "
@@ -94,7 +102,7 @@ class AnalysisReport:
         ]
         if self.prediction is not None and self.prediction.prediction is not None:
             out.append(self.prediction.brief_text())
-        out.append("\nclosed forms (this model's numbers bound; B, S, ctx free):")
+        out.append(f"\nclosed forms ({_WHOLE}; this model's numbers bound; B, S, ctx free):")
         out += [f"  {k[:-6]:28s} = {v}" for k, v in result.closed_forms.items() if k.endswith("_bound")]
         return "\n".join(out)
 

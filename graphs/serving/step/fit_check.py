@@ -50,8 +50,9 @@ class CapacityCheck(Result):
     """Whether one step's point fits one device's memory: the capacity ledger (weights, KV cache,
     live activations, overhead per device at ``tp``) against the device capacity (bytes).
 
-    ``tokens`` is the context of a decode step (the prompt of a prefill one); ``max_batch`` and
-    ``max_context`` are the largest batch at ``tokens`` and the longest context at ``batch`` that
+    ``tokens_per_sequence`` is the context of a decode step (the prompt of a prefill one; named
+    apart from a step report's ``tokens``, the tokens the step computes); ``max_batch`` and
+    ``max_context`` are the largest batch at it and the longest context at ``batch`` that
     fit (0: none). When the point does not fit, ``devices_needed`` is the ledger's lower bound
     ``ceil(total at tp=1 / capacity)`` (at least ``tp + 1``) and ``tp_that_fits`` the smallest
     tensor-parallel degree the model splits over at which it fits (None: none tried did).
@@ -66,14 +67,14 @@ class CapacityCheck(Result):
         ``decode`` or ``prefill``.
     batch : int
         Sequences.
-    tokens : int
+    tokens_per_sequence : int
         Decode: context; prefill: prompt (tokens per sequence).
     needed_bytes : float
         The ledger's total per device.
     capacity_bytes : float
         The device's memory.
     max_batch : int
-        The largest batch at ``tokens`` that fits (0: none).
+        The largest batch at ``tokens_per_sequence`` that fits (0: none).
     max_context : int
         The longest context at ``batch`` that fits (0: none).
     devices_needed : int or None
@@ -86,7 +87,7 @@ class CapacityCheck(Result):
     tp: int
     phase: Phase
     batch: int
-    tokens: int
+    tokens_per_sequence: int
     needed_bytes: float
     capacity_bytes: float
     max_batch: int
@@ -138,7 +139,7 @@ class CapacityCheck(Result):
         where = "ctx" if self.phase == Phase.DECODE else "seq"
         fits = f"at most batch {self.max_batch} fits" if self.max_batch else "not even batch 1 fits"
         return (
-            f"  batch {self.batch} at {where} {self.tokens} needs {self.needed_bytes / gib:.2f} GiB per device; "
+            f"  batch {self.batch} at {where} {self.tokens_per_sequence} needs {self.needed_bytes / gib:.2f} GiB per device; "
             f"the device holds {self.capacity_bytes / gib:.2f} GiB; {fits} (costmodel ledger has the terms)"
         )
 
