@@ -96,14 +96,21 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     converts the decoder linears, :mod:`models.quantization`; a loaded MTP module's own embedding and
     head likewise), the rest at ``dtype``.
 
+    The experts' biases (``mlp_bias``) are not quantised: the checkpoint's ``quantization_config``
+    converts the expert matrices (gpt-oss: ``*_blocks`` and ``*_scales`` tensors beside bf16
+    ``*_bias`` ones), so they count at ``dtype`` with the rest, as the graph holds them.
+
     gpt-oss-120b: 114.7B expert weights at 4.25 bits and 2.1B others at 16 bits are
-    65.1 GB (60.7 GiB; the published checkpoint is 60.8 GiB). Multi-token-prediction modules
+    65.25 GB (60.77 GiB; the published checkpoint is 60.8 GiB). Multi-token-prediction modules
     count only when loaded (``cfg.mtp_active``: speculative decoding drafting with them).
     """
     pc = param_counts(cfg)
     routed = sympy.Integer(0)
-    if cfg.moe is not None:
-        routed = cfg.n_moe_layers * cfg.moe.num_experts * mlp_params(cfg, cfg.moe.moe_intermediate_size)
+    if cfg.moe is not None:  # the expert matrices alone (mlp_params less its biases)
+        width = cfg.moe.moe_intermediate_size
+        routed = (
+            cfg.n_moe_layers * cfg.moe.num_experts * (3 if cfg.gated_mlp else 2) * cfg.hidden_size * width
+        )
     # each loaded MTP module stores its own embedding and head (param_counts), at their dtypes too
     copies = 1 + (cfg.mtp_layers if cfg.mtp_active else 0)
     rest = pc.total - routed - copies * (pc.embedding + pc.lm_head)  # tables at their own dtypes

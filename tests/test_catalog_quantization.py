@@ -111,6 +111,27 @@ def test_mxfp4_checkpoints_quantise_the_experts_only(name):
     assert (cfg.dtype, cfg.expert_dtype, cfg.matmul_dtype) == ("bf16", "mxfp4", None)
 
 
+def test_gpt_oss_expert_biases_stay_bf16_in_the_ledger_as_in_the_graph():
+    """gpt-oss-120b's checkpoint stores each expert's matrices as MXFP4 blocks and scales
+    (4.25 bits a weight) and its biases in bf16. 36 layers x 128 experts x 3 x 2,880 x 2,880 matrix
+    weights at 4.25 bits, and their 36 x 128 x (2 x 2,880 + 2,880) bias values at 2 bytes: the
+    ledger priced the biases at 4.25 bits too, 58,475,520 bytes under the graph's resident weights
+    (`decode` printed two full-weight reads, 19.460 and 19.477 ms). Now 65,248,815,744 bytes =
+    60.77 GiB (OpenAI's model card: 60.8 GiB), equal to the graph's."""
+    from costmodel.hardware import get_device
+    from graphs.serving.analysis.phases import decode_report, near_far_memory
+
+    cfg = get_model("gpt-oss-120b")
+    biases = 36 * 128 * (2 * 2880 + 2880)
+    matrices = 36 * 128 * 3 * 2880 * 2880
+    old = 65_190_340_224  # biases at 4.25 bits
+    assert param_bytes(cfg) == old + biases * 2 - biases * 17 // 32 == 65_248_815_744  # 4.25/8 = 17/32
+    assert matrices * 4.25 / 8 < param_bytes(cfg)
+    bw = float(get_device("h100").bandwidth())
+    graph = decode_report(cfg, "h100", ctx=4096).read_every_weight_once_s * bw
+    assert near_far_memory(cfg, "h100").weights_bytes == graph == 65_248_815_744
+
+
 def test_deepseek_v3_weighs_its_fp8_checkpoint():
     """671,026,419,200 parameters (the card's 671B): the embedding and the head, V x d = 129,280 x 7,168
     = 926,679,040 each, in BF16, every other weight one FP8 byte (the 128x128 FP32 block scales,
