@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 
 from .errors import CostModelError
 
-__all__ = ["open_regular_file", "read_regular_file", "read_user_file", "unique_keys"]
+__all__ = ["open_regular_file", "open_user_file", "read_regular_file", "read_user_file", "unique_keys"]
 
 
 def read_regular_file(
@@ -102,6 +102,36 @@ def read_user_file(
     if data is None:
         raise error(f"{what} {name!r} cannot be read (changed while read, or larger than {max_bytes} bytes)")
     return data
+
+
+def open_user_file(
+    path: str | os.PathLike[str], *, what: str, max_bytes: int, error: type[Exception] = CostModelError
+) -> BinaryIO:
+    """The file a user named (links followed) opened for reading in parts, or ``error`` saying why
+    not, as :func:`read_user_file` says it; for a file read as a stream (a trace). Opened
+    non-blocking and checked with ``fstat`` on the descriptor read, so a FIFO or a device is
+    refused, never waited on, even when it replaced the file after a check by name. The caller
+    closes it and bounds what it reads beyond the size checked here (a file may grow)."""
+    name = str(path)[:200]
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    )
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise error(f"{what} {name!r} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{what} {name!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what} {name!r} is not a regular file (a directory, FIFO or device)")
+        if st.st_size > max_bytes:  # refused before a byte is read
+            raise error(f"{what} {name!r} is {_size(st.st_size)}, larger than the {_size(max_bytes)} allowed")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _size(n: int) -> str:

@@ -392,13 +392,23 @@ def test_trace_reads_are_bounded(tmp_path, monkeypatch, capsys):
         load_trace(path)
     monkeypatch.setattr(rq, "MAX_TRACE_BYTES", 40)
     with pytest.raises(
-        CostModelError, match=f"the file is {path.stat().st_size:,} bytes, larger than the 40 bytes"
+        CostModelError, match=rf"is {path.stat().st_size:,} bytes \(0.0 MiB\), larger than the 40 bytes"
     ):
         load_trace(path)
-    if os.path.exists("/dev/zero"):  # endless input without a newline: stops at one line's limit
+    monkeypatch.setattr(rq, "MAX_TRACE_BYTES", 64 << 20)
+    # a regular file of one endless line: stops at one line's limit, not at the memory's
+    line = tmp_path / "line.csv"
+    line.write_bytes(b"arrival_s,prompt_tokens,output_tokens\n" + b"1" * (2 << 20))
+    _one_line_error(capsys, ["simulate", "tiny", "--trace", str(line), "--quiet"], "a line is longer than")
+    if os.path.exists("/dev/zero"):  # endless input: a device is refused before a byte is read
         _one_line_error(
-            capsys, ["simulate", "tiny", "--trace", "/dev/zero", "--quiet"], "a line is longer than"
+            capsys, ["simulate", "tiny", "--trace", "/dev/zero", "--quiet"], "is not a regular file"
         )
+    if hasattr(os, "mkfifo"):  # a FIFO nobody writes: refused, never waited on (it blocked open())
+        fifo = tmp_path / "t.fifo.csv"
+        os.mkfifo(fifo)
+        with pytest.raises(CostModelError, match="is not a regular file"):
+            load_trace(fifo)
 
 
 # ---------------------------------------------------------------- 10. prefix columns
@@ -542,6 +552,6 @@ def test_an_oversized_trace_is_refused_before_it_is_read(tmp_path, monkeypatch):
         f.truncate(67_108_865)
     monkeypatch.setattr(rq, "_records", None)  # reading a row would fail with a TypeError
     with pytest.raises(
-        CostModelError, match=r"big.csv: the file is 67,108,865 bytes, larger than the 67,108,864"
+        CostModelError, match=r"big.csv' is 67,108,865 bytes \(64.0 MiB\), larger than the 67,108,864"
     ):
         load_trace(path)

@@ -38,10 +38,9 @@ A fixed ``seed`` makes a workload reproducible (numpy's PCG64).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
-import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation, localcontext
@@ -51,6 +50,7 @@ from typing import IO
 import numpy as np
 
 from costmodel.errors import CostModelError
+from costmodel.safefile import open_user_file
 
 __all__ = [
     "ARRIVALS",
@@ -488,14 +488,11 @@ def read_trace(path: str | Path) -> Trace:
     jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
     rows: list[tuple[Decimal, int, int, object, int]] = []
     lengths: dict[object, tuple[int, int]] = {}  # prefix_id -> (its prefix_tokens, first row)
+    # a regular file, never a FIFO or device (opened non-blocking, checked on the descriptor), of
+    # at most MAX_TRACE_BYTES before a byte is read; rows bounded as it is read
+    raw = open_user_file(path, what="trace", max_bytes=MAX_TRACE_BYTES)
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            st = os.fstat(f.fileno())
-            if stat.S_ISREG(st.st_mode) and st.st_size > MAX_TRACE_BYTES:  # before a byte is read
-                raise CostModelError(
-                    f"{where}: the file is {st.st_size:,} bytes, larger than the {MAX_TRACE_BYTES:,} bytes "
-                    f"({MAX_TRACE_BYTES / 2**20:.0f} MiB) a trace may hold; split it"
-                )
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
             for i, row in _records(f, where, jsonl):
                 if len(rows) >= MAX_TRACE_ROWS:
                     raise CostModelError(f"{where}: more than {MAX_TRACE_ROWS:,} requests")
