@@ -291,7 +291,24 @@ class StepPrediction:
             out += ["", self.fitted.to_text()]
         if self.served is not None:
             out += ["", self.served.to_text()]
+            out += self._tables_line()
         return "\n".join(out)
+
+    def _tables_line(self) -> list[str]:
+        """Why the served decode's kernels differ from the predicted step above at the same batch:
+        the simulator prices an iteration from tables over (batch, context) grid points,
+        interpolated between them (:class:`~graphs.serving.pricing.predictor.PredictedStep`),
+        where the step above prices each kernel at its exact shape. Said when the two print apart."""
+        s, p = self.served, self.prediction
+        if s is None or p is None or s.phase != "decode" or s.value_s is None or s.padded_batch != s.batch:
+            return []
+        a, b = s.kernels_s * 1e3, p.corrected_s * 1e3
+        if f"{a:.3f}" == f"{b:.3f}":
+            return []
+        return [
+            f"  its kernels {a:.3f} ms are the simulator's, from tables over batch and context grid points "
+            f"interpolated between them; the step above prices each kernel at its exact shape: {b:.3f} ms"
+        ]
 
 
 def predict_step_report(
