@@ -8,6 +8,8 @@ Marlin kernels" (https://docs.vllm.ai/en/v0.32.0/features/quantization/llm_compr
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from costmodel.errors import CostModelError
@@ -65,7 +67,10 @@ def test_decode_weight_dtype_fp8_is_w8a8_on_h100_and_says_so(capsys):
     # which FP8 kernels price it: per-tensor scales unless a config gives a block (models.quantization)
     assert "per-tensor scales: a block-scaled FP8 checkpoint" in implied.err
     assert main([*args, "--weight-dtype", "fp8", "--matmul-dtype", "fp8_e4m3"]) == 0
-    assert capsys.readouterr().out == implied.out  # the same step as asking for W8A8
+    # the same step as asking for W8A8; the implied run's JSON also keeps the note it said
+    asked, inferred = json.loads(capsys.readouterr().out), json.loads(implied.out)
+    said = [n for n in inferred.pop("notes") if n not in asked.pop("notes")]
+    assert asked == inferred and len(said) == 1 and "matmuls in fp8_e4m3 (W8A8)" in said[0]
     assert main([*args, "--weight-dtype", "fp8", "--matmul-dtype", "bf16"]) == 0
     weight_only = capsys.readouterr()
     assert weight_only.err == "" and weight_only.out != implied.out
