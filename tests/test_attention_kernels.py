@@ -1,8 +1,9 @@
 """Attention an engine runs on a kernel the corpus does not time (graphs/serving/engines/attention_kernels.py):
 vLLM 0.11.0's ``CudaPlatform.get_attn_backend_cls`` (read in the 0.11.0 wheel) runs its Triton
 kernel for attention with learned sinks on every SM 8.0+ GPU but SM 9.0 and (with FlashInfer)
-SM 10.0 exactly; the corpus's vLLM rows at gpt-oss's shape are another backend's. Nothing moves
-the price; the coverage stops calling such attention measured."""
+SM 10.0 exactly; the corpus's vLLM rows at gpt-oss's shape are another backend's. The coverage
+stops calling such attention measured, and its prefill attention takes the two kernels' measured
+ratio (costmodel/measured/backend_ratio.py)."""
 
 from __future__ import annotations
 
@@ -160,3 +161,78 @@ def test_sglang_context_mla_rows_of_the_absorbed_form_are_left_out():
     a100 = kernel_source("a100-sxm-80gb", "sglang", "context_mla", "bfloat16/bfloat16")
     assert "absorbed" not in a100.basis  # no SGLang rows there at all: nothing was left out
     assert kernel_source("b200", "sglang", "context_mla", "bfloat16/bfloat16").source == "measured"
+
+
+def test_the_triton_over_fa2_ratio_is_read_from_rows_timing_both():
+    """The corpus's only Triton attention rows (head dim 192, FP8 cache) beside FlashAttention 2's
+    at the same shapes (BF16 cache), vLLM 0.24.0: read here straight from the parquet file, the
+    median ratio at 1,024 and 16,384 tokens on the RTX PRO 6000, the device nearest an A100 in
+    DRAM bandwidth (1.79 against 2.04 TB/s; the L40S's 0.86), and on the L40S itself for an L40S."""
+    pytest.importorskip("pandas", reason="the [measured] extra is not installed")
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    import pandas as pd
+
+    from costmodel.cost import as_float
+    from costmodel.measured.backend_ratio import RatioCurve, context_ratio
+    from costmodel.measured.corpus import corpus_info
+
+    def by_hand(system: str, isl: int) -> float:
+        df = pd.read_parquet(
+            f"{corpus_info().root}/data/{system}/attention/vllm/0.24.0/context_attention_perf.parquet"
+        )
+        df = df[(df["window_size"] == 0) & (df["isl"] == isl)]
+        keys = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim"]
+        t = df[df["kernel_source"] == "vllm_triton_attn"][[*keys, "latency"]]
+        f = df[df["kernel_source"] == "vllm_flash_attn_fa2"][[*keys, "latency"]]
+        m = t.merge(f, on=keys)
+        return float((m["latency_x"] / m["latency_y"]).median())
+
+    a100 = get_device("a100-sxm-80gb")
+    c = context_ratio("vllm", "TRITON_ATTN", as_float(a100.bandwidth()), a100.name)
+    assert isinstance(c, RatioCurve) and c.device == "rtx-pro-6000" and c.head_dims == (192,)
+    for isl in (1024, 16384):
+        assert c.at(isl) == pytest.approx(by_hand("rtx_pro_6000_server", isl), rel=1e-12)
+    assert 2.0 < c.at(1024) < c.at(16384) < 3.0
+    l40s = context_ratio("vllm", "TRITON_ATTN", 1e15, "l40s")  # its own rows before the nearest
+    assert l40s is not None and l40s.device == "l40s"
+    assert l40s.at(4096) == pytest.approx(by_hand("l40s", 4096), rel=1e-12)
+    assert context_ratio("sglang", "TRITON_ATTN", 2e12) is None  # no pair known
+
+
+def test_gpt_oss_prefill_attention_on_an_a100_takes_the_ratio_decode_does_not():
+    """gpt-oss-20b under vllm@0.11 on an A100 (TRITON_ATTN): each prefill attention node is the
+    rule-free price times the measured ratio at its prompt length (the basis says it, ASSUMED);
+    its decode attention keeps the rows' price; on an H100 (FlashAttention 3 with sinks) nothing
+    is scaled."""
+    pytest.importorskip("aiconfigurator_core", reason="the [measured] extra is not installed")
+    from costmodel.cost import as_float
+    from costmodel.measured.backend_ratio import context_ratio
+    from graphs.serving.pricing.predict import predict_step
+
+    rules = get_engine("vllm@0.11").attention_kernels
+    a100 = get_device("a100-sxm-80gb")
+    k = context_ratio("vllm", "TRITON_ATTN", as_float(a100.bandwidth()), a100.name).at(4096)
+    args = ("gpt-oss-20b", "a100-sxm-80gb", "prefill")
+    on = predict_step(*args, batch=1, seq=4096, attention_kernels=rules)
+    off = predict_step(*args, batch=1, seq=4096, attention_kernels=())
+    att = [n for n, v in on.nodes.items() if v.get("family") == "context_attention"]
+    assert att
+    for n in att:
+        assert on.nodes[n]["predicted_s"] == pytest.approx(off.nodes[n]["predicted_s"] * k, rel=1e-12)
+        assert (
+            f"x{k:.2f} at 4,096 tokens: TRITON_ATTN's time over vllm_flash_attn_fa2's" in on.nodes[n]["basis"]
+        )
+        assert "ASSUMED" in on.nodes[n]["basis"]
+    h100 = predict_step("gpt-oss-20b", "h100", "prefill", batch=1, seq=4096, attention_kernels=rules)
+    h100_off = predict_step("gpt-oss-20b", "h100", "prefill", batch=1, seq=4096, attention_kernels=())
+    assert h100.corrected_s == h100_off.corrected_s
+    # the simulator's tables scale the same prefill attention by the same ratio
+    from graphs.serving.pricing.predictor import predicted_mixed_step
+
+    pred = Predictor("calibrated", "vllm")
+    tabled = [
+        predicted_mixed_step("gpt-oss-20b", "a100-sxm-80gb", predictor=pred.for_engine(get_engine(ref)))
+        for ref in ("vllm@0.11", "vllm@1")
+    ]
+    t11, t1 = (s.time_sums(0, 4096.0, [(4096.0, 0.0)], None) for s in tabled)
+    assert t11 > t1  # the Triton prefill, slower

@@ -11,8 +11,12 @@ neither SM 9.0 nor SM 10.0 it runs its Triton kernel (``TRITON_ATTN``), which th
 not time at such a shape. An :class:`AttentionKernelRule` says so for devices of named
 architectures or named catalog devices; the predictor then still prices the attention from the
 framework's measured rows, but counts it as a neighbour whose basis names the kernel that runs
-(:func:`graphs.serving.pricing.predict.attention_kernel_note`), never as measured. No number
-moves: nothing in the corpus says how much slower or faster the other kernel is there.
+(:func:`graphs.serving.pricing.predict.attention_kernel_note`), never as measured. Its prefill
+(context) attention is scaled by the ratio of the two kernels' times where the corpus times
+both at one shape (:mod:`costmodel.measured.backend_ratio`: Triton over FlashAttention 2 at head
+dim 192 on the L40S and the RTX PRO 6000, about 2.0-2.7x from 1,024 tokens up; ASSUMED to carry
+to gpt-oss's head dim and the priced device, said in the basis); its decode attention keeps the
+rows' price (the Triton rows' FP8 cache says nothing of a BF16 one where the kernel streams it).
 
 The rule here:
 

@@ -100,6 +100,8 @@ from .measured_grid import measured_latency
 __all__ = [
     "Coverage",
     "Prediction",
+    "attention_backend_curve",
+    "attention_kernel_note",
     "calibration_source",
     "dtype_key",
     "FP8_SCALES",
@@ -364,6 +366,46 @@ def attention_kernel_note(
     sinks = d.get("params", {}).get("sinks", 0)
     rule = attention_kernel_for(rules, bool(as_float(sinks)), hw.architecture, hw.name)
     return rule.note(framework, hw.name) if rule is not None else None
+
+
+def attention_backend_curve(
+    d: dict[str, Any], hw: Hardware, rules: tuple[Any, ...], framework: str, family: str
+) -> tuple[Any, str] | None:
+    """The measured ratio (:func:`costmodel.measured.backend_ratio.context_ratio`) that scales a
+    prefill attention node the engine runs on another kernel than the rows pricing it (the rule of
+    :func:`attention_kernel_note`), with that kernel's name; None where no rule applies, for decode
+    attention (the ratio's FP8 cache says nothing of a BF16 one there), or where the corpus has no
+    pair of rows to read it from.
+
+    Parameters
+    ----------
+    d : dict
+        The graph node (its ``params``' ``sinks``).
+    hw : Hardware
+        The device.
+    rules : tuple of AttentionKernelRule
+        The engine's rules.
+    framework : str
+        The corpus framework whose rows price it.
+    family : str
+        The node's measured family (only ``context_attention`` is scaled).
+
+    Returns
+    -------
+    tuple of (RatioCurve, str) or None
+    """
+    if family != "context_attention" or not rules:
+        return None
+    from costmodel.measured.backend_ratio import context_ratio
+
+    from ..engines.attention_kernels import attention_kernel_for
+
+    sinks = d.get("params", {}).get("sinks", 0)
+    rule = attention_kernel_for(rules, bool(as_float(sinks)), hw.architecture, hw.name)
+    if rule is None:
+        return None
+    curve = context_ratio(framework, rule.backend, as_float(hw.bandwidth()), hw.name)
+    return None if curve is None else (curve, rule.backend)
 
 
 def _unmeasured(d: dict[str, Any], p: dict[str, Any]) -> str:
@@ -1149,17 +1191,26 @@ def predict_step(
         fam_pred = fam_corr = 0.0
         for it, pr, cr in zip(items, pred * reps, corr * reps, strict=True):
             for n, share, b in zip(it[3], it[4], it[5], strict=True):
-                # every kernel (a fused member: its share by width) at least its own bound, as the
-                # simulator's tables price it; where the bound priced it, the coverage says so
-                p_n, c_n = max(float(pr) * share, b), max(float(cr) * share, b)
-                fam_pred += p_n
-                fam_corr += c_n
-                clamped = [w for w, v in (("predicted_s", pr), ("corrected_s", cr)) if float(v) * share < b]
                 other = (
                     attention_kernel_note(cs.graph.nodes[n], hw, attn_rules, framework)
                     if fam in ("context_attention", "generation_attention")
                     else None
                 )
+                k = 1.0
+                scaled = attention_backend_curve(cs.graph.nodes[n], hw, attn_rules, framework, fam)
+                if scaled is not None:  # the kernel that runs, by its measured ratio to the rows' kernel
+                    curve, backend = scaled
+                    isl = float(it[0]["isl"])
+                    k = curve.at(isl)
+                    other = f"{other}; {curve.basis(backend, isl)}"
+                # every kernel (a fused member: its share by width) at least its own bound, as the
+                # simulator's tables price it; where the bound priced it, the coverage says so
+                p_n, c_n = max(float(pr) * k * share, b), max(float(cr) * k * share, b)
+                fam_pred += p_n
+                fam_corr += c_n
+                clamped = [
+                    w for w, v in (("predicted_s", pr), ("corrected_s", cr)) if float(v) * k * share < b
+                ]
                 nodes[n] = {
                     "family": fam,
                     "bound_s": b,

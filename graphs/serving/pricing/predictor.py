@@ -98,6 +98,7 @@ from ..step.mixed import HEAD_GROUP, mixed_step, node_time_expr, split_bodies, t
 from ..step.workload import Workload, as_workload
 from .kernel_sources import CLAMPED, Coverage, heldout_log_quantile, kernel_source
 from .predict import (
+    attention_backend_curve,
     attention_kernel_note,
     dtype_key,
     expert_activations,
@@ -604,18 +605,30 @@ def _tabulate_point(
             fp8_scales=pred.fp8_scales,
         )
         sec = p_corr if pred.kind == "grey-box" else p_cal
-        for (targets, pi, _, rep), s in zip(items, sec, strict=True):
+        # prefill attention the engine runs on another kernel: scaled by its measured ratio
+        scaled = {
+            ni: attention_backend_curve(
+                forms[ni][1].node, hw, pred.attention_kernels or (), pred.framework, fam
+            )
+            for ni in {ni for targets, *_ in items for ni, _ in targets}
+        }
+        for (targets, pi, row, rep), s in zip(items, sec, strict=True):
             for ni, share in targets:
                 t = out[ni]
                 if t.values is None:
                     t.values = np.full(len(points), np.nan)
                     t.source, t.basis, t.family, t.key = src.source, src.basis, fam, src.key
-                t.values[pi] = float(s) * rep * share
+                curve = scaled[ni]
+                k = 1.0 if curve is None else curve[0].at(float(row["isl"]))
+                t.values[pi] = float(s) * rep * share * k
     for ni, t in enumerate(out):  # attention the engine runs on a kernel no corpus row times
         if t.values is not None and t.family in ("context_attention", "generation_attention"):
-            note = attention_kernel_note(forms[ni][1].node, hw, pred.attention_kernels or (), pred.framework)
+            rules = pred.attention_kernels or ()
+            note = attention_kernel_note(forms[ni][1].node, hw, rules, pred.framework)
             if note is not None:
-                t.source, t.basis = "neighbour", "; ".join(b for b in (t.basis, note) if b)
+                curve = attention_backend_curve(forms[ni][1].node, hw, rules, pred.framework, t.family)
+                ratio = None if curve is None else curve[0].range_basis(curve[1])
+                t.source, t.basis = "neighbour", "; ".join(b for b in (t.basis, note, ratio) if b)
     small = (
         small_kernel_groups(((n, nf.node) for n, nf in forms), pred.framework) if pred.small_kernels else {}
     )
