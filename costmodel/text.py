@@ -3,19 +3,31 @@ Light (no sympy): the command line's fast paths format with it.
 
 >>> fmt_time(0.0042), fmt_si(1.5e9, "B")
 ('4.200 ms', '1.50 GB')
+>>> fmt_time(1.5009857536e10), fmt_si(3e30, "FLOP/s")
+('1.501e+10 s', '3.000e+30 FLOP/s')
 >>> escape_controls("esc\\x1b]0;PWNED\\x07 ok\\n")
 'esc\\\\x1b]0;PWNED\\\\x07 ok\\n'
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .results import plain
 
-__all__ = ["fmt_si", "fmt_time", "format_table", "escape_controls", "has_controls", "EscapedStream"]
+__all__ = [
+    "fmt_si",
+    "fmt_time",
+    "fmt_num",
+    "FIXED_LIMIT",
+    "format_table",
+    "escape_controls",
+    "has_controls",
+    "EscapedStream",
+]
 
 #: what a terminal acts on rather than shows: C0 controls but newline and tab (escape sequences,
 #: bell, carriage return, backspace), DEL, C1 controls, and the bidirectional overrides that
@@ -68,18 +80,46 @@ class EscapedStream:
         return getattr(self.unescaped, name)
 
 
+#: a number printed in fixed point at or beyond this magnitude (in the unit it is printed in)
+#: prints in scientific notation with four significant digits instead: fixed point writes as many
+#: digits as the number is large (a 1 B/s device's weight read of 1.5e10 s, a 1e200 s time)
+FIXED_LIMIT = 1e6
+
+#: a fixed-point format spec: its fill, alignment, sign and width, then the grouping and precision
+_FIXED = re.compile(r"(?P<head>(?:.?[<>=^])?[+\- ]?\d*)[,_]?(?:\.\d+)?f")
+
+
+def fmt_num(x: float, spec: str = ".3f") -> str:
+    """``x`` in the fixed-point ``spec`` (``.3f``, ``10.3f``, ``,.0f``) while it is below
+    :data:`FIXED_LIMIT` in magnitude, else in scientific notation with four significant digits
+    and the spec's width, so that no value prints more than a dozen characters; NaN and
+    infinities print as ``nan`` and ``inf``.
+
+    >>> fmt_num(1234.5678), fmt_num(1.5e10), fmt_num(-2.5e200, "10.1f"), fmt_num(5e6, ",.0f")
+    ('1234.568', '1.500e+10', '-2.500e+200', '5.000e+06')
+    """
+    m = _FIXED.fullmatch(spec)
+    if m is not None and math.isfinite(x) and abs(x) >= FIXED_LIMIT:
+        return format(x, m.group("head") + ".3e")
+    return format(x, spec)
+
+
 def fmt_si(x: float, unit: str = "") -> str:
-    """``1.5e9 -> '1.50 G'`` with an optional unit."""
+    """``1.5e9 -> '1.50 G'`` with an optional unit; beyond a million P (1e21) in scientific
+    notation (:func:`fmt_num`)."""
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(x) >= scale:
+            if abs(x / scale) >= FIXED_LIMIT:
+                return f"{fmt_num(x)} {unit}".rstrip()
             return f"{x / scale:.2f} {prefix}{unit}"
     return f"{x:.2f} {unit}".rstrip()
 
 
 def fmt_time(t: float) -> str:
-    """Seconds with a readable prefix: ``0.0042 -> '4.200 ms'``, ``3e-7 -> '0.30 us'``."""
+    """Seconds with a readable prefix: ``0.0042 -> '4.200 ms'``, ``3e-7 -> '0.30 us'``; from
+    :data:`FIXED_LIMIT` seconds (11.6 days) on, scientific: ``1.5e10 -> '1.500e+10 s'``."""
     if t >= 1:
-        return f"{t:.3f} s"
+        return f"{fmt_num(t)} s"
     if t >= 1e-3:
         return f"{t * 1e3:.3f} ms"
     return f"{t * 1e6:.2f} us"
@@ -96,8 +136,8 @@ def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]]) -
         if fmt == "time":
             return fmt_time(float(value))
         if fmt.endswith("x"):
-            return format(float(value), fmt[:-1]) + "x"
-        return format(float(value), fmt)
+            return fmt_num(float(value), fmt[:-1]) + "x"
+        return fmt_num(float(value), fmt)
 
     data = [plain(r) for r in rows]  # reports (dataclasses) or plain dicts
     table = [[h for _, h, _ in columns]] + [[cell(r[k], f) for k, _, f in columns] for r in data]

@@ -6,6 +6,8 @@ import tomllib
 
 import pytest
 import sympy
+from hypothesis import given
+from hypothesis import strategies as st
 
 from costmodel import (
     Hardware,
@@ -326,3 +328,56 @@ def test_compare_takes_any_precision_a_wildcard_roof_serves():
     with pytest.raises(CostModelError) as exc:
         compare_devices(["h100"], "fp6")
     assert "*" not in str(exc.value)
+
+
+# -- hostile --hw-file inputs: names, sources, ranges, clashes, printing ---------------------------
+
+_SHEET = '[sources]\ns1 = "my data sheet, rev. 1"\n'
+_ROOF = '{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e14, source = "s1" }'
+_DRAM = '{ name = "dram", bandwidth_bytes_per_s = 1e12, capacity_bytes = 8e10, source = "s1" }'
+
+
+def _box(tmp_path, body, *, sheet=_SHEET, name="box.toml"):
+    """A file of one device ``box``: the [sources] ``sheet``, then ``body`` (its fields)."""
+    f = tmp_path / name
+    f.write_text(f"{sheet}[devices.box]\n{body}\n")
+    return f
+
+
+def test_huge_values_print_in_a_bounded_form():
+    """The shared number formatting: below 1e6 in its unit a value prints as before; from there
+    in scientific notation with four significant digits, never a number of hundreds of digits."""
+    from costmodel.text import fmt_num, fmt_si, fmt_time
+
+    assert fmt_time(3600) == "3600.000 s"  # an hour, as before
+    assert fmt_time(1.5009857536e10) == "1.501e+10 s"  # was 15009857536.000 s
+    assert fmt_time(1e200) == "1.000e+200 s"  # was 201 digits
+    assert fmt_si(3.35e12, "B/s") == "3.35 TB/s" and fmt_si(1e200, "B/s") == "1.000e+200 B/s"
+    assert fmt_num(6.157e16, "10.3f") == " 6.157e+16" and fmt_num(1234.5, ".1f") == "1234.5"
+
+
+@given(x=st.floats(min_value=-1e300, max_value=1e300))
+def test_every_time_and_rate_prints_in_at_most_a_dozen_characters(x):
+    """Invariant: whatever the value, fmt_time and fmt_si print at most 12 characters before the
+    unit, and the text reads back to the value within its four significant digits."""
+    from costmodel.text import fmt_num, fmt_si, fmt_time
+
+    assert len(fmt_time(abs(x))) <= 12 + len(" s") and len(fmt_si(x)) <= 12
+    text = fmt_num(x)
+    assert len(text) <= 12 if abs(x) < 1e6 else len(text) <= 11
+    assert float(text) == pytest.approx(x, rel=5e-4, abs=5e-4)
+
+
+def test_a_one_byte_per_second_device_prints_bounded_times(tmp_path, capsys):
+    """The reproducer: a 1 B/s device printed its times in full (15009857536.000 s, 6.157e16 ms
+    written out). Llama-3.1-8B's 8,030,261,248 bf16 weights are 16,060,522,496 B: 1.606e10 s at
+    1 B/s."""
+    from graphs.cli import main
+
+    f = _box(tmp_path, f"roofs = [{_ROOF}]\nmemory = [{_DRAM.replace('1e12', '1')}]")
+    assert main(["--hw-file", str(f), "decode", "llama-3.1-8b", "--device", "box", "--ignore-capacity"]) == 0
+    out = capsys.readouterr().out
+    assert "reading every weight once takes 1.606e+10 s" in out
+    assert not re.search(r"\d{10}", out), out  # no number of ten digits or more
+    assert main(["--hw-file", str(f), "hw", "show", "box"]) == 0
+    assert "dram   bw     1.00 B/s" in capsys.readouterr().out

@@ -32,6 +32,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     from costmodel.expr import parse_expr
     from costmodel.hardware import get_device
     from costmodel.pretty import tidy_signs
+    from costmodel.text import fmt_num
 
     hw = get_device(args.device)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
@@ -68,18 +69,21 @@ def cmd_crossover(args: argparse.Namespace) -> int:
         + (f", weights {args.w_dtype}" if args.w_dtype else "")
     )
     print(f"  intensity I(M) = {xo.intensity}")
-    print(f"  ridge I*       = {as_float(xo.balance):.2f} FLOP/B")
+    print(f"  ridge I*       = {fmt_num(as_float(xo.balance), '.2f')} FLOP/B")
     if xo.exact is not None:
-        print(f"  exact M*       = {as_float(xo.exact):.2f}  (smallest compute-bound M = {xo.integer})")
+        print(
+            f"  exact M*       = {fmt_num(as_float(xo.exact), '.2f')}  (smallest compute-bound M = {xo.integer})"
+        )
     else:
         top = as_float(sympy.limit(xo.intensity, xo.variable, sympy.oo))
         print(
-            f"  never compute-bound: the intensity's ceiling (M -> oo) {top:.2f} FLOP/B is below the ridge point"
+            f"  never compute-bound: the intensity's ceiling (M -> oo) {fmt_num(top, '.2f')} FLOP/B is below "
+            "the ridge point"
         )
     if xo.asymptotic is not None:
         # the limit of large N and K: a shape that never turns compute-bound is not in it
         limit = "" if xo.exact is not None else "  (the limit N, K -> oo, not this shape's)"
-        print(f"  M << N,K       : M* = {as_float(xo.asymptotic):.2f}{limit}")
+        print(f"  M << N,K       : M* = {fmt_num(as_float(xo.asymptotic), '.2f')}{limit}")
     print(f"  closed form    : M* = {tidy_signs(sym.exact)}")
     print(f"                   -> {sym.asymptotic} (N, K -> oo)")
     print("  evaluated at   : " + ", ".join(f"{name} = {_num(v)}" for name, v in at.items()))
@@ -160,6 +164,7 @@ def cmd_tile(args: argparse.Namespace) -> int:
     from costmodel.expr import parse_expr
     from costmodel.hardware import get_device
     from costmodel.symbols import dim, quantity
+    from costmodel.text import fmt_num
 
     tm, tn = parse_expr(args.tile_m, field="tile_m"), parse_expr(args.tile_n, field="tile_n")
     i = tile_intensity(tm, tn, args.dtype)
@@ -179,7 +184,7 @@ def cmd_tile(args: argparse.Namespace) -> int:
     print(
         f"blocked-matmul tile intensity = {sym} = {i} FLOP/B"
         + (
-            f"; ridge {out['ridge']:.1f} -> {'compute' if out['compute_bound'] else 'memory'}-bound"
+            f"; ridge {fmt_num(out['ridge'], '.1f')} -> {'compute' if out['compute_bound'] else 'memory'}-bound"
             if args.device
             else ""
         )

@@ -130,6 +130,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from costmodel.compare import compare_devices
     from costmodel.report import fmt_si, format_table
+    from costmodel.text import fmt_num
 
     rows = compare_devices(args.devices, args.precision)
 
@@ -140,7 +141,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         {
             "device": r.device,
             "peak": si(r.peak_flops_per_s, "FLOP/s"),
-            "ridge": "-" if r.ridge_flop_per_byte is None else f"{r.ridge_flop_per_byte:.1f}",
+            "ridge": "-" if r.ridge_flop_per_byte is None else fmt_num(r.ridge_flop_per_byte, ".1f"),
             "bw": si(r.bandwidth_bytes_per_s, "B/s"),
             "cap": si(r.capacity_bytes, "B"),
             "reads": f"{r.full_memory_reads_per_s:.1f}",

@@ -34,6 +34,7 @@ def cmd_op(args: argparse.Namespace) -> int:
     from costmodel.hardware import get_device
     from costmodel.roofline import bound, sensitivities
     from costmodel.rules import op_cost
+    from costmodel.text import fmt_num
 
     params = dict(_parse_param(p) for p in args.params)
     cost = op_cost(args.rule, **params)
@@ -61,8 +62,8 @@ def cmd_op(args: argparse.Namespace) -> int:
     if numeric:
         print(f"  intensity  : {as_float(cost.intensity):.3f} FLOP/B")
         for label, t in b.terms.items():
-            print(f"  t[{label}] = {as_float(t) * 1e6:.3f} us")
-        print(f"  bound      : {b.kind} ({b.category}), T >= {as_float(b.lower) * 1e6:.3f} us")
+            print(f"  t[{label}] = {fmt_num(as_float(t) * 1e6)} us")
+        print(f"  bound      : {b.kind} ({b.category}), T >= {fmt_num(as_float(b.lower) * 1e6)} us")
         if b.unbounded:
             print(f"  not bounded (no roof on this device): {', '.join(b.unbounded)}")
     else:

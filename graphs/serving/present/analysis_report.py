@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from costmodel.text import fmt_si, format_table
+from costmodel.text import fmt_num, fmt_si, format_table
 
 from .step_prediction import StepPrediction
 
@@ -95,9 +95,9 @@ class AnalysisReport:
         out += [
             f"\nstep ({self._per_device()}, as the table): {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
             f"weights read {fmt_si(t.weight_bytes_read, 'B')}, KV {t.kv_bytes_per_token:.0f} B/token",
-            f"bound (sum over nodes): {t.sum_of_node_bounds_s * 1e3:.3f} ms -> "
+            f"bound (sum over nodes): {fmt_num(t.sum_of_node_bounds_s * 1e3)} ms -> "
             f"{t.tokens_per_s:.1f} tokens/s; whole step as one roofline: "
-            f"{t.whole_step_bound_s * 1e3:.3f} ms ({t.whole_step_kind})",
+            f"{fmt_num(t.whole_step_bound_s * 1e3)} ms ({t.whole_step_kind})",
             f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%",
         ]
         if self.prediction is not None and self.prediction.prediction is not None:

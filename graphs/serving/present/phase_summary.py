@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from costmodel.keys import Unit
-from costmodel.text import fmt_si, fmt_time
+from costmodel.text import fmt_num, fmt_si, fmt_time
 
 from ..step.reports import cache_read_bytes
 
@@ -257,9 +257,9 @@ class DecodeSummary(_PhasePage):
         )
         if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
             out.append(
-                f"  energy {rep.energy_per_token_j:.4f} J/token (TDP x {rep.tp} device(s) x TPOT / batch: an estimate at "
+                f"  energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {rep.tp} device(s) x TPOT / batch: an estimate at "
                 "full power); "
-                f"{rep.device_hours_per_million_tokens:.3f} device-hours per million tokens"
+                f"{fmt_num(rep.device_hours_per_million_tokens)} device-hours per million tokens"
             )
         if self.limits is not None:
             out += _knee_lines(self.limits, self.capacity, self.request.batch, ctx, rep.tp)
@@ -330,14 +330,14 @@ class PrefillSummary(_PhasePage):
                 f"  the whole prompt as one step (the TTFT above sums {rep.chunks} chunk steps, each reading "
                 "the weights again and the KV of the chunks before it):"
             )
-        out += [f"    {k:16s} {v * 1e3:10.3f} ms" for k, v in rep.terms_s.items()]
+        out += [f"    {k:16s} {fmt_num(v * 1e3, '10.3f')} ms" for k, v in rep.terms_s.items()]
         if (b := rep.bound_by) is not None:
             out.append(f"  {b.line()}")
         out.append(f"  attention share of FLOPs: {100 * rep.attention_flop_share:.1f}%")
         out.append(
             f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
             + (
-                f", {rep.energy_per_token_j * 1e3:.3f} mJ/token (TDP x {rep.tp} device(s) x time)"
+                f", {fmt_num(rep.energy_per_token_j * 1e3)} mJ/token (TDP x {rep.tp} device(s) x time)"
                 if rep.energy_per_token_j
                 else ""
             )
