@@ -56,7 +56,16 @@ import sympy
 
 from .errors import UnknownDTypeError
 
-__all__ = ["DType", "DTYPES", "get_dtype", "dtype_bytes", "roof_of", "DTypeLike", "group_quantised"]
+__all__ = [
+    "DType",
+    "DTYPES",
+    "ROOF_PRECISIONS",
+    "get_dtype",
+    "dtype_bytes",
+    "roof_of",
+    "DTypeLike",
+    "group_quantised",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +142,14 @@ DTYPES: dict[str, DType] = {
 }
 
 _GROUPED = re.compile(r"int([2-8])_g([1-9][0-9]{0,5})(_asym)?")
+
+#: Every precision key a compute roof can serve: the roof of each dtype (``fp8`` for both FP8
+#: encodings, ``fp4`` for NVFP4 and MXFP4), ``int2`` to ``int8`` for the group-quantised
+#: integers, and ``*``, the wildcard of a symbolic roof. A device's roof keyed otherwise
+#: (``bf17``, ``bfloat16``) would never be asked for, so device files are refused with one.
+ROOF_PRECISIONS: frozenset[str] = frozenset(
+    {d.roof for d in DTYPES.values()} | {f"int{b}" for b in range(2, 9)} | {"*"}
+)
 
 
 def group_quantised(bits: int, group_size: int, *, asymmetric: bool = False) -> DType:

@@ -249,8 +249,8 @@ def test_a_hardware_file_may_mark_its_figures_preliminary(tmp_path, fresh_catalo
     body = """
 [devices.next-chip]
 preliminary = "vendor keynote (2027-03-01)"
-roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15, source = "keynote" }]
-memory = [{ name = "dram", bandwidth_bytes_per_s = 1e13, capacity_bytes = 1e11, source = "keynote" }]
+roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15, source = "vendor keynote" }]
+memory = [{ name = "dram", bandwidth_bytes_per_s = 1e13, capacity_bytes = 1e11, source = "vendor keynote" }]
 """
     path = tmp_path / "hw.toml"
     path.write_text(body)

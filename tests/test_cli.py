@@ -84,8 +84,8 @@ def test_hw_list_show_balance_rules(capsys):
 def test_user_hw_file(capsys, tmp_path):
     f = tmp_path / "d.toml"
     f.write_text(
-        '[devices.mybox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e12 }]\n'
-        'memory = [{ name = "dram", bandwidth_bytes_per_s = 1e10 }]\n'
+        '[devices.mybox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e12, source = "a sheet" }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 1e10, source = "a sheet" }]\n'
     )
     code, out, _ = run(capsys, "--hw-file", str(f), "derive", "crossover", "--device", "mybox", "--json")
     assert code == 0 and json.loads(out)["numeric"]["balance"] == 100.0

@@ -73,8 +73,8 @@ def test_json_before_or_after_the_command(capsys: pytest.CaptureFixture[str]) ->
 def test_hw_file_before_or_after_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "d.toml"
     spec.write_text(
-        '[devices.mybox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e12 }]\n'
-        'memory = [{ name = "dram", bandwidth_bytes_per_s = 1e10 }]\n'
+        '[devices.mybox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e12, source = "a sheet" }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 1e10, source = "a sheet" }]\n'
     )
     base = ["derive", "crossover", "--device", "mybox", "--json"]
     runs = [

@@ -194,11 +194,14 @@ def test_fuzz_the_command_line(tmp_path, monkeypatch, capsys):
 def _valid_device() -> dict:
     return {
         "roofs": [
-            {"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 400e12},
-            {"unit": "vector", "precision": "fp32", "peak_flops_per_s": 50e12},
+            {"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 400e12, "source": "a sheet"},
+            {"unit": "vector", "precision": "fp32", "peak_flops_per_s": 50e12, "source": "a sheet"},
         ],
-        "memory": [{"name": "dram", "bandwidth_bytes_per_s": 2e12, "capacity_bytes": 64e9}],
+        "memory": [
+            {"name": "dram", "bandwidth_bytes_per_s": 2e12, "capacity_bytes": 64e9, "source": "a sheet"}
+        ],
         "power_w": 400,
+        "power_source": "a sheet",
     }
 
 

@@ -64,8 +64,8 @@ def test_every_shipped_device_has_a_sourced_architecture():
 
 def test_an_architecture_must_be_text():
     base = {
-        "roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 1e15}],
-        "memory": [{"name": "dram", "bandwidth_bytes_per_s": 1e12}],
+        "roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 1e15, "source": "a sheet"}],
+        "memory": [{"name": "dram", "bandwidth_bytes_per_s": 1e12, "source": "a sheet"}],
     }
     with pytest.raises(
         HardwareSpecError, match=r"architecture must be the vendor's architecture name.*got 3"
@@ -131,8 +131,8 @@ def test_a_device_without_an_architecture_is_a_new_generation():
         {
             "description": "my accelerator (HBM3)",
             "vendor": "NVIDIA",
-            "roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 1e15}],
-            "memory": [{"name": "dram", "bandwidth_bytes_per_s": 1e12}],
+            "roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 1e15, "source": "a sheet"}],
+            "memory": [{"name": "dram", "bandwidth_bytes_per_s": 1e12, "source": "a sheet"}],
         },
     )
     assert table.new_generation("gemm", hw)

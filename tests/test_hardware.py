@@ -213,32 +213,32 @@ memory = [{ name = "dram", bandwidth_bytes_per_s = 71.78e9, capacity_bytes = "16
     [
         (
             'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = [1] }]\n'
-            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1, source = "a sheet" }]',
             r"peak_flops_per_s must be a number or an expression string, got list",
         ),
         (
             'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = "fast" }]\n'
-            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1, source = "a sheet" }]',
             None,
         ),
         (
             'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = -5 }]\n'
-            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1, source = "a sheet" }]',
             "must be a positive number",
         ),
         (
             'roofs = [{ unit = "gpu", precision = "bf16", peak_flops_per_s = 5 }]\n'
-            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1, source = "a sheet" }]',
             "roof unit 'gpu' not allowed",
         ),
         (
             'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = "__import__(1)" }]\n'
-            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1, source = "a sheet" }]',
             "function calls are not allowed",
         ),
         (
             'roofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 5, speed = 1 }]\n'
-            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1 }]',
+            'memory = [{ name = "dram", bandwidth_bytes_per_s = 1, source = "a sheet" }]',
             "unknown field",
         ),
         (
@@ -335,6 +335,7 @@ def test_compare_takes_any_precision_a_wildcard_roof_serves():
 _SHEET = '[sources]\ns1 = "my data sheet, rev. 1"\n'
 _ROOF = '{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e14, source = "s1" }'
 _DRAM = '{ name = "dram", bandwidth_bytes_per_s = 1e12, capacity_bytes = 8e10, source = "s1" }'
+_DRAM_UNSOURCED = '{ name = "dram", bandwidth_bytes_per_s = 1e12, capacity_bytes = 8e10 }'
 
 
 def _box(tmp_path, body, *, sheet=_SHEET, name="box.toml"):
@@ -342,6 +343,119 @@ def _box(tmp_path, body, *, sheet=_SHEET, name="box.toml"):
     f = tmp_path / name
     f.write_text(f"{sheet}[devices.box]\n{body}\n")
     return f
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (  # a precision no cost asks for: the roof was never used, and the error came later
+            f"roofs = [{_ROOF.replace('bf16', 'bf17')}]\nmemory = [{_DRAM}]",
+            "device 'box'.roofs[0].precision 'bf17' is not a roof precision the engine knows; known: *, bf16, "
+            "bool, complex128, complex64, fp16, fp32, fp4, fp64, fp8, int2, int3, int32, int4, int5, int6, "
+            "int64, int7, int8, tf32, uint8",
+        ),
+        (  # a dtype's name where its roof key is meant says which key
+            f"roofs = [{_ROOF.replace('bf16', 'bfloat16')}]\nmemory = [{_DRAM}]",
+            "(the dtype bfloat16 computes on the bf16 roof: write 'bf16')",
+        ),
+        (
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM}, {_DRAM.replace('dram', 'hbm9')}]",
+            "device 'box'.memory[1].name 'hbm9' is not a memory level the engine knows; known: dram, l2, smem",
+        ),
+        (
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM}]\n"
+            'links = [{ name = "nvlonk", bandwidth_bytes_per_s = 1e11, source = "s1" }]',
+            "device 'box'.links[0].name 'nvlonk' is not a link the engine knows; known: host, scale_out, scale_up",
+        ),
+    ],
+)
+def test_a_name_the_engine_never_reads_is_refused_listing_the_known_ones(tmp_path, body, message):
+    f = _box(tmp_path, body)
+    with pytest.raises(HardwareSpecError) as err:
+        load_hardware_file(f, register=False)
+    assert str(err.value).startswith(f"hardware file {str(f)!r}: device 'box'.")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("sheet", "body", "message"),
+    [
+        (  # a misspelled key printed as if it were the citation
+            _SHEET,
+            f"roofs = [{_ROOF.replace('s1', 's2')}]\nmemory = [{_DRAM}]",
+            "device 'box'.roofs[0].source cites source 's2', which [sources] does not define (defined: s1)",
+        ),
+        (
+            "",
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM}]",
+            "device 'box'.memory[0].source cites source 's1', which [sources] does not define "
+            "(defined: none (the file has no [sources] table))",
+        ),
+        (  # a number with no source at all
+            _SHEET,
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM_UNSOURCED}]",
+            "device 'box'.memory[0].bandwidth_bytes_per_s = 1e+12 has no source",
+        ),
+        (
+            _SHEET,
+            f"power_w = 300\nroofs = [{_ROOF}]\nmemory = [{_DRAM}]",
+            "device 'box'.power_w = 300 has no source: give power_source = a key of [sources]",
+        ),
+        (
+            _SHEET,
+            f'price_usd_per_hour = 2.5\nprice_source = "s3"\nroofs = [{_ROOF}]\nmemory = [{_DRAM}]',
+            "device 'box'.price_source cites source 's3', which [sources] does not define (defined: s1)",
+        ),
+        (
+            "[sources]\ns1 = 5\n",
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM}]",
+            "[sources] 's1' must be text naming the document, got int",
+        ),
+    ],
+)
+def test_a_dangling_or_missing_source_is_refused(tmp_path, sheet, body, message):
+    f = _box(tmp_path, body, sheet=sheet)
+    with pytest.raises(HardwareSpecError) as err:
+        load_hardware_file(f, register=False)
+    assert str(err.value).startswith(f"hardware file {str(f)!r}: ")
+    assert message in str(err.value)
+
+
+def test_a_source_is_a_key_or_text_and_a_symbol_needs_none(tmp_path):
+    """A defined key resolves to its text; a sentence or a URL is the source itself; a symbolic
+    value (``beta``) claims no number and needs no source."""
+    f = _box(
+        tmp_path,
+        f"roofs = [{_ROOF}]\n"
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = "beta", capacity_bytes = 8e10, '
+        'source = "https://example.org/box-sheet.pdf" }, '
+        '{ name = "l2", capacity_bytes = "50*1024*1024", source = "the vendor whitepaper, table 2" }]',
+    )
+    (hw,) = load_hardware_file(f, register=False)
+    assert hw.roofs[0].source == "my data sheet, rev. 1"
+    assert [m.source for m in hw.memory] == [
+        "https://example.org/box-sheet.pdf",
+        "the vendor whitepaper, table 2",
+    ]
+    g = _box(
+        tmp_path,
+        'roofs = [{ unit = "tensor", precision = "*", peak_flops_per_s = "P" }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = "beta" }]',
+        name="sym.toml",
+    )
+    (sym,) = load_hardware_file(g, register=False)
+    assert sym.balance(precision="bf16") == quantity("P") / quantity("beta")
+
+
+def test_the_shipped_catalog_passes_the_user_file_rules():
+    """catalog.toml read as a user's --hw-file: every precision, level, link and source passes
+    (29 devices), so no rule above refuses a layout the catalog itself uses."""
+    from importlib import resources
+
+    path = resources.files("costmodel.hardware").joinpath("catalog.toml")
+    loaded = load_hardware_file(str(path), register=False)
+    assert [hw.name for hw in loaded] == list(shipped_devices())
+    assert len(loaded) == 29
 
 
 def test_huge_values_print_in_a_bounded_form():

@@ -26,8 +26,8 @@ def files(tmp_path):
         'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12, capacity_bytes = 80e9 }]\n'
     )
     (tmp_path / "symbolic.toml").write_text(
-        '[devices.symbox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15 }]\n'
-        'memory = [{ name = "dram", bandwidth_bytes_per_s = "abc", capacity_bytes = 80e9 }]\n'
+        '[devices.symbox]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15, source = "a sheet" }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = "abc", capacity_bytes = 80e9, source = "a sheet" }]\n'
     )
     (tmp_path / "deep.json").write_text("[" * 2000 + "]" * 2000)
     digits = "9" * 5000
@@ -224,8 +224,8 @@ def test_a_name_with_controls_is_refused_and_no_page_holds_one(tmp_path, capsys)
     hw = tmp_path / "hw.toml"
     hw.write_text(
         '[devices.box]\ndescription = "my\\nbox"\nroofs = [{unit = "tensor", precision = "bf16", '
-        'peak_flops_per_s = 1e15, source = "x"}]\nmemory = [{name = "dram", bandwidth_bytes_per_s = 1e12, '
-        'capacity_bytes = 8e10, source = "x"}]\n'
+        'peak_flops_per_s = 1e15, source = "a sheet"}]\nmemory = [{name = "dram", bandwidth_bytes_per_s = 1e12, '
+        'capacity_bytes = 8e10, source = "a sheet"}]\n'
     )
     assert main(["--hw-file", str(hw), "hw", "show", "box"]) == 2
     assert "description must be text of printable characters" in capsys.readouterr().err

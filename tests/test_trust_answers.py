@@ -285,10 +285,10 @@ def test_simulation_plots_take_a_title(tmp_path, figures):
 _BOX = """
 [devices.{name}]
 roofs = [
-  {{ unit = "tensor", precision = "bf16", peak_flops_per_s = 400e12 }},
-  {{ unit = "vector", precision = "fp32", peak_flops_per_s = 50e12 }},{sfu}
+  {{ unit = "tensor", precision = "bf16", peak_flops_per_s = 400e12, source = "a sheet" }},
+  {{ unit = "vector", precision = "fp32", peak_flops_per_s = 50e12, source = "a sheet" }},{sfu}
 ]
-memory = [{{ name = "dram", bandwidth_bytes_per_s = 2e12, capacity_bytes = 64e9 }}]
+memory = [{{ name = "dram", bandwidth_bytes_per_s = 2e12, capacity_bytes = 64e9, source = "a sheet" }}]
 """
 
 
@@ -297,7 +297,10 @@ def test_sfu_flops_fall_back_to_the_vector_roof_and_say_so(capsys, tmp_path):
     no_sfu.write_text(_BOX.format(name="nosfu", sfu=""))
     same = tmp_path / "vsfu.toml"  # an SFU roof equal to the vector one: the fallback's answer
     same.write_text(
-        _BOX.format(name="vsfu", sfu='\n  { unit = "sfu", precision = "fp32", peak_flops_per_s = 50e12 },')
+        _BOX.format(
+            name="vsfu",
+            sfu='\n  { unit = "sfu", precision = "fp32", peak_flops_per_s = 50e12, source = "a sheet" },',
+        )
     )
     for phase in ("decode", "prefill"):
         argv = (phase, "llama-3.1-8b", "--json")
@@ -330,8 +333,8 @@ def test_bound_charges_sfu_to_the_vector_roof():
 def test_hw_file_named_like_a_catalog_device_is_refused(capsys, tmp_path):
     f = tmp_path / "h100.toml"
     f.write_text(
-        '[devices.h100-sxm]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15 }]\n'
-        'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12 }]\n'
+        '[devices.h100-sxm]\nroofs = [{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15, source = "a sheet" }]\n'
+        'memory = [{ name = "dram", bandwidth_bytes_per_s = 3e12, source = "a sheet" }]\n'
     )
     code, _, err = run(capsys, "--hw-file", str(f), "hw", "show", "h100")
     assert code == 2 and err.count("\n") == 1 and "'h100-sxm' is already the catalog device" in err

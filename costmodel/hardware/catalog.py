@@ -3,22 +3,28 @@
 Users add devices from a TOML or JSON file with the same layout
 (:func:`load_hardware_file`) or register a :class:`Hardware` built in Python
 (:func:`register_device`). Field values may be numbers or expression strings
-(``"108*16*1410e6"``, or a symbol such as ``"P"``), parsed safely.
+(``"108*16*1410e6"``, or a symbol such as ``"P"``), parsed safely. A file is held to the
+catalog's own rules (:func:`hardware_from_dict`): names the engine reads (roof precisions,
+memory levels, links), a source for every number, values in their physical range; an error
+names the file, the field, the value and what is allowed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..dtypes import ROOF_PRECISIONS, UnknownDTypeError, get_dtype
 from ..errors import HardwareSpecError, UnknownDeviceError
+from ..keys import Level, LinkName
 from ..safefile import read_user_file, unique_keys
 from ..text import has_controls
 from .spec import Hardware, Link, MemoryLevel, Roof
@@ -67,6 +73,16 @@ _DEVICE_KEYS = {
 #: the largest hardware file read (bytes): the whole catalog is about 60 kB
 MAX_FILE_BYTES = 4 * 2**20
 
+#: the memory levels a cost charges bytes to; a level named otherwise would never be read
+MEMORY_LEVELS: tuple[str, ...] = tuple(Level)
+#: the links: the two a collective is priced on, and ``host``, the device's link to its CPU
+#: (PCIe), which ``hw show`` prints and no cost reads; a link named otherwise would never be read
+LINK_NAMES: tuple[str, ...] = (*LinkName, "host")
+
+#: a source given as one word of key characters (``h100-datasheet``) cites a key of the file's
+#: ``[sources]``; text of several words, or a URL, is the source itself
+_SOURCE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
 
 def _check_keys(entry: Mapping[str, Any], allowed: set[str], where: str) -> None:
     if not isinstance(entry, Mapping):
@@ -91,11 +107,26 @@ def _value(entry: Mapping[str, Any], key: str, where: str, required: bool = True
     return v
 
 
-def _source(text: Any, sources: Mapping[str, str]) -> str:
+def _source(text: Any, sources: Mapping[str, str], where: str) -> str:
+    """The source ``text`` cites: its ``[sources]`` entry when it is a key, else the text itself;
+    one word of key characters that is no key (a misspelled or missing entry) is refused, naming
+    the keys the file defines, rather than printed as if it were the citation."""
     if text is None:
         return ""
-    text = str(text)
-    out = sources.get(text, text)
+    if not isinstance(text, str):
+        raise HardwareSpecError(
+            f"{where} must be text (a key of [sources] or the source itself), got {type(text).__name__} {text!r:.60}"
+        )
+    if text in sources:
+        out = sources[text]
+    elif _SOURCE_KEY.fullmatch(text):
+        keys = ", ".join(sorted(sources)) if sources else "none (the file has no [sources] table)"
+        raise HardwareSpecError(
+            f"{where} cites source {text!r}, which [sources] does not define (defined: {keys}); "
+            "add it to [sources], or write the source itself as text (a sentence naming the document)"
+        )
+    else:
+        out = text
     if has_controls(out):  # printed on one line after a figure: a newline would forge the next
         raise HardwareSpecError(
             f"source {out!r:.60} must be text of printable characters (no newline, tab or control)"
@@ -103,11 +134,108 @@ def _source(text: Any, sources: Mapping[str, str]) -> str:
     return out
 
 
+def _name(entry: Mapping[str, Any], key: str, known: Collection[str], what: str, where: str) -> str:
+    """``entry[key]``, a name the engine knows (``known``), else an error listing them."""
+    value = entry.get(key)
+    if not isinstance(value, str):
+        raise HardwareSpecError(f"{where}: field {key!r} must be a string")
+    if value not in known:
+        hint = ""
+        try:  # a dtype's name where its roof's key is meant: bfloat16 -> bf16, fp8_e4m3 -> fp8
+            roof = get_dtype(value).roof if known is ROOF_PRECISIONS else None
+        except UnknownDTypeError:
+            roof = None
+        if roof is not None and roof != value:
+            hint = f" (the dtype {value} computes on the {roof} roof: write {roof!r})"
+        raise HardwareSpecError(
+            f"{where}.{key} {value!r:.60} is not a {what} the engine knows; known: {', '.join(sorted(known))}{hint}"
+        )
+    return value
+
+
+def _check_sourced(hw: Hardware, where: str) -> None:
+    """Every number of a device carries its source (STYLE: units in names, a source per number),
+    and so does its architecture; a symbolic value (``P``) is no claim and needs none."""
+    # (the field's path in the file, its value, its source, the field that would give the source)
+    fields: list[tuple[str, Any, str, str]] = []
+    for key, roofs in (("roofs", hw.roofs), ("sparse_roofs", hw.sparse_roofs)):
+        fields += [
+            (f"{key}[{i}].peak_flops_per_s", r.peak_flops_per_s, r.source, "source")
+            for i, r in enumerate(roofs)
+        ]
+    for i, m in enumerate(hw.memory):
+        fields += [(f"memory[{i}].bandwidth_bytes_per_s", m.bandwidth_bytes_per_s, m.source, "source")]
+        fields += [(f"memory[{i}].capacity_bytes", m.capacity_bytes, m.source, "source")]
+    for i, lk in enumerate(hw.links):
+        fields += [(f"links[{i}].bandwidth_bytes_per_s", lk.bandwidth_bytes_per_s, lk.source, "source")]
+        fields += [(f"links[{i}].latency_s", lk.latency_s, lk.source, "source")]
+    fields += [
+        ("power_w", hw.power_w, hw.power_source, "power_source"),
+        ("price_usd_per_hour", hw.price_usd_per_hour, hw.price_source, "price_source"),
+        (
+            "reported_memory_bytes",
+            hw.reported_memory_bytes,
+            hw.reported_memory_source,
+            "reported_memory_source",
+        ),
+        ("architecture", hw.architecture or None, hw.architecture_source, "architecture_source"),
+    ]
+    for at, value, source, source_field in fields:
+        if source or value is None or not (isinstance(value, str) or value.is_number):
+            continue
+        shown = value if isinstance(value, str) else format(float(value), "g")
+        give = "the entry source" if source_field == "source" else source_field
+        raise HardwareSpecError(
+            f"{where}.{at} = {shown} has no source: give {give} = a key of [sources] or the source itself "
+            "as text (every figure of a device file names where it comes from)"
+        )
+
+
+@contextmanager
+def _at(where: str) -> Iterator[None]:
+    """Errors of a roof, memory level or link built inside say which entry of the file it is."""
+    try:
+        yield
+    except HardwareSpecError as exc:
+        raise HardwareSpecError(f"{where}: {exc}") from None
+
+
 def hardware_from_dict(
     name: str, entry: Mapping[str, Any], sources: Mapping[str, str] | None = None
 ) -> Hardware:
-    """Build a :class:`Hardware` from one device table of a catalog file."""
+    """Build a :class:`Hardware` from one device table of a catalog file.
+
+    Besides each field's type and range (:data:`~costmodel.hardware.spec.RANGES`), the table
+    is refused, naming the field, the value and what is allowed, where a roof's precision is
+    no roof key (:data:`~costmodel.dtypes.ROOF_PRECISIONS`), a memory level or link has a name
+    the engine never reads (:data:`MEMORY_LEVELS`, :data:`LINK_NAMES`), a source is one word
+    that ``sources`` does not define (a misspelled key), or a number (or the architecture)
+    has no source at all; symbolic values need none.
+
+    Parameters
+    ----------
+    name : str
+        The device's name (its ``[devices.NAME]`` key).
+    entry : mapping
+        The device table.
+    sources : mapping, optional
+        The file's ``[sources]``: citation key -> the source's text.
+
+    Returns
+    -------
+    Hardware
+
+    Raises
+    ------
+    HardwareSpecError
+        Naming the field (``device 'box'.memory[0].name``), the value and what is allowed.
+    """
     src = dict(sources or {})
+    for key, text in src.items():
+        if not isinstance(text, str):
+            raise HardwareSpecError(
+                f"[sources] {key!r} must be text naming the document, got {type(text).__name__}"
+            )
     where = f"device {name!r}"
     _check_keys(entry, _DEVICE_KEYS, where)
     for key, text in (
@@ -132,55 +260,40 @@ def hardware_from_dict(
         for i, r in enumerate(items):
             w = f"{where}.{key}[{i}]"
             _check_keys(r, _ROOF_KEYS, w)
-            for k in ("unit", "precision"):
-                if not isinstance(r.get(k), str):
-                    raise HardwareSpecError(f"{w}: field {k!r} must be a string")
-            out.append(
-                Roof(
-                    r["unit"],
-                    r["precision"],
-                    _value(r, "peak_flops_per_s", w),
-                    _source(r.get("source"), src),
-                    dense=(key == "roofs"),
-                )
-            )
+            if not isinstance(r.get("unit"), str):
+                raise HardwareSpecError(f"{w}: field 'unit' must be a string")
+            precision = _name(r, "precision", ROOF_PRECISIONS, "roof precision", w)
+            peak, source = _value(r, "peak_flops_per_s", w), _source(r.get("source"), src, f"{w}.source")
+            with _at(w):
+                out.append(Roof(r["unit"], precision, peak, source, dense=(key == "roofs")))
         return tuple(out)
 
     memory = []
     for i, m in enumerate(entry.get("memory", [])):
         w = f"{where}.memory[{i}]"
         _check_keys(m, _MEM_KEYS, w)
-        if not isinstance(m.get("name"), str):
-            raise HardwareSpecError(f"{w}: field 'name' must be a string")
-        memory.append(
-            MemoryLevel(
-                m["name"],
-                _value(m, "bandwidth_bytes_per_s", w, required=False),
-                _value(m, "capacity_bytes", w, required=False),
-                _source(m.get("source"), src),
-                per=m.get("per", "device"),
-            )
+        level = _name(m, "name", MEMORY_LEVELS, "memory level", w)
+        bw, cap = (
+            _value(m, "bandwidth_bytes_per_s", w, required=False),
+            _value(m, "capacity_bytes", w, required=False),
         )
+        source = _source(m.get("source"), src, f"{w}.source")
+        with _at(w):
+            memory.append(MemoryLevel(level, bw, cap, source, per=m.get("per", "device")))
     if not memory:
         raise HardwareSpecError(f"{where}: needs at least one memory level (e.g. 'dram')")
     links = []
     for i, lk in enumerate(entry.get("links", [])):
         w = f"{where}.links[{i}]"
         _check_keys(lk, _LINK_KEYS, w)
-        if not isinstance(lk.get("name"), str):
-            raise HardwareSpecError(f"{w}: field 'name' must be a string")
-        links.append(
-            Link(
-                lk["name"],
-                _value(lk, "bandwidth_bytes_per_s", w),
-                _value(lk, "latency_s", w, required=False),
-                _source(lk.get("source"), src),
-                lk.get("domain"),
-            )
-        )
+        link = _name(lk, "name", LINK_NAMES, "link", w)
+        bw, latency = _value(lk, "bandwidth_bytes_per_s", w), _value(lk, "latency_s", w, required=False)
+        source = _source(lk.get("source"), src, f"{w}.source")
+        with _at(w):
+            links.append(Link(link, bw, latency, source, lk.get("domain")))
     sm = entry.get("sm_count")
     if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int)):
-        raise HardwareSpecError(f"{where}.sm_count must be an integer, got {sm!r}")
+        raise HardwareSpecError(f"{where}.sm_count must be an integer, got {sm!r:.40}")
     preliminary = entry.get("preliminary", "")
     if not isinstance(preliminary, str):
         raise HardwareSpecError(
@@ -205,35 +318,51 @@ def hardware_from_dict(
         description=str(entry.get("description", "")),
         vendor=str(entry.get("vendor", "")),
         architecture=architecture.strip(),
-        architecture_source=_source(entry.get("architecture_source"), src),
+        architecture_source=_source(entry.get("architecture_source"), src, f"{where}.architecture_source"),
         power_w=_value(entry, "power_w", where, required=False),
-        power_source=_source(entry.get("power_source"), src),
+        power_source=_source(entry.get("power_source"), src, f"{where}.power_source"),
         price_usd_per_hour=_value(entry, "price_usd_per_hour", where, required=False),
-        price_source=_source(entry.get("price_source"), src),
+        price_source=_source(entry.get("price_source"), src, f"{where}.price_source"),
         reported_memory_bytes=_value(entry, "reported_memory_bytes", where, required=False),
-        reported_memory_source=_source(entry.get("reported_memory_source"), src),
+        reported_memory_source=_source(
+            entry.get("reported_memory_source"), src, f"{where}.reported_memory_source"
+        ),
         sm_count=sm,
         notes=str(entry.get("notes", "")),
-        preliminary=_source(preliminary or None, src),
+        preliminary=_source(preliminary or None, src, f"{where}.preliminary"),
         **kwargs,
     )
     if not hw.roofs:
         raise HardwareSpecError(f"{where}: needs at least one dense roof")
+    _check_sourced(hw, where)
     return hw
 
 
-def _parse(data: Mapping[str, Any], origin: str) -> list[tuple[Hardware, list[str]]]:
+def _parse(data: Mapping[str, Any]) -> list[tuple[Hardware, list[str]]]:
+    """The devices of a catalog-layout document with their aliases; a name or alias given twice
+    (names are case-insensitive: ``Box`` and ``box`` are one device) is refused."""
     if "devices" not in data or not isinstance(data["devices"], Mapping):
-        raise HardwareSpecError(f"{origin}: expected a 'devices' table mapping names to devices")
+        raise HardwareSpecError("expected a 'devices' table mapping names to devices")
     sources = data.get("sources", {})
     if not isinstance(sources, Mapping):
-        raise HardwareSpecError(f"{origin}: 'sources' must map keys to text")
+        raise HardwareSpecError("'sources' must map keys to text")
     out = []
+    seen: dict[str, tuple[str, str]] = {}  # a name or alias, lower case -> (its device, what gave it)
     for name, entry in data["devices"].items():
         hw = hardware_from_dict(name, entry, sources)
         aliases = entry.get("aliases", [])
         if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
             raise HardwareSpecError(f"device {name!r}.aliases must be a list of strings")
+        for n, what in (
+            (name, f"device {name!r}"),
+            *((a, f"alias {a!r} of device {name!r}") for a in aliases),
+        ):
+            other, said = seen.setdefault(n.lower(), (name, what))
+            if other != name:
+                raise HardwareSpecError(
+                    f"{what} names the same device as {said} (names are case-insensitive); "
+                    "give each device a name of its own"
+                )
         out.append((hw, aliases))
     return out
 
@@ -242,7 +371,10 @@ def _parse(data: Mapping[str, Any], origin: str) -> list[tuple[Hardware, list[st
 def _shipped() -> list[tuple[Hardware, list[str]]]:
     """The shipped devices, parsed once (Hardware specs are immutable)."""
     text = resources.files(__package__).joinpath("catalog.toml").read_text(encoding="utf-8")
-    return _parse(tomllib.loads(text), "catalog.toml")
+    try:
+        return _parse(tomllib.loads(text))
+    except HardwareSpecError as exc:
+        raise HardwareSpecError(f"catalog.toml: {exc}") from None
 
 
 def shipped_devices() -> dict[str, Hardware]:
@@ -384,7 +516,9 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
     """Read devices from a TOML or JSON file (catalog layout) and register them.
 
     A device or alias named like a different catalog device is an error unless ``replace``
-    (then the file's device replaces it); a JSON object with a key given twice is refused.
+    (then the file's device replaces it); a JSON object with a key given twice is refused, and
+    so is a name given twice in the file. Every error names the file, then the field
+    (:func:`hardware_from_dict`).
     """
     path = Path(path)
     raw = read_user_file(path, what="hardware file", max_bytes=MAX_FILE_BYTES, error=HardwareSpecError)
@@ -403,7 +537,10 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
         raise HardwareSpecError(f"hardware file {str(path)!r} holds a value out of range: {exc}") from None
     if not isinstance(data, Mapping):
         raise HardwareSpecError(f"hardware file {str(path)!r}: top level must be a table/object")
-    parsed = _parse(data, str(path))
+    try:
+        parsed = _parse(data)
+    except HardwareSpecError as exc:  # every error says which file, then which field
+        raise HardwareSpecError(f"hardware file {str(path)!r}: {exc}") from None
     if register:
         if not replace:
             _check_clashes(parsed, str(path))
