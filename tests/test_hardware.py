@@ -458,6 +458,54 @@ def test_the_shipped_catalog_passes_the_user_file_rules():
     assert len(loaded) == 29
 
 
+def test_two_files_defining_one_device_name_both(tmp_path, capsys):
+    """The reproducer: a device in two --hw-file said "already the catalog device" of the first
+    file's. Now the clash names both files; a catalog device is still called one, a device given
+    twice in one file (names are case-insensitive) is refused, and --hw-override says whose
+    device it replaces."""
+    from graphs.cli import main
+
+    body = f"roofs = [{_ROOF}]\nmemory = [{_DRAM}]"
+    a = _box(tmp_path, body.replace("box", "twin"), name="a.toml")
+    a.write_text(a.read_text().replace("[devices.box]", "[devices.twin]"))
+    b = tmp_path / "b.toml"
+    b.write_text(a.read_text().replace("1e14", "2e14"))
+    load_hardware_file(a)
+    with pytest.raises(HardwareSpecError) as err:
+        load_hardware_file(b)
+    assert str(err.value).startswith(
+        f"hardware file {str(b)!r}: device 'twin' is already device 'twin' of hardware file {str(a)!r}; "
+        "give it another name"
+    )
+    load_hardware_file(a)  # the same device again is no clash
+    h100 = tmp_path / "h100.toml"
+    h100.write_text(a.read_text().replace("[devices.twin]", '[devices.mine]\naliases = ["h100"]'))
+    with pytest.raises(HardwareSpecError, match="alias 'h100' is already the catalog device 'h100-sxm'"):
+        load_hardware_file(h100)
+    register_device(get_device("h100").replace(name="py-dev"))
+    py = tmp_path / "py.toml"
+    py.write_text(a.read_text().replace("[devices.twin]", "[devices.py-dev]"))
+    with pytest.raises(
+        HardwareSpecError, match="device 'py-dev' is already device 'py-dev' registered in Python"
+    ):
+        load_hardware_file(py)
+    twice = tmp_path / "twice.toml"
+    twice.write_text(
+        a.read_text() + a.read_text().split("\n", 2)[2].replace("[devices.twin]", "[devices.TWIN]")
+    )
+    with pytest.raises(
+        HardwareSpecError, match=r"device 'TWIN' names the same device as device 'twin' \(names are"
+    ):
+        load_hardware_file(twice, register=False)
+    # on the command line: one line naming both files; replacing on purpose says whose it was
+    assert main(["--hw-file", str(a), "--hw-file", str(b), "hw", "show", "twin"]) == 2
+    err_line = capsys.readouterr().err
+    assert err_line.count("\n") == 1 and f"is already device 'twin' of hardware file {str(a)!r}" in err_line
+    assert main(["--hw-file", str(a), "--hw-file", str(b), "--hw-override", "hw", "show", "twin"]) == 0
+    out, err_text = capsys.readouterr()
+    assert f"{b} replaces device 'twin' of hardware file {str(a)!r}" in err_text and "200.00 TFLOP/s" in out
+
+
 def test_huge_values_print_in_a_bounded_form():
     """The shared number formatting: below 1e6 in its unit a value prints as before; from there
     in scientific notation with four significant digits, never a number of hundreds of digits."""

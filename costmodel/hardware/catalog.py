@@ -367,6 +367,11 @@ def _parse(data: Mapping[str, Any]) -> list[tuple[Hardware, list[str]]]:
     return out
 
 
+#: where a catalog device came from: the shipped ``catalog.toml``, a hardware file (its path),
+#: or a :class:`Hardware` registered in Python
+_SHIPPED, _FILE, _PYTHON = "shipped", "file", "python"
+
+
 @cache
 def _shipped() -> list[tuple[Hardware, list[str]]]:
     """The shipped devices, parsed once (Hardware specs are immutable)."""
@@ -394,26 +399,59 @@ class Catalog:
     def __init__(self, entries: list[tuple[Hardware, list[str]]] | None = None) -> None:
         self._devices: dict[str, Hardware] = {}
         self._aliases: dict[str, str] = {}
+        self._origins: dict[str, tuple[str, str]] = {}  # lower-case name -> (_SHIPPED/_FILE/_PYTHON, path)
         for hw, aliases in entries or []:
             self.register(hw, aliases=aliases)
 
     @classmethod
     def shipped(cls) -> Catalog:
         """A fresh catalog of the shipped ``catalog.toml`` devices."""
-        return cls(_shipped())
+        cat = cls(_shipped())
+        cat._origins = {key: (_SHIPPED, "") for key in cat._devices}
+        return cat
 
-    def register(self, hw: Hardware, *, aliases: list[str] | None = None, replace: bool = False) -> None:
-        """Add a device (and aliases); an existing name needs ``replace=True``."""
+    def register(
+        self,
+        hw: Hardware,
+        *,
+        aliases: list[str] | None = None,
+        replace: bool = False,
+        origin: str = "",
+    ) -> None:
+        """Add a device (and aliases); an existing name needs ``replace=True``. ``origin`` is the
+        hardware file it was read from (``""``: registered in Python), which :meth:`describe`
+        says."""
         if not isinstance(hw, Hardware):
             raise HardwareSpecError(f"register_device expects a Hardware, got {type(hw).__name__}")
         key = hw.name.lower()
         if key in self._devices and not replace:
-            raise HardwareSpecError(f"device {hw.name!r} is already in the catalog; pass replace=True")
+            raise HardwareSpecError(
+                f"device {hw.name!r} is already in the catalog ({self.describe(key)}); pass replace=True"
+            )
         if replace:  # a name that was another device's alias now means this device
             self._aliases.pop(key, None)
         self._devices[key] = hw
+        self._origins[key] = (_FILE, origin) if origin else (_PYTHON, "")
         for a in aliases or []:
             self._aliases[a.lower()] = key
+
+    def describe(self, name: str) -> str:
+        """Which device ``name`` (or alias) is and where it came from, for a message:
+        ``"the catalog device 'h100-sxm'"``, ``"device 'box' of hardware file 'a.toml'"``,
+        ``"device 'box' registered in Python"``.
+
+        >>> from costmodel.hardware import active_catalog
+        >>> active_catalog().describe("H100")
+        "the catalog device 'h100-sxm'"
+        """
+        key = self._aliases.get(name.lower(), name.lower())
+        hw = self._devices[key]
+        kind, path = self._origins.get(key, (_PYTHON, ""))
+        if kind == _SHIPPED:
+            return f"the catalog device {hw.name!r}"
+        if kind == _FILE:
+            return f"device {hw.name!r} of hardware file {path!r}"
+        return f"device {hw.name!r} registered in Python"
 
     def get(self, name: str) -> Hardware:
         """A device by name or alias, case-insensitive; a series name (``mi400``) with one catalog
@@ -461,7 +499,11 @@ class Catalog:
 
     def copy(self) -> Catalog:
         new = Catalog()
-        new._devices, new._aliases = dict(self._devices), dict(self._aliases)
+        new._devices, new._aliases, new._origins = (
+            dict(self._devices),
+            dict(self._aliases),
+            dict(self._origins),
+        )
         return new
 
     def __contains__(self, name: object) -> bool:
@@ -500,24 +542,26 @@ def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: 
 
 
 def _check_clashes(parsed: list[tuple[Hardware, list[str]]], origin: str) -> None:
-    """A device (or alias) of a file that would shadow a different catalog device is an error."""
+    """A device (or alias) of a file that would shadow a different device already known (a
+    catalog device, another file's, one registered in Python) is an error naming both."""
     cat = active_catalog()
     for hw, aliases in parsed:
         for name in (hw.name, *aliases):
             if name in cat and cat.get(name) != hw:
                 raise HardwareSpecError(
                     f"hardware file {origin!r}: {'device' if name == hw.name else 'alias'} {name!r} is "
-                    f"already the catalog device {cat.get(name).name!r}; give it another name (or replace "
-                    "the catalog device on purpose: replace=True, or --hw-override on the command line)"
+                    f"already {cat.describe(name)}; give it another name (or replace that device on "
+                    "purpose: replace=True, or --hw-override on the command line)"
                 )
 
 
 def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool = False) -> list[Hardware]:
     """Read devices from a TOML or JSON file (catalog layout) and register them.
 
-    A device or alias named like a different catalog device is an error unless ``replace``
-    (then the file's device replaces it); a JSON object with a key given twice is refused, and
-    so is a name given twice in the file. Every error names the file, then the field
+    A device or alias named like a different device already known (a catalog device, one of
+    another file, one registered in Python) is an error naming both unless ``replace`` (then
+    the file's device replaces it); a JSON object with a key given twice is refused, and so is
+    a name given twice in the file. Every error names the file, then the field
     (:func:`hardware_from_dict`).
     """
     path = Path(path)
@@ -545,7 +589,7 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
         if not replace:
             _check_clashes(parsed, str(path))
         for hw, aliases in parsed:
-            register_device(hw, aliases=aliases, replace=True)
+            active_catalog().register(hw, aliases=aliases, replace=True, origin=str(path))
     return [hw for hw, _ in parsed]
 
 

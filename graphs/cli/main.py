@@ -242,15 +242,16 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
     """Register each ``--hw-file``'s devices; with ``--hw-override`` one may replace a catalog
     device, and stderr names every device replaced (without it that is an error). Each symbol
     a device keeps is recorded with its file, device and field (:data:`SYMBOL_ORIGINS`)."""
-    from costmodel.hardware import device_names, load_hardware_file
+    from costmodel.hardware import active_catalog, load_hardware_file
     from costmodel.notes import say
 
     for path in paths:
         if override:
-            known = set(n.lower() for n in device_names())
+            cat = active_catalog()
             for hw in load_hardware_file(path, register=False):
-                if hw.name.lower() in known:
-                    say(f"{path} replaces catalog device {hw.name!r}")
+                if hw.name in cat:  # the catalog's, or another file's: said which
+                    known = cat.describe(hw.name).removeprefix("the ")
+                    say(f"{path} replaces {known}")
         for hw in load_hardware_file(path, replace=override):
             _record_symbols(path, hw)
 
