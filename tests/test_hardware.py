@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 import sympy
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import (
@@ -456,6 +456,77 @@ def test_the_shipped_catalog_passes_the_user_file_rules():
     loaded = load_hardware_file(str(path), register=False)
     assert [hw.name for hw in loaded] == list(shipped_devices())
     assert len(loaded) == 29
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (  # the reproducer: a subnormal bandwidth overflowed later as "input too large", no field
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM.replace('1e12', '5e-324')}]",
+            "device 'box'.memory[0]: memory dram bandwidth_bytes_per_s must be in [1, 1e+21] B/s, "
+            "got 5e-324 (a subnormal: no physical value)",
+        ),
+        (
+            f"roofs = [{_ROOF.replace('1e14', '1e30')}]\nmemory = [{_DRAM}]",
+            "device 'box'.roofs[0]: roof tensor/bf16 peak_flops_per_s must be in [1, 1e+21] FLOP/s, got 1e+30",
+        ),
+        (
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM.replace('8e10', '1e19')}]",
+            "memory dram capacity_bytes must be in [1, 1e+18] B, got 1e+19",
+        ),
+        (
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM}]\n"
+            'links = [{ name = "scale_up", bandwidth_bytes_per_s = 1e11, latency_s = 5e-324, source = "s1" }]',
+            "link scale_up latency_s must be 0 or in [1e-12, 10] s, got 5e-324 (a subnormal: no physical value)",
+        ),
+        (
+            f"roofs = [{_ROOF}]\nmemory = [{_DRAM}]\n"
+            'links = [{ name = "scale_up", bandwidth_bytes_per_s = 1e11, domain = 100000000, source = "s1" }]',
+            "link scale_up domain must be an integer in [2, 10000000], got 100000000",
+        ),
+        (
+            f'power_w = 1e9\npower_source = "s1"\nroofs = [{_ROOF}]\nmemory = [{_DRAM}]',
+            "box power_w must be in [0.001, 1e+07] W, got 1000000000.0",
+        ),
+        (
+            f"overlap = 5e-324\nroofs = [{_ROOF}]\nmemory = [{_DRAM}]",
+            "box overlap must be in [0, 1], got 5e-324 (a subnormal: no physical value)",
+        ),
+        (
+            f'launch_overhead_s = "10**400"\nroofs = [{_ROOF}]\nmemory = [{_DRAM}]',
+            "a number beyond +-1e300 is out of range (allowed: 0 or in [1e-12, 10] s)",
+        ),
+    ],
+)
+def test_a_value_outside_its_physical_range_is_refused_naming_field_and_range(tmp_path, body, message):
+    f = _box(tmp_path, body)
+    with pytest.raises(HardwareSpecError) as err:
+        load_hardware_file(f, register=False)
+    assert str(err.value).startswith(f"hardware file {str(f)!r}: ")
+    assert message in str(err.value)
+
+
+@given(bw=st.floats(min_value=0, max_value=1e300, exclude_min=True, allow_subnormal=True))
+@settings(max_examples=80)
+def test_a_bandwidth_loads_iff_in_range_and_then_every_time_is_finite(bw):
+    """Invariant: a DRAM bandwidth loads exactly when it lies in [1, 1e21] B/s (RANGES), and then
+    a GEMM's bound is a finite positive time; outside it the error names the field and range."""
+    from costmodel import bound, op_cost
+    from costmodel.hardware import hardware_from_dict
+
+    entry = {
+        "roofs": [{"unit": "tensor", "precision": "bf16", "peak_flops_per_s": 1e14, "source": "a sheet"}],
+        "memory": [{"name": "dram", "bandwidth_bytes_per_s": bw, "source": "a sheet"}],
+    }
+    if 1 <= bw <= 1e21:
+        hw = hardware_from_dict("box", entry)
+        t = as_float(bound(op_cost("gemm", M=4096, N=4096, K=4096), hw).lower)
+        assert 0 < t < float("inf")  # at most 2*4096**3 / 1e14 s or 3 * 2 * 4096**2 / 1 s
+    else:
+        with pytest.raises(
+            HardwareSpecError, match=re.escape("bandwidth_bytes_per_s must be in [1, 1e+21] B/s")
+        ):
+            hardware_from_dict("box", entry)
 
 
 def test_two_files_defining_one_device_name_both(tmp_path, capsys):

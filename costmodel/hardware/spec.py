@@ -23,6 +23,7 @@ names their source and date in ``preliminary``; reports print it once.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,21 +35,75 @@ from ..errors import HardwareSpecError, MissingRoofError
 from ..expr import to_expr
 from ..symbols import quantity
 
-__all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD"]
+__all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD", "RANGES", "MAX_COUNT"]
 
 #: Precision key of a roof that serves every precision (symbolic specs).
 WILDCARD = "*"
 
 
-def _positive(value: object, field_name: str, *, allow_zero: bool = False) -> sympy.Expr:
+#: The physical range of each kind of numeric field (low, high, unit): a value outside it is
+#: refused naming the field and the range. A rate below 1 per second (or a subnormal, which
+#: prints as 0) makes derived times overflow a float; one above 1e21 per second (a zetta-FLOP/s
+#: or zetta-byte/s device, a million times any catalog part) and a capacity above 1e18 B (an
+#: exabyte) are no device; a latency or launch overhead is 0 or a picosecond to 10 s; power and
+#: price span a milliwatt (or a millionth of a dollar an hour) to 1e7 W (or $1e6 an hour).
+#: Symbolic values (a bare name such as ``P``) are not checked: they have no value yet.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "peak_flops_per_s": (1.0, 1e21, "FLOP/s"),
+    "bandwidth_bytes_per_s": (1.0, 1e21, "B/s"),
+    "capacity_bytes": (1.0, 1e18, "B"),
+    "reported_memory_bytes": (1.0, 1e18, "B"),
+    "latency_s": (1e-12, 10.0, "s"),
+    "launch_overhead_s": (1e-12, 10.0, "s"),
+    "power_w": (1e-3, 1e7, "W"),
+    "price_usd_per_hour": (1e-6, 1e6, "USD per hour"),
+    "overlap": (0.0, 1.0, ""),
+}
+
+
+#: the most devices a link domain joins, and the most SMs (compute units) a device has: ten
+#: million, past any machine built (a GB300 NVL72 domain joins 72, a TPU pod 9,216; a wafer-scale
+#: part has under a million cores); a count beyond it prints as a number of hundreds of digits
+MAX_COUNT = 10**7
+
+
+def _count(value: object, field_name: str, low: int) -> None:
+    """Refuse a count (an integer) outside ``[low, MAX_COUNT]``, naming the field and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        shown = f"{value!r:.24}" + ("..." if len(repr(value)) > 24 else "")
+        raise HardwareSpecError(f"{field_name} must be an integer in [{low}, {MAX_COUNT}], got {shown}")
+
+
+#: the smallest normal double: a non-zero value below it is subnormal (``5e-324``), no measurement
+_TINY = sys.float_info.min
+
+
+def _allowed(kind: str, allow_zero: bool) -> str:
+    """The range of a field kind as the errors say it: ``in [1, 1e+21] B/s``."""
+    low, high, unit = RANGES[kind]
+    zero = "0 or " if allow_zero and low > 0 else ""
+    return f"{zero}in [{low:g}, {high:g}] {unit}".rstrip()
+
+
+def _positive(value: object, field_name: str, kind: str, *, allow_zero: bool = False) -> sympy.Expr:
+    """``value`` as an expression: a positive (or, with ``allow_zero``, non-negative) number in
+    the physical range of its field kind (``kind``, a key of :data:`RANGES`), never subnormal,
+    or an expression in symbols (checked when a number is substituted, not here)."""
     try:
         expr = to_expr(value, field=field_name)
     except Exception as exc:  # ExpressionSyntaxError or type errors: say which field
-        raise HardwareSpecError(f"{field_name}: {exc}") from None
+        text = str(exc) if str(exc).startswith(field_name) else f"{field_name}: {exc}"
+        raise HardwareSpecError(f"{text} (allowed: {_allowed(kind, allow_zero)})") from None
     if expr.is_number:
         if expr.is_real is not True or expr.is_negative or (expr == 0 and not allow_zero):
             what = "non-negative" if allow_zero else "positive"
             raise HardwareSpecError(f"{field_name} must be a {what} number, got {expr}")
+        low, high, _ = RANGES[kind]
+        if expr != 0 and not (max(sympy.Float(low), sympy.Float(_TINY)) <= expr <= sympy.Float(high)):
+            given = str(value) if isinstance(value, int | float | str) else ""
+            shown = given if 0 < len(given) <= 24 else str(sympy.N(expr, 4))
+            tiny = " (a subnormal: no physical value)" if expr < _TINY else ""
+            raise HardwareSpecError(f"{field_name} must be {_allowed(kind, allow_zero)}, got {shown}{tiny}")
     return expr
 
 
@@ -68,7 +123,11 @@ class Roof:
         object.__setattr__(
             self,
             "peak_flops_per_s",
-            _positive(self.peak_flops_per_s, f"roof {self.unit}/{self.precision} peak_flops_per_s"),
+            _positive(
+                self.peak_flops_per_s,
+                f"roof {self.unit}/{self.precision} peak_flops_per_s",
+                "peak_flops_per_s",
+            ),
         )
 
 
@@ -93,11 +152,17 @@ class MemoryLevel:
             object.__setattr__(
                 self,
                 "bandwidth_bytes_per_s",
-                _positive(self.bandwidth_bytes_per_s, f"memory {self.name} bandwidth_bytes_per_s"),
+                _positive(
+                    self.bandwidth_bytes_per_s,
+                    f"memory {self.name} bandwidth_bytes_per_s",
+                    "bandwidth_bytes_per_s",
+                ),
             )
         if self.capacity_bytes is not None:
             object.__setattr__(
-                self, "capacity_bytes", _positive(self.capacity_bytes, f"memory {self.name} capacity_bytes")
+                self,
+                "capacity_bytes",
+                _positive(self.capacity_bytes, f"memory {self.name} capacity_bytes", "capacity_bytes"),
             )
 
 
@@ -114,16 +179,20 @@ class Link:
 
     def __post_init__(self) -> None:
         d = self.domain
-        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 2):
-            raise HardwareSpecError(f"link {self.name} domain must be an integer >= 2, got {d!r}")
+        if d is not None:
+            _count(d, f"link {self.name} domain", 2)
         object.__setattr__(
             self,
             "bandwidth_bytes_per_s",
-            _positive(self.bandwidth_bytes_per_s, f"link {self.name} bandwidth_bytes_per_s"),
+            _positive(
+                self.bandwidth_bytes_per_s, f"link {self.name} bandwidth_bytes_per_s", "bandwidth_bytes_per_s"
+            ),
         )
         if self.latency_s is not None:
             object.__setattr__(
-                self, "latency_s", _positive(self.latency_s, f"link {self.name} latency_s", allow_zero=True)
+                self,
+                "latency_s",
+                _positive(self.latency_s, f"link {self.name} latency_s", "latency_s", allow_zero=True),
             )
 
 
@@ -201,34 +270,37 @@ class Hardware:
         if len(set(names)) != len(names):
             raise HardwareSpecError(f"{self.name}: duplicate memory level in {names}")
         if self.power_w is not None:
-            object.__setattr__(self, "power_w", _positive(self.power_w, f"{self.name} power_w"))
+            object.__setattr__(self, "power_w", _positive(self.power_w, f"{self.name} power_w", "power_w"))
         if self.price_usd_per_hour is not None:
             object.__setattr__(
                 self,
                 "price_usd_per_hour",
-                _positive(self.price_usd_per_hour, f"{self.name} price_usd_per_hour"),
+                _positive(self.price_usd_per_hour, f"{self.name} price_usd_per_hour", "price_usd_per_hour"),
             )
         if self.reported_memory_bytes is not None:
             object.__setattr__(
                 self,
                 "reported_memory_bytes",
-                _positive(self.reported_memory_bytes, f"{self.name} reported_memory_bytes"),
+                _positive(
+                    self.reported_memory_bytes, f"{self.name} reported_memory_bytes", "reported_memory_bytes"
+                ),
             )
         object.__setattr__(
             self,
             "launch_overhead_s",
-            _positive(self.launch_overhead_s, f"{self.name} launch_overhead_s", allow_zero=True),
+            _positive(
+                self.launch_overhead_s, f"{self.name} launch_overhead_s", "launch_overhead_s", allow_zero=True
+            ),
         )
-        ov = _positive(self.overlap, f"{self.name} overlap", allow_zero=True)
-        if ov.is_number and ov > 1:
-            raise HardwareSpecError(f"{self.name} overlap must be in [0, 1], got {ov}")
-        object.__setattr__(self, "overlap", ov)
+        object.__setattr__(
+            self, "overlap", _positive(self.overlap, f"{self.name} overlap", "overlap", allow_zero=True)
+        )
         if not isinstance(self.preliminary, str):
             raise HardwareSpecError(
                 f"{self.name} preliminary must be text naming the source and its date, got {self.preliminary!r}"
             )
-        if self.sm_count is not None and (not isinstance(self.sm_count, int) or self.sm_count <= 0):
-            raise HardwareSpecError(f"{self.name} sm_count must be a positive integer, got {self.sm_count!r}")
+        if self.sm_count is not None:
+            _count(self.sm_count, f"{self.name} sm_count", 1)
 
     @property
     def generation(self) -> str:
