@@ -84,6 +84,9 @@ class EscapedStream:
 #: prints in scientific notation with four significant digits instead: fixed point writes as many
 #: digits as the number is large (a 1 B/s device's weight read of 1.5e10 s, a 1e200 s time)
 FIXED_LIMIT = 1e6
+#: the same for a spec that groups thousands (``,.0f``: a count or a rate the eye reads in
+#: groups, ``1,234,567 tokens/s``): fixed point up to a quadrillion, at most 19 characters
+GROUPED_LIMIT = 1e15
 
 #: a fixed-point format spec: its fill, alignment, sign and width, then the grouping and precision
 _FIXED = re.compile(r"(?P<head>(?:.?[<>=^])?[+\- ]?\d*)[,_]?(?:\.\d+)?f")
@@ -91,15 +94,19 @@ _FIXED = re.compile(r"(?P<head>(?:.?[<>=^])?[+\- ]?\d*)[,_]?(?:\.\d+)?f")
 
 def fmt_num(x: float, spec: str = ".3f") -> str:
     """``x`` in the fixed-point ``spec`` (``.3f``, ``10.3f``, ``,.0f``) while it is below
-    :data:`FIXED_LIMIT` in magnitude, else in scientific notation with four significant digits
-    and the spec's width, so that no value prints more than a dozen characters; NaN and
-    infinities print as ``nan`` and ``inf``.
+    :data:`FIXED_LIMIT` in magnitude (:data:`GROUPED_LIMIT` for a spec grouping thousands), else
+    in scientific notation with four significant digits and the spec's width, so that no value
+    prints more than a dozen characters (a grouped one, 19); NaN and infinities print as ``nan``
+    and ``inf``.
 
     >>> fmt_num(1234.5678), fmt_num(1.5e10), fmt_num(-2.5e200, "10.1f"), fmt_num(5e6, ",.0f")
-    ('1234.568', '1.500e+10', '-2.500e+200', '5.000e+06')
+    ('1234.568', '1.500e+10', '-2.500e+200', '5,000,000')
+    >>> fmt_num(5e15, ",.0f")
+    '5.000e+15'
     """
     m = _FIXED.fullmatch(spec)
-    if m is not None and math.isfinite(x) and abs(x) >= FIXED_LIMIT:
+    limit = GROUPED_LIMIT if ("," in spec or "_" in spec) else FIXED_LIMIT
+    if m is not None and math.isfinite(x) and abs(x) >= limit:
         return format(x, m.group("head") + ".3e")
     return format(x, spec)
 

@@ -69,7 +69,7 @@ def test_decode_weight_dtype_fp8_is_w8a8_on_h100_and_says_so(capsys):
     assert main([*args, "--weight-dtype", "fp8", "--matmul-dtype", "fp8_e4m3"]) == 0
     # the same step as asking for W8A8; the implied run's JSON also keeps the note it said
     asked, inferred = json.loads(capsys.readouterr().out), json.loads(implied.out)
-    said = [n for n in inferred.pop("notes") if n not in asked.pop("notes")]
+    said = [n for n in inferred.pop("notes", []) if n not in asked.pop("notes", [])]
     assert asked == inferred and len(said) == 1 and "matmuls in fp8_e4m3 (W8A8)" in said[0]
     assert main([*args, "--weight-dtype", "fp8", "--matmul-dtype", "bf16"]) == 0
     weight_only = capsys.readouterr()
