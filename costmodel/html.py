@@ -73,7 +73,7 @@ def _bundle_version(head: str) -> str | None:
 def plotly_js() -> str:
     """The plotly.js a page inlines: the shipped basic bundle when it is the version the installed
     plotly (Python) was built against, so figures it writes are drawn as it expects; else the
-    installed plotly's full bundle, with a note on stderr (once per process) saying why the page
+    installed plotly's full bundle, with a note on stderr (once per run) saying why the page
     is larger."""
     import gzip
 
@@ -86,12 +86,10 @@ def plotly_js() -> str:
     want, have = _bundle_version(full), _bundle_version(basic)
     if want is not None and want == have:
         return basic
-    if not getattr(plotly_js, "_said", False):
-        plotly_js._said = True  # type: ignore[attr-defined]
-        say(
-            f"the installed plotly expects plotly.js {want}, the shipped basic bundle is {have}: "
-            "pages inline the full bundle (about 4.8 MB)"
-        )
+    say(  # once per command run (costmodel.notes), kept for --json
+        f"the installed plotly expects plotly.js {want}, the shipped basic bundle is {have}: "
+        "pages inline the full bundle (about 4.8 MB)"
+    )
     return full
 
 

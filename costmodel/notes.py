@@ -26,6 +26,9 @@ import sys
 __all__ = ["clear", "said", "say"]
 
 _said: dict[str, None] = {}  # insertion-ordered: the order they were said
+#: the most notes kept between two :func:`clear` calls (a long-running program's memory stays
+#: bounded; past it a note is still said, and may be said again)
+MAX_KEPT = 1000
 
 
 def say(text: str | None, kind: str = "note") -> None:
@@ -45,7 +48,8 @@ def say(text: str | None, kind: str = "note") -> None:
     kept = f"{kind}: {text}"
     if kept in _said:
         return
-    _said[kept] = None
+    if len(_said) < MAX_KEPT:
+        _said[kept] = None
     print(f"costmodel: {kept}", file=sys.stderr)
 
 

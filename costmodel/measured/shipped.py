@@ -78,7 +78,6 @@ MAX_BYTES = 32 * 2**20
 _recorded: dict[str, list[Any]] | None = None
 #: whether :func:`recording` reads the shipped fits that apply (``reuse``) rather than refitting
 _reuse = False
-_said: set[str] = set()
 
 
 def enabled() -> bool:
@@ -120,10 +119,8 @@ def corpus_digest(family: str) -> str:
 
 
 def _say(why: str) -> None:
-    """``why`` once per process on stderr."""
-    if why not in _said:
-        _said.add(why)
-        say(why)
+    """``why`` on stderr once per command run, kept for ``--json`` (:func:`costmodel.notes.say`)."""
+    say(why)
 
 
 def _inflate(raw: bytes) -> bytes | None:
@@ -178,42 +175,49 @@ def header() -> dict[str, Any] | None:
     }
 
 
-@functools.cache
 def _table(family: str) -> dict[str, Any]:
     """The shipped fits of ``family`` when the file applies to the installed corpus and code,
-    else ``{}`` after saying why (module doc)."""
+    else ``{}`` after saying why (module doc; said in each command run that asks)."""
+    table, why = _table_or_why(family)
+    if why:
+        _say(why)
+    return table
+
+
+@functools.cache
+def _table_or_why(family: str) -> tuple[dict[str, Any], str]:
+    """:func:`_table`'s answer, read once per process: the fits, or ``{}`` and why not."""
     from .corpus import corpus_info
 
     doc = _file()
     if doc is None:
-        _say(f"no valid shipped kernel fits at {PATH}: fitting the measured corpus (kept in the fit cache)")
-        return {}
+        return (
+            {},
+            f"no valid shipped kernel fits at {PATH}: fitting the measured corpus (kept in the fit cache)",
+        )
     info = corpus_info()
     built = f"{doc['package']} {doc['version']}"
     if (doc["package"], doc["version"]) != (info.package, info.version):
-        _say(
+        return {}, (
             f"the shipped kernel fits are for {built}, {info.package} {info.version} is installed: "
             "fitting the measured corpus (kept in the fit cache)"
         )
-        return {}
     if doc["code"] != code_digest():
-        _say(
+        return {}, (
             "the fitting code (costmodel/measured/efficiency.py) differs from the shipped kernel fits': "
             "fitting the measured corpus (kept in the fit cache)"
         )
-        return {}
     try:
         same = doc["corpus"].get(family) == corpus_digest(family)
     except (OSError, ValueError):
         same = False
     if not same:
-        _say(
+        return {}, (
             f"the installed {family} tables differ from those the shipped kernel fits were built from "
             f"({built}): fitting them (kept in the fit cache)"
         )
-        return {}
     table = doc["fits"].get(family, {})
-    return table if isinstance(table, dict) else {}
+    return (table if isinstance(table, dict) else {}), ""
 
 
 def encode_fit(f: Fit) -> list[Any]:

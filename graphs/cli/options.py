@@ -43,7 +43,7 @@ __all__ = [
     "SPELLINGS",
 ]
 
-#: "does not fit": ``ledger``, and a point refused for memory (``--ignore-capacity``)
+#: 1: a point refused for memory (``ledger``, ``--ignore-capacity``) or a search nothing meets
 EXIT_CODES = (
     "exit codes: 0 ok, 1 does not fit (memory) or nothing meets the SLOs (size, simulate --max-rate), "
     "2 bad input, 141 output pipe closed"
