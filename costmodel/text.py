@@ -82,8 +82,11 @@ class EscapedStream:
 
 #: a number printed in fixed point at or beyond this magnitude (in the unit it is printed in)
 #: prints in scientific notation with four significant digits instead: fixed point writes as many
-#: digits as the number is large (a 1 B/s device's weight read of 1.5e10 s, a 1e200 s time)
-FIXED_LIMIT = 1e6
+#: digits as the number is large (a 1 B/s device's weight read of 1.5e10 s, a 1e200 s time). A
+#: billion: ordinary values keep fixed point (a 4.5 s op printed in us, 75 M tokens/s of a sweep)
+FIXED_LIMIT = 1e9
+#: an SI-prefixed number (:func:`fmt_si`) beyond a million of its largest prefix (1e21 of P)
+SI_LIMIT = 1e6
 #: the same for a spec that groups thousands (``,.0f``: a count or a rate the eye reads in
 #: groups, ``1,234,567 tokens/s``): fixed point up to a quadrillion, at most 19 characters
 GROUPED_LIMIT = 1e15
@@ -96,7 +99,7 @@ def fmt_num(x: float, spec: str = ".3f") -> str:
     """``x`` in the fixed-point ``spec`` (``.3f``, ``10.3f``, ``,.0f``) while it is below
     :data:`FIXED_LIMIT` in magnitude (:data:`GROUPED_LIMIT` for a spec grouping thousands), else
     in scientific notation with four significant digits and the spec's width, so that no value
-    prints more than a dozen characters (a grouped one, 19); NaN and infinities print as ``nan``
+    prints more than 14 characters (a grouped one, 19); NaN and infinities print as ``nan``
     and ``inf``.
 
     >>> fmt_num(1234.5678), fmt_num(1.5e10), fmt_num(-2.5e200, "10.1f"), fmt_num(5e6, ",.0f")
@@ -116,7 +119,7 @@ def fmt_si(x: float, unit: str = "") -> str:
     notation (:func:`fmt_num`)."""
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(x) >= scale:
-            if abs(x / scale) >= FIXED_LIMIT:
+            if abs(x / scale) >= SI_LIMIT:
                 return f"{fmt_num(x)} {unit}".rstrip()
             return f"{x / scale:.2f} {prefix}{unit}"
     return f"{x:.2f} {unit}".rstrip()
@@ -124,7 +127,7 @@ def fmt_si(x: float, unit: str = "") -> str:
 
 def fmt_time(t: float) -> str:
     """Seconds with a readable prefix: ``0.0042 -> '4.200 ms'``, ``3e-7 -> '0.30 us'``; from
-    :data:`FIXED_LIMIT` seconds (11.6 days) on, scientific: ``1.5e10 -> '1.500e+10 s'``."""
+    :data:`FIXED_LIMIT` seconds (31.7 years) on, scientific: ``1.5e10 -> '1.500e+10 s'``."""
     if t >= 1:
         return f"{fmt_num(t)} s"
     if t >= 1e-3:

@@ -578,7 +578,7 @@ def test_two_files_defining_one_device_name_both(tmp_path, capsys):
 
 
 def test_huge_values_print_in_a_bounded_form():
-    """The shared number formatting: below 1e6 in its unit a value prints as before; from there
+    """The shared number formatting: below 1e9 in its unit a value prints as before; from there
     in scientific notation with four significant digits, never a number of hundreds of digits."""
     from costmodel.text import fmt_num, fmt_si, fmt_time
 
@@ -587,17 +587,19 @@ def test_huge_values_print_in_a_bounded_form():
     assert fmt_time(1e200) == "1.000e+200 s"  # was 201 digits
     assert fmt_si(3.35e12, "B/s") == "3.35 TB/s" and fmt_si(1e200, "B/s") == "1.000e+200 B/s"
     assert fmt_num(6.157e16, "10.3f") == " 6.157e+16" and fmt_num(1234.5, ".1f") == "1234.5"
+    # an ordinary large value keeps fixed point: a 4.55 s op in us, a sweep's 75 M tokens/s
+    assert fmt_num(4551849.229) == "4551849.229" and fmt_num(75274693.6, ".1f") == "75274693.6"
 
 
 @given(x=st.floats(min_value=-1e300, max_value=1e300))
 def test_every_time_and_rate_prints_in_at_most_a_dozen_characters(x):
-    """Invariant: whatever the value, fmt_time and fmt_si print at most 12 characters before the
-    unit, and the text reads back to the value within its four significant digits."""
+    """Invariant: whatever the value, fmt_time prints at most 13 characters before the unit and
+    fmt_si 12, and the text reads back to the value within its four significant digits."""
     from costmodel.text import fmt_num, fmt_si, fmt_time
 
-    assert len(fmt_time(abs(x))) <= 12 + len(" s") and len(fmt_si(x)) <= 12
+    assert len(fmt_time(abs(x))) <= 13 + len(" s") and len(fmt_si(x)) <= 12
     text = fmt_num(x)
-    assert len(text) <= 12 if abs(x) < 1e6 else len(text) <= 11
+    assert len(text) <= 14 if abs(x) < 1e9 else len(text) <= 11
     assert float(text) == pytest.approx(x, rel=5e-4, abs=5e-4)
 
 
@@ -614,3 +616,39 @@ def test_a_one_byte_per_second_device_prints_bounded_times(tmp_path, capsys):
     assert not re.search(r"\d{10}", out), out  # no number of ten digits or more
     assert main(["--hw-file", str(f), "hw", "show", "box"]) == 0
     assert "dram   bw     1.00 B/s" in capsys.readouterr().out
+
+
+def test_what_if_copies_of_a_device_may_leave_the_ranges_a_file_is_held_to(tmp_path, capsys):
+    """A device of 6e20 FLOP/s (inside [1, 1e21]) loads; `report` prices its 2x headroom, a copy
+    of 1.2e21 the engine builds itself (Hardware.scaled), which the ranges refused (review)."""
+    from costmodel.hardware import load_hardware_file
+    from graphs.cli import main
+
+    f = _box(tmp_path, f"roofs = [{_ROOF.replace('1e14', '6e20')}]\nmemory = [{_DRAM}]")
+    (hw,) = load_hardware_file(str(f), register=False)
+    assert float(hw.scaled({"compute": 2}).roofs[0].peak_flops_per_s) == 1.2e21
+    assert main(["--hw-file", str(f), "report", "--device", "box"]) == 0
+    # its 4096 x 4096 GEMM never turns compute-bound (ridge 6e8 FLOP/B): said, not an error
+    assert "never compute-bound: the intensity's ceiling (M -> oo) 2048.00 FLOP/B" in capsys.readouterr().out
+    with pytest.raises(HardwareSpecError, match=r"must be in \[1, 1e\+21\]"):  # a file is still held to them
+        load_hardware_file(
+            str(
+                _box(
+                    tmp_path, f"roofs = [{_ROOF.replace('1e14', '2e21')}]\nmemory = [{_DRAM}]", name="b.toml"
+                )
+            ),
+            register=False,
+        )
+
+
+def test_a_file_that_takes_over_an_alias_says_only_the_name_moves(tmp_path, capsys):
+    """A file's device named 'h100' (the catalog's alias of h100-sxm) under --hw-override: the note
+    said it replaced h100-sxm, which stays listed under its own name (review)."""
+    from graphs.cli import main
+
+    f = tmp_path / "h100.toml"
+    f.write_text(f"{_SHEET}[devices.h100]\nroofs = [{_ROOF}]\nmemory = [{_DRAM}]\n")
+    assert main(["--hw-file", str(f), "--hw-override", "hw", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert f"{f} takes the name 'h100' over from catalog device 'h100-sxm', whose alias it was" in err
+    assert "replaces" not in err and "\nh100-sxm " in out

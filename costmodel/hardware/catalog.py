@@ -453,6 +453,16 @@ class Catalog:
             return f"device {hw.name!r} of hardware file {path!r}"
         return f"device {hw.name!r} registered in Python"
 
+    def is_alias(self, name: str) -> bool:
+        """Whether ``name`` is another device's alias, not a device's own name.
+
+        >>> from costmodel.hardware import active_catalog
+        >>> active_catalog().is_alias("h100"), active_catalog().is_alias("h100-sxm")
+        (True, False)
+        """
+        key = name.lower()
+        return key in self._aliases and key not in self._devices
+
     def get(self, name: str) -> Hardware:
         """A device by name or alias, case-insensitive; a series name (``mi400``) with one catalog
         part is that part (its :attr:`~costmodel.hardware.spec.Hardware.resolved_from` says so,

@@ -22,6 +22,7 @@ names their source and date in ``preliminary``; reports print it once.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import sys
 from collections.abc import Mapping
@@ -85,6 +86,12 @@ def _allowed(kind: str, allow_zero: bool) -> str:
     return f"{zero}in [{low:g}, {high:g}] {unit}".rstrip()
 
 
+#: True while :meth:`Hardware.scaled` builds a what-if copy: its values are a checked device's
+#: times the factors asked (a 2x headroom of a 6e20 FLOP/s device is 1.2e21), never a user's input,
+#: so the ranges of :data:`RANGES` (which bound what a file or a caller gives) are not applied
+_DERIVED: contextvars.ContextVar[bool] = contextvars.ContextVar("hardware_derived", default=False)
+
+
 def _positive(value: object, field_name: str, kind: str, *, allow_zero: bool = False) -> sympy.Expr:
     """``value`` as an expression: a positive (or, with ``allow_zero``, non-negative) number in
     the physical range of its field kind (``kind``, a key of :data:`RANGES`), never subnormal,
@@ -99,7 +106,11 @@ def _positive(value: object, field_name: str, kind: str, *, allow_zero: bool = F
             what = "non-negative" if allow_zero else "positive"
             raise HardwareSpecError(f"{field_name} must be a {what} number, got {expr}")
         low, high, _ = RANGES[kind]
-        if expr != 0 and not (max(sympy.Float(low), sympy.Float(_TINY)) <= expr <= sympy.Float(high)):
+        if (
+            expr != 0
+            and not _DERIVED.get()
+            and not (max(sympy.Float(low), sympy.Float(_TINY)) <= expr <= sympy.Float(high))
+        ):
             given = str(value) if isinstance(value, int | float | str) else ""
             shown = given if 0 < len(given) <= 24 else str(sympy.N(expr, 4))
             tiny = " (a subnormal: no physical value)" if expr < _TINY else ""
@@ -483,6 +494,14 @@ class Hardware:
                     f"cannot scale {key!r} on {self.name!r}; scalable: {', '.join(sorted(known))}"
                 )
         f = {k: to_expr(v, field=f"scale factor {k}") for k, v in factors.items()}
+        token = _DERIVED.set(True)  # a what-if copy: positive values, outside RANGES if asked
+        try:
+            return self._scaled(f)
+        finally:
+            _DERIVED.reset(token)
+
+    def _scaled(self, f: Mapping[str, sympy.Expr]) -> Hardware:
+        """:meth:`scaled` with its factors parsed."""
 
         def unit_factor(unit: str) -> sympy.Expr:
             return f.get(unit, sympy.Integer(1)) * f.get("compute", sympy.Integer(1))

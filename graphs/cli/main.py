@@ -37,6 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from costmodel.hardware import get_device
     from costmodel.report import format_table, roofline_rows, standard_ops
     from costmodel.symbols import dim
+    from costmodel.text import fmt_num
 
     from .common import dump
 
@@ -62,8 +63,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"ridge point I* = P_tensor,{args.dtype} / beta_dram = {ridge:.1f} FLOP/B\n")
     print(format_table(rows))
     print("\nGEMM [M,4096] x [4096,4096]: smallest M that is compute-bound")
-    print(f"  exact root M* = {as_float(xo.exact):.1f}  -> M = {xo.integer}")
-    print(f"  asymptote (M << N,K): M* = I* b / 2 = {as_float(xo.asymptotic):.1f}")
+    if xo.exact is not None:
+        print(f"  exact root M* = {fmt_num(as_float(xo.exact), '.1f')}  -> M = {xo.integer}")
+        print(f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}")
+    else:  # a ridge above the shape's ceiling (derive crossover says the same)
+        import sympy
+
+        top = as_float(sympy.limit(xo.intensity, xo.variable, sympy.oo))
+        print(
+            f"  never compute-bound: the intensity's ceiling (M -> oo) {fmt_num(top, '.2f')} FLOP/B is below the ridge point"
+        )
+        print(
+            f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}  (the limit N, K -> oo, "
+            "not this shape's)"
+        )
     print(f"  closed form: M* = {sym.exact}   ->  {sym.asymptotic} as N, K -> oo")
     return 0
 
@@ -122,7 +135,10 @@ _MODULES: dict[str, tuple[str, dict[str, str]]] = {
         "add_plot_parser",
         {"plot": "roofline, ledger, frontier, headroom or batch-sweep plots (PNG/SVG)"},
     ),
-    "engines": ("add_engines_parser", {"engines": "serving-engine profiles: each default's value and source"}),
+    "engines": (
+        "add_engines_parser",
+        {"engines": "serving-engine profiles: each default's value and source"},
+    ),
 }
 
 #: every subcommand, in ``--help`` order -> (its module, the module's parser function, its help).
@@ -144,7 +160,9 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
 
     from costmodel import __version__
 
-    p = Parser(prog="costmodel", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(
+        prog="costmodel", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"costmodel {__version__}")
     p.add_argument(
         "--hw-file",
@@ -251,13 +269,21 @@ def _load_hw_files(paths: Sequence[str], override: bool) -> None:
             for hw in load_hardware_file(path, register=False):
                 if hw.name in cat:  # the catalog's, or another file's: said which
                     known = cat.describe(hw.name).removeprefix("the ")
-                    say(f"{path} replaces {known}")
+                    if cat.is_alias(hw.name):  # only the name moves: the device keeps its own
+                        say(
+                            f"{path} takes the name {hw.name!r} over from {known}, whose alias it was; that "
+                            "device stays under its own name"
+                        )
+                    else:
+                        say(f"{path} replaces {known}")
         for hw in load_hardware_file(path, replace=override):
             _record_symbols(path, hw)
 
 
 def _record_symbols(path: str, hw: Any) -> None:
-    fields: list[tuple[str, Any]] = [(f"roofs {r.unit} {r.precision}.peak_flops_per_s", r.peak_flops_per_s) for r in hw.roofs]
+    fields: list[tuple[str, Any]] = [
+        (f"roofs {r.unit} {r.precision}.peak_flops_per_s", r.peak_flops_per_s) for r in hw.roofs
+    ]
     for m in hw.memory:
         fields += [(f"memory {m.name}.bandwidth_bytes_per_s", m.bandwidth_bytes_per_s)]
         fields += [(f"memory {m.name}.capacity_bytes", m.capacity_bytes)]
@@ -276,7 +302,15 @@ def _record_symbols(path: str, hw: Any) -> None:
 #: symbols; ``hw`` shows and lists it); every other needs its numbers
 SYMBOLIC_OK = frozenset({"op", "hw"})
 #: the options that name devices (a comma list where the command takes several)
-DEVICE_OPTIONS = ("device", "devices", "prefill_device", "decode_device", "attention_device", "ffn_device", "draft_device")
+DEVICE_OPTIONS = (
+    "device",
+    "devices",
+    "prefill_device",
+    "decode_device",
+    "attention_device",
+    "ffn_device",
+    "draft_device",
+)
 
 
 def _refuse_symbolic_devices(args: argparse.Namespace) -> None:
