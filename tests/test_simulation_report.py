@@ -234,7 +234,9 @@ def test_the_max_rate_printed_replays_its_run():
     report = run_simulation(req, get_model("llama-3.1-8b"))
     m = report.search
     assert m.rate is not None
-    printed = re.search(r"\(--rate (\S+) replays the run at it\)", report.to_text()).group(1)
+    printed = re.search(
+        r"\(--rate (\S+) with the workload above replays the run at it\)", report.to_text()
+    ).group(1)
     assert float(printed) == m.rate
     _, ok, ttft, tpot = next(p for p in m.probes if p[0] == m.rate)
     one = run_simulation(
@@ -257,3 +259,16 @@ def test_a_bound_run_says_its_latencies_are_a_floor(capsys):
     assert out.count(BOUND_LINE) == 1
     ceiling = _command(capsys, ["--max-rate", "--slo-ttft", "1", "--requests", "20"])
     assert f"{BOUND_LINE} (a rate found is a ceiling)" in ceiling
+
+
+def test_a_bound_run_with_overhead_says_the_time_it_adds(capsys):
+    """--overhead-s adds CPU time per iteration to the bound: the line says so (it said "no
+    engine CPU time" under a 5 ms overhead, found by review)."""
+    from graphs.serving.present.simulation_report import BOUND_LINE
+
+    out = _command(capsys, ["--rate", "2", "--requests", "10", "--overhead-s", "0.005"])
+    assert BOUND_LINE not in out
+    assert (
+        "kernels: the bound (every kernel at its roofline) plus the 0.005 s per iteration --overhead-s gives"
+        in out
+    )

@@ -77,6 +77,17 @@ BOUND_LINE = (
 )
 
 
+def bound_line(overhead_s: float) -> str:
+    """:data:`BOUND_LINE`, or with ``--overhead-s`` the CPU time per iteration it adds (s)."""
+    if overhead_s <= 0:
+        return BOUND_LINE
+    return (
+        f"kernels: the bound (every kernel at its roofline) plus the {overhead_s:g} s per iteration "
+        "--overhead-s gives: a floor on each latency but for that time, not a prediction; --predict "
+        "FRAMEWORK prices the kernels from measurements"
+    )
+
+
 def kernel_release_note(profile: Any, predict: str | None, device: str) -> str | None:
     """The note a predicted run prints when its engine profile describes an earlier release of
     the framework than the one whose kernels the corpus measured on ``device``
@@ -442,7 +453,7 @@ class SimulationReport:
         if res.coverage is not None:
             out += _predicted(req, res)
         elif self.fit is None and not req.predict:
-            out.append(f"  {BOUND_LINE}")
+            out.append(f"  {bound_line(req.overhead_s)}")
         return out
 
     def _latencies(self) -> list[str]:
@@ -620,14 +631,16 @@ class MaxRateReport:
             f"  {self.profile.summary()}",
         ]
         if self.fit is None and not req.predict:
-            out.append(f"  {BOUND_LINE} (a rate found is a ceiling)")
+            out.append(f"  {bound_line(req.overhead_s)} (a rate found is a ceiling)")
         notes = engine_kernel_notes(
             self.profile, req.predict, self.config, get_device(req.device).name, self.topology
         )
         out += [f"  note: {note}" for note in notes.values()]
         if self.fit is not None:
             out.append(
-                predict_file_line(str(req.predict_file), self.fit, self.config.name, req.device, self.topology.tp)
+                predict_file_line(
+                    str(req.predict_file), self.fit, self.config.name, req.device, self.topology.tp
+                )
             )
         if m.at_rate is not None and m.at_rate.coverage is not None:
             out += _predicted(req, m.at_rate)
@@ -663,7 +676,7 @@ class MaxRateReport:
             # the rate as found, in full: the one --rate that replays the run at it (4 digits did not)
             out.append(
                 f"  max rate {m.rate:.4g} requests/s = {m.rate_per_device:.4g} requests/s per device "
-                f"(--rate {m.rate!r} replays the run at it)"
+                f"(--rate {m.rate!r} with the workload above replays the run at it)"
             )
             if m.rate_band is not None:
                 out += _rate_band_lines(m)

@@ -1189,7 +1189,8 @@ def predict_step(
         )
         fam_bound = float(sum(it[2] for it in items))
         fam_pred = fam_corr = 0.0
-        for it, pr, cr in zip(items, pred * reps, corr * reps, strict=True):
+        ratios = np.ones(len(items))  # each item's measured kernel ratio (the measured sum takes it too)
+        for i, (it, pr, cr) in enumerate(zip(items, pred * reps, corr * reps, strict=True)):
             for n, share, b in zip(it[3], it[4], it[5], strict=True):
                 other = (
                     attention_kernel_note(cs.graph.nodes[n], hw, attn_rules, framework)
@@ -1201,7 +1202,7 @@ def predict_step(
                 if scaled is not None:  # the kernel that runs, by its measured ratio to the rows' kernel
                     curve, backend = scaled
                     isl = float(it[0]["isl"])
-                    k = curve.at(isl)
+                    k = ratios[i] = curve.at(isl)
                     other = f"{other}; {curve.basis(backend, isl)}"
                 # every kernel (a fused member: its share by width) at least its own bound, as the
                 # simulator's tables price it; where the bound priced it, the coverage says so
@@ -1228,7 +1229,11 @@ def predict_step(
         entry["predicted_s"] += fam_pred
         entry["corrected_s"] += fam_corr
         if meas_total is not None:  # measured (the MoE curve is the measurements, interpolated)
-            meas = float((pred if fam == "moe" else measured_latency(fam, hw.name, framework, rows)) @ reps)
+            # the measured composition of the kernels that run: a kernel priced by its measured
+            # ratio to the rows' kernel (attention_backend_curve) is measured by the same ratio
+            meas = float(
+                ((pred if fam == "moe" else measured_latency(fam, hw.name, framework, rows)) * ratios) @ reps
+            )
             entry["measured_s"] = entry.get("measured_s", 0.0) + meas
             meas_total += meas
     if extra:  # the unmeasured ops' small kernels: their predicted time beside their bound
