@@ -279,7 +279,30 @@ def test_a_series_name_answers_with_its_one_part_and_says_so(capsys):
     with use_catalog(two):
         import dataclasses
 
-        twin = dataclasses.replace(get_device("mi455x"), name="mi450x", description="AMD Instinct MI450X (MI400 series)")
+        twin = dataclasses.replace(
+            get_device("mi455x"), name="mi450x", description="AMD Instinct MI450X (MI400 series)"
+        )
         register_device(twin)
         with pytest.raises(UnknownDeviceError, match=r"names a series, not a part.*mi455x, mi450x"):
             get_device("mi400")
+
+
+def test_a_plain_word_of_a_description_is_no_device(capsys):
+    """`hw show box` printed Gaudi 3 ("... in an 8-accelerator HLS-3 box"): any word of a
+    description resolved as a one-part series. Only a word with a digit, as a part number's series
+    has (mi400), resolves now; another is refused naming whose description holds it. A link whose
+    latency the catalog does not state prints so, not "latency None s"."""
+    from costmodel.errors import UnknownDeviceError
+    from costmodel.hardware import get_device
+    from graphs.cli import main
+
+    with pytest.raises(
+        UnknownDeviceError, match=r"unknown device 'box': only a word of gaudi3's description"
+    ):
+        get_device("box")
+    with pytest.raises(UnknownDeviceError, match=r"only a word of the descriptions of .*gaudi3"):
+        get_device("cooled")
+    assert get_device("mi400").name == "mi455x"  # a series with its digits still resolves
+    assert main(["hw", "show", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert "latency None" not in out and "link host: 64.00 GB/s per direction, latency not stated" in out

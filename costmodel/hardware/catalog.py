@@ -464,9 +464,11 @@ class Catalog:
         return key in self._aliases and key not in self._devices
 
     def get(self, name: str) -> Hardware:
-        """A device by name or alias, case-insensitive; a series name (``mi400``) with one catalog
-        part is that part (its :attr:`~costmodel.hardware.spec.Hardware.resolved_from` says so,
-        and every report prints it), with several it is refused listing them."""
+        """A device by name or alias, case-insensitive; a series name (``mi400``: a word of a
+        description with a digit in it, as part numbers have) with one catalog part is that part
+        (its :attr:`~costmodel.hardware.spec.Hardware.resolved_from` says so, and every report
+        prints it), with several it is refused listing them. Another word of a description
+        (``box``, ``cooled``) is no device: refused, naming the part whose description holds it."""
         if not isinstance(name, str):
             raise UnknownDeviceError(f"device must be a name, got {type(name).__name__}")
         key = name.lower()
@@ -475,8 +477,19 @@ class Catalog:
             return self._devices[key]
         except KeyError:
             series = self.series(name)
-            if len(series) == 1:  # a series with one catalog part (mi400): that part, and said
+            numbered = any(c.isdigit() for c in name)  # mi400, b300: a part number's series
+            if len(series) == 1 and numbered:  # a series with one catalog part (mi400): that part, and said
                 return dataclasses.replace(self._devices[series[0]], resolved_from=name[:40])
+            if series and not numbered:  # a plain word of descriptions ('box' in gaudi3's): not a name
+                whose = (
+                    f"{series[0]}'s description"
+                    if len(series) == 1
+                    else f"the descriptions of {', '.join(series)}"
+                )
+                raise UnknownDeviceError(
+                    f"unknown device {name[:40]!r}: only a word of {whose}; give a device's name "
+                    "(`costmodel hw list`)"
+                ) from None
             if series:  # a family name of several parts (rubin): refused with them, never picked
                 raise UnknownDeviceError(
                     f"device {name[:40]!r} names a series, not a part; the catalog's parts of it: "

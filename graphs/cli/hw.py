@@ -108,11 +108,13 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
             f"and KV pools use  [{d['reported_memory_source']}]"
         )
     elif any(m["name"] == "dram" and m["capacity_bytes"] for m in d["memory"]):
-        print("  memory the driver reports: not in the catalog; the dram capacity above stands in for the capacity checks")
+        print(
+            "  memory the driver reports: not in the catalog; the dram capacity above stands in for the capacity checks"
+        )
     for lk in d["links"]:
         print(
             f"  link {lk['name']}: {si(lk['bandwidth_bytes_per_s'], 'B/s')} per direction, "
-            f"latency {lk['latency_s']} s"
+            + ("latency not stated" if lk["latency_s"] is None else f"latency {lk['latency_s']} s")
             + (f", {lk['domain']} devices per domain" if lk.get("domain") else "")
             + f"  [{lk['source']}]"
         )
@@ -121,7 +123,9 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         print(f"  power {p if isinstance(p, str) else format(p, '.0f')} W  [{d['power_source']}]")
     if d.get("price_usd_per_hour") is not None:
         pr = d["price_usd_per_hour"]
-        print(f"  price {pr if isinstance(pr, str) else format(pr, '.3f')} USD per device-hour  [{d['price_source']}]")
+        print(
+            f"  price {pr if isinstance(pr, str) else format(pr, '.3f')} USD per device-hour  [{d['price_source']}]"
+        )
     if hw.notes:
         print(f"  note: {hw.notes}")
     return 0
@@ -161,9 +165,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from costmodel.hardware import get_device
 
     vendor = [r.device for r in rows if get_device(r.device).reported_memory_bytes is None]
-    note = (
-        "memory: what the capacity checks divide, the driver-reported figure"
-        + (f"; the vendor's for {', '.join(vendor)} (no driver figure in the catalog)" if vendor else "")
+    note = "memory: what the capacity checks divide, the driver-reported figure" + (
+        f"; the vendor's for {', '.join(vendor)} (no driver figure in the catalog)" if vendor else ""
     )
     return emit(args, [r.to_dict() for r in rows], format_table(table, cols) + "\n" + note)
 
