@@ -78,7 +78,18 @@ BOUND_LINE = (
 
 
 def bound_line(overhead_s: float) -> str:
-    """:data:`BOUND_LINE`, or with ``--overhead-s`` the CPU time per iteration it adds (s)."""
+    """:data:`BOUND_LINE`, or with ``--overhead-s`` the CPU time per iteration it adds.
+
+    Parameters
+    ----------
+    overhead_s : float
+        The run's ``--overhead-s`` (s per iteration; 0: none).
+
+    Returns
+    -------
+    str
+        The line, without its indent.
+    """
     if overhead_s <= 0:
         return BOUND_LINE
     return (
