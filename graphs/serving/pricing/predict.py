@@ -359,13 +359,19 @@ def attention_kernel_note(
     -------
     str or None
     """
+    rule = _attention_rule(d, hw, rules)
+    return rule.note(framework, hw.name) if rule is not None else None
+
+
+def _attention_rule(d: dict[str, Any], hw: Hardware, rules: tuple[Any, ...]) -> Any:
+    """The first of ``rules`` that picks another attention kernel for node ``d`` (its learned
+    ``sinks``) on ``hw``, or None."""
     if not rules:
         return None
     from ..engines.attention_kernels import attention_kernel_for
 
     sinks = d.get("params", {}).get("sinks", 0)
-    rule = attention_kernel_for(rules, bool(as_float(sinks)), hw.architecture, hw.name)
-    return rule.note(framework, hw.name) if rule is not None else None
+    return attention_kernel_for(rules, bool(as_float(sinks)), hw.architecture, hw.name)
 
 
 def attention_backend_curve(
@@ -394,16 +400,13 @@ def attention_backend_curve(
     -------
     tuple of (RatioCurve, str) or None
     """
-    if family != "context_attention" or not rules:
+    if family != "context_attention":
+        return None
+    rule = _attention_rule(d, hw, rules)
+    if rule is None:
         return None
     from costmodel.measured.backend_ratio import context_ratio
 
-    from ..engines.attention_kernels import attention_kernel_for
-
-    sinks = d.get("params", {}).get("sinks", 0)
-    rule = attention_kernel_for(rules, bool(as_float(sinks)), hw.architecture, hw.name)
-    if rule is None:
-        return None
     curve = context_ratio(framework, rule.backend, as_float(hw.bandwidth()), hw.name)
     return None if curve is None else (curve, rule.backend)
 
