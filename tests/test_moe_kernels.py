@@ -193,6 +193,83 @@ def test_hopper_marlin_is_the_devices_own_kernel_at_the_nearest_shape(corpus):
     assert float(c.at(16)) < float(triton.at(16))
 
 
+def _sglang_marlin(system: str, tokens: int) -> float:
+    """SGLang's Marlin MoE (int4 weights) at h 7,168, I/tp 2,048, top-8 of 384, ep 1, balanced:
+    the fastest row at ``tokens`` on ``system``, s, read straight from its parquet file."""
+    import pandas as pd
+
+    from costmodel.measured.corpus import _table_paths
+
+    (path,) = [p for fw, _, p in _table_paths(system, "moe") if fw == "sglang"]
+    df = pd.read_parquet(path)
+    sel = (
+        (df["kernel_source"] == "sglang_marlin_moe")
+        & (df["moe_dtype"] == "int4_wo")
+        & (df["hidden_size"] == 7168)
+        & (df["inter_size"] / df["moe_tp_size"] == 2048)
+        & (df["topk"] == 8)
+        & (df["num_experts"] == 384)
+        & (df["moe_ep_size"] == 1)
+        & (df["distribution"] == "balanced")
+        & (df["num_tokens"] == tokens)
+    )
+    return float(df[sel]["latency"].min()) * 1e-3
+
+
+def test_the_bridge_is_the_efficiency_both_devices_measure(corpus):
+    """The corpus times SGLang's Marlin MoE on the A100 and on the RTX PRO 6000 at the same
+    shapes. At 16,384 tokens (341 rows per expert) both are compute-bound, so the bound ratio
+    is the datasheets' dense BF16 peaks, 500 / 312 TFLOP/s, and the bridge's factor is the
+    measured ratio over it (1.03: the bound ratio holds there); at 1,536 (32 rows per expert,
+    near the A100's ridge, below the RTX PRO 6000's) the A100 is slower than the bound ratio
+    says (1.71 on these rows)."""
+    from costmodel.measured.moe import device_bridge
+
+    b = device_bridge("a100-sxm-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN))
+    assert b is not None and b.kernel_source == "sglang_marlin_moe" and b.shape.dtype == "int4_wo"
+    assert (b.shape.hidden, b.shape.inter, b.shape.topk, b.shape.experts) == (7168, 2048, 8, 384)
+    raw = _sglang_marlin("a100_sxm", 16384) / _sglang_marlin("rtx_pro_6000_server", 16384)
+    assert float(b.at(16384 * 8 / 384)) == pytest.approx(raw * 312 / 500, rel=1e-6)
+    assert float(b.at(16384 * 8 / 384)) == pytest.approx(1.03, abs=0.01)
+    assert float(b.at(1536 * 8 / 384)) > 1.6
+    # a device with no Marlin rows of its own has no bridge
+    assert device_bridge("a100-pcie-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN)) is None
+
+
+def test_gpt_oss_on_a100_takes_the_bridge(corpus):
+    """gpt-oss-120b's MXFP4 experts on an A100 (vLLM 0.11 runs Marlin there) are priced from the
+    RTX PRO 6000's Marlin rows: at 2,048 tokens (64 rows per expert: the A100's own 2,048-token
+    budget) the bound ratio times the factor SGLang's Marlin rows measure at 64 rows per expert
+    (3,072 of their tokens), which is above 1.2: the A100 is slower there than the bound ratio
+    alone says."""
+    from costmodel.measured.moe import moe_bound_s, moe_curve
+
+    shape = MoEShape(2880, 2880, 4, 128, **MARLIN)
+    c = moe_curve("a100-sxm-80gb", "vllm", shape)
+    assert not c.own_device and "factor" in c.basis and "sglang_marlin_moe int4_wo" in c.basis
+    ref = MoEShape(7168, 2048, 8, 384, dtype="int4_wo")
+    q = (_sglang_marlin("a100_sxm", 3072) / _sglang_marlin("rtx_pro_6000_server", 3072)) / (
+        moe_bound_s("a100-sxm-80gb", ref, (3072.0,))[0] / moe_bound_s("rtx-pro-6000", ref, (3072.0,))[0]
+    )
+    assert q > 1.2
+    df = corpus("rtx_pro_6000_server")
+    sel = (
+        df["kernel_source"].str.contains("marlin")
+        & (df["moe_dtype"] == "w4a16_mxfp4")
+        & (df["hidden_size"] == 2880)
+        & (df["inter_size"] / df["moe_tp_size"] == 2880)
+        & (df["topk"] == 4)
+        & (df["num_experts"] == 128)
+        & (df["moe_ep_size"] == 1)
+        & (df["distribution"] == "balanced")
+        & (df["num_tokens"] == 2048)
+    )
+    rtx = float(df[sel]["latency"].min()) * 1e-3
+    padded = MoEShape(3072, 2944, 4, 128, dtype="w4a16_mxfp4")  # 2,880 padded to 256 and 128
+    ratio = moe_bound_s("a100-sxm-80gb", padded, (2048.0,))[0] / moe_bound_s("rtx-pro-6000", padded, (2048.0,))[0]
+    assert float(c.at(2048)) == pytest.approx(rtx * ratio * q, rel=1e-9)
+
+
 def test_a_kernel_the_corpus_lacks_says_so(corpus):
     from costmodel.measured.moe import moe_curve
 

@@ -57,9 +57,11 @@ _LAZY: dict[str, str] = {
     "lower_bounds": "validity",
     "violations": "validity",
     "FRAMEWORKS": "corpus",
+    "Bridge": "moe",
     "MoECurve": "moe",
     "MoEShape": "moe",
     "distribution_for": "moe",
+    "device_bridge": "moe",
     "moe_curve": "moe",
 }
 

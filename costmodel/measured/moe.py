@@ -51,6 +51,20 @@ on its padded matrices, so the bound ratios that scale its rows are of the padde
 (:meth:`MoEShape.padded`). Where the corpus has no rows of the kernel for the shape's dtype,
 the search above prices it, and the basis says so.
 
+The *bridge* between two devices: the ratio of two devices' bounds carries a kernel's time
+only where both sit in the same regime. Near its ridge a kernel loses efficiency that the
+bound (a ``max`` of compute and memory) does not show, and two devices' ridges sit at
+different per-expert loads. So another device's rows of a named kernel are also scaled by the
+factor the corpus measures for a kernel of that name on both devices (:func:`device_bridge`:
+the measured time ratio over the bound ratio at the nearest shape both measure, as a function
+of the rows per expert ``T k / E``). SGLang's Marlin MoE (``int4_wo``) is measured on the
+A100 and on the RTX PRO 6000: at 16-64 rows per expert (the A100's ridge for 4-bit weights is
+near 38, the RTX PRO 6000's near 70) the A100 takes 1.3-1.7x the bound ratio's share, about
+1.0 below 10 and above 128; vLLM's MXFP4 Marlin rows, measured on the RTX PRO 6000 only, price
+gpt-oss's experts on the A100 with it. Without such rows the bound ratio stands alone, said.
+The unnamed search above keeps the bound ratio: its curve is the fastest kernel at each token
+count, no one kernel a bridge could name.
+
 How a harness's ``ep`` > 1 rows are read: a row is one rank's share of the routed work, ``T k /
 ep`` token-expert rows on ``E / ep`` experts, except where the collector's own code says it times
 something else. SGLang 0.5.10's (:data:`~.corpus.RANK0_CLAMPED`; ``collector/sglang/collect_moe.py``
@@ -117,8 +131,10 @@ from .corpus import SYSTEMS, MeasuredDataError, rank0_clamped, table_frame
 
 __all__ = [
     "DISTRIBUTIONS",
+    "Bridge",
     "MoEShape",
     "MoECurve",
+    "device_bridge",
     "distribution_for",
     "moe_curve",
     "moe_bound_s",
@@ -479,7 +495,9 @@ def _kernel_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | No
     """The curve of the shape's named kernel (module doc): each system's rows in turn, the
     device's own first, then the others nearest its DRAM bandwidth; in each, the framework's
     rows before other frameworks', the shape's own before the nearest one's. The dtype is the
-    shape's own (a substitute would be another kernel)."""
+    shape's own (a substitute would be another kernel). Another device's rows are scaled by the
+    bound ratio and, where the kernel is measured on both devices at a common shape, by the
+    bridge between them (:func:`device_bridge`)."""
     said = f"moe: {shape.kernel} kernels (the engine's)"
     for system in [*_systems(device), *_others(device)]:
         where = "" if SYSTEMS[system] == device else f"; moe: {SYSTEMS[system]}'s, scaled by the bound ratio"
@@ -496,8 +514,125 @@ def _kernel_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | No
                 basis = [said + where + other] if where or other or not exact else []
                 got = _priced(device, SYSTEMS[system], shape, shape.dtype, rows, exact, basis)
                 if got is not None:
+                    if SYSTEMS[system] != device:
+                        got = _bridged(got, device, SYSTEMS[system], shape)
                     return got
     return None
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """How a kernel's efficiency moves from one device to another, as the corpus measures it
+    (:func:`device_bridge`): at per-expert loads ``load`` (token-expert rows per expert, ``T k /
+    E``), the factor ``factor`` on the bound ratio; ``shape`` and ``kernel_source`` name the
+    rows it rests on."""
+
+    load: np.ndarray
+    factor: np.ndarray
+    kernel_source: str
+    shape: MoEShape
+
+    def at(self, load: Any) -> np.ndarray:
+        """The factor at each per-expert ``load`` (linear in ``log`` load between measured
+        loads, the end values beyond them)."""
+        return np.interp(np.log(np.asarray(load, dtype=float)), np.log(self.load), self.factor)
+
+
+def _kernel_rows(device: str, shape: MoEShape) -> Any:
+    """Every row of ``device``'s systems of the shape's named kernel, gating and ``ep`` (any
+    framework, dtype and shape), or None."""
+    import pandas as pd
+
+    got = [p for p in (_pool(s, None, None, shape) for s in _systems(device)) if p is not None]
+    return pd.concat(got, ignore_index=True) if got else None
+
+
+@functools.cache
+def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | None:
+    """The factor that carries the shape's named kernel from ``measured_on`` to ``device``
+    beyond the ratio of the two devices' bounds, from a kernel of that name the corpus measures
+    on both (module doc's *bridge*), or None where no such rows exist.
+
+    Among the shapes (and dtypes, kernel sources, per-expert distributions) measured on both
+    devices, the nearest to ``shape`` (:func:`_distance`; the shape's distribution, else the
+    balanced one) gives, at each token count ``T'`` both measure,
+
+    .. math:: q(m') = \\frac{t_{dev}(T') / t_{meas}(T')}{t^{roof}_{dev}(T') / t^{roof}_{meas}(T')},
+       \\qquad m' = T' k' / E',
+
+    the measured time ratio over the bound ratio, as a function of the per-expert load ``m'``:
+    two devices whose ridges sit at different loads cross from memory- to compute-bound at
+    different ``m``, where a kernel loses efficiency near its ridge that the bound (a ``max``)
+    does not show (A100's and the RTX PRO 6000's ridges for 4-bit weights sit near 38 and 70
+    rows per expert: SGLang's Marlin MoE on the A100 takes 1.3-1.7x the bound ratio's share at
+    16-64 rows per expert, about 1.0 elsewhere). The shape is priced at ``q`` of its own load
+    ``m = T k / E`` (ASSUMED: the factor is a function of the load alone for a kernel of the
+    same name and weight width)."""
+    import pandas as pd
+
+    if not shape.kernel:
+        return None
+    here, there = _kernel_rows(device, shape), _kernel_rows(measured_on, shape)
+    if here is None or there is None:
+        return None
+    keys = ["kernel_source", "dtype", "distribution", "hidden", "inter_rank", "topk", "experts", "tokens"]
+    both = pd.merge(
+        here.groupby(keys, as_index=False)["latency_s"].min(),
+        there.groupby(keys, as_index=False)["latency_s"].min(),
+        on=keys,
+        suffixes=("_dev", "_meas"),
+    )
+    both = both[both["dtype"].isin(_bound_dtypes())]
+    if not len(both):
+        return None
+    hit, _ = _distribution_rows(both, shape.distribution)
+    if not len(hit):
+        return None
+    near = hit.iloc[int(np.argmin(_distance(hit, shape)))]
+    one = hit[
+        (hit["kernel_source"] == near["kernel_source"])
+        & (hit["dtype"] == near["dtype"])
+        & (hit["distribution"] == near["distribution"])
+        & (hit["hidden"] == near["hidden"])
+        & (hit["inter_rank"] == near["inter_rank"])
+        & (hit["topk"] == near["topk"])
+        & (hit["experts"] == near["experts"])
+    ].sort_values("tokens")
+    if len(one) < 2:
+        return None
+    ref = MoEShape(
+        int(near["hidden"]), int(near["inter_rank"]), int(near["topk"]), int(near["experts"]),
+        shape.ep, str(near["dtype"]), shape.gated,
+    )
+    tokens = one["tokens"].to_numpy(dtype=float)
+    ratio = one["latency_s_dev"].to_numpy(dtype=float) / one["latency_s_meas"].to_numpy(dtype=float)
+    factor = ratio / (moe_bound_s(device, ref, tuple(tokens)) / moe_bound_s(measured_on, ref, tuple(tokens)))
+    if not np.all(np.isfinite(factor) & (factor > 0)):
+        return None
+    return Bridge(tokens * ref.topk / ref.experts, factor, str(near["kernel_source"]), ref)
+
+
+def _bound_dtypes() -> tuple[str, ...]:
+    from .kernels import MOE_DTYPES
+
+    return tuple(MOE_DTYPES)
+
+
+def _bridged(curve: MoECurve, device: str, measured_on: str, shape: MoEShape) -> MoECurve:
+    """``curve`` (another device's rows of the named kernel, scaled by the bound ratio) times
+    the bridge's factor at each point's per-expert load (:func:`device_bridge`), the basis
+    saying so; unchanged (the basis says that too) where the corpus has no bridge."""
+    bridge = device_bridge(device, measured_on, shape)
+    if bridge is None:
+        note = f"moe: no {shape.kernel} rows measured on both {measured_on} and {device}: the bound ratio alone"
+        return dataclasses.replace(curve, basis="; ".join(b for b in (curve.basis, note) if b))
+    q = bridge.at(curve.tokens * shape.topk / shape.experts)
+    note = (
+        f"moe: times the {measured_on}-to-{device} factor {float(q.min()):.2f}-{float(q.max()):.2f} over the bound "
+        f"ratio that {bridge.kernel_source} {bridge.shape.dtype} ({bridge.shape.label}) measures on both at "
+        "the same rows per expert"
+    )
+    return dataclasses.replace(curve, seconds=curve.seconds * q, basis="; ".join(b for b in (curve.basis, note) if b))
 
 
 def _priced(
