@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .corpus import SYSTEMS, MeasuredDataError, load
 
@@ -144,6 +145,17 @@ class RatioCurve:
         )
 
 
+@functools.lru_cache(maxsize=8)
+def _pair_rows(framework: str, pair: tuple[str, str]) -> Any:
+    """The framework's windowless prefill-attention rows of the two kernels of ``pair``, every
+    device's (read once a process: :func:`context_ratio` is keyed by device too), or None."""
+    try:
+        df = load("context_attention", frameworks=[framework])
+    except MeasuredDataError:
+        return None
+    return df[df["kernel_source"].isin(pair) & (df["window"] == 0)]
+
+
 @functools.lru_cache(maxsize=32)
 def context_ratio(framework: str, backend: str, bandwidth: float, device: str = "") -> RatioCurve | None:
     """The measured ratio curve of ``backend``'s prefill attention over its baseline's (module
@@ -169,11 +181,9 @@ def context_ratio(framework: str, backend: str, bandwidth: float, device: str = 
     if pair is None:
         return None
     kernel, baseline = pair
-    try:
-        df = load("context_attention", frameworks=[framework])
-    except MeasuredDataError:
+    df = _pair_rows(framework, pair)
+    if df is None:
         return None
-    df = df[df["kernel_source"].isin(pair) & (df["window"] == 0)]
     both = [
         d
         for d in sorted(set(SYSTEMS.values()))
