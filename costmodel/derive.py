@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sympy
@@ -40,6 +40,7 @@ __all__ = [
     "gemm_crossover_form",
     "decode_attention_intensity",
     "tile_intensity",
+    "solved_condition",
     "latex",
     "split_matmul_network",
     "NetworkSplit",
@@ -84,7 +85,11 @@ class Crossover:
     ``exact`` solves ``I(x) = I*`` exactly; ``integer`` is the smallest whole
     ``x`` with ``I(x) >= I*`` (numeric cases only); ``asymptotic`` solves the
     limit form with the ``large`` dimensions sent to infinity; ``intensity``
-    and ``balance`` are the two sides of the equation.
+    and ``balance`` are the two sides of the equation. ``condition``, where
+    ``exact`` still holds symbols (a symbolic shape or device), is when it is a
+    crossover at all: the root positive, i.e. the op turns compute-bound
+    somewhere (e.g. ``x > 20262912/63661`` for ``[M,4096] x [4096,x]`` in bf16
+    on an H100); None where ``exact`` is a number or None.
     """
 
     variable: sympy.Symbol
@@ -93,6 +98,7 @@ class Crossover:
     exact: sympy.Expr | None
     asymptotic: sympy.Expr | None
     integer: int | None
+    condition: sympy.Basic | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def v(e: sympy.Expr | None) -> Any:
@@ -108,6 +114,7 @@ class Crossover:
             "exact": v(self.exact),
             "asymptotic": v(self.asymptotic),
             "integer": self.integer,
+            "condition": None if self.condition is None else str(self.condition),
             "exact_latex": latex(self.exact) if self.exact is not None else None,
             "asymptotic_latex": latex(self.asymptotic) if self.asymptotic is not None else None,
         }
@@ -121,6 +128,48 @@ def _positive_root(eq: sympy.Expr, x: sympy.Symbol) -> sympy.Expr | None:
         return None
     sols = [_tidy(sympy.simplify(s)) for s in sols]
     return sols[0] if len(sols) == 1 else sympy.Min(*sols)
+
+
+def _root_condition(root: sympy.Expr) -> sympy.Basic | None:
+    """When a symbolic root is positive (None for a number): ``root > 0`` stated on the
+    denominator where the numerator's sign is known (``63661*x + 63661*y - 20262912 > 0``), and
+    solved for the symbol where there is one (``x > 20262912/63661``)."""
+    syms = to_expr(root).free_symbols
+    if not syms:
+        return None
+    num, den = sympy.fraction(sympy.together(root))
+    if num.is_positive:
+        cond: sympy.Basic = sympy.expand(den) > 0
+    elif num.is_negative:
+        cond = sympy.expand(-den) > 0
+    else:
+        cond = root > 0
+    return solved_condition(cond)
+
+
+def solved_condition(cond: sympy.Basic) -> sympy.Basic:
+    """A condition on one symbol solved for it, the symbol on the left (``20262912*x/(63661*x -
+    20262912) > 0`` -> ``x > 20262912/63661``; ``128*x/(x + 128) >= 295`` -> ``False``, the
+    symbol being positive); one on several symbols, or one sympy cannot solve, as given.
+
+    >>> x = quantity("x")
+    >>> solved_condition(2 * x - 6 > 0)
+    x > 3
+    """
+    syms = cond.free_symbols
+    if len(syms) == 1 and isinstance(cond, sympy.core.relational.Relational):
+        (s,) = syms
+        try:
+            cond = sympy.solve_univariate_inequality(cond, s, relational=True)
+        except (NotImplementedError, ValueError, TypeError):
+            pass  # kept as stated
+    if (
+        isinstance(cond, sympy.core.relational.Relational)
+        and cond.rhs.free_symbols
+        and not cond.lhs.free_symbols
+    ):
+        cond = cond.reversed  # ``20262912/63661 < x`` -> ``x > 20262912/63661``
+    return cond
 
 
 def _tidy(expr: sympy.Expr) -> sympy.Expr:
@@ -169,7 +218,8 @@ def crossover(
         while f(cand) < 0:
             cand += 1
         integer = cand
-    return Crossover(variable, inten, balance, exact, asym, integer)
+    cond = _root_condition(exact) if exact is not None else None
+    return Crossover(variable, inten, balance, exact, asym, integer, cond)
 
 
 def gemm_crossover(
@@ -198,6 +248,11 @@ def gemm_crossover(
     formats, bf16 for 8-bit and narrower ones (FP8, NVFP4 and MXFP4 GEMMs accumulate in fp32 and
     write bf16: cuBLASLt's and CUTLASS's block-scaled GEMMs emit a 16-bit D). Pass it to model a
     kernel that writes the narrow format.
+
+    ``N`` and ``K`` may be symbolic: ``exact`` is then ``M*`` in their symbols and ``condition``
+    the shapes for which it exists (``[M,4096] x [4096,x]`` in bf16 on an H100:
+    ``M* = 20262912 x / (63661 x - 20262912)`` for ``x > 20262912/63661 = 318.29``). ``asymptotic``
+    is the limit ``N, K -> oo`` for every shape, numeric or not.
     """
     out_dtype = _gemm_out_dtype(dtype, out_dtype)
     cost = op_cost(
@@ -210,23 +265,23 @@ def gemm_crossover(
         out_dtype=out_dtype,
         compute_dtype=compute_dtype,
     )
-    large = [s for s in (check_dim(N, "N"), check_dim(K, "K")) if isinstance(s, sympy.Symbol)]
-    if not large:
-        n_sym, k_sym = dim("N"), dim("K")
-        sym_cost = op_cost(
-            "gemm",
-            M=M_sym,
-            N=n_sym,
-            K=k_sym,
-            dtype=dtype,
-            w_dtype=w_dtype,
-            out_dtype=out_dtype,
-            compute_dtype=compute_dtype,
-        )
-        base = crossover(cost, M_sym, hw)
-        asym = crossover(sym_cost, M_sym, hw, large=(n_sym, k_sym)).asymptotic
-        return Crossover(base.variable, base.intensity, base.balance, base.exact, asym, base.integer)
-    return crossover(cost, M_sym, hw, large=large)
+    n_sym, k_sym = dim("N"), dim("K")
+    if check_dim(N, "N") == n_sym and check_dim(K, "K") == k_sym:
+        return crossover(cost, M_sym, hw, large=(n_sym, k_sym))
+    # the asymptote is the limit N, K -> oo whatever the shape (a symbol among N and K included):
+    # the M << N, K crossover, the same for every shape on this device and these dtypes
+    sym_cost = op_cost(
+        "gemm",
+        M=M_sym,
+        N=n_sym,
+        K=k_sym,
+        dtype=dtype,
+        w_dtype=w_dtype,
+        out_dtype=out_dtype,
+        compute_dtype=compute_dtype,
+    )
+    asym = crossover(sym_cost, M_sym, hw, large=(n_sym, k_sym)).asymptotic
+    return replace(crossover(cost, M_sym, hw), asymptotic=asym)
 
 
 def _gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None) -> DTypeLike | None:

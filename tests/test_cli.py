@@ -1,8 +1,10 @@
 """The command line is a thin layer: check it prints the library's numbers."""
 
 import json
+import re
 
 import pytest
+import sympy
 
 from costmodel import parse_expr
 from costmodel.symbols import ctx, quantity
@@ -301,3 +303,120 @@ def test_a_prefill_ledger_holds_its_prompts_kv(capsys):
     ):
         code, _, err = run(capsys, "ledger", "llama-3.1-8b", *argv)
         assert code == 2 and msg in err
+
+
+# ------------------------------------------------------------ derive: a symbolic shape, whole or refused
+
+# H100 SXM, bf16: I* = 989.4e12 / 3.35e12 = 19788/67 = 295.34 FLOP/B (the catalog's dense bf16 roof
+# over its HBM3 bandwidth)
+RIDGE = sympy.Rational(19788, 67)
+
+
+def test_crossover_with_a_symbolic_N_prints_M_star_in_the_symbol(capsys):
+    """``derive crossover --N x`` printed its first three lines and then failed ("value still
+    depends on unbound symbols: x"). Now M* is printed in x, with the shapes it exists for."""
+    code, out, err = run(capsys, "derive", "crossover", "--N", "x")
+    assert code == 0 and err == ""
+    # 2 M x 4096 / (2 (4096 M + 4096 x + M x)) = I*  ->  M* = 4096 I* x / (4096 x - I* (x + 4096)),
+    # positive only while 4096 x > I* (x + 4096): x > 4096 I* / (4096 - I*) = 318.29
+    x = quantity("x")
+    by_hand = 4096 * RIDGE * x / (4096 * x - RIDGE * (x + 4096))
+    printed = parse_expr(re.search(r"exact M\*\s+= (.+)", out).group(1), {"x": x})
+    for value in (319, 4096, 18944, 10**6):
+        assert printed.subs(x, value) == by_hand.subs(x, value)
+    assert f"where x > {float(4096 * RIDGE / (4096 - RIDGE)):.2f};" in out  # 318.29
+    assert "x > 318.29;" in out
+    # the M << N, K line is the limit N, K -> oo, as for a numeric shape: I* b / 2 with b = 2
+    assert f"M << N,K       : M* = {float(RIDGE):.2f}\n" in out
+    assert "evaluated at   : b = 2, P = 9.894e+14, beta = 3.35e+12, N = x, K = 4096" in out
+
+
+def test_crossover_with_a_symbolic_N_in_json_carries_the_condition(capsys):
+    code, out, _ = run(capsys, "derive", "crossover", "--N", "x", "--json")
+    data = json.loads(out)["numeric"]
+    x = quantity("x")
+    assert code == 0 and data["integer"] is None
+    by_hand = 4096 * RIDGE * x / (4096 * x - RIDGE * (x + 4096))
+    assert sympy.simplify(parse_expr(data["exact"], {"x": x}) - by_hand) == 0
+    assert data["condition"] == "x > 20262912/63661"  # 4096 I* / (4096 - I*) = 4096 * 19788 / 254644
+    assert sympy.Rational(20262912, 63661) == 4096 * RIDGE / (4096 - RIDGE)
+    assert data["asymptotic"] == pytest.approx(float(RIDGE))  # N, K -> oo, not x -> oo (318.29)
+
+
+def test_crossover_with_two_symbols_states_the_condition_on_both(capsys):
+    code, out, _ = run(capsys, "derive", "crossover", "--N", "x", "--K", "y")
+    # M* = I* x y / (x y - I* (x + y)); times 67: 19788 x y / (67 x y - 19788 x - 19788 y)
+    assert code == 0 and "exact M*       = 19788*x*y/(67*x*y - 19788*x - 19788*y)" in out
+    assert "where 67*x*y - 19788*x - 19788*y > 0;" in out
+
+
+def test_crossover_of_a_symbolic_shape_that_never_turns_compute_bound(capsys):
+    # [M,x] x [x,100]: the ceiling (M -> oo) is 100 x / (x + 100) < 100 < 295.34 for every x
+    code, out, err = run(capsys, "derive", "crossover", "--N", "100", "--K", "x")
+    assert code == 0 and err == "" and "exact M*" not in out
+    assert "never compute-bound, whatever x: the intensity's ceiling (M -> oo) 100*x/(x + 100) FLOP/B" in out
+    assert f"M* = {float(RIDGE):.2f}  (the limit N, K -> oo, not this shape's)" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--N", "b"], "--N 'b': the name b is bytes per element in the closed form printed"),
+        (["--K", "2*beta"], "--K '2*beta': the name beta is the DRAM bandwidth (B/s)"),
+        (["--N", "P"], "--N 'P': the name P is the tensor roof (FLOP/s)"),
+        (["--w-dtype", "int8", "--N", "a"], "--N 'a': the name a is activation bytes per element"),
+    ],
+)
+def test_crossover_refuses_a_closed_form_name_before_any_output(capsys, flags, fragment):
+    # the "evaluated at" line binds b, P, beta (a, w, o) to the device's numbers: N = b was ambiguous
+    code, out, err = run(capsys, "derive", "crossover", *flags)
+    assert code == 2 and out == "" and err.count("\n") == 1 and fragment in err
+    assert "give a number, or an expression in other names" in err
+
+
+def test_tile_with_a_symbolic_side_against_a_device(capsys):
+    """``derive tile --tile-m x --device h100`` failed ("value still depends on unbound symbols").
+    A square x-by-x bf16 tile: 2 x^2 / (2 (x + x)) = x/2 FLOP/B >= I* where x >= 2 I* = 590.69."""
+    code, out, err = run(capsys, "derive", "tile", "--tile-m", "x", "--tile-n", "x", "--device", "h100")
+    assert code == 0 and err == ""
+    assert f"= x/2 FLOP/B; ridge 295.3 -> compute-bound where x >= {float(2 * RIDGE):.2f}" in out
+    data = json.loads(
+        run(capsys, "derive", "tile", "--tile-m", "x", "--tile-n", "x", "--device", "h100", "--json")[1]
+    )
+    assert data["compute_bound"] is None and data["compute_bound_when"] == f"x >= {2 * RIDGE}"
+    # x by 128: 128 x / (x + 128) < 128 < 295.34 for every x: memory-bound, a plain answer
+    data = json.loads(run(capsys, "derive", "tile", "--tile-m", "x", "--device", "h100", "--json")[1])
+    assert data["compute_bound"] is False and "compute_bound_when" not in data
+
+
+DERIVE_ARGVS = [
+    ["crossover", "--N", "x"],
+    ["crossover", "--K", "x", "--w-dtype", "int8"],
+    ["crossover", "--N", "x", "--K", "y", "--dtype", "fp8"],
+    ["crossover", "--N", "2*x"],
+    ["crossover", "--N", "x**3"],
+    ["crossover", "--N", "100", "--K", "x"],
+    ["crossover", "--N", "M"],
+    ["crossover", "--N", "1"],
+    ["crossover", "--N", "b"],
+    ["crossover", "--N", "0"],
+    ["crossover", "--dtype", "int4"],
+    ["crossover", "--device", "nosuch"],
+    ["tile", "--tile-m", "x", "--device", "h100"],
+    ["tile", "--tile-m", "x", "--tile-n", "y", "--device", "h100"],
+    ["tile", "--device", "tpu-v5e", "--dtype", "fp8"],
+    ["decode-attention", "--heads", "x", "--kv-heads", "y"],
+    ["decode-attention", "--heads", "4", "--kv-heads", "8"],
+    ["balance", "h100", "nosuch"],
+]
+
+
+@pytest.mark.parametrize("argv", DERIVE_ARGVS, ids=[" ".join(a) for a in DERIVE_ARGVS])
+def test_derive_prints_a_whole_report_or_only_an_error(capsys, argv):
+    """No option value makes ``derive`` fail after printing part of its report."""
+    code, out, err = run(capsys, "derive", *argv)
+    assert (code == 0 and err == "" and out) or (code == 2 and out == "" and err.count("\n") == 1), (
+        code,
+        out,
+        err,
+    )

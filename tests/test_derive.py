@@ -93,3 +93,21 @@ def test_narrow_gemms_write_bf16_by_default():
     assert float(xo.exact) == pytest.approx(m_star, rel=1e-9) and xo.integer == 403
     narrow = gemm_crossover(N=8192, K=8192, hw=b200, dtype="nvfp4", out_dtype="nvfp4")
     assert narrow.integer < xo.integer  # a kernel writing NVFP4 moves fewer bytes
+
+
+def test_gemm_crossover_of_a_symbolic_shape_on_a_device():
+    """[M,4096] x [4096,x] in bf16 on an H100 (I* = 989.4e12 / 3.35e12 = 19788/67):
+    2 M x 4096 / (2 (4096 M + 4096 x + M x)) = I*  ->  M* = 4096 I* x / (4096 x - I* (x + 4096)),
+    a crossover only where that is positive: x > 4096 I* / (4096 - I*) = 318.29. The asymptote is
+    N, K -> oo as for a numeric shape (I* b / 2 = I* for b = 2), not x -> oo alone (318.29)."""
+    from costmodel.symbols import quantity
+
+    x, ridge = quantity("x"), sympy.Rational(19788, 67)
+    xo = gemm_crossover(N=x, K=4096, hw=get_device("h100"))
+    assert sympy.simplify(xo.exact - 4096 * ridge * x / (4096 * x - ridge * (x + 4096))) == 0
+    assert xo.condition == (x > 4096 * ridge / (4096 - ridge))
+    assert xo.asymptotic == ridge and xo.integer is None
+    # a numeric shape has no condition: its M* is a number (or None)
+    assert gemm_crossover(N=4096, K=4096, hw=get_device("h100")).condition is None
+    # fully symbolic (device too): M* = I* b N K / (2 N K - I* b (N + K)) > 0 where the denominator is
+    assert gemm_crossover(N=N, K=K, dtype=b).condition == (2 * K * N * beta - K * P * b - N * P * b > 0)

@@ -23,6 +23,32 @@ def _check_dtypes(args: argparse.Namespace) -> None:
             check_dtype_option("--" + dest.replace("_", "-"), value)
 
 
+#: what each symbol of the crossover's printed closed form stands for (:func:`gemm_crossover_form`)
+_FORM_NAMES = {
+    "b": "bytes per element",
+    "a": "activation bytes per element",
+    "w": "weight bytes per element",
+    "o": "output bytes per element",
+    "P": "the tensor roof (FLOP/s)",
+    "beta": "the DRAM bandwidth (B/s)",
+}
+
+
+def _check_shape_names(option: str, text: str, value: Any, form_names: list[str]) -> None:
+    """``--N`` / ``--K`` may be symbolic (M* is then printed in their symbols), but not in a name
+    the printed closed form already uses for something else (``b``, ``P``, ``beta`` ...): its
+    "evaluated at" line would bind one name to two things. Refused before any output."""
+    from costmodel.errors import CostModelError
+
+    for s in sorted(value.free_symbols, key=str):
+        if s.name in form_names:
+            raise CostModelError(
+                f"{option} {text!r}: the name {s.name} is {_FORM_NAMES[s.name]} in the closed form "
+                f"printed (its names: {', '.join(form_names)}, N, K); give a number, or an "
+                "expression in other names (e.g. x)"
+            )
+
+
 def cmd_crossover(args: argparse.Namespace) -> int:
     _check_dtypes(args)
     import sympy
@@ -35,11 +61,15 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     from costmodel.text import fmt_num
 
     hw = get_device(args.device)
-    n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
-    xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
     # the closed form of these dtypes, and what substituting it takes: its byte symbols, the
-    # device's roofs (P = I* beta is the tensor roof the numeric root used) and N, K
+    # device's roofs (P = I* beta is the tensor roof the numeric root used) and N, K. Built before
+    # N and K are read, so a name of its own in them reads as its symbol and is refused below.
     sym, widths = gemm_crossover_form(dtype=args.dtype, w_dtype=args.w_dtype)
+    n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
+    form_names = [*(str(s) for s in widths), "P", "beta"]
+    _check_shape_names("--N", args.N, n, form_names)
+    _check_shape_names("--K", args.K, k, form_names)
+    xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
     beta = as_float(hw.bandwidth())
     # the roofs and byte widths are numbers; N and K stay as given (symbols print as text)
     at: dict[str, float | str] = {
@@ -64,31 +94,67 @@ def cmd_crossover(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print(
+    # every line is worked out before the first is printed: a shape the text cannot show is
+    # refused whole, never after half a report
+    lines = [
         f"GEMM [M,{k}] x [{k},{n}] on {hw.name}, activations {args.dtype}"
-        + (f", weights {args.w_dtype}" if args.w_dtype else "")
-    )
-    print(f"  intensity I(M) = {xo.intensity}")
-    print(f"  ridge I*       = {fmt_num(as_float(xo.balance), '.2f')} FLOP/B")
-    if xo.exact is not None:
-        print(
+        + (f", weights {args.w_dtype}" if args.w_dtype else ""),
+        f"  intensity I(M) = {xo.intensity}",
+        f"  ridge I*       = {fmt_num(as_float(xo.balance), '.2f')} FLOP/B",
+    ]
+    shape_symbols = ", ".join(sorted(str(s) for s in (n.free_symbols | k.free_symbols) if s != xo.variable))
+    # the intensity's ceiling (M -> oo), worked out only where a line shows it
+    top = sympy.limit(xo.intensity, xo.variable, sympy.oo) if xo.integer is None else sympy.nan
+    if xo.exact is not None and xo.integer is not None:
+        lines.append(
             f"  exact M*       = {fmt_num(as_float(xo.exact), '.2f')}  (smallest compute-bound M = {xo.integer})"
         )
+    elif xo.exact is not None:  # N or K symbolic: M* in their symbols, and the shapes it exists for
+        lines.append(f"  exact M*       = {tidy_signs(xo.exact)}")
+        if xo.condition is not None and xo.condition is not sympy.true:
+            lines.append(
+                f"                   where {_condition_text(xo.condition)}; no M is compute-bound for "
+                f"other {shape_symbols} (the intensity's ceiling, M -> oo, {top} FLOP/B, is at most the ridge)"
+            )
+    elif top.free_symbols:
+        lines.append(
+            f"  never compute-bound, whatever {shape_symbols}: the intensity's ceiling (M -> oo) {top} FLOP/B "
+            "is below the ridge point"
+        )
     else:
-        top = as_float(sympy.limit(xo.intensity, xo.variable, sympy.oo))
-        print(
-            f"  never compute-bound: the intensity's ceiling (M -> oo) {fmt_num(top, '.2f')} FLOP/B is below "
-            "the ridge point"
+        lines.append(
+            f"  never compute-bound: the intensity's ceiling (M -> oo) {fmt_num(as_float(top), '.2f')} FLOP/B "
+            "is below the ridge point"
         )
     if xo.asymptotic is not None:
         # the limit of large N and K: a shape that never turns compute-bound is not in it
         limit = "" if xo.exact is not None else "  (the limit N, K -> oo, not this shape's)"
-        print(f"  M << N,K       : M* = {fmt_num(as_float(xo.asymptotic), '.2f')}{limit}")
-    print(f"  closed form    : M* = {tidy_signs(sym.exact)}")
-    print(f"                   -> {sym.asymptotic} (N, K -> oo)")
-    print("  evaluated at   : " + ", ".join(f"{name} = {_num(v)}" for name, v in at.items()))
-    print(f"  LaTeX          : {latex(sym.exact)}")
+        lines.append(f"  M << N,K       : M* = {fmt_num(as_float(xo.asymptotic), '.2f')}{limit}")
+    lines += [
+        f"  closed form    : M* = {tidy_signs(sym.exact)}",
+        f"                   -> {sym.asymptotic} (N, K -> oo)",
+        "  evaluated at   : " + ", ".join(f"{name} = {_num(v)}" for name, v in at.items()),
+        f"  LaTeX          : {latex(sym.exact)}",
+    ]
+    print("\n".join(lines))
     return 0
+
+
+def _condition_text(cond: Any) -> str:
+    """A condition as printed: a bound that is a fraction to two decimals (``x > 318.29``,
+    ``x*y/(x + y) >= 295.34``), anything else as sympy writes it (``67*x*y - 19788*x > 0``)."""
+    import sympy
+
+    from costmodel.cost import as_float
+    from costmodel.text import fmt_num
+
+    if (
+        isinstance(cond, sympy.core.relational.Relational)
+        and not cond.rhs.free_symbols
+        and not cond.rhs.is_Integer
+    ):
+        return f"{cond.lhs} {cond.rel_op} {fmt_num(as_float(cond.rhs), '.2f')}"
+    return str(cond)
 
 
 def _num(v: float | str) -> str:
@@ -157,10 +223,10 @@ def cmd_decode_attention(args: argparse.Namespace) -> int:
 
 def cmd_tile(args: argparse.Namespace) -> int:
     _check_dtypes(args)
+    import sympy
+
     from costmodel.cost import as_float
-    from costmodel.derive import (
-        tile_intensity,
-    )
+    from costmodel.derive import solved_condition, tile_intensity
     from costmodel.expr import parse_expr
     from costmodel.hardware import get_device
     from costmodel.symbols import dim, quantity
@@ -174,20 +240,30 @@ def cmd_tile(args: argparse.Namespace) -> int:
         quantity("b"),
     )
     out: dict[str, Any] = {"tile_intensity": str(i), "closed_form": str(sym)}
+    verdict = ""
     if args.device:
         hw = get_device(args.device)
-        out["ridge"] = as_float(hw.balance("tensor", args.dtype))
-        out["compute_bound"] = bool(as_float(i) >= out["ridge"])
+        ridge = hw.balance("tensor", args.dtype)
+        out["ridge"] = as_float(ridge)
+        # a symbolic tile (--tile-m x) is compute-bound where its intensity reaches the ridge:
+        # that condition, solved for its symbol, or a plain yes or no where it holds for every value
+        cond = solved_condition(sympy.Ge(i, ridge)) if i.free_symbols else None
+        if cond is None or cond in (sympy.true, sympy.false):
+            out["compute_bound"] = bool(as_float(i) >= out["ridge"]) if cond is None else bool(cond)
+            verdict = f"{'compute' if out['compute_bound'] else 'memory'}-bound"
+        else:
+            out["compute_bound"] = None
+            out["compute_bound_when"] = str(cond)
+            verdict = f"compute-bound where {_condition_text(cond)}, memory-bound elsewhere"
+        if i.free_symbols and cond in (sympy.true, sympy.false):
+            names = ", ".join(sorted(str(s) for s in i.free_symbols))
+            verdict += f" whatever {names}"
     if args.json:
         print(dump(out))
         return 0
     print(
         f"blocked-matmul tile intensity = {sym} = {i} FLOP/B"
-        + (
-            f"; ridge {fmt_num(out['ridge'], '.1f')} -> {'compute' if out['compute_bound'] else 'memory'}-bound"
-            if args.device
-            else ""
-        )
+        + (f"; ridge {fmt_num(out['ridge'], '.1f')} -> {verdict}" if args.device else "")
     )
     return 0
 
