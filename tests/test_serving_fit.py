@@ -369,6 +369,93 @@ def test_an_oversized_result_csv_is_refused_before_it_is_read(tmp_path):
         read_results(str(c))
 
 
+def _large_csv_rows(n):
+    """``n`` result rows, some of 0 prompt or 0 output tokens, a third naming no prefix."""
+    rows = []
+    for i in range(n):
+        a = 100.0 + 0.25 * i + 1e-7 * (i % 7)
+        p = 0 if i % 1000 == 7 else 64 + (i * 37) % 4000
+        o = 0 if i % 1000 == 500 else 1 + (i * 13) % 900
+        t = 0.01 + (i % 97) * 1e-3
+        e = t + 0.02 * o + 1e-4
+        pid, k = (
+            ("", "")
+            if p == 0 or i % 3 == 1
+            else ("sys-a", 32)
+            if i % 3 == 0
+            else (f"user{i % 11}", 40 + i % 11)
+        )
+        rows.append((a, p, o, t, e, pid, k))
+    return rows
+
+
+def test_a_large_result_csv_reads_to_the_columns_its_rows_hold(tmp_path):
+    """The CSV is read a row at a time into typed columns (it was decoded whole and read with
+    csv.DictReader: 1.20 GiB for 64 MiB, measured). 50,000 rows, with a blank line (skipped, its
+    line counted), CRLF endings in a second copy, 100 rows of 0 tokens (left out) and three kinds
+    of prefix; every column compared with one worked out here from the rows written."""
+    n, blank_after = 50_000, 25_000
+    rows = _large_csv_rows(n)
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s,prefix_id,prefix_tokens"
+    text = [head]
+    for i, (a, p, o, t, e, pid, k) in enumerate(rows):
+        text.append(f"{a!r},{p},{o},{t!r},{e!r},{pid},{k}")
+        if i + 1 == blank_after:
+            text.append("")
+    # by hand: the rows kept, their lines (the header is line 1; the blank line shifts the rest)
+    kept = [i for i, r in enumerate(rows) if r[1] >= 1 and r[2] >= 1]
+    assert len(kept) == n - 100
+    line = [i + 2 + (i >= blank_after) for i in kept]
+    first = min(rows[i][0] for i in kept)
+    numbers, ids = [], {}
+    for *_, pid, _k in rows:  # prefix names numbered in order of first appearance
+        if pid:
+            ids.setdefault(pid, len(ids))
+        numbers.append(ids[pid] if pid else -1)
+    arrivals = [rows[i][0] - first for i in kept]
+    for name, body in (("runs.csv", "\n".join(text) + "\n"), ("crlf.csv", "\r\n".join(text) + "\r\n")):
+        c = tmp_path / name
+        c.write_bytes(body.encode())
+        (run,) = read_results(str(c))
+        assert run.arrival_s.dtype.kind == "f" and run.prompt.dtype.kind == "i"
+        assert run.arrival_s.tolist() == arrivals
+        assert run.prompt.tolist() == [rows[i][1] for i in kept]
+        assert run.output.tolist() == [rows[i][2] for i in kept]
+        assert run.ttft_s.tolist() == [rows[i][3] for i in kept]
+        assert run.e2e_s.tolist() == [rows[i][4] for i in kept]
+        assert run.line.tolist() == line and run.where(25_000) == f"line {line[25_000]}"
+        assert run.prefix_id.tolist() == [numbers[i] for i in kept]
+        assert run.prefix.tolist() == [rows[i][6] or 0 for i in kept]
+        assert run.prefixes == 12 and run.empty == 100 and run.in_file == 0
+        assert run.rate == (len(kept) - 1) / max(arrivals)  # (n - 1) / span of the arrivals
+        last = run.requests[-1]  # the simulator's requests: no prefix is None
+        assert len(run.requests) == len(kept) and numbers[kept[-1]] == -1 and last.prefix_id is None
+        assert run.requests[0].prefix_id == numbers[kept[0]] == 0 and run.requests[0].prefix == 32
+
+
+def test_a_result_csv_is_read_within_its_bounds(tmp_path, monkeypatch):
+    """Lines are read one at a time, at most MAX_CSV_LINE_CHARS each, and a file that grows past
+    MAX_CSV_BYTES after its size was checked is refused as it is read."""
+    from graphs.serving.planning import bench_results
+
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s,prefix_id,prefix_tokens\n"
+    c = tmp_path / "long.csv"
+    c.write_text(head + "0,10,3,0.1,0.3," + "x" * bench_results.MAX_CSV_LINE_CHARS + ",1\n")
+    with pytest.raises(CostModelError, match=r"long.csv': a line is longer than 1,048,576 characters"):
+        read_results(str(c))
+    c = tmp_path / "grows.csv"
+    c.write_text(head + "0,10,3,0.1,0.3,,\n" * 20)
+    (run,) = read_results(str(c))
+    assert len(run.prompt) == 20 and run.prefix_id is None  # no row names a prefix
+    # as if the file grew past the cap between the size check and the read
+    monkeypatch.setattr(bench_results, "MAX_CSV_BYTES", 100)
+    monkeypatch.setattr(bench_results, "open_user_file", lambda path, **kw: open(path, "rb"))
+    with pytest.raises(
+        CostModelError, match=r"grows.csv' cannot be read \(changed while read, or larger than 100"
+    ):
+        read_results(str(c))
+
+
 def test_requests_of_no_tokens_left_out_are_said(tmp_path, capsys):
     """Rows of 0 prompt or 0 output tokens were dropped without a word (--json assumed {}): 24
     rows, rows 3 and 7 of them zero, leave 22 to fit; and when the rest is too few to fit, the

@@ -41,7 +41,8 @@ Three formats:
   share, as ``simulate --trace`` reads them (:mod:`graphs.serving.sim.requests`): with prefix caching
   replayed, a request whose prefix is cached starts after its full blocks.
 
-Bounds: a result file is read to at most :data:`MAX_BYTES` (a CSV to :data:`MAX_CSV_BYTES`), and
+Bounds: a result file is read to at most :data:`MAX_BYTES` (a CSV to :data:`MAX_CSV_BYTES`, a row
+at a time into typed columns, its lines at most :data:`MAX_CSV_LINE_CHARS`), and
 a JSON file's objects and values are counted (``{`` and ``,`` bytes, an upper bound of what a
 parse builds) before it is parsed:
 :data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` keep the parse's memory near a few hundred MB
@@ -58,14 +59,16 @@ import dataclasses
 import io
 import json
 import math
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.safefile import read_user_file, unique_keys
+from costmodel.safefile import open_user_file, read_user_file, unique_keys
 
 from ..sim.requests import Request, arrival_times
 
@@ -76,6 +79,7 @@ __all__ = [
     "Summary",
     "MAX_BYTES",
     "MAX_CSV_BYTES",
+    "MAX_CSV_LINE_CHARS",
     "MAX_JSON_OBJECTS",
     "MAX_JSON_VALUES",
     "MIN_LATENCY_S",
@@ -87,10 +91,14 @@ __all__ = [
 #: the header of a plain per-request CSV
 CSV_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s")
 MAX_BYTES = 256 * 2**20  #: the largest result file read
-#: the largest result CSV read (64 MiB): about 1.8 M requests of 37-byte rows, read at about 20
-#: bytes of Python objects per byte of file (1.26 GB peak for 64 MiB, measured); a fit replays at
-#: most a few thousand requests of a run (``--max-requests``), so a larger CSV is not a run's
-#: results. JSON files keep :data:`MAX_BYTES`, their parse bounded by the counts below
+#: the largest result CSV read (64 MiB): about 1.8 M requests of 37-byte rows. It is read a row at
+#: a time into typed columns (8 bytes a value, six values a request, eight with prefix columns),
+#: so memory follows the requests, not the text: 82 MiB peak for a 64 MiB file of 1.70 M
+#: requests, 89 MiB for one of 1.40 M with prefix columns (measured: maximum resident set of a
+#: ``read_results`` call less that of the same script without it, CPython 3.11, numpy 2.4, Linux
+#: x86-64; 1.20 GiB when the whole text was decoded and read with ``csv.DictReader``). A fit
+#: replays at most a few thousand requests of a run (``--max-requests``), so a larger CSV is not a
+#: run's results. JSON files keep :data:`MAX_BYTES`, their parse bounded by the counts below
 MAX_CSV_BYTES = 64 * 2**20
 #: the most JSON objects and values (module doc) a result file may hold: a parse builds each as
 #: a Python object (tens of bytes apiece), so these bound its memory, checked before it runs
@@ -362,25 +370,72 @@ def _run(
 ) -> BenchRun:
     """A run from ``(arrival, prompt, output, ttft, e2e)`` rows of successful requests (with
     ``prefixes``, each row's ``(prefix id or -1, prefix tokens)``; ``where``, each row's place in
-    the file for an error, default ``request i``)."""
-    keep = [i for i, r in enumerate(rows) if r[1] >= 1 and r[2] >= 1]
-    if not keep:
-        dropped = f" (all {len(rows):,} of 0 prompt or 0 output tokens, left out)" if rows else ""
+    the file for an error, default ``request i``): :func:`_run_columns` over their columns."""
+    if rows:
+        a, p, o, t, e = (np.array(c) for c in zip(*rows, strict=True))
+    else:
+        a, p, o, t, e = (np.zeros(0) for _ in range(5))
+    ids = toks = None
+    if prefixes is not None:
+        ids, toks = (np.array([q[j] for q in prefixes], dtype=int) for j in (0, 1))
+    return _run_columns(source, rate, (a, p, o, t, e), drawn, ids, toks, None if where is None else where.__getitem__)
+
+
+def _run_columns(
+    source: str,
+    rate: float | None,
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    drawn: bool,
+    prefix_id: np.ndarray | None = None,
+    prefix: np.ndarray | None = None,
+    where: Callable[[int], str] | None = None,
+    line: np.ndarray | None = None,
+) -> BenchRun:
+    """A run from the columns ``(arrival, prompt, output, ttft, e2e)`` of successful requests, one
+    entry a request: those of 0 prompt or 0 output tokens left out (counted in
+    :attr:`BenchRun.empty`), the arrivals rebased to 0. ``prefix_id`` and ``prefix``: each
+    request's shared prefix (-1: none) and its tokens; ``where(i)``: request ``i``'s place in the
+    file for an error (default ``request i``); ``line``: each request's line in a CSV. The columns
+    become the run's (no copy where every request is kept; the arrivals rebased in place)."""
+    p, o = columns[1], columns[2]
+    keep = (p >= 1) & (o >= 1)
+    n_kept = int(np.count_nonzero(keep))
+    if not n_kept:
+        dropped = f" (all {len(p):,} of 0 prompt or 0 output tokens, left out)" if len(p) else ""
         raise CostModelError(f"{source}: no successful request with prompt and output tokens{dropped}")
-    a, p, o, t, e = (np.array(c) for c in zip(*(rows[i] for i in keep), strict=True))
+    every = n_kept == len(p)
+
+    def kept(x: np.ndarray) -> np.ndarray:
+        return x if every else x[keep]  # no copy of a column when every request is kept
+
+    a, p, o, t, e = (kept(c) for c in columns)
     bad = np.flatnonzero(e < t)
     if bad.size:
         j = int(bad[0])
-        at = f"request {keep[j]}" if where is None else where[keep[j]]
+        i = j if every else int(np.flatnonzero(keep)[j])
+        at = f"request {i}" if where is None else where(i)
         raise CostModelError(
             f"{source}: {at} ends ({float(e[j])} s) before its first token ({float(t[j])} s)"
         )
-    a = a - a.min()
-    run = BenchRun(source, rate, a, p.astype(int), o.astype(int), t, e, drawn, empty=len(rows) - len(keep))
-    if prefixes is None or all(prefixes[i][0] < 0 for i in keep):
+    a -= a.min()
+    run = BenchRun(
+        source,
+        rate,
+        a,
+        p.astype(int, copy=False),
+        o.astype(int, copy=False),
+        t,
+        e,
+        drawn,
+        empty=len(keep) - n_kept,
+        line=None if line is None else kept(line),
+    )
+    if prefix_id is None or prefix is None:
         return run
-    ids, toks = (np.array(c, dtype=int) for c in zip(*(prefixes[i] for i in keep), strict=True))
-    return dataclasses.replace(run, prefix_id=ids, prefix=toks)
+    ids = kept(prefix_id)
+    if not (ids >= 0).any():
+        return run
+    return dataclasses.replace(run, prefix_id=ids, prefix=kept(prefix))
 
 
 def _traffic(doc: dict[str, Any], source: str) -> tuple[float | None, float, int | None]:
@@ -674,9 +729,11 @@ def _with_rate(run: BenchRun, rate: float | None) -> BenchRun:
 CSV_PREFIX_COLUMNS = ("prefix_id", "prefix_tokens")
 
 
-def _csv_prefix(row: dict[str, Any], prompt: int, w: str, ids: dict[str, tuple[int, int]]) -> tuple[int, int]:
-    """A row's ``(prefix id, tokens)`` (``(-1, 0)``: none); one prefix_id has one length."""
-    pid, k = (row.get("prefix_id") or "").strip(), (row.get("prefix_tokens") or "").strip()
+def _csv_prefix(pid: str, k: str, prompt: int, w: str, ids: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """A row's ``(prefix id, tokens)`` from its ``prefix_id`` and ``prefix_tokens`` texts (``(-1,
+    0)``: none); one prefix_id has one length. ``ids`` maps each prefix_id text read to its
+    number and length, so a run holds each name once, its requests an int apiece."""
+    pid, k = pid.strip(), k.strip()
     if not pid:
         if k:
             raise CostModelError(f"{w}: prefix_tokens needs a prefix_id naming the shared prefix")
@@ -699,56 +756,139 @@ def _csv_prefix(row: dict[str, Any], prompt: int, w: str, ids: dict[str, tuple[i
     return known[0], tok
 
 
+#: the longest line of a result CSV (characters): a request's row is tens of characters; lines are
+#: read one at a time, so a file of one endless line is refused at this length, never held whole
+MAX_CSV_LINE_CHARS = 1 << 20
+
+
+class _BoundedRead(io.RawIOBase):
+    """A file's bytes, refused past ``limit`` (:data:`MAX_CSV_BYTES`): its size was checked when
+    it was opened, and this bounds a file that grows while it is read."""
+
+    def __init__(self, f: BinaryIO, limit: int, name: str) -> None:
+        super().__init__()
+        self._f, self._left, self._name = f, limit, name
+        self._limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self._f.readinto(b)  # type: ignore[attr-defined]
+        if n:
+            self._left -= n
+            if self._left < 0:
+                raise CostModelError(
+                    f"result CSV {self._name!r} cannot be read (changed while read, or larger than "
+                    f"{self._limit} bytes)"
+                )
+        return n or 0
+
+
+def _csv_lines(f: IO[str], name: str) -> Iterator[str]:
+    """The lines of ``f``, each at most :data:`MAX_CSV_LINE_CHARS` characters."""
+    while True:
+        line = f.readline(MAX_CSV_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_CSV_LINE_CHARS:
+            raise CostModelError(f"result CSV {name!r}: a line is longer than {MAX_CSV_LINE_CHARS:,} characters")
+        yield line
+
+
 def _csv(path: str) -> BenchRun:
-    raw = read_user_file(path, what="result CSV", max_bytes=MAX_CSV_BYTES)
-    # utf-8-sig: a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first column
-    text = raw.decode("utf-8-sig", errors="replace")
-    reader = csv.DictReader(io.StringIO(text))
-    header = list(reader.fieldnames or ())
-    fields = set(header)
-    for k in (*CSV_COLUMNS, *CSV_PREFIX_COLUMNS):
-        if header.count(k) > 1:  # DictReader would keep the last one silently
-            raise CostModelError(
-                f"result CSV {path[:200]!r}: column {k!r} appears {header.count(k)} times in the header; "
-                "give each column once"
-            )
-    if not set(CSV_COLUMNS) <= fields:
-        missing = [k for k in CSV_COLUMNS if k not in fields]
-        raise CostModelError(
-            f"result CSV {path[:200]!r} needs the columns {','.join(CSV_COLUMNS)} (missing {','.join(missing)})"
-        )
-    with_prefix = "prefix_id" in fields or "prefix_tokens" in fields
-    if with_prefix and not set(CSV_PREFIX_COLUMNS) <= fields:
-        raise CostModelError(
-            f"result CSV {path[:200]!r}: the prefix columns go together: {','.join(CSV_PREFIX_COLUMNS)}"
-        )
-    rows, prefixes, lines = [], [], []  # lines: each row's line in the file
+    """A per-request result CSV (module doc), read a row at a time into typed columns: memory in
+    proportion to the requests (8 bytes a number), not to the text (:data:`MAX_CSV_BYTES`)."""
+    name = path[:200]
+    # a regular file, never a FIFO or device (opened non-blocking, checked on the descriptor), of
+    # at most MAX_CSV_BYTES before a byte is read; bytes counted as they are read (_BoundedRead)
+    raw = open_user_file(path, what="result CSV", max_bytes=MAX_CSV_BYTES)
+    floats = {k: array("d") for k in ("arrival_s", "ttft_s", "e2e_s")}
+    ints = {k: array("q") for k in ("prompt_tokens", "output_tokens", "line", "prefix_id", "prefix_tokens")}
     ids: dict[str, tuple[int, int]] = {}
     try:
-        for row in reader:
-            w = f"{path[:200]} line {reader.line_num}"
-            vals = []
-            for k in CSV_COLUMNS:
-                v = row[k]
-                try:
-                    vals.append(float(v))
-                except (TypeError, ValueError):  # None: the row is shorter than the header
-                    got = "nothing (the row is short)" if v is None else repr(v[:40])
-                    raise CostModelError(f"{w}: {k} must be a number, got {got}") from None
-            a, p, o, t, e = vals
-            _num(a, f"{w}: arrival_s", 0.0, 1e12)
-            _latency(t, f"{w}: ttft_s")
-            _latency(e, f"{w}: e2e_s")
-            rows.append((a, _whole(p, f"{w}: prompt_tokens"), _whole(o, f"{w}: output_tokens"), t, e))
-            lines.append(reader.line_num)
-            if with_prefix:
-                prefixes.append(_csv_prefix(row, rows[-1][1], w, ids))
+        # utf-8-sig: a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first column
+        with io.TextIOWrapper(
+            io.BufferedReader(_BoundedRead(raw, MAX_CSV_BYTES, name)),
+            encoding="utf-8-sig",
+            errors="replace",
+            newline="",
+        ) as f:
+            reader = csv.reader(_csv_lines(f, name))
+            header = next(reader, [])
+            fields = set(header)
+            for k in (*CSV_COLUMNS, *CSV_PREFIX_COLUMNS):
+                if header.count(k) > 1:  # a dict of the row would keep the last one silently
+                    raise CostModelError(
+                        f"result CSV {name!r}: column {k!r} appears {header.count(k)} times in the header; "
+                        "give each column once"
+                    )
+            if not set(CSV_COLUMNS) <= fields:
+                missing = [k for k in CSV_COLUMNS if k not in fields]
+                raise CostModelError(
+                    f"result CSV {name!r} needs the columns {','.join(CSV_COLUMNS)} (missing {','.join(missing)})"
+                )
+            with_prefix = "prefix_id" in fields or "prefix_tokens" in fields
+            if with_prefix and not set(CSV_PREFIX_COLUMNS) <= fields:
+                raise CostModelError(
+                    f"result CSV {name!r}: the prefix columns go together: {','.join(CSV_PREFIX_COLUMNS)}"
+                )
+            at = [header.index(k) for k in CSV_COLUMNS]
+            pid_at, tok_at = (header.index(k) for k in CSV_PREFIX_COLUMNS) if with_prefix else (0, 0)
+            for row in reader:
+                if not row:  # a blank line: no request (as csv.DictReader skips it)
+                    continue
+                w = f"{name} line {reader.line_num}"
+                vals = []
+                for k, j in zip(CSV_COLUMNS, at, strict=True):
+                    if j >= len(row):  # the row is shorter than the header
+                        raise CostModelError(f"{w}: {k} must be a number, got nothing (the row is short)")
+                    try:
+                        vals.append(float(row[j]))
+                    except ValueError:
+                        raise CostModelError(f"{w}: {k} must be a number, got {row[j][:40]!r}") from None
+                a, p, o, t, e = vals
+                _num(a, f"{w}: arrival_s", 0.0, 1e12)
+                _latency(t, f"{w}: ttft_s")
+                _latency(e, f"{w}: e2e_s")
+                prompt = _whole(p, f"{w}: prompt_tokens")
+                ints["output_tokens"].append(_whole(o, f"{w}: output_tokens"))
+                ints["prompt_tokens"].append(prompt)
+                floats["arrival_s"].append(a)
+                floats["ttft_s"].append(t)
+                floats["e2e_s"].append(e)
+                ints["line"].append(reader.line_num)
+                if with_prefix:
+                    pid, tok = _csv_prefix(
+                        row[pid_at] if pid_at < len(row) else "",
+                        row[tok_at] if tok_at < len(row) else "",
+                        prompt,
+                        w,
+                        ids,
+                    )
+                    ints["prefix_id"].append(pid)
+                    ints["prefix_tokens"].append(tok)
     except csv.Error as exc:
-        raise CostModelError(f"result CSV {path[:200]!r}: {exc}") from None
-    where = [f"the request on line {n}" for n in lines]
-    run = _run(Path(path).name, None, rows, False, prefixes if with_prefix else None, where)
-    kept = [n for n, r in zip(lines, rows, strict=True) if r[1] >= 1 and r[2] >= 1]  # as _run keeps
-    return _with_rate(dataclasses.replace(run, line=np.array(kept, dtype=int)), None)
+        raise CostModelError(f"result CSV {name!r}: {exc}") from None
+    except OSError as exc:
+        raise CostModelError(f"result CSV {name!r} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        raw.close()
+    # the columns as arrays over the same memory (no copy)
+    col = {k: np.frombuffer(v, dtype=np.float64) for k, v in floats.items()}
+    col.update({k: np.frombuffer(v, dtype=np.int64) for k, v in ints.items()})
+    line = col["line"]
+    run = _run_columns(
+        Path(path).name,
+        None,
+        (col["arrival_s"], col["prompt_tokens"], col["output_tokens"], col["ttft_s"], col["e2e_s"]),
+        False,
+        col["prefix_id"] if with_prefix else None,
+        col["prefix_tokens"] if with_prefix else None,
+        lambda i: f"the request on line {int(line[i])}",
+        line,
+    )
+    return _with_rate(run, None)
 
 
 def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -> list[BenchRun]:
