@@ -179,14 +179,24 @@ def test_the_shipped_tables_are_what_the_rows_give(monkeypatch):
             out[family, "fits"] = encode_fits(src.fits)  # NaN standard errors as None
             res = ks.calibration_residuals("a100-sxm-40gb", "vllm", family, (src.key,))
             out[family, "residuals"] = {
-                g: [(s.keys, s.points.tobytes(), s.residuals.tobytes()) for s in srcs]
-                for g, srcs in res.items()
+                g: [(s.keys, s.points.copy(), s.residuals.copy()) for s in srcs] for g, srcs in res.items()
             }
             for grey in (False, True):
-                out[family, grey] = ks.heldout_log_errors(
-                    "a100-sxm-40gb", "vllm", family, key, grey
-                ).tobytes()
+                out[family, grey] = ks.heldout_log_errors("a100-sxm-40gb", "vllm", family, key, grey).copy()
         return out
+
+    def same(a, b) -> bool:
+        """Equal fits and keys; points, residuals and errors within 1e-12 (log-space,
+        a few ulps): numpy's SIMD ``log`` rounds the last bit by CPU (AVX-512 or AVX2 paths), so
+        a store built on one machine differs from a derivation on another in ~5 % of residuals
+        by up to 6e-16 (seen on this CI machine for a tree, 9843ffd, that passed on another)."""
+        if isinstance(a, np.ndarray):
+            return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=1e-12))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, list | tuple):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        return bool(a == b)
 
     formstore._stores.clear()
     assert formstore.open_store(shipped_tables.PATH) is not None, (
@@ -212,6 +222,6 @@ def test_the_shipped_tables_are_what_the_rows_give(monkeypatch):
         # that had passed it on another)
         m.setattr(shipped_tables, "read", lambda *a, **k: None)
         fresh = tables()
-    assert read.keys() == fresh.keys() and all(read[k] for k in read)
+    assert read.keys() == fresh.keys() and all(len(read[k]) for k in read)
     for k, v in fresh.items():
-        assert read[k] == v, k  # fits field by field, residual and error doubles byte by byte
+        assert same(read[k], v), k  # fits field by field, the arrays to 1e-12
