@@ -148,21 +148,30 @@ def _root_condition(root: sympy.Expr) -> sympy.Basic | None:
 
 
 def solved_condition(cond: sympy.Basic) -> sympy.Basic:
-    """A condition on one symbol solved for it, the symbol on the left (``20262912*x/(63661*x -
-    20262912) > 0`` -> ``x > 20262912/63661``; ``128*x/(x + 128) >= 295`` -> ``False``, the
-    symbol being positive); one on several symbols, or one sympy cannot solve, as given.
+    """A condition on one symbol solved for it over the symbol's domain (the positive reals for a
+    dimension), the symbol on the left (``20262912*x/(63661*x - 20262912) > 0`` -> ``x >
+    20262912/63661``; ``128*x/(x + 128) >= 295`` -> ``False``; ``(x > 1000 | x < 681.7) & (1000
+    - x > 0)`` -> ``x < 681.7``): ``True`` or ``False`` where it holds for every value or none;
+    one on several symbols, or one sympy cannot solve, as given.
 
     >>> x = quantity("x")
     >>> solved_condition(2 * x - 6 > 0)
     x > 3
     """
     syms = cond.free_symbols
-    if len(syms) == 1 and isinstance(cond, sympy.core.relational.Relational):
+    if len(syms) == 1 and isinstance(cond, sympy.logic.boolalg.Boolean):
         (s,) = syms
+        domain = sympy.Interval.open(0, sympy.oo) if s.is_positive else sympy.S.Reals
         try:
-            cond = sympy.solve_univariate_inequality(cond, s, relational=True)
+            where = cond.as_set().intersect(domain)
         except (NotImplementedError, ValueError, TypeError):
-            pass  # kept as stated
+            where = None  # kept as stated
+        if where is not None:
+            if where == sympy.S.EmptySet:
+                return sympy.false
+            if where == domain:
+                return sympy.true
+            cond = where.as_relational(s)
     if (
         isinstance(cond, sympy.core.relational.Relational)
         and cond.rhs.free_symbols
@@ -281,7 +290,16 @@ def gemm_crossover(
         compute_dtype=compute_dtype,
     )
     asym = crossover(sym_cost, M_sym, hw, large=(n_sym, k_sym)).asymptotic
-    return replace(crossover(cost, M_sym, hw), asymptotic=asym)
+    out = replace(crossover(cost, M_sym, hw), asymptotic=asym)
+    if out.condition is None:
+        return out
+    # a shape is one whose N and K are positive (``--N 100-x`` holds only for x < 100): the
+    # root's condition joined with theirs, and no crossover where none of the shapes has one
+    dims = [to_expr(v) for v in (N, K)]
+    cond = solved_condition(sympy.And(out.condition, *(e > 0 for e in dims if e.free_symbols)))
+    if cond is sympy.false:
+        return replace(out, exact=None, condition=None)
+    return replace(out, condition=cond)
 
 
 def _gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None) -> DTypeLike | None:

@@ -72,11 +72,18 @@ def time_expr(expr: sympy.Expr) -> str:
 
 def tidy_signs(expr: sympy.Expr) -> str:
     """A fraction ``-n / d`` whose numerator carries the sign written as ``n / -d`` expanded, so no
-    double negative is left (``-K*N/(-2*K + N)`` -> ``K*N/(2*K - N)``); the value is unchanged."""
+    double negative is left (``-K*N/(-2*K + N)`` -> ``K*N/(2*K - N)``; a sum numerator in brackets,
+    ``(19788*x - 1978800)/(962912 - 9827*x)``); the value is unchanged.
+
+    >>> x = sympy.Symbol("x", positive=True)
+    >>> tidy_signs(-(19788 * x - 1978800) / (9827 * x - 962912))
+    '(19788*x - 1978800)/(962912 - 9827*x)'
+    """
     expr = _expr(expr)
     n, d = sympy.fraction(expr)
     if d == 1 or not n.could_extract_minus_sign():
         return sympy.sstr(expr)
     n, d = -n, sympy.expand(-d)
     den = sympy.sstr(d)
-    return f"{sympy.sstr(n)}/({den})" if isinstance(d, (sympy.Add, sympy.Mul)) else f"{sympy.sstr(n)}/{den}"
+    num = f"({sympy.sstr(n)})" if isinstance(n, sympy.Add) else sympy.sstr(n)
+    return f"{num}/({den})" if isinstance(d, (sympy.Add, sympy.Mul)) else f"{num}/{den}"

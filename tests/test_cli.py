@@ -365,6 +365,9 @@ def test_crossover_of_a_symbolic_shape_that_never_turns_compute_bound(capsys):
         (["--K", "2*beta"], "--K '2*beta': the name beta is the DRAM bandwidth (B/s)"),
         (["--N", "P"], "--N 'P': the name P is the tensor roof (FLOP/s)"),
         (["--w-dtype", "int8", "--N", "a"], "--N 'a': the name a is activation bytes per element"),
+        (["--N", "K"], "--N 'K': the name K is the GEMM's reduction width"),
+        (["--K", "N"], "--K 'N': the name N is the GEMM's output width"),
+        (["--N", "M"], "--N 'M': the name M is the GEMM's rows, the crossover's unknown"),
     ],
 )
 def test_crossover_refuses_a_closed_form_name_before_any_output(capsys, flags, fragment):
@@ -372,6 +375,24 @@ def test_crossover_refuses_a_closed_form_name_before_any_output(capsys, flags, f
     code, out, err = run(capsys, "derive", "crossover", *flags)
     assert code == 2 and out == "" and err.count("\n") == 1 and fragment in err
     assert "give a number, or an expression in other names" in err
+
+
+def test_crossover_states_the_shapes_where_N_is_positive(capsys):
+    """N = x - 100 on an H100 in bf16: a crossover where N > 4096 I* / (4096 - I*) = 318.29,
+    x > 418.29 (not the root's other branch, x < 100, where N < 0). N = 100 - x is below 100
+    wherever it is a width, under 318.29: never compute-bound."""
+    code, out, err = run(capsys, "derive", "crossover", "--N", "x-100")
+    assert code == 0 and err == "" and "where x > 418.29;" in out
+    code, out, err = run(capsys, "derive", "crossover", "--N", "100-x")
+    assert code == 0 and "exact M*" not in out and "never compute-bound, whatever x" in out
+    code, out, err = run(capsys, "derive", "crossover", "--N", "N", "--K", "K")
+    assert code == 0 and "exact M*       = 19788*K*N/(67*K*N - 19788*K - 19788*N)" in out
+
+
+@pytest.mark.parametrize("side", ["b", "t_m", "t_n"])
+def test_tile_refuses_a_closed_form_name(capsys, side):
+    code, out, err = run(capsys, "derive", "tile", "--tile-m", side)
+    assert code == 2 and out == "" and f"--tile-m '{side}': the name {side} is" in err
 
 
 def test_tile_with_a_symbolic_side_against_a_device(capsys):

@@ -15,6 +15,7 @@ from costmodel import (
     op_cost,
     tile_intensity,
 )
+from costmodel.derive import solved_condition
 from costmodel.symbols import K, N
 
 P, beta, b = sympy.symbols("P beta b", positive=True)
@@ -93,6 +94,32 @@ def test_narrow_gemms_write_bf16_by_default():
     assert float(xo.exact) == pytest.approx(m_star, rel=1e-9) and xo.integer == 403
     narrow = gemm_crossover(N=8192, K=8192, hw=b200, dtype="nvfp4", out_dtype="nvfp4")
     assert narrow.integer < xo.integer  # a kernel writing NVFP4 moves fewer bytes
+
+
+def test_a_symbolic_shape_holds_only_where_N_and_K_are_positive():
+    """N = 1000 - x: M* = 4096 I* N / (4096 N - I* (N + 4096)) > 0 where 4096 N > I* (N + 4096),
+    N > 4096 I* / (4096 - I*) = 318.29, i.e. x < 1000 - 318.29 = 681.71 (with N > 0: x < 1000,
+    implied). N = 100 - x is below 100 for every valid x, under 318.29: no crossover (a review
+    found "where x > 100", where N < 0). N = x - 100: x > 418.29."""
+    from costmodel.symbols import quantity
+
+    x, ridge = quantity("x"), sympy.Rational(19788, 67)
+    edge = 4096 * ridge / (4096 - ridge)
+    h100 = get_device("h100")
+    assert gemm_crossover(N=1000 - x, K=4096, hw=h100).condition == (x < 1000 - edge)
+    assert gemm_crossover(N=x - 100, K=4096, hw=h100).condition == (x > 100 + edge)
+    never = gemm_crossover(N=100 - x, K=4096, hw=h100)
+    assert never.exact is None and never.condition is None
+    assert gemm_crossover(N=x, K=100 - x, hw=h100).exact is None  # K < 100: never
+
+
+def test_solved_condition_reads_a_condition_over_the_symbols_domain():
+    from costmodel.symbols import quantity
+
+    x = quantity("x")  # positive
+    assert solved_condition(sympy.And(sympy.Or(x > 1000, x < 700), 1000 - x > 0)) == (x < 700)
+    assert solved_condition(128 * x / (x + 128) >= 295) is sympy.false
+    assert solved_condition(x + 1 > 0) is sympy.true
 
 
 def test_gemm_crossover_of_a_symbolic_shape_on_a_device():

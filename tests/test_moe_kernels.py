@@ -226,14 +226,38 @@ def test_the_bridge_is_the_efficiency_both_devices_measure(corpus):
     from costmodel.measured.moe import device_bridge
 
     b = device_bridge("a100-sxm-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN))
-    assert b is not None and b.kernel_source == "sglang_marlin_moe" and b.shape.dtype == "int4_wo"
+    assert not isinstance(b, str) and b.kernel_source == "sglang_marlin_moe" and b.shape.dtype == "int4_wo"
     assert (b.shape.hidden, b.shape.inter, b.shape.topk, b.shape.experts) == (7168, 2048, 8, 384)
     raw = _sglang_marlin("a100_sxm", 16384) / _sglang_marlin("rtx_pro_6000_server", 16384)
     assert float(b.at(16384 * 8 / 384)) == pytest.approx(raw * 312 / 500, rel=1e-6)
     assert float(b.at(16384 * 8 / 384)) == pytest.approx(1.03, abs=0.01)
     assert float(b.at(1536 * 8 / 384)) > 1.6
-    # a device with no Marlin rows of its own has no bridge
-    assert device_bridge("a100-pcie-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN)) is None
+    # the bridge is built from ep 1 rows: an ep 2 shape takes the same factor at the same load
+    ep2 = device_bridge("a100-sxm-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, ep=2, **MARLIN))
+    assert not isinstance(ep2, str) and list(ep2.factor) == list(b.factor)
+    # a device of the same compute without rows of its own takes the measured one's factor; a
+    # device of another compute (the H100 PCIe: 756 against the SXM's 989 BF16 TFLOP/s) has none
+    pcie = device_bridge("a100-pcie-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN))
+    assert not isinstance(pcie, str) and pcie.via == "a100-sxm-80gb" and list(pcie.factor) == list(b.factor)
+    why = device_bridge("h100-pcie", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN))
+    assert isinstance(why, str) and "architecture and BF16 tensor peak" in why
+
+
+def test_the_same_chip_with_less_bandwidth_is_never_priced_faster(corpus):
+    """The A100 40 GB (1,555 GB/s) and the A100 PCIe 80 GB (1,935 GB/s) have the A100 SXM 80 GB's
+    SMs, clock and 312 TFLOP/s (2,039 GB/s): their gpt-oss experts take at least its time at every
+    token count, equal where the kernel computes (a review found the 40 GB card 23 % faster at
+    1,024 tokens when only the SXM 80 GB took the bridge)."""
+    from costmodel.measured.moe import moe_curve
+
+    shape = MoEShape(2880, 2880, 4, 128, **MARLIN)
+    sxm = moe_curve("a100-sxm-80gb", "vllm", shape)
+    for slower in ("a100-sxm-40gb", "a100-pcie-80gb"):
+        c = moe_curve(slower, "vllm", shape)
+        assert "a100-sxm-80gb's factor" in c.basis
+        for t in (1, 16, 128, 512, 1024, 2048, 4096, 16384):
+            assert float(c.at(t)) >= float(sxm.at(t)) * (1 - 1e-9), (slower, t)
+        assert float(c.at(16384)) == pytest.approx(float(sxm.at(16384)), rel=1e-6)  # compute-bound
 
 
 def test_gpt_oss_on_a100_takes_the_bridge(corpus):

@@ -524,13 +524,15 @@ def _kernel_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | No
 class Bridge:
     """How a kernel's efficiency moves from one device to another, as the corpus measures it
     (:func:`device_bridge`): at per-expert loads ``load`` (token-expert rows per expert, ``T k /
-    E``), the factor ``factor`` on the bound ratio; ``shape`` and ``kernel_source`` name the
-    rows it rests on."""
+    E``), the factor ``factor`` on the bound ratio; ``shape`` (with its ``distribution``) and
+    ``kernel_source`` name the rows it rests on, ``via`` the measured device of the same compute
+    whose rows stand in for a device without its own (empty: the device's own rows)."""
 
     load: np.ndarray
     factor: np.ndarray
     kernel_source: str
     shape: MoEShape
+    via: str = ""
 
     def at(self, load: Any) -> np.ndarray:
         """The factor at each per-expert ``load`` (linear in ``log`` load between measured
@@ -547,15 +549,56 @@ def _kernel_rows(device: str, shape: MoEShape) -> Any:
     return pd.concat(got, ignore_index=True) if got else None
 
 
+def _same_compute(device: str) -> str | None:
+    """The measured device (one with corpus rows) of ``device``'s architecture and dense BF16
+    tensor peak nearest it in DRAM bandwidth, ``device`` itself where it is measured, else
+    None: the same SMs at the same clock (an A100 40 GB or PCIe for the A100 SXM 80 GB), which
+    differ only in memory, which the bound ratio carries."""
+    from ..hardware import get_device
+
+    if _systems(device):
+        return device
+    from ..cost import as_float
+
+    def bf16(name: str) -> float | None:
+        p = get_device(name).peak("tensor", "bf16")
+        return None if p is None else as_float(p, what="bf16 tensor peak")
+
+    hw = get_device(device)
+    peak = bf16(device)
+    if peak is None or not hw.architecture:
+        return None
+    bw = as_float(hw.bandwidth("dram"), what="dram bandwidth")
+    same = [
+        d
+        for d in sorted(set(SYSTEMS.values()))
+        if get_device(d).architecture == hw.architecture and math.isclose(bf16(d) or 0.0, peak, rel_tol=1e-3)
+    ]
+    if not same:
+        return None
+    return min(same, key=lambda d: abs(math.log(as_float(get_device(d).bandwidth("dram"), what="dram bandwidth") / bw)))
+
+
+def _width(dtype: str) -> tuple[int, str]:
+    """A corpus MoE dtype's weight element width (bits) and compute roof."""
+    from ..dtypes import get_dtype
+    from .kernels import MOE_DTYPES
+
+    _, w, c = MOE_DTYPES[dtype]
+    return get_dtype(w).element_bits, get_dtype(c).roof
+
+
 @functools.cache
-def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | None:
+def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | str:
     """The factor that carries the shape's named kernel from ``measured_on`` to ``device``
     beyond the ratio of the two devices' bounds, from a kernel of that name the corpus measures
-    on both (module doc's *bridge*), or None where no such rows exist.
+    on both (module doc's *bridge*), or the reason there is none (a string).
 
-    Among the shapes (and dtypes, kernel sources, per-expert distributions) measured on both
-    devices, the nearest to ``shape`` (:func:`_distance`; the shape's distribution, else the
-    balanced one) gives, at each token count ``T'`` both measure,
+    A device without rows of its own takes the bridge of the measured device of the same
+    compute (:func:`_same_compute`), ``via`` naming it. Among the shapes (kernel sources and
+    dtypes of the shape's weight element width and compute roof, ``ep = 1``, the shape's
+    per-expert distribution, else the balanced one) measured on both devices, the nearest to
+    ``shape`` (:func:`_distance`) gives, at each token count ``T'`` both measure,
 
     .. math:: q(m') = \\frac{t_{dev}(T') / t_{meas}(T')}{t^{roof}_{dev}(T') / t^{roof}_{meas}(T')},
        \\qquad m' = T' k' / E',
@@ -566,15 +609,21 @@ def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | No
     does not show (A100's and the RTX PRO 6000's ridges for 4-bit weights sit near 38 and 70
     rows per expert: SGLang's Marlin MoE on the A100 takes 1.3-1.7x the bound ratio's share at
     16-64 rows per expert, about 1.0 elsewhere). The shape is priced at ``q`` of its own load
-    ``m = T k / E`` (ASSUMED: the factor is a function of the load alone for a kernel of the
-    same name and weight width)."""
+    ``m = T k / E``, the same at every ``ep`` (a rank's ``T k / ep`` rows on ``E / ep``
+    experts; the ``ep = 1`` rows are read because harnesses time ``ep`` > 1 in different ways:
+    module doc). ASSUMED: the factor is a function of the load alone for a kernel of the same
+    name and weight width, and of the same compute's."""
     import pandas as pd
 
     if not shape.kernel:
-        return None
-    here, there = _kernel_rows(device, shape), _kernel_rows(measured_on, shape)
+        return "no kernel named"
+    proxy = _same_compute(device)
+    if proxy is None:
+        return f"no measured device of {device}'s architecture and BF16 tensor peak"
+    one_rank = dataclasses.replace(shape, ep=1)
+    here, there = _kernel_rows(proxy, one_rank), _kernel_rows(measured_on, one_rank)
     if here is None or there is None:
-        return None
+        return f"no {shape.kernel} rows measured on both {measured_on} and {proxy}"
     keys = ["kernel_source", "dtype", "distribution", "hidden", "inter_rank", "topk", "experts", "tokens"]
     both = pd.merge(
         here.groupby(keys, as_index=False)["latency_s"].min(),
@@ -582,12 +631,16 @@ def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | No
         on=keys,
         suffixes=("_dev", "_meas"),
     )
-    both = both[both["dtype"].isin(_bound_dtypes())]
+    want = _width(shape.dtype)
+    both = both[both["dtype"].map(lambda d: d in _bound_dtypes() and _width(d) == want).astype(bool)]
     if not len(both):
-        return None
+        return (
+            f"no {shape.kernel} rows of {want[0]}-bit weights on the {want[1]} roof measured on both "
+            f"{measured_on} and {proxy}"
+        )
     hit, _ = _distribution_rows(both, shape.distribution)
     if not len(hit):
-        return None
+        return f"no {shape.kernel} rows of the {shape.distribution} or balanced routing on both devices"
     near = hit.iloc[int(np.argmin(_distance(hit, shape)))]
     one = hit[
         (hit["kernel_source"] == near["kernel_source"])
@@ -598,18 +651,26 @@ def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | No
         & (hit["topk"] == near["topk"])
         & (hit["experts"] == near["experts"])
     ].sort_values("tokens")
-    if len(one) < 2:
-        return None
     ref = MoEShape(
-        int(near["hidden"]), int(near["inter_rank"]), int(near["topk"]), int(near["experts"]),
-        shape.ep, str(near["dtype"]), shape.gated,
+        int(near["hidden"]),
+        int(near["inter_rank"]),
+        int(near["topk"]),
+        int(near["experts"]),
+        1,
+        str(near["dtype"]),
+        shape.gated,
+        str(near["distribution"]),
     )
+    if len(one) < 2:
+        return f"one token count of {ref.label} measured on both devices"
     tokens = one["tokens"].to_numpy(dtype=float)
     ratio = one["latency_s_dev"].to_numpy(dtype=float) / one["latency_s_meas"].to_numpy(dtype=float)
-    factor = ratio / (moe_bound_s(device, ref, tuple(tokens)) / moe_bound_s(measured_on, ref, tuple(tokens)))
+    factor = ratio / (moe_bound_s(proxy, ref, tuple(tokens)) / moe_bound_s(measured_on, ref, tuple(tokens)))
     if not np.all(np.isfinite(factor) & (factor > 0)):
-        return None
-    return Bridge(tokens * ref.topk / ref.experts, factor, str(near["kernel_source"]), ref)
+        return f"a factor of {ref.label} not finite and positive"
+    return Bridge(
+        tokens * ref.topk / ref.experts, factor, str(near["kernel_source"]), ref, "" if proxy == device else proxy
+    )
 
 
 def _bound_dtypes() -> tuple[str, ...]:
@@ -621,18 +682,30 @@ def _bound_dtypes() -> tuple[str, ...]:
 def _bridged(curve: MoECurve, device: str, measured_on: str, shape: MoEShape) -> MoECurve:
     """``curve`` (another device's rows of the named kernel, scaled by the bound ratio) times
     the bridge's factor at each point's per-expert load (:func:`device_bridge`), the basis
-    saying so; unchanged (the basis says that too) where the corpus has no bridge."""
+    saying so (and which rows, routing and loads it rests on); unchanged where the corpus has no
+    bridge, the basis giving the reason."""
     bridge = device_bridge(device, measured_on, shape)
-    if bridge is None:
-        note = f"moe: no {shape.kernel} rows measured on both {measured_on} and {device}: the bound ratio alone"
+    if isinstance(bridge, str):
+        note = f"moe: {bridge}: the bound ratio alone"
         return dataclasses.replace(curve, basis="; ".join(b for b in (curve.basis, note) if b))
-    q = bridge.at(curve.tokens * shape.topk / shape.experts)
-    note = (
-        f"moe: times the {measured_on}-to-{device} factor {float(q.min()):.2f}-{float(q.max()):.2f} over the bound "
-        f"ratio that {bridge.kernel_source} {bridge.shape.dtype} ({bridge.shape.label}) measures on both at "
-        "the same rows per expert"
+    load = curve.tokens * shape.topk / shape.experts
+    q = bridge.at(load)
+    ref = bridge.shape
+    said = [
+        f"moe: times the {measured_on}-to-{bridge.via or device} factor {float(q.min()):.2f}-{float(q.max()):.2f} "
+        f"over the bound ratio that {bridge.kernel_source} {ref.dtype} ({ref.label}, {ref.distribution}) measures "
+        "on both at the same rows per expert"
+    ]
+    if bridge.via:
+        said.append(f"{bridge.via}'s factor for {device} (the same architecture and BF16 tensor peak)")
+    if ref.distribution != shape.distribution:
+        said.append(f"{ref.distribution} rows' factor for {shape.distribution} routing")
+    lo, hi = float(bridge.load[0]), float(bridge.load[-1])
+    if float(load.min()) < lo or float(load.max()) > hi:
+        said.append(f"held at its end values beyond {lo:.3g}-{hi:.3g} rows per expert")
+    return dataclasses.replace(
+        curve, seconds=curve.seconds * q, basis="; ".join(b for b in (curve.basis, ", ".join(said)) if b)
     )
-    return dataclasses.replace(curve, seconds=curve.seconds * q, basis="; ".join(b for b in (curve.basis, note) if b))
 
 
 def _priced(

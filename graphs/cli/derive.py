@@ -31,20 +31,25 @@ _FORM_NAMES = {
     "o": "output bytes per element",
     "P": "the tensor roof (FLOP/s)",
     "beta": "the DRAM bandwidth (B/s)",
+    "N": "the GEMM's output width",
+    "K": "the GEMM's reduction width",
+    "M": "the GEMM's rows, the crossover's unknown",
+    "t_m": "the tile's rows",
+    "t_n": "the tile's columns",
 }
 
 
-def _check_shape_names(option: str, text: str, value: Any, form_names: list[str]) -> None:
+def _check_shape_names(option: str, text: str, value: Any, form_names: list[str], own: str = "") -> None:
     """``--N`` / ``--K`` may be symbolic (M* is then printed in their symbols), but not in a name
     the printed closed form already uses for something else (``b``, ``P``, ``beta`` ...): its
     "evaluated at" line would bind one name to two things. Refused before any output."""
     from costmodel.errors import CostModelError
 
     for s in sorted(value.free_symbols, key=str):
-        if s.name in form_names:
+        if s.name in form_names and s.name != own:  # ``--N N`` keeps N symbolic: its own name
             raise CostModelError(
                 f"{option} {text!r}: the name {s.name} is {_FORM_NAMES[s.name]} in the closed form "
-                f"printed (its names: {', '.join(form_names)}, N, K); give a number, or an "
+                f"printed (its names: {', '.join(form_names)}); give a number, or an "
                 "expression in other names (e.g. x)"
             )
 
@@ -66,9 +71,9 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     # N and K are read, so a name of its own in them reads as its symbol and is refused below.
     sym, widths = gemm_crossover_form(dtype=args.dtype, w_dtype=args.w_dtype)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
-    form_names = [*(str(s) for s in widths), "P", "beta"]
-    _check_shape_names("--N", args.N, n, form_names)
-    _check_shape_names("--K", args.K, k, form_names)
+    form_names = [*(str(s) for s in widths), "P", "beta", "N", "K", "M"]
+    _check_shape_names("--N", args.N, n, form_names, own="N")
+    _check_shape_names("--K", args.K, k, form_names, own="K")
     xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
     beta = as_float(hw.bandwidth())
     # the roofs and byte widths are numbers; N and K stay as given (symbols print as text)
@@ -233,6 +238,8 @@ def cmd_tile(args: argparse.Namespace) -> int:
     from costmodel.text import fmt_num
 
     tm, tn = parse_expr(args.tile_m, field="tile_m"), parse_expr(args.tile_n, field="tile_n")
+    _check_shape_names("--tile-m", args.tile_m, tm, ["b", "t_m", "t_n"])
+    _check_shape_names("--tile-n", args.tile_n, tn, ["b", "t_m", "t_n"])
     i = tile_intensity(tm, tn, args.dtype)
     sym = tile_intensity(
         dim("t_m"),
