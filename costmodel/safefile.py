@@ -6,18 +6,33 @@ end) or a file far larger than any configuration: :func:`read_regular_file` open
 blocking, checks with ``fstat`` that what it opened is a regular file and reads at most a
 stated number of bytes. ``json`` keeps the last of two equal keys silently, where TOML refuses
 them: :func:`unique_keys` makes a ``json.loads`` hook that refuses them too.
+
+A large text file (a trace, a result CSV) is read a line at a time rather than whole: opened with
+:func:`open_user_file` (its size checked before a byte is read), its bytes counted as they are
+read (:func:`bounded_text`, for a file that grows while read) and its lines bounded
+(:func:`bounded_lines`, so one endless line is never held whole).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import stat
-from collections.abc import Callable
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
+from typing import IO, Any, BinaryIO
 
 from .errors import CostModelError
 
-__all__ = ["open_regular_file", "open_user_file", "read_regular_file", "read_user_file", "unique_keys"]
+__all__ = [
+    "BoundedRead",
+    "bounded_lines",
+    "bounded_text",
+    "open_regular_file",
+    "open_user_file",
+    "read_regular_file",
+    "read_user_file",
+    "unique_keys",
+]
 
 
 def read_regular_file(
@@ -132,6 +147,94 @@ def open_user_file(
     except BaseException:
         os.close(fd)
         raise
+
+
+class BoundedRead(io.RawIOBase):
+    """The bytes of ``f``, ``error(message)`` raised once more than ``limit`` have been read: a
+    file's size is checked when it is opened (:func:`open_user_file`), and this bounds one that
+    grows while it is read. Closing it leaves ``f`` open (its opener closes it)."""
+
+    def __init__(
+        self, f: BinaryIO, limit: int, message: str, error: type[Exception] = CostModelError
+    ) -> None:
+        super().__init__()
+        self._f, self._left, self._message, self._error = f, limit, message, error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self._f.readinto(b)  # type: ignore[attr-defined]
+        if n:
+            self._left -= n
+            if self._left < 0:
+                raise self._error(self._message)
+        return n or 0
+
+
+def bounded_text(
+    f: BinaryIO,
+    limit: int,
+    message: str,
+    *,
+    errors: str = "strict",
+    error: type[Exception] = CostModelError,
+) -> io.TextIOWrapper:
+    """``f`` (a binary file, :func:`open_user_file`'s) read as UTF-8 text through a
+    :class:`BoundedRead` of ``limit`` bytes; a byte-order mark (a spreadsheet's UTF-8 export) is
+    dropped and line ends are kept as written (``newline=""``, as :mod:`csv` wants them).
+
+    Parameters
+    ----------
+    f : BinaryIO
+        The opened file; the caller closes it.
+    limit : int
+        The most bytes read.
+    message : str
+        The error's text when the file holds more than ``limit`` bytes.
+    errors : str
+        How undecodable bytes are handled (``strict``: ``UnicodeDecodeError``; ``replace``).
+    error : type
+        The exception raised past ``limit``.
+
+    Returns
+    -------
+    io.TextIOWrapper
+        The text, read in buffered parts.
+    """
+    buffered = io.BufferedReader(BoundedRead(f, limit, message, error))
+    return io.TextIOWrapper(buffered, encoding="utf-8-sig", errors=errors, newline="")
+
+
+def bounded_lines(
+    f: IO[str], max_chars: int, where: str, error: type[Exception] = CostModelError
+) -> Iterator[str]:
+    """The lines of ``f``, one at a time, each at most ``max_chars`` characters: a longer one is
+    refused as soon as ``max_chars + 1`` of its characters are read, never held whole.
+
+    Parameters
+    ----------
+    f : IO[str]
+        A text file.
+    max_chars : int
+        The longest line accepted, its line end included (characters).
+    where : str
+        What is read, in words, starting the error's text.
+    error : type
+        The exception raised for a longer line.
+
+    Returns
+    -------
+    Iterator[str]
+        The lines, line ends kept.
+    """
+    while True:
+        line = f.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) > max_chars:
+            raise error(f"{where}: a line is longer than {max_chars:,} characters")
+        yield line
 
 
 def _size(n: int) -> str:

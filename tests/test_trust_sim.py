@@ -6,8 +6,11 @@ from __future__ import annotations
 import io
 import math
 import os
+import random
 import re
 from decimal import Context, Decimal, localcontext
+from fractions import Fraction
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -409,6 +412,79 @@ def test_trace_reads_are_bounded(tmp_path, monkeypatch, capsys):
         os.mkfifo(fifo)
         with pytest.raises(CostModelError, match="is not a regular file"):
             load_trace(fifo)
+
+
+def test_a_trace_grown_past_its_cap_while_read_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its bytes are counted as they are read: a file that grows past MAX_TRACE_BYTES after its size
+    was checked stops there (as if the size check had let it through)."""
+    import graphs.serving.sim.requests as rq
+
+    path = _write_trace(tmp_path / "grows.csv", [Request(i, float(i), 10, 2) for i in range(20)])
+    assert len(load_trace(path)) == 20
+    monkeypatch.setattr(rq, "MAX_TRACE_BYTES", 100)
+    monkeypatch.setattr(rq, "open_user_file", lambda path, **kw: open(path, "rb"))
+    with pytest.raises(CostModelError, match=r"grows.csv: larger than 100 bytes \(split it\)"):
+        load_trace(path)
+
+
+def test_a_trace_gives_the_requests_its_rows_write(tmp_path: Path) -> None:
+    """20,000 rows (Unix-time arrivals to the microsecond, repeated ones and an equal one written
+    longer, token counts from 1 to 10^7, four prefix ids, one of them quoted with a comma, the
+    columns in another order with an extra one, CRLF, blank lines, a byte-order mark), as CSV and
+    as JSON lines: the requests, worked out here from the rows written (arrivals the exact rational
+    difference from the first, rounded once), are the trace's, field by field."""
+    rng = random.Random(11)
+    prefixes = {"sys": 50, "0": 0, "a b": 300, "x,y": 8}  # each id's prefix_tokens
+    us = 1_733_011_200_000_000  # the first arrival, in microseconds
+    rows = []
+    for _ in range(20_000):
+        gap = rng.choice([0, 0, 1, 17, 1000, 123_456])
+        us += gap
+        text = f"{us // 10**6}.{us % 10**6:06d}" + ("0" if gap == 0 and rng.random() < 0.5 else "")
+        p = rng.choice([rng.randint(1, 256), rng.randint(257, 70_000), rng.randint(70_000, 10**7)])
+        o = rng.choice([rng.randint(1, 256), rng.randint(257, 4096), 10**7])
+        pid = rng.choice(["", "", *prefixes])
+        k = prefixes.get(pid, 0)
+        rows.append((text, max(p, k), o, pid, k))
+    ids: dict[str, int] = {}
+    first = Fraction(rows[0][0])
+    want = [
+        Request(
+            i,
+            float(Fraction(text) - first),
+            p,
+            o,
+            ids.setdefault(pid, len(ids)) if pid else None,
+            k if pid else 0,
+        )
+        for i, (text, p, o, pid, k) in enumerate(rows)
+    ]
+    repeated = sum(a.arrival_s == b.arrival_s for a, b in pairwise(want))
+    assert len(ids) == 4 and repeated > 5000 and want[-1].arrival_s > 100
+    assert min(r.prompt for r in want) <= 256 < 70_000 <= max(r.prompt for r in want)
+    lines = ["prefix_tokens,arrival_s,note,prompt_tokens,output_tokens,prefix_id"]
+    for j, (text, p, o, pid, k) in enumerate(rows):
+        quoted = f'"{pid}"' if "," in pid else pid
+        lines.append(f"{k if pid else ''},{text},n{j},{p},{o},{quoted}")
+        if j % 5000 == 4999:
+            lines.append("")
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode())
+    jsonl_path = tmp_path / "t.jsonl"
+    jsonl_path.write_text(
+        "".join(
+            f'{{"arrival_s": {text}, "prompt_tokens": {p}, "output_tokens": {o}'
+            + (f', "prefix_id": "{pid}", "prefix_tokens": {k}}}\n' if pid else "}\n")
+            for text, p, o, pid, k in rows
+        )
+    )
+    for path in (csv_path, jsonl_path):
+        tr = read_trace(path)
+        assert tr.origin_s == float(first) and tr.prefixes == 4
+        assert tr.requests == want
+        assert [r.arrival_s.hex() for r in tr.requests] == [r.arrival_s.hex() for r in want]
 
 
 # ---------------------------------------------------------------- 10. prefix columns

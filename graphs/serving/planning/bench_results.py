@@ -56,19 +56,18 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import json
 import math
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.safefile import open_user_file, read_user_file, unique_keys
+from costmodel.safefile import bounded_lines, bounded_text, open_user_file, read_user_file, unique_keys
 
 from ..sim.requests import Request, arrival_times
 
@@ -761,60 +760,21 @@ def _csv_prefix(pid: str, k: str, prompt: int, w: str, ids: dict[str, tuple[int,
 MAX_CSV_LINE_CHARS = 1 << 20
 
 
-class _BoundedRead(io.RawIOBase):
-    """A file's bytes, refused past ``limit`` (:data:`MAX_CSV_BYTES`): its size was checked when
-    it was opened, and this bounds a file that grows while it is read."""
-
-    def __init__(self, f: BinaryIO, limit: int, name: str) -> None:
-        super().__init__()
-        self._f, self._left, self._name = f, limit, name
-        self._limit = limit
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        n = self._f.readinto(b)  # type: ignore[attr-defined]
-        if n:
-            self._left -= n
-            if self._left < 0:
-                raise CostModelError(
-                    f"result CSV {self._name!r} cannot be read (changed while read, or larger than "
-                    f"{self._limit} bytes)"
-                )
-        return n or 0
-
-
-def _csv_lines(f: IO[str], name: str) -> Iterator[str]:
-    """The lines of ``f``, each at most :data:`MAX_CSV_LINE_CHARS` characters."""
-    while True:
-        line = f.readline(MAX_CSV_LINE_CHARS + 1)
-        if not line:
-            return
-        if len(line) > MAX_CSV_LINE_CHARS:
-            raise CostModelError(f"result CSV {name!r}: a line is longer than {MAX_CSV_LINE_CHARS:,} characters")
-        yield line
-
-
 def _csv(path: str) -> BenchRun:
     """A per-request result CSV (module doc), read a row at a time into typed columns: memory in
     proportion to the requests (8 bytes a number), not to the text (:data:`MAX_CSV_BYTES`)."""
     name = path[:200]
     # a regular file, never a FIFO or device (opened non-blocking, checked on the descriptor), of
-    # at most MAX_CSV_BYTES before a byte is read; bytes counted as they are read (_BoundedRead)
+    # at most MAX_CSV_BYTES before a byte is read; bytes counted as they are read (bounded_text)
     raw = open_user_file(path, what="result CSV", max_bytes=MAX_CSV_BYTES)
     floats = {k: array("d") for k in ("arrival_s", "ttft_s", "e2e_s")}
     ints = {k: array("q") for k in ("prompt_tokens", "output_tokens", "line", "prefix_id", "prefix_tokens")}
     ids: dict[str, tuple[int, int]] = {}
     try:
         # utf-8-sig: a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first column
-        with io.TextIOWrapper(
-            io.BufferedReader(_BoundedRead(raw, MAX_CSV_BYTES, name)),
-            encoding="utf-8-sig",
-            errors="replace",
-            newline="",
-        ) as f:
-            reader = csv.reader(_csv_lines(f, name))
+        grown = f"result CSV {name!r} cannot be read (changed while read, or larger than {MAX_CSV_BYTES} bytes)"
+        with bounded_text(raw, MAX_CSV_BYTES, grown, errors="replace") as f:
+            reader = csv.reader(bounded_lines(f, MAX_CSV_LINE_CHARS, f"result CSV {name!r}"))
             header = next(reader, [])
             fields = set(header)
             for k in (*CSV_COLUMNS, *CSV_PREFIX_COLUMNS):

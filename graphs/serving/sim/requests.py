@@ -38,7 +38,6 @@ A fixed ``seed`` makes a workload reproducible (numpy's PCG64).
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from collections.abc import Iterator
@@ -50,7 +49,7 @@ from typing import IO
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.safefile import open_user_file
+from costmodel.safefile import bounded_lines, bounded_text, open_user_file
 
 __all__ = [
     "ARRIVALS",
@@ -348,14 +347,25 @@ def _conversations(
     return out
 
 
-#: the largest trace file read (64 MiB): about 3.5 M requests of 19-byte CSV rows, read at about
-#: 23 bytes of Python objects per byte of file (1.5 GB peak for 64 MiB, measured; it was 1 GiB,
-#: some 24 GB). A regular file's size is checked before it is read, a stream's as it is read
+#: the largest trace file read (64 MiB): about 3.7 M requests of 18-byte CSV rows. It is read a
+#: row at a time (its lines at most :data:`MAX_LINE_CHARS`, its bytes counted as they are read),
+#: each row becoming its :class:`Request` at once, so memory follows the requests the simulator
+#: takes, one object a row, not the text: 658 MiB peak for a 64 MiB file of 3.72 M requests, 612
+#: MiB of it the requests themselves (172 bytes each: the object, its index and its arrival, the
+#: token counts shared), 447 MiB for one of 2.53 M with prefix columns (measured: maximum resident
+#: set of a ``read_trace`` call less that of the same script without it, CPython 3.11, Linux
+#: x86-64; 1.55 GiB and 1.21 GiB when every row was kept as Decimals and tuples before the
+#: requests were made). A regular file's size is checked before it is read
 MAX_TRACE_BYTES = 64 << 20
 MAX_TRACE_ROWS = 10**7  #: most requests a trace may hold
 MAX_LINE_CHARS = 1 << 20  #: longest line of a trace
 #: digits kept when arrivals are rebased: a time up to 1e18 s to 1e-40 s exactly
 _EXACT_DIGITS = 60
+#: distinct token counts whose int objects the requests of a trace share (a request refers to the
+#: first int read of its value instead of holding its own 32 bytes); past them each keeps its own
+_SHARED_INTS = 1 << 16
+_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "prefix_id", "prefix_tokens")
+_LATEST = Decimal("1e18")
 
 
 @dataclass(frozen=True)
@@ -368,8 +378,7 @@ class Trace:
     prefixes: int  #: distinct prefix_id values
 
 
-def _int_field(row: dict[str, object], name: str, where: str, lo: int) -> int:
-    v = row[name]
+def _int_field(v: object, name: str, where: str, lo: int) -> int:
     try:
         if not isinstance(v, str | int | float | Decimal):  # a JSON list, object or null
             raise TypeError
@@ -383,53 +392,41 @@ def _int_field(row: dict[str, object], name: str, where: str, lo: int) -> int:
     return n
 
 
-def _row(row: dict[str, object], where: str) -> tuple[Decimal, int, int, object, int]:
-    """(arrival, prompt, output, prefix id or None, prefix tokens) of one row."""
-    for name in ("arrival_s", "prompt_tokens", "output_tokens"):
-        if row.get(name) is None:
+def _row(values: tuple[object, ...], where: str) -> tuple[Decimal, int, int, str | None, int]:
+    """(arrival, prompt, output, prefix id or None, prefix tokens) of one row's :data:`_FIELDS`
+    (None where a field is absent)."""
+    arrival, prompt, output, pid, tokens = values
+    for name, v in zip(_FIELDS[:3], values, strict=False):
+        if v is None:
             raise CostModelError(f"{where}: missing field {name!r}")
     try:
-        a = Decimal(str(row["arrival_s"]).strip())
+        a = Decimal(str(arrival).strip())
     except InvalidOperation:
-        raise CostModelError(
-            f"{where}: arrival_s must be a number, got {str(row['arrival_s'])[:40]!r}"
-        ) from None
-    if not a.is_finite() or a < 0 or a > Decimal("1e18"):
+        raise CostModelError(f"{where}: arrival_s must be a number, got {str(arrival)[:40]!r}") from None
+    if not a.is_finite() or a < 0 or a > _LATEST:
         raise CostModelError(f"{where}: arrival_s must be a finite time in [0, 1e18] s, got {a}")
-    p = _int_field(row, "prompt_tokens", where, 1)
-    o = _int_field(row, "output_tokens", where, 1)
-    pid = row.get("prefix_id")
-    has_tokens = row.get("prefix_tokens") not in (None, "")
+    p = _int_field(prompt, "prompt_tokens", where, 1)
+    o = _int_field(output, "output_tokens", where, 1)
+    has_tokens = tokens not in (None, "")
     if pid in (None, ""):
         if has_tokens:
             raise CostModelError(f"{where}: prefix_tokens needs a prefix_id naming the shared prefix")
         return a, p, o, None, 0
     if not has_tokens:
         raise CostModelError(f"{where}: prefix_id needs prefix_tokens (how many prompt tokens are shared)")
-    k = _int_field(row, "prefix_tokens", where, 0)
+    k = _int_field(tokens, "prefix_tokens", where, 0)
     if k > p:
         raise CostModelError(f"{where}: prefix_tokens {k} is longer than the prompt ({p} tokens)")
     return a, p, o, str(pid), k
 
 
-def _lines(f: IO[str], where: str) -> Iterator[str]:
-    """The file's lines, each at most :data:`MAX_LINE_CHARS` and all at most :data:`MAX_TRACE_BYTES`."""
-    total = 0
-    while True:
-        line = f.readline(MAX_LINE_CHARS + 1)
-        if not line:
-            return
-        total += len(line)
-        if len(line) > MAX_LINE_CHARS:
-            raise CostModelError(f"{where}: a line is longer than {MAX_LINE_CHARS:,} characters")
-        if total > MAX_TRACE_BYTES:
-            raise CostModelError(f"{where}: larger than {MAX_TRACE_BYTES:,} characters (split it)")
-        yield line
-
-
-def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[str, object]]]:
+def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, tuple[object, ...]]]:
+    """Each record's number and its :data:`_FIELDS` (None where absent), a line at a time: a
+    JSON line's number counts blank lines, a CSV row's does not (as ``csv.DictReader`` skips
+    them)."""
+    lines = bounded_lines(f, MAX_LINE_CHARS, where)
     if jsonl:
-        for i, line in enumerate(_lines(f, where), 1):
+        for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -438,35 +435,47 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, dict[st
                 raise CostModelError(f"{where} row {i}: not a JSON object") from None
             if not isinstance(obj, dict):
                 raise CostModelError(f"{where} row {i}: not a JSON object")
-            yield i, obj
+            yield i, tuple(obj.get(name) for name in _FIELDS)
         return
-    reader = csv.DictReader(_lines(f, where))
+    reader = csv.reader(lines)
+    try:
+        header = next(reader, [])  # an empty file: no header, and no rows follow
+    except csv.Error as exc:
+        raise _not_csv(exc, f"{where} row 1") from None
+    at = [header.index(name) if name in header else -1 for name in _FIELDS]
     i = 0
     while True:
         try:
             row = next(reader)
+            while not row:  # a blank line: no request
+                row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            limit = csv.field_size_limit()
-            why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
-            raise CostModelError(f"{where} row {i + 1}: not a CSV row ({why})") from None
+            raise _not_csv(exc, f"{where} row {i + 1}") from None
         if i == 0:
-            header = list(reader.fieldnames or ())
-            for name in ("arrival_s", "prompt_tokens", "output_tokens", "prefix_id", "prefix_tokens"):
-                if header.count(name) > 1:  # DictReader would keep the last one silently
+            for name in _FIELDS:
+                if header.count(name) > 1:  # a dict of the row would keep the last one silently
                     raise CostModelError(
                         f"{where}: column {name!r} appears {header.count(name)} times in the header; "
                         "give each column once"
                     )
         i += 1
-        yield i, row
+        n = len(row)
+        yield i, tuple(row[j] if 0 <= j < n else None for j in at)
+
+
+def _not_csv(exc: csv.Error, where: str) -> CostModelError:
+    limit = csv.field_size_limit()
+    why = f"a field is longer than {limit:,} characters" if "field limit" in str(exc) else str(exc)
+    return CostModelError(f"{where}: not a CSV row ({why})")
 
 
 def read_trace(path: str | Path) -> Trace:
     """A CSV or JSON-lines trace (module doc), its arrivals rebased to the first one; the suffix is
     matched case-insensitively and a UTF-8 byte-order mark is dropped. One-line errors name the
-    row and field; reads are bounded (:data:`MAX_TRACE_BYTES`, :data:`MAX_TRACE_ROWS`).
+    row and field; reads are bounded (:data:`MAX_TRACE_BYTES`, :data:`MAX_TRACE_ROWS`), a row at a
+    time.
 
     Parameters
     ----------
@@ -486,46 +495,50 @@ def read_trace(path: str | Path) -> Trace:
     path = Path(path)
     where = f"trace {str(path)[:200]}"
     jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
-    rows: list[tuple[Decimal, int, int, object, int]] = []
-    lengths: dict[object, tuple[int, int]] = {}  # prefix_id -> (its prefix_tokens, first row)
+    out: list[Request] = []
+    ids: dict[str, tuple[int, int, int]] = {}  # prefix_id -> (its number, its prefix_tokens, first row)
+    seen: dict[int, int] = {}  # token counts read: the first int object of each value
+
+    def shared(n: int) -> int:
+        return seen.setdefault(n, n) if len(seen) < _SHARED_INTS else seen.get(n, n)
+
+    t0 = prev = Decimal(0)
+    t = 0.0
     # a regular file, never a FIFO or device (opened non-blocking, checked on the descriptor), of
-    # at most MAX_TRACE_BYTES before a byte is read; rows bounded as it is read
+    # at most MAX_TRACE_BYTES before a byte is read; bytes counted as they are read (bounded_text)
     raw = open_user_file(path, what="trace", max_bytes=MAX_TRACE_BYTES)
+    grown = f"{where}: larger than {MAX_TRACE_BYTES:,} bytes (split it)"
     try:
-        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
-            for i, row in _records(f, where, jsonl):
-                if len(rows) >= MAX_TRACE_ROWS:
+        with bounded_text(raw, MAX_TRACE_BYTES, grown) as f, localcontext(Context(prec=_EXACT_DIGITS)):
+            for i, values in _records(f, where, jsonl):
+                if len(out) >= MAX_TRACE_ROWS:
                     raise CostModelError(f"{where}: more than {MAX_TRACE_ROWS:,} requests")
-                rows.append(_row(row, f"{where} row {i}"))
-                pid, k = rows[-1][3:]
-                if pid is not None and lengths.setdefault(pid, (k, i))[0] != k:
+                a, p, o, pid, k = _row(values, f"{where} row {i}")
+                number = None
+                if pid is not None:
+                    number, k0, first = ids.setdefault(pid, (len(ids), k, i))
+                    if k0 != k:
+                        raise CostModelError(
+                            f"{where} row {i}: prefix_id {pid[:40]!r} has prefix_tokens {k}, but row "
+                            f"{first} gave it {k0} (one prefix_id names one shared prefix)"
+                        )
+                if not out:
+                    t0 = a
+                    t = float(a - t0)
+                elif a < prev:
                     raise CostModelError(
-                        f"{where} row {i}: prefix_id {str(pid)[:40]!r} has prefix_tokens {k}, but row "
-                        f"{lengths[pid][1]} gave it {lengths[pid][0]} (one prefix_id names one shared prefix)"
+                        f"{where} row {i}: arrival_s {a} is before the previous row's {prev} (sort it)"
                     )
-                if len(rows) > 1 and rows[-1][0] < rows[-2][0]:
-                    raise CostModelError(
-                        f"{where} row {i}: arrival_s {rows[-1][0]} is before the previous row's "
-                        f"{rows[-2][0]} (sort it)"
-                    )
+                elif a.compare_total(prev):  # not the previous text's very number: its own float
+                    t = float(a - t0)  # the difference of the decimal texts, exact; then rounded once
+                prev = a
+                out.append(Request(len(out), t, shared(p), shared(o), number, shared(k)))
     except (OSError, UnicodeDecodeError) as exc:
         raise CostModelError(f"{where}: cannot read it ({type(exc).__name__})") from None
-    if not rows:
+    finally:
+        raw.close()
+    if not out:
         raise CostModelError(f"{where}: no requests")
-    t0 = rows[0][0]
-    ids: dict[object, int] = {}
-    with localcontext(Context(prec=_EXACT_DIGITS)):  # the difference of the decimal texts, exact
-        out = [
-            Request(
-                i,
-                float(a - t0),  # then rounded once
-                p,
-                o,
-                None if pid is None else ids.setdefault(pid, len(ids)),
-                k,
-            )
-            for i, (a, p, o, pid, k) in enumerate(rows)
-        ]
     return Trace(out, float(t0), len(ids))
 
 
