@@ -228,12 +228,16 @@ def bounded_lines(
     Iterator[str]
         The lines, line ends kept.
     """
+    number = 0
     while True:
         line = f.readline(max_chars + 1)
         if not line:
             return
+        number += 1
         if len(line) > max_chars:
-            raise error(f"{where}: a line is longer than {max_chars:,} characters")
+            raise error(
+                f"{where}: line {number:,} is longer than {max_chars:,} characters (its line end included)"
+            )
         yield line
 
 

@@ -441,7 +441,7 @@ def test_a_result_csv_is_read_within_its_bounds(tmp_path, monkeypatch):
     head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s,prefix_id,prefix_tokens\n"
     c = tmp_path / "long.csv"
     c.write_text(head + "0,10,3,0.1,0.3," + "x" * bench_results.MAX_CSV_LINE_CHARS + ",1\n")
-    with pytest.raises(CostModelError, match=r"long.csv': a line is longer than 1,048,576 characters"):
+    with pytest.raises(CostModelError, match=r"long.csv': line 2 is longer than 1,048,576 characters \(its line end included\)"):
         read_results(str(c))
     c = tmp_path / "grows.csv"
     c.write_text(head + "0,10,3,0.1,0.3,,\n" * 20)

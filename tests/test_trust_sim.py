@@ -402,7 +402,7 @@ def test_trace_reads_are_bounded(tmp_path, monkeypatch, capsys):
     # a regular file of one endless line: stops at one line's limit, not at the memory's
     line = tmp_path / "line.csv"
     line.write_bytes(b"arrival_s,prompt_tokens,output_tokens\n" + b"1" * (2 << 20))
-    _one_line_error(capsys, ["simulate", "tiny", "--trace", str(line), "--quiet"], "a line is longer than")
+    _one_line_error(capsys, ["simulate", "tiny", "--trace", str(line), "--quiet"], "line 2 is longer than")
     if os.path.exists("/dev/zero"):  # endless input: a device is refused before a byte is read
         _one_line_error(
             capsys, ["simulate", "tiny", "--trace", "/dev/zero", "--quiet"], "is not a regular file"

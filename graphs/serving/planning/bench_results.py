@@ -95,7 +95,11 @@ MAX_BYTES = 256 * 2**20  #: the largest result file read
 #: so memory follows the requests, not the text: 82 MiB peak for a 64 MiB file of 1.70 M
 #: requests, 89 MiB for one of 1.40 M with prefix columns (measured: maximum resident set of a
 #: ``read_results`` call less that of the same script without it, CPython 3.11, numpy 2.4, Linux
-#: x86-64; 1.20 GiB when the whole text was decoded and read with ``csv.DictReader``). A fit
+#: x86-64; 1.20 GiB when the whole text was decoded and read with ``csv.DictReader``). Two
+#: files cost more, each still bounded by the file's size: one whose every row names a prefix of
+#: its own keeps each name once (about 170 bytes a name: some 450 MiB at 64 MiB, extrapolated
+#: from a 100,000-row file's 23 MiB), and one record spread over many lines by quoted line breaks
+#: is held whole (about 4 bytes a byte of it). A fit
 #: replays at most a few thousand requests of a run (``--max-requests``), so a larger CSV is not a
 #: run's results. JSON files keep :data:`MAX_BYTES`, their parse bounded by the counts below
 MAX_CSV_BYTES = 64 * 2**20
