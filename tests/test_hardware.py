@@ -22,7 +22,7 @@ from costmodel import (
     load_hardware_file,
     register_device,
 )
-from costmodel.hardware import shipped_devices
+from costmodel.hardware import Link, shipped_devices
 from costmodel.symbols import quantity
 
 # device -> (dense bf16 FLOP/s, DRAM B/s, capacity B, power W, ridge bf16 FLOP/B by hand)
@@ -652,3 +652,30 @@ def test_a_file_that_takes_over_an_alias_says_only_the_name_moves(tmp_path, caps
     out, err = capsys.readouterr()
     assert f"{f} takes the name 'h100' over from catalog device 'h100-sxm', whose alias it was" in err
     assert "replaces" not in err and "\nh100-sxm " in out
+
+
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        (lambda: Roof("tensor", "bf17", 1e15), "roof tensor/'bf17': precision is not one the engine knows"),
+        (
+            lambda: MemoryLevel("hbm", 3e12, 80e9),
+            "memory level 'hbm' is not one the engine reads; known: dram, l2, smem",
+        ),
+        (
+            lambda: Link("nvlink", 450e9),
+            "link 'nvlink' is not one the engine reads; known: scale_up, scale_out, host",
+        ),
+    ],
+)
+def test_a_device_built_in_python_names_only_what_the_engine_reads(build, fragment):
+    """A hardware file's unknown precision, level or link was refused on read, a device built in
+    Python was not: a roof at 'bf17' or a level 'hbm' was kept and never read (every bf16 cost
+    then had no roof, every DRAM byte no bandwidth). The constructors refuse them alike."""
+    with pytest.raises(HardwareSpecError, match=re.escape(fragment)):
+        build()
+
+
+def test_memory_kind_is_the_catalogs_description():
+    # the catalog's descriptions: the L40S "GDDR6", the H100 SXM "HBM3"
+    assert get_device("l40s").memory_kind == "GDDR" and get_device("h100-sxm").memory_kind == "HBM"

@@ -12,7 +12,7 @@ from .catalog import (
     shipped_devices,
     use_catalog,
 )
-from .spec import WILDCARD, Hardware, Link, MemoryLevel, Roof
+from .spec import WILDCARD, Hardware, Link, MemoryLevel, Roof, memory_kind
 
 __all__ = [
     "Catalog",
@@ -30,4 +30,5 @@ __all__ = [
     "hardware_from_dict",
     "catalog",
     "shipped_devices",
+    "memory_kind",
 ]

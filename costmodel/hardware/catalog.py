@@ -24,10 +24,9 @@ from typing import Any
 
 from ..dtypes import ROOF_PRECISIONS, UnknownDTypeError, get_dtype
 from ..errors import HardwareSpecError, UnknownDeviceError
-from ..keys import Level, LinkName
 from ..safefile import read_user_file, unique_keys
 from ..text import has_controls
-from .spec import Hardware, Link, MemoryLevel, Roof
+from .spec import LINK_NAMES, MEMORY_LEVELS, Hardware, Link, MemoryLevel, Roof
 
 __all__ = [
     "Catalog",
@@ -73,11 +72,6 @@ _DEVICE_KEYS = {
 #: the largest hardware file read (bytes): the whole catalog is about 60 kB
 MAX_FILE_BYTES = 4 * 2**20
 
-#: the memory levels a cost charges bytes to; a level named otherwise would never be read
-MEMORY_LEVELS: tuple[str, ...] = tuple(Level)
-#: the links: the two a collective is priced on, and ``host``, the device's link to its CPU
-#: (PCIe), which ``hw show`` prints and no cost reads; a link named otherwise would never be read
-LINK_NAMES: tuple[str, ...] = (*LinkName, "host")
 
 #: a source given as one word of key characters (``h100-datasheet``) cites a key of the file's
 #: ``[sources]``; text of several words, or a URL, is the source itself

@@ -32,11 +32,24 @@ from typing import Any
 import sympy
 
 from ..cost import UNITS, as_float
+from ..dtypes import ROOF_PRECISIONS
 from ..errors import HardwareSpecError, MissingRoofError
 from ..expr import to_expr
+from ..keys import Level, LinkName
 from ..symbols import quantity
 
-__all__ = ["Roof", "MemoryLevel", "Link", "Hardware", "WILDCARD", "RANGES", "MAX_COUNT"]
+__all__ = [
+    "Roof",
+    "MemoryLevel",
+    "Link",
+    "Hardware",
+    "WILDCARD",
+    "RANGES",
+    "MAX_COUNT",
+    "MEMORY_LEVELS",
+    "LINK_NAMES",
+    "memory_kind",
+]
 
 #: Precision key of a roof that serves every precision (symbolic specs).
 WILDCARD = "*"
@@ -118,6 +131,37 @@ def _positive(value: object, field_name: str, kind: str, *, allow_zero: bool = F
     return expr
 
 
+#: the memory levels a cost charges bytes to; a level named otherwise would never be read
+MEMORY_LEVELS: tuple[str, ...] = tuple(Level)
+#: the links: the two a collective is priced on, and ``host``, the device's link to its CPU
+#: (PCIe), which ``hw show`` prints and no cost reads; a link named otherwise would never be read
+LINK_NAMES: tuple[str, ...] = (*LinkName, "host")
+
+
+def memory_kind(description: str) -> str:
+    """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
+    cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
+
+    Parameters
+    ----------
+    description : str
+        The device's catalog description (:attr:`Hardware.description`).
+
+    Returns
+    -------
+    str
+        ``GDDR``, ``SRAM``, ``HBM`` or ``other``.
+
+    >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
+    ('GDDR', 'HBM')
+    """
+    if "GDDR" in description:
+        return "GDDR"
+    if "SRAM" in description or "no HBM" in description:
+        return "SRAM"
+    return "HBM" if "HBM" in description else "other"
+
+
 @dataclass(frozen=True, slots=True)
 class Roof:
     """Peak FLOP/s of one unit at one precision."""
@@ -131,6 +175,11 @@ class Roof:
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
             raise HardwareSpecError(f"roof unit {self.unit!r} not allowed; allowed: {UNITS}")
+        if self.precision not in ROOF_PRECISIONS:
+            raise HardwareSpecError(
+                f"roof {self.unit}/{str(self.precision)[:40]!r}: precision is not one the engine knows; "
+                f"known: {', '.join(sorted(ROOF_PRECISIONS))}"
+            )
         object.__setattr__(
             self,
             "peak_flops_per_s",
@@ -157,6 +206,10 @@ class MemoryLevel:
     per: str = "device"
 
     def __post_init__(self) -> None:
+        if self.name not in MEMORY_LEVELS:
+            raise HardwareSpecError(
+                f"memory level {str(self.name)[:40]!r} is not one the engine reads; known: {', '.join(MEMORY_LEVELS)}"
+            )
         if self.per not in ("device", "sm"):
             raise HardwareSpecError(f"memory {self.name}: per must be 'device' or 'sm', got {self.per!r}")
         if self.bandwidth_bytes_per_s is not None:
@@ -189,6 +242,10 @@ class Link:
     domain: int | None = None
 
     def __post_init__(self) -> None:
+        if self.name not in LINK_NAMES:
+            raise HardwareSpecError(
+                f"link {str(self.name)[:40]!r} is not one the engine reads; known: {', '.join(LINK_NAMES)}"
+            )
         d = self.domain
         if d is not None:
             _count(d, f"link {self.name} domain", 2)
@@ -318,6 +375,12 @@ class Hardware:
         """The architecture generation, vendor and :attr:`architecture` (``NVIDIA Hopper``,
         ``AMD CDNA 3``), or ``""`` when the architecture is not given."""
         return f"{self.vendor} {self.architecture}".strip() if self.architecture else ""
+
+    @property
+    def memory_kind(self) -> str:
+        """The device's memory kind from its description (:func:`memory_kind`): ``HBM``,
+        ``GDDR``, ``SRAM`` or ``other``."""
+        return memory_kind(self.description)
 
     # ---------------------------------------------------------------- lookups
     def peak(self, unit: str, precision: str) -> sympy.Expr | None:

@@ -123,6 +123,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
+from costmodel.hardware import memory_kind
 from costmodel.results import Result
 
 if TYPE_CHECKING:
@@ -355,30 +356,6 @@ def compose(ttft: ErrorGroup, tpot: ErrorGroup, ttft_share: float) -> ErrorGroup
             f"{ttft.deployments} deployments) and {tpot.label} ({tpot.n} rows of {tpot.deployments} deployments)"
         ),
     )
-
-
-def memory_kind(description: str) -> str:
-    """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
-    cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
-
-    Parameters
-    ----------
-    description : str
-        The device's catalog description (:attr:`~costmodel.hardware.Hardware.description`).
-
-    Returns
-    -------
-    str
-        ``GDDR``, ``SRAM``, ``HBM`` or ``other``.
-
-    >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
-    ('GDDR', 'HBM')
-    """
-    if "GDDR" in description:
-        return "GDDR"
-    if "SRAM" in description or "no HBM" in description:
-        return "SRAM"
-    return "HBM" if "HBM" in description else "other"
 
 
 @dataclass(frozen=True)
