@@ -460,3 +460,13 @@ def test_fit_files_record_the_kernel(tmp_path):
     path.write_text(json.dumps(doc | {"moe_kernel": "Marlin Kernel"}))
     with pytest.raises(CostModelError, match="moe_kernel must be"):
         read_fit(str(path))
+
+
+def test_a_device_without_moe_rows_takes_its_own_generations_first(corpus):
+    """The H100 PCIe (Hopper, HBM2e; no MoE rows of its own) prices Mixtral's experts from the H100
+    SXM's rows (Hopper, HBM3), scaled by the bound ratio, not from the A100's, whose 2.04 TB/s is
+    nearer its 2.0 TB/s: a kernel's efficiency goes with the SMs that run it."""
+    from costmodel.measured.moe import moe_curve
+
+    c = moe_curve("h100-pcie", "vllm", MoEShape(4096, 7168, 2, 8))
+    assert c.basis.startswith("moe: h100-sxm's vllm kernels scaled by the bound ratio")

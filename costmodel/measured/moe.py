@@ -14,9 +14,10 @@ A kernel of shape :class:`MoEShape` (hidden ``h``, the rank's expert width ``I/t
 :func:`moe_curve` in this order:
 
 1. the device's own rows of the framework, the dtype and the shape (``measured``);
-2. the same shape from another framework on the device, then from another device, the nearest
-   DRAM bandwidth first (``neighbour``), the latter scaled by the ratio of the two devices'
-   roofline bounds of the shape (:func:`moe_bound_s`: the graphs' own expert bound);
+2. the same shape from another framework on the device, then from another device, those of the
+   device's architecture generation and memory kind first, the nearest DRAM bandwidth first
+   within each (``neighbour``), the latter scaled by the ratio of the two devices' roofline
+   bounds of the shape (:func:`moe_bound_s`: the graphs' own expert bound);
 3. the nearest measured shape (the least ``sum |log(x / x')|`` over ``h, I/tp, k, E``; ``ep``
    must match), scaled at each measured token count by the ratio of the two shapes' roofline
    bounds (``neighbour``, the shape named):
@@ -350,12 +351,22 @@ def _systems(device: str) -> list[str]:
 
 
 def _others(device: str) -> list[str]:
-    """The other measured systems, the nearest DRAM bandwidth to ``device``'s first."""
+    """The other measured systems: those of ``device``'s architecture generation and memory kind
+    first (an H100 PCIe's are the H100 SXM's and H200's, Hopper HBM, not the A100's nearer
+    bandwidth: a kernel's efficiency goes with the SMs that run it), then the rest; in each, the
+    nearest DRAM bandwidth to ``device``'s first."""
     from ..hardware import get_device
 
-    bw = float(get_device(device).bandwidth("dram"))
-    rest = [s for s in SYSTEMS if SYSTEMS[s] != device]
-    return sorted(rest, key=lambda s: abs(math.log(float(get_device(SYSTEMS[s]).bandwidth("dram")) / bw)))
+    hw = get_device(device)
+    bw = float(hw.bandwidth("dram"))
+    family = (hw.generation, hw.memory_kind)
+
+    def order(s: str) -> tuple[bool, float]:
+        other = get_device(SYSTEMS[s])
+        kin = bool(hw.generation) and (other.generation, other.memory_kind) == family
+        return (not kin, abs(math.log(float(other.bandwidth("dram")) / bw)))
+
+    return sorted((s for s in SYSTEMS if SYSTEMS[s] != device), key=order)
 
 
 def _pool(system: str, framework: str | None, exclude: str | None, shape: MoEShape) -> Any:
