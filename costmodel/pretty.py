@@ -75,7 +75,8 @@ def tidy_signs(expr: sympy.Expr) -> str:
     double negative is left (``-K*N/(-2*K + N)`` -> ``K*N/(2*K - N)``; a sum numerator in brackets,
     ``(19788*x - 1978800)/(962912 - 9827*x)``); the value is unchanged.
 
-    >>> x = sympy.Symbol("x", positive=True)
+    >>> from costmodel.symbols import quantity
+    >>> x = quantity("x")
     >>> tidy_signs(-(19788 * x - 1978800) / (9827 * x - 962912))
     '(19788*x - 1978800)/(962912 - 9827*x)'
     """

@@ -237,9 +237,10 @@ def test_a_generation_of_one_device_is_its_device_split():
         own = dev[g["family"], name]
         assert g["rows"] == own["rows"]
         # equal up to the page's last digit: docs/accuracy.md was generated before this table,
-        # and one median sits on a rounding edge (context_mla on l40s: 26.1 there, 26.156 on
-        # the current fits, both splits alike)
-        assert g["median_pct"] == pytest.approx(own["median_pct"], abs=0.1)
+        # and medians sit on rounding edges (context_mla on l40s: 26.1 there, 26.156 on the
+        # current fits, both splits alike; generation_attention on l40s 21.4 and 21.5, rounded on
+        # two machines), so one unit of the last digit apart (0.1, plus the float's own error)
+        assert g["median_pct"] == pytest.approx(own["median_pct"], abs=0.1 + 1e-9)
     (a100,) = [g for g in singles if (g["family"], g["generation"]) == ("gemm", "NVIDIA Ampere")]
     assert (a100["median_pct"], a100["p90_pct"]) == (14.1, 35.6)
 
