@@ -22,6 +22,7 @@ __all__ = [
     "NodeKind",
     "LinkName",
     "Role",
+    "memory_kind",
     # node attributes
     "OP",
     "COST",
@@ -164,3 +165,27 @@ G_TOKENS = "tokens"  #: tokens the step processes (prefill B*S, decode B)
 G_BATCH = "batch"  #: sequences the step processes (B)
 G_UNKNOWN_OPS = "unknown_ops"  #: importer ops with no mapper: name -> count
 G_SYMBOLS = "symbols"  #: importer renames of frontend symbols to ours
+
+
+def memory_kind(description: str) -> str:
+    """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
+    cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
+
+    Parameters
+    ----------
+    description : str
+        The device's catalog description (:attr:`costmodel.hardware.Hardware.description`).
+
+    Returns
+    -------
+    str
+        ``GDDR``, ``SRAM``, ``HBM`` or ``other``.
+
+    >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
+    ('GDDR', 'HBM')
+    """
+    if "GDDR" in description:
+        return "GDDR"
+    if "SRAM" in description or "no HBM" in description:
+        return "SRAM"
+    return "HBM" if "HBM" in description else "other"

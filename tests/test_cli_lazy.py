@@ -123,3 +123,13 @@ def test_a_command_process_allocates_arrow_tables_from_the_c_heap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "system"
+
+
+def test_the_shipped_served_errors_load_without_sympy() -> None:
+    """Reading the shipped served-error table needs no symbolic engine (the module's own design:
+    the catalog loads on use); a review found memory_kind's new home pulling sympy in."""
+    code = (
+        "import sys, graphs.serving.sim.served_errors as m; m.served_errors(); print('sympy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"

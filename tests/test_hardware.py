@@ -666,6 +666,10 @@ def test_a_file_that_takes_over_an_alias_says_only_the_name_moves(tmp_path, caps
             lambda: Link("nvlink", 450e9),
             "link 'nvlink' is not one the engine reads; known: scale_up, scale_out, host",
         ),
+        (
+            lambda: Roof("tensor", ["bf16"], 1e15),
+            "roof tensor/\"['bf16']\": precision is not one the engine knows",
+        ),
     ],
 )
 def test_a_device_built_in_python_names_only_what_the_engine_reads(build, fragment):

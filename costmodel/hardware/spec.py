@@ -35,7 +35,7 @@ from ..cost import UNITS, as_float
 from ..dtypes import ROOF_PRECISIONS
 from ..errors import HardwareSpecError, MissingRoofError
 from ..expr import to_expr
-from ..keys import Level, LinkName
+from ..keys import Level, LinkName, memory_kind
 from ..symbols import quantity
 
 __all__ = [
@@ -138,30 +138,6 @@ MEMORY_LEVELS: tuple[str, ...] = tuple(Level)
 LINK_NAMES: tuple[str, ...] = (*LinkName, "host")
 
 
-def memory_kind(description: str) -> str:
-    """A device's memory kind from its catalog description: ``GDDR`` (workstation and PCIe
-    cards), ``SRAM`` (weights on chip), ``HBM``, else ``other``.
-
-    Parameters
-    ----------
-    description : str
-        The device's catalog description (:attr:`Hardware.description`).
-
-    Returns
-    -------
-    str
-        ``GDDR``, ``SRAM``, ``HBM`` or ``other``.
-
-    >>> memory_kind("NVIDIA L40S 48GB (Ada Lovelace AD102, GDDR6, PCIe)"), memory_kind("AMD MI300X (HBM3)")
-    ('GDDR', 'HBM')
-    """
-    if "GDDR" in description:
-        return "GDDR"
-    if "SRAM" in description or "no HBM" in description:
-        return "SRAM"
-    return "HBM" if "HBM" in description else "other"
-
-
 @dataclass(frozen=True, slots=True)
 class Roof:
     """Peak FLOP/s of one unit at one precision."""
@@ -175,7 +151,7 @@ class Roof:
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
             raise HardwareSpecError(f"roof unit {self.unit!r} not allowed; allowed: {UNITS}")
-        if self.precision not in ROOF_PRECISIONS:
+        if not isinstance(self.precision, str) or self.precision not in ROOF_PRECISIONS:
             raise HardwareSpecError(
                 f"roof {self.unit}/{str(self.precision)[:40]!r}: precision is not one the engine knows; "
                 f"known: {', '.join(sorted(ROOF_PRECISIONS))}"

@@ -123,7 +123,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
-from costmodel.hardware import memory_kind
+from costmodel.keys import memory_kind
 from costmodel.results import Result
 
 if TYPE_CHECKING:
