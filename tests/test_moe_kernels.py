@@ -240,7 +240,7 @@ def test_the_bridge_is_the_efficiency_both_devices_measure(corpus):
     pcie = device_bridge("a100-pcie-80gb", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN))
     assert not isinstance(pcie, str) and pcie.via == "a100-sxm-80gb" and list(pcie.factor) == list(b.factor)
     why = device_bridge("h100-pcie", "rtx-pro-6000", MoEShape(2880, 2880, 4, 128, **MARLIN))
-    assert isinstance(why, str) and "architecture and BF16 tensor peak" in why
+    assert isinstance(why, str) and "architecture and tensor peaks" in why
 
 
 def test_the_same_chip_with_less_bandwidth_is_never_priced_faster(corpus):
@@ -470,3 +470,15 @@ def test_a_device_without_moe_rows_takes_its_own_generations_first(corpus):
 
     c = moe_curve("h100-pcie", "vllm", MoEShape(4096, 7168, 2, 8))
     assert c.basis.startswith("moe: h100-sxm's vllm kernels scaled by the bound ratio")
+
+
+def test_the_same_compute_is_every_shared_tensor_peak():
+    """A GB300 takes the B300's rows as its own compute (the catalog: FP4 15, FP8 5, BF16 2.5
+    PFLOP/s on both), never the GB200's (FP4 10 PFLOP/s), though both match its BF16 peak and
+    bandwidth; a measured device stands in for itself with no bridge to speak of."""
+    from costmodel.measured.moe import _same_compute, device_bridge
+
+    assert _same_compute("gb300") == "b300" and _same_compute("a100-pcie-80gb") == "a100-sxm-80gb"
+    assert _same_compute("h100-pcie") is None  # 756 against the SXM's 989 BF16 TFLOP/s
+    why = device_bridge("a100-sxm-40gb", "a100-sxm-80gb", MoEShape(7168, 2048, 8, 384, dtype="int4_wo", kernel="marlin"))
+    assert isinstance(why, str) and why.endswith("no bridge")

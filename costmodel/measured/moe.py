@@ -45,8 +45,9 @@ the weights at), where the engine's own choice is not the corpus's fastest: vLLM
 gpt-oss's MXFP4 experts on Hopper with Marlin, not OpenAI's Triton kernel the corpus measures
 for H100 (the engine profiles' :attr:`~graphs.serving.engines.EngineProfile.moe_kernels` say
 when, with sources). Its rows are taken before any other kernel's, the device's own first (its
-measured shape, else the nearest, scaled), then the other devices' nearest the DRAM bandwidth
-(each its own shape first): a kernel's efficiency is a property of the device it runs on, which
+measured shape, else the nearest, scaled), then the other devices (those of its architecture
+generation and memory kind first, the nearest DRAM bandwidth first within each; each its own
+shape first): a kernel's efficiency is a property of the device it runs on, which
 the bound ratio of two shapes keeps and that of two devices does not. A padded kernel computes
 on its padded matrices, so the bound ratios that scale its rows are of the padded shapes
 (:meth:`MoEShape.padded`). Where the corpus has no rows of the kernel for the shape's dtype,
@@ -504,7 +505,8 @@ def moe_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | None:
 
 def _kernel_curve(device: str, framework: str, shape: MoEShape) -> MoECurve | None:
     """The curve of the shape's named kernel (module doc): each system's rows in turn, the
-    device's own first, then the others nearest its DRAM bandwidth; in each, the framework's
+    device's own first, then the others in :func:`_others`' order (its generation and memory
+    kind first, the nearest DRAM bandwidth first within each); in each, the framework's
     rows before other frameworks', the shape's own before the nearest one's. The dtype is the
     shape's own (a substitute would be another kernel). Another device's rows are scaled by the
     bound ratio and, where the kernel is measured on both devices at a common shape, by the
@@ -561,29 +563,39 @@ def _kernel_rows(device: str, shape: MoEShape) -> Any:
 
 
 def _same_compute(device: str) -> str | None:
-    """The measured device (one with corpus rows) of ``device``'s architecture and dense BF16
-    tensor peak nearest it in DRAM bandwidth, ``device`` itself where it is measured, else
-    None: the same SMs at the same clock (an A100 40 GB or PCIe for the A100 SXM 80 GB), which
-    differ only in memory, which the bound ratio carries."""
+    """The measured device (one with corpus rows) of ``device``'s architecture and dense tensor
+    peaks (every precision both list, within 0.1 %) nearest it in DRAM bandwidth, ``device`` itself
+    where it is measured, else None: the same SMs at the same clock (an A100 40 GB or PCIe for
+    the A100 SXM 80 GB; a GB200 is not a B300, whose FP4 peak is 1.5x), which differ only in
+    memory, which the bound ratio carries."""
     from ..hardware import get_device
 
     if _systems(device):
         return device
     from ..cost import as_float
 
-    def bf16(name: str) -> float | None:
-        p = get_device(name).peak("tensor", "bf16")
-        return None if p is None else as_float(p, what="bf16 tensor peak")
+    def tensor(name: str) -> dict[str, float]:
+        """The device's dense tensor peaks by precision (FLOP/s; numeric ones)."""
+        out = {}
+        for r in get_device(name).roofs:
+            if r.unit == "tensor" and r.peak_flops_per_s.is_number:
+                out[r.precision] = as_float(r.peak_flops_per_s, what="tensor peak")
+        return out
+
+    def same_peaks(a: dict[str, float], b: dict[str, float]) -> bool:
+        # the precisions both list (catalog entries list different sets: the A100 PCIe no FP64)
+        shared = a.keys() & b.keys()
+        return "bf16" in shared and all(math.isclose(a[k], b[k], rel_tol=1e-3) for k in shared)
 
     hw = get_device(device)
-    peak = bf16(device)
-    if peak is None or not hw.architecture:
+    peaks = tensor(device)
+    if "bf16" not in peaks or not hw.architecture:
         return None
     bw = as_float(hw.bandwidth("dram"), what="dram bandwidth")
     same = [
         d
         for d in sorted(set(SYSTEMS.values()))
-        if get_device(d).architecture == hw.architecture and math.isclose(bf16(d) or 0.0, peak, rel_tol=1e-3)
+        if get_device(d).architecture == hw.architecture and same_peaks(tensor(d), peaks)
     ]
     if not same:
         return None
@@ -630,7 +642,9 @@ def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | st
         return "no kernel named"
     proxy = _same_compute(device)
     if proxy is None:
-        return f"no measured device of {device}'s architecture and BF16 tensor peak"
+        return f"no measured device of {device}'s architecture and tensor peaks"
+    if proxy == measured_on:
+        return f"{measured_on}'s rows stand in for {device} (the same architecture and tensor peaks): no bridge"
     one_rank = dataclasses.replace(shape, ep=1)
     here, there = _kernel_rows(proxy, one_rank), _kernel_rows(measured_on, one_rank)
     if here is None or there is None:
@@ -708,7 +722,7 @@ def _bridged(curve: MoECurve, device: str, measured_on: str, shape: MoEShape) ->
         "on both at the same rows per expert"
     ]
     if bridge.via:
-        said.append(f"{bridge.via}'s factor for {device} (the same architecture and BF16 tensor peak)")
+        said.append(f"{bridge.via}'s factor for {device} (the same architecture and tensor peaks)")
     if ref.distribution != shape.distribution:
         said.append(f"{ref.distribution} rows' factor for {shape.distribution} routing")
     lo, hi = float(bridge.load[0]), float(bridge.load[-1])
