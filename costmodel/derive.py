@@ -148,8 +148,9 @@ def _root_condition(root: sympy.Expr) -> sympy.Basic | None:
 
 
 def solved_condition(cond: sympy.Basic) -> sympy.Basic:
-    """A condition on one symbol solved for it over the symbol's domain (the positive reals for a
-    dimension), the symbol on the left (``20262912*x/(63661*x - 20262912) > 0`` -> ``x >
+    """A condition on one symbol (a relation, or ``&``, ``|``, ``~`` of relations) solved for it
+    over the symbol's domain (the positive reals for a dimension, from 0 for a count), the
+    symbol on the left (``20262912*x/(63661*x - 20262912) > 0`` -> ``x >
     20262912/63661``; ``128*x/(x + 128) >= 295`` -> ``False``; ``(x > 1000 | x < 681.7) & (1000
     - x > 0)`` -> ``x < 681.7``): ``True`` or ``False`` where it holds for every value or none;
     one on several symbols, or one sympy cannot solve, as given.
@@ -159,12 +160,18 @@ def solved_condition(cond: sympy.Basic) -> sympy.Basic:
     x > 3
     """
     syms = cond.free_symbols
-    if len(syms) == 1 and isinstance(cond, sympy.logic.boolalg.Boolean):
+    logic = (sympy.core.relational.Relational, sympy.And, sympy.Or, sympy.Not)
+    if len(syms) == 1 and isinstance(cond, logic):
         (s,) = syms
-        domain = sympy.Interval.open(0, sympy.oo) if s.is_positive else sympy.S.Reals
+        if s.is_positive:
+            domain: sympy.Set = sympy.Interval.open(0, sympy.oo)
+        elif s.is_nonnegative:
+            domain = sympy.Interval(0, sympy.oo)
+        else:
+            domain = sympy.S.Reals
         try:
             where = cond.as_set().intersect(domain)
-        except (NotImplementedError, ValueError, TypeError):
+        except (NotImplementedError, ValueError, TypeError, AttributeError):
             where = None  # kept as stated
         if where is not None:
             if where == sympy.S.EmptySet:

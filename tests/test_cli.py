@@ -368,6 +368,8 @@ def test_crossover_of_a_symbolic_shape_that_never_turns_compute_bound(capsys):
         (["--N", "K"], "--N 'K': the name K is the GEMM's reduction width"),
         (["--K", "N"], "--K 'N': the name N is the GEMM's output width"),
         (["--N", "M"], "--N 'M': the name M is the GEMM's rows, the crossover's unknown"),
+        (["--N", "M_real"], "--N 'M_real': the name M_real is the solver's own name for M"),
+        (["--N", "2*N"], "--N '2*N': the name N is the GEMM's output width"),
     ],
 )
 def test_crossover_refuses_a_closed_form_name_before_any_output(capsys, flags, fragment):
@@ -387,6 +389,16 @@ def test_crossover_states_the_shapes_where_N_is_positive(capsys):
     assert code == 0 and "exact M*" not in out and "never compute-bound, whatever x" in out
     code, out, err = run(capsys, "derive", "crossover", "--N", "N", "--K", "K")
     assert code == 0 and "exact M*       = 19788*K*N/(67*K*N - 19788*K - 19788*N)" in out
+
+
+def test_tile_verdict_holds_only_where_its_sides_are_widths(capsys):
+    """t_m = 100 - x is a width for x < 100 only, where 128 t_m / (t_m + 128) < 56 FLOP/B: memory-
+    bound whatever x (a review found "compute-bound where x <= 325.9 & 228 < x", where t_m < 0).
+    t_m = x, t_n = x - 300: x (x - 300) / (2 (x - 150)) >= I* = 19788/67 from x = 776.59."""
+    code, out, _ = run(capsys, "derive", "tile", "--tile-m", "100-x", "--device", "h100")
+    assert code == 0 and out.rstrip().endswith("-> memory-bound whatever x")
+    code, out, _ = run(capsys, "derive", "tile", "--tile-m", "x", "--tile-n", "x-300", "--device", "h100")
+    assert code == 0 and "compute-bound where x >= 776.59, memory-bound elsewhere" in out
 
 
 @pytest.mark.parametrize("side", ["b", "t_m", "t_n"])

@@ -34,6 +34,7 @@ _FORM_NAMES = {
     "N": "the GEMM's output width",
     "K": "the GEMM's reduction width",
     "M": "the GEMM's rows, the crossover's unknown",
+    "M_real": "the solver's own name for M",
     "t_m": "the tile's rows",
     "t_n": "the tile's columns",
 }
@@ -46,7 +47,7 @@ def _check_shape_names(option: str, text: str, value: Any, form_names: list[str]
     from costmodel.errors import CostModelError
 
     for s in sorted(value.free_symbols, key=str):
-        if s.name in form_names and s.name != own:  # ``--N N`` keeps N symbolic: its own name
+        if s.name in form_names and not (s.name == own and value == s):  # ``--N N``: N kept symbolic
             raise CostModelError(
                 f"{option} {text!r}: the name {s.name} is {_FORM_NAMES[s.name]} in the closed form "
                 f"printed (its names: {', '.join(form_names)}); give a number, or an "
@@ -71,7 +72,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     # N and K are read, so a name of its own in them reads as its symbol and is refused below.
     sym, widths = gemm_crossover_form(dtype=args.dtype, w_dtype=args.w_dtype)
     n, k = parse_expr(args.N, field="N"), parse_expr(args.K, field="K")
-    form_names = [*(str(s) for s in widths), "P", "beta", "N", "K", "M"]
+    form_names = [*(str(s) for s in widths), "P", "beta", "N", "K", "M", "M_real"]
     _check_shape_names("--N", args.N, n, form_names, own="N")
     _check_shape_names("--K", args.K, k, form_names, own="K")
     xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
@@ -158,7 +159,9 @@ def _condition_text(cond: Any) -> str:
         and not cond.rhs.free_symbols
         and not cond.rhs.is_Integer
     ):
-        return f"{cond.lhs} {cond.rel_op} {fmt_num(as_float(cond.rhs), '.2f')}"
+        bound = as_float(cond.rhs)
+        shown = fmt_num(bound, ".2f") if abs(bound) >= 1 else f"{bound:.4g}"  # 0.003142, not 0.00
+        return f"{cond.lhs} {cond.rel_op} {shown}"
     return str(cond)
 
 
@@ -254,7 +257,9 @@ def cmd_tile(args: argparse.Namespace) -> int:
         out["ridge"] = as_float(ridge)
         # a symbolic tile (--tile-m x) is compute-bound where its intensity reaches the ridge:
         # that condition, solved for its symbol, or a plain yes or no where it holds for every value
-        cond = solved_condition(sympy.Ge(i, ridge)) if i.free_symbols else None
+        # a tile's sides are widths: the verdict holds where both are positive
+        sides = [e > 0 for e in (tm, tn) if getattr(e, "free_symbols", None)]
+        cond = solved_condition(sympy.And(sympy.Ge(i, ridge), *sides)) if i.free_symbols else None
         if cond is None or cond in (sympy.true, sympy.false):
             out["compute_bound"] = bool(as_float(i) >= out["ridge"]) if cond is None else bool(cond)
             verdict = f"{'compute' if out['compute_bound'] else 'memory'}-bound"
