@@ -2,6 +2,8 @@
 
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel import (
     Hardware,
@@ -140,3 +142,34 @@ def test_gemm_crossover_of_a_symbolic_shape_on_a_device():
     assert gemm_crossover(N=4096, K=4096, hw=get_device("h100")).condition is None
     # fully symbolic (device too): M* = I* b N K / (2 N K - I* b (N + K)) > 0 where the denominator is
     assert gemm_crossover(N=N, K=K, dtype=b).condition == (2 * K * N * beta - K * P * b - N * P * b > 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    a=st.integers(min_value=-8, max_value=8).filter(bool),
+    c=st.integers(min_value=-3000, max_value=3000),
+    x=st.integers(min_value=1, max_value=5000),
+)
+def test_a_symbolic_shapes_condition_is_where_the_numeric_shape_has_a_crossover(a, c, x):
+    """N = a x + c, K = 4096 on an H100: the symbolic condition holds at x exactly where the
+    numeric shape N = a x + c is a width (N > 0) with a compute-bound M (the numeric path's M*),
+    two derivations of one fact; a shape on the ridge's edge is left out (equality)."""
+    from costmodel.errors import InvalidDimensionError
+    from costmodel.symbols import quantity
+
+    sym = quantity("x")
+    h100 = get_device("h100")
+    if a < 0 and c <= 0:  # never a width for x > 0: refused as such
+        with pytest.raises(InvalidDimensionError, match="N must be a positive"):
+            gemm_crossover(N=a * sym + c, K=4096, hw=h100)
+        return
+    xo = gemm_crossover(N=a * sym + c, K=4096, hw=h100)
+    n = a * x + c
+    numeric = n > 0 and gemm_crossover(N=n, K=4096, hw=h100).exact is not None
+    edge = 4096 * sympy.Rational(19788, 67) / (4096 - sympy.Rational(19788, 67))
+    if n == edge:
+        return
+    if xo.condition is None:
+        assert not numeric if xo.exact is None else numeric
+    else:
+        assert bool(xo.condition.subs(sym, x)) == numeric, (a, c, x, xo.condition)
