@@ -37,6 +37,7 @@ _LAZY: dict[str, str] = {
     "op_intensity": "derive",
     "split_matmul_network": "derive",
     "tile_intensity": "derive",
+    "tile_compute_bound": "derive",
     "DTYPES": "dtypes",
     "DType": "dtypes",
     "dtype_bytes": "dtypes",
@@ -125,6 +126,7 @@ __all__ = [
     "gemm_crossover",
     "decode_attention_intensity",
     "tile_intensity",
+    "tile_compute_bound",
     "split_matmul_network",
     "MemoryLedger",
     "Overhead",
@@ -164,6 +166,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         latex,
         op_intensity,
         split_matmul_network,
+        tile_compute_bound,
         tile_intensity,
     )
     from .dtypes import DTYPES, DType, dtype_bytes, get_dtype

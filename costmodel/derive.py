@@ -40,6 +40,7 @@ __all__ = [
     "gemm_crossover_form",
     "decode_attention_intensity",
     "tile_intensity",
+    "tile_compute_bound",
     "solved_condition",
     "latex",
     "split_matmul_network",
@@ -406,6 +407,49 @@ def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") ->
     tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
     c = op_cost("gemm", M=tm, N=tn, K=k, dtype=dtype)
     return sympy.simplify(sympy.limit(c.intensity_at("dram", "tensor"), k, sympy.oo))
+
+
+def tile_compute_bound(
+    tile_m: object, tile_n: object, hw: Hardware, dtype: DTypeLike = "bf16"
+) -> sympy.Basic:
+    """Whether a ``tile_m x tile_n`` tile of a blocked matmul is compute-bound on ``hw``: its
+    :func:`tile_intensity` at least the device's ridge ``I* = P / beta`` for ``dtype`` (FLOP/B),
+
+    .. math:: \\frac{2\\,t_m t_n}{b\\,(t_m + t_n)} \\ge I^*,
+
+    ``sympy.true`` or ``sympy.false`` for a numeric tile, or for a symbolic one where the answer
+    is the same for every positive side; else the condition, solved for the symbol where it is
+    one (:func:`solved_condition`), joined with the sides being positive (a side ``100 - x`` is
+    a width only for ``x < 100``).
+
+    Parameters
+    ----------
+    tile_m, tile_n : int or sympy expression
+        The tile's rows and columns (elements; positive).
+    hw : Hardware
+        The device: its tensor roof for ``dtype`` and its DRAM bandwidth.
+    dtype : str or DType
+        The operands' data type (default ``bf16``).
+
+    Returns
+    -------
+    sympy.Basic
+        ``true``, ``false`` or the condition.
+
+    >>> from costmodel.hardware import get_device
+    >>> x = quantity("x")
+    >>> tile_compute_bound(x, x, get_device("h100"))  # x / 2 >= 19788/67
+    x >= 39576/67
+    >>> tile_compute_bound(128, 128, get_device("h100"))  # 64 FLOP/B
+    False
+    """
+    tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
+    i = tile_intensity(tm, tn, dtype)
+    ridge = hw.balance("tensor", get_dtype(dtype).roof)
+    if not i.free_symbols:
+        return sympy.true if bool(i >= ridge) else sympy.false
+    sides = [e > 0 for e in (to_expr(tm), to_expr(tn)) if e.free_symbols]
+    return solved_condition(sympy.And(sympy.Ge(i, ridge), *sides))
 
 
 @dataclass(frozen=True)

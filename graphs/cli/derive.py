@@ -234,7 +234,7 @@ def cmd_tile(args: argparse.Namespace) -> int:
     import sympy
 
     from costmodel.cost import as_float
-    from costmodel.derive import solved_condition, tile_intensity
+    from costmodel.derive import tile_compute_bound, tile_intensity
     from costmodel.expr import parse_expr
     from costmodel.hardware import get_device
     from costmodel.symbols import dim, quantity
@@ -255,13 +255,11 @@ def cmd_tile(args: argparse.Namespace) -> int:
         hw = get_device(args.device)
         ridge = hw.balance("tensor", args.dtype)
         out["ridge"] = as_float(ridge)
-        # a symbolic tile (--tile-m x) is compute-bound where its intensity reaches the ridge:
-        # that condition, solved for its symbol, or a plain yes or no where it holds for every value
-        # a tile's sides are widths: the verdict holds where both are positive
-        sides = [e > 0 for e in (tm, tn) if getattr(e, "free_symbols", None)]
-        cond = solved_condition(sympy.And(sympy.Ge(i, ridge), *sides)) if i.free_symbols else None
-        if cond is None or cond in (sympy.true, sympy.false):
-            out["compute_bound"] = bool(as_float(i) >= out["ridge"]) if cond is None else bool(cond)
+        # a symbolic tile (--tile-m x) is compute-bound where its intensity reaches the ridge and
+        # its sides are widths: that condition, or a plain yes or no (tile_compute_bound)
+        cond = tile_compute_bound(tm, tn, hw, args.dtype)
+        if cond in (sympy.true, sympy.false):
+            out["compute_bound"] = bool(cond)
             verdict = f"{'compute' if out['compute_bound'] else 'memory'}-bound"
         else:
             out["compute_bound"] = None
