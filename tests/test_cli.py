@@ -401,6 +401,25 @@ def test_tile_verdict_holds_only_where_its_sides_are_widths(capsys):
     assert code == 0 and "compute-bound where x >= 776.59, memory-bound elsewhere" in out
 
 
+def test_tile_reads_the_ridge_at_the_dtypes_roof(capsys):
+    """fp8_e4m3 computes on the fp8 roof: an H100's 1,979 / 3.35 = 590.7 FLOP/B (the command read
+    a roof named fp8_e4m3 and failed); a 256 x 256 FP8 tile is 2 * 256^2 / (1 * 512) = 256 FLOP/B."""
+    code, out, _ = run(
+        capsys,
+        "derive",
+        "tile",
+        "--tile-m",
+        "256",
+        "--tile-n",
+        "256",
+        "--device",
+        "h100",
+        "--dtype",
+        "fp8_e4m3",
+    )
+    assert code == 0 and "= 256 FLOP/B; ridge 590.7 -> memory-bound" in out
+
+
 @pytest.mark.parametrize("side", ["b", "t_m", "t_n"])
 def test_tile_refuses_a_closed_form_name(capsys, side):
     code, out, err = run(capsys, "derive", "tile", "--tile-m", side)

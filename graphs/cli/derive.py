@@ -235,6 +235,7 @@ def cmd_tile(args: argparse.Namespace) -> int:
 
     from costmodel.cost import as_float
     from costmodel.derive import tile_compute_bound, tile_intensity
+    from costmodel.dtypes import get_dtype
     from costmodel.expr import parse_expr
     from costmodel.hardware import get_device
     from costmodel.symbols import dim, quantity
@@ -253,7 +254,7 @@ def cmd_tile(args: argparse.Namespace) -> int:
     verdict = ""
     if args.device:
         hw = get_device(args.device)
-        ridge = hw.balance("tensor", args.dtype)
+        ridge = hw.balance("tensor", get_dtype(args.dtype).roof)  # fp8_e4m3 computes on the fp8 roof
         out["ridge"] = as_float(ridge)
         # a symbolic tile (--tile-m x) is compute-bound where its intensity reaches the ridge and
         # its sides are widths: that condition, or a plain yes or no (tile_compute_bound)
