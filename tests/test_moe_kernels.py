@@ -137,13 +137,10 @@ def corpus():
     return rows
 
 
-def test_named_kernel_on_its_own_device_is_its_parquet_rows(corpus):
-    """On an L40S the corpus times vLLM's Marlin MXFP4 kernel at gpt-oss-120b's shape: the curve
-    is those rows (the fastest per token count), measured, not a neighbour."""
-    from costmodel.measured.moe import moe_curve
-
-    df = corpus("l40s")
-    sel = (
+def _gpt_oss_marlin(df):
+    """The parquet rows of vLLM's Marlin MXFP4 kernel at gpt-oss-120b's expert shape (h 2,880,
+    I/tp 2,880, top-4 of 128, ep 1, balanced routing)."""
+    return (
         df["kernel_source"].str.contains("marlin")
         & (df["moe_dtype"] == "w4a16_mxfp4")
         & (df["hidden_size"] == 2880)
@@ -153,7 +150,15 @@ def test_named_kernel_on_its_own_device_is_its_parquet_rows(corpus):
         & (df["moe_ep_size"] == 1)
         & (df["distribution"] == "balanced")
     )
-    want = (df[sel].groupby("num_tokens")["latency"].min() * 1e-3).to_dict()
+
+
+def test_named_kernel_on_its_own_device_is_its_parquet_rows(corpus):
+    """On an L40S the corpus times vLLM's Marlin MXFP4 kernel at gpt-oss-120b's shape: the curve
+    is those rows (the fastest per token count), measured, not a neighbour."""
+    from costmodel.measured.moe import moe_curve
+
+    df = corpus("l40s")
+    want = (df[_gpt_oss_marlin(df)].groupby("num_tokens")["latency"].min() * 1e-3).to_dict()
     assert len(want) > 10
     c = moe_curve("l40s", "vllm", MoEShape(2880, 2880, 4, 128, **MARLIN))
     assert c.source == "measured" and c.own_device
@@ -277,18 +282,7 @@ def test_gpt_oss_on_a100_takes_the_bridge(corpus):
     )
     assert q > 1.2
     df = corpus("rtx_pro_6000_server")
-    sel = (
-        df["kernel_source"].str.contains("marlin")
-        & (df["moe_dtype"] == "w4a16_mxfp4")
-        & (df["hidden_size"] == 2880)
-        & (df["inter_size"] / df["moe_tp_size"] == 2880)
-        & (df["topk"] == 4)
-        & (df["num_experts"] == 128)
-        & (df["moe_ep_size"] == 1)
-        & (df["distribution"] == "balanced")
-        & (df["num_tokens"] == 2048)
-    )
-    rtx = float(df[sel]["latency"].min()) * 1e-3
+    rtx = float(df[_gpt_oss_marlin(df) & (df["num_tokens"] == 2048)]["latency"].min()) * 1e-3
     padded = MoEShape(3072, 2944, 4, 128, dtype="w4a16_mxfp4")  # 2,880 padded to 256 and 128
     ratio = moe_bound_s("a100-sxm-80gb", padded, (2048.0,))[0] / moe_bound_s("rtx-pro-6000", padded, (2048.0,))[0]
     assert float(c.at(2048)) == pytest.approx(rtx * ratio * q, rel=1e-9)

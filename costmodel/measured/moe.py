@@ -667,15 +667,6 @@ def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | st
     if not len(hit):
         return f"no {shape.kernel} rows of the {shape.distribution} or balanced routing on both devices"
     near = hit.iloc[int(np.argmin(_distance(hit, shape)))]
-    one = hit[
-        (hit["kernel_source"] == near["kernel_source"])
-        & (hit["dtype"] == near["dtype"])
-        & (hit["distribution"] == near["distribution"])
-        & (hit["hidden"] == near["hidden"])
-        & (hit["inter_rank"] == near["inter_rank"])
-        & (hit["topk"] == near["topk"])
-        & (hit["experts"] == near["experts"])
-    ].sort_values("tokens")
     ref = MoEShape(
         int(near["hidden"]),
         int(near["inter_rank"]),
@@ -686,6 +677,12 @@ def device_bridge(device: str, measured_on: str, shape: MoEShape) -> Bridge | st
         shape.gated,
         str(near["distribution"]),
     )
+    same = (
+        (hit["kernel_source"] == near["kernel_source"])
+        & (hit["dtype"] == near["dtype"])
+        & (hit["distribution"] == near["distribution"])
+    )
+    one = _shape_rows(hit[same], ref).sort_values("tokens")
     if len(one) < 2:
         return f"one token count of {ref.label} measured on both devices"
     tokens = one["tokens"].to_numpy(dtype=float)
