@@ -683,3 +683,12 @@ def test_a_device_built_in_python_names_only_what_the_engine_reads(build, fragme
 def test_memory_kind_is_the_catalogs_description():
     # the catalog's descriptions: the L40S "GDDR6", the H100 SXM "HBM3"
     assert get_device("l40s").memory_kind == "GDDR" and get_device("h100-sxm").memory_kind == "HBM"
+
+
+def test_every_catalog_device_names_its_memory_kind():
+    """The MoE bridge groups stand-in devices by generation and memory kind; a description that
+    names no memory type read as "other" (the GB300's did until its 279 GB HBM3E, gb300-verda,
+    was written in)."""
+    unnamed = {n: get_device(n).description for n in shipped_devices() if get_device(n).memory_kind == "other"}
+    assert unnamed == {}
+    assert get_device("gb300").memory_kind == "HBM"
