@@ -118,3 +118,35 @@ def test_prestart_refuses_what_the_cluster_would_refuse_without_starting_a_serve
     with pytest.raises(CostModelError, match="--workers must be in"):
         prestart_workers(_args(workers=0), ())
     assert _server_pid() == before
+
+
+def _busy(cpu_s):
+    """Spin until this process has used ``cpu_s`` CPU seconds: a worker's work, counted by CPU
+    time, not by the clock."""
+    import time
+
+    t0 = time.process_time()
+    while time.process_time() - t0 < cpu_s:
+        pass
+    return os.getpid()
+
+
+def test_the_stopped_server_is_reaped_and_its_workers_time_counts():
+    """The server is ended with SIGTERM and waited for: no process is left, and the CPU time of
+    the workers it reaped counts as this process's children's (what ``size_dask.py`` reports)."""
+    pytest.importorskip("distributed")
+    import resource
+
+    from graphs.cli.dask_option import dask_client, prestart_workers
+
+    args = _args(workers=1)
+    prestart_workers(args, ())
+    server = _server_pid()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with dask_client(args, background=True) as c:
+        c.submit(_busy, 0.3, pure=False).result()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert _server_pid() is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(server, 0)  # ended and reaped: no zombie either
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.3

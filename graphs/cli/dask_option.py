@@ -23,6 +23,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -299,17 +300,27 @@ def _stop_forkserver() -> None:
     server process outlives the command, and its CPU time and its workers' (it reaped them) count
     as this process's children's, as spawned workers' do (``getrusage``'s children; unwaited, the
     orphaned server's would count nowhere). ``ForkServer._stop`` is the standard library's own
-    (Python 3.11 to 3.14; where it is missing the server stops when this process exits). None
-    running (spawned workers): nothing to do."""
+    (Python 3.11 to 3.14; where it is missing the server stops when this process exits). The
+    server is sent ``SIGTERM`` first (its default action: it ends at once): it has nothing left
+    to do, every worker having ended and been reaped by it (the cluster's close waits for each
+    worker's exit status, which the server sends once it has reaped it), and the finalisation of
+    the interpreter that had imported Dask and the sizing held ``size``'s close 0.23 s (traced;
+    0.01 s so). None running (spawned workers): nothing to do."""
     import multiprocessing
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return
     from multiprocessing import forkserver
 
-    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
-    if stop is not None:
-        stop()
+    server = getattr(forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)
+    if stop is None:
+        return
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    stop()
 
 
 def _close(c: Any, cluster: Any) -> None:
