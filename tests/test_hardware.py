@@ -689,6 +689,8 @@ def test_every_catalog_device_names_its_memory_kind():
     """The MoE bridge groups stand-in devices by generation and memory kind; a description that
     names no memory type read as "other" (the GB300's did until its 279 GB HBM3E, gb300-verda,
     was written in)."""
-    unnamed = {n: get_device(n).description for n in shipped_devices() if get_device(n).memory_kind == "other"}
+    unnamed = {
+        n: get_device(n).description for n in shipped_devices() if get_device(n).memory_kind == "other"
+    }
     assert unnamed == {}
     assert get_device("gb300").memory_kind == "HBM"
