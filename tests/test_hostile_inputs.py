@@ -30,6 +30,20 @@ def files(tmp_path):
         'memory = [{ name = "dram", bandwidth_bytes_per_s = "abc", capacity_bytes = 80e9, source = "a sheet" }]\n'
     )
     (tmp_path / "deep.json").write_text("[" * 2000 + "]" * 2000)
+    roof = '[{ unit = "tensor", precision = "bf16", peak_flops_per_s = 1e15, source = "a sheet" }]'
+    dram = '[{ name = "dram", bandwidth_bytes_per_s = 3e12, capacity_bytes = 80e9, source = "a sheet" }]'
+    # a number or one table where a list of tables goes (once a TypeError: iterated), an enum's
+    # repr in the allowed units, a control character in an alias (once accepted and resolved)
+    (tmp_path / "mem_int.toml").write_text(f"[devices.box]\nroofs = {roof}\nmemory = 5\n")
+    (tmp_path / "mem_table.toml").write_text(f'[devices.box]\nroofs = {roof}\nmemory = {{ name = "dram" }}\n')
+    (tmp_path / "links_int.toml").write_text(f"[devices.box]\nroofs = {roof}\nmemory = {dram}\nlinks = 5\n")
+    (tmp_path / "unit.toml").write_text(
+        '[devices.box]\nroofs = [{ unit = "tensr", precision = "bf16", peak_flops_per_s = 1e15, '
+        f'source = "a sheet" }}]\nmemory = {dram}\n'
+    )
+    (tmp_path / "alias.toml").write_text(
+        f'[devices.box]\nroofs = {roof}\nmemory = {dram}\naliases = ["\\u001b[31mred"]\n'
+    )
     digits = "9" * 5000
     (tmp_path / "config.json").write_text(
         '{"model_type": "llama", "hidden_size": ' + digits + ', "num_hidden_layers": 2, '
@@ -83,6 +97,11 @@ REFUSED = [
     (["--hw-file", "{d}/zero_bw.toml", "hw", "show", "zbw"], "bandwidth_bytes_per_s must be a positive"),
     (["--hw-file", "{d}/inf_cap.toml", "hw", "show", "infcap"], "capacity_bytes"),
     (["--hw-file", "{d}/deep.json", "hw", "list"], "nested too deeply"),
+    (["--hw-file", "{d}/mem_int.toml", "hw", "list"], "device 'box'.memory must be a list of tables, got int"),
+    (["--hw-file", "{d}/mem_table.toml", "hw", "list"], "device 'box'.memory must be a list of tables, got dict"),
+    (["--hw-file", "{d}/links_int.toml", "hw", "list"], "device 'box'.links must be a list of tables, got int"),
+    (["--hw-file", "{d}/unit.toml", "hw", "list"], "roof unit 'tensr' not allowed; allowed: tensor, vector, sfu"),
+    (["--hw-file", "{d}/alias.toml", "hw", "list"], "device 'box'.aliases: '\\x1b[31mred' must be a name of printable"),
     (["model", "analyze", "{d}/config.json"], "out of range"),
     (["sweep", "tiny", "--csv", "{d}/missing/x.csv"], "--csv"),
     (["plot", "headroom", "--out", "{d}/missing/x.png"], "--out"),

@@ -262,8 +262,14 @@ def hardware_from_dict(
                 out.append(Roof(r["unit"], precision, peak, source, dense=(key == "roofs")))
         return tuple(out)
 
+    def listed(key: str) -> list[Any]:
+        items = entry.get(key, [])
+        if not isinstance(items, list):
+            raise HardwareSpecError(f"{where}.{key} must be a list of tables, got {type(items).__name__}")
+        return items
+
     memory = []
-    for i, m in enumerate(entry.get("memory", [])):
+    for i, m in enumerate(listed("memory")):
         w = f"{where}.memory[{i}]"
         _check_keys(m, _MEM_KEYS, w)
         level = _name(m, "name", MEMORY_LEVELS, "memory level", w)
@@ -277,7 +283,7 @@ def hardware_from_dict(
     if not memory:
         raise HardwareSpecError(f"{where}: needs at least one memory level (e.g. 'dram')")
     links = []
-    for i, lk in enumerate(entry.get("links", [])):
+    for i, lk in enumerate(listed("links")):
         w = f"{where}.links[{i}]"
         _check_keys(lk, _LINK_KEYS, w)
         link = _name(lk, "name", LINK_NAMES, "link", w)
@@ -347,6 +353,12 @@ def _parse(data: Mapping[str, Any]) -> list[tuple[Hardware, list[str]]]:
         aliases = entry.get("aliases", [])
         if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
             raise HardwareSpecError(f"device {name!r}.aliases must be a list of strings")
+        for a in aliases:
+            if has_controls(a) or not a.strip():
+                raise HardwareSpecError(
+                    f"device {name!r}.aliases: {a!r:.60} must be a name of printable characters "
+                    "(no newline, tab or control)"
+                )
         for n, what in (
             (name, f"device {name!r}"),
             *((a, f"alias {a!r} of device {name!r}") for a in aliases),

@@ -150,7 +150,9 @@ class Roof:
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
-            raise HardwareSpecError(f"roof unit {self.unit!r} not allowed; allowed: {UNITS}")
+            raise HardwareSpecError(
+                f"roof unit {str(self.unit)[:40]!r} not allowed; allowed: {', '.join(str(u) for u in UNITS)}"
+            )
         if not isinstance(self.precision, str) or self.precision not in ROOF_PRECISIONS:
             raise HardwareSpecError(
                 f"roof {self.unit}/{str(self.precision)[:40]!r}: precision is not one the engine knows; "
