@@ -63,3 +63,21 @@ def test_simulate_compares_the_bound_with_a_measured_run(tmp_path, capsys):
 def test_compare_needs_something_beside_the_bound(capsys):
     assert main(["simulate", "tiny", "--rate", "5", "--requests", "10", "--compare", "--quiet"]) == 2
     assert "--compare sets the bound beside" in capsys.readouterr().err
+
+
+def test_a_metric_a_run_has_no_value_of_prints_n_a_with_why():
+    """Runs whose every request generated one token have no TPOT (a NaN in the summary): the
+    table printed ``nan`` in its cells; now ``n/a``, once, with the reason, and no error."""
+    m = Column("measured", {"TTFT mean": 0.2, "TPOT mean": float("nan")}, {})
+    p = Column("predicted", {"TTFT mean": 0.25, "TPOT mean": float("nan")}, {})
+    comp = compare("m", "d", [p, m], measured="measured")
+    assert comp.errors()["predicted"] == pytest.approx({"TTFT mean": 0.25})  # 0.25 / 0.2 - 1
+    text = "\n".join(comp.lines())
+    assert "nan" not in text
+    assert text.count("TPOT mean n/a: no request generated two or more tokens") == 1
+
+
+def test_a_fit_runs_undefined_error_prints_n_a():
+    from graphs.serving.present.serving_fit_report import _pct
+
+    assert _pct(-0.125) == " -12.5%" and _pct(float("nan")).strip() == "n/a"

@@ -24,6 +24,7 @@ A summary-only result fills only what it states. Each column's error against the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,10 @@ METRICS = (
     ("requests/s", "requests_per_s", "1/s"),
     ("output tokens/s", "output_tokens_per_s", "1/s"),
 )
+#: why a metric a run has no value of prints ``n/a`` (a NaN in the run's summary: the JSON's null)
+UNDEFINED = {
+    "TPOT mean": "no request generated two or more tokens (TPOT = (E2E - TTFT) / (output tokens - 1))",
+}
 #: the interval labels of :data:`graphs.serving.sim.intervals.METRICS` each metric takes its P10-P90 from
 _INTERVAL = {
     "TTFT mean": "TTFT mean s",
@@ -177,7 +182,11 @@ class Comparison(Result):
         if ref is None:
             return {}
         return {
-            c.name: {k: v / ref.values[k] - 1 for k, v in c.values.items() if ref.values.get(k)}
+            c.name: {
+                k: v / ref.values[k] - 1
+                for k, v in c.values.items()
+                if ref.values.get(k) and math.isfinite(v) and math.isfinite(ref.values[k])
+            }
             for c in self.columns
             if c is not ref
         }
@@ -186,11 +195,15 @@ class Comparison(Result):
         """The table as the command prints it: one row per metric, a column per answer, the
         interval beside a value that has one, then each column's signed error against the
         measured run."""
-        rows = []
+        rows, undefined = [], []
         for label, _, unit in METRICS:
             cells = []
             for c in self.columns:
                 v = c.values.get(label)
+                if v is not None and not math.isfinite(v):
+                    cells.append("n/a")
+                    undefined.append(label)
+                    continue
                 text = "" if v is None else _fmt(v, unit)
                 if v is not None and label in c.interval:
                     lo, hi = c.interval[label]
@@ -203,6 +216,9 @@ class Comparison(Result):
         ]
         for label, cells in rows:
             out.append(f"  {label:16s}" + "".join(f"{t:>{w}s}" for t, w in zip(cells, widths, strict=True)))
+        for label in dict.fromkeys(undefined):
+            why = UNDEFINED.get(label, "not defined for this run")
+            out.append(f"  {label} n/a: {why}")
         for name, errs in self.errors().items():
             parts = ", ".join(f"{k} {100 * e:+.1f} %" for k, e in errs.items())
             out.append(f"  {name} against measured: {parts}")

@@ -51,6 +51,13 @@ TERM_UNITS: dict[str, tuple[float, str]] = {
 _MS = (1e3, " ms")
 
 
+def _pct(err: float) -> str:
+    """A run's signed relative error as a percentage, ``n/a`` where the run has no value of the
+    metric (a TPOT of runs whose every request generated one token: its error is NaN; the fit
+    file's JSON holds null)."""
+    return f"{100 * err:+6.1f}%" if np.isfinite(err) else f"{'n/a':>7s}"
+
+
 def _why_collinear(a: str, b: str) -> str:
     """Why two fitted terms move the runs' means alike (said with the flag)."""
     pair = {a, b}
@@ -273,8 +280,8 @@ class ServingFitReport:
             what = "fitted  " if r.fitted else "held out"
             rate = "all at once" if r.rate is None else f"{r.rate:8.4g} req/s"
             out.append(
-                f"  {what} {rate:>14s}  mean TTFT {100 * r.ttft_err:+6.1f}%  TPOT {100 * r.tpot_err:+6.1f}%  "
-                f"E2E {100 * r.e2e_err:+6.1f}%  ({r.source})"
+                f"  {what} {rate:>14s}  mean TTFT {_pct(r.ttft_err)}  TPOT {_pct(r.tpot_err)}  "
+                f"E2E {_pct(r.e2e_err)}  ({r.source})"
             )
         if not held:
             out.append(
