@@ -470,3 +470,22 @@ def test_too_few_measurements_say_why_for_the_runs_given(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "2 measured group mean(s) from 1 fitted run(s), for 3 term(s): nothing to fit" in err
     assert "one-token" not in err and "--terms" in err
+
+
+def test_a_fit_files_term_out_of_range_names_the_file_and_key(tmp_path):
+    """A hand-edited kernel_scale of 0 said only "kernel_scale must be in [0.05, 20], got 0";
+    every other fit-file error names the file and key: this one does too."""
+    import json
+
+    runs, sims = _linear_runs()
+    fit = fit_serving(runs, sims, base=EngineOverheads(kernel_scale=1.0), terms=("request_s",), bins=2)
+    path = tmp_path / "fit.json"
+    write_fit(fit, str(path))
+    doc = json.loads(path.read_text())
+    doc["overheads"]["kernel_scale"] = 0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(
+        CostModelError,
+        match=r"fit file '.*fit\.json': overheads: kernel_scale must be in \[0\.05, 20\], got 0",
+    ):
+        read_fit(str(path))

@@ -785,7 +785,10 @@ class EngineOverheads:
             raise CostModelError(f"{where}: cudagraph_sizes must be a list of whole numbers")
         if not isinstance(d["basis"], str):
             raise CostModelError(f"{where}: basis must be a string")
-        return cls(**{**d, "cudagraph_sizes": tuple(sizes), "basis": d["basis"][:300]})
+        try:
+            return cls(**{**d, "cudagraph_sizes": tuple(sizes), "basis": d["basis"][:300]})
+        except CostModelError as exc:  # a term out of its range: name the file and key too
+            raise CostModelError(f"{where}: {exc}") from None
 
 
 #: The engine registry's lookup behind :meth:`EngineOverheads.for_framework`: engine profile
