@@ -37,6 +37,10 @@ def files(tmp_path):
     (tmp_path / "mem_int.toml").write_text(f"[devices.box]\nroofs = {roof}\nmemory = 5\n")
     (tmp_path / "mem_table.toml").write_text(f'[devices.box]\nroofs = {roof}\nmemory = {{ name = "dram" }}\n')
     (tmp_path / "links_int.toml").write_text(f"[devices.box]\nroofs = {roof}\nmemory = {dram}\nlinks = 5\n")
+    (tmp_path / "cap1.toml").write_text(
+        f'[devices.box]\nroofs = {roof}\nmemory = [{{ name = "dram", bandwidth_bytes_per_s = 3e12, '
+        'capacity_bytes = 1, source = "a sheet" }]\n'
+    )
     (tmp_path / "unit.toml").write_text(
         '[devices.box]\nroofs = [{ unit = "tensr", precision = "bf16", peak_flops_per_s = 1e15, '
         f'source = "a sheet" }}]\nmemory = {dram}\n'
@@ -102,6 +106,10 @@ REFUSED = [
     (["--hw-file", "{d}/links_int.toml", "hw", "list"], "device 'box'.links must be a list of tables, got int"),
     (["--hw-file", "{d}/unit.toml", "hw", "list"], "roof unit 'tensr' not allowed; allowed: tensor, vector, sfu"),
     (["--hw-file", "{d}/alias.toml", "hw", "list"], "device 'box'.aliases: '\\x1b[31mred' must be a name of printable"),
+    (  # the pool's total is negative: it says why (it said only "90% of -0.5 GB")
+        ["--hw-file", "{d}/cap1.toml", "simulate", "llama-3.2-1b", "--device", "box", "--rate", "1", "--requests", "2"],
+        "90% of -0.5 GB (the device's 1.00 B less the driver's 458.98 MB)",
+    ),
     (["model", "analyze", "{d}/config.json"], "out of range"),
     (["sweep", "tiny", "--csv", "{d}/missing/x.csv"], "--csv"),
     (["plot", "headroom", "--out", "{d}/missing/x.png"], "--out"),

@@ -104,6 +104,7 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
+from costmodel.text import fmt_si
 
 from ..engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
 from ..engines.knobs import profile_peak_bytes, sampler_words
@@ -271,8 +272,14 @@ def _pool_free(
     other = f", non-torch memory ({r / 1e9:.2f} GB)" if r else ""
     other += f", CUDA graphs ({g / 1e9:.2f} GB)" if g else ""
     which, remedy = sampler_words(peak, a * cfg.max_num_batched_tokens)
+    of = (
+        f"{total / 1e9:.1f} GB"
+        if not cfg.driver_reserved_bytes
+        else f"{total / 1e9:.1f} GB (the device's {fmt_si(capacity_bytes, 'B')} less the driver's "
+        f"{fmt_si(cfg.driver_reserved_bytes, 'B')})"
+    )
     why = (
-        f"{cfg.gpu_memory_utilization:.0%} of {total / 1e9:.1f} GB minus "
+        f"{cfg.gpu_memory_utilization:.0%} of {of} minus "
         f"weights ({w / 1e9:.1f} GB){other} and activations ({peak / 1e9:.2f} GB{which}) "
         f"leaves {'nothing' if free <= 0 else f'{free / 1e9:.2f} GB'} (more devices, tp, or a smaller token budget{remedy})"
     )
