@@ -51,12 +51,28 @@ def test_the_defaults_an_engine_picks_on_a_device(capsys: pytest.CaptureFixture[
     assert "cudagraph_sizes" in _run(["engines", "vllm@0.11"], capsys)[1]
 
 
+def test_the_list_on_a_device_shows_what_each_engine_picks_there(capsys: pytest.CaptureFixture[str]) -> None:
+    """``engines --device l40s`` listed every profile's own defaults (vllm@0.11: 8192 tokens)
+    while ``engines vllm@0.11 --device l40s`` and ``simulate`` used 2048 (vLLM 0.11's
+    _set_default_args: below 70 GiB, 2048 tokens and 256 sequences); the list shows the same."""
+    code, out, _ = _run(["engines", "--device", "l40s"], capsys)
+    assert code == 0 and "as each picks them on l40s" in out
+    lines = out.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("  vllm@0.11"))
+    assert "max_num_batched_tokens 2048, max_num_seqs 256" in lines[i + 1]
+    code, out, _ = _run(["engines", "--device", "l40s", "--json"], capsys)
+    doc = {p["engine"]: p for p in json.loads(out)}
+    assert doc["vllm@0.11"]["device"] == "l40s"
+    assert doc["vllm@0.11"]["settings"]["max_num_batched_tokens"] == 2048
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["engines", "tgi"], "no engine profile 'tgi'; known: "),
         (["engines", "vllm@9"], "no engine profile 'vllm@9'; vllm has: "),
         (["engines", "vllm", "--device", "nope"], "unknown device 'nope'"),
+        (["engines", "--device", "nope"], "unknown device 'nope'"),  # listing: was accepted (exit 0)
     ],
 )
 def test_refusals_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -129,19 +129,23 @@ def profile_of(args: argparse.Namespace) -> Any:
     return prof.with_overrides(**given) if given else prof
 
 
-def engine_list(as_json: bool = False) -> str:
+def engine_list(as_json: bool = False, device: Any = None) -> str:
     """Every registered profile: its name, what it is, the corpus framework pricing it and its
-    defaults (``--json``: each profile's sources too)."""
+    defaults (``--json``: each profile's sources too); with ``device``, the defaults each picks
+    on that device (:meth:`~graphs.serving.engines.EngineProfile.for_device`), as ``engines NAME
+    --device D`` and ``simulate`` show them."""
     from graphs.serving.engines import engines, get_engine
 
     profs = engines()
+    shown = [p if device is None else p.for_device(device) for p in profs]
     if as_json:
         from .common import dump
 
-        return dump([p.to_dict() for p in profs])
-    lines = ["engine profiles (NAME[@VERSION]; a bare NAME takes its default version):"]
-    for p in profs:
+        return dump([{**q.to_dict(), "device": None if device is None else device.name} for q in shown])
+    on = "" if device is None else f", as each picks them on {device.name}"
+    lines = [f"engine profiles (NAME[@VERSION]; a bare NAME takes its default version){on}:"]
+    for p, q in zip(profs, shown, strict=True):
         default = " (default)" if get_engine(p.name) is p else ""
         lines.append(f"  {p.ref}{default}: {p.label}; kernels from the {p.framework} corpus")
-        lines.append(f"    {', '.join(f'{k} {v}' for k, v in p.defaults().items())}")
+        lines.append(f"    {', '.join(f'{k} {v}' for k, v in q.defaults().items())}")
     return "\n".join(lines)

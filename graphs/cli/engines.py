@@ -79,15 +79,15 @@ def cmd_engines(args: argparse.Namespace) -> int:
 
     from .engine_option import engine_list
 
-    if args.engine is None:
-        print(engine_list(args.json))
-        return 0
-    profile = get_engine(args.engine)
     device = None
-    if args.device is not None:
+    if args.device is not None:  # resolved first: an unknown name is refused, listing or not
         from costmodel.hardware import get_device
 
         device = get_device(args.device)
+    if args.engine is None:
+        print(engine_list(args.json, device))
+        return 0
+    profile = get_engine(args.engine)
     if args.json:
         shown = profile if device is None else profile.for_device(device)
         print(dump({**shown.to_dict(), "device": None if device is None else device.name}))
