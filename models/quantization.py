@@ -60,6 +60,7 @@ __all__ = [
     "GPTQ_BITS",
     "AWQ_BITS",
     "native_matmul",
+    "weights_in",
     "weight_format_notes",
     "NATIVE_MATMUL_FORMATS",
     "QUANT_METHODS",
@@ -429,6 +430,31 @@ def check_group_size(cfg: ModelConfig) -> None:
 #: when the device has tensor cores for it (W8A8 FP8, W4A4 NVFP4; module doc of
 #: :func:`native_matmul`)
 NATIVE_MATMUL_FORMATS = ("fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
+
+
+def weights_in(cfg: Any, dtype: str) -> tuple[Any, str | None]:
+    """``cfg`` with every linear's weights in ``dtype`` (``--weight-dtype``, a search's
+    ``--weight-dtypes``), the routed experts' included, and the note that says so where the
+    checkpoint stored those in another format (gpt-oss's MXFP4 experts: its ``expert_dtype``,
+    kept before, so a "bf16" gpt-oss-120b weighed its MXFP4 60.8 GiB instead of 116.8 G
+    parameters x 2 B = 217.6 GiB); None where nothing else changed.
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model.
+    dtype : str
+        The weights' format, a model format's canonical name (:func:`models.config.model_dtype_name`).
+
+    Returns
+    -------
+    tuple of (ModelConfig, str or None)
+        The config, and the note (None: no expert format replaced).
+    """
+    note = None
+    if cfg.expert_dtype not in (None, dtype):
+        note = f"weights in {dtype}: the routed experts too (the checkpoint's {cfg.expert_dtype})"
+    return cfg.replace(dtype=dtype, expert_dtype=None), note
 
 
 def native_matmul(cfg: Any, devices: list[Any]) -> tuple[Any, str | None]:

@@ -385,3 +385,23 @@ def test_gptq_gemms_rest_on_the_bound_and_say_so(corpus):
     p = corpus(cfg, "h100-sxm", "decode", batch=8, ctx=1024)
     assert "bound" in p.coverage.flagged
     assert any("bf16 x int4_g128 weights: not measured" in why for why in p.coverage.bounds)
+
+
+def test_a_weight_dtype_replaces_the_routed_experts_format_too(capsys):
+    """``--weight-dtype bf16`` on gpt-oss-120b kept its MXFP4 experts (the ledger's weights 60.77
+    GiB, as without the flag) while search labelled the plan bf16. Every weight is now in the
+    given format: OpenAI's model card counts 116.83 B parameters, 2 bytes each = 233.7 GB; the
+    replacement is said once, in the text and in --json's notes."""
+    assert main(["--json", "ledger", "gpt-oss-120b", "--device", "h200", "--weight-dtype", "bf16"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["terms"]["weights"] / 2 == pytest.approx(116.83e9, abs=0.005e9)
+    assert doc["notes"] == [
+        "note: --weight-dtype: weights in bf16: the routed experts too (the checkpoint's mxfp4)"
+    ]
+    assert main(["search", "gpt-oss-120b", "--device", "h200", "--weight-dtypes", "bf16", "--tp", "2",
+                 "--batches", "1", "--ctxs", "4096", "--quiet", "--json"]) == 0  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert "weights in bf16: the routed experts too (the checkpoint's mxfp4)" in json.dumps(doc)
+    # without the flag the checkpoint's own formats stand: the MXFP4 experts' 60.77 GiB
+    assert main(["--json", "ledger", "gpt-oss-120b", "--device", "h200"]) == 0
+    assert json.loads(capsys.readouterr().out)["terms"]["weights"] / 2**30 == pytest.approx(60.77, abs=0.005)

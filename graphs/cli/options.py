@@ -480,6 +480,12 @@ def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     for d, f in DTYPE_OPTIONS.items():  # each flag checked alone, so its error names the flag
         if f in changes:
             check_dtype_option("--" + d.replace("_", "-"), changes[f])
+    if "dtype" in changes:  # every weight, the routed experts' own format (gpt-oss's) too
+        from models.quantization import weights_in
+
+        cfg, note = weights_in(cfg, changes.pop("dtype"))
+        note_once(args, note and f"--weight-dtype: {note}")
+        changes["dtype"] = cfg.dtype  # for the checks below
     cfg = cfg.replace(**changes)
     if "dtype" in changes and "matmul_dtype" not in changes:
         cfg = _native_matmul(cfg, args)

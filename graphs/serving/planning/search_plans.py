@@ -23,7 +23,7 @@ import numpy as np
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from models.config import ModelConfig
-from models.quantization import native_matmul
+from models.quantization import native_matmul, weights_in
 
 __all__ = ["Plan", "grid_size", "positive_ints", "plans_of"]
 
@@ -181,8 +181,11 @@ def plans_of(
         if domain is not None and t * e * d > domain:
             beyond.append(f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})")
             continue
-        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        c = cfg.replace(**changes)
+        c = cfg if kvd is None else cfg.replace(kv_dtype=kvd)
+        if wd is not None:  # every weight, the routed experts' own format too
+            c, note = weights_in(c, wd)
+            if note:
+                notes.setdefault(note)
         if wd is not None:  # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
             c, note = native_matmul(c, [hw])
             if note:
