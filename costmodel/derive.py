@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 
 from .cost import Cost, as_float
-from .dtypes import DTypeLike, get_dtype
+from .dtypes import DTypeLike, gemm_out_dtype, get_dtype
 from .errors import CostModelError
 from .expr import to_expr
 from .hardware.spec import WILDCARD, Hardware
@@ -311,11 +311,9 @@ def gemm_crossover(
 
 
 def _gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None) -> DTypeLike | None:
-    """What a GEMM writes when ``out_dtype`` is not given (:func:`gemm_crossover`): bf16 for
-    operands narrower than 16 bits, else the operand dtype (None)."""
-    if out_dtype is None and not isinstance(dtype, sympy.Basic) and get_dtype(dtype).bits < 16:
-        return "bf16"
-    return out_dtype
+    """What a GEMM writes when ``out_dtype`` is not given (:func:`gemm_crossover`):
+    :func:`costmodel.dtypes.gemm_out_dtype`."""
+    return gemm_out_dtype(dtype, out_dtype)
 
 
 def gemm_crossover_form(

@@ -63,6 +63,7 @@ __all__ = [
     "get_dtype",
     "dtype_bytes",
     "roof_of",
+    "gemm_out_dtype",
     "DTypeLike",
     "group_quantised",
 ]
@@ -246,3 +247,17 @@ def roof_of(dtype: DTypeLike) -> str:
     if isinstance(dtype, sympy.Expr):
         return "*"
     return get_dtype(dtype).roof
+
+
+def gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None = None) -> DTypeLike | None:
+    """What a GEMM of ``dtype`` operands writes when ``out_dtype`` is not given: bf16 for
+    operands narrower than 16 bits (FP8, NVFP4 and MXFP4 GEMMs accumulate in fp32 and write bf16:
+    cuBLASLt's and CUTLASS's block-scaled GEMMs emit a 16-bit D), else None (the operand dtype).
+    ``out_dtype`` given (or a symbolic ``dtype``): returned as it is.
+
+    >>> gemm_out_dtype("fp8"), gemm_out_dtype("bf16"), gemm_out_dtype("fp8", "fp8")
+    ('bf16', None, 'fp8')
+    """
+    if out_dtype is None and not isinstance(dtype, sympy.Basic) and get_dtype(dtype).bits < 16:
+        return "bf16"
+    return out_dtype

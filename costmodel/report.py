@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .cost import Cost, as_float
+from .dtypes import gemm_out_dtype
 from .hardware.spec import Hardware
 from .roofline import bound, headroom
 from .rules import op_cost
@@ -84,17 +85,19 @@ def standard_ops(dtype: str = "bf16") -> list[tuple[str, Cost]]:
     """The profiling article's operator ledger, built from the cost rules.
 
     Elementwise add over 16M elements, LayerNorm [4096, 3072] without beta,
-    softmax [4096, 4096] fused and naive, GEMMs 512 and 4096 x 4096 x 4096,
+    softmax [4096, 4096] fused and naive, GEMMs 512 and 4096 x 4096 x 4096 (writing bf16 when
+    the operands are narrower: :func:`costmodel.dtypes.gemm_out_dtype`),
     single-head attention N=4096, d=128 naive and ideal-minimum.
     """
     n, d = 4096, 128
+    out = gemm_out_dtype(dtype)  # a narrow GEMM writes bf16, as gemm_crossover prices it
     return [
         ("elementwise add [16M]", op_cost("elementwise", n=16_000_000, inputs=2, dtype=dtype)),
         ("layernorm [4096,3072]", op_cost("layernorm", rows=4096, cols=3072, bias=False, dtype=dtype)),
         ("softmax fused [4096,4096]", op_cost("softmax", rows=4096, cols=4096, variant="fused", dtype=dtype)),
         ("softmax naive [4096,4096]", op_cost("softmax", rows=4096, cols=4096, variant="naive", dtype=dtype)),
-        ("gemm 512x4096x4096", op_cost("gemm", M=512, N=4096, K=4096, dtype=dtype)),
-        ("gemm 4096x4096x4096", op_cost("gemm", M=4096, N=4096, K=4096, dtype=dtype)),
+        ("gemm 512x4096x4096", op_cost("gemm", M=512, N=4096, K=4096, dtype=dtype, out_dtype=out)),
+        ("gemm 4096x4096x4096", op_cost("gemm", M=4096, N=4096, K=4096, dtype=dtype, out_dtype=out)),
         (
             f"attention naive [N={n},d={d}]",
             op_cost("attention", heads=1, q_len=n, kv_len=n, head_dim=d, variant="naive", dtype=dtype),
