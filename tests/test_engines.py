@@ -39,9 +39,9 @@ def test_trtllm_defaults_are_its_sources():
 
 def test_vllm_and_sglang_defaults_are_their_sources():
     v = get_engine("vllm")
-    # get_batch_defaults: 8192 tokens (OPENAI_API_SERVER, >= 70 GiB); 256 sequences (below 70 GiB);
+    # get_batch_defaults: 8192 tokens and 1024 sequences (OPENAI_API_SERVER, >= 70 GiB, not A100);
     # CacheConfig: block 16, gpu_memory_utilization 0.9 of the device; V1 chunks prefills, recomputes
-    assert (v.max_num_batched_tokens, v.max_num_seqs, v.block_size) == (8192, 256, 16)
+    assert (v.max_num_batched_tokens, v.max_num_seqs, v.block_size) == (8192, 1024, 16)
     assert (v.kv_rule, v.kv_fraction, v.policy, v.enable_chunked_prefill) == (
         "device",
         0.9,
@@ -140,10 +140,11 @@ def test_kv_pool_rules_by_hand():
     # 171,798,692 B: floor((0.9 x (80e9 - 458,982,687) - 16e9 - 1000 x 8192 - 171,798,692) / (16 x 131072))
     #            = floor(55,406,924,889.7 / 2,097,152) = floor(26,420.08...) = 26,420
     assert get_engine("vllm@0.11").kv_blocks(pool) == 26420
-    # vLLM >= 0.21 also takes its CUDA graphs' estimate, 20,324,357 B a layer at the defaults
-    # (tests/test_vllm_memory.py): 32 layers, floor((55,406,924,889.7 - 650,379,424) / 2,097,152)
-    #            = floor(26,109.96...) = 26,109
-    assert get_engine("vllm").kv_blocks(dataclasses.replace(pool, layers=32)) == 26109
+    # vLLM >= 0.21 also takes its CUDA graphs' estimate (tests/test_vllm_memory.py): at 1,024
+    # sequences every one of the 51 capture sizes has a FULL graph too, 12,794,261 + 89,644 x (50 +
+    # 50) = 21,758,661 B a layer; 32 layers = 696,277,152 B:
+    # floor((55,406,924,889.7 - 696,277,152) / 2,097,152) = floor(26,088.07...) = 26,088
+    assert get_engine("vllm").kv_blocks(dataclasses.replace(pool, layers=32)) == 26088
     cfg = get_engine("trtllm").engine_config(pool, request_tokens=2000)
     # guaranteed_no_evict: floor(13,731 / ceil(2000 / 32) = 63) = 217 requests reserved at once
     assert (cfg.num_blocks, cfg.max_num_seqs, cfg.block_size, cfg.enable_chunked_prefill) == (

@@ -79,9 +79,10 @@ def test_pool_by_hand():
     # (tests/test_vllm_memory.py; 2,858 blocks without it)
     n = math.floor((0.9 * cuda - 16_060_522_496 - a * 2048 - 171_798_692 - 650_379_424) / (16 * 131_072))
     assert prof.kv_blocks(pool) == n == 2548
-    # the 8,192-token budget of a >= 70 GiB GPU would have left a third fewer blocks
+    # the >= 70 GiB branch (8,192 tokens, 1,024 sequences: every capture size a FULL graph too,
+    # 32 x (12,794,261 + 89,644 x 100) = 696,277,152 B) would have left a third fewer blocks
     assert get_engine("vllm").kv_blocks(pool) == math.floor(
-        (0.9 * cuda - 16_060_522_496 - a * 8192 - 171_798_692 - 650_379_424) / 2_097_152
+        (0.9 * cuda - 16_060_522_496 - a * 8192 - 171_798_692 - 696_277_152) / 2_097_152
     )
 
 

@@ -64,13 +64,14 @@ def test_llama_8b_on_one_h100_blocks_before_and_after():
     #              / 2,097,152) = floor(58,154,868,211.3 / 2,097,152) = floor(27,730.4...) = 27,730
     after = math.floor((0.9 * (85_520_809_984 - 458_982_687) - 16_060_522_496 - act - 171_798_692) / block)
     assert after == 27_730
-    # with vLLM >= 0.21's CUDA-graph estimate, 32 layers x (12,794,261 + 89,644 x 84) B = 650,379,424 B
-    # (0.606 GiB; test_cudagraph_estimate_by_hand): floor((58,154,868,211.3 - 650,379,424) / 2,097,152)
-    #       = floor(57,504,488,787.3 / 2,097,152) = floor(27,420.3...) = 27,420
+    # with vLLM >= 0.21's CUDA-graph estimate at an H100's default 1,024 sequences (every one of the
+    # 51 capture sizes also a FULL graph), 32 layers x (12,794,261 + 89,644 x 100) B = 696,277,152 B
+    # (0.648 GiB; test_cudagraph_estimate_by_hand): floor((58,154,868,211.3 - 696,277,152) / 2,097,152)
+    #       = floor(57,458,591,059.3 / 2,097,152) = floor(27,398.4...) = 27,398
     graphs = math.floor(
-        (0.9 * (85_520_809_984 - 458_982_687) - 16_060_522_496 - act - 171_798_692 - 650_379_424) / block
+        (0.9 * (85_520_809_984 - 458_982_687) - 16_060_522_496 - act - 171_798_692 - 696_277_152) / block
     )
-    assert graphs == 27_420
+    assert graphs == 27_398
     eng = profile_engine(get_engine("vllm"), "llama-3.1-8b", "h100-sxm", tp=1)
     assert (eng.driver_reserved_bytes, eng.non_torch_bytes) == (458_982_687.0, 171_798_692.0)
     assert kv_blocks(pool, pool.capacity_bytes, eng) == graphs
@@ -108,8 +109,10 @@ def test_cudagraph_estimate_by_hand():
     # Llama-3.1-8B (32 layers) 650,379,424 B = 0.606 GiB; Llama-3.1-70B (80) 1,625,948,560 B = 1.514 GiB
     assert v1_cudagraph_memory(32) == 650_379_424
     assert v1_cudagraph_memory(80) == 1_625_948_560
-    # per layer in the profile: the same law at one layer
-    assert get_engine("vllm").cudagraph_bytes_per_layer() == 12_794_261 + 89_644 * 84
+    # per layer in the profile: the same law at one layer, at its own 1,024 sequences (all 51 sizes
+    # FULL too: 50 + 50 graphs past the first); at 256 sequences 50 + 34 = 84
+    assert get_engine("vllm").cudagraph_bytes_per_layer() == 12_794_261 + 89_644 * 100
+    assert v1_cudagraph_memory(1, max_num_seqs=256) == 12_794_261 + 89_644 * 84
     assert get_engine("vllm@0.11").cudagraph_bytes_per_layer() == 0.0
     assert get_engine("vllm@0.6").cudagraph_bytes_per_layer() == 0.0
     assert get_engine("sglang").cudagraph_bytes_per_layer() == 0.0
@@ -154,8 +157,8 @@ def test_report_states_the_deduction_once():
     prof = get_engine("vllm")
     note = prof.memory_note(2)
     assert "0.43 GiB" in note and "0.16 GiB of non-torch memory at tp 2" in note and "vllm PR 10511" in note
-    assert "19.4 MiB a layer of CUDA graphs (an ESTIMATE" in note  # 12,794,261 + 89,644 x 84 = 20,324,357 B (19.4 MiB)
-    assert "0.61 GiB for 32 layers of CUDA graphs" in prof.memory_note(1, 32)
+    assert "20.8 MiB a layer of CUDA graphs (an ESTIMATE" in note  # 12,794,261 + 89,644 x 100 = 21,758,661 B (20.75 MiB)
+    assert "0.65 GiB for 32 layers of CUDA graphs" in prof.memory_note(1, 32)  # 696,277,152 B = 0.648 GiB
     assert note.count("ESTIMATE") == 1
     assert "CUDA graphs" not in get_engine("vllm@0.11").memory_note(2)
     assert get_engine("sglang").memory_note(2) == ""

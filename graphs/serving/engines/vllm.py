@@ -9,11 +9,13 @@ Sources of every default (:data:`PROFILE`):
   2048}``), which :func:`vllm_device_defaults` applies. The budget sizes the profiled activation
   peak, so on a 24 GB card it moves the KV pool by a third (Llama-3.1-8B on an RTX 4090: 1,772
   blocks at 8,192 tokens, 2,548 at 2,048: tests/test_overload.py).
-* ``max_num_seqs`` 256: the same function's value below 70 GiB (``{LLM_CLASS: 256,
-  OPENAI_API_SERVER: 256}``) and V0's ``EngineArgs.max_num_seqs``; V1 on a >= 70 GiB GPU
-  defaults to 1,024 (same function). Kept at 256, the simulator's default before profiles: a
-  closed loop of ``C`` clients never runs more than ``C``, and the capture sizes below are the
-  same for any limit >= 256 (``min(2 x 256, 512) = 512``); give ``--max-num-seqs 1024`` for V1's.
+* ``max_num_seqs`` 1,024: the same function's value on a GPU of at least 70 GiB that is not an
+  A100 (``default_max_num_seqs = {LLM_CLASS: 1024, OPENAI_API_SERVER: 1024}``), 256 on any other
+  (``{LLM_CLASS: 256, OPENAI_API_SERVER: 256}``), capped at the token budget; both by device in
+  :func:`vllm_device_defaults`. (Until 2026-12-07 the profile kept 256 everywhere, the
+  simulator's default before profiles, while ``engines`` printed V1's 1,024 as its source: a
+  load of more than 256 running sequences on an H100 was capped where vLLM runs it. The capture
+  sizes below are the same for any limit >= 256: ``min(2 x 256, 512) = 512``.)
 * ``block_size`` 16: ``CacheConfig.block_size``'s CUDA default (``vllm/config/cache.py``).
 * KV pool: ``gpu_memory_utilization`` 0.9 of the whole device, less the weights, a profiled
   peak-activation forward pass, the non-torch memory the profile sees and the CUDA graphs' estimate
@@ -272,8 +274,10 @@ def v1_cudagraph_memory(layers: int, max_num_seqs: int = 256, max_num_batched_to
 def vllm_device_defaults(
     capacity_bytes: float, device_name: str, tp: int = 1, dp: int = 1, budget: int | None = None
 ) -> dict[str, int]:
-    """V1's token budget for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): 8,192
-    on a GPU of at least 70 GiB whose name does not contain "a100", else 2,048.
+    """V1's batch limits for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): on a
+    GPU of at least 70 GiB whose name does not contain "a100", a token budget ``N`` = 8,192 and
+    ``S`` = 1,024 sequences, else ``N`` = 2,048 and ``S`` = 256; the sequences are then capped at
+    the budget, ``max_num_seqs = min(S, N)`` (as :func:`.vllm011.vllm011_device_defaults`).
 
     Parameters
     ----------
@@ -292,15 +296,16 @@ def vllm_device_defaults(
     Returns
     -------
     dict of str to int
-        ``{"max_num_batched_tokens": tokens}``.
+        ``max_num_batched_tokens`` and ``max_num_seqs``.
 
-    >>> vllm_device_defaults(80e9, "h100-sxm"), vllm_device_defaults(80e9, "a100-sxm-80gb")
-    ({'max_num_batched_tokens': 8192}, {'max_num_batched_tokens': 2048})
-    >>> vllm_device_defaults(24e9, "rtx-4090")
-    {'max_num_batched_tokens': 2048}
+    >>> vllm_device_defaults(80e9, "h100-sxm")
+    {'max_num_batched_tokens': 8192, 'max_num_seqs': 1024}
+    >>> vllm_device_defaults(80e9, "a100-sxm-80gb"), vllm_device_defaults(24e9, "rtx-4090")
+    ({'max_num_batched_tokens': 2048, 'max_num_seqs': 256}, {'max_num_batched_tokens': 2048, 'max_num_seqs': 256})
     """
     large = capacity_bytes >= LARGE_GPU_BYTES and "a100" not in device_name.lower()
-    return {"max_num_batched_tokens": 8192 if large else 2048}
+    tokens, seqs = (8192, 1024) if large else (2048, 256)
+    return {"max_num_batched_tokens": tokens, "max_num_seqs": min(seqs, tokens)}
 
 
 def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
@@ -391,7 +396,7 @@ PROFILE = register_engine(
         moe_kernels=(VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
         framework="vllm",
         max_num_batched_tokens=8192,
-        max_num_seqs=256,
+        max_num_seqs=1024,
         block_size=16,
         enable_chunked_prefill=True,
         policy="recompute",
@@ -421,7 +426,8 @@ PROFILE = register_engine(
             "with the least score = waiting * 4 + running",
             "max_num_batched_tokens": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 8192 "
             "(>= 70 GiB, not A100), else 2048",
-            "max_num_seqs": "vllm/engine/arg_utils.py get_batch_defaults: 256 below 70 GiB (V1 takes 1024 above)",
+            "max_num_seqs": "vllm/engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER 1024 (>= 70 GiB, "
+            "not A100), else 256; min(that, max_num_batched_tokens)",
             "block_size": "vllm/config/cache.py CacheConfig.block_size: 16 on CUDA",
             "enable_chunked_prefill": "V1 always chunks prefills (blog.vllm.ai/2025/01/27/v1-alpha-release.html)",
             "batch_wait_timeout_iters": "vLLM has no batch waiting: 0, off",
