@@ -159,3 +159,14 @@ def test_the_commands_take_the_group_options(capsys):
                  "--quiet"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "use replicas" in err and err.count("\n") == 1
+
+
+def test_search_says_what_the_flag_means_for_its_dp_1_plans():
+    """``search --dp 1,2 --enable-expert-parallel`` priced its dp 1 plans tensor-parallel while
+    ``simulate``/``size`` run the flag at dp 1 as expert parallelism inside the tp group (13 %
+    apart on TPOT): the search now says so once; without dp 1 plans, or the flag, nothing."""
+    res = search(MODEL, devices=[DEVICE], batches=[16], ctxs=[1000], dp=[1, 2], expert_parallel=True)
+    said = [n for n in res.dtype_notes if "--enable-expert-parallel" in n]
+    assert len(said) == 1 and "the dp 1 plans here are tensor-parallel" in said[0]
+    res = search(MODEL, devices=[DEVICE], batches=[16], ctxs=[1000], dp=[2], expert_parallel=True)
+    assert not [n for n in res.dtype_notes if "--enable-expert-parallel" in n]

@@ -242,6 +242,19 @@ _COLUMNS = (
 _MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
 
 
+def _ep_note(expert_parallel: bool, dps: np.ndarray) -> tuple[str, ...]:
+    """What ``expert_parallel`` means for a search that also holds ``dp 1`` plans: it shapes the
+    data-parallel groups only; a dp 1 plan is priced tensor-parallel (each expert split tp ways),
+    where ``simulate`` and ``size`` with ``--enable-expert-parallel`` at dp 1 run whole experts
+    per rank of the tp group (a different step: said, not silently the same words)."""
+    if not expert_parallel or not (dps == 1).any():
+        return ()
+    return (
+        "--enable-expert-parallel shapes the dp > 1 plans only: the dp 1 plans here are tensor-parallel "
+        "(each expert split tp ways); simulate and size run it at dp 1 as whole experts per rank of the tp group",
+    )
+
+
 def _shown(
     rows: list[Any], cols: tuple[tuple[str, str, str], ...]
 ) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
@@ -741,7 +754,7 @@ def search(
         _result(cfg.name, plans, merged, energy, cost),
         beyond_domain=tuple(sorted(set(beyond))),
         duplicates=dups,
-        dtype_notes=dtype_notes,
+        dtype_notes=dtype_notes + _ep_note(expert_parallel, dps),
         predictor=pred.label,
         coverage=None if pred.is_bound else _coverage(plans, merged, pred, spec),
         group_note=_group_note(plans),
