@@ -1,6 +1,7 @@
 """The command line is a thin layer: check it prints the library's numbers."""
 
 import json
+import math
 import re
 
 import pytest
@@ -280,6 +281,23 @@ def test_hetero_commands(capsys):
     assert code == 0 and "frontier" in out
     code, _, err = run(capsys, "hw", "claim", "--old", "h100", "--new", "b300:fp4")
     assert code == 2 and "DEVICE:PRECISION" in err
+
+
+def test_serve_split_refuses_an_attention_side_that_cannot_hold_its_kv(capsys):
+    """``serve split`` sized only the FFN side: 256 sequences of 8,192 tokens of Llama-3.1-70B hold
+    256 x 8192 x 327,680 B (2 x 80 layers x 8 KV heads x 128 x 2 B a token) = 687.2 GB = 640 GiB
+    of KV on the attention device, beyond one H200 (141 GB); it printed a step time. Refused
+    now, as every other command refuses a point that cannot run, and printed with
+    --ignore-capacity."""
+    argv = ["serve", "split", "llama-3.1-70b", "--batch", "256", "--ctx", "8192", "--json"]
+    code, out, _ = run(capsys, *argv)
+    data = json.loads(out)
+    assert code == 1 and "h200-sxm needed" in data["refused"]
+    assert data["attention_bytes"] > 256 * 8192 * 327_680
+    # the device's memory as CUDA and the ledgers see it: nvidia-smi's 143,771 MiB = 150,754,820,096 B
+    assert data["attention_devices_to_hold"] == math.ceil(data["attention_bytes"] / 150_754_820_096) == 5
+    code, out, _ = run(capsys, *argv, "--ignore-capacity")
+    assert code == 0 and json.loads(out)["step_s"] > 0
 
 
 def test_probe_and_plot_commands(capsys, tmp_path):

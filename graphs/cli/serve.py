@@ -157,11 +157,29 @@ def cmd_split(args: argparse.Namespace) -> int:
         link_bandwidth=args.link_bandwidth,
         hop_latency=args.hop_latency,
     )
+    held = (
+        f"the attention side holds {r.attention_bytes / 2**30:.2f} GiB (its weights, the KV cache of "
+        f"{r.batch} x {r.ctx} tokens, activations): {r.attention_devices_to_hold} {r.attention_device}"
+    )
+    if r.attention_devices_to_hold > 1 and not args.ignore_capacity:
+        # as every other command: no latency for a point that cannot run
+        if args.json:
+            from .common import dump
+
+            print(dump({"refused": held + " needed", **r.to_dict()}))
+        else:
+            print(
+                f"{r.model}: {held} needed; no latency for a point that cannot run (--ignore-capacity prints it anyway)"
+            )
+        return 1
     text = (
         f"{r.model}: attention on {r.attention_device} {fmt_time(r.attention_s)}, FFN on "
         f"{r.ffn_device} {fmt_time(r.ffn_s)}, {r.transfers} transfers {fmt_time(r.transfers_s)} "
-        f"-> step {fmt_time(r.step_s)}; FFN weights need {r.ffn_devices_to_hold_weights} device(s)"
+        f"-> step {fmt_time(r.step_s)}; FFN weights need {r.ffn_devices_to_hold_weights} device(s); "
+        f"{held} needed"
     )
+    if r.attention_devices_to_hold > 1:
+        text = f"--ignore-capacity: the numbers below are for a point that cannot run\n{text}"
     return emit(args, r.to_dict(), text)
 
 
@@ -280,6 +298,7 @@ def add_serve_parser(sub: Any) -> None:
     sl.add_argument("--hop-latency", type=float, default=2e-6, help="latency per hop between devices (s)")
     sl.add_argument("--json", action="store_true")
     _add_long_context(sl)
+    add_ignore_capacity(sl)
     sl.set_defaults(func=cmd_split)
     sr = ssub.add_parser("sram", help="a model held in on-chip SRAM devices: count and hop-latency floor")
     sr.add_argument("model")

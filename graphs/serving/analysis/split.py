@@ -32,6 +32,7 @@ from models.config import ModelConfig
 from models.params import param_bytes
 
 from ..step.compiled import device_dims
+from ..step.ledger_fit import decode_memory
 from ..step.workload import Workload, as_workload
 
 __all__ = ["attention_ffn_split", "sram_residency", "FFN_PREFIXES", "SplitReport", "SramReport"]
@@ -71,6 +72,12 @@ class SplitReport(Result):
         The FFN side's weights (bytes).
     ffn_devices_to_hold_weights : int
         ``ceil(ffn_weight_bytes / capacity of B)``.
+    attention_bytes : float
+        What the attention side holds: the decode ledger's total on device A (weights, KV cache of
+        ``batch`` sequences of ``ctx`` tokens, activations, reserve) less the FFN weights (bytes).
+    attention_devices_to_hold : int
+        ``ceil(attention_bytes / capacity of A)``: above 1, the step's attention time is for a
+        device that cannot hold its KV cache (``serve split`` refuses it without ``--ignore-capacity``).
     """
 
     model: str
@@ -85,6 +92,8 @@ class SplitReport(Result):
     step_s: float
     ffn_weight_bytes: float
     ffn_devices_to_hold_weights: int
+    attention_bytes: float = 0.0
+    attention_devices_to_hold: int = 1
 
 
 def attention_ffn_split(
@@ -151,6 +160,9 @@ def attention_ffn_split(
     hidden_bytes = batch * as_float(cfg.hidden_size * get_dtype(cfg.activation_dtype).bytes)
     t_xfer = 2 * layers * (hidden_bytes / link_bandwidth + hop_latency)
     cap_b = as_float(b.memory_bytes())
+    # the attention side holds everything the colocated decode ledger does but the FFN weights
+    held = float(decode_memory(w, a)(batch, ctx)) - ffn_weights
+    cap_a = as_float(a.memory_bytes())
     return SplitReport(
         model=cfg.name,
         attention_device=a.name,
@@ -164,6 +176,8 @@ def attention_ffn_split(
         step_s=t_attn + t_ffn + t_xfer,
         ffn_weight_bytes=ffn_weights,
         ffn_devices_to_hold_weights=max(1, math.ceil(ffn_weights / cap_b)),
+        attention_bytes=held,
+        attention_devices_to_hold=max(1, math.ceil(held / cap_a)),
     )
 
 
