@@ -485,7 +485,10 @@ def test_a_run_that_falls_behind_in_decode_is_priced_at_its_decode_capacity():
     from graphs.serving.sim.engine import profile_engine
 
     reqs = synthetic(30, rate=2.0, prompt="fixed:1000", output="fixed:250", seed=0)
-    eng = profile_engine(get_engine("vllm"), "llama-3.1-8b", "h100", iteration_overhead_s=10.0)
+    # 256 sequences (vLLM V1's default below 70 GiB; an H100's 1,024 would be bounded by the pool)
+    eng = profile_engine(
+        get_engine("vllm").with_overrides(max_num_seqs=256), "llama-3.1-8b", "h100", iteration_overhead_s=10.0
+    )
     slow = simulate("llama-3.1-8b", "h100", reqs, engine=eng)
     b = eng.max_num_seqs
     assert b / 10.1 < slow.decode_capacity_tokens_per_s < b / 10.0
