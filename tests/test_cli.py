@@ -98,6 +98,16 @@ def test_errors_are_one_line(capsys):
     assert code == 2 and "function calls are not allowed" in err
 
 
+def test_hw_list_shows_the_capacity_the_checks_use(capsys):
+    """``hw list`` printed the H100 SXM's "80 GB" while every capacity check divides the 81,559
+    MiB nvidia-smi reports (= 85.52e9 B): both now, each named."""
+    out = run(capsys, "hw", "list")[1]
+    row = next(ln for ln in out.splitlines() if ln.startswith("h100-sxm "))
+    assert "80.00 G" in row and "85.52 G" in row and "checks use (B)" in out
+    data = {r["device"]: r for r in json.loads(run(capsys, "hw", "list", "--json")[1])}
+    assert data["h100-sxm"]["memory_bytes"] == 81_559 * 2**20 and data["h100-sxm"]["capacity"] == 80e9
+
+
 def test_hw_list_show_balance_rules(capsys):
     assert run(capsys, "hw", "list")[1].count("\n") >= 11
     assert "3.90 TFLOP/s" in run(capsys, "hw", "show", "h100")[1]

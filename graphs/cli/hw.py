@@ -30,6 +30,9 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
                 "bf16": num(hw.peak("tensor", "bf16")),
                 "dram_bw": num(dram.bandwidth_bytes_per_s) if dram else None,
                 "capacity": num(dram.capacity_bytes) if dram else None,
+                # what every capacity check and KV pool divides (Hardware.memory_bytes): the
+                # driver's report where sourced (an H100 SXM's 81,559 MiB = 85.52 GB, not "80 GB")
+                "memory_bytes": num(hw.memory_bytes()) if dram else None,
                 "power_w": num(hw.power_w),
             }
         )
@@ -40,7 +43,11 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
     for r in rows:  # devices without a number (a probe has no capacity) print "-"
         shown.append(
             {
-                k: ("-" if v is None else (fmt_si(float(v)) if k in ("bf16", "dram_bw", "capacity") else v))
+                k: (
+                    "-"
+                    if v is None
+                    else (fmt_si(float(v)) if k in ("bf16", "dram_bw", "capacity", "memory_bytes") else v)
+                )
                 for k, v in r.items()
             }
         )
@@ -50,10 +57,15 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
         ("bf16", "bf16 dense (FLOP/s)", "s"),
         ("dram_bw", "DRAM (B/s)", "s"),
         ("capacity", "capacity (B)", "s"),
+        ("memory_bytes", "checks use (B)", "s"),
         ("power", "power", "s"),
         ("description", "description", "s"),
     )
     print(format_table(shown, cols))
+    print(
+        "capacity: the vendor's (decimal GB); checks use: what every capacity check and KV pool divides, "
+        "the memory the driver reports where the catalog sources it (hw show NAME says which)"
+    )
     return 0
 
 
