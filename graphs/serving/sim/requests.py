@@ -202,6 +202,8 @@ def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -
         gaps = rng.gamma(shape, 1 / (rate * shape), n)
     else:
         raise CostModelError(f"arrival: {process!r} is not {', '.join(ARRIVALS)}")
+    if not n:  # no requests: no arrivals (and no first gap to rebase on)
+        return gaps
     return np.cumsum(gaps) - gaps[0]  # the first request arrives at t = 0
 
 
