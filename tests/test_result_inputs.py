@@ -44,3 +44,52 @@ def test_a_vllm_result_of_no_requests_at_a_finite_rate_says_so(tmp_path):
     for rate in (4.0, "inf"):
         with pytest.raises(CostModelError, match=r"r\.json: no successful request"):
             read_results(_write(tmp_path, {**doc, "request_rate": rate}))
+
+
+def _guidellm_summary(n: int, rate: float = 1.0) -> dict:
+    """A GuideLLM benchmark without per-request rows: ``n`` requests at a constant ``rate`` over
+    ``(n - 1) / rate`` s, TTFT 31 ms, ITL 8 ms, 1,100-token prompts and 60-token outputs."""
+    return {
+        "args": {"strategy": {"type_": "constant", "rate": rate}},
+        "start_time": 1_700_000_000.0,
+        "end_time": 1_700_000_000.0 + (n - 1) / rate + 0.5,
+        "requests": {"successful": []},
+        "total_count": {"successful": n},
+        "metrics": {
+            "time_to_first_token_ms": {"successful": {"mean": 31.0, "median": 30.0}},
+            "inter_token_latency_ms": {"successful": {"mean": 8.0}},
+            "prompt_token_count": {"successful": {"mean": 1100.0}},
+            "output_token_count": {"successful": {"mean": 60.0}},
+            "request_latency": {"successful": {"mean": 0.5}},
+        },
+    }
+
+
+def test_summaries_state_at_most_as_many_requests_as_a_per_request_file_holds(tmp_path):
+    # H3: a few bytes stating 10,000,000 requests per benchmark were replayed as arrays of that
+    # many requests for every benchmark (GBs); the summaries of a file state at most 2,000,000
+    # together (bench_results.MAX_SUMMARY_REQUESTS = MAX_JSON_OBJECTS)
+    one = _write(tmp_path, {"benchmarks": [_guidellm_summary(10_000_000)]}, "big.json")
+    with pytest.raises(
+        CostModelError,
+        match=r"benchmarks\[0\]: total_count\.successful states 10,000,000 requests: .* at most 2,000,000",
+    ):
+        read_results(one, max_requests=5000)
+    # 1,500,000 twice: each under the bound, together over it, the second named with the first's
+    two = _write(tmp_path, {"benchmarks": [_guidellm_summary(1_500_000)] * 2}, "two.json")
+    with pytest.raises(
+        CostModelError, match=r"benchmarks\[1\]: .* 1,500,000 requests: .*earlier benchmarks state 1,500,000"
+    ):
+        read_results(two, max_requests=5000)
+    vllm = {
+        "request_rate": 4.0,
+        "completed": 2_000_001,
+        "total_input_tokens": 2_000_001 * 100,
+        "total_output_tokens": 2_000_001 * 10,
+        "mean_ttft_ms": 30.0,
+    }
+    with pytest.raises(CostModelError, match=r"completed states 2,000,001 requests"):
+        read_results(_write(tmp_path, vllm, "vs.json"))
+    # at the bound: read, each run cut to its first requests as it is built
+    runs = read_results(_write(tmp_path, {"benchmarks": [_guidellm_summary(1_000_000)] * 2}), max_requests=50)
+    assert [len(r.prompt) for r in runs] == [50, 50] and [r.in_file for r in runs] == [1_000_000] * 2

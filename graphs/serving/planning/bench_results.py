@@ -46,7 +46,10 @@ at a time into typed columns, its lines at most :data:`MAX_CSV_LINE_CHARS`), and
 a JSON file's objects and values are counted (``{`` and ``,`` bytes, an upper bound of what a
 parse builds) before it is parsed:
 :data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` keep the parse's memory near a few hundred MB
-(a ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values). Every latency
+(a ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values). A summary's
+stated request count is replayed as that many requests, so the summaries of one file state at
+most :data:`MAX_SUMMARY_REQUESTS` together (as many as a per-request file holds), and each run is
+cut to ``max_requests`` as it is built, so that one uncut run is held at a time. Every latency
 is at least :data:`MIN_LATENCY_S` and every rate in ``[1e-6, 1e9]`` requests/s. A run of more
 than ``max_requests`` requests is cut to its first ``max_requests`` by arrival
 (:meth:`BenchRun.first`), which the fit states.
@@ -81,6 +84,7 @@ __all__ = [
     "MAX_CSV_LINE_CHARS",
     "MAX_JSON_OBJECTS",
     "MAX_JSON_VALUES",
+    "MAX_SUMMARY_REQUESTS",
     "MIN_LATENCY_S",
     "read_results",
     "replay_text",
@@ -108,6 +112,11 @@ MAX_CSV_BYTES = 64 * 2**20
 MAX_JSON_OBJECTS = 2_000_000
 MAX_JSON_VALUES = 16_000_000
 MAX_TOKENS = 10**7
+#: the most requests the summaries of one result file may state, all its runs together: a
+#: summary's run is replayed as that many requests (arrays of 32 bytes a request), so a few bytes
+#: stating ``10000000`` must not cost gigabytes; as many as a per-request file can hold (a GuideLLM
+#: request is one JSON object, :data:`MAX_JSON_OBJECTS`; a CSV's 64 MiB about 1.8 M rows)
+MAX_SUMMARY_REQUESTS = MAX_JSON_OBJECTS
 #: the shortest TTFT or end-to-end latency accepted (s): one kernel launch takes several us,
 #: a served token many; anything shorter is a unit error (ms or ns read as s)
 MIN_LATENCY_S = 1e-6
@@ -363,6 +372,22 @@ def _whole(x: float, where: str) -> int:
     return _tokens(int(x) if x.is_integer() else x, where)
 
 
+def _stated_count(n: Any, where: str, room: int = MAX_SUMMARY_REQUESTS) -> int:
+    """A summary's stated count of successful requests ``n``: a whole number in ``[1, room]``,
+    ``room`` what :data:`MAX_SUMMARY_REQUESTS` leaves after the file's earlier summaries."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise CostModelError(f"{where} must be a whole number of requests >= 1, got {str(n)[:40]!r}")
+    if n > room:
+        earlier = MAX_SUMMARY_REQUESTS - room
+        raise CostModelError(
+            f"{where} states {n:,} requests: the summaries of one result file may state at most "
+            f"{MAX_SUMMARY_REQUESTS:,} together (MAX_SUMMARY_REQUESTS, as many as a per-request file "
+            "holds; each is replayed as that many requests)"
+            + (f", and its earlier benchmarks state {earlier:,}" if earlier else "")
+        )
+    return n
+
+
 def _run(
     source: str,
     rate: float | None,
@@ -581,9 +606,7 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
             f"{source}: a summary-only vllm bench serve result needs {', '.join(need)} (missing "
             f"{missing[0]!r}); or save per-request keys with --save-detailed"
         )
-    n = doc["completed"]
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10**7:
-        raise CostModelError(f"{source}: completed must be a whole number in [1, 1e7], got {str(n)[:40]!r}")
+    n = _stated_count(doc["completed"], f"{source}: completed")
     tin = _num(doc["total_input_tokens"], f"{source}: total_input_tokens", 1, 1e14)
     tout = _num(doc["total_output_tokens"], f"{source}: total_output_tokens", 1, 1e14)
     rate, burst, mc = _traffic(doc, source)
@@ -610,19 +633,20 @@ def _dist(m: dict[str, Any], name: str, stat: str, where: str) -> float | None:
     return None if v is None else _num(v, f"{where}.metrics.{name}.successful.{stat}", 0.0, 1e12)
 
 
-def _guidellm_summary(b: dict[str, Any], where: str, source: str, seed: int) -> BenchRun:
-    """A GuideLLM benchmark without per-request rows (module doc)."""
+def _guidellm_summary(
+    b: dict[str, Any], where: str, source: str, seed: int, room: int = MAX_SUMMARY_REQUESTS
+) -> BenchRun:
+    """A GuideLLM benchmark without per-request rows (module doc), of at most ``room`` requests
+    (:func:`_stated_count`)."""
     m = b.get("metrics")
     if not isinstance(m, dict):
         raise CostModelError(
             f"{where}: no per-request rows (requests.successful) and no 'metrics' object to fit instead"
         )
     count = b.get("total_count")
-    n = count.get("successful") if isinstance(count, dict) else None
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10**7:
-        raise CostModelError(
-            f"{where}: total_count.successful must be a whole number in [1, 1e7], got {str(n)[:40]!r}"
-        )
+    n = _stated_count(
+        count.get("successful") if isinstance(count, dict) else None, f"{where}: total_count.successful", room
+    )
     pm = _dist(m, "prompt_token_count", "mean", where)
     om = _dist(m, "output_token_count", "mean", where)
     if pm is None or om is None:
@@ -676,18 +700,25 @@ def _guidellm_summary(b: dict[str, Any], where: str, source: str, seed: int) -> 
     return _summary_run(source, n, lengths, traffic, summary)
 
 
-def _guidellm(doc: dict[str, Any], source: str, seed: int = 0) -> list[BenchRun]:
+def _guidellm(
+    doc: dict[str, Any], source: str, seed: int = 0, cut: Callable[[BenchRun], BenchRun] = lambda r: r
+) -> list[BenchRun]:
+    """A GuideLLM report's runs, each ``cut`` as it is built (so that one uncut run is held at a
+    time); its summaries state at most :data:`MAX_SUMMARY_REQUESTS` requests together."""
     benches = doc.get("benchmarks")
     if not isinstance(benches, list) or not benches:
         raise CostModelError(f"{source}: a GuideLLM report needs a non-empty 'benchmarks' list")
     runs = []
+    stated = 0  # requests the summaries read so far state
     for j, b in enumerate(benches):
         where = f"{source} benchmarks[{j}]"
         if not isinstance(b, dict):
             raise CostModelError(f"{where} must be an object, got {type(b).__name__}")
         held = b.get("requests")
         if held is None or (isinstance(held, dict) and held.get("successful") in (None, [])):
-            runs.append(_guidellm_summary(b, where, f"{source}#{j}", seed + j))
+            run = _guidellm_summary(b, where, f"{source}#{j}", seed + j, MAX_SUMMARY_REQUESTS - stated)
+            stated += len(run.prompt)
+            runs.append(cut(run))
             continue
         if not isinstance(held, dict):
             raise CostModelError(
@@ -716,7 +747,7 @@ def _guidellm(doc: dict[str, Any], source: str, seed: int = 0) -> list[BenchRun]
         strategy = args.get("strategy") if isinstance(args, dict) else None
         rate = strategy.get("rate") if isinstance(strategy, dict) else None
         given = None if rate is None else _num(rate, f"{where}.args.strategy.rate (requests/s)", *RATE_RANGE)
-        runs.append(_with_rate(_run(f"{source}#{j}", None, rows, False), given))
+        runs.append(cut(_with_rate(_run(f"{source}#{j}", None, rows, False), given)))
     return runs
 
 
@@ -884,18 +915,19 @@ def read_results(path: str, *, seed: int = 0, max_requests: int | None = None) -
         isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
     ):
         raise CostModelError(f"max_requests must be a whole number >= 1, got {str(max_requests)[:40]!r}")
-    return [r if max_requests is None else r.first(max_requests) for r in _read(path, seed)]
+    return _read(path, seed, lambda r: r if max_requests is None else r.first(max_requests))
 
 
-def _read(path: str, seed: int) -> list[BenchRun]:
+def _read(path: str, seed: int, cut: Callable[[BenchRun], BenchRun]) -> list[BenchRun]:
+    """The file's runs, each ``cut`` as it is built."""
     if path.lower().endswith(".csv"):
-        return [_csv(path)]
+        return [cut(_csv(path))]
     doc = _load_json(path)
     name = Path(path).name
     if isinstance(doc, dict) and "benchmarks" in doc:
-        return _guidellm(doc, name, seed)
+        return _guidellm(doc, name, seed, cut)
     if isinstance(doc, dict) and ("ttfts" in doc or "input_lens" in doc or "mean_ttft_ms" in doc):
-        return [_vllm(doc, name, seed)]
+        return [cut(_vllm(doc, name, seed))]
     raise CostModelError(
         f"result file {path[:200]!r} is neither a vllm bench serve result (ttfts, itls ...), a GuideLLM "
         f"report (benchmarks) nor a CSV with {','.join(CSV_COLUMNS)}"
