@@ -93,3 +93,59 @@ def test_summaries_state_at_most_as_many_requests_as_a_per_request_file_holds(tm
     # at the bound: read, each run cut to its first requests as it is built
     runs = read_results(_write(tmp_path, {"benchmarks": [_guidellm_summary(1_000_000)] * 2}), max_requests=50)
     assert [len(r.prompt) for r in runs] == [50, 50] and [r.in_file for r in runs] == [1_000_000] * 2
+
+
+def _at_most(message: str) -> float:
+    return float(message.split("at most ")[1].split(" s")[0])
+
+
+def test_a_duration_its_requests_contradict_is_refused_with_the_bound(tmp_path):
+    # H4: each request of _vllm's takes 0.02 + 2 x 0.01 = 0.04 s, so its run lasts at least that
+    with pytest.raises(
+        CostModelError, match=r"duration 0\.01 s is shorter than request 0's end-to-end latency.*\(0\.04 s\)"
+    ):
+        read_results(_write(tmp_path, _vllm(duration=0.01)))
+    # at most 10 x (last Poisson arrival + longest request): 4 arrivals at 4 req/s are 3 gaps,
+    # gamma of shape 3 and mean 0.75 s, past c x 0.75 s with odds (c e^(1 - c))^3 < 1e-9 for
+    # c >= 10.233 (3 (c - 1 - ln c) = ln 1e9 = 20.723); 10 x (10.233 x 0.75 + 0.04) = 77.15 s
+    with pytest.raises(CostModelError, match=r"duration 1000 s is longer than the run can span") as err:
+        read_results(_write(tmp_path, _vllm(duration=1000.0)))
+    assert _at_most(str(err.value)) == pytest.approx(10 * (10.233 * 0.75 + 0.04), rel=1e-4)
+    assert read_results(_write(tmp_path, _vllm(duration=77.0)))[0].duration_s == 77.0
+    # a failed request's time is not recorded: the run is not bounded above
+    failed = _vllm(duration=1000.0, errors=["", "", "", "timeout"])
+    assert len(read_results(_write(tmp_path, failed))[0].prompt) == 3
+    # all sent at once to 2 clients: two waves, 0.08 s of serving at least (4 x 0.04 s / 2)
+    with pytest.raises(CostModelError, match=r"latencies summed / its 2 clients \(0\.08 s\)"):
+        read_results(_write(tmp_path, _vllm(rate="inf", duration=0.05, max_concurrency=2)))
+
+
+def test_a_summary_duration_its_means_contradict_is_refused(tmp_path):
+    # H4: vs_good's summary, 60 requests at 4 req/s of mean E2E 0.52 s
+    doc = {
+        "request_rate": 4.0,
+        "burstiness": 1.0,
+        "max_concurrency": None,
+        "duration": 15.0,
+        "completed": 60,
+        "total_input_tokens": 60000,
+        "total_output_tokens": 3600,
+        "mean_ttft_ms": 35.0,
+        "median_ttft_ms": 33.0,
+        "mean_tpot_ms": 8.0,
+        "median_tpot_ms": 8.0,
+        "mean_e2el_ms": 520.0,
+    }
+    assert read_results(_write(tmp_path, doc))[0].summary.throughput_rps == 4.0  # 60 / 15 s
+    with pytest.raises(
+        CostModelError, match=r"duration 0\.001 s is shorter than its mean_e2el_ms \(0\.52 s\)"
+    ):
+        read_results(_write(tmp_path, {**doc, "duration": 0.001}))
+    # 59 Poisson gaps at 4 req/s (c = 2.0869) and 60 x 0.52 s one after another:
+    # 10 x (2.0869 x 59 / 4 + 31.2) = 619.8 s
+    with pytest.raises(CostModelError, match=r"duration 1e\+06 s is longer than the run can span") as err:
+        read_results(_write(tmp_path, {**doc, "duration": 1e6}))
+    assert _at_most(str(err.value)) == pytest.approx(10 * (2.0869 * 59 / 4 + 31.2), rel=1e-4)
+    # one client sends one request at a time: 60 x 0.52 s = 31.2 s at least
+    with pytest.raises(CostModelError, match=r"60 x its mean_e2el_ms / 1 clients.*\(31\.2 s\)"):
+        read_results(_write(tmp_path, {**doc, "max_concurrency": 1}))

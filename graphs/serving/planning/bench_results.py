@@ -49,7 +49,11 @@ parse builds) before it is parsed:
 (a ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values). A summary's
 stated request count is replayed as that many requests, so the summaries of one file state at
 most :data:`MAX_SUMMARY_REQUESTS` together (as many as a per-request file holds), and each run is
-cut to ``max_requests`` as it is built, so that one uncut run is held at a time. Every latency
+cut to ``max_requests`` as it is built, so that one uncut run is held at a time. A stated
+``duration`` must agree with the run: no shorter than its longest request (a summary: its mean
+E2E), nor than its latencies over its clients in a closed loop, and at most
+:data:`DURATION_SLACK` times the latest its last request can be sent plus its requests served one
+after another (not bounded above where requests failed, whose time the file does not hold). Every latency
 is at least :data:`MIN_LATENCY_S` and every rate in ``[1e-6, 1e9]`` requests/s. A run of more
 than ``max_requests`` requests is cut to its first ``max_requests`` by arrival
 (:meth:`BenchRun.first`), which the fit states.
@@ -121,6 +125,13 @@ MAX_SUMMARY_REQUESTS = MAX_JSON_OBJECTS
 #: a served token many; anything shorter is a unit error (ms or ns read as s)
 MIN_LATENCY_S = 1e-6
 RATE_RANGE = (1e-6, 1e9)  #: accepted request rates (requests/s)
+#: a stated ``duration`` more than this many times the longest its run can span is refused
+#: (:func:`_check_duration`): the bound is the latest its last request can be sent plus the time
+#: its requests take if served one after another; the factor leaves room for a client that sends
+#: late (an event loop busy at a high rate) and for what the bound leaves out
+DURATION_SLACK = 10.0
+#: the odds at which the last of a run's redrawn arrivals is bounded (:func:`_latest_arrival`)
+_ARRIVAL_TAIL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -388,6 +399,45 @@ def _stated_count(n: Any, where: str, room: int = MAX_SUMMARY_REQUESTS) -> int:
     return n
 
 
+def _latest_arrival(n: int, rate: float | None, burstiness: float) -> float:
+    """The latest the last of ``n`` arrivals ``vllm bench serve`` draws (gaps gamma of shape
+    ``burstiness``, mean ``1 / rate``, the first at 0; all at 0 for ``inf``) falls but with odds
+    :data:`_ARRIVAL_TAIL`: the sum of ``n - 1`` gaps is gamma of shape ``a = (n - 1) burstiness``
+    and mean ``m = (n - 1) / rate``, and ``P(X >= c m) <= (c e^(1 - c))^a`` (Chernoff), so ``c``
+    solves ``a (c - 1 - ln c) = ln(1 / tail)`` (bisection; ``c`` about 2 for 60 Poisson gaps)."""
+    a = (n - 1) * burstiness
+    if rate is None or a <= 0:
+        return 0.0
+    r = math.log(1 / _ARRIVAL_TAIL) / a
+    lo, hi = 1.0, 2 * r + 6  # c - 1 - ln c >= c / 2 - 2 >= r at hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mid - 1 - math.log(mid) < r else (lo, mid)
+    return hi * (n - 1) / rate
+
+
+def _check_duration(
+    dur: float,
+    where: str,
+    least: tuple[float, str],
+    most: tuple[float, float, str] | None,
+) -> None:
+    """Refuse a stated run ``duration`` (s) shorter than ``least`` ``(seconds, what they are)``, or
+    longer than :data:`DURATION_SLACK` times ``most`` ``(latest last send, serving time, what
+    they are)`` (None: not bounded, as where requests failed and their time is not recorded)."""
+    if dur < least[0]:
+        raise CostModelError(
+            f"{where}: duration {dur:.6g} s is shorter than {least[1]} ({least[0]:.6g} s): the run "
+            "lasts at least that long"
+        )
+    if most is not None and dur > DURATION_SLACK * (most[0] + most[1]):
+        bound = DURATION_SLACK * (most[0] + most[1])
+        raise CostModelError(
+            f"{where}: duration {dur:.6g} s is longer than the run can span: at most {bound:.6g} s = "
+            f"{DURATION_SLACK:g} x ({most[0]:.6g} s + {most[1]:.6g} s), {most[2]}"
+        )
+
+
 def _run(
     source: str,
     rate: float | None,
@@ -536,6 +586,28 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         rows.append((arr, p, o, ttft, ttft + gaps))
     dur = doc.get("duration")
     stated = None if dur is None else _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
+    if stated is not None and rows:
+        sends, e2e = np.array([r[0] for r in rows]), np.array([r[4] for r in rows])
+        j = int(np.argmax(e2e))
+        clients = mc if mc is not None and mc < n else None
+        least = [(float(e2e[j]), f"{where[j]}'s end-to-end latency, ttfts + sum(itls)")]
+        if clients is not None:  # each client has one request in flight at a time
+            least.append(
+                (float(e2e.sum()) / clients, f"the successful requests' latencies summed / its {clients} clients")
+            )
+        if not drawn:
+            least.append((float((sends + e2e).max() - sends.min()), "its last finish after its first send"))
+        waves = 1 if clients is None else math.ceil(n / clients)
+        said = (
+            f"the latest its last of {n} requests at {'inf' if rate is None else f'{rate:g}'} req/s is sent"
+            + (f" (burstiness {burst:g}; but once in {1 / _ARRIVAL_TAIL:.0e} draws)" if drawn else "")
+            + f", and the longest request{'' if clients is None else f' {waves} times, a wave of its {clients} clients each'}"
+            " (DURATION_SLACK)"
+        )
+        last = _latest_arrival(n, rate, burst) if drawn else float(np.ptp(sends))
+        most = (last, min(float(e2e.sum()), waves * float(e2e[j])), said)
+        # a failed request's time is not recorded: a run of failures is not bounded above
+        _check_duration(stated, source, max(least), None if len(rows) < n else most)
     run = dataclasses.replace(
         _run(source, rate, rows, drawn, where=where), burstiness=burst, duration_s=stated
     )
@@ -611,7 +683,8 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     tout = _num(doc["total_output_tokens"], f"{source}: total_output_tokens", 1, 1e14)
     rate, burst, mc = _traffic(doc, source)
     dur = doc.get("duration")
-    thr = None if dur is None else n / _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
+    stated = None if dur is None else _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
+    thr = None if stated is None else n / stated
     summary = Summary(
         ttft_mean_s=_ms(doc, "mean_ttft_ms", source),
         ttft_median_s=_ms(doc, "median_ttft_ms", source),
@@ -620,9 +693,46 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         e2e_mean_s=_ms(doc, "mean_e2el_ms", source),
         throughput_rps=thr,
     )
+    if stated is not None:
+        _summary_duration(doc, source, stated, n, (rate, burst, mc), summary)
     lengths = _mean_lengths(n, tin, tout, source, "total_input_tokens and total_output_tokens / completed")
     arrivals = vllm_arrivals(n, rate, burst, seed)
     return _summary_run(source, n, lengths, (rate, arrivals, mc, True), summary, burst)
+
+
+def _summary_duration(
+    doc: dict[str, Any],
+    source: str,
+    dur: float,
+    n: int,
+    traffic: tuple[float | None, float, int | None],
+    summary: Summary,
+) -> None:
+    """A vllm summary's ``duration`` against its means (:func:`_check_duration`): at least its
+    mean E2E (the mean TTFT where none is stated), or the ``n`` latencies over its clients in a
+    closed loop; at most the latest its last request is sent plus every request's latency, one
+    after another (``n`` x the mean E2E), unless it states failed requests (whose time it does
+    not record: ``failed`` above 0 or ``num_prompts`` above ``completed``)."""
+    rate, burst, mc = traffic
+    mean, what = (
+        (summary.e2e_mean_s, "mean_e2el_ms") if summary.e2e_mean_s is not None else (summary.ttft_mean_s, "mean_ttft_ms")
+    )
+    if mean is None:
+        return
+    least = (mean, f"its {what}")
+    if mc is not None and mc < n and n * mean / mc > mean:
+        least = (n * mean / mc, f"{n} x its {what} / {mc} clients, each sending one request at a time")
+    failed, sent = doc.get("failed"), doc.get("num_prompts")
+    any_failed = (isinstance(failed, int | float) and failed > 0) or (isinstance(sent, int | float) and sent > n)
+    most = None
+    if summary.e2e_mean_s is not None and not any_failed:
+        said = (
+            f"the latest its last of {n} requests at {'inf' if rate is None else f'{rate:g}'} req/s (burstiness "
+            f"{burst:g}) is sent but once in {1 / _ARRIVAL_TAIL:.0e} draws, and its {n} requests served one "
+            f"after another at mean_e2el_ms (DURATION_SLACK)"
+        )
+        most = (_latest_arrival(n, rate, burst), n * mean, said)
+    _check_duration(dur, source, least, most)
 
 
 def _dist(m: dict[str, Any], name: str, stat: str, where: str) -> float | None:
