@@ -274,6 +274,7 @@ def test_summary_readers():
         _guidellm({"benchmarks": [bench]}, "g.json")
     # a summary of many requests sent all at once is not cut (its means are of the whole queue)
     doc = {
+        "request_rate": "inf",
         "completed": 9000,
         "total_input_tokens": 9000 * 100,
         "total_output_tokens": 9000 * 10,

@@ -282,7 +282,13 @@ def _req(i):
             r"strategy\.rate",
         ),
         (
-            {"input_lens": [10, 10], "output_lens": [5, 5], "ttfts": [1e-300, 0.1], "itls": [[0.01], [0.01]]},
+            {
+                "request_rate": "inf",
+                "input_lens": [10, 10],
+                "output_lens": [5, 5],
+                "ttfts": [1e-300, 0.1],
+                "itls": [[0.01], [0.01]],
+            },
             r"ttfts\[0\] \(s\) must be a number in \[1e-06",
         ),
     ],

@@ -149,3 +149,20 @@ def test_a_summary_duration_its_means_contradict_is_refused(tmp_path):
     # one client sends one request at a time: 60 x 0.52 s = 31.2 s at least
     with pytest.raises(CostModelError, match=r"60 x its mean_e2el_ms / 1 clients.*\(31\.2 s\)"):
         read_results(_write(tmp_path, {**doc, "max_concurrency": 1}))
+
+
+def test_a_vllm_result_without_its_request_rate_is_refused_and_a_missing_burstiness_said(tmp_path):
+    # H5: vllm bench serve always writes request_rate ("inf" for all at once): none is not "inf"
+    doc = _vllm()
+    del doc["request_rate"]
+    with pytest.raises(CostModelError, match=r"r\.json: request_rate is missing: vllm bench serve writes"):
+        read_results(_write(tmp_path, doc))
+    with pytest.raises(CostModelError, match=r"r\.json: request_rate is null"):
+        read_results(_write(tmp_path, _vllm(rate=None)))
+    # a release before --burstiness wrote none and drew Poisson arrivals: read so, and said once
+    old = _vllm()
+    del old["burstiness"]
+    run = read_results(_write(tmp_path, old))[0]
+    assert run.burstiness == 1.0 and len(run.notes) == 1 and run.notes[0].startswith("Poisson arrivals")
+    assert read_results(_write(tmp_path, _vllm()))[0].notes == ()
+    assert read_results(_write(tmp_path, {**old, "request_rate": "inf", "duration": 0.3}))[0].notes == ()  # none drawn

@@ -189,6 +189,9 @@ class BenchRun:
     duration_s: float | None = None
     #: each request's line in a CSV (None: not a CSV), to name a request in an error
     line: np.ndarray | None = None
+    #: what reading the file assumed that it does not state, said once where the run is fitted or
+    #: replayed (a summary's own assumptions are :attr:`Summary.assumed`)
+    notes: tuple[str, ...] = ()
 
     def first(self, n: int) -> BenchRun:
         """The run's first ``n`` requests by arrival (itself when it holds no more): a contiguous
@@ -516,17 +519,32 @@ def _run_columns(
     return dataclasses.replace(run, prefix_id=ids, prefix=kept(prefix))
 
 
-def _traffic(doc: dict[str, Any], source: str) -> tuple[float | None, float, int | None]:
-    """A vllm result's ``request_rate`` (None: ``inf``), ``burstiness`` and ``max_concurrency``."""
-    rr = doc.get("request_rate", "inf")
-    rate = None if rr in ("inf", None) or rr == math.inf else _num(rr, f"{source}: request_rate", *RATE_RANGE)
+def _traffic(doc: dict[str, Any], source: str) -> tuple[float | None, float, int | None, tuple[str, ...]]:
+    """A vllm result's ``request_rate`` (None: ``inf``), ``burstiness`` and ``max_concurrency``,
+    and what was assumed of them (a file of a release before ``burstiness`` was written: Poisson,
+    the only process those releases drew). ``vllm bench serve`` always writes ``request_rate``
+    (``"inf"`` for all at once): a file without it is refused, never read as all at once."""
+    rr = doc.get("request_rate")
+    if rr is None:
+        raise CostModelError(
+            f"{source}: request_rate is {'null' if 'request_rate' in doc else 'missing'}: vllm bench serve "
+            'writes the rate it sent at (requests/s, or "inf" for all at once), which the arrivals are '
+            "drawn at; give it"
+        )
+    rate = None if rr == "inf" or rr == math.inf else _num(rr, f"{source}: request_rate", *RATE_RANGE)
+    notes: tuple[str, ...] = ()
+    if "burstiness" not in doc and rate is not None:
+        notes = (
+            "Poisson arrivals (burstiness 1): the file states no burstiness, as vllm releases before it "
+            "was an option wrote none (they drew Poisson arrivals)",
+        )
     burst = _num(doc.get("burstiness", 1.0), f"{source}: burstiness", 1e-4, 1e4)
     mc = doc.get("max_concurrency")
     if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= 10**7):
         raise CostModelError(
             f"{source}: max_concurrency must be null or a whole number in [1, 1e7], got {str(mc)[:20]!r}"
         )
-    return rate, burst, mc
+    return rate, burst, mc, notes
 
 
 #: the per-request keys of a ``vllm bench serve --save-detailed`` result
@@ -548,7 +566,7 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     for k in ("output_lens", "ttfts", "itls"):
         if not isinstance(doc[k], list) or len(doc[k]) != n:
             raise CostModelError(f"{source}: {k} must be a list as long as input_lens ({n})")
-    rate, burst, mc = _traffic(doc, source)
+    rate, burst, mc, notes = _traffic(doc, source)
     errors = doc.get("errors") or [""] * n
     starts = doc.get("start_times")
     drawn = starts is None
@@ -609,7 +627,7 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         # a failed request's time is not recorded: a run of failures is not bounded above
         _check_duration(stated, source, max(least), None if len(rows) < n else most)
     run = dataclasses.replace(
-        _run(source, rate, rows, drawn, where=where), burstiness=burst, duration_s=stated
+        _run(source, rate, rows, drawn, where=where), burstiness=burst, duration_s=stated, notes=notes
     )
     if mc is None or mc >= len(run.prompt):
         return run
@@ -681,7 +699,7 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     n = _stated_count(doc["completed"], f"{source}: completed")
     tin = _num(doc["total_input_tokens"], f"{source}: total_input_tokens", 1, 1e14)
     tout = _num(doc["total_output_tokens"], f"{source}: total_output_tokens", 1, 1e14)
-    rate, burst, mc = _traffic(doc, source)
+    rate, burst, mc, notes = _traffic(doc, source)
     dur = doc.get("duration")
     stated = None if dur is None else _num(dur, f"{source}: duration (s)", MIN_LATENCY_S, 1e9)
     thr = None if stated is None else n / stated
@@ -692,6 +710,7 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         tpot_median_s=_ms(doc, "median_tpot_ms", source),
         e2e_mean_s=_ms(doc, "mean_e2el_ms", source),
         throughput_rps=thr,
+        assumed=notes,
     )
     if stated is not None:
         _summary_duration(doc, source, stated, n, (rate, burst, mc), summary)
@@ -1093,4 +1112,5 @@ def replay_text(run: BenchRun, seed: int = 0) -> str:
             f"measured mean TTFT {float(run.ttft_s.mean()) * 1e3:.4g} ms"
             + (f", mean TPOT {float(tpot[ok].mean()) * 1e3:.4g} ms" if ok.any() else "")
         )
+    parts += [f"assumed {a}" for a in run.notes]
     return "; ".join(parts)

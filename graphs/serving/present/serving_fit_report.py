@@ -170,9 +170,13 @@ class ServingFitReport:
             "collinear": [list(p) for p in fit.collinear],
             "replay": self.replay_lines(),
             "assumed": {
-                r.source: [*(r.summary.assumed if r.summary is not None else ()), *filter(None, [r.left_out])]
+                r.source: [
+                    *(r.summary.assumed if r.summary is not None else ()),
+                    *r.notes,
+                    *filter(None, [r.left_out]),
+                ]
                 for r in runs
-                if r.summary is not None or r.left_out
+                if r.summary is not None or r.notes or r.left_out
             },
         }
 
@@ -250,6 +254,8 @@ class ServingFitReport:
         for run in runs:
             for said in run.summary.assumed if run.summary is not None else ():
                 out.append(f"  assumed for {run.source} (a summary without per-request rows): {said}")
+            for said in run.notes:
+                out.append(f"  assumed for {run.source}: {said}")
         for run in runs:
             if run.left_out:
                 out.append(f"  note: {run.source}: {run.left_out}")
