@@ -22,7 +22,13 @@ from graphs.cli import main
 from graphs.serving.engines import get_engine
 from graphs.serving.engines.knobs import FIT_DEFAULT_TERMS, TERMS
 from graphs.serving.planning.bench_results import read_results, vllm_arrivals
-from graphs.serving.planning.serving_fit import DEFAULT_TERMS, fit_serving, read_fit, simulate_with
+from graphs.serving.planning.serving_fit import (
+    DEFAULT_TERMS,
+    fit_serving,
+    read_fit,
+    roofline_ttft_s,
+    simulate_with,
+)
 from graphs.serving.pricing.overheads import EngineOverheads
 from graphs.serving.sim.engine import profile_engine
 from graphs.serving.sim.requests import Request
@@ -83,10 +89,11 @@ def _fit(tmp_path, files, *extra):
     return read_fit(str(out)), buf.getvalue(), out
 
 
-def test_prefix_caching_replayed_recovers_the_planted_terms(tmp_path):
+def test_prefix_caching_replayed_recovers_the_planted_terms(tmp_path, capsys):
     """The must-show: runs served with prefix caching on (every prompt a 1,000-token shared prefix,
     --random-prefix-len), fitted with caching replayed, give the planted terms back; replayed
-    uncached, the same runs cannot be fitted (the fit ends at its bounds, its residual ~30x)."""
+    uncached, the same runs are refused: their first tokens come faster than an uncached prefill
+    of their prompts allows (the roofline is a floor), which names the cure."""
     rng = np.random.default_rng(7)
     files = []
     for rate in RATES:
@@ -105,9 +112,11 @@ def test_prefix_caching_replayed_recovers_the_planted_terms(tmp_path):
     assert "held out: vllm-10qps.json (10 req/s, 150 requests); the default with three or more runs" in text
     held = json.loads((tmp_path / "fit.json").read_text())["runs"][1]
     assert held["fitted"] is False and abs(held["ttft_err"]) < 0.03 and abs(held["tpot_err"]) < 0.03
-    _, text0, out0 = _fit(tmp_path, files)
-    assert "replayed with prefix caching off" in text0
-    assert json.loads(out0.read_text())["rms_residual"] > 10 * rms
+    argv = ["calibrate", "serving", *files, "--model", M, "--device", "h100", "-o", str(out), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is faster than the roofline allows: a prefill of its" in err and "--enable-prefix-caching" in err
+    assert rms < 0.05
 
 
 def test_per_request_prefix_columns_are_read_and_replayed(tmp_path):
@@ -362,9 +371,14 @@ def test_at_bound_and_fp8_lines_and_the_terms_help(tmp_path, capsys):
     help_text = " ".join(buf.getvalue().split())
     assert f"(default: {','.join(FIT_DEFAULT_TERMS)};" in help_text and ", ".join(TERMS) in help_text
     c = tmp_path / "runs.csv"
-    # first tokens in 4 ms: less than the roofline's prefill of 200 tokens (the weights read once,
-    # 16 GB / 3.35 TB/s = 4.8 ms), so the request path is held at its bound, zero
-    rows = "".join(f"{i},{200 + 10 * i},12,0.004,{0.004 + 0.006 * 11}\n" for i in range(40))
+    # first tokens at the roofline's prefill of their prompts (one chunk, the weights read once),
+    # so the request path is held at its bound, zero
+    prompts = np.array([200 + 10 * i for i in range(40)])
+    floors = roofline_ttft_s(M, "h100", prompts)
+    rows = "".join(
+        f"{i},{p},12,{float(t)!r},{float(t) + 0.006 * 11!r}\n"
+        for i, (p, t) in enumerate(zip(prompts, floors, strict=True))
+    )
     c.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n" + rows)
     _, text, _ = _fit(tmp_path, [str(c)], "--terms", "kernel_scale,iteration_s,request_s")
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("request_s"))
@@ -379,7 +393,8 @@ def test_simulate_replays_the_workload_of_a_result_file(tmp_path, capsys):
     f = tmp_path / "run.json"
     f.write_text(json.dumps(_detailed(10.0, rng)))
     fitted = tmp_path / "planted.json"
-    _, _, _ = _fit(tmp_path, [str(f)], "--terms", "kernel_scale")  # a fit file to price with
+    # a fit file to price with (the run's prompts share a cached prefix: replayed so)
+    _fit(tmp_path, [str(f)], "--terms", "kernel_scale", "--enable-prefix-caching", "--shared-prefix", "1000")
     doc = json.loads((tmp_path / "fit.json").read_text())
     doc["overheads"].update(kernel_scale=1.25, iteration_s=5e-4, request_s=8e-3)
     fitted.write_text(json.dumps(doc))
@@ -407,9 +422,11 @@ def test_simulate_replays_the_workload_of_a_result_file(tmp_path, capsys):
     assert "--workload-run picks a run of --workload-from RESULT" in capsys.readouterr().err
 
 
-def test_a_fit_never_prices_kernels_below_their_roofline(tmp_path):
+def test_a_fit_never_prices_kernels_below_their_roofline(tmp_path, capsys):
     """A run whose first tokens come faster than the roofline's prefill allows (80 % of the bound's
-    TTFT, its decode as the bound's) is fitted with the scale held at 1, the roofline, never below."""
+    TTFT, its decode as the bound's) is refused by calibrate serving, naming a request and its
+    bound; fitted without that check (fit_serving given no floor), the scale is held at 1, the
+    roofline, never below."""
     rng = np.random.default_rng(5)
     arr = vllm_arrivals(N, 5.0, 1.0, 0)
     reqs = [
@@ -422,6 +439,12 @@ def test_a_fit_never_prices_kernels_below_their_roofline(tmp_path):
     )
     c = tmp_path / "fast.csv"
     c.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n" + rows)
-    fit, text, _ = _fit(tmp_path, [str(c)], "--terms", "kernel_scale,request_s")
-    assert fit.overheads.kernel_scale == 1.0 and "held at its bound 1: the roofline" in text
+    argv = ["calibrate", "serving", str(c), "--model", M, "--device", "h100", "-o", str(tmp_path / "f.json")]
+    assert main([*argv, "--quiet", "--terms", "kernel_scale,request_s"]) == 2
+    assert "fast.csv: line 2: TTFT" in capsys.readouterr().err
+    (run,) = read_results(str(c))
+    fit = fit_serving(
+        [run], simulate_with(M, "h100-sxm"), base=EngineOverheads(), terms=("kernel_scale", "request_s")
+    )
+    assert fit.overheads.kernel_scale == 1.0 and "kernel_scale" in fit.at_bound
     assert math.isfinite(fit.rms_residual)

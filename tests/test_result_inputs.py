@@ -165,4 +165,93 @@ def test_a_vllm_result_without_its_request_rate_is_refused_and_a_missing_burstin
     run = read_results(_write(tmp_path, old))[0]
     assert run.burstiness == 1.0 and len(run.notes) == 1 and run.notes[0].startswith("Poisson arrivals")
     assert read_results(_write(tmp_path, _vllm()))[0].notes == ()
-    assert read_results(_write(tmp_path, {**old, "request_rate": "inf", "duration": 0.3}))[0].notes == ()  # none drawn
+    assert (
+        read_results(_write(tmp_path, {**old, "request_rate": "inf", "duration": 0.3}))[0].notes == ()
+    )  # none drawn
+
+
+def _csv(
+    tmp_path, rows, name: str = "r.csv", header: str = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"
+) -> str:
+    path = tmp_path / name
+    path.write_text(header + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return str(path)
+
+
+def _calibrate(tmp_path, capsys, *files: str, model: str = "llama-3.1-8b", extra: tuple[str, ...] = ()):
+    from graphs.cli import main
+
+    out = tmp_path / "fit.json"
+    rc = main(
+        [
+            "calibrate",
+            "serving",
+            *files,
+            "--model",
+            model,
+            "--device",
+            "h100",
+            "-o",
+            str(out),
+            "--quiet",
+            *extra,
+        ]
+    )
+    return rc, capsys.readouterr().err.strip(), out
+
+
+#: Llama-3.1-8B's matmuls of a prefill of 2,000 tokens (its 8,030,261,248 parameters less the
+#: input embedding and the lm_head, 128,256 x 4,096 each, which a prefill applies to one row)
+#: at the H100 SXM's 989.4 BF16 TFLOPS: 2 x 6,979,588,096 x 2,000 / 989.4e12 = 28.22 ms
+PREFILL_2000_S = 2 * (8_030_261_248 - 2 * 128_256 * 4_096) * 2000 / 989.4e12
+
+
+def test_a_ttft_faster_than_its_prefill_roofline_is_refused_per_request(tmp_path, capsys):
+    # H6: 25 ms for a 2,000-token prompt is below the matmuls alone (28.22 ms): refused, naming the
+    # line, its TTFT and the bound; before, only the mean TPOT was checked and a fit was written
+    rows = [(0.5 * i, 2000, 40, 0.2, 0.2 + 0.01 * 39) for i in range(60)]
+    rows[5] = (2.5, 2000, 40, 0.025, 0.025 + 0.01 * 39)
+    rc, err, out = _calibrate(tmp_path, capsys, _csv(tmp_path, rows))
+    assert rc == 2 and not out.exists() and len(err.splitlines()) == 1
+    assert (
+        "r.csv: line 7: TTFT 25 ms is faster than the roofline allows: a prefill of its 2,000 prompt" in err
+    )
+    bound_s = float(err.split("takes at least ")[1].split(" ms")[0]) / 1e3
+    assert PREFILL_2000_S <= bound_s <= 1.25 * PREFILL_2000_S  # the matmuls, and attention's few ms
+
+
+def test_a_request_whose_own_tpot_beats_the_decode_roofline_is_refused(tmp_path, capsys):
+    # H6: the run's mean TPOT, (59 x 10 + 1) / 60 = 9.85 ms, is above the 4.48 ms decode bound of
+    # the 8B's weights read once (tests/test_fit_floor.py), but line 9's 1 ms is not
+    rows = [(0.5 * i, 500, 40, 0.2, 0.2 + 0.01 * 39) for i in range(60)]
+    rows[7] = (3.5, 500, 40, 0.2, 0.2 + 0.001 * 39)
+    rc, err, out = _calibrate(tmp_path, capsys, _csv(tmp_path, rows))
+    assert rc == 2 and not out.exists()
+    assert (
+        "r.csv: line 9: TPOT 1 ms ((e2e - ttft) / 39 tokens after the first) is faster than the roofline"
+        in err
+    )
+
+
+def test_a_summary_mean_ttft_faster_than_its_mean_prompt_prefill_is_refused(tmp_path, capsys):
+    # H6: 60 prompts of 2,000 tokens on average at a mean TTFT of 10 ms (< 28.22 ms)
+    doc = {
+        "request_rate": 4.0,
+        "burstiness": 1.0,
+        "max_concurrency": None,
+        "duration": 15.0,
+        "completed": 60,
+        "total_input_tokens": 120000,
+        "total_output_tokens": 3600,
+        "mean_ttft_ms": 10.0,
+        "median_ttft_ms": 10.0,
+        "mean_tpot_ms": 8.0,
+        "median_tpot_ms": 8.0,
+        "mean_e2el_ms": 520.0,
+    }
+    rc, err, out = _calibrate(tmp_path, capsys, _write(tmp_path, doc))
+    assert rc == 2 and not out.exists()
+    assert (
+        "r.json: mean TTFT 10 ms is faster than the roofline allows: a prefill of its mean prompt of 2,000"
+        in err
+    )

@@ -487,7 +487,8 @@ def test_a_request_past_the_context_limit_is_refused_as_simulate_does(tmp_path, 
     --allow-long-context, which fits it with a warning."""
     head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"
     rows = [f"{0.5 * i},{100 + 37 * i},{10 + 3 * i},{0.02 + 0.001 * i},{0.2 + 0.01 * i}" for i in range(24)]
-    rows[2] = "1.0,500000,37,0.03,0.4"
+    # its first token after 30 s: a prefill of 500,000 tokens takes more than 17 s on the roofline
+    rows[2] = "1.0,500000,37,30.0,30.4"
     c = tmp_path / "long.csv"
     c.write_text("\n".join([head, *rows]) + "\n")
     out = str(tmp_path / "f.json")

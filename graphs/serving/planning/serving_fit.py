@@ -92,6 +92,7 @@ __all__ = [
     "fit_serving",
     "read_fit",
     "roofline_tpot_s",
+    "roofline_ttft_s",
     "simulate_with",
     "write_fit",
 ]
@@ -164,6 +165,42 @@ def roofline_tpot_s(config: Any, device: str, *, tp: int = 1) -> float:
     return float(step.time_sums(1, 1.0, [], [1.0] if step.windowed else None))
 
 
+def roofline_ttft_s(
+    config: Any, device: str, prompt: np.ndarray, cached: np.ndarray | None = None, *, tp: int = 1
+) -> np.ndarray:
+    """The shortest TTFT the roofline allows each request (s): one iteration prefilling its
+    prompt's new tokens alone, after its cached ones (one chunk, its weights read once,
+    :class:`graphs.serving.step.mixed.MixedStep`). Chunked prefill, a batch of others, queueing and
+    the network only add to it, so a TTFT below this is not of this model on this device; at least
+    one token is computed (an engine recomputes the last of a wholly cached prompt).
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : str
+        The device.
+    prompt : numpy.ndarray
+        Each request's prompt tokens.
+    cached : numpy.ndarray, optional
+        Each request's prompt tokens that may have been cached (None: none).
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    numpy.ndarray
+        Seconds, one a request.
+    """
+    step = mixed_step(config, device, tp=tp)
+    prompt = np.asarray(prompt, dtype=np.int64)
+    new = prompt if cached is None else np.maximum(prompt - np.asarray(cached, dtype=np.int64), 1)
+    pairs, at = np.unique(np.stack([new, prompt - new], axis=1), axis=0, return_inverse=True)
+    ctxs: list[float] | None = [] if step.windowed else None
+    floors = np.array([float(step.time_sums(0, 0.0, [(float(c), float(k))], ctxs)) for c, k in pairs])
+    return floors[np.asarray(at).reshape(-1)]
+
+
 def fp8_matmuls(config: Any) -> bool:
     """Whether the model's matmuls take FP8 activations (W8A8: ``matmul_dtype``, else its
     activation or weight dtype, an FP8 one), so that an FP8 activation-scale mode prices them.
@@ -190,16 +227,62 @@ def _mean_tpot(run: BenchRun) -> float | None:
     return float(tpot[ok].mean()) if ok.any() else None
 
 
-def _check_physical(runs: Sequence[BenchRun], floor_s: float, where: str) -> None:
-    """Refuse the first run whose mean TPOT is below ``floor_s`` (:func:`roofline_tpot_s`)."""
+def _check_physical(
+    runs: Sequence[BenchRun],
+    floor_s: float | None,
+    where: str,
+    ttft_floor: Callable[[BenchRun], np.ndarray] | None = None,
+) -> None:
+    """Refuse the first run whose mean TPOT, or a request's own TPOT, is below ``floor_s``
+    (:func:`roofline_tpot_s`), or whose TTFT is below its prefill's ``ttft_floor(run)`` (each
+    request's, :func:`roofline_ttft_s`; a summary's mean TTFT against the mean of its replayed
+    requests' floors: the roofline is convex in the tokens, so the mean of a run's floors is at
+    least the floor of its mean prompt)."""
     for run in runs:
         tpot = _mean_tpot(run)
-        if tpot is not None and tpot < floor_s:
+        if floor_s is not None and tpot is not None and tpot < floor_s:
             raise CostModelError(
                 f"{run.source}: mean TPOT {tpot * 1e3:.4g} ms is faster than the roofline "
                 f"allows: one decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights "
                 "read once, one sequence); these runs are not of this model on this device (or used "
                 "speculative decoding, which a fit does not model)"
+            )
+        if floor_s is not None and run.summary is None:
+            with np.errstate(invalid="ignore"):
+                fast = np.flatnonzero(run.tpot_s < floor_s)  # NaN (one output token): not compared
+            if fast.size:
+                i = int(fast[0])
+                raise CostModelError(
+                    f"{run.source}: {run.where(i)}: TPOT {float(run.tpot_s[i]) * 1e3:.4g} ms ((e2e - ttft) / "
+                    f"{int(run.output[i]) - 1} tokens after the first) is faster than the roofline allows: one "
+                    f"decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights read once, one "
+                    "sequence); not of this model on this device (or speculative decoding, which a fit does "
+                    "not model)"
+                )
+        if ttft_floor is None:
+            continue
+        floors = ttft_floor(run)
+        cached = "" if run.prefix is None else " (less its shared prefix, where prefix caching is replayed)"
+        if run.summary is not None:
+            ttft = run.summary.ttft_mean_s
+            if ttft is not None and ttft < float(floors.mean()):
+                raise CostModelError(
+                    f"{run.source}: mean TTFT {ttft * 1e3:.4g} ms is faster than the roofline allows: a "
+                    f"prefill of its mean prompt of {int(run.prompt[0]):,} tokens{cached} on {where} takes "
+                    f"at least {float(floors.mean()) * 1e3:.4g} ms (one chunk, its weights read once); not "
+                    "of this model on this device, or its prompts were cached, which a fit replays only with "
+                    "--enable-prefix-caching and the prefix named (--shared-prefix)"
+                )
+            continue
+        fast = np.flatnonzero(run.ttft_s < floors)
+        if fast.size:
+            i = int(fast[0])
+            raise CostModelError(
+                f"{run.source}: {run.where(i)}: TTFT {float(run.ttft_s[i]) * 1e3:.4g} ms is faster than the "
+                f"roofline allows: a prefill of its {int(run.prompt[i]):,} prompt tokens{cached} on {where} "
+                f"takes at least {float(floors[i]) * 1e3:.4g} ms (one chunk, its weights read once); not of "
+                "this model on this device, or its prompt was cached, which a fit replays only with "
+                "--enable-prefix-caching and the prefix named (prefix_id, --shared-prefix)"
             )
 
 
@@ -441,6 +524,7 @@ def fit_serving(
     bins: int = BINS,
     metrics: Sequence[str] = METRICS,
     min_tpot_s: float | None = None,
+    min_ttft_s: Callable[[BenchRun], np.ndarray] | None = None,
     ticks: Callable[[int, int], None] | None = None,
     executor: Any = None,
     moe_kernel: str | None = None,
@@ -499,7 +583,12 @@ def fit_serving(
     metrics : sequence of str
         The latencies fitted: ``"ttft"``, ``"tpot"`` or both.
     min_tpot_s : float, optional
-        The roofline's shortest TPOT (s); a faster run is refused.
+        The roofline's shortest TPOT (s); a run whose mean, or a request whose own, is faster is
+        refused.
+    min_ttft_s : callable, optional
+        ``min_ttft_s(run)``: each of a run's requests' shortest TTFT (s) the roofline allows
+        (:func:`roofline_tpot_s`'s prefill analogue, :func:`roofline_ttft_s`); a request faster
+        than its own (a summary: a mean TTFT below their mean) is refused.
     ticks : callable, optional
         ``ticks(done, most)`` after each simulation.
     executor : Any, optional
@@ -533,8 +622,10 @@ def fit_serving(
         sims = list(simulate_run)
         if len(sims) != len(runs):
             raise CostModelError(f"{len(sims)} simulators for {len(runs)} runs: give one, or one per run")
-    if min_tpot_s is not None:
-        _check_physical(runs, min_tpot_s, f"{model or 'the model'} on {device or 'the device'} (tp {tp})")
+    if min_tpot_s is not None or min_ttft_s is not None:
+        _check_physical(
+            runs, min_tpot_s, f"{model or 'the model'} on {device or 'the device'} (tp {tp})", min_ttft_s
+        )
     fit_idx = [i for i in range(len(runs)) if i not in set(held_out)]
     if not fit_idx:
         raise CostModelError("every run is held out: nothing left to fit")

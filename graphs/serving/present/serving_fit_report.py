@@ -32,6 +32,7 @@ from ..planning.serving_fit import (
     fit_serving,
     fp8_matmuls,
     roofline_tpot_s,
+    roofline_ttft_s,
     simulate_with,
     write_fit,
 )
@@ -459,6 +460,10 @@ def run_serving_fit(
         fp8_scales=scales,
         moe_kernel=_priced_moe_kernel(profile, config, dev, tp) if predict else None,
         min_tpot_s=roofline_tpot_s(config, dev, tp=tp),
+        # a prefix is cached only where the replay caches it: the floor is of what the fit models
+        min_ttft_s=lambda run: roofline_ttft_s(
+            config, dev, run.prompt, run.prefix if caching else None, tp=tp
+        ),
         ticks=ticks,
         executor=executor,
     )
