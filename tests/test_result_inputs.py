@@ -255,3 +255,15 @@ def test_a_summary_mean_ttft_faster_than_its_mean_prompt_prefill_is_refused(tmp_
         "r.json: mean TTFT 10 ms is faster than the roofline allows: a prefill of its mean prompt of 2,000"
         in err
     )
+
+
+def test_a_result_csv_of_bytes_that_are_not_utf8_is_refused_naming_the_line(tmp_path):
+    # M2: prefix ids b"p\xff" and b"p\xfe" were both read as "p\ufffd", one shared prefix
+    head = b"arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s,prefix_id,prefix_tokens\n"
+    rows = b"0,500,20,0.1,0.3,p\xff,100\n1,500,20,0.1,0.3,p\xfe,100\n"
+    path = tmp_path / "r.csv"
+    path.write_bytes(head + rows)
+    with pytest.raises(CostModelError, match=r"line 2 is not UTF-8 text \(byte 0xff at character 19\)"):
+        read_results(str(path))
+    path.write_bytes("\ufeff".encode() + head + "0,500,20,0.1,0.3,pé,100\n1,500,20,0.1,0.3,pè,100\n".encode())
+    assert read_results(str(path))[0].prefixes == 2  # UTF-8 (and its byte-order mark) read as written

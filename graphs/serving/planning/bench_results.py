@@ -65,8 +65,9 @@ import csv
 import dataclasses
 import json
 import math
+import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -924,6 +925,24 @@ def _csv_prefix(pid: str, k: str, prompt: int, w: str, ids: dict[str, tuple[int,
 MAX_CSV_LINE_CHARS = 1 << 20
 
 
+#: a byte that is not UTF-8, as ``surrogateescape`` decoding keeps it (U+DC80 to U+DCFF): valid
+#: UTF-8 text never decodes to a lone surrogate
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _utf8_lines(lines: Iterator[str], name: str) -> Iterator[str]:
+    """``lines``, each refused (naming its line) where it holds a byte that is not UTF-8: a byte
+    replaced by U+FFFD would make two prefix ids one."""
+    for number, line in enumerate(lines, 1):
+        bad = _NOT_UTF8.search(line)
+        if bad:
+            raise CostModelError(
+                f"result CSV {name!r}: line {number:,} is not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} "
+                f"at character {bad.start() + 1}); save it as UTF-8"
+            )
+        yield line
+
+
 def _csv(path: str) -> BenchRun:
     """A per-request result CSV (module doc), read a row at a time into typed columns: memory in
     proportion to the requests (8 bytes a number), not to the text (:data:`MAX_CSV_BYTES`)."""
@@ -937,8 +956,8 @@ def _csv(path: str) -> BenchRun:
     try:
         # utf-8-sig: a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first column
         grown = f"result CSV {name!r} cannot be read (changed while read, or larger than {MAX_CSV_BYTES} bytes)"
-        with bounded_text(raw, MAX_CSV_BYTES, grown, errors="replace") as f:
-            reader = csv.reader(bounded_lines(f, MAX_CSV_LINE_CHARS, f"result CSV {name!r}"))
+        with bounded_text(raw, MAX_CSV_BYTES, grown, errors="surrogateescape") as f:
+            reader = csv.reader(_utf8_lines(bounded_lines(f, MAX_CSV_LINE_CHARS, f"result CSV {name!r}"), name))
             header = next(reader, [])
             fields = set(header)
             for k in (*CSV_COLUMNS, *CSV_PREFIX_COLUMNS):
