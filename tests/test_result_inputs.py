@@ -267,3 +267,29 @@ def test_a_result_csv_of_bytes_that_are_not_utf8_is_refused_naming_the_line(tmp_
         read_results(str(path))
     path.write_bytes("\ufeff".encode() + head + "0,500,20,0.1,0.3,pé,100\n1,500,20,0.1,0.3,pè,100\n".encode())
     assert read_results(str(path))[0].prefixes == 2  # UTF-8 (and its byte-order mark) read as written
+
+
+@pytest.mark.parametrize(
+    "errors, message",
+    [
+        ({}, r"errors must be a list of 4 strings, one a request as input_lens .*got dict '\{\}'"),
+        (0, r"errors must be a list of 4 strings.*got int '0'"),
+        (["", ""], r"errors must be a list of 4 strings.*got a list of 2"),
+        (["", "", {"x": 1}, ""], r"errors\[2\] must be a string .*got dict"),
+        (["", 0, "", ""], r"errors\[1\] must be a string .*got int '0'"),
+    ],
+)
+def test_a_vllm_errors_field_of_the_wrong_type_is_refused(tmp_path, errors, message):
+    # M3: {} and 0 were read as "no errors", a 0 among strings as a success
+    with pytest.raises(CostModelError, match=message):
+        read_results(_write(tmp_path, _vllm(errors=errors)))
+
+
+def test_a_vllm_result_without_errors_reads_every_request_as_successful_and_says_so(tmp_path):
+    doc = _vllm()
+    del doc["errors"]
+    (run,) = read_results(_write(tmp_path, doc))
+    assert len(run.prompt) == 4 and run.notes[0].startswith(
+        "every request succeeded: the file holds no errors"
+    )
+    assert len(read_results(_write(tmp_path, _vllm(errors=["", "oops", "", ""])))[0].prompt) == 3

@@ -552,6 +552,25 @@ def _traffic(doc: dict[str, Any], source: str) -> tuple[float | None, float, int
 _VLLM_DETAILED = ("input_lens", "output_lens", "ttfts", "itls")
 
 
+def _errors(doc: dict[str, Any], source: str, n: int) -> list[str]:
+    """A vllm result's ``errors``: a list of ``n`` strings, empty where the request succeeded
+    (every request's when the file has none)."""
+    errors = doc.get("errors", [""] * n)
+    if not isinstance(errors, list) or len(errors) != n:
+        got = f"a list of {len(errors)}" if isinstance(errors, list) else f"{type(errors).__name__} {str(errors)[:40]!r}"
+        raise CostModelError(
+            f"{source}: errors must be a list of {n} strings, one a request as input_lens (empty where it "
+            f"succeeded), got {got}"
+        )
+    for i, e in enumerate(errors):
+        if not isinstance(e, str):
+            raise CostModelError(
+                f"{source}: errors[{i}] must be a string (empty where the request succeeded), got "
+                f"{type(e).__name__} {str(e)[:40]!r}"
+            )
+    return errors
+
+
 def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     if not any(k in doc for k in _VLLM_DETAILED):
         return _vllm_summary(doc, source, seed)
@@ -568,17 +587,17 @@ def _vllm(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
         if not isinstance(doc[k], list) or len(doc[k]) != n:
             raise CostModelError(f"{source}: {k} must be a list as long as input_lens ({n})")
     rate, burst, mc, notes = _traffic(doc, source)
-    errors = doc.get("errors") or [""] * n
+    errors = _errors(doc, source, n)
+    if "errors" not in doc:
+        notes += (
+            "every request succeeded: the file holds no errors list (vllm bench serve writes one, an empty "
+            "string for each request that succeeded)",
+        )
     starts = doc.get("start_times")
     drawn = starts is None
     arrivals: Any = vllm_arrivals(n, rate, burst, seed) if starts is None else starts
-    if (
-        not isinstance(errors, list)
-        or not isinstance(arrivals, list | np.ndarray)
-        or len(arrivals) != n
-        or len(errors) != n
-    ):
-        raise CostModelError(f"{source}: start_times and errors must be lists as long as input_lens ({n})")
+    if not isinstance(arrivals, list | np.ndarray) or len(arrivals) != n:
+        raise CostModelError(f"{source}: start_times must be a list as long as input_lens ({n})")
     rows, where = [], []
     for i in range(n):
         if errors[i]:
