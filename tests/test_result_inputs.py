@@ -293,3 +293,22 @@ def test_a_vllm_result_without_errors_reads_every_request_as_successful_and_says
         "every request succeeded: the file holds no errors"
     )
     assert len(read_results(_write(tmp_path, _vllm(errors=["", "oops", "", ""])))[0].prompt) == 3
+
+
+def test_a_result_file_given_twice_is_refused_naming_both(tmp_path):
+    # M4: good.csv good.csv link.csv was fitted three times, two copies "held out"
+    from graphs.serving.planning.serving_fit_request import ServingFitRequest
+
+    rows = [(0.5 * i, 500, 20, 0.1, 0.3) for i in range(30)]
+    a = _csv(tmp_path, rows, "a.csv")
+    (tmp_path / "link.csv").symlink_to(a)
+    (tmp_path / "copy.csv").write_bytes((tmp_path / "a.csv").read_bytes())
+    b = _csv(tmp_path, rows[:29], "b.csv")
+    for second, how in (
+        (a, "are one file"),
+        (str(tmp_path / "link.csv"), "are one file"),
+        (str(tmp_path / "copy.csv"), "hold the same bytes"),
+    ):
+        with pytest.raises(CostModelError, match=rf"RESULT files '{a}' and '{second}' {how}"):
+            ServingFitRequest(results=(a, b, second), device="h100").read_runs()
+    assert len(ServingFitRequest(results=(a, b), device="h100").read_runs()) == 2

@@ -17,7 +17,10 @@ file), progress lines, and the report's format.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -196,10 +199,12 @@ class ServingFitRequest:
         Raises
         ------
         CostModelError
-            When a file is unreadable or not one of the formats.
+            When a file is unreadable or not one of the formats, or two name one file or hold the
+            same bytes (:func:`_check_distinct`).
         """
         from .bench_results import read_results
 
+        _check_distinct(self.results)
         return [
             run.with_shared_prefix(self.shared_prefix or 0)
             for path in self.results
@@ -240,6 +245,45 @@ class ServingFitRequest:
                 raise CostModelError(f"--holdout: no run at {rate:g} req/s; the runs' rates: {have}")
             out += hit
         return sorted(set(out)), f"--holdout {self.holdout[:200]}"
+
+
+def _identity(path: str) -> tuple[tuple[int, int], str] | None:
+    """A regular file's ``((device, inode), sha256 of its bytes)``, None for anything else (a
+    missing file, a FIFO, one past the readers' size bound: :func:`read_results` refuses those)."""
+    from .bench_results import MAX_BYTES
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+            return None
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino), digest.hexdigest()
+
+
+def _check_distinct(paths: tuple[str, ...]) -> None:
+    """Refuse two RESULT files that are one file (the same path, a link to it) or hold the same
+    bytes: a run given twice would be fitted twice, or one copy held out as a run the fit did not
+    see."""
+    files: dict[tuple[int, int], str] = {}
+    digests: dict[str, str] = {}
+    for path in paths:
+        ident = _identity(path)
+        if ident is None:
+            continue
+        node, digest = ident
+        first = files.get(node) or digests.get(digest)
+        if first is not None:
+            how = "are one file" if node in files else f"hold the same bytes (sha256 {digest[:16]}...)"
+            raise CostModelError(
+                f"RESULT files {first[:200]!r} and {path[:200]!r} {how}: a run given twice is fitted twice "
+                "(or one copy held out as a run the fit did not see); give each once"
+            )
+        files[node], digests[digest] = path, path
 
 
 def _at(run_rate: Any, rate: float) -> bool:
