@@ -312,3 +312,43 @@ def test_a_result_file_given_twice_is_refused_naming_both(tmp_path):
         with pytest.raises(CostModelError, match=rf"RESULT files '{a}' and '{second}' {how}"):
             ServingFitRequest(results=(a, b, second), device="h100").read_runs()
     assert len(ServingFitRequest(results=(a, b), device="h100").read_runs()) == 2
+
+
+def _vllm_summary(**extra: object) -> dict:
+    """vs_good: a vllm summary of 60 requests at 4 req/s over 15 s, 1,000-token prompts and
+    60-token outputs, TTFT 35 ms, TPOT 8 ms, E2E 520 ms."""
+    doc = {
+        "request_rate": 4.0,
+        "burstiness": 1.0,
+        "max_concurrency": None,
+        "duration": 15.0,
+        "completed": 60,
+        "total_input_tokens": 60000,
+        "total_output_tokens": 3600,
+        "mean_ttft_ms": 35.0,
+        "median_ttft_ms": 33.0,
+        "mean_tpot_ms": 8.0,
+        "median_tpot_ms": 8.0,
+        "mean_e2el_ms": 520.0,
+    }
+    doc.update(extra)
+    return doc
+
+
+def test_a_stated_tpot_of_one_token_outputs_is_refused(tmp_path):
+    # M6: 60 outputs of 60 tokens in all: 1 a request, no token after the first, so no TPOT;
+    # it ended in "the relative residuals overflow ... check units"
+    with pytest.raises(
+        CostModelError,
+        match=r"states a TPOT, but its mean output \(total_output_tokens / completed\) is 1 tokens",
+    ):
+        read_results(_write(tmp_path, _vllm_summary(total_output_tokens=60)))
+    g = _guidellm_summary(40)
+    g["metrics"]["output_token_count"]["successful"]["mean"] = 1.2
+    with pytest.raises(CostModelError, match=r"#0: states a TPOT, but its mean output .* is 1\.2 tokens"):
+        read_results(_write(tmp_path, {"benchmarks": [g]}))
+    # vllm writes a TPOT of 0 when no request had two tokens: not stated, so read
+    run = read_results(
+        _write(tmp_path, _vllm_summary(total_output_tokens=60, mean_tpot_ms=0, median_tpot_ms=0))
+    )[0]
+    assert run.summary.tpot_mean_s is None and int(run.output[0]) == 1

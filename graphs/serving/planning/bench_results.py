@@ -665,11 +665,20 @@ def _ms(doc: dict[str, Any], key: str, source: str) -> float | None:
     return _latency(v / 1e3, f"{source}: {key} / 1000")
 
 
-def _mean_lengths(n: int, tin: float, tout: float, source: str, what: str) -> tuple[int, int, str]:
+def _mean_lengths(
+    n: int, tin: float, tout: float, source: str, what: str, summary: Summary | None = None
+) -> tuple[int, int, str]:
     """The replayed lengths of a summary: the mean prompt and output (whole tokens, at least 1),
-    and the assumption in words."""
+    and the assumption in words. A ``summary`` stating a TPOT whose mean output rounds to one
+    token is refused: a request of one output token has no TPOT, so none would be replayed."""
     p, o = max(1, round(tin / n)), max(1, round(tout / n))
     _tokens(p, f"{source}: mean prompt"), _tokens(o, f"{source}: mean output")
+    if o == 1 and summary is not None and (summary.tpot_mean_s or summary.tpot_median_s):
+        raise CostModelError(
+            f"{source}: states a TPOT, but its mean output ({what.split(' and ')[-1]}) is {tout / n:.4g} "
+            "tokens a request, replayed as 1: a request of one output token has no TPOT (no token after "
+            "the first), so the stated one cannot be matched; give a run of longer outputs"
+        )
     return (
         p,
         o,
@@ -734,7 +743,9 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     )
     if stated is not None:
         _summary_duration(doc, source, stated, n, (rate, burst, mc), summary)
-    lengths = _mean_lengths(n, tin, tout, source, "total_input_tokens and total_output_tokens / completed")
+    lengths = _mean_lengths(
+        n, tin, tout, source, "total_input_tokens and total_output_tokens / completed", summary
+    )
     arrivals = vllm_arrivals(n, rate, burst, seed)
     return _summary_run(source, n, lengths, (rate, arrivals, mc, True), summary, burst)
 
@@ -845,7 +856,9 @@ def _guidellm_summary(
             f"{where}.args.strategy.type_ must be synchronous, concurrent, throughput, constant or poisson "
             f"for a summary to be replayed, got {str(kind)[:40]!r}"
         )
-    lengths = _mean_lengths(n, pm * n, om * n, source, "the prompt_token_count and output_token_count means")
+    lengths = _mean_lengths(
+        n, pm * n, om * n, source, "the prompt_token_count and output_token_count means", summary
+    )
     return _summary_run(source, n, lengths, traffic, summary)
 
 
