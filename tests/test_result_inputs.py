@@ -340,15 +340,32 @@ def test_a_stated_tpot_of_one_token_outputs_is_refused(tmp_path):
     # it ended in "the relative residuals overflow ... check units"
     with pytest.raises(
         CostModelError,
-        match=r"states a TPOT, but its mean output \(total_output_tokens / completed\) is 1 tokens",
+        match=r"states a TPOT, but its total_output_tokens / completed is 1 tokens",
     ):
         read_results(_write(tmp_path, _vllm_summary(total_output_tokens=60)))
     g = _guidellm_summary(40)
     g["metrics"]["output_token_count"]["successful"]["mean"] = 1.2
-    with pytest.raises(CostModelError, match=r"#0: states a TPOT, but its mean output .* is 1\.2 tokens"):
+    with pytest.raises(
+        CostModelError, match=r"#0: states a TPOT, but its metrics\.output_token_count mean is 1\.2 tokens"
+    ):
         read_results(_write(tmp_path, {"benchmarks": [g]}))
     # vllm writes a TPOT of 0 when no request had two tokens: not stated, so read
     run = read_results(
         _write(tmp_path, _vllm_summary(total_output_tokens=60, mean_tpot_ms=0, median_tpot_ms=0))
     )[0]
     assert run.summary.tpot_mean_s is None and int(run.output[0]) == 1
+
+
+def test_a_summary_whose_means_contradict_each_other_is_refused(tmp_path):
+    # M7: a mean E2E (1 ms) below the mean TTFT (35 ms) it includes was accepted
+    with pytest.raises(CostModelError, match=r"r\.json: mean E2E 1 ms is below its mean TTFT 35 ms"):
+        read_results(_write(tmp_path, _vllm_summary(mean_e2el_ms=1.0)))
+    # 1 prompt token for 60 requests was replayed as 60 one-token prompts
+    with pytest.raises(
+        CostModelError, match=r"total_input_tokens / completed is 0\.01667 tokens a request \(60 requests\)"
+    ):
+        read_results(_write(tmp_path, _vllm_summary(total_input_tokens=1)))
+    g = _guidellm_summary(40)
+    g["metrics"]["prompt_token_count"]["successful"]["mean"] = 0.2
+    with pytest.raises(CostModelError, match=r"metrics\.prompt_token_count mean is 0\.2 tokens a request"):
+        read_results(_write(tmp_path, {"benchmarks": [g]}))

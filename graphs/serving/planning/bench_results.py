@@ -666,16 +666,29 @@ def _ms(doc: dict[str, Any], key: str, source: str) -> float | None:
 
 
 def _mean_lengths(
-    n: int, tin: float, tout: float, source: str, what: str, summary: Summary | None = None
+    n: int,
+    tin: float,
+    tout: float,
+    source: str,
+    what: str,
+    summary: Summary | None = None,
+    fields: tuple[str, str] = ("mean prompt", "mean output"),
 ) -> tuple[int, int, str]:
     """The replayed lengths of a summary: the mean prompt and output (whole tokens, at least 1),
-    and the assumption in words. A ``summary`` stating a TPOT whose mean output rounds to one
-    token is refused: a request of one output token has no TPOT, so none would be replayed."""
+    and the assumption in words. A mean below one token (``fields`` name the two means) is
+    refused, and so is a ``summary`` stating a TPOT whose mean output rounds to one token: a
+    request of one output token has no TPOT, so none would be replayed."""
+    for side, total, field in (("prompt", tin, fields[0]), ("output", tout, fields[1])):
+        if total < n:  # a successful request sends at least one prompt token and gets one back
+            raise CostModelError(
+                f"{source}: {field} is {total / n:.4g} tokens a request ({n:,} requests): every successful "
+                f"request has at least one {side} token"
+            )
     p, o = max(1, round(tin / n)), max(1, round(tout / n))
     _tokens(p, f"{source}: mean prompt"), _tokens(o, f"{source}: mean output")
     if o == 1 and summary is not None and (summary.tpot_mean_s or summary.tpot_median_s):
         raise CostModelError(
-            f"{source}: states a TPOT, but its mean output ({what.split(' and ')[-1]}) is {tout / n:.4g} "
+            f"{source}: states a TPOT, but its {fields[1]} is {tout / n:.4g} "
             "tokens a request, replayed as 1: a request of one output token has no TPOT (no token after "
             "the first), so the stated one cannot be matched; give a run of longer outputs"
         )
@@ -698,6 +711,12 @@ def _summary_run(
     arrivals, clients, drawn)``, its latencies unknown (NaN) and its aggregates ``summary``."""
     if not summary.stated().keys() - {"throughput"}:
         raise CostModelError(f"{source}: a summary-only result states no mean or median TTFT or TPOT to fit")
+    ttft, e2e = summary.ttft_mean_s, summary.e2e_mean_s
+    if ttft is not None and e2e is not None and e2e < ttft:
+        raise CostModelError(
+            f"{source}: mean E2E {e2e * 1e3:.6g} ms is below its mean TTFT {ttft * 1e3:.6g} ms: a request's "
+            "end-to-end latency includes its first token"
+        )
     p, o, said = lengths
     rate, arrivals, clients, drawn = traffic
     nan = np.full(n, np.nan)
@@ -744,7 +763,13 @@ def _vllm_summary(doc: dict[str, Any], source: str, seed: int) -> BenchRun:
     if stated is not None:
         _summary_duration(doc, source, stated, n, (rate, burst, mc), summary)
     lengths = _mean_lengths(
-        n, tin, tout, source, "total_input_tokens and total_output_tokens / completed", summary
+        n,
+        tin,
+        tout,
+        source,
+        "total_input_tokens and total_output_tokens / completed",
+        summary,
+        ("total_input_tokens / completed", "total_output_tokens / completed"),
     )
     arrivals = vllm_arrivals(n, rate, burst, seed)
     return _summary_run(source, n, lengths, (rate, arrivals, mc, True), summary, burst)
@@ -857,7 +882,13 @@ def _guidellm_summary(
             f"for a summary to be replayed, got {str(kind)[:40]!r}"
         )
     lengths = _mean_lengths(
-        n, pm * n, om * n, source, "the prompt_token_count and output_token_count means", summary
+        n,
+        pm * n,
+        om * n,
+        source,
+        "the prompt_token_count and output_token_count means",
+        summary,
+        ("metrics.prompt_token_count mean", "metrics.output_token_count mean"),
     )
     return _summary_run(source, n, lengths, traffic, summary)
 
