@@ -369,3 +369,16 @@ def test_a_summary_whose_means_contradict_each_other_is_refused(tmp_path):
     g["metrics"]["prompt_token_count"]["successful"]["mean"] = 0.2
     with pytest.raises(CostModelError, match=r"metrics\.prompt_token_count mean is 0\.2 tokens a request"):
         read_results(_write(tmp_path, {"benchmarks": [g]}))
+
+
+def test_a_guidellm_summary_ending_before_it_starts_is_refused(tmp_path):
+    # M8: end_time 35.85 s before start_time silently lost the run's throughput
+    g = _guidellm_summary(40)
+    g["start_time"], g["end_time"] = g["end_time"], g["start_time"]
+    with pytest.raises(
+        CostModelError,
+        match=r"benchmarks\[0\]: end_time 1700000000\.0 - start_time 1700000039\.5 = -39\.5 s, but the benchmark lasts at least its mean request_latency \(0\.5 s\)",
+    ):
+        read_results(_write(tmp_path, {"benchmarks": [g]}))
+    (run,) = read_results(_write(tmp_path, {"benchmarks": [_guidellm_summary(40)]}))
+    assert run.summary.throughput_rps == pytest.approx(40 / 39.5)  # 40 requests over 39 / 1 + 0.5 s

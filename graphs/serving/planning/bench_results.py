@@ -845,14 +845,22 @@ def _guidellm_summary(
 
     t0, t1 = b.get("start_time"), b.get("end_time")
     span = None
+    e2e = s("request_latency", "mean", 1.0)
     if t0 is not None and t1 is not None:
-        span = _num(t1, f"{where}.end_time", 0.0, 1e12) - _num(t0, f"{where}.start_time", 0.0, 1e12)
+        start, end = _num(t0, f"{where}.start_time", 0.0, 1e12), _num(t1, f"{where}.end_time", 0.0, 1e12)
+        span = end - start
+        # the benchmark lasts at least as long as its mean request (and is never negative)
+        if span < (e2e or MIN_LATENCY_S):
+            raise CostModelError(
+                f"{where}: end_time {end!r} - start_time {start!r} = {span:.6g} s, but the benchmark lasts "
+                + (f"at least its mean request_latency ({e2e:.6g} s)" if e2e else "longer than 0 s")
+            )
     summary = Summary(
         ttft_mean_s=s("time_to_first_token_ms", "mean"),
         ttft_median_s=s("time_to_first_token_ms", "median"),
         tpot_mean_s=s("inter_token_latency_ms", "mean"),
-        e2e_mean_s=s("request_latency", "mean", 1.0),
-        throughput_rps=n / span if span and span > 0 else None,
+        e2e_mean_s=e2e,
+        throughput_rps=None if span is None else n / span,
         token_weighted=True,
     )
     args = b.get("args")
