@@ -382,3 +382,13 @@ def test_a_guidellm_summary_ending_before_it_starts_is_refused(tmp_path):
         read_results(_write(tmp_path, {"benchmarks": [g]}))
     (run,) = read_results(_write(tmp_path, {"benchmarks": [_guidellm_summary(40)]}))
     assert run.summary.throughput_rps == pytest.approx(40 / 39.5)  # 40 requests over 39 / 1 + 0.5 s
+
+
+def test_a_constant_guidellm_summary_says_its_arrivals_are_generated(tmp_path):
+    # M9: a summary holds no send times, yet its replay said "the file's own arrivals"
+    from graphs.serving.planning.bench_results import replay_text
+
+    (run,) = read_results(_write(tmp_path, {"benchmarks": [_guidellm_summary(40, rate=2.0)]}))
+    said = replay_text(run)
+    assert "arrivals generated at 2 req/s, evenly spaced" in said and "own arrivals" not in said
+    assert float(run.arrival_s[-1]) == pytest.approx(39 / 2.0)  # i / rate

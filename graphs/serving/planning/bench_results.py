@@ -1184,6 +1184,11 @@ def replay_text(run: BenchRun, seed: int = 0) -> str:
         parts.append(
             f"arrivals redrawn at {run.rate:.4g} req/s ({shape}, --seed {seed}: the file holds no send times)"
         )
+    elif run.summary is not None and run.rate is not None:  # a summary: generated at its stated rate
+        parts.append(
+            f"arrivals generated at {run.rate:.4g} req/s, evenly spaced (the summary's constant "
+            "strategy; it holds no send times)"
+        )
     else:
         parts.append(f"the file's own arrivals over {float(run.arrival_s.max()):.4g} s")
     if run.concurrency is not None:
