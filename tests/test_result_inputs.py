@@ -392,3 +392,37 @@ def test_a_constant_guidellm_summary_says_its_arrivals_are_generated(tmp_path):
     said = replay_text(run)
     assert "arrivals generated at 2 req/s, evenly spaced" in said and "own arrivals" not in said
     assert float(run.arrival_s[-1]) == pytest.approx(39 / 2.0)  # i / rate
+
+
+def _guidellm_rows(n: int, gap: float, rate: float) -> dict:
+    """A GuideLLM benchmark of ``n`` per-request rows sent ``gap`` s apart, its strategy's ``rate``."""
+    req = [
+        {
+            "prompt_tokens": 500,
+            "output_tokens": 20,
+            "start_time": 1e9 + gap * i,
+            "first_token_time": 1e9 + gap * i + 0.05,
+            "end_time": 1e9 + gap * i + 0.3,
+        }
+        for i in range(n)
+    ]
+    return {"args": {"strategy": {"type_": "constant", "rate": rate}}, "requests": {"successful": req}}
+
+
+def test_a_guidellm_rate_its_own_arrivals_contradict_is_refused(tmp_path):
+    # M10: 40 arrivals 0.5 s apart span 19.5 s. Poisson at rate r spans 39 gaps of mean 1 / r, below
+    # 0.28858 or above 2.4117 times 39 / r but once in 1e9 (39 (x - 1 - ln x) = ln 1e9), the upper
+    # end x 10 (a slow server): 0.1 req/s puts the span at least 0.28858 x 390 = 112.5 s, and
+    # 100 req/s at most 10 x 2.4117 x 0.39 = 9.406 s: both refused; 1 and 10 req/s agree
+    for rate, bound in (
+        (0.1, r"112\.5 to 9406 s"),
+        (100.0, r"0\.1125 to 9\.406 s"),
+        (1e-6, r"1\.125e\+07 to"),
+    ):
+        with pytest.raises(
+            CostModelError,
+            match=rf"#0: benchmarks\[0\]\.args\.strategy\.rate {rate:g} req/s, but its 40 arrivals span 19\.5 s.*would span {bound}",
+        ):
+            read_results(_write(tmp_path, {"benchmarks": [_guidellm_rows(40, 0.5, rate)]}))
+    for rate in (1.0, 10.0):
+        assert read_results(_write(tmp_path, {"benchmarks": [_guidellm_rows(40, 0.5, rate)]}))[0].rate == rate

@@ -412,12 +412,22 @@ def _latest_arrival(n: int, rate: float | None, burstiness: float) -> float:
     a = (n - 1) * burstiness
     if rate is None or a <= 0:
         return 0.0
+    return _gamma_tail(a, upper=True) * (n - 1) / rate
+
+
+def _gamma_tail(a: float, *, upper: bool) -> float:
+    """``x``, a multiple of its mean that a gamma variable of shape ``a`` passes (``upper``: above
+    ``x``; else below) with odds at most :data:`_ARRIVAL_TAIL`: ``P <= (x e^(1 - x))^a`` either side
+    (Chernoff), so ``x`` is the root of ``a (x - 1 - ln x) = ln(1 / tail)`` above 1 (``upper``) or
+    below it (bisection)."""
     r = math.log(1 / _ARRIVAL_TAIL) / a
-    lo, hi = 1.0, 2 * r + 6  # c - 1 - ln c >= c / 2 - 2 >= r at hi
+    # x - 1 - ln x is 0 at 1 and grows either way: past r at 2 r + 6 above, at e^(-r - 1) below
+    lo, hi = (1.0, 2 * r + 6) if upper else (math.exp(-r - 1), 1.0)
     for _ in range(200):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mid - 1 - math.log(mid) < r else (lo, mid)
-    return hi * (n - 1) / rate
+        short = mid - 1 - math.log(mid) < r  # mid is still inside the interval
+        lo, hi = (mid, hi) if short == upper else (lo, mid)
+    return hi if upper else lo
 
 
 def _check_duration(
@@ -948,8 +958,33 @@ def _guidellm(
         strategy = args.get("strategy") if isinstance(args, dict) else None
         rate = strategy.get("rate") if isinstance(strategy, dict) else None
         given = None if rate is None else _num(rate, f"{where}.args.strategy.rate (requests/s)", *RATE_RANGE)
-        runs.append(cut(_with_rate(_run(f"{source}#{j}", None, rows, False), given)))
+        run = _run(f"{source}#{j}", None, rows, False)
+        if given is not None:
+            _check_rate(run, given, f"benchmarks[{j}].args.strategy.rate")
+        runs.append(cut(_with_rate(run, given)))
     return runs
+
+
+def _check_rate(run: BenchRun, rate: float, field: str) -> None:
+    """Refuse a stated ``rate`` (requests/s) the run's own arrivals contradict: ``n`` Poisson
+    arrivals at it span ``n - 1`` gaps, gamma of shape ``n - 1`` and mean ``(n - 1) / rate``,
+    outside ``[lo, hi]`` times that mean but with odds :data:`_ARRIVAL_TAIL` (:func:`_gamma_tail`;
+    constant arrivals span it exactly); a span shorter is refused, and one longer than
+    :data:`DURATION_SLACK` x ``hi`` (a server too slow for the rate can hold a client back)."""
+    n = len(run.arrival_s)
+    span = float(run.arrival_s.max())
+    if n < 2:
+        return
+    mean = (n - 1) / rate
+    lo, hi = _gamma_tail(n - 1, upper=False), DURATION_SLACK * _gamma_tail(n - 1, upper=True)
+    if not lo * mean <= span <= hi * mean:
+        raise CostModelError(
+            f"{run.source}: {field} {rate:g} req/s, but its {n} arrivals span {span:.6g} s, (n - 1) / span = "
+            f"{(n - 1) / span if span > 0 else math.inf:.4g} req/s: at {rate:g} req/s they would span "
+            f"{lo * mean:.4g} to {hi * mean:.4g} s ({n - 1} Poisson gaps of mean {1 / rate:.4g} s outside "
+            f"that but once in {1 / _ARRIVAL_TAIL:.0e}, the upper end x {DURATION_SLACK:g} for a slow "
+            "server: DURATION_SLACK)"
+        )
 
 
 def _with_rate(run: BenchRun, rate: float | None) -> BenchRun:
