@@ -426,3 +426,14 @@ def test_a_guidellm_rate_its_own_arrivals_contradict_is_refused(tmp_path):
             read_results(_write(tmp_path, {"benchmarks": [_guidellm_rows(40, 0.5, rate)]}))
     for rate in (1.0, 10.0):
         assert read_results(_write(tmp_path, {"benchmarks": [_guidellm_rows(40, 0.5, rate)]}))[0].rate == rate
+
+
+def test_a_guidellm_end_before_its_first_token_names_the_bound_with_every_digit(tmp_path):
+    # L1: "end_time must be a number in [1.7e+09, 1e+12], got '1700000000.585761'" looked in range
+    g = _guidellm_rows(3, 0.5, 2.0)
+    g["requests"]["successful"][0]["end_time"] = 1e9 + 0.04  # before its first token at 1e9 + 0.05
+    with pytest.raises(
+        CostModelError,
+        match=r"successful\[0\]\.end_time \(not before first_token_time\) must be a number in \[1000000000\.05, 1e\+12\], got '1000000000\.04'",
+    ):
+        read_results(_write(tmp_path, {"benchmarks": [g]}))

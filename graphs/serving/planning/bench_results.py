@@ -364,9 +364,15 @@ def _load_json(path: str) -> Any:
         raise CostModelError(f"result file {path[:200]!r} is not valid JSON: {str(exc)[:200]}") from None
 
 
+def _bound(x: float) -> str:
+    """A bound of a range in an error: short (``1e+09``) where that is its value, else every digit
+    (a bound that is another field's value, so that a value just past it is not printed inside)."""
+    return f"{x:g}" if float(f"{x:g}") == x else repr(float(x))
+
+
 def _num(x: Any, where: str, lo: float = 0.0, hi: float = 1e7) -> float:
     if isinstance(x, bool) or not isinstance(x, int | float) or not (math.isfinite(x) and lo <= x <= hi):
-        raise CostModelError(f"{where} must be a number in [{lo:g}, {hi:g}], got {str(x)[:40]!r}")
+        raise CostModelError(f"{where} must be a number in [{_bound(lo)}, {_bound(hi)}], got {str(x)[:40]!r}")
     return float(x)
 
 
@@ -947,8 +953,8 @@ def _guidellm(
                 if k not in r:
                     raise CostModelError(f"{w}: missing {k!r}")
             t0 = _num(r["start_time"], f"{w}.start_time", 0.0, 1e12)
-            ft = _num(r["first_token_time"], f"{w}.first_token_time", t0, 1e12)
-            end = _num(r["end_time"], f"{w}.end_time", t0, 1e12)
+            ft = _num(r["first_token_time"], f"{w}.first_token_time (not before start_time)", t0, 1e12)
+            end = _num(r["end_time"], f"{w}.end_time (not before first_token_time)", ft, 1e12)
             p, o = (
                 _tokens(r["prompt_tokens"], f"{w}.prompt_tokens"),
                 _tokens(r["output_tokens"], f"{w}.output_tokens"),
