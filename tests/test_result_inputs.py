@@ -437,3 +437,15 @@ def test_a_guidellm_end_before_its_first_token_names_the_bound_with_every_digit(
         match=r"successful\[0\]\.end_time \(not before first_token_time\) must be a number in \[1000000000\.05, 1e\+12\], got '1000000000\.04'",
     ):
         read_results(_write(tmp_path, {"benchmarks": [g]}))
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "-1", "0", "4,-inf"])
+def test_a_holdout_rate_must_be_finite_and_positive(rate):
+    # L9: --holdout nan said "no run at nan req/s" after reading every run
+    from graphs.serving.planning.serving_fit_request import ServingFitRequest
+
+    bad = rate.split(",")[-1]
+    with pytest.raises(
+        CostModelError, match=rf"--holdout: a rate must be a finite positive rate \(req/s\), got '{bad}'"
+    ):
+        ServingFitRequest(results=("r.csv",), device="h100", holdout=rate)

@@ -58,11 +58,16 @@ def _holdout_rates(text: str) -> list[float] | None:
     rates = []
     for part in text.split(","):
         try:
-            rates.append(float(part))
+            rate = float(part)
         except ValueError:
             raise CostModelError(
                 f"--holdout must be 'none' or a comma list of rates (req/s), got {part[:40]!r}"
             ) from None
+        if not (math.isfinite(rate) and rate > 0):
+            raise CostModelError(
+                f"--holdout: a rate must be a finite positive rate (req/s), got {part.strip()[:40]!r}"
+            )
+        rates.append(rate)
     return rates
 
 
