@@ -449,3 +449,17 @@ def test_a_holdout_rate_must_be_finite_and_positive(rate):
         CostModelError, match=rf"--holdout: a rate must be a finite positive rate \(req/s\), got '{bad}'"
     ):
         ServingFitRequest(results=("r.csv",), device="h100", holdout=rate)
+
+
+def test_a_guidellm_summary_ttft_of_zero_is_refused_not_read_as_unstated(tmp_path):
+    # L8: a TTFT mean and median of 0 were read as "not stated" and the run fitted on its TPOT
+    g = _guidellm_summary(40)
+    g["metrics"]["time_to_first_token_ms"]["successful"] = {"mean": 0.0, "median": 0.0}
+    with pytest.raises(
+        CostModelError,
+        match=r"metrics\.time_to_first_token_ms\.successful\.mean \(s\) must be a number in \[1e-06",
+    ):
+        read_results(_write(tmp_path, {"benchmarks": [g]}))
+    g = _guidellm_summary(40)
+    g["metrics"]["inter_token_latency_ms"]["successful"]["mean"] = 0.0  # no second token: not measured
+    assert read_results(_write(tmp_path, {"benchmarks": [g]}))[0].summary.tpot_mean_s is None

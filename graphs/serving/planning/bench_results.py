@@ -856,8 +856,12 @@ def _guidellm_summary(
         )
 
     def s(name: str, stat: str, unit: float = 1e-3) -> float | None:
+        """A stated latency (s; None: not stated). A 0 is refused, but for the inter-token
+        latency, which GuideLLM gives as 0 when no request streamed a second token (as vllm's TPOT)."""
         v = _dist(m, name, stat, where)
-        return None if not v else _latency(v * unit, f"{where}.metrics.{name}.successful.{stat}")
+        if v is None or (v == 0 and name == "inter_token_latency_ms"):
+            return None
+        return _latency(v * unit, f"{where}.metrics.{name}.successful.{stat}")
 
     t0, t1 = b.get("start_time"), b.get("end_time")
     span = None
