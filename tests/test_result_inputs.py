@@ -463,3 +463,18 @@ def test_a_guidellm_summary_ttft_of_zero_is_refused_not_read_as_unstated(tmp_pat
     g = _guidellm_summary(40)
     g["metrics"]["inter_token_latency_ms"]["successful"]["mean"] = 0.0  # no second token: not measured
     assert read_results(_write(tmp_path, {"benchmarks": [g]}))[0].summary.tpot_mean_s is None
+
+
+def test_a_csv_number_with_an_underscore_or_a_row_longer_than_its_header_is_refused(tmp_path):
+    # L7: float("1_00") is 100, and a row's extra values were dropped silently
+    rows = [(0.5 * i, 500, 20, 0.1, 0.3) for i in range(3)]
+    rows[1] = (0.5, "1_00", 20, 0.1, 0.3)
+    with pytest.raises(CostModelError, match=r"r\.csv line 3: prompt_tokens must be a number, got '1_00'"):
+        read_results(_csv(tmp_path, rows))
+    head = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s,prefix_id,prefix_tokens"
+    with pytest.raises(
+        CostModelError, match=r"line 2: prefix_id needs prefix_tokens, a whole number of tokens, got '1_0'"
+    ):
+        read_results(_csv(tmp_path, [(0, 500, 20, 0.1, 0.3, "a", "1_0")], header=head))
+    with pytest.raises(CostModelError, match=r"r\.csv line 2: 7 values for the header's 5 columns"):
+        read_results(_csv(tmp_path, [(0, 500, 20, 0.1, 0.3, "a", 100)]))

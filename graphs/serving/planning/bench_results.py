@@ -1022,6 +1022,8 @@ def _csv_prefix(pid: str, k: str, prompt: int, w: str, ids: dict[str, tuple[int,
             raise CostModelError(f"{w}: prefix_tokens needs a prefix_id naming the shared prefix")
         return -1, 0
     try:
+        if "_" in k:  # float() reads 1_00 as 100: not a number as written
+            raise ValueError
         kv = float(k)
     except ValueError:
         raise CostModelError(
@@ -1101,11 +1103,18 @@ def _csv(path: str) -> BenchRun:
                 if not row:  # a blank line: no request (as csv.DictReader skips it)
                     continue
                 w = f"{name} line {reader.line_num}"
+                if len(row) > len(header):  # a value with no column: a shifted or merged row
+                    raise CostModelError(
+                        f"{w}: {len(row)} values for the header's {len(header)} columns (a row longer "
+                        "than its header: a comma too many, or a field of a column not named)"
+                    )
                 vals = []
                 for k, j in zip(CSV_COLUMNS, at, strict=True):
                     if j >= len(row):  # the row is shorter than the header
                         raise CostModelError(f"{w}: {k} must be a number, got nothing (the row is short)")
                     try:
+                        if "_" in row[j]:  # float() reads 1_00 as 100: not a number as written
+                            raise ValueError
                         vals.append(float(row[j]))
                     except ValueError:
                         raise CostModelError(f"{w}: {k} must be a number, got {row[j][:40]!r}") from None
