@@ -631,3 +631,22 @@ def test_an_oversized_trace_is_refused_before_it_is_read(tmp_path, monkeypatch):
         CostModelError, match=r"big.csv' is 67,108,865 bytes \(64.0 MiB\), larger than the 67,108,864"
     ):
         load_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        # a key twice: the last won silently (prompt 9000), as no result or fit file allows
+        (
+            '{"arrival_s": 0, "prompt_tokens": 100, "output_tokens": 50, "prompt_tokens": 9000}',
+            "row 1: key 'prompt_tokens' appears twice in one object",
+        ),
+        # a syntax error was reported as "not a JSON object"
+        ('{"arrival_s": 0,}', "row 1: not valid JSON (Expecting property name"),
+    ],
+)
+def test_a_jsonl_trace_row_is_one_object_of_distinct_keys(tmp_path, line, fragment):
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(CostModelError, match=re.escape(fragment)):
+        read_trace(path)

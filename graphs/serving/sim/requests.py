@@ -49,7 +49,7 @@ from typing import IO
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.safefile import bounded_lines, bounded_text, open_user_file
+from costmodel.safefile import bounded_lines, bounded_text, open_user_file, unique_keys
 
 __all__ = [
     "ARRIVALS",
@@ -432,9 +432,11 @@ def _records(f: IO[str], where: str, jsonl: bool) -> Iterator[tuple[int, tuple[o
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line, parse_float=Decimal)
-            except (ValueError, RecursionError):
-                raise CostModelError(f"{where} row {i}: not a JSON object") from None
+                obj = json.loads(line, parse_float=Decimal, object_pairs_hook=unique_keys())
+            except CostModelError as exc:  # a key given twice: which value is meant is not known
+                raise CostModelError(f"{where} row {i}: {exc}") from None
+            except (ValueError, RecursionError) as exc:
+                raise CostModelError(f"{where} row {i}: not valid JSON ({str(exc)[:120]})") from None
             if not isinstance(obj, dict):
                 raise CostModelError(f"{where} row {i}: not a JSON object")
             yield i, tuple(obj.get(name) for name in _FIELDS)
