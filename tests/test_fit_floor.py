@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -494,4 +495,29 @@ def test_a_fit_files_term_out_of_range_names_the_file_and_key(tmp_path):
         CostModelError,
         match=r"fit file '.*fit\.json': overheads: kernel_scale must be in \[0\.05, 20\], got 0",
     ):
+        read_fit(str(path))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("runs", "garbage", "runs must be a list of objects"),
+        ("rms_residual", "x", "rms_residual must be a finite number or null"),
+        ("sources", {"a": 1}, "sources must be a list of file names"),
+        ("version", 3.0, "version 3.0 not supported"),
+    ],
+)
+def test_a_fit_files_record_keeps_its_written_types(tmp_path, key, value, fragment):
+    """A hand-edited fit's runs, residual, sources and version were taken whatever their type
+    (a version 3.0 read as 3); each is refused naming the key."""
+    import json
+
+    runs, sims = _linear_runs()
+    fit = fit_serving(runs, sims, base=EngineOverheads(kernel_scale=1.0), terms=("request_s",), bins=2)
+    path = tmp_path / "fit.json"
+    write_fit(fit, str(path))
+    doc = json.loads(path.read_text())
+    doc[key] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CostModelError, match=re.escape(fragment)):
         read_fit(str(path))

@@ -1015,7 +1015,11 @@ def read_fit(path: str) -> ServingFit:
         raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
         raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
-    if doc.get("version") not in (2, 3, FIT_VERSION):
+    if isinstance(doc.get("version"), bool) or not isinstance(doc.get("version"), int) or doc["version"] not in (
+        2,
+        3,
+        FIT_VERSION,
+    ):
         raise CostModelError(
             f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 to {FIT_VERSION})"
         )
@@ -1043,6 +1047,15 @@ def read_fit(path: str) -> ServingFit:
     if doc["predict"] is not None:
         Predictor.of(doc["predict"])  # a framework the corpus knows, else its one-line error
     ov = EngineOverheads.from_dict(doc["overheads"], f"{where}: overheads")
+    # the record of what was fitted: not read back into the prediction, but a file that claims
+    # them holds them in their written types (a hand edit's "runs": "garbage" was taken)
+    if not isinstance(doc["runs"], list) or not all(isinstance(r, dict) for r in doc["runs"]):
+        raise CostModelError(f"{where}: runs must be a list of objects (one a run)")
+    rms = doc["rms_residual"]
+    if rms is not None and (isinstance(rms, bool) or not isinstance(rms, int | float) or not math.isfinite(rms)):
+        raise CostModelError(f"{where}: rms_residual must be a finite number or null")
+    if not isinstance(doc["sources"], list) or not all(isinstance(x, str) for x in doc["sources"]):
+        raise CostModelError(f"{where}: sources must be a list of file names")
     se = doc["stderr"]
     if not isinstance(se, dict) or any(
         k not in TERMS or not (v is None or (isinstance(v, int | float) and math.isfinite(v)))
@@ -1058,5 +1071,5 @@ def read_fit(path: str) -> ServingFit:
         moe_kernel=mk,
         overheads=ov,
         stderr={k: (None if v is None else float(v)) for k, v in se.items()},
-        sources=[str(s)[:200] for s in doc["sources"]] if isinstance(doc["sources"], list) else [],
+        sources=[x[:200] for x in doc["sources"]],
     )
