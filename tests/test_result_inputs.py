@@ -478,3 +478,20 @@ def test_a_csv_number_with_an_underscore_or_a_row_longer_than_its_header_is_refu
         read_results(_csv(tmp_path, [(0, 500, 20, 0.1, 0.3, "a", "1_0")], header=head))
     with pytest.raises(CostModelError, match=r"r\.csv line 2: 7 values for the header's 5 columns"):
         read_results(_csv(tmp_path, [(0, 500, 20, 0.1, 0.3, "a", 100)]))
+
+
+def test_a_csv_under_another_name_is_told_its_name(tmp_path):
+    """A result file not named .csv is read as JSON: a per-request CSV named .txt was refused with
+    JSON's "Expecting value" alone; now with what the reader takes. A broken JSON object gets no
+    such hint."""
+    path = tmp_path / "run.txt"
+    path.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n0,10,10,0.1,0.5\n")
+    with pytest.raises(
+        CostModelError, match=r"is not valid JSON: .*; a per-request CSV must be named \*\.csv"
+    ):
+        read_results(str(path))
+    path = tmp_path / "run.json"
+    path.write_text('{"a": 1, "b": 2, "c": }')
+    with pytest.raises(CostModelError, match=r"is not valid JSON") as err:
+        read_results(str(path))
+    assert "*.csv" not in str(err.value)

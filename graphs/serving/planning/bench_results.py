@@ -364,7 +364,11 @@ def _load_json(path: str) -> Any:
     try:
         return json.loads(data, object_pairs_hook=unique_keys())
     except (ValueError, RecursionError) as exc:
-        raise CostModelError(f"result file {path[:200]!r} is not valid JSON: {str(exc)[:200]}") from None
+        # a file not named .csv is read as JSON: a CSV under another name says what it takes
+        first = data[:200].lstrip(b"\xef\xbb\xbf \t\r\n").split(b"\n", 1)[0]
+        csv_like = first[:1] not in (b"{", b"[") and first.count(b",") >= 2
+        hint = "; a per-request CSV must be named *.csv" if csv_like else ""
+        raise CostModelError(f"result file {path[:200]!r} is not valid JSON: {str(exc)[:200]}{hint}") from None
 
 
 def _bound(x: float) -> str:
