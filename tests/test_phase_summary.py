@@ -92,7 +92,7 @@ def test_prefill_summary_prints_what_prefill_prints(seq, chunk, capsys):
 def test_the_default_step_has_no_expert_plan_line():
     assert expert_plan_line({}) is None
     line = expert_plan_line({"ep": 2, "routing": "uniform"}, "x", refused=True)
-    assert line == "  (--ep 2: the memory check counts every expert on each device; x)"
+    assert line == "  (--ep 2: the memory check spreads the routed experts over the 2 EP ranks; x)"
 
 
 def test_the_pages_are_the_ones_html_writes(tmp_path, capsys):

@@ -134,3 +134,65 @@ def test_huge_histogram_counts_price_like_their_ratios(capsys):
     assert main([*argv, "hist:inf,1,1,1,1,1,1,1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--routing" in err and "inf" in err
+
+
+def test_an_ep_rank_is_devices_of_its_own_as_serve_plans_counts_them(capsys):
+    """``decode --tp 2 --ep 2`` priced a step of 4 devices but counted 2 for energy, device-hours
+    and the per-device rate (3.2004 J/token where serve plans gave 6.585 for the same step plus its
+    all-to-all). Each EP rank is a tp group of its own (:func:`parallel_plan`: devices = tp pp ep).
+    By hand, T = 2.286 ms: energy 4 x 700 W x 2.286 ms / 1 token = 6.40 J/token, device-hours
+    4 x 1e6 x 2.286 ms / 3600 s = 2.540 per million tokens, 1 / 2.286 ms / 4 = 109.4 tokens/s per
+    device; serve plans' plan is the same step plus its all-to-all (2.352 - 0.066 ms)."""
+    from graphs.serving.analysis.parallel import parallel_plan
+
+    argv = ["decode", M, "--device", "h200", "--tp", "2", "--ep", "2"]
+    doc = _step(capsys, [*argv, "--json"])
+    step = doc["step_s"]
+    assert step == pytest.approx(2.286e-3, abs=1e-6) and doc["devices"] == 4
+    assert doc["energy_per_token_j"] == pytest.approx(4 * 700 * step, rel=1e-12)  # 6.40 J
+    assert doc["device_hours_per_million_tokens"] == pytest.approx(4 * 1e6 * step / 3600, rel=1e-12)  # 2.540
+    assert doc["tokens_per_s_per_device"] == pytest.approx(1 / step / 4, rel=1e-12)  # 109.4
+    plan = parallel_plan(M, "h200", batch=1, ctx=4096, tp=2, ep=2)
+    assert plan.devices == doc["devices"]
+    assert plan.step_s - plan.expert_all_to_all_s == pytest.approx(step, rel=1e-9)
+    # serve plans' energy and device-hours, less the all-to-all's share of its step
+    share = step / plan.step_s
+    assert plan.energy_per_token_j(700) * share == pytest.approx(doc["energy_per_token_j"], rel=1e-9)
+    assert plan.device_hours_per_million_tokens * share == pytest.approx(
+        doc["device_hours_per_million_tokens"], rel=1e-9
+    )
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "109.4 tokens/s per device" in text
+    assert "energy 6.4008 J/token (TDP x 4 device(s) (tp 2 x ep 2)" in text
+    assert "2.540 device-hours per million tokens" in text
+
+
+def test_the_memory_check_spreads_the_experts_over_the_ep_ranks(capsys):
+    """``decode qwen3-30b-a3b --ep 4 --batch 64`` was refused (80.89 GiB per device: every expert
+    on each device) where serve plans ran the same plan. Each of the 4 ranks holds a quarter of
+    the routed experts, 48 layers x 128 experts x 3 x 2048 x 768 x 2 B = 57,982,058,496 B in all:
+    86,853,758,976 B (the ledger at tp 1) - 57,982,058,496 x 3/4 = 43,367,215,104 B (40.39 GiB),
+    :func:`plan_memory_bytes`'s figure."""
+    from graphs.serving.analysis.parallel import plan_memory_bytes
+
+    argv = [
+        "decode",
+        "qwen3-30b-a3b",
+        "--ep",
+        "4",
+        "--batch",
+        "64",
+        "--routing",
+        "zipf:1",
+        "--placement",
+        "balanced",
+    ]
+    doc = _step(capsys, [*argv, "--json"])
+    cap = doc["capacity"]
+    assert cap["fits"] and cap["ep"] == 4
+    assert cap["needed_bytes"] == pytest.approx(86_853_758_976 - 57_982_058_496 * 3 / 4, rel=1e-12)
+    held = plan_memory_bytes("qwen3-30b-a3b", "h100", batch=64, ctx=4096, tp=1, pp=1, ep=4)
+    assert cap["needed_bytes"] == pytest.approx(held, rel=1e-12)
+    assert main(argv) == 0
+    assert "the memory check spreads the routed experts over the 4 EP ranks" in capsys.readouterr().out

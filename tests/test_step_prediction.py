@@ -116,7 +116,9 @@ def test_a_refused_routed_point_under_json_prints_one_json_document(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"capacity", "refused"}
     assert main(argv) == 1
-    assert "(--ep 2: the memory check counts every expert on each device" in capsys.readouterr().out
+    assert (
+        "(--ep 2: the memory check spreads the routed experts over the 2 EP ranks" in capsys.readouterr().out
+    )
 
 
 def test_a_refused_point_gets_no_prediction(capsys):

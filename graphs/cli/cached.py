@@ -265,14 +265,17 @@ def capacity(
     """Does this command's point fit (:class:`graphs.serving.step.fit_check.CapacityCheck`)? From the
     cached card's ledger when there is one, else from the library; a point that does not fit
     is checked again by the library, which also says how many devices it needs. ``card``: a
-    card already read (``model analyze``'s analysis card holds the ledger too)."""
+    card already read (``model analyze``'s analysis card holds the ledger too). With ``--ep``
+    above 1 the library's check alone: a card's ledger holds every expert on each device, the
+    check spreads the routed experts over the ranks."""
     from graphs.serving.present.cards import CardError
     from graphs.serving.step.fit_check import capacity_from_card
 
     tokens = args.ctx if kind == "decode" else args.seq
-    if card is None:
+    ep = getattr(args, "ep", 1) or 1
+    if card is None and ep == 1:
         card = stored_card(args, kind)
-    if isinstance(card, dict):
+    if isinstance(card, dict) and ep == 1:  # a card's ledger holds every expert on each device
         try:
             chk = capacity_from_card(card, batch=args.batch, tokens=tokens)
             if chk.fits:
@@ -281,7 +284,9 @@ def capacity(
             pass  # no readable ledger: the library's
     from graphs.serving.step.ledger_fit import capacity_check
 
-    return capacity_check(config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp)
+    return capacity_check(
+        config(args), args.device, phase=kind, batch=args.batch, tokens=tokens, tp=args.tp, ep=ep
+    )
 
 
 def analysis(args: argparse.Namespace, config: Callable[[argparse.Namespace], Any]) -> Any:

@@ -15,8 +15,9 @@ def add_expert_options(sp: argparse.ArgumentParser) -> None:
         "--ep",
         type=int,
         default=1,
-        help="expert-parallel degree (devices, default 1): the routed experts spread over this many "
-        "ranks and the step is the busiest rank's; the all-to-all between ranks is not in the step",
+        help="expert-parallel degree (default 1): the routed experts spread over this many ranks, "
+        "each a tp group of its own (tp x ep devices, as serve plans counts them), and the step is "
+        "the busiest rank's; the all-to-all between ranks is not in the step",
     )
     add_routing_options(sp)
 

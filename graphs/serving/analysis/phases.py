@@ -8,8 +8,9 @@ All numbers are read off model graphs with the roofline of each node:
   overlap across kernels) is reported beside it as the optimistic bound;
 * decode's weight, KV and compute times are shown apart (the knee batch and the
   context ceiling are in :mod:`graphs.serving.analysis.limits`);
-* energy per token is ``power_w x step time / tokens`` (the device drawing its
-  full TDP for the modelled time: a TDP-based estimate, not a measurement);
+* energy per token is ``power_w x tp x ep x step time / tokens`` (every device of
+  the step, ``ep`` expert-parallel ranks of ``tp`` devices each, drawing its full TDP for
+  the modelled time: a TDP-based estimate, not a measurement);
 * near vs far memory: full-memory reads per second, devices to hold the
   weights, and the per-token bound when weights are split over them.
 """
@@ -86,9 +87,17 @@ def report_notes(config: ModelConfig, hw: Hardware, tp: int) -> tuple[str, ...]:
 
 
 def _report_fields(
-    w: Workload, hw: Hardware, c: CompiledStep, phase: Phase, point: tuple[int, ...], tokens: int, tp: int
+    w: Workload,
+    hw: Hardware,
+    c: CompiledStep,
+    phase: Phase,
+    point: tuple[int, ...],
+    tokens: int,
+    tp: int,
+    ep: int = 1,
 ) -> dict[str, Any]:
-    """A report's numbers from the compiled step at ``point`` (no substitution)."""
+    """A report's numbers from the compiled step at ``point`` (no substitution); the energy
+    counts the step's ``tp x ep`` devices (:func:`~graphs.serving.step.reports.phase_fields`)."""
     power = as_float(hw.power_w) if hw.power_w is not None else None
     return phase_fields(
         c.point(*point),
@@ -100,6 +109,7 @@ def _report_fields(
         tokens=tokens,
         tp=tp,
         notes=report_notes(w.config, hw, tp),
+        ep=ep,
     )
 
 
@@ -165,7 +175,7 @@ def prefill_report(
     hw = get_device(device)
     ep = _experts_plan(w, ep, routing)
     c = compiled_step(w, hw, Phase.PREFILL, tp=tp, ep=ep, routing=routing)
-    fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp)
+    fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp, ep)
     plan = chunk_plan(seq, chunk)
     if plan is None or chunk is None:  # chunk_plan gives a plan only for a chunk
         return prefill_from_fields(fields)
@@ -233,7 +243,7 @@ def decode_report(
     hw = get_device(device)
     ep = _experts_plan(w, ep, routing)
     c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing)
-    fields = _report_fields(w, hw, c, Phase.DECODE, (batch, ctx), batch, tp)
+    fields = _report_fields(w, hw, c, Phase.DECODE, (batch, ctx), batch, tp, ep)
     bw, wbytes, emb_bytes = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
     return decode_from_fields(
         fields,

@@ -51,20 +51,20 @@ def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = F
     """
     if not plan:
         return None
+    memory = f"the memory check spreads the routed experts over the {plan['ep']} EP ranks"
     if refused:
-        return f"  (--ep {plan['ep']}: the memory check counts every expert on each device; {extra})"
+        return f"  (--ep {plan['ep']}: {memory}; {extra})"
     return (
         f"  ep {plan['ep']}, routing {plan['routing']}: the routed experts are the busiest EP rank's "
         "(expected maximum over ranks of rows and touched experts); the all-to-all between ranks is "
-        "not in this step (serve plans adds it); the memory check counts every expert on each device"
+        f"not in this step (serve plans adds it); {memory}; each EP rank is a tp group of its own, "
+        "so the step runs on tp x ep devices"
         + (f"; {extra}" if extra else "")
     )
 
 
 #: what decode does not solve for a routed plan (its text's and its JSON's plan note)
-_DECODE_PLAN_EXTRA = (
-    "knee batch and ctx ceiling not solved for this plan; per-device rates count the tp group only"
-)
+_DECODE_PLAN_EXTRA = "knee batch and ctx ceiling not solved for this plan"
 
 
 def _with_plan_note(doc: dict[str, Any], plan: str | None) -> dict[str, Any]:
@@ -73,6 +73,11 @@ def _with_plan_note(doc: dict[str, Any], plan: str | None) -> dict[str, Any]:
     if plan is None:
         return doc
     return {**doc, "notes": [*doc.get("notes", ()), plan.strip()]}
+
+
+def _devices(rep: DecodeReport | PrefillReport) -> str:
+    """The devices a step's energy counts: ``2 device(s)``, ``4 device(s) (tp 2 x ep 2)``."""
+    return f"{rep.devices} device(s)" + (f" (tp {rep.tp} x ep {rep.ep})" if rep.ep > 1 else "")
 
 
 def _kernels(prediction: StepPrediction | None) -> Any:
@@ -257,7 +262,7 @@ class DecodeSummary(_PhasePage):
         )
         if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
             out.append(
-                f"  energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {rep.tp} device(s) x TPOT / batch: an estimate at "
+                f"  energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {_devices(rep)} x TPOT / batch: an estimate at "
                 "full power); "
                 f"{fmt_num(rep.device_hours_per_million_tokens)} device-hours per million tokens"
             )
@@ -337,7 +342,7 @@ class PrefillSummary(_PhasePage):
         out.append(
             f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
             + (
-                f", {fmt_num(rep.energy_per_token_j * 1e3)} mJ/token (TDP x {rep.tp} device(s) x time)"
+                f", {fmt_num(rep.energy_per_token_j * 1e3)} mJ/token (TDP x {_devices(rep)} x time)"
                 if rep.energy_per_token_j
                 else ""
             )

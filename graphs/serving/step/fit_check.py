@@ -48,7 +48,8 @@ _BATCH_UPPER, _CONTEXT_UPPER = 1 << 20, 1 << 26
 @dataclass(frozen=True)
 class CapacityCheck(Result):
     """Whether one step's point fits one device's memory: the capacity ledger (weights, KV cache,
-    live activations, overhead per device at ``tp``) against the device capacity (bytes).
+    live activations, overhead per device at ``tp``, the routed experts spread over ``ep``
+    expert-parallel ranks) against the device capacity (bytes).
 
     ``tokens_per_sequence`` is the context of a decode step (the prompt of a prefill one; named
     apart from a step report's ``tokens``, the tokens the step computes); ``max_batch`` and
@@ -81,6 +82,9 @@ class CapacityCheck(Result):
         When it does not fit: ``max(tp + 1, ceil(total at tp=1 / capacity))``.
     tp_that_fits : int or None
         When it does not fit: the smallest degree tried at which it does (None: none).
+    ep : int
+        Expert-parallel ranks, each a tensor-parallel group of ``tp`` devices: the point runs on
+        ``tp x ep`` devices (1: none).
     """
 
     device: str
@@ -94,6 +98,12 @@ class CapacityCheck(Result):
     max_context: int
     devices_needed: int | None = None
     tp_that_fits: int | None = None
+    ep: int = 1
+
+    @property
+    def devices(self) -> int:
+        """Devices the point runs on: ``tp x ep``."""
+        return self.tp * self.ep
 
     @property
     def fits(self) -> bool:
@@ -127,11 +137,12 @@ class CapacityCheck(Result):
         if self.max_batch > 0:
             hints.append(
                 f"or at most batch {self.max_batch} at tp {self.tp}"
+                + (f" ep {self.ep}" if self.ep > 1 else "")
                 if hints
                 else f"at most batch {self.max_batch} fits"
             )
         hint = f" ({', '.join(hints)})" if hints else ""
-        return f"does not fit on {self.tp}×{self.device}{need}{hint}"
+        return f"does not fit on {self.devices}×{self.device}{need}{hint}"
 
     def detail(self) -> str:
         """One line of the ledger behind the verdict (GiB, as ``costmodel ledger`` prints)."""
@@ -153,6 +164,7 @@ def check_capacity(
     phase: Phase,
     batch: int,
     tokens: int,
+    ep: int = 1,
 ) -> CapacityCheck:
     """A :class:`CapacityCheck` from the ledger's terms as a function of (batch, tokens) in
     bytes (decode: ``tokens`` cached, ``batch`` active; prefill: ``batch * tokens`` active),
@@ -174,6 +186,8 @@ def check_capacity(
         Sequences in the step.
     tokens : int
         Tokens per sequence (decode: context; prefill: prompt).
+    ep : int
+        Expert-parallel ranks the terms are per device at (the point runs on ``tp x ep`` devices).
 
     Returns
     -------
@@ -189,7 +203,7 @@ def check_capacity(
     need = at(batch, tokens)["total"]
     fit_b = solve_capacity(capacity, lambda b: at(b, tokens), _BATCH_UPPER)
     fit_c = solve_capacity(capacity, lambda c: at(batch, c), _CONTEXT_UPPER)
-    return CapacityCheck(device, tp, phase, batch, tokens, need, capacity, fit_b.value, fit_c.value)
+    return CapacityCheck(device, tp, phase, batch, tokens, need, capacity, fit_b.value, fit_c.value, ep=ep)
 
 
 def capacity_from_card(card: dict[str, Any], *, batch: int, tokens: int) -> CapacityCheck:

@@ -303,15 +303,24 @@ def capacity_check(
     tokens: int,
     tp: int = 1,
     suggest: bool = True,
+    ep: int = 1,
 ) -> CapacityCheck:
     """Does one step's point fit the device (:class:`~graphs.serving.step.fit_check.CapacityCheck`)?
 
-    ``tokens`` is the decode context (the prefill prompt). When it does not fit (and
-    ``suggest``), the check also carries the ledger's lower bound on devices,
-    ``max(tp + 1, ceil(M_1 / C))`` with ``M_1`` the ledger total at tp=1 and ``C`` the
-    capacity (splitting over ``n`` devices divides at best every term by ``n``), and the
-    smallest tensor-parallel degree from there up that the model splits over and that fits
-    (at most :data:`MAX_TP_TRIED` ledgers are built; None when none of them fits).
+    ``tokens`` is the decode context (the prefill prompt). With ``ep`` expert-parallel ranks
+    (each a tensor-parallel group of ``tp`` devices) a device holds ``1/ep`` of its tp-rank's
+    routed-expert weights, so the ledger's weights are
+
+    .. math:: W = W_{tp} - E_{tp} (1 - 1/ep)
+
+    (bytes; :math:`E_{tp}` is :func:`graphs.serving.analysis.parallel.routed_expert_bytes`),
+    the accounting of :func:`graphs.serving.analysis.parallel.plan_memory_bytes` that ``serve
+    plans`` checks a plan with. When it does not fit (and ``suggest``), the check also carries
+    the ledger's lower bound on devices, ``max(tp ep + 1, ceil(M_1 / C))`` with ``M_1`` the
+    ledger total on one device and ``C`` the capacity (splitting over ``n`` devices divides at
+    best every term by ``n``), and the smallest tensor-parallel degree (at the same ``ep``) from
+    ``ceil(that / ep)`` up that the model splits over and that fits (at most
+    :data:`MAX_TP_TRIED` ledgers are built; None when none of them fits).
 
     Parameters
     ----------
@@ -329,6 +338,8 @@ def capacity_check(
         Tensor-parallel degree.
     suggest : bool
         When the point does not fit, also find the devices needed and the smallest ``tp`` that fits.
+    ep : int
+        Expert-parallel degree (ranks of ``tp`` devices; above 1 only for a MoE model).
 
     Returns
     -------
@@ -344,24 +355,31 @@ def capacity_check(
     if phase not in tuple(Phase):
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(Phase)}")
     batch, tokens, tp = positive_int(batch, "batch"), positive_int(tokens, "tokens"), positive_int(tp, "tp")
+    ep = positive_int(ep, "ep")
     led = ledger_terms(w, phase=phase, tp=tp, seq=tokens)
     cap = as_float(hw.memory_bytes())
     prefill = phase == Phase.PREFILL
+    spread = 0.0
+    if ep > 1:  # loaded on use: the planning module imports this one
+        from ..analysis.parallel import routed_expert_bytes
+
+        spread = routed_expert_bytes(w, tp) * (1 - 1 / ep)  # E_tp (1 - 1/ep), bytes
 
     def terms(b: float, t: float) -> dict[str, float]:
-        return led.numeric_terms(b, t, b * t if prefill else b, cap)
+        got = led.numeric_terms(b, t, b * t if prefill else b, cap)
+        return {**got, "weights": got["weights"] - spread} if spread else got
 
     chk = check_capacity(
-        terms, capacity=cap, device=hw.name, tp=tp, phase=Phase(phase), batch=batch, tokens=tokens
+        terms, capacity=cap, device=hw.name, tp=tp, phase=Phase(phase), batch=batch, tokens=tokens, ep=ep
     )
     if chk.fits or not suggest:
         return chk
-    one = chk if tp == 1 else capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, suggest=False)
-    need = max(tp + 1, math.ceil(one.needed_bytes / cap))
+    one = chk if tp * ep == 1 else capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, suggest=False)
+    need = max(tp * ep + 1, math.ceil(one.needed_bytes / cap))
     found, tried = None, 0
-    for n in range(need, 4097):
+    for n in range(max(tp + 1, math.ceil(need / ep)), 4097):
         try:
-            at_n = capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, tp=n, suggest=False)
+            at_n = capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, tp=n, suggest=False, ep=ep)
         except CostModelError:  # the model does not split over n (heads, vocab not divisible)
             continue
         if at_n.fits:

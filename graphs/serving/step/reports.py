@@ -151,10 +151,13 @@ class PhaseReport(Result):
     attention_flop_share : float
         Attention's share of the step's FLOPs.
     energy_per_token_j : float or None
-        TDP x devices x step time / tokens, every device of the tensor-parallel group at full
-        power: an estimate (J; None: no TDP).
+        ``P x tp x ep x step time / tokens``: every device of the step (each of the ``ep``
+        expert-parallel ranks is a tensor-parallel group of ``tp`` devices, as ``serve plans``
+        counts them) at its TDP ``P``: an estimate (J; None: no TDP).
     notes : tuple of str
         What the device's roofs substituted, said once.
+    ep : int
+        Expert-parallel degree: ranks of ``tp`` devices each, the step the busiest rank's (1: none).
     """
 
     model: str
@@ -169,9 +172,18 @@ class PhaseReport(Result):
     weight_read_s: float  #: weight bytes the graph reads, over DRAM bandwidth
     kv_read_s: float  #: KV-cache bytes read, over DRAM bandwidth
     attention_flop_share: float
-    energy_per_token_j: float | None  #: TDP x tp x step time / tokens: an estimate at full power
+    energy_per_token_j: float | None  #: TDP x tp x ep x step time / tokens: an estimate at full power
     #: what the device's roofs substituted (:func:`costmodel.hardware.fallback.roof_notes`)
     notes: tuple[str, ...] = ()
+    #: expert-parallel ranks, each a tensor-parallel group of ``tp`` devices (1: none)
+    ep: int = 1
+
+    @property
+    def devices(self) -> int:
+        """Devices the step runs on, ``tp x ep``: each expert-parallel rank is a tensor-parallel
+        group of its own (:func:`graphs.serving.analysis.parallel.parallel_plan` counts
+        ``tp x pp x ep``; these steps have ``pp = 1``)."""
+        return self.tp * self.ep
 
     @property
     def tokens_per_s(self) -> float:
@@ -184,7 +196,12 @@ class PhaseReport(Result):
 
     def to_dict(self) -> dict[str, Any]:
         b = self.bound_by
-        return {**super().to_dict(), "tokens_per_s": self.tokens_per_s, "bound_by": b.to_dict() if b else None}
+        return {
+            **super().to_dict(),
+            "devices": self.devices,
+            "tokens_per_s": self.tokens_per_s,
+            "bound_by": b.to_dict() if b else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -223,7 +240,7 @@ class DecodeReport(PhaseReport):
     embedding_table_read_s : float
         The input embedding table streamed whole (s).
     device_hours_per_million_tokens : float or None
-        ``1e6 / (B / T) x tp / 3600`` (None without a TDP figure).
+        ``1e6 / (B / T) x tp x ep / 3600`` (None without a TDP figure).
     """
 
     read_every_weight_once_s: float = 0.0
@@ -240,7 +257,8 @@ class DecodeReport(PhaseReport):
 
     @property
     def tokens_per_s_per_device(self) -> float:
-        return self.batch / self.step_s / self.tp
+        """``B / T / (tp x ep)``: the step's tokens per second over every device it runs on."""
+        return self.batch / self.step_s / self.devices
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -364,11 +382,14 @@ def phase_fields(
     tokens: int,
     tp: int,
     notes: tuple[str, ...] = (),
+    ep: int = 1,
 ) -> dict[str, Any]:
     """A report's fields from a step's values (``step_s``, ``optimistic_step_s``, ``terms_s``,
     ``weight_read_s``, ``kv_read_s``, ``flops``, ``attention_flops``): attention's FLOP share
-    and the TDP energy estimate ``P tp T / tokens`` (J: every device of the tensor-parallel group
-    at its TDP ``P`` for the step's ``T`` seconds, as the device-hours count them) are derived here.
+    and the TDP energy estimate ``P tp ep T / tokens`` (J per token: every device of the step,
+    ``ep`` expert-parallel ranks of ``tp`` devices each, at its TDP ``P`` (W) for the step's
+    ``T`` seconds, as the device-hours and :meth:`~graphs.serving.analysis.parallel.PlanReport.energy_per_token_j`
+    count them) are derived here.
 
     Parameters
     ----------
@@ -391,6 +412,8 @@ def phase_fields(
         Tensor-parallel degree.
     notes : tuple of str
         Assumptions to print once with the report.
+    ep : int
+        Expert-parallel degree: ranks of ``tp`` devices each (1: none).
 
     Returns
     -------
@@ -411,8 +434,9 @@ def phase_fields(
         "weight_read_s": values["weight_read_s"],
         "kv_read_s": values["kv_read_s"],
         "attention_flop_share": values["attention_flops"] / flops if flops else 0.0,
-        "energy_per_token_j": power_w * tp * step / tokens if power_w is not None else None,
+        "energy_per_token_j": power_w * tp * ep * step / tokens if power_w is not None else None,
         "notes": tuple(notes),
+        "ep": ep,
     }
 
 
@@ -426,7 +450,8 @@ def decode_from_fields(
 ) -> DecodeReport:
     """A :class:`DecodeReport` from :func:`phase_fields` and the step's constants: every weight
     byte and the embedding table's share over the DRAM bandwidth (s), and device-hours per
-    million tokens ``1e6 / (B / T) x tp / 3600``.
+    million tokens ``1e6 / (B / T) x tp x ep / 3600`` (the ``tp x ep`` devices of the step busy
+    for the ``1e6 / (B / T)`` seconds a million tokens take, over 3600 s an hour).
 
     Parameters
     ----------
@@ -445,12 +470,13 @@ def decode_from_fields(
     -------
     DecodeReport
     """
-    step, batch, tp = fields["step_s"], fields["batch"], fields["tp"]
+    step, batch = fields["step_s"], fields["batch"]
+    devices = fields["tp"] * fields.get("ep", 1)
     return DecodeReport(
         **fields,
         read_every_weight_once_s=weights_bytes / bandwidth,
         embedding_table_read_s=embedding_bytes / bandwidth,
-        device_hours_per_million_tokens=1e6 / (batch / step) * tp / 3600 if power_known else None,
+        device_hours_per_million_tokens=1e6 / (batch / step) * devices / 3600 if power_known else None,
     )
 
 
@@ -619,7 +645,8 @@ def prefill_from_fields(
     chunked_s : float, optional
         The sum of the chunk steps (s); replaces the one-step time.
     power_w : float, optional
-        The device's TDP (W), for the energy of the chunked time (every device of the tp group).
+        The device's TDP (W), for the energy of the chunked time, ``P tp ep T / tokens`` (every
+        device of the step: ``ep`` ranks of ``tp`` devices each).
 
     Returns
     -------
@@ -628,7 +655,8 @@ def prefill_from_fields(
     if chunked_s is None:
         return PrefillReport(**fields)
     tokens = fields["tokens"]
-    energy = power_w * fields["tp"] * chunked_s / tokens if power_w is not None else None
+    devices = fields["tp"] * fields.get("ep", 1)
+    energy = power_w * devices * chunked_s / tokens if power_w is not None else None
     return PrefillReport(
         **{**fields, "step_s": chunked_s, "energy_per_token_j": energy},
         chunks=chunks,
