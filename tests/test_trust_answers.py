@@ -525,3 +525,34 @@ def test_model_analyze_labels_what_each_part_counts_at_tp(capsys):
         "nodes_and_totals": "one device's share at tp 4",
         "closed_forms": "the whole model, not divided by tp",
     }
+
+
+def test_device_hours_need_no_tdp_and_a_missing_energy_says_no_tdp(capsys):
+    """TPU v5p has no TDP in the catalog: ``decode --json`` gave device_hours_per_million_tokens
+    null (the text left it out) where serve plans printed 1.563 dev-h/M for the same step, and
+    sweep and serve plans printed ``nan`` for the energy where search says ``no TDP``. By hand,
+    the step is 5.627 ms (batch 1, ctx 4096, one device, no all-to-all): 1e6 tokens x 5.627 ms /
+    3600 s = 1.563 device-hours per million tokens, with no power in it."""
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--device", "tpu-v5p", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["energy_per_token_j"] is None
+    assert doc["step_s"] == pytest.approx(5.627e-3, abs=5e-7)
+    assert doc["device_hours_per_million_tokens"] == pytest.approx(1e6 * doc["step_s"] / 3600, rel=1e-12)
+    code, out, _ = run(capsys, "decode", "llama-3.1-8b", "--device", "tpu-v5p")
+    assert "energy: no TDP for this device; 1.563 device-hours per million tokens" in out
+    plans = ["serve", "plans", "llama-3.1-8b", "--device", "tpu-v5p", "--plans", "1x1x1x1", "--batches", "1"]
+    code, out, _ = run(capsys, *plans, "--json")
+    (row,) = json.loads(out)
+    assert row["energy_per_token_j"] is None
+    assert row["device_hours_per_million_tokens"] == pytest.approx(
+        doc["device_hours_per_million_tokens"], rel=1e-9
+    )
+    code, out, _ = run(capsys, *plans)
+    (line,) = [x for x in out.splitlines() if x.startswith("tpu-v5p")]
+    assert "nan" not in out and " no TDP " in line and " 1.563 " in line and " no price " in line
+    sweep = ["sweep", "llama-3.1-8b", "--device", "tpu-v5p", "--batches", "1,8", "--ctxs", "1024", "--quiet"]
+    code, out, _ = run(capsys, *sweep)
+    rows = [x for x in out.splitlines() if x.startswith("tpu-v5p")]
+    assert code == 0 and len(rows) == 2 and all(x.endswith(" no TDP") for x in rows) and "nan" not in out
+    code, out, _ = run(capsys, *sweep, "--json")
+    assert all(p["energy_per_token_j"] is None for p in json.loads(out)["points"])

@@ -250,7 +250,6 @@ def decode_report(
         bandwidth=bw,
         weights_bytes=wbytes,
         embedding_bytes=emb_bytes,
-        power_known=hw.power_w is not None,
     )
 
 

@@ -69,12 +69,15 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.results import Result
+from costmodel.text import fmt_num
 
 if TYPE_CHECKING:
     from ..analysis.disagg import DisaggReport
 
 __all__ = [
     "NO_PRICE",
+    "MISSING_CELLS",
+    "missing_cells",
     "PRICE_RANGE",
     "ELECTRICITY_RANGE",
     "Rates",
@@ -95,6 +98,44 @@ __all__ = [
 
 #: what a cost line says for a device without a sourced price
 NO_PRICE = "no price: pass --price-per-hour"
+
+#: what a table cell says for a metric the device has no figure for (None or NaN in the rows):
+#: energy needs a TDP, $ a price; ``search``, ``sweep`` and ``serve plans`` print the same words
+MISSING_CELLS = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
+
+
+def missing_cells(
+    rows: Sequence[Any], cols: Sequence[tuple[str, str, str]]
+) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
+    """The rows and columns of a text table with the optional metrics (:data:`MISSING_CELLS`)
+    formatted here: a device without a TDP (energy) or a price (cost) has None or NaN there,
+    which the cell prints as :data:`MISSING_CELLS` says (``no TDP``), never ``nan``; a known
+    value keeps its column's format. ``--json`` keeps its null.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The table's rows, by column key.
+    cols : sequence of (str, str, str)
+        ``(key, heading, format)`` per column (:func:`costmodel.text.format_table`).
+
+    Returns
+    -------
+    tuple of (list of dict, tuple of (str, str, str))
+        The rows with those cells as text, and the columns with their format ``s``.
+    """
+    fmts = {k: f for k, _, f in cols if k in MISSING_CELLS}
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k, f in fmts.items():
+            v = d.get(k)
+            d[k] = MISSING_CELLS[k] if v is None or math.isnan(float(v)) else fmt_num(float(v), f)
+        out.append(d)
+    shown = tuple((k, h, "s" if k in MISSING_CELLS else f) for k, h, f in cols)
+    return out, shown
+
+
 #: USD per device-hour accepted (a cent to $10,000)
 PRICE_RANGE = (0.01, 1e4)
 #: USD per kWh accepted

@@ -70,7 +70,7 @@ from ..sim.data_parallel import DISPATCHES, MeteredRankStep, RankStep, check_gro
 from ..sim.specdec_sim import spec_forms
 from ..step.ledger_fit import decode_memory
 from ..step.workload import as_workload
-from .cost import device_rates, usd_per_m
+from .cost import MISSING_CELLS, device_rates, missing_cells, usd_per_m
 from .plan_cards import plan_forms
 from .search_plans import Plan, grid_size, plans_of, positive_ints
 
@@ -239,7 +239,9 @@ _COLUMNS = (
     ("energy_per_token_j", "J/token", ".4g"),
 )
 #: what a table cell says for a metric the device has no figure for (None in the rows)
-_MISSING = {"energy_per_token_j": "no TDP", "usd_per_m_output": "no price"}
+_MISSING = MISSING_CELLS
+#: the rows and columns with those cells as text (:func:`.cost.missing_cells`)
+_shown = missing_cells
 
 
 def _ep_note(expert_parallel: bool, dps: np.ndarray) -> tuple[str, ...]:
@@ -253,24 +255,6 @@ def _ep_note(expert_parallel: bool, dps: np.ndarray) -> tuple[str, ...]:
         "--enable-expert-parallel shapes the dp > 1 plans only: the dp 1 plans here are tensor-parallel "
         "(each expert split tp ways); simulate and size run it at dp 1 as whole experts per rank of the tp group",
     )
-
-
-def _shown(
-    rows: list[Any], cols: tuple[tuple[str, str, str], ...]
-) -> tuple[list[dict[str, Any]], tuple[tuple[str, str, str], ...]]:
-    """The rows and columns with the optional metrics formatted here: a device without a TDP
-    (energy) or a price (cost) has None there, which the table prints as :data:`_MISSING` says."""
-    fmts = {k: f for k, _, f in cols if k in _MISSING}
-    out = []
-    for r in rows:
-        d = dict(r)
-        for k, f in fmts.items():
-            d[k] = _MISSING[k] if d[k] is None else format(float(d[k]), f)
-        out.append(d)
-    for i, (k, h, _) in enumerate(cols):
-        if k in _MISSING:
-            cols = (*cols[:i], (k, h, "s"), *cols[i + 1 :])
-    return out, cols
 
 
 class _Compiled:

@@ -358,7 +358,6 @@ def decode_from_card(
             bandwidth=bandwidth,
             weights_bytes=weights,
             embedding_bytes=embedding,
-            power_known=power is not None,
         )
         numbers = LimitNumbers(
             a=a,

@@ -285,12 +285,18 @@ class DecodeSummary(_PhasePage):
                 else ""
             )
         )
-        if rep.energy_per_token_j is not None and rep.device_hours_per_million_tokens is not None:
-            out.append(
-                f"  energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {_devices(rep)} x TPOT / batch: an estimate at "
-                "full power); "
-                f"{fmt_num(rep.device_hours_per_million_tokens)} device-hours per million tokens"
-            )
+        # device-hours need no power: a device without a TDP has them, its energy says why not
+        energy = (
+            f"energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {_devices(rep)} x TPOT / batch: "
+            "an estimate at full power)"
+            if rep.energy_per_token_j is not None
+            else "energy: no TDP for this device"
+        )
+        hours = rep.device_hours_per_million_tokens
+        out.append(
+            f"  {energy}"
+            + (f"; {fmt_num(hours)} device-hours per million tokens" if hours is not None else "")
+        )
         if self.limits is not None:
             out += _knee_lines(self.limits, self.capacity, self.request.batch, ctx, rep.tp)
         out.append(

@@ -26,7 +26,7 @@ from models.config import ModelConfig
 from ..analysis.disagg import DisaggReport, disaggregated, kv_transfer_range
 from ..analysis.parallel import PlanPoint, plan_frontier
 from ..analysis.serve_requests import DisaggRequest, PlansRequest
-from ..planning.cost import NO_PRICE, Rates, decode_cost, disagg_cost, prefill_cost
+from ..planning.cost import NO_PRICE, Rates, decode_cost, disagg_cost, missing_cells, prefill_cost
 from ..pricing.predictor import Predictor
 from .report_text import (
     cost_text,
@@ -373,21 +373,23 @@ class PlansSummary:
         """
         req = self.request
         skewed = self.balanced
-        text = format_table(
-            list(self.rows),
-            (
-                ("device", "device", "s"),
-                ("plan", "plan", "s"),
-                ("batch", "batch", "s"),
-                ("devices", "devices", "s"),
-                ("tokens_per_s_per_user", "tok/s/user", ".1f"),
-                ("tokens_per_s_per_device", "tok/s/device", ".1f"),
-                ("energy_per_token_j", "J/token", ".3f"),
-                ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
-                ("usd_per_m_output", "$/M out 100% busy", ".4g"),
-                *((("x_balanced", "x balanced", ".3f"),) if skewed else ()),
-                ("front", "frontier", "s"),
-            ),
+        text = format_table(  # no TDP, no price: words in their cells (missing_cells), not nan
+            *missing_cells(
+                list(self.rows),
+                (
+                    ("device", "device", "s"),
+                    ("plan", "plan", "s"),
+                    ("batch", "batch", "s"),
+                    ("devices", "devices", "s"),
+                    ("tokens_per_s_per_user", "tok/s/user", ".1f"),
+                    ("tokens_per_s_per_device", "tok/s/device", ".1f"),
+                    ("energy_per_token_j", "J/token", ".3f"),
+                    ("device_hours_per_million_tokens", "dev-h/M tok", ".3f"),
+                    ("usd_per_m_output", "$/M out 100% busy", ".4g"),
+                    *((("x_balanced", "x balanced", ".3f"),) if skewed else ()),
+                    ("front", "frontier", "s"),
+                ),
+            )
         )
         if skewed:
             text += (

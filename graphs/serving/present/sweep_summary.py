@@ -20,6 +20,7 @@ from models.config import ModelConfig
 
 from ..analysis.sweep_request import SweepRequest
 from ..analysis.sweeps import DecodeForms, SweepResult, sweep, sweep_forms
+from ..planning.cost import missing_cells
 from ..pricing.predictor import Predictor
 from .report_text import predicted_lines, served_error_dicts, served_error_lines, step_error_pairs
 
@@ -89,7 +90,8 @@ class SweepSummary:
             out += predicted_lines(str(req.predict), devices, res.coverage, what="every step's kernels")
             out.append("  (coverage of the frontier's steps)")
             out += served_error_lines(self.expected_errors)
-        out.append(format_table(front[: req.top] if req.top else front, _COLUMNS))
+        # a device without a TDP says so in its energy cell (not nan), as search's table does
+        out.append(format_table(*missing_cells(front[: req.top] if req.top else front, _COLUMNS)))
         return "\n".join(out)
 
     def to_html(self, command: str = "") -> str:

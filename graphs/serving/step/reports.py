@@ -240,7 +240,8 @@ class DecodeReport(PhaseReport):
     embedding_table_read_s : float
         The input embedding table streamed whole (s).
     device_hours_per_million_tokens : float or None
-        ``1e6 / (B / T) x tp x ep / 3600`` (None without a TDP figure).
+        ``1e6 / (B / T) x tp x ep / 3600``: device-hours per million tokens, power or not
+        (None only in a report built without it).
     """
 
     read_every_weight_once_s: float = 0.0
@@ -446,12 +447,12 @@ def decode_from_fields(
     bandwidth: float,
     weights_bytes: float,
     embedding_bytes: float,
-    power_known: bool,
 ) -> DecodeReport:
     """A :class:`DecodeReport` from :func:`phase_fields` and the step's constants: every weight
     byte and the embedding table's share over the DRAM bandwidth (s), and device-hours per
     million tokens ``1e6 / (B / T) x tp x ep / 3600`` (the ``tp x ep`` devices of the step busy
-    for the ``1e6 / (B / T)`` seconds a million tokens take, over 3600 s an hour).
+    for the ``1e6 / (B / T)`` seconds a million tokens take, over 3600 s an hour; no power in
+    it: a device without a TDP has device-hours too, as ``serve plans`` gives them).
 
     Parameters
     ----------
@@ -463,8 +464,6 @@ def decode_from_fields(
         Every weight byte one device holds.
     embedding_bytes : float
         The input embedding table's bytes (gathered, not read whole).
-    power_known : bool
-        Whether the device's TDP is known (energy printed).
 
     Returns
     -------
@@ -476,7 +475,7 @@ def decode_from_fields(
         **fields,
         read_every_weight_once_s=weights_bytes / bandwidth,
         embedding_table_read_s=embedding_bytes / bandwidth,
-        device_hours_per_million_tokens=1e6 / (batch / step) * devices / 3600 if power_known else None,
+        device_hours_per_million_tokens=1e6 / (batch / step) * devices / 3600,
     )
 
 
