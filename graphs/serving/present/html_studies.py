@@ -38,6 +38,35 @@ def _stride(n: int) -> int:
     return max(1, math.ceil(n / MAX_TIMELINE_POINTS))
 
 
+def _timeline_note(samples: int, busy: int, iterations: int, stride: int) -> str:
+    """What the timeline draws, in the words of its samples: a replica records one at each
+    iteration's start (each data-parallel rank its own) and one at batch 0 when it empties
+    (:meth:`graphs.serving.sim.engine.Replica.sample`), so the samples are not the run's
+    iterations (simulate's text and ``--json``): 200 requests at 5/s on Llama-3.1-8B draw 10,367
+    samples, the 10,364 iterations and 3 at batch 0.
+
+    Parameters
+    ----------
+    samples : int
+        Timeline samples recorded.
+    busy : int
+        Of them, those at an iteration's start (batch above 0).
+    iterations : int
+        The run's iterations, over the replicas.
+    stride : int
+        One sample in ``stride`` drawn.
+
+    Returns
+    -------
+    str
+    """
+    drawn = f"one sample in {stride} of {samples:,} drawn" if stride > 1 else f"{samples:,} samples drawn"
+    return (
+        f"{drawn}: {busy:,} at an iteration's start (each replica's, or rank's, own batch) and "
+        f"{samples - busy:,} at batch 0, where one emptied; the run has {iterations:,} iterations"
+    )
+
+
 def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | None) -> list[Section]:
     go = require_plotly()
     # plotly (the optional [html] extra) loads only when a page is drawn
@@ -87,7 +116,7 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
     fig.update_yaxes(title_text="KV blocks used (%)", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     styled(fig, "timeline: batch, queue and KV use per iteration", "", "", height=560)
-    note = f"one iteration in {k} of {len(tl['t']):,} drawn" if k > 1 else f"{len(tl['t']):,} iterations"
+    note = _timeline_note(len(tl["t"]), int((tl["batch"] > 0).sum()), res.iterations, k)
     return [
         Section("latency distributions", (summary, *cdfs)),
         Section("timeline", (fig,), note),
