@@ -556,3 +556,41 @@ def test_device_hours_need_no_tdp_and_a_missing_energy_says_no_tdp(capsys):
     assert code == 0 and len(rows) == 2 and all(x.endswith(" no TDP") for x in rows) and "nan" not in out
     code, out, _ = run(capsys, *sweep, "--json")
     assert all(p["energy_per_token_j"] is None for p in json.loads(out)["points"])
+
+
+def test_a_prefill_cache_shorter_than_its_prompt_is_no_context(capsys):
+    """``ledger --phase prefill --seq 131072 --ctx 131072 --batch 4`` printed "max cached context
+    at batch 4, a 131,072-token prompt: 38276": the cache holds at least the prompt. By hand
+    (H100, 85,520,809,984 B): weights 16,060,522,496 B, activations of 4 x 131,072 prompt tokens
+    49,392,123,904 B, so the cache gets (85,520,809,984 - 16,060,522,496 - 49,392,123,904) /
+    (4 x 131,072 B per token) = 38,276 positions, below the prompt: none. At ctx 131,072 the KV is
+    131,072 B x 4 x 131,072 = 68,719,476,736 B, the total 134,172,123,136 B, 48,651,313,152 B
+    (45.31 GiB) over: the verdict's shortfall. Batch 2 holds the prompt."""
+    argv = [
+        "ledger",
+        "llama-3.1-8b",
+        "--phase",
+        "prefill",
+        "--seq",
+        "131072",
+        "--ctx",
+        "131072",
+        "--batch",
+        "4",
+    ]
+    code, out, _ = run(capsys, *argv, "--json")
+    doc = json.loads(out)
+    assert code == 1 and not doc["fits"] and doc["max_context"]["value"] == 0
+    assert doc["max_context"]["shortfall_bytes"] == pytest.approx(134_172_123_136 - 85_520_809_984, rel=1e-12)
+    assert doc["max_context"]["at_value"]["kv_cache"] == 131_072 * 4 * 131_072
+    assert doc["max_batch"]["value"] == 2
+    code, out, _ = run(capsys, *argv)
+    assert "short by 45.31 GiB" in out and "38276" not in out
+    assert (
+        "max cached context at batch 4, a 131,072-token prompt: none: the cache holds at least the prompt, "
+        "and at ctx 131,072 the ledger is 45.31 GiB over the device (kv_cache is what does not fit); "
+        "at most batch 2 fits at ctx 131072"
+    ) in out
+    # a batch that holds the prompt still gets its longest cached context, at least the prompt
+    code, out, _ = run(capsys, *argv[:-1], "1", "--json")
+    assert code == 0 and json.loads(out)["max_context"]["value"] >= 131_072

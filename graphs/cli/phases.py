@@ -67,10 +67,33 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     print_kv_split(rep)
     print_fits(rep.max_batch, "batch", f"ctx {args.ctx}")
     # prefill: the cache grows beside a prompt of --seq tokens (prefill's own max context grows the prompt)
-    print_fits(rep.max_context, "context" if not prompt else "cached context", f"batch {args.batch}{prompt}")
+    if prompt and rep.max_context.value == 0:
+        _prompt_does_not_fit(args, rep)
+    else:
+        print_fits(rep.max_context, "context" if not prompt else "cached context", f"batch {args.batch}{prompt}")
     if rep.model_limit is not None and rep.max_context.value > rep.model_limit:
         print(f"    (memory allows it; the model itself stops at {rep.model_limit} tokens)")
     return code
+
+
+def _prompt_does_not_fit(args: argparse.Namespace, rep: Any) -> None:
+    """A prefill whose prompt alone does not fit at ``--batch``: no cached context does (the cache
+    holds at least the prompt; :func:`graphs.serving.step.ledger_fit.capacity` gives 0 and the
+    terms at ``ctx = seq``), and what fits instead: the max batch printed above, or none."""
+    from costmodel.ledger_solve import GIB
+
+    fit, most = rep.max_context, rep.max_batch.value
+    if most:
+        instead = f"at most batch {most} fits at ctx {args.ctx}"
+    elif fit.overflowing_term == "weights":
+        instead = "no batch fits it: the weights alone need more devices (--tp)"
+    else:
+        instead = "no batch fits it: a shorter prompt or more devices"
+    print(
+        f"  max cached context at batch {args.batch}, a {args.seq:,}-token prompt: none: the cache holds at "
+        f"least the prompt, and at ctx {args.seq:,} the ledger is {fit.shortfall_bytes / GIB:.2f} GiB over the "
+        f"device ({fit.overflowing_term} is what does not fit); {instead}"
+    )
 
 
 def _ledger_point(args: argparse.Namespace) -> None:

@@ -24,6 +24,7 @@ from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
 from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
+from costmodel.ledger_solve import LedgerFit
 from costmodel.memo import BoundedCache
 from costmodel.symbols import B as B_sym
 from costmodel.symbols import ctx as ctx_sym
@@ -406,7 +407,11 @@ def capacity(
     """Does ``batch`` x ``ctx`` fit, and how far can batch or context go?
 
     Decode keeps ``batch`` active tokens; prefill ``batch * seq`` (unchunked,
-    ``seq`` defaulting to ``ctx``).
+    ``seq`` defaulting to ``ctx``). A prefill's cache holds at least its prompt, so its longest
+    context at ``batch`` is at least ``seq`` or none: when the ledger at ``ctx = seq``,
+    ``W + B seq (kv + act) + overhead`` (bytes), already exceeds the capacity, ``max_context`` is
+    0 (nothing fits) with the terms at ``ctx = seq`` and their shortfall, not a context shorter
+    than the prompt.
 
     Parameters
     ----------
@@ -433,7 +438,7 @@ def capacity(
     -------
     CapacityReport
         The ledger's terms (bytes) at the point, whether it fits, the largest batch at ``ctx`` and
-        longest context at ``batch``.
+        longest context at ``batch`` (prefill: at least ``seq``, else 0).
 
     Raises
     ------
@@ -457,6 +462,13 @@ def capacity(
         "capped": batch * sum(as_float(k) * min(ctx, as_float(w)) for k, w in led.capped_kv),
         "state": batch * as_float(led.state_bytes_per_sequence),
     }
+    longest = max_context(led, cap, batch=batch, active_per_sequence=active)
+    if phase == "prefill" and longest.value < s:  # shorter than the prompt (or none): none holds it
+        at_s = led.numeric_terms(batch, s, active * batch, as_float(cap))
+        others = {k: at_s[k] for k in ("kv_cache", "activations", "overhead")}  # as solve_capacity blames
+        culprit = "weights" if at_s["weights"] >= as_float(cap) else max(others, key=lambda k: others[k])
+        short = at_s["total"] - as_float(cap)
+        longest = LedgerFit(0, as_float(cap), at_s, at_s, culprit, short)
     return CapacityReport(
         w.name,
         hw.name,
@@ -464,7 +476,7 @@ def capacity(
         terms,
         terms["total"] <= as_float(cap),
         max_batch(led, cap, ctx=ctx, active_per_sequence=active),
-        max_context(led, cap, batch=batch, active_per_sequence=active),
+        longest,
         split,
         tuple(as_float(w) for _k, w in led.capped_kv),
         w.config.max_context,
