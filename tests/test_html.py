@@ -332,3 +332,23 @@ def test_the_simulation_timeline_counts_samples_not_iterations(tmp_path, capsys)
         "one sample in 6 of 10,367 drawn: 10,364 at an iteration's start (each replica's, or rank's, "
         "own batch) and 3 at batch 0, where one emptied; the run has 10,364 iterations"
     ) in text
+
+
+def test_the_decode_page_counts_ep_devices_and_shows_the_dram_total(tmp_path):
+    """The page said "TDP x 2 device(s)" for a tp 2 x ep 2 step the text prices on 4, and drew the
+    weight and KV reads without the activation traffic the "bound by" verdict counts (Llama-3.1-8B
+    at batch 600, ctx 128 on an H100: 4.482 + 3.005 + 2.223 = 9.710 ms of DRAM, the text's line)."""
+    pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
+    path = tmp_path / "ep.html"
+    code, out, err = run_cli(
+        "decode", "mixtral-8x7b", "--device", "h200", "--tp", "2", "--ep", "2", "--html", str(path)
+    )
+    assert code == 0, err
+    assert "TDP x 4 device(s)" in path.read_text()
+    path = tmp_path / "dram.html"
+    code, out, err = run_cli("decode", MODEL, "--batch", "600", "--ctx", "128", "--html", str(path))
+    assert code == 0, err
+    m = re.search(r"activations (\S+ ms) \(DRAM (\S+ ms) in all\)", out)
+    assert m, out
+    page = path.read_text()
+    assert "DRAM in all" in page and m.group(2) in page and m.group(1) in page

@@ -37,6 +37,7 @@ from ..analysis.classify import node_rows
 from ..pricing.predict import UNMEASURED
 from ..step.compiled import compiled_step
 from ..step.ledger_fit import capacity
+from .phase_summary import OTHER_DRAM_SHOWN
 
 __all__ = [
     "run_header",
@@ -146,6 +147,13 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
         "weights (DRAM read)": report.weight_read_s,
         "KV cache (DRAM read)": report.kv_read_s,
     }
+    # the rest of the DRAM traffic (activations between unfused kernels) and the DRAM total the
+    # "bound by" verdict counts, as the text's line shows them (phase_summary._other_dram)
+    dram = report.terms_s.get("dram", 0.0)
+    rest = dram - report.weight_read_s - report.kv_read_s
+    if dram > 0 and rest >= OTHER_DRAM_SHOWN * dram:
+        bars["activations (DRAM, between unfused kernels)"] = rest
+        bars["DRAM in all"] = dram
     for k, v in report.terms_s.items():
         if k in UNITS:
             bars[f"compute: {k}"] = v
@@ -295,7 +303,9 @@ def phase_page(
         if getattr(report, "chunk", None):
             headline["chunks"] = f"{report.chunks} of {report.chunk} tokens (the nodes show the whole prompt)"
     if report.energy_per_token_j is not None:
-        headline["energy"] = f"{report.energy_per_token_j:.4f} J/token (TDP x {report.tp} device(s) x time)"
+        headline["energy"] = (
+            f"{report.energy_per_token_j:.4f} J/token (TDP x {report.devices} device(s) x time)"
+        )
     if prediction is not None:
         best = _headline_s(prediction)
         headline["calibrated prediction"] = (
