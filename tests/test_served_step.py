@@ -111,8 +111,10 @@ def test_expected_error_and_band_are_the_shipped_tables(vllm: Predictor) -> None
 
 
 def test_steps_the_engine_never_runs_say_why(vllm: Predictor) -> None:
-    many = served_step(MODEL, DEVICE, "decode", batch=300, tokens=1024, predictor=vllm)
-    assert many.value_s is None and "max_num_seqs on h100-sxm (256)" in many.refused
+    # vLLM V1 on a GPU of >= 70 GiB runs at most 1,024 sequences (get_batch_defaults); 8 tokens of
+    # context each: 1,100 x 8 = 8,800 tokens fit the pool, the limit refuses them
+    many = served_step(MODEL, DEVICE, "decode", batch=1100, tokens=8, predictor=vllm)
+    assert many.value_s is None and "max_num_seqs on h100-sxm (1024)" in many.refused
     big = served_step(MODEL, DEVICE, "decode", batch=200, tokens=4096, predictor=vllm)
     assert big.value_s is None and "51,200 blocks of 16 tokens" in big.refused  # 200 x 4,096 / 16
     assert "none: " in big.to_text() and big.expected_error == ""

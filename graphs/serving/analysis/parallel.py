@@ -29,7 +29,7 @@ from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import pareto_mask
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import COST, KIND, REPEAT, ROLE, LinkName, NodeKind, Phase, Role
+from costmodel.keys import LinkName, Phase
 from costmodel.results import Result
 from costmodel.roofline import bound
 from costmodel.rules import op_cost
@@ -39,7 +39,7 @@ from models.config import ModelConfig, MoESpec
 from ..pricing.predictor import Predictor
 from ..pricing.priced import priced_step
 from ..step.expert_routing import Routing, busiest_rank
-from ..step.ledger_fit import decode_memory
+from ..step.ledger_fit import decode_memory, routed_expert_bytes
 from ..step.workload import Workload, as_workload
 
 __all__ = [
@@ -360,30 +360,6 @@ class PlanPoint(Result):
     error: str | None = None
     energy_per_token_j: float | None = None
     pareto: bool = False
-
-
-def routed_expert_bytes(config: ModelConfig | str | Workload, tp: int) -> float:
-    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes.
-
-    Parameters
-    ----------
-    config : ModelConfig, str or Workload
-        The model.
-    tp : int
-        Tensor-parallel degree.
-
-    Returns
-    -------
-    float
-        Bytes (0 for a dense model).
-    """
-    graph = as_workload(config).graph(Phase.DECODE, batch=1, ctx=1, tp=tp)
-    total = 0.0
-    for n, d in graph.nodes(data=True):
-        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
-        if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
-            total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
-    return total
 
 
 def dp_weights_saved(w: ModelConfig | str | Workload, tp: int, dp: int) -> float:

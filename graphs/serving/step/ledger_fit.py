@@ -22,7 +22,7 @@ from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr
 from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
-from costmodel.keys import NodeKind, Phase
+from costmodel.keys import COST, REPEAT, ROLE, NodeKind, Phase, Role
 from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
 from costmodel.ledger_solve import LedgerFit
 from costmodel.memo import BoundedCache
@@ -55,6 +55,7 @@ __all__ = [
     "MAX_TP_TRIED",
     "ledger_card",
     "decode_memory",
+    "routed_expert_bytes",
     "ledgers_of",
     "keep_ledgers",
 ]
@@ -314,7 +315,7 @@ def capacity_check(
 
     .. math:: W = W_{tp} - E_{tp} (1 - 1/ep)
 
-    (bytes; :math:`E_{tp}` is :func:`graphs.serving.analysis.parallel.routed_expert_bytes`),
+    (bytes; :math:`E_{tp}` is :func:`routed_expert_bytes`),
     the accounting of :func:`graphs.serving.analysis.parallel.plan_memory_bytes` that ``serve
     plans`` checks a plan with. When it does not fit (and ``suggest``), the check also carries
     the ledger's lower bound on devices, ``max(tp ep + 1, ceil(M_1 / C))`` with ``M_1`` the
@@ -361,9 +362,7 @@ def capacity_check(
     cap = as_float(hw.memory_bytes())
     prefill = phase == Phase.PREFILL
     spread = 0.0
-    if ep > 1:  # loaded on use: the planning module imports this one
-        from ..analysis.parallel import routed_expert_bytes
-
+    if ep > 1:
         spread = routed_expert_bytes(w, tp) * (1 - 1 / ep)  # E_tp (1 - 1/ep), bytes
 
     def terms(b: float, t: float) -> dict[str, float]:
@@ -654,3 +653,27 @@ def decode_memory_form(
 
     form: sympy.Expr = compiled_step(w, hw, Phase.DECODE, tp=tp).memo(f"memory_form:{overhead!r}", build)
     return form
+
+
+def routed_expert_bytes(config: ModelConfig | str | Workload, tp: int) -> float:
+    """Bytes of routed-expert weights one tp-rank holds: the weight nodes feeding expert nodes.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    tp : int
+        Tensor-parallel degree.
+
+    Returns
+    -------
+    float
+        Bytes (0 for a dense model).
+    """
+    graph = as_workload(config).graph(Phase.DECODE, batch=1, ctx=1, tp=tp)
+    total = 0.0
+    for n, d in graph.nodes(data=True):
+        feeds_experts = any(graph.nodes[s].get(ROLE) == Role.EXPERT for s in graph.successors(n))
+        if d.get(KIND) == NodeKind.WEIGHT and feeds_experts:
+            total += as_float(d[COST].footprint_terms.get("weights", 0) * d.get(REPEAT, 1))
+    return total
