@@ -402,6 +402,13 @@ def test_a_weight_dtype_replaces_the_routed_experts_format_too(capsys):
                  "--batches", "1", "--ctxs", "4096", "--quiet", "--json"]) == 0  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
     assert "weights in bf16: the routed experts too (the checkpoint's mxfp4)" in json.dumps(doc)
+    # sweep's list replaces them too: the same memory as --weight-dtype's (a review found 65 GB)
+    argv = ["sweep", "gpt-oss-120b", "--device", "h200", "--batches", "1", "--ctxs", "1024", "--json"]
+    sweeps = []
+    for flag in ("--weight-dtypes", "--weight-dtype"):
+        assert main([*argv, flag, "bf16"]) == 0
+        sweeps.append(json.loads(capsys.readouterr().out)["points"][0]["memory_bytes"])
+    assert sweeps[0] == sweeps[1] > 233.6e9  # 116.83 B x 2 B of weights, and a KV cache
     # without the flag the checkpoint's own formats stand: the MXFP4 experts' 60.77 GiB
     assert main(["--json", "ledger", "gpt-oss-120b", "--device", "h200"]) == 0
     assert json.loads(capsys.readouterr().out)["terms"]["weights"] / 2**30 == pytest.approx(60.77, abs=0.005)

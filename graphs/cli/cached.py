@@ -374,13 +374,16 @@ def _sweep_one(
 ) -> Any:
     from costmodel.hardware import get_device
     from graphs.serving.present.cards import build_decode_card, decode_forms_from_card
-    from models.quantization import native_matmul
+    from models.quantization import native_matmul, weights_in
 
     from .options import note_once
 
-    changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-    # as the library sweeps it: fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
-    plain = base().replace(**changes)
+    # as the library sweeps it: every weight in wd, the routed experts' own format too, and
+    # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
+    plain = base() if kvd is None else base().replace(kv_dtype=kvd)
+    if wd is not None:
+        plain, said = weights_in(plain, wd)
+        note_once(args, said)
     native, note = native_matmul(plain, [get_device(dev)]) if wd is not None else (plain, None)
     note_once(args, note)
     cfg = functools.cache(lambda: native)

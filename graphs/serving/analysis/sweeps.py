@@ -324,7 +324,7 @@ def sweep(
     # loaded on use: the cached sweep imports this module for DecodeForms alone, without pricing
     from costmodel.hardware import get_device
     from models.catalog import get_model
-    from models.quantization import native_matmul
+    from models.quantization import native_matmul, weights_in
 
     from ..pricing.predictor import BOUND
     from ..pricing.priced import PricedStep
@@ -339,9 +339,12 @@ def sweep(
     forms = []
     notes: dict[str, None] = {}
     for dev, wd, kvd in combos:
-        changes = {k: v for k, v in (("dtype", wd), ("kv_dtype", kvd)) if v is not None}
-        c = cfg.replace(**changes)
-        if wd is not None:  # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
+        c = cfg if kvd is None else cfg.replace(kv_dtype=kvd)
+        if wd is not None:  # every weight, the routed experts' own format too (as --weight-dtype)
+            c, note = weights_in(c, wd)
+            if note:
+                notes.setdefault(note)
+            # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
             c, note = native_matmul(c, [get_device(dev)])
             if note:
                 notes.setdefault(note)
