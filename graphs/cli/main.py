@@ -31,10 +31,11 @@ output."""
 
 def cmd_report(args: argparse.Namespace) -> int:
     from costmodel.cost import as_float
-    from costmodel.derive import gemm_crossover, gemm_crossover_form
+    from costmodel.derive import gemm_crossover
     from costmodel.hardware import get_device
     from costmodel.pretty import tidy_signs
     from costmodel.report import format_table, roofline_rows, standard_ops
+    from costmodel.symbols import dim
     from costmodel.text import fmt_num
 
     from .common import dump
@@ -42,9 +43,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     hw = get_device(args.device)
     rows = roofline_rows(standard_ops(args.dtype), hw, ridge_precision=args.dtype)
     xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=args.dtype)
-    # the closed form of the page's own dtypes (its byte symbols: one b, or a, w and o when a
-    # narrow GEMM writes bf16, as the table's GEMM rows and the numeric root price it)
-    sym, widths = gemm_crossover_form(dtype=args.dtype)
+    # the closed form of the page's own dtypes, their byte widths substituted (a narrow GEMM
+    # writes bf16, as the table's GEMM rows and the numeric root price it): free in P, beta, N, K
+    sym = gemm_crossover(N=dim("N"), K=dim("K"), dtype=args.dtype)
     ridge = as_float(hw.balance("tensor", args.dtype))
     if args.json:
         print(
@@ -55,7 +56,6 @@ def cmd_report(args: argparse.Namespace) -> int:
                     "ops": rows,
                     "gemm_crossover_4096": xo.to_dict(),
                     "gemm_crossover_symbolic": sym.to_dict(),
-                    "gemm_crossover_symbolic_bytes": {str(k): float(v) for k, v in widths.items()},
                 }
             )
         )
@@ -78,10 +78,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}  (the limit N, K -> oo, "
             "not this shape's)"
         )
-    at = ", ".join(f"{k} = {fmt_num(float(v), 'g')}" for k, v in widths.items())
-    print(
-        f"  closed form: M* = {tidy_signs(sym.exact)}   ->  {sym.asymptotic} as N, K -> oo  ({at} bytes per element)"
-    )
+    print(f"  closed form: M* = {tidy_signs(sym.exact)}   ->  {sym.asymptotic} as N, K -> oo")
     return 0
 
 
