@@ -244,8 +244,9 @@ def _check_physical(
             raise CostModelError(
                 f"{run.source}: mean TPOT {tpot * 1e3:.4g} ms is faster than the roofline "
                 f"allows: one decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights "
-                "read once, one sequence); these runs are not of this model on this device (or used "
-                "speculative decoding, which a fit does not model)"
+                "read once, one sequence); these runs are not of this model on this device in these "
+                "formats (serving it quantised: give --weight-dtype / --matmul-dtype as served), or used "
+                "speculative decoding, which a fit does not model"
             )
         if floor_s is not None and run.summary is None:
             with np.errstate(invalid="ignore"):
@@ -256,8 +257,8 @@ def _check_physical(
                     f"{run.source}: {run.where(i)}: TPOT {float(run.tpot_s[i]) * 1e3:.4g} ms ((e2e - ttft) / "
                     f"{int(run.output[i]) - 1} tokens after the first) is faster than the roofline allows: one "
                     f"decode step of {where} takes at least {floor_s * 1e3:.4g} ms (its weights read once, one "
-                    "sequence); not of this model on this device (or speculative decoding, which a fit does "
-                    "not model)"
+                    "sequence); not of this model on this device in these formats (quantised: give --weight-dtype "
+                    "/ --matmul-dtype as served), or speculative decoding, which a fit does not model"
                 )
         if ttft_floor is None:
             continue
@@ -270,7 +271,8 @@ def _check_physical(
                     f"{run.source}: mean TTFT {ttft * 1e3:.4g} ms is faster than the roofline allows: a "
                     f"prefill of its mean prompt of {int(run.prompt[0]):,} tokens{cached} on {where} takes "
                     f"at least {float(floors.mean()) * 1e3:.4g} ms (one chunk, its weights read once); not "
-                    "of this model on this device, or its prompts were cached, which a fit replays only with "
+                    "of this model on this device in these formats (quantised: give --weight-dtype / "
+                    "--matmul-dtype as served), or its prompts were cached, which a fit replays only with "
                     "--enable-prefix-caching and the prefix named (--shared-prefix)"
                 )
             continue
@@ -281,7 +283,8 @@ def _check_physical(
                 f"{run.source}: {run.where(i)}: TTFT {float(run.ttft_s[i]) * 1e3:.4g} ms is faster than the "
                 f"roofline allows: a prefill of its {int(run.prompt[i]):,} prompt tokens{cached} on {where} "
                 f"takes at least {float(floors[i]) * 1e3:.4g} ms (one chunk, its weights read once); not of "
-                "this model on this device, or its prompt was cached, which a fit replays only with "
+                "this model on this device in these formats (quantised: give --weight-dtype / --matmul-dtype "
+                "as served), or its prompt was cached, which a fit replays only with "
                 "--enable-prefix-caching and the prefix named (prefix_id, --shared-prefix)"
             )
 
