@@ -495,3 +495,40 @@ def test_a_csv_under_another_name_is_told_its_name(tmp_path):
     with pytest.raises(CostModelError, match=r"is not valid JSON") as err:
         read_results(str(path))
     assert "*.csv" not in str(err.value)
+
+
+def test_calibrate_serving_takes_the_formats_the_runs_were_served_in(tmp_path, capsys):
+    """The roofline floors' refusal points at --weight-dtype / --matmul-dtype, which calibrate
+    serving did not take: a BF16 checkpoint served in FP8 is floored at its FP8 prefill. Llama-3.1-
+    70B (70.55 B parameters), 4,000 prompt tokens at tp 4 on H100s: the linears alone are 2 x 4000 x
+    70.55e9 / 4 FLOP a device, at least 142.6 ms at the BF16 roof of 989.4 TFLOP/s, 71.3 ms at
+    FP8's 1,978.9 (the H100 SXM datasheet)."""
+    import re
+
+    from graphs.cli import main
+
+    path = tmp_path / "runs.csv"
+    rows = ["arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"] + [
+        f"{i / 2},4000,64,0.05,1.0" for i in range(40)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    floors = []
+    for extra in ([], ["--weight-dtype", "fp8"]):
+        argv = [
+            "calibrate",
+            "serving",
+            str(path),
+            "--model",
+            "llama-3.1-70b",
+            "--device",
+            "h100",
+            "--tp",
+            "4",
+        ]
+        assert main([*argv, "-o", str(tmp_path / "fit.json"), "--quiet", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "give --weight-dtype / --matmul-dtype as served" in err
+        floors.append(float(re.search(r"takes at least ([\d.]+) ms", err).group(1)))
+    bf16, fp8 = floors
+    assert bf16 >= 2 * 4000 * 70.55e9 / 4 / 989.4e12 * 1e3 and fp8 >= 2 * 4000 * 70.55e9 / 4 / 1978.9e12 * 1e3
+    assert fp8 < bf16

@@ -20,7 +20,7 @@ from .common import dump, progress_bar
 from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
 from .html_option import add_html_option, keep
-from .options import check_output_path
+from .options import add_dtype_options, check_output_path
 from .predict_option import add_predict_option
 
 __all__ = ["add_calibrate_parser", "measured_devices", "request_of"]
@@ -282,5 +282,8 @@ def add_calibrate_parser(sub: Any) -> None:
     sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sv.add_argument("--json", action="store_true", help="machine-readable output")
     add_dask_options(sv, "the fit's simulations (every run at one parameter vector at once)")
+    # the formats the runs were served in (a BF16 checkpoint served quantised beats its own
+    # format's roofline floors: serving_fit._check_physical names these options)
+    add_dtype_options(sv)
     sv.set_defaults(func=cmd_calibrate_serving)
     add_html_option(sv, "calibrate")
