@@ -532,3 +532,32 @@ def test_calibrate_serving_takes_the_formats_the_runs_were_served_in(tmp_path, c
     bf16, fp8 = floors
     assert bf16 >= 2 * 4000 * 70.55e9 / 4 / 989.4e12 * 1e3 and fp8 >= 2 * 4000 * 70.55e9 / 4 / 1978.9e12 * 1e3
     assert fp8 < bf16
+
+
+def test_a_guidellm_sample_of_requests_is_replayed_from_its_summary(tmp_path):
+    """GuideLLM can keep a random sample of a run's requests: 20 of 1,000 sent at a constant 10
+    req/s span about the run's 99.9 s, which the rate check refused ("its 20 arrivals span ...").
+    Such a file is replayed from its summary (its 1,000 requests), and says so."""
+    g = _guidellm_summary(1000, rate=10.0)
+    g["requests"]["successful"] = [
+        {"prompt_tokens": 1100, "output_tokens": 60, "start_time": 1e9 + 5.0 * i,
+         "first_token_time": 1e9 + 5.0 * i + 0.031, "end_time": 1e9 + 5.0 * i + 0.5}
+        for i in range(20)
+    ]  # fmt: skip
+    (run,) = read_results(_write(tmp_path, {"benchmarks": [g]}))
+    assert len(run.prompt) == 1000
+    assert any("20 of its 1000 successful requests are in the file" in n for n in run.notes)
+    del g["metrics"]
+    with pytest.raises(CostModelError, match="holds 20 of the run's 1000 successful requests"):
+        read_results(_write(tmp_path, {"benchmarks": [g]}, "nometrics.json"))
+
+
+def test_a_vllm_ramp_up_run_is_refused_by_name(tmp_path):
+    """``vllm bench serve --ramp-up-strategy linear`` writes request_rate inf and the ramp beside
+    it; read as all at once, its duration was then refused as too long for the run."""
+    doc = _vllm(rate="inf", ramp_up_strategy="linear", ramp_up_start_rps=1, ramp_up_end_rps=10)
+    with pytest.raises(
+        CostModelError,
+        match=r"ramp_up_strategy 'linear': the request rate changed over the run \(from 1 to 10 req/s\)",
+    ):
+        read_results(_write(tmp_path, doc))

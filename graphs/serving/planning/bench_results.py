@@ -548,6 +548,13 @@ def _traffic(doc: dict[str, Any], source: str) -> tuple[float | None, float, int
     and what was assumed of them (a file of a release before ``burstiness`` was written: Poisson,
     the only process those releases drew). ``vllm bench serve`` always writes ``request_rate``
     (``"inf"`` for all at once): a file without it is refused, never read as all at once."""
+    ramp = doc.get("ramp_up_strategy")
+    if ramp is not None:  # vllm bench serve --ramp-up-strategy: the rate moves over the run
+        raise CostModelError(
+            f"{source}: ramp_up_strategy {str(ramp)[:20]!r}: the request rate changed over the run "
+            f"(from {str(doc.get('ramp_up_start_rps'))[:12]} to {str(doc.get('ramp_up_end_rps'))[:12]} req/s), "
+            "which the replay does not draw; give a run at one rate"
+        )
     rr = doc.get("request_rate")
     if rr is None:
         raise CostModelError(
@@ -955,6 +962,22 @@ def _guidellm(
         reqs = held.get("successful")
         if not isinstance(reqs, list):
             raise CostModelError(f"{where}: needs requests.successful, a list of requests")
+        total = _sampled_from(b, len(reqs))
+        if total is not None:  # a sample of the run's requests: its rows are not its load
+            if not isinstance(b.get("total_count"), dict) or not isinstance(b.get("metrics"), dict):
+                raise CostModelError(
+                    f"{where}: requests.successful holds {len(reqs)} of the run's {total} successful "
+                    "requests (GuideLLM keeps a sample of them), and no total_count and metrics to replay "
+                    "the run from instead; write every request (GuideLLM's request sampling off)"
+                )
+            run = _guidellm_summary(b, where, f"{source}#{j}", seed + j, MAX_SUMMARY_REQUESTS - stated)
+            stated += len(run.prompt)
+            said = (
+                f"{len(reqs)} of its {total} successful requests are in the file (GuideLLM's request "
+                "sampling): replayed from its summary (total_count, metrics), not from the sample",
+            )
+            runs.append(cut(dataclasses.replace(run, notes=(*run.notes, *said))))
+            continue
         rows = []
         for i, r in enumerate(reqs):
             w = f"{where}.requests.successful[{i}]"
@@ -980,6 +1003,18 @@ def _guidellm(
             _check_rate(run, given, f"benchmarks[{j}].args.strategy.rate")
         runs.append(cut(_with_rate(run, given)))
     return runs
+
+
+def _sampled_from(b: dict[str, Any], held: int) -> int | None:
+    """The successful requests a GuideLLM benchmark ran when its ``requests.successful`` holds
+    fewer (``held``): GuideLLM can keep a random sample of them (``request_samples``), stating the
+    whole count in ``total_count`` or ``request_totals``; None when the file holds them all."""
+    for key in ("total_count", "request_totals"):
+        c = b.get(key)
+        n = c.get("successful") if isinstance(c, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > held:
+            return n
+    return None
 
 
 def _check_rate(run: BenchRun, rate: float, field: str) -> None:
