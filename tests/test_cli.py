@@ -301,7 +301,7 @@ def test_serve_split_refuses_an_attention_side_that_cannot_hold_its_kv(capsys):
     argv = ["serve", "split", "llama-3.1-70b", "--batch", "256", "--ctx", "8192", "--json"]
     code, out, _ = run(capsys, *argv)
     data = json.loads(out)
-    assert code == 1 and "h200-sxm needed" in data["refused"]
+    assert code == 1 and "h200-sxm needed" in data["refused"] and "step_s" not in data
     assert data["attention_bytes"] > 256 * 8192 * 327_680
     # the device's memory as CUDA and the ledgers see it: nvidia-smi's 143,771 MiB = 150,754,820,096 B
     assert data["attention_devices_to_hold"] == math.ceil(data["attention_bytes"] / 150_754_820_096) == 5

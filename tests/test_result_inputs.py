@@ -478,6 +478,9 @@ def test_a_csv_number_with_an_underscore_or_a_row_longer_than_its_header_is_refu
         read_results(_csv(tmp_path, [(0, 500, 20, 0.1, 0.3, "a", "1_0")], header=head))
     with pytest.raises(CostModelError, match=r"r\.csv line 2: 7 values for the header's 5 columns"):
         read_results(_csv(tmp_path, [(0, 500, 20, 0.1, 0.3, "a", 100)]))
+    # a trailing comma on the data rows (an empty sixth value) is nothing: read as the row
+    (run,) = read_results(_csv(tmp_path, [(0.5 * i, 500, 20, 0.1, 0.3, "") for i in range(3)]))
+    assert list(run.prompt) == [500, 500, 500]
 
 
 def test_a_csv_under_another_name_is_told_its_name(tmp_path):

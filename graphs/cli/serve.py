@@ -166,7 +166,16 @@ def cmd_split(args: argparse.Namespace) -> int:
         if args.json:
             from .common import dump
 
-            print(dump({"refused": held + " needed", **r.to_dict()}))
+            # what the point holds, not the latencies of a point that cannot run
+            latency = ("attention_s", "ffn_s", "transfers_s", "step_s")
+            print(
+                dump(
+                    {
+                        "refused": held + " needed",
+                        **{k: v for k, v in r.to_dict().items() if k not in latency},
+                    }
+                )
+            )
         else:
             print(
                 f"{r.model}: {held} needed; no latency for a point that cannot run (--ignore-capacity prints it anyway)"

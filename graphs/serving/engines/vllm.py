@@ -77,8 +77,11 @@ Sources of every default (:data:`PROFILE`):
     every device (every log is at tp 1; a Qwen2.5-7B-Instruct on a 24 GB RTX 4090 logs the same
     0.53 GiB, its capture sizes not shown) and for MoE and hybrid models, whose logged estimates range far wider (3.1x less
     KV on a B200 MoE: https://github.com/vllm-project/vllm/issues/45178; 118.65 GiB:
-    /issues/53013). Llama-3.1-8B (32 layers) at the defaults: 0.606 GiB; Llama-3.1-70B (80
-    layers): 1.51 GiB a device.
+    /issues/53013). Llama-3.1-8B (32 layers) at 256 sequences (35 FULL graphs, as logged): 0.606
+    GiB; Llama-3.1-70B (80 layers): 1.51 GiB a device. At V1's 1,024 sequences on a GPU of >= 70
+    GiB every one of the 51 capture sizes is also a FULL graph (``n_full`` counts the sizes up to
+    ``max_num_seqs``): 0.648 and 1.62 GiB, an extrapolation of the logged law to 16 more FULL
+    graphs (the 80 GB log above, FULL=35, ran 256 sequences: an A100's default, or set).
 * the sampler's start-up profile run (:mod:`.sampler_memory`) is not counted here: read in
   0.10.1-0.12.0 only, not in the releases this profile describes (``vllm@0.11`` and ``vllm@0.12``
   count it)

@@ -48,14 +48,16 @@ parse builds) before it is parsed:
 :data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` bound the parse's memory to about 1 GB (a
 ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values; measured: a 198 MB
 file of 15.9 M values, nearly all inter-token gaps, read in 1.02 GB more than the interpreter's
-own maximum resident set: the file's bytes, and 32 bytes a value, a Python float and its list
-slot; CPython 3.11, numpy 2.4, Linux x86-64). A summary's stated request count is replayed as that many requests, so the summaries of one file state at
+own maximum resident set, about 64 bytes a value in all: the file's bytes and its text, and each
+value a Python float and its list slot; CPython 3.11, numpy 2.4, Linux x86-64). A summary's stated request count is replayed as that many requests, so the summaries of one file state at
 most :data:`MAX_SUMMARY_REQUESTS` together (as many as a per-request file holds), and each run is
 cut to ``max_requests`` as it is built, so that one uncut run is held at a time. A stated
 ``duration`` must agree with the run: no shorter than its longest request (a summary: its mean
 E2E), nor than its latencies over its clients in a closed loop, and at most
-:data:`DURATION_SLACK` times the latest its last request can be sent plus its requests served one
-after another (not bounded above where requests failed, whose time the file does not hold). Every latency
+:data:`DURATION_SLACK` times the latest its last request can be sent plus the time its requests
+take served as its client sends them (``max_concurrency`` at a time: waves of its longest request;
+no cap: the longest request) (not bounded above where requests failed, whose time the file does not
+hold). Every latency
 is at least :data:`MIN_LATENCY_S` and every rate in ``[1e-6, 1e9]`` requests/s. A run of more
 than ``max_requests`` requests is cut to its first ``max_requests`` by arrival
 (:meth:`BenchRun.first`), which the fit states.
@@ -131,7 +133,7 @@ MIN_LATENCY_S = 1e-6
 RATE_RANGE = (1e-6, 1e9)  #: accepted request rates (requests/s)
 #: a stated ``duration`` more than this many times the longest its run can span is refused
 #: (:func:`_check_duration`): the bound is the latest its last request can be sent plus the time
-#: its requests take if served one after another; the factor leaves room for a client that sends
+#: its requests take served as the client sends them (module doc); the factor leaves room for a client that sends
 #: late (an event loop busy at a high rate) and for what the bound leaves out
 DURATION_SLACK = 10.0
 #: the odds at which the last of a run's redrawn arrivals is bounded (:func:`_latest_arrival`)
@@ -1142,7 +1144,9 @@ def _csv(path: str) -> BenchRun:
                 if not row:  # a blank line: no request (as csv.DictReader skips it)
                     continue
                 w = f"{name} line {reader.line_num}"
-                if len(row) > len(header):  # a value with no column: a shifted or merged row
+                if len(row) > len(header) and any(v.strip() for v in row[len(header) :]):
+                    # a value with no column: a shifted or merged row (empty ones, a trailing
+                    # comma some writers leave on data rows, are nothing)
                     raise CostModelError(
                         f"{w}: {len(row)} values for the header's {len(header)} columns (a row longer "
                         "than its header: a comma too many, or a field of a column not named)"

@@ -153,7 +153,7 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
     rest = dram - report.weight_read_s - report.kv_read_s
     if dram > 0 and rest >= OTHER_DRAM_SHOWN * dram:
         bars["activations (DRAM, between unfused kernels)"] = rest
-        bars["DRAM in all"] = dram
+        bars["DRAM in all (weights + KV + activations)"] = dram
     for k, v in report.terms_s.items():
         if k in UNITS:
             bars[f"compute: {k}"] = v

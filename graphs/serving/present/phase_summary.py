@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..step.reports import DecodeLimits, DecodeReport, NearFarMemory, PrefillReport
     from .step_prediction import StepPrediction
 
-__all__ = ["DecodeSummary", "PrefillSummary", "expert_plan_line"]
+__all__ = ["DecodeSummary", "PrefillSummary", "expert_plan_line", "OTHER_DRAM_SHOWN"]
 
 
 def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = False) -> str | None:

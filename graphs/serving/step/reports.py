@@ -447,6 +447,7 @@ def decode_from_fields(
     bandwidth: float,
     weights_bytes: float,
     embedding_bytes: float,
+    power_known: bool | None = None,
 ) -> DecodeReport:
     """A :class:`DecodeReport` from :func:`phase_fields` and the step's constants: every weight
     byte and the embedding table's share over the DRAM bandwidth (s), and device-hours per
@@ -464,6 +465,9 @@ def decode_from_fields(
         Every weight byte one device holds.
     embedding_bytes : float
         The input embedding table's bytes (gathered, not read whole).
+    power_known : bool, optional
+        Ignored: accepted for callers of the earlier signature, which gave device-hours only
+        where the device had a TDP.
 
     Returns
     -------
