@@ -120,15 +120,15 @@ def test_prestart_refuses_what_the_cluster_would_refuse_without_starting_a_serve
     assert _server_pid() == before
 
 
-def _busy(cpu_s):
-    """Spin until this process has used ``cpu_s`` CPU seconds: a worker's work, counted by CPU
-    time, not by the clock."""
-    import time
+def _work():
+    """A fixed piece of work in the worker, then the CPU seconds its process has used so far
+    (user + system, its own account): what the command must find among its children's once the
+    worker is stopped and reaped."""
+    import resource
 
-    t0 = time.process_time()
-    while time.process_time() - t0 < cpu_s:
-        pass
-    return os.getpid()
+    sum(i * i for i in range(2_000_000))
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
 
 
 def test_the_stopped_server_is_reaped_and_its_workers_time_counts():
@@ -144,9 +144,11 @@ def test_the_stopped_server_is_reaped_and_its_workers_time_counts():
     server = _server_pid()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with dask_client(args, background=True) as c:
-        c.submit(_busy, 0.3, pure=False).result()
+        worker_cpu_s = c.submit(_work, pure=False).result()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert _server_pid() is None
     with pytest.raises(ProcessLookupError):
         os.kill(server, 0)  # ended and reaped: no zombie either
-    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.3
+    # every second the worker reported of itself reached this process through the server's reaping
+    assert worker_cpu_s > 0
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= worker_cpu_s
