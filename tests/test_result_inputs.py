@@ -122,20 +122,7 @@ def test_a_duration_its_requests_contradict_is_refused_with_the_bound(tmp_path):
 
 def test_a_summary_duration_its_means_contradict_is_refused(tmp_path):
     # H4: vs_good's summary, 60 requests at 4 req/s of mean E2E 0.52 s
-    doc = {
-        "request_rate": 4.0,
-        "burstiness": 1.0,
-        "max_concurrency": None,
-        "duration": 15.0,
-        "completed": 60,
-        "total_input_tokens": 60000,
-        "total_output_tokens": 3600,
-        "mean_ttft_ms": 35.0,
-        "median_ttft_ms": 33.0,
-        "mean_tpot_ms": 8.0,
-        "median_tpot_ms": 8.0,
-        "mean_e2el_ms": 520.0,
-    }
+    doc = _vllm_summary()
     assert read_results(_write(tmp_path, doc))[0].summary.throughput_rps == 4.0  # 60 / 15 s
     with pytest.raises(
         CostModelError, match=r"duration 0\.001 s is shorter than its mean_e2el_ms \(0\.52 s\)"
