@@ -271,7 +271,7 @@ def gemm_crossover(
     ``M* = 20262912 x / (63661 x - 20262912)`` for ``x > 20262912/63661 = 318.29``). ``asymptotic``
     is the limit ``N, K -> oo`` for every shape, numeric or not.
     """
-    out_dtype = _gemm_out_dtype(dtype, out_dtype)
+    out_dtype = gemm_out_dtype(dtype, out_dtype)
     cost = op_cost(
         "gemm",
         M=M_sym,
@@ -310,12 +310,6 @@ def gemm_crossover(
     return replace(out, condition=cond)
 
 
-def _gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None) -> DTypeLike | None:
-    """What a GEMM writes when ``out_dtype`` is not given (:func:`gemm_crossover`):
-    :func:`costmodel.dtypes.gemm_out_dtype`."""
-    return gemm_out_dtype(dtype, out_dtype)
-
-
 def gemm_crossover_form(
     *,
     dtype: DTypeLike = "bf16",
@@ -340,7 +334,7 @@ def gemm_crossover_form(
     >>> form.asymptotic, sorted((str(k), v) for k, v in at.items())
     (P*w/(2*beta), [('a', 2), ('o', 2), ('w', 1)])
     """
-    out = _gemm_out_dtype(dtype, out_dtype)
+    out = gemm_out_dtype(dtype, out_dtype)
     widths = {
         "a": get_dtype(dtype).bytes,
         "w": get_dtype(w_dtype if w_dtype is not None else dtype).bytes,

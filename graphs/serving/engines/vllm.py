@@ -280,7 +280,8 @@ def vllm_device_defaults(
     """V1's batch limits for ``vllm serve`` on a device (``EngineArgs.get_batch_defaults``): on a
     GPU of at least 70 GiB whose name does not contain "a100", a token budget ``N`` = 8,192 and
     ``S`` = 1,024 sequences, else ``N`` = 2,048 and ``S`` = 256; the sequences are then capped at
-    the budget, ``max_num_seqs = min(S, N)`` (as :func:`.vllm011.vllm011_device_defaults`).
+    the budget, ``max_num_seqs = min(S, N)``: the rule vLLM 0.11's ``_set_default_args`` already had
+    (:func:`.vllm011.vllm011_device_defaults` is this function under that release's sources).
 
     Parameters
     ----------

@@ -63,12 +63,12 @@ from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER,
 from .profile import EngineProfile, register_engine
 from .vllm import (
     FUSED_SMALL_KERNELS,
-    LARGE_GPU_BYTES,
     MEMORY_RESERVE_SOURCE,
     SYNC_CPU_TERMS,
     TOKENISE,
     v1_memory_reserve,
     vllm_capture_sizes,
+    vllm_device_defaults,
 )
 from .vllm import PROFILE as V1
 
@@ -107,9 +107,8 @@ def vllm011_device_defaults(
     >>> vllm011_device_defaults(80e9, "a100-sxm-80gb")
     {'max_num_batched_tokens': 2048, 'max_num_seqs': 256}
     """
-    large = capacity_bytes >= LARGE_GPU_BYTES and "a100" not in device_name.lower()
-    tokens, seqs = (8192, 1024) if large else (2048, 256)
-    return {"max_num_batched_tokens": tokens, "max_num_seqs": min(seqs, tokens)}
+    # the rule V1's get_batch_defaults keeps: one function for both profiles
+    return vllm_device_defaults(capacity_bytes, device_name, tp, dp, budget)
 
 
 _ARGS = "vllm/engine/arg_utils.py EngineArgs._set_default_args (vllm 0.11, commit 99d7eb5)"

@@ -150,7 +150,10 @@ class SearchResult(Result):
     best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
     contexts: int = 0  #: contexts with a frontier
     duplicates: tuple[str, ...] = ()  #: devices and dtypes given twice (or by an alias), searched once
-    dtype_notes: tuple[str, ...] = ()  #: the matmul dtype each weight dtype runs with, per device
+    #: what the search substituted or assumed, said once each: the matmul dtype each weight dtype runs
+    #: with per device, a weight dtype replacing the routed experts' own, what --enable-expert-parallel
+    #: means for dp 1 plans (the name is older than the last two)
+    dtype_notes: tuple[str, ...] = ()
     predictor: str = "roofline bound"  #: what priced the steps (:attr:`Predictor.label`)
     #: a predicted search's frontier decode steps (summed) by what they rest on (None: the bound)
     coverage: Coverage | None = None
