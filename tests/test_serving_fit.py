@@ -74,6 +74,9 @@ def test_calibrate_serving_recovers_planted_terms(tmp_path, capsys):
     )
     text = capsys.readouterr().out
     fit = read_fit(str(out))
+    # Llama-3.1-8B's config.json: torch_dtype bfloat16, no quantization: every part in BF16
+    assert fit.dtypes == {"weights": "bf16", "matmul": "bf16", "kv": "bf16"}
+    assert "formats replayed: weights bf16, matmul bf16, kv bf16" in text
     for t in ("kernel_scale", "iteration_s", "request_s"):
         got, want, se = getattr(fit.overheads, t), getattr(PLANTED, t), fit.stderr[t]
         assert se is not None, t
@@ -527,3 +530,44 @@ def test_a_fit_applied_at_another_tp_says_so():
     line = predict_file_line("f.json", fit, "llama-3.2-1b", "h100-sxm", 1)
     assert "the fit was made for llama-3.2-1b on h100-sxm (tp 8), applied here to llama-3.2-1b on h100-sxm (tp 1)" in line
     assert "note" not in predict_file_line("f.json", fit, "llama-3.2-1b", "h100-sxm", 8)
+
+
+def test_a_fit_records_the_formats_its_runs_were_replayed_in(tmp_path):
+    """The kernel scale is a ratio to kernels of the formats the runs were replayed in: the file
+    records them (a version-4 file, from before, did not: null), a hand edit of them is checked,
+    and a fit applied to a model served in other formats says which part differs."""
+    from costmodel.dtypes import get_dtype
+    from graphs.serving.planning.serving_fit import ServingFit, served_dtypes, write_fit
+    from graphs.serving.pricing.overheads import EngineOverheads
+    from graphs.serving.present.report_text import predict_file_line
+    from models.resolver import resolve_model
+
+    cfg = resolve_model("llama-3.1-70b")  # config.json torch_dtype bfloat16, no quantization_config
+    assert served_dtypes(cfg) == {"weights": "bf16", "matmul": "bf16", "kv": "bf16"}
+    fp8 = cfg.replace(dtype="fp8", matmul_dtype="fp8")
+    moe = resolve_model("gpt-oss-120b")  # its experts in MXFP4 (config.json quantization_config)
+    assert served_dtypes(moe)["experts"] == get_dtype("mxfp4").name
+    f = tmp_path / "fit.json"
+    write_fit(
+        ServingFit("llama-3.1-70b", "h100-sxm", 4, "vllm", EngineOverheads(), {}, dtypes=served_dtypes(fp8)),
+        str(f),
+    )
+    doc = json.loads(f.read_text())
+    assert doc["version"] == 5 and doc["dtypes"] == {"weights": "fp8_e4m3", "matmul": "fp8_e4m3", "kv": "bf16"}
+    fit = read_fit(str(f))
+    line = predict_file_line(str(f), fit, "llama-3.1-70b", "h100-sxm", 4, cfg)
+    assert "weights fp8_e4m3 there, bf16 here; matmul fp8_e4m3 there, bf16 here" in line
+    assert "note" not in predict_file_line(str(f), fit, "llama-3.1-70b", "h100-sxm", 4, fp8)
+    old = {k: v for k, v in doc.items() if k != "dtypes"}
+    f.write_text(json.dumps({**old, "version": 4}))
+    assert read_fit(str(f)).dtypes is None
+    assert "note" not in predict_file_line(str(f), read_fit(str(f)), "llama-3.1-70b", "h100-sxm", 4, cfg)
+    for bad, message in (
+        ({"weight": "fp8"}, "dtypes key 'weight' unknown"),
+        ({"weights": "fp9"}, "dtypes weights 'fp9' is not a dtype"),
+        ({"weights": 8}, "dtypes weights must be a dtype name"),
+        ([], "dtypes must be an object"),
+    ):
+        f.write_text(json.dumps({**doc, "dtypes": bad}))
+        with pytest.raises(CostModelError, match=message):
+            read_fit(str(f))

@@ -86,6 +86,9 @@ __all__ = [
     "FIT_VERSION",
     "check_fit_kernel",
     "DEFAULT_TERMS",
+    "DTYPE_PARTS",
+    "dtypes_note",
+    "served_dtypes",
     "MAX_FIT_REQUESTS",
     "RunError",
     "ServingFit",
@@ -101,8 +104,10 @@ FIT_FORMAT = "costmodel-serving-fit"
 #: 2: kernels priced grey-box (Predictor.of's default), whose kernel_scale a 1 file does not fit;
 #: 3: the FP8 activation-scale mode the kernels were priced with (``fp8_scales``; a 2 file: dynamic);
 #: 4: the fused-MoE kernel an engine rule priced the experts with (``moe_kernel``; a 2 or 3 file:
-#: none, the corpus's fastest, as every fit was priced before engine profiles named one)
-FIT_VERSION = 4
+#: none, the corpus's fastest, as every fit was priced before engine profiles named one);
+#: 5: the formats the runs were replayed in (``dtypes``, :func:`served_dtypes`; a 2 to 4 file: not
+#: recorded, null)
+FIT_VERSION = 5
 #: forward-difference step of each term (its own unit: s, or the dimensionless kernel scale):
 #: large enough that the systematic change dominates the reshuffled iteration phases (module doc)
 _STEP = {
@@ -362,6 +367,8 @@ class ServingFit:
     collinear: tuple[tuple[str, str], ...] = ()
     #: the fused-MoE kernel an engine rule priced the experts with (None: the corpus's fastest)
     moe_kernel: str | None = None
+    #: the formats the runs were replayed in (:func:`served_dtypes`; None: not recorded)
+    dtypes: dict[str, str] | None = None
 
     @property
     def held_out(self) -> list[RunError]:
@@ -377,6 +384,7 @@ class ServingFit:
             "predict": self.predict,
             "fp8_scales": self.fp8_scales,
             "moe_kernel": self.moe_kernel,
+            "dtypes": self.dtypes,
             "overheads": self.overheads.to_dict(),
             "stderr": self.stderr,
             "runs": [{k: _finite(v) for k, v in asdict(r).items()} for r in self.runs],
@@ -531,6 +539,7 @@ def fit_serving(
     ticks: Callable[[int, int], None] | None = None,
     executor: Any = None,
     moe_kernel: str | None = None,
+    dtypes: dict[str, str] | None = None,
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
@@ -773,6 +782,7 @@ def fit_serving(
         at_bound=tuple(terms[k] for k in bound),
         collinear=collinear,
         moe_kernel=moe_kernel,
+        dtypes=dict(dtypes) if dtypes is not None else None,
     )
 
 
@@ -918,6 +928,7 @@ _KEYS = {
     "predict",
     "fp8_scales",
     "moe_kernel",
+    "dtypes",
     "overheads",
     "stderr",
     "runs",
@@ -925,6 +936,86 @@ _KEYS = {
     "rms_residual",
 }
 MAX_FIT_BYTES = 4 * 2**20
+#: the parts of a model whose format a fit records (:func:`served_dtypes`)
+DTYPE_PARTS = ("weights", "experts", "matmul", "kv")
+
+
+def served_dtypes(config: Any) -> dict[str, str]:
+    """The formats ``config`` is served in, as a fit records them: ``weights`` (the linear
+    layers' storage), ``experts`` (the routed experts' weights; MoE models only), ``matmul``
+    (the GEMMs' operands: ``matmul_dtype``, else the activations') and ``kv`` (the cache).
+    A fit's ``kernel_scale`` is a ratio to kernels priced in these formats, so the same file
+    applied to another format carries it to other kernels (:func:`dtypes_note`).
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The model as the runs served it (after ``--weight-dtype`` and its kin).
+
+    Returns
+    -------
+    dict of str to str
+    """
+    from costmodel.dtypes import get_dtype
+
+    out = {"weights": config.weight_dtype}
+    if config.is_moe:
+        out["experts"] = config.expert_weight_dtype
+    out["matmul"] = config.matmul_dtype or config.activation_dtype
+    out["kv"] = config.cache_dtype
+    return {k: get_dtype(v).name for k, v in out.items()}  # canonical names (fp8 -> fp8_e4m3)
+
+
+def dtypes_note(fit: ServingFit, dtypes: dict[str, str] | None) -> str | None:
+    """A note when ``fit`` was made on runs replayed in other formats than ``dtypes`` (where it is
+    applied), naming each part that differs; None when they agree or either is not known.
+
+    Parameters
+    ----------
+    fit : ServingFit
+        The fit read from its file.
+    dtypes : dict of str to str or None
+        :func:`served_dtypes` of the model it is applied to.
+
+    Returns
+    -------
+    str or None
+    """
+    if fit.dtypes is None or dtypes is None:
+        return None
+    differ = [
+        f"{k} {fit.dtypes[k]} there, {dtypes[k]} here"
+        for k in DTYPE_PARTS
+        if k in fit.dtypes and k in dtypes and fit.dtypes[k] != dtypes[k]
+    ]
+    if not differ:
+        return None
+    return (
+        "the fit's runs were replayed in other formats (" + "; ".join(differ) + "): its kernel_scale is a "
+        "ratio to kernels of those formats (refit with the formats served, --weight-dtype/--matmul-dtype/"
+        "--kv-dtype on calibrate serving)"
+    )
+
+
+def _read_dtypes(value: Any, where: str) -> dict[str, str] | None:
+    """A fit file's ``dtypes`` (null, or parts of :data:`DTYPE_PARTS` to dtype names), checked."""
+    if value is None:
+        return None
+    from costmodel.dtypes import get_dtype
+
+    if not isinstance(value, dict) or not value:
+        raise CostModelError(f"{where}: dtypes must be an object of {', '.join(DTYPE_PARTS)} to dtype names, or null")
+    out = {}
+    for k, v in value.items():
+        if k not in DTYPE_PARTS:
+            raise CostModelError(f"{where}: dtypes key {str(k)[:40]!r} unknown; allowed: {', '.join(DTYPE_PARTS)}")
+        if not isinstance(v, str):
+            raise CostModelError(f"{where}: dtypes {k} must be a dtype name, got {str(v)[:40]!r}")
+        try:
+            out[k] = get_dtype(v).name
+        except CostModelError:
+            raise CostModelError(f"{where}: dtypes {k} {v[:40]!r} is not a dtype") from None
+    return out
 
 
 def check_fit_kernel(
@@ -1021,6 +1112,7 @@ def read_fit(path: str) -> ServingFit:
     if isinstance(doc.get("version"), bool) or not isinstance(doc.get("version"), int) or doc["version"] not in (
         2,
         3,
+        4,
         FIT_VERSION,
     ):
         raise CostModelError(
@@ -1030,6 +1122,8 @@ def read_fit(path: str) -> ServingFit:
         doc = {"fp8_scales": "dynamic", **doc}
     if doc.get("version") in (2, 3):  # before engines named MoE kernels: the corpus's fastest priced them
         doc = {"moe_kernel": None, **doc}
+    if doc.get("version") in (2, 3, 4):  # before the formats were recorded
+        doc = {"dtypes": None, **doc}
     extra, missing = sorted(set(doc) - _KEYS), sorted(_KEYS - set(doc))
     if extra or missing:
         raise CostModelError(
@@ -1072,6 +1166,7 @@ def read_fit(path: str) -> ServingFit:
         predict=doc["predict"],
         fp8_scales=doc["fp8_scales"],
         moe_kernel=mk,
+        dtypes=_read_dtypes(doc["dtypes"], where),
         overheads=ov,
         stderr={k: (None if v is None else float(v)) for k, v in se.items()},
         sources=[x[:200] for x in doc["sources"]],

@@ -315,7 +315,9 @@ def interval_text(lo: float, hi: float, fmt: str = ".4f") -> str:
     return f"[{a:{fmt}}, {b:{fmt}}]"
 
 
-def predict_file_line(path: str, fit: Any, model: str, device: str, tp: int | None = None) -> str:
+def predict_file_line(
+    path: str, fit: Any, model: str, device: str, tp: int | None = None, config: Any = None
+) -> str:
     """What a ``calibrate serving`` fit file set, and a note when it was fitted elsewhere.
 
     Parameters
@@ -328,6 +330,9 @@ def predict_file_line(path: str, fit: Any, model: str, device: str, tp: int | No
         Where it is applied.
     tp : int, optional
         The tensor-parallel degree it is applied at (None: not known here).
+    config : ModelConfig, optional
+        The model as it is applied (its formats against the fit's: a note where they differ;
+        None: not compared).
 
     Returns
     -------
@@ -341,6 +346,12 @@ def predict_file_line(path: str, fit: Any, model: str, device: str, tp: int | No
             f"\n  note: the fit was made for {fit.model} on {fit.device} (tp {fit.tp}), applied here to "
             f"{model} on {device}{at}"
         )
+    if config is not None:
+        from ..planning.serving_fit import dtypes_note, served_dtypes
+
+        note = dtypes_note(fit, served_dtypes(config))
+        if note:
+            line += f"\n  note: {note}"
     return line
 
 

@@ -33,6 +33,7 @@ from ..planning.serving_fit import (
     fp8_matmuls,
     roofline_tpot_s,
     roofline_ttft_s,
+    served_dtypes,
     simulate_with,
     write_fit,
 )
@@ -245,6 +246,8 @@ class ServingFitReport:
             f"  {req.engine.summary()}",
             *(f"  {line}" for line in self.replay_lines()),
         ]
+        if fit.dtypes:  # what the kernel scale is a ratio to (a fit applied to other formats says so)
+            out.append("  formats replayed: " + ", ".join(f"{k} {v}" for k, v in fit.dtypes.items()))
         release_note = self.kernel_release_note()
         if release_note:
             out.append(
@@ -459,6 +462,7 @@ def run_serving_fit(
         progress=progress,
         fp8_scales=scales,
         moe_kernel=_priced_moe_kernel(profile, config, dev, tp) if predict else None,
+        dtypes=served_dtypes(config),
         min_tpot_s=roofline_tpot_s(config, dev, tp=tp),
         # a prefix is cached only where the replay caches it: the floor is of what the fit models
         min_ttft_s=lambda run: roofline_ttft_s(

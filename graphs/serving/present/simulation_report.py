@@ -457,7 +457,9 @@ class SimulationReport:
         out += [f"  note: {note}" for note in roof_notes(hw) + plain_mtp + sparse + hw.group_notes(topo.tp)]
         if self.fit is not None:
             out.append(
-                predict_file_line(str(req.predict_file), self.fit, res.model, res.device, res.topology.tp)
+                predict_file_line(
+                    str(req.predict_file), self.fit, res.model, res.device, res.topology.tp, self.config
+                )
             )
         if res.overheads is not None:
             out.append(f"  {res.overheads}")
@@ -650,7 +652,7 @@ class MaxRateReport:
         if self.fit is not None:
             out.append(
                 predict_file_line(
-                    str(req.predict_file), self.fit, self.config.name, req.device, self.topology.tp
+                    str(req.predict_file), self.fit, self.config.name, req.device, self.topology.tp, self.config
                 )
             )
         if m.at_rate is not None and m.at_rate.coverage is not None:

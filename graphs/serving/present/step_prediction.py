@@ -123,6 +123,8 @@ class FittedStep:
         Where the fit is applied (its note says when it was made elsewhere).
     tp : int
         The tensor-parallel degree it is applied at (said when the fit's differs).
+    config : ModelConfig, optional
+        The model as applied: its formats against the fit's (said where they differ).
     """
 
     path: str
@@ -135,6 +137,7 @@ class FittedStep:
     model: str
     device: str
     tp: int = 1
+    config: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``"engine_overheads"`` entry of ``--json``: kernels, scale, floor, CPU and step (s).
@@ -169,7 +172,7 @@ class FittedStep:
         d, ov = self.to_dict(), self.fit.overheads
         out = [
             f"{_what(self.phase)} with the engine overheads of --predict-file {self.path[:200]}:",
-            predict_file_line(self.path, self.fit, self.model, self.device, self.tp),
+            predict_file_line(self.path, self.fit, self.model, self.device, self.tp, self.config),
             f"  {ov.summary()}",
         ]
         extra = (
@@ -432,6 +435,7 @@ def predict_step_report(
             config.name,
             get_device(device).name,
             tp,
+            config,
         )
     as_served = None
     if served and framework is not None and fit is None:
