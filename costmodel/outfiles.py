@@ -78,9 +78,27 @@ def check_output(path: str | Path, flag: str, *, suffixes: Sequence[str] = ()) -
             raise CostModelError(f"{flag} {_show(p)}: the file is not writable")
         if not (p.exists() and not p.is_file()) and not os.access(parent, os.W_OK | os.X_OK):
             raise CostModelError(f"{flag} {_show(p)}: folder {_show(parent)} is not writable")
+        if p.is_fifo():  # written without blocking (atomic_write): a pipe needs its reader first
+            _probe_reader(p, flag)
     except OSError as exc:
         raise CostModelError(f"{flag} {_show(p)} is not a usable path: {exc.strerror}") from None
     return p
+
+
+def _probe_reader(p: Path, flag: str) -> None:
+    """Refuse, before any work, a named pipe no process reads: :func:`atomic_write` opens a pipe
+    without blocking, which fails then (``ENXIO``), after the work it was to write."""
+    import errno
+
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise CostModelError(
+                f"{flag} {_show(p)} is a named pipe no process reads: start its reader first"
+            ) from None
+        raise
+    os.close(fd)
 
 
 def _regular_or_absent(p: Path) -> bool:

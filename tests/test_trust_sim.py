@@ -292,6 +292,27 @@ def test_output_paths_are_checked_before_any_work(capsys, tmp_path):
     assert not (d / "plot").exists()
 
 
+def test_a_pipe_no_process_reads_is_refused_before_the_work(capsys, tmp_path):
+    """A review wrote a fit to a named pipe with no reader: the fit ran, then the write failed
+    (the pipe is opened without blocking: ENXIO). Now refused up front; with a reader it is written."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this system")
+    from costmodel.outfiles import atomic_write, check_output
+
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    base = ["simulate", "tiny", "--rate", "5", "--requests", "20", "--quiet"]
+    _one_line_error(capsys, [*base, "--csv", str(fifo)], "--csv", "is a named pipe no process reads")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader: the same path is taken
+    try:
+        assert check_output(fifo, "--csv") == fifo
+        with atomic_write(fifo, "--csv") as f:
+            f.write("a,b\n")
+        assert os.read(reader, 100) == b"a,b\n"
+    finally:
+        os.close(reader)
+
+
 def test_a_full_disk_is_a_one_line_error(capsys):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
