@@ -168,10 +168,42 @@ text-align:left;vertical-align:top} th{background:#f4f4f4} code{font-size:.95em}
 """
 
 
+def _escaped(value: Any) -> tuple[Any, bool]:
+    """``value`` (a figure's JSON tree) with every string's control characters written as their
+    escapes (:func:`costmodel.text.escape_controls`), and whether any was."""
+    from .text import escape_controls
+
+    if isinstance(value, str):
+        out = escape_controls(value)
+        return out, out != value
+    if isinstance(value, Mapping):
+        pairs = {k: _escaped(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
+    if isinstance(value, list | tuple):
+        items = [_escaped(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    kind = getattr(getattr(value, "dtype", None), "kind", "")
+    if kind in "UO" and kind and hasattr(value, "tolist"):  # an array of labels
+        return _escaped(value.tolist())
+    return value, False
+
+
+def _safe_figure(fig: Any) -> Any:
+    """``fig``, or a copy whose labels hold no control character: a user's name (a model's, a
+    file's) drawn in a legend, an axis or a hover box shows as itself, as on the terminal and in
+    the page's text (JSON keeps a bidirectional override as it is, and decodes ``\u001b``)."""
+    tree, changed = _escaped(fig.to_plotly_json())
+    if not changed:
+        return fig
+    import plotly.graph_objects as go
+
+    return go.Figure(tree)
+
+
 def _part_html(part: Any, index: int) -> str:
     if isinstance(part, str):
         return part
-    return part.to_html(
+    return _safe_figure(part).to_html(
         full_html=False,
         include_plotlyjs=False,
         div_id=f"cm-fig-{index}",

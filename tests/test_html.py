@@ -352,3 +352,23 @@ def test_the_decode_page_counts_ep_devices_and_shows_the_dram_total(tmp_path):
     assert m, out
     page = path.read_text()
     assert "DRAM in all" in page and m.group(2) in page and m.group(1) in page
+
+
+def test_a_figures_labels_are_escaped_as_the_text_is():
+    """A review drew a model named with a bidirectional override and an escape sequence: the
+    page's text escaped them, its figures' legends and axes kept them raw (JSON keeps U+202E as
+    it is and decodes \\u001b). Each is now written as its escape, as on the terminal."""
+    go = pytest.importorskip("plotly.graph_objects")
+    import numpy as np
+
+    from costmodel.html import Section, page_html
+
+    fig = go.Figure(go.Bar(x=np.array(["evil\u202etxt.exe", "ok"], dtype=object), y=[1, 2], name="m\x1b]0;x\x07"))
+    fig.update_layout(title="t\u2066")
+    page = page_html("t", {}, {}, [Section("s", (fig,))])
+    for raw in ("\u202e", "\u2066", "\\u001b"):
+        assert raw not in page
+    for shown in ("evil\\\\u202etxt.exe", "m\\\\x1b]0;x\\\\x07", "t\\\\u2066"):
+        assert shown in page
+    plain = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))
+    assert "cm-fig-0" in page_html("t", {}, {}, [Section("s", (plain,))])
