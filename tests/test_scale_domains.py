@@ -20,7 +20,7 @@ Within one domain (tp8, NVLink 450 GB/s, 1 us): 2 x 7/8 x 16,384 = 28,672 bytes 
 import pytest
 
 from costmodel.cost import as_float
-from costmodel.errors import HardwareSpecError
+from costmodel.errors import CostModelError, HardwareSpecError
 from costmodel.hardware import get_device
 from costmodel.keys import COST
 from costmodel.roofline import bound
@@ -125,3 +125,33 @@ def test_an_expert_all_to_all_across_domains_takes_the_network():
     assert comm_forms(cfg, hw, "scale_up", 4, 16)[1] == comm_forms(cfg, hw, "scale_out", 4)[1]
     assert comm_forms(cfg, hw, "scale_up", 4, 8)[1] == comm_forms(cfg, hw, "scale_up", 4)[1]
     assert comm_forms(cfg, hw, "scale_up", 4, 16)[1] != comm_forms(cfg, hw, "scale_up", 4, 8)[1]
+
+
+def test_search_serve_plans_and_size_price_a_group_across_domains_as_decode_does(capsys):
+    """A review found `search --tp 16` on H100s refused ("every plan spans more devices than its
+    scale-up domain joins"), `size` prune it, and `serve plans` price it silently, where `decode`
+    prices it on the scale-out link with a note. Each now prices it as decode does, and says so;
+    where the device has no scale-out link (an A100 PCIe pair's NVLink bridge) it stays left out."""
+    from graphs.serving import search
+
+    note = "a group of 16 h100-sxm devices spans 2 scale-up domains of 8"
+    want = float(decode_report(M, "h100", batch=1, ctx=4096, tp=16).step_s)
+    res = search(M, devices=["h100"], batches=[1], ctxs=[4096], tp=[16])
+    assert not res.beyond_domain and any(note in n for n in res.dtype_notes)
+    (row,) = [r for r in res.frontier if r["tp"] == 16]
+    assert row["tpot_s"] == pytest.approx(want, rel=1e-9)
+    assert main(["serve", "plans", M, "--device", "h100", "--plans", "16x1x1x1", "--batches", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(note) == 1 and "tp16 pp1 ep1 m1" in out
+    with pytest.raises(CostModelError, match="no scale_out link"):
+        search(M, devices=["a100-pcie-80gb"], batches=[1], ctxs=[4096], tp=[4])
+
+
+def test_size_simulates_a_group_across_domains_and_says_so(capsys):
+    """`size` pruned H100 tp16 as "wider than its scale-up domain" though `simulate --tp 16` runs
+    it (priced on the scale-out link). It is a candidate now, noted once."""
+    argv = ["size", M, "--rate", "1", "--devices", "h100", "--tp", "16", "--requests", "50"]
+    assert main([*argv, "--slo-ttft", "5", "--slo-tpot", "0.5", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "pruned by the bounds: h100-sxm tp16" not in out and "winner: h100-sxm tp16" in out
+    assert out.count("h100-sxm tp16: a group of 16 h100-sxm devices spans 2 scale-up domains of 8") == 1

@@ -145,7 +145,8 @@ class SearchResult(Result):
     objectives: tuple[str, ...]
     frontier: tuple[dict[str, Any], ...]
     best: dict[str, dict[str, Any]]  #: the winner per objective, when the grid has one context
-    #: plans left out because tp x ep exceeds the device's scale-up domain (an NVLink bridge of 2 ...)
+    #: plans left out because tp x ep exceeds the device's scale-up domain and it has no scale-out link
+    #: (an NVLink bridge of 2 PCIe cards)
     beyond_domain: tuple[str, ...] = ()
     best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
     contexts: int = 0  #: contexts with a frontier
@@ -200,7 +201,8 @@ class SearchResult(Result):
             out.append(f"  searched once, given twice: {', '.join(self.duplicates)}")
         if self.beyond_domain:
             out.append(
-                f"  left out, wider than the device's scale-up domain: {', '.join(self.beyond_domain)}"
+                "  left out, wider than the device's scale-up domain, with no scale_out link to price it over: "
+                + ", ".join(self.beyond_domain)
             )
         cols = _COLUMNS + ((("usd_per_m_output", "$/M out 100% busy", ".4g"),) if cost else ())
         rows = list(self.frontier)

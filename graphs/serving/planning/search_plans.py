@@ -2,8 +2,9 @@
 
 A device or dtype given twice (a device also by an alias: ``h100`` and ``h100-sxm``) makes one
 plan, and the repeats are named. A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
-bridge, board or NVL72 rack joins) is left out and named: the search's step model prices
-collectives on that link only.
+bridge, board or NVL72 rack joins) has its collectives priced on the device's ``scale_out`` link,
+as ``decode`` and ``simulate`` price it (:meth:`costmodel.hardware.Hardware.group_link`), said
+once; on a device without one (an NVLink bridge of two PCIe cards) it is left out and named.
 
 A data-parallel plan (``dp > 1``: attention data-parallel over ``dp`` ranks of ``tp`` devices,
 the experts over all ``dp x tp``, :mod:`graphs.serving.sim.data_parallel`) spreads its experts
@@ -123,7 +124,8 @@ def plans_of(
     expert_parallel: bool = False,
     dispatch: str = "allgather_reducescatter",
 ) -> tuple[list[Plan], list[str], tuple[str, ...], tuple[str, ...]]:
-    """The plans of the grid, leaving out those wider than their device's scale-up domain, the
+    """The plans of the grid, leaving out those wider than their device's scale-up domain where it
+    has no scale-out link to price them over (module doc), the
     repeated devices and dtypes (each searched once), and the notes on the matmul dtype a weight
     dtype implies on each device (:func:`models.quantization.native_matmul`). A ``dp > 1`` plan
     is built with ``ep = 1`` only (module doc), with ``expert_parallel`` and ``dispatch``.
@@ -151,16 +153,19 @@ def plans_of(
     plans : list of Plan
         The distinct plans that fit their device's scale-up domain.
     beyond : list of str
-        The plans left out as wider than their domain, one line each.
+        The plans left out as wider than their domain on a device without a scale-out link, one
+        line each.
     repeats : tuple of str
         The repeated devices, dtypes and equal plans, each searched once.
     notes : tuple of str
-        The notes on the matmul dtype each weight dtype implies on a device.
+        The notes on the matmul dtype each weight dtype implies on a device, and on a group
+        priced across scale-up domains.
 
     Raises
     ------
     CostModelError
-        When every plan spans more devices than its scale-up domain joins.
+        When every plan spans more devices than its scale-up domain joins, on a device without a
+        scale-out link.
     """
     hws: dict[str, Hardware] = {}
     dups: list[str] = []
@@ -179,8 +184,11 @@ def plans_of(
             continue  # a group spreads its experts over its own devices (module doc)
         domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
         if domain is not None and t * e * d > domain:
-            beyond.append(f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})")
-            continue
+            if not any(lk.name == "scale_out" for lk in hw.links):  # nothing to price it over
+                beyond.append(f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})")
+                continue
+            for note in hw.group_notes(t * e * d):  # priced on the network, as decode and simulate do
+                notes.setdefault(note)
         c = cfg if kvd is None else cfg.replace(kv_dtype=kvd)
         if wd is not None:  # every weight, the routed experts' own format too
             c, note = weights_in(c, wd)
@@ -201,7 +209,8 @@ def plans_of(
         )
     if not plans:
         raise CostModelError(
-            "every plan spans more devices than its scale-up domain joins: " + "; ".join(beyond)
+            "every plan spans more devices than its scale-up domain joins, on a device with no scale_out link "
+            "to price it over: " + "; ".join(beyond)
         )
     unique = list(dict.fromkeys(plans))  # None and the model's own dtype make the same plan
     if len(unique) < len(plans):

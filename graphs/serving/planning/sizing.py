@@ -184,6 +184,7 @@ class SizingResult(Result):
     requests: int
     workload: str
     candidates: tuple[Deployment, ...] = ()  #: every simulated candidate, in simulation order
+    notes: tuple[str, ...] = ()  #: what the candidates assume, said once each (a group across domains)
 
     def to_text(self, *, engine: EngineProfile | None = None, max_simulations: int | None = None) -> str:
         """The sizing in lines, as ``costmodel size`` prints it.
@@ -217,6 +218,7 @@ class SizingResult(Result):
             "on measured kernels"
         )
         out += [f"  pruned by the bounds: {why}" for why in self.pruned]
+        out += [f"  note: {note}" for note in self.notes]
         if self.winner is None:
             out.append(
                 "  no simulated deployment meets the SLOs"
@@ -567,6 +569,7 @@ def size_deployment(
     reqs_id = requests_digest(reqs) if run_cards else None  # None: every candidate simulated
     prices = prices or {}
     pruned: list[str] = []
+    notes: dict[str, None] = {}  #: said once each: a group priced across scale-up domains
     heap: list[tuple[float, float, int, _Family, int, int]] = []
     tie = 0
     fams: list[_Family] = []
@@ -579,8 +582,11 @@ def size_deployment(
         for tp, dp in itertools.product(sorted(set(tps)), dp_list):
             at = f"{name} tp{tp}" if dp == 1 else f"{name} dp{dp} x tp{tp}"
             if domain is not None and tp * dp > domain:
-                pruned.append(f"{at}: wider than its scale-up domain ({domain})")
-                continue
+                if not any(lk.name == "scale_out" for lk in hw.links):  # nothing to price it over
+                    pruned.append(f"{at}: wider than its scale-up domain ({domain}), no scale_out link")
+                    continue
+                for note in hw.group_notes(tp * dp):  # priced on the network, as decode and simulate do
+                    notes.setdefault(f"{at}: {note}")
             try:
                 whole = grouping.expert_parallel and (dp > 1 or tp > 1)  # as its topology runs it
                 pair = _pair_engine(profile, eng, w, hw, tp, reqs, dp, whole)
@@ -758,6 +764,7 @@ def size_deployment(
         requests=requests,
         workload=f"--requests {requests} --seed {seed} --prompt {prompt} --output {output} --arrival {arrival}",
         candidates=tuple(done),
+        notes=tuple(notes),
     )
 
 

@@ -364,6 +364,25 @@ class PlansSummary:
             )
         return rows + errors
 
+    def group_notes(self) -> tuple[str, ...]:
+        """One note for each group of the rows that spans scale-up domains (a tp group, or the
+        ``tp x ep`` devices an expert all-to-all spans), whose collectives are priced on the
+        scale-out link (:meth:`costmodel.hardware.Hardware.group_notes`), as ``decode`` says it.
+
+        Returns
+        -------
+        tuple of str
+        """
+        from costmodel.hardware import get_device
+
+        notes: dict[str, None] = {}
+        for r in self.rows:
+            hw = get_device(r["device"])
+            for n in (r["tp"], r["tp"] * r["ep"] if r["ep"] > 1 else 0):
+                for note in hw.group_notes(n) if n else ():
+                    notes.setdefault(note)
+        return tuple(notes)
+
     def to_text(self) -> str:
         """What ``costmodel serve plans`` prints.
 
@@ -397,6 +416,8 @@ class PlansSummary:
                 "same plan with uniform routing (its busiest rank too: above the mean at a finite batch)"
                 + ("; replicas' extra weights are not in the memory check" if req.routing.replicate else "")
             )
+        for note in self.group_notes():
+            text += f"\n  note: {note}"
         for dev in self.unpriced:
             text += f"\n  $/M out for {dev}: {NO_PRICE}"
         for dev in sorted({r["device"] for r in self.rows if math.isnan(r["energy_per_token_j"])}):
