@@ -363,7 +363,9 @@ def test_a_figures_labels_are_escaped_as_the_text_is():
 
     from costmodel.html import Section, page_html
 
-    fig = go.Figure(go.Bar(x=np.array(["evil\u202etxt.exe", "ok"], dtype=object), y=[1, 2], name="m\x1b]0;x\x07"))
+    fig = go.Figure(
+        go.Bar(x=np.array(["evil\u202etxt.exe", "ok"], dtype=object), y=[1, 2], name="m\x1b]0;x\x07")
+    )
     fig.update_layout(title="t\u2066")
     page = page_html("t", {}, {}, [Section("s", (fig,))])
     for raw in ("\u202e", "\u2066", "\\u001b"):

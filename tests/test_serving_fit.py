@@ -538,8 +538,8 @@ def test_a_fit_records_the_formats_its_runs_were_replayed_in(tmp_path):
     and a fit applied to a model served in other formats says which part differs."""
     from costmodel.dtypes import get_dtype
     from graphs.serving.planning.serving_fit import ServingFit, served_dtypes, write_fit
-    from graphs.serving.pricing.overheads import EngineOverheads
     from graphs.serving.present.report_text import predict_file_line
+    from graphs.serving.pricing.overheads import EngineOverheads
     from models.resolver import resolve_model
 
     cfg = resolve_model("llama-3.1-70b")  # config.json torch_dtype bfloat16, no quantization_config

@@ -185,7 +185,9 @@ def plans_of(
         domain = next((lk.domain for lk in hw.links if lk.name == "scale_up"), None)
         if domain is not None and t * e * d > domain:
             if not any(lk.name == "scale_out" for lk in hw.links):  # nothing to price it over
-                beyond.append(f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})")
+                beyond.append(
+                    f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})"
+                )
                 continue
             for note in hw.group_notes(t * e * d):  # priced on the network, as decode and simulate do
                 notes.setdefault(note)

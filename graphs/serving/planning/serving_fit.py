@@ -1004,11 +1004,15 @@ def _read_dtypes(value: Any, where: str) -> dict[str, str] | None:
     from costmodel.dtypes import get_dtype
 
     if not isinstance(value, dict) or not value:
-        raise CostModelError(f"{where}: dtypes must be an object of {', '.join(DTYPE_PARTS)} to dtype names, or null")
+        raise CostModelError(
+            f"{where}: dtypes must be an object of {', '.join(DTYPE_PARTS)} to dtype names, or null"
+        )
     out = {}
     for k, v in value.items():
         if k not in DTYPE_PARTS:
-            raise CostModelError(f"{where}: dtypes key {str(k)[:40]!r} unknown; allowed: {', '.join(DTYPE_PARTS)}")
+            raise CostModelError(
+                f"{where}: dtypes key {str(k)[:40]!r} unknown; allowed: {', '.join(DTYPE_PARTS)}"
+            )
         if not isinstance(v, str):
             raise CostModelError(f"{where}: dtypes {k} must be a dtype name, got {str(v)[:40]!r}")
         try:
@@ -1109,11 +1113,16 @@ def read_fit(path: str) -> ServingFit:
         raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
         raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
-    if isinstance(doc.get("version"), bool) or not isinstance(doc.get("version"), int) or doc["version"] not in (
-        2,
-        3,
-        4,
-        FIT_VERSION,
+    if (
+        isinstance(doc.get("version"), bool)
+        or not isinstance(doc.get("version"), int)
+        or doc["version"]
+        not in (
+            2,
+            3,
+            4,
+            FIT_VERSION,
+        )
     ):
         raise CostModelError(
             f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 to {FIT_VERSION})"
@@ -1149,7 +1158,9 @@ def read_fit(path: str) -> ServingFit:
     if not isinstance(doc["runs"], list) or not all(isinstance(r, dict) for r in doc["runs"]):
         raise CostModelError(f"{where}: runs must be a list of objects (one a run)")
     rms = doc["rms_residual"]
-    if rms is not None and (isinstance(rms, bool) or not isinstance(rms, int | float) or not math.isfinite(rms)):
+    if rms is not None and (
+        isinstance(rms, bool) or not isinstance(rms, int | float) or not math.isfinite(rms)
+    ):
         raise CostModelError(f"{where}: rms_residual must be a finite number or null")
     if not isinstance(doc["sources"], list) or not all(isinstance(x, str) for x in doc["sources"]):
         raise CostModelError(f"{where}: sources must be a list of file names")

@@ -652,7 +652,12 @@ class MaxRateReport:
         if self.fit is not None:
             out.append(
                 predict_file_line(
-                    str(req.predict_file), self.fit, self.config.name, req.device, self.topology.tp, self.config
+                    str(req.predict_file),
+                    self.fit,
+                    self.config.name,
+                    req.device,
+                    self.topology.tp,
+                    self.config,
                 )
             )
         if m.at_rate is not None and m.at_rate.coverage is not None:
