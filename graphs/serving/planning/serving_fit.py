@@ -1113,17 +1113,8 @@ def read_fit(path: str) -> ServingFit:
         raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
         raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
-    if (
-        isinstance(doc.get("version"), bool)
-        or not isinstance(doc.get("version"), int)
-        or doc["version"]
-        not in (
-            2,
-            3,
-            4,
-            FIT_VERSION,
-        )
-    ):
+    version = doc.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version not in (2, 3, 4, FIT_VERSION):
         raise CostModelError(
             f"{where}: version {str(doc.get('version'))[:20]} not supported (this reads 2 to {FIT_VERSION})"
         )
