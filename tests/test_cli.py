@@ -525,3 +525,37 @@ def test_derive_prints_a_whole_report_or_only_an_error(capsys, argv):
         out,
         err,
     )
+
+
+def test_op_prices_a_narrow_gemm_as_derive_and_the_graphs_do(capsys):
+    """A review priced `op gemm ... dtype=fp8` with an fp8 output (50.33 MB for 4096^3) where the
+    model graphs' same GEMM writes bf16 (67.11 MB) and `derive crossover --dtype fp8` puts M* at
+    376.89 while op called M = 346 compute-bound. Hand count, 4096^3: A and B 16.78 MB each in
+    fp8, C 33.55 MB in bf16 = 67.11 MB; the crossover is derive's, said once."""
+    assert main(["--json", "op", "gemm", "M=4096", "N=4096", "K=4096", "dtype=fp8"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cost"]["bytes_read"]["dram"] == 2 * 4096 * 4096  # A and B, one byte each
+    assert doc["cost"]["bytes_written"]["dram"] == 2 * 4096 * 4096  # C, two bytes each
+    assert "out_dtype=bf16 assumed" in doc["note"]
+    for m, kind in ((376, "dram"), (377, "tensor")):
+        assert main(["op", "gemm", f"M={m}", "N=4096", "K=4096", "dtype=fp8", "--device", "h100"]) == 0
+        out = capsys.readouterr().out
+        assert f"bound      : {kind}" in out and out.count("out_dtype=bf16 assumed") == 1
+    assert main(["op", "gemm", "M=4096", "N=4096", "K=4096", "dtype=fp8", "out_dtype=fp8"]) == 0
+    assert "assumed" not in capsys.readouterr().out
+
+
+def test_decode_explains_its_weight_read_and_ceiling_by_the_numbers_it_prints(capsys):
+    """A review read "the graph reads 737.81 us of weights because the input-embedding table is
+    gathered, not streamed" beside "every weight once takes 737.80 us" (Llama-3.2-1B ties its
+    embedding to the lm_head, which streams it: the graph reads more, not less), and a
+    compute-bound "throughput ceiling" its own TPOT never reached without the upper-bound caveat
+    the memory-bound line carries."""
+    assert main(["decode", "llama-3.2-1b", "--batch", "8", "--ctx", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "tied to the lm_head, which streams it whole" in out and "gathered, not streamed" not in out
+    assert main(["decode", "llama-3.1-8b", "--batch", "8", "--ctx", "4096"]) == 0
+    assert "is gathered, not streamed" in capsys.readouterr().out  # untied: the rows alone
+    assert main(["decode", "llama-3.1-8b", "--batch", "8", "--ctx", "128"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "throughput ceiling" in x)
+    assert "an upper bound the per-kernel TPOT above does not reach" in line

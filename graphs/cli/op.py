@@ -27,6 +27,32 @@ def _parse_param(item: str) -> tuple[str, Any]:
     return key, parse_expr(value, field=key)
 
 
+#: the matmul rules whose output a narrow GEMM writes in bf16 (:func:`costmodel.dtypes.gemm_out_dtype`)
+_MATMULS = ("gemm", "batched_gemm", "per_sample_matmul", "grouped_gemm")
+
+
+def _gemm_output(rule: str, params: dict[str, Any]) -> str | None:
+    """Set a matmul's ``out_dtype`` as ``derive`` and the model graphs price it when the operands
+    are narrower than 16 bits and none is given (an FP8 GEMM writes bf16), and say so; None when
+    nothing was set."""
+    from costmodel.dtypes import gemm_out_dtype
+
+    dtype = params.get("dtype")
+    if rule not in _MATMULS or params.get("out_dtype") is not None or not isinstance(dtype, str):
+        return None
+    try:
+        out = gemm_out_dtype(dtype)
+    except Exception:  # an unknown dtype: the rule's own one-line error names it
+        return None
+    if out is None:
+        return None
+    params["out_dtype"] = out
+    return (
+        f"out_dtype={out} assumed: a {dtype} GEMM accumulates in fp32 and writes a 16-bit output, as derive "
+        f"and the model graphs price it (give out_dtype={dtype} for a {dtype} output)"
+    )
+
+
 def cmd_op(args: argparse.Namespace) -> int:
     import sympy
 
@@ -37,6 +63,7 @@ def cmd_op(args: argparse.Namespace) -> int:
     from costmodel.text import fmt_num
 
     params = dict(_parse_param(p) for p in args.params)
+    note = _gemm_output(args.rule, params)
     cost = op_cost(args.rule, **params)
     hw = get_device(args.device)
     b = bound(cost, hw)
@@ -52,9 +79,13 @@ def cmd_op(args: argparse.Namespace) -> int:
             out["sensitivities"] = {
                 k: {kk: as_float(vv) for kk, vv in v.items()} for k, v in sensitivities(cost, hw).items()
             }
+        if note:
+            out["note"] = note
         print(dump(out))
         return 0
     print(f"{args.rule}({', '.join(f'{k}={v}' for k, v in params.items())}) on {hw.name}")
+    if note:
+        print(f"  note: {note}")
     print(f"  FLOPs      : {cost.flops}")
     for (unit, prec), f in cost.flop_terms.items():
         print(f"    {unit}/{prec}: {f}")

@@ -58,8 +58,7 @@ def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = F
         f"  ep {plan['ep']}, routing {plan['routing']}: the routed experts are the busiest EP rank's "
         "(expected maximum over ranks of rows and touched experts); the all-to-all between ranks is "
         f"not in this step (serve plans adds it); {memory}; each EP rank is a tp group of its own, "
-        "so the step runs on tp x ep devices"
-        + (f"; {extra}" if extra else "")
+        "so the step runs on tp x ep devices" + (f"; {extra}" if extra else "")
     )
 
 
@@ -133,7 +132,11 @@ def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int, tp:
     ceiling = lim.throughput_ceiling_tokens_per_s or 0.0
     unit = "tokens/s" + (f" over the {tp} devices" if tp > 1 else "")
     if lim.knee_batch is not None:
-        out = [f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} {unit}"]
+        out = [
+            f"  compute-bound beyond batch {lim.knee_batch:.0f} at this ctx; throughput ceiling {ceiling:,.0f} {unit} "
+            "(the whole step's roofline, every kernel's bytes and FLOPs overlapped: an upper bound the "
+            "per-kernel TPOT above does not reach)"
+        ]
     else:
         out = [
             f"  no batch is compute-bound at ctx {ctx}: throughput creeps towards the whole step's "
@@ -271,20 +274,27 @@ class DecodeSummary(_PhasePage):
             f"  TPOT bound {fmt_time(rep.step_s)} -> {rep.tokens_per_s_per_user:.1f} tokens/s per user, "
             f"{rep.tokens_per_s_per_device:.1f} tokens/s per device"
         )
-        out.append(
-            f"  reading every weight once takes {fmt_time(rep.read_every_weight_once_s)}; the graph reads "
-            f"{fmt_time(rep.weight_read_s)} of weights because the input-embedding table "
-            f"({fmt_time(rep.embedding_table_read_s)} of it) is gathered, not streamed: only the "
-            f"{rep.batch} row(s) in use are read"
-            + (
-                ", and only the experts the batch routes to"
-                + (" on the busiest EP rank" if self.expert_plan else "")
-                + " are read"
-                # more missing than the embedding table: a MoE step reads its touched experts only
-                if rep.read_every_weight_once_s - rep.weight_read_s > 1.01 * rep.embedding_table_read_s
-                else ""
+        if rep.weight_read_s >= rep.read_every_weight_once_s * (1 - 1e-9):  # nothing left unread
+            out.append(
+                f"  reading every weight once takes {fmt_time(rep.read_every_weight_once_s)}; the graph reads "
+                f"{fmt_time(rep.weight_read_s)} of weights: the input-embedding table is tied to the lm_head, "
+                f"which streams it whole, and the {rep.batch} row(s) in use are gathered besides"
             )
-        )
+        else:
+            out.append(
+                f"  reading every weight once takes {fmt_time(rep.read_every_weight_once_s)}; the graph reads "
+                f"{fmt_time(rep.weight_read_s)} of weights because the input-embedding table "
+                f"({fmt_time(rep.embedding_table_read_s)} of it) is gathered, not streamed: only the "
+                f"{rep.batch} row(s) in use are read"
+                + (
+                    ", and only the experts the batch routes to"
+                    + (" on the busiest EP rank" if self.expert_plan else "")
+                    + " are read"
+                    # more missing than the embedding table: a MoE step reads its touched experts only
+                    if rep.read_every_weight_once_s - rep.weight_read_s > 1.01 * rep.embedding_table_read_s
+                    else ""
+                )
+            )
         # device-hours need no power: a device without a TDP has them, its energy says why not
         energy = (
             f"energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {_devices(rep)} x TPOT / batch: "
