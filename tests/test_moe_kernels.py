@@ -446,7 +446,7 @@ def test_fit_files_record_the_kernel(tmp_path):
         str(path),
     )
     doc = json.loads(path.read_text())
-    assert doc["version"] == 4 and doc["moe_kernel"] == "marlin"
+    assert doc["version"] == 5 and doc["moe_kernel"] == "marlin"
     assert read_fit(str(path)).moe_kernel == "marlin"
     old = {k: v for k, v in doc.items() if k != "moe_kernel"} | {"version": 3}
     path.write_text(json.dumps(old))

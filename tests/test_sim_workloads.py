@@ -102,7 +102,7 @@ def test_a_pool_of_one_prompt_hits_after_its_first_occurrence():
     first = prefill_report(M, "h100", seq=p).step_s
     hit = compiled_step(M, "h100", "prefill", chunked=True).step(1, 8, 992)
     assert res.per_request["ttft_s"] == pytest.approx([first] + [hit] * (n - 1), rel=1e-9)
-    off = simulate(M, "h100", reqs, concurrency=1)
+    off = simulate(M, "h100", reqs, engine=EngineConfig(), concurrency=1)  # caching off
     assert off.prefix_cache_hits == 0
 
 
@@ -145,7 +145,7 @@ def test_a_turn_is_sent_think_time_after_the_answer_and_prefills_only_the_new_to
     ttft = [prefill_report(M, "h100", seq=100).step_s, chunk.step(1, 108, 112), chunk.step(1, 116, 224)]
     assert pr["ttft_s"] == pytest.approx(ttft, rel=1e-9)
     assert pr["session"].tolist() == [0, 0, 0] and pr["turn"].tolist() == [0, 1, 2]
-    off = simulate(M, "h100", reqs)  # no caching: every turn prefills its whole prompt
+    off = simulate(M, "h100", reqs, engine=EngineConfig())  # no caching: every turn prefills its whole prompt
     assert off.prefix_cache_hits == 0
     assert off.per_request["ttft_s"][1] == pytest.approx(prefill_report(M, "h100", seq=220).step_s, rel=1e-9)
 

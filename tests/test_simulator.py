@@ -109,18 +109,28 @@ def test_scarce_blocks_preempt_and_every_request_finishes_once():
 
 
 def test_disaggregated_lone_request():
-    """First token from the prefill instance; the second after the KV transfer (prompt x KV bytes
-    per token / link + layers x latency) and one decode step at ctx P+1."""
+    """vLLM's P/D flow (the simulator's module doc): the prefill instance's token is discarded;
+    after the KV transfer (prompt x KV bytes per token / link + layers x latency) the decode
+    instance computes the prompt's last token, a decode step at ctx P, and streams the first
+    token; then one decode step per further token at ctx P+1 .. P+n-1. TTFT is serve disagg's
+    prefill + transfer + first decode."""
+    from graphs.serving.analysis.disagg import disaggregated
+
     p, n, bw, lat = 2000, 3, 25e9, 1e-5
     topo = Topology(prefill_replicas=1, decode_replicas=2, link_bandwidth=bw, link_latency=lat)
     res = simulate(M, "h100", [Request(0, 0.0, p, n)], topology=topo)
     kv = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16
     t_pf = prefill_report(M, "h100", seq=p).step_s
     t_kv = p * kv / bw + 32 * lat
+    first = decode_report(M, "h100", batch=1, ctx=p).step_s
     steps = sum(decode_report(M, "h100", batch=1, ctx=p + g).step_s for g in range(1, n))
-    assert res.per_request["ttft_s"][0] == pytest.approx(t_pf, rel=1e-9)
-    assert res.per_request["e2e_s"][0] == pytest.approx(t_pf + t_kv + steps, rel=1e-9)
-    assert res.topology.devices == 3
+    assert res.per_request["ttft_s"][0] == pytest.approx(t_pf + t_kv + first, rel=1e-9)
+    assert res.per_request["e2e_s"][0] == pytest.approx(t_pf + t_kv + first + steps, rel=1e-9)
+    assert res.topology.devices == 3 and res.per_request["output"][0] == n
+    rep = disaggregated(
+        M, "h100", "h100", prompt=p, output=n, decode_batch=1, link_bandwidth=bw, link_latency=lat, overlap="after"
+    )
+    assert rep.ttft.ttft_s == pytest.approx(res.per_request["ttft_s"][0], rel=1e-9)
 
 
 def test_replicas_share_the_load():
@@ -234,7 +244,7 @@ def test_a_cached_prefix_is_not_recomputed():
     second = compiled_step(M, "h100", "prefill", chunked=True).step(1, 500, 2048)
     assert res.per_request["ttft_s"] == pytest.approx([first, second], rel=1e-9)
     assert res.prefix_cache_hits == 1
-    off = simulate(M, "h100", reqs)
+    off = simulate(M, "h100", reqs, engine=EngineConfig())  # caching off (vLLM V1's default is on)
     assert off.per_request["ttft_s"] == pytest.approx([first, first], rel=1e-9)
 
 
@@ -309,3 +319,19 @@ def test_a_pure_state_space_model_is_simulated_its_state_bounding_the_batch():
     small = simulate("mamba2-2.7b", "l4", synthetic(300, rate=50.0, prompt="fixed:100", output="fixed:20", seed=0))
     assert small.state_capped is not None and small.state_capped[0] < 256
     assert small.timeline["running"].max() <= small.state_capped[0]
+
+
+def test_requests_that_arrive_together_are_scheduled_together():
+    """A review sent four 2,048-token prompts at t = 0: the first was scheduled alone (TTFT
+    34 ms), the other three an iteration later (136 ms), though 4 x 2,048 tokens fit the
+    8,192-token budget. An engine's loop takes its whole input queue before it schedules: all
+    four are one iteration, a prefill of four prompts (`prefill --batch 4 --seq 2048`)."""
+    reqs = [Request(i, 0.0, 2048, 2) for i in range(4)]
+    res = simulate(M, "h100", reqs)
+    step = mixed_step(M, "h100")
+    together = step.time(chunks=[(2048, 0)] * 4)
+    assert res.per_request["ttft_s"] == pytest.approx([together] * 4, rel=1e-12)
+    assert together == pytest.approx(prefill_report(M, "h100", batch=4, seq=2048).step_s, rel=1e-9)
+    # a moment apart, the first is still scheduled alone: the engine was idle when it came
+    apart = simulate(M, "h100", [Request(0, 0.0, 2048, 2)] + [Request(i, 1e-6, 2048, 2) for i in range(1, 4)])
+    assert apart.per_request["ttft_s"][0] == pytest.approx(step.time(chunks=[(2048, 0)]), rel=1e-12)

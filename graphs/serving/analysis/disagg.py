@@ -15,7 +15,13 @@ Pools for an arrival rate ``lambda`` (requests/s): prefill devices
 ``ceil(lambda T_pf)``, decode devices ``ceil(lambda O / (b / TPOT))``. The
 colocated baseline runs both phases on the decode device type: prefills
 take ``rho = lambda T_pf / n`` of each device's time, so decode steps stretch
-to ``TPOT / (1 - rho)`` (time sharing: a long prefill stalls the batch).
+to ``TPOT / (1 - rho)`` (time sharing: a long prefill stalls the batch); its
+TTFT is the prefill's on that device, which samples the first token itself.
+
+``T_dec`` in the disaggregated TTFT: the decode instance streams every token, the first
+included, and computes the prompt's last token to sample it (vLLM's P/D proxy and scheduler:
+:mod:`graphs.serving.sim.simulator`'s module doc), so a lone request's disaggregated TTFT is
+what ``simulate --disagg`` gives it.
 """
 
 from __future__ import annotations
@@ -99,7 +105,9 @@ class Colocated(Result):
     tpot_s : float
         Decode TPOT stretched by the prefill share, ``TPOT / (1 - rho)`` (s; inf when it saturates).
     ttft_s : float
-        Prefill on the decode-type device, plus a decode step, plus one TPOT of waiting (s).
+        Prefill on the decode-type device, whose last iteration samples the first token (s): a
+        lone request's, as the disaggregated TTFT's terms are (no queueing on either side), and
+        what ``prefill`` and a one-request ``simulate`` print.
     energy_per_token_j : float or None
         The devices' busy energy per output token at TDP (J; docs/conventions.md): a request's
         prefill on the decode-type device plus its decode steps, ``(T_pf P + O TPOT P / b) / O``;
@@ -202,7 +210,9 @@ def _ttft_terms(
     kv_tok = _kv_bytes_per_token(w, b)
     layers = as_float(w.config.num_hidden_layers)
     t_kv = prompt * kv_tok / link_bw + layers * link_latency
-    t_dec = priced_step(w, b, Phase.DECODE, predictor=predictor).step(batch, prompt + 1)
+    # the decode instance's first step computes the prompt's last token (ctx: the prompt) and
+    # samples the first token (module doc)
+    t_dec = priced_step(w, b, Phase.DECODE, predictor=predictor).step(batch, prompt)
     if overlap == Overlap.LAYERWISE:
         ttft = max(t_pf, t_kv) + t_kv / layers + t_dec
     else:
@@ -318,7 +328,7 @@ def disaggregated(
         devices=n_col,
         prefill_share=rho,
         tpot_s=tpot / (1 - rho) if rho < 1 else float("inf"),
-        ttft_s=t_pf_b + terms.first_decode_s + tpot,
+        ttft_s=t_pf_b,  # the aggregated engine's prefill samples the first token: a lone request's
         energy_per_token_j=None if pb is None else (t_pf_b * pb + output * tpot * pb / decode_batch) / output,
         device_hours_per_million_tokens=n_col / tokens_per_s * 1e6 / 3600,
     )

@@ -41,7 +41,8 @@ token-weighted, ``sum(e2e - ttft) / sum(o - 1)``; the throughput ``n / (last fin
 Terms the runs cannot tell apart are flagged (:attr:`ServingFit.collinear`): two columns of the
 Jacobian whose cosine is above :data:`COLLINEAR_COS` move the residuals in proportion, so only a
 combination of the two is determined (``iteration_s`` and ``per_seq_s`` when every run sits at a
-similar batch size); neither gets a standard error.
+similar batch size); neither gets a standard error, also where the fit ended with one of them
+at its bound (the combination absorbed into the other).
 
 Runs at the rates not fitted are held out: their mean TTFT, TPOT and E2E are predicted with the
 fitted terms and compared with what was measured. The fit is written as a versioned JSON file
@@ -349,6 +350,9 @@ class ServingFit:
     moe_kernel : str or None
         The fused-MoE kernel the engine's rules named for the experts, which priced them
         (:meth:`graphs.serving.engines.EngineProfile.moe_kernel`; None: the corpus's fastest).
+    dtypes : dict of str to str or None
+        The formats the runs were replayed in (:func:`served_dtypes`; None: a file from before
+        they were recorded).
     """
 
     model: str
@@ -590,6 +594,8 @@ def fit_serving(
     moe_kernel : str, optional
         The fused-MoE kernel an engine rule priced the experts with, recorded (None: the corpus's
         fastest).
+    dtypes : dict of str to str, optional
+        The formats the runs were replayed in (:func:`served_dtypes`), recorded (None: not known).
     bins : int
         Groups per run (by prompt length for TTFT, output length for TPOT).
     metrics : sequence of str
@@ -749,7 +755,9 @@ def fit_serving(
     bound = [k for k in range(p) if x[k] <= lo[k] or x[k] >= hi[k]]
     free = [k for k in range(p) if k not in bound]
     stderr: dict[str, float | None] = {t: None for t in terms}
-    collinear = _collinear(J, free, terms)
+    # among every fitted term, those held at a bound too: one the other's column pushed to its
+    # bound (every run at one batch size) is as undetermined as the pair
+    collinear = _collinear(J, range(p), terms)
     if free:
         Jf = J[:, free]
         s2 = float(r @ r) / max(m - len(free), 1)
@@ -787,8 +795,8 @@ def fit_serving(
 
 
 def _collinear(J: np.ndarray, free: Sequence[int], terms: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """Pairs of free terms whose Jacobian columns have a cosine above :data:`COLLINEAR_COS`
-    (module doc)."""
+    """Pairs of the terms indexed in ``free`` whose Jacobian columns have a cosine above
+    :data:`COLLINEAR_COS` (module doc)."""
     out = []
     norms = np.linalg.norm(J, axis=0)
     for a, i in enumerate(free):

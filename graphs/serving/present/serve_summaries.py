@@ -188,7 +188,8 @@ class DisaggSummary:
             )
             lines.append(
                 f"  colocated on {c.devices} {r.decode_device}: TPOT {fmt_time(c.tpot_s)} "
-                f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)}"
+                f"(prefill takes {100 * c.prefill_share:.0f}% of each device), TTFT {fmt_time(c.ttft_s)} "
+                "(its prefill, which samples the first token)"
             )
         if r.rate is not None:
             lines.append(f"  {cost_text(self.cost)}")

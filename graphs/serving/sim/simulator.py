@@ -7,9 +7,17 @@ and a paged KV cache; every iteration costs the roofline step of its exact batch
 * one replica, or ``replicas`` behind a router: ``round_robin``, ``least_outstanding`` (the
   fewest prompt + output tokens still to process) or ``prefix`` (where the request's prefix or
   conversation is cached, within a load bound: :mod:`graphs.serving.sim.replica_routing`);
-* disaggregated: ``prefill`` replicas run prompts and sample the first token, then the KV cache
-  (``kv_bytes_per_token x prompt``) crosses a link (``bytes / bandwidth + layers x latency``,
-  the terms of :mod:`graphs.serving.analysis.disagg`) to the least-loaded of ``decode`` replicas.
+* disaggregated: ``prefill`` replicas run prompts, then the KV cache (``kv_bytes_per_token x
+  prompt``) crosses a link (``bytes / bandwidth + layers x latency``, the terms of
+  :mod:`graphs.serving.analysis.disagg`) to the least-loaded of ``decode`` replicas, which stream
+  every token to the client, the first included: as vLLM's P/D proxy runs a request
+  (``benchmarks/disagg_benchmarks/disagg_prefill_proxy_server.py`` of vllm-project/vllm: the
+  prefill instance with ``max_tokens=1``, its token discarded, then the whole request on the decode
+  instance, whose response is streamed back), and as vLLM's scheduler takes a prompt whose KV it
+  holds whole (it recomputes the last token to sample from its logits). So the decode instance
+  computes the prompt's last token in its first iteration with the request, and TTFT is prefill +
+  transfer + that iteration (+ queueing at either), the disaggregated TTFT of ``serve disagg``.
+  A one-token request ends at the prefill instance.
 
 How requests are sent, as benchmark clients send them:
 
@@ -98,6 +106,7 @@ from .specdec_sim import SpecConfig, SpecStats, Speculator
 __all__ = [
     "Topology",
     "SimResult",
+    "default_engine",
     "simulate",
     "simulate_steady_loop",
     "steady_stagger_s",
@@ -168,7 +177,11 @@ class Topology(Result):
                 f"moe_dispatch must be one of {', '.join(DISPATCHES)}, got {self.moe_dispatch!r}"
             )
         if self.grouped and (self.disaggregated or self.router == "prefix"):
-            what = "data-parallel attention (dp > 1)" if self.dp > 1 else "expert parallelism inside the tp group"
+            what = (
+                "data-parallel attention (dp > 1)"
+                if self.dp > 1
+                else "expert parallelism inside the tp group"
+            )
             raise CostModelError(f"{what} runs aggregated, behind a least_outstanding or round_robin router")
         if self.dp == 1 and self.tp == 1 and self.expert_parallel:
             raise CostModelError(
@@ -584,7 +597,44 @@ def default_overheads(predictor: Predictor, engine: EngineConfig) -> EngineOverh
     EngineOverheads
     """
     return EngineOverheads.default(
-        predictor.framework, max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens
+        predictor.framework,
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+    )
+
+
+def default_engine(
+    config: ModelConfig | str | Workload, device: Hardware | str, topology: Topology
+) -> EngineConfig:
+    """The engine :func:`simulate` runs when given none: the registered ``vllm`` profile (V1) set
+    up for ``device`` and ``topology``'s tp and data-parallel ranks
+    (:func:`graphs.serving.sim.engine.profile_engine`: its limits on the device, its KV-pool rule
+    with the start-up reserves), as ``costmodel simulate`` builds it without ``--engine``, so the
+    library and the command answer one question alike.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    topology : Topology
+        Its tp, dp and expert parallelism.
+
+    Returns
+    -------
+    EngineConfig
+    """
+    from ..engines import get_engine
+    from .engine import profile_engine
+
+    return profile_engine(
+        get_engine("vllm"),
+        config,
+        device,
+        tp=topology.tp,
+        dp=topology.dp,
+        expert_parallel=topology.expert_parallel,
     )
 
 
@@ -623,8 +673,9 @@ def simulate(
     topology : Topology, optional
         Replicas, tensor parallelism, disaggregated pools and the router (default: one replica).
     engine : EngineConfig, optional
-        The scheduler's knobs and KV pool (default vLLM V1's; an engine profile builds one:
-        :func:`graphs.serving.sim.engine.profile_engine`).
+        The scheduler's knobs and KV pool (default :func:`default_engine`: the ``vllm`` profile's
+        on the device and topology, what ``costmodel simulate`` runs without ``--engine``; another
+        engine profile builds its own: :func:`graphs.serving.sim.engine.profile_engine`).
     slo_ttft, slo_tpot : float, optional
         Latency objectives (s) the result counts requests against.
     rate : float, optional
@@ -669,7 +720,7 @@ def simulate(
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
-    cfg = engine or EngineConfig()
+    cfg = engine or default_engine(w, hw, topo)
     if not requests:
         raise CostModelError("no requests to simulate")
     for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
@@ -707,8 +758,14 @@ def simulate(
                 "speculative decoding with data-parallel attention (dp > 1) or expert parallelism is not modelled"
             )
         step = group_step(
-            w, hw, dp=topo.dp, tp=topo.tp, expert_parallel=topo.expert_parallel, dispatch=topo.moe_dispatch,
-            predictor=pred, rank=step,
+            w,
+            hw,
+            dp=topo.dp,
+            tp=topo.tp,
+            expert_parallel=topo.expert_parallel,
+            dispatch=topo.moe_dispatch,
+            predictor=pred,
+            rank=step,
         )
     if isinstance(step, MeteredIterationStep):
         step.reset()
@@ -728,7 +785,11 @@ def simulate(
     capped: tuple[int, float] | None = None
     if not cfg.num_blocks:  # a pure state-space model: its sequences' state fills the pool, not tokens
         states = state_sequences(
-            pool_led, pool_memory(hw), cfg, int(w.config.num_hidden_layers), int(getattr(w.config, "vocab_size", 0) or 0)
+            pool_led,
+            pool_memory(hw),
+            cfg,
+            int(w.config.num_hidden_layers),
+            int(getattr(w.config, "vocab_size", 0) or 0),
         )
         if states is not None and states < cfg.max_num_seqs:
             cfg = dataclasses.replace(cfg, max_num_seqs=states)
@@ -870,6 +931,10 @@ def simulate(
         rep.sample(now, size)
         heapq.heappush(events, (end, next(counter), "iter", rep))
 
+    # replicas a request reached at ``now``, kicked once every event of that instant is in: requests
+    # that arrive together are scheduled together (the engine's loop takes its whole input queue
+    # before it schedules), not the first alone while the others wait an iteration
+    waiting: dict[int, Replica] = {}
     while events:
         now, _, kind, obj = heapq.heappop(events)
         if kind == "arrive":
@@ -877,11 +942,18 @@ def simulate(
             rep = route(front, rr, obj)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
-            kick(rep, now)
+            waiting[id(rep)] = rep
+            if not events or events[0][0] != now or events[0][2] != "arrive":
+                for r in waiting.values():
+                    kick(r, now)
+                waiting.clear()
         elif kind == "kv":
             obj.stop_after_prefill = False
             rep = route(back, rr_back, obj)
-            obj.computed = obj.req.prompt  # the decode instance holds the transferred prompt KV
+            # the decode instance holds the transferred prompt KV but for its last token, which it
+            # computes to sample the client's first token (module doc: the prefill's is discarded)
+            obj.computed = obj.req.prompt - 1
+            obj.generated, obj.first_token_s = 0, None
             _admit_transferred(rep, obj)
             kick(rep, now)
         else:
@@ -890,6 +962,8 @@ def simulate(
             rep.busy_until = None
             before = rep.emitted
             done, handed = rep.finish_iteration(batch, now)
+            if handed:  # a prefill instance's one token goes to the proxy, not the client
+                rep.emitted -= len(handed)
             emitted.ends.append(now)
             emitted.tokens.append(rep.emitted - before)
             if fe_s:  # the front end drains these tokens: the client sees each at their mean
@@ -956,7 +1030,9 @@ def simulate(
     return dataclasses.replace(res, predictor=pred.label, coverage=step.coverage(), clamped_s=step.clamped_s)
 
 
-def _decode_capacity(seqs: list[Seq], back: list[Replica], ov: EngineOverheads, cfg: EngineConfig) -> float | None:
+def _decode_capacity(
+    seqs: list[Seq], back: list[Replica], ov: EngineOverheads, cfg: EngineConfig
+) -> float | None:
     """The most output tokens per second the decoding replicas ``back`` can emit in a steady
     load of these requests (:attr:`SimResult.decode_capacity_tokens_per_s`): each replica's
     :meth:`~graphs.serving.sim.engine.Replica.decode_capacity` at the requests' mean decoding KV
@@ -972,7 +1048,9 @@ def _decode_capacity(seqs: list[Seq], back: list[Replica], ov: EngineOverheads, 
     ctx = float((out * (prompt + out / 2)).sum() / total)
     held, shared = ctx, 0.0
     if cfg.enable_prefix_caching:  # a shared prefix's blocks are held once, not by each sequence
-        prefixes = {s.req.prefix_id: s.req.prefix for s in seqs if s.req.prefix_id is not None and s.req.prefix}
+        prefixes = {
+            s.req.prefix_id: s.req.prefix for s in seqs if s.req.prefix_id is not None and s.req.prefix
+        }
         if prefixes:
             own = np.array([s.req.prefix if s.req.prefix_id is not None else 0 for s in seqs], dtype=float)
             held = float((out * (prompt - own + out / 2)).sum() / total)
