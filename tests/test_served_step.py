@@ -296,3 +296,20 @@ def test_served_kernels_off_the_grid_say_why_they_differ_from_the_step_above() -
     assert off.rstrip().endswith(f"the step above prices each kernel at its exact shape: {exact:.3f} ms")
     on = _costmodel("decode", MODEL, "--device", DEVICE, "--predict", "vllm", "--ctx", "4096")
     assert "are the simulator's, from tables" not in on
+
+
+def test_search_and_sweep_say_their_fit_is_the_ledgers_not_the_engine_pool(capsys) -> None:
+    """A review read "batch 64 fits at ctx 8192" from search and sweep under --predict vllm while
+    decode --predict vllm said the engine's pool holds 27,398 blocks (53 sequences of 8,192
+    tokens: 27,398 x 16 / 8,192 = 53.5). The capacity ledger counts the whole device; both now
+    say so beside the prediction, and decode keeps its per-point refusal."""
+    from graphs.cli import main
+
+    grid = ["llama-3.1-8b", "--batches", "64", "--ctxs", "8192", "--predict", "vllm"]
+    for cmd in ("search", "sweep"):
+        assert main([cmd, *grid]) == 0
+        out = capsys.readouterr().out
+        assert out.count("'fit in memory' is the capacity ledger against the whole device's memory") == 1
+    assert main(["decode", "llama-3.1-8b", "--batch", "64", "--ctx", "8192", "--predict", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "64 x 8,192 tokens of KV need 32,768 blocks of 16 tokens" in out and "it never runs this batch" in out

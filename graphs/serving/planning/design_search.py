@@ -68,7 +68,7 @@ from ..pricing.predictor import BOUND, Predictor
 from ..pricing.priced import PricedStep, priced_step
 from ..sim.data_parallel import DISPATCHES, MeteredRankStep, RankStep, check_group, experts_line, group_step
 from ..sim.specdec_sim import spec_forms
-from ..step.ledger_fit import decode_memory
+from ..step.ledger_fit import decode_memory, engine_pool_note
 from ..step.workload import as_workload
 from .cost import MISSING_CELLS, device_rates, missing_cells, usd_per_m
 from .plan_cards import plan_forms
@@ -743,7 +743,9 @@ def search(
         _result(cfg.name, plans, merged, energy, cost),
         beyond_domain=tuple(sorted(set(beyond))),
         duplicates=dups,
-        dtype_notes=dtype_notes + _ep_note(expert_parallel, dps),
+        dtype_notes=dtype_notes
+        + _ep_note(expert_parallel, dps)
+        + ((engine_pool_note(pred.framework),) if pred.framework else ()),
         predictor=pred.label,
         coverage=None if pred.is_bound else _coverage(plans, merged, pred, spec),
         group_note=_group_note(plans),

@@ -22,6 +22,7 @@ from ..analysis.sweep_request import SweepRequest
 from ..analysis.sweeps import DecodeForms, SweepResult, sweep, sweep_forms
 from ..planning.cost import missing_cells
 from ..pricing.predictor import Predictor
+from ..step.ledger_fit import engine_pool_note
 from .report_text import predicted_lines, served_error_dicts, served_error_lines, step_error_pairs
 
 __all__ = ["SweepSummary", "run_sweep"]
@@ -85,6 +86,8 @@ class SweepSummary:
             f"Pareto frontier ({len(front)} points), fastest user first:"
         ]
         out += [f"  note: {note}" for note in res.notes]
+        if req.predict:
+            out.append(f"  note: {engine_pool_note(str(req.predict))}")
         if res.coverage is not None:
             devices = ",".join(req.devices)
             out += predicted_lines(str(req.predict), devices, res.coverage, what="every step's kernels")

@@ -58,7 +58,31 @@ __all__ = [
     "routed_expert_bytes",
     "ledgers_of",
     "keep_ledgers",
+    "engine_pool_note",
 ]
+
+
+def engine_pool_note(framework: str) -> str:
+    """What "fits in memory" means beside a predictor's prices: the capacity ledger against the
+    whole device's memory, not the engine's KV pool, which is smaller (its memory fraction and
+    start-up reserves: vLLM's ``gpu_memory_utilization`` 0.9 of the device less CUDA graphs and the
+    profile run's peak), so a point near the limit may be one the engine never runs.
+
+    Parameters
+    ----------
+    framework : str
+        The predictor's framework (``vllm``, ``sglang``, ``trtllm``).
+
+    Returns
+    -------
+    str
+    """
+    return (
+        f"'fit in memory' is the capacity ledger against the whole device's memory; {framework}'s KV pool "
+        "takes its memory fraction less its start-up reserves and holds fewer sequences: a point near the "
+        f"limit may be one the engine never runs (decode MODEL --batch B --ctx C --predict {framework} "
+        "says, per point)"
+    )
 
 
 def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
