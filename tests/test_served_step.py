@@ -312,4 +312,6 @@ def test_search_and_sweep_say_their_fit_is_the_ledgers_not_the_engine_pool(capsy
         assert out.count("'fit in memory' is the capacity ledger against the whole device's memory") == 1
     assert main(["decode", "llama-3.1-8b", "--batch", "64", "--ctx", "8192", "--predict", "vllm"]) == 0
     out = capsys.readouterr().out
-    assert "64 x 8,192 tokens of KV need 32,768 blocks of 16 tokens" in out and "it never runs this batch" in out
+    assert (
+        "64 x 8,192 tokens of KV need 32,768 blocks of 16 tokens" in out and "it never runs this batch" in out
+    )
