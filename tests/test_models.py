@@ -189,3 +189,26 @@ def test_every_catalog_model_has_a_source():
         assert entry.source, name
         if entry.published_total is not None:
             assert entry.published_source, name
+
+
+def test_active_parameters_follow_the_publishers_convention_the_list_names(capsys):
+    """`model list`'s active/token counts the input-embedding table whole. Published: Mixtral-8x7B
+    12.9 B active (Mistral AI, "Mixtral of experts", 2023-12-11), Qwen3-30B-A3B 3.3 B activated
+    (its model card), Llama-4-Scout 17 B active (Meta's model card) count it; OpenAI's gpt-oss
+    model card (5.13 B and 3.61 B active of 116.83 B and 20.91 B) leaves it out: the column less
+    vocab x hidden. The list says which it prints."""
+    from costmodel.cost import as_float
+    from graphs.cli import main
+    from models import get_model, param_counts
+
+    def active(name: str, embedding: bool = True) -> float:
+        pc = param_counts(get_model(name))
+        return as_float(pc.active - (0 if embedding else pc.embedding)) / 1e9
+
+    assert active("mixtral-8x7b") == pytest.approx(12.9, abs=0.05)
+    assert active("qwen3-30b-a3b") == pytest.approx(3.3, abs=0.06)
+    assert active("llama-4-scout") == pytest.approx(17.0, abs=0.2)
+    assert active("gpt-oss-120b", embedding=False) == pytest.approx(5.13, abs=0.005)
+    assert active("gpt-oss-20b", embedding=False) == pytest.approx(3.61, abs=0.005)
+    assert main(["model", "list"]) == 0
+    assert capsys.readouterr().out.count("the input-embedding table counted whole") == 1

@@ -49,7 +49,17 @@ def cmd_model_list(args: argparse.Namespace) -> int:
         ("source", "config source", "s"),
     )
     print(format_table(rows, cols))
+    print(ACTIVE_NOTE)
     return 0
+
+
+#: what ``model list``'s active column counts, said under the table
+ACTIVE_NOTE = (
+    "active/token: the parameters one token's forward touches, the input-embedding table counted "
+    "whole, as Mistral (Mixtral-8x7B 12.9 B), Qwen (Qwen3-30B-A3B 3.3 B) and Meta (Llama-4-Scout 17 B) "
+    "publish theirs; OpenAI's gpt-oss figures leave it out (5.1 B and 3.6 B: the column less its "
+    "vocab x hidden), and a decode step reads only the rows in use"
+)
 
 
 def _config(args: argparse.Namespace) -> Any:

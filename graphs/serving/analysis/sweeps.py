@@ -49,6 +49,7 @@ COLUMNS = (
     "device",
     "weight_dtype",
     "kv_dtype",
+    "tp",
     "batch",
     "ctx",
     "tpot_s",
@@ -414,6 +415,8 @@ def sweep_forms(
     out: dict[str, np.ndarray] = {
         k: np.empty(total, dtype=object) for k in ("device", "weight_dtype", "kv_dtype")
     }
+    # the tensor-parallel degree every point runs at: its per-device memory and throughput depend on it
+    out["tp"] = np.full(total, tp, dtype=np.int64)
     out.update(batch=np.tile(bg.astype(np.int64), len(forms)), ctx=np.tile(cg.astype(np.int64), len(forms)))
     for k in (
         "tpot_s",

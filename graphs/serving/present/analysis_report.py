@@ -96,7 +96,9 @@ class AnalysisReport:
             f"\nstep ({self._per_device()}, as the table): {fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM, "
             f"weights read {fmt_si(t.weight_bytes_read, 'B')}, KV {t.kv_bytes_per_token:.0f} B/token",
             f"bound (sum over nodes): {fmt_num(t.sum_of_node_bounds_s * 1e3)} ms -> "
-            f"{t.tokens_per_s:.1f} tokens/s; whole step as one roofline: "
+            f"{t.tokens_per_s:.1f} tokens/s"
+            + (f" over the {self.tp} devices" if self.tp > 1 else "")
+            + "; whole step as one roofline: "
             f"{fmt_num(t.whole_step_bound_s * 1e3)} ms ({t.whole_step_kind})",
             f"attention share of FLOPs: {100 * t.attention_flop_share:.1f}%",
         ]

@@ -289,7 +289,10 @@ def phase_page(
             "compute": fmt_time(compute),
         }
         if limits is not None:
-            headline["throughput ceiling"] = f"{limits.throughput_ceiling_tokens_per_s or 0.0:,.0f} tokens/s"
+            over = f" over the {report.tp} devices" if report.tp > 1 else ""
+            headline["throughput ceiling"] = (
+                f"{limits.throughput_ceiling_tokens_per_s or 0.0:,.0f} tokens/s{over}"
+            )
     else:
         title = (
             f"{report.model} prefill on {report.device}: batch {report.batch} x {seq} tokens, tp={report.tp}"

@@ -32,6 +32,7 @@ _COLUMNS = (
     ("device", "device", "s"),
     ("weight_dtype", "weights", "s"),
     ("kv_dtype", "KV", "s"),
+    ("tp", "tp", "s"),
     ("batch", "batch", "s"),
     ("ctx", "ctx", "s"),
     ("tokens_per_s_per_user", "tok/s/user", ".1f"),

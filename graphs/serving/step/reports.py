@@ -311,7 +311,10 @@ class DecodeLimits(Result):
     Attributes
     ----------
     weights_time_s : float
-        ``a``: the fixed weight traffic per step (s).
+        ``a``: the step's DRAM time at batch 0, the traffic no sequence adds (s): a dense model's
+        every weight; a MoE model's weights outside the routed experts, which a step reads as its
+        batch touches them (at batch 1 only ``top-k`` of them), so not the step's whole weight
+        read (the decode report's ``weight_read_s``).
     memory_time_per_sequence : sympy.Expr
         ``b(ctx)`` (s per sequence).
     compute_time_per_sequence : sympy.Expr
@@ -336,7 +339,7 @@ class DecodeLimits(Result):
         ``B_max / max(T_mem(B_max), c B_max)``: what the memory lets batching reach (tokens/s).
     """
 
-    weights_time_s: float  #: ``a``: the fixed weight traffic per step
+    weights_time_s: float  #: ``a``: the DRAM time no sequence adds (a MoE model's: without its routed experts)
     memory_time_per_sequence: sympy.Expr  #: ``b(ctx)`` in seconds
     compute_time_per_sequence: sympy.Expr  #: ``c(ctx)`` in seconds, on the binding unit
     compute_unit: str
