@@ -309,10 +309,16 @@ class DecodeSummary(_PhasePage):
         )
         if self.limits is not None:
             out += _knee_lines(self.limits, self.capacity, self.request.batch, ctx, rep.tp)
+        split = f"this step splits it over tp={rep.tp}"
+        if rep.tp > 1:  # norms, routers and biases every device of the group keeps a copy of
+            split += (
+                f", each device reading {fmt_time(rep.read_every_weight_once_s)} of it with the tensors "
+                "every device keeps a copy of"
+            )
         out.append(
             f"  memory: {nf.full_memory_reads_per_s:.1f} full-memory reads/s; the weights need at least "
             f"{nf.devices_to_hold_weights} device(s), and on exactly that many the weight read alone takes "
-            f"{fmt_time(nf.per_token_bound_s)} per token (this step splits it over tp={rep.tp})"
+            f"{fmt_time(nf.per_token_bound_s)} per token, split evenly ({split})"
         )
         return "\n".join(out)
 
