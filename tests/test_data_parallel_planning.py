@@ -49,10 +49,9 @@ def test_search_prices_a_dp_plan_as_simulate_steps_the_group():
     By hand: each rank's dense share is its whole decode step of 8 sequences (KV lengths summing to
     8 x 1000) less its own routed-expert kernels at 8 tokens; the group then runs the experts of all
     16 tokens with half of them per device (EP over 2) and the 48 layers' all-gather and
-    reduce-scatter of 16 x 2048 activations. simulate runs the same iteration: 16 requests sent at
-    once, 8 prompts of 999 per rank prefilled together (one iteration: the engine takes its whole
-    queue), then all 16 decode with 999 computed tokens (KV length 1000): that iteration is each
-    one's TPOT.
+    reduce-scatter of 16 x 2048 activations. simulate runs the same iteration: 17 requests sent at
+    once, the first (1 output token) alone, then 8 prompts of 999 per rank prefilled together, then
+    all 16 decode with 999 computed tokens (KV length 1000): that last iteration is each one's TPOT.
     Memory: a rank's decode ledger at 8 sequences less the half of the 48 x 128 x 9.44 MB routed
     experts (57.98 GB) its device does not hold."""
     hw = get_device(DEVICE)
@@ -67,9 +66,10 @@ def test_search_prices_a_dp_plan_as_simulate_steps_the_group():
     assert row["tpot_s"] == pytest.approx(by_hand, rel=1e-12)
     assert row["tokens_per_s_per_device"] == pytest.approx(16 / by_hand / 2, rel=1e-12)
 
-    reqs = [Request(rid=i, arrival_s=0.0, prompt=999, output=2) for i in range(16)]
+    reqs = [Request(rid=0, arrival_s=0.0, prompt=999, output=1)]
+    reqs += [Request(rid=i, arrival_s=0.0, prompt=999, output=2) for i in range(1, 17)]
     sim = simulate(MODEL, DEVICE, reqs, topology=Topology(dp=2, expert_parallel=True))
-    assert sim.per_request["tpot_s"] == pytest.approx([row["tpot_s"]] * 16, rel=1e-12)
+    assert sim.per_request["tpot_s"][1:] == pytest.approx([row["tpot_s"]] * 16, rel=1e-12)
 
     routed = LAYERS * E * EXPERT_BYTES
     assert routed == pytest.approx(57.98e9, rel=1e-3)

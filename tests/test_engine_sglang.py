@@ -142,15 +142,14 @@ def test_capture_sizes():
 
 def test_admission_keeps_room_for_the_outputs():
     """A wave of twelve 1,000 + 1,000-token requests on a pool of 8,000 one-token pages. The first
-    iteration admits the first arrival alone (the others arrive a microsecond later, as it
-    starts: sent at the same instant, they would be scheduled with it). In the second,
+    iteration admits the first arrival alone (the others arrive as it starts). In the second,
     the free pages are 8,000 - 1,001 = 6,999 and the running one keeps 0.699 x 999 = 698.3 of them
     (the ratio 0.7 after one decay of 0.001003) for its output, so the room is 6,300.7, and
     PrefillAdder admits while prompt + output + 1 page = 2,001 < the room left: 6,300.7, 4,299.7,
     2,298.7 admit three, 297.7 stops the fourth: 4 run. Without the estimate the prompts' pages
     alone admit six more (6 x 1,000 <= 6,999): 7 run, and preempt as their outputs grow."""
     prof = get_engine("sglang")
-    reqs = tuple(Request(i, 0.0 if i == 0 else 1e-6, 1000, 1000) for i in range(12))
+    reqs = tuple(Request(i, 0.0, 1000, 1000) for i in range(12))
     eng = profile_engine(prof, "llama-3.1-8b", "h100-sxm", num_blocks=8000)
     res = simulate("llama-3.1-8b", "h100-sxm", reqs, engine=eng, overheads=prof.overheads(terms=False))
     plain = EngineConfig(max_num_seqs=2048, block_size=1, num_blocks=8000, max_num_batched_tokens=8192)

@@ -39,6 +39,14 @@ How requests are sent, as benchmark clients send them:
   streaming) drifts the clients' phases apart until they are spread over a cycle; with ``T`` one
   request's send-to-last-token time the replay starts there (:func:`closed_loop_cycle`).
 
+Requests that reach an idle replica at one instant: the first starts an iteration alone and the
+others join the next one. An engine's loop does not wait to fill a batch: it schedules what its
+queue holds when it wakes, and a server's front end hands a burst over one request after another
+(each parsed and tokenised in turn), so the first prompt of a burst runs alone (vLLM V1's engine
+core blocks on its input queue, then schedules). ``prefill --batch N`` prices N prompts in one
+step, the offline engine's first iteration, which the simulator reaches when the first iteration
+is already running.
+
 A conversation's cached history lives on the replica that served its previous turn; only the
 ``prefix`` router keeps a conversation there (session affinity), so with the others a later turn
 hits the cache only when it is routed back there (a disaggregated pool keeps it on the decode
@@ -931,10 +939,6 @@ def simulate(
         rep.sample(now, size)
         heapq.heappush(events, (end, next(counter), "iter", rep))
 
-    # replicas a request reached at ``now``, kicked once every event of that instant is in: requests
-    # that arrive together are scheduled together (the engine's loop takes its whole input queue
-    # before it schedules), not the first alone while the others wait an iteration
-    waiting: dict[int, Replica] = {}
     while events:
         now, _, kind, obj = heapq.heappop(events)
         if kind == "arrive":
@@ -942,11 +946,9 @@ def simulate(
             rep = route(front, rr, obj)
             obj.stop_after_prefill = topo.disaggregated
             rep.add(obj)
-            waiting[id(rep)] = rep
-            if not events or events[0][0] != now or events[0][2] != "arrive":
-                for r in waiting.values():
-                    kick(r, now)
-                waiting.clear()
+            # an idle replica starts an iteration on the first arrival: requests that reach it at
+            # one instant do not wait for each other (module doc: an engine's loop does not wait)
+            kick(rep, now)
         elif kind == "kv":
             obj.stop_after_prefill = False
             rep = route(back, rr_back, obj)
