@@ -3,6 +3,7 @@ force over the same points, and a Dask cluster finds the same frontier as one pr
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -274,3 +275,29 @@ def test_three_objective_pareto_equals_the_one_at_a_time_filter():
     want = np.zeros(len(pts), dtype=bool)
     want[kept] = True
     assert got.sum() > 1000 and (got == want).all()
+
+
+def test_a_device_without_links_searches_its_unpipelined_plans(capsys):
+    """A review searched a model on groq-lpu (the catalog gives it no link) at tp 1: "device
+    'groq-lpu' has no link 'scale_up'", and serve plans skipped its only plan so, while decode
+    priced it. A tp 1, pp 1 plan crosses no link: priced as decode prices it; a pipelined plan
+    is invalid there (search) or skipped with the reason (serve plans)."""
+    from graphs import decode_report
+    from graphs.cli import main
+
+    layers = str(
+        Path(__file__).resolve().parents[1] / "examples" / "hybrid-layers.json"
+    )  # 3 layers, bf16 (a layer file states none)
+    res = search(layers, devices=["groq-lpu"], batches=[1], ctxs=[1024], pp=[1, 3])
+    assert (res.points, res.valid) == (2, 1)
+    (row,) = res.frontier
+    want = float(decode_report(layers, "groq-lpu", batch=1, ctx=1024).step_s)
+    assert row["pp"] == 1 and row["tpot_s"] == pytest.approx(want, rel=1e-9)
+    assert (
+        main(
+            ["serve", "plans", layers, "--device", "groq-lpu", "--plans", "1x1x1x1,1x3x1x1", "--batches", "1"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "groq-lpu has no scale_up link to pass activations between pipeline stages (pp 3)" in out

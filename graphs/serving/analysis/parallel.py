@@ -19,6 +19,7 @@ and memory bound; every term is reported so a user sees what dominates.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,6 +248,11 @@ def parallel_plan(
     t_stage = t_model / pp
     hop, a2a = c.memo(f"plan_comm:{link}:{tp}", lambda: _comm_scalar(cfg, hw, link, ep, tp * ep))
     t_hop = hop(mb) if pp > 1 else 0.0
+    if not math.isfinite(t_hop):
+        raise CostModelError(
+            f"{hw.name} has no {link} link to pass activations between pipeline stages (pp {pp}); links: "
+            + (", ".join(lk.name for lk in hw.links) or "none")
+        )
     slots = microbatches + pp - 1
     t_pipe = slots * (t_stage + t_hop)
     t_ep = 2 * a2a(mb) * as_float(cfg.n_moe_layers) * microbatches if ep > 1 else 0.0  # dispatch + combine
@@ -308,6 +314,10 @@ def comm_forms(
     """
     b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
+    if not any(lk.name == link for lk in hw.links):  # no stage link: a pp 1 plan never crosses it
+        if ep <= 1:
+            return sympy.oo, sympy.Integer(0)  # a pipelined plan's hop: infinite, refused where used
+        hw.link(link)  # an all-to-all needs it: its one-line error names the device's links
     lk = hw.link(link)
     lat = lk.latency_s if lk.latency_s is not None else 0
     hop = act / lk.bandwidth_bytes_per_s + lat

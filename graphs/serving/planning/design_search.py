@@ -139,7 +139,7 @@ class SearchResult(Result):
 
     model: str
     points: int  #: grid points evaluated
-    valid: int  #: micro-batches divide the batch
+    valid: int  #: micro-batches divide the batch (and a pipelined plan's device has the stage link)
     fits: int  #: ... and the memory fits the device
     meets_slo: int  #: ... and TTFT and TPOT meet the SLOs
     objectives: tuple[str, ...]
@@ -384,11 +384,16 @@ def _evaluate(block: _Block) -> _Partial:
     if sf is not None:  # per output token: the verify and the draft's steps over E tokens
         t_model = sf.tpot(mb, ctx)
     hop_mb = np.where(pp > 1, c.hop(mb), 0.0)
+    staged = np.isfinite(hop_mb)  # a device without the stage link runs no pipelined plan
+    valid &= staged
+    out.valid = int(valid.sum())
     tpot = (m + pp - 1) * (t_model / pp + hop_mb)
     if plan.ep > 1:
         tpot = tpot + 2 * c.a2a(mb) * c.moe_layers * m
     prompt = ctx if block.prompt is None else np.full_like(ctx, block.prompt)
-    ttft = c.prefill.step_array(np.ones_like(prompt), prompt) + (pp - 1) * c.hop(prompt)
+    ttft = c.prefill.step_array(np.ones_like(prompt), prompt) + (pp - 1) * np.where(
+        pp > 1, c.hop(prompt), 0.0
+    )
     if sf is not None:
         ttft = ttft + sf.ttft_extra(prompt)
     if plan.ep > 1:
