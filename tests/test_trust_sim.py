@@ -671,3 +671,17 @@ def test_a_jsonl_trace_row_is_one_object_of_distinct_keys(tmp_path, line, fragme
     path.write_text(line + "\n")
     with pytest.raises(CostModelError, match=re.escape(fragment)):
         read_trace(path)
+
+
+def test_a_sweep_csv_leaves_a_number_it_has_none_of_empty(tmp_path, capsys):
+    """A review swept a TPU v5e (no TDP in the catalog): the CSV's energy column read 'nan', where
+    search's CSV leaves the cell empty and --json gives null."""
+    import csv
+
+    out = tmp_path / "s.csv"
+    argv = ["sweep", "llama-3.2-1b", "--device", "tpu-v5e", "--quiet", "--ctxs", "1024", "--batches", "1,8"]
+    assert main([*argv, "--csv", str(out)]) == 0
+    capsys.readouterr()
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 2 and all(r["energy_per_token_j"] == "" for r in rows)
+    assert "nan" not in out.read_text() and all(float(r["tpot_s"]) > 0 for r in rows)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,10 +119,16 @@ class SweepResult:
             The option that named it, printed in an error.
         """
         keys = list(self.columns)
+
+        def cells(k: str) -> list[Any]:
+            # a number a point has none of (no TDP: no energy) is an empty cell, as search's CSV
+            # writes it, never 'nan'
+            return [None if isinstance(v, float) and math.isnan(v) else v for v in self.columns[k].tolist()]
+
         with atomic_write(path, flag) as f:
             w = csv.writer(f)
             w.writerow(keys)
-            w.writerows(zip(*(self.columns[k].tolist() for k in keys), strict=True))
+            w.writerows(zip(*(cells(k) for k in keys), strict=True))
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "points": self.rows(), "frontier": self.frontier()}
