@@ -685,3 +685,33 @@ def test_a_sweep_csv_leaves_a_number_it_has_none_of_empty(tmp_path, capsys):
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 2 and all(r["energy_per_token_j"] == "" for r in rows)
     assert "nan" not in out.read_text() and all(float(r["tpot_s"]) > 0 for r in rows)
+
+
+def test_an_output_that_is_an_input_is_refused_before_the_work(capsys, tmp_path):
+    """A review ran `sweep m.json --csv m.json` (the model's config replaced by the CSV) and
+    `simulate --trace t.csv --csv t.csv` (the trace replaced); `--csv s.png` was taken too."""
+    cfg = tmp_path / "m.json"
+    cfg.write_text((Path(__file__).resolve().parents[1] / "examples" / "hybrid-layers.json").read_text())
+    before = cfg.read_text()
+    _one_line_error(
+        capsys,
+        ["sweep", str(cfg), "--batches", "1", "--ctxs", "16", "--csv", str(cfg)],
+        "--csv",
+        "is the file the model reads",
+    )
+    assert cfg.read_text() == before
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,200,20\n")
+    _one_line_error(
+        capsys,
+        ["simulate", "tiny", "--trace", str(trace), "--csv", str(trace)],
+        "--csv",
+        "is the file --trace reads",
+    )
+    assert trace.read_text().startswith("arrival_s,prompt_tokens")
+    _one_line_error(
+        capsys,
+        ["sweep", "tiny", "--batches", "1", "--ctxs", "16", "--csv", str(tmp_path / "s.png")],
+        "--csv",
+        "must end in one of .csv",
+    )

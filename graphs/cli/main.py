@@ -392,6 +392,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = out, err
 
 
+#: the options that name files a command reads, and those that name files it writes
+_INPUT_OPTIONS = ("model", "target", "draft", "trace", "workload_from", "results", "hw_file", "predict_file")
+_OUTPUT_OPTIONS = ("csv", "out", "html", "plot")
+
+
+def _refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output option naming a file the command reads (``sweep m.json
+    --csv m.json`` replaced the model's config with its CSV; ``simulate --trace t.csv --csv t.csv``
+    its trace): the same file, by ``os.path.samefile``, not by spelling."""
+    from costmodel.errors import CostModelError
+
+    def paths(names: tuple[str, ...]) -> list[tuple[str, str]]:
+        out = []
+        for name in names:
+            v = getattr(args, name, None)
+            for item in v if isinstance(v, list | tuple) else [v]:
+                if isinstance(item, str) and item and os.path.isfile(item):
+                    out.append((name, item))
+        return out
+
+    inputs = paths(_INPUT_OPTIONS)
+    for oname, opath in paths(_OUTPUT_OPTIONS):
+        for iname, ipath in inputs:
+            try:
+                same = os.path.samefile(opath, ipath)
+            except OSError:
+                continue
+            if same:
+                flag = "the model" if iname == "model" else "--" + iname.replace("_", "-")
+                raise CostModelError(
+                    f"--{oname.replace('_', '-')} {opath[:200]!r} is the file {flag} reads: writing it would "
+                    "replace the input; give the output another path"
+                )
+
+
 def _main(argv: Sequence[str] | None) -> int:
     from costmodel.errors import CostModelError  # light: the engine loads when a command runs
 
@@ -420,6 +455,7 @@ def _main(argv: Sequence[str] | None) -> int:
             )
         from .options import assumed_family, dtype_assumption
 
+        _refuse_outputs_over_inputs(args)  # before any note or work
         assumed_family(args)  # --assume-family: checked, and said once, before any work
         dtype_assumption(args)  # a config.json of no torch_dtype: bf16, said once
         _refuse_symbolic_devices(args)

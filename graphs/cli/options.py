@@ -351,6 +351,10 @@ def reset_outputs() -> None:
     _CLAIMED.clear()
 
 
+#: what a ``--csv`` file may be named: a CSV, a text file, or no suffix (a device or pipe has none)
+CSV_SUFFIXES = (".csv", ".txt", ".tsv", "")
+
+
 def check_output_path(path: str | Path, flag: str, *, suffixes: Sequence[str] = ()) -> Path:
     """``path`` as a Path that can be written, checked before any work
     (:func:`costmodel.outfiles.check_output`, ``suffixes`` its), and claimed for ``flag``: a file

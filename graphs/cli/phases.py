@@ -13,7 +13,7 @@ from .common import dump, progress_bar
 from .html_option import add_html_option, keep
 from .ledger_view import capacity_verdict, print_fits, print_kv_split, print_terms
 from .model_option import check_context, resolve_config
-from .options import add_dtype_options, check_output_path, dtype_list, int_list, number
+from .options import CSV_SUFFIXES, add_dtype_options, check_output_path, dtype_list, int_list, number
 
 if TYPE_CHECKING:
     from costmodel.ledger import Overhead
@@ -293,7 +293,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .cached import sweep_forms as cached_forms
 
     if args.csv:
-        check_output_path(args.csv, "--csv")  # before the work, not after it
+        check_output_path(args.csv, "--csv", suffixes=CSV_SUFFIXES)  # before the work, not after it
     check_context(args, max(int_list(args.ctxs, "--ctxs")), "--ctxs")  # the longest, before any work
     req = SweepRequest(
         devices=tuple(args.device.split(",")),

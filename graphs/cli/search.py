@@ -12,7 +12,7 @@ from .cost_option import add_cost_options
 from .dask_option import add_dask_options, dask_client
 from .group_options import add_group_options
 from .html_option import add_html_option, keep
-from .options import add_dtype_options, apply_dtypes, check_output_path, dtype_list, int_list
+from .options import CSV_SUFFIXES, add_dtype_options, apply_dtypes, check_output_path, dtype_list, int_list
 from .predict_option import add_predict_option
 from .spec_options import add_spec_options
 
@@ -61,7 +61,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from .predict_option import predictor_of
 
     if args.csv:
-        check_output_path(args.csv, "--csv")
+        check_output_path(args.csv, "--csv", suffixes=CSV_SUFFIXES)
 
     req = request_of(args)
     check_context(args, max(max(req.ctxs), req.prompt or 0), "--ctxs/--prompt")  # before any work

@@ -16,7 +16,7 @@ from .dask_option import add_dask_options, dask_client
 from .engine_option import LIST, add_engine_options, engine_list, profile_of
 from .group_options import add_group_options
 from .html_option import add_html_option, keep
-from .options import add_dtype_options, apply_dtypes, check_output_path
+from .options import CSV_SUFFIXES, add_dtype_options, apply_dtypes, check_output_path
 from .predict_option import add_predict_option
 from .spec_options import add_spec_options
 
@@ -99,7 +99,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from costmodel.outfiles import PLOT_SUFFIXES, sibling
 
     if args.csv:
-        check_output_path(args.csv, "--csv")
+        check_output_path(args.csv, "--csv", suffixes=CSV_SUFFIXES)
     if args.plot:
         check_output_path(args.plot, "--plot", suffixes=PLOT_SUFFIXES)
         check_output_path(sibling(args.plot, _TIMELINE, default_suffix=".png"), "--plot (its timeline)")
