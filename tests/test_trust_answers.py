@@ -594,3 +594,32 @@ def test_a_prefill_cache_shorter_than_its_prompt_is_no_context(capsys):
     # a batch that holds the prompt still gets its longest cached context, at least the prompt
     code, out, _ = run(capsys, *argv[:-1], "1", "--json")
     assert code == 0 and json.loads(out)["max_context"]["value"] >= 131_072
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ("h100:vllm:x", "--params must be DEVICE or DEVICE:FRAMEWORK, got 'h100:vllm:x'"),
+        ("h100:bogus", "--params framework 'bogus' not allowed; allowed: vllm, sglang, trtllm"),
+        ("nosuch", "unknown device 'nosuch'"),
+    ],
+)
+def test_calibrate_report_checks_params_before_the_report(capsys, params, message):
+    """A review's `calibrate report ... --params h100:vllm:x` printed the whole report, then an
+    internal ValueError; a bad device or framework was found only after the report's work."""
+    from graphs.cli import main
+
+    argv = [
+        "calibrate",
+        "report",
+        "--quiet",
+        "--families",
+        "all_reduce",
+        "--devices",
+        "h100",
+        "--splits",
+        "shapes",
+    ]
+    assert main([*argv, "--params", params]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and "internal error" not in err

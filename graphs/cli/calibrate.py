@@ -84,8 +84,24 @@ def measured_devices(names: str, field: str = "--devices") -> list[str]:
 HW_FILE_SUFFIXES = (".json",)
 
 
+def _params_of(text: str) -> tuple[str, str]:
+    """``--params DEVICE[:FRAMEWORK]`` checked before the report's work: a catalog device with
+    measured data and a framework of the corpus (default vllm); a one-line error otherwise."""
+    from costmodel.errors import CostModelError
+
+    parts = text.split(":")
+    if len(parts) > 2 or not all(parts):
+        raise CostModelError(f"--params must be DEVICE or DEVICE:FRAMEWORK, got {text[:80]!r}")
+    dev, fw = (parts[0], parts[1]) if len(parts) == 2 else (parts[0], "vllm")
+    if fw not in FRAMEWORKS:
+        raise CostModelError(f"--params framework {fw[:40]!r} not allowed; allowed: {', '.join(FRAMEWORKS)}")
+    (name,) = measured_devices(dev, "--params")
+    return name, fw
+
+
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
     devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
+    params = _params_of(args.params) if args.params else None  # before the work, not after it
     if args.plot_dir:  # before the report's work: the folder, and a file in it, can be written
         import os
 
@@ -118,8 +134,8 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
         print(dump(rep))
         return 0
     print(to_markdown(rep))
-    if args.params:
-        dev, fw = args.params.split(":") if ":" in args.params else (args.params, "vllm")
+    if params is not None:
+        dev, fw = params
         print()
         print(params_markdown(get_device(dev).name, fw, fams))
     return 0
