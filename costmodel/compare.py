@@ -70,6 +70,10 @@ def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> l
     from .hardware.catalog import device_names
 
     hws = [get_device(d) for d in devices]
+    names = [hw.name for hw in hws]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # an alias is its device: the same row twice
+        raise CostModelError(f"devices: {twice} is given twice (or by an alias): list each device once")
     tensor = [
         r.precision
         for hw in [*hws, *(get_device(n) for n in device_names())]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -188,7 +189,7 @@ def _float_type(
             raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}{hint}")
         if value > hi or value < lo or (value == lo and not lo_inclusive):
             left = "[" if lo_inclusive else "("
-            raise argparse.ArgumentTypeError(f"{flag} must be in {left}{lo:g}, {hi:g}], got {value:g}")
+            raise argparse.ArgumentTypeError(f"{flag} must be in {left}{lo:g}, {hi:g}], got {value!r}")
         return value
 
     return parse
@@ -319,8 +320,22 @@ def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> li
         if len(out) > most:
             raise CostModelError(f"{flag}: more than {most} values")
     if not out or min(out) < 1 or max(out) > hi:
-        raise CostModelError(f"{flag} must list whole numbers in [1, {hi}], got {text!r}")
+        raise CostModelError(f"{flag} must list whole numbers in [1, {hi}], got {text[:200]!r}")
+    _refuse_repeats(out, flag)
     return out
+
+
+def _refuse_repeats(values: Sequence[Any], flag: str) -> None:
+    """A one-line error when a list option gives a value twice (``--batches 1,1``: the same point
+    computed and shown twice, both on the frontier), naming the value."""
+    from costmodel.errors import CostModelError
+
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            shown = "the model's own (an empty entry)" if v is None else str(v)
+            raise CostModelError(f"{flag} gives {shown} twice: list each value once")
+        seen.add(v)
 
 
 def _linear(part: str, flag: str, hi: int, room: int) -> list[int]:
@@ -349,6 +364,46 @@ _CLAIMED: dict[str, str] = {}
 def reset_outputs() -> None:
     """Forget the outputs claimed: a new command starts (:func:`graphs.cli.main.main`)."""
     _CLAIMED.clear()
+
+
+#: a device name a written spec file may give: what the catalog's names are made of, so the
+#: printed ``--device NAME`` works as typed
+_DEVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_device_name(name: str, flag: str = "--name") -> str:
+    """``name`` for a device a command writes into a hardware file (``calibrate gpu --name``,
+    ``probe --name``), checked before any work: letters, digits, ``.``, ``_`` and ``-`` (no
+    space, no control character: the file's loader and a command line take it as typed), and not
+    a catalog device's name or alias (the file would need ``--hw-override`` to load).
+
+    Parameters
+    ----------
+    name : str
+        The name given.
+    flag : str
+        The option, named in the error.
+
+    Returns
+    -------
+    str
+    """
+    from costmodel.errors import CostModelError, UnknownDeviceError
+    from costmodel.hardware import get_device
+
+    if not isinstance(name, str) or not _DEVICE_NAME.fullmatch(name):
+        raise CostModelError(
+            f"{flag} {str(name)[:64]!r}: a device name is 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    try:
+        taken = get_device(name).name
+    except UnknownDeviceError:
+        return name
+    raise CostModelError(
+        f"{flag} {name!r} is the catalog device {taken!r} (or its alias): give the written device "
+        "another name (the file would load only with --hw-override)"
+    )
 
 
 #: what a ``--csv`` file may be named: a CSV, a text file, or no suffix (a device or pipe has none)
@@ -473,7 +528,9 @@ def dtype_list(text: str | None, flag: str) -> list[str | None]:
     the error naming ``flag``."""
     if not text:
         return [None]
-    return [check_dtype_option(flag, d.strip()) if d.strip() else None for d in text.split(",")]
+    out = [check_dtype_option(flag, d.strip()) if d.strip() else None for d in text.split(",")]
+    _refuse_repeats(out, flag)
+    return out
 
 
 def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:

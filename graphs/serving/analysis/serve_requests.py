@@ -114,14 +114,17 @@ def parse_plans(text: str) -> tuple[tuple[int, int, int, int], ...]:
     Raises
     ------
     CostModelError
-        When a word is not four whole numbers joined by ``x``.
+        When a word is not four whole numbers joined by ``x``, or a plan is given twice.
     """
-    plans = []
+    plans: list[tuple[int, int, int, int]] = []
     for p in text.split(","):
         parts = p.split("x")
         if len(parts) != 4 or not all(x.strip().isdigit() for x in parts):
             raise CostModelError(f"--plans: {p!r} is not TPxPPxEPxMICROBATCHES, e.g. 4x2x1x4")
-        plans.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])))
+        plan = (int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]))
+        if plan in plans:  # the same rows twice, both on the frontier
+            raise CostModelError(f"--plans gives {p.strip()!r} twice: list each plan once")
+        plans.append(plan)
     return tuple(plans)
 
 

@@ -53,6 +53,13 @@ class SweepRequest:
         from .sweeps import check_grid  # numpy
 
         check_devices(self.devices)
+        from costmodel.errors import CostModelError
+        from costmodel.hardware import get_device
+
+        names = [get_device(d).name for d in self.devices]  # an alias is its device
+        twice = next((d for i, d in enumerate(names) if d in names[:i]), None)
+        if twice is not None:
+            raise CostModelError(f"--device gives {twice} twice (or by an alias): list each device once")
         check_number("tp", self.tp, *INT_RANGES["tp"], whole=True)
         check_number("top", self.top, *TOP_RANGE, whole=True)
         check_grid(len(self.combos()), self.batches, self.ctxs)

@@ -425,8 +425,10 @@ class SimulationRequest:
         rates = self.rate_list
         if len(rates) > MAX_SWEEP_RATES:
             raise CostModelError(f"--rates takes at most {MAX_SWEEP_RATES} rates, got {len(rates)}")
-        for r in rates:
+        for i, r in enumerate(rates):
             check_number("rates", r, *FLOAT_RANGES["rate"][:2])
+            if r in rates[:i]:  # the same run twice, printed twice
+                raise CostModelError(f"--rates gives {r:g} twice: list each rate once")
         given = [
             f
             for f, on in (
