@@ -715,3 +715,66 @@ def test_an_output_that_is_an_input_is_refused_before_the_work(capsys, tmp_path)
         "--csv",
         "must end in one of .csv",
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sweep", "tiny", "--ctxs", "16", "--batches", "1,1,1"], "--batches gives 1 twice"),
+        (["sweep", "tiny", "--ctxs", "16,16", "--batches", "1"], "--ctxs gives 16 twice"),
+        (
+            ["sweep", "tiny", "--ctxs", "16", "--batches", "1", "--weight-dtypes", "bf16,bf16"],
+            "--weight-dtypes gives bf16 twice",
+        ),
+        (
+            ["sweep", "tiny", "--ctxs", "16", "--batches", "1", "--weight-dtypes", ","],
+            "the model's own (an empty entry) twice",
+        ),
+        (
+            ["sweep", "tiny", "--ctxs", "16", "--batches", "1", "--device", "h100,h100-sxm"],
+            "--device gives h100-sxm twice",
+        ),
+        (["search", "tiny", "--ctxs", "16", "--batches", "1", "--tp", "1,1,2"], "--tp gives 1 twice"),
+        (["simulate", "tiny", "--rates", "5,5", "--requests", "10"], "--rates gives 5 twice"),
+        (["serve", "plans", "mixtral-8x7b", "--plans", "8x1x1x1,8x1x1x1"], "--plans gives '8x1x1x1' twice"),
+        (["hw", "compare", "h100", "h100-sxm"], "h100-sxm is given twice"),
+    ],
+)
+def test_a_value_given_twice_is_refused(capsys, argv, message):
+    """A review's repeated list entries ran and printed the same point, rate or plan twice (both
+    on the frontier); search alone said "searched once, given twice" of its devices."""
+    _one_line_error(capsys, argv, message)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # a draft of another tokenizer: as simulate --spec-draft refuses it
+        (
+            ["serve", "specdec", "llama-3.1-8b", "qwen3-8b", "--alpha", "0.8"],
+            "its vocabulary (151936) is not the target's (128256)",
+        ),
+        # the value as given, not rounded to the bound it exceeds
+        (["serve", "specdec", "llama-3.1-70b", "llama-3.1-8b", "--alpha", "1.0000001"], "got 1.0000001"),
+        # SGLang's reserve (512 + 1.5 x 2,048 + 16 + 128 = 3,728 MiB) beyond a 219 MiB device
+        (["engines", "sglang", "--device", "groq-lpu"], "its start-up reserve (3,728 MiB"),
+        # names a written hardware file could not be loaded under, refused before the work
+        (
+            ["calibrate", "gpu", "--device", "h100", "--out", "c.json", "--name", "H100"],
+            "is the catalog device 'h100-sxm'",
+        ),
+        (
+            ["calibrate", "gpu", "--device", "h100", "--out", "c.json", "--name", "a b"],
+            "a device name is 1 to 64 letters",
+        ),
+        (
+            ["calibrate", "gpu", "--device", "h100", "--out", "c.json", "--name", ""],
+            "a device name is 1 to 64 letters",
+        ),
+        (["probe", "--small", "--out", "p.json", "--name", "x\x1b[31m"], "a device name is 1 to 64 letters"),
+    ],
+)
+def test_review_inputs_are_refused_with_their_reason(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    _one_line_error(capsys, argv, message)
+    assert not list(tmp_path.iterdir())  # nothing written

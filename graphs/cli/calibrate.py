@@ -20,7 +20,7 @@ from .common import dump, progress_bar
 from .dask_option import add_dask_options, dask_client
 from .engine_option import add_engine_options
 from .html_option import add_html_option, keep
-from .options import add_dtype_options, check_output_path
+from .options import add_dtype_options, check_device_name, check_output_path
 from .predict_option import add_predict_option
 
 __all__ = ["add_calibrate_parser", "measured_devices", "request_of"]
@@ -44,6 +44,8 @@ def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
     from costmodel.outfiles import atomic_write
 
     check_output_path(args.out, "--out", suffixes=HW_FILE_SUFFIXES)
+    if args.name is not None:  # before the fit: the file must load under the name it prints
+        check_device_name(args.name)
     hw = get_device(args.device)
     spec = calibrated_spec(hw.name, args.framework, name=args.name)
     with atomic_write(args.out, "--out", suffixes=HW_FILE_SUFFIXES) as f:  # never through a link

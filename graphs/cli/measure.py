@@ -8,7 +8,7 @@ from typing import Any
 
 from .common import dump
 from .html_option import add_html_option, keep
-from .options import check_output_path
+from .options import check_device_name, check_output_path
 
 __all__ = ["add_measure_parsers"]
 
@@ -28,6 +28,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from costmodel.measure.probe_report import SPEC_SUFFIXES, ProbeRequest, run_probe
 
     check_output_path(args.out, "--out", suffixes=SPEC_SUFFIXES)  # before measuring, not after
+    check_device_name(args.name)  # the spec file must load under the name it is written with
     if args.calibrated_out:
         check_output_path(args.calibrated_out, "--calibrated-out", suffixes=SPEC_SUFFIXES)
     settings = ("out", "calibrated_out", "name", "small", "repeats")

@@ -199,13 +199,18 @@ def speculative_decoding(
     Raises
     ------
     CostModelError
-        When ``alpha`` or ``k_max`` is out of range.
+        When ``alpha`` or ``k_max`` is out of range, or the draft's vocabulary is not the target's.
     """
     if not 0 <= alpha <= 1:
-        raise CostModelError(f"alpha must be in [0, 1], got {alpha}")
+        raise CostModelError(f"alpha must be in [0, 1], got {alpha!r}")
     if not 1 <= k_max <= K_MAX_LIMIT:
         raise CostModelError(f"k_max must be in [1, {K_MAX_LIMIT}], got {k_max}")
     tw, dw = as_workload(target), as_workload(draft)
+    if dw.config.vocab_size != tw.config.vocab_size:  # as simulate --spec-draft refuses it
+        raise CostModelError(
+            f"draft {dw.config.name[:60]}: its vocabulary ({dw.config.vocab_size}) is not the target's "
+            f"({tw.config.vocab_size}); a draft must share the target's tokenizer"
+        )
     thw = get_device(target_device)
     dhw = get_device(draft_device) if draft_device is not None else thw
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")

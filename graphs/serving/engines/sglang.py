@@ -174,7 +174,17 @@ def sglang_device_defaults(
     >>> sglang_device_defaults(81559 * 2**20, "h100-sxm")
     {'max_num_batched_tokens': 8192, 'kv_fraction': 0.835}
     """
-    chunk, _, frac = sglang_memory_defaults(capacity_bytes / 2**20, tp, dp, budget)
+    mib = capacity_bytes / 2**20
+    chunk, _, frac = sglang_memory_defaults(mib, tp, dp, budget)
+    if frac <= 0:  # the reserve outgrows the device: SGLang starts with no memory for its pool
+        from costmodel.errors import CostModelError
+
+        reserved = round((1 - frac) * mib)
+        raise CostModelError(
+            f"SGLang on {device_name}: its start-up reserve ({reserved:,} MiB: 512 + 1.5 x the chunk of "
+            f"{chunk:,} tokens + its CUDA graphs) is more than the device's {mib:,.0f} MiB, so "
+            "mem_fraction_static has nothing left for weights and KV: no SGLang default runs here"
+        )
     return {"max_num_batched_tokens": chunk, "kv_fraction": frac}
 
 
