@@ -301,3 +301,11 @@ def test_a_device_without_links_searches_its_unpipelined_plans(capsys):
     )
     out = capsys.readouterr().out
     assert "groq-lpu has no scale_up link to pass activations between pipeline stages (pp 3)" in out
+
+
+def test_a_long_list_of_bad_pp_is_named_in_one_short_line():
+    """A review's --pp 1..4096 on a 2-layer model printed a 23 KB line listing every bad value."""
+    with pytest.raises(CostModelError) as err:
+        search("tiny", devices=["h100"], batches=[1], ctxs=[16], pp=list(range(1, 4097)))
+    msg = str(err.value)
+    assert msg == "pp 3, 4, 5, 6, 7, 8, 9, 10 and 4086 more must divide the 2 layers of tiny (its divisors: 1, 2)"

@@ -666,7 +666,14 @@ def search(
     layers = int(as_float(cfg.num_hidden_layers))
     bad_pp = [p for p in pps.tolist() if layers % p]
     if bad_pp:
-        raise CostModelError(f"pp {bad_pp} must divide the {layers} layers of {cfg.name}")
+        shown = ", ".join(map(str, bad_pp[:8])) + (f" and {len(bad_pp) - 8} more" if len(bad_pp) > 8 else "")
+        divisors = [d for d in range(1, layers + 1) if layers % d == 0]
+        raise CostModelError(
+            f"pp {shown} must divide the {layers} layers of {cfg.name} (its divisors: "
+            + ", ".join(map(str, divisors[:16]))
+            + (", ..." if len(divisors) > 16 else "")
+            + ")"
+        )
     if (eps > 1).any() and not cfg.is_moe:
         raise CostModelError(f"{cfg.name} has no experts: expert parallelism (ep > 1) needs a MoE model")
     check_group(int(dps.max()), cfg.is_moe)
