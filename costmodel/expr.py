@@ -59,7 +59,18 @@ def parse_expr(
     field:
         Name used in error messages.
 
-    Decimal literals become exact rationals (``1.5e12`` -> ``1500000000000``).
+    Returns
+    -------
+    sympy.Expr
+        The expression. Decimal literals become exact rationals (``1.5e12`` ->
+        ``1500000000000``).
+
+    Raises
+    ------
+    ExpressionSyntaxError
+        Outside the grammar; a number not finite, not real or beyond +-1e300; an exponent
+        beyond +-1024; a degree in its names above :data:`MAX_DEGREE` or more than
+        :data:`MAX_TERMS` terms once expanded (``(x + 1)**1000``).
     """
     if not isinstance(text, str):
         raise ExpressionSyntaxError(f"{field} must be a string, got {type(text).__name__}")
@@ -71,7 +82,68 @@ def parse_expr(
         raise ExpressionSyntaxError(f"{field} {text!r} is not a valid expression: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError):
         raise ExpressionSyntaxError(f"{field} {text!r} is nested too deeply to parse") from None
-    return _build(tree.body, text, symbols or {}, field)
+    return _check_size(_build(tree.body, text, symbols or {}, field), text, field)
+
+
+#: highest degree accepted: the sum of the exponents of a product's names (``B*S*ctx`` is 3,
+#: ``(x + 1)**8`` is 8). A dimension or roof is never of a higher one, and sympy's simplification
+#: and solving grow with it: ``(x + 1)**1000`` passed every other check and spun for minutes.
+MAX_DEGREE = 8
+#: most terms an expression may expand to (``(a + b + c)**8`` expands to 45)
+MAX_TERMS = 64
+
+
+def _degree(value: sympy.Expr) -> float:
+    """The expression's degree in its names, counted without expanding it (a quotient's
+    denominator adds its degree; a name in an exponent counts as one factor)."""
+    if value.is_number:
+        return 0.0
+    if value.is_Symbol:
+        return 1.0
+    if value.is_Add:
+        return max(_degree(a) for a in value.args)
+    if value.is_Pow:
+        base, exp = value.args
+        if exp.is_number:
+            return _degree(base) * abs(float(exp))
+        return _degree(base) + _degree(exp)
+    return sum(_degree(a) for a in value.args)
+
+
+def _terms(value: sympy.Expr) -> int:
+    """How many terms the expression expands to, at most, counted without expanding it (call
+    only once :func:`_degree` is bounded: the exponents on names are then small)."""
+    if value.is_number or value.is_Symbol:
+        return 1
+    if value.is_Add:
+        return sum(_terms(a) for a in value.args)
+    if value.is_Mul:
+        return math.prod(_terms(a) for a in value.args)
+    if value.is_Pow:
+        base, exp = value.args
+        if exp.is_number:
+            n, e = _terms(base), int(abs(float(exp)))
+            return math.comb(n + e - 1, e) if e else 1
+        return 1
+    return 1
+
+
+def _check_size(value: sympy.Expr, text: str, field: str) -> sympy.Expr:
+    """Refuse an expression of a degree above :data:`MAX_DEGREE` or more than :data:`MAX_TERMS`
+    terms once expanded: no shape is one, and the symbolic work on it would run for minutes."""
+    if value.is_number:
+        return value
+    degree = _degree(value)
+    if degree > MAX_DEGREE:
+        raise ExpressionSyntaxError(
+            f'{field} "{text}": degree {degree:g} is too high (at most {MAX_DEGREE} in its names)'
+        )
+    terms = _terms(value)
+    if terms > MAX_TERMS:
+        raise ExpressionSyntaxError(
+            f'{field} "{text}": expands to {terms} terms, too many (at most {MAX_TERMS})'
+        )
+    return value
 
 
 #: deepest nesting of operators accepted
@@ -143,6 +215,8 @@ def _build(
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = _build(node.operand, text, symbols, field, depth + 1)
         return -inner if isinstance(node.op, ast.USub) else inner
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitXor):
+        raise ExpressionSyntaxError(f'{field} "{text}": ^ is not a power here; write ** (2**3 is 8)')
     if isinstance(node, ast.Call):
         raise ExpressionSyntaxError(f'{field} "{text}": function calls are not allowed; {_GRAMMAR}')
     raise ExpressionSyntaxError(f'{field} "{text}": {type(node).__name__} is not allowed; {_GRAMMAR}')
