@@ -322,8 +322,8 @@ def sensitivities(cost: Cost, hw: Hardware) -> dict[str, dict[str, sympy.Expr]]:
 def _resource_value(hw: Hardware, label: str, cost: Cost) -> sympy.Expr | None:
     if label in UNITS:
         precs = {p for (u, p) in cost.flop_terms if u == label}
-        if len(precs) == 1:
-            return hw.require_peak(label, precs.pop())
+        if len(precs) == 1:  # the roof bound() divides by: a substitute where the device has none
+            return fallback_peak(hw, label, precs.pop())
         return None  # several precisions share the unit: no single peak
     if label.startswith(LINK_PREFIX):
         return hw.link(label[len(LINK_PREFIX) :]).bandwidth_bytes_per_s

@@ -13,6 +13,7 @@ would give. :func:`costmodel.roofline.bound` looks every unit's peak up through
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..cost import UNITS
@@ -75,11 +76,21 @@ def fallback_peak(hw: Hardware, unit: str, precision: str) -> sympy.Expr:
     return hw.require_peak(target, roof_precision(hw, target, precision))
 
 
-def roof_notes(hw: Hardware) -> tuple[str, ...]:
+def roof_notes(hw: Hardware, used: Iterable[tuple[str, str]] | None = None) -> tuple[str, ...]:
     """The device's notes for a report: one line when its figures are preliminary (the source
     and date it names), one per tensor precision a narrower format's roof bounds
     (:func:`roof_precision`), then one per unit whose FLOPs another unit's roof bounds on
     ``hw``, or none does.
+
+    Parameters
+    ----------
+    hw : Hardware
+        The device.
+    used : iterable of (unit, precision), optional
+        The FLOP terms a report prices (``Cost.flop_terms``' keys, as ``costmodel op`` has them):
+        only the notes about those units and tensor precisions are kept, with the device's own
+        (a series, preliminary figures). None (the default) keeps every note, as a model's
+        report has them.
 
     >>> from costmodel.hardware import get_device
     >>> roof_notes(get_device("gb200"))[0]
@@ -91,16 +102,17 @@ def roof_notes(hw: Hardware) -> tuple[str, ...]:
         else []
     )
     notes += [f"{hw.name} figures are preliminary: {hw.preliminary}"] if hw.preliminary else []
+    keys = None if used is None else {(str(u), str(p)) for u, p in used}
     for prec in PRECISION_FALLBACK:
         sub = roof_precision(hw, "tensor", prec)
-        if sub != prec:
+        if sub != prec and (keys is None or ("tensor", prec) in keys):
             notes.append(
                 f"{hw.name} publishes no tensor {prec} rate: its {prec} matmuls are bounded by the {sub} "
                 f"roof, which no {prec} matmul outruns (an optimistic bound)"
             )
     for unit in UNITS:
         target = roof_unit(hw, unit)
-        if target == unit or unit == "tensor":
+        if target == unit or unit == "tensor" or (keys is not None and unit not in {u for u, _ in keys}):
             continue
         if target is not None:
             notes.append(
