@@ -1,6 +1,8 @@
 """`costmodel op` and the expressions it reads: every input a review found priced wrong, hanging or
 failing with an internal error is refused in one line naming the parameter, or answered."""
 
+import json
+
 import pytest
 
 from costmodel.errors import ExpressionSyntaxError
@@ -56,3 +58,112 @@ def test_a_huge_symbolic_gemm_is_refused_at_once(capsys):
     assert 'M "(x+1)**1000": degree 1000 is too high (at most 8 in its names)' in line
     line = one_line_error(capsys, "derive", "crossover", "--N", "(x+1)**100")
     assert 'N "(x+1)**100": degree 100' in line
+
+
+def test_a_result_beyond_a_float_is_refused(capsys):
+    """``gemm M=N=K=10**300`` printed ``t[tensor] = inf us`` (and null FLOPs with --json)."""
+    argv = ["op", "gemm", "M=10**300", "N=10**300", "K=10**300"]
+    for extra in ([], ["--json"]):
+        line = one_line_error(capsys, *argv, *extra)
+        assert "op gemm M=10**300 N=10**300 K=10**300: FLOPs on tensor/bf16 = 2.00E+900 is beyond" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["attention", "heads=32", "q_len=4096", "kv_len=4096", "head_dim=128", "causal=no"],
+        ["attention", "heads=32", "q_len=1", "kv_len=4096", "head_dim=128", "kv_shared=3"],
+        ["causal_conv1d", "tokens=10", "channels=10", "width=4", "bias=no"],
+        ["causal_conv1d", "tokens=10", "channels=10", "width=4", "activation=none"],
+        ["batched_gemm", "batch=2", "M=4", "N=4", "K=4", "shared_rhs=maybe"],
+    ],
+)
+def test_a_boolean_parameter_takes_only_true_or_false(capsys, argv):
+    """Any word but true/false became a symbol that counted as true (``causal=no`` priced causal)."""
+    key, value = argv[-1].split("=")
+    line = one_line_error(capsys, "op", *argv)
+    assert f"op {argv[0]}: {key}={value!r} is not a boolean; {key} takes true or false" in line
+
+
+def test_a_boolean_parameter_reads_true_false_one_and_zero(capsys):
+    base = ["op", "attention", "heads=32", "q_len=4096", "kv_len=4096", "head_dim=128"]
+    flops = {}
+    for word in ("true", "1", "False", "0"):
+        assert main([*base, f"causal={word}", "--json"]) == 0
+        flops[word] = json.loads(capsys.readouterr().out)["cost"]["flops"]
+    assert flops["true"] == flops["1"] != flops["False"] == flops["0"]
+
+
+def test_a_string_parameter_of_a_rule_is_passed_as_text(capsys):
+    """``state`` and ``mode`` were parsed as expressions ("state write not allowed; allowed: ('write',
+    'read_write')")."""
+    assert main(["op", "causal_conv1d", "tokens=10", "channels=10", "width=4", "state=read_write"]) == 0
+    assert "state=read_write" in capsys.readouterr().out
+    for rule in (
+        ["selective_scan", "tokens=64", "heads=8", "head_dim=64", "state_size=16"],
+        ["gated_delta_rule", "tokens=64", "key_heads=4", "value_heads=8", "key_dim=64", "value_dim=64"],
+    ):
+        assert main(["op", *rule, "mode=recurrent"]) == 0
+        assert "mode=recurrent" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("M=E", "M=E: the name E is the engine's alias of num_experts (it would print as num_experts)"),
+        ("M=k", "M=k: the name k is the engine's alias of num_experts_per_tok"),
+        ("M=2*tokens", "M=2*tokens: the name tokens is the engine's alias of T"),
+        ("M=N", "M=N: N is also a parameter of gemm"),
+        ("M=K+1", "M=K+1: K is also a parameter of gemm"),
+    ],
+)
+def test_a_name_that_would_change_meaning_is_refused(capsys, value, fragment):
+    """``M=E`` printed num_experts, ``M=N N=4096`` mixed the user's symbol N with the parameter N."""
+    line = one_line_error(capsys, "op", "gemm", value, "N=4096", "K=4096")
+    assert f"op gemm: {fragment}" in line
+
+
+def test_a_name_of_ones_own_stays(capsys):
+    assert main(["op", "gemm", "M=M", "N=4096", "K=4096"]) == 0
+    assert "gemm(M=M, N=4096, K=4096)" in capsys.readouterr().out
+    assert main(["op", "gemm", "M=x*B", "N=4096", "K=4096"]) == 0
+    assert "33554432*B*x" in capsys.readouterr().out
+
+
+def test_a_parameter_given_twice_is_refused(capsys):
+    line = one_line_error(capsys, "op", "gemm", "M=1", "M=4096", "N=4096", "K=4096")
+    assert "op gemm: parameter M given twice (M=1 and M=4096); give it once" in line
+
+
+@pytest.mark.parametrize(
+    "argv", [["view", "elements=10"], ["all_reduce", "elements=1e9", "p=1"]], ids=["view", "all_reduce"]
+)
+def test_an_op_that_moves_nothing_prints_its_result(capsys, argv):
+    """Text mode printed the FLOPs, then "error: intensity undefined ... <Level.DRAM: 'dram'>"."""
+    code, out, err = run(capsys, "op", *argv)
+    assert code == 0 and err == ""
+    assert "intensity  : undefined (no DRAM bytes)" in out and "bound      : none" in out
+    assert "Level." not in out
+    assert main(["op", *argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bound"]["kind"] == "none"
+
+
+def test_a_substituted_roof_is_said_once(capsys):
+    """``op gemm --device groq-lpu`` priced bf16 on the fp16 roof and said nothing (decode says it)."""
+    argv = ["op", "gemm", "M=4096", "N=4096", "K=4096", "--device", "groq-lpu"]
+    code, out, _ = run(capsys, *argv)
+    note = "groq-lpu publishes no tensor bf16 rate: its bf16 matmuls are bounded by the fp16 roof"
+    assert code == 0 and out.count(note) == 1
+    assert "vector roof" not in out  # a GEMM has no vector FLOPs: that note is not this op's
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert any(note in n for n in data["roof_notes"])
+    # its sensitivity is to the roof that bounds it (it was an error: no bf16 roof)
+    assert data["sensitivities"]["tensor"]["elasticity"] == -1
+    assert main(["op", "gemm", "M=4096", "N=4096", "K=4096"]) == 0
+    assert "note:" not in capsys.readouterr().out  # h100 publishes its bf16 rate
+
+
+def test_a_narrow_gemm_still_writes_bf16(capsys):
+    assert main(["op", "gemm", "M=4096", "N=4096", "K=4096", "dtype=fp8"]) == 0
+    assert "note: out_dtype=bf16 assumed" in capsys.readouterr().out

@@ -3,16 +3,107 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import ast
+import inspect
+from typing import TYPE_CHECKING, Any
 
 from .common import add_json, dump
 
+if TYPE_CHECKING:
+    from costmodel.cost import Cost
+    from costmodel.roofline import Bound
+    from costmodel.rules import Rule
+
 __all__ = ["add_op_parsers"]
 
+#: string parameters no rule annotates ``str`` (the rules' own ``str`` parameters, ``mode``,
+#: ``state`` ..., are read from their signatures: :func:`_param_kinds`)
 _STRING_PARAMS = {"variant", "algorithm", "link"}
+#: the words a boolean parameter takes
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
 
 
-def _parse_param(item: str) -> tuple[str, Any]:
+def _annotation(param: inspect.Parameter) -> str:
+    ann = param.annotation
+    return ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
+
+
+def _param_kinds(rule: Rule) -> tuple[frozenset[str], frozenset[str]]:
+    """The rule's boolean and string parameters, read from its signature.
+
+    Parameters
+    ----------
+    rule : Rule
+        The registered rule (:func:`costmodel.rules.get_rule`).
+
+    Returns
+    -------
+    (frozenset of str, frozenset of str)
+        The parameters annotated ``bool`` (or with a boolean default), and those annotated
+        ``str`` with :data:`_STRING_PARAMS`.
+    """
+    bools, strings = set(), set(_STRING_PARAMS)
+    for name, param in rule.signature.parameters.items():
+        ann = _annotation(param)
+        if ann == "bool" or isinstance(param.default, bool):
+            bools.add(name)
+        elif ann == "str":
+            strings.add(name)
+    return frozenset(bools), frozenset(strings - bools)
+
+
+def _check_names(rule: Rule, key: str, text: str) -> None:
+    """Refuse a name in ``key``'s value that would not mean what it says: an alias the engine
+    renames (``E`` is ``num_experts``, ``k`` is ``num_experts_per_tok``: ``M=E`` printed as
+    ``num_experts``), or another parameter of the rule (``M=N N=4096``: the symbol N is not the
+    4096 given), as ``derive`` refuses a name its closed form uses for something else.
+
+    Parameters
+    ----------
+    rule : Rule
+        The rule the value is for.
+    key : str
+        The parameter.
+    text : str
+        The value as given, already parsed by :func:`costmodel.expr.parse_expr` (so in its grammar).
+    """
+    from costmodel.errors import RuleArgumentError
+    from costmodel.symbols import DIM_ALIASES
+
+    names = sorted({n.id for n in ast.walk(ast.parse(text.strip(), mode="eval")) if isinstance(n, ast.Name)})
+    for name in names:
+        if name in DIM_ALIASES:
+            canon = DIM_ALIASES[name]
+            raise RuleArgumentError(
+                f"op {rule.name}: {key}={text}: the name {name} is the engine's alias of {canon} "
+                f"(it would print as {canon}); write {canon}, or a name of your own (e.g. x)"
+            )
+        if name in rule.signature.parameters and name != key:
+            raise RuleArgumentError(
+                f"op {rule.name}: {key}={text}: {name} is also a parameter of {rule.name}, and a name "
+                f"in a value is a symbol of its own, not {name}'s value; give a number, or another "
+                "name (e.g. x)"
+            )
+
+
+def _parse_param(item: str, rule: Rule) -> tuple[str, Any]:
+    """One ``key=value`` of ``costmodel op``, read as the rule's signature types the parameter.
+
+    Parameters
+    ----------
+    item : str
+        The argument as given.
+    rule : Rule
+        The rule it is for: its ``bool`` parameters take true/false (or 1/0), its ``str`` and
+        dtype parameters the text as given, the others a safe expression
+        (:func:`costmodel.expr.parse_expr`). An unknown parameter is left as text for
+        :func:`costmodel.rules.op_cost` to refuse, naming the parameters there are.
+
+    Returns
+    -------
+    (str, object)
+        The parameter and its value.
+    """
     from costmodel.errors import RuleArgumentError
     from costmodel.expr import parse_expr
 
@@ -20,11 +111,89 @@ def _parse_param(item: str) -> tuple[str, Any]:
         raise RuleArgumentError(f"op parameter {item!r} must look like key=value")
     key, value = item.split("=", 1)
     key = key.strip()
-    if value.lower() in ("true", "false"):
-        return key, value.lower() == "true"
-    if key in _STRING_PARAMS or key == "dtype" or key.endswith("_dtype"):
+    if key not in rule.signature.parameters:
         return key, value
-    return key, parse_expr(value, field=key)
+    bools, strings = _param_kinds(rule)
+    word = value.strip().lower()
+    if key in bools:
+        if word in _TRUE + _FALSE:
+            return key, word in _TRUE
+        raise RuleArgumentError(
+            f"op {rule.name}: {key}={value!r} is not a boolean; {key} takes true or false (or 1 or 0)"
+        )
+    if key in strings or key == "dtype" or key.endswith("_dtype"):
+        return key, value
+    if word in ("true", "false"):
+        raise RuleArgumentError(
+            f"op {rule.name}: {key}={value!r}: {key} is a number or an expression, not a boolean"
+        )
+    expr = parse_expr(value, field=key)
+    _check_names(rule, key, value)
+    return key, expr
+
+
+def _parse_params(items: list[str], rule: Rule) -> dict[str, Any]:
+    """Every ``key=value`` of ``costmodel op``, refusing a parameter given twice (the last one
+    was used silently).
+
+    Parameters
+    ----------
+    items : list of str
+        The arguments as given.
+    rule : Rule
+        The rule they are for (:func:`_parse_param`).
+
+    Returns
+    -------
+    dict
+        Parameter to value, in the order given.
+    """
+    from costmodel.errors import RuleArgumentError
+
+    given: dict[str, str] = {}
+    for item in items:
+        key = item.split("=", 1)[0].strip()
+        if key in given and "=" in item:
+            raise RuleArgumentError(
+                f"op {rule.name}: parameter {key} given twice ({given[key]} and {item}); give it once"
+            )
+        given[key] = item
+    return dict(_parse_param(item, rule) for item in items)
+
+
+def _check_finite(rule: str, items: list[str], cost: Cost, b: Bound) -> None:
+    """Refuse a numeric result beyond a float's range (``gemm M=N=K=10**300`` printed
+    ``t[tensor] = inf us``, and ``null`` FLOPs in JSON).
+
+    Parameters
+    ----------
+    rule : str
+        The rule's name.
+    items : list of str
+        The parameters as given (the error repeats them).
+    cost : Cost
+        The op's cost, numeric.
+    b : Bound
+        Its bound on the device.
+    """
+    import math
+
+    import sympy
+
+    from costmodel.errors import CostModelError
+
+    checked: list[tuple[str, sympy.Expr]] = [
+        *((f"FLOPs on {u}/{p}", e) for (u, p), e in cost.flop_terms.items()),
+        *((f"bytes read at {lvl}", e) for lvl, e in cost.read_terms.items()),
+        *((f"bytes written at {lvl}", e) for lvl, e in cost.write_terms.items()),
+        *((f"time t[{label}]", sympy.sympify(t)) for label, t in b.terms.items()),
+    ]
+    for what, e in checked:
+        if not math.isfinite(float(e)):
+            raise CostModelError(
+                f"op {rule} {' '.join(items)}: {what} = {sympy.Float(e, 3)} is beyond a float's range "
+                "(1.8e308); give smaller sizes"
+            )
 
 
 #: the matmul rules whose output a narrow GEMM writes in bf16 (:func:`costmodel.dtypes.gemm_out_dtype`)
@@ -58,16 +227,23 @@ def cmd_op(args: argparse.Namespace) -> int:
 
     from costmodel.cost import as_float
     from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes
     from costmodel.roofline import bound, sensitivities
-    from costmodel.rules import op_cost
+    from costmodel.rules import get_rule, op_cost
     from costmodel.text import fmt_num
 
-    params = dict(_parse_param(p) for p in args.params)
+    rule = get_rule(args.rule)
+    params = _parse_params(args.params, rule)
     note = _gemm_output(args.rule, params)
     cost = op_cost(args.rule, **params)
     hw = get_device(args.device)
     b = bound(cost, hw)
     numeric = cost.is_numeric
+    if numeric:
+        _check_finite(args.rule, args.params, cost, b)
+    notes = [note] if note else []
+    notes += roof_notes(hw, used=cost.flop_terms)
+    moves_bytes = cost.bytes != 0  # the intensity is FLOPs per DRAM byte: undefined without one
     if args.json:
         out: dict[str, Any] = {
             "rule": args.rule,
@@ -81,24 +257,35 @@ def cmd_op(args: argparse.Namespace) -> int:
             }
         if note:
             out["note"] = note
+        if notes[bool(note) :]:
+            out["roof_notes"] = notes[bool(note) :]
         print(dump(out))
         return 0
     print(f"{args.rule}({', '.join(f'{k}={v}' for k, v in params.items())}) on {hw.name}")
-    if note:
-        print(f"  note: {note}")
+    for n in notes:
+        print(f"  note: {n}")
     print(f"  FLOPs      : {cost.flops}")
     for (unit, prec), f in cost.flop_terms.items():
         print(f"    {unit}/{prec}: {f}")
     print(f"  DRAM bytes : {cost.bytes}")
+    if not moves_bytes:
+        print("  intensity  : undefined (no DRAM bytes)")
     if numeric:
-        print(f"  intensity  : {as_float(cost.intensity):.3f} FLOP/B")
+        if moves_bytes:
+            print(f"  intensity  : {as_float(cost.intensity):.3f} FLOP/B")
         for label, t in b.terms.items():
             print(f"  t[{label}] = {fmt_num(as_float(t) * 1e6)} us")
-        print(f"  bound      : {b.kind} ({b.category}), T >= {fmt_num(as_float(b.lower) * 1e6)} us")
+        if b.kind == "none":
+            print(
+                f"  bound      : none (no FLOPs and no bytes to bound), T >= {fmt_num(as_float(b.lower) * 1e6)} us"
+            )
+        else:
+            print(f"  bound      : {b.kind} ({b.category}), T >= {fmt_num(as_float(b.lower) * 1e6)} us")
         if b.unbounded:
             print(f"  not bounded (no roof on this device): {', '.join(b.unbounded)}")
     else:
-        print(f"  intensity  : {sympy.simplify(cost.intensity)}")
+        if moves_bytes:
+            print(f"  intensity  : {sympy.simplify(cost.intensity)}")
         from costmodel.pretty import time_expr
 
         print(f"  T >= {time_expr(b.lower)}")
