@@ -283,7 +283,9 @@ class Cost:
         f = self.flops if unit is None else self.flops_on(unit)
         d = self.bytes_at(level)
         if d == 0:
-            raise CostModelError(f"intensity undefined: the cost moves no bytes at level {level!r}")
+            raise CostModelError(
+                f"intensity undefined: the cost moves no bytes at level {getattr(level, 'value', level)}"
+            )
         return f / d
 
     @property

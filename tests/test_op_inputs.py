@@ -167,3 +167,73 @@ def test_a_substituted_roof_is_said_once(capsys):
 def test_a_narrow_gemm_still_writes_bf16(capsys):
     assert main(["op", "gemm", "M=4096", "N=4096", "K=4096", "dtype=fp8"]) == 0
     assert "note: out_dtype=bf16 assumed" in capsys.readouterr().out
+
+
+def test_intensity_of_nothing_names_the_level_plainly():
+    from costmodel.errors import CostModelError
+    from costmodel.rules import op_cost
+
+    with pytest.raises(CostModelError, match=r"moves no bytes at level dram$"):
+        _ = op_cost("view", elements=parse_expr("10")).intensity
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (  # priced negative FLOPs: an internal error
+            ["lightning_indexer", "heads=4", "q_len=100", "kv_len=10", "head_dim=64", "causal=true"],
+            "lightning_indexer: causal needs q_len <= kv_len (queries are the last positions), got q_len=100, kv_len=10",
+        ),
+        (
+            ["topk", "rows=1", "elements=10", "k=100"],
+            "topk: k=100 is more than a row's elements (elements/rows = 10/1); give k <= 10, or pad=true",
+        ),
+        (
+            ["rope", "tokens=8", "heads=4", "head_dim=128", "rotary_dim=1000"],
+            "rope: rotary_dim must be at most head_dim (it rotates a head's first channels), got rotary_dim=1000, head_dim=128",
+        ),
+        (
+            ["grouped_gemm", "tokens=8", "experts=8", "top_k=2", "N=64", "K=64", "experts_read=100"],
+            "grouped_gemm: experts_read must be at most experts, got experts_read=100, experts=8",
+        ),
+        (
+            ["selective_scan", "tokens=8", "heads=8", "head_dim=64", "state_size=16", "groups=3"],
+            "selective_scan: heads must be a multiple of groups (each group serves heads/groups heads), got heads=8, groups=3",
+        ),
+        (
+            ["selective_scan", "tokens=8", "heads=8", "head_dim=64", "state_size=16", "groups=16"],
+            "got heads=8, groups=16",
+        ),
+        (
+            ["causal_conv1d", "tokens=10", "channels=10", "width=4", "state=read"],
+            "causal_conv1d: state 'read' not allowed; allowed: write, read_write",
+        ),
+        (
+            ["selective_scan", "tokens=8", "heads=8", "head_dim=64", "state_size=16", "mode=fast"],
+            "selective_scan: mode 'fast' not allowed; allowed: recurrent, chunked",
+        ),
+        (
+            ["attention", "heads=8", "q_len=1", "kv_len=8", "head_dim=64", "variant=paged"],
+            "attention: variant 'paged' not allowed; allowed: naive, flash",
+        ),
+    ],
+)
+def test_an_impossible_shape_is_refused_by_its_rule(capsys, argv, fragment):
+    """These were priced (or failed on negative FLOPs); the allowed values print as a plain list."""
+    assert fragment in one_line_error(capsys, "op", *argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["topk", "rows=1", "elements=10", "k=100", "pad=true"],  # DeepSeek's indexer: k slots a row
+        ["topk", "rows=1", "elements=ctx", "k=2048"],
+        ["rope", "tokens=8", "heads=4", "head_dim=128", "rotary_dim=64"],
+        ["rope", "tokens=8", "heads=4", "head_dim=128", "rotary_dim=r"],
+        ["grouped_gemm", "tokens=8", "experts=8", "top_k=2", "N=64", "K=64", "experts_read=8"],
+        ["selective_scan", "tokens=8", "heads=8", "head_dim=64", "state_size=16", "groups=g"],
+        ["lightning_indexer", "heads=4", "q_len=q", "kv_len=10", "head_dim=64", "causal=true"],
+    ],
+)
+def test_possible_and_symbolic_shapes_still_price(capsys, argv):
+    assert main(["op", *argv]) == 0, capsys.readouterr().err

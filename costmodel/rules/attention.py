@@ -208,7 +208,9 @@ def attention(
     4*d*n**2 + 5*n**2
     """
     if variant not in _VARIANTS:
-        raise RuleArgumentError(f"attention: variant {variant!r} not allowed; allowed: {_VARIANTS}")
+        raise RuleArgumentError(
+            f"attention: variant {variant!r} not allowed; allowed: {', '.join(_VARIANTS)}"
+        )
     if q_block is not None and variant != "flash":
         raise RuleArgumentError("attention: q_block applies to variant='flash' only")
     nb = check_dim(batch, "batch")

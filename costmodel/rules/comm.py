@@ -45,7 +45,7 @@ _ALGOS = ("ring", "direct", "in_network")
 def _common(rule: str, elements: object, p: object, algorithm: str) -> tuple[sympy.Expr, sympy.Expr]:
     allowed = _ALGOS if rule == "all_reduce" else _ALGOS[:2]
     if algorithm not in allowed:
-        raise RuleArgumentError(f"{rule}: algorithm {algorithm!r} not allowed; allowed: {allowed}")
+        raise RuleArgumentError(f"{rule}: algorithm {algorithm!r} not allowed; allowed: {', '.join(allowed)}")
     return check_dim(elements, "elements"), check_dim(p, "p")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..cost import Cost
 from ..dtypes import DTypeLike, dtype_bytes, roof_of
+from ..errors import RuleArgumentError
 from ..symbols import check_dim
 from .registry import register_rule
 
@@ -68,6 +69,11 @@ def rope(
     t, h = check_dim(tokens, "tokens"), check_dim(heads, "heads")
     hd = check_dim(head_dim, "head_dim")
     r = check_dim(rotary_dim if rotary_dim is not None else hd, "rotary_dim")
+    if r.is_number and hd.is_number and r > hd:
+        raise RuleArgumentError(
+            f"rope: rotary_dim must be at most head_dim (it rotates a head's first channels), "
+            f"got rotary_dim={r}, head_dim={hd}"
+        )
     b = dtype_bytes(dtype, "dtype")
     tb = dtype_bytes(table_dtype, "table_dtype")
     elems = t * h * r

@@ -76,7 +76,7 @@ def gated_delta_rule(
     54
     """
     if mode not in _MODES:
-        raise RuleArgumentError(f"gated_delta_rule: mode {mode!r} not allowed; allowed: {_MODES}")
+        raise RuleArgumentError(f"gated_delta_rule: mode {mode!r} not allowed; allowed: {', '.join(_MODES)}")
     t, nb = check_dim(tokens, "tokens"), check_dim(batch, "batch")
     hk, hv = check_dim(key_heads, "key_heads"), check_dim(value_heads, "value_heads")
     dk, dv = check_dim(key_dim, "key_dim"), check_dim(value_dim, "value_dim")

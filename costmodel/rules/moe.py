@@ -84,6 +84,10 @@ def grouped_gemm(
     n, kk = check_dim(N, "N"), check_dim(K, "K")
     a, w, o, prec = operand_bytes(dtype, w_dtype, out_dtype, compute_dtype)
     touched = experts_touched(t, e, k) if experts_read is None else check_dim(experts_read, "experts_read")
+    if experts_read is not None and touched.is_number and e.is_number and touched > e:
+        raise RuleArgumentError(
+            f"grouped_gemm: experts_read must be at most experts, got experts_read={touched}, experts={e}"
+        )
     rows = t * k
     if capacity_factor is not None:
         cf = to_expr(capacity_factor, field="capacity_factor")

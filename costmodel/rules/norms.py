@@ -21,7 +21,7 @@ _VARIANTS = ("fused", "multi_pass")
 
 def _check_variant(rule: str, variant: str) -> None:
     if variant not in _VARIANTS:
-        raise RuleArgumentError(f"{rule}: variant {variant!r} not allowed; allowed: {_VARIANTS}")
+        raise RuleArgumentError(f"{rule}: variant {variant!r} not allowed; allowed: {', '.join(_VARIANTS)}")
 
 
 @register_rule("layernorm")

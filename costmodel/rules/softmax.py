@@ -63,7 +63,7 @@ def softmax(
     """
     if variant not in SOFTMAX_VARIANTS:
         raise RuleArgumentError(
-            f"softmax: variant {variant!r} not allowed; allowed: {tuple(SOFTMAX_VARIANTS)}"
+            f"softmax: variant {variant!r} not allowed; allowed: {', '.join(SOFTMAX_VARIANTS)}"
         )
     reads, writes, kernels, v_default, s_default = SOFTMAX_VARIANTS[variant]
     n, c = check_dim(rows, "rows"), check_dim(cols, "cols")

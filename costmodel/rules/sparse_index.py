@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..cost import Cost
 from ..dtypes import DTypeLike, dtype_bytes, roof_of
+from ..errors import RuleArgumentError
 from ..symbols import check_dim
 from .attention import causal_pairs
 from .registry import register_rule
@@ -67,6 +68,11 @@ def lightning_indexer(
     """
     nb, h = check_dim(batch, "batch"), check_dim(heads, "heads")
     n, nkv = check_dim(q_len, "q_len"), check_dim(kv_len, "kv_len")
+    if causal and n.is_number and nkv.is_number and n > nkv:  # negative pairs: negative FLOPs
+        raise RuleArgumentError(
+            f"lightning_indexer: causal needs q_len <= kv_len (queries are the last positions), "
+            f"got q_len={n}, kv_len={nkv}"
+        )
     d = check_dim(head_dim, "head_dim")
     qb = dtype_bytes(dtype, "dtype")
     kb = d * qb if key_bytes is None else check_dim(key_bytes, "key_bytes")
@@ -92,6 +98,7 @@ def topk(
     k: object,
     dtype: DTypeLike = "fp32",
     compare_ops: object = 2,
+    pad: bool = False,
 ) -> Cost:
     r"""Select the ``k`` largest of each row's scores: ``elements`` scores over ``rows`` rows.
 
@@ -100,7 +107,9 @@ def topk(
         F_\text{vector} = c\,E,\qquad D = s\,E + 4\,R\,k
 
     (``c = compare_ops``, ``E`` elements of ``s`` bytes read once, ``k`` int32 indices
-    written per row).
+    written per row). ``k`` is at most a row's ``E/R`` elements unless ``pad``: a kernel that
+    writes ``k`` indices a row whatever the row holds, the rest padded (DeepSeek's sparse
+    indexer keeps ``k = 2048`` slots over a shorter context).
 
     >>> from costmodel.symbols import dim
     >>> c = topk(rows=1, elements=dim("ctx"), k=2048)
@@ -108,6 +117,11 @@ def topk(
     (2*ctx, 4*ctx + 8192)
     """
     r, e, kk = check_dim(rows, "rows"), check_dim(elements, "elements"), check_dim(k, "k")
+    if not pad and r.is_number and e.is_number and kk.is_number and kk * r > e:
+        raise RuleArgumentError(
+            f"topk: k={kk} is more than a row's elements (elements/rows = {e}/{r}); give k <= {e / r}, "
+            "or pad=true for a kernel that writes k indices a row, the rest padded"
+        )
     c = check_dim(compare_ops, "compare_ops", allow_zero=True)
     s = dtype_bytes(dtype, "dtype")
     return (

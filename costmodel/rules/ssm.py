@@ -77,9 +77,7 @@ def causal_conv1d(
     72
     """
     if state not in ("write", "read_write"):
-        raise RuleArgumentError(
-            f"causal_conv1d: state {state!r} not allowed; allowed: ('write', 'read_write')"
-        )
+        raise RuleArgumentError(f"causal_conv1d: state {state!r} not allowed; allowed: write, read_write")
     t, c, k = check_dim(tokens, "tokens"), check_dim(channels, "channels"), check_dim(width, "width")
     nb = check_dim(batch, "batch")
     b = dtype_bytes(dtype, "dtype")
@@ -129,9 +127,14 @@ def selective_scan(
     5*h*n_state*p_head + 3*h*p_head + 5*h
     """
     if mode not in _MODES:
-        raise RuleArgumentError(f"selective_scan: mode {mode!r} not allowed; allowed: {_MODES}")
+        raise RuleArgumentError(f"selective_scan: mode {mode!r} not allowed; allowed: {', '.join(_MODES)}")
     t, h, p = check_dim(tokens, "tokens"), check_dim(heads, "heads"), check_dim(head_dim, "head_dim")
     n, g, nb = check_dim(state_size, "state_size"), check_dim(groups, "groups"), check_dim(batch, "batch")
+    if h.is_number and g.is_number and h % g != 0:  # each group's B, C serve heads/groups heads
+        raise RuleArgumentError(
+            f"selective_scan: heads must be a multiple of groups (each group serves heads/groups heads), "
+            f"got heads={h}, groups={g}"
+        )
     b = dtype_bytes(dtype, "dtype")
     sb = dtype_bytes(state_dtype, "state_dtype")
     prec = roof_of("fp32")

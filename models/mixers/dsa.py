@@ -462,4 +462,5 @@ class _SparseLayer:
             rows=T,
             elements=pairs,
             k=k,
+            pad=True,  # k slots a row whatever the context: the short ones padded
         )[0]
