@@ -316,7 +316,12 @@ def cmd_rules(args: argparse.Namespace) -> int:
 def add_op_parsers(sub: Any) -> None:
     o = sub.add_parser("op", help="roofline of one op: costmodel op gemm M=1 N=4096 K=4096")
     o.add_argument("rule", help="rule name (see `costmodel rules`)")
-    o.add_argument("params", nargs="*", help="key=value; values are numbers, expressions or dtype names")
+    o.add_argument(
+        "params",
+        nargs="*",
+        help="key=value; values are numbers or expressions, true/false (or 1/0) for a boolean, "
+        "words for dtype/mode/state/variant parameters; each parameter once",
+    )
     o.add_argument("--device", default="h100-sxm")
     add_json(o)
     o.set_defaults(func=cmd_op)
