@@ -307,3 +307,25 @@ def test_a_refusal_shows_a_nested_fields_value_not_the_wrapper(tmp_path):
     assert r.family is None
     assert "RecordingConfig" not in r.why
     assert f"rope_scaling {cfg['text_config']['rope_scaling']!r}" in r.why
+
+
+def test_reading_a_deep_config_as_every_family_builds_no_per_layer_list():
+    """``model check`` reads a config as every family (the nearest ones); num_hidden_layers may be
+    up to 2**31 - 1, so no family may build a per-layer list past MAX_PATTERN_LAYERS (diffllama
+    built one: a billion-layer Llama grew past 22 GB). The Llama reading stays uniform."""
+    import tracemalloc
+
+    from models.hf_families import MAX_PATTERN_LAYERS
+
+    deep = {**ACME, "model_type": "llama", "num_hidden_layers": 10**6}
+    tracemalloc.start()
+    try:
+        rep = inspect_config(deep, "deep")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rep.family == "llama" and rep.model is not None and rep.model.layer_types is None
+    assert peak < 64 * 2**20  # a million LayerSpecs alone take more
+    got = read_as({**deep, "num_hidden_layers": 10**9}, "diffllama", "deep")
+    assert got.model is None and got.error is not None
+    assert "num_hidden_layers" in got.error and str(MAX_PATTERN_LAYERS) in got.error

@@ -58,8 +58,12 @@ def read_diffllama(
     cfg: Mapping[str, Any], common: dict[str, Any], get: Callable[..., Any], name: str
 ) -> None:
     """``model_type: diffllama``: a Llama whose every layer is differential attention;
-    ``attention_bias`` biases q, k, v and o (``DiffLlamaAttention``)."""
-    common["layer_types"] = ("diff_attention",) * get(cfg, "num_hidden_layers", name)
+    ``attention_bias`` biases q, k, v and o (``DiffLlamaAttention``). The per-layer pattern is
+    refused above :data:`models.hf_families.MAX_PATTERN_LAYERS` layers before it is built."""
+    # loaded on use: models.hf_families imports the layers, which import this plug-in
+    from ..hf_families import pattern_layers
+
+    common["layer_types"] = ("diff_attention",) * pattern_layers(common, name)
     common["o_bias"] = bool_field(cfg, "attention_bias", name, False)
 
 
