@@ -104,8 +104,20 @@ def test_a_refusal_reaches_the_command_line_as_one_line(
 def test_model_check_reads_a_layer_file_as_given(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["model", "check", str(EXAMPLE)]) == 0
     out = capsys.readouterr().out
-    assert "-> family layer file" in out and "fields ignored (0)" in out
+    head = out.splitlines()[0]
+    assert head.endswith(": a layer file -> read as given") and "None" not in head  # no model_type 'None'
+    assert "fields ignored (0)" in out
     assert "parameters 1.90 M total" in out  # PARAMS above
+
+
+def test_model_check_of_a_refused_layer_file_names_no_model_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**json.loads(EXAMPLE.read_text()), "ssm_state_size": 0}))
+    assert main(["model", "check", str(path)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head == "bad: a layer file -> refused"
 
 
 @pytest.mark.parametrize("model", model_names())

@@ -102,7 +102,14 @@ class ModelCheck(Result):
 
         out: list[str] = []
         state = f"family {self.family}" + (" (assumed)" if self.assumed else "") if self.family else "refused"
-        out.append(f"{self.config}: model_type {str(self.model_type)[:80]!r} -> {state}")
+        if self.model_type is None and not self.nearest:  # a layer file: no model_type, no family near
+            what = "a layer file"
+            state = "read as given" if self.family else "refused"
+        elif self.model_type is None:
+            what = "no model_type"
+        else:
+            what = f"model_type {str(self.model_type)[:80]!r}"
+        out.append(f"{self.config}: {what} -> {state}")
         out.append(f"  why: {self.why}")
         best = self.nearest[0] if self.nearest else None  # a layer file has no family to be near
         if self.family is None and best is not None:
