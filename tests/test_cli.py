@@ -217,7 +217,7 @@ def test_ledger_model_and_errors(capsys):
     for args, msg in (
         (("--ctx", "0"), "--ctx must be in [1, 100000000], got 0"),
         (("--batch", "-3"), "--batch must be in [1, 10000000], got -3"),
-        (("--overhead", "1"), r"overhead fraction must be in [0, 1), got 1"),
+        (("--overhead", "1"), "--overhead-policy fraction_of_sum needs --overhead F in [0, 1)"),
     ):
         code, _, err = run(capsys, "ledger", "tiny", *args)
         assert code == 2 and msg in err
@@ -356,6 +356,49 @@ def test_a_prefill_ledger_holds_its_prompts_kv(capsys):
     ):
         code, _, err = run(capsys, "ledger", "llama-3.1-8b", *argv)
         assert code == 2 and msg in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--weight-dtype", "int4"),
+        ("--kv-dtype", "fp8"),
+        ("--matmul-dtype", "fp8"),
+        ("--device", "a100"),
+        ("--tp", "8"),
+        ("--allow-long-context",),
+    ],
+)
+def test_raw_ledger_refuses_what_only_a_model_reads(capsys, extra):
+    """A review found ``ledger --weights-bytes ... --weight-dtype int4`` (no model) printing the
+    ledger of the raw terms, the option ignored; raw mode refuses it by name, as a model refuses a
+    raw flag."""
+    raw = ("ledger", "--weights-bytes", "14e9", "--kv-bytes-per-token", "131072", "--capacity-bytes", "78e9")
+    code, out, err = run(capsys, *raw, *extra)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"costmodel: error: {extra[0]} is for a ledger of a model; without one (raw mode) the terms are "
+        "--weights-bytes, --kv-bytes-per-token and --capacity-bytes as given (per device)"
+    )
+
+
+def test_a_models_ledger_keeps_its_device_and_tp_defaults(capsys):
+    code, out, _ = run(capsys, "ledger", "llama-3.1-8b")
+    assert code == 0 and out.startswith("llama-3.1-8b on h100-sxm (tp=1): batch 1, ctx 4096, decode")
+    code, out, _ = run(capsys, "ledger", "--help")
+    assert "(default: h100-sxm; a model's ledger only)" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("policy", ["fraction_of_free", "fraction_of_total"])
+def test_a_fraction_policy_without_overhead_names_the_option(capsys, policy):
+    """``--overhead-policy fraction_of_free`` alone said "fraction must be in (0, 1], got 0", the
+    0 being --overhead's default: the error names the option and what it takes."""
+    code, out, err = run(capsys, "ledger", "llama-3.1-8b", "--overhead-policy", policy)
+    assert code == 2 and out == "" and "\n" not in err.strip()
+    assert f"--overhead-policy {policy} needs --overhead F in (0, 1]" in err
+    assert "got --overhead 0 (--overhead defaults to 0, which only fraction_of_sum takes)" in err
+    code, _, err = run(capsys, "ledger", "llama-3.1-8b", "--overhead-policy", policy, "--overhead", "0.9")
+    assert code == 0 and err == ""
 
 
 # ------------------------------------------------------------ derive: a symbolic shape, whole or refused

@@ -13,7 +13,7 @@ from .common import dump, progress_bar
 from .html_option import add_html_option, keep
 from .ledger_view import capacity_verdict, print_fits, print_kv_split, print_terms
 from .model_option import check_context, resolve_config
-from .options import CSV_SUFFIXES, add_dtype_options, check_output_path, dtype_list, int_list, number
+from .options import CSV_SUFFIXES, HELP, add_dtype_options, check_output_path, dtype_list, int_list, number
 
 if TYPE_CHECKING:
     from costmodel.ledger import Overhead
@@ -21,16 +21,77 @@ if TYPE_CHECKING:
 __all__ = ["add_phase_parsers", "decode_result", "prefill_result", "request_of"]
 
 
+#: what ``--overhead`` is under each ``--overhead-policy``, and the range it takes
+_OVERHEAD_MEANS = {
+    "fraction_of_sum": ("[0, 1)", "the overhead as a share of weights + KV + activations, e.g. 0.3"),
+    "fraction_of_total": ("(0, 1]", "the share of the device the engine may use (vLLM's gpu_memory_utilization, e.g. 0.9)"),
+    "fraction_of_free": (
+        "(0, 1]",
+        "the share of the memory left after weights and activations the KV cache may take "
+        "(TensorRT-LLM's kv_cache_free_gpu_memory_fraction, e.g. 0.9)",
+    ),
+}
+
+
 def _overhead(args: argparse.Namespace) -> Overhead:
+    """``--overhead-policy`` with ``--overhead``; a fraction out of the policy's range is refused in
+    the command's words (``--overhead`` defaults to 0, which only ``fraction_of_sum`` takes).
+
+    Parameters
+    ----------
+    args : the ledger's parsed options
+
+    Returns
+    -------
+    Overhead
+    """
+    from costmodel.errors import CostModelError, InvalidDimensionError
     from costmodel.ledger import Overhead
 
-    return Overhead(args.overhead_policy, number(args.overhead, "--overhead", allow_zero=True))
+    f = number(args.overhead, "--overhead", allow_zero=True)
+    try:
+        return Overhead(args.overhead_policy, f)
+    except InvalidDimensionError:
+        allowed, means = _OVERHEAD_MEANS[args.overhead_policy]
+        zero = " (--overhead defaults to 0, which only fraction_of_sum takes)" if f == 0 else ""
+        raise CostModelError(
+            f"--overhead-policy {args.overhead_policy} needs --overhead F in {allowed}, {means}; "
+            f"got --overhead {args.overhead}{zero}"
+        ) from None
+
+
+#: what ``ledger`` reads of a model, which a ledger without one (raw mode) has no use for
+_MODEL_ONLY = (
+    ("--weight-dtype", "weight_dtype", None),
+    ("--kv-dtype", "kv_dtype", None),
+    ("--matmul-dtype", "matmul_dtype", None),
+    ("--device", "device", None),
+    ("--tp", "tp", None),
+    ("--allow-long-context", "allow_long_context", False),
+)
+_LEDGER_DEVICE, _LEDGER_TP = "h100-sxm", 1
+
+
+def _refuse_model_options(args: argparse.Namespace) -> None:
+    """Raw mode (no model): an option that only a model's ledger reads is refused, naming it, as a
+    raw flag beside a model is (a review found ``--weight-dtype int4`` accepted and ignored)."""
+    from costmodel.errors import CostModelError
+
+    for flag, dest, unset in _MODEL_ONLY:
+        if getattr(args, dest, unset) != unset:
+            raise CostModelError(
+                f"{flag} is for a ledger of a model; without one (raw mode) the terms are --weights-bytes, "
+                "--kv-bytes-per-token and --capacity-bytes as given (per device)"
+            )
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     if args.model is None:
+        _refuse_model_options(args)
         _ledger_point(args)
         return _ledger_raw(args)
+    args.device = _LEDGER_DEVICE if args.device is None else args.device
+    args.tp = _LEDGER_TP if args.tp is None else args.tp
     raw = [
         f
         for f, v in (
@@ -344,6 +405,12 @@ def add_phase_parsers(sub: Any) -> None:
         "model", nargs="?", default=None, help="catalog model or config.json; omit to give raw terms"
     )
     common(lg, model_required=False)
+    # unset (None) until a model's ledger fills them in: raw mode refuses them when given
+    for action in lg._actions:
+        if action.dest in ("device", "tp"):
+            shown = _LEDGER_DEVICE if action.dest == "device" else _LEDGER_TP
+            action.default = None
+            action.help = f"{action.help or HELP[action.dest]} (default: {shown}; a model's ledger only)"
     lg.add_argument("--batch", type=int, default=1)
     lg.add_argument("--batches", default=None, help="raw mode: list, e.g. 1,8,16,24,32")
     lg.add_argument(
