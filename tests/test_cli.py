@@ -163,6 +163,26 @@ def test_model_commands(capsys):
     assert code == 2 and "unknown model 'gpt-9'" in err
 
 
+@pytest.mark.parametrize(
+    ("phase", "given", "msg"),
+    [
+        ("decode", ("--seq", "77777"), "--seq 77777 is a prefill's prompt length (--phase prefill)"),
+        ("prefill", ("--ctx", "77777"), "--ctx 77777 is a decode's KV length (--phase decode)"),
+    ],
+)
+def test_model_analyze_refuses_the_other_phases_point(capsys, phase, given, msg):
+    """A review found ``model analyze --phase decode --seq 77777`` (and prefill's --ctx) answered
+    at the default point, the option ignored; given, it is refused; not given, the phase's own
+    default still applies (ctx 4096, seq 1024)."""
+    code, out, err = run(capsys, "model", "analyze", "tiny", "--phase", phase, *given)
+    assert code == 2 and out == "" and err.startswith(f"costmodel: error: {msg}") and "\n" not in err.strip()
+    code, out, _ = run(capsys, "model", "analyze", "tiny", "--phase", phase, "--json")
+    doc = json.loads(out)
+    assert code == 0 and (doc["ctx"] if phase == "decode" else doc["seq"]) == (
+        4096 if phase == "decode" else 1024
+    )
+
+
 def test_model_from_config_file(capsys, tmp_path):
     f = tmp_path / "config.json"
     f.write_text(

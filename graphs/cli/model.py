@@ -66,6 +66,39 @@ def _config(args: argparse.Namespace) -> Any:
     return apply_dtypes(resolve_model(args.model, args), args)
 
 
+#: ``model analyze``'s prompt length (prefill) and KV length (decode) when not given
+_ANALYZE_SEQ, _ANALYZE_CTX = 1024, 4096
+
+
+def _analyze_point(args: argparse.Namespace) -> None:
+    """Resolve ``model analyze``'s ``--seq`` and ``--ctx`` (in place): the phase's own one defaults
+    (:data:`_ANALYZE_SEQ`, :data:`_ANALYZE_CTX`); the other phase's, when given, is refused by name
+    (a review found ``--phase decode --seq 77777`` answered at the default context, the option
+    ignored).
+
+    Parameters
+    ----------
+    args : the command's parsed options (``phase``, ``seq``, ``ctx``; None: not given)
+
+    Raises
+    ------
+    CostModelError
+        When ``--seq`` is given with ``--phase decode`` or ``--ctx`` with ``--phase prefill``.
+    """
+    from costmodel.errors import CostModelError
+
+    if args.phase == "decode" and args.seq is not None:
+        raise CostModelError(
+            f"--seq {args.seq} is a prefill's prompt length (--phase prefill); a decode step attends --ctx tokens"
+        )
+    if args.phase == "prefill" and args.ctx is not None:
+        raise CostModelError(
+            f"--ctx {args.ctx} is a decode's KV length (--phase decode); a prefill step reads a --seq-token prompt"
+        )
+    args.seq = _ANALYZE_SEQ if args.seq is None else args.seq
+    args.ctx = _ANALYZE_CTX if args.ctx is None else args.ctx
+
+
 def cmd_model_analyze(args: argparse.Namespace) -> int:
     """``costmodel model analyze``: one step's per-node roofline as a
     :class:`~graphs.serving.present.analysis_report.AnalysisReport` (from the cached analysis card
@@ -79,6 +112,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     from .predict_option import fp8_scales_of
 
     scales = fp8_scales_of(args)  # --fp8-scales without --predict: refused before any work
+    _analyze_point(args)
     check_context(args, *((args.ctx, "--ctx") if args.phase == "decode" else (args.seq, "--seq")))
     point = {"batch": args.batch, "seq": args.seq, "ctx": args.ctx}
     cfg: Any = None
@@ -161,8 +195,16 @@ def add_model_parser(sub: Any) -> None:
     )
     ma.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     ma.add_argument("--batch", type=int, default=1)
-    ma.add_argument("--seq", type=int, default=1024, help="prompt length (prefill)")
-    ma.add_argument("--ctx", type=int, default=4096, help="KV length attended (decode)")
+    # None: not given (the other phase's option is refused; _analyze_point fills the defaults)
+    ma.add_argument(
+        "--seq", type=int, default=None, help=f"prompt length (--phase prefill only; default: {_ANALYZE_SEQ})"
+    )
+    ma.add_argument(
+        "--ctx",
+        type=int,
+        default=None,
+        help=f"KV length attended (--phase decode only; default: {_ANALYZE_CTX})",
+    )
     add_dtype_options(ma)
     ma.add_argument("--top", type=int, default=0, help="show the N most expensive nodes only")
     ma.add_argument(
