@@ -437,7 +437,10 @@ def weights_in(cfg: Any, dtype: str) -> tuple[Any, str | None]:
     ``--weight-dtypes``), the routed experts' included, and the note that says so where the
     checkpoint stored those in another format (gpt-oss's MXFP4 experts: its ``expert_dtype``,
     kept before, so a "bf16" gpt-oss-120b weighed its MXFP4 60.8 GiB instead of 116.8 G
-    parameters x 2 B = 217.6 GiB); None where nothing else changed.
+    parameters x 2 B = 217.6 GiB), and where the activations (and a KV cache of no ``kv_dtype``
+    of its own) change with them: they follow a float weight dtype
+    (:attr:`models.config.ModelConfig.activation_dtype`), so fp32 weights double the KV read, said
+    rather than silent; None where nothing else changed.
 
     Parameters
     ----------
@@ -451,10 +454,16 @@ def weights_in(cfg: Any, dtype: str) -> tuple[Any, str | None]:
     tuple of (ModelConfig, str or None)
         The config, and the note (None: no expert format replaced).
     """
-    note = None
+    parts = []
     if cfg.expert_dtype not in (None, dtype):
-        note = f"weights in {dtype}: the routed experts too (the checkpoint's {cfg.expert_dtype})"
-    return cfg.replace(dtype=dtype, expert_dtype=None), note
+        parts.append(f"the routed experts too (the checkpoint's {cfg.expert_dtype})")
+    out = cfg.replace(dtype=dtype, expert_dtype=None)
+    if out.activation_dtype != cfg.activation_dtype:
+        follow = f"activations in {out.activation_dtype} too (they follow a float weight dtype; were {cfg.activation_dtype})"
+        if out.cache_dtype != cfg.cache_dtype:
+            follow += f", and so the KV cache (was {cfg.cache_dtype}; --kv-dtype {cfg.cache_dtype} keeps it)"
+        parts.append(follow)
+    return out, (f"weights in {dtype}: " + "; ".join(parts)) if parts else None
 
 
 def native_matmul(cfg: Any, devices: list[Any]) -> tuple[Any, str | None]:

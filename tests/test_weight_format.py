@@ -34,3 +34,24 @@ def test_an_fp8_checkpoint_runs_weight_only_where_no_fp8_roof(capsys):
         "linears fp8_e4m3 in 128x128 blocks (one FP32 scale each) (matmuls in the activations' dtype)"
         in cap.out
     )
+
+
+def test_float_weights_say_the_activations_and_kv_follow_once(capsys):
+    """A review found ``--weight-dtype fp32`` doubling the KV read (the activations and the cache
+    follow a float weight dtype: ModelConfig.activation_dtype) with nothing said, where int8 and
+    fp64 say their format. Said once on stderr; with --kv-dtype the cache keeps its own."""
+    note = (
+        "costmodel: note: --weight-dtype: weights in fp32: activations in fp32 too (they follow a float "
+        "weight dtype; were bf16), and so the KV cache (was bf16; --kv-dtype bf16 keeps it)"
+    )
+    assert main(["decode", "llama-3.1-8b", "--weight-dtype", "fp32"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.count(note) == 1 and "KV read 320.52 us" in cap.out  # 160.26 us in bf16, doubled
+    assert main(["decode", "llama-3.1-8b", "--weight-dtype", "fp32", "--kv-dtype", "bf16"]) == 0
+    cap = capsys.readouterr()
+    assert "activations in fp32 too (they follow a float weight dtype; were bf16)\n" in cap.err
+    assert "KV read 160.26 us" in cap.out
+    assert main(["decode", "llama-3.1-8b", "--weight-dtype", "bf16"]) == 0
+    assert "--weight-dtype" not in capsys.readouterr().err  # the model's own: nothing changes
+    assert main(["decode", "llama-3.1-8b", "--help"]) == 0
+    assert "follow a float one (fp32, bf16, fp16)" in " ".join(capsys.readouterr().out.split())

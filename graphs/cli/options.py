@@ -61,7 +61,8 @@ HELP: dict[str, str] = {
     "tp": "tensor-parallel degree: devices one layer is split over",
     "phase": "inference phase: prefill (B*S tokens) or decode (B tokens over ctx)",
     "dtype": "data type name (bf16, fp16, fp8, int8, int4, nvfp4, mxfp4, fp32 ...)",
-    "weight_dtype": "weight data type, replacing the model's (e.g. fp8, int4, nvfp4)",
+    "weight_dtype": "weight data type, replacing the model's (e.g. fp8, int4, nvfp4); activations, and a KV "
+    "cache without --kv-dtype, follow a float one (fp32, bf16, fp16), said in a note",
     "kv_dtype": "KV-cache data type, replacing the model's (e.g. fp8)",
     "matmul_dtype": "matmul operand/roof data type, replacing the model's (fp8: W8A8; nvfp4: W4A4)",
     "precision": "the tensor-roof precision to compare at (bf16, fp8, fp4 ...)",
@@ -544,7 +545,10 @@ def apply_dtypes(cfg: Any, args: argparse.Namespace) -> Any:
     if "dtype" in changes:  # every weight, the routed experts' own format (gpt-oss's) too
         from models.quantization import weights_in
 
-        cfg, note = weights_in(cfg, changes.pop("dtype"))
+        weights = changes.pop("dtype")
+        if changes:  # --kv-dtype first: the note says what follows the weights (activations, KV)
+            cfg = cfg.replace(**changes)
+        cfg, note = weights_in(cfg, weights)
         note_once(args, note and f"--weight-dtype: {note}")
         changes["dtype"] = cfg.dtype  # for the checks below
     cfg = cfg.replace(**changes)
