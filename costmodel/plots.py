@@ -226,7 +226,29 @@ def headroom_plot(
 ) -> Any:
     """Speed-up of doubling compute or bandwidth against I/I*, computed by :func:`headroom`;
     with ``rows`` (``classify_graph`` rows) on ``hw``, each node is placed at its own
-    ``I / I*`` with ``I* = P_tensor,precision / beta_dram`` of that device."""
+    ``I / I*`` with ``I* = P_tensor,precision / beta_dram`` of that device.
+
+    A node that moves no bytes (infinite intensity: a view such as a prefill's
+    ``head.last_token``) has no place on the axis: it is left off, said once
+    (:func:`costmodel.notes.say`), where it once turned every curve into NaN.
+
+    Parameters
+    ----------
+    path : str or Path
+        The PNG or SVG file written.
+    rows : list, optional
+        ``classify_graph`` rows (each with ``intensity``), placed on the curves.
+    hw : Hardware or str, optional
+        The device whose ridge ``I*`` the rows are scaled by.
+    precision : str
+        The tensor roof of the ridge.
+    title : str
+        The figure's title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
 
     from .cost import Cost
     from .frontier import compile_expr
@@ -244,7 +266,20 @@ def headroom_plot(
     if rows is not None and hw is not None:
         dev = get_device(hw)
         ridge = as_float(dev.require_peak("tensor", precision)) / as_float(dev.bandwidth())
-        pts = np.array([r_["intensity"] for r_ in map(plain, rows) if r_.get("intensity")]) / ridge
+        placed = [
+            (str(r_.get("node", r_.get("name", "?"))), r_["intensity"])
+            for r_ in map(plain, rows)
+            if r_.get("intensity")
+        ]
+        pts = np.array([float(i) for _, i in placed if np.isfinite(float(i))]) / ridge
+        off = [n for n, i in placed if not np.isfinite(float(i))]
+        if off:
+            from .notes import say
+
+            shown = ", ".join(off[:3]) + (f" +{len(off) - 3}" if len(off) > 3 else "")
+            say(
+                f"headroom: {len(off)} node(s) moving no bytes (infinite intensity) left off the figure: {shown}"
+            )
         if pts.size:
             r = np.logspace(min(-2.0, np.log10(pts.min()) - 0.5), max(2.0, np.log10(pts.max()) + 0.5), 400)
     fig, ax = plt.subplots(figsize=(6, 4))

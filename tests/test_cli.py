@@ -346,6 +346,37 @@ def test_headroom_plot_command(capsys, tmp_path):
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_prefill_headroom_plot_draws_finite_curves(capsys, tmp_path):
+    """A review found ``plot headroom --phase prefill`` printing numpy's RuntimeWarning and drawing
+    NaN curves: the prefill's ``head.last_token`` moves no bytes (intensity inf) and spread the
+    axis to infinity. It is left off, said once; the curves and the points are finite."""
+    pytest.importorskip("matplotlib", reason="plot extra not installed")
+    import warnings
+
+    import numpy as np
+
+    from costmodel import plots
+    from costmodel.notes import clear
+
+    rows = [{"node": "mlp", "intensity": 1000.0}, {"node": "head.last_token", "intensity": float("inf")}]
+    clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning leaks
+        fig = plots.headroom_plot(tmp_path / "h.png", rows=rows, hw="h100-sxm")
+    ax = fig.axes[0]
+    assert len(ax.lines) >= 2
+    for line in ax.lines[:2]:
+        assert np.isfinite(line.get_xdata()).all() and np.isfinite(line.get_ydata()).all()
+    assert all(np.isfinite(c.get_offsets()).all() and len(c.get_offsets()) == 1 for c in ax.collections)
+    note = "headroom: 1 node(s) moving no bytes (infinite intensity) left off the figure: head.last_token"
+    assert capsys.readouterr().err.count(note) == 1
+    png = tmp_path / "pre.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run(capsys, "plot", "headroom", "--phase", "prefill", "--out", str(png))
+    assert code == 0 and out == f"wrote {png}\n" and err.count(note) == 1 and "Warning" not in err
+
+
 def test_plot_commands(capsys, tmp_path):
     pytest.importorskip("matplotlib", reason="plot extra not installed")
     for kind, extra in (
