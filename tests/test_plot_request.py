@@ -25,6 +25,14 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
         {"kind": "batch-sweep", "measure": True, "device": "h100"},
         "batch-sweep --measure times a numpy GEMM on this machine; drop --device/--model",
     ),
+    # a review found --precision bogus accepted and ignored by the figures that draw no roof
+    *(
+        (
+            {"kind": kind, "precision": "bogus"},
+            f"--precision applies to roofline and headroom only (the roofs drawn), not {kind}",
+        )
+        for kind in ("ledger", "frontier", "batch-sweep")
+    ),
 ]
 
 
@@ -59,3 +67,49 @@ def test_a_batch_sweep_that_fits_nowhere(tmp_path) -> None:
     req = PlotRequest("batch-sweep", model="llama-3.1-70b", device="h100", ctx=100_000)
     with pytest.raises(CostModelError, match="does not fit one"):
         run_plot(req, get_model("llama-3.1-70b"), str(tmp_path / "b.svg"))
+
+
+@pytest.mark.parametrize("kind", ["roofline", "headroom"])
+def test_a_roof_the_device_lacks_is_refused_naming_the_option(kind: str, tmp_path) -> None:
+    assert PlotRequest(kind).precision_name == "bf16"
+    with pytest.raises(CostModelError) as exc:
+        run_plot(
+            PlotRequest(kind, model="tiny", precision="bogus"), get_model("tiny"), str(tmp_path / "x.png")
+        )
+    assert str(exc.value) == (
+        "--precision 'bogus': h100-sxm has no tensor roof of that precision; "
+        "allowed: fp8, bf16, fp16, tf32, int8, fp64"
+    )
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "given"),
+    [
+        (["roofline", "--phase", "prefill", "--seq", "10000000"], "--seq 10,000,000"),
+        (["headroom", "--phase", "prefill", "--seq", "10000000"], "--seq 10,000,000"),
+        (["roofline", "--ctx", "10000000"], "--ctx 10,000,000"),
+        (["ledger", "--ctx", "10000000"], "--ctx 10,000,000"),
+        (["batch-sweep", "--ctx", "10000000"], "--ctx 10,000,000"),
+    ],
+)
+def test_a_context_past_the_models_limit_is_refused_as_prefill_refuses_it(
+    argv: list[str], given: str, tmp_path, capsys
+) -> None:
+    """A review found ``plot headroom --phase prefill --seq 10000000`` drawn with nothing said,
+    where ``prefill`` refuses that prompt without --allow-long-context."""
+    out = tmp_path / "x.png"
+    assert main(["plot", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"costmodel: error: llama-3.1-8b: {given} exceeds the model's context limit")
+    assert "pass --allow-long-context" in err and not out.exists()
+
+
+def test_allow_long_context_draws_the_figure_with_a_warning(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    out = tmp_path / "x.svg"
+    argv = ["plot", "roofline", "--phase", "prefill", "--seq", "200000", "--allow-long-context"]
+    assert main([*argv, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("costmodel: warning: llama-3.1-8b: --seq 200,000 exceeds the model's context limit") == 1
+    assert out.exists()

@@ -27,11 +27,27 @@ def cmd_plot(args: argparse.Namespace) -> int:
     check_output_path(args.out, "--out", suffixes=PLOT_SUFFIXES)
     settings = ("kind", "model", "device", "phase", "batch", "seq", "ctx", "tp", "precision", "measure")
     req = PlotRequest(**{k: getattr(args, k) for k in settings})
+    _check_context(args, req)
     cfg = None if req.measure else resolve_model(req.model_name, args)
     report = run_plot(req, cfg, args.out)
     keep(args, report=report)
     print(report.to_text())
     return 0
+
+
+def _check_context(args: argparse.Namespace, req: Any) -> None:
+    """The figure's context against the model's limit, as ``decode``/``prefill`` check it (a
+    review found ``plot headroom --phase prefill --seq 10000000`` drawn with nothing said, where
+    ``prefill`` refuses it): roofline and headroom at the phase's ``--ctx`` or ``--seq``, ledger
+    and batch-sweep at ``--ctx`` (frontier draws its own contexts); beyond the limit refused
+    unless ``--allow-long-context``, then warned."""
+    from .model_option import check_context
+
+    if req.measure or req.kind == "frontier":
+        return
+    step = req.kind in ("roofline", "headroom") and req.phase == "prefill"
+    at = argparse.Namespace(**{**vars(args), "model": req.model_name})
+    check_context(at, *((req.seq, "--seq") if step else (req.ctx, "--ctx")))
 
 
 def add_plot_parser(sub: Any) -> None:
@@ -49,7 +65,16 @@ def add_plot_parser(sub: Any) -> None:
     pl.add_argument("--seq", type=int, default=2048)
     pl.add_argument("--ctx", type=int, default=4096)
     pl.add_argument("--tp", type=int, default=1)
-    pl.add_argument("--precision", default="bf16")
+    pl.add_argument(
+        "--precision",
+        default=None,
+        help="the tensor roof drawn, one the device has (roofline and headroom only; default: bf16)",
+    )
+    pl.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="draw a context beyond the model's limit (max_position_embeddings) with a warning",
+    )
     pl.add_argument(
         "--measure",
         action="store_true",

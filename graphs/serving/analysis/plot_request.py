@@ -15,13 +15,16 @@ from costmodel.errors import CostModelError
 from ..step.option_checks import check_choice, check_number
 from .phase_request import INT_RANGES, PHASES
 
-__all__ = ["PlotRequest", "KINDS", "DEFAULT_MODEL", "DEFAULT_DEVICE"]
+__all__ = ["PlotRequest", "KINDS", "DEFAULT_MODEL", "DEFAULT_DEVICE", "DEFAULT_PRECISION", "PRECISION_KINDS"]
 
 #: the figures ``plot`` draws
 KINDS = ("roofline", "ledger", "frontier", "headroom", "batch-sweep")
 #: the model and device a figure is of when none is given
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_DEVICE = "h100-sxm"
+#: the figures that draw a tensor roof (``precision``), and the roof drawn when none is given
+PRECISION_KINDS = ("roofline", "headroom")
+DEFAULT_PRECISION = "bf16"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +44,9 @@ class PlotRequest:
         Sequences, prompt length and KV length (tokens).
     tp : int
         Tensor-parallel degree.
-    precision : str
-        The roofs drawn (roofline and headroom), e.g. ``bf16``.
+    precision : str, optional
+        The roofs drawn (roofline and headroom only: another figure refuses it), e.g. ``bf16``
+        (None: :data:`DEFAULT_PRECISION`).
     measure : bool
         batch-sweep: time a numpy GEMM on this machine instead of the model's decode bound.
     """
@@ -55,7 +59,7 @@ class PlotRequest:
     seq: int = 2048
     ctx: int = 4096
     tp: int = 1
-    precision: str = "bf16"
+    precision: str | None = None
     measure: bool = False
 
     def __post_init__(self) -> None:
@@ -63,6 +67,10 @@ class PlotRequest:
         check_choice("phase", self.phase, PHASES)
         for name in ("batch", "seq", "ctx", "tp"):
             check_number(name, getattr(self, name), *INT_RANGES[name], whole=True)
+        if self.precision is not None and self.kind not in PRECISION_KINDS:
+            raise CostModelError(
+                f"--precision applies to {' and '.join(PRECISION_KINDS)} only (the roofs drawn), not {self.kind}"
+            )
         if self.measure:
             if self.kind != "batch-sweep":
                 raise CostModelError(f"--measure applies to batch-sweep only, not {self.kind}")
@@ -75,6 +83,11 @@ class PlotRequest:
     def model_name(self) -> str:
         """The model the figure is of (:data:`DEFAULT_MODEL` when none is given)."""
         return self.model or DEFAULT_MODEL
+
+    @property
+    def precision_name(self) -> str:
+        """The tensor roof drawn (:data:`DEFAULT_PRECISION` when none is given)."""
+        return self.precision or DEFAULT_PRECISION
 
     @property
     def device_name(self) -> str:

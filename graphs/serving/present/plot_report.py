@@ -138,6 +138,13 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
         from costmodel.graph import classify_graph
         from graphs.blocks.transformer import build_model
 
+        precision = req.precision_name
+        if hw.peak("tensor", precision) is None:  # refused before the graph is built
+            raise CostModelError(
+                f"--precision {precision[:40]!r}: {hw.name} has no tensor roof of that precision; "
+                f"allowed: {', '.join(hw.precisions('tensor')) or 'none'}"
+            )
+
         from ..step.compiled import device_dims
 
         g = build_model(
@@ -151,11 +158,11 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
         )
         rows = classify_graph(g, hw)
         where: dict[str, Any] = {"phase": req.phase, "batch": req.batch, "seq": seq, "ctx": ctx}
-        name = title(f"{req.kind} ({req.precision})", **where)
+        name = title(f"{req.kind} ({precision})", **where)
         if req.kind == "roofline":
-            plots.roofline_plot(rows, hw, path, precision=req.precision, title=name)
+            plots.roofline_plot(rows, hw, path, precision=precision, title=name)
         else:
-            plots.headroom_plot(path, rows=rows, hw=hw, precision=req.precision, title=name)
+            plots.headroom_plot(path, rows=rows, hw=hw, precision=precision, title=name)
     elif req.kind == "ledger":
         terms = {b: capacity(config, hw, batch=b, ctx=req.ctx, tp=req.tp).terms for b in _LEDGER_BATCHES}
         name = title("memory ledger", ctx=req.ctx)
