@@ -136,3 +136,62 @@ def test_a_dynamic_decode_export_is_planned_at_stated_sizes_and_priced_in_closed
     B, ctx = dim("B"), dim("ctx")
     assert closed.coeff(B * ctx) == 384
     assert float(closed.subs({B: 4, ctx: 32})) == r.bytes
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("mamba2-2.7b", "its layer pattern is derived (state-space or hybrid layers, not softmax attention)"),
+        ("jamba-v0.1", "its layer pattern is derived (state-space or hybrid layers, not softmax attention)"),
+        ("deepseek-v3", "multi-head latent attention caches a latent vector, not per-head keys and values"),
+        (
+            "gpt-oss-20b",
+            "transformers refuses it (GptOssForCausalLM does not support an attention implementation",
+        ),
+    ],
+)
+def test_an_architecture_the_export_does_not_handle_is_refused_in_one_line(model, why, capsys):
+    """A review found ``fusion plan mamba2-2.7b --hf-layer`` (and jamba-v0.1) an internal
+    AttributeError (their layer_types has no setter), gpt-oss-20b an internal ValueError (no SDPA)
+    and deepseek-v3 torch's logged traceback before its error: each is one line that says what the
+    export builds and why this one is not it."""
+    from graphs.cli import main
+    from graphs.importers.hf_layer import SUPPORTED
+
+    with pytest.raises(CostModelError) as exc:
+        hf_layer_graph(config_data(model), "decode", batch=1, ctx=8)
+    msg = str(exc.value)
+    assert f"the Hugging Face layer export builds {SUPPORTED}; " in msg and why in msg and "\n" not in msg
+    assert main(["fusion", "plan", model, "--hf-layer", "--ctx", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("costmodel: error: model_type ") and err.count("\n") == 1 and "internal" not in err
+
+
+def test_torch_logs_nothing_while_an_export_runs():
+    """A failing export's fake-tensor traceback was logged by torch on stderr (``E1207 ...
+    fake_tensor.py``) before the one-line error: torch's loggers are off during the export."""
+    import logging
+
+    from graphs.importers.hf_layer import _quiet_torch
+
+    fake = logging.getLogger("torch._subclasses.fake_tensor")
+    assert fake.isEnabledFor(logging.ERROR)
+    with _quiet_torch():
+        assert not fake.isEnabledFor(logging.ERROR) and not logging.getLogger("torch").isEnabledFor(
+            logging.ERROR
+        )
+    assert fake.isEnabledFor(logging.ERROR)
+
+
+def test_a_layer_file_is_refused_naming_what_hf_layer_needs(capsys):
+    from pathlib import Path
+
+    from graphs.cli import main
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "hybrid-layers.json"
+    assert main(["fusion", "plan", str(path), "--hf-layer"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == (
+        f"costmodel: error: --hf-layer builds a layer from a Hugging Face config.json (its model_type); {path} "
+        "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
+    )

@@ -42,9 +42,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
         **{k: getattr(args, k) for k in settings}, time_limit=args.time_limit, hf_layer=args.hf_layer
     )
     if req.hf_layer:
+        from costmodel.errors import CostModelError
+        from models.layer_file import is_layer_file
         from models.resolver import config_data
 
-        report = run_plan(req, hf_config=config_data(args.model), name=args.model)
+        data = config_data(args.model)
+        if is_layer_file(data):  # transformers builds from a model_type, which a layer file has not
+            raise CostModelError(
+                f"--hf-layer builds a layer from a Hugging Face config.json (its model_type); {args.model[:200]} "
+                "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
+            )
+        report = run_plan(req, hf_config=data, name=args.model)
     else:
         report = run_plan(req, resolve_model(args.model, args))
     keep(args, report=report)

@@ -19,8 +19,10 @@ token or cache length are dynamic export dimensions (named ``B``, ``S``, ``ctx``
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import networkx as nx
@@ -29,9 +31,14 @@ from costmodel.errors import CostModelError
 
 from .torch_export import TORCH_DTYPES, from_exported_program, require_torch
 
-__all__ = ["hf_layer_graph", "PHASES"]
+__all__ = ["hf_layer_graph", "PHASES", "SUPPORTED"]
 
 PHASES = ("prefill", "decode")
+#: what an export handles, said in every refusal of an architecture
+SUPPORTED = (
+    "one decoder layer of softmax attention through SDPA with a per-head key/value cache "
+    "(Llama, Mistral, Qwen2/3, Mixtral, Qwen3-MoE, Gemma-3, GPT-2 and the like)"
+)
 _DROP = ("architectures", "auto_map", "model_type", "torch_dtype", "dtype", "quantization_config")
 
 
@@ -48,13 +55,52 @@ def _text_config(config: Mapping[str, Any]) -> Any:
     except (ValueError, KeyError) as e:
         raise CostModelError(f"config.json: transformers cannot build model_type {kind!r} ({e})") from e
     text = getattr(cfg, "text_config", None) or cfg
+    if getattr(text, "kv_lora_rank", None):  # DeepSeek's MLA: a latent cache, not per-head k and v
+        raise _unsupported(
+            kind, "multi-head latent attention caches a latent vector, not per-head keys and values"
+        )
     text.num_hidden_layers = 1
     if hasattr(text, "layer_types") and text.layer_types:
-        text.layer_types = list(text.layer_types[:1])
+        try:
+            text.layer_types = list(text.layer_types[:1])
+        except AttributeError:  # a pattern derived from other fields: Mamba-2's, Jamba's
+            raise _unsupported(
+                kind, "its layer pattern is derived (state-space or hybrid layers, not softmax attention)"
+            ) from None
     text._attn_implementation = "sdpa"
     if hasattr(text, "_experts_implementation"):
         text._experts_implementation = "batched_mm"
     return text
+
+
+def _unsupported(kind: Any, why: str) -> CostModelError:
+    """The one-line refusal of an architecture the export does not handle (:data:`SUPPORTED`)."""
+    return CostModelError(
+        f"model_type {str(kind)[:80]!r}: the Hugging Face layer export builds {SUPPORTED}; {why}"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """torch's loggers silenced (``torch._subclasses.fake_tensor`` logs a failing export's
+    traceback on stderr before the exception the caller turns into one line)."""
+    log = logging.getLogger("torch")
+    level, disabled = log.level, log.disabled
+    log.disabled = True
+    children = [
+        (lg, lg.disabled)
+        for name, lg in logging.Logger.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger) and name.startswith("torch.")
+    ]
+    for lg, _ in children:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+        log.disabled = disabled
+        for lg, was in children:
+            lg.disabled = was
 
 
 def _layer_and_rope(model: Any) -> tuple[Any, Any]:
@@ -120,8 +166,13 @@ def hf_layer_graph(
         raise CostModelError(f"dtype must be one of bf16, fp16, fp32, got {dtype!r}")
     assert TORCH_DTYPES  # the importer maps these dtypes
     text = _text_config(config)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(text)
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(text)
+    except ValueError as e:  # gpt-oss: "... does not support an attention implementation through sdpa"
+        raise _unsupported(
+            config.get("model_type"), f"transformers refuses it ({str(e).split('. ')[0][:200]})"
+        ) from e
     layer, rope = _layer_and_rope(model)
     kind = getattr(layer, "attention_type", None) or (getattr(text, "layer_types", None) or [None])[0]
     rope_kind = rope is not None and "layer_type" in inspect.signature(rope.forward).parameters
@@ -165,7 +216,7 @@ def hf_layer_graph(
         args = (torch.empty(tb, 1, hidden, **meta), kv, torch.empty_like(kv))
     shapes, dims, point = _dynamic(torch, phase, batch, seq, ctx) if dynamic else (None, None, {})
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _quiet_torch():
             ep = torch.export.export(step, args, dynamic_shapes=shapes, strict=False)
     except Exception as e:  # an architecture whose layer does not export: say which
         raise CostModelError(
