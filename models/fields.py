@@ -27,6 +27,8 @@ from costmodel.errors import CostModelError
 
 __all__ = [
     "GELU_NAMES",
+    "MAX_PATTERN_LAYERS",
+    "pattern_layers",
     "ModelConfigError",
     "bool_field",
     "int_field",
@@ -172,3 +174,17 @@ def first_field(
         if cfg.get(k) is not None:
             return get(cfg, k, name)
     return get(cfg, keys[0], name, default)
+
+
+#: the most layers a per-layer pattern may list (the deepest catalog model has 126)
+MAX_PATTERN_LAYERS = 4096
+
+
+def pattern_layers(common: dict[str, Any], name: str) -> int:
+    """``num_hidden_layers``, refused above :data:`MAX_PATTERN_LAYERS` before any per-layer list is built."""
+    n = common["num_hidden_layers"]
+    if n < 1 or n > MAX_PATTERN_LAYERS:
+        raise ModelConfigError(
+            f"{name}: num_hidden_layers must be between 1 and {MAX_PATTERN_LAYERS} for a per-layer pattern, got {n}"
+        )
+    return n

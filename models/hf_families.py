@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .fieldlog import layered
-from .fields import ModelConfigError, bool_field, first_field, int_field
+from .fields import MAX_PATTERN_LAYERS, ModelConfigError, bool_field, first_field, int_field, pattern_layers
 from .layers import LayerSpec
 
 __all__ = [
@@ -109,20 +109,6 @@ def unwrap_text_config(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
                 top[key] = cfg[key]
         return layered(text, defaults=top, overrides={"model_type": cfg["model_type"]}, drop_none=True)
     return cfg
-
-
-#: the most layers a per-layer pattern may list (the deepest catalog model has 126)
-MAX_PATTERN_LAYERS = 4096
-
-
-def pattern_layers(common: dict[str, Any], name: str) -> int:
-    """``num_hidden_layers``, refused above :data:`MAX_PATTERN_LAYERS` before any per-layer list is built."""
-    n = common["num_hidden_layers"]
-    if n < 1 or n > MAX_PATTERN_LAYERS:
-        raise ModelConfigError(
-            f"{name}: num_hidden_layers must be between 1 and {MAX_PATTERN_LAYERS} for a per-layer pattern, got {n}"
-        )
-    return n
 
 
 def mapped_layer_types(cfg: Mapping[str, Any], name: str, n: int, names: dict[str, str]) -> list[str] | None:

@@ -343,8 +343,8 @@ def test_sweep_and_disagg_predicted_never_faster(fake_corpus):
     db = disaggregated("llama-3.1-8b", "h100", "h100", **dk)
     dp = disaggregated("llama-3.1-8b", "h100", "h100", predictor=PRED, **dk)
     assert dp.ttft.ttft_s >= db.ttft.ttft_s and dp.tpot_s >= db.tpot_s
-    sb = speculative_decoding("llama-3.1-8b", "tiny", "h100", alpha=0.7, k_max=4)
-    sp = speculative_decoding("llama-3.1-8b", "tiny", "h100", alpha=0.7, k_max=4, predictor=PRED)
+    sb = speculative_decoding("llama-3.1-8b", "llama-3.2-1b", "h100", alpha=0.7, k_max=4)
+    sp = speculative_decoding("llama-3.1-8b", "llama-3.2-1b", "h100", alpha=0.7, k_max=4, predictor=PRED)
     assert all(a.step_s >= c.step_s for a, c in zip(sp.rows, sb.rows, strict=True))
 
 

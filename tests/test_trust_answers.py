@@ -421,7 +421,7 @@ def test_serve_plans_refuse_plans_the_memory_cannot_hold():
             ["--ignore-capacity"],
         ),  # 8,192 + 512
         (
-            ["serve", "specdec", "llama-2-70b", "llama-3.1-8b", "--ctx", "8192"],
+            ["serve", "specdec", "llama-2-70b", "llama-2-7b", "--ctx", "8192"],
             "llama-2-70b: --ctx 8,192",
             ["--ignore-capacity"],
         ),

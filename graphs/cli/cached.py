@@ -77,6 +77,8 @@ def card_parts(args: argparse.Namespace, device: str | None = None) -> tuple[byt
         return None
     keys = ("device", "tp", "weight_dtype", "kv_dtype", "matmul_dtype", "assume_family")
     plan = [str(getattr(args, k, None)) for k in keys]
+    if getattr(args, "tp", None) is None:  # unset (ledger's, until its model fills it in): tp 1
+        plan[1] = "1"
     if device is not None:
         plan[0] = device
     return (model_text, catalog, name, *plan)

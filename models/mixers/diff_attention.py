@@ -47,7 +47,7 @@ from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
-from ..fields import bool_field
+from ..fields import bool_field, pattern_layers
 from .base import ConfigView, HFReader, LayerContext, Mixer, Ref, register_mixer
 from .softmax import AttentionSpec, attention_params, attention_shape, kv_operands, project_qkv, write_kv
 
@@ -59,10 +59,7 @@ def read_diffllama(
 ) -> None:
     """``model_type: diffllama``: a Llama whose every layer is differential attention;
     ``attention_bias`` biases q, k, v and o (``DiffLlamaAttention``). The per-layer pattern is
-    refused above :data:`models.hf_families.MAX_PATTERN_LAYERS` layers before it is built."""
-    # loaded on use: models.hf_families imports the layers, which import this plug-in
-    from ..hf_families import pattern_layers
-
+    refused above :data:`models.fields.MAX_PATTERN_LAYERS` layers before it is built."""
     common["layer_types"] = ("diff_attention",) * pattern_layers(common, name)
     common["o_bias"] = bool_field(cfg, "attention_bias", name, False)
 

@@ -171,6 +171,11 @@ def sglang_device_defaults(
     dict
         ``max_num_batched_tokens`` and ``kv_fraction``.
 
+    Raises
+    ------
+    CostModelError
+        When SGLang's start-up reserve is more than the device's memory.
+
     >>> sglang_device_defaults(81559 * 2**20, "h100-sxm")
     {'max_num_batched_tokens': 8192, 'kv_fraction': 0.835}
     """
