@@ -189,8 +189,8 @@ def plans_of(
                     f"{hw.name} tp={t} ep={e}" + (f" dp={d}" if d > 1 else "") + f" (domain {domain})"
                 )
                 continue
-            for note in hw.group_notes(t * e * d):  # priced on the network, as decode and simulate do
-                notes.setdefault(note)
+            for across in hw.group_notes(t * e * d):  # priced on the network, as decode and simulate do
+                notes.setdefault(across)
         c = cfg if kvd is None else cfg.replace(kv_dtype=kvd)
         if wd is not None:  # every weight, the routed experts' own format too
             c, note = weights_in(c, wd)
