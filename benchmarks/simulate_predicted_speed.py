@@ -18,6 +18,7 @@ import time
 
 from graphs.serving import simulate, synthetic
 from graphs.serving.pricing.predictor import Predictor, predicted_mixed_step
+from graphs.serving.sim.engine import EngineConfig
 
 MODEL, DEVICE, RATE, N = "llama-3.1-8b", "h100", 20.0, 10_000
 
@@ -38,7 +39,9 @@ def main() -> None:
     runs = {}
     for name, p in (("bound", None), ("predicted", pred)):
         t = time.perf_counter()
-        res = simulate(MODEL, DEVICE, reqs, rate=RATE, predictor=p)
+        res = simulate(
+            MODEL, DEVICE, reqs, rate=RATE, predictor=p, engine=EngineConfig()
+        )  # as its doc measured
         runs[name] = (time.perf_counter() - t, res)
     print(
         f"{N:,} requests of {MODEL} on {DEVICE} at {RATE:g} requests/s (setup of the predictor {setup:.1f} s)"
