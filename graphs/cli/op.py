@@ -205,13 +205,14 @@ def _gemm_output(rule: str, params: dict[str, Any]) -> str | None:
     are narrower than 16 bits and none is given (an FP8 GEMM writes bf16), and say so; None when
     nothing was set."""
     from costmodel.dtypes import gemm_out_dtype
+    from costmodel.errors import UnknownDTypeError
 
     dtype = params.get("dtype")
     if rule not in _MATMULS or params.get("out_dtype") is not None or not isinstance(dtype, str):
         return None
     try:
         out = gemm_out_dtype(dtype)
-    except Exception:  # an unknown dtype: the rule's own one-line error names it
+    except UnknownDTypeError:  # the rule's own one-line error names it
         return None
     if out is None:
         return None

@@ -314,11 +314,9 @@ def comm_forms(
     """
     b = MICROBATCH
     act = op_cost("copy", elements=b * cfg.hidden_size, dtype=cfg.activation_dtype).bytes / 2
-    if not any(lk.name == link for lk in hw.links):  # no stage link: a pp 1 plan never crosses it
-        if ep <= 1:
-            return sympy.oo, sympy.Integer(0)  # a pipelined plan's hop: infinite, refused where used
-        hw.link(link)  # an all-to-all needs it: its one-line error names the device's links
-    lk = hw.link(link)
+    if ep <= 1 and not any(lk.name == link for lk in hw.links):  # a pp 1 plan never crosses it
+        return sympy.oo, sympy.Integer(0)  # a pipelined plan's hop: infinite, refused where used
+    lk = hw.link(link)  # an all-to-all needs it: without it, the one-line error names the device's links
     lat = lk.latency_s if lk.latency_s is not None else 0
     hop = act / lk.bandwidth_bytes_per_s + lat
     if ep <= 1:
