@@ -210,4 +210,23 @@ def test_simulate_takes_the_admission_flags(capsys):
     assert eng["settings"]["max_num_batched_tokens"] == 2048  # a 24 GB L4: get_batch_defaults' else branch
     assert main([*base, "--kv-watermark", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "kv_watermark must be in [0, 1)" in err[0]
+    assert len(err) == 1 and "--kv-watermark must be in [0, 1), got 1.0" in err[0]
+
+
+def test_every_kv_watermark_option_checks_the_engines_range():
+    """The option refuses what the engine refuses, with the engine's range ([0, 1): a watermark of
+    1 keeps every block free, test_watermark_bounds), before any work: 1 is refused by every
+    command that takes ``--kv-watermark``, 0.99 and 0 pass."""
+    import argparse
+
+    from graphs.cli import build_parser
+    from graphs.cli.options import all_actions
+
+    found = [(prog, a) for prog, a in all_actions(build_parser()) if "--kv-watermark" in a.option_strings]
+    assert found
+    for prog, action in found:
+        assert callable(action.type) and action.type("0.99") == 0.99 and action.type("0") == 0.0, prog
+        with pytest.raises(
+            argparse.ArgumentTypeError, match=r"^--kv-watermark must be in \[0, 1\), got 1\.0$"
+        ):
+            action.type("1")

@@ -28,6 +28,7 @@ __all__ = [
     "HELP",
     "INT_RANGES",
     "FLOAT_RANGES",
+    "FLOAT_OPEN_ABOVE",
     "EXIT_CODES",
     "Parser",
     "finish",
@@ -123,7 +124,7 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "slo_tpot": (1e-6, 1e6, True),
     "gpu_memory_utilization": (0.0, 1.0, False),
     "batch_wait_ratio": (0.0, 1.0, True),
-    "kv_watermark": (0.0, 1.0, True),  # below 1: graphs.serving.engines.OVERRIDES
+    "kv_watermark": (0.0, 1.0, True),  # high end excluded: FLOAT_OPEN_ABOVE
     "overhead_s": (0.0, 10.0, True),
     "think_time": (0.0, 1e6, True),  # graphs.serving.sim.requests.THINK_RANGE
     "percentile": (0.0, 100.0, False),
@@ -134,6 +135,11 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "ssd_bandwidth": (1e6, 1e13, True),
     "electricity_per_kwh": (0.0, 10.0, True),  # USD per kWh (graphs.serving.planning.cost.ELECTRICITY_RANGE)
 }
+
+#: float options whose high end is excluded, as the library's own check excludes it: the engine's
+#: ``kv_watermark`` is in [0, 1) (``graphs.serving.engines`` ``OVERRIDES`` and ``EngineConfig``: a
+#: watermark of 1 would keep every KV block free, so nothing is ever admitted)
+FLOAT_OPEN_ABOVE: frozenset[str] = frozenset({"kv_watermark"})
 
 
 #: one spelling per concept: another spelling -> the one documented. Wherever a command has either,
@@ -171,7 +177,13 @@ def _int_type(flag: str, lo: int, hi: int) -> Callable[[str], int]:
 
 
 def _float_type(
-    flag: str, lo: float, hi: float, lo_inclusive: bool, *, closed_loop: bool = False
+    flag: str,
+    lo: float,
+    hi: float,
+    lo_inclusive: bool,
+    *,
+    hi_inclusive: bool = True,
+    closed_loop: bool = False,
 ) -> Callable[[str], float]:
     """A float option's parser: finite and in range; ``closed_loop``: the command takes
     ``--concurrency``, so an infinite ``--rate`` is told how to send every request at once."""
@@ -188,9 +200,14 @@ def _float_type(
 
                 hint = f"; {ALL_AT_ONCE}"
             raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}{hint}")
-        if value > hi or value < lo or (value == lo and not lo_inclusive):
-            left = "[" if lo_inclusive else "("
-            raise argparse.ArgumentTypeError(f"{flag} must be in {left}{lo:g}, {hi:g}], got {value!r}")
+        if (
+            value > hi
+            or value < lo
+            or (value == lo and not lo_inclusive)
+            or (value == hi and not hi_inclusive)
+        ):
+            left, right = "[" if lo_inclusive else "(", "]" if hi_inclusive else ")"
+            raise argparse.ArgumentTypeError(f"{flag} must be in {left}{lo:g}, {hi:g}{right}, got {value!r}")
         return value
 
     return parse
@@ -246,6 +263,7 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                 action.type = _float_type(
                     _flag(action),
                     *FLOAT_RANGES[action.dest],
+                    hi_inclusive=action.dest not in FLOAT_OPEN_ABOVE,
                     closed_loop="--concurrency" in p._option_string_actions,
                 )
     return parser
