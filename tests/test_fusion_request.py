@@ -152,3 +152,20 @@ def test_the_audits_suggestions_do_not_depend_on_the_hash_seed() -> None:
         (["layer.k_proj", "layer.rope_k"], 32_768),  # k <
         (["layer.v_proj", "layer.v_cache_write"], 32_768),  # v
     ]
+
+
+def test_hf_layer_refuses_a_layer_file_first_and_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """``fusion plan --hf-layer`` on a layer file: the refusal is the one line said (moved from
+    test_hf_layer, which needs torch; the refusal does not). The example states no dtype (its JSON
+    has no ``dtype`` key), which once drew a bf16 note before the error."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "hybrid-layers.json"
+    assert "dtype" not in json.loads(path.read_text())  # what would draw the note
+    assert main(["fusion", "plan", str(path), "--hf-layer"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"costmodel: error: --hf-layer builds a layer from a Hugging Face config.json (its model_type); {path} "
+        "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
+    ]

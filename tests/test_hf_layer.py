@@ -181,17 +181,3 @@ def test_torch_logs_nothing_while_an_export_runs():
             logging.ERROR
         )
     assert fake.isEnabledFor(logging.ERROR)
-
-
-def test_a_layer_file_is_refused_naming_what_hf_layer_needs(capsys):
-    from pathlib import Path
-
-    from graphs.cli import main
-
-    path = Path(__file__).resolve().parent.parent / "examples" / "hybrid-layers.json"
-    assert main(["fusion", "plan", str(path), "--hf-layer"]) == 2
-    err = capsys.readouterr().err.splitlines()[-1]
-    assert err == (
-        f"costmodel: error: --hf-layer builds a layer from a Hugging Face config.json (its model_type); {path} "
-        "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
-    )

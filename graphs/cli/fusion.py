@@ -42,22 +42,32 @@ def cmd_plan(args: argparse.Namespace) -> int:
         **{k: getattr(args, k) for k in settings}, time_limit=args.time_limit, hf_layer=args.hf_layer
     )
     if req.hf_layer:
-        from costmodel.errors import CostModelError
-        from models.layer_file import is_layer_file
         from models.resolver import config_data
 
-        data = config_data(args.model)
-        if is_layer_file(data):  # transformers builds from a model_type, which a layer file has not
-            raise CostModelError(
-                f"--hf-layer builds a layer from a Hugging Face config.json (its model_type); {args.model[:200]} "
-                "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
-            )
-        report = run_plan(req, hf_config=data, name=args.model)
+        _refuse_a_layer_file(args)  # main ran it before any note; again for a direct call
+        report = run_plan(req, hf_config=config_data(args.model), name=args.model)
     else:
         report = run_plan(req, resolve_model(args.model, args))
     keep(args, report=report)
     print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
+
+
+def _refuse_a_layer_file(args: argparse.Namespace) -> None:
+    """``--hf-layer`` on a layer file, refused: transformers builds from a ``model_type``, which a
+    layer file has not. ``fusion plan``'s ``precheck``: :func:`graphs.cli.main.main` runs it before
+    any note, so the refusal is the one line said (no dtype note about a file the command refuses)."""
+    if not args.hf_layer:
+        return
+    from costmodel.errors import CostModelError
+    from models.layer_file import is_layer_file
+    from models.resolver import config_data
+
+    if is_layer_file(config_data(args.model)):
+        raise CostModelError(
+            f"--hf-layer builds a layer from a Hugging Face config.json (its model_type); {args.model[:200]} "
+            "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
+        )
 
 
 def cmd_tiling(args: argparse.Namespace) -> int:
@@ -159,7 +169,7 @@ def add_fusion_parser(sub: Any) -> None:
         help="seconds per region for the exact solve's enumeration, and again for its solves together",
     )
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=cmd_plan, precheck=_refuse_a_layer_file)
     add_html_option(p, "report")
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
     t.add_argument("--device", default="h100-sxm")

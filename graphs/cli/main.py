@@ -456,6 +456,9 @@ def _main(argv: Sequence[str] | None) -> int:
         from .options import assumed_family, dtype_assumption
 
         _refuse_outputs_over_inputs(args)  # before any note or work
+        precheck = getattr(args, "precheck", None)
+        if precheck is not None:  # a command's own refusal of its inputs, before any note
+            precheck(args)
         assumed_family(args)  # --assume-family: checked, and said once, before any work
         dtype_assumption(args)  # a config.json of no torch_dtype: bf16, said once
         _refuse_symbolic_devices(args)
