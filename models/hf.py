@@ -18,7 +18,7 @@ from .family_fit import MIN_SIMILARITY, family_fit, nearest_families
 from .fieldlog import RecordingConfig, layered
 from .fields import ModelConfigError
 from .hf_families import NEW_ARCHITECTURES
-from .hf_read import SUPPORTED_MODEL_TYPES, read_hf_dict
+from .hf_read import MISSING_MODEL_TYPE, SUPPORTED_MODEL_TYPES, read_hf_dict
 from .mixers import hf_families
 
 if TYPE_CHECKING:
@@ -82,9 +82,8 @@ def _assumed(cfg: Mapping[str, Any], family: str, name: str) -> bool:
         )
     fit = family_fit(cfg.data if isinstance(cfg, RecordingConfig) else cfg, family, name)  # not logged
     if not fit.fits:
-        raise ModelConfigError(
-            f"{name}: model_type {str(mt)[:80]!r} does not fit family {family}: {fit.why_not(cfg)}"
-        )
+        what = f"{MISSING_MODEL_TYPE} and it" if mt is None else f"model_type {str(mt)[:80]!r}"
+        raise ModelConfigError(f"{name}: {what} does not fit family {family}: {fit.why_not(cfg)}")
     return True
 
 

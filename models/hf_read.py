@@ -65,7 +65,7 @@ from .layers import LayerSpec
 from .mixers import hf_families
 from .quantization import check_group_size, float_dtype, quantized_fields
 
-__all__ = ["read_hf_dict", "SUPPORTED_MODEL_TYPES"]
+__all__ = ["read_hf_dict", "unsupported_model_type", "MISSING_MODEL_TYPE", "SUPPORTED_MODEL_TYPES"]
 
 SUPPORTED_MODEL_TYPES = (
     "llama",
@@ -90,6 +90,30 @@ _SILU = ("silu", "swish")
 
 #: ``hint(config, name)``: a clause for the refusal of an unknown ``model_type`` (the nearest family)
 Hint = Callable[[Mapping[str, Any], str], str]
+
+
+#: what a refusal says of a config with no ``model_type`` (once "model_type 'None'")
+MISSING_MODEL_TYPE = (
+    "the field model_type is missing (the loader maps a config by it; a layer file gives layer_types instead)"
+)
+
+
+def unsupported_model_type(mt: Any) -> str:
+    """The clause refusing a config's ``model_type``: the value as given, or that the field is
+    missing or not a string.
+
+    >>> unsupported_model_type("gpt2")
+    "model_type 'gpt2' is not supported"
+    >>> unsupported_model_type(5)
+    'model_type 5 is not a string naming the architecture'
+    >>> unsupported_model_type(None) == MISSING_MODEL_TYPE
+    True
+    """
+    if mt is None:
+        return MISSING_MODEL_TYPE
+    if not isinstance(mt, str):
+        return f"model_type {str(mt)[:80]} is not a string naming the architecture"
+    return f"model_type {mt[:80]!r} is not supported"
 
 
 def read_hf_dict(
@@ -128,7 +152,7 @@ def read_hf_dict(
     plugins = hf_families()  # the model types mixer plug-ins bring (models.mixers)
     if not isinstance(mt, str) or (mt not in SUPPORTED_MODEL_TYPES and mt not in plugins):
         raise ModelConfigError(
-            f"{name}: model_type {str(mt)[:80]!r} is not supported; "
+            f"{name}: {unsupported_model_type(mt)}; "
             + (f"{hint(cfg, name)}; " if hint is not None else "")
             + f"supported: {', '.join((*SUPPORTED_MODEL_TYPES, *plugins))}"
         )

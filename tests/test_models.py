@@ -162,6 +162,22 @@ def test_loader_reads_files_and_names_problems(tmp_path):
         load_hf_config(tmp_path / "nope.json")
 
 
+def test_a_config_with_no_model_type_is_refused_saying_the_field_is_missing():
+    """The loader's own refusal (and --assume-family's) of a config.json with no ``model_type``
+    key says the field is missing, never "model_type 'None'"; a non-string value is named as given."""
+    fields = {"hidden_size": 64, "num_hidden_layers": 2}  # no model_type, no layer_types
+    for kwargs in ({}, {"assume_family": "llama"}):
+        with pytest.raises(ModelConfigError) as info:
+            config_from_hf_dict(fields, name="acme", **kwargs)
+        msg = str(info.value)
+        assert msg.startswith("acme: the field model_type is missing (the loader maps a config by it; "), msg
+        assert "None" not in msg and "\n" not in msg
+    with pytest.raises(
+        ModelConfigError, match=r"^acme: model_type 5 is not a string naming the architecture; "
+    ):
+        config_from_hf_dict({**fields, "model_type": 5}, name="acme")
+
+
 def test_config_validation():
     with pytest.raises(ModelConfigError, match="not a multiple of num_attention_heads"):
         ModelConfig("x", 100, 1, 3, 8, 10)
