@@ -113,3 +113,21 @@ def test_allow_long_context_draws_the_figure_with_a_warning(tmp_path, capsys) ->
     err = capsys.readouterr().err
     assert err.count("costmodel: warning: llama-3.1-8b: --seq 200,000 exceeds the model's context limit") == 1
     assert out.exists()
+
+
+@pytest.mark.parametrize("kind", ["roofline", "headroom"])
+def test_a_prefill_title_names_the_prompt_not_ctx(kind: str, tmp_path) -> None:
+    """A prefill step is ``B*S`` prompt tokens attending to the prompt itself
+    (graphs/blocks/phase.py: ``kv_len`` is the prefix plus ``S``; ``--ctx`` is a decode's KV
+    length), so the roofline and headroom titles of ``--phase prefill`` name ``seq`` alone; a
+    decode's name ``ctx`` alone. Expected titles written out from plot_title's layout."""
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    cfg = get_model("tiny")
+    pre = run_plot(
+        PlotRequest(kind, model="tiny", phase="prefill", seq=512, ctx=1024), cfg, str(tmp_path / "p.svg")
+    )
+    assert pre.title == f"{kind} (bf16): tiny prefill on h100-sxm, batch 8, seq 512, tp 1"
+    dec = run_plot(
+        PlotRequest(kind, model="tiny", phase="decode", seq=512, ctx=1024), cfg, str(tmp_path / "d.svg")
+    )
+    assert dec.title == f"{kind} (bf16): tiny decode on h100-sxm, batch 8, ctx 1024, tp 1"

@@ -128,8 +128,10 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
     if config is None:
         raise CostModelError(f"plot {req.kind} needs a model (config)")
     hw = get_device(req.device_name)
+    # the step's own length: a prefill's graph holds its prompt (--seq; its KV is the prompt, no
+    # --ctx), a decode's its ctx; the roofline and headroom titles name that one only
     seq = req.seq if req.phase == "prefill" else None
-    ctx = req.ctx if req.phase == "decode" or req.kind != "roofline" else None
+    ctx = req.ctx if req.phase == "decode" else None
 
     def title(what: str, **at: Any) -> str:
         return plots.plot_title(what, model=config.name, device=hw.name, tp=req.tp, **at)
