@@ -197,6 +197,11 @@ def test_intensity_of_nothing_names_the_level_plainly():
             ["grouped_gemm", "tokens=8", "experts=8", "top_k=2", "N=64", "K=64", "experts_read=100"],
             "grouped_gemm: experts_read must be at most experts, got experts_read=100, experts=8",
         ),
+        (  # 2 tokens x top-2 read at most 4 distinct experts, not 5 (of 8)
+            ["grouped_gemm", "tokens=2", "experts=8", "top_k=2", "N=64", "K=64", "experts_read=5"],
+            "grouped_gemm: experts_read must be at most tokens*top_k (the distinct experts the tokens can "
+            "read), got experts_read=5, tokens=2, top_k=2",
+        ),
         (
             ["selective_scan", "tokens=8", "heads=8", "head_dim=64", "state_size=16", "groups=3"],
             "selective_scan: heads must be a multiple of groups (each group serves heads/groups heads), got heads=8, groups=3",
@@ -232,6 +237,7 @@ def test_an_impossible_shape_is_refused_by_its_rule(capsys, argv, fragment):
         ["rope", "tokens=8", "heads=4", "head_dim=128", "rotary_dim=64"],
         ["rope", "tokens=8", "heads=4", "head_dim=128", "rotary_dim=r"],
         ["grouped_gemm", "tokens=8", "experts=8", "top_k=2", "N=64", "K=64", "experts_read=8"],
+        ["grouped_gemm", "tokens=2", "experts=8", "top_k=2", "N=64", "K=64", "experts_read=4"],
         ["selective_scan", "tokens=8", "heads=8", "head_dim=64", "state_size=16", "groups=g"],
         ["lightning_indexer", "heads=4", "q_len=q", "kv_len=10", "head_dim=64", "causal=true"],
     ],

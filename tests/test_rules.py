@@ -215,6 +215,14 @@ def test_grouped_gemm_compute_active_weights_touched():
     assert float(w_read / (2 * 4096 * 14336)) == pytest.approx(8, rel=1e-9)
     with pytest.raises(RuleArgumentError, match="top_k"):
         op_cost("grouped_gemm", tokens=1, experts=2, top_k=3, N=1, K=1)
+    # experts_read at its ceiling T*k = 2*2 = 4 (of 8): bf16 reads 2*(4 rows*64) activations plus
+    # 4 experts' [64, 64] weights, 2*(4*64*64) = 32768: 33280 bytes; one more expert is impossible
+    four = op_cost("grouped_gemm", tokens=2, experts=8, top_k=2, N=64, K=64, experts_read=4)
+    assert four.bytes_read() == 33280
+    with pytest.raises(
+        RuleArgumentError, match=r"experts_read must be at most tokens\*top_k .* got experts_read=5"
+    ):
+        op_cost("grouped_gemm", tokens=2, experts=8, top_k=2, N=64, K=64, experts_read=5)
 
 
 def test_attention_kv_dtype_and_shared_latent():

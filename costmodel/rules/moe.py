@@ -63,7 +63,8 @@ def grouped_gemm(
         D = a\\,T k K + w\\,E_\\text{touched} K N + o\\,T k N
 
     with :func:`experts_touched` for the weights actually read (``experts_read``
-    overrides it, e.g. with the fewest experts any routing can touch). Compute
+    overrides it, e.g. with the fewest experts any routing can touch; at most ``E`` and at most
+    ``T*k``, the distinct experts the tokens can read). Compute
     follows the *active* parameters, weight traffic the touched experts, and
     memory residency (elsewhere) all ``E`` experts.
 
@@ -87,6 +88,11 @@ def grouped_gemm(
     if experts_read is not None and touched.is_number and e.is_number and touched > e:
         raise RuleArgumentError(
             f"grouped_gemm: experts_read must be at most experts, got experts_read={touched}, experts={e}"
+        )
+    if experts_read is not None and touched.is_number and (t * k).is_number and touched > t * k:
+        raise RuleArgumentError(  # each token reads its top_k experts: at most T*k distinct ones in all
+            f"grouped_gemm: experts_read must be at most tokens*top_k (the distinct experts the tokens can "
+            f"read), got experts_read={touched}, tokens={t}, top_k={k}"
         )
     rows = t * k
     if capacity_factor is not None:
