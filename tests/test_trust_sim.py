@@ -256,12 +256,45 @@ def test_each_context_gets_its_own_frontier():
     assert both.best == {}
 
 
-def test_devices_named_twice_or_by_alias_are_searched_once():
+#: the catalog's [devices.h100-sxm] has aliases = ["h100"] (costmodel/hardware/catalog.toml)
+_ALIAS_TWICE = "--device gives h100-sxm twice (as h100 and h100-sxm): list each device once"
+
+
+def test_devices_named_twice_or_by_alias_are_refused_by_the_library():
+    """One answer for a repeated device: search() and size_deployment() refuse it, naming it, as
+    sweep and every list option do (they once searched it once and said so); dtypes given twice
+    are still searched once and named."""
+    from graphs.serving.planning.sizing import size_deployment
+
+    assert get_device("h100").name == "h100-sxm"
     kw = dict(batches=[1, 16, 128], ctxs=[4096])
+    with pytest.raises(CostModelError) as info:
+        search(M, devices=["h100", "h100-sxm"], **kw)
+    assert str(info.value) == _ALIAS_TWICE
+    with pytest.raises(CostModelError) as info:
+        search(M, devices=["h100", "h100"], **kw)
+    assert str(info.value) == "--device gives h100-sxm twice (as h100 and h100): list each device once"
+    with pytest.raises(CostModelError) as info:
+        size_deployment(
+            "tiny", rate=1.0, slo_ttft=1.0, slo_tpot=0.05, devices=["h100", "h100-sxm"], tps=[1], requests=10
+        )
+    assert str(info.value) == _ALIAS_TWICE
     once = search(M, devices=["h100"], **kw)
-    twice = search(M, devices=["h100", "h100", "h100-sxm"], **kw)
-    assert twice.frontier == once.frontier and twice.points == once.points
-    assert twice.duplicates == ("h100 (= h100-sxm)", "h100-sxm") and get_device("h100").name == "h100-sxm"
+    fp8_twice = search(M, devices=["h100"], weight_dtypes=["fp8", "fp8"], **kw)
+    assert fp8_twice.duplicates == ("weight dtype fp8",) and once.duplicates == ()
+
+
+@pytest.mark.parametrize("command", ["search", "size", "sweep"])
+def test_every_device_list_refuses_an_alias_twice(capsys, command):
+    """search and size answer a repeated device as sweep does: one line naming it, exit 2."""
+    argv = {
+        "search": ["search", "tiny", "--ctxs", "16", "--batches", "1"],
+        "size": ["size", "tiny", "--rate", "1", "--slo-ttft", "1", "--slo-tpot", "0.05", "--requests", "10"],
+        "sweep": ["sweep", "tiny", "--ctxs", "16", "--batches", "1"],
+    }[command]
+    assert (
+        _one_line_error(capsys, [*argv, "--devices", "h100,h100-sxm"]) == f"costmodel: error: {_ALIAS_TWICE}"
+    )
 
 
 def test_search_says_how_much_of_the_frontier_it_shows(capsys):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..step.option_checks import check_devices, check_number
+from ..step.option_checks import check_device_repeats, check_devices, check_number
 from .phase_request import INT_RANGES
 
 __all__ = ["SweepRequest", "TOP_RANGE"]
@@ -53,13 +53,7 @@ class SweepRequest:
         from .sweeps import check_grid  # numpy
 
         check_devices(self.devices)
-        from costmodel.errors import CostModelError
-        from costmodel.hardware import get_device
-
-        names = [get_device(d).name for d in self.devices]  # an alias is its device
-        twice = next((d for i, d in enumerate(names) if d in names[:i]), None)
-        if twice is not None:
-            raise CostModelError(f"--device gives {twice} twice (or by an alias): list each device once")
+        check_device_repeats(self.devices)  # an alias is its device
         check_number("tp", self.tp, *INT_RANGES["tp"], whole=True)
         check_number("top", self.top, *TOP_RANGE, whole=True)
         check_grid(len(self.combos()), self.batches, self.ctxs)

@@ -35,7 +35,7 @@ ever pick the shortest, whose KV reads are cheapest): each context gets its own 
 result holds them all, ordered by context. Points that do not fit in memory, whose micro-batches
 do not divide the batch, or that miss an SLO are dropped; per context, the Pareto frontier of
 tokens/s per user against tokens/s per device (optionally also energy per token, minimised) is
-kept. A device named twice, or by two aliases (``h100``, ``h100-sxm``), is searched once. The grid is cut into blocks; each block
+kept. A device named twice, or by two aliases (``h100``, ``h100-sxm``), is refused, naming it. The grid is cut into blocks; each block
 reduces to its own frontier, and the frontiers merge (the frontier of a union is the frontier
 of the union of the parts' frontiers). Blocks run in this process or, with a
 ``dask.distributed.Client``, on a cluster: each worker compiles a configuration once and keeps
@@ -150,7 +150,7 @@ class SearchResult(Result):
     beyond_domain: tuple[str, ...] = ()
     best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
     contexts: int = 0  #: contexts with a frontier
-    duplicates: tuple[str, ...] = ()  #: devices and dtypes given twice (or by an alias), searched once
+    duplicates: tuple[str, ...] = ()  #: dtypes given twice (and equal plans), searched once
     #: what the search substituted or assumed, said once each: the matmul dtype each weight dtype runs
     #: with per device, a weight dtype replacing the routed experts' own, what --enable-expert-parallel
     #: means for dp 1 plans (the name is older than the last two)
@@ -578,7 +578,8 @@ def search(
     config : ModelConfig or str
         The model, or its catalog name.
     devices : sequence of str or Hardware
-        The device types searched (catalog names, aliases or specs); a repeat is searched once.
+        The device types searched (catalog names, aliases or specs); a repeat (also by an alias) is
+        refused.
     batches : sequence of int
         The batch sizes searched (sequences decoding together, >= 1).
     ctxs : sequence of int

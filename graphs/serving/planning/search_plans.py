@@ -1,7 +1,8 @@
 """The design search's grid: its plans (device, dtypes, tp, ep, data-parallel ranks) and axes, checked.
 
-A device or dtype given twice (a device also by an alias: ``h100`` and ``h100-sxm``) makes one
-plan, and the repeats are named. A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
+A device given twice (also by an alias: ``h100`` and ``h100-sxm``) is refused, naming it, as
+every list option refuses a repeat (:func:`~graphs.serving.step.option_checks.check_device_repeats`);
+a dtype given twice makes one plan, and the repeats are named. A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
 bridge, board or NVL72 rack joins) has its collectives priced on the device's ``scale_out`` link,
 as ``decode`` and ``simulate`` price it (:meth:`costmodel.hardware.Hardware.group_link`), said
 once; on a device without one (an NVLink bridge of two PCIe cards) it is left out and named.
@@ -23,6 +24,7 @@ import numpy as np
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
+from graphs.serving.step.option_checks import check_device_repeats
 from models.config import ModelConfig
 from models.quantization import native_matmul, weights_in
 
@@ -126,7 +128,7 @@ def plans_of(
 ) -> tuple[list[Plan], list[str], tuple[str, ...], tuple[str, ...]]:
     """The plans of the grid, leaving out those wider than their device's scale-up domain where it
     has no scale-out link to price them over (module doc), the
-    repeated devices and dtypes (each searched once), and the notes on the matmul dtype a weight
+    repeated dtypes (each searched once; a repeated device is refused), and the notes on the matmul dtype a weight
     dtype implies on each device (:func:`models.quantization.native_matmul`). A ``dp > 1`` plan
     is built with ``ep = 1`` only (module doc), with ``expert_parallel`` and ``dispatch``.
 
@@ -156,7 +158,7 @@ def plans_of(
         The plans left out as wider than their domain on a device without a scale-out link, one
         line each.
     repeats : tuple of str
-        The repeated devices, dtypes and equal plans, each searched once.
+        The repeated dtypes and equal plans, each searched once.
     notes : tuple of str
         The notes on the matmul dtype each weight dtype implies on a device, and on a group
         priced across scale-up domains.
@@ -164,16 +166,12 @@ def plans_of(
     Raises
     ------
     CostModelError
-        When every plan spans more devices than its scale-up domain joins, on a device without a
+        When a device is given twice (or by two aliases), or when every plan spans more devices than its scale-up domain joins, on a device without a
         scale-out link.
     """
-    hws: dict[str, Hardware] = {}
+    check_device_repeats(devices)
+    hws: dict[str, Hardware] = {hw.name: hw for hw in map(get_device, devices)}
     dups: list[str] = []
-    for dev in devices:
-        hw = get_device(dev)
-        if hw.name in hws:
-            dups.append(f"{dev} (= {hw.name})" if dev != hw.name else hw.name)
-        hws.setdefault(hw.name, hw)
     for kind, values in (("weight dtype", wds), ("kv dtype", kvds)):
         dups += [f"{kind} {v}" for i, v in enumerate(values) if v in list(values)[:i]]
     plans, beyond = [], []

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
-from graphs.serving.step.option_checks import check_choice, check_devices, check_number, check_whole_list
+from graphs.serving.step.option_checks import (
+    check_choice,
+    check_device_repeats,
+    check_devices,
+    check_number,
+    check_whole_list,
+)
 
 if TYPE_CHECKING:
     from graphs.serving.engines import EngineProfile
@@ -117,6 +123,7 @@ class SizeRequest:
                 check_number(name, getattr(self, name), lo, hi, whole=name in _WHOLE, inclusive=inclusive)
         check_choice("objective", self.objective, OBJECTIVES)
         check_devices(self.devices)
+        check_device_repeats(self.devices)  # an alias is its device
         check_whole_list("tp", self.tps, _TP_MAX, _TP_MOST)
         check_whole_list("dp", self.dps, _TP_MAX, _TP_MOST)
         check_choice("moe_dispatch", self.moe_dispatch, ("allgather_reducescatter", "all_to_all"))

@@ -83,6 +83,7 @@ from ..sim.requests import Request, synthetic
 from ..sim.simulator import MAX_REPLICAS, SimResult, Topology, simulate
 from ..step.ledger_fit import keep_ledgers, ledgers_of
 from ..step.mixed import mixed_step
+from ..step.option_checks import check_device_repeats
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
 from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, device_rates, totals_cost
@@ -452,7 +453,8 @@ def size_deployment(
         The TTFT and TPOT service-level objectives (s, in (0, 1e6]) the ``percentile`` latencies
         must meet.
     devices : sequence of str
-        The device kinds to try (catalog names or aliases; at least one).
+        The device kinds to try (catalog names or aliases; at least one, each once: two names of
+        one catalog device are refused).
     tps : sequence of int
         The tensor-parallel degrees to try (devices per replica or rank).
     objective : str
@@ -520,7 +522,7 @@ def size_deployment(
     CostModelError
         When a knob is out of range (an unknown ``objective`` or ``moe_dispatch``, an SLO,
         ``percentile``, ``max_simulations``, ``lookahead`` or ``dps`` outside its range, no
-        device, both ``engine`` and ``profile``, group knobs without ``dps > 1``, ``dps > 1`` on
+        device or one given twice, both ``engine`` and ``profile``, group knobs without ``dps > 1``, ``dps > 1`` on
         a dense model), a drawn request exceeds the context limit without
         ``allow_long_context``, or ``objective`` is ``cost`` and a device has no price.
     """
@@ -573,6 +575,7 @@ def size_deployment(
     heap: list[tuple[float, float, int, _Family, int, int]] = []
     tie = 0
     fams: list[_Family] = []
+    check_device_repeats(devices)  # one device twice (or by two aliases): refused, as search refuses it
     hws = {get_device(d).name: get_device(d) for d in devices}
     for name, hw in hws.items():
         rates = device_rates(hw, prices.get(name), electricity_per_kwh)

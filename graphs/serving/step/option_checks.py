@@ -15,7 +15,14 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
-__all__ = ["flag", "check_number", "check_whole_list", "check_devices", "check_choice"]
+__all__ = [
+    "flag",
+    "check_number",
+    "check_whole_list",
+    "check_devices",
+    "check_device_repeats",
+    "check_choice",
+]
 
 
 def flag(name: str) -> str:
@@ -121,6 +128,39 @@ def check_devices(devices: Any, option: str = "--device") -> None:
     ):
         given = ",".join(map(str, devices)) if isinstance(devices, tuple) else devices
         raise CostModelError(f"{option} must name at least one device, got {given!r}")
+
+
+def check_device_repeats(devices: Any, option: str = "--device") -> None:
+    """Refuse a device named twice, by the same name or by two that resolve to one catalog entry
+    (``h100`` and ``h100-sxm``): every command refuses a list that gives a value twice, naming it
+    (``graphs.cli.options._refuse_repeats``), where ``search`` and ``size`` once searched a
+    repeated device once and ``sweep`` refused it.
+
+    Parameters
+    ----------
+    devices : sequence of str or Hardware
+        Catalog device names, aliases or specs (an unknown name is refused by
+        :func:`costmodel.hardware.get_device`, naming it).
+    option : str
+        The option as the command line spells it, named in the error.
+
+    Raises
+    ------
+    CostModelError
+        When two entries are one device: ``--device gives h100-sxm twice (as h100 and h100-sxm):
+        list each device once``.
+    """
+    from costmodel.hardware import get_device  # light callers never pay for the catalog
+
+    seen: dict[str, str] = {}
+    for dev in devices:
+        hw = get_device(dev)
+        given = dev.strip() if isinstance(dev, str) else hw.name
+        if hw.name in seen:
+            first = seen[hw.name]
+            spelled = "" if first == given == hw.name else f" (as {first[:60]} and {given[:60]})"
+            raise CostModelError(f"{option} gives {hw.name} twice{spelled}: list each device once")
+        seen[hw.name] = given
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
