@@ -169,3 +169,21 @@ def test_hf_layer_refuses_a_layer_file_first_and_alone(capsys: pytest.CaptureFix
         f"costmodel: error: --hf-layer builds a layer from a Hugging Face config.json (its model_type); {path} "
         "is a layer file (layer_types, no model_type): drop --hf-layer to plan its layers"
     ]
+
+
+@pytest.mark.parametrize(
+    ("plan", "heading"),
+    [
+        ("suggested", "fusion audit of the suggested plan: tiny decode layer on h100-sxm, batch 1, ctx 4096"),
+        (
+            "unfused",
+            "fusion audit of the unfused plan (one kernel per op): tiny decode layer on h100-sxm, batch 1, ctx 4096",
+        ),
+    ],
+)
+def test_the_audit_heading_names_the_plan_audited(plan: str, heading: str) -> None:
+    """The heading says which plan the boundaries and the bound are of (``--plan``; the default,
+    ``suggested``, included), at the command's defaults (device h100-sxm, decode, batch 1, ctx 4096
+    in graphs/cli/fusion.py)."""
+    argv = ["fusion", "audit", "tiny", "--top", "1"]
+    assert _cli(*argv, *(["--plan", plan] if plan != "suggested" else [])).splitlines()[0] == heading

@@ -76,9 +76,16 @@ class FusionAuditReport:
         """
         return {**self.report.to_dict(), "suggestions": [s.to_dict() for s in self.suggestions]}
 
+    @property
+    def plan_words(self) -> str:
+        """The plan audited, as the heading names it (``--plan``): ``the suggested plan`` or ``the
+        unfused plan (one kernel per op)``."""
+        plan = self.request.plan
+        return f"the {plan} plan" + (" (one kernel per op)" if plan == "unfused" else "")
+
     def to_text(self) -> str:
-        """What ``costmodel fusion audit`` prints: the costliest boundaries, the suggestions, the
-        bound before and after.
+        """What ``costmodel fusion audit`` prints: a heading naming the plan audited (``--plan``),
+        the costliest boundaries, the suggestions, the bound before and after.
 
         Returns
         -------
@@ -86,7 +93,8 @@ class FusionAuditReport:
         """
         req, rep = self.request, self.report
         out = [
-            f"fusion audit: {self.config.name} {req.phase} {req.scope} on {self.hw.name}, {req.where}",
+            f"fusion audit of {self.plan_words}: {self.config.name} {req.phase} {req.scope} on {self.hw.name}, "
+            f"{req.where}",
             "\nkernel boundaries (one write + one read per consuming kernel), most expensive first:",
         ]
         rows = [
@@ -159,6 +167,7 @@ class FusionAuditReport:
             where=req.where,
             graph=self.graph,
             plan=self.plan,
+            plan_name=self.plan_words,
         )
 
 

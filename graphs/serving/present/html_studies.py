@@ -468,6 +468,7 @@ def fusion_page(
     where: str,
     graph: Any = None,
     plan: Any = None,
+    plan_name: str = "",
 ) -> str:
     """A ``fusion audit`` page from an :class:`AuditReport` and its suggestions (with the audited
     ``graph`` and ``plan``, the graph drawn with its groups and boundaries).
@@ -490,6 +491,8 @@ def fusion_page(
         The audited graph, drawn with its groups.
     plan : FusionPlan, optional
         The plan whose groups and boundaries are drawn.
+    plan_name : str
+        The plan audited, in words, named in the title (``the suggested plan``).
 
     Returns
     -------
@@ -550,7 +553,8 @@ def fusion_page(
     ]
     if report.issues:
         sections.append(Section("plan issues", (rows_table([{"issue": str(i)} for i in report.issues]),)))
-    title = f"fusion audit: {config.name} {scope} on {report.device}, {where}"
+    of = f" of {plan_name}" if plan_name else ""
+    title = f"fusion audit{of}: {config.name} {scope} on {report.device}, {where}"
     return page_html(title, run_header(command, config, report.device), headline, sections)
 
 
