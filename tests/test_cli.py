@@ -173,14 +173,54 @@ def test_model_commands(capsys):
 def test_model_analyze_refuses_the_other_phases_point(capsys, phase, given, msg):
     """A review found ``model analyze --phase decode --seq 77777`` (and prefill's --ctx) answered
     at the default point, the option ignored; given, it is refused; not given, the phase's own
-    default still applies (ctx 4096, seq 1024)."""
+    default still applies (ctx 4096, seq 4096: every command's prompt, graphs.serving.step.defaults)."""
     code, out, err = run(capsys, "model", "analyze", "tiny", "--phase", phase, *given)
     assert code == 2 and out == "" and err.startswith(f"costmodel: error: {msg}") and "\n" not in err.strip()
     code, out, _ = run(capsys, "model", "analyze", "tiny", "--phase", phase, "--json")
     doc = json.loads(out)
-    assert code == 0 and (doc["ctx"] if phase == "decode" else doc["seq"]) == (
-        4096 if phase == "decode" else 1024
+    assert code == 0 and (doc["ctx"] if phase == "decode" else doc["seq"]) == 4096  # seq: every command's
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["prefill", "tiny"], "tiny prefill on h100-sxm: batch 1 x 4096 tokens, tp=1"),
+        (["ledger", "tiny", "--phase", "prefill"], "batch 1, ctx 4096, a 4,096-token prompt, prefill"),
+        (
+            ["model", "analyze", "tiny", "--phase", "prefill"],
+            "tiny prefill on h100-sxm: batch 1, seq 4096, tp=1",
+        ),
+        (
+            ["fusion", "audit", "tiny", "--phase", "prefill", "--top", "1"],
+            "prefill layer on h100-sxm, batch 1, seq 4096",
+        ),
+        (["fusion", "plan", "tiny", "--phase", "prefill", "--method", "heuristic"], "batch 1, seq 4096"),
+    ],
+)
+def test_every_command_prefills_the_same_default_prompt(capsys, argv, says):
+    """One prompt length when ``--seq`` is not given: 4096, ``prefill``'s, the one the README's
+    prefill and fusion examples give (``--seq 4096``); ``model analyze`` once took 1024 and
+    ``fusion`` and ``plot`` 2048. Each command's ``--seq`` help states it."""
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and says in out.splitlines()[0], out.splitlines()[0]
+    words = argv[:2] if argv[0] in ("model", "fusion") else argv[:1]
+    code, out, _ = run(capsys, *words, "--help")
+    found = re.search(r"\n  --seq SEQ\s+(.*?)\n  -", out, re.DOTALL)
+    seq_help = " ".join(found.group(1).split()) if found else out
+    assert code == 0 and "4096)" in seq_help, seq_help
+
+
+def test_plot_prefills_the_same_default_prompt(tmp_path):
+    """``plot --phase prefill``'s default prompt is every command's (4096, as above); its title names it."""
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    from graphs.serving.analysis.plot_request import PlotRequest
+    from graphs.serving.present.plot_report import run_plot
+    from models import get_model
+
+    report = run_plot(
+        PlotRequest("roofline", model="tiny", phase="prefill"), get_model("tiny"), str(tmp_path / "r.svg")
     )
+    assert "seq 4096" in report.title
 
 
 def test_model_from_config_file(capsys, tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from graphs.serving.step.defaults import DEFAULT_SEQ
+
 from .common import dump
 from .html_option import add_html_option, keep
 from .options import add_assume_family
@@ -122,7 +124,7 @@ def add_fusion_parser(sub: Any) -> None:
     a.add_argument("--device", default="h100-sxm")
     a.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     a.add_argument("--batch", type=int, default=1)
-    a.add_argument("--seq", type=int, default=2048)
+    a.add_argument("--seq", type=int, default=DEFAULT_SEQ)
     a.add_argument("--ctx", type=int, default=4096)
     a.add_argument(
         "--plan",
@@ -143,7 +145,7 @@ def add_fusion_parser(sub: Any) -> None:
     p.add_argument("--device", default="h100-sxm", help="catalog device name or alias")
     p.add_argument("--phase", choices=("prefill", "decode"), default="decode", help="the step to plan")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--seq", type=int, default=DEFAULT_SEQ)
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--backend", default="default", help="legality table: default, inductor, cublaslt")
     p.add_argument(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from graphs.serving.step.defaults import DEFAULT_SEQ
+
 from .common import dump
 from .html_option import add_html_option, keep
 from .model_option import resolve_model
@@ -66,8 +68,9 @@ def _config(args: argparse.Namespace) -> Any:
     return apply_dtypes(resolve_model(args.model, args), args)
 
 
-#: ``model analyze``'s prompt length (prefill) and KV length (decode) when not given
-_ANALYZE_SEQ, _ANALYZE_CTX = 1024, 4096
+#: ``model analyze``'s prompt length (prefill: every command's, DEFAULT_SEQ) and KV length (decode)
+#: when not given
+_ANALYZE_SEQ, _ANALYZE_CTX = DEFAULT_SEQ, 4096
 
 
 def _analyze_point(args: argparse.Namespace) -> None:

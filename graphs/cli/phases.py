@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from graphs.serving.step.defaults import DEFAULT_SEQ
+
 from .common import dump, progress_bar
 from .html_option import add_html_option, keep
 from .ledger_view import capacity_verdict, print_fits, print_kv_split, print_terms
@@ -160,7 +162,7 @@ def _prompt_does_not_fit(args: argparse.Namespace, rep: Any) -> None:
 def _ledger_point(args: argparse.Namespace) -> None:
     """Resolve ``ledger``'s ``--ctx`` and ``--seq`` (in place): decode holds ``--ctx`` (default
     4096) cached tokens a sequence and takes no ``--seq``; prefill's prompt is ``--seq`` (default
-    ``--ctx``, else 4096) and its cache holds at least the prompt (``--ctx`` defaults to it)."""
+    ``--ctx``, else :data:`~graphs.serving.step.defaults.DEFAULT_SEQ`) and its cache holds at least the prompt (``--ctx`` defaults to it)."""
     from costmodel.errors import CostModelError
 
     if args.phase == "decode":
@@ -168,7 +170,7 @@ def _ledger_point(args: argparse.Namespace) -> None:
             raise CostModelError("--seq is a prefill's prompt (--phase prefill); a decode's cache is --ctx")
         args.ctx = 4096 if args.ctx is None else args.ctx
         return
-    args.seq = args.seq if args.seq is not None else (args.ctx if args.ctx is not None else 4096)
+    args.seq = args.seq if args.seq is not None else (args.ctx if args.ctx is not None else DEFAULT_SEQ)
     args.ctx = args.seq if args.ctx is None else args.ctx
     if type(args.seq) is int and type(args.ctx) is int and args.ctx < args.seq:
         raise CostModelError(
@@ -417,7 +419,10 @@ def add_phase_parsers(sub: Any) -> None:
         "--ctx", type=int, default=None, help="cached tokens a sequence (prefill: at least --seq, its default) (default: 4096)"
     )
     lg.add_argument(
-        "--seq", type=int, default=None, help="prefill prompt length (--phase prefill; default --ctx)"
+        "--seq",
+        type=int,
+        default=None,
+        help=f"prefill prompt length (--phase prefill; default: --ctx, else {DEFAULT_SEQ})",
     )
     lg.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     lg.add_argument(
@@ -444,7 +449,7 @@ def add_phase_parsers(sub: Any) -> None:
     pf = sub.add_parser("prefill", help="TTFT bound, per-unit times, attention share, chunked prefill")
     common(pf)
     pf.add_argument("--batch", type=int, default=1)
-    pf.add_argument("--seq", type=int, default=4096)
+    pf.add_argument("--seq", type=int, default=DEFAULT_SEQ)
     pf.add_argument(
         "--chunk",
         type=int,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from graphs.serving.step.defaults import DEFAULT_SEQ
+
 from .html_option import add_html_option, keep
 from .options import add_assume_family, check_output_path
 
@@ -62,7 +64,7 @@ def add_plot_parser(sub: Any) -> None:
     pl.add_argument("--device", default=None, help="catalog device or alias (default: h100-sxm)")
     pl.add_argument("--phase", choices=("prefill", "decode"), default="decode")
     pl.add_argument("--batch", type=int, default=8)
-    pl.add_argument("--seq", type=int, default=2048)
+    pl.add_argument("--seq", type=int, default=DEFAULT_SEQ)
     pl.add_argument("--ctx", type=int, default=4096)
     pl.add_argument("--tp", type=int, default=1)
     pl.add_argument(

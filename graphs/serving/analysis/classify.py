@@ -26,6 +26,7 @@ from costmodel.roofline import bound
 from models.config import ModelConfig
 
 from ..step.compiled import CompiledStep, compiled_step, positive_int
+from ..step.defaults import DEFAULT_SEQ
 from ..step.totals import closed_forms, kv_cache_bytes_per_token, op_total, step_tokens, weight_bytes_read
 from ..step.workload import Workload, as_workload
 from .node_analysis import ModelAnalysis, NodeStatics, StepTotals, analysis_from_values, rows_from_values
@@ -146,7 +147,7 @@ def analyze(
     phase: str,
     *,
     batch: int = 1,
-    seq: int = 1024,
+    seq: int = DEFAULT_SEQ,
     ctx: int = 4096,
     tp: int = 1,
 ) -> ModelAnalysis:
@@ -166,7 +167,7 @@ def analyze(
     batch : int
         Sequences in the step.
     seq : int
-        Prompt tokens per sequence (prefill).
+        Prompt tokens per sequence (prefill; default :data:`~graphs.serving.step.defaults.DEFAULT_SEQ`).
     ctx : int
         Cached tokens per sequence (decode).
     tp : int

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
 
+from ..step.defaults import DEFAULT_SEQ
 from ..step.option_checks import check_choice, check_number
 from .phase_request import INT_RANGES, PHASES
 
@@ -60,7 +61,7 @@ class FusionStep:
     device: str = "h100-sxm"
     phase: str = "decode"
     batch: int = 1
-    seq: int = 2048
+    seq: int = DEFAULT_SEQ
     ctx: int = 4096
     whole_model: bool = False
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
+from ..step.defaults import DEFAULT_SEQ
 from ..step.option_checks import check_choice, check_number
 
 __all__ = ["PhaseRequest", "PHASES", "INT_RANGES", "PLACEMENTS"]
@@ -66,7 +67,7 @@ class PhaseRequest:
     device: str = "h100-sxm"
     batch: int = 1
     ctx: int = 4096
-    seq: int = 4096
+    seq: int = DEFAULT_SEQ
     chunk: int | None = None
     tp: int = 1
     ep: int = 1

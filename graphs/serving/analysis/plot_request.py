@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from costmodel.errors import CostModelError
 
+from ..step.defaults import DEFAULT_SEQ
 from ..step.option_checks import check_choice, check_number
 from .phase_request import INT_RANGES, PHASES
 
@@ -56,7 +57,7 @@ class PlotRequest:
     device: str | None = None
     phase: str = "decode"
     batch: int = 8
-    seq: int = 2048
+    seq: int = DEFAULT_SEQ
     ctx: int = 4096
     tp: int = 1
     precision: str | None = None
