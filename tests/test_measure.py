@@ -9,6 +9,9 @@ on a real machine is a measurement: ``python -m benchmarks.probe_vs_bench``.
 import importlib
 import json
 import math
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -257,3 +260,44 @@ def test_calibration_keeps_the_plateau_within_the_data():
     assert cal.gemm_i_half <= 400 and cal.gemm_e_max <= 2 * 1.2 + 1e-9
     one = calibrate(_rows([(256, 0.9), (256, 0.9)]))
     assert one.gemm_i_half == 0 and one.gemm_e_max == pytest.approx(0.9)
+
+
+def test_probed_spec_states_the_host_memory_as_its_capacity(tmp_path):
+    """A probe records the host's physical memory (os.sysconf pages x page size) as the dram
+    level's capacity, so the commands that check what fits answer on a probed device, as
+    docs/commands.md shows (``--hw-file out/probe.json model analyze tiny --device probe``)."""
+    from costmodel.measure.probe import host_memory_bytes
+
+    pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    assert host_memory_bytes() == pages * size
+    res = ProbeResult(
+        measurements=[
+            Measurement("bw:add", 0.002, 0.0, bytes=6e6),  # 3e9 B/s
+            Measurement("mm:numpy:fp32", 0.005, 0.0, flops=1e9),
+        ],
+        env={"cpu": "test cpu", "memory_bytes": 64 * 2**30},
+    )
+    assert float(res.hardware("probe-cap").capacity()) == 64 * 2**30
+    path = tmp_path / "probe.json"
+    res.write(path)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "costmodel",
+            "--hw-file",
+            str(path),
+            "model",
+            "analyze",
+            "tiny",
+            "--device",
+            "probe",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    # no count of the host's memory: the level states no capacity, as before
+    bare = ProbeResult(measurements=res.measurements, env={"cpu": "test cpu", "memory_bytes": None})
+    assert "capacity_bytes" not in bare.spec_dict("p")["devices"]["p"]["memory"][0]

@@ -35,7 +35,7 @@ import numpy as np
 from ..hardware import Hardware, hardware_from_dict
 from ..outfiles import atomic_write
 
-__all__ = ["Measurement", "ProbeResult", "time_best", "probe", "environment"]
+__all__ = ["Measurement", "ProbeResult", "time_best", "probe", "environment", "host_memory_bytes"]
 
 Progress = Callable[[str], None]
 
@@ -97,6 +97,7 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "numpy": np.__version__,
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+        "memory_bytes": host_memory_bytes(),
     }
     try:
         from threadpoolctl import threadpool_info
@@ -115,6 +116,23 @@ def environment() -> dict[str, Any]:
     except ImportError:
         env["torch"] = None
     return env
+
+
+def host_memory_bytes() -> int | None:
+    """The host's physical memory (B): ``SC_PHYS_PAGES x SC_PAGE_SIZE`` from ``os.sysconf`` (the
+    kernel's count of physical pages, as ``free`` reports it), or None where the platform has no
+    such count (the spec then states no capacity and says so).
+
+    Returns
+    -------
+    int or None
+        Bytes of physical memory.
+    """
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return int(pages) * int(size) if pages > 0 and size > 0 else None
 
 
 @dataclass
@@ -161,13 +179,7 @@ class ProbeResult:
                     "description": f"probed: {self.env.get('cpu')}",
                     "vendor": "measured",
                     "roofs": roofs,
-                    "memory": [
-                        {
-                            "name": "dram",
-                            "bandwidth_bytes_per_s": bw.bandwidth,
-                            "source": f"{src}, {bw.name}: {bw.bytes:.3g} B in {bw.best_s * 1e3:.2f} ms",
-                        }
-                    ],
+                    "memory": [self._dram(src, bw)],
                     "notes": json.dumps(
                         {
                             "environment": self.env,
@@ -186,6 +198,23 @@ class ProbeResult:
                 }
             },
         }
+
+    def _dram(self, src: str, bw: Measurement) -> dict[str, Any]:
+        """The ``dram`` level: the measured bandwidth and, where the platform counts it, the
+        host's physical memory as its capacity (the memory the probed arrays live in), so that
+        a probed spec answers the commands that check what fits."""
+        level: dict[str, Any] = {
+            "name": "dram",
+            "bandwidth_bytes_per_s": bw.bandwidth,
+            "source": f"{src}, {bw.name}: {bw.bytes:.3g} B in {bw.best_s * 1e3:.2f} ms",
+        }
+        cap = self.env.get("memory_bytes")
+        if isinstance(cap, int) and cap > 0:
+            level["capacity_bytes"] = cap
+            level["source"] += (
+                f"; capacity: the host's physical memory, {cap:,} B (os.sysconf pages x page size)"
+            )
+        return level
 
     def hardware(self, name: str = "probe") -> Hardware:
         d = self.spec_dict(name)
