@@ -811,3 +811,22 @@ def test_review_inputs_are_refused_with_their_reason(capsys, tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     _one_line_error(capsys, argv, message)
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("slo", [[], ["--slo-ttft", "1"]])
+def test_a_rate_sweeps_legend_explains_only_its_columns(capsys, slo):
+    """A review: `simulate --rates` without SLOs prints no goodput column, but its legend
+    explained one. The legend names goodput exactly when the table has the column."""
+    assert main(["simulate", "tiny", "--rates", "5,10", "--requests", "10", *slo]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "req/s" in line and "TTFT P50 s" in line)
+    legend = next(line for line in out.splitlines() if line.startswith("  out tok/s: steady state"))
+    assert ("goodput" in header) == bool(slo) == ("goodput" in legend)
+
+
+def test_a_config_the_loader_refuses_is_refused_alone(capsys, tmp_path):
+    """A config.json with no model_type (and no max_position_embeddings) was noted as "states
+    no max_position_embeddings" before the loader refused it: the refusal comes first, alone."""
+    path = tmp_path / "nomt.json"
+    path.write_text('{"hidden_size": 64, "num_hidden_layers": 2}')
+    _one_line_error(capsys, ["decode", str(path), "--device", "h100"], "the field model_type is missing")

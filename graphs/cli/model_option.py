@@ -60,8 +60,11 @@ def check_context(args: argparse.Namespace, tokens: int, field: str) -> None:
             )
         elif data.get("model_type") not in ("mamba", "mamba2"):
             # said once: the context is not checked (a config of no max_position_embeddings; a
-            # state-space model has no positions to run out of)
+            # state-space model has no positions to run out of); a config the loader refuses is
+            # refused first, alone (resolved here: the note is for a model the command answers)
             from .options import note_once
+
+            resolve_config(args)
 
             note_once(
                 args,

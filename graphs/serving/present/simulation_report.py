@@ -831,9 +831,14 @@ class RateSweepReport:
             c = r.cost
             line += f" {c.usd_per_m_tokens:8.3g}" if c is not None else f" {'-':>8s}"
             out.append(line)
+        good = (
+            "goodput: requests/s meeting the SLOs over the whole run, drain tail included (its window "
+            "is not out tok/s's); "
+            if slo
+            else ""
+        )
         out.append(
-            "  out tok/s: steady state (first to last arrival); goodput: requests/s meeting the SLOs over "
-            "the whole run, drain tail included (its window is not out tok/s's); "
+            f"  out tok/s: steady state (first to last arrival); {good}"
             "$/M tok: the deployment's $/h over every served token"
         )
         if self.bands:
