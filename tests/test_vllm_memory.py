@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 
@@ -275,8 +276,11 @@ def test_gpt_oss_120b_logs_on_one_h100_reproduced():
     prof, pool = _gpt_oss_h100()
     assert (prof.max_num_seqs, prof.max_num_batched_tokens) == (1024, 8192)
     assert abs(pool.weights_bytes / GIB - 65.9651) < 0.1
-    with pytest.raises(CostModelError, match=r"activations \(7\.82 GB: the sampler's profile run\)"):
+    with pytest.raises(CostModelError, match=r"activations \(7\.82 GB: the sampler's profile run\)") as err:
         prof.kv_blocks(pool, 1)
+    # the shortfall the log states, -2.14 GiB (the model's -2.05 GiB = 2.20 GB), is said
+    short = re.search(r"leaves nothing \((\d+\.\d+) GB short\)", str(err.value))
+    assert short is not None and abs(float(short[1]) * 1e9 / GIB - 2.14) < 0.1
     prof, pool = _gpt_oss_h100(kv_fraction=0.95, max_num_batched_tokens=1024)
     kv = prof.kv_blocks(pool, 1) * prof.block_size * pool.kv_bytes_per_token
     assert abs(kv / GIB - 1.71) < 0.25

@@ -229,6 +229,27 @@ def profile_peak_bytes(
     return max(forward, float(sampler_bytes_per_logit) * rows * vocab_size)
 
 
+def pool_left_words(free: float) -> str:
+    """What a KV pool keeps, in words: its GB, or nothing and by how much it falls short (an
+    engine's log states the negative figure: vLLM's "Available KV cache memory: -2.14 GiB").
+
+    Parameters
+    ----------
+    free : float
+        The pool's bytes before blocks are cut from it (negative: short).
+
+    Returns
+    -------
+    str
+
+    >>> pool_left_words(2.2e9), pool_left_words(-2.2e9), pool_left_words(0.0)
+    ('2.20 GB', 'nothing (2.20 GB short)', 'nothing')
+    """
+    if free > 0:
+        return f"{free / 1e9:.2f} GB"
+    return f"nothing ({-free / 1e9:.2f} GB short)" if free < 0 else "nothing"
+
+
 def sampler_words(peak: float, forward: float) -> tuple[str, str]:
     """What a no-room message says when the sampler's dummy run, not the forward pass
     (``forward`` bytes), sets the profiled activation ``peak`` (:func:`profile_peak_bytes`): the

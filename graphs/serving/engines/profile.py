@@ -72,6 +72,7 @@ from .knobs import (
     EngineOverheads,
     check_new_token_ratio,
     install_overheads_lookup,
+    pool_left_words,
     profile_peak_bytes,
     sampler_words,
 )
@@ -671,18 +672,18 @@ class EngineProfile:
                     f"model's layers (KVPool.layers >= 1), got {pool.layers!r}"
                 )
             free = self.kv_fraction * c - w - act - r - g * pool.layers
-            n = math.floor(free / (self.block_size * k)) if k > 0 else 0
         elif self.kv_rule == "static":  # activations live outside the static fraction
             act = 0.0
-            n = math.floor((self.kv_fraction * c - w) / (self.block_size * k)) if k > 0 else 0
+            free = self.kv_fraction * c - w
         else:
-            n = math.floor(self.kv_fraction * (c - w - act) / (self.block_size * k)) if k > 0 else 0
+            free = self.kv_fraction * (c - w - act)
+        n = math.floor(free / (self.block_size * k)) if k > 0 else 0
         if n < 1:
             share = f"{self.kv_fraction:.1%} of " + ("what is left of " if self.kv_rule == "free" else "")
             which, remedy = sampler_words(act, forward)
             raise CostModelError(
                 f"no room for a KV block ({self.ref}): {share}{c / 1e9:.1f} GB after weights "
-                f"({w / 1e9:.1f} GB) and activations ({act / 1e9:.2f} GB{which}) leaves nothing "
+                f"({w / 1e9:.1f} GB) and activations ({act / 1e9:.2f} GB{which}) leaves {pool_left_words(free)} "
                 f"(more devices, tp, or a smaller token budget{remedy})"
             )
         return n

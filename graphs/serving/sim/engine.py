@@ -107,7 +107,7 @@ from costmodel.errors import CostModelError
 from costmodel.text import fmt_si
 
 from ..engines import EngineConfig, EngineOverheads, EngineProfile, KVPool
-from ..engines.knobs import profile_peak_bytes, sampler_words
+from ..engines.knobs import pool_left_words, profile_peak_bytes, sampler_words
 from ..pricing.overheads import scaled_kernels_s
 from .skipping import LazyDecodes, window_ends
 
@@ -281,7 +281,7 @@ def _pool_free(
     why = (
         f"{cfg.gpu_memory_utilization:.0%} of {of} minus "
         f"weights ({w / 1e9:.1f} GB){other} and activations ({peak / 1e9:.2f} GB{which}) "
-        f"leaves {'nothing' if free <= 0 else f'{free / 1e9:.2f} GB'} (more devices, tp, or a smaller token budget{remedy})"
+        f"leaves {pool_left_words(free)} (more devices, tp, or a smaller token budget{remedy})"
     )
     return free, k, why
 
