@@ -39,7 +39,7 @@ Sources of every default:
   is :mod:`.vllm`'s source); ``prefix_lookup_per_token_s`` 0, ASSUMED negligible: KV-cache block
   reuse keys its blocks in the C++ KV-cache manager, not in Python; ``request_s`` 22 ms FITTED by
   ``benchmarks/request_path_fit.py`` (``docs/request_path.md``) on the validation tables'
-  TensorRT-LLM TTFT rows outside the held-out split (183 calibration rows; Triton's rows, whose
+  TensorRT-LLM TTFT rows outside the held-out split (182 calibration rows; Triton's rows, whose
   profile has a sourced request path of its own, left out), the median of ``|error|`` least
   there (7.7 %, tables replayed at 25 ms; 24 ms by least squares over the rows within 50 %). Admission waits for the running iteration's end (the
   executor loop fetches new requests between iterations), which the simulator models exactly.
@@ -84,7 +84,7 @@ _SOURCES = {
     "iteration_s": _FIT,
     "per_seq_s": _FIT,
     "per_token_s": _ASSUMED,
-    "request_s": request_fit(183, "TensorRT-LLM"),
+    "request_s": request_fit(182, "TensorRT-LLM"),
     "output_token_s": _ASSUMED,
     "per_prompt_token_s": TOKENISE,
     "prefix_lookup_per_token_s": "ASSUMED negligible: block reuse hashes its block keys in the C++ KV-cache manager",
@@ -110,7 +110,7 @@ PROFILE = register_engine(
             "iteration_s": 0.0,  # fitted: 0, held at its lower bound
             "per_seq_s": 3.1e-6,  # fitted: 3.09e-06 (s.e. 1.3e-05)
             "per_token_s": 1e-8,
-            "request_s": 22e-3,  # fitted: benchmarks/request_path_fit.py, 183 calibration rows
+            "request_s": 22e-3,  # fitted: benchmarks/request_path_fit.py, 182 calibration rows
             "output_token_s": 2e-5,
             "per_prompt_token_s": 2e-6,
             "prefix_lookup_per_token_s": 0.0,
