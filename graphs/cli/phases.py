@@ -474,6 +474,10 @@ def add_phase_parsers(sub: Any) -> None:
 
     sw = sub.add_parser("sweep", help="batch x ctx (x devices x dtypes) decode sweep and Pareto frontier")
     common(sw)
+    # sweep's --device is a list, as its points are (the other phases take one device)
+    sw._option_string_actions["--device"].help = (
+        "comma list of catalog devices or aliases (see `costmodel hw list`), or ones from --hw-file"
+    )
     sw.add_argument("--batches", default="1:1024:2", help="list or start:stop:factor")
     sw.add_argument(
         "--ctxs", default="1024,4096,16384,65536", help="comma-separated KV lengths to sweep (tokens)"
