@@ -227,9 +227,42 @@ def max_batch(
 ) -> LedgerFit:
     """Largest batch whose ledger fits ``capacity`` with ``ctx`` cached tokens each.
 
-    ``active_per_sequence`` is 1 for decode and the prompt (or chunk) length
-    for prefill. When even batch 1 does not fit, ``value`` is 0 and
-    ``shortfall_bytes`` says by how much.
+    The largest whole ``B`` in ``[1, upper]`` with
+    ``weights + B * kv(ctx) + B * active_per_sequence * act + overhead <= capacity``.
+
+    Parameters
+    ----------
+    ledger : MemoryLedger
+        The model's terms (weights, KV per token, activations per token, overhead policy); every
+        symbol bound.
+    capacity : float or sympy.Expr
+        Device memory in bytes (decimal, as vendors state it): a finite positive number.
+    ctx : int
+        Cached tokens per sequence, a positive whole number.
+    active_per_sequence : int, default 1
+        Tokens each sequence has in flight: 1 for decode, the prompt (or chunk) length for prefill.
+    upper : int, default 2**20
+        The largest batch searched, a whole number >= 1; ``value == upper`` means the search
+        limit was reached, not the memory.
+
+    Returns
+    -------
+    LedgerFit
+        ``value`` is the batch; when even batch 1 does not fit it is 0 and ``shortfall_bytes``
+        says by how much.
+
+    Raises
+    ------
+    InvalidDimensionError
+        When ``ctx``, ``active_per_sequence``, ``capacity`` or ``upper`` is out of range.
+
+    >>> led = MemoryLedger(weights_bytes=16e9, kv_bytes_per_token=131072)
+    >>> max_batch(led, 80e9, ctx=4096).value  # (80e9 - 16e9) // (131072 * 4096)
+    119
+    >>> max_batch(led, 80e9, ctx=4096, upper=0)
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.InvalidDimensionError: upper must be a whole number >= 1, got 0
     """
     cn, an = _dim_value(ctx, "ctx"), _dim_value(active_per_sequence, "active_per_sequence")
     cap = _number(capacity, "capacity")
@@ -239,7 +272,38 @@ def max_batch(
 def max_context(
     ledger: MemoryLedger, capacity: Any, *, batch: Any, active_per_sequence: Any = 1, upper: int = 1 << 26
 ) -> LedgerFit:
-    """Longest context per sequence that fits ``capacity`` at ``batch``."""
+    """Longest context per sequence that fits ``capacity`` at ``batch``.
+
+    The largest whole ``ctx`` in ``[1, upper]`` with ``batch`` sequences of ``ctx`` cached tokens
+    within ``capacity``.
+
+    Parameters
+    ----------
+    ledger : MemoryLedger
+        The model's terms; every symbol bound.
+    capacity : float or sympy.Expr
+        Device memory in bytes: a finite positive number.
+    batch : int
+        Sequences held at once, a positive whole number.
+    active_per_sequence : int, default 1
+        Tokens each sequence has in flight: 1 for decode, the prompt (or chunk) length for prefill.
+    upper : int, default 2**26
+        The longest context searched (tokens), a whole number >= 1.
+
+    Returns
+    -------
+    LedgerFit
+        ``value`` is the context in tokens; 0 when not even one token fits.
+
+    Raises
+    ------
+    InvalidDimensionError
+        When ``batch``, ``active_per_sequence``, ``capacity`` or ``upper`` is out of range.
+
+    >>> led = MemoryLedger(weights_bytes=10e9, kv_bytes_per_token=1e6)
+    >>> max_context(led, 80e9, batch=4).value  # (80e9 - 10e9) / (4 * 1e6)
+    17500
+    """
     bn, an = _dim_value(batch, "batch"), _dim_value(active_per_sequence, "active_per_sequence")
     cap = _number(capacity, "capacity")
     return solve_capacity(cap, lambda c: ledger.numeric_terms(bn, c, an * bn, cap), upper)

@@ -8,13 +8,14 @@ solve their stored ledger with the same function the symbolic ledger uses.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidDimensionError
 
-__all__ = ["GIB", "LedgerFit", "affine_root", "solve_capacity"]
+__all__ = ["GIB", "LedgerFit", "affine_root", "check_upper", "solve_capacity"]
 
 #: bytes in a GiB (the unit the ledger prints)
 GIB = 1024**3
@@ -33,6 +34,34 @@ class LedgerFit:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def check_upper(upper: object) -> int:
+    """``upper`` (a search limit) checked as a whole number >= 1.
+
+    Parameters
+    ----------
+    upper : int
+        The largest batch or context a capacity search tries.
+
+    Returns
+    -------
+    int
+        ``upper`` itself.
+
+    Raises
+    ------
+    InvalidDimensionError
+        When ``upper`` is a bool, not integral, or below 1.
+
+    >>> check_upper(0)
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.InvalidDimensionError: upper must be a whole number >= 1, got 0
+    """
+    if isinstance(upper, bool) or not isinstance(upper, numbers.Integral) or upper < 1:
+        raise InvalidDimensionError(f"upper must be a whole number >= 1, got {upper!r}")
+    return int(upper)
 
 
 def affine_root(total: Any, cap: float, upper: int) -> int | None:
@@ -57,10 +86,40 @@ def affine_root(total: Any, cap: float, upper: int) -> int | None:
 
 
 def solve_capacity(capacity: float, at: Callable[[int], dict[str, float]], upper: int) -> LedgerFit:
-    """Largest x with ``total(x) <= capacity``; ``at(x)`` gives the terms and total (bytes) as floats."""
+    """Largest x in ``[1, upper]`` with ``total(x) <= capacity``; ``at(x)`` gives the terms and
+    total (bytes) as floats.
+
+    Parameters
+    ----------
+    capacity : float
+        Bytes available: finite and positive.
+    at : callable
+        ``x -> {"weights", "kv_cache", "activations", "overhead", "total"}`` in bytes, growing with ``x``.
+    upper : int
+        The largest ``x`` searched, a whole number >= 1.
+
+    Returns
+    -------
+    LedgerFit
+        ``value`` 0 when even ``x = 1`` does not fit.
+
+    Raises
+    ------
+    InvalidDimensionError
+        When ``capacity`` is not a finite positive number or ``upper`` not a whole number >= 1.
+
+    >>> solve_capacity(10.0, lambda x: {"weights": 2.0, "kv_cache": 3.0 * x, "activations": 0.0,
+    ...                                 "overhead": 0.0, "total": 2.0 + 3.0 * x}, 100).value  # (10 - 2) // 3
+    2
+    >>> solve_capacity(float("nan"), lambda x: {}, 100)
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.InvalidDimensionError: capacity must be a finite positive number of bytes, got nan
+    """
     cap = capacity
-    if cap <= 0:
-        raise InvalidDimensionError(f"capacity must be positive, got {cap}")
+    if not (isinstance(cap, numbers.Real) and math.isfinite(cap) and cap > 0):
+        raise InvalidDimensionError(f"capacity must be a finite positive number of bytes, got {cap!r}")
+    check_upper(upper)
 
     def total(v: int) -> float:
         return at(v)["total"]

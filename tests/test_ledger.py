@@ -106,6 +106,31 @@ def test_bad_inputs():
         MemoryLedger(-5, 1)
 
 
+@pytest.mark.parametrize("upper", [0, -5, 2.5, 8.0, True, "8"])
+def test_a_search_limit_below_one_or_not_whole_is_refused(upper):
+    # a limit of 0 would read as "nothing fits" and -5 as a batch of -5 (review finding 5)
+    led = MemoryLedger(16e9, 131072)
+    with pytest.raises(InvalidDimensionError, match=rf"^upper must be a whole number >= 1, got {upper!r}$"):
+        max_batch(led, 80e9, ctx=4096, upper=upper)
+    with pytest.raises(InvalidDimensionError, match=r"^upper must be a whole number >= 1"):
+        max_context(led, 80e9, batch=1, upper=upper)
+
+
+def test_a_search_limit_of_one_is_a_whole_answer():
+    # 16e9 + 131072 * 4096 B fits in 80e9 at batch 1, so the limit is what stops the search
+    assert max_batch(MemoryLedger(16e9, 131072), 80e9, ctx=4096, upper=1).value == 1
+
+
+@pytest.mark.parametrize("capacity", [float("nan"), float("inf"), -1.0, 0])
+def test_a_capacity_that_is_not_a_finite_positive_number_is_refused(capacity):
+    # NaN passed `capacity <= 0` and failed later converting NaN to int (review finding 5)
+    message = r"^capacity must be a finite positive number of bytes, got "
+    with pytest.raises(InvalidDimensionError, match=message):
+        max_batch(MemoryLedger(16e9, 131072), capacity, ctx=4096)
+    with pytest.raises(InvalidDimensionError, match=message):
+        max_context(MemoryLedger(16e9, 131072), capacity, batch=1)
+
+
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(
     w=st.integers(10**8, 10**11),
