@@ -23,15 +23,21 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["clear", "said", "say"]
+__all__ = ["ASSUMED_FLOAT", "clear", "mute", "said", "say"]
+
+#: the topic of the note a model config that states no float dtype gets, read as bf16
+#: (:func:`models.quantization.assumed_float_note`); here so that a caller which gives the format
+#: mutes it without importing the loader (the command line's cached answers stay sympy-free)
+ASSUMED_FLOAT = "assumed float dtype"
 
 _said: dict[str, None] = {}  # insertion-ordered: the order they were said
+_muted: set[str] = set()  # topics not said until the next clear()
 #: the most notes kept between two :func:`clear` calls (a long-running program's memory stays
 #: bounded; past it a note is still said, and may be said again)
 MAX_KEPT = 1000
 
 
-def say(text: str | None, kind: str = "note") -> None:
+def say(text: str | None, kind: str = "note", *, topic: str | None = None) -> None:
     """Write ``costmodel: {kind}: {text}`` on stderr once and keep ``{kind}: {text}``.
 
     Parameters
@@ -42,8 +48,10 @@ def say(text: str | None, kind: str = "note") -> None:
     kind : str
         ``"note"`` (an assumption or substitution) or ``"warning"`` (a result outside what the
         engine checks, costed because the user asked).
+    topic : str or None
+        What the note is about, for :func:`mute`; None: it is always said (once).
     """
-    if not text:
+    if not text or (topic is not None and topic in _muted):
         return
     kept = f"{kind}: {text}"
     if kept in _said:
@@ -58,6 +66,26 @@ def said() -> tuple[str, ...]:
     return tuple(_said)
 
 
+def mute(topic: str) -> None:
+    """Say no note of ``topic`` until :func:`clear`: the caller has settled what such a note would
+    say was assumed (the command line's ``--weight-dtype`` gives the format a config that states
+    no ``torch_dtype`` is otherwise read in).
+
+    Parameters
+    ----------
+    topic : str
+        The ``topic`` its notes are said with.
+
+    >>> clear(); mute("x")
+    >>> say("x assumed", topic="x"); said()
+    ()
+    >>> clear(); say("x assumed", topic="x"); said()
+    ('note: x assumed',)
+    """
+    _muted.add(topic)
+
+
 def clear() -> None:
-    """Forget what was said (the command line calls it as each command starts)."""
+    """Forget what was said and muted (the command line calls it as each command starts)."""
     _said.clear()
+    _muted.clear()

@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from costmodel.notes import ASSUMED_FLOAT, say
+
 from .family_fit import MIN_SIMILARITY, family_fit, nearest_families
 from .fieldlog import RecordingConfig, layered
 from .fields import ModelConfigError
 from .hf_families import NEW_ARCHITECTURES
 from .hf_read import MISSING_MODEL_TYPE, SUPPORTED_MODEL_TYPES, read_hf_dict
 from .mixers import hf_families
+from .quantization import assumed_float_note
 
 if TYPE_CHECKING:
     from .config import ModelConfig
@@ -61,7 +64,11 @@ def config_from_hf_dict(
         raise ModelConfigError(f"{name}: config must be a JSON object")
     if assume_family is not None and _assumed(cfg, assume_family, name):
         cfg = layered(cfg, overrides={"model_type": assume_family})
-    return read_hf_dict(cfg, name, source, mtp=mtp, hint=_nearest)
+    built = read_hf_dict(cfg, name, source, mtp=mtp, hint=_nearest)
+    # a config of no torch_dtype is read as bf16 (models.quantization.float_dtype): said once,
+    # of a config that builds (a refused one gets its one-line error alone)
+    say(assumed_float_note(cfg, built.name), topic=ASSUMED_FLOAT)
+    return built
 
 
 def _assumed(cfg: Mapping[str, Any], family: str, name: str) -> bool:

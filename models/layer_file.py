@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from costmodel.errors import CostModelError
+from costmodel.notes import ASSUMED_FLOAT, say
 from costmodel.text import has_controls
 
 from .config import ModelConfig
@@ -248,10 +249,16 @@ def config_from_layer_file(data: Mapping[str, Any], name: str = "model", source:
         if data["layer_types"] is None:  # uniform: every layer the specs' mixer and MLP kind
             if "num_hidden_layers" not in fields:
                 raise ModelConfigError(f"{name}: a layer file with layer_types null needs num_hidden_layers")
-            return ModelConfig(**fields)
-        layers = _layers(data["layer_types"], name)
-        fields.setdefault("num_hidden_layers", len(layers))
-        return ModelConfig(layer_types=layers, **fields)
+            cfg = ModelConfig(**fields)
+        else:
+            layers = _layers(data["layer_types"], name)
+            fields.setdefault("num_hidden_layers", len(layers))
+            cfg = ModelConfig(layer_types=layers, **fields)
+        if "dtype" not in fields:  # ModelConfig's default, bf16: an assumption, said once built
+            from .quantization import assumed_float_note
+
+            say(assumed_float_note(data, name), topic=ASSUMED_FLOAT)
+        return cfg
     except ModelConfigError:
         raise
     except CostModelError as exc:  # a layer naming no registered mixer or MLP kind

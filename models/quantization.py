@@ -47,6 +47,7 @@ from typing import Any
 
 from costmodel.dtypes import get_dtype, group_quantised
 from costmodel.errors import CostModelError
+from costmodel.notes import ASSUMED_FLOAT
 
 from .config import ModelConfig, ModelConfigError
 from .fields import INT_MAX, bool_field, first_field, int_field
@@ -54,6 +55,8 @@ from .layers import layer_groups
 from .mixers import get_mixer, get_mlp
 
 __all__ = [
+    "ASSUMED_FLOAT",
+    "assumed_float_note",
     "float_dtype",
     "quantized_fields",
     "check_group_size",
@@ -101,8 +104,66 @@ _NOT_DECODER_IN = ("embed", "vision", "visual", "projector")
 _ATTENTION = ("self_attn", "attn", "attention")
 
 
+def assumed_float_note(data: Mapping[str, Any], name: str) -> str | None:
+    """The note a parsed config gets when it states no float dtype, or None when it states one.
+
+    A ``config.json`` states it in ``torch_dtype`` (or ``dtype``), at the top or in a multimodal
+    ``text_config``; a layer file (``layer_types`` and no ``model_type``) in ``dtype``. Neither
+    given (or null), its unquantised weights and activations are read as bf16
+    (:func:`float_dtype`), which the loader (:func:`models.hf.config_from_hf_dict`,
+    :func:`models.layer_file.config_from_layer_file`) says once the config is built
+    (:func:`costmodel.notes.say`, topic :data:`ASSUMED_FLOAT`): a file it refuses gets its
+    one-line error alone.
+
+    Parameters
+    ----------
+    data : Mapping
+        The parsed JSON object.
+    name : str
+        The model's name, as the loader gives it (the note starts with it).
+
+    Returns
+    -------
+    str or None
+        One line, or None when a dtype is stated.
+
+    >>> assumed_float_note({"model_type": "llama"}, "m")
+    'm: the file states no torch_dtype: its unquantised weights and activations are taken as bf16 (give --weight-dtype, or ModelConfig.replace(dtype=...), for another)'
+    >>> assumed_float_note({"model_type": "llama", "torch_dtype": "float16"}, "m") is None
+    True
+    """
+    inner = data.get("text_config")
+    for d in (data, inner if isinstance(inner, Mapping) else {}):
+        if d.get("torch_dtype") is not None or d.get("dtype") is not None:
+            return None
+    field = "dtype" if "layer_types" in data and "model_type" not in data else "torch_dtype"
+    return (
+        f"{name}: the file states no {field}: its unquantised weights and activations are taken as "
+        "bf16 (give --weight-dtype, or ModelConfig.replace(dtype=...), for another)"
+    )
+
+
 def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
-    """The unquantised weights' dtype: ``torch_dtype`` (or ``dtype``), bf16 when neither is given."""
+    """The unquantised weights' dtype: ``torch_dtype`` (or ``dtype``), bf16 when neither is given
+    (which the loader says once the config is built: :func:`assumed_float_note`).
+
+    Parameters
+    ----------
+    cfg : Mapping
+        A parsed ``config.json`` (a multimodal one's ``text_config`` already merged).
+    name : str
+        The model's name, for the note and the errors.
+
+    Returns
+    -------
+    str
+        A float format's name: ``fp32``, ``fp16``, ``bf16``, ``fp64``, ``fp8_e4m3``, ``fp8_e5m2``.
+
+    Raises
+    ------
+    ModelConfigError
+        When ``torch_dtype`` and ``dtype`` disagree, or name a format this engine does not know.
+    """
     raw = cfg.get("torch_dtype", cfg.get("dtype"))
     both = (cfg.get("torch_dtype"), cfg.get("dtype"))
     if None not in both and str(both[0]).removeprefix("torch.") != str(both[1]).removeprefix("torch."):
@@ -111,7 +172,7 @@ def float_dtype(cfg: Mapping[str, Any], name: str) -> str:
             "torch_dtype's name since transformers 4.56): keep the one the checkpoint was saved in"
         )
     if raw is None:
-        return "bf16"
+        return "bf16"  # said by the loader once the config is built (assumed_float_note)
     text = str(raw).removeprefix("torch.")
     if text not in FLOAT_TORCH_DTYPES:
         raise ModelConfigError(

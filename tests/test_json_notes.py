@@ -75,3 +75,56 @@ def test_dump_merges_keeps_and_places(capsys: pytest.CaptureFixture[str]) -> Non
     assert json.loads(dump([1, 2])) == [1, 2]
     clear()
     assert said() == ()
+
+
+def test_the_library_says_once_that_a_config_of_no_torch_dtype_is_read_as_bf16(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """From Python, not only from the command line (review finding 8: ``get_model`` of such a
+    dict read it as bf16 with nothing said)."""
+    from models import get_model
+
+    clear()
+    assert get_model(CONFIG).dtype == "bf16"
+    assert get_model(dict(CONFIG)).dtype == "bf16"  # the same config again: not said twice
+    err = capsys.readouterr().err
+    assert err.count("costmodel: note: model: the file states no torch_dtype:") == 1
+    assert "taken as bf16" in err
+    assert [n for n in said() if "torch_dtype" in n] == [err.strip().removeprefix("costmodel: ")]
+
+
+def test_a_config_that_states_its_dtype_or_is_refused_gets_no_bf16_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from costmodel.errors import CostModelError
+    from models import get_model
+
+    clear()
+    assert get_model({**CONFIG, "torch_dtype": "float16"}).dtype == "fp16"
+    with pytest.raises(CostModelError, match="hidden_size"):  # refused: its one-line error alone
+        get_model({**CONFIG, "hidden_size": 0})
+    assert capsys.readouterr().err == "" and said() == ()
+
+
+def test_a_caller_that_gives_the_format_mutes_the_bf16_note(capsys: pytest.CaptureFixture[str]) -> None:
+    from costmodel.notes import ASSUMED_FLOAT, mute
+    from models import get_model
+
+    clear()
+    mute(ASSUMED_FLOAT)
+    get_model(CONFIG)
+    assert capsys.readouterr().err == ""
+    clear()  # a new run: said again
+    get_model(CONFIG)
+    assert "states no torch_dtype" in capsys.readouterr().err
+
+
+def test_every_run_says_the_bf16_note_once_though_the_file_was_read_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loader builds a file once per process; each command run still says it, once."""
+    cfg = tmp_path / "m.json"
+    cfg.write_text(json.dumps(CONFIG))
+    for _ in range(2):
+        _, err = _run(capsys, "decode", str(cfg), "--device", "h100", "--json")
+        assert err.count("states no torch_dtype") == 1

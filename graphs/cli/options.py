@@ -496,38 +496,35 @@ def assumed_family(args: argparse.Namespace) -> None:
 
 def dtype_assumption(args: argparse.Namespace) -> None:
     """A ``config.json`` that states no ``torch_dtype`` (nor ``dtype``; a layer file no
-    ``dtype``) is read as BF16 (:func:`models.quantization.float_dtype`), said once on stderr
-    before the command's answer, unless ``--weight-dtype`` gives the weights' (a review found it
-    said by ``model check`` only). Said only of a file that resolves (one the loader refuses gets
-    its one-line error alone); a catalog name is never read (every catalog config states it)."""
+    ``dtype``) is read as BF16, which the loader says (:func:`models.quantization.float_dtype`,
+    the note :func:`models.quantization.assumed_float_note`): here it is said on every run, once,
+    before the command's answer, also on a run whose answer comes from a card and in a process
+    that read the file before; and muted when ``--weight-dtype`` gives the weights' format (a
+    review found it said by ``model check`` only). Said only of a file that resolves (one the
+    loader refuses gets its one-line error alone); a catalog name is never read (every catalog
+    config states it)."""
+    from costmodel.notes import ASSUMED_FLOAT, mute, say
+
     plural = getattr(args, "weight_dtypes", None)
     if getattr(args, "weight_dtype", None) or (plural and all(d.strip() for d in plural.split(","))):
-        return  # the weights' format given (every one of a list: an empty entry is the model's own)
+        # the weights' format given (every one of a list: an empty entry is the model's own)
+        mute(ASSUMED_FLOAT)
+        return
     from costmodel.errors import CostModelError
     from models.sources import is_catalog_name
 
     for name in (getattr(args, k, None) for k in ("model", "target", "draft")):
         if not isinstance(name, str) or is_catalog_name(name):
             continue  # light: a catalog name imports nothing more (the cold path stays sympy-free)
-        from models.layer_file import is_layer_file
+        from models.quantization import assumed_float_note
         from models.resolver import config_data, resolve_model
 
         try:
             data = config_data(name)
-            resolve_model(name, assume_family=getattr(args, "assume_family", None))
+            cfg = resolve_model(name, assume_family=getattr(args, "assume_family", None))
         except (CostModelError, OSError, ValueError):
             continue  # the command's own resolution says what is wrong with it
-        inner = data.get("text_config")
-        stated = [
-            d for d in (data, inner if isinstance(inner, dict) else {}) if "torch_dtype" in d or "dtype" in d
-        ]
-        if not stated:
-            field = "dtype" if is_layer_file(data) else "torch_dtype"
-            note_once(
-                args,
-                f"{name[:200]}: the file states no {field}: its unquantised weights and "
-                "activations are taken as bf16 (give --weight-dtype for another)",
-            )
+        say(assumed_float_note(data, cfg.name), topic=ASSUMED_FLOAT)
 
 
 def check_dtype_option(flag: str, value: str) -> str:
