@@ -694,3 +694,15 @@ def test_every_catalog_device_names_its_memory_kind():
     }
     assert unnamed == {}
     assert get_device("gb300").memory_kind == "HBM"
+
+
+@pytest.mark.parametrize("typed", [" h100", "h100 ", "\tH100\n"])
+def test_a_device_name_with_stray_spaces_is_the_name(typed):
+    # " h100" was refused as naming a series (h100-sxm, h100-pcie) though "h100" is an alias of
+    # the SXM part (review finding 13)
+    assert get_device(typed).name == "h100-sxm"
+
+
+def test_a_device_that_is_not_a_name_is_refused_naming_its_type():
+    with pytest.raises(UnknownDeviceError, match=r"^device must be a name or a Hardware, got float 1\.5$"):
+        get_device(1.5)

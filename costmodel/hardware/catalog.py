@@ -476,7 +476,10 @@ class Catalog:
         prints it), with several it is refused listing them. Another word of a description
         (``box``, ``cooled``) is no device: refused, naming the part whose description holds it."""
         if not isinstance(name, str):
-            raise UnknownDeviceError(f"device must be a name, got {type(name).__name__}")
+            raise UnknownDeviceError(
+                f"device must be a name or a Hardware, got {type(name).__name__} {name!r:.40}"
+            )
+        name = name.strip()  # " h100" (a stray space) is the alias, not a word of a description
         key = name.lower()
         key = self._aliases.get(key, key)
         try:
