@@ -115,6 +115,11 @@ class MemoryLedger:
     state_bytes_per_sequence: Any = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.overhead, Overhead):
+            raise CostModelError(
+                "overhead must be an Overhead (e.g. Overhead('fraction_of_sum', 0.1)), got "
+                f"{type(self.overhead).__name__} {self.overhead!r:.40}"
+            )
         for f in (
             "weights_bytes",
             "kv_bytes_per_token",

@@ -40,7 +40,8 @@ from typing import Any
 import sympy
 
 from .cost import UNITS, Bindings, Cost, as_float, bind
-from .errors import MissingRoofError, SymbolicComparisonError
+from .errors import CostModelError, MissingRoofError, SymbolicComparisonError
+from .hardware.catalog import get_device
 from .hardware.fallback import fallback_peak, roof_unit
 from .hardware.spec import Hardware
 from .results import Result
@@ -58,6 +59,16 @@ __all__ = [
 ]
 
 LINK_PREFIX = "link:"
+
+
+def _checked(cost: object, hw: object) -> tuple[Cost, Hardware]:
+    """``cost`` checked as a :class:`Cost` and ``hw`` resolved to a :class:`Hardware` (a device
+    name as every entry point takes it), one line naming the parameter otherwise."""
+    if not isinstance(cost, Cost):
+        raise CostModelError(
+            f"cost must be a Cost (op_cost(...), a graph's total), got {type(cost).__name__} {cost!r:.40}"
+        )
+    return cost, get_device(hw)  # type: ignore[arg-type]  # get_device names a wrong type itself
 
 
 def category_of(label: str) -> str:
@@ -190,8 +201,40 @@ class Bound:
         )
 
     def seconds(self, what: str = "time") -> float:
-        """A bound as a float: ``what`` is ``time``, ``lower``, ``upper`` or a term."""
-        expr = getattr(self, what) if what in ("time", "lower", "upper", "launch") else self.terms[what]
+        """A bound as a float, in seconds.
+
+        Parameters
+        ----------
+        what : str, default "time"
+            ``time``, ``lower``, ``upper``, ``launch`` or one of :attr:`terms` (``tensor``,
+            ``dram``, ``link:scale_up`` ...).
+
+        Returns
+        -------
+        float
+            Seconds.
+
+        Raises
+        ------
+        CostModelError
+            When ``what`` is none of those; :class:`UnboundSymbolError` while it is symbolic.
+
+        >>> from costmodel import get_device, op_cost
+        >>> b = bound(op_cost("gemm", M=1, N=1, K=1), get_device("a100"))
+        >>> b.seconds("vector")
+        Traceback (most recent call last):
+        ...
+        costmodel.errors.CostModelError: what must be time, lower, upper, launch or a term of this bound (tensor, dram), got 'vector'
+        """
+        if what in ("time", "lower", "upper", "launch"):
+            expr = getattr(self, what)
+        elif isinstance(what, str) and what in self.terms:
+            expr = self.terms[what]
+        else:
+            raise CostModelError(
+                "what must be time, lower, upper, launch or a term of this bound "
+                f"({', '.join(self.terms) or 'none'}), got {what!r:.60}"
+            )
         return as_float(expr, what=f"bound {what}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -216,7 +259,7 @@ class Bound:
         return out
 
 
-def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
+def bound(cost: Cost, hw: Hardware | str, bindings: Bindings | None = None) -> Bound:
     """Roofline terms of ``cost`` on ``hw`` (see module doc).
 
     Tensor-unit FLOPs in a precision the matrix engines lack but the vector
@@ -227,7 +270,32 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
     without bandwidth, is listed in ``Bound.unbounded`` instead of being silently dropped. A
     missing precision on a unit that has roofs, or a missing link, raises
     :class:`MissingRoofError`.
+
+    Parameters
+    ----------
+    cost : Cost
+        FLOPs per unit and precision, bytes per memory level, link bytes and steps.
+    hw : Hardware or str
+        The device, or a catalog name or alias (:func:`~costmodel.hardware.get_device`).
+    bindings : mapping, optional
+        Symbol (or its name) -> value, substituted into ``cost`` first; None: none.
+
+    Returns
+    -------
+    Bound
+        One time term (seconds) per unit, memory level and link the cost uses.
+
+    Raises
+    ------
+    CostModelError
+        When ``cost`` is not a :class:`Cost` or ``hw`` names no device
+        (:class:`UnknownDeviceError`); :class:`MissingRoofError` as above.
+
+    >>> from costmodel import op_cost
+    >>> bound(op_cost("gemm", M=512, N=4096, K=4096), "a100").kind
+    'tensor'
     """
+    cost, hw = _checked(cost, hw)
     if bindings:
         cost = cost.subs(bindings)
     terms: dict[str, sympy.Expr] = {}
@@ -276,7 +344,7 @@ def bound(cost: Cost, hw: Hardware, bindings: Bindings | None = None) -> Bound:
     return Bound(cost, hw, terms, tuple(unbounded))
 
 
-def headroom(cost: Cost, hw: Hardware, resource: str, factor: object = 2) -> sympy.Expr:
+def headroom(cost: Cost, hw: Hardware | str, resource: str, factor: object = 2) -> sympy.Expr:
     """Speedup of the lower bound when one resource is scaled by ``factor``.
 
     .. math::
@@ -284,9 +352,31 @@ def headroom(cost: Cost, hw: Hardware, resource: str, factor: object = 2) -> sym
         S = \\frac{\\max(F/P,\\ D/\\beta)}{\\max(F/(kP),\\ D/\\beta)}
 
     for ``resource="compute"`` (1 when memory-bound, up to ``k`` when
-    compute-bound, ``I/I*`` in between for ``k = 2``). ``resource`` is a unit,
-    ``compute``, a memory level, ``memory`` or a link name.
+    compute-bound, ``I/I*`` in between for ``k = 2``).
+
+    Parameters
+    ----------
+    cost : Cost
+        The work.
+    hw : Hardware or str
+        The device, or a catalog name or alias.
+    resource : str
+        What is scaled (:meth:`~costmodel.hardware.Hardware.scaled`): a unit (``tensor``,
+        ``vector``, ``sfu``), ``compute`` (every unit), a memory level (``dram`` ...), ``memory``
+        (every level) or a link name.
+    factor : number or sympy.Expr, default 2
+        The scale, dimensionless and positive; a symbol keeps the speedup symbolic.
+
+    Returns
+    -------
+    sympy.Expr
+        The speedup ``S`` (dimensionless): 1 when the resource does not bind.
+
+    >>> from costmodel import op_cost
+    >>> headroom(op_cost("gemm", M=4096, N=4096, K=4096), "h100", "compute")  # compute-bound
+    2
     """
+    cost, hw = _checked(cost, hw)
     base = bound(cost, hw).lower
     scaled = bound(cost, hw.scaled({resource: factor})).lower
     if scaled == 0:
@@ -294,7 +384,7 @@ def headroom(cost: Cost, hw: Hardware, resource: str, factor: object = 2) -> sym
     return base / scaled
 
 
-def sensitivities(cost: Cost, hw: Hardware) -> dict[str, dict[str, sympy.Expr]]:
+def sensitivities(cost: Cost, hw: Hardware | str) -> dict[str, dict[str, sympy.Expr]]:
     """Derivative of the lower bound with respect to each roof it uses.
 
     For each term label ``r`` with resource value ``R`` (a peak or a
@@ -302,7 +392,26 @@ def sensitivities(cost: Cost, hw: Hardware) -> dict[str, dict[str, sympy.Expr]]:
     elasticity ``(dT/dR) * R / T`` (``-1`` for the binding resource, ``0`` for
     the others, ``-1/2`` each at an exact tie). Computed by differentiating
     the ``Max`` with sympy (Heaviside steps), not by finite differences.
+
+    Parameters
+    ----------
+    cost : Cost
+        The work.
+    hw : Hardware or str
+        The device, or a catalog name or alias.
+
+    Returns
+    -------
+    dict
+        Term label (``tensor``, ``dram``, ``link:...``) -> ``{"dT_dresource": ..., "elasticity":
+        ...}``; ``dT_dresource`` in seconds per FLOP/s (a unit) or per byte/s (a level or link),
+        NaN where several precisions share a unit.
+
+    >>> from costmodel import op_cost
+    >>> sensitivities(op_cost("gemm", M=4096, N=4096, K=4096), "h100")["tensor"]["elasticity"]
+    -1
     """
+    cost, hw = _checked(cost, hw)
     b = bound(cost, hw)
     scale = {label: quantity(f"s_{label.replace(':', '_')}") for label in b.terms}
     # each term scales as 1/s when its resource is multiplied by s
@@ -344,8 +453,34 @@ class Achieved(Result):
     above_bound: bool
 
 
-def achieved(cost: Cost, hw: Hardware, measured_s: float) -> Achieved:
-    """Compare a measured time with the bound (see :class:`Achieved`)."""
+def achieved(cost: Cost, hw: Hardware | str, measured_s: float) -> Achieved:
+    """Compare a measured time with the bound (see :class:`Achieved`).
+
+    Parameters
+    ----------
+    cost : Cost
+        The work that was timed, every symbol bound.
+    hw : Hardware or str
+        The device it ran on, or its catalog name or alias.
+    measured_s : float
+        The measured time in seconds, finite and positive.
+
+    Returns
+    -------
+    Achieved
+        The lower bound (s), the fraction of it reached, the achieved FLOP/s and byte/s.
+
+    Raises
+    ------
+    SymbolicComparisonError
+        When ``measured_s`` is not a finite positive number.
+
+    >>> from costmodel import op_cost
+    >>> a = achieved(op_cost("gemm", M=4096, N=4096, K=4096), "h100", 0.001)
+    >>> a.achieved_flops_per_s  # 2 * 4096**3 FLOP / 1 ms
+    137438953472000.0
+    """
+    cost, hw = _checked(cost, hw)
     if (
         not isinstance(measured_s, (int, float))
         or isinstance(measured_s, bool)

@@ -131,6 +131,13 @@ def test_a_capacity_that_is_not_a_finite_positive_number_is_refused(capacity):
         max_context(MemoryLedger(16e9, 131072), capacity, batch=1)
 
 
+@pytest.mark.parametrize(("overhead", "shown"), [(0.1, "float 0.1"), ({}, "dict {}"), ("none", "str 'none'")])
+def test_an_overhead_that_is_not_an_overhead_is_refused_naming_it(overhead, shown):
+    # capacity(..., overhead=0.1) died in terms() on 'float' has no attribute 'policy' (review finding 9)
+    with pytest.raises(CostModelError, match=rf"^overhead must be an Overhead .*, got {shown}$"):
+        MemoryLedger(16e9, 131072, overhead=overhead)
+
+
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(
     w=st.integers(10**8, 10**11),

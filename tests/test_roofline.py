@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from costmodel import (
     Cost,
+    CostModelError,
     Hardware,
     MemoryLevel,
     MissingRoofError,
@@ -148,3 +149,36 @@ def test_symbolic_sensitivities_agree_with_numeric():
     num = sensitivities(c.subs({M: 1, N: 4096, K: 4096}), a100)
     for label in ("tensor", "dram"):
         assert sympy.simplify(sym[label]["elasticity"].subs(vals) - num[label]["elasticity"]) == 0
+
+
+def test_bound_and_its_siblings_take_a_device_name():
+    """``bound(cost, "a100")`` as every other entry point takes a device (review finding 9)."""
+    c = op_cost("gemm", M=512, N=4096, K=4096)
+    b = bound(c, "a100")  # the alias of the A100 SXM 40GB: 312 TFLOP/s dense bf16 (datasheet)
+    assert b.hardware.name == "a100-sxm-40gb"
+    assert b.seconds("tensor") == pytest.approx(2 * 512 * 4096 * 4096 / 312e12)  # one MAC = 2 FLOP
+    # a square bf16 GEMM of 4096 is compute-bound on an H100 (I = 4096/3 FLOP/B, twice 295 still below)
+    assert headroom(op_cost("gemm", M=4096, N=4096, K=4096), "h100", "compute") == 2
+    assert sensitivities(c, "a100")["tensor"]["elasticity"] == -1
+    assert achieved(c, "a100", 1.0).achieved_flops_per_s == 2 * 512 * 4096 * 4096
+
+
+@pytest.mark.parametrize(
+    ("cost", "hw", "message"),
+    [
+        ("gemm", "a100", r"^cost must be a Cost \(op_cost\(\.\.\.\), a graph's total\), got str 'gemm'$"),
+        (None, "a100", r"^cost must be a Cost .*, got NoneType None$"),
+        (Cost.zero(), 3, r"^device must be a name or a Hardware, got int 3$"),
+    ],
+)
+def test_a_wrong_cost_or_device_is_one_line_naming_it(cost, hw, message):
+    for fn in (bound, sensitivities):
+        with pytest.raises(CostModelError, match=message):
+            fn(cost, hw)
+
+
+def test_seconds_of_a_term_the_bound_lacks_names_the_allowed_ones():
+    b = bound(op_cost("gemm", M=512, N=4096, K=4096), "a100")
+    message = r"^what must be time, lower, upper, launch or a term of this bound \(tensor, dram\), got 'x'$"
+    with pytest.raises(CostModelError, match=message):
+        b.seconds("x")
