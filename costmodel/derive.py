@@ -22,8 +22,8 @@ from typing import Any
 import sympy
 
 from .cost import Cost, as_float
-from .dtypes import DTypeLike, gemm_out_dtype, get_dtype
-from .errors import CostModelError
+from .dtypes import DType, DTypeLike, gemm_out_dtype, get_dtype
+from .errors import CostModelError, UnknownDTypeError
 from .expr import to_expr
 from .hardware.spec import WILDCARD, Hardware
 from .results import Result
@@ -33,6 +33,7 @@ from .symbols import check_dim, ctx, dim, quantity
 
 __all__ = [
     "balance_point",
+    "checked_dtype",
     "op_intensity",
     "Crossover",
     "crossover",
@@ -49,14 +50,81 @@ __all__ = [
 
 
 def latex(expr: sympy.Basic) -> str:
-    """LaTeX of an expression (``sympy.latex``)."""
+    """LaTeX of an expression (``sympy.latex``).
+
+    Parameters
+    ----------
+    expr : sympy.Basic
+        A closed form (a crossover, an intensity ...).
+
+    Returns
+    -------
+    str
+        Its LaTeX, without math delimiters.
+
+    >>> print(latex(gemm_crossover(N=dim("N"), K=dim("K"), dtype=quantity("b")).asymptotic))
+    \\frac{P b}{2 \\beta}
+    """
     return sympy.latex(expr)
+
+
+def checked_dtype(value: object, field: str = "dtype") -> DTypeLike:
+    """A derivation's dtype argument: a name (``"bf16"``), a :class:`DType`, or a *symbolic*
+    bytes per element (``quantity("b")``) for a closed form that keeps it abstract. A number
+    of bytes, plain (``2``) or sympy (``sympy.Integer(2)``), is refused alike: it names no
+    precision, so no roof (bf16 and fp16 are both 2 bytes).
+
+    Parameters
+    ----------
+    value : str, DType or sympy.Expr
+        What the caller gave.
+    field : str, default "dtype"
+        The parameter's name, for the error.
+
+    Returns
+    -------
+    str, DType or sympy.Expr
+        ``value`` itself.
+
+    Raises
+    ------
+    UnknownDTypeError
+        When ``value`` is a number, or none of the three.
+
+    >>> checked_dtype(2)
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.UnknownDTypeError: dtype must be a dtype name such as 'bf16', a DType, or a symbolic bytes per element such as quantity('b'), got int 2 (a number of bytes names no precision)
+    """
+    if isinstance(value, str | DType) or (isinstance(value, sympy.Expr) and value.free_symbols):
+        return value
+    raise UnknownDTypeError(
+        f"{field} must be a dtype name such as 'bf16', a DType, or a symbolic bytes per element such as "
+        f"quantity('b'), got {type(value).__name__} {value!r:.40} (a number of bytes names no precision)"
+    )
 
 
 def balance_point(
     hw: Hardware | None = None, unit: str = "tensor", precision: str = "bf16", level: str = "dram"
 ) -> sympy.Expr:
     """Ridge point ``I* = P_{unit,precision} / beta_level`` (FLOP/byte).
+
+    Parameters
+    ----------
+    hw : Hardware, optional
+        The device; None: :meth:`Hardware.symbolic` (``P``, ``beta``).
+    unit : str, default "tensor"
+        The compute unit: ``tensor``, ``vector`` or ``sfu``.
+    precision : str, default "bf16"
+        The roof's precision (a roof key such as ``bf16``, ``fp8``); a device with no roof for
+        it but a wildcard one (a symbolic device) uses the wildcard.
+    level : str, default "dram"
+        The memory level whose bandwidth divides.
+
+    Returns
+    -------
+    sympy.Expr
+        ``I*`` in FLOP per byte.
 
     >>> balance_point()
     P/beta
@@ -66,7 +134,26 @@ def balance_point(
 
 
 def op_intensity(cost: Cost, unit: str | None = None, level: str = "dram") -> sympy.Expr:
-    """``F / D`` of a cost, optionally counting one unit's FLOPs only."""
+    """``F / D`` of a cost, optionally counting one unit's FLOPs only.
+
+    Parameters
+    ----------
+    cost : Cost
+        The work.
+    unit : str, optional
+        Count only this unit's FLOPs (``tensor``, ``vector``, ``sfu``); None: every unit's.
+    level : str, default "dram"
+        The memory level whose bytes (read plus written) divide.
+
+    Returns
+    -------
+    sympy.Expr
+        FLOP per byte.
+
+    >>> from costmodel.symbols import M, N, K
+    >>> op_intensity(op_cost("gemm", M=M, N=N, K=K))  # one MAC = 2 FLOP; bf16 = 2 B
+    2*K*M*N/(2*K*M + 2*K*N + 2*M*N)
+    """
     return cost.intensity_at(level, unit)
 
 
@@ -212,6 +299,34 @@ def crossover(
     The intensity counts ``unit``'s FLOPs only, since that roof is the one
     compared. ``large`` lists dimensions taken to infinity (in order) for the
     asymptotic form, e.g. ``(N, K)`` for a GEMM with ``M << N, K``.
+
+    Parameters
+    ----------
+    cost : Cost
+        The op, with ``variable`` among its symbols.
+    variable : sympy.Symbol
+        The dimension solved for (``M``: tokens).
+    hw : Hardware, optional
+        The device; None: :meth:`Hardware.symbolic` (``P``, ``beta``).
+    unit : str, default "tensor"
+        The compute unit whose roof is compared.
+    precision : str, optional
+        The roof's precision; None: the one precision ``cost`` has FLOPs at on ``unit``.
+    level : str, default "dram"
+        The memory level.
+    large : sequence of sympy.Symbol, default ()
+        Dimensions sent to infinity, in order, for :attr:`Crossover.asymptotic`.
+
+    Returns
+    -------
+    Crossover
+        The exact root (a number of elements of ``variable``), its smallest whole value, the
+        asymptote, and the condition for a root where it is symbolic.
+
+    Raises
+    ------
+    CostModelError
+        When ``precision`` is None and the cost has FLOPs at several (or no) precisions on ``unit``.
     """
     hw = hw or Hardware.symbolic()
     prec = precision or _cost_precision(cost, unit)
@@ -270,7 +385,43 @@ def gemm_crossover(
     the shapes for which it exists (``[M,4096] x [4096,x]`` in bf16 on an H100:
     ``M* = 20262912 x / (63661 x - 20262912)`` for ``x > 20262912/63661 = 318.29``). ``asymptotic``
     is the limit ``N, K -> oo`` for every shape, numeric or not.
+
+    Parameters
+    ----------
+    N, K : int or sympy.Expr
+        The weight's output and contraction widths (elements), positive.
+    hw : Hardware, optional
+        The device (its tensor roof at the compute precision, FLOP/s, and DRAM bandwidth, B/s);
+        None: :meth:`Hardware.symbolic` (``P``, ``beta``).
+    dtype : str, DType or sympy.Expr, default "bf16"
+        The activations' format: a name, or a symbolic bytes per element (``quantity("b")``) for
+        the closed form; a number of bytes (``2`` or ``sympy.Integer(2)``) is refused, as it names
+        no roof (:func:`checked_dtype`).
+    w_dtype : str, DType or sympy.Expr, optional
+        The weights' format (weight-only quantisation: ``int8``); None: ``dtype``.
+    out_dtype : str, DType or sympy.Expr, optional
+        The output's format; None: what GEMM kernels write (above).
+    compute_dtype : str, DType or sympy.Expr, optional
+        The precision the matmul runs at (its roof); None: the gemm rule's default for the operands.
+
+    Returns
+    -------
+    Crossover
+        ``M*`` in tokens: ``exact``, ``integer`` (numeric shapes), ``asymptotic`` and ``condition``.
+
+    Raises
+    ------
+    UnknownDTypeError
+        When a dtype is a number or an unknown name.
+
+    >>> from costmodel.hardware import get_device
+    >>> gemm_crossover(N=4096, K=4096, hw=get_device("h100")).integer  # 295.3 / (1 - 295.3 * 2/4096)
+    346
     """
+    dtype = checked_dtype(dtype)
+    for value, field in ((w_dtype, "w_dtype"), (out_dtype, "out_dtype"), (compute_dtype, "compute_dtype")):
+        if value is not None:
+            checked_dtype(value, field)
     out_dtype = gemm_out_dtype(dtype, out_dtype)
     cost = op_cost(
         "gemm",
@@ -364,9 +515,26 @@ def decode_attention_intensity(
     independent of context, batch and head dim: the GQA reuse factor
     ``H/H_kv`` is the only lever (seeds/prefill_decode_roofline.py).
 
+    Parameters
+    ----------
+    heads : int or sympy.Expr
+        Query heads ``H``.
+    kv_heads : int or sympy.Expr
+        Key/value heads ``H_kv`` (GQA: fewer than ``heads``).
+    dtype : str, DType or sympy.Expr, default "bf16"
+        The KV cache's format, or a symbolic bytes per element ``b`` (:func:`checked_dtype`).
+    head_dim : int or sympy.Expr, default 128
+        Elements per head (it cancels in the limit).
+
+    Returns
+    -------
+    sympy.Expr
+        Tensor FLOP per DRAM byte.
+
     >>> decode_attention_intensity(28, 4)
     7
     """
+    dtype = checked_dtype(dtype)
     c = op_cost(
         "attention",
         batch=1,
@@ -391,10 +559,23 @@ def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") ->
         I_\\text{tile} = \\lim_{K\\to\\infty}\\frac{2\\,t_m t_n K}{b\\,(t_m K + K t_n + t_m t_n)}
         = \\frac{2\\,t_m t_n}{b\\,(t_m + t_n)}
 
+    Parameters
+    ----------
+    tile_m, tile_n : int or sympy.Expr
+        The tile's rows and columns (elements), positive.
+    dtype : str, DType or sympy.Expr, default "bf16"
+        The operands' format, or a symbolic bytes per element ``b`` (:func:`checked_dtype`).
+
+    Returns
+    -------
+    sympy.Expr
+        FLOP per DRAM byte.
+
     >>> tm, tn = dim("t_m"), dim("t_n")
     >>> tile_intensity(tm, tn)
     t_m*t_n/(t_m + t_n)
     """
+    dtype = checked_dtype(dtype)
     k = dim("K_tile")
     tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
     c = op_cost("gemm", M=tm, N=tn, K=k, dtype=dtype)
@@ -478,9 +659,37 @@ def split_matmul_network(
     Both come from the ``gemm`` and ``all_reduce`` rules. Latency (the
     ``2(p-1)`` ring steps) is left out of the ridge; the bound includes it.
 
+    Parameters
+    ----------
+    K : int or sympy.Expr, optional
+        The contraction length (elements); None: the symbol ``K``.
+    p : int or sympy.Expr, optional
+        Devices the contraction is split over (at least 2 to communicate); None: the symbol ``p``.
+    dtype : str, DType or sympy.Expr, default "bf16"
+        The operands' and partial sums' format, or a symbolic bytes per element
+        (:func:`checked_dtype`).
+    hw : Hardware, optional
+        The device; None: :meth:`Hardware.symbolic` (``P``, link bandwidth ``beta_scale_up``).
+    link : str, default "scale_up"
+        The link the all-reduce crosses.
+    precision : str, optional
+        The tensor roof's precision; None: the matmul's.
+
+    Returns
+    -------
+    NetworkSplit
+        The network intensity (FLOP per link byte), the link ridge ``P / beta_link`` and ``K*``
+        (elements), None where no positive root exists.
+
+    Raises
+    ------
+    CostModelError
+        When ``p`` is 1 (nothing is communicated).
+
     >>> split_matmul_network().network_intensity
     K/(2*(p - 1))
     """
+    dtype = checked_dtype(dtype)
     m, n = dim("M"), dim("N")
     k = dim("K") if K is None else check_dim(K, "K")
     pp = dim("p") if p is None else check_dim(p, "p")

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from costmodel import (
     Hardware,
+    UnknownDTypeError,
     as_float,
     balance_point,
     crossover,
@@ -173,3 +174,16 @@ def test_a_symbolic_shapes_condition_is_where_the_numeric_shape_has_a_crossover(
         assert not numeric if xo.exact is None else numeric
     else:
         assert bool(xo.condition.subs(sym, x)) == numeric, (a, c, x, xo.condition)
+
+
+@pytest.mark.parametrize("two", [2, sympy.Integer(2), 2.0])
+def test_a_number_of_bytes_is_refused_as_a_dtype_however_it_is_typed(two):
+    # one rule (review finding 11): 2 was refused while sympy.Integer(2) was taken as 2 bytes,
+    # though 2 bytes names no roof (bf16 and fp16 both); a name or a symbol of bytes is allowed
+    message = r"^dtype must be a dtype name such as 'bf16', a DType, or a symbolic bytes per element"
+    with pytest.raises(UnknownDTypeError, match=message + r".*, got (int|Integer|float) 2(\.0)? "):
+        gemm_crossover(N=4096, K=4096, dtype=two)
+    with pytest.raises(UnknownDTypeError, match=message):
+        decode_attention_intensity(32, 8, two)
+    with pytest.raises(UnknownDTypeError, match=r"^w_dtype must be a dtype name"):
+        gemm_crossover(N=4096, K=4096, w_dtype=two)
