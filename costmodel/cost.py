@@ -67,7 +67,22 @@ def _merge(a: Mapping[Any, sympy.Expr], b: Mapping[Any, sympy.Expr]) -> dict[Any
 
 
 def bind(bindings: Bindings | None) -> dict[sympy.Symbol, sympy.Expr]:
-    """Normalise a binding table: keys may be symbols or dimension names."""
+    """Normalise a binding table: keys may be symbols or dimension names.
+
+    Parameters
+    ----------
+    bindings : mapping or None
+        Symbol, or a dimension's name (``"B"``, ``"hidden_size"`` or an alias), -> value: a
+        number, a sympy expression or an expression string; None: empty.
+
+    Returns
+    -------
+    dict
+        Symbol -> sympy expression.
+
+    >>> bind({"B": 8})
+    {B: 8}
+    """
     from .symbols import dim
 
     out: dict[sympy.Symbol, sympy.Expr] = {}
@@ -87,7 +102,28 @@ def unbound_error(symbols: Iterable[Any], what: str = "value") -> UnboundSymbolE
 
 
 def as_float(expr: sympy.Expr, *, what: str = "value") -> float:
-    """Convert a numeric expression to float, naming unbound symbols if any."""
+    """Convert a numeric expression to float, naming unbound symbols if any.
+
+    Parameters
+    ----------
+    expr : sympy.Expr, number or str
+        A numeric expression.
+    what : str, default "value"
+        What it is, for the error.
+
+    Returns
+    -------
+    float
+        Its value.
+
+    Raises
+    ------
+    UnboundSymbolError
+        While it has free symbols (named); :class:`CostModelError` when it evaluates to NaN.
+
+    >>> as_float("3/4")
+    0.75
+    """
     expr = to_expr(expr, field=what)
     if expr.free_symbols:
         raise unbound_error(expr.free_symbols, what)

@@ -206,7 +206,27 @@ DTypeLike: TypeAlias = DType | str | sympy.Expr
 
 
 def get_dtype(name: DType | str) -> DType:
-    """Look up a dtype by name or alias (``"bfloat16"`` -> ``bf16``; ``int4_g128`` built on demand)."""
+    """Look up a dtype by name or alias (``"bfloat16"`` -> ``bf16``; ``int4_g128`` built on demand).
+
+    Parameters
+    ----------
+    name : str or DType
+        A canonical name (``bf16``, ``fp8_e4m3``, ``nvfp4``), an alias (``bfloat16``, ``fp8``), a
+        group-quantised ``int<b>_g<G>[_asym]``, case-insensitive; a :class:`DType` is returned as is.
+
+    Returns
+    -------
+    DType
+        Its name, bits per element (block scales included) and the roof it computes on.
+
+    Raises
+    ------
+    UnknownDTypeError
+        When ``name`` is not a str or DType, or names no dtype (the allowed ones listed).
+
+    >>> get_dtype("bfloat16").bits
+    16
+    """
     if isinstance(name, DType):
         return name
     if not isinstance(name, str):
@@ -224,6 +244,24 @@ def get_dtype(name: DType | str) -> DType:
 
 def dtype_bytes(dtype: DTypeLike, field: str = "dtype") -> sympy.Expr:
     """Bytes per element of a dtype, or the expression itself if symbolic.
+
+    Parameters
+    ----------
+    dtype : str, DType or sympy.Expr
+        A dtype (:func:`get_dtype`), or bytes per element as an expression (a symbol ``b`` for a
+        closed form), positive.
+    field : str, default "dtype"
+        The parameter's name, for the error.
+
+    Returns
+    -------
+    sympy.Expr
+        Bytes per element, an exact rational for a named dtype (NVFP4: 9/16).
+
+    Raises
+    ------
+    UnknownDTypeError
+        When ``dtype`` is unknown or a non-positive expression.
 
     >>> from costmodel.symbols import quantity
     >>> b = quantity("b")

@@ -51,12 +51,12 @@ def parse_expr(
 
     Parameters
     ----------
-    text:
+    text : str
         The expression, e.g. ``"4096"``, ``"1.555e12"``, ``"B*S"``.
-    symbols:
-        Optional table of names to expressions; names not in it become
+    symbols : mapping of str to sympy.Expr, optional
+        Table of names to expressions; names not in it become
         positive-integer dimension symbols.
-    field:
+    field : str, default "expression"
         Name used in error messages.
 
     Returns

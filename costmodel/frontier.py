@@ -35,6 +35,28 @@ def compile_expr(expr: sympy.Expr | str, symbols: Sequence[sympy.Symbol]) -> Cal
     Every free symbol must be among ``symbols``; results broadcast to the
     inputs' shape (a constant expression gives a filled array). A string goes
     through the safe expression parser (:func:`costmodel.expr.to_expr`), never ``sympify``.
+
+    Parameters
+    ----------
+    expr : sympy.Expr or str
+        The closed form (a str is parsed safely).
+    symbols : sequence of sympy.Symbol
+        The function's arguments, in order; every free symbol of ``expr`` among them.
+
+    Returns
+    -------
+    callable
+        ``f(*arrays) -> numpy.ndarray`` of floats, broadcast over the arguments.
+
+    Raises
+    ------
+    CostModelError
+        When ``expr`` depends on a symbol not in ``symbols`` (named).
+
+    >>> from costmodel.symbols import dim
+    >>> f = compile_expr("2*B + 1", [dim("B")])
+    >>> f([1, 2, 3]).tolist()
+    [3.0, 5.0, 7.0]
     """
     import sympy
 
@@ -105,6 +127,26 @@ def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
     A point is dominated when another is at least as good in every
     objective and strictly better in one. ``maximize[j]`` says the sense of
     objective ``j``. O(n log n) and vectorised for two objectives, O(n * front) otherwise.
+
+    Parameters
+    ----------
+    points : array_like
+        ``n x k`` objective values, one row per candidate.
+    maximize : sequence of bool
+        ``k`` senses: True maximises objective ``j``, False minimises it.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` booleans: True for the non-dominated rows.
+
+    Raises
+    ------
+    CostModelError
+        When ``points`` is not ``n x len(maximize)``.
+
+    >>> pareto_mask([[1, 1], [2, 0], [0, 0]], [True, True]).tolist()
+    [True, True, False]
     """
     pts = np.asarray(points, dtype=float)
     if pts.ndim != 2 or pts.shape[1] != len(maximize):

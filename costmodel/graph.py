@@ -196,11 +196,23 @@ def validate_graph(g: nx.DiGraph) -> None:
             )
 
 
-def step_time(g: nx.DiGraph, hw: Hardware) -> sympy.Expr:
+def step_time(g: nx.DiGraph, hw: Hardware | str) -> sympy.Expr:
     """A step's time: ``sum over op nodes of repeat x Bound.time`` (each kernel's roofline,
     overlap and launch included; a node with no terms costs its launch), in seconds.
 
     Kernels run one after another; each overlaps its own compute and memory traffic.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        A cost graph (:func:`graphs.build_model`): op nodes carry a ``Cost`` and a repeat count.
+    hw : Hardware or str
+        The device, or a catalog name or alias.
+
+    Returns
+    -------
+    sympy.Expr
+        Seconds; symbolic where the graph's dimensions are.
     """
     total = sympy.Integer(0)
     for n in op_nodes(g):

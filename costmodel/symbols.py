@@ -162,6 +162,22 @@ def dim(name: str) -> sympy.Symbol:
     valid identifier gets its own positive-integer symbol, so users can name
     dimensions the catalog does not know.
 
+    Parameters
+    ----------
+    name : str
+        A Python identifier: a canonical name (``B``, ``ctx``, ``hidden_size``), one of its aliases
+        (``d_model``) or a new name.
+
+    Returns
+    -------
+    sympy.Symbol
+        The shared ``integer=True, positive=True`` symbol.
+
+    Raises
+    ------
+    InvalidDimensionError
+        When ``name`` is not an identifier, or names a quantity or count (:func:`quantity`).
+
     >>> dim("d_model")
     hidden_size
     """

@@ -558,7 +558,18 @@ def active_catalog() -> Catalog:
 
 @contextmanager
 def use_catalog(cat: Catalog) -> Iterator[Catalog]:
-    """Make ``cat`` the active catalog inside a ``with`` block, then restore the previous one."""
+    """Make ``cat`` the active catalog inside a ``with`` block, then restore the previous one.
+
+    Parameters
+    ----------
+    cat : Catalog
+        The catalog :func:`get_device` reads inside the block.
+
+    Yields
+    ------
+    Catalog
+        ``cat``.
+    """
     global _ACTIVE
     previous = _ACTIVE
     _ACTIVE = cat
@@ -569,7 +580,22 @@ def use_catalog(cat: Catalog) -> Iterator[Catalog]:
 
 
 def register_device(hw: Hardware, *, aliases: list[str] | None = None, replace: bool = False) -> None:
-    """Add a device (and aliases) to the active catalog; duplicates need ``replace``."""
+    """Add a device (and aliases) to the active catalog; duplicates need ``replace``.
+
+    Parameters
+    ----------
+    hw : Hardware
+        The device.
+    aliases : list of str, optional
+        Other names it answers to (case-insensitive); None: none.
+    replace : bool, default False
+        Replace a device already registered under the name or an alias; else that is an error.
+
+    Raises
+    ------
+    HardwareSpecError
+        When the name or an alias is taken and ``replace`` is False.
+    """
     active_catalog().register(hw, aliases=aliases, replace=replace)
 
 
@@ -595,6 +621,25 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
     the file's device replaces it); a JSON object with a key given twice is refused, and so is
     a name given twice in the file. Every error names the file, then the field
     (:func:`hardware_from_dict`).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.toml`` or ``.json`` file in the catalog's layout (units in the keys: FLOP/s, bytes, B/s).
+    register : bool, default True
+        Add the devices to the active catalog; False: only parse and return them.
+    replace : bool, default False
+        Let the file's devices replace same-named ones already known.
+
+    Returns
+    -------
+    list of Hardware
+        The file's devices, in file order.
+
+    Raises
+    ------
+    HardwareSpecError
+        For an unreadable file, a bad field (named) or a name clash.
     """
     path = Path(path)
     raw = read_user_file(path, what="hardware file", max_bytes=MAX_FILE_BYTES, error=HardwareSpecError)
@@ -626,18 +671,52 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
 
 
 def get_device(name: str | Hardware) -> Hardware:
-    """Look a device up by name or alias (case-insensitive) in the active catalog."""
+    """Look a device up by name or alias (case-insensitive) in the active catalog.
+
+    Parameters
+    ----------
+    name : str or Hardware
+        A device name or alias (``h100`` is the SXM part), case-insensitive, surrounding whitespace
+        ignored; a series with one catalog part resolves to it. A :class:`Hardware` (a custom or
+        scaled device) is returned as it is.
+
+    Returns
+    -------
+    Hardware
+        The device spec: roofs (FLOP/s), memory levels (bytes, B/s), links, power.
+
+    Raises
+    ------
+    UnknownDeviceError
+        When ``name`` names no device (the known ones listed), names a series of several parts,
+        or is neither a str nor a Hardware.
+
+    >>> get_device(" H100").name
+    'h100-sxm'
+    """
     if isinstance(name, Hardware):
         return name
     return active_catalog().get(name)
 
 
 def device_names() -> tuple[str, ...]:
-    """Catalog device names in catalog order."""
+    """Catalog device names in catalog order.
+
+    Returns
+    -------
+    tuple of str
+        The active catalog's canonical names (aliases left out).
+    """
     return active_catalog().names()
 
 
 def catalog() -> dict[str, Hardware]:
-    """A copy of the whole active catalog (name -> Hardware)."""
+    """A copy of the whole active catalog (name -> Hardware).
+
+    Returns
+    -------
+    dict of str to Hardware
+        Canonical name -> spec; editing it leaves the catalog unchanged.
+    """
     cat = active_catalog()
     return {n: cat.get(n) for n in cat.names()}

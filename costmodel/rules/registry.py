@@ -52,6 +52,21 @@ def register_rule(name: str) -> Callable[[Callable[..., Cost]], Callable[..., Co
 
     The function must take keyword-only parameters (no ``*args``/``**kwargs``,
     which would swallow wrong calls) and have a docstring with its formula.
+
+    Parameters
+    ----------
+    name : str
+        The op's name (``gemm``, ``softmax`` ...); a name registered already is refused.
+
+    Returns
+    -------
+    callable
+        A decorator that registers the rule function and returns it unchanged.
+
+    Raises
+    ------
+    CostModelError
+        When ``name`` is taken, a parameter is not keyword-only, or the function has no docstring.
     """
 
     def deco(fn: Callable[..., Cost]) -> Callable[..., Cost]:
@@ -72,7 +87,26 @@ def register_rule(name: str) -> Callable[[Callable[..., Cost]], Callable[..., Co
 
 
 def get_rule(name: str) -> Rule:
-    """The rule registered under ``name``."""
+    """The rule registered under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A registered rule's name (:func:`rule_names`).
+
+    Returns
+    -------
+    Rule
+        Its function and signature.
+
+    Raises
+    ------
+    UnknownRuleError
+        When none is registered under ``name`` (the known ones listed).
+
+    >>> get_rule("gemm").name
+    'gemm'
+    """
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -82,12 +116,37 @@ def get_rule(name: str) -> Rule:
 
 
 def rule_names() -> tuple[str, ...]:
-    """Names of every registered rule, sorted."""
+    """Names of every registered rule, sorted.
+
+    Returns
+    -------
+    tuple of str
+        Every rule :func:`op_cost` takes.
+    """
     return tuple(sorted(_REGISTRY))
 
 
 def op_cost(name: str, **params: Any) -> Cost:
     """Cost of op ``name`` with ``params``; bad calls name what is allowed.
+
+    Parameters
+    ----------
+    name : str
+        The rule (:func:`rule_names`: ``gemm``, ``attention``, ``softmax`` ...).
+    **params
+        The rule's keyword arguments: shapes in elements (ints or sympy expressions), dtypes by
+        name, variant options (each rule's docstring states its formula and defaults).
+
+    Returns
+    -------
+    Cost
+        FLOPs per unit and precision, bytes per memory level (bytes), footprint and link traffic.
+
+    Raises
+    ------
+    UnknownRuleError
+        When no rule is named ``name``; :class:`RuleArgumentError` for an unknown or missing
+        parameter.
 
     >>> op_cost("gemm", M=2, N=3, K=4, dtype="fp32").flops
     48
