@@ -23,5 +23,20 @@ __all__ = ["CatalogModel", "MODELS", "get_model", "model_names", "UnknownModelEr
 def get_model(name: str | os.PathLike[str] | Mapping[str, Any] | ModelConfig) -> ModelConfig:
     """The model ``name`` as a ModelConfig: a catalog name (case-insensitive), a config.json
     path or folder, a parsed config.json or a ModelConfig (:func:`models.resolver.resolve_model`,
-    which the command line uses too)."""
+    which the command line uses too).
+
+    Parameters
+    ----------
+    name : str, os.PathLike, Mapping or ModelConfig
+        A catalog name (:func:`model_names`), a ``config.json`` path or folder, a parsed
+        ``config.json`` (named ``"model"``) or a ModelConfig.
+
+    Returns
+    -------
+    ModelConfig
+        The model.
+
+    >>> get_model("llama-3.1-8b").num_hidden_layers
+    32
+    """
     return resolve_model(name)

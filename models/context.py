@@ -69,6 +69,18 @@ def context_limit(cfg: Mapping[str, Any], name: str = "config.json") -> ContextL
     ``[1, MAX_ROPE_FACTOR]``; anything else is refused naming the field (``name`` first), where it
     was once read as "no limit" (:mod:`models.fields`).
 
+    Parameters
+    ----------
+    cfg : Mapping
+        A parsed ``config.json`` (or layer file).
+    name : str, default "config.json"
+        What the errors name first.
+
+    Returns
+    -------
+    ContextLimit or None
+        The limit in tokens and why; None when none is stated.
+
     >>> context_limit({"max_position_embeddings": 4096}).tokens
     4096
     >>> context_limit({"max_position_embeddings": 32768,
@@ -113,7 +125,28 @@ def context_limit(cfg: Mapping[str, Any], name: str = "config.json") -> ContextL
 def check_context(
     name: str, limit: int | None, tokens: int, field: str = "ctx", *, allow: bool = False, why: str = ""
 ) -> None:
-    """Raise :class:`ContextLimitError` when ``tokens`` exceeds ``limit`` (warn instead with ``allow``)."""
+    """Raise :class:`ContextLimitError` when ``tokens`` exceeds ``limit`` (warn instead with ``allow``).
+
+    Parameters
+    ----------
+    name : str
+        The model's name, for the message.
+    limit : int or None
+        The model's context limit in tokens; None: nothing is checked.
+    tokens : int
+        The context asked for, in tokens.
+    field : str, default "ctx"
+        The parameter that asked for it, for the message (``ctx``, ``--seq`` ...).
+    allow : bool, default False
+        Say a warning (:func:`costmodel.notes.say`) instead of raising.
+    why : str, default ""
+        Where the limit comes from (``max_position_embeddings 131,072``), added to the message.
+
+    Raises
+    ------
+    ContextLimitError
+        When ``tokens > limit`` and not ``allow``.
+    """
     if limit is None or tokens <= limit:
         return
     src = f" ({why})" if why else ""

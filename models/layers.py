@@ -76,6 +76,16 @@ def layer_groups(cfg: ConfigView) -> list[LayerGroup]:
     Uniform configs keep the historical group names: ``layers`` for a dense
     model, ``dense`` and ``moe`` for a MoE model.
 
+    Parameters
+    ----------
+    cfg : ConfigView
+        The model.
+
+    Returns
+    -------
+    list of LayerGroup
+        Each group's name, layer spec and count.
+
     >>> from models.config import ModelConfig
     >>> cfg = ModelConfig("g", 64, 6, 4, 128, 100, sliding_window=16,
     ...                   layer_types=("sliding",) * 5 + ("gqa",))

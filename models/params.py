@@ -51,7 +51,18 @@ __all__ = [
 
 
 def attention_params(cfg: ModelConfig) -> sympy.Expr:
-    """Attention weights of one layer of the config's uniform kind (MLA or GQA)."""
+    """Attention weights of one layer of the config's uniform kind (MLA or GQA).
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model (its uniform mixer: MLA or GQA/MQA/MHA).
+
+    Returns
+    -------
+    sympy.Expr
+        Parameters of one layer's attention mixer (:func:`models.layers.mixer_params`).
+    """
     return mixer_params(cfg, "mla" if cfg.is_mla else "gqa")
 
 
@@ -103,6 +114,16 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     gpt-oss-120b: 114.7B expert weights at 4.25 bits and 2.1B others at 16 bits are
     65.25 GB (60.77 GiB; the published checkpoint is 60.8 GiB). Multi-token-prediction modules
     count only when loaded (``cfg.mtp_active``: speculative decoding drafting with them).
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model.
+
+    Returns
+    -------
+    sympy.Expr
+        Bytes (exact; decimal GB when divided by 1e9).
     """
     pc = param_counts(cfg)
     routed = sympy.Integer(0)
@@ -125,7 +146,22 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
 
 
 def param_counts(cfg: ModelConfig) -> ParamCounts:
-    """Total, non-embedding and active parameter counts of ``cfg``."""
+    """Total, non-embedding and active parameter counts of ``cfg``.
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        The model (numeric or symbolic dimensions).
+
+    Returns
+    -------
+    ParamCounts
+        Parameter counts (parameters, not bytes): total, non-embedding and active per token.
+
+    >>> from models import get_model
+    >>> round(float(param_counts(get_model("qwen2.5-7b")).non_embedding) / 1e9, 2)  # seeds: 6.53B
+    6.53
+    """
     emb = cfg.vocab_size * cfg.hidden_size
     head = sympy.Integer(0) if cfg.tie_word_embeddings else emb
     if cfg.lm_head_bias:

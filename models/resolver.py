@@ -86,7 +86,20 @@ def clear_cache() -> None:
 
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
     """Read a local ``config.json`` (or the folder holding one) and map it (clear errors for
-    bad files); read and built once per file version (:func:`load_config_file`)."""
+    bad files); read and built once per file version (:func:`load_config_file`).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``config.json`` file, or the folder holding one.
+    name : str, optional
+        The model's name; None: the file's stem (the checkpoint's own name for ``config.json``).
+
+    Returns
+    -------
+    ModelConfig
+        The mapped config.
+    """
     return load_config_file(path, name)
 
 
@@ -141,6 +154,22 @@ def resolve_model(
     any other unknown name :class:`UnknownModelError`, a bad file ``ModelConfigError``.
     ``assume_family`` reads a config of an unknown ``model_type`` as that family when its fields
     fit (:func:`models.hf.config_from_hf_dict`).
+
+    Parameters
+    ----------
+    model : str, os.PathLike, Mapping or ModelConfig
+        A catalog name (case-insensitive), a ``config.json`` path or folder, a parsed
+        ``config.json``, or a ModelConfig (returned as it is).
+    name : str, optional
+        The model's name for a parsed dict (default ``"model"``) or a file (default its stem).
+    assume_family : str, optional
+        A family (``llama``, ``qwen2`` ...) to read an unknown ``model_type`` as; None: refused.
+
+    Returns
+    -------
+    ModelConfig
+        The model; a config that states no ``torch_dtype`` is read as bf16, said once
+        (:func:`models.quantization.assumed_float_note`).
 
     >>> resolve_model("TINY") is resolve_model("tiny")
     True

@@ -308,5 +308,11 @@ MODELS: dict[str, CatalogModel] = {
 
 
 def model_names() -> tuple[str, ...]:
-    """The catalog names, in catalog order."""
+    """The catalog names, in catalog order.
+
+    Returns
+    -------
+    tuple of str
+        Every name :func:`get_model` takes from the catalog.
+    """
     return tuple(MODELS)

@@ -142,7 +142,18 @@ _LOCK = threading.RLock()
 
 def register_spec(cls: S) -> S:
     """Class decorator: register spec ``cls`` under ``cls.slot``. A second class for a slot, or
-    a field another spec (or a ModelConfig field) already names, is refused."""
+    a field another spec (or a ModelConfig field) already names, is refused.
+
+    Parameters
+    ----------
+    cls : type
+        A frozen dataclass subclassing :class:`ConfigSpec` with a ``slot`` name.
+
+    Returns
+    -------
+    type
+        ``cls`` itself, registered.
+    """
     slot = getattr(cls, "slot", None)
     if not isinstance(slot, str) or not slot.isidentifier():
         raise CostModelError(f"spec class {cls.__name__} must set `slot` to an identifier, got {slot!r}")
@@ -181,7 +192,13 @@ def load_plugins() -> None:
 
 
 def spec_classes() -> dict[str, type[ConfigSpec]]:
-    """Every registered spec class by slot, in registration order (a copy)."""
+    """Every registered spec class by slot, in registration order (a copy).
+
+    Returns
+    -------
+    dict of str to type
+        Slot -> spec class.
+    """
     load_plugins()
     return dict(_SPECS)
 

@@ -323,34 +323,90 @@ F = TypeVar("F", bound=type[MLP])
 
 
 def register_mixer(cls: M) -> M:
-    """Class decorator: register mixer ``cls`` under ``cls.name`` (a second one is refused)."""
+    """Class decorator: register mixer ``cls`` under ``cls.name`` (a second one is refused).
+
+    Parameters
+    ----------
+    cls : type
+        A :class:`Mixer` subclass with a unique ``name``.
+
+    Returns
+    -------
+    type
+        ``cls`` itself, registered.
+    """
     _MIXERS.register(cls)
     return cls
 
 
 def register_mlp(cls: F) -> F:
-    """Class decorator: register MLP kind ``cls`` under ``cls.name`` (a second one is refused)."""
+    """Class decorator: register MLP kind ``cls`` under ``cls.name`` (a second one is refused).
+
+    Parameters
+    ----------
+    cls : type
+        An :class:`MLP` subclass with a unique ``name``.
+
+    Returns
+    -------
+    type
+        ``cls`` itself, registered.
+    """
     _MLPS.register(cls)
     return cls
 
 
 def get_mixer(name: str) -> Mixer:
-    """The mixer registered as ``name`` (a clear error naming the known ones otherwise)."""
+    """The mixer registered as ``name`` (a clear error naming the known ones otherwise).
+
+    Parameters
+    ----------
+    name : str
+        A registered mixer (:func:`mixer_names`: ``gqa``, ``mla``, ``sliding``, ``mamba2`` ...).
+
+    Returns
+    -------
+    Mixer
+        The mixer's instance (its graph builder and parameter formula).
+    """
     return _MIXERS.get(name)
 
 
 def get_mlp(name: str) -> MLP:
-    """The MLP kind registered as ``name`` (a clear error naming the known ones otherwise)."""
+    """The MLP kind registered as ``name`` (a clear error naming the known ones otherwise).
+
+    Parameters
+    ----------
+    name : str
+        A registered MLP kind (:func:`mlp_names`: ``dense``, ``moe`` ...).
+
+    Returns
+    -------
+    MLP
+        The MLP kind's instance.
+    """
     return _MLPS.get(name)
 
 
 def mixer_names() -> tuple[str, ...]:
-    """Every registered mixer name, in registration order."""
+    """Every registered mixer name, in registration order.
+
+    Returns
+    -------
+    tuple of str
+        The names :func:`get_mixer` takes.
+    """
     return _MIXERS.names()
 
 
 def mlp_names() -> tuple[str, ...]:
-    """Every registered MLP kind, in registration order."""
+    """Every registered MLP kind, in registration order.
+
+    Returns
+    -------
+    tuple of str
+        The names :func:`get_mlp` takes.
+    """
     return _MLPS.names()
 
 

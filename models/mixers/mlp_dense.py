@@ -29,7 +29,20 @@ RELU2_OPS = (2, 0)
 
 def mlp_params(cfg: ConfigView, width: sympy.Expr | None = None) -> sympy.Expr:
     """Dense MLP weights: ``3*d*I`` gated, ``2*d*I`` plain; with ``mlp_bias`` the biases of the
-    up (and gate) projections (``I`` each) and of the down projection (``d``)."""
+    up (and gate) projections (``I`` each) and of the down projection (``d``).
+
+    Parameters
+    ----------
+    cfg : ConfigView
+        The model (``hidden_size`` ``d``, ``mlp``, ``mlp_bias``).
+    width : sympy.Expr, optional
+        The intermediate width ``I``; None: ``cfg.intermediate_size``.
+
+    Returns
+    -------
+    sympy.Expr
+        Parameters of one MLP.
+    """
     i = cfg.intermediate_size if width is None else width
     p = (3 if cfg.gated_mlp else 2) * cfg.hidden_size * i
     if cfg.mlp_bias:

@@ -81,7 +81,20 @@ class MoESpec(ConfigSpec):
 
 
 def moe_params(cfg: ConfigView, experts: sympy.Expr | None = None) -> sympy.Expr:
-    """One MoE layer: ``experts`` routed (default all) + shared + router."""
+    """One MoE layer: ``experts`` routed (default all) + shared + router.
+
+    Parameters
+    ----------
+    cfg : ConfigView
+        The model (its MoE spec: experts, expert width, shared experts).
+    experts : sympy.Expr, optional
+        Routed experts counted (``num_experts_per_tok`` for the active parameters); None: all.
+
+    Returns
+    -------
+    sympy.Expr
+        Parameters of one MoE layer.
+    """
     m = cfg.need(MoESpec)
     e = m.num_experts if experts is None else experts
     per_expert = mlp_params(cfg, m.moe_intermediate_size)
