@@ -55,7 +55,36 @@ def phase_dims(
 ) -> PhaseDims:
     """``prefill``: ``T = B*S`` new tokens after ``prefix`` cached ones (a chunk of a
     longer prompt when ``prefix > 0``), ``kv_len = prefix + S``; ``decode``:
-    ``T = B``, one query over ``kv_len = ctx`` keys (the new token included)."""
+    ``T = B``, one query over ``kv_len = ctx`` keys (the new token included).
+
+    Parameters
+    ----------
+    phase : str
+        ``"prefill"`` or ``"decode"``.
+    batch : int or sympy.Expr, default the symbol ``B``
+        Sequences in the step.
+    seq : int or sympy.Expr, default the symbol ``S``
+        New tokens per sequence in a prefill (ignored in decode).
+    ctx : int or sympy.Expr, default the symbol ``ctx``
+        Keys each decode query attends over, the new token's included (ignored in prefill).
+    prefix : int or sympy.Expr, default 0
+        Tokens already cached before a prefill chunk; decode refuses a non-zero one.
+    tp : int or sympy.Expr, default 1
+        Tensor-parallel degree.
+    link : str, default "scale_up"
+        The link the tensor-parallel collectives cross (``scale_up`` or ``scale_out``).
+    sparse_head_tile : int, default 1
+        The query-head multiple of the device's sparse-attention kernel.
+
+    Returns
+    -------
+    PhaseDims
+        Tokens ``T``, query length, ``kv_len`` and cached length of one step, in tokens.
+
+    >>> d = phase_dims("prefill", batch=2, seq=128)
+    >>> d.tokens, d.kv_len  # T = B*S; kv_len = prefix + S
+    (256, 128)
+    """
     if phase not in PHASES:
         raise CostModelError(f"phase {phase!r} not allowed; allowed: {PHASES}")
     b = check_dim(batch, "batch")

@@ -113,6 +113,38 @@ def build_layer(
     ``kind`` (``"dense"`` or ``"moe"``) only swaps the MLP of that default.
     The layer input is an ``input`` node ``x`` of shape ``[T, d]``. ``prefix``,
     ``tp``, ``link`` and ``sparse_head_tile`` as in :func:`build_model`.
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The model.
+    phase : str
+        ``"prefill"`` or ``"decode"``.
+    batch : int or sympy.Expr, default the symbol ``B``
+        Sequences.
+    seq : int or sympy.Expr, default the symbol ``S``
+        Prompt (or chunk) tokens per sequence, prefill.
+    ctx : int or sympy.Expr, default the symbol ``ctx``
+        Cached keys per sequence, decode (the new token's included).
+    kind : str, optional
+        ``"dense"`` or ``"moe"``: the MLP of the default layer; None: the config's.
+    repeat : int or sympy.Expr, default 1
+        How many copies of the layer the graph stands for (its nodes' repeat count).
+    prefix : int or sympy.Expr, default 0
+        Cached tokens before a prefill chunk.
+    tp : int or sympy.Expr, default 1
+        Tensor-parallel degree.
+    spec : LayerSpec, optional
+        The mixer and MLP; None: the config's last layer group's.
+    link : str, default "scale_up"
+        The link the collectives cross.
+    sparse_head_tile : int, default 1
+        The query-head multiple of the device's sparse-attention kernel.
+
+    Returns
+    -------
+    networkx.DiGraph
+        Op nodes (a ``Cost`` each), weight and KV-cache sources, tensors on the edges.
     """
     if spec is None:
         spec = layer_groups(config)[-1].spec
@@ -177,6 +209,43 @@ def build_model(
     the device's scale-up domain (:meth:`costmodel.hardware.Hardware.group_link` chooses).
     ``sparse_head_tile`` is the query-head multiple of the device's sparse-attention kernel (a
     DSA layer's heads padded to it; :func:`models.mixers.dsa.sparse_head_tile` chooses).
+
+    Parameters
+    ----------
+    config : ModelConfig
+        The model (numeric, symbolic or mixed).
+    phase : str
+        ``"prefill"`` or ``"decode"``.
+    batch : int or sympy.Expr, default the symbol ``B``
+        Sequences.
+    seq : int or sympy.Expr, default the symbol ``S``
+        Prompt (or chunk) tokens per sequence, prefill.
+    ctx : int or sympy.Expr, default the symbol ``ctx``
+        Cached keys per sequence, decode (the new token's included).
+    logits : str, default "last"
+        ``"last"`` (the lm_head for each sequence's last position) or ``"all"``.
+    prefix : int or sympy.Expr, default 0
+        Cached tokens before a prefill chunk.
+    tp : int or sympy.Expr, default 1
+        Tensor-parallel degree.
+    link : str, default "scale_up"
+        ``scale_up`` or ``scale_out``.
+    sparse_head_tile : int, default 1
+        The query-head multiple of the device's sparse-attention kernel.
+
+    Returns
+    -------
+    networkx.DiGraph
+        One device's graph of a step: op nodes carry a ``Cost`` (FLOPs, bytes) and a repeat count.
+
+    One decode token of ``tiny`` (d 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 176, vocab 256),
+    ``ctx`` left symbolic: each matmul weight once (a MAC = 2 FLOPs), ``2 x (2 x (4096 + 2 x 2048
+    + 4096 + 3 x 64 x 176) + 64 x 256) = 217088``, and ``4 L H d ctx = 512 ctx`` of attention:
+
+    >>> from costmodel.graph import graph_total
+    >>> from models import get_model
+    >>> graph_total(build_model(get_model("tiny"), "decode", batch=1)).flops_on("tensor")
+    512*ctx + 217088
     """
     if logits not in ("last", "all"):
         raise CostModelError(f"logits {logits!r} not allowed; allowed: ('last', 'all')")

@@ -327,7 +327,26 @@ def inductor_audit(
     max_units: int = 32,
 ) -> InductorAudit:
     """Compile ``model`` with Inductor on ``example_inputs`` and audit its fusion (module doc):
-    :func:`inductor_capture` then :func:`audit_capture`."""
+    :func:`inductor_capture` then :func:`audit_capture`.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+    example_inputs : sequence
+        Its inputs.
+    device : Hardware or str, default "h100"
+        The device the kernels are priced on.
+    dims : sequence or mapping, optional
+        Names for the inputs' dynamic dimensions (per input, or by input name).
+    max_units : int, default 32
+        The largest group the fusion planner forms (ops).
+
+    Returns
+    -------
+    InductorAudit
+        Inductor's kernels (bytes, time bound on the device) against the planner's fusion.
+    """
     cap = inductor_capture(model, example_inputs, device, dims=dims)
     return audit_capture(cap, device, max_units=max_units)
 

@@ -242,7 +242,22 @@ def from_jaxpr(closed: Any, *, weights: Sequence[int] = ()) -> nx.DiGraph:
 
 
 def from_jax(fn: Callable[..., Any], *args: Any, weights: Sequence[int] = ()) -> nx.DiGraph:
-    """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct`` s) and import its jaxpr."""
+    """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct`` s) and import its jaxpr.
+
+    Parameters
+    ----------
+    fn : callable
+        The JAX function.
+    *args
+        Its arguments: arrays or ``jax.ShapeDtypeStruct`` s (symbolic shapes allowed).
+    weights : sequence of int, default ()
+        Indices of the arguments that are weights (their sources are ``weight`` nodes).
+
+    Returns
+    -------
+    networkx.DiGraph
+        The cost graph; ``graph.graph["unknown_ops"]`` counts the primitives not costed.
+    """
     return from_jaxpr(_jax().make_jaxpr(fn)(*args), weights=weights)
 
 

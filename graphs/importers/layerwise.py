@@ -59,6 +59,22 @@ def from_hf_layerwise(
 
     ``input_ids`` is an example input (any small shape; meta tensors work); with ``dynamic`` its
     two dimensions are exported as symbols, renamed by ``dims`` (default ``("B", "S")``).
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A causal LM.
+    input_ids : torch.Tensor
+        An example input, ``[batch, sequence]``.
+    dims : mapping of str to sequence of str or None, optional
+        Input name -> a name per dimension; None: ``("B", "S")``.
+    dynamic : bool, default True
+        Export the two dimensions as symbols; False: the example's sizes.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The whole model's cost graph, its layer repeated.
     """
     torch = require_torch()
     owner, attr, layers = _layer_list(model)

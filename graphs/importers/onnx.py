@@ -242,7 +242,22 @@ def _infer(onnx: Any, model: Any) -> tuple[Any, bool]:
 
 
 def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool = False) -> nx.DiGraph:
-    """Cost graph of an ONNX ``ModelProto`` (or a path to one); see module doc."""
+    """Cost graph of an ONNX ``ModelProto`` (or a path to one); see module doc.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto, str or Path
+        The model, or a path to a ``.onnx`` file (at most :data:`MAX_MODEL_BYTES`).
+    dims : mapping of str to str, optional
+        ``dim_param`` name -> our dimension name (``{"s72": "B"}``); None: the file's names.
+    strict : bool, default False
+        Raise on an unmapped op, or a node shape inference could not size, instead of counting it.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The cost graph; ``graph.graph["unknown_ops"]`` counts what was not costed.
+    """
     onnx = _onnx()
     if isinstance(model, str | os.PathLike):
         model = _load(onnx, os.fspath(model))

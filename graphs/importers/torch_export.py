@@ -181,6 +181,23 @@ def from_exported_program(
 
     Parameters, buffers and constants become ``weight`` sources; user inputs
     ``input`` sources. ``dims`` names the dynamic dimensions of user inputs.
+
+    Parameters
+    ----------
+    ep : torch.export.ExportedProgram
+        The program (before or after ``run_decompositions()``).
+    dims : mapping of str to sequence of str or None, optional
+        User input name -> a name per dimension (``{"input_ids": ("B", "S")}``); None keeps
+        torch's symbol for that dimension.
+    masked_sdpa_is_causal : bool, default False
+        Count an SDPA with an explicit mask as causal (half the score work).
+    strict : bool, default False
+        Raise on an op the table does not map, instead of a zero-cost ``unknown`` node.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The cost graph; ``graph.graph["unknown_ops"]`` counts the unmapped ops by name.
     """
     torch = require_torch()
     kinds: dict[str, str] = {}
@@ -209,6 +226,24 @@ def from_graph_module(
     """Cost graph of a plain ``torch.fx.GraphModule``, shapes propagated from ``example_inputs``.
 
     Parameters reached through ``get_attr`` become ``weight`` sources.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        The module.
+    example_inputs : sequence
+        Tensors (or fake tensors) its placeholders take, in order.
+    dims : mapping of str to sequence of str or None, optional
+        Placeholder name -> a name per dimension.
+    masked_sdpa_is_causal : bool, default False
+        Count an SDPA with an explicit mask as causal.
+    strict : bool, default False
+        Raise on an unmapped op instead of a zero-cost ``unknown`` node.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The cost graph.
     """
     torch = require_torch()
     from torch._subclasses.fake_tensor import FakeTensorMode
