@@ -87,7 +87,39 @@ ARRIVALS = ("poisson", "constant", "gamma:CV")
 @dataclass(frozen=True, slots=True)  # slots: a million-request run keeps a million of them
 class Request:
     """One request: when it arrives (s), its prompt and output lengths (tokens); for a
-    conversation's turn, its session and the client's think time before sending it."""
+    conversation's turn, its session and the client's think time before sending it.
+
+    Parameters
+    ----------
+    rid : int
+        Its id, unique in a run (results and errors name requests by it).
+    arrival_s : float
+        When it is sent, in seconds from the run's start; a later turn, or a client's next
+        request, is not sent before it.
+    prompt : int
+        Prompt tokens, a whole number >= 1 (prefix included).
+    output : int
+        Output tokens to generate, a whole number >= 1.
+    prefix_id : int, optional
+        Requests with the same id share their first ``prefix`` prompt tokens (a system prompt,
+        a document); None: it shares nothing.
+    prefix : int, default 0
+        Tokens at the start of its prompt shared with the others of ``prefix_id``; with prefix
+        caching their full blocks stay cached once a first request computed them, and a later
+        one starts its prefill after them (``graphs.serving.sim.engine``).
+    session : int, optional
+        The conversation it is a turn of (turns are sent in order); None: a single request.
+    turn : int, default 0
+        Its place in the conversation, from 0.
+    think_s : float, default 0.0
+        The client's pause between its previous answer and sending this, in seconds.
+    retain : bool, default False
+        With prefix caching, the full blocks of its prompt and answer stay cached when it
+        finishes, as its prefix's entry (the next turn's).
+
+    >>> Request(0, 0.0, prompt=512, output=128).prompt
+    512
+    """
 
     rid: int
     arrival_s: float  #: when it is sent; a later turn or a client's next request: not before this
