@@ -160,3 +160,32 @@ def test_max_batch_is_the_last_that_fits(w, kv, act, policy, frac, cap, ctx):
         assert fit.at_value["total"] > cap
     elif fit.value < 1 << 20:
         assert fit.at_value["total"] <= cap < fit.at_next["total"]
+
+
+@pytest.mark.parametrize("bad", [0, 0.1, {}, "none"])
+def test_capacity_refuses_an_overhead_that_is_not_one(bad):
+    """A review: capacity(overhead={}) died in the ledger's memo (a dict is unhashable) and
+    capacity(overhead=0) was read as no overhead; each is now one line naming it."""
+    from graphs.serving.step.ledger_fit import capacity
+
+    with pytest.raises(
+        CostModelError, match=rf"^overhead must be a costmodel Overhead .* got {type(bad).__name__} "
+    ):
+        capacity("tiny", "h100", batch=1, ctx=16, overhead=bad)
+
+
+def test_what_if_names_the_label_of_a_bad_change():
+    """A review: a misspelt field died as "ModelConfig got an unexpected keyword argument" and
+    changes=None as "'NoneType' object is not a mapping"; each is one line naming it. A good
+    change still answers: fp8 KV halves the KV bytes of a bf16 cache, so at a context where the
+    KV dominates the batch about doubles."""
+    from graphs.serving.step.ledger_fit import what_if
+
+    with pytest.raises(CostModelError, match=r"^changes\['x'\] names 'kv_dtpye', not a field"):
+        what_if("tiny", "h100", ctx=16, changes={"x": {"kv_dtpye": "fp8"}})
+    with pytest.raises(CostModelError, match=r"^changes must map a label .* got NoneType None"):
+        what_if("tiny", "h100", ctx=16, changes=None)
+    with pytest.raises(CostModelError, match=r"^changes\['x'\] must map config fields to values, got int 3"):
+        what_if("tiny", "h100", ctx=16, changes={"x": 3})
+    got = what_if("llama-3.1-8b", "h100", ctx=4096, changes={"fp8 KV": {"kv_dtype": "fp8"}})
+    assert 1.9 < got["fp8 KV"] / got["baseline"] <= 2.0

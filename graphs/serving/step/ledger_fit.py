@@ -11,7 +11,7 @@ dtype, tensor parallelism) flows through without a separate formula.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -165,6 +165,7 @@ def model_ledger(
     MemoryLedger
         Weights, KV cache per token, activations per token and overhead of one device (bytes).
     """
+    overhead = checked_overhead(overhead)  # before any work: 0 or {} is not "no overhead"
     w = as_workload(config)
     g = w.graph(phase, batch=1, seq=seq, ctx=max(seq, 1), tp=tp)
     weights = graph_total(g, kinds=[NodeKind.WEIGHT]).footprint_terms.get("weights", sympy.Integer(0))
@@ -177,10 +178,39 @@ def model_ledger(
         weights,
         cache.per_token,
         act,
-        overhead or Overhead(),
+        checked_overhead(overhead),
         capped_kv=cache.capped,
         state_bytes_per_sequence=cache.state,
     )
+
+
+def checked_overhead(overhead: Any) -> Overhead:
+    """``overhead`` as the ledger takes it: an :class:`Overhead`, or None for none (``Overhead()``);
+    anything else is refused in one line (``0`` or ``{}`` read as "no overhead" would hide a
+    caller's intent, and an unhashable value would fail inside the ledger's memo).
+
+    Parameters
+    ----------
+    overhead : Overhead or None
+        The reserve policy given.
+
+    Returns
+    -------
+    Overhead
+
+    Raises
+    ------
+    CostModelError
+        When ``overhead`` is neither.
+    """
+    if overhead is None:
+        return Overhead()
+    if not isinstance(overhead, Overhead):
+        raise CostModelError(
+            f"overhead must be a costmodel Overhead (for example Overhead(fraction=0.1)) or None, got "
+            f"{type(overhead).__name__} {repr(overhead)[:80]}"
+        )
+    return overhead
 
 
 #: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
@@ -211,6 +241,7 @@ def build_ledger(
     -------
     MemoryLedger
     """
+    overhead = checked_overhead(overhead)  # before the memo's key (a dict is unhashable)
     key = (
         w.config,
         phase,
@@ -543,10 +574,28 @@ def what_if(
     """
     cfg = as_workload(config).config
     hw = get_device(device)
+    if not isinstance(changes, Mapping):
+        raise CostModelError(
+            f"changes must map a label to the config fields it replaces (for example "
+            f"{{'fp8 KV': {{'kv_dtype': 'fp8'}}}}), got {type(changes).__name__} {repr(changes)[:80]}"
+        )
+    checked_overhead(overhead)
     out = {}
     for label, change in {"baseline": {}, **changes}.items():
+        if not isinstance(change, Mapping):
+            raise CostModelError(
+                f"changes[{label!r}] must map config fields to values, got {type(change).__name__} "
+                f"{repr(change)[:80]}"
+            )
         fields = dict(change)
-        ov = fields.pop("overhead", overhead)
+        ov = checked_overhead(fields.pop("overhead", overhead))
+        known = {name for name, _v in cfg.leaves()}
+        unknown = sorted(str(k) for k in fields if k not in known)
+        if unknown:
+            raise CostModelError(
+                f"changes[{label!r}] names {', '.join(repr(k) for k in unknown)}, not a field of the "
+                f"model's config; its fields: {', '.join(sorted(known))}, and 'overhead'"
+            )
         led = model_ledger(cfg.replace(**fields), tp=tp, overhead=ov)
         out[label] = max_batch(led, hw.memory_bytes(), ctx=ctx).value
     return out
