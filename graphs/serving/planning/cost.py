@@ -59,7 +59,7 @@ bound on what the device draws.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -84,6 +84,7 @@ __all__ = [
     "TokenCost",
     "device_rates",
     "parse_prices",
+    "check_prices",
     "token_cost",
     "usd_per_m",
     "served_seconds",
@@ -294,6 +295,68 @@ def parse_prices(text: str | None, devices: Sequence[str]) -> dict[str, float]:
                 )
             given[name] = part.strip()[:40]
             out[name] = usd
+    return out
+
+
+def check_prices(prices: Mapping[str, float] | None, devices: Sequence[Hardware]) -> dict[str, float]:
+    """``prices`` as a Python caller gives them (``size_deployment``, ``search``): each key resolved
+    to one of ``devices`` (its own name, or a catalog name or alias of it: ``h100`` prices
+    ``h100-sxm``), each value checked, as :func:`parse_prices` does for ``--price-per-hour``, so
+    a price is never dropped because it was keyed by an alias.
+
+    Parameters
+    ----------
+    prices : mapping of str to float or None
+        USD per device-hour by device name or alias (None: the catalog's prices).
+    devices : sequence of Hardware
+        The devices of the run, resolved.
+
+    Returns
+    -------
+    dict of str to float
+        Device name -> USD per device-hour (empty for None).
+
+    Raises
+    ------
+    CostModelError
+        When ``prices`` is not a mapping, a key is not one of ``devices``, a device is priced twice
+        or a price is not a number in :data:`PRICE_RANGE`.
+    """
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise CostModelError(
+            f"prices must map device names to USD per device-hour, got {type(prices).__name__} {str(prices)[:40]!r}"
+        )
+    names = {hw.name for hw in devices}
+    out: dict[str, float] = {}
+    keyed: dict[str, str] = {}  # device name -> the key that priced it
+    lo, hi = PRICE_RANGE
+    for key, usd in prices.items():
+        name: str | None = key if key in names else None
+        if name is None and isinstance(key, str):
+            try:
+                name = get_device(key.strip()).name
+            except CostModelError:  # not a device at all: refused below, with the devices listed
+                name = None
+        if name is None or name not in names:
+            raise CostModelError(
+                f"prices names {str(key)[:40]!r}, which is not among the devices ({', '.join(sorted(names))})"
+            )
+        if name in keyed:
+            raise CostModelError(
+                f"prices gives {name} twice ({keyed[name]!r} and {str(key)[:40]!r}); give each device once"
+            )
+        if (
+            isinstance(usd, bool)
+            or not isinstance(usd, int | float)
+            or not (math.isfinite(usd) and lo <= usd <= hi)
+        ):
+            raise CostModelError(
+                f"prices[{str(key)[:40]!r}] must be in [{lo:g}, {hi:g}] USD per device-hour, got {usd!r}"
+            )
+        keyed[name] = str(key)[:40]
+        out[name] = float(usd)
     return out
 
 

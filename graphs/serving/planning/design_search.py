@@ -55,7 +55,7 @@ import numpy as np
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr, pareto_mask
-from costmodel.hardware import Hardware
+from costmodel.hardware import Hardware, get_device
 from costmodel.keys import LinkName, Phase
 from costmodel.memo import BoundedCache
 from costmodel.results import Result
@@ -70,7 +70,7 @@ from ..sim.data_parallel import DISPATCHES, MeteredRankStep, RankStep, check_gro
 from ..sim.specdec_sim import spec_forms
 from ..step.ledger_fit import decode_memory, engine_pool_note
 from ..step.workload import as_workload
-from .cost import MISSING_CELLS, device_rates, missing_cells, usd_per_m
+from .cost import MISSING_CELLS, check_prices, device_rates, missing_cells, usd_per_m
 from .plan_cards import plan_forms
 from .search_plans import Plan, grid_size, plans_of, positive_ints
 
@@ -560,7 +560,7 @@ def search(
     ``client``: a ``dask.distributed.Client``; blocks then run on its workers and only their
     frontiers come back. ``progress(done, total)`` is called as blocks complete. ``cost``: USD
     per million output tokens as an objective, minimised, at ``prices`` (USD per device-hour by
-    catalog name, else the catalog's) plus TDP at ``electricity_per_kwh``; a device without a
+    device name or alias, else the catalog's) plus TDP at ``electricity_per_kwh``; a device without a
     price is never on the cost front unless it wins on the other objectives. ``spec``: every
     point decodes speculatively (a :class:`graphs.serving.sim.specdec_sim.SpecConfig`; its TPOT
     the verify and draft steps over the expected tokens, :class:`~graphs.serving.sim.specdec_sim.SpecForms`),
@@ -602,7 +602,9 @@ def search(
     cost : bool
         Also minimise USD per million output tokens.
     prices : mapping of str to float or None
-        USD per device-hour by catalog name; a device missing from it takes the catalog's price.
+        USD per device-hour by device name or alias (``h100`` prices ``h100-sxm``), each key one
+        of ``devices``, each price in :data:`~graphs.serving.planning.cost.PRICE_RANGE`; a device
+        missing from it takes the catalog's price.
     electricity_per_kwh : float
         USD per kWh of TDP added to the hourly price (default 0).
     client : Any
@@ -721,9 +723,9 @@ def search(
         spec=spec,
         predictor=pred,
     )
+    given = check_prices(prices, [get_device(d) for d in devices])  # by alias too, each checked
     rates = {
-        p.device.name: device_rates(p.device, (prices or {}).get(p.device.name), electricity_per_kwh)
-        for p in plans
+        p.device.name: device_rates(p.device, given.get(p.device.name), electricity_per_kwh) for p in plans
     }
     hourly = [rates[p.device.name].usd_per_hour(1.0) or math.nan for p in plans]
     done = 0

@@ -86,7 +86,7 @@ from ..step.mixed import mixed_step
 from ..step.option_checks import check_device_repeats
 from ..step.workload import as_workload
 from .capacity_search import ceiling_rate
-from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, device_rates, totals_cost
+from .cost import NO_PRICE, Rates, ServedTotals, TokenCost, check_prices, device_rates, totals_cost
 from .executors import known_devices, received, send_once, submit
 from .run_cards import RunOutcome, load_outcome, requests_digest, run_key, save_outcome
 
@@ -427,7 +427,7 @@ def size_deployment(
 ) -> SizingResult:
     """The best deployment of ``config`` for ``rate`` requests/s within the SLOs (module doc).
 
-    ``prices``: USD per device-hour by catalog device name, replacing the catalog's. A drawn
+    ``prices``: USD per device-hour by device name or alias, replacing the catalog's. A drawn
     request longer than the model's context limit is an error (a warning with
     ``allow_long_context``), as for ``decode --ctx``. ``profile``: an engine profile
     (:mod:`graphs.serving.engines`) whose scheduler and KV-pool rule every (device, tp) runs,
@@ -463,7 +463,9 @@ def size_deployment(
     disaggregated : bool
         Also try disaggregated ``p:d`` splits of prefill and decode replicas.
     prices : dict of str to float or None
-        USD per device-hour by catalog device name, replacing the catalog's.
+        USD per device-hour by device name or alias (``h100`` prices ``h100-sxm``), replacing the
+        catalog's; each key one of ``devices``, each price in
+        :data:`~graphs.serving.planning.cost.PRICE_RANGE`.
     electricity_per_kwh : float
         USD per kWh of TDP added to the hourly price (default 0).
     requests : int
@@ -569,7 +571,7 @@ def size_deployment(
         allow=allow_long_context,
     )
     reqs_id = requests_digest(reqs) if run_cards else None  # None: every candidate simulated
-    prices = prices or {}
+    prices = check_prices(prices, [get_device(d) for d in devices])  # by alias too, each checked
     pruned: list[str] = []
     notes: dict[str, None] = {}  #: said once each: a group priced across scale-up domains
     heap: list[tuple[float, float, int, _Family, int, int]] = []

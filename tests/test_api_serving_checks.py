@@ -1,0 +1,51 @@
+"""The serving wing's Python entry points answer what the command answers, and refuse bad input
+in one line naming the parameter, the value and what is allowed (the public-API review's
+findings on size_deployment, search, simulate, decode_limits and the phase reports).
+
+Expected values come from the input itself (an alias names the same device as its catalog name),
+a hand computation (devices x price per hour) or the command's answer.
+"""
+
+import pytest
+
+from costmodel.errors import CostModelError
+from graphs.serving import search, size_deployment
+
+#: one small sizing: one device kind, tp 1, aggregated, 50 requests (about 2 CPU s)
+SIZE = dict(rate=30, slo_ttft=1, slo_tpot=0.05, devices=["h100"], tps=(1,), requests=50, disaggregated=False)
+
+
+def test_size_prices_by_alias():
+    # `costmodel size ... --price-per-hour h100=2` prices the deployment at $2.00 per device-hour:
+    # the alias names h100-sxm, so Python's price by the alias is taken, not the catalog's 4.916
+    w = size_deployment("llama-3.1-8b", **SIZE, prices={"h100": 2.0}).winner
+    assert w.cost.usd_per_hour == pytest.approx(w.devices * 2.0)
+
+
+@pytest.mark.parametrize(
+    "prices, words",
+    [
+        ({"foo": 1.0}, "prices names 'foo', which is not among the devices (h100-sxm)"),
+        ({"b200": 3.0}, "prices names 'b200', which is not among the devices (h100-sxm)"),
+        ({"h100": -1}, "prices['h100'] must be in [0.01, 10000] USD per device-hour, got -1"),
+        ({"h100": float("nan")}, "prices['h100'] must be in [0.01, 10000] USD per device-hour, got nan"),
+        ({"h100": "2"}, "prices['h100'] must be in [0.01, 10000] USD per device-hour, got '2'"),
+        ({"h100": 1.0, "h100-sxm": 2.0}, "prices gives h100-sxm twice ('h100' and 'h100-sxm')"),
+        ([("h100", 1.0)], "prices must map device names to USD per device-hour, got list"),
+    ],
+)
+def test_size_and_search_refuse_bad_prices(prices, words):
+    with pytest.raises(CostModelError) as e:
+        size_deployment("llama-3.1-8b", **SIZE, prices=prices)
+    assert words in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(CostModelError) as e:
+        search("llama-3.1-8b", devices=["h100"], batches=[1], ctxs=[4096], cost=True, prices=prices)
+    assert words in str(e.value)
+
+
+def test_search_prices_by_alias():
+    # one device at $2/h serving tokens_per_s_per_device: 2 / (tokens/s x 3600) x 1e6 USD per million
+    best = search(
+        "llama-3.1-8b", devices=["h100"], batches=[1], ctxs=[4096], cost=True, prices={"h100": 2.0}
+    ).best["fastest_per_user"]
+    assert best["usd_per_m_output"] == pytest.approx(2.0 / (best["tokens_per_s_per_device"] * 3600) * 1e6)
