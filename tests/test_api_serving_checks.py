@@ -49,3 +49,22 @@ def test_search_prices_by_alias():
         "llama-3.1-8b", devices=["h100"], batches=[1], ctxs=[4096], cost=True, prices={"h100": 2.0}
     ).best["fastest_per_user"]
     assert best["usd_per_m_output"] == pytest.approx(2.0 / (best["tokens_per_s_per_device"] * 3600) * 1e6)
+
+
+def test_size_runs_a_what_if_copy_as_given():
+    # a spec passed as an object sizes as the same spec registered and named: before, the object's
+    # name was looked up again and the catalog's h100 simulated in its place
+    from costmodel import get_device, register_device
+
+    scaled = get_device("h100").scaled({"memory": 2, "compute": 2})  # still named h100-sxm
+    fast = scaled.replace(name="h100-2x")
+    by_object = size_deployment("llama-3.1-8b", **{**SIZE, "devices": [fast]}).winner
+    same_name = size_deployment("llama-3.1-8b", **{**SIZE, "devices": [scaled]}).winner
+    catalog = size_deployment("llama-3.1-8b", **SIZE).winner
+    register_device(fast)  # this test's own catalog (conftest)
+    by_name = size_deployment("llama-3.1-8b", **{**SIZE, "devices": ["h100-2x"]}).winner
+    assert by_object.device == by_name.device == "h100-2x"
+    assert by_object.ttft_at_percentile_s == by_name.ttft_at_percentile_s
+    assert by_object.tpot_at_percentile_s == by_name.tpot_at_percentile_s
+    assert same_name.tpot_at_percentile_s == by_name.tpot_at_percentile_s
+    assert by_object.tpot_at_percentile_s < catalog.tpot_at_percentile_s  # twice the bandwidth

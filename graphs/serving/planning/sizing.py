@@ -261,6 +261,14 @@ class _Family:
     disagg: bool
     rates: Rates
     dp: int = 1  #: data-parallel ranks per replica (module doc)
+    #: the device as the caller gave it (a what-if ``Hardware`` copy keeps its own roofs: its name
+    #: looked up again would be the catalog's device); None: ``device`` looked up
+    hw: Hardware | None = field(default=None, compare=False)
+
+    @property
+    def spec(self) -> Hardware:
+        """The device this family runs on."""
+        return self.hw if self.hw is not None else get_device(self.device)
 
 
 @dataclass(frozen=True)
@@ -399,7 +407,7 @@ def size_deployment(
     rate: float,
     slo_ttft: float,
     slo_tpot: float,
-    devices: Sequence[str],
+    devices: Sequence[str | Hardware],
     tps: Sequence[int] = (1, 2, 4, 8),
     objective: str = "cost",
     disaggregated: bool = True,
@@ -452,9 +460,10 @@ def size_deployment(
     slo_ttft, slo_tpot : float
         The TTFT and TPOT service-level objectives (s, in (0, 1e6]) the ``percentile`` latencies
         must meet.
-    devices : sequence of str
-        The device kinds to try (catalog names or aliases; at least one, each once: two names of
-        one catalog device are refused).
+    devices : sequence of str or Hardware
+        The device kinds to try (catalog names, aliases or specs: a what-if copy such as
+        ``get_device("h100").scaled({"memory": 2})`` runs as given; at least one, each once: two
+        names of one catalog device are refused).
     tps : sequence of int
         The tensor-parallel degrees to try (devices per replica or rank).
     objective : str
@@ -626,7 +635,7 @@ def size_deployment(
             if why is not None:
                 pruned.append(f"{at} EP: {why}")
             else:
-                fam = _Family(name, tp, False, rates, dp)
+                fam = _Family(name, tp, False, rates, dp, hw)
                 per_replica = ceiling_rate(w, hw, reqs, topology=grouping.topology(fam, 1), engine=pair[0])
                 n0 = max(1, math.ceil(rate / per_replica))
                 if n0 > MAX_REPLICAS:
@@ -655,7 +664,7 @@ def size_deployment(
                         f"{name} tp{tp} disaggregated: needs {p0:,}P:{d0:,}D, more than a pool holds ({MAX_REPLICAS})"
                     )
                     continue
-                dfam = _Family(name, tp, True, rates)
+                dfam = _Family(name, tp, True, rates, hw=hw)
                 fams.append(dfam)
                 heapq.heappush(heap, (*_bound(dfam, (p0 + d0) * tp, objective), tie, dfam, p0, d0))
                 tie += 1
@@ -667,7 +676,7 @@ def size_deployment(
     ledgers = ledgers_of(w.config) if executor is not None else {}
     # the devices as this process resolves them (a --hw-file's too): a worker process knows only
     # the shipped catalog until :func:`_run_config` registers them there
-    hw_by_name = {f.device: get_device(f.device) for f in fams} if executor is not None else {}
+    hw_by_name = {f.device: f.spec for f in fams} if executor is not None else {}
     best: dict[_Family, Deployment] = {}
     seen: set[tuple[_Family, int, int]] = set()
     winner: Deployment | None = None
@@ -847,10 +856,9 @@ def _run(
     eng, ov = pair
     key = None
     if reqs_id is not None:
-        hw = get_device(fam.device)
         key = run_key(
             w.config,
-            hw,
+            fam.spec,
             topo,
             eng,
             ov,
@@ -865,7 +873,7 @@ def _run(
     if out is None:
         res = simulate(
             w,
-            fam.device,
+            fam.spec,
             reqs,
             topology=topo,
             engine=eng,
