@@ -68,3 +68,31 @@ def test_size_runs_a_what_if_copy_as_given():
     assert by_object.tpot_at_percentile_s == by_name.tpot_at_percentile_s
     assert same_name.tpot_at_percentile_s == by_name.tpot_at_percentile_s
     assert by_object.tpot_at_percentile_s < catalog.tpot_at_percentile_s  # twice the bandwidth
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("prompt", 0),
+        ("prompt", -3),
+        ("prompt", 1.5),
+        ("prompt", True),
+        ("prompt", "10"),
+        ("prompt", 10**7 + 1),
+        ("output", 0),
+        ("output", -1),
+        ("output", 2.0),
+    ],
+)
+def test_simulate_refuses_a_request_length_out_of_range(field, value):
+    # a request's prompt and output are whole numbers of tokens in [1, 1e7], refused by request
+    # and field as a bad arrival or think time is (before: a TTFT for a prompt of -3 tokens, or
+    # "internal: 1 request(s) did not finish" for an output of 0)
+    from graphs.serving import Request, simulate
+
+    bad = Request(7, 0.0, **{"prompt": 10, "output": 5, field: value})
+    with pytest.raises(CostModelError) as e:
+        simulate("llama-3.1-8b", "h100", [Request(0, 0.0, 10, 5), bad])
+    assert (
+        str(e.value) == f"request 7: {field} must be a whole number of tokens in [1, 10000000], got {value!r}"
+    )

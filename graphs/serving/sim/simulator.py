@@ -108,7 +108,7 @@ from .engine import EngineConfig, Replica, kv_blocks, pool_memory, state_sequenc
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .replica_routing import PrefixRouter, least_outstanding
-from .requests import THINK_RANGE, Request
+from .requests import MAX_TOKENS, THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 
 __all__ = [
@@ -646,6 +646,35 @@ def default_engine(
     )
 
 
+def _check_lengths(requests: Sequence[Request]) -> None:
+    """Refuse a request whose prompt or output is not a whole number of tokens in
+    ``[1, MAX_TOKENS]``, naming the request and the field (as :func:`simulate` names a bad
+    arrival or think time): one numpy pass over each field, the requests walked only to name the
+    first bad one.
+
+    Parameters
+    ----------
+    requests : sequence of Request
+        What is sent.
+
+    Raises
+    ------
+    CostModelError
+        When a prompt or an output is fractional, a bool, not a number, below 1 or above
+        :data:`~graphs.serving.sim.requests.MAX_TOKENS`.
+    """
+    for name in ("prompt", "output"):
+        values = [getattr(r, name) for r in requests]
+        arr = np.asarray(values, dtype=object if any(type(v) is bool for v in values) else None)
+        if arr.dtype.kind in "iu" and arr.min() >= 1 and arr.max() <= MAX_TOKENS:
+            continue
+        for r, v in zip(requests, values, strict=True):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= v <= MAX_TOKENS:
+                raise CostModelError(
+                    f"request {r.rid}: {name} must be a whole number of tokens in [1, {MAX_TOKENS}], got {v!r}"
+                )
+
+
 def simulate(
     config: ModelConfig | str | Workload,
     device: Hardware | str,
@@ -677,7 +706,8 @@ def simulate(
     device : Hardware or str
         The device of every replica (a catalog name or a spec).
     requests : sequence of Request
-        What is sent: arrival (s), prompt and output tokens, optional prefix and session.
+        What is sent: arrival (s), prompt and output tokens (whole numbers in
+        ``[1, MAX_TOKENS]``), optional prefix and session.
     topology : Topology, optional
         Replicas, tensor parallelism, disaggregated pools and the router (default: one replica).
     engine : EngineConfig, optional
@@ -722,8 +752,8 @@ def simulate(
     Raises
     ------
     CostModelError
-        When there are no requests, an SLO, arrival, think time, ``concurrency`` or ``stagger_s``
-        is out of range, or options that cannot combine are combined (speculation with ``dp > 1``).
+        When there are no requests, an SLO, arrival, think time, prompt or output
+        length, ``concurrency`` or ``stagger_s`` is out of range, or options that cannot combine are combined (speculation with ``dp > 1``).
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -755,6 +785,7 @@ def simulate(
     if not ((think >= lo) & (think <= hi)).all():  # NaN fails both
         bad = next(r for r in requests if not lo <= r.think_s <= hi)
         raise CostModelError(f"request {bad.rid}: think_s must be in [{lo:g}, {hi:g}] s, got {bad.think_s!r}")
+    _check_lengths(requests)
     pred = predictor or Predictor()
     ov = overheads if overheads is not None else default_overheads(pred, cfg)
     step: IterationStep = predicted_mixed_step(w, hw, tp=topo.tp, predictor=pred)
