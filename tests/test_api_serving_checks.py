@@ -96,3 +96,13 @@ def test_simulate_refuses_a_request_length_out_of_range(field, value):
     assert (
         str(e.value) == f"request 7: {field} must be a whole number of tokens in [1, 10000000], got {value!r}"
     )
+
+
+@pytest.mark.parametrize("rate", [-1, 0, float("nan"), float("inf"), "5", True])
+def test_simulate_refuses_a_rate_out_of_range(rate):
+    # the rate is reported with the result: checked as synthetic checks it, never copied as given
+    from graphs.serving import Request, simulate
+
+    with pytest.raises(CostModelError) as e:
+        simulate("llama-3.1-8b", "h100", [Request(0, 0.0, 10, 5)], rate=rate)
+    assert str(e.value) == f"rate must be in [1e-06, 1e+09] requests per second, got {rate!r}"

@@ -108,7 +108,7 @@ from .engine import EngineConfig, Replica, kv_blocks, pool_memory, state_sequenc
 from .engine import Sequence as Seq
 from .kv_tiers import KVTierConfig, KVTiers, TierStats, tier_stats
 from .replica_routing import PrefixRouter, least_outstanding
-from .requests import MAX_TOKENS, THINK_RANGE, Request
+from .requests import MAX_TOKENS, RATE_RANGE, THINK_RANGE, Request
 from .specdec_sim import SpecConfig, SpecStats, Speculator
 
 __all__ = [
@@ -717,7 +717,8 @@ def simulate(
     slo_ttft, slo_tpot : float, optional
         Latency objectives (s) the result counts requests against.
     rate : float, optional
-        The offered rate (requests/s), reported with the result (the arrivals carry the load).
+        The offered rate (requests/s, in :data:`~graphs.serving.sim.requests.RATE_RANGE`),
+        reported with the result (the arrivals carry the load).
     progress : callable, optional
         Called with (done, total) requests as the run goes.
     predictor : Predictor, optional
@@ -752,8 +753,9 @@ def simulate(
     Raises
     ------
     CostModelError
-        When there are no requests, an SLO, arrival, think time, prompt or output
-        length, ``concurrency`` or ``stagger_s`` is out of range, or options that cannot combine are combined (speculation with ``dp > 1``).
+        When there are no requests, an SLO, ``rate``, arrival, think time, prompt or output
+        length, ``concurrency`` or ``stagger_s`` is out of range, or options that cannot combine
+        are combined (speculation with ``dp > 1``).
     """
     w = as_workload(config)
     hw = get_device(device)
@@ -764,6 +766,12 @@ def simulate(
     for name, slo in (("slo_ttft", slo_ttft), ("slo_tpot", slo_tpot)):
         if slo is not None and not (isinstance(slo, int | float) and 0 < slo <= 1e6):
             raise CostModelError(f"{name} must be in (0, 1e6] s, got {slo!r}")
+    lo, hi = RATE_RANGE
+    if rate is not None and (
+        isinstance(rate, bool)
+        or not (isinstance(rate, int | float | np.integer | np.floating) and lo <= rate <= hi)
+    ):
+        raise CostModelError(f"rate must be in [{lo:g}, {hi:g}] requests per second, got {rate!r}")
     t0 = min(r.arrival_s for r in requests)
     if not (math.isfinite(t0) and t0 >= 0):
         raise CostModelError(f"arrival times must be finite and >= 0, got {t0!r}")
