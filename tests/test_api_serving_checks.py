@@ -106,3 +106,33 @@ def test_simulate_refuses_a_rate_out_of_range(rate):
     with pytest.raises(CostModelError) as e:
         simulate("llama-3.1-8b", "h100", [Request(0, 0.0, 10, 5)], rate=rate)
     assert str(e.value) == f"rate must be in [1e-06, 1e+09] requests per second, got {rate!r}"
+
+
+@pytest.mark.parametrize("max_batch", [2.5, -3, float("nan"), True, "64"])
+def test_decode_limits_refuses_a_bad_max_batch(max_batch):
+    from graphs.serving import decode_limits
+
+    with pytest.raises(CostModelError, match=r"^max_batch must be .*, got "):
+        decode_limits("llama-3.1-8b", "h100", ctx=4096, max_batch=max_batch)
+
+
+def test_decode_limits_max_batch_needs_ctx():
+    # the batch memory holds is one at a context: without ctx it was dropped without a word
+    from graphs.serving import decode_limits
+
+    with pytest.raises(CostModelError) as e:
+        decode_limits("llama-3.1-8b", "h100", max_batch=64)
+    assert str(e.value) == "max_batch (64) is the batch memory holds at ctx: give ctx"
+
+
+def test_decode_limits_throughput_at_max_batch():
+    # B / T(B): 64 sequences each decoding a token per TPOT of `costmodel decode --batch 64`;
+    # 0 (nothing fits, as the command passes it) carries no throughput
+    from graphs.serving import decode_limits, decode_report
+
+    lim = decode_limits("llama-3.1-8b", "h100", ctx=4096, max_batch=64)
+    step = decode_report("llama-3.1-8b", "h100", batch=64, ctx=4096).step_s
+    assert lim.max_batch_fits == 64
+    assert lim.throughput_at_max_batch_tokens_per_s == pytest.approx(64 / step)
+    none = decode_limits("llama-3.1-8b", "h100", ctx=4096, max_batch=0)
+    assert none.max_batch_fits == 0 and none.throughput_at_max_batch_tokens_per_s is None

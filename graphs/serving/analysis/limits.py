@@ -14,6 +14,7 @@ from typing import Any
 import sympy
 
 from costmodel.cost import as_float
+from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import Level, Phase, Unit
 from costmodel.symbols import B as B_sym
@@ -70,18 +71,29 @@ def decode_limits(
     tp : int
         Tensor-parallel degree.
     max_batch : int, optional
-        The largest batch memory holds at ``ctx``.
+        The largest batch memory holds at ``ctx`` (a whole number >= 0, 0: none fits; needs
+        ``ctx``).
 
     Returns
     -------
     DecodeLimits
         Knee batch ``B*``, 90 % batch, saturated throughput (tokens/s), context ceiling (tokens).
+
+    Raises
+    ------
+    CostModelError
+        When ``tp``, ``ctx`` or ``max_batch`` is not a whole number in range, or ``max_batch``
+        is given without ``ctx``.
     """
     w = as_workload(config)
     hw = get_device(device)
     tp = positive_int(tp, "tp")
     if ctx is not None:
         ctx = positive_int(ctx, "ctx")
+    if max_batch is not None:
+        max_batch = positive_int(max_batch, "max_batch", allow_zero=True)
+        if ctx is None:
+            raise CostModelError(f"max_batch ({max_batch}) is the batch memory holds at ctx: give ctx")
     c = compiled_step(w, hw, Phase.DECODE, tp=tp)
     lf = c.memo("limit_forms", lambda: LimitForms.of(c))
     return limits_at(c.memo("limits", lambda: lf.numbers(c)), ctx, max_batch)
