@@ -136,3 +136,57 @@ def test_decode_limits_throughput_at_max_batch():
     assert lim.throughput_at_max_batch_tokens_per_s == pytest.approx(64 / step)
     none = decode_limits("llama-3.1-8b", "h100", ctx=4096, max_batch=0)
     assert none.max_batch_fits == 0 and none.throughput_at_max_batch_tokens_per_s is None
+
+
+def test_phase_reports_refuse_a_context_beyond_the_model_limit():
+    # `costmodel decode llama-3.1-8b --ctx 500000` refuses: "--ctx 500,000 exceeds the model's
+    # context limit of 131,072 tokens ... pass --allow-long-context"; the library refuses alike
+    from graphs.serving import decode_report, prefill_report
+    from models.context import ContextLimitError
+
+    with pytest.raises(
+        ContextLimitError, match="ctx 500,000 exceeds the model's context limit of 131,072 tokens"
+    ):
+        decode_report("llama-3.1-8b", "h100", batch=1, ctx=500_000)
+    with pytest.raises(
+        ContextLimitError, match="seq 500,000 exceeds the model's context limit of 131,072 tokens"
+    ):
+        prefill_report("llama-3.1-8b", "h100", batch=1, seq=500_000)
+    # the command's --allow-long-context: costed (one sequence of 500,000 tokens fits in memory)
+    r = decode_report("llama-3.1-8b", "h100", batch=1, ctx=500_000, allow_long_context=True)
+    assert r.step_s > 0 and not any("does not fit" in n for n in r.notes)
+
+
+@pytest.mark.parametrize(
+    "phase, point, verdict",
+    [
+        # `costmodel decode llama-3.1-8b --device h100 --batch 100000 --ctx 4096`'s first line
+        (
+            "decode",
+            dict(batch=100_000, ctx=4096),
+            "does not fit on 1×h100-sxm: needs ≥ 629 devices (no tensor-parallel degree tried fits this batch, "
+            "or at most batch 129 at tp 1)",
+        ),
+        # `costmodel prefill llama-3.1-8b --device h100 --batch 1000 --seq 32768`'s first line
+        (
+            "prefill",
+            dict(batch=1000, seq=32768),
+            "does not fit on 1×h100-sxm: needs ≥ 87 devices (no tensor-parallel degree tried fits this batch, "
+            "or at most batch 9 at tp 1)",
+        ),
+    ],
+)
+def test_phase_reports_say_when_memory_does_not_hold_the_point(phase, point, verdict):
+    # the command refuses the point (exit 1); the library prices it and says the command's verdict
+    from graphs.serving import decode_report, prefill_report
+
+    report = decode_report if phase == "decode" else prefill_report
+    notes = report("llama-3.1-8b", "h100", **point).notes
+    assert [n for n in notes if n.startswith("does not fit")] == [
+        verdict + "; these numbers are for a point that cannot run"
+    ]
+    assert not any(
+        "does not fit" in n for n in report("llama-3.1-8b", "h100", **point, check_memory=False).notes
+    )
+    fits = {"batch": 1, "ctx": 4096} if phase == "decode" else {"batch": 1, "seq": 4096}
+    assert not any("does not fit" in n for n in report("llama-3.1-8b", "h100", **fits).notes)

@@ -41,6 +41,8 @@ def test_a_shared_workload_serves_several_analyses(monkeypatch):
     w = as_workload("tiny")
     first = decode_report(w, "h100", batch=4, ctx=128)
     again = decode_report(w, "h100", batch=4, ctx=128)
-    assert first == again and sum(builds.values()) == 1 and w.builds == 1
+    # the step's graph and the memory ledger's (the report's fit check; cached per process, so a
+    # test before this one in the process may have built it), each built at most once
+    assert first == again and max(builds.values()) == 1 and sum(builds.values()) == w.builds <= 2
     assert as_workload(w) is w and isinstance(w, Workload)
     assert lookups == {"tiny": 1}

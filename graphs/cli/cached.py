@@ -44,6 +44,11 @@ __all__ = [
 ]
 
 
+#: the command checked the context (``--allow-long-context``) and the capacity (its verdict, or
+#: ``--ignore-capacity``'s headline) before a step report is built: the library says neither again
+_CHECKED = {"allow_long_context": True, "check_memory": False}
+
+
 def card_key(args: argparse.Namespace, kind: str) -> str | None:
     """The persistent-cache key of this command's card, or None when it cannot be cached (a
     ``--hw-file`` changes the catalog; a name or path that does not resolve goes the long way,
@@ -198,14 +203,16 @@ def decode_reports(
         from graphs import decode_report, near_far_memory
 
         plan = {"ep": args.ep, "routing": routing_of(args)}
-        rep = decode_report(cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp, **plan)
+        rep = decode_report(
+            cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp, **plan, **_CHECKED
+        )
         return rep, None, near_far_memory(cfg(), args.device)
 
     def library() -> tuple[Any, Any, Any]:
         from graphs import decode_limits, decode_report, near_far_memory
 
         return (
-            decode_report(cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp),
+            decode_report(cfg(), args.device, batch=args.batch, ctx=args.ctx, tp=args.tp, **_CHECKED),
             decode_limits(cfg(), args.device, ctx=args.ctx, tp=args.tp, max_batch=max_batch),
             near_far_memory(cfg(), args.device),
         )
@@ -247,7 +254,14 @@ def prefill_report(args: argparse.Namespace, config: Callable[[argparse.Namespac
 
         plan = {"ep": args.ep, "routing": routing_of(args)} if routed(args) else {}
         return library_prefill(
-            cfg(), args.device, batch=args.batch, seq=args.seq, chunk=args.chunk, tp=args.tp, **plan
+            cfg(),
+            args.device,
+            batch=args.batch,
+            seq=args.seq,
+            chunk=args.chunk,
+            tp=args.tp,
+            **plan,
+            **_CHECKED,
         )
 
     if routed(args):  # not the step a card holds

@@ -34,6 +34,7 @@ from models.quantization import weight_format_notes
 
 from ..step.compiled import CompiledStep, compiled_step, positive_int, sparse_tile, step_time
 from ..step.expert_routing import Routing
+from ..step.ledger_fit import ledger_terms, memory_note, routed_expert_bytes
 from ..step.reports import (
     DecodeReport,
     NearFarMemory,
@@ -113,6 +114,25 @@ def _report_fields(
     )
 
 
+def _with_memory_note(
+    fields: dict[str, Any], w: Workload, hw: Hardware, phase: Phase, batch: int, tokens: int, tp: int, ep: int
+) -> dict[str, Any]:
+    """``fields`` with :func:`~graphs.serving.step.ledger_fit.memory_note` among the notes when
+    the device memory does not hold the point."""
+    note = memory_note(w, hw, phase=phase, batch=batch, tokens=tokens, tp=tp, ep=ep)
+    return fields if note is None else {**fields, "notes": (*fields["notes"], note)}
+
+
+def _need(w: Workload, hw: Hardware, tp: int, ep: int) -> tuple[Any, float]:
+    """The decode ledger's bytes at ``(batch, ctx)`` as a plain function (a device's share of the
+    routed experts at ``ep`` left out, as :func:`~graphs.serving.step.ledger_fit.capacity_check`
+    counts them), and the device's capacity (bytes)."""
+    terms = ledger_terms(w, phase=Phase.DECODE, tp=tp).terms_function()
+    cap = as_float(hw.memory_bytes())
+    spread = routed_expert_bytes(w, tp) * (1 - 1 / ep) if ep > 1 else 0.0
+    return (lambda b, x: float(sum(terms(b, x, b, cap))) - spread), cap
+
+
 def _experts_plan(w: Workload, ep: int, routing: Routing | None) -> int:
     """``ep`` checked: a whole number >= 1, and above one (or a skewed routing) only on a MoE model."""
     ep = positive_int(ep, "ep")
@@ -132,6 +152,8 @@ def prefill_report(
     tp: int = 1,
     ep: int = 1,
     routing: Routing | None = None,
+    allow_long_context: bool = False,
+    check_memory: bool = True,
 ) -> PrefillReport:
     """TTFT lower bound of ``batch`` prompts of ``seq`` tokens.
 
@@ -159,6 +181,13 @@ def prefill_report(
         Expert-parallel degree.
     routing : Routing, optional
         A routing distribution (MoE only; default uniform).
+    allow_long_context : bool
+        Cost a prompt beyond the model's context limit (the command's ``--allow-long-context``);
+        False: refused with :class:`~costmodel.errors.ContextLimitError`, as the command refuses it.
+    check_memory : bool
+        When the device memory does not hold the point, say so among the ``notes`` (the
+        verdict with which the command refuses it: :func:`~graphs.serving.step.ledger_fit.memory_note`);
+        False: skip the check (a caller that checked capacity itself).
 
     Returns
     -------
@@ -168,14 +197,19 @@ def prefill_report(
     Raises
     ------
     CostModelError
-        When a count is not a positive integer.
+        When a count is not a positive integer, or ``seq`` exceeds the model's context limit
+        without ``allow_long_context`` (:class:`~costmodel.errors.ContextLimitError`).
     """
     batch, seq, tp = positive_int(batch, "batch"), positive_int(seq, "seq"), positive_int(tp, "tp")
     w = as_workload(config)
+    if not allow_long_context:
+        w.config.check_context(seq, "seq")
     hw = get_device(device)
     ep = _experts_plan(w, ep, routing)
     c = compiled_step(w, hw, Phase.PREFILL, tp=tp, ep=ep, routing=routing)
     fields = _report_fields(w, hw, c, Phase.PREFILL, (batch, seq), batch * seq, tp, ep)
+    if check_memory:
+        fields = _with_memory_note(fields, w, hw, Phase.PREFILL, batch, seq, tp, ep)
     plan = chunk_plan(seq, chunk)
     if plan is None or chunk is None:  # chunk_plan gives a plan only for a chunk
         return prefill_from_fields(fields)
@@ -205,6 +239,8 @@ def decode_report(
     tp: int = 1,
     ep: int = 1,
     routing: Routing | None = None,
+    allow_long_context: bool = False,
+    check_memory: bool = True,
 ) -> DecodeReport:
     """One decode step: TPOT, tokens/s per user and per device, weight vs KV vs compute (see
     :class:`DecodeReport` for the two weight-read bounds). ``ep`` and ``routing``: the routed
@@ -227,6 +263,13 @@ def decode_report(
         Expert-parallel degree.
     routing : Routing, optional
         A routing distribution (MoE only; default uniform).
+    allow_long_context : bool
+        Cost a context beyond the model's context limit (the command's ``--allow-long-context``);
+        False: refused with :class:`~costmodel.errors.ContextLimitError`, as the command refuses it.
+    check_memory : bool
+        When the device memory does not hold the point, say so among the ``notes`` (the
+        verdict with which the command refuses it: :func:`~graphs.serving.step.ledger_fit.memory_note`);
+        False: skip the check (a caller that checked capacity itself).
 
     Returns
     -------
@@ -236,14 +279,21 @@ def decode_report(
     Raises
     ------
     CostModelError
-        When a count is not a positive integer.
+        When a count is not a positive integer, or ``ctx`` exceeds the model's context limit
+        without ``allow_long_context`` (:class:`~costmodel.errors.ContextLimitError`).
     """
     batch, ctx, tp = positive_int(batch, "batch"), positive_int(ctx, "ctx"), positive_int(tp, "tp")
     w = as_workload(config)
+    if not allow_long_context:
+        w.config.check_context(ctx, "ctx")
     hw = get_device(device)
     ep = _experts_plan(w, ep, routing)
     c = compiled_step(w, hw, Phase.DECODE, tp=tp, ep=ep, routing=routing)
     fields = _report_fields(w, hw, c, Phase.DECODE, (batch, ctx), batch, tp, ep)
+    if check_memory:  # the decode ledger at the point, compiled once per step (module doc)
+        need, cap = c.memo("memory_need", lambda: _need(w, hw, tp, ep))
+        if need(batch, ctx) > cap:
+            fields = _with_memory_note(fields, w, hw, Phase.DECODE, batch, ctx, tp, ep)
     bw, wbytes, emb_bytes = c.memo("decode_constants", lambda: decode_constants(w, c, tp))
     return decode_from_fields(
         fields,

@@ -419,10 +419,15 @@ def predict_step_report(
         else:  # a fit made on the bound: its kernels are the step's roofline bound
             from ..analysis.phases import decode_report, prefill_report
 
+            # the command checked the context and the capacity: the step's seconds alone are read
             if phase == "decode":
-                step = decode_report(config, device, batch=batch, ctx=x, tp=tp).step_s
+                step = decode_report(
+                    config, device, batch=batch, ctx=x, tp=tp, allow_long_context=True, check_memory=False
+                ).step_s
             else:
-                step = prefill_report(config, device, batch=batch, seq=x, tp=tp).step_s
+                step = prefill_report(
+                    config, device, batch=batch, seq=x, tp=tp, allow_long_context=True, check_memory=False
+                ).step_s
             kernels = bound = float(step)
         fitted = FittedStep(
             fit_path,

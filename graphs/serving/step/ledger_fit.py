@@ -52,6 +52,7 @@ __all__ = [
     "kv_caps",
     "ledger_terms",
     "capacity_check",
+    "memory_note",
     "MAX_TP_TRIED",
     "ledger_card",
     "decode_memory",
@@ -444,6 +445,53 @@ def capacity_check(
         if tried >= MAX_TP_TRIED:
             break
     return dataclasses.replace(chk, devices_needed=need, tp_that_fits=found)
+
+
+def memory_note(
+    config: ModelConfig | str | Workload,
+    device: Hardware | str,
+    *,
+    phase: str,
+    batch: int,
+    tokens: int,
+    tp: int = 1,
+    ep: int = 1,
+) -> str | None:
+    """What a step report says when the device memory does not hold its point: None when it does
+    (the ledger at the point alone, no solving: a few microseconds), else
+    :func:`capacity_check`'s headline (the devices needed, the degree or batch that fits), the
+    verdict with which ``costmodel decode`` and ``prefill`` refuse the point.
+
+    Parameters
+    ----------
+    config : ModelConfig, str or Workload
+        The model.
+    device : Hardware or str
+        The device.
+    phase : str
+        ``"decode"`` or ``"prefill"``.
+    batch : int
+        Sequences in the step.
+    tokens : int
+        Tokens per sequence: the decode context, the prefill prompt.
+    tp, ep : int
+        Tensor- and expert-parallel degrees.
+
+    Returns
+    -------
+    str or None
+    """
+    w = as_workload(config)
+    hw = get_device(device)
+    cap = as_float(hw.memory_bytes())
+    got = ledger_terms(w, phase=phase, tp=tp, seq=tokens).numeric_terms(
+        batch, tokens, batch * tokens if phase == Phase.PREFILL else batch, cap
+    )
+    spread = routed_expert_bytes(w, tp) * (1 - 1 / ep) if ep > 1 else 0.0  # as capacity_check's
+    if sum(got[k] for k in LEDGER_TERMS) - spread <= cap:
+        return None
+    chk = capacity_check(w, hw, phase=phase, batch=batch, tokens=tokens, tp=tp, ep=ep)
+    return None if chk.fits else chk.headline(None) + "; these numbers are for a point that cannot run"
 
 
 def capacity(
