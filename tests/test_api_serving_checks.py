@@ -190,3 +190,89 @@ def test_phase_reports_say_when_memory_does_not_hold_the_point(phase, point, ver
     )
     fits = {"batch": 1, "ctx": 4096} if phase == "decode" else {"batch": 1, "seq": 4096}
     assert not any("does not fit" in n for n in report("llama-3.1-8b", "h100", **fits).notes)
+
+
+# --- wrong types at the serving entry points: one line naming the parameter, or the obvious name resolved
+
+
+def _one_line(e):
+    return "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"engine": "vllm"}, "engine must be an EngineConfig (an engine profile's on a device: "),
+        ({"engine": {}}, "got dict {}"),
+        (
+            {"topology": {"tp": 2}},
+            "topology must be a Topology (Topology(tp=2, replicas=4)), got dict {'tp': 2}",
+        ),
+        (
+            {"predictor": 3},
+            "predictor must be a Predictor or a corpus framework's name (Predictor.of), got int 3",
+        ),
+        ({"requests": [{"arrival": 0}]}, "requests[0] must be a Request (synthetic() draws them), got dict"),
+        ({"requests": "abc"}, "requests must be a sequence of Request, got str 'abc'"),
+    ],
+)
+def test_simulate_refuses_wrong_types(kw, words):
+    from graphs.serving import Request, simulate
+
+    reqs = kw.pop("requests", [Request(0, 0.0, 100, 10)])
+    with pytest.raises(CostModelError) as e:
+        simulate("llama-3.1-8b", "h100", reqs, **kw)
+    assert words in str(e.value) and _one_line(e)
+
+
+def test_simulate_takes_a_predictor_by_name():
+    # --predict vllm: the name is the framework Predictor.of prices with
+    from graphs.serving import Request, simulate
+    from graphs.serving.pricing.predictor import Predictor
+
+    reqs = [Request(i, 0.2 * i, 100, 10) for i in range(4)]
+    by_name = simulate("llama-3.1-8b", "h100", reqs, predictor="vllm")
+    given = simulate("llama-3.1-8b", "h100", reqs, predictor=Predictor.of("vllm"))
+    assert by_name.ttft.p50 == given.ttft.p50 and by_name.tpot.p50 == given.tpot.p50
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (
+            {"prompt": None},
+            "prompt must be a length distribution: fixed:N, uniform:LO,HI or lognormal:MEAN,SIGMA",
+        ),
+        ({"prompt": 100}, "got int 100"),
+        ({"output": None}, "output must be a length distribution"),
+        ({"arrival": None}, "arrival must be one of poisson, constant, gamma:CV, got NoneType None"),
+        ({"seed": -1}, "seed must be a whole number in [0, 4294967295], got -1"),
+        ({"seed": 1.5}, "seed must be a whole number in [0, 4294967295], got 1.5"),
+    ],
+)
+def test_synthetic_refuses_wrong_types(kw, words):
+    from graphs.serving import synthetic
+
+    with pytest.raises(CostModelError) as e:
+        synthetic(3, **{"rate": 5, "prompt": "fixed:10", "output": "fixed:10", **kw})
+    assert words in str(e.value) and _one_line(e)
+
+
+def test_run_simulation_takes_a_model_name_and_an_engine_name():
+    # the command's answer: `costmodel simulate llama-3.1-8b --device h100 --rate 5 --requests 20
+    # --prompt fixed:100 --output fixed:10 --json` gives ttft p50 0.004846952964776108 (the vllm
+    # profile, as without --engine)
+    from graphs.serving import SimulationRequest, run_simulation
+
+    kw = dict(rate=5, requests=20, prompt="fixed:100", output="fixed:10")
+    assert run_simulation(SimulationRequest(**kw), "llama-3.1-8b").result.ttft.p50 == pytest.approx(
+        0.004846952964776108, rel=1e-12
+    )
+    named = run_simulation(SimulationRequest(**kw, profile="vllm"), "llama-3.1-8b")
+    assert named.result.ttft.p50 == pytest.approx(0.004846952964776108, rel=1e-12)
+    with pytest.raises(CostModelError) as e:
+        SimulationRequest(rate=5, profile=3)
+    assert "profile must be an EngineProfile or an engine's name (--engine), got int 3" in str(e.value)
+    with pytest.raises(CostModelError) as e:
+        run_simulation({"rate": 5}, "llama-3.1-8b")
+    assert str(e.value) == "request must be a SimulationRequest, got dict {'rate': 5}"

@@ -901,7 +901,7 @@ def _sweep_band_lines(runs: Sequence[SimulationReport], bands: Sequence[RunBands
 
 def run_simulation(
     request: SimulationRequest,
-    config: ModelConfig,
+    config: ModelConfig | str,
     *,
     predictor: Predictor | None = None,
     fit: ServingFit | None = None,
@@ -917,8 +917,9 @@ def run_simulation(
     ----------
     request : SimulationRequest
         The checked settings (``max_rate`` on: the rate search).
-    config : ModelConfig
-        The model (its dtypes applied).
+    config : ModelConfig or str
+        The model (its dtypes applied), or a catalog name or ``config.json`` path
+        (:func:`models.resolver.resolve_model`).
     predictor : Predictor, optional
         What prices the kernels (None: ``request.predict``'s, dynamic FP8 scales; the bound
         without ``predict``).
@@ -952,6 +953,14 @@ def run_simulation(
         When the fit's framework differs from ``request.predict``, a replayed file holds several runs
         and none is picked, or a request is longer than the model's context.
     """
+    if not isinstance(request, SimulationRequest):
+        raise CostModelError(
+            f"request must be a SimulationRequest, got {type(request).__name__} {repr(request)[:40]}"
+        )
+    if not isinstance(config, ModelConfig):  # a catalog name or config.json path, as simulate takes
+        from models.resolver import resolve_model
+
+        config = resolve_model(config)
     if fit is None and request.predict_file:
         fit = read_fit(request.predict_file)
     if fit is not None and fit.predict != request.predict:

@@ -172,6 +172,11 @@ def sample_lengths(
     CostModelError
         When ``spec`` is malformed or out of range.
     """
+    if not isinstance(spec, str):
+        raise CostModelError(
+            f"{field} must be a length distribution: fixed:N, uniform:LO,HI or lognormal:MEAN,SIGMA "
+            f"(tokens), got {type(spec).__name__} {repr(spec)[:40]}"
+        )
     kind = spec.partition(":")[0]
     if kind == "fixed":
         (v,) = _numbers(spec, field, 1)
@@ -222,6 +227,10 @@ def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -
     lo, hi = RATE_RANGE
     if not (isinstance(rate, int | float) and not isinstance(rate, bool) and lo <= rate <= hi):
         raise CostModelError(f"rate must be in [{lo:g}, {hi:g}] requests per second, got {rate!r}")
+    if not isinstance(process, str):
+        raise CostModelError(
+            f"arrival must be one of {', '.join(ARRIVALS)}, got {type(process).__name__} {repr(process)[:40]}"
+        )
     if process == "constant":
         return np.arange(n) / rate  # each i / rate rounded once, no running sum
     if process == "poisson":
@@ -285,7 +294,7 @@ def synthetic(
     arrival : str
         The arrival process (:func:`arrival_times`).
     seed : int
-        The random seed.
+        The random seed (a whole number in ``[0, 2**32 - 1]``).
     shared_prefix : int
         Tokens of a prefix every prompt shares.
     prompt_pool : int
@@ -309,6 +318,9 @@ def synthetic(
     _whole(shared_prefix, "shared_prefix", 0, MAX_TOKENS, " of tokens")
     _whole(prompt_pool, "prompt_pool", 0, 10**7, " of prompts")
     _whole(turns, "turns", 1, MAX_TURNS)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed <= 2**32 - 1:
+        # as SimulationRequest and SizeRequest take it (numpy refused it in its own words)
+        raise CostModelError(f"seed must be a whole number in [0, {2**32 - 1}], got {seed!r}")
     if n * turns > 10**7:
         raise CostModelError(f"{n} conversations x {turns} turns is more than 10000000 requests")
     lo, hi = THINK_RANGE

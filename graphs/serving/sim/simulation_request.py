@@ -160,8 +160,9 @@ class SimulationRequest:
     tp, replicas, dp : int
         Tensor-parallel degree of each replica, replicas behind the router, data-parallel attention
         ranks per replica.
-    profile : EngineProfile, optional
-        The serving engine (its scheduler flags applied: :meth:`EngineProfile.with_overrides`);
+    profile : EngineProfile or str, optional
+        The serving engine, or its name (``vllm``, ``sglang@0.4``: the command's ``--engine``;
+        its scheduler flags applied: :meth:`EngineProfile.with_overrides`);
         None: ``predict``'s framework's, else vLLM's, with ``enable_prefix_caching`` when given.
     predict, predict_file : str, optional
         The corpus framework pricing the kernels (None: the roofline bound); a fit file's path.
@@ -216,7 +217,7 @@ class SimulationRequest:
 
     device: str = "h100-sxm"
     tp: int = 1
-    profile: EngineProfile | None = None
+    profile: EngineProfile | str | None = None
     predict: str | None = None
     predict_file: str | None = None
     compare: bool = False
@@ -296,11 +297,21 @@ class SimulationRequest:
     def _resolve_profile(self) -> None:
         """``profile`` None: the engine ``predict`` implies (its kernels and scheduler go together),
         else vLLM's; ``enable_prefix_caching`` and ``scheduler_policy`` given apply over it."""
-        from graphs.serving.engines import POLICIES, get_engine
+        from graphs.serving.engines import POLICIES, EngineProfile, get_engine
 
         if self.scheduler_policy is not None:
             check_choice("scheduler_policy", self.scheduler_policy, POLICIES)
-        prof = self.profile if self.profile is not None else get_engine(self.predict or "vllm")
+        if isinstance(self.profile, str):  # an engine by name, as --engine takes it (vllm, sglang@0.4)
+            prof = get_engine(self.profile, what="profile")
+        elif self.profile is None:
+            prof = get_engine(self.predict or "vllm")
+        elif isinstance(self.profile, EngineProfile):
+            prof = self.profile
+        else:
+            raise CostModelError(
+                f"profile must be an EngineProfile or an engine's name (--engine), got "
+                f"{type(self.profile).__name__} {repr(self.profile)[:40]}"
+            )
         given: dict[str, Any] = {}  # a setting the profile was already given stays as given
         if self.enable_prefix_caching is not None and "enable_prefix_caching" not in prof.overridden:
             given["enable_prefix_caching"] = self.enable_prefix_caching
@@ -316,7 +327,7 @@ class SimulationRequest:
     @property
     def engine(self) -> EngineProfile:
         """The engine profile (resolved when built: never None)."""
-        assert self.profile is not None  # set by __post_init__
+        assert self.profile is not None and not isinstance(self.profile, str)  # set by __post_init__
         return self.profile
 
     @property

@@ -646,6 +646,37 @@ def default_engine(
     )
 
 
+def _shown(value: Any) -> str:
+    """A value as an error names it: its type and the start of its repr."""
+    return f"{type(value).__name__} {repr(value)[:40]}"
+
+
+def _check_types(requests: Any, topology: Any, engine: Any, predictor: Any) -> None:
+    """Refuse an argument of :func:`simulate` of the wrong type in one line naming it (a dict
+    for a :class:`Topology`, an engine's name for an :class:`EngineConfig`), before any work:
+    else it fails deep inside on an attribute it lacks."""
+    if topology is not None and not isinstance(topology, Topology):
+        raise CostModelError(
+            f"topology must be a Topology (Topology(tp=2, replicas=4)), got {_shown(topology)}"
+        )
+    if engine is not None and not isinstance(engine, EngineConfig):
+        raise CostModelError(
+            "engine must be an EngineConfig (an engine profile's on a device: "
+            f"graphs.serving.sim.engine.profile_engine(get_engine('vllm'), ...)), got {_shown(engine)}"
+        )
+    if predictor is not None and not isinstance(predictor, Predictor | str):
+        raise CostModelError(
+            f"predictor must be a Predictor or a corpus framework's name (Predictor.of), got {_shown(predictor)}"
+        )
+    if isinstance(requests, str | bytes | dict) or not isinstance(requests, Sequence):
+        raise CostModelError(f"requests must be a sequence of Request, got {_shown(requests)}")
+    bad = next((i for i, r in enumerate(requests) if not isinstance(r, Request)), None)
+    if bad is not None:
+        raise CostModelError(
+            f"requests[{bad}] must be a Request (synthetic() draws them), got {_shown(requests[bad])}"
+        )
+
+
 def _check_lengths(requests: Sequence[Request]) -> None:
     """Refuse a request whose prompt or output is not a whole number of tokens in
     ``[1, MAX_TOKENS]``, naming the request and the field (as :func:`simulate` names a bad
@@ -686,7 +717,7 @@ def simulate(
     slo_tpot: float | None = None,
     rate: float | None = None,
     progress: Callable[[int, int], None] | None = None,
-    predictor: Predictor | None = None,
+    predictor: Predictor | str | None = None,
     concurrency: int | None = None,
     spec: SpecConfig | None = None,
     kv_tiers: KVTierConfig | None = None,
@@ -721,9 +752,9 @@ def simulate(
         reported with the result (the arrivals carry the load).
     progress : callable, optional
         Called with (done, total) requests as the run goes.
-    predictor : Predictor, optional
-        What prices every iteration's kernels (:mod:`graphs.serving.pricing.predictor`; default the
-        roofline bound).
+    predictor : Predictor or str, optional
+        What prices every iteration's kernels (:mod:`graphs.serving.pricing.predictor`; a corpus
+        framework's name, ``"vllm"``, is :meth:`Predictor.of` it; default the roofline bound).
     concurrency : int, optional
         A closed loop of that many clients, each sending its next request when its answer arrives.
     spec : SpecConfig, optional
@@ -757,6 +788,9 @@ def simulate(
         length, ``concurrency`` or ``stagger_s`` is out of range, or options that cannot combine
         are combined (speculation with ``dp > 1``).
     """
+    _check_types(requests, topology, engine, predictor)
+    if isinstance(predictor, str):  # a corpus framework by name, as --predict takes it
+        predictor = Predictor.of(predictor)
     w = as_workload(config)
     hw = get_device(device)
     topo = topology or Topology()
