@@ -276,3 +276,50 @@ def test_run_simulation_takes_a_model_name_and_an_engine_name():
     with pytest.raises(CostModelError) as e:
         run_simulation({"rate": 5}, "llama-3.1-8b")
     assert str(e.value) == "request must be a SimulationRequest, got dict {'rate': 5}"
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"tps": ()}, "tps: give at least one tensor-parallel degree"),
+        ({"tps": 1}, "tps must be a list of whole numbers, got int 1"),
+        ({"devices": "h100"}, "devices must be a list of device names or specs, got str 'h100'"),
+        ({"devices": []}, "devices: give at least one device"),
+        ({"runners_up": 1.5}, "runners_up must be a whole number >= 0, got 1.5"),
+        ({"runners_up": -1}, "runners_up must be a whole number >= 0, got -1"),
+        (
+            {"engine": "vllm"},
+            "engine must be an EngineConfig (an engine by name goes in profile: profile='vllm')",
+        ),
+        ({"profile": 3}, "profile must be an EngineProfile or an engine's name, got int 3"),
+        ({"seed": -1}, "seed must be a whole number in [0, 4294967295], got -1"),
+    ],
+)
+def test_size_refuses_wrong_types(kw, words):
+    with pytest.raises(CostModelError) as e:
+        size_deployment("llama-3.1-8b", **{**SIZE, **kw})
+    assert words in str(e.value) and _one_line(e)
+
+
+def test_size_takes_an_engine_by_name():
+    # profile="vllm" is get_engine("vllm"), the profile `costmodel size --engine vllm` runs
+    from graphs.serving.engines import get_engine
+
+    named = size_deployment("llama-3.1-8b", **SIZE, profile="vllm").winner
+    given = size_deployment("llama-3.1-8b", **SIZE, profile=get_engine("vllm")).winner
+    assert named.tpot_at_percentile_s == given.tpot_at_percentile_s
+    assert named.ttft_at_percentile_s == given.ttft_at_percentile_s
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"devices": []}, "devices: give at least one device"),
+        ({"devices": "h100"}, "devices must be a list of device names or specs, got str 'h100'"),
+        ({"tp": 2}, "tp must be a list of whole numbers, got int 2"),
+    ],
+)
+def test_search_refuses_wrong_types(kw, words):
+    with pytest.raises(CostModelError) as e:
+        search("llama-3.1-8b", **{"devices": ["h100"], "batches": [1], "ctxs": [4096], **kw})
+    assert words in str(e.value) and _one_line(e)

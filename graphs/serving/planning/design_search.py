@@ -654,6 +654,12 @@ def search(
             raise CostModelError("rank_by pessimistic needs a predictor (the bound has no interval)")
         pred = pred.interval()[1]
     cfg = get_model(config) if isinstance(config, str) else config
+    if isinstance(devices, str | Hardware) or not isinstance(devices, Sequence):
+        raise CostModelError(
+            f"devices must be a list of device names or specs, got {type(devices).__name__} {repr(devices)[:40]}"
+        )
+    if not devices:
+        raise CostModelError("devices: give at least one device")
     tps, pps, eps, mbs, dps = (
         positive_ints(v, n)
         for v, n in ((tp, "tp"), (pp, "pp"), (ep, "ep"), (microbatches, "microbatches"), (dp, "dp"))

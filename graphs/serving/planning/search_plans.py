@@ -16,7 +16,7 @@ over its group, by width or whole (``expert_parallel``): it is built with ``ep =
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +105,10 @@ def positive_ints(values: Sequence[int], name: str) -> np.ndarray:
     >>> positive_ints([4, 1, 4.0], "tp").tolist()
     [1, 4]
     """
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise CostModelError(
+            f"{name} must be a list of whole numbers, got {type(values).__name__} {repr(values)[:40]}"
+        )
     arr = np.asarray(list(values))
     if arr.size == 0:
         raise CostModelError(f"{name}: give at least one value")

@@ -75,7 +75,7 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
 from costmodel.results import Result, plain
 
-from ..engines import EngineOverheads, EngineProfile
+from ..engines import EngineOverheads, EngineProfile, get_engine
 from ..pricing.predictor import Predictor
 from ..sim.data_parallel import DISPATCHES, RankStep, check_group, group_step
 from ..sim.engine import EngineConfig, kv_blocks, kv_pool, profile_engine
@@ -420,7 +420,7 @@ def size_deployment(
     seed: int = 0,
     percentile: float = 99.0,
     engine: EngineConfig | None = None,
-    profile: EngineProfile | None = None,
+    profile: EngineProfile | str | None = None,
     link_bandwidth: float = DEFAULT_LINK_BANDWIDTH,
     max_simulations: int = 60,
     runners_up: int = 4,
@@ -465,7 +465,8 @@ def size_deployment(
         ``get_device("h100").scaled({"memory": 2})`` runs as given; at least one, each once: two
         names of one catalog device are refused).
     tps : sequence of int
-        The tensor-parallel degrees to try (devices per replica or rank).
+        The tensor-parallel degrees to try (devices per replica or rank; whole numbers >= 1, at
+        least one).
     objective : str
         One of :data:`OBJECTIVES`: ``cost`` (USD per hour at the simulated utilisation) or
         ``gpus`` (devices, ties broken by cost).
@@ -490,15 +491,16 @@ def size_deployment(
         The latency percentile held to the SLOs (in (0, 100], default 99).
     engine : EngineConfig or None
         The scheduler and KV-pool knobs every candidate runs; None: the defaults.
-    profile : EngineProfile or None
-        An engine profile to run instead of ``engine`` (not both), its pool sized per (device, tp).
+    profile : EngineProfile, str or None
+        An engine profile, or its name (``vllm``, ``sglang@0.4``: the command's ``--engine``), to
+        run instead of ``engine`` (not both), its pool sized per (device, tp).
     link_bandwidth : float
         The KV-transfer bandwidth between disaggregated pools (bytes/s, default
         :data:`DEFAULT_LINK_BANDWIDTH`).
     max_simulations : int
         The most candidates simulated before the search stops (>= 1).
     runners_up : int
-        How many runners-up (best of other families) to confirm.
+        How many runners-up (best of other families) to confirm (a whole number >= 0).
     progress : callable or None
         Called as ``progress(done, total)`` (simulations) as candidates complete.
     allow_long_context : bool
@@ -544,8 +546,33 @@ def size_deployment(
             raise CostModelError(f"{name} must be in (0, 1e6] s, got {v!r}")
     if not 0 < percentile <= 100:
         raise CostModelError(f"percentile must be in (0, 100], got {percentile}")
+    if isinstance(devices, str | Hardware) or not isinstance(devices, Sequence):
+        raise CostModelError(
+            f"devices must be a list of device names or specs, got {type(devices).__name__} {repr(devices)[:40]}"
+        )
     if not devices:
-        raise CostModelError("give at least one device")
+        raise CostModelError("devices: give at least one device")
+    if isinstance(tps, str) or not isinstance(tps, Sequence):
+        raise CostModelError(
+            f"tps must be a list of whole numbers, got {type(tps).__name__} {repr(tps)[:40]}"
+        )
+    if not tps:
+        raise CostModelError("tps: give at least one tensor-parallel degree")
+    if any(isinstance(t, bool) or not isinstance(t, int | np.integer) or t < 1 for t in tps):
+        raise CostModelError(f"tps must be whole numbers >= 1, got {list(tps)[:8]!r}")
+    if isinstance(runners_up, bool) or not isinstance(runners_up, int) or runners_up < 0:
+        raise CostModelError(f"runners_up must be a whole number >= 0, got {runners_up!r}")
+    if isinstance(profile, str):  # an engine by name, as --engine takes it (vllm, sglang@0.4)
+        profile = get_engine(profile, what="profile")
+    elif profile is not None and not isinstance(profile, EngineProfile):
+        raise CostModelError(
+            f"profile must be an EngineProfile or an engine's name, got {type(profile).__name__} {repr(profile)[:40]}"
+        )
+    if engine is not None and not isinstance(engine, EngineConfig):
+        raise CostModelError(
+            "engine must be an EngineConfig (an engine by name goes in profile: profile='vllm'), got "
+            f"{type(engine).__name__} {repr(engine)[:40]}"
+        )
     if max_simulations < 1:
         raise CostModelError(f"max_simulations must be >= 1, got {max_simulations}")
     if engine is not None and profile is not None:
