@@ -152,5 +152,7 @@ def check_context(
     src = f" ({why})" if why else ""
     msg = f"{name}: {field} {tokens:,} exceeds the model's context limit of {limit:,} tokens{src}"
     if not allow:
-        raise ContextLimitError(f"{msg}; pass --allow-long-context to cost it anyway")
+        raise ContextLimitError(
+            f"{msg}; pass --allow-long-context (allow_long_context=True) to cost it anyway"
+        )
     say(f"{msg}; costed anyway (--allow-long-context)", kind="warning")

@@ -19,17 +19,25 @@ from graphs.serving.present.fusion_report import run_audit, run_plan
 from models import get_model
 
 REFUSALS: list[tuple[type, dict[str, Any], str]] = [
-    (AuditRequest, {"phase": "train"}, "--phase must be one of decode, prefill, got 'train'"),
-    (AuditRequest, {"batch": 0}, "--batch must be in [1, 10000000], got 0"),
-    (AuditRequest, {"ctx": 2.5}, "--ctx must be a whole number, got 2.5"),
-    (AuditRequest, {"plan": "greedy"}, "--plan must be one of suggested, unfused, got 'greedy'"),
-    (AuditRequest, {"top": -1}, "--top must be in [0, 1000000], got -1"),
-    (PlanRequest, {"seq": 10**9}, "--seq must be in [1, 100000000], got 1000000000"),
-    (PlanRequest, {"backend": "xla"}, "--backend must be one of default, inductor, cublaslt, got 'xla'"),
-    (PlanRequest, {"objective": "energy"}, "--objective must be one of time, bytes, got 'energy'"),
-    (PlanRequest, {"method": "ilp"}, "--method must be one of auto, exact, heuristic, got 'ilp'"),
-    (PlanRequest, {"time_limit": 0.0}, "--time-limit must be in (0, inf], got 0"),
-    (PlanRequest, {"time_limit": float("nan")}, "--time-limit must be a finite number, got nan"),
+    (AuditRequest, {"phase": "train"}, "phase (--phase) must be one of decode, prefill, got 'train'"),
+    (AuditRequest, {"batch": 0}, "batch (--batch) must be in [1, 10000000], got 0"),
+    (AuditRequest, {"ctx": 2.5}, "ctx (--ctx) must be a whole number, got 2.5"),
+    (AuditRequest, {"plan": "greedy"}, "plan (--plan) must be one of suggested, unfused, got 'greedy'"),
+    (AuditRequest, {"top": -1}, "top (--top) must be in [0, 1000000], got -1"),
+    (PlanRequest, {"seq": 10**9}, "seq (--seq) must be in [1, 100000000], got 1000000000"),
+    (
+        PlanRequest,
+        {"backend": "xla"},
+        "backend (--backend) must be one of default, inductor, cublaslt, got 'xla'",
+    ),
+    (
+        PlanRequest,
+        {"objective": "energy"},
+        "objective (--objective) must be one of time, bytes, got 'energy'",
+    ),
+    (PlanRequest, {"method": "ilp"}, "method (--method) must be one of auto, exact, heuristic, got 'ilp'"),
+    (PlanRequest, {"time_limit": 0.0}, "time_limit (--time-limit) must be in (0, inf], got 0"),
+    (PlanRequest, {"time_limit": float("nan")}, "time_limit (--time-limit) must be a finite number, got nan"),
     (
         PlanRequest,
         {"hf_layer": True, "whole_model": True},

@@ -14,14 +14,17 @@ from graphs.cli import phases as cli_phases
 from graphs.serving.analysis.phase_request import INT_RANGES, PhaseRequest
 
 REFUSALS: list[tuple[dict[str, Any], str]] = [
-    ({"phase": "train"}, "--phase must be one of decode, prefill, got 'train'"),
-    ({"phase": "decode", "batch": 0}, "--batch must be in [1, 10000000], got 0"),
-    ({"phase": "decode", "ctx": 2.5}, "--ctx must be a whole number, got 2.5"),
+    ({"phase": "train"}, "phase (--phase) must be one of decode, prefill, got 'train'"),
+    ({"phase": "decode", "batch": 0}, "batch (--batch) must be in [1, 10000000], got 0"),
+    ({"phase": "decode", "ctx": 2.5}, "ctx (--ctx) must be a whole number, got 2.5"),
     (
         {"phase": "decode", "placement": "random"},
-        "--placement must be one of contiguous, balanced, got 'random'",
+        "placement (--placement) must be one of contiguous, balanced, got 'random'",
     ),
-    ({"phase": "decode", "predict": "tgi"}, "--predict must be one of vllm, sglang, trtllm, got 'tgi'"),
+    (
+        {"phase": "decode", "predict": "tgi"},
+        "predict (--predict) must be one of vllm, sglang, trtllm, got 'tgi'",
+    ),
     (
         {"phase": "decode", "fp8_scales": "static"},
         "--fp8-scales static prices measured FP8 kernels: add --predict FRAMEWORK (the bound has none)",
@@ -34,7 +37,10 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     # 10^8 tokens in chunks of 1 make 10^8 chunks, more than the step sums
     ({"phase": "prefill", "seq": 10**8, "chunk": 1}, "100000000 tokens in chunks of 1 make 100000000 chunks"),
     ({"phase": "decode", "routing": "pareto"}, "--routing must be uniform, zipf:S or hist:C1,C2,..."),
-    ({"phase": "decode", "replicate_hot": -1}, "--replicate-hot must be in [0, 4096], got -1"),
+    (
+        {"phase": "decode", "replicate_hot": -1},
+        "replicate_hot (--replicate-hot) must be in [0, 4096], got -1",
+    ),
 ]
 
 

@@ -17,9 +17,12 @@ from graphs.serving.present.plot_report import run_plot
 from models import get_model
 
 REFUSALS: list[tuple[dict[str, Any], str]] = [
-    ({"kind": "pie"}, "--kind must be one of roofline, ledger, frontier, headroom, batch-sweep, got 'pie'"),
-    ({"kind": "ledger", "phase": "train"}, "--phase must be one of decode, prefill, got 'train'"),
-    ({"kind": "ledger", "tp": 0}, "--tp must be in [1, 4096], got 0"),
+    (
+        {"kind": "pie"},
+        "kind (--kind) must be one of roofline, ledger, frontier, headroom, batch-sweep, got 'pie'",
+    ),
+    ({"kind": "ledger", "phase": "train"}, "phase (--phase) must be one of decode, prefill, got 'train'"),
+    ({"kind": "ledger", "tp": 0}, "tp (--tp) must be in [1, 4096], got 0"),
     ({"kind": "ledger", "measure": True}, "--measure applies to batch-sweep only, not ledger"),
     (
         {"kind": "batch-sweep", "measure": True, "device": "h100"},

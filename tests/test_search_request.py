@@ -21,7 +21,7 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
         {"rank_by": "pessimistic"},
         "--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)",
     ),
-    ({"rank_by": "median"}, "--rank-by must be one of point, pessimistic, got 'median'"),
+    ({"rank_by": "median"}, "rank_by (--rank-by) must be one of point, pessimistic, got 'median'"),
     (
         {"price_per_hour": "2.5"},
         "--price-per-hour/--electricity-per-kwh price the --cost objective: add --cost",
@@ -31,11 +31,14 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"cost": True, "price_per_hour": "lots"}, "--price-per-hour: 'lots' must be USD per device-hour"),
     ({"spec_k": 2}, "--spec-k/--spec-accept/--spec-expected need --spec-draft"),
     ({"spec_draft": "ngram"}, "--spec-draft ngram needs --spec-accept"),
-    ({"tp": (0,)}, "--tp must list 1 to 10000 whole numbers in [1, 4096], got (0,)"),
-    ({"batches": ()}, "--batches must list 1 to 100000 whole numbers in [1, 10000000], got ()"),
-    ({"ctxs": (1024.0,)}, "--ctxs must list 1 to 100000 whole numbers in [1, 100000000], got (1024.0,)"),
-    ({"prompt": 0}, "--prompt must be in [1, 100000000], got 0"),
-    ({"slo_tpot": -1.0}, "--slo-tpot must be in [1e-06, 1e+06], got -1"),
+    ({"tp": (0,)}, "tp (--tp) must list 1 to 10000 whole numbers in [1, 4096], got (0,)"),
+    ({"batches": ()}, "batches (--batches) must list 1 to 100000 whole numbers in [1, 10000000], got ()"),
+    (
+        {"ctxs": (1024.0,)},
+        "ctxs (--ctxs) must list 1 to 100000 whole numbers in [1, 100000000], got (1024.0,)",
+    ),
+    ({"prompt": 0}, "prompt (--prompt) must be in [1, 100000000], got 0"),
+    ({"slo_tpot": -1.0}, "slo_tpot (--slo-tpot) must be in [1e-06, 1e+06], got -1"),
     ({"devices": ()}, "--device must name at least one device, got ''"),
 ]
 

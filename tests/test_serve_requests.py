@@ -26,20 +26,28 @@ from graphs.serving.present.serve_summaries import run_disagg, run_plans
 from models import get_model
 
 REFUSALS: list[tuple[type, dict[str, Any], str]] = [
-    (DisaggRequest, {"prompt": 0}, "--prompt must be in [1, 100000000], got 0"),
-    (DisaggRequest, {"decode_batch": 1.5}, "--decode-batch must be a whole number, got 1.5"),
-    (DisaggRequest, {"link_bandwidth": 1e3}, "--link-bandwidth must be in [1e+06, 1e+15], got 1000"),
-    (DisaggRequest, {"link_latency": -1e-6}, "--link-latency must be in [0, 1], got -1e-06"),
-    (DisaggRequest, {"rate": float("inf")}, "--rate must be a finite number, got inf"),
-    (DisaggRequest, {"overlap": "before"}, "--overlap must be one of after, layerwise, got 'before'"),
+    (DisaggRequest, {"prompt": 0}, "prompt (--prompt) must be in [1, 100000000], got 0"),
+    (DisaggRequest, {"decode_batch": 1.5}, "decode_batch (--decode-batch) must be a whole number, got 1.5"),
+    (
+        DisaggRequest,
+        {"link_bandwidth": 1e3},
+        "link_bandwidth (--link-bandwidth) must be in [1e+06, 1e+15], got 1000",
+    ),
+    (DisaggRequest, {"link_latency": -1e-6}, "link_latency (--link-latency) must be in [0, 1], got -1e-06"),
+    (DisaggRequest, {"rate": float("inf")}, "rate (--rate) must be a finite number, got inf"),
+    (
+        DisaggRequest,
+        {"overlap": "before"},
+        "overlap (--overlap) must be one of after, layerwise, got 'before'",
+    ),
     (DisaggRequest, {"decode_device": ""}, "--decode-device must name at least one device, got ''"),
     (PlansRequest, {"devices": ()}, "--device must name at least one device, got ''"),
     (
         PlansRequest,
         {"batches": (0,)},
-        "--batches must list 1 to 10000 whole numbers in [1, 100000000], got (0,)",
+        "batches (--batches) must list 1 to 10000 whole numbers in [1, 100000000], got (0,)",
     ),
-    (PlansRequest, {"ctx": 0}, "--ctx must be in [1, 100000000], got 0"),
+    (PlansRequest, {"ctx": 0}, "ctx (--ctx) must be in [1, 100000000], got 0"),
     (PlansRequest, {"plans": ()}, "--plans must list 1 to 256 plans, got ()"),
     (
         PlansRequest,

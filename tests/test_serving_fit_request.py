@@ -34,11 +34,11 @@ def _req(**kw):
 @pytest.mark.parametrize(
     ("kw", "words"),
     [
-        ({"tp": 0}, "--tp must be in [1, 4096], got 0"),
-        ({"seed": -1}, "--seed must be in [0, 4294967295], got -1"),
-        ({"max_requests": 0}, "--max-requests must be in [1, 10000000], got 0"),
-        ({"num_blocks": 2.5}, "--num-blocks must be a whole number, got 2.5"),
-        ({"shared_prefix": -3}, "--shared-prefix must be in [0, 10000000], got -3"),
+        ({"tp": 0}, "tp (--tp) must be in [1, 4096], got 0"),
+        ({"seed": -1}, "seed (--seed) must be in [0, 4294967295], got -1"),
+        ({"max_requests": 0}, "max_requests (--max-requests) must be in [1, 10000000], got 0"),
+        ({"num_blocks": 2.5}, "num_blocks (--num-blocks) must be a whole number, got 2.5"),
+        ({"shared_prefix": -3}, "shared_prefix (--shared-prefix) must be in [0, 10000000], got -3"),
         ({"predict": "tgi"}, "--predict"),
         ({"fp8_scales": "static"}, "--fp8-scales static prices measured FP8 kernels: add --predict"),
         ({"predict": "vllm", "fp8_scales": "sometimes"}, "--fp8-scales"),

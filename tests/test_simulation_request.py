@@ -102,22 +102,22 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"max_rate": True, "trace": "t.csv"}, "--max-rate draws its own requests; it does not take --trace"),
     ({"max_rate": True, "csv": "o.csv"}, "--max-rate writes no per-request files; drop --csv/--plot"),
     # ranges and choices, for a caller that never met the parser
-    ({"rate": 0.0}, "--rate must be in [1e-06, 1e+09], got 0"),
-    ({"rate": math.inf}, "--rate must be a finite number, got inf"),
-    ({"rate": 1, "tp": 0}, "--tp must be in [1, 4096], got 0"),
-    ({"rate": 1, "tp": "2"}, "--tp must be a whole number, got '2'"),
-    ({"rate": 1, "percentile": 0.0}, "--percentile must be in (0, 100], got 0"),
+    ({"rate": 0.0}, "rate (--rate) must be in [1e-06, 1e+09], got 0"),
+    ({"rate": math.inf}, "rate (--rate) must be a finite number, got inf"),
+    ({"rate": 1, "tp": 0}, "tp (--tp) must be in [1, 4096], got 0"),
+    ({"rate": 1, "tp": "2"}, "tp (--tp) must be a whole number, got '2'"),
+    ({"rate": 1, "percentile": 0.0}, "percentile (--percentile) must be in (0, 100], got 0"),
     # only the rate search reads the percentile: a run prints P50 and P99 (found ignored, 2026-12-07)
     ({"rate": 1, "percentile": 90.0}, "--percentile 90 is the percentile --max-rate holds the SLOs at"),
     ({"rates": "1,2", "percentile": 95.0}, "without --max-rate nothing reads it"),
     (
         {"rate": 1, "router": "random"},
-        "--router must be one of round_robin, least_outstanding, prefix, got 'random'",
+        "router (--router) must be one of round_robin, least_outstanding, prefix, got 'random'",
     ),
-    ({"rate": 1, "predict": "tgi"}, "--predict must be one of vllm, sglang, trtllm, got 'tgi'"),
+    ({"rate": 1, "predict": "tgi"}, "predict (--predict) must be one of vllm, sglang, trtllm, got 'tgi'"),
     (
         {"rate": 1, "scheduler_policy": "fifo"},
-        "--scheduler-policy must be one of recompute, guaranteed_no_evict",
+        "scheduler_policy (--scheduler-policy) must be one of recompute, guaranteed_no_evict",
     ),
 ]
 
@@ -234,7 +234,7 @@ def test_an_infinite_rate_is_told_how_to_send_everything_at_once(capsys: pytest.
 
     with pytest.raises(CostModelError) as exc:
         SimulationRequest(rate=math.inf)
-    assert str(exc.value) == f"--rate must be a finite number, got inf; {ALL_AT_ONCE}"
+    assert str(exc.value) == f"rate (--rate) must be a finite number, got inf; {ALL_AT_ONCE}"
     assert main(["simulate", "tiny", "--rate", "inf"]) == 2
     assert ALL_AT_ONCE in capsys.readouterr().err
     assert main(["size", "tiny", "--rate", "inf"]) == 2

@@ -19,8 +19,8 @@ from models import get_model
 
 REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"devices": ()}, "--device must name at least one device, got ''"),
-    ({"tp": 0}, "--tp must be in [1, 4096], got 0"),
-    ({"top": -1}, "--top must be in [0, 1000000], got -1"),
+    ({"tp": 0}, "tp (--tp) must be in [1, 4096], got 0"),
+    ({"top": -1}, "top (--top) must be in [0, 1000000], got -1"),
 ]
 
 

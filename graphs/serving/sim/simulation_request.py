@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
 
-from ..step.option_checks import check_choice, check_number, flag
+from ..step.option_checks import check_choice, check_number, flag, label
 
 if TYPE_CHECKING:
     from graphs.serving.engines import EngineProfile
@@ -142,7 +142,7 @@ def _check_range(name: str, value: Any) -> None:
         if name == "rate" and value == float("inf"):
             from .requests import ALL_AT_ONCE
 
-            raise CostModelError(f"--rate must be a finite number, got inf; {ALL_AT_ONCE}")
+            raise CostModelError(f"{label('rate')} must be a finite number, got inf; {ALL_AT_ONCE}")
         lo, hi, inclusive = FLOAT_RANGES[name]
         check_number(name, value, lo, hi, inclusive=inclusive)
 

@@ -2,9 +2,9 @@
 
 Every typed request (:class:`~graphs.serving.sim.simulation_request.SimulationRequest`, the
 planning wing's search and size requests, :class:`~graphs.serving.analysis.phase_request.PhaseRequest`)
-checks its numbers, lists and devices here, naming each setting as the command line spells it
-(:func:`flag`: ``think_time`` -> ``--think-time``) with the words its parser uses, so a Python
-caller and the command are refused alike. Standard library and the core's error only: the
+checks its numbers, lists and devices here, naming each setting by its field and as the command
+line spells it (:func:`label`: ``think_time (--think-time)``) with the words its parser uses, so
+a Python caller and the command are refused alike, each reading the name it gave. Standard library and the core's error only: the
 lightest module of the lowest wing, importable from every request.
 """
 
@@ -17,6 +17,7 @@ from costmodel.errors import CostModelError
 
 __all__ = [
     "flag",
+    "label",
     "check_number",
     "check_whole_list",
     "check_devices",
@@ -39,6 +40,23 @@ def flag(name: str) -> str:
         The option as the command line spells it.
     """
     return "--" + name.replace("_", "-")
+
+
+def label(name: str) -> str:
+    """Setting ``name`` as an error names it, read right from Python and from the shell alike:
+    the request field and its option (``think_time (--think-time)``).
+
+    Parameters
+    ----------
+    name : str
+        The setting's name (a request field).
+
+    Returns
+    -------
+    str
+        ``NAME (--OPTION)``.
+    """
+    return f"{name} ({flag(name)})"
 
 
 def check_number(
@@ -66,7 +84,7 @@ def check_number(
     CostModelError
         When ``value`` is not such a number: one line naming the option, the range and the value.
     """
-    f = flag(name)
+    f = label(name)
     if whole:
         if isinstance(value, bool) or not isinstance(value, int):
             raise CostModelError(f"{f} must be a whole number, got {value!r}")
@@ -102,7 +120,7 @@ def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
     """
     ok = isinstance(values, tuple) and 0 < len(values) <= most
     if not ok or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi for v in values):
-        raise CostModelError(f"{flag(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
+        raise CostModelError(f"{label(name)} must list 1 to {most} whole numbers in [1, {hi}], got {values!r}")
 
 
 def check_devices(devices: Any, option: str = "--device") -> None:
@@ -181,4 +199,4 @@ def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
         When ``value`` is not one of them, the choices listed.
     """
     if value not in allowed:
-        raise CostModelError(f"{flag(name)} must be one of {', '.join(allowed)}, got {value!r}")
+        raise CostModelError(f"{label(name)} must be one of {', '.join(allowed)}, got {value!r}")
