@@ -173,7 +173,7 @@ def plans_of(
         When a device is given twice (or by two aliases), or when every plan spans more devices than its scale-up domain joins, on a device without a
         scale-out link.
     """
-    check_device_repeats(devices)
+    check_device_repeats(devices, "devices")
     hws: dict[str, Hardware] = {hw.name: hw for hw in map(get_device, devices)}
     dups: list[str] = []
     for kind, values in (("weight dtype", wds), ("kv dtype", kvds)):

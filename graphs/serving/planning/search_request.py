@@ -118,7 +118,7 @@ class SearchRequest:
                 "--rank-by pessimistic needs --predict FRAMEWORK (the bound has no interval)"
             )
         check_devices(self.devices)
-        check_device_repeats(self.devices)  # an alias is its device
+        check_device_repeats(self.devices, "--devices")  # an alias is its device
         check_choice("moe_dispatch", self.moe_dispatch, ("allgather_reducescatter", "all_to_all"))
         for name, (hi, most) in AXES.items():
             check_whole_list(name, getattr(self, name), hi, most)

@@ -123,7 +123,7 @@ class SizeRequest:
                 check_number(name, getattr(self, name), lo, hi, whole=name in _WHOLE, inclusive=inclusive)
         check_choice("objective", self.objective, OBJECTIVES)
         check_devices(self.devices)
-        check_device_repeats(self.devices)  # an alias is its device
+        check_device_repeats(self.devices, "--devices")  # an alias is its device
         check_whole_list("tp", self.tps, _TP_MAX, _TP_MOST)
         check_whole_list("dp", self.dps, _TP_MAX, _TP_MOST)
         check_choice("moe_dispatch", self.moe_dispatch, ("allgather_reducescatter", "all_to_all"))

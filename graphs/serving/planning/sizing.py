@@ -613,7 +613,7 @@ def size_deployment(
     heap: list[tuple[float, float, int, _Family, int, int]] = []
     tie = 0
     fams: list[_Family] = []
-    check_device_repeats(devices)  # one device twice (or by two aliases): refused, as search refuses it
+    check_device_repeats(devices, "devices")  # one device twice (or by two aliases): refused, as search refuses it
     hws = {get_device(d).name: get_device(d) for d in devices}
     for name, hw in hws.items():
         rates = device_rates(hw, prices.get(name), electricity_per_kwh)
