@@ -199,7 +199,7 @@ def test_the_row_table_carries_the_queue_share_and_it_reads_back(tmp_path: Path)
     ]
     why = missing_queue_shares(rows)
     assert why is not None and why.startswith("1 of 2 compared rows (silicon; first: s)")
-    assert "silicon_accuracy.py --write" in why and missing_queue_shares(rows[:1]) is None
+    assert "python -m benchmarks.silicon_accuracy --write" in why and missing_queue_shares(rows[:1]) is None
 
 
 def test_every_sharegpt_sample_without_lengths_is_left_out_by_its_workload() -> None:

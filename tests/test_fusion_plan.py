@@ -289,7 +289,7 @@ def test_fusion_plan_command(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["method"] == "heuristic" and data["plan"]["groups"]
     assert main(["fusion", "plan", "tiny", "--backend", "tvm"]) == 2
-    assert "backend must be one of" in capsys.readouterr().err
+    assert "backend (--backend) must be one of" in capsys.readouterr().err
 
 
 def test_plan_fusion_pass_in_a_pipeline():

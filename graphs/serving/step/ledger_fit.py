@@ -242,7 +242,7 @@ def build_ledger(
     -------
     MemoryLedger
     """
-    overhead = checked_overhead(overhead)  # before the memo's key (a dict is unhashable)
+    checked_overhead(overhead)  # before the memo's key (a dict is unhashable); None stays None in it
     key = (
         w.config,
         phase,
@@ -619,6 +619,12 @@ def what_if(
     -------
     dict of str to int
         The largest decode batch at ``ctx`` per label, ``"baseline"`` included.
+
+    Raises
+    ------
+    CostModelError
+        When ``changes`` is not a mapping of labels to mappings, a change names no field of the
+        model's config, or an overhead is not an :class:`Overhead`.
     """
     cfg = as_workload(config).config
     hw = get_device(device)
