@@ -31,6 +31,7 @@ from .errors import CostModelError
 __all__ = [
     "EXTRA_HINT",
     "require_plotly",
+    "plain",
     "plotly_js",
     "BASIC_BUNDLE",
     "Section",
@@ -54,6 +55,25 @@ def require_plotly() -> Any:
     except ImportError:
         raise CostModelError(EXTRA_HINT) from None
     return go
+
+
+def plain(text: Any, *, template: bool = False) -> str:
+    """``text`` as plotly draws it literally: a title, a legend name, an axis or bar label, an
+    annotation or a hover line holding a user's string (a ``--hw-file`` device's name, a model's
+    node, a file's name). plotly renders a subset of HTML in every such string (``<a href>``,
+    ``<span style>``, ``<b>``, ``<br>``) and decodes ``&amp;``, ``&lt;``, ``&gt;`` and numeric
+    entities, so ``&``, ``<`` and ``>`` are written as those entities; a quote is left as it is (plotly
+    does not decode ``&quot;``, and outside a tag it is text). With ``template``, for a string put
+    into a ``hovertemplate`` or ``texttemplate``, ``%`` is written ``&#37;`` too, so ``%{x}`` in a
+    name is not filled in.
+
+    >>> plain('dev<a href="x">CLICK</a> & co')
+    'dev&lt;a href="x"&gt;CLICK&lt;/a&gt; &amp; co'
+    >>> plain("100%{y}", template=True)
+    '100&#37;{y}'
+    """
+    out = html.escape(str(text), quote=False)
+    return out.replace("%", "&#37;") if template else out
 
 
 #: plotly.js's "basic" partial bundle (scatter, bar, pie: every trace type the pages draw), 1.19 MB

@@ -14,12 +14,11 @@ imported only here, on the first figure (:func:`costmodel.html.require_plotly`).
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .html import require_plotly
+from .html import plain, require_plotly
 from .text import fmt_si, fmt_time
 
 if TYPE_CHECKING:
@@ -41,9 +40,15 @@ __all__ = [
 
 
 def styled(fig: Any, title: str, x_title: str, y_title: str, *, height: int = 460, **kw: Any) -> Any:
-    """``fig`` with the pages' one look: title, axis titles, white template, ``height`` px."""
+    """``fig`` with the pages' one look: title, axis titles (plain text, drawn as written:
+    :func:`costmodel.html.plain`), white template, ``height`` px."""
     fig.update_layout(
-        title=title, xaxis_title=x_title, yaxis_title=y_title, template="plotly_white", height=height, **kw
+        title=plain(title),
+        xaxis_title=plain(x_title),
+        yaxis_title=plain(y_title),
+        template="plotly_white",
+        height=height,
+        **kw,
     )
     return fig
 
@@ -104,10 +109,10 @@ def roofline_figure(
                 x=grid,
                 y=[min(peak, bw * x) for x in grid],
                 mode="lines",
-                name=label,
+                name=plain(label),
                 visible=visible,
                 line={"width": 1.2},
-                hovertemplate=f"{html.escape(label)}<extra></extra>",
+                hovertemplate=f"{plain(label, template=True)}<extra></extra>",
             )
         )
         fig.add_trace(
@@ -119,7 +124,10 @@ def roofline_figure(
                 name=f"ridge {roof.unit} {roof.precision}",
                 visible=visible,
                 showlegend=False,
-                hovertemplate=f"ridge point I* = {ridge:.1f} FLOP/B ({roof.unit} {roof.precision})<extra></extra>",
+                hovertemplate=plain(
+                    f"ridge point I* = {ridge:.1f} FLOP/B ({roof.unit} {roof.precision})", template=True
+                )
+                + "<extra></extra>",
             )
         )
     skipped = len(rows) - len(pts)
@@ -136,10 +144,10 @@ def roofline_figure(
 
 def _node_hover(r: NodeRow, detail: str) -> str:
     parts = [
-        f"<b>{html.escape(r.node)}</b> ({html.escape(r.op)})",
-        html.escape(detail) if detail else "",
+        f"<b>{plain(r.node)}</b> ({plain(r.op)})",
+        plain(detail) if detail else "",
         f"FLOPs {fmt_si(r.flops, 'FLOP')}, bytes {fmt_si(r.bytes, 'B')}, I = {r.intensity:.3g} FLOP/B",
-        f"bound by {html.escape(r.kind)}: {fmt_time(r.time_s)} x {r.repeat:g} = {fmt_time(r.total_time_s)}",
+        f"bound by {plain(r.kind)}: {fmt_time(r.time_s)} x {r.repeat:g} = {fmt_time(r.total_time_s)}",
         f"share of the step {100 * r.share:.2f}%",
     ]
     return "<br>".join(p for p in parts if p)
@@ -155,21 +163,23 @@ def hbar_figure(
     hover: str = "%{y}: %{text}",
     left_margin: int = 260,
 ) -> Any:
-    """Horizontal bars, the first label on top; ``texts`` label the bars and fill ``%{text}``."""
+    """Horizontal bars, the first label on top; ``texts`` label the bars and fill ``%{text}``.
+    ``labels``, ``texts``, ``title`` and ``x_title`` are plain text (:func:`costmodel.html.plain`);
+    ``hover`` is a plotly hovertemplate."""
     go = require_plotly()
     fig = go.Figure(
         go.Bar(
             x=list(values)[::-1],
-            y=list(labels)[::-1],
+            y=[plain(s) for s in labels][::-1],
             orientation="h",
-            text=list(texts)[::-1],
+            text=[plain(s) for s in texts][::-1],
             textposition="auto",
             hovertemplate=f"{hover}<extra></extra>",
         )
     )
     fig.update_layout(
-        title=title,
-        xaxis_title=x_title,
+        title=plain(title),
+        xaxis_title=plain(x_title),
         template="plotly_white",
         height=130 + 30 * len(labels),
         margin={"l": left_margin},
@@ -213,7 +223,7 @@ def fusion_graph_figure(
                 line={"color": "crimson", "width": 1 + 7 * (b.time_s / worst if b else 0.0)},
                 showlegend=False,
                 hovertemplate=(
-                    f"boundary {html.escape(u)} -> {html.escape(v)}"
+                    f"boundary {plain(u, template=True)} -> {plain(v, template=True)}"
                     + (f": {fmt_si(b.bytes, 'B')}, {fmt_time(b.time_s)} of DRAM time" if b else "")
                     + "<extra></extra>"
                 ),
@@ -234,15 +244,14 @@ def fusion_graph_figure(
                 y=[pos[n][1] for n in nodes],
                 mode="markers+text",
                 marker={"size": 14, **({} if len(nodes) > 1 else {"color": "#999"})},
-                text=[n.split(".")[-1] for n in nodes],
+                text=[plain(n.split(".")[-1]) for n in nodes],
                 textposition="top center",
                 textfont={"size": 9},
-                name=group if len(nodes) > 1 else "unfused",
+                name=plain(group) if len(nodes) > 1 else "unfused",
                 legendgroup=group if len(nodes) > 1 else "unfused",
                 showlegend=len(nodes) > 1,
                 customdata=[
-                    f"{html.escape(n)} ({html.escape(str(sub.nodes[n].get(OP)))}), group {html.escape(group)}"
-                    for n in nodes
+                    f"{plain(n)} ({plain(sub.nodes[n].get(OP))}), group {plain(group)}" for n in nodes
                 ],
                 hovertemplate="%{customdata}<extra></extra>",
             )
@@ -262,10 +271,10 @@ def ledger_figure(bars: Mapping[str, Mapping[str, float]], capacity_bytes: float
     go = require_plotly()
     from .ledger_solve import GIB
 
-    names = list(bars)
+    names = [plain(n) for n in bars]
     fig = go.Figure()
     for term in LEDGER_TERMS:
-        vals = [bars[n].get(term, 0.0) / GIB for n in names]
+        vals = [bars[n].get(term, 0.0) / GIB for n in bars]
         fig.add_trace(
             go.Bar(x=names, y=vals, name=term, hovertemplate=f"{term} %{{y:.2f}} GiB<extra></extra>")
         )
@@ -324,8 +333,8 @@ def cdf_figure(
                 x=x.astype("float32"),  # 7 significant digits: typed arrays half the size
                 y=y.astype("float32"),
                 mode="lines",
-                name=f"{name} ({n:,} requests)",
-                hovertemplate=f"{name} %{{x:.4g}} s: %{{y:.1%}} of requests<extra></extra>",
+                name=plain(f"{name} ({n:,} requests)"),
+                hovertemplate=f"{plain(name, template=True)} %{{x:.4g}} s: %{{y:.1%}} of requests<extra></extra>",
             )
         )
     for name, slo in (slos or {}).items():
@@ -336,11 +345,11 @@ def cdf_figure(
                     x=[slo, slo],
                     y=[0, 1.04],
                     mode="lines+text",
-                    text=["", label],
+                    text=["", plain(label)],
                     textposition="top left",
                     line={"dash": "dot", "color": "gray"},
-                    name=label,
-                    hovertemplate=f"{label}<extra></extra>",
+                    name=plain(label),
+                    hovertemplate=f"{plain(label, template=True)}<extra></extra>",
                 )
             )
     return styled(fig, title or "latency CDFs", x_title, "fraction of requests", xaxis_type="log")

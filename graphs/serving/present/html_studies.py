@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from costmodel.html import Section, page_html, require_plotly, rows_table
+from costmodel.html import Section, page_html, plain, require_plotly, rows_table
 from costmodel.html_figures import cdf_figure, fusion_graph_figure, hbar_figure, styled
 from costmodel.text import fmt_si, fmt_time
 
@@ -162,10 +162,12 @@ def comparison_section(comp: Any, slo_ttft: float | None = None, slo_tpot: float
                 x=xs,
                 y=ys,
                 mode="markers",
-                name=c.name,
+                name=plain(c.name),
                 marker={"size": 11},
                 error_y={"type": "data", "array": hi, "arrayminus": lo, "visible": any(hi) or any(lo)},
-                hovertemplate=f"{c.name}: %{{y:.3f}} x {ref.name}<extra></extra>",
+                hovertemplate=(
+                    f"{plain(c.name, template=True)}: %{{y:.3f}} x {plain(ref.name, template=True)}<extra></extra>"
+                ),
             )
         )
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
@@ -402,7 +404,7 @@ def search_page(result: Any, *, command: str) -> str:
                 y=[p["tokens_per_s_per_user"] for p in pts],
                 mode="markers",
                 name=f"ctx {ctx}",
-                text=["<br>".join(f"{k}: {p.get(k)}" for k in _POINT_KEYS if k in p) for p in pts],
+                text=["<br>".join(plain(f"{k}: {p.get(k)}") for k in _POINT_KEYS if k in p) for p in pts],
                 hovertemplate="%{text}<extra></extra>",
             )
         )
@@ -419,7 +421,7 @@ def search_page(result: Any, *, command: str) -> str:
         fig.add_annotation(
             x=math.log10(p["tokens_per_s_per_device"]),
             y=math.log10(p["tokens_per_s_per_user"]),
-            text=f"{' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}",
+            text=plain(f"{' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}"),
             showarrow=True,
             arrowhead=2,
             ay=-30 - 25 * (i % 2),
@@ -515,10 +517,10 @@ def fusion_page(
     for key, label in (("time_before_s", "as separate kernels"), ("time_after_s", "fused")):
         gfig.add_trace(
             go.Bar(
-                x=[g.group for g in groups],
+                x=[plain(g.group) for g in groups],
                 y=[getattr(g, key) * 1e6 for g in groups],
                 name=label,
-                text=[" + ".join(m.split(".")[-1] for m in g.members) for g in groups],
+                text=[plain(" + ".join(m.split(".")[-1] for m in g.members)) for g in groups],
                 textposition="none",
                 hovertemplate=f"%{{x}} {label}: %{{y:.3f}} us<br>%{{text}}<extra></extra>",
             )

@@ -27,7 +27,7 @@ from costmodel.errors import CostModelError
 from costmodel.expr import to_expr
 from costmodel.graph import TENSOR, op_nodes
 from costmodel.hardware import get_device
-from costmodel.html import Section, page_html, require_plotly, rows_table
+from costmodel.html import Section, page_html, plain, require_plotly, rows_table
 from costmodel.html_figures import hbar_figure, ledger_figure, roofline_figure, styled
 from costmodel.keys import Phase
 from costmodel.roofline import LINK_PREFIX
@@ -187,7 +187,7 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
         ):
             fam_fig.add_trace(
                 go.Bar(
-                    x=fams,
+                    x=[plain(f) for f in fams],
                     y=[prediction.by_family[f].get(key, math.nan) * 1e3 for f in fams],
                     name=label,
                     hovertemplate=f"%{{x}} {label} %{{y:.4g}} ms<extra></extra>",

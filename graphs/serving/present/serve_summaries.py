@@ -453,7 +453,7 @@ class PlansSummary:
         str
             A self-contained HTML page (needs the ``html`` extra: plotly).
         """
-        from costmodel.html import require_plotly
+        from costmodel.html import plain, require_plotly
         from costmodel.html_figures import styled
 
         from .html_studies import report_page
@@ -467,9 +467,10 @@ class PlansSummary:
                     x=[r["tokens_per_s_per_device"] for r in pts],
                     y=[r["tokens_per_s_per_user"] for r in pts],
                     mode="markers",
-                    name=dev,
+                    name=plain(dev),
                     text=[
-                        f"{r['plan']}, batch {r['batch']}{' (frontier)' if r['pareto'] else ''}" for r in pts
+                        plain(f"{r['plan']}, batch {r['batch']}{' (frontier)' if r['pareto'] else ''}")
+                        for r in pts
                     ],
                     hovertemplate="%{text}<extra></extra>",
                 )

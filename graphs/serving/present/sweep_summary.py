@@ -112,7 +112,7 @@ class SweepSummary:
         str
             A self-contained HTML page (needs the ``html`` extra: plotly).
         """
-        from costmodel.html import require_plotly
+        from costmodel.html import plain, require_plotly
         from costmodel.html_figures import styled
 
         from .html_studies import report_page
@@ -128,7 +128,7 @@ class SweepSummary:
                     y=[p["tokens_per_s_per_user"] for p in pts],
                     mode=mode,
                     name=name,
-                    text=[f"{p['device']} batch {p['batch']} ctx {p['ctx']}" for p in pts],
+                    text=[plain(f"{p['device']} batch {p['batch']} ctx {p['ctx']}") for p in pts],
                     hovertemplate="%{text}<extra></extra>",
                 )
             )

@@ -1,0 +1,124 @@
+"""The review of the ``--html`` pages (findings of the twenty-second session): each test runs the
+command, reads what its text or ``--json`` says for the same inputs, and checks the page draws the
+same thing. Figures are read back from the page: the JSON of each ``Plotly.newPlot`` call."""
+
+import contextlib
+import html
+import io
+import json
+import re
+
+import pytest
+
+pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
+
+from graphs.cli import main
+
+#: a --hw-file device's name as a user wrote it: a link, a style, an entity, a hover template
+EVIL = (
+    'dev<a href="https://example.com/phish">CLICK</a><span style="font-size:60px;color:red">BIG</span>'
+    "&amp;%{x}"
+)
+
+
+def run_cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    assert code == 0, err.getvalue()
+    return out.getvalue()
+
+
+def figures(page: str) -> list[tuple[list, dict]]:
+    """Each figure's ``(data, layout)`` as the page hands them to plotly.js."""
+    dec = json.JSONDecoder()
+    out = []
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
+        data, end = dec.raw_decode(page, m.end())
+        end = re.compile(r",\s*").match(page, end).end()
+        layout, _ = dec.raw_decode(page, end)
+        out.append((data, layout))
+    return out
+
+
+def strings(tree):
+    if isinstance(tree, str):
+        yield tree
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            yield from strings(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from strings(v)
+
+
+def page_of(tmp_path, *argv, name="p.html"):
+    path = tmp_path / name
+    out = run_cli(*argv, "--html", str(path))
+    return out, path.read_text()
+
+
+def hostile_device(tmp_path):
+    """A ``--hw-file`` whose one device (alias ``evil``) is named :data:`EVIL`: an H100-like box."""
+    spec = tmp_path / "evil.toml"
+    spec.write_text(
+        f"""[sources]
+s = "a test"
+
+[devices.'{EVIL}']
+aliases = ["evil"]
+power_w = 400
+power_source = "s"
+roofs = [
+  {{ unit = "tensor", precision = "bf16", peak_flops_per_s = 400e12, source = "s" }},
+  {{ unit = "vector", precision = "fp32", peak_flops_per_s = 50e12, source = "s" }},
+  {{ unit = "sfu", precision = "fp32", peak_flops_per_s = 2e12, source = "s" }},
+]
+memory = [
+  {{ name = "dram", bandwidth_bytes_per_s = 2e12, capacity_bytes = "64*1024**3", source = "s" }},
+]
+links = [
+  {{ name = "scale_up", bandwidth_bytes_per_s = 200e9, latency_s = 2e-6, source = "s" }},
+]
+"""
+    )
+    return spec
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "llama-3.1-8b", "--device", "evil", "--batch", "8"],
+        ["model", "analyze", "llama-3.1-8b", "--device", "evil"],
+        ["search", "llama-3.1-8b", "--device", "evil", "--batches", "1..64", "--ctxs", "4096", "--quiet"],
+        ["sweep", "llama-3.1-8b", "--device", "evil", "--batches", "1,8", "--ctxs", "1024"],
+        ["serve", "plans", "llama-3.1-8b", "--device", "evil", "--plans", "1x1x1x1,2x1x1x1"],
+        [
+            *("size", "llama-3.1-8b", "--rate", "2", "--slo-ttft", "1", "--slo-tpot", "0.05"),
+            *("--device", "evil", "--requests", "50", "--objective", "gpus", "--quiet"),
+        ],
+    ],
+    ids=["decode", "analyze", "search", "sweep", "plans", "size"],
+)
+def test_a_device_name_is_drawn_as_text_in_every_figure(tmp_path, argv):
+    """The review's evil2.toml: a device named with ``<a href>`` and ``<span style>`` put a live
+    link and 60 px red text into the roofline's title, the search's winners, the size bars, the
+    sweep and plans hovers. plotly renders that markup and decodes ``&amp;``, so every string of
+    a figure that holds the name must hold it with ``&``, ``<`` and ``>`` as entities (what the
+    standard library's ``html.escape`` writes, quotes aside), and a hover template never holds a
+    bare ``%{x}`` of the name."""
+    spec = hostile_device(tmp_path)
+    _out, page = page_of(tmp_path, "--hw-file", str(spec), *argv)
+    shown = html.escape(EVIL, quote=False)
+    assert "&lt;a href" in shown and "&amp;amp;" in shown  # the input, as text
+    figs = figures(page)
+    assert figs
+    held = 0
+    for data, layout in figs:
+        for s in strings([data, layout]):
+            assert "<a " not in s and "<span" not in s and "</a>" not in s, s
+            held += shown in s or shown.replace("%", "&#37;") in s
+        for trace in data:
+            template = trace.get("hovertemplate", "")
+            assert "CLICK" not in template or "%{x}" not in template, template
+    assert held > 0  # the name is drawn somewhere, as itself
