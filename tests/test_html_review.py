@@ -122,3 +122,24 @@ def test_a_device_name_is_drawn_as_text_in_every_figure(tmp_path, argv):
             template = trace.get("hovertemplate", "")
             assert "CLICK" not in template or "%{x}" not in template, template
     assert held > 0  # the name is drawn somewhere, as itself
+
+
+def test_the_analyze_page_draws_the_tp_it_was_asked(tmp_path):
+    """``model analyze --tp 2``: the text priced one device's share at tp 2 and the page drew tp 1
+    (header ``tp 1``, the ledger's largest batch at tp 1, q_proj's weight ``[4096, 4096]`` on hover).
+    Each part now comes from the same tp: the ledger's largest batch is ``--json``'s
+    ``capacity.max_batch``; q_proj's weight at tp 2 is Llama-3.1-8B's ``[d_model, n_heads d_head
+    / 2] = [4096, 2048]``, its FLOPs ``2 x 4096 x 2048 = 16.78 MFLOP`` (the text's row)."""
+    argv = ("model", "analyze", "llama-3.1-8b", "--device", "h100", "--tp", "2")
+    fit = json.loads(run_cli(*argv, "--json"))["capacity"]
+    assert fit["tp"] == 2
+    out, page = page_of(tmp_path, *argv)
+    bound = re.search(r"-> (\S+) tokens/s over the 2 devices", out)
+    assert bound, out
+    assert re.search(r"layers\.q_proj +gemm +32 +16\.78 M", out)
+    assert f'<td data-key="tokens/s">{bound.group(1)} over the 2 devices</td>' in page
+    assert "<th>tp</th><td><code>2</code>" in page
+    assert "batch 1, ctx 4096, tp=2</h1>" in page
+    assert f"largest batch that fits = {fit['max_batch']}" in page
+    hovers = [s for data, _ in figures(page) for s in strings(data) if "<b>layers.q_proj</b>" in s]
+    assert len(hovers) == 1 and "weight[4096, 2048] bf16" in hovers[0] and "FLOPs 16.78 MFLOP" in hovers[0]

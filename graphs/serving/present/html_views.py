@@ -354,7 +354,8 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
     Parameters
     ----------
     analysis : ModelAnalysis
-        The per-node analysis.
+        The per-node analysis (its ``tp``: the rows are one device's share, and the page draws
+        that device: title, header, hover shapes, ledger).
     config : ModelConfig
         The model.
     command : str
@@ -372,7 +373,8 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
     dim = analysis.ctx if decode else analysis.seq
     assert dim is not None, "analyze sets ctx for decode and seq for prefill"
     point = (analysis.batch, dim)
-    details = node_details(compiled_step(config, hw, analysis.phase), point)
+    tp = analysis.tp  # the rows are one device's share at tp: the hover shapes and the ledger too
+    details = node_details(compiled_step(config, hw, analysis.phase, tp=tp), point)
     if prediction is not None:
         for n, p in prediction.nodes.items():
             if n in details:
@@ -381,7 +383,7 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
     where = f"ctx {analysis.ctx}" if decode else f"seq {analysis.seq}"
     headline = {
         "bound (sum over nodes)": f"{t.sum_of_node_bounds_s * 1e3:.3f} ms",
-        "tokens/s": f"{t.tokens_per_s:.1f}",
+        "tokens/s": f"{t.tokens_per_s:.1f}" + (f" over the {tp} devices" if tp > 1 else ""),
         "whole step as one roofline": f"{t.whole_step_bound_s * 1e3:.3f} ms ({t.whole_step_kind})",
         "step traffic": f"{fmt_si(t.flops, 'FLOP')}, {fmt_si(t.dram_bytes, 'B')} DRAM",
         "attention share of FLOPs": f"{100 * t.attention_flop_share:.1f}%",
@@ -396,8 +398,10 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
         ]
     )
     sections = [
-        *_step_sections(analysis.rows, hw, details, config, analysis.phase, analysis.batch, dim, 1),
-        Section("closed forms (B, S, ctx free)", (forms,)),
+        *_step_sections(analysis.rows, hw, details, config, analysis.phase, analysis.batch, dim, tp),
+        Section("closed forms (the whole model, not divided by tp; B, S, ctx free)", (forms,)),
     ]
-    title = f"{analysis.model} {analysis.phase} on {analysis.device}: batch {analysis.batch}, {where}"
-    return page_html(title, run_header(command, config, analysis.device, 1), headline, sections)
+    title = (
+        f"{analysis.model} {analysis.phase} on {analysis.device}: batch {analysis.batch}, {where}, tp={tp}"
+    )
+    return page_html(title, run_header(command, config, analysis.device, tp), headline, sections)
