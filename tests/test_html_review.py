@@ -143,3 +143,47 @@ def test_the_analyze_page_draws_the_tp_it_was_asked(tmp_path):
     assert f"largest batch that fits = {fit['max_batch']}" in page
     hovers = [s for data, _ in figures(page) for s in strings(data) if "<b>layers.q_proj</b>" in s]
     assert len(hovers) == 1 and "weight[4096, 2048] bf16" in hovers[0] and "FLOPs 16.78 MFLOP" in hovers[0]
+
+
+def _unescaped(page: str) -> str:
+    return html.unescape(page)
+
+
+@pytest.mark.parametrize(
+    ("argv", "bound"),
+    [
+        (
+            ["decode", "mixtral-8x7b", "--device", "h100", "--tp", "2", "--ep", "2", "--batch", "16"],
+            r"TPOT bound (\S+ \S+)",
+        ),
+        (
+            ["prefill", "mixtral-8x7b", "--device", "h100", "--tp", "2", "--ep", "2", "--seq", "2048"],
+            r"TTFT lower bound \(sum of kernel bounds\): (\S+ \S+)",
+        ),
+        (
+            [
+                *("decode", "mixtral-8x7b", "--device", "h100", "--tp", "2", "--ep", "4", "--batch", "64"),
+                *("--routing", "zipf:1.2", "--placement", "balanced", "--replicate-hot", "2"),
+            ],
+            r"TPOT bound (\S+ \S+)",
+        ),
+    ],
+    ids=["decode-ep2", "prefill-ep2", "decode-ep4-zipf"],
+)
+def test_an_ep_page_draws_the_step_its_headline_prices(tmp_path, argv, bound):
+    """``decode mixtral-8x7b --tp 2 --ep 2 --batch 16``: the text's TPOT bound is 8.658 ms, the
+    page's nodes summed to 15.263 ms (every expert on one rank: the ep 1 step) and its ledger put
+    every expert's weights on each device. The node table now sums to the text's bound (the
+    step bound is the sum of its kernels' bounds), and the ledger's largest batch is ``--json``'s
+    ``capacity.max_batch`` (the routed experts spread over the EP ranks)."""
+    out = run_cli(*argv)
+    want = re.search(bound, out)
+    assert want, out
+    fit = json.loads(run_cli(*argv, "--json"))["capacity"]
+    assert fit["ep"] > 1
+    _out, page = page_of(tmp_path, *argv)
+    text = _unescaped(page)
+    summed = re.search(r"The \d+ nodes' bounds sum to (\S+ \S+)\.", text)
+    assert summed and summed.group(1) == want.group(1)
+    assert f"ep={fit['ep']}: the routed experts spread over the {fit['ep']} EP ranks" in text
+    assert f"largest batch that fits = {fit['max_batch']}" in text

@@ -212,16 +212,17 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
 
 
 def _ledger_section(
-    config: Any, device: str, *, batch: int, ctx: int, phase: str, seq: int | None, tp: int
+    config: Any, device: str, *, batch: int, ctx: int, phase: str, seq: int | None, tp: int, ep: int = 1
 ) -> Section:
-    cap = capacity(config, device, batch=batch, ctx=ctx, phase=phase, seq=seq, tp=tp)
+    cap = capacity(config, device, batch=batch, ctx=ctx, phase=phase, seq=seq, tp=tp, ep=ep)
     bars = {f"batch {batch} (this run)": cap.terms}
     fit = cap.max_batch
     if fit.value > 0:
         bars[f"batch {fit.value} (largest that fits)"] = fit.at_value
         bars[f"batch {fit.value + 1} (overflows on {fit.overflowing_term})"] = fit.at_next
     where = f"ctx {ctx}" if phase == Phase.DECODE else f"seq {seq}"
-    title = f"capacity ledger at {where} on {cap.device} (tp={tp}): largest batch that fits = {fit.value}"
+    degrees = f"tp={tp}" + (f", ep={ep}: the routed experts spread over the {ep} EP ranks" if ep > 1 else "")
+    title = f"capacity ledger at {where} on {cap.device} ({degrees}): largest batch that fits = {fit.value}"
     return Section(
         "capacity ledger",
         (ledger_figure(bars, cap.capacity_bytes, title=title),),
@@ -239,8 +240,10 @@ def phase_page(
     seq: int | None = None,
     limits: Any = None,
     prediction: Any = None,
+    routing: Any = None,
 ) -> str:
-    """A ``decode`` (``ctx``) or ``prefill`` (``seq``) page from its :class:`PhaseReport`.
+    """A ``decode`` (``ctx``) or ``prefill`` (``seq``) page from its :class:`PhaseReport`: its
+    nodes and ledger are the report's own step (its ``tp``, its ``ep`` and ``routing``).
 
     Parameters
     ----------
@@ -258,6 +261,9 @@ def phase_page(
         The batching limits, drawn with a decode page.
     prediction : Prediction, optional
         Per-node calibrated predictions, shown beside the bound.
+    routing : Routing, optional
+        The expert routing the report was priced with (:mod:`graphs.serving.step.expert_routing`;
+        None: uniform).
 
     Returns
     -------
@@ -275,7 +281,8 @@ def phase_page(
     if dim is None:
         raise CostModelError(f"a {report.phase} page needs {'ctx' if decode else 'seq'}, got None")
     point = (report.batch, dim)
-    c = compiled_step(config, hw, report.phase, tp=report.tp)
+    ep = getattr(report, "ep", 1)
+    c = compiled_step(config, hw, report.phase, tp=report.tp, ep=ep, routing=routing)
     rows, _totals = node_rows(c, *point)
     compute = max((v for k, v in report.terms_s.items() if k in UNITS), default=0.0)
     if decode:
@@ -316,7 +323,9 @@ def phase_page(
         )
     sections = [
         _breakdown_section(report, prediction),
-        *_step_sections(rows, hw, node_details(c, point), config, report.phase, report.batch, dim, report.tp),
+        *_step_sections(
+            rows, hw, node_details(c, point), config, report.phase, report.batch, dim, report.tp, ep
+        ),
     ]
     return page_html(title, run_header(command, config, report.device, report.tp), headline, sections)
 
@@ -330,12 +339,13 @@ def _step_sections(
     batch: int,
     dim: int,
     tp: int,
+    ep: int = 1,
 ) -> list[Section]:
     """The roofline of the step's nodes and the ledger at its point (``dim``: ctx or seq)."""
     seq = dim if phase == Phase.PREFILL else None
     return [
         _roofline_section(rows, hw, details, _roof_precision(_matmul(config))),
-        _ledger_section(config, hw.name, batch=batch, ctx=dim, phase=phase, seq=seq, tp=tp),
+        _ledger_section(config, hw.name, batch=batch, ctx=dim, phase=phase, seq=seq, tp=tp, ep=ep),
     ]
 
 

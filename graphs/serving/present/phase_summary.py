@@ -165,6 +165,7 @@ class _PhasePage:
     says which of :func:`~graphs.serving.present.html_views.phase_page`'s settings are its own."""
 
     report: Any
+    request: PhaseRequest
 
     def _page_settings(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -192,7 +193,12 @@ class _PhasePage:
         from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
 
         return phase_page(
-            self.report, config, command=command, prediction=_kernels(prediction), **self._page_settings()
+            self.report,
+            config,
+            command=command,
+            prediction=_kernels(prediction),
+            routing=self.request.plan().get("routing"),  # the step the report priced (--ep, --routing)
+            **self._page_settings(),
         )
 
 

@@ -505,6 +505,7 @@ def capacity(
     tp: int = 1,
     overhead: Overhead | None = None,
     activation_bytes_per_token: Any = None,
+    ep: int = 1,
 ) -> CapacityReport:
     """Does ``batch`` x ``ctx`` fit, and how far can batch or context go?
 
@@ -535,6 +536,10 @@ def capacity(
         The reserve policy (default: none).
     activation_bytes_per_token : number or sympy.Expr, optional
         Live activation bytes per active token (default: the liveness peak).
+    ep : int
+        Expert-parallel degree (ranks of ``tp`` devices; above 1 only for a MoE model): a device
+        holds ``1/ep`` of its tp-rank's routed-expert weights, so the weights are
+        ``W_tp - E_tp (1 - 1/ep)`` as in :func:`capacity_check` (before any overhead).
 
     Returns
     -------
@@ -556,6 +561,9 @@ def capacity(
         raise CostModelError(f"ctx {ctx} is below seq {s}: a prefill's cache holds at least its prompt's tokens")
     active = s if phase == "prefill" else 1
     led = build_ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
+    if positive_int(ep, "ep") > 1:  # the routed experts spread over the EP ranks (capacity_check's)
+        spread = routed_expert_bytes(w, tp) * (1 - 1 / ep)
+        led = dataclasses.replace(led, weights_bytes=led.weights_bytes - spread)
     cap = hw.memory_bytes()
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
     terms = led.numeric_terms(batch, ctx, active * batch, as_float(cap))
