@@ -187,3 +187,47 @@ def test_an_ep_page_draws_the_step_its_headline_prices(tmp_path, argv, bound):
     assert summed and summed.group(1) == want.group(1)
     assert f"ep={fit['ep']}: the routed experts spread over the {fit['ep']} EP ranks" in text
     assert f"largest batch that fits = {fit['max_batch']}" in text
+
+
+def _headline(page: str, key: str) -> str | None:
+    m = re.search(rf'<td data-key="{re.escape(key)}">([^<]*)</td>', page)
+    return html.unescape(m.group(1)) if m else None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "llama-3.1-70b", "--device", "h100", "--ignore-capacity"],
+        ["prefill", "llama-3.1-70b", "--device", "h100", "--seq", "512", "--ignore-capacity"],
+        ["model", "analyze", "llama-3.1-70b", "--device", "h100", "--ignore-capacity"],
+    ],
+    ids=["decode", "prefill", "analyze"],
+)
+def test_a_page_of_a_point_that_does_not_fit_says_so(tmp_path, argv):
+    """Llama-3.1-70B's 141 GB of bf16 weights on one 80 GB H100 (by hand: 70.6e9 params x 2 B):
+    the text opens with "does not fit on 1×h100-sxm ... the numbers below are for a point that
+    cannot run"; the page showed TPOT and a throughput ceiling as if it ran. Its first headline
+    is now the text's first line, word for word."""
+    out, page = page_of(tmp_path, *argv)
+    first = out.splitlines()[0]
+    assert first.startswith("does not fit on 1×h100-sxm") and "cannot run" in first
+    assert _headline(page, "does not fit") == first
+    assert re.search(r'<td data-key="([^"]+)"', page).group(1) == "does not fit"  # the first headline
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "llama-3.1-8b", "--device", "h100", "--batch", "8"],
+        ["decode", "llama-3.1-70b", "--device", "h100", "--ignore-capacity"],
+    ],
+    ids=["fits", "none-fits"],
+)
+def test_the_decode_page_caps_the_throughput_ceiling_as_the_text_does(tmp_path, argv):
+    """The page showed "throughput ceiling 6,099 tokens/s" for Llama-3.1-8B at batch 8, where
+    the text adds "capped by memory: at most batch 129 fits at ctx 4096, where throughput reaches
+    5,033 tokens/s" (and for 70B on one H100 "at most batch 0 fits ..., so no batch runs")."""
+    out, page = page_of(tmp_path, *argv)
+    cap = re.search(r"capped by memory: (at most batch .+)", out)
+    assert cap, out
+    assert _headline(page, "capped by memory") == cap.group(1)

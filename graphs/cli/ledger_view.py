@@ -78,11 +78,13 @@ def capacity_verdict(
     if fit.fits:
         return None, None, None
     if getattr(args, "ignore_capacity", False):
+        from graphs.serving.present.phase_summary import IGNORED_CAPACITY  # the page's words too
+
         if getattr(args, "json", False):
             return None, None, None
         return (
             None,
-            fit.headline(try_flag) + "; --ignore-capacity: the numbers below are for a point that cannot run",
+            fit.headline(try_flag) + IGNORED_CAPACITY,
             None,
         )
     if getattr(args, "json", False):

@@ -151,6 +151,9 @@ class AnalysisReport:
             A self-contained HTML page (needs the ``html`` extra: plotly).
         """
         from .html_views import analysis_page
+        from .phase_summary import IGNORED_CAPACITY
 
         pred = self.prediction.prediction if self.prediction is not None else None
-        return analysis_page(self.analysis, self.config, command=command, prediction=pred)
+        fit = self.capacity  # --ignore-capacity's verdict, as the text's first line
+        verdict = None if fit.fits else fit.headline() + IGNORED_CAPACITY
+        return analysis_page(self.analysis, self.config, command=command, prediction=pred, verdict=verdict)

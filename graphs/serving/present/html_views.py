@@ -37,7 +37,7 @@ from ..analysis.classify import node_rows
 from ..pricing.predict import UNMEASURED
 from ..step.compiled import compiled_step
 from ..step.ledger_fit import capacity
-from .phase_summary import OTHER_DRAM_SHOWN
+from .phase_summary import OTHER_DRAM_SHOWN, memory_cap
 
 __all__ = [
     "run_header",
@@ -241,6 +241,7 @@ def phase_page(
     limits: Any = None,
     prediction: Any = None,
     routing: Any = None,
+    verdict: str | None = None,
 ) -> str:
     """A ``decode`` (``ctx``) or ``prefill`` (``seq``) page from its :class:`PhaseReport`: its
     nodes and ledger are the report's own step (its ``tp``, its ``ep`` and ``routing``).
@@ -264,6 +265,9 @@ def phase_page(
     routing : Routing, optional
         The expert routing the report was priced with (:mod:`graphs.serving.step.expert_routing`;
         None: uniform).
+    verdict : str, optional
+        The capacity verdict of a point that does not fit (``--ignore-capacity``), as the text's
+        first line: the page's first headline.
 
     Returns
     -------
@@ -285,9 +289,10 @@ def phase_page(
     c = compiled_step(config, hw, report.phase, tp=report.tp, ep=ep, routing=routing)
     rows, _totals = node_rows(c, *point)
     compute = max((v for k, v in report.terms_s.items() if k in UNITS), default=0.0)
+    headline: dict[str, str] = {"does not fit": verdict} if verdict else {}
     if decode:
         title = f"{report.model} decode on {report.device}: batch {report.batch}, ctx {ctx}, tp={report.tp}"
-        headline = {
+        headline |= {
             "TPOT bound": fmt_time(report.step_s),
             "tokens/s per user": f"{report.tokens_per_s_per_user:.1f}",
             "tokens/s per device": f"{report.tokens_per_s_per_device:.1f}",
@@ -300,11 +305,13 @@ def phase_page(
             headline["throughput ceiling"] = (
                 f"{limits.throughput_ceiling_tokens_per_s or 0.0:,.0f} tokens/s{over}"
             )
+            if (cap := memory_cap(limits, dim, report.tp)) is not None:  # as the text caps it
+                headline["capped by memory"] = cap
     else:
         title = (
             f"{report.model} prefill on {report.device}: batch {report.batch} x {seq} tokens, tp={report.tp}"
         )
-        headline = {
+        headline |= {
             "TTFT lower bound": fmt_time(report.step_s),
             "whole prompt as one roofline": fmt_time(report.optimistic_step_s),
             "throughput": f"{report.tokens_per_s:,.0f} tokens/s",
@@ -358,7 +365,9 @@ def _roof_precision(dtype: str) -> str:
     return get_dtype(dtype).roof
 
 
-def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any = None) -> str:
+def analysis_page(
+    analysis: Any, config: Any, *, command: str, prediction: Any = None, verdict: str | None = None
+) -> str:
     """A ``model analyze`` page from its :class:`ModelAnalysis` (and per-node predictions).
 
     Parameters
@@ -372,6 +381,9 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
         The command line that ran it.
     prediction : Prediction, optional
         Per-node calibrated predictions.
+    verdict : str, optional
+        The capacity verdict of a point that does not fit (``--ignore-capacity``), as the text's
+        first line: the page's first headline.
 
     Returns
     -------
@@ -391,7 +403,8 @@ def analysis_page(analysis: Any, config: Any, *, command: str, prediction: Any =
                 details[n] += f"; predicted {fmt_time(p['predicted_s'])} ({prediction.framework})"
     t = analysis.totals
     where = f"ctx {analysis.ctx}" if decode else f"seq {analysis.seq}"
-    headline = {
+    headline = {"does not fit": verdict} if verdict else {}
+    headline |= {
         "bound (sum over nodes)": f"{t.sum_of_node_bounds_s * 1e3:.3f} ms",
         "tokens/s": f"{t.tokens_per_s:.1f}" + (f" over the {tp} devices" if tp > 1 else ""),
         "whole step as one roofline": f"{t.whole_step_bound_s * 1e3:.3f} ms ({t.whole_step_kind})",

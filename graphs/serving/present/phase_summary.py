@@ -29,7 +29,18 @@ if TYPE_CHECKING:
     from ..step.reports import DecodeLimits, DecodeReport, NearFarMemory, PrefillReport
     from .step_prediction import StepPrediction
 
-__all__ = ["DecodeSummary", "PrefillSummary", "expert_plan_line", "OTHER_DRAM_SHOWN"]
+__all__ = [
+    "DecodeSummary",
+    "PrefillSummary",
+    "expert_plan_line",
+    "OTHER_DRAM_SHOWN",
+    "IGNORED_CAPACITY",
+    "memory_cap",
+]
+
+#: what ``--ignore-capacity`` adds to the verdict of a point that does not fit (the text's first
+#: line, the page's first headline)
+IGNORED_CAPACITY = "; --ignore-capacity: the numbers below are for a point that cannot run"
 
 
 def expert_plan_line(plan: Mapping[str, Any], extra: str = "", refused: bool = False) -> str | None:
@@ -126,6 +137,33 @@ def _cache_line(caps: Mapping[str, Any], batch: int, ctx: int) -> list[str]:
     return [f"  cache held {fmt_si(held, 'B')} at ctx {ctx} (" + "; ".join(parts) + ")"]
 
 
+def memory_cap(lim: DecodeLimits, ctx: int, tp: int = 1) -> str | None:
+    """What caps the throughput ceiling when the memory holds fewer sequences than reach it:
+    ``at most batch 129 fits at ctx 4096, where throughput reaches 5,033 tokens/s`` (None when
+    the memory does not cap it).
+
+    Parameters
+    ----------
+    lim : DecodeLimits
+        The batching limits.
+    ctx : int
+        The decode context.
+    tp : int
+        Tensor-parallel degree (throughputs are the whole group's).
+
+    Returns
+    -------
+    str or None
+    """
+    if not lim.capped_by_memory:
+        return None
+    unit = "tokens/s" + (f" over the {tp} devices" if tp > 1 else "")
+    reach = lim.throughput_at_max_batch_tokens_per_s
+    return f"at most batch {lim.max_batch_fits} fits at ctx {ctx}, " + (
+        f"where throughput reaches {reach:,.0f} {unit}" if reach else "so no batch runs"
+    )
+
+
 def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int, tp: int = 1) -> list[str]:
     """The knee, the throughput ceiling and the context ceiling, capped at what the memory holds
     (throughputs of the whole tensor-parallel group, said when it has several devices)."""
@@ -143,12 +181,8 @@ def _knee_lines(lim: DecodeLimits, fit: CapacityCheck, batch: int, ctx: int, tp:
             f"roofline, {ceiling:,.0f} {unit} (90% at batch {lim.batch_for_90pct_of_ceiling or 0:.0f}; "
             "every kernel's bytes and FLOPs overlapped: an upper bound)"
         ]
-    if lim.capped_by_memory:
-        reach = lim.throughput_at_max_batch_tokens_per_s
-        out.append(
-            f"    capped by memory: at most batch {lim.max_batch_fits} fits at ctx {ctx}, "
-            + (f"where throughput reaches {reach:,.0f} {unit}" if reach else "so no batch runs")
-        )
+    if (cap := memory_cap(lim, ctx, tp)) is not None:
+        out.append(f"    capped by memory: {cap}")
     if lim.ctx_ceiling is not None:
         cap = ""
         if lim.ctx_ceiling > fit.max_context:
@@ -166,6 +200,7 @@ class _PhasePage:
 
     report: Any
     request: PhaseRequest
+    capacity: CapacityCheck
 
     def _page_settings(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -192,12 +227,14 @@ class _PhasePage:
         """
         from .html_views import phase_page  # the page's module loads sympy: only when a page is drawn
 
+        fit = self.capacity
         return phase_page(
             self.report,
             config,
             command=command,
             prediction=_kernels(prediction),
             routing=self.request.plan().get("routing"),  # the step the report priced (--ep, --routing)
+            verdict=None if fit.fits else fit.headline() + IGNORED_CAPACITY,  # the text's first line
             **self._page_settings(),
         )
 
